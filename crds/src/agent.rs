@@ -1,0 +1,256 @@
+//! The `Agent` resource: one deployable agent — its mode, persona, workflow, model,
+//! tools, handoff targets and how it runs.
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::ObjectRef;
+
+mod model;
+mod tool;
+
+pub use model::{ModelSettings, Provider, TurnDetection};
+pub use tool::{
+    BuiltinKind, BuiltinTool, Consent, HttpTool, McpTool, ToolMemory, ToolSpec, ToolTarget,
+};
+
+/// An AI agent that talks with people by voice, text or both. The operator resolves its
+/// Persona and Workflow into a runtime configuration and runs it as pods behind the
+/// session gateway.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "switchboard.dev",
+    version = "v1alpha1",
+    kind = "Agent",
+    namespaced,
+    status = "AgentStatus",
+    shortname = "sba",
+    category = "switchboard",
+    doc = "A Switchboard agent: mode (voice, text or hybrid), persona, workflow, model, tools and handoff targets.",
+    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.mode"),
+    printcolumn(name = "Accepted", type_ = "string", json_path = ".status.conditions[?(@.type==\"Accepted\")].status"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoint", priority = 1),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSpec {
+    /// How users talk with the agent: `voice` (speech to speech through Nova Sonic),
+    /// `text` (streaming chat through Bedrock Converse) or `hybrid` (both on one session).
+    pub mode: Mode,
+
+    /// The Persona (in this namespace) that sets the agent's name, prompt and voice.
+    pub persona_ref: ObjectRef,
+
+    /// The Workflow (in this namespace) the agent follows.
+    pub workflow_ref: ObjectRef,
+
+    /// Which models the agent uses and how. Defaults suit Amazon Bedrock in `us-east-1`.
+    #[serde(default)]
+    pub model: ModelSettings,
+
+    /// Tools the model may call. A Workflow node may narrow them further.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 128))]
+    pub tools: Vec<ToolSpec>,
+
+    /// Agents this one may transfer a session to. Each becomes a `transfer_to_<agent>`
+    /// tool; the receiving agent gets a `return_to_<caller>` tool for the way back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub handoffs: Vec<HandoffTarget>,
+
+    /// Fixed number of runtime pods. Leave unset when `autoscaling` is set. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub replicas: Option<i32>,
+
+    /// Scale runtime pods with a HorizontalPodAutoscaler instead of a fixed `replicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<Autoscaling>,
+
+    /// CPU and memory for each runtime pod. Defaults come from the operator's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// Where the runtime pods get model credentials. Without it, pods use the default AWS
+    /// credential chain (e.g. the node's role).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<Credentials>,
+
+    /// Session limits and draining for the runtime pods.
+    #[serde(default)]
+    pub sessions: SessionSettings,
+
+    /// How the session gateway exposes the agent.
+    #[serde(default)]
+    pub gateway: GatewaySettings,
+}
+
+/// How users talk with an agent.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Mode {
+    /// Speech to speech through Amazon Nova Sonic.
+    Voice,
+    /// Streaming text chat through Bedrock Converse (or an OpenAI-compatible server).
+    Text,
+    /// Audio and text on one session through Nova Sonic.
+    Hybrid,
+}
+
+impl Mode {
+    /// The lowercase name, as in the spec and the runtime's `MODE` variable.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Voice => "voice",
+            Mode::Text => "text",
+            Mode::Hybrid => "hybrid",
+        }
+    }
+
+    /// True for modes that carry audio.
+    pub fn has_audio(self) -> bool {
+        matches!(self, Mode::Voice | Mode::Hybrid)
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Another Agent this one may hand a session to.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffTarget {
+    /// Name of the target Agent in the same namespace.
+    #[schemars(length(min = 1, max = 63))]
+    pub agent: String,
+    /// When to transfer, in plain language; becomes the transfer tool's description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub description: Option<String>,
+}
+
+/// HorizontalPodAutoscaler settings for an Agent's runtime pods.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Autoscaling {
+    /// Fewest pods. Default 1.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub min_replicas: i32,
+    /// Most pods; at least `minReplicas`.
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_replicas: i32,
+    /// Average CPU utilisation, in percent of requests, the autoscaler aims for. Default 70.
+    #[serde(default = "seventy")]
+    #[schemars(range(min = 1, max = 100))]
+    pub target_cpu_utilization_percentage: i32,
+}
+
+/// Where runtime pods get model credentials.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Credentials {
+    /// A Secret whose keys become environment variables of the runtime container, e.g.
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, or `OPENAI_API_KEY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<ObjectRef>,
+    /// The service account the pods run as, e.g. one annotated for IAM roles for service
+    /// accounts (IRSA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+}
+
+/// Session limits and draining for an Agent's runtime pods.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSettings {
+    /// Most concurrent sessions one pod accepts; further ones are refused. Default 200.
+    #[serde(default = "default_max_sessions")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_concurrent: u32,
+    /// Seconds a stopping pod waits for live sessions to finish before it exits. Default 300.
+    #[serde(default = "default_drain")]
+    #[schemars(range(min = 0, max = 3600))]
+    pub drain_timeout_seconds: u32,
+    /// Seconds of silence (no input) after which a session is closed. Default 600.
+    #[serde(default = "default_idle")]
+    #[schemars(range(min = 10, max = 86400))]
+    pub idle_timeout_seconds: u32,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self {
+            max_concurrent: default_max_sessions(),
+            drain_timeout_seconds: default_drain(),
+            idle_timeout_seconds: default_idle(),
+        }
+    }
+}
+
+/// How the session gateway exposes an Agent.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySettings {
+    /// Whether clients may start sessions with this agent directly. Agents reached only
+    /// through handoffs may set `false`. Default true.
+    #[serde(default = "yes")]
+    pub expose: bool,
+    /// Whether this is the namespace's default agent for sessions that name none.
+    #[serde(default)]
+    pub default: bool,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self { expose: true, default: false }
+    }
+}
+
+/// Observed state of an Agent.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Accepted` (spec valid, references resolved) and `Ready` (at least one pod ready).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Where the gateway routes this agent's sessions (`host:port` of its Service).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Runtime pods that are ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// Runtime pods wanted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+}
+
+fn one() -> i32 {
+    1
+}
+fn seventy() -> i32 {
+    70
+}
+fn yes() -> bool {
+    true
+}
+fn default_max_sessions() -> u32 {
+    200
+}
+fn default_drain() -> u32 {
+    300
+}
+fn default_idle() -> u32 {
+    600
+}

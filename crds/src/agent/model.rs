@@ -1,0 +1,133 @@
+//! Model settings of an Agent: which provider and models, and how they are called.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The default Nova Sonic speech-to-speech model.
+pub const DEFAULT_VOICE_MODEL: &str = "amazon.nova-2-sonic-v1:0";
+/// The default Bedrock text model.
+pub const DEFAULT_TEXT_MODEL: &str = "amazon.nova-lite-v1:0";
+/// The default AWS region.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// Which models an Agent uses and how.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelSettings {
+    /// Who serves the text model: `bedrock` (the default) or `openai` for any
+    /// OpenAI-compatible chat-completions server (vLLM, Ollama, ...). Voice always uses
+    /// Nova Sonic on Bedrock.
+    #[serde(default)]
+    pub provider: Provider,
+
+    /// AWS region of the Bedrock endpoint. Default `us-east-1`.
+    #[serde(default = "default_region")]
+    #[schemars(regex(pattern = r"^[a-z]{2}(-[a-z]+)+-\d+$"))]
+    pub region: String,
+
+    /// Nova Sonic model id for voice and hybrid modes. Default `amazon.nova-2-sonic-v1:0`.
+    #[serde(default = "default_voice_model")]
+    #[schemars(length(min = 1, max = 256))]
+    pub voice_model_id: String,
+
+    /// Text model id for text mode: a Bedrock model or inference profile id, or the model
+    /// name an OpenAI-compatible server knows. Default `amazon.nova-lite-v1:0`.
+    #[serde(default = "default_text_model")]
+    #[schemars(length(min = 1, max = 256))]
+    pub text_model_id: String,
+
+    /// Override of the model endpoint URL: required for `openai` (e.g.
+    /// `http://vllm.models:8000/v1`); for `bedrock`, a private or test endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^https?://"))]
+    pub endpoint: Option<String>,
+
+    /// Most tokens in one reply. Default 1024.
+    #[serde(default = "default_max_tokens")]
+    #[schemars(range(min = 1, max = 65536))]
+    pub max_tokens: u32,
+
+    /// Sampling temperature, 0 to 1. Default 0.7.
+    #[serde(default = "default_temperature")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub temperature: f32,
+
+    /// Nucleus sampling, 0 to 1. Default 0.9.
+    #[serde(default = "default_top_p")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub top_p: f32,
+
+    /// Tokens of conversation kept before older turns are compacted into a summary.
+    /// Default 32000.
+    #[serde(default = "default_context_tokens")]
+    #[schemars(range(min = 1024, max = 1000000))]
+    pub context_tokens: u32,
+
+    /// Nova Sonic end-of-turn sensitivity: `high` answers sooner after the user pauses,
+    /// `low` waits longer. Default `medium`.
+    #[serde(default)]
+    pub turn_detection: TurnDetection,
+}
+
+impl Default for ModelSettings {
+    fn default() -> Self {
+        Self {
+            provider: Provider::default(),
+            region: default_region(),
+            voice_model_id: default_voice_model(),
+            text_model_id: default_text_model(),
+            endpoint: None,
+            max_tokens: default_max_tokens(),
+            temperature: default_temperature(),
+            top_p: default_top_p(),
+            context_tokens: default_context_tokens(),
+            turn_detection: TurnDetection::default(),
+        }
+    }
+}
+
+/// Who serves the text model.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Provider {
+    /// Amazon Bedrock (Converse for text, Nova Sonic for voice).
+    #[default]
+    Bedrock,
+    /// An OpenAI-compatible chat-completions server; needs `endpoint`.
+    Openai,
+}
+
+/// Nova Sonic end-of-turn sensitivity.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum TurnDetection {
+    /// Wait longer before answering.
+    Low,
+    /// The service default.
+    #[default]
+    Medium,
+    /// Answer soon after the user pauses.
+    High,
+}
+
+fn default_region() -> String {
+    DEFAULT_REGION.to_owned()
+}
+fn default_voice_model() -> String {
+    DEFAULT_VOICE_MODEL.to_owned()
+}
+fn default_text_model() -> String {
+    DEFAULT_TEXT_MODEL.to_owned()
+}
+fn default_max_tokens() -> u32 {
+    1024
+}
+fn default_temperature() -> f32 {
+    0.7
+}
+fn default_top_p() -> f32 {
+    0.9
+}
+fn default_context_tokens() -> u32 {
+    32000
+}

@@ -1,0 +1,180 @@
+//! Tools an Agent's model may call: HTTP tool servers, MCP servers and built-ins.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A tool the model may call. Exactly one of `http`, `mcp` and `builtin` says how it runs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSpec {
+    /// The name the model calls the tool by: letters, digits, `_` and `-`, at most 64.
+    /// Names starting with `transfer_to_` or `return_to_` are reserved for handoffs.
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[a-zA-Z][a-zA-Z0-9_-]*$"))]
+    pub name: String,
+
+    /// What the tool does and when to use it; the model reads this.
+    #[schemars(length(min = 1, max = 4096))]
+    pub description: String,
+
+    /// JSON Schema (draft 2020-12) of the tool's input; its top level must be an object
+    /// schema. Inputs that do not match are refused before the tool runs.
+    #[serde(default = "empty_object_schema")]
+    #[schemars(schema_with = "any_json_object")]
+    pub input_schema: serde_json::Value,
+
+    /// Call an HTTP tool server: the input is POSTed as JSON, the JSON response is the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpTool>,
+
+    /// Call a tool on a Model Context Protocol server (streamable HTTP transport).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpTool>,
+
+    /// Use a tool built into the runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builtin: Option<BuiltinTool>,
+
+    /// `required` makes the runtime ask the user (a `consent_request`) and run the tool only
+    /// after approval, whatever the model says. Default `never`.
+    #[serde(default)]
+    pub consent: Consent,
+
+    /// Seconds a result is reused for the same input. 0 (the default) disables caching.
+    #[serde(default)]
+    #[schemars(range(max = 86400))]
+    pub cache_ttl_seconds: u32,
+
+    /// Longest result, in bytes, handed to the model; longer results are truncated.
+    /// Default 16384.
+    #[serde(default = "default_max_output")]
+    #[schemars(range(min = 64, max = 1048576))]
+    pub max_output_bytes: u32,
+
+    /// Store part of a successful result in session memory, e.g. the verified user after
+    /// an identity check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remember: Option<ToolMemory>,
+}
+
+/// Which of the three ways a tool runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ToolTarget<'a> {
+    /// An HTTP tool server.
+    Http(&'a HttpTool),
+    /// An MCP server.
+    Mcp(&'a McpTool),
+    /// A built-in tool.
+    Builtin(&'a BuiltinTool),
+}
+
+impl ToolSpec {
+    /// How the tool runs, when exactly one of `http`, `mcp`, `builtin` is set.
+    pub fn target(&self) -> Option<ToolTarget<'_>> {
+        match (&self.http, &self.mcp, &self.builtin) {
+            (Some(h), None, None) => Some(ToolTarget::Http(h)),
+            (None, Some(m), None) => Some(ToolTarget::Mcp(m)),
+            (None, None, Some(b)) => Some(ToolTarget::Builtin(b)),
+            _ => None,
+        }
+    }
+}
+
+/// An HTTP tool server.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpTool {
+    /// The URL the input is POSTed to.
+    #[schemars(regex(pattern = r"^https?://"))]
+    pub url: String,
+    /// Milliseconds to wait for the response before the call fails. Default 5000.
+    #[serde(default = "default_timeout_ms")]
+    #[schemars(range(min = 1, max = 300000))]
+    pub timeout_ms: u32,
+    /// Extra request headers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A tool on a Model Context Protocol server.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpTool {
+    /// The MCP server's streamable-HTTP endpoint.
+    #[schemars(regex(pattern = r"^https?://"))]
+    pub url: String,
+    /// The tool's name on the server, when it differs from `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// Milliseconds to wait for the result before the call fails. Default 5000.
+    #[serde(default = "default_timeout_ms")]
+    #[schemars(range(min = 1, max = 300000))]
+    pub timeout_ms: u32,
+}
+
+/// A tool built into the runtime.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BuiltinTool {
+    /// Which built-in: `currentTime` (the date and time now) or `endSession` (finish the
+    /// conversation politely).
+    pub kind: BuiltinKind,
+}
+
+/// The built-in tools.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BuiltinKind {
+    /// Returns the current date and time.
+    CurrentTime,
+    /// Ends the session after the current reply.
+    EndSession,
+}
+
+/// Whether a tool needs the user's approval before it runs.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Consent {
+    /// Runs without asking.
+    #[default]
+    Never,
+    /// Runs only after the user approves each call.
+    Required,
+}
+
+/// Stores part of a tool's successful result in session memory.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolMemory {
+    /// The memory key, e.g. `verifiedUser`.
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-zA-Z][a-zA-Z0-9_]*$"))]
+    pub key: String,
+    /// JSON Pointer (RFC 6901) to the part of the result to store; empty stores all of it.
+    #[serde(default)]
+    pub value: String,
+    /// JSON Pointer to a boolean in the result that must be `true` for the value to be
+    /// stored, e.g. `/verified`. When empty, every successful result is stored.
+    #[serde(default)]
+    pub when: String,
+}
+
+fn default_timeout_ms() -> u32 {
+    5000
+}
+
+fn default_max_output() -> u32 {
+    16384
+}
+
+fn empty_object_schema() -> serde_json::Value {
+    serde_json::json!({ "type": "object", "properties": {} })
+}
+
+fn any_json_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "description": "JSON Schema (draft 2020-12) of the tool's input; its top level must be an object schema."
+    })
+}

@@ -1,0 +1,102 @@
+//! The `Persona` resource: how an agent sounds and speaks.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::ResourceStatus;
+
+/// How an agent sounds and speaks: its name, system prompt, voice, language and style.
+/// Several Agents may share one Persona.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "switchboard.dev",
+    version = "v1alpha1",
+    kind = "Persona",
+    namespaced,
+    status = "ResourceStatus",
+    shortname = "sbpersona",
+    category = "switchboard",
+    doc = "How a Switchboard agent sounds and speaks: display name, system prompt template, Nova Sonic voice, language, greeting and response style.",
+    printcolumn(name = "Voice", type_ = "string", json_path = ".spec.voice"),
+    printcolumn(name = "Language", type_ = "string", json_path = ".spec.language"),
+    printcolumn(name = "Accepted", type_ = "string", json_path = ".status.conditions[?(@.type==\"Accepted\")].status"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PersonaSpec {
+    /// The name the agent introduces itself with, e.g. "Ava from Example Bank".
+    /// Available in the prompt template as `{name}`.
+    #[schemars(length(min = 1, max = 128))]
+    pub display_name: String,
+
+    /// The system prompt template. Placeholders: `{name}` (display name), `{agent}` (the
+    /// Agent's name), `{memory}` (what the session knows, e.g. the verified user), `{date}`
+    /// (today, ISO 8601), `{language}`. Write `{{` and `}}` for literal braces. Any other
+    /// placeholder is rejected.
+    #[schemars(length(min = 1, max = 32768))]
+    pub system_prompt: String,
+
+    /// Nova Sonic voice id, e.g. `matthew`, `tiffany`, `amy`. Used in voice and hybrid modes.
+    #[serde(default = "default_voice")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[a-z][a-z0-9_-]*$"))]
+    pub voice: String,
+
+    /// The language the agent speaks, as a BCP 47 tag such as `en-US` or `en-GB`.
+    #[serde(default = "default_language")]
+    #[schemars(regex(pattern = r"^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})*$"))]
+    pub language: String,
+
+    /// What the agent says when a session starts, before the user says anything. When
+    /// empty the agent waits for the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    pub greeting: Option<String>,
+
+    /// How replies are phrased. `voiceFriendly` (the default) keeps replies short, spoken
+    /// and free of markdown; `conversational` allows a little more length; `detailed`
+    /// allows long, structured answers (text mode).
+    #[serde(default)]
+    pub response_style: ResponseStyle,
+}
+
+/// How an agent phrases its replies.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ResponseStyle {
+    /// Short spoken sentences, no markdown, numbers written as they are said.
+    #[default]
+    VoiceFriendly,
+    /// Natural, moderately short replies.
+    Conversational,
+    /// Longer, structured answers; markdown allowed.
+    Detailed,
+}
+
+impl ResponseStyle {
+    /// The guidance appended to the system prompt for this style.
+    pub fn guidance(self) -> &'static str {
+        match self {
+            ResponseStyle::VoiceFriendly => {
+                "Reply in one to three short spoken sentences. Do not use markdown, lists or emoji. Say numbers the way a person would say them aloud."
+            }
+            ResponseStyle::Conversational => {
+                "Reply naturally and briefly, in plain sentences without markdown."
+            }
+            ResponseStyle::Detailed => {
+                "Reply completely; you may use short markdown lists where they help."
+            }
+        }
+    }
+}
+
+/// The placeholders a system prompt template may contain.
+pub const TEMPLATE_PLACEHOLDERS: &[&str] = &["name", "agent", "memory", "date", "language"];
+
+pub(crate) fn default_voice() -> String {
+    "matthew".to_owned()
+}
+
+pub(crate) fn default_language() -> String {
+    "en-US".to_owned()
+}

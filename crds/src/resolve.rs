@@ -1,0 +1,50 @@
+//! Resolution: an Agent with its Persona and Workflow becomes one self-contained
+//! [`RuntimeSpec`]. Pure; validation is separate ([`crate::validate`]) and
+//! [`crate::Catalog::resolve_agent`] runs both.
+
+use kube::ResourceExt;
+
+use crate::agent::Agent;
+use crate::persona::Persona;
+use crate::runtime::{
+    AgentIdentity, NamedPersona, NamedWorkflow, RUNTIME_SPEC_KIND, ResolvedHandoff, RuntimeSpec,
+    transfer_tool_name,
+};
+use crate::workflow::Workflow;
+
+/// The namespace assumed for objects that name none (as `kubectl apply` does).
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Assembles the RuntimeSpec of `agent` from the Persona and Workflow it references.
+/// Call it on objects that passed validation; it does not check references itself.
+pub fn resolve(agent: &Agent, persona: &Persona, workflow: &Workflow) -> RuntimeSpec {
+    let spec = &agent.spec;
+    let handoffs = spec
+        .handoffs
+        .iter()
+        .map(|h| ResolvedHandoff {
+            agent: h.agent.clone(),
+            tool: transfer_tool_name(&h.agent),
+            description: h
+                .description
+                .clone()
+                .unwrap_or_else(|| format!("Transfer the conversation to the {} agent.", h.agent)),
+        })
+        .collect();
+    RuntimeSpec {
+        api_version: crate::API_VERSION.to_owned(),
+        kind: RUNTIME_SPEC_KIND.to_owned(),
+        agent: AgentIdentity {
+            name: agent.name_any(),
+            namespace: agent.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()),
+        },
+        mode: spec.mode,
+        persona: NamedPersona { name: persona.name_any(), spec: persona.spec.clone() },
+        workflow: NamedWorkflow { name: workflow.name_any(), spec: workflow.spec.clone() },
+        model: spec.model.clone(),
+        tools: spec.tools.clone(),
+        handoffs,
+        sessions: spec.sessions.clone(),
+        gateway: spec.gateway.clone(),
+    }
+}

@@ -1,0 +1,135 @@
+//! The resolved, self-contained description of one agent that the operator hands to its
+//! pods (as `runtime.json` in a ConfigMap) and the local runner builds in memory.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{GatewaySettings, Mode, ModelSettings, SessionSettings, ToolSpec};
+use crate::persona::PersonaSpec;
+use crate::workflow::WorkflowSpec;
+
+/// `kind` of a serialised RuntimeSpec.
+pub const RUNTIME_SPEC_KIND: &str = "RuntimeSpec";
+/// Prefix of the tool that transfers a session to another agent.
+pub const TRANSFER_PREFIX: &str = "transfer_to_";
+/// Prefix of the tool that returns a session to the agent that handed it over.
+pub const RETURN_PREFIX: &str = "return_to_";
+
+/// Everything a runtime pod needs to run one agent: persona, workflow, tools, handoff
+/// targets and model settings, with every default filled in and every reference resolved.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeSpec {
+    /// Always `switchboard.dev/v1alpha1`.
+    pub api_version: String,
+    /// Always `RuntimeSpec`.
+    pub kind: String,
+    /// Which Agent this is.
+    pub agent: AgentIdentity,
+    /// voice, text or hybrid.
+    pub mode: Mode,
+    /// The resolved Persona.
+    pub persona: NamedPersona,
+    /// The resolved Workflow.
+    pub workflow: NamedWorkflow,
+    /// Model settings with defaults applied.
+    pub model: ModelSettings,
+    /// The Agent's own tools (handoff tools are listed under `handoffs`).
+    pub tools: Vec<ToolSpec>,
+    /// Agents this one may transfer to, each with its transfer tool.
+    pub handoffs: Vec<ResolvedHandoff>,
+    /// Session limits and draining.
+    pub sessions: SessionSettings,
+    /// Gateway exposure.
+    pub gateway: GatewaySettings,
+}
+
+/// Name and namespace of an Agent.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentIdentity {
+    /// The Agent's name.
+    pub name: String,
+    /// The Agent's namespace.
+    pub namespace: String,
+}
+
+/// A Persona with its name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamedPersona {
+    /// The Persona's name.
+    pub name: String,
+    /// Its spec.
+    #[serde(flatten)]
+    pub spec: PersonaSpec,
+}
+
+/// A Workflow with its name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamedWorkflow {
+    /// The Workflow's name.
+    pub name: String,
+    /// Its spec.
+    #[serde(flatten)]
+    pub spec: WorkflowSpec,
+}
+
+/// A handoff target with the tool the model calls to transfer.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedHandoff {
+    /// The target Agent's name.
+    pub agent: String,
+    /// The transfer tool's name, `transfer_to_<agent>`.
+    pub tool: String,
+    /// The transfer tool's description.
+    pub description: String,
+}
+
+/// The name of the tool that transfers a session to `agent`.
+pub fn transfer_tool_name(agent: &str) -> String {
+    format!("{TRANSFER_PREFIX}{agent}")
+}
+
+/// The name of the tool that returns a session to `caller`.
+pub fn return_tool_name(caller: &str) -> String {
+    format!("{RETURN_PREFIX}{caller}")
+}
+
+/// A RuntimeSpec document that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeSpecError {
+    /// Not valid JSON/YAML, or not a RuntimeSpec.
+    #[error("runtime spec is not valid: {0}")]
+    Parse(String),
+    /// A RuntimeSpec of another version.
+    #[error("runtime spec has apiVersion {found:?} and kind {kind:?}; this runtime reads {} {}", crate::API_VERSION, RUNTIME_SPEC_KIND)]
+    Version {
+        /// The apiVersion found.
+        found: String,
+        /// The kind found.
+        kind: String,
+    },
+}
+
+impl RuntimeSpec {
+    /// Reads a RuntimeSpec from JSON or YAML text, checking its apiVersion and kind.
+    pub fn parse(text: &str) -> Result<Self, RuntimeSpecError> {
+        let spec: RuntimeSpec =
+            serde_yaml::from_str(text).map_err(|e| RuntimeSpecError::Parse(e.to_string()))?;
+        if spec.api_version != crate::API_VERSION || spec.kind != RUNTIME_SPEC_KIND {
+            return Err(RuntimeSpecError::Version { found: spec.api_version, kind: spec.kind });
+        }
+        Ok(spec)
+    }
+
+    /// Canonical JSON: stable for equal specs, so a hash of it changes only when the spec does.
+    pub fn to_canonical_json(&self) -> String {
+        // Struct fields serialise in declaration order and maps are BTreeMaps, so the output
+        // is deterministic. Tool input schemas are serde_json::Value objects, whose keys are
+        // sorted (serde_json without preserve_order).
+        serde_json::to_string(self).unwrap_or_else(|e| unreachable!("RuntimeSpec serialises: {e}"))
+    }
+}

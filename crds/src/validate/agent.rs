@@ -1,0 +1,278 @@
+//! Checks of an Agent, including those that look at the objects it references.
+
+use std::collections::BTreeSet;
+
+use super::{Problem, Reason, duplicates, is_dns_label, summarize};
+use crate::agent::{AgentSpec, Provider, ToolSpec};
+use crate::persona::PersonaSpec;
+use crate::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, transfer_tool_name};
+use crate::validate::{validate_persona, validate_workflow};
+use crate::workflow::{NodeKind, WorkflowSpec};
+
+/// What an Agent references, as found by the caller (a cluster cache or a folder of files).
+#[derive(Clone, Copy)]
+pub struct References<'a> {
+    /// The Persona named by `personaRef`, if it exists.
+    pub persona: Option<&'a PersonaSpec>,
+    /// The Workflow named by `workflowRef`, if it exists.
+    pub workflow: Option<&'a WorkflowSpec>,
+    /// Whether an Agent of this name exists in the same namespace.
+    pub agent_exists: &'a dyn Fn(&str) -> bool,
+}
+
+impl std::fmt::Debug for References<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("References")
+            .field("persona", &self.persona.is_some())
+            .field("workflow", &self.workflow.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every problem with the Agent `name` in `namespace`, given what it references.
+pub fn validate_agent(name: &str, namespace: &str, spec: &AgentSpec, refs: References<'_>) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if !is_dns_label(name) {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "metadata.name",
+            format!("{name:?} must be a DNS label (lowercase letters, digits and '-', at most 63) because it names the agent's Service"),
+        ));
+    }
+    check_references(namespace, spec, refs, &mut problems);
+    check_tools(&spec.tools, &mut problems);
+    check_handoffs(name, namespace, spec, refs, &mut problems);
+    if let Some(workflow) = refs.workflow {
+        check_workflow_fits(spec, workflow, &mut problems);
+    }
+    check_scaling_and_model(spec, &mut problems);
+    problems
+}
+
+fn check_references(namespace: &str, spec: &AgentSpec, refs: References<'_>, problems: &mut Vec<Problem>) {
+    let persona = &spec.persona_ref.name;
+    match refs.persona {
+        None => problems.push(Problem::new(
+            Reason::PersonaNotFound,
+            "spec.personaRef",
+            format!("persona {persona:?} does not exist in namespace {namespace:?}; create it or fix spec.personaRef.name"),
+        )),
+        Some(p) => {
+            if let Some((_, msg)) = summarize(&validate_persona(p)) {
+                problems.push(Problem::new(
+                    Reason::PersonaInvalid,
+                    "spec.personaRef",
+                    format!("persona {persona:?} is invalid: {msg}"),
+                ));
+            }
+        }
+    }
+    let workflow = &spec.workflow_ref.name;
+    match refs.workflow {
+        None => problems.push(Problem::new(
+            Reason::WorkflowNotFound,
+            "spec.workflowRef",
+            format!("workflow {workflow:?} does not exist in namespace {namespace:?}; create it or fix spec.workflowRef.name"),
+        )),
+        Some(w) => {
+            if let Some((_, msg)) = summarize(&validate_workflow(w)) {
+                problems.push(Problem::new(
+                    Reason::WorkflowInvalid,
+                    "spec.workflowRef",
+                    format!("workflow {workflow:?} is invalid: {msg}"),
+                ));
+            }
+        }
+    }
+}
+
+fn check_tools(tools: &[ToolSpec], problems: &mut Vec<Problem>) {
+    for dup in duplicates(tools.iter().map(|t| t.name.as_str())) {
+        problems.push(Problem::new(
+            Reason::DuplicateName,
+            "spec.tools",
+            format!("tool name {dup:?} is used more than once; tool names must be unique"),
+        ));
+    }
+    for (i, tool) in tools.iter().enumerate() {
+        let field = format!("spec.tools[{i}]");
+        if !is_tool_name(&tool.name) {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("{field}.name"),
+                format!("{:?} is not a valid tool name (a letter, then letters, digits, '_' or '-', at most 64)", tool.name),
+            ));
+        }
+        if tool.name.starts_with(TRANSFER_PREFIX) || tool.name.starts_with(RETURN_PREFIX) {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("{field}.name"),
+                format!("{:?} uses a prefix reserved for handoff tools; list the agent under spec.handoffs instead", tool.name),
+            ));
+        }
+        if tool.target().is_none() {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                field.clone(),
+                format!("tool {:?} must set exactly one of http, mcp and builtin", tool.name),
+            ));
+        }
+        if let Err(msg) = check_input_schema(&tool.input_schema) {
+            problems.push(Problem::new(
+                Reason::InvalidToolSchema,
+                format!("{field}.inputSchema"),
+                format!("tool {:?}: {msg}", tool.name),
+            ));
+        }
+        if let Some(mem) = &tool.remember {
+            for (part, pointer) in [("value", &mem.value), ("when", &mem.when)] {
+                if !pointer.is_empty() && !pointer.starts_with('/') {
+                    problems.push(Problem::new(
+                        Reason::InvalidField,
+                        format!("{field}.remember.{part}"),
+                        format!("{pointer:?} is not a JSON Pointer; it must be empty or start with '/', e.g. \"/user\""),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// A tool input schema must be a valid JSON Schema whose top level describes an object.
+pub(crate) fn check_input_schema(schema: &serde_json::Value) -> Result<(), String> {
+    let Some(obj) = schema.as_object() else {
+        return Err("inputSchema must be a JSON object".into());
+    };
+    if obj.get("type").and_then(|t| t.as_str()) != Some("object") {
+        return Err("inputSchema must have \"type\": \"object\" at its top level".into());
+    }
+    jsonschema::meta::validate(schema).map_err(|e| format!("inputSchema is not a valid JSON Schema: {e}"))?;
+    jsonschema::validator_for(schema)
+        .map(|_| ())
+        .map_err(|e| format!("inputSchema cannot be used: {e}"))
+}
+
+fn check_handoffs(name: &str, namespace: &str, spec: &AgentSpec, refs: References<'_>, problems: &mut Vec<Problem>) {
+    for dup in duplicates(spec.handoffs.iter().map(|h| h.agent.as_str())) {
+        problems.push(Problem::new(
+            Reason::DuplicateName,
+            "spec.handoffs",
+            format!("handoff target {dup:?} is listed more than once"),
+        ));
+    }
+    let tool_names: BTreeSet<&str> = spec.tools.iter().map(|t| t.name.as_str()).collect();
+    for (i, h) in spec.handoffs.iter().enumerate() {
+        let field = format!("spec.handoffs[{i}].agent");
+        if h.agent == name {
+            problems.push(Problem::new(Reason::InvalidField, field, "an agent cannot hand off to itself"));
+            continue;
+        }
+        let tool = transfer_tool_name(&h.agent);
+        if tool.len() > 64 {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                field.clone(),
+                format!("agent name {:?} is too long for its tool name {tool:?} (at most 64 characters)", h.agent),
+            ));
+        }
+        if tool_names.contains(tool.as_str()) {
+            problems.push(Problem::new(Reason::DuplicateName, field.clone(), format!("tool {tool:?} is defined twice")));
+        }
+        if !(refs.agent_exists)(&h.agent) {
+            problems.push(Problem::new(
+                Reason::HandoffTargetNotFound,
+                field,
+                format!("agent {:?} does not exist in namespace {namespace:?}; create it or remove the handoff", h.agent),
+            ));
+        }
+    }
+}
+
+/// The Workflow may only use tools and handoff targets the Agent defines.
+fn check_workflow_fits(spec: &AgentSpec, workflow: &WorkflowSpec, problems: &mut Vec<Problem>) {
+    let tools: BTreeSet<&str> = spec.tools.iter().map(|t| t.name.as_str()).collect();
+    let targets: BTreeSet<&str> = spec.handoffs.iter().map(|h| h.agent.as_str()).collect();
+    let wf = &spec.workflow_ref.name;
+    let unknown_tool = |node: &str, tool: &str| {
+        Problem::new(
+            Reason::UnknownTool,
+            "spec.tools",
+            format!("workflow {wf:?} node {node:?} uses tool {tool:?}, which this agent does not define; add it to spec.tools or remove it from the node"),
+        )
+    };
+    for node in &workflow.nodes {
+        for tool in &node.tools {
+            if !tools.contains(tool.as_str()) {
+                problems.push(unknown_tool(&node.id, tool));
+            }
+        }
+        if node.kind == NodeKind::Handoff {
+            if let Some(target) = &node.handoff_to {
+                if !targets.contains(target.as_str()) {
+                    problems.push(Problem::new(
+                        Reason::HandoffTargetNotFound,
+                        "spec.handoffs",
+                        format!("workflow {wf:?} node {:?} hands off to {target:?}, which is not among this agent's spec.handoffs", node.id),
+                    ));
+                }
+            }
+        }
+    }
+    for edge in &workflow.edges {
+        for tool in edge.when.iter().flat_map(|w| w.tools()) {
+            if !tools.contains(tool) {
+                problems.push(unknown_tool(&format!("{} -> {}", edge.from, edge.to), tool));
+            }
+        }
+    }
+}
+
+fn check_scaling_and_model(spec: &AgentSpec, problems: &mut Vec<Problem>) {
+    if let Some(a) = &spec.autoscaling {
+        if spec.replicas.is_some() {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                "spec.replicas",
+                "set either replicas or autoscaling, not both",
+            ));
+        }
+        if a.min_replicas < 1 || a.max_replicas < a.min_replicas {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                "spec.autoscaling",
+                format!("need 1 <= minReplicas <= maxReplicas, got {} and {}", a.min_replicas, a.max_replicas),
+            ));
+        }
+    }
+    if spec.replicas.is_some_and(|r| r < 0) {
+        problems.push(Problem::new(Reason::InvalidField, "spec.replicas", "must not be negative"));
+    }
+    if spec.model.provider == Provider::Openai && spec.model.endpoint.is_none() {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "spec.model.endpoint",
+            "provider openai needs the server's base URL in spec.model.endpoint, e.g. http://vllm:8000/v1",
+        ));
+    }
+    for (field, v) in [("temperature", spec.model.temperature), ("topP", spec.model.top_p)] {
+        if !(0.0..=1.0).contains(&v) {
+            problems.push(Problem::new(Reason::InvalidField, format!("spec.model.{field}"), format!("must be between 0 and 1, got {v}")));
+        }
+    }
+    if let Some(sa) = spec.credentials.as_ref().and_then(|c| c.service_account_name.as_deref()) {
+        if !is_dns_label(sa) && !sa.split('.').all(is_dns_label) {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                "spec.credentials.serviceAccountName",
+                format!("{sa:?} is not a valid service account name"),
+            ));
+        }
+    }
+}
+
+fn is_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.as_bytes()[0].is_ascii_alphabetic()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
