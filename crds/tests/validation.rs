@@ -1,0 +1,241 @@
+//! Validation and resolution, from inline YAML and the shipped examples.
+
+use switchboard_crds::validate::{Problem, Reason};
+use switchboard_crds::{Catalog, Mode};
+
+const PERSONA: &str = r#"
+apiVersion: switchboard.dev/v1alpha1
+kind: Persona
+metadata: { name: p }
+spec:
+  displayName: Pat
+  systemPrompt: "You are {name}. {memory}"
+"#;
+
+const WORKFLOW: &str = r#"
+apiVersion: switchboard.dev/v1alpha1
+kind: Workflow
+metadata: { name: w }
+spec:
+  entry: start
+  nodes:
+    - { id: start, kind: message, instruction: Talk. }
+    - { id: check, kind: tool, tools: [lookup] }
+    - { id: bye, kind: end }
+  edges:
+    - { from: start, to: check }
+    - { from: check, to: bye, when: { toolSucceeded: lookup } }
+"#;
+
+const AGENT: &str = r#"
+apiVersion: switchboard.dev/v1alpha1
+kind: Agent
+metadata: { name: a }
+spec:
+  mode: text
+  personaRef: { name: p }
+  workflowRef: { name: w }
+  tools:
+    - name: lookup
+      description: Look something up.
+      inputSchema: { type: object, properties: { q: { type: string } }, required: [q] }
+      http: { url: "http://tools:8080/lookup" }
+"#;
+
+fn catalog(docs: &[&str]) -> Catalog {
+    let mut c = Catalog::new();
+    for (i, d) in docs.iter().enumerate() {
+        c.add_yaml(d, &format!("doc{i}")).unwrap_or_else(|e| panic!("doc{i}: {e}"));
+    }
+    c
+}
+
+fn problems(docs: &[&str]) -> Vec<Problem> {
+    let c = catalog(docs);
+    let agent = c.agents().next().expect("an agent");
+    c.validate_agent(agent)
+}
+
+fn reasons(docs: &[&str]) -> Vec<Reason> {
+    problems(docs).into_iter().map(|p| p.reason).collect()
+}
+
+#[test]
+fn a_valid_agent_resolves_with_defaults() {
+    let c = catalog(&[PERSONA, WORKFLOW, AGENT]);
+    let agent = c.agent("default", "a").expect("agent");
+    let spec = c.resolve_agent(agent).expect("valid");
+    assert_eq!(spec.agent.namespace, "default");
+    assert_eq!(spec.mode, Mode::Text);
+    assert_eq!(spec.persona.spec.voice, "matthew");
+    assert_eq!(spec.model.voice_model_id, "amazon.nova-2-sonic-v1:0");
+    assert_eq!(spec.workflow.spec.entry, "start");
+    assert_eq!(spec.tools[0].http.as_ref().map(|h| h.timeout_ms), Some(5000));
+    let json = spec.to_canonical_json();
+    let back = switchboard_crds::RuntimeSpec::parse(&json).expect("round trip");
+    assert_eq!(back, spec);
+}
+
+#[test]
+fn missing_persona_and_workflow_are_named() {
+    let p = problems(&[AGENT]);
+    assert_eq!(p[0].reason, Reason::PersonaNotFound);
+    assert_eq!(p[0].message, "persona \"p\" does not exist in namespace \"default\"; create it or fix spec.personaRef.name");
+    assert!(p.iter().any(|p| p.reason == Reason::WorkflowNotFound && p.message.contains("workflow \"w\"")));
+}
+
+#[test]
+fn workflow_graph_problems() {
+    let wf = r#"
+apiVersion: switchboard.dev/v1alpha1
+kind: Workflow
+metadata: { name: w }
+spec:
+  entry: nowhere
+  nodes:
+    - { id: start }
+    - { id: start }
+    - { id: island }
+    - { id: bye, kind: end }
+  edges:
+    - { from: start, to: ghost }
+    - { from: bye, to: start }
+    - { from: start, to: bye, when: {} }
+"#;
+    let c = catalog(&[wf]);
+    let w = c.workflows().next().expect("workflow");
+    let got: Vec<Reason> = switchboard_crds::validate::validate_workflow(&w.spec).into_iter().map(|p| p.reason).collect();
+    assert!(got.contains(&Reason::NoEntryNode), "{got:?}");
+    assert!(got.contains(&Reason::DuplicateName), "{got:?}");
+    assert!(got.contains(&Reason::DanglingEdge), "{got:?}");
+    assert!(got.contains(&Reason::InvalidField), "{got:?}"); // edge out of an end node, empty `when`
+    // With a valid entry, unreachable nodes are reported.
+    let wf2 = wf.replace("entry: nowhere", "entry: start");
+    let c = catalog(&[&wf2]);
+    let problems = switchboard_crds::validate::validate_workflow(&c.workflows().next().expect("wf").spec);
+    let unreachable: Vec<&str> =
+        problems.iter().filter(|p| p.reason == Reason::UnreachableNode).map(|p| p.message.as_str()).collect();
+    assert_eq!(unreachable.len(), 1, "{problems:?}");
+    assert!(unreachable[0].contains("\"island\""));
+}
+
+#[test]
+fn an_invalid_workflow_makes_its_agents_invalid() {
+    let wf = WORKFLOW.replace("entry: start", "entry: begin");
+    assert_eq!(reasons(&[PERSONA, &wf, AGENT]), [Reason::WorkflowInvalid]);
+}
+
+#[test]
+fn node_tools_must_be_defined_by_the_agent() {
+    let agent = AGENT.replace("name: lookup", "name: search");
+    let p = problems(&[PERSONA, WORKFLOW, &agent]);
+    let unknown: Vec<&Problem> = p.iter().filter(|p| p.reason == Reason::UnknownTool).collect();
+    // Once in node "check", once in the edge condition.
+    assert_eq!(unknown.len(), 2, "{p:?}");
+    assert!(unknown[0].message.contains("node \"check\" uses tool \"lookup\""));
+}
+
+#[test]
+fn handoff_targets_must_exist() {
+    let agent = format!("{AGENT}  handoffs:\n    - agent: billing\n");
+    let p = problems(&[PERSONA, WORKFLOW, &agent]);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].reason, Reason::HandoffTargetNotFound);
+    assert!(p[0].message.contains("agent \"billing\" does not exist"));
+
+    let billing = AGENT.replace("name: a }", "name: billing }");
+    assert!(problems(&[PERSONA, WORKFLOW, &agent, &billing]).is_empty());
+}
+
+#[test]
+fn handoff_nodes_must_target_a_listed_handoff() {
+    let wf = WORKFLOW.replace(
+        "    - { id: bye, kind: end }",
+        "    - { id: bye, kind: end }\n    - { id: away, kind: handoff, handoffTo: billing }",
+    ) + "    - { from: start, to: away }\n";
+    let p = problems(&[PERSONA, &wf, AGENT]);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].reason, Reason::HandoffTargetNotFound);
+    assert!(p[0].message.contains("node \"away\" hands off to \"billing\""));
+}
+
+#[test]
+fn tool_schema_and_target_problems() {
+    let bad_schema = AGENT.replace("{ type: object, properties: { q: { type: string } }, required: [q] }", "{ type: array }");
+    assert_eq!(reasons(&[PERSONA, WORKFLOW, &bad_schema]), [Reason::InvalidToolSchema]);
+    let broken = AGENT.replace("{ q: { type: string } }", "{ q: { type: 12 } }");
+    let p = problems(&[PERSONA, WORKFLOW, &broken]);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(p[0].message.contains("not a valid JSON Schema"), "{}", p[0].message);
+    let two_targets = AGENT.replace(r#"http: { url: "http://tools:8080/lookup" }"#, "http: { url: \"http://x\" }\n      builtin: { kind: currentTime }");
+    let p = problems(&[PERSONA, WORKFLOW, &two_targets]);
+    assert!(p[0].message.contains("exactly one of http, mcp and builtin"), "{p:?}");
+    let dup = AGENT.to_owned()
+        + "    - name: lookup\n      description: again\n      builtin: { kind: currentTime }\n";
+    assert_eq!(reasons(&[PERSONA, WORKFLOW, &dup]), [Reason::DuplicateName]);
+    let reserved = AGENT.replace("name: lookup", "name: transfer_to_x") ;
+    assert!(problems(&[PERSONA, WORKFLOW, &reserved]).iter().any(|p| p.message.contains("reserved for handoff")));
+}
+
+#[test]
+fn persona_template_and_scaling_rules() {
+    let persona = PERSONA.replace("{memory}", "{memroy}");
+    let p = problems(&[&persona, WORKFLOW, AGENT]);
+    assert_eq!(p[0].reason, Reason::PersonaInvalid);
+    assert!(p[0].message.contains("unknown placeholder {memroy}"), "{}", p[0].message);
+
+    let both = format!("{AGENT}  replicas: 2\n  autoscaling: {{ minReplicas: 3, maxReplicas: 2 }}\n");
+    let msgs: Vec<String> = problems(&[PERSONA, WORKFLOW, &both]).into_iter().map(|p| p.message).collect();
+    assert!(msgs.iter().any(|m| m == "set either replicas or autoscaling, not both"), "{msgs:?}");
+    assert!(msgs.iter().any(|m| m.contains("minReplicas <= maxReplicas")), "{msgs:?}");
+
+    let openai = format!("{AGENT}  model: {{ provider: openai }}\n");
+    assert!(problems(&[PERSONA, WORKFLOW, &openai]).iter().any(|p| p.field == "spec.model.endpoint"));
+}
+
+#[test]
+fn schema_violations_are_rejected_on_load() {
+    let mut c = Catalog::new();
+    let bad = AGENT.replace("mode: text", "mode: telepathy");
+    let e = c.add_yaml(&bad, "agent.yaml").expect_err("schema violation").to_string();
+    assert!(e.contains("agent.yaml, document 1") && e.contains("spec.mode") && e.contains("telepathy"), "{e}");
+    let e = c.add_yaml("apiVersion: switchboard.dev/v1\nkind: Agent\nmetadata: {name: x}\n", "x.yaml").expect_err("version");
+    assert!(e.to_string().contains("is not served"), "{e}");
+    let e = c.add_yaml(&format!("{PERSONA}---{PERSONA}"), "dup.yaml").expect_err("duplicate");
+    assert!(e.to_string().contains("Persona default/p is defined twice"), "{e}");
+    c.add_yaml("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n", "cm.yaml").expect("other kinds are skipped");
+    assert_eq!(c.skipped(), ["cm.yaml: ConfigMap (v1)"]);
+}
+
+#[test]
+fn the_banking_examples_resolve() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+    let c = Catalog::load_paths(&[dir]).expect("examples load");
+    let mut modes = Vec::new();
+    let mut voices = std::collections::BTreeSet::new();
+    for agent in c.agents() {
+        let spec = c.resolve_agent(agent).unwrap_or_else(|p| panic!("{p:?}"));
+        modes.push((spec.agent.name.clone(), spec.mode));
+        voices.insert(spec.persona.spec.voice.clone());
+        let tools: Vec<&str> = spec.handoffs.iter().map(|h| h.tool.as_str()).collect();
+        match spec.agent.name.as_str() {
+            "triage" => assert_eq!(tools, ["transfer_to_idv"]),
+            "idv" => {
+                assert_eq!(tools, ["transfer_to_banking", "transfer_to_disputes"]);
+                assert_eq!(spec.tools[0].name, "perform_idv_check");
+                assert_eq!(spec.tools[0].remember.as_ref().map(|r| r.key.as_str()), Some("verifiedUser"));
+            }
+            _ => assert!(tools.is_empty()),
+        }
+    }
+    assert_eq!(
+        modes,
+        [
+            ("banking".to_owned(), Mode::Text),
+            ("disputes".to_owned(), Mode::Text),
+            ("idv".to_owned(), Mode::Voice),
+            ("triage".to_owned(), Mode::Hybrid)
+        ]
+    );
+    assert_eq!(voices.len(), 4, "every persona has its own voice: {voices:?}");
+}
