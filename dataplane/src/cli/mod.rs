@@ -1,0 +1,59 @@
+//! The command line: global options, the subcommands (one module each), logging setup
+//! and shutdown signals shared by the long-running subcommands.
+
+mod sim;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// Switchboard's data plane.
+#[derive(Debug, Parser)]
+#[command(name = "switchboard", version, about)]
+pub struct Cli {
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or
+    /// `switchboard_dataplane=debug,info`. `RUST_LOG` takes precedence when set.
+    #[arg(long, env = "SWITCHBOARD_LOG", default_value = "info", global = true)]
+    pub log: String,
+
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the local Bedrock Runtime simulator.
+    Sim(sim::SimArgs),
+}
+
+impl Command {
+    /// Runs the subcommand to completion.
+    pub async fn run(self) -> anyhow::Result<()> {
+        match self {
+            Self::Sim(args) => sim::run(args).await,
+        }
+    }
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` or else `default_filter`.
+pub fn init_tracing(default_filter: &str) {
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(default_filter))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result?,
+        _ = terminate.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! `switchboard sim`: runs the Bedrock Runtime simulator until SIGINT/SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use switchboard_dataplane::sim::{
+    DEFAULT_CERT_NAMES, Script, SimConfig, Simulator, banking_script,
+};
+
+/// Options of `switchboard sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, env = "SWITCHBOARD_SIM_LISTEN", default_value = "127.0.0.1:8443")]
+    listen: SocketAddr,
+
+    /// Script file (YAML or JSON) with timing, faults and reply rules. Default: the
+    /// bundled Example Bank script (dataplane/sim/banking.yaml).
+    #[arg(long, env = "SWITCHBOARD_SIM_SCRIPT")]
+    script: Option<PathBuf>,
+
+    /// Where to write the generated certificate (PEM) that clients must trust. Default: a
+    /// file in the temporary directory, printed at start and removed at exit.
+    #[arg(long, env = "SWITCHBOARD_SIM_CERT_OUT")]
+    cert_out: Option<PathBuf>,
+
+    /// Names (DNS or IP) the certificate is valid for; repeat or comma-separate.
+    #[arg(long = "cert-name", env = "SWITCHBOARD_SIM_CERT_NAMES", value_delimiter = ',',
+          default_values_t = DEFAULT_CERT_NAMES.map(String::from))]
+    cert_names: Vec<String>,
+
+    /// Serve plain HTTP instead of HTTPS (HTTP/1.1 only; no certificate).
+    #[arg(long, env = "SWITCHBOARD_SIM_PLAIN_HTTP")]
+    plain_http: bool,
+
+    /// Most connections open at once.
+    #[arg(long, env = "SWITCHBOARD_SIM_MAX_CONNECTIONS", default_value_t = 1024)]
+    max_connections: usize,
+}
+
+/// Runs the simulator until a shutdown signal.
+pub async fn run(args: SimArgs) -> anyhow::Result<()> {
+    let SimArgs {
+        listen,
+        script,
+        cert_out,
+        cert_names,
+        plain_http,
+        max_connections,
+    } = args;
+    let script: Script = match &script {
+        Some(path) => Script::load(path)?,
+        None => banking_script().context("the bundled banking script is broken")?,
+    };
+    let mut config = SimConfig::new(script);
+    config.listen = listen;
+    config.tls = !plain_http;
+    config.cert_out = cert_out;
+    config.cert_names = cert_names;
+    config.max_connections = max_connections;
+    let handle = Simulator::start(config).await?;
+    match handle.ca_cert_path() {
+        Some(cert) => println!(
+            "Bedrock simulator on {} (trust {})",
+            handle.endpoint_url(),
+            cert.display()
+        ),
+        None => println!("Bedrock simulator on {}", handle.endpoint_url()),
+    }
+    super::shutdown_signal().await?;
+    tracing::info!("shutting down");
+    handle.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! Plans a reply as a timed sequence of ConverseStream events: which event is sent when
+//! (relative to the response headers), where the stream is cut, and the usage it
+//! reports. Pure, so pacing, truncation and cuts are unit-tested without a server; the
+//! same plan gives the non-streaming Converse answer.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::sim::engine::Reply;
+use crate::sim::script::{CutFault, CutMode, Timing};
+use crate::sim::service_error::StreamExceptionKind;
+use crate::sim::tokens::split_tokens;
+
+/// A planned reply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The stream's frames, in order, each with its send time.
+    pub frames: Vec<Planned>,
+    /// The reply's content blocks as Converse JSON (after `maxTokens` truncation).
+    pub content: Vec<Value>,
+    /// `end_turn`, `tool_use` or `max_tokens`.
+    pub stop_reason: &'static str,
+    /// Output tokens reported in usage.
+    pub output_tokens: u64,
+    /// Time from the headers to the last token.
+    pub duration: Duration,
+}
+
+/// One frame and when to send it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned {
+    /// Send time, relative to the response headers.
+    pub at: Duration,
+    /// What to do.
+    pub action: Action,
+}
+
+/// What a planned frame does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Send an event (`:event-type` and JSON payload).
+    Event {
+        /// The event type, e.g. `contentBlockDelta`.
+        event_type: &'static str,
+        /// Its JSON payload.
+        payload: Value,
+    },
+    /// Send an exception frame; the stream ends after it.
+    Exception(StreamExceptionKind, String),
+    /// Close the connection abruptly.
+    Drop,
+}
+
+/// What the plan needs beyond the reply.
+#[derive(Clone, Debug)]
+pub struct PlanInput<'a> {
+    /// The reply to send.
+    pub reply: &'a Reply,
+    /// The id of the reply's tool call, if it has one.
+    pub tool_use_id: String,
+    /// Estimated input tokens, for usage.
+    pub input_tokens: u64,
+    /// The request's `maxTokens`.
+    pub max_tokens: Option<u32>,
+    /// Pacing.
+    pub timing: &'a Timing,
+    /// A cut to apply, if any.
+    pub cut: Option<&'a CutFault>,
+    /// Latency added before the headers (reported in `latencyMs`).
+    pub extra_latency: Duration,
+}
+
+struct Builder {
+    frames: Vec<Planned>,
+    ttft: Duration,
+    per_token: Duration,
+    tokens_sent: u64,
+    cut_at: Option<u64>,
+    cut: bool,
+}
+
+impl Builder {
+    fn time_of(&self, token: u64) -> Duration {
+        self.ttft
+            + self
+                .per_token
+                .saturating_mul(u32::try_from(token).unwrap_or(u32::MAX))
+    }
+
+    fn event(&mut self, at: Duration, event_type: &'static str, payload: Value) {
+        if !self.cut {
+            self.frames.push(Planned {
+                at,
+                action: Action::Event {
+                    event_type,
+                    payload,
+                },
+            });
+        }
+    }
+
+    /// Sends `tokens` as deltas of `group` tokens each, cutting when the cut point is
+    /// reached. `make` builds a delta payload from a piece of text.
+    fn deltas(&mut self, tokens: &[&str], group: usize, make: impl Fn(String) -> Value) {
+        let mut rest = tokens;
+        while !rest.is_empty() && !self.cut {
+            let mut take = group.min(rest.len());
+            if let Some(cut_at) = self.cut_at {
+                let left = cut_at.saturating_sub(self.tokens_sent);
+                take = take.min(usize::try_from(left).unwrap_or(usize::MAX));
+                if take == 0 {
+                    self.cut = true;
+                    break;
+                }
+            }
+            let (piece, tail) = rest.split_at(take);
+            self.tokens_sent += take as u64;
+            let at = self.time_of(self.tokens_sent - 1);
+            self.frames.push(Planned {
+                at,
+                action: Action::Event {
+                    event_type: "contentBlockDelta",
+                    payload: make(piece.concat()),
+                },
+            });
+            rest = tail;
+        }
+        if self.cut_at.is_some_and(|c| self.tokens_sent >= c) && !rest.is_empty() {
+            self.cut = true;
+        }
+    }
+}
+
+/// Plans the stream of `input.reply`.
+pub fn plan(input: &PlanInput<'_>) -> Plan {
+    let timing = input.timing;
+    let per_token = if timing.tokens_per_second > 0.0 {
+        Duration::from_secs_f64(1.0 / timing.tokens_per_second)
+    } else {
+        Duration::ZERO
+    };
+    let mut b = Builder {
+        frames: Vec::new(),
+        ttft: Duration::from_millis(timing.time_to_first_token_ms),
+        per_token,
+        tokens_sent: 0,
+        cut_at: input.cut.map(|c| u64::from(c.after_tokens)),
+        cut: false,
+    };
+    let limit = input.max_tokens.map_or(u64::MAX, u64::from);
+    let text = input.reply.text.as_deref().unwrap_or_default();
+    let mut text_tokens = split_tokens(text);
+    let tool_input = input
+        .reply
+        .tool_use
+        .as_ref()
+        .map(|t| t.input.to_string())
+        .unwrap_or_default();
+    let tool_tokens = split_tokens(&tool_input);
+    let mut stop_reason = if input.reply.tool_use.is_some() {
+        "tool_use"
+    } else {
+        "end_turn"
+    };
+    let mut with_tool = input.reply.tool_use.is_some();
+    if text_tokens.len() as u64 > limit {
+        text_tokens.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        (stop_reason, with_tool) = ("max_tokens", false);
+    } else if with_tool && (text_tokens.len() + tool_tokens.len() + 1) as u64 > limit {
+        (stop_reason, with_tool) = ("max_tokens", false);
+    }
+
+    b.event(
+        Duration::ZERO,
+        "messageStart",
+        json!({ "role": "assistant" }),
+    );
+    let mut content = Vec::new();
+    let mut index = 0;
+    if !text_tokens.is_empty() {
+        let group = usize::try_from(timing.tokens_per_delta).unwrap_or(1).max(1);
+        b.deltas(
+            &text_tokens,
+            group,
+            |t| json!({ "contentBlockIndex": 0, "delta": { "text": t } }),
+        );
+        let at = b.time_of(b.tokens_sent.saturating_sub(1));
+        b.event(at, "contentBlockStop", json!({ "contentBlockIndex": 0 }));
+        content.push(json!({ "text": text_tokens.concat() }));
+        index = 1;
+    }
+    if let (true, Some(tool)) = (with_tool, &input.reply.tool_use) {
+        if b.cut_at.is_some_and(|c| b.tokens_sent >= c) {
+            b.cut = true;
+        }
+        if !b.cut {
+            plan_tool(
+                &mut b,
+                index,
+                &input.tool_use_id,
+                &tool.name,
+                &tool_tokens,
+                timing,
+            );
+        }
+        content.push(json!({ "toolUse": { "toolUseId": input.tool_use_id, "name": tool.name, "input": tool.input } }));
+    }
+    let output_tokens = text_tokens.len() as u64
+        + if with_tool {
+            tool_tokens.len() as u64 + 1
+        } else {
+            0
+        };
+    let duration = b.time_of(output_tokens.saturating_sub(1));
+    if let Some(cut) = input
+        .cut
+        .filter(|c| b.cut || u64::from(c.after_tokens) >= output_tokens)
+    {
+        let at = b.time_of(b.tokens_sent.saturating_sub(1));
+        let action = match cut.mode {
+            CutMode::Exception => Action::Exception(
+                cut.exception,
+                format!(
+                    "The model stream was interrupted after {} output tokens.",
+                    b.tokens_sent
+                ),
+            ),
+            CutMode::Drop => Action::Drop,
+        };
+        b.cut = false;
+        b.frames.push(Planned { at, action });
+        return Plan {
+            frames: b.frames,
+            content,
+            stop_reason,
+            output_tokens,
+            duration,
+        };
+    }
+    b.event(
+        duration,
+        "messageStop",
+        json!({ "stopReason": stop_reason }),
+    );
+    let latency = input.extra_latency + duration;
+    let usage = json!({
+        "inputTokens": input.input_tokens,
+        "outputTokens": output_tokens,
+        "totalTokens": input.input_tokens + output_tokens,
+    });
+    let metrics = json!({ "latencyMs": u64::try_from(latency.as_millis()).unwrap_or(u64::MAX) });
+    b.event(
+        duration,
+        "metadata",
+        json!({ "usage": usage, "metrics": metrics }),
+    );
+    Plan {
+        frames: b.frames,
+        content,
+        stop_reason,
+        output_tokens,
+        duration,
+    }
+}
+
+fn plan_tool(
+    b: &mut Builder,
+    index: usize,
+    id: &str,
+    name: &str,
+    tokens: &[&str],
+    timing: &Timing,
+) {
+    let at = b.time_of(b.tokens_sent);
+    b.tokens_sent += 1;
+    let start = json!({ "toolUse": { "toolUseId": id, "name": name } });
+    b.event(
+        at,
+        "contentBlockStart",
+        json!({ "contentBlockIndex": index, "start": start }),
+    );
+    let group = usize::try_from(timing.tokens_per_delta).unwrap_or(1).max(1) * 4;
+    b.deltas(
+        tokens,
+        group,
+        |t| json!({ "contentBlockIndex": index, "delta": { "toolUse": { "input": t } } }),
+    );
+    let at = b.time_of(b.tokens_sent.saturating_sub(1));
+    b.event(
+        at,
+        "contentBlockStop",
+        json!({ "contentBlockIndex": index }),
+    );
+}

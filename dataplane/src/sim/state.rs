@@ -1,0 +1,124 @@
+//! The simulator's shared state: the script, the limits, and the counters that drive
+//! "first N" faults and that tests read through [`SimStats`].
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+use super::script::Script;
+
+/// An operation of the Bedrock Runtime API the simulator serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Operation {
+    /// `POST /model/{modelId}/converse-stream`.
+    ConverseStream,
+    /// `POST /model/{modelId}/converse`.
+    Converse,
+}
+
+impl Operation {
+    /// Every operation.
+    pub const ALL: [Operation; 2] = [Operation::ConverseStream, Operation::Converse];
+
+    fn index(self) -> usize {
+        match self {
+            Self::ConverseStream => 0,
+            Self::Converse => 1,
+        }
+    }
+}
+
+/// A snapshot of the simulator's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SimStats {
+    /// Requests received per operation, malformed ones included.
+    pub requests: BTreeMap<Operation, u64>,
+    /// Valid model calls (the count "first N" faults of the script use).
+    pub model_calls: u64,
+    /// Requests answered with an injected error, and streams cut.
+    pub faults_injected: u64,
+}
+
+impl SimStats {
+    /// Requests received for `operation`.
+    pub fn requests(&self, operation: Operation) -> u64 {
+        self.requests.get(&operation).copied().unwrap_or(0)
+    }
+}
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub struct SimState {
+    /// The script.
+    pub script: Script,
+    /// Largest request body accepted, in bytes.
+    pub max_request_bytes: usize,
+    requests: [AtomicU64; Operation::ALL.len()],
+    model_calls: AtomicU64,
+    rule_matches: Vec<AtomicU64>,
+    faults_injected: AtomicU64,
+    request_ids: AtomicU64,
+}
+
+impl SimState {
+    /// State for `script`.
+    pub fn new(script: Script, max_request_bytes: usize) -> Self {
+        let rule_matches = script.rules.iter().map(|_| AtomicU64::new(0)).collect();
+        Self {
+            script,
+            max_request_bytes,
+            requests: Default::default(),
+            model_calls: AtomicU64::new(0),
+            rule_matches,
+            faults_injected: AtomicU64::new(0),
+            request_ids: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a request for `operation`.
+    pub fn count_request(&self, operation: Operation) {
+        self.requests[operation.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a valid model call; returns its 0-based index.
+    pub fn next_model_call(&self) -> u64 {
+        self.model_calls.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Counts a match of rule `rule`; returns its 0-based index among that rule's matches.
+    pub fn next_rule_match(&self, rule: usize) -> u64 {
+        self.rule_matches
+            .get(rule)
+            .map_or(0, |c| c.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Counts an injected fault.
+    pub fn count_fault(&self) {
+        self.faults_injected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A fresh request id (deterministic: a counter formatted like the service's ids).
+    pub fn next_request_id(&self) -> String {
+        let n = self.request_ids.fetch_add(1, Ordering::Relaxed);
+        format!("00000000-0000-4000-8000-{n:012x}")
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> SimStats {
+        SimStats {
+            requests: Operation::ALL
+                .iter()
+                .map(|op| (*op, self.requests[op.index()].load(Ordering::Relaxed)))
+                .collect(),
+            model_calls: self.model_calls.load(Ordering::Relaxed),
+            faults_injected: self.faults_injected.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Whether a fault limited to the first `first` occurrences applies to occurrence `index`.
+pub fn applies(first: Option<u64>, index: u64) -> bool {
+    first.is_none_or(|n| index < n)
+}
