@@ -155,7 +155,7 @@ async fn route(
         );
         return ServiceError::new(ErrorKind::UnknownOperation, message).into_response(&request_id);
     };
-    state.count_request(operation);
+    state.count_request(operation, request.version());
     let body = match read_body(request.into_body(), state.max_request_bytes).await {
         Ok(body) => body,
         Err(error) => return error.into_response(&request_id),

@@ -39,6 +39,8 @@ pub struct SimStats {
     pub model_calls: u64,
     /// Requests answered with an injected error, and streams cut.
     pub faults_injected: u64,
+    /// Requests that arrived over HTTP/2.
+    pub http2_requests: u64,
 }
 
 impl SimStats {
@@ -59,6 +61,7 @@ pub struct SimState {
     model_calls: AtomicU64,
     rule_matches: Vec<AtomicU64>,
     faults_injected: AtomicU64,
+    http2_requests: AtomicU64,
     request_ids: AtomicU64,
 }
 
@@ -73,13 +76,17 @@ impl SimState {
             model_calls: AtomicU64::new(0),
             rule_matches,
             faults_injected: AtomicU64::new(0),
+            http2_requests: AtomicU64::new(0),
             request_ids: AtomicU64::new(0),
         }
     }
 
     /// Counts a request for `operation`.
-    pub fn count_request(&self, operation: Operation) {
+    pub fn count_request(&self, operation: Operation, version: http::Version) {
         self.requests[operation.index()].fetch_add(1, Ordering::Relaxed);
+        if version == http::Version::HTTP_2 {
+            self.http2_requests.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Counts a valid model call; returns its 0-based index.
@@ -114,6 +121,7 @@ impl SimState {
                 .collect(),
             model_calls: self.model_calls.load(Ordering::Relaxed),
             faults_injected: self.faults_injected.load(Ordering::Relaxed),
+            http2_requests: self.http2_requests.load(Ordering::Relaxed),
         }
     }
 }

@@ -23,6 +23,9 @@ use super::state::{Operation, SimState, applies};
 pub use plan::{Action, Plan, PlanInput, Planned, plan};
 pub use wire::{ParsedRequest, parse};
 
+/// Pause between the last frame and a scripted connection drop.
+const DROP_FLUSH_GRACE: Duration = Duration::from_millis(100);
+
 /// Answers one Converse or ConverseStream request.
 pub async fn handle(
     operation: Operation,
@@ -153,6 +156,9 @@ fn stream_response(plan: Plan, kill: CancellationToken, request_id: &str) -> htt
                 } => encode(&event_message(event_type, &payload)),
                 Action::Exception(kind, text) => encode(&kind.message(&text)),
                 Action::Drop => {
+                    // Let the frames already produced reach the socket, so the client
+                    // sees exactly the planned tokens before the connection goes.
+                    tokio::time::sleep(DROP_FLUSH_GRACE).await;
                     kill.cancel();
                     Err(BodyError("the connection was dropped as scripted".into()))
                 }

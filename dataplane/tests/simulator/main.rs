@@ -1,0 +1,9 @@
+//! Integration tests of the Bedrock simulator with the real `aws-sdk-bedrockruntime`
+//! client, over TLS and HTTP/2 (and plain HTTP where said), through the `TextModel`
+//! implementation and through the raw SDK.
+
+mod banking;
+mod common;
+mod errors;
+mod raw_sdk;
+mod streaming;
