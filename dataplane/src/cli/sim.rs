@@ -31,7 +31,7 @@ pub struct SimArgs {
           default_values_t = DEFAULT_CERT_NAMES.map(String::from))]
     cert_names: Vec<String>,
 
-    /// Serve plain HTTP instead of HTTPS (HTTP/1.1 only; no certificate).
+    /// Serve plain HTTP instead of HTTPS (no certificate is generated).
     #[arg(long, env = "SWITCHBOARD_SIM_PLAIN_HTTP")]
     plain_http: bool,
 

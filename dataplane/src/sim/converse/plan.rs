@@ -293,3 +293,170 @@ fn plan_tool(
         json!({ "contentBlockIndex": index }),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::engine::ToolCall;
+
+    fn timing(ttft: u64, tps: f64, per_delta: u32) -> Timing {
+        Timing {
+            time_to_first_token_ms: ttft,
+            tokens_per_second: tps,
+            tokens_per_delta: per_delta,
+        }
+    }
+
+    fn input<'a>(reply: &'a Reply, timing: &'a Timing, cut: Option<&'a CutFault>) -> PlanInput<'a> {
+        PlanInput {
+            reply,
+            tool_use_id: "tooluse_1".into(),
+            input_tokens: 7,
+            max_tokens: None,
+            timing,
+            cut,
+            extra_latency: Duration::from_millis(5),
+        }
+    }
+
+    fn event_types(plan: &Plan) -> Vec<&str> {
+        plan.frames
+            .iter()
+            .map(|f| match &f.action {
+                Action::Event { event_type, .. } => *event_type,
+                Action::Exception(..) => "exception",
+                Action::Drop => "drop",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn text_is_paced_from_the_first_token() {
+        let reply = Reply {
+            text: Some("one two three four".into()),
+            tool_use: None,
+        };
+        let timing = timing(100, 10.0, 2);
+        let plan = plan(&input(&reply, &timing, None));
+        assert_eq!(
+            event_types(&plan),
+            [
+                "messageStart",
+                "contentBlockDelta",
+                "contentBlockDelta",
+                "contentBlockStop",
+                "messageStop",
+                "metadata"
+            ]
+        );
+        let times: Vec<u128> = plan.frames.iter().map(|f| f.at.as_millis()).collect();
+        // Tokens at 100, 200, 300, 400 ms; deltas of two tokens go with their second one.
+        assert_eq!(times, [0, 200, 400, 400, 400, 400]);
+        assert_eq!(plan.output_tokens, 4);
+        let Action::Event { payload, .. } = &plan.frames[5].action else {
+            panic!("metadata")
+        };
+        assert_eq!(
+            payload["usage"],
+            json!({"inputTokens": 7, "outputTokens": 4, "totalTokens": 11})
+        );
+        assert_eq!(payload["metrics"]["latencyMs"], json!(405));
+    }
+
+    #[test]
+    fn tool_calls_follow_text_and_stream_their_input() {
+        let reply = Reply {
+            text: Some("Checking.".into()),
+            tool_use: Some(ToolCall {
+                name: "check_balance".into(),
+                input: json!({"accountNumber": "12345678"}),
+            }),
+        };
+        let timing = Timing::instant();
+        let plan = plan(&input(&reply, &timing, None));
+        assert_eq!(plan.stop_reason, "tool_use");
+        let Some(Action::Event { payload, .. }) = plan.frames.iter().map(|f| &f.action).find(|a| {
+            matches!(
+                a,
+                Action::Event {
+                    event_type: "contentBlockStart",
+                    ..
+                }
+            )
+        }) else {
+            panic!("a tool block starts")
+        };
+        assert_eq!(payload["contentBlockIndex"], json!(1));
+        assert_eq!(payload["start"]["toolUse"]["name"], json!("check_balance"));
+        let input_json: String = plan
+            .frames
+            .iter()
+            .filter_map(|f| match &f.action {
+                Action::Event { payload, .. } => payload["delta"]["toolUse"]["input"]
+                    .as_str()
+                    .map(str::to_owned),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&input_json).ok(),
+            Some(json!({"accountNumber": "12345678"}))
+        );
+        assert_eq!(plan.content.len(), 2);
+    }
+
+    #[test]
+    fn cuts_stop_after_the_given_tokens() {
+        let reply = Reply {
+            text: Some("a b c d e".into()),
+            tool_use: None,
+        };
+        let timing = Timing::instant();
+        for (mode, last) in [(CutMode::Exception, "exception"), (CutMode::Drop, "drop")] {
+            let cut = CutFault {
+                after_tokens: 2,
+                mode,
+                exception: StreamExceptionKind::ModelStreamError,
+                first: None,
+            };
+            let plan = plan(&input(&reply, &timing, Some(&cut)));
+            assert_eq!(
+                event_types(&plan),
+                [
+                    "messageStart",
+                    "contentBlockDelta",
+                    "contentBlockDelta",
+                    last
+                ]
+            );
+        }
+        // A cut beyond the reply replaces the end of the message.
+        let cut = CutFault {
+            after_tokens: 50,
+            mode: CutMode::Exception,
+            exception: StreamExceptionKind::Throttling,
+            first: None,
+        };
+        let plan = plan(&input(&reply, &timing, Some(&cut)));
+        assert_eq!(event_types(&plan).last(), Some(&"exception"));
+        assert!(!event_types(&plan).contains(&"messageStop"));
+    }
+
+    #[test]
+    fn max_tokens_truncates_and_drops_the_tool_call() {
+        let reply = Reply {
+            text: Some("one two three".into()),
+            tool_use: Some(ToolCall {
+                name: "t".into(),
+                input: json!({"k": "v"}),
+            }),
+        };
+        let timing = Timing::instant();
+        let mut plan_input = input(&reply, &timing, None);
+        plan_input.max_tokens = Some(2);
+        let plan = plan(&plan_input);
+        assert_eq!(plan.stop_reason, "max_tokens");
+        assert_eq!(plan.output_tokens, 2);
+        assert_eq!(plan.content, vec![json!({"text": "one two"})]);
+    }
+}
