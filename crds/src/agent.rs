@@ -13,13 +13,13 @@ mod model;
 mod tool;
 
 pub use model::{ModelSettings, Provider, TurnDetection};
-pub use tool::{
-    BuiltinKind, BuiltinTool, Consent, HttpTool, McpTool, ToolMemory, ToolSpec, ToolTarget,
-};
+pub use tool::{BuiltinKind, BuiltinTool, Consent, HttpTool, McpTool, ToolMemory, ToolSpec, ToolTarget};
 
 /// An AI agent that talks with people by voice, text or both. The operator resolves its
 /// Persona and Workflow into a runtime configuration and runs it as pods behind the
 /// session gateway.
+// kube's printcolumn(...) arguments repeat `type_ = "string"`, which clippy mistakes for duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "switchboard.dev",

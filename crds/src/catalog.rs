@@ -74,7 +74,8 @@ impl Catalog {
         let mut catalog = Self::new();
         for path in paths {
             for file in yaml_files(path.as_ref())? {
-                let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Io { path: file.clone(), source })?;
+                let text =
+                    std::fs::read_to_string(&file).map_err(|source| LoadError::Io { path: file.clone(), source })?;
                 catalog.add_yaml(&text, &file.display().to_string())?;
             }
         }
@@ -87,7 +88,8 @@ impl Catalog {
         for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
             let index = i + 1;
             let invalid = |message: String| LoadError::Invalid { source_name: source_name.to_owned(), index, message };
-            let value = <serde_json::Value as serde::Deserialize>::deserialize(doc).map_err(|e| invalid(e.to_string()))?;
+            let value =
+                <serde_json::Value as serde::Deserialize>::deserialize(doc).map_err(|e| invalid(e.to_string()))?;
             if value.is_null() {
                 continue;
             }
@@ -142,7 +144,12 @@ impl Catalog {
         let persona = self.personas.get(&key(&ns, &agent.spec.persona_ref.name)).map(|(p, _)| &p.spec);
         let workflow = self.workflows.get(&key(&ns, &agent.spec.workflow_ref.name)).map(|(w, _)| &w.spec);
         let agent_exists = |name: &str| self.agents.contains_key(&key(&ns, name));
-        validate_agent(&agent.name_any(), &ns, &agent.spec, References { persona, workflow, agent_exists: &agent_exists })
+        validate_agent(
+            &agent.name_any(),
+            &ns,
+            &agent.spec,
+            References { persona, workflow, agent_exists: &agent_exists },
+        )
     }
 
     /// The RuntimeSpec of an Agent, or every problem that prevents it.
@@ -171,7 +178,12 @@ fn parse<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, String> {
     serde_json::from_value(value).map_err(|e| e.to_string())
 }
 
-fn insert<K: ResourceExt>(map: &mut BTreeMap<Key, (K, String)>, kind: &str, obj: K, source: &str) -> Result<(), LoadError> {
+fn insert<K: ResourceExt>(
+    map: &mut BTreeMap<Key, (K, String)>,
+    kind: &str,
+    obj: K,
+    source: &str,
+) -> Result<(), LoadError> {
     let k = key(&namespace_of(&obj), &obj.name_any());
     if let Some((_, first)) = map.get(&k) {
         return Err(LoadError::Duplicate {
@@ -209,7 +221,8 @@ fn check_schema(kind: &str, value: &serde_json::Value) -> Result<(), String> {
         .take(5)
         .map(|e| {
             let path = e.instance_path().to_string();
-            let path = if path.is_empty() { "(root)".to_owned() } else { path.trim_start_matches('/').replace('/', ".") };
+            let path =
+                if path.is_empty() { "(root)".to_owned() } else { path.trim_start_matches('/').replace('/', ".") };
             format!("{path}: {e}")
         })
         .collect();
@@ -222,7 +235,8 @@ fn yaml_files(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
     if meta.is_file() {
         return Ok(vec![path.to_owned()]);
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path).map_err(io)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(path).map_err(io)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
     entries.sort();
     let mut files = Vec::new();
     for entry in entries {

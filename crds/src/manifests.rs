@@ -20,8 +20,7 @@ pub fn crd_files() -> Vec<(String, String)> {
         .into_iter()
         .map(|crd| {
             let kind = crd.spec.names.kind.to_lowercase();
-            let yaml = serde_yaml::to_string(&crd)
-                .unwrap_or_else(|e| unreachable!("a CRD serialises to YAML: {e}"));
+            let yaml = serde_yaml::to_string(&crd).unwrap_or_else(|e| unreachable!("a CRD serialises to YAML: {e}"));
             (format!("{kind}.yaml"), format!("{HEADER}{yaml}"))
         })
         .collect()

@@ -8,6 +8,8 @@ use crate::common::ResourceStatus;
 
 /// How an agent sounds and speaks: its name, system prompt, voice, language and style.
 /// Several Agents may share one Persona.
+// kube's printcolumn(...) arguments repeat `type_ = "string"`, which clippy mistakes for duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "switchboard.dev",
@@ -80,12 +82,8 @@ impl ResponseStyle {
             ResponseStyle::VoiceFriendly => {
                 "Reply in one to three short spoken sentences. Do not use markdown, lists or emoji. Say numbers the way a person would say them aloud."
             }
-            ResponseStyle::Conversational => {
-                "Reply naturally and briefly, in plain sentences without markdown."
-            }
-            ResponseStyle::Detailed => {
-                "Reply completely; you may use short markdown lists where they help."
-            }
+            ResponseStyle::Conversational => "Reply naturally and briefly, in plain sentences without markdown.",
+            ResponseStyle::Detailed => "Reply completely; you may use short markdown lists where they help.",
         }
     }
 }

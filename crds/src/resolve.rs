@@ -7,8 +7,7 @@ use kube::ResourceExt;
 use crate::agent::Agent;
 use crate::persona::Persona;
 use crate::runtime::{
-    AgentIdentity, NamedPersona, NamedWorkflow, RUNTIME_SPEC_KIND, ResolvedHandoff, RuntimeSpec,
-    transfer_tool_name,
+    AgentIdentity, NamedPersona, NamedWorkflow, RUNTIME_SPEC_KIND, ResolvedHandoff, RuntimeSpec, transfer_tool_name,
 };
 use crate::workflow::Workflow;
 

@@ -105,7 +105,11 @@ pub enum RuntimeSpecError {
     #[error("runtime spec is not valid: {0}")]
     Parse(String),
     /// A RuntimeSpec of another version.
-    #[error("runtime spec has apiVersion {found:?} and kind {kind:?}; this runtime reads {} {}", crate::API_VERSION, RUNTIME_SPEC_KIND)]
+    #[error(
+        "runtime spec has apiVersion {found:?} and kind {kind:?}; this runtime reads {} {}",
+        crate::API_VERSION,
+        RUNTIME_SPEC_KIND
+    )]
     Version {
         /// The apiVersion found.
         found: String,
@@ -117,8 +121,7 @@ pub enum RuntimeSpecError {
 impl RuntimeSpec {
     /// Reads a RuntimeSpec from JSON or YAML text, checking its apiVersion and kind.
     pub fn parse(text: &str) -> Result<Self, RuntimeSpecError> {
-        let spec: RuntimeSpec =
-            serde_yaml::from_str(text).map_err(|e| RuntimeSpecError::Parse(e.to_string()))?;
+        let spec: RuntimeSpec = serde_yaml::from_str(text).map_err(|e| RuntimeSpecError::Parse(e.to_string()))?;
         if spec.api_version != crate::API_VERSION || spec.kind != RUNTIME_SPEC_KIND {
             return Err(RuntimeSpecError::Version { found: spec.api_version, kind: spec.kind });
         }

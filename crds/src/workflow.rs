@@ -9,6 +9,8 @@ use crate::common::ResourceStatus;
 /// A conversation graph: nodes with instructions and allowed tools, edges with optional
 /// deterministic conditions, and an entry node. The agent core renders the graph into the
 /// prompt, tracks the current node per session and refuses transitions the graph lacks.
+// kube's printcolumn(...) arguments repeat `type_ = "string"`, which clippy mistakes for duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "switchboard.dev",
@@ -55,7 +57,8 @@ pub struct WorkflowNode {
     pub kind: NodeKind,
 
     /// What the agent should do while in this node, in plain language. Rendered into the prompt.
-    #[serde(default)]
+    // Empty defaults are left out of the schema: Kubernetes 1.20 rejects `default: ''`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 8192))]
     pub instruction: String,
 

@@ -24,16 +24,14 @@ fn schemas_carry_field_docs_and_enums() {
     assert_eq!(mode["enum"], serde_json::json!(["voice", "text", "hybrid"]));
     assert!(mode["description"].as_str().is_some_and(|d| d.contains("speech to speech")));
     for field in ["personaRef", "workflowRef", "model", "tools", "handoffs", "replicas", "autoscaling", "credentials"] {
-        assert!(
-            spec[field]["description"].as_str().is_some_and(|d| !d.is_empty()),
-            "spec.{field} has no description"
-        );
+        assert!(spec[field]["description"].as_str().is_some_and(|d| !d.is_empty()), "spec.{field} has no description");
     }
     let sonic_default = &spec["model"]["properties"]["voiceModelId"]["default"];
     assert_eq!(sonic_default, "amazon.nova-2-sonic-v1:0");
     let input_schema = &spec["tools"]["items"]["properties"]["inputSchema"];
     assert_eq!(input_schema["x-kubernetes-preserve-unknown-fields"], true);
-    let kinds = &schema_of("Workflow").expect("Workflow schema")["properties"]["spec"]["properties"]["nodes"]["items"]["properties"]["kind"]["enum"];
+    let kinds = &schema_of("Workflow").expect("Workflow schema")["properties"]["spec"]["properties"]["nodes"]["items"]
+        ["properties"]["kind"]["enum"];
     assert_eq!(*kinds, serde_json::json!(["message", "tool", "decision", "handoff", "end"]));
 }
 
@@ -41,7 +39,11 @@ fn schemas_carry_field_docs_and_enums() {
 fn every_kind_has_status_printer_columns_and_short_names() {
     for crd in switchboard_crds::manifests::crds() {
         let v = &crd.spec.versions[0];
-        assert!(v.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(), "{} has no status subresource", crd.spec.names.kind);
+        assert!(
+            v.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(),
+            "{} has no status subresource",
+            crd.spec.names.kind
+        );
         let columns: Vec<&str> = v.additional_printer_columns.iter().flatten().map(|c| c.name.as_str()).collect();
         assert!(columns.contains(&"Accepted") && columns.contains(&"Age"), "{columns:?}");
         assert!(crd.spec.names.short_names.as_ref().is_some_and(|s| !s.is_empty()));

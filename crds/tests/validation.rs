@@ -80,7 +80,10 @@ fn a_valid_agent_resolves_with_defaults() {
 fn missing_persona_and_workflow_are_named() {
     let p = problems(&[AGENT]);
     assert_eq!(p[0].reason, Reason::PersonaNotFound);
-    assert_eq!(p[0].message, "persona \"p\" does not exist in namespace \"default\"; create it or fix spec.personaRef.name");
+    assert_eq!(
+        p[0].message,
+        "persona \"p\" does not exist in namespace \"default\"; create it or fix spec.personaRef.name"
+    );
     assert!(p.iter().any(|p| p.reason == Reason::WorkflowNotFound && p.message.contains("workflow \"w\"")));
 }
 
@@ -104,7 +107,8 @@ spec:
 "#;
     let c = catalog(&[wf]);
     let w = c.workflows().next().expect("workflow");
-    let got: Vec<Reason> = switchboard_crds::validate::validate_workflow(&w.spec).into_iter().map(|p| p.reason).collect();
+    let got: Vec<Reason> =
+        switchboard_crds::validate::validate_workflow(&w.spec).into_iter().map(|p| p.reason).collect();
     assert!(got.contains(&Reason::NoEntryNode), "{got:?}");
     assert!(got.contains(&Reason::DuplicateName), "{got:?}");
     assert!(got.contains(&Reason::DanglingEdge), "{got:?}");
@@ -161,19 +165,22 @@ fn handoff_nodes_must_target_a_listed_handoff() {
 
 #[test]
 fn tool_schema_and_target_problems() {
-    let bad_schema = AGENT.replace("{ type: object, properties: { q: { type: string } }, required: [q] }", "{ type: array }");
+    let bad_schema =
+        AGENT.replace("{ type: object, properties: { q: { type: string } }, required: [q] }", "{ type: array }");
     assert_eq!(reasons(&[PERSONA, WORKFLOW, &bad_schema]), [Reason::InvalidToolSchema]);
     let broken = AGENT.replace("{ q: { type: string } }", "{ q: { type: 12 } }");
     let p = problems(&[PERSONA, WORKFLOW, &broken]);
     assert_eq!(p.len(), 1, "{p:?}");
     assert!(p[0].message.contains("not a valid JSON Schema"), "{}", p[0].message);
-    let two_targets = AGENT.replace(r#"http: { url: "http://tools:8080/lookup" }"#, "http: { url: \"http://x\" }\n      builtin: { kind: currentTime }");
+    let two_targets = AGENT.replace(
+        r#"http: { url: "http://tools:8080/lookup" }"#,
+        "http: { url: \"http://x\" }\n      builtin: { kind: currentTime }",
+    );
     let p = problems(&[PERSONA, WORKFLOW, &two_targets]);
     assert!(p[0].message.contains("exactly one of http, mcp and builtin"), "{p:?}");
-    let dup = AGENT.to_owned()
-        + "    - name: lookup\n      description: again\n      builtin: { kind: currentTime }\n";
+    let dup = AGENT.to_owned() + "    - name: lookup\n      description: again\n      builtin: { kind: currentTime }\n";
     assert_eq!(reasons(&[PERSONA, WORKFLOW, &dup]), [Reason::DuplicateName]);
-    let reserved = AGENT.replace("name: lookup", "name: transfer_to_x") ;
+    let reserved = AGENT.replace("name: lookup", "name: transfer_to_x");
     assert!(problems(&[PERSONA, WORKFLOW, &reserved]).iter().any(|p| p.message.contains("reserved for handoff")));
 }
 
@@ -199,7 +206,9 @@ fn schema_violations_are_rejected_on_load() {
     let bad = AGENT.replace("mode: text", "mode: telepathy");
     let e = c.add_yaml(&bad, "agent.yaml").expect_err("schema violation").to_string();
     assert!(e.contains("agent.yaml, document 1") && e.contains("spec.mode") && e.contains("telepathy"), "{e}");
-    let e = c.add_yaml("apiVersion: switchboard.dev/v1\nkind: Agent\nmetadata: {name: x}\n", "x.yaml").expect_err("version");
+    let e = c
+        .add_yaml("apiVersion: switchboard.dev/v1\nkind: Agent\nmetadata: {name: x}\n", "x.yaml")
+        .expect_err("version");
     assert!(e.to_string().contains("is not served"), "{e}");
     let e = c.add_yaml(&format!("{PERSONA}---{PERSONA}"), "dup.yaml").expect_err("duplicate");
     assert!(e.to_string().contains("Persona default/p is defined twice"), "{e}");

@@ -73,7 +73,8 @@ KC
 
 start() { # name, command...
   local name="$1"; shift
-  setsid "$@" >"$DIR/$name.log" 2>&1 < /dev/null &
+  # Close the lock descriptor (9): a daemon that inherits it would hold the lock forever.
+  setsid "$@" >"$DIR/$name.log" 2>&1 </dev/null 9>&- &
   echo $! >"$DIR/$name.pid"
 }
 

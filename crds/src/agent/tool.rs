@@ -151,11 +151,12 @@ pub struct ToolMemory {
     #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-zA-Z][a-zA-Z0-9_]*$"))]
     pub key: String,
     /// JSON Pointer (RFC 6901) to the part of the result to store; empty stores all of it.
-    #[serde(default)]
+    // Empty defaults are left out of the schema: Kubernetes 1.20 rejects `default: ''`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub value: String,
     /// JSON Pointer to a boolean in the result that must be `true` for the value to be
     /// stored, e.g. `/verified`. When empty, every successful result is stored.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub when: String,
 }
 

@@ -55,7 +55,9 @@ fn check_references(namespace: &str, spec: &AgentSpec, refs: References<'_>, pro
         None => problems.push(Problem::new(
             Reason::PersonaNotFound,
             "spec.personaRef",
-            format!("persona {persona:?} does not exist in namespace {namespace:?}; create it or fix spec.personaRef.name"),
+            format!(
+                "persona {persona:?} does not exist in namespace {namespace:?}; create it or fix spec.personaRef.name"
+            ),
         )),
         Some(p) => {
             if let Some((_, msg)) = summarize(&validate_persona(p)) {
@@ -100,14 +102,20 @@ fn check_tools(tools: &[ToolSpec], problems: &mut Vec<Problem>) {
             problems.push(Problem::new(
                 Reason::InvalidField,
                 format!("{field}.name"),
-                format!("{:?} is not a valid tool name (a letter, then letters, digits, '_' or '-', at most 64)", tool.name),
+                format!(
+                    "{:?} is not a valid tool name (a letter, then letters, digits, '_' or '-', at most 64)",
+                    tool.name
+                ),
             ));
         }
         if tool.name.starts_with(TRANSFER_PREFIX) || tool.name.starts_with(RETURN_PREFIX) {
             problems.push(Problem::new(
                 Reason::InvalidField,
                 format!("{field}.name"),
-                format!("{:?} uses a prefix reserved for handoff tools; list the agent under spec.handoffs instead", tool.name),
+                format!(
+                    "{:?} uses a prefix reserved for handoff tools; list the agent under spec.handoffs instead",
+                    tool.name
+                ),
             ));
         }
         if tool.target().is_none() {
@@ -130,7 +138,9 @@ fn check_tools(tools: &[ToolSpec], problems: &mut Vec<Problem>) {
                     problems.push(Problem::new(
                         Reason::InvalidField,
                         format!("{field}.remember.{part}"),
-                        format!("{pointer:?} is not a JSON Pointer; it must be empty or start with '/', e.g. \"/user\""),
+                        format!(
+                            "{pointer:?} is not a JSON Pointer; it must be empty or start with '/', e.g. \"/user\""
+                        ),
                     ));
                 }
             }
@@ -147,9 +157,7 @@ pub(crate) fn check_input_schema(schema: &serde_json::Value) -> Result<(), Strin
         return Err("inputSchema must have \"type\": \"object\" at its top level".into());
     }
     jsonschema::meta::validate(schema).map_err(|e| format!("inputSchema is not a valid JSON Schema: {e}"))?;
-    jsonschema::validator_for(schema)
-        .map(|_| ())
-        .map_err(|e| format!("inputSchema cannot be used: {e}"))
+    jsonschema::validator_for(schema).map(|_| ()).map_err(|e| format!("inputSchema cannot be used: {e}"))
 }
 
 fn check_handoffs(name: &str, namespace: &str, spec: &AgentSpec, refs: References<'_>, problems: &mut Vec<Problem>) {
@@ -176,13 +184,20 @@ fn check_handoffs(name: &str, namespace: &str, spec: &AgentSpec, refs: Reference
             ));
         }
         if tool_names.contains(tool.as_str()) {
-            problems.push(Problem::new(Reason::DuplicateName, field.clone(), format!("tool {tool:?} is defined twice")));
+            problems.push(Problem::new(
+                Reason::DuplicateName,
+                field.clone(),
+                format!("tool {tool:?} is defined twice"),
+            ));
         }
         if !(refs.agent_exists)(&h.agent) {
             problems.push(Problem::new(
                 Reason::HandoffTargetNotFound,
                 field,
-                format!("agent {:?} does not exist in namespace {namespace:?}; create it or remove the handoff", h.agent),
+                format!(
+                    "agent {:?} does not exist in namespace {namespace:?}; create it or remove the handoff",
+                    h.agent
+                ),
             ));
         }
     }
@@ -197,7 +212,9 @@ fn check_workflow_fits(spec: &AgentSpec, workflow: &WorkflowSpec, problems: &mut
         Problem::new(
             Reason::UnknownTool,
             "spec.tools",
-            format!("workflow {wf:?} node {node:?} uses tool {tool:?}, which this agent does not define; add it to spec.tools or remove it from the node"),
+            format!(
+                "workflow {wf:?} node {node:?} uses tool {tool:?}, which this agent does not define; add it to spec.tools or remove it from the node"
+            ),
         )
     };
     for node in &workflow.nodes {
@@ -206,16 +223,17 @@ fn check_workflow_fits(spec: &AgentSpec, workflow: &WorkflowSpec, problems: &mut
                 problems.push(unknown_tool(&node.id, tool));
             }
         }
-        if node.kind == NodeKind::Handoff {
-            if let Some(target) = &node.handoff_to {
-                if !targets.contains(target.as_str()) {
-                    problems.push(Problem::new(
-                        Reason::HandoffTargetNotFound,
-                        "spec.handoffs",
-                        format!("workflow {wf:?} node {:?} hands off to {target:?}, which is not among this agent's spec.handoffs", node.id),
-                    ));
-                }
-            }
+        if let (NodeKind::Handoff, Some(target)) = (node.kind, &node.handoff_to)
+            && !targets.contains(target.as_str())
+        {
+            problems.push(Problem::new(
+                Reason::HandoffTargetNotFound,
+                "spec.handoffs",
+                format!(
+                    "workflow {wf:?} node {:?} hands off to {target:?}, which is not among this agent's spec.handoffs",
+                    node.id
+                ),
+            ));
         }
     }
     for edge in &workflow.edges {
@@ -256,17 +274,21 @@ fn check_scaling_and_model(spec: &AgentSpec, problems: &mut Vec<Problem>) {
     }
     for (field, v) in [("temperature", spec.model.temperature), ("topP", spec.model.top_p)] {
         if !(0.0..=1.0).contains(&v) {
-            problems.push(Problem::new(Reason::InvalidField, format!("spec.model.{field}"), format!("must be between 0 and 1, got {v}")));
-        }
-    }
-    if let Some(sa) = spec.credentials.as_ref().and_then(|c| c.service_account_name.as_deref()) {
-        if !is_dns_label(sa) && !sa.split('.').all(is_dns_label) {
             problems.push(Problem::new(
                 Reason::InvalidField,
-                "spec.credentials.serviceAccountName",
-                format!("{sa:?} is not a valid service account name"),
+                format!("spec.model.{field}"),
+                format!("must be between 0 and 1, got {v}"),
             ));
         }
+    }
+    if let Some(sa) = spec.credentials.as_ref().and_then(|c| c.service_account_name.as_deref())
+        && !sa.split('.').all(is_dns_label)
+    {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "spec.credentials.serviceAccountName",
+            format!("{sa:?} is not a valid service account name"),
+        ));
     }
 }
 

@@ -101,11 +101,7 @@ impl fmt::Display for Problem {
 /// Summarises problems for a condition: the first problem's reason, and every message.
 pub fn summarize(problems: &[Problem]) -> Option<(Reason, String)> {
     let first = problems.first()?;
-    let message = problems
-        .iter()
-        .map(|p| format!("{}: {}", p.field, p.message))
-        .collect::<Vec<_>>()
-        .join("; ");
+    let message = problems.iter().map(|p| format!("{}: {}", p.field, p.message)).collect::<Vec<_>>().join("; ");
     Some((first.reason, message))
 }
 

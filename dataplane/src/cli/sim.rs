@@ -5,9 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use switchboard_dataplane::sim::{
-    DEFAULT_CERT_NAMES, Script, SimConfig, Simulator, banking_script,
-};
+use switchboard_dataplane::sim::{DEFAULT_CERT_NAMES, Script, SimConfig, Simulator, banking_script};
 
 /// Options of `switchboard sim`.
 #[derive(Debug, Args)]
@@ -42,14 +40,7 @@ pub struct SimArgs {
 
 /// Runs the simulator until a shutdown signal.
 pub async fn run(args: SimArgs) -> anyhow::Result<()> {
-    let SimArgs {
-        listen,
-        script,
-        cert_out,
-        cert_names,
-        plain_http,
-        max_connections,
-    } = args;
+    let SimArgs { listen, script, cert_out, cert_names, plain_http, max_connections } = args;
     let script: Script = match &script {
         Some(path) => Script::load(path)?,
         None => banking_script().context("the bundled banking script is broken")?,
@@ -62,11 +53,7 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
     config.max_connections = max_connections;
     let handle = Simulator::start(config).await?;
     match handle.ca_cert_path() {
-        Some(cert) => println!(
-            "Bedrock simulator on {} (trust {})",
-            handle.endpoint_url(),
-            cert.display()
-        ),
+        Some(cert) => println!("Bedrock simulator on {} (trust {})", handle.endpoint_url(), cert.display()),
         None => println!("Bedrock simulator on {}", handle.endpoint_url()),
     }
     super::shutdown_signal().await?;

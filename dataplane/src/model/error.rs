@@ -28,9 +28,7 @@ pub enum ModelError {
         message: String,
     },
     /// A connection or read timed out.
-    #[error(
-        "the model call timed out: {message}; check the endpoint's reachability or raise the timeout"
-    )]
+    #[error("the model call timed out: {message}; check the endpoint's reachability or raise the timeout")]
     Timeout {
         /// What timed out.
         message: String,

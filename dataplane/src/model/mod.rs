@@ -17,8 +17,8 @@ use futures_util::Stream;
 pub use error::ModelError;
 pub use retry::{RetryPolicy, retrying, stream_with_retry};
 pub use types::{
-    ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolDefinition, ToolResult,
-    ToolResultStatus, ToolUse, Usage,
+    ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolDefinition, ToolResult, ToolResultStatus,
+    ToolUse, Usage,
 };
 
 /// The events of one model call, as they arrive. Errors are items; a stream ends after

@@ -41,10 +41,7 @@ impl RetryPolicy {
     /// half random — so it is never shorter than half the exponential step.
     pub fn backoff(&self, retry: u32, rng: &mut fastrand::Rng) -> Duration {
         let exponent = retry.saturating_sub(1).min(31);
-        let step = self
-            .initial_backoff
-            .saturating_mul(1u32 << exponent)
-            .min(self.max_backoff);
+        let step = self.initial_backoff.saturating_mul(1u32 << exponent).min(self.max_backoff);
         let half = step / 2;
         let jitter_nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX);
         half + Duration::from_nanos(rng.u64(0..=jitter_nanos))
@@ -52,11 +49,7 @@ impl RetryPolicy {
 }
 
 /// Streams `request` from `model`, retrying as `policy` allows.
-pub fn stream_with_retry(
-    model: Arc<dyn TextModel>,
-    request: ModelRequest,
-    policy: RetryPolicy,
-) -> ModelStream {
+pub fn stream_with_retry(model: Arc<dyn TextModel>, request: ModelRequest, policy: RetryPolicy) -> ModelStream {
     retrying(policy, move || model.stream(&request))
 }
 
@@ -71,52 +64,38 @@ where
         None => fastrand::Rng::new(),
     };
     let current = start();
-    let state = RetryState {
-        start,
-        policy,
-        attempt: 1,
-        current,
-        output_seen: false,
-        rng,
-        done: false,
-    };
-    Box::pin(futures_util::stream::unfold(
-        state,
-        |mut state| async move {
-            if state.done {
-                return None;
-            }
-            loop {
-                match state.current.next().await {
-                    Some(Ok(event)) => {
-                        state.output_seen |= event.is_output();
-                        return Some((Ok(event), state));
-                    }
-                    Some(Err(error)) => {
-                        if state.output_seen
-                            || !error.is_retryable()
-                            || state.attempt >= state.policy.max_attempts
-                        {
-                            state.done = true;
-                            return Some((Err(error), state));
-                        }
-                        let delay = state.policy.backoff(state.attempt, &mut state.rng);
-                        tracing::warn!(
-                            attempt = state.attempt,
-                            max_attempts = state.policy.max_attempts,
-                            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                            error = %error,
-                            "model call failed before any output; retrying"
-                        );
-                        tokio::time::sleep(delay).await;
-                        state.attempt += 1;
-                        state.current = (state.start)();
-                    }
-                    None => return None,
+    let state = RetryState { start, policy, attempt: 1, current, output_seen: false, rng, done: false };
+    Box::pin(futures_util::stream::unfold(state, |mut state| async move {
+        if state.done {
+            return None;
+        }
+        loop {
+            match state.current.next().await {
+                Some(Ok(event)) => {
+                    state.output_seen |= event.is_output();
+                    return Some((Ok(event), state));
                 }
+                Some(Err(error)) => {
+                    if state.output_seen || !error.is_retryable() || state.attempt >= state.policy.max_attempts {
+                        state.done = true;
+                        return Some((Err(error), state));
+                    }
+                    let delay = state.policy.backoff(state.attempt, &mut state.rng);
+                    tracing::warn!(
+                        attempt = state.attempt,
+                        max_attempts = state.policy.max_attempts,
+                        delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        error = %error,
+                        "model call failed before any output; retrying"
+                    );
+                    tokio::time::sleep(delay).await;
+                    state.attempt += 1;
+                    state.current = (state.start)();
+                }
+                None => return None,
             }
-        },
-    ))
+        }
+    }))
 }
 
 struct RetryState<F> {
@@ -149,9 +128,7 @@ mod tests {
     }
 
     fn throttled() -> ModelError {
-        ModelError::Throttled {
-            message: "slow down".into(),
-        }
+        ModelError::Throttled { message: "slow down".into() }
     }
 
     #[tokio::test]
@@ -162,10 +139,7 @@ mod tests {
             if counter.fetch_add(1, Ordering::SeqCst) < 2 {
                 scripted(vec![Err(throttled())])
             } else {
-                scripted(vec![
-                    Ok(ModelEvent::TextDelta("hi".into())),
-                    Ok(ModelEvent::Stop(StopReason::EndTurn)),
-                ])
+                scripted(vec![Ok(ModelEvent::TextDelta("hi".into())), Ok(ModelEvent::Stop(StopReason::EndTurn))])
             }
         });
         let events: Vec<_> = stream.collect().await;
@@ -184,19 +158,14 @@ mod tests {
         });
         let events: Vec<_> = stream.collect().await;
         assert_eq!(calls.load(Ordering::SeqCst), 2);
-        assert!(matches!(
-            events.as_slice(),
-            [Err(ModelError::Throttled { .. })]
-        ));
+        assert!(matches!(events.as_slice(), [Err(ModelError::Throttled { .. })]));
     }
 
     #[tokio::test]
     async fn never_retries_after_output_or_on_permanent_errors() {
         for first in [
             vec![Ok(ModelEvent::TextDelta("a".into())), Err(throttled())],
-            vec![Err(ModelError::AccessDenied {
-                message: "no".into(),
-            })],
+            vec![Err(ModelError::AccessDenied { message: "no".into() })],
         ] {
             let calls = Arc::new(AtomicU32::new(0));
             let counter = calls.clone();
@@ -223,14 +192,8 @@ mod tests {
         for retry in 1..10 {
             let step = (100u64 << (retry - 1)).min(1000);
             let wait = policy.backoff(retry, &mut rng);
-            assert!(
-                wait >= Duration::from_millis(step / 2),
-                "retry {retry}: {wait:?}"
-            );
-            assert!(
-                wait <= Duration::from_millis(step),
-                "retry {retry}: {wait:?}"
-            );
+            assert!(wait >= Duration::from_millis(step / 2), "retry {retry}: {wait:?}");
+            assert!(wait <= Duration::from_millis(step), "retry {retry}: {wait:?}");
         }
     }
 }

@@ -66,18 +66,12 @@ pub struct Message {
 impl Message {
     /// A user message holding one text block.
     pub fn user_text(text: impl Into<String>) -> Self {
-        Self {
-            role: Role::User,
-            content: vec![ContentBlock::Text(text.into())],
-        }
+        Self { role: Role::User, content: vec![ContentBlock::Text(text.into())] }
     }
 
     /// An assistant message holding one text block.
     pub fn assistant_text(text: impl Into<String>) -> Self {
-        Self {
-            role: Role::Assistant,
-            content: vec![ContentBlock::Text(text.into())],
-        }
+        Self { role: Role::Assistant, content: vec![ContentBlock::Text(text.into())] }
     }
 }
 
@@ -138,11 +132,7 @@ pub struct ToolDefinition {
 
 impl From<&switchboard_crds::agent::ToolSpec> for ToolDefinition {
     fn from(spec: &switchboard_crds::agent::ToolSpec) -> Self {
-        Self {
-            name: spec.name.clone(),
-            description: spec.description.clone(),
-            input_schema: spec.input_schema.clone(),
-        }
+        Self { name: spec.name.clone(), description: spec.description.clone(), input_schema: spec.input_schema.clone() }
     }
 }
 

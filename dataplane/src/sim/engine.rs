@@ -3,9 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::script::{
-    Condition, Pattern, ReplySpec, ResultStatus, Rule, Script, ToolResultCondition,
-};
+use super::script::{Condition, Pattern, ReplySpec, ResultStatus, Rule, Script, ToolResultCondition};
 use super::template::{Context, render, render_json};
 
 /// What the engine looks at in a request.
@@ -78,10 +76,7 @@ pub struct ToolCall {
 pub fn decide<'s>(script: &'s Script, turn: &Turn) -> Decision<'s> {
     for (index, rule) in script.rules.iter().enumerate() {
         if let Some(reply) = try_rule(rule, turn) {
-            return Decision {
-                rule: Some((index, rule)),
-                reply,
-            };
+            return Decision { rule: Some((index, rule)), reply };
         }
     }
     let (spec, result) = match &turn.trigger {
@@ -90,26 +85,12 @@ pub fn decide<'s>(script: &'s Script, turn: &Turn) -> Decision<'s> {
     };
     let context = context_for(turn, Vec::new(), result);
     let text = spec.text.as_deref().map(|t| render(t, &context));
-    Decision {
-        rule: None,
-        reply: Reply {
-            text,
-            tool_use: None,
-        },
-    }
+    Decision { rule: None, reply: Reply { text, tool_use: None } }
 }
 
 fn try_rule(rule: &Rule, turn: &Turn) -> Option<Reply> {
-    let Condition {
-        user_text,
-        tool_result,
-        system,
-        model,
-        tools,
-    } = &rule.when;
-    if model
-        .as_ref()
-        .is_some_and(|p| !p.0.is_match(&turn.model_id))
+    let Condition { user_text, tool_result, system, model, tools } = &rule.when;
+    if model.as_ref().is_some_and(|p| !p.0.is_match(&turn.model_id))
         || !tools.iter().all(|t| turn.offered_tools.contains(t))
     {
         return None;
@@ -152,75 +133,40 @@ fn capture_groups(pattern: &Pattern, text: &str) -> Option<Vec<(String, String)>
 }
 
 fn result_matches(condition: &ToolResultCondition, result: &ToolResultView) -> bool {
-    let ToolResultCondition {
-        name,
-        status,
-        fields,
-        matches,
-    } = condition;
+    let ToolResultCondition { name, status, fields, matches } = condition;
     name.as_ref().is_none_or(|n| *n == result.name)
         && status.is_none_or(|s| s == result.status)
         && fields.iter().all(|(key, expected)| {
-            let found = if key.starts_with('/') {
-                result.content.pointer(key)
-            } else {
-                result.content.get(key)
-            };
+            let found = if key.starts_with('/') { result.content.pointer(key) } else { result.content.get(key) };
             found == Some(expected)
         })
-        && matches
-            .as_ref()
-            .is_none_or(|p| p.0.is_match(&result.content.to_string()))
+        && matches.as_ref().is_none_or(|p| p.0.is_match(&result.content.to_string()))
 }
 
-fn context_for<'a>(
-    turn: &Turn,
-    captures: Vec<(String, String)>,
-    result: Option<&'a ToolResultView>,
-) -> Context<'a> {
-    let mut context = Context {
-        result: result.map(|r| &r.content),
-        ..Context::default()
-    };
+fn context_for<'a>(turn: &Turn, captures: Vec<(String, String)>, result: Option<&'a ToolResultView>) -> Context<'a> {
+    let mut context = Context { result: result.map(|r| &r.content), ..Context::default() };
     context.captures.extend(captures);
-    context
-        .builtins
-        .insert("text", turn.latest_user_text.clone());
+    context.builtins.insert("text", turn.latest_user_text.clone());
     context.builtins.insert("model", turn.model_id.clone());
     if let Some(result) = result {
         context.builtins.insert("tool", result.name.clone());
-        context
-            .builtins
-            .insert("result", result.content.to_string());
+        context.builtins.insert("result", result.content.to_string());
     }
     context
 }
 
-fn render_reply(
-    spec: &ReplySpec,
-    context: &Context<'_>,
-    offered: &BTreeSet<String>,
-) -> Option<Reply> {
+fn render_reply(spec: &ReplySpec, context: &Context<'_>, offered: &BTreeSet<String>) -> Option<Reply> {
     let text = spec.text.as_deref().map(|t| render(t, context));
     let Some(tool) = &spec.tool_use else {
-        return Some(Reply {
-            text,
-            tool_use: None,
-        });
+        return Some(Reply { text, tool_use: None });
     };
     let name = render(&tool.name, context);
     if offered.contains(&name) {
         let input = render_json(&tool.input, context);
-        return Some(Reply {
-            text,
-            tool_use: Some(ToolCall { name, input }),
-        });
+        return Some(Reply { text, tool_use: Some(ToolCall { name, input }) });
     }
     let fallback = spec.fallback_text.as_deref()?;
-    Some(Reply {
-        text: Some(render(fallback, context)),
-        tool_use: None,
-    })
+    Some(Reply { text: Some(render(fallback, context)), tool_use: None })
 }
 
 #[cfg(test)]
@@ -267,11 +213,7 @@ rules:
 
     fn result(name: &str, status: ResultStatus, content: serde_json::Value) -> Turn {
         Turn {
-            trigger: Trigger::ToolResults(vec![ToolResultView {
-                name: name.into(),
-                status,
-                content,
-            }]),
+            trigger: Trigger::ToolResults(vec![ToolResultView { name: name.into(), status, content }]),
             ..user("earlier", &[])
         }
     }
@@ -279,58 +221,28 @@ rules:
     #[test]
     fn user_text_rule_calls_an_offered_tool_with_captures() {
         let script = script();
-        let decision = decide(
-            &script,
-            &user(
-                "My name is Ada Lovelace, account 12345678",
-                &["perform_idv_check"],
-            ),
-        );
-        assert_eq!(
-            decision.rule.map(|(i, r)| (i, r.name.as_str())),
-            Some((0, "idv"))
-        );
+        let decision = decide(&script, &user("My name is Ada Lovelace, account 12345678", &["perform_idv_check"]));
+        assert_eq!(decision.rule.map(|(i, r)| (i, r.name.as_str())), Some((0, "idv")));
         assert_eq!(decision.reply.text.as_deref(), Some("Let me check."));
         let call = decision.reply.tool_use.expect("a tool call");
         assert_eq!(call.name, "perform_idv_check");
-        assert_eq!(
-            call.input,
-            json!({"name": "Ada Lovelace", "accountNumber": "12345678"})
-        );
+        assert_eq!(call.input, json!({"name": "Ada Lovelace", "accountNumber": "12345678"}));
     }
 
     #[test]
     fn a_tool_that_is_not_offered_falls_back_to_text_or_skips_the_rule() {
         let script = script();
         let decision = decide(&script, &user("my name is Ada, account 12345678", &[]));
-        assert_eq!(
-            decision.reply,
-            Reply {
-                text: Some("I cannot verify you here.".into()),
-                tool_use: None
-            }
-        );
+        assert_eq!(decision.reply, Reply { text: Some("I cannot verify you here.".into()), tool_use: None });
         // No fallback text: the rule is skipped and the default answers.
-        let decision = decide(
-            &script,
-            &user("please transfer me to disputes", &["transfer_to_billing"]),
-        );
+        let decision = decide(&script, &user("please transfer me to disputes", &["transfer_to_billing"]));
         assert!(decision.rule.is_none());
-        assert_eq!(
-            decision.reply.text.as_deref(),
-            Some("You said: please transfer me to disputes")
-        );
-        let decision = decide(
-            &script,
-            &user("please transfer me to disputes", &["transfer_to_disputes"]),
-        );
+        assert_eq!(decision.reply.text.as_deref(), Some("You said: please transfer me to disputes"));
+        let decision = decide(&script, &user("please transfer me to disputes", &["transfer_to_disputes"]));
         let call = decision.reply.tool_use.expect("a handoff");
         assert_eq!(
             (call.name.as_str(), call.input),
-            (
-                "transfer_to_disputes",
-                json!({"reason": "transfer me to disputes"})
-            )
+            ("transfer_to_disputes", json!({"reason": "transfer me to disputes"}))
         );
     }
 
@@ -338,36 +250,14 @@ rules:
     fn tool_result_rules_match_name_status_and_fields() {
         let script = script();
         let ok = json!({"verified": true, "customer": {"first": "Ada"}});
-        let decision = decide(
-            &script,
-            &result("perform_idv_check", ResultStatus::Success, ok),
-        );
-        assert_eq!(
-            decision.reply.text.as_deref(),
-            Some("Thanks Ada, you are verified.")
-        );
+        let decision = decide(&script, &result("perform_idv_check", ResultStatus::Success, ok));
+        assert_eq!(decision.reply.text.as_deref(), Some("Thanks Ada, you are verified."));
         let failed = json!({"error": "timeout"});
-        let decision = decide(
-            &script,
-            &result("perform_idv_check", ResultStatus::Error, failed),
-        );
-        assert_eq!(
-            decision.reply.text.as_deref(),
-            Some(r#"That did not work: {"error":"timeout"}"#)
-        );
-        let other = decide(
-            &script,
-            &result(
-                "check_balance",
-                ResultStatus::Success,
-                json!({"balance": 5}),
-            ),
-        );
+        let decision = decide(&script, &result("perform_idv_check", ResultStatus::Error, failed));
+        assert_eq!(decision.reply.text.as_deref(), Some(r#"That did not work: {"error":"timeout"}"#));
+        let other = decide(&script, &result("check_balance", ResultStatus::Success, json!({"balance": 5})));
         assert!(other.rule.is_none());
-        assert_eq!(
-            other.reply.text.as_deref(),
-            Some(r#"check_balance returned: {"balance":5}"#)
-        );
+        assert_eq!(other.reply.text.as_deref(), Some(r#"check_balance returned: {"balance":5}"#));
     }
 
     #[test]
@@ -376,24 +266,15 @@ rules:
         let mut turn = user("hello", &[]);
         assert!(decide(&script, &turn).rule.is_none());
         turn.system = "You are the triage agent".into();
-        assert_eq!(
-            decide(&script, &turn).reply.text.as_deref(),
-            Some("Triage here.")
-        );
+        assert_eq!(decide(&script, &turn).reply.text.as_deref(), Some("Triage here."));
     }
 
     #[test]
     fn invalid_scripts_are_refused_with_a_reason() {
         for (text, needle) in [
             ("rules: [{name: a, reply: {}}]", "neither text nor toolUse"),
-            (
-                "rules: [{name: a, reply: {text: x}}, {name: a, reply: {text: y}}]",
-                "used twice",
-            ),
-            (
-                "rules: [{name: a, when: {userText: '('}, reply: {text: x}}]",
-                "regex",
-            ),
+            ("rules: [{name: a, reply: {text: x}}, {name: a, reply: {text: y}}]", "used twice"),
+            ("rules: [{name: a, when: {userText: '('}, reply: {text: x}}]", "regex"),
             ("timing: {tokensPerDelta: 0}", "tokensPerDelta"),
             ("rulez: []", "unknown field"),
         ] {

@@ -15,7 +15,5 @@ pub type Body = UnsyncBoxBody<Bytes, BodyError>;
 
 /// A body holding `bytes`.
 pub fn full_body(bytes: Bytes) -> Body {
-    Full::new(bytes)
-        .map_err(|never| match never {})
-        .boxed_unsync()
+    Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
 }

@@ -92,9 +92,7 @@ pub enum SimError {
     #[error("cannot set up TLS: {0}")]
     Tls(String),
     /// The certificate file could not be written.
-    #[error(
-        "cannot write the certificate to {path}: {message}; check that the directory exists and is writable"
-    )]
+    #[error("cannot write the certificate to {path}: {message}; check that the directory exists and is writable")]
     CertOut {
         /// The file.
         path: String,
@@ -117,14 +115,9 @@ impl Simulator {
         config.script.validate()?;
         let listener = TcpListener::bind(config.listen)
             .await
-            .map_err(|e| SimError::Listen {
-                addr: config.listen,
-                message: e.to_string(),
-            })?;
-        let local_addr = listener.local_addr().map_err(|e| SimError::Listen {
-            addr: config.listen,
-            message: e.to_string(),
-        })?;
+            .map_err(|e| SimError::Listen { addr: config.listen, message: e.to_string() })?;
+        let local_addr =
+            listener.local_addr().map_err(|e| SimError::Listen { addr: config.listen, message: e.to_string() })?;
         let (tls, cert) = if config.tls {
             let generated = tls::self_signed(&config.cert_names)?;
             let (path, temporary) = match &config.cert_out {
@@ -132,28 +125,13 @@ impl Simulator {
                 None => (temp_cert_path(local_addr), true),
             };
             write_cert(&path, &generated.cert_pem).await?;
-            (
-                Some(generated.acceptor),
-                Some(CertFile {
-                    path,
-                    pem: generated.cert_pem,
-                    temporary,
-                }),
-            )
+            (Some(generated.acceptor), Some(CertFile { path, pem: generated.cert_pem, temporary }))
         } else {
             (None, None)
         };
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let host = if local_addr.ip().is_unspecified() {
-            "localhost".to_owned()
-        } else {
-            local_addr.ip().to_string()
-        };
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
+        let host = if local_addr.ip().is_unspecified() { "localhost".to_owned() } else { local_addr.ip().to_string() };
+        let host = if host.contains(':') { format!("[{host}]") } else { host };
         let endpoint_url = format!("{scheme}://{host}:{}", local_addr.port());
         let state = Arc::new(SimState::new(config.script, config.max_request_bytes));
         let shutdown = CancellationToken::new();
@@ -168,15 +146,7 @@ impl Simulator {
         };
         let accept = tokio::spawn(server.run());
         tracing::info!(%endpoint_url, cert = ?cert.as_ref().map(|c| &c.path), "Bedrock simulator listening");
-        Ok(SimHandle {
-            endpoint_url,
-            local_addr,
-            cert,
-            state,
-            shutdown,
-            tracker,
-            accept: Some(accept),
-        })
+        Ok(SimHandle { endpoint_url, local_addr, cert, state, shutdown, tracker, accept: Some(accept) })
     }
 }
 
@@ -188,20 +158,13 @@ struct CertFile {
 }
 
 fn temp_cert_path(addr: SocketAddr) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "switchboard-sim-{}-{}.pem",
-        std::process::id(),
-        addr.port()
-    ))
+    std::env::temp_dir().join(format!("switchboard-sim-{}-{}.pem", std::process::id(), addr.port()))
 }
 
 async fn write_cert(path: &Path, pem: &str) -> Result<(), SimError> {
     tokio::fs::write(path, pem)
         .await
-        .map_err(|e| SimError::CertOut {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })
+        .map_err(|e| SimError::CertOut { path: path.display().to_string(), message: e.to_string() })
 }
 
 /// A running simulator.
@@ -252,10 +215,7 @@ impl SimHandle {
             tracing::warn!(%error, "the simulator's accept loop failed");
         }
         self.tracker.close();
-        if tokio::time::timeout(Duration::from_secs(10), self.tracker.wait())
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout(Duration::from_secs(10), self.tracker.wait()).await.is_err() {
             tracing::warn!("simulator connections did not finish in time");
         }
         if let Some(cert) = self.cert.take().filter(|c| c.temporary)

@@ -53,17 +53,11 @@ pub struct Script {
 }
 
 fn default_reply() -> ReplySpec {
-    ReplySpec {
-        text: Some("You said: {text}".into()),
-        ..ReplySpec::default()
-    }
+    ReplySpec { text: Some("You said: {text}".into()), ..ReplySpec::default() }
 }
 
 fn default_tool_result_reply() -> ReplySpec {
-    ReplySpec {
-        text: Some("{tool} returned: {result}".into()),
-        ..ReplySpec::default()
-    }
+    ReplySpec { text: Some("{tool} returned: {result}".into()), ..ReplySpec::default() }
 }
 
 impl Script {
@@ -81,22 +75,17 @@ impl Script {
 
     /// Reads a script from YAML (or JSON) text.
     pub fn parse(text: &str) -> Result<Self, ScriptError> {
-        let script: Script =
-            serde_yaml::from_str(text).map_err(|e| ScriptError::Parse(e.to_string()))?;
+        let script: Script = serde_yaml::from_str(text).map_err(|e| ScriptError::Parse(e.to_string()))?;
         script.validate()?;
         Ok(script)
     }
 
     /// Reads a script file.
     pub fn load(path: &Path) -> Result<Self, ScriptError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ScriptError::Read {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ScriptError::Read { path: path.display().to_string(), message: e.to_string() })?;
         Self::parse(&text).map_err(|e| match e {
-            ScriptError::Parse(message) => {
-                ScriptError::Parse(format!("{}: {message}", path.display()))
-            }
+            ScriptError::Parse(message) => ScriptError::Parse(format!("{}: {message}", path.display())),
             other => other,
         })
     }
@@ -119,14 +108,9 @@ impl Script {
             }
             rule.timing.as_ref().map_or(Ok(()), Timing::validate)?;
         }
-        for (field, reply) in [
-            ("default", &self.default),
-            ("defaultToolResult", &self.default_tool_result),
-        ] {
+        for (field, reply) in [("default", &self.default), ("defaultToolResult", &self.default_tool_result)] {
             if reply.tool_use.is_some() || reply.text.is_none() {
-                return Err(ScriptError::Invalid(format!(
-                    "the {field} reply must be text only"
-                )));
+                return Err(ScriptError::Invalid(format!("the {field} reply must be text only")));
             }
         }
         self.timing.validate()
@@ -187,11 +171,7 @@ impl Default for Timing {
 impl Timing {
     /// No waiting at all: for tests that do not care about pacing.
     pub fn instant() -> Self {
-        Self {
-            time_to_first_token_ms: 0,
-            tokens_per_second: 0.0,
-            tokens_per_delta: 1,
-        }
+        Self { time_to_first_token_ms: 0, tokens_per_second: 0.0, tokens_per_delta: 1 }
     }
 
     fn validate(&self) -> Result<(), ScriptError> {
@@ -202,9 +182,7 @@ impl Timing {
             )));
         }
         if self.tokens_per_delta == 0 {
-            return Err(ScriptError::Invalid(
-                "tokensPerDelta must be at least 1".into(),
-            ));
+            return Err(ScriptError::Invalid("tokensPerDelta must be at least 1".into()));
         }
         Ok(())
     }
@@ -385,9 +363,7 @@ pub struct Pattern(pub Regex);
 impl Pattern {
     /// Compiles `source`.
     pub fn new(source: &str) -> Result<Self, ScriptError> {
-        Regex::new(source)
-            .map(Self)
-            .map_err(|e| ScriptError::Invalid(format!("bad regex {source:?}: {e}")))
+        Regex::new(source).map(Self).map_err(|e| ScriptError::Invalid(format!("bad regex {source:?}: {e}")))
     }
 }
 
@@ -406,9 +382,7 @@ impl Serialize for Pattern {
 impl<'de> Deserialize<'de> for Pattern {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let source = String::deserialize(deserializer)?;
-        Regex::new(&source)
-            .map(Self)
-            .map_err(serde::de::Error::custom)
+        Regex::new(&source).map(Self).map_err(serde::de::Error::custom)
     }
 }
 

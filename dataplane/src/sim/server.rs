@@ -90,13 +90,11 @@ impl Connection {
             tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
         }
         match self.tls.clone() {
-            Some(acceptor) => {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                    Ok(Ok(tls)) => self.serve(TokioIo::new(tls), peer).await,
-                    Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
-                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                }
-            }
+            Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => self.serve(TokioIo::new(tls), peer).await,
+                Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
+                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+            },
             None => self.serve(TokioIo::new(stream), peer).await,
         }
     }
@@ -138,21 +136,14 @@ fn log_end(peer: SocketAddr, result: Result<(), Box<dyn std::error::Error + Send
 }
 
 /// Routes one request.
-async fn route(
-    request: http::Request<Incoming>,
-    state: &SimState,
-    kill: &CancellationToken,
-) -> http::Response<Body> {
+async fn route(request: http::Request<Incoming>, state: &SimState, kill: &CancellationToken) -> http::Response<Body> {
     let request_id = state.next_request_id();
     let path = request.uri().path().to_owned();
     if request.method() == http::Method::GET && path == "/ping" {
         return http::Response::new(full_body(Bytes::from_static(b"ok")));
     }
     let Some((model_id, operation)) = operation_of(request.method(), &path) else {
-        let message = format!(
-            "{} {path} is not an operation of this endpoint",
-            request.method()
-        );
+        let message = format!("{} {path} is not an operation of this endpoint", request.method());
         return ServiceError::new(ErrorKind::UnknownOperation, message).into_response(&request_id);
     };
     state.count_request(operation, request.version());
@@ -174,23 +165,17 @@ fn operation_of(method: &http::Method, path: &str) -> Option<(String, Operation)
         "converse" => Operation::Converse,
         _ => return None,
     };
-    let model_id = percent_encoding::percent_decode_str(encoded_model)
-        .decode_utf8()
-        .ok()?;
+    let model_id = percent_encoding::percent_decode_str(encoded_model).decode_utf8().ok()?;
     (!model_id.is_empty()).then(|| (model_id.into_owned(), operation))
 }
 
 async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, ServiceError> {
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-            Err(ServiceError::validation(format!(
-                "The request body is larger than {limit} bytes. Shorten the conversation and try again."
-            )))
-        }
-        Err(error) => Err(ServiceError::validation(format!(
-            "The request body could not be read: {error}"
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(ServiceError::validation(format!(
+            "The request body is larger than {limit} bytes. Shorten the conversation and try again."
         ))),
+        Err(error) => Err(ServiceError::validation(format!("The request body could not be read: {error}"))),
     }
 }
 
@@ -203,20 +188,11 @@ mod tests {
         let post = http::Method::POST;
         assert_eq!(
             operation_of(&post, "/model/amazon.nova-lite-v1%3A0/converse-stream"),
-            Some((
-                "amazon.nova-lite-v1:0".to_owned(),
-                Operation::ConverseStream
-            ))
+            Some(("amazon.nova-lite-v1:0".to_owned(), Operation::ConverseStream))
         );
         assert_eq!(
-            operation_of(
-                &post,
-                "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.nova/converse"
-            ),
-            Some((
-                "arn:aws:bedrock:us-east-1:1:inference-profile/us.nova".to_owned(),
-                Operation::Converse
-            ))
+            operation_of(&post, "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.nova/converse"),
+            Some(("arn:aws:bedrock:us-east-1:1:inference-profile/us.nova".to_owned(), Operation::Converse))
         );
         assert_eq!(operation_of(&post, "/model//converse"), None);
         assert_eq!(operation_of(&post, "/model/m/invoke"), None);

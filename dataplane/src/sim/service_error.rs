@@ -79,12 +79,8 @@ impl ErrorKind {
                 "The system encountered an unexpected error during processing. Try your request again."
             }
             Self::ServiceUnavailable => "The service is unavailable. Try again later.",
-            Self::ModelTimeout => {
-                "Model has timed out in processing the request. Try your request again."
-            }
-            Self::ModelNotReady => {
-                "Model is not ready to serve inference requests. Try again later."
-            }
+            Self::ModelTimeout => "Model has timed out in processing the request. Try your request again.",
+            Self::ModelNotReady => "Model is not ready to serve inference requests. Try again later.",
             Self::ModelError => "The model encountered an error processing the input.",
             Self::UnrecognizedClient => "The security token included in the request is invalid.",
             Self::UnknownOperation => "The requested operation is not supported by this endpoint.",
@@ -104,10 +100,7 @@ pub struct ServiceError {
 impl ServiceError {
     /// An error of `kind` with `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
+        Self { kind, message: message.into() }
     }
 
     /// A `ValidationException`.
@@ -123,10 +116,7 @@ impl ServiceError {
             .header("content-type", "application/json")
             .header(
                 "x-amzn-errortype",
-                format!(
-                    "{}:http://internal.amazon.com/coral/com.amazon.bedrock/",
-                    self.kind.type_name()
-                ),
+                format!("{}:http://internal.amazon.com/coral/com.amazon.bedrock/", self.kind.type_name()),
             )
             .header("x-amzn-requestid", request_id)
             .body(full_body(Bytes::from(body)))
@@ -171,17 +161,8 @@ impl StreamExceptionKind {
             payload["originalMessage"] = serde_json::json!(text);
         }
         Message::new(Bytes::from(payload.to_string()))
-            .add_header(Header::new(
-                ":message-type",
-                HeaderValue::String("exception".into()),
-            ))
-            .add_header(Header::new(
-                ":exception-type",
-                HeaderValue::String(self.type_name().into()),
-            ))
-            .add_header(Header::new(
-                ":content-type",
-                HeaderValue::String("application/json".into()),
-            ))
+            .add_header(Header::new(":message-type", HeaderValue::String("exception".into())))
+            .add_header(Header::new(":exception-type", HeaderValue::String(self.type_name().into())))
+            .add_header(Header::new(":content-type", HeaderValue::String("application/json".into())))
     }
 }

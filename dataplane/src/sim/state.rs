@@ -96,9 +96,7 @@ impl SimState {
 
     /// Counts a match of rule `rule`; returns its 0-based index among that rule's matches.
     pub fn next_rule_match(&self, rule: usize) -> u64 {
-        self.rule_matches
-            .get(rule)
-            .map_or(0, |c| c.fetch_add(1, Ordering::Relaxed))
+        self.rule_matches.get(rule).map_or(0, |c| c.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Counts an injected fault.

@@ -29,18 +29,12 @@ impl Context<'_> {
             return Some(serde_json::Value::String(capture.clone()));
         }
         if let Some(result) = self.result {
-            let found = if name.starts_with('/') {
-                result.pointer(name)
-            } else {
-                result.get(name)
-            };
+            let found = if name.starts_with('/') { result.pointer(name) } else { result.get(name) };
             if let Some(value) = found {
                 return Some(value.clone());
             }
         }
-        self.builtins
-            .get(name)
-            .map(|v| serde_json::Value::String(v.clone()))
+        self.builtins.get(name).map(|v| serde_json::Value::String(v.clone()))
     }
 }
 
@@ -81,10 +75,7 @@ pub fn render_json(template: &serde_json::Value, context: &Context<'_>) -> serde
     match template {
         serde_json::Value::String(s) => {
             let whole = s.strip_prefix('{').and_then(|r| r.strip_suffix('}'));
-            if let Some(value) = whole
-                .filter(|n| !n.contains(['{', '}']))
-                .and_then(|n| context.lookup(n))
-            {
+            if let Some(value) = whole.filter(|n| !n.contains(['{', '}'])).and_then(|n| context.lookup(n)) {
                 return value;
             }
             serde_json::Value::String(render(s, context))
@@ -92,11 +83,9 @@ pub fn render_json(template: &serde_json::Value, context: &Context<'_>) -> serde
         serde_json::Value::Array(items) => {
             serde_json::Value::Array(items.iter().map(|v| render_json(v, context)).collect())
         }
-        serde_json::Value::Object(map) => serde_json::Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), render_json(v, context)))
-                .collect(),
-        ),
+        serde_json::Value::Object(map) => {
+            serde_json::Value::Object(map.iter().map(|(k, v)| (k.clone(), render_json(v, context))).collect())
+        }
         other => other.clone(),
     }
 }
@@ -107,13 +96,8 @@ mod tests {
     use serde_json::json;
 
     fn context(result: &serde_json::Value) -> Context<'_> {
-        let mut context = Context {
-            result: Some(result),
-            ..Context::default()
-        };
-        context
-            .captures
-            .insert("name".into(), "Ada Lovelace".into());
+        let mut context = Context { result: Some(result), ..Context::default() };
+        context.captures.insert("name".into(), "Ada Lovelace".into());
         context.captures.insert("0".into(), "whole".into());
         context.builtins.insert("text", "hello".into());
         context
@@ -121,20 +105,13 @@ mod tests {
 
     #[test]
     fn renders_captures_fields_pointers_builtins_and_escapes() {
-        let result =
-            json!({"balance": 1234.5, "currency": "GBP", "account": {"number": "12345678"}});
+        let result = json!({"balance": 1234.5, "currency": "GBP", "account": {"number": "12345678"}});
         let ctx = context(&result);
         assert_eq!(
-            render(
-                "Hi {name}, {balance} {currency} on {/account/number} ({text}) {{x}} {0}",
-                &ctx
-            ),
+            render("Hi {name}, {balance} {currency} on {/account/number} ({text}) {{x}} {0}", &ctx),
             "Hi Ada Lovelace, 1234.5 GBP on 12345678 (hello) {x} whole"
         );
-        assert_eq!(
-            render("unknown {nope} and { stray", &ctx),
-            "unknown {nope} and { stray"
-        );
+        assert_eq!(render("unknown {nope} and { stray", &ctx), "unknown {nope} and { stray");
         assert_eq!(render("closing } alone", &ctx), "closing } alone");
     }
 
@@ -146,9 +123,6 @@ mod tests {
             &json!({"who": "{name}", "amount": "{balance}", "list": ["{items}", "n={balance}"], "n": 3}),
             &ctx,
         );
-        assert_eq!(
-            rendered,
-            json!({"who": "Ada Lovelace", "amount": 10, "list": [[1, 2], "n=10"], "n": 3})
-        );
+        assert_eq!(rendered, json!({"who": "Ada Lovelace", "amount": 10, "list": [[1, 2], "n=10"], "n": 3}));
     }
 }

@@ -23,9 +23,7 @@ pub struct SelfSigned {
 
 impl std::fmt::Debug for SelfSigned {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SelfSigned")
-            .field("cert_pem", &self.cert_pem)
-            .finish_non_exhaustive()
+        f.debug_struct("SelfSigned").field("cert_pem", &self.cert_pem).finish_non_exhaustive()
     }
 }
 
@@ -33,9 +31,7 @@ impl std::fmt::Debug for SelfSigned {
 pub fn self_signed(names: &[String]) -> Result<SelfSigned, SimError> {
     let generated = rcgen::generate_simple_self_signed(names.to_vec())
         .map_err(|e| SimError::Tls(format!("cannot generate a certificate for {names:?}: {e}")))?;
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
-        generated.signing_key.serialize_der(),
-    ));
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(generated.signing_key.serialize_der()));
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -44,8 +40,5 @@ pub fn self_signed(names: &[String]) -> Result<SelfSigned, SimError> {
         .with_single_cert(vec![generated.cert.der().clone()], key)
         .map_err(|e| SimError::Tls(format!("the generated certificate is not usable: {e}")))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(SelfSigned {
-        cert_pem: generated.cert.pem(),
-        acceptor: TlsAcceptor::from(Arc::new(config)),
-    })
+    Ok(SelfSigned { cert_pem: generated.cert.pem(), acceptor: TlsAcceptor::from(Arc::new(config)) })
 }

@@ -62,14 +62,8 @@ mod tests {
 
     #[test]
     fn splits_words_punctuation_and_long_words() {
-        assert_eq!(
-            split_tokens("Hello, world!"),
-            vec!["Hello", ",", " world", "!"]
-        );
-        assert_eq!(
-            split_tokens("  balance 1234567890"),
-            vec!["  balanc", "e", " 123456", "7890"]
-        );
+        assert_eq!(split_tokens("Hello, world!"), vec!["Hello", ",", " world", "!"]);
+        assert_eq!(split_tokens("  balance 1234567890"), vec!["  balanc", "e", " 123456", "7890"]);
         assert_eq!(split_tokens(""), Vec::<&str>::new());
         assert_eq!(split_tokens("end  "), vec!["end", "  "]);
         assert_eq!(estimate_tokens("Your balance is £1,234.56."), 11);

@@ -10,9 +10,7 @@ pub const MODEL: &str = "amazon.nova-lite-v1:0";
 
 /// Starts a TLS simulator running `script`.
 pub async fn start(script: Script) -> SimHandle {
-    Simulator::start(SimConfig::new(script))
-        .await
-        .expect("simulator starts")
+    Simulator::start(SimConfig::new(script)).await.expect("simulator starts")
 }
 
 /// Parses a YAML script.
@@ -35,11 +33,7 @@ pub fn config(sim: &SimHandle) -> BedrockConfig {
 
 /// The Bedrock `TextModel` pointed at `sim`.
 pub async fn model(sim: &SimHandle) -> Arc<dyn TextModel> {
-    Arc::new(
-        BedrockTextModel::connect(&config(sim))
-            .await
-            .expect("client builds"),
-    )
+    Arc::new(BedrockTextModel::connect(&config(sim)).await.expect("client builds"))
 }
 
 /// A request with one user message and the given tools.

@@ -4,9 +4,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use switchboard_dataplane::model::{
-    Message, ModelError, ModelEvent, RetryPolicy, collect_reply, stream_with_retry,
-};
+use switchboard_dataplane::model::{Message, ModelError, ModelEvent, RetryPolicy, collect_reply, stream_with_retry};
 use switchboard_dataplane::sim::{Operation, SimConfig, Simulator};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -66,28 +64,18 @@ async fn request_errors_are_classified() {
 
     let mut unknown = request("hello", &[]);
     unknown.model_id = "amazon.nova-nonexistent-v9:0".into();
-    let error = collect_reply(model.stream(&unknown))
-        .await
-        .expect_err("unknown model");
-    assert!(
-        matches!(&error, ModelError::ModelNotFound { model_id, .. } if model_id == &unknown.model_id),
-        "{error}"
-    );
+    let error = collect_reply(model.stream(&unknown)).await.expect_err("unknown model");
+    assert!(matches!(&error, ModelError::ModelNotFound { model_id, .. } if model_id == &unknown.model_id), "{error}");
     assert!(!error.is_retryable());
     sim.shutdown().await;
 }
 
 #[tokio::test]
 async fn invalid_conversations_get_validation_errors() {
-    let sim = start(script(
-        "timing: { timeToFirstTokenMs: 0, tokensPerSecond: 0 }",
-    ))
-    .await;
+    let sim = start(script("timing: { timeToFirstTokenMs: 0, tokensPerSecond: 0 }")).await;
     let model = model(&sim).await;
     let mut starts_with_assistant = request("hi", &[]);
-    starts_with_assistant
-        .messages
-        .insert(0, Message::assistant_text("hello"));
+    starts_with_assistant.messages.insert(0, Message::assistant_text("hello"));
     let mut not_alternating = request("hi", &[]);
     not_alternating.messages.push(Message::user_text("again"));
     let mut bad_temperature = request("hi", &[]);
@@ -97,9 +85,7 @@ async fn invalid_conversations_get_validation_errors() {
         (not_alternating, "alternate between user and assistant"),
         (bad_temperature, "temperature"),
     ] {
-        let error = collect_reply(model.stream(&request))
-            .await
-            .expect_err("invalid");
+        let error = collect_reply(model.stream(&request)).await.expect_err("invalid");
         assert!(matches!(error, ModelError::Validation { .. }), "{error}");
         assert!(error.to_string().contains(needle), "{error}");
     }
@@ -112,9 +98,7 @@ async fn malformed_json_gets_a_validation_exception_over_plain_http() {
     config.tls = false;
     let sim = Simulator::start(config).await.expect("starts");
     assert!(sim.endpoint_url().starts_with("http://") && sim.ca_cert_path().is_none());
-    let mut socket = tokio::net::TcpStream::connect(sim.local_addr())
-        .await
-        .expect("connects");
+    let mut socket = tokio::net::TcpStream::connect(sim.local_addr()).await.expect("connects");
     let body = r#"{"messages": [{"role": "user", "content": "not a list"}]}"#;
     let head = format!(
         "POST /model/{}/converse-stream HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -127,10 +111,7 @@ async fn malformed_json_gets_a_validation_exception_over_plain_http() {
     socket.read_to_string(&mut response).await.expect("reads");
     assert!(response.starts_with("HTTP/1.1 400"), "{response}");
     let lower = response.to_ascii_lowercase();
-    assert!(
-        lower.contains("x-amzn-errortype: validationexception"),
-        "{response}"
-    );
+    assert!(lower.contains("x-amzn-errortype: validationexception"), "{response}");
     assert!(response.contains("Malformed input request"), "{response}");
     assert_eq!(sim.stats().requests(Operation::ConverseStream), 1);
     sim.shutdown().await;
@@ -155,17 +136,12 @@ async fn cut_streams_surface_mid_stream_as_retryable() {
     let model = model(&sim).await;
     for (trigger, tokens) in [("exception", 3), ("drop", 4)] {
         let (outputs, error) = first_error(&model, trigger).await;
-        assert!(
-            matches!(error, ModelError::StreamInterrupted { .. }),
-            "{trigger}: {error}"
-        );
+        assert!(matches!(error, ModelError::StreamInterrupted { .. }), "{trigger}: {error}");
         assert!(error.is_retryable(), "{trigger}");
         assert_eq!(outputs, tokens, "{trigger}: deltas before the cut");
     }
     // A dropped connection does not break later calls.
-    let reply = collect_reply(model.stream(&request("after", &[])))
-        .await
-        .expect("later call works");
+    let reply = collect_reply(model.stream(&request("after", &[]))).await.expect("later call works");
     assert_eq!(reply.text, "You said: after");
     sim.shutdown().await;
 }
@@ -220,14 +196,7 @@ async fn retry_helper_does_not_replay_after_output() {
         }
     }
     assert_eq!(deltas, 3);
-    assert!(
-        matches!(error, Some(ModelError::StreamInterrupted { .. })),
-        "{error:?}"
-    );
-    assert_eq!(
-        sim.stats().requests(Operation::ConverseStream),
-        1,
-        "no retry after output"
-    );
+    assert!(matches!(error, Some(ModelError::StreamInterrupted { .. })), "{error:?}");
+    assert_eq!(sim.stats().requests(Operation::ConverseStream), 1, "no retry after output");
     sim.shutdown().await;
 }

@@ -6,8 +6,7 @@ use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamError;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_sdk_bedrockruntime::types::{
-    ContentBlock, ContentBlockDelta, ConversationRole, ConverseOutput, ConverseStreamOutput,
-    Message, StopReason,
+    ContentBlock, ContentBlockDelta, ConversationRole, ConverseOutput, ConverseStreamOutput, Message, StopReason,
 };
 use aws_smithy_http_client::tls;
 use switchboard_dataplane::sim::{Operation, SimHandle};
@@ -25,19 +24,13 @@ rules:
 "#;
 
 fn client(sim: &SimHandle) -> Client {
-    let pem = sim
-        .ca_cert_pem()
-        .expect("TLS simulator")
-        .as_bytes()
-        .to_vec();
+    let pem = sim.ca_cert_pem().expect("TLS simulator").as_bytes().to_vec();
     let context = tls::TlsContext::builder()
         .with_trust_store(tls::TrustStore::empty().with_pem_certificate(pem))
         .build()
         .expect("TLS context");
     let http_client = aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(
-            tls::rustls_provider::CryptoMode::AwsLc,
-        ))
+        .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::AwsLc))
         .tls_context(context)
         .build_https();
     let config = aws_sdk_bedrockruntime::Config::builder()
@@ -65,13 +58,8 @@ async fn raw_sdk_streams_converses_and_types_errors() {
     let client = client(&sim);
 
     // A streamed reply: every event type in order.
-    let mut output = client
-        .converse_stream()
-        .model_id(MODEL)
-        .messages(user("hi there"))
-        .send()
-        .await
-        .expect("stream starts");
+    let mut output =
+        client.converse_stream().model_id(MODEL).messages(user("hi there")).send().await.expect("stream starts");
     let mut kinds = Vec::new();
     let mut text = String::new();
     while let Some(event) = output.stream.recv().await.expect("no stream error") {
@@ -100,39 +88,17 @@ async fn raw_sdk_streams_converses_and_types_errors() {
         }
     }
     assert_eq!(text, "You said: hi there");
-    assert_eq!(
-        kinds,
-        [
-            "messageStart",
-            "delta",
-            "contentBlockStop",
-            "messageStop",
-            "metadata"
-        ]
-    );
+    assert_eq!(kinds, ["messageStart", "delta", "contentBlockStop", "messageStop", "metadata"]);
 
     // Request-level error: the modelled exception type.
-    let error = client
-        .converse_stream()
-        .model_id(MODEL)
-        .messages(user("throttle"))
-        .send()
-        .await
-        .expect_err("throttled");
+    let error =
+        client.converse_stream().model_id(MODEL).messages(user("throttle")).send().await.expect_err("throttled");
     let service_error = error.into_service_error();
-    assert!(
-        matches!(service_error, ConverseStreamError::ThrottlingException(_)),
-        "{service_error:?}"
-    );
+    assert!(matches!(service_error, ConverseStreamError::ThrottlingException(_)), "{service_error:?}");
 
     // In-stream exception after two deltas.
-    let mut output = client
-        .converse_stream()
-        .model_id(MODEL)
-        .messages(user("cut"))
-        .send()
-        .await
-        .expect("stream starts");
+    let mut output =
+        client.converse_stream().model_id(MODEL).messages(user("cut")).send().await.expect("stream starts");
     let mut deltas = 0;
     let error = loop {
         match output.stream.recv().await {
@@ -144,29 +110,12 @@ async fn raw_sdk_streams_converses_and_types_errors() {
     };
     assert_eq!(deltas, 2);
     let exception = error.into_service_error();
-    assert!(
-        matches!(
-            exception,
-            ConverseStreamOutputError::ModelStreamErrorException(_)
-        ),
-        "{exception:?}"
-    );
+    assert!(matches!(exception, ConverseStreamOutputError::ModelStreamErrorException(_)), "{exception:?}");
 
     // Non-streaming Converse.
-    let response = client
-        .converse()
-        .model_id(MODEL)
-        .messages(user("plain call"))
-        .send()
-        .await
-        .expect("converse works");
-    let Some(ConverseOutput::Message(message)) = response.output else {
-        panic!("a message")
-    };
-    assert_eq!(
-        message.content,
-        vec![ContentBlock::Text("You said: plain call".into())]
-    );
+    let response = client.converse().model_id(MODEL).messages(user("plain call")).send().await.expect("converse works");
+    let Some(ConverseOutput::Message(message)) = response.output else { panic!("a message") };
+    assert_eq!(message.content, vec![ContentBlock::Text("You said: plain call".into())]);
     assert_eq!(response.stop_reason, StopReason::EndTurn);
     assert!(response.usage.is_some_and(|u| u.output_tokens > 0));
 

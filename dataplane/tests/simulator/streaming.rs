@@ -5,16 +5,14 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use serde_json::json;
 use switchboard_dataplane::model::{
-    ContentBlock, Message, ModelEvent, Role, StopReason, ToolResult, ToolResultStatus,
-    collect_reply,
+    ContentBlock, Message, ModelEvent, Role, StopReason, ToolResult, ToolResultStatus, collect_reply,
 };
 use switchboard_dataplane::sim::Operation;
 use switchboard_dataplane::sim::tokens::split_tokens;
 
 use crate::common::{model, request, script, start};
 
-const STORY: &str =
-    "Once upon a time, a small bank answered every customer within a second, and nobody waited.";
+const STORY: &str = "Once upon a time, a small bank answered every customer within a second, and nobody waited.";
 
 #[tokio::test]
 async fn text_streams_in_paced_deltas_with_usage() {
@@ -45,48 +43,23 @@ rules:
     let elapsed = started.elapsed();
     let tokens = split_tokens(STORY);
     assert_eq!(deltas.concat(), STORY);
-    assert_eq!(
-        deltas.len(),
-        tokens.len(),
-        "one delta per token: {deltas:?}"
-    );
+    assert_eq!(deltas.len(), tokens.len(), "one delta per token: {deltas:?}");
     assert!(deltas.len() > 10);
     // Loose lower bounds only: time to first token, then ~10 ms per further token.
     let first = first_delta_at.expect("a delta arrived");
-    assert!(
-        first >= Duration::from_millis(140),
-        "first token after {first:?}"
-    );
+    assert!(first >= Duration::from_millis(140), "first token after {first:?}");
     let pacing = Duration::from_millis(10 * (tokens.len() as u64 - 1) / 2);
-    assert!(
-        elapsed >= Duration::from_millis(140) + pacing,
-        "whole reply took {elapsed:?}"
-    );
+    assert!(elapsed >= Duration::from_millis(140) + pacing, "whole reply took {elapsed:?}");
     // Stop and usage come after every delta.
-    let last_delta = events
-        .iter()
-        .rposition(|e| matches!(e, ModelEvent::TextDelta(_)))
-        .expect("deltas");
-    let stop = events
-        .iter()
-        .position(|e| *e == ModelEvent::Stop(StopReason::EndTurn))
-        .expect("a stop");
-    let usage = events
-        .iter()
-        .position(|e| matches!(e, ModelEvent::Usage(_)))
-        .expect("usage");
+    let last_delta = events.iter().rposition(|e| matches!(e, ModelEvent::TextDelta(_))).expect("deltas");
+    let stop = events.iter().position(|e| *e == ModelEvent::Stop(StopReason::EndTurn)).expect("a stop");
+    let usage = events.iter().position(|e| matches!(e, ModelEvent::Usage(_))).expect("usage");
     assert!(stop > last_delta && usage > last_delta, "{events:?}");
-    let ModelEvent::Usage(usage) = &events[usage] else {
-        unreachable!()
-    };
+    let ModelEvent::Usage(usage) = &events[usage] else { unreachable!() };
     assert_eq!(usage.output_tokens, tokens.len() as u64);
     assert!(usage.input_tokens >= 4, "{usage:?}");
     assert_eq!(sim.stats().requests(Operation::ConverseStream), 1);
-    assert_eq!(
-        sim.stats().http2_requests,
-        1,
-        "TLS with ALPN must negotiate HTTP/2"
-    );
+    assert_eq!(sim.stats().http2_requests, 1, "TLS with ALPN must negotiate HTTP/2");
     sim.shutdown().await;
 }
 
@@ -110,28 +83,18 @@ rules:
     .await;
     let model = model(&sim).await;
     let first = request("What is the balance of 12345678?", &["check_balance"]);
-    let reply = collect_reply(model.stream(&first))
-        .await
-        .expect("first turn");
+    let reply = collect_reply(model.stream(&first)).await.expect("first turn");
     assert_eq!(reply.text, "Checking.");
     assert_eq!(reply.stop_reason, Some(StopReason::ToolUse));
-    let [call] = reply.tool_uses.as_slice() else {
-        panic!("one tool call: {reply:?}")
-    };
+    let [call] = reply.tool_uses.as_slice() else { panic!("one tool call: {reply:?}") };
     assert_eq!(call.name, "check_balance");
-    assert_eq!(
-        call.input,
-        json!({ "accountNumber": "12345678", "detailed": true })
-    );
+    assert_eq!(call.input, json!({ "accountNumber": "12345678", "detailed": true }));
     assert!(!call.id.is_empty());
 
     let mut second = first.clone();
     second.messages.push(Message {
         role: Role::Assistant,
-        content: vec![
-            ContentBlock::Text(reply.text.clone()),
-            ContentBlock::ToolUse(call.clone()),
-        ],
+        content: vec![ContentBlock::Text(reply.text.clone()), ContentBlock::ToolUse(call.clone())],
     });
     second.messages.push(Message {
         role: Role::User,
@@ -141,22 +104,15 @@ rules:
             status: ToolResultStatus::Success,
         })],
     });
-    let reply = collect_reply(model.stream(&second))
-        .await
-        .expect("second turn");
+    let reply = collect_reply(model.stream(&second)).await.expect("second turn");
     assert_eq!(reply.text, "Your balance is 1234.56 GBP.");
     assert_eq!(reply.stop_reason, Some(StopReason::EndTurn));
     assert!(reply.tool_uses.is_empty());
     let usage = reply.usage.expect("usage");
-    assert!(
-        usage.input_tokens > 20,
-        "the history counts as input: {usage:?}"
-    );
+    assert!(usage.input_tokens > 20, "the history counts as input: {usage:?}");
 
     // Without the tool in the request the model answers in text.
-    let reply = collect_reply(model.stream(&request("What is the balance of 12345678?", &[])))
-        .await
-        .expect("ok");
+    let reply = collect_reply(model.stream(&request("What is the balance of 12345678?", &[]))).await.expect("ok");
     assert_eq!(reply.text, "I cannot check balances here.");
     assert!(reply.tool_uses.is_empty());
     sim.shutdown().await;
@@ -180,16 +136,12 @@ async fn max_tokens_truncates_the_reply() {
 
 #[tokio::test]
 async fn fifty_concurrent_streams_succeed() {
-    let sim = start(script(
-        "timing: { timeToFirstTokenMs: 50, tokensPerSecond: 200 }",
-    ))
-    .await;
+    let sim = start(script("timing: { timeToFirstTokenMs: 50, tokensPerSecond: 200 }")).await;
     let model = model(&sim).await;
     let calls = (0..50).map(|i| {
         let model = model.clone();
         tokio::spawn(async move {
-            let reply =
-                collect_reply(model.stream(&request(&format!("hello number {i}"), &[]))).await;
+            let reply = collect_reply(model.stream(&request(&format!("hello number {i}"), &[]))).await;
             (i, reply)
         })
     });

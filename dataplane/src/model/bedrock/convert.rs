@@ -7,8 +7,8 @@ use aws_sdk_bedrockruntime::types as sdk;
 use aws_smithy_types::{Document, Number};
 
 use crate::model::{
-    ContentBlock, Message, ModelError, ModelRequest, Role, StopReason, ToolDefinition, ToolResult,
-    ToolResultStatus, ToolUse,
+    ContentBlock, Message, ModelError, ModelRequest, Role, StopReason, ToolDefinition, ToolResult, ToolResultStatus,
+    ToolUse,
 };
 
 /// The Converse parts of a [`ModelRequest`], ready for the SDK's fluent builder.
@@ -27,37 +27,19 @@ pub fn to_converse(request: &ModelRequest) -> Result<ConverseParts, ModelError> 
     } else {
         vec![sdk::SystemContentBlock::Text(request.system.clone())]
     };
-    let messages = request
-        .messages
-        .iter()
-        .map(message)
-        .collect::<Result<Vec<_>, _>>()?;
+    let messages = request.messages.iter().map(message).collect::<Result<Vec<_>, _>>()?;
     let tool_config = if request.tools.is_empty() {
         None
     } else {
-        let tools = request
-            .tools
-            .iter()
-            .map(tool)
-            .collect::<Result<Vec<_>, _>>()?;
-        Some(
-            sdk::ToolConfiguration::builder()
-                .set_tools(Some(tools))
-                .build()
-                .map_err(invalid)?,
-        )
+        let tools = request.tools.iter().map(tool).collect::<Result<Vec<_>, _>>()?;
+        Some(sdk::ToolConfiguration::builder().set_tools(Some(tools)).build().map_err(invalid)?)
     };
     let inference = sdk::InferenceConfiguration::builder()
         .max_tokens(i32::try_from(request.max_tokens).unwrap_or(i32::MAX))
         .temperature(request.temperature)
         .top_p(request.top_p)
         .build();
-    Ok(ConverseParts {
-        system,
-        messages,
-        tool_config,
-        inference,
-    })
+    Ok(ConverseParts { system, messages, tool_config, inference })
 }
 
 fn message(message: &Message) -> Result<sdk::Message, ModelError> {
@@ -65,16 +47,8 @@ fn message(message: &Message) -> Result<sdk::Message, ModelError> {
         Role::User => sdk::ConversationRole::User,
         Role::Assistant => sdk::ConversationRole::Assistant,
     };
-    let content = message
-        .content
-        .iter()
-        .map(content_block)
-        .collect::<Result<Vec<_>, _>>()?;
-    sdk::Message::builder()
-        .role(role)
-        .set_content(Some(content))
-        .build()
-        .map_err(invalid)
+    let content = message.content.iter().map(content_block).collect::<Result<Vec<_>, _>>()?;
+    sdk::Message::builder().role(role).set_content(Some(content)).build().map_err(invalid)
 }
 
 fn content_block(block: &ContentBlock) -> Result<sdk::ContentBlock, ModelError> {
@@ -98,12 +72,8 @@ fn content_block(block: &ContentBlock) -> Result<sdk::ContentBlock, ModelError> 
 fn tool_result(result: &ToolResult) -> Result<sdk::ToolResultBlock, ModelError> {
     let content = match &result.content {
         serde_json::Value::String(text) => sdk::ToolResultContentBlock::Text(text.clone()),
-        value @ serde_json::Value::Object(_) => {
-            sdk::ToolResultContentBlock::Json(json_to_document(value))
-        }
-        other => sdk::ToolResultContentBlock::Json(json_to_document(
-            &serde_json::json!({ "result": other }),
-        )),
+        value @ serde_json::Value::Object(_) => sdk::ToolResultContentBlock::Json(json_to_document(value)),
+        other => sdk::ToolResultContentBlock::Json(json_to_document(&serde_json::json!({ "result": other }))),
     };
     let status = match result.status {
         ToolResultStatus::Success => sdk::ToolResultStatus::Success,
@@ -121,18 +91,14 @@ fn tool(definition: &ToolDefinition) -> Result<sdk::Tool, ModelError> {
     let spec = sdk::ToolSpecification::builder()
         .name(&definition.name)
         .description(&definition.description)
-        .input_schema(sdk::ToolInputSchema::Json(json_to_document(
-            &definition.input_schema,
-        )))
+        .input_schema(sdk::ToolInputSchema::Json(json_to_document(&definition.input_schema)))
         .build()
         .map_err(invalid)?;
     Ok(sdk::Tool::ToolSpec(spec))
 }
 
 fn invalid(error: aws_smithy_types::error::operation::BuildError) -> ModelError {
-    ModelError::Validation {
-        message: format!("the request cannot be expressed for Converse: {error}"),
-    }
+    ModelError::Validation { message: format!("the request cannot be expressed for Converse: {error}") }
 }
 
 /// Maps a Converse stop reason.
@@ -158,14 +124,10 @@ pub fn json_to_document(value: &serde_json::Value) -> Document {
             Number::Float(n.as_f64().unwrap_or(f64::NAN))
         }),
         serde_json::Value::String(s) => Document::String(s.clone()),
-        serde_json::Value::Array(items) => {
-            Document::Array(items.iter().map(json_to_document).collect())
+        serde_json::Value::Array(items) => Document::Array(items.iter().map(json_to_document).collect()),
+        serde_json::Value::Object(map) => {
+            Document::Object(map.iter().map(|(k, v)| (k.clone(), json_to_document(v))).collect::<HashMap<_, _>>())
         }
-        serde_json::Value::Object(map) => Document::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), json_to_document(v)))
-                .collect::<HashMap<_, _>>(),
-        ),
     }
 }
 
@@ -176,17 +138,14 @@ pub fn document_to_json(document: &Document) -> serde_json::Value {
         Document::Bool(b) => serde_json::Value::Bool(*b),
         Document::Number(Number::PosInt(u)) => serde_json::Value::from(*u),
         Document::Number(Number::NegInt(i)) => serde_json::Value::from(*i),
-        Document::Number(Number::Float(f)) => serde_json::Number::from_f64(*f)
-            .map_or(serde_json::Value::Null, serde_json::Value::Number),
-        Document::String(s) => serde_json::Value::String(s.clone()),
-        Document::Array(items) => {
-            serde_json::Value::Array(items.iter().map(document_to_json).collect())
+        Document::Number(Number::Float(f)) => {
+            serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number)
         }
-        Document::Object(map) => serde_json::Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), document_to_json(v)))
-                .collect(),
-        ),
+        Document::String(s) => serde_json::Value::String(s.clone()),
+        Document::Array(items) => serde_json::Value::Array(items.iter().map(document_to_json).collect()),
+        Document::Object(map) => {
+            serde_json::Value::Object(map.iter().map(|(k, v)| (k.clone(), document_to_json(v))).collect())
+        }
     }
 }
 

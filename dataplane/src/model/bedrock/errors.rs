@@ -13,14 +13,9 @@ use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use crate::model::ModelError;
 
 /// Maps the error of starting a ConverseStream call.
-pub fn from_start_error(
-    error: SdkError<ConverseStreamError, HttpResponse>,
-    model_id: &str,
-) -> ModelError {
+pub fn from_start_error(error: SdkError<ConverseStreamError, HttpResponse>, model_id: &str) -> ModelError {
     if let Some(credentials) = find_credentials_error(&error) {
-        return ModelError::Credentials {
-            message: credentials,
-        };
+        return ModelError::Credentials { message: credentials };
     }
     match error {
         SdkError::ServiceError(context) => {
@@ -32,36 +27,22 @@ pub fn from_start_error(
 }
 
 /// Maps an error that arrived while the reply was streaming.
-pub fn from_stream_error<R: std::fmt::Debug>(
-    error: SdkError<ConverseStreamOutputError, R>,
-) -> ModelError {
+pub fn from_stream_error<R: std::fmt::Debug>(error: SdkError<ConverseStreamOutputError, R>) -> ModelError {
     match error {
         SdkError::ServiceError(context) => {
             let exception = context.into_err();
             let message = message_of(&exception);
             match exception {
-                ConverseStreamOutputError::ThrottlingException(_) => {
-                    ModelError::Throttled { message }
-                }
-                ConverseStreamOutputError::ValidationException(_) => {
-                    ModelError::Validation { message }
-                }
+                ConverseStreamOutputError::ThrottlingException(_) => ModelError::Throttled { message },
+                ConverseStreamOutputError::ValidationException(_) => ModelError::Validation { message },
                 ConverseStreamOutputError::InternalServerException(_) => {
-                    ModelError::ServiceUnavailable {
-                        code: "InternalServerException".into(),
-                        message,
-                    }
+                    ModelError::ServiceUnavailable { code: "InternalServerException".into(), message }
                 }
                 ConverseStreamOutputError::ServiceUnavailableException(_) => {
-                    ModelError::ServiceUnavailable {
-                        code: "ServiceUnavailableException".into(),
-                        message,
-                    }
+                    ModelError::ServiceUnavailable { code: "ServiceUnavailableException".into(), message }
                 }
                 ConverseStreamOutputError::ModelStreamErrorException(_) => {
-                    ModelError::StreamInterrupted {
-                        message: format!("ModelStreamErrorException: {message}"),
-                    }
+                    ModelError::StreamInterrupted { message: format!("ModelStreamErrorException: {message}") }
                 }
                 other => ModelError::StreamInterrupted {
                     message: format!("{}: {message}", other.code().unwrap_or("unknown exception")),
@@ -77,30 +58,23 @@ pub fn from_stream_error<R: std::fmt::Debug>(
     }
 }
 
-fn from_start_exception(
-    exception: ConverseStreamError,
-    model_id: &str,
-    status: Option<u16>,
-) -> ModelError {
+fn from_start_exception(exception: ConverseStreamError, model_id: &str, status: Option<u16>) -> ModelError {
     let message = message_of(&exception);
     let code = exception.code().unwrap_or_default().to_owned();
     match exception {
         ConverseStreamError::ThrottlingException(_) => ModelError::Throttled { message },
         ConverseStreamError::AccessDeniedException(_) => ModelError::AccessDenied { message },
         ConverseStreamError::ValidationException(_) => ModelError::Validation { message },
-        ConverseStreamError::ResourceNotFoundException(_) => ModelError::ModelNotFound {
-            model_id: model_id.to_owned(),
-            message,
-        },
+        ConverseStreamError::ResourceNotFoundException(_) => {
+            ModelError::ModelNotFound { model_id: model_id.to_owned(), message }
+        }
         ConverseStreamError::ModelTimeoutException(_) => ModelError::Timeout { message },
         ConverseStreamError::InternalServerException(_)
         | ConverseStreamError::ServiceUnavailableException(_)
-        | ConverseStreamError::ModelNotReadyException(_) => {
-            ModelError::ServiceUnavailable { code, message }
+        | ConverseStreamError::ModelNotReadyException(_) => ModelError::ServiceUnavailable { code, message },
+        ConverseStreamError::ModelStreamErrorException(_) => {
+            ModelError::StreamInterrupted { message: format!("ModelStreamErrorException: {message}") }
         }
-        ConverseStreamError::ModelStreamErrorException(_) => ModelError::StreamInterrupted {
-            message: format!("ModelStreamErrorException: {message}"),
-        },
         // A model-side failure processing this input (HTTP 424): retrying sends the same
         // input to the same model.
         ConverseStreamError::ModelErrorException(_) => ModelError::Validation { message },
@@ -110,11 +84,7 @@ fn from_start_exception(
 
 /// Errors the SDK has no type for, classified by their code, then HTTP status.
 fn from_unmodelled(code: &str, message: String, status: Option<u16>) -> ModelError {
-    let message = if code.is_empty() {
-        message
-    } else {
-        format!("{code}: {message}")
-    };
+    let message = if code.is_empty() { message } else { format!("{code}: {message}") };
     match code {
         "UnrecognizedClientException"
         | "InvalidSignatureException"
@@ -130,15 +100,9 @@ fn from_unmodelled(code: &str, message: String, status: Option<u16>) -> ModelErr
         Some(429) => ModelError::Throttled { message },
         Some(401) => ModelError::Credentials { message },
         Some(403) => ModelError::AccessDenied { message },
-        Some(404) => ModelError::ModelNotFound {
-            model_id: String::new(),
-            message,
-        },
+        Some(404) => ModelError::ModelNotFound { model_id: String::new(), message },
         Some(400..=499) => ModelError::Validation { message },
-        Some(status @ 500..=599) => ModelError::ServiceUnavailable {
-            code: format!("HTTP {status}"),
-            message,
-        },
+        Some(status @ 500..=599) => ModelError::ServiceUnavailable { code: format!("HTTP {status}"), message },
         _ => ModelError::Protocol { message },
     }
 }
@@ -151,9 +115,7 @@ where
     let message = DisplayErrorContext(error).to_string();
     match error {
         SdkError::TimeoutError(_) => ModelError::Timeout { message },
-        SdkError::DispatchFailure(failure) if failure.is_timeout() => {
-            ModelError::Timeout { message }
-        }
+        SdkError::DispatchFailure(failure) if failure.is_timeout() => ModelError::Timeout { message },
         SdkError::DispatchFailure(failure) if failure.is_user() => ModelError::Config { message },
         SdkError::DispatchFailure(_) => ModelError::Connection { message },
         SdkError::ConstructionFailure(_) => ModelError::Config { message },

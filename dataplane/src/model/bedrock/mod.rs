@@ -86,18 +86,14 @@ impl std::fmt::Debug for StaticCredentials {
         f.debug_struct("StaticCredentials")
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &"** redacted **")
-            .field(
-                "session_token",
-                &self.session_token.as_ref().map(|_| "** redacted **"),
-            )
+            .field("session_token", &self.session_token.as_ref().map(|_| "** redacted **"))
             .finish()
     }
 }
 
 /// Builds a Bedrock Runtime client from `config`.
 pub async fn build_client(config: &BedrockConfig) -> Result<Client, ModelError> {
-    let mut loader =
-        aws_config::defaults(BehaviorVersion::latest()).region(Region::new(config.region.clone()));
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(Region::new(config.region.clone()));
     if let Some(credentials) = &config.credentials {
         loader = loader.credentials_provider(Credentials::new(
             credentials.access_key_id.clone(),
@@ -110,11 +106,7 @@ pub async fn build_client(config: &BedrockConfig) -> Result<Client, ModelError> 
     let shared = loader.load().await;
     let mut builder = aws_sdk_bedrockruntime::config::Builder::from(&shared)
         .retry_config(RetryConfig::standard().with_max_attempts(config.sdk_max_attempts.max(1)))
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(config.connect_timeout)
-                .build(),
-        );
+        .timeout_config(TimeoutConfig::builder().connect_timeout(config.connect_timeout).build());
     if let Some(url) = &config.endpoint_url {
         builder = builder.endpoint_url(url);
     }
@@ -134,9 +126,7 @@ pub struct BedrockTextModel {
 impl BedrockTextModel {
     /// Builds the client from `config`.
     pub async fn connect(config: &BedrockConfig) -> Result<Self, ModelError> {
-        Ok(Self {
-            client: build_client(config).await?,
-        })
+        Ok(Self { client: build_client(config).await? })
     }
 
     /// Wraps an existing client.
@@ -151,14 +141,8 @@ impl BedrockTextModel {
 }
 
 enum State {
-    Start {
-        client: Client,
-        request: ModelRequest,
-    },
-    Streaming {
-        receiver: Receiver,
-        decoder: StreamDecoder,
-    },
+    Start { client: Client, request: ModelRequest },
+    Streaming { receiver: Receiver, decoder: StreamDecoder },
     Done,
 }
 
@@ -169,10 +153,7 @@ type Receiver = aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver<
 
 impl TextModel for BedrockTextModel {
     fn stream(&self, request: &ModelRequest) -> ModelStream {
-        let state = State::Start {
-            client: self.client.clone(),
-            request: request.clone(),
-        };
+        let state = State::Start { client: self.client.clone(), request: request.clone() };
         Box::pin(futures_util::stream::unfold(state, step))
     }
 
@@ -186,16 +167,10 @@ async fn step(mut state: State) -> Option<(Result<super::ModelEvent, ModelError>
         state = match state {
             State::Done => return None,
             State::Start { client, request } => match start(&client, &request).await {
-                Ok(receiver) => State::Streaming {
-                    receiver,
-                    decoder: StreamDecoder::default(),
-                },
+                Ok(receiver) => State::Streaming { receiver, decoder: StreamDecoder::default() },
                 Err(error) => return Some((Err(error), State::Done)),
             },
-            State::Streaming {
-                mut receiver,
-                mut decoder,
-            } => match receiver.recv().await {
+            State::Streaming { mut receiver, mut decoder } => match receiver.recv().await {
                 Ok(Some(event)) => match decoder.on_event(event) {
                     Ok(Some(event)) => {
                         return Some((Ok(event), State::Streaming { receiver, decoder }));
@@ -227,10 +202,7 @@ async fn start(client: &Client, request: &ModelRequest) -> Result<Receiver, Mode
     if let Some(tool_config) = parts.tool_config {
         call = call.tool_config(tool_config);
     }
-    let output = call
-        .send()
-        .await
-        .map_err(|e| errors::from_start_error(e, &request.model_id))?;
+    let output = call.send().await.map_err(|e| errors::from_start_error(e, &request.model_id))?;
     Ok(output.stream)
 }
 
@@ -238,45 +210,31 @@ async fn start(client: &Client, request: &ModelRequest) -> Result<Receiver, Mode
 /// and, for a loopback endpoint, never going through a proxy: `HTTPS_PROXY` must not
 /// capture traffic to a local simulator. Only the Bedrock client uses it; credential
 /// providers keep the default client.
-async fn http_client(
-    ca_cert_file: Option<&Path>,
-    direct: bool,
-) -> Result<SharedHttpClient, ModelError> {
+async fn http_client(ca_cert_file: Option<&Path>, direct: bool) -> Result<SharedHttpClient, ModelError> {
     let mut context = tls::TlsContext::builder();
     if let Some(path) = ca_cert_file {
-        let pem = tokio::fs::read(path)
-            .await
-            .map_err(|e| ModelError::Config {
-                message: format!(
-                    "cannot read the CA certificate file {}: {e}",
-                    path.display()
-                ),
-            })?;
+        let pem = tokio::fs::read(path).await.map_err(|e| ModelError::Config {
+            message: format!("cannot read the CA certificate file {}: {e}", path.display()),
+        })?;
         context = context.with_trust_store(tls::TrustStore::empty().with_pem_certificate(pem));
     }
     let context = context.build().map_err(|e| ModelError::Config {
         message: format!("the TLS settings are not usable (CA file {ca_cert_file:?}): {e}"),
     })?;
-    Ok(
-        aws_smithy_http_client::Builder::new().build_with_connector_fn(
-            move |settings, components| {
-                let mut connector = aws_smithy_http_client::Connector::builder();
-                connector.set_connector_settings(settings.cloned());
-                if let Some(components) = components {
-                    connector.set_sleep_impl(components.sleep_impl());
-                }
-                if direct {
-                    connector = connector.proxy_config(ProxyConfig::disabled());
-                }
-                connector
-                    .tls_provider(tls::Provider::Rustls(
-                        tls::rustls_provider::CryptoMode::AwsLc,
-                    ))
-                    .tls_context(context.clone())
-                    .build()
-            },
-        ),
-    )
+    Ok(aws_smithy_http_client::Builder::new().build_with_connector_fn(move |settings, components| {
+        let mut connector = aws_smithy_http_client::Connector::builder();
+        connector.set_connector_settings(settings.cloned());
+        if let Some(components) = components {
+            connector.set_sleep_impl(components.sleep_impl());
+        }
+        if direct {
+            connector = connector.proxy_config(ProxyConfig::disabled());
+        }
+        connector
+            .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::AwsLc))
+            .tls_context(context.clone())
+            .build()
+    }))
 }
 
 /// Whether `url` points at this machine (127.0.0.0/8, ::1 or localhost).
@@ -301,18 +259,10 @@ mod tests {
 
     #[test]
     fn loopback_urls_are_recognised() {
-        for url in [
-            "https://127.0.0.1:8443",
-            "http://localhost",
-            "https://[::1]:1",
-        ] {
+        for url in ["https://127.0.0.1:8443", "http://localhost", "https://[::1]:1"] {
             assert!(is_loopback_url(url), "{url}");
         }
-        for url in [
-            "https://bedrock-runtime.us-east-1.amazonaws.com",
-            "not a url",
-            "http://10.0.0.1",
-        ] {
+        for url in ["https://bedrock-runtime.us-east-1.amazonaws.com", "not a url", "http://10.0.0.1"] {
             assert!(!is_loopback_url(url), "{url}");
         }
     }

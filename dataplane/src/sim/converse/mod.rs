@@ -74,19 +74,14 @@ async fn prepare(
     injected_error(script.faults.error.as_ref(), call, state)?;
     let decision = decide(script, &request.turn);
     let (rule_faults, rule_match, timing) = match decision.rule {
-        Some((index, rule)) => (
-            Some(&rule.faults),
-            state.next_rule_match(index),
-            rule.timing.as_ref(),
-        ),
+        Some((index, rule)) => (Some(&rule.faults), state.next_rule_match(index), rule.timing.as_ref()),
         None => (None, 0, None),
     };
     if let Some(faults) = rule_faults {
         injected_error(faults.error.as_ref(), rule_match, state)?;
     }
-    let extra_latency = Duration::from_millis(
-        script.faults.extra_latency_ms + rule_faults.map_or(0, |f| f.extra_latency_ms),
-    );
+    let extra_latency =
+        Duration::from_millis(script.faults.extra_latency_ms + rule_faults.map_or(0, |f| f.extra_latency_ms));
     tokio::time::sleep(extra_latency).await;
     let cut = select_cut(rule_faults.and_then(|f| f.cut.as_ref()), rule_match)
         .or_else(|| select_cut(script.faults.cut.as_ref(), call))
@@ -113,25 +108,14 @@ async fn prepare(
         cut = cut.is_some(),
         "answering"
     );
-    Ok(Prepared {
-        plan,
-        input_tokens: request.input_tokens,
-        extra_latency,
-    })
+    Ok(Prepared { plan, input_tokens: request.input_tokens, extra_latency })
 }
 
-fn injected_error(
-    fault: Option<&ErrorFault>,
-    index: u64,
-    state: &SimState,
-) -> Result<(), ServiceError> {
+fn injected_error(fault: Option<&ErrorFault>, index: u64, state: &SimState) -> Result<(), ServiceError> {
     match fault {
         Some(fault) if applies(fault.first, index) => {
             state.count_fault();
-            let message = fault
-                .message
-                .clone()
-                .unwrap_or_else(|| fault.kind.default_message().to_owned());
+            let message = fault.message.clone().unwrap_or_else(|| fault.kind.default_message().to_owned());
             Err(ServiceError::new(fault.kind, message))
         }
         _ => Ok(()),
@@ -145,26 +129,22 @@ fn select_cut(cut: Option<&CutFault>, index: u64) -> Option<&CutFault> {
 fn stream_response(plan: Plan, kill: CancellationToken, request_id: &str) -> http::Response<Body> {
     let start = tokio::time::Instant::now();
     let frames = plan.frames.into_iter();
-    let stream =
-        futures_util::stream::unfold((frames, kill), move |(mut frames, kill)| async move {
-            let planned = frames.next()?;
-            tokio::time::sleep_until(start + planned.at).await;
-            let item = match planned.action {
-                Action::Event {
-                    event_type,
-                    payload,
-                } => encode(&event_message(event_type, &payload)),
-                Action::Exception(kind, text) => encode(&kind.message(&text)),
-                Action::Drop => {
-                    // Let the frames already produced reach the socket, so the client
-                    // sees exactly the planned tokens before the connection goes.
-                    tokio::time::sleep(DROP_FLUSH_GRACE).await;
-                    kill.cancel();
-                    Err(BodyError("the connection was dropped as scripted".into()))
-                }
-            };
-            Some((item, (frames, kill)))
-        });
+    let stream = futures_util::stream::unfold((frames, kill), move |(mut frames, kill)| async move {
+        let planned = frames.next()?;
+        tokio::time::sleep_until(start + planned.at).await;
+        let item = match planned.action {
+            Action::Event { event_type, payload } => encode(&event_message(event_type, &payload)),
+            Action::Exception(kind, text) => encode(&kind.message(&text)),
+            Action::Drop => {
+                // Let the frames already produced reach the socket, so the client
+                // sees exactly the planned tokens before the connection goes.
+                tokio::time::sleep(DROP_FLUSH_GRACE).await;
+                kill.cancel();
+                Err(BodyError("the connection was dropped as scripted".into()))
+            }
+        };
+        Some((item, (frames, kill)))
+    });
     http::Response::builder()
         .status(200)
         .header("content-type", "application/vnd.amazon.eventstream")
@@ -175,18 +155,9 @@ fn stream_response(plan: Plan, kill: CancellationToken, request_id: &str) -> htt
 
 fn event_message(event_type: &'static str, payload: &serde_json::Value) -> Message {
     Message::new(Bytes::from(payload.to_string()))
-        .add_header(Header::new(
-            ":event-type",
-            HeaderValue::String(event_type.into()),
-        ))
-        .add_header(Header::new(
-            ":content-type",
-            HeaderValue::String("application/json".into()),
-        ))
-        .add_header(Header::new(
-            ":message-type",
-            HeaderValue::String("event".into()),
-        ))
+        .add_header(Header::new(":event-type", HeaderValue::String(event_type.into())))
+        .add_header(Header::new(":content-type", HeaderValue::String("application/json".into())))
+        .add_header(Header::new(":message-type", HeaderValue::String("event".into())))
 }
 
 fn encode(message: &Message) -> Result<Frame<Bytes>, BodyError> {

@@ -82,21 +82,12 @@ struct Builder {
 
 impl Builder {
     fn time_of(&self, token: u64) -> Duration {
-        self.ttft
-            + self
-                .per_token
-                .saturating_mul(u32::try_from(token).unwrap_or(u32::MAX))
+        self.ttft + self.per_token.saturating_mul(u32::try_from(token).unwrap_or(u32::MAX))
     }
 
     fn event(&mut self, at: Duration, event_type: &'static str, payload: Value) {
         if !self.cut {
-            self.frames.push(Planned {
-                at,
-                action: Action::Event {
-                    event_type,
-                    payload,
-                },
-            });
+            self.frames.push(Planned { at, action: Action::Event { event_type, payload } });
         }
     }
 
@@ -119,10 +110,7 @@ impl Builder {
             let at = self.time_of(self.tokens_sent - 1);
             self.frames.push(Planned {
                 at,
-                action: Action::Event {
-                    event_type: "contentBlockDelta",
-                    payload: make(piece.concat()),
-                },
+                action: Action::Event { event_type: "contentBlockDelta", payload: make(piece.concat()) },
             });
             rest = tail;
         }
@@ -151,18 +139,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let limit = input.max_tokens.map_or(u64::MAX, u64::from);
     let text = input.reply.text.as_deref().unwrap_or_default();
     let mut text_tokens = split_tokens(text);
-    let tool_input = input
-        .reply
-        .tool_use
-        .as_ref()
-        .map(|t| t.input.to_string())
-        .unwrap_or_default();
+    let tool_input = input.reply.tool_use.as_ref().map(|t| t.input.to_string()).unwrap_or_default();
     let tool_tokens = split_tokens(&tool_input);
-    let mut stop_reason = if input.reply.tool_use.is_some() {
-        "tool_use"
-    } else {
-        "end_turn"
-    };
+    let mut stop_reason = if input.reply.tool_use.is_some() { "tool_use" } else { "end_turn" };
     let mut with_tool = input.reply.tool_use.is_some();
     if text_tokens.len() as u64 > limit {
         text_tokens.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
@@ -171,20 +150,12 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         (stop_reason, with_tool) = ("max_tokens", false);
     }
 
-    b.event(
-        Duration::ZERO,
-        "messageStart",
-        json!({ "role": "assistant" }),
-    );
+    b.event(Duration::ZERO, "messageStart", json!({ "role": "assistant" }));
     let mut content = Vec::new();
     let mut index = 0;
     if !text_tokens.is_empty() {
         let group = usize::try_from(timing.tokens_per_delta).unwrap_or(1).max(1);
-        b.deltas(
-            &text_tokens,
-            group,
-            |t| json!({ "contentBlockIndex": 0, "delta": { "text": t } }),
-        );
+        b.deltas(&text_tokens, group, |t| json!({ "contentBlockIndex": 0, "delta": { "text": t } }));
         let at = b.time_of(b.tokens_sent.saturating_sub(1));
         b.event(at, "contentBlockStop", json!({ "contentBlockIndex": 0 }));
         content.push(json!({ "text": text_tokens.concat() }));
@@ -195,54 +166,26 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             b.cut = true;
         }
         if !b.cut {
-            plan_tool(
-                &mut b,
-                index,
-                &input.tool_use_id,
-                &tool.name,
-                &tool_tokens,
-                timing,
-            );
+            plan_tool(&mut b, index, &input.tool_use_id, &tool.name, &tool_tokens, timing);
         }
         content.push(json!({ "toolUse": { "toolUseId": input.tool_use_id, "name": tool.name, "input": tool.input } }));
     }
-    let output_tokens = text_tokens.len() as u64
-        + if with_tool {
-            tool_tokens.len() as u64 + 1
-        } else {
-            0
-        };
+    let output_tokens = text_tokens.len() as u64 + if with_tool { tool_tokens.len() as u64 + 1 } else { 0 };
     let duration = b.time_of(output_tokens.saturating_sub(1));
-    if let Some(cut) = input
-        .cut
-        .filter(|c| b.cut || u64::from(c.after_tokens) >= output_tokens)
-    {
+    if let Some(cut) = input.cut.filter(|c| b.cut || u64::from(c.after_tokens) >= output_tokens) {
         let at = b.time_of(b.tokens_sent.saturating_sub(1));
         let action = match cut.mode {
             CutMode::Exception => Action::Exception(
                 cut.exception,
-                format!(
-                    "The model stream was interrupted after {} output tokens.",
-                    b.tokens_sent
-                ),
+                format!("The model stream was interrupted after {} output tokens.", b.tokens_sent),
             ),
             CutMode::Drop => Action::Drop,
         };
         b.cut = false;
         b.frames.push(Planned { at, action });
-        return Plan {
-            frames: b.frames,
-            content,
-            stop_reason,
-            output_tokens,
-            duration,
-        };
+        return Plan { frames: b.frames, content, stop_reason, output_tokens, duration };
     }
-    b.event(
-        duration,
-        "messageStop",
-        json!({ "stopReason": stop_reason }),
-    );
+    b.event(duration, "messageStop", json!({ "stopReason": stop_reason }));
     let latency = input.extra_latency + duration;
     let usage = json!({
         "inputTokens": input.input_tokens,
@@ -250,48 +193,19 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         "totalTokens": input.input_tokens + output_tokens,
     });
     let metrics = json!({ "latencyMs": u64::try_from(latency.as_millis()).unwrap_or(u64::MAX) });
-    b.event(
-        duration,
-        "metadata",
-        json!({ "usage": usage, "metrics": metrics }),
-    );
-    Plan {
-        frames: b.frames,
-        content,
-        stop_reason,
-        output_tokens,
-        duration,
-    }
+    b.event(duration, "metadata", json!({ "usage": usage, "metrics": metrics }));
+    Plan { frames: b.frames, content, stop_reason, output_tokens, duration }
 }
 
-fn plan_tool(
-    b: &mut Builder,
-    index: usize,
-    id: &str,
-    name: &str,
-    tokens: &[&str],
-    timing: &Timing,
-) {
+fn plan_tool(b: &mut Builder, index: usize, id: &str, name: &str, tokens: &[&str], timing: &Timing) {
     let at = b.time_of(b.tokens_sent);
     b.tokens_sent += 1;
     let start = json!({ "toolUse": { "toolUseId": id, "name": name } });
-    b.event(
-        at,
-        "contentBlockStart",
-        json!({ "contentBlockIndex": index, "start": start }),
-    );
+    b.event(at, "contentBlockStart", json!({ "contentBlockIndex": index, "start": start }));
     let group = usize::try_from(timing.tokens_per_delta).unwrap_or(1).max(1) * 4;
-    b.deltas(
-        tokens,
-        group,
-        |t| json!({ "contentBlockIndex": index, "delta": { "toolUse": { "input": t } } }),
-    );
+    b.deltas(tokens, group, |t| json!({ "contentBlockIndex": index, "delta": { "toolUse": { "input": t } } }));
     let at = b.time_of(b.tokens_sent.saturating_sub(1));
-    b.event(
-        at,
-        "contentBlockStop",
-        json!({ "contentBlockIndex": index }),
-    );
+    b.event(at, "contentBlockStop", json!({ "contentBlockIndex": index }));
 }
 
 #[cfg(test)]
@@ -300,11 +214,7 @@ mod tests {
     use crate::sim::engine::ToolCall;
 
     fn timing(ttft: u64, tps: f64, per_delta: u32) -> Timing {
-        Timing {
-            time_to_first_token_ms: ttft,
-            tokens_per_second: tps,
-            tokens_per_delta: per_delta,
-        }
+        Timing { time_to_first_token_ms: ttft, tokens_per_second: tps, tokens_per_delta: per_delta }
     }
 
     fn input<'a>(reply: &'a Reply, timing: &'a Timing, cut: Option<&'a CutFault>) -> PlanInput<'a> {
@@ -332,34 +242,19 @@ mod tests {
 
     #[test]
     fn text_is_paced_from_the_first_token() {
-        let reply = Reply {
-            text: Some("one two three four".into()),
-            tool_use: None,
-        };
+        let reply = Reply { text: Some("one two three four".into()), tool_use: None };
         let timing = timing(100, 10.0, 2);
         let plan = plan(&input(&reply, &timing, None));
         assert_eq!(
             event_types(&plan),
-            [
-                "messageStart",
-                "contentBlockDelta",
-                "contentBlockDelta",
-                "contentBlockStop",
-                "messageStop",
-                "metadata"
-            ]
+            ["messageStart", "contentBlockDelta", "contentBlockDelta", "contentBlockStop", "messageStop", "metadata"]
         );
         let times: Vec<u128> = plan.frames.iter().map(|f| f.at.as_millis()).collect();
         // Tokens at 100, 200, 300, 400 ms; deltas of two tokens go with their second one.
         assert_eq!(times, [0, 200, 400, 400, 400, 400]);
         assert_eq!(plan.output_tokens, 4);
-        let Action::Event { payload, .. } = &plan.frames[5].action else {
-            panic!("metadata")
-        };
-        assert_eq!(
-            payload["usage"],
-            json!({"inputTokens": 7, "outputTokens": 4, "totalTokens": 11})
-        );
+        let Action::Event { payload, .. } = &plan.frames[5].action else { panic!("metadata") };
+        assert_eq!(payload["usage"], json!({"inputTokens": 7, "outputTokens": 4, "totalTokens": 11}));
         assert_eq!(payload["metrics"]["latencyMs"], json!(405));
     }
 
@@ -367,23 +262,17 @@ mod tests {
     fn tool_calls_follow_text_and_stream_their_input() {
         let reply = Reply {
             text: Some("Checking.".into()),
-            tool_use: Some(ToolCall {
-                name: "check_balance".into(),
-                input: json!({"accountNumber": "12345678"}),
-            }),
+            tool_use: Some(ToolCall { name: "check_balance".into(), input: json!({"accountNumber": "12345678"}) }),
         };
         let timing = Timing::instant();
         let plan = plan(&input(&reply, &timing, None));
         assert_eq!(plan.stop_reason, "tool_use");
-        let Some(Action::Event { payload, .. }) = plan.frames.iter().map(|f| &f.action).find(|a| {
-            matches!(
-                a,
-                Action::Event {
-                    event_type: "contentBlockStart",
-                    ..
-                }
-            )
-        }) else {
+        let Some(Action::Event { payload, .. }) = plan
+            .frames
+            .iter()
+            .map(|f| &f.action)
+            .find(|a| matches!(a, Action::Event { event_type: "contentBlockStart", .. }))
+        else {
             panic!("a tool block starts")
         };
         assert_eq!(payload["contentBlockIndex"], json!(1));
@@ -392,43 +281,22 @@ mod tests {
             .frames
             .iter()
             .filter_map(|f| match &f.action {
-                Action::Event { payload, .. } => payload["delta"]["toolUse"]["input"]
-                    .as_str()
-                    .map(str::to_owned),
+                Action::Event { payload, .. } => payload["delta"]["toolUse"]["input"].as_str().map(str::to_owned),
                 _ => None,
             })
             .collect();
-        assert_eq!(
-            serde_json::from_str::<Value>(&input_json).ok(),
-            Some(json!({"accountNumber": "12345678"}))
-        );
+        assert_eq!(serde_json::from_str::<Value>(&input_json).ok(), Some(json!({"accountNumber": "12345678"})));
         assert_eq!(plan.content.len(), 2);
     }
 
     #[test]
     fn cuts_stop_after_the_given_tokens() {
-        let reply = Reply {
-            text: Some("a b c d e".into()),
-            tool_use: None,
-        };
+        let reply = Reply { text: Some("a b c d e".into()), tool_use: None };
         let timing = Timing::instant();
         for (mode, last) in [(CutMode::Exception, "exception"), (CutMode::Drop, "drop")] {
-            let cut = CutFault {
-                after_tokens: 2,
-                mode,
-                exception: StreamExceptionKind::ModelStreamError,
-                first: None,
-            };
+            let cut = CutFault { after_tokens: 2, mode, exception: StreamExceptionKind::ModelStreamError, first: None };
             let plan = plan(&input(&reply, &timing, Some(&cut)));
-            assert_eq!(
-                event_types(&plan),
-                [
-                    "messageStart",
-                    "contentBlockDelta",
-                    "contentBlockDelta",
-                    last
-                ]
-            );
+            assert_eq!(event_types(&plan), ["messageStart", "contentBlockDelta", "contentBlockDelta", last]);
         }
         // A cut beyond the reply replaces the end of the message.
         let cut = CutFault {
@@ -446,10 +314,7 @@ mod tests {
     fn max_tokens_truncates_and_drops_the_tool_call() {
         let reply = Reply {
             text: Some("one two three".into()),
-            tool_use: Some(ToolCall {
-                name: "t".into(),
-                input: json!({"k": "v"}),
-            }),
+            tool_use: Some(ToolCall { name: "t".into(), input: json!({"k": "v"}) }),
         };
         let timing = Timing::instant();
         let mut plan_input = input(&reply, &timing, None);

@@ -110,26 +110,16 @@ struct ToolSpec {
 /// Parses and validates the body of a Converse or ConverseStream request.
 pub fn parse(model_id: &str, body: &[u8]) -> Result<ParsedRequest, ServiceError> {
     let request: Request = serde_json::from_slice(body).map_err(|e| {
-        ServiceError::validation(format!(
-            "Malformed input request: {e}, please reformat your input and try again."
-        ))
+        ServiceError::validation(format!("Malformed input request: {e}, please reformat your input and try again."))
     })?;
     let max_tokens = check_inference(request.inference_config.as_ref())?;
     let (offered_tools, tool_tokens) = check_tools(request.tool_config.as_ref())?;
     check_roles(&request.messages)?;
     let mut input_tokens = tool_tokens;
-    let system: Vec<&str> = request
-        .system
-        .iter()
-        .filter_map(|b| b.text.as_deref())
-        .collect();
+    let system: Vec<&str> = request.system.iter().filter_map(|b| b.text.as_deref()).collect();
     let system = system.join("\n");
     input_tokens += estimate_tokens(&system);
-    input_tokens += request
-        .system
-        .iter()
-        .map(|b| other_tokens(&b.other))
-        .sum::<u64>();
+    input_tokens += request.system.iter().map(|b| other_tokens(&b.other)).sum::<u64>();
 
     let mut tool_names: HashMap<&str, &str> = HashMap::new();
     let mut latest_user_text = String::new();
@@ -151,12 +141,7 @@ pub fn parse(model_id: &str, body: &[u8]) -> Result<ParsedRequest, ServiceError>
                 tool_names.insert(&tool_use.tool_use_id, &tool_use.name);
             }
             if let Some(result) = &block.tool_result {
-                results.push(result_view(
-                    index,
-                    result,
-                    &tool_names,
-                    request.tool_config.is_some(),
-                )?);
+                results.push(result_view(index, result, &tool_names, request.tool_config.is_some())?);
             }
         }
         if message.role == "user" {
@@ -172,28 +157,15 @@ pub fn parse(model_id: &str, body: &[u8]) -> Result<ParsedRequest, ServiceError>
             trigger = Trigger::Nothing;
         }
     }
-    let turn = Turn {
-        model_id: model_id.to_owned(),
-        system,
-        latest_user_text,
-        trigger,
-        offered_tools,
-    };
-    Ok(ParsedRequest {
-        turn,
-        input_tokens,
-        max_tokens,
-    })
+    let turn = Turn { model_id: model_id.to_owned(), system, latest_user_text, trigger, offered_tools };
+    Ok(ParsedRequest { turn, input_tokens, max_tokens })
 }
 
 fn check_inference(inference: Option<&Inference>) -> Result<Option<u32>, ServiceError> {
     let Some(inference) = inference else {
         return Ok(None);
     };
-    for (name, value) in [
-        ("temperature", inference.temperature),
-        ("topP", inference.top_p),
-    ] {
+    for (name, value) in [("temperature", inference.temperature), ("topP", inference.top_p)] {
         if value.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
             return Err(ServiceError::validation(format!(
                 "The value of inferenceConfig.{name} must be between 0 and 1; adjust it and try again."
@@ -216,9 +188,7 @@ fn check_tools(config: Option<&ToolConfig>) -> Result<(BTreeSet<String>, u64), S
         return Ok((names, tokens));
     };
     if config.tools.is_empty() {
-        return Err(ServiceError::validation(
-            "The toolConfig.tools list must contain at least one tool.",
-        ));
+        return Err(ServiceError::validation("The toolConfig.tools list must contain at least one tool."));
     }
     for (i, tool) in config.tools.iter().enumerate() {
         let Some(spec) = &tool.tool_spec else {
@@ -226,10 +196,7 @@ fn check_tools(config: Option<&ToolConfig>) -> Result<(BTreeSet<String>, u64), S
         };
         let valid_name = !spec.name.is_empty()
             && spec.name.len() <= 64
-            && spec
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            && spec.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid_name {
             return Err(ServiceError::validation(format!(
                 "The tool name {:?} at toolConfig.tools.{i} is not valid: use 1 to 64 letters, digits, '_' or '-'.",
@@ -248,18 +215,15 @@ fn check_tools(config: Option<&ToolConfig>) -> Result<(BTreeSet<String>, u64), S
                 spec.name
             )));
         }
-        tokens += estimate_tokens(&spec.name)
-            + estimate_tokens(&spec.description)
-            + estimate_json_tokens(&spec.input_schema);
+        tokens +=
+            estimate_tokens(&spec.name) + estimate_tokens(&spec.description) + estimate_json_tokens(&spec.input_schema);
     }
     Ok((names, tokens))
 }
 
 fn check_roles(messages: &[WireMessage]) -> Result<(), ServiceError> {
     let Some(first) = messages.first() else {
-        return Err(ServiceError::validation(
-            "The messages field must contain at least one message.",
-        ));
+        return Err(ServiceError::validation("The messages field must contain at least one message."));
     };
     if first.role != "user" {
         return Err(ServiceError::validation(
@@ -313,24 +277,12 @@ fn result_view(
             )));
         }
     };
-    let content = result
-        .content
-        .iter()
-        .find_map(|c| c.json.clone())
-        .unwrap_or_else(|| {
-            let text: Vec<&str> = result
-                .content
-                .iter()
-                .filter_map(|c| c.text.as_deref())
-                .collect();
-            let text = text.join("\n");
-            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
-        });
-    Ok(ToolResultView {
-        name: (*name).to_owned(),
-        status,
-        content,
-    })
+    let content = result.content.iter().find_map(|c| c.json.clone()).unwrap_or_else(|| {
+        let text: Vec<&str> = result.content.iter().filter_map(|c| c.text.as_deref()).collect();
+        let text = text.join("\n");
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
+    });
+    Ok(ToolResultView { name: (*name).to_owned(), status, content })
 }
 
 fn block_tokens(block: &Block) -> u64 {

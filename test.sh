@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every Switchboard test, on a fresh machine too. It installs what the tests need
+# itself: Debian packages, a real Kubernetes control plane (kube-apiserver and
+# kube-controller-manager built from Debian's source package, etcd from Debian; cached in
+# ~/.cache/switchboard after the first run), pinned kubectl and helm. Then it checks
+# formatting and lints and runs the whole test suite.
+#
+# Env: SWITCHBOARD_KEEP_CLUSTER=1 leaves a control plane this script started running.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+export NO_PROXY="127.0.0.1,localhost${NO_PROXY:+,$NO_PROXY}" no_proxy="127.0.0.1,localhost${no_proxy:+,$no_proxy}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS"; }
+
+step "control plane"
+up_err="$(mktemp)"
+eval "$(tests/cluster/up.sh 2>"$up_err" | tail -n1)" || { cat "$up_err" >&2; exit 1; }
+if ! grep -q "already up" "$up_err" && [ -z "${SWITCHBOARD_KEEP_CLUSTER:-}" ]; then
+  trap 'tests/cluster/down.sh' EXIT
+fi
+rm -f "$up_err"
+echo "KUBECONFIG=$KUBECONFIG"
+
+step "kubectl and helm"
+tests/tools/install.sh >/dev/null
+
+step "format"
+cargo fmt --all --check
+
+step "lint"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-fail-fast
+else
+  cargo test --workspace --locked --no-fail-fast
+fi
+step "done"
