@@ -11,6 +11,7 @@ pub mod common;
 pub mod manifests;
 pub mod persona;
 pub mod resolve;
+pub mod routing;
 pub mod runtime;
 pub mod validate;
 pub mod workflow;

@@ -1,8 +1,11 @@
-//! `switchboard-operator`: the Switchboard control plane.
+//! `switchboard-operator`: the Switchboard control plane. `run` is the controller; `render`
+//! prints, with no cluster, the objects it would create.
 
-mod render;
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use switchboard_operator::render::{self, RenderArgs};
+use switchboard_operator::settings::RunArgs;
 
 /// The Switchboard operator.
 #[derive(Debug, Parser)]
@@ -14,13 +17,17 @@ struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print, without a cluster, what the operator makes of the Agents in some YAML files.
-    Render(render::RenderArgs),
+    /// Run the controller against the cluster of the current kubeconfig (or in-cluster).
+    Run(Box<RunArgs>),
+    /// Print, without a cluster, the objects the operator would create for the Agents in
+    /// some YAML files (multi-document YAML), or every validation problem.
+    Render(RenderArgs),
 }
 
-fn main() -> std::process::ExitCode {
+fn main() -> ExitCode {
     let Args { command } = Args::parse();
     match command {
+        Command::Run(args) => switchboard_operator::cli::run(*args),
         Command::Render(args) => render::run(&args),
     }
 }

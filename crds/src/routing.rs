@@ -1,0 +1,181 @@
+//! The gateway's routing table: which Agents exist, where their runtime pods listen, and
+//! whether they are ready. The operator publishes it; the gateway watches it.
+//!
+//! # Where it lives
+//!
+//! A ConfigMap (by default `switchboard-routes` in the operator's namespace; the operator's
+//! `--routes-namespace` / `--routes-name` flags move it) whose data key [`ROUTES_KEY`]
+//! (`routes.json`) holds one [`RoutingTable`] as JSON. A gateway watches that one ConfigMap
+//! (a field selector on its name) and reloads the table on every change; the operator
+//! rewrites it within a second of an Agent appearing, changing, becoming ready or going.
+//!
+//! # Format
+//!
+//! ```json
+//! {
+//!   "apiVersion": "switchboard.dev/v1alpha1",
+//!   "kind": "RoutingTable",
+//!   "routes": [
+//!     {
+//!       "name": "triage", "namespace": "bank", "mode": "hybrid",
+//!       "service": "triage.bank.svc", "port": 8080, "path": "/v1/session",
+//!       "handoffs": ["idv"], "expose": true, "default": true,
+//!       "ready": true, "readyReplicas": 2
+//!     }
+//!   ]
+//! }
+//! ```
+//!
+//! Only Agents whose `Accepted` condition is `True` are listed, in namespace and name order,
+//! so equal tables serialise to equal bytes. An Agent that is listed but not `ready` has no
+//! ready pod: the gateway should refuse new sessions for it (or queue them) rather than
+//! forget it, since handoffs to it may become possible any moment.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::Mode;
+
+/// `kind` of a serialised routing table.
+pub const ROUTING_TABLE_KIND: &str = "RoutingTable";
+/// The ConfigMap data key that holds the table.
+pub const ROUTES_KEY: &str = "routes.json";
+/// The default name of the ConfigMap that holds the table.
+pub const DEFAULT_ROUTES_NAME: &str = "switchboard-routes";
+/// The runtime pods' session WebSocket path.
+pub const SESSION_PATH: &str = "/v1/session";
+/// The runtime pods' (and their Service's) port, named `http`.
+pub const RUNTIME_PORT: u16 = 8080;
+
+/// Every routable Agent the operator knows.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutingTable {
+    /// Always `switchboard.dev/v1alpha1`.
+    pub api_version: String,
+    /// Always `RoutingTable`.
+    pub kind: String,
+    /// One route per Accepted Agent, sorted by namespace then name.
+    pub routes: Vec<Route>,
+}
+
+/// Where and how the gateway reaches one Agent.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Route {
+    /// The Agent's name (what a client names in `session_start`).
+    pub name: String,
+    /// The Agent's namespace.
+    pub namespace: String,
+    /// voice, text or hybrid.
+    pub mode: Mode,
+    /// DNS name of the Agent's Service, `<name>.<namespace>.svc`.
+    pub service: String,
+    /// The Service port of the runtime's WebSocket endpoint.
+    pub port: u16,
+    /// The WebSocket path on the runtime pods.
+    pub path: String,
+    /// Agents (same namespace) this one may hand a session to.
+    pub handoffs: Vec<String>,
+    /// Whether clients may start sessions with this agent directly.
+    pub expose: bool,
+    /// Whether this is its namespace's default agent.
+    pub default: bool,
+    /// Whether at least one runtime pod is ready.
+    pub ready: bool,
+    /// How many runtime pods are ready.
+    pub ready_replicas: i32,
+}
+
+impl Route {
+    /// `ws://<service>:<port><path>`, the URL the gateway dials for a session.
+    pub fn url(&self) -> String {
+        format!("ws://{}:{}{}", self.service, self.port, self.path)
+    }
+}
+
+/// A routing table document that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RoutingTableError {
+    /// Not JSON, or not a routing table.
+    #[error("routing table is not valid: {0}")]
+    Parse(String),
+    /// A table of another version or kind.
+    #[error(
+        "routing table has apiVersion {found:?} and kind {kind:?}; expected {} {}",
+        crate::API_VERSION,
+        ROUTING_TABLE_KIND
+    )]
+    Version {
+        /// The apiVersion found.
+        found: String,
+        /// The kind found.
+        kind: String,
+    },
+}
+
+impl RoutingTable {
+    /// A table of `routes`, sorted by namespace then name.
+    pub fn new(mut routes: Vec<Route>) -> Self {
+        routes.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        Self { api_version: crate::API_VERSION.to_owned(), kind: ROUTING_TABLE_KIND.to_owned(), routes }
+    }
+
+    /// Reads a table from the JSON stored under [`ROUTES_KEY`], checking apiVersion and kind.
+    pub fn parse(text: &str) -> Result<Self, RoutingTableError> {
+        let table: RoutingTable = serde_json::from_str(text).map_err(|e| RoutingTableError::Parse(e.to_string()))?;
+        if table.api_version != crate::API_VERSION || table.kind != ROUTING_TABLE_KIND {
+            return Err(RoutingTableError::Version { found: table.api_version, kind: table.kind });
+        }
+        Ok(table)
+    }
+
+    /// The JSON stored under [`ROUTES_KEY`]; equal tables give equal text.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| unreachable!("RoutingTable serialises: {e}"))
+    }
+
+    /// The route of Agent `namespace/name`.
+    pub fn route(&self, namespace: &str, name: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| r.namespace == namespace && r.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(ns: &str, name: &str) -> Route {
+        Route {
+            name: name.into(),
+            namespace: ns.into(),
+            mode: Mode::Text,
+            service: format!("{name}.{ns}.svc"),
+            port: RUNTIME_PORT,
+            path: SESSION_PATH.into(),
+            handoffs: vec![],
+            expose: true,
+            default: false,
+            ready: false,
+            ready_replicas: 0,
+        }
+    }
+
+    #[test]
+    fn tables_sort_and_round_trip() {
+        let table = RoutingTable::new(vec![route("b", "x"), route("a", "z"), route("a", "y")]);
+        let names: Vec<_> = table.routes.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect();
+        assert_eq!(names, ["a/y", "a/z", "b/x"]);
+        let parsed = RoutingTable::parse(&table.to_json()).expect("parses");
+        assert_eq!(parsed, table);
+        assert_eq!(parsed.route("b", "x").map(Route::url).as_deref(), Some("ws://x.b.svc:8080/v1/session"));
+        assert!(table.to_json().contains("\"readyReplicas\": 0"));
+    }
+
+    #[test]
+    fn other_kinds_are_refused() {
+        let text = r#"{"apiVersion":"v1","kind":"RoutingTable","routes":[]}"#;
+        assert!(matches!(RoutingTable::parse(text), Err(RoutingTableError::Version { .. })));
+        assert!(matches!(RoutingTable::parse("nope"), Err(RoutingTableError::Parse(_))));
+    }
+}

@@ -1,0 +1,179 @@
+//! The Deployment child: the runtime pods, running `switchboard runtime` in the Agent's
+//! mode with the RuntimeSpec mounted, probes, resources, a restricted security context, a
+//! drain-length termination grace period and the Agent's model credentials.
+//!
+//! The contract with the runtime: env `MODE`, `SWITCHBOARD_RUNTIME_SPEC`
+//! (`/etc/switchboard/runtime.json`) and `SWITCHBOARD_LISTEN` (`0.0.0.0:8080`); port 8080
+//! named `http` serving `/v1/session`, `/healthz` (liveness), `/readyz` (readiness, false
+//! while draining) and `/metrics`; a writable `/tmp` (an emptyDir, as the root filesystem
+//! is read-only). With `autoscaling`, `replicas` is left out so the HPA owns it.
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvFromSource, EnvVar,
+    HTTPGetAction, KeyToPath, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, SecretEnvSource,
+    SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use switchboard_crds::Agent;
+use switchboard_crds::routing::RUNTIME_PORT;
+
+use super::config_map::RUNTIME_SPEC_KEY;
+use super::service::PORT_NAME;
+use super::{CONFIG_HASH_ANNOTATION, child_meta, labels, selector_labels};
+use crate::settings::BuildSettings;
+
+/// The runtime container's name.
+pub const CONTAINER: &str = "runtime";
+/// Where the RuntimeSpec ConfigMap is mounted.
+pub const CONFIG_DIR: &str = "/etc/switchboard";
+/// The user and group the runtime runs as (non-root; the distroless `nonroot` ids).
+pub const RUN_AS: i64 = 65532;
+
+/// The Deployment of `agent`, whose RuntimeSpec hashes to `config_hash`.
+pub fn build(agent: &Agent, config_hash: &str, settings: &BuildSettings) -> Deployment {
+    let replicas = if agent.spec.autoscaling.is_some() { None } else { Some(agent.spec.replicas.unwrap_or(1)) };
+    Deployment {
+        metadata: child_meta(agent),
+        spec: Some(DeploymentSpec {
+            replicas,
+            revision_history_limit: Some(3),
+            selector: LabelSelector { match_labels: Some(selector_labels(agent)), ..Default::default() },
+            strategy: Some(DeploymentStrategy {
+                type_: Some("RollingUpdate".to_owned()),
+                rolling_update: Some(RollingUpdateDeployment {
+                    max_surge: Some(IntOrString::String("25%".to_owned())),
+                    max_unavailable: Some(IntOrString::Int(0)),
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels(agent)),
+                    annotations: Some([(CONFIG_HASH_ANNOTATION.to_owned(), config_hash.to_owned())].into()),
+                    ..Default::default()
+                }),
+                spec: Some(pod_spec(agent, settings)),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn pod_spec(agent: &Agent, settings: &BuildSettings) -> PodSpec {
+    let credentials = agent.spec.credentials.as_ref();
+    let grace = i64::from(agent.spec.sessions.drain_timeout_seconds) + i64::from(settings.drain_margin_seconds);
+    PodSpec {
+        containers: vec![container(agent, settings)],
+        service_account_name: credentials.and_then(|c| c.service_account_name.clone()),
+        // The runtime never calls the Kubernetes API; IRSA injects its own projected token.
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        termination_grace_period_seconds: Some(grace),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(RUN_AS),
+            run_as_group: Some(RUN_AS),
+            fs_group: Some(RUN_AS),
+            seccomp_profile: Some(runtime_default()),
+            ..Default::default()
+        }),
+        volumes: Some(vec![
+            Volume {
+                name: "config".to_owned(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: agent.name_any(),
+                    items: Some(vec![KeyToPath {
+                        key: RUNTIME_SPEC_KEY.to_owned(),
+                        path: RUNTIME_SPEC_KEY.to_owned(),
+                        mode: None,
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            Volume {
+                name: "tmp".to_owned(),
+                empty_dir: Some(EmptyDirVolumeSource {
+                    size_limit: Some(Quantity("256Mi".to_owned())),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ]),
+        ..Default::default()
+    }
+}
+
+fn container(agent: &Agent, settings: &BuildSettings) -> Container {
+    let env = |name: &str, value: String| EnvVar { name: name.to_owned(), value: Some(value), value_from: None };
+    let secret = agent.spec.credentials.as_ref().and_then(|c| c.secret_ref.as_ref());
+    Container {
+        name: CONTAINER.to_owned(),
+        image: Some(settings.runtime_image.clone()),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        command: Some(vec!["switchboard".to_owned()]),
+        args: Some(vec!["runtime".to_owned()]),
+        env: Some(vec![
+            env("MODE", agent.spec.mode.as_str().to_owned()),
+            env("SWITCHBOARD_RUNTIME_SPEC", format!("{CONFIG_DIR}/{RUNTIME_SPEC_KEY}")),
+            env("SWITCHBOARD_LISTEN", format!("0.0.0.0:{RUNTIME_PORT}")),
+        ]),
+        env_from: secret.map(|s| {
+            vec![EnvFromSource {
+                secret_ref: Some(SecretEnvSource { name: s.name.clone(), optional: Some(false) }),
+                ..Default::default()
+            }]
+        }),
+        ports: Some(vec![ContainerPort {
+            name: Some(PORT_NAME.to_owned()),
+            container_port: i32::from(RUNTIME_PORT),
+            protocol: Some("TCP".to_owned()),
+            ..Default::default()
+        }]),
+        liveness_probe: Some(probe("/healthz", 10, 3)),
+        readiness_probe: Some(probe("/readyz", 5, 1)),
+        resources: Some(agent.spec.resources.clone().unwrap_or_else(|| settings.default_resources())),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), add: None }),
+            seccomp_profile: Some(runtime_default()),
+            ..Default::default()
+        }),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: "config".to_owned(),
+                mount_path: CONFIG_DIR.to_owned(),
+                read_only: Some(true),
+                ..Default::default()
+            },
+            VolumeMount { name: "tmp".to_owned(), mount_path: "/tmp".to_owned(), ..Default::default() },
+        ]),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        ..Default::default()
+    }
+}
+
+fn probe(path: &str, period_seconds: i32, failure_threshold: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_owned()),
+            port: IntOrString::String(PORT_NAME.to_owned()),
+            scheme: Some("HTTP".to_owned()),
+            ..Default::default()
+        }),
+        period_seconds: Some(period_seconds),
+        timeout_seconds: Some(2),
+        failure_threshold: Some(failure_threshold),
+        ..Default::default()
+    }
+}
+
+fn runtime_default() -> SeccompProfile {
+    SeccompProfile { type_: "RuntimeDefault".to_owned(), localhost_profile: None }
+}

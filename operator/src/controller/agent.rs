@@ -1,0 +1,137 @@
+//! The Agent reconcile: fetch (Persona, Workflow, handoff targets) -> validate (the API
+//! crate's pure validator) -> build (pure) -> apply + prune -> status. An invalid spec gets
+//! `Accepted=False` and a Warning Event and waits for a change; its existing children keep
+//! running the last accepted configuration.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Api, ResourceExt};
+use switchboard_crds::common::{CONDITION_ACCEPTED, find_condition};
+use switchboard_crds::validate::{References, validate_agent};
+use switchboard_crds::{Agent, AgentStatus, Persona, Workflow, resolve};
+
+use super::apply::{apply_children, apply_status};
+use super::status::{Verdict, accepted, agent_status};
+use super::{Context, Error, key_of};
+use crate::build::{build, service};
+
+/// The metrics label of Agent reconciles.
+pub const KIND: &str = "agent";
+
+/// Reconciles one Agent; failures are counted, logged as Events and retried.
+pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.metrics.reconcile(KIND);
+    match reconcile_inner(&agent, &ctx).await {
+        Ok(action) => {
+            ctx.succeeded(&key_of(KIND, agent.as_ref()));
+            Ok(action)
+        }
+        Err(e) => {
+            ctx.metrics.failure(KIND, e.metric_label());
+            ctx.event(agent.as_ref(), EventType::Warning, "ReconcileFailed", e.to_string()).await;
+            Err(e)
+        }
+    }
+}
+
+async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> {
+    let namespace = agent.namespace().ok_or_else(|| Error::Unexpected("an Agent without a namespace".into()))?;
+    let name = agent.name_any();
+    let client = &ctx.client;
+
+    // Fetch: read through the API (not a cache), so a reference created a moment ago is seen.
+    let personas: Api<Persona> = Api::namespaced(client.clone(), &namespace);
+    let workflows: Api<Workflow> = Api::namespaced(client.clone(), &namespace);
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &namespace);
+    let persona_name = &agent.spec.persona_ref.name;
+    let workflow_name = &agent.spec.workflow_ref.name;
+    let persona = personas
+        .get_opt(persona_name)
+        .await
+        .map_err(|e| Error::kube(format!("reading Persona {namespace}/{persona_name}"), e))?;
+    let workflow = workflows
+        .get_opt(workflow_name)
+        .await
+        .map_err(|e| Error::kube(format!("reading Workflow {namespace}/{workflow_name}"), e))?;
+    let mut existing_targets = Vec::new();
+    for target in &agent.spec.handoffs {
+        let found = agents
+            .get_metadata_opt(&target.agent)
+            .await
+            .map_err(|e| Error::kube(format!("reading Agent {namespace}/{}", target.agent), e))?;
+        if found.is_some() {
+            existing_targets.push(target.agent.clone());
+        }
+    }
+
+    // Validate.
+    let agent_exists = |n: &str| existing_targets.iter().any(|t| t == n);
+    let refs = References {
+        persona: persona.as_ref().map(|p| &p.spec),
+        workflow: workflow.as_ref().map(|w| &w.spec),
+        agent_exists: &agent_exists,
+    };
+    let problems = validate_agent(&name, &namespace, &agent.spec, refs);
+    let verdict = accepted(&problems);
+
+    let (Some(persona), Some(workflow), true) = (persona, workflow, verdict.ok) else {
+        // Not accepted: keep what runs, report, wait for a change (of the Agent, its
+        // Persona or Workflow, or a handoff target appearing).
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+        let deployment = deployments
+            .get_opt(&name)
+            .await
+            .map_err(|e| Error::kube(format!("reading Deployment {namespace}/{name}"), e))?;
+        let endpoint = deployment.as_ref().map(|_| service::endpoint(agent));
+        let status = agent_status(
+            agent.metadata.generation,
+            agent.status.as_ref(),
+            &verdict,
+            deployment.as_ref(),
+            endpoint,
+            Timestamp::now(),
+        );
+        if write_status(agent, &agents, &status, ctx).await? && accepted_changed(agent.status.as_ref(), &verdict) {
+            ctx.event(agent, EventType::Warning, &verdict.reason, verdict.message.clone()).await;
+        }
+        return Ok(Action::await_change());
+    };
+
+    // Build and apply.
+    let spec = resolve(agent, &persona, &workflow);
+    let desired = build(agent, &spec, &ctx.settings);
+    let deployment = apply_children(client, &namespace, &name, &desired, ctx.settings.hpa_api_version()).await?;
+
+    // Status.
+    let status = agent_status(
+        agent.metadata.generation,
+        agent.status.as_ref(),
+        &verdict,
+        Some(&deployment),
+        Some(service::endpoint(agent)),
+        Timestamp::now(),
+    );
+    if write_status(agent, &agents, &status, ctx).await? && accepted_changed(agent.status.as_ref(), &verdict) {
+        ctx.event(agent, EventType::Normal, "Accepted", "the spec is valid; runtime children applied".into()).await;
+    }
+    Ok(Action::requeue(ctx.resync))
+}
+
+/// Writes `status` unless the Agent already has it; true when written.
+async fn write_status(agent: &Agent, api: &Api<Agent>, status: &AgentStatus, ctx: &Context) -> Result<bool, Error> {
+    if agent.status.as_ref() == Some(status) {
+        return Ok(false);
+    }
+    apply_status(api, agent, status).await?;
+    ctx.metrics.status_write(KIND);
+    Ok(true)
+}
+
+fn accepted_changed(previous: Option<&AgentStatus>, verdict: &Verdict) -> bool {
+    let prev = previous.and_then(|s| find_condition(&s.conditions, CONDITION_ACCEPTED));
+    prev.is_none_or(|c| (c.status == "True") != verdict.ok || c.message != verdict.message)
+}

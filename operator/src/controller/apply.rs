@@ -1,0 +1,103 @@
+//! Apply: server-side apply of an Agent's desired children under the operator's one field
+//! manager (forcing, so fields edited by hand are taken back), pruning of children it no
+//! longer wants (found by label), and server-side apply of status subresources.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::Error;
+use crate::build::hpa::api_resource;
+use crate::build::{Desired, FIELD_MANAGER, children_selector};
+
+/// Applies every desired child of the Agent `name` in `namespace`, then deletes children
+/// labelled as its own that are no longer wanted. Returns the Deployment as the server
+/// stored it (with its status, for `Ready`).
+pub async fn apply_children(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    desired: &Desired,
+    hpa_api_version: &str,
+) -> Result<Deployment, Error> {
+    // Destructured without `..`: a new kind of child cannot be forgotten here.
+    let Desired { config_map, deployment, service, hpa } = desired;
+    apply(&Api::<ConfigMap>::namespaced(client.clone(), namespace), config_map).await?;
+    let deployment = apply(&Api::<Deployment>::namespaced(client.clone(), namespace), deployment).await?;
+    apply(&Api::<Service>::namespaced(client.clone(), namespace), service).await?;
+    let hpas: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &api_resource(hpa_api_version));
+    if let Some(hpa) = hpa {
+        hpas.patch(&hpa.name_any(), &params(), &Patch::Apply(hpa))
+            .await
+            .map_err(|e| Error::kube(format!("applying HorizontalPodAutoscaler {namespace}/{name}"), e))?;
+    }
+    // ConfigMap, Deployment and Service always exist under the Agent's name; only the HPA
+    // comes and goes, so it is the one kind that can be left over.
+    prune(&hpas, name, hpa.as_ref().map(|h| h.name_any())).await?;
+    Ok(deployment)
+}
+
+async fn apply<K>(api: &Api<K>, obj: &K) -> Result<K, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    let name = obj.name_any();
+    api.patch(&name, &params(), &Patch::Apply(obj)).await.map_err(|e| {
+        Error::kube(format!("applying {} {}/{name}", K::kind(&()), obj.namespace().unwrap_or_default()), e)
+    })
+}
+
+async fn prune(api: &Api<DynamicObject>, agent: &str, keep: Option<String>) -> Result<(), Error> {
+    let lp = ListParams::default().labels(&children_selector(agent));
+    let found = match api.list_metadata(&lp).await {
+        Ok(list) => list.items,
+        // The server serves no such HPA version: there is nothing of it to prune.
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(Error::kube(format!("listing HorizontalPodAutoscalers of {agent}"), e)),
+    };
+    for obj in found {
+        let name = obj.name_any();
+        if keep.as_deref() == Some(name.as_str()) {
+            continue;
+        }
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => tracing::info!(agent, "pruned HorizontalPodAutoscaler {name}"),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(Error::kube(format!("deleting HorizontalPodAutoscaler {name}"), e)),
+        }
+    }
+    Ok(())
+}
+
+/// Server-side applies `status` to the status subresource of `obj`.
+pub async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    S: Serialize,
+{
+    let body = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": { "name": obj.name_any() },
+        "status": status,
+    });
+    api.patch_status(&obj.name_any(), &params(), &Patch::Apply(&body)).await.map_err(|e| {
+        Error::kube(
+            format!(
+                "writing the status of {} {}/{}",
+                K::kind(&()),
+                obj.namespace().unwrap_or_default(),
+                obj.name_any()
+            ),
+            e,
+        )
+    })?;
+    Ok(())
+}
+
+fn params() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER).force()
+}

@@ -1,0 +1,146 @@
+//! The controllers: Agents (fetch -> validate -> build -> apply -> prune -> status) and the
+//! `Accepted` status of Personas and Workflows. Shared here: the context every reconcile
+//! gets, the error type, and the error policy (invalid specs are not errors — they get
+//! `Accepted=False` and wait for a change; API failures back off exponentially per object).
+
+pub mod agent;
+pub mod apply;
+pub mod resources;
+pub mod status;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource, ResourceExt};
+
+use crate::metrics::Metrics;
+use crate::settings::BuildSettings;
+
+/// Why a reconcile failed (transient: it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API request failed.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What the operator was doing, e.g. `applying Deployment bank/triage`.
+        action: String,
+        /// The cause.
+        source: kube::Error,
+    },
+    /// An object the API returned could not be used.
+    #[error("{0}")]
+    Unexpected(String),
+}
+
+impl Error {
+    /// A short, bounded label for metrics and logs.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube { source: kube::Error::Api(s), .. } if s.code == 409 => "conflict",
+            Error::Kube { source: kube::Error::Api(s), .. } if s.code == 403 => "forbidden",
+            Error::Kube { source: kube::Error::Api(s), .. } if s.code == 404 => "not_found",
+            Error::Kube { source: kube::Error::Api(s), .. } if s.code == 422 => "invalid",
+            Error::Kube { source: kube::Error::Api(_), .. } => "api",
+            Error::Kube { .. } => "transport",
+            Error::Unexpected(_) => "unexpected",
+        }
+    }
+
+    /// An error from `source` while doing `action`.
+    pub fn kube(action: impl Into<String>, source: kube::Error) -> Self {
+        Error::Kube { action: action.into(), source }
+    }
+}
+
+/// What every reconcile gets.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// Settings shared by every Agent's children (HPA version resolved by discovery).
+    pub settings: BuildSettings,
+    /// The metrics.
+    pub metrics: Metrics,
+    /// Publishes Kubernetes Events.
+    pub recorder: Recorder,
+    /// How long a healthy Agent waits before a resync.
+    pub resync: Duration,
+    backoff: Mutex<HashMap<String, u32>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// A context.
+    pub fn new(
+        client: Client,
+        settings: BuildSettings,
+        metrics: Metrics,
+        recorder: Recorder,
+        resync: Duration,
+    ) -> Self {
+        Self { client, settings, metrics, recorder, resync, backoff: Mutex::default() }
+    }
+
+    /// Publishes an Event about `obj`; a failure to publish is logged, never fatal.
+    pub async fn event<K: Resource<DynamicType = ()>>(&self, obj: &K, type_: EventType, reason: &str, note: String) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(truncate(note, 1000)),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+            tracing::warn!("cannot publish event {reason} for {}: {e}", obj.name_any());
+        }
+    }
+
+    /// Forgets the failures of `key` after a successful reconcile.
+    pub fn succeeded(&self, key: &str) {
+        if let Ok(mut b) = self.backoff.lock() {
+            b.remove(key);
+        }
+    }
+
+    /// The delay before retrying `key` after one more failure: 1 s, doubling, at most 5 min.
+    pub fn backoff(&self, key: &str) -> Duration {
+        let attempts = self.backoff.lock().map_or(0, |mut b| {
+            let n = b.entry(key.to_owned()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        });
+        Duration::from_secs(1u64 << attempts.saturating_sub(1).min(8)).min(Duration::from_secs(300))
+    }
+}
+
+/// The key of an object for backoff bookkeeping.
+pub fn key_of<K: Resource>(kind: &str, obj: &K) -> String {
+    format!("{kind}/{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+/// Retries a failed reconcile with per-object exponential backoff.
+pub fn error_policy<K: Resource>(kind: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Context>) -> Action {
+    move |obj, error, ctx| {
+        let delay = ctx.backoff(&key_of(kind, obj.as_ref()));
+        tracing::warn!(kind, name = %obj.name_any(), retry_in = ?delay, "reconcile failed: {error}");
+        Action::requeue(delay)
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}

@@ -1,0 +1,17 @@
+//! The Switchboard operator as a library: the pure build of an Agent's children (shared by
+//! `render` and the controller), the controller itself, and the pieces it runs with
+//! (leader election, routing-table publisher, metrics and health server). `main.rs` only
+//! parses arguments; tests run the controller in-process through [`run::run`].
+
+pub mod build;
+pub mod cli;
+pub mod controller;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod render;
+pub mod routes;
+pub mod run;
+pub mod settings;
+pub mod triggers;
+pub mod wiring;

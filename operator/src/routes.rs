@@ -1,0 +1,141 @@
+//! The gateway's routing table ([`switchboard_crds::routing`]): built from the Agent cache
+//! (pure, [`table`]) and published as a ConfigMap by server-side apply whenever it changes.
+//! The Agent watch notifies the publisher on every event (status changes included, which is
+//! how `ready` follows the pods); the publisher waits [`DEBOUNCE`] to batch bursts, so the
+//! table trails a change by well under a second.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::reflector::Store;
+use kube::{Api, Client, ResourceExt};
+use switchboard_crds::Agent;
+use switchboard_crds::catalog::namespace_of;
+use switchboard_crds::common::{CONDITION_ACCEPTED, CONDITION_READY, find_condition};
+use switchboard_crds::routing::{ROUTES_KEY, RUNTIME_PORT, Route, RoutingTable, SESSION_PATH};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::build::{FIELD_MANAGER, MANAGED_BY, service};
+use crate::metrics::Metrics;
+
+/// How long the publisher gathers changes before it writes.
+pub const DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// Why the table could not be published.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// The ConfigMap could not be written.
+    #[error("cannot write the routing table ConfigMap {namespace}/{name}: {source}")]
+    Kube {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The cause.
+        source: kube::Error,
+    },
+}
+
+impl PublishError {
+    /// A short, bounded label for metrics and logs.
+    pub fn metric_label(&self) -> &'static str {
+        "routes_write"
+    }
+}
+
+/// The routing table of the Agents in `agents`: every Agent whose `Accepted` is `True`.
+pub fn table<'a>(agents: impl IntoIterator<Item = &'a Agent>) -> RoutingTable {
+    let routes = agents.into_iter().filter_map(route).collect();
+    RoutingTable::new(routes)
+}
+
+fn route(agent: &Agent) -> Option<Route> {
+    let status = agent.status.as_ref()?;
+    let is_true = |t: &str| find_condition(&status.conditions, t).is_some_and(|c| c.status == "True");
+    if !is_true(CONDITION_ACCEPTED) {
+        return None;
+    }
+    Some(Route {
+        name: agent.name_any(),
+        namespace: namespace_of(agent),
+        mode: agent.spec.mode,
+        service: service::host(agent),
+        port: RUNTIME_PORT,
+        path: SESSION_PATH.to_owned(),
+        handoffs: agent.spec.handoffs.iter().map(|h| h.agent.clone()).collect(),
+        expose: agent.spec.gateway.expose,
+        default: agent.spec.gateway.default,
+        ready: is_true(CONDITION_READY),
+        ready_replicas: status.ready_replicas.unwrap_or(0),
+    })
+}
+
+/// The ConfigMap that carries `table`.
+pub fn config_map(namespace: &str, name: &str, table: &RoutingTable) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(
+                [
+                    ("app.kubernetes.io/name".to_owned(), "switchboard-routes".to_owned()),
+                    ("app.kubernetes.io/part-of".to_owned(), "switchboard".to_owned()),
+                    ("app.kubernetes.io/managed-by".to_owned(), MANAGED_BY.to_owned()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        data: Some([(ROUTES_KEY.to_owned(), table.to_json())].into()),
+        ..Default::default()
+    }
+}
+
+/// Publishes the table of `agents` to `namespace/name` on every notification until
+/// `shutdown`; a failed write is retried after a second.
+pub async fn publish(
+    client: Client,
+    agents: Store<Agent>,
+    mut notified: watch::Receiver<()>,
+    (namespace, name): (String, String),
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) {
+    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    if agents.wait_until_ready().await.is_err() {
+        return;
+    }
+    let mut last: Option<RoutingTable> = None;
+    loop {
+        let state: Vec<Arc<Agent>> = agents.state();
+        let current = table(state.iter().map(Arc::as_ref));
+        if last.as_ref() != Some(&current) {
+            let cm = config_map(&namespace, &name, &current);
+            match api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&cm)).await {
+                Ok(_) => {
+                    metrics.routes_published.inc();
+                    metrics.routes.set(i64::try_from(current.routes.len()).unwrap_or(i64::MAX));
+                    last = Some(current);
+                }
+                Err(source) => {
+                    let e = PublishError::Kube { namespace: namespace.clone(), name: name.clone(), source };
+                    tracing::warn!("{e}; retrying in 1 s");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            changed = notified.changed() => if changed.is_err() { return },
+        }
+        tokio::time::sleep(DEBOUNCE).await;
+        notified.borrow_and_update();
+    }
+}

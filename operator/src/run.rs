@@ -1,0 +1,238 @@
+//! `switchboard-operator run`: start-up checks (CRDs installed, HPA API version), the
+//! health/metrics server, leader election, and — while leading — the controllers and the
+//! routing-table publisher, until shutdown (graceful: running reconciles finish, the Lease
+//! is released) or until leadership is lost (an error, so the process restarts clean).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::ListParams;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{reflector, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use switchboard_crds::{Agent, Persona, Workflow};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::build::hpa::{HPA_V2, HPA_V2BETA2};
+use crate::controller::Context;
+use crate::http::{Health, ServeError, bind};
+use crate::leader::LeaderElector;
+use crate::metrics::Metrics;
+use crate::settings::RunArgs;
+
+/// Why the operator stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The CRDs are not installed.
+    #[error(
+        "the {0} CustomResourceDefinition is not installed; install the CRDs first: \
+         `kubectl apply --server-side -f crds/` (or `helm install` the operator chart)"
+    )]
+    CrdsMissing(&'static str),
+    /// An API request at start-up failed.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What the operator was doing.
+        action: String,
+        /// The cause.
+        source: kube::Error,
+    },
+    /// The health/metrics server could not start.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    /// Another replica took the Lease, or it could not be renewed.
+    #[error("lost the leader Lease; exiting so a restart starts clean")]
+    LostLeadership,
+}
+
+impl RunError {
+    /// A short, bounded label for metrics and logs.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            RunError::CrdsMissing(_) => "crds_missing",
+            RunError::Kube { .. } => "api",
+            RunError::Serve(e) => e.metric_label(),
+            RunError::LostLeadership => "lost_leadership",
+        }
+    }
+}
+
+/// Runs the operator until `shutdown` is cancelled.
+pub async fn run(args: RunArgs, client: Client, metrics: Metrics, shutdown: CancellationToken) -> Result<(), RunError> {
+    let health = Arc::new(Health::default());
+    let (addr, serve) = bind(args.metrics_addr, metrics.clone(), health.clone(), shutdown.clone()).await?;
+    let server = tokio::spawn(serve);
+    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    let result = lead(args, client, metrics, &health, shutdown.clone()).await;
+    shutdown.cancel();
+    if let Err(e) = server.await {
+        tracing::warn!("metrics server task: {e}");
+    }
+    result
+}
+
+async fn lead(
+    mut args: RunArgs,
+    client: Client,
+    metrics: Metrics,
+    health: &Health,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    check_crds(&client, args.namespace.as_deref()).await?;
+    if args.build.hpa_api_version.is_none() {
+        args.build.hpa_api_version = Some(discover_hpa_version(&client).await?);
+    }
+    health.set_ready(true);
+    let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let elector = LeaderElector::new(
+        client.clone(),
+        &args.operator_namespace,
+        &args.lease_name,
+        &identity,
+        Duration::from_secs(u64::from(args.lease_seconds.max(3))),
+    );
+    tracing::info!(identity, lease = %args.lease_name, "waiting for the leader Lease");
+    if !elector.acquire(&shutdown).await {
+        return Ok(());
+    }
+    tracing::info!(identity, "leading");
+    metrics.leader.set(1);
+    let lost = CancellationToken::new();
+    let stop = shutdown.child_token();
+    let keeper = tokio::spawn({
+        let (elector, shutdown, lost, stop) = (elector.clone(), shutdown.clone(), lost.clone(), stop.clone());
+        async move {
+            elector.keep(shutdown, lost).await;
+            stop.cancel();
+        }
+    });
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter { controller: crate::build::FIELD_MANAGER.to_owned(), instance: Some(identity) },
+    );
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        args.build.clone(),
+        metrics.clone(),
+        recorder,
+        Duration::from_secs(args.resync_seconds.max(1)),
+    ));
+    controllers(&args, client, ctx, metrics.clone(), stop.clone()).await;
+    stop.cancel();
+    if let Err(e) = keeper.await {
+        tracing::warn!("lease keeper task: {e}");
+    }
+    metrics.leader.set(0);
+    if lost.is_cancelled() {
+        return Err(RunError::LostLeadership);
+    }
+    if let Err(e) = elector.release().await {
+        tracing::warn!("releasing the Lease: {e}");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// An Api for every namespace, or for `namespace` only.
+pub fn scoped<K>(client: Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    }
+}
+
+async fn check_crds(client: &Client, namespace: Option<&str>) -> Result<(), RunError> {
+    async fn check<K>(client: &Client, namespace: Option<&str>) -> Result<(), RunError>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+    {
+        match scoped::<K>(client.clone(), namespace).list_metadata(&ListParams::default().limit(1)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Err(RunError::CrdsMissing(K::kind(&()).into_owned().leak())),
+            Err(source) => Err(RunError::Kube { action: format!("listing {}s", K::kind(&())), source }),
+        }
+    }
+    check::<Agent>(client, namespace).await?;
+    check::<Workflow>(client, namespace).await?;
+    check::<Persona>(client, namespace).await
+}
+
+/// `autoscaling/v2` when the server serves it, else `autoscaling/v2beta2` (Kubernetes < 1.23).
+pub async fn discover_hpa_version(client: &Client) -> Result<String, RunError> {
+    for version in [HPA_V2, HPA_V2BETA2] {
+        match client.list_api_group_resources(version).await {
+            Ok(list) if list.resources.iter().any(|r| r.name == "horizontalpodautoscalers") => {
+                tracing::info!("writing HorizontalPodAutoscalers as {version}");
+                return Ok(version.to_owned());
+            }
+            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Err(source) => return Err(RunError::Kube { action: format!("discovering {version}"), source }),
+        }
+    }
+    tracing::warn!("the server serves neither {HPA_V2} nor {HPA_V2BETA2}; Agents with autoscaling will fail to apply");
+    Ok(HPA_V2.to_owned())
+}
+
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_owned()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "switchboard-operator".to_owned());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    format!("{host}-{}-{nanos:x}", std::process::id())
+}
+
+/// Runs the Agent, Persona and Workflow controllers and the routing-table publisher until `stop`.
+async fn controllers(args: &RunArgs, client: Client, ctx: Arc<Context>, metrics: Metrics, stop: CancellationToken) {
+    let (agents, writer) = reflector::store::<Agent>();
+    let (notify, notified) = watch::channel(());
+    let (triggers, triggered) = mpsc::channel::<ObjectRef<Agent>>(4096);
+    let agent_stream = crate::wiring::agent_stream(
+        scoped::<Agent>(client.clone(), args.namespace.as_deref()),
+        writer,
+        agents.clone(),
+        notify,
+        triggers,
+        metrics.trigger_overflow.clone(),
+    );
+    let agent_controller = crate::wiring::agent_controller(
+        &client,
+        args,
+        agent_stream,
+        agents.clone(),
+        triggered,
+        ctx.clone(),
+        stop.clone(),
+    );
+    let persona_controller = crate::wiring::status_controller::<Persona, _, _>(
+        scoped(client.clone(), args.namespace.as_deref()),
+        crate::controller::resources::reconcile_persona,
+        crate::controller::resources::PERSONA,
+        ctx.clone(),
+        stop.clone(),
+    );
+    let workflow_controller = crate::wiring::status_controller::<Workflow, _, _>(
+        scoped(client.clone(), args.namespace.as_deref()),
+        crate::controller::resources::reconcile_workflow,
+        crate::controller::resources::WORKFLOW,
+        ctx,
+        stop.clone(),
+    );
+    let publisher = crate::routes::publish(client.clone(), agents, notified, args.routes_location(), metrics, stop);
+    tokio::join!(agent_controller, persona_controller, workflow_controller, publisher);
+}
+
+/// The watch configuration of the owned children: only objects the operator labelled.
+pub fn owned_watch_config() -> watcher::Config {
+    watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={}", crate::build::MANAGED_BY))
+}

@@ -1,0 +1,123 @@
+//! Operator-wide settings: what every Agent's children share (runtime image, default
+//! resources, drain margin) and where the controller keeps its own objects (routing table,
+//! leader Lease). Each is a `clap` flag with an environment variable and a default.
+
+use std::net::SocketAddr;
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// The runtime image used when `--runtime-image` is not given.
+pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/switchboard-dev/switchboard:", env!("CARGO_PKG_VERSION"));
+
+/// Settings that shape the children of every Agent (used by `build`, so shared by `run`
+/// and `render`).
+#[derive(Clone, Debug, PartialEq, clap::Args)]
+pub struct BuildSettings {
+    /// Container image of the runtime pods (runs `switchboard runtime`).
+    #[arg(long, env = "SWITCHBOARD_RUNTIME_IMAGE", default_value = DEFAULT_IMAGE)]
+    pub runtime_image: String,
+    /// CPU request of a runtime container whose Agent sets no `resources`.
+    #[arg(long, env = "SWITCHBOARD_DEFAULT_CPU_REQUEST", default_value = "100m")]
+    pub default_cpu_request: String,
+    /// Memory request of a runtime container whose Agent sets no `resources`.
+    #[arg(long, env = "SWITCHBOARD_DEFAULT_MEMORY_REQUEST", default_value = "128Mi")]
+    pub default_memory_request: String,
+    /// Memory limit of a runtime container whose Agent sets no `resources` (no CPU limit is
+    /// set, so voice sessions are never throttled).
+    #[arg(long, env = "SWITCHBOARD_DEFAULT_MEMORY_LIMIT", default_value = "512Mi")]
+    pub default_memory_limit: String,
+    /// Seconds added to an Agent's `sessions.drainTimeoutSeconds` to make the pods'
+    /// `terminationGracePeriodSeconds`, so the runtime can finish draining and exit cleanly.
+    #[arg(long, env = "SWITCHBOARD_DRAIN_MARGIN_SECONDS", default_value_t = 15)]
+    pub drain_margin_seconds: u32,
+    /// The HorizontalPodAutoscaler API version to write (`autoscaling/v2`, or
+    /// `autoscaling/v2beta2` for Kubernetes before 1.23). `run` picks it by API discovery
+    /// when this is not given; `render` writes `autoscaling/v2` by default.
+    #[arg(long, env = "SWITCHBOARD_HPA_API_VERSION")]
+    pub hpa_api_version: Option<String>,
+}
+
+impl Default for BuildSettings {
+    fn default() -> Self {
+        Self {
+            runtime_image: DEFAULT_IMAGE.to_owned(),
+            default_cpu_request: "100m".to_owned(),
+            default_memory_request: "128Mi".to_owned(),
+            default_memory_limit: "512Mi".to_owned(),
+            drain_margin_seconds: 15,
+            hpa_api_version: None,
+        }
+    }
+}
+
+impl BuildSettings {
+    /// The resources of a runtime container whose Agent sets none.
+    pub fn default_resources(&self) -> ResourceRequirements {
+        ResourceRequirements {
+            requests: Some(
+                [
+                    ("cpu".to_owned(), Quantity(self.default_cpu_request.clone())),
+                    ("memory".to_owned(), Quantity(self.default_memory_request.clone())),
+                ]
+                .into(),
+            ),
+            limits: Some([("memory".to_owned(), Quantity(self.default_memory_limit.clone()))].into()),
+            ..Default::default()
+        }
+    }
+
+    /// The HPA apiVersion to write.
+    pub fn hpa_api_version(&self) -> &str {
+        self.hpa_api_version.as_deref().unwrap_or(crate::build::hpa::HPA_V2)
+    }
+}
+
+/// Settings of `switchboard-operator run`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RunArgs {
+    /// What every Agent's children share.
+    #[command(flatten)]
+    pub build: BuildSettings,
+    /// Watch only this namespace (default: every namespace).
+    #[arg(long, env = "SWITCHBOARD_WATCH_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Namespace of the operator's own objects: the routing-table ConfigMap and the leader
+    /// Lease. Defaults to `POD_NAMESPACE`, then `switchboard-system`.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "switchboard-system")]
+    pub operator_namespace: String,
+    /// Name of the ConfigMap holding the gateway's routing table (key `routes.json`).
+    #[arg(long, env = "SWITCHBOARD_ROUTES_NAME", default_value = switchboard_crds::routing::DEFAULT_ROUTES_NAME)]
+    pub routes_name: String,
+    /// Namespace of the routing-table ConfigMap (default: `--operator-namespace`).
+    #[arg(long, env = "SWITCHBOARD_ROUTES_NAMESPACE")]
+    pub routes_namespace: Option<String>,
+    /// Name of the coordination Lease replicas elect a leader with.
+    #[arg(long, env = "SWITCHBOARD_LEASE_NAME", default_value = "switchboard-operator")]
+    pub lease_name: String,
+    /// Seconds a leader's Lease is valid without renewal; a standby takes over after it.
+    #[arg(long, env = "SWITCHBOARD_LEASE_SECONDS", default_value_t = 15)]
+    pub lease_seconds: u32,
+    /// This replica's identity in the Lease (default: `POD_NAME`, then host name, plus a
+    /// random suffix).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Address of the `/metrics`, `/healthz` and `/readyz` server.
+    #[arg(long, env = "SWITCHBOARD_METRICS_ADDR", default_value = "0.0.0.0:8081")]
+    pub metrics_addr: SocketAddr,
+    /// Agents are reconciled again after this many seconds even without a change (repairs
+    /// drift in children the operator does not watch, such as the HPA).
+    #[arg(long, env = "SWITCHBOARD_RESYNC_SECONDS", default_value_t = 600)]
+    pub resync_seconds: u64,
+    /// How many Agents are reconciled at once.
+    #[arg(long, env = "SWITCHBOARD_CONCURRENCY", default_value_t = 16)]
+    pub concurrency: u16,
+}
+
+impl RunArgs {
+    /// Where the routing table goes: (namespace, name).
+    pub fn routes_location(&self) -> (String, String) {
+        let ns = self.routes_namespace.clone().unwrap_or_else(|| self.operator_namespace.clone());
+        (ns, self.routes_name.clone())
+    }
+}
