@@ -1,8 +1,13 @@
 //! Support for Switchboard's integration and end-to-end tests: a real Kubernetes control
-//! plane ([`cluster`]), per-test namespaces, and server-side apply of YAML files.
+//! plane ([`cluster`]), per-test namespaces, server-side apply of YAML files, the operator
+//! running in-process ([`operator`]), a stand-in for the kubelet ([`kubelet`]) and polling
+//! ([`wait`]).
 
 pub mod cluster;
+pub mod kubelet;
 pub mod manifests;
+pub mod operator;
+pub mod wait;
 
 use std::path::PathBuf;
 

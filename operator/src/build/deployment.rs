@@ -170,6 +170,7 @@ fn probe(path: &str, period_seconds: i32, failure_threshold: i32) -> Probe {
         period_seconds: Some(period_seconds),
         timeout_seconds: Some(2),
         failure_threshold: Some(failure_threshold),
+        success_threshold: Some(1),
         ..Default::default()
     }
 }

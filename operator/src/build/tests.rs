@@ -118,7 +118,7 @@ fn deployment_has_every_field() {
     });
     let probe = |path: &str, period: i32, failures: i32| {
         json!({"httpGet": {"path": path, "port": "http", "scheme": "HTTP"},
-               "periodSeconds": period, "timeoutSeconds": 2, "failureThreshold": failures})
+               "periodSeconds": period, "timeoutSeconds": 2, "failureThreshold": failures, "successThreshold": 1})
     };
     let expected = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",

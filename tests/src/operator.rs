@@ -1,0 +1,109 @@
+//! The Switchboard operator for tests: the real controller running in-process (the same
+//! `switchboard_operator::run::run` the binary calls), scoped to one test namespace, with
+//! its own Lease, routing table and metrics; and the built binary for CLI tests.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use switchboard_crds::routing::{DEFAULT_ROUTES_NAME, ROUTES_KEY, RoutingTable};
+use switchboard_operator::metrics::Metrics;
+use switchboard_operator::run::{RunError, run};
+use switchboard_operator::settings::{BuildSettings, RunArgs};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::TestNamespace;
+
+/// A controller running in this process.
+#[derive(Debug)]
+pub struct Operator {
+    /// Its identity in the Lease.
+    pub identity: String,
+    /// Its metrics (read them to count reconciles).
+    pub metrics: Metrics,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<Result<(), RunError>>>,
+}
+
+impl Operator {
+    /// Starts an operator that watches only `ns`, keeps its Lease and routing table there,
+    /// and serves metrics on an ephemeral port.
+    pub fn start(ns: &TestNamespace, identity: &str) -> anyhow::Result<Self> {
+        Self::start_with(ns, identity, BuildSettings::default())
+    }
+
+    /// [`Operator::start`] with other build settings.
+    pub fn start_with(ns: &TestNamespace, identity: &str, build: BuildSettings) -> anyhow::Result<Self> {
+        let args = args(&ns.name, identity, build);
+        let metrics = Metrics::new()?;
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(run(args, ns.client(), metrics.clone(), shutdown.clone()));
+        Ok(Self { identity: identity.to_owned(), metrics, shutdown, task: Some(task) })
+    }
+
+    /// Whether the operator task has ended.
+    pub fn is_finished(&self) -> bool {
+        self.task.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// Shuts the operator down gracefully and returns how `run` ended.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        let task = self.task.take().context("already stopped")?;
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .context("operator did not stop within 30 s")??
+            .map_err(anyhow::Error::from)
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// The `run` settings of a test operator for namespace `ns`.
+pub fn args(ns: &str, identity: &str, build: BuildSettings) -> RunArgs {
+    RunArgs {
+        build,
+        namespace: Some(ns.to_owned()),
+        operator_namespace: ns.to_owned(),
+        routes_name: DEFAULT_ROUTES_NAME.to_owned(),
+        routes_namespace: None,
+        lease_name: "switchboard-operator".to_owned(),
+        lease_seconds: 6,
+        identity: Some(identity.to_owned()),
+        metrics_addr: ([127, 0, 0, 1], 0).into(),
+        resync_seconds: 600,
+        concurrency: 16,
+    }
+}
+
+/// The routing table the operator published in `ns`, if any.
+pub async fn routing_table(ns: &TestNamespace) -> anyhow::Result<Option<RoutingTable>> {
+    let cms: Api<ConfigMap> = Api::namespaced(ns.client(), &ns.name);
+    let Some(cm) = cms.get_opt(DEFAULT_ROUTES_NAME).await? else { return Ok(None) };
+    let text = cm.data.unwrap_or_default().remove(ROUTES_KEY).context("routing ConfigMap without routes.json")?;
+    Ok(Some(RoutingTable::parse(&text)?))
+}
+
+/// The built `switchboard-operator` binary (built now if needed).
+pub fn operator_binary() -> anyhow::Result<PathBuf> {
+    let root = crate::repo_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = Command::new(cargo)
+        .current_dir(&root)
+        .args(["build", "--quiet", "-p", "switchboard-operator", "--bin", "switchboard-operator"])
+        .output()
+        .context("running cargo build")?;
+    if !out.status.success() {
+        bail!("building switchboard-operator failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+    Ok(target.join("debug/switchboard-operator"))
+}
