@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -20,7 +20,7 @@ pub use tool::{BuiltinKind, BuiltinTool, Consent, HttpTool, McpTool, ToolMemory,
 /// session gateway.
 // kube's printcolumn(...) arguments repeat `type_ = "string"`, which clippy mistakes for duplicates.
 #[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[kube(
     group = "switchboard.dev",
     version = "v1alpha1",
@@ -36,6 +36,7 @@ pub use tool::{BuiltinKind, BuiltinTool, Consent, HttpTool, McpTool, ToolMemory,
     printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoint", priority = 1),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
+#[x_kube(validation = Rule::new("!(has(self.replicas) && has(self.autoscaling))").message("set either replicas or autoscaling, not both"))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {
     /// How users talk with the agent: `voice` (speech to speech through Nova Sonic),
@@ -55,12 +56,14 @@ pub struct AgentSpec {
     /// Tools the model may call. A Workflow node may narrow them further.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 128))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub tools: Vec<ToolSpec>,
 
     /// Agents this one may transfer a session to. Each becomes a `transfer_to_<agent>`
     /// tool; the receiving agent gets a `return_to_<caller>` tool for the way back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["agent".into()]))]
     pub handoffs: Vec<HandoffTarget>,
 
     /// Fixed number of runtime pods. Leave unset when `autoscaling` is set. Default 1.
@@ -138,7 +141,8 @@ pub struct HandoffTarget {
 }
 
 /// HorizontalPodAutoscaler settings for an Agent's runtime pods.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[x_kube(validation = Rule::new("self.maxReplicas >= self.minReplicas").message("maxReplicas must be at least minReplicas"))]
 #[serde(rename_all = "camelCase")]
 pub struct Autoscaling {
     /// Fewest pods. Default 1.

@@ -1,6 +1,6 @@
 //! The `Workflow` resource: the conversation graph an agent follows.
 
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -11,7 +11,7 @@ use crate::common::ResourceStatus;
 /// prompt, tracks the current node per session and refuses transitions the graph lacks.
 // kube's printcolumn(...) arguments repeat `type_ = "string"`, which clippy mistakes for duplicates.
 #[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[kube(
     group = "switchboard.dev",
     version = "v1alpha1",
@@ -25,6 +25,7 @@ use crate::common::ResourceStatus;
     printcolumn(name = "Accepted", type_ = "string", json_path = ".status.conditions[?(@.type==\"Accepted\")].status"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
+#[x_kube(validation = Rule::new("self.nodes.exists(n, n.id == self.entry)").message("entry must be the id of one of the nodes"))]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowSpec {
     /// The id of the node every session starts in.
@@ -33,6 +34,7 @@ pub struct WorkflowSpec {
 
     /// The nodes of the graph. Ids are unique.
     #[schemars(length(min = 1, max = 256))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["id".into()]))]
     pub nodes: Vec<WorkflowNode>,
 
     /// The allowed transitions. An edge without `when` may be taken when the model decides
@@ -43,7 +45,11 @@ pub struct WorkflowSpec {
 }
 
 /// One step of the conversation.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[x_kube(
+    validation = Rule::new("self.kind == 'handoff' || !has(self.handoffTo)").message("only handoff nodes may set handoffTo"),
+    validation = Rule::new("self.kind != 'tool' || (has(self.tools) && size(self.tools) > 0)").message("a tool node must list the tools it may call")
+)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowNode {
     /// Unique id of the node: lowercase letters, digits and `_`, starting with a letter.
@@ -110,7 +116,8 @@ pub struct WorkflowEdge {
 }
 
 /// A condition on session state; every field that is set must hold.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[x_kube(validation = Rule::new("has(self.toolSucceeded) || has(self.toolFailed) || has(self.memorySet) || has(self.memoryEquals)").message("set at least one of toolSucceeded, toolFailed, memorySet, memoryEquals"))]
 #[serde(rename_all = "camelCase")]
 pub struct EdgeCondition {
     /// Holds once the named tool has returned a successful result in this session.

@@ -6,7 +6,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use switchboard_crds::{Agent, Catalog, Mode, Workflow};
 use switchboard_tests::cluster::{TestNamespace, cluster};
-use switchboard_tests::manifests::{FIELD_MANAGER, apply_path, install_crds};
+use switchboard_tests::manifests::{FIELD_MANAGER, apply_path, crds_for_test_server, install_crds};
 use switchboard_tests::repo_root;
 
 async fn namespace(prefix: &str) -> TestNamespace {
@@ -18,12 +18,13 @@ async fn namespace(prefix: &str) -> TestNamespace {
 #[tokio::test]
 async fn examples_apply_and_the_server_defaults_match_the_types() {
     let ns = namespace("examples").await;
-    let applied = apply_path(&ns.client(), &ns.name, &repo_root().join("examples")).await.expect("examples apply");
+    let applied =
+        apply_path(&ns.client(), &ns.name, &repo_root().join("examples/banking")).await.expect("examples apply");
     assert_eq!(applied.len(), 12, "4 agents x (Persona, Workflow, Agent)");
 
     // Read back through the typed API: what the server stored (with its schema defaults)
     // equals what the Rust types make of the same files.
-    let local = Catalog::load_paths(&[repo_root().join("examples")]).expect("examples load");
+    let local = Catalog::load_paths(&[repo_root().join("examples/banking")]).expect("examples load");
     let agents: Api<Agent> = Api::namespaced(ns.client(), &ns.name);
     for mine in local.agents() {
         let name = kube::ResourceExt::name_any(mine);
@@ -70,13 +71,35 @@ async fn objects_that_violate_the_schema_are_refused_with_a_clear_message() {
     let err = apply(bad_tool).await.expect_err("bad tool is refused").to_string();
     assert!(err.contains("spec.tools.name") || err.contains("spec.tools[0].name"), "{err}");
     assert!(err.contains("cacheTtlSeconds"), "{err}");
+
+    // Node ids, tool names and handoff targets are list-map keys: the server refuses duplicates.
+    let workflows: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(ns.client(), &ns.name, &kube::discovery::ApiResource::erase::<Workflow>(&()));
+    let dup: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "switchboard.dev/v1alpha1", "kind": "Workflow", "metadata": {"name": "dup"},
+        "spec": {"entry": "s", "nodes": [{"id": "s"}, {"id": "s", "kind": "end"}]}
+    }))
+    .expect("object");
+    let err = workflows
+        .patch("dup", &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&dup))
+        .await
+        .expect_err("duplicate node ids are refused")
+        .to_string();
+    assert!(err.contains("duplicate entries for key [id=\"s\"]"), "{err}");
 }
 
 #[tokio::test]
 async fn kubectl_applies_crds_then_examples_and_explains_fields() {
     let ns = namespace("kubectl").await;
-    let crds = repo_root().join("crds");
-    let (ok, out) = ns.kubectl(&["apply", "--server-side", "-f", &crds.to_string_lossy()]).expect("kubectl");
+    // crds/*.yaml less the CEL rules the 1.20 test server cannot store (see install_crds).
+    let crds = std::env::temp_dir().join(format!("switchboard-crds-{}", std::process::id()));
+    std::fs::create_dir_all(&crds).expect("temp dir");
+    for (file, crd) in crds_for_test_server().expect("crds") {
+        std::fs::write(crds.join(file), serde_yaml::to_string(&crd).expect("yaml")).expect("write");
+    }
+    let (ok, out) =
+        ns.kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &crds.to_string_lossy()]).expect("kubectl");
+    let _ = std::fs::remove_dir_all(&crds);
     assert!(ok, "{out}");
     let examples = repo_root().join("examples/banking");
     let (ok, out) = ns.kubectl(&["apply", "--server-side", "-f", &examples.to_string_lossy()]).expect("kubectl");

@@ -1,5 +1,6 @@
 //! Model settings of an Agent: which provider and models, and how they are called.
 
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -11,7 +12,8 @@ pub const DEFAULT_TEXT_MODEL: &str = "amazon.nova-lite-v1:0";
 pub const DEFAULT_REGION: &str = "us-east-1";
 
 /// Which models an Agent uses and how.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[x_kube(validation = Rule::new("self.provider != 'openai' || has(self.endpoint)").message("provider openai needs the server's base URL in endpoint"))]
 #[serde(rename_all = "camelCase")]
 pub struct ModelSettings {
     /// Who serves the text model: `bedrock` (the default) or `openai` for any

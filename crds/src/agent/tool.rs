@@ -2,11 +2,16 @@
 
 use std::collections::BTreeMap;
 
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A tool the model may call. Exactly one of `http`, `mcp` and `builtin` says how it runs.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[x_kube(
+    validation = Rule::new("[has(self.http), has(self.mcp), has(self.builtin)].filter(x, x).size() == 1").message("set exactly one of http, mcp and builtin"),
+    validation = Rule::new("!self.name.startsWith('transfer_to_') && !self.name.startsWith('return_to_')").message("names starting with transfer_to_ or return_to_ are reserved for handoffs")
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSpec {
     /// The name the model calls the tool by: letters, digits, `_` and `-`, at most 64.

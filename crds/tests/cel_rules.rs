@@ -1,0 +1,146 @@
+//! The CEL rules in the CRDs (enforced by API servers from 1.25 on) and the pure validator
+//! (which also covers servers that drop CEL, such as 1.20, and local mode) agree: every
+//! object one refuses, the other refuses too. The rules are evaluated client-side with
+//! kube's CEL interpreter.
+
+use proptest::prelude::*;
+use switchboard_crds::validate::{References, validate_agent, validate_workflow};
+use switchboard_crds::{Agent, Workflow};
+
+fn agent(spec: serde_json::Value) -> Agent {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "switchboard.dev/v1alpha1", "kind": "Agent", "metadata": {"name": "a"}, "spec": spec
+    }))
+    .expect("agent")
+}
+
+fn workflow(spec: serde_json::Value) -> Workflow {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "switchboard.dev/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"}, "spec": spec
+    }))
+    .expect("workflow")
+}
+
+/// The CEL verdict: `Ok` or the rule messages that failed.
+fn cel<K: kube::CustomResourceExt + serde::Serialize>(obj: &K) -> Result<(), String> {
+    kube::core::cel::validate_cel(obj).map_err(|e| e.to_string())
+}
+
+fn agent_problems(a: &Agent) -> Vec<String> {
+    let wf = workflow(serde_json::json!({"entry": "s", "nodes": [{"id": "s"}]}));
+    let persona =
+        serde_json::from_value(serde_json::json!({"displayName": "P", "systemPrompt": "x"})).expect("persona");
+    validate_agent(
+        "a",
+        "ns",
+        &a.spec,
+        References { persona: Some(&persona), workflow: Some(&wf.spec), agent_exists: &|_| true },
+    )
+    .into_iter()
+    .map(|p| p.message)
+    .collect()
+}
+
+fn tool(name: &str, http: bool, mcp: bool, builtin: bool) -> serde_json::Value {
+    let mut t = serde_json::json!({"name": name, "description": "d"});
+    if http {
+        t["http"] = serde_json::json!({"url": "http://x"});
+    }
+    if mcp {
+        t["mcp"] = serde_json::json!({"url": "http://y"});
+    }
+    if builtin {
+        t["builtin"] = serde_json::json!({"kind": "currentTime"});
+    }
+    t
+}
+
+#[test]
+fn each_agent_rule_fails_with_its_message() {
+    let base = serde_json::json!({"mode": "text", "personaRef": {"name": "p"}, "workflowRef": {"name": "w"}});
+    assert_eq!(cel(&agent(base.clone())), Ok(()));
+    let cases = [
+        (
+            serde_json::json!({"replicas": 1, "autoscaling": {"minReplicas": 1, "maxReplicas": 2}}),
+            "set either replicas or autoscaling, not both",
+        ),
+        (
+            serde_json::json!({"autoscaling": {"minReplicas": 3, "maxReplicas": 2}}),
+            "maxReplicas must be at least minReplicas",
+        ),
+        (
+            serde_json::json!({"model": {"provider": "openai"}}),
+            "provider openai needs the server's base URL in endpoint",
+        ),
+        (serde_json::json!({"tools": [tool("t", true, false, true)]}), "set exactly one of http, mcp and builtin"),
+        (serde_json::json!({"tools": [tool("t", false, false, false)]}), "set exactly one of http, mcp and builtin"),
+        (serde_json::json!({"tools": [tool("return_to_x", true, false, false)]}), "reserved for handoffs"),
+    ];
+    for (extra, message) in cases {
+        let mut spec = base.clone();
+        for (k, v) in extra.as_object().expect("object") {
+            spec[k] = v.clone();
+        }
+        let a = agent(spec);
+        let err = cel(&a).expect_err(message);
+        assert!(err.contains(message), "CEL said {err:?}, expected {message:?}");
+        assert!(!agent_problems(&a).is_empty(), "the validator accepts what CEL refuses: {message}");
+    }
+}
+
+#[test]
+fn each_workflow_rule_fails_with_its_message() {
+    let ok = serde_json::json!({"entry": "s", "nodes": [{"id": "s"}, {"id": "t", "kind": "tool", "tools": ["x"]}],
+        "edges": [{"from": "s", "to": "t", "when": {"memorySet": "k"}}]});
+    assert_eq!(cel(&workflow(ok)), Ok(()));
+    let cases = [
+        (serde_json::json!({"entry": "nope", "nodes": [{"id": "s"}]}), "entry must be the id of one of the nodes"),
+        (
+            serde_json::json!({"entry": "s", "nodes": [{"id": "s", "handoffTo": "x"}]}),
+            "only handoff nodes may set handoffTo",
+        ),
+        (
+            serde_json::json!({"entry": "s", "nodes": [{"id": "s", "kind": "tool"}]}),
+            "a tool node must list the tools it may call",
+        ),
+        (
+            serde_json::json!({"entry": "s", "nodes": [{"id": "s"}], "edges": [{"from": "s", "to": "s", "when": {}}]}),
+            "set at least one of",
+        ),
+    ];
+    for (spec, message) in cases {
+        let w = workflow(spec);
+        let err = cel(&w).expect_err(message);
+        assert!(err.contains(message), "CEL said {err:?}, expected {message:?}");
+        assert!(!validate_workflow(&w.spec).is_empty(), "the validator accepts what CEL refuses: {message}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    /// Over combinations of the fields the rules look at, CEL refuses exactly when the pure
+    /// validator does.
+    #[test]
+    fn cel_and_the_validator_agree_on_agents(
+        replicas in proptest::option::of(0i32..3),
+        autoscaling in proptest::option::of((1i32..4, 1i32..4)),
+        openai in any::<bool>(),
+        endpoint in any::<bool>(),
+        tools in proptest::collection::vec((prop::sample::select(vec!["lookup", "transfer_to_x", "return_to_y"]), any::<bool>(), any::<bool>(), any::<bool>()), 0..3),
+    ) {
+        let mut spec = serde_json::json!({"mode": "text", "personaRef": {"name": "p"}, "workflowRef": {"name": "w"}});
+        if let Some(r) = replicas { spec["replicas"] = r.into(); }
+        if let Some((min, max)) = autoscaling { spec["autoscaling"] = serde_json::json!({"minReplicas": min, "maxReplicas": max}); }
+        if openai { spec["model"] = serde_json::json!({"provider": "openai"}); }
+        if endpoint { spec["model"]["endpoint"] = "http://vllm:8000/v1".into(); }
+        // Distinct names: uniqueness is the list-map's job, not a CEL rule.
+        let tools: Vec<serde_json::Value> = tools.iter().enumerate()
+            .map(|(i, (name, h, m, b))| tool(&format!("{name}{i}"), *h, *m, *b)).collect();
+        spec["tools"] = tools.into();
+        let a = agent(spec);
+        let cel_ok = cel(&a).is_ok();
+        let problems = agent_problems(&a);
+        prop_assert_eq!(cel_ok, problems.is_empty(), "CEL: {:?}; validator: {:?}", cel(&a), problems);
+    }
+}
