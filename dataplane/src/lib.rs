@@ -1,6 +1,12 @@
-//! Switchboard's data plane: streaming model clients ([`model`]) and the local Bedrock
-//! Runtime simulator ([`sim`]). The agent core, runtime server, gateway and local mode
-//! are added beside them.
+//! Switchboard's data plane: the I/O-free agent core ([`core`]), the session protocol
+//! ([`protocol`]), streaming model clients ([`model`]), tool executors ([`tools`]), the
+//! runtime server and local mode ([`runtime`], [`local`]) and the local Bedrock Runtime
+//! simulator ([`sim`]).
 
+pub mod core;
+pub mod local;
 pub mod model;
+pub mod protocol;
+pub mod runtime;
 pub mod sim;
+pub mod tools;

@@ -1,6 +1,10 @@
 //! The command line: global options, the subcommands (one module each), logging setup
 //! and shutdown signals shared by the long-running subcommands.
 
+mod chat;
+mod demo_tools;
+mod local;
+mod runtime;
 mod sim;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +29,14 @@ pub struct Cli {
 pub enum Command {
     /// Run the local Bedrock Runtime simulator.
     Sim(sim::SimArgs),
+    /// Serve one agent (a RuntimeSpec) over the session protocol: what a runtime pod runs.
+    Runtime(runtime::RuntimeArgs),
+    /// Run every agent of a folder locally, against the simulator by default.
+    Local(local::LocalArgs),
+    /// Chat with an agent from the terminal.
+    Chat(chat::ChatArgs),
+    /// Serve the Example Bank demo tool server.
+    DemoTools(demo_tools::DemoToolsArgs),
 }
 
 impl Command {
@@ -32,6 +44,10 @@ impl Command {
     pub async fn run(self) -> anyhow::Result<()> {
         match self {
             Self::Sim(args) => sim::run(args).await,
+            Self::Runtime(args) => runtime::run(args).await,
+            Self::Local(args) => local::run(args).await,
+            Self::Chat(args) => chat::run(args).await,
+            Self::DemoTools(args) => demo_tools::run(args).await,
         }
     }
 }

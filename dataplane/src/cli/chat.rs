@@ -1,0 +1,109 @@
+//! `switchboard chat <url>`: a terminal chat client for the session protocol. Type a line
+//! to send it; streamed replies, tool and handoff events are printed as they arrive; a
+//! consent request is answered with `y` or `n`; `/quit` (or end of input) closes.
+
+use std::io::Write;
+
+use anyhow::Context;
+use clap::Args;
+use futures_util::{SinkExt, StreamExt};
+use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio_tungstenite::tungstenite::Message;
+
+/// Options of `switchboard chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The session endpoint, e.g. ws://127.0.0.1:8080/v1/session (add ?agent=<name>, or use --agent).
+    url: String,
+
+    /// The agent to talk to (sent in session_start).
+    #[arg(long)]
+    agent: Option<String>,
+}
+
+/// Chats until `/quit`, end of input, or the server closes.
+pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
+    let ChatArgs { url, agent } = args;
+    let (socket, _) =
+        tokio_tungstenite::connect_async(url.as_str()).await.with_context(|| format!("cannot connect to {url}"))?;
+    let (mut sink, mut stream) = socket.split();
+    let start = ClientMessage::SessionStart(SessionStart { agent, ..SessionStart::default() });
+    sink.send(Message::text(serde_json::to_string(&start)?)).await?;
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut pending_consent: Option<String> = None;
+    loop {
+        tokio::select! {
+            frame = stream.next() => match frame {
+                Some(Ok(Message::Text(text))) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
+                    Ok(message) => {
+                        if let ServerMessage::ConsentRequest { tool_use_id, .. } = &message {
+                            pending_consent = Some(tool_use_id.clone());
+                        }
+                        print_message(&message);
+                    }
+                    Err(_) => println!("[server] {text}"),
+                },
+                Some(Ok(Message::Close(frame))) => {
+                    if let Some(frame) = frame { println!("[closed {}: {}]", u16::from(frame.code), frame.reason); }
+                    return Ok(());
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => anyhow::bail!("connection failed: {e}"),
+                None => return Ok(()),
+            },
+            line = lines.next_line() => {
+                let Some(line) = line? else {
+                    sink.send(Message::text(serde_json::to_string(&ClientMessage::Close {})?)).await?;
+                    return Ok(());
+                };
+                let line = line.trim().to_owned();
+                if line.is_empty() { continue; }
+                let message = if line == "/quit" {
+                    ClientMessage::Close {}
+                } else if let Some(id) = pending_consent.take() {
+                    let approved = matches!(line.to_lowercase().as_str(), "y" | "yes");
+                    ClientMessage::ToolConsent { tool_use_id: id, approved }
+                } else {
+                    ClientMessage::BidiTextInput { text: line }
+                };
+                sink.send(Message::text(serde_json::to_string(&message)?)).await?;
+            }
+        }
+    }
+}
+
+fn print_message(message: &ServerMessage) {
+    let mut out = std::io::stdout();
+    match message {
+        ServerMessage::BidiConnectionStart { agent, session_id, .. } => {
+            println!("[connected to {agent}, session {session_id}]")
+        }
+        ServerMessage::BidiTranscriptStream { role: TranscriptRole::Assistant, text, delta: true, .. } => {
+            let _ = write!(out, "{text}");
+            let _ = out.flush();
+        }
+        ServerMessage::BidiTranscriptStream { role: TranscriptRole::Assistant, text, is_final: true, .. } => {
+            println!("\r\x1b[2K< {text}");
+        }
+        ServerMessage::BidiTranscriptStream { .. } | ServerMessage::BidiResponseStart { .. } => {}
+        ServerMessage::BidiResponseComplete { .. } => {}
+        ServerMessage::BidiUsage { input_tokens, output_tokens, .. } => {
+            println!("  [tokens: {input_tokens} in, {output_tokens} out]")
+        }
+        ServerMessage::ToolStart { name, input, .. } => println!("  [tool {name} {input}]"),
+        ServerMessage::ToolProgress { name, message, .. } => println!("  [tool {name}: {message}]"),
+        ServerMessage::ToolComplete { name, result, cached, .. } => {
+            println!("  [tool {name} -> {result}{}]", if *cached { " (cached)" } else { "" });
+        }
+        ServerMessage::ToolError { name, kind, message, .. } => println!("  [tool {name} failed ({kind}): {message}]"),
+        ServerMessage::ConsentRequest { name, description, input, .. } => {
+            println!("  [consent] {name}: {description}\n  input: {input}\n  Allow it? (y/n)");
+        }
+        ServerMessage::Handoff { from, to, kind, .. } => println!("  [handoff {kind:?}: {from} -> {to}]"),
+        ServerMessage::MemoryUpdate { key, value } => println!("  [memory {key} = {value}]"),
+        ServerMessage::WorkflowTransition { from, to, by } => println!("  [step {from} -> {to} ({by})]"),
+        ServerMessage::BidiError { message, code, .. } => println!("  [error {code}: {message}]"),
+        ServerMessage::BidiConnectionClose { reason } => println!("[session closed: {reason}]"),
+    }
+}

@@ -1,0 +1,70 @@
+//! `switchboard local <dir>`: runs every agent of a folder on this machine (see
+//! [`switchboard_dataplane::local`]).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::Args;
+use switchboard_dataplane::local::{self, LocalOptions};
+use switchboard_dataplane::runtime::ServerConfig;
+
+/// Options of `switchboard local`.
+#[derive(Debug, Args)]
+pub struct LocalArgs {
+    /// Folder of Agent, Persona and Workflow YAML (and an optional local.yaml).
+    dir: PathBuf,
+
+    /// Port to serve ws://127.0.0.1:<port>/v1/session?agent=<name> on.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_PORT", default_value_t = 8080)]
+    port: u16,
+
+    /// Address to bind (127.0.0.1 keeps it on this machine).
+    #[arg(long, env = "SWITCHBOARD_LOCAL_HOST", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    host: IpAddr,
+
+    /// Use real Amazon Bedrock (default AWS credential chain) instead of the simulator.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_BEDROCK")]
+    bedrock: bool,
+
+    /// Simulator script (YAML). Default: the bundled Example Bank script.
+    #[arg(long, env = "SWITCHBOARD_SIM_SCRIPT")]
+    sim_script: Option<PathBuf>,
+
+    /// Directory for JSONL transcripts.
+    #[arg(long, env = "SWITCHBOARD_TRANSCRIPTS_DIR")]
+    transcripts_dir: Option<PathBuf>,
+}
+
+/// Runs until Ctrl-C.
+pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
+    let LocalArgs { dir, port, host, bedrock, sim_script, transcripts_dir } = args;
+    let options = LocalOptions {
+        listen: SocketAddr::new(host, port),
+        bedrock,
+        sim_script,
+        transcripts: transcripts_dir,
+        server: ServerConfig { drain_timeout: std::time::Duration::from_secs(5), ..ServerConfig::default() },
+    };
+    let local = local::start(&dir, options).await?;
+    let addr = local.server.local_addr()?;
+    match &local.sim {
+        Some(sim) => println!("Bedrock simulator on {}", sim.endpoint_url()),
+        None => println!("Using Amazon Bedrock with the default AWS credential chain"),
+    }
+    for (host, tools) in &local.demo_tools {
+        println!("Demo tool server for host {host} on http://{}", tools.addr);
+    }
+    for agent in &local.agents {
+        let marker = if Some(agent) == local.default_agent.as_ref() { " (default)" } else { "" };
+        println!("Agent {agent}{marker}: ws://{addr}/v1/session?agent={agent}");
+    }
+    println!("Chat with: switchboard chat ws://{addr}/v1/session");
+    local
+        .server
+        .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })
+        .await?;
+    if let Some(sim) = local.sim {
+        sim.shutdown().await;
+    }
+    Ok(())
+}

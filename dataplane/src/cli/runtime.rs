@@ -1,0 +1,108 @@
+//! `switchboard runtime`: serves one agent (a RuntimeSpec file) over the session protocol
+//! — the process a runtime pod runs. The flags, environment variables, port and paths are
+//! a contract with the operator.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use switchboard_dataplane::model::RetryPolicy;
+use switchboard_dataplane::model::bedrock::BedrockConfig;
+use switchboard_dataplane::runtime::transcript::TranscriptSink;
+use switchboard_dataplane::runtime::{self, AppState, Directory, Metrics, Server, ServerConfig, Shared};
+use switchboard_dataplane::tools::Executor;
+
+/// Options of `switchboard runtime`.
+#[derive(Debug, Args)]
+pub struct RuntimeArgs {
+    /// The RuntimeSpec (JSON or YAML) of the agent to serve.
+    #[arg(long, env = "SWITCHBOARD_RUNTIME_SPEC", default_value = "/etc/switchboard/runtime.json")]
+    spec: PathBuf,
+
+    /// `voice`, `text` or `hybrid`. This runtime serves text sessions in every mode (audio
+    /// input is refused with a `bidi_error` until the Nova Sonic adapter lands); when
+    /// given, it must match the spec's mode.
+    #[arg(long, env = "MODE")]
+    mode: Option<String>,
+
+    /// Address to serve `/v1/session`, `/healthz`, `/readyz` and `/metrics` on.
+    #[arg(long, env = "SWITCHBOARD_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: SocketAddr,
+
+    /// Largest client message in bytes; larger ones close the session with 1009.
+    #[arg(long, env = "SWITCHBOARD_MAX_MESSAGE_BYTES", default_value_t = 65536)]
+    max_message_bytes: usize,
+
+    /// Client messages per second a session may send on average (burst: twice this).
+    /// Faster clients are closed with 1008.
+    #[arg(long, env = "SWITCHBOARD_RATE_PER_SECOND", default_value_t = 20)]
+    rate_per_second: u32,
+
+    /// Directory for JSONL transcripts, one file per session; none are written when unset.
+    #[arg(long, env = "SWITCHBOARD_TRANSCRIPTS_DIR")]
+    transcripts_dir: Option<PathBuf>,
+
+    /// A PEM CA certificate to trust for the Bedrock endpoint (e.g. the simulator's).
+    #[arg(long, env = "SWITCHBOARD_BEDROCK_CA_FILE")]
+    bedrock_ca_file: Option<PathBuf>,
+
+    /// Bedrock endpoint URL override (else the spec's `model.endpoint`, else the region's).
+    #[arg(long, env = "SWITCHBOARD_BEDROCK_ENDPOINT")]
+    bedrock_endpoint: Option<String>,
+}
+
+/// Serves until SIGTERM/SIGINT, then drains for the spec's `sessions.drainTimeoutSeconds`.
+pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
+    let RuntimeArgs {
+        spec,
+        mode,
+        listen,
+        max_message_bytes,
+        rate_per_second,
+        transcripts_dir,
+        bedrock_ca_file,
+        bedrock_endpoint,
+    } = args;
+    let spec = runtime::load_spec(&spec)?;
+    if let Some(mode) = mode
+        && mode != spec.mode.as_str()
+    {
+        anyhow::bail!(
+            "MODE={mode} but the runtime spec says mode {}; the operator sets both from the Agent",
+            spec.mode
+        );
+    }
+    let mut bedrock = BedrockConfig::new(spec.model.region.clone());
+    bedrock.endpoint_url = bedrock_endpoint;
+    bedrock.ca_cert_file = bedrock_ca_file;
+    let model = runtime::build_model(&spec, &bedrock).await?;
+    let config = ServerConfig {
+        max_message_bytes,
+        rate_per_second,
+        rate_burst: rate_per_second.saturating_mul(2),
+        max_sessions: spec.sessions.max_concurrent as usize,
+        drain_timeout: Duration::from_secs(u64::from(spec.sessions.drain_timeout_seconds)),
+        idle_timeout: Duration::from_secs(u64::from(spec.sessions.idle_timeout_seconds)),
+    };
+    let name = spec.agent.name.clone();
+    let agent = runtime::agent_runtime(spec, model, Arc::new(Executor::default()))?;
+    let directory = Directory {
+        agents: [(name.clone(), agent)].into_iter().collect(),
+        default_agent: Some(name.clone()),
+        allow_unexposed: true,
+        in_process_handoffs: false,
+    };
+    let shared = Shared {
+        metrics: Metrics::new()?,
+        transcripts: transcripts_dir.map(TranscriptSink::start),
+        retry: RetryPolicy::default(),
+    };
+    let server = Server::bind(listen, AppState::new(directory, config, shared)).await?;
+    tracing::info!(agent = %name, addr = %server.local_addr()?, "runtime serving /v1/session");
+    server
+        .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })
+        .await?;
+    Ok(())
+}

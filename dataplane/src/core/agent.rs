@@ -1,0 +1,282 @@
+//! One agent, prepared for running sessions: its RuntimeSpec checked for what the core
+//! needs (missing configuration is an error here, never a crash later), tool input
+//! schemas compiled, and the tools offered at each workflow position worked out.
+
+use std::collections::HashMap;
+
+use switchboard_crds::RuntimeSpec;
+use switchboard_crds::agent::ToolSpec;
+use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, return_tool_name};
+use switchboard_crds::workflow::NodeKind;
+
+use super::workflow::{WorkflowState, reachable};
+use crate::model::ToolDefinition;
+
+/// The name of the tool that moves the workflow to another step.
+pub const GOTO_TOOL: &str = "workflow_goto";
+
+/// A RuntimeSpec the core cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The workflow's entry node does not exist.
+    #[error("agent {agent}: workflow entry node {entry:?} does not exist; add it to the workflow's nodes")]
+    MissingEntry {
+        /// The agent.
+        agent: String,
+        /// The entry id.
+        entry: String,
+    },
+    /// A workflow node names a tool the agent does not define.
+    #[error(
+        "agent {agent}: workflow node {node:?} allows tool {tool:?}, which the agent does not define; add it to spec.tools"
+    )]
+    UnknownNodeTool {
+        /// The agent.
+        agent: String,
+        /// The node.
+        node: String,
+        /// The tool.
+        tool: String,
+    },
+    /// A handoff node targets an agent that is not among the agent's handoffs.
+    #[error(
+        "agent {agent}: handoff node {node:?} transfers to {target:?}, which is not in spec.handoffs; add it there"
+    )]
+    UnknownHandoffTarget {
+        /// The agent.
+        agent: String,
+        /// The node.
+        node: String,
+        /// The target.
+        target: String,
+    },
+    /// An edge refers to a node that does not exist.
+    #[error("agent {agent}: workflow edge {from:?} -> {to:?} refers to a node that does not exist")]
+    DanglingEdge {
+        /// The agent.
+        agent: String,
+        /// The edge's start.
+        from: String,
+        /// The edge's end.
+        to: String,
+    },
+    /// A tool has no way to run, or more than one.
+    #[error("agent {agent}: tool {tool:?} must set exactly one of http, mcp or builtin")]
+    ToolTarget {
+        /// The agent.
+        agent: String,
+        /// The tool.
+        tool: String,
+    },
+    /// A tool's input schema cannot be compiled.
+    #[error("agent {agent}: tool {tool:?} has an unusable inputSchema: {message}")]
+    ToolSchema {
+        /// The agent.
+        agent: String,
+        /// The tool.
+        tool: String,
+        /// Why.
+        message: String,
+    },
+    /// A tool name collides with a reserved name.
+    #[error("agent {agent}: tool name {tool:?} is reserved (transfer_to_*, return_to_*, workflow_goto); rename it")]
+    ReservedName {
+        /// The agent.
+        agent: String,
+        /// The tool.
+        tool: String,
+    },
+}
+
+/// An agent ready to run sessions. Shared by all its sessions (`Arc<AgentCore>`).
+#[derive(Debug)]
+pub struct AgentCore {
+    spec: RuntimeSpec,
+    validators: HashMap<String, jsonschema::Validator>,
+}
+
+impl AgentCore {
+    /// Checks `spec` and compiles its tool schemas.
+    pub fn new(spec: RuntimeSpec) -> Result<Self, ConfigError> {
+        let agent = spec.agent.name.clone();
+        let workflow = &spec.workflow.spec;
+        if workflow.node(&workflow.entry).is_none() {
+            return Err(ConfigError::MissingEntry { agent, entry: workflow.entry.clone() });
+        }
+        for edge in &workflow.edges {
+            if workflow.node(&edge.from).is_none() || workflow.node(&edge.to).is_none() {
+                return Err(ConfigError::DanglingEdge { agent, from: edge.from.clone(), to: edge.to.clone() });
+            }
+        }
+        let mut validators = HashMap::new();
+        for tool in &spec.tools {
+            let name = tool.name.clone();
+            if name.starts_with(TRANSFER_PREFIX) || name.starts_with(RETURN_PREFIX) || name == GOTO_TOOL {
+                return Err(ConfigError::ReservedName { agent, tool: name });
+            }
+            if tool.target().is_none() {
+                return Err(ConfigError::ToolTarget { agent, tool: name });
+            }
+            let validator = jsonschema::validator_for(&tool.input_schema).map_err(|e| ConfigError::ToolSchema {
+                agent: agent.clone(),
+                tool: name.clone(),
+                message: e.to_string(),
+            })?;
+            validators.insert(name, validator);
+        }
+        for node in &workflow.nodes {
+            if let Some(tool) = node.tools.iter().find(|t| !validators.contains_key(t.as_str())) {
+                return Err(ConfigError::UnknownNodeTool { agent, node: node.id.clone(), tool: tool.clone() });
+            }
+            if let Some(target) = &node.handoff_to
+                && !spec.handoffs.iter().any(|h| &h.agent == target)
+            {
+                return Err(ConfigError::UnknownHandoffTarget { agent, node: node.id.clone(), target: target.clone() });
+            }
+        }
+        Ok(Self { spec, validators })
+    }
+
+    /// The resolved spec.
+    pub fn spec(&self) -> &RuntimeSpec {
+        &self.spec
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.spec.agent.name
+    }
+
+    /// The agent's tool called `name`.
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.spec.tools.iter().find(|t| t.name == name)
+    }
+
+    /// Checks `input` against tool `name`'s schema; the errors are for the model to read.
+    pub fn validate_input(&self, name: &str, input: &serde_json::Value) -> Result<(), String> {
+        let Some(validator) = self.validators.get(name) else { return Ok(()) };
+        let errors: Vec<String> = validator
+            .iter_errors(input)
+            .take(5)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() { e.to_string() } else { format!("at {path}: {e}") }
+            })
+            .collect();
+        if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+    }
+
+    /// Whether tool `name` may run at `node`.
+    pub fn tool_allowed_at(&self, node: &str, name: &str) -> bool {
+        self.spec.workflow.spec.node(node).is_some_and(|n| n.tools.iter().any(|t| t == name))
+    }
+
+    /// Whether `node` is where a transfer to `target` happens.
+    pub fn is_transfer_node(&self, node: &str, target: &str) -> bool {
+        self.spec
+            .workflow
+            .spec
+            .node(node)
+            .is_some_and(|n| n.kind == NodeKind::Handoff && n.handoff_to.as_deref() == Some(target))
+    }
+
+    /// Whether `node` is where the session returns to its caller.
+    pub fn is_return_node(&self, node: &str) -> bool {
+        self.spec.workflow.spec.node(node).is_some_and(|n| n.kind == NodeKind::Handoff && n.handoff_to.is_none())
+    }
+
+    /// Whether the workflow has a handoff node for `target` (else transfers to it are
+    /// allowed from anywhere).
+    pub fn governs_transfer(&self, target: &str) -> bool {
+        self.spec.workflow.spec.nodes.iter().any(|n| n.handoff_to.as_deref() == Some(target))
+    }
+
+    /// Whether the workflow has a return node (else returns are allowed from anywhere).
+    pub fn governs_return(&self) -> bool {
+        self.spec.workflow.spec.nodes.iter().any(|n| n.kind == NodeKind::Handoff && n.handoff_to.is_none())
+    }
+
+    /// The tools offered to the model at `state`: those of the current node and of the
+    /// nodes the model can move to without a condition, the transfers and return reachable
+    /// that way, and `workflow_goto` when the current node has a choosable move.
+    pub fn offered_tools(&self, state: &WorkflowState, return_to: Option<&str>) -> Vec<ToolDefinition> {
+        let workflow = &self.spec.workflow.spec;
+        let nodes = reachable(workflow, state.node());
+        let mut offered: Vec<ToolDefinition> = self
+            .spec
+            .tools
+            .iter()
+            .filter(|t| nodes.iter().any(|n| self.tool_allowed_at(n, &t.name)))
+            .map(ToolDefinition::from)
+            .collect();
+        for handoff in &self.spec.handoffs {
+            if !self.governs_transfer(&handoff.agent) || nodes.iter().any(|n| self.is_transfer_node(n, &handoff.agent))
+            {
+                offered.push(handoff_tool(&handoff.tool, &handoff.description, false));
+            }
+        }
+        if let Some(caller) = return_to
+            && (!self.governs_return() || nodes.iter().any(|n| self.is_return_node(n)))
+        {
+            let description =
+                format!("Return the customer to the {caller} agent when your part is done or cannot be done.");
+            offered.push(handoff_tool(&return_tool_name(caller), &description, true));
+        }
+        if workflow.edges.iter().any(|e| e.from == state.node() && e.when.is_none()) {
+            offered.push(goto_tool());
+        }
+        offered
+    }
+}
+
+impl AgentCore {
+    /// A definition for a tool the conversation already used: Bedrock refuses requests
+    /// whose history holds tool blocks but that offer no tools, so when nothing is offered
+    /// at a step these are sent (calling them is still refused by the workflow).
+    pub fn definition_of(&self, name: &str) -> ToolDefinition {
+        if let Some(tool) = self.tool(name) {
+            return ToolDefinition::from(tool);
+        }
+        if name == GOTO_TOOL {
+            return goto_tool();
+        }
+        let is_return = name.starts_with(RETURN_PREFIX);
+        handoff_tool(name, "Not available at this step.", is_return)
+    }
+}
+
+fn handoff_tool(name: &str, description: &str, is_return: bool) -> ToolDefinition {
+    let input_schema = if is_return {
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "status": { "type": "string", "enum": ["completed", "failed", "cancelled"], "description": "How your part ended." },
+                "summary": { "type": "string", "description": "What was done, for the next agent." }
+            },
+            "required": ["summary"]
+        })
+    } else {
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "reason": { "type": "string", "description": "Why the customer is transferred." },
+                "intent": { "type": "string", "description": "What the customer wants, in a few words." }
+            },
+            "required": ["reason"]
+        })
+    };
+    ToolDefinition { name: name.to_owned(), description: description.to_owned(), input_schema }
+}
+
+fn goto_tool() -> ToolDefinition {
+    ToolDefinition {
+        name: GOTO_TOOL.to_owned(),
+        description: "Move the conversation to another workflow step that can be reached from the current one."
+            .to_owned(),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": { "step": { "type": "string", "description": "The id of the step to move to." } },
+            "required": ["step"]
+        }),
+    }
+}

@@ -1,0 +1,317 @@
+//! The tool pipeline inside a session: for each tool call of a model reply — handoff or
+//! workflow move, or one of the agent's tools: allowed here (policy, moving along the
+//! workflow when the tool belongs to a reachable step) -> input valid against the schema ->
+//! consent (a `consent: required` tool waits for the user's approval) -> cached result or
+//! execution -> truncation -> memory (`remember`) -> result to the model. Every failure
+//! becomes an error result; the session goes on.
+
+use std::time::{Duration, Instant};
+
+use switchboard_crds::agent::{BuiltinKind, Consent};
+use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX};
+
+use super::agent::GOTO_TOOL;
+use super::handoff::HandoffKind;
+use super::session::{Effect, Phase, Session};
+use super::tools::{self, FailureKind, ToolFailure};
+use crate::model::{ToolResult, ToolResultStatus, ToolUse};
+use crate::protocol::ServerMessage;
+
+/// One tool call of the current round.
+#[derive(Clone, Debug)]
+pub(super) struct Call {
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) input: serde_json::Value,
+    pub(super) awaiting_consent: bool,
+    pub(super) running: bool,
+    pub(super) result: Option<ToolResult>,
+}
+
+enum Step {
+    Done(Result<serde_json::Value, ToolFailure>),
+    AskConsent,
+    Execute,
+}
+
+impl Session {
+    pub(super) fn start_calls(&mut self, uses: Vec<ToolUse>, now: Instant) -> Vec<Effect> {
+        self.calls = uses
+            .into_iter()
+            .map(|u| Call {
+                id: u.id,
+                name: u.name,
+                input: u.input,
+                awaiting_consent: false,
+                running: false,
+                result: None,
+            })
+            .collect();
+        let mut effects = Vec::new();
+        for index in 0..self.calls.len() {
+            let (id, name, input) = {
+                let call = &self.calls[index];
+                (call.id.clone(), call.name.clone(), call.input.clone())
+            };
+            effects.push(Effect::Send(ServerMessage::ToolStart {
+                tool_use_id: id.clone(),
+                name: name.clone(),
+                input: input.clone(),
+            }));
+            effects.push(self.transcript("tool_call", serde_json::json!({ "id": id, "name": name, "input": input })));
+            let step = self.plan_call(&name, &input, now, &mut effects);
+            match step {
+                Step::Done(outcome) => effects.extend(self.finish_call(index, outcome, now)),
+                Step::AskConsent => {
+                    self.calls[index].awaiting_consent = true;
+                    let description = self.core.tool(&name).map(|t| t.description.clone()).unwrap_or_default();
+                    effects.push(Effect::Send(ServerMessage::ConsentRequest {
+                        tool_use_id: id,
+                        name,
+                        description,
+                        input,
+                    }));
+                }
+                Step::Execute => {
+                    self.calls[index].running = true;
+                    effects.push(Effect::ExecuteTool { tool_use_id: id, tool: name, input });
+                }
+            }
+        }
+        effects.extend(self.maybe_done());
+        effects
+    }
+
+    fn plan_call(&mut self, name: &str, input: &serde_json::Value, now: Instant, effects: &mut Vec<Effect>) -> Step {
+        if let Some(target) = name.strip_prefix(TRANSFER_PREFIX) {
+            return Step::Done(self.plan_handoff(target, HandoffKind::Transfer, input, effects));
+        }
+        if let Some(target) = name.strip_prefix(RETURN_PREFIX) {
+            return Step::Done(self.plan_handoff(target, HandoffKind::Return, input, effects));
+        }
+        if name == GOTO_TOOL {
+            let step = input.get("step").and_then(serde_json::Value::as_str).unwrap_or_default().to_owned();
+            let workflow = self.core.spec().workflow.spec.clone();
+            return Step::Done(match self.workflow.goto(&workflow, &step) {
+                Ok(transitions) => {
+                    for t in &transitions {
+                        effects.extend(self.transition_effects(t));
+                    }
+                    Ok(serde_json::json!({ "step": self.workflow.node() }))
+                }
+                Err(e) => Err(ToolFailure::new(FailureKind::NotAllowed, e.to_string())),
+            });
+        }
+        let Some(tool) = self.core.tool(name).cloned() else {
+            return Step::Done(Err(ToolFailure::new(
+                FailureKind::UnknownTool,
+                format!("there is no tool called {name:?}"),
+            )));
+        };
+        let core = self.core.clone();
+        let Some(path) = self.workflow.path_to(&core.spec().workflow.spec, |n| core.tool_allowed_at(n, name)) else {
+            let message = format!(
+                "tool {name:?} is not available at workflow step {:?}; use the tools of the current step",
+                self.workflow.node()
+            );
+            return Step::Done(Err(ToolFailure::new(FailureKind::NotAllowed, message)));
+        };
+        if let Err(message) = self.core.validate_input(name, input) {
+            return Step::Done(Err(ToolFailure::new(
+                FailureKind::InvalidInput,
+                format!("the input does not match the schema: {message}"),
+            )));
+        }
+        if !path.is_empty() {
+            let workflow = self.core.spec().workflow.spec.clone();
+            if let Some(target) = path.last()
+                && let Ok(transitions) = self.workflow.goto(&workflow, target)
+            {
+                for t in &transitions {
+                    effects.extend(self.transition_effects(t));
+                }
+            }
+        }
+        if let Some(builtin) = &tool.builtin
+            && builtin.kind == BuiltinKind::EndSession
+        {
+            self.end_after_turn = true;
+            return Step::Done(Ok(serde_json::json!({ "ending": true })));
+        }
+        let ttl = Duration::from_secs(u64::from(tool.cache_ttl_seconds));
+        if tool.cache_ttl_seconds > 0
+            && let Some(hit) = self.cache.get(name, input, ttl, now)
+        {
+            return Step::Done(Ok(hit.clone()));
+        }
+        if tool.consent == Consent::Required { Step::AskConsent } else { Step::Execute }
+    }
+
+    fn plan_handoff(
+        &mut self,
+        target: &str,
+        kind: HandoffKind,
+        input: &serde_json::Value,
+        effects: &mut Vec<Effect>,
+    ) -> Result<serde_json::Value, ToolFailure> {
+        let refuse = |message: String| Err(ToolFailure::new(FailureKind::NotAllowed, message));
+        if self.pending_handoff.is_some() {
+            return refuse("a handoff is already under way in this reply".into());
+        }
+        let core = self.core.clone();
+        let workflow = &core.spec().workflow.spec;
+        let path = match kind {
+            HandoffKind::Transfer => {
+                if !core.spec().handoffs.iter().any(|h| h.agent == target) {
+                    return refuse(format!("this agent cannot transfer to {target:?}"));
+                }
+                if core.governs_transfer(target) {
+                    self.workflow.path_to(workflow, |n| core.is_transfer_node(n, target))
+                } else {
+                    Some(Vec::new())
+                }
+            }
+            HandoffKind::Return => {
+                if self.return_to.as_deref() != Some(target) {
+                    return refuse(format!(
+                        "this session was not handed over by {target:?}, so it cannot return there"
+                    ));
+                }
+                if core.governs_return() {
+                    self.workflow.path_to(workflow, |n| core.is_return_node(n))
+                } else {
+                    Some(Vec::new())
+                }
+            }
+        };
+        let Some(path) = path else {
+            return refuse(format!(
+                "the workflow does not allow this handoff from step {:?} yet; finish the current step first",
+                self.workflow.node()
+            ));
+        };
+        if let Some(node) = path.last()
+            && let Ok(transitions) = self.workflow.goto(workflow, node)
+        {
+            for t in &transitions {
+                effects.extend(self.transition_effects(t));
+            }
+        }
+        let request = self.handoff_request(target, kind, input);
+        self.pending_handoff = Some(request);
+        Ok(serde_json::json!({ "status": "transferring", "to": target }))
+    }
+
+    /// Records a call's outcome: cache, truncation, memory, workflow facts, events.
+    fn finish_call(
+        &mut self,
+        index: usize,
+        outcome: Result<serde_json::Value, ToolFailure>,
+        now: Instant,
+    ) -> Vec<Effect> {
+        let Some(call) = self.calls.get(index).cloned() else { return Vec::new() };
+        let tool = self.core.tool(&call.name).cloned();
+        let mut effects = Vec::new();
+        let (content, status) = match outcome {
+            Ok(value) => {
+                let mut cached = false;
+                let mut value = value;
+                if let Some(tool) = &tool {
+                    let ttl = Duration::from_secs(u64::from(tool.cache_ttl_seconds));
+                    cached = !call.running && tool.cache_ttl_seconds > 0 && tool.builtin.is_none();
+                    if tool.cache_ttl_seconds > 0 && call.running {
+                        self.cache.put(&call.name, &call.input, value.clone(), ttl, now);
+                    }
+                    if let Some(rule) = &tool.remember
+                        && let Some(remembered) = tools::remembered(rule, &value)
+                        && self.memory.set(&rule.key, remembered.clone())
+                    {
+                        self.invalidate_prompt();
+                        effects.push(Effect::Send(ServerMessage::MemoryUpdate {
+                            key: rule.key.clone(),
+                            value: remembered.clone(),
+                        }));
+                        effects.push(
+                            self.transcript("memory", serde_json::json!({ "key": rule.key, "value": remembered })),
+                        );
+                    }
+                    self.workflow.record_tool(&call.name, true);
+                    value = tools::truncate(value, tool.max_output_bytes as usize).0;
+                }
+                effects.push(Effect::Send(ServerMessage::ToolComplete {
+                    tool_use_id: call.id.clone(),
+                    name: call.name.clone(),
+                    result: value.clone(),
+                    cached,
+                }));
+                (value, ToolResultStatus::Success)
+            }
+            Err(failure) => {
+                if tool.is_some() {
+                    self.workflow.record_tool(&call.name, false);
+                }
+                effects.push(Effect::Send(ServerMessage::ToolError {
+                    tool_use_id: call.id.clone(),
+                    name: call.name.clone(),
+                    kind: failure.kind.as_str().to_owned(),
+                    message: failure.message.clone(),
+                }));
+                (failure.to_content(), ToolResultStatus::Error)
+            }
+        };
+        effects.push(
+            self.transcript("tool_result", serde_json::json!({ "id": call.id, "status": status, "content": content })),
+        );
+        self.set_result(index, ToolResult { tool_use_id: call.id, content, status });
+        if let Some(call) = self.calls.get_mut(index) {
+            call.running = false;
+            call.awaiting_consent = false;
+        }
+        effects
+    }
+
+    pub(super) fn tool_finished(
+        &mut self,
+        id: &str,
+        outcome: Result<serde_json::Value, ToolFailure>,
+        now: Instant,
+    ) -> Vec<Effect> {
+        let Some(index) = self.calls.iter().position(|c| c.id == id && c.running && c.result.is_none()) else {
+            return Vec::new();
+        };
+        let mut effects = self.finish_call(index, outcome, now);
+        effects.extend(self.maybe_done());
+        effects
+    }
+
+    pub(super) fn consent(&mut self, id: &str, approved: bool, now: Instant) -> Vec<Effect> {
+        let Some(index) = self.calls.iter().position(|c| c.id == id && c.awaiting_consent) else {
+            return vec![Effect::Send(ServerMessage::error(
+                "no_consent_pending",
+                format!("no tool is waiting for consent with tool_use_id {id:?}"),
+                true,
+            ))];
+        };
+        self.calls[index].awaiting_consent = false;
+        if approved {
+            self.calls[index].running = true;
+            let call = &self.calls[index];
+            return vec![Effect::ExecuteTool {
+                tool_use_id: call.id.clone(),
+                tool: call.name.clone(),
+                input: call.input.clone(),
+            }];
+        }
+        let failure = ToolFailure::new(FailureKind::ConsentDeclined, "the user did not allow this tool to run");
+        let mut effects = self.finish_call(index, Err(failure), now);
+        effects.extend(self.maybe_done());
+        effects
+    }
+
+    fn maybe_done(&mut self) -> Vec<Effect> {
+        if self.phase == Phase::Tools && self.calls.iter().all(|c| c.result.is_some()) {
+            return self.tools_done();
+        }
+        Vec::new()
+    }
+}

@@ -1,0 +1,26 @@
+//! The agent core: everything an agent does in a session, with no I/O. A [`Session`]
+//! takes [`Input`]s (the user's text, a model reply, a tool outcome, a consent answer)
+//! and returns [`Effect`]s (messages for the client, a model call to make, a tool to run,
+//! a handoff to perform, transcript lines to write). Adapters — the text runtime, local
+//! mode, later voice and the gateway — perform the effects and feed the outcomes back.
+//!
+//! A session is a plain value driven through `&mut self`, so its inputs are handled one
+//! at a time; user input that arrives while a turn is in progress is queued and handled
+//! when the turn completes (per-session serialized execution).
+
+pub mod agent;
+mod calls;
+pub mod context;
+pub mod handoff;
+pub mod memory;
+pub mod prompt;
+mod session;
+pub mod tools;
+pub mod transcript;
+pub mod workflow;
+
+pub use agent::{AgentCore, ConfigError, GOTO_TOOL};
+pub use handoff::{HandoffContext, HandoffKind, HandoffRequest, HistoryTurn, ReturnStatus, WorkflowSnapshot};
+pub use session::{Effect, Input, MAX_QUEUED_INPUTS, MAX_TOOL_ROUNDS, ModelReply, Session, SessionInit};
+pub use tools::{FailureKind, ToolFailure};
+pub use transcript::TranscriptEntry;

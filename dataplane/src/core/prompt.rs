@@ -1,0 +1,120 @@
+//! Prompt assembly: the persona's template with its placeholders filled, the response
+//! style guidance, the workflow, and what the session carries (handoff context, a summary
+//! of compacted turns). Pure functions of session state; the session rebuilds the prompt
+//! whenever that state changes.
+
+use switchboard_crds::Mode;
+use switchboard_crds::persona::ResponseStyle;
+
+use super::handoff::{HandoffContext, HandoffKind};
+
+/// Values for the template's placeholders.
+#[derive(Clone, Debug)]
+pub struct TemplateValues<'a> {
+    /// `{name}`: the persona's display name.
+    pub name: &'a str,
+    /// `{agent}`: the Agent's name.
+    pub agent: &'a str,
+    /// `{memory}`: the rendered session memory.
+    pub memory: &'a str,
+    /// `{date}`: today, ISO 8601.
+    pub date: &'a str,
+    /// `{language}`: the persona's language tag.
+    pub language: &'a str,
+}
+
+/// Fills `{name}`, `{agent}`, `{memory}`, `{date}` and `{language}` in `template`; `{{`
+/// and `}}` become literal braces. Anything else in braces is kept as written (validation
+/// rejects such templates before they get here).
+pub fn render_template(template: &str, values: &TemplateValues<'_>) -> String {
+    let mut out = String::with_capacity(template.len() + values.memory.len());
+    let mut rest = template;
+    while let Some(i) = rest.find(['{', '}']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if tail.starts_with("{{") || tail.starts_with("}}") {
+            out.push_str(&tail[..1]);
+            rest = &tail[2..];
+            continue;
+        }
+        if tail.starts_with('{')
+            && let Some(end) = tail.find('}')
+        {
+            let key = &tail[1..end];
+            let value = match key {
+                "name" => Some(values.name),
+                "agent" => Some(values.agent),
+                "memory" => Some(values.memory),
+                "date" => Some(values.date),
+                "language" => Some(values.language),
+                _ => None,
+            };
+            if let Some(value) = value {
+                out.push_str(value);
+                rest = &tail[end + 1..];
+                continue;
+            }
+        }
+        out.push_str(&tail[..1]);
+        rest = &tail[1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The style guidance for `style` in `mode`: voice modes always use the voice-friendly
+/// guidance, since the reply is spoken.
+pub fn style_guidance(style: ResponseStyle, mode: Mode) -> &'static str {
+    if mode.has_audio() { ResponseStyle::VoiceFriendly.guidance() } else { style.guidance() }
+}
+
+/// The paragraph telling the model how the session reached it.
+pub fn render_handoff(context: &HandoffContext) -> String {
+    match context.kind {
+        HandoffKind::Transfer => {
+            let mut text = format!(
+                "This customer was transferred to you by the {} agent. Reason: {}.",
+                context.from_agent, context.reason
+            );
+            if let Some(intent) = &context.intent
+                && intent != &context.reason
+            {
+                text.push_str(&format!(" Their intent: {intent}."));
+            }
+            text
+        }
+        HandoffKind::Return => {
+            let status = context.status.map(|s| format!("{s:?}").to_lowercase()).unwrap_or_else(|| "completed".into());
+            let summary = context.summary.as_deref().unwrap_or("no summary given");
+            format!(
+                "The customer returned to you from the {} agent (status: {status}). Summary: {summary}.",
+                context.from_agent
+            )
+        }
+    }
+}
+
+/// Joins the parts of a system prompt, skipping empty ones.
+pub fn assemble(parts: &[&str]) -> String {
+    parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()).collect::<Vec<_>>().join("\n\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values() -> TemplateValues<'static> {
+        TemplateValues { name: "Ava", agent: "triage", memory: "nothing yet", date: "2026-11-21", language: "en-US" }
+    }
+
+    #[test]
+    fn placeholders_and_escapes() {
+        let out = render_template("I am {name} ({agent}) on {date} in {language}: {memory}. {{literal}} }}", &values());
+        assert_eq!(out, "I am Ava (triage) on 2026-11-21 in en-US: nothing yet. {literal} }");
+    }
+
+    #[test]
+    fn unknown_and_unclosed_braces_are_kept() {
+        assert_eq!(render_template("{other} and {name", &values()), "{other} and {name");
+    }
+}

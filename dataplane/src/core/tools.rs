@@ -1,0 +1,163 @@
+//! The pure parts of the tool pipeline: classified failures, the per-session result
+//! cache, truncation to `maxOutputBytes`, and `remember` (storing part of a result in
+//! memory). Execution itself happens outside the core, behind
+//! [`crate::tools::ToolExecutor`].
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use switchboard_crds::agent::ToolMemory;
+
+/// Why a tool call produced no result. The model receives it as an error result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct ToolFailure {
+    /// The class of failure.
+    pub kind: FailureKind,
+    /// What happened, for the model and the client.
+    pub message: String,
+}
+
+impl ToolFailure {
+    /// A failure of `kind`.
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+
+    /// The JSON the model receives.
+    pub fn to_content(&self) -> serde_json::Value {
+        serde_json::json!({ "error": { "kind": self.kind.as_str(), "message": self.message } })
+    }
+}
+
+/// Classes of tool failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The model called a tool the agent does not have.
+    UnknownTool,
+    /// The tool is not allowed at this point of the workflow.
+    NotAllowed,
+    /// The input does not match the tool's schema.
+    InvalidInput,
+    /// The user declined the consent request.
+    ConsentDeclined,
+    /// The tool did not answer in time.
+    Timeout,
+    /// The tool server answered with a non-success HTTP status.
+    HttpStatus,
+    /// The tool server's answer was not usable (not JSON, ...).
+    BadResponse,
+    /// The tool server could not be reached.
+    Connection,
+    /// The tool kind is not supported by this runtime.
+    Unsupported,
+    /// The session ended before the tool finished.
+    Cancelled,
+}
+
+impl FailureKind {
+    /// The snake_case label (events, metrics).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UnknownTool => "unknown_tool",
+            Self::NotAllowed => "not_allowed",
+            Self::InvalidInput => "invalid_input",
+            Self::ConsentDeclined => "consent_declined",
+            Self::Timeout => "timeout",
+            Self::HttpStatus => "http_status",
+            Self::BadResponse => "bad_response",
+            Self::Connection => "connection",
+            Self::Unsupported => "unsupported",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Successful results of cacheable tools, by tool and input, for one session.
+#[derive(Clone, Debug, Default)]
+pub struct ToolCache {
+    entries: HashMap<(String, String), (Instant, serde_json::Value)>,
+}
+
+impl ToolCache {
+    /// The key of a call: the tool and its input as canonical JSON (serde_json sorts keys).
+    fn key(tool: &str, input: &serde_json::Value) -> (String, String) {
+        (tool.to_owned(), input.to_string())
+    }
+
+    /// A result stored less than `ttl` before `now`.
+    pub fn get(
+        &self,
+        tool: &str,
+        input: &serde_json::Value,
+        ttl: Duration,
+        now: Instant,
+    ) -> Option<&serde_json::Value> {
+        let (stored, value) = self.entries.get(&Self::key(tool, input))?;
+        (now.saturating_duration_since(*stored) < ttl).then_some(value)
+    }
+
+    /// Stores a result, dropping entries older than `ttl`.
+    pub fn put(
+        &mut self,
+        tool: &str,
+        input: &serde_json::Value,
+        value: serde_json::Value,
+        ttl: Duration,
+        now: Instant,
+    ) {
+        self.entries.retain(|_, (stored, _)| now.saturating_duration_since(*stored) < ttl);
+        self.entries.insert(Self::key(tool, input), (now, value));
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// `value` made to fit `max_bytes` of JSON: returned as is when it fits, else as a JSON
+/// string holding the start of its JSON text and a note of how much was cut. The result's
+/// JSON text is never longer than `max_bytes` (for `max_bytes` >= 64).
+pub fn truncate(value: serde_json::Value, max_bytes: usize) -> (serde_json::Value, bool) {
+    let text = value.to_string();
+    if text.len() <= max_bytes {
+        return (value, false);
+    }
+    let note = format!(" ...[truncated, {} bytes total]", text.len());
+    // Escaping in the JSON string may grow the text; shrink until it fits.
+    let mut budget = max_bytes.saturating_sub(note.len() + 2);
+    loop {
+        let mut cut = budget.min(text.len());
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let candidate = serde_json::Value::String(format!("{}{note}", &text[..cut]));
+        if candidate.to_string().len() <= max_bytes || cut == 0 {
+            return (candidate, true);
+        }
+        budget = cut.saturating_sub((candidate.to_string().len() - max_bytes).max(1));
+    }
+}
+
+/// The memory value a `remember` rule takes from a successful `result`, if any.
+pub fn remembered(rule: &ToolMemory, result: &serde_json::Value) -> Option<serde_json::Value> {
+    if !rule.when.is_empty() && result.pointer(&rule.when) != Some(&serde_json::Value::Bool(true)) {
+        return None;
+    }
+    let value = if rule.value.is_empty() { Some(result) } else { result.pointer(&rule.value) };
+    value.filter(|v| !v.is_null()).cloned()
+}

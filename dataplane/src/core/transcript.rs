@@ -1,0 +1,19 @@
+//! Transcript entries: one JSON object per line (JSONL) for each thing said or done in a
+//! session. The core produces them; an adapter writes them (see
+//! [`crate::runtime::transcript`]).
+
+use serde::{Deserialize, Serialize};
+
+/// One line of a transcript.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptEntry {
+    /// The session.
+    pub session_id: String,
+    /// The agent serving it.
+    pub agent: String,
+    /// What happened: `user`, `assistant`, `tool_call`, `tool_result`, `handoff`,
+    /// `memory`, `transition`, `compaction`, `end`.
+    pub event: String,
+    /// The details.
+    pub data: serde_json::Value,
+}

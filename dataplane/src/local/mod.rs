@@ -1,0 +1,198 @@
+//! Local mode (`switchboard local <dir>`): every Agent of a folder of Agent / Persona /
+//! Workflow YAML (the files `kubectl apply` takes) resolved with the API crate and run in
+//! one process against the Bedrock simulator (or real Bedrock), with handoffs performed
+//! in-process, the demo tool servers of the folder's optional `local.yaml` started and
+//! their hosts routed to them. Every agent is served over text.
+
+pub mod demo_tools;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use switchboard_crds::Catalog;
+
+use crate::model::RetryPolicy;
+use crate::model::bedrock::{BedrockConfig, StaticCredentials};
+use crate::runtime::transcript::TranscriptSink;
+use crate::runtime::{self, Directory, Metrics, Server, ServerConfig, Shared};
+use crate::sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
+use crate::tools::Executor;
+use demo_tools::{Accounts, DemoTools};
+
+/// The file local mode reads beside the resources.
+pub const LOCAL_FILE: &str = "local.yaml";
+
+/// `local.yaml`: tool servers to start and host routes.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalFile {
+    /// Demo tool servers to start.
+    #[serde(default)]
+    pub demo_tool_servers: Vec<DemoToolServer>,
+    /// Tool host -> `host:port`.
+    #[serde(default)]
+    pub host_aliases: BTreeMap<String, String>,
+}
+
+/// A demo tool server of `local.yaml`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DemoToolServer {
+    /// The host name tool URLs use for it.
+    pub host: String,
+    /// Its fixture data, relative to the folder.
+    pub data: PathBuf,
+}
+
+/// How to run local mode.
+#[derive(Clone, Debug)]
+pub struct LocalOptions {
+    /// Where to serve sessions.
+    pub listen: SocketAddr,
+    /// Use real Bedrock (default AWS credential chain) instead of the simulator.
+    pub bedrock: bool,
+    /// The simulator's script; `None` uses the bundled banking script.
+    pub sim_script: Option<PathBuf>,
+    /// Where transcripts go.
+    pub transcripts: Option<PathBuf>,
+    /// Limits.
+    pub server: ServerConfig,
+}
+
+/// Local mode could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// The folder could not be read.
+    #[error(transparent)]
+    Load(#[from] switchboard_crds::LoadError),
+    /// An agent is invalid.
+    #[error("agent {agent} is not valid:\n{problems}")]
+    Invalid {
+        /// The agent.
+        agent: String,
+        /// What is wrong, one per line.
+        problems: String,
+    },
+    /// No agents in the folder.
+    #[error("{0} has no Agent resources")]
+    NoAgents(String),
+    /// `local.yaml` is unusable.
+    #[error("{path}: {message}")]
+    LocalFile {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// Something else failed to start.
+    #[error("{0}")]
+    Start(String),
+}
+
+/// Running local mode.
+#[derive(Debug)]
+pub struct Local {
+    /// The server (run it with [`Server::run`]).
+    pub server: Server,
+    /// The agents served, with the default first.
+    pub agents: Vec<String>,
+    /// The default agent.
+    pub default_agent: Option<String>,
+    /// The simulator, when used.
+    pub sim: Option<SimHandle>,
+    /// Demo tool servers started.
+    pub demo_tools: Vec<(String, DemoTools)>,
+}
+
+/// Reads `dir`'s `local.yaml`, if present.
+pub fn read_local_file(dir: &Path) -> Result<LocalFile, LocalError> {
+    let path = dir.join(LOCAL_FILE);
+    if !path.exists() {
+        return Ok(LocalFile::default());
+    }
+    let error = |message: String| LocalError::LocalFile { path: path.display().to_string(), message };
+    let text = std::fs::read_to_string(&path).map_err(|e| error(e.to_string()))?;
+    serde_yaml::from_str(&text).map_err(|e| error(e.to_string()))
+}
+
+/// Loads `dir`, starts the simulator (unless `bedrock`), demo tool servers and binds the server.
+pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalError> {
+    let catalog = Catalog::load_paths(&[dir])?;
+    let mut specs = Vec::new();
+    for agent in catalog.agents() {
+        let spec = catalog.resolve_agent(agent).map_err(|problems| LocalError::Invalid {
+            agent: agent.metadata.name.clone().unwrap_or_default(),
+            problems: problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"),
+        })?;
+        specs.push(spec);
+    }
+    if specs.is_empty() {
+        return Err(LocalError::NoAgents(dir.display().to_string()));
+    }
+    let local = read_local_file(dir)?;
+    let mut aliases = local.host_aliases.clone();
+    let mut demo = Vec::new();
+    for server in &local.demo_tool_servers {
+        let accounts = Accounts::load(&dir.join(&server.data)).map_err(|e| LocalError::Start(e.to_string()))?;
+        let tools = DemoTools::start(accounts, SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .map_err(|e| LocalError::Start(e.to_string()))?;
+        aliases.insert(server.host.clone(), tools.addr.to_string());
+        demo.push((server.host.clone(), tools));
+    }
+    let (sim, bedrock) = if options.bedrock {
+        (None, BedrockConfig::new("us-east-1"))
+    } else {
+        let script = match &options.sim_script {
+            Some(path) => Script::load(path).map_err(|e| LocalError::Start(e.to_string()))?,
+            None => banking_script().map_err(|e| LocalError::Start(e.to_string()))?,
+        };
+        let handle = Simulator::start(SimConfig::new(script)).await.map_err(|e| LocalError::Start(e.to_string()))?;
+        let mut config = BedrockConfig::new("us-east-1");
+        config.endpoint_url = Some(handle.endpoint_url().to_owned());
+        config.ca_cert_file = handle.ca_cert_path().map(Path::to_path_buf);
+        config.credentials = Some(StaticCredentials {
+            access_key_id: "AKIDLOCALSIMULATOR".into(),
+            secret_access_key: "not-a-secret".into(),
+            session_token: None,
+        });
+        (Some(handle), config)
+    };
+    let executor = Arc::new(Executor::with_aliases(aliases));
+    let mut agents = BTreeMap::new();
+    let mut default_agent = None;
+    for mut spec in specs {
+        if !options.bedrock {
+            // The simulator replaces whatever endpoint the agent names.
+            spec.model.endpoint = None;
+            spec.model.provider = switchboard_crds::agent::Provider::Bedrock;
+        }
+        if spec.gateway.default {
+            default_agent = Some(spec.agent.name.clone());
+        }
+        let model = runtime::build_model(&spec, &bedrock).await.map_err(|e| LocalError::Start(e.to_string()))?;
+        let name = spec.agent.name.clone();
+        let agent =
+            runtime::agent_runtime(spec, model, executor.clone()).map_err(|e| LocalError::Start(e.to_string()))?;
+        agents.insert(name, agent);
+    }
+    let mut names: Vec<String> = agents.keys().cloned().collect();
+    if let Some(default) = &default_agent {
+        names.retain(|n| n != default);
+        names.insert(0, default.clone());
+    }
+    let directory =
+        Directory { agents, default_agent: default_agent.clone(), allow_unexposed: true, in_process_handoffs: true };
+    let metrics = Metrics::new().map_err(|e| LocalError::Start(e.to_string()))?;
+    let shared = Shared {
+        metrics,
+        transcripts: options.transcripts.clone().map(TranscriptSink::start),
+        retry: RetryPolicy::default(),
+    };
+    let state = runtime::AppState::new(directory, options.server.clone(), shared);
+    let server = Server::bind(options.listen, state).await.map_err(|e| LocalError::Start(e.to_string()))?;
+    Ok(Local { server, agents: names, default_agent, sim, demo_tools: demo })
+}

@@ -1,0 +1,290 @@
+//! One WebSocket connection: a reader task (size limit, per-session rate limit, idle
+//! timeout, JSON decoding with `bidi_error` for bad frames), a writer task fed by a
+//! bounded channel, and the session loop that starts the agent's session, drives it and —
+//! in local mode — moves it in-process to another agent on a handoff.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+
+use super::driver::{self, Exit};
+use super::server::AppState;
+use crate::core::{Session, SessionInit};
+use crate::protocol::{ClientMessage, ServerMessage, SessionStart, close_code, decode_client};
+
+/// Messages queued towards the client before the session waits for the socket.
+const OUTBOUND_BUFFER: usize = 256;
+/// Decoded client messages queued towards the session; a client that fills it is flooding.
+const INBOUND_BUFFER: usize = 64;
+
+enum Out {
+    Message(ServerMessage),
+    Close(u16, String),
+}
+
+/// Serves one upgraded socket until it closes.
+pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<String>) {
+    let (mut sink, stream) = socket.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<Out>(OUTBOUND_BUFFER);
+    let writer = tokio::spawn(async move {
+        while let Some(out) = out_rx.recv().await {
+            let result = match out {
+                Out::Message(message) => sink.send(Message::Text(Utf8Bytes::from(message.to_json()))).await,
+                Out::Close(code, reason) => {
+                    let frame = CloseFrame { code, reason: Utf8Bytes::from(reason) };
+                    let _ = sink.send(Message::Close(Some(frame))).await;
+                    break;
+                }
+            };
+            if result.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let close = |code: u16, reason: String| {
+        let out_tx = out_tx.clone();
+        async move {
+            let _ = out_tx.send(Out::Close(code, reason)).await;
+        }
+    };
+    if state.draining.is_cancelled() {
+        close(close_code::TRY_AGAIN_LATER, "the server is draining; connect to another instance".into()).await;
+        drop(out_tx);
+        let _ = writer.await;
+        return;
+    }
+    let Ok(permit) = state.sessions.clone().try_acquire_owned() else {
+        state.shared.metrics.errors.with_label_values(&["", "max_sessions"]).inc();
+        let reason = format!("the server is at its limit of {} sessions; try again later", state.config.max_sessions);
+        close(close_code::TRY_AGAIN_LATER, reason).await;
+        drop(out_tx);
+        let _ = writer.await;
+        return;
+    };
+    let (in_tx, mut in_rx) = mpsc::channel::<ClientMessage>(INBOUND_BUFFER);
+    let (msg_tx, mut msg_rx) = mpsc::channel::<ServerMessage>(OUTBOUND_BUFFER);
+    let forward_tx = out_tx.clone();
+    let forwarder = tokio::spawn(async move {
+        while let Some(message) = msg_rx.recv().await {
+            if forward_tx.send(Out::Message(message)).await.is_err() {
+                break;
+            }
+        }
+    });
+    let reader = tokio::spawn(read_loop(stream, in_tx, out_tx.clone(), state.clone()));
+    let outcome = run(&state, query_agent, &mut in_rx, &msg_tx).await;
+    drop(msg_tx);
+    let _ = forwarder.await;
+    let (code, reason) = match outcome {
+        Some(close) => close,
+        None => (close_code::NORMAL, String::new()),
+    };
+    reader.abort();
+    let _ = out_tx.send(Out::Message(ServerMessage::BidiConnectionClose { reason: reason.clone() })).await;
+    let _ = out_tx.send(Out::Close(code, reason)).await;
+    drop(out_tx);
+    let _ = writer.await;
+    drop(permit);
+}
+
+/// Reads frames, enforcing limits; on a fatal problem sends the close and stops.
+async fn read_loop(
+    mut stream: futures_util::stream::SplitStream<WebSocket>,
+    in_tx: mpsc::Sender<ClientMessage>,
+    out_tx: mpsc::Sender<Out>,
+    state: Arc<AppState>,
+) {
+    let config = &state.config;
+    let mut bucket = TokenBucket::new(config.rate_per_second, config.rate_burst);
+    let fatal = |code: u16, reason: String, kind: &'static str| {
+        state.shared.metrics.errors.with_label_values(&["", kind]).inc();
+        let out_tx = out_tx.clone();
+        async move {
+            let _ = out_tx.send(Out::Close(code, reason)).await;
+        }
+    };
+    loop {
+        let frame = match tokio::time::timeout(config.idle_timeout, stream.next()).await {
+            Err(_) => {
+                let reason = format!("no message for {} s; the session was closed", config.idle_timeout.as_secs());
+                fatal(close_code::NORMAL, reason, "idle_timeout").await;
+                return;
+            }
+            Ok(None) => return,
+            Ok(Some(Err(e))) => {
+                let text = e.to_string();
+                if text.contains("too long") || text.contains("Space limit") || text.contains("capacity") {
+                    let reason = format!("a message exceeded the limit of {} bytes", config.max_message_bytes);
+                    fatal(close_code::TOO_BIG, reason, "message_too_big").await;
+                }
+                return;
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let text = match frame {
+            Message::Text(text) => text,
+            Message::Binary(_) => {
+                let error = ServerMessage::error(
+                    "unsupported_frame",
+                    "binary frames carry audio; text sessions take JSON text frames",
+                    true,
+                );
+                let _ = out_tx.send(Out::Message(error)).await;
+                continue;
+            }
+            Message::Close(_) => return,
+            Message::Ping(_) | Message::Pong(_) => continue,
+        };
+        if !bucket.take(Instant::now()) {
+            let reason = format!(
+                "more than {} messages per second (burst {}); slow down",
+                config.rate_per_second, config.rate_burst
+            );
+            fatal(close_code::RATE_LIMITED, reason, "rate_limited").await;
+            return;
+        }
+        match decode_client(text.as_str()) {
+            Ok(message) => match in_tx.try_send(message) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    fatal(close_code::RATE_LIMITED, "too many messages are waiting; slow down".into(), "flood").await;
+                    return;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => return,
+            },
+            Err(error) => {
+                state.shared.metrics.errors.with_label_values(&["", error.code()]).inc();
+                let _ = out_tx.send(Out::Message(ServerMessage::error(error.code(), error.to_string(), true))).await;
+            }
+        }
+    }
+}
+
+/// Starts the session with the right agent and drives it across in-process handoffs.
+/// Returns the close code and reason.
+async fn run(
+    state: &Arc<AppState>,
+    query_agent: Option<String>,
+    inbound: &mut mpsc::Receiver<ClientMessage>,
+    outbound: &mpsc::Sender<ServerMessage>,
+) -> Option<(u16, String)> {
+    let first = inbound.recv().await?;
+    let (start, pending) = match first {
+        ClientMessage::SessionStart(start) => (start, None),
+        other => (SessionStart::default(), Some(other)),
+    };
+    let requested = query_agent.or(start.agent.clone());
+    let agent = match state.directory.pick(requested.as_deref()) {
+        Ok(agent) => agent,
+        Err(reason) => return Some((close_code::BAD_START, reason)),
+    };
+    let session_id = uuid::Uuid::new_v4().to_string();
+    let init = SessionInit {
+        session_id: session_id.clone(),
+        today: crate::tools::builtin::today(),
+        memory: start.memory.clone(),
+        history: start.history.clone(),
+        handoff: start.handoff.clone(),
+    };
+    let (mut session, mut effects) = Session::start(agent.core.clone(), init);
+    let mut agent = agent;
+    let mut pending = pending;
+    loop {
+        let [name, mode, _] = agent.labels();
+        let gauge = state.shared.metrics.sessions_active.with_label_values(&[name, mode]);
+        state.shared.metrics.sessions_total.with_label_values(&[name, mode]).inc();
+        gauge.inc();
+        let exit = driver::drive(
+            &agent,
+            &mut session,
+            effects,
+            pending.take(),
+            inbound,
+            outbound,
+            &state.shared,
+            &state.shutdown,
+        )
+        .await;
+        gauge.dec();
+        match next_step(state, exit, &session_id) {
+            Step::Close(code, reason) => return Some((code, reason)),
+            Step::Continue(next_agent, next_session, next_effects) => {
+                agent = next_agent;
+                session = *next_session;
+                effects = next_effects;
+            }
+        }
+    }
+}
+
+enum Step {
+    Close(u16, String),
+    Continue(Arc<driver::AgentRuntime>, Box<Session>, Vec<crate::core::Effect>),
+}
+
+fn next_step(state: &Arc<AppState>, exit: Exit, session_id: &str) -> Step {
+    match exit {
+        Exit::Closed(reason) => Step::Close(close_code::NORMAL, reason),
+        Exit::ClientGone => Step::Close(close_code::NORMAL, "the client went away".into()),
+        Exit::Shutdown => Step::Close(close_code::GOING_AWAY, "the server is shutting down; reconnect".into()),
+        Exit::Handoff(request) => {
+            if !state.directory.in_process_handoffs {
+                return Step::Close(close_code::HANDOFF, format!("handed off to {}", request.target));
+            }
+            let Some(target) = state.directory.agents.get(&request.target).cloned() else {
+                return Step::Close(
+                    close_code::INTERNAL,
+                    format!("handoff target {:?} is not running here", request.target),
+                );
+            };
+            let init = SessionInit {
+                session_id: session_id.to_owned(),
+                today: crate::tools::builtin::today(),
+                memory: BTreeMap::new(),
+                history: Vec::new(),
+                handoff: Some(request.context),
+            };
+            let (session, effects) = Session::start(target.core.clone(), init);
+            Step::Continue(target, Box::new(session), effects)
+        }
+    }
+}
+
+/// A token bucket: `rate` tokens per second, at most `burst` saved.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: Option<Instant>,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn new(rate: u32, burst: u32) -> Self {
+        Self { rate: f64::from(rate), burst: f64::from(burst.max(1)), tokens: f64::from(burst.max(1)), last: None }
+    }
+
+    /// Takes one token at `now`; false when none is left.
+    pub fn take(&mut self, now: Instant) -> bool {
+        if let Some(last) = self.last {
+            let elapsed = now.saturating_duration_since(last).as_secs_f64();
+            self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
+        }
+        self.last = Some(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Default idle timeout when the spec gives none.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);

@@ -1,0 +1,303 @@
+//! Drives one core [`Session`] with real I/O: streams model calls (forwarding text deltas
+//! as they arrive), runs tools concurrently, feeds outcomes back, sends the core's
+//! messages to the client, writes transcripts and records metrics. Generic over channels,
+//! so the WebSocket server, local mode and tests all use it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::Metrics;
+use super::transcript::TranscriptSink;
+use crate::core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session, ToolFailure};
+use crate::model::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
+use crate::protocol::{ClientMessage, ServerMessage, TranscriptRole};
+use crate::tools::ToolExecutor;
+
+/// One agent with what its sessions need to run.
+#[derive(Debug, Clone)]
+pub struct AgentRuntime {
+    /// The prepared agent.
+    pub core: Arc<AgentCore>,
+    /// Its text model.
+    pub model: Arc<dyn TextModel>,
+    /// Its tool executor.
+    pub executor: Arc<dyn ToolExecutor>,
+}
+
+impl AgentRuntime {
+    /// Label values `[agent, mode, model]`.
+    pub fn labels(&self) -> [&str; 3] {
+        let spec = self.core.spec();
+        [spec.agent.name.as_str(), spec.mode.as_str(), spec.model.text_model_id.as_str()]
+    }
+}
+
+/// Shared by every session of a process.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// The metrics.
+    pub metrics: Metrics,
+    /// Where transcripts go, if anywhere.
+    pub transcripts: Option<TranscriptSink>,
+    /// Retries of model calls.
+    pub retry: RetryPolicy,
+}
+
+/// How a driven session ended.
+#[derive(Debug)]
+pub enum Exit {
+    /// The session closed (the client's `close`, the agent ended it).
+    Closed(String),
+    /// The session must move to another agent.
+    Handoff(Box<HandoffRequest>),
+    /// The client went away (its inbound channel closed).
+    ClientGone,
+    /// The server is shutting down.
+    Shutdown,
+}
+
+struct ModelCall {
+    stream: ModelStream,
+    started: Instant,
+    first_token: bool,
+    reply: ModelReply,
+}
+
+type ToolDone = (String, String, Duration, Result<serde_json::Value, ToolFailure>);
+
+/// Runs `session` until it closes, hands off, loses its client or `shutdown` fires.
+/// `initial` are the effects returned by [`Session::start`]; `first` is a client message
+/// received before the session started (other than `session_start`), handled first.
+#[allow(clippy::too_many_arguments)]
+pub async fn drive(
+    agent: &AgentRuntime,
+    session: &mut Session,
+    initial: Vec<Effect>,
+    first: Option<ClientMessage>,
+    inbound: &mut mpsc::Receiver<ClientMessage>,
+    outbound: &mpsc::Sender<ServerMessage>,
+    shared: &Shared,
+    shutdown: &CancellationToken,
+) -> Exit {
+    let mut driver =
+        Driver { agent, shared, outbound, model: None, tools: FuturesUnordered::new(), turn_started: None };
+    if let Some(exit) = driver.apply(initial).await {
+        return exit;
+    }
+    if let Some(message) = first {
+        match driver.client_input(message).await {
+            Ok(Some(input)) => {
+                let effects = session.handle(input, Instant::now());
+                if let Some(exit) = driver.apply(effects).await {
+                    return exit;
+                }
+            }
+            Ok(None) => {}
+            Err(exit) => return exit,
+        }
+    }
+    loop {
+        let input = tokio::select! {
+            message = inbound.recv() => match message {
+                None => { session.handle(Input::End, Instant::now()); return Exit::ClientGone; }
+                Some(message) => match driver.client_input(message).await {
+                    Ok(Some(input)) => input,
+                    Ok(None) => continue,
+                    Err(exit) => return exit,
+                },
+            },
+            event = next_model_event(&mut driver.model) => match driver.model_event(event) {
+                Some(input) => input,
+                None => continue,
+            },
+            Some((id, tool, elapsed, outcome)) = driver.tools.next() => {
+                let outcome_label = if outcome.is_ok() { "success" } else { "error" };
+                shared.metrics.tool_duration.with_label_values(&[agent.core.name(), &tool, outcome_label]).observe(elapsed.as_secs_f64());
+                Input::ToolFinished { tool_use_id: id, outcome }
+            }
+            () = shutdown.cancelled() => {
+                session.handle(Input::End, Instant::now());
+                return Exit::Shutdown;
+            }
+        };
+        let effects = session.handle(input, Instant::now());
+        if let Some(exit) = driver.apply(effects).await {
+            return exit;
+        }
+    }
+}
+
+async fn next_model_event(call: &mut Option<ModelCall>) -> Option<Result<ModelEvent, crate::model::ModelError>> {
+    match call {
+        Some(call) => call.stream.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+struct Driver<'a> {
+    agent: &'a AgentRuntime,
+    shared: &'a Shared,
+    outbound: &'a mpsc::Sender<ServerMessage>,
+    model: Option<ModelCall>,
+    tools: FuturesUnordered<std::pin::Pin<Box<dyn std::future::Future<Output = ToolDone> + Send>>>,
+    turn_started: Option<Instant>,
+}
+
+impl Driver<'_> {
+    async fn send(&mut self, message: ServerMessage) -> Result<(), Exit> {
+        self.outbound.send(message).await.map_err(|_| Exit::ClientGone)
+    }
+
+    async fn client_input(&mut self, message: ClientMessage) -> Result<Option<Input>, Exit> {
+        Ok(match message {
+            ClientMessage::BidiTextInput { text } => Some(Input::UserText(text)),
+            ClientMessage::ToolConsent { tool_use_id, approved } => Some(Input::Consent { tool_use_id, approved }),
+            ClientMessage::Close {} => Some(Input::End),
+            ClientMessage::SessionStart(_) => {
+                self.error("already_started", "the session has already started; send bidi_text_input").await?;
+                None
+            }
+            ClientMessage::BidiAudioInput { .. } => {
+                self.error("unsupported_modality", "this agent runs in text mode; send bidi_text_input").await?;
+                None
+            }
+        })
+    }
+
+    async fn error(&mut self, code: &str, message: &str) -> Result<(), Exit> {
+        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
+        self.send(ServerMessage::error(code, message, true)).await
+    }
+
+    fn model_event(&mut self, event: Option<Result<ModelEvent, crate::model::ModelError>>) -> Option<Input> {
+        let [agent, mode, model] = self.agent.labels();
+        let call = self.model.as_mut()?;
+        match event {
+            Some(Ok(event)) => {
+                if event.is_output() && !call.first_token {
+                    call.first_token = true;
+                    let now = Instant::now();
+                    self.shared
+                        .metrics
+                        .time_to_first_token
+                        .with_label_values(&[agent, mode, model])
+                        .observe((now - call.started).as_secs_f64());
+                    if let Some(start) = self.turn_started.take() {
+                        self.shared
+                            .metrics
+                            .turn_latency
+                            .with_label_values(&[agent, mode, model])
+                            .observe((now - start).as_secs_f64());
+                    }
+                }
+                match event {
+                    ModelEvent::TextDelta(delta) => {
+                        call.reply.text.push_str(&delta);
+                        let message = ServerMessage::BidiTranscriptStream {
+                            role: TranscriptRole::Assistant,
+                            text: delta,
+                            delta: true,
+                            is_final: false,
+                        };
+                        // Deltas are best effort: the final transcript follows.
+                        let _ = self.outbound.try_send(message);
+                    }
+                    ModelEvent::ToolUse(tool_use) => call.reply.tool_uses.push(tool_use),
+                    ModelEvent::Usage(usage) => {
+                        let tokens = &self.shared.metrics.tokens;
+                        tokens.with_label_values(&[agent, mode, model, "input", "text"]).inc_by(usage.input_tokens);
+                        tokens.with_label_values(&[agent, mode, model, "output", "text"]).inc_by(usage.output_tokens);
+                        call.reply.usage = Some(usage);
+                    }
+                    ModelEvent::Stop(reason) => call.reply.stop_reason = Some(reason),
+                }
+                None
+            }
+            Some(Err(error)) => {
+                let call = self.model.take()?;
+                self.shared
+                    .metrics
+                    .model_call_duration
+                    .with_label_values(&[agent, mode, model])
+                    .observe(call.started.elapsed().as_secs_f64());
+                self.shared
+                    .metrics
+                    .errors
+                    .with_label_values(&[agent, &format!("model_{}", error.metric_label())])
+                    .inc();
+                tracing::warn!(agent, "model call failed: {error}");
+                Some(Input::ModelFailed { code: error.metric_label().to_owned(), message: error.to_string() })
+            }
+            None => {
+                let call = self.model.take()?;
+                self.shared
+                    .metrics
+                    .model_call_duration
+                    .with_label_values(&[agent, mode, model])
+                    .observe(call.started.elapsed().as_secs_f64());
+                Some(Input::ModelReply(call.reply))
+            }
+        }
+    }
+
+    /// Performs `effects`; returns how the session ended if it did.
+    async fn apply(&mut self, effects: Vec<Effect>) -> Option<Exit> {
+        let mut exit = None;
+        for effect in effects {
+            match effect {
+                Effect::Send(message) => {
+                    if matches!(message, ServerMessage::BidiResponseStart { .. }) {
+                        self.turn_started = Some(Instant::now());
+                    }
+                    if let ServerMessage::BidiError { code, .. } = &message {
+                        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
+                    }
+                    if let Err(gone) = self.send(message).await {
+                        return Some(gone);
+                    }
+                }
+                Effect::CallModel(request) => {
+                    let stream = stream_with_retry(self.agent.model.clone(), request, self.shared.retry.clone());
+                    self.model = Some(ModelCall {
+                        stream,
+                        started: Instant::now(),
+                        first_token: false,
+                        reply: ModelReply::default(),
+                    });
+                }
+                Effect::ExecuteTool { tool_use_id, tool, input } => self.execute(tool_use_id, tool, input),
+                Effect::Handoff(request) => {
+                    self.shared.metrics.handoffs.with_label_values(&[self.agent.core.name()]).inc();
+                    exit = Some(Exit::Handoff(Box::new(request)));
+                }
+                Effect::Transcript(entry) => {
+                    if let Some(sink) = &self.shared.transcripts {
+                        sink.write(entry);
+                    }
+                }
+                Effect::Close { reason } => exit = Some(Exit::Closed(reason)),
+            }
+        }
+        exit
+    }
+
+    fn execute(&mut self, id: String, tool: String, input: serde_json::Value) {
+        let Some(spec) = self.agent.core.tool(&tool).cloned() else {
+            let failure =
+                ToolFailure::new(crate::core::FailureKind::UnknownTool, format!("there is no tool called {tool:?}"));
+            self.tools.push(Box::pin(async move { (id, tool, Duration::ZERO, Err(failure)) }));
+            return;
+        };
+        let future = self.agent.executor.execute(&spec, input);
+        self.tools.push(Box::pin(async move {
+            let started = Instant::now();
+            let outcome = future.await;
+            (id, tool, started.elapsed(), outcome)
+        }));
+    }
+}

@@ -1,0 +1,102 @@
+//! The text runtime: drives core sessions over the session protocol. [`driver`] performs
+//! a session's effects, [`connection`] serves one WebSocket, [`server`] is the axum app
+//! with limits and drain, [`metrics`] and [`transcript`] record what happens. Used by
+//! `switchboard runtime` (one agent per pod) and `switchboard local` (every agent of a
+//! folder, handoffs in-process).
+
+pub mod connection;
+pub mod driver;
+pub mod metrics;
+pub mod server;
+pub mod transcript;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use switchboard_crds::RuntimeSpec;
+use switchboard_crds::agent::Provider;
+
+pub use driver::{AgentRuntime, Exit, Shared};
+pub use metrics::Metrics;
+pub use server::{AppState, Directory, Server, ServerConfig};
+
+use crate::core::{AgentCore, ConfigError};
+use crate::model::bedrock::{BedrockConfig, BedrockTextModel};
+use crate::model::{ModelError, TextModel};
+use crate::tools::ToolExecutor;
+
+/// A runtime that cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The spec file cannot be read.
+    #[error("cannot read the runtime spec {path}: {message}; check --spec / SWITCHBOARD_RUNTIME_SPEC")]
+    ReadSpec {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// The spec is not a RuntimeSpec.
+    #[error("{path}: {source}")]
+    ParseSpec {
+        /// The file.
+        path: String,
+        /// Why.
+        source: switchboard_crds::runtime::RuntimeSpecError,
+    },
+    /// The spec lacks something the core needs.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The model client cannot be built.
+    #[error("cannot set up the model for agent {agent}: {source}")]
+    Model {
+        /// The agent.
+        agent: String,
+        /// Why.
+        source: ModelError,
+    },
+    /// A provider this runtime does not support.
+    #[error(
+        "agent {agent} uses model provider `openai`, which this runtime does not support yet; use provider `bedrock`"
+    )]
+    UnsupportedProvider {
+        /// The agent.
+        agent: String,
+    },
+}
+
+/// Reads a RuntimeSpec file (JSON or YAML).
+pub fn load_spec(path: &Path) -> Result<RuntimeSpec, RuntimeError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| RuntimeError::ReadSpec { path: path.display().to_string(), message: e.to_string() })?;
+    RuntimeSpec::parse(&text).map_err(|source| RuntimeError::ParseSpec { path: path.display().to_string(), source })
+}
+
+/// Builds the text model of `spec`: Bedrock with `bedrock` (its endpoint and CA overrides
+/// applied); `openai` is refused with a clear error.
+pub async fn build_model(spec: &RuntimeSpec, bedrock: &BedrockConfig) -> Result<Arc<dyn TextModel>, RuntimeError> {
+    match spec.model.provider {
+        Provider::Bedrock => {
+            let mut config = bedrock.clone();
+            config.region = spec.model.region.clone();
+            if config.endpoint_url.is_none() {
+                config.endpoint_url = spec.model.endpoint.clone();
+            }
+            let model = BedrockTextModel::connect(&config)
+                .await
+                .map_err(|source| RuntimeError::Model { agent: spec.agent.name.clone(), source })?;
+            Ok(Arc::new(model))
+        }
+        Provider::Openai => Err(RuntimeError::UnsupportedProvider { agent: spec.agent.name.clone() }),
+    }
+}
+
+/// Prepares one agent.
+pub fn agent_runtime(
+    spec: RuntimeSpec,
+    model: Arc<dyn TextModel>,
+    executor: Arc<dyn ToolExecutor>,
+) -> Result<Arc<AgentRuntime>, RuntimeError> {
+    let core = Arc::new(AgentCore::new(spec)?);
+    Ok(Arc::new(AgentRuntime { core, model, executor }))
+}

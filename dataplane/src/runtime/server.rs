@@ -1,0 +1,233 @@
+//! The HTTP side of a runtime: `/v1/session` (WebSocket, the session protocol),
+//! `/healthz`, `/readyz` (false as soon as draining starts) and `/metrics`; session
+//! limits; and the drain on shutdown. axum's own graceful shutdown does not wait for
+//! upgraded WebSockets, so every session runs on a [`TaskTracker`] and two
+//! [`CancellationToken`]s mark the phases: `draining` (no new sessions, not ready) and
+//! `shutdown` (live sessions are closed with 1001).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::driver::{AgentRuntime, Shared};
+
+/// Limits and timing of a runtime server.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Largest client message, in bytes; larger ones close the session with 1009.
+    pub max_message_bytes: usize,
+    /// Client messages per second a session may send on average...
+    pub rate_per_second: u32,
+    /// ...and in a burst; beyond it the session is closed with 1008.
+    pub rate_burst: u32,
+    /// Most concurrent sessions; more are refused with 1013.
+    pub max_sessions: usize,
+    /// How long live sessions may keep going after draining starts.
+    pub drain_timeout: Duration,
+    /// Sessions with no client message for this long are closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 64 * 1024,
+            rate_per_second: 20,
+            rate_burst: 40,
+            max_sessions: 200,
+            drain_timeout: Duration::from_secs(300),
+            idle_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The agents a server serves.
+#[derive(Debug, Clone)]
+pub struct Directory {
+    /// By name.
+    pub agents: BTreeMap<String, Arc<AgentRuntime>>,
+    /// The agent for sessions that name none.
+    pub default_agent: Option<String>,
+    /// Whether sessions may start with agents whose `gateway.expose` is false (a runtime
+    /// pod serves its one agent whatever it says: the gateway decides exposure).
+    pub allow_unexposed: bool,
+    /// Whether handoffs move the session to another agent of this directory (local mode)
+    /// or are relayed to the client as a `handoff` message and the session closed (pods,
+    /// where the gateway performs them).
+    pub in_process_handoffs: bool,
+}
+
+impl Directory {
+    /// The agent a new session gets, or why none.
+    pub fn pick(&self, requested: Option<&str>) -> Result<Arc<AgentRuntime>, String> {
+        let name = match requested.or(self.default_agent.as_deref()) {
+            Some(name) => name,
+            None => {
+                return Err("name an agent: ?agent=<name> or session_start.agent (there is no default agent)".into());
+            }
+        };
+        let Some(agent) = self.agents.get(name) else {
+            let known: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+            return Err(format!("unknown agent {name:?}; agents here: {}", known.join(", ")));
+        };
+        if !self.allow_unexposed && !agent.core.spec().gateway.expose && requested.is_some() {
+            return Err(format!(
+                "agent {name:?} is not exposed to clients (gateway.expose: false); it is reached by handoff"
+            ));
+        }
+        Ok(agent.clone())
+    }
+}
+
+/// State shared by every request.
+#[derive(Debug)]
+pub struct AppState {
+    /// The agents.
+    pub directory: Directory,
+    /// Limits.
+    pub config: ServerConfig,
+    /// Metrics, transcripts, retries.
+    pub shared: Shared,
+    /// Session slots.
+    pub sessions: Arc<Semaphore>,
+    /// Cancelled when draining starts.
+    pub draining: CancellationToken,
+    /// Cancelled when live sessions must end.
+    pub shutdown: CancellationToken,
+    /// Tracks session tasks.
+    pub tracker: TaskTracker,
+}
+
+impl AppState {
+    /// State for `directory` with `config`.
+    pub fn new(directory: Directory, config: ServerConfig, shared: Shared) -> Arc<Self> {
+        Arc::new(Self {
+            sessions: Arc::new(Semaphore::new(config.max_sessions)),
+            directory,
+            config,
+            shared,
+            draining: CancellationToken::new(),
+            shutdown: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        })
+    }
+}
+
+/// The router of a runtime server.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/session", get(session))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+#[derive(Debug, Deserialize)]
+struct SessionQuery {
+    agent: Option<String>,
+}
+
+async fn session(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<SessionQuery>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let limit = state.config.max_message_bytes;
+    let tracker = state.tracker.clone();
+    upgrade.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| async move {
+        tracker.track_future(super::connection::serve(socket, state, query.agent)).await;
+    })
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    if state.draining.is_cancelled() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response()
+    } else {
+        "ready".into_response()
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    ([("content-type", "text/plain; version=0.0.4")], state.shared.metrics.render()).into_response()
+}
+
+/// A bound server, ready to run.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    state: Arc<AppState>,
+}
+
+/// The server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address is not usable.
+    #[error("cannot listen on {addr}: {message}; pick another address or port")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        message: String,
+    },
+    /// Serving failed.
+    #[error("the HTTP server failed: {0}")]
+    Serve(String),
+}
+
+impl Server {
+    /// Binds `addr`.
+    pub async fn bind(addr: SocketAddr, state: Arc<AppState>) -> Result<Self, ServeError> {
+        let listener =
+            TcpListener::bind(addr).await.map_err(|e| ServeError::Listen { addr, message: e.to_string() })?;
+        Ok(Self { listener, state })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
+        self.listener.local_addr().map_err(|e| ServeError::Serve(e.to_string()))
+    }
+
+    /// The shared state (tests and local mode read metrics and tokens from it).
+    pub fn state(&self) -> Arc<AppState> {
+        self.state.clone()
+    }
+
+    /// Serves until `stop` resolves, then drains: readiness goes false and new sessions
+    /// are refused at once; live sessions may finish within the drain timeout; then the
+    /// rest are closed with 1001 and the server stops.
+    pub async fn run(self, stop: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
+        let state = self.state.clone();
+        let app = router(state.clone());
+        let stopped = state.shutdown.clone();
+        let serve = axum::serve(self.listener, app).with_graceful_shutdown(async move { stopped.cancelled().await });
+        let serving = tokio::spawn(async move { serve.await });
+        stop.await;
+        tracing::info!(sessions = state.tracker.len(), "draining: readiness is false and new sessions are refused");
+        state.draining.cancel();
+        state.tracker.close();
+        if tokio::time::timeout(state.config.drain_timeout, state.tracker.wait()).await.is_err() {
+            tracing::warn!(sessions = state.tracker.len(), "drain timeout reached; closing the remaining sessions");
+        }
+        state.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), state.tracker.wait()).await;
+        match serving.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ServeError::Serve(e.to_string())),
+            Err(e) => Err(ServeError::Serve(e.to_string())),
+        }
+    }
+}

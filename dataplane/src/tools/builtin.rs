@@ -1,0 +1,28 @@
+//! Built-in tools: `currentTime` returns the date and time now (UTC); `endSession` is
+//! handled by the core itself (it ends the session after the reply) and only acknowledged
+//! here.
+
+use switchboard_crds::agent::BuiltinKind;
+
+use crate::core::ToolFailure;
+
+/// Runs built-in `kind`.
+pub fn run(kind: BuiltinKind) -> Result<serde_json::Value, ToolFailure> {
+    match kind {
+        BuiltinKind::CurrentTime => {
+            let now = jiff::Timestamp::now();
+            Ok(serde_json::json!({
+                "utc": now.to_string(),
+                "date": now.strftime("%Y-%m-%d").to_string(),
+                "time": now.strftime("%H:%M:%S").to_string(),
+                "weekday": now.strftime("%A").to_string(),
+            }))
+        }
+        BuiltinKind::EndSession => Ok(serde_json::json!({ "ending": true })),
+    }
+}
+
+/// Today's date, ISO 8601 (UTC), for the prompt's `{date}`.
+pub fn today() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%d").to_string()
+}

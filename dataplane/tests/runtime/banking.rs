@@ -1,0 +1,81 @@
+//! The Example Bank conversation in text mode, end to end through local mode: real
+//! WebSocket client, the real Bedrock SDK against the simulator, the demo HTTP tool
+//! server, handoffs performed in-process.
+
+use switchboard_dataplane::core::HandoffKind;
+use switchboard_dataplane::protocol::ServerMessage;
+use switchboard_dataplane::runtime::ServerConfig;
+
+use crate::common::{self, Client, replies};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_check_balance_and_handoffs() {
+    let running = common::banking(ServerConfig::default()).await;
+    let mut client = Client::start(&running.url(""), None).await;
+    let hello = client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    assert!(
+        matches!(&hello[0], ServerMessage::BidiConnectionStart { agent, .. } if agent == "triage"),
+        "the default agent answers: {hello:?}"
+    );
+    assert!(replies(&hello)[0].contains("Example Bank"), "triage greets with its persona's greeting");
+
+    client.say("I'd like to check my balance").await;
+    let to_idv =
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    let handoff = to_idv.iter().find_map(|m| match m {
+        ServerMessage::Handoff { from, to, kind, context } => Some((from.clone(), to.clone(), *kind, context.clone())),
+        _ => None,
+    });
+    let (from, to, kind, context) = handoff.expect("triage hands off");
+    assert_eq!((from.as_str(), to.as_str(), kind), ("triage", "idv", HandoffKind::Transfer));
+    assert_eq!(context.return_to.as_deref(), Some("triage"));
+    assert_eq!(context.last_user_message.as_deref(), Some("I'd like to check my balance"));
+    let ask = client.turn().await;
+    assert!(replies(&ask).iter().any(|r| r.contains("eight-digit account number")), "idv asks for details: {ask:?}");
+
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let verified = client.turn().await;
+    assert!(verified.iter().any(|m| matches!(m, ServerMessage::ToolStart { name, .. } if name == "perform_idv_check")));
+    let memory = verified.iter().find_map(|m| match m {
+        ServerMessage::MemoryUpdate { key, value } if key == "verifiedUser" => Some(value.clone()),
+        _ => None,
+    });
+    let memory = memory.expect("the verified user is remembered");
+    assert_eq!(memory["accountNumber"], "12345678");
+    assert_eq!(memory["name"], "Ada Lovelace");
+    assert!(
+        verified.iter().any(
+            |m| matches!(m, ServerMessage::WorkflowTransition { to, by, .. } if to == "choose" && by == "condition")
+        )
+    );
+    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+
+    client.say("My balance please").await;
+    let to_banking =
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    let context = to_banking.iter().find_map(|m| match m {
+        ServerMessage::Handoff { to, context, .. } if to == "banking" => Some(context.clone()),
+        _ => None,
+    });
+    let context = context.expect("idv transfers to banking");
+    assert_eq!(context.return_to.as_deref(), Some("triage"), "the original return target is kept (tail call)");
+    assert_eq!(context.verified_user.as_ref().map(|u| u["accountNumber"].clone()), Some("12345678".into()));
+    assert_eq!(context.memory.get("verifiedUser").map(|u| u["name"].clone()), Some("Ada Lovelace".into()));
+    let balance = client.turn().await;
+    let result = balance.iter().find_map(|m| match m {
+        ServerMessage::ToolComplete { name, result, .. } if name == "check_balance" => Some(result.clone()),
+        _ => None,
+    });
+    assert_eq!(result.expect("check_balance ran")["balance"], 1234.56);
+    assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "{balance:?}");
+
+    // The same question again within the tool's cacheTtlSeconds is served from the cache.
+    client.say("What is my balance now?").await;
+    let again = client.turn().await;
+    assert!(
+        again
+            .iter()
+            .any(|m| matches!(m, ServerMessage::ToolComplete { name, cached: true, .. } if name == "check_balance")),
+        "{again:?}"
+    );
+}

@@ -1,0 +1,198 @@
+//! Helpers: run local mode or a single-agent runtime on real sockets, talk to it with a
+//! real WebSocket client, scrape its metrics over HTTP.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use switchboard_dataplane::local::{self, LocalOptions};
+use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart};
+use switchboard_dataplane::runtime::{AppState, ServerConfig};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// Upper bound for waiting on one expected message: a guard against hangs, not a timing
+/// assertion.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+pub fn examples_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking")
+}
+
+/// A running server and how to stop it.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub state: Arc<AppState>,
+    stop: Option<oneshot::Sender<()>>,
+    pub done: tokio::task::JoinHandle<()>,
+    _keep: Vec<Box<dyn std::any::Any + Send>>,
+}
+
+impl Running {
+    /// Starts draining (as SIGTERM does).
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    pub fn url(&self, query: &str) -> String {
+        format!("ws://{}/v1/session{query}", self.addr)
+    }
+}
+
+/// Local mode on the banking example, on a free port, with `config` limits.
+pub async fn banking(config: ServerConfig) -> Running {
+    let options = LocalOptions {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        bedrock: false,
+        sim_script: None,
+        transcripts: None,
+        server: config,
+    };
+    let local = local::start(&examples_dir(), options).await.expect("local mode starts");
+    let addr = local.server.local_addr().expect("bound");
+    let state = local.server.state();
+    let (tx, rx) = oneshot::channel::<()>();
+    let server = local.server;
+    let done = tokio::spawn(async move {
+        server
+            .run(async move {
+                let _ = rx.await;
+            })
+            .await
+            .expect("server runs");
+    });
+    let keep: Vec<Box<dyn std::any::Any + Send>> = vec![Box::new(local.sim), Box::new(local.demo_tools)];
+    Running { addr, state, stop: Some(tx), done, _keep: keep }
+}
+
+pub struct Client {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    pub seen: Vec<ServerMessage>,
+}
+
+impl Client {
+    pub async fn connect(url: &str) -> Self {
+        let (ws, _) = tokio_tungstenite::connect_async(url).await.expect("websocket connects");
+        Self { ws, seen: Vec::new() }
+    }
+
+    pub async fn start(url: &str, agent: Option<&str>) -> Self {
+        let mut client = Self::connect(url).await;
+        client
+            .send(&ClientMessage::SessionStart(SessionStart { agent: agent.map(str::to_owned), ..Default::default() }))
+            .await;
+        client
+    }
+
+    pub async fn send(&mut self, message: &ClientMessage) {
+        self.send_raw(&serde_json::to_string(message).expect("serialises")).await;
+    }
+
+    pub async fn send_raw(&mut self, text: &str) {
+        self.ws.send(Message::text(text)).await.expect("frame sent");
+    }
+
+    pub async fn say(&mut self, text: &str) {
+        self.send(&ClientMessage::BidiTextInput { text: text.into() }).await;
+    }
+
+    /// The next frame: a protocol message, or the close (code, reason), or None at the end.
+    pub async fn next(&mut self) -> Option<Result<ServerMessage, (u16, String)>> {
+        loop {
+            let frame = tokio::time::timeout(PATIENCE, self.ws.next()).await.expect("a frame arrives in time")?;
+            match frame {
+                Ok(Message::Text(text)) => {
+                    let message: ServerMessage =
+                        serde_json::from_str(text.as_str()).expect("server sends protocol JSON");
+                    self.seen.push(message.clone());
+                    return Some(Ok(message));
+                }
+                Ok(Message::Close(frame)) => {
+                    return Some(Err(frame
+                        .map(|f| (u16::from(f.code), f.reason.to_string()))
+                        .unwrap_or((1005, String::new()))));
+                }
+                Ok(_) => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Reads until `pred` holds; returns everything read (the match last).
+    pub async fn until(&mut self, pred: impl Fn(&ServerMessage) -> bool) -> Vec<ServerMessage> {
+        let mut got = Vec::new();
+        loop {
+            match self.next().await {
+                Some(Ok(message)) => {
+                    let done = pred(&message);
+                    got.push(message);
+                    if done {
+                        return got;
+                    }
+                }
+                other => panic!("connection ended before the expected message: {other:?}; got {got:#?}"),
+            }
+        }
+    }
+
+    /// Reads until the turn completes.
+    pub async fn turn(&mut self) -> Vec<ServerMessage> {
+        self.until(|m| matches!(m, ServerMessage::BidiResponseComplete { .. })).await
+    }
+
+    /// Reads until the server closes; returns the close code and reason.
+    pub async fn closed(&mut self) -> (u16, String) {
+        loop {
+            match self.next().await {
+                Some(Ok(_)) => continue,
+                Some(Err(close)) => return close,
+                None => return (1006, String::new()),
+            }
+        }
+    }
+}
+
+/// The final assistant text in `messages`.
+pub fn replies(messages: &[ServerMessage]) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::BidiTranscriptStream {
+                role: switchboard_dataplane::protocol::TranscriptRole::Assistant,
+                text,
+                is_final: true,
+                ..
+            } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// GETs `path` from `addr` over a real TCP connection; returns (status, body).
+pub async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("writes");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("reads");
+    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+/// The sum of all samples of metric `name` whose labels contain every `labels` pair.
+pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter(|l| labels.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}

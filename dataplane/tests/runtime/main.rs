@@ -1,0 +1,7 @@
+//! Runtime and local-mode tests on real sockets.
+
+mod banking;
+mod common;
+mod failures;
+mod limits;
+mod metrics;

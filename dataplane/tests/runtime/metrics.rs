@@ -1,0 +1,67 @@
+//! Metrics scraped after a conversation show the tokens and turns that happened.
+
+use switchboard_dataplane::protocol::ServerMessage;
+use switchboard_dataplane::runtime::ServerConfig;
+
+use crate::common::{self, Client, metric_sum};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_match_the_conversation() {
+    let running = common::banking(ServerConfig::default()).await;
+    let mut client = Client::start(&running.url(""), None).await;
+    client.say("I'd like to check my balance").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.turn().await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    client.turn().await;
+    client.say("My balance please").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    client.turn().await;
+
+    let (input, output) = client.seen.iter().fold((0u64, 0u64), |(i, o), m| match m {
+        ServerMessage::BidiUsage { input_tokens, output_tokens, .. } => (i + input_tokens, o + output_tokens),
+        _ => (i, o),
+    });
+    let turns = client.seen.iter().filter(|m| matches!(m, ServerMessage::BidiResponseStart { .. })).count();
+    let session_id = client.seen.iter().find_map(|m| match m {
+        ServerMessage::BidiConnectionStart { session_id, .. } => Some(session_id.clone()),
+        _ => None,
+    });
+    assert!(input > 0 && output > 0);
+
+    let (status, text) = common::get(running.addr, "/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(metric_sum(&text, "switchboard_tokens_total", &[("direction", "input")]), input as f64, "{text}");
+    assert_eq!(metric_sum(&text, "switchboard_tokens_total", &[("direction", "output")]), output as f64);
+    assert_eq!(metric_sum(&text, "switchboard_turn_latency_seconds_count", &[]), turns as f64, "one latency per turn");
+    let calls = client.seen.iter().filter(|m| matches!(m, ServerMessage::BidiUsage { .. })).count();
+    assert_eq!(
+        metric_sum(&text, "switchboard_time_to_first_token_seconds_count", &[]),
+        calls as f64,
+        "one TTFT per model call"
+    );
+    assert!(metric_sum(&text, "switchboard_turn_latency_seconds_sum", &[]) > 0.0);
+    assert_eq!(metric_sum(&text, "switchboard_sessions_total", &[("agent", "triage")]), 1.0);
+    assert_eq!(metric_sum(&text, "switchboard_sessions_total", &[("agent", "banking")]), 1.0);
+    assert_eq!(metric_sum(&text, "switchboard_sessions_active", &[("agent", "banking")]), 1.0);
+    assert_eq!(metric_sum(&text, "switchboard_sessions_active", &[("agent", "triage")]), 0.0);
+    assert_eq!(metric_sum(&text, "switchboard_handoffs_total", &[]), 2.0);
+    assert_eq!(
+        metric_sum(
+            &text,
+            "switchboard_tool_duration_seconds_count",
+            &[("tool", "perform_idv_check"), ("outcome", "success")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric_sum(
+            &text,
+            "switchboard_tool_duration_seconds_count",
+            &[("tool", "check_balance"), ("outcome", "success")]
+        ),
+        1.0
+    );
+    assert!(text.contains("le=\"0.001\""), "OpenTelemetry GenAI TTFT buckets");
+    assert!(!text.contains(&session_id.expect("session id")), "no session ids in labels");
+}
