@@ -4,8 +4,9 @@ use switchboard_crds::manifests::{crd_files, schema_of};
 
 #[test]
 fn crd_files_on_disk_match_the_types() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    for (name, generated) in crd_files() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let chart = root.join(switchboard_crds::manifests::CHART_CRDS_DIR);
+    for ((name, generated), dir) in crd_files().into_iter().flat_map(|f| [(f.clone(), root), (f, chart.as_path())]) {
         let path = dir.join(&name);
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(

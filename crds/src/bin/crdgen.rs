@@ -1,14 +1,22 @@
-//! Writes the CRD manifests generated from the Rust types into `crds/` (or the directory
-//! given as the first argument).
+//! Writes the CRD manifests generated from the Rust types into `crds/` and into the Helm
+//! chart's `charts/switchboard/crds/` (the same bytes), or into the directory given as the
+//! first argument.
 
 use std::path::PathBuf;
 
 fn main() -> std::io::Result<()> {
-    let dir = std::env::args_os().nth(1).map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
-    for (name, yaml) in switchboard_crds::manifests::crd_files() {
-        let path = dir.join(name);
-        std::fs::write(&path, yaml)?;
-        println!("wrote {}", path.display());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dirs = match std::env::args_os().nth(1) {
+        Some(dir) => vec![PathBuf::from(dir)],
+        None => vec![root.clone(), root.join(switchboard_crds::manifests::CHART_CRDS_DIR)],
+    };
+    for dir in dirs {
+        std::fs::create_dir_all(&dir)?;
+        for (name, yaml) in switchboard_crds::manifests::crd_files() {
+            let path = dir.join(name);
+            std::fs::write(&path, yaml)?;
+            println!("wrote {}", path.display());
+        }
     }
     Ok(())
 }
