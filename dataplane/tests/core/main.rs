@@ -1,0 +1,8 @@
+//! Property tests of the agent core (no I/O: inputs in, effects out), on the real
+//! Example Bank agents resolved from examples/banking.
+
+mod common;
+mod handoffs;
+mod memory;
+mod pipeline;
+mod sessions;
