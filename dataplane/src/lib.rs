@@ -9,4 +9,5 @@ pub mod model;
 pub mod protocol;
 pub mod runtime;
 pub mod sim;
+pub mod sonic;
 pub mod tools;

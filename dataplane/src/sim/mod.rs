@@ -3,9 +3,9 @@
 //! unchanged apart from its endpoint and trusted certificate. It never needs AWS
 //! credentials and ignores SigV4 signatures.
 //!
-//! Served operations: ConverseStream and Converse ([`converse`]). Replies come from a
-//! [`Script`] of rules with pacing and fault injection. The bidirectional Nova Sonic
-//! operation will be another module beside `converse`, routed by [`state::Operation`].
+//! Served operations: ConverseStream and Converse ([`converse`]), and Nova Sonic's
+//! InvokeModelWithBidirectionalStream ([`sonic`]). Replies come from a [`Script`] of
+//! rules with pacing and fault injection.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), switchboard_dataplane::sim::SimError> {
@@ -22,6 +22,7 @@ mod http;
 pub mod script;
 mod server;
 pub mod service_error;
+pub mod sonic;
 pub mod state;
 pub mod template;
 mod tls;
@@ -203,6 +204,11 @@ impl SimHandle {
     /// The counters now.
     pub fn stats(&self) -> SimStats {
         self.state.stats()
+    }
+
+    /// The bidirectional (Nova Sonic) operation's counters now.
+    pub fn sonic_stats(&self) -> sonic::SonicStats {
+        self.state.sonic.snapshot()
     }
 
     /// Stops accepting, lets open connections finish (up to a few seconds), and removes

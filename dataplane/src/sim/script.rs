@@ -50,6 +50,9 @@ pub struct Script {
     /// default) accepts every model id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub known_models: Vec<String>,
+    /// The bidirectional (Nova Sonic) operation's behaviour; see [`super::sonic::script`].
+    #[serde(default)]
+    pub sonic: super::sonic::SonicScript,
 }
 
 fn default_reply() -> ReplySpec {
@@ -70,6 +73,7 @@ impl Script {
             default: default_reply(),
             default_tool_result: default_tool_result_reply(),
             known_models: Vec::new(),
+            sonic: super::sonic::SonicScript::default(),
         }
     }
 
@@ -113,6 +117,7 @@ impl Script {
                 return Err(ScriptError::Invalid(format!("the {field} reply must be text only")));
             }
         }
+        self.sonic.validate()?;
         self.timing.validate()
     }
 }

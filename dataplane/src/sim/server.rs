@@ -26,6 +26,7 @@ use tokio_util::task::TaskTracker;
 use super::converse;
 use super::http::{Body, full_body};
 use super::service_error::{ErrorKind, ServiceError};
+use super::sonic;
 use super::state::{Operation, SimState};
 
 /// How long a TLS handshake may take.
@@ -136,7 +137,11 @@ fn log_end(peer: SocketAddr, result: Result<(), Box<dyn std::error::Error + Send
 }
 
 /// Routes one request.
-async fn route(request: http::Request<Incoming>, state: &SimState, kill: &CancellationToken) -> http::Response<Body> {
+async fn route(
+    request: http::Request<Incoming>,
+    state: &Arc<SimState>,
+    kill: &CancellationToken,
+) -> http::Response<Body> {
     let request_id = state.next_request_id();
     let path = request.uri().path().to_owned();
     if request.method() == http::Method::GET && path == "/ping" {
@@ -147,6 +152,10 @@ async fn route(request: http::Request<Incoming>, state: &SimState, kill: &Cancel
         return ServiceError::new(ErrorKind::UnknownOperation, message).into_response(&request_id);
     };
     state.count_request(operation, request.version());
+    if operation == Operation::InvokeModelWithBidirectionalStream {
+        // Full duplex: the body is read by the stream's task while the reply streams.
+        return sonic::handle(request, &model_id, state, &request_id);
+    }
     let body = match read_body(request.into_body(), state.max_request_bytes).await {
         Ok(body) => body,
         Err(error) => return error.into_response(&request_id),
@@ -163,6 +172,7 @@ fn operation_of(method: &http::Method, path: &str) -> Option<(String, Operation)
     let operation = match name {
         "converse-stream" => Operation::ConverseStream,
         "converse" => Operation::Converse,
+        "invoke-with-bidirectional-stream" => Operation::InvokeModelWithBidirectionalStream,
         _ => return None,
     };
     let model_id = percent_encoding::percent_decode_str(encoded_model).decode_utf8().ok()?;

@@ -16,16 +16,20 @@ pub enum Operation {
     ConverseStream,
     /// `POST /model/{modelId}/converse`.
     Converse,
+    /// `POST /model/{modelId}/invoke-with-bidirectional-stream` (Nova Sonic).
+    InvokeModelWithBidirectionalStream,
 }
 
 impl Operation {
     /// Every operation.
-    pub const ALL: [Operation; 2] = [Operation::ConverseStream, Operation::Converse];
+    pub const ALL: [Operation; 3] =
+        [Operation::ConverseStream, Operation::Converse, Operation::InvokeModelWithBidirectionalStream];
 
     fn index(self) -> usize {
         match self {
             Self::ConverseStream => 0,
             Self::Converse => 1,
+            Self::InvokeModelWithBidirectionalStream => 2,
         }
     }
 }
@@ -57,6 +61,8 @@ pub struct SimState {
     pub script: Script,
     /// Largest request body accepted, in bytes.
     pub max_request_bytes: usize,
+    /// The bidirectional operation's counters.
+    pub sonic: super::sonic::SonicState,
     requests: [AtomicU64; Operation::ALL.len()],
     model_calls: AtomicU64,
     rule_matches: Vec<AtomicU64>,
@@ -72,6 +78,7 @@ impl SimState {
         Self {
             script,
             max_request_bytes,
+            sonic: super::sonic::SonicState::default(),
             requests: Default::default(),
             model_calls: AtomicU64::new(0),
             rule_matches,

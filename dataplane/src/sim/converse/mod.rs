@@ -42,6 +42,9 @@ pub async fn handle(
                 tokio::time::sleep(prepared.plan.duration).await;
                 json_response(&prepared, request_id)
             }
+            Operation::InvokeModelWithBidirectionalStream => {
+                ServiceError::new(ErrorKind::UnknownOperation, "not a Converse operation").into_response(request_id)
+            }
         },
         Err(error) => {
             tracing::info!(?operation, model_id, error = error.kind.type_name(), message = %error.message, "request refused");

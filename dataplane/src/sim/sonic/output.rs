@@ -1,0 +1,272 @@
+//! The simulated model's output: the Nova Sonic output events as JSON, and the plan of a
+//! reply — USER transcript, SPECULATIVE text, paced 24 kHz audio, FINAL text, an optional
+//! tool call, usage — as events due at given instants.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::audio::{OUTPUT_RATE, sine, speech_ms};
+use super::script::Speech;
+
+/// Identifiers every output event carries.
+#[derive(Clone, Debug)]
+pub struct Ids {
+    /// The stream's session id.
+    pub session_id: String,
+    /// The client's prompt name.
+    pub prompt_name: String,
+    /// The current completion.
+    pub completion_id: String,
+}
+
+impl Ids {
+    fn base(&self) -> serde_json::Map<String, Value> {
+        let mut map = serde_json::Map::new();
+        map.insert("sessionId".into(), json!(self.session_id));
+        map.insert("promptName".into(), json!(self.prompt_name));
+        map.insert("completionId".into(), json!(self.completion_id));
+        map
+    }
+
+    fn event(&self, name: &str, fields: Value) -> Value {
+        let mut body = self.base();
+        if let Value::Object(extra) = fields {
+            body.extend(extra);
+        }
+        json!({ "event": { name: body } })
+    }
+
+    /// `completionStart`.
+    pub fn completion_start(&self) -> Value {
+        self.event("completionStart", json!({}))
+    }
+
+    /// `completionEnd`.
+    pub fn completion_end(&self, stop_reason: &str) -> Value {
+        self.event("completionEnd", json!({ "stopReason": stop_reason }))
+    }
+
+    /// `contentStart` of `kind` (`TEXT`, `AUDIO`, `TOOL`); `stage` is the generation stage
+    /// of text (`SPECULATIVE` / `FINAL`).
+    pub fn content_start(&self, content_id: &str, kind: &str, role: &str, stage: Option<&str>) -> Value {
+        let mut fields = json!({ "contentId": content_id, "type": kind, "role": role });
+        match kind {
+            "AUDIO" => {
+                fields["audioOutputConfiguration"] = json!({
+                    "mediaType": "audio/lpcm", "sampleRateHertz": OUTPUT_RATE, "sampleSizeBits": 16,
+                    "channelCount": 1, "encoding": "base64", "audioType": "SPEECH"
+                });
+            }
+            "TOOL" => fields["toolUseOutputConfiguration"] = json!({ "mediaType": "application/json" }),
+            _ => fields["textOutputConfiguration"] = json!({ "mediaType": "text/plain" }),
+        }
+        if let Some(stage) = stage {
+            fields["additionalModelFields"] = json!(json!({ "generationStage": stage }).to_string());
+        }
+        self.event("contentStart", fields)
+    }
+
+    /// `textOutput`.
+    pub fn text_output(&self, content_id: &str, role: &str, text: &str) -> Value {
+        self.event("textOutput", json!({ "contentId": content_id, "role": role, "content": text }))
+    }
+
+    /// `audioOutput` with PCM16 bytes.
+    pub fn audio_output(&self, content_id: &str, pcm: &[u8]) -> Value {
+        self.event("audioOutput", json!({ "contentId": content_id, "content": aws_smithy_types::base64::encode(pcm) }))
+    }
+
+    /// `toolUse`.
+    pub fn tool_use(&self, content_id: &str, tool_use_id: &str, name: &str, input: &Value) -> Value {
+        self.event(
+            "toolUse",
+            json!({ "contentId": content_id, "toolUseId": tool_use_id, "toolName": name, "content": input.to_string() }),
+        )
+    }
+
+    /// `contentEnd`.
+    pub fn content_end(&self, content_id: &str, kind: &str, stop_reason: &str) -> Value {
+        self.event("contentEnd", json!({ "contentId": content_id, "type": kind, "stopReason": stop_reason }))
+    }
+
+    /// `usageEvent` with the service's `details` breakdown.
+    pub fn usage(&self, delta: &Usage, total: &Usage) -> Value {
+        let part = |u: &Usage| {
+            json!({
+                "input": { "speechTokens": u.input_speech, "textTokens": u.input_text },
+                "output": { "speechTokens": u.output_speech, "textTokens": u.output_text },
+            })
+        };
+        self.event(
+            "usageEvent",
+            json!({
+                "details": { "delta": part(delta), "total": part(total) },
+                "totalInputTokens": total.input_speech + total.input_text,
+                "totalOutputTokens": total.output_speech + total.output_text,
+                "totalTokens": total.input_speech + total.input_text + total.output_speech + total.output_text,
+            }),
+        )
+    }
+}
+
+/// Token counts by direction and modality.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Speech tokens in.
+    pub input_speech: u64,
+    /// Text tokens in.
+    pub input_text: u64,
+    /// Speech tokens out.
+    pub output_speech: u64,
+    /// Text tokens out.
+    pub output_text: u64,
+}
+
+impl Usage {
+    /// Adds `other`.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_speech += other.input_speech;
+        self.input_text += other.input_text;
+        self.output_speech += other.output_speech;
+        self.output_text += other.output_text;
+    }
+}
+
+/// Speech tokens for `ms` of audio (about 25 per second).
+pub fn speech_tokens(ms: u64) -> u64 {
+    ms.div_ceil(40)
+}
+
+/// What emitting an event changes in the session.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Marker {
+    /// Nothing.
+    None,
+    /// The assistant starts speaking (audio content `contentId`).
+    AudioStart(String),
+    /// The assistant stops speaking.
+    AudioEnd,
+    /// The model waits for the result of this tool call (id, name).
+    ToolPending(String, String),
+    /// The reply is complete.
+    Done,
+}
+
+/// An output event due at an instant.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    /// When to send it.
+    pub at: Instant,
+    /// The event.
+    pub event: Value,
+    /// Its effect.
+    pub marker: Marker,
+}
+
+/// Builds replies into a queue of planned events.
+#[derive(Debug)]
+pub struct Planner<'a> {
+    /// The identifiers.
+    pub ids: &'a Ids,
+    /// The pacing.
+    pub speech: &'a Speech,
+    /// Source of content ids.
+    pub next_id: &'a mut u64,
+    /// The queue to append to.
+    pub queue: &'a mut VecDeque<Planned>,
+}
+
+impl Planner<'_> {
+    fn id(&mut self, prefix: &str) -> String {
+        *self.next_id += 1;
+        format!("{prefix}-{:08}", self.next_id)
+    }
+
+    fn push(&mut self, at: Instant, event: Value, marker: Marker) {
+        self.queue.push_back(Planned { at, event, marker });
+    }
+
+    fn scaled(&self, ms: u64) -> Duration {
+        if self.speech.pace <= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(ms as f64 / 1000.0 / self.speech.pace)
+        }
+    }
+
+    /// The user's transcript (a FINAL USER text content) at `at`.
+    pub fn transcript(&mut self, at: Instant, text: &str) {
+        let id = self.id("user");
+        let ids = self.ids;
+        self.push(at, ids.content_start(&id, "TEXT", "USER", Some("FINAL")), Marker::None);
+        self.push(at, ids.text_output(&id, "USER", text), Marker::None);
+        self.push(at, ids.content_end(&id, "TEXT", "END_TURN"), Marker::None);
+    }
+
+    /// The assistant's reply from `at`: text (SPECULATIVE, audio, FINAL), then a tool call
+    /// or the end of the completion, with usage. Returns the output usage.
+    pub fn reply(
+        &mut self,
+        at: Instant,
+        text: Option<&str>,
+        tool: Option<(&str, &str, &Value)>,
+        input: &Usage,
+        total: &mut Usage,
+    ) -> Usage {
+        let ids = self.ids;
+        let mut delta = input.clone();
+        let mut end = at;
+        if let Some(text) = text.filter(|t| !t.is_empty()) {
+            let speculative = self.id("text");
+            self.push(at, ids.content_start(&speculative, "TEXT", "ASSISTANT", Some("SPECULATIVE")), Marker::None);
+            self.push(at, ids.text_output(&speculative, "ASSISTANT", text), Marker::None);
+            self.push(at, ids.content_end(&speculative, "TEXT", "PARTIAL_TURN"), Marker::None);
+            let audio = self.id("audio");
+            self.push(at, ids.content_start(&audio, "AUDIO", "ASSISTANT", None), Marker::AudioStart(audio.clone()));
+            let total_ms = speech_ms(text, self.speech.ms_per_char);
+            let chunk = self.speech.chunk_ms;
+            let mut offset_ms = 0;
+            while offset_ms < total_ms {
+                let ms = chunk.min(total_ms - offset_ms);
+                let offset_samples = offset_ms * u64::from(OUTPUT_RATE) / 1000;
+                let pcm = sine(180.0, OUTPUT_RATE, ms, 6000, offset_samples);
+                let due = at + self.scaled(offset_ms);
+                self.push(due, ids.audio_output(&audio, &pcm), Marker::None);
+                offset_ms += ms;
+            }
+            end = at + self.scaled(total_ms);
+            let stop = if tool.is_some() { "PARTIAL_TURN" } else { "END_TURN" };
+            self.push(end, ids.content_end(&audio, "AUDIO", stop), Marker::AudioEnd);
+            let final_id = self.id("text");
+            self.push(end, ids.content_start(&final_id, "TEXT", "ASSISTANT", Some("FINAL")), Marker::None);
+            self.push(end, ids.text_output(&final_id, "ASSISTANT", text), Marker::None);
+            self.push(end, ids.content_end(&final_id, "TEXT", stop), Marker::None);
+            delta.output_text += crate::sim::tokens::estimate_tokens(text);
+            delta.output_speech += speech_tokens(total_ms);
+        }
+        total.add(&delta);
+        let marker = if let Some((tool_use_id, name, input)) = tool {
+            let id = self.id("tool");
+            self.push(end, ids.content_start(&id, "TOOL", "TOOL", None), Marker::None);
+            self.push(end, ids.tool_use(&id, tool_use_id, name, input), Marker::None);
+            delta.output_text += crate::sim::tokens::estimate_json_tokens(input);
+            total.output_text += crate::sim::tokens::estimate_json_tokens(input);
+            self.push(
+                end,
+                ids.content_end(&id, "TOOL", "TOOL_USE"),
+                Marker::ToolPending(tool_use_id.to_owned(), name.to_owned()),
+            );
+            None
+        } else {
+            Some(Marker::Done)
+        };
+        self.push(end, ids.usage(&delta, total), Marker::None);
+        if let Some(marker) = marker {
+            self.push(end, ids.completion_end("END_TURN"), marker);
+        }
+        delta
+    }
+}
