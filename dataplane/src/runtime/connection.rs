@@ -18,6 +18,8 @@ use crate::protocol::{ClientMessage, ServerMessage, SessionStart, close_code, de
 
 /// Messages queued towards the client before the session waits for the socket.
 const OUTBOUND_BUFFER: usize = 256;
+/// How long to wait for a client to acknowledge a close.
+const CLOSE_DRAIN: Duration = Duration::from_secs(2);
 /// Decoded client messages queued towards the session; a client that fills it is flooding.
 const INBOUND_BUFFER: usize = 64;
 
@@ -84,11 +86,15 @@ pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<
         Some(close) => close,
         None => (close_code::NORMAL, String::new()),
     };
-    reader.abort();
     let _ = out_tx.send(Out::Message(ServerMessage::BidiConnectionClose { reason: reason.clone() })).await;
     let _ = out_tx.send(Out::Close(code, reason)).await;
     drop(out_tx);
     let _ = writer.await;
+    // The reader ends when the client acknowledges the close; do not wait forever.
+    let reader_abort = reader.abort_handle();
+    if tokio::time::timeout(CLOSE_DRAIN, reader).await.is_err() {
+        reader_abort.abort();
+    }
     drop(permit);
 }
 
@@ -101,6 +107,9 @@ async fn read_loop(
 ) {
     let config = &state.config;
     let mut bucket = TokenBucket::new(config.rate_per_second, config.rate_burst);
+    // After a fatal problem the close is sent and the rest of the client's frames are
+    // read and dropped until it acknowledges the close, so the TCP connection is not
+    // reset under frames the client already sent (which would lose the close frame).
     let fatal = |code: u16, reason: String, kind: &'static str| {
         state.shared.metrics.errors.with_label_values(&["", kind]).inc();
         let out_tx = out_tx.clone();
@@ -108,12 +117,23 @@ async fn read_loop(
             let _ = out_tx.send(Out::Close(code, reason)).await;
         }
     };
+    let drain = |mut stream: futures_util::stream::SplitStream<WebSocket>| async move {
+        let _ = tokio::time::timeout(CLOSE_DRAIN, async {
+            while let Some(Ok(frame)) = stream.next().await {
+                if matches!(frame, Message::Close(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
+    };
     loop {
         let frame = match tokio::time::timeout(config.idle_timeout, stream.next()).await {
             Err(_) => {
                 let reason = format!("no message for {} s; the session was closed", config.idle_timeout.as_secs());
                 fatal(close_code::NORMAL, reason, "idle_timeout").await;
-                return;
+                drop(in_tx);
+                return drain(stream).await;
             }
             Ok(None) => return,
             Ok(Some(Err(e))) => {
@@ -121,6 +141,8 @@ async fn read_loop(
                 if text.contains("too long") || text.contains("Space limit") || text.contains("capacity") {
                     let reason = format!("a message exceeded the limit of {} bytes", config.max_message_bytes);
                     fatal(close_code::TOO_BIG, reason, "message_too_big").await;
+                    drop(in_tx);
+                    return drain(stream).await;
                 }
                 return;
             }
@@ -146,14 +168,16 @@ async fn read_loop(
                 config.rate_per_second, config.rate_burst
             );
             fatal(close_code::RATE_LIMITED, reason, "rate_limited").await;
-            return;
+            drop(in_tx);
+            return drain(stream).await;
         }
         match decode_client(text.as_str()) {
             Ok(message) => match in_tx.try_send(message) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     fatal(close_code::RATE_LIMITED, "too many messages are waiting; slow down".into(), "flood").await;
-                    return;
+                    drop(in_tx);
+                    return drain(stream).await;
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => return,
             },

@@ -78,4 +78,22 @@ async fn identity_check_balance_and_handoffs() {
             .any(|m| matches!(m, ServerMessage::ToolComplete { name, cached: true, .. } if name == "check_balance")),
         "{again:?}"
     );
+
+    // Done: banking returns the customer to triage, the agent that started the chain.
+    client.say("That's all, thanks").await;
+    let back =
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "triage")).await;
+    let context = back.iter().find_map(|m| match m {
+        ServerMessage::Handoff { from, to, kind: HandoffKind::Return, context }
+            if from == "banking" && to == "triage" =>
+        {
+            Some(context.clone())
+        }
+        _ => None,
+    });
+    let context = context.expect("banking returns to triage");
+    assert_eq!(context.status, Some(switchboard_dataplane::core::ReturnStatus::Completed));
+    assert!(context.summary.as_deref().is_some_and(|s| s.contains("That's all")), "{context:?}");
+    let welcome = client.turn().await;
+    assert!(replies(&welcome).iter().any(|r| r.starts_with("Welcome back")), "{welcome:?}");
 }

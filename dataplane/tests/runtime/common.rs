@@ -98,6 +98,11 @@ impl Client {
         self.ws.send(Message::text(text)).await.expect("frame sent");
     }
 
+    /// Sends a frame; false once the server has closed the connection.
+    pub async fn try_send_raw(&mut self, text: &str) -> bool {
+        self.ws.send(Message::text(text)).await.is_ok()
+    }
+
     pub async fn say(&mut self, text: &str) {
         self.send(&ClientMessage::BidiTextInput { text: text.into() }).await;
     }

@@ -40,7 +40,9 @@ async fn floods_are_refused_with_1008() {
     let running = common::banking(ServerConfig { rate_per_second: 2, rate_burst: 5, ..ServerConfig::default() }).await;
     let mut client = Client::start(&running.url(""), None).await;
     for _ in 0..100 {
-        client.send_raw(r#"{"type":"bogus"}"#).await;
+        if !client.try_send_raw(r#"{"type":"bogus"}"#).await {
+            break;
+        }
     }
     let (code, reason) = client.closed().await;
     assert_eq!(code, close_code::RATE_LIMITED, "{reason}");
