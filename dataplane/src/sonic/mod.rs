@@ -25,6 +25,7 @@ mod errors;
 pub mod events;
 pub mod history;
 mod session;
+mod turn;
 pub mod wire;
 
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! replaces the stream — proactively (age, voice change) at a turn boundary, reactively
 //! (retryable failure, end of stream) at once — with the input buffered meanwhile.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use aws_sdk_bedrockruntime::Client;
@@ -13,8 +13,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::connection::{Connection, StreamOutput};
-use super::events::{ContentKind, GenerationStage, RestartReason, Role, SonicEvent, StopReason};
-use super::history::{History, HistoryEntry, Speaker};
+use super::events::{RestartReason, SonicEvent};
+use super::history::History;
+use super::turn::TurnState;
 use super::wire::OutputParser;
 use super::{Command, SonicConfig};
 use crate::model::ModelError;
@@ -35,18 +36,6 @@ enum Next {
     Opening { reason: RestartReason, generation: u64 },
     Waiting { reason: RestartReason, at: Instant },
     Ready { reason: RestartReason, connection: Connection, deadline: Instant },
-}
-
-/// Where the conversation is, for finding turn boundaries and building history.
-#[derive(Debug, Default)]
-struct TurnState {
-    responding: bool,
-    open: HashMap<String, (Role, ContentKind)>,
-    texts: HashMap<String, HistoryEntry>,
-    tool_calls: HashSet<String>,
-    last_voiced: Option<Instant>,
-    /// The user spoke and the model has not yet shown it heard (no transcript yet).
-    voice_pending: bool,
 }
 
 type Opening = JoinHandle<Result<Connection, ModelError>>;
@@ -176,17 +165,16 @@ impl Supervisor {
         match command {
             Command::Audio(pcm) => {
                 if is_voiced(&pcm, self.config.voice_threshold) {
-                    self.turn.last_voiced = Some(Instant::now());
-                    self.turn.voice_pending = true;
+                    self.turn.voiced();
                 }
                 self.route(Deferred::Audio(pcm)).await;
             }
             Command::Text(text) => {
-                self.history.push(HistoryEntry::user(text.clone()));
+                self.turn.typed(&text, &mut self.history);
                 self.route(Deferred::Text(text)).await;
             }
             Command::ToolResult { tool_use_id, result } => {
-                let known = self.turn.tool_calls.remove(&tool_use_id);
+                let known = self.turn.answer_tool_call(&tool_use_id);
                 match self.current.as_mut() {
                     Some(current) if known => {
                         if let Err(error) = current.tool_result(&tool_use_id, &result).await {
@@ -261,7 +249,7 @@ impl Supervisor {
             StreamOutput::Chunk(bytes) => match self.parser.parse(&bytes) {
                 Ok(events) => {
                     for event in events {
-                        self.track(&event);
+                        self.turn.observe(&event, &mut self.history);
                         if self.events.send(event).await.is_err() {
                             return false;
                         }
@@ -290,68 +278,13 @@ impl Supervisor {
         }
     }
 
-    /// Follows the conversation: responses under way, tool calls, history.
-    fn track(&mut self, event: &SonicEvent) {
-        let turn = &mut self.turn;
-        match event {
-            SonicEvent::CompletionStart { .. } => turn.responding = true,
-            SonicEvent::CompletionEnd { .. } => turn.responding = false,
-            SonicEvent::ContentStart { content_id, kind, role, stage } => {
-                if matches!(role, Role::User | Role::Assistant) {
-                    turn.responding = true;
-                }
-                if *role == Role::User {
-                    turn.voice_pending = false;
-                }
-                turn.open.insert(content_id.clone(), (role.clone(), *kind));
-                let speaker = match (role, kind, stage) {
-                    (Role::User, ContentKind::Text, _) => Some(Speaker::User),
-                    (Role::Assistant, ContentKind::Text, Some(GenerationStage::Final)) => Some(Speaker::Assistant),
-                    _ => None,
-                };
-                if let Some(speaker) = speaker {
-                    turn.texts.insert(content_id.clone(), HistoryEntry { speaker, text: String::new() });
-                }
-            }
-            SonicEvent::Text { content_id, text, .. } => {
-                if let Some(entry) = turn.texts.get_mut(content_id) {
-                    entry.text.push_str(text);
-                }
-            }
-            SonicEvent::ToolUse { tool_use_id, .. } => {
-                turn.tool_calls.insert(tool_use_id.clone());
-            }
-            SonicEvent::ContentEnd { content_id, stop_reason, .. } => {
-                turn.open.remove(content_id);
-                let Some(entry) = turn.texts.remove(content_id) else {
-                    return;
-                };
-                // The FINAL assistant text closes a reply turn (its audio ended before it).
-                let turn_over = matches!(stop_reason, StopReason::EndTurn | StopReason::Interrupted);
-                if turn_over && entry.speaker == Speaker::Assistant && turn.open.is_empty() {
-                    turn.responding = false;
-                }
-                if *stop_reason != StopReason::Interrupted {
-                    self.history.push(entry);
-                }
-            }
-            SonicEvent::Interrupted => {
-                // The interrupted reply will not be completed; what the user says next is
-                // a new turn.
-                turn.texts.retain(|_, entry| entry.speaker == Speaker::User);
-            }
-            _ => {}
-        }
-    }
-
     /// The current stream is gone: switch to the next one as soon as there is one.
     async fn stream_failed(&mut self, reason: RestartReason) {
         if let Some(old) = self.current.take() {
             tokio::spawn(old.close());
         }
         self.parser = OutputParser::default();
-        let (last_voiced, voice_pending) = (self.turn.last_voiced, self.turn.voice_pending);
-        self.turn = TurnState { last_voiced, voice_pending, ..TurnState::default() };
+        self.turn.new_stream();
         match std::mem::replace(&mut self.next, Next::Idle) {
             Next::Ready { connection, deadline, .. } => self.next = Next::Ready { reason, connection, deadline },
             Next::Opening { generation, .. } => self.next = Next::Opening { reason, generation },
@@ -413,19 +346,15 @@ impl Supervisor {
         true
     }
 
-    /// No reply under way, no tool call open, and the user not mid-utterance: either
-    /// everything they said was heard (a transcript came back), or they have been quiet
-    /// for `boundary_quiet` (voiced noise the model never took for speech).
-    fn at_boundary(&self) -> bool {
-        let quiet = self.turn.last_voiced.is_none_or(|at| at.elapsed() >= self.config.boundary_quiet);
-        !self.turn.responding && self.turn.tool_calls.is_empty() && (!self.turn.voice_pending || quiet)
-    }
-
     /// Switches to a prepared stream when there is no current one, at a turn boundary, or
     /// past its deadline. Returns false when the session must end.
     async fn try_swap(&mut self) -> bool {
         let due = match &self.next {
-            Next::Ready { deadline, .. } => self.current.is_none() || self.at_boundary() || Instant::now() >= *deadline,
+            Next::Ready { deadline, .. } => {
+                self.current.is_none()
+                    || self.turn.at_boundary(self.config.boundary_quiet)
+                    || Instant::now() >= *deadline
+            }
             _ => false,
         };
         if !due {
@@ -452,8 +381,7 @@ impl Supervisor {
             tokio::spawn(old.close());
         }
         self.parser = OutputParser::default();
-        let (last_voiced, voice_pending) = (self.turn.last_voiced, self.turn.voice_pending);
-        self.turn = TurnState { last_voiced, voice_pending, ..TurnState::default() };
+        self.turn.new_stream();
         self.failures = 0;
         tracing::info!(generation, reason = reason.label(), "switched to a new Nova Sonic stream");
         self.events.send(SonicEvent::Restarted { reason, generation }).await.is_ok()

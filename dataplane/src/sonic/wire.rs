@@ -255,3 +255,7 @@ fn usage(body: &Value) -> UsageReport {
         total_output_tokens: body.get("totalOutputTokens").and_then(Value::as_u64).unwrap_or(0),
     }
 }
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;
