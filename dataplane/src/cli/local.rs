@@ -33,17 +33,25 @@ pub struct LocalArgs {
     /// Directory for JSONL transcripts.
     #[arg(long, env = "SWITCHBOARD_TRANSCRIPTS_DIR")]
     transcripts_dir: Option<PathBuf>,
+
+    /// Most concurrent sessions; more are refused with close code 1013.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_MAX_SESSIONS", default_value_t = 1000)]
+    max_sessions: usize,
 }
 
 /// Runs until Ctrl-C.
 pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
-    let LocalArgs { dir, port, host, bedrock, sim_script, transcripts_dir } = args;
+    let LocalArgs { dir, port, host, bedrock, sim_script, transcripts_dir, max_sessions } = args;
     let options = LocalOptions {
         listen: SocketAddr::new(host, port),
         bedrock,
         sim_script,
         transcripts: transcripts_dir,
-        server: ServerConfig { drain_timeout: std::time::Duration::from_secs(5), ..ServerConfig::default() },
+        server: ServerConfig {
+            drain_timeout: std::time::Duration::from_secs(5),
+            max_sessions,
+            ..ServerConfig::default()
+        },
     };
     let local = local::start(&dir, options).await?;
     let addr = local.server.local_addr()?;

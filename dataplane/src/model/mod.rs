@@ -1,11 +1,13 @@
 //! Streaming text models: the provider-neutral [`TextModel`] trait the agent core calls,
 //! its request/event types, the classified [`ModelError`], bounded retries, and the
-//! providers (Amazon Bedrock ConverseStream in [`bedrock`]).
+//! providers (Amazon Bedrock ConverseStream in [`bedrock`], OpenAI-compatible chat
+//! completions in [`openai`]).
 //!
 //! A call is a [`ModelStream`]: the caller pulls events as they arrive and drops the
 //! stream to cancel the call.
 
 pub mod bedrock;
+pub mod openai;
 mod error;
 mod retry;
 mod types;

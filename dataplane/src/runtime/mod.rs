@@ -22,6 +22,7 @@ pub use server::{AppState, Directory, Server, ServerConfig};
 
 use crate::core::{AgentCore, ConfigError};
 use crate::model::bedrock::{BedrockConfig, BedrockTextModel};
+use crate::model::openai::OpenAiTextModel;
 use crate::model::{ModelError, TextModel};
 use crate::tools::ToolExecutor;
 
@@ -55,14 +56,6 @@ pub enum RuntimeError {
         /// Why.
         source: ModelError,
     },
-    /// A provider this runtime does not support.
-    #[error(
-        "agent {agent} uses model provider `openai`, which this runtime does not support yet; use provider `bedrock`"
-    )]
-    UnsupportedProvider {
-        /// The agent.
-        agent: String,
-    },
 }
 
 /// Reads a RuntimeSpec file (JSON or YAML).
@@ -73,7 +66,8 @@ pub fn load_spec(path: &Path) -> Result<RuntimeSpec, RuntimeError> {
 }
 
 /// Builds the text model of `spec`: Bedrock with `bedrock` (its endpoint and CA overrides
-/// applied); `openai` is refused with a clear error.
+/// applied), or an OpenAI-compatible server at `model.endpoint` (bearer token from the
+/// `OPENAI_API_KEY` environment variable when set).
 pub async fn build_model(spec: &RuntimeSpec, bedrock: &BedrockConfig) -> Result<Arc<dyn TextModel>, RuntimeError> {
     match spec.model.provider {
         Provider::Bedrock => {
@@ -87,7 +81,18 @@ pub async fn build_model(spec: &RuntimeSpec, bedrock: &BedrockConfig) -> Result<
                 .map_err(|source| RuntimeError::Model { agent: spec.agent.name.clone(), source })?;
             Ok(Arc::new(model))
         }
-        Provider::Openai => Err(RuntimeError::UnsupportedProvider { agent: spec.agent.name.clone() }),
+        Provider::Openai => {
+            let Some(endpoint) = spec.model.endpoint.as_deref() else {
+                return Err(RuntimeError::Model {
+                    agent: spec.agent.name.clone(),
+                    source: ModelError::Config { message: "provider openai needs model.endpoint".into() },
+                });
+            };
+            let api_key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty());
+            let model = OpenAiTextModel::new(endpoint, api_key)
+                .map_err(|source| RuntimeError::Model { agent: spec.agent.name.clone(), source })?;
+            Ok(Arc::new(model))
+        }
     }
 }
 
