@@ -113,6 +113,9 @@ default: {{ text: "You said {{text}}." }}
     assert_exactly_once(&sent, &received);
     let stats = sim.sonic_stats();
     assert!(stats.scripted_closes >= 3, "{stats:?}");
+    // Frames in flight when a stream was closed reached it but no model heard them.
+    assert_eq!(stats.audio_frames + stats.frames_after_close, sent.len() as u64);
+    eprintln!("{} frames sent; {} arrived after their stream's close", sent.len(), stats.frames_after_close);
     let ended = restarts(&seen).iter().filter(|r| **r == RestartReason::StreamEnded).count();
     assert!(ended >= 3, "{:?}", restarts(&seen));
     // No utterance answered twice, by the simulator or as seen by the client.
@@ -164,8 +167,42 @@ default: {{ text: "You said {{text}}." }}
     assert!(reasons.contains(&RestartReason::Rotation), "{reasons:?}");
     assert!(reasons.contains(&RestartReason::VoiceChange), "{reasons:?}");
     assert!(stats.streams >= 3, "{stats:?}");
+    // The voice change reached the service: the last stream speaks with the new voice.
+    let last_voice = stats.voices.iter().max_by_key(|(stream, _)| *stream).and_then(|(_, v)| v.as_deref());
+    assert_eq!(last_voice, Some("tiffany"), "{:?}", stats.voices);
+    assert_eq!(stats.voices.first().and_then(|(_, v)| v.as_deref()), Some("matthew"));
     // Replayed history is never answered: one reply per utterance.
     let heard: Vec<_> = stats.replies.iter().filter_map(|r| r.heard.clone()).collect();
     assert_eq!(heard, vec!["one", "two", "three", "four"], "{stats:?}");
     assert_eq!(final_replies(&seen), vec!["You said one.", "You said two.", "You said three.", "You said four."]);
+}
+
+#[tokio::test]
+async fn a_retryable_stream_error_is_recovered_on_a_new_stream() {
+    let sim = start(&format!(
+        r#"
+sonic:
+  turnDetection: {{ silenceMs: {{ high: 300, medium: 300, low: 300 }} }}
+  phrases: {PHRASES}
+  speech: {{ msPerChar: 20, responseDelayMs: 50 }}
+  faults: {{ streamError: {{ kind: modelStreamError, atUtterance: 0 }} }}
+  recordFrames: true
+default: {{ text: "You said {{text}}." }}
+"#
+    ))
+    .await;
+    let (session, mut events) = session(&sim, config()).await;
+    let mic = Microphone::start(session.clone());
+    let seen = talk(&mut events, &mic, &[(100, 1), (1300, 2)], Duration::from_millis(2600)).await;
+    let sent = mic.stop().await;
+    session.close().await.expect("open");
+    let received = frames_arrived(&sim, sent.len()).await;
+
+    assert_exactly_once(&sent, &received);
+    assert_eq!(restarts(&seen), vec![RestartReason::StreamError("stream_interrupted")]);
+    // The failed utterance got no reply; the next one was answered on the new stream.
+    assert_eq!(final_replies(&seen), vec!["You said two."]);
+    let stats = sim.sonic_stats();
+    assert_eq!(stats.streams, 2, "{stats:?}");
+    assert_eq!(stats.replies.iter().map(|r| r.stream).collect::<Vec<_>>(), vec![1]);
 }

@@ -143,3 +143,56 @@ async fn speaking_over_the_model_interrupts_it_and_its_audio_stops() {
     assert!(texts(&after).iter().any(|(role, _, text)| role == "User" && text == "Wait, stop"));
     assert_eq!(sim.sonic_stats().interruptions, 1);
 }
+
+#[tokio::test]
+async fn typed_and_spoken_turns_share_one_session() {
+    let sim = start(SCRIPT).await;
+    let (session, mut events) = session(&sim, config()).await;
+    let mic = Microphone::start(session.clone());
+    session.send_text("Tell me a short story").await.expect("open");
+    let typed = until(&mut events, LIMIT, |e| matches!(e, SonicEvent::CompletionEnd { .. })).await;
+    mic.say(2, 500);
+    let spoken = until(&mut events, LIMIT, |e| matches!(e, SonicEvent::CompletionEnd { .. })).await;
+    mic.stop().await;
+
+    let story = "Once upon a time there was a bank that never closed, and every customer who called was greeted by a patient voice.";
+    assert!(texts(&typed).iter().any(|(_, stage, text)| stage.as_deref() == Some("Final") && text == story));
+    assert!(audio_bytes(&typed) > 0, "typed turns are answered with audio too");
+    assert_eq!(
+        texts(&spoken)
+            .iter()
+            .filter(|(_, stage, _)| stage.as_deref() == Some("Final"))
+            .map(|(_, _, t)| t.as_str())
+            .collect::<Vec<_>>(),
+        vec!["Wait, stop", "Sure."]
+    );
+    let stats = sim.sonic_stats();
+    assert_eq!(stats.typed, vec!["Tell me a short story".to_owned()]);
+    assert_eq!(stats.streams, 1);
+}
+
+#[tokio::test]
+async fn without_a_known_phrase_the_nth_utterance_means_what_the_script_says() {
+    let sim = start(
+        r#"
+sonic:
+  turnDetection: { silenceMs: { high: 300, medium: 300, low: 300 } }
+  phrases: { 1: "What is my balance?" }
+  utterances: ["first thing", "second thing"]
+  speech: { msPerChar: 10, responseDelayMs: 20 }
+default: { text: "Heard: {text}" }
+"#,
+    )
+    .await;
+    let (session, mut events) = session(&sim, config()).await;
+    let mic = Microphone::start(session.clone());
+    mic.say(9, 400);
+    let first = until(&mut events, LIMIT, |e| matches!(e, SonicEvent::CompletionEnd { .. })).await;
+    mic.say(1, 400);
+    let second = until(&mut events, LIMIT, |e| matches!(e, SonicEvent::CompletionEnd { .. })).await;
+    mic.stop().await;
+    let user = |events: &[SonicEvent]| texts(events).into_iter().find(|(role, _, _)| role == "User").map(|(_, _, t)| t);
+    // Phrase 9 is not in `phrases`: utterance 0 means "first thing". Phrase 1 is known.
+    assert_eq!(user(&first).as_deref(), Some("first thing"));
+    assert_eq!(user(&second).as_deref(), Some("What is my balance?"));
+}

@@ -136,6 +136,10 @@ pub struct SonicStats {
     pub validation_errors: u64,
     /// Streams closed by the script's `close` fault.
     pub scripted_closes: u64,
+    /// The voice id each stream's `promptStart` asked for, by stream.
+    pub voices: Vec<(u64, Option<String>)>,
+    /// User texts typed into streams (interactive text contents), in order.
+    pub typed: Vec<String>,
 }
 
 /// The counters, shared by every stream.
@@ -210,6 +214,14 @@ impl SonicState {
 
     fn count_validation_error(&self) {
         self.with(|s| s.validation_errors += 1);
+    }
+
+    fn record_voice(&self, stream: u64, voice: Option<String>) {
+        self.with(|s| s.voices.push((stream, voice)));
+    }
+
+    fn record_typed(&self, text: &str) {
+        self.with(|s| s.typed.push(text.to_owned()));
     }
 
     fn count_close(&self) {

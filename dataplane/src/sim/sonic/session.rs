@@ -174,7 +174,8 @@ impl Session {
                 };
                 self.detector = Some(TurnDetector::new(config, silence));
             }
-            Input::PromptStart { tools, .. } => {
+            Input::PromptStart { tools, voice_id } => {
+                self.state.sonic.record_voice(self.stream, voice_id);
                 self.tools = tools;
                 self.ids.prompt_name = self.protocol.prompt_name().to_owned();
             }
@@ -183,6 +184,7 @@ impl Session {
             Input::Audio(pcm) => self.on_audio(&pcm).await,
             Input::AudioEnd | Input::PromptEnd => {}
             Input::UserText(text) => {
+                self.state.sonic.record_typed(&text);
                 let usage = Usage { input_text: crate::sim::tokens::estimate_tokens(&text), ..Usage::default() };
                 self.answer_user(text, usage, false).await;
             }
