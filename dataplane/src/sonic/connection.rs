@@ -90,9 +90,10 @@ impl Connection {
         > = events.into();
         let call = client.invoke_model_with_bidirectional_stream().model_id(&config.model_id).body(sender).send();
         let model_id = config.model_id.clone();
-        let started = tokio::spawn(call);
-        let output = match tokio::time::timeout(config.open_timeout, started).await {
+        let mut started = tokio::spawn(call);
+        let output = match tokio::time::timeout(config.open_timeout, &mut started).await {
             Err(_) => {
+                started.abort();
                 return Err(ModelError::Timeout {
                     message: format!("the stream did not open within {:?}", config.open_timeout),
                 });

@@ -405,12 +405,12 @@ impl Supervisor {
 }
 
 fn is_voiced(pcm: &[u8], threshold: f64) -> bool {
-    let samples: Vec<i16> = pcm.chunks_exact(2).map(|p| i16::from_le_bytes([p[0], p[1]])).collect();
-    if samples.is_empty() {
+    let count = pcm.len() / 2;
+    if count == 0 {
         return false;
     }
-    let sum: f64 = samples.iter().map(|s| f64::from(*s) * f64::from(*s)).sum();
-    (sum / samples.len() as f64).sqrt() >= threshold
+    let sum: f64 = pcm.chunks_exact(2).map(|p| f64::from(i16::from_le_bytes([p[0], p[1]]))).map(|s| s * s).sum();
+    (sum / count as f64).sqrt() >= threshold
 }
 
 async fn join(task: &mut Option<Opening>) -> Result<Result<Connection, ModelError>, tokio::task::JoinError> {

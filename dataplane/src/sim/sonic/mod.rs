@@ -4,7 +4,7 @@
 //! `application/vnd.amazon.eventstream` body. The response headers are sent at once (the
 //! SDK's `send()` returns when they arrive); request-level faults (`faults.error`,
 //! `knownModels`) answer with the service's HTTP error instead. Then one task per stream
-//! ([`session`]) validates the input events ([`protocol`]), detects utterances in the
+//! (`session`) validates the input events ([`protocol`]), detects utterances in the
 //! user's audio ([`audio`]) and answers them by the script's rules ([`output`]).
 //!
 //! The simulator never speaks first and never answers the system prompt or replayed

@@ -17,7 +17,13 @@
 //! Replies come from the script's ordinary `rules` (see [`crate::sim::script`]): the heard
 //! utterance is the user text, tool results sent back in the stream are tool results, the
 //! system prompt and the tools of `promptStart` are the request's. Request-level faults
-//! (`faults.error`) and `knownModels` apply to the bidirectional operation as well.
+//! (`faults.error`, counted over all model calls) and `knownModels` apply to the
+//! bidirectional operation as well; the pacing here is `sonic.speech`, so the script's
+//! and the rules' `timing` and the rules' `faults` apply to Converse only.
+//!
+//! How an utterance is heard: its phrase id (see [`crate::sim::sonic::audio`]: a tone of
+//! `400 + 100 * id` Hz) looked up in `phrases`; else the `utterances` entry for its index;
+//! else `phrase <id>`, or `(inaudible)` when the audio carries no phrase tone.
 
 use std::collections::BTreeMap;
 
