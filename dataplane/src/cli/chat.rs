@@ -1,6 +1,8 @@
 //! `switchboard chat <url>`: a terminal chat client for the session protocol. Type a line
 //! to send it; streamed replies, tool and handoff events are printed as they arrive; a
-//! consent request is answered with `y` or `n`; `/quit` (or end of input) closes.
+//! consent request is answered with `y` or `n`; `/quit` closes at once. At the end of
+//! input (e.g. a piped script) the client waits until every line was answered and the
+//! session has been quiet for a moment, then closes.
 
 use std::io::Write;
 
@@ -10,6 +12,9 @@ use futures_util::{SinkExt, StreamExt};
 use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_tungstenite::tungstenite::Message;
+
+/// How long the session must be quiet after the end of input before the client closes.
+const QUIET: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Options of `switchboard chat`.
 #[derive(Debug, Args)]
@@ -32,13 +37,28 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     sink.send(Message::text(serde_json::to_string(&start)?)).await?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut pending_consent: Option<String> = None;
+    let mut input_open = true;
+    let mut unanswered = 0usize;
+    let mut in_turn = 0i64;
+    let mut closing = false;
     loop {
+        let quiet = tokio::time::sleep(QUIET);
         tokio::select! {
+            () = quiet, if !input_open && !closing && unanswered == 0 && in_turn <= 0 && pending_consent.is_none() => {
+                sink.send(Message::text(serde_json::to_string(&ClientMessage::Close {})?)).await?;
+                closing = true;
+            }
             frame = stream.next() => match frame {
                 Some(Ok(Message::Text(text))) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
                     Ok(message) => {
-                        if let ServerMessage::ConsentRequest { tool_use_id, .. } = &message {
-                            pending_consent = Some(tool_use_id.clone());
+                        match &message {
+                            ServerMessage::ConsentRequest { tool_use_id, .. } => pending_consent = Some(tool_use_id.clone()),
+                            ServerMessage::BidiResponseStart { .. } => in_turn += 1,
+                            ServerMessage::BidiResponseComplete { .. } => {
+                                in_turn -= 1;
+                                unanswered = unanswered.saturating_sub(1);
+                            }
+                            _ => {}
                         }
                         print_message(&message);
                     }
@@ -52,10 +72,10 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                 Some(Err(e)) => anyhow::bail!("connection failed: {e}"),
                 None => return Ok(()),
             },
-            line = lines.next_line() => {
+            line = lines.next_line(), if input_open => {
                 let Some(line) = line? else {
-                    sink.send(Message::text(serde_json::to_string(&ClientMessage::Close {})?)).await?;
-                    return Ok(());
+                    input_open = false;
+                    continue;
                 };
                 let line = line.trim().to_owned();
                 if line.is_empty() { continue; }
@@ -65,6 +85,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                     let approved = matches!(line.to_lowercase().as_str(), "y" | "yes");
                     ClientMessage::ToolConsent { tool_use_id: id, approved }
                 } else {
+                    unanswered += 1;
                     ClientMessage::BidiTextInput { text: line }
                 };
                 sink.send(Message::text(serde_json::to_string(&message)?)).await?;

@@ -276,6 +276,12 @@ impl Session {
         self.queue.len()
     }
 
+    /// Takes the user inputs still waiting, oldest first: after a handoff the adapter
+    /// hands them to the receiving agent's session so nothing the user typed is lost.
+    pub fn take_queued(&mut self) -> Vec<String> {
+        self.queue.drain(..).collect()
+    }
+
     /// The system prompt as it stands (rebuilt if the state changed since).
     pub fn system_prompt(&mut self) -> String {
         if self.prompt.is_none() {

@@ -217,24 +217,19 @@ async fn run(
     };
     let (mut session, mut effects) = Session::start(agent.core.clone(), init);
     let mut agent = agent;
-    let mut pending = pending;
+    let mut pending: Vec<ClientMessage> = pending.into_iter().collect();
     loop {
         let [name, mode, _] = agent.labels();
         let gauge = state.shared.metrics.sessions_active.with_label_values(&[name, mode]);
         state.shared.metrics.sessions_total.with_label_values(&[name, mode]).inc();
         gauge.inc();
-        let exit = driver::drive(
-            &agent,
-            &mut session,
-            effects,
-            pending.take(),
-            inbound,
-            outbound,
-            &state.shared,
-            &state.shutdown,
-        )
-        .await;
+        let first: Vec<ClientMessage> = std::mem::take(&mut pending);
+        let exit =
+            driver::drive(&agent, &mut session, effects, first, inbound, outbound, &state.shared, &state.shutdown)
+                .await;
         gauge.dec();
+        // Inputs the user sent while the handing-over agent was busy go to the next agent.
+        pending = session.take_queued().into_iter().map(|text| ClientMessage::BidiTextInput { text }).collect();
         match next_step(state, exit, &session_id) {
             Step::Close(code, reason) => return Some((code, reason)),
             Step::Continue(next_agent, next_session, next_effects) => {

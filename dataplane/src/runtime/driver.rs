@@ -71,14 +71,15 @@ struct ModelCall {
 type ToolDone = (String, String, Duration, Result<serde_json::Value, ToolFailure>);
 
 /// Runs `session` until it closes, hands off, loses its client or `shutdown` fires.
-/// `initial` are the effects returned by [`Session::start`]; `first` is a client message
-/// received before the session started (other than `session_start`), handled first.
+/// `initial` are the effects returned by [`Session::start`]; `first` are client messages
+/// to handle before reading `inbound` (one sent before `session_start`, or inputs queued
+/// in the session a handoff came from).
 #[allow(clippy::too_many_arguments)]
 pub async fn drive(
     agent: &AgentRuntime,
     session: &mut Session,
     initial: Vec<Effect>,
-    first: Option<ClientMessage>,
+    first: Vec<ClientMessage>,
     inbound: &mut mpsc::Receiver<ClientMessage>,
     outbound: &mpsc::Sender<ServerMessage>,
     shared: &Shared,
@@ -89,7 +90,7 @@ pub async fn drive(
     if let Some(exit) = driver.apply(initial).await {
         return exit;
     }
-    if let Some(message) = first {
+    for message in first {
         match driver.client_input(message).await {
             Ok(Some(input)) => {
                 let effects = session.handle(input, Instant::now());

@@ -97,3 +97,15 @@ async fn identity_check_balance_and_handoffs() {
     let welcome = client.turn().await;
     assert!(replies(&welcome).iter().any(|r| r.starts_with("Welcome back")), "{welcome:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_sent_during_a_handoff_reach_the_next_agent() {
+    let running = common::banking(ServerConfig::default()).await;
+    let mut client = Client::start(&running.url(""), None).await;
+    // Both lines are sent at once: the second waits in triage's queue while it hands off.
+    client.say("I'd like to check my balance").await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let got = client.until(|m| matches!(m, ServerMessage::MemoryUpdate { key, .. } if key == "verifiedUser")).await;
+    assert!(got.iter().any(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")));
+    assert!(got.iter().any(|m| matches!(m, ServerMessage::ToolStart { name, .. } if name == "perform_idv_check")));
+}
