@@ -47,11 +47,16 @@ impl Running {
 
 /// Local mode on the banking example, on a free port, with `config` limits.
 pub async fn banking(config: ServerConfig) -> Running {
+    banking_with_transcripts(config, None).await
+}
+
+/// Local mode on the banking example, writing transcripts to `transcripts`.
+pub async fn banking_with_transcripts(config: ServerConfig, transcripts: Option<PathBuf>) -> Running {
     let options = LocalOptions {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         bedrock: false,
         sim_script: None,
-        transcripts: None,
+        transcripts,
         server: config,
     };
     let local = local::start(&examples_dir(), options).await.expect("local mode starts");

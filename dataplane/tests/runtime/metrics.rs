@@ -65,3 +65,41 @@ async fn metrics_match_the_conversation() {
     assert!(text.contains("le=\"0.001\""), "OpenTelemetry GenAI TTFT buckets");
     assert!(!text.contains(&session_id.expect("session id")), "no session ids in labels");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transcripts_are_written_as_jsonl() {
+    let dir = std::env::temp_dir().join(format!("switchboard-transcripts-{}", uuid::Uuid::new_v4()));
+    let running = common::banking_with_transcripts(ServerConfig::default(), Some(dir.clone())).await;
+    let mut client = Client::start(&running.url("?agent=idv"), None).await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    client.turn().await;
+    client.send(&switchboard_dataplane::protocol::ClientMessage::Close {}).await;
+    client.closed().await;
+    let session_id = client
+        .seen
+        .iter()
+        .find_map(|m| match m {
+            ServerMessage::BidiConnectionStart { session_id, .. } => Some(session_id.clone()),
+            _ => None,
+        })
+        .expect("session id");
+    let path = dir.join(format!("{session_id}.jsonl"));
+    // The writer is asynchronous: wait (bounded) for the session's last line.
+    let mut events = Vec::new();
+    for _ in 0..200 {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        events = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("each line is JSON"))
+            .map(|v| v["event"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if events.last().map(String::as_str) == Some("end") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    for expected in ["user", "assistant", "tool_call", "tool_result", "memory", "transition", "end"] {
+        assert!(events.iter().any(|e| e == expected), "{expected} in {events:?}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
