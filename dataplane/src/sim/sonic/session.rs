@@ -248,11 +248,7 @@ impl Session {
             offered_tools: self.tools.clone(),
         };
         let at = self.reply_start();
-        if !self.completion_open {
-            self.completion_open = true;
-            self.ids.completion_id = format!("sim-completion-{:08}", self.state.sonic.next_completion());
-            self.queue.push_back(Planned { at, event: self.ids.completion_start(), marker: Marker::None });
-        }
+        self.ensure_completion(at);
         if spoken {
             self.planner().transcript(at, &heard);
         }
@@ -279,7 +275,17 @@ impl Session {
         self.state.sonic.count_tool_result();
         let input = Usage { input_text: crate::sim::tokens::estimate_tokens(content), ..Usage::default() };
         let at = self.reply_start();
+        self.ensure_completion(at);
         self.plan_reply(at, &turn, &input, None);
+    }
+
+    /// Starts a completion at `at` unless one is open.
+    fn ensure_completion(&mut self, at: Instant) {
+        if !self.completion_open {
+            self.completion_open = true;
+            self.ids.completion_id = format!("sim-completion-{:08}", self.state.sonic.next_completion());
+            self.queue.push_back(Planned { at, event: self.ids.completion_start(), marker: Marker::None });
+        }
     }
 
     fn plan_reply(&mut self, at: Instant, turn: &Turn, input: &Usage, heard: Option<String>) {
@@ -297,6 +303,8 @@ impl Session {
         let mut total = std::mem::take(&mut self.total);
         self.planner().reply(at, text.as_deref(), tool, input, &mut total);
         self.total = total;
+        // Without a tool call the planned reply ends its completion.
+        self.completion_open &= tool.is_some();
     }
 
     fn planner(&mut self) -> Planner<'_> {
@@ -331,8 +339,7 @@ impl Session {
                     self.protocol.expect_tool_result(&id);
                     self.pending_tool = Some((id, name));
                 }
-                Marker::Done => self.completion_open = false,
-                Marker::None => {}
+                Marker::Done | Marker::None => {}
             }
             self.send(&planned.event).await;
             if self.out.is_none() {
