@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use aws_sdk_bedrockruntime::Client;
 use bytes::Bytes;
+use switchboard_crds::agent::{ModelSettings, TurnDetection};
 use tokio::sync::mpsc;
 
 use crate::model::{ModelError, RetryPolicy, ToolDefinition};
@@ -128,6 +129,27 @@ impl SonicConfig {
             max_buffered_frames: 3000,
         }
     }
+
+    /// The settings of an Agent's `model` section (Sonic model id, inference settings,
+    /// turn detection) with `system_prompt` and the Persona's `voice_id`.
+    pub fn from_settings(
+        settings: &ModelSettings,
+        system_prompt: impl Into<String>,
+        voice_id: impl Into<String>,
+    ) -> Self {
+        let mut config = Self::new(system_prompt);
+        config.model_id = settings.voice_model_id.clone();
+        config.voice_id = voice_id.into();
+        config.max_tokens = settings.max_tokens;
+        config.temperature = settings.temperature;
+        config.top_p = settings.top_p;
+        config.endpointing_sensitivity = Some(match settings.turn_detection {
+            TurnDetection::High => EndpointingSensitivity::High,
+            TurnDetection::Medium => EndpointingSensitivity::Medium,
+            TurnDetection::Low => EndpointingSensitivity::Low,
+        });
+        config
+    }
 }
 
 /// The session is gone (closed, or failed: its last event says why).
@@ -220,5 +242,28 @@ impl SonicSession {
     /// Ends the session: the stream is closed politely and the event stream ends.
     pub async fn close(&self) -> Result<(), SessionClosed> {
         self.command(Command::Close).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_settings_map_onto_the_session_config() {
+        let settings = ModelSettings {
+            voice_model_id: "amazon.nova-sonic-v1:0".into(),
+            max_tokens: 256,
+            temperature: 0.2,
+            top_p: 0.5,
+            turn_detection: TurnDetection::High,
+            ..ModelSettings::default()
+        };
+        let config = SonicConfig::from_settings(&settings, "be brief", "amy");
+        assert_eq!((config.model_id.as_str(), config.voice_id.as_str()), ("amazon.nova-sonic-v1:0", "amy"));
+        assert_eq!((config.max_tokens, config.temperature, config.top_p), (256, 0.2, 0.5));
+        assert_eq!(config.endpointing_sensitivity, Some(EndpointingSensitivity::High));
+        assert_eq!(SonicConfig::new("x").model_id, DEFAULT_MODEL);
+        assert_eq!(ModelSettings::default().voice_model_id, DEFAULT_MODEL);
     }
 }
