@@ -90,7 +90,6 @@ async fn runtime_binary_serves_a_spec_and_drains_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(ready, 503, "not ready while draining");
-    drop(next);
     ws.send(send(ClientMessage::BidiTextInput { text: "hello".into() })).await.expect("sends");
     let mut reply = None;
     loop {
