@@ -14,8 +14,9 @@
 //! over and closes the old stream — every input frame goes to exactly one stream, and the
 //! new stream never answers replayed history, so no reply is spoken twice. A stream that
 //! fails with a retryable error, or that the service ends, is replaced the same way at
-//! once, with the user's audio buffered meanwhile, up to [`SonicConfig::retry`]'s
-//! attempts in a row. Fatal errors (credentials, access denied, unknown model, invalid
+//! once, with the user's audio buffered meanwhile; streams that fail before they ever
+//! worked count as attempts, and after [`SonicConfig::retry`]'s attempts in a row the
+//! session fails. Fatal errors (credentials, access denied, unknown model, invalid
 //! input) are not retried: [`SonicSession::start`] returns them, or a
 //! [`SonicEvent::Failed`] ends the session. Each switch is reported as
 //! [`SonicEvent::Restarted`] with its [`RestartReason`].
@@ -100,6 +101,9 @@ pub struct SonicConfig {
     pub voice_threshold: f64,
     /// Attempts to (re)open a stream in a row, and the backoff between them.
     pub retry: RetryPolicy,
+    /// A stream that lived this long (or produced output) counts as working; one that
+    /// fails sooner counts against `retry.max_attempts`. Default 10 s.
+    pub stable_after: Duration,
     /// Longest wait for a stream to open. Default 10 s.
     pub open_timeout: Duration,
     /// Most audio frames buffered while no stream is usable; older ones are dropped
@@ -125,6 +129,7 @@ impl SonicConfig {
             boundary_quiet: Duration::from_millis(2500),
             voice_threshold: 500.0,
             retry: RetryPolicy::default(),
+            stable_after: Duration::from_secs(10),
             open_timeout: Duration::from_secs(10),
             max_buffered_frames: 3000,
         }

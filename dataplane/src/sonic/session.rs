@@ -58,6 +58,8 @@ pub struct Supervisor {
     turn: TurnState,
     generation: u64,
     failures: u32,
+    /// The current stream has shown it works (output, or a long enough life).
+    current_healthy: bool,
     rng: fastrand::Rng,
 }
 
@@ -88,11 +90,13 @@ impl Supervisor {
             turn: TurnState::default(),
             generation: 0,
             failures: 0,
+            current_healthy: false,
             rng,
         };
         let mut connection = supervisor.open_first().await?;
         connection.begin(&supervisor.history.replay()).await?;
         supervisor.current = Some(connection);
+        supervisor.failures = 0;
         tokio::spawn(supervisor.run());
         Ok(())
     }
@@ -167,18 +171,18 @@ impl Supervisor {
                 if is_voiced(&pcm, self.config.voice_threshold) {
                     self.turn.voiced();
                 }
-                self.route(Deferred::Audio(pcm)).await;
+                return self.route(Deferred::Audio(pcm)).await;
             }
             Command::Text(text) => {
                 self.turn.typed(&text, &mut self.history);
-                self.route(Deferred::Text(text)).await;
+                return self.route(Deferred::Text(text)).await;
             }
             Command::ToolResult { tool_use_id, result } => {
                 let known = self.turn.answer_tool_call(&tool_use_id);
                 match self.current.as_mut() {
                     Some(current) if known => {
                         if let Err(error) = current.tool_result(&tool_use_id, &result).await {
-                            self.stream_failed(RestartReason::StreamError(error.metric_label())).await;
+                            return self.stream_failed(RestartReason::StreamError(error.metric_label()), error).await;
                         }
                     }
                     _ => tracing::warn!(
@@ -200,10 +204,11 @@ impl Supervisor {
     }
 
     /// Sends input to the current stream, or holds it (in order) while there is none.
-    async fn route(&mut self, input: Deferred) {
+    /// Returns false when the session must end.
+    async fn route(&mut self, input: Deferred) -> bool {
         let Some(current) = self.current.as_mut().filter(|_| self.deferred.is_empty()) else {
             self.defer(input);
-            return;
+            return true;
         };
         let sent = match &input {
             Deferred::Audio(pcm) => current.audio(pcm).await,
@@ -212,8 +217,9 @@ impl Supervisor {
         if let Err(error) = sent {
             // Not queued on the old stream: it goes to the next one.
             self.defer(input);
-            self.stream_failed(RestartReason::StreamError(error.metric_label())).await;
+            return self.stream_failed(RestartReason::StreamError(error.metric_label()), error).await;
         }
+        true
     }
 
     fn defer(&mut self, input: Deferred) {
@@ -248,6 +254,10 @@ impl Supervisor {
         match output {
             StreamOutput::Chunk(bytes) => match self.parser.parse(&bytes) {
                 Ok(events) => {
+                    if !events.is_empty() && !self.current_healthy {
+                        self.current_healthy = true;
+                        self.failures = 0;
+                    }
                     for event in events {
                         self.turn.observe(&event, &mut self.history);
                         if self.events.send(event).await.is_err() {
@@ -263,8 +273,7 @@ impl Supervisor {
             },
             StreamOutput::Error(error) if error.is_retryable() => {
                 tracing::info!(%error, generation, "the Nova Sonic stream failed; replacing it");
-                self.stream_failed(RestartReason::StreamError(error.metric_label())).await;
-                true
+                self.stream_failed(RestartReason::StreamError(error.metric_label()), error).await
             }
             StreamOutput::Error(error) => {
                 let _ = self.events.send(SonicEvent::Failed(error)).await;
@@ -272,24 +281,43 @@ impl Supervisor {
             }
             StreamOutput::Ended => {
                 tracing::info!(generation, "the service ended the Nova Sonic stream; replacing it");
-                self.stream_failed(RestartReason::StreamEnded).await;
-                true
+                let error = ModelError::StreamInterrupted { message: "the service ended the stream".into() };
+                self.stream_failed(RestartReason::StreamEnded, error).await
             }
         }
     }
 
-    /// The current stream is gone: switch to the next one as soon as there is one.
-    async fn stream_failed(&mut self, reason: RestartReason) {
+    /// The current stream is gone: switch to the next one as soon as there is one. A
+    /// stream that failed before it ever worked counts as a failed attempt; after
+    /// `retry.max_attempts` of those in a row the session fails with `error`.
+    async fn stream_failed(&mut self, reason: RestartReason, error: ModelError) -> bool {
+        let lived = self.current.as_ref().is_some_and(|c| c.opened_at.elapsed() >= self.config.stable_after);
+        if self.current_healthy || lived {
+            self.failures = 0;
+        } else {
+            self.failures += 1;
+        }
         if let Some(old) = self.current.take() {
             tokio::spawn(old.close());
         }
+        self.current_healthy = false;
         self.parser = OutputParser::default();
         self.turn.new_stream();
+        if self.failures >= self.config.retry.max_attempts {
+            tracing::warn!(%error, attempts = self.failures, "Nova Sonic streams keep failing; giving up");
+            let _ = self.events.send(SonicEvent::Failed(error)).await;
+            return false;
+        }
         match std::mem::replace(&mut self.next, Next::Idle) {
             Next::Ready { connection, deadline, .. } => self.next = Next::Ready { reason, connection, deadline },
             Next::Opening { generation, .. } => self.next = Next::Opening { reason, generation },
+            Next::Idle | Next::Waiting { .. } if self.failures > 0 => {
+                let wait = self.config.retry.backoff(self.failures, &mut self.rng);
+                self.next = Next::Waiting { reason, at: Instant::now() + wait };
+            }
             Next::Idle | Next::Waiting { .. } => self.begin_opening(reason),
         }
+        true
     }
 
     fn begin_opening(&mut self, reason: RestartReason) {
@@ -382,7 +410,7 @@ impl Supervisor {
         }
         self.parser = OutputParser::default();
         self.turn.new_stream();
-        self.failures = 0;
+        self.current_healthy = false;
         tracing::info!(generation, reason = reason.label(), "switched to a new Nova Sonic stream");
         self.events.send(SonicEvent::Restarted { reason, generation }).await.is_ok()
     }

@@ -206,3 +206,37 @@ default: {{ text: "You said {{text}}." }}
     assert_eq!(stats.streams, 2, "{stats:?}");
     assert_eq!(stats.replies.iter().map(|r| r.stream).collect::<Vec<_>>(), vec![1]);
 }
+
+#[tokio::test]
+async fn streams_that_keep_failing_before_they_work_end_the_session_after_bounded_attempts() {
+    let sim = start(
+        r#"
+sonic:
+  faults: { close: { afterMs: 100, exception: internalServer } }
+"#,
+    )
+    .await;
+    let mut config = config();
+    config.retry.max_attempts = 3;
+    let (session, mut events) = session(&sim, config).await;
+    let mic = Microphone::start(session.clone());
+    let failed = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut restarts = 0;
+        loop {
+            match events.recv().await {
+                Some(SonicEvent::Failed(error)) => return (restarts, Some(error)),
+                Some(SonicEvent::Restarted { .. }) => restarts += 1,
+                Some(_) => {}
+                None => return (restarts, None),
+            }
+        }
+    })
+    .await
+    .expect("the session gives up in time");
+    mic.stop().await;
+    let (restarts, error) = failed;
+    assert!(matches!(error, Some(switchboard_dataplane::model::ModelError::ServiceUnavailable { .. })), "{error:?}");
+    assert_eq!(restarts, 2, "two replacements, then the third failure ends it");
+    assert_eq!(sim.sonic_stats().streams, 3);
+    assert!(events.recv().await.is_none());
+}
