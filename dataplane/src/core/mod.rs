@@ -10,7 +10,9 @@
 
 pub mod agent;
 mod calls;
+mod carry;
 pub mod context;
+mod events;
 pub mod handoff;
 pub mod memory;
 pub mod prompt;
@@ -20,6 +22,7 @@ pub mod transcript;
 pub mod workflow;
 
 pub use agent::{AgentCore, ConfigError, GOTO_TOOL};
+pub use carry::messages_from_history;
 pub use handoff::{HandoffContext, HandoffKind, HandoffRequest, HistoryTurn, ReturnStatus, WorkflowSnapshot};
 pub use session::{Effect, Input, MAX_QUEUED_INPUTS, MAX_TOOL_ROUNDS, ModelReply, Session, SessionInit};
 pub use tools::{FailureKind, ToolFailure};

@@ -1,114 +1,27 @@
 //! The session state machine: turns, model calls, prompt rebuilding, the context guard,
 //! arrival by handoff, and the end of a session. Tool calls are handled in `calls`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::agent::AgentCore;
+use super::carry::messages_from_history;
 use super::context;
-use super::handoff::{HandoffContext, HandoffKind, HandoffRequest, HistoryTurn};
+pub use super::events::{Effect, Input, ModelReply, SessionInit};
+use super::handoff::{HandoffContext, HandoffKind, HandoffRequest};
 use super::memory::Memory;
 use super::prompt::{self, TemplateValues};
 use super::tools::ToolCache;
 use super::transcript::TranscriptEntry;
 use super::workflow::{self, Transition, WorkflowState};
-use crate::model::{ContentBlock, Message, ModelRequest, Role, StopReason, ToolResult, ToolUse, Usage};
+use crate::model::{ContentBlock, Message, ModelRequest, Role, StopReason, ToolResult};
 use crate::protocol::{ServerMessage, TranscriptRole};
 
 /// Most model calls with tool use in one user turn; then the turn ends with an error.
 pub const MAX_TOOL_ROUNDS: u32 = 8;
 /// Most user inputs waiting while a turn is in progress; more are refused.
 pub const MAX_QUEUED_INPUTS: usize = 16;
-
-/// What a session is given when it starts.
-#[derive(Clone, Debug, Default)]
-pub struct SessionInit {
-    /// The session's id.
-    pub session_id: String,
-    /// Today's date (ISO 8601), for `{date}`.
-    pub today: String,
-    /// Memory handed over (by a gateway); merged under the handoff's memory.
-    pub memory: BTreeMap<String, serde_json::Value>,
-    /// Conversation handed over (by a gateway), when there is no handoff context.
-    pub history: Vec<HistoryTurn>,
-    /// Set when the session arrives by handoff.
-    pub handoff: Option<HandoffContext>,
-}
-
-/// Something that happened to the session.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Input {
-    /// The user typed (or said) something.
-    UserText(String),
-    /// The model call asked for by [`Effect::CallModel`] finished.
-    ModelReply(ModelReply),
-    /// The model call failed; `code` is a short label, `message` says what to do.
-    ModelFailed {
-        /// e.g. `throttled`, `timeout`.
-        code: String,
-        /// What happened.
-        message: String,
-    },
-    /// A tool asked for by [`Effect::ExecuteTool`] finished.
-    ToolFinished {
-        /// The call.
-        tool_use_id: String,
-        /// Its result or failure.
-        outcome: Result<serde_json::Value, super::ToolFailure>,
-    },
-    /// The user answered a consent request.
-    Consent {
-        /// The call.
-        tool_use_id: String,
-        /// Whether the user approved.
-        approved: bool,
-    },
-    /// The session ends (the client closed it, or the server is stopping).
-    End,
-}
-
-/// A whole model reply.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ModelReply {
-    /// The reply's text.
-    pub text: String,
-    /// Tool calls, in order.
-    pub tool_uses: Vec<ToolUse>,
-    /// Tokens used.
-    pub usage: Option<Usage>,
-    /// Why the model stopped.
-    pub stop_reason: Option<StopReason>,
-}
-
-/// Something the adapter must do.
-// Effects are created and consumed at once, never stored in bulk: boxing would only add allocations.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq)]
-pub enum Effect {
-    /// Send a message to the client.
-    Send(ServerMessage),
-    /// Call the model; answer with [`Input::ModelReply`] or [`Input::ModelFailed`].
-    CallModel(ModelRequest),
-    /// Run one of the agent's tools; answer with [`Input::ToolFinished`].
-    ExecuteTool {
-        /// The call.
-        tool_use_id: String,
-        /// The tool's name.
-        tool: String,
-        /// The validated input.
-        input: serde_json::Value,
-    },
-    /// Move the session to another agent. The session is over here.
-    Handoff(HandoffRequest),
-    /// Append a line to the transcript.
-    Transcript(TranscriptEntry),
-    /// Close the session.
-    Close {
-        /// Why.
-        reason: String,
-    },
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -560,90 +473,12 @@ impl Session {
         })
     }
 
-    /// The conversation reduced to text turns, for a handoff.
-    pub(super) fn history_turns(&self) -> Vec<HistoryTurn> {
-        let mut turns: Vec<HistoryTurn> = Vec::new();
-        for message in &self.messages {
-            let text: Vec<&str> = message
-                .content
-                .iter()
-                .filter_map(|b| if let ContentBlock::Text(t) = b { Some(t.as_str()) } else { None })
-                .collect();
-            if text.is_empty() {
-                continue;
-            }
-            let role = if message.role == Role::User { TranscriptRole::User } else { TranscriptRole::Assistant };
-            match turns.last_mut() {
-                Some(last) if last.role == role => {
-                    last.text.push('\n');
-                    last.text.push_str(&text.join("\n"));
-                }
-                _ => turns.push(HistoryTurn { role, text: text.join("\n") }),
-            }
-        }
-        turns
-    }
-
-    /// The handoff request for a transfer to `target` or a return, built from this session.
-    pub(super) fn handoff_request(&self, target: &str, kind: HandoffKind, input: &serde_json::Value) -> HandoffRequest {
-        let text = |key: &str| input.get(key).and_then(serde_json::Value::as_str).map(str::to_owned);
-        let reason = text("reason").or_else(|| text("summary")).unwrap_or_default();
-        let last_user_message = self.messages.iter().rev().find(|m| context::is_turn_start(m)).and_then(|m| {
-            m.content.iter().find_map(|b| if let ContentBlock::Text(t) = b { Some(t.clone()) } else { None })
-        });
-        let (return_to, status, summary) = match kind {
-            HandoffKind::Transfer => (self.return_to.clone().or_else(|| Some(self.core.name().to_owned())), None, None),
-            HandoffKind::Return => {
-                let status = input.get("status").and_then(|s| serde_json::from_value(s.clone()).ok());
-                (None, Some(status.unwrap_or(super::ReturnStatus::Completed)), text("summary"))
-            }
-        };
-        HandoffRequest {
-            target: target.to_owned(),
-            context: HandoffContext {
-                from_agent: self.core.name().to_owned(),
-                kind,
-                intent: text("intent").or_else(|| self.memory.text_of("intent")).or_else(|| Some(reason.clone())),
-                reason,
-                last_user_message,
-                verified_user: self.memory.get("verifiedUser").cloned(),
-                workflow_state: super::WorkflowSnapshot {
-                    agent: self.core.name().to_owned(),
-                    node: self.workflow.node().to_owned(),
-                    visited: self.workflow.visited().to_vec(),
-                },
-                return_to,
-                status,
-                summary,
-                memory: self.memory.as_map().clone(),
-                history: self.history_turns(),
-            },
-        }
-    }
-
     /// Adds a tool result for call `index` (helper for `calls`).
     pub(super) fn set_result(&mut self, index: usize, result: ToolResult) {
         if let Some(call) = self.calls.get_mut(index) {
             call.result = Some(result);
         }
     }
-}
-
-/// Model messages from carried text turns: leading assistant turns dropped (a
-/// conversation starts with the user), consecutive turns of one role merged.
-pub fn messages_from_history(turns: &[HistoryTurn]) -> Vec<Message> {
-    let mut messages: Vec<Message> = Vec::new();
-    for turn in turns.iter().skip_while(|t| t.role == TranscriptRole::Assistant) {
-        if turn.text.trim().is_empty() {
-            continue;
-        }
-        let role = if turn.role == TranscriptRole::User { Role::User } else { Role::Assistant };
-        match messages.last_mut() {
-            Some(last) if last.role == role => last.content.push(ContentBlock::Text(turn.text.clone())),
-            _ => messages.push(Message { role, content: vec![ContentBlock::Text(turn.text.clone())] }),
-        }
-    }
-    messages
 }
 
 fn final_text(role: TranscriptRole, text: &str) -> ServerMessage {

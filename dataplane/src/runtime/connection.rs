@@ -304,6 +304,3 @@ impl TokenBucket {
         }
     }
 }
-
-/// Default idle timeout when the spec gives none.
-pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);

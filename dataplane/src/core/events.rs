@@ -1,0 +1,98 @@
+//! The vocabulary between the core and its adapters: what a session starts with
+//! ([`SessionInit`]), what happens to it ([`Input`]) and what it asks for ([`Effect`]).
+
+use std::collections::BTreeMap;
+
+use super::handoff::{HandoffContext, HandoffRequest, HistoryTurn};
+use super::transcript::TranscriptEntry;
+use crate::model::{ModelRequest, StopReason, ToolUse, Usage};
+use crate::protocol::ServerMessage;
+
+/// What a session is given when it starts.
+#[derive(Clone, Debug, Default)]
+pub struct SessionInit {
+    /// The session's id.
+    pub session_id: String,
+    /// Today's date (ISO 8601), for `{date}`.
+    pub today: String,
+    /// Memory handed over (by a gateway); merged under the handoff's memory.
+    pub memory: BTreeMap<String, serde_json::Value>,
+    /// Conversation handed over (by a gateway), when there is no handoff context.
+    pub history: Vec<HistoryTurn>,
+    /// Set when the session arrives by handoff.
+    pub handoff: Option<HandoffContext>,
+}
+
+/// Something that happened to the session.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// The user typed (or said) something.
+    UserText(String),
+    /// The model call asked for by [`Effect::CallModel`] finished.
+    ModelReply(ModelReply),
+    /// The model call failed; `code` is a short label, `message` says what to do.
+    ModelFailed {
+        /// e.g. `throttled`, `timeout`.
+        code: String,
+        /// What happened.
+        message: String,
+    },
+    /// A tool asked for by [`Effect::ExecuteTool`] finished.
+    ToolFinished {
+        /// The call.
+        tool_use_id: String,
+        /// Its result or failure.
+        outcome: Result<serde_json::Value, super::ToolFailure>,
+    },
+    /// The user answered a consent request.
+    Consent {
+        /// The call.
+        tool_use_id: String,
+        /// Whether the user approved.
+        approved: bool,
+    },
+    /// The session ends (the client closed it, or the server is stopping).
+    End,
+}
+
+/// A whole model reply.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelReply {
+    /// The reply's text.
+    pub text: String,
+    /// Tool calls, in order.
+    pub tool_uses: Vec<ToolUse>,
+    /// Tokens used.
+    pub usage: Option<Usage>,
+    /// Why the model stopped.
+    pub stop_reason: Option<StopReason>,
+}
+
+/// Something the adapter must do.
+// Effects are created and consumed at once, never stored in bulk: boxing would only add allocations.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Send a message to the client.
+    Send(ServerMessage),
+    /// Call the model; answer with [`Input::ModelReply`] or [`Input::ModelFailed`].
+    CallModel(ModelRequest),
+    /// Run one of the agent's tools; answer with [`Input::ToolFinished`].
+    ExecuteTool {
+        /// The call.
+        tool_use_id: String,
+        /// The tool's name.
+        tool: String,
+        /// The validated input.
+        input: serde_json::Value,
+    },
+    /// Move the session to another agent. The session is over here.
+    Handoff(HandoffRequest),
+    /// Append a line to the transcript.
+    Transcript(TranscriptEntry),
+    /// Close the session.
+    Close {
+        /// Why.
+        reason: String,
+    },
+}
