@@ -37,19 +37,25 @@ impl EnvelopeDecoder {
         self.buffer.extend_from_slice(bytes);
     }
 
-    /// The next complete envelope, if the buffered bytes hold one.
+    /// The next complete envelope, if the buffered bytes hold one. An `initial-request`
+    /// message, which some SDKs send first, is skipped.
     pub fn next_envelope(&mut self) -> Result<Option<Envelope>, EnvelopeError> {
-        let envelope = match self.frames.decode_frame(&mut self.buffer) {
-            Ok(DecodedFrame::Complete(message)) => message,
-            Ok(DecodedFrame::Incomplete) => return Ok(None),
-            Err(error) => return Err(EnvelopeError(format!("the input is not a valid event stream: {error}"))),
-        };
-        if envelope.payload().is_empty() {
-            return Ok(Some(Envelope::End));
+        loop {
+            let envelope = match self.frames.decode_frame(&mut self.buffer) {
+                Ok(DecodedFrame::Complete(message)) => message,
+                Ok(DecodedFrame::Incomplete) => return Ok(None),
+                Err(error) => return Err(EnvelopeError(format!("the input is not a valid event stream: {error}"))),
+            };
+            if envelope.payload().is_empty() {
+                return Ok(Some(Envelope::End));
+            }
+            let inner = aws_smithy_eventstream::frame::read_message_from(envelope.payload().clone())
+                .map_err(|e| EnvelopeError(format!("an input envelope does not hold an event-stream message: {e}")))?;
+            if header(&inner, ":event-type") == Some("initial-request") {
+                continue;
+            }
+            return decode_chunk(&inner).map(|event| Some(Envelope::Event(event)));
         }
-        let inner = aws_smithy_eventstream::frame::read_message_from(envelope.payload().clone())
-            .map_err(|e| EnvelopeError(format!("an input envelope does not hold an event-stream message: {e}")))?;
-        decode_chunk(&inner).map(|event| Some(Envelope::Event(event)))
     }
 }
 
@@ -126,7 +132,10 @@ mod tests {
     fn envelopes_split_across_reads_give_events_then_the_end() {
         let first = json!({"event": {"sessionStart": {"inferenceConfiguration": {"maxTokens": 10}}}});
         let second = json!({"event": {"sessionEnd": {}}});
-        let mut body = envelope(Some(&chunk(&first)));
+        let initial = Message::new(Bytes::from_static(b"{}"))
+            .add_header(Header::new(":event-type", HeaderValue::String("initial-request".into())));
+        let mut body = envelope(Some(&initial));
+        body.extend(envelope(Some(&chunk(&first))));
         body.extend(envelope(Some(&chunk(&second))));
         body.extend(envelope(None));
         let mut decoder = EnvelopeDecoder::default();
