@@ -50,7 +50,7 @@ async fn next_message(ws: &mut Ws) -> ServerMessage {
 }
 
 async fn open(url: &str) -> Ws {
-    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.expect("connects");
+    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true).await.expect("connects");
     let start = ClientMessage::SessionStart(SessionStart { agent: Some("triage".into()), ..SessionStart::default() });
     ws.send(Message::text(serde_json::to_string(&start).expect("json"))).await.expect("sends");
     // The greeting is the last message of a new triage session.

@@ -16,6 +16,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -213,7 +214,14 @@ impl Server {
         let state = self.state.clone();
         let app = router(state.clone());
         let stopped = state.shutdown.clone();
-        let serve = axum::serve(self.listener, app).with_graceful_shutdown(async move { stopped.cancelled().await });
+        // Replies stream as many small frames: without TCP_NODELAY, Nagle's algorithm holds a
+        // frame back until the previous one is acknowledged (tens of ms with delayed ACKs).
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await });
         let serving = tokio::spawn(async move { serve.await });
         stop.await;
         tracing::info!(sessions = state.tracker.len(), "draining: readiness is false and new sessions are refused");
