@@ -11,7 +11,7 @@ use switchboard_dataplane::runtime::ServerConfig;
 /// Options of `switchboard local`.
 #[derive(Debug, Args)]
 pub struct LocalArgs {
-    /// Folder of Agent, Persona and Workflow YAML (and an optional local.yaml).
+    /// Folder of Agent, Persona and Workflow YAML (and an optional tools/local.yaml declaring demo tool servers and host aliases).
     dir: PathBuf,
 
     /// Port to serve ws://127.0.0.1:<port>/v1/session?agent=<name> on.

@@ -1,8 +1,8 @@
 //! Local mode (`switchboard local <dir>`): every Agent of a folder of Agent / Persona /
 //! Workflow YAML (the files `kubectl apply` takes) resolved with the API crate and run in
 //! one process against the Bedrock simulator (or real Bedrock), with handoffs performed
-//! in-process, the demo tool servers of the folder's optional `local.yaml` started and
-//! their hosts routed to them. Every agent is served over text.
+//! in-process, the demo tool servers of the folder's optional `tools/local.yaml` started
+//! and their hosts routed to them. Every agent is served over text.
 
 pub mod demo_tools;
 
@@ -22,10 +22,11 @@ use crate::sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
 use crate::tools::Executor;
 use demo_tools::{Accounts, DemoTools};
 
-/// The file local mode reads beside the resources.
-pub const LOCAL_FILE: &str = "local.yaml";
+/// The file local mode reads, relative to the folder. It sits in a subfolder because
+/// `kubectl apply -f <dir>` takes every top-level YAML file as a Kubernetes object.
+pub const LOCAL_FILE: &str = "tools/local.yaml";
 
-/// `local.yaml`: tool servers to start and host routes.
+/// `tools/local.yaml`: tool servers to start and host routes.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LocalFile {
@@ -43,7 +44,7 @@ pub struct LocalFile {
 pub struct DemoToolServer {
     /// The host name tool URLs use for it.
     pub host: String,
-    /// Its fixture data, relative to the folder.
+    /// Its fixture data, relative to the folder of `local.yaml`.
     pub data: PathBuf,
 }
 
@@ -107,15 +108,18 @@ pub struct Local {
     pub demo_tools: Vec<(String, DemoTools)>,
 }
 
-/// Reads `dir`'s `local.yaml`, if present.
-pub fn read_local_file(dir: &Path) -> Result<LocalFile, LocalError> {
+/// Reads `dir`'s `tools/local.yaml`, if present; returns it with the folder its relative
+/// paths start from.
+pub fn read_local_file(dir: &Path) -> Result<(LocalFile, PathBuf), LocalError> {
     let path = dir.join(LOCAL_FILE);
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.to_path_buf());
     if !path.exists() {
-        return Ok(LocalFile::default());
+        return Ok((LocalFile::default(), base));
     }
     let error = |message: String| LocalError::LocalFile { path: path.display().to_string(), message };
     let text = std::fs::read_to_string(&path).map_err(|e| error(e.to_string()))?;
-    serde_yaml::from_str(&text).map_err(|e| error(e.to_string()))
+    let file = serde_yaml::from_str(&text).map_err(|e| error(e.to_string()))?;
+    Ok((file, base))
 }
 
 /// Loads `dir`, starts the simulator (unless `bedrock`), demo tool servers and binds the server.
@@ -132,11 +136,11 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
     if specs.is_empty() {
         return Err(LocalError::NoAgents(dir.display().to_string()));
     }
-    let local = read_local_file(dir)?;
+    let (local, base) = read_local_file(dir)?;
     let mut aliases = local.host_aliases.clone();
     let mut demo = Vec::new();
     for server in &local.demo_tool_servers {
-        let accounts = Accounts::load(&dir.join(&server.data)).map_err(|e| LocalError::Start(e.to_string()))?;
+        let accounts = Accounts::load(&base.join(&server.data)).map_err(|e| LocalError::Start(e.to_string()))?;
         let tools = DemoTools::start(accounts, SocketAddr::from(([127, 0, 0, 1], 0)))
             .await
             .map_err(|e| LocalError::Start(e.to_string()))?;

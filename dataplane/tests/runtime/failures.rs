@@ -45,7 +45,8 @@ fn example_with_tools_at(addr: SocketAddr) -> std::path::PathBuf {
     for file in ["triage.yaml", "idv.yaml", "banking.yaml", "disputes.yaml"] {
         std::fs::copy(common::examples_dir().join(file), dir.join(file)).expect("copies example");
     }
-    std::fs::write(dir.join("local.yaml"), format!("hostAliases:\n  banking-tools: \"{addr}\"\n"))
+    std::fs::create_dir_all(dir.join("tools")).expect("tools dir");
+    std::fs::write(dir.join("tools/local.yaml"), format!("hostAliases:\n  banking-tools: \"{addr}\"\n"))
         .expect("writes local.yaml");
     dir
 }
