@@ -106,7 +106,7 @@ pub async fn publish(
     shutdown: CancellationToken,
 ) {
     let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
-    if agents.wait_until_ready().await.is_err() {
+    if crate::controller::wait_ready(&agents).await.is_none() {
         return;
     }
     let mut last: Option<RoutingTable> = None;

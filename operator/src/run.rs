@@ -8,20 +8,27 @@ use std::time::Duration;
 
 use kube::api::ListParams;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, store::Writer};
 use kube::runtime::{reflector, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use switchboard_crds::{Agent, Persona, Workflow};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::build::hpa::api_resource;
 use crate::build::hpa::{HPA_V2, HPA_V2BETA2};
-use crate::controller::Context;
+use crate::controller::{Context, Stores, resources};
 use crate::http::{Health, ServeError, bind};
 use crate::leader::LeaderElector;
 use crate::metrics::Metrics;
 use crate::settings::RunArgs;
+use crate::wiring::Referrers;
+use crate::{routes, triggers, wiring};
+
+/// Capacity of the queue of Agents to re-reconcile because something they use changed
+/// (a full queue drops triggers and counts them; the periodic resync repairs them).
+pub const TRIGGER_QUEUE: usize = 16_384;
 
 /// Why the operator stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -113,14 +120,7 @@ async fn lead(
         client.clone(),
         Reporter { controller: crate::build::FIELD_MANAGER.to_owned(), instance: Some(identity) },
     );
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        args.build.clone(),
-        metrics.clone(),
-        recorder,
-        Duration::from_secs(args.resync_seconds.max(1)),
-    ));
-    controllers(&args, client, ctx, metrics.clone(), stop.clone()).await;
+    controllers(&args, client, recorder, metrics.clone(), stop.clone()).await;
     stop.cancel();
     if let Err(e) = keeper.await {
         tracing::warn!("lease keeper task: {e}");
@@ -193,42 +193,72 @@ fn default_identity() -> String {
 }
 
 /// Runs the Agent, Persona and Workflow controllers and the routing-table publisher until `stop`.
-async fn controllers(args: &RunArgs, client: Client, ctx: Arc<Context>, metrics: Metrics, stop: CancellationToken) {
-    let (agents, writer) = reflector::store::<Agent>();
+async fn controllers(args: &RunArgs, client: Client, recorder: Recorder, metrics: Metrics, stop: CancellationToken) {
+    let ns = args.namespace.as_deref();
+    let (agents, agent_writer) = reflector::store::<Agent>();
+    let (personas, persona_writer) = reflector::store::<Persona>();
+    let (workflows, workflow_writer) = reflector::store::<Workflow>();
+    let hpa_resource = api_resource(args.build.hpa_api_version());
+    let hpa_writer = Writer::new(hpa_resource);
+    let stores = Stores { agents: agents.clone(), personas, workflows, hpas: hpa_writer.as_reader() };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        args.build.clone(),
+        metrics.clone(),
+        recorder,
+        Duration::from_secs(args.resync_seconds.max(1)),
+        stores,
+    ));
     let (notify, notified) = watch::channel(());
-    let (triggers, triggered) = mpsc::channel::<ObjectRef<Agent>>(4096);
-    let agent_stream = crate::wiring::agent_stream(
-        scoped::<Agent>(client.clone(), args.namespace.as_deref()),
-        writer,
+    let (triggers, triggered) = mpsc::channel::<ObjectRef<Agent>>(TRIGGER_QUEUE);
+    let overflow = metrics.trigger_overflow.clone();
+    let agent_stream = wiring::agent_stream(
+        scoped(client.clone(), ns),
+        agent_writer,
         agents.clone(),
         notify,
-        triggers,
-        metrics.trigger_overflow.clone(),
+        triggers.clone(),
+        overflow.clone(),
     );
-    let agent_controller = crate::wiring::agent_controller(
+    let agent_controller = wiring::agent_controller(
         &client,
         args,
         agent_stream,
         agents.clone(),
         triggered,
+        hpa_writer,
         ctx.clone(),
         stop.clone(),
     );
-    let persona_controller = crate::wiring::status_controller::<Persona, _, _>(
-        scoped(client.clone(), args.namespace.as_deref()),
-        crate::controller::resources::reconcile_persona,
-        crate::controller::resources::PERSONA,
+    let for_personas = agents.clone();
+    let persona_referrers = Referrers {
+        of: Box::new(move |p: &Persona| triggers::persona_referrers(&for_personas, p.namespace(), &p.name_any())),
+        queue: triggers.clone(),
+        overflow: overflow.clone(),
+    };
+    let persona_controller = wiring::status_controller(
+        scoped(client.clone(), ns),
+        persona_writer,
+        persona_referrers,
+        (resources::reconcile_persona, resources::PERSONA),
         ctx.clone(),
         stop.clone(),
     );
-    let workflow_controller = crate::wiring::status_controller::<Workflow, _, _>(
-        scoped(client.clone(), args.namespace.as_deref()),
-        crate::controller::resources::reconcile_workflow,
-        crate::controller::resources::WORKFLOW,
+    let for_workflows = agents.clone();
+    let workflow_referrers = Referrers {
+        of: Box::new(move |w: &Workflow| triggers::workflow_referrers(&for_workflows, w.namespace(), &w.name_any())),
+        queue: triggers,
+        overflow,
+    };
+    let workflow_controller = wiring::status_controller(
+        scoped(client.clone(), ns),
+        workflow_writer,
+        workflow_referrers,
+        (resources::reconcile_workflow, resources::WORKFLOW),
         ctx,
         stop.clone(),
     );
-    let publisher = crate::routes::publish(client.clone(), agents, notified, args.routes_location(), metrics, stop);
+    let publisher = routes::publish(client.clone(), agents, notified, args.routes_location(), metrics, stop);
     tokio::join!(agent_controller, persona_controller, workflow_controller, publisher);
 }
 

@@ -3,32 +3,34 @@
 //! - one Agent watch feeds the Agent cache, wakes the routing-table publisher on every
 //!   event, queues the Agents that hand off to an Agent that appeared or went, and — filtered
 //!   to generation changes — drives the Agent controller;
-//! - Persona and Workflow watches (generation changes and deletions) wake the Agents that
-//!   reference them, and separate watches drive their own `Accepted` status;
-//! - ConfigMap, Deployment and Service watches (operator-labelled only) wake the owning Agent
-//!   when a child is edited or deleted, or a Deployment's replica counts change.
+//! - one Persona and one Workflow watch each fill the cache the Agent reconcile reads, drive
+//!   their own `Accepted` status, and (on generation changes and deletions) queue the Agents
+//!   that reference them — after the cache has the change;
+//! - ConfigMap, Deployment, Service and (metadata-only, cached for pruning) HPA watches,
+//!   operator-labelled objects only, wake the owning Agent when a child is edited or deleted,
+//!   or a Deployment's replica counts change.
 
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use prometheus::IntCounter;
 use serde::de::DeserializeOwned;
-use switchboard_crds::{Agent, Persona, Workflow};
+use switchboard_crds::Agent;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::build::hpa::api_resource;
 use crate::controller::{Context, Error, agent, error_policy};
 use crate::run::{owned_watch_config, scoped};
 use crate::settings::RunArgs;
-use crate::triggers::{
-    Change, FirstSight, changes, generation, handoff_referrers, hash_of, objects, persona_referrers, workflow_referrers,
-};
+use crate::triggers::{Change, FirstSight, changes, generation, handoff_referrers, hash_of, objects};
 
 /// The Agent watch: cached in `writer`, notifying the publisher, queueing handoff
 /// referrers, and filtered to the changes the Agent controller acts on.
@@ -56,28 +58,25 @@ pub fn agent_stream(
 }
 
 /// The Agent controller, run until `stop`.
+#[allow(clippy::too_many_arguments)]
 pub async fn agent_controller(
     client: &Client,
     args: &RunArgs,
     agent_stream: impl Stream<Item = Result<Agent, watcher::Error>> + Send + 'static,
     agents: Store<Agent>,
     mut triggered: mpsc::Receiver<ObjectRef<Agent>>,
+    hpa_writer: Writer<PartialObjectMeta<DynamicObject>>,
     ctx: Arc<Context>,
     stop: CancellationToken,
 ) {
     let ns = args.namespace.as_deref();
-    let personas = changes(
-        watcher(scoped::<Persona>(client.clone(), ns), watcher::Config::default()).default_backoff(),
-        generation,
-        FirstSight::Pass,
-    );
-    let workflows = changes(
-        watcher(scoped::<Workflow>(client.clone(), ns), watcher::Config::default()).default_backoff(),
-        generation,
-        FirstSight::Pass,
-    );
-    let (for_personas, for_workflows) = (agents.clone(), agents.clone());
     let queued = stream::poll_fn(move |cx| triggered.poll_recv(cx));
+    let hpa_resource = api_resource(ctx.settings.hpa_api_version());
+    let hpa_api: Api<PartialObjectMeta<DynamicObject>> = match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &hpa_resource),
+        None => Api::all_with(client.clone(), &hpa_resource),
+    };
+    let hpas = watcher(hpa_api, owned_watch_config()).default_backoff().reflect(hpa_writer);
     Controller::for_stream(agent_stream, agents)
         .owns_stream(owned::<ConfigMap>(client, ns, |cm| hash_of(&cm.data)))
         .owns_stream(owned::<Service>(client, ns, |svc| hash_of(&svc.spec)))
@@ -86,12 +85,7 @@ pub async fn agent_controller(
             let available = d.status.as_ref().and_then(|s| s.available_replicas);
             hash_of(&(d.metadata.generation, spec_replicas, available))
         }))
-        .watches_stream(objects(personas), move |p: Persona| {
-            persona_referrers(&for_personas, p.namespace(), &p.name_any())
-        })
-        .watches_stream(objects(workflows), move |w: Workflow| {
-            workflow_referrers(&for_workflows, w.namespace(), &w.name_any())
-        })
+        .owns_stream_with(objects(changes(hpas, generation, FirstSight::Skip)), hpa_resource)
         .reconcile_on(queued)
         .with_config(Config::default().concurrency(args.concurrency))
         .graceful_shutdown_on(stop.cancelled_owned())
@@ -103,6 +97,25 @@ pub async fn agent_controller(
             std::future::ready(())
         })
         .await;
+}
+
+/// Finds the Agents that use an object.
+pub type ReferrerFn<K> = Box<dyn Fn(&K) -> Vec<ObjectRef<Agent>> + Send + Sync>;
+
+/// Where a status controller sends the Agents to reconcile when one of its objects changes.
+pub struct Referrers<K> {
+    /// The Agents that use an object.
+    pub of: ReferrerFn<K>,
+    /// The Agent controller's trigger queue.
+    pub queue: mpsc::Sender<ObjectRef<Agent>>,
+    /// Counts triggers dropped on a full queue.
+    pub overflow: IntCounter,
+}
+
+impl<K> std::fmt::Debug for Referrers<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Referrers").finish_non_exhaustive()
+    }
 }
 
 fn owned<K>(
@@ -124,10 +137,13 @@ where
 }
 
 /// A controller that sets the `Accepted` status of Personas or Workflows, run until `stop`.
+/// Its watch fills `writer` (the cache Agent reconciles read) and, on every new, changed or
+/// deleted object, queues the Agents that use it.
 pub async fn status_controller<K, F, Fut>(
     api: Api<K>,
-    reconcile: F,
-    kind: &'static str,
+    writer: Writer<K>,
+    referrers: Referrers<K>,
+    (reconcile, kind): (F, &'static str),
     ctx: Arc<Context>,
     stop: CancellationToken,
 ) where
@@ -135,9 +151,18 @@ pub async fn status_controller<K, F, Fut>(
     F: FnMut(Arc<K>, Arc<Context>) -> Fut,
     Fut: Future<Output = Result<kube::runtime::controller::Action, Error>> + Send + 'static,
 {
-    let (store, writer) = reflector::store::<K>();
+    let store = writer.as_reader();
     let events = watcher(api, watcher::Config::default()).default_backoff().reflect(writer);
-    Controller::for_stream(objects(changes(events, generation, FirstSight::Pass)), store)
+    let changed = changes(events, generation, FirstSight::Pass).inspect(move |change| {
+        if let Ok(Change::New(obj) | Change::Changed(obj) | Change::Deleted(obj)) = change {
+            for agent in (referrers.of)(obj) {
+                if referrers.queue.try_send(agent).is_err() {
+                    referrers.overflow.inc();
+                }
+            }
+        }
+    });
+    Controller::for_stream(objects(changed), store)
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(reconcile, error_policy(kind), ctx)
         .for_each(|result| {

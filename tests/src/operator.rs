@@ -107,3 +107,34 @@ pub fn operator_binary() -> anyhow::Result<PathBuf> {
     let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
     Ok(target.join("debug/switchboard-operator"))
 }
+
+/// The `switchboard-operator` binary built with `--release` (built now if needed), for
+/// measurements.
+pub fn operator_binary_release() -> anyhow::Result<PathBuf> {
+    let root = crate::repo_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = Command::new(cargo)
+        .current_dir(&root)
+        .args(["build", "--quiet", "--release", "-p", "switchboard-operator", "--bin", "switchboard-operator"])
+        .output()
+        .context("running cargo build --release")?;
+    if !out.status.success() {
+        bail!("building switchboard-operator failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+    Ok(target.join("release/switchboard-operator"))
+}
+
+/// Peak resident set size (`VmHWM`) of process `pid`, in KiB (Linux).
+pub fn peak_rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).context("reading /proc/<pid>/status")?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).context("no VmHWM line")?;
+    line.split_whitespace().nth(1).context("no VmHWM value")?.parse().context("VmHWM is not a number")
+}
+
+/// Sums the samples of metric `name` with exactly `labels` (e.g. `kind="agent"`) in a
+/// Prometheus text exposition.
+pub fn metric_value(text: &str, name: &str, labels: &str) -> f64 {
+    let prefix = if labels.is_empty() { format!("{name} ") } else { format!("{name}{{{labels}}} ") };
+    text.lines().filter_map(|l| l.strip_prefix(&prefix)).filter_map(|v| v.trim().parse::<f64>().ok()).sum()
+}

@@ -9,10 +9,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use switchboard_crds::common::{CONDITION_ACCEPTED, find_condition};
 use switchboard_crds::validate::{References, validate_agent};
-use switchboard_crds::{Agent, AgentStatus, Persona, Workflow, resolve};
+use switchboard_crds::{Agent, AgentStatus, resolve};
 
 use super::apply::{apply_children, apply_status};
 use super::status::{Verdict, accepted, agent_status};
@@ -43,33 +44,16 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     let name = agent.name_any();
     let client = &ctx.client;
 
-    // Fetch: read through the API (not a cache), so a reference created a moment ago is seen.
-    let personas: Api<Persona> = Api::namespaced(client.clone(), &namespace);
-    let workflows: Api<Workflow> = Api::namespaced(client.clone(), &namespace);
+    // Fetch from the caches (see `Stores`): a Persona, Workflow or handoff target that
+    // appears later re-triggers this Agent through the same watch that fills its cache.
+    ctx.stores.ready().await?;
     let agents: Api<Agent> = Api::namespaced(client.clone(), &namespace);
-    let persona_name = &agent.spec.persona_ref.name;
-    let workflow_name = &agent.spec.workflow_ref.name;
-    let persona = personas
-        .get_opt(persona_name)
-        .await
-        .map_err(|e| Error::kube(format!("reading Persona {namespace}/{persona_name}"), e))?;
-    let workflow = workflows
-        .get_opt(workflow_name)
-        .await
-        .map_err(|e| Error::kube(format!("reading Workflow {namespace}/{workflow_name}"), e))?;
-    let mut existing_targets = Vec::new();
-    for target in &agent.spec.handoffs {
-        let found = agents
-            .get_metadata_opt(&target.agent)
-            .await
-            .map_err(|e| Error::kube(format!("reading Agent {namespace}/{}", target.agent), e))?;
-        if found.is_some() {
-            existing_targets.push(target.agent.clone());
-        }
-    }
+    let persona = ctx.stores.personas.get(&ObjectRef::new(&agent.spec.persona_ref.name).within(&namespace));
+    let workflow = ctx.stores.workflows.get(&ObjectRef::new(&agent.spec.workflow_ref.name).within(&namespace));
+    let known = &ctx.stores.agents;
 
     // Validate.
-    let agent_exists = |n: &str| existing_targets.iter().any(|t| t == n);
+    let agent_exists = |n: &str| known.get(&ObjectRef::new(n).within(&namespace)).is_some();
     let refs = References {
         persona: persona.as_ref().map(|p| &p.spec),
         workflow: workflow.as_ref().map(|w| &w.spec),
@@ -102,9 +86,10 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     };
 
     // Build and apply.
-    let spec = resolve(agent, &persona, &workflow);
+    let spec = resolve(agent, persona.as_ref(), workflow.as_ref());
     let desired = build(agent, &spec, &ctx.settings);
-    let deployment = apply_children(client, &namespace, &name, &desired, ctx.settings.hpa_api_version()).await?;
+    let deployment =
+        apply_children(client, &namespace, &name, &desired, ctx.settings.hpa_api_version(), &ctx.stores.hpas).await?;
 
     // Status.
     let status = agent_status(

@@ -1,17 +1,18 @@
 //! Apply: server-side apply of an Agent's desired children under the operator's one field
 //! manager (forcing, so fields edited by hand are taken back), pruning of children it no
-//! longer wants (found by label), and server-side apply of status subresources.
+//! longer wants (found by label in the operator's cache of its labelled HPAs), and server-side apply of status subresources.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams};
+use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::Error;
 use crate::build::hpa::api_resource;
-use crate::build::{Desired, FIELD_MANAGER, children_selector};
+use crate::build::{AGENT_LABEL, Desired, FIELD_MANAGER};
 
 /// Applies every desired child of the Agent `name` in `namespace`, then deletes children
 /// labelled as its own that are no longer wanted. Returns the Deployment as the server
@@ -22,6 +23,7 @@ pub async fn apply_children(
     name: &str,
     desired: &Desired,
     hpa_api_version: &str,
+    hpa_cache: &Store<PartialObjectMeta<DynamicObject>>,
 ) -> Result<Deployment, Error> {
     // Destructured without `..`: a new kind of child cannot be forgotten here.
     let Desired { config_map, deployment, service, hpa } = desired;
@@ -36,7 +38,8 @@ pub async fn apply_children(
     }
     // ConfigMap, Deployment and Service always exist under the Agent's name; only the HPA
     // comes and goes, so it is the one kind that can be left over.
-    prune(&hpas, name, hpa.as_ref().map(|h| h.name_any())).await?;
+    let labelled = labelled_hpas(hpa_cache, namespace, name);
+    prune(&hpas, name, &labelled, hpa.as_ref().map(|h| h.name_any())).await?;
     Ok(deployment)
 }
 
@@ -50,20 +53,23 @@ where
     })
 }
 
-async fn prune(api: &Api<DynamicObject>, agent: &str, keep: Option<String>) -> Result<(), Error> {
-    let lp = ListParams::default().labels(&children_selector(agent));
-    let found = match api.list_metadata(&lp).await {
-        Ok(list) => list.items,
-        // The server serves no such HPA version: there is nothing of it to prune.
-        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-        Err(e) => return Err(Error::kube(format!("listing HorizontalPodAutoscalers of {agent}"), e)),
-    };
-    for obj in found {
-        let name = obj.name_any();
+/// Names of the HPAs in `namespace` labelled as children of Agent `agent`, from the cache.
+fn labelled_hpas(cache: &Store<PartialObjectMeta<DynamicObject>>, namespace: &str, agent: &str) -> Vec<String> {
+    cache
+        .state()
+        .iter()
+        .filter(|m| m.namespace().as_deref() == Some(namespace))
+        .filter(|m| m.labels().get(AGENT_LABEL).map(String::as_str) == Some(agent))
+        .map(|m| m.name_any())
+        .collect()
+}
+
+async fn prune(api: &Api<DynamicObject>, agent: &str, found: &[String], keep: Option<String>) -> Result<(), Error> {
+    for name in found {
         if keep.as_deref() == Some(name.as_str()) {
             continue;
         }
-        match api.delete(&name, &DeleteParams::background()).await {
+        match api.delete(name, &DeleteParams::background()).await {
             Ok(_) => tracing::info!(agent, "pruned HorizontalPodAutoscaler {name}"),
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(Error::kube(format!("deleting HorizontalPodAutoscaler {name}"), e)),

@@ -12,9 +12,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
+use switchboard_crds::{Agent, Persona, Workflow};
 
 use crate::metrics::Metrics;
 use crate::settings::BuildSettings;
@@ -55,6 +58,56 @@ impl Error {
     }
 }
 
+/// The caches reconciles read instead of the API. Each is filled by the watch whose events
+/// also trigger the reconciles that depend on it, so a reconcile never sees a cache older
+/// than the event that woke it.
+#[derive(Clone)]
+pub struct Stores {
+    /// Agents (the Agent controller's own cache; handoff targets are looked up here).
+    pub agents: Store<Agent>,
+    /// Personas.
+    pub personas: Store<Persona>,
+    /// Workflows.
+    pub workflows: Store<Workflow>,
+    /// Metadata of the HorizontalPodAutoscalers the operator labelled (for pruning).
+    pub hpas: Store<PartialObjectMeta<DynamicObject>>,
+}
+
+impl std::fmt::Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores").finish_non_exhaustive()
+    }
+}
+
+impl Stores {
+    /// Waits until the Persona and Workflow caches hold their initial lists.
+    pub async fn ready(&self) -> Result<(), Error> {
+        let closed = || Error::Unexpected("a cache's watch ended (shutting down)".into());
+        wait_ready(&self.personas).await.ok_or_else(closed)?;
+        wait_ready(&self.workflows).await.ok_or_else(closed)?;
+        Ok(())
+    }
+}
+
+/// Waits until `store` holds its initial list (`None` when its watch is gone).
+///
+/// `Store::wait_until_ready` wakes only the task that polled it last (a oneshot inside), and
+/// the controller that owns a store also waits on it; so this re-polls every 50 ms instead
+/// of parking on it once.
+pub async fn wait_ready<K>(store: &Store<K>) -> Option<()>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(Duration::from_millis(50), store.wait_until_ready()).await {
+            Ok(Ok(())) => return Some(()),
+            Ok(Err(_)) => return None,
+            Err(_) => {}
+        }
+    }
+}
+
 /// What every reconcile gets.
 pub struct Context {
     /// The API client.
@@ -67,6 +120,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// How long a healthy Agent waits before a resync.
     pub resync: Duration,
+    /// The caches.
+    pub stores: Stores,
     backoff: Mutex<HashMap<String, u32>>,
 }
 
@@ -84,8 +139,9 @@ impl Context {
         metrics: Metrics,
         recorder: Recorder,
         resync: Duration,
+        stores: Stores,
     ) -> Self {
-        Self { client, settings, metrics, recorder, resync, backoff: Mutex::default() }
+        Self { client, settings, metrics, recorder, resync, stores, backoff: Mutex::default() }
     }
 
     /// Publishes an Event about `obj`; a failure to publish is logged, never fatal.
