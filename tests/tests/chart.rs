@@ -114,8 +114,13 @@ async fn the_chart_installs_and_its_rbac_suffices_for_the_controller() {
     })
     .await
     .expect("the controller reconciles with the chart's RBAC");
-    let table = routing_table(&ns).await.expect("routing table read").expect("routing table published");
-    assert_eq!(table.routes.len(), 4);
+    // The table is published shortly (debounced) after the statuses.
+    wait::until("a routing table with 4 routes", Duration::from_secs(10), || async {
+        let table = routing_table(&ns).await?;
+        Ok::<_, anyhow::Error>(table.filter(|t| t.routes.len() == 4))
+    })
+    .await
+    .expect("the controller publishes the routing table with the chart's RBAC");
     assert!(!task.is_finished(), "the operator stopped: missing permissions?");
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(30), task)
