@@ -174,6 +174,9 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
             spec.model.endpoint = None;
             spec.model.provider = switchboard_crds::agent::Provider::Bedrock;
         }
+        // One process serves every agent here: size each agent's model client pool for
+        // the server's session limit rather than for one pod's.
+        spec.sessions.max_concurrent = u32::try_from(options.server.max_sessions).unwrap_or(u32::MAX);
         if spec.gateway.default {
             default_agent = Some(spec.agent.name.clone());
         }

@@ -8,6 +8,7 @@
 
 pub mod bedrock;
 pub mod openai;
+pub mod pool;
 mod error;
 mod retry;
 mod types;

@@ -23,6 +23,7 @@ pub use server::{AppState, Directory, Server, ServerConfig};
 use crate::core::{AgentCore, ConfigError};
 use crate::model::bedrock::{BedrockConfig, BedrockTextModel};
 use crate::model::openai::OpenAiTextModel;
+use crate::model::pool;
 use crate::model::{ModelError, TextModel};
 use crate::tools::ToolExecutor;
 
@@ -58,6 +59,12 @@ pub enum RuntimeError {
     },
 }
 
+/// Concurrent model calls planned per Bedrock client (HTTP/2 connection); servers commonly
+/// allow 100-200 streams per connection.
+pub const STREAMS_PER_CONNECTION: usize = 100;
+/// Most Bedrock clients per agent.
+pub const MAX_MODEL_CLIENTS: usize = 16;
+
 /// Reads a RuntimeSpec file (JSON or YAML).
 pub fn load_spec(path: &Path) -> Result<RuntimeSpec, RuntimeError> {
     let text = std::fs::read_to_string(path)
@@ -76,10 +83,24 @@ pub async fn build_model(spec: &RuntimeSpec, bedrock: &BedrockConfig) -> Result<
             if config.endpoint_url.is_none() {
                 config.endpoint_url = spec.model.endpoint.clone();
             }
-            let model = BedrockTextModel::connect(&config)
-                .await
-                .map_err(|source| RuntimeError::Model { agent: spec.agent.name.clone(), source })?;
-            Ok(Arc::new(model))
+            // One SDK client multiplexes its calls over one HTTP/2 connection, whose
+            // concurrent streams the server caps; spread the agent's sessions over several.
+            let clients =
+                pool::clients_for(spec.sessions.max_concurrent as usize, STREAMS_PER_CONNECTION, MAX_MODEL_CLIENTS);
+            let mut models: Vec<Arc<dyn TextModel>> = Vec::with_capacity(clients);
+            for _ in 0..clients {
+                let model = BedrockTextModel::connect(&config)
+                    .await
+                    .map_err(|source| RuntimeError::Model { agent: spec.agent.name.clone(), source })?;
+                models.push(Arc::new(model));
+            }
+            match pool::RoundRobin::new(models) {
+                Some(pool) => Ok(Arc::new(pool)),
+                None => Err(RuntimeError::Model {
+                    agent: spec.agent.name.clone(),
+                    source: ModelError::Config { message: "no model client could be built".into() },
+                }),
+            }
         }
         Provider::Openai => {
             let Some(endpoint) = spec.model.endpoint.as_deref() else {
