@@ -38,7 +38,7 @@ pub enum RunError {
         "the {0} CustomResourceDefinition is not installed; install the CRDs first: \
          `kubectl apply --server-side -f crds/` (or `helm install` the operator chart)"
     )]
-    CrdsMissing(&'static str),
+    CrdsMissing(String),
     /// An API request at start-up failed.
     #[error("{action}: {source}")]
     Kube {
@@ -157,7 +157,7 @@ async fn check_crds(client: &Client, namespace: Option<&str>) -> Result<(), RunE
     {
         match scoped::<K>(client.clone(), namespace).list_metadata(&ListParams::default().limit(1)).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Err(RunError::CrdsMissing(K::kind(&()).into_owned().leak())),
+            Err(kube::Error::Api(s)) if s.code == 404 => Err(RunError::CrdsMissing(K::kind(&()).into_owned())),
             Err(source) => Err(RunError::Kube { action: format!("listing {}s", K::kind(&())), source }),
         }
     }

@@ -6,14 +6,18 @@
 //! - Children (ConfigMap, Deployment, Service): deletions and changes of what the operator
 //!   cares about (a ConfigMap's data, a Service's spec, a Deployment's generation and
 //!   replica counts). Their first sighting is skipped: the operator just created them, or
-//!   (at start) reconciles every Agent anyway.
+//!   (at start) reconciles every Agent anyway. The watch event of the operator's own write
+//!   is recognised by its key ([`OwnWrites`]) and skipped too.
 //!
 //! Personas and Workflows map to the Agents in the same namespace that reference them (from
 //! the Agent cache); an Agent that appears or goes maps to the Agents that hand off to it.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 
 use futures_util::{Stream, StreamExt};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -104,6 +108,52 @@ pub fn hash_of<T: serde::Serialize>(value: &T) -> u64 {
     let mut h = DefaultHasher::new();
     serde_json::to_string(value).unwrap_or_default().hash(&mut h);
     h.finish()
+}
+
+/// The trigger key of a ConfigMap child: its data.
+pub fn config_map_key(cm: &ConfigMap) -> u64 {
+    hash_of(&cm.data)
+}
+
+/// The trigger key of a Service child: its spec.
+pub fn service_key(svc: &Service) -> u64 {
+    hash_of(&svc.spec)
+}
+
+/// The trigger key of a Deployment child: generation, wanted and available replicas.
+pub fn deployment_key(d: &Deployment) -> u64 {
+    let wanted = d.spec.as_ref().and_then(|s| s.replicas);
+    let available = d.status.as_ref().and_then(|s| s.available_replicas);
+    hash_of(&(d.metadata.generation, wanted, available))
+}
+
+/// The keys of the children as the operator last wrote them, so the watch event of its own
+/// write does not wake the Agent again (a change by anyone else has another key).
+#[derive(Clone, Debug, Default)]
+pub struct OwnWrites(Arc<Mutex<HashMap<ChildKey, u64>>>);
+
+/// A child: (kind, namespace, name).
+type ChildKey = (&'static str, String, String);
+
+impl OwnWrites {
+    /// Records that the operator wrote `kind` `namespace/name`, which now has `key`.
+    pub fn record(&self, kind: &'static str, namespace: &str, name: &str, key: u64) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert((kind, namespace.to_owned(), name.to_owned()), key);
+        }
+    }
+
+    /// Whether `key` is what the operator last wrote to `kind` `namespace/name`.
+    pub fn is_own(&self, kind: &'static str, namespace: &str, name: &str, key: u64) -> bool {
+        self.0.lock().is_ok_and(|m| m.get(&(kind, namespace.to_owned(), name.to_owned())) == Some(&key))
+    }
+
+    /// Forgets `kind` `namespace/name` (it was deleted).
+    pub fn forget(&self, kind: &'static str, namespace: &str, name: &str) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(&(kind, namespace.to_owned(), name.to_owned()));
+        }
+    }
 }
 
 /// Agents in `namespace` whose Persona is `name`.

@@ -30,7 +30,10 @@ use crate::build::hpa::api_resource;
 use crate::controller::{Context, Error, agent, error_policy};
 use crate::run::{owned_watch_config, scoped};
 use crate::settings::RunArgs;
-use crate::triggers::{Change, FirstSight, changes, generation, handoff_referrers, hash_of, objects};
+use crate::triggers::{
+    Change, FirstSight, OwnWrites, changes, config_map_key, deployment_key, generation, handoff_referrers, objects,
+    service_key,
+};
 
 /// The Agent watch: cached in `writer`, notifying the publisher, queueing handoff
 /// referrers, and filtered to the changes the Agent controller acts on.
@@ -42,9 +45,10 @@ pub fn agent_stream(
     triggers: mpsc::Sender<ObjectRef<Agent>>,
     overflow: IntCounter,
 ) -> impl Stream<Item = Result<Agent, watcher::Error>> + Send + 'static {
-    let events = watcher(api, watcher::Config::default()).default_backoff().reflect(writer).inspect(move |_| {
-        notify.send_replace(());
-    });
+    let events =
+        watcher(api, watcher::Config::default()).default_backoff().modify(slim).reflect(writer).inspect(move |_| {
+            notify.send_replace(());
+        });
     let filtered = changes(events, generation, FirstSight::Pass).inspect(move |change| {
         if let Ok(Change::New(a) | Change::Deleted(a)) = change {
             for r in handoff_referrers(&agents, a.namespace(), &a.name_any()) {
@@ -78,13 +82,9 @@ pub async fn agent_controller(
     };
     let hpas = watcher(hpa_api, owned_watch_config()).default_backoff().reflect(hpa_writer);
     Controller::for_stream(agent_stream, agents)
-        .owns_stream(owned::<ConfigMap>(client, ns, |cm| hash_of(&cm.data)))
-        .owns_stream(owned::<Service>(client, ns, |svc| hash_of(&svc.spec)))
-        .owns_stream(owned::<Deployment>(client, ns, |d| {
-            let spec_replicas = d.spec.as_ref().and_then(|s| s.replicas);
-            let available = d.status.as_ref().and_then(|s| s.available_replicas);
-            hash_of(&(d.metadata.generation, spec_replicas, available))
-        }))
+        .owns_stream(owned::<ConfigMap>(client, ns, config_map_key, &ctx.own_writes))
+        .owns_stream(owned::<Service>(client, ns, service_key, &ctx.own_writes))
+        .owns_stream(owned::<Deployment>(client, ns, deployment_key, &ctx.own_writes))
         .owns_stream_with(objects(changes(hpas, generation, FirstSight::Skip)), hpa_resource)
         .reconcile_on(queued)
         .with_config(Config::default().concurrency(args.concurrency))
@@ -97,6 +97,15 @@ pub async fn agent_controller(
             std::future::ready(())
         })
         .await;
+}
+
+/// Drops what no reconcile reads from cached objects (managed fields, the last-applied
+/// annotation), which is most of a small object's size.
+fn slim<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+    if let Some(a) = obj.meta_mut().annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
 }
 
 /// Finds the Agents that use an object.
@@ -121,10 +130,12 @@ impl<K> std::fmt::Debug for Referrers<K> {
 fn owned<K>(
     client: &Client,
     namespace: Option<&str>,
-    key: impl Fn(&K) -> u64 + Send + 'static,
+    key: fn(&K) -> u64,
+    own: &OwnWrites,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + k8s_openapi::Resource
         + Clone
         + DeserializeOwned
         + std::fmt::Debug
@@ -132,8 +143,23 @@ where
         + Sync
         + 'static,
 {
+    let own = own.clone();
     let events = watcher(scoped::<K>(client.clone(), namespace), owned_watch_config()).default_backoff();
-    objects(changes(events, key, FirstSight::Skip))
+    let kind = <K as k8s_openapi::Resource>::KIND;
+    let foreign = changes(events, key, FirstSight::Skip).filter(move |change| {
+        let keep = match change {
+            Ok(Change::Changed(obj)) => {
+                !own.is_own(kind, &obj.namespace().unwrap_or_default(), &obj.name_any(), key(obj))
+            }
+            Ok(Change::Deleted(obj)) => {
+                own.forget(kind, &obj.namespace().unwrap_or_default(), &obj.name_any());
+                true
+            }
+            _ => true,
+        };
+        std::future::ready(keep)
+    });
+    objects(foreign)
 }
 
 /// A controller that sets the `Accepted` status of Personas or Workflows, run until `stop`.
@@ -152,7 +178,7 @@ pub async fn status_controller<K, F, Fut>(
     Fut: Future<Output = Result<kube::runtime::controller::Action, Error>> + Send + 'static,
 {
     let store = writer.as_reader();
-    let events = watcher(api, watcher::Config::default()).default_backoff().reflect(writer);
+    let events = watcher(api, watcher::Config::default()).default_backoff().modify(slim).reflect(writer);
     let changed = changes(events, generation, FirstSight::Pass).inspect(move |change| {
         if let Ok(Change::New(obj) | Change::Changed(obj) | Change::Deleted(obj)) = change {
             for agent in (referrers.of)(obj) {

@@ -88,8 +88,16 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     // Build and apply.
     let spec = resolve(agent, persona.as_ref(), workflow.as_ref());
     let desired = build(agent, &spec, &ctx.settings);
-    let deployment =
-        apply_children(client, &namespace, &name, &desired, ctx.settings.hpa_api_version(), &ctx.stores.hpas).await?;
+    let deployment = apply_children(
+        client,
+        &namespace,
+        &name,
+        &desired,
+        ctx.settings.hpa_api_version(),
+        &ctx.stores.hpas,
+        &ctx.own_writes,
+    )
+    .await?;
 
     // Status.
     let status = agent_status(

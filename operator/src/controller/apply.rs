@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use super::Error;
 use crate::build::hpa::api_resource;
 use crate::build::{AGENT_LABEL, Desired, FIELD_MANAGER};
+use crate::triggers::{OwnWrites, config_map_key, deployment_key, service_key};
 
 /// Applies every desired child of the Agent `name` in `namespace`, then deletes children
 /// labelled as its own that are no longer wanted. Returns the Deployment as the server
@@ -24,12 +25,16 @@ pub async fn apply_children(
     desired: &Desired,
     hpa_api_version: &str,
     hpa_cache: &Store<PartialObjectMeta<DynamicObject>>,
+    own: &OwnWrites,
 ) -> Result<Deployment, Error> {
     // Destructured without `..`: a new kind of child cannot be forgotten here.
     let Desired { config_map, deployment, service, hpa } = desired;
-    apply(&Api::<ConfigMap>::namespaced(client.clone(), namespace), config_map).await?;
+    let cm = apply(&Api::<ConfigMap>::namespaced(client.clone(), namespace), config_map).await?;
+    own.record("ConfigMap", namespace, name, config_map_key(&cm));
     let deployment = apply(&Api::<Deployment>::namespaced(client.clone(), namespace), deployment).await?;
-    apply(&Api::<Service>::namespaced(client.clone(), namespace), service).await?;
+    own.record("Deployment", namespace, name, deployment_key(&deployment));
+    let svc = apply(&Api::<Service>::namespaced(client.clone(), namespace), service).await?;
+    own.record("Service", namespace, name, service_key(&svc));
     let hpas: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &api_resource(hpa_api_version));
     if let Some(hpa) = hpa {
         hpas.patch(&hpa.name_any(), &params(), &Patch::Apply(hpa))

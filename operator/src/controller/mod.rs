@@ -21,6 +21,7 @@ use switchboard_crds::{Agent, Persona, Workflow};
 
 use crate::metrics::Metrics;
 use crate::settings::BuildSettings;
+use crate::triggers::OwnWrites;
 
 /// Why a reconcile failed (transient: it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +123,8 @@ pub struct Context {
     pub resync: Duration,
     /// The caches.
     pub stores: Stores,
+    /// What the operator last wrote to each child (to skip its own watch events).
+    pub own_writes: OwnWrites,
     backoff: Mutex<HashMap<String, u32>>,
 }
 
@@ -141,7 +144,16 @@ impl Context {
         resync: Duration,
         stores: Stores,
     ) -> Self {
-        Self { client, settings, metrics, recorder, resync, stores, backoff: Mutex::default() }
+        Self {
+            client,
+            settings,
+            metrics,
+            recorder,
+            resync,
+            stores,
+            own_writes: OwnWrites::default(),
+            backoff: Mutex::default(),
+        }
     }
 
     /// Publishes an Event about `obj`; a failure to publish is logged, never fatal.
