@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
 use switchboard_crds::Agent;
@@ -23,20 +22,9 @@ pub async fn setup(prefix: &str) -> (TestNamespace, Operator) {
 }
 
 /// A fresh namespace with the CRDs installed.
-///
-/// When the CRD files cannot be (re)applied but the three CRDs are already installed, the
-/// operator tests go on with the installed ones and say so: they test the operator, and
-/// `api_on_cluster` fails loudly on a CRD that the server refuses.
 pub async fn namespace(prefix: &str) -> TestNamespace {
     let cluster = cluster().await.expect("control plane");
-    if let Err(e) = install_crds(&cluster.client).await {
-        let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
-        for name in ["agents.switchboard.dev", "personas.switchboard.dev", "workflows.switchboard.dev"] {
-            let installed = crds.get_opt(name).await.expect("reading CRDs");
-            assert!(installed.is_some(), "CRD {name} is not installed and installing failed: {e:#}");
-        }
-        eprintln!("warning: could not re-apply the CRDs ({e:#}); using the installed ones");
-    }
+    install_crds(&cluster.client).await.expect("CRDs install and become Established");
     TestNamespace::new(&cluster, prefix).await.expect("namespace")
 }
 
