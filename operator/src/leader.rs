@@ -176,3 +176,26 @@ fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
     let duration = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(0)));
     renewed.checked_add(duration).map_or(true, |until| until < now)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(renewed_secs_ago: i64, duration: i32) -> LeaseSpec {
+        let renewed = Timestamp::now() - SignedDuration::from_secs(renewed_secs_ago);
+        LeaseSpec {
+            holder_identity: Some("other".into()),
+            lease_duration_seconds: Some(duration),
+            renew_time: Some(MicroTime(renewed)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_lease_expires_after_its_duration_without_renewal() {
+        let now = Timestamp::now();
+        assert!(!expired(&spec(5, 15), now), "renewed 5 s ago, valid 15 s");
+        assert!(expired(&spec(20, 15), now), "renewed 20 s ago, valid 15 s");
+        assert!(expired(&LeaseSpec::default(), now), "never renewed");
+    }
+}

@@ -139,3 +139,45 @@ pub async fn publish(
         notified.borrow_and_update();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(name: &str, accepted: Option<&str>, ready: &str) -> Agent {
+        let mut conditions = vec![];
+        if let Some(a) = accepted {
+            conditions.push(serde_json::json!({"type": "Accepted", "status": a, "reason": "R", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}));
+        }
+        conditions.push(serde_json::json!({"type": "Ready", "status": ready, "reason": "R", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}));
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "switchboard.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": name, "namespace": "bank"},
+            "spec": {"mode": "voice", "personaRef": {"name": "p"}, "workflowRef": {"name": "w"},
+                     "handoffs": [{"agent": "idv"}], "gateway": {"default": true}},
+            "status": {"conditions": conditions, "readyReplicas": 2}
+        }))
+        .expect("an Agent")
+    }
+
+    #[test]
+    fn only_accepted_agents_are_routed_with_their_readiness() {
+        let agents = [
+            agent("b", Some("True"), "True"),
+            agent("a", Some("True"), "False"),
+            agent("rejected", Some("False"), "True"),
+            agent("new", None, "False"),
+        ];
+        let t = table(agents.iter());
+        let names: Vec<_> = t.routes.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"], "sorted, Accepted only");
+        let b = t.route("bank", "b").expect("b");
+        assert!(b.ready && b.default && b.expose);
+        assert_eq!((b.service.as_str(), b.port, b.ready_replicas), ("b.bank.svc", 8080, 2));
+        assert_eq!(b.handoffs, ["idv"]);
+        assert!(!t.route("bank", "a").expect("a").ready);
+        let cm = config_map("ops", "routes", &t);
+        let data = cm.data.expect("data");
+        assert_eq!(RoutingTable::parse(&data[ROUTES_KEY]).expect("parses"), t);
+    }
+}
