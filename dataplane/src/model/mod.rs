@@ -7,9 +7,9 @@
 //! stream to cancel the call.
 
 pub mod bedrock;
+mod error;
 pub mod openai;
 pub mod pool;
-mod error;
 mod retry;
 mod types;
 
