@@ -13,6 +13,7 @@ pub mod persona;
 pub mod resolve;
 pub mod routing;
 pub mod runtime;
+pub mod template;
 pub mod validate;
 pub mod workflow;
 

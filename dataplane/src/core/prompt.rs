@@ -27,39 +27,17 @@ pub struct TemplateValues<'a> {
 /// and `}}` become literal braces. Anything else in braces is kept as written (validation
 /// rejects such templates before they get here).
 pub fn render_template(template: &str, values: &TemplateValues<'_>) -> String {
-    let mut out = String::with_capacity(template.len() + values.memory.len());
-    let mut rest = template;
-    while let Some(i) = rest.find(['{', '}']) {
-        out.push_str(&rest[..i]);
-        let tail = &rest[i..];
-        if tail.starts_with("{{") || tail.starts_with("}}") {
-            out.push_str(&tail[..1]);
-            rest = &tail[2..];
-            continue;
-        }
-        if tail.starts_with('{')
-            && let Some(end) = tail.find('}')
-        {
-            let key = &tail[1..end];
-            let value = match key {
-                "name" => Some(values.name),
-                "agent" => Some(values.agent),
-                "memory" => Some(values.memory),
-                "date" => Some(values.date),
-                "language" => Some(values.language),
-                _ => None,
-            };
-            if let Some(value) = value {
-                out.push_str(value);
-                rest = &tail[end + 1..];
-                continue;
-            }
-        }
-        out.push_str(&tail[..1]);
-        rest = &tail[1..];
-    }
-    out.push_str(rest);
-    out
+    switchboard_crds::template::render(template, |key| {
+        let value = match key {
+            "name" => values.name,
+            "agent" => values.agent,
+            "memory" => values.memory,
+            "date" => values.date,
+            "language" => values.language,
+            _ => return None,
+        };
+        Some(value.to_owned())
+    })
 }
 
 /// The style guidance for `style` in `mode`: voice modes always use the voice-friendly

@@ -41,31 +41,12 @@ impl Context<'_> {
 /// Interpolates the placeholders of `template`. JSON strings are inserted without quotes;
 /// other JSON values as compact JSON.
 pub fn render(template: &str, context: &Context<'_>) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(i) = rest.find(['{', '}']) {
-        out.push_str(&rest[..i]);
-        let tail = &rest[i..];
-        if tail.starts_with("{{") || tail.starts_with("}}") {
-            out.push_str(&tail[..1]);
-            rest = &tail[2..];
-            continue;
-        }
-        if let (true, Some(close)) = (tail.starts_with('{'), tail.find('}')) {
-            let name = &tail[1..close];
-            match context.lookup(name) {
-                Some(serde_json::Value::String(s)) => out.push_str(&s),
-                Some(value) => out.push_str(&value.to_string()),
-                None => out.push_str(&tail[..=close]),
-            }
-            rest = &tail[close + 1..];
-        } else {
-            out.push_str(&tail[..1]);
-            rest = &tail[1..];
-        }
-    }
-    out.push_str(rest);
-    out
+    switchboard_crds::template::render(template, |name| {
+        context.lookup(name).map(|value| match value {
+            serde_json::Value::String(s) => s,
+            other => other.to_string(),
+        })
+    })
 }
 
 /// Interpolates every string inside a JSON template. A string that is exactly one

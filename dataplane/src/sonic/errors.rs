@@ -2,14 +2,12 @@
 //! [`ModelError`]: retryable (throttling, service failures, broken streams, timeouts,
 //! connection failures) or fatal (credentials, access, unknown model, invalid input).
 
-use std::error::Error as StdError;
-
-use aws_credential_types::provider::error::CredentialsError;
-use aws_sdk_bedrockruntime::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_bedrockruntime::operation::invoke_model_with_bidirectional_stream::InvokeModelWithBidirectionalStreamError as StartError;
 use aws_sdk_bedrockruntime::types::error::InvokeModelWithBidirectionalStreamOutputError as OutputError;
 
 use crate::model::ModelError;
+use crate::model::bedrock::errors::{find_credentials_error, from_transport, message_of};
 
 /// Maps the error of opening a stream (`send()`).
 pub fn from_start_error<R: std::fmt::Debug + Send + Sync + 'static>(
@@ -93,35 +91,4 @@ fn from_code(code: &str, message: String) -> ModelError {
         | "InvalidClientTokenId" => ModelError::Credentials { message },
         _ => ModelError::Protocol { message },
     }
-}
-
-fn from_transport<E, R>(error: &SdkError<E, R>) -> ModelError
-where
-    E: StdError + 'static,
-    R: std::fmt::Debug,
-{
-    let message = DisplayErrorContext(error).to_string();
-    match error {
-        SdkError::TimeoutError(_) => ModelError::Timeout { message },
-        SdkError::DispatchFailure(failure) if failure.is_timeout() => ModelError::Timeout { message },
-        SdkError::DispatchFailure(failure) if failure.is_user() => ModelError::Config { message },
-        SdkError::DispatchFailure(_) => ModelError::Connection { message },
-        SdkError::ConstructionFailure(_) => ModelError::Config { message },
-        _ => ModelError::Protocol { message },
-    }
-}
-
-fn message_of(error: &impl ProvideErrorMetadata) -> String {
-    error.message().unwrap_or("no message given").to_owned()
-}
-
-fn find_credentials_error(error: &(dyn StdError + 'static)) -> Option<String> {
-    let mut current: Option<&(dyn StdError + 'static)> = Some(error);
-    while let Some(e) = current {
-        if let Some(credentials) = e.downcast_ref::<CredentialsError>() {
-            return Some(DisplayErrorContext(credentials).to_string());
-        }
-        current = e.source();
-    }
-    None
 }

@@ -107,7 +107,9 @@ fn from_unmodelled(code: &str, message: String, status: Option<u16>) -> ModelErr
     }
 }
 
-fn from_transport<E, R>(error: &SdkError<E, R>) -> ModelError
+/// Classifies a failure that happened before or outside the service's answer (timeouts,
+/// connection, construction), shared by every Bedrock operation.
+pub(crate) fn from_transport<E, R>(error: &SdkError<E, R>) -> ModelError
 where
     E: StdError + 'static,
     R: std::fmt::Debug,
@@ -124,12 +126,12 @@ where
     }
 }
 
-fn message_of(error: &impl ProvideErrorMetadata) -> String {
+pub(crate) fn message_of(error: &impl ProvideErrorMetadata) -> String {
     error.message().unwrap_or("no message given").to_owned()
 }
 
 /// The message of a credentials failure anywhere in the error's source chain.
-fn find_credentials_error(error: &(dyn StdError + 'static)) -> Option<String> {
+pub(crate) fn find_credentials_error(error: &(dyn StdError + 'static)) -> Option<String> {
     let mut current: Option<&(dyn StdError + 'static)> = Some(error);
     while let Some(e) = current {
         if let Some(credentials) = e.downcast_ref::<CredentialsError>() {

@@ -8,7 +8,7 @@
 //! one place, [`crate::model::retrying`], which knows whether output was already streamed.
 
 mod convert;
-mod errors;
+pub(crate) mod errors;
 mod stream;
 
 use std::path::{Path, PathBuf};
