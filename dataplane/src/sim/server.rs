@@ -160,7 +160,11 @@ async fn route(
         Ok(body) => body,
         Err(error) => return error.into_response(&request_id),
     };
-    converse::handle(operation, &model_id, &body, state, kill, &request_id).await
+    // The scripted timing counts from here, as a real service's time to first token counts
+    // from the request's arrival: the simulator's own parsing and rule matching are not
+    // added on top of it.
+    let received = tokio::time::Instant::now();
+    converse::handle(operation, &model_id, &body, state, kill, &request_id, received).await
 }
 
 /// The model id and operation of `POST /model/{modelId}/{operation}`.

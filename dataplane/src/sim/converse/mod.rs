@@ -26,7 +26,8 @@ pub use wire::{ParsedRequest, parse};
 /// Pause between the last frame and a scripted connection drop.
 const DROP_FLUSH_GRACE: Duration = Duration::from_millis(100);
 
-/// Answers one Converse or ConverseStream request.
+/// Answers one Converse or ConverseStream request that fully arrived at `received`; the
+/// scripted timing (extra latency, time to first token, token rate) counts from then.
 pub async fn handle(
     operation: Operation,
     model_id: &str,
@@ -34,12 +35,15 @@ pub async fn handle(
     state: &SimState,
     kill: &CancellationToken,
     request_id: &str,
+    received: tokio::time::Instant,
 ) -> http::Response<Body> {
-    match prepare(operation, model_id, body, state).await {
+    match prepare(operation, model_id, body, state, received).await {
         Ok(prepared) => match operation {
-            Operation::ConverseStream => stream_response(prepared.plan, kill.clone(), request_id),
+            Operation::ConverseStream => {
+                stream_response(prepared.plan, received + prepared.extra_latency, kill.clone(), request_id)
+            }
             Operation::Converse => {
-                tokio::time::sleep(prepared.plan.duration).await;
+                tokio::time::sleep_until(received + prepared.extra_latency + prepared.plan.duration).await;
                 json_response(&prepared, request_id)
             }
             Operation::InvokeModelWithBidirectionalStream => {
@@ -64,6 +68,7 @@ async fn prepare(
     model_id: &str,
     body: &[u8],
     state: &SimState,
+    received: tokio::time::Instant,
 ) -> Result<Prepared, ServiceError> {
     let script = &state.script;
     let request = parse(model_id, body)?;
@@ -85,7 +90,7 @@ async fn prepare(
     }
     let extra_latency =
         Duration::from_millis(script.faults.extra_latency_ms + rule_faults.map_or(0, |f| f.extra_latency_ms));
-    tokio::time::sleep(extra_latency).await;
+    tokio::time::sleep_until(received + extra_latency).await;
     let cut = select_cut(rule_faults.and_then(|f| f.cut.as_ref()), rule_match)
         .or_else(|| select_cut(script.faults.cut.as_ref(), call))
         .filter(|_| operation == Operation::ConverseStream);
@@ -129,8 +134,12 @@ fn select_cut(cut: Option<&CutFault>, index: u64) -> Option<&CutFault> {
     cut.filter(|c| applies(c.first, index))
 }
 
-fn stream_response(plan: Plan, kill: CancellationToken, request_id: &str) -> http::Response<Body> {
-    let start = tokio::time::Instant::now();
+fn stream_response(
+    plan: Plan,
+    start: tokio::time::Instant,
+    kill: CancellationToken,
+    request_id: &str,
+) -> http::Response<Body> {
     let frames = plan.frames.into_iter();
     let stream = futures_util::stream::unfold((frames, kill), move |(mut frames, kill)| async move {
         let planned = frames.next()?;
