@@ -4,7 +4,7 @@
 //! input (e.g. a piped script) the client waits until every line was answered and the
 //! session has been quiet for a moment, then closes.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use anyhow::Context;
 use clap::Args;
@@ -41,6 +41,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     let mut unanswered = 0usize;
     let mut in_turn = 0i64;
     let mut closing = false;
+    let live = std::io::stdout().is_terminal();
     loop {
         let quiet = tokio::time::sleep(QUIET);
         tokio::select! {
@@ -60,7 +61,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                             }
                             _ => {}
                         }
-                        print_message(&message);
+                        print_message(&message, live);
                     }
                     Err(_) => println!("[server] {text}"),
                 },
@@ -94,18 +95,27 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     }
 }
 
-fn print_message(message: &ServerMessage) {
+/// Prints one server message. With `live` (stdout is a terminal) reply deltas stream as
+/// they arrive and the final text redraws their line; otherwise (piped) only the final
+/// text is printed, without terminal control codes.
+fn print_message(message: &ServerMessage, live: bool) {
     let mut out = std::io::stdout();
     match message {
         ServerMessage::BidiConnectionStart { agent, session_id, .. } => {
             println!("[connected to {agent}, session {session_id}]")
         }
         ServerMessage::BidiTranscriptStream { role: TranscriptRole::Assistant, text, delta: true, .. } => {
-            let _ = write!(out, "{text}");
-            let _ = out.flush();
+            if live {
+                let _ = write!(out, "{text}");
+                let _ = out.flush();
+            }
         }
         ServerMessage::BidiTranscriptStream { role: TranscriptRole::Assistant, text, is_final: true, .. } => {
-            println!("\r\x1b[2K< {text}");
+            if live {
+                println!("\r\x1b[2K< {text}");
+            } else {
+                println!("< {text}");
+            }
         }
         ServerMessage::BidiTranscriptStream { .. } | ServerMessage::BidiResponseStart { .. } => {}
         ServerMessage::BidiResponseComplete { .. } => {}
