@@ -15,7 +15,7 @@ use serde::Deserialize;
 use switchboard_crds::Catalog;
 
 use crate::model::RetryPolicy;
-use crate::model::bedrock::{BedrockConfig, StaticCredentials};
+use crate::model::bedrock::BedrockConfig;
 use crate::runtime::transcript::TranscriptSink;
 use crate::runtime::{self, Directory, Metrics, Server, ServerConfig, Shared};
 use crate::sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
@@ -155,14 +155,7 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
             None => banking_script().map_err(|e| LocalError::Start(e.to_string()))?,
         };
         let handle = Simulator::start(SimConfig::new(script)).await.map_err(|e| LocalError::Start(e.to_string()))?;
-        let mut config = BedrockConfig::new("us-east-1");
-        config.endpoint_url = Some(handle.endpoint_url().to_owned());
-        config.ca_cert_file = handle.ca_cert_path().map(Path::to_path_buf);
-        config.credentials = Some(StaticCredentials {
-            access_key_id: "AKIDLOCALSIMULATOR".into(),
-            secret_access_key: "not-a-secret".into(),
-            session_token: None,
-        });
+        let config = handle.bedrock_config();
         (Some(handle), config)
     };
     let executor = Arc::new(Executor::with_aliases(aliases));

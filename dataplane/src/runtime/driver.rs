@@ -220,12 +220,7 @@ impl Driver<'_> {
                 None
             }
             Some(Err(error)) => {
-                let call = self.model.take()?;
-                self.shared
-                    .metrics
-                    .model_call_duration
-                    .with_label_values(&[agent, mode, model])
-                    .observe(call.started.elapsed().as_secs_f64());
+                self.finish_model_call()?;
                 self.shared
                     .metrics
                     .errors
@@ -234,16 +229,19 @@ impl Driver<'_> {
                 tracing::warn!(agent, "model call failed: {error}");
                 Some(Input::ModelFailed { code: error.metric_label().to_owned(), message: error.to_string() })
             }
-            None => {
-                let call = self.model.take()?;
-                self.shared
-                    .metrics
-                    .model_call_duration
-                    .with_label_values(&[agent, mode, model])
-                    .observe(call.started.elapsed().as_secs_f64());
-                Some(Input::ModelReply(call.reply))
-            }
+            None => Some(Input::ModelReply(self.finish_model_call()?.reply)),
         }
+    }
+
+    /// Ends the model call in flight (if any) and records its duration.
+    fn finish_model_call(&mut self) -> Option<ModelCall> {
+        let call = self.model.take()?;
+        self.shared
+            .metrics
+            .model_call_duration
+            .with_label_values(&self.agent.labels())
+            .observe(call.started.elapsed().as_secs_f64());
+        Some(call)
     }
 
     /// Performs `effects`; returns how the session ended if it did.

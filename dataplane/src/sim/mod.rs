@@ -196,6 +196,20 @@ impl SimHandle {
         self.cert.as_ref().map(|c| c.path.as_path())
     }
 
+    /// Bedrock client settings that point at this simulator: its endpoint, its certificate
+    /// as the only trusted root, and fake static credentials (it ignores signatures).
+    pub fn bedrock_config(&self) -> crate::model::bedrock::BedrockConfig {
+        let mut config = crate::model::bedrock::BedrockConfig::new("us-east-1");
+        config.endpoint_url = Some(self.endpoint_url().to_owned());
+        config.ca_cert_file = self.ca_cert_path().map(Path::to_path_buf);
+        config.credentials = Some(crate::model::bedrock::StaticCredentials {
+            access_key_id: "AKIDSIMULATOR".into(),
+            secret_access_key: "not-a-secret".into(),
+            session_token: None,
+        });
+        config
+    }
+
     /// The certificate clients must trust, PEM (`None` over plain HTTP).
     pub fn ca_cert_pem(&self) -> Option<&str> {
         self.cert.as_ref().map(|c| c.pem.as_str())

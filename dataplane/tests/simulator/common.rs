@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use switchboard_dataplane::model::bedrock::{BedrockConfig, BedrockTextModel, StaticCredentials};
+use switchboard_dataplane::model::bedrock::{BedrockConfig, BedrockTextModel};
 use switchboard_dataplane::model::{Message, ModelRequest, TextModel, ToolDefinition};
 use switchboard_dataplane::sim::{Script, SimConfig, SimHandle, Simulator};
 
@@ -20,15 +20,7 @@ pub fn script(yaml: &str) -> Script {
 
 /// Bedrock settings pointing at `sim` with fake static credentials.
 pub fn config(sim: &SimHandle) -> BedrockConfig {
-    let mut config = BedrockConfig::new("us-east-1");
-    config.endpoint_url = Some(sim.endpoint_url().to_owned());
-    config.ca_cert_file = sim.ca_cert_path().map(ToOwned::to_owned);
-    config.credentials = Some(StaticCredentials {
-        access_key_id: "AKIDSIMULATOR".into(),
-        secret_access_key: "not-a-secret".into(),
-        session_token: None,
-    });
-    config
+    sim.bedrock_config()
 }
 
 /// The Bedrock `TextModel` pointed at `sim`.

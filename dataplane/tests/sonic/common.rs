@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use switchboard_dataplane::model::bedrock::{BedrockConfig, StaticCredentials, build_client};
+use switchboard_dataplane::model::bedrock::{BedrockConfig, build_client};
 use switchboard_dataplane::sim::sonic::{frame_fingerprint, phrase_tone};
 use switchboard_dataplane::sim::{Script, SimConfig, SimHandle, Simulator};
 use switchboard_dataplane::sonic::{SonicConfig, SonicEvent, SonicEvents, SonicSession};
@@ -20,15 +20,7 @@ pub async fn start(yaml: &str) -> SimHandle {
 }
 
 pub fn bedrock(sim: &SimHandle) -> BedrockConfig {
-    let mut config = BedrockConfig::new("us-east-1");
-    config.endpoint_url = Some(sim.endpoint_url().to_owned());
-    config.ca_cert_file = sim.ca_cert_path().map(ToOwned::to_owned);
-    config.credentials = Some(StaticCredentials {
-        access_key_id: "AKIDSIMULATOR".into(),
-        secret_access_key: "not-a-secret".into(),
-        session_token: None,
-    });
-    config
+    sim.bedrock_config()
 }
 
 pub async fn client(sim: &SimHandle) -> aws_sdk_bedrockruntime::Client {
