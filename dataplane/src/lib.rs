@@ -6,6 +6,7 @@
 pub mod core;
 pub mod local;
 pub mod model;
+pub mod net;
 pub mod protocol;
 pub mod runtime;
 pub mod sim;

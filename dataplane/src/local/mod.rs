@@ -16,10 +16,11 @@ use switchboard_crds::Catalog;
 
 use crate::model::RetryPolicy;
 use crate::model::bedrock::BedrockConfig;
+use crate::net::Trust;
 use crate::runtime::transcript::TranscriptSink;
 use crate::runtime::{self, Directory, Metrics, Server, ServerConfig, Shared};
 use crate::sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
-use crate::tools::Executor;
+use crate::tools::{Executor, ExecutorOptions};
 use demo_tools::{Accounts, DemoTools};
 
 /// The file local mode reads, relative to the folder. It sits in a subfolder because
@@ -61,6 +62,8 @@ pub struct LocalOptions {
     pub transcripts: Option<PathBuf>,
     /// Limits.
     pub server: ServerConfig,
+    /// Extra PEM CA certificates for https:// tool, MCP and model servers.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// Local mode could not start.
@@ -158,7 +161,11 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
         let config = handle.bedrock_config();
         (Some(handle), config)
     };
-    let executor = Arc::new(Executor::with_aliases(aliases));
+    let trust = Trust::from_file(options.ca_file.as_deref()).map_err(|e| LocalError::Start(e.to_string()))?;
+    let http = trust.client().map_err(|e| LocalError::Start(e.to_string()))?;
+    let executor = Executor::new(ExecutorOptions { trust, aliases, ..ExecutorOptions::default() })
+        .map_err(|e| LocalError::Start(e.to_string()))?;
+    let executor = Arc::new(executor);
     let mut agents = BTreeMap::new();
     let mut default_agent = None;
     for mut spec in specs {
@@ -173,7 +180,7 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
         if spec.gateway.default {
             default_agent = Some(spec.agent.name.clone());
         }
-        let model = runtime::build_model(&spec, &bedrock).await.map_err(|e| LocalError::Start(e.to_string()))?;
+        let model = runtime::build_model(&spec, &bedrock, &http).await.map_err(|e| LocalError::Start(e.to_string()))?;
         let name = spec.agent.name.clone();
         let agent =
             runtime::agent_runtime(spec, model, executor.clone()).map_err(|e| LocalError::Start(e.to_string()))?;

@@ -2,20 +2,18 @@
 //! `POST {endpoint}/chat/completions` with `stream: true`, read as server-sent events.
 //! Text deltas, tool calls (assembled from their streamed pieces), usage and finish
 //! reasons map onto [`ModelEvent`]; HTTP statuses onto classified [`ModelError`]s.
-//! Plain `http://` endpoints only (in-cluster model servers); `https://` is refused with a
-//! configuration error.
+//! `http://` (in-cluster model servers) and `https://` endpoints, trusting the system's
+//! roots plus the runtime's `--ca-file`.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
+
+use crate::net::{HttpClient, SseParser, Trust};
 
 use super::{
     ContentBlock, ModelError, ModelEvent, ModelRequest, ModelStream, Role, StopReason, TextModel, ToolUse, Usage,
@@ -24,26 +22,26 @@ use super::{
 /// A chat-completions server.
 #[derive(Clone, Debug)]
 pub struct OpenAiTextModel {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: HttpClient,
     endpoint: String,
     api_key: Option<String>,
 }
 
 impl OpenAiTextModel {
     /// A client for `endpoint` (e.g. `http://vllm.models:8000/v1`), sending `api_key` as a
-    /// bearer token when given.
+    /// bearer token when given, trusting the system's root certificates.
     pub fn new(endpoint: &str, api_key: Option<String>) -> Result<Self, ModelError> {
-        if !endpoint.starts_with("http://") {
+        let client = Trust::system().client().map_err(|e| ModelError::Config { message: e.to_string() })?;
+        Self::with_client(endpoint, api_key, client)
+    }
+
+    /// A client for `endpoint` sending requests through `client`.
+    pub fn with_client(endpoint: &str, api_key: Option<String>, client: HttpClient) -> Result<Self, ModelError> {
+        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
             return Err(ModelError::Config {
-                message: format!(
-                    "OpenAI-compatible endpoint {endpoint:?} must be an http:// URL (https is not supported yet)"
-                ),
+                message: format!("OpenAI-compatible endpoint {endpoint:?} must be an http:// or https:// URL"),
             });
         }
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(5)));
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new()).build(connector);
         Ok(Self { client, endpoint: endpoint.trim_end_matches('/').to_owned(), api_key })
     }
 }
@@ -163,24 +161,34 @@ struct PartialCall {
 }
 
 /// Decodes a server-sent-event stream of chat-completion chunks.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseDecoder {
-    buffer: Vec<u8>,
+    parser: SseParser,
     calls: BTreeMap<u64, PartialCall>,
     stop: Option<StopReason>,
     /// Set once `data: [DONE]` arrived.
     pub done: bool,
 }
 
+impl Default for SseDecoder {
+    fn default() -> Self {
+        Self { parser: SseParser::new(MAX_LINE_BYTES), calls: BTreeMap::new(), stop: None, done: false }
+    }
+}
+
+/// Longest event-stream line accepted from a model server.
+const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
 impl SseDecoder {
     /// Feeds bytes; returns the events completed by them.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Result<ModelEvent, ModelError>> {
-        self.buffer.extend_from_slice(bytes);
+        let events = match self.parser.feed(bytes) {
+            Ok(events) => events,
+            Err(e) => return vec![Err(ModelError::Protocol { message: e.to_string() })],
+        };
         let mut out = Vec::new();
-        while let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.buffer.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line).trim().to_owned();
-            let Some(data) = line.strip_prefix("data:").map(str::trim) else { continue };
+        for event in events {
+            let data = event.data.trim();
             if data == "[DONE]" {
                 out.extend(self.finish());
                 self.done = true;

@@ -16,7 +16,10 @@ use super::transcript::TranscriptSink;
 use crate::core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session, ToolFailure};
 use crate::model::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
 use crate::protocol::{ClientMessage, ServerMessage, TranscriptRole};
-use crate::tools::ToolExecutor;
+use crate::tools::{Progress, ProgressUpdate, ToolExecutor};
+
+/// Tool progress lines queued towards the client; more are dropped (they are advisory).
+const PROGRESS_BUFFER: usize = 16;
 
 /// One agent with what its sessions need to run.
 #[derive(Debug, Clone)]
@@ -85,8 +88,9 @@ pub async fn drive(
     shared: &Shared,
     shutdown: &CancellationToken,
 ) -> Exit {
+    let (progress, mut progress_rx) = Progress::channel(PROGRESS_BUFFER);
     let mut driver =
-        Driver { agent, shared, outbound, model: None, tools: FuturesUnordered::new(), turn_started: None };
+        Driver { agent, shared, outbound, model: None, tools: FuturesUnordered::new(), turn_started: None, progress };
     if let Some(exit) = driver.apply(initial).await {
         return exit;
     }
@@ -116,6 +120,13 @@ pub async fn drive(
                 Some(input) => input,
                 None => continue,
             },
+            Some(update) = progress_rx.recv() => {
+                let ProgressUpdate { tool_use_id, name, message } = update;
+                if let Err(exit) = driver.send(ServerMessage::ToolProgress { tool_use_id, name, message }).await {
+                    return exit;
+                }
+                continue;
+            }
             Some((id, tool, elapsed, outcome)) = driver.tools.next() => {
                 let outcome_label = if outcome.is_ok() { "success" } else { "error" };
                 shared.metrics.tool_duration.with_label_values(&[agent.core.name(), &tool, outcome_label]).observe(elapsed.as_secs_f64());
@@ -147,6 +158,7 @@ struct Driver<'a> {
     model: Option<ModelCall>,
     tools: FuturesUnordered<std::pin::Pin<Box<dyn std::future::Future<Output = ToolDone> + Send>>>,
     turn_started: Option<Instant>,
+    progress: mpsc::Sender<ProgressUpdate>,
 }
 
 impl Driver<'_> {
@@ -292,7 +304,8 @@ impl Driver<'_> {
             self.tools.push(Box::pin(async move { (id, tool, Duration::ZERO, Err(failure)) }));
             return;
         };
-        let future = self.agent.executor.execute(&spec, input);
+        let progress = Progress::new(self.progress.clone(), id.clone(), tool.clone());
+        let future = self.agent.executor.execute_reporting(&spec, input, progress);
         self.tools.push(Box::pin(async move {
             let started = Instant::now();
             let outcome = future.await;

@@ -25,6 +25,7 @@ use crate::model::bedrock::{BedrockConfig, BedrockTextModel};
 use crate::model::openai::OpenAiTextModel;
 use crate::model::pool;
 use crate::model::{ModelError, TextModel};
+use crate::net::HttpClient;
 use crate::tools::ToolExecutor;
 
 /// A runtime that cannot start.
@@ -74,8 +75,12 @@ pub fn load_spec(path: &Path) -> Result<RuntimeSpec, RuntimeError> {
 
 /// Builds the text model of `spec`: Bedrock with `bedrock` (its endpoint and CA overrides
 /// applied), or an OpenAI-compatible server at `model.endpoint` (bearer token from the
-/// `OPENAI_API_KEY` environment variable when set).
-pub async fn build_model(spec: &RuntimeSpec, bedrock: &BedrockConfig) -> Result<Arc<dyn TextModel>, RuntimeError> {
+/// `OPENAI_API_KEY` environment variable when set) reached through `http`.
+pub async fn build_model(
+    spec: &RuntimeSpec,
+    bedrock: &BedrockConfig,
+    http: &HttpClient,
+) -> Result<Arc<dyn TextModel>, RuntimeError> {
     match spec.model.provider {
         Provider::Bedrock => {
             let mut config = bedrock.clone();
@@ -110,7 +115,7 @@ pub async fn build_model(spec: &RuntimeSpec, bedrock: &BedrockConfig) -> Result<
                 });
             };
             let api_key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty());
-            let model = OpenAiTextModel::new(endpoint, api_key)
+            let model = OpenAiTextModel::with_client(endpoint, api_key, http.clone())
                 .map_err(|source| RuntimeError::Model { agent: spec.agent.name.clone(), source })?;
             Ok(Arc::new(model))
         }

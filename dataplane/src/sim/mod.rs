@@ -25,7 +25,7 @@ pub mod service_error;
 pub mod sonic;
 pub mod state;
 pub mod template;
-mod tls;
+pub mod tls;
 pub mod tokens;
 
 use std::net::SocketAddr;

@@ -1,57 +1,135 @@
 //! Tool executors: how the runtime runs the tools the core asks for. [`ToolExecutor`] is
-//! the seam; [`Executor`] runs HTTP tool servers ([`http`]) and built-ins ([`builtin`]).
-//! MCP tools are not supported yet and fail with an `unsupported` error result.
+//! the seam; [`Executor`] runs HTTP tool servers ([`http`]), MCP servers ([`mcp`]) and
+//! built-ins ([`builtin`]), over `http://` or `https://`. While a call runs, [`Progress`]
+//! carries what the tool reports (MCP progress notifications) and, for a call still running
+//! after [`Executor::heartbeat`], a periodic "still running" line — the client's
+//! `tool_progress` events.
 
 pub mod builtin;
 pub mod http;
+pub mod mcp;
+pub mod target;
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use switchboard_crds::agent::{ToolSpec, ToolTarget};
+use tokio::sync::mpsc;
 
 use crate::core::{FailureKind, ToolFailure};
+use crate::net::{Trust, TrustError};
+pub use target::Aliases;
 
 /// The future of one tool call.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<serde_json::Value, ToolFailure>> + Send + 'static>>;
+
+/// One progress line of a running call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgressUpdate {
+    /// The call.
+    pub tool_use_id: String,
+    /// The tool.
+    pub name: String,
+    /// What is happening.
+    pub message: String,
+}
+
+/// Where a running call reports progress. Lossy by design: when the session's progress
+/// queue is full (a slow client), updates are dropped rather than buffered.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    tx: mpsc::Sender<ProgressUpdate>,
+    tool_use_id: String,
+    name: String,
+}
+
+impl Progress {
+    /// A progress queue for one session, holding at most `capacity` unsent updates.
+    pub fn channel(capacity: usize) -> (mpsc::Sender<ProgressUpdate>, mpsc::Receiver<ProgressUpdate>) {
+        mpsc::channel(capacity)
+    }
+
+    /// The reporter of call `tool_use_id` of `name`, sending into `tx`.
+    pub fn new(tx: mpsc::Sender<ProgressUpdate>, tool_use_id: impl Into<String>, name: impl Into<String>) -> Self {
+        Self { tx, tool_use_id: tool_use_id.into(), name: name.into() }
+    }
+
+    /// Reports `message`.
+    pub fn report(&self, message: impl Into<String>) {
+        let update =
+            ProgressUpdate { tool_use_id: self.tool_use_id.clone(), name: self.name.clone(), message: message.into() };
+        if self.tx.try_send(update).is_err() {
+            tracing::debug!(tool = %self.name, "dropping a tool progress update: the queue is full or closed");
+        }
+    }
+}
 
 /// Runs tools. Implementations are shared by all sessions.
 pub trait ToolExecutor: Send + Sync + std::fmt::Debug {
     /// Runs `tool` with `input` (already validated by the core).
     fn execute(&self, tool: &ToolSpec, input: serde_json::Value) -> ToolFuture;
-}
 
-/// The runtime's executor: HTTP tool servers and built-ins.
-#[derive(Debug, Clone, Default)]
-pub struct Executor {
-    http: http::HttpToolClient,
-}
-
-impl Executor {
-    /// An executor whose HTTP calls resolve the host names in `aliases` (name ->
-    /// `host:port`) to other addresses, as local mode does for the example's tool servers.
-    pub fn with_aliases(aliases: BTreeMap<String, String>) -> Self {
-        Self { http: http::HttpToolClient::with_aliases(aliases) }
+    /// Runs `tool` with `input`, reporting progress to `progress`. By default, no progress.
+    fn execute_reporting(&self, tool: &ToolSpec, input: serde_json::Value, progress: Progress) -> ToolFuture {
+        let _ = progress;
+        self.execute(tool, input)
     }
 }
 
-impl ToolExecutor for Executor {
-    fn execute(&self, tool: &ToolSpec, input: serde_json::Value) -> ToolFuture {
+/// How the runtime's executor reaches tool servers.
+#[derive(Clone, Debug)]
+pub struct ExecutorOptions {
+    /// Certificates trusted for `https://` tool and MCP servers.
+    pub trust: Trust,
+    /// Host name -> `host:port` overrides (local mode's example tool servers).
+    pub aliases: BTreeMap<String, String>,
+    /// How often a call still running reports so. Default 2 s.
+    pub heartbeat: Duration,
+}
+
+impl Default for ExecutorOptions {
+    fn default() -> Self {
+        Self { trust: Trust::system(), aliases: BTreeMap::new(), heartbeat: Duration::from_secs(2) }
+    }
+}
+
+/// The runtime's executor: HTTP tool servers, MCP servers and built-ins.
+#[derive(Debug, Clone)]
+pub struct Executor {
+    http: http::HttpToolClient,
+    mcp: mcp::McpClient,
+    heartbeat: Duration,
+}
+
+impl Executor {
+    /// An executor with `options`.
+    pub fn new(options: ExecutorOptions) -> Result<Self, TrustError> {
+        let client = options.trust.client()?;
+        let aliases = Aliases::new(options.aliases);
+        Ok(Self {
+            http: http::HttpToolClient::new(client.clone(), aliases.clone()),
+            mcp: mcp::McpClient::new(client, aliases),
+            heartbeat: options.heartbeat,
+        })
+    }
+
+    /// How often a call still running reports so.
+    pub fn heartbeat(&self) -> Duration {
+        self.heartbeat
+    }
+
+    fn run(&self, tool: &ToolSpec, input: serde_json::Value, progress: Option<Progress>) -> ToolFuture {
         match tool.target() {
             Some(ToolTarget::Http(spec)) => self.http.call(spec, input),
+            Some(ToolTarget::Mcp(spec)) => {
+                let (mcp, spec, name) = (self.mcp.clone(), spec.clone(), tool.name.clone());
+                Box::pin(async move { mcp.call(&spec, &name, input, progress).await })
+            }
             Some(ToolTarget::Builtin(spec)) => {
                 let kind = spec.kind;
                 Box::pin(async move { builtin::run(kind) })
-            }
-            Some(ToolTarget::Mcp(_)) => {
-                let name = tool.name.clone();
-                Box::pin(async move {
-                    Err(ToolFailure::new(
-                        FailureKind::Unsupported,
-                        format!("tool {name:?} is an MCP tool, and this runtime does not support MCP tools yet"),
-                    ))
-                })
             }
             None => {
                 let name = tool.name.clone();
@@ -63,5 +141,66 @@ impl ToolExecutor for Executor {
                 })
             }
         }
+    }
+}
+
+impl ToolExecutor for Executor {
+    fn execute(&self, tool: &ToolSpec, input: serde_json::Value) -> ToolFuture {
+        self.run(tool, input, None)
+    }
+
+    fn execute_reporting(&self, tool: &ToolSpec, input: serde_json::Value, progress: Progress) -> ToolFuture {
+        let call = self.run(tool, input, Some(progress.clone()));
+        with_heartbeat(call, progress, self.heartbeat)
+    }
+}
+
+/// `call`, reporting "still running after N s" every `every` until it finishes.
+pub fn with_heartbeat(call: ToolFuture, progress: Progress, every: Duration) -> ToolFuture {
+    if every.is_zero() {
+        return call;
+    }
+    Box::pin(async move {
+        let started = tokio::time::Instant::now();
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                result = &mut call => return result,
+                _ = ticks.tick() => progress.report(format!("still running after {} s", started.elapsed().as_secs())),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_call_reports_that_it_is_still_running() {
+        let (tx, mut rx) = Progress::channel(16);
+        let call: ToolFuture = Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(4500)).await;
+            Ok(serde_json::json!("done"))
+        });
+        let result = with_heartbeat(call, Progress::new(tx, "t1", "report"), Duration::from_secs(2)).await;
+        assert_eq!(result.expect("ok"), serde_json::json!("done"));
+        let first = rx.recv().await.expect("an update");
+        assert_eq!((first.tool_use_id.as_str(), first.name.as_str()), ("t1", "report"));
+        assert_eq!(first.message, "still running after 2 s");
+        assert_eq!(rx.recv().await.expect("a second update").message, "still running after 4 s");
+        assert!(rx.try_recv().is_err(), "no update after the call finished");
+    }
+
+    #[test]
+    fn a_full_queue_drops_updates_instead_of_blocking() {
+        let (tx, mut rx) = Progress::channel(1);
+        let progress = Progress::new(tx, "t", "n");
+        progress.report("one");
+        progress.report("two");
+        assert_eq!(rx.try_recv().expect("first").message, "one");
+        assert!(rx.try_recv().is_err());
     }
 }

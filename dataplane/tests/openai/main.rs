@@ -157,5 +157,7 @@ async fn a_stream_cut_before_done_is_interrupted() {
     let model = OpenAiTextModel::new(&endpoint, None).expect("client");
     let error = collect_reply(model.stream(&request())).await.expect_err("cut");
     assert!(matches!(error, ModelError::StreamInterrupted { .. }), "{error}");
-    assert!(OpenAiTextModel::new("https://example.com/v1", None).is_err(), "https is refused clearly");
+    assert!(OpenAiTextModel::new("https://example.com/v1", None).is_ok(), "https endpoints are accepted");
+    let error = OpenAiTextModel::new("ftp://example.com/v1", None).expect_err("other schemes are refused");
+    assert!(error.to_string().contains("http:// or https://"), "{error}");
 }

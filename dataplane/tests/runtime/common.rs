@@ -58,6 +58,7 @@ pub async fn banking_with_transcripts(config: ServerConfig, transcripts: Option<
         sim_script: None,
         transcripts,
         server: config,
+        ca_file: None,
     };
     let local = local::start(&examples_dir(), options).await.expect("local mode starts");
     let addr = local.server.local_addr().expect("bound");

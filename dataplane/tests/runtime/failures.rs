@@ -10,8 +10,10 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use switchboard_crds::agent::HttpTool;
 use switchboard_dataplane::core::FailureKind;
+use switchboard_dataplane::net::Trust;
 use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart};
 use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_dataplane::tools::Aliases;
 use switchboard_dataplane::tools::http::HttpToolClient;
 
 use crate::common::{self, Client, replies};
@@ -61,6 +63,7 @@ async fn failing_tool_server_errors_go_to_the_model_and_the_session_lives_on() {
         sim_script: None,
         transcripts: None,
         server: ServerConfig::default(),
+        ca_file: None,
     };
     let local = switchboard_dataplane::local::start(&dir, options).await.expect("starts");
     let url = format!("ws://{}/v1/session?agent=idv", local.server.local_addr().expect("addr"));
@@ -99,7 +102,7 @@ async fn http_tool_client_classifies_timeouts_and_unreachable_servers() {
             held.push(socket);
         }
     });
-    let client = HttpToolClient::default();
+    let client = HttpToolClient::new(Trust::system().client().expect("a client"), Aliases::default());
     let tool = |url: String, timeout_ms| HttpTool { url, timeout_ms, headers: Default::default() };
     let timeout = client.call(&tool(format!("http://{silent}/x"), 200), serde_json::json!({})).await;
     assert_eq!(timeout.map_err(|e| e.kind).err(), Some(FailureKind::Timeout));
@@ -107,8 +110,8 @@ async fn http_tool_client_classifies_timeouts_and_unreachable_servers() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("binds").local_addr().expect("addr");
     let refused = client.call(&tool(format!("http://{closed}/x"), 2000), serde_json::json!({})).await;
     assert_eq!(refused.map_err(|e| e.kind).err(), Some(FailureKind::Connection));
-    let https = client.call(&tool("https://example.invalid/x".into(), 2000), serde_json::json!({})).await;
-    assert_eq!(https.map_err(|e| e.kind).err(), Some(FailureKind::Unsupported));
+    let ftp = client.call(&tool("ftp://example.invalid/x".into(), 2000), serde_json::json!({})).await;
+    assert_eq!(ftp.map_err(|e| e.kind).err(), Some(FailureKind::Unsupported));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

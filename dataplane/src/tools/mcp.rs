@@ -1,0 +1,448 @@
+//! MCP tools: calls a tool on a Model Context Protocol server over the Streamable HTTP
+//! transport (protocol revisions 2025-03-26 to 2025-11-25).
+//!
+//! One MCP session per server URL is shared by every agent session of the process: the
+//! first call sends `initialize` and `notifications/initialized`, keeps the
+//! `Mcp-Session-Id` the server assigns and sends it (with `MCP-Protocol-Version`) on every
+//! later request. A server that forgets the session (HTTP 404) gets a fresh `initialize`
+//! and the call is sent once more. `tools/call` carries a progress token; the server's
+//! `notifications/progress` on the response's event stream become `tool_progress` events.
+//! The answer may be plain JSON or an event stream; server-to-client `ping` requests on
+//! the stream are answered. Results: `structuredContent` when present, else the text
+//! content (parsed as JSON when it is JSON); `isError` results and JSON-RPC errors become
+//! classified [`ToolFailure`]s. On timeout the server is sent `notifications/cancelled`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use serde_json::{Value, json};
+use switchboard_crds::agent::McpTool;
+use tokio::sync::Mutex;
+
+use super::Progress;
+use super::http::connection_failure;
+use super::target::Aliases;
+use crate::core::{FailureKind, ToolFailure};
+use crate::net::{HttpClient, SseParser};
+
+/// The revision asked for in `initialize`.
+pub const PROTOCOL_VERSION: &str = "2025-06-18";
+/// Revisions this client speaks (the server picks one in its `initialize` answer).
+pub const SUPPORTED_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// Largest answer read from an MCP server (a JSON body or the whole event stream).
+pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// The agreed session with one server.
+#[derive(Clone, Debug)]
+struct McpSession {
+    id: Option<String>,
+    version: String,
+}
+
+/// The session with one server, once agreed; its lock serialises `initialize`.
+type Slot = Arc<Mutex<Option<McpSession>>>;
+
+/// A client for MCP servers, shared by all sessions.
+#[derive(Clone, Debug)]
+pub struct McpClient {
+    client: HttpClient,
+    aliases: Aliases,
+    sessions: Arc<Mutex<HashMap<String, Slot>>>,
+    next_id: Arc<AtomicU64>,
+}
+
+/// Why a request did not produce an answer.
+enum RpcError {
+    /// The server no longer knows the session (HTTP 404 with a session id).
+    SessionExpired,
+    /// Anything else.
+    Failed(ToolFailure),
+}
+
+impl From<ToolFailure> for RpcError {
+    fn from(failure: ToolFailure) -> Self {
+        Self::Failed(failure)
+    }
+}
+
+fn bad(url: &str, what: impl std::fmt::Display) -> ToolFailure {
+    ToolFailure::new(FailureKind::BadResponse, format!("the MCP server at {url} {what}"))
+}
+
+impl McpClient {
+    /// A client sending requests through `client`, with host `aliases`.
+    pub fn new(client: HttpClient, aliases: Aliases) -> Self {
+        Self { client, aliases, sessions: Arc::default(), next_id: Arc::new(AtomicU64::new(1)) }
+    }
+
+    /// Calls the tool `name` (or `tool.tool_name`) with `input`; progress goes to `progress`.
+    pub async fn call(
+        &self,
+        tool: &McpTool,
+        name: &str,
+        input: Value,
+        progress: Option<Progress>,
+    ) -> Result<Value, ToolFailure> {
+        let timeout = Duration::from_millis(u64::from(tool.timeout_ms));
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let remote = tool.tool_name.as_deref().unwrap_or(name);
+        match tokio::time::timeout(timeout, self.call_tool(&tool.url, remote, input, id, progress)).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.cancel(&tool.url, id).await;
+                Err(ToolFailure::new(
+                    FailureKind::Timeout,
+                    format!("the MCP server at {} did not answer within {} ms", tool.url, tool.timeout_ms),
+                ))
+            }
+        }
+    }
+
+    async fn call_tool(
+        &self,
+        url: &str,
+        name: &str,
+        input: Value,
+        id: u64,
+        progress: Option<Progress>,
+    ) -> Result<Value, ToolFailure> {
+        let token = format!("switchboard-{id}");
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "method": "tools/call",
+            "params": { "name": name, "arguments": input, "_meta": { "progressToken": token } },
+        });
+        for attempt in 0..2 {
+            let slot = self.slot(url).await;
+            let session = self.session(url, &slot).await?;
+            match self.rpc(url, Some(&session), &body, id, Some((&token, progress.as_ref()))).await {
+                Ok(answer) => return tool_result(url, name, answer),
+                Err(RpcError::SessionExpired) if attempt == 0 => {
+                    tracing::info!(url, "the MCP server forgot our session; initializing again");
+                    let mut guard = slot.lock().await;
+                    if guard.as_ref().map(|s| &s.id) == Some(&session.id) {
+                        *guard = None;
+                    }
+                }
+                Err(RpcError::SessionExpired) => {
+                    return Err(bad(url, "refused a session it had just created (HTTP 404)"));
+                }
+                Err(RpcError::Failed(failure)) => return Err(failure),
+            }
+        }
+        Err(bad(url, "could not keep a session"))
+    }
+
+    async fn slot(&self, url: &str) -> Slot {
+        self.sessions.lock().await.entry(url.to_owned()).or_default().clone()
+    }
+
+    /// The session with `url`, initializing it when there is none (one caller at a time).
+    async fn session(&self, url: &str, slot: &Mutex<Option<McpSession>>) -> Result<McpSession, ToolFailure> {
+        let mut guard = slot.lock().await;
+        if let Some(session) = guard.as_ref() {
+            return Ok(session.clone());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": { "name": "switchboard", "version": env!("CARGO_PKG_VERSION") },
+            },
+        });
+        let (answer, session_id) = match self.post(url, None, &body, id, None).await {
+            Ok(answer) => answer,
+            Err(RpcError::SessionExpired) => return Err(bad(url, "answered initialize with HTTP 404")),
+            Err(RpcError::Failed(failure)) => return Err(failure),
+        };
+        let result = rpc_result(url, answer)?;
+        let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
+        if !SUPPORTED_VERSIONS.contains(&version.as_str()) {
+            return Err(ToolFailure::new(
+                FailureKind::Unsupported,
+                format!(
+                    "the MCP server at {url} speaks protocol revision {version:?}; this runtime speaks {}",
+                    SUPPORTED_VERSIONS.join(", ")
+                ),
+            ));
+        }
+        let session = McpSession { id: session_id, version };
+        let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+        self.notify(url, &session, &initialized).await?;
+        *guard = Some(session.clone());
+        Ok(session)
+    }
+
+    /// Sends a request and waits for its answer (the JSON-RPC response object).
+    async fn rpc(
+        &self,
+        url: &str,
+        session: Option<&McpSession>,
+        body: &Value,
+        id: u64,
+        progress: Option<(&str, Option<&Progress>)>,
+    ) -> Result<Value, RpcError> {
+        self.post(url, session, body, id, progress).await.map(|(answer, _)| answer)
+    }
+
+    fn request(
+        &self,
+        url: &str,
+        session: Option<&McpSession>,
+        body: &Value,
+    ) -> Result<http::Request<Full<Bytes>>, ToolFailure> {
+        let (target, authority) = self.aliases.resolve(url)?;
+        let mut request = http::Request::post(target)
+            .header(http::header::HOST, authority)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json, text/event-stream");
+        if let Some(session) = session {
+            request = request.header("mcp-protocol-version", session.version.as_str());
+            if let Some(id) = &session.id {
+                request = request.header("mcp-session-id", id.as_str());
+            }
+        }
+        request
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|e| ToolFailure::new(FailureKind::Unsupported, format!("cannot build the MCP request: {e}")))
+    }
+
+    /// POSTs `body`; returns the response with id `id` and the session id header.
+    async fn post(
+        &self,
+        url: &str,
+        session: Option<&McpSession>,
+        body: &Value,
+        id: u64,
+        progress: Option<(&str, Option<&Progress>)>,
+    ) -> Result<(Value, Option<String>), RpcError> {
+        let request = self.request(url, session, body)?;
+        let response = self.client.request(request).await.map_err(|e| connection_failure(url, &e))?;
+        let status = response.status();
+        if status == http::StatusCode::NOT_FOUND && session.is_some_and(|s| s.id.is_some()) {
+            return Err(RpcError::SessionExpired);
+        }
+        let session_id = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let is_stream = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !status.is_success() {
+            let body = Limited::new(response.into_body(), 64 * 1024).collect().await.map(|b| b.to_bytes());
+            let excerpt: String = String::from_utf8_lossy(&body.unwrap_or_default()).chars().take(300).collect();
+            return Err(RpcError::Failed(ToolFailure::new(
+                FailureKind::HttpStatus,
+                format!("the MCP server at {url} answered HTTP {status}: {excerpt}"),
+            )));
+        }
+        let answer = if is_stream {
+            self.read_stream(url, session, response.into_body(), id, progress).await?
+        } else {
+            let bytes = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| bad(url, format_args!("sent an unreadable answer: {e}")))?
+                .to_bytes();
+            serde_json::from_slice(&bytes).map_err(|e| bad(url, format_args!("answered with invalid JSON: {e}")))?
+        };
+        Ok((answer, session_id))
+    }
+
+    /// Reads an event stream until the response with id `id`, reporting progress and
+    /// answering pings on the way.
+    async fn read_stream(
+        &self,
+        url: &str,
+        session: Option<&McpSession>,
+        mut body: hyper::body::Incoming,
+        id: u64,
+        progress: Option<(&str, Option<&Progress>)>,
+    ) -> Result<Value, ToolFailure> {
+        let mut parser = SseParser::new(MAX_ANSWER_BYTES);
+        let mut read = 0usize;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| bad(url, format_args!("broke off its event stream: {e}")))?;
+            let Some(data) = frame.data_ref() else { continue };
+            read += data.len();
+            if read > MAX_ANSWER_BYTES {
+                return Err(bad(url, format_args!("sent more than {MAX_ANSWER_BYTES} bytes")));
+            }
+            for event in parser.feed(data).map_err(|e| bad(url, e))? {
+                if event.data.trim().is_empty() {
+                    continue;
+                }
+                let message: Value = serde_json::from_str(&event.data)
+                    .map_err(|e| bad(url, format_args!("sent an event that is not JSON: {e}")))?;
+                if message.get("id").and_then(Value::as_u64) == Some(id) && message.get("method").is_none() {
+                    return Ok(message);
+                }
+                self.on_message(url, session, &message, progress).await;
+            }
+        }
+        Err(bad(url, "closed its event stream before answering"))
+    }
+
+    /// A notification or request that arrived on a response stream.
+    async fn on_message(
+        &self,
+        url: &str,
+        session: Option<&McpSession>,
+        message: &Value,
+        progress: Option<(&str, Option<&Progress>)>,
+    ) {
+        let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        match (method, message.get("id")) {
+            ("notifications/progress", None) => {
+                let Some((token, Some(sink))) = progress else { return };
+                if params.get("progressToken").and_then(Value::as_str) == Some(token) {
+                    sink.report(progress_text(&params));
+                }
+            }
+            ("ping", Some(request_id)) => {
+                if let Some(session) = session {
+                    let pong = json!({ "jsonrpc": "2.0", "id": request_id, "result": {} });
+                    if let Err(failure) = self.notify(url, session, &pong).await {
+                        tracing::debug!(url, %failure.message, "could not answer the MCP server's ping");
+                    }
+                }
+            }
+            (method, _) => tracing::debug!(url, method, "ignoring an MCP message this client does not handle"),
+        }
+    }
+
+    /// Sends a notification or a response (the server answers 202 Accepted).
+    async fn notify(&self, url: &str, session: &McpSession, body: &Value) -> Result<(), ToolFailure> {
+        let request = self.request(url, Some(session), body)?;
+        let response = self.client.request(request).await.map_err(|e| connection_failure(url, &e))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(ToolFailure::new(
+                FailureKind::HttpStatus,
+                format!("the MCP server at {url} answered a notification with HTTP {status}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Tells the server request `id` is abandoned (best effort, in the background).
+    async fn cancel(&self, url: &str, id: u64) {
+        let Some(session) = self.slot(url).await.lock().await.clone() else { return };
+        let this = self.clone();
+        let url = url.to_owned();
+        tokio::spawn(async move {
+            let body = json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": { "requestId": id, "reason": "timed out" },
+            });
+            let _ = tokio::time::timeout(Duration::from_secs(5), this.notify(&url, &session, &body)).await;
+        });
+    }
+}
+
+/// The `result` of a JSON-RPC response, or its error as a failure.
+fn rpc_result(url: &str, answer: Value) -> Result<Value, ToolFailure> {
+    if let Some(error) = answer.get("error") {
+        let code = error.get("code").and_then(Value::as_i64).unwrap_or_default();
+        let message = error.get("message").and_then(Value::as_str).unwrap_or("no message");
+        let kind = if code == -32602 || code == -32601 { FailureKind::InvalidInput } else { FailureKind::BadResponse };
+        return Err(ToolFailure::new(kind, format!("the MCP server at {url} answered error {code}: {message}")));
+    }
+    answer.get("result").cloned().ok_or_else(|| bad(url, "answered without a result or an error"))
+}
+
+/// What the model sees of a `tools/call` result.
+fn tool_result(url: &str, name: &str, answer: Value) -> Result<Value, ToolFailure> {
+    let result = rpc_result(url, answer)?;
+    let text = content_text(result.get("content"));
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        return Err(ToolFailure::new(
+            FailureKind::ToolReported,
+            format!("MCP tool {name:?} reported an error: {text}"),
+        ));
+    }
+    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
+        return Ok(structured.clone());
+    }
+    Ok(serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)))
+}
+
+/// The content blocks as text: text blocks as they are, others described.
+fn content_text(content: Option<&Value>) -> String {
+    let blocks = content.and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let parts: Vec<String> = blocks
+        .iter()
+        .map(|block| match block.get("type").and_then(Value::as_str) {
+            Some("text") => block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            Some("resource_link") | Some("resource") => {
+                let uri = block.get("uri").or_else(|| block.pointer("/resource/uri"));
+                format!("[resource {}]", uri.and_then(Value::as_str).unwrap_or("?"))
+            }
+            Some(kind) => {
+                let mime = block.get("mimeType").and_then(Value::as_str).unwrap_or("unknown type");
+                format!("[{kind} content, {mime}]")
+            }
+            None => String::new(),
+        })
+        .collect();
+    parts.join("\n")
+}
+
+/// A progress notification as one line: its message, and `progress/total` when known.
+fn progress_text(params: &Value) -> String {
+    let number = |key: &str| params.get(key).and_then(Value::as_f64);
+    let count = match (number("progress"), number("total")) {
+        (Some(done), Some(total)) => format!("{done}/{total}"),
+        (Some(done), None) => format!("{done}"),
+        _ => String::new(),
+    };
+    match (params.get("message").and_then(Value::as_str), count.is_empty()) {
+        (Some(message), true) => message.to_owned(),
+        (Some(message), false) => format!("{message} ({count})"),
+        (None, _) => format!("progress {count}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_prefer_structured_content_then_json_text_then_text() {
+        let structured = json!({"result": {"content": [{"type": "text", "text": "x"}], "structuredContent": {"a": 1}}});
+        assert_eq!(tool_result("u", "t", structured).expect("ok"), json!({"a": 1}));
+        let json_text = json!({"result": {"content": [{"type": "text", "text": "{\"b\": 2}"}]}});
+        assert_eq!(tool_result("u", "t", json_text).expect("ok"), json!({"b": 2}));
+        let text = json!({"result": {"content": [{"type": "text", "text": "hi"}, {"type": "image", "mimeType": "image/png", "data": ""}]}});
+        assert_eq!(tool_result("u", "t", text).expect("ok"), json!("hi\n[image content, image/png]"));
+    }
+
+    #[test]
+    fn errors_are_classified() {
+        let reported = json!({"result": {"content": [{"type": "text", "text": "no such account"}], "isError": true}});
+        let failure = tool_result("u", "lookup", reported).expect_err("fails");
+        assert_eq!(failure.kind, FailureKind::ToolReported);
+        assert!(failure.message.contains("no such account"), "{}", failure.message);
+        let invalid = json!({"error": {"code": -32602, "message": "Unknown tool: x"}});
+        assert_eq!(tool_result("u", "x", invalid).expect_err("fails").kind, FailureKind::InvalidInput);
+        assert_eq!(tool_result("u", "x", json!({"id": 1})).expect_err("fails").kind, FailureKind::BadResponse);
+    }
+
+    #[test]
+    fn progress_lines() {
+        assert_eq!(progress_text(&json!({"progress": 1, "total": 3, "message": "step 1"})), "step 1 (1/3)");
+        assert_eq!(progress_text(&json!({"progress": 2})), "progress 2");
+        assert_eq!(progress_text(&json!({"message": "working"})), "working");
+    }
+}

@@ -1,0 +1,99 @@
+//! MCP tools through the runtime's executor against a real MCP server.
+
+use serde_json::json;
+use switchboard_dataplane::core::FailureKind;
+use switchboard_dataplane::tools::{Progress, ToolExecutor};
+
+use crate::common::{McpServer, executor, mcp_tool};
+
+#[tokio::test]
+async fn a_tool_result_comes_back_as_json() {
+    let server = McpServer::start().await;
+    let executor = executor();
+    let tool = mcp_tool("lookup_account", &server.url(), 10_000);
+    let result = executor.execute(&tool, json!({"account": "12345678"})).await.expect("the call succeeds");
+    assert_eq!(result, json!({"account": "12345678", "holder": "Ada Lovelace", "balance": 1234.5}));
+    // The session is reused: a second call works the same.
+    let again = executor.execute(&tool, json!({"account": "87654321"})).await.expect("the second call succeeds");
+    assert_eq!(again["account"], "87654321");
+}
+
+#[tokio::test]
+async fn progress_notifications_become_progress_lines_in_order() {
+    let server = McpServer::start().await;
+    let executor = executor();
+    let tool = mcp_tool("slow_report", &server.url(), 10_000);
+    let (tx, mut rx) = Progress::channel(64);
+    let result = executor
+        .execute_reporting(&tool, json!({"steps": 4}), Progress::new(tx, "call-1", "slow_report"))
+        .await
+        .expect("the call succeeds");
+    assert_eq!(result, json!({"result": "report done after 4 steps"}), "structuredContent is the result");
+    let mut lines = Vec::new();
+    while let Ok(update) = rx.try_recv() {
+        assert_eq!((update.tool_use_id.as_str(), update.name.as_str()), ("call-1", "slow_report"));
+        lines.push(update.message);
+    }
+    let reported: Vec<&String> = lines.iter().filter(|l| l.starts_with("step ")).collect();
+    assert_eq!(
+        reported,
+        ["step 1 of 4 (1/4)", "step 2 of 4 (2/4)", "step 3 of 4 (3/4)", "step 4 of 4 (4/4)"],
+        "all progress lines: {lines:?}"
+    );
+}
+
+#[tokio::test]
+async fn tool_errors_unknown_tools_and_timeouts_are_classified() {
+    let server = McpServer::start().await;
+    let executor = executor();
+    let failure = executor
+        .execute(&mcp_tool("broken", &server.url(), 10_000), json!({"reason": "disk full"}))
+        .await
+        .expect_err("the tool fails");
+    assert_eq!(failure.kind, FailureKind::ToolReported, "{}", failure.message);
+    assert!(failure.message.contains("broken"), "{}", failure.message);
+
+    let unknown = executor
+        .execute(&mcp_tool("no_such_tool", &server.url(), 10_000), json!({}))
+        .await
+        .expect_err("an unknown tool fails");
+    assert!(
+        matches!(unknown.kind, FailureKind::ToolReported | FailureKind::InvalidInput),
+        "{:?}: {}",
+        unknown.kind,
+        unknown.message
+    );
+    assert!(unknown.message.contains("no_such_tool"), "{}", unknown.message);
+
+    let timeout =
+        executor.execute(&mcp_tool("sleepy", &server.url(), 300), json!({"seconds": 5})).await.expect_err("times out");
+    assert_eq!(timeout.kind, FailureKind::Timeout);
+    assert!(timeout.message.contains("300 ms"), "{}", timeout.message);
+    // The server is still usable after a call was abandoned.
+    let ok = executor.execute(&mcp_tool("sleepy", &server.url(), 10_000), json!({"seconds": 0})).await;
+    assert_eq!(ok.expect("answers"), json!({"result": "awake"}));
+}
+
+#[tokio::test]
+async fn a_restarted_server_gets_a_new_session_transparently() {
+    let server = McpServer::start().await;
+    let executor = executor();
+    let url = server.url();
+    let tool = mcp_tool("lookup_account", &url, 10_000);
+    executor.execute(&tool, json!({"account": "1"})).await.expect("first call");
+    // The server restarts and forgets every session: it answers our session id with 404.
+    let port = server.stop();
+    let _restarted = McpServer::start_on(port).await;
+    let result = executor.execute(&tool, json!({"account": "2"})).await.expect("the call after the restart");
+    assert_eq!(result["account"], "2");
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_connection_failure() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let failure = executor()
+        .execute(&mcp_tool("lookup_account", &format!("http://127.0.0.1:{port}/mcp"), 5_000), json!({}))
+        .await
+        .expect_err("fails");
+    assert_eq!(failure.kind, FailureKind::Connection, "{}", failure.message);
+}

@@ -1,0 +1,40 @@
+"""A real MCP server (the official Python SDK, Streamable HTTP transport) for Switchboard's
+tool tests. Usage: mcp_server.py <port>. Serves http://127.0.0.1:<port>/mcp."""
+
+import asyncio
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+
+app = MCPServer("switchboard-test")
+
+
+@app.tool()
+async def lookup_account(account: str) -> dict:
+    """Looks up an account's holder and balance."""
+    return {"account": account, "holder": "Ada Lovelace", "balance": 1234.5}
+
+
+@app.tool()
+async def slow_report(steps: int, ctx: Context) -> str:
+    """Builds a report in steps, reporting progress after each."""
+    for i in range(steps):
+        await asyncio.sleep(0.05)
+        await ctx.report_progress(i + 1, steps, f"step {i + 1} of {steps}")
+    return f"report done after {steps} steps"
+
+
+@app.tool()
+async def broken(reason: str) -> str:
+    """Always fails."""
+    raise ValueError(f"broken: {reason}")
+
+
+@app.tool()
+async def sleepy(seconds: float) -> str:
+    """Answers after a while."""
+    await asyncio.sleep(seconds)
+    return "awake"
+
+
+app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
