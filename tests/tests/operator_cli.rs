@@ -169,3 +169,64 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
+
+/// A control plane of its own (same binaries, other ports and state) that has never seen
+/// the Switchboard CRDs; stopped and removed on drop.
+struct BareCluster {
+    env: Vec<(&'static str, String)>,
+    kubeconfig: String,
+}
+
+impl BareCluster {
+    fn start() -> Self {
+        let free_pair = || loop {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+            if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+                return port;
+            }
+        };
+        let apiserver = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+        let dir = std::env::temp_dir().join(format!("switchboard-bare-cluster-{}", std::process::id()));
+        let env = vec![
+            ("SWITCHBOARD_CLUSTER_DIR", dir.display().to_string()),
+            ("SWITCHBOARD_CLUSTER_PORT", apiserver.to_string()),
+            ("SWITCHBOARD_ETCD_PORT", free_pair().to_string()),
+        ];
+        let out = Command::new("bash")
+            .arg(repo_root().join("tests/cluster/up.sh"))
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()
+            .expect("runs up.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "up.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        let kubeconfig = stdout.lines().last().unwrap_or_default().trim_start_matches("export KUBECONFIG=").to_owned();
+        Self { env, kubeconfig }
+    }
+}
+
+impl Drop for BareCluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo_root().join("tests/cluster/down.sh"))
+            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output();
+    }
+}
+
+#[test]
+fn run_without_the_crds_exits_with_an_install_hint() {
+    let cluster = BareCluster::start();
+    let out = Command::new(operator_binary().expect("binary"))
+        .args(["run", "--metrics-addr", "127.0.0.1:0", "--identity", "no-crds"])
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the operator runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the operator must not start without its CRDs: {stderr}");
+    assert!(
+        stderr.contains("CustomResourceDefinition is not installed")
+            && stderr.contains("kubectl apply --server-side -f crds/"),
+        "the error says what is missing and how to install it: {stderr}"
+    );
+}
