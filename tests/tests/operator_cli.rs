@@ -173,6 +173,7 @@ fn tempdir(name: &str) -> std::path::PathBuf {
 /// A control plane of its own (same binaries, other ports and state) that has never seen
 /// the Switchboard CRDs; stopped and removed on drop.
 struct BareCluster {
+    dir: std::path::PathBuf,
     env: Vec<(&'static str, String)>,
     kubeconfig: String,
 }
@@ -200,7 +201,7 @@ impl BareCluster {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "up.sh failed: {}", String::from_utf8_lossy(&out.stderr));
         let kubeconfig = stdout.lines().last().unwrap_or_default().trim_start_matches("export KUBECONFIG=").to_owned();
-        Self { env, kubeconfig }
+        Self { dir, env, kubeconfig }
     }
 }
 
@@ -210,6 +211,7 @@ impl Drop for BareCluster {
             .arg(repo_root().join("tests/cluster/down.sh"))
             .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
             .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
