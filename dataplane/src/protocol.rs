@@ -41,7 +41,8 @@ pub enum ClientMessage {
     /// Opens the session. Must be the first message; a session that sends something else
     /// first is started with defaults.
     SessionStart(SessionStart),
-    /// A piece of the user's speech: base64 PCM16, 16 kHz, mono (voice and hybrid only).
+    /// A piece of the user's speech: base64 PCM16, 16 kHz, mono, little-endian (voice and
+    /// hybrid only). Binary WebSocket frames may carry the same audio as raw bytes.
     BidiAudioInput {
         /// Base64-encoded audio.
         audio: String,
@@ -75,7 +76,10 @@ pub struct SessionStart {
     /// Voice id override for voice modes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice: Option<String>,
-    /// Wanted output modalities, e.g. `["text"]` or `["audio","text"]`.
+    /// Wanted modalities, e.g. `["text"]` or `["audio","text"]`. With `audio`, a voice or
+    /// hybrid agent's session runs over Nova Sonic (audio in and out, transcripts; hybrid
+    /// also takes typed text into the same stream); without it every agent is served as
+    /// text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modalities: Vec<String>,
     /// Memory handed over by a gateway (e.g. a verified user), restored into the session.
@@ -99,6 +103,19 @@ pub enum TranscriptRole {
     Assistant,
 }
 
+/// Token counts by direction and modality.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokensByModality {
+    /// Speech tokens read.
+    pub input_speech: u64,
+    /// Text tokens read.
+    pub input_text: u64,
+    /// Speech tokens generated.
+    pub output_speech: u64,
+    /// Text tokens generated.
+    pub output_text: u64,
+}
+
 /// A message to the client.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -116,6 +133,12 @@ pub enum ServerMessage {
     },
     /// Transcript text: streamed deltas of the agent's reply (`delta: true`), then the
     /// whole reply once more with `is_final: true`; the user's own text comes back final.
+    ///
+    /// Voice and hybrid sessions: Nova Sonic's SPECULATIVE assistant text (what it plans
+    /// to say, sent before the audio) arrives as `delta: true, is_final: false` — a preview
+    /// that may differ from what is spoken; its FINAL text (what was really spoken, not
+    /// interrupted) arrives as `delta: false, is_final: true`, and only that enters the
+    /// conversation. The transcript of the user's speech arrives final only.
     BidiTranscriptStream {
         /// Who said it.
         role: TranscriptRole,
@@ -138,7 +161,7 @@ pub enum ServerMessage {
         /// Why the model stopped (`end_turn`, `tool_use`, `max_tokens`, ...).
         stop_reason: String,
     },
-    /// Tokens used by one model call.
+    /// Tokens used by one model call (text), or since the previous report (voice).
     BidiUsage {
         /// Tokens read.
         input_tokens: u64,
@@ -146,6 +169,25 @@ pub enum ServerMessage {
         output_tokens: u64,
         /// Their sum.
         total_tokens: u64,
+        /// The same tokens by modality (voice and hybrid sessions; absent in text).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        modality: Option<TokensByModality>,
+    },
+    /// Reply audio (voice and hybrid): base64 PCM16, 24 kHz, mono, little-endian.
+    BidiAudioStream {
+        /// Base64-encoded audio.
+        audio: String,
+    },
+    /// The user spoke over the agent (barge-in): stop playback and drop queued audio now.
+    BidiInterruption {},
+    /// The voice model's stream was replaced (proactive rotation before the service's
+    /// connection limit, recovery from a stream error, or a voice change). History was
+    /// replayed and no audio was lost; nothing for the client to do.
+    BidiConnectionRestart {
+        /// `rotation`, `voice_change`, `stream_ended`, or the error type (`throttled`, ...).
+        reason: String,
+        /// The new stream's number in this session (1 is the first).
+        generation: u64,
     },
     /// A tool call started.
     ToolStart {

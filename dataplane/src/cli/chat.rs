@@ -136,5 +136,9 @@ fn print_message(message: &ServerMessage, live: bool) {
         ServerMessage::WorkflowTransition { from, to, by } => println!("  [step {from} -> {to} ({by})]"),
         ServerMessage::BidiError { message, code, .. } => println!("  [error {code}: {message}]"),
         ServerMessage::BidiConnectionClose { reason } => println!("[session closed: {reason}]"),
+        // The chat client is text only: it does not ask for audio.
+        ServerMessage::BidiAudioStream { .. } => {}
+        ServerMessage::BidiInterruption {} => println!("  [interrupted]"),
+        ServerMessage::BidiConnectionRestart { reason, .. } => println!("  [model stream restarted: {reason}]"),
     }
 }

@@ -22,9 +22,10 @@ pub struct RuntimeArgs {
     #[arg(long, env = "SWITCHBOARD_RUNTIME_SPEC", default_value = "/etc/switchboard/runtime.json")]
     spec: PathBuf,
 
-    /// `voice`, `text` or `hybrid`. This runtime serves text sessions in every mode (audio
-    /// input is refused with a `bidi_error` until the Nova Sonic adapter lands); when
-    /// given, it must match the spec's mode.
+    /// `voice`, `text` or `hybrid`; when given, it must match the spec's mode. Voice and
+    /// hybrid agents speak over Nova Sonic (the spec's `model.voiceModelId`) in sessions
+    /// that ask for audio (`session_start.modalities` with `audio`); other sessions use the
+    /// text model.
     #[arg(long, env = "MODE")]
     mode: Option<String>,
 
@@ -108,7 +109,13 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         transcripts: transcripts_dir.map(TranscriptSink::start),
         retry: RetryPolicy::default(),
     };
-    let server = Server::bind(listen, AppState::new(directory, config, shared)).await?;
+    let mut voice = std::collections::BTreeMap::new();
+    if let Some((name, agent)) = directory.agents.iter().next()
+        && agent.core.spec().mode.has_audio()
+    {
+        voice.insert(name.clone(), Arc::new(runtime::voice::VoiceModel::connect(agent.core.spec(), &bedrock).await?));
+    }
+    let server = Server::bind(listen, AppState::with_voice(directory, config, shared, voice)).await?;
     tracing::info!(agent = %name, addr = %server.local_addr()?, "runtime serving /v1/session");
     server
         .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })

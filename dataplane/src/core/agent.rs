@@ -230,6 +230,26 @@ impl AgentCore {
 }
 
 impl AgentCore {
+    /// Every tool the agent may use in a session that may return to `return_to`: its own
+    /// tools, its transfers, the return, and `workflow_goto` when the workflow has a
+    /// choosable move. For models whose tool list is fixed for a whole stream (Nova Sonic);
+    /// the workflow still allows or refuses each call.
+    pub fn all_tools(&self, return_to: Option<&str>) -> Vec<ToolDefinition> {
+        let mut tools: Vec<ToolDefinition> = self.spec.tools.iter().map(ToolDefinition::from).collect();
+        for handoff in &self.spec.handoffs {
+            tools.push(handoff_tool(&handoff.tool, &handoff.description, false));
+        }
+        if let Some(caller) = return_to {
+            let description =
+                format!("Return the customer to the {caller} agent when your part is done or cannot be done.");
+            tools.push(handoff_tool(&return_tool_name(caller), &description, true));
+        }
+        if self.spec.workflow.spec.edges.iter().any(|e| e.when.is_none()) {
+            tools.push(goto_tool());
+        }
+        tools
+    }
+
     /// A definition for a tool the conversation already used: Bedrock refuses requests
     /// whose history holds tool blocks but that offer no tools, so when nothing is offered
     /// at a step these are sent (calling them is still refused by the workflow).

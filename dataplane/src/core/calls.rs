@@ -14,7 +14,7 @@ use super::agent::GOTO_TOOL;
 use super::handoff::HandoffKind;
 use super::session::{Effect, Phase, Session};
 use super::tools::{self, FailureKind, ToolFailure};
-use crate::model::{ToolResult, ToolResultStatus, ToolUse};
+use crate::model::{ContentBlock, ToolResult, ToolResultStatus, ToolUse};
 use crate::protocol::ServerMessage;
 
 /// One tool call of the current round.
@@ -49,36 +49,59 @@ impl Session {
             .collect();
         let mut effects = Vec::new();
         for index in 0..self.calls.len() {
-            let (id, name, input) = {
-                let call = &self.calls[index];
-                (call.id.clone(), call.name.clone(), call.input.clone())
-            };
-            effects.push(Effect::Send(ServerMessage::ToolStart {
-                tool_use_id: id.clone(),
-                name: name.clone(),
-                input: input.clone(),
-            }));
-            effects.push(self.transcript("tool_call", serde_json::json!({ "id": id, "name": name, "input": input })));
-            let step = self.plan_call(&name, &input, now, &mut effects);
-            match step {
-                Step::Done(outcome) => effects.extend(self.finish_call(index, outcome, now)),
-                Step::AskConsent => {
-                    self.calls[index].awaiting_consent = true;
-                    let description = self.core.tool(&name).map(|t| t.description.clone()).unwrap_or_default();
-                    effects.push(Effect::Send(ServerMessage::ConsentRequest {
-                        tool_use_id: id,
-                        name,
-                        description,
-                        input,
-                    }));
-                }
-                Step::Execute => {
-                    self.calls[index].running = true;
-                    effects.push(Effect::ExecuteTool { tool_use_id: id, tool: name, input });
-                }
-            }
+            effects.extend(self.start_call(index, now));
         }
         effects.extend(self.maybe_done());
+        effects
+    }
+
+    /// A voice model's tool call, which arrives on its own inside the stream: it joins the
+    /// calls under way and goes through the same pipeline.
+    pub(super) fn start_voice_call(&mut self, tool_use: ToolUse, now: Instant) -> Vec<Effect> {
+        if self.calls.iter().any(|c| c.id == tool_use.id) {
+            return Vec::new();
+        }
+        super::voice::record_voice_call(&mut self.messages, ContentBlock::ToolUse(tool_use.clone()));
+        self.calls.push(Call {
+            id: tool_use.id,
+            name: tool_use.name,
+            input: tool_use.input,
+            awaiting_consent: false,
+            running: false,
+            result: None,
+        });
+        self.phase = Phase::Tools;
+        let mut effects = self.start_call(self.calls.len() - 1, now);
+        effects.extend(self.maybe_done());
+        effects
+    }
+
+    /// Plans call `index`: tool events, then its result, a consent request or an execution.
+    fn start_call(&mut self, index: usize, now: Instant) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        let (id, name, input) = {
+            let call = &self.calls[index];
+            (call.id.clone(), call.name.clone(), call.input.clone())
+        };
+        effects.push(Effect::Send(ServerMessage::ToolStart {
+            tool_use_id: id.clone(),
+            name: name.clone(),
+            input: input.clone(),
+        }));
+        effects.push(self.transcript("tool_call", serde_json::json!({ "id": id, "name": name, "input": input })));
+        let step = self.plan_call(&name, &input, now, &mut effects);
+        match step {
+            Step::Done(outcome) => effects.extend(self.finish_call(index, outcome, now)),
+            Step::AskConsent => {
+                self.calls[index].awaiting_consent = true;
+                let description = self.core.tool(&name).map(|t| t.description.clone()).unwrap_or_default();
+                effects.push(Effect::Send(ServerMessage::ConsentRequest { tool_use_id: id, name, description, input }));
+            }
+            Step::Execute => {
+                self.calls[index].running = true;
+                effects.push(Effect::ExecuteTool { tool_use_id: id, tool: name, input });
+            }
+        }
         effects
     }
 

@@ -12,26 +12,7 @@ use crate::protocol::TranscriptRole;
 impl Session {
     /// The conversation reduced to text turns, for a handoff.
     pub(super) fn history_turns(&self) -> Vec<HistoryTurn> {
-        let mut turns: Vec<HistoryTurn> = Vec::new();
-        for message in &self.messages {
-            let text: Vec<&str> = message
-                .content
-                .iter()
-                .filter_map(|b| if let ContentBlock::Text(t) = b { Some(t.as_str()) } else { None })
-                .collect();
-            if text.is_empty() {
-                continue;
-            }
-            let role = if message.role == Role::User { TranscriptRole::User } else { TranscriptRole::Assistant };
-            match turns.last_mut() {
-                Some(last) if last.role == role => {
-                    last.text.push('\n');
-                    last.text.push_str(&text.join("\n"));
-                }
-                _ => turns.push(HistoryTurn { role, text: text.join("\n") }),
-            }
-        }
-        turns
+        turns_of(&self.messages)
     }
 
     /// The handoff request for a transfer to `target` or a return, built from this session.
@@ -70,6 +51,30 @@ impl Session {
             },
         }
     }
+}
+
+/// `messages` reduced to text turns: tool blocks dropped, same-role neighbours joined.
+pub(super) fn turns_of(messages: &[Message]) -> Vec<HistoryTurn> {
+    let mut turns: Vec<HistoryTurn> = Vec::new();
+    for message in messages {
+        let text: Vec<&str> = message
+            .content
+            .iter()
+            .filter_map(|b| if let ContentBlock::Text(t) = b { Some(t.as_str()) } else { None })
+            .collect();
+        if text.is_empty() {
+            continue;
+        }
+        let role = if message.role == Role::User { TranscriptRole::User } else { TranscriptRole::Assistant };
+        match turns.last_mut() {
+            Some(last) if last.role == role => {
+                last.text.push('\n');
+                last.text.push_str(&text.join("\n"));
+            }
+            _ => turns.push(HistoryTurn { role, text: text.join("\n") }),
+        }
+    }
+    turns
 }
 
 /// Model messages from carried text turns: leading assistant turns dropped (a

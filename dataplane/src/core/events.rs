@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::handoff::{HandoffContext, HandoffRequest, HistoryTurn};
 use super::transcript::TranscriptEntry;
-use crate::model::{ModelRequest, StopReason, ToolUse, Usage};
+use crate::model::{ModelRequest, StopReason, ToolResult, ToolUse, Usage};
 use crate::protocol::ServerMessage;
 
 /// What a session is given when it starts.
@@ -51,6 +51,24 @@ pub enum Input {
         /// Whether the user approved.
         approved: bool,
     },
+    /// Voice sessions: the voice model's FINAL transcript of what the user said. Typed
+    /// text the model echoes back is recognised and not recorded twice.
+    VoiceUserFinal(String),
+    /// Voice sessions: the assistant's FINAL text — what was really spoken, not
+    /// interrupted. SPECULATIVE text never enters the session (the adapter relays it).
+    VoiceAssistantFinal(String),
+    /// Voice sessions: the voice model called a tool inside its stream. It goes through
+    /// the same pipeline as a text model's call; the result comes back as
+    /// [`Effect::SendToolResult`] instead of a new model call.
+    VoiceToolUse(ToolUse),
+    /// Voice sessions: the user spoke over the assistant (barge-in).
+    VoiceInterrupted,
+    /// Voice sessions: the voice model finished a completion (`end_turn`,
+    /// `interrupted`, `tool_use`, ...).
+    VoiceCompletionEnd {
+        /// Why it ended, lower case.
+        stop_reason: String,
+    },
     /// The session ends (the client closed it, or the server is stopping).
     End,
 }
@@ -90,6 +108,11 @@ pub enum Effect {
     Handoff(HandoffRequest),
     /// Append a line to the transcript.
     Transcript(TranscriptEntry),
+    /// Voice sessions: send this tool result into the voice stream (the model goes on
+    /// speaking from it).
+    SendToolResult(ToolResult),
+    /// Voice sessions: send the user's typed text into the voice stream as text content.
+    SendVoiceText(String),
     /// Close the session.
     Close {
         /// Why.

@@ -4,6 +4,9 @@
 //! a handoff to perform, transcript lines to write). Adapters — the text runtime, local
 //! mode, later voice and the gateway — perform the effects and feed the outcomes back.
 //!
+//! Voice and hybrid sessions run the same logic over a streaming voice model (Nova
+//! Sonic): [`Session::start_voice`] and the `Voice*` inputs; see the `voice` module.
+//!
 //! A session is a plain value driven through `&mut self`, so its inputs are handled one
 //! at a time; user input that arrives while a turn is in progress is queued and handled
 //! when the turn completes (per-session serialized execution).
@@ -19,6 +22,7 @@ pub mod prompt;
 mod session;
 pub mod tools;
 pub mod transcript;
+mod voice;
 pub mod workflow;
 
 pub use agent::{AgentCore, ConfigError, GOTO_TOOL};

@@ -47,19 +47,42 @@ pub struct Session {
     pub(super) cache: ToolCache,
     pub(super) phase: Phase,
     queue: VecDeque<String>,
-    turn: u64,
-    turn_start: usize,
+    pub(super) turn: u64,
+    pub(super) turn_start: usize,
     pub(super) rounds: u32,
     pub(super) calls: Vec<super::calls::Call>,
     pub(super) pending_handoff: Option<HandoffRequest>,
     pub(super) end_after_turn: bool,
     prompt: Option<String>,
+    /// Driven by a streaming voice model (see `voice`) rather than a text model.
+    pub(super) voice: bool,
+    /// Voice: typed texts sent into the stream, in case the model echoes them.
+    pub(super) typed_pending: Vec<String>,
+    /// Voice: a user turn is open (its `bidi_response_complete` is still due).
+    pub(super) turn_open: bool,
+    /// Voice: how many of `messages` the voice stream replays as history.
+    pub(super) replay_len: usize,
 }
 
 impl Session {
     /// Starts a session of `core`'s agent, returning the first effects (connection start,
     /// greeting, or — after a handoff — the model call answering the carried request).
     pub fn start(core: Arc<AgentCore>, init: SessionInit) -> (Self, Vec<Effect>) {
+        Self::begin(core, init, false)
+    }
+
+    /// Starts a session driven by a streaming voice model (Nova Sonic): the same agent
+    /// logic, but the model is one long-lived stream the adapter owns. Instead of
+    /// [`Effect::CallModel`] the session asks for [`Effect::SendToolResult`] and
+    /// [`Effect::SendVoiceText`], and it learns what was said from the `Voice*` inputs.
+    /// After a handoff, the carried request is sent into the stream as text (a voice
+    /// model never answers replayed history by itself), and [`Session::voice_history`]
+    /// is the history to replay before it.
+    pub fn start_voice(core: Arc<AgentCore>, init: SessionInit) -> (Self, Vec<Effect>) {
+        Self::begin(core, init, true)
+    }
+
+    fn begin(core: Arc<AgentCore>, init: SessionInit, voice: bool) -> (Self, Vec<Effect>) {
         let SessionInit { session_id, today, memory, history, handoff } = init;
         let mut values = memory;
         let turns = match &handoff {
@@ -91,6 +114,10 @@ impl Session {
             pending_handoff: None,
             end_after_turn: false,
             prompt: None,
+            voice,
+            typed_pending: Vec::new(),
+            turn_open: false,
+            replay_len: 0,
         };
         let core = session.core.clone();
         let spec = core.spec();
@@ -98,10 +125,11 @@ impl Session {
             session_id: session.id.clone(),
             agent: spec.agent.name.clone(),
             mode: spec.mode.as_str().to_owned(),
-            model: spec.model.text_model_id.clone(),
+            model: if session.voice { spec.model.voice_model_id.clone() } else { spec.model.text_model_id.clone() },
         })];
         let mut transitions = session.workflow.advance(&session.core.spec().workflow.spec, &session.memory);
         effects.extend(transitions.drain(..).flat_map(|t| session.transition_effects(&t)));
+        session.replay_len = session.messages.len();
         if session.arrival.is_some() {
             if let Some(last_user) = session.messages.iter().rposition(context::is_turn_start) {
                 session.messages.truncate(last_user + 1);
@@ -109,9 +137,14 @@ impl Session {
                 session.turn_start = last_user;
                 session.rounds = 0;
                 effects.push(Effect::Send(ServerMessage::BidiResponseStart { turn: session.turn }));
-                effects.extend(session.call_model());
+                if session.voice {
+                    effects.extend(session.voice_arrival(last_user));
+                } else {
+                    effects.extend(session.call_model());
+                }
             } else {
                 session.messages.clear();
+                session.replay_len = 0;
             }
         } else if let Some(greeting) = spec.persona.spec.greeting.clone().filter(|_| session.messages.is_empty()) {
             effects.push(Effect::Send(final_text(TranscriptRole::Assistant, &greeting)));
@@ -130,7 +163,13 @@ impl Session {
             ))];
         }
         match input {
+            Input::UserText(text) if self.voice => self.voice_typed(text),
             Input::UserText(text) => self.user_text(text),
+            Input::VoiceUserFinal(text) => self.voice_user_final(text),
+            Input::VoiceAssistantFinal(text) => self.voice_assistant_final(text),
+            Input::VoiceToolUse(tool_use) => self.start_voice_call(tool_use, now),
+            Input::VoiceInterrupted => self.voice_interrupted(),
+            Input::VoiceCompletionEnd { stop_reason } => self.voice_completion_end(&stop_reason),
             Input::ModelReply(reply) => self.model_reply(reply, now),
             Input::ModelFailed { code, message } => self.model_failed(&code, &message),
             Input::ToolFinished { tool_use_id, outcome } => self.tool_finished(&tool_use_id, outcome, now),
@@ -333,6 +372,7 @@ impl Session {
                 input_tokens: usage.input_tokens,
                 output_tokens: usage.output_tokens,
                 total_tokens: usage.input_tokens + usage.output_tokens,
+                modality: None,
             }));
         }
         let mut content = Vec::new();
@@ -380,9 +420,10 @@ impl Session {
 
     /// Called when every tool call of a round has a result.
     pub(super) fn tools_done(&mut self) -> Vec<Effect> {
-        let results: Vec<ContentBlock> =
-            self.calls.drain(..).filter_map(|c| c.result).map(ContentBlock::ToolResult).collect();
-        self.messages.push(Message { role: Role::User, content: results });
+        let results: Vec<ToolResult> = self.calls.drain(..).filter_map(|c| c.result).collect();
+        let for_voice = if self.voice { results.clone() } else { Vec::new() };
+        self.messages
+            .push(Message { role: Role::User, content: results.into_iter().map(ContentBlock::ToolResult).collect() });
         let mut transitions = self.workflow.advance(&self.core.spec().workflow.spec, &self.memory);
         let mut effects: Vec<Effect> = transitions.drain(..).flat_map(|t| self.transition_effects(&t)).collect();
         if let Some(request) = self.pending_handoff.take() {
@@ -402,6 +443,11 @@ impl Session {
             );
             effects.push(Effect::Handoff(request));
             self.memory.clear();
+            return effects;
+        }
+        if self.voice {
+            self.phase = Phase::Idle;
+            effects.extend(for_voice.into_iter().map(Effect::SendToolResult));
             return effects;
         }
         if self.rounds >= MAX_TOOL_ROUNDS {
@@ -433,7 +479,7 @@ impl Session {
         ]
     }
 
-    fn finish_turn(&mut self, stop: &str) -> Vec<Effect> {
+    pub(super) fn finish_turn(&mut self, stop: &str) -> Vec<Effect> {
         self.phase = Phase::Idle;
         let mut effects =
             vec![Effect::Send(ServerMessage::BidiResponseComplete { turn: self.turn, stop_reason: stop.to_owned() })];
@@ -445,7 +491,7 @@ impl Session {
         effects
     }
 
-    fn end(&mut self, reason: &str) -> Vec<Effect> {
+    pub(super) fn end(&mut self, reason: &str) -> Vec<Effect> {
         if self.phase == Phase::Ended {
             return Vec::new();
         }
@@ -481,6 +527,6 @@ impl Session {
     }
 }
 
-fn final_text(role: TranscriptRole, text: &str) -> ServerMessage {
+pub(super) fn final_text(role: TranscriptRole, text: &str) -> ServerMessage {
     ServerMessage::BidiTranscriptStream { role, text: text.to_owned(), delta: false, is_final: true }
 }

@@ -2,7 +2,9 @@
 //! Workflow YAML (the files `kubectl apply` takes) resolved with the API crate and run in
 //! one process against the Bedrock simulator (or real Bedrock), with handoffs performed
 //! in-process, the demo tool servers of the folder's optional `tools/local.yaml` started
-//! and their hosts routed to them. Every agent is served over text.
+//! and their hosts routed to them. Every agent is served over text; voice and
+//! hybrid agents also speak over Nova Sonic when a session asks for audio (see
+//! [`crate::runtime::voice::wants_audio`]).
 
 pub mod demo_tools;
 
@@ -167,6 +169,7 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
         .map_err(|e| LocalError::Start(e.to_string()))?;
     let executor = Arc::new(executor);
     let mut agents = BTreeMap::new();
+    let mut voice_models = BTreeMap::new();
     let mut default_agent = None;
     for mut spec in specs {
         if !options.bedrock {
@@ -179,6 +182,12 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
         spec.sessions.max_concurrent = u32::try_from(options.server.max_sessions).unwrap_or(u32::MAX);
         if spec.gateway.default {
             default_agent = Some(spec.agent.name.clone());
+        }
+        if spec.mode.has_audio() {
+            let voice = runtime::voice::VoiceModel::connect(&spec, &bedrock)
+                .await
+                .map_err(|e| LocalError::Start(format!("agent {}: {e}", spec.agent.name)))?;
+            voice_models.insert(spec.agent.name.clone(), Arc::new(voice));
         }
         let model = runtime::build_model(&spec, &bedrock, &http).await.map_err(|e| LocalError::Start(e.to_string()))?;
         let name = spec.agent.name.clone();
@@ -199,7 +208,7 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
         transcripts: options.transcripts.clone().map(TranscriptSink::start),
         retry: RetryPolicy::default(),
     };
-    let state = runtime::AppState::new(directory, options.server.clone(), shared);
+    let state = runtime::AppState::with_voice(directory, options.server.clone(), shared, voice_models);
     let server = Server::bind(options.listen, state).await.map_err(|e| LocalError::Start(e.to_string()))?;
     Ok(Local { server, agents: names, default_agent, sim, demo_tools: demo })
 }

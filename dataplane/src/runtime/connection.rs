@@ -2,17 +2,24 @@
 //! timeout, JSON decoding with `bidi_error` for bad frames), a writer task fed by a
 //! bounded channel, and the session loop that starts the agent's session, drives it and —
 //! in local mode — moves it in-process to another agent on a handoff.
+//!
+//! Voice sessions ([`super::voice`]) also take audio: raw PCM16 in binary frames or
+//! base64 in `bidi_audio_input`, checked by the reader (a bad frame gets a recoverable
+//! `bidi_error`), limited by an audio byte rate instead of the message rate, and passed
+//! in order on a separate bounded channel. Text sessions refuse audio as before.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
 use super::driver::{self, Exit};
 use super::server::AppState;
+use super::voice::{self, AudioGate, Gate, audio};
 use crate::core::{Session, SessionInit};
 use crate::protocol::{ClientMessage, ServerMessage, SessionStart, close_code, decode_client};
 
@@ -22,6 +29,9 @@ const OUTBOUND_BUFFER: usize = 256;
 const CLOSE_DRAIN: Duration = Duration::from_secs(2);
 /// Decoded client messages queued towards the session; a client that fills it is flooding.
 const INBOUND_BUFFER: usize = 64;
+/// Checked audio frames queued towards a voice session (10 s of 20 ms frames); a client
+/// that fills it is flooding.
+const AUDIO_BUFFER: usize = 500;
 
 enum Out {
     Message(ServerMessage),
@@ -69,6 +79,8 @@ pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<
         return;
     };
     let (in_tx, mut in_rx) = mpsc::channel::<ClientMessage>(INBOUND_BUFFER);
+    let (audio_tx, mut audio_rx) = mpsc::channel::<Bytes>(AUDIO_BUFFER);
+    let gate = AudioGate::default();
     let (msg_tx, mut msg_rx) = mpsc::channel::<ServerMessage>(OUTBOUND_BUFFER);
     let forward_tx = out_tx.clone();
     let forwarder = tokio::spawn(async move {
@@ -78,8 +90,10 @@ pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<
             }
         }
     });
-    let reader = tokio::spawn(read_loop(stream, in_tx, out_tx.clone(), state.clone()));
-    let outcome = run(&state, query_agent, &mut in_rx, &msg_tx).await;
+    let audio_in = AudioIn { tx: audio_tx, gate: gate.clone() };
+    let reader = tokio::spawn(read_loop(stream, in_tx, audio_in, out_tx.clone(), state.clone()));
+    let mut audio = (gate, &mut audio_rx);
+    let outcome = run(&state, query_agent, &mut in_rx, &mut audio, &msg_tx).await;
     drop(msg_tx);
     let _ = forwarder.await;
     let (code, reason) = match outcome {
@@ -102,11 +116,13 @@ pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<
 async fn read_loop(
     mut stream: futures_util::stream::SplitStream<WebSocket>,
     in_tx: mpsc::Sender<ClientMessage>,
+    audio_in: AudioIn,
     out_tx: mpsc::Sender<Out>,
     state: Arc<AppState>,
 ) {
     let config = &state.config;
     let mut bucket = TokenBucket::new(config.rate_per_second, config.rate_burst);
+    let mut audio_bucket = audio::AudioBucket::default();
     // After a fatal problem the close is sent and the rest of the client's frames are
     // read and dropped until it acknowledges the close, so the TCP connection is not
     // reset under frames the client already sent (which would lose the close frame).
@@ -148,6 +164,48 @@ async fn read_loop(
             }
             Ok(Some(Ok(frame))) => frame,
         };
+        let gate = audio_in.gate.get();
+        let audio_frame = match &frame {
+            Message::Binary(_) if gate == Gate::Ignore => continue,
+            Message::Binary(data) if gate == Gate::Accept => Some(audio::check_pcm(data.clone())),
+            Message::Text(text) if gate != Gate::Refuse && text.contains("bidi_audio_input") => {
+                match decode_client(text.as_str()) {
+                    Ok(ClientMessage::BidiAudioInput { .. }) if gate == Gate::Ignore => continue,
+                    Ok(ClientMessage::BidiAudioInput { audio }) => Some(audio::decode_base64(&audio)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(checked) = audio_frame {
+            match checked {
+                Err(error) => {
+                    state.shared.metrics.errors.with_label_values(&["", error.code()]).inc();
+                    let _ =
+                        out_tx.send(Out::Message(ServerMessage::error(error.code(), error.to_string(), true))).await;
+                }
+                Ok(pcm) if !audio_bucket.take(pcm.len(), Instant::now()) => {
+                    let reason = format!(
+                        "audio arrives faster than {}x real time (16 kHz PCM16); send it as it is recorded",
+                        audio::AUDIO_RATE_FACTOR
+                    );
+                    fatal(close_code::RATE_LIMITED, reason, "audio_rate_limited").await;
+                    drop(in_tx);
+                    return drain(stream).await;
+                }
+                Ok(pcm) => match audio_in.tx.try_send(pcm) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        let reason = "too much audio is waiting for the session; slow down".to_owned();
+                        fatal(close_code::RATE_LIMITED, reason, "audio_flood").await;
+                        drop(in_tx);
+                        return drain(stream).await;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => return,
+                },
+            }
+            continue;
+        }
         let text = match frame {
             Message::Text(text) => text,
             Message::Binary(_) => {
@@ -191,10 +249,17 @@ async fn read_loop(
 
 /// Starts the session with the right agent and drives it across in-process handoffs.
 /// Returns the close code and reason.
+/// The reader's side of the audio channel.
+struct AudioIn {
+    tx: mpsc::Sender<Bytes>,
+    gate: AudioGate,
+}
+
 async fn run(
     state: &Arc<AppState>,
     query_agent: Option<String>,
     inbound: &mut mpsc::Receiver<ClientMessage>,
+    audio: &mut (AudioGate, &mut mpsc::Receiver<Bytes>),
     outbound: &mpsc::Sender<ServerMessage>,
 ) -> Option<(u16, String)> {
     let first = inbound.recv().await?;
@@ -215,22 +280,78 @@ async fn run(
         history: start.history.clone(),
         handoff: start.handoff.clone(),
     };
-    let (mut session, mut effects) = Session::start(agent.core.clone(), init);
+    let audio_session = voice::wants_audio(agent.core.spec().mode, &start.modalities);
+    let (mut session, mut effects) = start_session(state, &agent, audio_session, init);
     let mut agent = agent;
     let mut pending: Vec<ClientMessage> = pending.into_iter().collect();
+    let mut previous_voice: Option<String> = None;
     loop {
         let [name, mode, _] = agent.labels();
         let gauge = state.shared.metrics.sessions_active.with_label_values(&[name, mode]);
         state.shared.metrics.sessions_total.with_label_values(&[name, mode]).inc();
         gauge.inc();
         let first: Vec<ClientMessage> = std::mem::take(&mut pending);
-        let exit =
-            driver::drive(&agent, &mut session, effects, first, inbound, outbound, &state.shared, &state.shutdown)
-                .await;
+        let exit = if session.is_voice() {
+            let (gate, frames) = audio;
+            gate.set(Gate::Accept);
+            let spec = agent.core.spec();
+            let model = state.voice.get(name).cloned();
+            let voice_id = start.voice.clone().unwrap_or_else(|| spec.persona.spec.voice.clone());
+            let opened = match model {
+                Some(model) => model.open(spec, &mut session, Some(&voice_id)).await,
+                None => Err(crate::model::ModelError::Config { message: format!("agent {name} has no voice model") }),
+            };
+            let sonic = match opened {
+                Ok(sonic) => sonic,
+                Err(error) => {
+                    gauge.dec();
+                    state
+                        .shared
+                        .metrics
+                        .errors
+                        .with_label_values(&[name, &format!("model_{}", error.metric_label())])
+                        .inc();
+                    let message = format!("the voice model could not start: {error}");
+                    let code = format!("model_{}", error.metric_label());
+                    let _ = outbound.send(ServerMessage::error(&code, message, false)).await;
+                    // A close reason is at most 123 bytes: the bidi_error has the details.
+                    return Some((close_code::INTERNAL, format!("the voice model could not start ({code})")));
+                }
+            };
+            if let Some(previous) = previous_voice.replace(voice_id.clone()) {
+                let reason = if previous == voice_id { "handoff" } else { "voice_change" };
+                state.shared.metrics.stream_restarts.with_label_values(&[name, reason]).inc();
+                let _ =
+                    outbound.send(ServerMessage::BidiConnectionRestart { reason: reason.into(), generation: 1 }).await;
+            }
+            let shared = &state.shared;
+            voice::drive(
+                &agent,
+                &mut session,
+                sonic,
+                effects,
+                first,
+                inbound,
+                frames,
+                outbound,
+                shared,
+                &state.shutdown,
+            )
+            .await
+        } else {
+            if audio_session {
+                audio.0.set(Gate::Ignore);
+                let message = format!(
+                    "agent {name} is text-only: audio is ignored from now on; send bidi_text_input and read the transcripts"
+                );
+                let _ = outbound.send(ServerMessage::error("unsupported_modality", message, true)).await;
+            }
+            driver::drive(&agent, &mut session, effects, first, inbound, outbound, &state.shared, &state.shutdown).await
+        };
         gauge.dec();
         // Inputs the user sent while the handing-over agent was busy go to the next agent.
         pending = session.take_queued().into_iter().map(|text| ClientMessage::BidiTextInput { text }).collect();
-        match next_step(state, exit, &session_id) {
+        match next_step(state, exit, &session_id, audio_session) {
             Step::Close(code, reason) => return Some((code, reason)),
             Step::Continue(next_agent, next_session, next_effects) => {
                 agent = next_agent;
@@ -246,7 +367,23 @@ enum Step {
     Continue(Arc<driver::AgentRuntime>, Box<Session>, Vec<crate::core::Effect>),
 }
 
-fn next_step(state: &Arc<AppState>, exit: Exit, session_id: &str) -> Step {
+/// Starts `agent`'s session: over Nova Sonic when the connection carries audio and the
+/// agent speaks (and has a voice model here), else over its text model.
+fn start_session(
+    state: &AppState,
+    agent: &driver::AgentRuntime,
+    audio_session: bool,
+    init: SessionInit,
+) -> (Session, Vec<crate::core::Effect>) {
+    let spec = agent.core.spec();
+    if audio_session && spec.mode.has_audio() && state.voice.contains_key(&spec.agent.name) {
+        Session::start_voice(agent.core.clone(), init)
+    } else {
+        Session::start(agent.core.clone(), init)
+    }
+}
+
+fn next_step(state: &Arc<AppState>, exit: Exit, session_id: &str, audio_session: bool) -> Step {
     match exit {
         Exit::Closed(reason) => Step::Close(close_code::NORMAL, reason),
         Exit::ClientGone => Step::Close(close_code::NORMAL, "the client went away".into()),
@@ -268,7 +405,7 @@ fn next_step(state: &Arc<AppState>, exit: Exit, session_id: &str) -> Step {
                 history: Vec::new(),
                 handoff: Some(request.context),
             };
-            let (session, effects) = Session::start(target.core.clone(), init);
+            let (session, effects) = start_session(state, &target, audio_session, init);
             Step::Continue(target, Box::new(session), effects)
         }
     }

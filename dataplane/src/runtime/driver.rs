@@ -292,6 +292,8 @@ impl Driver<'_> {
                     }
                 }
                 Effect::Close { reason } => exit = Some(Exit::Closed(reason)),
+                // Only voice sessions (runtime::voice) ask for these.
+                Effect::SendToolResult(_) | Effect::SendVoiceText(_) => {}
             }
         }
         exit

@@ -39,6 +39,12 @@ pub struct Metrics {
     pub handoffs: IntCounterVec,
     /// Errors by type (`model_*`, `invalid_json`, `rate_limited`, ...).
     pub errors: IntCounterVec,
+    /// Voice: end of the user's speech (last voiced input frame, or typed text) -> first
+    /// reply audio sent to the client. Includes the model's end-of-turn pause.
+    pub time_to_first_audio: HistogramVec,
+    /// Voice: model streams replaced, by reason (`rotation`, `voice_change`,
+    /// `stream_ended`, an error type, `handoff`).
+    pub stream_restarts: IntCounterVec,
 }
 
 impl Metrics {
@@ -92,6 +98,17 @@ impl Metrics {
         let sessions_total = counter("switchboard_sessions_total", "Sessions started.", &["agent", "mode"])?;
         let handoffs = counter("switchboard_handoffs_total", "Handoffs made by an agent.", &["agent"])?;
         let errors = counter("switchboard_errors_total", "Errors by type.", &["agent", "type"])?;
+        let time_to_first_audio = histogram(
+            "switchboard_time_to_first_audio_seconds",
+            "Voice: end of the user's speech (last voiced frame, or typed text) to the first reply audio sent.",
+            TTFT_BUCKETS,
+            model,
+        )?;
+        let stream_restarts = counter(
+            "switchboard_model_stream_restarts_total",
+            "Voice: model streams replaced, by reason (rotation, voice_change, stream_ended, handoff, error type).",
+            &["agent", "reason"],
+        )?;
         Ok(Self {
             registry,
             turn_latency,
@@ -103,6 +120,8 @@ impl Metrics {
             sessions_total,
             handoffs,
             errors,
+            time_to_first_audio,
+            stream_restarts,
         })
     }
 

@@ -9,6 +9,7 @@ pub mod driver;
 pub mod metrics;
 pub mod server;
 pub mod transcript;
+pub mod voice;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -110,12 +110,27 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Tracks session tasks.
     pub tracker: TaskTracker,
+    /// Nova Sonic clients of the voice and hybrid agents, by agent name; sessions of an
+    /// agent without one are served as text.
+    pub voice: BTreeMap<String, Arc<super::voice::VoiceModel>>,
 }
 
 impl AppState {
     /// State for `directory` with `config`.
     pub fn new(directory: Directory, config: ServerConfig, shared: Shared) -> Arc<Self> {
+        Self::with_voice(directory, config, shared, BTreeMap::new())
+    }
+
+    /// State for `directory` with `config`, whose voice and hybrid agents speak through
+    /// the Nova Sonic clients in `voice` (by agent name).
+    pub fn with_voice(
+        directory: Directory,
+        config: ServerConfig,
+        shared: Shared,
+        voice: BTreeMap<String, Arc<super::voice::VoiceModel>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
+            voice,
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
             directory,
             config,

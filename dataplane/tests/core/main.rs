@@ -6,3 +6,4 @@ mod handoffs;
 mod memory;
 mod pipeline;
 mod sessions;
+mod voice;

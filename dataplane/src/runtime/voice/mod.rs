@@ -1,0 +1,394 @@
+//! Voice and hybrid sessions: a core [`Session`] (started with
+//! [`Session::start_voice`]) driven over one Nova Sonic [`SonicSession`]. The user's
+//! audio goes from the socket to the stream as it arrives; reply audio and SPECULATIVE
+//! text go from the stream to the client as they arrive ([`relay`]); FINAL texts, tool
+//! calls, barge-ins and completion ends go through the core, whose effects this adapter
+//! performs — tools run concurrently while audio keeps flowing both ways, and their
+//! results go back into the stream. Hybrid sessions also take typed text into the same
+//! stream. Audio input is checked in [`audio`].
+//!
+//! Which sessions are voice sessions is decided by [`wants_audio`].
+
+pub mod audio;
+pub mod relay;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use aws_sdk_bedrockruntime::Client;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use switchboard_crds::{Mode, RuntimeSpec};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::driver::{AgentRuntime, Exit, Shared};
+use crate::core::{Effect, FailureKind, Input, Session, ToolFailure};
+use crate::model::ModelError;
+use crate::model::bedrock::{BedrockConfig, build_client};
+use crate::protocol::{ClientMessage, ServerMessage, TranscriptRole};
+use crate::sonic::{HistoryEntry, SonicConfig, SonicEvents, SonicSession, Speaker};
+use relay::Relay;
+
+/// Concurrent Nova Sonic streams planned per SDK client (one HTTP/2 connection).
+pub const STREAMS_PER_CLIENT: usize = 100;
+/// Most SDK clients per agent.
+pub const MAX_CLIENTS: usize = 16;
+/// How long sending a message to a client that does not read may block the session.
+const SLOW_CLIENT: Duration = Duration::from_secs(5);
+
+/// Whether a session of an agent in `mode` runs over Nova Sonic: the agent is voice or
+/// hybrid and the client's `session_start.modalities` includes `audio`. Otherwise it is
+/// a text session over the agent's text model, as before (typed chats with any agent,
+/// and every client that does not ask for audio, keep working unchanged). The choice
+/// holds for the whole connection: after a handoff to a text-only agent it continues as
+/// text, with audio ignored.
+pub fn wants_audio(mode: Mode, modalities: &[String]) -> bool {
+    mode.has_audio() && modalities.iter().any(|m| m.eq_ignore_ascii_case("audio"))
+}
+
+/// The Nova Sonic clients of one agent, used in turn.
+#[derive(Debug)]
+pub struct VoiceModel {
+    clients: Vec<Client>,
+    next: AtomicUsize,
+}
+
+impl VoiceModel {
+    /// Clients for `spec` with `bedrock`'s settings (its endpoint and CA overrides
+    /// applied), enough for the agent's session limit.
+    pub async fn connect(spec: &RuntimeSpec, bedrock: &BedrockConfig) -> Result<Self, ModelError> {
+        let mut config = bedrock.clone();
+        config.region = spec.model.region.clone();
+        if config.endpoint_url.is_none() {
+            config.endpoint_url = spec.model.endpoint.clone();
+        }
+        let count =
+            crate::model::pool::clients_for(spec.sessions.max_concurrent as usize, STREAMS_PER_CLIENT, MAX_CLIENTS);
+        let mut clients = Vec::with_capacity(count);
+        for _ in 0..count {
+            clients.push(build_client(&config).await?);
+        }
+        Ok(Self { clients, next: AtomicUsize::new(0) })
+    }
+
+    fn client(&self) -> Client {
+        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len().max(1);
+        self.clients[index].clone()
+    }
+
+    /// Opens the Nova Sonic session for `session`: the agent's model settings, the
+    /// persona's voice (or `voice` from `session_start`), the core's system prompt and
+    /// tools, and the carried history.
+    pub async fn open(
+        &self,
+        spec: &RuntimeSpec,
+        session: &mut Session,
+        voice: Option<&str>,
+    ) -> Result<(SonicSession, SonicEvents), ModelError> {
+        let voice = voice.unwrap_or(&spec.persona.spec.voice);
+        let mut config = SonicConfig::from_settings(&spec.model, session.system_prompt(), voice);
+        config.tools = session.voice_tools();
+        config.history = session
+            .voice_history()
+            .into_iter()
+            .map(|turn| match turn.role {
+                TranscriptRole::User => HistoryEntry { speaker: Speaker::User, text: turn.text },
+                TranscriptRole::Assistant => HistoryEntry { speaker: Speaker::Assistant, text: turn.text },
+            })
+            .collect();
+        SonicSession::start(self.client(), config).await
+    }
+}
+
+/// The user's audio, checked, from the connection's reader.
+pub type AudioFrames = mpsc::Receiver<Bytes>;
+
+type ToolDone = (String, String, Duration, Result<serde_json::Value, ToolFailure>);
+
+/// Runs a voice `session` over `sonic` until it closes, hands off, loses its client, fails
+/// or `shutdown` fires. Like [`super::driver::drive`], plus the audio channel.
+#[allow(clippy::too_many_arguments)]
+pub async fn drive(
+    agent: &AgentRuntime,
+    session: &mut Session,
+    sonic: (SonicSession, SonicEvents),
+    initial: Vec<Effect>,
+    first: Vec<ClientMessage>,
+    inbound: &mut mpsc::Receiver<ClientMessage>,
+    audio: &mut AudioFrames,
+    outbound: &mpsc::Sender<ServerMessage>,
+    shared: &Shared,
+    shutdown: &CancellationToken,
+) -> Exit {
+    let (stream, mut events) = sonic;
+    let mut voice = Voice { agent, shared, outbound, stream, tools: FuturesUnordered::new(), relay: Relay::default() };
+    let exit = voice.run(session, initial, first, inbound, audio, &mut events, shutdown).await;
+    let _ = voice.stream.close().await;
+    exit
+}
+
+struct Voice<'a> {
+    agent: &'a AgentRuntime,
+    shared: &'a Shared,
+    outbound: &'a mpsc::Sender<ServerMessage>,
+    stream: SonicSession,
+    tools: FuturesUnordered<std::pin::Pin<Box<dyn std::future::Future<Output = ToolDone> + Send>>>,
+    relay: Relay,
+}
+
+impl Voice<'_> {
+    #[allow(clippy::too_many_arguments)]
+    async fn run(
+        &mut self,
+        session: &mut Session,
+        initial: Vec<Effect>,
+        first: Vec<ClientMessage>,
+        inbound: &mut mpsc::Receiver<ClientMessage>,
+        audio: &mut AudioFrames,
+        events: &mut SonicEvents,
+        shutdown: &CancellationToken,
+    ) -> Exit {
+        if let Some(exit) = self.apply(session, initial).await {
+            return exit;
+        }
+        for message in first {
+            if let Some(exit) = self.client_message(session, message).await {
+                return exit;
+            }
+        }
+        loop {
+            let exit = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => {
+                    session.handle(Input::End, Instant::now());
+                    Some(Exit::Shutdown)
+                }
+                frame = audio.recv() => match frame {
+                    Some(pcm) => self.audio(pcm).await,
+                    None => {
+                        session.handle(Input::End, Instant::now());
+                        Some(Exit::ClientGone)
+                    }
+                },
+                event = events.recv() => match event {
+                    Some(event) => self.model_event(session, event).await,
+                    None => Some(Exit::Closed("the voice model session ended".into())),
+                },
+                message = inbound.recv() => match message {
+                    Some(message) => self.client_message(session, message).await,
+                    None => {
+                        session.handle(Input::End, Instant::now());
+                        Some(Exit::ClientGone)
+                    }
+                },
+                Some((id, tool, elapsed, outcome)) = self.tools.next() => {
+                    let label = if outcome.is_ok() { "success" } else { "error" };
+                    self.shared.metrics.tool_duration.with_label_values(&[self.agent.core.name(), &tool, label]).observe(elapsed.as_secs_f64());
+                    let effects = session.handle(Input::ToolFinished { tool_use_id: id, outcome }, Instant::now());
+                    self.apply(session, effects).await
+                }
+            };
+            if let Some(exit) = exit {
+                return exit;
+            }
+        }
+    }
+
+    async fn send(&mut self, message: ServerMessage) -> Result<(), Exit> {
+        match self.outbound.try_send(message) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Exit::ClientGone),
+            Err(mpsc::error::TrySendError::Full(message)) => {
+                match tokio::time::timeout(SLOW_CLIENT, self.outbound.send(message)).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(_)) => Err(Exit::ClientGone),
+                    Err(_) => {
+                        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), "slow_client"]).inc();
+                        Err(Exit::Closed(format!(
+                            "the client did not read the session's audio for {} s; closing",
+                            SLOW_CLIENT.as_secs()
+                        )))
+                    }
+                }
+            }
+        }
+    }
+
+    async fn error(&mut self, code: &str, message: String) -> Option<Exit> {
+        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
+        self.send(ServerMessage::error(code, message, true)).await.err()
+    }
+
+    async fn audio(&mut self, pcm: Bytes) -> Option<Exit> {
+        if audio::rms(&pcm) >= audio::VOICED_RMS {
+            self.relay.user_input(Instant::now());
+        }
+        if self.stream.send_audio(pcm).await.is_err() {
+            return Some(Exit::Closed("the voice model session ended".into()));
+        }
+        None
+    }
+
+    async fn client_message(&mut self, session: &mut Session, message: ClientMessage) -> Option<Exit> {
+        let input = match message {
+            ClientMessage::BidiTextInput { text } if self.agent.core.spec().mode == Mode::Hybrid => {
+                self.relay.user_input(Instant::now());
+                Input::UserText(text)
+            }
+            ClientMessage::BidiTextInput { .. } => {
+                let message = "this agent runs in voice mode: speak (bidi_audio_input or binary PCM frames); typed text needs a hybrid agent";
+                return self.error("unsupported_modality", message.into()).await;
+            }
+            ClientMessage::ToolConsent { tool_use_id, approved } => Input::Consent { tool_use_id, approved },
+            ClientMessage::Close {} => Input::End,
+            ClientMessage::SessionStart(_) => {
+                return self.error("already_started", "the session has already started".into()).await;
+            }
+            // The reader turns audio messages into checked frames on the audio channel.
+            ClientMessage::BidiAudioInput { audio } => match audio::decode_base64(&audio) {
+                Ok(pcm) => return self.audio(pcm).await,
+                Err(error) => return self.error(error.code(), error.to_string()).await,
+            },
+        };
+        let effects = session.handle(input, Instant::now());
+        self.apply(session, effects).await
+    }
+
+    async fn model_event(&mut self, session: &mut Session, event: crate::sonic::SonicEvent) -> Option<Exit> {
+        let relayed = self.relay.event(event);
+        let (agent, shared) = (self.agent, self.shared);
+        let metrics = &shared.metrics;
+        let spec = agent.core.spec();
+        let labels = [spec.agent.name.as_str(), spec.mode.as_str(), spec.model.voice_model_id.as_str()];
+        if let Some(after) = relayed.first_audio_after {
+            metrics.time_to_first_audio.with_label_values(&labels).observe(after.as_secs_f64());
+        }
+        if let Some(tokens) = relayed.usage {
+            let counter = |direction: &str, modality: &str, count: u64| {
+                if count > 0 {
+                    metrics
+                        .tokens
+                        .with_label_values(&[labels[0], labels[1], labels[2], direction, modality])
+                        .inc_by(count);
+                }
+            };
+            counter("input", "speech", tokens.input_speech);
+            counter("input", "text", tokens.input_text);
+            counter("output", "speech", tokens.output_speech);
+            counter("output", "text", tokens.output_text);
+        }
+        if let Some(reason) = relayed.restart {
+            metrics.stream_restarts.with_label_values(&[labels[0], reason]).inc();
+        }
+        for message in relayed.send {
+            if let Err(exit) = self.send(message).await {
+                return Some(exit);
+            }
+        }
+        if let Some((label, message)) = relayed.failed {
+            metrics.errors.with_label_values(&[labels[0], &format!("model_{label}")]).inc();
+            tracing::warn!(agent = labels[0], "the voice model failed: {message}");
+            let code = format!("model_{label}");
+            let _ = self.send(ServerMessage::error(&code, format!("the voice model failed: {message}"), false)).await;
+            session.handle(Input::End, Instant::now());
+            return Some(Exit::Closed(format!("the voice model failed ({label})")));
+        }
+        let input = relayed.input?;
+        let effects = session.handle(input, Instant::now());
+        self.apply(session, effects).await
+    }
+
+    /// Performs `effects`; returns how the session ended if it did.
+    async fn apply(&mut self, _session: &mut Session, effects: Vec<Effect>) -> Option<Exit> {
+        let mut exit = None;
+        for effect in effects {
+            match effect {
+                Effect::Send(message) => {
+                    if let ServerMessage::BidiError { code, .. } = &message {
+                        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
+                    }
+                    if let Err(gone) = self.send(message).await {
+                        return Some(gone);
+                    }
+                }
+                Effect::SendToolResult(result) => {
+                    if self.stream.send_tool_result(result.tool_use_id, result.content).await.is_err() {
+                        return Some(Exit::Closed("the voice model session ended".into()));
+                    }
+                }
+                Effect::SendVoiceText(text) => {
+                    if self.stream.send_text(text).await.is_err() {
+                        return Some(Exit::Closed("the voice model session ended".into()));
+                    }
+                }
+                Effect::ExecuteTool { tool_use_id, tool, input } => self.execute(tool_use_id, tool, input),
+                Effect::Handoff(request) => {
+                    self.shared.metrics.handoffs.with_label_values(&[self.agent.core.name()]).inc();
+                    exit = Some(Exit::Handoff(Box::new(request)));
+                }
+                Effect::Transcript(entry) => {
+                    if let Some(sink) = &self.shared.transcripts {
+                        sink.write(entry);
+                    }
+                }
+                Effect::Close { reason } => exit = Some(Exit::Closed(reason)),
+                Effect::CallModel(_) => tracing::warn!("a voice session asked for a text model call; ignored"),
+            }
+        }
+        exit
+    }
+
+    fn execute(&mut self, id: String, tool: String, input: serde_json::Value) {
+        let Some(spec) = self.agent.core.tool(&tool).cloned() else {
+            let failure = ToolFailure::new(FailureKind::UnknownTool, format!("there is no tool called {tool:?}"));
+            self.tools.push(Box::pin(async move { (id, tool, Duration::ZERO, Err(failure)) }));
+            return;
+        };
+        let future = self.agent.executor.execute(&spec, input);
+        self.tools.push(Box::pin(async move {
+            let started = Instant::now();
+            let outcome = future.await;
+            (id, tool, started.elapsed(), outcome)
+        }));
+    }
+}
+
+/// What a connection's reader does with audio now; shared with its session loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// A text connection: audio gets a `bidi_error` (as before voice existed).
+    Refuse,
+    /// A voice session: audio is checked and passed on.
+    Accept,
+    /// An audio connection now served by a text-only agent (after a handoff): audio is
+    /// dropped quietly (the session said so once).
+    Ignore,
+}
+
+/// The [`Gate`] of one connection.
+#[derive(Clone, Debug, Default)]
+pub struct AudioGate(Arc<std::sync::atomic::AtomicU8>);
+
+impl AudioGate {
+    /// Sets the gate.
+    pub fn set(&self, gate: Gate) {
+        let value = match gate {
+            Gate::Refuse => 0,
+            Gate::Accept => 1,
+            Gate::Ignore => 2,
+        };
+        self.0.store(value, Ordering::Relaxed);
+    }
+
+    /// The gate now.
+    pub fn get(&self) -> Gate {
+        match self.0.load(Ordering::Relaxed) {
+            1 => Gate::Accept,
+            2 => Gate::Ignore,
+            _ => Gate::Refuse,
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! What a voice session does with each Nova Sonic event: audio and SPECULATIVE text go
+//! straight to the client (they never touch the core); FINAL texts, tool calls,
+//! interruptions and the ends of completions become core [`Input`]s; usage and stream
+//! restarts become metrics and protocol messages. Also times the first reply audio after
+//! the user's last voiced input (time to first audio).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crate::core::Input;
+use crate::model::ToolUse;
+use crate::protocol::{ServerMessage, TokensByModality, TranscriptRole};
+use crate::sonic::{ContentKind, GenerationStage, Role, SonicEvent, StopReason};
+
+/// What one Sonic event asks of the adapter.
+#[derive(Debug, Default)]
+pub struct Relayed {
+    /// Messages for the client, in order.
+    pub send: Vec<ServerMessage>,
+    /// An input for the core.
+    pub input: Option<Input>,
+    /// Time from the end of the user's input to this first reply audio, if it is that.
+    pub first_audio_after: Option<std::time::Duration>,
+    /// Tokens reported (delta), for the metrics.
+    pub usage: Option<TokensByModality>,
+    /// A restart of the model stream, with its reason label.
+    pub restart: Option<&'static str>,
+    /// The session failed for good: `(error type label, message)`.
+    pub failed: Option<(&'static str, String)>,
+}
+
+/// The text of one open content block.
+#[derive(Debug)]
+struct OpenText {
+    user: bool,
+    stage: Option<GenerationStage>,
+    text: String,
+}
+
+/// Per-session relay state.
+#[derive(Debug, Default)]
+pub struct Relay {
+    texts: HashMap<String, OpenText>,
+    /// When the user's input last ended (last voiced frame, or typed text), while no
+    /// reply audio has come since.
+    awaiting_audio: Option<Instant>,
+}
+
+impl Relay {
+    /// The user's audio had a voiced frame, or they typed: the next reply audio counts
+    /// towards time to first audio from now.
+    pub fn user_input(&mut self, at: Instant) {
+        self.awaiting_audio = Some(at);
+    }
+
+    /// Maps one event.
+    pub fn event(&mut self, event: SonicEvent) -> Relayed {
+        let mut out = Relayed::default();
+        match event {
+            SonicEvent::ContentStart { content_id, kind: ContentKind::Text, role, stage } => {
+                if matches!(role, Role::User | Role::Assistant) {
+                    self.texts.insert(content_id, OpenText { user: role == Role::User, stage, text: String::new() });
+                }
+            }
+            SonicEvent::Text { content_id, text, .. } => {
+                if let Some(open) = self.texts.get_mut(&content_id) {
+                    if !open.user && open.stage == Some(GenerationStage::Speculative) {
+                        out.send.push(ServerMessage::BidiTranscriptStream {
+                            role: TranscriptRole::Assistant,
+                            text: text.clone(),
+                            delta: true,
+                            is_final: false,
+                        });
+                    }
+                    open.text.push_str(&text);
+                }
+            }
+            SonicEvent::ContentEnd { content_id, stop_reason, .. } => {
+                if let Some(open) = self.texts.remove(&content_id) {
+                    if open.user {
+                        out.input = Some(Input::VoiceUserFinal(open.text));
+                    } else if open.stage == Some(GenerationStage::Final) && stop_reason != StopReason::Interrupted {
+                        out.input = Some(Input::VoiceAssistantFinal(open.text));
+                    }
+                }
+            }
+            SonicEvent::Audio { pcm, .. } => {
+                if let Some(since) = self.awaiting_audio.take() {
+                    out.first_audio_after = Some(since.elapsed());
+                }
+                out.send.push(ServerMessage::BidiAudioStream { audio: aws_smithy_types::base64::encode(&pcm) });
+            }
+            SonicEvent::ToolUse { tool_use_id, name, input } => {
+                out.input = Some(Input::VoiceToolUse(ToolUse { id: tool_use_id, name, input }));
+            }
+            SonicEvent::Interrupted => {
+                // The interrupted reply's texts will never be FINAL.
+                self.texts.retain(|_, open| open.user);
+                out.input = Some(Input::VoiceInterrupted);
+            }
+            SonicEvent::Usage(report) => {
+                let d = report.delta;
+                let tokens = TokensByModality {
+                    input_speech: d.input_speech,
+                    input_text: d.input_text,
+                    output_speech: d.output_speech,
+                    output_text: d.output_text,
+                };
+                let (input, output) = (d.input_speech + d.input_text, d.output_speech + d.output_text);
+                out.send.push(ServerMessage::BidiUsage {
+                    input_tokens: input,
+                    output_tokens: output,
+                    total_tokens: input + output,
+                    modality: Some(tokens),
+                });
+                out.usage = Some(tokens);
+            }
+            SonicEvent::CompletionEnd { stop_reason, .. } => {
+                out.input = Some(Input::VoiceCompletionEnd { stop_reason: stop_label(&stop_reason) });
+            }
+            SonicEvent::Restarted { reason, generation } => {
+                // Whatever was open on the old stream will not be completed.
+                self.texts.clear();
+                let label = reason.label();
+                out.send.push(ServerMessage::BidiConnectionRestart { reason: label.to_owned(), generation });
+                out.restart = Some(label);
+            }
+            SonicEvent::Failed(error) => out.failed = Some((error.metric_label(), error.to_string())),
+            SonicEvent::CompletionStart { .. } | SonicEvent::ContentStart { .. } => {}
+        }
+        out
+    }
+}
+
+/// A stop reason as the protocol writes it (`end_turn`, `interrupted`, ...).
+pub fn stop_label(stop: &StopReason) -> String {
+    match stop {
+        StopReason::EndTurn => "end_turn".into(),
+        StopReason::PartialTurn => "partial_turn".into(),
+        StopReason::ToolUse => "tool_use".into(),
+        StopReason::Interrupted => "interrupted".into(),
+        StopReason::Other(other) if other.is_empty() => "end_turn".into(),
+        StopReason::Other(other) => other.to_lowercase(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(id: &str, role: Role, stage: Option<GenerationStage>) -> SonicEvent {
+        SonicEvent::ContentStart { content_id: id.into(), kind: ContentKind::Text, role, stage }
+    }
+
+    fn text(id: &str, text: &str) -> SonicEvent {
+        SonicEvent::Text { content_id: id.into(), role: Role::Assistant, stage: None, text: text.into() }
+    }
+
+    fn end(id: &str, stop_reason: StopReason) -> SonicEvent {
+        SonicEvent::ContentEnd { content_id: id.into(), kind: ContentKind::Text, stop_reason }
+    }
+
+    #[test]
+    fn speculative_text_is_a_delta_and_only_uninterrupted_final_text_reaches_the_core() {
+        let mut relay = Relay::default();
+        relay.event(start("s", Role::Assistant, Some(GenerationStage::Speculative)));
+        let delta = relay.event(text("s", "Hello"));
+        assert!(matches!(&delta.send[..], [ServerMessage::BidiTranscriptStream { delta: true, is_final: false, .. }]));
+        assert!(relay.event(end("s", StopReason::PartialTurn)).input.is_none());
+        relay.event(start("f", Role::Assistant, Some(GenerationStage::Final)));
+        assert!(relay.event(text("f", "Hello")).send.is_empty());
+        assert_eq!(relay.event(end("f", StopReason::EndTurn)).input, Some(Input::VoiceAssistantFinal("Hello".into())));
+        relay.event(start("g", Role::Assistant, Some(GenerationStage::Final)));
+        relay.event(text("g", "cut"));
+        assert!(relay.event(end("g", StopReason::Interrupted)).input.is_none());
+        relay.event(start("u", Role::User, None));
+        relay.event(text("u", "hi"));
+        assert_eq!(relay.event(end("u", StopReason::EndTurn)).input, Some(Input::VoiceUserFinal("hi".into())));
+    }
+
+    #[test]
+    fn the_first_audio_after_user_input_is_timed_once() {
+        let mut relay = Relay::default();
+        let audio = || SonicEvent::Audio { content_id: "a".into(), pcm: bytes::Bytes::from_static(&[0; 4]) };
+        assert!(relay.event(audio()).first_audio_after.is_none());
+        relay.user_input(Instant::now());
+        assert!(relay.event(audio()).first_audio_after.is_some());
+        assert!(relay.event(audio()).first_audio_after.is_none());
+    }
+}

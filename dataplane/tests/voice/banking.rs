@@ -1,0 +1,144 @@
+//! The Example Bank call by voice: triage (hybrid, asked for audio) hands over to identity
+//! verification (voice, another Persona voice), which checks the caller with its HTTP
+//! tool mid-stream and remembers them, then hands over to banking (text-only), which
+//! carries on in text. Plus barge-in, and typed and spoken turns in one hybrid session.
+
+use switchboard_dataplane::core::HandoffKind;
+use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, TranscriptRole};
+
+use crate::common::{self, Call, Encoding, audio_bytes, finals, is_final_reply, metric_sum, summary};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voice_banking_call_verifies_the_caller_mid_stream_and_hands_over() {
+    let running = common::banking(&common::script("", "")).await;
+    let mut call = Call::start(&running.url(), "triage", &["audio"], Encoding::Binary).await;
+    let hello = call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    assert!(
+        matches!(&hello[0], ServerMessage::BidiConnectionStart { agent, mode, model, .. }
+            if agent == "triage" && mode == "hybrid" && model == "amazon.nova-2-sonic-v1:0"),
+        "{hello:?}"
+    );
+
+    // "I'd like to check my balance": triage answers by voice and transfers to idv, whose
+    // Persona speaks with another voice; idv answers the carried request by voice.
+    call.say(common::BALANCE_REQUEST, 700);
+    let to_idv = call.until(|m| is_final_reply(m, "To verify your identity")).await;
+    assert_eq!(finals(&to_idv, TranscriptRole::User).first().map(String::as_str), Some("I'd like to check my balance"));
+    assert!(
+        to_idv.iter().any(|m| matches!(m, ServerMessage::Handoff { from, to, kind: HandoffKind::Transfer, .. } if from == "triage" && to == "idv")),
+        "{:#?}",
+        summary(&to_idv)
+    );
+    assert!(
+        to_idv
+            .iter()
+            .any(|m| matches!(m, ServerMessage::BidiConnectionRestart { reason, .. } if reason == "voice_change")),
+        "tiffany -> matthew: {:#?}",
+        summary(&to_idv)
+    );
+    assert!(
+        to_idv.iter().any(|m| matches!(
+            m,
+            ServerMessage::BidiTranscriptStream { role: TranscriptRole::Assistant, delta: true, is_final: false, .. }
+        )),
+        "SPECULATIVE text arrives as deltas"
+    );
+    let start_of_idv =
+        to_idv.iter().position(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv"));
+    let start_of_idv = start_of_idv.expect("idv takes over");
+    assert!(audio_bytes(&to_idv[..start_of_idv]) > 0, "triage spoke");
+    assert!(audio_bytes(&to_idv[start_of_idv..]) > 0, "idv spoke");
+
+    // The details: the identity check runs mid-stream against the demo tool server, the
+    // verified user is remembered, and the model goes on from the tool result.
+    call.say(common::IDV_DETAILS, 900);
+    let verified = call.until(|m| is_final_reply(m, "you're verified")).await;
+    let tool = verified.iter().find_map(|m| match m {
+        ServerMessage::ToolComplete { name, result, .. } if name == "perform_idv_check" => Some(result.clone()),
+        _ => None,
+    });
+    assert_eq!(tool.expect("the identity check ran")["verified"], true);
+    let memory = verified.iter().find_map(|m| match m {
+        ServerMessage::MemoryUpdate { key, value } if key == "verifiedUser" => Some(value.clone()),
+        _ => None,
+    });
+    assert_eq!(memory.expect("the verified user is remembered")["accountNumber"], "12345678");
+    assert!(finals(&verified, TranscriptRole::Assistant).iter().any(|t| t.starts_with("Thanks Ada Lovelace")));
+    assert!(audio_bytes(&verified) > 0);
+    let usage: Vec<_> = verified
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::BidiUsage { modality: Some(tokens), .. } => Some(*tokens),
+            _ => None,
+        })
+        .collect();
+    assert!(usage.iter().any(|u| u.input_speech > 0), "speech in: {usage:?}");
+    assert!(usage.iter().any(|u| u.output_speech > 0 && u.output_text > 0), "speech and text out: {usage:?}");
+
+    // "My balance please": the workflow now allows the transfer to banking, a text-only
+    // agent, which answers in text with its balance tool.
+    call.say(common::MY_BALANCE, 600);
+    let balance = call.until(|m| is_final_reply(m, "1234.56")).await;
+    assert!(
+        balance.iter().any(|m| matches!(m, ServerMessage::Handoff { to, context, .. } if to == "banking" && context.verified_user.is_some())),
+        "{:#?}",
+        summary(&balance)
+    );
+    assert!(
+        balance.iter().any(|m| matches!(m, ServerMessage::BidiError { code, .. } if code == "unsupported_modality"))
+    );
+    let sent = call.hang_up().await;
+    assert!(sent.len() > 50);
+
+    let stats = running.sim.sonic_stats();
+    assert_eq!(
+        stats.voices.iter().map(|(_, v)| v.clone().unwrap_or_default()).collect::<Vec<_>>(),
+        vec!["tiffany", "matthew"]
+    );
+    assert_eq!(stats.tool_results, 1);
+    let text = common::metrics(running.addr).await;
+    assert!(metric_sum(&text, "switchboard_time_to_first_audio_seconds_count", &[("agent", "idv")]) >= 1.0, "{text}");
+    assert!(metric_sum(&text, "switchboard_tokens_total", &[("agent", "idv"), ("modality", "speech")]) > 0.0);
+    assert!(metric_sum(&text, "switchboard_model_stream_restarts_total", &[("reason", "voice_change")]) >= 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speaking_over_the_agent_interrupts_it_at_once() {
+    let running = common::banking(&common::script("", "")).await;
+    let mut call = Call::start(&running.url(), "triage", &["audio"], Encoding::Binary).await;
+    call.say(common::STORY, 600);
+    call.until(|m| matches!(m, ServerMessage::BidiAudioStream { .. })).await;
+    call.say(common::STOP, 500);
+    let cut = call.until(|m| matches!(m, ServerMessage::BidiInterruption {})).await;
+    let after = call.until(|m| is_final_reply(m, "Sure.")).await;
+    call.hang_up().await;
+    let story = "Once upon a time";
+    assert!(!finals(&cut, TranscriptRole::Assistant).iter().any(|t| t.starts_with(story)), "the story was cut");
+    assert!(!finals(&after, TranscriptRole::Assistant).iter().any(|t| t.starts_with(story)));
+    assert!(finals(&after, TranscriptRole::User).iter().any(|t| t == "Stop"));
+    assert!(
+        cut.iter().chain(&after).any(
+            |m| matches!(m, ServerMessage::BidiResponseComplete { stop_reason, .. } if stop_reason == "interrupted")
+        ),
+        "the interrupted turn is completed as interrupted: {:#?}",
+        summary(&after)
+    );
+    assert_eq!(running.sim.sonic_stats().interruptions, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hybrid_session_takes_typed_and_spoken_turns_in_one_stream() {
+    let running = common::banking(&common::script("", "")).await;
+    let mut call = Call::start(&running.url(), "triage", &["audio", "text"], Encoding::Json).await;
+    call.send(&ClientMessage::BidiTextInput { text: "What are your opening hours?".into() });
+    let typed = call.until(|m| is_final_reply(m, "nine to five")).await;
+    assert_eq!(finals(&typed, TranscriptRole::User), vec!["What are your opening hours?".to_owned()]);
+    assert!(audio_bytes(&typed) > 0, "typed turns are answered with audio too");
+    call.say(common::STORY, 600);
+    let spoken = call.until(|m| is_final_reply(m, "Once upon a time")).await;
+    assert_eq!(finals(&spoken, TranscriptRole::User), vec!["Tell me a story".to_owned()]);
+    call.hang_up().await;
+    let stats = running.sim.sonic_stats();
+    assert_eq!(stats.streams, 1, "one stream carried both turns");
+    assert_eq!(stats.typed, vec!["What are your opening hours?".to_owned()]);
+}

@@ -1,0 +1,364 @@
+//! Helpers: local mode on the banking example with a simulator script that adds Nova
+//! Sonic phrases, a real WebSocket client with a real-time microphone (20 ms PCM16
+//! frames, as binary frames or base64 JSON), and reading protocol messages.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use switchboard_dataplane::local::{self, LocalOptions};
+use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
+use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_dataplane::sim::sonic::{frame_fingerprint, phrase_tone};
+use switchboard_dataplane::sim::{BANKING_SCRIPT_YAML, SimHandle};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message;
+
+/// Upper bound for waiting on one expected message: a guard against hangs, not a timing
+/// assertion.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+/// One frame: 20 ms of 16 kHz PCM16 mono.
+pub const FRAME_BYTES: usize = 640;
+
+/// Voice rules first (the banking rules that read the system prompt cannot apply to a
+/// voice stream, whose prompt is fixed when it opens), then the bundled banking rules.
+const VOICE_RULES: &str = r#"
+  - name: voice-story
+    when: { userText: "(?i)story" }
+    reply: { text: "Once upon a time there was a bank that never closed, and every customer who called was greeted by a patient voice that always had time for one more question about their account." }
+  - name: voice-stop
+    when: { userText: "(?i)^stop$" }
+    reply: { text: "Sure." }
+  - name: voice-hours
+    when: { userText: "(?i)opening hours" }
+    reply: { text: "We are open from nine to five." }
+  - name: voice-balance-handoff
+    when: { userText: "(?i)^my balance please$", tools: [transfer_to_banking] }
+    reply:
+      text: "I'll pass you to our banking team."
+      toolUse: { name: transfer_to_banking, input: { reason: "balance" } }
+"#;
+
+/// Phrase ids the microphone can say.
+pub const BALANCE_REQUEST: u32 = 1;
+pub const IDV_DETAILS: u32 = 2;
+pub const MY_BALANCE: u32 = 3;
+pub const STORY: u32 = 4;
+pub const STOP: u32 = 5;
+pub const HOURS: u32 = 6;
+
+/// The banking script with the voice rules and a `sonic:` section; `extra` is more YAML
+/// for the `sonic:` section (indented two spaces), `top` more top-level YAML.
+pub fn script(extra: &str, top: &str) -> String {
+    let rules = BANKING_SCRIPT_YAML.replacen("\nrules:\n", &format!("\nrules:{VOICE_RULES}"), 1);
+    format!(
+        r#"{rules}
+{top}
+sonic:
+  turnDetection: {{ silenceMs: {{ high: 300, medium: 300, low: 300 }} }}
+  phrases:
+    1: "I'd like to check my balance"
+    2: "My name is Ada Lovelace, account 12345678, sort code 12-34-56"
+    3: "My balance please"
+    4: "Tell me a story"
+    5: "Stop"
+    6: "What are your opening hours?"
+  speech: {{ msPerChar: 4, chunkMs: 40, responseDelayMs: 50 }}
+  recordFrames: true
+{extra}
+"#
+    )
+}
+
+/// A running local mode and how to stop it.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub sim: SimHandle,
+    stop: Option<oneshot::Sender<()>>,
+    _keep: Vec<Box<dyn std::any::Any + Send>>,
+    _script: tempfile_path::TempPath,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Running {
+    pub fn url(&self) -> String {
+        format!("ws://{}/v1/session", self.addr)
+    }
+}
+
+mod tempfile_path {
+    /// A file removed when dropped.
+    pub struct TempPath(pub std::path::PathBuf);
+    impl Drop for TempPath {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+/// Local mode on examples/banking with the simulator running `yaml`.
+pub async fn banking(yaml: &str) -> Running {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+    let path = std::env::temp_dir().join(format!("switchboard-voice-test-{}.yaml", uuid::Uuid::new_v4()));
+    std::fs::write(&path, yaml).expect("writes the script");
+    let options = LocalOptions {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        bedrock: false,
+        sim_script: Some(path.clone()),
+        transcripts: None,
+        server: ServerConfig::default(),
+        ca_file: None,
+    };
+    let mut local = local::start(&dir, options).await.expect("local mode starts");
+    let addr = local.server.local_addr().expect("bound");
+    let sim = local.sim.take().expect("the simulator runs");
+    let (tx, rx) = oneshot::channel::<()>();
+    let server = local.server;
+    tokio::spawn(async move {
+        let _ = server
+            .run(async move {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    let keep: Vec<Box<dyn std::any::Any + Send>> = vec![Box::new(local.demo_tools)];
+    Running { addr, sim, stop: Some(tx), _keep: keep, _script: tempfile_path::TempPath(path) }
+}
+
+/// How the microphone sends audio.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// Raw PCM in binary frames.
+    Binary,
+    /// Base64 in `bidi_audio_input` JSON.
+    Json,
+}
+
+enum Outgoing {
+    Say(u32, u64),
+    Raw(Message),
+    Encoding(Encoding),
+}
+
+/// A client: a writer task that is also a real-time microphone, and the read side.
+pub struct Call {
+    out: mpsc::UnboundedSender<Outgoing>,
+    stop: Option<oneshot::Sender<()>>,
+    mic: tokio::task::JoinHandle<Vec<u64>>,
+    read: futures_util::stream::SplitStream<
+        tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    >,
+    pub seen: Vec<ServerMessage>,
+}
+
+/// Faint deterministic noise (far below the speech threshold) so every frame is unique.
+fn faint_noise(frame: u64, pcm: &mut [u8]) {
+    let mut rng = fastrand::Rng::with_seed(frame);
+    for pair in pcm.chunks_exact_mut(2) {
+        let value = i16::from_le_bytes([pair[0], pair[1]]).saturating_add(rng.i16(-20..=20));
+        pair.copy_from_slice(&value.to_le_bytes());
+    }
+}
+
+impl Call {
+    /// Connects, starts a session with `agent` and `modalities`, and starts the microphone.
+    pub async fn start(url: &str, agent: &str, modalities: &[&str], encoding: Encoding) -> Self {
+        let (ws, _) = tokio_tungstenite::connect_async(url).await.expect("websocket connects");
+        let (mut sink, read) = ws.split();
+        let start = ClientMessage::SessionStart(SessionStart {
+            agent: Some(agent.to_owned()),
+            modalities: modalities.iter().map(|m| (*m).to_owned()).collect(),
+            ..SessionStart::default()
+        });
+        sink.send(Message::text(serde_json::to_string(&start).expect("json"))).await.expect("sends");
+        let (out, mut queue) = mpsc::unbounded_channel::<Outgoing>();
+        let (stop, mut stopped) = oneshot::channel();
+        let mic = tokio::spawn(async move {
+            let mut encoding = encoding;
+            let mut sent = Vec::new();
+            let mut pending: Vec<u8> = Vec::new();
+            let mut ticker = tokio::time::interval(Duration::from_millis(20));
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    _ = ticker.tick() => {}
+                }
+                while let Ok(outgoing) = queue.try_recv() {
+                    match outgoing {
+                        Outgoing::Say(id, ms) => pending.extend(phrase_tone(id, ms, 8000)),
+                        Outgoing::Raw(message) => {
+                            if sink.send(message).await.is_err() {
+                                return sent;
+                            }
+                        }
+                        Outgoing::Encoding(e) => encoding = e,
+                    }
+                }
+                let take = pending.len().min(FRAME_BYTES);
+                let mut frame: Vec<u8> = pending.drain(..take).collect();
+                frame.resize(FRAME_BYTES, 0);
+                faint_noise(sent.len() as u64, &mut frame);
+                sent.push(frame_fingerprint(&frame));
+                let message = match encoding {
+                    Encoding::Binary => Message::binary(frame),
+                    Encoding::Json => {
+                        let audio = aws_smithy_types::base64::encode(&frame);
+                        Message::text(serde_json::to_string(&ClientMessage::BidiAudioInput { audio }).expect("json"))
+                    }
+                };
+                if sink.send(message).await.is_err() {
+                    break;
+                }
+            }
+            let _ = sink.close().await;
+            sent
+        });
+        Self { out, stop: Some(stop), mic, read, seen: Vec::new() }
+    }
+
+    /// Speaks phrase `id` for `ms` (after what is already queued).
+    pub fn say(&self, id: u32, ms: u64) {
+        let _ = self.out.send(Outgoing::Say(id, ms));
+    }
+
+    /// Sends a protocol message (between audio frames).
+    pub fn send(&self, message: &ClientMessage) {
+        let _ = self.out.send(Outgoing::Raw(Message::text(serde_json::to_string(message).expect("json"))));
+    }
+
+    /// Sends a raw WebSocket frame (between audio frames).
+    pub fn send_raw(&self, message: Message) {
+        let _ = self.out.send(Outgoing::Raw(message));
+    }
+
+    /// Switches the microphone's encoding.
+    pub fn encoding(&self, encoding: Encoding) {
+        let _ = self.out.send(Outgoing::Encoding(encoding));
+    }
+
+    /// Stops the microphone (and the connection); returns the fingerprints of the
+    /// frames it sent, in order.
+    pub async fn hang_up(mut self) -> Vec<u64> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        (&mut self.mic).await.expect("microphone task")
+    }
+
+    /// The next protocol message; panics on the end of the connection.
+    pub async fn next(&mut self) -> ServerMessage {
+        loop {
+            let frame = tokio::time::timeout(PATIENCE, self.read.next())
+                .await
+                .unwrap_or_else(|_| panic!("no message in time; seen {:#?}", summary(&self.seen)));
+            match frame {
+                Some(Ok(Message::Text(text))) => {
+                    let message: ServerMessage = serde_json::from_str(text.as_str()).expect("protocol JSON");
+                    self.seen.push(message.clone());
+                    return message;
+                }
+                Some(Ok(Message::Close(frame))) => panic!("closed: {frame:?}; seen {:#?}", summary(&self.seen)),
+                Some(Ok(_)) => continue,
+                other => panic!("connection ended: {other:?}; seen {:#?}", summary(&self.seen)),
+            }
+        }
+    }
+
+    /// Reads until `pred` holds; returns what was read (the match last).
+    pub async fn until(&mut self, pred: impl Fn(&ServerMessage) -> bool) -> Vec<ServerMessage> {
+        let mut got = Vec::new();
+        loop {
+            let message = self.next().await;
+            let done = pred(&message);
+            got.push(message);
+            if done {
+                return got;
+            }
+        }
+    }
+
+    /// Reads until the server closes; returns the close code and reason.
+    pub async fn closed(&mut self) -> (u16, String) {
+        loop {
+            match tokio::time::timeout(PATIENCE, self.read.next()).await.expect("the server closes in time") {
+                Some(Ok(Message::Text(text))) => {
+                    if let Ok(message) = serde_json::from_str::<ServerMessage>(text.as_str()) {
+                        self.seen.push(message);
+                    }
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    return frame.map(|f| (u16::from(f.code), f.reason.to_string())).unwrap_or((1005, String::new()));
+                }
+                Some(Ok(_)) => continue,
+                _ => return (1006, String::new()),
+            }
+        }
+    }
+}
+
+/// Messages without their audio payloads, for readable failure output.
+pub fn summary(messages: &[ServerMessage]) -> Vec<String> {
+    messages.iter().filter(|m| !matches!(m, ServerMessage::BidiAudioStream { .. })).map(|m| format!("{m:?}")).collect()
+}
+
+/// FINAL texts of `role`.
+pub fn finals(messages: &[ServerMessage], role: TranscriptRole) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::BidiTranscriptStream { role: r, text, is_final: true, .. } if *r == role => {
+                Some(text.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Bytes of reply audio among `messages` (each chunk checked to be whole PCM16 samples).
+pub fn audio_bytes(messages: &[ServerMessage]) -> usize {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::BidiAudioStream { audio } => {
+                let pcm = aws_smithy_types::base64::decode(audio).expect("audio is base64");
+                assert_eq!(pcm.len() % 2, 0, "reply audio is whole PCM16 samples");
+                Some(pcm.len())
+            }
+            _ => None,
+        })
+        .sum()
+}
+
+/// Is this the FINAL assistant text `text`?
+pub fn is_final_reply(message: &ServerMessage, text: &str) -> bool {
+    matches!(message, ServerMessage::BidiTranscriptStream { role: TranscriptRole::Assistant, text: t, is_final: true, .. } if t.contains(text))
+}
+
+/// GETs `/metrics` over a real TCP connection.
+pub async fn metrics(addr: SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connects");
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("writes");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("reads");
+    response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()
+}
+
+/// The sum of the samples of metric `name` whose labels contain every `labels` pair.
+pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter(|l| labels.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}

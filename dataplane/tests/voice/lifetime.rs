@@ -1,0 +1,94 @@
+//! Model stream lifetime through the runtime: the simulator closes every stream after a
+//! couple of seconds while the user keeps talking — every frame the client sent reached
+//! exactly one stream and no reply is spoken twice; a fatal error is not retried and
+//! reaches the client as a `bidi_error`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use switchboard_dataplane::protocol::{ServerMessage, TranscriptRole, close_code};
+use switchboard_dataplane::sim::Operation;
+
+use crate::common::{self, Call, Encoding, finals, summary};
+
+fn counts<T: Ord + Clone>(items: &[T]) -> BTreeMap<T, usize> {
+    let mut counts = BTreeMap::new();
+    for item in items {
+        *counts.entry(item.clone()).or_insert(0) += 1;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_closed_every_two_seconds_lose_no_frame_and_repeat_no_reply() {
+    let running = common::banking(&common::script("  faults: { close: { afterMs: 2000 } }", "")).await;
+    let mut call = Call::start(&running.url(), "triage", &["audio"], Encoding::Binary).await;
+    call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    let phrases = [common::HOURS, common::STOP, common::HOURS, common::STOP, common::HOURS];
+    let started = tokio::time::Instant::now();
+    for (i, phrase) in phrases.iter().enumerate() {
+        // One utterance every 1.6 s, whatever the streams do.
+        tokio::time::sleep_until(started + Duration::from_millis(1600 * i as u64)).await;
+        call.say(*phrase, 400);
+    }
+    // Keep the microphone open (silence) for a while after the last utterance, reading.
+    let deadline = started + Duration::from_millis(1600 * phrases.len() as u64 + 2500);
+    while tokio::time::Instant::now() < deadline {
+        let _ = tokio::time::timeout_at(deadline, call.next()).await;
+    }
+    let seen = call.seen.clone();
+    let sent = call.hang_up().await;
+
+    // Every frame sent reached exactly one stream (frames in flight at a close reached the
+    // closing stream, counted as arriving after its close).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let received = loop {
+        let stats = running.sim.sonic_stats();
+        if stats.frames.len() >= sent.len() || tokio::time::Instant::now() >= deadline {
+            break stats.frames.iter().map(|f| f.fingerprint).collect::<Vec<_>>();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (sent_counts, received_counts) = (counts(&sent), counts(&received));
+    assert_eq!(sent_counts.len(), sent.len(), "the test's frames are unique");
+    let missing = sent_counts.keys().filter(|f| !received_counts.contains_key(f)).count();
+    let duplicated = received_counts.values().filter(|n| **n > 1).count();
+    let unknown = received_counts.keys().filter(|f| !sent_counts.contains_key(f)).count();
+    assert_eq!(
+        (missing, duplicated, unknown),
+        (0, 0, 0),
+        "{} frames sent, {} received: missing, duplicated, unknown",
+        sent.len(),
+        received.len()
+    );
+    let stats = running.sim.sonic_stats();
+    assert!(stats.scripted_closes >= 3, "{stats:?}");
+    let restarts = seen.iter().filter(|m| matches!(m, ServerMessage::BidiConnectionRestart { .. })).count();
+    assert!(restarts >= 3, "the client is told of each restart: {:#?}", summary(&seen));
+    // No utterance answered twice, by the simulator or as the client saw it.
+    let heard: Vec<String> = stats.replies.iter().filter_map(|r| r.heard.clone()).collect();
+    assert!(heard.len() <= phrases.len(), "{heard:?}");
+    let user = finals(&seen, TranscriptRole::User);
+    assert!(user.len() <= phrases.len() && user.len() >= 3, "most utterances were heard once: {user:?}");
+    let replies = finals(&seen, TranscriptRole::Assistant);
+    assert_eq!(replies.len(), heard.len(), "one reply per heard utterance: {replies:?} for {heard:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fatal_model_error_is_not_retried_and_reaches_the_client() {
+    let running = common::banking(&common::script("", "faults: { error: { kind: accessDenied } }")).await;
+    let mut call = Call::start(&running.url(), "idv", &["audio"], Encoding::Binary).await;
+    let (code, reason) = call.closed().await;
+    let error = call.seen.iter().find_map(|m| match m {
+        ServerMessage::BidiError { code, message, recoverable } => Some((code.clone(), message.clone(), *recoverable)),
+        _ => None,
+    });
+    let (error_code, message, recoverable) = error.expect("a bidi_error");
+    assert_eq!(error_code, "model_access_denied", "{message}");
+    assert!(!recoverable);
+    assert!(message.contains("access"), "{message}");
+    assert_eq!(code, close_code::INTERNAL, "{reason}");
+    call.hang_up().await;
+    let stats = running.sim.stats();
+    assert_eq!(stats.requests(Operation::InvokeModelWithBidirectionalStream), 1, "not retried: {stats:?}");
+}
