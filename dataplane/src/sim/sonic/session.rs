@@ -98,6 +98,12 @@ impl Session {
                 break;
             }
             let next_due = self.queue.front().map(|p| p.at).filter(|_| self.out.is_some());
+            // Events already due go out now: a timer would round their deadline up to the
+            // timer's next millisecond tick.
+            if next_due.is_some_and(|at| at <= Instant::now()) {
+                self.emit_due().await;
+                continue;
+            }
             let close_at = self.close_at.filter(|_| self.out.is_some());
             tokio::select! {
                 biased;

@@ -1,0 +1,196 @@
+//! Shared by the voice benchmarks: the real release binaries as child processes — the
+//! Bedrock simulator (`switchboard sim`) and one runtime pod (`switchboard runtime` with
+//! the `idv` voice agent of examples/banking) — so the runtime's CPU and memory can be
+//! read on their own from /proc; WebSocket sessions that ask for audio; percentiles.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use switchboard_crds::Catalog;
+use switchboard_dataplane::protocol::{ClientMessage, SessionStart};
+use tokio_tungstenite::tungstenite::Message;
+
+pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// 20 ms of 16 kHz PCM16 mono.
+pub const FRAME_BYTES: usize = 640;
+/// Audio frame period.
+pub const FRAME: Duration = Duration::from_millis(20);
+
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+/// The simulator and a runtime, killed on drop.
+pub struct Stack {
+    sim: Child,
+    runtime: Child,
+    /// The runtime's session URL.
+    pub url: String,
+    /// The runtime's address.
+    pub addr: String,
+    /// The runtime's process id.
+    pub runtime_pid: u32,
+    /// The simulator's process id.
+    pub sim_pid: u32,
+    dir: PathBuf,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = self.runtime.kill();
+        let _ = self.sim.kill();
+        let _ = self.runtime.wait();
+        let _ = self.sim.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Stack {
+    /// Starts the simulator with `script` (YAML) and a runtime of agent `agent` allowing
+    /// `max_sessions` sessions.
+    pub async fn start(script: &str, agent: &str, max_sessions: u32) -> Self {
+        let dir = std::env::temp_dir().join(format!("switchboard-voice-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let script_path = dir.join("script.yaml");
+        std::fs::write(&script_path, script).expect("writes the script");
+        let cert = dir.join("sim-ca.pem");
+        let sim_port = free_port();
+        let mut sim = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args(["sim", "--listen", &format!("127.0.0.1:{sim_port}"), "--max-connections", "4096"])
+            .arg("--script")
+            .arg(&script_path)
+            .arg("--cert-out")
+            .arg(&cert)
+            .env("SWITCHBOARD_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starts switchboard sim");
+        let stdout = sim.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let endpoint = loop {
+            let line = lines.next().expect("the simulator prints its endpoint").expect("reads");
+            if let Some(rest) = line.strip_prefix("Bedrock simulator on ") {
+                break rest.split_whitespace().next().expect("endpoint").to_owned();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+
+        let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+        let catalog = Catalog::load_paths(&[examples]).expect("examples load");
+        let resource = catalog.agents().find(|a| a.metadata.name.as_deref() == Some(agent)).expect("the agent");
+        let mut spec = catalog.resolve_agent(resource).expect("resolves");
+        spec.sessions.max_concurrent = max_sessions;
+        let spec_path = dir.join("runtime.json");
+        std::fs::write(&spec_path, spec.to_canonical_json()).expect("writes the spec");
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let runtime = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .arg("runtime")
+            .env("SWITCHBOARD_RUNTIME_SPEC", &spec_path)
+            .env("SWITCHBOARD_LISTEN", &addr)
+            .env("SWITCHBOARD_BEDROCK_ENDPOINT", &endpoint)
+            .env("SWITCHBOARD_BEDROCK_CA_FILE", &cert)
+            .env("AWS_ACCESS_KEY_ID", "AKIDBENCH")
+            .env("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .env("SWITCHBOARD_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("starts switchboard runtime");
+        let runtime_pid = runtime.id();
+        let sim_pid = sim.id();
+        let stack = Self { sim, runtime, url: format!("ws://{addr}/v1/session"), addr, runtime_pid, sim_pid, dir };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(&stack.addr).await.is_err() {
+            assert!(Instant::now() < deadline, "the runtime did not start listening");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        stack
+    }
+}
+
+/// Opens a session that asks for audio; returns once `bidi_connection_start` arrived.
+pub async fn open(url: &str) -> Ws {
+    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true).await.expect("connects");
+    let start =
+        ClientMessage::SessionStart(SessionStart { modalities: vec!["audio".into()], ..SessionStart::default() });
+    ws.send(Message::text(serde_json::to_string(&start).expect("json"))).await.expect("sends");
+    loop {
+        match ws.next().await {
+            Some(Ok(Message::Text(text))) if text.contains("\"bidi_connection_start\"") => return ws,
+            Some(Ok(Message::Text(text))) if text.contains("\"bidi_error\"") => panic!("session failed: {text}"),
+            Some(Ok(_)) => continue,
+            other => panic!("connection ended: {other:?}"),
+        }
+    }
+}
+
+/// The message type of a server frame, read without parsing the whole JSON (audio frames
+/// are most of them).
+pub fn kind(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix("{\"type\":\"") else { return "" };
+    rest.split('"').next().unwrap_or("")
+}
+
+/// RSS of `pid`, KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU time (user + system) of `pid` so far, in clock ticks (1/100 s on Linux).
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (which may contain spaces) start after the last ')'.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the ')'.
+    let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    field(11) + field(12)
+}
+
+/// (busy, total) jiffies of the whole machine.
+pub fn machine_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let line = stat.lines().next().unwrap_or("");
+    let values: Vec<u64> = line.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    let total: u64 = values.iter().sum();
+    let idle = values.get(3).copied().unwrap_or(0) + values.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+/// The `p` quantile of sorted values.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+/// `id`'s phrase tone for `ms`, cut into 20 ms frames.
+pub fn phrase_frames(id: u32, ms: u64) -> Vec<Vec<u8>> {
+    let pcm = switchboard_dataplane::sim::sonic::phrase_tone(id, ms, 8000);
+    pcm.chunks(FRAME_BYTES)
+        .map(|c| {
+            let mut frame = c.to_vec();
+            frame.resize(FRAME_BYTES, 0);
+            frame
+        })
+        .collect()
+}

@@ -1,0 +1,208 @@
+//! Voice density: real-time sessions — 20 ms audio frames in both directions — added in
+//! steps until the p99 jitter of the reply audio exceeds 20 ms or the machine's CPU is
+//! saturated; the runtime's RSS per session at each step.
+//!
+//! Each session talks like a caller: a short utterance, then silence (still 20 ms frames)
+//! while the simulated Nova Sonic answers with several seconds of real-time paced audio
+//! in 20 ms chunks, then another utterance; so at any moment most sessions stream audio
+//! both ways. Jitter is the deviation of the gap between consecutive reply audio chunks
+//! of one reply, as the client receives them, from the 20 ms the simulator paces them at.
+//!
+//! The simulator, the runtime and these clients share the machine: the CPU of each is
+//! reported so a limit can be attributed. Runs the real release binaries
+//! (`switchboard sim`, `switchboard runtime` with the `idv` voice agent of
+//! examples/banking) as child processes:
+//!
+//! ```sh
+//! cargo bench -p switchboard-dataplane --bench voice_density
+//! ```
+//!
+//! Environment: `BENCH_STEPS` (session counts, default `50,100,200,300,400,600,800,1000`),
+//! `BENCH_WINDOW_S` (measurement per step, default 10).
+
+#[path = "voice_common/mod.rs"]
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{FRAME, FRAME_BYTES, Stack, env_or, kind, open, percentile, phrase_frames};
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+
+/// Samples shared by the sessions: reply-audio jitter and client send lateness, in ms.
+#[derive(Default)]
+struct Samples {
+    jitter: Vec<f64>,
+    late: Vec<f64>,
+    errors: u64,
+}
+
+async fn session(url: String, seed: u64, samples: Arc<Mutex<Samples>>, stop: tokio_util::sync::CancellationToken) {
+    let mut ws = open(&url).await;
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let speech = phrase_frames(1, 300);
+    let silence = vec![0u8; FRAME_BYTES];
+    // Start at a random point of the frame period and of the conversation.
+    tokio::time::sleep(Duration::from_millis(rng.u64(0..1000))).await;
+    let mut ticker = tokio::time::interval(FRAME);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut speaking = 0usize; // frames of speech still to send
+    let mut next_utterance = Instant::now();
+    let mut waiting_reply = false;
+    let mut last_chunk: Option<Instant> = None;
+    let (mut jitter, mut late) = (Vec::with_capacity(128), Vec::with_capacity(128));
+    let mut expected_tick = Instant::now();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            tick = ticker.tick() => {
+                let now = Instant::now();
+                let tick = tick.into_std();
+                if tick > expected_tick { expected_tick = tick; }
+                late.push(now.saturating_duration_since(tick).as_secs_f64() * 1000.0);
+                if speaking == 0 && !waiting_reply && now >= next_utterance {
+                    speaking = speech.len();
+                    waiting_reply = true;
+                }
+                let frame = if speaking > 0 {
+                    speaking -= 1;
+                    speech[speech.len() - 1 - speaking].clone()
+                } else {
+                    silence.clone()
+                };
+                if ws.send(Message::binary(frame)).await.is_err() {
+                    break;
+                }
+            }
+            message = ws.next() => match message {
+                Some(Ok(Message::Text(text))) => match kind(text.as_str()) {
+                    "bidi_audio_stream" => {
+                        let now = Instant::now();
+                        if let Some(previous) = last_chunk {
+                            let gap = now.duration_since(previous).as_secs_f64() * 1000.0;
+                            jitter.push((gap - 20.0).abs());
+                        }
+                        last_chunk = Some(now);
+                    }
+                    "bidi_response_complete" => {
+                        last_chunk = None;
+                        waiting_reply = false;
+                        next_utterance = Instant::now() + Duration::from_millis(rng.u64(200..1200));
+                    }
+                    "bidi_error" => {
+                        if let Ok(mut s) = samples.lock() { s.errors += 1; }
+                    }
+                    _ => {}
+                },
+                Some(Ok(_)) => {}
+                _ => {
+                    if let Ok(mut s) = samples.lock() { s.errors += 1; }
+                    break;
+                }
+            },
+        }
+        if jitter.len() + late.len() >= 200
+            && let Ok(mut s) = samples.lock()
+        {
+            s.jitter.append(&mut jitter);
+            s.late.append(&mut late);
+        }
+    }
+    let _ = ws.close(None).await;
+}
+
+#[tokio::main]
+async fn main() {
+    let steps: Vec<usize> = std::env::var("BENCH_STEPS")
+        .unwrap_or_else(|_| "50,100,200,300,400,600,800,1000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let window = Duration::from_secs(env_or("BENCH_WINDOW_S", 10));
+    let max = steps.iter().copied().max().unwrap_or(1000);
+    // About 5 s of reply audio per utterance, in 20 ms chunks.
+    let script = r#"
+sonic:
+  turnDetection: { silenceMs: { high: 300, medium: 300, low: 300 } }
+  phrases: { 1: "tell me about my account" }
+  speech: { msPerChar: 40, chunkMs: 20, responseDelayMs: 100 }
+default: { text: "Your account is in good standing. Your last three payments went through, and nothing is waiting for your attention. Is there anything else?" }
+"#;
+    let stack = Stack::start(script, "idv", (max + 50) as u32).await;
+    let ticks_per_second = 100.0;
+    println!(
+        "switchboard runtime (release) pid {}, simulator pid {}, bench pid {}; {} s per step; 2 cores shared by all three",
+        stack.runtime_pid,
+        stack.sim_pid,
+        std::process::id(),
+        window.as_secs()
+    );
+    println!(
+        "{:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>12} {:>7}",
+        "sessions", "jit p50", "jit p99", "late p99", "rt CPU%", "sim CPU%", "bench%", "busy%", "rt KiB/sess", "errors"
+    );
+    let baseline = common::rss_kib(stack.runtime_pid);
+    let samples = Arc::new(Mutex::new(Samples::default()));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tasks = Vec::new();
+    for &n in &steps {
+        while tasks.len() < n {
+            let (url, samples, stop) = (stack.url.clone(), samples.clone(), stop.clone());
+            let seed = tasks.len() as u64;
+            tasks.push(tokio::spawn(session(url, seed, samples, stop)));
+            if tasks.len() % 50 == 0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        // Settle, then measure a window.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        if let Ok(mut s) = samples.lock() {
+            *s = Samples::default();
+        }
+        let (rt0, sim0, me0, m0) = (
+            common::cpu_ticks(stack.runtime_pid),
+            common::cpu_ticks(stack.sim_pid),
+            common::cpu_ticks(std::process::id()),
+            common::machine_ticks(),
+        );
+        tokio::time::sleep(window).await;
+        let (rt1, sim1, me1, m1) = (
+            common::cpu_ticks(stack.runtime_pid),
+            common::cpu_ticks(stack.sim_pid),
+            common::cpu_ticks(std::process::id()),
+            common::machine_ticks(),
+        );
+        let secs = window.as_secs_f64();
+        let percent = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / ticks_per_second / secs * 100.0;
+        let busy = (m1.0 - m0.0) as f64 / (m1.1 - m0.1).max(1) as f64 * 100.0;
+        let rss = common::rss_kib(stack.runtime_pid);
+        let (mut jitter, mut late, errors) = match samples.lock() {
+            Ok(mut s) => (std::mem::take(&mut s.jitter), std::mem::take(&mut s.late), s.errors),
+            Err(_) => (Vec::new(), Vec::new(), 0),
+        };
+        jitter.sort_by(f64::total_cmp);
+        late.sort_by(f64::total_cmp);
+        let p99 = percentile(&jitter, 0.99);
+        println!(
+            "{n:>8} {:>10.2} {:>10.2} {:>10.2} {:>9.0} {:>9.0} {:>9.0} {:>8.0} {:>12.0} {:>7}",
+            percentile(&jitter, 0.5),
+            p99,
+            percentile(&late, 0.99),
+            percent(rt0, rt1),
+            percent(sim0, sim1),
+            percent(me0, me1),
+            busy,
+            rss.saturating_sub(baseline) as f64 / n as f64,
+            errors
+        );
+        if p99 > 20.0 || busy > 97.0 {
+            println!("stopping: p99 jitter {p99:.1} ms, machine busy {busy:.0}%");
+            break;
+        }
+    }
+    stop.cancel();
+    for task in tasks {
+        let _ = task.await;
+    }
+}

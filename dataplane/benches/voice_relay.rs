@@ -1,0 +1,138 @@
+//! Voice relay overhead: the client-observed time from the end of the user's speech to
+//! the first reply audio, minus what the simulator is configured to take, over 100
+//! concurrent sessions of several turns each.
+//!
+//! "End of speech" is the moment the client sends the audio frame that completes the
+//! simulator's end-of-utterance silence (`silenceMs`, a whole number of 20 ms frames): the
+//! simulator decides the utterance is over when that frame arrives, then waits its
+//! configured `responseDelayMs` (default 0 here) before the first reply event. What is
+//! left is the relay: client -> runtime (WebSocket, checks) -> Nova Sonic client (event
+//! encoding, HTTP/2 over TLS) -> simulator, and the reply back the same way — plus the
+//! simulator's own decoding and turn detection, which cannot be separated from outside.
+//!
+//! Runs the real release binaries: `switchboard sim` and `switchboard runtime` (the `idv`
+//! voice agent of examples/banking), as child processes; real WebSocket clients here.
+//!
+//! ```sh
+//! cargo bench -p switchboard-dataplane --bench voice_relay
+//! ```
+//!
+//! Environment: `BENCH_SESSIONS` (default 100), `BENCH_TURNS` per session (default 5),
+//! `BENCH_RESPONSE_DELAY_MS` (the simulator's configured delay, default 0),
+//! `BENCH_SILENCE_MS` (end-of-utterance silence, a multiple of 20, default 200).
+
+#[path = "voice_common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{FRAME, FRAME_BYTES, Stack, Ws, env_or, kind, open, percentile, phrase_frames};
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+
+/// One spoken turn: speech, then silence in real time until the reply is complete.
+/// Returns the time from sending the frame that completes the end-of-utterance silence to
+/// the first reply audio.
+async fn turn(ws: &mut Ws, silence_frames: usize) -> Duration {
+    let mut frames = phrase_frames(1, 300);
+    let speech = frames.len();
+    frames.extend(std::iter::repeat_n(vec![0u8; FRAME_BYTES], silence_frames));
+    let mut ticker = tokio::time::interval(FRAME);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut sent = 0usize;
+    let mut end_of_speech: Option<Instant> = None;
+    let mut first_audio: Option<Duration> = None;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                let frame = frames.get(sent).cloned().unwrap_or_else(|| vec![0u8; FRAME_BYTES]);
+                ws.send(Message::binary(frame)).await.expect("sends audio");
+                sent += 1;
+                if sent == speech + silence_frames {
+                    end_of_speech = Some(Instant::now());
+                }
+            }
+            message = ws.next() => match message {
+                Some(Ok(Message::Text(text))) => match kind(text.as_str()) {
+                    "bidi_audio_stream" if first_audio.is_none() => {
+                        let at = Instant::now();
+                        let end = end_of_speech.expect("reply audio only after the end of speech");
+                        first_audio = Some(at - end);
+                    }
+                    "bidi_response_complete" => return first_audio.expect("a spoken reply"),
+                    "bidi_error" => panic!("turn failed: {text}"),
+                    _ => {}
+                },
+                Some(Ok(_)) => {}
+                other => panic!("connection ended: {other:?}"),
+            },
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let sessions: usize = env_or("BENCH_SESSIONS", 100);
+    let turns: usize = env_or("BENCH_TURNS", 5);
+    let delay_ms: u64 = env_or("BENCH_RESPONSE_DELAY_MS", 0);
+    let silence_ms: u64 = env_or("BENCH_SILENCE_MS", 200);
+    let silence_frames = (silence_ms / 20) as usize;
+    let script = format!(
+        r#"
+sonic:
+  turnDetection: {{ silenceMs: {{ high: {silence_ms}, medium: {silence_ms}, low: {silence_ms} }} }}
+  phrases: {{ 1: "hello" }}
+  speech: {{ msPerChar: 10, chunkMs: 20, responseDelayMs: {delay_ms} }}
+default: {{ text: "Hello there, how can I help?" }}
+"#
+    );
+    let stack = Stack::start(&script, "idv", 2 * sessions as u32 + 10).await;
+    println!(
+        "switchboard runtime (release) pid {}, simulator pid {}; end-of-utterance silence {silence_ms} ms, configured response delay {delay_ms} ms; {sessions} sessions x {turns} turns",
+        stack.runtime_pid, stack.sim_pid
+    );
+    // Warm up: TLS, HTTP/2 connections to the simulator, allocator.
+    let mut warm = open(&stack.url).await;
+    for _ in 0..2 {
+        turn(&mut warm, silence_frames).await;
+    }
+    drop(warm);
+    for (label, count) in [("1 session", 1usize), ("concurrent", sessions)] {
+        let mut clients = Vec::with_capacity(count);
+        for _ in 0..count {
+            clients.push(open(&stack.url).await);
+        }
+        let tasks: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut ws)| {
+                tokio::spawn(async move {
+                    // Spread the sessions' turns over a frame period and a bit.
+                    tokio::time::sleep(Duration::from_micros((i as u64 * 997) % 40_000)).await;
+                    let mut samples = Vec::with_capacity(turns);
+                    for _ in 0..turns {
+                        samples.push(turn(&mut ws, silence_frames).await);
+                    }
+                    let _ = ws.close(None).await;
+                    samples
+                })
+            })
+            .collect();
+        let mut overhead: Vec<f64> = Vec::new();
+        for task in tasks {
+            for sample in task.await.expect("session task") {
+                overhead.push(sample.as_secs_f64() * 1000.0 - delay_ms as f64);
+            }
+        }
+        overhead.sort_by(f64::total_cmp);
+        println!(
+            "{label:>12}: {count:>4} sessions, {:>4} turns: overhead median {:.3} ms, p99 {:.3} ms, min {:.3} ms, max {:.3} ms",
+            overhead.len(),
+            percentile(&overhead, 0.5),
+            percentile(&overhead, 0.99),
+            overhead.first().copied().unwrap_or_default(),
+            overhead.last().copied().unwrap_or_default(),
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
