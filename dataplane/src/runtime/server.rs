@@ -186,6 +186,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 pub struct Server {
     listener: TcpListener,
     state: Arc<AppState>,
+    extra: Option<Router>,
 }
 
 /// The server could not start.
@@ -209,7 +210,13 @@ impl Server {
     pub async fn bind(addr: SocketAddr, state: Arc<AppState>) -> Result<Self, ServeError> {
         let listener =
             TcpListener::bind(addr).await.map_err(|e| ServeError::Listen { addr, message: e.to_string() })?;
-        Ok(Self { listener, state })
+        Ok(Self { listener, state, extra: None })
+    }
+
+    /// Also serves `routes` (local mode's web page).
+    pub fn with_routes(mut self, routes: Router) -> Self {
+        self.extra = Some(routes);
+        self
     }
 
     /// The bound address.
@@ -227,7 +234,10 @@ impl Server {
     /// rest are closed with 1001 and the server stops.
     pub async fn run(self, stop: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
         let state = self.state.clone();
-        let app = router(state.clone());
+        let app = match self.extra {
+            Some(extra) => router(state.clone()).merge(extra),
+            None => router(state.clone()),
+        };
         let stopped = state.shutdown.clone();
         // Replies stream as many small frames: without TCP_NODELAY, Nagle's algorithm holds a
         // frame back until the previous one is acknowledged (tens of ms with delayed ACKs).
