@@ -33,8 +33,10 @@ pub fn run(args: RunArgs) -> ExitCode {
 }
 
 async fn main(args: RunArgs) -> anyhow::Result<()> {
-    let client = kube::Client::try_default()
+    let config = kube::Config::infer()
         .await
+        .map_err(|e| anyhow::anyhow!("cannot configure a Kubernetes client (kubeconfig or in-cluster): {e}"))?;
+    let client = crate::client::build(config)
         .map_err(|e| anyhow::anyhow!("cannot configure a Kubernetes client (kubeconfig or in-cluster): {e}"))?;
     let metrics = Metrics::new()?;
     let shutdown = CancellationToken::new();

@@ -5,10 +5,13 @@
 
 pub mod build;
 pub mod cli;
+pub mod client;
 pub mod controller;
 pub mod http;
 pub mod leader;
+pub mod lean;
 pub mod metrics;
+pub mod own_writes;
 pub mod render;
 pub mod routes;
 pub mod run;

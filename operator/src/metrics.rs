@@ -1,6 +1,7 @@
 //! The operator's Prometheus metrics, one registry per operator instance (so two instances
 //! in one test process count separately): reconciles, their duration and their failures
-//! by reason, status writes, leadership, routing-table publications and trigger overflow.
+//! by reason, status writes, child applies (sent or skipped as unchanged), Events,
+//! leadership, routing-table publications and trigger overflow.
 
 use std::time::Instant;
 
@@ -31,6 +32,8 @@ pub struct Metrics {
     failures: IntCounterVec,
     duration: HistogramVec,
     status_writes: IntCounterVec,
+    child_applies: IntCounterVec,
+    events: IntCounterVec,
     /// 1 while this instance holds the leader Lease.
     pub leader: IntGauge,
     /// Routing-table ConfigMap writes.
@@ -62,6 +65,18 @@ impl Metrics {
             Opts::new("switchboard_operator_status_writes_total", "Status subresource writes, by kind."),
             &["kind"],
         )?;
+        let child_applies = IntCounterVec::new(
+            Opts::new(
+                "switchboard_operator_child_applies_total",
+                "Children of Agents, by kind and result: `applied` (a server-side apply was sent) or \
+                 `unchanged` (skipped: the operator applied the same object last and nobody changed it since).",
+            ),
+            &["kind", "result"],
+        )?;
+        let events = IntCounterVec::new(
+            Opts::new("switchboard_operator_events_total", "Kubernetes Events published, by type."),
+            &["type"],
+        )?;
         let leader = IntGauge::new("switchboard_operator_leader", "1 while this replica holds the leader Lease.")?;
         let routes_published =
             IntCounter::new("switchboard_operator_routes_published_total", "Routing-table ConfigMap writes.")?;
@@ -74,6 +89,8 @@ impl Metrics {
         registry.register(Box::new(failures.clone()))?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(status_writes.clone()))?;
+        registry.register(Box::new(child_applies.clone()))?;
+        registry.register(Box::new(events.clone()))?;
         registry.register(Box::new(leader.clone()))?;
         registry.register(Box::new(routes_published.clone()))?;
         registry.register(Box::new(routes.clone()))?;
@@ -84,6 +101,8 @@ impl Metrics {
             failures,
             duration,
             status_writes,
+            child_applies,
+            events,
             leader,
             routes_published,
             routes,
@@ -105,6 +124,23 @@ impl Metrics {
     /// Counts a status write for `kind`.
     pub fn status_write(&self, kind: &str) {
         self.status_writes.with_label_values(&[kind]).inc();
+    }
+
+    /// Counts a child of `kind` applied (`applied` true) or skipped as unchanged.
+    pub fn child_apply(&self, kind: &str, applied: bool) {
+        let result = if applied { "applied" } else { "unchanged" };
+        self.child_applies.with_label_values(&[kind, result]).inc();
+    }
+
+    /// Children of `kind` applied (`applied` true) or skipped as unchanged so far.
+    pub fn child_applies(&self, kind: &str, applied: bool) -> u64 {
+        let result = if applied { "applied" } else { "unchanged" };
+        self.child_applies.with_label_values(&[kind, result]).get()
+    }
+
+    /// Counts an Event of `type_` (`Normal` or `Warning`).
+    pub fn event(&self, type_: &str) {
+        self.events.with_label_values(&[type_]).inc();
     }
 
     /// Reconciles of `kind` started so far.

@@ -1,15 +1,17 @@
 //! The gateway's routing table ([`switchboard_crds::routing`]): built from the Agent cache
 //! (pure, [`table`]) and published as a ConfigMap by server-side apply whenever it changes.
 //! The Agent watch notifies the publisher on every event (status changes included, which is
-//! how `ready` follows the pods); the publisher waits [`DEBOUNCE`] to batch bursts, so the
-//! table trails a change by well under a second.
+//! how `ready` follows the pods); the publisher waits [`DEBOUNCE`] to batch bursts, and
+//! during a long burst (1,000 Agents appearing) writes at most once per [`MIN_INTERVAL`]:
+//! the table is one object holding every route, so writing it on every small change would
+//! be the largest write load of all. Either way the table trails a change by under a second.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Patch, PatchParams};
+use kube::api::{PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 use switchboard_crds::Agent;
@@ -24,6 +26,8 @@ use crate::metrics::Metrics;
 
 /// How long the publisher gathers changes before it writes.
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
+/// The least time between two writes of the table.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Why the table could not be published.
 #[derive(Debug, thiserror::Error)]
@@ -105,11 +109,13 @@ pub async fn publish(
     metrics: Metrics,
     shutdown: CancellationToken,
 ) {
-    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    // The response is read as metadata only: the table can be large.
+    let api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client, &namespace);
     if crate::controller::wait_ready(&agents).await.is_none() {
         return;
     }
     let mut last: Option<RoutingTable> = None;
+    let mut written = tokio::time::Instant::now();
     loop {
         let state: Vec<Arc<Agent>> = agents.state();
         let current = table(state.iter().map(Arc::as_ref));
@@ -117,6 +123,7 @@ pub async fn publish(
             let cm = config_map(&namespace, &name, &current);
             match api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&cm)).await {
                 Ok(_) => {
+                    written = tokio::time::Instant::now();
                     metrics.routes_published.inc();
                     metrics.routes.set(i64::try_from(current.routes.len()).unwrap_or(i64::MAX));
                     last = Some(current);
@@ -136,6 +143,7 @@ pub async fn publish(
             changed = notified.changed() => if changed.is_err() { return },
         }
         tokio::time::sleep(DEBOUNCE).await;
+        tokio::time::sleep_until(written + MIN_INTERVAL).await;
         notified.borrow_and_update();
     }
 }

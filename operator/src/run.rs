@@ -241,6 +241,7 @@ async fn controllers(args: &RunArgs, client: Client, recorder: Recorder, metrics
         persona_writer,
         persona_referrers,
         (resources::reconcile_persona, resources::PERSONA),
+        args.concurrency,
         ctx.clone(),
         stop.clone(),
     );
@@ -255,6 +256,7 @@ async fn controllers(args: &RunArgs, client: Client, recorder: Recorder, metrics
         workflow_writer,
         workflow_referrers,
         (resources::reconcile_workflow, resources::WORKFLOW),
+        args.concurrency,
         ctx,
         stop.clone(),
     );
@@ -262,7 +264,23 @@ async fn controllers(args: &RunArgs, client: Client, recorder: Recorder, metrics
     tokio::join!(agent_controller, persona_controller, workflow_controller, publisher);
 }
 
-/// The watch configuration of the owned children: only objects the operator labelled.
+/// Objects per page of a watch's initial list (and relist). The default, 500, means
+/// holding 500 parsed objects at once per watch at start-up; smaller pages cost a few more
+/// requests and keep the start-up memory peak low.
+pub const LIST_PAGE_SIZE: u32 = 100;
+
+/// The watch configuration of Agents, Personas and Workflows.
+pub fn watch_config() -> watcher::Config {
+    watcher::Config::default().page_size(LIST_PAGE_SIZE)
+}
+
+/// The watch configuration of the owned children: only objects the operator labelled as
+/// an Agent's (so not its own routing-table ConfigMap, whose every write would otherwise
+/// come back through the ConfigMap watch).
 pub fn owned_watch_config() -> watcher::Config {
-    watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={}", crate::build::MANAGED_BY))
+    watch_config().labels(&format!(
+        "app.kubernetes.io/managed-by={},{}",
+        crate::build::MANAGED_BY,
+        crate::build::AGENT_LABEL
+    ))
 }

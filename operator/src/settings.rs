@@ -109,7 +109,9 @@ pub struct RunArgs {
     /// drift in children the operator does not watch, such as the HPA).
     #[arg(long, env = "SWITCHBOARD_RESYNC_SECONDS", default_value_t = 600)]
     pub resync_seconds: u64,
-    /// How many Agents are reconciled at once.
+    /// How many Agents are reconciled at once (and, each, how many Personas and Workflows
+    /// get their status written at once): bounds the operator's concurrent API requests,
+    /// hence its connections to the API server and its memory.
     #[arg(long, env = "SWITCHBOARD_CONCURRENCY", default_value_t = 16)]
     pub concurrency: u16,
 }

@@ -7,23 +7,22 @@
 //!   cares about (a ConfigMap's data, a Service's spec, a Deployment's generation and
 //!   replica counts). Their first sighting is skipped: the operator just created them, or
 //!   (at start) reconciles every Agent anyway. The watch event of the operator's own write
-//!   is recognised by its key ([`OwnWrites`]) and skipped too.
+//!   is recognised by its key ([`crate::own_writes::OwnWrites`]) and skipped too.
 //!
 //! Personas and Workflows map to the Agents in the same namespace that reference them (from
 //! the Agent cache); an Agent that appears or goes maps to the Agents that hand off to it.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Arc, Mutex};
-
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use switchboard_crds::Agent;
+
+use crate::lean::{LeanConfigMap, LeanDeployment, LeanService};
 
 /// What a change filter does with an object seen for the first time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,49 +110,20 @@ pub fn hash_of<T: serde::Serialize>(value: &T) -> u64 {
 }
 
 /// The trigger key of a ConfigMap child: its data.
-pub fn config_map_key(cm: &ConfigMap) -> u64 {
+pub fn config_map_key(cm: &LeanConfigMap) -> u64 {
     hash_of(&cm.data)
 }
 
 /// The trigger key of a Service child: its spec.
-pub fn service_key(svc: &Service) -> u64 {
+pub fn service_key(svc: &LeanService) -> u64 {
     hash_of(&svc.spec)
 }
 
 /// The trigger key of a Deployment child: generation, wanted and available replicas.
-pub fn deployment_key(d: &Deployment) -> u64 {
+pub fn deployment_key(d: &LeanDeployment) -> u64 {
     let wanted = d.spec.as_ref().and_then(|s| s.replicas);
     let available = d.status.as_ref().and_then(|s| s.available_replicas);
     hash_of(&(d.metadata.generation, wanted, available))
-}
-
-/// The keys of the children as the operator last wrote them, so the watch event of its own
-/// write does not wake the Agent again (a change by anyone else has another key).
-#[derive(Clone, Debug, Default)]
-pub struct OwnWrites(Arc<Mutex<HashMap<ChildKey, u64>>>);
-
-/// A child: (kind, namespace, name).
-type ChildKey = (&'static str, String, String);
-
-impl OwnWrites {
-    /// Records that the operator wrote `kind` `namespace/name`, which now has `key`.
-    pub fn record(&self, kind: &'static str, namespace: &str, name: &str, key: u64) {
-        if let Ok(mut m) = self.0.lock() {
-            m.insert((kind, namespace.to_owned(), name.to_owned()), key);
-        }
-    }
-
-    /// Whether `key` is what the operator last wrote to `kind` `namespace/name`.
-    pub fn is_own(&self, kind: &'static str, namespace: &str, name: &str, key: u64) -> bool {
-        self.0.lock().is_ok_and(|m| m.get(&(kind, namespace.to_owned(), name.to_owned())) == Some(&key))
-    }
-
-    /// Forgets `kind` `namespace/name` (it was deleted).
-    pub fn forget(&self, kind: &'static str, namespace: &str, name: &str) {
-        if let Ok(mut m) = self.0.lock() {
-            m.remove(&(kind, namespace.to_owned(), name.to_owned()));
-        }
-    }
 }
 
 /// Agents in `namespace` whose Persona is `name`.

@@ -13,8 +13,6 @@
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt, stream};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
@@ -27,12 +25,14 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::build::hpa::api_resource;
+use crate::controller::status::{Replicas, replicas};
 use crate::controller::{Context, Error, agent, error_policy};
-use crate::run::{owned_watch_config, scoped};
+use crate::lean::{LeanConfigMap, LeanDeployment, LeanService};
+use crate::own_writes::{OwnWrites, Seen};
+use crate::run::{owned_watch_config, scoped, watch_config};
 use crate::settings::RunArgs;
 use crate::triggers::{
-    Change, FirstSight, OwnWrites, changes, config_map_key, deployment_key, generation, handoff_referrers, objects,
-    service_key,
+    Change, FirstSight, changes, config_map_key, deployment_key, generation, handoff_referrers, objects, service_key,
 };
 
 /// The Agent watch: cached in `writer`, notifying the publisher, queueing handoff
@@ -45,10 +45,9 @@ pub fn agent_stream(
     triggers: mpsc::Sender<ObjectRef<Agent>>,
     overflow: IntCounter,
 ) -> impl Stream<Item = Result<Agent, watcher::Error>> + Send + 'static {
-    let events =
-        watcher(api, watcher::Config::default()).default_backoff().modify(slim).reflect(writer).inspect(move |_| {
-            notify.send_replace(());
-        });
+    let events = watcher(api, watch_config()).default_backoff().modify(slim).reflect(writer).inspect(move |_| {
+        notify.send_replace(());
+    });
     let filtered = changes(events, generation, FirstSight::Pass).inspect(move |change| {
         if let Ok(Change::New(a) | Change::Deleted(a)) = change {
             for r in handoff_referrers(&agents, a.namespace(), &a.name_any()) {
@@ -82,9 +81,9 @@ pub async fn agent_controller(
     };
     let hpas = watcher(hpa_api, owned_watch_config()).default_backoff().reflect(hpa_writer);
     Controller::for_stream(agent_stream, agents)
-        .owns_stream(owned::<ConfigMap>(client, ns, config_map_key, &ctx.own_writes))
-        .owns_stream(owned::<Service>(client, ns, service_key, &ctx.own_writes))
-        .owns_stream(owned::<Deployment>(client, ns, deployment_key, &ctx.own_writes))
+        .owns_stream(owned::<LeanConfigMap>(client, ns, (config_map_key, config_map_key), &ctx.own_writes))
+        .owns_stream(owned::<LeanService>(client, ns, (service_key, service_key), &ctx.own_writes))
+        .owns_stream(owned::<LeanDeployment>(client, ns, (deployment_key, generation), &ctx.own_writes))
         .owns_stream_with(objects(changes(hpas, generation, FirstSight::Skip)), hpa_resource)
         .reconcile_on(queued)
         .with_config(Config::default().concurrency(args.concurrency))
@@ -127,10 +126,16 @@ impl<K> std::fmt::Debug for Referrers<K> {
     }
 }
 
+/// The trigger key and the content key of one kind of child (see [`crate::triggers`]).
+type Keys<K> = (fn(&K) -> u64, fn(&K) -> u64);
+
+/// The watch of one kind of child: every event updates what [`OwnWrites`] has seen;
+/// changes of the trigger key `key` by others (and deletions) pass to the controller.
+/// `content` is the key whose change means the child must be applied again.
 fn owned<K>(
     client: &Client,
     namespace: Option<&str>,
-    key: fn(&K) -> u64,
+    (key, content): Keys<K>,
     own: &OwnWrites,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
@@ -143,23 +148,29 @@ where
         + Sync
         + 'static,
 {
-    let own = own.clone();
-    let events = watcher(scoped::<K>(client.clone(), namespace), owned_watch_config()).default_backoff();
+    let (own, seer) = (own.clone(), own.clone());
     let kind = <K as k8s_openapi::Resource>::KIND;
+    let events =
+        watcher(scoped::<K>(client.clone(), namespace), owned_watch_config()).default_backoff().inspect(move |event| {
+            if let Ok(event) = event {
+                seer.observe(kind, event, |obj| Seen { content: content(obj), replicas: seen_replicas(obj) });
+            }
+        });
     let foreign = changes(events, key, FirstSight::Skip).filter(move |change| {
         let keep = match change {
             Ok(Change::Changed(obj)) => {
                 !own.is_own(kind, &obj.namespace().unwrap_or_default(), &obj.name_any(), key(obj))
-            }
-            Ok(Change::Deleted(obj)) => {
-                own.forget(kind, &obj.namespace().unwrap_or_default(), &obj.name_any());
-                true
             }
             _ => true,
         };
         std::future::ready(keep)
     });
     objects(foreign)
+}
+
+/// The replica counts of a Deployment (nothing for other kinds).
+fn seen_replicas<K: 'static>(obj: &K) -> Option<Replicas> {
+    (obj as &dyn std::any::Any).downcast_ref::<LeanDeployment>().map(replicas)
 }
 
 /// A controller that sets the `Accepted` status of Personas or Workflows, run until `stop`.
@@ -170,6 +181,7 @@ pub async fn status_controller<K, F, Fut>(
     writer: Writer<K>,
     referrers: Referrers<K>,
     (reconcile, kind): (F, &'static str),
+    concurrency: u16,
     ctx: Arc<Context>,
     stop: CancellationToken,
 ) where
@@ -178,7 +190,7 @@ pub async fn status_controller<K, F, Fut>(
     Fut: Future<Output = Result<kube::runtime::controller::Action, Error>> + Send + 'static,
 {
     let store = writer.as_reader();
-    let events = watcher(api, watcher::Config::default()).default_backoff().modify(slim).reflect(writer);
+    let events = watcher(api, watch_config()).default_backoff().modify(slim).reflect(writer);
     let changed = changes(events, generation, FirstSight::Pass).inspect(move |change| {
         if let Ok(Change::New(obj) | Change::Changed(obj) | Change::Deleted(obj)) = change {
             for agent in (referrers.of)(obj) {
@@ -189,6 +201,7 @@ pub async fn status_controller<K, F, Fut>(
         }
     });
     Controller::for_stream(objects(changed), store)
+        .with_config(Config::default().concurrency(concurrency))
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(reconcile, error_policy(kind), ctx)
         .for_each(|result| {

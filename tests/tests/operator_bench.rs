@@ -1,33 +1,55 @@
 //! Benchmark (not a timed test; `#[ignore]`d): 1,000 Agents, each with its own Persona and
-//! Workflow, applied to the real control plane with the release operator binary running
-//! as its own process. Reports, per run and as medians: the time from the first apply until
-//! every Agent has its ConfigMap, Deployment and Service and `Accepted=True`; the time until
-//! a change of every Persona reached every ConfigMap; the operator's peak RSS; and the
-//! reconciles per Agent for each phase. Run it with:
+//! Workflow, on the real control plane with the release operator binary running as its own
+//! process. Each run has four phases, so the operator's own time is seen apart from the
+//! time the API server needs to take the inputs:
+//!
+//! 1. *inputs alone*: the 3,000 objects applied with no operator running;
+//! 2. *operator alone*: the operator started on those pre-applied inputs, timed from its
+//!    start until every Agent has its ConfigMap, Deployment and Service and `Accepted=True`;
+//! 3. *persona change*: all Personas re-applied, until every ConfigMap follows;
+//! 4. *restart*: the operator restarted with everything in place, until it has reconciled
+//!    every Agent again (it should write next to nothing);
+//! 5. *concurrent*: in a fresh namespace, the operator running while the inputs are
+//!    applied, from the first apply until done (the figure the issue's goal names).
+//!
+//! For each timed phase it prints the CPU seconds the API server, etcd, the
+//! controller-manager, the operator and the benchmark itself used, and what the rest of the
+//! machine used (other engineers' builds), plus the operator's writes and peak RSS.
+//! Completion is followed with watches (in-memory caches), not by polling lists, so the
+//! measurement adds no load to the API server. Run it with:
 //!
 //! ```sh
 //! cargo test --release -p switchboard-tests --test operator_bench -- --ignored --nocapture
 //! ```
 //!
 //! `SWITCHBOARD_BENCH_AGENTS` (default 1000) and `SWITCHBOARD_BENCH_RUNS` (default 3) change
-//! the size and the number of runs.
+//! the size and the number of runs; `SWITCHBOARD_BENCH_OPERATOR` names an operator binary to
+//! measure instead of the one built from this tree (to compare two builds).
 
 mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::namespace;
 use futures_util::{StreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, PartialObjectMeta, Patch, PatchParams};
 use kube::discovery::ApiResource;
-use kube::{Api, Client};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
 use switchboard_crds::{Agent, Persona, Workflow};
+use switchboard_tests::cluster::TestNamespace;
 use switchboard_tests::operator::{metric_value, operator_binary, operator_binary_release, peak_rss_kib};
+use tokio::task::JoinHandle;
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -76,108 +98,435 @@ async fn apply_all(client: &Client, ns: &str, docs: Vec<(ApiResource, serde_json
         .await;
 }
 
-async fn all_done(client: &Client, ns: &str, n: usize) -> anyhow::Result<bool> {
-    let lp = ListParams::default().labels("switchboard.dev/agent");
-    let cms = Api::<ConfigMap>::namespaced(client.clone(), ns).list_metadata(&lp).await?.items.len();
-    let ds = Api::<Deployment>::namespaced(client.clone(), ns).list_metadata(&lp).await?.items.len();
-    let svcs = Api::<Service>::namespaced(client.clone(), ns).list_metadata(&lp).await?.items.len();
-    if cms < n || ds < n || svcs < n {
-        return Ok(false);
+/// What the benchmark watches in one namespace (caches filled by watches, so checking
+/// progress costs the API server nothing).
+struct Progress {
+    agents: Store<Agent>,
+    config_maps: Store<ConfigMap>,
+    deployments: Store<PartialObjectMeta<Deployment>>,
+    services: Store<PartialObjectMeta<Service>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
     }
-    let agents = Api::<Agent>::namespaced(client.clone(), ns).list(&ListParams::default()).await?;
-    Ok(agents.items.len() == n && agents.items.iter().all(|a| common::accepted(a).is_some_and(|c| c.status == "True")))
 }
 
-async fn all_changed(client: &Client, ns: &str, n: usize) -> anyhow::Result<bool> {
-    let lp = ListParams::default().labels("switchboard.dev/agent");
-    let cms = Api::<ConfigMap>::namespaced(client.clone(), ns).list(&lp).await?;
-    let changed = cms
-        .items
-        .iter()
-        .filter(|c| c.data.as_ref().is_some_and(|d| d.values().any(|v| v.contains("\"Changed"))))
-        .count();
-    Ok(changed == n)
+fn follow<K>(
+    stream: impl futures_util::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (store, writer) = reflector::store();
+    let task = tokio::spawn(stream.default_backoff().reflect(writer).for_each(|_| std::future::ready(())));
+    (store, task)
 }
 
-async fn poll(what: &str, limit: Duration, mut check: impl AsyncFnMut() -> anyhow::Result<bool>) -> Duration {
+impl Progress {
+    fn start(client: &Client, ns: &str) -> Self {
+        let children = watcher::Config::default().labels("switchboard.dev/agent");
+        let (agents, a) = follow(watcher(Api::<Agent>::namespaced(client.clone(), ns), watcher::Config::default()));
+        let (config_maps, c) = follow(watcher(Api::<ConfigMap>::namespaced(client.clone(), ns), children.clone()));
+        let (deployments, d) =
+            follow(watcher(Api::<PartialObjectMeta<Deployment>>::namespaced(client.clone(), ns), children.clone()));
+        let (services, s) =
+            follow(watcher(Api::<PartialObjectMeta<Service>>::namespaced(client.clone(), ns), children));
+        Self { agents, config_maps, deployments, services, tasks: vec![a, c, d, s] }
+    }
+
+    fn all_done(&self, n: usize) -> bool {
+        let agents = self.agents.state();
+        self.config_maps.state().len() >= n
+            && self.deployments.state().len() >= n
+            && self.services.state().len() >= n
+            && agents.len() == n
+            && agents.iter().all(|a| common::accepted(a.as_ref()).is_some_and(|c| c.status == "True"))
+    }
+
+    fn all_changed(&self, n: usize) -> bool {
+        let changed = self
+            .config_maps
+            .state()
+            .iter()
+            .filter(|c| c.data.as_ref().is_some_and(|d| d.values().any(|v| v.contains("\"Changed"))))
+            .count();
+        changed == n
+    }
+}
+
+async fn poll(what: &str, limit: Duration, mut check: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     loop {
-        if check().await.unwrap_or(false) {
+        if check() {
             return start.elapsed();
         }
         assert!(start.elapsed() < limit, "{what} did not happen within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
+/// CPU seconds (user + system) of a process, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest.split_whitespace().map(|v| v.parse().unwrap_or(0.0)).collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+}
+
+/// Busy CPU seconds of the whole machine, from `/proc/stat`.
+fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<f64> =
+        stat.lines().next().unwrap_or_default().split_whitespace().skip(1).map(|v| v.parse().unwrap_or(0.0)).collect();
+    let idle = f.get(3).copied().unwrap_or(0.0) + f.get(4).copied().unwrap_or(0.0);
+    (f.iter().take(8).sum::<f64>() - idle) / 100.0
+}
+
+/// The control plane's processes (pid files written by `tests/cluster/up.sh`).
+struct ControlPlane {
+    dir: PathBuf,
+}
+
+impl ControlPlane {
+    fn pid(&self, name: &str) -> u32 {
+        std::fs::read_to_string(self.dir.join(format!("{name}.pid")))
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// The API server's request counters (`apiserver_request_total`), by verb, resource,
+/// subresource and client (JSON: the operator and the benchmark; protobuf: the
+/// controller-manager), read from its `/metrics`.
+fn apiserver_requests(cp: &ControlPlane) -> std::collections::HashMap<String, f64> {
+    let token = std::fs::read_to_string(cp.dir.join("token")).unwrap_or_default();
+    let kubeconfig = std::fs::read_to_string(cp.dir.join("kubeconfig")).unwrap_or_default();
+    let server = kubeconfig.lines().find_map(|l| l.trim().strip_prefix("server: ")).unwrap_or_default().to_owned();
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "10", "-H", &format!("Authorization: Bearer {}", token.trim())])
+        .arg(format!("{server}/metrics"))
+        .output();
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    let label = |line: &str, name: &str| {
+        let start = line.find(&format!("{name}=\"")).map(|i| i + name.len() + 2)?;
+        line[start..].split('"').next().map(str::to_owned)
+    };
+    let mut counts = std::collections::HashMap::new();
+    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let (Some(verb), Some(resource), Some(value)) = (
+            label(line, "verb"),
+            label(line, "resource"),
+            line.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()),
+        ) else {
+            continue;
+        };
+        if matches!(verb.as_str(), "WATCH" | "CONNECT") {
+            continue;
+        }
+        let sub = label(line, "subresource").filter(|s| !s.is_empty()).map_or(String::new(), |s| format!("/{s}"));
+        let client = if label(line, "contentType").is_some_and(|c| c.contains("protobuf")) { "kcm" } else { "json" };
+        *counts.entry(format!("{verb} {resource}{sub} ({client})")).or_insert(0.0) += value;
+    }
+    counts
+}
+
+/// The requests the API server served between two [`apiserver_requests`] snapshots, most first.
+fn requests_between(
+    before: &std::collections::HashMap<String, f64>,
+    after: &std::collections::HashMap<String, f64>,
+) -> String {
+    let mut diff: Vec<(String, f64)> = after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v >= 1.0)
+        .collect();
+    diff.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = diff.iter().map(|(_, v)| v).sum();
+    let top: Vec<String> = diff.iter().take(12).map(|(k, v)| format!("{v:.0} {k}")).collect();
+    format!("{total:.0} API requests: {}", top.join(", "))
+}
+
+/// CPU seconds used by each part during a phase.
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    apiserver: f64,
+    etcd: f64,
+    kcm: f64,
+    operator: f64,
+    bench: f64,
+    machine: f64,
+}
+
+impl Cpu {
+    fn now(cp: &ControlPlane, operator: Option<u32>) -> Self {
+        Self {
+            apiserver: cpu_seconds(cp.pid("kube-apiserver")),
+            etcd: cpu_seconds(cp.pid("etcd")),
+            kcm: cpu_seconds(cp.pid("kube-controller-manager")),
+            operator: operator.map_or(0.0, cpu_seconds),
+            bench: cpu_seconds(std::process::id()),
+            machine: machine_busy_seconds(),
+        }
+    }
+
+    fn since(self, start: Cpu) -> Self {
+        Self {
+            apiserver: self.apiserver - start.apiserver,
+            etcd: self.etcd - start.etcd,
+            kcm: self.kcm - start.kcm,
+            operator: self.operator - start.operator,
+            bench: self.bench - start.bench,
+            machine: self.machine - start.machine,
+        }
+    }
+
+    fn report(&self, wall: Duration) -> String {
+        let ours = self.apiserver + self.etcd + self.kcm + self.operator + self.bench;
+        format!(
+            "CPU s: apiserver {:.1}, etcd {:.1}, controller-manager {:.1}, operator {:.1}, bench {:.1}, \
+             rest of machine {:.1} (of {:.1} core-s available)",
+            self.apiserver,
+            self.etcd,
+            self.kcm,
+            self.operator,
+            self.bench,
+            (self.machine - ours).max(0.0),
+            2.0 * wall.as_secs_f64()
+        )
+    }
+}
+
+/// The operator binary: `SWITCHBOARD_BENCH_OPERATOR` (to compare builds), else the one
+/// `cargo test --release` builds (the release operator; a debug test run, the debug one).
+fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("SWITCHBOARD_BENCH_OPERATOR") {
+        return PathBuf::from(path);
+    }
+    let built = if cfg!(debug_assertions) { operator_binary() } else { operator_binary_release() };
+    built.expect("operator binary")
+}
+
+/// The operator binary running as its own process, watching one namespace.
+struct OperatorProcess {
+    child: Child,
+    port: u16,
+    /// Peak anonymous and file-backed resident memory (KiB), sampled every 20 ms.
+    peaks: Arc<[AtomicU64; 2]>,
+}
+
+/// `RssAnon` and `RssFile` of process `pid` in KiB, if it runs.
+fn rss_split(pid: u32) -> Option<[u64; 2]> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+    };
+    Some([field("RssAnon:")?, field("RssFile:")?])
+}
+
+impl OperatorProcess {
+    async fn start(ns: &TestNamespace, kubeconfig: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+        let child = Command::new(binary())
+            .args(["run", "--namespace", &ns.name, "--operator-namespace", &ns.name, "--identity", "bench"])
+            .args(["--lease-seconds", "3", "--metrics-addr", &format!("127.0.0.1:{port}")])
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "warn")
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("operator");
+        let peaks: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let (pid, sampled) = (child.id(), peaks.clone());
+        std::thread::spawn(move || {
+            while let Some(now) = rss_split(pid) {
+                for (peak, v) in sampled.iter().zip(now) {
+                    peak.fetch_max(v, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        Self { child, port, peaks }
+    }
+
+    async fn wait_leading(&self) {
+        poll("the operator to lead", Duration::from_secs(30), || self.metric("switchboard_operator_leader", "") == 1.0)
+            .await;
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn metric(&self, name: &str, labels: &str) -> f64 {
+        metric_value(&scrape(self.port), name, labels)
+    }
+
+    fn reconciles(&self) -> f64 {
+        self.metric("switchboard_operator_reconciles_total", "kind=\"agent\"")
+    }
+
+    /// The writes the operator counts: child applies it sent, status writes and Events.
+    fn writes(&self) -> f64 {
+        let text = scrape(self.port);
+        text.lines()
+            .filter(|l| {
+                (l.starts_with("switchboard_operator_child_applies_total{") && l.contains("result=\"applied\""))
+                    || l.starts_with("switchboard_operator_status_writes_total{")
+                    || l.starts_with("switchboard_operator_events_total{")
+            })
+            .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+            .sum()
+    }
+
+    fn rss_mib(&self) -> f64 {
+        peak_rss_kib(self.child.id()).expect("rss") as f64 / 1024.0
+    }
+
+    /// The peak RSS with the sampled peaks of its anonymous and file-backed parts.
+    fn rss_report(&self) -> String {
+        let [anon, file] = [0, 1].map(|i| self.peaks[i].load(Ordering::Relaxed) as f64 / 1024.0);
+        format!("{:.1} MiB (sampled peaks: anonymous {anon:.1} MiB, file-backed {file:.1} MiB)", self.rss_mib())
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Default)]
 struct RunResult {
-    create: Duration,
-    change: Duration,
+    inputs: f64,
+    alone: f64,
+    change: f64,
+    restart: f64,
+    concurrent_applied: f64,
+    concurrent: f64,
     rss_mib: f64,
     reconciles_create: f64,
     reconciles_change: f64,
+    writes_create: f64,
+    writes_restart: f64,
 }
 
 async fn one_run(n: usize) -> RunResult {
+    let mut r = RunResult::default();
     let ns = namespace("bench").await;
     let client = ns.client();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-    // `cargo test --release` measures the release operator; a debug test run, the debug one.
-    let binary = if cfg!(debug_assertions) { operator_binary() } else { operator_binary_release() };
-    let mut child: Child = Command::new(binary.expect("operator binary"))
-        .args(["run", "--namespace", &ns.name, "--operator-namespace", &ns.name, "--identity", "bench"])
-        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-        .env("KUBECONFIG", &ns.cluster().kubeconfig)
-        .env("RUST_LOG", "warn")
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("operator");
-    poll("the operator to lead", Duration::from_secs(30), async || {
-        Ok(metric_value(&scrape(port), "switchboard_operator_leader", "") == 1.0)
-    })
-    .await;
+    let kubeconfig = ns.cluster().kubeconfig.clone();
+    let cp = ControlPlane { dir: kubeconfig.parent().map(Path::to_path_buf).unwrap_or_default() };
+    let progress = Progress::start(&client, &ns.name);
 
-    let start = Instant::now();
-    let docs: Vec<_> = (0..n).flat_map(|i| objects(i, "Agent")).collect();
-    apply_all(&client, &ns.name, docs).await;
-    let applied = start.elapsed();
-    poll("every Agent accepted with children", Duration::from_secs(300), async || all_done(&client, &ns.name, n).await)
-        .await;
-    let create = start.elapsed();
-    tokio::time::sleep(Duration::from_secs(2)).await; // let trailing triggers (Deployment status) land
-    let after_create = metric_value(&scrape(port), "switchboard_operator_reconciles_total", "kind=\"agent\"");
-    println!("  applied {} objects in {applied:?}; all accepted with children after {create:?}", 3 * n);
-
-    let start = Instant::now();
-    let personas: Vec<_> = (0..n).map(|i| objects(i, "Changed")[0].clone()).collect();
-    apply_all(&client, &ns.name, personas).await;
-    poll("every ConfigMap to follow its Persona", Duration::from_secs(300), async || {
-        all_changed(&client, &ns.name, n).await
-    })
-    .await;
-    let change = start.elapsed();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let metrics = scrape(port);
-    let after_change = metric_value(&metrics, "switchboard_operator_reconciles_total", "kind=\"agent\"");
-    let rss_mib = peak_rss_kib(child.id()).expect("rss") as f64 / 1024.0;
-    let errors =
-        metric_value(&metrics, "switchboard_operator_reconcile_errors_total", "kind=\"agent\",reason=\"conflict\"");
+    // 1. The inputs alone, no operator running.
+    let (start, cpu0) = (Instant::now(), Cpu::now(&cp, None));
+    apply_all(&client, &ns.name, (0..n).flat_map(|i| objects(i, "Agent")).collect()).await;
+    let wall = start.elapsed();
+    r.inputs = wall.as_secs_f64();
     println!(
-        "  persona change reached every ConfigMap in {change:?}; peak RSS {rss_mib:.1} MiB; agent reconciles {after_create} + {}; conflict errors {errors}",
-        after_change - after_create
+        "  inputs alone: {} objects applied in {wall:.2?}; {}",
+        3 * n,
+        Cpu::now(&cp, None).since(cpu0).report(wall)
     );
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-    let _ = child.wait();
+
+    // 2. The operator alone, on the pre-applied inputs (timed from its start).
+    let requests0 = apiserver_requests(&cp);
+    let op = OperatorProcess::start(&ns, &kubeconfig).await;
+    let cpu0 = Cpu::now(&cp, Some(op.pid()));
+    let wall = poll("every Agent accepted with children", Duration::from_secs(300), || progress.all_done(n)).await;
+    let cpu = Cpu::now(&cp, Some(op.pid())).since(cpu0);
+    println!("  operator alone: {}", requests_between(&requests0, &apiserver_requests(&cp)));
+    r.alone = wall.as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(2)).await; // let trailing triggers (Deployment status) land
+    let after_create = op.reconciles();
+    r.reconciles_create = after_create / n as f64;
+    r.writes_create = op.writes() / n as f64;
+    println!(
+        "  operator alone (started on pre-applied inputs): all accepted with children {wall:.2?} after its start; \
+         {:.2} reconciles and {:.2} writes per Agent; {}",
+        r.reconciles_create,
+        r.writes_create,
+        cpu.report(wall)
+    );
+
+    // 3. A change of every Persona.
+    let (start, cpu0) = (Instant::now(), Cpu::now(&cp, Some(op.pid())));
+    let writes0 = op.writes();
+    apply_all(&client, &ns.name, (0..n).map(|i| objects(i, "Changed")[0].clone()).collect()).await;
+    poll("every ConfigMap to follow its Persona", Duration::from_secs(300), || progress.all_changed(n)).await;
+    let wall = start.elapsed();
+    let cpu = Cpu::now(&cp, Some(op.pid())).since(cpu0);
+    r.change = wall.as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    r.reconciles_change = (op.reconciles() - after_create) / n as f64;
+    println!(
+        "  persona change reached every ConfigMap in {wall:.2?}; {:.2} reconciles and {:.2} writes per Agent; {}",
+        r.reconciles_change,
+        (op.writes() - writes0) / n as f64,
+        cpu.report(wall)
+    );
+    r.rss_mib = op.rss_mib();
+    println!("  peak RSS of this operator process (start on pre-applied inputs, persona change): {}", op.rss_report());
+    op.stop();
+
+    // 4. A restart with everything in place.
+    let start = Instant::now();
+    let op = OperatorProcess::start(&ns, &kubeconfig).await;
+    op.wait_leading().await;
+    let wall =
+        poll("every Agent reconciled after the restart", Duration::from_secs(300), || op.reconciles() >= n as f64)
+            .await;
+    r.restart = start.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    r.writes_restart = op.writes() / n as f64;
+    println!(
+        "  restart: every Agent reconciled {:.2} s after the start ({wall:.2?} after leading); {:.2} writes per Agent",
+        r.restart, r.writes_restart
+    );
+    println!("  peak RSS of the restarted operator: {}", op.rss_report());
+    r.rss_mib = r.rss_mib.max(op.rss_mib());
+    op.stop();
+    drop(progress);
     let name = ns.name.clone();
     drop(ns);
     wait_gone(&client, &name).await;
-    RunResult {
-        create,
-        change,
-        rss_mib,
-        reconciles_create: after_create / n as f64,
-        reconciles_change: (after_change - after_create) / n as f64,
-    }
+
+    // 5. Concurrent: the operator running while the inputs are applied.
+    let ns = namespace("bench").await;
+    let progress = Progress::start(&client, &ns.name);
+    let op = OperatorProcess::start(&ns, &kubeconfig).await;
+    op.wait_leading().await;
+    let requests0 = apiserver_requests(&cp);
+    let (start, cpu0) = (Instant::now(), Cpu::now(&cp, Some(op.pid())));
+    apply_all(&client, &ns.name, (0..n).flat_map(|i| objects(i, "Agent")).collect()).await;
+    r.concurrent_applied = start.elapsed().as_secs_f64();
+    poll("every Agent accepted with children", Duration::from_secs(300), || progress.all_done(n)).await;
+    let wall = start.elapsed();
+    let cpu = Cpu::now(&cp, Some(op.pid())).since(cpu0);
+    println!("  concurrent: {}", requests_between(&requests0, &apiserver_requests(&cp)));
+    r.concurrent = wall.as_secs_f64();
+    println!("  peak RSS of the operator running while the inputs were applied: {}", op.rss_report());
+    r.rss_mib = r.rss_mib.max(op.rss_mib());
+    println!(
+        "  concurrent: applied {} objects in {:.2} s; all accepted with children after {wall:.2?}; {}",
+        3 * n,
+        r.concurrent_applied,
+        cpu.report(wall)
+    );
+    println!("  operator peak RSS (max of its three processes): {:.1} MiB", r.rss_mib);
+    op.stop();
+    drop(progress);
+    let name = ns.name.clone();
+    drop(ns);
+    wait_gone(&client, &name).await;
+    r
 }
 
 async fn wait_gone(client: &Client, name: &str) {
@@ -208,12 +557,19 @@ async fn thousand_agents() {
     }
     let m = |f: fn(&RunResult) -> f64| median(results.iter().map(f).collect());
     println!(
-        "median of {runs}: all accepted with children {:.2} s; persona change propagated {:.2} s; \
-         peak RSS {:.1} MiB; agent reconciles per Agent: {:.2} (create), {:.2} (persona change)",
-        m(|r| r.create.as_secs_f64()),
-        m(|r| r.change.as_secs_f64()),
+        "median of {runs}: inputs alone {:.2} s; operator alone {:.2} s; concurrent {:.2} s (inputs applied after \
+         {:.2} s); persona change {:.2} s; restart {:.2} s; peak RSS {:.1} MiB; reconciles per Agent {:.2} (create), \
+         {:.2} (persona change); writes per Agent {:.2} (create), {:.2} (restart)",
+        m(|r| r.inputs),
+        m(|r| r.alone),
+        m(|r| r.concurrent),
+        m(|r| r.concurrent_applied),
+        m(|r| r.change),
+        m(|r| r.restart),
         m(|r| r.rss_mib),
         m(|r| r.reconciles_create),
         m(|r| r.reconciles_change),
+        m(|r| r.writes_create),
+        m(|r| r.writes_restart),
     );
 }

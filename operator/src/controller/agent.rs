@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -16,9 +15,10 @@ use switchboard_crds::validate::{References, validate_agent};
 use switchboard_crds::{Agent, AgentStatus, resolve};
 
 use super::apply::{apply_children, apply_status};
-use super::status::{Verdict, accepted, agent_status};
+use super::status::{Verdict, accepted, agent_status, replicas};
 use super::{Context, Error, key_of};
 use crate::build::{build, service};
+use crate::lean::LeanDeployment;
 
 /// The metrics label of Agent reconciles.
 pub const KIND: &str = "agent";
@@ -65,7 +65,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     let (Some(persona), Some(workflow), true) = (persona, workflow, verdict.ok) else {
         // Not accepted: keep what runs, report, wait for a change (of the Agent, its
         // Persona or Workflow, or a handoff target appearing).
-        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+        let deployments: Api<LeanDeployment> = Api::namespaced(client.clone(), &namespace);
         let deployment = deployments
             .get_opt(&name)
             .await
@@ -75,7 +75,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
             agent.metadata.generation,
             agent.status.as_ref(),
             &verdict,
-            deployment.as_ref(),
+            deployment.as_ref().map(replicas),
             endpoint,
             Timestamp::now(),
         );
@@ -88,28 +88,21 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     // Build and apply.
     let spec = resolve(agent, persona.as_ref(), workflow.as_ref());
     let desired = build(agent, &spec, &ctx.settings);
-    let deployment = apply_children(
-        client,
-        &namespace,
-        &name,
-        &desired,
-        ctx.settings.hpa_api_version(),
-        &ctx.stores.hpas,
-        &ctx.own_writes,
-    )
-    .await?;
+    let deployment = apply_children(ctx, &namespace, &name, &desired).await?;
 
     // Status.
     let status = agent_status(
         agent.metadata.generation,
         agent.status.as_ref(),
         &verdict,
-        Some(&deployment),
+        deployment,
         Some(service::endpoint(agent)),
         Timestamp::now(),
     );
-    if write_status(agent, &agents, &status, ctx).await? && accepted_changed(agent.status.as_ref(), &verdict) {
-        ctx.event(agent, EventType::Normal, "Accepted", "the spec is valid; runtime children applied".into()).await;
+    // An Event when a rejected spec becomes valid (not on every first acceptance: that
+    // would be one more write per new Agent, and `kubectl get agents` shows it anyway).
+    if write_status(agent, &agents, &status, ctx).await? && was_rejected(agent.status.as_ref()) {
+        ctx.event(agent, EventType::Normal, "Accepted", "the spec is valid now; runtime children applied".into()).await;
     }
     Ok(Action::requeue(ctx.resync))
 }
@@ -122,6 +115,10 @@ async fn write_status(agent: &Agent, api: &Api<Agent>, status: &AgentStatus, ctx
     apply_status(api, agent, status).await?;
     ctx.metrics.status_write(KIND);
     Ok(true)
+}
+
+fn was_rejected(previous: Option<&AgentStatus>) -> bool {
+    previous.and_then(|s| find_condition(&s.conditions, CONDITION_ACCEPTED)).is_some_and(|c| c.status == "False")
 }
 
 fn accepted_changed(previous: Option<&AgentStatus>, verdict: &Verdict) -> bool {

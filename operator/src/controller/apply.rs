@@ -1,61 +1,85 @@
 //! Apply: server-side apply of an Agent's desired children under the operator's one field
-//! manager (forcing, so fields edited by hand are taken back), pruning of children it no
+//! manager (forcing, so fields edited by hand are taken back), skipping a child the
+//! operator applied identically last that nobody changed since, pruning of children it no
 //! longer wants (found by label in the operator's cache of its labelled HPAs), and server-side apply of status subresources.
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::reflector::Store;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::Error;
+use super::status::{Replicas, replicas};
+use super::{Context, Error};
 use crate::build::hpa::api_resource;
 use crate::build::{AGENT_LABEL, Desired, FIELD_MANAGER};
-use crate::triggers::{OwnWrites, config_map_key, deployment_key, service_key};
+use crate::lean::{LeanConfigMap, LeanDeployment, LeanService};
+use crate::own_writes::Written;
+use crate::triggers::{config_map_key, deployment_key, generation, hash_of, service_key};
 
-/// Applies every desired child of the Agent `name` in `namespace`, then deletes children
-/// labelled as its own that are no longer wanted. Returns the Deployment as the server
-/// stored it (with its status, for `Ready`).
+/// Applies every desired child of the Agent `name` in `namespace` (the ConfigMap,
+/// Deployment and Service at once, each skipped when [`OwnWrites::unchanged`]), then deletes
+/// children labelled as its own that are no longer wanted. Returns the Deployment's replica
+/// counts as the server stored them or as its watch last saw them (for `Ready`).
 pub async fn apply_children(
-    client: &Client,
+    ctx: &Context,
     namespace: &str,
     name: &str,
     desired: &Desired,
-    hpa_api_version: &str,
-    hpa_cache: &Store<PartialObjectMeta<DynamicObject>>,
-    own: &OwnWrites,
-) -> Result<Deployment, Error> {
+) -> Result<Option<Replicas>, Error> {
+    let (client, own) = (&ctx.client, &ctx.own_writes);
     // Destructured without `..`: a new kind of child cannot be forgotten here.
     let Desired { config_map, deployment, service, hpa } = desired;
-    let cm = apply(&Api::<ConfigMap>::namespaced(client.clone(), namespace), config_map).await?;
-    own.record("ConfigMap", namespace, name, config_map_key(&cm));
-    let deployment = apply(&Api::<Deployment>::namespaced(client.clone(), namespace), deployment).await?;
-    own.record("Deployment", namespace, name, deployment_key(&deployment));
-    let svc = apply(&Api::<Service>::namespaced(client.clone(), namespace), service).await?;
-    own.record("Service", namespace, name, service_key(&svc));
-    let hpas: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &api_resource(hpa_api_version));
+    let (_, applied, _) = futures_util::try_join!(
+        apply::<LeanConfigMap, _>(ctx, config_map, config_map_key, config_map_key),
+        apply::<LeanDeployment, _>(ctx, deployment, deployment_key, generation),
+        apply::<LeanService, _>(ctx, service, service_key, service_key),
+    )?;
+    let replicas = match applied {
+        Some(d) => Some(replicas(&d)),
+        None => own.replicas("Deployment", namespace, name),
+    };
+    let hpa_resource = api_resource(ctx.settings.hpa_api_version());
+    let hpas: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &hpa_resource);
     if let Some(hpa) = hpa {
         hpas.patch(&hpa.name_any(), &params(), &Patch::Apply(hpa))
             .await
             .map_err(|e| Error::kube(format!("applying HorizontalPodAutoscaler {namespace}/{name}"), e))?;
+        ctx.metrics.child_apply("HorizontalPodAutoscaler", true);
     }
     // ConfigMap, Deployment and Service always exist under the Agent's name; only the HPA
     // comes and goes, so it is the one kind that can be left over.
-    let labelled = labelled_hpas(hpa_cache, namespace, name);
+    let labelled = labelled_hpas(&ctx.stores.hpas, namespace, name);
     prune(&hpas, name, &labelled, hpa.as_ref().map(|h| h.name_any())).await?;
-    Ok(deployment)
+    Ok(replicas)
 }
 
-async fn apply<K>(api: &Api<K>, obj: &K) -> Result<K, Error>
+/// Server-side applies `obj` unless it is unchanged; returns the object the server stored
+/// (read as its lean view `L`), or `None` when skipped. `key` and `content` are the
+/// child's trigger and content keys.
+async fn apply<L, K>(ctx: &Context, obj: &K, key: fn(&L) -> u64, content: fn(&L) -> u64) -> Result<Option<L>, Error>
 where
-    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+    L: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    K: k8s_openapi::Resource + ResourceExt + Serialize + std::fmt::Debug,
 {
-    let name = obj.name_any();
-    api.patch(&name, &params(), &Patch::Apply(obj)).await.map_err(|e| {
-        Error::kube(format!("applying {} {}/{name}", K::kind(&()), obj.namespace().unwrap_or_default()), e)
-    })
+    let kind = K::KIND;
+    let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+    let desired = hash_of(obj);
+    if ctx.own_writes.unchanged(kind, &namespace, &name, desired) {
+        ctx.metrics.child_apply(kind, false);
+        return Ok(None);
+    }
+    let api = Api::<L>::namespaced(ctx.client.clone(), &namespace);
+    let stored = api
+        .patch(&name, &params(), &Patch::Apply(obj))
+        .await
+        .map_err(|e| Error::kube(format!("applying {kind} {namespace}/{name}"), e))?;
+    ctx.own_writes.record(kind, &namespace, &name, Written { desired, key: key(&stored), content: content(&stored) });
+    ctx.metrics.child_apply(kind, true);
+    Ok(Some(stored))
 }
 
 /// Names of the HPAs in `namespace` labelled as children of Agent `agent`, from the cache.

@@ -20,8 +20,8 @@ use kube::{Client, Resource, ResourceExt};
 use switchboard_crds::{Agent, Persona, Workflow};
 
 use crate::metrics::Metrics;
+use crate::own_writes::OwnWrites;
 use crate::settings::BuildSettings;
-use crate::triggers::OwnWrites;
 
 /// Why a reconcile failed (transient: it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +158,10 @@ impl Context {
 
     /// Publishes an Event about `obj`; a failure to publish is logged, never fatal.
     pub async fn event<K: Resource<DynamicType = ()>>(&self, obj: &K, type_: EventType, reason: &str, note: String) {
+        self.metrics.event(match type_ {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        });
         let event = Event {
             type_,
             reason: reason.to_owned(),

@@ -2,11 +2,12 @@
 //! whether a write is needed at all (an unchanged status is never written, and a condition
 //! keeps its `lastTransitionTime` until its status flips).
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use switchboard_crds::common::{CONDITION_ACCEPTED, CONDITION_READY, find_condition};
 use switchboard_crds::{AgentStatus, Problem, ResourceStatus};
+
+use crate::lean::LeanDeployment;
 
 /// The `Accepted` reason of a valid spec.
 pub const REASON_VALID: &str = "Valid";
@@ -48,24 +49,32 @@ pub fn accepted(problems: &[Problem]) -> Verdict {
     }
 }
 
-/// Replica counts of a Deployment: (available, wanted).
-pub fn replicas(deployment: Option<&Deployment>) -> (i32, i32) {
-    let Some(d) = deployment else { return (0, 0) };
-    let available = d.status.as_ref().and_then(|s| s.available_replicas).unwrap_or(0);
-    let wanted = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    (available, wanted)
+/// The replica counts of an Agent's Deployment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Replicas {
+    /// Available pods.
+    pub available: i32,
+    /// Wanted pods.
+    pub wanted: i32,
 }
 
-/// `Ready` from the Deployment's available replicas.
-pub fn ready(deployment: Option<&Deployment>) -> Verdict {
-    if deployment.is_none() {
+/// The replica counts of `d`.
+pub fn replicas(d: &LeanDeployment) -> Replicas {
+    Replicas {
+        available: d.status.as_ref().and_then(|s| s.available_replicas).unwrap_or(0),
+        wanted: d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+    }
+}
+
+/// `Ready` from the Deployment's available replicas (`None`: the Agent has no Deployment).
+pub fn ready(deployment: Option<Replicas>) -> Verdict {
+    let Some(Replicas { available, wanted }) = deployment else {
         return Verdict {
             ok: false,
             reason: REASON_NO_DEPLOYMENT.into(),
             message: "the agent has no runtime pods because its spec was never accepted".into(),
         };
-    }
-    let (available, wanted) = replicas(deployment);
+    };
     let message = format!("{available}/{wanted} replicas available");
     if available > 0 {
         Verdict { ok: true, reason: REASON_AVAILABLE.into(), message }
@@ -102,12 +111,11 @@ pub fn agent_status(
     generation: Option<i64>,
     previous: Option<&AgentStatus>,
     accepted: &Verdict,
-    deployment: Option<&Deployment>,
+    deployment: Option<Replicas>,
     endpoint: Option<String>,
     now: Timestamp,
 ) -> AgentStatus {
     let prev = previous.map(|s| s.conditions.as_slice()).unwrap_or_default();
-    let (available, wanted) = replicas(deployment);
     AgentStatus {
         observed_generation: generation,
         conditions: vec![
@@ -115,8 +123,8 @@ pub fn agent_status(
             condition(CONDITION_READY, &ready(deployment), generation, prev, now),
         ],
         endpoint,
-        ready_replicas: deployment.map(|_| available),
-        replicas: deployment.map(|_| wanted),
+        ready_replicas: deployment.map(|r| r.available),
+        replicas: deployment.map(|r| r.wanted),
     }
 }
 
@@ -172,17 +180,17 @@ mod tests {
 
     #[test]
     fn ready_counts_available_replicas() {
-        let mut d: Deployment = serde_json::from_value(serde_json::json!({
+        let mut d: LeanDeployment = serde_json::from_value(serde_json::json!({
             "spec": {"replicas": 3, "selector": {}, "template": {}},
             "status": {"availableReplicas": 2}
         }))
         .unwrap_or_default();
-        let v = ready(Some(&d));
+        let v = ready(Some(replicas(&d)));
         assert!(v.ok);
         assert_eq!(v.message, "2/3 replicas available");
         d.status = None;
         assert_eq!(
-            ready(Some(&d)),
+            ready(Some(replicas(&d))),
             Verdict { ok: false, reason: REASON_UNAVAILABLE.into(), message: "0/3 replicas available".into() }
         );
         assert_eq!(ready(None).reason, REASON_NO_DEPLOYMENT);
