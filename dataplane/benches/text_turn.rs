@@ -79,6 +79,120 @@ async fn turn(ws: &mut Ws, text: &str) -> Duration {
     }
 }
 
+/// How the sessions take their turns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Load {
+    /// Every session sends its next turn as soon as its previous one completes: all
+    /// sessions start together, so turns arrive in bursts of `n`.
+    Lockstep,
+    /// Every session takes a turn once per period, at its own random phase: `n / period`
+    /// turns per second spread evenly, like people who read and type between turns.
+    Paced,
+}
+
+impl Load {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Lockstep => "lockstep",
+            Self::Paced => "paced",
+        }
+    }
+}
+
+/// The figures of one row.
+struct Row {
+    samples: usize,
+    median: f64,
+    p99: f64,
+    max: f64,
+    kib_per_session: f64,
+    cpu_us_per_turn: f64,
+    load_average: String,
+}
+
+/// User + system CPU time of process `pid`, in microseconds.
+fn cpu_us(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (which is in parentheses and may hold spaces).
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the file, 12 and 13 after the command; the
+    // kernel reports them in clock ticks of 1/100 s.
+    (ticks(11) + ticks(12)) * 10_000.0
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Opens `n` sessions, runs `turns` turns on each as `load` says, and measures.
+async fn run(url: &str, pid: u32, n: usize, turns: usize, load: Load, period: Duration, first_delta_ms: f64) -> Row {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss_kib(pid);
+    let mut clients = Vec::with_capacity(n);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let opened = futures_util::future::join_all(chunk.iter().map(|_| open(url))).await;
+        clients.extend(opened);
+    }
+    let after = rss_kib(pid);
+    let cpu_before = cpu_us(pid);
+    let start = tokio::time::Instant::now() + Duration::from_millis(100);
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut ws)| {
+            let phase = match load {
+                Load::Lockstep => Duration::ZERO,
+                Load::Paced => period.mul_f64(fastrand::f64()),
+            };
+            tokio::spawn(async move {
+                let mut samples = Vec::with_capacity(turns);
+                for t in 0..turns {
+                    let at = match load {
+                        Load::Lockstep => start,
+                        Load::Paced => start + phase + period * u32::try_from(t).unwrap_or(u32::MAX),
+                    };
+                    tokio::time::sleep_until(at).await;
+                    samples.push(turn(&mut ws, &format!("session {i} turn {t}")).await);
+                }
+                let _ = ws.close(None).await;
+                samples
+            })
+        })
+        .collect();
+    let mut overhead: Vec<f64> = Vec::new();
+    for task in tasks {
+        for sample in task.await.expect("session task") {
+            overhead.push(sample.as_secs_f64() * 1000.0 - first_delta_ms);
+        }
+    }
+    let cpu = cpu_us(pid) - cpu_before;
+    overhead.sort_by(f64::total_cmp);
+    Row {
+        samples: overhead.len(),
+        median: percentile(&overhead, 0.5),
+        p99: percentile(&overhead, 0.99),
+        max: overhead.last().copied().unwrap_or_default(),
+        kib_per_session: after.saturating_sub(before) as f64 / n as f64,
+        cpu_us_per_turn: cpu / overhead.len().max(1) as f64,
+        load_average: load_average(),
+    }
+}
+
+/// The child process, killed when the benchmark ends, panics included.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index.min(sorted.len() - 1)]
@@ -92,11 +206,23 @@ async fn main() {
         .filter_map(|s| s.trim().parse().ok())
         .collect();
     let turns: usize = env_or("BENCH_TURNS", 5);
+    let period = Duration::from_millis(env_or("BENCH_PERIOD_MS", 5000));
+    let loads: Vec<Load> = std::env::var("BENCH_LOADS")
+        .unwrap_or_else(|_| "lockstep,paced".into())
+        .split(',')
+        .filter_map(|s| match s.trim() {
+            "lockstep" => Some(Load::Lockstep),
+            "paced" => Some(Load::Paced),
+            _ => None,
+        })
+        .collect();
     let ttft_ms: u64 = env_or("BENCH_TTFT_MS", 100);
-    let (tokens_per_second, tokens_per_delta) = (2000.0_f64, 8u32);
+    let tokens_per_second: f64 = env_or("BENCH_TOKENS_PER_SECOND", 2000.0);
+    let tokens_per_delta: u32 = env_or("BENCH_TOKENS_PER_DELTA", 8u32).max(1);
     // When the script sends the first delta: its first token at the TTFT, its last one
     // (tokens_per_delta - 1) token intervals later.
-    let first_delta_ms = ttft_ms as f64 + f64::from(tokens_per_delta - 1) * 1000.0 / tokens_per_second;
+    let token_ms = if tokens_per_second > 0.0 { 1000.0 / tokens_per_second } else { 0.0 };
+    let first_delta_ms = ttft_ms as f64 + f64::from(tokens_per_delta - 1) * token_ms;
     let script = std::env::temp_dir().join(format!("switchboard-bench-{}.yaml", std::process::id()));
     let yaml = format!(
         "timing: {{ timeToFirstTokenMs: {ttft_ms}, tokensPerSecond: {tokens_per_second}, tokensPerDelta: {tokens_per_delta} }}\ndefault: {{ text: \"You said: {{text}}. Here is a reply of a few words.\" }}\n"
@@ -104,15 +230,17 @@ async fn main() {
     std::fs::write(&script, yaml).expect("writes the script");
     let examples = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["local", &examples.display().to_string(), "--port", &port.to_string(), "--max-sessions", "5000"])
-        .arg("--sim-script")
-        .arg(&script)
-        .env("SWITCHBOARD_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("starts switchboard local");
-    let stdout = child.stdout.take().expect("stdout");
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args(["local", &examples.display().to_string(), "--port", &port.to_string(), "--max-sessions", "5000"])
+            .arg("--sim-script")
+            .arg(&script)
+            .env("SWITCHBOARD_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starts switchboard local"),
+    );
+    let stdout = child.0.stdout.take().expect("stdout");
     let mut lines = BufReader::new(stdout).lines();
     let url = loop {
         let line = lines.next().expect("local mode prints its agents").expect("reads");
@@ -121,14 +249,15 @@ async fn main() {
         }
     };
     std::thread::spawn(move || for _ in lines {});
-    let pid = child.id();
+    let pid = child.0.id();
     println!(
         "switchboard local (release) pid {pid}; simulator time to first token {ttft_ms} ms, first delta at {first_delta_ms} ms; {turns} turns per session"
     );
     println!(
-        "{:>9} {:>8} {:>12} {:>12} {:>12} {:>14}",
-        "sessions", "turns", "median ms", "p99 ms", "max ms", "KiB/session"
+        "{:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>12} {:>13} {:>9}",
+        "sessions", "load", "turns", "median ms", "p99 ms", "max ms", "KiB/session", "runtime CPU", "loadavg"
     );
+    println!("{:>83}", "us/turn");
     // Warm up: connections, TLS, HTTP/2 to the simulator.
     let mut warm = open(&url).await;
     for _ in 0..3 {
@@ -136,46 +265,21 @@ async fn main() {
     }
     drop(warm);
     for &n in &sessions {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let before = rss_kib(pid);
-        let mut clients = Vec::with_capacity(n);
-        for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
-            let opened = futures_util::future::join_all(chunk.iter().map(|_| open(&url))).await;
-            clients.extend(opened);
+        for &load in &loads {
+            let row = run(&url, pid, n, turns, load, period, first_delta_ms).await;
+            println!(
+                "{n:>9} {:>9} {:>7} {:>10.3} {:>10.3} {:>10.3} {:>12.1} {:>13.0} {:>9}",
+                load.label(),
+                row.samples,
+                row.median,
+                row.p99,
+                row.max,
+                row.kib_per_session,
+                row.cpu_us_per_turn,
+                row.load_average
+            );
         }
-        let after = rss_kib(pid);
-        let per_session = after.saturating_sub(before) as f64 / n as f64;
-        let tasks: Vec<_> = clients
-            .into_iter()
-            .enumerate()
-            .map(|(i, mut ws)| {
-                tokio::spawn(async move {
-                    let mut samples = Vec::with_capacity(turns);
-                    for t in 0..turns {
-                        samples.push(turn(&mut ws, &format!("session {i} turn {t}")).await);
-                    }
-                    let _ = ws.close(None).await;
-                    samples
-                })
-            })
-            .collect();
-        let mut overhead: Vec<f64> = Vec::new();
-        for task in tasks {
-            for sample in task.await.expect("session task") {
-                overhead.push(sample.as_secs_f64() * 1000.0 - first_delta_ms);
-            }
-        }
-        overhead.sort_by(f64::total_cmp);
-        println!(
-            "{n:>9} {:>8} {:>12.3} {:>12.3} {:>12.3} {:>14.1}",
-            overhead.len(),
-            percentile(&overhead, 0.5),
-            percentile(&overhead, 0.99),
-            overhead.last().copied().unwrap_or_default(),
-            per_session
-        );
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     let _ = std::fs::remove_file(script);
 }

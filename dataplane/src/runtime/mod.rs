@@ -8,6 +8,7 @@ pub mod connection;
 pub mod driver;
 pub mod metrics;
 pub mod server;
+pub mod tool_calls;
 pub mod transcript;
 pub mod voice;
 
@@ -100,7 +101,7 @@ pub async fn build_model(
                     .map_err(|source| RuntimeError::Model { agent: spec.agent.name.clone(), source })?;
                 models.push(Arc::new(model));
             }
-            match pool::RoundRobin::new(models) {
+            match pool::ClientPool::new(models, STREAMS_PER_CONNECTION) {
                 Some(pool) => Ok(Arc::new(pool)),
                 None => Err(RuntimeError::Model {
                     agent: spec.agent.name.clone(),

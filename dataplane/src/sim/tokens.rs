@@ -12,39 +12,44 @@ pub const MAX_WORD_CHARS: usize = 6;
 
 /// Splits `text` into tokens. Joining the tokens gives back `text` exactly.
 pub fn split_tokens(text: &str) -> Vec<&str> {
-    let mut tokens = Vec::new();
-    let mut chars = text.char_indices().peekable();
-    while let Some(&(start, _)) = chars.peek() {
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
-        match chars.next() {
-            None => {
-                tokens.push(&text[start..]);
-                break;
-            }
-            Some((index, c)) => {
-                let mut end = index + c.len_utf8();
-                if c.is_alphanumeric() {
-                    let mut count = 1;
-                    while count < MAX_WORD_CHARS {
-                        match chars.next_if(|(_, c)| c.is_alphanumeric()) {
-                            Some((i, c)) => {
-                                end = i + c.len_utf8();
-                                count += 1;
-                            }
-                            None => break,
-                        }
-                    }
-                }
-                tokens.push(&text[start..end]);
-            }
-        }
-    }
-    tokens
+    Tokens { text, chars: text.char_indices().peekable() }.collect()
 }
 
-/// The number of tokens in `text`.
+/// The number of tokens in `text` (counted without collecting them).
 pub fn estimate_tokens(text: &str) -> u64 {
-    split_tokens(text).len() as u64
+    Tokens { text, chars: text.char_indices().peekable() }.count() as u64
+}
+
+/// The tokens of a text, in order.
+struct Tokens<'a> {
+    text: &'a str,
+    chars: std::iter::Peekable<std::str::CharIndices<'a>>,
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let &(start, _) = self.chars.peek()?;
+        while self.chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
+        let Some((index, c)) = self.chars.next() else {
+            return Some(&self.text[start..]);
+        };
+        let mut end = index + c.len_utf8();
+        if c.is_alphanumeric() {
+            let mut count = 1;
+            while count < MAX_WORD_CHARS {
+                match self.chars.next_if(|(_, c)| c.is_alphanumeric()) {
+                    Some((i, c)) => {
+                        end = i + c.len_utf8();
+                        count += 1;
+                    }
+                    None => break,
+                }
+            }
+        }
+        Some(&self.text[start..end])
+    }
 }
 
 /// The number of tokens of a JSON value, counted on its compact serialisation.

@@ -3,6 +3,7 @@
 //! `application/vnd.amazon.eventstream` body for ConverseStream, or as one JSON document
 //! for Converse (where stream cuts do not apply).
 
+mod pace;
 mod plan;
 mod wire;
 
@@ -43,7 +44,7 @@ pub async fn handle(
                 stream_response(prepared.plan, received + prepared.extra_latency, kill.clone(), request_id)
             }
             Operation::Converse => {
-                tokio::time::sleep_until(received + prepared.extra_latency + prepared.plan.duration).await;
+                pace::sleep_until(received + prepared.extra_latency + prepared.plan.duration).await;
                 json_response(&prepared, request_id)
             }
             Operation::InvokeModelWithBidirectionalStream => {
@@ -90,7 +91,7 @@ async fn prepare(
     }
     let extra_latency =
         Duration::from_millis(script.faults.extra_latency_ms + rule_faults.map_or(0, |f| f.extra_latency_ms));
-    tokio::time::sleep_until(received + extra_latency).await;
+    pace::sleep_until(received + extra_latency).await;
     let cut = select_cut(rule_faults.and_then(|f| f.cut.as_ref()), rule_match)
         .or_else(|| select_cut(script.faults.cut.as_ref(), call))
         .filter(|_| operation == Operation::ConverseStream);
@@ -143,7 +144,7 @@ fn stream_response(
     let frames = plan.frames.into_iter();
     let stream = futures_util::stream::unfold((frames, kill), move |(mut frames, kill)| async move {
         let planned = frames.next()?;
-        tokio::time::sleep_until(start + planned.at).await;
+        pace::sleep_until(start + planned.at).await;
         let item = match planned.action {
             Action::Event { event_type, payload } => encode(&event_message(event_type, &payload)),
             Action::Exception(kind, text) => encode(&kind.message(&text)),
