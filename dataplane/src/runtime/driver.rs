@@ -4,22 +4,19 @@
 //! so the WebSocket server, local mode and tests all use it.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
+use super::tool_calls::{ToolCalls, ToolEvent};
 use super::transcript::TranscriptSink;
-use crate::core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session, ToolFailure};
+use crate::core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session};
 use crate::model::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
 use crate::protocol::{ClientMessage, ServerMessage, TranscriptRole};
-use crate::tools::{Progress, ProgressUpdate, ToolExecutor};
-
-/// Tool progress lines queued towards the client; more are dropped (they are advisory).
-const PROGRESS_BUFFER: usize = 16;
+use crate::tools::ToolExecutor;
 
 /// One agent with what its sessions need to run.
 #[derive(Debug, Clone)]
@@ -71,8 +68,6 @@ struct ModelCall {
     reply: ModelReply,
 }
 
-type ToolDone = (String, String, Duration, Result<serde_json::Value, ToolFailure>);
-
 /// Runs `session` until it closes, hands off, loses its client or `shutdown` fires.
 /// `initial` are the effects returned by [`Session::start`]; `first` are client messages
 /// to handle before reading `inbound` (one sent before `session_start`, or inputs queued
@@ -88,9 +83,7 @@ pub async fn drive(
     shared: &Shared,
     shutdown: &CancellationToken,
 ) -> Exit {
-    let (progress, mut progress_rx) = Progress::channel(PROGRESS_BUFFER);
-    let mut driver =
-        Driver { agent, shared, outbound, model: None, tools: FuturesUnordered::new(), turn_started: None, progress };
+    let mut driver = Driver { agent, shared, outbound, model: None, tools: ToolCalls::default(), turn_started: None };
     if let Some(exit) = driver.apply(initial).await {
         return exit;
     }
@@ -120,18 +113,19 @@ pub async fn drive(
                 Some(input) => input,
                 None => continue,
             },
-            Some(update) = progress_rx.recv() => {
-                let ProgressUpdate { tool_use_id, name, message } = update;
-                if let Err(exit) = driver.send(ServerMessage::ToolProgress { tool_use_id, name, message }).await {
-                    return exit;
+            event = driver.tools.next() => match event {
+                ToolEvent::Progress(message) => {
+                    if let Err(exit) = driver.send(message).await {
+                        return exit;
+                    }
+                    continue;
                 }
-                continue;
-            }
-            Some((id, tool, elapsed, outcome)) = driver.tools.next() => {
-                let outcome_label = if outcome.is_ok() { "success" } else { "error" };
-                shared.metrics.tool_duration.with_label_values(&[agent.core.name(), &tool, outcome_label]).observe(elapsed.as_secs_f64());
-                Input::ToolFinished { tool_use_id: id, outcome }
-            }
+                ToolEvent::Done(done) => {
+                    ToolCalls::record(shared, agent, &done);
+                    let (tool_use_id, _, _, outcome) = done;
+                    Input::ToolFinished { tool_use_id, outcome }
+                }
+            },
             () = shutdown.cancelled() => {
                 session.handle(Input::End, Instant::now());
                 return Exit::Shutdown;
@@ -156,9 +150,8 @@ struct Driver<'a> {
     shared: &'a Shared,
     outbound: &'a mpsc::Sender<ServerMessage>,
     model: Option<ModelCall>,
-    tools: FuturesUnordered<std::pin::Pin<Box<dyn std::future::Future<Output = ToolDone> + Send>>>,
+    tools: ToolCalls,
     turn_started: Option<Instant>,
-    progress: mpsc::Sender<ProgressUpdate>,
 }
 
 impl Driver<'_> {
@@ -281,7 +274,9 @@ impl Driver<'_> {
                         reply: ModelReply::default(),
                     });
                 }
-                Effect::ExecuteTool { tool_use_id, tool, input } => self.execute(tool_use_id, tool, input),
+                Effect::ExecuteTool { tool_use_id, tool, input } => {
+                    self.tools.start(self.agent, tool_use_id, tool, input)
+                }
                 Effect::Handoff(request) => {
                     self.shared.metrics.handoffs.with_label_values(&[self.agent.core.name()]).inc();
                     exit = Some(Exit::Handoff(Box::new(request)));
@@ -297,21 +292,5 @@ impl Driver<'_> {
             }
         }
         exit
-    }
-
-    fn execute(&mut self, id: String, tool: String, input: serde_json::Value) {
-        let Some(spec) = self.agent.core.tool(&tool).cloned() else {
-            let failure =
-                ToolFailure::new(crate::core::FailureKind::UnknownTool, format!("there is no tool called {tool:?}"));
-            self.tools.push(Box::pin(async move { (id, tool, Duration::ZERO, Err(failure)) }));
-            return;
-        };
-        let progress = Progress::new(self.progress.clone(), id.clone(), tool.clone());
-        let future = self.agent.executor.execute_reporting(&spec, input, progress);
-        self.tools.push(Box::pin(async move {
-            let started = Instant::now();
-            let outcome = future.await;
-            (id, tool, started.elapsed(), outcome)
-        }));
     }
 }

@@ -18,14 +18,13 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_bedrockruntime::Client;
 use bytes::Bytes;
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
 use switchboard_crds::{Mode, RuntimeSpec};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::driver::{AgentRuntime, Exit, Shared};
-use crate::core::{Effect, FailureKind, Input, Session, ToolFailure};
+use super::tool_calls::{ToolCalls, ToolEvent};
+use crate::core::{Effect, Input, Session};
 use crate::model::ModelError;
 use crate::model::bedrock::{BedrockConfig, build_client};
 use crate::protocol::{ClientMessage, ServerMessage, TranscriptRole};
@@ -106,8 +105,6 @@ impl VoiceModel {
 /// The user's audio, checked, from the connection's reader.
 pub type AudioFrames = mpsc::Receiver<Bytes>;
 
-type ToolDone = (String, String, Duration, Result<serde_json::Value, ToolFailure>);
-
 /// Runs a voice `session` over `sonic` until it closes, hands off, loses its client, fails
 /// or `shutdown` fires. Like [`super::driver::drive`], plus the audio channel.
 #[allow(clippy::too_many_arguments)]
@@ -124,7 +121,7 @@ pub async fn drive(
     shutdown: &CancellationToken,
 ) -> Exit {
     let (stream, mut events) = sonic;
-    let mut voice = Voice { agent, shared, outbound, stream, tools: FuturesUnordered::new(), relay: Relay::default() };
+    let mut voice = Voice { agent, shared, outbound, stream, tools: ToolCalls::default(), relay: Relay::default() };
     let exit = voice.run(session, initial, first, inbound, audio, &mut events, shutdown).await;
     let _ = voice.stream.close().await;
     exit
@@ -135,7 +132,7 @@ struct Voice<'a> {
     shared: &'a Shared,
     outbound: &'a mpsc::Sender<ServerMessage>,
     stream: SonicSession,
-    tools: FuturesUnordered<std::pin::Pin<Box<dyn std::future::Future<Output = ToolDone> + Send>>>,
+    tools: ToolCalls,
     relay: Relay,
 }
 
@@ -184,11 +181,14 @@ impl Voice<'_> {
                         Some(Exit::ClientGone)
                     }
                 },
-                Some((id, tool, elapsed, outcome)) = self.tools.next() => {
-                    let label = if outcome.is_ok() { "success" } else { "error" };
-                    self.shared.metrics.tool_duration.with_label_values(&[self.agent.core.name(), &tool, label]).observe(elapsed.as_secs_f64());
-                    let effects = session.handle(Input::ToolFinished { tool_use_id: id, outcome }, Instant::now());
-                    self.apply(session, effects).await
+                event = self.tools.next() => match event {
+                    ToolEvent::Progress(message) => self.send(message).await.err(),
+                    ToolEvent::Done(done) => {
+                        ToolCalls::record(self.shared, self.agent, &done);
+                        let (tool_use_id, _, _, outcome) = done;
+                        let effects = session.handle(Input::ToolFinished { tool_use_id, outcome }, Instant::now());
+                        self.apply(session, effects).await
+                    }
                 }
             };
             if let Some(exit) = exit {
@@ -324,7 +324,9 @@ impl Voice<'_> {
                         return Some(Exit::Closed("the voice model session ended".into()));
                     }
                 }
-                Effect::ExecuteTool { tool_use_id, tool, input } => self.execute(tool_use_id, tool, input),
+                Effect::ExecuteTool { tool_use_id, tool, input } => {
+                    self.tools.start(self.agent, tool_use_id, tool, input)
+                }
                 Effect::Handoff(request) => {
                     self.shared.metrics.handoffs.with_label_values(&[self.agent.core.name()]).inc();
                     exit = Some(Exit::Handoff(Box::new(request)));
@@ -339,20 +341,6 @@ impl Voice<'_> {
             }
         }
         exit
-    }
-
-    fn execute(&mut self, id: String, tool: String, input: serde_json::Value) {
-        let Some(spec) = self.agent.core.tool(&tool).cloned() else {
-            let failure = ToolFailure::new(FailureKind::UnknownTool, format!("there is no tool called {tool:?}"));
-            self.tools.push(Box::pin(async move { (id, tool, Duration::ZERO, Err(failure)) }));
-            return;
-        };
-        let future = self.agent.executor.execute(&spec, input);
-        self.tools.push(Box::pin(async move {
-            let started = Instant::now();
-            let outcome = future.await;
-            (id, tool, started.elapsed(), outcome)
-        }));
     }
 }
 

@@ -1,0 +1,92 @@
+//! The tool calls of one session, for the text driver and the voice relay alike: started
+//! from the core's `ExecuteTool` effects, run concurrently, their progress lines and their
+//! ends delivered one at a time by [`ToolCalls::next`], their durations recorded.
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::mpsc;
+
+use super::driver::{AgentRuntime, Shared};
+use crate::core::{FailureKind, ToolFailure};
+use crate::protocol::ServerMessage;
+use crate::tools::{Progress, ProgressUpdate};
+
+/// Tool progress lines queued towards the client; more are dropped (they are advisory).
+const PROGRESS_BUFFER: usize = 16;
+
+/// A finished call: its id, tool, duration and outcome.
+pub type ToolDone = (String, String, Duration, Result<serde_json::Value, ToolFailure>);
+
+type Running = std::pin::Pin<Box<dyn std::future::Future<Output = ToolDone> + Send>>;
+
+/// What happened to a session's tool calls.
+#[derive(Debug)]
+pub enum ToolEvent {
+    /// A running call reported progress: send it to the client.
+    Progress(ServerMessage),
+    /// A call ended: hand it to the core.
+    Done(ToolDone),
+}
+
+/// The running calls of one session.
+pub struct ToolCalls {
+    running: FuturesUnordered<Running>,
+    progress: mpsc::Sender<ProgressUpdate>,
+    updates: mpsc::Receiver<ProgressUpdate>,
+}
+
+impl std::fmt::Debug for ToolCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolCalls").field("running", &self.running.len()).finish_non_exhaustive()
+    }
+}
+
+impl Default for ToolCalls {
+    fn default() -> Self {
+        let (progress, updates) = Progress::channel(PROGRESS_BUFFER);
+        Self { running: FuturesUnordered::new(), progress, updates }
+    }
+}
+
+impl ToolCalls {
+    /// Starts call `id` of `tool` with `input` on `agent`'s executor; an unknown tool ends
+    /// at once with an `unknown_tool` failure.
+    pub fn start(&mut self, agent: &AgentRuntime, id: String, tool: String, input: serde_json::Value) {
+        let Some(spec) = agent.core.tool(&tool).cloned() else {
+            let failure = ToolFailure::new(FailureKind::UnknownTool, format!("there is no tool called {tool:?}"));
+            self.running.push(Box::pin(async move { (id, tool, Duration::ZERO, Err(failure)) }));
+            return;
+        };
+        let progress = Progress::new(self.progress.clone(), id.clone(), tool.clone());
+        let future = agent.executor.execute_reporting(&spec, input, progress);
+        self.running.push(Box::pin(async move {
+            let started = Instant::now();
+            let outcome = future.await;
+            (id, tool, started.elapsed(), outcome)
+        }));
+    }
+
+    /// The next progress line or end; pending while nothing runs.
+    pub async fn next(&mut self) -> ToolEvent {
+        tokio::select! {
+            Some(ProgressUpdate { tool_use_id, name, message }) = self.updates.recv() => {
+                ToolEvent::Progress(ServerMessage::ToolProgress { tool_use_id, name, message })
+            }
+            Some(done) = self.running.next(), if !self.running.is_empty() => ToolEvent::Done(done),
+            else => std::future::pending().await,
+        }
+    }
+
+    /// Records `done`'s duration by outcome in `shared`'s metrics.
+    pub fn record(shared: &Shared, agent: &AgentRuntime, done: &ToolDone) {
+        let (_, tool, elapsed, outcome) = done;
+        let label = if outcome.is_ok() { "success" } else { "error" };
+        shared
+            .metrics
+            .tool_duration
+            .with_label_values(&[agent.core.name(), tool, label])
+            .observe(elapsed.as_secs_f64());
+    }
+}
