@@ -25,6 +25,12 @@ use tokio_util::task::TaskTracker;
 
 use super::driver::{AgentRuntime, Shared};
 
+/// The WebSocket read buffer of a session. tungstenite's default (128 KiB) is zero-filled
+/// before every socket read, which costs a 128 KiB memset per received frame and makes
+/// each session's buffer resident; protocol messages are small (a 20 ms audio frame is
+/// 640 bytes raw, ~900 as base64 JSON), and larger ones still grow the buffer as needed.
+const WS_READ_BUFFER: usize = 8 * 1024;
+
 /// Limits and timing of a runtime server.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -164,9 +170,11 @@ async fn session(
 ) -> Response {
     let limit = state.config.max_message_bytes;
     let tracker = state.tracker.clone();
-    upgrade.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| async move {
-        tracker.track_future(super::connection::serve(socket, state, query.agent)).await;
-    })
+    upgrade.max_message_size(limit).max_frame_size(limit).read_buffer_size(WS_READ_BUFFER).on_upgrade(
+        move |socket| async move {
+            tracker.track_future(super::connection::serve(socket, state, query.agent)).await;
+        },
+    )
 }
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
