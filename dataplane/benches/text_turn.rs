@@ -11,7 +11,14 @@
 //! ```
 //!
 //! Environment: `BENCH_SESSIONS` (default `1,100,1000`), `BENCH_TURNS` per session
-//! (default 5), `BENCH_TTFT_MS` (the simulator's time to first token, default 100).
+//! (default 5), `BENCH_LOADS` (`lockstep`, `paced` or both, the default),
+//! `BENCH_PERIOD_MS` (a paced session's time between turns, default 5000),
+//! `BENCH_TTFT_MS` (the simulator's time to first token, default 100),
+//! `BENCH_TOKENS_PER_SECOND` (default 2000), `BENCH_TOKENS_PER_DELTA` (default 8), and
+//! `BENCH_BIN` (another `switchboard` binary to measure, e.g. an older build).
+//!
+//! Each row also gives the `switchboard local` process's CPU time (user + system, from
+//! `/proc`) per turn — runtime and in-process simulator together — and the load average.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -231,7 +238,7 @@ async fn main() {
     let examples = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
     let mut child = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        Command::new(std::env::var("BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_switchboard").to_owned()))
             .args(["local", &examples.display().to_string(), "--port", &port.to_string(), "--max-sessions", "5000"])
             .arg("--sim-script")
             .arg(&script)
