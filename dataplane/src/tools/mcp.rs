@@ -120,8 +120,8 @@ impl McpClient {
         for attempt in 0..2 {
             let slot = self.slot(url).await;
             let session = self.session(url, &slot).await?;
-            match self.rpc(url, Some(&session), &body, id, Some((&token, progress.as_ref()))).await {
-                Ok(answer) => return tool_result(url, name, answer),
+            match self.post(url, Some(&session), &body, id, Some((&token, progress.as_ref()))).await {
+                Ok((answer, _)) => return tool_result(url, name, answer),
                 Err(RpcError::SessionExpired) if attempt == 0 => {
                     tracing::info!(url, "the MCP server forgot our session; initializing again");
                     let mut guard = slot.lock().await;
@@ -180,18 +180,6 @@ impl McpClient {
         self.notify(url, &session, &initialized).await?;
         *guard = Some(session.clone());
         Ok(session)
-    }
-
-    /// Sends a request and waits for its answer (the JSON-RPC response object).
-    async fn rpc(
-        &self,
-        url: &str,
-        session: Option<&McpSession>,
-        body: &Value,
-        id: u64,
-        progress: Option<(&str, Option<&Progress>)>,
-    ) -> Result<Value, RpcError> {
-        self.post(url, session, body, id, progress).await.map(|(answer, _)| answer)
     }
 
     fn request(
