@@ -108,21 +108,34 @@ pub fn operator_binary() -> anyhow::Result<PathBuf> {
     Ok(target.join("debug/switchboard-operator"))
 }
 
-/// The `switchboard-operator` binary built with `--release` (built now if needed), for
-/// measurements.
+/// The Cargo profile the operator ships with (workspace `Cargo.toml`: built for size, since
+/// about half of the operator's memory is its mapped code).
+pub const OPERATOR_PROFILE: &str = "release-operator";
+
+/// The `switchboard-operator` binary as shipped: built with `--profile release-operator`
+/// (built now if needed), for measurements.
 pub fn operator_binary_release() -> anyhow::Result<PathBuf> {
     let root = crate::repo_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let out = Command::new(cargo)
         .current_dir(&root)
-        .args(["build", "--quiet", "--release", "-p", "switchboard-operator", "--bin", "switchboard-operator"])
+        .args([
+            "build",
+            "--quiet",
+            "--profile",
+            OPERATOR_PROFILE,
+            "-p",
+            "switchboard-operator",
+            "--bin",
+            "switchboard-operator",
+        ])
         .output()
-        .context("running cargo build --release")?;
+        .with_context(|| format!("running cargo build --profile {OPERATOR_PROFILE}"))?;
     if !out.status.success() {
         bail!("building switchboard-operator failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
-    Ok(target.join("release/switchboard-operator"))
+    Ok(target.join(OPERATOR_PROFILE).join("switchboard-operator"))
 }
 
 /// Peak resident set size (`VmHWM`) of process `pid`, in KiB (Linux).

@@ -1,7 +1,8 @@
 //! Benchmark (not a timed test; `#[ignore]`d): 1,000 Agents, each with its own Persona and
-//! Workflow, on the real control plane with the release operator binary running as its own
-//! process. Each run has four phases, so the operator's own time is seen apart from the
-//! time the API server needs to take the inputs:
+//! Workflow, on the real control plane with the shipped operator binary (Cargo profile
+//! `release-operator`, built by the benchmark) running as its own process. Each run has five
+//! phases, so the operator's own time is seen apart from the time the API server needs to
+//! take the inputs:
 //!
 //! 1. *inputs alone*: the 3,000 objects applied with no operator running;
 //! 2. *operator alone*: the operator started on those pre-applied inputs, timed from its
@@ -306,7 +307,8 @@ impl Cpu {
 }
 
 /// The operator binary: `SWITCHBOARD_BENCH_OPERATOR` (to compare builds), else the one
-/// `cargo test --release` builds (the release operator; a debug test run, the debug one).
+/// the benchmark builds: the shipped operator (`--profile release-operator`) under
+/// `cargo test --release`; under a debug test run, the debug one.
 fn binary() -> PathBuf {
     if let Some(path) = std::env::var_os("SWITCHBOARD_BENCH_OPERATOR") {
         return PathBuf::from(path);
