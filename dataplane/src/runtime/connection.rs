@@ -40,24 +40,12 @@ enum Out {
 
 /// Serves one upgraded socket until it closes.
 pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<String>) {
-    let (mut sink, stream) = socket.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Out>(OUTBOUND_BUFFER);
-    let writer = tokio::spawn(async move {
-        while let Some(out) = out_rx.recv().await {
-            let result = match out {
-                Out::Message(message) => sink.send(Message::Text(Utf8Bytes::from(message.to_json()))).await,
-                Out::Close(code, reason) => {
-                    let frame = CloseFrame { code, reason: Utf8Bytes::from(reason) };
-                    let _ = sink.send(Message::Close(Some(frame))).await;
-                    break;
-                }
-            };
-            if result.is_err() {
-                break;
-            }
-        }
-        let _ = sink.close().await;
-    });
+    let (sink, stream) = socket.split();
+    let (out_tx, out_rx) = mpsc::channel::<Out>(OUTBOUND_BUFFER);
+    // The session's messages come on their own channel straight to the writer (no
+    // forwarding task between them).
+    let (msg_tx, msg_rx) = mpsc::channel::<ServerMessage>(OUTBOUND_BUFFER);
+    let writer = tokio::spawn(write_loop(sink, msg_rx, out_rx));
     let close = |code: u16, reason: String| {
         let out_tx = out_tx.clone();
         async move {
@@ -66,7 +54,7 @@ pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<
     };
     if state.draining.is_cancelled() {
         close(close_code::TRY_AGAIN_LATER, "the server is draining; connect to another instance".into()).await;
-        drop(out_tx);
+        drop((out_tx, msg_tx));
         let _ = writer.await;
         return;
     }
@@ -74,28 +62,19 @@ pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<
         state.shared.metrics.errors.with_label_values(&["", "max_sessions"]).inc();
         let reason = format!("the server is at its limit of {} sessions; try again later", state.config.max_sessions);
         close(close_code::TRY_AGAIN_LATER, reason).await;
-        drop(out_tx);
+        drop((out_tx, msg_tx));
         let _ = writer.await;
         return;
     };
     let (in_tx, mut in_rx) = mpsc::channel::<ClientMessage>(INBOUND_BUFFER);
     let (audio_tx, mut audio_rx) = mpsc::channel::<Bytes>(AUDIO_BUFFER);
     let gate = AudioGate::default();
-    let (msg_tx, mut msg_rx) = mpsc::channel::<ServerMessage>(OUTBOUND_BUFFER);
-    let forward_tx = out_tx.clone();
-    let forwarder = tokio::spawn(async move {
-        while let Some(message) = msg_rx.recv().await {
-            if forward_tx.send(Out::Message(message)).await.is_err() {
-                break;
-            }
-        }
-    });
     let audio_in = AudioIn { tx: audio_tx, gate: gate.clone() };
     let reader = tokio::spawn(read_loop(stream, in_tx, audio_in, out_tx.clone(), state.clone()));
     let mut audio = (gate, &mut audio_rx);
     let outcome = run(&state, query_agent, &mut in_rx, &mut audio, &msg_tx).await;
+    // The writer sends what the session queued before anything queued after this.
     drop(msg_tx);
-    let _ = forwarder.await;
     let (code, reason) = match outcome {
         Some(close) => close,
         None => (close_code::NORMAL, String::new()),
@@ -110,6 +89,47 @@ pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<
         reader_abort.abort();
     }
     drop(permit);
+}
+
+/// Writes the session's messages (`messages`, first while it has any, so everything the
+/// session queued goes out before the close that follows it) and the connection's own
+/// (`out`) to the socket. Messages are fed without a flush each, and flushed once nothing
+/// more is queued: one socket write for a burst (audio chunks), none held back.
+async fn write_loop(
+    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    mut messages: mpsc::Receiver<ServerMessage>,
+    mut out: mpsc::Receiver<Out>,
+) {
+    let mut session_open = true;
+    loop {
+        let next = tokio::select! {
+            biased;
+            message = messages.recv(), if session_open => match message {
+                Some(message) => Out::Message(message),
+                None => {
+                    session_open = false;
+                    continue;
+                }
+            },
+            next = out.recv() => match next {
+                Some(next) => next,
+                None => break,
+            },
+        };
+        let fed = match next {
+            Out::Message(message) => sink.feed(Message::Text(Utf8Bytes::from(message.to_json()))).await,
+            Out::Close(code, reason) => {
+                let frame = CloseFrame { code, reason: Utf8Bytes::from(reason) };
+                let _ = sink.send(Message::Close(Some(frame))).await;
+                break;
+            }
+        };
+        let idle = messages.is_empty() && out.is_empty();
+        if fed.is_err() || (idle && sink.flush().await.is_err()) {
+            break;
+        }
+    }
+    let _ = sink.close().await;
 }
 
 /// Reads frames, enforcing limits; on a fatal problem sends the close and stops.

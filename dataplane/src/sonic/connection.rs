@@ -38,7 +38,8 @@ pub struct Connection {
     pub generation: u64,
     /// When it was opened.
     pub opened_at: Instant,
-    input: mpsc::Sender<Value>,
+    input: mpsc::Sender<Vec<u8>>,
+    audio_events: wire::AudioInputWriter,
     prompt: String,
     audio_content: String,
     audio_open: bool,
@@ -55,13 +56,15 @@ impl Connection {
         generation: u64,
         out: mpsc::Sender<(u64, StreamOutput)>,
     ) -> Result<Self, ModelError> {
-        let (input, receiver) = mpsc::channel::<Value>(INPUT_BUFFER);
+        let (input, receiver) = mpsc::channel::<Vec<u8>>(INPUT_BUFFER);
         let prompt = format!("prompt-{generation}");
+        let audio_content = format!("audio-{generation}");
         let mut connection = Self {
             generation,
             opened_at: Instant::now(),
             input,
-            audio_content: format!("audio-{generation}"),
+            audio_events: wire::AudioInputWriter::new(&prompt, &audio_content),
+            audio_content,
             prompt,
             audio_open: false,
             contents: 0,
@@ -74,8 +77,7 @@ impl Connection {
         }
         let events = futures_util::stream::unfold(receiver, |mut receiver| async move {
             let event = receiver.recv().await?;
-            let part =
-                BidirectionalInputPayloadPart::builder().bytes(Blob::new(event.to_string().into_bytes())).build();
+            let part = BidirectionalInputPayloadPart::builder().bytes(Blob::new(event)).build();
             Some((
                 Ok::<_, InvokeModelWithBidirectionalStreamInputError>(InvokeModelWithBidirectionalStreamInput::Chunk(
                     part,
@@ -113,6 +115,11 @@ impl Connection {
 
     /// Queues one input event.
     pub async fn send(&self, event: Value) -> Result<(), ModelError> {
+        self.send_json(event.to_string().into_bytes()).await
+    }
+
+    /// Queues one input event, already JSON text.
+    async fn send_json(&self, event: Vec<u8>) -> Result<(), ModelError> {
         self.input.send(event).await.map_err(|_| ModelError::StreamInterrupted {
             message: format!("stream {} no longer takes input", self.generation),
         })
@@ -133,7 +140,7 @@ impl Connection {
 
     /// Sends one frame of 16 kHz PCM16 audio.
     pub async fn audio(&self, pcm: &[u8]) -> Result<(), ModelError> {
-        self.send(wire::audio_input(&self.prompt, &self.audio_content, pcm)).await
+        self.send_json(self.audio_events.event(pcm)).await
     }
 
     /// Sends typed user text as an interactive USER text content.

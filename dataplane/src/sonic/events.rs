@@ -5,6 +5,59 @@ use bytes::Bytes;
 
 use crate::model::ModelError;
 
+/// PCM audio in standard base64 (checked to be well-formed base64 text when parsed).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EncodedAudio(String);
+
+impl EncodedAudio {
+    /// `base64` if it is standard, padded base64 text.
+    pub fn from_base64(base64: String) -> Option<Self> {
+        is_base64(base64.as_bytes()).then_some(Self(base64))
+    }
+
+    /// Encodes `pcm`.
+    pub fn from_pcm(pcm: &[u8]) -> Self {
+        Self(aws_smithy_types::base64::encode(pcm))
+    }
+
+    /// Bytes of PCM it holds.
+    pub fn len(&self) -> usize {
+        let padding = self.0.bytes().rev().take_while(|&b| b == b'=').count();
+        (self.0.len() / 4 * 3).saturating_sub(padding)
+    }
+
+    /// Whether it holds no audio.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The base64 text.
+    pub fn as_base64(&self) -> &str {
+        &self.0
+    }
+
+    /// The base64 text, owned.
+    pub fn into_base64(self) -> String {
+        self.0
+    }
+
+    /// The PCM bytes.
+    pub fn decode(&self) -> Bytes {
+        // Checked on construction, so this does not fail.
+        Bytes::from(aws_smithy_types::base64::decode(&self.0).unwrap_or_default())
+    }
+}
+
+/// Whether `text` is standard base64 with padding (length a multiple of 4, at most two
+/// `=` at the end).
+fn is_base64(text: &[u8]) -> bool {
+    if !text.len().is_multiple_of(4) {
+        return false;
+    }
+    let body = text.strip_suffix(b"==").or_else(|| text.strip_suffix(b"=")).unwrap_or(text);
+    body.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+}
+
 /// The type of a content block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContentKind {
@@ -193,8 +246,9 @@ pub enum SonicEvent {
     Audio {
         /// The content it belongs to.
         content_id: String,
-        /// The samples.
-        pcm: Bytes,
+        /// The samples, as the service sent them (base64): the runtime passes them on
+        /// to its client without decoding and re-encoding them.
+        pcm: EncodedAudio,
     },
     /// The model calls a tool; answer with [`super::SonicSession::send_tool_result`].
     ToolUse {

@@ -37,7 +37,9 @@ use switchboard_crds::agent::{ModelSettings, TurnDetection};
 use tokio::sync::mpsc;
 
 use crate::model::{ModelError, RetryPolicy, ToolDefinition};
-pub use events::{ContentKind, GenerationStage, RestartReason, Role, SonicEvent, StopReason, TokenCounts, UsageReport};
+pub use events::{
+    ContentKind, EncodedAudio, GenerationStage, RestartReason, Role, SonicEvent, StopReason, TokenCounts, UsageReport,
+};
 pub use history::{HistoryEntry, Speaker};
 
 /// The default model: Amazon Nova 2 Sonic.

@@ -4,11 +4,12 @@
 
 use std::collections::HashMap;
 
-use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::SonicConfig;
-use super::events::{ContentKind, GenerationStage, Role, SonicEvent, StopReason, TokenCounts, UsageReport};
+use super::events::{
+    ContentKind, EncodedAudio, GenerationStage, Role, SonicEvent, StopReason, TokenCounts, UsageReport,
+};
 use crate::model::ModelError;
 
 /// Input audio format: 16 kHz, 16-bit, mono LPCM, base64 in the events.
@@ -86,6 +87,43 @@ pub fn audio_input(prompt: &str, content: &str, pcm: &[u8]) -> Value {
     }}})
 }
 
+/// Writes `audioInput` events as JSON text straight into one buffer per event (the
+/// base64 encoded in place), without a [`Value`] tree: the JSON up to the content is
+/// built once per stream. The same text as [`audio_input`] serialises to.
+#[derive(Debug, Clone)]
+pub struct AudioInputWriter {
+    head: Vec<u8>,
+}
+
+const AUDIO_INPUT_TAIL: &[u8] = b"\"}}}";
+
+impl AudioInputWriter {
+    /// For the audio content `content` of prompt `prompt`.
+    pub fn new(prompt: &str, content: &str) -> Self {
+        let mut head = br#"{"event":{"audioInput":{"promptName":"#.to_vec();
+        // Strings through serde_json, so any name is escaped correctly.
+        serde_json::to_writer(&mut head, prompt).unwrap_or_default();
+        head.extend_from_slice(br#","contentName":"#);
+        serde_json::to_writer(&mut head, content).unwrap_or_default();
+        head.extend_from_slice(br#","content":""#);
+        Self { head }
+    }
+
+    /// The event for `pcm`, as JSON bytes.
+    pub fn event(&self, pcm: &[u8]) -> Vec<u8> {
+        use base64::Engine as _;
+        let encoded = pcm.len().div_ceil(3) * 4;
+        let mut out = Vec::with_capacity(self.head.len() + encoded + AUDIO_INPUT_TAIL.len());
+        out.extend_from_slice(&self.head);
+        let start = out.len();
+        out.resize(start + encoded, 0);
+        let written = base64::engine::general_purpose::STANDARD.encode_slice(pcm, &mut out[start..]).unwrap_or(0);
+        out.truncate(start + written);
+        out.extend_from_slice(AUDIO_INPUT_TAIL);
+        out
+    }
+}
+
 /// A whole tool result content.
 pub fn tool_result(prompt: &str, content: &str, tool_use_id: &str, result: &Value) -> [Value; 3] {
     let text = match result {
@@ -145,6 +183,9 @@ fn protocol(message: String) -> ModelError {
 impl OutputParser {
     /// The events one output message means (usually one; none for unknown events).
     pub fn parse(&mut self, bytes: &[u8]) -> Result<Vec<SonicEvent>, ModelError> {
+        if let Some(audio) = audio_output(bytes) {
+            return audio.map(|event| vec![event]);
+        }
         let value: Value =
             serde_json::from_slice(bytes).map_err(|e| protocol(format!("an output chunk is not JSON: {e}")))?;
         let Some((name, body)) = value.get("event").and_then(Value::as_object).and_then(|o| o.iter().next()) else {
@@ -182,9 +223,9 @@ impl OutputParser {
                 SonicEvent::Text { content_id, role, stage: open.and_then(|c| c.stage), text }
             }
             "audioOutput" => {
-                let pcm = aws_smithy_types::base64::decode(str_field(body, "content"))
-                    .map_err(|e| protocol(format!("audioOutput content is not base64: {e}")))?;
-                SonicEvent::Audio { content_id, pcm: Bytes::from(pcm) }
+                let pcm = EncodedAudio::from_base64(str_field(body, "content"))
+                    .ok_or_else(|| protocol("audioOutput content is not base64".into()))?;
+                SonicEvent::Audio { content_id, pcm }
             }
             "toolUse" => {
                 let raw = str_field(body, "content");
@@ -231,6 +272,44 @@ impl OutputParser {
     fn interruption(&mut self) -> Vec<SonicEvent> {
         if std::mem::replace(&mut self.interrupted, true) { Vec::new() } else { vec![SonicEvent::Interrupted] }
     }
+}
+
+/// The envelope of an `audioOutput` event, borrowed from the message (the most frequent
+/// event: parsed without a [`Value`] tree).
+#[derive(serde::Deserialize)]
+struct AudioEnvelope<'a> {
+    #[serde(borrow)]
+    event: AudioEventBody<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct AudioEventBody<'a> {
+    #[serde(rename = "audioOutput", borrow)]
+    audio_output: AudioOutputBody<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct AudioOutputBody<'a> {
+    #[serde(rename = "contentId", borrow, default)]
+    content_id: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    content: std::borrow::Cow<'a, str>,
+}
+
+/// An `audioOutput` event: `None` when `bytes` is not one (it starts differently), so the
+/// general parser takes it.
+fn audio_output(bytes: &[u8]) -> Option<Result<SonicEvent, ModelError>> {
+    const PREFIX: &[u8] = br#"{"event":{"audioOutput":"#;
+    if !bytes.starts_with(PREFIX) {
+        return None;
+    }
+    let envelope: AudioEnvelope<'_> = serde_json::from_slice(bytes).ok()?;
+    let body = envelope.event.audio_output;
+    Some(
+        EncodedAudio::from_base64(body.content.into_owned())
+            .map(|pcm| SonicEvent::Audio { content_id: body.content_id.into_owned(), pcm })
+            .ok_or_else(|| protocol("audioOutput content is not base64".into())),
+    )
 }
 
 fn is_interruption_marker(text: &str) -> bool {

@@ -31,6 +31,12 @@ fn setup_events_carry_inference_turn_detection_voice_and_tools() {
     assert_eq!(schema, Some(&json!("{\"type\":\"object\"}")));
     let audio = audio_input("p", "a", &[1, 2, 3]);
     assert_eq!(audio.pointer("/event/audioInput/content"), Some(&json!("AQID")));
+    // The direct writer produces the same event.
+    let writer = AudioInputWriter::new("p", "a\"b");
+    for pcm in [&[1u8, 2, 3][..], &[1, 2, 3, 4], &[0; 640], &[]] {
+        let written: Value = serde_json::from_slice(&writer.event(pcm)).expect("JSON");
+        assert_eq!(written, audio_input("p", "a\"b", pcm));
+    }
 }
 
 #[test]
@@ -111,4 +117,19 @@ fn an_interruption_is_reported_once_per_completion() {
         .parse(&out("textOutput", json!({"contentId": "g", "content": "{\"interrupted\": true}"})))
         .expect("parses");
     assert!(matches!(&again[..], [SonicEvent::Interrupted]));
+}
+
+#[test]
+fn audio_output_is_passed_on_as_checked_base64() {
+    let mut parser = OutputParser::default();
+    let body = json!({"sessionId": "s", "promptName": "p", "contentId": "a", "content": "AQIDBA=="});
+    let events = parser.parse(&out("audioOutput", body)).expect("parses");
+    let [SonicEvent::Audio { content_id, pcm }] = &events[..] else { panic!("{events:?}") };
+    assert_eq!((content_id.as_str(), pcm.len(), pcm.as_base64()), ("a", 4, "AQIDBA=="));
+    assert_eq!(pcm.decode().as_ref(), &[1, 2, 3, 4]);
+    // Not the compact prefix (spaces): the general parser gives the same.
+    let spaced = br#"{ "event": { "audioOutput": { "contentId": "a", "content": "AQID" } } }"#;
+    assert!(matches!(&parser.parse(spaced).expect("parses")[..], [SonicEvent::Audio { pcm, .. }] if pcm.len() == 3));
+    assert!(parser.parse(&out("audioOutput", json!({"contentId": "a", "content": "not base64!"}))).is_err());
+    assert!(parser.parse(br#"{"event":{"audioOutput":{"contentId":"a","content":"QQ="}}}"#).is_err());
 }

@@ -88,7 +88,8 @@ impl Relay {
                 if let Some(since) = self.awaiting_audio.take() {
                     out.first_audio_after = Some(since.elapsed());
                 }
-                out.send.push(ServerMessage::BidiAudioStream { audio: aws_smithy_types::base64::encode(&pcm) });
+                // The service's base64, passed on as it came (checked by the parser).
+                out.send.push(ServerMessage::BidiAudioStream { audio: pcm.into_base64() });
             }
             SonicEvent::ToolUse { tool_use_id, name, input } => {
                 out.input = Some(Input::VoiceToolUse(ToolUse { id: tool_use_id, name, input }));
@@ -181,7 +182,7 @@ mod tests {
     #[test]
     fn the_first_audio_after_user_input_is_timed_once() {
         let mut relay = Relay::default();
-        let audio = || SonicEvent::Audio { content_id: "a".into(), pcm: bytes::Bytes::from_static(&[0; 4]) };
+        let audio = || SonicEvent::Audio { content_id: "a".into(), pcm: crate::sonic::EncodedAudio::from_pcm(&[0; 4]) };
         assert!(relay.event(audio()).first_audio_after.is_none());
         relay.user_input(Instant::now());
         assert!(relay.event(audio()).first_audio_after.is_some());

@@ -3,6 +3,7 @@
 //! tool call, usage — as events due at given instants.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -161,9 +162,48 @@ pub struct Planned {
     /// When to send it.
     pub at: Instant,
     /// The event.
-    pub event: Value,
+    pub event: Event,
     /// Its effect.
     pub marker: Marker,
+}
+
+/// A planned output event.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// Built when planned.
+    Json(Value),
+    /// An `audioOutput` chunk, synthesised only when it is due: a reply's seconds of audio
+    /// are not computed (and encoded) before its first event goes out.
+    Audio {
+        /// The identifiers when it was planned.
+        ids: Arc<Ids>,
+        /// The audio content.
+        content_id: Arc<str>,
+        /// Where in the reply's audio the chunk starts, in samples.
+        offset_samples: u64,
+        /// Its length.
+        ms: u64,
+    },
+}
+
+impl Event {
+    /// The event's JSON.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Json(value) => value.clone(),
+            Self::Audio { ids, content_id, offset_samples, ms } => {
+                ids.audio_output(content_id, &sine(180.0, OUTPUT_RATE, *ms, 6000, *offset_samples))
+            }
+        }
+    }
+
+    /// The event's JSON, taking it.
+    pub fn into_json(self) -> Value {
+        match self {
+            Self::Json(value) => value,
+            audio => audio.to_json(),
+        }
+    }
 }
 
 /// Builds replies into a queue of planned events.
@@ -186,7 +226,7 @@ impl Planner<'_> {
     }
 
     fn push(&mut self, at: Instant, event: Value, marker: Marker) {
-        self.queue.push_back(Planned { at, event, marker });
+        self.queue.push_back(Planned { at, event: Event::Json(event), marker });
     }
 
     fn scaled(&self, ms: u64) -> Duration {
@@ -229,12 +269,13 @@ impl Planner<'_> {
             let total_ms = speech_ms(text, self.speech.ms_per_char);
             let chunk = self.speech.chunk_ms;
             let mut offset_ms = 0;
+            let (shared_ids, content_id) = (Arc::new(ids.clone()), Arc::<str>::from(audio.as_str()));
             while offset_ms < total_ms {
                 let ms = chunk.min(total_ms - offset_ms);
                 let offset_samples = offset_ms * u64::from(OUTPUT_RATE) / 1000;
-                let pcm = sine(180.0, OUTPUT_RATE, ms, 6000, offset_samples);
-                let due = at + self.scaled(offset_ms);
-                self.push(due, ids.audio_output(&audio, &pcm), Marker::None);
+                let event =
+                    Event::Audio { ids: shared_ids.clone(), content_id: content_id.clone(), offset_samples, ms };
+                self.queue.push_back(Planned { at: at + self.scaled(offset_ms), event, marker: Marker::None });
                 offset_ms += ms;
             }
             end = at + self.scaled(total_ms);
@@ -278,7 +319,9 @@ mod tests {
     fn names(queue: &VecDeque<Planned>) -> Vec<String> {
         queue
             .iter()
-            .filter_map(|p| p.event.get("event").and_then(Value::as_object).and_then(|o| o.keys().next().cloned()))
+            .filter_map(|p| {
+                p.event.to_json().get("event").and_then(Value::as_object).and_then(|o| o.keys().next().cloned())
+            })
             .filter(|name| name != "audioOutput")
             .collect()
     }
@@ -314,10 +357,13 @@ mod tests {
                 "completionEnd"
             ]
         );
-        let audio: Vec<&Planned> = queue.iter().filter(|p| p.event.pointer("/event/audioOutput").is_some()).collect();
+        let audio: Vec<&Planned> =
+            queue.iter().filter(|p| p.event.to_json().pointer("/event/audioOutput").is_some()).collect();
         let bytes: usize = audio
             .iter()
-            .filter_map(|p| p.event.pointer("/event/audioOutput/content").and_then(Value::as_str))
+            .filter_map(|p| {
+                p.event.to_json().pointer("/event/audioOutput/content").and_then(Value::as_str).map(String::from)
+            })
             .map(|b64| aws_smithy_types::base64::decode(b64).map(|b| b.len()).unwrap_or(0))
             .sum();
         assert_eq!(bytes, 11 * 50 * 48, "11 characters at 50 ms, 24 kHz 16-bit");
@@ -327,9 +373,11 @@ mod tests {
         assert_eq!(queue.back().map(|p| p.marker.clone()), Some(Marker::Done));
         assert_eq!((total.input_speech, total.output_speech), (5, speech_tokens(550)));
         assert!(total.output_text > 0);
-        let stages: Vec<&str> = queue
+        let stages: Vec<String> = queue
             .iter()
-            .filter_map(|p| p.event.pointer("/event/contentStart/additionalModelFields")?.as_str())
+            .filter_map(|p| {
+                p.event.to_json().pointer("/event/contentStart/additionalModelFields")?.as_str().map(String::from)
+            })
             .collect();
         assert_eq!(stages, [r#"{"generationStage":"SPECULATIVE"}"#, r#"{"generationStage":"FINAL"}"#]);
     }
@@ -338,8 +386,9 @@ mod tests {
     fn a_tool_call_ends_the_reply_waiting_for_its_result_and_pace_zero_sends_at_once() {
         let (queue, _, at) = plan(Some("Let me check."), true, 0.0);
         assert!(queue.iter().all(|p| p.at == at));
-        let tool = queue.iter().find(|p| p.event.pointer("/event/toolUse").is_some()).expect("a toolUse");
-        assert_eq!(tool.event.pointer("/event/toolUse/content"), Some(&json!("{\"account\":\"main\"}")));
+        let tool =
+            queue.iter().map(|p| p.event.to_json()).find(|e| e.pointer("/event/toolUse").is_some()).expect("a toolUse");
+        assert_eq!(tool.pointer("/event/toolUse/content"), Some(&json!("{\"account\":\"main\"}")));
         assert!(queue.iter().any(|p| p.marker == Marker::ToolPending("tool-1".into(), "check_balance".into())));
         assert_eq!(names(&queue).last().map(String::as_str), Some("usageEvent"), "no completionEnd yet");
         let (tool_only, _, _) = plan(None, true, 1.0);

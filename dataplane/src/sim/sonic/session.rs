@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::audio::{Detection, TurnDetector, Utterance, frame_fingerprint};
 use super::envelope::{Envelope, EnvelopeDecoder, encode_event, encode_message};
-use super::output::{Ids, Marker, Planned, Planner, Usage, speech_tokens};
+use super::output::{Event, Ids, Marker, Planned, Planner, Usage, speech_tokens};
 use super::protocol::{Input, Protocol};
 use crate::sim::engine::{ToolResultView, Trigger, Turn, decide};
 use crate::sim::script::ResultStatus;
@@ -290,7 +290,7 @@ impl Session {
         if !self.completion_open {
             self.completion_open = true;
             self.ids.completion_id = format!("sim-completion-{:08}", self.state.sonic.next_completion());
-            self.queue.push_back(Planned { at, event: self.ids.completion_start(), marker: Marker::None });
+            self.queue.push_back(Planned { at, event: Event::Json(self.ids.completion_start()), marker: Marker::None });
         }
     }
 
@@ -336,8 +336,8 @@ impl Session {
 
     async fn emit_due(&mut self) {
         let now = Instant::now();
-        while let Some(planned) = self.queue.front().filter(|p| p.at <= now).cloned() {
-            self.queue.pop_front();
+        while self.queue.front().is_some_and(|p| p.at <= now) {
+            let Some(planned) = self.queue.pop_front() else { break };
             match planned.marker {
                 Marker::AudioStart(id) => self.speaking = Some(id),
                 Marker::AudioEnd => self.speaking = None,
@@ -347,7 +347,7 @@ impl Session {
                 }
                 Marker::Done | Marker::None => {}
             }
-            self.send(&planned.event).await;
+            self.send(&planned.event.into_json()).await;
             if self.out.is_none() {
                 return;
             }
