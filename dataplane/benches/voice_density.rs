@@ -23,12 +23,17 @@
 #[path = "voice_common/mod.rs"]
 mod common;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{FRAME, FRAME_BYTES, Stack, env_or, kind, open, percentile, phrase_frames};
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
+
+/// Audio frames the clients sent and reply chunks they received, for the runtime's CPU
+/// per frame.
+static FRAMES: AtomicU64 = AtomicU64::new(0);
 
 /// Samples shared by the sessions: reply-audio jitter and client send lateness, in ms.
 #[derive(Default)]
@@ -74,10 +79,12 @@ async fn session(url: String, seed: u64, samples: Arc<Mutex<Samples>>, stop: tok
                 if ws.send(Message::binary(frame)).await.is_err() {
                     break;
                 }
+                FRAMES.fetch_add(1, Ordering::Relaxed);
             }
             message = ws.next() => match message {
                 Some(Ok(Message::Text(text))) => match kind(text.as_str()) {
                     "bidi_audio_stream" => {
+                        FRAMES.fetch_add(1, Ordering::Relaxed);
                         let now = Instant::now();
                         if let Some(previous) = last_chunk {
                             let gap = now.duration_since(previous).as_secs_f64() * 1000.0;
@@ -139,8 +146,19 @@ default: { text: "Your account is in good standing. Your last three payments wen
         window.as_secs()
     );
     println!(
-        "{:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>12} {:>7}",
-        "sessions", "jit p50", "jit p99", "late p99", "rt CPU%", "sim CPU%", "bench%", "busy%", "rt KiB/sess", "errors"
+        "{:>8} {:>10} {:>10} {:>10} {:>9} {:>11} {:>12} {:>9} {:>9} {:>8} {:>12} {:>7}",
+        "sessions",
+        "jit p50",
+        "jit p99",
+        "late p99",
+        "rt CPU%",
+        "rt %/sess",
+        "rt us/frame",
+        "sim CPU%",
+        "bench%",
+        "busy%",
+        "rt KiB/sess",
+        "errors"
     );
     let baseline = common::rss_kib(stack.runtime_pid);
     let samples = Arc::new(Mutex::new(Samples::default()));
@@ -160,6 +178,7 @@ default: { text: "Your account is in good standing. Your last three payments wen
         if let Ok(mut s) = samples.lock() {
             *s = Samples::default();
         }
+        let frames0 = FRAMES.load(Ordering::Relaxed);
         let (rt0, sim0, me0, m0) = (
             common::cpu_ticks(stack.runtime_pid),
             common::cpu_ticks(stack.sim_pid),
@@ -173,6 +192,7 @@ default: { text: "Your account is in good standing. Your last three payments wen
             common::cpu_ticks(std::process::id()),
             common::machine_ticks(),
         );
+        let frames = FRAMES.load(Ordering::Relaxed).saturating_sub(frames0).max(1);
         let secs = window.as_secs_f64();
         let percent = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / ticks_per_second / secs * 100.0;
         let busy = (m1.0 - m0.0) as f64 / (m1.1 - m0.1).max(1) as f64 * 100.0;
@@ -185,11 +205,13 @@ default: { text: "Your account is in good standing. Your last three payments wen
         late.sort_by(f64::total_cmp);
         let p99 = percentile(&jitter, 0.99);
         println!(
-            "{n:>8} {:>10.2} {:>10.2} {:>10.2} {:>9.0} {:>9.0} {:>9.0} {:>8.0} {:>12.0} {:>7}",
+            "{n:>8} {:>10.2} {:>10.2} {:>10.2} {:>9.0} {:>11.3} {:>12.1} {:>9.0} {:>9.0} {:>8.0} {:>12.0} {:>7}",
             percentile(&jitter, 0.5),
             p99,
             percentile(&late, 0.99),
             percent(rt0, rt1),
+            percent(rt0, rt1) / n as f64,
+            rt1.saturating_sub(rt0) as f64 / ticks_per_second * 1e6 / frames as f64,
             percent(sim0, sim1),
             percent(me0, me1),
             busy,

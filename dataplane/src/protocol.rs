@@ -291,8 +291,18 @@ impl ServerMessage {
 
     /// The JSON text of this message.
     pub fn to_json(&self) -> String {
+        // Sized up front so reply audio (50 chunks a second per voice session) is written
+        // without regrowing the buffer.
+        let capacity = match self {
+            Self::BidiAudioStream { audio } => audio.len() + 48,
+            _ => 128,
+        };
+        let mut out = Vec::with_capacity(capacity);
         // Every field is a String, number, bool or serde_json::Value: serialisation cannot fail.
-        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"type\":\"bidi_error\",\"message\":\"{e}\"}}"))
+        match serde_json::to_writer(&mut out, self) {
+            Ok(()) => String::from_utf8(out).unwrap_or_default(),
+            Err(e) => format!("{{\"type\":\"bidi_error\",\"message\":\"{e}\"}}"),
+        }
     }
 }
 
