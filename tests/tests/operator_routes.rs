@@ -65,13 +65,15 @@ async fn ready_follows_the_pods_and_the_routing_table_follows_the_agents() {
     let ready = |a: &Agent| a.status.as_ref().and_then(|s| find_condition(&s.conditions, CONDITION_READY).cloned());
     assert_eq!(ready(&agents.get("helper").await.expect("agent")).map(|c| c.status), Some("False".into()));
     assert_eq!(mark_pods_ready(&client, &n, &agent_pods("helper")).await.expect("kubelet"), 2);
-    let condition = until("Ready=True", Duration::from_secs(20), || async {
-        Ok::<_, anyhow::Error>(ready(&agents.get("helper").await?).filter(|c| c.status == "True"))
+    // Ready is True from the first available replica on; the Deployment controller may
+    // count the two pods in two steps, so wait for the message with both.
+    let condition = until("Ready=True with 2/2 available", Duration::from_secs(20), || async {
+        Ok::<_, anyhow::Error>(ready(&agents.get("helper").await?).filter(|c| c.message == "2/2 replicas available"))
     })
     .await
     .expect("ready");
     let seen = Instant::now();
-    assert_eq!(condition.message, "2/2 replicas available");
+    assert_eq!(condition.status, "True");
     assert_eq!(agents.get("helper").await.expect("agent").status.and_then(|s| s.ready_replicas), Some(2));
     route_where(&ns, "route ready", Duration::from_secs(1), |t| {
         route(t, &n, "helper").is_some_and(|r| r.ready && r.ready_replicas == 2)

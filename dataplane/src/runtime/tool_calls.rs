@@ -2,6 +2,7 @@
 //! from the core's `ExecuteTool` effects, run concurrently, their progress lines and their
 //! ends delivered one at a time by [`ToolCalls::next`], their durations recorded.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -30,9 +31,15 @@ pub enum ToolEvent {
     Done(ToolDone),
 }
 
+fn progress(update: ProgressUpdate) -> ToolEvent {
+    let ProgressUpdate { tool_use_id, name, message } = update;
+    ToolEvent::Progress(ServerMessage::ToolProgress { tool_use_id, name, message })
+}
+
 /// The running calls of one session.
 pub struct ToolCalls {
     running: FuturesUnordered<Running>,
+    finished: VecDeque<ToolDone>,
     progress: mpsc::Sender<ProgressUpdate>,
     updates: mpsc::Receiver<ProgressUpdate>,
 }
@@ -46,7 +53,7 @@ impl std::fmt::Debug for ToolCalls {
 impl Default for ToolCalls {
     fn default() -> Self {
         let (progress, updates) = Progress::channel(PROGRESS_BUFFER);
-        Self { running: FuturesUnordered::new(), progress, updates }
+        Self { running: FuturesUnordered::new(), finished: VecDeque::new(), progress, updates }
     }
 }
 
@@ -68,14 +75,23 @@ impl ToolCalls {
         }));
     }
 
-    /// The next progress line or end; pending while nothing runs.
+    /// The next progress line or end; pending while nothing runs. A call's progress lines
+    /// all come before its end, even those it reported in the poll that finished it.
+    /// Cancel-safe: an end received while the caller stops waiting is kept for the next call.
     pub async fn next(&mut self) -> ToolEvent {
-        tokio::select! {
-            Some(ProgressUpdate { tool_use_id, name, message }) = self.updates.recv() => {
-                ToolEvent::Progress(ServerMessage::ToolProgress { tool_use_id, name, message })
+        loop {
+            if let Ok(update) = self.updates.try_recv() {
+                return progress(update);
             }
-            Some(done) = self.running.next(), if !self.running.is_empty() => ToolEvent::Done(done),
-            else => std::future::pending().await,
+            if let Some(done) = self.finished.pop_front() {
+                return ToolEvent::Done(done);
+            }
+            tokio::select! {
+                biased;
+                Some(update) = self.updates.recv() => return progress(update),
+                Some(done) = self.running.next(), if !self.running.is_empty() => self.finished.push_back(done),
+                else => std::future::pending::<()>().await,
+            }
         }
     }
 
