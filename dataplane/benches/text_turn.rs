@@ -28,21 +28,17 @@ use futures_util::{SinkExt, StreamExt};
 use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
 use tokio_tungstenite::tungstenite::Message;
 
+#[path = "measure/mod.rs"]
+mod measure;
+
+use measure::{cpu_ticks, env_or, load_average, percentile, rss_kib};
+
+/// User + system CPU time of `pid`, in microseconds (clock ticks are 1/100 s).
+fn cpu_us(pid: u32) -> f64 {
+    cpu_ticks(pid) as f64 * 10_000.0
+}
+
 type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
 
 async fn next_message(ws: &mut Ws) -> ServerMessage {
     loop {
@@ -117,25 +113,6 @@ struct Row {
     load_average: String,
 }
 
-/// User + system CPU time of process `pid`, in microseconds.
-fn cpu_us(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command (which is in parentheses and may hold spaces).
-    let fields: Vec<&str> =
-        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of the file, 12 and 13 after the command; the
-    // kernel reports them in clock ticks of 1/100 s.
-    (ticks(11) + ticks(12)) * 10_000.0
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_default()
-}
-
 /// Opens `n` sessions, runs `turns` turns on each as `load` says, and measures.
 async fn run(url: &str, pid: u32, n: usize, turns: usize, load: Load, period: Duration, first_delta_ms: f64) -> Row {
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -198,11 +175,6 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
 }
 
 #[tokio::main]

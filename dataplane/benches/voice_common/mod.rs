@@ -15,16 +15,16 @@ use switchboard_crds::Catalog;
 use switchboard_dataplane::protocol::{ClientMessage, SessionStart};
 use tokio_tungstenite::tungstenite::Message;
 
+#[path = "../measure/mod.rs"]
+mod measure;
+pub use measure::*;
+
 pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// 20 ms of 16 kHz PCM16 mono.
 pub const FRAME_BYTES: usize = 640;
 /// Audio frame period.
 pub const FRAME: Duration = Duration::from_millis(20);
-
-pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
@@ -144,47 +144,6 @@ pub async fn open(url: &str) -> Ws {
 pub fn kind(text: &str) -> &str {
     let Some(rest) = text.strip_prefix("{\"type\":\"") else { return "" };
     rest.split('"').next().unwrap_or("")
-}
-
-/// RSS of `pid`, KiB.
-pub fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-/// CPU time (user + system) of `pid` so far, in clock ticks (1/100 s on Linux).
-pub fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command (which may contain spaces) start after the last ')'.
-    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the ')'.
-    let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    field(11) + field(12)
-}
-
-/// (busy, total) jiffies of the whole machine.
-pub fn machine_ticks() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let line = stat.lines().next().unwrap_or("");
-    let values: Vec<u64> = line.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
-    let total: u64 = values.iter().sum();
-    let idle = values.get(3).copied().unwrap_or(0) + values.get(4).copied().unwrap_or(0);
-    (total - idle, total)
-}
-
-/// The `p` quantile of sorted values.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
 }
 
 /// `id`'s phrase tone for `ms`, cut into 20 ms frames.
