@@ -48,6 +48,21 @@ pub struct Shared {
     pub retry: RetryPolicy,
 }
 
+impl Shared {
+    /// Counts a handoff of `agent`'s session and says how the session ends.
+    pub fn handoff(&self, agent: &AgentRuntime, request: HandoffRequest) -> Exit {
+        self.metrics.handoffs.with_label_values(&[agent.core.name()]).inc();
+        Exit::Handoff(Box::new(request))
+    }
+
+    /// Writes a transcript line, when transcripts are kept.
+    pub fn transcript(&self, entry: crate::core::TranscriptEntry) {
+        if let Some(sink) = &self.transcripts {
+            sink.write(entry);
+        }
+    }
+}
+
 /// How a driven session ended.
 #[derive(Debug)]
 pub enum Exit {
@@ -277,15 +292,8 @@ impl Driver<'_> {
                 Effect::ExecuteTool { tool_use_id, tool, input } => {
                     self.tools.start(self.agent, tool_use_id, tool, input)
                 }
-                Effect::Handoff(request) => {
-                    self.shared.metrics.handoffs.with_label_values(&[self.agent.core.name()]).inc();
-                    exit = Some(Exit::Handoff(Box::new(request)));
-                }
-                Effect::Transcript(entry) => {
-                    if let Some(sink) = &self.shared.transcripts {
-                        sink.write(entry);
-                    }
-                }
+                Effect::Handoff(request) => exit = Some(self.shared.handoff(self.agent, request)),
+                Effect::Transcript(entry) => self.shared.transcript(entry),
                 Effect::Close { reason } => exit = Some(Exit::Closed(reason)),
                 // Only voice sessions (runtime::voice) ask for these.
                 Effect::SendToolResult(_) | Effect::SendVoiceText(_) => {}

@@ -327,15 +327,8 @@ impl Voice<'_> {
                 Effect::ExecuteTool { tool_use_id, tool, input } => {
                     self.tools.start(self.agent, tool_use_id, tool, input)
                 }
-                Effect::Handoff(request) => {
-                    self.shared.metrics.handoffs.with_label_values(&[self.agent.core.name()]).inc();
-                    exit = Some(Exit::Handoff(Box::new(request)));
-                }
-                Effect::Transcript(entry) => {
-                    if let Some(sink) = &self.shared.transcripts {
-                        sink.write(entry);
-                    }
-                }
+                Effect::Handoff(request) => exit = Some(self.shared.handoff(self.agent, request)),
+                Effect::Transcript(entry) => self.shared.transcript(entry),
                 Effect::Close { reason } => exit = Some(Exit::Closed(reason)),
                 Effect::CallModel(_) => tracing::warn!("a voice session asked for a text model call; ignored"),
             }
