@@ -37,15 +37,6 @@ install_kubectl_helm() {
   "$BIN/helm" version >&2
 }
 
-install_kubernetes_validate() {
-  ensure_venv_support
-  echo "[tools] installing kubernetes-validate==$KV_VER" >&2
-  rm -rf "$VENV"
-  python3 -m venv "$VENV" >&2
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$KV_VER" >&2
-  "$VENV/bin/kubernetes-validate" --version >&2
-}
-
 ensure_venv_support() {
   python3 -c 'import venv, ensurepip' 2>/dev/null || {
     apt-get update -qq >&2
@@ -53,12 +44,22 @@ ensure_venv_support() {
   }
 }
 
-install_mcp() {
+# install_venv DIR REQUIREMENT: a fresh virtualenv in DIR with REQUIREMENT from PyPI.
+install_venv() {
   ensure_venv_support
-  echo "[tools] installing mcp==$MCP_VER" >&2
-  rm -rf "$MCP_VENV"
-  python3 -m venv "$MCP_VENV" >&2
-  "$MCP_VENV/bin/pip" install --quiet --disable-pip-version-check "mcp==$MCP_VER" >&2
+  echo "[tools] installing $2" >&2
+  rm -rf "$1"
+  python3 -m venv "$1" >&2
+  "$1/bin/pip" install --quiet --disable-pip-version-check "$2" >&2
+}
+
+install_kubernetes_validate() {
+  install_venv "$VENV" "kubernetes-validate==$KV_VER"
+  "$VENV/bin/kubernetes-validate" --version >&2
+}
+
+install_mcp() {
+  install_venv "$MCP_VENV" "mcp==$MCP_VER"
   "$MCP_VENV/bin/python" -c 'from mcp.server.mcpserver import MCPServer' >&2
 }
 
@@ -78,10 +79,10 @@ install_browser() {
 if ! { [ -x "$BIN/kubectl" ] && [ -x "$BIN/helm" ]; }; then install_kubectl_helm; fi
 if ! [ -x "$VENV/bin/kubernetes-validate" ]; then install_kubernetes_validate; fi
 if ! [ -x "$MCP_VENV/bin/python" ] || ! "$MCP_VENV/bin/python" -c 'import mcp' 2>/dev/null; then install_mcp; fi
-ln -sf "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"
-# A wrapper, not a link: a venv's interpreter finds its packages only when run by its own path.
 install_browser
+ln -sf "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"
 ln -sfn "$WEB/node_modules" "$BIN/../node_modules"
+# A wrapper, not a link: a venv's interpreter finds its packages only when run by its own path.
 rm -f "$BIN/mcp-python"
 printf '#!/bin/sh\nexec "%s" "$@"\n' "$MCP_VENV/bin/python" >"$BIN/mcp-python"
 chmod 0755 "$BIN/mcp-python"
