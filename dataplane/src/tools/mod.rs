@@ -2,7 +2,7 @@
 //! the seam; [`Executor`] runs HTTP tool servers ([`http`]), MCP servers ([`mcp`]) and
 //! built-ins ([`builtin`]), over `http://` or `https://`. While a call runs, [`Progress`]
 //! carries what the tool reports (MCP progress notifications) and, for a call still running
-//! after [`Executor::heartbeat`], a periodic "still running" line — the client's
+//! after [`ExecutorOptions::heartbeat`], a periodic "still running" line — the client's
 //! `tool_progress` events.
 
 pub mod builtin;
@@ -113,11 +113,6 @@ impl Executor {
             mcp: mcp::McpClient::new(client, aliases),
             heartbeat: options.heartbeat,
         })
-    }
-
-    /// How often a call still running reports so.
-    pub fn heartbeat(&self) -> Duration {
-        self.heartbeat
     }
 
     fn run(&self, tool: &ToolSpec, input: serde_json::Value, progress: Option<Progress>) -> ToolFuture {
