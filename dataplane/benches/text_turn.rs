@@ -3,8 +3,10 @@
 //! delta's remaining tokens: a delta of several tokens leaves when its last token exists),
 //! at 1, 100 and 1,000 concurrent sessions, and the runtime's memory per session.
 //!
-//! Runs the real `switchboard local examples/banking` binary (release build) as a child
-//! process with the simulator in-process, and real WebSocket clients in this process:
+//! Runs the real release binaries as child processes — `switchboard sim` (the Bedrock
+//! simulator) and `switchboard runtime` with the `triage` agent of examples/banking (one
+//! runtime pod) — so the runtime's CPU and memory are read on their own from `/proc`;
+//! real WebSocket clients run in this process:
 //!
 //! ```sh
 //! cargo bench -p switchboard-dataplane --bench text_turn
@@ -14,24 +16,26 @@
 //! (default 5), `BENCH_LOADS` (`lockstep`, `paced` or both, the default),
 //! `BENCH_PERIOD_MS` (a paced session's time between turns, default 5000),
 //! `BENCH_TTFT_MS` (the simulator's time to first token, default 100),
-//! `BENCH_TOKENS_PER_SECOND` (default 2000), `BENCH_TOKENS_PER_DELTA` (default 8), and
-//! `BENCH_BIN` (another `switchboard` binary to measure, e.g. an older build).
+//! `BENCH_TOKENS_PER_SECOND` (default 2000), `BENCH_TOKENS_PER_DELTA` (default 8),
+//! `BENCH_BIN` (another `switchboard` binary to measure, e.g. an older build), and
+//! `BENCH_FLOOR` (`0` skips the floor rows: the same clients against a server that only
+//! answers, on the simulator's timer; see `floor/mod.rs`).
 //!
-//! Each row also gives the `switchboard local` process's CPU time (user + system, from
-//! `/proc`) per turn — runtime and in-process simulator together — and the load average.
+//! Each row also gives the runtime's and the simulator's CPU time (user + system, from
+//! `/proc`) per turn, and the load average.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
 use tokio_tungstenite::tungstenite::Message;
 
-#[path = "measure/mod.rs"]
-mod measure;
+#[path = "common/mod.rs"]
+mod common;
+#[path = "floor/mod.rs"]
+mod floor;
 
-use measure::{cpu_ticks, env_or, load_average, percentile, rss_kib};
+use common::{Stack, cpu_ticks, env_or, load_average, percentile, rss_kib};
 
 /// User + system CPU time of `pid`, in microseconds (clock ticks are 1/100 s).
 fn cpu_us(pid: u32) -> f64 {
@@ -110,11 +114,22 @@ struct Row {
     max: f64,
     kib_per_session: f64,
     cpu_us_per_turn: f64,
+    sim_cpu_us_per_turn: Option<f64>,
     load_average: String,
 }
 
 /// Opens `n` sessions, runs `turns` turns on each as `load` says, and measures.
-async fn run(url: &str, pid: u32, n: usize, turns: usize, load: Load, period: Duration, first_delta_ms: f64) -> Row {
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    url: &str,
+    pid: u32,
+    sim_pid: Option<u32>,
+    n: usize,
+    turns: usize,
+    load: Load,
+    period: Duration,
+    first_delta_ms: f64,
+) -> Row {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = rss_kib(pid);
     let mut clients = Vec::with_capacity(n);
@@ -124,6 +139,7 @@ async fn run(url: &str, pid: u32, n: usize, turns: usize, load: Load, period: Du
     }
     let after = rss_kib(pid);
     let cpu_before = cpu_us(pid);
+    let sim_before = sim_pid.map(cpu_us);
     let start = tokio::time::Instant::now() + Duration::from_millis(100);
     let tasks: Vec<_> = clients
         .into_iter()
@@ -155,6 +171,8 @@ async fn run(url: &str, pid: u32, n: usize, turns: usize, load: Load, period: Du
         }
     }
     let cpu = cpu_us(pid) - cpu_before;
+    let turns_done = overhead.len().max(1) as f64;
+    let sim_cpu = sim_pid.zip(sim_before).map(|(sim, before)| (cpu_us(sim) - before) / turns_done);
     overhead.sort_by(f64::total_cmp);
     Row {
         samples: overhead.len(),
@@ -162,23 +180,20 @@ async fn run(url: &str, pid: u32, n: usize, turns: usize, load: Load, period: Du
         p99: percentile(&overhead, 0.99),
         max: overhead.last().copied().unwrap_or_default(),
         kib_per_session: after.saturating_sub(before) as f64 / n as f64,
-        cpu_us_per_turn: cpu / overhead.len().max(1) as f64,
+        cpu_us_per_turn: cpu / turns_done,
+        sim_cpu_us_per_turn: sim_cpu,
         load_average: load_average(),
     }
 }
 
-/// The child process, killed when the benchmark ends, panics included.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+fn main() {
+    if floor::serve_if_asked() {
+        return;
     }
+    tokio::runtime::Runtime::new().expect("a tokio runtime").block_on(bench());
 }
 
-#[tokio::main]
-async fn main() {
+async fn bench() {
     let sessions: Vec<usize> = std::env::var("BENCH_SESSIONS")
         .unwrap_or_else(|_| "1,100,1000".into())
         .split(',')
@@ -195,6 +210,7 @@ async fn main() {
             _ => None,
         })
         .collect();
+    let with_floor = std::env::var("BENCH_FLOOR").map_or(true, |v| v != "0");
     let ttft_ms: u64 = env_or("BENCH_TTFT_MS", 100);
     let tokens_per_second: f64 = env_or("BENCH_TOKENS_PER_SECOND", 2000.0);
     let tokens_per_delta: u32 = env_or("BENCH_TOKENS_PER_DELTA", 8u32).max(1);
@@ -202,63 +218,64 @@ async fn main() {
     // (tokens_per_delta - 1) token intervals later.
     let token_ms = if tokens_per_second > 0.0 { 1000.0 / tokens_per_second } else { 0.0 };
     let first_delta_ms = ttft_ms as f64 + f64::from(tokens_per_delta - 1) * token_ms;
-    let script = std::env::temp_dir().join(format!("switchboard-bench-{}.yaml", std::process::id()));
-    let yaml = format!(
+    let script = format!(
         "timing: {{ timeToFirstTokenMs: {ttft_ms}, tokensPerSecond: {tokens_per_second}, tokensPerDelta: {tokens_per_delta} }}\ndefault: {{ text: \"You said: {{text}}. Here is a reply of a few words.\" }}\n"
     );
-    std::fs::write(&script, yaml).expect("writes the script");
-    let examples = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-    let mut child = KillOnDrop(
-        Command::new(std::env::var("BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_switchboard").to_owned()))
-            .args(["local", &examples.display().to_string(), "--port", &port.to_string(), "--max-sessions", "5000"])
-            .arg("--sim-script")
-            .arg(&script)
-            .env("SWITCHBOARD_LOG", "warn")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("starts switchboard local"),
-    );
-    let stdout = child.0.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let url = loop {
-        let line = lines.next().expect("local mode prints its agents").expect("reads");
-        if line.starts_with("Chat with: switchboard chat ") {
-            break line.trim_start_matches("Chat with: switchboard chat ").to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let pid = child.0.id();
+    let max = sessions.iter().copied().max().unwrap_or(1000);
+    let stack = Stack::start(&script, "triage", (max + 50) as u32).await;
+    let (url, pid) = (stack.url.clone(), stack.runtime_pid);
+    let floor = with_floor.then(|| {
+        floor::Floor::start(floor::FloorConfig {
+            first_delta: Duration::from_secs_f64(first_delta_ms / 1000.0),
+            silence_frames: 0,
+        })
+    });
     println!(
-        "switchboard local (release) pid {pid}; simulator time to first token {ttft_ms} ms, first delta at {first_delta_ms} ms; {turns} turns per session"
+        "switchboard runtime (release, agent triage) pid {pid}, switchboard sim pid {}; simulator time to first token {ttft_ms} ms, first delta at {first_delta_ms} ms; {turns} turns per session",
+        stack.sim_pid
     );
-    println!(
-        "{:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>12} {:>13} {:>9}",
-        "sessions", "load", "turns", "median ms", "p99 ms", "max ms", "KiB/session", "runtime CPU", "loadavg"
-    );
-    println!("{:>83}", "us/turn");
-    // Warm up: connections, TLS, HTTP/2 to the simulator.
-    let mut warm = open(&url).await;
-    for _ in 0..3 {
-        turn(&mut warm, "warm up").await;
+    if let Some(floor) = &floor {
+        println!(
+            "floor: a WebSocket server (pid {}) that only sends the first delta at {first_delta_ms} ms with the simulator's timer: the same clients' figure without runtime, model client or simulator",
+            floor.pid
+        );
     }
-    drop(warm);
+    println!(
+        "{:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>12} {:>13} {:>10} {:>9}",
+        "target", "sessions", "load", "turns", "median ms", "p99 ms", "max ms", "KiB/session", "server CPU", "sim CPU", "loadavg"
+    );
+    println!("{:>93} {:>10}", "us/turn", "us/turn");
+    let mut targets = vec![("runtime", url.clone(), pid, Some(stack.sim_pid))];
+    if let Some(floor) = &floor {
+        targets.push(("floor", floor.url.clone(), floor.pid, None));
+    }
+    // Warm up: connections, TLS, HTTP/2 to the simulator.
+    for (_, url, _, _) in &targets {
+        let mut warm = open(url).await;
+        for _ in 0..3 {
+            turn(&mut warm, "warm up").await;
+        }
+    }
     for &n in &sessions {
         for &load in &loads {
-            let row = run(&url, pid, n, turns, load, period, first_delta_ms).await;
-            println!(
-                "{n:>9} {:>9} {:>7} {:>10.3} {:>10.3} {:>10.3} {:>12.1} {:>13.0} {:>9}",
-                load.label(),
-                row.samples,
-                row.median,
-                row.p99,
-                row.max,
-                row.kib_per_session,
-                row.cpu_us_per_turn,
-                row.load_average
-            );
+            for (label, url, pid, sim_pid) in &targets {
+                let row = run(url, *pid, *sim_pid, n, turns, load, period, first_delta_ms).await;
+                let sim_cpu = row.sim_cpu_us_per_turn.map_or_else(|| "-".to_owned(), |us| format!("{us:.0}"));
+                println!(
+                    "{label:>9} {n:>9} {:>9} {:>7} {:>10.3} {:>10.3} {:>10.3} {:>12.1} {:>13.0} {:>10} {:>9}",
+                    load.label(),
+                    row.samples,
+                    row.median,
+                    row.p99,
+                    row.max,
+                    row.kib_per_session,
+                    row.cpu_us_per_turn,
+                    sim_cpu,
+                    row.load_average
+                );
+            }
         }
     }
-    drop(child);
-    let _ = std::fs::remove_file(script);
+    drop(floor);
+    drop(stack);
 }

@@ -20,7 +20,7 @@
 //! Environment: `BENCH_STEPS` (session counts, default `50,100,200,300,400,600,800,1000`),
 //! `BENCH_WINDOW_S` (measurement per step, default 10).
 
-#[path = "voice_common/mod.rs"]
+#[path = "common/mod.rs"]
 mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};

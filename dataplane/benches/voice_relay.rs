@@ -19,10 +19,14 @@
 //!
 //! Environment: `BENCH_SESSIONS` (default 100), `BENCH_TURNS` per session (default 5),
 //! `BENCH_RESPONSE_DELAY_MS` (the simulator's configured delay, default 0),
-//! `BENCH_SILENCE_MS` (end-of-utterance silence, a multiple of 20, default 200).
+//! `BENCH_SILENCE_MS` (end-of-utterance silence, a multiple of 20, default 200), `BENCH_FLOOR`
+//! (`0` skips the floor rows: the same clients against a server that only answers, see
+//! `floor/mod.rs`).
 
-#[path = "voice_common/mod.rs"]
+#[path = "common/mod.rs"]
 mod common;
+#[path = "floor/mod.rs"]
+mod floor;
 
 use std::time::{Duration, Instant};
 
@@ -70,13 +74,20 @@ async fn turn(ws: &mut Ws, silence_frames: usize) -> Duration {
     }
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    if floor::serve_if_asked() {
+        return;
+    }
+    tokio::runtime::Runtime::new().expect("a tokio runtime").block_on(bench());
+}
+
+async fn bench() {
     let sessions: usize = env_or("BENCH_SESSIONS", 100);
     let turns: usize = env_or("BENCH_TURNS", 5);
     let delay_ms: u64 = env_or("BENCH_RESPONSE_DELAY_MS", 0);
     let silence_ms: u64 = env_or("BENCH_SILENCE_MS", 200);
     let silence_frames = (silence_ms / 20) as usize;
+    let with_floor = std::env::var("BENCH_FLOOR").map_or(true, |v| v != "0");
     let script = format!(
         r#"
 sonic:
@@ -91,16 +102,27 @@ default: {{ text: "Hello there, how can I help?" }}
         "switchboard runtime (release) pid {}, simulator pid {}; end-of-utterance silence {silence_ms} ms, configured response delay {delay_ms} ms; {sessions} sessions x {turns} turns",
         stack.runtime_pid, stack.sim_pid
     );
-    // Warm up: TLS, HTTP/2 connections to the simulator, allocator.
-    let mut warm = open(&stack.url).await;
-    for _ in 0..2 {
-        turn(&mut warm, silence_frames).await;
+    let floor = with_floor.then(|| floor::Floor::start(floor::FloorConfig { first_delta: Duration::ZERO, silence_frames }));
+    let mut targets = vec![("runtime", stack.url.clone())];
+    if let Some(floor) = &floor {
+        println!(
+            "floor: a WebSocket server (pid {}) that answers the frame ending the utterance with one audio chunk at once: the same clients' figure without runtime, Nova Sonic client or simulator",
+            floor.pid
+        );
+        targets.push(("floor", floor.url.clone()));
     }
-    drop(warm);
-    for (label, count) in [("1 session", 1usize), ("concurrent", sessions)] {
+    // Warm up: TLS, HTTP/2 connections to the simulator, allocator.
+    for (_, url) in &targets {
+        let mut warm = open(url).await;
+        for _ in 0..2 {
+            turn(&mut warm, silence_frames).await;
+        }
+    }
+    let runs = [("1 session", 1usize), ("concurrent", sessions)];
+    for ((label, count), (target, url)) in runs.iter().flat_map(|run| targets.iter().map(move |target| (*run, target))) {
         let mut clients = Vec::with_capacity(count);
         for _ in 0..count {
-            clients.push(open(&stack.url).await);
+            clients.push(open(url).await);
         }
         let tasks: Vec<_> = clients
             .into_iter()
@@ -126,7 +148,7 @@ default: {{ text: "Hello there, how can I help?" }}
         }
         overhead.sort_by(f64::total_cmp);
         println!(
-            "{label:>12}: {count:>4} sessions, {:>4} turns: overhead median {:.3} ms, p99 {:.3} ms, min {:.3} ms, max {:.3} ms",
+            "{target:>8} {label:>12}: {count:>4} sessions, {:>4} turns: overhead median {:.3} ms, p99 {:.3} ms, min {:.3} ms, max {:.3} ms",
             overhead.len(),
             percentile(&overhead, 0.5),
             percentile(&overhead, 0.99),
@@ -135,4 +157,5 @@ default: {{ text: "Hello there, how can I help?" }}
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    drop(floor);
 }

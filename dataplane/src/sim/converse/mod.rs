@@ -3,7 +3,7 @@
 //! `application/vnd.amazon.eventstream` body for ConverseStream, or as one JSON document
 //! for Converse (where stream cuts do not apply).
 
-mod pace;
+pub mod pace;
 mod plan;
 mod wire;
 

@@ -1,7 +1,8 @@
-//! Shared by the voice benchmarks: the real release binaries as child processes — the
+//! Shared by the data-plane benchmarks: the real release binaries as child processes — the
 //! Bedrock simulator (`switchboard sim`) and one runtime pod (`switchboard runtime` with
-//! the `idv` voice agent of examples/banking) — so the runtime's CPU and memory can be
-//! read on their own from /proc; WebSocket sessions that ask for audio; percentiles.
+//! one agent of examples/banking) — so the runtime's CPU and memory can be read on their
+//! own from /proc; WebSocket sessions that ask for audio; percentiles. `BENCH_BIN` names
+//! another `switchboard` binary to run instead of this build's (e.g. an older build).
 
 #![allow(dead_code)]
 
@@ -59,13 +60,14 @@ impl Stack {
     /// Starts the simulator with `script` (YAML) and a runtime of agent `agent` allowing
     /// `max_sessions` sessions.
     pub async fn start(script: &str, agent: &str, max_sessions: u32) -> Self {
-        let dir = std::env::temp_dir().join(format!("switchboard-voice-bench-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("switchboard-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let script_path = dir.join("script.yaml");
         std::fs::write(&script_path, script).expect("writes the script");
         let cert = dir.join("sim-ca.pem");
         let sim_port = free_port();
-        let mut sim = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        let bin = std::env::var("BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_switchboard").to_owned());
+        let mut sim = Command::new(&bin)
             .args(["sim", "--listen", &format!("127.0.0.1:{sim_port}"), "--max-connections", "4096"])
             .arg("--script")
             .arg(&script_path)
@@ -94,7 +96,7 @@ impl Stack {
         std::fs::write(&spec_path, spec.to_canonical_json()).expect("writes the spec");
         let port = free_port();
         let addr = format!("127.0.0.1:{port}");
-        let runtime = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        let runtime = Command::new(&bin)
             .arg("runtime")
             .env("SWITCHBOARD_RUNTIME_SPEC", &spec_path)
             .env("SWITCHBOARD_LISTEN", &addr)

@@ -1,0 +1,184 @@
+//! The machine's floor: a WebSocket server that does nothing but answer, used by the
+//! latency benchmarks to measure what the same clients see on the same machine without a
+//! runtime, a model client or a simulator in the path.
+//!
+//! It speaks just enough of the session protocol for the benchmarks' clients: a
+//! `session_start` gets `bidi_connection_start` and a final greeting; a
+//! `bidi_text_input` gets its first reply delta when the simulator would send it (waited
+//! for with the simulator's own precise timer, [`pace::sleep_until`]) and then
+//! `bidi_response_complete`; binary audio frames are watched for the end of an utterance
+//! (the simulator's rule: a voiced frame, then `silence` frames of silence) and the frame
+//! that completes it gets a reply audio chunk at once, then `bidi_response_complete`.
+//!
+//! What a client measures against it is the cost of the WebSocket, loopback TCP, the
+//! clients' and the server's wake-ups and the timer on this machine at that moment: a
+//! latency figure of the real stack cannot be lower, and the difference between the two
+//! is what the runtime (with its model client, TLS and HTTP/2 to the simulator, and the
+//! simulator) adds.
+//!
+//! It runs as a child process — the benchmark's own executable with `BENCH_FLOOR_SERVER`
+//! set — on a runtime with the same two worker threads as `switchboard`, so it shares the
+//! machine the way the runtime does.
+
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, TranscriptRole};
+use switchboard_dataplane::runtime::voice::audio;
+use switchboard_dataplane::sim::converse::pace;
+use tokio_tungstenite::tungstenite::Message;
+
+const ENV: &str = "BENCH_FLOOR_SERVER";
+
+/// What the floor server is told at start.
+#[derive(Clone, Copy, Debug)]
+pub struct FloorConfig {
+    /// When a text reply's first delta leaves, after the input arrived.
+    pub first_delta: Duration,
+    /// Silent frames after voice that end an utterance.
+    pub silence_frames: usize,
+}
+
+/// The floor server process, killed on drop.
+pub struct Floor {
+    child: Child,
+    /// Its session URL.
+    pub url: String,
+    /// Its process id.
+    pub pid: u32,
+}
+
+impl Drop for Floor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Floor {
+    /// Starts this executable as the floor server.
+    pub fn start(config: FloorConfig) -> Self {
+        use std::io::{BufRead, BufReader};
+        let mut child = Command::new(std::env::current_exe().expect("the benchmark's executable"))
+            .env(ENV, format!("{},{}", config.first_delta.as_micros(), config.silence_frames))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starts the floor server");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("the floor server prints its port");
+        let port = line.trim().strip_prefix("floor listening on ").expect("floor server's first line").to_owned();
+        let pid = child.id();
+        Self { child, url: format!("ws://127.0.0.1:{port}/v1/session"), pid }
+    }
+}
+
+/// Runs the floor server and returns true if this process was started as one; the
+/// benchmark's `main` calls it first.
+pub fn serve_if_asked() -> bool {
+    let Ok(value) = std::env::var(ENV) else { return false };
+    let mut parts = value.split(',').map(|p| p.parse::<u64>().unwrap_or(0));
+    let config = FloorConfig {
+        first_delta: Duration::from_micros(parts.next().unwrap_or(0)),
+        silence_frames: parts.next().unwrap_or(10) as usize,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        println!("floor listening on {}", listener.local_addr().expect("address").port());
+        loop {
+            let Ok((socket, _)) = listener.accept().await else { continue };
+            let _ = socket.set_nodelay(true);
+            tokio::spawn(connection(socket, config));
+        }
+    });
+    true
+}
+
+fn json(message: &ServerMessage) -> Message {
+    Message::text(serde_json::to_string(message).expect("json"))
+}
+
+async fn connection(socket: tokio::net::TcpStream, config: FloorConfig) {
+    let ws_config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(8 * 1024);
+    let Ok(mut ws) = tokio_tungstenite::accept_async_with_config(socket, Some(ws_config)).await else { return };
+    // 20 ms of 24 kHz PCM16, the size of one reply chunk.
+    let chunk = base64_of_silence(960);
+    let (mut turn, mut voiced, mut silent) = (0u64, false, 0usize);
+    while let Some(Ok(message)) = ws.next().await {
+        let replies = match message {
+            Message::Text(text) => match serde_json::from_str::<ClientMessage>(text.as_str()) {
+                Ok(ClientMessage::SessionStart(_)) => vec![
+                    ServerMessage::BidiConnectionStart {
+                        session_id: "floor".into(),
+                        agent: "floor".into(),
+                        mode: "hybrid".into(),
+                        model: "none".into(),
+                    },
+                    ServerMessage::BidiTranscriptStream {
+                        role: TranscriptRole::Assistant,
+                        text: "Hello.".into(),
+                        delta: false,
+                        is_final: true,
+                    },
+                ],
+                Ok(ClientMessage::BidiTextInput { .. }) => {
+                    let arrived = Instant::now();
+                    pace::sleep_until((arrived + config.first_delta).into()).await;
+                    turn += 1;
+                    vec![
+                        ServerMessage::BidiTranscriptStream {
+                            role: TranscriptRole::Assistant,
+                            text: "A reply".into(),
+                            delta: true,
+                            is_final: false,
+                        },
+                        ServerMessage::BidiResponseComplete { turn, stop_reason: "end_turn".into() },
+                    ]
+                }
+                _ => Vec::new(),
+            },
+            Message::Binary(pcm) => {
+                if audio::rms(&pcm) >= audio::VOICED_RMS {
+                    (voiced, silent) = (true, 0);
+                    Vec::new()
+                } else if voiced {
+                    silent += 1;
+                    if silent == config.silence_frames {
+                        (voiced, silent) = (false, 0);
+                        turn += 1;
+                        vec![
+                            ServerMessage::BidiAudioStream { audio: chunk.clone() },
+                            ServerMessage::BidiResponseComplete { turn, stop_reason: "end_turn".into() },
+                        ]
+                    } else {
+                        Vec::new()
+                    }
+                } else {
+                    Vec::new()
+                }
+            }
+            Message::Close(_) => break,
+            _ => Vec::new(),
+        };
+        for reply in &replies {
+            if ws.feed(json(reply)).await.is_err() {
+                return;
+            }
+        }
+        if !replies.is_empty() && ws.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn base64_of_silence(bytes: usize) -> String {
+    switchboard_dataplane::sonic::EncodedAudio::from_pcm(&vec![0u8; bytes]).into_base64()
+}
