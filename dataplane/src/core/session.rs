@@ -236,10 +236,15 @@ impl Session {
 
     /// The system prompt as it stands (rebuilt if the state changed since).
     pub fn system_prompt(&mut self) -> String {
+        self.system_prompt_ref().to_owned()
+    }
+
+    /// [`Session::system_prompt`], borrowed: rebuilt only after a state change.
+    pub fn system_prompt_ref(&mut self) -> &str {
         if self.prompt.is_none() {
             self.prompt = Some(self.build_prompt());
         }
-        self.prompt.clone().unwrap_or_default()
+        self.prompt.as_deref().unwrap_or_default()
     }
 
     /// Marks the prompt stale after a state change.

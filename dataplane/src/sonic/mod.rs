@@ -171,6 +171,7 @@ enum Command {
     Text(String),
     ToolResult { tool_use_id: String, result: serde_json::Value },
     ChangeVoice(String),
+    SystemPrompt(String),
     Close,
 }
 
@@ -244,6 +245,15 @@ impl SonicSession {
     /// boundary, with the history replayed.
     pub async fn change_voice(&self, voice_id: impl Into<String>) -> Result<(), SessionClosed> {
         self.command(Command::ChangeVoice(voice_id.into())).await
+    }
+
+    /// Sets the SYSTEM prompt of the streams opened from now on (a rotation, a recovery, a
+    /// voice change). The current stream keeps the prompt it opened with — the service
+    /// fixes it for a stream's life — so a session whose state changed (a verified caller,
+    /// a workflow step) does not fall back to an outdated prompt when its stream is
+    /// replaced. A stream already prepared with the old prompt is prepared again.
+    pub async fn update_system_prompt(&self, prompt: impl Into<String>) -> Result<(), SessionClosed> {
+        self.command(Command::SystemPrompt(prompt.into())).await
     }
 
     /// Ends the session: the stream is closed politely and the event stream ends.

@@ -198,6 +198,19 @@ impl Supervisor {
                     self.begin_opening(RestartReason::VoiceChange);
                 }
             }
+            Command::SystemPrompt(prompt) => {
+                if prompt != self.config.system_prompt {
+                    self.config.system_prompt = prompt;
+                    let prepared = match &self.next {
+                        Next::Opening { reason, .. } | Next::Ready { reason, .. } => Some(reason.clone()),
+                        Next::Idle | Next::Waiting { .. } => None,
+                    };
+                    if let Some(reason) = prepared {
+                        self.cancel_next().await;
+                        self.begin_opening(reason);
+                    }
+                }
+            }
             Command::Close => return false,
         }
         true

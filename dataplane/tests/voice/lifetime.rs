@@ -9,7 +9,7 @@ use std::time::Duration;
 use switchboard_dataplane::protocol::{ServerMessage, TranscriptRole, close_code};
 use switchboard_dataplane::sim::Operation;
 
-use crate::common::{self, Call, Encoding, finals, summary};
+use crate::common::{self, Call, Encoding, finals, is_final_reply, summary};
 
 fn counts<T: Ord + Clone>(items: &[T]) -> BTreeMap<T, usize> {
     let mut counts = BTreeMap::new();
@@ -91,4 +91,35 @@ async fn a_fatal_model_error_is_not_retried_and_reaches_the_client() {
     call.hang_up().await;
     let stats = running.sim.stats();
     assert_eq!(stats.requests(Operation::InvokeModelWithBidirectionalStream), 1, "not retried: {stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_stream_opens_with_the_prompt_of_the_sessions_state_now() {
+    // The first stream ends 5 s after it opened, after the caller was verified on it.
+    let running = common::banking(&common::script("  faults: { close: { afterMs: 5000, first: 1 } }", "")).await;
+    let mut call = Call::start(&running.url(), "idv", &["audio"], Encoding::Binary).await;
+    call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    call.say(common::IDV_DETAILS, 900);
+    let verified = call.until(|m| is_final_reply(m, "you're verified")).await;
+    assert!(
+        !verified.iter().any(|m| matches!(m, ServerMessage::BidiConnectionRestart { .. })),
+        "the first stream lived through the identity check: {:#?}",
+        summary(&verified)
+    );
+    let restart = call.until(|m| matches!(m, ServerMessage::BidiConnectionRestart { .. })).await;
+    assert!(
+        matches!(restart.last(), Some(ServerMessage::BidiConnectionRestart { reason, .. }) if reason == "stream_ended"),
+        "{:#?}",
+        summary(&restart)
+    );
+    call.hang_up().await;
+
+    let prompts = running.sim.sonic_stats().system_prompts;
+    assert_eq!(prompts.len(), 2, "two streams: {prompts:#?}");
+    assert!(!prompts[0].1.contains("Ada Lovelace"), "the first stream opened before the check: {}", prompts[0].1);
+    assert!(
+        prompts[1].1.contains("Ada Lovelace") && prompts[1].1.contains("12345678"),
+        "the replacement opened with the verified caller in its prompt: {}",
+        prompts[1].1
+    );
 }

@@ -121,7 +121,10 @@ pub async fn drive(
     shutdown: &CancellationToken,
 ) -> Exit {
     let (stream, mut events) = sonic;
-    let mut voice = Voice { agent, shared, outbound, stream, tools: ToolCalls::default(), relay: Relay::default() };
+    // The prompt the stream was opened with (see `VoiceModel::open`).
+    let prompt = session.system_prompt();
+    let mut voice =
+        Voice { agent, shared, outbound, stream, prompt, tools: ToolCalls::default(), relay: Relay::default() };
     let exit = voice.run(session, initial, first, inbound, audio, &mut events, shutdown).await;
     let _ = voice.stream.close().await;
     exit
@@ -132,6 +135,8 @@ struct Voice<'a> {
     shared: &'a Shared,
     outbound: &'a mpsc::Sender<ServerMessage>,
     stream: SonicSession,
+    /// The SYSTEM prompt the session's next stream opens with.
+    prompt: String,
     tools: ToolCalls,
     relay: Relay,
 }
@@ -301,8 +306,16 @@ impl Voice<'_> {
         self.apply(session, effects).await
     }
 
-    /// Performs `effects`; returns how the session ended if it did.
-    async fn apply(&mut self, _session: &mut Session, effects: Vec<Effect>) -> Option<Exit> {
+    /// Performs `effects`; returns how the session ended if it did. A state change that
+    /// changed the system prompt (memory, workflow step) is passed on for the streams
+    /// that replace the current one.
+    async fn apply(&mut self, session: &mut Session, effects: Vec<Effect>) -> Option<Exit> {
+        if session.system_prompt_ref() != self.prompt {
+            self.prompt = session.system_prompt();
+            if self.stream.update_system_prompt(self.prompt.clone()).await.is_err() {
+                return Some(Exit::Closed("the voice model session ended".into()));
+            }
+        }
         let mut exit = None;
         for effect in effects {
             match effect {

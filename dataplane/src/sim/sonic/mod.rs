@@ -140,6 +140,8 @@ pub struct SonicStats {
     pub voices: Vec<(u64, Option<String>)>,
     /// User texts typed into streams (interactive text contents), in order.
     pub typed: Vec<String>,
+    /// The SYSTEM prompt each stream was given, by stream.
+    pub system_prompts: Vec<(u64, String)>,
 }
 
 /// The counters, shared by every stream.
@@ -218,6 +220,10 @@ impl SonicState {
 
     fn record_voice(&self, stream: u64, voice: Option<String>) {
         self.with(|s| s.voices.push((stream, voice)));
+    }
+
+    fn record_system_prompt(&self, stream: u64, prompt: &str) {
+        self.with(|s| s.system_prompts.push((stream, prompt.to_owned())));
     }
 
     fn record_typed(&self, text: &str) {

@@ -185,7 +185,10 @@ impl Session {
                 self.tools = tools;
                 self.ids.prompt_name = self.protocol.prompt_name().to_owned();
             }
-            Input::System(text) => self.system = text,
+            Input::System(text) => {
+                self.state.sonic.record_system_prompt(self.stream, &text);
+                self.system = text;
+            }
             Input::History { role, text } => self.total.input_text += input_tokens(&role, &text),
             Input::Audio(pcm) => self.on_audio(&pcm).await,
             Input::AudioEnd | Input::PromptEnd => {}
