@@ -318,7 +318,7 @@ async fn run(
             let model = state.voice.get(name).cloned();
             let voice_id = start.voice.clone().unwrap_or_else(|| spec.persona.spec.voice.clone());
             let opened = match model {
-                Some(model) => model.open(spec, &mut session, Some(&voice_id)).await,
+                Some(model) => model.open(spec, &mut session, Some(&voice_id), state.config.voice_rotate_after).await,
                 None => Err(crate::model::ModelError::Config { message: format!("agent {name} has no voice model") }),
             };
             let sonic = match opened {

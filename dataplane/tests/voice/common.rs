@@ -106,6 +106,11 @@ mod tempfile_path {
 
 /// Local mode on examples/banking with the simulator running `yaml`.
 pub async fn banking(yaml: &str) -> Running {
+    banking_with(yaml, ServerConfig::default()).await
+}
+
+/// [`banking`] with `server`'s settings.
+pub async fn banking_with(yaml: &str, server: ServerConfig) -> Running {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     let path = std::env::temp_dir().join(format!("switchboard-voice-test-{}.yaml", uuid::Uuid::new_v4()));
     std::fs::write(&path, yaml).expect("writes the script");
@@ -114,7 +119,7 @@ pub async fn banking(yaml: &str) -> Running {
         bedrock: false,
         sim_script: Some(path.clone()),
         transcripts: None,
-        server: ServerConfig::default(),
+        server,
         ca_file: None,
     };
     let mut local = local::start(&dir, options).await.expect("local mode starts");

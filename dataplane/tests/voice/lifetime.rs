@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchboard_dataplane::protocol::{ServerMessage, TranscriptRole, close_code};
+use switchboard_dataplane::runtime::ServerConfig;
 use switchboard_dataplane::sim::Operation;
 
 use crate::common::{self, Call, Encoding, finals, is_final_reply, summary};
@@ -122,4 +123,28 @@ async fn a_replacement_stream_opens_with_the_prompt_of_the_sessions_state_now() 
         "the replacement opened with the verified caller in its prompt: {}",
         prompts[1].1
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_is_rotated_at_the_configured_age_at_a_quiet_moment() {
+    let server = ServerConfig { voice_rotate_after: Duration::from_secs(1), ..ServerConfig::default() };
+    let running = common::banking_with(&common::script("", ""), server).await;
+    let mut call = Call::start(&running.url(), "idv", &["audio"], Encoding::Binary).await;
+    call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    call.say(common::HOURS, 400);
+    call.until(|m| is_final_reply(m, "We are open from nine to five.")).await;
+    // The stream is past its age now; the swap waits for a quiet moment (no speech either
+    // way), then the conversation goes on on the new stream.
+    let rotated = call.until(|m| matches!(m, ServerMessage::BidiConnectionRestart { .. })).await;
+    assert!(
+        matches!(rotated.last(), Some(ServerMessage::BidiConnectionRestart { reason, generation }) if reason == "rotation" && *generation == 2),
+        "{:#?}",
+        summary(&rotated)
+    );
+    call.say(common::HOURS, 400);
+    call.until(|m| is_final_reply(m, "We are open from nine to five.")).await;
+    call.hang_up().await;
+    let stats = running.sim.sonic_stats();
+    assert!(stats.streams >= 2, "{stats:?}");
+    assert_eq!(stats.scripted_closes, 0);
 }

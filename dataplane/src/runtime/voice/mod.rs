@@ -80,15 +80,17 @@ impl VoiceModel {
 
     /// Opens the Nova Sonic session for `session`: the agent's model settings, the
     /// persona's voice (or `voice` from `session_start`), the core's system prompt and
-    /// tools, and the carried history.
+    /// tools, and the carried history; its streams are replaced once `rotate_after` old.
     pub async fn open(
         &self,
         spec: &RuntimeSpec,
         session: &mut Session,
         voice: Option<&str>,
+        rotate_after: Duration,
     ) -> Result<(SonicSession, SonicEvents), ModelError> {
         let voice = voice.unwrap_or(&spec.persona.spec.voice);
         let mut config = SonicConfig::from_settings(&spec.model, session.system_prompt(), voice);
+        config.rotate_after = rotate_after;
         config.tools = session.voice_tools();
         config.history = session
             .voice_history()
