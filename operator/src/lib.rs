@@ -10,6 +10,7 @@ pub mod controller;
 pub mod http;
 pub mod leader;
 pub mod lean;
+pub mod malloc;
 pub mod metrics;
 pub mod own_writes;
 pub mod render;
