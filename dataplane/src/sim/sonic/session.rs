@@ -337,8 +337,13 @@ impl Session {
         self.queue.back().map_or(start, |last| last.at.max(start))
     }
 
+    /// Sends every planned event that is due, as one write: a reply's leading events (the
+    /// user transcript, content starts, SPECULATIVE text, the first audio) are due at the
+    /// same instant, and the service does not make a client wait for a network write per
+    /// event between them.
     async fn emit_due(&mut self) {
         let now = Instant::now();
+        let mut due = Vec::new();
         while self.queue.front().is_some_and(|p| p.at <= now) {
             let Some(planned) = self.queue.pop_front() else { break };
             match planned.marker {
@@ -350,11 +355,9 @@ impl Session {
                 }
                 Marker::Done | Marker::None => {}
             }
-            self.send(&planned.event.into_json()).await;
-            if self.out.is_none() {
-                return;
-            }
+            due.push(planned.event.into_json());
         }
+        self.send_all(&due).await;
     }
 
     /// Barge-in: stop speaking, tell the client, end the completion as interrupted.
@@ -375,9 +378,7 @@ impl Session {
             self.ids.usage(&Usage::default(), &self.total),
             self.ids.completion_end("INTERRUPTED"),
         ];
-        for event in &events {
-            self.send(event).await;
-        }
+        self.send_all(&events).await;
     }
 
     async fn scripted_close(&mut self) {
@@ -409,18 +410,19 @@ impl Session {
         }
     }
 
-    async fn send(&mut self, event: &Value) {
+    /// Sends `events` in order, in one write.
+    async fn send_all(&mut self, events: &[Value]) {
         let Some(out) = &self.out else {
             return;
         };
-        let bytes = match encode_event(event) {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                tracing::warn!(%error, "cannot encode an output event");
-                return;
+        let mut bytes = bytes::BytesMut::new();
+        for event in events {
+            match encode_event(event) {
+                Ok(encoded) => bytes.extend_from_slice(&encoded),
+                Err(error) => tracing::warn!(%error, "cannot encode an output event"),
             }
-        };
-        if out.send(bytes).await.is_err() {
+        }
+        if !bytes.is_empty() && out.send(bytes.freeze()).await.is_err() {
             self.out = None;
         }
     }
