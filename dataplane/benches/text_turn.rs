@@ -242,7 +242,17 @@ async fn bench() {
     }
     println!(
         "{:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>12} {:>13} {:>10} {:>9}",
-        "target", "sessions", "load", "turns", "median ms", "p99 ms", "max ms", "KiB/session", "server CPU", "sim CPU", "loadavg"
+        "target",
+        "sessions",
+        "load",
+        "turns",
+        "median ms",
+        "p99 ms",
+        "max ms",
+        "KiB/session",
+        "server CPU",
+        "sim CPU",
+        "loadavg"
     );
     println!("{:>93} {:>10}", "us/turn", "us/turn");
     let mut targets = vec![("runtime", url.clone(), pid, Some(stack.sim_pid))];

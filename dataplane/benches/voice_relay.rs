@@ -102,7 +102,8 @@ default: {{ text: "Hello there, how can I help?" }}
         "switchboard runtime (release) pid {}, simulator pid {}; end-of-utterance silence {silence_ms} ms, configured response delay {delay_ms} ms; {sessions} sessions x {turns} turns",
         stack.runtime_pid, stack.sim_pid
     );
-    let floor = with_floor.then(|| floor::Floor::start(floor::FloorConfig { first_delta: Duration::ZERO, silence_frames }));
+    let floor =
+        with_floor.then(|| floor::Floor::start(floor::FloorConfig { first_delta: Duration::ZERO, silence_frames }));
     let mut targets = vec![("runtime", stack.url.clone())];
     if let Some(floor) = &floor {
         println!(
@@ -119,7 +120,8 @@ default: {{ text: "Hello there, how can I help?" }}
         }
     }
     let runs = [("1 session", 1usize), ("concurrent", sessions)];
-    for ((label, count), (target, url)) in runs.iter().flat_map(|run| targets.iter().map(move |target| (*run, target))) {
+    for ((label, count), (target, url)) in runs.iter().flat_map(|run| targets.iter().map(move |target| (*run, target)))
+    {
         let mut clients = Vec::with_capacity(count);
         for _ in 0..count {
             clients.push(open(url).await);

@@ -85,11 +85,8 @@ pub fn serve_if_asked() -> bool {
         first_delta: Duration::from_micros(parts.next().unwrap_or(0)),
         silence_frames: parts.next().unwrap_or(10) as usize,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a tokio runtime");
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
         println!("floor listening on {}", listener.local_addr().expect("address").port());

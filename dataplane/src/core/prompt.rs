@@ -7,6 +7,8 @@ use switchboard_crds::Mode;
 use switchboard_crds::persona::ResponseStyle;
 
 use super::handoff::{HandoffContext, HandoffKind};
+use super::session::Session;
+use super::workflow;
 
 /// Values for the template's placeholders.
 #[derive(Clone, Debug)]
@@ -75,6 +77,61 @@ pub fn render_handoff(context: &HandoffContext) -> String {
 /// Joins the parts of a system prompt, skipping empty ones.
 pub fn assemble(parts: &[&str]) -> String {
     parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()).collect::<Vec<_>>().join("\n\n")
+}
+
+/// The session's system prompt, cached until its state changes.
+impl Session {
+    /// The system prompt as it stands (rebuilt if the state changed since).
+    pub fn system_prompt(&mut self) -> String {
+        self.system_prompt_ref().to_owned()
+    }
+
+    /// [`Session::system_prompt`], borrowed: rebuilt only after a state change.
+    pub fn system_prompt_ref(&mut self) -> &str {
+        if self.prompt.is_none() {
+            self.prompt = Some(self.build_prompt());
+        }
+        self.prompt.as_deref().unwrap_or_default()
+    }
+
+    /// Marks the prompt stale after a state change.
+    pub(super) fn invalidate_prompt(&mut self) {
+        self.prompt = None;
+    }
+
+    fn build_prompt(&self) -> String {
+        let spec = self.core.spec();
+        let persona = &spec.persona.spec;
+        let memory = self.memory.render();
+        let values = TemplateValues {
+            name: &persona.display_name,
+            agent: &spec.agent.name,
+            memory: &memory,
+            date: &self.today,
+            language: &persona.language,
+        };
+        let body = render_template(&persona.system_prompt, &values);
+        let memory_part = if persona.system_prompt.contains("{memory}") {
+            String::new()
+        } else {
+            format!("What the session knows:\n{memory}")
+        };
+        let workflow = workflow::render(&spec.workflow.spec, &self.workflow);
+        let arrival = self.arrival.as_ref().map(render_handoff).unwrap_or_default();
+        let summary = if self.summary.is_empty() {
+            String::new()
+        } else {
+            format!("Summary of the earlier conversation:\n{}", self.summary)
+        };
+        assemble(&[
+            &body,
+            &memory_part,
+            style_guidance(persona.response_style, spec.mode),
+            &workflow,
+            &arrival,
+            &summary,
+        ])
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! The session state machine: turns, model calls, prompt rebuilding, the context guard,
-//! arrival by handoff, and the end of a session. Tool calls are handled in `calls`.
+//! The session state machine: turns, model calls, the context guard, arrival by handoff,
+//! and the end of a session. Tool calls are handled in `calls`, the prompt in `prompt`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -11,10 +11,9 @@ use super::context;
 pub use super::events::{Effect, Input, ModelReply, SessionInit};
 use super::handoff::{HandoffContext, HandoffKind, HandoffRequest};
 use super::memory::Memory;
-use super::prompt::{self, TemplateValues};
 use super::tools::ToolCache;
 use super::transcript::TranscriptEntry;
-use super::workflow::{self, Transition, WorkflowState};
+use super::workflow::{Transition, WorkflowState};
 use crate::model::{ContentBlock, Message, ModelRequest, Role, StopReason, ToolResult};
 use crate::protocol::{ServerMessage, TranscriptRole};
 
@@ -37,12 +36,12 @@ pub(super) enum Phase {
 pub struct Session {
     pub(super) core: Arc<AgentCore>,
     pub(super) id: String,
-    today: String,
+    pub(super) today: String,
     pub(super) memory: Memory,
     pub(super) workflow: WorkflowState,
     pub(super) messages: Vec<Message>,
-    summary: String,
-    arrival: Option<HandoffContext>,
+    pub(super) summary: String,
+    pub(super) arrival: Option<HandoffContext>,
     pub(super) return_to: Option<String>,
     pub(super) cache: ToolCache,
     pub(super) phase: Phase,
@@ -53,7 +52,7 @@ pub struct Session {
     pub(super) calls: Vec<super::calls::Call>,
     pub(super) pending_handoff: Option<HandoffRequest>,
     pub(super) end_after_turn: bool,
-    prompt: Option<String>,
+    pub(super) prompt: Option<String>,
     /// Driven by a streaming voice model (see `voice`) rather than a text model.
     pub(super) voice: bool,
     /// Voice: typed texts sent into the stream, in case the model echoes them.
@@ -232,58 +231,6 @@ impl Session {
     /// hands them to the receiving agent's session so nothing the user typed is lost.
     pub fn take_queued(&mut self) -> Vec<String> {
         self.queue.drain(..).collect()
-    }
-
-    /// The system prompt as it stands (rebuilt if the state changed since).
-    pub fn system_prompt(&mut self) -> String {
-        self.system_prompt_ref().to_owned()
-    }
-
-    /// [`Session::system_prompt`], borrowed: rebuilt only after a state change.
-    pub fn system_prompt_ref(&mut self) -> &str {
-        if self.prompt.is_none() {
-            self.prompt = Some(self.build_prompt());
-        }
-        self.prompt.as_deref().unwrap_or_default()
-    }
-
-    /// Marks the prompt stale after a state change.
-    pub(super) fn invalidate_prompt(&mut self) {
-        self.prompt = None;
-    }
-
-    fn build_prompt(&self) -> String {
-        let spec = self.core.spec();
-        let persona = &spec.persona.spec;
-        let memory = self.memory.render();
-        let values = TemplateValues {
-            name: &persona.display_name,
-            agent: &spec.agent.name,
-            memory: &memory,
-            date: &self.today,
-            language: &persona.language,
-        };
-        let body = prompt::render_template(&persona.system_prompt, &values);
-        let memory_part = if persona.system_prompt.contains("{memory}") {
-            String::new()
-        } else {
-            format!("What the session knows:\n{memory}")
-        };
-        let workflow = workflow::render(&spec.workflow.spec, &self.workflow);
-        let arrival = self.arrival.as_ref().map(prompt::render_handoff).unwrap_or_default();
-        let summary = if self.summary.is_empty() {
-            String::new()
-        } else {
-            format!("Summary of the earlier conversation:\n{}", self.summary)
-        };
-        prompt::assemble(&[
-            &body,
-            &memory_part,
-            prompt::style_guidance(persona.response_style, spec.mode),
-            &workflow,
-            &arrival,
-            &summary,
-        ])
     }
 
     fn user_text(&mut self, text: String) -> Vec<Effect> {
