@@ -35,7 +35,7 @@ mod common;
 #[path = "floor/mod.rs"]
 mod floor;
 
-use common::{Stack, cpu_ticks, env_or, load_average, percentile, rss_kib};
+use common::{Stack, cpu_ticks, env_or, load_average, overheads_ms, percentile, rss_kib};
 
 /// User + system CPU time of `pid`, in microseconds (clock ticks are 1/100 s).
 fn cpu_us(pid: u32) -> f64 {
@@ -164,16 +164,10 @@ async fn run(
             })
         })
         .collect();
-    let mut overhead: Vec<f64> = Vec::new();
-    for task in tasks {
-        for sample in task.await.expect("session task") {
-            overhead.push(sample.as_secs_f64() * 1000.0 - first_delta_ms);
-        }
-    }
+    let overhead = overheads_ms(tasks, first_delta_ms).await;
     let cpu = cpu_us(pid) - cpu_before;
     let turns_done = overhead.len().max(1) as f64;
     let sim_cpu = sim_pid.zip(sim_before).map(|(sim, before)| (cpu_us(sim) - before) / turns_done);
-    overhead.sort_by(f64::total_cmp);
     Row {
         samples: overhead.len(),
         median: percentile(&overhead, 0.5),

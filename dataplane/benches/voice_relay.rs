@@ -30,7 +30,7 @@ mod floor;
 
 use std::time::{Duration, Instant};
 
-use common::{FRAME, FRAME_BYTES, Stack, Ws, env_or, kind, open, percentile, phrase_frames};
+use common::{FRAME, FRAME_BYTES, Stack, Ws, env_or, kind, open, overheads_ms, percentile, phrase_frames};
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -142,13 +142,7 @@ default: {{ text: "Hello there, how can I help?" }}
                 })
             })
             .collect();
-        let mut overhead: Vec<f64> = Vec::new();
-        for task in tasks {
-            for sample in task.await.expect("session task") {
-                overhead.push(sample.as_secs_f64() * 1000.0 - delay_ms as f64);
-            }
-        }
-        overhead.sort_by(f64::total_cmp);
+        let overhead = overheads_ms(tasks, delay_ms as f64).await;
         println!(
             "{target:>8} {label:>12}: {count:>4} sessions, {:>4} turns: overhead median {:.3} ms, p99 {:.3} ms, min {:.3} ms, max {:.3} ms",
             overhead.len(),

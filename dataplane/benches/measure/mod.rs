@@ -49,6 +49,19 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[index.min(sorted.len() - 1)]
 }
 
+/// The sessions' samples minus `minus_ms`, in milliseconds, sorted: the overhead of each
+/// turn over what the simulator was told to take.
+pub async fn overheads_ms(tasks: Vec<tokio::task::JoinHandle<Vec<std::time::Duration>>>, minus_ms: f64) -> Vec<f64> {
+    let mut overhead = Vec::new();
+    for task in tasks {
+        for sample in task.await.expect("session task") {
+            overhead.push(sample.as_secs_f64() * 1000.0 - minus_ms);
+        }
+    }
+    overhead.sort_by(f64::total_cmp);
+    overhead
+}
+
 /// The 1-minute load average.
 pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
