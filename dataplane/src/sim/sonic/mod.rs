@@ -23,6 +23,7 @@ pub mod protocol;
 pub mod script;
 mod session;
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -140,9 +141,13 @@ pub struct SonicStats {
     pub voices: Vec<(u64, Option<String>)>,
     /// User texts typed into streams (interactive text contents), in order.
     pub typed: Vec<String>,
-    /// The SYSTEM prompt each stream was given, by stream.
-    pub system_prompts: Vec<(u64, String)>,
+    /// The SYSTEM prompt each stream was given, by stream: the last
+    /// [`KEPT_SYSTEM_PROMPTS`], so a long-running simulator does not keep them all.
+    pub system_prompts: VecDeque<(u64, String)>,
 }
+
+/// How many streams' SYSTEM prompts [`SonicStats::system_prompts`] keeps.
+pub const KEPT_SYSTEM_PROMPTS: usize = 64;
 
 /// The counters, shared by every stream.
 #[derive(Debug, Default)]
@@ -223,7 +228,12 @@ impl SonicState {
     }
 
     fn record_system_prompt(&self, stream: u64, prompt: &str) {
-        self.with(|s| s.system_prompts.push((stream, prompt.to_owned())));
+        self.with(|s| {
+            if s.system_prompts.len() >= KEPT_SYSTEM_PROMPTS {
+                s.system_prompts.pop_front();
+            }
+            s.system_prompts.push_back((stream, prompt.to_owned()));
+        });
     }
 
     fn record_typed(&self, text: &str) {
