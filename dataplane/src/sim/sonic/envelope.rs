@@ -91,8 +91,13 @@ pub fn decode_chunk(message: &Message) -> Result<serde_json::Value, EnvelopeErro
 
 /// The output message carrying `event` (`{"event": {...}}`), encoded for the response body.
 pub fn encode_event(event: &serde_json::Value) -> Result<Bytes, EnvelopeError> {
-    let json = event.to_string();
-    let payload = serde_json::json!({ "bytes": aws_smithy_types::base64::encode(json.as_bytes()) }).to_string();
+    encode_event_text(&event.to_string())
+}
+
+/// [`encode_event`] of an event already written as JSON text.
+pub fn encode_event_text(json: &str) -> Result<Bytes, EnvelopeError> {
+    // Base64 has no character JSON would escape.
+    let payload = format!(r#"{{"bytes":"{}"}}"#, aws_smithy_types::base64::encode(json.as_bytes()));
     let message = Message::new(Bytes::from(payload))
         .add_header(Header::new(":event-type", HeaderValue::String("chunk".into())))
         .add_header(Header::new(":content-type", HeaderValue::String("application/json".into())))

@@ -80,6 +80,21 @@ impl Ids {
         self.event("audioOutput", json!({ "contentId": content_id, "content": aws_smithy_types::base64::encode(pcm) }))
     }
 
+    /// [`Ids::audio_output`] as JSON text, written directly: the simulator sends 50 of
+    /// these a second per speaking stream, and a `Value` tree per chunk (base64 text
+    /// copied in, then scanned for escapes) cost it more than the rest of a reply.
+    pub fn audio_output_text(&self, content_id: &str, pcm: &[u8]) -> String {
+        let quoted = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+        format!(
+            r#"{{"event":{{"audioOutput":{{"sessionId":{},"promptName":{},"completionId":{},"contentId":{},"content":"{}"}}}}}}"#,
+            quoted(&self.session_id),
+            quoted(&self.prompt_name),
+            quoted(&self.completion_id),
+            quoted(content_id),
+            aws_smithy_types::base64::encode(pcm)
+        )
+    }
+
     /// `toolUse`.
     pub fn tool_use(&self, content_id: &str, tool_use_id: &str, name: &str, input: &Value) -> Value {
         self.event(
@@ -192,7 +207,7 @@ impl Event {
         match self {
             Self::Json(value) => value.clone(),
             Self::Audio { ids, content_id, offset_samples, ms } => {
-                ids.audio_output(content_id, &sine(180.0, OUTPUT_RATE, *ms, 6000, *offset_samples))
+                ids.audio_output(content_id, &reply_tone(*offset_samples, *ms))
             }
         }
     }
@@ -204,6 +219,32 @@ impl Event {
             audio => audio.to_json(),
         }
     }
+
+    /// The event as an output message for the response body.
+    pub fn encode(self) -> Result<bytes::Bytes, super::envelope::EnvelopeError> {
+        match self {
+            Self::Json(value) => super::envelope::encode_event(&value),
+            Self::Audio { ids, content_id, offset_samples, ms } => {
+                super::envelope::encode_event_text(&ids.audio_output_text(&content_id, &reply_tone(offset_samples, ms)))
+            }
+        }
+    }
+}
+
+/// The reply tone (180 Hz at 24 kHz, as [`sine`] computes it) from sample `offset` for
+/// `ms`, read from one precomputed cycle: 180 Hz repeats exactly every 400 samples at
+/// 24 kHz, and a sine per sample was the simulator's largest cost while speaking.
+fn reply_tone(offset: u64, ms: u64) -> Vec<u8> {
+    static CYCLE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    const PERIOD: u64 = 400;
+    let cycle = CYCLE.get_or_init(|| sine(180.0, OUTPUT_RATE, 1000 * PERIOD / u64::from(OUTPUT_RATE) + 1, 6000, 0));
+    let count = ms * u64::from(OUTPUT_RATE) / 1000;
+    let mut bytes = Vec::with_capacity(usize::try_from(count * 2).unwrap_or(0));
+    for n in offset..offset + count {
+        let at = usize::try_from(n % PERIOD).unwrap_or(0) * 2;
+        bytes.extend_from_slice(&cycle[at..at + 2]);
+    }
+    bytes
 }
 
 /// Builds replies into a queue of planned events.
@@ -315,6 +356,21 @@ impl Planner<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reply_tone_from_its_cycle_is_the_computed_sine_and_its_event_text_the_same_json() {
+        for offset in [0, 1, 123, 399, 400, 401, 24_000, 1_000_003] {
+            let (table, computed) = (reply_tone(offset, 20), sine(180.0, OUTPUT_RATE, 20, 6000, offset));
+            assert_eq!(table.len(), computed.len());
+            let samples = |b: &[u8]| b.chunks_exact(2).map(|p| i16::from_le_bytes([p[0], p[1]])).collect::<Vec<_>>();
+            let worst = samples(&table).iter().zip(samples(&computed)).map(|(a, b)| (a - b).abs()).max();
+            assert!(worst <= Some(1), "offset {offset}: {worst:?}");
+        }
+        let ids = Ids { session_id: "s\"1".into(), prompt_name: "p".into(), completion_id: "c".into() };
+        let pcm = reply_tone(0, 20);
+        let text: Value = serde_json::from_str(&ids.audio_output_text("a", &pcm)).expect("JSON");
+        assert_eq!(text, ids.audio_output("a", &pcm));
+    }
 
     fn names(queue: &VecDeque<Planned>) -> Vec<String> {
         queue

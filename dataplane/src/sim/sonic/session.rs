@@ -343,7 +343,7 @@ impl Session {
     /// event between them.
     async fn emit_due(&mut self) {
         let now = Instant::now();
-        let mut due = Vec::new();
+        let mut due = bytes::BytesMut::new();
         while self.queue.front().is_some_and(|p| p.at <= now) {
             let Some(planned) = self.queue.pop_front() else { break };
             match planned.marker {
@@ -355,9 +355,12 @@ impl Session {
                 }
                 Marker::Done | Marker::None => {}
             }
-            due.push(planned.event.into_json());
+            match planned.event.encode() {
+                Ok(encoded) => due.extend_from_slice(&encoded),
+                Err(error) => tracing::warn!(%error, "cannot encode an output event"),
+            }
         }
-        self.send_all(&due).await;
+        self.send_bytes(due).await;
     }
 
     /// Barge-in: stop speaking, tell the client, end the completion as interrupted.
@@ -412,9 +415,6 @@ impl Session {
 
     /// Sends `events` in order, in one write.
     async fn send_all(&mut self, events: &[Value]) {
-        let Some(out) = &self.out else {
-            return;
-        };
         let mut bytes = bytes::BytesMut::new();
         for event in events {
             match encode_event(event) {
@@ -422,6 +422,14 @@ impl Session {
                 Err(error) => tracing::warn!(%error, "cannot encode an output event"),
             }
         }
+        self.send_bytes(bytes).await;
+    }
+
+    /// Sends encoded output messages in one write.
+    async fn send_bytes(&mut self, bytes: bytes::BytesMut) {
+        let Some(out) = &self.out else {
+            return;
+        };
         if !bytes.is_empty() && out.send(bytes.freeze()).await.is_err() {
             self.out = None;
         }
