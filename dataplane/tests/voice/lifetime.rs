@@ -115,7 +115,16 @@ async fn a_replacement_stream_opens_with_the_prompt_of_the_sessions_state_now() 
     );
     call.hang_up().await;
 
-    let prompts = running.sim.sonic_stats().system_prompts;
+    // The client hears of the switch once the new stream is open; the simulator may still
+    // be reading that stream's first events.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let prompts = loop {
+        let prompts = running.sim.sonic_stats().system_prompts;
+        if prompts.len() >= 2 || tokio::time::Instant::now() >= deadline {
+            break prompts;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(prompts.len(), 2, "two streams: {prompts:#?}");
     assert!(!prompts[0].1.contains("Ada Lovelace"), "the first stream opened before the check: {}", prompts[0].1);
     assert!(
