@@ -96,8 +96,8 @@ async fn a_fatal_model_error_is_not_retried_and_reaches_the_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replacement_stream_opens_with_the_prompt_of_the_sessions_state_now() {
-    // The first stream ends 5 s after it opened, after the caller was verified on it.
-    let running = common::banking(&common::script("  faults: { close: { afterMs: 5000, first: 1 } }", "")).await;
+    // The first stream ends 8 s after it opened, well after the caller was verified on it.
+    let running = common::banking(&common::script("  faults: { close: { afterMs: 8000, first: 1 } }", "")).await;
     let mut call = Call::start(&running.url(), "idv", &["audio"], Encoding::Binary).await;
     call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
     call.say(common::IDV_DETAILS, 900);
