@@ -35,7 +35,7 @@ mod common;
 #[path = "floor/mod.rs"]
 mod floor;
 
-use common::{Stack, cpu_ticks, env_or, load_average, overheads_ms, percentile, rss_kib};
+use common::{Stack, cpu_ticks, env_list, env_or, load_average, overheads_ms, percentile, rss_kib};
 
 /// User + system CPU time of `pid`, in microseconds (clock ticks are 1/100 s).
 fn cpu_us(pid: u32) -> f64 {
@@ -188,11 +188,7 @@ fn main() {
 }
 
 async fn bench() {
-    let sessions: Vec<usize> = std::env::var("BENCH_SESSIONS")
-        .unwrap_or_else(|_| "1,100,1000".into())
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
+    let sessions = env_list("BENCH_SESSIONS", "1,100,1000");
     let turns: usize = env_or("BENCH_TURNS", 5);
     let period = Duration::from_millis(env_or("BENCH_PERIOD_MS", 5000));
     let loads: Vec<Load> = std::env::var("BENCH_LOADS")

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{FRAME, FRAME_BYTES, Stack, env_or, kind, open, percentile, phrase_frames};
+use common::{FRAME, FRAME_BYTES, Stack, env_list, env_or, kind, open, percentile, phrase_frames};
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -121,11 +121,7 @@ async fn session(url: String, seed: u64, samples: Arc<Mutex<Samples>>, stop: tok
 
 #[tokio::main]
 async fn main() {
-    let steps: Vec<usize> = std::env::var("BENCH_STEPS")
-        .unwrap_or_else(|_| "50,100,200,300,400,600,800,1000".into())
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
+    let steps = env_list("BENCH_STEPS", "50,100,200,300,400,600,800,1000");
     let window = Duration::from_secs(env_or("BENCH_WINDOW_S", 10));
     let max = steps.iter().copied().max().unwrap_or(1000);
     // About 5 s of reply audio per utterance, in 20 ms chunks.

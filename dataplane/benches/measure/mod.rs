@@ -8,6 +8,11 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// The environment variable `name` as a comma-separated list of numbers, or `default`'s.
+pub fn env_list(name: &str, default: &str) -> Vec<usize> {
+    std::env::var(name).unwrap_or_else(|_| default.into()).split(',').filter_map(|s| s.trim().parse().ok()).collect()
+}
+
 /// RSS of `pid`, KiB.
 pub fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

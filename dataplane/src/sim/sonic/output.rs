@@ -212,14 +212,6 @@ impl Event {
         }
     }
 
-    /// The event's JSON, taking it.
-    pub fn into_json(self) -> Value {
-        match self {
-            Self::Json(value) => value,
-            audio => audio.to_json(),
-        }
-    }
-
     /// The event as an output message for the response body.
     pub fn encode(self) -> Result<bytes::Bytes, super::envelope::EnvelopeError> {
         match self {

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::audio::{Detection, TurnDetector, Utterance, frame_fingerprint};
-use super::envelope::{Envelope, EnvelopeDecoder, encode_event, encode_message};
+use super::envelope::{Envelope, EnvelopeDecoder, EnvelopeError, encode_event, encode_message};
 use super::output::{Event, Ids, Marker, Planned, Planner, Usage, speech_tokens};
 use super::protocol::{Input, Protocol};
 use crate::sim::engine::{ToolResultView, Trigger, Turn, decide};
@@ -343,7 +343,7 @@ impl Session {
     /// event between them.
     async fn emit_due(&mut self) {
         let now = Instant::now();
-        let mut due = bytes::BytesMut::new();
+        let mut due = Vec::new();
         while self.queue.front().is_some_and(|p| p.at <= now) {
             let Some(planned) = self.queue.pop_front() else { break };
             match planned.marker {
@@ -355,12 +355,9 @@ impl Session {
                 }
                 Marker::Done | Marker::None => {}
             }
-            match planned.event.encode() {
-                Ok(encoded) => due.extend_from_slice(&encoded),
-                Err(error) => tracing::warn!(%error, "cannot encode an output event"),
-            }
+            due.push(planned.event.encode());
         }
-        self.send_bytes(due).await;
+        self.send_encoded(due).await;
     }
 
     /// Barge-in: stop speaking, tell the client, end the completion as interrupted.
@@ -381,7 +378,7 @@ impl Session {
             self.ids.usage(&Usage::default(), &self.total),
             self.ids.completion_end("INTERRUPTED"),
         ];
-        self.send_all(&events).await;
+        self.send_encoded(events.iter().map(encode_event)).await;
     }
 
     async fn scripted_close(&mut self) {
@@ -398,9 +395,7 @@ impl Session {
     /// Sends an in-stream exception and ends the output.
     async fn fail(&mut self, kind: StreamExceptionKind, message: &str) {
         tracing::info!(stream = self.stream, exception = kind.type_name(), message, "failing the stream");
-        if let (Some(out), Ok(bytes)) = (&self.out, encode_message(&kind.message(message))) {
-            let _ = out.send(bytes).await;
-        }
+        self.send_encoded([encode_message(&kind.message(message))]).await;
         self.finish_output();
     }
 
@@ -413,20 +408,16 @@ impl Session {
         }
     }
 
-    /// Sends `events` in order, in one write.
-    async fn send_all(&mut self, events: &[Value]) {
+    /// Sends encoded output messages in order, in one write (one that could not be
+    /// encoded is logged and left out).
+    async fn send_encoded(&mut self, encoded: impl IntoIterator<Item = Result<Bytes, EnvelopeError>>) {
         let mut bytes = bytes::BytesMut::new();
-        for event in events {
-            match encode_event(event) {
-                Ok(encoded) => bytes.extend_from_slice(&encoded),
+        for message in encoded {
+            match message {
+                Ok(message) => bytes.extend_from_slice(&message),
                 Err(error) => tracing::warn!(%error, "cannot encode an output event"),
             }
         }
-        self.send_bytes(bytes).await;
-    }
-
-    /// Sends encoded output messages in one write.
-    async fn send_bytes(&mut self, bytes: bytes::BytesMut) {
         let Some(out) = &self.out else {
             return;
         };
