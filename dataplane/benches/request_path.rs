@@ -58,50 +58,30 @@ impl Marks {
     }
 }
 
+/// Implements the named read-only hooks of [`Intercept`], each marking the instant the SDK
+/// reached it.
+macro_rules! mark_at {
+    ($($hook:ident: $context:ident),* $(,)?) => {
+        $(
+            fn $hook(&self, _: &$context<'_>, _: &RuntimeComponents, _: &mut ConfigBag) -> Result<(), BoxError> {
+                self.mark();
+                Ok(())
+            }
+        )*
+    };
+}
+
 impl Intercept for Marks {
     fn name(&self) -> &'static str {
         "request_path_marks"
     }
 
-    fn read_before_serialization(
-        &self,
-        _: &BeforeSerializationInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        self.mark();
-        Ok(())
-    }
-
-    fn read_after_serialization(
-        &self,
-        _: &BeforeTransmitInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        self.mark();
-        Ok(())
-    }
-
-    fn read_before_signing(
-        &self,
-        _: &BeforeTransmitInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        self.mark();
-        Ok(())
-    }
-
-    fn read_before_transmit(
-        &self,
-        _: &BeforeTransmitInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        self.mark();
-        Ok(())
-    }
+    mark_at!(
+        read_before_serialization: BeforeSerializationInterceptorContextRef,
+        read_after_serialization: BeforeTransmitInterceptorContextRef,
+        read_before_signing: BeforeTransmitInterceptorContextRef,
+        read_before_transmit: BeforeTransmitInterceptorContextRef,
+    );
 }
 
 const STAGES: [&str; 7] = [
