@@ -8,9 +8,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// mimalloc instead of glibc's malloc: a text turn allocates and frees many small blocks
-/// (the request, its SDK copy, JSON, HTTP/2 frames); with glibc, malloc and free were up to a
-/// quarter of the runtime's CPU in a profile (sessions with long histories). Measured in BENCHMARKS.md ("mimalloc"): about
-/// 16 % less CPU per text turn, ~9 KiB more RSS per text session.
+/// (the request, its SDK copy, JSON, HTTP/2 frames); with glibc, malloc and free were up to
+/// a quarter of the runtime's CPU in a profile (sessions with long histories). Measured in
+/// BENCHMARKS.md ("Session 4"): about 16 % less CPU per text turn, ~9 KiB more RSS per
+/// text session.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

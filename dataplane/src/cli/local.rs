@@ -43,27 +43,13 @@ pub struct LocalArgs {
     #[arg(long, env = "SWITCHBOARD_CA_FILE")]
     ca_file: Option<PathBuf>,
 
-    /// Age in seconds at which a voice session's Nova Sonic stream is replaced by a fresh
-    /// one (at the next turn boundary, with the conversation replayed), ahead of the
-    /// service's 8-minute stream limit.
-    #[arg(long, env = "SWITCHBOARD_VOICE_ROTATE_AFTER_SECONDS", default_value_t = 360,
-          value_parser = clap::value_parser!(u64).range(1..=470))]
-    voice_rotate_after_seconds: u64,
+    #[command(flatten)]
+    voice: super::VoiceArgs,
 }
 
 /// Runs until Ctrl-C.
 pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
-    let LocalArgs {
-        dir,
-        port,
-        host,
-        bedrock,
-        sim_script,
-        transcripts_dir,
-        max_sessions,
-        ca_file,
-        voice_rotate_after_seconds,
-    } = args;
+    let LocalArgs { dir, port, host, bedrock, sim_script, transcripts_dir, max_sessions, ca_file, voice } = args;
     let options = LocalOptions {
         listen: SocketAddr::new(host, port),
         bedrock,
@@ -72,7 +58,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         server: ServerConfig {
             drain_timeout: std::time::Duration::from_secs(5),
             max_sessions,
-            voice_rotate_after: std::time::Duration::from_secs(voice_rotate_after_seconds),
+            voice_rotate_after: voice.rotate_after(),
             ..ServerConfig::default()
         },
         ca_file,

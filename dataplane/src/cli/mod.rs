@@ -7,7 +7,7 @@ mod local;
 mod runtime;
 mod sim;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 /// Switchboard's data plane.
@@ -49,6 +49,24 @@ impl Command {
             Self::Chat(args) => chat::run(args).await,
             Self::DemoTools(args) => demo_tools::run(args).await,
         }
+    }
+}
+
+/// Voice options shared by `runtime` and `local`.
+#[derive(Debug, Args)]
+pub struct VoiceArgs {
+    /// Age in seconds at which a voice session's Nova Sonic stream is replaced by a fresh
+    /// one (at the next turn boundary, with the conversation replayed), ahead of the
+    /// service's 8-minute stream limit.
+    #[arg(long, env = "SWITCHBOARD_VOICE_ROTATE_AFTER_SECONDS", default_value_t = 360,
+          value_parser = clap::value_parser!(u64).range(1..=470))]
+    voice_rotate_after_seconds: u64,
+}
+
+impl VoiceArgs {
+    /// The stream age at which to rotate.
+    pub fn rotate_after(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.voice_rotate_after_seconds)
     }
 }
 

@@ -59,12 +59,8 @@ pub struct RuntimeArgs {
     #[arg(long, env = "SWITCHBOARD_CA_FILE")]
     ca_file: Option<PathBuf>,
 
-    /// Age in seconds at which a voice session's Nova Sonic stream is replaced by a fresh
-    /// one (at the next turn boundary, with the conversation replayed), ahead of the
-    /// service's 8-minute stream limit.
-    #[arg(long, env = "SWITCHBOARD_VOICE_ROTATE_AFTER_SECONDS", default_value_t = 360,
-          value_parser = clap::value_parser!(u64).range(1..=470))]
-    voice_rotate_after_seconds: u64,
+    #[command(flatten)]
+    voice: super::VoiceArgs,
 }
 
 /// Serves until SIGTERM/SIGINT, then drains for the spec's `sessions.drainTimeoutSeconds`.
@@ -79,7 +75,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         bedrock_ca_file,
         bedrock_endpoint,
         ca_file,
-        voice_rotate_after_seconds,
+        voice: voice_options,
     } = args;
     let trust = Trust::from_file(ca_file.as_deref())?;
     let executor = Executor::new(ExecutorOptions { trust: trust.clone(), ..ExecutorOptions::default() })?;
@@ -103,7 +99,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         max_sessions: spec.sessions.max_concurrent as usize,
         drain_timeout: Duration::from_secs(u64::from(spec.sessions.drain_timeout_seconds)),
         idle_timeout: Duration::from_secs(u64::from(spec.sessions.idle_timeout_seconds)),
-        voice_rotate_after: Duration::from_secs(voice_rotate_after_seconds),
+        voice_rotate_after: voice_options.rotate_after(),
     };
     let name = spec.agent.name.clone();
     let agent = runtime::agent_runtime(spec, model, Arc::new(executor))?;
