@@ -17,7 +17,9 @@
 //! `BENCH_PERIOD_MS` (a paced session's time between turns, default 5000),
 //! `BENCH_TTFT_MS` (the simulator's time to first token, default 100),
 //! `BENCH_TOKENS_PER_SECOND` (default 2000), `BENCH_TOKENS_PER_DELTA` (default 8),
-//! `BENCH_BIN` (another `switchboard` binary to measure, e.g. an older build), and
+//! `BENCH_BIN` (another `switchboard` binary to measure, e.g. an older build),
+//! `BENCH_WORKERS` (async worker threads of the runtime, the simulator and the floor
+//! server; default 1, what the operator gives a pod with the default CPU request), and
 //! `BENCH_FLOOR` (`0` skips the floor rows: the same clients against a server that only
 //! answers, on the simulator's timer; see `floor/mod.rs`).
 //!
@@ -221,8 +223,9 @@ async fn bench() {
         })
     });
     println!(
-        "switchboard runtime (release, agent triage) pid {pid}, switchboard sim pid {}; simulator time to first token {ttft_ms} ms, first delta at {first_delta_ms} ms; {turns} turns per session",
-        stack.sim_pid
+        "switchboard runtime (release, agent triage) pid {pid}, switchboard sim pid {}; simulator time to first token {ttft_ms} ms, first delta at {first_delta_ms} ms; {turns} turns per session; {} worker thread(s) per server process",
+        stack.sim_pid,
+        common::workers()
     );
     if let Some(floor) = &floor {
         println!(

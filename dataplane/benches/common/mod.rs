@@ -1,7 +1,8 @@
 //! Shared by the data-plane benchmarks: the real release binaries as child processes — the
 //! Bedrock simulator (`switchboard sim`) and one runtime pod (`switchboard runtime` with
 //! one agent of examples/banking) — so the runtime's CPU and memory can be read on their
-//! own from /proc; WebSocket sessions that ask for audio; percentiles. `BENCH_BIN` names
+//! own from /proc, each with `BENCH_WORKERS` async worker threads (default 1, as the
+//! operator sizes a pod with the default CPU request); WebSocket sessions that ask for audio; percentiles. `BENCH_BIN` names
 //! another `switchboard` binary to run instead of this build's (e.g. an older build).
 
 #![allow(dead_code)]
@@ -74,6 +75,7 @@ impl Stack {
             .arg("--cert-out")
             .arg(&cert)
             .env("SWITCHBOARD_LOG", "warn")
+            .env("SWITCHBOARD_WORKER_THREADS", workers().to_string())
             .stdout(Stdio::piped())
             .spawn()
             .expect("starts switchboard sim");
@@ -106,6 +108,7 @@ impl Stack {
             .env("AWS_SECRET_ACCESS_KEY", "not-a-secret")
             .env("NO_PROXY", "127.0.0.1,localhost")
             .env("SWITCHBOARD_LOG", "warn")
+            .env("SWITCHBOARD_WORKER_THREADS", workers().to_string())
             .stdout(Stdio::null())
             .spawn()
             .expect("starts switchboard runtime");

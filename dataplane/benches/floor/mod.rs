@@ -17,8 +17,9 @@
 //! simulator) adds.
 //!
 //! It runs as a child process — the benchmark's own executable with `BENCH_FLOOR_SERVER`
-//! set — on a runtime with the same two worker threads as `switchboard`, so it shares the
-//! machine the way the runtime does.
+//! set — on a tokio runtime with as many worker threads as the benchmark gives
+//! `switchboard` (`BENCH_WORKERS`, default 1), so it shares the machine the way the
+//! runtime does.
 
 #![allow(dead_code)]
 
@@ -85,8 +86,12 @@ pub fn serve_if_asked() -> bool {
         first_delta: Duration::from_micros(parts.next().unwrap_or(0)),
         silence_frames: parts.next().unwrap_or(10) as usize,
     };
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a tokio runtime");
+    let workers = std::env::var("BENCH_WORKERS").ok().and_then(|w| w.parse::<usize>().ok()).unwrap_or(1).max(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
         println!("floor listening on {}", listener.local_addr().expect("address").port());

@@ -19,6 +19,15 @@ pub struct Cli {
     #[arg(long, env = "SWITCHBOARD_LOG", default_value = "info", global = true)]
     pub log: String,
 
+    /// Threads that run the async work (tokio workers). Default: one per CPU this process
+    /// may use (a cgroup CPU limit counts). A runtime pod is best sized from its CPU
+    /// request — the operator sets it so — because every extra worker costs wake-ups
+    /// between threads: one worker used ~15 % less CPU per text turn than two
+    /// (BENCHMARKS.md, "Session 5").
+    #[arg(long, env = "SWITCHBOARD_WORKER_THREADS", global = true,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: Option<u16>,
+
     /// What to run.
     #[command(subcommand)]
     pub command: Command,

@@ -152,6 +152,7 @@ fn deployment_has_every_field() {
                             {"name": "MODE", "value": "voice"},
                             {"name": "SWITCHBOARD_RUNTIME_SPEC", "value": "/etc/switchboard/runtime.json"},
                             {"name": "SWITCHBOARD_LISTEN", "value": "0.0.0.0:8080"},
+                            {"name": "SWITCHBOARD_WORKER_THREADS", "value": "1"},
                         ],
                         "envFrom": [{"secretRef": {"name": "aws-keys", "optional": false}}],
                         "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
@@ -243,6 +244,9 @@ fn operator_settings_and_agent_resources_reach_the_pod() {
     let container = &v["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["image"], "registry.local/sb:dev");
     assert_eq!(container["resources"], json!({"requests": {"cpu": "2"}, "limits": {"memory": "1Gi"}}));
+    let threads =
+        container["env"].as_array().and_then(|e| e.iter().find(|v| v["name"] == "SWITCHBOARD_WORKER_THREADS"));
+    assert_eq!(threads.map(|v| &v["value"]), Some(&json!("2")), "workers follow the CPU request");
     assert_eq!(v["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 125);
     assert_eq!(v["spec"]["replicas"], 1, "replicas default to 1");
 }
@@ -297,4 +301,34 @@ fn render_yaml_is_the_built_objects() {
         .map(|doc| serde::Deserialize::deserialize(doc).expect("YAML"))
         .collect();
     assert_eq!(docs, vec![value(&d.config_map), value(&d.deployment), value(&d.service)]);
+}
+
+#[test]
+fn worker_threads_follow_the_cpu_limit_else_the_request() {
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    use crate::build::deployment::worker_threads;
+    let resources = |requests: Option<&str>, limits: Option<&str>| ResourceRequirements {
+        requests: requests.map(|q| [("cpu".to_owned(), Quantity(q.to_owned()))].into()),
+        limits: limits.map(|q| [("cpu".to_owned(), Quantity(q.to_owned()))].into()),
+        ..Default::default()
+    };
+    let cases = [
+        (Some("100m"), None, Some(1)),
+        (Some("1"), None, Some(1)),
+        (Some("1001m"), None, Some(2)),
+        (Some("2.5"), None, Some(3)),
+        (Some(".5"), None, Some(1)),
+        (Some("100m"), Some("4"), Some(4)),
+        (Some("2"), Some("1.5"), Some(1)),
+        (None, Some("500m"), Some(1)),
+        (Some("3"), Some("not-a-quantity"), Some(3)),
+        (None, None, None),
+        (Some("1e3"), None, None),
+        (Some("1.2345"), None, None),
+    ];
+    for (request, limit, expected) in cases {
+        assert_eq!(worker_threads(&resources(request, limit)), expected, "request {request:?}, limit {limit:?}");
+    }
 }

@@ -141,8 +141,17 @@ impl BedrockTextModel {
 }
 
 enum State {
-    Start { client: Client, request: ModelRequest },
-    Streaming { receiver: Receiver, decoder: StreamDecoder },
+    /// The request, already in the SDK's types (converted when the stream is made, so the
+    /// stream holds no second copy of the conversation), or why it cannot be sent.
+    Start {
+        client: Client,
+        model_id: String,
+        parts: Result<convert::ConverseParts, ModelError>,
+    },
+    Streaming {
+        receiver: Receiver,
+        decoder: StreamDecoder,
+    },
     Done,
 }
 
@@ -153,7 +162,8 @@ type Receiver = aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver<
 
 impl TextModel for BedrockTextModel {
     fn stream(&self, request: &ModelRequest) -> ModelStream {
-        let state = State::Start { client: self.client.clone(), request: request.clone() };
+        let parts = convert::to_converse(request);
+        let state = State::Start { client: self.client.clone(), model_id: request.model_id.clone(), parts };
         Box::pin(futures_util::stream::unfold(state, step))
     }
 
@@ -166,7 +176,7 @@ async fn step(mut state: State) -> Option<(Result<super::ModelEvent, ModelError>
     loop {
         state = match state {
             State::Done => return None,
-            State::Start { client, request } => match start(&client, &request).await {
+            State::Start { client, model_id, parts } => match start(&client, &model_id, parts).await {
                 Ok(receiver) => State::Streaming { receiver, decoder: StreamDecoder::default() },
                 Err(error) => return Some((Err(error), State::Done)),
             },
@@ -189,11 +199,15 @@ async fn step(mut state: State) -> Option<(Result<super::ModelEvent, ModelError>
     }
 }
 
-async fn start(client: &Client, request: &ModelRequest) -> Result<Receiver, ModelError> {
-    let parts = convert::to_converse(request)?;
+async fn start(
+    client: &Client,
+    model_id: &str,
+    parts: Result<convert::ConverseParts, ModelError>,
+) -> Result<Receiver, ModelError> {
+    let parts = parts?;
     let mut call = client
         .converse_stream()
-        .model_id(&request.model_id)
+        .model_id(model_id)
         .set_messages(Some(parts.messages))
         .inference_config(parts.inference);
     if !parts.system.is_empty() {
@@ -202,7 +216,7 @@ async fn start(client: &Client, request: &ModelRequest) -> Result<Receiver, Mode
     if let Some(tool_config) = parts.tool_config {
         call = call.tool_config(tool_config);
     }
-    let output = call.send().await.map_err(|e| errors::from_start_error(e, &request.model_id))?;
+    let output = call.send().await.map_err(|e| errors::from_start_error(e, model_id))?;
     Ok(output.stream)
 }
 
