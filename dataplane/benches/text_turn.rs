@@ -24,7 +24,8 @@
 //! answers, on the simulator's timer; see `floor/mod.rs`).
 //!
 //! Each row also gives the runtime's and the simulator's CPU time (user + system, from
-//! `/proc`) per turn, and the load average.
+//! `/proc`) per turn, the load average, and the machine's steal share during the turns
+//! (CPU time the hypervisor gave to other VMs: with a few percent, the tail is the host's).
 
 use std::time::{Duration, Instant};
 
@@ -37,7 +38,9 @@ mod common;
 #[path = "floor/mod.rs"]
 mod floor;
 
-use common::{Stack, cpu_ticks, env_list, env_or, load_average, overheads_ms, percentile, rss_kib};
+use common::{
+    Stack, cpu_ticks, env_list, env_or, load_average, overheads_ms, percentile, rss_kib, steal_percent, steal_ticks,
+};
 
 /// User + system CPU time of `pid`, in microseconds (clock ticks are 1/100 s).
 fn cpu_us(pid: u32) -> f64 {
@@ -118,6 +121,7 @@ struct Row {
     cpu_us_per_turn: f64,
     sim_cpu_us_per_turn: Option<f64>,
     load_average: String,
+    steal_percent: f64,
 }
 
 /// Opens `n` sessions, runs `turns` turns on each as `load` says, and measures.
@@ -142,6 +146,7 @@ async fn run(
     let after = rss_kib(pid);
     let cpu_before = cpu_us(pid);
     let sim_before = sim_pid.map(cpu_us);
+    let steal_before = steal_ticks();
     let start = tokio::time::Instant::now() + Duration::from_millis(100);
     let tasks: Vec<_> = clients
         .into_iter()
@@ -179,6 +184,7 @@ async fn run(
         cpu_us_per_turn: cpu / turns_done,
         sim_cpu_us_per_turn: sim_cpu,
         load_average: load_average(),
+        steal_percent: steal_percent(steal_before, steal_ticks()),
     }
 }
 
@@ -234,7 +240,7 @@ async fn bench() {
         );
     }
     println!(
-        "{:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>12} {:>13} {:>10} {:>9}",
+        "{:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>12} {:>13} {:>10} {:>9} {:>8}",
         "target",
         "sessions",
         "load",
@@ -245,7 +251,8 @@ async fn bench() {
         "KiB/session",
         "server CPU",
         "sim CPU",
-        "loadavg"
+        "loadavg",
+        "steal %"
     );
     println!("{:>93} {:>10}", "us/turn", "us/turn");
     let mut targets = vec![("runtime", url.clone(), pid, Some(stack.sim_pid))];
@@ -265,7 +272,7 @@ async fn bench() {
                 let row = run(url, *pid, *sim_pid, n, turns, load, period, first_delta_ms).await;
                 let sim_cpu = row.sim_cpu_us_per_turn.map_or_else(|| "-".to_owned(), |us| format!("{us:.0}"));
                 println!(
-                    "{label:>9} {n:>9} {:>9} {:>7} {:>10.3} {:>10.3} {:>10.3} {:>12.1} {:>13.0} {:>10} {:>9}",
+                    "{label:>9} {n:>9} {:>9} {:>7} {:>10.3} {:>10.3} {:>10.3} {:>12.1} {:>13.0} {:>10} {:>9} {:>8.1}",
                     load.label(),
                     row.samples,
                     row.median,
@@ -274,7 +281,8 @@ async fn bench() {
                     row.kib_per_session,
                     row.cpu_us_per_turn,
                     sim_cpu,
-                    row.load_average
+                    row.load_average,
+                    row.steal_percent
                 );
             }
         }

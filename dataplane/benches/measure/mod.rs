@@ -52,6 +52,22 @@ pub fn machine_ticks() -> (u64, u64) {
     (total - idle, total)
 }
 
+/// (steal, total) jiffies of the whole machine. Steal is time the hypervisor gave this
+/// VM's CPUs to someone else while they had work: a share of a few percent during a run
+/// means its latency tail is the host's, not the code's.
+pub fn steal_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let line = stat.lines().next().unwrap_or("");
+    let values: Vec<u64> = line.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    (values.get(7).copied().unwrap_or(0), values.iter().sum())
+}
+
+/// The steal share between two [`steal_ticks`] readings, in percent.
+pub fn steal_percent(before: (u64, u64), after: (u64, u64)) -> f64 {
+    let total = after.1.saturating_sub(before.1).max(1) as f64;
+    after.0.saturating_sub(before.0) as f64 * 100.0 / total
+}
+
 /// The `p` quantile of sorted values.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
