@@ -272,7 +272,7 @@ impl Session {
     pub(super) fn call_model(&mut self) -> Vec<Effect> {
         let mut effects = Vec::new();
         let budget = self.core.spec().model.context_tokens as usize;
-        let fixed = self.system_prompt().len();
+        let fixed = self.system_prompt_ref().len();
         let before = self.messages.len();
         if let Some(summary) = context::compact(&mut self.messages, fixed, budget) {
             let dropped = before - self.messages.len();
