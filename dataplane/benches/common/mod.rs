@@ -2,8 +2,9 @@
 //! Bedrock simulator (`switchboard sim`) and one runtime pod (`switchboard runtime` with
 //! one agent of examples/banking) — so the runtime's CPU and memory can be read on their
 //! own from /proc, each with `BENCH_WORKERS` async worker threads (default 1, as the
-//! operator sizes a pod with the default CPU request); WebSocket sessions that ask for audio; percentiles. `BENCH_BIN` names
-//! another `switchboard` binary to run instead of this build's (e.g. an older build).
+//! operator sizes a pod with the default CPU request); WebSocket sessions that ask for
+//! audio; percentiles. `BENCH_BIN` names another `switchboard` binary to run instead of
+//! this build's (e.g. an older build).
 
 #![allow(dead_code)]
 

@@ -22,7 +22,7 @@ pub struct Cli {
     /// Threads that run the async work (tokio workers). Default: one per CPU this process
     /// may use (a cgroup CPU limit counts). A runtime pod is best sized from its CPU
     /// request — the operator sets it so — because every extra worker costs wake-ups
-    /// between threads: one worker used ~15 % less CPU per text turn than two
+    /// between threads: one worker used ~18 % less CPU per text turn than two
     /// (BENCHMARKS.md, "Session 5").
     #[arg(long, env = "SWITCHBOARD_WORKER_THREADS", global = true,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
