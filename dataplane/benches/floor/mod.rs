@@ -86,9 +86,8 @@ pub fn serve_if_asked() -> bool {
         first_delta: Duration::from_micros(parts.next().unwrap_or(0)),
         silence_frames: parts.next().unwrap_or(10) as usize,
     };
-    let workers = std::env::var("BENCH_WORKERS").ok().and_then(|w| w.parse::<usize>().ok()).unwrap_or(1).max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
+        .worker_threads(usize::from(crate::common::workers()))
         .enable_all()
         .build()
         .expect("a tokio runtime");

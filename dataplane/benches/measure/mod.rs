@@ -42,11 +42,17 @@ pub fn cpu_ticks(pid: u32) -> u64 {
     field(11) + field(12)
 }
 
-/// (busy, total) jiffies of the whole machine.
-pub fn machine_ticks() -> (u64, u64) {
+/// The whole machine's jiffies by kind (user, nice, system, idle, iowait, irq, softirq,
+/// steal, ...): the `cpu` line of /proc/stat.
+fn machine_jiffies() -> Vec<u64> {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let line = stat.lines().next().unwrap_or("");
-    let values: Vec<u64> = line.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    line.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect()
+}
+
+/// (busy, total) jiffies of the whole machine.
+pub fn machine_ticks() -> (u64, u64) {
+    let values = machine_jiffies();
     let total: u64 = values.iter().sum();
     let idle = values.get(3).copied().unwrap_or(0) + values.get(4).copied().unwrap_or(0);
     (total - idle, total)
@@ -56,9 +62,7 @@ pub fn machine_ticks() -> (u64, u64) {
 /// VM's CPUs to someone else while they had work: a share of a few percent during a run
 /// means its latency tail is the host's, not the code's.
 pub fn steal_ticks() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let line = stat.lines().next().unwrap_or("");
-    let values: Vec<u64> = line.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    let values = machine_jiffies();
     (values.get(7).copied().unwrap_or(0), values.iter().sum())
 }
 

@@ -84,11 +84,11 @@ impl<'a> Iterator for Tokens<'a> {
 pub fn estimate_json_tokens(value: &serde_json::Value) -> u64 {
     match value {
         serde_json::Value::String(s) => estimate_tokens(s),
-        // `to_vec` writes the same text as `Display` without the formatter machinery.
-        other => match serde_json::to_vec(other).map(String::from_utf8) {
-            Ok(Ok(text)) => estimate_tokens(&text),
-            _ => estimate_tokens(&other.to_string()),
-        },
+        // `to_vec` writes the same text as `Display` without the formatter machinery; it
+        // cannot fail on a `Value` and writes UTF-8.
+        other => {
+            estimate_tokens(std::str::from_utf8(&serde_json::to_vec(other).unwrap_or_default()).unwrap_or_default())
+        }
     }
 }
 
