@@ -142,9 +142,10 @@ fn stream_response(
     request_id: &str,
 ) -> http::Response<Body> {
     let frames = plan.frames.into_iter();
-    let stream = futures_util::stream::unfold((frames, kill), move |(mut frames, kill)| async move {
+    let paced = (frames, kill, pace::Pacer::new());
+    let stream = futures_util::stream::unfold(paced, move |(mut frames, kill, mut pacer)| async move {
         let planned = frames.next()?;
-        pace::sleep_until(start + planned.at).await;
+        pacer.sleep_until(start + planned.at).await;
         let item = match planned.action {
             Action::Event { event_type, payload } => encode(&event_message(event_type, &payload)),
             Action::Exception(kind, text) => encode(&kind.message(&text)),
@@ -156,7 +157,7 @@ fn stream_response(
                 Err(BodyError("the connection was dropped as scripted".into()))
             }
         };
-        Some((item, (frames, kill)))
+        Some((item, (frames, kill, pacer)))
     });
     http::Response::builder()
         .status(200)
