@@ -39,15 +39,13 @@ mod common;
 mod floor;
 
 use common::{
-    Stack, cpu_ticks, env_list, env_or, load_average, overheads_ms, percentile, rss_kib, steal_percent, steal_ticks,
+    Stack, Ws, cpu_ticks, env_list, env_or, load_average, overheads_ms, percentile, rss_kib, steal_percent, steal_ticks,
 };
 
 /// User + system CPU time of `pid`, in microseconds (clock ticks are 1/100 s).
 fn cpu_us(pid: u32) -> f64 {
     cpu_ticks(pid) as f64 * 10_000.0
 }
-
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn next_message(ws: &mut Ws) -> ServerMessage {
     loop {
@@ -63,7 +61,7 @@ async fn next_message(ws: &mut Ws) -> ServerMessage {
 }
 
 async fn open(url: &str) -> Ws {
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true).await.expect("connects");
+    let mut ws = common::connect(url).await;
     let start = ClientMessage::SessionStart(SessionStart { agent: Some("triage".into()), ..SessionStart::default() });
     ws.send(Message::text(serde_json::to_string(&start).expect("json"))).await.expect("sends");
     // The greeting is the last message of a new triage session.
