@@ -112,8 +112,18 @@ pub async fn sleep_until(deadline: tokio::time::Instant) {
 /// made at the first wait and re-armed for each one after.
 #[derive(Debug, Default)]
 pub struct Pacer {
+    clock: Clock,
+}
+
+#[derive(Debug, Default)]
+enum Clock {
+    /// No wait yet.
+    #[default]
+    Unmade,
     #[cfg(target_os = "linux")]
-    timer: Option<timerfd::Timer>,
+    Timerfd(timerfd::Timer),
+    /// No timerfd here, or making or waiting on one failed (said once per pacer).
+    Thread,
 }
 
 impl Pacer {
@@ -132,21 +142,26 @@ impl Pacer {
         }
         #[cfg(target_os = "linux")]
         {
-            if self.timer.is_none() {
-                self.timer = timerfd::Timer::new()
-                    .map_err(|e| tracing::warn!("cannot make a timerfd ({e}); pacing with a thread instead"))
-                    .ok();
+            if matches!(self.clock, Clock::Unmade) {
+                self.clock = match timerfd::Timer::new() {
+                    Ok(timer) => Clock::Timerfd(timer),
+                    Err(e) => {
+                        tracing::warn!("cannot make a timerfd ({e}); pacing this stream with a thread instead");
+                        Clock::Thread
+                    }
+                };
             }
-            if let Some(timer) = &self.timer {
+            if let Clock::Timerfd(timer) = &self.clock {
                 match timer.wait(deadline - now).await {
                     Ok(()) => return,
                     Err(e) => {
-                        tracing::warn!("the timerfd failed ({e}); pacing with a thread instead");
-                        self.timer = None;
+                        tracing::warn!("the timerfd failed ({e}); pacing this stream with a thread instead");
+                        self.clock = Clock::Thread;
                     }
                 }
             }
         }
+        self.clock = Clock::Thread;
         match pacing_thread() {
             Some(pacer) => {
                 let _ = pacer.add(deadline).await;
@@ -254,7 +269,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         #[cfg(target_os = "linux")]
-        assert!(pacer.timer.is_some(), "paced with the fallback thread instead of a timerfd");
+        assert!(matches!(pacer.clock, Clock::Timerfd(_)), "paced with the fallback thread instead of a timerfd");
         for ms in [30, 31, 45] {
             let deadline = Duration::from_millis(ms);
             pacer.sleep_until(start + deadline).await;
