@@ -8,7 +8,6 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// The environment variable `name` as a comma-separated list of numbers, or `default`'s.
 /// Async worker threads of every server process a benchmark starts (runtime, simulator,
 /// floor server): `BENCH_WORKERS`, default 1 — what the operator gives a runtime pod with
 /// the default CPU request of 100m (`SWITCHBOARD_WORKER_THREADS`, sized from the request).
@@ -16,6 +15,7 @@ pub fn workers() -> u16 {
     env_or("BENCH_WORKERS", 1u16).max(1)
 }
 
+/// The environment variable `name` as a comma-separated list of numbers, or `default`'s.
 pub fn env_list(name: &str, default: &str) -> Vec<usize> {
     std::env::var(name).unwrap_or_else(|_| default.into()).split(',').filter_map(|s| s.trim().parse().ok()).collect()
 }

@@ -171,7 +171,7 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
 /// Sized from the pod and not from the node: without this a runtime requesting 100m on a
 /// 64-core node would start 64 workers, and every worker beyond what the pod gets costs
 /// wake-ups between threads (one worker used ~18 % less CPU per text turn than two).
-pub fn worker_threads(resources: &ResourceRequirements) -> Option<u32> {
+pub(crate) fn worker_threads(resources: &ResourceRequirements) -> Option<u32> {
     let cores = |map: &Option<std::collections::BTreeMap<String, Quantity>>| {
         map.as_ref().and_then(|m| m.get("cpu")).and_then(|q| cpu_millis(&q.0))
     };
