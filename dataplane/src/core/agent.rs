@@ -93,6 +93,20 @@ pub enum ConfigError {
 pub struct AgentCore {
     spec: RuntimeSpec,
     validators: HashMap<String, jsonschema::Validator>,
+    /// What [`AgentCore::offered_tools`] offers at each node, worked out once.
+    offers: HashMap<String, Offer>,
+}
+
+/// The tools offered at one workflow node, but for the return (whose name and description
+/// depend on the session's caller).
+#[derive(Debug)]
+struct Offer {
+    /// The tools of the nodes reachable from this one, then the reachable transfers.
+    tools: Vec<ToolDefinition>,
+    /// Whether a return to the caller is offered when the session has one.
+    returns: bool,
+    /// `workflow_goto`, when the node has a choosable move.
+    goto: Option<ToolDefinition>,
 }
 
 impl AgentCore {
@@ -134,7 +148,10 @@ impl AgentCore {
                 return Err(ConfigError::UnknownHandoffTarget { agent, node: node.id.clone(), target: target.clone() });
             }
         }
-        Ok(Self { spec, validators })
+        let mut core = Self { spec, validators, offers: HashMap::new() };
+        let offers = core.spec.workflow.spec.nodes.iter().map(|n| (n.id.clone(), core.offer_at(&n.id))).collect();
+        core.offers = offers;
+        Ok(core)
     }
 
     /// The resolved spec.
@@ -200,9 +217,32 @@ impl AgentCore {
     /// nodes the model can move to without a condition, the transfers and return reachable
     /// that way, and `workflow_goto` when the current node has a choosable move.
     pub fn offered_tools(&self, state: &WorkflowState, return_to: Option<&str>) -> Vec<ToolDefinition> {
+        let worked_out;
+        let offer = match self.offers.get(state.node()) {
+            Some(offer) => offer,
+            None => {
+                worked_out = self.offer_at(state.node());
+                &worked_out
+            }
+        };
+        let mut offered = Vec::with_capacity(offer.tools.len() + 2);
+        offered.extend_from_slice(&offer.tools);
+        if let Some(caller) = return_to
+            && offer.returns
+        {
+            let description =
+                format!("Return the customer to the {caller} agent when your part is done or cannot be done.");
+            offered.push(handoff_tool(&return_tool_name(caller), &description, true));
+        }
+        offered.extend(offer.goto.clone());
+        offered
+    }
+
+    /// Works out what is offered at `node`.
+    fn offer_at(&self, node: &str) -> Offer {
         let workflow = &self.spec.workflow.spec;
-        let nodes = reachable(workflow, state.node());
-        let mut offered: Vec<ToolDefinition> = self
+        let nodes = reachable(workflow, node);
+        let mut tools: Vec<ToolDefinition> = self
             .spec
             .tools
             .iter()
@@ -212,20 +252,14 @@ impl AgentCore {
         for handoff in &self.spec.handoffs {
             if !self.governs_transfer(&handoff.agent) || nodes.iter().any(|n| self.is_transfer_node(n, &handoff.agent))
             {
-                offered.push(handoff_tool(&handoff.tool, &handoff.description, false));
+                tools.push(handoff_tool(&handoff.tool, &handoff.description, false));
             }
         }
-        if let Some(caller) = return_to
-            && (!self.governs_return() || nodes.iter().any(|n| self.is_return_node(n)))
-        {
-            let description =
-                format!("Return the customer to the {caller} agent when your part is done or cannot be done.");
-            offered.push(handoff_tool(&return_tool_name(caller), &description, true));
+        Offer {
+            tools,
+            returns: !self.governs_return() || nodes.iter().any(|n| self.is_return_node(n)),
+            goto: workflow.edges.iter().any(|e| e.from == node && e.when.is_none()).then(goto_tool),
         }
-        if workflow.edges.iter().any(|e| e.from == state.node() && e.when.is_none()) {
-            offered.push(goto_tool());
-        }
-        offered
     }
 }
 

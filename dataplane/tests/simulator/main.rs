@@ -7,3 +7,4 @@ mod common;
 mod errors;
 mod raw_sdk;
 mod streaming;
+mod user_agent;

@@ -10,6 +10,7 @@
 mod convert;
 pub(crate) mod errors;
 mod stream;
+mod user_agent;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -106,7 +107,8 @@ pub async fn build_client(config: &BedrockConfig) -> Result<Client, ModelError> 
     let shared = loader.load().await;
     let mut builder = aws_sdk_bedrockruntime::config::Builder::from(&shared)
         .retry_config(RetryConfig::standard().with_max_attempts(config.sdk_max_attempts.max(1)))
-        .timeout_config(TimeoutConfig::builder().connect_timeout(config.connect_timeout).build());
+        .timeout_config(TimeoutConfig::builder().connect_timeout(config.connect_timeout).build())
+        .interceptor(user_agent::ReuseUserAgent::default());
     if let Some(url) = &config.endpoint_url {
         builder = builder.endpoint_url(url);
     }
