@@ -230,9 +230,7 @@ impl AgentCore {
         if let Some(caller) = return_to
             && offer.returns
         {
-            let description =
-                format!("Return the customer to the {caller} agent when your part is done or cannot be done.");
-            offered.push(handoff_tool(&return_tool_name(caller), &description, true));
+            offered.push(return_tool(caller));
         }
         offered.extend(offer.goto.clone());
         offered
@@ -274,9 +272,7 @@ impl AgentCore {
             tools.push(handoff_tool(&handoff.tool, &handoff.description, false));
         }
         if let Some(caller) = return_to {
-            let description =
-                format!("Return the customer to the {caller} agent when your part is done or cannot be done.");
-            tools.push(handoff_tool(&return_tool_name(caller), &description, true));
+            tools.push(return_tool(caller));
         }
         if self.spec.workflow.spec.edges.iter().any(|e| e.when.is_none()) {
             tools.push(goto_tool());
@@ -297,6 +293,12 @@ impl AgentCore {
         let is_return = name.starts_with(RETURN_PREFIX);
         handoff_tool(name, "Not available at this step.", is_return)
     }
+}
+
+/// The tool that returns the session to `caller`.
+fn return_tool(caller: &str) -> ToolDefinition {
+    let description = format!("Return the customer to the {caller} agent when your part is done or cannot be done.");
+    handoff_tool(&return_tool_name(caller), &description, true)
 }
 
 fn handoff_tool(name: &str, description: &str, is_return: bool) -> ToolDefinition {
