@@ -2,7 +2,7 @@
 //! client. The client is built from a region, an optional endpoint URL (a private
 //! endpoint, or the local simulator), an optional extra trusted CA certificate (the
 //! simulator's self-signed one) and either the default AWS credential chain or static
-//! credentials.
+//! credentials. Its User-Agent headers are made once per client (`user_agent.rs`).
 //!
 //! The SDK's own retries are off by default (`sdk_max_attempts = 1`): retries are made in
 //! one place, [`crate::model::retrying`], which knows whether output was already streamed.

@@ -103,7 +103,8 @@ impl PacingThread {
     }
 }
 
-/// Waits until `deadline`, to within the operating system's timer precision.
+/// Waits until `deadline`, to within the operating system's timer precision. Makes a timer
+/// for this one wait; a stream of waits keeps one [`Pacer`] instead.
 pub async fn sleep_until(deadline: tokio::time::Instant) {
     Pacer::new().sleep_until(deadline).await;
 }
