@@ -30,6 +30,28 @@ cargo fmt --all --check
 
 step "lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy -p switchboard-dataplane --no-default-features --locked -- -D warnings
+
+step "layering"
+# The architecture, held by the dependency graph: no async runtime or HTTP stack under
+# the API crate and the agent core, and no simulator in the shipping runtime binary.
+forbid() { # package, forbidden dependency, [cargo tree flags...]
+  local pkg="$1" dep="$2"; shift 2
+  # `cargo tree -i` prints the paths to the dependency, or nothing (stdout) when there is none.
+  local paths
+  paths="$(cargo tree --locked -e normal -p "$pkg" "$@" -i "$dep" 2>/dev/null || true)"
+  if [ -n "$paths" ]; then
+    echo "layering: $pkg must not depend on $dep:" >&2
+    echo "$paths" >&2
+    exit 1
+  fi
+}
+for pkg in switchboard-crds switchboard-core; do
+  for dep in tokio hyper aws-sdk-bedrockruntime; do forbid "$pkg" "$dep"; done
+done
+forbid switchboard-dataplane switchboard-sim --no-default-features
+forbid switchboard-dataplane rcgen --no-default-features
+echo "crds and core: no tokio, hyper or AWS SDK; the shipping dataplane: no simulator"
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

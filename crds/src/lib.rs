@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod catalog;
 pub mod common;
+pub mod contract;
 pub mod manifests;
 pub mod persona;
 pub mod resolve;

@@ -42,10 +42,7 @@ pub const ROUTING_TABLE_KIND: &str = "RoutingTable";
 pub const ROUTES_KEY: &str = "routes.json";
 /// The default name of the ConfigMap that holds the table.
 pub const DEFAULT_ROUTES_NAME: &str = "switchboard-routes";
-/// The runtime pods' session WebSocket path.
-pub const SESSION_PATH: &str = "/v1/session";
-/// The runtime pods' (and their Service's) port, named `http`.
-pub const RUNTIME_PORT: u16 = 8080;
+pub use crate::contract::{RUNTIME_PORT, SESSION_PATH};
 
 /// Every routable Agent the operator knows.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]

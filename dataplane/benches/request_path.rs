@@ -29,11 +29,11 @@ use aws_sdk_bedrockruntime::config::interceptors::{
 use aws_sdk_bedrockruntime::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_bedrockruntime::error::BoxError;
 use futures_util::StreamExt;
+use switchboard_core::{AgentCore, Effect, Input, Session, SessionInit};
 use switchboard_crds::Catalog;
-use switchboard_dataplane::core::{AgentCore, Effect, Input, Session, SessionInit};
-use switchboard_dataplane::model::TextModel;
-use switchboard_dataplane::model::bedrock::{BedrockTextModel, build_client};
-use switchboard_dataplane::sim::{Script, SimConfig, Simulator};
+use switchboard_models::TextModel;
+use switchboard_models::bedrock::{BedrockTextModel, build_client};
+use switchboard_sim::{Script, SimConfig, Simulator};
 
 #[path = "measure/mod.rs"]
 mod measure;
@@ -105,7 +105,7 @@ fn main() {
             )
             .expect("the script parses");
             let sim = Simulator::start(SimConfig::new(script)).await.expect("the simulator starts");
-            config_tx.send(sim.bedrock_config()).expect("sends the config");
+            config_tx.send(switchboard_models::bedrock::BedrockConfig::simulator(sim.endpoint_url(), sim.ca_cert_path())).expect("sends the config");
             std::future::pending::<()>().await;
         });
     });

@@ -30,7 +30,7 @@
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
 use tokio_tungstenite::tungstenite::Message;
 
 #[path = "common/mod.rs"]
@@ -122,18 +122,21 @@ struct Row {
     steal_percent: f64,
 }
 
-/// Opens `n` sessions, runs `turns` turns on each as `load` says, and measures.
-#[allow(clippy::too_many_arguments)]
-async fn run(
-    url: &str,
-    pid: u32,
-    sim_pid: Option<u32>,
+/// One row's workload: `n` sessions, `turns` turns each, timed as `load` says (paced: one
+/// turn per `period`), against a server whose first text delta comes `first_delta_ms`
+/// after a turn's input.
+struct Workload {
     n: usize,
     turns: usize,
     load: Load,
     period: Duration,
     first_delta_ms: f64,
-) -> Row {
+}
+
+/// Opens the workload's sessions on the server at `url` (process `pid`, simulator
+/// `sim_pid`), runs its turns, and measures.
+async fn run(url: &str, pid: u32, sim_pid: Option<u32>, workload: &Workload) -> Row {
+    let Workload { n, turns, load, period, first_delta_ms } = *workload;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = rss_kib(pid);
     let mut clients = Vec::with_capacity(n);
@@ -267,7 +270,7 @@ async fn bench() {
     for &n in &sessions {
         for &load in &loads {
             for (label, url, pid, sim_pid) in &targets {
-                let row = run(url, *pid, *sim_pid, n, turns, load, period, first_delta_ms).await;
+                let row = run(url, *pid, *sim_pid, &Workload { n, turns, load, period, first_delta_ms }).await;
                 let sim_cpu = row.sim_cpu_us_per_turn.map_or_else(|| "-".to_owned(), |us| format!("{us:.0}"));
                 println!(
                     "{label:>9} {n:>9} {:>9} {:>7} {:>10.3} {:>10.3} {:>10.3} {:>12.1} {:>13.0} {:>10} {:>9} {:>8.1}",

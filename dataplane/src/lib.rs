@@ -1,14 +1,16 @@
-//! Switchboard's data plane: the I/O-free agent core ([`core`]), the session protocol
-//! ([`protocol`]), streaming model clients ([`model`]), tool executors ([`tools`]), the
-//! runtime server and local mode ([`runtime`], [`local`]) and the local Bedrock Runtime
-//! simulator ([`sim`]).
+//! Switchboard's data plane runtime: the runtime server that serves one agent over the
+//! session protocol ([`runtime`]), the tool executors it runs for the agent core
+//! ([`tools`]), the Example Bank demo tool server ([`demo_tools`]), and — with the default
+//! `local` feature — local mode ([`local`]), which runs a folder of agents against the
+//! Bedrock simulator.
+//!
+//! The layers live in crates of their own: the I/O-free agent core and the session
+//! protocol in `switchboard-core`, the model clients (Bedrock Converse, OpenAI-compatible,
+//! Nova Sonic) in `switchboard-models`, and the Bedrock simulator in `switchboard-sim`,
+//! which the shipping build (`--no-default-features`) leaves out.
 
-pub mod core;
+pub mod demo_tools;
+#[cfg(feature = "local")]
 pub mod local;
-pub mod model;
-pub mod net;
-pub mod protocol;
 pub mod runtime;
-pub mod sim;
-pub mod sonic;
 pub mod tools;

@@ -10,14 +10,14 @@ use clap::Parser;
 /// mimalloc instead of glibc's malloc: a text turn allocates and frees many small blocks
 /// (the request, its SDK copy, JSON, HTTP/2 frames); with glibc, malloc and free were up to
 /// a quarter of the runtime's CPU in a profile (sessions with long histories). Measured in
-/// BENCHMARKS.md ("Session 4"): about 16 % less CPU per text turn, ~9 KiB more RSS per
+/// benchmarks/HISTORY.md ("Session 4"): about 16 % less CPU per text turn, ~9 KiB more RSS per
 /// text session.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    cli::init_tracing(&args.log);
+    switchboard_telemetry::init(&args.log, args.log_format);
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
     if let Some(threads) = args.worker_threads {

@@ -4,17 +4,13 @@
 use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
 use crate::metrics::Metrics;
 use crate::settings::RunArgs;
 
 /// Runs the operator process; the exit code is 1 on any error (message on stderr).
 pub fn run(args: RunArgs) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .init();
+    switchboard_telemetry::init("info", args.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,
         Err(e) => {

@@ -220,16 +220,8 @@ async fn controllers(args: &RunArgs, client: Client, recorder: Recorder, metrics
         triggers.clone(),
         overflow.clone(),
     );
-    let agent_controller = wiring::agent_controller(
-        &client,
-        args,
-        agent_stream,
-        agents.clone(),
-        triggered,
-        hpa_writer,
-        ctx.clone(),
-        stop.clone(),
-    );
+    let inputs = wiring::AgentInputs { stream: agent_stream, store: agents.clone(), triggered, hpa_writer };
+    let agent_controller = wiring::agent_controller(&client, args, inputs, ctx.clone(), stop.clone());
     let for_personas = agents.clone();
     let persona_referrers = Referrers {
         of: Box::new(move |p: &Persona| triggers::persona_referrers(&for_personas, p.namespace(), &p.name_any())),

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use switchboard_telemetry::LogFormat;
 
 /// The runtime image used when `--runtime-image` is not given.
 pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/switchboard-dev/switchboard:", env!("CARGO_PKG_VERSION"));
@@ -36,6 +37,10 @@ pub struct BuildSettings {
     /// when this is not given; `render` writes `autoscaling/v2` by default.
     #[arg(long, env = "SWITCHBOARD_HPA_API_VERSION")]
     pub hpa_api_version: Option<String>,
+    /// Log format of the runtime pods (`json` or `text`), given to them as
+    /// `SWITCHBOARD_LOG_FORMAT`.
+    #[arg(long, env = "SWITCHBOARD_RUNTIME_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub runtime_log_format: LogFormat,
 }
 
 impl Default for BuildSettings {
@@ -47,6 +52,7 @@ impl Default for BuildSettings {
             default_memory_limit: "512Mi".to_owned(),
             drain_margin_seconds: 15,
             hpa_api_version: None,
+            runtime_log_format: LogFormat::Json,
         }
     }
 }
@@ -76,6 +82,10 @@ impl BuildSettings {
 /// Settings of `switchboard-operator run`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunArgs {
+    /// Log lines as `text` or `json` (one object per line; the Helm chart sets it).
+    /// `RUST_LOG` sets the filter (default `info`).
+    #[arg(long, env = switchboard_crds::contract::env::LOG_FORMAT, value_enum, default_value_t)]
+    pub log_format: LogFormat,
     /// What every Agent's children share.
     #[command(flatten)]
     pub build: BuildSettings,

@@ -60,18 +60,36 @@ pub fn agent_stream(
     objects(filtered)
 }
 
+/// What drives the Agent controller: the filtered Agent watch and its store, the Agents
+/// other objects' changes queue for reconciling, and the HPA cache's writer.
+pub struct AgentInputs<S> {
+    /// The Agent watch, filtered (see [`agent_stream`]).
+    pub stream: S,
+    /// The Agents' store, fed by `stream`.
+    pub store: Store<Agent>,
+    /// Agents to reconcile again because something they use changed.
+    pub triggered: mpsc::Receiver<ObjectRef<Agent>>,
+    /// Writes the cache of HorizontalPodAutoscalers the operator owns.
+    pub hpa_writer: Writer<PartialObjectMeta<DynamicObject>>,
+}
+
+impl<S> std::fmt::Debug for AgentInputs<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentInputs").field("agents", &self.store.state().len()).finish_non_exhaustive()
+    }
+}
+
 /// The Agent controller, run until `stop`.
-#[allow(clippy::too_many_arguments)]
-pub async fn agent_controller(
+pub async fn agent_controller<S>(
     client: &Client,
     args: &RunArgs,
-    agent_stream: impl Stream<Item = Result<Agent, watcher::Error>> + Send + 'static,
-    agents: Store<Agent>,
-    mut triggered: mpsc::Receiver<ObjectRef<Agent>>,
-    hpa_writer: Writer<PartialObjectMeta<DynamicObject>>,
+    inputs: AgentInputs<S>,
     ctx: Arc<Context>,
     stop: CancellationToken,
-) {
+) where
+    S: Stream<Item = Result<Agent, watcher::Error>> + Send + 'static,
+{
+    let AgentInputs { stream: agent_stream, store: agents, mut triggered, hpa_writer } = inputs;
     let ns = args.namespace.as_deref();
     let queued = stream::poll_fn(move |cx| triggered.poll_recv(cx));
     let hpa_resource = api_resource(ctx.settings.hpa_api_version());

@@ -70,6 +70,7 @@ impl Drop for Operator {
 /// The `run` settings of a test operator for namespace `ns`.
 pub fn args(ns: &str, identity: &str, build: BuildSettings) -> RunArgs {
     RunArgs {
+        log_format: Default::default(),
         build,
         namespace: Some(ns.to_owned()),
         operator_namespace: ns.to_owned(),

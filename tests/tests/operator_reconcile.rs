@@ -76,13 +76,9 @@ async fn banking_examples_become_children_with_owners_and_accepted_statuses() {
         let want_container = &want.spec.as_ref().expect("desired pod spec").containers[0];
         assert_eq!(container.image.as_deref(), Some(DEFAULT_IMAGE));
         assert_eq!(container.env, want_container.env);
-        assert!(
-            container
-                .env
-                .iter()
-                .flatten()
-                .any(|e| e.name == "MODE" && e.value.as_deref() == Some(a.spec.mode.as_str()))
-        );
+        assert!(container.env.iter().flatten().any(
+            |e| e.name == switchboard_crds::contract::env::MODE && e.value.as_deref() == Some(a.spec.mode.as_str())
+        ));
         assert_eq!(container.security_context, want_container.security_context);
         assert_eq!(container.readiness_probe, want_container.readiness_probe);
 

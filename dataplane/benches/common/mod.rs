@@ -14,8 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use switchboard_crds::Catalog;
-use switchboard_dataplane::protocol::{ClientMessage, SessionStart};
+use switchboard_core::protocol::{ClientMessage, SessionStart};
+use switchboard_crds::{Catalog, contract};
 use tokio_tungstenite::tungstenite::Message;
 
 #[path = "../measure/mod.rs"]
@@ -101,8 +101,8 @@ impl Stack {
         let addr = format!("127.0.0.1:{port}");
         let runtime = Command::new(&bin)
             .arg("runtime")
-            .env("SWITCHBOARD_RUNTIME_SPEC", &spec_path)
-            .env("SWITCHBOARD_LISTEN", &addr)
+            .env(contract::env::RUNTIME_SPEC, &spec_path)
+            .env(contract::env::LISTEN, &addr)
             .env("SWITCHBOARD_BEDROCK_ENDPOINT", &endpoint)
             .env("SWITCHBOARD_BEDROCK_CA_FILE", &cert)
             .env("AWS_ACCESS_KEY_ID", "AKIDBENCH")
@@ -161,7 +161,7 @@ pub fn kind(text: &str) -> &str {
 
 /// `id`'s phrase tone for `ms`, cut into 20 ms frames.
 pub fn phrase_frames(id: u32, ms: u64) -> Vec<Vec<u8>> {
-    let pcm = switchboard_dataplane::sim::sonic::phrase_tone(id, ms, 8000);
+    let pcm = switchboard_sim::sonic::phrase_tone(id, ms, 8000);
     pcm.chunks(FRAME_BYTES)
         .map(|c| {
             let mut frame = c.to_vec();

@@ -27,9 +27,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, TranscriptRole};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
 use switchboard_dataplane::runtime::voice::audio;
-use switchboard_dataplane::sim::converse::pace;
+use switchboard_sim::converse::pace;
 use tokio_tungstenite::tungstenite::Message;
 
 const ENV: &str = "BENCH_FLOOR_SERVER";
@@ -181,5 +181,5 @@ async fn connection(socket: tokio::net::TcpStream, config: FloorConfig) {
 }
 
 fn base64_of_silence(bytes: usize) -> String {
-    switchboard_dataplane::sonic::EncodedAudio::from_pcm(&vec![0u8; bytes]).into_base64()
+    switchboard_models::sonic::EncodedAudio::from_pcm(&vec![0u8; bytes]).into_base64()
 }

@@ -9,7 +9,7 @@ use std::io::{IsTerminal, Write};
 use anyhow::Context;
 use clap::Args;
 use futures_util::{SinkExt, StreamExt};
-use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_tungstenite::tungstenite::Message;
 

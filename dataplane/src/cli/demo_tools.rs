@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
-use switchboard_dataplane::local::demo_tools::{Accounts, DemoTools};
+use switchboard_dataplane::demo_tools::{Accounts, DemoTools};
 
 /// Options of `switchboard demo-tools`.
 #[derive(Debug, Args)]

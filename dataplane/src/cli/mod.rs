@@ -3,28 +3,39 @@
 
 mod chat;
 mod demo_tools;
+#[cfg(feature = "local")]
 mod local;
 mod runtime;
+#[cfg(feature = "local")]
 mod sim;
 
 use clap::{Args, Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
+use switchboard_telemetry::LogFormat;
 
-/// Switchboard's data plane.
+/// Switchboard's data plane: `runtime` serves one agent (what a runtime pod runs),
+/// `local` runs a folder of agents on this machine against the Bedrock simulator, `sim`
+/// runs the simulator alone, `chat` talks to an agent from the terminal, `demo-tools` serves
+/// the Example Bank's tool server. (`local` and `sim` exist in builds with the `local`
+/// feature, the default; the shipping image leaves them out.)
 #[derive(Debug, Parser)]
-#[command(name = "switchboard", version, about)]
+#[command(name = "switchboard", version)]
 pub struct Cli {
     /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or
     /// `switchboard_dataplane=debug,info`. `RUST_LOG` takes precedence when set.
     #[arg(long, env = "SWITCHBOARD_LOG", default_value = "info", global = true)]
     pub log: String,
 
+    /// Log lines as `text` (for a terminal) or `json` (one object per line, for a log
+    /// collector; the operator sets it on runtime pods). Colour codes only on a terminal.
+    #[arg(long, env = switchboard_crds::contract::env::LOG_FORMAT, value_enum, default_value_t, global = true)]
+    pub log_format: LogFormat,
+
     /// Threads that run the async work (tokio workers). Default: one per CPU this process
     /// may use (a cgroup CPU limit counts). A runtime pod is best sized from its CPU
     /// request — the operator sets it so — because every extra worker costs wake-ups
     /// between threads: one worker used ~18 % less CPU per text turn than two
-    /// (BENCHMARKS.md, "Session 5").
-    #[arg(long, env = "SWITCHBOARD_WORKER_THREADS", global = true,
+    /// (benchmarks/HISTORY.md, "Session 5").
+    #[arg(long, env = switchboard_crds::contract::env::WORKER_THREADS, global = true,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub worker_threads: Option<u16>,
 
@@ -37,10 +48,12 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the local Bedrock Runtime simulator.
+    #[cfg(feature = "local")]
     Sim(sim::SimArgs),
     /// Serve one agent (a RuntimeSpec) over the session protocol: what a runtime pod runs.
     Runtime(runtime::RuntimeArgs),
     /// Run every agent of a folder locally, against the simulator by default.
+    #[cfg(feature = "local")]
     Local(local::LocalArgs),
     /// Chat with an agent from the terminal.
     Chat(chat::ChatArgs),
@@ -52,8 +65,10 @@ impl Command {
     /// Runs the subcommand to completion.
     pub async fn run(self) -> anyhow::Result<()> {
         match self {
+            #[cfg(feature = "local")]
             Self::Sim(args) => sim::run(args).await,
             Self::Runtime(args) => runtime::run(args).await,
+            #[cfg(feature = "local")]
             Self::Local(args) => local::run(args).await,
             Self::Chat(args) => chat::run(args).await,
             Self::DemoTools(args) => demo_tools::run(args).await,
@@ -77,14 +92,6 @@ impl VoiceArgs {
     pub fn rotate_after(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.voice_rotate_after_seconds)
     }
-}
-
-/// Logs to stderr, filtered by `RUST_LOG` or else `default_filter`.
-pub fn init_tracing(default_filter: &str) {
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(default_filter))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.

@@ -8,29 +8,30 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use switchboard_dataplane::model::RetryPolicy;
-use switchboard_dataplane::model::bedrock::BedrockConfig;
-use switchboard_dataplane::net::Trust;
+use switchboard_crds::contract;
 use switchboard_dataplane::runtime::transcript::TranscriptSink;
 use switchboard_dataplane::runtime::{self, AppState, Directory, Metrics, Server, ServerConfig, Shared};
 use switchboard_dataplane::tools::{Executor, ExecutorOptions};
+use switchboard_models::RetryPolicy;
+use switchboard_models::bedrock::BedrockConfig;
+use switchboard_models::net::Trust;
 
 /// Options of `switchboard runtime`.
 #[derive(Debug, Args)]
 pub struct RuntimeArgs {
     /// The RuntimeSpec (JSON or YAML) of the agent to serve.
-    #[arg(long, env = "SWITCHBOARD_RUNTIME_SPEC", default_value = "/etc/switchboard/runtime.json")]
+    #[arg(long, env = contract::env::RUNTIME_SPEC, default_value = contract::RUNTIME_SPEC_PATH)]
     spec: PathBuf,
 
     /// `voice`, `text` or `hybrid`; when given, it must match the spec's mode. Voice and
     /// hybrid agents speak over Nova Sonic (the spec's `model.voiceModelId`) in sessions
     /// that ask for audio (`session_start.modalities` with `audio`); other sessions use the
     /// text model.
-    #[arg(long, env = "MODE")]
+    #[arg(long, env = contract::env::MODE)]
     mode: Option<String>,
 
     /// Address to serve `/v1/session`, `/healthz`, `/readyz` and `/metrics` on.
-    #[arg(long, env = "SWITCHBOARD_LISTEN", default_value = "0.0.0.0:8080")]
+    #[arg(long, env = contract::env::LISTEN, default_value = contract::LISTEN_ADDR)]
     listen: SocketAddr,
 
     /// Largest client message in bytes; larger ones close the session with 1009.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use switchboard_dataplane::sim::{DEFAULT_CERT_NAMES, Script, SimConfig, Simulator, banking_script};
+use switchboard_sim::{DEFAULT_CERT_NAMES, Script, SimConfig, Simulator, banking_script};
 
 /// Options of `switchboard sim`.
 #[derive(Debug, Args)]

@@ -6,7 +6,6 @@
 //! hybrid agents also speak over Nova Sonic when a session asks for audio (see
 //! [`crate::runtime::voice::wants_audio`]).
 
-pub mod demo_tools;
 pub mod web;
 
 use std::collections::BTreeMap;
@@ -15,16 +14,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
-use switchboard_crds::Catalog;
+use switchboard_crds::{Catalog, RuntimeSpec};
 
-use crate::model::RetryPolicy;
-use crate::model::bedrock::BedrockConfig;
-use crate::net::Trust;
+use crate::demo_tools::{Accounts, DemoTools};
 use crate::runtime::transcript::TranscriptSink;
 use crate::runtime::{self, Directory, Metrics, Server, ServerConfig, Shared};
-use crate::sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
 use crate::tools::{Executor, ExecutorOptions};
-use demo_tools::{Accounts, DemoTools};
+use switchboard_models::RetryPolicy;
+use switchboard_models::bedrock::BedrockConfig;
+use switchboard_models::net::Trust;
+use switchboard_sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
 
 /// The file local mode reads, relative to the folder. It sits in a subfolder because
 /// `kubectl apply -f <dir>` takes every top-level YAML file as a Kubernetes object.
@@ -130,44 +129,14 @@ pub fn read_local_file(dir: &Path) -> Result<(LocalFile, PathBuf), LocalError> {
 
 /// Loads `dir`, starts the simulator (unless `bedrock`), demo tool servers and binds the server.
 pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalError> {
-    let catalog = Catalog::load_paths(&[dir])?;
-    let mut specs = Vec::new();
-    for agent in catalog.agents() {
-        let spec = catalog.resolve_agent(agent).map_err(|problems| LocalError::Invalid {
-            agent: agent.metadata.name.clone().unwrap_or_default(),
-            problems: problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"),
-        })?;
-        specs.push(spec);
-    }
-    if specs.is_empty() {
-        return Err(LocalError::NoAgents(dir.display().to_string()));
-    }
+    let specs = load_specs(dir)?;
     let (local, base) = read_local_file(dir)?;
-    let mut aliases = local.host_aliases.clone();
-    let mut demo = Vec::new();
-    for server in &local.demo_tool_servers {
-        let accounts = Accounts::load(&base.join(&server.data)).map_err(|e| LocalError::Start(e.to_string()))?;
-        let tools = DemoTools::start(accounts, SocketAddr::from(([127, 0, 0, 1], 0)))
-            .await
-            .map_err(|e| LocalError::Start(e.to_string()))?;
-        aliases.insert(server.host.clone(), tools.addr.to_string());
-        demo.push((server.host.clone(), tools));
-    }
-    let (sim, bedrock) = if options.bedrock {
-        (None, BedrockConfig::new("us-east-1"))
-    } else {
-        let script = match &options.sim_script {
-            Some(path) => Script::load(path).map_err(|e| LocalError::Start(e.to_string()))?,
-            None => banking_script().map_err(|e| LocalError::Start(e.to_string()))?,
-        };
-        let handle = Simulator::start(SimConfig::new(script)).await.map_err(|e| LocalError::Start(e.to_string()))?;
-        let config = handle.bedrock_config();
-        (Some(handle), config)
-    };
-    let trust = Trust::from_file(options.ca_file.as_deref()).map_err(|e| LocalError::Start(e.to_string()))?;
-    let http = trust.client().map_err(|e| LocalError::Start(e.to_string()))?;
-    let executor = Executor::new(ExecutorOptions { trust, aliases, ..ExecutorOptions::default() })
-        .map_err(|e| LocalError::Start(e.to_string()))?;
+    let (aliases, demo) = start_demo_tools(&local, &base).await?;
+    let (sim, bedrock) = start_bedrock(&options).await?;
+    let trust = Trust::from_file(options.ca_file.as_deref()).map_err(start_error)?;
+    let http = trust.client().map_err(start_error)?;
+    let executor =
+        Executor::new(ExecutorOptions { trust, aliases, ..ExecutorOptions::default() }).map_err(start_error)?;
     let executor = Arc::new(executor);
     let mut agents = BTreeMap::new();
     let mut voice_models = BTreeMap::new();
@@ -190,10 +159,9 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
                 .map_err(|e| LocalError::Start(format!("agent {}: {e}", spec.agent.name)))?;
             voice_models.insert(spec.agent.name.clone(), Arc::new(voice));
         }
-        let model = runtime::build_model(&spec, &bedrock, &http).await.map_err(|e| LocalError::Start(e.to_string()))?;
+        let model = runtime::build_model(&spec, &bedrock, &http).await.map_err(start_error)?;
         let name = spec.agent.name.clone();
-        let agent =
-            runtime::agent_runtime(spec, model, executor.clone()).map_err(|e| LocalError::Start(e.to_string()))?;
+        let agent = runtime::agent_runtime(spec, model, executor.clone()).map_err(start_error)?;
         agents.insert(name, agent);
     }
     let mut names: Vec<String> = agents.keys().cloned().collect();
@@ -203,14 +171,73 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
     }
     let directory =
         Directory { agents, default_agent: default_agent.clone(), allow_unexposed: true, in_process_handoffs: true };
-    let metrics = Metrics::new().map_err(|e| LocalError::Start(e.to_string()))?;
+    let metrics = Metrics::new().map_err(start_error)?;
     let shared = Shared {
         metrics,
         transcripts: options.transcripts.clone().map(TranscriptSink::start),
         retry: RetryPolicy::default(),
     };
     let state = runtime::AppState::with_voice(directory, options.server.clone(), shared, voice_models);
-    let list = web::AgentList {
+    let list = agent_list(&state, &names, default_agent.clone());
+    let server = Server::bind(options.listen, state).await.map_err(start_error)?.with_routes(web::routes(list));
+    Ok(Local { server, agents: names, default_agent, sim, demo_tools: demo })
+}
+
+fn start_error(error: impl std::fmt::Display) -> LocalError {
+    LocalError::Start(error.to_string())
+}
+
+/// Every Agent of `dir`, resolved; every problem of an invalid one.
+fn load_specs(dir: &Path) -> Result<Vec<RuntimeSpec>, LocalError> {
+    let catalog = Catalog::load_paths(&[dir])?;
+    let mut specs = Vec::new();
+    for agent in catalog.agents() {
+        let spec = catalog.resolve_agent(agent).map_err(|problems| LocalError::Invalid {
+            agent: agent.metadata.name.clone().unwrap_or_default(),
+            problems: problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"),
+        })?;
+        specs.push(spec);
+    }
+    if specs.is_empty() {
+        return Err(LocalError::NoAgents(dir.display().to_string()));
+    }
+    Ok(specs)
+}
+
+/// Starts the demo tool servers `local` names; returns the host aliases that route the
+/// agents' tool URLs to them, and the servers.
+async fn start_demo_tools(
+    local: &LocalFile,
+    base: &Path,
+) -> Result<(BTreeMap<String, String>, Vec<(String, DemoTools)>), LocalError> {
+    let mut aliases = local.host_aliases.clone();
+    let mut demo = Vec::new();
+    for server in &local.demo_tool_servers {
+        let accounts = Accounts::load(&base.join(&server.data)).map_err(start_error)?;
+        let tools = DemoTools::start(accounts, SocketAddr::from(([127, 0, 0, 1], 0))).await.map_err(start_error)?;
+        aliases.insert(server.host.clone(), tools.addr.to_string());
+        demo.push((server.host.clone(), tools));
+    }
+    Ok((aliases, demo))
+}
+
+/// The Bedrock settings: real Bedrock (`--bedrock`), or a simulator started here.
+async fn start_bedrock(options: &LocalOptions) -> Result<(Option<SimHandle>, BedrockConfig), LocalError> {
+    if options.bedrock {
+        return Ok((None, BedrockConfig::new("us-east-1")));
+    }
+    let script = match &options.sim_script {
+        Some(path) => Script::load(path).map_err(start_error)?,
+        None => banking_script().map_err(start_error)?,
+    };
+    let handle = Simulator::start(SimConfig::new(script)).await.map_err(start_error)?;
+    let config = BedrockConfig::simulator(handle.endpoint_url(), handle.ca_cert_path());
+    Ok((Some(handle), config))
+}
+
+/// The agents the web page lists, the default first.
+fn agent_list(state: &runtime::AppState, names: &[String], default: Option<String>) -> web::AgentList {
+    web::AgentList {
         agents: names
             .iter()
             .filter_map(|name| state.directory.agents.get(name))
@@ -219,11 +246,6 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
                 mode: agent.core.spec().mode.to_string(),
             })
             .collect(),
-        default: default_agent.clone(),
-    };
-    let server = Server::bind(options.listen, state)
-        .await
-        .map_err(|e| LocalError::Start(e.to_string()))?
-        .with_routes(web::routes(list));
-    Ok(Local { server, agents: names, default_agent, sim, demo_tools: demo })
+        default,
+    }
 }

@@ -10,31 +10,34 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
-use super::driver::{self, Exit};
+use super::driver::{self, AgentRuntime, Exit, Link, Opening};
+use super::reader::{AudioIn, CLOSE_DRAIN, read_loop};
 use super::server::AppState;
-use super::voice::{self, AudioGate, Gate, audio};
-use crate::core::{Session, SessionInit};
-use crate::protocol::{ClientMessage, ServerMessage, SessionStart, close_code, decode_client};
+use super::voice::{self, AudioGate, Gate};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
+use switchboard_core::{Session, SessionInit};
+use switchboard_models::ModelError;
+use switchboard_models::sonic::{SonicEvents, SonicSession};
 
 /// Messages queued towards the client before the session waits for the socket.
 const OUTBOUND_BUFFER: usize = 256;
-/// How long to wait for a client to acknowledge a close.
-const CLOSE_DRAIN: Duration = Duration::from_secs(2);
 /// Decoded client messages queued towards the session; a client that fills it is flooding.
 const INBOUND_BUFFER: usize = 64;
 /// Checked audio frames queued towards a voice session (10 s of 20 ms frames); a client
 /// that fills it is flooding.
 const AUDIO_BUFFER: usize = 500;
 
-enum Out {
+/// What the connection's writer sends besides the session's messages.
+pub(super) enum Out {
+    /// A message of the connection's own (an error about a frame, the closing notice).
     Message(ServerMessage),
+    /// The close frame: code and reason; the writer stops after it.
     Close(u16, String),
 }
 
@@ -71,8 +74,8 @@ pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<
     let gate = AudioGate::default();
     let audio_in = AudioIn { tx: audio_tx, gate: gate.clone() };
     let reader = tokio::spawn(read_loop(stream, in_tx, audio_in, out_tx.clone(), state.clone()));
-    let mut audio = (gate, &mut audio_rx);
-    let outcome = run(&state, query_agent, &mut in_rx, &mut audio, &msg_tx).await;
+    let audio = AudioOut { gate, frames: &mut audio_rx };
+    let outcome = run(&state, query_agent, &mut in_rx, audio, &msg_tx).await;
     // The writer sends what the session queued before anything queued after this.
     drop(msg_tx);
     let (code, reason) = match outcome {
@@ -132,154 +135,13 @@ async fn write_loop(
     let _ = sink.close().await;
 }
 
-/// Reads frames, enforcing limits; on a fatal problem sends the close and stops.
-async fn read_loop(
-    mut stream: futures_util::stream::SplitStream<WebSocket>,
-    in_tx: mpsc::Sender<ClientMessage>,
-    audio_in: AudioIn,
-    out_tx: mpsc::Sender<Out>,
-    state: Arc<AppState>,
-) {
-    let config = &state.config;
-    let mut bucket = TokenBucket::new(config.rate_per_second, config.rate_burst);
-    let mut audio_bucket = audio::AudioBucket::default();
-    // After a fatal problem the close is sent and the rest of the client's frames are
-    // read and dropped until it acknowledges the close, so the TCP connection is not
-    // reset under frames the client already sent (which would lose the close frame).
-    let fatal = |code: u16, reason: String, kind: &'static str| {
-        state.shared.metrics.errors.with_label_values(&["", kind]).inc();
-        let out_tx = out_tx.clone();
-        async move {
-            let _ = out_tx.send(Out::Close(code, reason)).await;
-        }
-    };
-    let drain = |mut stream: futures_util::stream::SplitStream<WebSocket>| async move {
-        let _ = tokio::time::timeout(CLOSE_DRAIN, async {
-            while let Some(Ok(frame)) = stream.next().await {
-                if matches!(frame, Message::Close(_)) {
-                    break;
-                }
-            }
-        })
-        .await;
-    };
-    loop {
-        let frame = match tokio::time::timeout(config.idle_timeout, stream.next()).await {
-            Err(_) => {
-                let reason = format!("no message for {} s; the session was closed", config.idle_timeout.as_secs());
-                fatal(close_code::NORMAL, reason, "idle_timeout").await;
-                drop(in_tx);
-                return drain(stream).await;
-            }
-            Ok(None) => return,
-            Ok(Some(Err(e))) => {
-                let text = e.to_string();
-                if text.contains("too long") || text.contains("Space limit") || text.contains("capacity") {
-                    let reason = format!("a message exceeded the limit of {} bytes", config.max_message_bytes);
-                    fatal(close_code::TOO_BIG, reason, "message_too_big").await;
-                    drop(in_tx);
-                    return drain(stream).await;
-                }
-                return;
-            }
-            Ok(Some(Ok(frame))) => frame,
-        };
-        let gate = audio_in.gate.get();
-        let audio_frame = match &frame {
-            Message::Binary(_) if gate == Gate::Ignore => continue,
-            Message::Binary(data) if gate == Gate::Accept => Some(audio::check_pcm(data.clone())),
-            Message::Text(text) if gate != Gate::Refuse && text.contains("bidi_audio_input") => {
-                match decode_client(text.as_str()) {
-                    Ok(ClientMessage::BidiAudioInput { .. }) if gate == Gate::Ignore => continue,
-                    Ok(ClientMessage::BidiAudioInput { audio }) => Some(audio::decode_base64(&audio)),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        if let Some(checked) = audio_frame {
-            match checked {
-                Err(error) => {
-                    state.shared.metrics.errors.with_label_values(&["", error.code()]).inc();
-                    let _ =
-                        out_tx.send(Out::Message(ServerMessage::error(error.code(), error.to_string(), true))).await;
-                }
-                Ok(pcm) if !audio_bucket.take(pcm.len(), Instant::now()) => {
-                    let reason = format!(
-                        "audio arrives faster than {}x real time (16 kHz PCM16); send it as it is recorded",
-                        audio::AUDIO_RATE_FACTOR
-                    );
-                    fatal(close_code::RATE_LIMITED, reason, "audio_rate_limited").await;
-                    drop(in_tx);
-                    return drain(stream).await;
-                }
-                Ok(pcm) => match audio_in.tx.try_send(pcm) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        let reason = "too much audio is waiting for the session; slow down".to_owned();
-                        fatal(close_code::RATE_LIMITED, reason, "audio_flood").await;
-                        drop(in_tx);
-                        return drain(stream).await;
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => return,
-                },
-            }
-            continue;
-        }
-        let text = match frame {
-            Message::Text(text) => text,
-            Message::Binary(_) => {
-                let error = ServerMessage::error(
-                    "unsupported_frame",
-                    "binary frames carry audio; text sessions take JSON text frames",
-                    true,
-                );
-                let _ = out_tx.send(Out::Message(error)).await;
-                continue;
-            }
-            Message::Close(_) => return,
-            Message::Ping(_) | Message::Pong(_) => continue,
-        };
-        if !bucket.take(Instant::now()) {
-            let reason = format!(
-                "more than {} messages per second (burst {}); slow down",
-                config.rate_per_second, config.rate_burst
-            );
-            fatal(close_code::RATE_LIMITED, reason, "rate_limited").await;
-            drop(in_tx);
-            return drain(stream).await;
-        }
-        match decode_client(text.as_str()) {
-            Ok(message) => match in_tx.try_send(message) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    fatal(close_code::RATE_LIMITED, "too many messages are waiting; slow down".into(), "flood").await;
-                    drop(in_tx);
-                    return drain(stream).await;
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => return,
-            },
-            Err(error) => {
-                state.shared.metrics.errors.with_label_values(&["", error.code()]).inc();
-                let _ = out_tx.send(Out::Message(ServerMessage::error(error.code(), error.to_string(), true))).await;
-            }
-        }
-    }
-}
-
 /// Starts the session with the right agent and drives it across in-process handoffs.
-/// Returns the close code and reason.
-/// The reader's side of the audio channel.
-struct AudioIn {
-    tx: mpsc::Sender<Bytes>,
-    gate: AudioGate,
-}
-
+/// Returns the close code and reason (`None`: the client left before starting).
 async fn run(
     state: &Arc<AppState>,
     query_agent: Option<String>,
     inbound: &mut mpsc::Receiver<ClientMessage>,
-    audio: &mut (AudioGate, &mut mpsc::Receiver<Bytes>),
+    audio: AudioOut<'_>,
     outbound: &mpsc::Sender<ServerMessage>,
 ) -> Option<(u16, String)> {
     let first = inbound.recv().await?;
@@ -301,100 +163,157 @@ async fn run(
         handoff: start.handoff.clone(),
     };
     let audio_session = voice::wants_audio(agent.core.spec().mode, &start.modalities);
-    let (mut session, mut effects) = start_session(state, &agent, audio_session, init);
-    let mut agent = agent;
-    let mut pending: Vec<ClientMessage> = pending.into_iter().collect();
-    let mut previous_voice: Option<String> = None;
-    loop {
-        let [name, mode, _] = agent.labels();
-        let gauge = state.shared.metrics.sessions_active.with_label_values(&[name, mode]);
-        state.shared.metrics.sessions_total.with_label_values(&[name, mode]).inc();
-        gauge.inc();
-        let first: Vec<ClientMessage> = std::mem::take(&mut pending);
-        let exit = if session.is_voice() {
-            let (gate, frames) = audio;
-            gate.set(Gate::Accept);
-            let spec = agent.core.spec();
-            let model = state.voice.get(name).cloned();
-            let voice_id = start.voice.clone().unwrap_or_else(|| spec.persona.spec.voice.clone());
-            let opened = match model {
-                Some(model) => model.open(spec, &mut session, Some(&voice_id), state.config.voice_rotate_after).await,
-                None => Err(crate::model::ModelError::Config { message: format!("agent {name} has no voice model") }),
+    let (session, effects) = start_session(state, &agent, audio_session, init);
+    let mut conversation = Conversation {
+        state,
+        inbound,
+        audio,
+        outbound,
+        session_id,
+        audio_session,
+        requested_voice: start.voice,
+        previous_voice: None,
+    };
+    Some(conversation.run(agent, session, Opening { effects, first: pending.into_iter().collect() }).await)
+}
+
+/// The session's side of the audio channel: the gate the reader checks and the frames.
+struct AudioOut<'a> {
+    gate: AudioGate,
+    frames: &'a mut mpsc::Receiver<Bytes>,
+}
+
+/// One client's conversation on this server, across the agents it is handed to.
+struct Conversation<'a> {
+    state: &'a Arc<AppState>,
+    inbound: &'a mut mpsc::Receiver<ClientMessage>,
+    audio: AudioOut<'a>,
+    outbound: &'a mpsc::Sender<ServerMessage>,
+    session_id: String,
+    /// The connection carries audio (its `session_start` asked for it).
+    audio_session: bool,
+    /// The voice the client asked for, over the persona's.
+    requested_voice: Option<String>,
+    /// The voice of the last Nova Sonic stream, once there was one.
+    previous_voice: Option<String>,
+}
+
+impl Conversation<'_> {
+    /// Drives `session` with `agent`, then each agent a handoff moves it to; returns the
+    /// close code and reason.
+    async fn run(&mut self, mut agent: Arc<AgentRuntime>, mut session: Session, mut opening: Opening) -> (u16, String) {
+        loop {
+            let [name, mode, _] = agent.labels();
+            let metrics = &self.state.shared.metrics;
+            let gauge = metrics.sessions_active.with_label_values(&[name, mode]);
+            metrics.sessions_total.with_label_values(&[name, mode]).inc();
+            gauge.inc();
+            let exit = if session.is_voice() {
+                self.drive_voice(&agent, &mut session, opening).await
+            } else {
+                Ok(self.drive_text(&agent, &mut session, opening).await)
             };
-            let sonic = match opened {
-                Ok(sonic) => sonic,
-                Err(error) => {
-                    gauge.dec();
-                    state
-                        .shared
-                        .metrics
-                        .errors
-                        .with_label_values(&[name, &format!("model_{}", error.metric_label())])
-                        .inc();
-                    let message = format!("the voice model could not start: {error}");
-                    let code = format!("model_{}", error.metric_label());
-                    let _ = outbound.send(ServerMessage::error(&code, message, false)).await;
-                    // A close reason is at most 123 bytes: the bidi_error has the details.
-                    return Some((close_code::INTERNAL, format!("the voice model could not start ({code})")));
+            gauge.dec();
+            let exit = match exit {
+                Ok(exit) => exit,
+                Err(close) => return close,
+            };
+            // Inputs the user sent while the handing-over agent was busy go to the next agent.
+            let first = session.take_queued().into_iter().map(|text| ClientMessage::BidiTextInput { text }).collect();
+            match next_step(self.state, exit, &self.session_id, self.audio_session) {
+                Step::Close(code, reason) => return (code, reason),
+                Step::Continue(next_agent, next_session, effects) => {
+                    agent = next_agent;
+                    session = *next_session;
+                    opening = Opening { effects, first };
                 }
-            };
-            if let Some(previous) = previous_voice.replace(voice_id.clone()) {
-                let reason = if previous == voice_id { "handoff" } else { "voice_change" };
-                state.shared.metrics.stream_restarts.with_label_values(&[name, reason]).inc();
-                let _ =
-                    outbound.send(ServerMessage::BidiConnectionRestart { reason: reason.into(), generation: 1 }).await;
-            }
-            let shared = &state.shared;
-            voice::drive(
-                &agent,
-                &mut session,
-                sonic,
-                effects,
-                first,
-                inbound,
-                frames,
-                outbound,
-                shared,
-                &state.shutdown,
-            )
-            .await
-        } else {
-            if audio_session {
-                audio.0.set(Gate::Ignore);
-                let message = format!(
-                    "agent {name} is text-only: audio is ignored from now on; send bidi_text_input and read the transcripts"
-                );
-                let _ = outbound.send(ServerMessage::error("unsupported_modality", message, true)).await;
-            }
-            driver::drive(&agent, &mut session, effects, first, inbound, outbound, &state.shared, &state.shutdown).await
-        };
-        gauge.dec();
-        // Inputs the user sent while the handing-over agent was busy go to the next agent.
-        pending = session.take_queued().into_iter().map(|text| ClientMessage::BidiTextInput { text }).collect();
-        match next_step(state, exit, &session_id, audio_session) {
-            Step::Close(code, reason) => return Some((code, reason)),
-            Step::Continue(next_agent, next_session, next_effects) => {
-                agent = next_agent;
-                session = *next_session;
-                effects = next_effects;
             }
         }
+    }
+
+    /// The link a driver reads and writes through.
+    fn link(&mut self) -> Link<'_> {
+        let state = self.state;
+        Link { inbound: self.inbound, outbound: self.outbound, shared: &state.shared, shutdown: &state.shutdown }
+    }
+
+    async fn drive_text(&mut self, agent: &AgentRuntime, session: &mut Session, opening: Opening) -> Exit {
+        if self.audio_session {
+            self.audio.gate.set(Gate::Ignore);
+            let message = format!(
+                "agent {} is text-only: audio is ignored from now on; send bidi_text_input and read the transcripts",
+                agent.core.name()
+            );
+            let _ = self.outbound.send(ServerMessage::error("unsupported_modality", message, true)).await;
+        }
+        driver::drive(agent, session, opening, self.link()).await
+    }
+
+    /// Opens a Nova Sonic stream for `session` and drives it; `Err` is the close when the
+    /// stream cannot open.
+    async fn drive_voice(
+        &mut self,
+        agent: &AgentRuntime,
+        session: &mut Session,
+        opening: Opening,
+    ) -> Result<Exit, (u16, String)> {
+        self.audio.gate.set(Gate::Accept);
+        let sonic = self.open_voice(agent, session).await?;
+        let state = self.state;
+        let link =
+            Link { inbound: self.inbound, outbound: self.outbound, shared: &state.shared, shutdown: &state.shutdown };
+        Ok(voice::drive(agent, session, sonic, opening, link, self.audio.frames).await)
+    }
+
+    /// Opens the agent's voice stream; a replaced stream (handoff, voice change) is
+    /// announced to the client as `bidi_connection_restart`.
+    async fn open_voice(
+        &mut self,
+        agent: &AgentRuntime,
+        session: &mut Session,
+    ) -> Result<(SonicSession, SonicEvents), (u16, String)> {
+        let state = self.state;
+        let spec = agent.core.spec();
+        let name = agent.core.name();
+        let voice_id = self.requested_voice.clone().unwrap_or_else(|| spec.persona.spec.voice.clone());
+        let opened = match state.voice.get(name) {
+            Some(model) => model.open(spec, session, Some(&voice_id), state.config.voice_rotate_after).await,
+            None => Err(ModelError::Config { message: format!("agent {name} has no voice model") }),
+        };
+        let sonic = match opened {
+            Ok(sonic) => sonic,
+            Err(error) => {
+                let code = format!("model_{}", error.metric_label());
+                state.shared.metrics.errors.with_label_values(&[name, &code]).inc();
+                let message = format!("the voice model could not start: {error}");
+                let _ = self.outbound.send(ServerMessage::error(&code, message, false)).await;
+                // A close reason is at most 123 bytes: the bidi_error has the details.
+                return Err((close_code::INTERNAL, format!("the voice model could not start ({code})")));
+            }
+        };
+        if let Some(previous) = self.previous_voice.replace(voice_id.clone()) {
+            let reason = if previous == voice_id { "handoff" } else { "voice_change" };
+            state.shared.metrics.stream_restarts.with_label_values(&[name, reason]).inc();
+            let restart = ServerMessage::BidiConnectionRestart { reason: reason.into(), generation: 1 };
+            let _ = self.outbound.send(restart).await;
+        }
+        Ok(sonic)
     }
 }
 
 enum Step {
     Close(u16, String),
-    Continue(Arc<driver::AgentRuntime>, Box<Session>, Vec<crate::core::Effect>),
+    Continue(Arc<AgentRuntime>, Box<Session>, Vec<switchboard_core::Effect>),
 }
 
 /// Starts `agent`'s session: over Nova Sonic when the connection carries audio and the
 /// agent speaks (and has a voice model here), else over its text model.
 fn start_session(
     state: &AppState,
-    agent: &driver::AgentRuntime,
+    agent: &AgentRuntime,
     audio_session: bool,
     init: SessionInit,
-) -> (Session, Vec<crate::core::Effect>) {
+) -> (Session, Vec<switchboard_core::Effect>) {
     let spec = agent.core.spec();
     if audio_session && spec.mode.has_audio() && state.voice.contains_key(&spec.agent.name) {
         Session::start_voice(agent.core.clone(), init)
@@ -427,37 +346,6 @@ fn next_step(state: &Arc<AppState>, exit: Exit, session_id: &str, audio_session:
             };
             let (session, effects) = start_session(state, &target, audio_session, init);
             Step::Continue(target, Box::new(session), effects)
-        }
-    }
-}
-
-/// A token bucket: `rate` tokens per second, at most `burst` saved.
-#[derive(Debug, Clone)]
-pub struct TokenBucket {
-    rate: f64,
-    burst: f64,
-    tokens: f64,
-    last: Option<Instant>,
-}
-
-impl TokenBucket {
-    /// A full bucket.
-    pub fn new(rate: u32, burst: u32) -> Self {
-        Self { rate: f64::from(rate), burst: f64::from(burst.max(1)), tokens: f64::from(burst.max(1)), last: None }
-    }
-
-    /// Takes one token at `now`; false when none is left.
-    pub fn take(&mut self, now: Instant) -> bool {
-        if let Some(last) = self.last {
-            let elapsed = now.saturating_duration_since(last).as_secs_f64();
-            self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
-        }
-        self.last = Some(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
         }
     }
 }

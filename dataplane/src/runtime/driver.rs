@@ -13,10 +13,10 @@ use tokio_util::sync::CancellationToken;
 use super::metrics::Metrics;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::transcript::TranscriptSink;
-use crate::core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session};
-use crate::model::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
-use crate::protocol::{ClientMessage, ServerMessage, TranscriptRole};
 use crate::tools::ToolExecutor;
+use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
+use switchboard_core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session};
+use switchboard_models::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
 
 /// One agent with what its sessions need to run.
 #[derive(Debug, Clone)]
@@ -56,7 +56,7 @@ impl Shared {
     }
 
     /// Writes a transcript line, when transcripts are kept.
-    pub fn transcript(&self, entry: crate::core::TranscriptEntry) {
+    pub fn transcript(&self, entry: switchboard_core::TranscriptEntry) {
         if let Some(sink) = &self.transcripts {
             sink.write(entry);
         }
@@ -83,26 +83,40 @@ struct ModelCall {
     reply: ModelReply,
 }
 
-/// Runs `session` until it closes, hands off, loses its client or `shutdown` fires.
-/// `initial` are the effects returned by [`Session::start`]; `first` are client messages
-/// to handle before reading `inbound` (one sent before `session_start`, or inputs queued
-/// in the session a handoff came from).
-#[allow(clippy::too_many_arguments)]
-pub async fn drive(
-    agent: &AgentRuntime,
-    session: &mut Session,
-    initial: Vec<Effect>,
-    first: Vec<ClientMessage>,
-    inbound: &mut mpsc::Receiver<ClientMessage>,
-    outbound: &mpsc::Sender<ServerMessage>,
-    shared: &Shared,
-    shutdown: &CancellationToken,
-) -> Exit {
+/// The connection's side of a driven session: the client's decoded messages, the channel
+/// to the client, what every session shares, and the process's shutdown.
+#[derive(Debug)]
+pub struct Link<'a> {
+    /// Client messages, in order; closed when the client is gone.
+    pub inbound: &'a mut mpsc::Receiver<ClientMessage>,
+    /// Messages for the client.
+    pub outbound: &'a mpsc::Sender<ServerMessage>,
+    /// Metrics, transcripts, retries.
+    pub shared: &'a Shared,
+    /// Fires when the process shuts down.
+    pub shutdown: &'a CancellationToken,
+}
+
+/// How a driven session begins: the effects its start returned ([`Session::start`]) and
+/// client messages to handle before reading the link (one sent before `session_start`, or
+/// inputs queued in the session a handoff came from).
+#[derive(Debug, Default)]
+pub struct Opening {
+    /// The start's effects.
+    pub effects: Vec<Effect>,
+    /// Client messages handled first.
+    pub first: Vec<ClientMessage>,
+}
+
+/// Runs `session` until it closes, hands off, loses its client or the link's shutdown
+/// fires.
+pub async fn drive(agent: &AgentRuntime, session: &mut Session, opening: Opening, link: Link<'_>) -> Exit {
+    let Link { inbound, outbound, shared, shutdown } = link;
     let mut driver = Driver { agent, shared, outbound, model: None, tools: ToolCalls::default(), turn_started: None };
-    if let Some(exit) = driver.apply(initial).await {
+    if let Some(exit) = driver.apply(opening.effects).await {
         return exit;
     }
-    for message in first {
+    for message in opening.first {
         match driver.client_input(message).await {
             Ok(Some(input)) => {
                 let effects = session.handle(input, Instant::now());
@@ -153,7 +167,7 @@ pub async fn drive(
     }
 }
 
-async fn next_model_event(call: &mut Option<ModelCall>) -> Option<Result<ModelEvent, crate::model::ModelError>> {
+async fn next_model_event(call: &mut Option<ModelCall>) -> Option<Result<ModelEvent, switchboard_models::ModelError>> {
     match call {
         Some(call) => call.stream.next().await,
         None => std::future::pending().await,
@@ -195,7 +209,7 @@ impl Driver<'_> {
         self.send(ServerMessage::error(code, message, true)).await
     }
 
-    fn model_event(&mut self, event: Option<Result<ModelEvent, crate::model::ModelError>>) -> Option<Input> {
+    fn model_event(&mut self, event: Option<Result<ModelEvent, switchboard_models::ModelError>>) -> Option<Input> {
         let [agent, mode, model] = self.agent.labels();
         let call = self.model.as_mut()?;
         match event {

@@ -7,6 +7,7 @@
 pub mod connection;
 pub mod driver;
 pub mod metrics;
+mod reader;
 pub mod server;
 pub mod tool_calls;
 pub mod transcript;
@@ -22,13 +23,13 @@ pub use driver::{AgentRuntime, Exit, Shared};
 pub use metrics::Metrics;
 pub use server::{AppState, Directory, Server, ServerConfig};
 
-use crate::core::{AgentCore, ConfigError};
-use crate::model::bedrock::{BedrockConfig, BedrockTextModel};
-use crate::model::openai::OpenAiTextModel;
-use crate::model::pool;
-use crate::model::{ModelError, TextModel};
-use crate::net::HttpClient;
 use crate::tools::ToolExecutor;
+use switchboard_core::{AgentCore, ConfigError};
+use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
+use switchboard_models::net::HttpClient;
+use switchboard_models::openai::OpenAiTextModel;
+use switchboard_models::pool;
+use switchboard_models::{ModelError, TextModel};
 
 /// A runtime that cannot start.
 #[derive(Debug, thiserror::Error)]

@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::serve::ListenerExt;
 use serde::Deserialize;
+use switchboard_crds::contract;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -155,10 +156,10 @@ impl AppState {
 /// The router of a runtime server.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/v1/session", get(session))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .route(contract::SESSION_PATH, get(session))
+        .route(contract::HEALTH_PATH, get(|| async { "ok" }))
+        .route(contract::READY_PATH, get(readyz))
+        .route(contract::METRICS_PATH, get(metrics))
         .with_state(state)
 }
 

@@ -10,9 +10,9 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 
 use super::driver::{AgentRuntime, Shared};
-use crate::core::{FailureKind, ToolFailure};
-use crate::protocol::ServerMessage;
 use crate::tools::{Progress, ProgressUpdate};
+use switchboard_core::protocol::ServerMessage;
+use switchboard_core::{FailureKind, ToolFailure};
 
 /// Tool progress lines queued towards the client; more are dropped (they are advisory).
 const PROGRESS_BUFFER: usize = 16;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use crate::core::TranscriptEntry;
+use switchboard_core::TranscriptEntry;
 
 /// Lines buffered before new ones are dropped.
 pub const BUFFER: usize = 4096;

@@ -4,7 +4,7 @@
 
 use switchboard_crds::agent::BuiltinKind;
 
-use crate::core::ToolFailure;
+use switchboard_core::ToolFailure;
 
 /// Runs built-in `kind`.
 pub fn run(kind: BuiltinKind) -> Result<serde_json::Value, ToolFailure> {

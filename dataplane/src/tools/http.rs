@@ -11,8 +11,8 @@ use switchboard_crds::agent::HttpTool;
 
 use super::ToolFuture;
 use super::target::Aliases;
-use crate::core::{FailureKind, ToolFailure};
-use crate::net::HttpClient;
+use switchboard_core::{FailureKind, ToolFailure};
+use switchboard_models::net::HttpClient;
 
 /// Largest response body read from a tool server.
 pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;

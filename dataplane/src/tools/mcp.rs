@@ -26,8 +26,8 @@ use tokio::sync::Mutex;
 use super::Progress;
 use super::http::connection_failure;
 use super::target::Aliases;
-use crate::core::{FailureKind, ToolFailure};
-use crate::net::{HttpClient, SseParser};
+use switchboard_core::{FailureKind, ToolFailure};
+use switchboard_models::net::{HttpClient, SseParser};
 
 /// The revision asked for in `initialize`.
 pub const PROTOCOL_VERSION: &str = "2025-06-18";

@@ -18,8 +18,8 @@ use std::time::Duration;
 use switchboard_crds::agent::{ToolSpec, ToolTarget};
 use tokio::sync::mpsc;
 
-use crate::core::{FailureKind, ToolFailure};
-use crate::net::{Trust, TrustError};
+use switchboard_core::{FailureKind, ToolFailure};
+use switchboard_models::net::{Trust, TrustError};
 pub use target::Aliases;
 
 /// The future of one tool call.

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::core::{FailureKind, ToolFailure};
+use switchboard_core::{FailureKind, ToolFailure};
 
 /// Host name -> `host:port` overrides.
 #[derive(Clone, Debug, Default)]

@@ -2,8 +2,8 @@
 //! WebSocket client, the real Bedrock SDK against the simulator, the demo HTTP tool
 //! server, handoffs performed in-process.
 
-use switchboard_dataplane::core::HandoffKind;
-use switchboard_dataplane::protocol::ServerMessage;
+use switchboard_core::HandoffKind;
+use switchboard_core::protocol::ServerMessage;
 use switchboard_dataplane::runtime::ServerConfig;
 
 use crate::common::{self, Client, replies};
@@ -92,7 +92,7 @@ async fn identity_check_balance_and_handoffs() {
         _ => None,
     });
     let context = context.expect("banking returns to triage");
-    assert_eq!(context.status, Some(switchboard_dataplane::core::ReturnStatus::Completed));
+    assert_eq!(context.status, Some(switchboard_core::ReturnStatus::Completed));
     assert!(context.summary.as_deref().is_some_and(|s| s.contains("That's all")), "{context:?}");
     let welcome = client.turn().await;
     assert!(replies(&welcome).iter().any(|r| r.starts_with("Welcome back")), "{welcome:?}");

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart};
 use switchboard_dataplane::local::{self, LocalOptions};
-use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart};
 use switchboard_dataplane::runtime::{AppState, ServerConfig};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -175,7 +175,7 @@ pub fn replies(messages: &[ServerMessage]) -> Vec<String> {
         .iter()
         .filter_map(|m| match m {
             ServerMessage::BidiTranscriptStream {
-                role: switchboard_dataplane::protocol::TranscriptRole::Assistant,
+                role: switchboard_core::protocol::TranscriptRole::Assistant,
                 text,
                 is_final: true,
                 ..

@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
+use switchboard_core::FailureKind;
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart};
 use switchboard_crds::agent::HttpTool;
-use switchboard_dataplane::core::FailureKind;
-use switchboard_dataplane::net::Trust;
-use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart};
 use switchboard_dataplane::runtime::ServerConfig;
 use switchboard_dataplane::tools::Aliases;
 use switchboard_dataplane::tools::http::HttpToolClient;
+use switchboard_models::net::Trust;
 
 use crate::common::{self, Client, replies};
 

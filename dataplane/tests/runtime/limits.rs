@@ -1,6 +1,6 @@
 //! Malformed input, oversized frames, floods, the session limit, and the drain on shutdown.
 
-use switchboard_dataplane::protocol::{ServerMessage, close_code};
+use switchboard_core::protocol::{ServerMessage, close_code};
 use switchboard_dataplane::runtime::ServerConfig;
 
 use crate::common::{self, Client, replies};
@@ -84,7 +84,7 @@ async fn drain_refuses_new_sessions_and_lets_live_ones_finish() {
     assert_eq!(late.closed().await.0, close_code::TRY_AGAIN_LATER);
     live.say("hello").await;
     assert!(replies(&live.turn().await).iter().any(|r| r.starts_with("Hello!")), "the live session still works");
-    live.send(&switchboard_dataplane::protocol::ClientMessage::Close {}).await;
+    live.send(&switchboard_core::protocol::ClientMessage::Close {}).await;
     assert_eq!(live.closed().await.0, close_code::NORMAL);
     running.done.await.expect("the server stops once the live session ended");
 }

@@ -1,6 +1,6 @@
 //! Metrics scraped after a conversation show the tokens and turns that happened.
 
-use switchboard_dataplane::protocol::ServerMessage;
+use switchboard_core::protocol::ServerMessage;
 use switchboard_dataplane::runtime::ServerConfig;
 
 use crate::common::{self, Client, metric_sum};
@@ -73,7 +73,7 @@ async fn transcripts_are_written_as_jsonl() {
     let mut client = Client::start(&running.url("?agent=idv"), None).await;
     client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
     client.turn().await;
-    client.send(&switchboard_dataplane::protocol::ClientMessage::Close {}).await;
+    client.send(&switchboard_core::protocol::ClientMessage::Close {}).await;
     client.closed().await;
     let session_id = client
         .seen

@@ -7,9 +7,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use switchboard_crds::Catalog;
-use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
-use switchboard_dataplane::sim::{SimConfig, Simulator, banking_script};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
+use switchboard_crds::{Catalog, contract};
+use switchboard_sim::{SimConfig, Simulator, banking_script};
 use tokio_tungstenite::tungstenite::Message;
 
 async fn get(addr: &str, path: &str) -> u16 {
@@ -38,9 +38,9 @@ async fn runtime_binary_serves_a_spec_and_drains_on_sigterm() {
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .arg("runtime")
-        .env("SWITCHBOARD_RUNTIME_SPEC", &spec_path)
-        .env("MODE", "text")
-        .env("SWITCHBOARD_LISTEN", &addr)
+        .env(contract::env::RUNTIME_SPEC, &spec_path)
+        .env(contract::env::MODE, "text")
+        .env(contract::env::LISTEN, &addr)
         .env("SWITCHBOARD_BEDROCK_ENDPOINT", sim.endpoint_url())
         .env("SWITCHBOARD_BEDROCK_CA_FILE", sim.ca_cert_path().expect("cert"))
         .env("AWS_ACCESS_KEY_ID", "AKIDTEST")

@@ -8,10 +8,10 @@ use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::json;
-use switchboard_dataplane::core::FailureKind;
-use switchboard_dataplane::net::Trust;
-use switchboard_dataplane::sim::tls::self_signed;
+use switchboard_core::FailureKind;
 use switchboard_dataplane::tools::{Executor, ExecutorOptions, ToolExecutor};
+use switchboard_models::net::Trust;
+use switchboard_sim::tls::self_signed;
 
 /// An HTTPS tool server echoing the JSON it is sent under `"echo"`; returns its port and CA.
 async fn tls_tool_server() -> (u16, String) {

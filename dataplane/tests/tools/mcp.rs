@@ -1,7 +1,7 @@
 //! MCP tools through the runtime's executor against a real MCP server.
 
 use serde_json::json;
-use switchboard_dataplane::core::FailureKind;
+use switchboard_core::FailureKind;
 use switchboard_dataplane::tools::{Progress, ToolExecutor};
 
 use crate::common::{McpServer, executor, mcp_tool};

@@ -5,8 +5,8 @@
 use std::net::SocketAddr;
 
 use futures_util::{SinkExt, StreamExt};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
 use switchboard_dataplane::local::{self, LocalOptions};
-use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
 use switchboard_dataplane::runtime::ServerConfig;
 use tokio_tungstenite::tungstenite::Message;
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, TranscriptRole};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::common::{self, Call, Encoding, finals, is_final_reply};

@@ -3,8 +3,8 @@
 //! tool mid-stream and remembers them, then hands over to banking (text-only), which
 //! carries on in text. Plus barge-in, and typed and spoken turns in one hybrid session.
 
-use switchboard_dataplane::core::HandoffKind;
-use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, TranscriptRole};
+use switchboard_core::HandoffKind;
+use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
 
 use crate::common::{self, Call, Encoding, audio_bytes, finals, is_final_reply, metric_sum, summary};
 

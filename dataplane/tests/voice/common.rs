@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
 use switchboard_dataplane::local::{self, LocalOptions};
-use switchboard_dataplane::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
 use switchboard_dataplane::runtime::ServerConfig;
-use switchboard_dataplane::sim::sonic::{frame_fingerprint, phrase_tone};
-use switchboard_dataplane::sim::{BANKING_SCRIPT_YAML, SimHandle};
+use switchboard_sim::sonic::{frame_fingerprint, phrase_tone};
+use switchboard_sim::{BANKING_SCRIPT_YAML, SimHandle};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 

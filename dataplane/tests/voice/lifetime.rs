@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use switchboard_dataplane::protocol::{ServerMessage, TranscriptRole, close_code};
+use switchboard_core::protocol::{ServerMessage, TranscriptRole, close_code};
 use switchboard_dataplane::runtime::ServerConfig;
-use switchboard_dataplane::sim::Operation;
+use switchboard_sim::Operation;
 
 use crate::common::{self, Call, Encoding, finals, is_final_reply, summary};
 

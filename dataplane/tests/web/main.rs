@@ -11,9 +11,9 @@ use std::process::Command;
 
 use switchboard_dataplane::local::{self, LocalOptions};
 use switchboard_dataplane::runtime::ServerConfig;
-use switchboard_dataplane::sim::BANKING_SCRIPT_YAML;
-use switchboard_dataplane::sim::sonic::audio::silence;
-use switchboard_dataplane::sim::sonic::phrase_tone;
+use switchboard_sim::BANKING_SCRIPT_YAML;
+use switchboard_sim::sonic::audio::silence;
+use switchboard_sim::sonic::phrase_tone;
 
 /// Phrase 2: the identity details, as the banking rules expect them.
 const IDV_DETAILS: u32 = 2;

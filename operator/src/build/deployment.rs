@@ -19,19 +19,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use switchboard_crds::Agent;
-use switchboard_crds::routing::RUNTIME_PORT;
+use switchboard_crds::contract::{
+    self, CONFIG_DIR, HEALTH_PATH, PORT_NAME, READY_PATH, RUN_AS, RUNTIME_COMMAND, RUNTIME_PORT, RUNTIME_SPEC_FILE,
+    RUNTIME_SPEC_PATH,
+};
 
-use super::config_map::RUNTIME_SPEC_KEY;
-use super::service::PORT_NAME;
 use super::{CONFIG_HASH_ANNOTATION, child_meta, labels, selector_labels};
 use crate::settings::BuildSettings;
 
 /// The runtime container's name.
 pub const CONTAINER: &str = "runtime";
-/// Where the RuntimeSpec ConfigMap is mounted.
-pub const CONFIG_DIR: &str = "/etc/switchboard";
-/// The user and group the runtime runs as (non-root; the distroless `nonroot` ids).
-pub const RUN_AS: i64 = 65532;
 
 /// The Deployment of `agent`, whose RuntimeSpec hashes to `config_hash`.
 pub fn build(agent: &Agent, config_hash: &str, settings: &BuildSettings) -> Deployment {
@@ -87,8 +84,8 @@ fn pod_spec(agent: &Agent, settings: &BuildSettings) -> PodSpec {
                 config_map: Some(ConfigMapVolumeSource {
                     name: agent.name_any(),
                     items: Some(vec![KeyToPath {
-                        key: RUNTIME_SPEC_KEY.to_owned(),
-                        path: RUNTIME_SPEC_KEY.to_owned(),
+                        key: RUNTIME_SPEC_FILE.to_owned(),
+                        path: RUNTIME_SPEC_FILE.to_owned(),
                         mode: None,
                     }]),
                     ..Default::default()
@@ -113,19 +110,20 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
     let secret = agent.spec.credentials.as_ref().and_then(|c| c.secret_ref.as_ref());
     let resources = agent.spec.resources.clone().unwrap_or_else(|| settings.default_resources());
     let mut vars = vec![
-        env("MODE", agent.spec.mode.as_str().to_owned()),
-        env("SWITCHBOARD_RUNTIME_SPEC", format!("{CONFIG_DIR}/{RUNTIME_SPEC_KEY}")),
-        env("SWITCHBOARD_LISTEN", format!("0.0.0.0:{RUNTIME_PORT}")),
+        env(contract::env::MODE, agent.spec.mode.as_str().to_owned()),
+        env(contract::env::RUNTIME_SPEC, RUNTIME_SPEC_PATH.to_owned()),
+        env(contract::env::LISTEN, contract::LISTEN_ADDR.to_owned()),
+        env(contract::env::LOG_FORMAT, settings.runtime_log_format.as_str().to_owned()),
     ];
     if let Some(threads) = worker_threads(&resources) {
-        vars.push(env("SWITCHBOARD_WORKER_THREADS", threads.to_string()));
+        vars.push(env(contract::env::WORKER_THREADS, threads.to_string()));
     }
     Container {
         name: CONTAINER.to_owned(),
         image: Some(settings.runtime_image.clone()),
         image_pull_policy: Some("IfNotPresent".to_owned()),
-        command: Some(vec!["switchboard".to_owned()]),
-        args: Some(vec!["runtime".to_owned()]),
+        command: Some(vec![RUNTIME_COMMAND[0].to_owned()]),
+        args: Some(vec![RUNTIME_COMMAND[1].to_owned()]),
         env: Some(vars),
         env_from: secret.map(|s| {
             vec![EnvFromSource {
@@ -139,8 +137,8 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
             protocol: Some("TCP".to_owned()),
             ..Default::default()
         }]),
-        liveness_probe: Some(probe("/healthz", 10, 3)),
-        readiness_probe: Some(probe("/readyz", 5, 1)),
+        liveness_probe: Some(probe(HEALTH_PATH, 10, 3)),
+        readiness_probe: Some(probe(READY_PATH, 5, 1)),
         resources: Some(resources),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),

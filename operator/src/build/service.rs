@@ -5,13 +5,10 @@ use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use switchboard_crds::Agent;
 use switchboard_crds::catalog::namespace_of;
-use switchboard_crds::routing::RUNTIME_PORT;
+use switchboard_crds::contract::{PORT_NAME, RUNTIME_PORT};
 
 use super::{child_meta, selector_labels};
 use kube::ResourceExt;
-
-/// The name of the runtime port on pods and Service.
-pub const PORT_NAME: &str = "http";
 
 /// The Service of `agent`.
 pub fn build(agent: &Agent) -> Service {

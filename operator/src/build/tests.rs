@@ -152,6 +152,7 @@ fn deployment_has_every_field() {
                             {"name": "MODE", "value": "voice"},
                             {"name": "SWITCHBOARD_RUNTIME_SPEC", "value": "/etc/switchboard/runtime.json"},
                             {"name": "SWITCHBOARD_LISTEN", "value": "0.0.0.0:8080"},
+                            {"name": "SWITCHBOARD_LOG_FORMAT", "value": "json"},
                             {"name": "SWITCHBOARD_WORKER_THREADS", "value": "1"},
                         ],
                         "envFrom": [{"secretRef": {"name": "aws-keys", "optional": false}}],

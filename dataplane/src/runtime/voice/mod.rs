@@ -22,14 +22,14 @@ use switchboard_crds::{Mode, RuntimeSpec};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::driver::{AgentRuntime, Exit, Shared};
+use super::driver::{AgentRuntime, Exit, Link, Opening, Shared};
 use super::tool_calls::{ToolCalls, ToolEvent};
-use crate::core::{Effect, Input, Session};
-use crate::model::ModelError;
-use crate::model::bedrock::{BedrockConfig, build_client};
-use crate::protocol::{ClientMessage, ServerMessage, TranscriptRole};
-use crate::sonic::{HistoryEntry, SonicConfig, SonicEvents, SonicSession, Speaker};
 use relay::Relay;
+use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
+use switchboard_core::{Effect, Input, Session};
+use switchboard_models::ModelError;
+use switchboard_models::bedrock::{BedrockConfig, build_client};
+use switchboard_models::sonic::{HistoryEntry, SonicConfig, SonicEvents, SonicSession, Speaker};
 
 /// Concurrent Nova Sonic streams planned per SDK client (one HTTP/2 connection).
 pub const STREAMS_PER_CLIENT: usize = 100;
@@ -64,8 +64,11 @@ impl VoiceModel {
         if config.endpoint_url.is_none() {
             config.endpoint_url = spec.model.endpoint.clone();
         }
-        let count =
-            crate::model::pool::clients_for(spec.sessions.max_concurrent as usize, STREAMS_PER_CLIENT, MAX_CLIENTS);
+        let count = switchboard_models::pool::clients_for(
+            spec.sessions.max_concurrent as usize,
+            STREAMS_PER_CLIENT,
+            MAX_CLIENTS,
+        );
         let mut clients = Vec::with_capacity(count);
         for _ in 0..count {
             clients.push(build_client(&config).await?);
@@ -108,28 +111,33 @@ impl VoiceModel {
 pub type AudioFrames = mpsc::Receiver<Bytes>;
 
 /// Runs a voice `session` over `sonic` until it closes, hands off, loses its client, fails
-/// or `shutdown` fires. Like [`super::driver::drive`], plus the audio channel.
-#[allow(clippy::too_many_arguments)]
+/// or the link's shutdown fires. Like [`super::driver::drive`], plus the audio channel.
 pub async fn drive(
     agent: &AgentRuntime,
     session: &mut Session,
     sonic: (SonicSession, SonicEvents),
-    initial: Vec<Effect>,
-    first: Vec<ClientMessage>,
-    inbound: &mut mpsc::Receiver<ClientMessage>,
+    opening: Opening,
+    link: Link<'_>,
     audio: &mut AudioFrames,
-    outbound: &mpsc::Sender<ServerMessage>,
-    shared: &Shared,
-    shutdown: &CancellationToken,
 ) -> Exit {
+    let Link { inbound, outbound, shared, shutdown } = link;
     let (stream, mut events) = sonic;
     // The prompt the stream was opened with (see `VoiceModel::open`).
     let prompt = session.system_prompt();
     let mut voice =
         Voice { agent, shared, outbound, stream, prompt, tools: ToolCalls::default(), relay: Relay::default() };
-    let exit = voice.run(session, initial, first, inbound, audio, &mut events, shutdown).await;
+    let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
+    let exit = voice.run(session, opening, &mut inputs).await;
     let _ = voice.stream.close().await;
     exit
+}
+
+/// What a voice session waits on.
+struct Inputs<'a> {
+    inbound: &'a mut mpsc::Receiver<ClientMessage>,
+    audio: &'a mut AudioFrames,
+    events: &'a mut SonicEvents,
+    shutdown: &'a CancellationToken,
 }
 
 struct Voice<'a> {
@@ -144,21 +152,12 @@ struct Voice<'a> {
 }
 
 impl Voice<'_> {
-    #[allow(clippy::too_many_arguments)]
-    async fn run(
-        &mut self,
-        session: &mut Session,
-        initial: Vec<Effect>,
-        first: Vec<ClientMessage>,
-        inbound: &mut mpsc::Receiver<ClientMessage>,
-        audio: &mut AudioFrames,
-        events: &mut SonicEvents,
-        shutdown: &CancellationToken,
-    ) -> Exit {
-        if let Some(exit) = self.apply(session, initial).await {
+    async fn run(&mut self, session: &mut Session, opening: Opening, inputs: &mut Inputs<'_>) -> Exit {
+        let Inputs { inbound, audio, events, shutdown } = inputs;
+        if let Some(exit) = self.apply(session, opening.effects).await {
             return exit;
         }
-        for message in first {
+        for message in opening.first {
             if let Some(exit) = self.client_message(session, message).await {
                 return exit;
             }
@@ -264,7 +263,11 @@ impl Voice<'_> {
         self.apply(session, effects).await
     }
 
-    async fn model_event(&mut self, session: &mut Session, event: crate::sonic::SonicEvent) -> Option<Exit> {
+    async fn model_event(
+        &mut self,
+        session: &mut Session,
+        event: switchboard_models::sonic::SonicEvent,
+    ) -> Option<Exit> {
         let relayed = self.relay.event(event);
         let (agent, shared) = (self.agent, self.shared);
         let metrics = &shared.metrics;

@@ -7,10 +7,10 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use crate::core::Input;
-use crate::model::ToolUse;
-use crate::protocol::{ServerMessage, TokensByModality, TranscriptRole};
-use crate::sonic::{ContentKind, GenerationStage, Role, SonicEvent, StopReason};
+use switchboard_core::Input;
+use switchboard_core::protocol::{ServerMessage, TokensByModality, TranscriptRole};
+use switchboard_models::ToolUse;
+use switchboard_models::sonic::{ContentKind, GenerationStage, Role, SonicEvent, StopReason};
 
 /// What one Sonic event asks of the adapter.
 #[derive(Debug, Default)]
@@ -182,7 +182,10 @@ mod tests {
     #[test]
     fn the_first_audio_after_user_input_is_timed_once() {
         let mut relay = Relay::default();
-        let audio = || SonicEvent::Audio { content_id: "a".into(), pcm: crate::sonic::EncodedAudio::from_pcm(&[0; 4]) };
+        let audio = || SonicEvent::Audio {
+            content_id: "a".into(),
+            pcm: switchboard_models::sonic::EncodedAudio::from_pcm(&[0; 4]),
+        };
         assert!(relay.event(audio()).first_audio_after.is_none());
         relay.user_input(Instant::now());
         assert!(relay.event(audio()).first_audio_after.is_some());

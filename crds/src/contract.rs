@@ -1,0 +1,59 @@
+//! The contract between the operator and the runtime pods it deploys: what the operator's
+//! Deployment builder writes (environment variables, the mounted RuntimeSpec's path, the
+//! port and its probes, the user the container runs as) and what `switchboard runtime`
+//! reads. Both sides, and the tests, use these constants, so neither can drift alone.
+
+/// The data plane's binary in the image, and the subcommand a runtime pod runs.
+pub const RUNTIME_COMMAND: [&str; 2] = ["switchboard", "runtime"];
+
+/// Where the RuntimeSpec ConfigMap is mounted in a runtime pod.
+pub const CONFIG_DIR: &str = "/etc/switchboard";
+/// The ConfigMap key (and so the file name under [`CONFIG_DIR`]) of the resolved RuntimeSpec.
+pub const RUNTIME_SPEC_FILE: &str = "runtime.json";
+/// [`CONFIG_DIR`]`/`[`RUNTIME_SPEC_FILE`]: the runtime's default spec path.
+pub const RUNTIME_SPEC_PATH: &str = "/etc/switchboard/runtime.json";
+
+/// The runtime pods' (and their Service's) port.
+pub const RUNTIME_PORT: u16 = 8080;
+/// The name of [`RUNTIME_PORT`] on pods and Service.
+pub const PORT_NAME: &str = "http";
+/// The address a runtime pod listens on: every interface, [`RUNTIME_PORT`].
+pub const LISTEN_ADDR: &str = "0.0.0.0:8080";
+
+/// The session WebSocket path, on runtime pods, local mode and the gateway alike.
+pub const SESSION_PATH: &str = "/v1/session";
+/// Liveness: answers 200 while the process serves.
+pub const HEALTH_PATH: &str = "/healthz";
+/// Readiness: 200 while the pod takes new sessions, 503 while it drains.
+pub const READY_PATH: &str = "/readyz";
+/// Prometheus metrics.
+pub const METRICS_PATH: &str = "/metrics";
+
+/// The user and group every Switchboard container runs as (non-root; the distroless
+/// `nonroot` ids). The image is built with the same user.
+pub const RUN_AS: i64 = 65532;
+
+/// Environment variables the operator sets on runtime containers.
+pub mod env {
+    /// The agent's mode: `voice`, `text` or `hybrid`.
+    pub const MODE: &str = "MODE";
+    /// The RuntimeSpec file's path.
+    pub const RUNTIME_SPEC: &str = "SWITCHBOARD_RUNTIME_SPEC";
+    /// The address to listen on.
+    pub const LISTEN: &str = "SWITCHBOARD_LISTEN";
+    /// The async worker threads, sized from the pod's CPU.
+    pub const WORKER_THREADS: &str = "SWITCHBOARD_WORKER_THREADS";
+    /// `text` or `json` log lines.
+    pub const LOG_FORMAT: &str = "SWITCHBOARD_LOG_FORMAT";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_constants_agree_with_their_parts() {
+        assert_eq!(RUNTIME_SPEC_PATH, format!("{CONFIG_DIR}/{RUNTIME_SPEC_FILE}"));
+        assert_eq!(LISTEN_ADDR, format!("0.0.0.0:{RUNTIME_PORT}"));
+    }
+}

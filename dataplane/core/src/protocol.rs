@@ -1,0 +1,388 @@
+//! The session protocol of DESIGN.md: JSON messages over a WebSocket between a client,
+//! the gateway and a runtime, the same for every mode. Every message is an object whose
+//! `type` field names it. [`ClientMessage`] flows client -> server, [`ServerMessage`]
+//! server -> client. The runtime, the chat client, local mode (and later the gateway and
+//! voice) share these types.
+//!
+//! Close codes used by servers speaking this protocol are in [`close_code`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::handoff::{HandoffContext, HandoffKind, HistoryTurn};
+
+/// WebSocket close codes a server sends, with the reason text saying what to do.
+pub mod close_code {
+    /// The session ended normally (the client sent `close`, or the agent ended it).
+    pub const NORMAL: u16 = 1000;
+    /// The server is shutting down and the drain period is over; reconnect elsewhere.
+    pub const GOING_AWAY: u16 = 1001;
+    /// The `session_start` was invalid (unknown or unexposed agent, bad context).
+    pub const BAD_START: u16 = 4400;
+    /// The client sent messages faster than the per-session rate allows.
+    pub const RATE_LIMITED: u16 = 1008;
+    /// A message was larger than the maximum message size.
+    pub const TOO_BIG: u16 = 1009;
+    /// The server failed; the reason says how.
+    pub const INTERNAL: u16 = 1011;
+    /// The server is at its session limit or draining; try again later (or another pod).
+    pub const TRY_AGAIN_LATER: u16 = 1013;
+    /// The session moved to another agent (runtime pods: the gateway performs the handoff).
+    pub const HANDOFF: u16 = 4000;
+}
+
+/// A message from the client.
+// Messages are decoded and consumed one at a time: boxing the large variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMessage {
+    /// Opens the session. Must be the first message; a session that sends something else
+    /// first is started with defaults.
+    SessionStart(SessionStart),
+    /// A piece of the user's speech: base64 PCM16, 16 kHz, mono, little-endian (voice and
+    /// hybrid only). Binary WebSocket frames may carry the same audio as raw bytes.
+    BidiAudioInput {
+        /// Base64-encoded audio.
+        audio: String,
+    },
+    /// Something the user typed.
+    BidiTextInput {
+        /// The text.
+        text: String,
+    },
+    /// The user's answer to a `consent_request`.
+    ToolConsent {
+        /// The `tool_use_id` of the `consent_request` answered.
+        tool_use_id: String,
+        /// True when the user allows the tool to run.
+        approved: bool,
+    },
+    /// Ends the session.
+    Close {},
+}
+
+/// The contents of `session_start`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionStart {
+    /// The agent to talk to (local mode and the gateway); a runtime pod serves one agent
+    /// and ignores it unless it names another agent, which is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// A token from an earlier `bidi_connection_start` to resume that session (gateway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_token: Option<String>,
+    /// Voice id override for voice modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice: Option<String>,
+    /// Wanted modalities, e.g. `["text"]` or `["audio","text"]`. With `audio`, a voice or
+    /// hybrid agent's session runs over Nova Sonic (audio in and out, transcripts; hybrid
+    /// also takes typed text into the same stream); without it every agent is served as
+    /// text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modalities: Vec<String>,
+    /// Memory handed over by a gateway (e.g. a verified user), restored into the session.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub memory: BTreeMap<String, serde_json::Value>,
+    /// Earlier conversation handed over by a gateway, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryTurn>,
+    /// Set when the session arrives through a handoff from another agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<HandoffContext>,
+}
+
+/// Who produced a piece of transcript.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TranscriptRole {
+    /// The person.
+    User,
+    /// The agent.
+    Assistant,
+}
+
+/// Token counts by direction and modality.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokensByModality {
+    /// Speech tokens read.
+    pub input_speech: u64,
+    /// Text tokens read.
+    pub input_text: u64,
+    /// Speech tokens generated.
+    pub output_speech: u64,
+    /// Text tokens generated.
+    pub output_text: u64,
+}
+
+/// A message to the client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMessage {
+    /// The session is open.
+    BidiConnectionStart {
+        /// The session's id (logs and transcripts use it).
+        session_id: String,
+        /// The agent now serving the session.
+        agent: String,
+        /// `voice`, `text` or `hybrid`.
+        mode: String,
+        /// The model the agent uses.
+        model: String,
+    },
+    /// Transcript text: streamed deltas of the agent's reply (`delta: true`), then the
+    /// whole reply once more with `is_final: true`; the user's own text comes back final.
+    ///
+    /// Voice and hybrid sessions: Nova Sonic's SPECULATIVE assistant text (what it plans
+    /// to say, sent before the audio) arrives as `delta: true, is_final: false` — a preview
+    /// that may differ from what is spoken; its FINAL text (what was really spoken, not
+    /// interrupted) arrives as `delta: false, is_final: true`, and only that enters the
+    /// conversation. The transcript of the user's speech arrives final only.
+    BidiTranscriptStream {
+        /// Who said it.
+        role: TranscriptRole,
+        /// The delta, or the whole text when `is_final`.
+        text: String,
+        /// True for a streamed piece.
+        delta: bool,
+        /// True for the complete text of a message.
+        is_final: bool,
+    },
+    /// The agent started answering a user turn.
+    BidiResponseStart {
+        /// Counts the turns of this session from 1.
+        turn: u64,
+    },
+    /// The agent finished answering a user turn.
+    BidiResponseComplete {
+        /// The turn that completed.
+        turn: u64,
+        /// Why the model stopped (`end_turn`, `tool_use`, `max_tokens`, ...).
+        stop_reason: String,
+    },
+    /// Tokens used by one model call (text), or since the previous report (voice).
+    BidiUsage {
+        /// Tokens read.
+        input_tokens: u64,
+        /// Tokens generated.
+        output_tokens: u64,
+        /// Their sum.
+        total_tokens: u64,
+        /// The same tokens by modality (voice and hybrid sessions; absent in text).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        modality: Option<TokensByModality>,
+    },
+    /// Reply audio (voice and hybrid): base64 PCM16, 24 kHz, mono, little-endian.
+    BidiAudioStream {
+        /// Base64-encoded audio.
+        audio: String,
+    },
+    /// The user spoke over the agent (barge-in): stop playback and drop queued audio now.
+    BidiInterruption {},
+    /// The voice model's stream was replaced (proactive rotation before the service's
+    /// connection limit, recovery from a stream error, or a voice change). History was
+    /// replayed and no audio was lost; nothing for the client to do.
+    BidiConnectionRestart {
+        /// `rotation`, `voice_change`, `stream_ended`, or the error type (`throttled`, ...).
+        reason: String,
+        /// The new stream's number in this session (1 is the first).
+        generation: u64,
+    },
+    /// A tool call started.
+    ToolStart {
+        /// The model's id of the call.
+        tool_use_id: String,
+        /// The tool.
+        name: String,
+        /// Its input.
+        input: serde_json::Value,
+    },
+    /// A long tool call is still running.
+    ToolProgress {
+        /// The call.
+        tool_use_id: String,
+        /// The tool.
+        name: String,
+        /// What is happening.
+        message: String,
+    },
+    /// A tool call succeeded; `result` is what the model sees (possibly truncated).
+    ToolComplete {
+        /// The call.
+        tool_use_id: String,
+        /// The tool.
+        name: String,
+        /// The result handed to the model.
+        result: serde_json::Value,
+        /// True when the result came from the session's cache without running the tool.
+        cached: bool,
+    },
+    /// A tool call failed or was refused; the model gets the error and the session goes on.
+    ToolError {
+        /// The call.
+        tool_use_id: String,
+        /// The tool.
+        name: String,
+        /// Kind of failure, e.g. `invalid_input`, `not_allowed`, `timeout`, `http_status`.
+        kind: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A tool needs the user's approval; answer with `tool_consent`.
+    ConsentRequest {
+        /// The call to approve.
+        tool_use_id: String,
+        /// The tool.
+        name: String,
+        /// What the tool does.
+        description: String,
+        /// The input it would run with.
+        input: serde_json::Value,
+    },
+    /// The session moves to another agent (transfer) or back to the caller (return).
+    Handoff {
+        /// The agent handing over.
+        from: String,
+        /// The agent taking over.
+        to: String,
+        /// Transfer or return.
+        kind: HandoffKind,
+        /// Everything the next agent needs (memory, history, reason, status, summary).
+        context: Box<HandoffContext>,
+    },
+    /// Session memory changed (a gateway keeps its copy in sync).
+    MemoryUpdate {
+        /// The key, e.g. `verifiedUser`.
+        key: String,
+        /// The new value; `null` when removed.
+        value: serde_json::Value,
+    },
+    /// The workflow moved to another node.
+    WorkflowTransition {
+        /// The node left.
+        from: String,
+        /// The node entered.
+        to: String,
+        /// `model` (the model chose it) or `condition` (a `when` condition held).
+        by: String,
+    },
+    /// Something went wrong. When `recoverable`, the session continues.
+    BidiError {
+        /// What happened and what to do.
+        message: String,
+        /// A stable code, e.g. `invalid_json`, `unknown_type`, `model_error`.
+        code: String,
+        /// Whether the session continues.
+        recoverable: bool,
+    },
+    /// The server is closing the session.
+    BidiConnectionClose {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ServerMessage {
+    /// A `bidi_error`.
+    pub fn error(code: &str, message: impl Into<String>, recoverable: bool) -> Self {
+        Self::BidiError { message: message.into(), code: code.to_owned(), recoverable }
+    }
+
+    /// The JSON text of this message.
+    pub fn to_json(&self) -> String {
+        // Sized up front so reply audio (50 chunks a second per voice session) is written
+        // without regrowing the buffer.
+        let capacity = match self {
+            Self::BidiAudioStream { audio } => audio.len() + 48,
+            _ => 128,
+        };
+        let mut out = Vec::with_capacity(capacity);
+        // Every field is a String, number, bool or serde_json::Value: serialisation cannot fail.
+        match serde_json::to_writer(&mut out, self) {
+            Ok(()) => String::from_utf8(out).unwrap_or_default(),
+            Err(e) => format!("{{\"type\":\"bidi_error\",\"message\":\"{e}\"}}"),
+        }
+    }
+}
+
+/// Why a client frame was not a usable [`ClientMessage`].
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Not JSON at all.
+    #[error("the message is not valid JSON ({0}); send one JSON object per WebSocket text frame")]
+    InvalidJson(String),
+    /// JSON without a known `type`.
+    #[error(
+        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, tool_consent or close"
+    )]
+    UnknownType(String),
+    /// A known type with missing or wrong fields.
+    #[error("the {kind} message is malformed: {message}")]
+    Malformed {
+        /// The message's `type`.
+        kind: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl DecodeError {
+    /// The `bidi_error` code for this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidJson(_) => "invalid_json",
+            Self::UnknownType(_) => "unknown_type",
+            Self::Malformed { .. } => "malformed_message",
+        }
+    }
+}
+
+const CLIENT_TYPES: &[&str] = &["session_start", "bidi_audio_input", "bidi_text_input", "tool_consent", "close"];
+
+/// Parses one client text frame, telling bad JSON, unknown types and malformed messages apart.
+pub fn decode_client(text: &str) -> Result<ClientMessage, DecodeError> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| DecodeError::InvalidJson(e.to_string()))?;
+    let kind = value.get("type").and_then(serde_json::Value::as_str).unwrap_or_default().to_owned();
+    if !CLIENT_TYPES.contains(&kind.as_str()) {
+        return Err(DecodeError::UnknownType(kind));
+    }
+    serde_json::from_value(value).map_err(|e| DecodeError::Malformed { kind, message: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_messages_round_trip_with_type_tags() {
+        let text = r#"{"type":"bidi_text_input","text":"hi"}"#;
+        assert_eq!(decode_client(text).ok(), Some(ClientMessage::BidiTextInput { text: "hi".into() }));
+        let consent = r#"{"type":"tool_consent","tool_use_id":"t1","approved":true}"#;
+        assert!(matches!(decode_client(consent), Ok(ClientMessage::ToolConsent { approved: true, .. })));
+        assert!(matches!(decode_client(r#"{"type":"close"}"#), Ok(ClientMessage::Close {})));
+        let start = r#"{"type":"session_start","agent":"triage"}"#;
+        assert!(
+            matches!(decode_client(start), Ok(ClientMessage::SessionStart(s)) if s.agent.as_deref() == Some("triage"))
+        );
+    }
+
+    #[test]
+    fn decode_errors_are_classified() {
+        assert_eq!(decode_client("{not json").map_err(|e| e.code()).err(), Some("invalid_json"));
+        assert_eq!(decode_client(r#"{"type":"dance"}"#).map_err(|e| e.code()).err(), Some("unknown_type"));
+        assert_eq!(decode_client(r#"{"text":"x"}"#).map_err(|e| e.code()).err(), Some("unknown_type"));
+        assert_eq!(
+            decode_client(r#"{"type":"bidi_text_input"}"#).map_err(|e| e.code()).err(),
+            Some("malformed_message")
+        );
+    }
+
+    #[test]
+    fn server_messages_carry_snake_case_type() {
+        let json = ServerMessage::error("invalid_json", "bad", true).to_json();
+        let value: serde_json::Value = serde_json::from_str(&json).expect("valid json");
+        assert_eq!(value["type"], "bidi_error");
+        assert_eq!(value["recoverable"], true);
+    }
+}

@@ -1,0 +1,445 @@
+//! The simulated model's output: the Nova Sonic output events as JSON, and the plan of a
+//! reply — USER transcript, SPECULATIVE text, paced 24 kHz audio, FINAL text, an optional
+//! tool call, usage — as events due at given instants.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::audio::{OUTPUT_RATE, sine, speech_ms};
+use super::script::Speech;
+
+/// Identifiers every output event carries.
+#[derive(Clone, Debug)]
+pub struct Ids {
+    /// The stream's session id.
+    pub session_id: String,
+    /// The client's prompt name.
+    pub prompt_name: String,
+    /// The current completion.
+    pub completion_id: String,
+}
+
+impl Ids {
+    fn base(&self) -> serde_json::Map<String, Value> {
+        let mut map = serde_json::Map::new();
+        map.insert("sessionId".into(), json!(self.session_id));
+        map.insert("promptName".into(), json!(self.prompt_name));
+        map.insert("completionId".into(), json!(self.completion_id));
+        map
+    }
+
+    fn event(&self, name: &str, fields: Value) -> Value {
+        let mut body = self.base();
+        if let Value::Object(extra) = fields {
+            body.extend(extra);
+        }
+        json!({ "event": { name: body } })
+    }
+
+    /// `completionStart`.
+    pub fn completion_start(&self) -> Value {
+        self.event("completionStart", json!({}))
+    }
+
+    /// `completionEnd`.
+    pub fn completion_end(&self, stop_reason: &str) -> Value {
+        self.event("completionEnd", json!({ "stopReason": stop_reason }))
+    }
+
+    /// `contentStart` of `kind` (`TEXT`, `AUDIO`, `TOOL`); `stage` is the generation stage
+    /// of text (`SPECULATIVE` / `FINAL`).
+    pub fn content_start(&self, content_id: &str, kind: &str, role: &str, stage: Option<&str>) -> Value {
+        let mut fields = json!({ "contentId": content_id, "type": kind, "role": role });
+        match kind {
+            "AUDIO" => {
+                fields["audioOutputConfiguration"] = json!({
+                    "mediaType": "audio/lpcm", "sampleRateHertz": OUTPUT_RATE, "sampleSizeBits": 16,
+                    "channelCount": 1, "encoding": "base64", "audioType": "SPEECH"
+                });
+            }
+            "TOOL" => fields["toolUseOutputConfiguration"] = json!({ "mediaType": "application/json" }),
+            _ => fields["textOutputConfiguration"] = json!({ "mediaType": "text/plain" }),
+        }
+        if let Some(stage) = stage {
+            fields["additionalModelFields"] = json!(json!({ "generationStage": stage }).to_string());
+        }
+        self.event("contentStart", fields)
+    }
+
+    /// `textOutput`.
+    pub fn text_output(&self, content_id: &str, role: &str, text: &str) -> Value {
+        self.event("textOutput", json!({ "contentId": content_id, "role": role, "content": text }))
+    }
+
+    /// `audioOutput` with PCM16 bytes.
+    pub fn audio_output(&self, content_id: &str, pcm: &[u8]) -> Value {
+        self.event("audioOutput", json!({ "contentId": content_id, "content": aws_smithy_types::base64::encode(pcm) }))
+    }
+
+    /// [`Ids::audio_output`] as JSON text, written directly: the simulator sends 50 of
+    /// these a second per speaking stream, and a `Value` tree per chunk (base64 text
+    /// copied in, then scanned for escapes) cost it more than the rest of a reply.
+    pub fn audio_output_text(&self, content_id: &str, pcm: &[u8]) -> String {
+        let quoted = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+        format!(
+            r#"{{"event":{{"audioOutput":{{"sessionId":{},"promptName":{},"completionId":{},"contentId":{},"content":"{}"}}}}}}"#,
+            quoted(&self.session_id),
+            quoted(&self.prompt_name),
+            quoted(&self.completion_id),
+            quoted(content_id),
+            aws_smithy_types::base64::encode(pcm)
+        )
+    }
+
+    /// `toolUse`.
+    pub fn tool_use(&self, content_id: &str, tool_use_id: &str, name: &str, input: &Value) -> Value {
+        self.event(
+            "toolUse",
+            json!({ "contentId": content_id, "toolUseId": tool_use_id, "toolName": name, "content": input.to_string() }),
+        )
+    }
+
+    /// `contentEnd`.
+    pub fn content_end(&self, content_id: &str, kind: &str, stop_reason: &str) -> Value {
+        self.event("contentEnd", json!({ "contentId": content_id, "type": kind, "stopReason": stop_reason }))
+    }
+
+    /// `usageEvent` with the service's `details` breakdown.
+    pub fn usage(&self, delta: &Usage, total: &Usage) -> Value {
+        let part = |u: &Usage| {
+            json!({
+                "input": { "speechTokens": u.input_speech, "textTokens": u.input_text },
+                "output": { "speechTokens": u.output_speech, "textTokens": u.output_text },
+            })
+        };
+        self.event(
+            "usageEvent",
+            json!({
+                "details": { "delta": part(delta), "total": part(total) },
+                "totalInputTokens": total.input_speech + total.input_text,
+                "totalOutputTokens": total.output_speech + total.output_text,
+                "totalTokens": total.input_speech + total.input_text + total.output_speech + total.output_text,
+            }),
+        )
+    }
+}
+
+/// Token counts by direction and modality.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Speech tokens in.
+    pub input_speech: u64,
+    /// Text tokens in.
+    pub input_text: u64,
+    /// Speech tokens out.
+    pub output_speech: u64,
+    /// Text tokens out.
+    pub output_text: u64,
+}
+
+impl Usage {
+    /// Adds `other`.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_speech += other.input_speech;
+        self.input_text += other.input_text;
+        self.output_speech += other.output_speech;
+        self.output_text += other.output_text;
+    }
+}
+
+/// Speech tokens for `ms` of audio (about 25 per second).
+pub fn speech_tokens(ms: u64) -> u64 {
+    ms.div_ceil(40)
+}
+
+/// What emitting an event changes in the session.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Marker {
+    /// Nothing.
+    None,
+    /// The assistant starts speaking (audio content `contentId`).
+    AudioStart(String),
+    /// The assistant stops speaking.
+    AudioEnd,
+    /// The model waits for the result of this tool call (id, name).
+    ToolPending(String, String),
+    /// The reply is complete.
+    Done,
+}
+
+/// An output event due at an instant.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    /// When to send it.
+    pub at: Instant,
+    /// The event.
+    pub event: Event,
+    /// Its effect.
+    pub marker: Marker,
+}
+
+/// A planned output event.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// Built when planned.
+    Json(Value),
+    /// An `audioOutput` chunk, synthesised only when it is due: a reply's seconds of audio
+    /// are not computed (and encoded) before its first event goes out.
+    Audio {
+        /// The identifiers when it was planned.
+        ids: Arc<Ids>,
+        /// The audio content.
+        content_id: Arc<str>,
+        /// Where in the reply's audio the chunk starts, in samples.
+        offset_samples: u64,
+        /// Its length.
+        ms: u64,
+    },
+}
+
+impl Event {
+    /// The event's JSON.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Json(value) => value.clone(),
+            Self::Audio { ids, content_id, offset_samples, ms } => {
+                ids.audio_output(content_id, &reply_tone(*offset_samples, *ms))
+            }
+        }
+    }
+
+    /// The event as an output message for the response body.
+    pub fn encode(self) -> Result<bytes::Bytes, super::envelope::EnvelopeError> {
+        match self {
+            Self::Json(value) => super::envelope::encode_event(&value),
+            Self::Audio { ids, content_id, offset_samples, ms } => {
+                super::envelope::encode_event_text(&ids.audio_output_text(&content_id, &reply_tone(offset_samples, ms)))
+            }
+        }
+    }
+}
+
+/// The reply tone (180 Hz at 24 kHz, as [`sine`] computes it) from sample `offset` for
+/// `ms`, read from one precomputed cycle: 180 Hz repeats exactly every 400 samples at
+/// 24 kHz, and a sine per sample was the simulator's largest cost while speaking.
+fn reply_tone(offset: u64, ms: u64) -> Vec<u8> {
+    static CYCLE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    const PERIOD: u64 = 400;
+    let cycle = CYCLE.get_or_init(|| sine(180.0, OUTPUT_RATE, 1000 * PERIOD / u64::from(OUTPUT_RATE) + 1, 6000, 0));
+    let count = ms * u64::from(OUTPUT_RATE) / 1000;
+    let mut bytes = Vec::with_capacity(usize::try_from(count * 2).unwrap_or(0));
+    for n in offset..offset + count {
+        let at = usize::try_from(n % PERIOD).unwrap_or(0) * 2;
+        bytes.extend_from_slice(&cycle[at..at + 2]);
+    }
+    bytes
+}
+
+/// Builds replies into a queue of planned events.
+#[derive(Debug)]
+pub struct Planner<'a> {
+    /// The identifiers.
+    pub ids: &'a Ids,
+    /// The pacing.
+    pub speech: &'a Speech,
+    /// Source of content ids.
+    pub next_id: &'a mut u64,
+    /// The queue to append to.
+    pub queue: &'a mut VecDeque<Planned>,
+}
+
+impl Planner<'_> {
+    fn id(&mut self, prefix: &str) -> String {
+        *self.next_id += 1;
+        format!("{prefix}-{:08}", self.next_id)
+    }
+
+    fn push(&mut self, at: Instant, event: Value, marker: Marker) {
+        self.queue.push_back(Planned { at, event: Event::Json(event), marker });
+    }
+
+    fn scaled(&self, ms: u64) -> Duration {
+        if self.speech.pace <= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(ms as f64 / 1000.0 / self.speech.pace)
+        }
+    }
+
+    /// The user's transcript (a FINAL USER text content) at `at`.
+    pub fn transcript(&mut self, at: Instant, text: &str) {
+        let id = self.id("user");
+        let ids = self.ids;
+        self.push(at, ids.content_start(&id, "TEXT", "USER", Some("FINAL")), Marker::None);
+        self.push(at, ids.text_output(&id, "USER", text), Marker::None);
+        self.push(at, ids.content_end(&id, "TEXT", "END_TURN"), Marker::None);
+    }
+
+    /// The assistant's reply from `at`: text (SPECULATIVE, audio, FINAL), then a tool call
+    /// or the end of the completion, with usage. Returns the output usage.
+    pub fn reply(
+        &mut self,
+        at: Instant,
+        text: Option<&str>,
+        tool: Option<(&str, &str, &Value)>,
+        input: &Usage,
+        total: &mut Usage,
+    ) -> Usage {
+        let ids = self.ids;
+        let mut delta = input.clone();
+        let mut end = at;
+        if let Some(text) = text.filter(|t| !t.is_empty()) {
+            let speculative = self.id("text");
+            self.push(at, ids.content_start(&speculative, "TEXT", "ASSISTANT", Some("SPECULATIVE")), Marker::None);
+            self.push(at, ids.text_output(&speculative, "ASSISTANT", text), Marker::None);
+            self.push(at, ids.content_end(&speculative, "TEXT", "PARTIAL_TURN"), Marker::None);
+            let audio = self.id("audio");
+            self.push(at, ids.content_start(&audio, "AUDIO", "ASSISTANT", None), Marker::AudioStart(audio.clone()));
+            let total_ms = speech_ms(text, self.speech.ms_per_char);
+            let chunk = self.speech.chunk_ms;
+            let mut offset_ms = 0;
+            let (shared_ids, content_id) = (Arc::new(ids.clone()), Arc::<str>::from(audio.as_str()));
+            while offset_ms < total_ms {
+                let ms = chunk.min(total_ms - offset_ms);
+                let offset_samples = offset_ms * u64::from(OUTPUT_RATE) / 1000;
+                let event =
+                    Event::Audio { ids: shared_ids.clone(), content_id: content_id.clone(), offset_samples, ms };
+                self.queue.push_back(Planned { at: at + self.scaled(offset_ms), event, marker: Marker::None });
+                offset_ms += ms;
+            }
+            end = at + self.scaled(total_ms);
+            let stop = if tool.is_some() { "PARTIAL_TURN" } else { "END_TURN" };
+            self.push(end, ids.content_end(&audio, "AUDIO", stop), Marker::AudioEnd);
+            let final_id = self.id("text");
+            self.push(end, ids.content_start(&final_id, "TEXT", "ASSISTANT", Some("FINAL")), Marker::None);
+            self.push(end, ids.text_output(&final_id, "ASSISTANT", text), Marker::None);
+            self.push(end, ids.content_end(&final_id, "TEXT", stop), Marker::None);
+            delta.output_text += crate::tokens::estimate_tokens(text);
+            delta.output_speech += speech_tokens(total_ms);
+        }
+        total.add(&delta);
+        let marker = if let Some((tool_use_id, name, input)) = tool {
+            let id = self.id("tool");
+            self.push(end, ids.content_start(&id, "TOOL", "TOOL", None), Marker::None);
+            self.push(end, ids.tool_use(&id, tool_use_id, name, input), Marker::None);
+            delta.output_text += crate::tokens::estimate_json_tokens(input);
+            total.output_text += crate::tokens::estimate_json_tokens(input);
+            self.push(
+                end,
+                ids.content_end(&id, "TOOL", "TOOL_USE"),
+                Marker::ToolPending(tool_use_id.to_owned(), name.to_owned()),
+            );
+            None
+        } else {
+            Some(Marker::Done)
+        };
+        self.push(end, ids.usage(&delta, total), Marker::None);
+        if let Some(marker) = marker {
+            self.push(end, ids.completion_end("END_TURN"), marker);
+        }
+        delta
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reply_tone_from_its_cycle_is_the_computed_sine_and_its_event_text_the_same_json() {
+        for offset in [0, 1, 123, 399, 400, 401, 24_000, 1_000_003] {
+            let (table, computed) = (reply_tone(offset, 20), sine(180.0, OUTPUT_RATE, 20, 6000, offset));
+            assert_eq!(table.len(), computed.len());
+            let samples = |b: &[u8]| b.chunks_exact(2).map(|p| i16::from_le_bytes([p[0], p[1]])).collect::<Vec<_>>();
+            let worst = samples(&table).iter().zip(samples(&computed)).map(|(a, b)| (a - b).abs()).max();
+            assert!(worst <= Some(1), "offset {offset}: {worst:?}");
+        }
+        let ids = Ids { session_id: "s\"1".into(), prompt_name: "p".into(), completion_id: "c".into() };
+        let pcm = reply_tone(0, 20);
+        let text: Value = serde_json::from_str(&ids.audio_output_text("a", &pcm)).expect("JSON");
+        assert_eq!(text, ids.audio_output("a", &pcm));
+    }
+
+    fn names(queue: &VecDeque<Planned>) -> Vec<String> {
+        queue
+            .iter()
+            .filter_map(|p| {
+                p.event.to_json().get("event").and_then(Value::as_object).and_then(|o| o.keys().next().cloned())
+            })
+            .filter(|name| name != "audioOutput")
+            .collect()
+    }
+
+    fn plan(text: Option<&str>, tool: bool, pace: f64) -> (VecDeque<Planned>, Usage, Instant) {
+        let ids = Ids { session_id: "s".into(), prompt_name: "p".into(), completion_id: "c".into() };
+        let speech = Speech { ms_per_char: 50, chunk_ms: 40, response_delay_ms: 0, pace };
+        let (mut next_id, mut queue, mut total) = (0, VecDeque::new(), Usage::default());
+        let input = Usage { input_speech: 5, ..Usage::default() };
+        let at = Instant::now();
+        let call = json!({"account": "main"});
+        let tool = tool.then_some(("tool-1", "check_balance", &call));
+        Planner { ids: &ids, speech: &speech, next_id: &mut next_id, queue: &mut queue }
+            .reply(at, text, tool, &input, &mut total);
+        (queue, total, at)
+    }
+
+    #[test]
+    fn a_reply_is_speculative_text_paced_audio_final_text_usage_and_the_end() {
+        let (queue, total, at) = plan(Some("Hello there"), false, 1.0);
+        assert_eq!(
+            names(&queue),
+            [
+                "contentStart",
+                "textOutput",
+                "contentEnd",
+                "contentStart",
+                "contentEnd",
+                "contentStart",
+                "textOutput",
+                "contentEnd",
+                "usageEvent",
+                "completionEnd"
+            ]
+        );
+        let audio: Vec<&Planned> =
+            queue.iter().filter(|p| p.event.to_json().pointer("/event/audioOutput").is_some()).collect();
+        let bytes: usize = audio
+            .iter()
+            .filter_map(|p| {
+                p.event.to_json().pointer("/event/audioOutput/content").and_then(Value::as_str).map(String::from)
+            })
+            .map(|b64| aws_smithy_types::base64::decode(b64).map(|b| b.len()).unwrap_or(0))
+            .sum();
+        assert_eq!(bytes, 11 * 50 * 48, "11 characters at 50 ms, 24 kHz 16-bit");
+        assert_eq!(audio.len(), 14, "550 ms in 40 ms chunks");
+        assert!(audio.windows(2).all(|w| w[1].at - w[0].at == Duration::from_millis(40)), "real-time pacing");
+        assert_eq!(queue.back().map(|p| p.at - at), Some(Duration::from_millis(550)));
+        assert_eq!(queue.back().map(|p| p.marker.clone()), Some(Marker::Done));
+        assert_eq!((total.input_speech, total.output_speech), (5, speech_tokens(550)));
+        assert!(total.output_text > 0);
+        let stages: Vec<String> = queue
+            .iter()
+            .filter_map(|p| {
+                p.event.to_json().pointer("/event/contentStart/additionalModelFields")?.as_str().map(String::from)
+            })
+            .collect();
+        assert_eq!(stages, [r#"{"generationStage":"SPECULATIVE"}"#, r#"{"generationStage":"FINAL"}"#]);
+    }
+
+    #[test]
+    fn a_tool_call_ends_the_reply_waiting_for_its_result_and_pace_zero_sends_at_once() {
+        let (queue, _, at) = plan(Some("Let me check."), true, 0.0);
+        assert!(queue.iter().all(|p| p.at == at));
+        let tool =
+            queue.iter().map(|p| p.event.to_json()).find(|e| e.pointer("/event/toolUse").is_some()).expect("a toolUse");
+        assert_eq!(tool.pointer("/event/toolUse/content"), Some(&json!("{\"account\":\"main\"}")));
+        assert!(queue.iter().any(|p| p.marker == Marker::ToolPending("tool-1".into(), "check_balance".into())));
+        assert_eq!(names(&queue).last().map(String::as_str), Some("usageEvent"), "no completionEnd yet");
+        let (tool_only, _, _) = plan(None, true, 1.0);
+        assert_eq!(names(&tool_only), ["contentStart", "toolUse", "contentEnd", "usageEvent"]);
+    }
+}

@@ -1,0 +1,439 @@
+//! One simulated Nova Sonic stream: reads the input events as they arrive, validates them,
+//! detects utterances in the user's audio, and sends the planned reply events at their
+//! time — interrupting itself when the user speaks over it, waiting for tool results,
+//! and closing or failing the stream as the script says.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::audio::{Detection, TurnDetector, Utterance, frame_fingerprint};
+use super::envelope::{Envelope, EnvelopeDecoder, EnvelopeError, encode_event, encode_message};
+use super::output::{Event, Ids, Marker, Planned, Planner, Usage, speech_tokens};
+use super::protocol::{Input, Protocol};
+use crate::engine::{ToolResultView, Trigger, Turn, decide};
+use crate::script::ResultStatus;
+use crate::service_error::StreamExceptionKind;
+use crate::state::{SimState, applies};
+
+/// How long a stream whose output ended may keep draining its input.
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// One stream's state.
+pub struct Session {
+    /// Shared simulator state.
+    pub state: Arc<SimState>,
+    /// The model id of the request.
+    pub model_id: String,
+    /// The stream's index (0-based, over the simulator's life).
+    pub stream: u64,
+    /// The response body's feed; `None` once the output ended.
+    pub out: Option<mpsc::Sender<Bytes>>,
+    /// When the script closes this stream.
+    pub close_at: Option<Instant>,
+    protocol: Protocol,
+    detector: Option<TurnDetector>,
+    ids: Ids,
+    system: String,
+    tools: BTreeSet<String>,
+    queue: VecDeque<Planned>,
+    next_id: u64,
+    speaking: Option<String>,
+    completion_open: bool,
+    pending_tool: Option<(String, String)>,
+    last_heard: String,
+    total: Usage,
+    input_done: bool,
+    drain_until: Option<Instant>,
+}
+
+impl Session {
+    /// A session for a new stream.
+    pub fn new(
+        state: Arc<SimState>,
+        model_id: String,
+        stream: u64,
+        out: mpsc::Sender<Bytes>,
+        close_at: Option<Instant>,
+    ) -> Self {
+        let ids = Ids {
+            session_id: format!("sim-session-{stream:08}"),
+            prompt_name: String::new(),
+            completion_id: String::new(),
+        };
+        Self {
+            state,
+            model_id,
+            stream,
+            out: Some(out),
+            close_at,
+            protocol: Protocol::default(),
+            detector: None,
+            ids,
+            system: String::new(),
+            tools: BTreeSet::new(),
+            queue: VecDeque::new(),
+            next_id: 0,
+            speaking: None,
+            completion_open: false,
+            pending_tool: None,
+            last_heard: String::new(),
+            total: Usage::default(),
+            input_done: false,
+            drain_until: None,
+        }
+    }
+
+    /// Runs the stream until both directions are done.
+    pub async fn run(mut self, mut body: Incoming) {
+        let mut decoder = EnvelopeDecoder::default();
+        loop {
+            if self.input_done && self.out.is_none() {
+                break;
+            }
+            let next_due = self.queue.front().map(|p| p.at).filter(|_| self.out.is_some());
+            // Events already due go out now: a timer would round their deadline up to the
+            // timer's next millisecond tick.
+            if next_due.is_some_and(|at| at <= Instant::now()) {
+                self.emit_due().await;
+                continue;
+            }
+            let close_at = self.close_at.filter(|_| self.out.is_some());
+            tokio::select! {
+                biased;
+                frame = body.frame(), if !self.input_done => match frame {
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            decoder.extend(&data);
+                            self.drain(&mut decoder).await;
+                        }
+                    }
+                    Some(Err(error)) => {
+                        tracing::debug!(stream = self.stream, %error, "the client's input broke");
+                        self.input_done = true;
+                        self.out = None;
+                    }
+                    None => {
+                        self.input_done = true;
+                        self.finish_output();
+                    }
+                },
+                () = sleep_until(next_due), if next_due.is_some() => self.emit_due().await,
+                () = sleep_until(close_at), if close_at.is_some() => self.scripted_close().await,
+                () = sleep_until(self.drain_until), if self.drain_until.is_some() && !self.input_done => {
+                    tracing::debug!(stream = self.stream, "the client did not end its input after the output ended; giving up");
+                    break;
+                }
+            }
+        }
+    }
+
+    async fn drain(&mut self, decoder: &mut EnvelopeDecoder) {
+        loop {
+            match decoder.next_envelope() {
+                Ok(Some(Envelope::Event(event))) => self.on_event(&event).await,
+                Ok(Some(Envelope::End)) => {
+                    self.input_done = true;
+                    self.finish_output();
+                    return;
+                }
+                Ok(None) => return,
+                Err(error) => {
+                    self.fail(StreamExceptionKind::Validation, &error.0).await;
+                    self.input_done = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn on_event(&mut self, event: &Value) {
+        if self.out.is_none() {
+            if let Some(content) = event.pointer("/event/audioInput/content").and_then(Value::as_str) {
+                let pcm = aws_smithy_types::base64::decode(content).unwrap_or_default();
+                self.record_frame(&pcm, false);
+            }
+            return;
+        }
+        let input = match self.protocol.accept(event) {
+            Ok(Some(input)) => input,
+            Ok(None) => return,
+            Err(error) => {
+                self.state.sonic.count_validation_error();
+                self.fail(StreamExceptionKind::Validation, &error.0).await;
+                return;
+            }
+        };
+        match input {
+            Input::SessionStart { sensitivity } => {
+                let config = &self.state.script.sonic.turn_detection;
+                let silence = match sensitivity.as_deref() {
+                    Some("HIGH") => config.silence_ms.high,
+                    Some("LOW") => config.silence_ms.low,
+                    _ => config.silence_ms.medium,
+                };
+                self.detector = Some(TurnDetector::new(config, silence));
+            }
+            Input::PromptStart { tools, voice_id } => {
+                self.state.sonic.record_voice(self.stream, voice_id);
+                self.tools = tools;
+                self.ids.prompt_name = self.protocol.prompt_name().to_owned();
+            }
+            Input::System(text) => {
+                self.state.sonic.record_system_prompt(self.stream, &text);
+                self.system = text;
+            }
+            Input::History { role, text } => self.total.input_text += input_tokens(&role, &text),
+            Input::Audio(pcm) => self.on_audio(&pcm).await,
+            Input::AudioEnd | Input::PromptEnd => {}
+            Input::UserText(text) => {
+                self.state.sonic.record_typed(&text);
+                let usage = Usage { input_text: crate::tokens::estimate_tokens(&text), ..Usage::default() };
+                self.answer_user(text, usage, false).await;
+            }
+            Input::ToolResult { tool_use_id, content } => self.on_tool_result(&tool_use_id, &content),
+            Input::SessionEnd => {
+                self.queue.clear();
+                self.finish_output();
+            }
+        }
+    }
+
+    async fn on_audio(&mut self, pcm: &[u8]) {
+        self.record_frame(pcm, true);
+        let Some(detector) = self.detector.as_mut() else {
+            return;
+        };
+        match detector.push(pcm) {
+            Some(Detection::SpeechStarted) if self.speaking.is_some() => self.interrupt().await,
+            Some(Detection::UtteranceEnded(utterance)) => self.on_utterance(utterance).await,
+            _ => {}
+        }
+    }
+
+    fn record_frame(&self, pcm: &[u8], heard: bool) {
+        let frame = super::FrameRecord { stream: self.stream, fingerprint: frame_fingerprint(pcm), heard };
+        self.state.sonic.count_frame(frame, self.state.script.sonic.record_frames);
+    }
+
+    async fn on_utterance(&mut self, utterance: Utterance) {
+        let sonic = &self.state.script.sonic;
+        let index = self.state.sonic.next_utterance();
+        if let Some(fault) = &sonic.faults.stream_error
+            && fault.at_utterance.is_none_or(|n| n == index)
+            && applies(fault.first, self.state.sonic.next_stream_error())
+        {
+            self.state.count_fault();
+            let kind = fault.kind;
+            self.fail(kind, "The model's stream failed while processing the audio (injected by the simulator script).")
+                .await;
+            return;
+        }
+        let heard = utterance
+            .phrase_id
+            .and_then(|id| sonic.phrases.get(&id).cloned())
+            .or_else(|| sonic.utterances.get(usize::try_from(index).unwrap_or(usize::MAX)).cloned())
+            .unwrap_or_else(|| {
+                utterance.phrase_id.map_or_else(|| "(inaudible)".to_owned(), |id| format!("phrase {id}"))
+            });
+        tracing::debug!(stream = self.stream, index, ?utterance, %heard, "utterance heard");
+        let usage = Usage { input_speech: speech_tokens(utterance.voiced_ms), ..Usage::default() };
+        self.answer_user(heard, usage, true).await;
+    }
+
+    async fn answer_user(&mut self, heard: String, input: Usage, spoken: bool) {
+        self.last_heard = heard.clone();
+        let turn = Turn {
+            model_id: self.model_id.clone(),
+            system: self.system.clone(),
+            latest_user_text: heard.clone(),
+            trigger: Trigger::UserText(heard.clone()),
+            offered_tools: self.tools.clone(),
+        };
+        let at = self.reply_start();
+        self.ensure_completion(at);
+        if spoken {
+            self.planner().transcript(at, &heard);
+        }
+        self.plan_reply(at, &turn, &input, Some(heard));
+    }
+
+    fn on_tool_result(&mut self, tool_use_id: &str, content: &str) {
+        let name = match self.pending_tool.take() {
+            Some((id, name)) if id == tool_use_id => name,
+            other => {
+                self.pending_tool = other;
+                return;
+            }
+        };
+        let value = serde_json::from_str(content).unwrap_or_else(|_| Value::String(content.to_owned()));
+        let status = if value.get("error").is_some() { ResultStatus::Error } else { ResultStatus::Success };
+        let turn = Turn {
+            model_id: self.model_id.clone(),
+            system: self.system.clone(),
+            latest_user_text: self.last_heard.clone(),
+            trigger: Trigger::ToolResults(vec![ToolResultView { name, status, content: value }]),
+            offered_tools: self.tools.clone(),
+        };
+        self.state.sonic.count_tool_result();
+        let input = Usage { input_text: crate::tokens::estimate_tokens(content), ..Usage::default() };
+        let at = self.reply_start();
+        self.ensure_completion(at);
+        self.plan_reply(at, &turn, &input, None);
+    }
+
+    /// Starts a completion at `at` unless one is open.
+    fn ensure_completion(&mut self, at: Instant) {
+        if !self.completion_open {
+            self.completion_open = true;
+            self.ids.completion_id = format!("sim-completion-{:08}", self.state.sonic.next_completion());
+            self.queue.push_back(Planned { at, event: Event::Json(self.ids.completion_start()), marker: Marker::None });
+        }
+    }
+
+    fn plan_reply(&mut self, at: Instant, turn: &Turn, input: &Usage, heard: Option<String>) {
+        let decision = decide(&self.state.script, turn);
+        let tool_use_id = format!("tooluse-sim-{:08}", self.state.sonic.next_tool_use());
+        let tool = decision.reply.tool_use.as_ref().map(|call| (tool_use_id.as_str(), call.name.as_str(), &call.input));
+        let text = decision.reply.text.clone();
+        self.state.sonic.record_reply(super::ReplyRecord {
+            stream: self.stream,
+            heard,
+            rule: decision.rule.map(|(_, rule)| rule.name.clone()),
+            text: text.clone(),
+            tool: tool.map(|(_, name, _)| name.to_owned()),
+        });
+        let mut total = std::mem::take(&mut self.total);
+        self.planner().reply(at, text.as_deref(), tool, input, &mut total);
+        self.total = total;
+        // Without a tool call the planned reply ends its completion.
+        self.completion_open &= tool.is_some();
+    }
+
+    fn planner(&mut self) -> Planner<'_> {
+        Planner {
+            ids: &self.ids,
+            speech: &self.state.script.sonic.speech,
+            next_id: &mut self.next_id,
+            queue: &mut self.queue,
+        }
+    }
+
+    /// When a new reply may start: after the response delay, and after what is queued.
+    fn reply_start(&self) -> Instant {
+        let speech = &self.state.script.sonic.speech;
+        let delay = if speech.pace <= 0.0 {
+            std::time::Duration::ZERO
+        } else {
+            std::time::Duration::from_secs_f64(speech.response_delay_ms as f64 / 1000.0 / speech.pace)
+        };
+        let start = Instant::now() + delay;
+        self.queue.back().map_or(start, |last| last.at.max(start))
+    }
+
+    /// Sends every planned event that is due, as one write: a reply's leading events (the
+    /// user transcript, content starts, SPECULATIVE text, the first audio) are due at the
+    /// same instant, and the service does not make a client wait for a network write per
+    /// event between them.
+    async fn emit_due(&mut self) {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        while self.queue.front().is_some_and(|p| p.at <= now) {
+            let Some(planned) = self.queue.pop_front() else { break };
+            match planned.marker {
+                Marker::AudioStart(id) => self.speaking = Some(id),
+                Marker::AudioEnd => self.speaking = None,
+                Marker::ToolPending(id, name) => {
+                    self.protocol.expect_tool_result(&id);
+                    self.pending_tool = Some((id, name));
+                }
+                Marker::Done | Marker::None => {}
+            }
+            due.push(planned.event.encode());
+        }
+        self.send_encoded(due).await;
+    }
+
+    /// Barge-in: stop speaking, tell the client, end the completion as interrupted.
+    async fn interrupt(&mut self) {
+        let Some(audio_id) = self.speaking.take() else {
+            return;
+        };
+        self.queue.clear();
+        self.pending_tool = None;
+        self.completion_open = false;
+        self.state.sonic.count_interruption();
+        let text_id = format!("text-interrupted-{audio_id}");
+        let events = [
+            self.ids.content_end(&audio_id, "AUDIO", "INTERRUPTED"),
+            self.ids.content_start(&text_id, "TEXT", "ASSISTANT", Some("FINAL")),
+            self.ids.text_output(&text_id, "ASSISTANT", "{ \"interrupted\" : true }"),
+            self.ids.content_end(&text_id, "TEXT", "INTERRUPTED"),
+            self.ids.usage(&Usage::default(), &self.total),
+            self.ids.completion_end("INTERRUPTED"),
+        ];
+        self.send_encoded(events.iter().map(encode_event)).await;
+    }
+
+    async fn scripted_close(&mut self) {
+        self.close_at = None;
+        self.state.sonic.count_close();
+        self.state.count_fault();
+        let exception = self.state.script.sonic.faults.close.as_ref().and_then(|c| c.exception);
+        match exception {
+            Some(kind) => self.fail(kind, "The stream reached its connection time limit (simulated).").await,
+            None => self.finish_output(),
+        }
+    }
+
+    /// Sends an in-stream exception and ends the output.
+    async fn fail(&mut self, kind: StreamExceptionKind, message: &str) {
+        tracing::info!(stream = self.stream, exception = kind.type_name(), message, "failing the stream");
+        self.send_encoded([encode_message(&kind.message(message))]).await;
+        self.finish_output();
+    }
+
+    /// Ends the output; the input is still read (and audio frames counted) until the
+    /// client ends it.
+    fn finish_output(&mut self) {
+        self.queue.clear();
+        if self.out.take().is_some() && !self.input_done {
+            self.drain_until = Some(Instant::now() + DRAIN_LIMIT);
+        }
+    }
+
+    /// Sends encoded output messages in order, in one write (one that could not be
+    /// encoded is logged and left out).
+    async fn send_encoded(&mut self, encoded: impl IntoIterator<Item = Result<Bytes, EnvelopeError>>) {
+        let mut bytes = bytes::BytesMut::new();
+        for message in encoded {
+            match message {
+                Ok(message) => bytes.extend_from_slice(&message),
+                Err(error) => tracing::warn!(%error, "cannot encode an output event"),
+            }
+        }
+        let Some(out) = &self.out else {
+            return;
+        };
+        if !bytes.is_empty() && out.send(bytes.freeze()).await.is_err() {
+            self.out = None;
+        }
+    }
+}
+
+fn input_tokens(role: &str, text: &str) -> u64 {
+    crate::tokens::estimate_tokens(role) + crate::tokens::estimate_tokens(text)
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

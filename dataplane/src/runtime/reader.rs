@@ -1,0 +1,249 @@
+//! The reading half of a session's WebSocket: every frame the client sends passes here
+//! first. It enforces the idle timeout, the message size limit, the message rate (token
+//! bucket) and, for voice, the audio byte rate; it checks audio frames (raw PCM16 in
+//! binary frames or base64 in `bidi_audio_input`) and decodes JSON messages. A bad frame
+//! gets a recoverable `bidi_error` and reading goes on; a broken limit sends the close
+//! with its own code, and the rest of the client's frames are read and dropped until it
+//! acknowledges the close, so the TCP connection is not reset under frames the client
+//! already sent (which would lose the close frame).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{Message, WebSocket};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::stream::SplitStream;
+use tokio::sync::mpsc;
+
+use super::connection::Out;
+use super::server::AppState;
+use super::voice::{AudioGate, Gate, audio};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, close_code, decode_client};
+
+/// How long to read (and drop) frames after a close, waiting for the client's answer.
+pub const CLOSE_DRAIN: Duration = Duration::from_secs(2);
+
+/// The reader's side of the audio channel.
+#[derive(Debug)]
+pub struct AudioIn {
+    /// Checked PCM16 frames towards the voice session.
+    pub tx: mpsc::Sender<Bytes>,
+    /// Whether audio is accepted now, ignored or refused.
+    pub gate: AudioGate,
+}
+
+/// Reads frames until the client closes, goes away or breaks a limit.
+pub async fn read_loop(
+    stream: SplitStream<WebSocket>,
+    in_tx: mpsc::Sender<ClientMessage>,
+    audio_in: AudioIn,
+    out_tx: mpsc::Sender<Out>,
+    state: Arc<AppState>,
+) {
+    let config = &state.config;
+    let mut reader = Reader {
+        in_tx,
+        audio_in,
+        out_tx,
+        bucket: TokenBucket::new(config.rate_per_second, config.rate_burst),
+        audio_bucket: audio::AudioBucket::default(),
+        state: state.clone(),
+    };
+    let mut stream = stream;
+    loop {
+        let frame = match tokio::time::timeout(config.idle_timeout, stream.next()).await {
+            Err(_) => {
+                let reason = format!("no message for {} s; the session was closed", config.idle_timeout.as_secs());
+                Verdict::Fatal(close_code::NORMAL, reason, "idle_timeout")
+            }
+            Ok(None) => Verdict::Stop,
+            Ok(Some(Err(error))) => reader.read_error(&error),
+            Ok(Some(Ok(frame))) => reader.frame(frame).await,
+        };
+        match frame {
+            Verdict::Next => {}
+            Verdict::Stop => return,
+            Verdict::Fatal(code, reason, kind) => {
+                reader.fatal(code, reason, kind).await;
+                return drain(stream).await;
+            }
+        }
+    }
+}
+
+/// What to do after a frame.
+enum Verdict {
+    /// Read the next one.
+    Next,
+    /// Stop reading: the client closed or went away, or the session is gone.
+    Stop,
+    /// Close with this code and reason (and metric kind), then drain.
+    Fatal(u16, String, &'static str),
+}
+
+struct Reader {
+    in_tx: mpsc::Sender<ClientMessage>,
+    audio_in: AudioIn,
+    out_tx: mpsc::Sender<Out>,
+    bucket: TokenBucket,
+    audio_bucket: audio::AudioBucket,
+    state: Arc<AppState>,
+}
+
+impl Reader {
+    /// A frame that could not be read: too big (its own close code), or the connection broke.
+    fn read_error(&self, error: &axum::Error) -> Verdict {
+        let text = error.to_string();
+        if text.contains("too long") || text.contains("Space limit") || text.contains("capacity") {
+            let reason = format!("a message exceeded the limit of {} bytes", self.state.config.max_message_bytes);
+            return Verdict::Fatal(close_code::TOO_BIG, reason, "message_too_big");
+        }
+        Verdict::Stop
+    }
+
+    async fn frame(&mut self, frame: Message) -> Verdict {
+        let gate = self.audio_in.gate.get();
+        let audio_frame = match &frame {
+            Message::Binary(_) if gate == Gate::Ignore => return Verdict::Next,
+            Message::Binary(data) if gate == Gate::Accept => Some(audio::check_pcm(data.clone())),
+            Message::Text(text) if gate != Gate::Refuse && text.contains("bidi_audio_input") => {
+                match decode_client(text.as_str()) {
+                    Ok(ClientMessage::BidiAudioInput { .. }) if gate == Gate::Ignore => return Verdict::Next,
+                    Ok(ClientMessage::BidiAudioInput { audio }) => Some(audio::decode_base64(&audio)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(checked) = audio_frame {
+            return self.audio(checked).await;
+        }
+        match frame {
+            Message::Text(text) => self.text(text.as_str()).await,
+            Message::Binary(_) => {
+                let error = ServerMessage::error(
+                    "unsupported_frame",
+                    "binary frames carry audio; text sessions take JSON text frames",
+                    true,
+                );
+                let _ = self.out_tx.send(Out::Message(error)).await;
+                Verdict::Next
+            }
+            Message::Close(_) => Verdict::Stop,
+            Message::Ping(_) | Message::Pong(_) => Verdict::Next,
+        }
+    }
+
+    /// A checked audio frame: to the voice session, within the audio byte rate.
+    async fn audio(&mut self, checked: Result<Bytes, audio::AudioError>) -> Verdict {
+        let pcm = match checked {
+            Ok(pcm) => pcm,
+            Err(error) => {
+                self.count(error.code());
+                let _ =
+                    self.out_tx.send(Out::Message(ServerMessage::error(error.code(), error.to_string(), true))).await;
+                return Verdict::Next;
+            }
+        };
+        if !self.audio_bucket.take(pcm.len(), Instant::now()) {
+            let reason = format!(
+                "audio arrives faster than {}x real time (16 kHz PCM16); send it as it is recorded",
+                audio::AUDIO_RATE_FACTOR
+            );
+            return Verdict::Fatal(close_code::RATE_LIMITED, reason, "audio_rate_limited");
+        }
+        match self.audio_in.tx.try_send(pcm) {
+            Ok(()) => Verdict::Next,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let reason = "too much audio is waiting for the session; slow down".to_owned();
+                Verdict::Fatal(close_code::RATE_LIMITED, reason, "audio_flood")
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Verdict::Stop,
+        }
+    }
+
+    /// A JSON message: within the message rate, decoded, to the session.
+    async fn text(&mut self, text: &str) -> Verdict {
+        let config = &self.state.config;
+        if !self.bucket.take(Instant::now()) {
+            let reason = format!(
+                "more than {} messages per second (burst {}); slow down",
+                config.rate_per_second, config.rate_burst
+            );
+            return Verdict::Fatal(close_code::RATE_LIMITED, reason, "rate_limited");
+        }
+        match decode_client(text) {
+            Ok(message) => match self.in_tx.try_send(message) {
+                Ok(()) => Verdict::Next,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    Verdict::Fatal(close_code::RATE_LIMITED, "too many messages are waiting; slow down".into(), "flood")
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => Verdict::Stop,
+            },
+            Err(error) => {
+                self.count(error.code());
+                let _ =
+                    self.out_tx.send(Out::Message(ServerMessage::error(error.code(), error.to_string(), true))).await;
+                Verdict::Next
+            }
+        }
+    }
+
+    fn count(&self, kind: &str) {
+        self.state.shared.metrics.errors.with_label_values(&["", kind]).inc();
+    }
+
+    /// Counts the problem and sends the close, then ends the session's input (in that
+    /// order: the close must be queued before the session sees its client gone and
+    /// queues its own).
+    async fn fatal(self, code: u16, reason: String, kind: &'static str) {
+        self.count(kind);
+        let _ = self.out_tx.send(Out::Close(code, reason)).await;
+        drop(self.in_tx);
+    }
+}
+
+/// Reads and drops frames until the client acknowledges the close, for at most
+/// [`CLOSE_DRAIN`].
+async fn drain(mut stream: SplitStream<WebSocket>) {
+    let _ = tokio::time::timeout(CLOSE_DRAIN, async {
+        while let Some(Ok(frame)) = stream.next().await {
+            if matches!(frame, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// A token bucket: `rate` tokens per second, at most `burst` saved.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: Option<Instant>,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn new(rate: u32, burst: u32) -> Self {
+        Self { rate: f64::from(rate), burst: f64::from(burst.max(1)), tokens: f64::from(burst.max(1)), last: None }
+    }
+
+    /// Takes one token at `now`; false when none is left.
+    pub fn take(&mut self, now: Instant) -> bool {
+        if let Some(last) = self.last {
+            let elapsed = now.saturating_duration_since(last).as_secs_f64();
+            self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
+        }
+        self.last = Some(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}

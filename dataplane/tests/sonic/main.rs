@@ -1,9 +1,0 @@
-//! Integration tests of the Nova Sonic client ([`switchboard_dataplane::sonic`]) against
-//! the simulator's InvokeModelWithBidirectionalStream, with the real
-//! `aws-sdk-bedrockruntime` client over TLS and HTTP/2. Audio is generated here:
-//! phrase tones (the simulator's phrase-id convention), silence and faint noise.
-
-mod common;
-mod errors;
-mod lifetime;
-mod voice;
