@@ -45,6 +45,8 @@ pub mod env {
     pub const WORKER_THREADS: &str = "SWITCHBOARD_WORKER_THREADS";
     /// `text` or `json` log lines.
     pub const LOG_FORMAT: &str = "SWITCHBOARD_LOG_FORMAT";
+    /// The file with the key runtimes share with the gateway (signed session context).
+    pub const GATEWAY_KEY_FILE: &str = "SWITCHBOARD_GATEWAY_KEY_FILE";
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ mod calls;
 mod carry;
 pub mod context;
 mod events;
+pub mod grant;
 pub mod handoff;
 pub mod memory;
 pub mod model;

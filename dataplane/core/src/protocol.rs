@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::grant::SignedContext;
 use crate::handoff::{HandoffContext, HandoffKind, HistoryTurn};
 
 /// WebSocket close codes a server sends, with the reason text saying what to do.
@@ -82,15 +83,39 @@ pub struct SessionStart {
     /// text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modalities: Vec<String>,
-    /// Memory handed over by a gateway (e.g. a verified user), restored into the session.
+    /// Session context from the gateway — memory, history, handoff — signed with the key
+    /// the gateway shares with the runtimes ([`crate::grant`]). A runtime restores what it
+    /// can verify and refuses the session otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<SignedContext>,
+    /// Never accepted: memory is the gateway's to give, signed, in `context`. A server
+    /// refuses a `session_start` that carries it (close code 4400), so a client cannot
+    /// claim, say, a verified identity.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub memory: BTreeMap<String, serde_json::Value>,
-    /// Earlier conversation handed over by a gateway, oldest first.
+    /// Never accepted, like `memory`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryTurn>,
-    /// Set when the session arrives through a handoff from another agent.
+    /// Never accepted, like `memory`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<HandoffContext>,
+}
+
+impl SessionStart {
+    /// The unsigned context fields a client tried to set, if any (each is refused).
+    pub fn unsigned_context(&self) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if !self.memory.is_empty() {
+            fields.push("memory");
+        }
+        if !self.history.is_empty() {
+            fields.push("history");
+        }
+        if self.handoff.is_some() {
+            fields.push("handoff");
+        }
+        fields
+    }
 }
 
 /// Who produced a piece of transcript.

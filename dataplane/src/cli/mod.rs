@@ -12,7 +12,9 @@ mod sim;
 use clap::{Args, Parser, Subcommand};
 use switchboard_telemetry::LogFormat;
 
-/// Switchboard's data plane: `runtime` serves one agent (what a runtime pod runs),
+/// Switchboard's data plane: runtime pods, local mode and the Bedrock simulator.
+///
+/// `runtime` serves one agent (what a runtime pod runs),
 /// `local` runs a folder of agents on this machine against the Bedrock simulator, `sim`
 /// runs the simulator alone, `chat` talks to an agent from the terminal, `demo-tools` serves
 /// the Example Bank's tool server. (`local` and `sim` exist in builds with the `local`

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use switchboard_core::grant::ContextKey;
 use switchboard_crds::contract;
 use switchboard_dataplane::runtime::transcript::TranscriptSink;
 use switchboard_dataplane::runtime::{self, AppState, Directory, Metrics, Server, ServerConfig, Shared};
@@ -60,6 +61,13 @@ pub struct RuntimeArgs {
     #[arg(long, env = "SWITCHBOARD_CA_FILE")]
     ca_file: Option<PathBuf>,
 
+    /// A file holding the key this runtime shares with the gateway (at least 32 bytes; the
+    /// Helm chart mounts it from a Secret). Session context — memory such as a verified
+    /// caller, history, handoff state — is accepted only when the gateway signed it with
+    /// this key; without the file, no session context is accepted from anyone.
+    #[arg(long, env = contract::env::GATEWAY_KEY_FILE)]
+    gateway_key_file: Option<PathBuf>,
+
     #[command(flatten)]
     voice: super::VoiceArgs,
 }
@@ -76,8 +84,10 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         bedrock_ca_file,
         bedrock_endpoint,
         ca_file,
+        gateway_key_file,
         voice: voice_options,
     } = args;
+    let gateway_key = gateway_key_file.as_deref().map(read_gateway_key).transpose()?;
     let trust = Trust::from_file(ca_file.as_deref())?;
     let executor = Executor::new(ExecutorOptions { trust: trust.clone(), ..ExecutorOptions::default() })?;
     let spec = runtime::load_spec(&spec)?;
@@ -101,6 +111,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         drain_timeout: Duration::from_secs(u64::from(spec.sessions.drain_timeout_seconds)),
         idle_timeout: Duration::from_secs(u64::from(spec.sessions.idle_timeout_seconds)),
         voice_rotate_after: voice_options.rotate_after(),
+        gateway_key,
     };
     let name = spec.agent.name.clone();
     let agent = runtime::agent_runtime(spec, model, Arc::new(executor))?;
@@ -127,4 +138,12 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })
         .await?;
     Ok(())
+}
+
+/// Reads the key shared with the gateway.
+pub fn read_gateway_key(path: &std::path::Path) -> anyhow::Result<ContextKey> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        anyhow::anyhow!("cannot read the gateway key {}: {e}; check --gateway-key-file", path.display())
+    })?;
+    ContextKey::new(&bytes).map_err(|e| anyhow::anyhow!("the gateway key {}: {e}", path.display()))
 }

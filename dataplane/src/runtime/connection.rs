@@ -20,6 +20,7 @@ use super::driver::{self, AgentRuntime, Exit, Link, Opening};
 use super::reader::{AudioIn, CLOSE_DRAIN, read_loop};
 use super::server::AppState;
 use super::voice::{self, AudioGate, Gate};
+use switchboard_core::grant::SessionContext;
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
 use switchboard_core::{Session, SessionInit};
 use switchboard_models::ModelError;
@@ -154,13 +155,21 @@ async fn run(
         Ok(agent) => agent,
         Err(reason) => return Some((close_code::BAD_START, reason)),
     };
-    let session_id = uuid::Uuid::new_v4().to_string();
+    let granted = match accept_context(state, &start, agent.core.name()) {
+        Ok(granted) => granted,
+        Err((message, reason)) => {
+            state.shared.metrics.errors.with_label_values(&[agent.core.name(), "context_refused"]).inc();
+            let _ = outbound.send(ServerMessage::error("context_refused", message, false)).await;
+            return Some((close_code::BAD_START, reason.to_owned()));
+        }
+    };
+    let session_id = if granted.session_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { granted.session_id };
     let init = SessionInit {
         session_id: session_id.clone(),
         today: crate::tools::builtin::today(),
-        memory: start.memory.clone(),
-        history: start.history.clone(),
-        handoff: start.handoff.clone(),
+        memory: granted.memory,
+        history: granted.history,
+        handoff: granted.handoff,
     };
     let audio_session = voice::wants_audio(agent.core.spec().mode, &start.modalities);
     let (session, effects) = start_session(state, &agent, audio_session, init);
@@ -175,6 +184,30 @@ async fn run(
         previous_voice: None,
     };
     Some(conversation.run(agent, session, Opening { effects, first: pending.into_iter().collect() }).await)
+}
+
+/// The session context of `start`: none, or what the gateway signed for `agent`. `Err`
+/// holds the message for the client's `bidi_error` and the (short) close reason.
+fn accept_context(
+    state: &AppState,
+    start: &SessionStart,
+    agent: &str,
+) -> Result<SessionContext, (String, &'static str)> {
+    let unsigned = start.unsigned_context();
+    if !unsigned.is_empty() {
+        let message = format!(
+            "session_start.{} is not accepted from clients: session context comes only from the Switchboard gateway, signed",
+            unsigned.join(", session_start.")
+        );
+        return Err((message, "session context is accepted only from the gateway"));
+    }
+    match &start.context {
+        None => Ok(SessionContext::default()),
+        Some(signed) => state.grants.accept(signed, agent).map_err(|refused| {
+            tracing::warn!(agent, error = %refused, "a session's context was refused");
+            (refused.to_string(), "the session context was refused")
+        }),
+    }
 }
 
 /// The session's side of the audio channel: the gate the reader checks and the frames.

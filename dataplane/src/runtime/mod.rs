@@ -6,6 +6,7 @@
 
 pub mod connection;
 pub mod driver;
+pub mod grants;
 pub mod metrics;
 mod reader;
 pub mod server;

@@ -50,6 +50,9 @@ pub struct ServerConfig {
     /// Age at which a voice session's Nova Sonic stream is replaced (at the next turn
     /// boundary, history replayed), ahead of the service's 8-minute stream limit.
     pub voice_rotate_after: Duration,
+    /// The key shared with the gateway: session context (memory, history, handoff) is
+    /// accepted only when signed with it. `None`: no context is accepted from anyone.
+    pub gateway_key: Option<switchboard_core::grant::ContextKey>,
 }
 
 impl Default for ServerConfig {
@@ -62,6 +65,7 @@ impl Default for ServerConfig {
             drain_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(600),
             voice_rotate_after: Duration::from_secs(6 * 60),
+            gateway_key: None,
         }
     }
 }
@@ -124,6 +128,8 @@ pub struct AppState {
     /// Nova Sonic clients of the voice and hybrid agents, by agent name; sessions of an
     /// agent without one are served as text.
     pub voice: BTreeMap<String, Arc<super::voice::VoiceModel>>,
+    /// Checks the session context the gateway signed.
+    pub grants: super::grants::Grants,
 }
 
 impl AppState {
@@ -142,6 +148,7 @@ impl AppState {
     ) -> Arc<Self> {
         Arc::new(Self {
             voice,
+            grants: super::grants::Grants::new(config.gateway_key.clone()),
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
             directory,
             config,

@@ -207,3 +207,34 @@ pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
         .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
         .sum()
 }
+
+/// The key tests share between their "gateway" and the server under test.
+pub fn gateway_key() -> switchboard_core::grant::ContextKey {
+    switchboard_core::grant::ContextKey::new(b"a test key shared by gateway and runtime, 32+ bytes").expect("key")
+}
+
+/// A `session_start` for `agent` whose context the gateway signed with `key`, fresh now.
+pub fn signed_start(
+    key: &switchboard_core::grant::ContextKey,
+    agent: &str,
+    memory: std::collections::BTreeMap<String, serde_json::Value>,
+) -> SessionStart {
+    let context = switchboard_core::grant::SessionContext {
+        session_id: format!("gw-{}", uuid::Uuid::new_v4()),
+        agent: agent.to_owned(),
+        issued_at_ms: switchboard_dataplane::runtime::grants::now_ms(),
+        nonce: uuid::Uuid::new_v4().to_string(),
+        memory,
+        ..Default::default()
+    };
+    SessionStart { agent: Some(agent.to_owned()), context: Some(key.sign(&context)), ..Default::default() }
+}
+
+/// The Example Bank's verified caller, as the idv agent remembers her.
+pub fn ada() -> std::collections::BTreeMap<String, serde_json::Value> {
+    [(
+        "verifiedUser".to_owned(),
+        serde_json::json!({ "name": "Ada Lovelace", "accountNumber": "12345678", "sortCode": "12-34-56", "status": "active" }),
+    )]
+    .into()
+}

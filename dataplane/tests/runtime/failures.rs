@@ -9,7 +9,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
 use switchboard_core::FailureKind;
-use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart};
+use switchboard_core::protocol::{ClientMessage, ServerMessage};
 use switchboard_crds::agent::HttpTool;
 use switchboard_dataplane::runtime::ServerConfig;
 use switchboard_dataplane::tools::Aliases;
@@ -116,14 +116,10 @@ async fn http_tool_client_classifies_timeouts_and_unreachable_servers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consent_required_tool_runs_only_after_approval() {
-    let running = common::banking(ServerConfig::default()).await;
+    let key = common::gateway_key();
+    let running = common::banking(ServerConfig { gateway_key: Some(key.clone()), ..Default::default() }).await;
     let mut client = Client::connect(&running.url("?agent=disputes")).await;
-    let mut memory = std::collections::BTreeMap::new();
-    memory.insert(
-        "verifiedUser".to_owned(),
-        serde_json::json!({ "name": "Ada Lovelace", "accountNumber": "12345678", "sortCode": "12-34-56", "status": "active" }),
-    );
-    client.send(&ClientMessage::SessionStart(SessionStart { memory, ..Default::default() })).await;
+    client.send(&ClientMessage::SessionStart(common::signed_start(&key, "disputes", common::ada()))).await;
 
     client.say("Please dispute payment tx-1003").await;
     let asked = client.until(|m| matches!(m, ServerMessage::ConsentRequest { .. })).await;

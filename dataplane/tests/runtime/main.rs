@@ -5,3 +5,4 @@ mod common;
 mod failures;
 mod limits;
 mod metrics;
+mod trust;

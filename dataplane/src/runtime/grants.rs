@@ -1,0 +1,94 @@
+//! Where a runtime checks the session context the gateway signed ([`switchboard_core::grant`]):
+//! the key it shares with the gateway, if configured, and the nonces of grants already
+//! used, so a captured `session_start` cannot be replayed while it is fresh.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use switchboard_core::grant::{ContextKey, GrantError, MAX_AGE_MS, SessionContext, SignedContext};
+
+/// Most nonces remembered; past it, grants are refused until old ones expire (a gateway
+/// opens far fewer sessions per minute on one pod).
+const MAX_REMEMBERED: usize = 100_000;
+
+/// The runtime's side of signed session context.
+#[derive(Debug, Default)]
+pub struct Grants {
+    key: Option<ContextKey>,
+    /// Nonce -> the time (ms) after which it may be forgotten.
+    used: Mutex<HashMap<String, u64>>,
+}
+
+/// Why a runtime refused the context of a `session_start`.
+#[derive(Debug, thiserror::Error)]
+pub enum RefusedContext {
+    /// The runtime has no key: it takes no context from anyone.
+    #[error(
+        "this runtime has no gateway key (--gateway-key-file), so it accepts no session context; connect through the gateway"
+    )]
+    NoKey,
+    /// The grant did not verify.
+    #[error(transparent)]
+    Invalid(#[from] GrantError),
+    /// The grant was used before.
+    #[error("this session context was already used; the gateway makes a new one for every session it opens")]
+    Replayed,
+    /// Too many grants in the window.
+    #[error("too many sessions with context in the last minute; try again shortly")]
+    Busy,
+}
+
+impl Grants {
+    /// Grants checked with `key` (`None`: every context is refused).
+    pub fn new(key: Option<ContextKey>) -> Self {
+        Self { key, used: Mutex::new(HashMap::new()) }
+    }
+
+    /// Verifies `signed` for `agent` now and uses up its nonce.
+    pub fn accept(&self, signed: &SignedContext, agent: &str) -> Result<SessionContext, RefusedContext> {
+        let key = self.key.as_ref().ok_or(RefusedContext::NoKey)?;
+        let now = now_ms();
+        let context = key.verify(signed, agent, now)?;
+        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if used.len() >= MAX_REMEMBERED {
+            used.retain(|_, forget_after| *forget_after > now);
+            if used.len() >= MAX_REMEMBERED {
+                return Err(RefusedContext::Busy);
+            }
+        }
+        // A nonce is kept while a grant carrying it could still be fresh.
+        let forget_after = context.issued_at_ms.saturating_add(MAX_AGE_MS);
+        if used.insert(context.nonce.clone(), forget_after).is_some() {
+            return Err(RefusedContext::Replayed);
+        }
+        Ok(context)
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_is_accepted_once_and_none_without_a_key() {
+        let key = ContextKey::new(&[3; 32]).expect("key");
+        let context = SessionContext {
+            session_id: "s".into(),
+            agent: "banking".into(),
+            issued_at_ms: now_ms(),
+            nonce: "once".into(),
+            ..Default::default()
+        };
+        let signed = key.sign(&context);
+        let grants = Grants::new(Some(key));
+        assert_eq!(grants.accept(&signed, "banking").ok(), Some(context));
+        assert!(matches!(grants.accept(&signed, "banking"), Err(RefusedContext::Replayed)));
+        assert!(matches!(Grants::new(None).accept(&signed, "banking"), Err(RefusedContext::NoKey)));
+    }
+}
