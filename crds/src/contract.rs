@@ -33,6 +33,12 @@ pub const METRICS_PATH: &str = "/metrics";
 /// `nonroot` ids). The image is built with the same user.
 pub const RUN_AS: i64 = 65532;
 
+/// `app.kubernetes.io/managed-by` of everything the operator creates for an Agent (its
+/// Service's Endpoints carry it too, so the gateway watches exactly those).
+pub const MANAGED_BY: &str = "switchboard-operator";
+/// The label naming the Agent a child belongs to.
+pub const AGENT_LABEL: &str = "switchboard.dev/agent";
+
 /// Environment variables the operator sets on runtime containers.
 pub mod env {
     /// The agent's mode: `voice`, `text` or `hybrid`.

@@ -111,6 +111,13 @@ pub enum RoutingTableError {
     },
 }
 
+impl Default for RoutingTable {
+    /// A table with no routes.
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
+}
+
 impl RoutingTable {
     /// A table of `routes`, sorted by namespace then name.
     pub fn new(mut routes: Vec<Route>) -> Self {

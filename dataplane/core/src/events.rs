@@ -21,6 +21,9 @@ pub struct SessionInit {
     pub history: Vec<HistoryTurn>,
     /// Set when the session arrives by handoff.
     pub handoff: Option<HandoffContext>,
+    /// For a session resumed elsewhere without a handoff (the gateway moved it off a lost
+    /// pod): the agent it may still return to (`return_to_<agent>`).
+    pub return_to: Option<String>,
 }
 
 /// Something that happened to the session.

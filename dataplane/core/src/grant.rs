@@ -45,6 +45,9 @@ pub struct SessionContext {
     /// Set when the session arrives through a handoff.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<HandoffContext>,
+    /// A session moved here without a handoff keeps the agent it may return to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_to: Option<String>,
 }
 
 /// A [`SessionContext`] as sent: its JSON text and the MAC over it.

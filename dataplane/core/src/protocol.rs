@@ -31,6 +31,16 @@ pub mod close_code {
     pub const TRY_AGAIN_LATER: u16 = 1013;
     /// The session moved to another agent (runtime pods: the gateway performs the handoff).
     pub const HANDOFF: u16 = 4000;
+    /// The client did not authenticate (gateway: a missing or unknown API key).
+    pub const UNAUTHORIZED: u16 = 4401;
+    /// The agent is not exposed to clients (`gateway.expose: false`).
+    pub const NOT_EXPOSED: u16 = 4403;
+    /// No such agent, or a bare name several namespaces have, or no default agent.
+    pub const UNKNOWN_AGENT: u16 = 4404;
+    /// The page's Origin is not allowed (gateway `--allowed-origin`).
+    pub const ORIGIN_NOT_ALLOWED: u16 = 4405;
+    /// The agent has no ready pod; try again shortly.
+    pub const NO_READY_POD: u16 = 4503;
 }
 
 /// A message from the client.

@@ -82,7 +82,7 @@ impl Session {
     }
 
     fn begin(core: Arc<AgentCore>, init: SessionInit, voice: bool) -> (Self, Vec<Effect>) {
-        let SessionInit { session_id, today, memory, history, handoff } = init;
+        let SessionInit { session_id, today, memory, history, handoff, return_to: resumed_return_to } = init;
         let mut values = memory;
         let turns = match &handoff {
             Some(context) => {
@@ -91,7 +91,10 @@ impl Session {
             }
             None => history,
         };
-        let return_to = handoff.as_ref().filter(|c| c.kind == HandoffKind::Transfer).and_then(|c| c.return_to.clone());
+        let return_to = match &handoff {
+            Some(context) => context.return_to.clone().filter(|_| context.kind == HandoffKind::Transfer),
+            None => resumed_return_to,
+        };
         let workflow = WorkflowState::new(&core.spec().workflow.spec);
         let mut session = Self {
             core,

@@ -3,6 +3,7 @@
 
 mod chat;
 mod demo_tools;
+mod gateway;
 #[cfg(feature = "local")]
 mod local;
 mod runtime;
@@ -14,7 +15,8 @@ use switchboard_telemetry::LogFormat;
 
 /// Switchboard's data plane: runtime pods, local mode and the Bedrock simulator.
 ///
-/// `runtime` serves one agent (what a runtime pod runs),
+/// `runtime` serves one agent (what a runtime pod runs), `gateway` is the one endpoint
+/// clients talk to on a cluster,
 /// `local` runs a folder of agents on this machine against the Bedrock simulator, `sim`
 /// runs the simulator alone, `chat` talks to an agent from the terminal, `demo-tools` serves
 /// the Example Bank's tool server. (`local` and `sim` exist in builds with the `local`
@@ -54,6 +56,8 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// Serve one agent (a RuntimeSpec) over the session protocol: what a runtime pod runs.
     Runtime(runtime::RuntimeArgs),
+    /// The session gateway: one endpoint for every agent of the cluster.
+    Gateway(gateway::GatewayArgs),
     /// Run every agent of a folder locally, against the simulator by default.
     #[cfg(feature = "local")]
     Local(local::LocalArgs),
@@ -70,6 +74,7 @@ impl Command {
             #[cfg(feature = "local")]
             Self::Sim(args) => sim::run(args).await,
             Self::Runtime(args) => runtime::run(args).await,
+            Self::Gateway(args) => gateway::run(args).await,
             #[cfg(feature = "local")]
             Self::Local(args) => local::run(args).await,
             Self::Chat(args) => chat::run(args).await,

@@ -11,7 +11,7 @@ use clap::Args;
 use switchboard_core::grant::ContextKey;
 use switchboard_crds::contract;
 use switchboard_dataplane::runtime::transcript::TranscriptSink;
-use switchboard_dataplane::runtime::{self, AppState, Directory, Metrics, Server, ServerConfig, Shared};
+use switchboard_dataplane::runtime::{self, Metrics, Server, ServerConfig, Shared};
 use switchboard_dataplane::tools::{Executor, ExecutorOptions};
 use switchboard_models::RetryPolicy;
 use switchboard_models::bedrock::BedrockConfig;
@@ -102,7 +102,6 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
     let mut bedrock = BedrockConfig::new(spec.model.region.clone());
     bedrock.endpoint_url = bedrock_endpoint;
     bedrock.ca_cert_file = bedrock_ca_file;
-    let model = runtime::build_model(&spec, &bedrock, &trust.client()?).await?;
     let config = ServerConfig {
         max_message_bytes,
         rate_per_second,
@@ -113,26 +112,14 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         voice_rotate_after: voice_options.rotate_after(),
         gateway_key,
     };
-    let name = spec.agent.name.clone();
-    let agent = runtime::agent_runtime(spec, model, Arc::new(executor))?;
-    let directory = Directory {
-        agents: [(name.clone(), agent)].into_iter().collect(),
-        default_agent: Some(name.clone()),
-        allow_unexposed: true,
-        in_process_handoffs: false,
-    };
     let shared = Shared {
         metrics: Metrics::new()?,
         transcripts: transcripts_dir.map(TranscriptSink::start),
         retry: RetryPolicy::default(),
     };
-    let mut voice = std::collections::BTreeMap::new();
-    if let Some((name, agent)) = directory.agents.iter().next()
-        && agent.core.spec().mode.has_audio()
-    {
-        voice.insert(name.clone(), Arc::new(runtime::voice::VoiceModel::connect(agent.core.spec(), &bedrock).await?));
-    }
-    let server = Server::bind(listen, AppState::with_voice(directory, config, shared, voice)).await?;
+    let name = spec.agent.name.clone();
+    let state = runtime::single_agent(spec, &bedrock, &trust.client()?, Arc::new(executor), config, shared).await?;
+    let server = Server::bind(listen, state).await?;
     tracing::info!(agent = %name, addr = %server.local_addr()?, "runtime serving /v1/session");
     server
         .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })

@@ -170,6 +170,7 @@ async fn run(
         memory: granted.memory,
         history: granted.history,
         handoff: granted.handoff,
+        return_to: granted.return_to,
     };
     let audio_session = voice::wants_audio(agent.core.spec().mode, &start.modalities);
     let (session, effects) = start_session(state, &agent, audio_session, init);
@@ -376,6 +377,7 @@ fn next_step(state: &Arc<AppState>, exit: Exit, session_id: &str, audio_session:
                 memory: BTreeMap::new(),
                 history: Vec::new(),
                 handoff: Some(request.context),
+                return_to: None,
             };
             let (session, effects) = start_session(state, &target, audio_session, init);
             Step::Continue(target, Box::new(session), effects)

@@ -135,3 +135,33 @@ pub fn agent_runtime(
     let core = Arc::new(AgentCore::new(spec)?);
     Ok(Arc::new(AgentRuntime { core, model, executor }))
 }
+
+/// The state of a server for one agent, as a runtime pod serves it: `spec`'s text model
+/// (and its Nova Sonic client for voice and hybrid agents) with `bedrock`, tools run by
+/// `executor`, handoffs left to the gateway.
+pub async fn single_agent(
+    spec: RuntimeSpec,
+    bedrock: &BedrockConfig,
+    http: &HttpClient,
+    executor: Arc<dyn ToolExecutor>,
+    config: ServerConfig,
+    shared: Shared,
+) -> Result<Arc<AppState>, RuntimeError> {
+    let model = build_model(&spec, bedrock, http).await?;
+    let name = spec.agent.name.clone();
+    let mut voice = std::collections::BTreeMap::new();
+    if spec.mode.has_audio() {
+        let model = voice::VoiceModel::connect(&spec, bedrock)
+            .await
+            .map_err(|source| RuntimeError::Model { agent: name.clone(), source })?;
+        voice.insert(name.clone(), Arc::new(model));
+    }
+    let agent = agent_runtime(spec, model, executor)?;
+    let directory = Directory {
+        agents: [(name.clone(), agent)].into_iter().collect(),
+        default_agent: Some(name),
+        allow_unexposed: true,
+        in_process_handoffs: false,
+    };
+    Ok(AppState::with_voice(directory, config, shared, voice))
+}

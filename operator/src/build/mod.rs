@@ -26,10 +26,9 @@ use crate::settings::BuildSettings;
 
 /// The field manager of everything the operator writes.
 pub const FIELD_MANAGER: &str = "switchboard-operator";
-/// `app.kubernetes.io/managed-by` of every child.
-pub const MANAGED_BY: &str = "switchboard-operator";
-/// Label naming the Agent a child belongs to (also a selector of its pods).
-pub const AGENT_LABEL: &str = "switchboard.dev/agent";
+/// `app.kubernetes.io/managed-by` of every child, and the label naming the Agent a child
+/// belongs to (also a selector of its pods).
+pub use switchboard_crds::contract::{AGENT_LABEL, MANAGED_BY};
 /// Label with the Agent's mode on its pods.
 pub const MODE_LABEL: &str = "switchboard.dev/mode";
 /// Pod-template annotation with the SHA-256 of the RuntimeSpec: a change rolls the pods.

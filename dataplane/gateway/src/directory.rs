@@ -1,0 +1,264 @@
+//! Where a session may go: the operator's routing table joined with the ready endpoints
+//! of each Agent's Service. Pure: the watchers in [`crate::watch`] build a new
+//! [`Directory`] on every change and publish it; sessions read the latest one.
+//!
+//! Names: a client asks for `<namespace>/<name>`, or a bare `<name>` when only one
+//! namespace has an Agent of that name. No name means the gateway's `--default-agent`, or
+//! else the one Agent marked `gateway.default` (two such Agents in different namespaces
+//! make the default ambiguous, and the client must name one).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use switchboard_core::protocol::close_code;
+use switchboard_crds::routing::{Route, RoutingTable};
+
+/// A route resolved for a session: the Agent and the ready pod addresses it has now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// The Agent's route.
+    pub route: Route,
+    /// Its ready pods' session addresses (may be empty for handoff targets).
+    pub ready: Vec<SocketAddr>,
+}
+
+impl Target {
+    /// `<namespace>/<name>`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.route.namespace, self.route.name)
+    }
+}
+
+/// Why a session cannot go where it asked.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// No name and no default.
+    #[error("name an agent (?agent=<name> or session_start.agent): there is no default agent")]
+    NoDefault,
+    /// No Agent of that name (or not accepted by the operator).
+    #[error("unknown agent {0:?}; check the name, and that the Agent is Accepted (kubectl get agents)")]
+    Unknown(String),
+    /// A bare name several namespaces have.
+    #[error("agent {name:?} exists in several namespaces ({namespaces}); ask for <namespace>/{name}")]
+    Ambiguous {
+        /// The name asked for.
+        name: String,
+        /// Where it exists.
+        namespaces: String,
+    },
+    /// `gateway.expose: false`.
+    #[error("agent {0:?} is not exposed to clients (gateway.expose: false); it is reached by handoff")]
+    NotExposed(String),
+    /// Listed, but no pod is ready.
+    #[error("agent {0:?} has no ready pod right now; try again shortly")]
+    NoReadyPod(String),
+}
+
+impl RouteError {
+    /// The WebSocket close code for this refusal.
+    pub fn close_code(&self) -> u16 {
+        match self {
+            Self::NoDefault | Self::Unknown(_) | Self::Ambiguous { .. } => close_code::UNKNOWN_AGENT,
+            Self::NotExposed(_) => close_code::NOT_EXPOSED,
+            Self::NoReadyPod(_) => close_code::NO_READY_POD,
+        }
+    }
+
+    /// The metric label of this refusal.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::NoDefault => "no_default",
+            Self::Unknown(_) => "unknown_agent",
+            Self::Ambiguous { .. } => "ambiguous_agent",
+            Self::NotExposed(_) => "not_exposed",
+            Self::NoReadyPod(_) => "no_ready_pod",
+        }
+    }
+}
+
+/// The routing table and every Agent's ready endpoints, as of one moment.
+#[derive(Clone, Debug, Default)]
+pub struct Directory {
+    table: Arc<RoutingTable>,
+    /// `(namespace, service name)` -> ready session addresses.
+    endpoints: Arc<HashMap<(String, String), Vec<SocketAddr>>>,
+    /// The gateway's `--default-agent`, over the table's `gateway.default`.
+    default_agent: Option<String>,
+    /// False until the first routing table arrived (the gateway is not ready before).
+    loaded: bool,
+}
+
+impl Directory {
+    /// A directory of `table` and `endpoints`.
+    pub fn new(
+        table: Arc<RoutingTable>,
+        endpoints: Arc<HashMap<(String, String), Vec<SocketAddr>>>,
+        default_agent: Option<String>,
+    ) -> Self {
+        Self { table, endpoints, default_agent, loaded: true }
+    }
+
+    /// Nothing loaded yet, with the gateway's default agent.
+    pub fn empty(default_agent: Option<String>) -> Self {
+        Self { default_agent, ..Self::default() }
+    }
+
+    /// Whether a routing table was loaded.
+    pub fn is_loaded(&self) -> bool {
+        self.loaded
+    }
+
+    /// The same endpoints with another table.
+    pub fn with_table(&self, table: Arc<RoutingTable>) -> Self {
+        Self { table, loaded: true, ..self.clone() }
+    }
+
+    /// The same table with other endpoints.
+    pub fn with_endpoints(&self, endpoints: Arc<HashMap<(String, String), Vec<SocketAddr>>>) -> Self {
+        Self { endpoints, ..self.clone() }
+    }
+
+    /// The routing table.
+    pub fn table(&self) -> &RoutingTable {
+        &self.table
+    }
+
+    /// Where a client's new session goes: `requested`, or the default. The Agent must be
+    /// exposed and have a ready pod.
+    pub fn for_client(&self, requested: Option<&str>) -> Result<Target, RouteError> {
+        let route = match requested.or(self.default_agent.as_deref()) {
+            Some(name) => self.find(name, None)?,
+            None => self.table_default()?,
+        };
+        if !route.expose && requested.is_some() {
+            return Err(RouteError::NotExposed(route.name.clone()));
+        }
+        self.ready(route)
+    }
+
+    /// Where a handoff from an Agent of `namespace` to `target` goes (a bare name is looked
+    /// up in the same namespace first). Exposure does not matter.
+    pub fn for_handoff(&self, namespace: &str, target: &str) -> Result<Target, RouteError> {
+        self.ready(self.find(target, Some(namespace))?)
+    }
+
+    /// `namespace/name` (any exposure), whether or not it has a ready pod.
+    pub fn lookup(&self, namespace: &str, name: &str) -> Option<Target> {
+        let route = self.table.route(namespace, name)?;
+        Some(Target { route: route.clone(), ready: self.addresses(route) })
+    }
+
+    fn ready(&self, route: &Route) -> Result<Target, RouteError> {
+        let ready = self.addresses(route);
+        if ready.is_empty() {
+            return Err(RouteError::NoReadyPod(route.name.clone()));
+        }
+        Ok(Target { route: route.clone(), ready })
+    }
+
+    fn addresses(&self, route: &Route) -> Vec<SocketAddr> {
+        self.endpoints.get(&(route.namespace.clone(), route.name.clone())).cloned().unwrap_or_default()
+    }
+
+    fn find(&self, name: &str, prefer_namespace: Option<&str>) -> Result<&Route, RouteError> {
+        if let Some((namespace, name)) = name.split_once('/') {
+            return self.table.route(namespace, name).ok_or_else(|| RouteError::Unknown(format!("{namespace}/{name}")));
+        }
+        if let Some(route) = prefer_namespace.and_then(|ns| self.table.route(ns, name)) {
+            return Ok(route);
+        }
+        let mut matches = self.table.routes.iter().filter(|r| r.name == name);
+        let first = matches.next().ok_or_else(|| RouteError::Unknown(name.to_owned()))?;
+        let others: Vec<&str> = matches.map(|r| r.namespace.as_str()).collect();
+        if others.is_empty() {
+            return Ok(first);
+        }
+        let namespaces = std::iter::once(first.namespace.as_str()).chain(others).collect::<Vec<_>>().join(", ");
+        Err(RouteError::Ambiguous { name: name.to_owned(), namespaces })
+    }
+
+    fn table_default(&self) -> Result<&Route, RouteError> {
+        let mut defaults = self.table.routes.iter().filter(|r| r.default);
+        match (defaults.next(), defaults.next()) {
+            (Some(route), None) => Ok(route),
+            _ => Err(RouteError::NoDefault),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchboard_crds::Mode;
+    use switchboard_crds::routing::{RUNTIME_PORT, SESSION_PATH};
+
+    use super::*;
+
+    fn route(ns: &str, name: &str, expose: bool, default: bool) -> Route {
+        Route {
+            name: name.into(),
+            namespace: ns.into(),
+            mode: Mode::Text,
+            service: format!("{name}.{ns}.svc"),
+            port: RUNTIME_PORT,
+            path: SESSION_PATH.into(),
+            handoffs: vec![],
+            expose,
+            default,
+            ready: true,
+            ready_replicas: 1,
+        }
+    }
+
+    fn directory() -> Directory {
+        let table = RoutingTable::new(vec![
+            route("bank", "triage", true, true),
+            route("bank", "idv", false, false),
+            route("bank", "banking", true, false),
+            route("shop", "triage", true, false),
+            route("shop", "orders", true, false),
+        ]);
+        let addr: SocketAddr = "10.0.0.1:8080".parse().expect("addr");
+        let endpoints: HashMap<_, _> = [
+            (("bank".into(), "triage".into()), vec![addr]),
+            (("bank".into(), "idv".into()), vec![addr]),
+            (("shop".into(), "triage".into()), vec![addr]),
+        ]
+        .into();
+        Directory::new(Arc::new(table), Arc::new(endpoints), None)
+    }
+
+    #[test]
+    fn names_resolve_by_namespace_bare_name_or_default() {
+        let d = directory();
+        assert_eq!(d.for_client(None).map(|t| t.key()), Ok("bank/triage".into()));
+        assert_eq!(d.for_client(Some("shop/triage")).map(|t| t.key()), Ok("shop/triage".into()));
+        assert_eq!(
+            d.for_client(Some("triage")),
+            Err(RouteError::Ambiguous { name: "triage".into(), namespaces: "bank, shop".into() })
+        );
+        assert_eq!(d.for_client(Some("nope")), Err(RouteError::Unknown("nope".into())));
+        assert_eq!(d.for_client(Some("bank/nope")), Err(RouteError::Unknown("bank/nope".into())));
+        let with_default = Directory { default_agent: Some("shop/triage".into()), ..directory() };
+        assert_eq!(with_default.for_client(None).map(|t| t.key()), Ok("shop/triage".into()));
+    }
+
+    #[test]
+    fn clients_need_an_exposed_agent_with_a_ready_pod_handoffs_only_the_pod() {
+        let d = directory();
+        assert_eq!(d.for_client(Some("idv")), Err(RouteError::NotExposed("idv".into())));
+        assert_eq!(d.for_client(Some("bank/banking")), Err(RouteError::NoReadyPod("banking".into())));
+        assert_eq!(d.for_handoff("bank", "idv").map(|t| t.key()), Ok("bank/idv".into()));
+        // A bare handoff target is looked up in the source's namespace first.
+        assert_eq!(d.for_handoff("shop", "triage").map(|t| t.key()), Ok("shop/triage".into()));
+        assert_eq!(d.for_handoff("shop", "orders"), Err(RouteError::NoReadyPod("orders".into())));
+        assert_eq!(RouteError::NoReadyPod("x".into()).close_code(), close_code::NO_READY_POD);
+    }
+
+    #[test]
+    fn two_table_defaults_are_no_default() {
+        let table = RoutingTable::new(vec![route("a", "x", true, true), route("b", "y", true, true)]);
+        let d = Directory::new(Arc::new(table), Arc::default(), None);
+        assert_eq!(d.for_client(None), Err(RouteError::NoDefault));
+    }
+}

@@ -1,0 +1,99 @@
+//! Switchboard's session gateway: the one endpoint clients talk to. It follows the
+//! operator's routing table and every Agent's ready endpoints ([`watch`] publishes them as
+//! a [`Directory`]), sends each new session to the least-loaded ready pod of its Agent
+//! ([`balancer`]), relays the session protocol both ways, and performs what a runtime pod
+//! cannot: handoffs to another Agent's pods on the same client socket, moving a session
+//! off a lost or draining pod, and owning the session's memory, which it gives runtimes
+//! signed ([`upstream`]; see `switchboard_core::grant`). One session is one task
+//! ([`session`]); the axum app, limits and drain are in [`server`].
+
+pub mod balancer;
+pub mod directory;
+pub mod metrics;
+pub mod server;
+pub mod session;
+pub mod upstream;
+pub mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchboard_core::grant::ContextKey;
+use tokio::sync::{Semaphore, watch as channel};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use balancer::Balancer;
+pub use directory::{Directory, RouteError, Target};
+pub use metrics::Metrics;
+
+/// Limits and timing of a gateway.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// Largest client message, in bytes; larger ones close the session with 1009.
+    pub max_message_bytes: usize,
+    /// Most concurrent sessions; more are refused with 1013.
+    pub max_sessions: usize,
+    /// How long a client has to send its first message.
+    pub start_timeout: Duration,
+    /// How long opening a session on a runtime pod may take.
+    pub connect_timeout: Duration,
+    /// How long live sessions may go on after draining starts.
+    pub drain_timeout: Duration,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 64 * 1024,
+            max_sessions: 10_000,
+            start_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Everything the sessions of one gateway share.
+#[derive(Debug)]
+pub struct Gateway {
+    /// Limits.
+    pub config: GatewayConfig,
+    /// The latest routing view.
+    pub directory: channel::Receiver<Directory>,
+    /// Live sessions per pod.
+    pub balancer: Balancer,
+    /// The key shared with the runtimes.
+    pub key: ContextKey,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Session slots.
+    pub sessions: Arc<Semaphore>,
+    /// Cancelled when draining starts.
+    pub draining: CancellationToken,
+    /// Cancelled when live sessions must end.
+    pub shutdown: CancellationToken,
+    /// Tracks session tasks.
+    pub tracker: TaskTracker,
+}
+
+impl Gateway {
+    /// A gateway routing by `directory`, signing with `key`.
+    pub fn new(
+        config: GatewayConfig,
+        directory: channel::Receiver<Directory>,
+        key: ContextKey,
+    ) -> Result<Arc<Self>, prometheus::Error> {
+        Ok(Arc::new(Self {
+            sessions: Arc::new(Semaphore::new(config.max_sessions)),
+            config,
+            directory,
+            balancer: Balancer::default(),
+            key,
+            metrics: Metrics::new()?,
+            draining: CancellationToken::new(),
+            shutdown: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        }))
+    }
+}

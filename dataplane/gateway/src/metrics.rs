@@ -1,0 +1,64 @@
+//! The gateway's Prometheus metrics. Labels are bounded: Agents (`namespace/name`) and
+//! fixed reasons, never a session.
+
+use prometheus::{CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, Opts, Registry, TextEncoder};
+
+/// Every metric of one gateway process.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Live sessions by the Agent serving them.
+    pub live: GaugeVec,
+    /// Sessions routed, by Agent.
+    pub routed: CounterVec,
+    /// Sessions refused (and handoffs that failed), by reason.
+    pub refused: CounterVec,
+    /// Handoffs across pods, by source and target Agent.
+    pub handoffs: CounterVec,
+    /// Client-observed handoff gap: the source's close to the target's first frame.
+    pub handoff_gap: HistogramVec,
+    /// Sessions moved to another pod of the same Agent, by Agent and reason.
+    pub migrated: CounterVec,
+}
+
+impl Metrics {
+    /// A fresh registry with every metric.
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let counter = |name: &str, help: &str, labels: &[&str]| -> Result<CounterVec, prometheus::Error> {
+            let c = CounterVec::new(Opts::new(name, help), labels)?;
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        let live =
+            GaugeVec::new(Opts::new("switchboard_gateway_sessions_live", "Live sessions by agent."), &["agent"])?;
+        registry.register(Box::new(live.clone()))?;
+        let routed = counter("switchboard_gateway_sessions_routed_total", "Sessions routed to an agent.", &["agent"])?;
+        let refused =
+            counter("switchboard_gateway_sessions_refused_total", "Sessions refused, by reason.", &["reason"])?;
+        let handoffs =
+            counter("switchboard_gateway_handoffs_total", "Handoffs performed across pods.", &["from", "to"])?;
+        let migrated = counter(
+            "switchboard_gateway_sessions_migrated_total",
+            "Sessions moved to another pod of the same agent.",
+            &["agent", "reason"],
+        )?;
+        let handoff_gap = HistogramVec::new(
+            HistogramOpts::new(
+                "switchboard_gateway_handoff_gap_seconds",
+                "Client-observed handoff gap: the source agent's last frame to the target's first.",
+            )
+            .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0, 2.5, 5.0]),
+            &["from", "to"],
+        )?;
+        registry.register(Box::new(handoff_gap.clone()))?;
+        Ok(Self { registry, live, routed, refused, handoffs, handoff_gap, migrated })
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}

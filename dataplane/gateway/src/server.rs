@@ -1,0 +1,149 @@
+//! The gateway's HTTP side: `/v1/session` (WebSocket, the session protocol), `/healthz`,
+//! `/readyz` (a routing table is loaded and the gateway is not draining) and `/metrics`;
+//! the session cap, taken before the upgrade; and the drain on shutdown — readiness false,
+//! new sessions refused, live ones given the drain timeout, then closed with 1001 and a
+//! reason that tells clients to reconnect.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocketUpgrade};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::serve::ListenerExt;
+use serde::Deserialize;
+use switchboard_core::protocol::{ServerMessage, close_code};
+use switchboard_crds::contract;
+use tokio::net::TcpListener;
+
+use crate::Gateway;
+
+/// The router of a gateway.
+pub fn router(gateway: Arc<Gateway>) -> Router {
+    Router::new()
+        .route(contract::SESSION_PATH, get(session))
+        .route(contract::HEALTH_PATH, get(|| async { "ok" }))
+        .route(contract::READY_PATH, get(readyz))
+        .route(contract::METRICS_PATH, get(metrics))
+        .with_state(gateway)
+}
+
+#[derive(Debug, Deserialize)]
+struct SessionQuery {
+    agent: Option<String>,
+}
+
+async fn session(
+    State(gateway): State<Arc<Gateway>>,
+    Query(query): Query<SessionQuery>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let limit = gateway.config.max_message_bytes;
+    let refusal = if gateway.draining.is_cancelled() {
+        Some("the gateway is draining; reconnect to another instance".to_owned())
+    } else {
+        None
+    };
+    let permit = gateway.sessions.clone().try_acquire_owned().ok();
+    let tracker = gateway.tracker.clone();
+    upgrade.max_message_size(limit).max_frame_size(limit).on_upgrade(move |mut socket| async move {
+        let refusal = refusal.or_else(|| {
+            permit.is_none().then(|| format!("the gateway is at its limit of {} sessions", gateway.config.max_sessions))
+        });
+        if let Some(reason) = refusal {
+            gateway.metrics.refused.with_label_values(&["at_capacity"]).inc();
+            let message = ServerMessage::error("try_again_later", format!("{reason}; try again later"), false);
+            let _ = socket.send(Message::text(message.to_json())).await;
+            let frame = CloseFrame { code: close_code::TRY_AGAIN_LATER, reason: Utf8Bytes::from("try again later") };
+            let _ = socket.send(Message::Close(Some(frame))).await;
+            return;
+        }
+        tracker.track_future(crate::session::serve(socket, gateway, query.agent)).await;
+        drop(permit);
+    })
+}
+
+async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
+    if gateway.draining.is_cancelled() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response()
+    } else if !gateway.directory.borrow().is_loaded() {
+        (StatusCode::SERVICE_UNAVAILABLE, "no routing table yet").into_response()
+    } else {
+        "ready".into_response()
+    }
+}
+
+async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
+    ([("content-type", "text/plain; version=0.0.4")], gateway.metrics.render()).into_response()
+}
+
+/// The gateway could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address is not usable.
+    #[error("cannot listen on {addr}: {message}; pick another address or port")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        message: String,
+    },
+    /// Serving failed.
+    #[error("the HTTP server failed: {0}")]
+    Serve(String),
+}
+
+/// A bound gateway server.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+}
+
+impl Server {
+    /// Binds `addr`.
+    pub async fn bind(addr: SocketAddr, gateway: Arc<Gateway>) -> Result<Self, ServeError> {
+        let listener =
+            TcpListener::bind(addr).await.map_err(|e| ServeError::Listen { addr, message: e.to_string() })?;
+        Ok(Self { listener, gateway })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
+        self.listener.local_addr().map_err(|e| ServeError::Serve(e.to_string()))
+    }
+
+    /// Serves until `stop` resolves, then drains (see the module docs).
+    pub async fn run(self, stop: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
+        let gateway = self.gateway;
+        let stopped = gateway.shutdown.clone();
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
+        let serve = axum::serve(listener, router(gateway.clone()))
+            .with_graceful_shutdown(async move { stopped.cancelled().await });
+        let serving = tokio::spawn(async move { serve.await });
+        stop.await;
+        tracing::info!(sessions = gateway.tracker.len(), "draining: readiness is false and new sessions are refused");
+        gateway.draining.cancel();
+        gateway.tracker.close();
+        if tokio::time::timeout(gateway.config.drain_timeout, gateway.tracker.wait()).await.is_err() {
+            tracing::info!(
+                sessions = gateway.tracker.len(),
+                "drain timeout: telling the remaining clients to reconnect"
+            );
+        }
+        gateway.shutdown.cancel();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), gateway.tracker.wait()).await;
+        match serving.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ServeError::Serve(e.to_string())),
+            Err(e) => Err(ServeError::Serve(e.to_string())),
+        }
+    }
+}

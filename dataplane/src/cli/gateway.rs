@@ -1,0 +1,88 @@
+//! `switchboard gateway`: the session gateway — one WebSocket endpoint for every Agent of
+//! the cluster, following the operator's routing table and the Agents' ready endpoints.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use switchboard_crds::contract;
+use switchboard_gateway::server::Server;
+use switchboard_gateway::watch::{self, Sources};
+use switchboard_gateway::{Gateway, GatewayConfig};
+
+/// Options of `switchboard gateway`.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// Address to serve `/v1/session`, `/healthz`, `/readyz` and `/metrics` on.
+    #[arg(long, env = contract::env::LISTEN, default_value = contract::LISTEN_ADDR)]
+    listen: SocketAddr,
+
+    /// A file with the key shared with the runtime pods (at least 32 bytes; the Helm chart
+    /// mounts it from a Secret): the gateway signs the session context it gives runtimes.
+    #[arg(long, env = contract::env::GATEWAY_KEY_FILE)]
+    gateway_key_file: PathBuf,
+
+    /// Namespace of the routing table ConfigMap (the operator's namespace).
+    #[arg(long, env = "SWITCHBOARD_ROUTES_NAMESPACE", default_value = "switchboard-system")]
+    routes_namespace: String,
+
+    /// Name of the routing table ConfigMap.
+    #[arg(long, env = "SWITCHBOARD_ROUTES_NAME", default_value = switchboard_crds::routing::DEFAULT_ROUTES_NAME)]
+    routes_name: String,
+
+    /// Route to Agents of this namespace only (default: every namespace the table lists).
+    #[arg(long, env = "SWITCHBOARD_WATCH_NAMESPACE")]
+    watch_namespace: Option<String>,
+
+    /// The Agent (`<namespace>/<name>` or a bare name) of sessions that name none; default:
+    /// the one Agent with `gateway.default: true`.
+    #[arg(long, env = "SWITCHBOARD_DEFAULT_AGENT")]
+    default_agent: Option<String>,
+
+    /// Largest client message in bytes; larger ones close the session with 1009.
+    #[arg(long, env = "SWITCHBOARD_MAX_MESSAGE_BYTES", default_value_t = 65536)]
+    max_message_bytes: usize,
+
+    /// Most concurrent sessions; more are refused with 1013.
+    #[arg(long, env = "SWITCHBOARD_MAX_SESSIONS", default_value_t = 10_000)]
+    max_sessions: usize,
+
+    /// Seconds live sessions may go on after SIGTERM before their clients are told to
+    /// reconnect (close 1001).
+    #[arg(long, env = "SWITCHBOARD_DRAIN_SECONDS", default_value_t = 30)]
+    drain_seconds: u64,
+}
+
+/// Serves until SIGTERM/SIGINT, then drains.
+pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
+    let GatewayArgs {
+        listen,
+        gateway_key_file,
+        routes_namespace,
+        routes_name,
+        watch_namespace,
+        default_agent,
+        max_message_bytes,
+        max_sessions,
+        drain_seconds,
+    } = args;
+    let key = super::runtime::read_gateway_key(&gateway_key_file)?;
+    let sources = Sources { routes_namespace, routes_name, namespace: watch_namespace, default_agent };
+    let directory = watch::from_cluster(sources)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot configure a Kubernetes client (kubeconfig or in-cluster): {e}"))?;
+    let config = GatewayConfig {
+        max_message_bytes,
+        max_sessions,
+        drain_timeout: Duration::from_secs(drain_seconds),
+        ..GatewayConfig::default()
+    };
+    let gateway = Gateway::new(config, directory, key)?;
+    let server = Server::bind(listen, gateway).await?;
+    tracing::info!(addr = %server.local_addr()?, "gateway serving /v1/session");
+    server
+        .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,146 @@
+//! A fleet of runtime processes for the Example Bank agents, and a gateway routing to them
+//! from a routing table and endpoints given directly (as the watchers would publish them).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchboard_crds::routing::{Route, RoutingTable, SESSION_PATH};
+use switchboard_crds::{Catalog, contract};
+use switchboard_dataplane::demo_tools::{Accounts, DemoTools};
+use switchboard_gateway::server::Server;
+use switchboard_gateway::{Directory, Gateway, GatewayConfig};
+use switchboard_sim::{SimConfig, SimHandle, Simulator, banking_script};
+use tokio::sync::watch;
+
+pub const KEY: &[u8] = b"the fleet's gateway key, well over thirty-two bytes";
+
+/// One runtime process.
+pub struct Pod {
+    pub agent: String,
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl Pod {
+    /// Kills the process at once (SIGKILL), as a node failure would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub struct Fleet {
+    pub pods: Vec<Pod>,
+    pub gateway: Arc<Gateway>,
+    pub url: String,
+    pub directory: watch::Sender<Directory>,
+    _sim: SimHandle,
+    _tools: DemoTools,
+    _dir: PathBuf,
+}
+
+impl Fleet {
+    /// `replicas` runtime processes per agent (agents not named get one), a gateway.
+    pub async fn start(replicas: &[(&str, usize)]) -> Self {
+        let sim = Simulator::start(SimConfig::new(banking_script().expect("script"))).await.expect("simulator");
+        let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+        let accounts = Accounts::load(&examples.join("tools/accounts.yaml")).expect("accounts");
+        let tools = DemoTools::start(accounts, SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("tool server");
+        let dir = std::env::temp_dir().join(format!("switchboard-fleet-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let key_file = dir.join("gateway.key");
+        std::fs::write(&key_file, KEY).expect("key");
+        let catalog = Catalog::load_paths(&[examples]).expect("examples");
+        let mut routes = Vec::new();
+        let mut pods = Vec::new();
+        for agent in catalog.agents() {
+            let spec = catalog.resolve_agent(agent).expect("resolves");
+            let name = spec.agent.name.clone();
+            // The tool host is a Service name on a cluster; here, the tool server's address.
+            let json = spec.to_canonical_json().replace("banking-tools:8080", &tools.addr.to_string());
+            let spec_path = dir.join(format!("{name}.json"));
+            std::fs::write(&spec_path, json).expect("spec");
+            let count = replicas.iter().find(|(a, _)| *a == name).map_or(1, |(_, n)| *n);
+            for _ in 0..count {
+                pods.push(spawn(&name, spec.mode.as_str(), &spec_path, &key_file, &sim));
+            }
+            routes.push(Route {
+                name: name.clone(),
+                namespace: "bank".into(),
+                mode: spec.mode,
+                service: format!("{name}.bank.svc"),
+                port: contract::RUNTIME_PORT,
+                path: SESSION_PATH.into(),
+                handoffs: spec.handoffs.iter().map(|h| h.agent.clone()).collect(),
+                expose: spec.gateway.expose,
+                default: spec.gateway.default,
+                ready: true,
+                ready_replicas: i32::try_from(count).unwrap_or(1),
+            });
+        }
+        let mut endpoints: HashMap<(String, String), Vec<SocketAddr>> = HashMap::new();
+        for pod in &pods {
+            endpoints.entry(("bank".into(), pod.agent.clone())).or_default().push(pod.addr);
+        }
+        let (directory, rx) =
+            watch::channel(Directory::new(Arc::new(RoutingTable::new(routes)), Arc::new(endpoints), None));
+        let gateway =
+            Gateway::new(GatewayConfig::default(), rx, switchboard_core::grant::ContextKey::new(KEY).expect("key"))
+                .expect("gateway");
+        let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), gateway.clone()).await.expect("binds");
+        let url = format!("ws://{}{SESSION_PATH}", server.local_addr().expect("addr"));
+        tokio::spawn(server.run(std::future::pending()));
+        Self { pods, gateway, url, directory, _sim: sim, _tools: tools, _dir: dir }
+    }
+
+    /// The pods of `agent`.
+    pub fn pods_of(&mut self, agent: &str) -> impl Iterator<Item = &mut Pod> {
+        self.pods.iter_mut().filter(move |p| p.agent == agent)
+    }
+}
+
+fn spawn(agent: &str, mode: &str, spec: &std::path::Path, key: &std::path::Path, sim: &SimHandle) -> Pod {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("runtime")
+        .env(contract::env::RUNTIME_SPEC, spec)
+        .env(contract::env::MODE, mode)
+        .env(contract::env::LISTEN, addr.to_string())
+        .env(contract::env::GATEWAY_KEY_FILE, key)
+        .env("SWITCHBOARD_BEDROCK_ENDPOINT", sim.endpoint_url())
+        .env("SWITCHBOARD_BEDROCK_CA_FILE", sim.ca_cert_path().expect("cert"))
+        .env("AWS_ACCESS_KEY_ID", "AKIDTEST")
+        .env("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+        .env("SWITCHBOARD_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts the runtime");
+    let stderr = child.stderr.take().expect("stderr");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let name = agent.to_owned();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("runtime serving") {
+                let _ = ready_tx.send(());
+            }
+            if line.contains("ERROR") || line.contains("WARN") {
+                eprintln!("[{name}] {line}");
+            }
+        }
+    });
+    ready_rx.recv_timeout(Duration::from_secs(60)).expect("the runtime starts");
+    Pod { agent: agent.to_owned(), addr, child }
+}

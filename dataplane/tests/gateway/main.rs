@@ -1,0 +1,9 @@
+//! The session gateway in front of real `switchboard runtime` processes, one (or two) per
+//! Example Bank agent, each signing-key protected, against the simulator: the client talks
+//! to the gateway only.
+
+#[path = "../runtime/common.rs"]
+#[allow(dead_code)]
+mod client;
+mod fleet;
+mod sessions;

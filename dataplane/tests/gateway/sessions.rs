@@ -1,0 +1,119 @@
+//! Sessions through the gateway: one client socket across handoffs between pods, a pod
+//! lost mid-session, and the gateway's refusals.
+
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
+
+use crate::client::{Client, replies};
+use crate::fleet::Fleet;
+
+fn started(messages: &[ServerMessage], agent: &str) -> bool {
+    messages.iter().any(|m| matches!(m, ServerMessage::BidiConnectionStart { agent: a, .. } if a == agent))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_socket_from_triage_to_idv_to_banking_and_back_across_pods() {
+    let mut fleet = Fleet::start(&[("banking", 2)]).await;
+    let mut client = Client::start(&fleet.url, None).await;
+    let hello = client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    assert!(started(&hello, "triage"), "the default agent answers: {hello:?}");
+
+    client.say("I'd like to check my balance").await;
+    let to_idv =
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    assert!(to_idv.iter().any(|m| matches!(m, ServerMessage::Handoff { to, .. } if to == "idv")), "{to_idv:?}");
+    let ask = client.turn().await;
+    assert!(replies(&ask).iter().any(|r| r.contains("eight-digit account number")), "{ask:?}");
+
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let verified = client.turn().await;
+    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+
+    client.say("My balance please").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    let balance = client.turn().await;
+    assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "the verified caller's balance: {balance:?}");
+
+    // The banking pod serving the session dies: the session moves to the other one, with
+    // the verified caller and the conversation.
+    let balancer = fleet.gateway.balancer.clone();
+    let serving: Vec<_> = fleet.pods_of("banking").map(|p| p.addr).filter(|a| balancer.live(*a) == 1).collect();
+    assert_eq!(serving.len(), 1, "one banking pod holds the session");
+    fleet.pods_of("banking").find(|p| p.addr == serving[0]).expect("the pod").kill();
+    client
+        .until(|m| matches!(m, ServerMessage::BidiConnectionRestart { reason, .. } if reason == "runtime_lost"))
+        .await;
+    client.say("What is my balance now?").await;
+    let again = client.turn().await;
+    assert!(replies(&again).iter().any(|r| r.contains("1234.56")), "still verified on the other pod: {again:?}");
+
+    client.say("That's all, thanks").await;
+    let back =
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "triage")).await;
+    assert!(back.iter().any(|m| matches!(m, ServerMessage::Handoff { to, .. } if to == "triage")), "{back:?}");
+    let welcome = client.turn().await;
+    assert!(replies(&welcome).iter().any(|r| r.starts_with("Welcome back")), "{welcome:?}");
+    assert!(
+        !client.seen.iter().any(|m| matches!(m, ServerMessage::BidiConnectionClose { .. })),
+        "the client's socket stayed open throughout"
+    );
+    let metrics = fleet.gateway.metrics.render();
+    for needle in [
+        r#"switchboard_gateway_handoffs_total{from="bank/triage",to="bank/idv"} 1"#,
+        r#"switchboard_gateway_handoffs_total{from="bank/idv",to="bank/banking"} 1"#,
+        r#"switchboard_gateway_handoffs_total{from="bank/banking",to="bank/triage"} 1"#,
+        r#"switchboard_gateway_sessions_migrated_total{agent="bank/banking",reason="runtime_lost"} 1"#,
+    ] {
+        assert!(metrics.contains(needle), "{needle} in\n{metrics}");
+    }
+}
+
+/// Sends `start` (or nothing) on `query` and expects the close `code` with a `bidi_error`.
+async fn refused(fleet: &Fleet, query: &str, start: SessionStart, code: u16) -> String {
+    let mut client = Client::connect(&format!("{}{query}", fleet.url)).await;
+    client.send(&ClientMessage::SessionStart(start)).await;
+    let (got, _) = client.closed().await;
+    assert_eq!(got, code, "{:?}", client.seen);
+    assert!(!client.seen.iter().any(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })), "{:?}", client.seen);
+    client
+        .seen
+        .iter()
+        .find_map(|m| match m {
+            ServerMessage::BidiError { message, recoverable: false, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a bidi_error: {:?}", client.seen))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_context_unknown_unexposed_and_unready_agents_are_refused_with_their_codes() {
+    let fleet = Fleet::start(&[]).await;
+    let forged = SessionStart { memory: crate::client::ada(), ..Default::default() };
+    let message = refused(&fleet, "", forged, close_code::BAD_START).await;
+    assert!(message.contains("session_start.memory"), "{message}");
+    let key = switchboard_core::grant::ContextKey::new(crate::fleet::KEY).expect("key");
+    // Even a correctly signed context is the gateway's to send, never a client's.
+    let signed = crate::client::signed_start(&key, "triage", crate::client::ada());
+    let message = refused(&fleet, "", signed, close_code::BAD_START).await;
+    assert!(message.contains("session_start.context"), "{message}");
+
+    let message = refused(&fleet, "?agent=nobody", SessionStart::default(), close_code::UNKNOWN_AGENT).await;
+    assert!(message.contains("unknown agent \"nobody\""), "{message}");
+    let message = refused(&fleet, "?agent=bank/banking", SessionStart::default(), close_code::NOT_EXPOSED).await;
+    assert!(message.contains("not exposed"), "{message}");
+
+    // triage loses its endpoints (its pods became unready).
+    fleet.directory.send_modify(|d| {
+        let mut endpoints = std::collections::HashMap::new();
+        endpoints.insert(("bank".to_owned(), "idv".to_owned()), vec![]);
+        *d = d.with_endpoints(std::sync::Arc::new(endpoints));
+    });
+    let message = refused(&fleet, "", SessionStart::default(), close_code::NO_READY_POD).await;
+    assert!(message.contains("no ready pod"), "{message}");
+    let metrics = fleet.gateway.metrics.render();
+    for reason in ["context_refused", "unknown_agent", "not_exposed", "no_ready_pod"] {
+        assert!(
+            metrics.contains(&format!("switchboard_gateway_sessions_refused_total{{reason=\"{reason}\"}}")),
+            "{reason}"
+        );
+    }
+}
