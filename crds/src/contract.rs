@@ -51,8 +51,10 @@ pub mod env {
     pub const WORKER_THREADS: &str = "SWITCHBOARD_WORKER_THREADS";
     /// `text` or `json` log lines.
     pub const LOG_FORMAT: &str = "SWITCHBOARD_LOG_FORMAT";
-    /// The file with the key runtimes share with the gateway (signed session context).
+    /// The gateway's private key file (it signs the session context it gives runtimes).
     pub const GATEWAY_KEY_FILE: &str = "SWITCHBOARD_GATEWAY_KEY_FILE";
+    /// The gateway's public key, on runtime pods (they verify that context with it).
+    pub const GATEWAY_PUBLIC_KEY: &str = "SWITCHBOARD_GATEWAY_PUBLIC_KEY";
 }
 
 #[cfg(test)]

@@ -1,26 +1,25 @@
 //! Session context that only the gateway may give a runtime: memory (a verified caller),
 //! earlier conversation and handoff state. It travels in `session_start.context` as a
-//! [`SignedContext`]: the context's JSON text and an HMAC-SHA256 over exactly those bytes,
-//! made with a key the gateway and the runtimes share (a per-install Secret, never sent on
-//! the wire). A runtime restores nothing it cannot verify: the MAC, that the grant names
-//! its agent, and that it is fresh ([`MAX_AGE_MS`]). Replays inside that window are the
-//! runtime's to refuse (each grant carries a random `nonce`).
+//! [`SignedContext`]: the context's JSON text and an Ed25519 signature over exactly those
+//! bytes. The gateway holds the private key (a Secret only it mounts); runtimes need only the
+//! public key, which is no secret, so the operator can hand it to runtime pods in any
+//! namespace. A runtime restores nothing it cannot verify: the signature, that the grant
+//! names its agent, and that it is fresh ([`MAX_AGE_MS`]). Replays inside that window are
+//! the runtime's to refuse (each grant carries a random `nonce`).
 //!
 //! Pure: the caller supplies the time and the nonce.
 
 use std::collections::BTreeMap;
 
-use hmac::{Hmac, KeyInit, Mac};
+use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey};
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 
 use crate::handoff::{HandoffContext, HistoryTurn};
 
 /// How old a grant may be when a runtime checks it (and how far in the future, for clocks
 /// that disagree a little).
 pub const MAX_AGE_MS: u64 = 60_000;
-/// The shortest key accepted, in bytes.
-pub const MIN_KEY_BYTES: usize = 32;
 /// The largest signed payload a runtime reads (memory and history are bounded by it).
 pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 
@@ -55,16 +54,16 @@ pub struct SessionContext {
 pub struct SignedContext {
     /// The context's JSON text, exactly as signed.
     pub payload: String,
-    /// HMAC-SHA256 of `payload`, lower-case hex.
-    pub mac: String,
+    /// The gateway's Ed25519 signature of `payload`, lower-case hex.
+    pub signature: String,
 }
 
 /// Why a runtime refuses a grant. The messages are for logs and the gateway's operator;
 /// each says what to check.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GrantError {
-    /// The MAC does not match: another key, or the payload was changed.
-    #[error("the session context's signature is not valid; the gateway and this runtime must share the same key")]
+    /// The signature does not match: another gateway's key, or the payload was changed.
+    #[error("the session context's signature is not valid; the runtime's gateway public key must be the gateway's")]
     BadSignature,
     /// The payload is too large.
     #[error("the session context is {0} bytes, more than the limit of {MAX_PAYLOAD_BYTES}")]
@@ -86,54 +85,84 @@ pub enum GrantError {
         /// How far from now it was issued.
         age_ms: u64,
     },
-    /// A key too short to be safe.
-    #[error("the gateway key has {0} bytes; at least {MIN_KEY_BYTES} are required")]
-    ShortKey(usize),
+    /// A key that cannot be read.
+    #[error("the gateway key is not usable: {0}")]
+    BadKey(String),
 }
 
-/// The shared key. Its `Debug` output never shows the bytes.
+/// The gateway's private key: it signs. Its `Debug` output never shows the key.
 #[derive(Clone)]
-pub struct ContextKey(Vec<u8>);
+pub struct GatewaySigner(SigningKey);
 
-impl std::fmt::Debug for ContextKey {
+impl std::fmt::Debug for GatewaySigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ContextKey({} bytes, redacted)", self.0.len())
+        write!(f, "GatewaySigner(public {})", self.public())
     }
 }
 
-impl ContextKey {
-    /// A key from its bytes (e.g. a Secret file's contents, trailing whitespace removed).
-    pub fn new(bytes: &[u8]) -> Result<Self, GrantError> {
-        let trimmed = bytes.trim_ascii_end();
-        if trimmed.len() < MIN_KEY_BYTES {
-            return Err(GrantError::ShortKey(trimmed.len()));
-        }
-        Ok(Self(trimmed.to_vec()))
+impl GatewaySigner {
+    /// The key in a PKCS#8 PEM file (`-----BEGIN PRIVATE KEY-----`), as
+    /// `openssl genpkey -algorithm ed25519` and Helm's `genPrivateKey "ed25519"` write it.
+    pub fn from_pem(pem: &str) -> Result<Self, GrantError> {
+        SigningKey::from_pkcs8_pem(pem.trim())
+            .map(Self)
+            .map_err(|e| GrantError::BadKey(format!("{e}; expected an Ed25519 private key in PKCS#8 PEM")))
     }
 
-    fn mac(&self) -> Hmac<Sha256> {
-        // HMAC takes a key of any length: this cannot fail.
-        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!("HMAC takes any key"))
+    /// The key from its 32-byte seed.
+    pub fn from_seed(seed: &[u8; 32]) -> Self {
+        Self(SigningKey::from_bytes(seed))
+    }
+
+    /// The public key runtimes verify with.
+    pub fn public(&self) -> GatewayPublicKey {
+        GatewayPublicKey(self.0.verifying_key())
     }
 
     /// Signs `context`.
     pub fn sign(&self, context: &SessionContext) -> SignedContext {
         // Every field is a String, number, map of JSON values or plain struct: this cannot fail.
         let payload = serde_json::to_string(context).unwrap_or_default();
-        let mut mac = self.mac();
-        mac.update(payload.as_bytes());
-        SignedContext { mac: hex::encode(mac.finalize().into_bytes()), payload }
+        let signature = self.0.sign(payload.as_bytes());
+        SignedContext { signature: hex::encode(signature.to_bytes()), payload }
     }
+}
 
+/// The gateway's public key: runtimes verify grants with it. Written as 64 hex digits (its
+/// `Display`), or read from that or a PEM public key (`-----BEGIN PUBLIC KEY-----`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayPublicKey(VerifyingKey);
+
+impl std::fmt::Display for GatewayPublicKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&hex::encode(self.0.as_bytes()))
+    }
+}
+
+impl std::str::FromStr for GatewayPublicKey {
+    type Err = GrantError;
+
+    fn from_str(text: &str) -> Result<Self, GrantError> {
+        let text = text.trim();
+        let bad = |e: String| GrantError::BadKey(format!("{e}; expected 64 hex digits or an Ed25519 PEM public key"));
+        if text.starts_with("-----BEGIN") {
+            return VerifyingKey::from_public_key_pem(text).map(Self).map_err(|e| bad(e.to_string()));
+        }
+        let bytes = hex::decode(text).map_err(|e| bad(e.to_string()))?;
+        let bytes: [u8; 32] = bytes.try_into().map_err(|b: Vec<u8>| bad(format!("{} bytes", b.len())))?;
+        VerifyingKey::from_bytes(&bytes).map(Self).map_err(|e| bad(e.to_string()))
+    }
+}
+
+impl GatewayPublicKey {
     /// Checks `signed` for the runtime serving `agent` at `now_ms` and returns its context.
     pub fn verify(&self, signed: &SignedContext, agent: &str, now_ms: u64) -> Result<SessionContext, GrantError> {
         if signed.payload.len() > MAX_PAYLOAD_BYTES {
             return Err(GrantError::TooLarge(signed.payload.len()));
         }
-        let tag = hex::decode(&signed.mac).map_err(|_| GrantError::BadSignature)?;
-        let mut mac = self.mac();
-        mac.update(signed.payload.as_bytes());
-        mac.verify_slice(&tag).map_err(|_| GrantError::BadSignature)?;
+        let bytes = hex::decode(&signed.signature).map_err(|_| GrantError::BadSignature)?;
+        let signature = Signature::from_slice(&bytes).map_err(|_| GrantError::BadSignature)?;
+        self.0.verify(signed.payload.as_bytes(), &signature).map_err(|_| GrantError::BadSignature)?;
         let context: SessionContext =
             serde_json::from_str(&signed.payload).map_err(|e| GrantError::Malformed(e.to_string()))?;
         if context.agent != agent {
@@ -151,8 +180,13 @@ impl ContextKey {
 mod tests {
     use super::*;
 
-    fn key(byte: u8) -> ContextKey {
-        ContextKey::new(&[byte; 32]).expect("long enough")
+    /// Made with `openssl genpkey -algorithm ed25519`; the public key from `openssl pkey -pubout`.
+    const PEM: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIBBK5UyYk00FD9JpvktXLCh348DN1Am+CxGQbJ+h0CLg\n-----END PRIVATE KEY-----\n";
+    const PUBLIC_PEM: &str = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAlN+i9Mai50149Xk6kb562RmWWoz/qZzZXqf3eUN2WVA=\n-----END PUBLIC KEY-----\n";
+    const PUBLIC_HEX: &str = "94dfa2f4c6a2e74d78f5793a91be7ad919965a8cffa99cd95ea7f77943765950";
+
+    fn signer(byte: u8) -> GatewaySigner {
+        GatewaySigner::from_seed(&[byte; 32])
     }
 
     fn context() -> SessionContext {
@@ -168,33 +202,40 @@ mod tests {
 
     #[test]
     fn a_signed_context_verifies_for_its_agent_while_fresh() {
-        let signed = key(7).sign(&context());
-        assert_eq!(key(7).verify(&signed, "banking", 1_000_000 + MAX_AGE_MS), Ok(context()));
+        let signed = signer(7).sign(&context());
+        let public = signer(7).public();
+        assert_eq!(public.verify(&signed, "banking", 1_000_000 + MAX_AGE_MS), Ok(context()));
         assert_eq!(
-            key(7).verify(&signed, "idv", 1_000_000),
+            public.verify(&signed, "idv", 1_000_000),
             Err(GrantError::WrongAgent { granted: "banking".into(), serving: "idv".into() })
         );
         assert_eq!(
-            key(7).verify(&signed, "banking", 1_000_000 + MAX_AGE_MS + 1),
+            public.verify(&signed, "banking", 1_000_000 + MAX_AGE_MS + 1),
             Err(GrantError::Stale { age_ms: MAX_AGE_MS + 1 })
         );
     }
 
     #[test]
     fn another_key_or_a_changed_payload_is_refused() {
-        let signed = key(7).sign(&context());
-        assert_eq!(key(8).verify(&signed, "banking", 1_000_000), Err(GrantError::BadSignature));
-        let forged = SignedContext { payload: signed.payload.replace("Ada", "Eve"), mac: signed.mac.clone() };
-        assert_eq!(key(7).verify(&forged, "banking", 1_000_000), Err(GrantError::BadSignature));
-        let garbage = SignedContext { payload: signed.payload, mac: "zz".into() };
-        assert_eq!(key(7).verify(&garbage, "banking", 1_000_000), Err(GrantError::BadSignature));
+        let signed = signer(7).sign(&context());
+        assert_eq!(signer(8).public().verify(&signed, "banking", 1_000_000), Err(GrantError::BadSignature));
+        let forged =
+            SignedContext { payload: signed.payload.replace("Ada", "Eve"), signature: signed.signature.clone() };
+        assert_eq!(signer(7).public().verify(&forged, "banking", 1_000_000), Err(GrantError::BadSignature));
+        let garbage = SignedContext { payload: signed.payload, signature: "zz".into() };
+        assert_eq!(signer(7).public().verify(&garbage, "banking", 1_000_000), Err(GrantError::BadSignature));
     }
 
     #[test]
-    fn short_keys_and_huge_payloads_are_refused_and_keys_never_print() {
-        assert_eq!(ContextKey::new(b"too short\n").err(), Some(GrantError::ShortKey(9)));
-        assert!(!format!("{:?}", key(65)).contains("AAAA"));
-        let huge = SignedContext { payload: "x".repeat(MAX_PAYLOAD_BYTES + 1), mac: String::new() };
-        assert_eq!(key(7).verify(&huge, "banking", 0), Err(GrantError::TooLarge(MAX_PAYLOAD_BYTES + 1)));
+    fn keys_read_from_pem_and_hex_agree_and_bad_ones_say_why() {
+        let signer = GatewaySigner::from_pem(PEM).expect("PKCS#8 PEM");
+        assert_eq!(signer.public().to_string(), PUBLIC_HEX);
+        assert_eq!(PUBLIC_PEM.parse::<GatewayPublicKey>(), Ok(signer.public()));
+        assert_eq!(PUBLIC_HEX.parse::<GatewayPublicKey>(), Ok(signer.public()));
+        assert!(!format!("{signer:?}").contains("MC4C"), "the private key never prints");
+        assert!(matches!(GatewaySigner::from_pem("not a key"), Err(GrantError::BadKey(_))));
+        assert!(matches!("abcd".parse::<GatewayPublicKey>(), Err(GrantError::BadKey(m)) if m.contains("2 bytes")));
+        let huge = SignedContext { payload: "x".repeat(MAX_PAYLOAD_BYTES + 1), signature: String::new() };
+        assert_eq!(signer.public().verify(&huge, "banking", 0), Err(GrantError::TooLarge(MAX_PAYLOAD_BYTES + 1)));
     }
 }

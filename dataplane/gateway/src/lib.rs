@@ -18,7 +18,7 @@ pub mod watch;
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchboard_core::grant::ContextKey;
+use switchboard_core::grant::GatewaySigner;
 use tokio::sync::{Semaphore, watch as channel};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -63,8 +63,8 @@ pub struct Gateway {
     pub directory: channel::Receiver<Directory>,
     /// Live sessions per pod.
     pub balancer: Balancer,
-    /// The key shared with the runtimes.
-    pub key: ContextKey,
+    /// The private key the session context is signed with.
+    pub key: GatewaySigner,
     /// Metrics.
     pub metrics: Metrics,
     /// Session slots.
@@ -82,7 +82,7 @@ impl Gateway {
     pub fn new(
         config: GatewayConfig,
         directory: channel::Receiver<Directory>,
-        key: ContextKey,
+        key: GatewaySigner,
     ) -> Result<Arc<Self>, prometheus::Error> {
         Ok(Arc::new(Self {
             sessions: Arc::new(Semaphore::new(config.max_sessions)),

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::SinkExt;
 use futures_util::stream::{SplitSink, SplitStream, StreamExt};
-use switchboard_core::grant::{ContextKey, SessionContext};
+use switchboard_core::grant::{GatewaySigner, SessionContext};
 use switchboard_core::handoff::{HandoffContext, HistoryTurn};
 use switchboard_core::protocol::{ClientMessage, SessionStart};
 use tokio::net::TcpStream;
@@ -58,7 +58,7 @@ pub struct ConnectError {
 pub async fn open(
     addr: SocketAddr,
     opening: Opening<'_>,
-    key: &ContextKey,
+    key: &GatewaySigner,
     timeout: Duration,
 ) -> Result<(UpSink, UpStream), ConnectError> {
     let error = |message: String| ConnectError { addr, message };

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::contract;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::watch::{self, Sources};
@@ -18,8 +19,9 @@ pub struct GatewayArgs {
     #[arg(long, env = contract::env::LISTEN, default_value = contract::LISTEN_ADDR)]
     listen: SocketAddr,
 
-    /// A file with the key shared with the runtime pods (at least 32 bytes; the Helm chart
-    /// mounts it from a Secret): the gateway signs the session context it gives runtimes.
+    /// The gateway's Ed25519 private key, PKCS#8 PEM (`openssl genpkey -algorithm ed25519`;
+    /// the Helm chart generates it into a Secret): the gateway signs the session context it
+    /// gives runtimes, which verify it with the public key.
     #[arg(long, env = contract::env::GATEWAY_KEY_FILE)]
     gateway_key_file: PathBuf,
 
@@ -67,7 +69,11 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         max_sessions,
         drain_seconds,
     } = args;
-    let key = super::runtime::read_gateway_key(&gateway_key_file)?;
+    let pem = std::fs::read_to_string(&gateway_key_file).map_err(|e| {
+        anyhow::anyhow!("cannot read the gateway key {}: {e}; check --gateway-key-file", gateway_key_file.display())
+    })?;
+    let key = GatewaySigner::from_pem(&pem).map_err(|e| anyhow::anyhow!("{}: {e}", gateway_key_file.display()))?;
+    tracing::info!(public_key = %key.public(), "runtimes verify this gateway's session context with its public key");
     let sources = Sources { routes_namespace, routes_name, namespace: watch_namespace, default_agent };
     let directory = watch::from_cluster(sources)
         .await

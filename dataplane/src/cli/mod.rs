@@ -55,7 +55,7 @@ pub enum Command {
     #[cfg(feature = "local")]
     Sim(sim::SimArgs),
     /// Serve one agent (a RuntimeSpec) over the session protocol: what a runtime pod runs.
-    Runtime(runtime::RuntimeArgs),
+    Runtime(Box<runtime::RuntimeArgs>),
     /// The session gateway: one endpoint for every agent of the cluster.
     Gateway(gateway::GatewayArgs),
     /// Run every agent of a folder locally, against the simulator by default.
@@ -73,7 +73,7 @@ impl Command {
         match self {
             #[cfg(feature = "local")]
             Self::Sim(args) => sim::run(args).await,
-            Self::Runtime(args) => runtime::run(args).await,
+            Self::Runtime(args) => runtime::run(*args).await,
             Self::Gateway(args) => gateway::run(args).await,
             #[cfg(feature = "local")]
             Self::Local(args) => local::run(args).await,

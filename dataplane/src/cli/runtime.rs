@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use switchboard_core::grant::ContextKey;
+use switchboard_core::grant::GatewayPublicKey;
 use switchboard_crds::contract;
 use switchboard_dataplane::runtime::transcript::TranscriptSink;
 use switchboard_dataplane::runtime::{self, Metrics, Server, ServerConfig, Shared};
@@ -61,12 +61,12 @@ pub struct RuntimeArgs {
     #[arg(long, env = "SWITCHBOARD_CA_FILE")]
     ca_file: Option<PathBuf>,
 
-    /// A file holding the key this runtime shares with the gateway (at least 32 bytes; the
-    /// Helm chart mounts it from a Secret). Session context — memory such as a verified
-    /// caller, history, handoff state — is accepted only when the gateway signed it with
-    /// this key; without the file, no session context is accepted from anyone.
-    #[arg(long, env = contract::env::GATEWAY_KEY_FILE)]
-    gateway_key_file: Option<PathBuf>,
+    /// The gateway's Ed25519 public key (64 hex digits, or a PEM public key; the operator
+    /// sets it). Session context — memory such as a verified caller, history, handoff state
+    /// — is accepted only when the gateway signed it; without the key, no session context
+    /// is accepted from anyone.
+    #[arg(long, env = contract::env::GATEWAY_PUBLIC_KEY)]
+    gateway_public_key: Option<GatewayPublicKey>,
 
     #[command(flatten)]
     voice: super::VoiceArgs,
@@ -84,10 +84,9 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         bedrock_ca_file,
         bedrock_endpoint,
         ca_file,
-        gateway_key_file,
+        gateway_public_key: gateway_key,
         voice: voice_options,
     } = args;
-    let gateway_key = gateway_key_file.as_deref().map(read_gateway_key).transpose()?;
     let trust = Trust::from_file(ca_file.as_deref())?;
     let executor = Executor::new(ExecutorOptions { trust: trust.clone(), ..ExecutorOptions::default() })?;
     let spec = runtime::load_spec(&spec)?;
@@ -125,12 +124,4 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })
         .await?;
     Ok(())
-}
-
-/// Reads the key shared with the gateway.
-pub fn read_gateway_key(path: &std::path::Path) -> anyhow::Result<ContextKey> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        anyhow::anyhow!("cannot read the gateway key {}: {e}; check --gateway-key-file", path.display())
-    })?;
-    ContextKey::new(&bytes).map_err(|e| anyhow::anyhow!("the gateway key {}: {e}", path.display()))
 }

@@ -1,12 +1,12 @@
 //! Where a runtime checks the session context the gateway signed ([`switchboard_core::grant`]):
-//! the key it shares with the gateway, if configured, and the nonces of grants already
+//! the gateway's public key, if configured, and the nonces of grants already
 //! used, so a captured `session_start` cannot be replayed while it is fresh.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use switchboard_core::grant::{ContextKey, GrantError, MAX_AGE_MS, SessionContext, SignedContext};
+use switchboard_core::grant::{GatewayPublicKey, GrantError, MAX_AGE_MS, SessionContext, SignedContext};
 
 /// Most nonces remembered; past it, grants are refused until old ones expire (a gateway
 /// opens far fewer sessions per minute on one pod).
@@ -15,7 +15,7 @@ const MAX_REMEMBERED: usize = 100_000;
 /// The runtime's side of signed session context.
 #[derive(Debug, Default)]
 pub struct Grants {
-    key: Option<ContextKey>,
+    key: Option<GatewayPublicKey>,
     /// Nonce -> the time (ms) after which it may be forgotten.
     used: Mutex<HashMap<String, u64>>,
 }
@@ -25,7 +25,7 @@ pub struct Grants {
 pub enum RefusedContext {
     /// The runtime has no key: it takes no context from anyone.
     #[error(
-        "this runtime has no gateway key (--gateway-key-file), so it accepts no session context; connect through the gateway"
+        "this runtime has no gateway public key (--gateway-public-key), so it accepts no session context; connect through the gateway"
     )]
     NoKey,
     /// The grant did not verify.
@@ -40,8 +40,8 @@ pub enum RefusedContext {
 }
 
 impl Grants {
-    /// Grants checked with `key` (`None`: every context is refused).
-    pub fn new(key: Option<ContextKey>) -> Self {
+    /// Grants checked with the gateway's public `key` (`None`: every context is refused).
+    pub fn new(key: Option<GatewayPublicKey>) -> Self {
         Self { key, used: Mutex::new(HashMap::new()) }
     }
 
@@ -77,7 +77,7 @@ mod tests {
 
     #[test]
     fn a_grant_is_accepted_once_and_none_without_a_key() {
-        let key = ContextKey::new(&[3; 32]).expect("key");
+        let signer = switchboard_core::grant::GatewaySigner::from_seed(&[3; 32]);
         let context = SessionContext {
             session_id: "s".into(),
             agent: "banking".into(),
@@ -85,8 +85,8 @@ mod tests {
             nonce: "once".into(),
             ..Default::default()
         };
-        let signed = key.sign(&context);
-        let grants = Grants::new(Some(key));
+        let signed = signer.sign(&context);
+        let grants = Grants::new(Some(signer.public()));
         assert_eq!(grants.accept(&signed, "banking").ok(), Some(context));
         assert!(matches!(grants.accept(&signed, "banking"), Err(RefusedContext::Replayed)));
         assert!(matches!(Grants::new(None).accept(&signed, "banking"), Err(RefusedContext::NoKey)));

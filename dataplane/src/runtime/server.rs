@@ -50,9 +50,9 @@ pub struct ServerConfig {
     /// Age at which a voice session's Nova Sonic stream is replaced (at the next turn
     /// boundary, history replayed), ahead of the service's 8-minute stream limit.
     pub voice_rotate_after: Duration,
-    /// The key shared with the gateway: session context (memory, history, handoff) is
-    /// accepted only when signed with it. `None`: no context is accepted from anyone.
-    pub gateway_key: Option<switchboard_core::grant::ContextKey>,
+    /// The gateway's public key: session context (memory, history, handoff) is accepted
+    /// only when the gateway signed it. `None`: no context is accepted from anyone.
+    pub gateway_key: Option<switchboard_core::grant::GatewayPublicKey>,
 }
 
 impl Default for ServerConfig {

@@ -17,7 +17,8 @@ use switchboard_gateway::{Directory, Gateway, GatewayConfig};
 use switchboard_sim::{SimConfig, SimHandle, Simulator, banking_script};
 use tokio::sync::watch;
 
-pub const KEY: &[u8] = b"the fleet's gateway key, well over thirty-two bytes";
+/// The seed of the fleet gateway's private key.
+pub const KEY: [u8; 32] = [7; 32];
 
 /// One runtime process.
 pub struct Pod {
@@ -59,8 +60,8 @@ impl Fleet {
         let tools = DemoTools::start(accounts, SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("tool server");
         let dir = std::env::temp_dir().join(format!("switchboard-fleet-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let key_file = dir.join("gateway.key");
-        std::fs::write(&key_file, KEY).expect("key");
+        let signer = switchboard_core::grant::GatewaySigner::from_seed(&KEY);
+        let public_key = signer.public().to_string();
         let catalog = Catalog::load_paths(&[examples]).expect("examples");
         let mut routes = Vec::new();
         let mut pods = Vec::new();
@@ -73,7 +74,7 @@ impl Fleet {
             std::fs::write(&spec_path, json).expect("spec");
             let count = replicas.iter().find(|(a, _)| *a == name).map_or(1, |(_, n)| *n);
             for _ in 0..count {
-                pods.push(spawn(&name, spec.mode.as_str(), &spec_path, &key_file, &sim));
+                pods.push(spawn(&name, spec.mode.as_str(), &spec_path, &public_key, &sim));
             }
             routes.push(Route {
                 name: name.clone(),
@@ -95,9 +96,7 @@ impl Fleet {
         }
         let (directory, rx) =
             watch::channel(Directory::new(Arc::new(RoutingTable::new(routes)), Arc::new(endpoints), None));
-        let gateway =
-            Gateway::new(GatewayConfig::default(), rx, switchboard_core::grant::ContextKey::new(KEY).expect("key"))
-                .expect("gateway");
+        let gateway = Gateway::new(GatewayConfig::default(), rx, signer).expect("gateway");
         let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), gateway.clone()).await.expect("binds");
         let url = format!("ws://{}{SESSION_PATH}", server.local_addr().expect("addr"));
         tokio::spawn(server.run(std::future::pending()));
@@ -110,7 +109,7 @@ impl Fleet {
     }
 }
 
-fn spawn(agent: &str, mode: &str, spec: &std::path::Path, key: &std::path::Path, sim: &SimHandle) -> Pod {
+fn spawn(agent: &str, mode: &str, spec: &std::path::Path, public_key: &str, sim: &SimHandle) -> Pod {
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
@@ -118,7 +117,7 @@ fn spawn(agent: &str, mode: &str, spec: &std::path::Path, key: &std::path::Path,
         .env(contract::env::RUNTIME_SPEC, spec)
         .env(contract::env::MODE, mode)
         .env(contract::env::LISTEN, addr.to_string())
-        .env(contract::env::GATEWAY_KEY_FILE, key)
+        .env(contract::env::GATEWAY_PUBLIC_KEY, public_key)
         .env("SWITCHBOARD_BEDROCK_ENDPOINT", sim.endpoint_url())
         .env("SWITCHBOARD_BEDROCK_CA_FILE", sim.ca_cert_path().expect("cert"))
         .env("AWS_ACCESS_KEY_ID", "AKIDTEST")

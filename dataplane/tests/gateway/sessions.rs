@@ -90,7 +90,7 @@ async fn forged_context_unknown_unexposed_and_unready_agents_are_refused_with_th
     let forged = SessionStart { memory: crate::client::ada(), ..Default::default() };
     let message = refused(&fleet, "", forged, close_code::BAD_START).await;
     assert!(message.contains("session_start.memory"), "{message}");
-    let key = switchboard_core::grant::ContextKey::new(crate::fleet::KEY).expect("key");
+    let key = switchboard_core::grant::GatewaySigner::from_seed(&crate::fleet::KEY);
     // Even a correctly signed context is the gateway's to send, never a client's.
     let signed = crate::client::signed_start(&key, "triage", crate::client::ada());
     let message = refused(&fleet, "", signed, close_code::BAD_START).await;

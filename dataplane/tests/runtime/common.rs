@@ -208,14 +208,14 @@ pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
-/// The key tests share between their "gateway" and the server under test.
-pub fn gateway_key() -> switchboard_core::grant::ContextKey {
-    switchboard_core::grant::ContextKey::new(b"a test key shared by gateway and runtime, 32+ bytes").expect("key")
+/// The private key of the tests' "gateway"; servers under test get its public key.
+pub fn gateway_key() -> switchboard_core::grant::GatewaySigner {
+    switchboard_core::grant::GatewaySigner::from_seed(&[42; 32])
 }
 
 /// A `session_start` for `agent` whose context the gateway signed with `key`, fresh now.
 pub fn signed_start(
-    key: &switchboard_core::grant::ContextKey,
+    key: &switchboard_core::grant::GatewaySigner,
     agent: &str,
     memory: std::collections::BTreeMap<String, serde_json::Value>,
 ) -> SessionStart {

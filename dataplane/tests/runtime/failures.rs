@@ -117,7 +117,7 @@ async fn http_tool_client_classifies_timeouts_and_unreachable_servers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consent_required_tool_runs_only_after_approval() {
     let key = common::gateway_key();
-    let running = common::banking(ServerConfig { gateway_key: Some(key.clone()), ..Default::default() }).await;
+    let running = common::banking(ServerConfig { gateway_key: Some(key.public()), ..Default::default() }).await;
     let mut client = Client::connect(&running.url("?agent=disputes")).await;
     client.send(&ClientMessage::SessionStart(common::signed_start(&key, "disputes", common::ada()))).await;
 

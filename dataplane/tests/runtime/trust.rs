@@ -2,7 +2,7 @@
 //! its own gets none of it into an agent, and a runtime restores only context the gateway
 //! signed with the key they share — fresh, for this agent, once.
 
-use switchboard_core::grant::{ContextKey, SessionContext};
+use switchboard_core::grant::{GatewaySigner, SessionContext};
 use switchboard_core::handoff::{HandoffContext, HandoffKind, WorkflowSnapshot};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
 use switchboard_dataplane::runtime::ServerConfig;
@@ -40,7 +40,7 @@ async fn refused(url: &str, start: SessionStart) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_cannot_claim_a_verified_identity_memory_history_or_handoff() {
     let key = common::gateway_key();
-    let running = common::banking(ServerConfig { gateway_key: Some(key), ..Default::default() }).await;
+    let running = common::banking(ServerConfig { gateway_key: Some(key.public()), ..Default::default() }).await;
     let url = running.url("?agent=banking");
     let forged = refused(&url, SessionStart { memory: common::ada(), ..Default::default() }).await;
     assert!(forged.contains("session_start.memory"), "{forged}");
@@ -71,7 +71,7 @@ async fn a_client_cannot_claim_a_verified_identity_memory_history_or_handoff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_the_gateway_signed_is_restored_once_and_forgeries_are_refused() {
     let key = common::gateway_key();
-    let running = common::banking(ServerConfig { gateway_key: Some(key.clone()), ..Default::default() }).await;
+    let running = common::banking(ServerConfig { gateway_key: Some(key.public()), ..Default::default() }).await;
     let url = running.url("?agent=banking");
 
     // Signed with the shared key: the caller is verified without an identity check.
@@ -91,7 +91,7 @@ async fn context_the_gateway_signed_is_restored_once_and_forgeries_are_refused()
     let replayed = refused(&url, start).await;
     assert!(replayed.contains("already used"), "{replayed}");
     // Signed with another key.
-    let other = ContextKey::new(b"somebody else's key, also 32 bytes long").expect("key");
+    let other = GatewaySigner::from_seed(&[9; 32]);
     let foreign = refused(&url, common::signed_start(&other, "banking", common::ada())).await;
     assert!(foreign.contains("signature is not valid"), "{foreign}");
     // Made for another agent.
@@ -117,5 +117,5 @@ async fn a_runtime_without_the_gateway_key_accepts_no_context() {
     let running = common::banking(ServerConfig::default()).await;
     let start = common::signed_start(&common::gateway_key(), "banking", common::ada());
     let message = refused(&running.url("?agent=banking"), start).await;
-    assert!(message.contains("no gateway key"), "{message}");
+    assert!(message.contains("no gateway public key"), "{message}");
 }
