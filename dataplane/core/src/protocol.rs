@@ -39,6 +39,8 @@ pub mod close_code {
     pub const UNKNOWN_AGENT: u16 = 4404;
     /// The page's Origin is not allowed (gateway `--allowed-origin`).
     pub const ORIGIN_NOT_ALLOWED: u16 = 4405;
+    /// The API key already has its most concurrent sessions open.
+    pub const TOO_MANY_SESSIONS: u16 = 4429;
     /// The agent has no ready pod; try again shortly.
     pub const NO_READY_POD: u16 = 4503;
 }

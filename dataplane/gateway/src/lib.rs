@@ -7,6 +7,7 @@
 //! signed ([`upstream`]; see `switchboard_core::grant`). One session is one task
 //! ([`session`]); the axum app, limits and drain are in [`server`].
 
+pub mod auth;
 pub mod balancer;
 pub mod directory;
 pub mod metrics;
@@ -65,6 +66,8 @@ pub struct Gateway {
     pub balancer: Balancer,
     /// The private key the session context is signed with.
     pub key: GatewaySigner,
+    /// Client checks: API keys, origins.
+    pub auth: auth::Auth,
     /// Metrics.
     pub metrics: Metrics,
     /// Session slots.
@@ -78,11 +81,12 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway routing by `directory`, signing with `key`.
+    /// A gateway routing by `directory`, signing with `key`, admitting clients by `auth`.
     pub fn new(
         config: GatewayConfig,
         directory: channel::Receiver<Directory>,
         key: GatewaySigner,
+        auth: auth::Auth,
     ) -> Result<Arc<Self>, prometheus::Error> {
         Ok(Arc::new(Self {
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
@@ -90,6 +94,7 @@ impl Gateway {
             directory,
             balancer: Balancer::default(),
             key,
+            auth,
             metrics: Metrics::new()?,
             draining: CancellationToken::new(),
             shutdown: CancellationToken::new(),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocketUpgrade};
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::serve::ListenerExt;
@@ -20,6 +20,7 @@ use switchboard_crds::contract;
 use tokio::net::TcpListener;
 
 use crate::Gateway;
+use crate::auth::Refusal;
 
 /// The router of a gateway.
 pub fn router(gateway: Arc<Gateway>) -> Router {
@@ -39,31 +40,40 @@ struct SessionQuery {
 async fn session(
     State(gateway): State<Arc<Gateway>>,
     Query(query): Query<SessionQuery>,
+    headers: HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let limit = gateway.config.max_message_bytes;
-    let refusal = if gateway.draining.is_cancelled() {
-        Some("the gateway is draining; reconnect to another instance".to_owned())
-    } else {
-        None
-    };
+    // Session slots and keys are checked before the upgrade; the refusal is told over the
+    // socket, with its close code, so a client sees why.
     let permit = gateway.sessions.clone().try_acquire_owned().ok();
+    let admitted = if gateway.draining.is_cancelled() {
+        Err(try_again("the gateway is draining; reconnect to another instance"))
+    } else if permit.is_none() {
+        Err(try_again(&format!("the gateway is at its limit of {} sessions", gateway.config.max_sessions)))
+    } else {
+        gateway.auth.admit(&headers)
+    };
     let tracker = gateway.tracker.clone();
     upgrade.max_message_size(limit).max_frame_size(limit).on_upgrade(move |mut socket| async move {
-        let refusal = refusal.or_else(|| {
-            permit.is_none().then(|| format!("the gateway is at its limit of {} sessions", gateway.config.max_sessions))
-        });
-        if let Some(reason) = refusal {
-            gateway.metrics.refused.with_label_values(&["at_capacity"]).inc();
-            let message = ServerMessage::error("try_again_later", format!("{reason}; try again later"), false);
-            let _ = socket.send(Message::text(message.to_json())).await;
-            let frame = CloseFrame { code: close_code::TRY_AGAIN_LATER, reason: Utf8Bytes::from("try again later") };
-            let _ = socket.send(Message::Close(Some(frame))).await;
-            return;
-        }
+        let admission = match admitted {
+            Ok(admission) => admission,
+            Err(refusal) => {
+                gateway.metrics.refused.with_label_values(&[refusal.reason]).inc();
+                let message = ServerMessage::error(refusal.reason, refusal.message, false);
+                let _ = socket.send(Message::text(message.to_json())).await;
+                let reason = Utf8Bytes::from(refusal.reason.replace('_', " "));
+                let _ = socket.send(Message::Close(Some(CloseFrame { code: refusal.code, reason }))).await;
+                return;
+            }
+        };
         tracker.track_future(crate::session::serve(socket, gateway, query.agent)).await;
-        drop(permit);
+        drop((admission, permit));
     })
+}
+
+fn try_again(why: &str) -> Refusal {
+    Refusal { code: close_code::TRY_AGAIN_LATER, message: format!("{why}; try again later"), reason: "at_capacity" }
 }
 
 async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {

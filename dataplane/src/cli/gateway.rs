@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::contract;
+use switchboard_gateway::auth::Auth;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::watch::{self, Sources};
 use switchboard_gateway::{Gateway, GatewayConfig};
@@ -54,6 +55,19 @@ pub struct GatewayArgs {
     /// reconnect (close 1001).
     #[arg(long, env = "SWITCHBOARD_DRAIN_SECONDS", default_value_t = 30)]
     drain_seconds: u64,
+
+    /// A file of API keys as SHA-256 digests, one a line: `<name> <sha256 hex> [max
+    /// sessions]` (`printf %s "$KEY" | sha256sum`). Clients send `Authorization: Bearer
+    /// <key>` or `X-Api-Key`; a missing or unknown key is refused with 4401. Without the
+    /// file, no key is asked for (development only).
+    #[arg(long, env = "SWITCHBOARD_API_KEYS_FILE")]
+    api_keys_file: Option<PathBuf>,
+
+    /// A browser origin (e.g. `https://bank.example`) whose pages may open sessions;
+    /// repeatable, or comma-separated in the variable; `*` allows any. Requests with an
+    /// `Origin` header not listed are refused with 4405.
+    #[arg(long = "allowed-origin", env = "SWITCHBOARD_ALLOWED_ORIGINS", value_delimiter = ',')]
+    allowed_origins: Vec<String>,
 }
 
 /// Serves until SIGTERM/SIGINT, then drains.
@@ -68,7 +82,19 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         max_message_bytes,
         max_sessions,
         drain_seconds,
+        api_keys_file,
+        allowed_origins,
     } = args;
+    let keys = match &api_keys_file {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+            anyhow::anyhow!("cannot read the API keys file {}: {e}; check --api-keys-file", path.display())
+        })?),
+        None => None,
+    };
+    let auth = Auth::new(keys.as_deref(), allowed_origins)?;
+    if !auth.requires_keys() {
+        tracing::warn!("no --api-keys-file: any client that reaches the gateway may open sessions");
+    }
     let pem = std::fs::read_to_string(&gateway_key_file).map_err(|e| {
         anyhow::anyhow!("cannot read the gateway key {}: {e}; check --gateway-key-file", gateway_key_file.display())
     })?;
@@ -84,7 +110,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         drain_timeout: Duration::from_secs(drain_seconds),
         ..GatewayConfig::default()
     };
-    let gateway = Gateway::new(config, directory, key)?;
+    let gateway = Gateway::new(config, directory, key, auth)?;
     let server = Server::bind(listen, gateway).await?;
     tracing::info!(addr = %server.local_addr()?, "gateway serving /v1/session");
     server

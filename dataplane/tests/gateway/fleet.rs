@@ -54,6 +54,11 @@ pub struct Fleet {
 impl Fleet {
     /// `replicas` runtime processes per agent (agents not named get one), a gateway.
     pub async fn start(replicas: &[(&str, usize)]) -> Self {
+        Self::with_auth(replicas, switchboard_gateway::auth::Auth::default()).await
+    }
+
+    /// Like [`Fleet::start`], admitting clients by `auth`.
+    pub async fn with_auth(replicas: &[(&str, usize)], auth: switchboard_gateway::auth::Auth) -> Self {
         let sim = Simulator::start(SimConfig::new(banking_script().expect("script"))).await.expect("simulator");
         let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
         let accounts = Accounts::load(&examples.join("tools/accounts.yaml")).expect("accounts");
@@ -96,7 +101,7 @@ impl Fleet {
         }
         let (directory, rx) =
             watch::channel(Directory::new(Arc::new(RoutingTable::new(routes)), Arc::new(endpoints), None));
-        let gateway = Gateway::new(GatewayConfig::default(), rx, signer).expect("gateway");
+        let gateway = Gateway::new(GatewayConfig::default(), rx, signer, auth).expect("gateway");
         let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), gateway.clone()).await.expect("binds");
         let url = format!("ws://{}{SESSION_PATH}", server.local_addr().expect("addr"));
         tokio::spawn(server.run(std::future::pending()));

@@ -117,3 +117,66 @@ async fn forged_context_unknown_unexposed_and_unready_agents_are_refused_with_th
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_keys_origins_and_per_key_limits_each_refuse_with_their_code() {
+    use sha2::Digest;
+    let digest = |key: &str| hex_digest(&sha2::Sha256::digest(key.as_bytes()));
+    let keys = format!("web {} 1\nbatch {}\n", digest("web-key"), digest("batch-key"));
+    let auth = switchboard_gateway::auth::Auth::new(Some(&keys), vec!["https://bank.example".into()]).expect("auth");
+    let fleet = Fleet::with_auth(&[], auth).await;
+    let start = ClientMessage::SessionStart(SessionStart::default());
+    let refused_with = |headers: Vec<(&'static str, &'static str)>, code: u16, reason: &'static str| {
+        let url = fleet.url.clone();
+        let start = start.clone();
+        async move {
+            let mut client = Client::connect_with(&url, &headers).await;
+            client.send(&start).await;
+            let (got, _) = client.closed().await;
+            assert_eq!(got, code, "{headers:?}: {:?}", client.seen);
+            assert!(
+                client.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, .. } if code == reason)),
+                "{:?}",
+                client.seen
+            );
+        }
+    };
+    refused_with(vec![], close_code::UNAUTHORIZED, "missing_key").await;
+    refused_with(vec![("authorization", "Bearer guessed")], close_code::UNAUTHORIZED, "unknown_key").await;
+    refused_with(
+        vec![("x-api-key", "batch-key"), ("origin", "https://evil.example")],
+        close_code::ORIGIN_NOT_ALLOWED,
+        "origin",
+    )
+    .await;
+
+    // The web key may hold one session: a second is refused while the first goes on.
+    let mut first =
+        Client::connect_with(&fleet.url, &[("authorization", "Bearer web-key"), ("origin", "https://bank.example")])
+            .await;
+    first.send(&start).await;
+    first.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    refused_with(vec![("x-api-key", "web-key")], close_code::TOO_MANY_SESSIONS, "key_sessions").await;
+    first.say("I'd like to check my balance").await;
+    first.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    first.send(&ClientMessage::Close {}).await;
+    first.closed().await;
+    // Its slot is free again; another key was never limited by it.
+    let mut again = Client::connect_with(&fleet.url, &[("x-api-key", "web-key")]).await;
+    again.send(&start).await;
+    again.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    let mut batch = Client::connect_with(&fleet.url, &[("x-api-key", "batch-key")]).await;
+    batch.send(&start).await;
+    batch.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    let metrics = fleet.gateway.metrics.render();
+    for reason in ["missing_key", "unknown_key", "origin", "key_sessions"] {
+        assert!(
+            metrics.contains(&format!("switchboard_gateway_sessions_refused_total{{reason=\"{reason}\"}} 1")),
+            "{reason}"
+        );
+    }
+}
+
+fn hex_digest(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

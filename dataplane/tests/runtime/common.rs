@@ -84,7 +84,17 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(url: &str) -> Self {
-        let (ws, _) = tokio_tungstenite::connect_async(url).await.expect("websocket connects");
+        Self::connect_with(url, &[]).await
+    }
+
+    /// Connects to `url` sending the extra request `headers`.
+    pub async fn connect_with(url: &str, headers: &[(&'static str, &str)]) -> Self {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = url.into_client_request().expect("a WebSocket URL");
+        for (name, value) in headers {
+            request.headers_mut().insert(*name, value.parse().expect("a header value"));
+        }
+        let (ws, _) = tokio_tungstenite::connect_async(request).await.expect("websocket connects");
         Self { ws, seen: Vec::new() }
     }
 
