@@ -25,7 +25,7 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print, without a cluster, the objects the operator would create for the Agents in
     /// some YAML files (multi-document YAML), or every validation problem.
-    Render(RenderArgs),
+    Render(Box<RenderArgs>),
 }
 
 fn main() -> ExitCode {

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use switchboard_core::grant::GatewayPublicKey;
 use switchboard_telemetry::LogFormat;
 
 /// The runtime image used when `--runtime-image` is not given.
@@ -41,6 +42,12 @@ pub struct BuildSettings {
     /// `SWITCHBOARD_LOG_FORMAT`.
     #[arg(long, env = "SWITCHBOARD_RUNTIME_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub runtime_log_format: LogFormat,
+    /// The session gateway's Ed25519 public key (64 hex digits or PEM; the gateway logs it
+    /// at start), given to runtime pods as `SWITCHBOARD_GATEWAY_PUBLIC_KEY`: they accept
+    /// session context (memory, history, handoff) only when the gateway signed it. Without
+    /// it, runtime pods accept no session context, so cross-pod handoffs cannot carry any.
+    #[arg(long, env = "SWITCHBOARD_GATEWAY_PUBLIC_KEY")]
+    pub gateway_public_key: Option<GatewayPublicKey>,
 }
 
 impl Default for BuildSettings {
@@ -53,6 +60,7 @@ impl Default for BuildSettings {
             drain_margin_seconds: 15,
             hpa_api_version: None,
             runtime_log_format: LogFormat::Json,
+            gateway_public_key: None,
         }
     }
 }

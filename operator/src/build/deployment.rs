@@ -118,6 +118,9 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
     if let Some(threads) = worker_threads(&resources) {
         vars.push(env(contract::env::WORKER_THREADS, threads.to_string()));
     }
+    if let Some(key) = &settings.gateway_public_key {
+        vars.push(env(contract::env::GATEWAY_PUBLIC_KEY, key.to_string()));
+    }
     Container {
         name: CONTAINER.to_owned(),
         image: Some(settings.runtime_image.clone()),

@@ -238,8 +238,13 @@ fn autoscaling_adds_an_hpa_and_drops_replicas() {
 fn operator_settings_and_agent_resources_reach_the_pod() {
     let yaml = AGENT.replace("  replicas: 3\n", "  resources: {requests: {cpu: '2'}, limits: {memory: 1Gi}}\n");
     let (agent, spec) = resolved(&yaml, PERSONA);
-    let settings =
-        BuildSettings { runtime_image: "registry.local/sb:dev".into(), drain_margin_seconds: 5, ..Default::default() };
+    let gateway_key = "94dfa2f4c6a2e74d78f5793a91be7ad919965a8cffa99cd95ea7f77943765950";
+    let settings = BuildSettings {
+        runtime_image: "registry.local/sb:dev".into(),
+        drain_margin_seconds: 5,
+        gateway_public_key: Some(gateway_key.parse().expect("a public key")),
+        ..Default::default()
+    };
     let d: Deployment = build(&agent, &spec, &settings).deployment;
     let v = value(&d);
     let container = &v["spec"]["template"]["spec"]["containers"][0];
@@ -248,6 +253,9 @@ fn operator_settings_and_agent_resources_reach_the_pod() {
     let threads =
         container["env"].as_array().and_then(|e| e.iter().find(|v| v["name"] == "SWITCHBOARD_WORKER_THREADS"));
     assert_eq!(threads.map(|v| &v["value"]), Some(&json!("2")), "workers follow the CPU request");
+    let key =
+        container["env"].as_array().and_then(|e| e.iter().find(|v| v["name"] == "SWITCHBOARD_GATEWAY_PUBLIC_KEY"));
+    assert_eq!(key.map(|v| &v["value"]), Some(&json!(gateway_key)), "runtimes verify the gateway's context");
     assert_eq!(v["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 125);
     assert_eq!(v["spec"]["replicas"], 1, "replicas default to 1");
 }
