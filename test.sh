@@ -3,7 +3,9 @@
 # itself: Debian packages, a real Kubernetes control plane (kube-apiserver and
 # kube-controller-manager built from Debian's source package, etcd from Debian; cached in
 # ~/.cache/switchboard after the first run), pinned kubectl and helm. Then it checks
-# formatting and lints and runs the whole test suite.
+# formatting, lints and the crates' layering, runs the whole test suite, and last starts a
+# real node (kubelet, kube-scheduler, kube-proxy from the same source package; containerd)
+# and runs a pod on it.
 #
 # Env: SWITCHBOARD_KEEP_CLUSTER=1 leaves a control plane this script started running.
 set -euo pipefail
@@ -59,4 +61,10 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --locked --no-fail-fast
 fi
+step "real node"
+# A kubelet, containerd, pod networking, kube-proxy and Service DNS next to the control
+# plane (tests/cluster/up.sh), proven by running a pod built here (tests/cluster/node-smoke.sh).
+SWITCHBOARD_REAL_NODE=1 tests/cluster/up.sh >/dev/null
+tests/cluster/node-smoke.sh
+
 step "done"
