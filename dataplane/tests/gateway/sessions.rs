@@ -180,3 +180,43 @@ async fn api_keys_origins_and_per_key_limits_each_refuse_with_their_code() {
 fn hex_digest(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_to_an_agent_without_ready_pods_keeps_the_caller_with_the_source() {
+    let fleet = Fleet::start(&[]).await;
+    // idv's pods all become unready.
+    fleet.directory.send_modify(|d| {
+        let endpoints: std::collections::HashMap<(String, String), Vec<std::net::SocketAddr>> = fleet
+            .pods
+            .iter()
+            .filter(|p| p.agent != "idv")
+            .map(|p| (("bank".to_owned(), p.agent.clone()), vec![p.addr]))
+            .collect();
+        *d = d.with_endpoints(std::sync::Arc::new(endpoints));
+    });
+    let mut client = Client::start(&fleet.url, None).await;
+    client.turn_or_greeting().await;
+    client.say("I'd like to check my balance").await;
+    let failed = client
+        .until(|m| matches!(m, ServerMessage::BidiConnectionRestart { reason, .. } if reason == "handoff_failed"))
+        .await;
+    let message = failed.iter().find_map(|m| match m {
+        ServerMessage::BidiError { code, message, recoverable: true } if code == "handoff_failed" => Some(message),
+        _ => None,
+    });
+    let message = message.unwrap_or_else(|| panic!("a recoverable handoff_failed error: {failed:?}"));
+    assert!(message.contains("idv") && message.contains("still talking to triage"), "{message}");
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "triage")).await;
+    // The conversation goes on with triage, which still has it.
+    client.say("That's all, thanks").await;
+    let reply = client.turn().await;
+    assert!(!replies(&reply).is_empty(), "triage answers: {reply:?}");
+    assert!(!client.seen.iter().any(|m| matches!(m, ServerMessage::BidiConnectionClose { .. })), "{:?}", client.seen);
+    assert!(
+        fleet
+            .gateway
+            .metrics
+            .render()
+            .contains(r#"switchboard_gateway_sessions_refused_total{reason="handoff_failed"} 1"#)
+    );
+}
