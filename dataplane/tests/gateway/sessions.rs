@@ -195,7 +195,7 @@ async fn a_handoff_to_an_agent_without_ready_pods_keeps_the_caller_with_the_sour
         *d = d.with_endpoints(std::sync::Arc::new(endpoints));
     });
     let mut client = Client::start(&fleet.url, None).await;
-    client.turn_or_greeting().await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
     client.say("I'd like to check my balance").await;
     let failed = client
         .until(|m| matches!(m, ServerMessage::BidiConnectionRestart { reason, .. } if reason == "handoff_failed"))

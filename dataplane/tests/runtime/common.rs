@@ -162,11 +162,6 @@ impl Client {
         }
     }
 
-    /// Reads until the greeting (a final transcript line) arrives.
-    pub async fn turn_or_greeting(&mut self) -> Vec<ServerMessage> {
-        self.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await
-    }
-
     /// Reads until the turn completes.
     pub async fn turn(&mut self) -> Vec<ServerMessage> {
         self.until(|m| matches!(m, ServerMessage::BidiResponseComplete { .. })).await
