@@ -24,7 +24,9 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::handoff::{HandoffContext, HandoffKind, HistoryTurn};
-use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code, decode_client};
+use switchboard_core::protocol::{
+    ClientMessage, ServerMessage, SessionStart, TranscriptRole, close_code, decode_client,
+};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame as UpCloseFrame;
 
@@ -117,6 +119,7 @@ async fn start(
         generation: 0,
         held_close: None,
         unsent: Vec::new(),
+        in_flight: std::collections::VecDeque::new(),
         upstream: None,
     };
     session.connect(None, None).await.map_err(|message| (close_code::TRY_AGAIN_LATER, message))?;
@@ -182,6 +185,10 @@ struct Session {
     held_close: Option<String>,
     /// Client messages the runtime connection refused (it was breaking): sent to the next.
     unsent: Vec<UpMessage>,
+    /// Typed inputs sent to the runtime that it has not taken up yet (it echoes each as a
+    /// final user transcript line when its turn begins; a busy agent queues them). A
+    /// runtime that hands off or is lost takes its queue with it: these go to the next.
+    in_flight: std::collections::VecDeque<String>,
     upstream: Option<Upstream>,
 }
 
@@ -216,7 +223,17 @@ impl Session {
 
     async fn client_frame(&mut self, frame: Option<Result<Message, axum::Error>>) -> Next {
         let message = match frame {
-            Some(Ok(Message::Text(text))) => UpMessage::text(text.as_str()),
+            Some(Ok(Message::Text(text))) => {
+                if let Some(input) = typed_input(text.as_str()) {
+                    // Tracked until the runtime takes it up (see `in_flight`), not kept as unsent.
+                    self.track(input);
+                    if let Some(upstream) = self.upstream.as_mut() {
+                        let _ = upstream.tx.send(UpMessage::text(text.as_str())).await;
+                    }
+                    return Next::Continue;
+                }
+                UpMessage::text(text.as_str())
+            }
             Some(Ok(Message::Binary(data))) => UpMessage::binary(data),
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => return Next::Continue,
             Some(Ok(Message::Close(_))) | None => return Next::End((close_code::NORMAL, String::new())),
@@ -232,6 +249,14 @@ impl Session {
         };
         self.send_runtime(message).await;
         Next::Continue
+    }
+
+    /// Notes a typed input sent to the runtime, which has not taken it up yet.
+    fn track(&mut self, input: String) {
+        if self.in_flight.len() == MAX_UNSENT {
+            self.in_flight.pop_front();
+        }
+        self.in_flight.push_back(input);
     }
 
     /// Sends to the runtime. A message the connection refuses is kept for the connection
@@ -288,12 +313,21 @@ impl Session {
                 }
             }
             ServerMessage::BidiTranscriptStream { role, text, delta: false, is_final: true } => {
+                if role == TranscriptRole::User
+                    && let Some(at) = self.in_flight.iter().position(|t| *t == text)
+                {
+                    self.in_flight.remove(at);
+                }
                 if self.history.len() == MAX_HISTORY {
                     self.history.remove(0);
                 }
                 self.history.push(HistoryTurn { role, text });
             }
             ServerMessage::Handoff { to, context, .. } => self.pending_handoff = Some((to, *context)),
+            // The agent refused the newest input (too many waiting): it is not in flight.
+            ServerMessage::BidiError { code, .. } if code == "busy" => {
+                self.in_flight.pop_back();
+            }
             _ => {}
         }
     }
@@ -438,6 +472,12 @@ impl Session {
         for message in self.unsent.drain(..) {
             let _ = upstream.tx.feed(message).await;
         }
+        for input in &self.in_flight {
+            let message = ClientMessage::BidiTextInput { text: input.clone() };
+            if let Ok(text) = serde_json::to_string(&message) {
+                let _ = upstream.tx.feed(UpMessage::text(text)).await;
+            }
+        }
         let _ = upstream.tx.flush().await;
         self.upstream = Some(upstream);
         Ok(())
@@ -448,5 +488,16 @@ async fn send(client_tx: &mut ClientSink, message: ServerMessage) -> Result<(), 
     match tokio::time::timeout(SLOW_CLIENT, client_tx.send(Message::text(message.to_json()))).await {
         Ok(Ok(())) => Ok(()),
         _ => Err(()),
+    }
+}
+
+/// The text of a `bidi_text_input` frame, if it is one.
+fn typed_input(frame: &str) -> Option<String> {
+    if !frame.contains("bidi_text_input") {
+        return None;
+    }
+    match decode_client(frame) {
+        Ok(ClientMessage::BidiTextInput { text }) => Some(text),
+        _ => None,
     }
 }

@@ -220,3 +220,16 @@ async fn a_handoff_to_an_agent_without_ready_pods_keeps_the_caller_with_the_sour
             .contains(r#"switchboard_gateway_sessions_refused_total{reason="handoff_failed"} 1"#)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_sent_during_a_handoff_reach_the_next_agents_pod() {
+    let fleet = Fleet::start(&[]).await;
+    let mut client = Client::start(&fleet.url, None).await;
+    // Both lines at once: the second waits in triage's queue while it hands off, and its
+    // pod closes with it; the gateway gives it to idv.
+    client.say("I'd like to check my balance").await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let got = client.until(|m| matches!(m, ServerMessage::MemoryUpdate { key, .. } if key == "verifiedUser")).await;
+    assert!(started(&got, "idv"), "{got:?}");
+    assert!(got.iter().any(|m| matches!(m, ServerMessage::ToolStart { name, .. } if name == "perform_idv_check")));
+}
