@@ -66,5 +66,8 @@ step "real node"
 # plane (tests/cluster/up.sh), proven by running a pod built here (tests/cluster/node-smoke.sh).
 SWITCHBOARD_REAL_NODE=1 tests/cluster/up.sh >/dev/null
 tests/cluster/node-smoke.sh
+# The image built from this tree, and the Example Bank's runtime pods (as the operator
+# renders them) Available on the node.
+tests/cluster/image-smoke.sh
 
 step "done"
