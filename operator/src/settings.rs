@@ -97,6 +97,11 @@ pub struct RunArgs {
     /// What every Agent's children share.
     #[command(flatten)]
     pub build: BuildSettings,
+    /// The session gateway's private key file (PKCS#8 PEM; the Helm chart mounts the
+    /// gateway's key Secret): the operator derives the public key from it and gives it to
+    /// runtime pods, as `--gateway-public-key` would.
+    #[arg(long, env = switchboard_crds::contract::env::GATEWAY_KEY_FILE)]
+    pub gateway_key_file: Option<std::path::PathBuf>,
     /// Watch only this namespace (default: every namespace).
     #[arg(long, env = "SWITCHBOARD_WATCH_NAMESPACE")]
     pub namespace: Option<String>,

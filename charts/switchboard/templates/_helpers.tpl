@@ -31,3 +31,24 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "switchboard.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+
+{{- define "switchboard.gatewayName" -}}
+{{- printf "%s-gateway" (include "switchboard.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "switchboard.gatewaySelectorLabels" -}}
+app.kubernetes.io/name: switchboard-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "switchboard.gatewayLabels" -}}
+{{ include "switchboard.gatewaySelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: switchboard
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "switchboard.gatewayKeySecret" -}}
+{{- printf "%s-key" (include "switchboard.gatewayName" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
