@@ -69,5 +69,8 @@ tests/cluster/node-smoke.sh
 # The image built from this tree, and the Example Bank's runtime pods (as the operator
 # renders them) Available on the node.
 tests/cluster/image-smoke.sh
+# helm install (operator and gateway from that image), examples/banking Ready on real pods,
+# a session through the gateway's Service.
+tests/cluster/e2e-smoke.sh
 
 step "done"
