@@ -14,7 +14,7 @@ use std::sync::Arc;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::driver::{self, AgentRuntime, Exit, Link, Opening};
 use super::reader::{AudioIn, CLOSE_DRAIN, read_loop};
@@ -42,8 +42,14 @@ pub(super) enum Out {
     Close(u16, String),
 }
 
-/// Serves one upgraded socket until it closes.
-pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<String>) {
+/// Serves one upgraded socket until it closes. `permit` is the session slot the server
+/// took before the upgrade (`None`: the server was full, and the client is told so).
+pub async fn serve(
+    socket: WebSocket,
+    state: Arc<AppState>,
+    query_agent: Option<String>,
+    permit: Option<OwnedSemaphorePermit>,
+) {
     let (sink, stream) = socket.split();
     let (out_tx, out_rx) = mpsc::channel::<Out>(OUTBOUND_BUFFER);
     // The session's messages come on their own channel straight to the writer (no
@@ -62,7 +68,7 @@ pub async fn serve(socket: WebSocket, state: Arc<AppState>, query_agent: Option<
         let _ = writer.await;
         return;
     }
-    let Ok(permit) = state.sessions.clone().try_acquire_owned() else {
+    let Some(permit) = permit else {
         state.shared.metrics.errors.with_label_values(&["", "max_sessions"]).inc();
         let reason = format!("the server is at its limit of {} sessions; try again later", state.config.max_sessions);
         close(close_code::TRY_AGAIN_LATER, reason).await;

@@ -182,9 +182,12 @@ async fn session(
 ) -> Response {
     let limit = state.config.max_message_bytes;
     let tracker = state.tracker.clone();
+    // The session slot is taken before the upgrade, so connections beyond the limit hold
+    // no session resources; they are told why over the socket.
+    let permit = state.sessions.clone().try_acquire_owned().ok();
     upgrade.max_message_size(limit).max_frame_size(limit).read_buffer_size(WS_READ_BUFFER).on_upgrade(
         move |socket| async move {
-            tracker.track_future(super::connection::serve(socket, state, query.agent)).await;
+            tracker.track_future(super::connection::serve(socket, state, query.agent, permit)).await;
         },
     )
 }
