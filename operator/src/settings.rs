@@ -100,7 +100,7 @@ pub struct RunArgs {
     /// The session gateway's private key file (PKCS#8 PEM; the Helm chart mounts the
     /// gateway's key Secret): the operator derives the public key from it and gives it to
     /// runtime pods, as `--gateway-public-key` would.
-    #[arg(long, env = switchboard_crds::contract::env::GATEWAY_KEY_FILE)]
+    #[arg(long, env = switchboard_crds::contract::env::GATEWAY_KEY_FILE, conflicts_with = "gateway_public_key")]
     pub gateway_key_file: Option<std::path::PathBuf>,
     /// Watch only this namespace (default: every namespace).
     #[arg(long, env = "SWITCHBOARD_WATCH_NAMESPACE")]

@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod balancer;
 pub mod directory;
+pub mod kept;
 pub mod metrics;
 pub mod server;
 pub mod session;

@@ -23,24 +23,19 @@ use std::time::{Duration, Instant};
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use switchboard_core::handoff::{HandoffContext, HandoffKind, HistoryTurn};
-use switchboard_core::protocol::{
-    ClientMessage, ServerMessage, SessionStart, TranscriptRole, close_code, decode_client,
-};
+use switchboard_core::handoff::HandoffContext;
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code, decode_client};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame as UpCloseFrame;
 
 use crate::Gateway;
 use crate::balancer::Lease;
 use crate::directory::Target;
+use crate::kept::Kept;
 use crate::upstream::{self, Opening, UpSink, UpStream};
 
 /// Failed reconnections in a row after which a session gives up.
 pub const MAX_RECOVERIES: u32 = 3;
-/// History lines kept per session (oldest dropped first).
-pub const MAX_HISTORY: usize = 200;
-/// Memory keys kept per session.
-pub const MAX_MEMORY_KEYS: usize = 256;
 /// Client messages kept while the runtime connection is being replaced.
 const MAX_UNSENT: usize = 64;
 /// How long a send to the client may block before the client counts as gone.
@@ -111,24 +106,24 @@ async fn start(
         target,
         voice: start.voice,
         modalities: start.modalities,
-        memory: BTreeMap::new(),
-        history: Vec::new(),
-        return_to: None,
-        pending_handoff: None,
+        kept: Kept::default(),
         handoff_started: None,
         generation: 0,
         held_close: None,
         unsent: Vec::new(),
-        in_flight: std::collections::VecDeque::new(),
         upstream: None,
     };
-    session.connect(None, None).await.map_err(|message| (close_code::TRY_AGAIN_LATER, message))?;
+    if let Err(message) = session.connect(None, None).await {
+        // A close reason is at most 123 bytes: the bidi_error has the details.
+        let message = ServerMessage::error("no_runtime", message, false);
+        return Err(refuse(gateway, client_tx, "no_runtime", message, close_code::TRY_AGAIN_LATER).await);
+    }
     gateway.metrics.routed.with_label_values(&[&session.target.key()]).inc();
     gateway.metrics.live.with_label_values(&[&session.target.key()]).inc();
     if let Some(pending) = pending
         && let Ok(text) = serde_json::to_string(&pending)
     {
-        session.send_runtime(UpMessage::text(text)).await;
+        session.forward_text(&text).await;
     }
     Ok(session)
 }
@@ -170,12 +165,8 @@ struct Session {
     target: Target,
     voice: Option<String>,
     modalities: Vec<String>,
-    memory: BTreeMap<String, serde_json::Value>,
-    history: Vec<HistoryTurn>,
-    /// The agent the current one may return to (from the transfer that brought it).
-    return_to: Option<String>,
-    /// The target and context of a handoff the runtime announced, until it closes.
-    pending_handoff: Option<(String, HandoffContext)>,
+    /// Memory, history, return target, announced handoff, inputs in flight.
+    kept: Kept,
     /// When the last handoff began (the source's close), until the target's first frame.
     handoff_started: Option<(Instant, String, String)>,
     /// Runtime streams opened for this session after the first.
@@ -183,12 +174,9 @@ struct Session {
     /// The runtime's `bidi_connection_close`, held until its close shows whether the
     /// session ends (then the client gets it) or moves on (then it is dropped).
     held_close: Option<String>,
-    /// Client messages the runtime connection refused (it was breaking): sent to the next.
+    /// Client messages (other than typed inputs, which `kept` tracks) the runtime
+    /// connection refused as it broke: sent to the next.
     unsent: Vec<UpMessage>,
-    /// Typed inputs sent to the runtime that it has not taken up yet (it echoes each as a
-    /// final user transcript line when its turn begins; a busy agent queues them). A
-    /// runtime that hands off or is lost takes its queue with it: these go to the next.
-    in_flight: std::collections::VecDeque<String>,
     upstream: Option<Upstream>,
 }
 
@@ -224,15 +212,8 @@ impl Session {
     async fn client_frame(&mut self, frame: Option<Result<Message, axum::Error>>) -> Next {
         let message = match frame {
             Some(Ok(Message::Text(text))) => {
-                if let Some(input) = typed_input(text.as_str()) {
-                    // Tracked until the runtime takes it up (see `in_flight`), not kept as unsent.
-                    self.track(input);
-                    if let Some(upstream) = self.upstream.as_mut() {
-                        let _ = upstream.tx.send(UpMessage::text(text.as_str())).await;
-                    }
-                    return Next::Continue;
-                }
-                UpMessage::text(text.as_str())
+                self.forward_text(text.as_str()).await;
+                return Next::Continue;
             }
             Some(Ok(Message::Binary(data))) => UpMessage::binary(data),
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => return Next::Continue,
@@ -251,12 +232,16 @@ impl Session {
         Next::Continue
     }
 
-    /// Notes a typed input sent to the runtime, which has not taken it up yet.
-    fn track(&mut self, input: String) {
-        if self.in_flight.len() == MAX_UNSENT {
-            self.in_flight.pop_front();
+    /// Sends a client's text frame to the runtime. A typed input is tracked until the
+    /// runtime takes it up ([`Kept::track`]) rather than kept as unsent.
+    async fn forward_text(&mut self, text: &str) {
+        if self.kept.track(text) {
+            if let Some(upstream) = self.upstream.as_mut() {
+                let _ = upstream.tx.send(UpMessage::text(text)).await;
+            }
+        } else {
+            self.send_runtime(UpMessage::text(text)).await;
         }
-        self.in_flight.push_back(input);
     }
 
     /// Sends to the runtime. A message the connection refuses is kept for the connection
@@ -281,7 +266,7 @@ impl Session {
                     self.held_close = Some(text.as_str().to_owned());
                     return Next::Continue;
                 }
-                self.observe(text.as_str());
+                self.kept.observe(text.as_str());
                 Message::text(text.as_str())
             }
             Some(Ok(UpMessage::Binary(data))) => Message::Binary(data),
@@ -297,41 +282,6 @@ impl Session {
         }
     }
 
-    /// Keeps the session state the runtime reports: memory, history, a coming handoff.
-    fn observe(&mut self, text: &str) {
-        // Reply audio is most of the traffic and carries no state: not parsed.
-        if text.starts_with(r#"{"type":"bidi_audio_stream""#) {
-            return;
-        }
-        let Ok(message) = serde_json::from_str::<ServerMessage>(text) else { return };
-        match message {
-            ServerMessage::MemoryUpdate { key, value } => {
-                if value.is_null() {
-                    self.memory.remove(&key);
-                } else if self.memory.len() < MAX_MEMORY_KEYS || self.memory.contains_key(&key) {
-                    self.memory.insert(key, value);
-                }
-            }
-            ServerMessage::BidiTranscriptStream { role, text, delta: false, is_final: true } => {
-                if role == TranscriptRole::User
-                    && let Some(at) = self.in_flight.iter().position(|t| *t == text)
-                {
-                    self.in_flight.remove(at);
-                }
-                if self.history.len() == MAX_HISTORY {
-                    self.history.remove(0);
-                }
-                self.history.push(HistoryTurn { role, text });
-            }
-            ServerMessage::Handoff { to, context, .. } => self.pending_handoff = Some((to, *context)),
-            // The agent refused the newest input (too many waiting): it is not in flight.
-            ServerMessage::BidiError { code, .. } if code == "busy" => {
-                self.in_flight.pop_back();
-            }
-            _ => {}
-        }
-    }
-
     fn first_frame_after_handoff(&mut self) {
         if let Some((started, from, to)) = self.handoff_started.take() {
             let gap = started.elapsed().as_secs_f64();
@@ -342,7 +292,7 @@ impl Session {
     async fn runtime_closed(&mut self, frame: Option<UpCloseFrame>, client_tx: &mut ClientSink) -> Next {
         let (code, reason) = frame.map(|f| (u16::from(f.code), f.reason.to_string())).unwrap_or((1005, String::new()));
         let held_close = self.held_close.take();
-        match self.pending_handoff.take() {
+        match self.kept.pending_handoff.take() {
             Some((to, context)) if code == close_code::HANDOFF => self.hand_off(to, context, client_tx).await,
             _ if code == close_code::GOING_AWAY || code == close_code::TRY_AGAIN_LATER => {
                 // The pod is draining or full: the session moves to another pod.
@@ -360,16 +310,14 @@ impl Session {
     /// Moves the session to `to` with `context`, or keeps it with the source Agent.
     async fn hand_off(&mut self, to: String, context: HandoffContext, client_tx: &mut ClientSink) -> Next {
         let from = self.target.key();
-        self.memory = context.memory.clone();
-        self.history = context.history.clone();
-        let return_to = context.return_to.clone().filter(|_| context.kind == HandoffKind::Transfer);
+        let return_to = self.kept.hand_over(&context);
         let directory = self.gateway.directory.borrow().clone();
         let error = match directory.for_handoff(&self.target.route.namespace, &to) {
             Ok(target) => {
                 let previous = std::mem::replace(&mut self.target, target);
                 match self.connect(Some(context), None).await {
                     Ok(()) => {
-                        self.return_to = return_to;
+                        self.kept.return_to = return_to;
                         let to = self.target.key();
                         let metrics = &self.gateway.metrics;
                         metrics.live.with_label_values(&[&from]).dec();
@@ -451,8 +399,11 @@ impl Session {
             return Err(format!("agent {} has no ready pod", self.target.route.name));
         };
         // A handed-over session carries memory and history inside the handoff context.
-        let (memory, history) =
-            if handoff.is_some() { (BTreeMap::new(), Vec::new()) } else { (self.memory.clone(), self.history.clone()) };
+        let (memory, history) = if handoff.is_some() {
+            (BTreeMap::new(), Vec::new())
+        } else {
+            (self.kept.memory.clone(), self.kept.history.clone())
+        };
         let opening = Opening {
             session_id: &self.id,
             agent: &self.target.route.name,
@@ -461,7 +412,7 @@ impl Session {
             modalities: self.modalities.clone(),
             memory,
             history,
-            return_to: if handoff.is_some() { None } else { self.return_to.clone() },
+            return_to: if handoff.is_some() { None } else { self.kept.return_to.clone() },
             handoff,
         };
         let config = &self.gateway.config;
@@ -472,11 +423,8 @@ impl Session {
         for message in self.unsent.drain(..) {
             let _ = upstream.tx.feed(message).await;
         }
-        for input in &self.in_flight {
-            let message = ClientMessage::BidiTextInput { text: input.clone() };
-            if let Ok(text) = serde_json::to_string(&message) {
-                let _ = upstream.tx.feed(UpMessage::text(text)).await;
-            }
+        for frame in self.kept.replay() {
+            let _ = upstream.tx.feed(UpMessage::text(frame)).await;
         }
         let _ = upstream.tx.flush().await;
         self.upstream = Some(upstream);
@@ -488,16 +436,5 @@ async fn send(client_tx: &mut ClientSink, message: ServerMessage) -> Result<(), 
     match tokio::time::timeout(SLOW_CLIENT, client_tx.send(Message::text(message.to_json()))).await {
         Ok(Ok(())) => Ok(()),
         _ => Err(()),
-    }
-}
-
-/// The text of a `bidi_text_input` frame, if it is one.
-fn typed_input(frame: &str) -> Option<String> {
-    if !frame.contains("bidi_text_input") {
-        return None;
-    }
-    match decode_client(frame) {
-        Ok(ClientMessage::BidiTextInput { text }) => Some(text),
-        _ => None,
     }
 }

@@ -3,8 +3,9 @@
 //! operator's Agent Services (a label selector: the Endpoints controller copies the
 //! Service's `app.kubernetes.io/managed-by`). Each change publishes a new directory within
 //! the watch's latency; nothing is polled and no session makes an API call. At 1,000
-//! Agents the Endpoints watch holds 1,000 small objects, and each change rebuilds one map
-//! entry and shares the rest.
+//! Agents the Endpoints watch holds 1,000 small objects; each change updates one entry of
+//! the watcher's map and publishes a copy of it (a few addresses per Agent), while the
+//! routing table is shared, not copied.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
