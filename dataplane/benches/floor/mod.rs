@@ -122,6 +122,8 @@ async fn connection(socket: tokio::net::TcpStream, config: FloorConfig) {
                         agent: "floor".into(),
                         mode: "hybrid".into(),
                         model: "none".into(),
+                        resume_token: None,
+                        seq: None,
                     },
                     ServerMessage::BidiTranscriptStream {
                         role: TranscriptRole::Assistant,

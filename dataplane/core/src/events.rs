@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::handoff::{HandoffContext, HandoffRequest, HistoryTurn};
+use super::handoff::{HandoffContext, HandoffRequest, HistoryTurn, WorkflowSnapshot};
 use super::transcript::TranscriptEntry;
 use crate::model::{ModelRequest, StopReason, ToolResult, ToolUse, Usage};
 use crate::protocol::ServerMessage;
@@ -24,6 +24,9 @@ pub struct SessionInit {
     /// For a session resumed elsewhere without a handoff (the gateway moved it off a lost
     /// pod): the agent it may still return to (`return_to_<agent>`).
     pub return_to: Option<String>,
+    /// For a session resumed elsewhere without a handoff: where it was in this agent's
+    /// workflow (ignored when it names another agent or a node the workflow lacks).
+    pub workflow: Option<WorkflowSnapshot>,
 }
 
 /// Something that happened to the session.

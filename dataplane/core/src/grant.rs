@@ -15,7 +15,7 @@ use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey};
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
-use crate::handoff::{HandoffContext, HistoryTurn};
+use crate::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
 
 /// How old a grant may be when a runtime checks it (and how far in the future, for clocks
 /// that disagree a little).
@@ -47,6 +47,10 @@ pub struct SessionContext {
     /// A session moved here without a handoff keeps the agent it may return to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub return_to: Option<String>,
+    /// A session moved here without a handoff (another pod of the same agent, or a
+    /// resume) goes on from where it was in the agent's workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowSnapshot>,
 }
 
 /// A [`SessionContext`] as sent: its JSON text and the MAC over it.

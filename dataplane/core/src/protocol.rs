@@ -43,6 +43,9 @@ pub mod close_code {
     pub const TOO_MANY_SESSIONS: u16 = 4429;
     /// The agent has no ready pod; try again shortly.
     pub const NO_READY_POD: u16 = 4503;
+    /// The resume token is unknown, expired (past the resume window) or another key's;
+    /// start a new session.
+    pub const RESUME_REFUSED: u16 = 4410;
 }
 
 /// A message from the client.
@@ -86,6 +89,11 @@ pub struct SessionStart {
     /// A token from an earlier `bidi_connection_start` to resume that session (gateway).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_token: Option<String>,
+    /// With `resume_token`: the sequence number of the last message the client received
+    /// (see `bidi_connection_start.seq`); the gateway replays the ones after it. Absent:
+    /// every message the gateway still holds is replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<u64>,
     /// Voice id override for voice modes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice: Option<String>,
@@ -167,6 +175,17 @@ pub enum ServerMessage {
         mode: String,
         /// The model the agent uses.
         model: String,
+        /// Through a gateway: the token that resumes this session on a new connection
+        /// within the resume window (`session_start.resume_token`). A new one comes with
+        /// every `bidi_connection_start`; the newest is the one to use.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume_token: Option<String>,
+        /// Through a gateway: this message's number in the session. Every message the
+        /// gateway sends a client counts from 1, this one included, across connections:
+        /// a client that counts the messages it receives from here knows the last
+        /// one's number (`session_start.last_seq` on resume).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// Transcript text: streamed deltas of the agent's reply (`delta: true`), then the
     /// whole reply once more with `is_final: true`; the user's own text comes back final.

@@ -82,7 +82,15 @@ impl Session {
     }
 
     fn begin(core: Arc<AgentCore>, init: SessionInit, voice: bool) -> (Self, Vec<Effect>) {
-        let SessionInit { session_id, today, memory, history, handoff, return_to: resumed_return_to } = init;
+        let SessionInit {
+            session_id,
+            today,
+            memory,
+            history,
+            handoff,
+            return_to: resumed_return_to,
+            workflow: position,
+        } = init;
         let mut values = memory;
         let turns = match &handoff {
             Some(context) => {
@@ -95,7 +103,11 @@ impl Session {
             Some(context) => context.return_to.clone().filter(|_| context.kind == HandoffKind::Transfer),
             None => resumed_return_to,
         };
-        let workflow = WorkflowState::new(&core.spec().workflow.spec);
+        let spec = &core.spec().workflow.spec;
+        let workflow = match position.filter(|p| handoff.is_none() && p.agent == core.name()) {
+            Some(position) => WorkflowState::resume(spec, &position.node, &position.visited),
+            None => WorkflowState::new(spec),
+        };
         let mut session = Self {
             core,
             id: session_id,
@@ -128,6 +140,8 @@ impl Session {
             agent: spec.agent.name.clone(),
             mode: spec.mode.as_str().to_owned(),
             model: if session.voice { spec.model.voice_model_id.clone() } else { spec.model.text_model_id.clone() },
+            resume_token: None,
+            seq: None,
         })];
         let mut transitions = session.workflow.advance(&session.core.spec().workflow.spec, &session.memory);
         effects.extend(transitions.drain(..).flat_map(|t| session.transition_effects(&t)));

@@ -66,6 +66,20 @@ impl WorkflowState {
         }
     }
 
+    /// A session going on at `node` after visiting `visited` (elsewhere: another pod, a
+    /// resume). A node this workflow lacks starts it at the entry; unknown visited nodes
+    /// are dropped.
+    pub fn resume(workflow: &WorkflowSpec, node: &str, visited: &[String]) -> Self {
+        if workflow.node(node).is_none() {
+            return Self::new(workflow);
+        }
+        let mut visited: Vec<String> = visited.iter().filter(|v| workflow.node(v).is_some()).cloned().collect();
+        if visited.last().map(String::as_str) != Some(node) {
+            visited.push(node.to_owned());
+        }
+        Self { node: node.to_owned(), visited, succeeded: BTreeSet::new(), failed: BTreeSet::new() }
+    }
+
     /// The current node's id.
     pub fn node(&self) -> &str {
         &self.node

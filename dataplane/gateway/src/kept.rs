@@ -5,7 +5,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use switchboard_core::handoff::{HandoffContext, HandoffKind, HistoryTurn};
+use serde::{Deserialize, Serialize};
+use switchboard_core::handoff::{HandoffContext, HandoffKind, HistoryTurn, WorkflowSnapshot};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole, decode_client};
 
 /// History lines kept per session (oldest dropped first).
@@ -14,10 +15,14 @@ pub const MAX_HISTORY: usize = 200;
 pub const MAX_MEMORY_KEYS: usize = 256;
 /// Typed inputs tracked per session (oldest dropped first).
 pub const MAX_IN_FLIGHT: usize = 64;
+/// Workflow nodes remembered as visited (oldest dropped first).
+pub const MAX_VISITED: usize = 64;
 
 /// A session's state as the gateway holds it.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Kept {
+    /// The agent serving the session (names its workflow position).
+    pub agent: String,
     /// Session memory.
     pub memory: BTreeMap<String, serde_json::Value>,
     /// The conversation, oldest first.
@@ -25,7 +30,14 @@ pub struct Kept {
     /// The agent the current one may return to (from the transfer that brought it).
     pub return_to: Option<String>,
     /// The target and context of a handoff the runtime announced, until it closes.
+    #[serde(skip)]
     pub pending_handoff: Option<(String, HandoffContext)>,
+    /// The runtime is answering a turn: from the user's input taken up (its final
+    /// transcript line) or `bidi_response_start`, to `bidi_response_complete`.
+    #[serde(skip)]
+    pub turn_open: bool,
+    /// Where the session is in the current agent's workflow (from its transitions).
+    pub workflow: Option<WorkflowSnapshot>,
     /// Typed inputs sent to the runtime that it has not taken up yet (it echoes each as a
     /// final user transcript line when its turn begins; a busy agent queues them). A runtime
     /// that hands off or is lost takes its queue with it: these go to the next.
@@ -49,10 +61,12 @@ impl Kept {
                 }
             }
             ServerMessage::BidiTranscriptStream { role, text, delta: false, is_final: true } => {
-                if role == TranscriptRole::User
-                    && let Some(at) = self.in_flight.iter().position(|t| *t == text)
-                {
-                    self.in_flight.remove(at);
+                if role == TranscriptRole::User {
+                    // The user's input was taken up: its answer is under way.
+                    self.turn_open = true;
+                    if let Some(at) = self.in_flight.iter().position(|t| *t == text) {
+                        self.in_flight.remove(at);
+                    }
                 }
                 if self.history.len() == MAX_HISTORY {
                     self.history.remove(0);
@@ -60,6 +74,20 @@ impl Kept {
                 self.history.push(HistoryTurn { role, text });
             }
             ServerMessage::Handoff { to, context, .. } => self.pending_handoff = Some((to, *context)),
+            ServerMessage::WorkflowTransition { from, to, .. } => {
+                let position = self.workflow.get_or_insert_with(|| WorkflowSnapshot {
+                    agent: self.agent.clone(),
+                    node: from.clone(),
+                    visited: vec![from],
+                });
+                if position.visited.len() == MAX_VISITED {
+                    position.visited.remove(0);
+                }
+                position.visited.push(to.clone());
+                position.node = to;
+            }
+            ServerMessage::BidiResponseStart { .. } => self.turn_open = true,
+            ServerMessage::BidiResponseComplete { .. } => self.turn_open = false,
             // The agent refused the newest input (too many waiting): it is not in flight.
             ServerMessage::BidiError { code, .. } if code == "busy" => {
                 self.in_flight.pop_back();
@@ -127,6 +155,28 @@ mod tests {
         kept.observe(&piece.to_string());
         kept.observe(r#"{"type":"bidi_audio_stream","audio":"AAAA"}"#);
         assert_eq!(kept.history.len(), MAX_HISTORY);
+        // A turn is open from its start to its completion.
+        kept.observe(&json!({"type": "bidi_response_start", "turn": 1}).to_string());
+        assert!(kept.turn_open);
+        kept.observe(&json!({"type": "bidi_response_complete", "turn": 1, "stop_reason": "end_turn"}).to_string());
+        assert!(!kept.turn_open);
+    }
+
+    #[test]
+    fn the_workflow_position_follows_the_transitions_of_the_agent_serving() {
+        let mut kept = Kept { agent: "idv".into(), ..Kept::default() };
+        let step = |from: &str, to: &str| {
+            json!({"type": "workflow_transition", "from": from, "to": to, "by": "model"}).to_string()
+        };
+        kept.observe(&step("collect", "verify"));
+        kept.observe(&step("verify", "choose"));
+        let position = kept.workflow.clone().expect("a position");
+        assert_eq!((position.agent.as_str(), position.node.as_str()), ("idv", "choose"));
+        assert_eq!(position.visited, ["collect", "verify", "choose"]);
+        for i in 0..2 * MAX_VISITED {
+            kept.observe(&step("a", &format!("n{i}")));
+        }
+        assert_eq!(kept.workflow.as_ref().map(|w| w.visited.len()), Some(MAX_VISITED), "bounded");
     }
 
     #[test]

@@ -12,12 +12,14 @@ pub mod balancer;
 pub mod directory;
 pub mod kept;
 pub mod metrics;
+pub mod resume;
 pub mod server;
 pub mod session;
 pub mod upstream;
 pub mod watch;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchboard_core::grant::GatewaySigner;
@@ -40,8 +42,18 @@ pub struct GatewayConfig {
     pub start_timeout: Duration,
     /// How long opening a session on a runtime pod may take.
     pub connect_timeout: Duration,
-    /// How long live sessions may go on after draining starts.
+    /// How long live sessions may go on after draining starts (with a shared session
+    /// store, clients are moved at once instead: told to resume elsewhere).
     pub drain_timeout: Duration,
+    /// How long a session whose client went away waits for it to resume.
+    pub resume_window: Duration,
+    /// How long a runtime may go on answering the turn under way after the client went
+    /// away (its messages are kept for the client's return).
+    pub park_grace: Duration,
+    /// Messages kept per session for replay on resume.
+    pub replay_messages: usize,
+    /// Bytes of messages kept per session for replay on resume.
+    pub replay_bytes: usize,
 }
 
 impl Default for GatewayConfig {
@@ -52,6 +64,10 @@ impl Default for GatewayConfig {
             start_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(30),
+            resume_window: Duration::from_secs(30),
+            park_grace: Duration::from_secs(10),
+            replay_messages: 2048,
+            replay_bytes: 1024 * 1024,
         }
     }
 }
@@ -69,6 +85,11 @@ pub struct Gateway {
     pub key: GatewaySigner,
     /// Client checks: API keys, origins.
     pub auth: auth::Auth,
+    /// Where sessions wait for their clients to resume.
+    pub store: resume::Store,
+    /// Sessions attached to a client here, by their resume key: a resume that finds its
+    /// session still attached (the old socket not yet seen dead) detaches it.
+    pub attached: Mutex<HashMap<String, CancellationToken>>,
     /// Metrics.
     pub metrics: Metrics,
     /// Session slots.
@@ -82,12 +103,14 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway routing by `directory`, signing with `key`, admitting clients by `auth`.
+    /// A gateway routing by `directory`, signing with `key`, admitting clients by `auth`,
+    /// parking sessions for resume in `store`.
     pub fn new(
         config: GatewayConfig,
         directory: channel::Receiver<Directory>,
         key: GatewaySigner,
         auth: auth::Auth,
+        store: resume::Store,
     ) -> Result<Arc<Self>, prometheus::Error> {
         Ok(Arc::new(Self {
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
@@ -96,6 +119,8 @@ impl Gateway {
             balancer: Balancer::default(),
             key,
             auth,
+            store,
+            attached: Mutex::default(),
             metrics: Metrics::new()?,
             draining: CancellationToken::new(),
             shutdown: CancellationToken::new(),

@@ -19,6 +19,10 @@ pub struct Metrics {
     pub handoff_gap: HistogramVec,
     /// Sessions moved to another pod of the same Agent, by Agent and reason.
     pub migrated: CounterVec,
+    /// Sessions parked for resume (their client went away), by Agent.
+    pub parked: CounterVec,
+    /// Sessions resumed by their client, by Agent.
+    pub resumed: CounterVec,
 }
 
 impl Metrics {
@@ -43,6 +47,13 @@ impl Metrics {
             "Sessions moved to another pod of the same agent.",
             &["agent", "reason"],
         )?;
+        let parked = counter(
+            "switchboard_gateway_sessions_parked_total",
+            "Sessions kept for resume after their client went away.",
+            &["agent"],
+        )?;
+        let resumed =
+            counter("switchboard_gateway_sessions_resumed_total", "Sessions resumed by their client.", &["agent"])?;
         let handoff_gap = HistogramVec::new(
             HistogramOpts::new(
                 "switchboard_gateway_handoff_gap_seconds",
@@ -52,7 +63,7 @@ impl Metrics {
             &["from", "to"],
         )?;
         registry.register(Box::new(handoff_gap.clone()))?;
-        Ok(Self { registry, live, routed, refused, handoffs, handoff_gap, migrated })
+        Ok(Self { registry, live, routed, refused, handoffs, handoff_gap, migrated, parked, resumed })
     }
 
     /// The text exposition format.

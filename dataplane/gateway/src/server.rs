@@ -67,7 +67,8 @@ async fn session(
                 return;
             }
         };
-        tracker.track_future(crate::session::serve(socket, gateway, query.agent)).await;
+        let identity = admission.key.clone().unwrap_or_default();
+        tracker.track_future(crate::session::serve(socket, gateway, query.agent, identity)).await;
         drop((admission, permit));
     })
 }

@@ -12,12 +12,19 @@
 //!   on another ready pod of the same Agent with its memory and history, and the client gets
 //!   `bidi_connection_restart` (`runtime_lost`); after [`MAX_RECOVERIES`] failures in a row,
 //!   the client is closed with 1011.
+//! - **Resume** ([`crate::resume`]): every message to the client is numbered and kept
+//!   (bounded) for replay; every `bidi_connection_start` gets a fresh resume token and its
+//!   number. A client gone without a goodbye leaves the session parked for the resume
+//!   window (after its runtime finishes the turn under way); a `session_start` with the
+//!   token and the last number received continues it — the missed messages first, then
+//!   a runtime session with the memory and history. With a shared store, a draining
+//!   gateway parks every session at once and tells its clients to resume elsewhere.
 //!
 //! Session context from clients is refused, as on runtimes.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
@@ -27,11 +34,13 @@ use switchboard_core::handoff::HandoffContext;
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code, decode_client};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame as UpCloseFrame;
+use tokio_util::sync::CancellationToken;
 
 use crate::Gateway;
 use crate::balancer::Lease;
 use crate::directory::Target;
 use crate::kept::Kept;
+use crate::resume::{self, Frame, Parked, Replay, Taken};
 use crate::upstream::{self, Opening, UpSink, UpStream};
 
 /// Failed reconnections in a row after which a session gives up.
@@ -40,6 +49,9 @@ pub const MAX_RECOVERIES: u32 = 3;
 const MAX_UNSENT: usize = 64;
 /// How long a send to the client may block before the client counts as gone.
 const SLOW_CLIENT: Duration = Duration::from_secs(5);
+/// How long the store remembers a live session's token (refreshed by every new token; a
+/// gateway that dies leaves it to expire).
+const HELD_TTL: Duration = Duration::from_secs(3600);
 
 type ClientSink = SplitSink<WebSocket, Message>;
 type ClientStream = SplitStream<WebSocket>;
@@ -47,26 +59,51 @@ type ClientStream = SplitStream<WebSocket>;
 /// A close to send: code and reason (at most 123 bytes; details go in a `bidi_error`).
 type Close = (u16, String);
 
-/// Serves one upgraded client socket until the session ends.
-pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option<String>) {
+/// Serves one upgraded client socket until the session ends or is parked. `identity`
+/// names the client's key (empty without keys): resume tokens are bound to it.
+pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option<String>, identity: String) {
     let (mut client_tx, mut client_rx) = socket.split();
-    let close = match start(&gateway, query_agent, &mut client_tx, &mut client_rx).await {
+    let close = match start(&gateway, query_agent, &identity, &mut client_tx, &mut client_rx).await {
         Ok(mut session) => {
-            let close = session.relay(&mut client_tx, &mut client_rx).await;
+            let end = session.relay(&mut client_tx, &mut client_rx).await;
             gateway.metrics.live.with_label_values(&[&session.target.key()]).dec();
-            close
+            match end {
+                Next::End(close) => {
+                    session.detach().await;
+                    Some(close)
+                }
+                Next::Continue | Next::Gone => {
+                    session.park().await;
+                    None
+                }
+                Next::Move(close) => {
+                    // The store already marks the session as held, so a resume elsewhere
+                    // waits for the park.
+                    close_client(&mut client_tx, close).await;
+                    session.park().await;
+                    return;
+                }
+            }
         }
-        Err(close) => close,
+        Err(close) => Some(close),
     };
-    let (code, reason) = close;
-    let _ = client_tx.send(Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }))).await;
-    let _ = client_tx.close().await;
+    if let Some(close) = close {
+        close_client(&mut client_tx, close).await;
+    }
 }
 
-/// Reads the client's first message and opens the session on the Agent it asks for.
+async fn close_client(client_tx: &mut ClientSink, (code, reason): Close) {
+    let close = Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }));
+    let _ = tokio::time::timeout(SLOW_CLIENT, client_tx.send(close)).await;
+    let _ = tokio::time::timeout(SLOW_CLIENT, client_tx.close()).await;
+}
+
+/// Reads the client's first message and opens the session on the Agent it asks for, or
+/// resumes the session its token names.
 async fn start(
     gateway: &Arc<Gateway>,
     query_agent: Option<String>,
+    identity: &str,
     client_tx: &mut ClientSink,
     client_rx: &mut ClientStream,
 ) -> Result<Session, Close> {
@@ -91,6 +128,9 @@ async fn start(
         );
         return Err(refuse(gateway, client_tx, "context_refused", message, close_code::BAD_START).await);
     }
+    if let Some(token) = &start.resume_token {
+        return resume(gateway, identity, token, start.last_seq, client_tx).await;
+    }
     let requested = query_agent.or(start.agent.clone());
     let directory = gateway.directory.borrow().clone();
     let target = match directory.for_client(requested.as_deref()) {
@@ -103,10 +143,14 @@ async fn start(
     let mut session = Session {
         gateway: gateway.clone(),
         id: format!("gw-{}", uuid::Uuid::new_v4()),
+        identity: identity.to_owned(),
+        key: None,
+        superseded: CancellationToken::new(),
         target,
         voice: start.voice,
         modalities: start.modalities,
         kept: Kept::default(),
+        replay: Replay::default(),
         handoff_started: None,
         generation: 0,
         held_close: None,
@@ -125,6 +169,97 @@ async fn start(
     {
         session.forward_text(&text).await;
     }
+    Ok(session)
+}
+
+/// Continues the session parked under `token` for `identity`: the messages after
+/// `last_seq` first, then a runtime session with its memory and history (or the handoff
+/// its runtime made while the client was away).
+async fn resume(
+    gateway: &Arc<Gateway>,
+    identity: &str,
+    token: &str,
+    last_seq: Option<u64>,
+    client_tx: &mut ClientSink,
+) -> Result<Session, Close> {
+    let key = resume::store_key(identity, token);
+    let config = &gateway.config;
+    // A session still attached here whose client is back on a new socket: the old one is
+    // dead. It parks at once.
+    if let Some(attached) = gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+        attached.cancel();
+    }
+    // A session still held (its gateway has not seen the client go yet) or finishing its
+    // turn: wait for it to park.
+    let parked = match gateway.store.take(&key, config.park_grace + Duration::from_secs(5)).await {
+        Ok(Taken::Parked(parked)) => *parked,
+        Ok(Taken::Held) => {
+            let message =
+                "the session is still attached to another connection of yours; close it, or resume again shortly";
+            let message = ServerMessage::error("session_attached", message, false);
+            return Err(refuse(gateway, client_tx, "session_attached", message, close_code::TRY_AGAIN_LATER).await);
+        }
+        Ok(Taken::Unknown) => {
+            let message = format!(
+                "the resume token is unknown or expired (a session waits {} s for its client, and each \
+                 bidi_connection_start brings a new token); start a new session without resume_token",
+                config.resume_window.as_secs()
+            );
+            let message = ServerMessage::error("resume_refused", message, false);
+            return Err(refuse(gateway, client_tx, "resume_refused", message, close_code::RESUME_REFUSED).await);
+        }
+        Err(error) => {
+            tracing::warn!("resume: {error}");
+            let message = ServerMessage::error("store_unavailable", format!("{error}; try again shortly"), false);
+            return Err(refuse(gateway, client_tx, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await);
+        }
+    };
+    let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent) else {
+        let message = format!("the agent {}/{} this session was with no longer exists", parked.namespace, parked.agent);
+        let message = ServerMessage::error("unknown_agent", message, false);
+        return Err(refuse(gateway, client_tx, "unknown_agent", message, close_code::UNKNOWN_AGENT).await);
+    };
+    let mut session = Session {
+        gateway: gateway.clone(),
+        id: parked.session_id.clone(),
+        identity: identity.to_owned(),
+        key: None,
+        superseded: CancellationToken::new(),
+        target,
+        voice: parked.voice.clone(),
+        modalities: parked.modalities.clone(),
+        kept: parked.kept.clone(),
+        replay: parked.replay.clone(),
+        handoff_started: None,
+        generation: parked.generation,
+        held_close: None,
+        unsent: Vec::new(),
+        upstream: None,
+    };
+    if let Err(message) = session.reopen_parked(parked.handoff.clone()).await {
+        // The client may try again with the same token.
+        if let Err(error) = gateway.store.park(&key, &parked, config.resume_window).await {
+            tracing::warn!(session = %session.id, "cannot park the session again: {error}");
+        }
+        let message = ServerMessage::error("no_runtime", format!("{message}; resume again shortly"), false);
+        return Err(refuse(gateway, client_tx, "no_runtime", message, close_code::TRY_AGAIN_LATER).await);
+    }
+    let missed = session.replay.since(last_seq);
+    for frame in missed.frames {
+        if tokio::time::timeout(SLOW_CLIENT, client_tx.send(frame.into_message())).await.is_err() {
+            return Err((close_code::RATE_LIMITED, "the client does not read its messages".into()));
+        }
+    }
+    if let Some((first, last)) = missed.gap {
+        let message = format!("messages {first} to {last} were sent while you were away and are no longer held");
+        if session.deliver(client_tx, ServerMessage::error("replay_gap", message, true).to_json().into()).await.is_err()
+        {
+            return Err((close_code::NORMAL, String::new()));
+        }
+    }
+    gateway.metrics.resumed.with_label_values(&[&session.target.key()]).inc();
+    gateway.metrics.live.with_label_values(&[&session.target.key()]).inc();
+    tracing::info!(session = %session.id, agent = %session.target.key(), "resumed");
     Ok(session)
 }
 
@@ -167,6 +302,15 @@ struct Session {
     modalities: Vec<String>,
     /// Memory, history, return target, announced handoff, inputs in flight.
     kept: Kept,
+    /// The messages sent to the client, numbered, for replay.
+    replay: Replay,
+    /// The client's identity (its key's name): resume tokens are bound to it.
+    identity: String,
+    /// Where the session parks: the store key of the resume token the client was given
+    /// last (none before the first `bidi_connection_start`).
+    key: Option<String>,
+    /// Cancelled when the client resumes on a new socket while this one seems alive.
+    superseded: CancellationToken,
     /// When the last handoff began (the source's close), until the target's first frame.
     handoff_started: Option<(Instant, String, String)>,
     /// Runtime streams opened for this session after the first.
@@ -183,29 +327,108 @@ struct Session {
 /// What the relay does after a frame.
 enum Next {
     Continue,
+    /// The session ends; the client gets this close.
     End(Close),
+    /// The client went away without a goodbye: the session waits for it to resume.
+    Gone,
+    /// The session moves to another gateway replica: parked, the client told to resume.
+    Move(Close),
 }
 
 impl Session {
-    /// Relays until the client or the session ends; returns the client's close.
-    async fn relay(&mut self, client_tx: &mut ClientSink, client_rx: &mut ClientStream) -> Close {
+    /// Relays until the client or the session ends, or the client goes away (then the
+    /// runtime connection is still open, for [`Session::park`]).
+    async fn relay(&mut self, client_tx: &mut ClientSink, client_rx: &mut ClientStream) -> Next {
         let shutdown = self.gateway.shutdown.clone();
+        let draining = self.gateway.draining.clone();
+        // With a shared store the session can move to another replica at once.
+        let movable = self.gateway.store.is_shared();
+        let superseded = self.superseded.clone();
         loop {
             let Some(upstream) = self.upstream.as_mut() else {
-                return (close_code::INTERNAL, "the session lost its runtime".into());
+                return Next::End((close_code::INTERNAL, "the session lost its runtime".into()));
             };
             let next = tokio::select! {
                 biased;
+                () = draining.cancelled(), if movable => Next::Move(reconnect_elsewhere()),
+                () = superseded.cancelled() => Next::Gone,
                 () = shutdown.cancelled() => Next::End((close_code::GOING_AWAY, "the gateway is shutting down; reconnect".into())),
                 frame = client_rx.next() => self.client_frame(frame).await,
                 frame = upstream.rx.next() => self.runtime_frame(frame, client_tx).await,
             };
-            if let Next::End(close) = next {
-                if let Some(mut upstream) = self.upstream.take() {
-                    let _ = upstream.tx.close().await;
+            match next {
+                Next::Continue => {}
+                Next::End(close) => {
+                    if let Some(mut upstream) = self.upstream.take() {
+                        let _ = upstream.tx.close().await;
+                    }
+                    return Next::End(close);
                 }
-                return close;
+                gone_or_moved => return gone_or_moved,
             }
+        }
+    }
+
+    /// Numbers and keeps a message for the client, and sends it.
+    async fn deliver(&mut self, client_tx: &mut ClientSink, frame: Frame) -> Result<(), Close> {
+        let config = &self.gateway.config;
+        self.replay.record(frame.clone(), config.replay_messages, config.replay_bytes);
+        match tokio::time::timeout(SLOW_CLIENT, client_tx.send(frame.into_message())).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err((close_code::NORMAL, String::new())),
+            Err(_) => Err((close_code::RATE_LIMITED, "the client does not read its messages".into())),
+        }
+    }
+
+    /// A runtime's `bidi_connection_start`, given the session's number and a fresh resume
+    /// token. It is not kept for replay: a resumed client gets a new one.
+    async fn stamp_start(&mut self, text: &str) -> Option<String> {
+        let Ok(ServerMessage::BidiConnectionStart { session_id, agent, mode, model, .. }) = serde_json::from_str(text)
+        else {
+            return None;
+        };
+        let token = resume::new_token();
+        self.hold(resume::store_key(&self.identity, &token)).await;
+        let seq = self.replay.skip();
+        let stamped = ServerMessage::BidiConnectionStart {
+            session_id,
+            agent,
+            mode,
+            model,
+            resume_token: Some(token),
+            seq: Some(seq),
+        };
+        Some(stamped.to_json())
+    }
+
+    /// Registers the session under `key` (its newest token's), here and in the store, so
+    /// a resume with that token finds it while it is still attached; the previous key
+    /// is released.
+    async fn hold(&mut self, key: String) {
+        {
+            let mut attached = self.gateway.attached.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(old) = &self.key {
+                attached.remove(old);
+            }
+            attached.insert(key.clone(), self.superseded.clone());
+        }
+        let store = &self.gateway.store;
+        if let Some(old) = self.key.replace(key.clone())
+            && let Err(error) = store.unmark(&old).await
+        {
+            tracing::warn!(session = %self.id, "{error}");
+        }
+        if let Err(error) = store.mark_parking(&key, HELD_TTL).await {
+            tracing::warn!(session = %self.id, "cannot register the session for resume: {error}");
+        }
+    }
+
+    /// The session ended: nothing waits for a resume.
+    async fn detach(&mut self) {
+        let Some(key) = self.key.take() else { return };
+        self.gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
+        if let Err(error) = self.gateway.store.unmark(&key).await {
+            tracing::warn!(session = %self.id, "{error}");
         }
     }
 
@@ -217,14 +440,15 @@ impl Session {
             }
             Some(Ok(Message::Binary(data))) => UpMessage::binary(data),
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => return Next::Continue,
-            Some(Ok(Message::Close(_))) | None => return Next::End((close_code::NORMAL, String::new())),
+            Some(Ok(Message::Close(_))) => return Next::End((close_code::NORMAL, String::new())),
+            None => return Next::Gone,
             Some(Err(error)) => {
                 let text = error.to_string();
                 return if text.contains("too long") || text.contains("Space limit") {
                     let limit = self.gateway.config.max_message_bytes;
                     Next::End((close_code::TOO_BIG, format!("a message exceeded the limit of {limit} bytes")))
                 } else {
-                    Next::End((close_code::NORMAL, String::new()))
+                    Next::Gone
                 };
             }
         };
@@ -260,25 +484,33 @@ impl Session {
         frame: Option<Result<UpMessage, tokio_tungstenite::tungstenite::Error>>,
         client_tx: &mut ClientSink,
     ) -> Next {
-        let message = match frame {
+        let frame = match frame {
             Some(Ok(UpMessage::Text(text))) => {
                 if text.starts_with(r#"{"type":"bidi_connection_close""#) {
                     self.held_close = Some(text.as_str().to_owned());
                     return Next::Continue;
                 }
+                if text.starts_with(r#"{"type":"bidi_connection_start""#)
+                    && let Some(stamped) = self.stamp_start(text.as_str()).await
+                {
+                    self.first_frame_after_handoff();
+                    return match send_unkept(client_tx, Message::text(stamped)).await {
+                        Ok(()) => Next::Continue,
+                        Err(close) => Next::End(close),
+                    };
+                }
                 self.kept.observe(text.as_str());
-                Message::text(text.as_str())
+                Frame::Text(Utf8Bytes::from(text.as_str()))
             }
-            Some(Ok(UpMessage::Binary(data))) => Message::Binary(data),
+            Some(Ok(UpMessage::Binary(data))) => Frame::Binary(data),
             Some(Ok(UpMessage::Ping(_) | UpMessage::Pong(_) | UpMessage::Frame(_))) => return Next::Continue,
             Some(Ok(UpMessage::Close(frame))) => return self.runtime_closed(frame, client_tx).await,
             None | Some(Err(_)) => return self.recover("runtime_lost", client_tx).await,
         };
         self.first_frame_after_handoff();
-        match tokio::time::timeout(SLOW_CLIENT, client_tx.send(message)).await {
-            Ok(Ok(())) => Next::Continue,
-            Ok(Err(_)) => Next::End((close_code::NORMAL, String::new())),
-            Err(_) => Next::End((close_code::RATE_LIMITED, "the client does not read its messages".into())),
+        match self.deliver(client_tx, frame).await {
+            Ok(()) => Next::Continue,
+            Err(close) => Next::End(close),
         }
     }
 
@@ -300,7 +532,7 @@ impl Session {
             }
             _ => {
                 if let Some(text) = held_close {
-                    let _ = tokio::time::timeout(SLOW_CLIENT, client_tx.send(Message::text(text))).await;
+                    let _ = self.deliver(client_tx, Frame::Text(text.into())).await;
                 }
                 Next::End((if code == 1005 { close_code::NORMAL } else { code }, reason))
             }
@@ -337,8 +569,9 @@ impl Session {
         self.gateway.metrics.refused.with_label_values(&["handoff_failed"]).inc();
         let message =
             format!("the handoff to {to} failed ({error}); you are still talking to {}", self.target.route.name);
-        if send(client_tx, ServerMessage::error("handoff_failed", message, true)).await.is_err() {
-            return Next::End((close_code::NORMAL, String::new()));
+        if let Err(close) = self.deliver(client_tx, ServerMessage::error("handoff_failed", message, true).into()).await
+        {
+            return Next::End(close);
         }
         self.reopen(client_tx, "handoff_failed").await
     }
@@ -372,9 +605,9 @@ impl Session {
                     self.generation += 1;
                     let restart =
                         ServerMessage::BidiConnectionRestart { reason: reason.to_owned(), generation: self.generation };
-                    return match send(client_tx, restart).await {
+                    return match self.deliver(client_tx, restart.into()).await {
                         Ok(()) => Next::Continue,
-                        Err(()) => Next::End((close_code::NORMAL, String::new())),
+                        Err(close) => Next::End(close),
                     };
                 }
                 Err(message) => {
@@ -388,8 +621,103 @@ impl Session {
             "the agent {} has no pod that can take this session now; reconnect shortly",
             self.target.route.name
         );
-        let _ = send(client_tx, ServerMessage::error("no_runtime", message, false)).await;
+        let _ = self.deliver(client_tx, ServerMessage::error("no_runtime", message, false).into()).await;
         Next::End((close_code::INTERNAL, "no runtime pod could take the session".into()))
+    }
+
+    /// The client is gone: lets the runtime finish the turn under way (its messages are
+    /// kept for replay), closes the runtime session and parks the session for the resume
+    /// window. A session its agent ended meanwhile is not parked.
+    async fn park(&mut self) {
+        let ended = self.settle().await;
+        if let Some(mut upstream) = self.upstream.take() {
+            let _ = upstream.tx.close().await;
+        }
+        if ended {
+            self.detach().await;
+            return;
+        }
+        // Without a token the client cannot come back.
+        let Some(key) = self.key.take() else { return };
+        self.gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
+        let store = &self.gateway.store;
+        let parked = Parked {
+            session_id: self.id.clone(),
+            namespace: self.target.route.namespace.clone(),
+            agent: self.target.route.name.clone(),
+            voice: self.voice.clone(),
+            modalities: self.modalities.clone(),
+            handoff: self.kept.pending_handoff.take(),
+            kept: std::mem::take(&mut self.kept),
+            generation: self.generation,
+            replay: std::mem::take(&mut self.replay),
+        };
+        match store.park(&key, &parked, self.gateway.config.resume_window).await {
+            Ok(()) => {
+                self.gateway.metrics.parked.with_label_values(&[&self.target.key()]).inc();
+                tracing::info!(session = %self.id, agent = %self.target.key(), "client gone: the session waits for it to resume");
+            }
+            Err(error) => {
+                tracing::warn!(session = %self.id, "cannot park the session, it ends: {error}");
+                let _ = store.unmark(&key).await;
+            }
+        }
+    }
+
+    /// With the client gone: keeps the runtime's messages while it answers a turn or has
+    /// typed inputs to take up, within the park grace. True when the agent ended the
+    /// session meanwhile.
+    async fn settle(&mut self) -> bool {
+        let config = &self.gateway.config;
+        let deadline = tokio::time::Instant::now() + config.park_grace;
+        while self.kept.turn_open || !self.kept.in_flight.is_empty() {
+            let Some(upstream) = self.upstream.as_mut() else { return false };
+            let Ok(frame) = tokio::time::timeout_at(deadline, upstream.rx.next()).await else { return false };
+            let frame = match frame {
+                Some(Ok(UpMessage::Text(text))) => {
+                    if text.starts_with(r#"{"type":"bidi_connection_close""#) {
+                        self.held_close = Some(text.as_str().to_owned());
+                        continue;
+                    }
+                    self.kept.observe(text.as_str());
+                    Frame::Text(Utf8Bytes::from(text.as_str()))
+                }
+                Some(Ok(UpMessage::Binary(data))) => Frame::Binary(data),
+                Some(Ok(UpMessage::Close(frame))) => {
+                    self.upstream = None;
+                    let code = frame.map_or(1005, |f| u16::from(f.code));
+                    // A handoff stays pending (performed on resume); a drain or loss is
+                    // recovered on resume; any other close ends the session.
+                    return !matches!(code, close_code::HANDOFF | close_code::GOING_AWAY | close_code::TRY_AGAIN_LATER);
+                }
+                Some(Ok(_)) => continue,
+                None | Some(Err(_)) => {
+                    self.upstream = None;
+                    return false;
+                }
+            };
+            self.replay.record(frame, config.replay_messages, config.replay_bytes);
+        }
+        false
+    }
+
+    /// Opens a resumed session: the handoff its runtime made while the client was away,
+    /// or the same Agent with its memory and history.
+    async fn reopen_parked(&mut self, handoff: Option<(String, HandoffContext)>) -> Result<(), String> {
+        if let Some((to, context)) = handoff {
+            let return_to = self.kept.hand_over(&context);
+            let target = self.gateway.directory.borrow().for_handoff(&self.target.route.namespace, &to);
+            if let Ok(target) = target {
+                let previous = std::mem::replace(&mut self.target, target);
+                if self.connect(Some(context), None).await.is_ok() {
+                    self.kept.return_to = return_to;
+                    return Ok(());
+                }
+                self.target = previous;
+            }
+        }
+        self.generation += 1;
+        self.connect(None, None).await
     }
 
     /// Opens the session on a ready pod of the current target (not `avoid` if another is
@@ -398,11 +726,13 @@ impl Session {
         let Some(lease) = self.gateway.balancer.pick(&self.target.ready, avoid) else {
             return Err(format!("agent {} has no ready pod", self.target.route.name));
         };
-        // A handed-over session carries memory and history inside the handoff context.
-        let (memory, history) = if handoff.is_some() {
-            (BTreeMap::new(), Vec::new())
+        // A handed-over session carries memory and history inside the handoff context;
+        // one that stays with its agent goes on where it was in the workflow.
+        let handed_over = handoff.is_some();
+        let (memory, history, workflow) = if handed_over {
+            (BTreeMap::new(), Vec::new(), None)
         } else {
-            (self.kept.memory.clone(), self.kept.history.clone())
+            (self.kept.memory.clone(), self.kept.history.clone(), self.kept.workflow.clone())
         };
         let opening = Opening {
             session_id: &self.id,
@@ -412,7 +742,8 @@ impl Session {
             modalities: self.modalities.clone(),
             memory,
             history,
-            return_to: if handoff.is_some() { None } else { self.kept.return_to.clone() },
+            return_to: if handed_over { None } else { self.kept.return_to.clone() },
+            workflow,
             handoff,
         };
         let config = &self.gateway.config;
@@ -428,13 +759,24 @@ impl Session {
         }
         let _ = upstream.tx.flush().await;
         self.upstream = Some(upstream);
+        if handed_over {
+            // The target's position comes with its own transitions.
+            self.kept.workflow = None;
+        }
+        self.kept.agent.clone_from(&self.target.route.name);
         Ok(())
     }
 }
 
-async fn send(client_tx: &mut ClientSink, message: ServerMessage) -> Result<(), ()> {
-    match tokio::time::timeout(SLOW_CLIENT, client_tx.send(Message::text(message.to_json()))).await {
+/// Sends a message that is numbered but not kept for replay.
+async fn send_unkept(client_tx: &mut ClientSink, message: Message) -> Result<(), Close> {
+    match tokio::time::timeout(SLOW_CLIENT, client_tx.send(message)).await {
         Ok(Ok(())) => Ok(()),
-        _ => Err(()),
+        Ok(Err(_)) => Err((close_code::NORMAL, String::new())),
+        Err(_) => Err((close_code::RATE_LIMITED, "the client does not read its messages".into())),
     }
+}
+
+fn reconnect_elsewhere() -> Close {
+    (close_code::GOING_AWAY, "the gateway is restarting; resume with your token".into())
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_util::SinkExt;
 use futures_util::stream::{SplitSink, SplitStream, StreamExt};
 use switchboard_core::grant::{GatewaySigner, SessionContext};
-use switchboard_core::handoff::{HandoffContext, HistoryTurn};
+use switchboard_core::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
 use switchboard_core::protocol::{ClientMessage, SessionStart};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -42,6 +42,8 @@ pub struct Opening<'a> {
     pub handoff: Option<HandoffContext>,
     /// Without a handoff: the agent the session may return to.
     pub return_to: Option<String>,
+    /// Without a handoff: where the session is in the agent's workflow.
+    pub workflow: Option<WorkflowSnapshot>,
 }
 
 /// A runtime could not be reached.
@@ -81,6 +83,7 @@ pub async fn open(
         history: opening.history,
         handoff: opening.handoff,
         return_to: opening.return_to,
+        workflow: opening.workflow,
     };
     let start = SessionStart {
         agent: Some(opening.agent.to_owned()),

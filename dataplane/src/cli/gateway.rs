@@ -9,6 +9,7 @@ use clap::Args;
 use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::contract;
 use switchboard_gateway::auth::Auth;
+use switchboard_gateway::resume::Store;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::watch::{self, Sources};
 use switchboard_gateway::{Gateway, GatewayConfig};
@@ -68,6 +69,21 @@ pub struct GatewayArgs {
     /// `Origin` header not listed are refused with 4405.
     #[arg(long = "allowed-origin", env = "SWITCHBOARD_ALLOWED_ORIGINS", value_delimiter = ',')]
     allowed_origins: Vec<String>,
+
+    /// Redis (`redis://host:6379`, `rediss://` for TLS) shared by every gateway replica:
+    /// a client resumes its session through any of them, and a draining replica moves its
+    /// sessions at once. Without it, sessions wait for resume in this process only.
+    #[arg(long, env = "SWITCHBOARD_REDIS_URL")]
+    redis_url: Option<String>,
+
+    /// Seconds a session whose client went away waits for it to resume (with the token
+    /// of its latest `bidi_connection_start`).
+    #[arg(long, env = "SWITCHBOARD_RESUME_SECONDS", default_value_t = 30)]
+    resume_seconds: u64,
+
+    /// Bytes of recent messages kept per session, replayed to a client that resumes.
+    #[arg(long, env = "SWITCHBOARD_REPLAY_BUFFER_BYTES", default_value_t = 1024 * 1024)]
+    replay_buffer_bytes: usize,
 }
 
 /// Serves until SIGTERM/SIGINT, then drains.
@@ -84,6 +100,9 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         drain_seconds,
         api_keys_file,
         allowed_origins,
+        redis_url,
+        resume_seconds,
+        replay_buffer_bytes,
     } = args;
     let keys = match &api_keys_file {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
@@ -104,13 +123,23 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     let directory = watch::from_cluster(sources)
         .await
         .map_err(|e| anyhow::anyhow!("cannot configure a Kubernetes client (kubeconfig or in-cluster): {e}"))?;
+    let store = match &redis_url {
+        Some(url) => {
+            let store = Store::redis(url).await.map_err(|e| anyhow::anyhow!("{e}; check --redis-url"))?;
+            tracing::info!("sessions wait for resume in Redis, shared with the other gateway replicas");
+            store
+        }
+        None => Store::default(),
+    };
     let config = GatewayConfig {
         max_message_bytes,
         max_sessions,
         drain_timeout: Duration::from_secs(drain_seconds),
+        resume_window: Duration::from_secs(resume_seconds),
+        replay_bytes: replay_buffer_bytes,
         ..GatewayConfig::default()
     };
-    let gateway = Gateway::new(config, directory, key, auth)?;
+    let gateway = Gateway::new(config, directory, key, auth, store)?;
     let server = Server::bind(listen, gateway).await?;
     tracing::info!(addr = %server.local_addr()?, "gateway serving /v1/session");
     server

@@ -177,6 +177,7 @@ async fn run(
         history: granted.history,
         handoff: granted.handoff,
         return_to: granted.return_to,
+        workflow: granted.workflow,
     };
     let audio_session = voice::wants_audio(agent.core.spec().mode, &start.modalities);
     let (session, effects) = start_session(state, &agent, audio_session, init);
@@ -384,6 +385,7 @@ fn next_step(state: &Arc<AppState>, exit: Exit, session_id: &str, audio_session:
                 history: Vec::new(),
                 handoff: Some(request.context),
                 return_to: None,
+                workflow: None,
             };
             let (session, effects) = start_session(state, &target, audio_session, init);
             Step::Continue(target, Box::new(session), effects)

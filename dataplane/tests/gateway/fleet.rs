@@ -12,10 +12,12 @@ use std::time::Duration;
 use switchboard_crds::routing::{Route, RoutingTable, SESSION_PATH};
 use switchboard_crds::{Catalog, contract};
 use switchboard_dataplane::demo_tools::{Accounts, DemoTools};
+use switchboard_gateway::auth::Auth;
+use switchboard_gateway::resume::Store;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::{Directory, Gateway, GatewayConfig};
 use switchboard_sim::{SimConfig, SimHandle, Simulator, banking_script};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// The seed of the fleet gateway's private key.
 pub const KEY: [u8; 32] = [7; 32];
@@ -41,11 +43,28 @@ impl Drop for Pod {
     }
 }
 
+/// A gateway replica: the gateway, its session URL, and its SIGTERM.
+pub type Replica = (Arc<Gateway>, String, oneshot::Sender<()>);
+
+async fn serve(config: GatewayConfig, directory: watch::Receiver<Directory>, auth: Auth, store: Store) -> Replica {
+    let signer = switchboard_core::grant::GatewaySigner::from_seed(&KEY);
+    let gateway = Gateway::new(config, directory, signer, auth, store).expect("gateway");
+    let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), gateway.clone()).await.expect("binds");
+    let url = format!("ws://{}{SESSION_PATH}", server.local_addr().expect("addr"));
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.run(async move {
+        let _ = stopped.await;
+    }));
+    (gateway, url, stop)
+}
+
 pub struct Fleet {
     pub pods: Vec<Pod>,
     pub gateway: Arc<Gateway>,
     pub url: String,
     pub directory: watch::Sender<Directory>,
+    /// The first gateway's SIGTERM: it drains when this is dropped.
+    _stop: oneshot::Sender<()>,
     _sim: SimHandle,
     _tools: DemoTools,
     _dir: PathBuf,
@@ -54,19 +73,23 @@ pub struct Fleet {
 impl Fleet {
     /// `replicas` runtime processes per agent (agents not named get one), a gateway.
     pub async fn start(replicas: &[(&str, usize)]) -> Self {
-        Self::with_auth(replicas, switchboard_gateway::auth::Auth::default()).await
+        Self::with_auth(replicas, Auth::default()).await
     }
 
     /// Like [`Fleet::start`], admitting clients by `auth`.
-    pub async fn with_auth(replicas: &[(&str, usize)], auth: switchboard_gateway::auth::Auth) -> Self {
+    pub async fn with_auth(replicas: &[(&str, usize)], auth: Auth) -> Self {
+        Self::with(replicas, auth, GatewayConfig::default(), Store::default()).await
+    }
+
+    /// Like [`Fleet::start`], with the gateway's `auth`, `config` and session `store`.
+    pub async fn with(replicas: &[(&str, usize)], auth: Auth, config: GatewayConfig, store: Store) -> Self {
         let sim = Simulator::start(SimConfig::new(banking_script().expect("script"))).await.expect("simulator");
         let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
         let accounts = Accounts::load(&examples.join("tools/accounts.yaml")).expect("accounts");
         let tools = DemoTools::start(accounts, SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("tool server");
         let dir = std::env::temp_dir().join(format!("switchboard-fleet-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let signer = switchboard_core::grant::GatewaySigner::from_seed(&KEY);
-        let public_key = signer.public().to_string();
+        let public_key = switchboard_core::grant::GatewaySigner::from_seed(&KEY).public().to_string();
         let catalog = Catalog::load_paths(&[examples]).expect("examples");
         let mut routes = Vec::new();
         let mut pods = Vec::new();
@@ -101,11 +124,14 @@ impl Fleet {
         }
         let (directory, rx) =
             watch::channel(Directory::new(Arc::new(RoutingTable::new(routes)), Arc::new(endpoints), None));
-        let gateway = Gateway::new(GatewayConfig::default(), rx, signer, auth).expect("gateway");
-        let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), gateway.clone()).await.expect("binds");
-        let url = format!("ws://{}{SESSION_PATH}", server.local_addr().expect("addr"));
-        tokio::spawn(server.run(std::future::pending()));
-        Self { pods, gateway, url, directory, _sim: sim, _tools: tools, _dir: dir }
+        let (gateway, url, stop) = serve(config, rx.clone(), auth, store).await;
+        Self { pods, gateway, url, directory, _stop: stop, _sim: sim, _tools: tools, _dir: dir }
+    }
+
+    /// Another gateway replica in front of the same pods, with its own `auth` (the same
+    /// keys) and `store`: (gateway, URL, its SIGTERM).
+    pub async fn replica(&self, auth: Auth, config: GatewayConfig, store: Store) -> Replica {
+        serve(config, self.directory.subscribe(), auth, store).await
     }
 
     /// The pods of `agent`.

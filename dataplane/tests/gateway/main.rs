@@ -6,4 +6,5 @@
 #[allow(dead_code)]
 mod client;
 mod fleet;
+mod resume;
 mod sessions;

@@ -81,3 +81,27 @@ proptest! {
         prop_assert!(prompt.contains("Workflow steps:"));
     }
 }
+
+/// A session reopened elsewhere (another pod, a resume) with its workflow position goes on
+/// at that node; a position of another agent or an unknown node starts at the entry.
+#[test]
+fn a_reopened_session_goes_on_where_it_was_in_the_workflow() {
+    use switchboard_core::handoff::WorkflowSnapshot;
+    use switchboard_core::{Session, SessionInit};
+    let at = |agent: &str, node: &str| {
+        let workflow = Some(WorkflowSnapshot {
+            agent: agent.into(),
+            node: node.into(),
+            visited: vec!["collect".into(), "verify".into(), node.into()],
+        });
+        let init = SessionInit { workflow, ..common::init(common::verified_memory("12345678")) };
+        Session::start(common::core("idv"), init).0.workflow().clone()
+    };
+    let resumed = at("idv", "choose");
+    assert_eq!(resumed.node(), "choose");
+    assert_eq!(resumed.visited(), ["collect", "verify", "choose"]);
+    let entry = Session::start(common::core("idv"), common::init(BTreeMap::new())).0.workflow().node().to_owned();
+    assert_eq!(entry, "collect");
+    assert_eq!(at("triage", "choose").node(), entry, "another agent's position is not this one's");
+    assert_eq!(at("idv", "no-such-node").node(), entry, "an unknown node starts at the entry");
+}

@@ -1,0 +1,453 @@
+//! Resume: what a session leaves behind when its client goes away, and where it waits.
+//!
+//! - **Tokens.** Every `bidi_connection_start` the gateway relays carries a fresh resume
+//!   token (256 random bits). The store never sees a token: a parked session's key is the
+//!   SHA-256 of the client's identity (its API key's name) and the token, so a token is
+//!   bound to its key — another key presenting it finds nothing — and a leaked store
+//!   leaks no usable token.
+//! - **Sequence numbers.** Every message the gateway sends a client counts, from 1, across
+//!   connections ([`Replay`] keeps the newest within bounds), so a client that comes back
+//!   with the number of the last one it received gets the rest, in order.
+//! - **Parking.** A session whose client is gone without a goodbye lets its runtime finish
+//!   the turn under way (bounded), then is [`Parked`] in the [`Store`] for the resume
+//!   window and its runtime session is closed; a resume takes it out atomically (exactly
+//!   one claimant wins) and the session reopens on a runtime pod with its memory and
+//!   history. While a session is being parked, a marker says so: a resume that comes
+//!   early waits for it instead of being refused.
+//! - **Stores.** In memory (one gateway), or Redis (`--redis-url`), which every replica
+//!   shares, so a client resumes through any of them. Entries expire with the window.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{Message, Utf8Bytes};
+use bytes::Bytes;
+use redis::AsyncCommands;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use switchboard_core::handoff::HandoffContext;
+use switchboard_core::protocol::ServerMessage;
+
+use crate::kept::Kept;
+
+/// A fresh resume token: 256 random bits (two v4 UUIDs, from the OS's CSPRNG), as hex.
+pub fn new_token() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+}
+
+/// Where a session with `token`, opened by `identity`, is parked.
+pub fn store_key(identity: &str, token: &str) -> String {
+    let mut digest = Sha256::new();
+    digest.update(identity.as_bytes());
+    digest.update([0]);
+    digest.update(token.as_bytes());
+    hex::encode(digest.finalize())
+}
+
+/// A message sent to the client, kept for replay (sharing the sent frame's bytes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "StoredFrame", from = "StoredFrame")]
+pub enum Frame {
+    /// A text frame.
+    Text(Utf8Bytes),
+    /// A binary frame.
+    Binary(Bytes),
+}
+
+impl Frame {
+    fn len(&self) -> usize {
+        match self {
+            Self::Text(text) => text.len(),
+            Self::Binary(data) => data.len(),
+        }
+    }
+
+    /// The WebSocket message.
+    pub fn into_message(self) -> Message {
+        match self {
+            Self::Text(text) => Message::Text(text),
+            Self::Binary(data) => Message::Binary(data),
+        }
+    }
+}
+
+impl From<ServerMessage> for Frame {
+    fn from(message: ServerMessage) -> Self {
+        Self::Text(message.to_json().into())
+    }
+}
+
+impl From<String> for Frame {
+    fn from(text: String) -> Self {
+        Self::Text(text.into())
+    }
+}
+
+/// A [`Frame`] as stored.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum StoredFrame {
+    Text(String),
+    Binary(Vec<u8>),
+}
+
+impl From<Frame> for StoredFrame {
+    fn from(frame: Frame) -> Self {
+        match frame {
+            Frame::Text(text) => Self::Text(text.as_str().to_owned()),
+            Frame::Binary(data) => Self::Binary(data.to_vec()),
+        }
+    }
+}
+
+impl From<StoredFrame> for Frame {
+    fn from(frame: StoredFrame) -> Self {
+        match frame {
+            StoredFrame::Text(text) => Self::Text(text.into()),
+            StoredFrame::Binary(data) => Self::Binary(data.into()),
+        }
+    }
+}
+
+/// The newest messages sent to a client, numbered, within a count and a byte budget.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replay {
+    /// The number of the last message sent (0: none yet).
+    pub seq: u64,
+    /// `(number, message)`, oldest first.
+    frames: VecDeque<(u64, Frame)>,
+    bytes: usize,
+}
+
+/// What a client missed, from [`Replay::since`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Missed {
+    /// The messages to send again, in order.
+    pub frames: Vec<Frame>,
+    /// Messages the client missed that are no longer held: `(first, last)` numbers.
+    pub gap: Option<(u64, u64)>,
+}
+
+impl Replay {
+    /// Numbers a message about to be sent and keeps a copy; returns its number. The
+    /// oldest copies go first when the budget (`max_frames`, `max_bytes`) is exceeded.
+    pub fn record(&mut self, frame: Frame, max_frames: usize, max_bytes: usize) -> u64 {
+        self.seq += 1;
+        self.bytes += frame.len();
+        self.frames.push_back((self.seq, frame));
+        while self.frames.len() > max_frames || self.bytes > max_bytes {
+            let Some((_, old)) = self.frames.pop_front() else { break };
+            self.bytes -= old.len();
+        }
+        self.seq
+    }
+
+    /// Takes a number for a message that is not kept (a `bidi_connection_start`: a
+    /// resumed client gets a fresh one, never the old one again).
+    pub fn skip(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// The messages after `last` (the last number the client received; `None`: all held).
+    pub fn since(&self, last: Option<u64>) -> Missed {
+        let first_held = self.frames.front().map_or(self.seq + 1, |(n, _)| *n);
+        let from = last.map_or(first_held, |l| l.saturating_add(1));
+        let gap = (from < first_held).then(|| (from, first_held - 1));
+        let frames = self.frames.iter().filter(|(n, _)| *n >= from).map(|(_, f)| f.clone()).collect();
+        Missed { frames, gap }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// A session waiting for its client.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Parked {
+    /// The gateway's session id.
+    pub session_id: String,
+    /// The serving Agent's namespace and name.
+    pub namespace: String,
+    /// The serving Agent.
+    pub agent: String,
+    /// The client's voice choice.
+    pub voice: Option<String>,
+    /// The client's modalities.
+    pub modalities: Vec<String>,
+    /// Memory, history, return target, inputs in flight.
+    pub kept: Kept,
+    /// A handoff the runtime made while the client was away (performed on resume).
+    pub handoff: Option<(String, HandoffContext)>,
+    /// Runtime streams opened so far after the first.
+    pub generation: u64,
+    /// The messages sent, for replay.
+    pub replay: Replay,
+}
+
+/// What a resume found.
+#[derive(Debug)]
+pub enum Taken {
+    /// The parked session, now the caller's.
+    Parked(Box<Parked>),
+    /// The session is still attached to a connection (after the wait).
+    Held,
+    /// No such session: an unknown, expired, spent or another key's token.
+    Unknown,
+}
+
+impl Taken {
+    /// The parked session, if that is what was found.
+    pub fn parked(self) -> Option<Parked> {
+        match self {
+            Self::Parked(parked) => Some(*parked),
+            _ => None,
+        }
+    }
+}
+
+/// The session store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Redis failed.
+    #[error("the session store (Redis) failed: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// A stored session does not decode.
+    #[error("a parked session in the store does not decode: {0}")]
+    Decode(#[from] serde_json::Error),
+}
+
+/// Where parked sessions wait.
+#[derive(Clone)]
+pub enum Store {
+    /// In this process (one gateway replica).
+    Memory(Arc<Mutex<HashMap<String, (Instant, Entry)>>>),
+    /// Redis, shared by every replica.
+    Redis(redis::aio::ConnectionManager),
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_shared() { "Store::Redis" } else { "Store::Memory" })
+    }
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self::Memory(Arc::default())
+    }
+}
+
+/// An in-memory entry.
+#[derive(Clone, Debug)]
+pub enum Entry {
+    /// Attached to a client, or being parked.
+    Parking,
+    /// Parked.
+    Parked(Box<Parked>),
+}
+
+const PREFIX: &str = "switchboard:session:";
+const PARKING: &str = "switchboard:parking:";
+
+impl Store {
+    /// A Redis store at `url` (`redis://`, `rediss://`), connected.
+    pub async fn redis(url: &str) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_response_timeout(Some(Duration::from_secs(2)));
+        Ok(Self::Redis(client.get_connection_manager_with_config(config).await?))
+    }
+
+    /// Whether other gateway replicas see this store.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, Self::Redis(_))
+    }
+
+    /// Marks `key` as held (attached, or being parked) for `ttl`.
+    pub async fn mark_parking(&self, key: &str, ttl: Duration) -> Result<(), StoreError> {
+        match self {
+            Self::Memory(map) => {
+                let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
+                map.insert(key.to_owned(), (Instant::now() + ttl, Entry::Parking));
+            }
+            Self::Redis(conn) => {
+                let () = conn.clone().pset_ex(format!("{PARKING}{key}"), 1, millis(ttl)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Parks `session` at `key` for `ttl` (and clears the parking mark).
+    pub async fn park(&self, key: &str, session: &Parked, ttl: Duration) -> Result<(), StoreError> {
+        match self {
+            Self::Memory(map) => {
+                let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
+                let now = Instant::now();
+                map.retain(|_, (expires, _)| *expires > now);
+                map.insert(key.to_owned(), (now + ttl, Entry::Parked(Box::new(session.clone()))));
+            }
+            Self::Redis(conn) => {
+                let json = serde_json::to_vec(session)?;
+                let mut conn = conn.clone();
+                redis::pipe()
+                    .atomic()
+                    .pset_ex(format!("{PREFIX}{key}"), json, millis(ttl))
+                    .del(format!("{PARKING}{key}"))
+                    .exec_async(&mut conn)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Clears a parking mark whose session could not be parked.
+    pub async fn unmark(&self, key: &str) -> Result<(), StoreError> {
+        match self {
+            Self::Memory(map) => {
+                let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
+                if matches!(map.get(key), Some((_, Entry::Parking))) {
+                    map.remove(key);
+                }
+            }
+            Self::Redis(conn) => {
+                let () = conn.clone().del(format!("{PARKING}{key}")).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the session parked at `key`, waiting up to `wait` while it is still held (by
+    /// a gateway that has not seen its client go yet) or being parked. At most one caller
+    /// gets it.
+    pub async fn take(&self, key: &str, wait: Duration) -> Result<Taken, StoreError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            match self.try_take(key).await? {
+                (Some(parked), _) => return Ok(Taken::Parked(Box::new(parked))),
+                (None, false) => return Ok(Taken::Unknown),
+                (None, true) if Instant::now() >= deadline => return Ok(Taken::Held),
+                (None, true) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    async fn try_take(&self, key: &str) -> Result<(Option<Parked>, bool), StoreError> {
+        match self {
+            Self::Memory(map) => {
+                let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
+                let now = Instant::now();
+                match map.remove(key) {
+                    Some((expires, Entry::Parked(session))) if expires > now => Ok((Some(*session), false)),
+                    Some((expires, Entry::Parking)) if expires > now => {
+                        map.insert(key.to_owned(), (expires, Entry::Parking));
+                        Ok((None, true))
+                    }
+                    _ => Ok((None, false)),
+                }
+            }
+            Self::Redis(conn) => {
+                let mut conn = conn.clone();
+                let json: Option<Vec<u8>> = conn.get_del(format!("{PREFIX}{key}")).await?;
+                if let Some(json) = json {
+                    return Ok((Some(serde_json::from_slice(&json)?), false));
+                }
+                let parking: bool = conn.exists(format!("{PARKING}{key}")).await?;
+                Ok((None, parking))
+            }
+        }
+    }
+}
+
+fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> Frame {
+        Frame::Text(s.to_owned().into())
+    }
+
+    #[test]
+    fn replay_numbers_every_message_and_keeps_the_newest_within_budget() {
+        let mut replay = Replay::default();
+        for i in 1..=5 {
+            assert_eq!(replay.record(text(&format!("m{i}")), 3, 1 << 20), i);
+        }
+        // Held: 3, 4, 5.
+        assert_eq!(replay.since(Some(3)), Missed { frames: vec![text("m4"), text("m5")], gap: None });
+        assert_eq!(replay.since(Some(5)), Missed { frames: vec![], gap: None });
+        assert_eq!(
+            replay.since(Some(0)),
+            Missed { frames: vec![text("m3"), text("m4"), text("m5")], gap: Some((1, 2)) },
+            "what is no longer held is reported as a gap"
+        );
+        assert_eq!(replay.since(None).frames.len(), 3, "no number: everything held");
+        assert_eq!(replay.since(Some(99)), Missed { frames: vec![], gap: None }, "a number from the future: nothing");
+        assert_eq!(replay.skip(), 6, "a skipped number is not held");
+        assert_eq!(replay.since(Some(5)), Missed { frames: vec![], gap: None });
+        // The byte budget: one 10-byte message fits in 12, two do not.
+        let mut small = Replay::default();
+        small.record(text("0123456789"), 100, 12);
+        small.record(text("abcdefghij"), 100, 12);
+        assert_eq!(small.bytes(), 10);
+        assert_eq!(small.since(None).frames, vec![text("abcdefghij")]);
+    }
+
+    #[test]
+    fn a_token_is_bound_to_its_identity() {
+        let token = new_token();
+        assert_eq!(token.len(), 64);
+        assert_ne!(token, new_token());
+        assert_ne!(store_key("alice", &token), store_key("bob", &token));
+        assert_eq!(store_key("alice", &token), store_key("alice", &token));
+        assert!(!store_key("alice", &token).contains(&token), "the store never sees the token");
+    }
+
+    fn parked() -> Parked {
+        Parked {
+            session_id: "s".into(),
+            namespace: "bank".into(),
+            agent: "triage".into(),
+            voice: None,
+            modalities: vec![],
+            kept: Kept::default(),
+            handoff: None,
+            generation: 0,
+            replay: Replay::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn memory_store_gives_a_parked_session_once_and_waits_while_parking() {
+        let store = Store::default();
+        let ttl = Duration::from_secs(30);
+        assert!(matches!(store.take("k", Duration::ZERO).await.expect("take"), Taken::Unknown));
+        store.mark_parking("k", ttl).await.expect("mark");
+        assert!(matches!(store.take("k", Duration::from_millis(60)).await.expect("take"), Taken::Held));
+        let waiting = {
+            let store = store.clone();
+            tokio::spawn(async move { store.take("k", Duration::from_secs(5)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        store.park("k", &parked(), ttl).await.expect("park");
+        let taken = waiting.await.expect("joins").expect("take").parked();
+        assert_eq!(taken.map(|p| p.agent).as_deref(), Some("triage"), "the early resume waited for the park");
+        assert!(matches!(store.take("k", Duration::ZERO).await.expect("take"), Taken::Unknown), "taken once only");
+        // Expiry.
+        store.park("e", &parked(), Duration::from_millis(30)).await.expect("park");
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert!(matches!(store.take("e", Duration::ZERO).await.expect("take"), Taken::Unknown), "expired");
+        // A mark whose park failed does not hold resumes.
+        store.mark_parking("u", ttl).await.expect("mark");
+        store.unmark("u").await.expect("unmark");
+        assert!(matches!(store.take("u", Duration::from_secs(5)).await.expect("take"), Taken::Unknown));
+    }
+}

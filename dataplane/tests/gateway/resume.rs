@@ -1,0 +1,209 @@
+//! Resume: a client that loses its socket comes back with its token and the number of
+//! the last message it received, and the session goes on — on the same gateway (in-memory
+//! store) or on another replica sharing a real Redis; a draining replica moves its
+//! clients; expired and foreign tokens are refused.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
+use switchboard_gateway::GatewayConfig;
+use switchboard_gateway::auth::Auth;
+use switchboard_gateway::resume::Store;
+
+use crate::client::{Client, replies};
+use crate::fleet::Fleet;
+
+/// The token of the newest `bidi_connection_start` in `seen` and the number of the last
+/// message received (every message after it counts one).
+fn position(seen: &[ServerMessage]) -> (String, u64) {
+    let at = seen
+        .iter()
+        .rposition(|m| matches!(m, ServerMessage::BidiConnectionStart { .. }))
+        .expect("a bidi_connection_start was received");
+    let ServerMessage::BidiConnectionStart { resume_token: Some(token), seq: Some(seq), .. } = &seen[at] else {
+        panic!("the gateway's bidi_connection_start carries a token and its number: {:?}", seen[at]);
+    };
+    (token.clone(), seq + (seen.len() - at - 1) as u64)
+}
+
+fn resume_start(token: &str, last_seq: u64) -> ClientMessage {
+    ClientMessage::SessionStart(SessionStart {
+        resume_token: Some(token.to_owned()),
+        last_seq: Some(last_seq),
+        ..Default::default()
+    })
+}
+
+/// Reads the agent's greeting (a final line; no turn was asked for).
+async fn greeting(client: &mut Client) {
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+}
+
+fn said(messages: &[ServerMessage], needle: &str) -> usize {
+    replies(messages).iter().filter(|r| r.contains(needle)).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_drops_mid_turn_resumes_with_its_memory_and_gets_the_reply_it_missed() {
+    let fleet = Fleet::start(&[]).await;
+    let mut client = Client::start(&fleet.url, None).await;
+    greeting(&mut client).await;
+    client.say("I'd like to check my balance").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.turn().await;
+    let (token, last_seq) = position(&client.seen);
+    let before = client.seen.clone();
+
+    // The answer to this is produced while the client is away.
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    drop(client);
+
+    let mut back = Client::connect(&fleet.url).await;
+    back.send(&resume_start(&token, last_seq)).await;
+    let resumed = back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    assert_eq!(said(&resumed, "you're verified"), 1, "the missed reply is replayed first: {resumed:?}");
+    let (_, new_seq) = position(&back.seen);
+    assert!(new_seq > last_seq, "numbers go on across connections");
+    assert!(
+        !resumed
+            .iter()
+            .any(|m| matches!(m, ServerMessage::BidiConnectionStart { resume_token: Some(t), .. } if *t == token)),
+        "a fresh token"
+    );
+
+    // The memory survived: the verified caller gets the balance.
+    back.say("My balance please").await;
+    back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    let balance = back.turn().await;
+    assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "{balance:?}");
+    let everything: Vec<_> = before.iter().chain(back.seen.iter()).cloned().collect();
+    assert_eq!(said(&everything, "you're verified"), 1, "no reply twice");
+
+    // The old token is spent.
+    let mut again = Client::connect(&fleet.url).await;
+    again.send(&resume_start(&token, last_seq)).await;
+    assert_eq!(again.closed().await.0, close_code::RESUME_REFUSED);
+    let metrics = fleet.gateway.metrics.render();
+    for needle in [
+        r#"switchboard_gateway_sessions_parked_total{agent="bank/idv"} 1"#,
+        r#"switchboard_gateway_sessions_resumed_total{agent="bank/idv"} 1"#,
+        r#"switchboard_gateway_sessions_refused_total{reason="resume_refused"} 1"#,
+    ] {
+        assert!(metrics.contains(needle), "{needle} in\n{metrics}");
+    }
+}
+
+/// A real `redis-server` on a free port, stopped on drop.
+struct Redis {
+    url: String,
+    child: Child,
+}
+
+impl Redis {
+    fn start() -> Self {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
+        let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
+        assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim());
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+        let child = Command::new(bin.join("redis-server"))
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starts redis-server");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        // Dropped (killed and waited for) on every path, the panic included.
+        let redis = Self { url: format!("redis://{addr}"), child };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                return redis;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("redis-server did not listen on {addr}");
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn keys() -> Auth {
+    use sha2::Digest;
+    let digest =
+        |key: &str| sha2::Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect::<String>();
+    Auth::new(Some(&format!("alice {}\nbob {}\n", digest("alice-key"), digest("bob-key"))), vec![]).expect("keys")
+}
+
+const ALICE: (&str, &str) = ("authorization", "Bearer alice-key");
+const BOB: (&str, &str) = ("authorization", "Bearer bob-key");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_one_redis_resume_each_others_sessions_and_a_draining_one_moves_its_clients() {
+    let redis = Redis::start();
+    let config = GatewayConfig { resume_window: Duration::from_secs(3), ..GatewayConfig::default() };
+    let store = || async { Store::redis(&redis.url).await.expect("redis store") };
+    let fleet = Fleet::with(&[], keys(), config.clone(), store().await).await;
+    let (b, b_url, b_stop) = fleet.replica(keys(), config.clone(), store().await).await;
+
+    let mut client = Client::connect_with(&fleet.url, &[ALICE]).await;
+    client.send(&ClientMessage::SessionStart(SessionStart::default())).await;
+    greeting(&mut client).await;
+    client.say("I'd like to check my balance").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.turn().await;
+    let (token, last_seq) = position(&client.seen);
+    drop(client);
+
+    // Another key cannot use the token.
+    let mut thief = Client::connect_with(&b_url, &[BOB]).await;
+    thief.send(&resume_start(&token, last_seq)).await;
+    assert_eq!(thief.closed().await.0, close_code::RESUME_REFUSED, "{:?}", thief.seen);
+
+    // Alice continues through the other replica.
+    let mut client = Client::connect_with(&b_url, &[ALICE]).await;
+    client.send(&resume_start(&token, last_seq)).await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let verified = client.turn().await;
+    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+
+    // Replica B drains: its client is told to resume, and does, on the first.
+    let _ = b_stop.send(());
+    let (code, reason) = client.closed().await;
+    assert_eq!(code, close_code::GOING_AWAY, "{reason}");
+    assert!(reason.contains("resume"), "{reason}");
+    let (token, last_seq) = position(&client.seen);
+    let mut client = Client::connect_with(&fleet.url, &[ALICE]).await;
+    client.send(&resume_start(&token, last_seq)).await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.say("My balance please").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    let balance = client.turn().await;
+    assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "verified after two moves: {balance:?}");
+    assert_eq!(said(&client.seen, "you're verified"), 0, "nothing replayed that was already received");
+    let metrics = b.metrics.render();
+    assert!(metrics.contains(r#"switchboard_gateway_sessions_resumed_total{agent="bank/idv"} 1"#), "{metrics}");
+    assert!(metrics.contains(r#"switchboard_gateway_sessions_parked_total{agent="bank/idv"} 1"#), "{metrics}");
+
+    // Past the resume window, the token is refused.
+    let (token, last_seq) = position(&client.seen);
+    drop(client);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut late = Client::connect_with(&fleet.url, &[ALICE]).await;
+    late.send(&resume_start(&token, last_seq)).await;
+    let (code, _) = late.closed().await;
+    assert_eq!(code, close_code::RESUME_REFUSED, "{:?}", late.seen);
+    assert!(
+        late.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { message, .. } if message.contains("expired"))),
+        "{:?}",
+        late.seen
+    );
+}
