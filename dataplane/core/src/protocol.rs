@@ -332,6 +332,14 @@ pub enum ServerMessage {
         /// Whether the session continues.
         recoverable: bool,
     },
+    /// The server (a runtime pod) is shutting down and serves this session for at most
+    /// `seconds` more. A gateway moves the session to another pod at the next turn
+    /// boundary (the client sees `bidi_connection_restart`, reason `runtime_draining`);
+    /// a client connected directly should reconnect when convenient.
+    BidiConnectionDraining {
+        /// The longest the server goes on serving.
+        seconds: u64,
+    },
     /// The server is closing the session.
     BidiConnectionClose {
         /// Why.

@@ -40,7 +40,7 @@ use crate::Gateway;
 use crate::balancer::Lease;
 use crate::directory::Target;
 use crate::kept::Kept;
-use crate::resume::{self, Frame, Parked, Replay, Taken};
+use crate::resume::{self, Frame, Missed, Parked, Replay, Taken};
 use crate::upstream::{self, Opening, UpSink, UpStream};
 
 /// Failed reconnections in a row after which a session gives up.
@@ -146,6 +146,7 @@ async fn start(
         identity: identity.to_owned(),
         key: None,
         superseded: CancellationToken::new(),
+        missed: None,
         target,
         voice: start.voice,
         modalities: start.modalities,
@@ -153,6 +154,7 @@ async fn start(
         replay: Replay::default(),
         handoff_started: None,
         generation: 0,
+        pod_draining: false,
         held_close: None,
         unsent: Vec::new(),
         upstream: None,
@@ -225,6 +227,7 @@ async fn resume(
         identity: identity.to_owned(),
         key: None,
         superseded: CancellationToken::new(),
+        missed: None,
         target,
         voice: parked.voice.clone(),
         modalities: parked.modalities.clone(),
@@ -232,6 +235,7 @@ async fn resume(
         replay: parked.replay.clone(),
         handoff_started: None,
         generation: parked.generation,
+        pod_draining: false,
         held_close: None,
         unsent: Vec::new(),
         upstream: None,
@@ -244,19 +248,8 @@ async fn resume(
         let message = ServerMessage::error("no_runtime", format!("{message}; resume again shortly"), false);
         return Err(refuse(gateway, client_tx, "no_runtime", message, close_code::TRY_AGAIN_LATER).await);
     }
-    let missed = session.replay.since(last_seq);
-    for frame in missed.frames {
-        if tokio::time::timeout(SLOW_CLIENT, client_tx.send(frame.into_message())).await.is_err() {
-            return Err((close_code::RATE_LIMITED, "the client does not read its messages".into()));
-        }
-    }
-    if let Some((first, last)) = missed.gap {
-        let message = format!("messages {first} to {last} were sent while you were away and are no longer held");
-        if session.deliver(client_tx, ServerMessage::error("replay_gap", message, true).to_json().into()).await.is_err()
-        {
-            return Err((close_code::NORMAL, String::new()));
-        }
-    }
+    // Sent first by the relay: a client that fails meanwhile leaves the session parked.
+    session.missed = Some(session.replay.since(last_seq));
     gateway.metrics.resumed.with_label_values(&[&session.target.key()]).inc();
     gateway.metrics.live.with_label_values(&[&session.target.key()]).inc();
     tracing::info!(session = %session.id, agent = %session.target.key(), "resumed");
@@ -311,10 +304,14 @@ struct Session {
     key: Option<String>,
     /// Cancelled when the client resumes on a new socket while this one seems alive.
     superseded: CancellationToken,
+    /// On resume: the messages the client missed, sent before anything else.
+    missed: Option<Missed>,
     /// When the last handoff began (the source's close), until the target's first frame.
     handoff_started: Option<(Instant, String, String)>,
     /// Runtime streams opened for this session after the first.
     generation: u64,
+    /// The serving pod said it drains: the session moves at its next turn boundary.
+    pod_draining: bool,
     /// The runtime's `bidi_connection_close`, held until its close shows whether the
     /// session ends (then the client gets it) or moves on (then it is dropped).
     held_close: Option<String>,
@@ -344,6 +341,11 @@ impl Session {
         // With a shared store the session can move to another replica at once.
         let movable = self.gateway.store.is_shared();
         let superseded = self.superseded.clone();
+        if let Some(missed) = self.missed.take()
+            && let Err(next) = self.catch_up(client_tx, missed).await
+        {
+            return next;
+        }
         loop {
             let Some(upstream) = self.upstream.as_mut() else {
                 return Next::End((close_code::INTERNAL, "the session lost its runtime".into()));
@@ -369,15 +371,25 @@ impl Session {
         }
     }
 
-    /// Numbers and keeps a message for the client, and sends it.
-    async fn deliver(&mut self, client_tx: &mut ClientSink, frame: Frame) -> Result<(), Close> {
+    /// Sends a resumed client what it missed, and what could not be kept.
+    async fn catch_up(&mut self, client_tx: &mut ClientSink, missed: Missed) -> Result<(), Next> {
+        for frame in missed.frames {
+            send_unkept(client_tx, frame.into_message()).await?;
+        }
+        if let Some((first, last)) = missed.gap {
+            let message = format!("messages {first} to {last} were sent while you were away and are no longer held");
+            self.deliver(client_tx, ServerMessage::error("replay_gap", message, true).into()).await?;
+        }
+        Ok(())
+    }
+
+    /// Numbers and keeps a message for the client, and sends it. `Err` is what the relay
+    /// does next: the client's socket failed (it is gone: the session waits for it, and
+    /// the message is replayed), or the client does not read (closed).
+    async fn deliver(&mut self, client_tx: &mut ClientSink, frame: Frame) -> Result<(), Next> {
         let config = &self.gateway.config;
         self.replay.record(frame.clone(), config.replay_messages, config.replay_bytes);
-        match tokio::time::timeout(SLOW_CLIENT, client_tx.send(frame.into_message())).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err((close_code::NORMAL, String::new())),
-            Err(_) => Err((close_code::RATE_LIMITED, "the client does not read its messages".into())),
-        }
+        send_unkept(client_tx, frame.into_message()).await
     }
 
     /// A runtime's `bidi_connection_start`, given the session's number and a fresh resume
@@ -490,14 +502,16 @@ impl Session {
                     self.held_close = Some(text.as_str().to_owned());
                     return Next::Continue;
                 }
+                if text.starts_with(r#"{"type":"bidi_connection_draining""#) {
+                    // The pod shuts down: the session moves at its next turn boundary.
+                    self.pod_draining = true;
+                    return self.move_if_between_turns(client_tx).await;
+                }
                 if text.starts_with(r#"{"type":"bidi_connection_start""#)
                     && let Some(stamped) = self.stamp_start(text.as_str()).await
                 {
                     self.first_frame_after_handoff();
-                    return match send_unkept(client_tx, Message::text(stamped)).await {
-                        Ok(()) => Next::Continue,
-                        Err(close) => Next::End(close),
-                    };
+                    return send_unkept(client_tx, Message::text(stamped)).await.err().unwrap_or(Next::Continue);
                 }
                 self.kept.observe(text.as_str());
                 Frame::Text(Utf8Bytes::from(text.as_str()))
@@ -509,9 +523,19 @@ impl Session {
         };
         self.first_frame_after_handoff();
         match self.deliver(client_tx, frame).await {
+            Ok(()) if self.pod_draining => self.move_if_between_turns(client_tx).await,
             Ok(()) => Next::Continue,
-            Err(close) => Next::End(close),
+            Err(next) => next,
         }
+    }
+
+    /// On a draining pod: moves the session to another pod unless a turn is under way or
+    /// typed inputs wait (then the end of the turn moves it).
+    async fn move_if_between_turns(&mut self, client_tx: &mut ClientSink) -> Next {
+        if self.kept.turn_open || !self.kept.in_flight.is_empty() {
+            return Next::Continue;
+        }
+        self.recover("runtime_draining", client_tx).await
     }
 
     fn first_frame_after_handoff(&mut self) {
@@ -569,16 +593,22 @@ impl Session {
         self.gateway.metrics.refused.with_label_values(&["handoff_failed"]).inc();
         let message =
             format!("the handoff to {to} failed ({error}); you are still talking to {}", self.target.route.name);
-        if let Err(close) = self.deliver(client_tx, ServerMessage::error("handoff_failed", message, true).into()).await
-        {
-            return Next::End(close);
+        if let Err(next) = self.deliver(client_tx, ServerMessage::error("handoff_failed", message, true).into()).await {
+            return next;
         }
         self.reopen(client_tx, "handoff_failed").await
     }
 
-    /// Reopens the session on another pod of the same Agent after its runtime was lost.
+    /// Reopens the session on another pod of the same Agent: its runtime was lost, or its
+    /// pod drains.
     async fn recover(&mut self, reason: &str, client_tx: &mut ClientSink) -> Next {
-        let lost = self.upstream.take().map(|u| u.lease.addr());
+        self.pod_draining = false;
+        let mut lost = None;
+        if let Some(mut upstream) = self.upstream.take() {
+            lost = Some(upstream.lease.addr());
+            // A polite close to a draining pod; a lost one fails at once (or is given up).
+            let _ = tokio::time::timeout(Duration::from_secs(1), upstream.tx.close()).await;
+        }
         self.gateway.metrics.migrated.with_label_values(&[&self.target.key(), reason]).inc();
         if let Some(addr) = lost {
             tracing::info!(session = %self.id, agent = %self.target.key(), %addr, reason, "moving the session to another pod");
@@ -605,10 +635,7 @@ impl Session {
                     self.generation += 1;
                     let restart =
                         ServerMessage::BidiConnectionRestart { reason: reason.to_owned(), generation: self.generation };
-                    return match self.deliver(client_tx, restart.into()).await {
-                        Ok(()) => Next::Continue,
-                        Err(close) => Next::End(close),
-                    };
+                    return self.deliver(client_tx, restart.into()).await.err().unwrap_or(Next::Continue);
                 }
                 Err(message) => {
                     tracing::warn!(session = %self.id, agent = %key, "{message}");
@@ -768,12 +795,12 @@ impl Session {
     }
 }
 
-/// Sends a message that is numbered but not kept for replay.
-async fn send_unkept(client_tx: &mut ClientSink, message: Message) -> Result<(), Close> {
+/// Sends a message to the client (see [`Session::deliver`] for `Err`).
+async fn send_unkept(client_tx: &mut ClientSink, message: Message) -> Result<(), Next> {
     match tokio::time::timeout(SLOW_CLIENT, client_tx.send(message)).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err((close_code::NORMAL, String::new())),
-        Err(_) => Err((close_code::RATE_LIMITED, "the client does not read its messages".into())),
+        Ok(Err(_)) => Err(Next::Gone),
+        Err(_) => Err(Next::End((close_code::RATE_LIMITED, "the client does not read its messages".into()))),
     }
 }
 

@@ -136,6 +136,9 @@ fn print_message(message: &ServerMessage, live: bool) {
         ServerMessage::WorkflowTransition { from, to, by } => println!("  [step {from} -> {to} ({by})]"),
         ServerMessage::BidiError { message, code, .. } => println!("  [error {code}: {message}]"),
         ServerMessage::BidiConnectionClose { reason } => println!("[session closed: {reason}]"),
+        ServerMessage::BidiConnectionDraining { seconds } => {
+            println!("  [the server shuts down within {seconds} s; reconnect when convenient]")
+        }
         // The chat client is text only: it does not ask for audio.
         ServerMessage::BidiAudioStream { .. } => {}
         ServerMessage::BidiInterruption {} => println!("  [interrupted]"),

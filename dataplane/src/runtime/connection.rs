@@ -76,6 +76,16 @@ pub async fn serve(
         let _ = writer.await;
         return;
     };
+    // When the server starts draining, the session hears it (a gateway then moves it to
+    // another pod at its next turn boundary).
+    let notice = {
+        let (draining, out_tx) = (state.draining.clone(), out_tx.clone());
+        let seconds = state.config.drain_timeout.as_secs();
+        tokio::spawn(async move {
+            draining.cancelled().await;
+            let _ = out_tx.send(Out::Message(ServerMessage::BidiConnectionDraining { seconds })).await;
+        })
+    };
     let (in_tx, mut in_rx) = mpsc::channel::<ClientMessage>(INBOUND_BUFFER);
     let (audio_tx, mut audio_rx) = mpsc::channel::<Bytes>(AUDIO_BUFFER);
     let gate = AudioGate::default();
@@ -92,6 +102,7 @@ pub async fn serve(
     let _ = out_tx.send(Out::Message(ServerMessage::BidiConnectionClose { reason: reason.clone() })).await;
     let _ = out_tx.send(Out::Close(code, reason)).await;
     drop(out_tx);
+    notice.abort();
     let _ = writer.await;
     // The reader ends when the client acknowledges the close; do not wait forever.
     let reader_abort = reader.abort_handle();

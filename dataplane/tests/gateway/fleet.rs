@@ -35,6 +35,24 @@ impl Pod {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// Sends SIGTERM, as the kubelet does to a pod being deleted or rolled.
+    pub fn terminate(&self) {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill runs");
+        assert!(status.success(), "kill -TERM");
+    }
+
+    /// Waits up to `patience` for the process to exit; its status, if it did.
+    pub async fn exited_within(&mut self, patience: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + patience;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
 }
 
 impl Drop for Pod {

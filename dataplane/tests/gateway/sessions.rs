@@ -233,3 +233,39 @@ async fn inputs_sent_during_a_handoff_reach_the_next_agents_pod() {
     assert!(started(&got, "idv"), "{got:?}");
     assert!(got.iter().any(|m| matches!(m, ServerMessage::ToolStart { name, .. } if name == "perform_idv_check")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_pod_hands_its_session_to_another_at_the_turn_boundary() {
+    let mut fleet = Fleet::start(&[("triage", 2)]).await;
+    let mut client = Client::start(&fleet.url, None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    let balancer = fleet.gateway.balancer.clone();
+    let serving = fleet.pods_of("triage").map(|p| p.addr).find(|a| balancer.live(*a) == 1).expect("a serving pod");
+
+    // The pod is told to stop while it answers: the answer is not cut.
+    client.say("Hello").await;
+    fleet.pods_of("triage").find(|p| p.addr == serving).expect("the pod").terminate();
+    let turn = client.turn().await;
+    assert!(replies(&turn).iter().any(|r| r.starts_with("Hello! I can help")), "the whole answer: {turn:?}");
+    assert!(
+        !turn.iter().any(|m| matches!(m, ServerMessage::BidiConnectionRestart { .. })),
+        "no move mid-turn: {turn:?}"
+    );
+    // Then the session moves, and the next turn is served by the other pod.
+    client
+        .until(|m| matches!(m, ServerMessage::BidiConnectionRestart { reason, .. } if reason == "runtime_draining"))
+        .await;
+    assert_eq!(balancer.live(serving), 0, "the draining pod holds no session");
+    client.say("I'd like to check my balance").await;
+    let to_idv =
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    assert!(to_idv.iter().any(|m| matches!(m, ServerMessage::Handoff { to, .. } if to == "idv")), "{to_idv:?}");
+    // With its last session gone, the pod exits long before its 300 s drain timeout.
+    let pod = fleet.pods_of("triage").find(|p| p.addr == serving).expect("the pod");
+    let status = pod.exited_within(std::time::Duration::from_secs(30)).await.expect("the drained pod exits");
+    assert!(status.success(), "{status:?}");
+    assert!(!client.seen.iter().any(|m| matches!(m, ServerMessage::BidiConnectionClose { .. })), "{:?}", client.seen);
+    let metrics = fleet.gateway.metrics.render();
+    let needle = r#"switchboard_gateway_sessions_migrated_total{agent="bank/triage",reason="runtime_draining"} 1"#;
+    assert!(metrics.contains(needle), "{needle} in\n{metrics}");
+}
