@@ -43,6 +43,11 @@ pub mod close_code {
     pub const TOO_MANY_SESSIONS: u16 = 4429;
     /// The agent has no ready pod; try again shortly.
     pub const NO_READY_POD: u16 = 4503;
+    /// The client sent nothing for the idle timeout; reconnect (or resume) to go on.
+    pub const IDLE_TIMEOUT: u16 = 4408;
+    /// The client did not read its messages for too long (they piled up); it is closed so
+    /// its session slot is not held forever.
+    pub const SLOW_CLIENT: u16 = 4409;
     /// The resume token is unknown, expired (past the resume window) or another key's;
     /// start a new session.
     pub const RESUME_REFUSED: u16 = 4410;

@@ -54,6 +54,11 @@ pub struct GatewayConfig {
     pub replay_messages: usize,
     /// Bytes of messages kept per session for replay on resume.
     pub replay_bytes: usize,
+    /// Most messages a second one client session may send (bursts of twice that); more
+    /// close it with 1008. Voice sends 50 audio frames a second.
+    pub session_rate: u32,
+    /// A session with no message either way for this long is closed with 4408.
+    pub idle_timeout: Duration,
 }
 
 impl Default for GatewayConfig {
@@ -68,6 +73,8 @@ impl Default for GatewayConfig {
             park_grace: Duration::from_secs(10),
             replay_messages: 2048,
             replay_bytes: 1024 * 1024,
+            session_rate: 200,
+            idle_timeout: Duration::from_secs(600),
         }
     }
 }

@@ -35,6 +35,8 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 #[derive(Debug, Deserialize)]
 struct SessionQuery {
     agent: Option<String>,
+    /// A credential for browsers, which cannot set headers on a WebSocket request.
+    access_token: Option<String>,
 }
 
 async fn session(
@@ -52,7 +54,7 @@ async fn session(
     } else if permit.is_none() {
         Err(try_again(&format!("the gateway is at its limit of {} sessions", gateway.config.max_sessions)))
     } else {
-        gateway.auth.admit(&headers)
+        gateway.auth.admit(&headers, query.access_token.as_deref())
     };
     let tracker = gateway.tracker.clone();
     upgrade.max_message_size(limit).max_frame_size(limit).on_upgrade(move |mut socket| async move {
@@ -67,8 +69,7 @@ async fn session(
                 return;
             }
         };
-        let identity = admission.key.clone().unwrap_or_default();
-        tracker.track_future(crate::session::serve(socket, gateway, query.agent, identity)).await;
+        tracker.track_future(crate::session::serve(socket, gateway, query.agent, &admission)).await;
         drop((admission, permit));
     })
 }

@@ -37,6 +37,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame as UpCloseFrame;
 use tokio_util::sync::CancellationToken;
 
 use crate::Gateway;
+use crate::auth::{Admission, Bucket, Refusal};
 use crate::balancer::Lease;
 use crate::directory::Target;
 use crate::kept::Kept;
@@ -59,13 +60,15 @@ type ClientStream = SplitStream<WebSocket>;
 /// A close to send: code and reason (at most 123 bytes; details go in a `bidi_error`).
 type Close = (u16, String);
 
-/// Serves one upgraded client socket until the session ends or is parked. `identity`
-/// names the client's key (empty without keys): resume tokens are bound to it.
-pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option<String>, identity: String) {
+/// Serves one upgraded client socket until the session ends or is parked. The client's
+/// identity (`admission.key`; empty without checks) binds its resume tokens, and its
+/// key's message budget applies.
+pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option<String>, admission: &Admission) {
     let (mut client_tx, mut client_rx) = socket.split();
+    let identity = admission.key.clone().unwrap_or_default();
     let close = match start(&gateway, query_agent, &identity, &mut client_tx, &mut client_rx).await {
         Ok(mut session) => {
-            let end = session.relay(&mut client_tx, &mut client_rx).await;
+            let end = session.relay(&mut client_tx, &mut client_rx, admission).await;
             gateway.metrics.live.with_label_values(&[&session.target.key()]).dec();
             match end {
                 Next::End(close) => {
@@ -335,12 +338,16 @@ enum Next {
 impl Session {
     /// Relays until the client or the session ends, or the client goes away (then the
     /// runtime connection is still open, for [`Session::park`]).
-    async fn relay(&mut self, client_tx: &mut ClientSink, client_rx: &mut ClientStream) -> Next {
+    async fn relay(&mut self, client_tx: &mut ClientSink, client_rx: &mut ClientStream, admission: &Admission) -> Next {
         let shutdown = self.gateway.shutdown.clone();
         let draining = self.gateway.draining.clone();
         // With a shared store the session can move to another replica at once.
         let movable = self.gateway.store.is_shared();
         let superseded = self.superseded.clone();
+        let config = &self.gateway.config;
+        let (idle_timeout, mut budget) = (config.idle_timeout, Bucket::new(config.session_rate));
+        let idle = tokio::time::sleep(idle_timeout);
+        tokio::pin!(idle);
         if let Some(missed) = self.missed.take()
             && let Err(next) = self.catch_up(client_tx, missed).await
         {
@@ -355,8 +362,31 @@ impl Session {
                 () = draining.cancelled(), if movable => Next::Move(reconnect_elsewhere()),
                 () = superseded.cancelled() => Next::Gone,
                 () = shutdown.cancelled() => Next::End((close_code::GOING_AWAY, "the gateway is shutting down; reconnect".into())),
-                frame = client_rx.next() => self.client_frame(frame).await,
-                frame = upstream.rx.next() => self.runtime_frame(frame, client_tx).await,
+                () = &mut idle => {
+                    let message = format!("nothing came from the client or the agent for {} s; reconnect or resume to go on", idle_timeout.as_secs());
+                    self.refuse_message(client_tx, Refusal { code: close_code::IDLE_TIMEOUT, message, reason: "idle_timeout" }).await
+                }
+                frame = client_rx.next() => {
+                    idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
+                    let counted = matches!(frame, Some(Ok(Message::Text(_) | Message::Binary(_))));
+                    let over = if !counted {
+                        Ok(())
+                    } else if budget.take(std::time::Instant::now()) {
+                        admission.allow_message()
+                    } else {
+                        let message = format!("more than {} messages a second on this session; send fewer", budget.per_second());
+                        Err(Refusal { code: close_code::RATE_LIMITED, message, reason: "session_rate" })
+                    };
+                    match over {
+                        Ok(()) => self.client_frame(frame).await,
+                        Err(refusal) => self.refuse_message(client_tx, refusal).await,
+                    }
+                }
+                frame = upstream.rx.next() => {
+                    // An agent that is still answering keeps the session alive.
+                    idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
+                    self.runtime_frame(frame, client_tx).await
+                }
             };
             match next {
                 Next::Continue => {}
@@ -369,6 +399,14 @@ impl Session {
                 gone_or_moved => return gone_or_moved,
             }
         }
+    }
+
+    /// Ends the session for a limit the client broke: the `bidi_error` says which and what
+    /// to do, the close has its code.
+    async fn refuse_message(&mut self, client_tx: &mut ClientSink, refusal: Refusal) -> Next {
+        self.gateway.metrics.refused.with_label_values(&[refusal.reason]).inc();
+        let _ = self.deliver(client_tx, ServerMessage::error(refusal.reason, refusal.message, false).into()).await;
+        Next::End((refusal.code, refusal.reason.replace('_', " ")))
     }
 
     /// Sends a resumed client what it missed, and what could not be kept.
@@ -800,7 +838,7 @@ async fn send_unkept(client_tx: &mut ClientSink, message: Message) -> Result<(),
     match tokio::time::timeout(SLOW_CLIENT, client_tx.send(message)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(Next::Gone),
-        Err(_) => Err(Next::End((close_code::RATE_LIMITED, "the client does not read its messages".into()))),
+        Err(_) => Err(Next::End((close_code::SLOW_CLIENT, "the client does not read its messages".into()))),
     }
 }
 

@@ -3,12 +3,13 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::contract;
-use switchboard_gateway::auth::Auth;
+use switchboard_gateway::auth::{Auth, Jwt};
 use switchboard_gateway::resume::Store;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::watch::{self, Sources};
@@ -84,6 +85,29 @@ pub struct GatewayArgs {
     /// Bytes of recent messages kept per session, replayed to a client that resumes.
     #[arg(long, env = "SWITCHBOARD_REPLAY_BUFFER_BYTES", default_value_t = 1024 * 1024)]
     replay_buffer_bytes: usize,
+
+    /// A JSON Web Key Set (a file, e.g. mounted from a ConfigMap; re-read when it changes):
+    /// clients may present a JWT signed by one of its keys instead of an API key.
+    #[arg(long, env = "SWITCHBOARD_JWKS_FILE", requires_all = ["jwt_issuer", "jwt_audience"])]
+    jwks_file: Option<PathBuf>,
+
+    /// The `iss` a JWT must carry.
+    #[arg(long, env = "SWITCHBOARD_JWT_ISSUER", requires = "jwks_file")]
+    jwt_issuer: Option<String>,
+
+    /// The `aud` a JWT must carry.
+    #[arg(long, env = "SWITCHBOARD_JWT_AUDIENCE", requires = "jwks_file")]
+    jwt_audience: Option<String>,
+
+    /// Most messages a second one session may send (bursts of twice that); more close it
+    /// with 1008. Voice sends 50 audio frames a second.
+    #[arg(long, env = "SWITCHBOARD_MAX_MESSAGES_PER_SECOND", default_value_t = 200)]
+    max_messages_per_second: u32,
+
+    /// Seconds a session may go without a message from its client before it is closed
+    /// with 4408.
+    #[arg(long, env = "SWITCHBOARD_IDLE_SECONDS", default_value_t = 600)]
+    idle_seconds: u64,
 }
 
 /// Serves until SIGTERM/SIGINT, then drains.
@@ -103,14 +127,32 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         redis_url,
         resume_seconds,
         replay_buffer_bytes,
+        jwks_file,
+        jwt_issuer,
+        jwt_audience,
+        max_messages_per_second,
+        idle_seconds,
     } = args;
+    anyhow::ensure!(max_messages_per_second > 0, "--max-messages-per-second must be above 0");
+    anyhow::ensure!(idle_seconds > 0, "--idle-seconds must be above 0");
     let keys = match &api_keys_file {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
             anyhow::anyhow!("cannot read the API keys file {}: {e}; check --api-keys-file", path.display())
         })?),
         None => None,
     };
-    let auth = Auth::new(keys.as_deref(), allowed_origins)?;
+    let mut auth = Auth::new(keys.as_deref(), allowed_origins)?;
+    if let (Some(path), Some(issuer), Some(audience)) = (jwks_file, jwt_issuer, jwt_audience) {
+        let read = |path: &PathBuf| {
+            std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("cannot read the JWKS {}: {e}; check --jwks-file", path.display()))
+        };
+        let jwt = Arc::new(
+            Jwt::new(&read(&path)?, issuer, audience).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+        );
+        tokio::spawn(reload_jwks(path, jwt.clone()));
+        auth = auth.with_jwt(jwt);
+    }
     if !auth.requires_keys() {
         tracing::warn!("no --api-keys-file: any client that reaches the gateway may open sessions");
     }
@@ -137,6 +179,8 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         drain_timeout: Duration::from_secs(drain_seconds),
         resume_window: Duration::from_secs(resume_seconds),
         replay_bytes: replay_buffer_bytes,
+        session_rate: max_messages_per_second,
+        idle_timeout: Duration::from_secs(idle_seconds),
         ..GatewayConfig::default()
     };
     let gateway = Gateway::new(config, directory, key, auth, store)?;
@@ -146,4 +190,28 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })
         .await?;
     Ok(())
+}
+
+/// Re-reads the JWKS when its file changes (a rotated ConfigMap), every 30 s. A file that
+/// does not parse keeps the keys in use, and says so.
+async fn reload_jwks(path: PathBuf, jwt: Arc<Jwt>) {
+    let modified = |path: &PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let mut seen = modified(&path);
+    loop {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let now = modified(&path);
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        match std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| jwt.set_keys(&t).map_err(|e| e.to_string()))
+        {
+            Ok(keys) => tracing::info!(keys, path = %path.display(), "JWKS reloaded"),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), "the JWKS changed but is not usable; the previous keys stay: {error}")
+            }
+        }
+    }
 }

@@ -57,7 +57,7 @@ pub enum Command {
     /// Serve one agent (a RuntimeSpec) over the session protocol: what a runtime pod runs.
     Runtime(Box<runtime::RuntimeArgs>),
     /// The session gateway: one endpoint for every agent of the cluster.
-    Gateway(gateway::GatewayArgs),
+    Gateway(Box<gateway::GatewayArgs>),
     /// Run every agent of a folder locally, against the simulator by default.
     #[cfg(feature = "local")]
     Local(local::LocalArgs),
@@ -74,7 +74,7 @@ impl Command {
             #[cfg(feature = "local")]
             Self::Sim(args) => sim::run(args).await,
             Self::Runtime(args) => runtime::run(*args).await,
-            Self::Gateway(args) => gateway::run(args).await,
+            Self::Gateway(args) => gateway::run(*args).await,
             #[cfg(feature = "local")]
             Self::Local(args) => local::run(args).await,
             Self::Chat(args) => chat::run(args).await,

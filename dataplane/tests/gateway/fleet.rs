@@ -1,5 +1,6 @@
 //! A fleet of runtime processes for the Example Bank agents, and a gateway routing to them
 //! from a routing table and endpoints given directly (as the watchers would publish them).
+//! The runtimes' warnings and errors are printed; with `FLEET_DEBUG` set, all their logs.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -184,7 +185,7 @@ fn spawn(agent: &str, mode: &str, spec: &std::path::Path, public_key: &str, sim:
             if line.contains("runtime serving") {
                 let _ = ready_tx.send(());
             }
-            if line.contains("ERROR") || line.contains("WARN") {
+            if line.contains("ERROR") || line.contains("WARN") || std::env::var_os("FLEET_DEBUG").is_some() {
                 eprintln!("[{name}] {line}");
             }
         }

@@ -269,3 +269,83 @@ async fn a_draining_pod_hands_its_session_to_another_at_the_turn_boundary() {
     let needle = r#"switchboard_gateway_sessions_migrated_total{agent="bank/triage",reason="runtime_draining"} 1"#;
     assert!(metrics.contains(needle), "{needle} in\n{metrics}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floods_idle_clients_oversized_frames_and_a_spent_key_budget_each_close_with_their_code() {
+    use std::time::Duration;
+
+    use sha2::Digest;
+    let digest = |key: &str| hex_digest(&sha2::Sha256::digest(key.as_bytes()));
+    // The `slow` key may send 5 messages a second across its sessions.
+    let keys = format!("slow {} - 5\nfree {}\n", digest("slow-key"), digest("free-key"));
+    let auth = switchboard_gateway::auth::Auth::new(Some(&keys), vec![]).expect("auth");
+    let config = switchboard_gateway::GatewayConfig {
+        session_rate: 20,
+        idle_timeout: Duration::from_secs(6),
+        max_message_bytes: 4096,
+        ..Default::default()
+    };
+    let fleet = Fleet::with(&[], auth, config, switchboard_gateway::resume::Store::default()).await;
+    let start = ClientMessage::SessionStart(SessionStart::default());
+    let open = |key: &'static str| {
+        let (url, start) = (fleet.url.clone(), start.clone());
+        async move {
+            let mut client = Client::connect_with(&url, &[("x-api-key", key)]).await;
+            client.send(&start).await;
+            client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+            client
+        }
+    };
+    let mut bystander = open("free-key").await;
+    bystander.say("Hello").await;
+    // A flood on one session: 1008, its own reason.
+    let mut flood = open("free-key").await;
+    for _ in 0..100 {
+        if !flood.try_send_raw(r#"{"type":"bidi_text_input","text":"hi"}"#).await {
+            break;
+        }
+    }
+    assert_eq!(flood.closed().await.0, close_code::RATE_LIMITED);
+    assert!(flood.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, .. } if code == "session_rate")));
+    // An oversized frame: 1009.
+    let mut big = open("free-key").await;
+    let _ = big.try_send_raw(&format!(r#"{{"type":"bidi_text_input","text":"{}"}}"#, "x".repeat(8192))).await;
+    assert_eq!(big.closed().await.0, close_code::TOO_BIG);
+    // The slow key: its budget is shared, so two sessions together run out.
+    let mut a = open("slow-key").await;
+    let mut b = open("slow-key").await;
+    for _ in 0..6 {
+        let _ = a.try_send_raw(r#"{"type":"bidi_text_input","text":"Hello"}"#).await;
+        let _ = b.try_send_raw(r#"{"type":"bidi_text_input","text":"Hello"}"#).await;
+    }
+    // The first of them to close is closed for the key's budget (the other goes on).
+    let (code, seen) = tokio::select! {
+        (code, _) = a.closed() => (code, a.seen.clone()),
+        (code, _) = b.closed() => (code, b.seen.clone()),
+    };
+    assert_eq!(code, close_code::RATE_LIMITED, "{seen:?}");
+    assert!(seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, .. } if code == "key_rate")), "{seen:?}");
+    drop((a, b));
+    // The bystander was not touched: answered during the floods and after them (and then
+    // it idles out with 4408).
+    for again in [true, false] {
+        let turn = bystander.turn().await;
+        assert!(replies(&turn).iter().any(|r| r.starts_with("Hello! I can help")), "{turn:?}");
+        if again {
+            bystander.say("Hello").await;
+        }
+    }
+    let started = std::time::Instant::now();
+    assert_eq!(bystander.closed().await.0, close_code::IDLE_TIMEOUT);
+    assert!(started.elapsed() >= Duration::from_secs(4), "closed for idling, not before");
+    assert!(
+        bystander.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, .. } if code == "idle_timeout"))
+    );
+    let metrics = fleet.gateway.metrics.render();
+    for reason in ["session_rate", "key_rate", "idle_timeout"] {
+        assert!(
+            metrics.contains(&format!("switchboard_gateway_sessions_refused_total{{reason=\"{reason}\"}}")),
+            "{reason}"
+        );
+    }
+}
