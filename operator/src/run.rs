@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::build::hpa::api_resource;
 use crate::build::hpa::{HPA_V2, HPA_V2BETA2};
 use crate::controller::{Context, Stores, resources};
+use crate::guard::{Fence, guarded};
 use crate::http::{Health, ServeError, bind};
 use crate::leader::LeaderElector;
 use crate::metrics::Metrics;
@@ -94,13 +95,19 @@ async fn lead(
     }
     health.set_ready(true);
     let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let timeout = Duration::from_secs(args.api_timeout_seconds.max(1));
+    let fence = Fence::new();
+    // Everything the controllers send: with deadlines, and no write once the fence closes.
+    let fenced = guarded(client.clone(), timeout, Some(fence.clone()));
     let elector = LeaderElector::new(
-        client.clone(),
+        (guarded(client, timeout, None), fenced.clone()),
         &args.operator_namespace,
         &args.lease_name,
         &identity,
         Duration::from_secs(u64::from(args.lease_seconds.max(3))),
+        fence.clone(),
     );
+    let client = fenced;
     tracing::info!(identity, lease = %args.lease_name, "waiting for the leader Lease");
     if !elector.acquire(&shutdown).await {
         return Ok(());
@@ -111,8 +118,10 @@ async fn lead(
     let stop = shutdown.child_token();
     let keeper = tokio::spawn({
         let (elector, shutdown, lost, stop) = (elector.clone(), shutdown.clone(), lost.clone(), stop.clone());
+        let leader = metrics.leader.clone();
         async move {
             elector.keep(shutdown, lost).await;
+            leader.set(0);
             stop.cancel();
         }
     });

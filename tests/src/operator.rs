@@ -79,6 +79,7 @@ pub fn args(ns: &str, identity: &str, build: BuildSettings) -> RunArgs {
         routes_namespace: None,
         lease_name: "switchboard-operator".to_owned(),
         lease_seconds: 6,
+        api_timeout_seconds: 10,
         identity: Some(identity.to_owned()),
         metrics_addr: ([127, 0, 0, 1], 0).into(),
         resync_seconds: 600,
