@@ -123,10 +123,11 @@ async fn install_and_reconcile_as_the_chart(namespaced: bool) {
         if namespaced { Some(TestNamespace::new(&cluster, "chart-agents").await.expect("namespace")) } else { None };
     let agents_ns = watched.as_ref().unwrap_or(&ns);
     let release = ns.name.clone();
-    // --skip-crds: the test server already has the CRDs (without the CEL rules it cannot
-    // store, see install_crds); other tests share them.
+    // crds.install=false: the test server already has the CRDs (without the CEL rules it
+    // cannot store, see install_crds); other tests share them.
     let chart = chart();
-    let mut install = vec!["install", &release, &chart, "--namespace", &ns.name, "--skip-crds", "--wait=false"];
+    let mut install =
+        vec!["install", &release, &chart, "--namespace", &ns.name, "--set", "crds.install=false", "--wait=false"];
     let watch_value = format!("operator.watchNamespace={}", agents_ns.name);
     if namespaced {
         install.extend(["--set", &watch_value]);
