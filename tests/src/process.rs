@@ -12,7 +12,7 @@ use anyhow::Context;
 
 use crate::operator::operator_binary;
 
-/// A running operator process; killed on drop.
+/// A running operator process; killed (and its log removed) on drop.
 #[derive(Debug)]
 pub struct OperatorProcess {
     /// Its Lease identity.
@@ -91,5 +91,7 @@ impl Drop for OperatorProcess {
         let _ = self.signal("CONT");
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Failing assertions print the log themselves (`log_text`).
+        let _ = std::fs::remove_file(&self.log);
     }
 }
