@@ -7,6 +7,7 @@ pub mod build;
 pub mod cli;
 pub mod client;
 pub mod controller;
+pub mod guard;
 pub mod http;
 pub mod leader;
 pub mod lean;

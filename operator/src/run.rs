@@ -18,7 +18,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::build::hpa::api_resource;
 use crate::build::hpa::{HPA_V2, HPA_V2BETA2};
+use crate::controller::policy::{Policy, PolicyError};
 use crate::controller::{Context, Stores, resources};
+use crate::guard::{Fence, guarded};
 use crate::http::{Health, ServeError, bind};
 use crate::leader::LeaderElector;
 use crate::metrics::Metrics;
@@ -50,6 +52,9 @@ pub enum RunError {
     /// The health/metrics server could not start.
     #[error(transparent)]
     Serve(#[from] ServeError),
+    /// `--agent-service-accounts` has an entry that is not `namespace/name`.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
     /// Another replica took the Lease, or it could not be renewed.
     #[error("lost the leader Lease; exiting so a restart starts clean")]
     LostLeadership,
@@ -62,6 +67,7 @@ impl RunError {
             RunError::CrdsMissing(_) => "crds_missing",
             RunError::Kube { .. } => "api",
             RunError::Serve(e) => e.metric_label(),
+            RunError::Policy(_) => "settings",
             RunError::LostLeadership => "lost_leadership",
         }
     }
@@ -88,19 +94,26 @@ async fn lead(
     health: &Health,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
+    let policy = Policy::parse(&args.agent_service_accounts)?;
     check_crds(&client, args.namespace.as_deref()).await?;
     if args.build.hpa_api_version.is_none() {
         args.build.hpa_api_version = Some(discover_hpa_version(&client).await?);
     }
     health.set_ready(true);
     let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let timeout = Duration::from_secs(args.api_timeout_seconds.max(1));
+    let fence = Fence::new();
+    // Everything the controllers send: with deadlines, and no write once the fence closes.
+    let fenced = guarded(client.clone(), timeout, Some(fence.clone()));
     let elector = LeaderElector::new(
-        client.clone(),
+        (guarded(client, timeout, None), fenced.clone()),
         &args.operator_namespace,
         &args.lease_name,
         &identity,
         Duration::from_secs(u64::from(args.lease_seconds.max(3))),
+        fence.clone(),
     );
+    let client = fenced;
     tracing::info!(identity, lease = %args.lease_name, "waiting for the leader Lease");
     if !elector.acquire(&shutdown).await {
         return Ok(());
@@ -111,8 +124,10 @@ async fn lead(
     let stop = shutdown.child_token();
     let keeper = tokio::spawn({
         let (elector, shutdown, lost, stop) = (elector.clone(), shutdown.clone(), lost.clone(), stop.clone());
+        let leader = metrics.leader.clone();
         async move {
             elector.keep(shutdown, lost).await;
+            leader.set(0);
             stop.cancel();
         }
     });
@@ -120,7 +135,7 @@ async fn lead(
         client.clone(),
         Reporter { controller: crate::build::FIELD_MANAGER.to_owned(), instance: Some(identity) },
     );
-    controllers(&args, client, recorder, metrics.clone(), stop.clone()).await;
+    controllers(&args, client, recorder, policy, metrics.clone(), stop.clone()).await;
     stop.cancel();
     if let Err(e) = keeper.await {
         tracing::warn!("lease keeper task: {e}");
@@ -193,7 +208,14 @@ fn default_identity() -> String {
 }
 
 /// Runs the Agent, Persona and Workflow controllers and the routing-table publisher until `stop`.
-async fn controllers(args: &RunArgs, client: Client, recorder: Recorder, metrics: Metrics, stop: CancellationToken) {
+async fn controllers(
+    args: &RunArgs,
+    client: Client,
+    recorder: Recorder,
+    policy: Policy,
+    metrics: Metrics,
+    stop: CancellationToken,
+) {
     let ns = args.namespace.as_deref();
     let (agents, agent_writer) = reflector::store::<Agent>();
     let (personas, persona_writer) = reflector::store::<Persona>();
@@ -208,6 +230,7 @@ async fn controllers(args: &RunArgs, client: Client, recorder: Recorder, metrics
         recorder,
         Duration::from_secs(args.resync_seconds.max(1)),
         stores,
+        policy,
     ));
     let (notify, notified) = watch::channel(());
     let (triggers, triggered) = mpsc::channel::<ObjectRef<Agent>>(TRIGGER_QUEUE);

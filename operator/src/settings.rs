@@ -121,6 +121,16 @@ pub struct RunArgs {
     /// Seconds a leader's Lease is valid without renewal; a standby takes over after it.
     #[arg(long, env = "SWITCHBOARD_LEASE_SECONDS", default_value_t = 15)]
     pub lease_seconds: u32,
+    /// ServiceAccounts Agents may run as without the `switchboard.dev/agent-usable: "true"`
+    /// annotation on the account: comma-separated `namespace/name` or `namespace/*`. Any
+    /// other account named in an Agent's `spec.credentials.serviceAccountName` gets
+    /// `Accepted=False` (reason `ServiceAccountNotAllowed`).
+    #[arg(long, env = "SWITCHBOARD_AGENT_SERVICE_ACCOUNTS", value_delimiter = ',')]
+    pub agent_service_accounts: Vec<String>,
+    /// Seconds an API request may take (connecting, the response head and, except for
+    /// watches, the whole response); a write may also never outlast the leader's fence.
+    #[arg(long, env = "SWITCHBOARD_API_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub api_timeout_seconds: u64,
     /// This replica's identity in the Lease (default: `POD_NAME`, then host name, plus a
     /// random suffix).
     #[arg(long, env = "POD_NAME")]

@@ -8,7 +8,8 @@
 #
 # The test server is Kubernetes 1.20: it cannot store the CRDs' CEL rules (Helm 4 installs
 # CRDs by server-side apply, which it refuses), so the CRDs are applied here without the
-# x-kubernetes-validations fields and the chart is installed with --skip-crds; the operator
+# x-kubernetes-validations fields and the chart is installed with crds.install=false (the
+# chart ships the CRDs as templates, so that `helm upgrade` updates them); the operator
 # checks the same rules itself. On a current cluster, plain `helm install` does it all.
 #
 # Env: SWITCHBOARD_RELEASE (default switchboard), SWITCHBOARD_NAMESPACE (default
@@ -41,7 +42,7 @@ done | k apply --server-side --force-conflicts --field-manager switchboard-insta
 
 log "installing the chart as release $RELEASE in $NS"
 "$BIN/helm" upgrade --install "$RELEASE" "$ROOT/charts/switchboard" --namespace "$NS" --create-namespace \
-  --skip-crds --wait --timeout 180s "$@" >&2
+  --set crds.install=false --wait --timeout 180s "$@" >&2
 k -n "$NS" wait --for=condition=Available deployment --all --timeout=180s >&2
 svc="$(k -n "$NS" get svc -l app.kubernetes.io/name=switchboard-gateway -o jsonpath='{.items[0].metadata.name}')"
 ip="$(k -n "$NS" get svc "$svc" -o jsonpath='{.spec.clusterIP}')"

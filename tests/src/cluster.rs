@@ -146,3 +146,57 @@ pub fn tools_bin() -> anyhow::Result<PathBuf> {
     let stdout = String::from_utf8_lossy(&out.stdout);
     Ok(PathBuf::from(stdout.lines().last().unwrap_or_default().trim()))
 }
+
+/// A control plane of its own (same binaries, other ports and state) that has never seen
+/// the Switchboard CRDs (for tests that install cluster-scoped objects other tests share,
+/// or must not find them); stopped and removed on drop.
+#[derive(Debug)]
+pub struct BareCluster {
+    dir: std::path::PathBuf,
+    env: Vec<(&'static str, String)>,
+    /// Its kubeconfig file.
+    pub kubeconfig: String,
+}
+
+impl BareCluster {
+    /// Starts it (about 10 s); panics when it cannot.
+    pub fn start() -> Self {
+        let free_pair = || loop {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+            if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+                return port;
+            }
+        };
+        let apiserver = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "switchboard-bare-cluster-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let env = vec![
+            ("SWITCHBOARD_CLUSTER_DIR", dir.display().to_string()),
+            ("SWITCHBOARD_CLUSTER_PORT", apiserver.to_string()),
+            ("SWITCHBOARD_ETCD_PORT", free_pair().to_string()),
+        ];
+        let out = Command::new("bash")
+            .arg(repo_root().join("tests/cluster/up.sh"))
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()
+            .expect("runs up.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "up.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        let kubeconfig = stdout.lines().last().unwrap_or_default().trim_start_matches("export KUBECONFIG=").to_owned();
+        Self { dir, env, kubeconfig }
+    }
+}
+
+impl Drop for BareCluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo_root().join("tests/cluster/down.sh"))
+            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

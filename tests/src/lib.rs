@@ -3,10 +3,12 @@
 //! running in-process ([`operator`]), a stand-in for the kubelet ([`kubelet`]) and polling
 //! ([`wait`]).
 
+pub mod api_proxy;
 pub mod cluster;
 pub mod kubelet;
 pub mod manifests;
 pub mod operator;
+pub mod process;
 pub mod wait;
 
 use std::path::PathBuf;

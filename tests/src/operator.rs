@@ -38,11 +38,16 @@ impl Operator {
 
     /// [`Operator::start`] with other build settings.
     pub fn start_with(ns: &TestNamespace, identity: &str, build: BuildSettings) -> anyhow::Result<Self> {
-        let args = args(&ns.name, identity, build);
+        Self::start_args(ns, args(&ns.name, identity, build))
+    }
+
+    /// [`Operator::start`] with `args` (see [`args`] for the test defaults).
+    pub fn start_args(ns: &TestNamespace, args: RunArgs) -> anyhow::Result<Self> {
+        let identity = args.identity.clone().unwrap_or_default();
         let metrics = Metrics::new()?;
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(run(args, ns.client(), metrics.clone(), shutdown.clone()));
-        Ok(Self { identity: identity.to_owned(), metrics, shutdown, task: Some(task) })
+        Ok(Self { identity, metrics, shutdown, task: Some(task) })
     }
 
     /// Whether the operator task has ended.
@@ -79,6 +84,8 @@ pub fn args(ns: &str, identity: &str, build: BuildSettings) -> RunArgs {
         routes_namespace: None,
         lease_name: "switchboard-operator".to_owned(),
         lease_seconds: 6,
+        api_timeout_seconds: 10,
+        agent_service_accounts: Vec::new(),
         identity: Some(identity.to_owned()),
         metrics_addr: ([127, 0, 0, 1], 0).into(),
         resync_seconds: 600,

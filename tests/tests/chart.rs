@@ -1,6 +1,7 @@
 //! The Helm chart: it lints, renders manifests valid for a current Kubernetes, installs on
 //! the real control plane, and its RBAC is enough for the real controller — run here as
-//! the chart's ServiceAccount (impersonated) — to reconcile the banking examples.
+//! the chart's ServiceAccount (impersonated) — to reconcile the banking examples, cluster-wide
+//! and namespaced (`operator.watchNamespace`: Roles only), and no more than that.
 
 use std::process::Command;
 use std::time::Duration;
@@ -9,7 +10,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use switchboard_crds::Agent;
 use switchboard_crds::common::{CONDITION_ACCEPTED, find_condition};
-use switchboard_tests::cluster::{TestNamespace, cluster, tools_bin};
+use switchboard_crds::routing::RoutingTable;
+use switchboard_tests::cluster::{TestNamespace, cluster, kubectl, tools_bin};
 use switchboard_tests::manifests::{apply_path, install_crds};
 use switchboard_tests::operator::{self, routing_table};
 use switchboard_tests::{repo_root, wait};
@@ -49,6 +51,7 @@ fn the_chart_lints_and_renders_valid_manifests() {
                 rendered.contains("namespace: bank") && rendered.contains("value: \"autoscaling/v2\""),
                 "{rendered}"
             );
+            assert!(!rendered.contains("kind: ClusterRole"), "a namespaced install renders no ClusterRole(Binding)");
         }
         let file = std::env::temp_dir().join(format!("switchboard-chart-{}-{}.yaml", std::process::id(), extra.len()));
         std::fs::write(&file, &rendered).expect("write");
@@ -63,18 +66,73 @@ fn the_chart_lints_and_renders_valid_manifests() {
     }
 }
 
-#[tokio::test]
-async fn the_chart_installs_and_its_rbac_suffices_for_the_controller() {
+/// Whether the chart's operator ServiceAccount in `release_ns` may `verb` `resource` (as
+/// kubectl names it: `resource.group/name`) in `namespace` (None: every namespace), asked
+/// of the API server's authorizer (a SubjectAccessReview, what `kubectl auth can-i --as` does).
+async fn can_i(
+    client: &Client,
+    release_ns: &str,
+    release: &str,
+    verb: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) -> bool {
+    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+    let (resource, name) = resource.split_once('/').map_or((resource, None), |(r, n)| (r, Some(n.to_owned())));
+    let (resource, group) = resource.split_once('.').unwrap_or((resource, ""));
+    let (resource, subresource) = match name.as_deref() {
+        Some("status") => (resource, Some("status".to_owned())),
+        _ => (resource, None),
+    };
+    let name = name.filter(|n| n != "status");
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!("system:serviceaccount:{release_ns}:{release}-switchboard")),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{release_ns}"),
+                "system:authenticated".into(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: namespace.map(str::to_owned),
+                verb: Some(verb.to_owned()),
+                group: Some(group.to_owned()),
+                resource: Some(resource.to_owned()),
+                subresource,
+                name,
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let answer = api.create(&Default::default(), &review).await.expect("SubjectAccessReview");
+    answer.status.is_some_and(|s| s.allowed)
+}
+
+/// Installs the chart into a fresh namespace (Agents there too, or in `watch` — a second
+/// namespace — for a namespaced install), runs the real controller as the chart's
+/// ServiceAccount (impersonated) until it reconciles the banking examples, and checks the
+/// account may do nothing it does not need.
+async fn install_and_reconcile_as_the_chart(namespaced: bool) {
     let cluster = cluster().await.expect("control plane");
     install_crds(&cluster.client).await.expect("CRDs");
     let ns = TestNamespace::new(&cluster, "chart").await.expect("namespace");
+    let watched =
+        if namespaced { Some(TestNamespace::new(&cluster, "chart-agents").await.expect("namespace")) } else { None };
+    let agents_ns = watched.as_ref().unwrap_or(&ns);
     let release = ns.name.clone();
-    // --skip-crds: the test server already has the CRDs (without the CEL rules it cannot
-    // store, see install_crds); other tests share them.
-    let (ok, out) = helm(
-        Some(&cluster.kubeconfig),
-        &["install", &release, &chart(), "--namespace", &ns.name, "--skip-crds", "--wait=false"],
-    );
+    // crds.install=false: the test server already has the CRDs (without the CEL rules it
+    // cannot store, see install_crds); other tests share them.
+    let chart = chart();
+    let mut install =
+        vec!["install", &release, &chart, "--namespace", &ns.name, "--set", "crds.install=false", "--wait=false"];
+    let watch_value = format!("operator.watchNamespace={}", agents_ns.name);
+    if namespaced {
+        install.extend(["--set", &watch_value]);
+    }
+    let (ok, out) = helm(Some(&cluster.kubeconfig), &install);
     assert!(ok, "{out}");
 
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(ns.client(), &ns.name);
@@ -92,13 +150,14 @@ async fn the_chart_installs_and_its_rbac_suffices_for_the_controller() {
     .expect("config");
     config.auth_info.impersonate = Some(account);
     let as_chart = Client::try_from(config).expect("client");
-    let args = operator::args(&ns.name, "chart-operator", Default::default());
+    let mut args = operator::args(&ns.name, "chart-operator", Default::default());
+    args.namespace = namespaced.then(|| agents_ns.name.clone());
     let shutdown = tokio_util::sync::CancellationToken::new();
     let metrics = switchboard_operator::metrics::Metrics::new().expect("metrics");
     let task = tokio::spawn(switchboard_operator::run::run(args, as_chart, metrics, shutdown.clone()));
 
-    apply_path(&ns.client(), &ns.name, &repo_root().join("examples/banking")).await.expect("examples apply");
-    let agents: Api<Agent> = Api::namespaced(ns.client(), &ns.name);
+    apply_path(&ns.client(), &agents_ns.name, &repo_root().join("examples/banking")).await.expect("examples apply");
+    let agents: Api<Agent> = Api::namespaced(ns.client(), &agents_ns.name);
     wait::until("every Agent Accepted=True", Duration::from_secs(60), || {
         let agents = agents.clone();
         async move {
@@ -115,13 +174,75 @@ async fn the_chart_installs_and_its_rbac_suffices_for_the_controller() {
     .await
     .expect("the controller reconciles with the chart's RBAC");
     // The table is published shortly (debounced) after the statuses.
-    wait::until("a routing table with 4 routes", Duration::from_secs(10), || async {
+    // (A cluster-wide operator also routes Agents of other tests running at the same time.)
+    wait::until("a routing table with the 4 Agents", Duration::from_secs(20), || async {
         let table = routing_table(&ns).await?;
-        Ok::<_, anyhow::Error>(table.filter(|t| t.routes.len() == 4))
+        let ours = |t: &RoutingTable| t.routes.iter().filter(|r| r.namespace == agents_ns.name).count();
+        Ok::<_, anyhow::Error>(table.filter(|t| ours(t) == 4))
     })
     .await
     .expect("the controller publishes the routing table with the chart's RBAC");
     assert!(!task.is_finished(), "the operator stopped: missing permissions?");
+
+    // Least privilege: nothing the operator does not use.
+    let admin = ns.client();
+    let may = |verb: &'static str, resource: &'static str, namespace: Option<String>| {
+        let (admin, release_ns, release) = (admin.clone(), ns.name.clone(), release.clone());
+        async move { can_i(&admin, &release_ns, &release, verb, resource, namespace.as_deref()).await }
+    };
+    let here = Some(agents_ns.name.clone());
+    assert!(
+        may("patch", "deployments.apps", here.clone()).await
+            && may("watch", "agents.switchboard.dev", here.clone()).await,
+        "sanity"
+    );
+    for (verb, resource) in [
+        ("update", "deployments.apps"),
+        ("update", "configmaps"),
+        ("update", "services"),
+        ("update", "horizontalpodautoscalers.autoscaling"),
+        ("update", "agents.switchboard.dev/status"),
+        ("delete", "deployments.apps"),
+        ("delete", "configmaps"),
+        ("delete", "services"),
+        ("create", "pods"),
+        ("get", "secrets"),
+        ("patch", "serviceaccounts"),
+        ("update", "agents.switchboard.dev"),
+    ] {
+        assert!(
+            !may(verb, resource, here.clone()).await,
+            "the operator's account may {verb} {resource} in {}",
+            agents_ns.name
+        );
+    }
+    assert!(
+        !may("update", "leases.coordination.k8s.io/someone-elses-lease", Some(ns.name.clone())).await,
+        "only its own Lease"
+    );
+    assert!(
+        !may("get", "customresourcedefinitions.apiextensions.k8s.io", None).await,
+        "no cluster-wide reads it does not need"
+    );
+    if namespaced {
+        assert!(
+            !may("list", "agents.switchboard.dev", None).await,
+            "a namespaced install reads Agents only where it watches"
+        );
+        assert!(!may("list", "agents.switchboard.dev", Some("default".to_owned())).await);
+        assert!(!may("patch", "deployments.apps", Some("default".to_owned())).await);
+        let routes_only = may("patch", "configmaps/switchboard-routes", Some(ns.name.clone())).await
+            && !may("patch", "configmaps/not-the-routing-table", Some(ns.name.clone())).await;
+        assert!(routes_only, "in the release namespace it writes only the routing table");
+        let (ok, bindings) =
+            kubectl(&cluster.kubeconfig, None, &["get", "clusterrolebindings,clusterroles", "-o", "name"])
+                .expect("kubectl");
+        assert!(ok, "{bindings}");
+        assert!(!bindings.contains(&release), "a namespaced install has no cluster-wide RBAC:\n{bindings}");
+    } else {
+        assert!(may("list", "agents.switchboard.dev", None).await, "a cluster-wide install watches every namespace");
+    }
+
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(30), task)
         .await
@@ -131,4 +252,14 @@ async fn the_chart_installs_and_its_rbac_suffices_for_the_controller() {
 
     let (ok, out) = helm(Some(&cluster.kubeconfig), &["uninstall", &release, "--namespace", &ns.name]);
     assert!(ok, "{out}");
+}
+
+#[tokio::test]
+async fn the_chart_installs_and_its_rbac_suffices_for_the_controller() {
+    install_and_reconcile_as_the_chart(false).await;
+}
+
+#[tokio::test]
+async fn a_namespaced_install_uses_roles_only_and_they_suffice_for_the_controller() {
+    install_and_reconcile_as_the_chart(true).await;
 }

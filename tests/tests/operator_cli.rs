@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::{namespace, wait_accepted};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use switchboard_tests::cluster::tools_bin;
+use switchboard_tests::cluster::{BareCluster, tools_bin};
 use switchboard_tests::manifests::apply_yaml;
 use switchboard_tests::operator::operator_binary;
 use switchboard_tests::repo_root;
@@ -168,51 +168,6 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("switchboard-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
-}
-
-/// A control plane of its own (same binaries, other ports and state) that has never seen
-/// the Switchboard CRDs; stopped and removed on drop.
-struct BareCluster {
-    dir: std::path::PathBuf,
-    env: Vec<(&'static str, String)>,
-    kubeconfig: String,
-}
-
-impl BareCluster {
-    fn start() -> Self {
-        let free_pair = || loop {
-            let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-            if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-                return port;
-            }
-        };
-        let apiserver = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-        let dir = std::env::temp_dir().join(format!("switchboard-bare-cluster-{}", std::process::id()));
-        let env = vec![
-            ("SWITCHBOARD_CLUSTER_DIR", dir.display().to_string()),
-            ("SWITCHBOARD_CLUSTER_PORT", apiserver.to_string()),
-            ("SWITCHBOARD_ETCD_PORT", free_pair().to_string()),
-        ];
-        let out = Command::new("bash")
-            .arg(repo_root().join("tests/cluster/up.sh"))
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .output()
-            .expect("runs up.sh");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "up.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-        let kubeconfig = stdout.lines().last().unwrap_or_default().trim_start_matches("export KUBECONFIG=").to_owned();
-        Self { dir, env, kubeconfig }
-    }
-}
-
-impl Drop for BareCluster {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(repo_root().join("tests/cluster/down.sh"))
-            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
-            .output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 #[test]

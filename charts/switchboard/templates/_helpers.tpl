@@ -52,3 +52,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "switchboard.gatewayKeySecret" -}}
 {{- printf "%s-key" (include "switchboard.gatewayName" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+
+{{- /* The metadata lines the chart adds to each CRD (see crds.yaml), framed as the
+"\nmetadata:\n" they replace. */ -}}
+{{- define "switchboard.crdMetadata" }}
+metadata:
+  annotations:
+    helm.sh/resource-policy: keep
+  labels:
+    app.kubernetes.io/part-of: switchboard
+    app.kubernetes.io/managed-by: {{ .Release.Service }}
+    helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{ end -}}

@@ -1,6 +1,6 @@
 //! Writes the CRD manifests generated from the Rust types into `crds/` and into the Helm
-//! chart's `charts/switchboard/crds/` (the same bytes), or into the directory given as the
-//! first argument.
+//! chart's `charts/switchboard/files/crds/` (the same bytes; the chart's `templates/crds.yaml`
+//! renders them), or into the directory given as the first argument.
 
 use std::path::PathBuf;
 

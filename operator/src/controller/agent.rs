@@ -16,12 +16,16 @@ use switchboard_crds::{Agent, AgentStatus, resolve};
 
 use super::apply::{apply_children, apply_status};
 use super::status::{Verdict, accepted, agent_status, replicas};
-use super::{Context, Error, key_of};
+use super::{Context, Error, key_of, policy};
 use crate::build::{build, service};
 use crate::lean::LeanDeployment;
 
 /// The metrics label of Agent reconciles.
 pub const KIND: &str = "agent";
+
+/// How soon an Agent refused by policy (`policy.rs`) is checked again: what would change
+/// the verdict (a ServiceAccount's annotation, a conflicting object going) does not wake it.
+pub const POLICY_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Reconciles one Agent; failures are counted, logged as Events and retried.
 pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -65,30 +69,28 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     let (Some(persona), Some(workflow), true) = (persona, workflow, verdict.ok) else {
         // Not accepted: keep what runs, report, wait for a change (of the Agent, its
         // Persona or Workflow, or a handoff target appearing).
-        let deployments: Api<LeanDeployment> = Api::namespaced(client.clone(), &namespace);
-        let deployment = deployments
-            .get_opt(&name)
-            .await
-            .map_err(|e| Error::kube(format!("reading Deployment {namespace}/{name}"), e))?;
-        let endpoint = deployment.as_ref().map(|_| service::endpoint(agent));
-        let status = agent_status(
-            agent.metadata.generation,
-            agent.status.as_ref(),
-            &verdict,
-            deployment.as_ref().map(replicas),
-            endpoint,
-            Timestamp::now(),
-        );
-        if write_status(agent, &agents, &status, ctx).await? && accepted_changed(agent.status.as_ref(), &verdict) {
-            ctx.event(agent, EventType::Warning, &verdict.reason, verdict.message.clone()).await;
-        }
-        return Ok(Action::await_change());
+        return reject(agent, ctx, &verdict, Action::await_change()).await;
     };
+
+    // What the validator cannot see: may this Agent have what it asks the operator for?
+    let account = agent.spec.credentials.as_ref().and_then(|c| c.service_account_name.as_deref());
+    if let Some(account) = account
+        && let Some(refused) = policy::service_account(ctx, &namespace, account).await?
+    {
+        return reject(agent, ctx, &refused, Action::requeue(POLICY_RECHECK)).await;
+    }
 
     // Build and apply.
     let spec = resolve(agent, persona.as_ref(), workflow.as_ref());
     let desired = build(agent, &spec, &ctx.settings);
-    let deployment = apply_children(ctx, &namespace, &name, &desired).await?;
+    let deployment = match apply_children(ctx, &namespace, &name, &desired).await {
+        Ok(deployment) => deployment,
+        Err(Error::NotOwned { kind, namespace, name }) => {
+            let refused = policy::name_taken(&kind, &namespace, &name);
+            return reject(agent, ctx, &refused, Action::requeue(POLICY_RECHECK)).await;
+        }
+        Err(e) => return Err(e),
+    };
 
     // Status.
     let status = agent_status(
@@ -105,6 +107,35 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
         ctx.event(agent, EventType::Normal, "Accepted", "the spec is valid now; runtime children applied".into()).await;
     }
     Ok(Action::requeue(ctx.resync))
+}
+
+/// Not accepted (`verdict`): keeps what runs, writes the status (and a Warning Event when
+/// the verdict is new), and comes back per `then`.
+async fn reject(agent: &Agent, ctx: &Context, verdict: &Verdict, then: Action) -> Result<Action, Error> {
+    let namespace = agent.namespace().unwrap_or_default();
+    let name = agent.name_any();
+    let agents: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
+    let deployments: Api<LeanDeployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    let deployment = deployments
+        .get_opt(&name)
+        .await
+        .map_err(|e| Error::kube(format!("reading Deployment {namespace}/{name}"), e))?;
+    // Only a Deployment this Agent owns is its own (another one may hold its name).
+    let uid = agent.metadata.uid.as_deref();
+    let deployment = deployment.filter(|d| policy::may_write(Some(&d.metadata), uid));
+    let endpoint = deployment.as_ref().map(|_| service::endpoint(agent));
+    let status = agent_status(
+        agent.metadata.generation,
+        agent.status.as_ref(),
+        verdict,
+        deployment.as_ref().map(replicas),
+        endpoint,
+        Timestamp::now(),
+    );
+    if write_status(agent, &agents, &status, ctx).await? && accepted_changed(agent.status.as_ref(), verdict) {
+        ctx.event(agent, EventType::Warning, &verdict.reason, verdict.message.clone()).await;
+    }
+    Ok(then)
 }
 
 /// Writes `status` unless the Agent already has it; true when written.

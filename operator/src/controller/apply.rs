@@ -1,5 +1,6 @@
 //! Apply: server-side apply of an Agent's desired children under the operator's one field
-//! manager (forcing, so fields edited by hand are taken back), skipping a child the
+//! manager (forcing, so fields edited by hand are taken back — but only on objects the Agent
+//! owns or that do not exist yet: see `policy.rs`), skipping a child the
 //! operator applied identically last that nobody changed since, pruning of children it no
 //! longer wants (found by label in the operator's cache of its labelled HPAs), and server-side apply of status subresources.
 
@@ -10,7 +11,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::status::{Replicas, replicas};
-use super::{Context, Error};
+use super::{Context, Error, policy};
 use crate::build::hpa::api_resource;
 use crate::build::{AGENT_LABEL, Desired, FIELD_MANAGER};
 use crate::lean::{LeanConfigMap, LeanDeployment, LeanService};
@@ -30,6 +31,25 @@ pub async fn apply_children(
     let (client, own) = (&ctx.client, &ctx.own_writes);
     // Destructured without `..`: a new kind of child cannot be forgotten here.
     let Desired { config_map, deployment, service, hpa } = desired;
+    let hpa_resource = api_resource(ctx.settings.hpa_api_version());
+    let hpas: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &hpa_resource);
+    // First make sure no child would overwrite an object the Agent does not own; then write.
+    let (config_maps, deployments, services) = (
+        Api::<LeanConfigMap>::namespaced(client.clone(), namespace),
+        Api::<LeanDeployment>::namespaced(client.clone(), namespace),
+        Api::<LeanService>::namespaced(client.clone(), namespace),
+    );
+    futures_util::try_join!(
+        ensure_owned(&config_maps, "ConfigMap", config_map, unchanged(ctx, config_map)),
+        ensure_owned(&deployments, "Deployment", deployment, unchanged(ctx, deployment)),
+        ensure_owned(&services, "Service", service, unchanged(ctx, service)),
+        async {
+            match hpa {
+                Some(hpa) => ensure_owned(&hpas, "HorizontalPodAutoscaler", hpa, false).await,
+                None => Ok(()),
+            }
+        },
+    )?;
     let (_, applied, _) = futures_util::try_join!(
         apply::<LeanConfigMap, _>(ctx, config_map, config_map_key, config_map_key),
         apply::<LeanDeployment, _>(ctx, deployment, deployment_key, generation),
@@ -39,8 +59,6 @@ pub async fn apply_children(
         Some(d) => Some(replicas(&d)),
         None => own.replicas("Deployment", namespace, name),
     };
-    let hpa_resource = api_resource(ctx.settings.hpa_api_version());
-    let hpas: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &hpa_resource);
     if let Some(hpa) = hpa {
         hpas.patch(&hpa.name_any(), &params(), &Patch::Apply(hpa))
             .await
@@ -49,7 +67,8 @@ pub async fn apply_children(
     }
     // ConfigMap, Deployment and Service always exist under the Agent's name; only the HPA
     // comes and goes, so it is the one kind that can be left over.
-    let labelled = labelled_hpas(&ctx.stores.hpas, namespace, name);
+    let owner = config_map.owner_references().first().map(|o| o.uid.as_str());
+    let labelled = labelled_hpas(&ctx.stores.hpas, namespace, name, owner);
     prune(&hpas, name, &labelled, hpa.as_ref().map(|h| h.name_any())).await?;
     Ok(replicas)
 }
@@ -82,13 +101,50 @@ where
     Ok(Some(stored))
 }
 
-/// Names of the HPAs in `namespace` labelled as children of Agent `agent`, from the cache.
-fn labelled_hpas(cache: &Store<PartialObjectMeta<DynamicObject>>, namespace: &str, agent: &str) -> Vec<String> {
+/// Fails with [`Error::NotOwned`] when `obj` (a `kind`) would be written over an existing
+/// object that its Agent (the owner reference `obj` carries) does not own. A child the
+/// operator would not write (`unchanged`) is not looked up.
+async fn ensure_owned<L, K>(api: &Api<L>, kind: &str, obj: &K, unchanged: bool) -> Result<(), Error>
+where
+    L: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    K: ResourceExt,
+{
+    if unchanged {
+        return Ok(());
+    }
+    let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+    let existing =
+        api.get_metadata_opt(&name).await.map_err(|e| Error::kube(format!("reading {kind} {namespace}/{name}"), e))?;
+    let owner = obj.owner_references().first().map(|o| o.uid.as_str());
+    if policy::may_write(existing.as_ref().map(|m| &m.metadata), owner) {
+        Ok(())
+    } else {
+        Err(Error::NotOwned { kind: kind.to_owned(), namespace, name })
+    }
+}
+
+/// Whether the operator would skip writing `obj` (see [`OwnWrites::unchanged`]).
+fn unchanged<K>(ctx: &Context, obj: &K) -> bool
+where
+    K: k8s_openapi::Resource + ResourceExt + Serialize,
+{
+    ctx.own_writes.unchanged(K::KIND, &obj.namespace().unwrap_or_default(), &obj.name_any(), hash_of(obj))
+}
+
+/// Names of the HPAs in `namespace` labelled as children of Agent `agent` and owned by it
+/// (uid `owner`), from the cache.
+fn labelled_hpas(
+    cache: &Store<PartialObjectMeta<DynamicObject>>,
+    namespace: &str,
+    agent: &str,
+    owner: Option<&str>,
+) -> Vec<String> {
     cache
         .state()
         .iter()
         .filter(|m| m.namespace().as_deref() == Some(namespace))
         .filter(|m| m.labels().get(AGENT_LABEL).map(String::as_str) == Some(agent))
+        .filter(|m| owner.is_some_and(|uid| m.owner_references().iter().any(|r| r.uid == uid)))
         .map(|m| m.name_any())
         .collect()
 }

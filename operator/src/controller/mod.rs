@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod apply;
+pub mod policy;
 pub mod resources;
 pub mod status;
 
@@ -37,6 +38,17 @@ pub enum Error {
     /// An object the API returned could not be used.
     #[error("{0}")]
     Unexpected(String),
+    /// A child's name is taken by an object the Agent does not own (not retried with
+    /// backoff: the Agent gets `Accepted=False`, see `policy.rs`).
+    #[error("{kind} {namespace}/{name} exists and is not owned by this Agent")]
+    NotOwned {
+        /// The child's kind.
+        kind: String,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
 }
 
 impl Error {
@@ -50,6 +62,7 @@ impl Error {
             Error::Kube { source: kube::Error::Api(_), .. } => "api",
             Error::Kube { .. } => "transport",
             Error::Unexpected(_) => "unexpected",
+            Error::NotOwned { .. } => "name_taken",
         }
     }
 
@@ -123,6 +136,8 @@ pub struct Context {
     pub resync: Duration,
     /// The caches.
     pub stores: Stores,
+    /// Which ServiceAccounts Agents may use (see `policy.rs`).
+    pub policy: policy::Policy,
     /// What the operator last wrote to each child (to skip its own watch events).
     pub own_writes: OwnWrites,
     backoff: Mutex<HashMap<String, u32>>,
@@ -143,6 +158,7 @@ impl Context {
         recorder: Recorder,
         resync: Duration,
         stores: Stores,
+        policy: policy::Policy,
     ) -> Self {
         Self {
             client,
@@ -151,6 +167,7 @@ impl Context {
             recorder,
             resync,
             stores,
+            policy,
             own_writes: OwnWrites::default(),
             backoff: Mutex::default(),
         }

@@ -1,0 +1,147 @@
+//! No privilege borrowed through the operator. The operator creates Deployments, Services
+//! and ConfigMaps for whoever may write an Agent, with rights that author may not have; so
+//! before it acts on an Agent it checks two things the validator cannot see:
+//!
+//! - **ServiceAccounts.** `spec.credentials.serviceAccountName` gives the pods that account's
+//!   token and, through IRSA and the like, its cloud role. An Agent may name one only if the
+//!   platform team allowed it: listed in `--agent-service-accounts` (`namespace/name` or
+//!   `namespace/*`; chart value `operator.agentServiceAccounts`), or annotated
+//!   `switchboard.dev/agent-usable: "true"` on the ServiceAccount itself.
+//! - **Names.** An Agent's children are named after it. The operator never writes over an
+//!   object of that name that the Agent does not own (no controller reference to this Agent):
+//!   such an Agent is not accepted, so an Agent named like the routing table cannot overwrite
+//!   it, nor any other object its author could not write.
+//!
+//! Both give `Accepted=False` with a reason that says what to do, and are checked again
+//! periodically (a ServiceAccount's annotation or a conflicting object's deletion does not
+//! wake the Agent).
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::PartialObjectMeta;
+use kube::{Api, Resource};
+
+use super::status::Verdict;
+use super::{Context, Error};
+
+/// The annotation by which a ServiceAccount's owner lets Agents in its namespace use it.
+pub const AGENT_USABLE_ANNOTATION: &str = "switchboard.dev/agent-usable";
+/// `Accepted` reason: the Agent names a ServiceAccount it may not use.
+pub const REASON_SERVICE_ACCOUNT: &str = "ServiceAccountNotAllowed";
+/// `Accepted` reason: an object with a child's name exists and is not the Agent's.
+pub const REASON_NAME_TAKEN: &str = "ChildNameTaken";
+
+/// Which ServiceAccounts Agents may use without the annotation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Policy {
+    allowed: Vec<(String, String)>,
+}
+
+/// An `--agent-service-accounts` entry that is not `namespace/name` or `namespace/*`.
+#[derive(Debug, thiserror::Error)]
+#[error("--agent-service-accounts entry {0:?} is not `namespace/name` or `namespace/*`")]
+pub struct PolicyError(String);
+
+impl Policy {
+    /// The policy from `--agent-service-accounts` entries.
+    pub fn parse(entries: &[String]) -> Result<Self, PolicyError> {
+        let allowed = entries
+            .iter()
+            .map(|e| e.trim())
+            .filter(|e| !e.is_empty())
+            .map(|e| match e.split_once('/') {
+                Some((ns, name)) if !ns.is_empty() && !name.is_empty() && ns != "*" && !name.contains('/') => {
+                    Ok((ns.to_owned(), name.to_owned()))
+                }
+                _ => Err(PolicyError(e.to_owned())),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { allowed })
+    }
+
+    /// Whether the list allows ServiceAccount `namespace/name`.
+    pub fn allows(&self, namespace: &str, name: &str) -> bool {
+        self.allowed.iter().any(|(ns, n)| ns == namespace && (n == "*" || n == name))
+    }
+}
+
+/// `Accepted=False` when an Agent in `namespace` may not use ServiceAccount `name`.
+pub async fn service_account(ctx: &Context, namespace: &str, name: &str) -> Result<Option<Verdict>, Error> {
+    if ctx.policy.allows(namespace, name) {
+        return Ok(None);
+    }
+    let api: Api<PartialObjectMeta<ServiceAccount>> = Api::namespaced(ctx.client.clone(), namespace);
+    let account = api
+        .get_metadata_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading ServiceAccount {namespace}/{name}"), e))?;
+    let opted_in = account.as_ref().is_some_and(|a| {
+        a.meta().annotations.as_ref().and_then(|m| m.get(AGENT_USABLE_ANNOTATION)).is_some_and(|v| v == "true")
+    });
+    if opted_in {
+        return Ok(None);
+    }
+    let state = if account.is_some() { "is not open to Agents" } else { "does not exist" };
+    Ok(Some(Verdict {
+        ok: false,
+        reason: REASON_SERVICE_ACCOUNT.into(),
+        message: format!(
+            "ServiceAccount {namespace}/{name} {state}: Agents may only run as ServiceAccounts the platform \
+             team allowed. Ask them to annotate it ({AGENT_USABLE_ANNOTATION}: \"true\") or to list \
+             {namespace}/{name} in the operator's --agent-service-accounts (chart value \
+             operator.agentServiceAccounts), or remove spec.credentials.serviceAccountName \
+             (at spec.credentials.serviceAccountName)"
+        ),
+    }))
+}
+
+/// Whether `existing` (the object of a child's name, if any) may be written by the Agent
+/// with uid `owner`: it does not exist, or the Agent owns it.
+pub fn may_write(existing: Option<&kube::api::ObjectMeta>, owner: Option<&str>) -> bool {
+    let Some(meta) = existing else { return true };
+    let Some(owner) = owner else { return false };
+    meta.owner_references.as_ref().is_some_and(|refs| refs.iter().any(|r| r.uid == owner))
+}
+
+/// The verdict for an Agent whose child `kind` `namespace/name` is taken by another object.
+pub fn name_taken(kind: &str, namespace: &str, name: &str) -> Verdict {
+    Verdict {
+        ok: false,
+        reason: REASON_NAME_TAKEN.into(),
+        message: format!(
+            "a {kind} named {namespace}/{name} already exists and does not belong to this Agent; the \
+             operator will not overwrite it. Rename the Agent (its children take its name), or delete \
+             that {kind} if it is a leftover of an earlier Agent (at metadata.name)"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    #[test]
+    fn the_allowlist_takes_names_and_whole_namespaces() {
+        let p = Policy::parse(&["bank/bedrock".into(), " team-b/* ".into(), String::new()]).expect("valid");
+        assert!(p.allows("bank", "bedrock"));
+        assert!(!p.allows("bank", "payments"));
+        assert!(p.allows("team-b", "anything"));
+        assert!(!p.allows("team-c", "bedrock"));
+        for bad in ["bedrock", "*/bedrock", "bank/", "a/b/c"] {
+            assert!(Policy::parse(&[bad.into()]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_an_absent_object_or_one_the_agent_owns_may_be_written() {
+        let owned = |uid: &str| ObjectMeta {
+            owner_references: Some(vec![OwnerReference { uid: uid.into(), ..Default::default() }]),
+            ..Default::default()
+        };
+        assert!(may_write(None, Some("agent-uid")));
+        assert!(may_write(Some(&owned("agent-uid")), Some("agent-uid")));
+        assert!(!may_write(Some(&owned("other-uid")), Some("agent-uid")));
+        assert!(!may_write(Some(&ObjectMeta::default()), Some("agent-uid")), "no owner at all");
+        assert!(!may_write(Some(&owned("agent-uid")), None));
+    }
+}
