@@ -35,8 +35,21 @@ fn the_chart_lints_and_renders_valid_manifests() {
     let chart = chart();
     let (ok, out) = helm(None, &["lint", "--strict", &chart]);
     assert!(ok, "{out}");
-    for extra in [&[][..], &["--set", "operator.watchNamespace=bank", "--set", "runtime.hpaApiVersion=autoscaling/v2"]]
-    {
+    let namespaced_with_options = [
+        "--set",
+        "operator.watchNamespace=bank",
+        "--set",
+        "runtime.hpaApiVersion=autoscaling/v2",
+        // The gateway's optional parts: an Ingress (as a 1.19+ cluster renders it), Redis,
+        // JWT.
+        "--api-versions",
+        "networking.k8s.io/v1/Ingress",
+        "--set",
+        "gateway.ingress.enabled=true,gateway.ingress.host=agents.bank.example,gateway.ingress.className=nginx",
+        "--set",
+        "gateway.redis.url=redis://redis:6379,gateway.jwt.jwksConfigMap=jwks,gateway.jwt.issuer=https://idp.example,gateway.jwt.audience=switchboard",
+    ];
+    for extra in [&[][..], &namespaced_with_options[..]] {
         let mut args = vec!["template", "sb", &chart, "--namespace", "switchboard-system"];
         args.extend_from_slice(extra);
         let (ok, rendered) = helm(None, &args);
@@ -52,6 +65,11 @@ fn the_chart_lints_and_renders_valid_manifests() {
                 "{rendered}"
             );
             assert!(!rendered.contains("kind: ClusterRole"), "a namespaced install renders no ClusterRole(Binding)");
+            for needle in
+                ["kind: Ingress", "SWITCHBOARD_REDIS_URL", "SWITCHBOARD_JWKS_FILE", "host: \"agents.bank.example\""]
+            {
+                assert!(rendered.contains(needle), "{needle} in {rendered}");
+            }
         }
         let file = std::env::temp_dir().join(format!("switchboard-chart-{}-{}.yaml", std::process::id(), extra.len()));
         std::fs::write(&file, &rendered).expect("write");

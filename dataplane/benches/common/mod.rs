@@ -33,10 +33,18 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
 
-/// The simulator and a runtime, killed on drop.
+/// The seed of the benchmark gateway's signing key; every runtime trusts its public key.
+pub const GATEWAY_SEED: [u8; 32] = [42; 32];
+
+/// The simulator and a runtime (and any runtimes and gateway added), killed on drop.
 pub struct Stack {
     sim: Child,
     runtime: Child,
+    /// Runtimes and gateways started after the first.
+    extra: Vec<Child>,
+    bin: String,
+    endpoint: String,
+    cert: PathBuf,
     /// The runtime's session URL.
     pub url: String,
     /// The runtime's address.
@@ -50,6 +58,10 @@ pub struct Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
+        for child in &mut self.extra {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let _ = self.runtime.kill();
         let _ = self.sim.kill();
         let _ = self.runtime.wait();
@@ -90,38 +102,117 @@ impl Stack {
         };
         std::thread::spawn(move || for _ in lines {});
 
-        let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
-        let catalog = Catalog::load_paths(&[examples]).expect("examples load");
-        let resource = catalog.agents().find(|a| a.metadata.name.as_deref() == Some(agent)).expect("the agent");
-        let mut spec = catalog.resolve_agent(resource).expect("resolves");
-        spec.sessions.max_concurrent = max_sessions;
-        let spec_path = dir.join("runtime.json");
-        std::fs::write(&spec_path, spec.to_canonical_json()).expect("writes the spec");
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let runtime = Command::new(&bin)
-            .arg("runtime")
-            .env(contract::env::RUNTIME_SPEC, &spec_path)
-            .env(contract::env::LISTEN, &addr)
-            .env("SWITCHBOARD_BEDROCK_ENDPOINT", &endpoint)
-            .env("SWITCHBOARD_BEDROCK_CA_FILE", &cert)
-            .env("AWS_ACCESS_KEY_ID", "AKIDBENCH")
-            .env("AWS_SECRET_ACCESS_KEY", "not-a-secret")
-            .env("NO_PROXY", "127.0.0.1,localhost")
+        let (runtime, addr) = spawn_runtime(&bin, &dir, &endpoint, &cert, agent, max_sessions);
+        let runtime_pid = runtime.id();
+        let sim_pid = sim.id();
+        let stack = Self {
+            sim,
+            runtime,
+            extra: Vec::new(),
+            bin,
+            endpoint,
+            cert,
+            url: format!("ws://{addr}/v1/session"),
+            addr,
+            runtime_pid,
+            sim_pid,
+            dir,
+        };
+        wait_listening(&stack.addr).await;
+        stack
+    }
+
+    /// Starts another runtime, of `agent`, against the same simulator: (address, pid).
+    pub async fn add_runtime(&mut self, agent: &str, max_sessions: u32) -> (String, u32) {
+        let (child, addr) = spawn_runtime(&self.bin, &self.dir, &self.endpoint, &self.cert, agent, max_sessions);
+        let pid = child.id();
+        self.extra.push(child);
+        wait_listening(&addr).await;
+        (addr, pid)
+    }
+
+    /// Starts `switchboard gateway` routing by a table file to `routes` (agent, runtime
+    /// address; the first is the default), signing with [`GATEWAY_SEED`]'s key: (session
+    /// URL, pid).
+    pub async fn add_gateway(&mut self, routes: &[(&str, &str)], max_sessions: usize) -> (String, u32) {
+        let table = serde_json::json!({
+            "apiVersion": "switchboard.dev/v1alpha1",
+            "kind": "RoutingTable",
+            "routes": routes.iter().enumerate().map(|(i, (agent, addr))| {
+                let (host, port) = addr.rsplit_once(':').expect("host:port");
+                serde_json::json!({
+                    "name": agent, "namespace": "bench", "mode": "hybrid", "service": host,
+                    "port": port.parse::<u16>().expect("port"), "path": "/v1/session",
+                    "handoffs": routes.iter().map(|(a, _)| *a).filter(|a| a != agent).collect::<Vec<_>>(),
+                    "expose": true, "default": i == 0, "ready": true, "readyReplicas": 1
+                })
+            }).collect::<Vec<_>>()
+        });
+        let routes_path = self.dir.join("routes.json");
+        std::fs::write(&routes_path, table.to_string()).expect("writes the routes");
+        let key_path = self.dir.join("gateway-key.pem");
+        let pem = switchboard_core::grant::GatewaySigner::from_seed(&GATEWAY_SEED).to_pem().expect("pem");
+        std::fs::write(&key_path, pem).expect("writes the key");
+        let addr = format!("127.0.0.1:{}", free_port());
+        let child = Command::new(&self.bin)
+            .arg("gateway")
+            .arg("--routes-file")
+            .arg(&routes_path)
+            .arg("--gateway-key-file")
+            .arg(&key_path)
+            .args(["--listen", &addr, "--max-sessions", &max_sessions.to_string()])
             .env("SWITCHBOARD_LOG", "warn")
             .env("SWITCHBOARD_WORKER_THREADS", workers().to_string())
             .stdout(Stdio::null())
             .spawn()
-            .expect("starts switchboard runtime");
-        let runtime_pid = runtime.id();
-        let sim_pid = sim.id();
-        let stack = Self { sim, runtime, url: format!("ws://{addr}/v1/session"), addr, runtime_pid, sim_pid, dir };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(&stack.addr).await.is_err() {
-            assert!(Instant::now() < deadline, "the runtime did not start listening");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        stack
+            .expect("starts switchboard gateway");
+        let pid = child.id();
+        self.extra.push(child);
+        wait_listening(&addr).await;
+        (format!("ws://{addr}/v1/session"), pid)
+    }
+}
+
+fn spawn_runtime(
+    bin: &str,
+    dir: &std::path::Path,
+    endpoint: &str,
+    cert: &std::path::Path,
+    agent: &str,
+    max_sessions: u32,
+) -> (Child, String) {
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+    let catalog = Catalog::load_paths(&[examples]).expect("examples load");
+    let resource = catalog.agents().find(|a| a.metadata.name.as_deref() == Some(agent)).expect("the agent");
+    let mut spec = catalog.resolve_agent(resource).expect("resolves");
+    spec.sessions.max_concurrent = max_sessions;
+    let spec_path = dir.join(format!("runtime-{agent}.json"));
+    std::fs::write(&spec_path, spec.to_canonical_json()).expect("writes the spec");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let public_key = switchboard_core::grant::GatewaySigner::from_seed(&GATEWAY_SEED).public().to_string();
+    let runtime = Command::new(bin)
+        .arg("runtime")
+        .env(contract::env::RUNTIME_SPEC, &spec_path)
+        .env(contract::env::LISTEN, &addr)
+        .env(contract::env::GATEWAY_PUBLIC_KEY, public_key)
+        .env("SWITCHBOARD_BEDROCK_ENDPOINT", endpoint)
+        .env("SWITCHBOARD_BEDROCK_CA_FILE", cert)
+        .env("AWS_ACCESS_KEY_ID", "AKIDBENCH")
+        .env("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("SWITCHBOARD_LOG", "warn")
+        .env("SWITCHBOARD_WORKER_THREADS", workers().to_string())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("starts switchboard runtime");
+    (runtime, addr)
+}
+
+async fn wait_listening(addr: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        assert!(Instant::now() < deadline, "{addr} did not start listening");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -47,8 +47,9 @@ pub struct Kept {
 impl Kept {
     /// Notes what a runtime's message (its JSON text) tells about the session.
     pub fn observe(&mut self, text: &str) {
-        // Reply audio is most of the traffic and carries no state: not parsed.
-        if text.starts_with(r#"{"type":"bidi_audio_stream""#) {
+        // Reply audio and streamed pieces are most of the traffic and carry no state: not
+        // parsed (the runtime writes `type` first).
+        if !carries_state(text) {
             return;
         }
         let Ok(message) = serde_json::from_str::<ServerMessage>(text) else { return };
@@ -124,6 +125,23 @@ impl Kept {
         self.in_flight
             .iter()
             .filter_map(|text| serde_json::to_string(&ClientMessage::BidiTextInput { text: text.clone() }).ok())
+    }
+}
+
+/// Whether a runtime message may change what is kept, judged by its `type` (and, for
+/// transcripts, finality) without parsing it. Unknown shapes are parsed, to be safe.
+fn carries_state(text: &str) -> bool {
+    let Some(rest) = text.strip_prefix(r#"{"type":""#) else { return true };
+    let kind = rest.split('"').next().unwrap_or("");
+    match kind {
+        "bidi_transcript_stream" => text.contains(r#""is_final":true"#),
+        "memory_update"
+        | "handoff"
+        | "bidi_response_start"
+        | "bidi_response_complete"
+        | "workflow_transition"
+        | "bidi_error" => true,
+        _ => false,
     }
 }
 

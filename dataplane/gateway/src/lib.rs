@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod resume;
 pub mod server;
 pub mod session;
+pub mod static_routes;
 pub mod upstream;
 pub mod watch;
 

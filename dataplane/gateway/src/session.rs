@@ -346,8 +346,11 @@ impl Session {
         let superseded = self.superseded.clone();
         let config = &self.gateway.config;
         let (idle_timeout, mut budget) = (config.idle_timeout, Bucket::new(config.session_rate));
+        // Re-armed only when it fires (resetting a timer per frame costs more than a clock
+        // read).
         let idle = tokio::time::sleep(idle_timeout);
         tokio::pin!(idle);
+        let mut last_activity = std::time::Instant::now();
         if let Some(missed) = self.missed.take()
             && let Err(next) = self.catch_up(client_tx, missed).await
         {
@@ -363,11 +366,17 @@ impl Session {
                 () = superseded.cancelled() => Next::Gone,
                 () = shutdown.cancelled() => Next::End((close_code::GOING_AWAY, "the gateway is shutting down; reconnect".into())),
                 () = &mut idle => {
-                    let message = format!("nothing came from the client or the agent for {} s; reconnect or resume to go on", idle_timeout.as_secs());
-                    self.refuse_message(client_tx, Refusal { code: close_code::IDLE_TIMEOUT, message, reason: "idle_timeout" }).await
+                    if last_activity.elapsed() < idle_timeout {
+                        // Traffic since it was armed: wait for the rest of the timeout.
+                        idle.as_mut().reset(tokio::time::Instant::from_std(last_activity) + idle_timeout);
+                        Next::Continue
+                    } else {
+                        let message = format!("nothing came from the client or the agent for {} s; reconnect or resume to go on", idle_timeout.as_secs());
+                        self.refuse_message(client_tx, Refusal { code: close_code::IDLE_TIMEOUT, message, reason: "idle_timeout" }).await
+                    }
                 }
                 frame = client_rx.next() => {
-                    idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
+                    last_activity = std::time::Instant::now();
                     let counted = matches!(frame, Some(Ok(Message::Text(_) | Message::Binary(_))));
                     let over = if !counted {
                         Ok(())
@@ -384,7 +393,7 @@ impl Session {
                 }
                 frame = upstream.rx.next() => {
                     // An agent that is still answering keeps the session alive.
-                    idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
+                    last_activity = std::time::Instant::now();
                     self.runtime_frame(frame, client_tx).await
                 }
             };
@@ -835,7 +844,14 @@ impl Session {
 
 /// Sends a message to the client (see [`Session::deliver`] for `Err`).
 async fn send_unkept(client_tx: &mut ClientSink, message: Message) -> Result<(), Next> {
-    match tokio::time::timeout(SLOW_CLIENT, client_tx.send(message)).await {
+    let mut send = std::pin::pin!(client_tx.send(message));
+    // Most sends complete at once (the socket has room): only a send that waits gets a
+    // timer (one per frame would cost more than the send).
+    let sent = match futures_util::poll!(send.as_mut()) {
+        std::task::Poll::Ready(sent) => Ok(sent),
+        std::task::Poll::Pending => tokio::time::timeout(SLOW_CLIENT, send).await,
+    };
+    match sent {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(Next::Gone),
         Err(_) => Err(Next::End((close_code::SLOW_CLIENT, "the client does not read its messages".into()))),

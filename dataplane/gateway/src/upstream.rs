@@ -13,6 +13,7 @@ use switchboard_core::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
 use switchboard_core::protocol::{ClientMessage, SessionStart};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -65,7 +66,9 @@ pub async fn open(
 ) -> Result<(UpSink, UpStream), ConnectError> {
     let error = |message: String| ConnectError { addr, message };
     let url = format!("ws://{addr}{}", opening.path);
-    let (socket, _) = tokio::time::timeout(timeout, tokio_tungstenite::connect_async(url.as_str()))
+    let config = WebSocketConfig::default().read_buffer_size(crate::server::WS_READ_BUFFER);
+    let connecting = tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), true);
+    let (socket, _) = tokio::time::timeout(timeout, connecting)
         .await
         .map_err(|_| error(format!("no answer within {} ms", timeout.as_millis())))?
         .map_err(|e| error(e.to_string()))?;

@@ -12,6 +12,7 @@ use switchboard_crds::contract;
 use switchboard_gateway::auth::{Auth, Jwt};
 use switchboard_gateway::resume::Store;
 use switchboard_gateway::server::Server;
+use switchboard_gateway::static_routes;
 use switchboard_gateway::watch::{self, Sources};
 use switchboard_gateway::{Gateway, GatewayConfig};
 
@@ -35,6 +36,12 @@ pub struct GatewayArgs {
     /// Name of the routing table ConfigMap.
     #[arg(long, env = "SWITCHBOARD_ROUTES_NAME", default_value = switchboard_crds::routing::DEFAULT_ROUTES_NAME)]
     routes_name: String,
+
+    /// Route by this routing table file instead of the cluster's (the operator's JSON
+    /// format; each route's `service:port` is the runtime's address; re-read when it
+    /// changes): a gateway without Kubernetes.
+    #[arg(long, env = "SWITCHBOARD_ROUTES_FILE")]
+    routes_file: Option<PathBuf>,
 
     /// Route to Agents of this namespace only (default: every namespace the table lists).
     #[arg(long, env = "SWITCHBOARD_WATCH_NAMESPACE")]
@@ -117,6 +124,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         gateway_key_file,
         routes_namespace,
         routes_name,
+        routes_file,
         watch_namespace,
         default_agent,
         max_message_bytes,
@@ -161,10 +169,15 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     })?;
     let key = GatewaySigner::from_pem(&pem).map_err(|e| anyhow::anyhow!("{}: {e}", gateway_key_file.display()))?;
     tracing::info!(public_key = %key.public(), "runtimes verify this gateway's session context with its public key");
-    let sources = Sources { routes_namespace, routes_name, namespace: watch_namespace, default_agent };
-    let directory = watch::from_cluster(sources)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot configure a Kubernetes client (kubeconfig or in-cluster): {e}"))?;
+    let directory = match routes_file {
+        Some(path) => static_routes::from_file(path, default_agent).await?,
+        None => {
+            let sources = Sources { routes_namespace, routes_name, namespace: watch_namespace, default_agent };
+            watch::from_cluster(sources)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot configure a Kubernetes client (kubeconfig or in-cluster): {e}"))?
+        }
+    };
     let store = match &redis_url {
         Some(url) => {
             let store = Store::redis(url).await.map_err(|e| anyhow::anyhow!("{e}; check --redis-url"))?;

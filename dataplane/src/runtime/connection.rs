@@ -190,7 +190,10 @@ async fn run(
         return_to: granted.return_to,
         workflow: granted.workflow,
     };
-    let audio_session = voice::wants_audio(agent.core.spec().mode, &start.modalities);
+    // The client asked for audio. A text-only agent (the first here, or one a handoff
+    // brings) then ignores its audio and says so once; a voice or hybrid agent speaks.
+    // (Through a gateway, a text-only agent's pod may be the first this connection meets.)
+    let audio_session = start.modalities.iter().any(|m| m.eq_ignore_ascii_case("audio"));
     let (session, effects) = start_session(state, &agent, audio_session, init);
     let mut conversation = Conversation {
         state,

@@ -17,7 +17,7 @@ use switchboard_gateway::auth::Auth;
 use switchboard_gateway::resume::Store;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::{Directory, Gateway, GatewayConfig};
-use switchboard_sim::{SimConfig, SimHandle, Simulator, banking_script};
+use switchboard_sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
 use tokio::sync::{oneshot, watch};
 
 /// The seed of the fleet gateway's private key.
@@ -102,7 +102,18 @@ impl Fleet {
 
     /// Like [`Fleet::start`], with the gateway's `auth`, `config` and session `store`.
     pub async fn with(replicas: &[(&str, usize)], auth: Auth, config: GatewayConfig, store: Store) -> Self {
-        let sim = Simulator::start(SimConfig::new(banking_script().expect("script"))).await.expect("simulator");
+        Self::with_script(replicas, auth, config, store, banking_script().expect("script")).await
+    }
+
+    /// Like [`Fleet::with`], the simulator running `script`.
+    pub async fn with_script(
+        replicas: &[(&str, usize)],
+        auth: Auth,
+        config: GatewayConfig,
+        store: Store,
+        script: Script,
+    ) -> Self {
+        let sim = Simulator::start(SimConfig::new(script)).await.expect("simulator");
         let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
         let accounts = Accounts::load(&examples.join("tools/accounts.yaml")).expect("accounts");
         let tools = DemoTools::start(accounts, SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("tool server");

@@ -8,3 +8,7 @@ mod client;
 mod fleet;
 mod resume;
 mod sessions;
+mod voice;
+#[path = "../voice/common.rs"]
+#[allow(dead_code)]
+mod voice_common;

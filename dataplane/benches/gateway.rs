@@ -1,0 +1,320 @@
+//! The session gateway's cost, measured beside the direct path in the same run:
+//!
+//! 1. **Text turn**: time from sending a text to the first reply delta, through the gateway
+//!    and straight to the runtime, alternated, at 1 and `BENCH_SESSIONS` concurrent
+//!    sessions; the gateway's added time is the difference of the two (p50, p99).
+//! 2. **Handoff gap** at `BENCH_SESSIONS` concurrent sessions handing off from `triage` to
+//!    `idv` at once: the client-observed time from the last message of the source agent to
+//!    the first of the target (its `bidi_connection_start`: the gateway has opened the
+//!    session on the target's pod).
+//! 3. **Memory per idle session** in the gateway: its RSS before and after opening
+//!    `BENCH_IDLE` sessions (each with its runtime connection).
+//! 4. **Voice relay**: `BENCH_VOICE_SESSIONS` voice sessions of `BENCH_TURNS` spoken turns
+//!    (20 ms frames both ways, real time) through the gateway, then the same straight to
+//!    the runtime: the gateway's CPU per relayed frame, and beside the runtime's CPU for
+//!    the same sessions; time from the end of speech to the first reply audio both ways.
+//!
+//! Real release binaries as child processes: `switchboard sim`, `switchboard runtime` (one
+//! per agent, each trusting the gateway's key) and `switchboard gateway` with a routing
+//! table file (`--routes-file`); real WebSocket clients here.
+//!
+//! ```sh
+//! cargo bench -p switchboard-dataplane --bench gateway
+//! ```
+//!
+//! Environment: `BENCH_SESSIONS` (default 100), `BENCH_TURNS` (default 5), `BENCH_IDLE`
+//! (default 1000), `BENCH_VOICE_SESSIONS` (default 50), `BENCH_WORKERS` (tokio workers of
+//! every process, default 1).
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{FRAME, FRAME_BYTES, Stack, Ws, cpu_ticks, env_or, kind, percentile, phrase_frames, rss_kib};
+use futures_util::{SinkExt, StreamExt};
+use switchboard_core::protocol::{ClientMessage, SessionStart};
+use tokio_tungstenite::tungstenite::Message;
+
+/// The next text frame.
+async fn next_text(ws: &mut Ws) -> String {
+    loop {
+        match ws.next().await {
+            Some(Ok(Message::Text(text))) => return text.as_str().to_owned(),
+            Some(Ok(_)) => continue,
+            other => panic!("connection ended: {other:?}"),
+        }
+    }
+}
+
+async fn send(ws: &mut Ws, message: &ClientMessage) {
+    ws.send(Message::text(serde_json::to_string(message).expect("json"))).await.expect("sends");
+}
+
+/// A text session with the default agent (`triage`), after its greeting.
+async fn open_text(url: &str) -> Ws {
+    let mut ws = common::connect(url).await;
+    send(&mut ws, &ClientMessage::SessionStart(SessionStart::default())).await;
+    while !next_text(&mut ws).await.contains(r#""is_final":true"#) {}
+    ws
+}
+
+/// One text turn: the time from sending to the first reply delta (then the turn is read
+/// to its end).
+async fn text_turn(ws: &mut Ws) -> Duration {
+    send(ws, &ClientMessage::BidiTextInput { text: "Hello".into() }).await;
+    let sent = Instant::now();
+    let mut first = None;
+    loop {
+        let text = next_text(ws).await;
+        match kind(&text) {
+            "bidi_transcript_stream" if first.is_none() && text.contains(r#""delta":true"#) => {
+                first = Some(sent.elapsed());
+            }
+            "bidi_response_complete" => return first.expect("a streamed reply"),
+            "bidi_error" => panic!("turn failed: {text}"),
+            _ => {}
+        }
+    }
+}
+
+fn ms(samples: &mut [Duration]) -> Vec<f64> {
+    samples.sort();
+    samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect()
+}
+
+async fn text_round(url: &str, sessions: usize, turns: usize) -> Vec<f64> {
+    let mut clients = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        clients.push(open_text(url).await);
+    }
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut ws)| {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_micros((i as u64 * 997) % 50_000)).await;
+                let mut samples = Vec::with_capacity(turns);
+                for _ in 0..turns {
+                    samples.push(text_turn(&mut ws).await);
+                }
+                let _ = ws.close(None).await;
+                samples
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.expect("a session"));
+    }
+    ms(&mut all)
+}
+
+/// A session that hands off from triage to idv: the time from the last message of triage
+/// to idv's `bidi_connection_start`.
+async fn handoff_gap(url: String) -> Duration {
+    let mut ws = open_text(&url).await;
+    send(&mut ws, &ClientMessage::BidiTextInput { text: "I'd like to check my balance".into() }).await;
+    let mut last = Instant::now();
+    loop {
+        let text = next_text(&mut ws).await;
+        let now = Instant::now();
+        if kind(&text) == "bidi_connection_start" && text.contains(r#""agent":"idv""#) {
+            let _ = ws.close(None).await;
+            return now - last;
+        }
+        if kind(&text) == "bidi_error" {
+            panic!("the handoff failed: {text}");
+        }
+        last = now;
+    }
+}
+
+/// One spoken turn (as in `voice_relay`): (end of speech to first reply audio, frames
+/// sent and received).
+async fn voice_turn(ws: &mut Ws, silence_frames: usize) -> (Duration, u64) {
+    let mut frames = phrase_frames(1, 300);
+    let speech = frames.len();
+    frames.extend(std::iter::repeat_n(vec![0u8; FRAME_BYTES], silence_frames));
+    let mut ticker = tokio::time::interval(FRAME);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let (mut sent, mut relayed) = (0usize, 0u64);
+    let mut end_of_speech: Option<Instant> = None;
+    let mut first_audio = None;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                let frame = frames.get(sent).cloned().unwrap_or_else(|| vec![0u8; FRAME_BYTES]);
+                ws.send(Message::binary(frame)).await.expect("sends audio");
+                sent += 1;
+                relayed += 1;
+                if sent == speech + silence_frames {
+                    end_of_speech = Some(Instant::now());
+                }
+            }
+            message = ws.next() => match message {
+                Some(Ok(Message::Text(text))) => {
+                    relayed += 1;
+                    match kind(text.as_str()) {
+                        "bidi_audio_stream" if first_audio.is_none() => {
+                            first_audio = Some(end_of_speech.expect("reply after the end of speech").elapsed());
+                        }
+                        "bidi_response_complete" => return (first_audio.expect("a spoken reply"), relayed),
+                        "bidi_error" => panic!("turn failed: {text}"),
+                        _ => {}
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("connection ended: {other:?}"),
+            },
+        }
+    }
+}
+
+/// Voice sessions against `url`: (latencies in ms, frames relayed).
+async fn voice_round(url: &str, sessions: usize, turns: usize, silence_frames: usize) -> (Vec<f64>, u64) {
+    let mut clients = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        clients.push(common::open(url).await);
+    }
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut ws)| {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_micros((i as u64 * 997) % 40_000)).await;
+                let (mut samples, mut relayed) = (Vec::with_capacity(turns), 0);
+                for _ in 0..turns {
+                    let (latency, frames) = voice_turn(&mut ws, silence_frames).await;
+                    samples.push(latency);
+                    relayed += frames;
+                }
+                let _ = ws.close(None).await;
+                (samples, relayed)
+            })
+        })
+        .collect();
+    let (mut all, mut relayed) = (Vec::new(), 0);
+    for task in tasks {
+        let (samples, frames) = task.await.expect("a session");
+        all.extend(samples);
+        relayed += frames;
+    }
+    (ms(&mut all), relayed)
+}
+
+fn row(label: &str, samples: &[f64]) -> (f64, f64) {
+    let (p50, p99) = (percentile(samples, 0.5), percentile(samples, 0.99));
+    println!("  {label:<28} {:>5} samples: p50 {p50:>8.3} ms, p99 {p99:>8.3} ms", samples.len());
+    (p50, p99)
+}
+
+fn main() {
+    tokio::runtime::Runtime::new().expect("a tokio runtime").block_on(bench());
+}
+
+async fn bench() {
+    let sessions: usize = env_or("BENCH_SESSIONS", 100);
+    let turns: usize = env_or("BENCH_TURNS", 5);
+    let idle: usize = env_or("BENCH_IDLE", 1000);
+    let voice_sessions: usize = env_or("BENCH_VOICE_SESSIONS", 50);
+    let capacity = (sessions.max(idle) * 2 + 10) as u32;
+
+    // 1-3: the Example Bank's script, with fast turns (the comparison is side by side).
+    let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/sim/banking.yaml"))
+        .expect("the banking script")
+        .replace("timeToFirstTokenMs: 250", "timeToFirstTokenMs: 100")
+        .replace("tokensPerSecond: 60", "tokensPerSecond: 2000");
+    let mut stack = Stack::start(&script, "triage", capacity).await;
+    let (idv, _) = stack.add_runtime("idv", capacity).await;
+    let triage = stack.addr.clone();
+    let (gateway, gateway_pid) = stack.add_gateway(&[("triage", &triage), ("idv", &idv)], 4 * capacity as usize).await;
+    println!(
+        "gateway pid {gateway_pid}, runtimes triage (pid {}) and idv, simulator pid {}; {} worker thread(s) each",
+        stack.runtime_pid,
+        stack.sim_pid,
+        common::workers()
+    );
+    // Warm up both paths.
+    for url in [&stack.url, &gateway] {
+        let mut ws = open_text(url).await;
+        for _ in 0..3 {
+            text_turn(&mut ws).await;
+        }
+    }
+
+    println!("\n1. text turn, send -> first reply delta (alternated: direct, gateway, direct, gateway)");
+    for count in [1, sessions] {
+        let mut direct = Vec::new();
+        let mut via = Vec::new();
+        for _ in 0..2 {
+            direct.extend(text_round(&stack.url, count, turns).await);
+            via.extend(text_round(&gateway, count, turns).await);
+        }
+        direct.sort_by(f64::total_cmp);
+        via.sort_by(f64::total_cmp);
+        println!(" {count} session(s), {turns} turns each, two rounds:");
+        let (d50, d99) = row("direct to the runtime", &direct);
+        let (g50, g99) = row("through the gateway", &via);
+        println!("  gateway adds: p50 {:+.3} ms, p99 {:+.3} ms", g50 - d50, g99 - d99);
+    }
+
+    println!("\n2. handoff gap, triage -> idv, {sessions} sessions at once (last triage message -> idv's first)");
+    let tasks: Vec<_> = (0..sessions).map(|_| tokio::spawn(handoff_gap(gateway.clone()))).collect();
+    let mut gaps = Vec::new();
+    for task in tasks {
+        gaps.push(task.await.expect("a session"));
+    }
+    row("handoff gap", &ms(&mut gaps));
+
+    println!("\n3. memory per idle session ({idle} sessions through the gateway)");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (gateway_before, runtime_before) = (rss_kib(gateway_pid), rss_kib(stack.runtime_pid));
+    let mut idle_clients = Vec::with_capacity(idle);
+    for _ in 0..idle {
+        idle_clients.push(open_text(&gateway).await);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (gateway_after, runtime_after) = (rss_kib(gateway_pid), rss_kib(stack.runtime_pid));
+    let per = |before: u64, after: u64| after.saturating_sub(before) as f64 / idle as f64;
+    println!(
+        "  gateway RSS {gateway_before} -> {gateway_after} KiB: {:.1} KiB per idle session (the runtime behind it: {:.1} KiB)",
+        per(gateway_before, gateway_after),
+        per(runtime_before, runtime_after)
+    );
+    drop(idle_clients);
+    drop(stack);
+
+    // 4: voice, the idv agent, a script of one phrase and an immediate reply.
+    let silence_ms = 200;
+    let voice_script = format!(
+        r#"
+sonic:
+  turnDetection: {{ silenceMs: {{ high: {silence_ms}, medium: {silence_ms}, low: {silence_ms} }} }}
+  phrases: {{ 1: "hello" }}
+  speech: {{ msPerChar: 10, chunkMs: 20, responseDelayMs: 0 }}
+default: {{ text: "Hello there, how can I help?" }}
+"#
+    );
+    let mut stack = Stack::start(&voice_script, "idv", (voice_sessions * 2 + 10) as u32).await;
+    let idv = stack.addr.clone();
+    let (gateway, gateway_pid) = stack.add_gateway(&[("idv", &idv)], voice_sessions * 4).await;
+    let silence_frames = silence_ms / 20;
+    let mut warm = common::open(&gateway).await;
+    voice_turn(&mut warm, silence_frames).await;
+    drop(warm);
+    println!("\n4. voice: {voice_sessions} sessions x {turns} spoken turns, 20 ms frames both ways in real time");
+    let (runtime_cpu, gateway_cpu) = (cpu_ticks(stack.runtime_pid), cpu_ticks(gateway_pid));
+    let (via, relayed) = voice_round(&gateway, voice_sessions, turns, silence_frames).await;
+    let runtime_used = (cpu_ticks(stack.runtime_pid) - runtime_cpu) as f64 * 10.0;
+    let gateway_used = (cpu_ticks(gateway_pid) - gateway_cpu) as f64 * 10.0;
+    let (direct, _) = voice_round(&stack.url, voice_sessions, turns, silence_frames).await;
+    row("end of speech -> audio, direct", &direct);
+    row("... through the gateway", &via);
+    println!(
+        "  CPU through the gateway: gateway {gateway_used:.0} ms, runtime {runtime_used:.0} ms ({:.1} %); {relayed} frames relayed: gateway {:.1} us per frame, runtime {:.1} us",
+        100.0 * gateway_used / runtime_used.max(1.0),
+        1000.0 * gateway_used / relayed as f64,
+        1000.0 * runtime_used / relayed as f64,
+    );
+}
