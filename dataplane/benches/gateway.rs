@@ -31,7 +31,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{FRAME, FRAME_BYTES, Stack, Ws, cpu_ticks, env_or, kind, percentile, phrase_frames, rss_kib};
+use common::{Stack, Ws, cpu_ticks, env_or, kind, percentile, rss_kib};
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ClientMessage, SessionStart};
 use tokio_tungstenite::tungstenite::Message;
@@ -130,47 +130,6 @@ async fn handoff_gap(url: String) -> Duration {
     }
 }
 
-/// One spoken turn (as in `voice_relay`): (end of speech to first reply audio, frames
-/// sent and received).
-async fn voice_turn(ws: &mut Ws, silence_frames: usize) -> (Duration, u64) {
-    let mut frames = phrase_frames(1, 300);
-    let speech = frames.len();
-    frames.extend(std::iter::repeat_n(vec![0u8; FRAME_BYTES], silence_frames));
-    let mut ticker = tokio::time::interval(FRAME);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let (mut sent, mut relayed) = (0usize, 0u64);
-    let mut end_of_speech: Option<Instant> = None;
-    let mut first_audio = None;
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {
-                let frame = frames.get(sent).cloned().unwrap_or_else(|| vec![0u8; FRAME_BYTES]);
-                ws.send(Message::binary(frame)).await.expect("sends audio");
-                sent += 1;
-                relayed += 1;
-                if sent == speech + silence_frames {
-                    end_of_speech = Some(Instant::now());
-                }
-            }
-            message = ws.next() => match message {
-                Some(Ok(Message::Text(text))) => {
-                    relayed += 1;
-                    match kind(text.as_str()) {
-                        "bidi_audio_stream" if first_audio.is_none() => {
-                            first_audio = Some(end_of_speech.expect("reply after the end of speech").elapsed());
-                        }
-                        "bidi_response_complete" => return (first_audio.expect("a spoken reply"), relayed),
-                        "bidi_error" => panic!("turn failed: {text}"),
-                        _ => {}
-                    }
-                }
-                Some(Ok(_)) => {}
-                other => panic!("connection ended: {other:?}"),
-            },
-        }
-    }
-}
-
 /// Voice sessions against `url`: (latencies in ms, frames relayed).
 async fn voice_round(url: &str, sessions: usize, turns: usize, silence_frames: usize) -> (Vec<f64>, u64) {
     let mut clients = Vec::with_capacity(sessions);
@@ -185,7 +144,7 @@ async fn voice_round(url: &str, sessions: usize, turns: usize, silence_frames: u
                 tokio::time::sleep(Duration::from_micros((i as u64 * 997) % 40_000)).await;
                 let (mut samples, mut relayed) = (Vec::with_capacity(turns), 0);
                 for _ in 0..turns {
-                    let (latency, frames) = voice_turn(&mut ws, silence_frames).await;
+                    let (latency, frames) = common::spoken_turn(&mut ws, silence_frames).await;
                     samples.push(latency);
                     relayed += frames;
                 }
@@ -301,7 +260,7 @@ default: {{ text: "Hello there, how can I help?" }}
     let (gateway, gateway_pid) = stack.add_gateway(&[("idv", &idv)], voice_sessions * 4).await;
     let silence_frames = silence_ms / 20;
     let mut warm = common::open(&gateway).await;
-    voice_turn(&mut warm, silence_frames).await;
+    common::spoken_turn(&mut warm, silence_frames).await;
     drop(warm);
     println!("\n4. voice: {voice_sessions} sessions x {turns} spoken turns, 20 ms frames both ways in real time");
     let (runtime_cpu, gateway_cpu) = (cpu_ticks(stack.runtime_pid), cpu_ticks(gateway_pid));

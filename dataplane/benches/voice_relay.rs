@@ -28,51 +28,9 @@ mod common;
 #[path = "floor/mod.rs"]
 mod floor;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{FRAME, FRAME_BYTES, Stack, Ws, env_or, kind, open, overheads_ms, percentile, phrase_frames};
-use futures_util::{SinkExt, StreamExt};
-use tokio_tungstenite::tungstenite::Message;
-
-/// One spoken turn: speech, then silence in real time until the reply is complete.
-/// Returns the time from sending the frame that completes the end-of-utterance silence to
-/// the first reply audio.
-async fn turn(ws: &mut Ws, silence_frames: usize) -> Duration {
-    let mut frames = phrase_frames(1, 300);
-    let speech = frames.len();
-    frames.extend(std::iter::repeat_n(vec![0u8; FRAME_BYTES], silence_frames));
-    let mut ticker = tokio::time::interval(FRAME);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut sent = 0usize;
-    let mut end_of_speech: Option<Instant> = None;
-    let mut first_audio: Option<Duration> = None;
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {
-                let frame = frames.get(sent).cloned().unwrap_or_else(|| vec![0u8; FRAME_BYTES]);
-                ws.send(Message::binary(frame)).await.expect("sends audio");
-                sent += 1;
-                if sent == speech + silence_frames {
-                    end_of_speech = Some(Instant::now());
-                }
-            }
-            message = ws.next() => match message {
-                Some(Ok(Message::Text(text))) => match kind(text.as_str()) {
-                    "bidi_audio_stream" if first_audio.is_none() => {
-                        let at = Instant::now();
-                        let end = end_of_speech.expect("reply audio only after the end of speech");
-                        first_audio = Some(at - end);
-                    }
-                    "bidi_response_complete" => return first_audio.expect("a spoken reply"),
-                    "bidi_error" => panic!("turn failed: {text}"),
-                    _ => {}
-                },
-                Some(Ok(_)) => {}
-                other => panic!("connection ended: {other:?}"),
-            },
-        }
-    }
-}
+use common::{Stack, env_or, open, overheads_ms, percentile};
 
 fn main() {
     if floor::serve_if_asked() {
@@ -116,7 +74,7 @@ default: {{ text: "Hello there, how can I help?" }}
     for (_, url) in &targets {
         let mut warm = open(url).await;
         for _ in 0..2 {
-            turn(&mut warm, silence_frames).await;
+            common::spoken_turn(&mut warm, silence_frames).await;
         }
     }
     let runs = [("1 session", 1usize), ("concurrent", sessions)];
@@ -135,7 +93,7 @@ default: {{ text: "Hello there, how can I help?" }}
                     tokio::time::sleep(Duration::from_micros((i as u64 * 997) % 40_000)).await;
                     let mut samples = Vec::with_capacity(turns);
                     for _ in 0..turns {
-                        samples.push(turn(&mut ws, silence_frames).await);
+                        samples.push(common::spoken_turn(&mut ws, silence_frames).await.0);
                     }
                     let _ = ws.close(None).await;
                     samples

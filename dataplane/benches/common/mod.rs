@@ -261,3 +261,45 @@ pub fn phrase_frames(id: u32, ms: u64) -> Vec<Vec<u8>> {
         })
         .collect()
 }
+
+/// One spoken turn: a 300 ms phrase, then silence in real time until the reply is complete.
+/// Returns the time from sending the frame that completes the end-of-utterance silence to
+/// the first reply audio, and the frames sent and messages received.
+pub async fn spoken_turn(ws: &mut Ws, silence_frames: usize) -> (Duration, u64) {
+    let mut frames = phrase_frames(1, 300);
+    let speech = frames.len();
+    frames.extend(std::iter::repeat_n(vec![0u8; FRAME_BYTES], silence_frames));
+    let mut ticker = tokio::time::interval(FRAME);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let (mut sent, mut relayed) = (0usize, 0u64);
+    let mut end_of_speech: Option<Instant> = None;
+    let mut first_audio = None;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                let frame = frames.get(sent).cloned().unwrap_or_else(|| vec![0u8; FRAME_BYTES]);
+                ws.send(Message::binary(frame)).await.expect("sends audio");
+                sent += 1;
+                relayed += 1;
+                if sent == speech + silence_frames {
+                    end_of_speech = Some(Instant::now());
+                }
+            }
+            message = ws.next() => match message {
+                Some(Ok(Message::Text(text))) => {
+                    relayed += 1;
+                    match kind(text.as_str()) {
+                        "bidi_audio_stream" if first_audio.is_none() => {
+                            first_audio = Some(end_of_speech.expect("reply after the end of speech").elapsed());
+                        }
+                        "bidi_response_complete" => return (first_audio.expect("a spoken reply"), relayed),
+                        "bidi_error" => panic!("turn failed: {text}"),
+                        _ => {}
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("connection ended: {other:?}"),
+            },
+        }
+    }
+}
