@@ -10,9 +10,11 @@ use serde::{Deserialize, Serialize};
 use crate::common::ObjectRef;
 
 mod model;
+mod sonic;
 mod tool;
 
 pub use model::{ModelSettings, Provider, TurnDetection};
+pub use sonic::{SONIC_MODELS, SonicModel, check_sonic_voice, sonic_model};
 pub use tool::{BuiltinKind, BuiltinTool, Consent, HttpTool, McpTool, ToolMemory, ToolSpec, ToolTarget};
 
 /// An AI agent that talks with people by voice, text or both. The operator resolves its

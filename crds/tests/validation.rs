@@ -248,3 +248,27 @@ fn the_banking_examples_resolve() {
     );
     assert_eq!(voices.len(), 4, "every persona has its own voice: {voices:?}");
 }
+
+#[test]
+fn a_voice_agent_needs_a_voice_its_sonic_model_has() {
+    let voice = |mode: &str, model: &str, voice: &str| {
+        let agent = AGENT.replace("mode: text", &format!("mode: {mode}\n  model: {{ voiceModelId: \"{model}\" }}"));
+        let persona = PERSONA.replace("  displayName: Pat", &format!("  displayName: Pat\n  voice: {voice}"));
+        problems(&[&persona, WORKFLOW, &agent])
+    };
+    assert!(voice("voice", "amazon.nova-2-sonic-v1:0", "olivia").is_empty());
+    assert!(voice("hybrid", "amazon.nova-2-5-sonic", "kiara").is_empty());
+    assert!(voice("voice", "us.amazon.nova-2-sonic-v1:0", "carolina").is_empty(), "an inference profile");
+    assert!(voice("voice", "arn:aws:bedrock:us-east-1:123456789012:custom-model/x", "robot").is_empty(), "unknown");
+    assert!(voice("text", "amazon.nova-sonic-v1:0", "nobody").is_empty(), "text agents speak no voice");
+
+    let wrong = voice("voice", "amazon.nova-2-5-sonic", "greta");
+    assert_eq!(wrong.len(), 1, "{wrong:?}");
+    assert_eq!((wrong[0].reason, wrong[0].field.as_str()), (Reason::InvalidField, "spec.personaRef"));
+    assert!(wrong[0].message.contains("no voice \"greta\"") && wrong[0].message.contains("tina"), "{wrong:?}");
+
+    let retired = voice("voice", "amazon.nova-sonic-v1:0", "matthew");
+    assert_eq!(retired.len(), 1, "{retired:?}");
+    assert_eq!(retired[0].field, "spec.model.voiceModelId");
+    assert!(retired[0].message.contains("end of life on 2026-09-14"), "{retired:?}");
+}

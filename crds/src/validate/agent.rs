@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::{Problem, Reason, duplicates, is_dns_label, summarize};
-use crate::agent::{AgentSpec, Provider, ToolSpec};
+use crate::agent::{AgentSpec, Provider, ToolSpec, check_sonic_voice, sonic_model};
 use crate::persona::PersonaSpec;
 use crate::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, transfer_tool_name};
 use crate::validate::{validate_persona, validate_workflow};
@@ -46,7 +46,33 @@ pub fn validate_agent(name: &str, namespace: &str, spec: &AgentSpec, refs: Refer
         check_workflow_fits(spec, workflow, &mut problems);
     }
     check_scaling_and_model(spec, &mut problems);
+    check_voice(spec, refs.persona, &mut problems);
     problems
+}
+
+/// A voice or hybrid agent's Nova Sonic model must be available and speak with the
+/// Persona's voice (the voice lives in the Persona, the model in the Agent: only the Agent
+/// sees both).
+fn check_voice(spec: &AgentSpec, persona: Option<&PersonaSpec>, problems: &mut Vec<Problem>) {
+    if spec.mode == crate::Mode::Text {
+        return;
+    }
+    let model = &spec.model.voice_model_id;
+    if sonic_model(model).is_some_and(|m| m.end_of_life.is_some()) {
+        if let Err(message) = check_sonic_voice(model, "") {
+            problems.push(Problem::new(Reason::InvalidField, "spec.model.voiceModelId", message));
+        }
+        return;
+    }
+    if let Some(persona) = persona
+        && let Err(message) = check_sonic_voice(model, &persona.voice)
+    {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "spec.personaRef",
+            format!("the persona's voice does not fit spec.model.voiceModelId: {message}"),
+        ));
+    }
 }
 
 fn check_references(namespace: &str, spec: &AgentSpec, refs: References<'_>, problems: &mut Vec<Problem>) {

@@ -28,12 +28,24 @@ impl LogFormat {
     }
 }
 
+/// rustls warns for every ClientHello whose SNI is an IP address ("Illegal SNI extension:
+/// ignoring IP address") — what the AWS CRT HTTP client (Pipecat, Strands, LiveKit) sends
+/// when pointed at `https://127.0.0.1:…` — and the handshake goes on. A server cannot act
+/// on it, so it is not worth a line per connection; a filter that names `rustls` itself
+/// (e.g. `RUST_LOG=rustls=debug`) still shows it.
+const QUIET_RUSTLS_SNI: &str = "rustls::msgs::handshake=error";
+
 /// Installs the global subscriber: `filter` (tracing `EnvFilter` syntax) unless `RUST_LOG`
 /// is set, `format` lines on stderr. An invalid filter falls back to `info`.
 pub fn init(filter: &str, format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env()
+    let mut filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(filter))
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    if !filter.to_string().contains("rustls")
+        && let Ok(quiet) = QUIET_RUSTLS_SNI.parse()
+    {
+        filter = filter.add_directive(quiet);
+    }
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.with_ansi(colour()).init(),

@@ -215,7 +215,8 @@ impl RestartReason {
 /// One event of a Sonic session.
 #[derive(Debug)]
 pub enum SonicEvent {
-    /// The model starts a completion (a reply turn).
+    /// The service opened a completion. It may span one reply (older output) or the whole
+    /// prompt (the service): replies are framed by [`SonicEvent::CompletionEnd`].
     CompletionStart {
         /// Its id.
         completion_id: String,
@@ -272,9 +273,10 @@ pub enum SonicEvent {
     Interrupted,
     /// Token usage.
     Usage(UsageReport),
-    /// The completion ended.
+    /// A reply ended: once per reply, whether the service closes a completion per reply or
+    /// keeps one open for the whole prompt (see [`super::wire::OutputParser`]).
     CompletionEnd {
-        /// Its id.
+        /// The completion it belongs to.
         completion_id: String,
         /// Why.
         stop_reason: StopReason,

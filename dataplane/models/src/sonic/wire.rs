@@ -166,10 +166,21 @@ struct OpenContent {
 
 /// Turns output events into [`SonicEvent`]s, remembering each content's type, role and
 /// generation stage (text and content ends refer to them by content id).
+///
+/// It also frames replies. The service keeps one completion open for a whole prompt
+/// (`completionStart` once, `completionEnd` after `promptEnd`), while older output — and
+/// the documentation's examples — close a completion per reply. Either way the parser
+/// reports one [`SonicEvent::CompletionEnd`] per reply: when the reply's FINAL assistant
+/// text ends `END_TURN` or `INTERRUPTED` with no other assistant content open, or at the
+/// service's `completionEnd` if that comes first. A `completionEnd` with no reply under
+/// way (the one after `promptEnd`, or a per-reply one after the reply was already framed)
+/// is not reported again.
 #[derive(Debug, Default)]
 pub struct OutputParser {
     contents: HashMap<String, OpenContent>,
     interrupted: bool,
+    completion_id: String,
+    reply_open: bool,
 }
 
 fn str_field(body: &Value, field: &str) -> String {
@@ -195,7 +206,8 @@ impl OutputParser {
         let event = match name.as_str() {
             "completionStart" => {
                 self.interrupted = false;
-                SonicEvent::CompletionStart { completion_id: str_field(body, "completionId") }
+                self.completion_id = str_field(body, "completionId");
+                SonicEvent::CompletionStart { completion_id: self.completion_id.clone() }
             }
             "contentStart" => {
                 let stage = body
@@ -210,6 +222,11 @@ impl OutputParser {
                     role: Role::parse(&str_field(body, "role")),
                     stage,
                 };
+                if matches!(content.role, Role::Assistant | Role::Tool) && !self.reply_open {
+                    // A new reply: its barge-in is reported again.
+                    self.reply_open = true;
+                    self.interrupted = false;
+                }
                 self.contents.insert(content_id.clone(), content.clone());
                 SonicEvent::ContentStart { content_id, kind: content.kind, role: content.role, stage: content.stage }
             }
@@ -253,13 +270,22 @@ impl OutputParser {
                     events.insert(0, end);
                     return Ok(events);
                 }
+                let final_text = open.is_some_and(|c| {
+                    c.role == Role::Assistant && c.kind == ContentKind::Text && c.stage == Some(GenerationStage::Final)
+                });
+                let reply_over = final_text
+                    && matches!(stop_reason, StopReason::EndTurn | StopReason::Interrupted)
+                    && !self.contents.values().any(|c| c.role == Role::Assistant);
+                if reply_over && let Some(completion_end) = self.end_reply(stop_reason) {
+                    return Ok(vec![end, completion_end]);
+                }
                 end
             }
             "usageEvent" => SonicEvent::Usage(usage(body)),
-            "completionEnd" => SonicEvent::CompletionEnd {
-                completion_id: str_field(body, "completionId"),
-                stop_reason: StopReason::parse(&str_field(body, "stopReason")),
-            },
+            "completionEnd" => {
+                let stop_reason = StopReason::parse(&str_field(body, "stopReason"));
+                return Ok(self.end_reply(stop_reason).into_iter().collect());
+            }
             other => {
                 tracing::debug!(event = other, "ignoring an unknown Nova Sonic output event");
                 return Ok(Vec::new());
@@ -268,7 +294,13 @@ impl OutputParser {
         Ok(vec![event])
     }
 
-    /// One `Interrupted` per completion, whichever signal comes first.
+    /// The end of the reply under way, if one is.
+    fn end_reply(&mut self, stop_reason: StopReason) -> Option<SonicEvent> {
+        std::mem::take(&mut self.reply_open)
+            .then(|| SonicEvent::CompletionEnd { completion_id: self.completion_id.clone(), stop_reason })
+    }
+
+    /// One `Interrupted` per reply, whichever signal comes first.
     fn interruption(&mut self) -> Vec<SonicEvent> {
         if std::mem::replace(&mut self.interrupted, true) { Vec::new() } else { vec![SonicEvent::Interrupted] }
     }

@@ -133,3 +133,124 @@ fn audio_output_is_passed_on_as_checked_base64() {
     assert!(parser.parse(&out("audioOutput", json!({"contentId": "a", "content": "not base64!"}))).is_err());
     assert!(parser.parse(br#"{"event":{"audioOutput":{"contentId":"a","content":"QQ="}}}"#).is_err());
 }
+
+/// The output events of one spoken reply: the user's transcript (ending `user_stop`),
+/// SPECULATIVE text, audio and FINAL text; `interrupted` cuts the audio short.
+fn reply(n: u32, user_stop: &str, interrupted: bool) -> Vec<Vec<u8>> {
+    let (u, s, a, f) = (format!("u{n}"), format!("s{n}"), format!("a{n}"), format!("f{n}"));
+    let stage = |s: &str| json!({ "generationStage": s }).to_string();
+    let stop = if interrupted { "INTERRUPTED" } else { "END_TURN" };
+    let text = if interrupted { "{ \"interrupted\" : true }".to_owned() } else { format!("answer {n}") };
+    vec![
+        out(
+            "contentStart",
+            json!({"contentId": u, "type": "TEXT", "role": "USER", "additionalModelFields": stage("FINAL")}),
+        ),
+        out("textOutput", json!({"contentId": u, "role": "USER", "content": format!("question {n}")})),
+        out("contentEnd", json!({"contentId": u, "type": "TEXT", "stopReason": user_stop})),
+        out(
+            "contentStart",
+            json!({"contentId": s, "type": "TEXT", "role": "ASSISTANT", "additionalModelFields": stage("SPECULATIVE")}),
+        ),
+        out("textOutput", json!({"contentId": s, "role": "ASSISTANT", "content": format!("answer {n}")})),
+        out("contentEnd", json!({"contentId": s, "type": "TEXT", "stopReason": "PARTIAL_TURN"})),
+        out("contentStart", json!({"contentId": a, "type": "AUDIO", "role": "ASSISTANT"})),
+        out("audioOutput", json!({"contentId": a, "content": "AAAA"})),
+        out("contentEnd", json!({"contentId": a, "type": "AUDIO", "stopReason": stop})),
+        out(
+            "contentStart",
+            json!({"contentId": f, "type": "TEXT", "role": "ASSISTANT", "additionalModelFields": stage("FINAL")}),
+        ),
+        out("textOutput", json!({"contentId": f, "role": "ASSISTANT", "content": text})),
+        out("contentEnd", json!({"contentId": f, "type": "TEXT", "stopReason": stop})),
+        out("usageEvent", json!({"details": {}})),
+    ]
+}
+
+/// What the parser reports for `chunks`, as event names (audio and usage left out).
+fn framing(chunks: &[Vec<u8>]) -> Vec<String> {
+    let mut parser = OutputParser::default();
+    let mut names = Vec::new();
+    for chunk in chunks {
+        for event in parser.parse(chunk).expect("parses") {
+            let name = match event {
+                SonicEvent::CompletionStart { .. } => "completionStart".to_owned(),
+                SonicEvent::CompletionEnd { stop_reason, .. } => format!("completionEnd {stop_reason:?}"),
+                SonicEvent::Interrupted => "interrupted".to_owned(),
+                SonicEvent::ContentEnd { content_id, .. } => format!("end {content_id}"),
+                _ => continue,
+            };
+            names.push(name);
+        }
+    }
+    names
+}
+
+const FRAMED: [&str; 13] = [
+    "end u1",
+    "end s1",
+    "end a1",
+    "end f1",
+    "completionEnd EndTurn",
+    "end u2",
+    "end s2",
+    "end a2",
+    "interrupted",
+    "end f2",
+    "completionEnd Interrupted",
+    "end u3",
+    "end s3",
+];
+
+#[test]
+fn one_completion_end_per_reply_when_the_service_keeps_one_completion_for_the_prompt() {
+    // The service: the USER transcript (ending PARTIAL_TURN) before the only
+    // completionStart; completionEnd after promptEnd.
+    let mut chunks = reply(1, "PARTIAL_TURN", false);
+    chunks.insert(3, out("completionStart", json!({"completionId": "c"})));
+    chunks.extend(reply(2, "PARTIAL_TURN", true));
+    chunks.extend(reply(3, "PARTIAL_TURN", false));
+    chunks.push(out("completionEnd", json!({"completionId": "c", "stopReason": "END_TURN"})));
+    let names = framing(&chunks);
+    assert_eq!(names[..2], ["end u1", "completionStart"]);
+    let names: Vec<String> = names.into_iter().filter(|n| n != "completionStart").collect();
+    assert_eq!(names[..13], FRAMED);
+    assert_eq!(names[13..], ["end a3", "end f3", "completionEnd EndTurn"], "nothing after the last reply's end");
+}
+
+#[test]
+fn one_completion_end_per_reply_when_each_reply_has_its_own_completion() {
+    // Older simulator output: completionStart, transcript (END_TURN), reply, completionEnd.
+    let mut chunks = Vec::new();
+    for (n, interrupted) in [(1, false), (2, true), (3, false)] {
+        chunks.push(out("completionStart", json!({"completionId": format!("c{n}")})));
+        chunks.extend(reply(n, "END_TURN", interrupted));
+        let stop = if interrupted { "INTERRUPTED" } else { "END_TURN" };
+        chunks.push(out("completionEnd", json!({"completionId": format!("c{n}"), "stopReason": stop})));
+    }
+    let names: Vec<String> = framing(&chunks).into_iter().filter(|n| n != "completionStart").collect();
+    assert_eq!(names[..13], FRAMED);
+    assert_eq!(names[13..], ["end a3", "end f3", "completionEnd EndTurn"]);
+}
+
+#[test]
+fn a_tool_call_reply_ends_after_the_answer_to_its_result() {
+    let mut parser = OutputParser::default();
+    let mut ends = 0;
+    let mut feed = |chunk: Vec<u8>| {
+        ends += parser
+            .parse(&chunk)
+            .expect("parses")
+            .iter()
+            .filter(|e| matches!(e, SonicEvent::CompletionEnd { .. }))
+            .count();
+    };
+    feed(out("contentStart", json!({"contentId": "t", "type": "TOOL", "role": "TOOL"})));
+    feed(out("toolUse", json!({"contentId": "t", "toolUseId": "x", "toolName": "lookup", "content": "{}"})));
+    feed(out("contentEnd", json!({"contentId": "t", "type": "TOOL", "stopReason": "TOOL_USE"})));
+    for chunk in reply(1, "PARTIAL_TURN", false).into_iter().skip(3) {
+        feed(chunk);
+    }
+    feed(out("completionEnd", json!({"completionId": "c", "stopReason": "END_TURN"})));
+    assert_eq!(ends, 1);
+}

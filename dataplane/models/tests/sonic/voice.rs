@@ -196,3 +196,49 @@ default: { text: "Heard: {text}" }
     assert_eq!(user(&first).as_deref(), Some("first thing"));
     assert_eq!(user(&second).as_deref(), Some("What is my balance?"));
 }
+
+/// Nova 2 Sonic's asynchronous tool calls: while a tool runs the model keeps listening —
+/// the user is answered meanwhile, a barge-in does not cancel the call — and the result,
+/// when it comes, is still answered.
+#[tokio::test]
+async fn the_model_keeps_listening_while_a_tool_runs() {
+    let sim = start(SCRIPT).await;
+    let mut config = config();
+    config.tools = vec![check_balance()];
+    let (session, mut events) = session(&sim, config).await;
+    let mic = Microphone::start(session.clone());
+    mic.say(1, 600);
+    let seen = until(&mut events, LIMIT, |e| matches!(e, SonicEvent::ToolUse { .. })).await;
+    let Some(SonicEvent::ToolUse { tool_use_id, .. }) = seen.last() else { panic!("{seen:#?}") };
+    let tool_use_id = tool_use_id.clone();
+
+    // The tool is still running: the user asks for a story and talks over it.
+    mic.say(3, 500);
+    until(&mut events, LIMIT, |e| matches!(e, SonicEvent::Audio { .. })).await;
+    mic.say(2, 400);
+    until(&mut events, LIMIT, |e| matches!(e, SonicEvent::Interrupted)).await;
+    let story = until(&mut events, LIMIT, |e| matches!(e, SonicEvent::CompletionEnd { .. })).await;
+    assert!(
+        matches!(story.last(), Some(SonicEvent::CompletionEnd { stop_reason: StopReason::Interrupted, .. })),
+        "{story:#?}"
+    );
+    let sure = until(&mut events, LIMIT, |e| matches!(e, SonicEvent::CompletionEnd { .. })).await;
+    assert!(texts(&sure).iter().any(|(_, stage, text)| stage.as_deref() == Some("Final") && text == "Sure."));
+
+    // Then the result arrives, and is answered.
+    session.send_tool_result(tool_use_id, json!({ "balance": 42 })).await.expect("open");
+    let answer = until(&mut events, LIMIT, |e| matches!(e, SonicEvent::CompletionEnd { .. })).await;
+    mic.stop().await;
+    assert!(
+        texts(&answer)
+            .iter()
+            .any(|(_, stage, text)| stage.as_deref() == Some("Final") && text == "You have 42 dollars."),
+        "{answer:#?}"
+    );
+    let stats = sim.sonic_stats();
+    assert_eq!((stats.tool_results, stats.interruptions, stats.validation_errors), (1, 1, 0), "{stats:?}");
+    assert_eq!(
+        stats.replies.iter().filter_map(|r| r.rule.as_deref()).collect::<Vec<_>>(),
+        vec!["balance", "story", "stop", "balance-result"]
+    );
+}

@@ -44,6 +44,9 @@ pub struct TurnDetector {
     voiced_samples: u64,
     silence_samples: u64,
     crossings: u64,
+    /// Where (in voiced samples) the first and the latest zero crossing were.
+    first_crossing: Option<u64>,
+    last_crossing: u64,
     last_sign: Option<bool>,
     started: bool,
 }
@@ -58,6 +61,8 @@ impl TurnDetector {
             voiced_samples: 0,
             silence_samples: 0,
             crossings: 0,
+            first_crossing: None,
+            last_crossing: 0,
             last_sign: None,
             started: false,
         }
@@ -71,10 +76,12 @@ impl TurnDetector {
         }
         let length = frame.len() as u64;
         if rms(&frame) >= self.threshold {
-            for sample in &frame {
+            for (at, sample) in (self.voiced_samples..).zip(&frame) {
                 let sign = *sample >= 0;
                 if self.last_sign.is_some_and(|last| last != sign) {
                     self.crossings += 1;
+                    self.first_crossing.get_or_insert(at);
+                    self.last_crossing = at;
                 }
                 self.last_sign = Some(sign);
             }
@@ -108,13 +115,25 @@ impl TurnDetector {
         self.voiced_samples = 0;
         self.silence_samples = 0;
         self.crossings = 0;
+        self.first_crossing = None;
+        self.last_crossing = 0;
         self.last_sign = None;
         self.started = false;
     }
 
     fn utterance(&self) -> Utterance {
         let seconds = self.voiced_samples as f64 / f64::from(INPUT_RATE);
-        let frequency_hz = if seconds > 0.0 { self.crossings as f64 / 2.0 / seconds } else { 0.0 };
+        // Half periods between the first and the last crossing: clients that re-chunk audio
+        // (LiveKit sends larger frames) pad the end of a tone with silence in a frame that
+        // still counts as voiced, so the voiced time alone would lower the estimate.
+        let span = self.first_crossing.map_or(0, |first| self.last_crossing - first);
+        let frequency_hz = if self.crossings >= 2 && span > 0 {
+            (self.crossings - 1) as f64 / 2.0 / (span as f64 / f64::from(INPUT_RATE))
+        } else if seconds > 0.0 {
+            self.crossings as f64 / 2.0 / seconds
+        } else {
+            0.0
+        };
         Utterance {
             voiced_ms: self.voiced_samples * 1000 / u64::from(INPUT_RATE),
             frequency_hz,
@@ -212,6 +231,24 @@ mod tests {
         let Detection::UtteranceEnded(utterance) = &detections[1] else { panic!("{detections:?}") };
         assert_eq!(utterance.phrase_id, Some(7), "{utterance:?}");
         assert_eq!(utterance.voiced_ms, 600);
+    }
+
+    #[test]
+    fn a_tone_in_large_frames_padded_with_silence_keeps_its_phrase_id() {
+        // LiveKit re-chunks input: 600 ms of tone arrives in 64 ms frames, the last one
+        // mostly silence but still loud enough to count as voiced.
+        for id in [1, 2, 9, 35] {
+            let mut detector = detector(300);
+            let mut audio = phrase_tone(id, 600, 8000);
+            audio.extend(silence(400));
+            let utterance = audio
+                .chunks(2048)
+                .filter_map(|frame| detector.push(frame))
+                .find_map(|d| if let Detection::UtteranceEnded(u) = d { Some(u) } else { None })
+                .expect("an utterance");
+            assert_eq!(utterance.phrase_id, Some(id), "{utterance:?}");
+            assert!((utterance.frequency_hz - phrase_frequency(id)).abs() < 2.0, "{utterance:?}");
+        }
     }
 
     #[test]

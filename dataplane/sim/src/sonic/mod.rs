@@ -10,8 +10,10 @@
 //! The simulator never speaks first and never answers the system prompt or replayed
 //! history. It "hears" an utterance by its phrase tone or by its position (see
 //! [`script::SonicScript`]), answers with a USER transcript, SPECULATIVE text, real-time
-//! paced 24 kHz audio, FINAL text, tool calls and usage, and stops speaking with an
-//! `INTERRUPTED` content end when the user talks over it.
+//! paced 24 kHz audio, usage, FINAL text and tool calls — all in one completion per prompt
+//! — and stops speaking with an `INTERRUPTED` content end when the user talks over it.
+//! Where the service's behaviour is undocumented, [`protocol`] (input) and `session`
+//! (output) say which shipped client the simulator follows.
 //!
 //! [`SonicStats`] (from [`crate::SimHandle::sonic_stats`]) counts streams, audio
 //! frames (with fingerprints when `recordFrames` is on), utterances, replies and faults.

@@ -1,6 +1,6 @@
 //! The simulated model's output: the Nova Sonic output events as JSON, and the plan of a
-//! reply — USER transcript, SPECULATIVE text, paced 24 kHz audio, FINAL text, an optional
-//! tool call, usage — as events due at given instants.
+//! reply — USER transcript, SPECULATIVE text, paced 24 kHz audio, usage, FINAL text, an
+//! optional tool call — as events due at given instants.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -270,17 +270,18 @@ impl Planner<'_> {
         }
     }
 
-    /// The user's transcript (a FINAL USER text content) at `at`.
+    /// The user's transcript (a FINAL USER text content, ending `PARTIAL_TURN` as the
+    /// service's do — see the `session` module) at `at`.
     pub fn transcript(&mut self, at: Instant, text: &str) {
         let id = self.id("user");
         let ids = self.ids;
         self.push(at, ids.content_start(&id, "TEXT", "USER", Some("FINAL")), Marker::None);
         self.push(at, ids.text_output(&id, "USER", text), Marker::None);
-        self.push(at, ids.content_end(&id, "TEXT", "END_TURN"), Marker::None);
+        self.push(at, ids.content_end(&id, "TEXT", "PARTIAL_TURN"), Marker::None);
     }
 
-    /// The assistant's reply from `at`: text (SPECULATIVE, audio, FINAL), then a tool call
-    /// or the end of the completion, with usage. Returns the output usage.
+    /// The assistant's reply from `at`: text (SPECULATIVE, audio, FINAL), then a tool call,
+    /// then usage. The completion stays open (one per prompt). Returns the output usage.
     pub fn reply(
         &mut self,
         at: Instant,
@@ -290,16 +291,27 @@ impl Planner<'_> {
         total: &mut Usage,
     ) -> Usage {
         let ids = self.ids;
+        let text = text.filter(|t| !t.is_empty());
+        let total_ms = text.map_or(0, |t| speech_ms(t, self.speech.ms_per_char));
         let mut delta = input.clone();
-        let mut end = at;
-        if let Some(text) = text.filter(|t| !t.is_empty()) {
+        if let Some(text) = text {
+            delta.output_text += crate::tokens::estimate_tokens(text);
+            delta.output_speech += speech_tokens(total_ms);
+        }
+        if let Some((_, _, input)) = tool {
+            delta.output_text += crate::tokens::estimate_json_tokens(input);
+        }
+        total.add(&delta);
+        let end = at + self.scaled(total_ms);
+        let stop = if tool.is_some() { "PARTIAL_TURN" } else { "END_TURN" };
+        let mut final_text = None;
+        if let Some(text) = text {
             let speculative = self.id("text");
             self.push(at, ids.content_start(&speculative, "TEXT", "ASSISTANT", Some("SPECULATIVE")), Marker::None);
             self.push(at, ids.text_output(&speculative, "ASSISTANT", text), Marker::None);
             self.push(at, ids.content_end(&speculative, "TEXT", "PARTIAL_TURN"), Marker::None);
             let audio = self.id("audio");
             self.push(at, ids.content_start(&audio, "AUDIO", "ASSISTANT", None), Marker::AudioStart(audio.clone()));
-            let total_ms = speech_ms(text, self.speech.ms_per_char);
             let chunk = self.speech.chunk_ms;
             let mut offset_ms = 0;
             let (shared_ids, content_id) = (Arc::new(ids.clone()), Arc::<str>::from(audio.as_str()));
@@ -311,35 +323,29 @@ impl Planner<'_> {
                 self.queue.push_back(Planned { at: at + self.scaled(offset_ms), event, marker: Marker::None });
                 offset_ms += ms;
             }
-            end = at + self.scaled(total_ms);
-            let stop = if tool.is_some() { "PARTIAL_TURN" } else { "END_TURN" };
             self.push(end, ids.content_end(&audio, "AUDIO", stop), Marker::AudioEnd);
+            final_text = Some(text);
+        }
+        // Usage before the FINAL text: a client that takes the FINAL text's end as the end
+        // of the reply has the reply's usage by then.
+        let done = if tool.is_some() { Marker::None } else { Marker::Done };
+        let usage_marker = if final_text.is_none() { done.clone() } else { Marker::None };
+        self.push(end, ids.usage(&delta, total), usage_marker);
+        if let Some(text) = final_text {
             let final_id = self.id("text");
             self.push(end, ids.content_start(&final_id, "TEXT", "ASSISTANT", Some("FINAL")), Marker::None);
             self.push(end, ids.text_output(&final_id, "ASSISTANT", text), Marker::None);
-            self.push(end, ids.content_end(&final_id, "TEXT", stop), Marker::None);
-            delta.output_text += crate::tokens::estimate_tokens(text);
-            delta.output_speech += speech_tokens(total_ms);
+            self.push(end, ids.content_end(&final_id, "TEXT", stop), done);
         }
-        total.add(&delta);
-        let marker = if let Some((tool_use_id, name, input)) = tool {
+        if let Some((tool_use_id, name, input)) = tool {
             let id = self.id("tool");
             self.push(end, ids.content_start(&id, "TOOL", "TOOL", None), Marker::None);
             self.push(end, ids.tool_use(&id, tool_use_id, name, input), Marker::None);
-            delta.output_text += crate::tokens::estimate_json_tokens(input);
-            total.output_text += crate::tokens::estimate_json_tokens(input);
             self.push(
                 end,
                 ids.content_end(&id, "TOOL", "TOOL_USE"),
                 Marker::ToolPending(tool_use_id.to_owned(), name.to_owned()),
             );
-            None
-        } else {
-            Some(Marker::Done)
-        };
-        self.push(end, ids.usage(&delta, total), Marker::None);
-        if let Some(marker) = marker {
-            self.push(end, ids.completion_end("END_TURN"), marker);
         }
         delta
     }
@@ -388,7 +394,7 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_is_speculative_text_paced_audio_final_text_usage_and_the_end() {
+    fn a_reply_is_speculative_text_paced_audio_usage_and_final_text_in_the_open_completion() {
         let (queue, total, at) = plan(Some("Hello there"), false, 1.0);
         assert_eq!(
             names(&queue),
@@ -398,11 +404,10 @@ mod tests {
                 "contentEnd",
                 "contentStart",
                 "contentEnd",
+                "usageEvent",
                 "contentStart",
                 "textOutput",
                 "contentEnd",
-                "usageEvent",
-                "completionEnd"
             ]
         );
         let audio: Vec<&Planned> =
@@ -438,8 +443,8 @@ mod tests {
             queue.iter().map(|p| p.event.to_json()).find(|e| e.pointer("/event/toolUse").is_some()).expect("a toolUse");
         assert_eq!(tool.pointer("/event/toolUse/content"), Some(&json!("{\"account\":\"main\"}")));
         assert!(queue.iter().any(|p| p.marker == Marker::ToolPending("tool-1".into(), "check_balance".into())));
-        assert_eq!(names(&queue).last().map(String::as_str), Some("usageEvent"), "no completionEnd yet");
+        assert!(!names(&queue).iter().any(|n| n == "completionEnd"), "no completionEnd: one per prompt");
         let (tool_only, _, _) = plan(None, true, 1.0);
-        assert_eq!(names(&tool_only), ["contentStart", "toolUse", "contentEnd", "usageEvent"]);
+        assert_eq!(names(&tool_only), ["usageEvent", "contentStart", "toolUse", "contentEnd"]);
     }
 }

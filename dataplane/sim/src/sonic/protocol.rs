@@ -7,6 +7,46 @@
 //! [`Protocol::accept`] turns each valid event into an [`Input`] for the session; the
 //! first invalid one is a [`ProtocolError`], which the session reports as an in-stream
 //! `ValidationException`.
+//!
+//! # Leniency, and where it comes from
+//!
+//! The simulator must refuse what the service refuses, and accept what clients built
+//! against the service send. Where the documentation (the Nova 2 Sonic "input events"
+//! and "output events" pages of the Amazon Nova 2 user guide) and shipped clients disagree
+//! or are silent, the simulator follows the clients that work against the service:
+//!
+//! - **`sessionStart` without `inferenceConfiguration`** is accepted; the service's
+//!   defaults apply. Source: Strands Agents 1.62 (`strands/bidi/models/bedrock.py`,
+//!   `_get_connection_start_event`) sends `{"sessionStart": {}}` unless the user passes
+//!   `params`. Values that *are* given are still checked (maxTokens >= 1, topP and
+//!   temperature in 0..=1).
+//! - **`endpointingSensitivity` flat in `sessionStart`** (not under
+//!   `turnDetectionConfiguration`) is read as well. Source: LiveKit's AWS plugin 1.8.9
+//!   (`experimental/realtime/events.py`) sends it flat to Nova Sonic v1 models and nested
+//!   to Nova 2. Values other than HIGH, MEDIUM and LOW are refused either way.
+//! - **`promptEnd` while contents are open** closes them: an open audio content ends as
+//!   if `contentEnd` had come, an unfinished text or tool-result content is dropped.
+//!   Source: Pipecat 1.14 (`services/aws/nova_sonic/llm.py`, `_send_session_end_events`)
+//!   sends `promptEnd` and `sessionEnd` without ending its audio content; the
+//!   documentation's teardown order (end the audio content, then `promptEnd`, then
+//!   `sessionEnd`) is what well-behaved clients do, not what the service enforces.
+//! - **`connectionEnd`** is read as `sessionEnd` (after `promptEnd`, or before any
+//!   prompt). Source: Strands 1.62 (`_get_connection_end_event`) ends every connection with
+//!   `promptEnd` then `{"connectionEnd": {}}` and never sends `sessionEnd`.
+//! - **Audio after `promptEnd` or `sessionEnd`** is ignored, not refused: a client's microphone task
+//!   races its teardown (Pipecat sends frames while it disconnects). Any other event after
+//!   `promptEnd` but `sessionEnd`/`connectionEnd` is still an error.
+//! - **Non-interactive USER text after interactive input started** is context the model
+//!   takes in without answering (the documentation only describes history before the
+//!   audio). Source: Pipecat 1.14 (`llm.py`, `_handle_messages_append` and intermediate
+//!   async-tool results) sends such text mid-session "for it to take in". Non-interactive
+//!   ASSISTANT text is still refused once the conversation started.
+//! - **`toolResultInputConfiguration.type` / `textInputConfiguration`** and
+//!   **`interactive: false` on TOOL contents** are accepted as Pipecat and Strands send
+//!   them; a TOOL content is interactive input whatever the flag says.
+//!
+//! The output side of the same decisions (one completion per prompt, USER transcripts
+//! ending `PARTIAL_TURN`) is written down in the `session` module.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -41,8 +81,10 @@ pub enum Input {
     Audio(Vec<u8>),
     /// The audio content ended.
     AudioEnd,
-    /// Interactive user text (hybrid input) is complete.
+    /// Interactive user text (cross-modal input) is complete: the model answers it.
     UserText(String),
+    /// Non-interactive USER text after the conversation started: taken in, not answered.
+    Context(String),
     /// A tool result is complete.
     ToolResult { tool_use_id: String, content: String },
     /// `promptEnd`.
@@ -126,10 +168,12 @@ impl Protocol {
                 invalid(format!("{name} arrived before sessionStart; start the session with sessionStart."))
             }
             ("promptStart", Phase::Session) => self.prompt_start(body).map(Some),
-            ("sessionEnd", Phase::Session | Phase::PromptEnded) => {
+            ("sessionEnd" | "connectionEnd", Phase::Session | Phase::PromptEnded) => {
                 self.phase = Phase::Ended;
                 Ok(Some(Input::SessionEnd))
             }
+            // A microphone racing the client's teardown (see the module docs).
+            ("audioInput", Phase::PromptEnded | Phase::Ended) => Ok(None),
             (_, Phase::Session) => invalid(format!("{name} arrived before promptStart.")),
             (_, Phase::Ended) => invalid(format!("{name} arrived after sessionEnd.")),
             (_, Phase::PromptEnded) => invalid(format!("{name} arrived after promptEnd; only sessionEnd may follow.")),
@@ -138,9 +182,12 @@ impl Protocol {
     }
 
     fn session_start(&mut self, body: &Value) -> Result<Input, ProtocolError> {
-        let Some(inference) = body.get("inferenceConfiguration") else {
-            return invalid("sessionStart needs inferenceConfiguration (maxTokens, topP, temperature).");
-        };
+        // Optional: the service's defaults apply (see the module docs).
+        let none = Value::Null;
+        let inference = body.get("inferenceConfiguration").unwrap_or(&none);
+        if !inference.is_null() && !inference.is_object() {
+            return invalid(format!("inferenceConfiguration must be an object, not {inference}."));
+        }
         if let Some(max) = inference.get("maxTokens")
             && max.as_u64().is_none_or(|m| m < 1)
         {
@@ -153,7 +200,10 @@ impl Protocol {
                 return invalid(format!("inferenceConfiguration.{field} must be between 0 and 1, not {value}."));
             }
         }
-        let sensitivity = match body.pointer("/turnDetectionConfiguration/endpointingSensitivity") {
+        let sensitivity = match body
+            .pointer("/turnDetectionConfiguration/endpointingSensitivity")
+            .or_else(|| body.get("endpointingSensitivity"))
+        {
             None => None,
             Some(Value::String(s)) if ["HIGH", "MEDIUM", "LOW"].contains(&s.as_str()) => Some(s.clone()),
             Some(other) => return invalid(format!("endpointingSensitivity must be HIGH, MEDIUM or LOW, not {other}.")),
@@ -205,10 +255,9 @@ impl Protocol {
             return invalid(format!("{name} names prompt {prompt:?}, but the open prompt is {:?}.", self.prompt_name));
         }
         if name == "promptEnd" {
-            if let Some(open) = self.open.keys().next() {
-                return invalid(format!(
-                    "promptEnd arrived while content {open:?} is still open; end it with contentEnd first."
-                ));
+            // Open contents end with the prompt (see the module docs).
+            for (content_name, content) in self.open.drain() {
+                tracing::debug!(content = %content_name, kind = %content.kind, "promptEnd closes a content left open");
             }
             self.phase = Phase::PromptEnded;
             return Ok(Some(Input::PromptEnd));
@@ -268,9 +317,11 @@ impl Protocol {
         match (kind.as_str(), role.as_str()) {
             ("TEXT", "SYSTEM") if self.system_done => return invalid("Only one SYSTEM content is allowed per prompt."),
             ("TEXT", "SYSTEM") => {}
-            ("TEXT", "USER" | "ASSISTANT") if !interactive && self.interactive_started => {
+            // Context the model takes in without answering (see the module docs).
+            ("TEXT", "USER") if !interactive && self.interactive_started => {}
+            ("TEXT", "ASSISTANT") if !interactive && self.interactive_started => {
                 return invalid(
-                    "History (non-interactive USER/ASSISTANT text) must come before the first interactive content.",
+                    "History (non-interactive ASSISTANT text) must come before the first interactive content.",
                 );
             }
             ("TEXT", "USER" | "ASSISTANT") if interactive && role == "ASSISTANT" => {
@@ -311,6 +362,7 @@ impl Protocol {
                 Ok(Some(Input::System(content.text)))
             }
             ("TEXT", _) if content.interactive => Ok(Some(Input::UserText(content.text))),
+            ("TEXT", _) if self.interactive_started => Ok(Some(Input::Context(content.text))),
             ("TEXT", role) => {
                 if self.history_last_role.is_none() && role != "USER" {
                     return invalid("History must start with a USER message.");

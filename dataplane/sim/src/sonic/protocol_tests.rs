@@ -52,7 +52,7 @@ fn a_valid_sequence_yields_inputs() {
     assert_eq!(protocol.accept(&audio).expect("ok"), None);
     let frame = ev("audioInput", json!({"promptName": "p", "contentName": "a", "content": "AQI="}));
     assert_eq!(protocol.accept(&frame).expect("ok"), Some(Input::Audio(vec![1, 2])));
-    assert!(history(&mut protocol, "late", "USER", "x").is_err(), "history after interactive content");
+    assert!(history(&mut protocol, "late", "ASSISTANT", "x").is_err(), "assistant history after interactive content");
     assert_eq!(
         protocol.accept(&ev("contentEnd", json!({"promptName": "p", "contentName": "a"}))).expect("ok"),
         Some(Input::AudioEnd)
@@ -113,4 +113,89 @@ fn malformed_sequences_are_refused_with_a_reason() {
         "audioInputConfiguration": {"mediaType": "audio/lpcm", "sampleRateHertz": 44100, "sampleSizeBits": 16, "channelCount": 1}}),
     );
     assert!(wrong_rate.accept(&audio).expect_err("rate").0.contains("sample rate"));
+}
+
+fn audio_start(name: &str) -> Value {
+    ev(
+        "contentStart",
+        json!({"promptName": "p", "contentName": name, "type": "AUDIO", "role": "USER", "interactive": true,
+        "audioInputConfiguration": {"mediaType": "audio/lpcm", "sampleRateHertz": 16000, "sampleSizeBits": 16, "channelCount": 1}}),
+    )
+}
+
+#[test]
+fn session_start_needs_no_inference_configuration_but_checks_what_it_gets() {
+    // Strands' default: `{"sessionStart": {}}`.
+    let mut bare = Protocol::default();
+    assert_eq!(
+        bare.accept(&ev("sessionStart", json!({}))).expect("ok"),
+        Some(Input::SessionStart { sensitivity: None })
+    );
+    // LiveKit sends Nova Sonic v1 sessions the sensitivity flat.
+    let mut flat = Protocol::default();
+    assert_eq!(
+        flat.accept(&ev("sessionStart", json!({"endpointingSensitivity": "LOW"}))).expect("ok"),
+        Some(Input::SessionStart { sensitivity: Some("LOW".into()) })
+    );
+    for (body, what) in [
+        (json!({"inferenceConfiguration": {"topP": 1.5}}), "topP"),
+        (json!({"inferenceConfiguration": {"maxTokens": 0}}), "maxTokens"),
+        (json!({"inferenceConfiguration": "fast"}), "must be an object"),
+        (json!({"turnDetectionConfiguration": {"endpointingSensitivity": "FAST"}}), "HIGH, MEDIUM or LOW"),
+        (json!({"endpointingSensitivity": "low"}), "HIGH, MEDIUM or LOW"),
+    ] {
+        let error = Protocol::default().accept(&ev("sessionStart", body)).expect_err("refused");
+        assert!(error.0.contains(what), "{error}");
+    }
+}
+
+#[test]
+fn teardown_is_lenient_the_way_shipped_clients_end_sessions() {
+    // Pipecat: promptEnd with the audio content still open, a last frame, sessionEnd.
+    let mut pipecat = started();
+    pipecat.accept(&audio_start("a")).expect("ok");
+    pipecat.accept(&text("USER", "typing", true)).expect("ok");
+    assert_eq!(pipecat.accept(&ev("promptEnd", json!({"promptName": "p"}))).expect("ok"), Some(Input::PromptEnd));
+    let late = ev("audioInput", json!({"promptName": "p", "contentName": "a", "content": "AQI="}));
+    assert_eq!(pipecat.accept(&late).expect("ignored"), None);
+    assert_eq!(pipecat.accept(&ev("sessionEnd", json!({}))).expect("ok"), Some(Input::SessionEnd));
+    assert_eq!(pipecat.accept(&late).expect("ignored after sessionEnd too"), None);
+
+    // Strands: the audio content ended, promptEnd, then connectionEnd instead of sessionEnd.
+    let mut strands = started();
+    strands.accept(&audio_start("a")).expect("ok");
+    strands.accept(&ev("contentEnd", json!({"promptName": "p", "contentName": "a"}))).expect("ok");
+    strands.accept(&ev("promptEnd", json!({"promptName": "p"}))).expect("ok");
+    assert_eq!(strands.accept(&ev("connectionEnd", json!({}))).expect("ok"), Some(Input::SessionEnd));
+
+    // Still refused: other events after promptEnd, anything after the end, promptEnd twice.
+    let mut after = started();
+    after.accept(&ev("promptEnd", json!({"promptName": "p"}))).expect("ok");
+    assert!(after.accept(&text("USER", "x", true)).expect_err("after promptEnd").0.contains("after promptEnd"));
+    assert!(after.accept(&ev("promptEnd", json!({"promptName": "p"}))).is_err());
+    after.accept(&ev("sessionEnd", json!({}))).expect("ok");
+    assert!(after.accept(&ev("connectionEnd", json!({}))).expect_err("ended").0.contains("after sessionEnd"));
+}
+
+#[test]
+fn typed_text_mid_session_is_answered_and_plain_user_text_is_context() {
+    let mut protocol = started();
+    protocol.accept(&audio_start("a")).expect("ok");
+    protocol.accept(&text("USER", "typed", true)).expect("ok");
+    protocol
+        .accept(&ev("textInput", json!({"promptName": "p", "contentName": "typed", "content": "hello"})))
+        .expect("ok");
+    assert_eq!(
+        protocol.accept(&ev("contentEnd", json!({"promptName": "p", "contentName": "typed"}))).expect("ok"),
+        Some(Input::UserText("hello".into()))
+    );
+    // Pipecat's appended messages and intermediate tool results: taken in, not answered.
+    protocol.accept(&text("USER", "note", false)).expect("ok");
+    protocol.accept(&ev("textInput", json!({"promptName": "p", "contentName": "note", "content": "fyi"}))).expect("ok");
+    assert_eq!(
+        protocol.accept(&ev("contentEnd", json!({"promptName": "p", "contentName": "note"}))).expect("ok"),
+        Some(Input::Context("fyi".into()))
+    );
+    let error = protocol.accept(&text("ASSISTANT", "late", false)).expect_err("assistant history after audio");
+    assert!(error.0.contains("before the first interactive content"), "{error}");
 }

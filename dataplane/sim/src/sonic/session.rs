@@ -1,9 +1,36 @@
 //! One simulated Nova Sonic stream: reads the input events as they arrive, validates them,
 //! detects utterances in the user's audio, and sends the planned reply events at their
-//! time — interrupting itself when the user speaks over it, waiting for tool results,
-//! and closing or failing the stream as the script says.
+//! time — interrupting itself when the user speaks over it, keeping on listening while
+//! tool calls run, and closing or failing the stream as the script says.
+//!
+//! # The shape of the output, and where it comes from
+//!
+//! - **One completion per prompt.** `completionStart` comes once, just before the model's
+//!   first reply content (after the first USER transcript), and `completionEnd` only when
+//!   the client ends the prompt (`promptEnd`). Replies within it are delimited by their
+//!   contents: the AUDIO content ends `END_TURN` (or `INTERRUPTED`), then the FINAL text.
+//!   Sources: Strands 1.62 (`bedrock.py`: "completionEnd closes the whole prompt/session");
+//!   LiveKit's AWS plugin 1.8.9 (`realtime_model.py` sends `promptEnd` "to trigger
+//!   completionEnd", and expects USER transcripts to arrive with no generation open — a
+//!   `completionStart` per turn before the transcript opens one, and the transcript then
+//!   counts as the user talking over it); Pipecat 1.14 treats `completionEnd` as a mere
+//!   fallback signal. The documentation's "the flow begins with a completionStart" holds
+//!   for the stream as a whole.
+//! - **USER transcripts end `PARTIAL_TURN`.** Sources: LiveKit ("stopReason=PARTIAL_TURN
+//!   always for user") and Strands ("Nova uses PARTIAL_TURN for user text").
+//! - **The response ends after the client's input, not at `sessionEnd`.** After
+//!   `sessionEnd` (or `connectionEnd`) the simulator sends nothing more but keeps the
+//!   response open until the client ends its input stream (at most a few seconds). The
+//!   AWS CRT HTTP/2 client all three Python clients use fails the final write of a stream
+//!   whose response already completed (`AWS_ERROR_HTTP_STREAM_HAS_COMPLETED`), and each
+//!   of them closes its input only after sending `sessionEnd`; Pipecat 1.14 even waits a
+//!   second after closing before it stops reading (`llm.py`, `_disconnect`).
+//! - **Asynchronous tool calls** (Nova 2 Sonic, "Tool configuration" page): the model keeps
+//!   listening while a tool runs. Several calls may wait for results at once; the user may
+//!   speak (and be answered) meanwhile; a barge-in stops the speech but not the calls,
+//!   whose results are still answered when they come.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -24,6 +51,8 @@ use crate::state::{SimState, applies};
 
 /// How long a stream whose output ended may keep draining its input.
 const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long the output stays open after `sessionEnd` for the client to end its input.
+const SESSION_END_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One stream's state.
 pub struct Session {
@@ -46,7 +75,7 @@ pub struct Session {
     next_id: u64,
     speaking: Option<String>,
     completion_open: bool,
-    pending_tool: Option<(String, String)>,
+    pending_tools: HashMap<String, String>,
     last_heard: String,
     total: Usage,
     input_done: bool,
@@ -82,7 +111,7 @@ impl Session {
             next_id: 0,
             speaking: None,
             completion_open: false,
-            pending_tool: None,
+            pending_tools: HashMap::new(),
             last_heard: String::new(),
             total: Usage::default(),
             input_done: false,
@@ -190,8 +219,10 @@ impl Session {
                 self.system = text;
             }
             Input::History { role, text } => self.total.input_text += input_tokens(&role, &text),
+            Input::Context(text) => self.total.input_text += input_tokens("USER", &text),
             Input::Audio(pcm) => self.on_audio(&pcm).await,
-            Input::AudioEnd | Input::PromptEnd => {}
+            Input::AudioEnd => {}
+            Input::PromptEnd => self.end_prompt().await,
             Input::UserText(text) => {
                 self.state.sonic.record_typed(&text);
                 let usage = Usage { input_text: crate::tokens::estimate_tokens(&text), ..Usage::default() };
@@ -199,8 +230,10 @@ impl Session {
             }
             Input::ToolResult { tool_use_id, content } => self.on_tool_result(&tool_use_id, &content),
             Input::SessionEnd => {
+                // The output ends when the client ends its input (or after a grace period).
                 self.queue.clear();
-                self.finish_output();
+                self.close_at = None;
+                self.drain_until = Some(Instant::now() + SESSION_END_GRACE);
             }
         }
     }
@@ -257,20 +290,16 @@ impl Session {
             offered_tools: self.tools.clone(),
         };
         let at = self.reply_start();
-        self.ensure_completion(at);
         if spoken {
             self.planner().transcript(at, &heard);
         }
+        self.ensure_completion(at);
         self.plan_reply(at, &turn, &input, Some(heard));
     }
 
     fn on_tool_result(&mut self, tool_use_id: &str, content: &str) {
-        let name = match self.pending_tool.take() {
-            Some((id, name)) if id == tool_use_id => name,
-            other => {
-                self.pending_tool = other;
-                return;
-            }
+        let Some(name) = self.pending_tools.remove(tool_use_id) else {
+            return;
         };
         let value = serde_json::from_str(content).unwrap_or_else(|_| Value::String(content.to_owned()));
         let status = if value.get("error").is_some() { ResultStatus::Error } else { ResultStatus::Success };
@@ -288,7 +317,7 @@ impl Session {
         self.plan_reply(at, &turn, &input, None);
     }
 
-    /// Starts a completion at `at` unless one is open.
+    /// Starts the prompt's completion at `at` unless it is open.
     fn ensure_completion(&mut self, at: Instant) {
         if !self.completion_open {
             self.completion_open = true;
@@ -312,8 +341,16 @@ impl Session {
         let mut total = std::mem::take(&mut self.total);
         self.planner().reply(at, text.as_deref(), tool, input, &mut total);
         self.total = total;
-        // Without a tool call the planned reply ends its completion.
-        self.completion_open &= tool.is_some();
+    }
+
+    /// `promptEnd`: what was still planned is dropped and the prompt's completion ends.
+    async fn end_prompt(&mut self) {
+        self.queue.clear();
+        self.speaking = None;
+        if std::mem::take(&mut self.completion_open) {
+            let end = self.ids.completion_end("END_TURN");
+            self.send_encoded([encode_event(&end)]).await;
+        }
     }
 
     fn planner(&mut self) -> Planner<'_> {
@@ -351,7 +388,7 @@ impl Session {
                 Marker::AudioEnd => self.speaking = None,
                 Marker::ToolPending(id, name) => {
                     self.protocol.expect_tool_result(&id);
-                    self.pending_tool = Some((id, name));
+                    self.pending_tools.insert(id, name);
                 }
                 Marker::Done | Marker::None => {}
             }
@@ -360,14 +397,13 @@ impl Session {
         self.send_encoded(due).await;
     }
 
-    /// Barge-in: stop speaking, tell the client, end the completion as interrupted.
+    /// Barge-in: stop speaking and tell the client. Tool calls already made keep waiting
+    /// for their results (asynchronous tool calling); the completion stays open.
     async fn interrupt(&mut self) {
         let Some(audio_id) = self.speaking.take() else {
             return;
         };
         self.queue.clear();
-        self.pending_tool = None;
-        self.completion_open = false;
         self.state.sonic.count_interruption();
         let text_id = format!("text-interrupted-{audio_id}");
         let events = [
@@ -376,7 +412,6 @@ impl Session {
             self.ids.text_output(&text_id, "ASSISTANT", "{ \"interrupted\" : true }"),
             self.ids.content_end(&text_id, "TEXT", "INTERRUPTED"),
             self.ids.usage(&Usage::default(), &self.total),
-            self.ids.completion_end("INTERRUPTED"),
         ];
         self.send_encoded(events.iter().map(encode_event)).await;
     }
