@@ -3,9 +3,10 @@
 # itself: Debian packages, a real Kubernetes control plane (kube-apiserver and
 # kube-controller-manager built from Debian's source package, etcd from Debian; cached in
 # ~/.cache/switchboard after the first run), pinned kubectl and helm. Then it checks
-# formatting, lints and the crates' layering, runs the whole test suite, and last starts a
-# real node (kubelet, kube-scheduler, kube-proxy from the same source package; containerd)
-# and runs a pod on it.
+# formatting, lints and the crates' layering, runs the whole test suite and three
+# third-party Nova Sonic clients against the simulator, and last starts a real node
+# (kubelet, kube-scheduler, kube-proxy from the same source package; containerd) and runs
+# a pod on it.
 #
 # Env: SWITCHBOARD_KEEP_CLUSTER=1 leaves a control plane this script started running.
 set -euo pipefail
@@ -61,6 +62,11 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --locked --no-fail-fast
 fi
+step "Nova Sonic clients"
+# Pipecat, Strands and LiveKit Agents, stock, each through a spoken conversation with the
+# simulator (Python 3.12 environments cached in ~/.cache/switchboard/conformance).
+tests/conformance/run.sh
+
 step "real node"
 # A kubelet, containerd, pod networking, kube-proxy and Service DNS next to the control
 # plane (tests/cluster/up.sh), proven by running a pod built here (tests/cluster/node-smoke.sh).
