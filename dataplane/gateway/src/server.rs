@@ -29,6 +29,17 @@ use crate::auth::Refusal;
 /// default.
 pub const WS_READ_BUFFER: usize = 8 * 1024;
 
+/// Whether a WebSocket read failed because a message or frame exceeded the size limit,
+/// by the error's type (tungstenite's capacity error, which axum wraps).
+pub fn oversized(error: &axum::Error) -> bool {
+    use std::error::Error as _;
+    use tokio_tungstenite::tungstenite::error::{CapacityError, Error};
+    matches!(
+        error.source().and_then(|e| e.downcast_ref::<Error>()),
+        Some(Error::Capacity(CapacityError::MessageTooLong { .. }))
+    )
+}
+
 /// The router of a gateway.
 pub fn router(gateway: Arc<Gateway>) -> Router {
     Router::new()

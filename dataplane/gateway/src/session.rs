@@ -502,8 +502,7 @@ impl Session {
             Some(Ok(Message::Close(_))) => return Next::End((close_code::NORMAL, String::new())),
             None => return Next::Gone,
             Some(Err(error)) => {
-                let text = error.to_string();
-                return if text.contains("too long") || text.contains("Space limit") {
+                return if crate::server::oversized(&error) {
                     let limit = self.gateway.config.max_message_bytes;
                     Next::End((close_code::TOO_BIG, format!("a message exceeded the limit of {limit} bytes")))
                 } else {

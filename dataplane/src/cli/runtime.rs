@@ -110,6 +110,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(u64::from(spec.sessions.idle_timeout_seconds)),
         voice_rotate_after: voice_options.rotate_after(),
         gateway_key,
+        ..ServerConfig::default()
     };
     let shared = Shared {
         metrics: Metrics::new()?,

@@ -10,12 +10,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
+use super::Metrics;
 use super::driver::{self, AgentRuntime, Exit, Link, Opening};
 use super::reader::{AudioIn, CLOSE_DRAIN, read_loop};
 use super::server::AppState;
@@ -55,7 +57,8 @@ pub async fn serve(
     // The session's messages come on their own channel straight to the writer (no
     // forwarding task between them).
     let (msg_tx, msg_rx) = mpsc::channel::<ServerMessage>(OUTBOUND_BUFFER);
-    let writer = tokio::spawn(write_loop(sink, msg_rx, out_rx));
+    let slow = state.config.slow_client_timeout;
+    let writer = tokio::spawn(write_loop(sink, msg_rx, out_rx, slow, state.shared.metrics.clone()));
     let close = |code: u16, reason: String| {
         let out_tx = out_tx.clone();
         async move {
@@ -115,13 +118,19 @@ pub async fn serve(
 /// Writes the session's messages (`messages`, first while it has any, so everything the
 /// session queued goes out before the close that follows it) and the connection's own
 /// (`out`) to the socket. Messages are fed without a flush each, and flushed once nothing
-/// more is queued: one socket write for a burst (audio chunks), none held back.
+/// more is queued (or [`FLUSH_EVERY`] are waiting): one socket write for a burst (audio
+/// chunks), none held back. A write
+/// that waits longer than `slow` (the client does not read) ends the connection with
+/// 4409: the writer stops, so the session's next send fails and its slot is freed.
 async fn write_loop(
     mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
     mut messages: mpsc::Receiver<ServerMessage>,
     mut out: mpsc::Receiver<Out>,
+    slow: Duration,
+    metrics: Metrics,
 ) {
     let mut session_open = true;
+    let mut unflushed = 0usize;
     loop {
         let next = tokio::select! {
             biased;
@@ -138,19 +147,64 @@ async fn write_loop(
             },
         };
         let fed = match next {
-            Out::Message(message) => sink.feed(Message::Text(Utf8Bytes::from(message.to_json()))).await,
+            Out::Message(message) => within(slow, sink.feed(Message::Text(Utf8Bytes::from(message.to_json())))).await,
             Out::Close(code, reason) => {
                 let frame = CloseFrame { code, reason: Utf8Bytes::from(reason) };
-                let _ = sink.send(Message::Close(Some(frame))).await;
+                let _ = within(slow, sink.send(Message::Close(Some(frame)))).await;
                 break;
             }
         };
-        let idle = messages.is_empty() && out.is_empty();
-        if fed.is_err() || (idle && sink.flush().await.is_err()) {
-            break;
+        unflushed += 1;
+        // Flushed when nothing more is queued, and at least every FLUSH_EVERY messages:
+        // tungstenite buffers writes without bound, so without a flush a client that does
+        // not read would grow this buffer forever and never be noticed.
+        let due = unflushed >= FLUSH_EVERY || (messages.is_empty() && out.is_empty());
+        let written = match fed {
+            Written::Done(Ok(())) if due => {
+                unflushed = 0;
+                within(slow, sink.flush()).await
+            }
+            other => other,
+        };
+        match written {
+            Written::Done(Ok(())) => {}
+            Written::Done(Err(_)) => break,
+            Written::Stuck => {
+                metrics.errors.with_label_values(&["", "slow_client"]).inc();
+                let frame = CloseFrame {
+                    code: close_code::SLOW_CLIENT,
+                    reason: Utf8Bytes::from_static("the client does not read its messages"),
+                };
+                // The socket is full: the close frame goes out only if the client reads again.
+                let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::Close(Some(frame)))).await;
+                break;
+            }
         }
     }
-    let _ = sink.close().await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
+}
+
+/// Messages written at most between two flushes.
+const FLUSH_EVERY: usize = 32;
+
+/// A socket write's outcome.
+enum Written<E> {
+    Done(Result<(), E>),
+    /// It waited longer than allowed.
+    Stuck,
+}
+
+/// Runs a write; only one that does not complete at once gets a timer (a timer per frame
+/// would cost more than the write).
+async fn within<E>(limit: Duration, write: impl std::future::Future<Output = Result<(), E>>) -> Written<E> {
+    let mut write = std::pin::pin!(write);
+    match futures_util::poll!(write.as_mut()) {
+        std::task::Poll::Ready(result) => Written::Done(result),
+        std::task::Poll::Pending => match tokio::time::timeout(limit, write).await {
+            Ok(result) => Written::Done(result),
+            Err(_) => Written::Stuck,
+        },
+    }
 }
 
 /// Starts the session with the right agent and drives it across in-process handoffs.

@@ -55,7 +55,7 @@ pub async fn read_loop(
         let frame = match tokio::time::timeout(config.idle_timeout, stream.next()).await {
             Err(_) => {
                 let reason = format!("no message for {} s; the session was closed", config.idle_timeout.as_secs());
-                Verdict::Fatal(close_code::NORMAL, reason, "idle_timeout")
+                Verdict::Fatal(close_code::IDLE_TIMEOUT, reason, "idle_timeout")
             }
             Ok(None) => Verdict::Stop,
             Ok(Some(Err(error))) => reader.read_error(&error),
@@ -94,8 +94,7 @@ struct Reader {
 impl Reader {
     /// A frame that could not be read: too big (its own close code), or the connection broke.
     fn read_error(&self, error: &axum::Error) -> Verdict {
-        let text = error.to_string();
-        if text.contains("too long") || text.contains("Space limit") || text.contains("capacity") {
+        if switchboard_gateway::server::oversized(error) {
             let reason = format!("a message exceeded the limit of {} bytes", self.state.config.max_message_bytes);
             return Verdict::Fatal(close_code::TOO_BIG, reason, "message_too_big");
         }
@@ -127,8 +126,7 @@ impl Reader {
                     "binary frames carry audio; text sessions take JSON text frames",
                     true,
                 );
-                let _ = self.out_tx.send(Out::Message(error)).await;
-                Verdict::Next
+                self.tell(error).await
             }
             Message::Close(_) => Verdict::Stop,
             Message::Ping(_) | Message::Pong(_) => Verdict::Next,
@@ -141,9 +139,7 @@ impl Reader {
             Ok(pcm) => pcm,
             Err(error) => {
                 self.count(error.code());
-                let _ =
-                    self.out_tx.send(Out::Message(ServerMessage::error(error.code(), error.to_string(), true))).await;
-                return Verdict::Next;
+                return self.tell(ServerMessage::error(error.code(), error.to_string(), true)).await;
             }
         };
         if !self.audio_bucket.take(pcm.len(), Instant::now()) {
@@ -183,10 +179,17 @@ impl Reader {
             },
             Err(error) => {
                 self.count(error.code());
-                let _ =
-                    self.out_tx.send(Out::Message(ServerMessage::error(error.code(), error.to_string(), true))).await;
-                Verdict::Next
+                self.tell(ServerMessage::error(error.code(), error.to_string(), true)).await
             }
+        }
+    }
+
+    /// Tells the client about its frame; once the writer is gone (the client left, or was
+    /// closed for not reading), reading stops too, so the session ends.
+    async fn tell(&self, message: ServerMessage) -> Verdict {
+        match self.out_tx.send(Out::Message(message)).await {
+            Ok(()) => Verdict::Next,
+            Err(_) => Verdict::Stop,
         }
     }
 

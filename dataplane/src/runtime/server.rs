@@ -47,6 +47,9 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// Sessions with no client message for this long are closed.
     pub idle_timeout: Duration,
+    /// How long a write to the client may wait (the client does not read) before the
+    /// connection is closed with 4409, freeing its session.
+    pub slow_client_timeout: Duration,
     /// Age at which a voice session's Nova Sonic stream is replaced (at the next turn
     /// boundary, history replayed), ahead of the service's 8-minute stream limit.
     pub voice_rotate_after: Duration,
@@ -64,6 +67,7 @@ impl Default for ServerConfig {
             max_sessions: 200,
             drain_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(600),
+            slow_client_timeout: Duration::from_secs(10),
             voice_rotate_after: Duration::from_secs(6 * 60),
             gateway_key: None,
         }

@@ -88,3 +88,76 @@ async fn drain_refuses_new_sessions_and_lets_live_ones_finish() {
     assert_eq!(live.closed().await.0, close_code::NORMAL);
     running.done.await.expect("the server stops once the live session ended");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_client_is_closed_with_4408() {
+    let config = ServerConfig { idle_timeout: std::time::Duration::from_secs(1), ..ServerConfig::default() };
+    let running = common::banking(config).await;
+    let mut client = Client::start(&running.url(""), None).await;
+    let (code, reason) = client.closed().await;
+    assert_eq!(code, close_code::IDLE_TIMEOUT, "{reason}");
+    assert!(reason.contains("no message for 1 s"), "{reason}");
+}
+
+/// A client that stops reading while the server has much to say: the server's writes wait
+/// on a full socket, and after the slow-client timeout the connection is closed (4409) and
+/// its session slot freed, instead of the session waiting forever. The client is raw TCP
+/// (a WebSocket client library reads while it writes): after the upgrade it only writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_closed_and_frees_its_session() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = ServerConfig {
+        slow_client_timeout: std::time::Duration::from_secs(1),
+        rate_per_second: 1_000_000,
+        rate_burst: 1_000_000,
+        ..ServerConfig::default()
+    };
+    let running = common::banking(config).await;
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    // A small receive window, so the server's socket fills after little.
+    socket.set_recv_buffer_size(4096).expect("rcvbuf");
+    let mut stream = socket.connect(running.addr).await.expect("connects");
+    let upgrade = format!(
+        "GET /v1/session HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        running.addr
+    );
+    stream.write_all(upgrade.as_bytes()).await.expect("upgrade request");
+    let mut response = [0u8; 512];
+    let n = stream.read(&mut response).await.expect("upgrade response");
+    assert!(String::from_utf8_lossy(&response[..n]).starts_with("HTTP/1.1 101"), "upgraded");
+    // A masked text frame (mask key 0: the payload as is).
+    let frame = |text: &str| {
+        let mut bytes = vec![0x81, 0x80 | u8::try_from(text.len()).expect("short")];
+        bytes.extend_from_slice(&[0, 0, 0, 0]);
+        bytes.extend_from_slice(text.as_bytes());
+        bytes
+    };
+    stream.write_all(&frame(r#"{"type":"session_start"}"#)).await.expect("starts");
+    // Each malformed message earns a bidi_error that is never read.
+    let flood = tokio::spawn(async move {
+        let junk = frame("{not json");
+        for _ in 0..200_000 {
+            if stream.write_all(&junk).await.is_err() {
+                break;
+            }
+        }
+        stream
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, metrics) = common::get(running.addr, "/metrics").await;
+        let slow = common::metric_sum(&metrics, "switchboard_errors_total", &[("type", "slow_client")]);
+        let active = common::metric_sum(&metrics, "switchboard_sessions_active", &[]);
+        if slow >= 1.0 && active == 0.0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the stuck session was not closed: {metrics}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    flood.abort();
+    // The server still serves others.
+    let mut other = Client::start(&running.url(""), None).await;
+    other.say("hello").await;
+    assert!(replies(&other.turn().await).iter().any(|r| r.starts_with("Hello!")));
+}
