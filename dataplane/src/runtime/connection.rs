@@ -384,7 +384,22 @@ impl Conversation<'_> {
         let state = self.state;
         let spec = agent.core.spec();
         let name = agent.core.name();
-        let voice_id = self.requested_voice.clone().unwrap_or_else(|| spec.persona.spec.voice.clone());
+        let persona_voice = &spec.persona.spec.voice;
+        let voice_id = match self.requested_voice.clone() {
+            // The client's choice, if this agent's model has that voice; otherwise it is
+            // told once and the Persona's voice speaks.
+            Some(voice) => match switchboard_crds::agent::check_sonic_voice(&spec.model.voice_model_id, &voice) {
+                Ok(()) => voice,
+                Err(why) => {
+                    self.requested_voice = None;
+                    state.shared.metrics.errors.with_label_values(&[name, "invalid_voice"]).inc();
+                    let message = format!("{why}; speaking with the agent's voice {persona_voice:?}");
+                    let _ = self.outbound.send(ServerMessage::error("invalid_voice", message, true)).await;
+                    persona_voice.clone()
+                }
+            },
+            None => persona_voice.clone(),
+        };
         let opened = match state.voice.get(name) {
             Some(model) => model.open(spec, session, Some(&voice_id), state.config.voice_rotate_after).await,
             None => Err(ModelError::Config { message: format!("agent {name} has no voice model") }),

@@ -142,3 +142,34 @@ async fn a_hybrid_session_takes_typed_and_spoken_turns_in_one_stream() {
     assert_eq!(stats.streams, 1, "one stream carried both turns");
     assert_eq!(stats.typed, vec!["What are your opening hours?".to_owned()]);
 }
+
+/// A voice the agent's model does not have is refused with a recoverable `invalid_voice`
+/// error, and the Persona's voice speaks; a voice it has is used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requested_voice_is_checked_against_the_model() {
+    let running = common::banking(&common::script("", "")).await;
+    let mut call =
+        Call::start_with_voice(&running.url(), "triage", &["audio"], Encoding::Binary, Some("hal9000")).await;
+    let opened = call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    call.say(common::HOURS, 600);
+    let answered = call.until(|m| is_final_reply(m, "nine to five")).await;
+    let all: Vec<_> = opened.iter().chain(answered.iter()).collect();
+    assert!(
+        all.iter().any(|m| matches!(m, ServerMessage::BidiError { code, recoverable: true, message }
+            if code == "invalid_voice" && message.contains("hal9000") && message.contains("its voices are"))),
+        "{all:?}"
+    );
+    assert!(audio_bytes(&answered) > 0, "the Persona's voice speaks");
+    call.hang_up().await;
+    let mut chosen =
+        Call::start_with_voice(&running.url(), "triage", &["audio"], Encoding::Binary, Some("matthew")).await;
+    let opened = chosen.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    chosen.say(common::HOURS, 600);
+    let answered = chosen.until(|m| is_final_reply(m, "nine to five")).await;
+    assert!(!opened.iter().chain(answered.iter()).any(|m| matches!(m, ServerMessage::BidiError { .. })));
+    chosen.hang_up().await;
+    let voices: Vec<Option<String>> = running.sim.sonic_stats().voices.into_iter().map(|(_, v)| v).collect();
+    let persona = voices.first().cloned().flatten().expect("a voice");
+    assert_ne!(persona, "hal9000", "the unknown voice never reached the model");
+    assert_eq!(voices.last().cloned().flatten().as_deref(), Some("matthew"), "{voices:?}");
+}

@@ -176,11 +176,23 @@ fn faint_noise(frame: u64, pcm: &mut [u8]) {
 impl Call {
     /// Connects, starts a session with `agent` and `modalities`, and starts the microphone.
     pub async fn start(url: &str, agent: &str, modalities: &[&str], encoding: Encoding) -> Self {
+        Self::start_with_voice(url, agent, modalities, encoding, None).await
+    }
+
+    /// [`Call::start`], asking for `voice`.
+    pub async fn start_with_voice(
+        url: &str,
+        agent: &str,
+        modalities: &[&str],
+        encoding: Encoding,
+        voice: Option<&str>,
+    ) -> Self {
         let (ws, _) = tokio_tungstenite::connect_async(url).await.expect("websocket connects");
         let (mut sink, read) = ws.split();
         let start = ClientMessage::SessionStart(SessionStart {
             agent: Some(agent.to_owned()),
             modalities: modalities.iter().map(|m| (*m).to_owned()).collect(),
+            voice: voice.map(str::to_owned),
             ..SessionStart::default()
         });
         sink.send(Message::text(serde_json::to_string(&start).expect("json"))).await.expect("sends");
