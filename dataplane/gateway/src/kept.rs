@@ -120,6 +120,19 @@ impl Kept {
         context.return_to.clone().filter(|_| context.kind == HandoffKind::Transfer)
     }
 
+    /// A handoff to `to` did not happen (`why`): the agent that asked for it stays with the
+    /// caller and is told, as the last line of the conversation it is reopened with, so its
+    /// next answer does not go on as if the caller had been transferred.
+    pub fn handoff_failed(&mut self, to: &str, why: &str) {
+        if self.history.len() == MAX_HISTORY {
+            self.history.remove(0);
+        }
+        let text = format!(
+            "[The transfer to {to} did not happen: {why}. The caller is still with me; I tell them and go on helping.]"
+        );
+        self.history.push(HistoryTurn { role: TranscriptRole::Assistant, text });
+    }
+
     /// The tracked inputs, as the frames to send the next runtime.
     pub fn replay(&self) -> impl Iterator<Item = String> + '_ {
         self.in_flight
@@ -195,6 +208,20 @@ mod tests {
             kept.observe(&step("a", &format!("n{i}")));
         }
         assert_eq!(kept.workflow.as_ref().map(|w| w.visited.len()), Some(MAX_VISITED), "bounded");
+    }
+
+    #[test]
+    fn a_failed_handoff_is_the_last_line_the_source_agent_reads() {
+        let mut kept = Kept::default();
+        kept.observe(&say("assistant", "I'll transfer you to identity verification."));
+        kept.handoff_failed("idv", "agent idv has no ready pod");
+        let last = kept.history.last().expect("a line");
+        assert_eq!(last.role, TranscriptRole::Assistant);
+        assert!(
+            last.text.contains("transfer to idv did not happen") && last.text.contains("no ready pod"),
+            "{}",
+            last.text
+        );
     }
 
     #[test]

@@ -637,6 +637,7 @@ impl Session {
             Err(error) => error.to_string(),
         };
         self.gateway.metrics.refused.with_label_values(&["handoff_failed"]).inc();
+        self.kept.handoff_failed(&to, &error);
         let message =
             format!("the handoff to {to} failed ({error}); you are still talking to {}", self.target.route.name);
         if let Err(next) = self.deliver(client_tx, ServerMessage::error("handoff_failed", message, true).into()).await {
@@ -788,6 +789,7 @@ impl Session {
                 }
                 self.target = previous;
             }
+            self.kept.handoff_failed(&to, &format!("agent {to} could not take the session"));
         }
         self.generation += 1;
         self.connect(None, None).await
