@@ -36,6 +36,9 @@ pub struct Kept {
     /// transcript line) or `bidi_response_start`, to `bidi_response_complete`.
     #[serde(skip)]
     pub turn_open: bool,
+    /// The session's turn: user inputs taken up so far, across agents and pods. A handoff
+    /// happens inside a turn, so its source and target log the same turn.
+    pub turn: u64,
     /// Where the session is in the current agent's workflow (from its transitions).
     pub workflow: Option<WorkflowSnapshot>,
     /// Typed inputs sent to the runtime that it has not taken up yet (it echoes each as a
@@ -65,6 +68,7 @@ impl Kept {
                 if role == TranscriptRole::User {
                     // The user's input was taken up: its answer is under way.
                     self.turn_open = true;
+                    self.turn += 1;
                     if let Some(at) = self.in_flight.iter().position(|t| *t == text) {
                         self.in_flight.remove(at);
                     }
@@ -234,6 +238,7 @@ mod tests {
         assert!(!kept.track(r#"{"type":"close"}"#), "only typed inputs are tracked");
         kept.observe(&say("user", "one"));
         kept.observe(&say("assistant", "two"));
+        assert_eq!(kept.turn, 1, "one user input taken up: turn 1");
         assert_eq!(kept.in_flight, ["two", "three"], "only the user's echo takes an input up");
         kept.observe(&json!({"type": "bidi_error", "code": "busy", "message": "m", "recoverable": true}).to_string());
         assert_eq!(kept.in_flight, ["two"], "the refused newest input is not in flight");

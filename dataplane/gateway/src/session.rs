@@ -625,6 +625,7 @@ impl Session {
                         metrics.live.with_label_values(&[&from]).dec();
                         metrics.live.with_label_values(&[&to]).inc();
                         metrics.handoffs.with_label_values(&[&from, &to]).inc();
+                        tracing::info!(session = %self.id, turn = self.kept.turn, %from, %to, "handoff");
                         self.handoff_started = Some((Instant::now(), from, to));
                         return Next::Continue;
                     }
@@ -637,6 +638,7 @@ impl Session {
             Err(error) => error.to_string(),
         };
         self.gateway.metrics.refused.with_label_values(&["handoff_failed"]).inc();
+        tracing::warn!(session = %self.id, turn = self.kept.turn, from = %from, %to, %error, "handoff failed");
         self.kept.handoff_failed(&to, &error);
         let message =
             format!("the handoff to {to} failed ({error}); you are still talking to {}", self.target.route.name);
@@ -658,7 +660,7 @@ impl Session {
         }
         self.gateway.metrics.migrated.with_label_values(&[&self.target.key(), reason]).inc();
         if let Some(addr) = lost {
-            tracing::info!(session = %self.id, agent = %self.target.key(), %addr, reason, "moving the session to another pod");
+            tracing::info!(session = %self.id, turn = self.kept.turn, agent = %self.target.key(), %addr, reason, "moving the session to another pod");
         }
         self.reopen_avoiding(client_tx, reason, lost).await
     }
