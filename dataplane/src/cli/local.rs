@@ -43,13 +43,30 @@ pub struct LocalArgs {
     #[arg(long, env = "SWITCHBOARD_CA_FILE")]
     ca_file: Option<PathBuf>,
 
+    /// A browser origin (e.g. `http://my-app.test:3000`) whose pages may open sessions,
+    /// besides local mode's own page; repeatable, or comma-separated in the variable; `*`
+    /// allows any. Pages of other sites are refused with 4405.
+    #[arg(long = "allowed-origin", env = "SWITCHBOARD_ALLOWED_ORIGINS", value_delimiter = ',')]
+    allowed_origins: Vec<String>,
+
     #[command(flatten)]
     voice: super::VoiceArgs,
 }
 
 /// Runs until Ctrl-C.
 pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
-    let LocalArgs { dir, port, host, bedrock, sim_script, transcripts_dir, max_sessions, ca_file, voice } = args;
+    let LocalArgs {
+        dir,
+        port,
+        host,
+        bedrock,
+        sim_script,
+        transcripts_dir,
+        max_sessions,
+        ca_file,
+        allowed_origins,
+        voice,
+    } = args;
     let options = LocalOptions {
         listen: SocketAddr::new(host, port),
         bedrock,
@@ -59,6 +76,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             drain_timeout: std::time::Duration::from_secs(5),
             max_sessions,
             voice_rotate_after: voice.rotate_after(),
+            allowed_origins,
             ..ServerConfig::default()
         },
         ca_file,

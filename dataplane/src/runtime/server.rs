@@ -11,13 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::{CloseFrame, Message, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::serve::ListenerExt;
 use serde::Deserialize;
+use switchboard_core::protocol::{ServerMessage, close_code};
 use switchboard_crds::contract;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -50,6 +51,12 @@ pub struct ServerConfig {
     /// How long a write to the client may wait (the client does not read) before the
     /// connection is closed with 4409, freeing its session.
     pub slow_client_timeout: Duration,
+    /// Browser origins whose pages may open sessions besides the server's own (a page
+    /// served from the same host and port); `*` allows any. A request with another
+    /// `Origin` is refused with 4405, so a page on some other site cannot drive a local
+    /// agent (and its tools) from the user's browser. Clients that are not browsers send no
+    /// `Origin`.
+    pub allowed_origins: Vec<String>,
     /// Age at which a voice session's Nova Sonic stream is replaced (at the next turn
     /// boundary, history replayed), ahead of the service's 8-minute stream limit.
     pub voice_rotate_after: Duration,
@@ -68,6 +75,7 @@ impl Default for ServerConfig {
             drain_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(600),
             slow_client_timeout: Duration::from_secs(10),
+            allowed_origins: Vec::new(),
             voice_rotate_after: Duration::from_secs(6 * 60),
             gateway_key: None,
         }
@@ -182,10 +190,23 @@ struct SessionQuery {
 async fn session(
     State(state): State<Arc<AppState>>,
     Query(query): Query<SessionQuery>,
+    headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let limit = state.config.max_message_bytes;
     let tracker = state.tracker.clone();
+    if let Some(origin) = foreign_origin(&headers, &state.config.allowed_origins) {
+        state.shared.metrics.errors.with_label_values(&["", "origin"]).inc();
+        return upgrade.on_upgrade(move |mut socket| async move {
+            let message = format!(
+                "pages from {origin} may not open sessions here; start the server with --allowed-origin {origin} to allow it"
+            );
+            let error = ServerMessage::error("origin_not_allowed", message, false);
+            let _ = socket.send(Message::text(error.to_json())).await;
+            let close = CloseFrame { code: close_code::ORIGIN_NOT_ALLOWED, reason: "origin not allowed".into() };
+            let _ = socket.send(Message::Close(Some(close))).await;
+        });
+    }
     // The session slot is taken before the upgrade, so connections beyond the limit hold
     // no session resources; they are told why over the socket.
     let permit = state.sessions.clone().try_acquire_owned().ok();
@@ -194,6 +215,16 @@ async fn session(
             tracker.track_future(super::connection::serve(socket, state, query.agent, permit)).await;
         },
     )
+}
+
+/// The request's `Origin`, when it is a browser page's from another site: not the server's
+/// own (`http(s)://` + the `Host` header) and not in `allowed` (`*` allows any).
+fn foreign_origin(headers: &axum::http::HeaderMap, allowed: &[String]) -> Option<String> {
+    let origin = headers.get("origin")?.to_str().unwrap_or("(not text)");
+    let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("");
+    let own = !host.is_empty() && (origin == format!("http://{host}") || origin == format!("https://{host}"));
+    let listed = allowed.iter().any(|a| a == "*" || a == origin);
+    (!own && !listed).then(|| origin.to_owned())
 }
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {

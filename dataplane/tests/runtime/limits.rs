@@ -161,3 +161,28 @@ async fn a_client_that_stops_reading_is_closed_and_frees_its_session() {
     other.say("hello").await;
     assert!(replies(&other.turn().await).iter().any(|r| r.starts_with("Hello!")));
 }
+
+/// A page of another site cannot open a session from the user's browser (4405); the
+/// server's own page and listed origins can, and clients that are not browsers send no
+/// Origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_other_sites_are_refused_with_4405() {
+    let config = ServerConfig { allowed_origins: vec!["https://app.bank.example".into()], ..ServerConfig::default() };
+    let running = common::banking(config).await;
+    let start = switchboard_core::protocol::ClientMessage::SessionStart(Default::default());
+    let mut foreign = Client::connect_with(&running.url(""), &[("origin", "https://evil.example")]).await;
+    let (code, _) = foreign.closed().await;
+    assert_eq!(code, close_code::ORIGIN_NOT_ALLOWED);
+    assert!(
+        foreign.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, message, .. }
+            if code == "origin_not_allowed" && message.contains("--allowed-origin https://evil.example"))),
+        "{:?}",
+        foreign.seen
+    );
+    let own = format!("http://{}", running.addr);
+    for origin in [own.as_str(), "https://app.bank.example"] {
+        let mut client = Client::connect_with(&running.url(""), &[("origin", origin)]).await;
+        client.send(&start).await;
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    }
+}
