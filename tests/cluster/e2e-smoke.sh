@@ -30,4 +30,10 @@ out="$( (sleep 5) | timeout 30 "$CHAT" chat "$URL/v1/session?agent=$NS/triage" 2
 echo "$out" | grep -q "connected to triage, session gw-" || die "no gateway session with triage: $out"
 echo "$out" | grep -q "Example Bank" || die "no greeting from the triage pod: $out"
 log "ok: through the gateway ($URL) to a triage pod: $(echo "$out" | grep -m1 '^<')"
+# The chart's NetworkPolicy (runtime pods take traffic only from the gateway) is applied in
+# the release namespace. This node's bridge network does not enforce NetworkPolicy, so what
+# it blocks is not tested here.
+RNS="${SWITCHBOARD_NAMESPACE:-switchboard-system}"
+k -n "$RNS" get networkpolicy -o name | grep -q "runtime-ingress" || die "the chart's NetworkPolicy is not applied in $RNS"
+log "ok: NetworkPolicy applied in $RNS (not enforced by this node's bridge network)"
 log "PASS"

@@ -54,6 +54,11 @@ fn the_chart_lints_and_renders_valid_manifests() {
         args.extend_from_slice(extra);
         let (ok, rendered) = helm(None, &args);
         assert!(ok, "{rendered}");
+        let policy = rendered.split("---").find(|d| d.contains("kind: NetworkPolicy")).expect("a NetworkPolicy");
+        // In the release namespace a pod selector alone admits the gateway (1.20 sets no
+        // namespace name label); in a watched namespace, the gateway's namespace by name.
+        assert_eq!(policy.contains("namespaceSelector"), !extra.is_empty(), "{policy}");
+        assert!(policy.contains("app.kubernetes.io/name: switchboard-gateway"), "{policy}");
         if extra.is_empty() {
             assert!(
                 rendered.contains("kind: ClusterRoleBinding")
