@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Switchboard on real pods, end to end: install.sh (the image built here, the chart with the
 # operator and the gateway on the real node), examples/banking applied in a fresh namespace,
-# every Agent Ready because its pods really pass their probes, and a client that talks only
-# to the gateway's Service gets a session from the triage pod (its greeting, on a gateway
-# session id). Model calls need Bedrock, which these pods cannot reach: conversations on
-# real pods wait for the end-to-end suite (issue 16).
+# every Agent Ready because its pods really pass their probes; a client that talks only to
+# the gateway's Service gets a session from the triage pod (its greeting, on a gateway
+# session id); the chart's NetworkPolicy is applied; the operator's leader pod deleted, the
+# other replica takes the Lease and brings up an Agent created after that. Model calls need
+# Bedrock, which these pods cannot reach: conversations on real pods wait for the
+# end-to-end suite (issue 16).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -36,4 +38,27 @@ log "ok: through the gateway ($URL) to a triage pod: $(echo "$out" | grep -m1 '^
 RNS="${SWITCHBOARD_NAMESPACE:-switchboard-system}"
 k -n "$RNS" get networkpolicy -o name | grep -q "runtime-ingress" || die "the chart's NetworkPolicy is not applied in $RNS"
 log "ok: NetworkPolicy applied in $RNS (not enforced by this node's bridge network)"
+
+# The operator runs as the chart's two pods and one of them holds the Lease. Its pod
+# deleted, the other replica takes over and reconciles an Agent created after that.
+lease_holder() { k -n "$RNS" get lease switchboard-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true; }
+leader=""
+for pod in $(k -n "$RNS" get pods -l app.kubernetes.io/name=switchboard-operator -o jsonpath='{.items[*].metadata.name}'); do
+  case "$(lease_holder)" in "$pod"*) leader="$pod" ;; esac
+done
+[ -n "$leader" ] || die "no operator pod holds the Lease (holder: $(lease_holder))"
+log "ok: the operator pod $leader leads; deleting it"
+k -n "$RNS" delete pod "$leader" --wait=false >/dev/null
+deadline=$((SECONDS + 120))
+until holder="$(lease_holder)" && [ -n "$holder" ] && case "$holder" in "$leader"*) false ;; *) true ;; esac; do
+  [ "$SECONDS" -lt "$deadline" ] || die "no other operator replica took the Lease (holder: $holder)"
+  sleep 2
+done
+log "ok: $holder took over"
+# The disputes Agent of the example under another name (its Persona and Workflow exist).
+awk 'BEGIN { RS = "---\n" } /\nkind: Agent\n/ { print }' "$ROOT/examples/banking/disputes.yaml" \
+  | sed 's/^  name: disputes$/  name: disputes-after-failover/' | k -n "$NS" apply -f - >/dev/null
+k -n "$NS" wait --for=condition=Ready agent/disputes-after-failover --timeout=180s >&2 \
+  || { k -n "$NS" get agents,pods >&2; die "the new leader did not bring up an Agent created after the failover"; }
+log "ok: an Agent created after the failover is Ready"
 log "PASS"
