@@ -88,8 +88,8 @@ async fn session(
                     return;
                 }
             };
-            tracker.track_future(crate::session::serve(socket, gateway, query.agent, &admission)).await;
-            drop((admission, permit));
+            tracker.track_future(crate::session::serve(socket, gateway, query.agent, admission)).await;
+            drop(permit);
         },
     )
 }

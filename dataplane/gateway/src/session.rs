@@ -62,13 +62,14 @@ type Close = (u16, String);
 
 /// Serves one upgraded client socket until the session ends or is parked. The client's
 /// identity (`admission.key`; empty without checks) binds its resume tokens, and its
-/// key's message budget applies.
-pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option<String>, admission: &Admission) {
+/// key's message budget applies. The key's session slot is given back before the client
+/// is told the session ended, so a client that reconnects at once is not refused.
+pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option<String>, admission: Admission) {
     let (mut client_tx, mut client_rx) = socket.split();
     let identity = admission.key.clone().unwrap_or_default();
     let close = match start(&gateway, query_agent, &identity, &mut client_tx, &mut client_rx).await {
         Ok(mut session) => {
-            let end = session.relay(&mut client_tx, &mut client_rx, admission).await;
+            let end = session.relay(&mut client_tx, &mut client_rx, &admission).await;
             gateway.metrics.live.with_label_values(&[&session.target.key()]).dec();
             match end {
                 Next::End(close) => {
@@ -82,6 +83,7 @@ pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option
                 Next::Move(close) => {
                     // The store already marks the session as held, so a resume elsewhere
                     // waits for the park.
+                    drop(admission);
                     close_client(&mut client_tx, close).await;
                     session.park().await;
                     return;
@@ -90,6 +92,7 @@ pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option
         }
         Err(close) => Some(close),
     };
+    drop(admission);
     if let Some(close) = close {
         close_client(&mut client_tx, close).await;
     }
