@@ -55,7 +55,15 @@ pub mod env {
     pub const GATEWAY_KEY_FILE: &str = "SWITCHBOARD_GATEWAY_KEY_FILE";
     /// The gateway's public key, on runtime pods (they verify that context with it).
     pub const GATEWAY_PUBLIC_KEY: &str = "SWITCHBOARD_GATEWAY_PUBLIC_KEY";
+    /// The Bedrock endpoint URL, when the platform sets one and the Agent does not.
+    pub const BEDROCK_ENDPOINT: &str = "SWITCHBOARD_BEDROCK_ENDPOINT";
+    /// A PEM file of the CA certificates to trust for Bedrock instead of the public roots.
+    pub const BEDROCK_CA_FILE: &str = "SWITCHBOARD_BEDROCK_CA_FILE";
 }
+
+/// The ConfigMap key (and file name under [`CONFIG_DIR`]) of the platform's Bedrock CA
+/// bundle, when the operator is given one.
+pub const BEDROCK_CA_FILE: &str = "bedrock-ca.pem";
 
 #[cfg(test)]
 mod tests {
@@ -64,6 +72,7 @@ mod tests {
     #[test]
     fn derived_constants_agree_with_their_parts() {
         assert_eq!(RUNTIME_SPEC_PATH, format!("{CONFIG_DIR}/{RUNTIME_SPEC_FILE}"));
+        assert_ne!(BEDROCK_CA_FILE, RUNTIME_SPEC_FILE);
         assert_eq!(LISTEN_ADDR, format!("0.0.0.0:{RUNTIME_PORT}"));
     }
 }

@@ -48,6 +48,56 @@ pub struct BuildSettings {
     /// it, runtime pods accept no session context, so cross-pod handoffs cannot carry any.
     #[arg(long, env = "SWITCHBOARD_GATEWAY_PUBLIC_KEY")]
     pub gateway_public_key: Option<GatewayPublicKey>,
+    /// The Bedrock endpoint URL of runtime pods whose Agent sets no `model.endpoint` (a
+    /// VPC interface endpoint, a proxy, or a simulator), given to them as
+    /// `SWITCHBOARD_BEDROCK_ENDPOINT`. Unset: the region's public endpoint.
+    #[arg(long, env = "SWITCHBOARD_RUNTIME_BEDROCK_ENDPOINT", value_parser = parse_endpoint)]
+    pub runtime_bedrock_endpoint: Option<String>,
+    /// A PEM file of CA certificates that runtime pods trust for Bedrock instead of the
+    /// public roots (a private endpoint behind your own CA, or a simulator). The operator
+    /// reads it at start and puts it in every Agent's ConfigMap as `bedrock-ca.pem`; a
+    /// change rolls the pods.
+    #[arg(long = "runtime-bedrock-ca-file", env = "SWITCHBOARD_RUNTIME_BEDROCK_CA_FILE", value_parser = read_ca_bundle)]
+    pub runtime_bedrock_ca: Option<CaBundle>,
+}
+
+/// PEM CA certificates, read from a file when the operator starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaBundle(pub String);
+
+/// Largest CA bundle: it goes into every Agent's ConfigMap (1 MiB in all).
+const MAX_CA_BUNDLE_BYTES: usize = 256 * 1024;
+
+fn read_ca_bundle(path: &str) -> Result<CaBundle, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read the CA bundle {path}: {e}"))?;
+    if bytes.len() > MAX_CA_BUNDLE_BYTES {
+        return Err(format!("the CA bundle {path} has {} bytes; at most {MAX_CA_BUNDLE_BYTES} fit", bytes.len()));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| format!("the CA bundle {path} is not PEM text"))?;
+    parse_ca_bundle(&text).map_err(|why| format!("the CA bundle {path} {why}"))
+}
+
+/// Checks that `text` is PEM holding certificates only (no private key by mistake).
+fn parse_ca_bundle(text: &str) -> Result<CaBundle, String> {
+    let mut certificates = 0;
+    for line in text.lines().map(str::trim).filter(|l| l.starts_with("-----BEGIN ")) {
+        if line != "-----BEGIN CERTIFICATE-----" {
+            return Err(format!("holds a {line} block; give CA certificates only"));
+        }
+        certificates += 1;
+    }
+    if certificates == 0 {
+        return Err("holds no -----BEGIN CERTIFICATE----- block".to_owned());
+    }
+    Ok(CaBundle(text.to_owned()))
+}
+
+fn parse_endpoint(url: &str) -> Result<String, String> {
+    let parsed: http::Uri = url.parse().map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    match (parsed.scheme_str(), parsed.host()) {
+        (Some("https" | "http"), Some(_)) => Ok(url.trim_end_matches('/').to_owned()),
+        _ => Err(format!("{url:?} is not an http(s) URL with a host")),
+    }
 }
 
 impl Default for BuildSettings {
@@ -61,6 +111,8 @@ impl Default for BuildSettings {
             hpa_api_version: None,
             runtime_log_format: LogFormat::Json,
             gateway_public_key: None,
+            runtime_bedrock_endpoint: None,
+            runtime_bedrock_ca: None,
         }
     }
 }
@@ -84,6 +136,23 @@ impl BuildSettings {
     /// The HPA apiVersion to write.
     pub fn hpa_api_version(&self) -> &str {
         self.hpa_api_version.as_deref().unwrap_or(crate::build::hpa::HPA_V2)
+    }
+}
+
+#[cfg(test)]
+mod ca_tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_bundle_holds_certificates_and_nothing_else() {
+        let cert = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        assert_eq!(parse_ca_bundle(cert), Ok(CaBundle(cert.to_owned())));
+        let with_key = format!("{cert}-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n");
+        assert!(parse_ca_bundle(&with_key).unwrap_err().contains("PRIVATE KEY"));
+        assert!(parse_ca_bundle("hello").unwrap_err().contains("no -----BEGIN CERTIFICATE"));
+        assert_eq!(parse_endpoint("https://10.0.0.1:8443/"), Ok("https://10.0.0.1:8443".to_owned()));
+        assert!(parse_endpoint("bedrock.example").is_err());
+        assert!(parse_endpoint("ftp://x").is_err());
     }
 }
 

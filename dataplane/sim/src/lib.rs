@@ -55,6 +55,9 @@ pub struct SimConfig {
     pub cert_out: Option<PathBuf>,
     /// Names the certificate is valid for. Default: localhost, 127.0.0.1, ::1.
     pub cert_names: Vec<String>,
+    /// A certificate (PEM chain, leaf first) and its private key (PEM) to serve instead
+    /// of generating one; `cert_names` is then unused.
+    pub identity: Option<(String, String)>,
     /// The behaviour.
     pub script: Script,
     /// Most connections open at once; more are refused. Default 1024.
@@ -71,6 +74,7 @@ impl SimConfig {
             tls: true,
             cert_out: None,
             cert_names: DEFAULT_CERT_NAMES.iter().map(|n| (*n).to_owned()).collect(),
+            identity: None,
             script,
             max_connections: 1024,
             max_request_bytes: 20 * 1024 * 1024,
@@ -120,7 +124,10 @@ impl Simulator {
         let local_addr =
             listener.local_addr().map_err(|e| SimError::Listen { addr: config.listen, message: e.to_string() })?;
         let (tls, cert) = if config.tls {
-            let generated = tls::self_signed(&config.cert_names)?;
+            let generated = match &config.identity {
+                Some((cert, key)) => tls::from_pem(cert, key)?,
+                None => tls::self_signed(&config.cert_names)?,
+            };
             let (path, temporary) = match &config.cert_out {
                 Some(path) => (path.clone(), false),
                 None => (temp_cert_path(local_addr), true),

@@ -49,11 +49,11 @@ pub struct RuntimeArgs {
     transcripts_dir: Option<PathBuf>,
 
     /// A PEM CA certificate to trust for the Bedrock endpoint (e.g. the simulator's).
-    #[arg(long, env = "SWITCHBOARD_BEDROCK_CA_FILE")]
+    #[arg(long, env = contract::env::BEDROCK_CA_FILE)]
     bedrock_ca_file: Option<PathBuf>,
 
     /// Bedrock endpoint URL override (else the spec's `model.endpoint`, else the region's).
-    #[arg(long, env = "SWITCHBOARD_BEDROCK_ENDPOINT")]
+    #[arg(long, env = contract::env::BEDROCK_ENDPOINT)]
     bedrock_endpoint: Option<String>,
 
     /// PEM CA certificates trusted, on top of the system's roots, for https:// tool servers,

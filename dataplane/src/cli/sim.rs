@@ -29,6 +29,15 @@ pub struct SimArgs {
           default_values_t = DEFAULT_CERT_NAMES.map(String::from))]
     cert_names: Vec<String>,
 
+    /// A PEM certificate (chain, leaf first) to serve instead of a generated one, e.g. one
+    /// your own CA issued for the address pods reach this machine on. Needs --tls-key.
+    #[arg(long, env = "SWITCHBOARD_SIM_TLS_CERT", requires = "tls_key", conflicts_with = "plain_http")]
+    tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "SWITCHBOARD_SIM_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+
     /// Serve plain HTTP instead of HTTPS (no certificate is generated).
     #[arg(long, env = "SWITCHBOARD_SIM_PLAIN_HTTP")]
     plain_http: bool,
@@ -40,7 +49,7 @@ pub struct SimArgs {
 
 /// Runs the simulator until a shutdown signal.
 pub async fn run(args: SimArgs) -> anyhow::Result<()> {
-    let SimArgs { listen, script, cert_out, cert_names, plain_http, max_connections } = args;
+    let SimArgs { listen, script, cert_out, cert_names, tls_cert, tls_key, plain_http, max_connections } = args;
     let script: Script = match &script {
         Some(path) => Script::load(path)?,
         None => banking_script().context("the bundled banking script is broken")?,
@@ -50,6 +59,12 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
     config.tls = !plain_http;
     config.cert_out = cert_out;
     config.cert_names = cert_names;
+    if let (Some(cert), Some(key)) = (&tls_cert, &tls_key) {
+        let read = |path: &PathBuf| {
+            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+        };
+        config.identity = Some((read(cert)?, read(key)?));
+    }
     config.max_connections = max_connections;
     let handle = Simulator::start(config).await?;
     match handle.ca_cert_path() {

@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use switchboard_crds::Agent;
 use switchboard_crds::contract::{
-    self, CONFIG_DIR, HEALTH_PATH, PORT_NAME, READY_PATH, RUN_AS, RUNTIME_COMMAND, RUNTIME_PORT, RUNTIME_SPEC_FILE,
+    self, BEDROCK_CA_FILE, CONFIG_DIR, HEALTH_PATH, PORT_NAME, READY_PATH, RUN_AS, RUNTIME_COMMAND, RUNTIME_PORT, RUNTIME_SPEC_FILE,
     RUNTIME_SPEC_PATH,
 };
 
@@ -83,11 +83,12 @@ fn pod_spec(agent: &Agent, settings: &BuildSettings) -> PodSpec {
                 name: "config".to_owned(),
                 config_map: Some(ConfigMapVolumeSource {
                     name: agent.name_any(),
-                    items: Some(vec![KeyToPath {
-                        key: RUNTIME_SPEC_FILE.to_owned(),
-                        path: RUNTIME_SPEC_FILE.to_owned(),
-                        mode: None,
-                    }]),
+                    items: Some(
+                        std::iter::once(RUNTIME_SPEC_FILE)
+                            .chain(settings.runtime_bedrock_ca.as_ref().map(|_| BEDROCK_CA_FILE))
+                            .map(|file| KeyToPath { key: file.to_owned(), path: file.to_owned(), mode: None })
+                            .collect(),
+                    ),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -120,6 +121,13 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
     }
     if let Some(key) = &settings.gateway_public_key {
         vars.push(env(contract::env::GATEWAY_PUBLIC_KEY, key.to_string()));
+    }
+    // The Agent's own `model.endpoint` wins over the platform's.
+    if let Some(endpoint) = settings.runtime_bedrock_endpoint.as_ref().filter(|_| agent.spec.model.endpoint.is_none()) {
+        vars.push(env(contract::env::BEDROCK_ENDPOINT, endpoint.clone()));
+    }
+    if settings.runtime_bedrock_ca.is_some() {
+        vars.push(env(contract::env::BEDROCK_CA_FILE, format!("{CONFIG_DIR}/{BEDROCK_CA_FILE}")));
     }
     Container {
         name: CONTAINER.to_owned(),

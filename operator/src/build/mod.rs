@@ -52,11 +52,26 @@ pub fn config_hash(spec: &RuntimeSpec) -> String {
     format!("{:x}", Sha256::digest(spec.to_canonical_json().as_bytes()))
 }
 
+/// The SHA-256 (hex) of everything the pods read from their ConfigMap: the RuntimeSpec
+/// and, when the operator has one, the Bedrock CA bundle (so a new bundle rolls them).
+fn pod_config_hash(spec: &RuntimeSpec, settings: &BuildSettings) -> String {
+    match &settings.runtime_bedrock_ca {
+        None => config_hash(spec),
+        Some(ca) => {
+            let mut digest = Sha256::new();
+            digest.update(spec.to_canonical_json().as_bytes());
+            digest.update(b"\0");
+            digest.update(ca.0.as_bytes());
+            format!("{:x}", digest.finalize())
+        }
+    }
+}
+
 /// Builds the children of `agent`, whose Persona and Workflow resolved to `spec`.
 pub fn build(agent: &Agent, spec: &RuntimeSpec, settings: &BuildSettings) -> Desired {
-    let hash = config_hash(spec);
+    let hash = pod_config_hash(spec, settings);
     Desired {
-        config_map: config_map::build(agent, spec),
+        config_map: config_map::build(agent, spec, settings),
         deployment: deployment::build(agent, &hash, settings),
         service: service::build(agent),
         hpa: agent.spec.autoscaling.as_ref().map(|a| hpa::build(agent, a, settings.hpa_api_version())),

@@ -341,3 +341,38 @@ fn worker_threads_follow_the_cpu_limit_else_the_request() {
         assert_eq!(worker_threads(&resources(request, limit)), expected, "request {request:?}, limit {limit:?}");
     }
 }
+
+#[test]
+fn the_platforms_bedrock_endpoint_and_ca_reach_the_pods_and_a_new_ca_rolls_them() {
+    let (agent, spec) = resolved(AGENT, PERSONA);
+    let ca = |n: u8| settings::CaBundle(format!("-----BEGIN CERTIFICATE-----\nMII{n}\n-----END CERTIFICATE-----\n"));
+    let with = |bundle: settings::CaBundle| BuildSettings {
+        runtime_bedrock_endpoint: Some("https://bedrock.vpce.example:443".to_owned()),
+        runtime_bedrock_ca: Some(bundle),
+        ..BuildSettings::default()
+    };
+    let first = build(&agent, &spec, &with(ca(1)));
+    let data = first.config_map.data.as_ref().expect("data");
+    assert_eq!(data["bedrock-ca.pem"], ca(1).0);
+    let pod = value(&first.deployment)["spec"]["template"]["spec"].clone();
+    let env = &pod["containers"][0]["env"];
+    assert!(env.as_array().expect("env").contains(&json!({"name": "SWITCHBOARD_BEDROCK_ENDPOINT", "value": "https://bedrock.vpce.example:443"})), "{env}");
+    assert!(env.as_array().expect("env").contains(&json!({"name": "SWITCHBOARD_BEDROCK_CA_FILE", "value": "/etc/switchboard/bedrock-ca.pem"})), "{env}");
+    assert_eq!(
+        pod["volumes"][0]["configMap"]["items"],
+        json!([{"key": "runtime.json", "path": "runtime.json"}, {"key": "bedrock-ca.pem", "path": "bedrock-ca.pem"}])
+    );
+    let hash = |d: &Desired| value(&d.deployment)["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH_ANNOTATION].clone();
+    let plain = build(&agent, &spec, &BuildSettings::default());
+    assert_ne!(hash(&first), hash(&plain), "adding a CA rolls the pods");
+    assert_ne!(hash(&first), hash(&build(&agent, &spec, &with(ca(2)))), "a new CA rolls the pods");
+    assert_eq!(hash(&first), hash(&build(&agent, &spec, &with(ca(1)))));
+    assert_eq!(plain.config_map.data.as_ref().expect("data").len(), 1);
+
+    // An Agent with its own endpoint keeps it.
+    let own = AGENT.replace("  replicas: 3\n", "  replicas: 3\n  model: {endpoint: \"https://mine.example\"}\n");
+    let (agent, spec) = resolved(&own, PERSONA);
+    let built = build(&agent, &spec, &with(ca(1)));
+    let env = value(&built.deployment)["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+    assert!(!env.to_string().contains("SWITCHBOARD_BEDROCK_ENDPOINT"), "{env}");
+}

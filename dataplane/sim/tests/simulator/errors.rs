@@ -197,3 +197,44 @@ async fn retry_helper_does_not_replay_after_output() {
     assert_eq!(sim.stats().requests(Operation::ConverseStream), 1, "no retry after output");
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_certificate_issued_by_the_callers_ca_is_served_and_a_bad_key_is_refused() {
+    // A CA of the caller's and a leaf it issued for 127.0.0.1 (as for a node IP that pods
+    // dial): a client trusting only the CA talks to the simulator.
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).expect("CA certificate");
+    let leaf_key = rcgen::KeyPair::generate().expect("leaf key");
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .expect("leaf params")
+        .signed_by(&leaf_key, &issuer)
+        .expect("leaf certificate");
+    let mut config = SimConfig::new(switchboard_sim::banking_script().expect("the bundled script"));
+    config.identity = Some((leaf.pem(), leaf_key.serialize_pem()));
+    let sim = Simulator::start(config).await.expect("starts with the given certificate");
+    assert_eq!(sim.ca_cert_pem(), Some(leaf.pem().as_str()));
+    let ca_file = std::env::temp_dir().join(format!("switchboard-sim-test-ca-{}.pem", std::process::id()));
+    std::fs::write(&ca_file, ca.pem()).expect("writes the CA");
+    let config = switchboard_models::bedrock::BedrockConfig::simulator(sim.endpoint_url(), Some(&ca_file));
+    let model = switchboard_models::bedrock::BedrockTextModel::connect(&config)
+        .await
+        .expect("client builds");
+    let reply = collect_reply(switchboard_models::TextModel::stream(&model, &request("hello", &[])))
+        .await
+        .expect("a reply over the issued certificate");
+    assert!(!reply.text.is_empty(), "{reply:?}");
+    sim.shutdown().await;
+    let _ = std::fs::remove_file(&ca_file);
+
+    let mut config = SimConfig::new(script("{}"));
+    config.identity = Some((leaf.pem(), "-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n".into()));
+    let error = Simulator::start(config).await.expect_err("a broken key");
+    assert!(error.to_string().contains("private key PEM is not readable"), "{error}");
+    let mut config = SimConfig::new(script("{}"));
+    config.identity = Some(("no certificate here".into(), leaf_key.serialize_pem()));
+    let error = Simulator::start(config).await.expect_err("no certificate");
+    assert!(error.to_string().contains("no CERTIFICATE block"), "{error}");
+}
