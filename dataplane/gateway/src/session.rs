@@ -161,6 +161,7 @@ async fn start(
         handoff_started: None,
         generation: 0,
         pod_draining: false,
+        waiting_for_pod: false,
         held_close: None,
         unsent: Vec::new(),
         upstream: None,
@@ -242,6 +243,7 @@ async fn resume(
         handoff_started: None,
         generation: parked.generation,
         pod_draining: false,
+        waiting_for_pod: false,
         held_close: None,
         unsent: Vec::new(),
         upstream: None,
@@ -318,6 +320,8 @@ struct Session {
     generation: u64,
     /// The serving pod said it drains: the session moves at its next turn boundary.
     pod_draining: bool,
+    /// A draining pod's session waits for another ready pod (logged once).
+    waiting_for_pod: bool,
     /// The runtime's `bidi_connection_close`, held until its close shows whether the
     /// session ends (then the client gets it) or moves on (then it is dropped).
     held_close: Option<String>,
@@ -359,7 +363,11 @@ impl Session {
         {
             return next;
         }
+        // Ready pods come and go: a session on a draining pod moves when another is ready.
+        let mut directory = self.gateway.directory.clone();
+        directory.mark_unchanged();
         loop {
+            let pod_draining = self.pod_draining;
             let Some(upstream) = self.upstream.as_mut() else {
                 return Next::End((close_code::INTERNAL, "the session lost its runtime".into()));
             };
@@ -368,6 +376,7 @@ impl Session {
                 () = draining.cancelled(), if movable => Next::Move(reconnect_elsewhere()),
                 () = superseded.cancelled() => Next::Gone,
                 () = shutdown.cancelled() => Next::End((close_code::GOING_AWAY, "the gateway is shutting down; reconnect".into())),
+                Ok(()) = directory.changed(), if pod_draining => self.move_if_between_turns(client_tx).await,
                 () = &mut idle => {
                     if last_activity.elapsed() < idle_timeout {
                         // Traffic since it was armed: wait for the rest of the timeout.
@@ -578,12 +587,25 @@ impl Session {
         }
     }
 
-    /// On a draining pod: moves the session to another pod unless a turn is under way or
-    /// typed inputs wait (then the end of the turn moves it).
+    /// On a draining pod: moves the session to another ready pod of its Agent unless a
+    /// turn is under way or typed inputs wait (then the end of the turn moves it). With no
+    /// other ready pod yet (one replica, whose replacement is still starting), the session
+    /// stays on the draining pod, which still serves it, and moves when the directory
+    /// shows another ready pod.
     async fn move_if_between_turns(&mut self, client_tx: &mut ClientSink) -> Next {
         if self.kept.turn_open || !self.kept.in_flight.is_empty() {
             return Next::Continue;
         }
+        let current = self.upstream.as_ref().map(|u| u.lease.addr());
+        let fresh = self.gateway.directory.borrow().lookup(&self.target.route.namespace, &self.target.route.name);
+        if !fresh.is_some_and(|t| t.ready.iter().any(|addr| Some(*addr) != current)) {
+            if !self.waiting_for_pod {
+                self.waiting_for_pod = true;
+                tracing::info!(session = %self.id, agent = %self.target.key(), "the pod drains and no other is ready yet; the session stays until one is");
+            }
+            return Next::Continue;
+        }
+        self.waiting_for_pod = false;
         self.recover("runtime_draining", client_tx).await
     }
 
@@ -655,6 +677,7 @@ impl Session {
     /// pod drains.
     async fn recover(&mut self, reason: &str, client_tx: &mut ClientSink) -> Next {
         self.pod_draining = false;
+        self.waiting_for_pod = false;
         let mut lost = None;
         if let Some(mut upstream) = self.upstream.take() {
             lost = Some(upstream.lease.addr());

@@ -60,9 +60,8 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
     config.cert_out = cert_out;
     config.cert_names = cert_names;
     if let (Some(cert), Some(key)) = (&tls_cert, &tls_key) {
-        let read = |path: &PathBuf| {
-            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-        };
+        let read =
+            |path: &PathBuf| std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()));
         config.identity = Some((read(cert)?, read(key)?));
     }
     config.max_connections = max_connections;

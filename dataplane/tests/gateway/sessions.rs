@@ -349,3 +349,54 @@ async fn floods_idle_clients_oversized_frames_and_a_spent_key_budget_each_close_
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_pod_keeps_its_session_until_another_pod_is_ready() {
+    use std::collections::HashMap;
+    use std::net::SocketAddr;
+    let mut fleet = Fleet::start(&[("triage", 2)]).await;
+    let triage: Vec<SocketAddr> = fleet.pods_of("triage").map(|p| p.addr).collect();
+    let others: Vec<(String, SocketAddr)> =
+        fleet.pods.iter().filter(|p| p.agent != "triage").map(|p| (p.agent.clone(), p.addr)).collect();
+    let endpoints = |triage_ready: &[SocketAddr]| -> HashMap<(String, String), Vec<SocketAddr>> {
+        let mut map: HashMap<(String, String), Vec<SocketAddr>> = HashMap::new();
+        for (agent, addr) in &others {
+            map.entry(("bank".to_owned(), agent.clone())).or_default().push(*addr);
+        }
+        map.insert(("bank".to_owned(), "triage".to_owned()), triage_ready.to_vec());
+        map
+    };
+    // One replica, as far as the gateway knows: the second pod is still starting.
+    let only_first = endpoints(&triage[..1]);
+    fleet.directory.send_modify(|d| *d = d.with_endpoints(std::sync::Arc::new(only_first)));
+    let mut client = Client::start(&fleet.url, None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    assert_eq!(fleet.gateway.balancer.live(triage[0]), 1);
+
+    // The pod is deleted (SIGTERM): with nowhere to go, the session stays and is served.
+    fleet.pods_of("triage").find(|p| p.addr == triage[0]).expect("the pod").terminate();
+    client.say("Hello").await;
+    let turn = client.turn().await;
+    assert!(replies(&turn).iter().any(|r| r.starts_with("Hello! I can help")), "served while draining: {turn:?}");
+    assert!(!turn.iter().any(|m| matches!(m, ServerMessage::BidiConnectionRestart { .. })), "{turn:?}");
+
+    // The replacement becomes ready: the session moves to it, and goes on there.
+    let both = endpoints(&triage);
+    fleet.directory.send_modify(|d| *d = d.with_endpoints(std::sync::Arc::new(both)));
+    client
+        .until(|m| matches!(m, ServerMessage::BidiConnectionRestart { reason, .. } if reason == "runtime_draining"))
+        .await;
+    assert_eq!(fleet.gateway.balancer.live(triage[1]), 1, "on the new pod");
+    client.say("I'd like to check my balance").await;
+    let to_idv =
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    assert!(to_idv.iter().any(|m| matches!(m, ServerMessage::Handoff { to, .. } if to == "idv")), "{to_idv:?}");
+    let status = fleet
+        .pods_of("triage")
+        .find(|p| p.addr == triage[0])
+        .expect("the pod")
+        .exited_within(std::time::Duration::from_secs(30))
+        .await
+        .expect("the drained pod exits once its session left");
+    assert!(status.success(), "{status:?}");
+}

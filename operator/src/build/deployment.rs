@@ -20,8 +20,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use switchboard_crds::Agent;
 use switchboard_crds::contract::{
-    self, BEDROCK_CA_FILE, CONFIG_DIR, HEALTH_PATH, PORT_NAME, READY_PATH, RUN_AS, RUNTIME_COMMAND, RUNTIME_PORT, RUNTIME_SPEC_FILE,
-    RUNTIME_SPEC_PATH,
+    self, BEDROCK_CA_FILE, CONFIG_DIR, HEALTH_PATH, PORT_NAME, READY_PATH, RUN_AS, RUNTIME_COMMAND, RUNTIME_PORT,
+    RUNTIME_SPEC_FILE, RUNTIME_SPEC_PATH,
 };
 
 use super::{CONFIG_HASH_ANNOTATION, child_meta, labels, selector_labels};

@@ -356,13 +356,25 @@ fn the_platforms_bedrock_endpoint_and_ca_reach_the_pods_and_a_new_ca_rolls_them(
     assert_eq!(data["bedrock-ca.pem"], ca(1).0);
     let pod = value(&first.deployment)["spec"]["template"]["spec"].clone();
     let env = &pod["containers"][0]["env"];
-    assert!(env.as_array().expect("env").contains(&json!({"name": "SWITCHBOARD_BEDROCK_ENDPOINT", "value": "https://bedrock.vpce.example:443"})), "{env}");
-    assert!(env.as_array().expect("env").contains(&json!({"name": "SWITCHBOARD_BEDROCK_CA_FILE", "value": "/etc/switchboard/bedrock-ca.pem"})), "{env}");
+    assert!(
+        env.as_array()
+            .expect("env")
+            .contains(&json!({"name": "SWITCHBOARD_BEDROCK_ENDPOINT", "value": "https://bedrock.vpce.example:443"})),
+        "{env}"
+    );
+    assert!(
+        env.as_array()
+            .expect("env")
+            .contains(&json!({"name": "SWITCHBOARD_BEDROCK_CA_FILE", "value": "/etc/switchboard/bedrock-ca.pem"})),
+        "{env}"
+    );
     assert_eq!(
         pod["volumes"][0]["configMap"]["items"],
         json!([{"key": "runtime.json", "path": "runtime.json"}, {"key": "bedrock-ca.pem", "path": "bedrock-ca.pem"}])
     );
-    let hash = |d: &Desired| value(&d.deployment)["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH_ANNOTATION].clone();
+    let hash = |d: &Desired| {
+        value(&d.deployment)["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH_ANNOTATION].clone()
+    };
     let plain = build(&agent, &spec, &BuildSettings::default());
     assert_ne!(hash(&first), hash(&plain), "adding a CA rolls the pods");
     assert_ne!(hash(&first), hash(&build(&agent, &spec, &with(ca(2)))), "a new CA rolls the pods");

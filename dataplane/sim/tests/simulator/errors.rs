@@ -219,9 +219,7 @@ async fn a_certificate_issued_by_the_callers_ca_is_served_and_a_bad_key_is_refus
     let ca_file = std::env::temp_dir().join(format!("switchboard-sim-test-ca-{}.pem", std::process::id()));
     std::fs::write(&ca_file, ca.pem()).expect("writes the CA");
     let config = switchboard_models::bedrock::BedrockConfig::simulator(sim.endpoint_url(), Some(&ca_file));
-    let model = switchboard_models::bedrock::BedrockTextModel::connect(&config)
-        .await
-        .expect("client builds");
+    let model = switchboard_models::bedrock::BedrockTextModel::connect(&config).await.expect("client builds");
     let reply = collect_reply(switchboard_models::TextModel::stream(&model, &request("hello", &[])))
         .await
         .expect("a reply over the issued certificate");
