@@ -1,29 +1,76 @@
 #!/usr/bin/env bash
-# Switchboard on real pods, end to end: install.sh (the image built here, the chart with the
-# operator and the gateway on the real node), examples/banking applied in a fresh namespace,
-# every Agent Ready because its pods really pass their probes; a client that talks only to
-# the gateway's Service gets a session from the triage pod (its greeting, on a gateway
-# session id); the chart's NetworkPolicy is applied; the operator's leader pod deleted, the
-# other replica takes the Lease and brings up an Agent created after that. Model calls need
-# Bedrock, which these pods cannot reach: conversations on real pods wait for the
-# end-to-end suite (issue 16).
+# Switchboard on real pods, end to end. install.sh (the image built here, the chart with the
+# operator and the gateway on the real node), set up so that runtime pods call a Bedrock
+# simulator on this machine (the chart's runtime.bedrock.endpoint and caBundle: a
+# certificate issued here for the node's address) and the gateway replicas share a Redis
+# on this machine. Then, in a fresh namespace: examples/banking and its demo tool server
+# (examples/banking/tools), every Agent Ready because its pods really pass their probes; a
+# client of the gateway's Service gets triage's greeting; conversations on real pods (the
+# ignored `pods` tests of switchboard-dataplane, run here one at a time): triage -> idv by
+# voice -> banking -> back to triage on one socket, a runtime pod deleted mid-session, a
+# Persona edit rolling the pods under a live voice call, a gateway replica deleted and its
+# client resuming on another; the chart's NetworkPolicy applied; the operator's leader pod
+# deleted, the other replica taking over.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 log() { echo "[e2e-smoke] $(date +%T) $*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
 
-URL="$("$HERE/install.sh" | tail -n1)"
-export KUBECONFIG="${SWITCHBOARD_CLUSTER_DIR:-/tmp/switchboard-cluster}/kubeconfig"
+DIR="${SWITCHBOARD_CLUSTER_DIR:-/tmp/switchboard-cluster}"
+RNS="${SWITCHBOARD_NAMESPACE:-switchboard-system}"
+SIM_PORT="${SWITCHBOARD_E2E_SIM_PORT:-28443}"
+REDIS_PORT="${SWITCHBOARD_E2E_REDIS_PORT:-26379}"
+eval "$(SWITCHBOARD_REAL_NODE=1 "$HERE/up.sh" | tail -n1)"
+NODE_IP="$(sed -n 's/^NODE_IP=//p' "$DIR/node/env")"
 BIN="$("$ROOT/tests/tools/install.sh" | tail -n1)"
 k() { "$BIN/kubectl" "$@"; }
 NS="e2e-$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-trap 'k delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
+REDIS_PID=""
+cleanup() {
+  k delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
+  [ -z "$REDIS_PID" ] || kill "$REDIS_PID" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# A CA of this test's (what the runtime pods trust) and the simulator's certificate it
+# issues for the address pods reach this machine on.
+PKI="$DIR/e2e-pki"
+mkdir -p "$PKI"
+if ! openssl x509 -in "$PKI/sim.pem" -noout -checkip "$NODE_IP" 2>/dev/null | grep -q "does match"; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj "/CN=switchboard-e2e-ca" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" \
+    -keyout "$PKI/ca.key" -out "$PKI/ca.pem" 2>/dev/null
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=switchboard-e2e-sim" \
+    -keyout "$PKI/sim.key" -out "$PKI/sim.csr" 2>/dev/null
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:%s\n' \
+    "$NODE_IP" >"$PKI/sim.ext"
+  openssl x509 -req -in "$PKI/sim.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca.key" -CAcreateserial -days 30 \
+    -extfile "$PKI/sim.ext" -out "$PKI/sim.pem" 2>/dev/null
+fi
+# The gateway replicas' shared store: a Redis on this machine, with a password.
+REDIS_PASSWORD="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+redis-server --bind "$NODE_IP" --port "$REDIS_PORT" --requirepass "$REDIS_PASSWORD" --save "" --appendonly no \
+  --logfile "$DIR/e2e-redis.log" >/dev/null 2>&1 &
+REDIS_PID=$!
+
+URL="$("$HERE/install.sh" --set "runtime.bedrock.endpoint=https://$NODE_IP:$SIM_PORT" \
+  --set-file "runtime.bedrock.caBundle=$PKI/ca.pem" \
+  --set "gateway.redis.url=redis://:$REDIS_PASSWORD@$NODE_IP:$REDIS_PORT" | tail -n1)"
+export KUBECONFIG="$DIR/kubeconfig"
 k create namespace "$NS" >/dev/null
+# The simulator ignores signatures, but the pods' AWS SDK wants credentials to sign with.
+k -n "$NS" create secret generic bedrock-credentials \
+  --from-literal=AWS_ACCESS_KEY_ID=AKIDSWITCHBOARDE2E --from-literal=AWS_SECRET_ACCESS_KEY=not-a-secret >/dev/null
 k -n "$NS" apply -f "$ROOT/examples/banking" >/dev/null
-log "waiting for the Example Bank's Agents in $NS to be Ready"
+k -n "$NS" apply -k "$ROOT/examples/banking/tools" >/dev/null
+for agent in $(k -n "$NS" get agents -o name); do
+  k -n "$NS" patch "$agent" --type merge -p '{"spec":{"credentials":{"secretRef":{"name":"bedrock-credentials"}}}}' >/dev/null
+done
+log "waiting for the Example Bank's Agents and its tool server in $NS"
 k -n "$NS" wait --for=condition=Ready agents --all --timeout=180s >&2 || { k -n "$NS" get agents,pods >&2; die "Agents not Ready"; }
-log "ok: $(k -n "$NS" get agents -o name | wc -l) Agents Ready"
+k -n "$NS" rollout status deployment/banking-tools --timeout=120s >&2 || die "the demo tool server is not available"
+log "ok: $(k -n "$NS" get agents -o name | wc -l) Agents Ready, banking-tools available"
 
 dir="${SWITCHBOARD_PROFILE:-dev}"; [ "$dir" = dev ] && dir=debug
 CHAT="${CARGO_TARGET_DIR:-$ROOT/target}/$dir/switchboard"
@@ -35,9 +82,23 @@ log "ok: through the gateway ($URL) to a triage pod: $(echo "$out" | grep -m1 '^
 # The chart's NetworkPolicy (runtime pods take traffic only from the gateway) is applied in
 # the release namespace. This node's bridge network does not enforce NetworkPolicy, so what
 # it blocks is not tested here.
-RNS="${SWITCHBOARD_NAMESPACE:-switchboard-system}"
 k -n "$RNS" get networkpolicy -o name | grep -q "runtime-ingress" || die "the chart's NetworkPolicy is not applied in $RNS"
 log "ok: NetworkPolicy applied in $RNS (not enforced by this node's bridge network)"
+
+# Conversations on real pods.
+log "conversations on real pods (switchboard-dataplane's pods tests)"
+export SWITCHBOARD_E2E_GATEWAY="$URL" SWITCHBOARD_E2E_NAMESPACE="$NS" SWITCHBOARD_E2E_RELEASE_NAMESPACE="$RNS" \
+  SWITCHBOARD_E2E_SIM_LISTEN="$NODE_IP:$SIM_PORT" SWITCHBOARD_E2E_SIM_CERT="$PKI/sim.pem" \
+  SWITCHBOARD_E2E_SIM_KEY="$PKI/sim.key" SWITCHBOARD_E2E_KUBECTL="$BIN/kubectl"
+# The workspace's build (as the tests stage made it), only the pods binary, one at a time.
+if cargo nextest --version >/dev/null 2>&1; then
+  (cd "$ROOT" && cargo nextest run --workspace --locked --run-ignored only -E 'binary(pods)' -j 1 >&2) \
+    || { k -n "$NS" get pods -o wide >&2; die "conversations on real pods failed"; }
+else
+  (cd "$ROOT" && cargo test --locked -p switchboard-dataplane --test pods -- --ignored --test-threads 1 >&2) \
+    || { k -n "$NS" get pods -o wide >&2; die "conversations on real pods failed"; }
+fi
+log "ok: conversations on real pods"
 
 # The operator runs as the chart's two pods and one of them holds the Lease. Its pod
 # deleted, the other replica takes over and reconciles an Agent created after that.
