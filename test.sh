@@ -76,7 +76,8 @@ tests/cluster/node-smoke.sh
 # renders them) Available on the node.
 tests/cluster/image-smoke.sh
 # helm install (operator and gateway from that image), examples/banking Ready on real pods,
-# a session through the gateway's Service.
+# conversations through the gateway's Service against a simulator on this machine, pods and
+# replicas deleted and rolled under live sessions (tests/TESTING.md says what this proves).
 tests/cluster/e2e-smoke.sh
 
 step "done"
