@@ -130,6 +130,45 @@ async fn handoff_gap(url: String) -> Duration {
     }
 }
 
+/// A voice call that hands off from triage (hybrid, speaking) to idv (voice): the client
+/// speaks the balance request, then silence in real time. Returns the gaps from the last
+/// message of triage to idv's `bidi_connection_start` and to idv's first audio (its new
+/// Nova Sonic stream opened and answering).
+async fn voice_handoff_gap(url: String, silence_frames: usize) -> (Duration, Duration) {
+    let mut ws = common::open(&url).await;
+    let mut frames = common::phrase_frames(1, 700);
+    frames.extend(std::iter::repeat_n(vec![0u8; common::FRAME_BYTES], silence_frames));
+    let mut ticker = tokio::time::interval(common::FRAME);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let (mut sent, mut last, mut to_start) = (0usize, Instant::now(), None);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                let frame = frames.get(sent).cloned().unwrap_or_else(|| vec![0u8; common::FRAME_BYTES]);
+                ws.send(Message::binary(frame)).await.expect("sends audio");
+                sent += 1;
+            }
+            message = ws.next() => match message {
+                Some(Ok(Message::Text(text))) => {
+                    let now = Instant::now();
+                    match (kind(text.as_str()), to_start) {
+                        ("bidi_error", _) => panic!("the voice handoff failed: {text}"),
+                        ("bidi_connection_start", None) if text.contains(r#""agent":"idv""#) => to_start = Some(now - last),
+                        ("bidi_audio_stream", Some(start)) => {
+                            let _ = ws.close(None).await;
+                            return (start, now - last);
+                        }
+                        (_, None) => last = now,
+                        _ => {}
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("connection ended: {other:?}"),
+            },
+        }
+    }
+}
+
 /// Voice sessions against `url`: (latencies in ms, frames relayed).
 async fn voice_round(url: &str, sessions: usize, turns: usize, silence_frames: usize) -> (Vec<f64>, u64) {
     let mut clients = Vec::with_capacity(sessions);
@@ -276,4 +315,37 @@ default: {{ text: "Hello there, how can I help?" }}
         1000.0 * gateway_used / relayed as f64,
         1000.0 * runtime_used / relayed as f64,
     );
+    drop(stack);
+
+    // 5: voice handoffs, triage (hybrid) -> idv (voice), each on its own runtime process.
+    let handoffs: usize = env_or("BENCH_VOICE_HANDOFFS", 50);
+    let banking =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/sim/banking.yaml")).expect("the banking script");
+    let voice_banking = format!(
+        r#"{banking}
+sonic:
+  turnDetection: {{ silenceMs: {{ high: {silence_ms}, medium: {silence_ms}, low: {silence_ms} }} }}
+  phrases: {{ 1: "I'd like to check my balance" }}
+  speech: {{ msPerChar: 10, chunkMs: 20, responseDelayMs: 0 }}
+"#
+    );
+    let capacity = (handoffs * 2 + 10) as u32;
+    let mut stack = Stack::start(&voice_banking, "triage", capacity).await;
+    let (idv, _) = stack.add_runtime("idv", capacity).await;
+    let triage = stack.addr.clone();
+    let (gateway, _) = stack.add_gateway(&[("triage", &triage), ("idv", &idv)], handoffs * 4).await;
+    voice_handoff_gap(gateway.clone(), silence_frames).await;
+    println!(
+        "\n5. voice handoff gap, triage -> idv, {handoffs} calls at once (last triage message -> idv's bidi_connection_start, and -> idv's first audio)"
+    );
+    let tasks: Vec<_> =
+        (0..handoffs).map(|_| tokio::spawn(voice_handoff_gap(gateway.clone(), silence_frames))).collect();
+    let (mut starts, mut audio) = (Vec::new(), Vec::new());
+    for task in tasks {
+        let (start, first_audio) = task.await.expect("a call");
+        starts.push(start);
+        audio.push(first_audio);
+    }
+    row("-> idv's connection start", &ms(&mut starts));
+    row("-> idv's first audio", &ms(&mut audio));
 }

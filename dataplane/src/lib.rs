@@ -10,6 +10,7 @@
 //! which the shipping build (`--no-default-features`) leaves out.
 
 pub mod demo_tools;
+pub mod jwks;
 #[cfg(feature = "local")]
 pub mod local;
 pub mod runtime;

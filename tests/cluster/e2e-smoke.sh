@@ -69,7 +69,14 @@ for agent in $(k -n "$NS" get agents -o name); do
 done
 log "waiting for the Example Bank's Agents and its tool server in $NS"
 k -n "$NS" wait --for=condition=Ready agents --all --timeout=180s >&2 || { k -n "$NS" get agents,pods >&2; die "Agents not Ready"; }
-k -n "$NS" rollout status deployment/banking-tools --timeout=120s >&2 || die "the demo tool server is not available"
+# Ready means a ready pod; the credentials above also rolled every Deployment, and the
+# chart's values rolled the gateway and the operator: let the rollouts finish.
+for d in $(k -n "$NS" get deployments -o name); do
+  k -n "$NS" rollout status "$d" --timeout=180s >&2 || die "$d did not finish rolling out"
+done
+for d in $(k -n "$RNS" get deployments -o name); do
+  k -n "$RNS" rollout status "$d" --timeout=180s >&2 || die "$d did not finish rolling out"
+done
 log "ok: $(k -n "$NS" get agents -o name | wc -l) Agents Ready, banking-tools available"
 
 dir="${SWITCHBOARD_PROFILE:-dev}"; [ "$dir" = dev ] && dir=debug

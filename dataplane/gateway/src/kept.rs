@@ -36,6 +36,10 @@ pub struct Kept {
     /// transcript line) or `bidi_response_start`, to `bidi_response_complete`.
     #[serde(skip)]
     pub turn_open: bool,
+    /// The runtime ended its turn for a handoff (`stop_reason` `handoff`): the handoff
+    /// message and its close follow.
+    #[serde(skip)]
+    pub handoff_expected: bool,
     /// The session's turn: user inputs taken up so far, across agents and pods. A handoff
     /// happens inside a turn, so its source and target log the same turn.
     pub turn: u64,
@@ -92,7 +96,10 @@ impl Kept {
                 position.node = to;
             }
             ServerMessage::BidiResponseStart { .. } => self.turn_open = true,
-            ServerMessage::BidiResponseComplete { .. } => self.turn_open = false,
+            ServerMessage::BidiResponseComplete { stop_reason, .. } => {
+                self.turn_open = false;
+                self.handoff_expected = stop_reason == "handoff";
+            }
             // The agent refused the newest input (too many waiting): it is not in flight.
             ServerMessage::BidiError { code, .. } if code == "busy" => {
                 self.in_flight.pop_back();

@@ -593,12 +593,18 @@ impl Session {
     /// stays on the draining pod, which still serves it, and moves when the directory
     /// shows another ready pod.
     async fn move_if_between_turns(&mut self, client_tx: &mut ClientSink) -> Next {
-        if self.kept.turn_open || !self.kept.in_flight.is_empty() {
+        // A handoff under way ends this pod's part anyway: the runtime closes with it next.
+        let handing_off = self.kept.handoff_expected || self.kept.pending_handoff.is_some();
+        if self.kept.turn_open || !self.kept.in_flight.is_empty() || handing_off {
             return Next::Continue;
         }
         let current = self.upstream.as_ref().map(|u| u.lease.addr());
         let fresh = self.gateway.directory.borrow().lookup(&self.target.route.namespace, &self.target.route.name);
-        if !fresh.is_some_and(|t| t.ready.iter().any(|addr| Some(*addr) != current)) {
+        let Some(fresh) = fresh else {
+            // The Agent was deleted (its pods drain with it): the session ends here.
+            return self.end_removed(client_tx).await;
+        };
+        if !fresh.ready.iter().any(|addr| Some(*addr) != current) {
             if !self.waiting_for_pod {
                 self.waiting_for_pod = true;
                 tracing::info!(session = %self.id, agent = %self.target.key(), "the pod drains and no other is ready yet; the session stays until one is");
@@ -700,10 +706,10 @@ impl Session {
         let mut avoid = avoid;
         for _ in 0..MAX_RECOVERIES {
             let key = self.target.key();
-            if let Some(current) =
-                self.gateway.directory.borrow().lookup(&self.target.route.namespace, &self.target.route.name)
-            {
-                self.target = current;
+            let current = self.gateway.directory.borrow().lookup(&self.target.route.namespace, &self.target.route.name);
+            match current {
+                Some(current) => self.target = current,
+                None => return self.end_removed(client_tx).await,
             }
             match self.connect(None, avoid).await {
                 Ok(()) => {
@@ -725,6 +731,18 @@ impl Session {
         );
         let _ = self.deliver(client_tx, ServerMessage::error("no_runtime", message, false).into()).await;
         Next::End((close_code::INTERNAL, "no runtime pod could take the session".into()))
+    }
+
+    /// Ends a session whose Agent is no longer in the routing table (deleted, or no longer
+    /// accepted): the client is told why and closed with 4404, at a turn boundary.
+    async fn end_removed(&mut self, client_tx: &mut ClientSink) -> Next {
+        let name = self.target.route.name.clone();
+        tracing::info!(session = %self.id, turn = self.kept.turn, agent = %self.target.key(), "the agent was removed; ending the session");
+        let message = format!("the agent {name} was removed from this cluster; start a new session");
+        if let Err(next) = self.deliver(client_tx, ServerMessage::error("agent_removed", message, false).into()).await {
+            return next;
+        }
+        Next::End((close_code::UNKNOWN_AGENT, "the agent was removed".into()))
     }
 
     /// The client is gone: lets the runtime finish the turn under way (its messages are
@@ -862,6 +880,10 @@ impl Session {
         }
         let _ = upstream.tx.flush().await;
         self.upstream = Some(upstream);
+        // A new pod: whether the last one was draining, or handing off, no longer matters.
+        self.pod_draining = false;
+        self.waiting_for_pod = false;
+        self.kept.handoff_expected = false;
         if handed_over {
             // The target's position comes with its own transitions.
             self.kept.workflow = None;

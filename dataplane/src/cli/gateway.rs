@@ -9,12 +9,14 @@ use std::time::Duration;
 use clap::Args;
 use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::contract;
+use switchboard_dataplane::jwks;
 use switchboard_gateway::auth::{Auth, Jwt};
 use switchboard_gateway::resume::Store;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::static_routes;
 use switchboard_gateway::watch::{self, Sources};
 use switchboard_gateway::{Gateway, GatewayConfig};
+use switchboard_models::net::Trust;
 
 /// Options of `switchboard gateway`.
 #[derive(Debug, Args)]
@@ -95,15 +97,30 @@ pub struct GatewayArgs {
 
     /// A JSON Web Key Set (a file, e.g. mounted from a ConfigMap; re-read when it changes):
     /// clients may present a JWT signed by one of its keys instead of an API key.
-    #[arg(long, env = "SWITCHBOARD_JWKS_FILE", requires_all = ["jwt_issuer", "jwt_audience"])]
+    #[arg(long, env = "SWITCHBOARD_JWKS_FILE", requires_all = ["jwt_issuer", "jwt_audience"], conflicts_with = "jwks_url")]
     jwks_file: Option<PathBuf>,
 
+    /// The identity provider's JWKS URL (https://, or http:// on loopback), instead of
+    /// --jwks-file: fetched at start (the gateway does not start without it) and again
+    /// every --jwks-refresh-seconds; a failed refresh keeps the keys in use.
+    #[arg(long, env = "SWITCHBOARD_JWKS_URL", requires_all = ["jwt_issuer", "jwt_audience"])]
+    jwks_url: Option<String>,
+
+    /// Seconds between fetches of --jwks-url.
+    #[arg(long, env = "SWITCHBOARD_JWKS_REFRESH_SECONDS", default_value_t = 300)]
+    jwks_refresh_seconds: u64,
+
+    /// PEM CA certificates trusted, on top of the system's roots, for --jwks-url (a private
+    /// identity provider).
+    #[arg(long, env = "SWITCHBOARD_CA_FILE")]
+    ca_file: Option<PathBuf>,
+
     /// The `iss` a JWT must carry.
-    #[arg(long, env = "SWITCHBOARD_JWT_ISSUER", requires = "jwks_file")]
+    #[arg(long, env = "SWITCHBOARD_JWT_ISSUER")]
     jwt_issuer: Option<String>,
 
     /// The `aud` a JWT must carry.
-    #[arg(long, env = "SWITCHBOARD_JWT_AUDIENCE", requires = "jwks_file")]
+    #[arg(long, env = "SWITCHBOARD_JWT_AUDIENCE")]
     jwt_audience: Option<String>,
 
     /// Most messages a second one session may send (bursts of twice that); more close it
@@ -136,11 +153,19 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         resume_seconds,
         replay_buffer_bytes,
         jwks_file,
+        jwks_url,
+        jwks_refresh_seconds,
+        ca_file,
         jwt_issuer,
         jwt_audience,
         max_messages_per_second,
         idle_seconds,
     } = args;
+    anyhow::ensure!(
+        jwks_file.is_some() || jwks_url.is_some() || (jwt_issuer.is_none() && jwt_audience.is_none()),
+        "--jwt-issuer and --jwt-audience need --jwks-file or --jwks-url"
+    );
+    anyhow::ensure!(jwks_refresh_seconds > 0, "--jwks-refresh-seconds must be above 0");
     anyhow::ensure!(max_messages_per_second > 0, "--max-messages-per-second must be above 0");
     anyhow::ensure!(idle_seconds > 0, "--idle-seconds must be above 0");
     let keys = match &api_keys_file {
@@ -150,7 +175,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         None => None,
     };
     let mut auth = Auth::new(keys.as_deref(), allowed_origins)?;
-    if let (Some(path), Some(issuer), Some(audience)) = (jwks_file, jwt_issuer, jwt_audience) {
+    if let (Some(path), Some(issuer), Some(audience)) = (jwks_file, jwt_issuer.clone(), jwt_audience.clone()) {
         let read = |path: &PathBuf| {
             std::fs::read_to_string(path)
                 .map_err(|e| anyhow::anyhow!("cannot read the JWKS {}: {e}; check --jwks-file", path.display()))
@@ -159,6 +184,14 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             Jwt::new(&read(&path)?, issuer, audience).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
         );
         tokio::spawn(reload_jwks(path, jwt.clone()));
+        auth = auth.with_jwt(jwt);
+    }
+    if let (Some(url), Some(issuer), Some(audience)) = (jwks_url, jwt_issuer, jwt_audience) {
+        let url = jwks::JwksUrl::parse(&url)?;
+        let client = Trust::from_file(ca_file.as_deref())?.client()?;
+        let jwt = jwks::load(&client, &url, issuer, audience).await?;
+        tracing::info!(%url, "JWTs are checked with the identity provider's keys");
+        jwks::keep_fresh(client, url, jwt.clone(), Duration::from_secs(jwks_refresh_seconds));
         auth = auth.with_jwt(jwt);
     }
     if !auth.requires_keys() {

@@ -400,3 +400,55 @@ async fn a_draining_pod_keeps_its_session_until_another_pod_is_ready() {
         .expect("the drained pod exits once its session left");
     assert!(status.success(), "{status:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_agents_live_session_ends_cleanly_after_its_turn_and_new_ones_are_refused() {
+    let mut fleet = Fleet::start(&[]).await;
+    let mut client = Client::start(&fleet.url, None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    // The Agent is deleted: the operator drops its route, and its pod is told to stop
+    // while it answers.
+    fleet.directory.send_modify(|d| {
+        let mut table = d.table().clone();
+        table.routes.retain(|r| r.name != "triage");
+        *d = d.with_table(std::sync::Arc::new(table));
+    });
+    client.say("Hello").await;
+    fleet.pods_of("triage").next().expect("triage's pod").terminate();
+    let turn = client.turn().await;
+    assert!(replies(&turn).iter().any(|r| r.starts_with("Hello! I can help")), "the turn is finished: {turn:?}");
+    let (code, _) = client.closed().await;
+    assert_eq!(code, close_code::UNKNOWN_AGENT, "{:?}", client.seen);
+    assert!(
+        client.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, message, recoverable: false } if code == "agent_removed" && message.contains("triage was removed"))),
+        "{:?}",
+        client.seen
+    );
+    let message = refused(&fleet, "?agent=triage", SessionStart::default(), close_code::UNKNOWN_AGENT).await;
+    assert!(message.contains("triage"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_drains_while_it_hands_off_lets_the_handoff_happen_and_the_target_stays_put() {
+    let mut fleet = Fleet::start(&[("triage", 2), ("idv", 2)]).await;
+    let mut client = Client::start(&fleet.url, None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    let balancer = fleet.gateway.balancer.clone();
+    let serving = fleet.pods_of("triage").map(|p| p.addr).find(|a| balancer.live(*a) == 1).expect("a serving pod");
+    // The pod is told to stop (a rollout) while it answers with a transfer.
+    client.say("I'd like to check my balance").await;
+    fleet.pods_of("triage").find(|p| p.addr == serving).expect("the pod").terminate();
+    let to_idv =
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    assert!(to_idv.iter().any(|m| matches!(m, ServerMessage::Handoff { to, .. } if to == "idv")), "{to_idv:?}");
+    let ask = client.turn().await;
+    assert!(replies(&ask).iter().any(|r| r.contains("eight-digit account number")), "idv asks: {ask:?}");
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let verified = client.turn().await;
+    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    assert!(
+        !client.seen.iter().any(|m| matches!(m, ServerMessage::BidiConnectionRestart { .. })),
+        "neither the handoff nor idv's pod was moved: {:?}",
+        client.seen
+    );
+}

@@ -79,20 +79,24 @@ impl Cluster {
         self.kubectl_in(&self.namespace, args)
     }
 
-    /// Names of the running (not terminating) pods of `agent`.
-    fn pods_of(&self, agent: &str) -> Vec<String> {
-        let selector = format!("switchboard.dev/agent={agent}");
+    /// Names of the pods in `namespace` matching `selector` that are not terminating.
+    fn running(&self, namespace: &str, selector: &str) -> Vec<String> {
         let template = "{range .items[?(@.metadata.deletionTimestamp)]}{.metadata.name}{\"\\n\"}{end}";
         let terminating: Vec<String> = self
-            .kubectl(&["get", "pods", "-l", &selector, "-o", &format!("jsonpath={template}")])
+            .kubectl_in(namespace, &["get", "pods", "-l", selector, "-o", &format!("jsonpath={template}")])
             .lines()
             .map(str::to_owned)
             .collect();
-        self.kubectl(&["get", "pods", "-l", &selector, "-o", "jsonpath={.items[*].metadata.name}"])
+        self.kubectl_in(namespace, &["get", "pods", "-l", selector, "-o", "jsonpath={.items[*].metadata.name}"])
             .split_whitespace()
             .filter(|name| !terminating.iter().any(|t| t == name))
             .map(str::to_owned)
             .collect()
+    }
+
+    /// Names of the running (not terminating) pods of `agent`.
+    fn pods_of(&self, agent: &str) -> Vec<String> {
+        self.running(&self.namespace, &format!("switchboard.dev/agent={agent}"))
     }
 }
 
@@ -248,8 +252,8 @@ async fn a_gateway_replica_deleted_its_client_resumes_on_another_with_its_token(
     // test knows which replica it deletes.
     let ns = &cluster.release_namespace;
     let selector = "app.kubernetes.io/name=switchboard-gateway";
-    let pods = cluster.kubectl_in(ns, &["get", "pods", "-l", selector, "-o", "jsonpath={.items[*].metadata.name}"]);
-    let pods: Vec<&str> = pods.split_whitespace().collect();
+    let pods = cluster.running(ns, selector);
+    let pods: Vec<&str> = pods.iter().map(String::as_str).collect();
     assert!(pods.len() >= 2, "the chart runs two gateway replicas: {pods:?}");
     let ip = cluster.kubectl_in(ns, &["get", "pod", pods[0], "-o", "jsonpath={.status.podIP}"]);
     let port = cluster.kubectl_in(
@@ -281,15 +285,40 @@ async fn a_gateway_replica_deleted_its_client_resumes_on_another_with_its_token(
     };
     let last_seq = seq + (client.seen.len() - at - 1) as u64;
 
-    // Through the Service, which now reaches another replica, with the token.
-    let mut back = Client::connect(&cluster.url()).await;
-    back.send(&ClientMessage::SessionStart(SessionStart {
-        resume_token: Some(token.clone()),
-        last_seq: Some(last_seq),
-        ..Default::default()
-    }))
-    .await;
-    let resumed = back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    // Through the Service, with the token. Until kube-proxy drops the draining replica,
+    // a connection may still reach it and be told to try again later (1013): a client
+    // retries that, as it says.
+    let mut attempt = 0;
+    let (mut back, resumed) = loop {
+        attempt += 1;
+        let mut back = Client::connect(&cluster.url()).await;
+        back.send(&ClientMessage::SessionStart(SessionStart {
+            resume_token: Some(token.clone()),
+            last_seq: Some(last_seq),
+            ..Default::default()
+        }))
+        .await;
+        let mut got = Vec::new();
+        let outcome = loop {
+            match back.next().await {
+                Some(Ok(message)) => {
+                    let started = matches!(message, ServerMessage::BidiConnectionStart { .. });
+                    got.push(message);
+                    if started {
+                        break None;
+                    }
+                }
+                other => break Some(other),
+            }
+        };
+        match outcome {
+            None => break (back, got),
+            Some(Some(Err((1013, _)))) if attempt < 20 => {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            Some(other) => panic!("the resume failed: {other:?}; got {got:?}"),
+        }
+    };
     assert!(
         matches!(resumed.last(), Some(ServerMessage::BidiConnectionStart { agent, .. }) if agent == "idv"),
         "the session resumes where it was: {resumed:?}"
