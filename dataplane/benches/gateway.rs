@@ -141,6 +141,7 @@ async fn voice_handoff_gap(url: String, silence_frames: usize) -> (Duration, Dur
     let mut ticker = tokio::time::interval(common::FRAME);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let (mut sent, mut last, mut to_start) = (0usize, Instant::now(), None);
+    let mut seen: Vec<String> = Vec::new();
     loop {
         tokio::select! {
             _ = ticker.tick() => {
@@ -151,8 +152,11 @@ async fn voice_handoff_gap(url: String, silence_frames: usize) -> (Duration, Dur
             message = ws.next() => match message {
                 Some(Ok(Message::Text(text))) => {
                     let now = Instant::now();
+                    if kind(text.as_str()) != "bidi_audio_stream" {
+                        seen.push(text.chars().take(160).collect());
+                    }
                     match (kind(text.as_str()), to_start) {
-                        ("bidi_error", _) => panic!("the voice handoff failed: {text}"),
+                        ("bidi_error", _) => panic!("the voice handoff failed: {text}; after {seen:#?}"),
                         ("bidi_connection_start", None) if text.contains(r#""agent":"idv""#) => to_start = Some(now - last),
                         ("bidi_audio_stream", Some(start)) => {
                             let _ = ws.close(None).await;
@@ -318,7 +322,7 @@ default: {{ text: "Hello there, how can I help?" }}
     drop(stack);
 
     // 5: voice handoffs, triage (hybrid) -> idv (voice), each on its own runtime process.
-    let handoffs: usize = env_or("BENCH_VOICE_HANDOFFS", 50);
+    let handoffs: usize = env_or("BENCH_VOICE_HANDOFFS", 100);
     let banking =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/sim/banking.yaml")).expect("the banking script");
     let voice_banking = format!(

@@ -347,7 +347,11 @@ impl Conversation<'_> {
     }
 
     async fn drive_text(&mut self, agent: &AgentRuntime, session: &mut Session, opening: Opening) -> Exit {
-        if self.audio_session {
+        // Audio that came before the agent was known is not for a text agent.
+        while self.audio.frames.try_recv().is_ok() {}
+        if !self.audio_session {
+            self.audio.gate.set(Gate::Refuse);
+        } else {
             self.audio.gate.set(Gate::Ignore);
             let message = format!(
                 "agent {} is text-only: audio is ignored from now on; send bidi_text_input and read the transcripts",

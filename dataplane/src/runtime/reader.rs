@@ -170,17 +170,32 @@ impl Reader {
             return Verdict::Fatal(close_code::RATE_LIMITED, reason, "rate_limited");
         }
         match decode_client(text) {
-            Ok(message) => match self.in_tx.try_send(message) {
-                Ok(()) => Verdict::Next,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    Verdict::Fatal(close_code::RATE_LIMITED, "too many messages are waiting; slow down".into(), "flood")
+            Ok(message) => {
+                // A session that asks for audio takes it from its session_start on: a client
+                // (or the gateway, moving a call) streams right after it, before the agent's
+                // voice stream is open; the driver ignores it if the agent is text-only.
+                if let ClientMessage::SessionStart(start) = &message
+                    && self.audio_in.gate.get() == Gate::Refuse
+                    && start.modalities.iter().any(|m| m.eq_ignore_ascii_case("audio"))
+                {
+                    self.audio_in.gate.set(Gate::Accept);
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => Verdict::Stop,
-            },
+                self.session_message(message)
+            }
             Err(error) => {
                 self.count(error.code());
                 self.tell(ServerMessage::error(error.code(), error.to_string(), true)).await
             }
+        }
+    }
+
+    fn session_message(&mut self, message: ClientMessage) -> Verdict {
+        match self.in_tx.try_send(message) {
+            Ok(()) => Verdict::Next,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                Verdict::Fatal(close_code::RATE_LIMITED, "too many messages are waiting; slow down".into(), "flood")
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Verdict::Stop,
         }
     }
 

@@ -44,6 +44,10 @@ pub struct ServerConfig {
     pub rate_burst: u32,
     /// Most concurrent sessions; more are refused with 1013.
     pub max_sessions: usize,
+    /// Connections allowed beyond `max_sessions`, so that clients over the session limit
+    /// are told why (1013) over the socket; past it, requests are refused with HTTP 503
+    /// before the WebSocket upgrade. Default 32.
+    pub connection_headroom: usize,
     /// How long live sessions may keep going after draining starts.
     pub drain_timeout: Duration,
     /// Sessions with no client message for this long are closed.
@@ -72,6 +76,7 @@ impl Default for ServerConfig {
             rate_per_second: 20,
             rate_burst: 40,
             max_sessions: 200,
+            connection_headroom: 32,
             drain_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(600),
             slow_client_timeout: Duration::from_secs(10),
@@ -131,6 +136,8 @@ pub struct AppState {
     pub shared: Shared,
     /// Session slots.
     pub sessions: Arc<Semaphore>,
+    /// Connection slots, taken before the upgrade: sessions plus the headroom.
+    pub connections: Arc<Semaphore>,
     /// Cancelled when draining starts.
     pub draining: CancellationToken,
     /// Cancelled when live sessions must end.
@@ -162,6 +169,7 @@ impl AppState {
             voice,
             grants: super::grants::Grants::new(config.gateway_key.clone()),
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
+            connections: Arc::new(Semaphore::new(config.max_sessions.saturating_add(config.connection_headroom))),
             directory,
             config,
             shared,
@@ -195,9 +203,20 @@ async fn session(
 ) -> Response {
     let limit = state.config.max_message_bytes;
     let tracker = state.tracker.clone();
+    // Connections are capped before the upgrade: past the cap a flood costs an HTTP answer,
+    // not a WebSocket each.
+    let Ok(connection) = state.connections.clone().try_acquire_owned() else {
+        state.shared.metrics.errors.with_label_values(&["", "connections"]).inc();
+        let message = format!(
+            "too many connections (the limit is {} sessions and {} more); try again later",
+            state.config.max_sessions, state.config.connection_headroom
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, [(axum::http::header::RETRY_AFTER, "1")], message).into_response();
+    };
     if let Some(origin) = foreign_origin(&headers, &state.config.allowed_origins) {
         state.shared.metrics.errors.with_label_values(&["", "origin"]).inc();
         return upgrade.on_upgrade(move |mut socket| async move {
+            let _connection = connection;
             let message = format!(
                 "pages from {origin} may not open sessions here; start the server with --allowed-origin {origin} to allow it"
             );
@@ -212,6 +231,7 @@ async fn session(
     let permit = state.sessions.clone().try_acquire_owned().ok();
     upgrade.max_message_size(limit).max_frame_size(limit).read_buffer_size(WS_READ_BUFFER).on_upgrade(
         move |socket| async move {
+            let _connection = connection;
             tracker.track_future(super::connection::serve(socket, state, query.agent, permit)).await;
         },
     )

@@ -58,6 +58,13 @@ async fn a_voice_call_moves_across_pods_with_audio_until_the_text_only_agent() {
         balance.iter().any(|m| matches!(m, ServerMessage::BidiError { code, .. } if code == "unsupported_modality")),
         "banking is text-only and says so: {balance:?}"
     );
+    // Audio streamed from the first frame on, and through each move, is never refused as
+    // if it were sent to a text session.
+    assert!(
+        !call.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, .. } if code == "unsupported_frame")),
+        "{:?}",
+        common::summary(&call.seen)
+    );
     let metrics = fleet.gateway.metrics.render();
     for needle in [
         r#"switchboard_gateway_handoffs_total{from="bank/triage",to="bank/idv"} 1"#,
