@@ -15,7 +15,10 @@ mod tool;
 
 pub use model::{ModelSettings, Provider, TurnDetection};
 pub use sonic::{SONIC_MODELS, SonicModel, check_sonic_voice, sonic_model};
-pub use tool::{BuiltinKind, BuiltinTool, Consent, HttpTool, McpTool, ToolMemory, ToolSpec, ToolTarget};
+pub use tool::{
+    BuiltinKind, BuiltinTool, CREDENTIAL_HEADERS, Consent, HttpTool, McpTool, SecretHeader, SecretKeyRef, ToolMemory,
+    ToolSpec, ToolTarget,
+};
 
 /// An AI agent that talks with people by voice, text or both. The operator resolves its
 /// Persona and Workflow into a runtime configuration and runs it as pods behind the

@@ -59,7 +59,13 @@ pub mod env {
     pub const BEDROCK_ENDPOINT: &str = "SWITCHBOARD_BEDROCK_ENDPOINT";
     /// A PEM file of the CA certificates to trust for Bedrock instead of the public roots.
     pub const BEDROCK_CA_FILE: &str = "SWITCHBOARD_BEDROCK_CA_FILE";
+    /// Where the runtime reads the Secrets of tools' `secretHeaders`.
+    pub const SECRETS_DIR: &str = "SWITCHBOARD_SECRETS_DIR";
 }
+
+/// Where runtime pods mount the Secrets of tools' `secretHeaders`: one folder per Secret,
+/// one file per key (`<dir>/<secret>/<key>`).
+pub const SECRETS_DIR: &str = "/etc/switchboard/secrets";
 
 /// The ConfigMap key (and file name under [`CONFIG_DIR`]) of the platform's Bedrock CA
 /// bundle, when the operator is given one.

@@ -272,3 +272,28 @@ fn a_voice_agent_needs_a_voice_its_sonic_model_has() {
     assert_eq!(retired[0].field, "spec.model.voiceModelId");
     assert!(retired[0].message.contains("end of life on 2026-09-14"), "{retired:?}");
 }
+
+#[test]
+fn credentials_go_in_secret_headers_not_plain_headers() {
+    let plain = AGENT.replace(
+        r#"http: { url: "http://tools:8080/lookup" }"#,
+        r#"http: { url: "http://tools:8080/lookup", headers: { Authorization: "Bearer abc", X-Tenant: bank } }"#,
+    );
+    let found = problems(&[PERSONA, WORKFLOW, &plain]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].field, "spec.tools[0].http.headers.Authorization");
+    assert!(found[0].message.contains("secretHeaders"), "{}", found[0].message);
+
+    let secret = AGENT.replace(
+        r#"http: { url: "http://tools:8080/lookup" }"#,
+        r#"http: { url: "http://tools:8080/lookup", headers: { X-Tenant: bank }, secretHeaders: [{ name: Authorization, secretKeyRef: { name: crm, key: token }, prefix: "Bearer " }] }"#,
+    );
+    assert!(problems(&[PERSONA, WORKFLOW, &secret]).is_empty());
+
+    let twice = AGENT.replace(
+        r#"http: { url: "http://tools:8080/lookup" }"#,
+        r#"mcp: { url: "http://tools:8080/mcp", headers: { x-api-version: "2" }, secretHeaders: [{ name: X-Api-Version, secretKeyRef: { name: crm, key: v } }] }"#,
+    );
+    let found = problems(&[PERSONA, WORKFLOW, &twice]);
+    assert!(found.iter().any(|p| p.reason == Reason::DuplicateName && p.field == "spec.tools[0].mcp"), "{found:?}");
+}

@@ -97,10 +97,56 @@ pub struct HttpTool {
     #[serde(default = "default_timeout_ms")]
     #[schemars(range(min = 1, max = 300000))]
     pub timeout_ms: u32,
-    /// Extra request headers.
+    /// Extra request headers, as plain text in the Agent: nothing secret (credential
+    /// headers such as `Authorization` are refused here; use `secretHeaders`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// Request headers whose values come from Secrets in the Agent's namespace, e.g. a
+    /// bearer token. The runtime pods mount the Secrets read-only; the values never appear
+    /// in the Agent, the runtime's ConfigMap or logs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub secret_headers: Vec<SecretHeader>,
 }
+
+/// A request header whose value is read from a Secret key.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretHeader {
+    /// The header's name, e.g. `Authorization` or `X-Api-Key`.
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"))]
+    pub name: String,
+    /// The Secret (in the Agent's namespace) and key holding the value.
+    pub secret_key_ref: SecretKeyRef,
+    /// Text sent before the secret value, e.g. `Bearer ` for a token.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 64))]
+    pub prefix: String,
+}
+
+/// A key of a Secret in the Agent's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"))]
+    pub name: String,
+    /// The key in its data.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    pub key: String,
+}
+
+/// Header names that carry credentials: never accepted as plain `headers`.
+pub const CREDENTIAL_HEADERS: [&str; 8] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "api-key",
+    "x-auth-token",
+    "x-access-token",
+    "private-token",
+];
 
 /// A tool on a Model Context Protocol server.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
@@ -116,6 +162,24 @@ pub struct McpTool {
     #[serde(default = "default_timeout_ms")]
     #[schemars(range(min = 1, max = 300000))]
     pub timeout_ms: u32,
+    /// Extra request headers, as for HTTP tools: nothing secret.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Request headers from Secrets, as for HTTP tools (e.g. the server's bearer token).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub secret_headers: Vec<SecretHeader>,
+}
+
+impl ToolSpec {
+    /// The plain and secret headers of an HTTP or MCP tool.
+    pub fn headers(&self) -> Option<(&BTreeMap<String, String>, &[SecretHeader])> {
+        match self.target()? {
+            ToolTarget::Http(h) => Some((&h.headers, &h.secret_headers)),
+            ToolTarget::Mcp(m) => Some((&m.headers, &m.secret_headers)),
+            ToolTarget::Builtin(_) => None,
+        }
+    }
 }
 
 /// A tool built into the runtime.

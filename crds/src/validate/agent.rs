@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::{Problem, Reason, duplicates, is_dns_label, summarize};
-use crate::agent::{AgentSpec, Provider, ToolSpec, check_sonic_voice, sonic_model};
+use crate::agent::{AgentSpec, CREDENTIAL_HEADERS, Provider, ToolSpec, check_sonic_voice, sonic_model};
 use crate::persona::PersonaSpec;
 use crate::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, transfer_tool_name};
 use crate::validate::{validate_persona, validate_workflow};
@@ -157,6 +157,32 @@ fn check_tools(tools: &[ToolSpec], problems: &mut Vec<Problem>) {
                 format!("{field}.inputSchema"),
                 format!("tool {:?}: {msg}", tool.name),
             ));
+        }
+        if let Some((headers, secret)) = tool.headers() {
+            let target = if tool.http.is_some() { "http" } else { "mcp" };
+            for name in headers.keys() {
+                if CREDENTIAL_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+                    problems.push(Problem::new(
+                        Reason::InvalidField,
+                        format!("{field}.{target}.headers.{name}"),
+                        format!(
+                            "the {name} header carries a credential as plain text in the Agent; put it in a Secret and name it under {target}.secretHeaders (secretKeyRef, and prefix \"Bearer \" for a token)"
+                        ),
+                    ));
+                }
+            }
+            let names: Vec<String> = headers
+                .keys()
+                .map(|n| n.to_ascii_lowercase())
+                .chain(secret.iter().map(|h| h.name.to_ascii_lowercase()))
+                .collect();
+            for dup in duplicates(names.iter().map(String::as_str)) {
+                problems.push(Problem::new(
+                    Reason::DuplicateName,
+                    format!("{field}.{target}"),
+                    format!("the header {dup:?} is set more than once (headers and secretHeaders together)"),
+                ));
+            }
         }
         if let Some(mem) = &tool.remember {
             for (part, pointer) in [("value", &mem.value), ("when", &mem.when)] {

@@ -61,6 +61,11 @@ pub struct RuntimeArgs {
     #[arg(long, env = "SWITCHBOARD_CA_FILE")]
     ca_file: Option<PathBuf>,
 
+    /// Where the Secrets of tools' `secretHeaders` are mounted (`<dir>/<secret>/<key>`;
+    /// the operator mounts them there).
+    #[arg(long, env = contract::env::SECRETS_DIR, default_value = contract::SECRETS_DIR)]
+    secrets_dir: PathBuf,
+
     /// The gateway's Ed25519 public key (64 hex digits, or a PEM public key; the operator
     /// sets it). Session context — memory such as a verified caller, history, handoff state
     /// — is accepted only when the gateway signed it; without the key, no session context
@@ -84,11 +89,13 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         bedrock_ca_file,
         bedrock_endpoint,
         ca_file,
+        secrets_dir,
         gateway_public_key: gateway_key,
         voice: voice_options,
     } = args;
     let trust = Trust::from_file(ca_file.as_deref())?;
-    let executor = Executor::new(ExecutorOptions { trust: trust.clone(), ..ExecutorOptions::default() })?;
+    let secrets = switchboard_dataplane::tools::secrets::SecretFiles::new(secrets_dir);
+    let executor = Executor::new(ExecutorOptions { trust: trust.clone(), secrets, ..ExecutorOptions::default() })?;
     let spec = runtime::load_spec(&spec)?;
     if let Some(mode) = mode
         && mode != spec.mode.as_str()

@@ -29,6 +29,10 @@ use switchboard_sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
 /// `kubectl apply -f <dir>` takes every top-level YAML file as a Kubernetes object.
 pub const LOCAL_FILE: &str = "tools/local.yaml";
 
+/// Where local mode reads the values of tools' `secretHeaders`, relative to the folder:
+/// `tools/secrets/<secret>/<key>`, one file per key, as a pod sees its mounted Secrets.
+pub const SECRETS_FOLDER: &str = "tools/secrets";
+
 /// `tools/local.yaml`: tool servers to start and host routes.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -135,8 +139,10 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
     let (sim, bedrock) = start_bedrock(&options).await?;
     let trust = Trust::from_file(options.ca_file.as_deref()).map_err(start_error)?;
     let http = trust.client().map_err(start_error)?;
-    let executor =
-        Executor::new(ExecutorOptions { trust, aliases, ..ExecutorOptions::default() }).map_err(start_error)?;
+    // Tools' secretHeaders read their values from <dir>/tools/secrets/<secret>/<key>.
+    let secrets = crate::tools::secrets::SecretFiles::new(dir.join(SECRETS_FOLDER));
+    let executor = Executor::new(ExecutorOptions { trust, aliases, secrets, ..ExecutorOptions::default() })
+        .map_err(start_error)?;
     let executor = Arc::new(executor);
     let mut agents = BTreeMap::new();
     let mut voice_models = BTreeMap::new();

@@ -10,6 +10,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use switchboard_crds::agent::HttpTool;
 
 use super::ToolFuture;
+use super::secrets::SecretFiles;
 use super::target::Aliases;
 use switchboard_core::{FailureKind, ToolFailure};
 use switchboard_models::net::HttpClient;
@@ -22,12 +23,19 @@ pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 pub struct HttpToolClient {
     client: HttpClient,
     aliases: Aliases,
+    secrets: SecretFiles,
 }
 
 impl HttpToolClient {
     /// A client sending requests through `client`, with host `aliases`.
     pub fn new(client: HttpClient, aliases: Aliases) -> Self {
-        Self { client, aliases }
+        Self { client, aliases, secrets: SecretFiles::default() }
+    }
+
+    /// Reads `secretHeaders` values from `secrets`.
+    pub fn with_secrets(mut self, secrets: SecretFiles) -> Self {
+        self.secrets = secrets;
+        self
     }
 
     /// POSTs `input` to `tool.url`.
@@ -52,8 +60,8 @@ impl HttpToolClient {
             .header(http::header::HOST, authority)
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, "application/json");
-        for (name, value) in &tool.headers {
-            request = request.header(name.as_str(), value.as_str());
+        for (name, value) in self.secrets.headers(&tool.headers, &tool.secret_headers)? {
+            request = request.header(name, value);
         }
         let request = request
             .body(Full::new(Bytes::from(input.to_string())))

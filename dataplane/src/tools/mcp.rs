@@ -25,6 +25,7 @@ use tokio::sync::Mutex;
 
 use super::Progress;
 use super::http::connection_failure;
+use super::secrets::{Headers, SecretFiles};
 use super::target::Aliases;
 use switchboard_core::{FailureKind, ToolFailure};
 use switchboard_models::net::{HttpClient, SseParser};
@@ -46,11 +47,34 @@ struct McpSession {
 /// The session with one server, once agreed; its lock serialises `initialize`.
 type Slot = Arc<Mutex<Option<McpSession>>>;
 
+/// A server as one tool reaches it: its URL and the request headers of the tool.
+#[derive(Clone, Debug)]
+struct Server {
+    url: String,
+    headers: Arc<Headers>,
+}
+
+impl Server {
+    /// The session key: a session belongs to the URL and the credentials it was opened
+    /// with (a digest of the headers, not the headers).
+    fn key(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for (name, value) in self.headers.iter() {
+            name.as_str().hash(&mut hasher);
+            value.as_bytes().hash(&mut hasher);
+        }
+        format!("{}#{:016x}", self.url, hasher.finish())
+    }
+}
+
 /// A client for MCP servers, shared by all sessions.
 #[derive(Clone, Debug)]
 pub struct McpClient {
     client: HttpClient,
     aliases: Aliases,
+    secrets: SecretFiles,
+    /// Sessions by server: its URL and the headers (credentials) they were opened with.
     sessions: Arc<Mutex<HashMap<String, Slot>>>,
     next_id: Arc<AtomicU64>,
 }
@@ -76,7 +100,19 @@ fn bad(url: &str, what: impl std::fmt::Display) -> ToolFailure {
 impl McpClient {
     /// A client sending requests through `client`, with host `aliases`.
     pub fn new(client: HttpClient, aliases: Aliases) -> Self {
-        Self { client, aliases, sessions: Arc::default(), next_id: Arc::new(AtomicU64::new(1)) }
+        Self {
+            client,
+            aliases,
+            secrets: SecretFiles::default(),
+            sessions: Arc::default(),
+            next_id: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    /// Reads `secretHeaders` values from `secrets`.
+    pub fn with_secrets(mut self, secrets: SecretFiles) -> Self {
+        self.secrets = secrets;
+        self
     }
 
     /// Calls the tool `name` (or `tool.tool_name`) with `input`; progress goes to `progress`.
@@ -90,10 +126,14 @@ impl McpClient {
         let timeout = Duration::from_millis(u64::from(tool.timeout_ms));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let remote = tool.tool_name.as_deref().unwrap_or(name);
-        match tokio::time::timeout(timeout, self.call_tool(&tool.url, remote, input, id, progress)).await {
+        let to = Server {
+            url: tool.url.clone(),
+            headers: Arc::new(self.secrets.headers(&tool.headers, &tool.secret_headers)?),
+        };
+        match tokio::time::timeout(timeout, self.call_tool(&to, remote, input, id, progress)).await {
             Ok(result) => result,
             Err(_) => {
-                self.cancel(&tool.url, id).await;
+                self.cancel(&to, id).await;
                 Err(ToolFailure::new(
                     FailureKind::Timeout,
                     format!("the MCP server at {} did not answer within {} ms", tool.url, tool.timeout_ms),
@@ -104,7 +144,7 @@ impl McpClient {
 
     async fn call_tool(
         &self,
-        url: &str,
+        to: &Server,
         name: &str,
         input: Value,
         id: u64,
@@ -118,32 +158,32 @@ impl McpClient {
             "params": { "name": name, "arguments": input, "_meta": { "progressToken": token } },
         });
         for attempt in 0..2 {
-            let slot = self.slot(url).await;
-            let session = self.session(url, &slot).await?;
-            match self.post(url, Some(&session), &body, id, Some((&token, progress.as_ref()))).await {
-                Ok((answer, _)) => return tool_result(url, name, answer),
+            let slot = self.slot(to).await;
+            let session = self.session(to, &slot).await?;
+            match self.post(to, Some(&session), &body, id, Some((&token, progress.as_ref()))).await {
+                Ok((answer, _)) => return tool_result(&to.url, name, answer),
                 Err(RpcError::SessionExpired) if attempt == 0 => {
-                    tracing::info!(url, "the MCP server forgot our session; initializing again");
+                    tracing::info!(url = %to.url, "the MCP server forgot our session; initializing again");
                     let mut guard = slot.lock().await;
                     if guard.as_ref().map(|s| &s.id) == Some(&session.id) {
                         *guard = None;
                     }
                 }
                 Err(RpcError::SessionExpired) => {
-                    return Err(bad(url, "refused a session it had just created (HTTP 404)"));
+                    return Err(bad(&to.url, "refused a session it had just created (HTTP 404)"));
                 }
                 Err(RpcError::Failed(failure)) => return Err(failure),
             }
         }
-        Err(bad(url, "could not keep a session"))
+        Err(bad(&to.url, "could not keep a session"))
     }
 
-    async fn slot(&self, url: &str) -> Slot {
-        self.sessions.lock().await.entry(url.to_owned()).or_default().clone()
+    async fn slot(&self, to: &Server) -> Slot {
+        self.sessions.lock().await.entry(to.key()).or_default().clone()
     }
 
     /// The session with `url`, initializing it when there is none (one caller at a time).
-    async fn session(&self, url: &str, slot: &Mutex<Option<McpSession>>) -> Result<McpSession, ToolFailure> {
+    async fn session(&self, to: &Server, slot: &Mutex<Option<McpSession>>) -> Result<McpSession, ToolFailure> {
         let mut guard = slot.lock().await;
         if let Some(session) = guard.as_ref() {
             return Ok(session.clone());
@@ -159,40 +199,44 @@ impl McpClient {
                 "clientInfo": { "name": "switchboard", "version": env!("CARGO_PKG_VERSION") },
             },
         });
-        let (answer, session_id) = match self.post(url, None, &body, id, None).await {
+        let (answer, session_id) = match self.post(to, None, &body, id, None).await {
             Ok(answer) => answer,
-            Err(RpcError::SessionExpired) => return Err(bad(url, "answered initialize with HTTP 404")),
+            Err(RpcError::SessionExpired) => return Err(bad(&to.url, "answered initialize with HTTP 404")),
             Err(RpcError::Failed(failure)) => return Err(failure),
         };
-        let result = rpc_result(url, answer)?;
+        let result = rpc_result(&to.url, answer)?;
         let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
         if !SUPPORTED_VERSIONS.contains(&version.as_str()) {
             return Err(ToolFailure::new(
                 FailureKind::Unsupported,
                 format!(
-                    "the MCP server at {url} speaks protocol revision {version:?}; this runtime speaks {}",
+                    "the MCP server at {} speaks protocol revision {version:?}; this runtime speaks {}",
+                    to.url,
                     SUPPORTED_VERSIONS.join(", ")
                 ),
             ));
         }
         let session = McpSession { id: session_id, version };
         let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
-        self.notify(url, &session, &initialized).await?;
+        self.notify(to, &session, &initialized).await?;
         *guard = Some(session.clone());
         Ok(session)
     }
 
     fn request(
         &self,
-        url: &str,
+        to: &Server,
         session: Option<&McpSession>,
         body: &Value,
     ) -> Result<http::Request<Full<Bytes>>, ToolFailure> {
-        let (target, authority) = self.aliases.resolve(url)?;
+        let (target, authority) = self.aliases.resolve(&to.url)?;
         let mut request = http::Request::post(target)
             .header(http::header::HOST, authority)
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, "application/json, text/event-stream");
+        for (name, value) in to.headers.iter() {
+            request = request.header(name, value);
+        }
         if let Some(session) = session {
             request = request.header("mcp-protocol-version", session.version.as_str());
             if let Some(id) = &session.id {
@@ -207,14 +251,14 @@ impl McpClient {
     /// POSTs `body`; returns the response with id `id` and the session id header.
     async fn post(
         &self,
-        url: &str,
+        to: &Server,
         session: Option<&McpSession>,
         body: &Value,
         id: u64,
         progress: Option<(&str, Option<&Progress>)>,
     ) -> Result<(Value, Option<String>), RpcError> {
-        let request = self.request(url, session, body)?;
-        let response = self.client.request(request).await.map_err(|e| connection_failure(url, &e))?;
+        let request = self.request(to, session, body)?;
+        let response = self.client.request(request).await.map_err(|e| connection_failure(&to.url, &e))?;
         let status = response.status();
         if status == http::StatusCode::NOT_FOUND && session.is_some_and(|s| s.id.is_some()) {
             return Err(RpcError::SessionExpired);
@@ -230,18 +274,18 @@ impl McpClient {
             let excerpt: String = String::from_utf8_lossy(&body.unwrap_or_default()).chars().take(300).collect();
             return Err(RpcError::Failed(ToolFailure::new(
                 FailureKind::HttpStatus,
-                format!("the MCP server at {url} answered HTTP {status}: {excerpt}"),
+                format!("the MCP server at {} answered HTTP {status}: {excerpt}", to.url),
             )));
         }
         let answer = if is_stream {
-            self.read_stream(url, session, response.into_body(), id, progress).await?
+            self.read_stream(to, session, response.into_body(), id, progress).await?
         } else {
             let bytes = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
                 .collect()
                 .await
-                .map_err(|e| bad(url, format_args!("sent an unreadable answer: {e}")))?
+                .map_err(|e| bad(&to.url, format_args!("sent an unreadable answer: {e}")))?
                 .to_bytes();
-            serde_json::from_slice(&bytes).map_err(|e| bad(url, format_args!("answered with invalid JSON: {e}")))?
+            serde_json::from_slice(&bytes).map_err(|e| bad(&to.url, format_args!("answered with invalid JSON: {e}")))?
         };
         Ok((answer, session_id))
     }
@@ -250,7 +294,7 @@ impl McpClient {
     /// answering pings on the way.
     async fn read_stream(
         &self,
-        url: &str,
+        to: &Server,
         session: Option<&McpSession>,
         mut body: hyper::body::Incoming,
         id: u64,
@@ -259,31 +303,31 @@ impl McpClient {
         let mut parser = SseParser::new(MAX_ANSWER_BYTES);
         let mut read = 0usize;
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| bad(url, format_args!("broke off its event stream: {e}")))?;
+            let frame = frame.map_err(|e| bad(&to.url, format_args!("broke off its event stream: {e}")))?;
             let Some(data) = frame.data_ref() else { continue };
             read += data.len();
             if read > MAX_ANSWER_BYTES {
-                return Err(bad(url, format_args!("sent more than {MAX_ANSWER_BYTES} bytes")));
+                return Err(bad(&to.url, format_args!("sent more than {MAX_ANSWER_BYTES} bytes")));
             }
-            for event in parser.feed(data).map_err(|e| bad(url, e))? {
+            for event in parser.feed(data).map_err(|e| bad(&to.url, e))? {
                 if event.data.trim().is_empty() {
                     continue;
                 }
                 let message: Value = serde_json::from_str(&event.data)
-                    .map_err(|e| bad(url, format_args!("sent an event that is not JSON: {e}")))?;
+                    .map_err(|e| bad(&to.url, format_args!("sent an event that is not JSON: {e}")))?;
                 if message.get("id").and_then(Value::as_u64) == Some(id) && message.get("method").is_none() {
                     return Ok(message);
                 }
-                self.on_message(url, session, &message, progress).await;
+                self.on_message(to, session, &message, progress).await;
             }
         }
-        Err(bad(url, "closed its event stream before answering"))
+        Err(bad(&to.url, "closed its event stream before answering"))
     }
 
     /// A notification or request that arrived on a response stream.
     async fn on_message(
         &self,
-        url: &str,
+        to: &Server,
         session: Option<&McpSession>,
         message: &Value,
         progress: Option<(&str, Option<&Progress>)>,
@@ -300,41 +344,43 @@ impl McpClient {
             ("ping", Some(request_id)) => {
                 if let Some(session) = session {
                     let pong = json!({ "jsonrpc": "2.0", "id": request_id, "result": {} });
-                    if let Err(failure) = self.notify(url, session, &pong).await {
-                        tracing::debug!(url, %failure.message, "could not answer the MCP server's ping");
+                    if let Err(failure) = self.notify(to, session, &pong).await {
+                        tracing::debug!(url = %to.url, %failure.message, "could not answer the MCP server's ping");
                     }
                 }
             }
-            (method, _) => tracing::debug!(url, method, "ignoring an MCP message this client does not handle"),
+            (method, _) => {
+                tracing::debug!(url = %to.url, method, "ignoring an MCP message this client does not handle")
+            }
         }
     }
 
     /// Sends a notification or a response (the server answers 202 Accepted).
-    async fn notify(&self, url: &str, session: &McpSession, body: &Value) -> Result<(), ToolFailure> {
-        let request = self.request(url, Some(session), body)?;
-        let response = self.client.request(request).await.map_err(|e| connection_failure(url, &e))?;
+    async fn notify(&self, to: &Server, session: &McpSession, body: &Value) -> Result<(), ToolFailure> {
+        let request = self.request(to, Some(session), body)?;
+        let response = self.client.request(request).await.map_err(|e| connection_failure(&to.url, &e))?;
         let status = response.status();
         if !status.is_success() {
             return Err(ToolFailure::new(
                 FailureKind::HttpStatus,
-                format!("the MCP server at {url} answered a notification with HTTP {status}"),
+                format!("the MCP server at {} answered a notification with HTTP {status}", to.url),
             ));
         }
         Ok(())
     }
 
     /// Tells the server request `id` is abandoned (best effort, in the background).
-    async fn cancel(&self, url: &str, id: u64) {
-        let Some(session) = self.slot(url).await.lock().await.clone() else { return };
+    async fn cancel(&self, to: &Server, id: u64) {
+        let Some(session) = self.slot(to).await.lock().await.clone() else { return };
         let this = self.clone();
-        let url = url.to_owned();
+        let to = to.clone();
         tokio::spawn(async move {
             let body = json!({
                 "jsonrpc": "2.0",
                 "method": "notifications/cancelled",
                 "params": { "requestId": id, "reason": "timed out" },
             });
-            let _ = tokio::time::timeout(Duration::from_secs(5), this.notify(&url, &session, &body)).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), this.notify(&to, &session, &body)).await;
         });
     }
 }

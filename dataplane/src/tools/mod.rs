@@ -8,6 +8,7 @@
 pub mod builtin;
 pub mod http;
 pub mod mcp;
+pub mod secrets;
 pub mod target;
 
 use std::collections::BTreeMap;
@@ -87,11 +88,18 @@ pub struct ExecutorOptions {
     pub aliases: BTreeMap<String, String>,
     /// How often a call still running reports so. Default 2 s.
     pub heartbeat: Duration,
+    /// Where the Secrets of tools' `secretHeaders` are mounted.
+    pub secrets: secrets::SecretFiles,
 }
 
 impl Default for ExecutorOptions {
     fn default() -> Self {
-        Self { trust: Trust::system(), aliases: BTreeMap::new(), heartbeat: Duration::from_secs(2) }
+        Self {
+            trust: Trust::system(),
+            aliases: BTreeMap::new(),
+            heartbeat: Duration::from_secs(2),
+            secrets: secrets::SecretFiles::default(),
+        }
     }
 }
 
@@ -109,8 +117,8 @@ impl Executor {
         let client = options.trust.client()?;
         let aliases = Aliases::new(options.aliases);
         Ok(Self {
-            http: http::HttpToolClient::new(client.clone(), aliases.clone()),
-            mcp: mcp::McpClient::new(client, aliases),
+            http: http::HttpToolClient::new(client.clone(), aliases.clone()).with_secrets(options.secrets.clone()),
+            mcp: mcp::McpClient::new(client, aliases).with_secrets(options.secrets),
             heartbeat: options.heartbeat,
         })
     }

@@ -103,7 +103,8 @@ async fn http_tool_client_classifies_timeouts_and_unreachable_servers() {
         }
     });
     let client = HttpToolClient::new(Trust::system().client().expect("a client"), Aliases::default());
-    let tool = |url: String, timeout_ms| HttpTool { url, timeout_ms, headers: Default::default() };
+    let tool =
+        |url: String, timeout_ms| HttpTool { url, timeout_ms, headers: Default::default(), secret_headers: vec![] };
     let timeout = client.call(&tool(format!("http://{silent}/x"), 200), serde_json::json!({})).await;
     assert_eq!(timeout.map_err(|e| e.kind).err(), Some(FailureKind::Timeout));
     // A port with nothing listening.

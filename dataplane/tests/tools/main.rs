@@ -6,3 +6,4 @@ mod common;
 mod https;
 mod mcp;
 mod progress;
+mod secrets;

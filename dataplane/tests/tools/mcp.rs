@@ -97,3 +97,38 @@ async fn an_unreachable_server_is_a_connection_failure() {
         .expect_err("fails");
     assert_eq!(failure.kind, FailureKind::Connection, "{}", failure.message);
 }
+
+#[tokio::test]
+async fn secret_headers_reach_the_server_from_the_mounted_secret_and_rotate_without_a_restart() {
+    use switchboard_dataplane::tools::secrets::SecretFiles;
+    use switchboard_dataplane::tools::{Executor, ExecutorOptions};
+    let server = McpServer::start().await;
+    let dir = std::env::temp_dir().join(format!("switchboard-mcp-secrets-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("crm")).expect("dir");
+    std::fs::write(dir.join("crm/token"), "first-token\n").expect("writes");
+    let executor = Executor::new(ExecutorOptions { secrets: SecretFiles::new(&dir), ..ExecutorOptions::default() })
+        .expect("executor");
+    let tool: switchboard_crds::agent::ToolSpec = serde_json::from_value(json!({
+        "name": "whoami",
+        "description": "test tool",
+        "mcp": {
+            "url": server.url(),
+            "timeoutMs": 10_000,
+            "secretHeaders": [{"name": "Authorization", "secretKeyRef": {"name": "crm", "key": "token"}, "prefix": "Bearer "}],
+        },
+    }))
+    .expect("a tool spec");
+    let first = executor.execute(&tool, json!({})).await.expect("the call succeeds");
+    assert_eq!(first, json!({"result": "Bearer first-token"}));
+    // The Secret is rotated (the kubelet rewrites the mounted file): the next call sends the
+    // new value, on a session of its own.
+    std::fs::write(dir.join("crm/token"), "second-token").expect("writes");
+    let second = executor.execute(&tool, json!({})).await.expect("the call succeeds");
+    assert_eq!(second, json!({"result": "Bearer second-token"}));
+    // Unmounted: a clear failure naming the Secret and key, never a value.
+    std::fs::remove_file(dir.join("crm/token")).expect("removes");
+    let missing = executor.execute(&tool, json!({})).await.expect_err("no secret");
+    assert!(missing.message.contains(r#"key "token" of the Secret "crm""#), "{}", missing.message);
+    assert!(!missing.message.contains("second-token"), "{}", missing.message);
+    let _ = std::fs::remove_dir_all(&dir);
+}

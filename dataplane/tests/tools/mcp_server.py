@@ -37,4 +37,11 @@ async def sleepy(seconds: float) -> str:
     return "awake"
 
 
+@app.tool()
+async def whoami(ctx: Context) -> str:
+    """Says which Authorization the request carried (a test of secret headers)."""
+    request = ctx.request_context.request
+    return request.headers.get("authorization", "") if request is not None else ""
+
+
 app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))

@@ -8,11 +8,13 @@
 //! while draining) and `/metrics`; a writable `/tmp` (an emptyDir, as the root filesystem
 //! is read-only). With `autoscaling`, `replicas` is left out so the HPA owns it.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvFromSource, EnvVar,
     HTTPGetAction, KeyToPath, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    SeccompProfile, SecretEnvSource, SecurityContext, Volume, VolumeMount,
+    SeccompProfile, SecretEnvSource, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -21,7 +23,7 @@ use kube::ResourceExt;
 use switchboard_crds::Agent;
 use switchboard_crds::contract::{
     self, BEDROCK_CA_FILE, CONFIG_DIR, HEALTH_PATH, PORT_NAME, READY_PATH, RUN_AS, RUNTIME_COMMAND, RUNTIME_PORT,
-    RUNTIME_SPEC_FILE, RUNTIME_SPEC_PATH,
+    RUNTIME_SPEC_FILE, RUNTIME_SPEC_PATH, SECRETS_DIR,
 };
 
 use super::{CONFIG_HASH_ANNOTATION, child_meta, labels, selector_labels};
@@ -78,32 +80,62 @@ fn pod_spec(agent: &Agent, settings: &BuildSettings) -> PodSpec {
             seccomp_profile: Some(runtime_default()),
             ..Default::default()
         }),
-        volumes: Some(vec![
-            Volume {
-                name: "config".to_owned(),
-                config_map: Some(ConfigMapVolumeSource {
-                    name: agent.name_any(),
-                    items: Some(
-                        std::iter::once(RUNTIME_SPEC_FILE)
-                            .chain(settings.runtime_bedrock_ca.as_ref().map(|_| BEDROCK_CA_FILE))
-                            .map(|file| KeyToPath { key: file.to_owned(), path: file.to_owned(), mode: None })
-                            .collect(),
-                    ),
+        volumes: Some(
+            [
+                Volume {
+                    name: "config".to_owned(),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: agent.name_any(),
+                        items: Some(
+                            std::iter::once(RUNTIME_SPEC_FILE)
+                                .chain(settings.runtime_bedrock_ca.as_ref().map(|_| BEDROCK_CA_FILE))
+                                .map(|file| KeyToPath { key: file.to_owned(), path: file.to_owned(), mode: None })
+                                .collect(),
+                        ),
+                        ..Default::default()
+                    }),
                     ..Default::default()
+                },
+                Volume {
+                    name: "tmp".to_owned(),
+                    empty_dir: Some(EmptyDirVolumeSource {
+                        size_limit: Some(Quantity("256Mi".to_owned())),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            ]
+            .into_iter()
+            .chain(tool_secrets(agent).into_iter().enumerate().map(|(i, (secret, keys))| Volume {
+                name: format!("tool-secret-{i}"),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(secret),
+                    items: Some(keys.into_iter().map(|key| KeyToPath { path: key.clone(), key, mode: None }).collect()),
+                    // Readable by the pod's group (fsGroup), not by others.
+                    default_mode: Some(0o440),
+                    optional: Some(false),
                 }),
                 ..Default::default()
-            },
-            Volume {
-                name: "tmp".to_owned(),
-                empty_dir: Some(EmptyDirVolumeSource {
-                    size_limit: Some(Quantity("256Mi".to_owned())),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        ]),
+            }))
+            .collect(),
+        ),
         ..Default::default()
     }
+}
+
+/// The Secrets (name -> keys) the Agent's tools read header values from, in name order:
+/// the pods mount each at `/etc/switchboard/secrets/<name>`, only the keys named.
+pub fn tool_secrets(agent: &Agent) -> BTreeMap<String, BTreeSet<String>> {
+    let mut secrets: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for tool in &agent.spec.tools {
+        if let Some((_, secret_headers)) = tool.headers() {
+            for header in secret_headers {
+                let reference = &header.secret_key_ref;
+                secrets.entry(reference.name.clone()).or_default().insert(reference.key.clone());
+            }
+        }
+    }
+    secrets
 }
 
 fn container(agent: &Agent, settings: &BuildSettings) -> Container {
@@ -159,15 +191,25 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
             seccomp_profile: Some(runtime_default()),
             ..Default::default()
         }),
-        volume_mounts: Some(vec![
-            VolumeMount {
-                name: "config".to_owned(),
-                mount_path: CONFIG_DIR.to_owned(),
+        volume_mounts: Some(
+            [
+                VolumeMount {
+                    name: "config".to_owned(),
+                    mount_path: CONFIG_DIR.to_owned(),
+                    read_only: Some(true),
+                    ..Default::default()
+                },
+                VolumeMount { name: "tmp".to_owned(), mount_path: "/tmp".to_owned(), ..Default::default() },
+            ]
+            .into_iter()
+            .chain(tool_secrets(agent).into_keys().enumerate().map(|(i, secret)| VolumeMount {
+                name: format!("tool-secret-{i}"),
+                mount_path: format!("{SECRETS_DIR}/{secret}"),
                 read_only: Some(true),
                 ..Default::default()
-            },
-            VolumeMount { name: "tmp".to_owned(), mount_path: "/tmp".to_owned(), ..Default::default() },
-        ]),
+            }))
+            .collect(),
+        ),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         ..Default::default()
     }

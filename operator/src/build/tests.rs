@@ -388,3 +388,36 @@ fn the_platforms_bedrock_endpoint_and_ca_reach_the_pods_and_a_new_ca_rolls_them(
     let env = value(&built.deployment)["spec"]["template"]["spec"]["containers"][0]["env"].clone();
     assert!(!env.to_string().contains("SWITCHBOARD_BEDROCK_ENDPOINT"), "{env}");
 }
+
+#[test]
+fn tool_secrets_are_mounted_read_only_and_never_copied() {
+    let with_secret = AGENT.replace(
+        "  replicas: 3\n",
+        "  replicas: 3\n  tools:\n    - name: crm\n      description: The CRM.\n      http:\n        url: http://crm:8080/x\n        secretHeaders:\n          - { name: Authorization, secretKeyRef: { name: crm-token, key: token }, prefix: \"Bearer \" }\n          - { name: X-Api-Key, secretKeyRef: { name: crm-token, key: key } }\n    - name: docs\n      description: The docs.\n      mcp:\n        url: http://docs:8080/mcp\n        secretHeaders:\n          - { name: Authorization, secretKeyRef: { name: docs, key: bearer } }\n",
+    );
+    let (_, built) = desired(&with_secret);
+    let pod = value(&built.deployment)["spec"]["template"]["spec"].clone();
+    let volumes = pod["volumes"].as_array().expect("volumes");
+    assert!(volumes.contains(&json!({"name": "tool-secret-0", "secret": {"secretName": "crm-token", "defaultMode": 288, "optional": false, "items": [{"key": "key", "path": "key"}, {"key": "token", "path": "token"}]}})), "{volumes:?}");
+    assert!(volumes.contains(&json!({"name": "tool-secret-1", "secret": {"secretName": "docs", "defaultMode": 288, "optional": false, "items": [{"key": "bearer", "path": "bearer"}]}})), "{volumes:?}");
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().expect("mounts");
+    assert!(
+        mounts.contains(
+            &json!({"name": "tool-secret-0", "mountPath": "/etc/switchboard/secrets/crm-token", "readOnly": true})
+        ),
+        "{mounts:?}"
+    );
+    assert!(
+        mounts.contains(
+            &json!({"name": "tool-secret-1", "mountPath": "/etc/switchboard/secrets/docs", "readOnly": true})
+        ),
+        "{mounts:?}"
+    );
+    // The ConfigMap names the Secret, and holds no value (the operator never reads one).
+    let runtime_json = &built.config_map.data.as_ref().expect("data")["runtime.json"];
+    assert!(runtime_json.contains("crm-token"), "{runtime_json}");
+    // An Agent without secret headers mounts none.
+    let (_, plain) = desired(AGENT);
+    let plain_pod = value(&plain.deployment)["spec"]["template"]["spec"].clone();
+    assert!(!plain_pod.to_string().contains("tool-secret"), "{plain_pod}");
+}
