@@ -3,8 +3,9 @@
 # itself: Debian packages, a real Kubernetes control plane (kube-apiserver and
 # kube-controller-manager built from Debian's source package, etcd from Debian; cached in
 # ~/.cache/switchboard after the first run), pinned kubectl and helm. Then it checks
-# formatting, lints and the crates' layering, runs the whole test suite and three
-# third-party Nova Sonic clients against the simulator, and last starts a real node
+# formatting, lints and the crates' layering, runs the whole test suite, three
+# third-party Nova Sonic clients against the simulator and every fuzz target briefly, and
+# last starts a real node
 # (kubelet, kube-scheduler, kube-proxy from the same source package; containerd) and runs
 # a pod on it.
 #
@@ -66,6 +67,11 @@ step "Nova Sonic clients"
 # Pipecat, Strands and LiveKit Agents, stock, each through a spoken conversation with the
 # simulator (Python 3.12 environments cached in ~/.cache/switchboard/conformance).
 tests/conformance/run.sh
+
+step "fuzz (smoke)"
+# Every cargo-fuzz target of fuzz/ built (stable toolchain) and run for 10 s; the long runs
+# and their figures are in FUZZING.md.
+FUZZ_JOBS=2 fuzz/run.sh 10
 
 step "real node"
 # A kubelet, containerd, pod networking, kube-proxy and Service DNS next to the control

@@ -310,15 +310,11 @@ impl McpClient {
                 return Err(bad(&to.url, format_args!("sent more than {MAX_ANSWER_BYTES} bytes")));
             }
             for event in parser.feed(data).map_err(|e| bad(&to.url, e))? {
-                if event.data.trim().is_empty() {
-                    continue;
+                match stream_item(&to.url, &event.data, id)? {
+                    StreamItem::Empty => {}
+                    StreamItem::Answer(message) => return Ok(message),
+                    StreamItem::Other(message) => self.on_message(to, session, &message, progress).await,
                 }
-                let message: Value = serde_json::from_str(&event.data)
-                    .map_err(|e| bad(&to.url, format_args!("sent an event that is not JSON: {e}")))?;
-                if message.get("id").and_then(Value::as_u64) == Some(id) && message.get("method").is_none() {
-                    return Ok(message);
-                }
-                self.on_message(to, session, &message, progress).await;
             }
         }
         Err(bad(&to.url, "closed its event stream before answering"))
@@ -383,6 +379,57 @@ impl McpClient {
             let _ = tokio::time::timeout(Duration::from_secs(5), this.notify(&to, &session, &body)).await;
         });
     }
+}
+
+/// What one event of a response stream holds.
+enum StreamItem {
+    /// No data (a keep-alive or a priming event).
+    Empty,
+    /// The response to the request being read.
+    Answer(Value),
+    /// A notification, a server-to-client request, or another response.
+    Other(Value),
+}
+
+/// Reads one event's data of a response stream to the request with id `id`.
+fn stream_item(url: &str, data: &str, id: u64) -> Result<StreamItem, ToolFailure> {
+    if data.trim().is_empty() {
+        return Ok(StreamItem::Empty);
+    }
+    let message: Value =
+        serde_json::from_str(data).map_err(|e| bad(url, format_args!("sent an event that is not JSON: {e}")))?;
+    if message.get("id").and_then(Value::as_u64) == Some(id) && message.get("method").is_none() {
+        return Ok(StreamItem::Answer(message));
+    }
+    Ok(StreamItem::Other(message))
+}
+
+/// Decodes a whole answer to the `tools/call` request `id` as [`McpClient`] does, without
+/// the network: `body` is the response body (an event stream when `is_stream`, fed to the
+/// parser in pieces of `piece` bytes), progress notifications on the way are turned into
+/// their text. For the fuzz targets (`fuzz/`); nothing else calls it.
+#[doc(hidden)]
+pub fn decode_tool_answer(body: &[u8], is_stream: bool, id: u64, piece: usize) -> Result<Value, ToolFailure> {
+    let url = "fuzz";
+    if !is_stream {
+        let answer =
+            serde_json::from_slice(body).map_err(|e| bad(url, format_args!("answered with invalid JSON: {e}")))?;
+        return tool_result(url, "tool", answer);
+    }
+    let mut parser = SseParser::new(MAX_ANSWER_BYTES);
+    for data in body.chunks(piece.max(1)) {
+        for event in parser.feed(data).map_err(|e| bad(url, e))? {
+            match stream_item(url, &event.data, id)? {
+                StreamItem::Empty => {}
+                StreamItem::Answer(message) => return tool_result(url, "tool", message),
+                StreamItem::Other(message) => {
+                    let params = message.get("params").cloned().unwrap_or(Value::Null);
+                    std::hint::black_box(progress_text(&params));
+                }
+            }
+        }
+    }
+    Err(bad(url, "closed its event stream before answering"))
 }
 
 /// The `result` of a JSON-RPC response, or its error as a failure.

@@ -26,7 +26,9 @@ use aws_smithy_http_client::tls;
 use switchboard_crds::agent::ModelSettings;
 
 pub use convert::{document_to_json, json_to_document};
-use stream::StreamDecoder;
+/// The ConverseStream event decoder, public for the fuzz targets (`fuzz/`).
+#[doc(hidden)]
+pub use stream::StreamDecoder;
 
 use super::{ModelError, ModelRequest, ModelStream, TextModel};
 
