@@ -94,7 +94,7 @@ async fn lead(
     health: &Health,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
-    let policy = Policy::parse(&args.agent_service_accounts)?;
+    let policy = Policy::parse(&args.agent_service_accounts)?.with_secrets(&args.agent_secrets)?;
     check_crds(&client, args.namespace.as_deref()).await?;
     if args.build.hpa_api_version.is_none() {
         args.build.hpa_api_version = Some(discover_hpa_version(&client).await?);

@@ -196,6 +196,11 @@ pub struct RunArgs {
     /// `Accepted=False` (reason `ServiceAccountNotAllowed`).
     #[arg(long, env = "SWITCHBOARD_AGENT_SERVICE_ACCOUNTS", value_delimiter = ',')]
     pub agent_service_accounts: Vec<String>,
+    /// Secrets Agents may name (in `spec.credentials.secretRef` and their tools'
+    /// `secretHeaders`): comma-separated `namespace/name` or `namespace/*`. An Agent naming
+    /// any other gets `Accepted=False` (reason `SecretNotAllowed`) and no pods.
+    #[arg(long, env = "SWITCHBOARD_AGENT_SECRETS", value_delimiter = ',')]
+    pub agent_secrets: Vec<String>,
     /// Seconds an API request may take (connecting, the response head and, except for
     /// watches, the whole response); a write may also never outlast the leader's fence.
     #[arg(long, env = "SWITCHBOARD_API_TIMEOUT_SECONDS", default_value_t = 10)]

@@ -56,7 +56,8 @@ REDIS_PID=$!
 
 URL="$("$HERE/install.sh" --set "runtime.bedrock.endpoint=https://$NODE_IP:$SIM_PORT" \
   --set-file "runtime.bedrock.caBundle=$PKI/ca.pem" \
-  --set "gateway.redis.url=redis://:$REDIS_PASSWORD@$NODE_IP:$REDIS_PORT" | tail -n1)"
+  --set "gateway.redis.url=redis://:$REDIS_PASSWORD@$NODE_IP:$REDIS_PORT" \
+  --set "operator.agentSecrets[0]=$NS/bedrock-credentials" | tail -n1)"
 export KUBECONFIG="$DIR/kubeconfig"
 k create namespace "$NS" >/dev/null
 # The simulator ignores signatures, but the pods' AWS SDK wants credentials to sign with.

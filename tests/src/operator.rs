@@ -86,6 +86,7 @@ pub fn args(ns: &str, identity: &str, build: BuildSettings) -> RunArgs {
         lease_seconds: 6,
         api_timeout_seconds: 10,
         agent_service_accounts: Vec::new(),
+        agent_secrets: Vec::new(),
         identity: Some(identity.to_owned()),
         metrics_addr: ([127, 0, 0, 1], 0).into(),
         resync_seconds: 600,

@@ -129,3 +129,38 @@ async fn an_agent_runs_only_as_a_service_account_opened_to_agents() {
     let pod = deployments.get("borrower").await.expect("Deployment").spec.and_then(|s| s.template.spec).expect("pod");
     assert_eq!(pod.service_account_name.as_deref(), Some("payments-irsa"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_gets_only_the_secrets_the_platform_listed() {
+    let ns = namespace("op-secrets").await;
+    let mut args = operator::args(&ns.name, "secrets", Default::default());
+    args.agent_secrets = vec![format!("{}/crm-token", ns.name)];
+    let _op = Operator::start_args(&ns, args).expect("operator");
+    let tool = |secret: &str| {
+        format!(
+            "  tools:\n    - name: crm\n      description: The CRM.\n      http:\n        url: http://crm:8080/x\n        secretHeaders:\n          - {{ name: Authorization, secretKeyRef: {{ name: {secret}, key: token }}, prefix: \"Bearer \" }}\n"
+        )
+    };
+    let yaml = objects("p", "wf")
+        + &agent("listed", "p", "wf", &tool("crm-token"))
+        + &agent("snooper", "p", "wf", &tool("payroll-db"))
+        + &agent("keys", "p", "wf", "  credentials: {secretRef: {name: someone-elses-aws-keys}}\n");
+    apply_yaml(&ns.client(), &ns.name, &yaml).await.expect("apply");
+
+    // Listed: accepted, and its pods mount that Secret's key read-only.
+    wait_accepted(&ns, "listed").await;
+    let deployments: Api<Deployment> = Api::namespaced(ns.client(), &ns.name);
+    let pod = deployments.get("listed").await.expect("Deployment").spec.and_then(|s| s.template.spec).expect("pod");
+    let volumes = serde_json::to_value(pod.volumes.unwrap_or_default()).expect("json");
+    assert!(volumes.to_string().contains(r#""secretName":"crm-token""#), "{volumes}");
+
+    // Another Secret of the namespace, through a tool or as credentials: refused, no pods.
+    for (name, secret) in [("snooper", "payroll-db"), ("keys", "someone-elses-aws-keys")] {
+        let message = wait_refused(&ns, name, "SecretNotAllowed").await;
+        assert!(
+            message.contains(&format!("{}/{secret}", ns.name)) && message.contains("--agent-secrets"),
+            "the reason names the Secret and how to allow it: {message}"
+        );
+        assert!(absent::<Deployment>(&ns, name).await, "no pods for {name}");
+    }
+}

@@ -80,6 +80,10 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
         return reject(agent, ctx, &refused, Action::requeue(POLICY_RECHECK)).await;
     }
 
+    if let Some(refused) = policy::secrets(&ctx.policy, &namespace, &agent.spec) {
+        return reject(agent, ctx, &refused, Action::await_change()).await;
+    }
+
     // Build and apply.
     let spec = resolve(agent, persona.as_ref(), workflow.as_ref());
     let desired = build(agent, &spec, &ctx.settings);

@@ -30,38 +30,88 @@ pub const REASON_SERVICE_ACCOUNT: &str = "ServiceAccountNotAllowed";
 /// `Accepted` reason: an object with a child's name exists and is not the Agent's.
 pub const REASON_NAME_TAKEN: &str = "ChildNameTaken";
 
-/// Which ServiceAccounts Agents may use without the annotation.
+/// `Accepted` reason: the Agent names a Secret the platform team did not open to Agents.
+pub const REASON_SECRET: &str = "SecretNotAllowed";
+
+/// Which ServiceAccounts Agents may use without the annotation, and which Secrets they may
+/// have mounted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Policy {
     allowed: Vec<(String, String)>,
+    secrets: Vec<(String, String)>,
 }
 
-/// An `--agent-service-accounts` entry that is not `namespace/name` or `namespace/*`.
+/// A list entry that is not `namespace/name` or `namespace/*`.
 #[derive(Debug, thiserror::Error)]
-#[error("--agent-service-accounts entry {0:?} is not `namespace/name` or `namespace/*`")]
-pub struct PolicyError(String);
+#[error("{flag} entry {entry:?} is not `namespace/name` or `namespace/*`")]
+pub struct PolicyError {
+    flag: &'static str,
+    entry: String,
+}
+
+fn parse_entries(entries: &[String], flag: &'static str) -> Result<Vec<(String, String)>, PolicyError> {
+    entries
+        .iter()
+        .map(|e| e.trim())
+        .filter(|e| !e.is_empty())
+        .map(|e| match e.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && ns != "*" && !name.contains('/') => {
+                Ok((ns.to_owned(), name.to_owned()))
+            }
+            _ => Err(PolicyError { flag, entry: e.to_owned() }),
+        })
+        .collect()
+}
 
 impl Policy {
     /// The policy from `--agent-service-accounts` entries.
     pub fn parse(entries: &[String]) -> Result<Self, PolicyError> {
-        let allowed = entries
-            .iter()
-            .map(|e| e.trim())
-            .filter(|e| !e.is_empty())
-            .map(|e| match e.split_once('/') {
-                Some((ns, name)) if !ns.is_empty() && !name.is_empty() && ns != "*" && !name.contains('/') => {
-                    Ok((ns.to_owned(), name.to_owned()))
-                }
-                _ => Err(PolicyError(e.to_owned())),
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(Self { allowed })
+        Ok(Self { allowed: parse_entries(entries, "--agent-service-accounts")?, secrets: Vec::new() })
+    }
+
+    /// Also the Secrets of `--agent-secrets` entries.
+    pub fn with_secrets(mut self, entries: &[String]) -> Result<Self, PolicyError> {
+        self.secrets = parse_entries(entries, "--agent-secrets")?;
+        Ok(self)
     }
 
     /// Whether the list allows ServiceAccount `namespace/name`.
     pub fn allows(&self, namespace: &str, name: &str) -> bool {
         self.allowed.iter().any(|(ns, n)| ns == namespace && (n == "*" || n == name))
     }
+
+    /// Whether Agents may have Secret `namespace/name` mounted or in their environment.
+    pub fn allows_secret(&self, namespace: &str, name: &str) -> bool {
+        self.secrets.iter().any(|(ns, n)| ns == namespace && (n == "*" || n == name))
+    }
+}
+
+/// `Accepted=False` when the Agent names a Secret (its `credentials.secretRef`, its tools'
+/// `secretHeaders`) that `--agent-secrets` does not list. The operator cannot ask the
+/// Secret itself (it has no rights on Secrets), so only the platform team's list counts:
+/// otherwise an Agent author could have any Secret of the namespace sent to a tool server
+/// of their choosing.
+pub fn secrets(policy: &Policy, namespace: &str, spec: &switchboard_crds::agent::AgentSpec) -> Option<Verdict> {
+    let mut named: Vec<(String, &'static str)> = Vec::new();
+    if let Some(secret) = spec.credentials.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+        named.push((secret.name.clone(), "spec.credentials.secretRef"));
+    }
+    for tool in &spec.tools {
+        if let Some((_, headers)) = tool.headers() {
+            named.extend(headers.iter().map(|h| (h.secret_key_ref.name.clone(), "a tool's secretHeaders")));
+        }
+    }
+    let (name, field) = named.into_iter().find(|(name, _)| !policy.allows_secret(namespace, name))?;
+    Some(Verdict {
+        ok: false,
+        reason: REASON_SECRET.into(),
+        message: format!(
+            "Secret {namespace}/{name} (in {field}) is not open to Agents: an Agent's Secrets reach its pods and \
+             the servers its tools call, so the platform team lists those Agents may use. Ask them to add \
+             {namespace}/{name} (or {namespace}/*) to the operator's --agent-secrets (chart value \
+             operator.agentSecrets), or name another Secret"
+        ),
+    })
 }
 
 /// `Accepted=False` when an Agent in `namespace` may not use ServiceAccount `name`.
@@ -130,6 +180,11 @@ mod tests {
         for bad in ["bedrock", "*/bedrock", "bank/", "a/b/c"] {
             assert!(Policy::parse(&[bad.into()]).is_err(), "{bad}");
         }
+        let with = Policy::default().with_secrets(&["bank/crm-token".into(), "ops/*".into()]).expect("valid");
+        assert!(with.allows_secret("bank", "crm-token") && with.allows_secret("ops", "x"));
+        assert!(!with.allows_secret("bank", "payroll") && !with.allows("bank", "crm-token"));
+        let error = Policy::default().with_secrets(&["*/x".into()]).expect_err("no wildcard namespace");
+        assert!(error.to_string().contains("--agent-secrets"), "{error}");
     }
 
     #[test]
