@@ -161,6 +161,8 @@ pub struct Auth {
     jwt: Option<Arc<Jwt>>,
     /// Allowed `Origin` values; `*` allows any.
     origins: Vec<String>,
+    /// Whether the gateway's own page may open sessions (local mode; see [`Auth::with_own_page`]).
+    own_page: bool,
     /// Live sessions per key name.
     live: Arc<Mutex<HashMap<String, usize>>>,
 }
@@ -236,7 +238,17 @@ impl Auth {
     /// allowed `origins`.
     pub fn new(keys_file: Option<&str>, origins: Vec<String>) -> Result<Self, KeysFileError> {
         let keys = keys_file.map(parse_keys).transpose()?;
-        Ok(Self { keys, jwt: None, origins, live: Arc::default() })
+        Ok(Self { keys, jwt: None, origins, own_page: false, live: Arc::default() })
+    }
+
+    /// Also admits the page this server serves itself (local mode's chat page): a request
+    /// whose `Origin` is `http(s)://` + its `Host`, when that host is an IP address or
+    /// `localhost`. A host name is not enough: a page of another site can make its own name
+    /// resolve to this address (DNS rebinding), and its requests then carry that name as
+    /// both `Origin` and `Host`.
+    pub fn with_own_page(mut self) -> Self {
+        self.own_page = true;
+        self
     }
 
     /// Also admits clients with a JWT that `jwt` accepts.
@@ -255,6 +267,7 @@ impl Auth {
     pub fn admit(&self, headers: &HeaderMap, query_token: Option<&str>) -> Result<Admission, Refusal> {
         if let Some(origin) = headers.get("origin").map(|o| o.to_str().unwrap_or("(not text)"))
             && !self.origins.iter().any(|allowed| allowed == "*" || allowed == origin)
+            && !(self.own_page && own_page(origin, headers))
         {
             return Err(Refusal {
                 code: close_code::ORIGIN_NOT_ALLOWED,
@@ -363,6 +376,24 @@ fn parse_keys(text: &str) -> Result<HashMap<[u8; 32], KeyEntry>, KeysFileError> 
     Ok(keys)
 }
 
+/// Whether `origin` is this server's own page: `http(s)://` + the request's `Host`, and
+/// that host an IP address or `localhost` (see [`Auth::with_own_page`]).
+fn own_page(origin: &str, headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get("host").and_then(|h| h.to_str().ok()) else { return false };
+    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+        return false;
+    };
+    if rest != host {
+        return false;
+    }
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::HeaderValue;
@@ -409,6 +440,34 @@ mod tests {
         assert_eq!((refused.code, refused.reason), (close_code::ORIGIN_NOT_ALLOWED, "origin"));
         let any = Auth::new(None, vec!["*".into()]).expect("auth");
         assert!(any.admit(&headers(&[("origin", "https://evil.example")]), None).is_ok());
+    }
+
+    #[test]
+    fn the_own_page_is_admitted_only_on_an_address() {
+        let local = Auth::new(None, vec![]).expect("auth").with_own_page();
+        for (origin, host) in [
+            ("http://127.0.0.1:8080", "127.0.0.1:8080"),
+            ("http://localhost:8080", "localhost:8080"),
+            ("http://[::1]:8080", "[::1]:8080"),
+            ("http://192.168.1.5", "192.168.1.5"),
+        ] {
+            assert!(local.admit(&headers(&[("origin", origin), ("host", host)]), None).is_ok(), "{origin}");
+        }
+        for (origin, host) in [
+            // DNS rebinding: a site's own name pointed at this address.
+            ("http://evil.example:8080", "evil.example:8080"),
+            // Another port or scheme-less mismatch: another page.
+            ("http://127.0.0.1:9999", "127.0.0.1:8080"),
+            ("http://127.0.0.1:8080", ""),
+        ] {
+            let refused = local.admit(&headers(&[("origin", origin), ("host", host)]), None).expect_err(origin);
+            assert_eq!(refused.code, close_code::ORIGIN_NOT_ALLOWED);
+        }
+        let strict = Auth::new(None, vec![]).expect("auth");
+        assert!(
+            strict.admit(&headers(&[("origin", "http://127.0.0.1:8080"), ("host", "127.0.0.1:8080")]), None).is_err(),
+            "without with_own_page a gateway serves no page"
+        );
     }
 
     /// An Ed25519 signing key and the JWKS with its public half under `kid`.

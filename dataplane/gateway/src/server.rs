@@ -40,8 +40,23 @@ pub fn oversized(error: &axum::Error) -> bool {
     )
 }
 
+/// Metrics of another part of the process, rendered after the gateway's own on `/metrics`
+/// (local mode adds its runtime's).
+pub type MoreMetrics = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// The router of a gateway.
 pub fn router(gateway: Arc<Gateway>) -> Router {
+    app(gateway, None)
+}
+
+fn app(gateway: Arc<Gateway>, more_metrics: Option<MoreMetrics>) -> Router {
+    let metrics = move |State(gateway): State<Arc<Gateway>>| async move {
+        let mut text = gateway.metrics.render();
+        if let Some(more) = &more_metrics {
+            text.push_str(&more());
+        }
+        ([("content-type", "text/plain; version=0.0.4")], text).into_response()
+    };
     Router::new()
         .route(contract::SESSION_PATH, get(session))
         .route(contract::HEALTH_PATH, get(|| async { "ok" }))
@@ -108,10 +123,6 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
     }
 }
 
-async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
-    ([("content-type", "text/plain; version=0.0.4")], gateway.metrics.render()).into_response()
-}
-
 /// The gateway could not serve.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -129,10 +140,22 @@ pub enum ServeError {
 }
 
 /// A bound gateway server.
-#[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
     gateway: Arc<Gateway>,
+    extra: Option<Router>,
+    more_metrics: Option<MoreMetrics>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("listener", &self.listener)
+            .field("gateway", &self.gateway)
+            .field("extra_routes", &self.extra.is_some())
+            .field("more_metrics", &self.more_metrics.is_some())
+            .finish()
+    }
 }
 
 impl Server {
@@ -140,7 +163,24 @@ impl Server {
     pub async fn bind(addr: SocketAddr, gateway: Arc<Gateway>) -> Result<Self, ServeError> {
         let listener =
             TcpListener::bind(addr).await.map_err(|e| ServeError::Listen { addr, message: e.to_string() })?;
-        Ok(Self { listener, gateway })
+        Ok(Self { listener, gateway, extra: None, more_metrics: None })
+    }
+
+    /// Also serves `routes` (local mode's web page).
+    pub fn with_routes(mut self, routes: Router) -> Self {
+        self.extra = Some(routes);
+        self
+    }
+
+    /// Also renders `more` on `/metrics`, after the gateway's own metrics.
+    pub fn with_more_metrics(mut self, more: MoreMetrics) -> Self {
+        self.more_metrics = Some(more);
+        self
+    }
+
+    /// The gateway this server serves.
+    pub fn gateway(&self) -> Arc<Gateway> {
+        self.gateway.clone()
     }
 
     /// The bound address.
@@ -157,8 +197,11 @@ impl Server {
                 tracing::debug!("cannot set TCP_NODELAY: {e}");
             }
         });
-        let serve = axum::serve(listener, router(gateway.clone()))
-            .with_graceful_shutdown(async move { stopped.cancelled().await });
+        let mut routes = app(gateway.clone(), self.more_metrics);
+        if let Some(extra) = self.extra {
+            routes = routes.merge(extra);
+        }
+        let serve = axum::serve(listener, routes).with_graceful_shutdown(async move { stopped.cancelled().await });
         let serving = tokio::spawn(async move { serve.await });
         stop.await;
         tracing::info!(sessions = gateway.tracker.len(), "draining: readiness is false and new sessions are refused");

@@ -80,6 +80,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             ..ServerConfig::default()
         },
         ca_file,
+        gateway_key: None,
     };
     let local = local::start(&dir, options).await?;
     let addr = local.server.local_addr()?;

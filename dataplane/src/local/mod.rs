@@ -1,9 +1,15 @@
 //! Local mode (`switchboard local <dir>`): every Agent of a folder of Agent / Persona /
 //! Workflow YAML (the files `kubectl apply` takes) resolved with the API crate and run in
-//! one process against the Bedrock simulator (or real Bedrock), with handoffs performed
-//! in-process, the demo tool servers of the folder's optional `tools/local.yaml` started
-//! and their hosts routed to them. Every agent is served over text; voice and
-//! hybrid agents also speak over Nova Sonic when a session asks for audio (see
+//! one process against the Bedrock simulator (or real Bedrock), with the demo tool servers
+//! of the folder's optional `tools/local.yaml` started and their hosts routed to them.
+//!
+//! It is the cluster's data plane in one process, not a second implementation of it:
+//! clients talk to the gateway's own code ([`switchboard_gateway`], with a routing table
+//! of the folder's Agents and an in-memory session store), which opens each session on one
+//! runtime server that serves every agent on a loopback port, signs the session context it
+//! hands it with a key made at start, and performs handoffs, keeps memory and lets clients
+//! resume exactly as on a cluster. Every agent is served over text; voice and hybrid agents
+//! also speak over Nova Sonic when a session asks for audio (see
 //! [`crate::runtime::voice::wants_audio`]).
 
 pub mod web;
@@ -14,7 +20,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
+use switchboard_core::grant::GatewaySigner;
+use switchboard_crds::contract::SESSION_PATH;
+use switchboard_crds::routing::{Route, RoutingTable};
 use switchboard_crds::{Catalog, RuntimeSpec};
+use switchboard_gateway::auth::Auth;
+use switchboard_gateway::server::Server as GatewayServer;
+use switchboard_gateway::{Gateway, GatewayConfig};
+use tokio::sync::watch;
 
 use crate::demo_tools::{Accounts, DemoTools};
 use crate::runtime::transcript::TranscriptSink;
@@ -70,6 +83,9 @@ pub struct LocalOptions {
     pub server: ServerConfig,
     /// Extra PEM CA certificates for https:// tool, MCP and model servers.
     pub ca_file: Option<PathBuf>,
+    /// The key the in-process gateway signs session context with; `None` makes a fresh
+    /// one (tests pass theirs to sign context for the runtime themselves).
+    pub gateway_key: Option<GatewaySigner>,
 }
 
 /// Local mode could not start.
@@ -100,13 +116,16 @@ pub enum LocalError {
     /// Something else failed to start.
     #[error("{0}")]
     Start(String),
+    /// Serving failed.
+    #[error("local mode stopped: {0}")]
+    Serve(String),
 }
 
 /// Running local mode.
 #[derive(Debug)]
 pub struct Local {
-    /// The server (run it with [`Server::run`]).
-    pub server: Server,
+    /// The gateway and the runtime behind it (run them with [`Servers::run`]).
+    pub server: Servers,
     /// The agents served, with the default first.
     pub agents: Vec<String>,
     /// The default agent.
@@ -175,18 +194,142 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
         names.retain(|n| n != default);
         names.insert(0, default.clone());
     }
-    let directory =
-        Directory { agents, default_agent: default_agent.clone(), allow_unexposed: true, in_process_handoffs: true };
+    let key = match options.gateway_key.clone() {
+        Some(key) => key,
+        None => fresh_key()?,
+    };
+    let table = routing_table(&agents, default_agent.as_deref());
+    let directory = Directory { agents, default_agent: default_agent.clone(), allow_unexposed: true };
     let metrics = Metrics::new().map_err(start_error)?;
     let shared = Shared {
         metrics,
         transcripts: options.transcripts.clone().map(TranscriptSink::start),
         retry: RetryPolicy::default(),
     };
-    let state = runtime::AppState::with_voice(directory, options.server.clone(), shared, voice_models);
+    // Only the gateway talks to the runtime: it accepts the context the gateway signs.
+    let runtime_config = ServerConfig { gateway_key: Some(key.public()), ..options.server.clone() };
+    let state = runtime::AppState::with_voice(directory, runtime_config, shared, voice_models);
     let list = agent_list(&state, &names, default_agent.clone());
-    let server = Server::bind(options.listen, state).await.map_err(start_error)?.with_routes(web::routes(list));
-    Ok(Local { server, agents: names, default_agent, sim, demo_tools: demo })
+    let runtime = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), state).await.map_err(start_error)?;
+    let (gateway, routes) = gateway(&options, key, table, runtime.local_addr().map_err(start_error)?)?;
+    let runtime_state = runtime.state();
+    let gateway = GatewayServer::bind(options.listen, gateway)
+        .await
+        .map_err(start_error)?
+        .with_routes(web::routes(list))
+        .with_more_metrics(Arc::new(move || runtime_state.shared.metrics.render()));
+    Ok(Local {
+        server: Servers { gateway, runtime, _routes: routes },
+        agents: names,
+        default_agent,
+        sim,
+        demo_tools: demo,
+    })
+}
+
+/// The gateway and the runtime server of local mode.
+#[derive(Debug)]
+pub struct Servers {
+    gateway: GatewayServer,
+    runtime: Server,
+    /// Holds the gateway's directory open (it never changes here).
+    _routes: watch::Sender<switchboard_gateway::Directory>,
+}
+
+impl Servers {
+    /// Where clients connect: the gateway (`/v1/session`, the web page, `/metrics` with the
+    /// runtime's metrics after the gateway's).
+    pub fn local_addr(&self) -> Result<SocketAddr, LocalError> {
+        self.gateway.local_addr().map_err(start_error)
+    }
+
+    /// The runtime server's loopback address (the gateway's only upstream).
+    pub fn runtime_addr(&self) -> Result<SocketAddr, LocalError> {
+        self.runtime.local_addr().map_err(start_error)
+    }
+
+    /// The runtime's shared state (metrics, session slots).
+    pub fn state(&self) -> Arc<runtime::AppState> {
+        self.runtime.state()
+    }
+
+    /// The in-process gateway.
+    pub fn gateway(&self) -> Arc<Gateway> {
+        self.gateway.gateway()
+    }
+
+    /// Serves until `stop` resolves; then the gateway drains (clients are told to
+    /// reconnect), then the runtime.
+    pub async fn run(self, stop: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), LocalError> {
+        let (stopped, runtime_stop) = tokio::sync::oneshot::channel::<()>();
+        let _routes = self._routes;
+        let runtime = tokio::spawn(self.runtime.run(async move {
+            let _ = runtime_stop.await;
+        }));
+        let gateway = self.gateway.run(stop).await;
+        let _ = stopped.send(());
+        let runtime = runtime.await.map_err(|e| LocalError::Serve(e.to_string()))?;
+        gateway.map_err(|e| LocalError::Serve(e.to_string()))?;
+        runtime.map_err(|e| LocalError::Serve(e.to_string()))
+    }
+}
+
+/// A signing key from the operating system's randomness.
+fn fresh_key() -> Result<GatewaySigner, LocalError> {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| LocalError::Start(format!("no randomness for the gateway key: {e}")))?;
+    Ok(GatewaySigner::from_seed(&seed))
+}
+
+/// The routing table of local mode: every agent, at the runtime server (whose address the
+/// gateway's directory gives), as the operator would publish it.
+fn routing_table(agents: &BTreeMap<String, Arc<runtime::AgentRuntime>>, default_agent: Option<&str>) -> RoutingTable {
+    let routes = agents
+        .values()
+        .map(|agent| {
+            let spec = agent.core.spec();
+            Route {
+                name: spec.agent.name.clone(),
+                namespace: spec.agent.namespace.clone(),
+                mode: spec.mode,
+                service: "127.0.0.1".into(),
+                port: 0,
+                path: SESSION_PATH.to_owned(),
+                handoffs: spec.handoffs.iter().map(|h| h.agent.clone()).collect(),
+                // Local mode lets a client start with any agent, as it always has.
+                expose: true,
+                default: default_agent == Some(spec.agent.name.as_str()),
+                ready: true,
+                ready_replicas: 1,
+            }
+        })
+        .collect();
+    RoutingTable::new(routes)
+}
+
+/// The in-process gateway: `table`'s agents all at `runtime`, the local limits, no client
+/// credentials (loopback), pages of this server and the listed origins only, sessions kept
+/// in memory for resume.
+fn gateway(
+    options: &LocalOptions,
+    key: GatewaySigner,
+    table: RoutingTable,
+    runtime: SocketAddr,
+) -> Result<(Arc<Gateway>, watch::Sender<switchboard_gateway::Directory>), LocalError> {
+    let endpoints = table.routes.iter().map(|r| ((r.namespace.clone(), r.name.clone()), vec![runtime])).collect();
+    let directory = switchboard_gateway::Directory::new(Arc::new(table), Arc::new(endpoints), None);
+    let (routes, receiver) = watch::channel(directory);
+    let auth = Auth::new(None, options.server.allowed_origins.clone()).map_err(start_error)?.with_own_page();
+    let config = GatewayConfig {
+        max_message_bytes: options.server.max_message_bytes,
+        max_sessions: options.server.max_sessions,
+        drain_timeout: options.server.drain_timeout,
+        idle_timeout: options.server.idle_timeout,
+        ..GatewayConfig::default()
+    };
+    let gateway = Gateway::new(config, receiver, key, auth, switchboard_gateway::resume::Store::default())
+        .map_err(start_error)?;
+    Ok((gateway, routes))
 }
 
 fn start_error(error: impl std::fmt::Display) -> LocalError {

@@ -1,14 +1,13 @@
 //! One WebSocket connection: a reader task (size limit, per-session rate limit, idle
 //! timeout, JSON decoding with `bidi_error` for bad frames), a writer task fed by a
-//! bounded channel, and the session loop that starts the agent's session, drives it and —
-//! in local mode — moves it in-process to another agent on a handoff.
+//! bounded channel, and the session loop that starts the agent's session and drives it
+//! until it closes or hands off (the gateway then opens the target's session).
 //!
 //! Voice sessions ([`super::voice`]) also take audio: raw PCM16 in binary frames or
 //! base64 in `bidi_audio_input`, checked by the reader (a bad frame gets a recoverable
 //! `bidi_error`), limited by an audio byte rate instead of the message rate, and passed
 //! in order on a separate bounded channel. Text sessions refuse audio as before.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -207,7 +206,7 @@ async fn within<E>(limit: Duration, write: impl std::future::Future<Output = Res
     }
 }
 
-/// Starts the session with the right agent and drives it across in-process handoffs.
+/// Starts the session with the right agent and drives it.
 /// Returns the close code and reason (`None`: the client left before starting).
 async fn run(
     state: &Arc<AppState>,
@@ -236,7 +235,7 @@ async fn run(
     };
     let session_id = if granted.session_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { granted.session_id };
     let init = SessionInit {
-        session_id: session_id.clone(),
+        session_id,
         today: crate::tools::builtin::today(),
         memory: granted.memory,
         history: granted.history,
@@ -254,7 +253,6 @@ async fn run(
         inbound,
         audio,
         outbound,
-        session_id,
         audio_session,
         requested_voice: start.voice,
         previous_voice: None,
@@ -298,7 +296,6 @@ struct Conversation<'a> {
     inbound: &'a mut mpsc::Receiver<ClientMessage>,
     audio: AudioOut<'a>,
     outbound: &'a mpsc::Sender<ServerMessage>,
-    session_id: String,
     /// The connection carries audio (its `session_start` asked for it).
     audio_session: bool,
     /// The voice the client asked for, over the persona's.
@@ -308,35 +305,26 @@ struct Conversation<'a> {
 }
 
 impl Conversation<'_> {
-    /// Drives `session` with `agent`, then each agent a handoff moves it to; returns the
-    /// close code and reason.
-    async fn run(&mut self, mut agent: Arc<AgentRuntime>, mut session: Session, mut opening: Opening) -> (u16, String) {
-        loop {
-            let [name, mode, _] = agent.labels();
-            let metrics = &self.state.shared.metrics;
-            let gauge = metrics.sessions_active.with_label_values(&[name, mode]);
-            metrics.sessions_total.with_label_values(&[name, mode]).inc();
-            gauge.inc();
-            let exit = if session.is_voice() {
-                self.drive_voice(&agent, &mut session, opening).await
-            } else {
-                Ok(self.drive_text(&agent, &mut session, opening).await)
-            };
-            gauge.dec();
-            let exit = match exit {
-                Ok(exit) => exit,
-                Err(close) => return close,
-            };
-            // Inputs the user sent while the handing-over agent was busy go to the next agent.
-            let first = session.take_queued().into_iter().map(|text| ClientMessage::BidiTextInput { text }).collect();
-            match next_step(self.state, exit, &self.session_id, self.audio_session) {
-                Step::Close(code, reason) => return (code, reason),
-                Step::Continue(next_agent, next_session, effects) => {
-                    agent = next_agent;
-                    session = *next_session;
-                    opening = Opening { effects, first };
-                }
-            }
+    /// Drives `session` with `agent` until it ends; returns the close code and reason. A
+    /// handoff ends it with 4000 after the `handoff` message: the gateway performs it.
+    async fn run(&mut self, agent: Arc<AgentRuntime>, mut session: Session, opening: Opening) -> (u16, String) {
+        let [name, mode, _] = agent.labels();
+        let metrics = &self.state.shared.metrics;
+        let gauge = metrics.sessions_active.with_label_values(&[name, mode]);
+        metrics.sessions_total.with_label_values(&[name, mode]).inc();
+        gauge.inc();
+        let exit = if session.is_voice() {
+            self.drive_voice(&agent, &mut session, opening).await
+        } else {
+            Ok(self.drive_text(&agent, &mut session, opening).await)
+        };
+        gauge.dec();
+        match exit {
+            Ok(Exit::Closed(reason)) => (close_code::NORMAL, reason),
+            Ok(Exit::ClientGone) => (close_code::NORMAL, "the client went away".into()),
+            Ok(Exit::Shutdown) => (close_code::GOING_AWAY, "the server is shutting down; reconnect".into()),
+            Ok(Exit::Handoff(request)) => (close_code::HANDOFF, format!("handed off to {}", request.target)),
+            Err(close) => close,
         }
     }
 
@@ -429,11 +417,6 @@ impl Conversation<'_> {
     }
 }
 
-enum Step {
-    Close(u16, String),
-    Continue(Arc<AgentRuntime>, Box<Session>, Vec<switchboard_core::Effect>),
-}
-
 /// Starts `agent`'s session: over Nova Sonic when the connection carries audio and the
 /// agent speaks (and has a voice model here), else over its text model.
 fn start_session(
@@ -447,35 +430,5 @@ fn start_session(
         Session::start_voice(agent.core.clone(), init)
     } else {
         Session::start(agent.core.clone(), init)
-    }
-}
-
-fn next_step(state: &Arc<AppState>, exit: Exit, session_id: &str, audio_session: bool) -> Step {
-    match exit {
-        Exit::Closed(reason) => Step::Close(close_code::NORMAL, reason),
-        Exit::ClientGone => Step::Close(close_code::NORMAL, "the client went away".into()),
-        Exit::Shutdown => Step::Close(close_code::GOING_AWAY, "the server is shutting down; reconnect".into()),
-        Exit::Handoff(request) => {
-            if !state.directory.in_process_handoffs {
-                return Step::Close(close_code::HANDOFF, format!("handed off to {}", request.target));
-            }
-            let Some(target) = state.directory.agents.get(&request.target).cloned() else {
-                return Step::Close(
-                    close_code::INTERNAL,
-                    format!("handoff target {:?} is not running here", request.target),
-                );
-            };
-            let init = SessionInit {
-                session_id: session_id.to_owned(),
-                today: crate::tools::builtin::today(),
-                memory: BTreeMap::new(),
-                history: Vec::new(),
-                handoff: Some(request.context),
-                return_to: None,
-                workflow: None,
-            };
-            let (session, effects) = start_session(state, &target, audio_session, init);
-            Step::Continue(target, Box::new(session), effects)
-        }
     }
 }

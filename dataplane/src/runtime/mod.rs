@@ -2,7 +2,8 @@
 //! a session's effects, [`connection`] serves one WebSocket, [`server`] is the axum app
 //! with limits and drain, [`metrics`] and [`transcript`] record what happens. Used by
 //! `switchboard runtime` (one agent per pod) and `switchboard local` (every agent of a
-//! folder, handoffs in-process).
+//! folder, behind the gateway's own code in the same process). Handoffs are the gateway's:
+//! a runtime that hands off sends `handoff` and closes with 4000.
 
 pub mod connection;
 pub mod driver;
@@ -161,7 +162,6 @@ pub async fn single_agent(
         agents: [(name.clone(), agent)].into_iter().collect(),
         default_agent: Some(name),
         allow_unexposed: true,
-        in_process_handoffs: false,
     };
     Ok(AppState::with_voice(directory, config, shared, voice))
 }

@@ -97,10 +97,6 @@ pub struct Directory {
     /// Whether sessions may start with agents whose `gateway.expose` is false (a runtime
     /// pod serves its one agent whatever it says: the gateway decides exposure).
     pub allow_unexposed: bool,
-    /// Whether handoffs move the session to another agent of this directory (local mode)
-    /// or are relayed to the client as a `handoff` message and the session closed (pods,
-    /// where the gateway performs them).
-    pub in_process_handoffs: bool,
 }
 
 impl Directory {

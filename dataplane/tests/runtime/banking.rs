@@ -1,9 +1,9 @@
 //! The Example Bank conversation in text mode, end to end through local mode: real
 //! WebSocket client, the real Bedrock SDK against the simulator, the demo HTTP tool
-//! server, handoffs performed in-process.
+//! server, handoffs, memory and resume performed by the gateway's own code in-process.
 
 use switchboard_core::HandoffKind;
-use switchboard_core::protocol::ServerMessage;
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
 use switchboard_dataplane::runtime::ServerConfig;
 
 use crate::common::{self, Client, replies};
@@ -108,4 +108,46 @@ async fn inputs_sent_during_a_handoff_reach_the_next_agent() {
     let got = client.until(|m| matches!(m, ServerMessage::MemoryUpdate { key, .. } if key == "verifiedUser")).await;
     assert!(got.iter().any(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")));
     assert!(got.iter().any(|m| matches!(m, ServerMessage::ToolStart { name, .. } if name == "perform_idv_check")));
+}
+
+/// Local mode resumes like a cluster's gateway: a client that drops after its identity
+/// check reconnects with its token and the last number it received, and its verified
+/// caller still gets the balance; a token of no session is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reconnects_resumes_its_session_with_its_memory() {
+    let running = common::banking(ServerConfig::default()).await;
+    let mut client = Client::start(&running.url(""), None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    client.say("I'd like to check my balance").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.turn().await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let verified = client.turn().await;
+    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    let at = client.seen.iter().rposition(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).expect("a start");
+    let ServerMessage::BidiConnectionStart { resume_token: Some(token), seq: Some(seq), .. } = client.seen[at].clone()
+    else {
+        panic!("local mode's bidi_connection_start carries a resume token and its number: {:?}", client.seen[at]);
+    };
+    let last_seq = seq + (client.seen.len() - at - 1) as u64;
+    drop(client);
+
+    let resume = |token: &str| {
+        ClientMessage::SessionStart(SessionStart {
+            resume_token: Some(token.to_owned()),
+            last_seq: Some(last_seq),
+            ..Default::default()
+        })
+    };
+    let mut stranger = Client::connect(&running.url("")).await;
+    stranger.send(&resume("0123456789abcdef")).await;
+    assert_eq!(stranger.closed().await.0, close_code::RESUME_REFUSED, "{:?}", stranger.seen);
+
+    let mut back = Client::connect(&running.url("")).await;
+    back.send(&resume(&token)).await;
+    back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    back.say("My balance please").await;
+    back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    let balance = back.turn().await;
+    assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "{balance:?}");
 }

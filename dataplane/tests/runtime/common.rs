@@ -23,9 +23,14 @@ pub fn examples_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking")
 }
 
-/// A running server and how to stop it.
+/// A running local mode and how to stop it.
 pub struct Running {
+    /// The gateway: where clients connect.
     pub addr: SocketAddr,
+    /// The runtime behind it (limits and trust are the runtime's own; a client connecting
+    /// here directly is what a pod sees from a client that bypasses the gateway).
+    pub runtime_addr: SocketAddr,
+    /// The runtime's state.
     pub state: Arc<AppState>,
     stop: Option<oneshot::Sender<()>>,
     pub done: tokio::task::JoinHandle<()>,
@@ -40,8 +45,14 @@ impl Running {
         }
     }
 
+    /// The gateway's session URL.
     pub fn url(&self, query: &str) -> String {
         format!("ws://{}/v1/session{query}", self.addr)
+    }
+
+    /// The runtime's session URL.
+    pub fn runtime_url(&self, query: &str) -> String {
+        format!("ws://{}/v1/session{query}", self.runtime_addr)
     }
 }
 
@@ -50,8 +61,21 @@ pub async fn banking(config: ServerConfig) -> Running {
     banking_with_transcripts(config, None).await
 }
 
+/// Local mode on the banking example whose gateway signs session context with `key`.
+pub async fn banking_signed(config: ServerConfig, key: switchboard_core::grant::GatewaySigner) -> Running {
+    start(config, None, Some(key)).await
+}
+
 /// Local mode on the banking example, writing transcripts to `transcripts`.
 pub async fn banking_with_transcripts(config: ServerConfig, transcripts: Option<PathBuf>) -> Running {
+    start(config, transcripts, None).await
+}
+
+async fn start(
+    config: ServerConfig,
+    transcripts: Option<PathBuf>,
+    gateway_key: Option<switchboard_core::grant::GatewaySigner>,
+) -> Running {
     let options = LocalOptions {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         bedrock: false,
@@ -59,9 +83,11 @@ pub async fn banking_with_transcripts(config: ServerConfig, transcripts: Option<
         transcripts,
         server: config,
         ca_file: None,
+        gateway_key,
     };
     let local = local::start(&examples_dir(), options).await.expect("local mode starts");
     let addr = local.server.local_addr().expect("bound");
+    let runtime_addr = local.server.runtime_addr().expect("bound");
     let state = local.server.state();
     let (tx, rx) = oneshot::channel::<()>();
     let server = local.server;
@@ -74,7 +100,7 @@ pub async fn banking_with_transcripts(config: ServerConfig, transcripts: Option<
             .expect("server runs");
     });
     let keep: Vec<Box<dyn std::any::Any + Send>> = vec![Box::new(local.sim), Box::new(local.demo_tools)];
-    Running { addr, state, stop: Some(tx), done, _keep: keep }
+    Running { addr, runtime_addr, state, stop: Some(tx), done, _keep: keep }
 }
 
 pub struct Client {

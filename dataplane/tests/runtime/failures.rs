@@ -64,6 +64,7 @@ async fn failing_tool_server_errors_go_to_the_model_and_the_session_lives_on() {
         transcripts: None,
         server: ServerConfig::default(),
         ca_file: None,
+        gateway_key: None,
     };
     let local = switchboard_dataplane::local::start(&dir, options).await.expect("starts");
     let url = format!("ws://{}/v1/session?agent=idv", local.server.local_addr().expect("addr"));
@@ -118,8 +119,8 @@ async fn http_tool_client_classifies_timeouts_and_unreachable_servers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consent_required_tool_runs_only_after_approval() {
     let key = common::gateway_key();
-    let running = common::banking(ServerConfig { gateway_key: Some(key.public()), ..Default::default() }).await;
-    let mut client = Client::connect(&running.url("?agent=disputes")).await;
+    let running = common::banking_signed(ServerConfig::default(), key.clone()).await;
+    let mut client = Client::connect(&running.runtime_url("?agent=disputes")).await;
     client.send(&ClientMessage::SessionStart(common::signed_start(&key, "disputes", common::ada()))).await;
 
     client.say("Please dispute payment tx-1003").await;

@@ -1,4 +1,7 @@
-//! Malformed input, oversized frames, floods, the session limit, and the drain on shutdown.
+//! The runtime server's own limits, met by a client that connects to it directly (as one
+//! that bypasses the gateway would reach a pod): malformed input, oversized frames, floods,
+//! the session and connection limits, idle and slow clients, browser origins, and the
+//! drain on shutdown.
 
 use switchboard_core::protocol::{ServerMessage, close_code};
 use switchboard_dataplane::runtime::ServerConfig;
@@ -8,7 +11,7 @@ use crate::common::{self, Client, replies};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_json_and_unknown_types_get_bidi_error_and_the_session_continues() {
     let running = common::banking(ServerConfig::default()).await;
-    let mut client = Client::start(&running.url(""), None).await;
+    let mut client = Client::start(&running.runtime_url(""), None).await;
     client.send_raw("{this is not json").await;
     let got = client.until(|m| matches!(m, ServerMessage::BidiError { .. })).await;
     assert!(
@@ -28,7 +31,7 @@ async fn bad_json_and_unknown_types_get_bidi_error_and_the_session_continues() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_frames_are_refused_with_1009() {
     let running = common::banking(ServerConfig { max_message_bytes: 1024, ..ServerConfig::default() }).await;
-    let mut client = Client::start(&running.url(""), None).await;
+    let mut client = Client::start(&running.runtime_url(""), None).await;
     client.say(&"x".repeat(4096)).await;
     let (code, reason) = client.closed().await;
     assert_eq!(code, close_code::TOO_BIG, "{reason}");
@@ -38,7 +41,7 @@ async fn oversized_frames_are_refused_with_1009() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floods_are_refused_with_1008() {
     let running = common::banking(ServerConfig { rate_per_second: 2, rate_burst: 5, ..ServerConfig::default() }).await;
-    let mut client = Client::start(&running.url(""), None).await;
+    let mut client = Client::start(&running.runtime_url(""), None).await;
     for _ in 0..100 {
         if !client.try_send_raw(r#"{"type":"bogus"}"#).await {
             break;
@@ -51,9 +54,9 @@ async fn floods_are_refused_with_1008() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_beyond_the_limit_are_refused_with_1013() {
     let running = common::banking(ServerConfig { max_sessions: 1, ..ServerConfig::default() }).await;
-    let mut first = Client::start(&running.url(""), None).await;
+    let mut first = Client::start(&running.runtime_url(""), None).await;
     first.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
-    let mut second = Client::start(&running.url(""), None).await;
+    let mut second = Client::start(&running.runtime_url(""), None).await;
     let (code, reason) = second.closed().await;
     assert_eq!(code, close_code::TRY_AGAIN_LATER, "{reason}");
     assert!(reason.contains("limit of 1"), "{reason}");
@@ -64,7 +67,7 @@ async fn sessions_beyond_the_limit_are_refused_with_1013() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_agents_are_refused_with_4400() {
     let running = common::banking(ServerConfig::default()).await;
-    let mut client = Client::start(&running.url("?agent=nobody"), None).await;
+    let mut client = Client::start(&running.runtime_url("?agent=nobody"), None).await;
     let (code, reason) = client.closed().await;
     assert_eq!(code, close_code::BAD_START);
     assert!(reason.contains("triage"), "the reason lists the agents: {reason}");
@@ -73,14 +76,14 @@ async fn unknown_agents_are_refused_with_4400() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_refuses_new_sessions_and_lets_live_ones_finish() {
     let mut running = common::banking(ServerConfig::default()).await;
-    assert_eq!(common::get(running.addr, "/readyz").await.0, 200);
-    let mut live = Client::start(&running.url(""), None).await;
+    assert_eq!(common::get(running.runtime_addr, "/readyz").await.0, 200);
+    let mut live = Client::start(&running.runtime_url(""), None).await;
     live.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
     running.stop();
     running.state.draining.cancelled().await;
-    assert_eq!(common::get(running.addr, "/readyz").await.0, 503, "not ready once draining");
-    assert_eq!(common::get(running.addr, "/healthz").await.0, 200, "still alive");
-    let mut late = Client::start(&running.url(""), None).await;
+    assert_eq!(common::get(running.runtime_addr, "/readyz").await.0, 503, "not ready once draining");
+    assert_eq!(common::get(running.runtime_addr, "/healthz").await.0, 200, "still alive");
+    let mut late = Client::start(&running.runtime_url(""), None).await;
     assert_eq!(late.closed().await.0, close_code::TRY_AGAIN_LATER);
     live.say("hello").await;
     assert!(replies(&live.turn().await).iter().any(|r| r.starts_with("Hello!")), "the live session still works");
@@ -93,7 +96,7 @@ async fn drain_refuses_new_sessions_and_lets_live_ones_finish() {
 async fn an_idle_client_is_closed_with_4408() {
     let config = ServerConfig { idle_timeout: std::time::Duration::from_secs(1), ..ServerConfig::default() };
     let running = common::banking(config).await;
-    let mut client = Client::start(&running.url(""), None).await;
+    let mut client = Client::start(&running.runtime_url(""), None).await;
     let (code, reason) = client.closed().await;
     assert_eq!(code, close_code::IDLE_TIMEOUT, "{reason}");
     assert!(reason.contains("no message for 1 s"), "{reason}");
@@ -116,11 +119,11 @@ async fn a_client_that_stops_reading_is_closed_and_frees_its_session() {
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     // A small receive window, so the server's socket fills after little.
     socket.set_recv_buffer_size(4096).expect("rcvbuf");
-    let mut stream = socket.connect(running.addr).await.expect("connects");
+    let mut stream = socket.connect(running.runtime_addr).await.expect("connects");
     let upgrade = format!(
         "GET /v1/session HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        running.addr
+        running.runtime_addr
     );
     stream.write_all(upgrade.as_bytes()).await.expect("upgrade request");
     let mut response = [0u8; 512];
@@ -146,7 +149,7 @@ async fn a_client_that_stops_reading_is_closed_and_frees_its_session() {
     });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let (_, metrics) = common::get(running.addr, "/metrics").await;
+        let (_, metrics) = common::get(running.runtime_addr, "/metrics").await;
         let slow = common::metric_sum(&metrics, "switchboard_errors_total", &[("type", "slow_client")]);
         let active = common::metric_sum(&metrics, "switchboard_sessions_active", &[]);
         if slow >= 1.0 && active == 0.0 {
@@ -157,7 +160,7 @@ async fn a_client_that_stops_reading_is_closed_and_frees_its_session() {
     }
     flood.abort();
     // The server still serves others.
-    let mut other = Client::start(&running.url(""), None).await;
+    let mut other = Client::start(&running.runtime_url(""), None).await;
     other.say("hello").await;
     assert!(replies(&other.turn().await).iter().any(|r| r.starts_with("Hello!")));
 }
@@ -170,12 +173,38 @@ async fn pages_of_other_sites_are_refused_with_4405() {
     let config = ServerConfig { allowed_origins: vec!["https://app.bank.example".into()], ..ServerConfig::default() };
     let running = common::banking(config).await;
     let start = switchboard_core::protocol::ClientMessage::SessionStart(Default::default());
-    let mut foreign = Client::connect_with(&running.url(""), &[("origin", "https://evil.example")]).await;
+    let mut foreign = Client::connect_with(&running.runtime_url(""), &[("origin", "https://evil.example")]).await;
     let (code, _) = foreign.closed().await;
     assert_eq!(code, close_code::ORIGIN_NOT_ALLOWED);
     assert!(
         foreign.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, message, .. }
             if code == "origin_not_allowed" && message.contains("--allowed-origin https://evil.example"))),
+        "{:?}",
+        foreign.seen
+    );
+    let own = format!("http://{}", running.runtime_addr);
+    for origin in [own.as_str(), "https://app.bank.example"] {
+        let mut client = Client::connect_with(&running.runtime_url(""), &[("origin", origin)]).await;
+        client.send(&start).await;
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    }
+}
+
+/// Local mode's endpoint (the in-process gateway) holds pages of other sites off too: its
+/// own page and listed origins may open sessions, another site's page gets 4405.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_mode_refuses_pages_of_other_sites_with_4405() {
+    let config = ServerConfig { allowed_origins: vec!["https://app.bank.example".into()], ..ServerConfig::default() };
+    let running = common::banking(config).await;
+    let start = switchboard_core::protocol::ClientMessage::SessionStart(Default::default());
+    let mut foreign = Client::connect_with(&running.url(""), &[("origin", "https://evil.example")]).await;
+    let (code, _) = foreign.closed().await;
+    assert_eq!(code, close_code::ORIGIN_NOT_ALLOWED);
+    assert!(
+        foreign
+            .seen
+            .iter()
+            .any(|m| matches!(m, ServerMessage::BidiError { message, .. } if message.contains("--allowed-origin"))),
         "{:?}",
         foreign.seen
     );
@@ -192,10 +221,10 @@ async fn connections_past_the_cap_are_refused_before_the_upgrade() {
     // No headroom: the one session's connection is the cap.
     let config = ServerConfig { max_sessions: 1, connection_headroom: 0, ..ServerConfig::default() };
     let running = common::banking(config).await;
-    let mut first = Client::start(&running.url(""), None).await;
+    let mut first = Client::start(&running.runtime_url(""), None).await;
     first.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
     // The next is refused with HTTP 503 and no upgrade.
-    let refused = tokio_tungstenite::connect_async(running.url("")).await.expect_err("over the cap");
+    let refused = tokio_tungstenite::connect_async(running.runtime_url("")).await.expect_err("over the cap");
     let tokio_tungstenite::tungstenite::Error::Http(response) = refused else { panic!("an HTTP refusal: {refused:?}") };
     assert_eq!(response.status(), 503);
     assert_eq!(response.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
@@ -209,7 +238,7 @@ async fn connections_past_the_cap_are_refused_before_the_upgrade() {
     // Its connection slot is given back once the socket is closed: a client that honours
     // Retry-After gets in.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while tokio_tungstenite::connect_async(running.url("")).await.is_err() {
+    while tokio_tungstenite::connect_async(running.runtime_url("")).await.is_err() {
         assert!(std::time::Instant::now() < deadline, "the slot was never given back");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }

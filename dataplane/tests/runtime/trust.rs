@@ -40,8 +40,8 @@ async fn refused(url: &str, start: SessionStart) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_cannot_claim_a_verified_identity_memory_history_or_handoff() {
     let key = common::gateway_key();
-    let running = common::banking(ServerConfig { gateway_key: Some(key.public()), ..Default::default() }).await;
-    let url = running.url("?agent=banking");
+    let running = common::banking_signed(ServerConfig::default(), key.clone()).await;
+    let url = running.runtime_url("?agent=banking");
     let forged = refused(&url, SessionStart { memory: common::ada(), ..Default::default() }).await;
     assert!(forged.contains("session_start.memory"), "{forged}");
     let history = vec![switchboard_core::HistoryTurn {
@@ -71,8 +71,8 @@ async fn a_client_cannot_claim_a_verified_identity_memory_history_or_handoff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_the_gateway_signed_is_restored_once_and_forgeries_are_refused() {
     let key = common::gateway_key();
-    let running = common::banking(ServerConfig { gateway_key: Some(key.public()), ..Default::default() }).await;
-    let url = running.url("?agent=banking");
+    let running = common::banking_signed(ServerConfig::default(), key.clone()).await;
+    let url = running.runtime_url("?agent=banking");
 
     // Signed with the shared key: the caller is verified without an identity check.
     let start = common::signed_start(&key, "banking", common::ada());
@@ -110,12 +110,4 @@ async fn context_the_gateway_signed_is_restored_once_and_forgeries_are_refused()
     };
     let old = SessionStart { agent: Some("banking".into()), context: Some(key.sign(&stale)), ..Default::default() };
     assert!(refused(&url, old).await.contains("check the clocks"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runtime_without_the_gateway_key_accepts_no_context() {
-    let running = common::banking(ServerConfig::default()).await;
-    let start = common::signed_start(&common::gateway_key(), "banking", common::ada());
-    let message = refused(&running.url("?agent=banking"), start).await;
-    assert!(message.contains("no gateway public key"), "{message}");
 }

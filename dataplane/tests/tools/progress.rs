@@ -77,6 +77,7 @@ async fn mcp_progress_reaches_the_client_between_tool_start_and_tool_complete() 
         transcripts: None,
         server: ServerConfig::default(),
         ca_file: None,
+        gateway_key: None,
     };
     let local = local::start(&dir, options).await.expect("local mode starts");
     let url = format!("ws://{}/v1/session?agent=reporter", local.server.local_addr().expect("addr"));

@@ -121,6 +121,7 @@ pub async fn banking_with(yaml: &str, server: ServerConfig) -> Running {
         transcripts: None,
         server,
         ca_file: None,
+        gateway_key: None,
     };
     let mut local = local::start(&dir, options).await.expect("local mode starts");
     let addr = local.server.local_addr().expect("bound");

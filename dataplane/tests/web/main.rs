@@ -79,6 +79,7 @@ async fn the_page_chats_by_text_and_by_voice_in_a_real_browser() {
         transcripts: None,
         server: ServerConfig::default(),
         ca_file: None,
+        gateway_key: None,
     };
     let local = local::start(&examples, options).await.expect("local mode starts");
     let url = format!("http://{}/", local.server.local_addr().expect("addr"));
