@@ -167,8 +167,9 @@ pub struct Autoscaling {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Credentials {
-    /// A Secret whose keys become environment variables of the runtime container, e.g.
-    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, or `OPENAI_API_KEY`.
+    /// A Secret with the model credentials — `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`
+    /// and optionally `AWS_SESSION_TOKEN`, or `OPENAI_API_KEY` — mounted read-only in the
+    /// runtime pods, which read it again as it ages: a rotation needs no restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<ObjectRef>,
     /// The service account the pods run as, e.g. one annotated for IAM roles for service

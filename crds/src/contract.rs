@@ -61,7 +61,15 @@ pub mod env {
     pub const BEDROCK_CA_FILE: &str = "SWITCHBOARD_BEDROCK_CA_FILE";
     /// Where the runtime reads the Secrets of tools' `secretHeaders`.
     pub const SECRETS_DIR: &str = "SWITCHBOARD_SECRETS_DIR";
+    /// The folder of the Agent's model credentials (its `credentials.secretRef`, mounted).
+    pub const CREDENTIALS_DIR: &str = "SWITCHBOARD_CREDENTIALS_DIR";
 }
+
+/// Where runtime pods mount the Secret of an Agent's `credentials.secretRef`: one file per
+/// key (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, optionally `AWS_SESSION_TOKEN`; or
+/// `OPENAI_API_KEY`), read again as they age, so a rotated Secret reaches running pods
+/// without a restart.
+pub const CREDENTIALS_DIR: &str = "/etc/switchboard/credentials";
 
 /// Where runtime pods mount the Secrets of tools' `secretHeaders`: one folder per Secret,
 /// one file per key (`<dir>/<secret>/<key>`).

@@ -6,6 +6,7 @@
 //! roots plus the runtime's `--ca-file`.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -19,24 +20,64 @@ use super::{
     ContentBlock, ModelError, ModelEvent, ModelRequest, ModelStream, Role, StopReason, TextModel, ToolUse, Usage,
 };
 
+/// Where the bearer token sent to the server comes from.
+#[derive(Clone)]
+pub enum ApiKey {
+    /// A value given at start (e.g. the `OPENAI_API_KEY` variable).
+    Value(String),
+    /// A file read at each call: a mounted Secret, so a rotated key is used without a
+    /// restart. Errors name the file, never its contents.
+    File(PathBuf),
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Value(_) => f.write_str("ApiKey::Value(** redacted **)"),
+            Self::File(path) => f.debug_tuple("ApiKey::File").field(path).finish(),
+        }
+    }
+}
+
+impl From<String> for ApiKey {
+    fn from(value: String) -> Self {
+        Self::Value(value)
+    }
+}
+
+impl ApiKey {
+    /// The key now (a file is read again).
+    fn value(&self) -> Result<String, ModelError> {
+        match self {
+            Self::Value(value) => Ok(value.clone()),
+            Self::File(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| ModelError::Config {
+                    message: format!("cannot read the API key file {}: {e}", path.display()),
+                })?;
+                Ok(text.trim().to_owned())
+            }
+        }
+    }
+}
+
 /// A chat-completions server.
 #[derive(Clone, Debug)]
 pub struct OpenAiTextModel {
     client: HttpClient,
     endpoint: String,
-    api_key: Option<String>,
+    api_key: Option<ApiKey>,
 }
 
 impl OpenAiTextModel {
     /// A client for `endpoint` (e.g. `http://vllm.models:8000/v1`), sending `api_key` as a
     /// bearer token when given, trusting the system's root certificates.
-    pub fn new(endpoint: &str, api_key: Option<String>) -> Result<Self, ModelError> {
+    pub fn new(endpoint: &str, api_key: Option<ApiKey>) -> Result<Self, ModelError> {
         let client = Trust::system().client().map_err(|e| ModelError::Config { message: e.to_string() })?;
         Self::with_client(endpoint, api_key, client)
     }
 
     /// A client for `endpoint` sending requests through `client`.
-    pub fn with_client(endpoint: &str, api_key: Option<String>, client: HttpClient) -> Result<Self, ModelError> {
+    pub fn with_client(endpoint: &str, api_key: Option<ApiKey>, client: HttpClient) -> Result<Self, ModelError> {
         if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
             return Err(ModelError::Config {
                 message: format!("OpenAI-compatible endpoint {endpoint:?} must be an http:// or https:// URL"),
@@ -71,7 +112,10 @@ impl OpenAiTextModel {
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, "text/event-stream");
         if let Some(key) = &self.api_key {
-            builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {key}"));
+            let mut value = http::HeaderValue::try_from(format!("Bearer {}", key.value()?))
+                .map_err(|_| ModelError::Config { message: "the API key is not a valid header value".into() })?;
+            value.set_sensitive(true);
+            builder = builder.header(http::header::AUTHORIZATION, value);
         }
         let request = builder
             .body(Full::new(Bytes::from(body.to_string())))
@@ -297,4 +341,24 @@ fn events(body: Incoming) -> ModelStream {
             }
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ApiKey;
+
+    #[test]
+    fn a_key_file_is_read_at_each_call_and_no_key_is_printed() {
+        let path = std::env::temp_dir().join(format!("switchboard-openai-key-{}", std::process::id()));
+        std::fs::write(&path, "sk-first\n").expect("writes");
+        let key = ApiKey::File(path.clone());
+        assert_eq!(key.value().expect("read"), "sk-first");
+        std::fs::write(&path, "sk-rotated").expect("rotates");
+        assert_eq!(key.value().expect("read"), "sk-rotated", "a rotation is seen without a restart");
+        std::fs::remove_file(&path).expect("removes");
+        let error = key.value().expect_err("gone").to_string();
+        assert!(error.contains("API key file") && !error.contains("sk-"), "{error}");
+        let value = ApiKey::from(String::from("sk-secret"));
+        assert!(!format!("{value:?}").contains("sk-secret"));
+    }
 }

@@ -151,7 +151,8 @@ async fn route(
         let message = format!("{} {path} is not an operation of this endpoint", request.method());
         return ServiceError::new(ErrorKind::UnknownOperation, message).into_response(&request_id);
     };
-    state.count_request(operation, request.version());
+    let authorization = request.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    state.count_request(operation, request.version(), authorization);
     if operation == Operation::InvokeModelWithBidirectionalStream {
         // Full duplex: the body is read by the stream's task while the reply streams.
         return sonic::handle(request, &model_id, state, &request_id);

@@ -2,6 +2,7 @@
 //! "first N" faults and that tests read through [`SimStats`].
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
@@ -45,7 +46,14 @@ pub struct SimStats {
     pub faults_injected: u64,
     /// Requests that arrived over HTTP/2.
     pub http2_requests: u64,
+    /// Requests per access key id they were signed with (the `Credential=` of a SigV4
+    /// `Authorization` header; signatures themselves are not checked). At most
+    /// [`MAX_ACCESS_KEYS`] keys are counted.
+    pub access_keys: BTreeMap<String, u64>,
 }
+
+/// Most distinct access key ids the simulator counts.
+pub const MAX_ACCESS_KEYS: usize = 64;
 
 impl SimStats {
     /// Requests received for `operation`.
@@ -69,6 +77,7 @@ pub struct SimState {
     faults_injected: AtomicU64,
     http2_requests: AtomicU64,
     request_ids: AtomicU64,
+    access_keys: Mutex<BTreeMap<String, u64>>,
 }
 
 impl SimState {
@@ -85,14 +94,21 @@ impl SimState {
             faults_injected: AtomicU64::new(0),
             http2_requests: AtomicU64::new(0),
             request_ids: AtomicU64::new(0),
+            access_keys: Mutex::default(),
         }
     }
 
     /// Counts a request for `operation`.
-    pub fn count_request(&self, operation: Operation, version: http::Version) {
+    pub fn count_request(&self, operation: Operation, version: http::Version, authorization: Option<&str>) {
         self.requests[operation.index()].fetch_add(1, Ordering::Relaxed);
         if version == http::Version::HTTP_2 {
             self.http2_requests.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(key) = authorization.and_then(access_key_id) {
+            let mut keys = self.access_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if keys.len() < MAX_ACCESS_KEYS || keys.contains_key(key) {
+                *keys.entry(key.to_owned()).or_default() += 1;
+            }
         }
     }
 
@@ -127,6 +143,7 @@ impl SimState {
             model_calls: self.model_calls.load(Ordering::Relaxed),
             faults_injected: self.faults_injected.load(Ordering::Relaxed),
             http2_requests: self.http2_requests.load(Ordering::Relaxed),
+            access_keys: self.access_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
         }
     }
 }
@@ -134,4 +151,28 @@ impl SimState {
 /// Whether a fault limited to the first `first` occurrences applies to occurrence `index`.
 pub fn applies(first: Option<u64>, index: u64) -> bool {
     first.is_none_or(|n| index < n)
+}
+
+/// The access key id of a SigV4 `Authorization` header
+/// (`AWS4-HMAC-SHA256 Credential=<key id>/<date>/<region>/<service>/aws4_request, ...`).
+fn access_key_id(authorization: &str) -> Option<&str> {
+    let credential = authorization.split([' ', ',']).find_map(|part| part.strip_prefix("Credential="))?;
+    let key = credential.split('/').next()?;
+    (!key.is_empty() && key.len() <= 128 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+        .then_some(key)
+}
+
+#[cfg(test)]
+mod access_key_tests {
+    use super::access_key_id;
+
+    #[test]
+    fn the_key_id_of_a_sigv4_header_and_nothing_from_others() {
+        let header = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261125/us-east-1/bedrock/aws4_request, \
+                      SignedHeaders=host;x-amz-date, Signature=abc";
+        assert_eq!(access_key_id(header), Some("AKIDEXAMPLE"));
+        assert_eq!(access_key_id("Bearer token"), None);
+        assert_eq!(access_key_id("AWS4-HMAC-SHA256 Credential=/x"), None);
+        assert_eq!(access_key_id("AWS4-HMAC-SHA256 Credential=a<b>/x"), None, "only a plausible key id");
+    }
 }

@@ -7,14 +7,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aws_smithy_types::error::display::DisplayErrorContext;
 use clap::Args;
 use switchboard_core::grant::GatewayPublicKey;
+use switchboard_crds::agent::Provider;
 use switchboard_crds::contract;
 use switchboard_dataplane::runtime::transcript::TranscriptSink;
 use switchboard_dataplane::runtime::{self, Metrics, Server, ServerConfig, Shared};
 use switchboard_dataplane::tools::{Executor, ExecutorOptions};
 use switchboard_models::RetryPolicy;
 use switchboard_models::bedrock::BedrockConfig;
+use switchboard_models::bedrock::credential_files::CredentialFiles;
 use switchboard_models::net::Trust;
 
 /// Options of `switchboard runtime`.
@@ -73,6 +76,20 @@ pub struct RuntimeArgs {
     #[arg(long, env = contract::env::GATEWAY_PUBLIC_KEY)]
     gateway_public_key: Option<GatewayPublicKey>,
 
+    /// A folder of model credential files — a mounted Secret, as the operator mounts the
+    /// Agent's `credentials.secretRef`: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
+    /// optionally `AWS_SESSION_TOKEN` (read again every `--credentials-max-age-seconds`),
+    /// or `OPENAI_API_KEY` (read at each call), so a rotated Secret takes effect without a
+    /// restart. Without it, Bedrock uses the default AWS credential chain (IRSA,
+    /// environment, ...) and OpenAI-compatible servers the `OPENAI_API_KEY` variable.
+    #[arg(long, env = contract::env::CREDENTIALS_DIR)]
+    credentials_dir: Option<PathBuf>,
+
+    /// How long AWS credentials read from `--credentials-dir` are used before the files
+    /// are read again.
+    #[arg(long, env = "SWITCHBOARD_CREDENTIALS_MAX_AGE_SECONDS", default_value_t = 60)]
+    credentials_max_age_seconds: u64,
+
     #[command(flatten)]
     voice: super::VoiceArgs,
 }
@@ -91,6 +108,8 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         ca_file,
         secrets_dir,
         gateway_public_key: gateway_key,
+        credentials_dir,
+        credentials_max_age_seconds,
         voice: voice_options,
     } = args;
     let trust = Trust::from_file(ca_file.as_deref())?;
@@ -108,6 +127,15 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
     let mut bedrock = BedrockConfig::new(spec.model.region.clone());
     bedrock.endpoint_url = bedrock_endpoint;
     bedrock.ca_cert_file = bedrock_ca_file;
+    if let Some(dir) = credentials_dir {
+        let files = CredentialFiles::new(dir, Duration::from_secs(credentials_max_age_seconds));
+        // An agent that calls Bedrock (every voice agent does) refuses to start with an
+        // unusable folder, rather than fail every model call.
+        if spec.model.provider == Provider::Bedrock || spec.mode.has_audio() {
+            files.read().map_err(|e| anyhow::anyhow!("AWS credentials: {}", DisplayErrorContext(&e)))?;
+        }
+        bedrock.credential_files = Some(files);
+    }
     let config = ServerConfig {
         max_message_bytes,
         rate_per_second,

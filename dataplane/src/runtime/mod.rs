@@ -29,7 +29,10 @@ use crate::tools::ToolExecutor;
 use switchboard_core::{AgentCore, ConfigError};
 use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
 use switchboard_models::net::HttpClient;
-use switchboard_models::openai::OpenAiTextModel;
+use switchboard_models::openai::{ApiKey, OpenAiTextModel};
+
+/// The OpenAI-compatible provider's key: a file of the credentials folder, or a variable.
+const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
 use switchboard_models::pool;
 use switchboard_models::{ModelError, TextModel};
 
@@ -119,7 +122,13 @@ pub async fn build_model(
                     source: ModelError::Config { message: "provider openai needs model.endpoint".into() },
                 });
             };
-            let api_key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty());
+            // The mounted credentials Secret's key (read at each call), else the variable.
+            let mounted =
+                bedrock.credential_files.as_ref().map(|f| f.dir().join(OPENAI_API_KEY)).filter(|p| p.exists());
+            let api_key = match mounted {
+                Some(path) => Some(ApiKey::File(path)),
+                None => std::env::var(OPENAI_API_KEY).ok().filter(|k| !k.is_empty()).map(ApiKey::Value),
+            };
             let model = OpenAiTextModel::with_client(endpoint, api_key, http.clone())
                 .map_err(|source| RuntimeError::Model { agent: spec.agent.name.clone(), source })?;
             Ok(Arc::new(model))

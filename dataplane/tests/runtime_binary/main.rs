@@ -1,9 +1,10 @@
 //! The `switchboard runtime` binary as a runtime pod runs it: a RuntimeSpec file, the
 //! operator's environment variables, the simulator as Bedrock, a real WebSocket client,
 //! and SIGTERM: readiness goes false at once, the live session finishes, the process exits.
+//! Its AWS credentials from a mounted Secret's files: a rotation reaches it without a restart.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -22,44 +23,65 @@ async fn get(addr: &str, path: &str) -> u16 {
     response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn runtime_binary_serves_a_spec_and_drains_on_sigterm() {
-    let sim = Simulator::start(SimConfig::new(banking_script().expect("script"))).await.expect("simulator");
+/// The banking agent's RuntimeSpec in a fresh folder; returns the folder.
+fn banking_spec() -> std::path::PathBuf {
     let examples = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     let catalog = Catalog::load_paths(&[examples]).expect("examples");
     let agent = catalog.agents().find(|a| a.metadata.name.as_deref() == Some("banking")).expect("banking agent");
     let spec = catalog.resolve_agent(agent).expect("resolves");
     let dir = std::env::temp_dir().join(format!("switchboard-runtime-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let spec_path = dir.join("runtime.json");
-    std::fs::write(&spec_path, spec.to_canonical_json()).expect("writes the spec");
+    std::fs::write(dir.join("runtime.json"), spec.to_canonical_json()).expect("writes the spec");
+    dir
+}
+
+/// `switchboard runtime` for the spec in `dir` against `sim`, with the operator's variables
+/// and `env`; returns the process and its address once it serves.
+fn spawn_runtime(dir: &std::path::Path, sim: &switchboard_sim::SimHandle, env: &[(&str, &str)]) -> (Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
     let addr = format!("127.0.0.1:{port}");
-
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    command
         .arg("runtime")
-        .env(contract::env::RUNTIME_SPEC, &spec_path)
+        .env(contract::env::RUNTIME_SPEC, dir.join("runtime.json"))
         .env(contract::env::MODE, "text")
         .env(contract::env::LISTEN, &addr)
         .env("SWITCHBOARD_BEDROCK_ENDPOINT", sim.endpoint_url())
         .env("SWITCHBOARD_BEDROCK_CA_FILE", sim.ca_cert_path().expect("cert"))
-        .env("AWS_ACCESS_KEY_ID", "AKIDTEST")
-        .env("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_SESSION_TOKEN")
         .env("SWITCHBOARD_LOG", "info")
         .env("NO_COLOR", "1")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starts the runtime");
+        .stderr(Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("starts the runtime");
     let stderr = child.stderr.take().expect("stderr");
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        let mut log = Vec::new();
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if line.contains("runtime serving") {
-                let _ = ready_tx.send(());
+                let _ = ready_tx.send(Ok(()));
             }
+            log.push(line);
         }
+        let _ = ready_tx.send(Err(log.join("\n")));
     });
-    ready_rx.recv_timeout(Duration::from_secs(30)).expect("the runtime starts");
+    match ready_rx.recv_timeout(Duration::from_secs(30)).expect("the runtime starts or exits") {
+        Ok(()) => (child, addr),
+        Err(log) => panic!("the runtime exited: {log}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_binary_serves_a_spec_and_drains_on_sigterm() {
+    let sim = Simulator::start(SimConfig::new(banking_script().expect("script"))).await.expect("simulator");
+    let dir = banking_spec();
+    let (mut child, addr) =
+        spawn_runtime(&dir, &sim, &[("AWS_ACCESS_KEY_ID", "AKIDTEST"), ("AWS_SECRET_ACCESS_KEY", "not-a-secret")]);
     assert_eq!(get(&addr, "/healthz").await, 200);
     assert_eq!(get(&addr, "/readyz").await, 200);
 
@@ -113,6 +135,76 @@ async fn runtime_binary_serves_a_spec_and_drains_on_sigterm() {
     }
     let exit = tokio::task::spawn_blocking(move || child.wait()).await.expect("joins").expect("waits");
     assert!(exit.success(), "the runtime exits cleanly after the drain: {exit:?}");
+    let _ = std::fs::remove_dir_all(dir);
+    sim.shutdown().await;
+}
+
+/// One text turn on a fresh session: the assistant's final reply.
+async fn hello(addr: &str) -> String {
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/v1/session")).await.expect("connects");
+    let send = |m: ClientMessage| Message::text(serde_json::to_string(&m).expect("json"));
+    ws.send(send(ClientMessage::SessionStart(SessionStart::default()))).await.expect("sends");
+    ws.send(send(ClientMessage::BidiTextInput { text: "hello".into() })).await.expect("sends");
+    let mut reply = None;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("in time") {
+            Some(Ok(Message::Text(t))) => match serde_json::from_str::<ServerMessage>(t.as_str()).expect("protocol") {
+                ServerMessage::BidiTranscriptStream {
+                    role: TranscriptRole::Assistant, text, is_final: true, ..
+                } if text.starts_with("Hello!") => reply = Some(text),
+                ServerMessage::BidiResponseComplete { .. } if reply.is_some() => break,
+                ServerMessage::BidiError { message, .. } => panic!("error: {message}"),
+                _ => {}
+            },
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let _ = ws.send(send(ClientMessage::Close {})).await;
+    reply.expect("a reply")
+}
+
+/// Writes a credential file as the kubelet updates a mounted Secret: a new file swapped in.
+fn put(dir: &std::path::Path, name: &str, value: &str) {
+    let staged = dir.join(format!(".{name}.new"));
+    std::fs::write(&staged, value).expect("writes");
+    std::fs::rename(staged, dir.join(name)).expect("swaps in");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_from_a_mounted_secret_are_read_again_after_a_rotation() {
+    let sim = Simulator::start(SimConfig::new(banking_script().expect("script"))).await.expect("simulator");
+    let dir = banking_spec();
+    let secret = dir.join("credentials");
+    std::fs::create_dir_all(&secret).expect("dir");
+    let dir_env = secret.to_str().expect("utf-8 path").to_owned();
+    let env = [(contract::env::CREDENTIALS_DIR, dir_env.as_str()), ("SWITCHBOARD_CREDENTIALS_MAX_AGE_SECONDS", "1")];
+
+    // A Secret without the keys: the runtime refuses to start and says which key is missing.
+    let output = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("runtime")
+        .env(contract::env::RUNTIME_SPEC, dir.join("runtime.json"))
+        .env(env[0].0, env[0].1)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && said.contains("AWS_ACCESS_KEY_ID"), "{said}");
+
+    put(&secret, "AWS_ACCESS_KEY_ID", "AKIDFIRST");
+    put(&secret, "AWS_SECRET_ACCESS_KEY", "first-secret-value");
+    let (mut child, addr) = spawn_runtime(&dir, &sim, &env);
+    assert!(hello(&addr).await.starts_with("Hello!"));
+    assert!(sim.stats().access_keys.contains_key("AKIDFIRST"), "{:?}", sim.stats().access_keys);
+
+    // Rotated: the next calls are signed with the new key, with no restart.
+    put(&secret, "AWS_ACCESS_KEY_ID", "AKIDSECOND");
+    put(&secret, "AWS_SECRET_ACCESS_KEY", "second-secret-value");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(hello(&addr).await.starts_with("Hello!"));
+    let keys = sim.stats().access_keys;
+    assert!(keys.contains_key("AKIDSECOND"), "{keys:?}");
+    let _ = child.kill();
+    let _ = child.wait();
     let _ = std::fs::remove_dir_all(dir);
     sim.shutdown().await;
 }

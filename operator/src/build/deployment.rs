@@ -7,14 +7,20 @@
 //! named `http` serving `/v1/session`, `/healthz` (liveness), `/readyz` (readiness, false
 //! while draining) and `/metrics`; a writable `/tmp` (an emptyDir, as the root filesystem
 //! is read-only). With `autoscaling`, `replicas` is left out so the HPA owns it.
+//!
+//! Credentials: the Agent's `credentials.secretRef` is mounted read-only at
+//! `/etc/switchboard/aws-credentials` (`SWITCHBOARD_CREDENTIALS_DIR`), not given as
+//! environment variables: the runtime reads the files again as they age, so a rotated
+//! Secret reaches running pods (the kubelet updates mounted Secrets in place) without a
+//! rollout — and without the operator reading Secrets to hash them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvFromSource, EnvVar,
-    HTTPGetAction, KeyToPath, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    SeccompProfile, SecretEnvSource, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction,
+    KeyToPath, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
+    SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -22,8 +28,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use switchboard_crds::Agent;
 use switchboard_crds::contract::{
-    self, BEDROCK_CA_FILE, CONFIG_DIR, HEALTH_PATH, PORT_NAME, READY_PATH, RUN_AS, RUNTIME_COMMAND, RUNTIME_PORT,
-    RUNTIME_SPEC_FILE, RUNTIME_SPEC_PATH, SECRETS_DIR,
+    self, BEDROCK_CA_FILE, CONFIG_DIR, CREDENTIALS_DIR, HEALTH_PATH, PORT_NAME, READY_PATH, RUN_AS, RUNTIME_COMMAND,
+    RUNTIME_PORT, RUNTIME_SPEC_FILE, RUNTIME_SPEC_PATH, SECRETS_DIR,
 };
 
 use super::{CONFIG_HASH_ANNOTATION, child_meta, labels, selector_labels};
@@ -106,6 +112,17 @@ fn pod_spec(agent: &Agent, settings: &BuildSettings) -> PodSpec {
                 },
             ]
             .into_iter()
+            .chain(credentials_secret(agent).map(|secret| Volume {
+                name: CREDENTIALS_VOLUME.to_owned(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(secret.to_owned()),
+                    // Every key: AWS_SESSION_TOKEN is there only for temporary credentials.
+                    items: None,
+                    default_mode: Some(0o440),
+                    optional: Some(false),
+                }),
+                ..Default::default()
+            }))
             .chain(tool_secrets(agent).into_iter().enumerate().map(|(i, (secret, keys))| Volume {
                 name: format!("tool-secret-{i}"),
                 secret: Some(SecretVolumeSource {
@@ -121,6 +138,14 @@ fn pod_spec(agent: &Agent, settings: &BuildSettings) -> PodSpec {
         ),
         ..Default::default()
     }
+}
+
+/// The volume of the Agent's credentials Secret.
+const CREDENTIALS_VOLUME: &str = "credentials";
+
+/// The Secret of the Agent's `credentials.secretRef`, if any.
+fn credentials_secret(agent: &Agent) -> Option<&str> {
+    agent.spec.credentials.as_ref().and_then(|c| c.secret_ref.as_ref()).map(|s| s.name.as_str())
 }
 
 /// The Secrets (name -> keys) the Agent's tools read header values from, in name order:
@@ -140,7 +165,6 @@ pub fn tool_secrets(agent: &Agent) -> BTreeMap<String, BTreeSet<String>> {
 
 fn container(agent: &Agent, settings: &BuildSettings) -> Container {
     let env = |name: &str, value: String| EnvVar { name: name.to_owned(), value: Some(value), value_from: None };
-    let secret = agent.spec.credentials.as_ref().and_then(|c| c.secret_ref.as_ref());
     let resources = agent.spec.resources.clone().unwrap_or_else(|| settings.default_resources());
     let mut vars = vec![
         env(contract::env::MODE, agent.spec.mode.as_str().to_owned()),
@@ -161,6 +185,9 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
     if settings.runtime_bedrock_ca.is_some() {
         vars.push(env(contract::env::BEDROCK_CA_FILE, format!("{CONFIG_DIR}/{BEDROCK_CA_FILE}")));
     }
+    if credentials_secret(agent).is_some() {
+        vars.push(env(contract::env::CREDENTIALS_DIR, CREDENTIALS_DIR.to_owned()));
+    }
     Container {
         name: CONTAINER.to_owned(),
         image: Some(settings.runtime_image.clone()),
@@ -168,12 +195,6 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
         command: Some(vec![RUNTIME_COMMAND[0].to_owned()]),
         args: Some(vec![RUNTIME_COMMAND[1].to_owned()]),
         env: Some(vars),
-        env_from: secret.map(|s| {
-            vec![EnvFromSource {
-                secret_ref: Some(SecretEnvSource { name: s.name.clone(), optional: Some(false) }),
-                ..Default::default()
-            }]
-        }),
         ports: Some(vec![ContainerPort {
             name: Some(PORT_NAME.to_owned()),
             container_port: i32::from(RUNTIME_PORT),
@@ -202,6 +223,12 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
                 VolumeMount { name: "tmp".to_owned(), mount_path: "/tmp".to_owned(), ..Default::default() },
             ]
             .into_iter()
+            .chain(credentials_secret(agent).map(|_| VolumeMount {
+                name: CREDENTIALS_VOLUME.to_owned(),
+                mount_path: CREDENTIALS_DIR.to_owned(),
+                read_only: Some(true),
+                ..Default::default()
+            }))
             .chain(tool_secrets(agent).into_keys().enumerate().map(|(i, secret)| VolumeMount {
                 name: format!("tool-secret-{i}"),
                 mount_path: format!("{SECRETS_DIR}/{secret}"),

@@ -8,6 +8,7 @@
 //! one place, [`crate::retrying`], which knows whether output was already streamed.
 
 mod convert;
+pub mod credential_files;
 pub(crate) mod errors;
 mod stream;
 mod user_agent;
@@ -43,9 +44,13 @@ pub struct BedrockConfig {
     /// A PEM file with a CA certificate to trust instead of the system's roots (for the
     /// simulator's self-signed certificate).
     pub ca_cert_file: Option<PathBuf>,
-    /// Static credentials; `None` uses the default AWS credential chain (environment,
-    /// profile, web identity / IRSA, container and instance metadata).
+    /// Static credentials; `None` uses `credential_files` or else the default AWS
+    /// credential chain (environment, profile, web identity / IRSA, container and
+    /// instance metadata).
     pub credentials: Option<StaticCredentials>,
+    /// Credentials read from a folder's files, read again as they age (a mounted Secret:
+    /// see [`credential_files`]).
+    pub credential_files: Option<credential_files::CredentialFiles>,
     /// Attempts the SDK itself makes per call (1: no SDK-level retries).
     pub sdk_max_attempts: u32,
     /// Longest wait for a TCP/TLS connection.
@@ -60,6 +65,7 @@ impl BedrockConfig {
             endpoint_url: None,
             ca_cert_file: None,
             credentials: None,
+            credential_files: None,
             sdk_max_attempts: 1,
             connect_timeout: Duration::from_secs(5),
         }
@@ -120,6 +126,8 @@ pub async fn build_client(config: &BedrockConfig) -> Result<Client, ModelError> 
             None,
             "switchboard-static",
         ));
+    } else if let Some(files) = &config.credential_files {
+        loader = loader.credentials_provider(files.clone());
     }
     let shared = loader.load().await;
     let mut builder = aws_sdk_bedrockruntime::config::Builder::from(&shared)

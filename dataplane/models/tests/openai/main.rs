@@ -112,7 +112,7 @@ async fn streams_text_tool_calls_and_usage() {
         serde_json::json!({"choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": 7}}),
     ];
     let (endpoint, seen) = server("200 OK", sse(&chunks, true)).await;
-    let model = OpenAiTextModel::new(&endpoint, Some("secret".into())).expect("client");
+    let model = OpenAiTextModel::new(&endpoint, Some(String::from("secret").into())).expect("client");
     let reply = collect_reply(model.stream(&request())).await.expect("reply");
     assert_eq!(reply.text, "Let me check.");
     assert_eq!(reply.text_deltas, 2);
