@@ -14,6 +14,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 export NO_PROXY="127.0.0.1,localhost${NO_PROXY:+,$NO_PROXY}" no_proxy="127.0.0.1,localhost${no_proxy:+,$no_proxy}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# One build of each crate, no incremental caches: they would add ~2.5 GB to target/ for
+# builds this script makes once (a CI run ran out of disk building the fuzz targets).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS"; }
 
@@ -72,6 +75,14 @@ step "fuzz (smoke)"
 # Every cargo-fuzz target of fuzz/ built (stable toolchain) and run for 10 s; the long runs
 # and their figures are in FUZZING.md.
 FUZZ_JOBS=2 fuzz/run.sh 10
+# The instrumented build (~2.5 GB) is kept for the next run unless the disk runs short.
+fuzz_dir="${FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:+$CARGO_TARGET_DIR/fuzz}}"
+fuzz_dir="${fuzz_dir:-fuzz/target}"
+free_kb="$(df -Pk . | awk 'NR==2 {print $4}')"
+if [ "${free_kb:-0}" -lt $((20 * 1024 * 1024)) ]; then
+  echo "under 20 GiB free: removing the fuzz build $fuzz_dir"
+  rm -rf "$fuzz_dir"
+fi
 
 step "real node"
 # A kubelet, containerd, pod networking, kube-proxy and Service DNS next to the control

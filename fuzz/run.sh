@@ -9,7 +9,8 @@
 # safe Rust; overflow checks and debug assertions are on in the fuzz profile). cargo-fuzz
 # itself is installed from crates.io when missing.
 #
-# Env: FUZZ_JOBS (targets run at once, default 1), FUZZ_TARGET_DIR (default
+# Env: FUZZ_TARGETS (space-separated targets to run; default every target),
+#      FUZZ_JOBS (targets run at once, default 1), FUZZ_TARGET_DIR (default
 #      $CARGO_TARGET_DIR/fuzz, or fuzz/target), FUZZ_CORPUS (default
 #      ~/.cache/switchboard/fuzz-corpus: kept between runs, seeded from fuzz/seeds).
 set -euo pipefail
@@ -48,7 +49,7 @@ run_one() {
 
 failed=0
 pids=()
-for target in $(cargo fuzz list); do
+for target in ${FUZZ_TARGETS:-$(cargo fuzz list)}; do
   run_one "$target" & pids+=($!)
   if [ "${#pids[@]}" -ge "$JOBS" ]; then
     wait "${pids[0]}" || failed=1

@@ -216,7 +216,7 @@ async fn session(
             let message = format!(
                 "pages from {origin} may not open sessions here; start the server with --allowed-origin {origin} to allow it"
             );
-            let error = ServerMessage::error("origin_not_allowed", message, false);
+            let error = ServerMessage::error("origin", message, false);
             let _ = socket.send(Message::text(error.to_json())).await;
             let close = CloseFrame { code: close_code::ORIGIN_NOT_ALLOWED, reason: "origin not allowed".into() };
             let _ = socket.send(Message::Close(Some(close))).await;

@@ -13,6 +13,8 @@ use switchboard_crds::{Catalog, contract};
 use switchboard_sim::{SimConfig, Simulator, banking_script};
 use tokio_tungstenite::tungstenite::Message;
 
+type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
 async fn get(addr: &str, path: &str) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connects");
@@ -113,20 +115,7 @@ async fn runtime_binary_serves_a_spec_and_drains_on_sigterm() {
     }
     assert_eq!(ready, 503, "not ready while draining");
     ws.send(send(ClientMessage::BidiTextInput { text: "hello".into() })).await.expect("sends");
-    let mut reply = None;
-    loop {
-        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("in time") {
-            Some(Ok(Message::Text(t))) => match serde_json::from_str::<ServerMessage>(t.as_str()).expect("protocol") {
-                ServerMessage::BidiTranscriptStream {
-                    role: TranscriptRole::Assistant, text, is_final: true, ..
-                } => reply = Some(text),
-                ServerMessage::BidiResponseComplete { .. } => break,
-                _ => {}
-            },
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    assert!(reply.expect("a reply").starts_with("Hello!"));
+    assert!(reply(&mut ws).await.starts_with("Hello!"));
     ws.send(send(ClientMessage::Close {})).await.expect("sends");
     while let Some(Ok(frame)) = ws.next().await {
         if frame.is_close() {
@@ -139,28 +128,33 @@ async fn runtime_binary_serves_a_spec_and_drains_on_sigterm() {
     sim.shutdown().await;
 }
 
-/// One text turn on a fresh session: the assistant's final reply.
-async fn hello(addr: &str) -> String {
-    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/v1/session")).await.expect("connects");
-    let send = |m: ClientMessage| Message::text(serde_json::to_string(&m).expect("json"));
-    ws.send(send(ClientMessage::SessionStart(SessionStart::default()))).await.expect("sends");
-    ws.send(send(ClientMessage::BidiTextInput { text: "hello".into() })).await.expect("sends");
+/// Reads one turn: the assistant's last final line before `bidi_response_complete`.
+async fn reply(ws: &mut Ws) -> String {
     let mut reply = None;
     loop {
         match tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("in time") {
             Some(Ok(Message::Text(t))) => match serde_json::from_str::<ServerMessage>(t.as_str()).expect("protocol") {
                 ServerMessage::BidiTranscriptStream {
                     role: TranscriptRole::Assistant, text, is_final: true, ..
-                } if text.starts_with("Hello!") => reply = Some(text),
-                ServerMessage::BidiResponseComplete { .. } if reply.is_some() => break,
+                } => reply = Some(text),
+                ServerMessage::BidiResponseComplete { .. } => return reply.expect("a reply"),
                 ServerMessage::BidiError { message, .. } => panic!("error: {message}"),
                 _ => {}
             },
             other => panic!("unexpected {other:?}"),
         }
     }
+}
+
+/// One text turn on a fresh session: the assistant's final reply.
+async fn hello(addr: &str) -> String {
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/v1/session")).await.expect("connects");
+    let send = |m: ClientMessage| Message::text(serde_json::to_string(&m).expect("json"));
+    ws.send(send(ClientMessage::SessionStart(SessionStart::default()))).await.expect("sends");
+    ws.send(send(ClientMessage::BidiTextInput { text: "hello".into() })).await.expect("sends");
+    let said = reply(&mut ws).await;
     let _ = ws.send(send(ClientMessage::Close {})).await;
-    reply.expect("a reply")
+    said
 }
 
 /// Writes a credential file as the kubelet updates a mounted Secret: a new file swapped in.
