@@ -9,7 +9,10 @@
 # safe Rust; overflow checks and debug assertions are on in the fuzz profile). cargo-fuzz
 # itself is installed from crates.io when missing.
 #
-# Env: FUZZ_TARGETS (space-separated targets to run; default every target),
+# Env: FUZZ_PROFILE (release, the default: optimised, one codegen unit per crate as
+#      cargo-fuzz builds for real runs; dev: unoptimised, several codegen units — builds
+#      in a fraction of the time, for smoke runs such as ./test.sh's),
+#      FUZZ_TARGETS (space-separated targets to run; default every target),
 #      FUZZ_JOBS (targets run at once, default 1), FUZZ_TARGET_DIR (default
 #      $CARGO_TARGET_DIR/fuzz, or fuzz/target), FUZZ_CORPUS (default
 #      ~/.cache/switchboard/fuzz-corpus: kept between runs, seeded from fuzz/seeds).
@@ -27,8 +30,12 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   log "installing cargo-fuzz from crates.io"
   cargo install --locked cargo-fuzz --version 0.13.1 >&2
 fi
-log "building the targets (stable toolchain, no sanitizer, optimised with debug assertions)"
-cargo fuzz build -s none -O >&2
+case "${FUZZ_PROFILE:-release}" in
+  release) PROFILE_FLAG=-O; log "building the targets (stable toolchain, no sanitizer, optimised with debug assertions)" ;;
+  dev) PROFILE_FLAG=--dev; log "building the targets (stable toolchain, no sanitizer, unoptimised: a smoke build)" ;;
+  *) log "FUZZ_PROFILE is release or dev, not ${FUZZ_PROFILE}"; exit 2 ;;
+esac
+cargo fuzz build -s none "$PROFILE_FLAG" >&2
 mkdir -p "$CORPUS" artifacts logs
 
 run_one() {
@@ -36,7 +43,7 @@ run_one() {
   mkdir -p "$corpus" "artifacts/$target"
   [ -d "seeds/$target" ] && cp -n seeds/"$target"/* "$corpus"/ 2>/dev/null || true
   local started=$SECONDS status=ok
-  if ! cargo fuzz run -s none -O "$target" "$corpus" -- -max_total_time="$EACH" -print_final_stats=1 \
+  if ! cargo fuzz run -s none "$PROFILE_FLAG" "$target" "$corpus" -- -max_total_time="$EACH" -print_final_stats=1 \
       -artifact_prefix="artifacts/$target/" -close_fd_mask=3 >"$out" 2>&1; then
     status=CRASH
   fi
