@@ -80,7 +80,7 @@ for d in $(k -n "$RNS" get deployments -o name); do
 done
 log "ok: $(k -n "$NS" get agents -o name | wc -l) Agents Ready, banking-tools available"
 
-dir="${SWITCHBOARD_PROFILE:-dev}"; [ "$dir" = dev ] && dir=debug
+dir="${SWITCHBOARD_PROFILE:-dev}"; [ "$dir" = dev ] && dir=debug; [ "$dir" = shipping ] && dir=release-dataplane
 CHAT="${CARGO_TARGET_DIR:-$ROOT/target}/$dir/switchboard"
 # The routing table names the Agents by namespace: ask for this test's triage.
 out="$( (sleep 5) | timeout 30 "$CHAT" chat "$URL/v1/session?agent=$NS/triage" 2>&1 || true)"

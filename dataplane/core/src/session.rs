@@ -244,12 +244,6 @@ impl Session {
         self.queue.len()
     }
 
-    /// Takes the user inputs still waiting, oldest first: after a handoff the adapter
-    /// hands them to the receiving agent's session so nothing the user typed is lost.
-    pub fn take_queued(&mut self) -> Vec<String> {
-        self.queue.drain(..).collect()
-    }
-
     fn user_text(&mut self, text: String) -> Vec<Effect> {
         if self.phase != Phase::Idle {
             if self.queue.len() >= MAX_QUEUED_INPUTS {

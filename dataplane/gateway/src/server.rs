@@ -178,11 +178,6 @@ impl Server {
         self
     }
 
-    /// The gateway this server serves.
-    pub fn gateway(&self) -> Arc<Gateway> {
-        self.gateway.clone()
-    }
-
     /// The bound address.
     pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
         self.listener.local_addr().map_err(|e| ServeError::Serve(e.to_string()))

@@ -253,11 +253,6 @@ impl Servers {
         self.runtime.state()
     }
 
-    /// The in-process gateway.
-    pub fn gateway(&self) -> Arc<Gateway> {
-        self.gateway.gateway()
-    }
-
     /// Serves until `stop` resolves; then the gateway drains (clients are told to
     /// reconnect), then the runtime.
     pub async fn run(self, stop: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), LocalError> {

@@ -248,15 +248,8 @@ async fn run(
     // (Through a gateway, a text-only agent's pod may be the first this connection meets.)
     let audio_session = start.modalities.iter().any(|m| m.eq_ignore_ascii_case("audio"));
     let (session, effects) = start_session(state, &agent, audio_session, init);
-    let mut conversation = Conversation {
-        state,
-        inbound,
-        audio,
-        outbound,
-        audio_session,
-        requested_voice: start.voice,
-        previous_voice: None,
-    };
+    let mut conversation =
+        Conversation { state, inbound, audio, outbound, audio_session, requested_voice: start.voice };
     Some(conversation.run(agent, session, Opening { effects, first: pending.into_iter().collect() }).await)
 }
 
@@ -300,8 +293,6 @@ struct Conversation<'a> {
     audio_session: bool,
     /// The voice the client asked for, over the persona's.
     requested_voice: Option<String>,
-    /// The voice of the last Nova Sonic stream, once there was one.
-    previous_voice: Option<String>,
 }
 
 impl Conversation<'_> {
@@ -407,12 +398,6 @@ impl Conversation<'_> {
                 return Err((close_code::INTERNAL, format!("the voice model could not start ({code})")));
             }
         };
-        if let Some(previous) = self.previous_voice.replace(voice_id.clone()) {
-            let reason = if previous == voice_id { "handoff" } else { "voice_change" };
-            state.shared.metrics.stream_restarts.with_label_values(&[name, reason]).inc();
-            let restart = ServerMessage::BidiConnectionRestart { reason: reason.into(), generation: 1 };
-            let _ = self.outbound.send(restart).await;
-        }
         Ok(sonic)
     }
 }

@@ -43,7 +43,7 @@ pub struct Metrics {
     /// reply audio sent to the client. Includes the model's end-of-turn pause.
     pub time_to_first_audio: HistogramVec,
     /// Voice: model streams replaced, by reason (`rotation`, `voice_change`,
-    /// `stream_ended`, an error type, `handoff`).
+    /// `stream_ended`, an error type).
     pub stream_restarts: IntCounterVec,
 }
 
@@ -106,7 +106,7 @@ impl Metrics {
         )?;
         let stream_restarts = counter(
             "switchboard_model_stream_restarts_total",
-            "Voice: model streams replaced, by reason (rotation, voice_change, stream_ended, handoff, error type).",
+            "Voice: model streams replaced, by reason (rotation, voice_change, stream_ended, error type).",
             &["agent", "reason"],
         )?;
         Ok(Self {
