@@ -25,7 +25,7 @@ k() { "$KUBECTL" "$@"; }
 
 IMAGE="$("$HERE/image.sh" --load | tail -n2 | head -n1)"
 log "image $IMAGE loaded"
-dir="${SWITCHBOARD_PROFILE:-dev}"; [ "$dir" = dev ] && dir=debug
+dir="${SWITCHBOARD_PROFILE:-dev}"; [ "$dir" = dev ] && dir=debug; [ "$dir" = shipping ] && dir=release-operator
 OPERATOR="${CARGO_TARGET_DIR:-$ROOT/target}/$dir/switchboard-operator"
 
 WORK="$(mktemp -d)"

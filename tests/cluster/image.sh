@@ -7,8 +7,9 @@
 # read-only root filesystem.
 #
 # Usage: image.sh [--load]   --load also imports it into the real node (load-image.sh).
-# Env:   SWITCHBOARD_PROFILE  cargo profile to build with (default: dev, the test build;
-#                             release-dataplane for what ships)
+# Env:   SWITCHBOARD_PROFILE  cargo profile to build with (default: dev, the test build);
+#                             `shipping` builds what the Dockerfile builds: `switchboard` with
+#                             release-dataplane, `switchboard-operator` with release-operator
 #        SWITCHBOARD_IMAGE    image name (default: the operator's default runtime image,
 #                             ghcr.io/switchboard-dev/switchboard:<version>, so the chart
 #                             and the operator use it as they are)
@@ -26,12 +27,24 @@ log() { echo "[cluster/image] $*" >&2; }
 
 command -v buildah >/dev/null || { log "installing buildah"; apt-get update -qq >&2; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah >&2; }
 
-log "building the binaries (profile $PROFILE)"
+# The profile each binary is built with, and the folder cargo puts it in.
+if [ "$PROFILE" = shipping ]; then
+  DATAPLANE_PROFILE=release-dataplane OPERATOR_PROFILE=release-operator
+else
+  DATAPLANE_PROFILE="$PROFILE" OPERATOR_PROFILE="$PROFILE"
+fi
+out_dir() { local dir="${CARGO_TARGET_DIR:-$ROOT/target}/$1"; [ "$1" = dev ] && dir="${CARGO_TARGET_DIR:-$ROOT/target}/debug"; echo "$dir"; }
+log "building the binaries (switchboard: $DATAPLANE_PROFILE, switchboard-operator: $OPERATOR_PROFILE)"
 # --no-default-features: the shipping switchboard has no local mode and no simulator.
-(cd "$ROOT" && cargo build --locked --profile "$PROFILE" -p switchboard-dataplane -p switchboard-operator \
-  --no-default-features --bin switchboard --bin switchboard-operator >&2)
-dir="$PROFILE"; [ "$PROFILE" = dev ] && dir=debug
-TARGET="${CARGO_TARGET_DIR:-$ROOT/target}/$dir"
+if [ "$DATAPLANE_PROFILE" = "$OPERATOR_PROFILE" ]; then
+  (cd "$ROOT" && cargo build --locked --profile "$PROFILE" -p switchboard-dataplane -p switchboard-operator \
+    --no-default-features --bin switchboard --bin switchboard-operator >&2)
+else
+  (cd "$ROOT" && cargo build --locked --profile "$DATAPLANE_PROFILE" -p switchboard-dataplane --no-default-features \
+    --bin switchboard >&2 && cargo build --locked --profile "$OPERATOR_PROFILE" -p switchboard-operator \
+    --bin switchboard-operator >&2)
+fi
+BINARIES=("$(out_dir "$DATAPLANE_PROFILE")/switchboard" "$(out_dir "$OPERATOR_PROFILE")/switchboard-operator")
 
 WORK="$(mktemp -d)"
 had_varlib=""; [ -e /var/lib/containers ] && had_varlib=1
@@ -40,10 +53,10 @@ trap cleanup EXIT
 FS="$WORK/rootfs"
 mkdir -p "$FS/usr/local/bin" "$FS/etc/ssl/certs" "$FS/tmp"
 chmod 1777 "$FS/tmp"
-for b in switchboard switchboard-operator; do
-  install -m 0755 "$TARGET/$b" "$FS/usr/local/bin/$b"
+for bin in "${BINARIES[@]}"; do
+  install -m 0755 "$bin" "$FS/usr/local/bin/$(basename "$bin")"
   # The libraries the dynamic loader will look for, at the paths it will look.
-  ldd "$TARGET/$b" | grep -o '/[^ ]*' | while read -r lib; do
+  ldd "$bin" | grep -o '/[^ ]*' | while read -r lib; do
     mkdir -p "$FS$(dirname "$lib")"
     cp -L "$lib" "$FS$lib"
   done
