@@ -262,13 +262,7 @@ async fn a_gateway_replica_deleted_its_client_resumes_on_another_with_its_token(
     );
     let direct = format!("ws://{ip}:{port}/v1/session");
     let mut client = Client::start(&direct, Some(&cluster.agent("triage"))).await;
-    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
-    client.say("I'd like to check my balance").await;
-    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
-    client.turn().await;
-    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
-    let verified = client.turn().await;
-    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    client.verify_at_idv().await;
 
     // Its replica is deleted: with Redis it parks the session and tells the client to
     // resume elsewhere.

@@ -117,13 +117,7 @@ async fn inputs_sent_during_a_handoff_reach_the_next_agent() {
 async fn a_client_that_reconnects_resumes_its_session_with_its_memory() {
     let running = common::banking(ServerConfig::default()).await;
     let mut client = Client::start(&running.url(""), None).await;
-    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
-    client.say("I'd like to check my balance").await;
-    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
-    client.turn().await;
-    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
-    let verified = client.turn().await;
-    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    client.verify_at_idv().await;
     let at = client.seen.iter().rposition(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).expect("a start");
     let ServerMessage::BidiConnectionStart { resume_token: Some(token), seq: Some(seq), .. } = client.seen[at].clone()
     else {

@@ -193,6 +193,19 @@ impl Client {
         self.until(|m| matches!(m, ServerMessage::BidiResponseComplete { .. })).await
     }
 
+    /// From triage's greeting through idv's identity check as Ada Lovelace: asks for the
+    /// balance, is handed to idv, gives the details; returns the turn that verified her.
+    pub async fn verify_at_idv(&mut self) -> Vec<ServerMessage> {
+        self.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+        self.say("I'd like to check my balance").await;
+        self.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+        self.turn().await;
+        self.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+        let verified = self.turn().await;
+        assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+        verified
+    }
+
     /// Reads until the server closes; returns the close code and reason.
     pub async fn closed(&mut self) -> (u16, String) {
         loop {
