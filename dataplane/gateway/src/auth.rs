@@ -267,7 +267,7 @@ impl Auth {
     pub fn admit(&self, headers: &HeaderMap, query_token: Option<&str>) -> Result<Admission, Refusal> {
         if let Some(origin) = headers.get("origin").map(|o| o.to_str().unwrap_or("(not text)"))
             && !self.origins.iter().any(|allowed| allowed == "*" || allowed == origin)
-            && !(self.own_page && own_page(origin, headers))
+            && !(self.own_page && crate::origin::own_page(origin, headers))
         {
             return Err(Refusal {
                 code: close_code::ORIGIN_NOT_ALLOWED,
@@ -374,24 +374,6 @@ fn parse_keys(text: &str) -> Result<HashMap<[u8; 32], KeyEntry>, KeysFileError> 
         }
     }
     Ok(keys)
-}
-
-/// Whether `origin` is this server's own page: `http(s)://` + the request's `Host`, and
-/// that host an IP address or `localhost` (see [`Auth::with_own_page`]).
-fn own_page(origin: &str, headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get("host").and_then(|h| h.to_str().ok()) else { return false };
-    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
-        return false;
-    };
-    if rest != host {
-        return false;
-    }
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => host,
-    };
-    let name = name.trim_start_matches('[').trim_end_matches(']');
-    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
 }
 
 #[cfg(test)]

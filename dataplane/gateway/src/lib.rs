@@ -12,6 +12,7 @@ pub mod balancer;
 pub mod directory;
 pub mod kept;
 pub mod metrics;
+mod origin;
 pub mod resume;
 pub mod server;
 pub mod session;
