@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::grant::SignedContext;
 use crate::handoff::{HandoffContext, HandoffKind, HistoryTurn};
 
+mod kind;
+pub use kind::ServerKind;
+
 /// WebSocket close codes a server sends, with the reason text saying what to do.
 pub mod close_code {
     /// The session ended normally (the client sent `close`, or the agent ended it).

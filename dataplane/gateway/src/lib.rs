@@ -10,7 +10,6 @@
 pub mod auth;
 pub mod balancer;
 pub mod directory;
-pub mod kept;
 pub mod metrics;
 mod origin;
 pub mod resume;
@@ -47,6 +46,12 @@ pub struct GatewayConfig {
     /// How long live sessions may go on after draining starts (with a shared session
     /// store, clients are moved at once instead: told to resume elsewhere).
     pub drain_timeout: Duration,
+    /// How long the listener stays open after draining starts, answering new connections
+    /// with 1013, while the Service's endpoints and every node's proxy drop this replica.
+    /// A listener closed before that refuses connections the proxy still sends here (a
+    /// failed handshake, not a close code a client can act on). Runs beside the drain; 0
+    /// closes the listener as soon as the sessions are done (local mode, tests).
+    pub shutdown_delay: Duration,
     /// How long a session whose client went away waits for it to resume.
     pub resume_window: Duration,
     /// How long a runtime may go on answering the turn under way after the client went
@@ -71,6 +76,7 @@ impl Default for GatewayConfig {
             start_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(30),
+            shutdown_delay: Duration::ZERO,
             resume_window: Duration::from_secs(30),
             park_grace: Duration::from_secs(10),
             replay_messages: 2048,

@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 use switchboard_core::handoff::HandoffContext;
 use switchboard_core::protocol::ServerMessage;
 
-use crate::kept::Kept;
+use crate::session::kept::Kept;
 
 /// A fresh resume token: 256 random bits (two v4 UUIDs, from the OS's CSPRNG), as hex.
 pub fn new_token() -> String {

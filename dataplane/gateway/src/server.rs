@@ -1,8 +1,10 @@
 //! The gateway's HTTP side: `/v1/session` (WebSocket, the session protocol), `/healthz`,
 //! `/readyz` (a routing table is loaded and the gateway is not draining) and `/metrics`;
 //! the session cap, taken before the upgrade; and the drain on shutdown — readiness false,
-//! new sessions refused, live ones given the drain timeout, then closed with 1001 and a
-//! reason that tells clients to reconnect.
+//! new sessions refused with 1013 (the listener stays open for the shutdown delay, so a
+//! connection the Service still sends here gets a close code, not a failed handshake), live
+//! ones given the drain timeout, then closed with 1001 and a reason that tells clients to
+//! reconnect.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -202,12 +204,17 @@ impl Server {
         tracing::info!(sessions = gateway.tracker.len(), "draining: readiness is false and new sessions are refused");
         gateway.draining.cancel();
         gateway.tracker.close();
-        if tokio::time::timeout(gateway.config.drain_timeout, gateway.tracker.wait()).await.is_err() {
-            tracing::info!(
-                sessions = gateway.tracker.len(),
-                "drain timeout: telling the remaining clients to reconnect"
-            );
-        }
+        let drained = async {
+            if tokio::time::timeout(gateway.config.drain_timeout, gateway.tracker.wait()).await.is_err() {
+                tracing::info!(
+                    sessions = gateway.tracker.len(),
+                    "drain timeout: telling the remaining clients to reconnect"
+                );
+            }
+        };
+        // Until every proxy has dropped this replica, connections still arrive: they are
+        // answered (1013, try again) rather than refused by a closed listener.
+        tokio::join!(drained, tokio::time::sleep(gateway.config.shutdown_delay));
         gateway.shutdown.cancel();
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), gateway.tracker.wait()).await;
         match serving.await {

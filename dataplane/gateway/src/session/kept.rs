@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use switchboard_core::handoff::{HandoffContext, HandoffKind, HistoryTurn, WorkflowSnapshot};
-use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole, decode_client};
+use switchboard_core::protocol::{ClientMessage, ServerKind, ServerMessage, TranscriptRole, decode_client};
 
 /// History lines kept per session (oldest dropped first).
 pub const MAX_HISTORY: usize = 200;
@@ -108,13 +108,18 @@ impl Kept {
         }
     }
 
-    /// Notes a client frame sent to the runtime; true when it was a typed input (tracked
-    /// here until the runtime takes it up).
+    /// Notes a client frame sent to the runtime; true when it was a typed input that is not
+    /// blank (tracked here until the runtime takes it up).
     pub fn track(&mut self, frame: &str) -> bool {
         if !frame.contains("bidi_text_input") {
             return false;
         }
         let Ok(ClientMessage::BidiTextInput { text }) = decode_client(frame) else { return false };
+        // A blank input is refused by the agent (`empty_text`), never taken up: nothing to
+        // wait for or to send again.
+        if text.trim().is_empty() {
+            return false;
+        }
         if self.in_flight.len() == MAX_IN_FLIGHT {
             self.in_flight.pop_front();
         }
@@ -152,20 +157,13 @@ impl Kept {
     }
 }
 
-/// Whether a runtime message may change what is kept, judged by its `type` (and, for
-/// transcripts, finality) without parsing it. Unknown shapes are parsed, to be safe.
+/// Whether a runtime message may change what is kept, judged by its kind (and, for
+/// transcripts, finality) without parsing it. Texts with no kind are parsed, to be safe.
 fn carries_state(text: &str) -> bool {
-    let Some(rest) = text.strip_prefix(r#"{"type":""#) else { return true };
-    let kind = rest.split('"').next().unwrap_or("");
-    match kind {
-        "bidi_transcript_stream" => text.contains(r#""is_final":true"#),
-        "memory_update"
-        | "handoff"
-        | "bidi_response_start"
-        | "bidi_response_complete"
-        | "workflow_transition"
-        | "bidi_error" => true,
-        _ => false,
+    match ServerKind::peek(text) {
+        Some(ServerKind::TranscriptStream) => text.contains(r#""is_final":true"#),
+        Some(kind) => kind.carries_state(),
+        None => true,
     }
 }
 

@@ -1,0 +1,269 @@
+//! The kind of a server message, read off its JSON text without parsing it: the relay path
+//! (gateway, local mode) decides what a runtime's frame means — a control frame it acts on,
+//! state it keeps, or reply audio it only forwards — from the first bytes of the text.
+//! Every message is written with `type` first ([`ServerMessage::to_json`]); a text that
+//! does not start that way has no kind and is parsed in full by whoever needs it.
+
+use super::ServerMessage;
+
+/// The `type` of a [`ServerMessage`], one variant per message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ServerKind {
+    /// `bidi_connection_start`
+    ConnectionStart,
+    /// `bidi_transcript_stream`
+    TranscriptStream,
+    /// `bidi_response_start`
+    ResponseStart,
+    /// `bidi_response_complete`
+    ResponseComplete,
+    /// `bidi_usage`
+    Usage,
+    /// `bidi_audio_stream`
+    AudioStream,
+    /// `bidi_interruption`
+    Interruption,
+    /// `bidi_connection_restart`
+    ConnectionRestart,
+    /// `tool_start`
+    ToolStart,
+    /// `tool_progress`
+    ToolProgress,
+    /// `tool_complete`
+    ToolComplete,
+    /// `tool_error`
+    ToolError,
+    /// `consent_request`
+    ConsentRequest,
+    /// `handoff`
+    Handoff,
+    /// `memory_update`
+    MemoryUpdate,
+    /// `workflow_transition`
+    WorkflowTransition,
+    /// `bidi_error`
+    Error,
+    /// `bidi_connection_draining`
+    ConnectionDraining,
+    /// `bidi_connection_close`
+    ConnectionClose,
+}
+
+impl ServerKind {
+    /// Every kind.
+    pub const ALL: [Self; 19] = [
+        Self::ConnectionStart,
+        Self::TranscriptStream,
+        Self::ResponseStart,
+        Self::ResponseComplete,
+        Self::Usage,
+        Self::AudioStream,
+        Self::Interruption,
+        Self::ConnectionRestart,
+        Self::ToolStart,
+        Self::ToolProgress,
+        Self::ToolComplete,
+        Self::ToolError,
+        Self::ConsentRequest,
+        Self::Handoff,
+        Self::MemoryUpdate,
+        Self::WorkflowTransition,
+        Self::Error,
+        Self::ConnectionDraining,
+        Self::ConnectionClose,
+    ];
+
+    /// The `type` string on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ConnectionStart => "bidi_connection_start",
+            Self::TranscriptStream => "bidi_transcript_stream",
+            Self::ResponseStart => "bidi_response_start",
+            Self::ResponseComplete => "bidi_response_complete",
+            Self::Usage => "bidi_usage",
+            Self::AudioStream => "bidi_audio_stream",
+            Self::Interruption => "bidi_interruption",
+            Self::ConnectionRestart => "bidi_connection_restart",
+            Self::ToolStart => "tool_start",
+            Self::ToolProgress => "tool_progress",
+            Self::ToolComplete => "tool_complete",
+            Self::ToolError => "tool_error",
+            Self::ConsentRequest => "consent_request",
+            Self::Handoff => "handoff",
+            Self::MemoryUpdate => "memory_update",
+            Self::WorkflowTransition => "workflow_transition",
+            Self::Error => "bidi_error",
+            Self::ConnectionDraining => "bidi_connection_draining",
+            Self::ConnectionClose => "bidi_connection_close",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
+    /// The kind of a message's JSON text, from its first bytes: `{"type":"<name>"`. None
+    /// when the text does not start that way (hand-written JSON, another field first) or
+    /// names no server message.
+    pub fn peek(text: &str) -> Option<Self> {
+        let rest = text.strip_prefix(r#"{"type":""#)?;
+        let end = rest.find('"')?;
+        Self::from_name(&rest[..end])
+    }
+
+    /// Whether a message of this kind may change what a relay keeps of a session (memory,
+    /// history, the turn under way, a handoff, the workflow position, a refused input):
+    /// reply audio, streamed pieces' kinds aside, carry none.
+    pub fn carries_state(self) -> bool {
+        matches!(
+            self,
+            Self::TranscriptStream
+                | Self::MemoryUpdate
+                | Self::Handoff
+                | Self::ResponseStart
+                | Self::ResponseComplete
+                | Self::WorkflowTransition
+                | Self::Error
+        )
+    }
+}
+
+impl ServerMessage {
+    /// This message's kind.
+    pub fn kind(&self) -> ServerKind {
+        match self {
+            Self::BidiConnectionStart { .. } => ServerKind::ConnectionStart,
+            Self::BidiTranscriptStream { .. } => ServerKind::TranscriptStream,
+            Self::BidiResponseStart { .. } => ServerKind::ResponseStart,
+            Self::BidiResponseComplete { .. } => ServerKind::ResponseComplete,
+            Self::BidiUsage { .. } => ServerKind::Usage,
+            Self::BidiAudioStream { .. } => ServerKind::AudioStream,
+            Self::BidiInterruption {} => ServerKind::Interruption,
+            Self::BidiConnectionRestart { .. } => ServerKind::ConnectionRestart,
+            Self::ToolStart { .. } => ServerKind::ToolStart,
+            Self::ToolProgress { .. } => ServerKind::ToolProgress,
+            Self::ToolComplete { .. } => ServerKind::ToolComplete,
+            Self::ToolError { .. } => ServerKind::ToolError,
+            Self::ConsentRequest { .. } => ServerKind::ConsentRequest,
+            Self::Handoff { .. } => ServerKind::Handoff,
+            Self::MemoryUpdate { .. } => ServerKind::MemoryUpdate,
+            Self::WorkflowTransition { .. } => ServerKind::WorkflowTransition,
+            Self::BidiError { .. } => ServerKind::Error,
+            Self::BidiConnectionDraining { .. } => ServerKind::ConnectionDraining,
+            Self::BidiConnectionClose { .. } => ServerKind::ConnectionClose,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::handoff::{HandoffContext, HandoffKind, WorkflowSnapshot};
+    use crate::protocol::TranscriptRole;
+
+    /// One message of every kind.
+    fn every_message() -> Vec<ServerMessage> {
+        let context = HandoffContext {
+            from_agent: "triage".into(),
+            kind: HandoffKind::Transfer,
+            reason: "balance".into(),
+            last_user_message: None,
+            intent: None,
+            verified_user: None,
+            workflow_state: WorkflowSnapshot::default(),
+            return_to: None,
+            status: None,
+            summary: None,
+            memory: Default::default(),
+            history: Vec::new(),
+        };
+        vec![
+            ServerMessage::BidiConnectionStart {
+                session_id: "s".into(),
+                agent: "a".into(),
+                mode: "text".into(),
+                model: "m".into(),
+                resume_token: Some("t".into()),
+                seq: Some(1),
+            },
+            ServerMessage::BidiTranscriptStream {
+                role: TranscriptRole::User,
+                text: "hi".into(),
+                delta: false,
+                is_final: true,
+            },
+            ServerMessage::BidiResponseStart { turn: 1 },
+            ServerMessage::BidiResponseComplete { turn: 1, stop_reason: "end_turn".into() },
+            ServerMessage::BidiUsage { input_tokens: 1, output_tokens: 2, total_tokens: 3, modality: None },
+            ServerMessage::BidiAudioStream { audio: "AAAA".into() },
+            ServerMessage::BidiInterruption {},
+            ServerMessage::BidiConnectionRestart { reason: "rotation".into(), generation: 2 },
+            ServerMessage::ToolStart { tool_use_id: "t".into(), name: "n".into(), input: json!({}) },
+            ServerMessage::ToolProgress { tool_use_id: "t".into(), name: "n".into(), message: "m".into() },
+            ServerMessage::ToolComplete {
+                tool_use_id: "t".into(),
+                name: "n".into(),
+                result: json!({"a": "\"type\":\"x\""}),
+                cached: false,
+            },
+            ServerMessage::ToolError {
+                tool_use_id: "t".into(),
+                name: "n".into(),
+                kind: "timeout".into(),
+                message: "m".into(),
+            },
+            ServerMessage::ConsentRequest {
+                tool_use_id: "t".into(),
+                name: "n".into(),
+                description: "d".into(),
+                input: json!({}),
+            },
+            ServerMessage::Handoff {
+                from: "triage".into(),
+                to: "idv".into(),
+                kind: HandoffKind::Transfer,
+                context: Box::new(context),
+            },
+            ServerMessage::MemoryUpdate { key: "k".into(), value: json!(null) },
+            ServerMessage::WorkflowTransition { from: "a".into(), to: "b".into(), by: "model".into() },
+            ServerMessage::error("busy", "m", true),
+            ServerMessage::BidiConnectionDraining { seconds: 3 },
+            ServerMessage::BidiConnectionClose { reason: "bye".into() },
+        ]
+    }
+
+    #[test]
+    fn the_peek_names_every_message_as_its_json_does() {
+        let messages = every_message();
+        let kinds: HashSet<ServerKind> = messages.iter().map(ServerMessage::kind).collect();
+        assert_eq!(kinds.len(), ServerKind::ALL.len(), "one sample of every kind");
+        for message in &messages {
+            let text = message.to_json();
+            let tag = serde_json::from_str::<serde_json::Value>(&text).expect("JSON")["type"].clone();
+            assert_eq!(tag, json!(message.kind().as_str()), "the wire name of {message:?}");
+            assert_eq!(ServerKind::peek(&text), Some(message.kind()), "peeked from {text}");
+        }
+    }
+
+    #[test]
+    fn texts_that_do_not_start_with_a_known_type_have_no_kind() {
+        for text in [
+            "",
+            "{",
+            r#"{"type":"#,
+            r#"{"type":"bidi_error"#,
+            r#"{"type":"bidi_err","code":"x"}"#,
+            r#"{"code":"busy","type":"bidi_error"}"#,
+            r#" {"type":"bidi_error"}"#,
+            r#"{"type":"session_start"}"#,
+        ] {
+            assert_eq!(ServerKind::peek(text), None, "{text:?}");
+        }
+        assert_eq!(ServerKind::from_name("handoff"), Some(ServerKind::Handoff));
+    }
+}

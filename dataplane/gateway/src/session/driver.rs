@@ -1,0 +1,423 @@
+//! The relay task around a [`Machine`]: it reads the client's socket, the runtime
+//! connection, timers and the gateway's signals, feeds the machine, and carries out its
+//! effects — sends, opening and closing runtime sessions, the resume store, metrics and
+//! logs. It decides nothing: what it waits on is the machine's [`Phase`].
+
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{Message, Utf8Bytes};
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use switchboard_core::protocol::{ServerMessage, close_code};
+use tokio_tungstenite::tungstenite::{self, Message as UpMessage};
+
+use super::machine::{
+    ClientFrame, Cx, Effect, Ending, Event, Machine, Note, OpenRequest, Phase, RuntimeFrame, SendFailure,
+};
+use super::{ClientSink, ClientStream, SLOW_CLIENT, close_client};
+use crate::Gateway;
+use crate::auth::Admission;
+use crate::balancer::Lease;
+use crate::resume::{Frame, Parked};
+use crate::upstream::{self, Opening, UpSink, UpStream};
+
+/// How long the store remembers a live session's token (refreshed by every new token; a
+/// gateway that dies leaves it to expire).
+const HELD_TTL: Duration = Duration::from_secs(3600);
+
+/// A session's relay: the machine and everything it does I/O with.
+pub(super) struct Relay {
+    pub(super) gateway: Arc<Gateway>,
+    pub(super) machine: Machine,
+    /// A resumed session as it was taken out of the store, with its key: put back if it
+    /// cannot be opened.
+    pub(super) parked: Option<(String, Parked)>,
+    pub(super) client_tx: ClientSink,
+    pub(super) client_rx: ClientStream,
+    pub(super) admission: Admission,
+}
+
+/// The runtime connection of a session, with its hold on the pod.
+struct Upstream {
+    tx: UpSink,
+    rx: UpStream,
+    _lease: Lease,
+}
+
+/// What the relay holds besides the machine.
+struct State {
+    upstream: Option<Upstream>,
+    /// The Agent counted in the live-sessions gauge.
+    live: Option<String>,
+    /// The client's socket was closed (moved elsewhere) or failed: no more sends.
+    client_done: bool,
+    admission: Option<Admission>,
+}
+
+/// Runs the session until it ends or is parked.
+pub(super) async fn run(relay: Relay) {
+    let Relay { gateway, mut machine, parked, mut client_tx, mut client_rx, admission } = relay;
+    let mut state = State { upstream: None, live: None, client_done: false, admission: Some(admission) };
+    let superseded = tokio_util::sync::CancellationToken::new();
+    let mut directory = gateway.directory.clone();
+    directory.mark_unchanged();
+    let idle = tokio::time::sleep_until(machine.idle_deadline().into());
+    tokio::pin!(idle);
+    loop {
+        carry_out(&gateway, &mut machine, &mut state, &mut client_tx, &superseded).await;
+        let event = match machine.phase() {
+            Phase::Opening(request) => {
+                let request = (**request).clone();
+                Event::Opened(open(&gateway, &machine, request, &mut state).await)
+            }
+            Phase::Backoff(pause) => {
+                tokio::time::sleep(*pause).await;
+                Event::RetryDue
+            }
+            Phase::Settling(deadline) => {
+                let deadline = *deadline;
+                match state.upstream.as_mut() {
+                    None => Event::Runtime(RuntimeFrame::Lost),
+                    Some(up) => match tokio::time::timeout_at(deadline.into(), up.rx.next()).await {
+                        Err(_) => Event::SettleDue,
+                        Ok(frame) => match runtime_frame(frame) {
+                            Some(frame) => runtime_event(frame, &mut state),
+                            None => continue,
+                        },
+                    },
+                }
+            }
+            Phase::Live => {
+                let Some(up) = state.upstream.as_mut() else {
+                    feed(&gateway, &mut machine, Event::Runtime(RuntimeFrame::Lost));
+                    continue;
+                };
+                let movable = gateway.store.is_shared();
+                tokio::select! {
+                    biased;
+                    () = gateway.draining.cancelled(), if movable => Event::Draining,
+                    () = superseded.cancelled() => Event::Superseded,
+                    () = gateway.shutdown.cancelled() => Event::Shutdown,
+                    Ok(()) = directory.changed(), if machine.pod_draining() => Event::DirectoryChanged,
+                    () = &mut idle => {
+                        idle.as_mut().reset(machine.idle_deadline().into());
+                        Event::IdleDue
+                    }
+                    frame = client_rx.next() => {
+                        let frame = client_frame(frame);
+                        let counted = matches!(frame, ClientFrame::Text(_) | ClientFrame::Binary(_));
+                        let budget = match &state.admission {
+                            Some(admission) if counted => admission.allow_message(),
+                            _ => Ok(()),
+                        };
+                        Event::Client(frame, budget)
+                    }
+                    frame = up.rx.next() => match runtime_frame(frame) {
+                        Some(frame) => runtime_event(frame, &mut state),
+                        None => continue,
+                    },
+                }
+            }
+            Phase::Done(ending) => {
+                let ending = ending.clone();
+                finish(&gateway, &mut machine, ending, parked, state, &mut client_tx).await;
+                return;
+            }
+        };
+        feed(&gateway, &mut machine, event);
+    }
+}
+
+fn feed(gateway: &Gateway, machine: &mut Machine, event: Event) {
+    let directory = gateway.directory.borrow();
+    machine.handle(event, &Cx { now: Instant::now(), directory: &directory });
+}
+
+/// A runtime frame: the connection is gone once it closed or broke.
+fn runtime_event(frame: RuntimeFrame, state: &mut State) -> Event {
+    if matches!(frame, RuntimeFrame::Closed { .. } | RuntimeFrame::Lost) {
+        state.upstream = None;
+    }
+    Event::Runtime(frame)
+}
+
+/// Carries out the machine's effects, feeding back what failed.
+async fn carry_out(
+    gateway: &Arc<Gateway>,
+    machine: &mut Machine,
+    state: &mut State,
+    client_tx: &mut ClientSink,
+    superseded: &tokio_util::sync::CancellationToken,
+) {
+    while let Some(effect) = machine.next_effect() {
+        match effect {
+            Effect::Client(frame) => {
+                if state.client_done {
+                    continue;
+                }
+                if let Err(failure) = send_client(client_tx, frame).await {
+                    state.client_done = true;
+                    feed(gateway, machine, Event::ClientSendFailed(failure));
+                }
+            }
+            Effect::CloseClient(close) => {
+                // The key's session slot first, so a client that reconnects at once gets in.
+                state.admission = None;
+                state.client_done = true;
+                close_client(client_tx, close).await;
+            }
+            Effect::Runtime { message, keep } => {
+                let Some(up) = state.upstream.as_mut() else {
+                    if keep {
+                        feed(gateway, machine, Event::RuntimeSendFailed(message));
+                    }
+                    continue;
+                };
+                let copy = keep.then(|| message.clone());
+                if up.tx.send(message).await.is_err()
+                    && let Some(copy) = copy
+                {
+                    feed(gateway, machine, Event::RuntimeSendFailed(copy));
+                }
+            }
+            Effect::CloseRuntime => {
+                if let Some(mut up) = state.upstream.take() {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), up.tx.close()).await;
+                }
+            }
+            Effect::Hold { key, previous } => hold(gateway, machine.id(), key, previous, superseded).await,
+            Effect::Note(note) => observe(gateway, machine, state, note),
+        }
+    }
+}
+
+/// Opens the runtime session the machine asks for, on a ready pod of its target.
+async fn open(
+    gateway: &Gateway,
+    machine: &Machine,
+    request: OpenRequest,
+    state: &mut State,
+) -> Result<std::net::SocketAddr, String> {
+    state.upstream = None;
+    let OpenRequest { target, avoid, handoff, memory, history, return_to, workflow } = request;
+    let Some(lease) = gateway.balancer.pick(&target.ready, avoid) else {
+        return Err(format!("agent {} has no ready pod", target.route.name));
+    };
+    let opening = Opening {
+        session_id: machine.id(),
+        agent: &target.route.name,
+        path: &target.route.path,
+        voice: machine.voice().clone(),
+        modalities: machine.modalities().to_vec(),
+        memory,
+        history,
+        handoff,
+        return_to,
+        workflow,
+    };
+    let addr = lease.addr();
+    let (tx, rx) =
+        upstream::open(addr, opening, &gateway.key, gateway.config.connect_timeout).await.map_err(|e| e.to_string())?;
+    state.upstream = Some(Upstream { tx, rx, _lease: lease });
+    Ok(addr)
+}
+
+/// Registers the session under `key` (its newest token's), here and in the store, so a
+/// resume with that token finds it while it is still attached; `previous` is released.
+async fn hold(
+    gateway: &Gateway,
+    id: &str,
+    key: String,
+    previous: Option<String>,
+    superseded: &tokio_util::sync::CancellationToken,
+) {
+    {
+        let mut attached = gateway.attached.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(old) = &previous {
+            attached.remove(old);
+        }
+        attached.insert(key.clone(), superseded.clone());
+    }
+    if let Some(old) = previous
+        && let Err(error) = gateway.store.unmark(&old).await
+    {
+        tracing::warn!(session = %id, "{error}");
+    }
+    if let Err(error) = gateway.store.mark_parking(&key, HELD_TTL).await {
+        tracing::warn!(session = %id, "cannot register the session for resume: {error}");
+    }
+}
+
+/// Metrics and logs for a note of the machine.
+fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) {
+    let metrics = &gateway.metrics;
+    let (id, turn, agent) = (machine.id(), machine.turn(), machine.target().key());
+    match note {
+        Note::Routed => {
+            metrics.routed.with_label_values(&[&agent]).inc();
+            metrics.live.with_label_values(&[&agent]).inc();
+            state.live = Some(agent);
+        }
+        Note::Resumed => {
+            metrics.resumed.with_label_values(&[&agent]).inc();
+            metrics.live.with_label_values(&[&agent]).inc();
+            tracing::info!(session = %id, %agent, "resumed");
+            state.live = Some(agent);
+        }
+        Note::Handoff { from, to } => {
+            if let Some(live) = state.live.replace(to.clone()) {
+                metrics.live.with_label_values(&[&live]).dec();
+            }
+            metrics.live.with_label_values(&[&to]).inc();
+            metrics.handoffs.with_label_values(&[&from, &to]).inc();
+            tracing::info!(session = %id, turn, %from, %to, "handoff");
+        }
+        Note::HandoffGap { from, to, seconds } => {
+            metrics.handoff_gap.with_label_values(&[&from, &to]).observe(seconds);
+        }
+        Note::HandoffFailed { from, to, error } => {
+            tracing::warn!(session = %id, turn, %from, %to, %error, "handoff failed");
+        }
+        Note::Migrated { reason, from } => {
+            metrics.migrated.with_label_values(&[&agent, &reason]).inc();
+            if let Some(addr) = from {
+                tracing::info!(session = %id, turn, %agent, %addr, %reason, "moving the session to another pod");
+            }
+        }
+        Note::Refused(reason) => metrics.refused.with_label_values(&[reason]).inc(),
+        Note::OpenFailed(message) => tracing::warn!(session = %id, %agent, "{message}"),
+        Note::AgentRemoved => {
+            tracing::info!(session = %id, turn, %agent, "the agent was removed; ending the session");
+        }
+        Note::WaitingForPod => {
+            tracing::info!(session = %id, %agent, "the pod drains and no other is ready yet; the session stays until one is");
+        }
+    }
+}
+
+/// The session leaves this task as the machine says.
+async fn finish(
+    gateway: &Gateway,
+    machine: &mut Machine,
+    ending: Ending,
+    parked: Option<(String, Parked)>,
+    mut state: State,
+    client_tx: &mut ClientSink,
+) {
+    if let Some(live) = state.live.take() {
+        gateway.metrics.live.with_label_values(&[&live]).dec();
+    }
+    if let Some(mut up) = state.upstream.take() {
+        let _ = up.tx.close().await;
+    }
+    let close = match ending {
+        Ending::Close(close) => {
+            detach(gateway, machine).await;
+            Some(close)
+        }
+        Ending::Detach => {
+            detach(gateway, machine).await;
+            None
+        }
+        Ending::Park => {
+            park(gateway, machine).await;
+            None
+        }
+        Ending::ResumeFailed(message) => {
+            // The client may try again with the same token.
+            if let Some((key, parked)) = parked
+                && let Err(error) = gateway.store.park(&key, &parked, gateway.config.resume_window).await
+            {
+                tracing::warn!(session = %machine.id(), "cannot park the session again: {error}");
+            }
+            gateway.metrics.refused.with_label_values(&["no_runtime"]).inc();
+            let message = ServerMessage::error("no_runtime", format!("{message}; resume again shortly"), false);
+            let _ = client_tx.send(Message::text(message.to_json())).await;
+            Some((close_code::TRY_AGAIN_LATER, "no runtime".to_owned()))
+        }
+    };
+    drop(state.admission.take());
+    if let Some(close) = close
+        && !state.client_done
+    {
+        close_client(client_tx, close).await;
+    }
+}
+
+/// The session ended: nothing waits for a resume.
+async fn detach(gateway: &Gateway, machine: &mut Machine) {
+    let Some(key) = machine.take_key() else { return };
+    gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
+    if let Err(error) = gateway.store.unmark(&key).await {
+        tracing::warn!(session = %machine.id(), "{error}");
+    }
+}
+
+/// The client is gone: the session waits for it in the store for the resume window.
+async fn park(gateway: &Gateway, machine: &mut Machine) {
+    // Without a token the client cannot come back.
+    let Some(key) = machine.take_key() else { return };
+    gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
+    let parked = machine.take_parked();
+    let agent = machine.target().key();
+    match gateway.store.park(&key, &parked, gateway.config.resume_window).await {
+        Ok(()) => {
+            gateway.metrics.parked.with_label_values(&[&agent]).inc();
+            tracing::info!(session = %machine.id(), %agent, "client gone: the session waits for it to resume");
+        }
+        Err(error) => {
+            tracing::warn!(session = %machine.id(), "cannot park the session, it ends: {error}");
+            let _ = gateway.store.unmark(&key).await;
+        }
+    }
+}
+
+fn client_frame(frame: Option<Result<Message, axum::Error>>) -> ClientFrame {
+    match frame {
+        Some(Ok(Message::Text(text))) => ClientFrame::Text(text),
+        Some(Ok(Message::Binary(data))) => ClientFrame::Binary(data),
+        Some(Ok(Message::Ping(_) | Message::Pong(_))) => ClientFrame::Control,
+        Some(Ok(Message::Close(_))) => ClientFrame::Close,
+        None => ClientFrame::Gone,
+        Some(Err(error)) if crate::server::oversized(&error) => ClientFrame::Oversized,
+        Some(Err(_)) => ClientFrame::Gone,
+    }
+}
+
+/// A runtime frame for the machine; None for control frames.
+fn runtime_frame(frame: Option<Result<UpMessage, tungstenite::Error>>) -> Option<RuntimeFrame> {
+    Some(match frame {
+        // The frame's bytes move on without a copy (checked once more as UTF-8).
+        Some(Ok(UpMessage::Text(text))) => {
+            let bytes = Bytes::from(text);
+            let text = Utf8Bytes::try_from(bytes.clone())
+                .unwrap_or_else(|_| Utf8Bytes::from(String::from_utf8_lossy(&bytes).into_owned()));
+            RuntimeFrame::Text(text)
+        }
+        Some(Ok(UpMessage::Binary(data))) => RuntimeFrame::Binary(data),
+        Some(Ok(UpMessage::Ping(_) | UpMessage::Pong(_) | UpMessage::Frame(_))) => return None,
+        Some(Ok(UpMessage::Close(frame))) => {
+            let (code, reason) =
+                frame.map(|f| (u16::from(f.code), f.reason.to_string())).unwrap_or((1005, String::new()));
+            RuntimeFrame::Closed { code, reason }
+        }
+        None | Some(Err(_)) => RuntimeFrame::Lost,
+    })
+}
+
+/// Sends a message to the client: `Err` when its socket failed or it does not read.
+async fn send_client(client_tx: &mut ClientSink, frame: Frame) -> Result<(), SendFailure> {
+    let mut send = std::pin::pin!(client_tx.send(frame.into_message()));
+    // Most sends complete at once (the socket has room): only a send that waits gets a
+    // timer (one per frame would cost more than the send).
+    let sent = match futures_util::poll!(send.as_mut()) {
+        std::task::Poll::Ready(sent) => Ok(sent),
+        std::task::Poll::Pending => tokio::time::timeout(SLOW_CLIENT, send).await,
+    };
+    match sent {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(SendFailure::Gone),
+        Err(_) => Err(SendFailure::Slow),
+    }
+}

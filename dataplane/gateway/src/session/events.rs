@@ -1,0 +1,297 @@
+//! The session machine's vocabulary: the [`Event`]s the relay task feeds it, the
+//! [`Effect`]s it asks for, the [`Phase`] that says what the task waits on next, and the
+//! [`Note`]s that become metrics and logs.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::Utf8Bytes;
+use bytes::Bytes;
+use switchboard_core::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
+use tokio_tungstenite::tungstenite::Message as UpMessage;
+
+use crate::GatewayConfig;
+use crate::auth::Refusal;
+use crate::directory::{Directory, Target};
+use crate::resume::{Frame, Missed};
+
+/// A close to send: code and reason (at most 123 bytes; details go in a `bidi_error`).
+pub type Close = (u16, String);
+
+/// The limits and timings a session machine applies.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Messages kept for replay.
+    pub replay_messages: usize,
+    /// Bytes of messages kept for replay.
+    pub replay_bytes: usize,
+    /// Client messages a second (bursts of twice that).
+    pub session_rate: u32,
+    /// No message either way for this long ends the session.
+    pub idle_timeout: Duration,
+    /// Largest client message.
+    pub max_message_bytes: usize,
+    /// How long the runtime may finish its turn after the client went.
+    pub park_grace: Duration,
+    /// Whether a draining gateway moves the session at once (a shared store).
+    pub movable: bool,
+}
+
+impl Limits {
+    /// The limits of a gateway with `config`; `movable` with a shared store.
+    pub fn new(config: &GatewayConfig, movable: bool) -> Self {
+        Self {
+            replay_messages: config.replay_messages,
+            replay_bytes: config.replay_bytes,
+            session_rate: config.session_rate,
+            idle_timeout: config.idle_timeout,
+            max_message_bytes: config.max_message_bytes,
+            park_grace: config.park_grace,
+            movable,
+        }
+    }
+}
+
+/// A frame (or the end) of the client's socket.
+#[derive(Clone, Debug)]
+pub enum ClientFrame {
+    /// A text frame.
+    Text(Utf8Bytes),
+    /// A binary frame (raw audio).
+    Binary(Bytes),
+    /// Ping or pong.
+    Control,
+    /// The client closed the session.
+    Close,
+    /// The socket ended without a close: the client may resume.
+    Gone,
+    /// A message over the size limit.
+    Oversized,
+}
+
+/// A frame (or the end) of the runtime connection.
+#[derive(Clone, Debug)]
+pub enum RuntimeFrame {
+    /// A text frame.
+    Text(Utf8Bytes),
+    /// A binary frame.
+    Binary(Bytes),
+    /// The runtime closed (1005 when it gave no code).
+    Closed {
+        /// The close code.
+        code: u16,
+        /// Its reason.
+        reason: String,
+    },
+    /// The connection broke without a close.
+    Lost,
+}
+
+/// Why a send to the client failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendFailure {
+    /// The socket is gone.
+    Gone,
+    /// The client did not read in time.
+    Slow,
+}
+
+/// What happened.
+#[derive(Debug)]
+pub enum Event {
+    /// A client frame; `budget` is the client key's message budget's verdict on it
+    /// (shared by the key's sessions, so checked by the task).
+    Client(ClientFrame, Result<(), Refusal>),
+    /// A runtime frame.
+    Runtime(RuntimeFrame),
+    /// The runtime session asked for by [`Phase::Opening`] is open on this pod, or not.
+    Opened(Result<SocketAddr, String>),
+    /// The pause of [`Phase::Backoff`] is over.
+    RetryDue,
+    /// The routing directory changed.
+    DirectoryChanged,
+    /// The gateway drains.
+    Draining,
+    /// The client resumed on another socket while this one seemed alive.
+    Superseded,
+    /// The gateway shuts down.
+    Shutdown,
+    /// The idle deadline ([`Machine::idle_deadline`]) passed.
+    IdleDue,
+    /// A send to the client failed.
+    ClientSendFailed(SendFailure),
+    /// The runtime connection refused a message queued with `keep`.
+    RuntimeSendFailed(UpMessage),
+    /// The settle deadline of [`Phase::Settling`] passed.
+    SettleDue,
+}
+
+/// What the task does for the machine, in order.
+#[derive(Debug)]
+pub enum Effect {
+    /// Send to the client.
+    Client(Frame),
+    /// Close the client's socket with this close (the session moves elsewhere).
+    CloseClient(Close),
+    /// Send to the runtime; with `keep`, a refused message comes back as
+    /// [`Event::RuntimeSendFailed`] (kept for the next connection).
+    Runtime {
+        /// The message.
+        message: UpMessage,
+        /// Report a refusal.
+        keep: bool,
+    },
+    /// Close the runtime connection (politely, briefly).
+    CloseRuntime,
+    /// Register the session under its newest resume key, releasing `previous`.
+    Hold {
+        /// The newest key.
+        key: String,
+        /// The key it replaces.
+        previous: Option<String>,
+    },
+    /// Count and log.
+    Note(Note),
+}
+
+/// What the metrics and logs are told.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Note {
+    /// A new session is open (on `Machine::target`).
+    Routed,
+    /// A parked session is back.
+    Resumed,
+    /// The session moved from one Agent to another.
+    Handoff {
+        /// `<namespace>/<name>` of the source.
+        from: String,
+        /// Of the target.
+        to: String,
+    },
+    /// The first frame of the target after a handoff, this long after the source closed.
+    HandoffGap {
+        /// Source.
+        from: String,
+        /// Target.
+        to: String,
+        /// Seconds.
+        seconds: f64,
+    },
+    /// A handoff did not happen.
+    HandoffFailed {
+        /// Source.
+        from: String,
+        /// The target asked for.
+        to: String,
+        /// Why.
+        error: String,
+    },
+    /// The session moves to another pod of its Agent.
+    Migrated {
+        /// `runtime_lost`, `runtime_draining`, `handoff_failed`.
+        reason: String,
+        /// The pod it leaves, if it had one.
+        from: Option<SocketAddr>,
+    },
+    /// A session refused or ended for this reason (a metric label).
+    Refused(&'static str),
+    /// Opening a runtime session failed (it is tried again).
+    OpenFailed(String),
+    /// The Agent was removed: the session ends.
+    AgentRemoved,
+    /// The pod drains and no other is ready: the session stays.
+    WaitingForPod,
+}
+
+/// What the task waits on.
+#[derive(Debug)]
+pub enum Phase {
+    /// Open a runtime session as asked, then feed [`Event::Opened`].
+    Opening(Box<OpenRequest>),
+    /// Wait this long, then feed [`Event::RetryDue`].
+    Backoff(Duration),
+    /// Relay: client and runtime frames, timers, signals.
+    Live,
+    /// The client is gone: feed the runtime's frames until this deadline
+    /// ([`Event::SettleDue`]); the client is not read.
+    Settling(Instant),
+    /// The session is over for this task.
+    Done(Ending),
+}
+
+/// How the session leaves the task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// It ended: nothing waits for a resume; the client (if still there) gets this close.
+    Close(Close),
+    /// The client is gone: the session waits for it in the store.
+    Park,
+    /// The agent ended the session while the client was away: nothing to park.
+    Detach,
+    /// A resumed session could not be opened: it goes back to the store as it was, and the
+    /// client is told to try again (`no_runtime`, with this message).
+    ResumeFailed(String),
+}
+
+/// A runtime session to open.
+#[derive(Clone, Debug)]
+pub struct OpenRequest {
+    /// The Agent (and its ready pods).
+    pub target: Target,
+    /// A pod not to pick if another is ready.
+    pub avoid: Option<SocketAddr>,
+    /// The handoff that brings the session, signed into its context.
+    pub handoff: Option<HandoffContext>,
+    /// Session memory (empty with a handoff: it carries its own).
+    pub memory: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Earlier conversation (idem).
+    pub history: Vec<HistoryTurn>,
+    /// The agent the session may return to (without a handoff).
+    pub return_to: Option<String>,
+    /// Where the session is in the agent's workflow (without a handoff).
+    pub workflow: Option<WorkflowSnapshot>,
+}
+
+/// Why the machine is opening a runtime session; what it does with the result.
+#[derive(Debug)]
+pub(super) enum Purpose {
+    /// A new session.
+    Start {
+        /// A client message that came instead of `session_start`, for the runtime.
+        pending: Option<String>,
+    },
+    /// To the target of a handoff.
+    Handoff {
+        /// `<namespace>/<name>` of the source.
+        from: String,
+        /// The name asked for.
+        to: String,
+        /// The source's target, restored when the handoff fails.
+        previous: Box<Target>,
+        /// The transfer's return target, kept once the move succeeds.
+        return_to: Option<String>,
+        /// Set when this is a resumed session's pending handoff.
+        resumed: Option<Missed>,
+    },
+    /// Again on a pod of the same Agent.
+    Reopen {
+        /// Told to the client (`bidi_connection_restart.reason`).
+        reason: String,
+        /// Attempts left after this one.
+        attempts_left: u32,
+    },
+    /// A resumed session, on its Agent: one attempt.
+    Resume {
+        /// What the client missed.
+        missed: Missed,
+    },
+}
+
+/// Where the task and the machine meet: the current time and routing.
+#[derive(Clone, Copy, Debug)]
+pub struct Cx<'a> {
+    /// Now.
+    pub now: Instant,
+    /// The latest routing directory.
+    pub directory: &'a Directory,
+}

@@ -1,0 +1,46 @@
+//! Handoffs: a runtime that hands off sends `handoff` (with the context) and closes with
+//! 4000; the session opens on a pod of the target Agent with that context signed, on the
+//! same client socket. When the target cannot take it, the client is told (`bidi_error`
+//! `handoff_failed`), the source agent reads why as the last line of its conversation, and
+//! the session goes on with the source Agent on a fresh runtime session.
+
+use switchboard_core::handoff::HandoffContext;
+use switchboard_core::protocol::ServerMessage;
+
+use super::machine::{Cx, Machine, Note, Purpose};
+use crate::resume::Missed;
+
+impl Machine {
+    /// Moves the session to `to` with `context`. `resumed`: the handoff a runtime made
+    /// while the client was away, performed on resume.
+    pub(super) fn hand_off(&mut self, to: String, context: HandoffContext, resumed: Option<Missed>, cx: &Cx<'_>) {
+        let from = self.target.key();
+        let return_to = self.kept.hand_over(&context);
+        match cx.directory.for_handoff(&self.target.route.namespace, &to) {
+            Ok(target) => {
+                let previous = Box::new(std::mem::replace(&mut self.target, target));
+                self.open(Purpose::Handoff { from, to, previous, return_to, resumed }, None, Some(context));
+            }
+            Err(error) => match resumed {
+                Some(missed) => {
+                    self.kept.handoff_failed(&to, &format!("agent {to} could not take the session"));
+                    self.reopen_resumed(missed);
+                }
+                None => self.handoff_failed(&to, &error.to_string(), cx),
+            },
+        }
+    }
+
+    /// The handoff to `to` did not happen: the client and the source agent are told, and
+    /// the session reopens with the source.
+    pub(super) fn handoff_failed(&mut self, to: &str, error: &str, cx: &Cx<'_>) {
+        let from = self.target.key();
+        self.note(Note::Refused("handoff_failed"));
+        self.note(Note::HandoffFailed { from, to: to.to_owned(), error: error.to_owned() });
+        self.kept.handoff_failed(to, error);
+        let message =
+            format!("the handoff to {to} failed ({error}); you are still talking to {}", self.target.route.name);
+        self.deliver(ServerMessage::error("handoff_failed", message, true).into());
+        self.reopen("handoff_failed", None, cx);
+    }
+}

@@ -1,0 +1,396 @@
+//! The session machine: every rule of a gateway session, with no I/O. The relay task
+//! ([`super::driver`]) feeds it [`Event`]s — a client frame, a runtime frame or close, the
+//! result of opening a runtime session, a timer, a directory change, a drain — and carries
+//! out the [`Effect`]s it queues (send to the client or the runtime, close the runtime,
+//! hold a resume key, count and log). What the task waits on next is the machine's
+//! [`Phase`]: opening a runtime session, a pause before the next attempt, relaying, letting
+//! the runtime finish its turn after the client went (settling), or done.
+//!
+//! The rules live beside it by concept: the relay of frames here, [`super::handoff`],
+//! moving between pods ([`super::moves`]), parking and resuming ([`super::park`]), and
+//! what is kept of the conversation ([`super::kept`]).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::extract::ws::Utf8Bytes;
+use switchboard_core::protocol::{ServerKind, ServerMessage, close_code};
+use tokio_tungstenite::tungstenite::Message as UpMessage;
+
+pub(super) use super::events::Purpose;
+pub use super::events::{
+    ClientFrame, Close, Cx, Effect, Ending, Event, Limits, Note, OpenRequest, Phase, RuntimeFrame, SendFailure,
+};
+use super::kept::Kept;
+use crate::auth::{Bucket, Refusal};
+use crate::directory::Target;
+use crate::resume::{self, Frame, Replay};
+
+/// Client messages kept while the runtime connection is being replaced.
+pub const MAX_UNSENT: usize = 64;
+
+/// One session's state and rules.
+#[derive(Debug)]
+pub struct Machine {
+    pub(super) limits: Limits,
+    /// The session's id.
+    pub(super) id: String,
+    /// The client's identity (its key's name): resume tokens are bound to it.
+    pub(super) identity: String,
+    /// The Agent serving the session now.
+    pub(super) target: Target,
+    pub(super) voice: Option<String>,
+    pub(super) modalities: Vec<String>,
+    /// Memory, history, return target, announced handoff, inputs in flight.
+    pub(super) kept: Kept,
+    /// The messages sent to the client, numbered, for replay.
+    pub(super) replay: Replay,
+    /// The store key of the newest resume token the client was given.
+    pub(super) key: Option<String>,
+    /// Runtime streams opened for this session after the first.
+    pub(super) generation: u64,
+    /// When the last handoff began (the source's close), until the target's first frame.
+    pub(super) handoff_started: Option<(Instant, String, String)>,
+    /// The serving pod said it drains: the session moves at its next turn boundary.
+    pub(super) pod_draining: bool,
+    /// A draining pod's session waits for another ready pod (noted once).
+    pub(super) waiting_for_pod: bool,
+    /// The runtime's `bidi_connection_close`, held until its close shows whether the
+    /// session ends (the client gets it) or moves on (dropped).
+    pub(super) held_close: Option<Utf8Bytes>,
+    /// Client messages (other than typed inputs, which `kept` tracks) the runtime
+    /// connection refused or that came while none was open: sent to the next.
+    pub(super) unsent: Vec<UpMessage>,
+    /// The pod of the open runtime connection.
+    pub(super) runtime: Option<SocketAddr>,
+    /// What the task waits on.
+    pub(super) phase: Phase,
+    /// Why the machine is opening (with [`Phase::Opening`] and [`Phase::Backoff`]).
+    pub(super) purpose: Option<Purpose>,
+    /// The last frame either way.
+    pub(super) last_activity: Instant,
+    bucket: Bucket,
+    pub(super) out: VecDeque<Effect>,
+}
+
+impl Machine {
+    /// A new session for `target`, opening on it at once.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        limits: Limits,
+        id: String,
+        identity: String,
+        target: Target,
+        voice: Option<String>,
+        modalities: Vec<String>,
+        pending: Option<String>,
+        now: Instant,
+    ) -> Self {
+        let mut machine = Self::blank(limits, id, identity, target, voice, modalities, now);
+        machine.open(Purpose::Start { pending }, None, None);
+        machine
+    }
+
+    pub(super) fn blank(
+        limits: Limits,
+        id: String,
+        identity: String,
+        target: Target,
+        voice: Option<String>,
+        modalities: Vec<String>,
+        now: Instant,
+    ) -> Self {
+        let bucket = Bucket::new(limits.session_rate);
+        Self {
+            limits,
+            id,
+            identity,
+            target,
+            voice,
+            modalities,
+            kept: Kept::default(),
+            replay: Replay::default(),
+            key: None,
+            generation: 0,
+            handoff_started: None,
+            pod_draining: false,
+            waiting_for_pod: false,
+            held_close: None,
+            unsent: Vec::new(),
+            runtime: None,
+            phase: Phase::Live,
+            purpose: None,
+            last_activity: now,
+            bucket,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The Agent serving the session.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The voice the client asked for.
+    pub fn voice(&self) -> &Option<String> {
+        &self.voice
+    }
+
+    /// The modalities the client asked for.
+    pub fn modalities(&self) -> &[String] {
+        &self.modalities
+    }
+
+    /// The serving pod drains (the session moves when another is ready).
+    pub fn pod_draining(&self) -> bool {
+        self.pod_draining
+    }
+
+    /// The session's turn (user inputs taken up so far).
+    pub fn turn(&self) -> u64 {
+        self.kept.turn
+    }
+
+    /// What the task waits on.
+    pub fn phase(&self) -> &Phase {
+        &self.phase
+    }
+
+    /// The store key of the newest resume token (none before the first).
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    /// Forgets the resume key (the session ended or was parked under it).
+    pub fn take_key(&mut self) -> Option<String> {
+        self.key.take()
+    }
+
+    /// When the session counts as idle unless something moves.
+    pub fn idle_deadline(&self) -> Instant {
+        self.last_activity + self.limits.idle_timeout
+    }
+
+    /// The next effect to carry out.
+    pub fn next_effect(&mut self) -> Option<Effect> {
+        self.out.pop_front()
+    }
+
+    pub(super) fn push(&mut self, effect: Effect) {
+        self.out.push_back(effect);
+    }
+
+    /// Handles `event`; the effects wait in [`Machine::next_effect`].
+    pub fn handle(&mut self, event: Event, cx: &Cx<'_>) {
+        if matches!(self.phase, Phase::Done(_)) {
+            return;
+        }
+        match event {
+            Event::Client(frame, budget) => self.client_frame(frame, budget, cx),
+            Event::Runtime(frame) if matches!(self.phase, Phase::Settling(_)) => self.settle_frame(frame),
+            Event::Runtime(frame) => self.runtime_frame(frame, cx),
+            Event::Opened(result) => self.opened(result, cx),
+            Event::RetryDue => self.retry(cx),
+            Event::DirectoryChanged => {
+                if self.pod_draining && matches!(self.phase, Phase::Live) {
+                    self.move_if_between_turns(cx);
+                }
+            }
+            Event::Draining if self.limits.movable => {
+                let close = (close_code::GOING_AWAY, "the gateway is restarting; resume with your token".into());
+                self.push(Effect::CloseClient(close));
+                self.client_gone(cx);
+            }
+            Event::Draining => {}
+            Event::Superseded => self.client_gone(cx),
+            Event::Shutdown => {
+                self.end((close_code::GOING_AWAY, "the gateway is shutting down; reconnect".into()));
+            }
+            Event::IdleDue => {
+                if cx.now < self.idle_deadline() {
+                    return;
+                }
+                let message = format!(
+                    "nothing came from the client or the agent for {} s; reconnect or resume to go on",
+                    self.limits.idle_timeout.as_secs()
+                );
+                self.refuse(Refusal { code: close_code::IDLE_TIMEOUT, message, reason: "idle_timeout" });
+            }
+            Event::ClientSendFailed(SendFailure::Gone) => self.client_gone(cx),
+            Event::ClientSendFailed(SendFailure::Slow) => {
+                self.end((close_code::SLOW_CLIENT, "the client does not read its messages".into()));
+            }
+            Event::RuntimeSendFailed(message) => self.keep_unsent(message),
+            Event::SettleDue => self.settled(false),
+        }
+    }
+
+    fn client_frame(&mut self, frame: ClientFrame, budget: Result<(), Refusal>, cx: &Cx<'_>) {
+        if matches!(self.phase, Phase::Settling(_)) {
+            return;
+        }
+        self.last_activity = cx.now;
+        if matches!(frame, ClientFrame::Text(_) | ClientFrame::Binary(_)) {
+            let over = if self.bucket.take(cx.now) {
+                budget
+            } else {
+                let message =
+                    format!("more than {} messages a second on this session; send fewer", self.bucket.per_second());
+                Err(Refusal { code: close_code::RATE_LIMITED, message, reason: "session_rate" })
+            };
+            if let Err(refusal) = over {
+                return self.refuse(refusal);
+            }
+        }
+        match frame {
+            ClientFrame::Text(text) => self.forward_text(text.as_str()),
+            ClientFrame::Binary(data) => self.send_runtime(UpMessage::Binary(data)),
+            ClientFrame::Control => {}
+            ClientFrame::Close => self.end((close_code::NORMAL, String::new())),
+            ClientFrame::Gone => self.client_gone(cx),
+            ClientFrame::Oversized => {
+                let limit = self.limits.max_message_bytes;
+                self.end((close_code::TOO_BIG, format!("a message exceeded the limit of {limit} bytes")));
+            }
+        }
+    }
+
+    /// A client's text frame for the runtime. A typed input is tracked until the runtime
+    /// takes it up ([`Kept::track`]) rather than kept as unsent.
+    pub(super) fn forward_text(&mut self, text: &str) {
+        if self.kept.track(text) {
+            if self.runtime.is_some() {
+                self.push(Effect::Runtime { message: UpMessage::text(text), keep: false });
+            }
+        } else {
+            self.send_runtime(UpMessage::text(text));
+        }
+    }
+
+    /// To the runtime, or kept for the next connection while none is open.
+    fn send_runtime(&mut self, message: UpMessage) {
+        if self.runtime.is_some() {
+            self.push(Effect::Runtime { message, keep: true });
+        } else {
+            self.keep_unsent(message);
+        }
+    }
+
+    fn keep_unsent(&mut self, message: UpMessage) {
+        if self.unsent.len() < MAX_UNSENT {
+            self.unsent.push(message);
+        }
+    }
+
+    fn runtime_frame(&mut self, frame: RuntimeFrame, cx: &Cx<'_>) {
+        if !matches!(self.phase, Phase::Live) || self.runtime.is_none() {
+            return;
+        }
+        // An agent that is still answering keeps the session alive.
+        self.last_activity = cx.now;
+        let frame = match frame {
+            RuntimeFrame::Text(text) => match ServerKind::peek(text.as_str()) {
+                Some(ServerKind::ConnectionClose) => {
+                    self.held_close = Some(text);
+                    return;
+                }
+                Some(ServerKind::ConnectionDraining) => {
+                    // The pod shuts down: the session moves at its next turn boundary.
+                    self.pod_draining = true;
+                    return self.move_if_between_turns(cx);
+                }
+                Some(ServerKind::ConnectionStart) if self.stamp_start(text.as_str(), cx) => return,
+                _ => {
+                    self.kept.observe(text.as_str());
+                    Frame::Text(text)
+                }
+            },
+            RuntimeFrame::Binary(data) => Frame::Binary(data),
+            RuntimeFrame::Closed { code, reason } => return self.runtime_closed(code, reason, cx),
+            RuntimeFrame::Lost => return self.recover("runtime_lost", cx),
+        };
+        self.first_frame_after_handoff(cx);
+        self.deliver(frame);
+        if self.pod_draining {
+            self.move_if_between_turns(cx);
+        }
+    }
+
+    /// A runtime's `bidi_connection_start`, sent with the session's number and a fresh
+    /// resume token (the session is held under it). It is not kept for replay: a resumed
+    /// client gets a new one. False when it does not parse (relayed as it is).
+    fn stamp_start(&mut self, text: &str, cx: &Cx<'_>) -> bool {
+        let Ok(ServerMessage::BidiConnectionStart { session_id, agent, mode, model, .. }) = serde_json::from_str(text)
+        else {
+            return false;
+        };
+        let token = resume::new_token();
+        let key = resume::store_key(&self.identity, &token);
+        let previous = self.key.replace(key.clone());
+        self.push(Effect::Hold { key, previous });
+        let seq = self.replay.skip();
+        let stamped = ServerMessage::BidiConnectionStart {
+            session_id,
+            agent,
+            mode,
+            model,
+            resume_token: Some(token),
+            seq: Some(seq),
+        };
+        self.first_frame_after_handoff(cx);
+        self.push(Effect::Client(stamped.into()));
+        true
+    }
+
+    fn first_frame_after_handoff(&mut self, cx: &Cx<'_>) {
+        if let Some((started, from, to)) = self.handoff_started.take() {
+            let seconds = cx.now.saturating_duration_since(started).as_secs_f64();
+            self.push(Effect::Note(Note::HandoffGap { from, to, seconds }));
+        }
+    }
+
+    /// Numbers and keeps a message for the client, and sends it. A send that fails comes
+    /// back as [`Event::ClientSendFailed`]; the message stays for replay.
+    pub(super) fn deliver(&mut self, frame: Frame) {
+        self.replay.record(frame.clone(), self.limits.replay_messages, self.limits.replay_bytes);
+        self.push(Effect::Client(frame));
+    }
+
+    fn runtime_closed(&mut self, code: u16, reason: String, cx: &Cx<'_>) {
+        self.runtime = None;
+        let held_close = self.held_close.take();
+        match self.kept.pending_handoff.take() {
+            Some((to, context)) if code == close_code::HANDOFF => self.hand_off(to, context, None, cx),
+            // The pod is draining or full: the session moves to another pod.
+            _ if code == close_code::GOING_AWAY || code == close_code::TRY_AGAIN_LATER => {
+                self.recover("runtime_draining", cx);
+            }
+            _ => {
+                if let Some(text) = held_close {
+                    self.deliver(Frame::Text(text));
+                }
+                self.end((if code == 1005 { close_code::NORMAL } else { code }, reason));
+            }
+        }
+    }
+
+    /// Ends the session for a limit the client broke: the `bidi_error` says which and what
+    /// to do, the close has its code.
+    pub(super) fn refuse(&mut self, refusal: Refusal) {
+        self.push(Effect::Note(Note::Refused(refusal.reason)));
+        self.deliver(ServerMessage::error(refusal.reason, refusal.message, false).into());
+        self.end((refusal.code, refusal.reason.replace('_', " ")));
+    }
+
+    /// The session ends with `close`.
+    pub(super) fn end(&mut self, close: Close) {
+        self.purpose = None;
+        self.phase = Phase::Done(Ending::Close(close));
+    }
+}

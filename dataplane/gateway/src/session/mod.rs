@@ -1,0 +1,186 @@
+//! One client session through the gateway: the client's `session_start` picks the Agent,
+//! the gateway opens the session on a ready pod of it, then relays frames both ways. It
+//! keeps the session's state — memory from the runtime's `memory_update`s, the final
+//! transcript lines as history — and acts on what runtimes cannot do alone: handoffs to
+//! another Agent's pods on the same client socket ([`handoff`]), moving a session off a
+//! lost or draining pod ([`moves`]), and resume ([`park`], [`crate::resume`]): every
+//! message to the client is numbered and kept (bounded) for replay, every
+//! `bidi_connection_start` gets a fresh resume token, a client gone without a goodbye
+//! leaves the session parked for the resume window, and a `session_start` with the token
+//! and the last number received continues it. With a shared store, a draining gateway
+//! parks every session at once and tells its clients to resume elsewhere.
+//!
+//! Every rule is in the I/O-free [`machine::Machine`]; this module admits the session
+//! (its first message, a resume's store lookup) and [`driver`] moves the bytes. Session
+//! context from clients is refused, as on runtimes.
+
+mod driver;
+pub mod events;
+mod handoff;
+pub mod kept;
+pub mod machine;
+mod moves;
+mod open;
+mod park;
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code, decode_client};
+
+use crate::Gateway;
+use crate::auth::Admission;
+use crate::resume::{self, Parked, Taken};
+use machine::{Close, Cx, Limits, Machine};
+pub use moves::MAX_RECOVERIES;
+
+type ClientSink = SplitSink<WebSocket, Message>;
+type ClientStream = SplitStream<WebSocket>;
+
+/// How long a send to the client may block before the client counts as gone.
+const SLOW_CLIENT: Duration = Duration::from_secs(5);
+
+/// Serves one upgraded client socket until the session ends or is parked. The client's
+/// identity (`admission.key`; empty without checks) binds its resume tokens, and its
+/// key's message budget applies. The key's session slot is given back before the client
+/// is told the session ended, so a client that reconnects at once is not refused.
+pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option<String>, admission: Admission) {
+    let (mut client_tx, mut client_rx) = socket.split();
+    let identity = admission.key.clone().unwrap_or_default();
+    match admit(&gateway, query_agent, &identity, &mut client_tx, &mut client_rx).await {
+        Ok((machine, parked)) => {
+            driver::run(driver::Relay { gateway, machine, parked, client_tx, client_rx, admission }).await;
+        }
+        Err(close) => {
+            drop(admission);
+            close_client(&mut client_tx, close).await;
+        }
+    }
+}
+
+async fn close_client(client_tx: &mut ClientSink, (code, reason): Close) {
+    let close = Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }));
+    let _ = tokio::time::timeout(SLOW_CLIENT, client_tx.send(close)).await;
+    let _ = tokio::time::timeout(SLOW_CLIENT, client_tx.close()).await;
+}
+
+/// Reads the client's first message: a new session on the Agent it asks for (the machine
+/// opens it), or the parked session its resume token names (also returned, to go back to
+/// the store if it cannot be opened).
+async fn admit(
+    gateway: &Arc<Gateway>,
+    query_agent: Option<String>,
+    identity: &str,
+    client_tx: &mut ClientSink,
+    client_rx: &mut ClientStream,
+) -> Result<(Machine, Option<(String, Parked)>), Close> {
+    let first = match tokio::time::timeout(gateway.config.start_timeout, client_rx.next()).await {
+        Err(_) => return Err((close_code::NORMAL, "no session_start in time".into())),
+        Ok(Some(Ok(Message::Text(text)))) => decode_client(text.as_str()),
+        Ok(_) => return Err((close_code::NORMAL, String::new())),
+    };
+    let (start, pending) = match first {
+        Ok(ClientMessage::SessionStart(start)) => (start, None),
+        Ok(other) => (SessionStart::default(), serde_json::to_string(&other).ok()),
+        Err(error) => {
+            let message = ServerMessage::error(error.code(), error.to_string(), false);
+            return Err(refuse(gateway, client_tx, "bad_start", message, close_code::BAD_START).await);
+        }
+    };
+    if let Some(fields) = client_context(&start) {
+        let message = ServerMessage::error(
+            "context_refused",
+            format!("session_start.{fields} is not accepted from clients: session context is the gateway's"),
+            false,
+        );
+        return Err(refuse(gateway, client_tx, "context_refused", message, close_code::BAD_START).await);
+    }
+    let limits = Limits::new(&gateway.config, gateway.store.is_shared());
+    if let Some(token) = &start.resume_token {
+        let key = resume::store_key(identity, token);
+        let parked = take_parked(gateway, &key, client_tx).await?;
+        let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent) else {
+            let message =
+                format!("the agent {}/{} this session was with no longer exists", parked.namespace, parked.agent);
+            let message = ServerMessage::error("unknown_agent", message, false);
+            return Err(refuse(gateway, client_tx, "unknown_agent", message, close_code::UNKNOWN_AGENT).await);
+        };
+        let directory = gateway.directory.borrow().clone();
+        let cx = Cx { now: Instant::now(), directory: &directory };
+        let machine = Machine::resume(limits, identity.to_owned(), parked.clone(), target, start.last_seq, &cx);
+        return Ok((machine, Some((key, parked))));
+    }
+    let requested = query_agent.or(start.agent.clone());
+    let routed = gateway.directory.borrow().for_client(requested.as_deref());
+    let target = match routed {
+        Ok(target) => target,
+        Err(error) => {
+            let message = ServerMessage::error(error.metric_label(), error.to_string(), false);
+            return Err(refuse(gateway, client_tx, error.metric_label(), message, error.close_code()).await);
+        }
+    };
+    let id = format!("gw-{}", uuid::Uuid::new_v4());
+    let machine =
+        Machine::start(limits, id, identity.to_owned(), target, start.voice, start.modalities, pending, Instant::now());
+    Ok((machine, None))
+}
+
+/// Takes the session parked under `key` out of the store. A session still attached here
+/// whose client is back on a new socket is detached (the old socket is dead); one still
+/// held or finishing its turn is waited for.
+async fn take_parked(gateway: &Gateway, key: &str, client_tx: &mut ClientSink) -> Result<Parked, Close> {
+    if let Some(attached) = gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).get(key) {
+        attached.cancel();
+    }
+    let config = &gateway.config;
+    match gateway.store.take(key, config.park_grace + Duration::from_secs(5)).await {
+        Ok(Taken::Parked(parked)) => Ok(*parked),
+        Ok(Taken::Held) => {
+            let message =
+                "the session is still attached to another connection of yours; close it, or resume again shortly";
+            let message = ServerMessage::error("session_attached", message, false);
+            Err(refuse(gateway, client_tx, "session_attached", message, close_code::TRY_AGAIN_LATER).await)
+        }
+        Ok(Taken::Unknown) => {
+            let message = format!(
+                "the resume token is unknown or expired (a session waits {} s for its client, and each \
+                 bidi_connection_start brings a new token); start a new session without resume_token",
+                config.resume_window.as_secs()
+            );
+            let message = ServerMessage::error("resume_refused", message, false);
+            Err(refuse(gateway, client_tx, "resume_refused", message, close_code::RESUME_REFUSED).await)
+        }
+        Err(error) => {
+            tracing::warn!("resume: {error}");
+            let message = ServerMessage::error("store_unavailable", format!("{error}; try again shortly"), false);
+            Err(refuse(gateway, client_tx, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await)
+        }
+    }
+}
+
+/// The context fields a client's `session_start` tried to set, if any.
+fn client_context(start: &SessionStart) -> Option<String> {
+    let mut fields = start.unsigned_context();
+    if start.context.is_some() {
+        fields.push("context");
+    }
+    (!fields.is_empty()).then(|| fields.join(", session_start."))
+}
+
+/// Counts a refused session, tells the client why, and returns the close.
+async fn refuse(
+    gateway: &Gateway,
+    client_tx: &mut ClientSink,
+    reason: &str,
+    message: ServerMessage,
+    code: u16,
+) -> Close {
+    gateway.metrics.refused.with_label_values(&[reason]).inc();
+    let _ = client_tx.send(Message::text(message.to_json())).await;
+    (code, reason.replace('_', " "))
+}

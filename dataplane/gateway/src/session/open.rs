@@ -1,0 +1,130 @@
+//! Opening runtime sessions: the request the task carries out (memory and history, or a
+//! handoff's context), and what each purpose does with the result — a new session is
+//! routed, a handoff counted, a move told to the client (`bidi_connection_restart`), a
+//! resumed session caught up; a failure is refused, told, or tried again.
+
+use std::net::SocketAddr;
+
+use switchboard_core::handoff::HandoffContext;
+use switchboard_core::protocol::{ServerMessage, close_code};
+use tokio_tungstenite::tungstenite::Message as UpMessage;
+
+use super::machine::{Cx, Effect, Ending, Machine, Note, OpenRequest, Phase, Purpose};
+
+impl Machine {
+    /// Asks the task to open a runtime session on the current target.
+    pub(super) fn open(&mut self, purpose: Purpose, avoid: Option<SocketAddr>, handoff: Option<HandoffContext>) {
+        // A handed-over session carries memory and history inside the handoff context;
+        // one that stays with its agent goes on where it was in the workflow.
+        let request = if handoff.is_some() {
+            OpenRequest {
+                target: self.target.clone(),
+                avoid,
+                handoff,
+                memory: Default::default(),
+                history: Vec::new(),
+                return_to: None,
+                workflow: None,
+            }
+        } else {
+            OpenRequest {
+                target: self.target.clone(),
+                avoid,
+                handoff: None,
+                memory: self.kept.memory.clone(),
+                history: self.kept.history.clone(),
+                return_to: self.kept.return_to.clone(),
+                workflow: self.kept.workflow.clone(),
+            }
+        };
+        self.purpose = Some(purpose);
+        self.phase = Phase::Opening(Box::new(request));
+    }
+
+    pub(super) fn opened(&mut self, result: Result<SocketAddr, String>, cx: &Cx<'_>) {
+        let (Phase::Opening(request), Some(purpose)) =
+            (std::mem::replace(&mut self.phase, Phase::Live), self.purpose.take())
+        else {
+            // Not asked for: nothing to do with it.
+            return;
+        };
+        match result {
+            Ok(addr) => {
+                self.attached(addr, request.handoff.is_some());
+                self.opened_for(purpose, cx);
+            }
+            Err(message) => self.open_failed(purpose, message, cx),
+        }
+    }
+
+    /// A runtime session is open on `addr`: what was waiting goes to it.
+    fn attached(&mut self, addr: SocketAddr, handed_over: bool) {
+        self.runtime = Some(addr);
+        for message in std::mem::take(&mut self.unsent) {
+            self.push(Effect::Runtime { message, keep: false });
+        }
+        for frame in self.kept.replay() {
+            self.out.push_back(Effect::Runtime { message: UpMessage::text(frame), keep: false });
+        }
+        // A new pod: whether the last one was draining, or handing off, no longer matters.
+        self.pod_draining = false;
+        self.waiting_for_pod = false;
+        self.kept.handoff_expected = false;
+        if handed_over {
+            // The target's position comes with its own transitions.
+            self.kept.workflow = None;
+        }
+        self.kept.agent.clone_from(&self.target.route.name);
+    }
+
+    fn opened_for(&mut self, purpose: Purpose, cx: &Cx<'_>) {
+        match purpose {
+            Purpose::Start { pending } => {
+                self.push(Effect::Note(Note::Routed));
+                if let Some(pending) = pending {
+                    self.forward_text(&pending);
+                }
+            }
+            Purpose::Handoff { from, return_to, resumed, .. } => {
+                self.kept.return_to = return_to;
+                let to = self.target.key();
+                match resumed {
+                    Some(missed) => self.resumed(missed),
+                    None => {
+                        self.push(Effect::Note(Note::Handoff { from: from.clone(), to: to.clone() }));
+                        self.handoff_started = Some((cx.now, from, to));
+                    }
+                }
+            }
+            Purpose::Reopen { reason, .. } => {
+                self.generation += 1;
+                let restart = ServerMessage::BidiConnectionRestart { reason, generation: self.generation };
+                self.deliver(restart.into());
+            }
+            Purpose::Resume { missed } => self.resumed(missed),
+        }
+    }
+
+    fn open_failed(&mut self, purpose: Purpose, message: String, cx: &Cx<'_>) {
+        match purpose {
+            Purpose::Start { .. } => {
+                // A close reason is at most 123 bytes: the bidi_error has the details.
+                self.push(Effect::Note(Note::Refused("no_runtime")));
+                self.push(Effect::Client(ServerMessage::error("no_runtime", message, false).into()));
+                self.phase = Phase::Done(Ending::Close((close_code::TRY_AGAIN_LATER, "no runtime".into())));
+            }
+            Purpose::Handoff { to, previous, resumed, .. } => {
+                self.target = *previous;
+                match resumed {
+                    Some(missed) => {
+                        self.kept.handoff_failed(&to, &format!("agent {to} could not take the session"));
+                        self.reopen_resumed(missed);
+                    }
+                    None => self.handoff_failed(&to, &message, cx),
+                }
+            }
+            Purpose::Reopen { reason, attempts_left } => self.reopen_failed(reason, attempts_left, message, cx),
+            Purpose::Resume { .. } => self.phase = Phase::Done(Ending::ResumeFailed(message)),
+        }
+    }
+}

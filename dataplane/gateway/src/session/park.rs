@@ -1,0 +1,134 @@
+//! Parking and resuming ([`crate::resume`] has the store and the replay buffer). A client
+//! gone without a goodbye leaves its session settling: the runtime may finish the turn
+//! under way or take up the typed inputs waiting (its messages are kept for replay, not
+//! sent), within the park grace; then the session is parked for the resume window. A
+//! runtime that ends the session meanwhile leaves nothing to park. A resumed session
+//! first opens where it was — or performs the handoff its runtime made while the client
+//! was away — then sends what the client missed.
+
+use std::time::Instant;
+
+use switchboard_core::protocol::{ServerKind, ServerMessage, close_code};
+
+use super::machine::{Cx, Ending, Limits, Machine, Phase, Purpose, RuntimeFrame};
+use crate::directory::Target;
+use crate::resume::{Frame, Missed, Parked};
+
+impl Machine {
+    /// A session taken out of the store, resuming for a client that last received
+    /// `last_seq`: it opens at once.
+    pub fn resume(
+        limits: Limits,
+        identity: String,
+        parked: Parked,
+        target: Target,
+        last_seq: Option<u64>,
+        cx: &Cx<'_>,
+    ) -> Self {
+        let Parked { session_id, voice, modalities, handoff, kept, generation, replay, .. } = parked;
+        let mut machine = Self::blank(limits, session_id, identity, target, voice, modalities, cx.now);
+        let missed = replay.since(last_seq);
+        machine.kept = kept;
+        machine.replay = replay;
+        machine.generation = generation;
+        match handoff {
+            Some((to, context)) => machine.hand_off(to, context, Some(missed), cx),
+            None => machine.reopen_resumed(missed),
+        }
+        machine
+    }
+
+    /// Opens a resumed session on its own Agent (one attempt: the client may resume again).
+    pub(super) fn reopen_resumed(&mut self, missed: Missed) {
+        self.generation += 1;
+        self.open(Purpose::Resume { missed }, None, None);
+    }
+
+    /// The resumed session is open: what the client missed first, then the rest.
+    pub(super) fn resumed(&mut self, missed: Missed) {
+        self.note(super::machine::Note::Resumed);
+        for frame in missed.frames {
+            self.push(super::machine::Effect::Client(frame));
+        }
+        if let Some((first, last)) = missed.gap {
+            let message = format!("messages {first} to {last} were sent while you were away and are no longer held");
+            self.deliver(ServerMessage::error("replay_gap", message, true).into());
+        }
+    }
+
+    /// The client is gone (or moved to another replica): the runtime may finish its turn.
+    pub(super) fn client_gone(&mut self, cx: &Cx<'_>) {
+        match self.phase {
+            Phase::Live if self.runtime.is_some() && self.answering() => {
+                self.phase = Phase::Settling(cx.now + self.limits.park_grace);
+            }
+            Phase::Live | Phase::Opening(_) | Phase::Backoff(_) => self.settled(false),
+            Phase::Settling(_) | Phase::Done(_) => {}
+        }
+    }
+
+    /// The runtime answers a turn or has typed inputs to take up.
+    fn answering(&self) -> bool {
+        self.kept.turn_open || !self.kept.in_flight.is_empty()
+    }
+
+    /// A runtime frame while the client is away: kept for replay.
+    pub(super) fn settle_frame(&mut self, frame: RuntimeFrame) {
+        let frame = match frame {
+            RuntimeFrame::Text(text) => {
+                if ServerKind::peek(text.as_str()) == Some(ServerKind::ConnectionClose) {
+                    self.held_close = Some(text);
+                    return;
+                }
+                self.kept.observe(text.as_str());
+                Frame::Text(text)
+            }
+            RuntimeFrame::Binary(data) => Frame::Binary(data),
+            RuntimeFrame::Closed { code, .. } => {
+                self.runtime = None;
+                // A handoff stays pending (performed on resume); a drain or loss is
+                // recovered on resume; any other close ends the session.
+                let ended = !matches!(code, close_code::HANDOFF | close_code::GOING_AWAY | close_code::TRY_AGAIN_LATER);
+                return self.settled(ended);
+            }
+            RuntimeFrame::Lost => {
+                self.runtime = None;
+                return self.settled(false);
+            }
+        };
+        self.replay.record(frame, self.limits.replay_messages, self.limits.replay_bytes);
+        if !self.answering() {
+            self.settled(false);
+        }
+    }
+
+    /// Settling is over: `ended` when the agent ended the session meanwhile.
+    pub(super) fn settled(&mut self, ended: bool) {
+        self.purpose = None;
+        self.phase = Phase::Done(if ended { Ending::Detach } else { Ending::Park });
+    }
+
+    /// What the store keeps of a session that parks (its memory, history and replay
+    /// buffer move out of the machine).
+    pub fn take_parked(&mut self) -> Parked {
+        Parked {
+            session_id: self.id.clone(),
+            namespace: self.target.route.namespace.clone(),
+            agent: self.target.route.name.clone(),
+            voice: self.voice.clone(),
+            modalities: self.modalities.clone(),
+            handoff: self.kept.pending_handoff.take(),
+            kept: std::mem::take(&mut self.kept),
+            generation: self.generation,
+            replay: std::mem::take(&mut self.replay),
+        }
+    }
+
+    /// When the settle phase ends, if settling.
+    pub fn settle_deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Settling(deadline) => Some(deadline),
+            _ => None,
+        }
+    }
+}

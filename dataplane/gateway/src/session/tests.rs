@@ -1,0 +1,446 @@
+//! Each rule of the session machine, driven through its events; and random event
+//! sequences against a model of the task and the runtimes ([`props`]).
+
+mod park;
+mod props;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use switchboard_core::protocol::{ClientMessage, ServerMessage, close_code, decode_client};
+use switchboard_crds::Mode;
+use switchboard_crds::routing::{RUNTIME_PORT, Route, RoutingTable, SESSION_PATH};
+use tokio_tungstenite::tungstenite::Message as UpMessage;
+
+use super::machine::{ClientFrame, Cx, Effect, Ending, Event, Limits, Machine, Note, Phase, RuntimeFrame, SendFailure};
+use super::moves::MAX_RECOVERIES;
+use crate::auth::Refusal;
+use crate::directory::Directory;
+use crate::resume::Frame;
+
+pub(super) fn addr(last: u8) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, last], 8080))
+}
+
+fn route(name: &str, expose: bool) -> Route {
+    Route {
+        name: name.into(),
+        namespace: "bank".into(),
+        mode: Mode::Text,
+        service: format!("{name}.bank.svc"),
+        port: RUNTIME_PORT,
+        path: SESSION_PATH.into(),
+        handoffs: vec![],
+        expose,
+        default: name == "triage",
+        ready: true,
+        ready_replicas: 1,
+    }
+}
+
+/// triage on pods .1 and .2, idv on .3, banking listed with no ready pod.
+pub(super) fn directory() -> Directory {
+    directory_with(&[("triage", &[1, 2]), ("idv", &[3]), ("banking", &[])])
+}
+
+pub(super) fn directory_with(agents: &[(&str, &[u8])]) -> Directory {
+    let table = RoutingTable::new(agents.iter().map(|(name, _)| route(name, *name != "idv")).collect());
+    let endpoints: HashMap<_, _> = agents
+        .iter()
+        .map(|(name, pods)| (("bank".to_owned(), (*name).to_owned()), pods.iter().map(|p| addr(*p)).collect()))
+        .collect();
+    Directory::new(Arc::new(table), Arc::new(endpoints), None)
+}
+
+pub(super) fn limits() -> Limits {
+    Limits {
+        replay_messages: 100,
+        replay_bytes: 64 * 1024,
+        session_rate: 1000,
+        idle_timeout: Duration::from_secs(60),
+        max_message_bytes: 1024,
+        park_grace: Duration::from_secs(10),
+        movable: true,
+    }
+}
+
+/// A machine and the effects it produced, as a test drives it.
+pub(super) struct Drive {
+    pub machine: Machine,
+    pub directory: Directory,
+    pub now: Instant,
+}
+
+impl Drive {
+    /// A session on triage, opened on pod .1.
+    pub fn live() -> Self {
+        let mut drive = Self::starting(None);
+        let effects = drive.on(Event::Opened(Ok(addr(1))));
+        assert_eq!(effects.iter().filter(|e| matches!(e, Effect::Note(Note::Routed))).count(), 1);
+        drive
+    }
+
+    pub fn starting(pending: Option<String>) -> Self {
+        let directory = directory();
+        let target = directory.for_client(None).expect("triage");
+        let now = Instant::now();
+        let machine = Machine::start(limits(), "gw-1".into(), "key".into(), target, None, vec![], pending, now);
+        Self { machine, directory, now }
+    }
+
+    pub fn on(&mut self, event: Event) -> Vec<Effect> {
+        self.machine.handle(event, &Cx { now: self.now, directory: &self.directory });
+        std::iter::from_fn(|| self.machine.next_effect()).collect()
+    }
+
+    pub fn client(&mut self, frame: ClientFrame) -> Vec<Effect> {
+        self.on(Event::Client(frame, Ok(())))
+    }
+
+    pub fn typed(&mut self, text: &str) -> Vec<Effect> {
+        self.client(ClientFrame::Text(json!({"type": "bidi_text_input", "text": text}).to_string().into()))
+    }
+
+    pub fn runtime(&mut self, message: serde_json::Value) -> Vec<Effect> {
+        self.on(Event::Runtime(RuntimeFrame::Text(wire(message).into())))
+    }
+
+    pub fn closed(&mut self, code: u16) -> Vec<Effect> {
+        self.on(Event::Runtime(RuntimeFrame::Closed { code, reason: String::new() }))
+    }
+
+    pub fn opening(&self) -> Option<(String, Option<SocketAddr>, bool)> {
+        match self.machine.phase() {
+            Phase::Opening(request) => Some((request.target.key(), request.avoid, request.handoff.is_some())),
+            _ => None,
+        }
+    }
+
+    pub fn ending(&self) -> Option<&Ending> {
+        match self.machine.phase() {
+            Phase::Done(ending) => Some(ending),
+            _ => None,
+        }
+    }
+}
+
+/// A server message as runtimes write it (`type` first).
+pub(super) fn wire(message: serde_json::Value) -> String {
+    serde_json::from_value::<ServerMessage>(message).expect("a server message").to_json()
+}
+
+pub(super) fn say(role: &str, text: &str) -> serde_json::Value {
+    json!({"type": "bidi_transcript_stream", "role": role, "text": text, "delta": false, "is_final": true})
+}
+
+pub(super) fn complete() -> serde_json::Value {
+    json!({"type": "bidi_response_complete", "turn": 1, "stop_reason": "end_turn"})
+}
+
+/// The messages the effects send the client, decoded.
+pub(super) fn to_client(effects: &[Effect]) -> Vec<ServerMessage> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Client(Frame::Text(text)) => serde_json::from_str(text.as_str()).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The messages the effects send the runtime, decoded.
+pub(super) fn to_runtime(effects: &[Effect]) -> Vec<ClientMessage> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Runtime { message: UpMessage::Text(text), .. } => decode_client(text.as_str()).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(super) fn typed(text: &str) -> ClientMessage {
+    ClientMessage::BidiTextInput { text: text.into() }
+}
+
+fn error_codes(effects: &[Effect]) -> Vec<String> {
+    to_client(effects)
+        .into_iter()
+        .filter_map(|m| match m {
+            ServerMessage::BidiError { code, .. } => Some(code),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(super) fn handoff(to: &str) -> serde_json::Value {
+    json!({"type": "handoff", "from": "triage", "to": to, "kind": "transfer", "context": {
+        "from_agent": "triage", "kind": "transfer", "reason": "balance",
+        "workflow_state": {"agent": "triage", "node": "greet", "visited": ["greet"]},
+        "return_to": "triage",
+        "memory": {"intent": "balance"},
+        "history": [{"role": "user", "text": "my balance"}]
+    }})
+}
+
+#[test]
+fn a_new_session_opens_on_its_agent_and_sends_what_came_first() {
+    let pending = json!({"type": "bidi_text_input", "text": "hello"}).to_string();
+    let mut drive = Drive::starting(Some(pending.clone()));
+    assert_eq!(drive.opening(), Some(("bank/triage".into(), None, false)));
+    let effects = drive.on(Event::Opened(Ok(addr(1))));
+    assert!(matches!(effects[0], Effect::Note(Note::Routed)));
+    assert_eq!(to_runtime(&effects), [typed("hello")], "the first message that was not session_start");
+    assert!(matches!(drive.machine.phase(), Phase::Live));
+}
+
+#[test]
+fn a_session_no_pod_takes_is_refused_with_try_again() {
+    let mut drive = Drive::starting(None);
+    let effects = drive.on(Event::Opened(Err("agent triage has no ready pod".into())));
+    assert_eq!(error_codes(&effects), ["no_runtime"]);
+    assert!(matches!(drive.ending(), Some(Ending::Close((close_code::TRY_AGAIN_LATER, _)))));
+}
+
+#[test]
+fn every_start_gets_a_fresh_token_and_number_and_frames_are_numbered_once() {
+    let mut drive = Drive::live();
+    let start =
+        json!({"type": "bidi_connection_start", "session_id": "s", "agent": "triage", "mode": "text", "model": "m"});
+    let effects = drive.runtime(start.clone());
+    let Some(Effect::Hold { key, previous: None }) = effects.first() else { panic!("held first: {effects:?}") };
+    let first_key = key.clone();
+    let [ServerMessage::BidiConnectionStart { resume_token: Some(token), seq: Some(1), .. }] = &to_client(&effects)[..]
+    else {
+        panic!("stamped: {effects:?}")
+    };
+    assert_eq!(token.len(), 64);
+    drive.runtime(say("assistant", "Hello"));
+    let effects = drive.runtime(start);
+    let Some(Effect::Hold { previous: Some(previous), .. }) = effects.first() else { panic!("{effects:?}") };
+    assert_eq!(previous, &first_key, "the older key is released");
+    assert!(matches!(&to_client(&effects)[..], [ServerMessage::BidiConnectionStart { seq: Some(3), .. }]));
+    // Only the transcript line is kept: a resumed client gets a new start.
+    let missed = drive.machine.replay.since(Some(0));
+    assert_eq!(missed.frames.len(), 1);
+}
+
+#[test]
+fn a_lost_runtime_reopens_elsewhere_and_gets_the_typed_inputs_it_had_not_taken_up() {
+    let mut drive = Drive::live();
+    drive.typed("one");
+    drive.typed("two");
+    drive.runtime(say("user", "one"));
+    let effects = drive.on(Event::Runtime(RuntimeFrame::Lost));
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Note(Note::Migrated { reason, from: Some(_) }) if reason == "runtime_lost"))
+    );
+    assert_eq!(drive.opening(), Some(("bank/triage".into(), Some(addr(1)), false)), "another pod than the lost one");
+    let effects = drive.on(Event::Opened(Ok(addr(2))));
+    let resent = to_runtime(&effects);
+    assert_eq!(resent, [typed("two")], "only the input not taken up");
+    assert!(matches!(
+        &to_client(&effects)[..],
+        [ServerMessage::BidiConnectionRestart { reason, generation: 1 }] if reason == "runtime_lost"
+    ));
+}
+
+#[test]
+fn reopening_gives_up_after_the_attempts_with_pauses_between() {
+    let mut drive = Drive::live();
+    drive.on(Event::Runtime(RuntimeFrame::Lost));
+    let mut attempts = 0;
+    loop {
+        assert!(drive.opening().is_some(), "attempt {attempts}");
+        attempts += 1;
+        let effects = drive.on(Event::Opened(Err("refused".into())));
+        if let Some(ending) = drive.ending() {
+            assert_eq!(ending, &Ending::Close((close_code::INTERNAL, "no runtime pod could take the session".into())));
+            assert_eq!(error_codes(&effects), ["no_runtime"]);
+            break;
+        }
+        assert!(matches!(drive.machine.phase(), Phase::Backoff(_)));
+        drive.on(Event::RetryDue);
+    }
+    assert_eq!(attempts, MAX_RECOVERIES);
+}
+
+#[test]
+fn a_handoff_opens_the_target_with_the_context_and_counts_the_gap() {
+    let mut drive = Drive::live();
+    drive.runtime(handoff("idv"));
+    drive.closed(close_code::HANDOFF);
+    assert_eq!(drive.opening(), Some(("bank/idv".into(), None, true)), "not exposed, reached by handoff");
+    let effects = drive.on(Event::Opened(Ok(addr(3))));
+    assert!(effects.contains_or(&Note::Handoff { from: "bank/triage".into(), to: "bank/idv".into() }));
+    assert_eq!(drive.machine.kept.return_to.as_deref(), Some("triage"));
+    assert_eq!(drive.machine.kept.memory["intent"], "balance", "the context's memory is the session's");
+    let effects = drive.runtime(say("assistant", "I'll verify you."));
+    assert!(effects.iter().any(|e| matches!(e, Effect::Note(Note::HandoffGap { .. }))));
+}
+
+pub(super) trait Contains {
+    fn contains_or(&self, note: &Note) -> bool;
+}
+
+impl Contains for Vec<Effect> {
+    fn contains_or(&self, note: &Note) -> bool {
+        self.iter().any(|e| matches!(e, Effect::Note(n) if n == note))
+    }
+}
+
+#[test]
+fn a_handoff_that_cannot_happen_keeps_the_caller_with_the_source_and_tells_it() {
+    for (to, open_result) in [("banking", None), ("nobody", None), ("idv", Some(Err("refused".to_owned())))] {
+        let mut drive = Drive::live();
+        drive.runtime(handoff(to));
+        let mut effects = drive.closed(close_code::HANDOFF);
+        if let Some(result) = open_result {
+            effects = drive.on(Event::Opened(result.map(|()| addr(3))));
+        }
+        assert_eq!(error_codes(&effects), ["handoff_failed"], "to {to}");
+        assert!(effects.contains_or(&Note::Refused("handoff_failed")));
+        assert_eq!(drive.opening(), Some(("bank/triage".into(), None, false)), "back with the source");
+        let last = drive.machine.kept.history.last().expect("a line");
+        assert!(last.text.contains(&format!("transfer to {to} did not happen")), "{}", last.text);
+        let effects = drive.on(Event::Opened(Ok(addr(2))));
+        assert!(matches!(
+            &to_client(&effects)[..],
+            [ServerMessage::BidiConnectionRestart { reason, .. }] if reason == "handoff_failed"
+        ));
+    }
+}
+
+#[test]
+fn a_draining_pod_moves_the_session_between_turns_only_and_waits_for_another_pod() {
+    let mut drive = Drive::live();
+    drive.typed("hello");
+    drive.runtime(say("user", "hello"));
+    drive.runtime(json!({"type": "bidi_connection_draining", "seconds": 30}));
+    assert!(matches!(drive.machine.phase(), Phase::Live), "a turn is under way");
+    drive.runtime(complete());
+    assert_eq!(drive.opening(), Some(("bank/triage".into(), Some(addr(1)), false)), "moved at the turn's end");
+
+    // The only pod drains: the session stays until the directory shows another.
+    let mut drive = Drive::live();
+    drive.directory = directory_with(&[("triage", &[1]), ("idv", &[3])]);
+    let effects = drive.runtime(json!({"type": "bidi_connection_draining", "seconds": 30}));
+    assert!(effects.contains_or(&Note::WaitingForPod));
+    assert!(matches!(drive.machine.phase(), Phase::Live));
+    drive.directory = directory_with(&[("triage", &[1, 4]), ("idv", &[3])]);
+    drive.on(Event::DirectoryChanged);
+    assert_eq!(drive.opening(), Some(("bank/triage".into(), Some(addr(1)), false)));
+    let effects = drive.on(Event::Opened(Ok(addr(4))));
+    assert!(matches!(
+        &to_client(&effects)[..],
+        [ServerMessage::BidiConnectionRestart { reason, .. }] if reason == "runtime_draining"
+    ));
+}
+
+#[test]
+fn a_blank_typed_input_does_not_hold_a_draining_session() {
+    let mut drive = Drive::live();
+    drive.typed("   ");
+    drive.runtime(json!({"type": "bidi_error", "code": "empty_text", "message": "m", "recoverable": true}));
+    drive.runtime(json!({"type": "bidi_connection_draining", "seconds": 30}));
+    assert!(drive.opening().is_some(), "nothing is in flight: the session moves");
+}
+
+#[test]
+fn a_session_whose_agent_was_removed_ends_with_4404() {
+    let mut drive = Drive::live();
+    drive.directory = directory_with(&[("idv", &[3])]);
+    let effects = drive.runtime(json!({"type": "bidi_connection_draining", "seconds": 30}));
+    assert_eq!(error_codes(&effects), ["agent_removed"]);
+    assert!(matches!(drive.ending(), Some(Ending::Close((close_code::UNKNOWN_AGENT, _)))));
+}
+
+#[test]
+fn a_runtime_that_closes_for_a_drain_moves_the_session_and_any_other_close_ends_it() {
+    for code in [close_code::GOING_AWAY, close_code::TRY_AGAIN_LATER] {
+        let mut drive = Drive::live();
+        drive.closed(code);
+        assert!(drive.opening().is_some(), "{code}");
+    }
+    let mut drive = Drive::live();
+    let goodbye = json!({"type": "bidi_connection_close", "reason": "done"});
+    assert!(drive.runtime(goodbye.clone()).is_empty(), "held until the close says what it means");
+    let effects = drive.closed(close_code::NORMAL);
+    assert_eq!(to_client(&effects), [serde_json::from_value::<ServerMessage>(goodbye).expect("a message")]);
+    assert_eq!(drive.ending(), Some(&Ending::Close((close_code::NORMAL, String::new()))));
+    let mut drive = Drive::live();
+    drive.closed(1005);
+    assert_eq!(drive.ending(), Some(&Ending::Close((close_code::NORMAL, String::new()))), "no code: normal");
+}
+
+#[test]
+fn client_limits_end_the_session_with_their_codes() {
+    let mut drive = Drive::live();
+    let refusal = Refusal { code: close_code::RATE_LIMITED, message: "key budget".into(), reason: "key_rate" };
+    let effects = drive.on(Event::Client(ClientFrame::Binary(vec![0; 4].into()), Err(refusal)));
+    assert_eq!(error_codes(&effects), ["key_rate"]);
+    assert!(effects.contains_or(&Note::Refused("key_rate")));
+    assert_eq!(drive.ending(), Some(&Ending::Close((close_code::RATE_LIMITED, "key rate".into()))));
+
+    let mut drive = Drive::live();
+    drive.machine.limits.session_rate = 1;
+    drive.machine = rebuild_bucket(drive.machine);
+    drive.client(ClientFrame::Binary(vec![0; 4].into()));
+    drive.client(ClientFrame::Binary(vec![0; 4].into()));
+    let effects = drive.client(ClientFrame::Binary(vec![0; 4].into()));
+    assert_eq!(error_codes(&effects), ["session_rate"], "a burst of twice the rate, then refused");
+
+    for (frame, code) in [(ClientFrame::Oversized, close_code::TOO_BIG), (ClientFrame::Close, close_code::NORMAL)] {
+        let mut drive = Drive::live();
+        drive.client(frame);
+        assert!(matches!(drive.ending(), Some(Ending::Close((c, _))) if *c == code));
+    }
+    let mut drive = Drive::live();
+    drive.on(Event::ClientSendFailed(SendFailure::Slow));
+    assert!(matches!(drive.ending(), Some(Ending::Close((close_code::SLOW_CLIENT, _)))));
+}
+
+fn rebuild_bucket(machine: Machine) -> Machine {
+    let mut fresh = Machine::blank(
+        machine.limits.clone(),
+        machine.id.clone(),
+        machine.identity.clone(),
+        machine.target.clone(),
+        None,
+        vec![],
+        Instant::now(),
+    );
+    fresh.runtime = machine.runtime;
+    fresh
+}
+
+#[test]
+fn an_idle_session_ends_only_once_the_timeout_passed_since_the_last_frame() {
+    let mut drive = Drive::live();
+    drive.now += Duration::from_secs(50);
+    drive.runtime(say("assistant", "still here"));
+    drive.now += Duration::from_secs(50);
+    assert!(drive.on(Event::IdleDue).is_empty(), "the agent's frame 50 s ago counts");
+    assert_eq!(drive.machine.idle_deadline(), drive.now + Duration::from_secs(10));
+    drive.now += Duration::from_secs(10);
+    let effects = drive.on(Event::IdleDue);
+    assert_eq!(error_codes(&effects), ["idle_timeout"]);
+    assert!(matches!(drive.ending(), Some(Ending::Close((close_code::IDLE_TIMEOUT, _)))));
+}
+
+#[test]
+fn messages_for_a_runtime_that_refused_them_go_to_the_next() {
+    let mut drive = Drive::live();
+    let audio = UpMessage::Binary(vec![1, 2, 3].into());
+    let effects = drive.client(ClientFrame::Binary(vec![1, 2, 3].into()));
+    assert!(matches!(&effects[..], [Effect::Runtime { keep: true, .. }]));
+    drive.on(Event::RuntimeSendFailed(audio.clone()));
+    drive.on(Event::Runtime(RuntimeFrame::Lost));
+    let effects = drive.on(Event::Opened(Ok(addr(2))));
+    assert!(effects.iter().any(|e| matches!(e, Effect::Runtime { message, keep: false } if *message == audio)));
+}

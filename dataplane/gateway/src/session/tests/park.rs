@@ -1,0 +1,136 @@
+//! Parking and resuming, through the machine's events.
+
+use std::time::Instant;
+
+use switchboard_core::protocol::{ServerMessage, close_code};
+
+use super::{
+    Contains, Drive, addr, complete, directory, directory_with, handoff, limits, say, to_client, to_runtime, typed,
+};
+use crate::resume::Replay;
+use crate::session::machine::{ClientFrame, Cx, Effect, Ending, Event, Machine, Note, Phase, SendFailure};
+
+#[test]
+fn a_client_gone_mid_turn_lets_the_runtime_finish_then_parks() {
+    let mut drive = Drive::live();
+    drive.typed("hello");
+    drive.runtime(say("user", "hello"));
+    let effects = drive.client(ClientFrame::Gone);
+    assert!(effects.is_empty());
+    assert!(drive.machine.settle_deadline().is_some(), "settling");
+    let effects = drive.runtime(say("assistant", "Hi"));
+    assert!(effects.is_empty(), "kept for replay, not sent");
+    assert!(drive.ending().is_none());
+    drive.runtime(complete());
+    assert_eq!(drive.ending(), Some(&Ending::Park));
+    let parked = drive.machine.take_parked();
+    let replayed: Vec<_> = parked.replay.since(Some(0)).frames;
+    assert_eq!(replayed.len(), 3, "every frame, the ones after the client left too");
+
+    // Between turns: parked at once. Ended by the agent meanwhile: nothing to park.
+    let mut drive = Drive::live();
+    drive.client(ClientFrame::Gone);
+    assert_eq!(drive.ending(), Some(&Ending::Park));
+    let mut drive = Drive::live();
+    drive.typed("bye");
+    drive.on(Event::ClientSendFailed(SendFailure::Gone));
+    drive.closed(close_code::NORMAL);
+    assert_eq!(drive.ending(), Some(&Ending::Detach));
+    let mut drive = Drive::live();
+    drive.typed("transfer me");
+    drive.on(Event::Superseded);
+    drive.runtime(handoff("idv"));
+    drive.closed(close_code::HANDOFF);
+    assert_eq!(drive.ending(), Some(&Ending::Park), "the handoff is made on resume");
+    assert!(drive.machine.take_parked().handoff.is_some());
+    let mut drive = Drive::live();
+    drive.typed("slow");
+    drive.client(ClientFrame::Gone);
+    drive.on(Event::SettleDue);
+    assert_eq!(drive.ending(), Some(&Ending::Park), "the grace is bounded");
+}
+
+#[test]
+fn a_draining_gateway_moves_its_sessions_when_the_store_is_shared() {
+    let mut drive = Drive::live();
+    let effects = drive.on(Event::Draining);
+    assert!(matches!(&effects[..], [Effect::CloseClient((close_code::GOING_AWAY, _))]));
+    assert_eq!(drive.ending(), Some(&Ending::Park));
+    let mut drive = Drive::live();
+    drive.machine.limits.movable = false;
+    assert!(drive.on(Event::Draining).is_empty());
+    assert!(matches!(drive.machine.phase(), Phase::Live), "it drains in place");
+    drive.on(Event::Shutdown);
+    assert!(matches!(drive.ending(), Some(Ending::Close((close_code::GOING_AWAY, _)))));
+}
+
+#[test]
+fn a_resumed_session_reopens_then_sends_what_was_missed_and_says_what_is_gone() {
+    let mut drive = Drive::live();
+    drive.typed("one");
+    for i in 0..5 {
+        drive.runtime(say("assistant", &format!("line {i}")));
+    }
+    drive.client(ClientFrame::Gone);
+    let mut parked = drive.machine.take_parked();
+    // The oldest two are no longer held.
+    let mut replay = Replay::default();
+    for frame in parked.replay.since(Some(0)).frames {
+        replay.record(frame, 3, 1 << 20);
+    }
+    parked.replay = replay;
+    let directory = directory();
+    let cx = Cx { now: Instant::now(), directory: &directory };
+    let target = directory.lookup("bank", "triage").expect("triage");
+    let mut machine = Machine::resume(limits(), "key".into(), parked, target, Some(1), &cx);
+    assert!(
+        matches!(machine.phase(), Phase::Opening(request) if request.handoff.is_none() && request.history.len() == 5)
+    );
+    machine.handle(Event::Opened(Ok(addr(2))), &cx);
+    let effects: Vec<Effect> = std::iter::from_fn(|| machine.next_effect()).collect();
+    assert_eq!(to_runtime(&effects), [typed("one")]);
+    let sent = to_client(&effects);
+    assert!(matches!(&sent[0], ServerMessage::BidiTranscriptStream { text, .. } if text == "line 2"), "{sent:?}");
+    assert_eq!(sent.len(), 4, "three held lines, then the gap: {sent:?}");
+    assert!(matches!(&sent[3], ServerMessage::BidiError { code, .. } if code == "replay_gap"));
+
+    // It cannot be opened: it goes back to the store.
+    let parked = drive_parked();
+    let target = directory.lookup("bank", "triage").expect("triage");
+    let mut machine = Machine::resume(limits(), "key".into(), parked, target, None, &cx);
+    machine.handle(Event::Opened(Err("no pod".into())), &cx);
+    assert!(matches!(machine.phase(), Phase::Done(Ending::ResumeFailed(m)) if m == "no pod"));
+}
+
+fn drive_parked() -> crate::resume::Parked {
+    let mut drive = Drive::live();
+    drive.client(ClientFrame::Gone);
+    drive.machine.take_parked()
+}
+
+#[test]
+fn a_handoff_made_while_the_client_was_away_happens_on_resume_or_is_told_to_the_source() {
+    for (target_ok, expected) in [(true, "bank/idv"), (false, "bank/triage")] {
+        let mut drive = Drive::live();
+        drive.typed("transfer me");
+        drive.client(ClientFrame::Gone);
+        drive.runtime(handoff("idv"));
+        drive.closed(close_code::HANDOFF);
+        let parked = drive.machine.take_parked();
+        let directory = if target_ok { directory() } else { directory_with(&[("triage", &[1])]) };
+        let cx = Cx { now: Instant::now(), directory: &directory };
+        let target = directory.lookup("bank", "triage").expect("triage");
+        let mut machine = Machine::resume(limits(), "key".into(), parked, target, None, &cx);
+        assert!(
+            matches!(machine.phase(), Phase::Opening(r) if r.target.key() == expected && r.handoff.is_some() == target_ok)
+        );
+        machine.handle(Event::Opened(Ok(addr(3))), &cx);
+        let effects: Vec<Effect> = std::iter::from_fn(|| machine.next_effect()).collect();
+        assert!(effects.contains_or(&Note::Resumed));
+        assert!(matches!(machine.phase(), Phase::Live));
+        if !target_ok {
+            let last = machine.kept.history.last().expect("a line");
+            assert!(last.text.contains("transfer to idv did not happen"), "{}", last.text);
+        }
+    }
+}
