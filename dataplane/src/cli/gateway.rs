@@ -67,6 +67,13 @@ pub struct GatewayArgs {
     #[arg(long, env = "SWITCHBOARD_DRAIN_SECONDS", default_value_t = 30)]
     drain_seconds: u64,
 
+    /// Seconds the listener stays open after SIGTERM, answering new connections with 1013
+    /// (try again), while the Service's endpoints and every node's proxy drop this replica;
+    /// runs beside the drain. A shorter time than the cluster takes to stop routing here
+    /// makes clients fail their WebSocket handshake during a rollout.
+    #[arg(long, env = "SWITCHBOARD_SHUTDOWN_DELAY_SECONDS", default_value_t = 5)]
+    shutdown_delay_seconds: u64,
+
     /// A file of API keys as SHA-256 digests, one a line: `<name> <sha256 hex> [max
     /// sessions]` (`printf %s "$KEY" | sha256sum`). Clients send `Authorization: Bearer
     /// <key>` or `X-Api-Key`; a missing or unknown key is refused with 4401. Without the
@@ -147,6 +154,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         max_message_bytes,
         max_sessions,
         drain_seconds,
+        shutdown_delay_seconds,
         api_keys_file,
         allowed_origins,
         redis_url,
@@ -223,6 +231,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         max_message_bytes,
         max_sessions,
         drain_timeout: Duration::from_secs(drain_seconds),
+        shutdown_delay: Duration::from_secs(shutdown_delay_seconds),
         resume_window: Duration::from_secs(resume_seconds),
         replay_bytes: replay_buffer_bytes,
         session_rate: max_messages_per_second,
