@@ -53,6 +53,18 @@ pub enum RouteError {
     /// Listed, but no pod is ready.
     #[error("agent {0:?} has no ready pod right now; try again shortly")]
     NoReadyPod(String),
+    /// A handoff to an Agent the source does not declare (`spec.handoffs`), that is not the
+    /// agent the session came from, or in another namespace.
+    #[error(
+        "agent {from:?} may not hand off to {to:?}: a handoff goes only to an Agent of its own namespace that it \
+         lists in spec.handoffs, or back to the agent that transferred the session"
+    )]
+    HandoffNotAllowed {
+        /// `<namespace>/<name>` of the source.
+        from: String,
+        /// The target asked for.
+        to: String,
+    },
 }
 
 impl RouteError {
@@ -62,6 +74,7 @@ impl RouteError {
             Self::NoDefault | Self::Unknown(_) | Self::Ambiguous { .. } => close_code::UNKNOWN_AGENT,
             Self::NotExposed(_) => close_code::NOT_EXPOSED,
             Self::NoReadyPod(_) => close_code::NO_READY_POD,
+            Self::HandoffNotAllowed { .. } => close_code::NOT_EXPOSED,
         }
     }
 
@@ -73,6 +86,7 @@ impl RouteError {
             Self::Ambiguous { .. } => "ambiguous_agent",
             Self::NotExposed(_) => "not_exposed",
             Self::NoReadyPod(_) => "no_ready_pod",
+            Self::HandoffNotAllowed { .. } => "handoff_not_allowed",
         }
     }
 }
@@ -128,7 +142,7 @@ impl Directory {
     /// exposed and have a ready pod.
     pub fn for_client(&self, requested: Option<&str>) -> Result<Target, RouteError> {
         let route = match requested.or(self.default_agent.as_deref()) {
-            Some(name) => self.find(name, None)?,
+            Some(name) => self.find(name)?,
             None => self.table_default()?,
         };
         if !route.expose && requested.is_some() {
@@ -137,10 +151,25 @@ impl Directory {
         self.ready(route)
     }
 
-    /// Where a handoff from an Agent of `namespace` to `target` goes (a bare name is looked
-    /// up in the same namespace first). Exposure does not matter.
-    pub fn for_handoff(&self, namespace: &str, target: &str) -> Result<Target, RouteError> {
-        self.ready(self.find(target, Some(namespace))?)
+    /// Where a handoff from the Agent `from` to `to` goes: an Agent of `from`'s namespace
+    /// that `from` declares (its route's `handoffs`), or `return_to`, the agent the session
+    /// came from (a return). Exposure does not matter; another namespace is never reached,
+    /// whatever the name.
+    pub fn for_handoff(&self, from: &Route, to: &str, return_to: Option<&str>) -> Result<Target, RouteError> {
+        let name = match to.split_once('/') {
+            Some((namespace, name)) if namespace == from.namespace => name,
+            Some(_) => return Err(not_allowed(from, to)),
+            None => to,
+        };
+        let declared = from.handoffs.iter().any(|h| h == name) || return_to == Some(name);
+        if !declared {
+            return Err(not_allowed(from, to));
+        }
+        let route = self
+            .table
+            .route(&from.namespace, name)
+            .ok_or_else(|| RouteError::Unknown(format!("{}/{name}", from.namespace)))?;
+        self.ready(route)
     }
 
     /// `namespace/name` (any exposure), whether or not it has a ready pod.
@@ -161,12 +190,9 @@ impl Directory {
         self.endpoints.get(&(route.namespace.clone(), route.name.clone())).cloned().unwrap_or_default()
     }
 
-    fn find(&self, name: &str, prefer_namespace: Option<&str>) -> Result<&Route, RouteError> {
+    fn find(&self, name: &str) -> Result<&Route, RouteError> {
         if let Some((namespace, name)) = name.split_once('/') {
             return self.table.route(namespace, name).ok_or_else(|| RouteError::Unknown(format!("{namespace}/{name}")));
-        }
-        if let Some(route) = prefer_namespace.and_then(|ns| self.table.route(ns, name)) {
-            return Ok(route);
         }
         let mut matches = self.table.routes.iter().filter(|r| r.name == name);
         let first = matches.next().ok_or_else(|| RouteError::Unknown(name.to_owned()))?;
@@ -187,6 +213,10 @@ impl Directory {
     }
 }
 
+fn not_allowed(from: &Route, to: &str) -> RouteError {
+    RouteError::HandoffNotAllowed { from: format!("{}/{}", from.namespace, from.name), to: to.to_owned() }
+}
+
 #[cfg(test)]
 mod tests {
     use switchboard_crds::Mode;
@@ -195,6 +225,7 @@ mod tests {
     use super::*;
 
     fn route(ns: &str, name: &str, expose: bool, default: bool) -> Route {
+        let handoffs = if name == "triage" { vec!["idv".to_owned(), "orders".to_owned()] } else { vec![] };
         Route {
             name: name.into(),
             namespace: ns.into(),
@@ -202,7 +233,7 @@ mod tests {
             service: format!("{name}.{ns}.svc"),
             port: RUNTIME_PORT,
             path: SESSION_PATH.into(),
-            handoffs: vec![],
+            handoffs,
             expose,
             default,
             ready: true,
@@ -248,11 +279,34 @@ mod tests {
         let d = directory();
         assert_eq!(d.for_client(Some("idv")), Err(RouteError::NotExposed("idv".into())));
         assert_eq!(d.for_client(Some("bank/banking")), Err(RouteError::NoReadyPod("banking".into())));
-        assert_eq!(d.for_handoff("bank", "idv").map(|t| t.key()), Ok("bank/idv".into()));
-        // A bare handoff target is looked up in the source's namespace first.
-        assert_eq!(d.for_handoff("shop", "triage").map(|t| t.key()), Ok("shop/triage".into()));
-        assert_eq!(d.for_handoff("shop", "orders"), Err(RouteError::NoReadyPod("orders".into())));
+        let from = |ns: &str, name: &str| d.table().route(ns, name).cloned().expect("a route");
+        assert_eq!(d.for_handoff(&from("bank", "triage"), "idv", None).map(|t| t.key()), Ok("bank/idv".into()));
+        assert_eq!(
+            d.for_handoff(&from("shop", "triage"), "orders", None),
+            Err(RouteError::NoReadyPod("orders".into()))
+        );
         assert_eq!(RouteError::NoReadyPod("x".into()).close_code(), close_code::NO_READY_POD);
+    }
+
+    #[test]
+    fn handoffs_go_only_to_declared_targets_of_the_same_namespace_or_back() {
+        let d = directory();
+        let from = |ns: &str, name: &str| d.table().route(ns, name).cloned().expect("a route");
+        let not_allowed =
+            |from: &str, to: &str| Err(RouteError::HandoffNotAllowed { from: from.into(), to: to.into() });
+        // shop/triage declares idv, but shop has none: bank's is never reached.
+        assert_eq!(d.for_handoff(&from("shop", "triage"), "idv", None), Err(RouteError::Unknown("shop/idv".into())));
+        assert_eq!(d.for_handoff(&from("shop", "triage"), "bank/idv", None), not_allowed("shop/triage", "bank/idv"));
+        // Not declared: refused even in the same namespace.
+        assert_eq!(d.for_handoff(&from("bank", "triage"), "banking", None), not_allowed("bank/triage", "banking"));
+        // idv declares nothing, but may return to where the session came from.
+        assert_eq!(d.for_handoff(&from("bank", "idv"), "triage", None), not_allowed("bank/idv", "triage"));
+        assert_eq!(
+            d.for_handoff(&from("bank", "idv"), "triage", Some("triage")).map(|t| t.key()),
+            Ok("bank/triage".into())
+        );
+        assert_eq!(d.for_handoff(&from("bank", "triage"), "bank/idv", None).map(|t| t.key()), Ok("bank/idv".into()));
+        assert_eq!(not_allowed("a/b", "c").unwrap_err().close_code(), close_code::NOT_EXPOSED);
     }
 
     #[test]

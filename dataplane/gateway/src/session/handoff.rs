@@ -1,8 +1,12 @@
 //! Handoffs: a runtime that hands off sends `handoff` (with the context) and closes with
 //! 4000; the session opens on a pod of the target Agent with that context signed, on the
-//! same client socket. When the target cannot take it, the client is told (`bidi_error`
-//! `handoff_failed`), the source agent reads why as the last line of its conversation, and
-//! the session goes on with the source Agent on a fresh runtime session.
+//! same client socket. A handoff goes only where the source Agent may send it — an Agent of
+//! its namespace it declares, or back to the agent that transferred the session
+//! ([`crate::Directory::for_handoff`]) — and at most [`MAX_HANDOFFS_PER_TURN`] times in
+//! one user turn (agents that pass a caller back and forth are stopped). When the target
+//! cannot take it, the client is told (`bidi_error` `handoff_failed`), the source agent
+//! reads why as the last line of its conversation, and the session goes on with the source
+//! Agent on a fresh runtime session.
 
 use switchboard_core::handoff::HandoffContext;
 use switchboard_core::protocol::ServerMessage;
@@ -10,23 +14,36 @@ use switchboard_core::protocol::ServerMessage;
 use super::machine::{Cx, Machine, Note, Purpose};
 use crate::resume::Missed;
 
+/// Handoffs within one user turn after which the next is refused.
+pub const MAX_HANDOFFS_PER_TURN: u32 = 4;
+
 impl Machine {
     /// Moves the session to `to` with `context`. `resumed`: the handoff a runtime made
     /// while the client was away, performed on resume.
     pub(super) fn hand_off(&mut self, to: String, context: HandoffContext, resumed: Option<Missed>, cx: &Cx<'_>) {
         let from = self.target.key();
+        let may_return_to = self.kept.return_to.clone();
         let return_to = self.kept.hand_over(&context);
-        match cx.directory.for_handoff(&self.target.route.namespace, &to) {
+        let turn = self.kept.turn;
+        self.hops = if self.hops.0 == turn { (turn, self.hops.1 + 1) } else { (turn, 1) };
+        let routed = if self.hops.1 > MAX_HANDOFFS_PER_TURN {
+            Err(format!(
+                "more than {MAX_HANDOFFS_PER_TURN} handoffs in one turn; the agents may be passing the caller back and forth"
+            ))
+        } else {
+            cx.directory.for_handoff(&self.target.route, &to, may_return_to.as_deref()).map_err(|e| e.to_string())
+        };
+        match routed {
             Ok(target) => {
                 let previous = Box::new(std::mem::replace(&mut self.target, target));
                 self.open(Purpose::Handoff { from, to, previous, return_to, resumed }, None, Some(context));
             }
             Err(error) => match resumed {
                 Some(missed) => {
-                    self.kept.handoff_failed(&to, &format!("agent {to} could not take the session"));
+                    self.kept.handoff_failed(&to, &error);
                     self.reopen_resumed(missed);
                 }
-                None => self.handoff_failed(&to, &error.to_string(), cx),
+                None => self.handoff_failed(&to, &error, cx),
             },
         }
     }

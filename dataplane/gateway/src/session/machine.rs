@@ -52,6 +52,8 @@ pub struct Machine {
     pub(super) generation: u64,
     /// When the last handoff began (the source's close), until the target's first frame.
     pub(super) handoff_started: Option<(Instant, String, String)>,
+    /// Handoffs in the current user turn: `(turn, count)`.
+    pub(super) hops: (u64, u32),
     /// The serving pod said it drains: the session moves at its next turn boundary.
     pub(super) pod_draining: bool,
     /// A draining pod's session waits for another ready pod (noted once).
@@ -114,6 +116,7 @@ impl Machine {
             key: None,
             generation: 0,
             handoff_started: None,
+            hops: (0, 0),
             pod_draining: false,
             waiting_for_pod: false,
             held_close: None,

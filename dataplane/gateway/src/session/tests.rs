@@ -33,7 +33,7 @@ fn route(name: &str, expose: bool) -> Route {
         service: format!("{name}.bank.svc"),
         port: RUNTIME_PORT,
         path: SESSION_PATH.into(),
-        handoffs: vec![],
+        handoffs: if name == "triage" { vec!["idv".into(), "banking".into(), "nobody".into()] } else { vec![] },
         expose,
         default: name == "triage",
         ready: true,
@@ -314,6 +314,65 @@ fn a_handoff_that_cannot_happen_keeps_the_caller_with_the_source_and_tells_it() 
             [ServerMessage::BidiConnectionRestart { reason, .. }] if reason == "handoff_failed"
         ));
     }
+}
+
+#[test]
+fn handoffs_go_only_to_declared_agents_or_back_and_a_loop_is_stopped() {
+    // idv declares no handoff: only the return to the agent that transferred the session.
+    let mut drive = Drive::live();
+    drive.runtime(handoff("idv"));
+    drive.closed(close_code::HANDOFF);
+    drive.on(Event::Opened(Ok(addr(3))));
+    drive.runtime(json!({"type": "handoff", "from": "idv", "to": "banking", "kind": "transfer", "context": {
+        "from_agent": "idv", "kind": "transfer", "reason": "verified",
+        "workflow_state": {"agent": "idv", "node": "verify", "visited": ["verify"]}, "return_to": "idv"
+    }}));
+    let effects = drive.closed(close_code::HANDOFF);
+    assert_eq!(error_codes(&effects), ["handoff_failed"]);
+    let [ServerMessage::BidiError { message, .. }] = &to_client(&effects)[..] else { panic!("{effects:?}") };
+    assert!(message.contains("may not hand off to \"banking\""), "{message}");
+    assert_eq!(drive.opening(), Some(("bank/idv".into(), None, false)), "the caller stays with idv");
+    drive.on(Event::Opened(Ok(addr(3))));
+    drive.runtime(json!({"type": "handoff", "from": "idv", "to": "triage", "kind": "return", "context": {
+        "from_agent": "idv", "kind": "return", "reason": "done",
+        "workflow_state": {"agent": "idv", "node": "done", "visited": ["done"]}
+    }}));
+    drive.closed(close_code::HANDOFF);
+    assert_eq!(drive.opening(), Some(("bank/triage".into(), None, true)), "back where it came from");
+
+    // Another namespace is never reached, whatever the name.
+    let mut drive = Drive::live();
+    drive.runtime(handoff("shop/idv"));
+    let effects = drive.closed(close_code::HANDOFF);
+    assert_eq!(error_codes(&effects), ["handoff_failed"]);
+
+    // triage and idv passing the caller back and forth within one turn.
+    let mut drive = Drive::live();
+    let mut failed = None;
+    for hop in 0..10 {
+        let back = hop % 2 == 1;
+        let (from, to, kind) = if back { ("idv", "triage", "return") } else { ("triage", "idv", "transfer") };
+        drive.runtime(json!({"type": "handoff", "from": from, "to": to, "kind": kind, "context": {
+            "from_agent": from, "kind": kind, "reason": "loop", "return_to": from,
+            "workflow_state": {"agent": from, "node": "n", "visited": ["n"]}
+        }}));
+        let effects = drive.closed(close_code::HANDOFF);
+        if !error_codes(&effects).is_empty() {
+            let [ServerMessage::BidiError { message, .. }] = &to_client(&effects)[..] else { panic!("{effects:?}") };
+            failed = Some((hop, message.clone()));
+            break;
+        }
+        drive.on(Event::Opened(Ok(addr(if back { 1 } else { 3 }))));
+    }
+    let (hop, message) = failed.expect("the loop was stopped");
+    assert_eq!(hop, super::handoff::MAX_HANDOFFS_PER_TURN as usize, "{message}");
+    assert!(message.contains("handoffs in one turn"), "{message}");
+    // A new user turn starts a new count.
+    drive.on(Event::Opened(Ok(addr(3))));
+    drive.runtime(say("user", "next question"));
+    drive.runtime(handoff("idv"));
+    drive.closed(close_code::HANDOFF);
+    assert!(drive.opening().is_some_and(|(target, _, handoff)| handoff && target == "bank/idv"));
 }
 
 #[test]
