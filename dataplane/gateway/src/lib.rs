@@ -66,6 +66,12 @@ pub struct GatewayConfig {
     pub session_rate: u32,
     /// A session with no message either way for this long is closed with 4408.
     pub idle_timeout: Duration,
+    /// How often the gateway pings each client and each runtime connection.
+    pub ping_interval: Duration,
+    /// A client that answers nothing (not even a ping) for this long counts as gone and
+    /// its session parks for resume; a runtime, as lost, and the session moves to another
+    /// pod.
+    pub ping_timeout: Duration,
 }
 
 impl Default for GatewayConfig {
@@ -83,6 +89,8 @@ impl Default for GatewayConfig {
             replay_bytes: 1024 * 1024,
             session_rate: 200,
             idle_timeout: Duration::from_secs(600),
+            ping_interval: Duration::from_secs(5),
+            ping_timeout: Duration::from_secs(15),
         }
     }
 }

@@ -139,6 +139,15 @@ pub struct GatewayArgs {
     /// with 4408.
     #[arg(long, env = "SWITCHBOARD_IDLE_SECONDS", default_value_t = 600)]
     idle_seconds: u64,
+
+    /// Seconds between WebSocket pings to each client and each runtime connection.
+    #[arg(long, env = "SWITCHBOARD_PING_SECONDS", default_value_t = 5)]
+    ping_seconds: u64,
+
+    /// Seconds of silence (not even a pong) after which a client counts as gone (its
+    /// session parks for resume) or a runtime as lost (the session moves to another pod).
+    #[arg(long, env = "SWITCHBOARD_PING_TIMEOUT_SECONDS", default_value_t = 15)]
+    ping_timeout_seconds: u64,
 }
 
 /// Serves until SIGTERM/SIGINT, then drains.
@@ -168,6 +177,8 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         jwt_audience,
         max_messages_per_second,
         idle_seconds,
+        ping_seconds,
+        ping_timeout_seconds,
     } = args;
     anyhow::ensure!(
         jwks_file.is_some() || jwks_url.is_some() || (jwt_issuer.is_none() && jwt_audience.is_none()),
@@ -176,6 +187,10 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     anyhow::ensure!(jwks_refresh_seconds > 0, "--jwks-refresh-seconds must be above 0");
     anyhow::ensure!(max_messages_per_second > 0, "--max-messages-per-second must be above 0");
     anyhow::ensure!(idle_seconds > 0, "--idle-seconds must be above 0");
+    anyhow::ensure!(
+        ping_seconds > 0 && ping_timeout_seconds > ping_seconds,
+        "--ping-seconds must be above 0 and --ping-timeout-seconds above it"
+    );
     let keys = match &api_keys_file {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
             anyhow::anyhow!("cannot read the API keys file {}: {e}; check --api-keys-file", path.display())
@@ -236,6 +251,8 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         replay_bytes: replay_buffer_bytes,
         session_rate: max_messages_per_second,
         idle_timeout: Duration::from_secs(idle_seconds),
+        ping_interval: Duration::from_secs(ping_seconds),
+        ping_timeout: Duration::from_secs(ping_timeout_seconds),
         ..GatewayConfig::default()
     };
     let gateway = Gateway::new(config, directory, key, auth, store)?;

@@ -33,6 +33,8 @@ pub struct Pod {
 impl Pod {
     /// Kills the process at once (SIGKILL), as a node failure would.
     pub fn kill(&mut self) {
+        // A frozen process would not die of SIGKILL until it ran again.
+        let _ = Command::new("kill").args(["-CONT", &self.child.id().to_string()]).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -41,6 +43,22 @@ impl Pod {
     pub fn terminate(&self) {
         let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill runs");
         assert!(status.success(), "kill -TERM");
+    }
+
+    /// Freezes the process (SIGSTOP): its sockets stay open and answer nothing, as a hung
+    /// or partitioned pod's would.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a frozen process go on (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill").args([signal, &self.child.id().to_string()]).status().expect("kill runs");
+        assert!(status.success(), "kill {signal}");
     }
 
     /// Waits up to `patience` for the process to exit; its status, if it did.

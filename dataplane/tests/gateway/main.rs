@@ -6,6 +6,7 @@
 #[allow(dead_code)]
 mod client;
 mod fleet;
+mod liveness;
 mod resume;
 mod sessions;
 mod voice;

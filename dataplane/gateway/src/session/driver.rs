@@ -64,6 +64,9 @@ pub(super) async fn run(relay: Relay) {
     directory.mark_unchanged();
     let idle = tokio::time::sleep_until(machine.idle_deadline().into());
     tokio::pin!(idle);
+    let every = gateway.config.ping_interval;
+    let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         carry_out(&gateway, &mut machine, &mut state, &mut client_tx, &superseded).await;
         let event = match machine.phase() {
@@ -104,6 +107,7 @@ pub(super) async fn run(relay: Relay) {
                         idle.as_mut().reset(machine.idle_deadline().into());
                         Event::IdleDue
                     }
+                    _ = pings.tick() => Event::PingDue,
                     frame = client_rx.next() => {
                         let frame = client_frame(frame);
                         let counted = matches!(frame, ClientFrame::Text(_) | ClientFrame::Binary(_));
@@ -179,6 +183,20 @@ async fn carry_out(
                     && let Some(copy) = copy
                 {
                     feed(gateway, machine, Event::RuntimeSendFailed(copy));
+                }
+            }
+            Effect::PingClient => {
+                if !state.client_done
+                    && let Err(failure) = send_client_message(client_tx, Message::Ping(Bytes::new())).await
+                {
+                    state.client_done = true;
+                    feed(gateway, machine, Event::ClientSendFailed(failure));
+                }
+            }
+            Effect::PingRuntime => {
+                if let Some(up) = state.upstream.as_mut() {
+                    // A failure shows on the read side.
+                    let _ = up.tx.send(UpMessage::Ping(Bytes::new())).await;
                 }
             }
             Effect::CloseRuntime => {
@@ -290,6 +308,12 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
         Note::AgentRemoved => {
             tracing::info!(session = %id, turn, %agent, "the agent was removed; ending the session");
         }
+        Note::ClientSilent(silent) => {
+            tracing::info!(session = %id, %agent, silent_ms = silent.as_millis() as u64, "the client answers nothing, not even pings: it counts as gone");
+        }
+        Note::RuntimeSilent(silent) => {
+            tracing::warn!(session = %id, %agent, silent_ms = silent.as_millis() as u64, "the runtime answers nothing, not even pings: moving the session");
+        }
         Note::WaitingForPod => {
             tracing::info!(session = %id, %agent, "the pod drains and no other is ready yet; the session stays until one is");
         }
@@ -396,7 +420,8 @@ fn runtime_frame(frame: Option<Result<UpMessage, tungstenite::Error>>) -> Option
             RuntimeFrame::Text(text)
         }
         Some(Ok(UpMessage::Binary(data))) => RuntimeFrame::Binary(data),
-        Some(Ok(UpMessage::Ping(_) | UpMessage::Pong(_) | UpMessage::Frame(_))) => return None,
+        Some(Ok(UpMessage::Ping(_) | UpMessage::Pong(_))) => RuntimeFrame::Control,
+        Some(Ok(UpMessage::Frame(_))) => return None,
         Some(Ok(UpMessage::Close(frame))) => {
             let (code, reason) =
                 frame.map(|f| (u16::from(f.code), f.reason.to_string())).unwrap_or((1005, String::new()));
@@ -408,7 +433,11 @@ fn runtime_frame(frame: Option<Result<UpMessage, tungstenite::Error>>) -> Option
 
 /// Sends a message to the client: `Err` when its socket failed or it does not read.
 async fn send_client(client_tx: &mut ClientSink, frame: Frame) -> Result<(), SendFailure> {
-    let mut send = std::pin::pin!(client_tx.send(frame.into_message()));
+    send_client_message(client_tx, frame.into_message()).await
+}
+
+async fn send_client_message(client_tx: &mut ClientSink, message: Message) -> Result<(), SendFailure> {
+    let mut send = std::pin::pin!(client_tx.send(message));
     // Most sends complete at once (the socket has room): only a send that waits gets a
     // timer (one per frame would cost more than the send).
     let sent = match futures_util::poll!(send.as_mut()) {

@@ -35,6 +35,11 @@ pub struct Limits {
     pub park_grace: Duration,
     /// Whether a draining gateway moves the session at once (a shared store).
     pub movable: bool,
+    /// How often the client and the runtime are pinged.
+    pub ping_interval: Duration,
+    /// Silence (not even a pong) after which a client counts as gone (the session parks)
+    /// or a runtime as lost (the session moves to another pod).
+    pub ping_timeout: Duration,
 }
 
 impl Limits {
@@ -48,6 +53,8 @@ impl Limits {
             max_message_bytes: config.max_message_bytes,
             park_grace: config.park_grace,
             movable,
+            ping_interval: config.ping_interval,
+            ping_timeout: config.ping_timeout,
         }
     }
 }
@@ -59,7 +66,7 @@ pub enum ClientFrame {
     Text(Utf8Bytes),
     /// A binary frame (raw audio).
     Binary(Bytes),
-    /// Ping or pong.
+    /// Ping or pong: the client is there, but this is no activity.
     Control,
     /// The client closed the session.
     Close,
@@ -85,6 +92,8 @@ pub enum RuntimeFrame {
     },
     /// The connection broke without a close.
     Lost,
+    /// Ping or pong: the runtime is there.
+    Control,
 }
 
 /// Why a send to the client failed.
@@ -124,6 +133,9 @@ pub enum Event {
     RuntimeSendFailed(UpMessage),
     /// The settle deadline of [`Phase::Settling`] passed.
     SettleDue,
+    /// Time to ping both sides (every [`Limits::ping_interval`]), and to see who went
+    /// silent.
+    PingDue,
 }
 
 /// What the task does for the machine, in order.
@@ -143,6 +155,10 @@ pub enum Effect {
     },
     /// Close the runtime connection (politely, briefly).
     CloseRuntime,
+    /// Ping the client.
+    PingClient,
+    /// Ping the runtime.
+    PingRuntime,
     /// Register the session under its newest resume key, releasing `previous`.
     Hold {
         /// The newest key.
@@ -201,6 +217,10 @@ pub enum Note {
     AgentRemoved,
     /// The pod drains and no other is ready: the session stays.
     WaitingForPod,
+    /// The client answered nothing, not even a ping, for this long: it counts as gone.
+    ClientSilent(Duration),
+    /// The runtime answered nothing for this long: it counts as lost.
+    RuntimeSilent(Duration),
 }
 
 /// What the task waits on.

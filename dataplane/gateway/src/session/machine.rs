@@ -70,8 +70,12 @@ pub struct Machine {
     pub(super) phase: Phase,
     /// Why the machine is opening (with [`Phase::Opening`] and [`Phase::Backoff`]).
     pub(super) purpose: Option<Purpose>,
-    /// The last frame either way.
+    /// The last frame either way (pings and pongs aside).
     pub(super) last_activity: Instant,
+    /// The last frame of any kind from the client.
+    pub(super) client_heard: Instant,
+    /// The last frame of any kind from the runtime.
+    pub(super) runtime_heard: Instant,
     bucket: Bucket,
     pub(super) out: VecDeque<Effect>,
 }
@@ -125,6 +129,8 @@ impl Machine {
             phase: Phase::Live,
             purpose: None,
             last_activity: now,
+            client_heard: now,
+            runtime_heard: now,
             bucket,
             out: VecDeque::new(),
         }
@@ -231,11 +237,16 @@ impl Machine {
             }
             Event::RuntimeSendFailed(message) => self.keep_unsent(message),
             Event::SettleDue => self.settled(false),
+            Event::PingDue => self.ping(cx),
         }
     }
 
     fn client_frame(&mut self, frame: ClientFrame, budget: Result<(), Refusal>, cx: &Cx<'_>) {
         if matches!(self.phase, Phase::Settling(_)) {
+            return;
+        }
+        self.client_heard = cx.now;
+        if matches!(frame, ClientFrame::Control) {
             return;
         }
         self.last_activity = cx.now;
@@ -295,6 +306,10 @@ impl Machine {
         if !matches!(self.phase, Phase::Live) || self.runtime.is_none() {
             return;
         }
+        self.runtime_heard = cx.now;
+        if matches!(frame, RuntimeFrame::Control) {
+            return;
+        }
         // An agent that is still answering keeps the session alive.
         self.last_activity = cx.now;
         let frame = match frame {
@@ -317,6 +332,7 @@ impl Machine {
             RuntimeFrame::Binary(data) => Frame::Binary(data),
             RuntimeFrame::Closed { code, reason } => return self.runtime_closed(code, reason, cx),
             RuntimeFrame::Lost => return self.recover("runtime_lost", cx),
+            RuntimeFrame::Control => return,
         };
         self.first_frame_after_handoff(cx);
         self.deliver(frame);

@@ -101,6 +101,30 @@ impl Machine {
         }
     }
 
+    /// Every ping interval: a side that answered nothing for the ping timeout is gone — a
+    /// client's session parks for resume, a runtime's moves to another pod — otherwise
+    /// both are pinged (their pongs are what the next check sees).
+    pub(super) fn ping(&mut self, cx: &Cx<'_>) {
+        if !matches!(self.phase, Phase::Live) {
+            return;
+        }
+        let timeout = self.limits.ping_timeout;
+        let client_silent = cx.now.saturating_duration_since(self.client_heard);
+        let runtime_silent = cx.now.saturating_duration_since(self.runtime_heard);
+        if client_silent >= timeout {
+            self.note(Note::ClientSilent(client_silent));
+            return self.client_gone(cx);
+        }
+        if self.runtime.is_some() && runtime_silent >= timeout {
+            self.note(Note::RuntimeSilent(runtime_silent));
+            return self.recover("runtime_unresponsive", cx);
+        }
+        self.push(Effect::PingClient);
+        if self.runtime.is_some() {
+            self.push(Effect::PingRuntime);
+        }
+    }
+
     /// Ends a session whose Agent is no longer in the routing table (deleted, or no longer
     /// accepted): the client is told why and closed with 4404.
     pub(super) fn end_removed(&mut self) {

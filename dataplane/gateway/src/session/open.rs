@@ -50,6 +50,7 @@ impl Machine {
         };
         match result {
             Ok(addr) => {
+                self.runtime_heard = cx.now;
                 self.attached(addr, request.handoff.is_some());
                 self.opened_for(purpose, cx);
             }

@@ -95,6 +95,7 @@ impl Machine {
                 self.runtime = None;
                 return self.settled(false);
             }
+            RuntimeFrame::Control => return,
         };
         self.replay.record(frame, self.limits.replay_messages, self.limits.replay_bytes);
         if !self.answering() {

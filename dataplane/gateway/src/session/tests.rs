@@ -64,6 +64,8 @@ pub(super) fn limits() -> Limits {
         max_message_bytes: 1024,
         park_grace: Duration::from_secs(10),
         movable: true,
+        ping_interval: Duration::from_secs(5),
+        ping_timeout: Duration::from_secs(15),
     }
 }
 
@@ -490,6 +492,48 @@ fn an_idle_session_ends_only_once_the_timeout_passed_since_the_last_frame() {
     let effects = drive.on(Event::IdleDue);
     assert_eq!(error_codes(&effects), ["idle_timeout"]);
     assert!(matches!(drive.ending(), Some(Ending::Close((close_code::IDLE_TIMEOUT, _)))));
+}
+
+#[test]
+fn silent_sides_are_found_by_pings_a_client_parks_a_runtime_is_left() {
+    let pinged = |effects: &[Effect]| {
+        (
+            effects.iter().any(|e| matches!(e, Effect::PingClient)),
+            effects.iter().any(|e| matches!(e, Effect::PingRuntime)),
+        )
+    };
+    let mut drive = Drive::live();
+    drive.now += Duration::from_secs(5);
+    assert_eq!(pinged(&drive.on(Event::PingDue)), (true, true));
+    // Pongs keep both alive but are no activity: the idle deadline does not move.
+    let idle = drive.machine.idle_deadline();
+    drive.now += Duration::from_secs(10);
+    drive.client(ClientFrame::Control);
+    drive.on(Event::Runtime(RuntimeFrame::Control));
+    assert_eq!(drive.machine.idle_deadline(), idle);
+    drive.now += Duration::from_secs(10);
+    assert_eq!(pinged(&drive.on(Event::PingDue)), (true, true), "heard 10 s ago: still there");
+
+    // A runtime that answers nothing for the timeout: the session moves to another pod.
+    drive.now += Duration::from_secs(5);
+    drive.client(ClientFrame::Control);
+    drive.now += Duration::from_secs(10);
+    let effects = drive.on(Event::PingDue);
+    assert!(effects.iter().any(|e| matches!(e, Effect::Note(Note::RuntimeSilent(_)))));
+    assert!(effects.iter().any(|e| matches!(e, Effect::CloseRuntime)));
+    assert_eq!(drive.opening(), Some(("bank/triage".into(), Some(addr(1)), false)));
+    let effects = drive.on(Event::Opened(Ok(addr(2))));
+    assert!(matches!(
+        &to_client(&effects)[..],
+        [ServerMessage::BidiConnectionRestart { reason, .. }] if reason == "runtime_unresponsive"
+    ));
+
+    // A client that answers nothing: its session parks for resume (not ended).
+    drive.now += Duration::from_secs(16);
+    drive.on(Event::Runtime(RuntimeFrame::Control));
+    let effects = drive.on(Event::PingDue);
+    assert!(effects.iter().any(|e| matches!(e, Effect::Note(Note::ClientSilent(_)))));
+    assert_eq!(drive.ending(), Some(&Ending::Park));
 }
 
 #[test]

@@ -34,6 +34,7 @@ enum Step {
     HandOff,
     DirectoryChanged,
     ClientGone,
+    Ping,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -48,6 +49,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::HandOff),
         1 => Just(Step::DirectoryChanged),
         1 => Just(Step::ClientGone),
+        1 => Just(Step::Ping),
     ]
 }
 
@@ -84,7 +86,12 @@ impl World {
                         prop_assert!(self.delivered.insert(text.clone()), "{text} delivered twice");
                     }
                 }
-                Effect::Client(Frame::Binary(_)) | Effect::CloseClient(_) | Effect::Hold { .. } | Effect::Note(_) => {}
+                Effect::Client(Frame::Binary(_))
+                | Effect::CloseClient(_)
+                | Effect::Hold { .. }
+                | Effect::Note(_)
+                | Effect::PingClient => {}
+                Effect::PingRuntime => prop_assert!(self.open.is_some(), "a ping for no runtime"),
                 Effect::Runtime { message: UpMessage::Text(text), .. } => {
                     prop_assert!(self.open.is_some(), "a message for no runtime");
                     if let Ok(ClientMessage::BidiTextInput { text }) = decode_client(text.as_str()) {
@@ -213,6 +220,7 @@ fn run(steps: Vec<Step>, open_ok: Vec<bool>) -> Result<(), TestCaseError> {
                 Event::Runtime(RuntimeFrame::Closed { code: close_code::HANDOFF, reason: String::new() })
             }
             Step::DirectoryChanged => Event::DirectoryChanged,
+            Step::Ping => Event::PingDue,
             Step::ClientGone => Event::Client(ClientFrame::Gone, Ok(())),
         };
         if matches!(drive.machine.phase(), Phase::Settling(_)) && world.open.is_none() {

@@ -1,0 +1,102 @@
+//! Sessions that survive a silent network: the gateway pings both legs, so a client that
+//! answers nothing is found in seconds and its session parked for resume (not ended), and a
+//! runtime that answers nothing (a frozen process: its socket open, nothing read or
+//! written) is found in seconds and the session moved to another pod of its Agent.
+
+use std::time::{Duration, Instant};
+
+use switchboard_core::protocol::{ServerMessage, SessionStart};
+use switchboard_gateway::GatewayConfig;
+use switchboard_gateway::auth::Auth;
+use switchboard_gateway::resume::Store;
+
+use crate::client::{Client, replies};
+use crate::fleet::Fleet;
+
+/// Pings every 200 ms, silence for 1 s is death.
+fn quick_pings() -> GatewayConfig {
+    GatewayConfig {
+        ping_interval: Duration::from_millis(200),
+        ping_timeout: Duration::from_secs(1),
+        ..GatewayConfig::default()
+    }
+}
+
+async fn wait_for(what: &str, patience: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < patience, "{what}: not within {patience:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_answers_nothing_is_parked_in_seconds_and_resumes() {
+    let fleet = Fleet::with(&[], Auth::default(), quick_pings(), Store::default()).await;
+    let mut client = Client::start(&fleet.url, None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    let at = client.seen.iter().rposition(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).expect("start");
+    let ServerMessage::BidiConnectionStart { resume_token: Some(token), seq: Some(seq), .. } = client.seen[at].clone()
+    else {
+        panic!("a token: {:?}", client.seen[at])
+    };
+    let last_seq = seq + (client.seen.len() - at - 1) as u64;
+
+    // The client stops reading: its socket stays open, no pong goes back (as behind a
+    // network that drops everything).
+    let parked = || fleet.gateway.metrics.parked.with_label_values(&["bank/triage"]).get();
+    let found = wait_for("the silent client's session parked", Duration::from_secs(10), || parked() >= 1.0).await;
+    eprintln!("a silent client was found and its session parked in {found:?}");
+    assert_eq!(fleet.gateway.metrics.live.with_label_values(&["bank/triage"]).get(), 0.0, "parked, not live");
+
+    // It comes back on a new socket with its token: the session goes on where it was.
+    let mut back = Client::connect(&fleet.url).await;
+    back.send(&switchboard_core::protocol::ClientMessage::SessionStart(SessionStart {
+        resume_token: Some(token),
+        last_seq: Some(last_seq),
+        ..Default::default()
+    }))
+    .await;
+    back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "triage")).await;
+    back.say("hello").await;
+    let answer = back.turn().await;
+    assert!(!replies(&answer).is_empty(), "the resumed session answers: {answer:?}");
+    drop(client);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_runtime_is_left_for_another_pod_in_seconds() {
+    let mut fleet = Fleet::with(&[("triage", 2)], Auth::default(), quick_pings(), Store::default()).await;
+    let mut client = Client::start(&fleet.url, None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    let serving: Vec<usize> = fleet
+        .pods
+        .iter()
+        .enumerate()
+        .filter(|(_, pod)| pod.agent == "triage" && fleet.gateway.balancer.live(pod.addr) == 1)
+        .map(|(i, _)| i)
+        .collect();
+    let [serving] = serving[..] else { panic!("one triage pod serves the session: {serving:?}") };
+
+    // The serving pod freezes: its socket stays open and answers nothing, not even pings.
+    fleet.pods[serving].freeze();
+    let frozen_at = Instant::now();
+    let restart = client
+        .until(|m| matches!(m, ServerMessage::BidiConnectionRestart { reason, .. } if reason == "runtime_unresponsive"))
+        .await;
+    let moved = frozen_at.elapsed();
+    eprintln!("a frozen runtime was found and its session moved in {moved:?}");
+    assert!(matches!(restart.last(), Some(ServerMessage::BidiConnectionRestart { .. })));
+    let other = fleet.pods.iter().position(|p| p.agent == "triage" && fleet.gateway.balancer.live(p.addr) == 1);
+    assert!(other.is_some_and(|o| o != serving), "the session is on the other pod now");
+
+    // The conversation goes on there, memory and all.
+    client.say("hello").await;
+    let answer = client.turn().await;
+    assert!(!replies(&answer).is_empty(), "the other pod answers: {answer:?}");
+    fleet.pods[serving].thaw();
+    for pod in fleet.pods_of("triage") {
+        pod.kill();
+    }
+}
