@@ -9,9 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::ObjectRef;
 
+mod authority;
 mod model;
 mod sonic;
 mod tool;
+
+pub use authority::{MAX_KEY_LEN, MemoryPath, MemoryPathError, VERIFIED_USER, default_identity_keys, is_memory_key};
 
 pub use model::{ModelSettings, Provider, TurnDetection};
 pub use sonic::{SONIC_MODELS, SonicModel, check_sonic_voice, sonic_model};
@@ -41,7 +44,10 @@ pub use tool::{
     printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoint", priority = 1),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
-#[x_kube(validation = Rule::new("!(has(self.replicas) && has(self.autoscaling))").message("set either replicas or autoscaling, not both"))]
+#[x_kube(
+    validation = Rule::new("!(has(self.replicas) && has(self.autoscaling))").message("set either replicas or autoscaling, not both"),
+    validation = Rule::new("!has(self.tools) || self.tools.all(t, !has(t.remember) || (has(t.identityProvider) && t.identityProvider) || !(t.remember.key in (has(self.identityKeys) ? self.identityKeys : ['verifiedUser'])))").message("only a tool with identityProvider: true may remember into an identity key (spec.identityKeys, default [verifiedUser])")
+)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {
     /// How users talk with the agent: `voice` (speech to speech through Nova Sonic),
@@ -63,6 +69,13 @@ pub struct AgentSpec {
     #[schemars(length(max = 128))]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub tools: Vec<ToolSpec>,
+
+    /// Memory keys that say who the caller is. Only tools marked `identityProvider` may
+    /// `remember` into them, so no other tool's result can change who the caller is; tools
+    /// that act for the caller `bind` their inputs to these keys. Default `[verifiedUser]`.
+    #[serde(default = "default_identity_keys")]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 63), regex(pattern = r"^[a-zA-Z][a-zA-Z0-9_]*$")))]
+    pub identity_keys: Vec<String>,
 
     /// Agents this one may transfer a session to. Each becomes a `transfer_to_<agent>`
     /// tool; the receiving agent gets a `return_to_<caller>` tool for the way back.

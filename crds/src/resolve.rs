@@ -42,6 +42,7 @@ pub fn resolve(agent: &Agent, persona: &Persona, workflow: &Workflow) -> Runtime
         workflow: NamedWorkflow { name: workflow.name_any(), spec: workflow.spec.clone() },
         model: spec.model.clone(),
         tools: spec.tools.clone(),
+        identity_keys: spec.identity_keys.clone(),
         handoffs,
         sessions: spec.sessions.clone(),
         gateway: spec.gateway.clone(),

@@ -36,6 +36,10 @@ pub struct RuntimeSpec {
     pub model: ModelSettings,
     /// The Agent's own tools (handoff tools are listed under `handoffs`).
     pub tools: Vec<ToolSpec>,
+    /// Memory keys only the tools marked `identityProvider` may write (the Agent's
+    /// `identityKeys`). Specs written before the field existed read as `[verifiedUser]`.
+    #[serde(default = "crate::agent::default_identity_keys")]
+    pub identity_keys: Vec<String>,
     /// Agents this one may transfer to, each with its transfer tool.
     pub handoffs: Vec<ResolvedHandoff>,
     /// Session limits and draining.

@@ -55,6 +55,15 @@ fn tool(name: &str, http: bool, mcp: bool, builtin: bool) -> serde_json::Value {
     t
 }
 
+/// `tool` storing its result under memory `key`, as an identity provider or not.
+fn remembering(mut tool: serde_json::Value, key: &str, provider: bool) -> serde_json::Value {
+    tool["remember"] = serde_json::json!({ "key": key });
+    if provider {
+        tool["identityProvider"] = true.into();
+    }
+    tool
+}
+
 #[test]
 fn each_agent_rule_fails_with_its_message() {
     let base = serde_json::json!({"mode": "text", "personaRef": {"name": "p"}, "workflowRef": {"name": "w"}});
@@ -75,6 +84,14 @@ fn each_agent_rule_fails_with_its_message() {
         (serde_json::json!({"tools": [tool("t", true, false, true)]}), "set exactly one of http, mcp and builtin"),
         (serde_json::json!({"tools": [tool("t", false, false, false)]}), "set exactly one of http, mcp and builtin"),
         (serde_json::json!({"tools": [tool("return_to_x", true, false, false)]}), "reserved for handoffs"),
+        (
+            serde_json::json!({"tools": [remembering(tool("t", true, false, false), "verifiedUser", false)]}),
+            "only a tool with identityProvider: true may remember into an identity key",
+        ),
+        (
+            serde_json::json!({"identityKeys": ["caller"], "tools": [remembering(tool("t", true, false, false), "caller", false)]}),
+            "only a tool with identityProvider: true may remember into an identity key",
+        ),
     ];
     for (extra, message) in cases {
         let mut spec = base.clone();
@@ -128,6 +145,8 @@ proptest! {
         openai in any::<bool>(),
         endpoint in any::<bool>(),
         tools in proptest::collection::vec((prop::sample::select(vec!["lookup", "transfer_to_x", "return_to_y"]), any::<bool>(), any::<bool>(), any::<bool>()), 0..3),
+        memory in proptest::collection::vec(proptest::option::of((prop::sample::select(vec!["verifiedUser", "caller", "intent"]), any::<bool>())), 3),
+        identity_keys in proptest::option::of(prop::sample::subsequence(vec!["verifiedUser", "caller"], 0..=2)),
     ) {
         let mut spec = serde_json::json!({"mode": "text", "personaRef": {"name": "p"}, "workflowRef": {"name": "w"}});
         if let Some(r) = replicas { spec["replicas"] = r.into(); }
@@ -136,8 +155,12 @@ proptest! {
         if endpoint { spec["model"]["endpoint"] = "http://vllm:8000/v1".into(); }
         // Distinct names: uniqueness is the list-map's job, not a CEL rule.
         let tools: Vec<serde_json::Value> = tools.iter().enumerate()
-            .map(|(i, (name, h, m, b))| tool(&format!("{name}{i}"), *h, *m, *b)).collect();
+            .map(|(i, (name, h, m, b))| tool(&format!("{name}{i}"), *h, *m, *b))
+            .zip(&memory)
+            .map(|(t, remember)| match remember { Some((key, provider)) => remembering(t, key, *provider), None => t })
+            .collect();
         spec["tools"] = tools.into();
+        if let Some(keys) = identity_keys { spec["identityKeys"] = keys.into(); }
         let a = agent(spec);
         let cel_ok = cel(&a).is_ok();
         let problems = agent_problems(&a);

@@ -6,6 +6,8 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::authority::MemoryPath;
+
 /// A tool the model may call. Exactly one of `http`, `mcp` and `builtin` says how it runs.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[x_kube(
@@ -61,6 +63,29 @@ pub struct ToolSpec {
     /// an identity check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remember: Option<ToolMemory>,
+
+    /// Inputs filled from session memory, never by the model: input field -> memory key,
+    /// optionally followed by a dotted path into its value, e.g.
+    /// `{accountNumber: verifiedUser.accountNumber}`. Bound fields are left out of the
+    /// schema the model sees; a call in which the model gives one anyway is refused, and so
+    /// is a call while the memory value is missing. Each field must be a property of
+    /// `inputSchema`, and its memory key is required as if listed under `requires`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "bindings_schema")]
+    pub bind: BTreeMap<String, String>,
+
+    /// Memory keys that must be set before the tool is offered to the model or run, e.g.
+    /// `[verifiedUser]` for a tool that acts for the verified caller. A call while one is
+    /// missing is refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 63), regex(pattern = r"^[a-zA-Z][a-zA-Z0-9_]*$")))]
+    pub requires: Vec<String>,
+
+    /// Marks the tool that establishes who the caller is (an identity check). Only an
+    /// identity provider may `remember` into one of the Agent's `identityKeys`
+    /// (`verifiedUser` unless the Agent lists others). Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub identity_provider: bool,
 }
 
 /// Which of the three ways a tool runs.
@@ -75,6 +100,20 @@ pub enum ToolTarget<'a> {
 }
 
 impl ToolSpec {
+    /// The memory keys that must be set for the tool to be offered and run: `requires`,
+    /// then the keys its `bind` reads (bindings whose source does not parse are left out;
+    /// validation reports them).
+    pub fn required_memory(&self) -> Vec<&str> {
+        let bound = self.bind.values().filter_map(|source| MemoryPath::parse(source).ok()).map(|p| p.key);
+        let mut keys: Vec<&str> = self.requires.iter().map(String::as_str).collect();
+        for key in bound {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
+    }
+
     /// How the tool runs, when exactly one of `http`, `mcp`, `builtin` is set.
     pub fn target(&self) -> Option<ToolTarget<'_>> {
         match (&self.http, &self.mcp, &self.builtin) {
@@ -239,6 +278,19 @@ fn default_max_output() -> u32 {
 
 fn empty_object_schema() -> serde_json::Value {
     serde_json::json!({ "type": "object", "properties": {} })
+}
+
+fn bindings_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "maxProperties": 16,
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": 253,
+            "pattern": r"^[a-zA-Z][a-zA-Z0-9_]*(\.[a-zA-Z0-9_-]+)*$"
+        },
+        "description": "Inputs filled from session memory, never by the model: input field -> memory key, optionally followed by a dotted path into its value, e.g. `{accountNumber: verifiedUser.accountNumber}`. Bound fields are left out of the schema the model sees; a call in which the model gives one anyway is refused, and so is a call while the memory value is missing. Each field must be a property of `inputSchema`, and its memory key is required as if listed under `requires`."
+    })
 }
 
 fn any_json_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -41,6 +41,7 @@ pub fn validate_agent(name: &str, namespace: &str, spec: &AgentSpec, refs: Refer
     }
     check_references(namespace, spec, refs, &mut problems);
     check_tools(&spec.tools, &mut problems);
+    super::authority::check_authority(spec, &mut problems);
     check_handoffs(name, namespace, spec, refs, &mut problems);
     if let Some(workflow) = refs.workflow {
         check_workflow_fits(spec, workflow, &mut problems);

@@ -7,6 +7,7 @@
 //! run locally, gets the same answer) and add the cross-object checks a schema cannot make.
 
 mod agent;
+mod authority;
 mod persona;
 mod workflow;
 

@@ -5,10 +5,12 @@
 use std::collections::HashMap;
 
 use switchboard_crds::RuntimeSpec;
-use switchboard_crds::agent::ToolSpec;
+use switchboard_crds::agent::{MemoryPath, ToolSpec};
 use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, return_tool_name};
 use switchboard_crds::workflow::NodeKind;
 
+use super::authority::{may_remember, missing_requirement};
+use super::memory::Memory;
 use super::workflow::{WorkflowState, reachable};
 use crate::model::ToolDefinition;
 
@@ -78,6 +80,18 @@ pub enum ConfigError {
         /// Why.
         message: String,
     },
+    /// A tool binds an input that is not in its schema, or to a memory path that cannot be read.
+    #[error("agent {agent}: tool {tool:?} binds {field:?}: {message}")]
+    ToolBinding {
+        /// The agent.
+        agent: String,
+        /// The tool.
+        tool: String,
+        /// The bound input field.
+        field: String,
+        /// Why it cannot be used.
+        message: String,
+    },
     /// A tool name collides with a reserved name.
     #[error("agent {agent}: tool name {tool:?} is reserved (transfer_to_*, return_to_*, workflow_goto); rename it")]
     ReservedName {
@@ -136,6 +150,7 @@ impl AgentCore {
                 tool: name.clone(),
                 message: e.to_string(),
             })?;
+            check_bindings(&agent, tool)?;
             validators.insert(name, validator);
         }
         for node in &workflow.nodes {
@@ -214,9 +229,15 @@ impl AgentCore {
     }
 
     /// The tools offered to the model at `state`: those of the current node and of the
-    /// nodes the model can move to without a condition, the transfers and return reachable
-    /// that way, and `workflow_goto` when the current node has a choosable move.
-    pub fn offered_tools(&self, state: &WorkflowState, return_to: Option<&str>) -> Vec<ToolDefinition> {
+    /// nodes the model can move to without a condition (but a tool whose required memory
+    /// is not set in `memory`), the transfers and return reachable that way, and
+    /// `workflow_goto` when the current node has a choosable move.
+    pub fn offered_tools(
+        &self,
+        state: &WorkflowState,
+        return_to: Option<&str>,
+        memory: &Memory,
+    ) -> Vec<ToolDefinition> {
         let worked_out;
         let offer = match self.offers.get(state.node()) {
             Some(offer) => offer,
@@ -226,7 +247,13 @@ impl AgentCore {
             }
         };
         let mut offered = Vec::with_capacity(offer.tools.len() + 2);
-        offered.extend_from_slice(&offer.tools);
+        offered.extend(
+            offer
+                .tools
+                .iter()
+                .filter(|d| self.tool(&d.name).is_none_or(|t| missing_requirement(t, memory).is_none()))
+                .cloned(),
+        );
         if let Some(caller) = return_to
             && offer.returns
         {
@@ -265,9 +292,24 @@ impl AgentCore {
     /// Every tool the agent may use in a session that may return to `return_to`: its own
     /// tools, its transfers, the return, and `workflow_goto` when the workflow has a
     /// choosable move. For models whose tool list is fixed for a whole stream (Nova Sonic);
-    /// the workflow still allows or refuses each call.
-    pub fn all_tools(&self, return_to: Option<&str>) -> Vec<ToolDefinition> {
-        let mut tools: Vec<ToolDefinition> = self.spec.tools.iter().map(ToolDefinition::from).collect();
+    /// the workflow still allows or refuses each call. A tool whose required memory is
+    /// neither in `memory` nor written by one of the agent's own tools is left out (it could
+    /// never run in this stream); one whose memory may come later is offered, and refused
+    /// until then.
+    pub fn all_tools(&self, return_to: Option<&str>, memory: &Memory) -> Vec<ToolDefinition> {
+        let obtainable = |key: &str| {
+            memory.get(key).is_some_and(|v| !v.is_null())
+                || self.spec.tools.iter().any(|t| {
+                    t.remember.as_ref().is_some_and(|r| r.key == key && may_remember(t, key, &self.spec.identity_keys))
+                })
+        };
+        let mut tools: Vec<ToolDefinition> = self
+            .spec
+            .tools
+            .iter()
+            .filter(|t| t.required_memory().into_iter().all(obtainable))
+            .map(ToolDefinition::from)
+            .collect();
         for handoff in &self.spec.handoffs {
             tools.push(handoff_tool(&handoff.tool, &handoff.description, false));
         }
@@ -293,6 +335,28 @@ impl AgentCore {
         let is_return = name.starts_with(RETURN_PREFIX);
         handoff_tool(name, "Not available at this step.", is_return)
     }
+}
+
+/// Every `bind` of `tool` names a property of its input schema and a readable memory path
+/// (the API crate's validation says the same, earlier).
+fn check_bindings(agent: &str, tool: &ToolSpec) -> Result<(), ConfigError> {
+    let properties = tool.input_schema.get("properties").and_then(serde_json::Value::as_object);
+    for (field, source) in &tool.bind {
+        let problem = if !properties.is_some_and(|p| p.contains_key(field)) {
+            Some("it is not a property of the tool's inputSchema; add it there or remove the binding".to_owned())
+        } else {
+            MemoryPath::parse(source).err().map(|e| e.to_string())
+        };
+        if let Some(message) = problem {
+            return Err(ConfigError::ToolBinding {
+                agent: agent.to_owned(),
+                tool: tool.name.clone(),
+                field: field.clone(),
+                message,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The tool that returns the session to `caller`.

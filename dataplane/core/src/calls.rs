@@ -1,16 +1,19 @@
 //! The tool pipeline inside a session: for each tool call of a model reply — handoff or
-//! workflow move, or one of the agent's tools: allowed here (policy, moving along the
-//! workflow when the tool belongs to a reachable step) -> input valid against the schema ->
-//! consent (a `consent: required` tool waits for the user's approval) -> cached result or
-//! execution -> truncation -> memory (`remember`) -> result to the model. Every failure
-//! becomes an error result; the session goes on.
+//! workflow move, or one of the agent's tools: authorised (its required memory is set, no
+//! bound input given by the model; bound inputs filled from memory, see
+//! [`crate::authority`]) -> allowed here (policy, moving along the workflow when the tool
+//! belongs to a reachable step) -> input valid against the schema -> consent (a
+//! `consent: required` tool waits for the user's approval) -> cached result or execution ->
+//! truncation -> memory (`remember`, identity keys only from identity providers) -> result
+//! to the model. Every failure becomes an error result; the session goes on.
 
 use std::time::{Duration, Instant};
 
-use switchboard_crds::agent::{BuiltinKind, Consent};
+use switchboard_crds::agent::{BuiltinKind, Consent, ToolSpec};
 use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX};
 
 use super::agent::GOTO_TOOL;
+use super::authority;
 use super::handoff::HandoffKind;
 use super::session::{Effect, Phase, Session};
 use super::tools::{self, FailureKind, ToolFailure};
@@ -28,10 +31,12 @@ pub(super) struct Call {
     pub(super) result: Option<ToolResult>,
 }
 
+/// What becomes of a call; a tool to run carries the input it runs with (the model's, with
+/// the bound inputs filled in).
 enum Step {
     Done(Result<serde_json::Value, ToolFailure>),
-    AskConsent,
-    Execute,
+    AskConsent(serde_json::Value),
+    Execute(serde_json::Value),
 }
 
 impl Session {
@@ -92,13 +97,15 @@ impl Session {
         let step = self.plan_call(&name, &input, now, &mut effects);
         match step {
             Step::Done(outcome) => effects.extend(self.finish_call(index, outcome, now)),
-            Step::AskConsent => {
+            Step::AskConsent(input) => {
                 self.calls[index].awaiting_consent = true;
+                self.calls[index].input = input.clone();
                 let description = self.core.tool(&name).map(|t| t.description.clone()).unwrap_or_default();
                 effects.push(Effect::Send(ServerMessage::ConsentRequest { tool_use_id: id, name, description, input }));
             }
-            Step::Execute => {
+            Step::Execute(input) => {
                 self.calls[index].running = true;
+                self.calls[index].input = input.clone();
                 effects.push(Effect::ExecuteTool { tool_use_id: id, tool: name, input });
             }
         }
@@ -131,6 +138,11 @@ impl Session {
                 format!("there is no tool called {name:?}"),
             )));
         };
+        let input = match authority::authorize(&tool, input, &self.memory) {
+            Ok(input) => input,
+            Err(refused) => return Step::Done(Err(refused)),
+        };
+        let input = &input;
         let core = self.core.clone();
         let Some(path) = self.workflow.path_to(&core.spec().workflow.spec, |n| core.tool_allowed_at(n, name)) else {
             let message = format!(
@@ -167,7 +179,7 @@ impl Session {
         {
             return Step::Done(Ok(hit.clone()));
         }
-        if tool.consent == Consent::Required { Step::AskConsent } else { Step::Execute }
+        if tool.consent == Consent::Required { Step::AskConsent(input.clone()) } else { Step::Execute(input.clone()) }
     }
 
     fn plan_handoff(
@@ -245,19 +257,7 @@ impl Session {
                     if tool.cache_ttl_seconds > 0 && call.running {
                         self.cache.put(&call.name, &call.input, value.clone(), ttl, now);
                     }
-                    if let Some(rule) = &tool.remember
-                        && let Some(remembered) = tools::remembered(rule, &value)
-                        && self.memory.set(&rule.key, remembered.clone())
-                    {
-                        self.invalidate_prompt();
-                        effects.push(Effect::Send(ServerMessage::MemoryUpdate {
-                            key: rule.key.clone(),
-                            value: remembered.clone(),
-                        }));
-                        effects.push(
-                            self.transcript("memory", serde_json::json!({ "key": rule.key, "value": remembered })),
-                        );
-                    }
+                    effects.extend(self.remember(tool, &value));
                     self.workflow.record_tool(&call.name, true);
                     value = tools::truncate(value, tool.max_output_bytes as usize).0;
                 }
@@ -291,6 +291,27 @@ impl Session {
             call.awaiting_consent = false;
         }
         effects
+    }
+
+    /// Stores what `tool`'s `remember` takes from its successful `result`. An identity key
+    /// is written only by an identity provider: the API crate refuses other Agents, and a
+    /// spec that skipped it still cannot make a tool's result say who the caller is.
+    fn remember(&mut self, tool: &ToolSpec, result: &serde_json::Value) -> Vec<Effect> {
+        let Some(rule) = &tool.remember else { return Vec::new() };
+        let Some(value) = tools::remembered(rule, result) else { return Vec::new() };
+        if !authority::may_remember(tool, &rule.key, &self.core.spec().identity_keys) {
+            let reason = "only an identity provider may write an identity key";
+            let refused = serde_json::json!({ "key": rule.key, "tool": tool.name, "reason": reason });
+            return vec![self.transcript("memory_refused", refused)];
+        }
+        if !self.memory.set(&rule.key, value.clone()) {
+            return Vec::new();
+        }
+        self.invalidate_prompt();
+        vec![
+            Effect::Send(ServerMessage::MemoryUpdate { key: rule.key.clone(), value: value.clone() }),
+            self.transcript("memory", serde_json::json!({ "key": rule.key, "value": value })),
+        ]
     }
 
     pub(super) fn tool_finished(

@@ -130,9 +130,15 @@ pub struct ToolDefinition {
     pub input_schema: serde_json::Value,
 }
 
+/// The definition the model sees: the tool's schema without its bound inputs
+/// ([`crate::authority::model_schema`]), which the session fills in from memory.
 impl From<&switchboard_crds::agent::ToolSpec> for ToolDefinition {
     fn from(spec: &switchboard_crds::agent::ToolSpec) -> Self {
-        Self { name: spec.name.clone(), description: spec.description.clone(), input_schema: spec.input_schema.clone() }
+        Self {
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            input_schema: crate::authority::model_schema(spec),
+        }
     }
 }
 

@@ -302,7 +302,7 @@ impl Session {
         }
         let core = self.core.clone();
         let model = &core.spec().model;
-        let mut tools = self.core.offered_tools(&self.workflow, self.return_to.as_deref());
+        let mut tools = self.core.offered_tools(&self.workflow, self.return_to.as_deref(), &self.memory);
         if tools.is_empty() {
             let mut used: Vec<&str> = self
                 .messages

@@ -1,6 +1,6 @@
 //! The pure parts of the tool pipeline: classified failures, the per-session result
 //! cache, truncation to `maxOutputBytes`, and `remember` (storing part of a result in
-//! memory). Execution itself happens outside the core, behind
+//! memory; who may write which key is [`crate::authority`]'s). Execution itself happens outside the core, behind
 //! [`crate::tools::ToolExecutor`].
 
 use std::collections::HashMap;
@@ -57,6 +57,11 @@ pub enum FailureKind {
     Cancelled,
     /// The tool ran and reported an error of its own (an MCP result with `isError`).
     ToolReported,
+    /// A memory key the tool requires (its `requires`, or the source of a `bind`) is not
+    /// set in this session, e.g. no verified caller yet.
+    RequirementUnmet,
+    /// The model gave a value for an input the session fills in (`bind`).
+    BoundInput,
 }
 
 impl FailureKind {
@@ -74,6 +79,8 @@ impl FailureKind {
             Self::Unsupported => "unsupported",
             Self::Cancelled => "cancelled",
             Self::ToolReported => "tool_failed",
+            Self::RequirementUnmet => "requirement_unmet",
+            Self::BoundInput => "bound_input",
         }
     }
 }

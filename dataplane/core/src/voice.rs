@@ -36,11 +36,12 @@ impl Session {
     }
 
     /// The tools a voice stream offers. A stream's tool list is fixed for its life, so it
-    /// offers every tool the agent may ever use here — its tools, its handoffs, the
-    /// return to its caller and `workflow_goto`; the workflow still decides at each call
+    /// offers every tool the agent may ever use here — its tools (but those whose required
+    /// memory can never be set in this session), its handoffs, the return to its caller and
+    /// `workflow_goto`; the workflow and the tools' requirements still decide at each call
     /// whether the call is allowed now (refused calls get an error result, as in text).
     pub fn voice_tools(&self) -> Vec<crate::model::ToolDefinition> {
-        self.core.all_tools(self.return_to.as_deref())
+        self.core.all_tools(self.return_to.as_deref(), &self.memory)
     }
 
     /// Arrival by handoff: the carried request (user message `last_user`) is sent into the

@@ -71,15 +71,35 @@ pub async fn banking_with_transcripts(config: ServerConfig, transcripts: Option<
     start(config, transcripts, None).await
 }
 
+/// Local mode on the banking example whose simulated model follows `script` (YAML text)
+/// instead of the bundled one.
+pub async fn banking_scripted(script: &str) -> Running {
+    let path = std::env::temp_dir().join(format!("switchboard-script-{}.yaml", uuid::Uuid::new_v4()));
+    std::fs::write(&path, script).expect("the script is written");
+    let running = start_with(ServerConfig::default(), None, None, Some(path.clone())).await;
+    // The simulator has read it by now.
+    let _ = std::fs::remove_file(&path);
+    running
+}
+
 async fn start(
     config: ServerConfig,
     transcripts: Option<PathBuf>,
     gateway_key: Option<switchboard_core::grant::GatewaySigner>,
 ) -> Running {
+    start_with(config, transcripts, gateway_key, None).await
+}
+
+async fn start_with(
+    config: ServerConfig,
+    transcripts: Option<PathBuf>,
+    gateway_key: Option<switchboard_core::grant::GatewaySigner>,
+    sim_script: Option<PathBuf>,
+) -> Running {
     let options = LocalOptions {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         bedrock: false,
-        sim_script: None,
+        sim_script,
         transcripts,
         server: config,
         ca_file: None,

@@ -1,5 +1,6 @@
 //! Runtime and local-mode tests on real sockets.
 
+mod authority;
 mod banking;
 mod common;
 mod failures;

@@ -1,6 +1,7 @@
 //! Property tests of the agent core (no I/O: inputs in, effects out), on the real
 //! Example Bank agents resolved from examples/banking.
 
+mod authority;
 mod common;
 mod handoffs;
 mod memory;

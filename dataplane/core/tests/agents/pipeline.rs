@@ -66,7 +66,7 @@ proptest! {
         let now = Instant::now();
         let (mut session, _) = common::start("banking", common::verified_memory("12345678"));
         session.handle(Input::UserText("balance".into()), now);
-        calls(&mut session, vec![call("t1", "check_balance", serde_json::json!({ "accountNumber": "12345678" }))], now);
+        calls(&mut session, vec![call("t1", "check_balance", serde_json::json!({}))], now);
         let failure = ToolFailure::new(kind, message.clone());
         let effects = session.handle(Input::ToolFinished { tool_use_id: "t1".into(), outcome: Err(failure) }, now);
         prop_assert_eq!(tool_errors(&effects), vec![kind.as_str().to_owned()]);
@@ -94,13 +94,17 @@ proptest! {
     }
 
     /// A cacheable tool is not re-run for the same input within its TTL, and is after it.
+    /// The input that counts is the one the tool runs with, the verified caller's account
+    /// filled in.
     #[test]
     fn tool_caching(account in "[0-9]{8}", later in 0u64..60) {
         let now = Instant::now();
         let (mut session, _) = common::start("banking", common::verified_memory(&account));
-        let input = serde_json::json!({ "accountNumber": account });
+        let input = serde_json::json!({});
         session.handle(Input::UserText("balance".into()), now);
-        prop_assert_eq!(executions(&calls(&mut session, vec![call("t1", "check_balance", input.clone())], now)).len(), 1);
+        let ran = executions(&calls(&mut session, vec![call("t1", "check_balance", input.clone())], now));
+        prop_assert_eq!(ran.len(), 1);
+        prop_assert_eq!(&ran[0].2, &serde_json::json!({ "accountNumber": account }));
         session.handle(Input::ToolFinished { tool_use_id: "t1".into(), outcome: Ok(serde_json::json!({ "balance": 1 })) }, now);
         common::says(&mut session, "one", now);
         let then = now + Duration::from_secs(later);
@@ -120,7 +124,7 @@ proptest! {
         let now = Instant::now();
         let (mut session, _) = common::start("banking", common::verified_memory("12345678"));
         session.handle(Input::UserText("transactions".into()), now);
-        calls(&mut session, vec![call("t1", "get_transactions", serde_json::json!({ "accountNumber": "12345678" }))], now);
+        calls(&mut session, vec![call("t1", "get_transactions", serde_json::json!({}))], now);
         let list: Vec<_> = (0..items).map(|i| serde_json::json!({ "id": format!("tx-{i}"), "description": "A payment" })).collect();
         let result = serde_json::json!({ "transactions": list });
         let fits = result.to_string().len() <= 8192;
@@ -137,13 +141,22 @@ proptest! {
         let now = Instant::now();
         let (mut session, _) = common::start("disputes", common::verified_memory("12345678"));
         session.handle(Input::UserText("dispute it".into()), now);
-        let input = serde_json::json!({ "accountNumber": "12345678", "transactionId": transaction, "reason": "not me" });
+        let input = serde_json::json!({ "transactionId": transaction, "reason": "not me" });
         let effects = calls(&mut session, vec![call("t1", "open_dispute", input)], now);
         prop_assert!(executions(&effects).is_empty(), "not before approval");
-        prop_assert!(effects.iter().any(|e| matches!(e, Effect::Send(ServerMessage::ConsentRequest { .. }))), "consent is asked");
+        let asked = effects.iter().find_map(|e| match e {
+            Effect::Send(ServerMessage::ConsentRequest { input, .. }) => Some(input.clone()),
+            _ => None,
+        });
+        let filled = serde_json::json!({ "accountNumber": "12345678", "transactionId": transaction, "reason": "not me" });
+        prop_assert_eq!(asked, Some(filled.clone()), "consent is asked for what will run, the caller's account filled in");
         prop_assert!(model_calls(&effects).is_empty(), "the turn waits for the user");
         let effects = session.handle(Input::Consent { tool_use_id: "t1".into(), approved: approve }, now);
-        prop_assert_eq!(executions(&effects).len(), usize::from(approve));
+        let ran = executions(&effects);
+        prop_assert_eq!(ran.len(), usize::from(approve));
+        if approve {
+            prop_assert_eq!(&ran[0].2, &filled);
+        }
         if !approve {
             prop_assert_eq!(tool_errors(&effects), vec!["consent_declined".to_owned()]);
         }

@@ -140,7 +140,7 @@ fn a_consent_tool_waits_for_the_user_and_a_refused_one_answers_the_stream_with_a
     let now = Instant::now();
     let (mut disputes, _) = voice("disputes", common::verified_memory("12345678"));
     disputes.handle(Input::VoiceUserFinal("dispute payment tx-1".into()), now);
-    let input = serde_json::json!({ "accountNumber": "12345678", "transactionId": "tx-1", "reason": "not me" });
+    let input = serde_json::json!({ "transactionId": "tx-1", "reason": "not me" });
     let asked = disputes.handle(Input::VoiceToolUse(call("t1", "open_dispute", input)), now);
     assert!(
         sent(&asked)

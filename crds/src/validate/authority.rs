@@ -1,0 +1,76 @@
+//! Checks of authority at the tool: a tool's `bind` names properties of its input schema
+//! and readable memory paths, its `requires` names memory keys, and only identity providers
+//! `remember` into the Agent's `identityKeys`.
+
+use super::{Problem, Reason, duplicates};
+use crate::agent::{AgentSpec, MAX_KEY_LEN, MemoryPath, ToolSpec, is_memory_key};
+
+/// Every problem with the identity keys and the tools' `bind`, `requires` and `remember`.
+pub(super) fn check_authority(spec: &AgentSpec, problems: &mut Vec<Problem>) {
+    for (j, key) in spec.identity_keys.iter().enumerate() {
+        if !is_memory_key(key) {
+            problems.push(not_a_key(format!("spec.identityKeys[{j}]"), key));
+        }
+    }
+    for dup in duplicates(spec.identity_keys.iter().map(String::as_str)) {
+        problems.push(Problem::new(
+            Reason::DuplicateName,
+            "spec.identityKeys",
+            format!("identity key {dup:?} is listed more than once"),
+        ));
+    }
+    for (i, tool) in spec.tools.iter().enumerate() {
+        let field = format!("spec.tools[{i}]");
+        check_bindings(tool, &field, problems);
+        for (j, key) in tool.requires.iter().enumerate() {
+            if !is_memory_key(key) {
+                problems.push(not_a_key(format!("{field}.requires[{j}]"), key));
+            }
+        }
+        if let Some(memory) = &tool.remember
+            && !tool.identity_provider
+            && spec.identity_keys.contains(&memory.key)
+        {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("{field}.remember.key"),
+                format!(
+                    "tool {:?} remembers {:?}, an identity key (spec.identityKeys), but is not an identity provider: only a tool with identityProvider: true may set who the caller is; mark the identity-checking tool identityProvider: true, or remember this result under another key",
+                    tool.name, memory.key
+                ),
+            ));
+        }
+    }
+}
+
+fn check_bindings(tool: &ToolSpec, field: &str, problems: &mut Vec<Problem>) {
+    let properties = tool.input_schema.get("properties").and_then(serde_json::Value::as_object);
+    for (input, source) in &tool.bind {
+        let at = format!("{field}.bind.{input}");
+        if !properties.is_some_and(|p| p.contains_key(input)) {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                at.clone(),
+                format!(
+                    "tool {:?} binds {input:?}, which is not a property of its inputSchema; add {input:?} under inputSchema.properties (with the type the tool expects) or remove the binding",
+                    tool.name
+                ),
+            ));
+        }
+        if let Err(e) = MemoryPath::parse(source) {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                at,
+                format!("tool {:?} binds {input:?} to {source:?}: {e}", tool.name),
+            ));
+        }
+    }
+}
+
+fn not_a_key(field: String, key: &str) -> Problem {
+    Problem::new(
+        Reason::InvalidField,
+        field,
+        format!("{key:?} is not a memory key (a letter, then letters, digits or '_', at most {MAX_KEY_LEN})"),
+    )
+}
