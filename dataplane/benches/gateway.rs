@@ -54,7 +54,7 @@ async fn send(ws: &mut Ws, message: &ClientMessage) {
 /// A text session with the default agent (`triage`), after its greeting.
 async fn open_text(url: &str) -> Ws {
     let mut ws = common::connect(url).await;
-    send(&mut ws, &ClientMessage::SessionStart(SessionStart::default())).await;
+    send(&mut ws, &common::session_start(url, SessionStart::default())).await;
     while !next_text(&mut ws).await.contains(r#""is_final":true"#) {}
     ws
 }

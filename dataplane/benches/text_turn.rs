@@ -62,7 +62,7 @@ async fn next_message(ws: &mut Ws) -> ServerMessage {
 
 async fn open(url: &str) -> Ws {
     let mut ws = common::connect(url).await;
-    let start = ClientMessage::SessionStart(SessionStart { agent: Some("triage".into()), ..SessionStart::default() });
+    let start = common::session_start(url, SessionStart { agent: Some("triage".into()), ..SessionStart::default() });
     ws.send(Message::text(serde_json::to_string(&start).expect("json"))).await.expect("sends");
     // The greeting is the last message of a new triage session.
     while !matches!(next_message(&mut ws).await, ServerMessage::BidiTranscriptStream { is_final: true, .. }) {}

@@ -36,6 +36,40 @@ fn free_port() -> u16 {
 /// The seed of the benchmark gateway's signing key; every runtime trusts its public key.
 pub const GATEWAY_SEED: [u8; 32] = [42; 32];
 
+/// The namespace of the benchmarks' Agents (their routes and grants name it).
+pub const NAMESPACE: &str = "bench";
+
+/// The runtimes started here, by session URL, with their agent: a client that talks to one
+/// directly brings the grant a gateway would (runtimes with a gateway key serve nothing
+/// else).
+static RUNTIMES: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// The `session_start` for `url`: to a runtime directly, with a grant signed by
+/// [`GATEWAY_SEED`]'s key for its agent (as the gateway signs one); to a gateway, without.
+pub fn session_start(url: &str, start: SessionStart) -> ClientMessage {
+    let runtimes = RUNTIMES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some((_, agent)) = runtimes.iter().find(|(u, _)| url.starts_with(u.as_str())) else {
+        return ClientMessage::SessionStart(start);
+    };
+    let context = switchboard_core::grant::SessionContext {
+        session_id: format!("bench-{}", uuid::Uuid::new_v4()),
+        namespace: NAMESPACE.to_owned(),
+        agent: agent.clone(),
+        issued_at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+        nonce: uuid::Uuid::new_v4().to_string(),
+        ..Default::default()
+    };
+    let signer = switchboard_core::grant::GatewaySigner::from_seed(&GATEWAY_SEED);
+    ClientMessage::SessionStart(SessionStart {
+        agent: Some(agent.clone()),
+        context: Some(signer.sign(&context)),
+        ..start
+    })
+}
+
 /// The simulator and a runtime (and any runtimes and gateway added), killed on drop.
 pub struct Stack {
     sim: Child,
@@ -186,9 +220,14 @@ fn spawn_runtime(
     let resource = catalog.agents().find(|a| a.metadata.name.as_deref() == Some(agent)).expect("the agent");
     let mut spec = catalog.resolve_agent(resource).expect("resolves");
     spec.sessions.max_concurrent = max_sessions;
+    spec.agent.namespace = NAMESPACE.into();
     let spec_path = dir.join(format!("runtime-{agent}.json"));
     std::fs::write(&spec_path, spec.to_canonical_json()).expect("writes the spec");
     let addr = format!("127.0.0.1:{}", free_port());
+    RUNTIMES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push((format!("ws://{addr}/"), agent.to_owned()));
     let public_key = switchboard_core::grant::GatewaySigner::from_seed(&GATEWAY_SEED).public().to_string();
     let runtime = Command::new(bin)
         .arg("runtime")
@@ -230,8 +269,7 @@ pub async fn connect(url: &str) -> Ws {
 /// Opens a session that asks for audio; returns once `bidi_connection_start` arrived.
 pub async fn open(url: &str) -> Ws {
     let mut ws = connect(url).await;
-    let start =
-        ClientMessage::SessionStart(SessionStart { modalities: vec!["audio".into()], ..SessionStart::default() });
+    let start = session_start(url, SessionStart { modalities: vec!["audio".into()], ..SessionStart::default() });
     ws.send(Message::text(serde_json::to_string(&start).expect("json"))).await.expect("sends");
     loop {
         match ws.next().await {

@@ -29,6 +29,10 @@ pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 pub struct SessionContext {
     /// The gateway's id of the session (stable across handoffs, pods and resumes).
     pub session_id: String,
+    /// The namespace of the agent the grant is for; a runtime of another namespace refuses
+    /// it (an Agent of the same name elsewhere is another tenant's).
+    #[serde(default)]
+    pub namespace: String,
     /// The agent the grant is for; another agent's runtime refuses it.
     pub agent: String,
     /// When the gateway made the grant, milliseconds since the Unix epoch.
@@ -75,7 +79,7 @@ pub enum GrantError {
     /// The payload is not a context.
     #[error("the session context is malformed: {0}")]
     Malformed(String),
-    /// Made for another agent.
+    /// Made for another agent, or an agent of another namespace (`<namespace>/<name>`).
     #[error("the session context is for agent {granted:?}, not {serving:?}")]
     WrongAgent {
         /// The agent named in the grant.
@@ -170,7 +174,13 @@ impl std::str::FromStr for GatewayPublicKey {
 
 impl GatewayPublicKey {
     /// Checks `signed` for the runtime serving `agent` at `now_ms` and returns its context.
-    pub fn verify(&self, signed: &SignedContext, agent: &str, now_ms: u64) -> Result<SessionContext, GrantError> {
+    pub fn verify(
+        &self,
+        signed: &SignedContext,
+        namespace: &str,
+        agent: &str,
+        now_ms: u64,
+    ) -> Result<SessionContext, GrantError> {
         if signed.payload.len() > MAX_PAYLOAD_BYTES {
             return Err(GrantError::TooLarge(signed.payload.len()));
         }
@@ -179,8 +189,11 @@ impl GatewayPublicKey {
         self.0.verify(signed.payload.as_bytes(), &signature).map_err(|_| GrantError::BadSignature)?;
         let context: SessionContext =
             serde_json::from_str(&signed.payload).map_err(|e| GrantError::Malformed(e.to_string()))?;
-        if context.agent != agent {
-            return Err(GrantError::WrongAgent { granted: context.agent, serving: agent.to_owned() });
+        if context.agent != agent || context.namespace != namespace {
+            return Err(GrantError::WrongAgent {
+                granted: format!("{}/{}", context.namespace, context.agent),
+                serving: format!("{namespace}/{agent}"),
+            });
         }
         let age_ms = now_ms.abs_diff(context.issued_at_ms);
         if age_ms > MAX_AGE_MS {
@@ -214,6 +227,7 @@ mod tests {
     fn context() -> SessionContext {
         SessionContext {
             session_id: "s-1".into(),
+            namespace: "bank".into(),
             agent: "banking".into(),
             issued_at_ms: 1_000_000,
             nonce: "n-1".into(),
@@ -226,13 +240,18 @@ mod tests {
     fn a_signed_context_verifies_for_its_agent_while_fresh() {
         let signed = signer(7).sign(&context());
         let public = signer(7).public();
-        assert_eq!(public.verify(&signed, "banking", 1_000_000 + MAX_AGE_MS), Ok(context()));
+        assert_eq!(public.verify(&signed, "bank", "banking", 1_000_000 + MAX_AGE_MS), Ok(context()));
         assert_eq!(
-            public.verify(&signed, "idv", 1_000_000),
-            Err(GrantError::WrongAgent { granted: "banking".into(), serving: "idv".into() })
+            public.verify(&signed, "bank", "idv", 1_000_000),
+            Err(GrantError::WrongAgent { granted: "bank/banking".into(), serving: "bank/idv".into() })
         );
         assert_eq!(
-            public.verify(&signed, "banking", 1_000_000 + MAX_AGE_MS + 1),
+            public.verify(&signed, "evil", "banking", 1_000_000),
+            Err(GrantError::WrongAgent { granted: "bank/banking".into(), serving: "evil/banking".into() }),
+            "an Agent of the same name in another namespace"
+        );
+        assert_eq!(
+            public.verify(&signed, "bank", "banking", 1_000_000 + MAX_AGE_MS + 1),
             Err(GrantError::Stale { age_ms: MAX_AGE_MS + 1 })
         );
     }
@@ -240,12 +259,12 @@ mod tests {
     #[test]
     fn another_key_or_a_changed_payload_is_refused() {
         let signed = signer(7).sign(&context());
-        assert_eq!(signer(8).public().verify(&signed, "banking", 1_000_000), Err(GrantError::BadSignature));
+        assert_eq!(signer(8).public().verify(&signed, "bank", "banking", 1_000_000), Err(GrantError::BadSignature));
         let forged =
             SignedContext { payload: signed.payload.replace("Ada", "Eve"), signature: signed.signature.clone() };
-        assert_eq!(signer(7).public().verify(&forged, "banking", 1_000_000), Err(GrantError::BadSignature));
+        assert_eq!(signer(7).public().verify(&forged, "bank", "banking", 1_000_000), Err(GrantError::BadSignature));
         let garbage = SignedContext { payload: signed.payload, signature: "zz".into() };
-        assert_eq!(signer(7).public().verify(&garbage, "banking", 1_000_000), Err(GrantError::BadSignature));
+        assert_eq!(signer(7).public().verify(&garbage, "bank", "banking", 1_000_000), Err(GrantError::BadSignature));
     }
 
     #[test]
@@ -258,6 +277,9 @@ mod tests {
         assert!(matches!(GatewaySigner::from_pem("not a key"), Err(GrantError::BadKey(_))));
         assert!(matches!("abcd".parse::<GatewayPublicKey>(), Err(GrantError::BadKey(m)) if m.contains("2 bytes")));
         let huge = SignedContext { payload: "x".repeat(MAX_PAYLOAD_BYTES + 1), signature: String::new() };
-        assert_eq!(signer.public().verify(&huge, "banking", 0), Err(GrantError::TooLarge(MAX_PAYLOAD_BYTES + 1)));
+        assert_eq!(
+            signer.public().verify(&huge, "bank", "banking", 0),
+            Err(GrantError::TooLarge(MAX_PAYLOAD_BYTES + 1))
+        );
     }
 }

@@ -27,7 +27,9 @@ pub type UpStream = SplitStream<Socket>;
 pub struct Opening<'a> {
     /// The gateway's session id.
     pub session_id: &'a str,
-    /// The Agent's name (the runtime checks the grant is for it).
+    /// The Agent's namespace and name (the runtime checks the grant is for it).
+    pub namespace: &'a str,
+    /// The Agent's name.
     pub agent: &'a str,
     /// The pod's session path (`/v1/session`).
     pub path: &'a str,
@@ -79,6 +81,7 @@ pub async fn open(
     let (mut sink, stream) = socket.split();
     let context = SessionContext {
         session_id: opening.session_id.to_owned(),
+        namespace: opening.namespace.to_owned(),
         agent: opening.agent.to_owned(),
         issued_at_ms: now_ms(),
         nonce: uuid::Uuid::new_v4().to_string(),

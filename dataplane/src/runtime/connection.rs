@@ -18,6 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::Metrics;
 use super::driver::{self, AgentRuntime, Exit, Link, Opening};
+use super::grants::RefusedContext;
 use super::reader::{AudioIn, CLOSE_DRAIN, read_loop};
 use super::server::AppState;
 use super::voice::{self, AudioGate, Gate};
@@ -225,7 +226,7 @@ async fn run(
         Ok(agent) => agent,
         Err(reason) => return Some((close_code::BAD_START, reason)),
     };
-    let granted = match accept_context(state, &start, agent.core.name()) {
+    let granted = match accept_context(state, &start, &agent.core.spec().agent.namespace, agent.core.name()) {
         Ok(granted) => granted,
         Err((message, reason)) => {
             state.shared.metrics.errors.with_label_values(&[agent.core.name(), "context_refused"]).inc();
@@ -258,6 +259,7 @@ async fn run(
 fn accept_context(
     state: &AppState,
     start: &SessionStart,
+    namespace: &str,
     agent: &str,
 ) -> Result<SessionContext, (String, &'static str)> {
     let unsigned = start.unsigned_context();
@@ -268,13 +270,14 @@ fn accept_context(
         );
         return Err((message, "session context is accepted only from the gateway"));
     }
-    match &start.context {
-        None => Ok(SessionContext::default()),
-        Some(signed) => state.grants.accept(signed, agent).map_err(|refused| {
-            tracing::warn!(agent, error = %refused, "a session's context was refused");
-            (refused.to_string(), "the session context was refused")
-        }),
-    }
+    state.grants.admit(start.context.as_ref(), namespace, agent).map_err(|refused| {
+        tracing::warn!(namespace, agent, error = %refused, "a session's context was refused");
+        let reason = match refused {
+            RefusedContext::Missing => "sessions only through the gateway",
+            _ => "the session context was refused",
+        };
+        (refused.to_string(), reason)
+    })
 }
 
 /// The session's side of the audio channel: the gate the reader checks and the frames.

@@ -23,6 +23,11 @@ pub struct Grants {
 /// Why a runtime refused the context of a `session_start`.
 #[derive(Debug, thiserror::Error)]
 pub enum RefusedContext {
+    /// The runtime serves only through the gateway and the session carries no grant.
+    #[error(
+        "this runtime serves sessions only through the Switchboard gateway (a signed grant in session_start); connect to the gateway"
+    )]
+    Missing,
     /// The runtime has no key: it takes no context from anyone.
     #[error(
         "this runtime has no gateway public key (--gateway-public-key), so it accepts no session context; connect through the gateway"
@@ -45,11 +50,33 @@ impl Grants {
         Self { key, used: Mutex::new(HashMap::new()) }
     }
 
-    /// Verifies `signed` for `agent` now and uses up its nonce.
-    pub fn accept(&self, signed: &SignedContext, agent: &str) -> Result<SessionContext, RefusedContext> {
+    /// The session context of a `session_start` for `namespace/agent`: with a gateway key,
+    /// only a valid grant opens a session (none is refused: without it a client that
+    /// reaches the pod directly would be served as the gateway's); without a key (a runtime
+    /// run on its own, for development), only sessions without context are served.
+    pub fn admit(
+        &self,
+        signed: Option<&SignedContext>,
+        namespace: &str,
+        agent: &str,
+    ) -> Result<SessionContext, RefusedContext> {
+        match (signed, &self.key) {
+            (Some(signed), _) => self.accept(signed, namespace, agent),
+            (None, Some(_)) => Err(RefusedContext::Missing),
+            (None, None) => Ok(SessionContext::default()),
+        }
+    }
+
+    /// Verifies `signed` for `namespace/agent` now and uses up its nonce.
+    pub fn accept(
+        &self,
+        signed: &SignedContext,
+        namespace: &str,
+        agent: &str,
+    ) -> Result<SessionContext, RefusedContext> {
         let key = self.key.as_ref().ok_or(RefusedContext::NoKey)?;
         let now = now_ms();
-        let context = key.verify(signed, agent, now)?;
+        let context = key.verify(signed, namespace, agent, now)?;
         let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if used.len() >= MAX_REMEMBERED {
             used.retain(|_, forget_after| *forget_after > now);
@@ -80,6 +107,7 @@ mod tests {
         let signer = switchboard_core::grant::GatewaySigner::from_seed(&[3; 32]);
         let context = SessionContext {
             session_id: "s".into(),
+            namespace: "bank".into(),
             agent: "banking".into(),
             issued_at_ms: now_ms(),
             nonce: "once".into(),
@@ -87,8 +115,11 @@ mod tests {
         };
         let signed = signer.sign(&context);
         let grants = Grants::new(Some(signer.public()));
-        assert_eq!(grants.accept(&signed, "banking").ok(), Some(context));
-        assert!(matches!(grants.accept(&signed, "banking"), Err(RefusedContext::Replayed)));
-        assert!(matches!(Grants::new(None).accept(&signed, "banking"), Err(RefusedContext::NoKey)));
+        assert_eq!(grants.accept(&signed, "bank", "banking").ok(), Some(context));
+        assert!(matches!(grants.accept(&signed, "bank", "banking"), Err(RefusedContext::Replayed)));
+        assert!(matches!(Grants::new(None).accept(&signed, "bank", "banking"), Err(RefusedContext::NoKey)));
+        // With a key, no grant is no session; without one, only sessions without context.
+        assert!(matches!(grants.admit(None, "bank", "banking"), Err(RefusedContext::Missing)));
+        assert_eq!(Grants::new(None).admit(None, "bank", "banking").ok(), Some(SessionContext::default()));
     }
 }

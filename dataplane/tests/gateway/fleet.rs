@@ -142,7 +142,9 @@ impl Fleet {
         let mut routes = Vec::new();
         let mut pods = Vec::new();
         for agent in catalog.agents() {
-            let spec = catalog.resolve_agent(agent).expect("resolves");
+            let mut spec = catalog.resolve_agent(agent).expect("resolves");
+            // The fleet's Agents live in namespace bank, as the routes say (grants are bound to it).
+            spec.agent.namespace = "bank".into();
             let name = spec.agent.name.clone();
             // The tool host is a Service name on a cluster; here, the tool server's address.
             let json = spec.to_canonical_json().replace("banking-tools:8080", &tools.addr.to_string());

@@ -19,12 +19,27 @@ fn all_text(messages: &[ServerMessage]) -> String {
 
 /// A session opened straight at banking, skipping identity verification, asks for another
 /// customer's balance: the account tools are not offered to the model, nothing runs, and
-/// the balance never reaches the client — through the gateway and straight at the runtime.
+/// the balance never reaches the client — through the gateway, and at the runtime with a
+/// grant that carries no verified caller. Straight at the runtime without a grant, there is
+/// no session at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_skips_identity_verification_gets_no_balance() {
     let running = common::banking(ServerConfig::default()).await;
-    for url in [running.url("?agent=banking"), running.runtime_url("?agent=banking")] {
-        let mut client = Client::start(&url, None).await;
+    let mut bypass = Client::start(&running.runtime_url("?agent=banking"), None).await;
+    let (code, reason) = bypass.closed().await;
+    assert_eq!(code, switchboard_core::protocol::close_code::BAD_START, "{reason}");
+    assert!(
+        bypass.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, message, .. }
+            if code == "context_refused" && message.contains("only through the Switchboard gateway"))),
+        "{:?}",
+        bypass.seen
+    );
+    for direct in [false, true] {
+        let mut client = if direct {
+            running.runtime_client("?agent=banking").await
+        } else {
+            Client::start(&running.url("?agent=banking"), None).await
+        };
         client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
         client.say("What is the balance of 87654321?").await;
         let answer = client.turn().await;

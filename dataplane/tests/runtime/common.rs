@@ -32,6 +32,8 @@ pub struct Running {
     pub runtime_addr: SocketAddr,
     /// The runtime's state.
     pub state: Arc<AppState>,
+    /// The key local mode's gateway signs with (the runtime serves only its grants).
+    pub key: switchboard_core::grant::GatewaySigner,
     stop: Option<oneshot::Sender<()>>,
     pub done: tokio::task::JoinHandle<()>,
     _keep: Vec<Box<dyn std::any::Any + Send>>,
@@ -53,6 +55,16 @@ impl Running {
     /// The runtime's session URL.
     pub fn runtime_url(&self, query: &str) -> String {
         format!("ws://{}/v1/session{query}", self.runtime_addr)
+    }
+
+    /// A client straight at the runtime, started as the gateway starts sessions there: with
+    /// a grant for the agent of `query` (`?agent=<name>`; the default agent, triage, without).
+    pub async fn runtime_client(&self, query: &str) -> Client {
+        let agent = query.strip_prefix("?agent=").filter(|a| !a.is_empty()).unwrap_or("triage");
+        let mut client = Client::connect(&self.runtime_url(query)).await;
+        let start = signed_start(&self.key, agent, Default::default());
+        client.send(&ClientMessage::SessionStart(start)).await;
+        client
     }
 }
 
@@ -96,6 +108,7 @@ async fn start_with(
     gateway_key: Option<switchboard_core::grant::GatewaySigner>,
     sim_script: Option<PathBuf>,
 ) -> Running {
+    let key = gateway_key.unwrap_or_else(self::gateway_key);
     let options = LocalOptions {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         bedrock: false,
@@ -103,7 +116,7 @@ async fn start_with(
         transcripts,
         server: config,
         ca_file: None,
-        gateway_key,
+        gateway_key: Some(key.clone()),
     };
     let local = local::start(&examples_dir(), options).await.expect("local mode starts");
     let addr = local.server.local_addr().expect("bound");
@@ -120,7 +133,7 @@ async fn start_with(
             .expect("server runs");
     });
     let keep: Vec<Box<dyn std::any::Any + Send>> = vec![Box::new(local.sim), Box::new(local.demo_tools)];
-    Running { addr, runtime_addr, state, stop: Some(tx), done, _keep: keep }
+    Running { addr, runtime_addr, state, key, stop: Some(tx), done, _keep: keep }
 }
 
 pub struct Client {
@@ -290,6 +303,8 @@ pub fn signed_start(
 ) -> SessionStart {
     let context = switchboard_core::grant::SessionContext {
         session_id: format!("gw-{}", uuid::Uuid::new_v4()),
+        // The examples name no namespace: they are the default namespace's.
+        namespace: "default".to_owned(),
         agent: agent.to_owned(),
         issued_at_ms: switchboard_dataplane::runtime::grants::now_ms(),
         nonce: uuid::Uuid::new_v4().to_string(),

@@ -11,7 +11,7 @@ use crate::common::{self, Client, replies};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_json_and_unknown_types_get_bidi_error_and_the_session_continues() {
     let running = common::banking(ServerConfig::default()).await;
-    let mut client = Client::start(&running.runtime_url(""), None).await;
+    let mut client = running.runtime_client("").await;
     client.send_raw("{this is not json").await;
     let got = client.until(|m| matches!(m, ServerMessage::BidiError { .. })).await;
     assert!(
@@ -31,7 +31,7 @@ async fn bad_json_and_unknown_types_get_bidi_error_and_the_session_continues() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_frames_are_refused_with_1009() {
     let running = common::banking(ServerConfig { max_message_bytes: 1024, ..ServerConfig::default() }).await;
-    let mut client = Client::start(&running.runtime_url(""), None).await;
+    let mut client = running.runtime_client("").await;
     client.say(&"x".repeat(4096)).await;
     let (code, reason) = client.closed().await;
     assert_eq!(code, close_code::TOO_BIG, "{reason}");
@@ -41,7 +41,7 @@ async fn oversized_frames_are_refused_with_1009() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floods_are_refused_with_1008() {
     let running = common::banking(ServerConfig { rate_per_second: 2, rate_burst: 5, ..ServerConfig::default() }).await;
-    let mut client = Client::start(&running.runtime_url(""), None).await;
+    let mut client = running.runtime_client("").await;
     for _ in 0..100 {
         if !client.try_send_raw(r#"{"type":"bogus"}"#).await {
             break;
@@ -54,9 +54,9 @@ async fn floods_are_refused_with_1008() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_beyond_the_limit_are_refused_with_1013() {
     let running = common::banking(ServerConfig { max_sessions: 1, ..ServerConfig::default() }).await;
-    let mut first = Client::start(&running.runtime_url(""), None).await;
+    let mut first = running.runtime_client("").await;
     first.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
-    let mut second = Client::start(&running.runtime_url(""), None).await;
+    let mut second = running.runtime_client("").await;
     let (code, reason) = second.closed().await;
     assert_eq!(code, close_code::TRY_AGAIN_LATER, "{reason}");
     assert!(reason.contains("limit of 1"), "{reason}");
@@ -67,7 +67,7 @@ async fn sessions_beyond_the_limit_are_refused_with_1013() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_agents_are_refused_with_4400() {
     let running = common::banking(ServerConfig::default()).await;
-    let mut client = Client::start(&running.runtime_url("?agent=nobody"), None).await;
+    let mut client = running.runtime_client("?agent=nobody").await;
     let (code, reason) = client.closed().await;
     assert_eq!(code, close_code::BAD_START);
     assert!(reason.contains("triage"), "the reason lists the agents: {reason}");
@@ -77,13 +77,13 @@ async fn unknown_agents_are_refused_with_4400() {
 async fn drain_refuses_new_sessions_and_lets_live_ones_finish() {
     let mut running = common::banking(ServerConfig::default()).await;
     assert_eq!(common::get(running.runtime_addr, "/readyz").await.0, 200);
-    let mut live = Client::start(&running.runtime_url(""), None).await;
+    let mut live = running.runtime_client("").await;
     live.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
     running.stop();
     running.state.draining.cancelled().await;
     assert_eq!(common::get(running.runtime_addr, "/readyz").await.0, 503, "not ready once draining");
     assert_eq!(common::get(running.runtime_addr, "/healthz").await.0, 200, "still alive");
-    let mut late = Client::start(&running.runtime_url(""), None).await;
+    let mut late = running.runtime_client("").await;
     assert_eq!(late.closed().await.0, close_code::TRY_AGAIN_LATER);
     live.say("hello").await;
     assert!(replies(&live.turn().await).iter().any(|r| r.starts_with("Hello!")), "the live session still works");
@@ -96,7 +96,7 @@ async fn drain_refuses_new_sessions_and_lets_live_ones_finish() {
 async fn an_idle_client_is_closed_with_4408() {
     let config = ServerConfig { idle_timeout: std::time::Duration::from_secs(1), ..ServerConfig::default() };
     let running = common::banking(config).await;
-    let mut client = Client::start(&running.runtime_url(""), None).await;
+    let mut client = running.runtime_client("").await;
     let (code, reason) = client.closed().await;
     assert_eq!(code, close_code::IDLE_TIMEOUT, "{reason}");
     assert!(reason.contains("no message for 1 s"), "{reason}");
@@ -131,12 +131,26 @@ async fn a_client_that_stops_reading_is_closed_and_frees_its_session() {
     assert!(String::from_utf8_lossy(&response[..n]).starts_with("HTTP/1.1 101"), "upgraded");
     // A masked text frame (mask key 0: the payload as is).
     let frame = |text: &str| {
-        let mut bytes = vec![0x81, 0x80 | u8::try_from(text.len()).expect("short")];
+        let mut bytes = vec![0x81];
+        match u8::try_from(text.len()) {
+            Ok(short) if short < 126 => bytes.push(0x80 | short),
+            _ => {
+                bytes.push(0x80 | 126);
+                bytes.extend_from_slice(&u16::try_from(text.len()).expect("under 64 KiB").to_be_bytes());
+            }
+        }
         bytes.extend_from_slice(&[0, 0, 0, 0]);
         bytes.extend_from_slice(text.as_bytes());
         bytes
     };
-    stream.write_all(&frame(r#"{"type":"session_start"}"#)).await.expect("starts");
+    // Started as the gateway starts sessions here: with a grant.
+    let start = switchboard_core::protocol::ClientMessage::SessionStart(common::signed_start(
+        &running.key,
+        "triage",
+        Default::default(),
+    ));
+    let start = serde_json::to_string(&start).expect("JSON");
+    stream.write_all(&frame(&start)).await.expect("starts");
     // Each malformed message earns a bidi_error that is never read.
     let flood = tokio::spawn(async move {
         let junk = frame("{not json");
@@ -160,7 +174,7 @@ async fn a_client_that_stops_reading_is_closed_and_frees_its_session() {
     }
     flood.abort();
     // The server still serves others.
-    let mut other = Client::start(&running.runtime_url(""), None).await;
+    let mut other = running.runtime_client("").await;
     other.say("hello").await;
     assert!(replies(&other.turn().await).iter().any(|r| r.starts_with("Hello!")));
 }
@@ -172,7 +186,8 @@ async fn a_client_that_stops_reading_is_closed_and_frees_its_session() {
 async fn pages_of_other_sites_are_refused_with_4405() {
     let running = common::banking(origins_config()).await;
     let url = running.runtime_url("");
-    let told = origins_are_checked(&url, &format!("http://{}", running.runtime_addr)).await;
+    let start = || common::signed_start(&running.key, "triage", Default::default());
+    let told = origins_are_checked(&url, &format!("http://{}", running.runtime_addr), start).await;
     assert!(told.contains("--allowed-origin https://evil.example"), "{told}");
 }
 
@@ -180,7 +195,7 @@ async fn pages_of_other_sites_are_refused_with_4405() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_mode_refuses_pages_of_other_sites_with_4405() {
     let running = common::banking(origins_config()).await;
-    let told = origins_are_checked(&running.url(""), &format!("http://{}", running.addr)).await;
+    let told = origins_are_checked(&running.url(""), &format!("http://{}", running.addr), Default::default).await;
     assert!(told.contains("--allowed-origin"), "{told}");
 }
 
@@ -190,14 +205,17 @@ fn origins_config() -> ServerConfig {
 
 /// A page of evil.example is refused with 4405 (the `bidi_error`'s message is returned);
 /// the server's `own` page and the listed app.bank.example open sessions.
-async fn origins_are_checked(url: &str, own: &str) -> String {
-    let start = switchboard_core::protocol::ClientMessage::SessionStart(Default::default());
+async fn origins_are_checked(
+    url: &str,
+    own: &str,
+    start: impl Fn() -> switchboard_core::protocol::SessionStart,
+) -> String {
     let mut foreign = Client::connect_with(url, &[("origin", "https://evil.example")]).await;
     let (code, _) = foreign.closed().await;
     assert_eq!(code, close_code::ORIGIN_NOT_ALLOWED);
     for origin in [own, "https://app.bank.example"] {
         let mut client = Client::connect_with(url, &[("origin", origin)]).await;
-        client.send(&start).await;
+        client.send(&switchboard_core::protocol::ClientMessage::SessionStart(start())).await;
         client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
     }
     foreign
@@ -215,7 +233,7 @@ async fn connections_past_the_cap_are_refused_before_the_upgrade() {
     // No headroom: the one session's connection is the cap.
     let config = ServerConfig { max_sessions: 1, connection_headroom: 0, ..ServerConfig::default() };
     let running = common::banking(config).await;
-    let mut first = Client::start(&running.runtime_url(""), None).await;
+    let mut first = running.runtime_client("").await;
     first.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
     // The next is refused with HTTP 503 and no upgrade.
     let refused = tokio_tungstenite::connect_async(running.runtime_url("")).await.expect_err("over the cap");

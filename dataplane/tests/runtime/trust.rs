@@ -98,10 +98,11 @@ async fn context_the_gateway_signed_is_restored_once_and_forgeries_are_refused()
     let mut for_idv = common::signed_start(&key, "idv", common::ada());
     for_idv.agent = Some("banking".into());
     let wrong = refused(&url, for_idv).await;
-    assert!(wrong.contains("for agent \"idv\""), "{wrong}");
+    assert!(wrong.contains("for agent \"default/idv\""), "{wrong}");
     // Too old.
     let stale = SessionContext {
         session_id: "s".into(),
+        namespace: "default".into(),
         agent: "banking".into(),
         issued_at_ms: now_ms() - 10 * 60 * 1000,
         nonce: "old".into(),
@@ -110,4 +111,21 @@ async fn context_the_gateway_signed_is_restored_once_and_forgeries_are_refused()
     };
     let old = SessionStart { agent: Some("banking".into()), context: Some(key.sign(&stale)), ..Default::default() };
     assert!(refused(&url, old).await.contains("check the clocks"));
+    // Made for an Agent of the same name in another namespace (another tenant's).
+    let elsewhere = SessionContext {
+        session_id: "s".into(),
+        namespace: "evil".into(),
+        agent: "banking".into(),
+        issued_at_ms: now_ms(),
+        nonce: "elsewhere".into(),
+        memory: common::ada(),
+        ..Default::default()
+    };
+    let tenant =
+        SessionStart { agent: Some("banking".into()), context: Some(key.sign(&elsewhere)), ..Default::default() };
+    let other_namespace = refused(&url, tenant).await;
+    assert!(other_namespace.contains("for agent \"evil/banking\", not \"default/banking\""), "{other_namespace}");
+    // No grant at all: a client that reaches the pod directly gets no session.
+    let bare = refused(&url, SessionStart { agent: Some("banking".into()), ..Default::default() }).await;
+    assert!(bare.contains("only through the Switchboard gateway"), "{bare}");
 }

@@ -224,6 +224,7 @@ async fn open(
     };
     let opening = Opening {
         session_id: machine.id(),
+        namespace: &target.route.namespace,
         agent: &target.route.name,
         path: &target.route.path,
         voice: machine.voice().clone(),
