@@ -137,6 +137,12 @@ impl GatewaySigner {
         GatewayPublicKey(self.0.verifying_key())
     }
 
+    /// Signs `message` (for the gateway's own records, e.g. a parked session in a shared
+    /// store; each use prefixes its own domain).
+    pub fn seal(&self, message: &[u8]) -> [u8; 64] {
+        self.0.sign(message).to_bytes()
+    }
+
     /// Signs `context`.
     pub fn sign(&self, context: &SessionContext) -> SignedContext {
         // Every field is a String, number, map of JSON values or plain struct: this cannot fail.
@@ -173,6 +179,11 @@ impl std::str::FromStr for GatewayPublicKey {
 }
 
 impl GatewayPublicKey {
+    /// Whether `signature` is this key's [`GatewaySigner::seal`] of `message`.
+    pub fn opens(&self, message: &[u8], signature: &[u8]) -> bool {
+        Signature::from_slice(signature).is_ok_and(|s| self.0.verify(message, &s).is_ok())
+    }
+
     /// Checks `signed` for the runtime serving `agent` at `now_ms` and returns its context.
     pub fn verify(
         &self,
@@ -254,6 +265,15 @@ mod tests {
             public.verify(&signed, "bank", "banking", 1_000_000 + MAX_AGE_MS + 1),
             Err(GrantError::Stale { age_ms: MAX_AGE_MS + 1 })
         );
+    }
+
+    #[test]
+    fn a_seal_opens_with_its_key_only_and_for_its_message_only() {
+        let seal = signer(7).seal(b"parked");
+        assert!(signer(7).public().opens(b"parked", &seal));
+        assert!(!signer(7).public().opens(b"parkeD", &seal));
+        assert!(!signer(8).public().opens(b"parked", &seal));
+        assert!(!signer(7).public().opens(b"parked", &seal[..63]));
     }
 
     #[test]

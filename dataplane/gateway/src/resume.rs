@@ -16,6 +16,10 @@
 //!   early waits for it instead of being refused.
 //! - **Stores.** In memory (one gateway), or Redis (`--redis-url`), which every replica
 //!   shares, so a client resumes through any of them. Entries expire with the window.
+//!   What a session holds (its memory: the verified caller) is trusted on resume, so in
+//!   Redis each parked session is sealed: signed with the gateway's key (every replica has
+//!   it) over its store key and contents. One that was changed, moved to another key, or
+//!   written by anyone else is refused ([`StoreError::Tampered`]), logged and counted.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,6 +30,7 @@ use bytes::Bytes;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use switchboard_core::grant::GatewaySigner;
 use switchboard_core::handoff::HandoffContext;
 use switchboard_core::protocol::ServerMessage;
 
@@ -218,6 +223,11 @@ pub enum StoreError {
     /// A stored session does not decode.
     #[error("a parked session in the store does not decode: {0}")]
     Decode(#[from] serde_json::Error),
+    /// A stored session is not sealed with this gateway's key.
+    #[error(
+        "a parked session in the store is not sealed with the gateway's key (changed, moved, or written by someone else); it is refused"
+    )]
+    Tampered,
 }
 
 /// Where parked sessions wait.
@@ -225,8 +235,8 @@ pub enum StoreError {
 pub enum Store {
     /// In this process (one gateway replica).
     Memory(Arc<Mutex<HashMap<String, (Instant, Entry)>>>),
-    /// Redis, shared by every replica.
-    Redis(redis::aio::ConnectionManager),
+    /// Redis, shared by every replica; parked sessions sealed with the gateway's key.
+    Redis(redis::aio::ConnectionManager, GatewaySigner),
 }
 
 impl std::fmt::Debug for Store {
@@ -251,21 +261,51 @@ pub enum Entry {
 }
 
 const PREFIX: &str = "switchboard:session:";
+/// What a seal signs before the store key and the session's JSON.
+const SEAL_DOMAIN: &[u8] = b"switchboard parked session\0";
+/// An Ed25519 signature.
+const SEAL_BYTES: usize = 64;
+
+/// What the seal of the session `json` parked at `key` signs.
+fn sealed(key: &str, json: &[u8]) -> Vec<u8> {
+    [SEAL_DOMAIN, key.as_bytes(), b"\0", json].concat()
+}
+
+/// The stored value of `session` at `key`: its seal, then its JSON.
+fn seal(signer: &GatewaySigner, key: &str, session: &Parked) -> Result<Vec<u8>, StoreError> {
+    let json = serde_json::to_vec(session)?;
+    let mut value = signer.seal(&sealed(key, &json)).to_vec();
+    value.extend_from_slice(&json);
+    Ok(value)
+}
+
+/// The session stored at `key` as `value`, if its seal is this gateway's.
+fn open(signer: &GatewaySigner, key: &str, value: &[u8]) -> Result<Parked, StoreError> {
+    if value.len() < SEAL_BYTES {
+        return Err(StoreError::Tampered);
+    }
+    let (signature, json) = value.split_at(SEAL_BYTES);
+    if !signer.public().opens(&sealed(key, json), signature) {
+        return Err(StoreError::Tampered);
+    }
+    Ok(serde_json::from_slice(json)?)
+}
 const PARKING: &str = "switchboard:parking:";
 
 impl Store {
-    /// A Redis store at `url` (`redis://`, `rediss://`), connected.
-    pub async fn redis(url: &str) -> Result<Self, StoreError> {
+    /// A Redis store at `url` (`redis://`, `rediss://`), connected; parked sessions are
+    /// sealed with `signer` (the gateway's key, which every replica shares).
+    pub async fn redis(url: &str, signer: GatewaySigner) -> Result<Self, StoreError> {
         let client = redis::Client::open(url)?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(5)))
             .set_response_timeout(Some(Duration::from_secs(2)));
-        Ok(Self::Redis(client.get_connection_manager_with_config(config).await?))
+        Ok(Self::Redis(client.get_connection_manager_with_config(config).await?, signer))
     }
 
     /// Whether other gateway replicas see this store.
     pub fn is_shared(&self) -> bool {
-        matches!(self, Self::Redis(_))
+        matches!(self, Self::Redis(..))
     }
 
     /// Marks `key` as held (attached, or being parked) for `ttl`.
@@ -275,7 +315,7 @@ impl Store {
                 let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
                 map.insert(key.to_owned(), (Instant::now() + ttl, Entry::Parking));
             }
-            Self::Redis(conn) => {
+            Self::Redis(conn, _) => {
                 let () = conn.clone().pset_ex(format!("{PARKING}{key}"), 1, millis(ttl)).await?;
             }
         }
@@ -291,12 +331,12 @@ impl Store {
                 map.retain(|_, (expires, _)| *expires > now);
                 map.insert(key.to_owned(), (now + ttl, Entry::Parked(Box::new(session.clone()))));
             }
-            Self::Redis(conn) => {
-                let json = serde_json::to_vec(session)?;
+            Self::Redis(conn, signer) => {
+                let value = seal(signer, key, session)?;
                 let mut conn = conn.clone();
                 redis::pipe()
                     .atomic()
-                    .pset_ex(format!("{PREFIX}{key}"), json, millis(ttl))
+                    .pset_ex(format!("{PREFIX}{key}"), value, millis(ttl))
                     .del(format!("{PARKING}{key}"))
                     .exec_async(&mut conn)
                     .await?;
@@ -314,7 +354,7 @@ impl Store {
                     map.remove(key);
                 }
             }
-            Self::Redis(conn) => {
+            Self::Redis(conn, _) => {
                 let () = conn.clone().del(format!("{PARKING}{key}")).await?;
             }
         }
@@ -350,11 +390,11 @@ impl Store {
                     _ => Ok((None, false)),
                 }
             }
-            Self::Redis(conn) => {
+            Self::Redis(conn, signer) => {
                 let mut conn = conn.clone();
-                let json: Option<Vec<u8>> = conn.get_del(format!("{PREFIX}{key}")).await?;
-                if let Some(json) = json {
-                    return Ok((Some(serde_json::from_slice(&json)?), false));
+                let value: Option<Vec<u8>> = conn.get_del(format!("{PREFIX}{key}")).await?;
+                if let Some(value) = value {
+                    return Ok((Some(open(signer, key, &value)?), false));
                 }
                 let parking: bool = conn.exists(format!("{PARKING}{key}")).await?;
                 Ok((None, parking))
@@ -423,6 +463,22 @@ mod tests {
             generation: 0,
             replay: Replay::default(),
         }
+    }
+
+    #[test]
+    fn a_sealed_session_opens_only_unchanged_at_its_key_with_the_key_that_sealed_it() {
+        let signer = GatewaySigner::from_seed(&[5; 32]);
+        let value = seal(&signer, "k", &parked()).expect("sealed");
+        assert_eq!(open(&signer, "k", &value).expect("opens").agent, "triage");
+        let changed = String::from_utf8_lossy(&value[SEAL_BYTES..]).replace("triage", "banking");
+        let forged = [&value[..SEAL_BYTES], changed.as_bytes()].concat();
+        assert!(matches!(open(&signer, "k", &forged), Err(StoreError::Tampered)), "changed");
+        assert!(matches!(open(&signer, "other", &value), Err(StoreError::Tampered)), "moved to another key");
+        let other = GatewaySigner::from_seed(&[6; 32]);
+        assert!(matches!(open(&other, "k", &value), Err(StoreError::Tampered)), "another gateway's key");
+        let unsealed = serde_json::to_vec(&parked()).expect("json");
+        assert!(matches!(open(&signer, "k", &unsealed), Err(StoreError::Tampered)), "written without a seal");
+        assert!(matches!(open(&signer, "k", b"short"), Err(StoreError::Tampered)));
     }
 
     #[tokio::test]

@@ -236,7 +236,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     };
     let store = match &redis_url {
         Some(url) => {
-            let store = Store::redis(url).await.map_err(|e| anyhow::anyhow!("{e}; check --redis-url"))?;
+            let store = Store::redis(url, key.clone()).await.map_err(|e| anyhow::anyhow!("{e}; check --redis-url"))?;
             tracing::info!("sessions wait for resume in Redis, shared with the other gateway replicas");
             store
         }

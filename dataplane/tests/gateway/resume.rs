@@ -135,6 +135,11 @@ impl Drop for Redis {
     }
 }
 
+/// The fleet gateways' key (every replica has it, as the chart's Secret gives it).
+fn fleet_key() -> switchboard_core::grant::GatewaySigner {
+    switchboard_core::grant::GatewaySigner::from_seed(&crate::fleet::KEY)
+}
+
 fn keys() -> Auth {
     use sha2::Digest;
     let digest =
@@ -149,7 +154,7 @@ const BOB: (&str, &str) = ("authorization", "Bearer bob-key");
 async fn two_replicas_on_one_redis_resume_each_others_sessions_and_a_draining_one_moves_its_clients() {
     let redis = Redis::start();
     let config = GatewayConfig { resume_window: Duration::from_secs(3), ..GatewayConfig::default() };
-    let store = || async { Store::redis(&redis.url).await.expect("redis store") };
+    let store = || async { Store::redis(&redis.url, fleet_key()).await.expect("redis store") };
     let fleet = Fleet::with(&[], keys(), config.clone(), store().await).await;
     let (b, b_url, b_stop) = fleet.replica(keys(), config.clone(), store().await).await;
 
@@ -205,5 +210,63 @@ async fn two_replicas_on_one_redis_resume_each_others_sessions_and_a_draining_on
         late.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { message, .. } if message.contains("expired"))),
         "{:?}",
         late.seen
+    );
+}
+
+/// Whoever can write to Redis cannot make a parked session say who the caller is: a parked
+/// session whose memory was changed in Redis (the verified caller swapped for another
+/// customer) is refused on resume, with its own code, and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_session_changed_in_redis_is_refused_on_resume() {
+    let redis = Redis::start();
+    let store = Store::redis(&redis.url, fleet_key()).await.expect("redis store");
+    let fleet = Fleet::with(&[], keys(), GatewayConfig::default(), store).await;
+    let mut client = Client::connect_with(&fleet.url, &[ALICE]).await;
+    client.send(&ClientMessage::SessionStart(SessionStart::default())).await;
+    greeting(&mut client).await;
+    client.say("I'd like to check my balance").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.turn().await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    client.turn().await;
+    let (token, last_seq) = position(&client.seen);
+    drop(client);
+
+    // In Redis, the parked session's verified caller becomes another customer.
+    let mut conn = redis::Client::open(redis.url.as_str())
+        .expect("client")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connects");
+    let mut keys_found: Vec<String> = Vec::new();
+    for _ in 0..100 {
+        keys_found = redis::AsyncCommands::keys(&mut conn, "switchboard:session:*").await.expect("KEYS");
+        if !keys_found.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let [key] = &keys_found[..] else { panic!("one parked session: {keys_found:?}") };
+    let value: Vec<u8> = redis::AsyncCommands::get(&mut conn, key).await.expect("GET");
+    let text = String::from_utf8_lossy(&value).into_owned();
+    assert!(text.contains("12345678"), "the verified caller is in the parked session");
+    let forged = text.replace("12345678", "87654321").replace("Ada Lovelace", "Alan Turing");
+    let () = redis::AsyncCommands::set(&mut conn, key, forged.as_bytes()).await.expect("SET");
+
+    let mut back = Client::connect_with(&fleet.url, &[ALICE]).await;
+    back.send(&resume_start(&token, last_seq)).await;
+    let (code, _) = back.closed().await;
+    assert_eq!(code, close_code::RESUME_REFUSED, "{:?}", back.seen);
+    assert!(
+        back.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, message, .. }
+            if code == "resume_refused" && message.contains("not sealed with the gateway's key"))),
+        "{:?}",
+        back.seen
+    );
+    assert!(!back.seen.iter().any(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })), "no session");
+    let metrics = fleet.gateway.metrics.render();
+    assert!(
+        metrics.contains(r#"switchboard_gateway_sessions_refused_total{reason="session_tampered"} 1"#),
+        "{metrics}"
     );
 }

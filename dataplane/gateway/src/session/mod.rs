@@ -155,6 +155,13 @@ async fn take_parked(gateway: &Gateway, key: &str, client_tx: &mut ClientSink) -
             let message = ServerMessage::error("resume_refused", message, false);
             Err(refuse(gateway, client_tx, "resume_refused", message, close_code::RESUME_REFUSED).await)
         }
+        Err(error @ resume::StoreError::Tampered) => {
+            tracing::warn!("resume refused: {error}");
+            gateway.metrics.refused.with_label_values(&["session_tampered"]).inc();
+            let message = format!("{error}; start a new session without resume_token");
+            let message = ServerMessage::error("resume_refused", message, false);
+            Err(refuse(gateway, client_tx, "resume_refused", message, close_code::RESUME_REFUSED).await)
+        }
         Err(error) => {
             tracing::warn!("resume: {error}");
             let message = ServerMessage::error("store_unavailable", format!("{error}; try again shortly"), false);
