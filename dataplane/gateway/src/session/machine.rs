@@ -226,7 +226,7 @@ impl Machine {
                     return;
                 }
                 let message = format!(
-                    "nothing came from the client or the agent for {} s; reconnect or resume to go on",
+                    "nothing came from the client or the agent for {} s, so the session ended (it cannot be resumed); start a new one",
                     self.limits.idle_timeout.as_secs()
                 );
                 self.refuse(Refusal { code: close_code::IDLE_TIMEOUT, message, reason: "idle_timeout" });

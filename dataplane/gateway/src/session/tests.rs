@@ -491,6 +491,10 @@ fn an_idle_session_ends_only_once_the_timeout_passed_since_the_last_frame() {
     drive.now += Duration::from_secs(10);
     let effects = drive.on(Event::IdleDue);
     assert_eq!(error_codes(&effects), ["idle_timeout"]);
+    let [ServerMessage::BidiError { message, recoverable: false, .. }] = &to_client(&effects)[..] else {
+        panic!("{effects:?}")
+    };
+    assert!(message.contains("cannot be resumed"), "an idle session ends, and says so: {message}");
     assert!(matches!(drive.ending(), Some(Ending::Close((close_code::IDLE_TIMEOUT, _)))));
 }
 
