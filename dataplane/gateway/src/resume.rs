@@ -236,7 +236,7 @@ pub enum Store {
     /// In this process (one gateway replica).
     Memory(Arc<Mutex<HashMap<String, (Instant, Entry)>>>),
     /// Redis, shared by every replica; parked sessions sealed with the gateway's key.
-    Redis(redis::aio::ConnectionManager, GatewaySigner),
+    Redis(redis::aio::ConnectionManager, Box<GatewaySigner>),
 }
 
 impl std::fmt::Debug for Store {
@@ -300,7 +300,7 @@ impl Store {
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(5)))
             .set_response_timeout(Some(Duration::from_secs(2)));
-        Ok(Self::Redis(client.get_connection_manager_with_config(config).await?, signer))
+        Ok(Self::Redis(client.get_connection_manager_with_config(config).await?, Box::new(signer)))
     }
 
     /// Whether other gateway replicas see this store.
