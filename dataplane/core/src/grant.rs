@@ -20,8 +20,14 @@ use crate::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
 /// How old a grant may be when a runtime checks it (and how far in the future, for clocks
 /// that disagree a little).
 pub const MAX_AGE_MS: u64 = 60_000;
-/// The largest signed payload a runtime reads (memory and history are bounded by it).
+/// The largest signed payload a runtime reads (memory and history are bounded by it; the
+/// gateway compacts a context to fit).
 pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
+/// The largest `session_start` a runtime reads, whatever its limit on other messages: a
+/// payload of [`MAX_PAYLOAD_BYTES`], escaped inside the message's JSON (at most twice as
+/// long), its signature and the other fields. The gateway never sends a larger one, and a
+/// runtime always reads one this large: the two limits agree.
+pub const MAX_START_BYTES: usize = 2 * MAX_PAYLOAD_BYTES + 4096;
 
 /// What the gateway tells a runtime about the session it opens there.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,8 @@
 //! The gateway's connection to a runtime pod: a WebSocket to the pod's session path,
 //! opened with a `session_start` whose context (memory, history, handoff) the gateway
-//! signs ([`switchboard_core::grant`]), so the runtime can trust it.
+//! signs ([`switchboard_core::grant`]), so the runtime can trust it. A context larger than
+//! a runtime reads is compacted first ([`compact`]: the oldest lines of the conversation
+//! go), so a long session moves between pods and agents instead of being refused.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -8,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::SinkExt;
 use futures_util::stream::{SplitSink, SplitStream, StreamExt};
-use switchboard_core::grant::{GatewaySigner, SessionContext};
+use switchboard_core::grant::{GatewaySigner, MAX_PAYLOAD_BYTES, SessionContext};
 use switchboard_core::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
 use switchboard_core::protocol::{ClientMessage, SessionStart};
 use tokio::net::TcpStream;
@@ -79,7 +81,7 @@ pub async fn open(
         let _ = tcp.set_nodelay(true);
     }
     let (mut sink, stream) = socket.split();
-    let context = SessionContext {
+    let mut context = SessionContext {
         session_id: opening.session_id.to_owned(),
         namespace: opening.namespace.to_owned(),
         agent: opening.agent.to_owned(),
@@ -91,6 +93,7 @@ pub async fn open(
         return_to: opening.return_to,
         workflow: opening.workflow,
     };
+    compact(&mut context).map_err(error)?;
     let start = SessionStart {
         agent: Some(opening.agent.to_owned()),
         voice: opening.voice,
@@ -103,6 +106,98 @@ pub async fn open(
     Ok((sink, stream))
 }
 
+/// Fits `context` into [`MAX_PAYLOAD_BYTES`], what a runtime reads: the oldest lines of the
+/// conversation go first (the session's own, then those a handoff carries), and a line
+/// says how many were left out. The memory stays whole: a context whose memory alone is
+/// too large is refused here, with a message, rather than by the runtime.
+pub fn compact(context: &mut SessionContext) -> Result<(), String> {
+    let mut dropped = 0;
+    loop {
+        let size = serde_json::to_vec(context).map_err(|e| e.to_string())?.len();
+        if size <= MAX_PAYLOAD_BYTES {
+            if dropped > 0 {
+                tracing::info!(session = %context.session_id, dropped, size, "the session's context was compacted to fit a runtime");
+            }
+            return Ok(());
+        }
+        let over = size - MAX_PAYLOAD_BYTES;
+        let history = if context.history.len() > 1 {
+            &mut context.history
+        } else if let Some(handoff) = context.handoff.as_mut().filter(|h| h.history.len() > 1) {
+            &mut handoff.history
+        } else {
+            return Err(format!(
+                "the session's context is {size} bytes without its conversation, more than a runtime reads \
+                 ({MAX_PAYLOAD_BYTES}); its memory is too large to move"
+            ));
+        };
+        dropped += drop_oldest(history, over);
+    }
+}
+
+/// Drops the oldest lines of `history` (after a note of how many earlier ones are gone)
+/// until about `over` bytes are freed; how many went.
+fn drop_oldest(history: &mut Vec<HistoryTurn>, over: usize) -> usize {
+    const NOTE: &str = "[Earlier lines of this conversation were left out to fit the session's size limit.]";
+    let noted = history.first().is_some_and(|t| t.text == NOTE);
+    let start = usize::from(noted);
+    let (mut freed, mut count) = (0, 0);
+    while freed < over + NOTE.len() && start + count + 1 < history.len() {
+        freed += history[start + count].text.len() + 32;
+        count += 1;
+    }
+    history.drain(start..start + count);
+    if !noted {
+        history
+            .insert(0, HistoryTurn { role: switchboard_core::protocol::TranscriptRole::Assistant, text: NOTE.into() });
+    }
+    count
+}
+
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use switchboard_core::protocol::TranscriptRole;
+
+    use super::*;
+
+    fn line(i: usize, size: usize) -> HistoryTurn {
+        HistoryTurn { role: TranscriptRole::User, text: format!("{i:06} {}", "x".repeat(size)) }
+    }
+
+    #[test]
+    fn a_context_over_the_limit_loses_its_oldest_lines_and_says_so() {
+        let mut context = SessionContext {
+            session_id: "s".into(),
+            memory: [("verifiedUser".to_owned(), serde_json::json!({"accountNumber": "12345678"}))].into(),
+            history: (0..400).map(|i| line(i, 2000)).collect(),
+            ..Default::default()
+        };
+        compact(&mut context).expect("fits");
+        assert!(serde_json::to_vec(&context).expect("json").len() <= MAX_PAYLOAD_BYTES);
+        assert!(context.history[0].text.contains("left out"), "{}", context.history[0].text);
+        assert!(
+            context.history[1].text.len() > 2000 && context.history.last().expect("a line").text.starts_with("000399")
+        );
+        assert_eq!(context.memory["verifiedUser"]["accountNumber"], "12345678", "memory stays whole");
+        // Compacting again keeps one note.
+        context.history.extend((400..500).map(|i| line(i, 2000)));
+        compact(&mut context).expect("fits");
+        assert_eq!(context.history.iter().filter(|t| t.text.contains("left out")).count(), 1);
+        // A small context is left as it is.
+        let mut small = SessionContext { history: vec![line(1, 10)], ..Default::default() };
+        compact(&mut small).expect("fits");
+        assert_eq!(small.history, vec![line(1, 10)]);
+    }
+
+    #[test]
+    fn memory_too_large_to_move_is_refused_with_a_message() {
+        let huge = serde_json::json!("y".repeat(MAX_PAYLOAD_BYTES));
+        let mut context = SessionContext { memory: [("notes".to_owned(), huge)].into(), ..Default::default() };
+        let error = compact(&mut context).expect_err("too large");
+        assert!(error.contains("memory is too large to move"), "{error}");
+    }
 }

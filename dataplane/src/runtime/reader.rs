@@ -49,6 +49,7 @@ pub async fn read_loop(
         bucket: TokenBucket::new(config.rate_per_second, config.rate_burst),
         audio_bucket: audio::AudioBucket::default(),
         state: state.clone(),
+        started: false,
     };
     let mut stream = stream;
     loop {
@@ -89,9 +90,31 @@ struct Reader {
     bucket: TokenBucket,
     audio_bucket: audio::AudioBucket,
     state: Arc<AppState>,
+    /// The first message was read (only a `session_start` may exceed the message limit).
+    started: bool,
 }
 
 impl Reader {
+    /// A message over the configured limit ends the session with 1009; the first may be a
+    /// signed `session_start` up to [`switchboard_core::grant::MAX_START_BYTES`] (the
+    /// socket refuses anything larger).
+    fn over_limit(&mut self, frame: &Message) -> Option<Verdict> {
+        let (len, start) = match frame {
+            Message::Text(text) => (text.len(), text.starts_with(r#"{"type":"session_start""#)),
+            Message::Binary(data) => (data.len(), false),
+            _ => return None,
+        };
+        let first = !std::mem::replace(&mut self.started, true);
+        if first && start {
+            return None;
+        }
+        let limit = self.state.config.max_message_bytes;
+        (len > limit).then(|| {
+            let reason = format!("a message exceeded the limit of {limit} bytes");
+            Verdict::Fatal(close_code::TOO_BIG, reason, "message_too_big")
+        })
+    }
+
     /// A frame that could not be read: too big (its own close code), or the connection broke.
     fn read_error(&self, error: &axum::Error) -> Verdict {
         if switchboard_gateway::server::oversized(error) {
@@ -102,6 +125,9 @@ impl Reader {
     }
 
     async fn frame(&mut self, frame: Message) -> Verdict {
+        if let Some(verdict) = self.over_limit(&frame) {
+            return verdict;
+        }
         let gate = self.audio_in.gate.get();
         let audio_frame = match &frame {
             Message::Binary(_) if gate == Gate::Ignore => return Verdict::Next,

@@ -197,7 +197,9 @@ async fn session(
     headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    let limit = state.config.max_message_bytes;
+    // The socket's limit lets the first message be a signed session_start as large as a
+    // gateway may send; the reader holds every later message to the configured limit.
+    let limit = state.config.max_message_bytes.max(switchboard_core::grant::MAX_START_BYTES);
     let tracker = state.tracker.clone();
     // Connections are capped before the upgrade: past the cap a flood costs an HTTP answer,
     // not a WebSocket each.

@@ -5,6 +5,7 @@
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]
 mod client;
+mod context;
 mod fleet;
 mod liveness;
 mod resume;
