@@ -91,9 +91,12 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     for (host, tools) in &local.demo_tools {
         println!("Demo tool server for host {host} on http://{}", tools.addr);
     }
-    for agent in &local.agents {
+    for agent in local.agents.iter().filter(|a| !local.by_handoff.contains(a)) {
         let marker = if Some(agent) == local.default_agent.as_ref() { " (default)" } else { "" };
         println!("Agent {agent}{marker}: ws://{addr}/v1/session?agent={agent}");
+    }
+    for agent in &local.by_handoff {
+        println!("Agent {agent}: reached by handoff (gateway.expose: false)");
     }
     println!("Web page: http://{addr}/");
     println!("Chat with: switchboard chat ws://{addr}/v1/session");

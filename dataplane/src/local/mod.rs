@@ -8,9 +8,11 @@
 //! of the folder's Agents and an in-memory session store), which opens each session on one
 //! runtime server that serves every agent on a loopback port, signs the session context it
 //! hands it with a key made at start, and performs handoffs, keeps memory and lets clients
-//! resume exactly as on a cluster. Every agent is served over text; voice and hybrid agents
-//! also speak over Nova Sonic when a session asks for audio (see
-//! [`crate::runtime::voice::wants_audio`]).
+//! resume exactly as on a cluster. Each Agent's `gateway.expose` holds here as there: a
+//! client may start a session only with an exposed agent (or the default, by naming none);
+//! the others are reached by handoff (the gateway refuses them with 4403 `not_exposed`).
+//! Every agent is served over text; voice and hybrid agents also speak over Nova Sonic
+//! when a session asks for audio (see [`crate::runtime::connection`]).
 
 pub mod web;
 
@@ -128,6 +130,9 @@ pub struct Local {
     pub server: Servers,
     /// The agents served, with the default first.
     pub agents: Vec<String>,
+    /// Those of [`Local::agents`] a client cannot start a session with
+    /// (`gateway.expose: false`, not the default): they are reached by handoff.
+    pub by_handoff: Vec<String>,
     /// The default agent.
     pub default_agent: Option<String>,
     /// The simulator, when used.
@@ -199,6 +204,7 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
         None => fresh_key()?,
     };
     let table = routing_table(&agents, default_agent.as_deref());
+    // The gateway decides exposure; the runtime serves whatever agent its signed grant names.
     let directory = Directory { agents, default_agent: default_agent.clone(), allow_unexposed: true };
     let metrics = Metrics::new().map_err(start_error)?;
     let shared = Shared {
@@ -210,6 +216,7 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
     let runtime_config = ServerConfig { gateway_key: Some(key.public()), ..options.server.clone() };
     let state = runtime::AppState::with_voice(directory, runtime_config, shared, voice_models);
     let list = agent_list(&state, &names, default_agent.clone());
+    let by_handoff = list.by_handoff.iter().map(|agent| agent.name.clone()).collect();
     let runtime = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), state).await.map_err(start_error)?;
     let (gateway, routes) = gateway(&options, key, table, runtime.local_addr().map_err(start_error)?)?;
     let runtime_state = runtime.state();
@@ -221,6 +228,7 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
     Ok(Local {
         server: Servers { gateway, runtime, _routes: routes },
         agents: names,
+        by_handoff,
         default_agent,
         sim,
         demo_tools: demo,
@@ -277,7 +285,8 @@ fn fresh_key() -> Result<GatewaySigner, LocalError> {
 }
 
 /// The routing table of local mode: every agent, at the runtime server (whose address the
-/// gateway's directory gives), as the operator would publish it.
+/// gateway's directory gives), as the operator would publish it: exposed to clients as its
+/// `gateway.expose` says.
 fn routing_table(agents: &BTreeMap<String, Arc<runtime::AgentRuntime>>, default_agent: Option<&str>) -> RoutingTable {
     let routes = agents
         .values()
@@ -291,8 +300,7 @@ fn routing_table(agents: &BTreeMap<String, Arc<runtime::AgentRuntime>>, default_
                 port: 0,
                 path: SESSION_PATH.to_owned(),
                 handoffs: spec.handoffs.iter().map(|h| h.agent.clone()).collect(),
-                // Local mode lets a client start with any agent, as it always has.
-                expose: true,
+                expose: spec.gateway.expose,
                 default: default_agent == Some(spec.agent.name.as_str()),
                 ready: true,
                 ready_replicas: 1,
@@ -379,17 +387,21 @@ async fn start_bedrock(options: &LocalOptions) -> Result<(Option<SimHandle>, Bed
     Ok((Some(handle), config))
 }
 
-/// The agents the web page lists, the default first.
+/// The agents the web page lists: those a client may start with (exposed, or the default,
+/// which a session naming no agent gets), the default first; then those reached only by
+/// handoff.
 fn agent_list(state: &runtime::AppState, names: &[String], default: Option<String>) -> web::AgentList {
+    let (agents, by_handoff) =
+        names.iter().filter_map(|name| state.directory.agents.get(name)).partition::<Vec<_>, _>(|agent| {
+            agent.core.spec().gateway.expose || default.as_deref() == Some(agent.core.name())
+        });
+    let entry = |agent: &Arc<runtime::AgentRuntime>| web::AgentEntry {
+        name: agent.core.name().to_owned(),
+        mode: agent.core.spec().mode.to_string(),
+    };
     web::AgentList {
-        agents: names
-            .iter()
-            .filter_map(|name| state.directory.agents.get(name))
-            .map(|agent| web::AgentEntry {
-                name: agent.core.name().to_owned(),
-                mode: agent.core.spec().mode.to_string(),
-            })
-            .collect(),
+        agents: agents.into_iter().map(entry).collect(),
+        by_handoff: by_handoff.into_iter().map(entry).collect(),
         default,
     }
 }

@@ -1,6 +1,8 @@
 //! Local mode's web page: `GET /` serves one self-contained page (no external assets, so it
 //! works offline) to chat with the folder's agents by text, and by voice with the browser's
-//! microphone for voice and hybrid agents; `GET /v1/agents` lists the agents it offers.
+//! microphone for voice and hybrid agents; `GET /v1/agents` lists the agents it offers to
+//! start with (exposed ones and the default) and, apart, those reached only by handoff
+//! (`gateway.expose: false`), which the page shows but does not let a user pick.
 //! Only local mode serves these; runtime pods do not.
 
 use axum::Json;
@@ -25,9 +27,12 @@ pub struct AgentEntry {
 /// What `GET /v1/agents` answers.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct AgentList {
-    /// The agents, the default first.
+    /// The agents a session may start with, the default first.
     pub agents: Vec<AgentEntry>,
-    /// The default agent.
+    /// The agents reached only by handoff (`gateway.expose: false`): a session cannot
+    /// start with them.
+    pub by_handoff: Vec<AgentEntry>,
+    /// The default agent (a session that names no agent gets it).
     pub default: Option<String>,
 }
 
@@ -50,8 +55,28 @@ mod tests {
 
     #[test]
     fn the_page_speaks_the_session_protocol() {
-        for needle in ["session_start", "bidi_text_input", "bidi_audio_stream", "bidi_interruption", "tool_consent"] {
+        for needle in
+            ["session_start", "bidi_text_input", "bidi_audio_stream", "bidi_interruption", "tool_consent", "by_handoff"]
+        {
             assert!(PAGE.contains(needle), "the page handles {needle}");
         }
+    }
+
+    #[test]
+    fn the_list_names_agents_reached_by_handoff_apart() {
+        let entry = |name: &str, mode: &str| AgentEntry { name: name.into(), mode: mode.into() };
+        let list = AgentList {
+            agents: vec![entry("triage", "hybrid")],
+            by_handoff: vec![entry("idv", "voice")],
+            default: Some("triage".into()),
+        };
+        assert_eq!(
+            serde_json::to_value(&list).expect("serialises"),
+            serde_json::json!({
+                "agents": [{ "name": "triage", "mode": "hybrid" }],
+                "by_handoff": [{ "name": "idv", "mode": "voice" }],
+                "default": "triage",
+            })
+        );
     }
 }

@@ -17,11 +17,11 @@ fn all_text(messages: &[ServerMessage]) -> String {
     messages.iter().map(|m| serde_json::to_string(m).expect("serialises")).collect::<Vec<_>>().join("\n")
 }
 
-/// A session opened straight at banking, skipping identity verification, asks for another
-/// customer's balance: the account tools are not offered to the model, nothing runs, and
-/// the balance never reaches the client — through the gateway, and at the runtime with a
-/// grant that carries no verified caller. Straight at the runtime without a grant, there is
-/// no session at all.
+/// A session opened straight at banking, skipping identity verification: the gateway
+/// refuses it (banking is `gateway.expose: false`, 4403). At the runtime with a grant that
+/// carries no verified caller, it asks for another customer's balance: the account tools
+/// are not offered to the model, nothing runs, and the balance never reaches the client.
+/// Straight at the runtime without a grant, there is no session at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_skips_identity_verification_gets_no_balance() {
     let running = common::banking(ServerConfig::default()).await;
@@ -34,22 +34,25 @@ async fn a_session_that_skips_identity_verification_gets_no_balance() {
         "{:?}",
         bypass.seen
     );
-    for direct in [false, true] {
-        let mut client = if direct {
-            running.runtime_client("?agent=banking").await
-        } else {
-            Client::start(&running.url("?agent=banking"), None).await
-        };
-        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
-        client.say("What is the balance of 87654321?").await;
-        let answer = client.turn().await;
-        assert!(
-            !answer.iter().any(|m| matches!(m, ServerMessage::ToolStart { .. } | ServerMessage::ToolComplete { .. })),
-            "no tool runs for an unverified session: {answer:?}"
-        );
-        assert!(!all_text(&client.seen).contains(OTHER_BALANCE), "{:?}", client.seen);
-        assert!(!replies(&answer).is_empty(), "the agent still answers: {answer:?}");
-    }
+    let mut refused = Client::start(&running.url("?agent=banking"), None).await;
+    let (code, reason) = refused.closed().await;
+    assert_eq!(code, switchboard_core::protocol::close_code::NOT_EXPOSED, "{reason}");
+    assert!(
+        refused.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, message, .. }
+            if code == "not_exposed" && message.contains("gateway.expose"))),
+        "{:?}",
+        refused.seen
+    );
+    let mut client = running.runtime_client("?agent=banking").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    client.say("What is the balance of 87654321?").await;
+    let answer = client.turn().await;
+    assert!(
+        !answer.iter().any(|m| matches!(m, ServerMessage::ToolStart { .. } | ServerMessage::ToolComplete { .. })),
+        "no tool runs for an unverified session: {answer:?}"
+    );
+    assert!(!all_text(&client.seen).contains(OTHER_BALANCE), "{:?}", client.seen);
+    assert!(!replies(&answer).is_empty(), "the agent still answers: {answer:?}");
 }
 
 /// A model that, after Ada's verification, asks the balance tool for Alan's account is

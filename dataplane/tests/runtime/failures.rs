@@ -1,5 +1,7 @@
 //! Tools that fail, and a tool that needs consent: every failure reaches the model as an
 //! error result and the session goes on; a consent-required tool runs only once approved.
+//! And sessions refused: local mode keeps each Agent's `gateway.expose`, so a client cannot
+//! start with an agent that is reached only by handoff (issue 23).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -67,10 +69,20 @@ async fn failing_tool_server_errors_go_to_the_model_and_the_session_lives_on() {
         gateway_key: None,
     };
     let local = switchboard_dataplane::local::start(&dir, options).await.expect("starts");
-    let url = format!("ws://{}/v1/session?agent=idv", local.server.local_addr().expect("addr"));
+    let url = format!("ws://{}/v1/session", local.server.local_addr().expect("addr"));
     let server = local.server;
     tokio::spawn(async move { server.run(std::future::pending()).await });
+    // idv is reached as a caller reaches it: triage hands the session over.
     let mut client = Client::start(&url, None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    client.say("I'd like to check my balance").await;
+    let to_idv =
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    assert!(
+        to_idv.iter().any(|m| matches!(m, ServerMessage::Handoff { from, to, .. } if from == "triage" && to == "idv")),
+        "{to_idv:?}"
+    );
+    client.turn().await;
     for expected in ["http_status", "bad_response"] {
         client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
         let turn = client.turn().await;
@@ -90,6 +102,73 @@ async fn failing_tool_server_errors_go_to_the_model_and_the_session_lives_on() {
     let turn = client.turn().await;
     assert!(replies(&turn).iter().any(|r| r.starts_with("Hello!")), "the session lives on: {turn:?}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `?agent=banking` (or `session_start.agent`) would skip identity verification: local
+/// mode's gateway refuses it, and idv and disputes, with 4403 and a `bidi_error` naming
+/// `gateway.expose`, as on a cluster; the web page's list offers only triage to start with.
+/// The same agents still serve the caller who comes by handoff: triage -> idv -> banking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_mode_refuses_unexposed_agents_and_serves_them_by_handoff() {
+    let running = common::banking(ServerConfig::default()).await;
+
+    let (status, body) = common::get(running.addr, "/v1/agents").await;
+    assert_eq!(status, 200, "{body}");
+    let list: serde_json::Value = serde_json::from_str(&body).expect("the agent list is JSON");
+    let names = |key: &str| -> Vec<String> {
+        list[key].as_array().into_iter().flatten().filter_map(|a| a["name"].as_str().map(str::to_owned)).collect()
+    };
+    assert_eq!(names("agents"), ["triage"], "only exposed agents are offered to start with: {list}");
+    assert_eq!(names("by_handoff"), ["banking", "disputes", "idv"], "{list}");
+    assert_eq!(list["default"], "triage");
+
+    let refusals = [("?agent=banking", None), ("?agent=idv", None), ("?agent=disputes", None), ("", Some("banking"))];
+    for (query, agent) in refusals {
+        let mut client = Client::start(&running.url(query), agent).await;
+        let (code, reason) = client.closed().await;
+        assert_eq!(code, switchboard_core::protocol::close_code::NOT_EXPOSED, "{query} {agent:?}: {reason}");
+        let error = client.seen.iter().find_map(|m| match m {
+            ServerMessage::BidiError { code, message, recoverable } => {
+                Some((code.clone(), message.clone(), *recoverable))
+            }
+            _ => None,
+        });
+        let (code, message, recoverable) = error.expect("a bidi_error says why");
+        assert_eq!((code.as_str(), recoverable), ("not_exposed", false), "{message}");
+        assert!(message.contains("gateway.expose: false") && message.contains("handoff"), "{message}");
+        assert!(
+            !client.seen.iter().any(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })),
+            "{:?}",
+            client.seen
+        );
+    }
+    let (_, metrics) = common::get(running.addr, "/metrics").await;
+    assert_eq!(
+        common::metric_sum(&metrics, "switchboard_gateway_sessions_refused_total", &[("reason", "not_exposed")]),
+        refusals.len() as f64,
+        "{metrics}"
+    );
+
+    // The exposed default agent may also be named.
+    let mut named = Client::start(&running.url("?agent=triage"), None).await;
+    named.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "triage")).await;
+
+    // triage -> idv -> banking, by handoff, on one socket.
+    let mut client = Client::start(&running.url(""), None).await;
+    client.verify_at_idv().await;
+    client.say("My balance please").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    let balance = client.turn().await;
+    assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "{balance:?}");
+    let handoffs: Vec<(&str, &str)> = client
+        .seen
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::Handoff { from, to, .. } => Some((from.as_str(), to.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(handoffs, [("triage", "idv"), ("idv", "banking")]);
 }
 
 #[tokio::test]

@@ -70,36 +70,46 @@ async fn metrics_match_the_conversation() {
 async fn transcripts_are_written_as_jsonl() {
     let dir = std::env::temp_dir().join(format!("switchboard-transcripts-{}", uuid::Uuid::new_v4()));
     let running = common::banking_with_transcripts(ServerConfig::default(), Some(dir.clone())).await;
-    let mut client = Client::start(&running.url("?agent=idv"), None).await;
-    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
-    client.turn().await;
+    // triage hands the session to idv, which verifies the caller: one gateway session.
+    let mut client = Client::start(&running.url(""), None).await;
+    client.verify_at_idv().await;
     client.send(&switchboard_core::protocol::ClientMessage::Close {}).await;
     client.closed().await;
-    let session_id = client
+    let starts: Vec<(String, String)> = client
         .seen
         .iter()
-        .find_map(|m| match m {
-            ServerMessage::BidiConnectionStart { session_id, .. } => Some(session_id.clone()),
+        .filter_map(|m| match m {
+            ServerMessage::BidiConnectionStart { session_id, agent, .. } => Some((session_id.clone(), agent.clone())),
             _ => None,
         })
-        .expect("session id");
+        .collect();
+    let agents: Vec<&str> = starts.iter().map(|(_, agent)| agent.as_str()).collect();
+    assert_eq!(agents, ["triage", "idv"], "{starts:?}");
+    let session_id = starts[0].0.clone();
+    assert!(starts.iter().all(|(id, _)| *id == session_id), "the handoff keeps the gateway's session id: {starts:?}");
     let path = dir.join(format!("{session_id}.jsonl"));
     // The writer is asynchronous: wait (bounded) for the session's last line.
-    let mut events = Vec::new();
+    let mut lines: Vec<serde_json::Value> = Vec::new();
+    let event = |line: &serde_json::Value| line["event"].as_str().unwrap_or_default().to_owned();
     for _ in 0..200 {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        events = text
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("each line is JSON"))
-            .map(|v| v["event"].as_str().unwrap_or_default().to_owned())
-            .collect();
-        if events.last().map(String::as_str) == Some("end") {
+        lines = text.lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect();
+        if lines.last().map(event).as_deref() == Some("end") {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
-    for expected in ["user", "assistant", "tool_call", "tool_result", "memory", "transition", "end"] {
+    let events: Vec<String> = lines.iter().map(event).collect();
+    for expected in ["user", "assistant", "tool_call", "tool_result", "memory", "transition", "handoff", "end"] {
         assert!(events.iter().any(|e| e == expected), "{expected} in {events:?}");
     }
+    // One file for the whole session, across the handoff: triage's lines, then idv's.
+    assert!(lines.iter().all(|l| l["session_id"] == session_id.as_str()), "{lines:#?}");
+    let by: Vec<&str> = lines.iter().map(|l| l["agent"].as_str().unwrap_or_default()).collect();
+    let first_idv = by.iter().position(|a| *a == "idv").expect("idv's lines are in the session's file");
+    assert!(first_idv > 0 && by[..first_idv].iter().all(|a| *a == "triage"), "{by:?}");
+    assert!(by[first_idv..].iter().all(|a| *a == "idv"), "{by:?}");
+    let files = std::fs::read_dir(&dir).expect("the transcript folder").count();
+    assert_eq!(files, 1, "one transcript file per gateway session");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -78,7 +78,7 @@ async fn streams_closed_every_two_seconds_lose_no_frame_and_repeat_no_reply() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fatal_model_error_is_not_retried_and_reaches_the_client() {
     let running = common::banking(&common::script("", "faults: { error: { kind: accessDenied } }")).await;
-    let mut call = Call::start(&running.url(), "idv", &["audio"], Encoding::Binary).await;
+    let mut call = Call::start(&running.url(), "triage", &["audio"], Encoding::Binary).await;
     let (code, reason) = call.closed().await;
     let error = call.seen.iter().find_map(|m| match m {
         ServerMessage::BidiError { code, message, recoverable } => Some((code.clone(), message.clone(), *recoverable)),
@@ -96,10 +96,14 @@ async fn a_fatal_model_error_is_not_retried_and_reaches_the_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replacement_stream_opens_with_the_prompt_of_the_sessions_state_now() {
-    // The first stream ends 8 s after it opened, well after the caller was verified on it.
-    let running = common::banking(&common::script("  faults: { close: { afterMs: 8000, first: 1 } }", "")).await;
-    let mut call = Call::start(&running.url(), "idv", &["audio"], Encoding::Binary).await;
+    // The caller reaches idv as callers do: triage (stream 1) hands over on the request.
+    // idv's first stream (stream 2) ends 8 s after it opened, well after the caller was
+    // verified on it; triage's ended at the handoff, before its 8 s.
+    let running = common::banking(&common::script("  faults: { close: { afterMs: 8000, first: 2 } }", "")).await;
+    let mut call = Call::start(&running.url(), "triage", &["audio"], Encoding::Binary).await;
     call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    call.say(common::BALANCE_REQUEST, 700);
+    call.until(|m| is_final_reply(m, "To verify your identity")).await;
     call.say(common::IDV_DETAILS, 900);
     let verified = call.until(|m| is_final_reply(m, "you're verified")).await;
     assert!(
@@ -120,17 +124,17 @@ async fn a_replacement_stream_opens_with_the_prompt_of_the_sessions_state_now() 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let prompts = loop {
         let prompts = running.sim.sonic_stats().system_prompts;
-        if prompts.len() >= 2 || tokio::time::Instant::now() >= deadline {
+        if prompts.len() >= 3 || tokio::time::Instant::now() >= deadline {
             break prompts;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert_eq!(prompts.len(), 2, "two streams: {prompts:#?}");
-    assert!(!prompts[0].1.contains("Ada Lovelace"), "the first stream opened before the check: {}", prompts[0].1);
+    assert_eq!(prompts.len(), 3, "triage's stream, then idv's two: {prompts:#?}");
+    assert!(!prompts[1].1.contains("Ada Lovelace"), "idv's first stream opened before the check: {}", prompts[1].1);
     assert!(
-        prompts[1].1.contains("Ada Lovelace") && prompts[1].1.contains("12345678"),
+        prompts[2].1.contains("Ada Lovelace") && prompts[2].1.contains("12345678"),
         "the replacement opened with the verified caller in its prompt: {}",
-        prompts[1].1
+        prompts[2].1
     );
 }
 
@@ -138,7 +142,7 @@ async fn a_replacement_stream_opens_with_the_prompt_of_the_sessions_state_now() 
 async fn a_stream_is_rotated_at_the_configured_age_at_a_quiet_moment() {
     let server = ServerConfig { voice_rotate_after: Duration::from_secs(1), ..ServerConfig::default() };
     let running = common::banking_with(&common::script("", ""), server).await;
-    let mut call = Call::start(&running.url(), "idv", &["audio"], Encoding::Binary).await;
+    let mut call = Call::start(&running.url(), "triage", &["audio"], Encoding::Binary).await;
     call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
     call.say(common::HOURS, 400);
     call.until(|m| is_final_reply(m, "We are open from nine to five.")).await;

@@ -1,9 +1,11 @@
 // Drives local mode's web page in a real headless Chromium (playwright-core) and prints
 // what happened as one JSON line. Usage:
 //   node drive.cjs <playwright-core dir> <page url> <microphone wav> <chromium>
+// 0. the agent list: the options a user may pick, and those shown as reached by handoff;
 // 1. text: connect to `triage`, type a request, wait for the handoff to `idv`;
-// 2. voice: a fresh page, agent `idv`, start voice with the WAV as the microphone, wait
-//    for the heard transcript, the identity check, the spoken reply and its playback.
+// 2. voice: a fresh page, the default agent `triage` (hybrid), start voice with the WAV as
+//    the microphone (the request, then the identity details), wait for the handoff to
+//    `idv`, the heard transcripts, the identity check, the spoken reply and its playback.
 "use strict";
 const [playwrightDir, url, wav, executablePath] = process.argv.slice(2);
 const { chromium } = require(playwrightDir);
@@ -36,7 +38,9 @@ async function main() {
     page.on("pageerror", (e) => errors.push(String(e)));
     await page.goto(url);
     await page.waitForFunction(() => document.querySelectorAll("#agent option").length > 0, null, { timeout: PATIENCE });
-    result.agents = await page.$$eval("#agent option", (os) => os.map((o) => o.value));
+    result.agents = await page.$$eval("#agent option", (os) => os.filter((o) => !o.disabled).map((o) => o.value));
+    result.byHandoff = await page.$$eval("#agent option", (os) => os.filter((o) => o.disabled).map((o) => o.value));
+    result.selected = await page.$eval("#agent", (s) => s.value);
     await page.selectOption("#agent", "triage");
     await page.click("#connect");
     await page.waitForFunction(() => /triage/.test(document.querySelector("#status").textContent), null, { timeout: PATIENCE });
@@ -55,13 +59,15 @@ async function main() {
     voice.on("pageerror", (e) => errors.push(String(e)));
     await voice.goto(url);
     await voice.waitForFunction(() => document.querySelectorAll("#agent option").length > 0, null, { timeout: PATIENCE });
-    await voice.selectOption("#agent", "idv");
+    // As a caller: the default agent, triage, which hands over to idv when it hears why.
+    if (await voice.$eval("#agent", (s) => s.value) !== "triage") throw new Error("triage is not preselected");
     await voice.click("#mic");
     await voice.waitForFunction(
       () => {
         const s = window.switchboard;
         const log = [...document.querySelectorAll("#log > div")].map((d) => d.textContent).join("\n");
-        return s.scheduledSamples > 0 && log.includes("perform_idv_check") && /verified/i.test(log);
+        return s.scheduledSamples > 0 && log.includes("handoff triage → idv") && log.includes("perform_idv_check")
+          && /verified/i.test(log);
       },
       null, { timeout: PATIENCE });
     // Let the reply's audio arrive in full before reading the counters.

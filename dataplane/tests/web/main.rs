@@ -1,9 +1,11 @@
 //! Local mode's web page in a real browser: headless Chromium (Debian) driven by
 //! playwright-core (both installed by tests/tools/install.sh), a WAV file as the page's
-//! microphone. The page lists the agents, chats by text (a typed request leads to the
-//! handoff to identity verification), and talks by voice to the voice agent: the
-//! simulator hears the microphone's phrase, the identity check runs, and the spoken reply
-//! arrives and is scheduled for playback.
+//! microphone. The page offers only the agents a session may start with (triage; the
+//! agents reached by handoff are shown but cannot be picked), chats by text (a typed request
+//! leads to the handoff to identity verification), and talks by voice as a caller would:
+//! to triage (hybrid), whose simulator hears the request and hands over to idv (voice),
+//! which hears the identity details from the same microphone, runs the check, and whose
+//! spoken reply arrives and is scheduled for playback.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,6 +17,8 @@ use switchboard_sim::BANKING_SCRIPT_YAML;
 use switchboard_sim::sonic::audio::silence;
 use switchboard_sim::sonic::phrase_tone;
 
+/// Phrase 1: the request that makes triage hand over to identity verification.
+const BALANCE_REQUEST: u32 = 1;
 /// Phrase 2: the identity details, as the banking rules expect them.
 const IDV_DETAILS: u32 = 2;
 
@@ -51,6 +55,7 @@ fn script() -> String {
 sonic:
   turnDetection: {{ silenceMs: {{ high: 400, medium: 400, low: 400 }} }}
   phrases:
+    {BALANCE_REQUEST}: "I'd like to check my balance"
     {IDV_DETAILS}: "My name is Ada Lovelace, account 12345678, sort code 12-34-56"
   speech: {{ msPerChar: 4, chunkMs: 40, responseDelayMs: 50 }}
 "#
@@ -64,8 +69,11 @@ async fn the_page_chats_by_text_and_by_voice_in_a_real_browser() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let script_path = dir.join("script.yaml");
     std::fs::write(&script_path, script()).expect("writes the script");
-    // The microphone: a second of silence, the phrase, then silence for the reply.
-    let mut pcm = silence(1000);
+    // The microphone: silence (triage greets), the request, silence while triage answers
+    // and hands over and idv asks for the details, the details, then silence for the reply.
+    let mut pcm = silence(1500);
+    pcm.extend(phrase_tone(BALANCE_REQUEST, 1000, 8000));
+    pcm.extend(silence(5000));
     pcm.extend(phrase_tone(IDV_DETAILS, 1200, 8000));
     pcm.extend(silence(8000));
     let wav_path = dir.join("microphone.wav");
@@ -82,6 +90,7 @@ async fn the_page_chats_by_text_and_by_voice_in_a_real_browser() {
         gateway_key: None,
     };
     let local = local::start(&examples, options).await.expect("local mode starts");
+    assert_eq!(local.by_handoff, ["banking", "disputes", "idv"], "the agents a client cannot start with");
     let url = format!("http://{}/", local.server.local_addr().expect("addr"));
     let server = local.server;
     tokio::spawn(async move { server.run(std::future::pending()).await });
@@ -107,17 +116,23 @@ async fn the_page_chats_by_text_and_by_voice_in_a_real_browser() {
         serde_json::from_slice(out.stdout.trim_ascii()).expect("the driver prints one JSON line");
     let _ = std::fs::remove_dir_all(&dir);
 
-    let agents: Vec<&str> = result["agents"].as_array().expect("agents").iter().filter_map(|a| a.as_str()).collect();
-    assert_eq!(agents.first(), Some(&"triage"), "the default agent comes first: {agents:?}");
+    let names = |key: &str| -> Vec<String> {
+        result[key].as_array().expect(key).iter().filter_map(|a| a.as_str().map(str::to_owned)).collect()
+    };
+    let (agents, by_handoff) = (names("agents"), names("byHandoff"));
+    assert_eq!(agents, ["triage"], "the page offers only the exposed agents to start with: {agents:?}");
     for agent in ["idv", "banking", "disputes"] {
-        assert!(agents.contains(&agent), "the page offers {agent}: {agents:?}");
+        assert!(by_handoff.iter().any(|a| a == agent), "{agent} is shown, as reached by handoff: {by_handoff:?}");
     }
+    assert_eq!(result["selected"], "triage", "the default agent is selected");
     let text = result["text"].to_string();
     assert!(text.contains("msg user: I'd like to check my balance"), "the typed line is shown: {text}");
     assert!(text.contains("msg assistant"), "a reply is shown: {text}");
     assert!(text.contains("handoff triage → idv"), "the handoff is shown: {text}");
 
     let voice = result["voice"].to_string();
+    assert!(voice.contains("msg user: I'd like to check my balance"), "triage heard the request: {voice}");
+    assert!(voice.contains("handoff triage → idv"), "triage handed the call to idv: {voice}");
     assert!(voice.contains("msg user: My name is Ada Lovelace"), "the heard utterance is shown: {voice}");
     assert!(voice.contains("tool perform_idv_check"), "the identity check ran: {voice}");
     assert!(voice.to_lowercase().contains("verified"), "the spoken reply's transcript is shown: {voice}");
