@@ -392,12 +392,16 @@ impl Store {
             }
             Self::Redis(conn, signer) => {
                 let mut conn = conn.clone();
-                let value: Option<Vec<u8>> = conn.get_del(format!("{PREFIX}{key}")).await?;
-                if let Some(value) = value {
-                    return Ok((Some(open(signer, key, &value)?), false));
-                }
+                // The mark first: a park writes the session and clears the mark at once, so
+                // a mark seen here means the session is (or will be) there, and no mark
+                // means it is there already or never will be. (The other order lost a
+                // session parked between the two reads: neither was seen.)
                 let parking: bool = conn.exists(format!("{PARKING}{key}")).await?;
-                Ok((None, parking))
+                let value: Option<Vec<u8>> = conn.get_del(format!("{PREFIX}{key}")).await?;
+                match value {
+                    Some(value) => Ok((Some(open(signer, key, &value)?), false)),
+                    None => Ok((None, parking)),
+                }
             }
         }
     }
