@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use switchboard_core::grant::GatewaySigner;
 use switchboard_core::handoff::HandoffContext;
-use switchboard_core::protocol::ServerMessage;
+use switchboard_core::protocol::{ServerKind, ServerMessage};
 
 use crate::session::kept::Kept;
 
@@ -61,6 +61,14 @@ pub enum Frame {
 }
 
 impl Frame {
+    /// Reply audio: a binary frame, or a `bidi_audio_stream` message.
+    fn is_audio(&self) -> bool {
+        match self {
+            Self::Binary(_) => true,
+            Self::Text(text) => ServerKind::peek(text.as_str()) == Some(ServerKind::AudioStream),
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Self::Text(text) => text.len(),
@@ -115,7 +123,10 @@ impl From<StoredFrame> for Frame {
     }
 }
 
-/// The newest messages sent to a client, numbered, within a count and a byte budget.
+/// The newest messages sent to a client, numbered, within a count and a byte budget. Reply
+/// audio is kept only for the reply in progress ([`Replay::forget_audio`]): a client that
+/// resumes has no use for the audio of a reply it has moved past, and that audio is most
+/// of a voice session's bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replay {
     /// The number of the last message sent (0: none yet).
@@ -123,6 +134,10 @@ pub struct Replay {
     /// `(number, message)`, oldest first.
     frames: VecDeque<(u64, Frame)>,
     bytes: usize,
+    /// The newest number that the budget pushed out (0: none): a client that resumes
+    /// from before it missed messages that are gone.
+    #[serde(default)]
+    lost: u64,
 }
 
 /// What a client missed, from [`Replay::since`].
@@ -142,10 +157,21 @@ impl Replay {
         self.bytes += frame.len();
         self.frames.push_back((self.seq, frame));
         while self.frames.len() > max_frames || self.bytes > max_bytes {
-            let Some((_, old)) = self.frames.pop_front() else { break };
+            let Some((n, old)) = self.frames.pop_front() else { break };
             self.bytes -= old.len();
+            self.lost = n;
         }
         self.seq
+    }
+
+    /// Drops the reply audio held (a new reply starts, or the caller interrupted the one
+    /// in progress): no resuming client plays it. Its numbers are not reported as a gap.
+    pub fn forget_audio(&mut self) {
+        let before = self.frames.len();
+        self.frames.retain(|(_, frame)| !frame.is_audio());
+        if self.frames.len() != before {
+            self.bytes = self.frames.iter().map(|(_, f)| f.len()).sum();
+        }
     }
 
     /// Takes a number for a message that is not kept (a `bidi_connection_start`: a
@@ -159,7 +185,7 @@ impl Replay {
     pub fn since(&self, last: Option<u64>) -> Missed {
         let first_held = self.frames.front().map_or(self.seq + 1, |(n, _)| *n);
         let from = last.map_or(first_held, |l| l.saturating_add(1));
-        let gap = (from < first_held).then(|| (from, first_held - 1));
+        let gap = (from <= self.lost).then_some((from, self.lost));
         let frames = self.frames.iter().filter(|(n, _)| *n >= from).map(|(_, f)| f.clone()).collect();
         Missed { frames, gap }
     }
@@ -443,6 +469,23 @@ mod tests {
         small.record(text("abcdefghij"), 100, 12);
         assert_eq!(small.bytes(), 10);
         assert_eq!(small.since(None).frames, vec![text("abcdefghij")]);
+    }
+
+    #[test]
+    fn reply_audio_is_held_only_for_the_reply_in_progress_and_its_numbers_are_no_gap() {
+        let audio = || Frame::Text(ServerMessage::BidiAudioStream { audio: "A".repeat(1000) }.to_json().into());
+        let mut replay = Replay::default();
+        replay.record(text("reply 1"), 100, 1 << 20);
+        replay.record(audio(), 100, 1 << 20);
+        replay.record(Frame::Binary(vec![0; 640].into()), 100, 1 << 20);
+        let before = replay.bytes();
+        replay.forget_audio();
+        assert_eq!(replay.bytes(), before - audio().len() - 640, "only the text is held");
+        replay.record(text("reply 2"), 100, 1 << 20);
+        replay.record(audio(), 100, 1 << 20);
+        let missed = replay.since(Some(0));
+        assert_eq!(missed.frames, vec![text("reply 1"), text("reply 2"), audio()], "the new reply's audio stays");
+        assert_eq!(missed.gap, None, "dropped audio is no gap");
     }
 
     #[test]

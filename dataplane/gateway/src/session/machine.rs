@@ -324,7 +324,8 @@ impl Machine {
                     return self.move_if_between_turns(cx);
                 }
                 Some(ServerKind::ConnectionStart) if self.stamp_start(text.as_str(), cx) => return,
-                _ => {
+                kind => {
+                    self.new_reply(kind);
                     self.kept.observe(text.as_str());
                     Frame::Text(text)
                 }
@@ -365,6 +366,14 @@ impl Machine {
         self.first_frame_after_handoff(cx);
         self.push(Effect::Client(stamped.into()));
         true
+    }
+
+    /// A new reply, or the caller's barge-in: the audio of earlier replies is no longer
+    /// kept for a resuming client.
+    pub(super) fn new_reply(&mut self, kind: Option<ServerKind>) {
+        if matches!(kind, Some(ServerKind::ResponseStart | ServerKind::Interruption)) {
+            self.replay.forget_audio();
+        }
     }
 
     fn first_frame_after_handoff(&mut self, cx: &Cx<'_>) {

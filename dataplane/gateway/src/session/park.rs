@@ -76,10 +76,12 @@ impl Machine {
     pub(super) fn settle_frame(&mut self, frame: RuntimeFrame) {
         let frame = match frame {
             RuntimeFrame::Text(text) => {
-                if ServerKind::peek(text.as_str()) == Some(ServerKind::ConnectionClose) {
+                let kind = ServerKind::peek(text.as_str());
+                if kind == Some(ServerKind::ConnectionClose) {
                     self.held_close = Some(text);
                     return;
                 }
+                self.new_reply(kind);
                 self.kept.observe(text.as_str());
                 Frame::Text(text)
             }

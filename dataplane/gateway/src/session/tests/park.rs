@@ -2,6 +2,7 @@
 
 use std::time::Instant;
 
+use serde_json::json;
 use switchboard_core::protocol::{ServerMessage, close_code};
 
 use super::{
@@ -133,4 +134,36 @@ fn a_handoff_made_while_the_client_was_away_happens_on_resume_or_is_told_to_the_
             assert!(last.text.contains("transfer to idv did not happen"), "{}", last.text);
         }
     }
+}
+
+#[test]
+fn a_resumed_voice_client_gets_the_audio_of_the_reply_in_progress_only() {
+    let mut drive = Drive::live();
+    let audio = |n: usize| json!({"type": "bidi_audio_stream", "audio": format!("{n:04}{}", "A".repeat(2000))});
+    drive.runtime(json!({"type": "bidi_response_start", "turn": 1}));
+    for n in 0..5 {
+        drive.runtime(audio(n));
+    }
+    drive.runtime(complete());
+    let played = drive.machine.replay.seq;
+    drive.runtime(json!({"type": "bidi_response_start", "turn": 2}));
+    drive.runtime(audio(100));
+    drive.client(ClientFrame::Gone);
+    drive.runtime(audio(101));
+    drive.runtime(complete());
+    assert_eq!(drive.ending(), Some(&Ending::Park));
+    let parked = drive.machine.take_parked();
+    assert!(parked.replay.bytes() < 3 * 2100, "the first reply's audio is not held: {}", parked.replay.bytes());
+    // A client that heard the first reply and left in the second gets the second's audio.
+    let missed = parked.replay.since(Some(played));
+    let texts: Vec<String> = missed
+        .frames
+        .iter()
+        .map(|f| match f {
+            crate::resume::Frame::Text(t) => t.as_str().chars().take(40).collect(),
+            crate::resume::Frame::Binary(_) => "binary".into(),
+        })
+        .collect();
+    assert_eq!(missed.frames.len(), 4, "{texts:?}");
+    assert_eq!(missed.gap, None);
 }
