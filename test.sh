@@ -58,7 +58,9 @@ for pkg in switchboard-crds switchboard-core; do
 done
 forbid switchboard-dataplane switchboard-sim --no-default-features
 forbid switchboard-dataplane rcgen --no-default-features
-echo "crds and core: no tokio, hyper or AWS SDK; the shipping dataplane: no simulator"
+# The operator hands runtime pods the gateway's public key as text; it needs no agent core.
+forbid switchboard-operator switchboard-core
+echo "crds and core: no tokio, hyper or AWS SDK; the shipping dataplane: no simulator; the operator: no agent core"
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

@@ -51,8 +51,12 @@ pub mod env {
     pub const WORKER_THREADS: &str = "SWITCHBOARD_WORKER_THREADS";
     /// `text` or `json` log lines.
     pub const LOG_FORMAT: &str = "SWITCHBOARD_LOG_FORMAT";
-    /// The gateway's private key file (it signs the session context it gives runtimes).
+    /// The gateway's private key file (it signs the session context it gives runtimes);
+    /// on the gateway only, never on the operator.
     pub const GATEWAY_KEY_FILE: &str = "SWITCHBOARD_GATEWAY_KEY_FILE";
+    /// The ConfigMap, beside the routing table, that the gateway publishes its public key in
+    /// and the operator reads it from (see [`crate::gateway_key`]); on both.
+    pub const GATEWAY_KEY_CONFIG_MAP: &str = "SWITCHBOARD_GATEWAY_KEY_CONFIGMAP";
     /// The gateway's public key, on runtime pods (they verify that context with it).
     pub const GATEWAY_PUBLIC_KEY: &str = "SWITCHBOARD_GATEWAY_PUBLIC_KEY";
     /// The Bedrock endpoint URL, when the platform sets one and the Agent does not.

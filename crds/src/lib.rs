@@ -9,6 +9,7 @@ pub mod agent;
 pub mod catalog;
 pub mod common;
 pub mod contract;
+pub mod gateway_key;
 pub mod manifests;
 pub mod persona;
 pub mod resolve;

@@ -28,16 +28,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-async fn main(mut args: RunArgs) -> anyhow::Result<()> {
-    if let Some(path) = &args.gateway_key_file {
-        let pem = std::fs::read_to_string(path).map_err(|e| {
-            anyhow::anyhow!("cannot read the gateway key {}: {e}; check --gateway-key-file", path.display())
-        })?;
-        let signer = switchboard_core::grant::GatewaySigner::from_pem(&pem)
-            .map_err(|e| anyhow::anyhow!("the gateway key {}: {e}", path.display()))?;
-        tracing::info!(public_key = %signer.public(), "runtime pods get the gateway's public key");
-        args.build.gateway_public_key = Some(signer.public());
-    }
+async fn main(args: RunArgs) -> anyhow::Result<()> {
     let config = kube::Config::infer()
         .await
         .map_err(|e| anyhow::anyhow!("cannot configure a Kubernetes client (kubeconfig or in-cluster): {e}"))?;

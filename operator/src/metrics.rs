@@ -1,7 +1,8 @@
 //! The operator's Prometheus metrics, one registry per operator instance (so two instances
 //! in one test process count separately): reconciles, their duration and their failures
 //! by reason, status writes, child applies (sent or skipped as unchanged), Events,
-//! leadership, routing-table publications and trigger overflow.
+//! leadership, routing-table publications, trigger overflow and whether the gateway's
+//! public key is known.
 
 use std::time::Instant;
 
@@ -42,6 +43,8 @@ pub struct Metrics {
     pub routes: IntGauge,
     /// Re-reconcile triggers dropped because the queue was full.
     pub trigger_overflow: IntCounter,
+    /// 1 while runtime pods get the gateway's public key.
+    pub gateway_key: IntGauge,
 }
 
 impl Metrics {
@@ -94,7 +97,13 @@ impl Metrics {
         registry.register(Box::new(leader.clone()))?;
         registry.register(Box::new(routes_published.clone()))?;
         registry.register(Box::new(routes.clone()))?;
+        let gateway_key = IntGauge::new(
+            "switchboard_operator_gateway_key",
+            "1 while runtime pods get the gateway's public key; 0 while Agents wait for it (GatewayKeyMissing) \
+             or when none is configured.",
+        )?;
         registry.register(Box::new(trigger_overflow.clone()))?;
+        registry.register(Box::new(gateway_key.clone()))?;
         Ok(Self {
             registry,
             reconciles,
@@ -107,6 +116,7 @@ impl Metrics {
             routes_published,
             routes,
             trigger_overflow,
+            gateway_key,
         })
     }
 

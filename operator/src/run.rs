@@ -1,11 +1,14 @@
 //! `switchboard-operator run`: start-up checks (CRDs installed, HPA API version), the
-//! health/metrics server, leader election, and — while leading — the controllers and the
-//! routing-table publisher, until shutdown (graceful: running reconciles finish, the Lease
-//! is released) or until leadership is lost (an error, so the process restarts clean).
+//! health/metrics server, leader election, and — while leading — the controllers, the
+//! routing-table publisher and the gateway key's follower, until shutdown (graceful:
+//! running reconciles finish, the Lease is released) or until leadership is lost (an
+//! error, so the process restarts clean).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use kube::api::ListParams;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, store::Writer};
@@ -20,6 +23,7 @@ use crate::build::hpa::api_resource;
 use crate::build::hpa::{HPA_V2, HPA_V2BETA2};
 use crate::controller::policy::{Policy, PolicyError};
 use crate::controller::{Context, Stores, resources};
+use crate::gateway_key::GatewayKey;
 use crate::guard::{Fence, guarded};
 use crate::http::{Health, ServeError, bind};
 use crate::leader::LeaderElector;
@@ -222,7 +226,8 @@ async fn controllers(
     let (workflows, workflow_writer) = reflector::store::<Workflow>();
     let hpa_resource = api_resource(args.build.hpa_api_version());
     let hpa_writer = Writer::new(hpa_resource);
-    let stores = Stores { agents: agents.clone(), personas, workflows, hpas: hpa_writer.as_reader() };
+    let (gateway_key, key_watch) = gateway_key(args, &client, &metrics, stop.clone());
+    let stores = Stores { agents: agents.clone(), personas, workflows, hpas: hpa_writer.as_reader(), gateway_key };
     let ctx = Arc::new(Context::new(
         client.clone(),
         args.build.clone(),
@@ -276,7 +281,33 @@ async fn controllers(
         stop.clone(),
     );
     let publisher = routes::publish(client.clone(), agents, notified, args.routes_location(), metrics, stop);
-    tokio::join!(agent_controller, persona_controller, workflow_controller, publisher);
+    tokio::join!(agent_controller, persona_controller, workflow_controller, publisher, key_watch);
+}
+
+/// The gateway public key of runtime pods, and the watch that follows it until `stop`
+/// (nothing to run for a key given at start, or none).
+fn gateway_key(
+    args: &RunArgs,
+    client: &Client,
+    metrics: &Metrics,
+    stop: CancellationToken,
+) -> (GatewayKey, BoxFuture<'static, ()>) {
+    if let Some((namespace, name)) = args.gateway_key_location() {
+        let api = Api::namespaced(client.clone(), &namespace);
+        let (key, watch) = GatewayKey::published(api, &namespace, &name, metrics.gateway_key.clone(), stop);
+        tracing::info!(configmap = %format!("{namespace}/{name}"), "following the gateway's public key");
+        return (key, watch.boxed());
+    }
+    let key = args.build.gateway_public_key;
+    metrics.gateway_key.set(i64::from(key.is_some()));
+    match key {
+        Some(key) => tracing::info!(public_key = %key, "runtime pods get the gateway public key given"),
+        None => tracing::warn!(
+            "no gateway public key (--gateway-public-key or --gateway-key-config-map): runtime pods accept no \
+             session context, so a gateway cannot hand sessions over between them"
+        ),
+    }
+    (GatewayKey::Fixed(key), std::future::ready(()).boxed())
 }
 
 /// Objects per page of a watch's initial list (and relist). The default, 500, means

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use switchboard_core::grant::GatewayPublicKey;
+use switchboard_crds::gateway_key::PublicKey;
 use switchboard_telemetry::LogFormat;
 
 /// The runtime image used when `--runtime-image` is not given.
@@ -44,10 +44,12 @@ pub struct BuildSettings {
     pub runtime_log_format: LogFormat,
     /// The session gateway's Ed25519 public key (64 hex digits or PEM; the gateway logs it
     /// at start), given to runtime pods as `SWITCHBOARD_GATEWAY_PUBLIC_KEY`: they accept
-    /// session context (memory, history, handoff) only when the gateway signed it. Without
-    /// it, runtime pods accept no session context, so cross-pod handoffs cannot carry any.
-    #[arg(long, env = "SWITCHBOARD_GATEWAY_PUBLIC_KEY")]
-    pub gateway_public_key: Option<GatewayPublicKey>,
+    /// session context (memory, history, handoff) only when the gateway signed it. `run`
+    /// can instead follow the key the gateway publishes (`--gateway-key-config-map`).
+    /// Without either, runtime pods accept no session context, so cross-pod handoffs cannot
+    /// carry any.
+    #[arg(long, env = switchboard_crds::contract::env::GATEWAY_PUBLIC_KEY)]
+    pub gateway_public_key: Option<PublicKey>,
     /// The Bedrock endpoint URL of runtime pods whose Agent sets no `model.endpoint` (a
     /// VPC interface endpoint, a proxy, or a simulator), given to them as
     /// `SWITCHBOARD_BEDROCK_ENDPOINT`. Unset: the region's public endpoint.
@@ -118,6 +120,14 @@ impl Default for BuildSettings {
 }
 
 impl BuildSettings {
+    /// These settings with `key` as the gateway's public key (borrowed when it is already).
+    pub fn with_gateway_key(&self, key: Option<PublicKey>) -> std::borrow::Cow<'_, Self> {
+        if self.gateway_public_key == key {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        std::borrow::Cow::Owned(Self { gateway_public_key: key, ..self.clone() })
+    }
+
     /// The resources of a runtime container whose Agent sets none.
     pub fn default_resources(&self) -> ResourceRequirements {
         ResourceRequirements {
@@ -166,11 +176,15 @@ pub struct RunArgs {
     /// What every Agent's children share.
     #[command(flatten)]
     pub build: BuildSettings,
-    /// The session gateway's private key file (PKCS#8 PEM; the Helm chart mounts the
-    /// gateway's key Secret): the operator derives the public key from it and gives it to
-    /// runtime pods, as `--gateway-public-key` would.
-    #[arg(long, env = switchboard_crds::contract::env::GATEWAY_KEY_FILE, conflicts_with = "gateway_public_key")]
-    pub gateway_key_file: Option<std::path::PathBuf>,
+    /// Follow the session gateway's public key in this ConfigMap (key `public-key`, 64 hex
+    /// digits), in the routing table's namespace, and give it to runtime pods: the gateway
+    /// writes it there when it starts (the Helm chart sets both sides). A new key rolls the
+    /// pods. Until a well-formed key is there, new Agents get no pods and wait with
+    /// `Accepted=False` (reason `GatewayKeyMissing`), running ones stay as they are; once a
+    /// key is known, a deleted or malformed ConfigMap keeps it. The operator never holds the
+    /// gateway's private key.
+    #[arg(long, env = switchboard_crds::contract::env::GATEWAY_KEY_CONFIG_MAP, conflicts_with = "gateway_public_key")]
+    pub gateway_key_config_map: Option<String>,
     /// Watch only this namespace (default: every namespace).
     #[arg(long, env = "SWITCHBOARD_WATCH_NAMESPACE")]
     pub namespace: Option<String>,
@@ -228,5 +242,12 @@ impl RunArgs {
     pub fn routes_location(&self) -> (String, String) {
         let ns = self.routes_namespace.clone().unwrap_or_else(|| self.operator_namespace.clone());
         (ns, self.routes_name.clone())
+    }
+
+    /// Where the gateway publishes its public key, if the operator follows it: (namespace,
+    /// name), beside the routing table.
+    pub fn gateway_key_location(&self) -> Option<(String, String)> {
+        let (namespace, _) = self.routes_location();
+        self.gateway_key_config_map.clone().map(|name| (namespace, name))
     }
 }

@@ -8,7 +8,9 @@
 //!   that reference them — after the cache has the change;
 //! - ConfigMap, Deployment, Service and (metadata-only, cached for pruning) HPA watches,
 //!   operator-labelled objects only, wake the owning Agent when a child is edited or deleted,
-//!   or a Deployment's replica counts change.
+//!   or a Deployment's replica counts change;
+//! - the watch of the gateway's public key ([`crate::gateway_key`]), when followed, wakes
+//!   every Agent when the key comes or changes.
 
 use std::sync::Arc;
 
@@ -104,6 +106,7 @@ pub async fn agent_controller<S>(
         .owns_stream(owned::<LeanDeployment>(client, ns, (deployment_key, generation), &ctx.own_writes))
         .owns_stream_with(objects(changes(hpas, generation, FirstSight::Skip)), hpa_resource)
         .reconcile_on(queued)
+        .reconcile_all_on(ctx.stores.gateway_key.changes())
         .with_config(Config::default().concurrency(args.concurrency))
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(agent::reconcile, error_policy(agent::KIND), ctx)

@@ -76,7 +76,7 @@ impl Drop for Operator {
 pub fn args(ns: &str, identity: &str, build: BuildSettings) -> RunArgs {
     RunArgs {
         log_format: Default::default(),
-        gateway_key_file: None,
+        gateway_key_config_map: None,
         build,
         namespace: Some(ns.to_owned()),
         operator_namespace: ns.to_owned(),

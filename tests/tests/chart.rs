@@ -1,20 +1,30 @@
 //! The Helm chart: it lints, renders manifests valid for a current Kubernetes, installs on
 //! the real control plane, and its RBAC is enough for the real controller — run here as
 //! the chart's ServiceAccount (impersonated) — to reconcile the banking examples, cluster-wide
-//! and namespaced (`operator.watchNamespace`: Roles only), and no more than that.
+//! and namespaced (`operator.watchNamespace`: Roles only), and no more than that. The
+//! operator never gets the gateway's private key: the gateway's own publication of its
+//! public key, run as the gateway's ServiceAccount, is what lets the Agents' pods be built.
 
 use std::process::Command;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use switchboard_crds::Agent;
 use switchboard_crds::common::{CONDITION_ACCEPTED, find_condition};
+use switchboard_crds::contract::env::GATEWAY_PUBLIC_KEY;
+use switchboard_crds::gateway_key::PublicKey;
 use switchboard_crds::routing::RoutingTable;
+use switchboard_gateway::publish::publish;
+use switchboard_operator::gateway_key::REASON_KEY_MISSING;
 use switchboard_tests::cluster::{TestNamespace, cluster, kubectl, tools_bin};
 use switchboard_tests::manifests::{apply_path, install_crds};
 use switchboard_tests::operator::{self, routing_table};
 use switchboard_tests::{repo_root, wait};
+
+/// A real Ed25519 public key (`openssl genpkey -algorithm ed25519`).
+const KEY: &str = "e60f2802b0b07ae94418c11df1f4fc54a3af0fad41f53e66074926985a496493";
 
 fn chart() -> String {
     repo_root().join("charts/switchboard").to_string_lossy().into_owned()
@@ -54,6 +64,7 @@ fn the_chart_lints_and_renders_valid_manifests() {
         args.extend_from_slice(extra);
         let (ok, rendered) = helm(None, &args);
         assert!(ok, "{rendered}");
+        gateway_key_is_the_gateways_alone(&rendered);
         let policy = rendered.split("---").find(|d| d.contains("kind: NetworkPolicy")).expect("a NetworkPolicy");
         // In the release namespace a pod selector alone admits the gateway (1.20 sets no
         // namespace name label); in a watched namespace, the gateway's namespace by name.
@@ -89,13 +100,50 @@ fn the_chart_lints_and_renders_valid_manifests() {
     }
 }
 
-/// Whether the chart's operator ServiceAccount in `release_ns` may `verb` `resource` (as
-/// kubectl names it: `resource.group/name`) in `namespace` (None: every namespace), asked
-/// of the API server's authorizer (a SubjectAccessReview, what `kubectl auth can-i --as` does).
+/// The rendered document of `kind` named `name`.
+fn document<'a>(rendered: &'a str, kind: &str, name: &str) -> &'a str {
+    rendered
+        .split("\n---")
+        .find(|d| d.contains(&format!("\nkind: {kind}\n")) && d.contains(&format!("\n  name: {name}\n")))
+        .unwrap_or_else(|| panic!("no {kind} {name} in:\n{rendered}"))
+}
+
+/// Only the gateway mounts its private key; the operator follows the public key's
+/// ConfigMap (which the chart creates empty), or gets `runtime.gatewayPublicKey`.
+fn gateway_key_is_the_gateways_alone(rendered: &str) {
+    let operator = document(rendered, "Deployment", "sb-switchboard");
+    assert!(!operator.contains("secret"), "the operator mounts no Secret:\n{operator}");
+    assert!(!operator.contains("SWITCHBOARD_GATEWAY_KEY_FILE"), "{operator}");
+    assert!(
+        operator.contains(
+            "- name: SWITCHBOARD_GATEWAY_KEY_CONFIGMAP\n              value: \"sb-switchboard-gateway-public-key\""
+        ),
+        "{operator}"
+    );
+    let gateway = document(rendered, "Deployment", "sb-switchboard-gateway");
+    assert!(gateway.contains("secretName: sb-switchboard-gateway-key"), "{gateway}");
+    assert!(gateway.contains("value: \"sb-switchboard-gateway-public-key\""), "{gateway}");
+    let public = document(rendered, "ConfigMap", "sb-switchboard-gateway-public-key");
+    assert!(!public.contains("\ndata:"), "created empty; the gateway writes the key:\n{public}");
+
+    let key = "9b36701a113be708c12f911d788b12b7ad7805405a5adf9796e34fb893e92092";
+    let value = format!("runtime.gatewayPublicKey={key}");
+    let (ok, explicit) =
+        helm(None, &["template", "sb", &chart(), "--namespace", "switchboard-system", "--set", &value]);
+    assert!(ok, "{explicit}");
+    let operator = document(&explicit, "Deployment", "sb-switchboard");
+    assert!(operator.contains(&format!("value: \"{key}\"")) && !operator.contains("KEY_CONFIGMAP"), "{operator}");
+    let leader = document(&explicit, "Role", "sb-switchboard-leader");
+    assert!(!leader.contains("gateway-public-key"), "nothing to read with an explicit key:\n{leader}");
+}
+
+/// Whether ServiceAccount `account` of `release_ns` may `verb` `resource` (as kubectl names
+/// it: `resource.group/name`) in `namespace` (None: every namespace), asked of the API
+/// server's authorizer (a SubjectAccessReview, what `kubectl auth can-i --as` does).
 async fn can_i(
     client: &Client,
     release_ns: &str,
-    release: &str,
+    account: &str,
     verb: &str,
     resource: &str,
     namespace: Option<&str>,
@@ -110,7 +158,7 @@ async fn can_i(
     let name = name.filter(|n| n != "status");
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
-            user: Some(format!("system:serviceaccount:{release_ns}:{release}-switchboard")),
+            user: Some(format!("system:serviceaccount:{release_ns}:{account}")),
             groups: Some(vec![
                 "system:serviceaccounts".into(),
                 format!("system:serviceaccounts:{release_ns}"),
@@ -163,39 +211,43 @@ async fn install_and_reconcile_as_the_chart(namespaced: bool) {
     let pod = deployment.spec.and_then(|s| s.template.spec).expect("pod spec");
     assert_eq!(pod.containers[0].command.as_deref(), Some(&["switchboard-operator".to_owned(), "run".to_owned()][..]));
 
-    // The controller, with the chart ServiceAccount's rights only.
-    let account = format!("system:serviceaccount:{}:{release}-switchboard", ns.name);
-    let mut config = Config::from_custom_kubeconfig(
-        Kubeconfig::read_from(&cluster.kubeconfig).expect("kubeconfig"),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .expect("config");
-    config.auth_info.impersonate = Some(account);
-    let as_chart = Client::try_from(config).expect("client");
+    // The controller, with the chart ServiceAccount's rights only, following the gateway's
+    // public key as the chart tells it to.
+    let operator_account = format!("{release}-switchboard");
+    let gateway_account = format!("{release}-switchboard-gateway");
+    let key_config_map = format!("{release}-switchboard-gateway-public-key");
+    let as_chart = impersonating(&cluster.kubeconfig, &ns.name, &operator_account).await;
     let mut args = operator::args(&ns.name, "chart-operator", Default::default());
     args.namespace = namespaced.then(|| agents_ns.name.clone());
+    args.gateway_key_config_map = Some(key_config_map.clone());
     let shutdown = tokio_util::sync::CancellationToken::new();
     let metrics = switchboard_operator::metrics::Metrics::new().expect("metrics");
     let task = tokio::spawn(switchboard_operator::run::run(args, as_chart, metrics, shutdown.clone()));
 
     apply_path(&ns.client(), &agents_ns.name, &repo_root().join("examples/banking")).await.expect("examples apply");
     let agents: Api<Agent> = Api::namespaced(ns.client(), &agents_ns.name);
-    wait::until("every Agent Accepted=True", Duration::from_secs(60), || {
-        let agents = agents.clone();
-        async move {
-            let list = agents.list(&Default::default()).await?;
-            let accepted = list.items.iter().all(|a| {
-                a.status
-                    .as_ref()
-                    .and_then(|s| find_condition(&s.conditions, CONDITION_ACCEPTED))
-                    .is_some_and(|c| c.status == "True")
-            });
-            Ok::<_, kube::Error>((list.items.len() == 4 && accepted).then_some(()))
-        }
+    // The chart's ConfigMap is empty until the gateway starts: the operator reads it (its
+    // rights suffice) and the Agents wait for the key.
+    let no_key_yet = format!("ConfigMap {}/{key_config_map} has no `public-key`", ns.name);
+    every_agent(&agents, "Accepted=False (GatewayKeyMissing: the ConfigMap has no key yet)", |c| {
+        c.status == "False" && c.reason == REASON_KEY_MISSING && c.message.contains(&no_key_yet)
     })
-    .await
-    .expect("the controller reconciles with the chart's RBAC");
+    .await;
+    // The gateway's start-up publication, with the gateway ServiceAccount's rights only.
+    let as_gateway = impersonating(&cluster.kubeconfig, &ns.name, &gateway_account).await;
+    let key: PublicKey = KEY.parse().expect("a key");
+    publish(as_gateway, &ns.name, &key_config_map, &key).await.expect("the gateway may publish its key");
+    every_agent(&agents, "Accepted=True", |c| c.status == "True").await;
+    let runtimes: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(ns.client(), &agents_ns.name);
+    // (Not the chart's own Deployments, in the same namespace in a cluster-wide install.)
+    let ours = kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=switchboard-operator");
+    let runtimes = runtimes.list(&ours).await.expect("Deployments").items;
+    assert_eq!(runtimes.len(), 4);
+    for runtime in runtimes {
+        let env = runtime.spec.and_then(|s| s.template.spec).map(|p| p.containers[0].env.clone().unwrap_or_default());
+        let key_env = env.unwrap_or_default().into_iter().find(|e| e.name == GATEWAY_PUBLIC_KEY);
+        assert_eq!(key_env.and_then(|e| e.value).as_deref(), Some(KEY), "runtime pods get the published key");
+    }
     // The table is published shortly (debounced) after the statuses.
     // (A cluster-wide operator also routes Agents of other tests running at the same time.)
     wait::until("a routing table with the 4 Agents", Duration::from_secs(20), || async {
@@ -210,9 +262,28 @@ async fn install_and_reconcile_as_the_chart(namespaced: bool) {
     // Least privilege: nothing the operator does not use.
     let admin = ns.client();
     let may = |verb: &'static str, resource: &'static str, namespace: Option<String>| {
-        let (admin, release_ns, release) = (admin.clone(), ns.name.clone(), release.clone());
-        async move { can_i(&admin, &release_ns, &release, verb, resource, namespace.as_deref()).await }
+        let (admin, release_ns, account) = (admin.clone(), ns.name.clone(), operator_account.clone());
+        async move { can_i(&admin, &release_ns, &account, verb, resource, namespace.as_deref()).await }
     };
+    let gateway_may = |verb: &'static str, resource: String| {
+        let (admin, release_ns, account) = (admin.clone(), ns.name.clone(), gateway_account.clone());
+        async move { can_i(&admin, &release_ns, &account, verb, &resource, Some(&release_ns)).await }
+    };
+    let release_ns = Some(ns.name.clone());
+    // Only the gateway reads its private key (through its pod's mount; no API right), and
+    // the only object it may write is its public key's ConfigMap.
+    let secret = format!("secrets/{release}-switchboard-gateway-key");
+    assert!(!can_i(&admin, &ns.name, &operator_account, "get", &secret, Some(&ns.name)).await, "no private key");
+    assert!(gateway_may("patch", format!("configmaps/{key_config_map}")).await, "sanity");
+    for (verb, resource) in [
+        ("patch", "configmaps/switchboard-routes".to_owned()),
+        ("create", "configmaps".to_owned()),
+        ("update", format!("configmaps/{key_config_map}")),
+        ("delete", format!("configmaps/{key_config_map}")),
+        ("get", secret.clone()),
+    ] {
+        assert!(!gateway_may(verb, resource.clone()).await, "the gateway's account may {verb} {resource}");
+    }
     let here = Some(agents_ns.name.clone());
     assert!(
         may("patch", "deployments.apps", here.clone()).await
@@ -257,6 +328,12 @@ async fn install_and_reconcile_as_the_chart(namespaced: bool) {
         let routes_only = may("patch", "configmaps/switchboard-routes", Some(ns.name.clone())).await
             && !may("patch", "configmaps/not-the-routing-table", Some(ns.name.clone())).await;
         assert!(routes_only, "in the release namespace it writes only the routing table");
+        let key_resource = format!("configmaps/{key_config_map}");
+        for (verb, allowed) in [("watch", true), ("get", true), ("patch", false), ("update", false)] {
+            let answer = can_i(&admin, &ns.name, &operator_account, verb, &key_resource, release_ns.as_deref()).await;
+            assert_eq!(answer, allowed, "the operator may {verb} the gateway's public key: {answer}");
+        }
+        assert!(!may("watch", "configmaps/not-the-gateway-key", release_ns.clone()).await, "that one only");
         let (ok, bindings) =
             kubectl(&cluster.kubeconfig, None, &["get", "clusterrolebindings,clusterroles", "-o", "name"])
                 .expect("kubectl");
@@ -275,6 +352,34 @@ async fn install_and_reconcile_as_the_chart(namespaced: bool) {
 
     let (ok, out) = helm(Some(&cluster.kubeconfig), &["uninstall", &release, "--namespace", &ns.name]);
     assert!(ok, "{out}");
+}
+
+/// A client acting as ServiceAccount `namespace/account` (impersonated: its rights only).
+async fn impersonating(kubeconfig: &std::path::Path, namespace: &str, account: &str) -> Client {
+    let mut config = Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(kubeconfig).expect("kubeconfig"),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{namespace}:{account}"));
+    Client::try_from(config).expect("client")
+}
+
+/// Waits until the 4 banking Agents' `Accepted` conditions all pass `check`.
+async fn every_agent(agents: &Api<Agent>, what: &str, check: impl Fn(&Condition) -> bool) {
+    wait::until(&format!("every Agent {what}"), Duration::from_secs(60), || {
+        let (agents, check) = (agents.clone(), &check);
+        async move {
+            let list = agents.list(&Default::default()).await?;
+            let all = list.items.iter().all(|a| {
+                a.status.as_ref().and_then(|s| find_condition(&s.conditions, CONDITION_ACCEPTED)).is_some_and(check)
+            });
+            Ok::<_, kube::Error>((list.items.len() == 4 && all).then_some(()))
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the controller reconciles with the chart's RBAC: {e}"));
 }
 
 #[tokio::test]

@@ -187,3 +187,16 @@ fn run_without_the_crds_exits_with_an_install_hint() {
         "the error says what is missing and how to install it: {stderr}"
     );
 }
+
+#[test]
+fn run_takes_a_well_formed_gateway_key_or_the_configmap_it_is_published_in_not_both() {
+    let run = |args: &[&str]| {
+        let out = Command::new(operator_binary().expect("binary")).arg("run").args(args).output().expect("runs");
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let key = "9b36701a113be708c12f911d788b12b7ad7805405a5adf9796e34fb893e92092";
+    let (ok, stderr) = run(&["--gateway-public-key", key, "--gateway-key-config-map", "gateway-public-key"]);
+    assert!(!ok && stderr.contains("cannot be used with"), "{stderr}");
+    let (ok, stderr) = run(&["--gateway-public-key", "abcd"]);
+    assert!(!ok && stderr.contains("2 bytes; an Ed25519 public key has 32"), "a malformed key says why: {stderr}");
+}

@@ -53,6 +53,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- printf "%s-key" (include "switchboard.gatewayName" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- /* The ConfigMap the gateway publishes its public key in, for the operator. */ -}}
+{{- define "switchboard.gatewayPublicKeyConfigMap" -}}
+{{- printf "%s-public-key" (include "switchboard.gatewayName" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- /* Whether the operator follows that ConfigMap (no runtime.gatewayPublicKey given). */ -}}
+{{- define "switchboard.followsGatewayKey" -}}
+{{- if and .Values.gateway.enabled (not .Values.runtime.gatewayPublicKey) }}true{{ end -}}
+{{- end -}}
+
 {{- /* The metadata lines the chart adds to each CRD (see crds.yaml), framed as the
 "\nmetadata:\n" they replace. */ -}}
 {{- define "switchboard.crdMetadata" }}

@@ -5,13 +5,15 @@
 //! cannot: handoffs to another Agent's pods on the same client socket, moving a session
 //! off a lost or draining pod, and owning the session's memory, which it gives runtimes
 //! signed ([`upstream`]; see `switchboard_core::grant`). One session is one task
-//! ([`session`]); the axum app, limits and drain are in [`server`].
+//! ([`session`]); the axum app, limits and drain are in [`server`]. On a cluster it
+//! publishes its public key for the operator to give runtime pods ([`publish`]).
 
 pub mod auth;
 pub mod balancer;
 pub mod directory;
 pub mod metrics;
 mod origin;
+pub mod publish;
 pub mod resume;
 pub mod server;
 pub mod session;

@@ -37,11 +37,10 @@ pub struct Sources {
 
 type EndpointMap = HashMap<(String, String), Vec<SocketAddr>>;
 
-/// Connects to the cluster of the current kubeconfig (or in-cluster) and starts the
-/// watches (see [`start`]).
-pub async fn from_cluster(sources: Sources) -> Result<watch::Receiver<Directory>, kube::Error> {
-    let client = Client::try_default().await?;
-    Ok(start(client, sources))
+/// A client for the cluster of the current kubeconfig (or in-cluster), for [`start`] and
+/// the key's publication ([`crate::publish`]).
+pub async fn connect() -> Result<Client, kube::Error> {
+    Client::try_default().await
 }
 
 /// Starts the watches; the receiver always holds the latest directory (not loaded until

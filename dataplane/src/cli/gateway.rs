@@ -1,5 +1,6 @@
 //! `switchboard gateway`: the session gateway — one WebSocket endpoint for every Agent of
-//! the cluster, following the operator's routing table and the Agents' ready endpoints.
+//! the cluster, following the operator's routing table and the Agents' ready endpoints,
+//! and publishing its public key for the operator to give runtime pods.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,8 +10,10 @@ use std::time::Duration;
 use clap::Args;
 use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::contract;
+use switchboard_crds::gateway_key::PublicKey;
 use switchboard_dataplane::jwks;
 use switchboard_gateway::auth::{Auth, Jwt};
+use switchboard_gateway::publish;
 use switchboard_gateway::resume::Store;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::static_routes;
@@ -26,10 +29,17 @@ pub struct GatewayArgs {
     listen: SocketAddr,
 
     /// The gateway's Ed25519 private key, PKCS#8 PEM (`openssl genpkey -algorithm ed25519`;
-    /// the Helm chart generates it into a Secret): the gateway signs the session context it
-    /// gives runtimes, which verify it with the public key.
+    /// the Helm chart generates it into a Secret that only the gateway mounts): the gateway
+    /// signs the session context it gives runtimes, which verify it with the public key.
     #[arg(long, env = contract::env::GATEWAY_KEY_FILE)]
     gateway_key_file: PathBuf,
+
+    /// Publish the public key (no secret) in this ConfigMap of --routes-namespace, under
+    /// `public-key`, when the gateway starts: the operator reads it there and gives it to
+    /// runtime pods (the Helm chart creates the ConfigMap, lets the gateway patch it, and
+    /// tells the operator its name). Not done with --routes-file.
+    #[arg(long, env = contract::env::GATEWAY_KEY_CONFIG_MAP)]
+    public_key_config_map: Option<String>,
 
     /// Namespace of the routing table ConfigMap (the operator's namespace).
     #[arg(long, env = "SWITCHBOARD_ROUTES_NAMESPACE", default_value = "switchboard-system")]
@@ -155,6 +165,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     let GatewayArgs {
         listen,
         gateway_key_file,
+        public_key_config_map,
         routes_namespace,
         routes_name,
         routes_file,
@@ -226,12 +237,22 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     let key = GatewaySigner::from_pem(&pem).map_err(|e| anyhow::anyhow!("{}: {e}", gateway_key_file.display()))?;
     tracing::info!(public_key = %key.public(), "runtimes verify this gateway's session context with its public key");
     let directory = match routes_file {
-        Some(path) => static_routes::from_file(path, default_agent).await?,
+        Some(path) => {
+            if let Some(name) = &public_key_config_map {
+                tracing::warn!(configmap = %name, "routing by a file, without Kubernetes: the public key is not published");
+            }
+            static_routes::from_file(path, default_agent).await?
+        }
         None => {
-            let sources = Sources { routes_namespace, routes_name, namespace: watch_namespace, default_agent };
-            watch::from_cluster(sources)
+            let client = watch::connect()
                 .await
-                .map_err(|e| anyhow::anyhow!("cannot configure a Kubernetes client (kubeconfig or in-cluster): {e}"))?
+                .map_err(|e| anyhow::anyhow!("cannot configure a Kubernetes client (kubeconfig or in-cluster): {e}"))?;
+            if let Some(name) = public_key_config_map {
+                let public: PublicKey = key.public().to_string().parse()?;
+                publish::spawn(client.clone(), routes_namespace.clone(), name, public);
+            }
+            let sources = Sources { routes_namespace, routes_name, namespace: watch_namespace, default_agent };
+            watch::start(client, sources)
         }
     };
     let store = match &redis_url {

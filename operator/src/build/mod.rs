@@ -98,11 +98,6 @@ pub fn selector_labels(agent: &Agent) -> BTreeMap<String, String> {
     .into()
 }
 
-/// The label selector (as a string) that finds every child of the Agent `name`.
-pub fn children_selector(name: &str) -> String {
-    format!("app.kubernetes.io/managed-by={MANAGED_BY},{AGENT_LABEL}={name}")
-}
-
 /// Metadata of a child: the Agent's name and namespace, labels, and a controller owner
 /// reference when the Agent has a uid (so the garbage collector removes the child with its
 /// Agent). Agents read from files by `render` have no uid, so their children have none.

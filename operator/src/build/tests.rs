@@ -260,6 +260,13 @@ fn operator_settings_and_agent_resources_reach_the_pod() {
     assert_eq!(key.map(|v| &v["value"]), Some(&json!(gateway_key)), "runtimes verify the gateway's context");
     assert_eq!(v["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 125);
     assert_eq!(v["spec"]["replicas"], 1, "replicas default to 1");
+
+    // The key the gateway publishes later replaces it: a new pod template, so a rollout.
+    let rotated = settings.with_gateway_key(Some(switchboard_crds::gateway_key::PublicKey::from_bytes([7; 32])));
+    assert!(matches!(rotated, std::borrow::Cow::Owned(_)));
+    let template = |s: &BuildSettings| value(&build(&agent, &spec, s).deployment)["spec"]["template"].clone();
+    assert_ne!(template(&rotated), template(&settings));
+    assert!(matches!(settings.with_gateway_key(settings.gateway_public_key), std::borrow::Cow::Borrowed(_)));
 }
 
 #[test]

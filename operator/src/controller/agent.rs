@@ -1,7 +1,9 @@
 //! The Agent reconcile: fetch (Persona, Workflow, handoff targets) -> validate (the API
 //! crate's pure validator) -> build (pure) -> apply + prune -> status. An invalid spec gets
 //! `Accepted=False` and a Warning Event and waits for a change; its existing children keep
-//! running the last accepted configuration.
+//! running the last accepted configuration. So does an Agent refused by policy. Without
+//! the gateway's public key (see [`crate::gateway_key`]) a new Agent is not accepted and an
+//! accepted one is held as it runs.
 
 use std::sync::Arc;
 
@@ -18,6 +20,7 @@ use super::apply::{apply_children, apply_status};
 use super::status::{Verdict, accepted, agent_status, replicas};
 use super::{Context, Error, key_of, policy};
 use crate::build::{build, service};
+use crate::gateway_key::{KeyMissing, REASON_KEY_MISSING};
 use crate::lean::LeanDeployment;
 
 /// The metrics label of Agent reconciles.
@@ -84,9 +87,16 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
         return reject(agent, ctx, &refused, Action::await_change()).await;
     }
 
+    // What the pods need from the platform: the gateway's public key (its watch wakes
+    // every Agent when it comes or changes).
+    let key = match ctx.stores.gateway_key.current().await? {
+        Ok(key) => key,
+        Err(missing) => return wait_for_key(agent, ctx, &missing).await,
+    };
+
     // Build and apply.
     let spec = resolve(agent, persona.as_ref(), workflow.as_ref());
-    let desired = build(agent, &spec, &ctx.settings);
+    let desired = build(agent, &spec, &ctx.settings.with_gateway_key(key));
     let deployment = match apply_children(ctx, &namespace, &name, &desired).await {
         Ok(deployment) => deployment,
         Err(Error::NotOwned { kind, namespace, name }) => {
@@ -108,7 +118,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     // An Event when a rejected spec becomes valid (not on every first acceptance: that
     // would be one more write per new Agent, and `kubectl get agents` shows it anyway).
     if write_status(agent, &agents, &status, ctx).await? && was_rejected(agent.status.as_ref()) {
-        ctx.event(agent, EventType::Normal, "Accepted", "the spec is valid now; runtime children applied".into()).await;
+        ctx.event(agent, EventType::Normal, "Accepted", "accepted now; runtime children applied".into()).await;
     }
     Ok(Action::requeue(ctx.resync))
 }
@@ -140,6 +150,21 @@ async fn reject(agent: &Agent, ctx: &Context, verdict: &Verdict, then: Action) -
         ctx.event(agent, EventType::Warning, &verdict.reason, verdict.message.clone()).await;
     }
     Ok(then)
+}
+
+/// No gateway public key yet (see [`crate::gateway_key`]): an Agent already accepted keeps
+/// its pods, its status and so its route, and its changes wait (a Warning Event says so);
+/// any other is not accepted. The key's watch wakes every Agent when the key comes.
+async fn wait_for_key(agent: &Agent, ctx: &Context, missing: &KeyMissing) -> Result<Action, Error> {
+    let accepted = agent.status.as_ref().and_then(|s| find_condition(&s.conditions, CONDITION_ACCEPTED));
+    let running = accepted.is_some_and(|c| c.status == "True");
+    if !running {
+        return reject(agent, ctx, &missing.verdict(), Action::await_change()).await;
+    }
+    let note = missing.held();
+    tracing::warn!(agent = %agent.name_any(), namespace = ?agent.namespace(), "{note}");
+    ctx.event(agent, EventType::Warning, REASON_KEY_MISSING, note).await;
+    Ok(Action::await_change())
 }
 
 /// Writes `status` unless the Agent already has it; true when written.

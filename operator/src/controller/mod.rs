@@ -85,6 +85,8 @@ pub struct Stores {
     pub workflows: Store<Workflow>,
     /// Metadata of the HorizontalPodAutoscalers the operator labelled (for pruning).
     pub hpas: Store<PartialObjectMeta<DynamicObject>>,
+    /// The gateway's public key for runtime pods (fixed, or followed in a ConfigMap).
+    pub gateway_key: crate::gateway_key::GatewayKey,
 }
 
 impl std::fmt::Debug for Stores {

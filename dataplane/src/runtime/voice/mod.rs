@@ -7,7 +7,9 @@
 //! results go back into the stream. Hybrid sessions also take typed text into the same
 //! stream. Audio input is checked in [`audio`].
 //!
-//! Which sessions are voice sessions is decided by [`wants_audio`].
+//! Which sessions are voice sessions is decided where a connection starts its session
+//! ([`super::connection`]): the client's `session_start.modalities` includes `audio`, the
+//! agent is voice or hybrid, and this runtime has a voice model for it.
 
 pub mod audio;
 pub mod relay;
@@ -37,16 +39,6 @@ pub const STREAMS_PER_CLIENT: usize = 100;
 pub const MAX_CLIENTS: usize = 16;
 /// How long sending a message to a client that does not read may block the session.
 const SLOW_CLIENT: Duration = Duration::from_secs(5);
-
-/// Whether a session of an agent in `mode` runs over Nova Sonic: the agent is voice or
-/// hybrid and the client's `session_start.modalities` includes `audio`. Otherwise it is
-/// a text session over the agent's text model, as before (typed chats with any agent,
-/// and every client that does not ask for audio, keep working unchanged). The choice
-/// holds for the whole connection: after a handoff to a text-only agent it continues as
-/// text, with audio ignored.
-pub fn wants_audio(mode: Mode, modalities: &[String]) -> bool {
-    mode.has_audio() && modalities.iter().any(|m| m.eq_ignore_ascii_case("audio"))
-}
 
 /// The Nova Sonic clients of one agent, used in turn.
 #[derive(Debug)]
