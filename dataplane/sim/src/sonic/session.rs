@@ -53,6 +53,11 @@ use crate::state::{SimState, applies};
 const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// How long the output stays open after `sessionEnd` for the client to end its input.
 const SESSION_END_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long the output stays open after the input's end message for the request body
+/// itself to end. The output ends after the body, as over a real network: a client (the
+/// CRT HTTP client of Pipecat's SDK) that ends its body after the response completed
+/// fails the write ("HTTP-stream has completed").
+const BODY_END_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One stream's state.
 pub struct Session {
@@ -80,6 +85,8 @@ pub struct Session {
     total: Usage,
     input_done: bool,
     drain_until: Option<Instant>,
+    /// The input's end message arrived: the output ends when the body does (or by then).
+    body_end_by: Option<Instant>,
 }
 
 impl Session {
@@ -116,6 +123,7 @@ impl Session {
             total: Usage::default(),
             input_done: false,
             drain_until: None,
+            body_end_by: None,
         }
     }
 
@@ -155,6 +163,11 @@ impl Session {
                 },
                 () = sleep_until(next_due), if next_due.is_some() => self.emit_due().await,
                 () = sleep_until(close_at), if close_at.is_some() => self.scripted_close().await,
+                () = sleep_until(self.body_end_by), if self.body_end_by.is_some() && !self.input_done => {
+                    tracing::debug!(stream = self.stream, "the client's body did not end after its end message; ending the output");
+                    self.input_done = true;
+                    self.finish_output();
+                }
                 () = sleep_until(self.drain_until), if self.drain_until.is_some() && !self.input_done => {
                     tracing::debug!(stream = self.stream, "the client did not end its input after the output ended; giving up");
                     break;
@@ -164,12 +177,15 @@ impl Session {
     }
 
     async fn drain(&mut self, decoder: &mut EnvelopeDecoder) {
+        // After the end message nothing more is read; the body's own end finishes the output.
+        if self.body_end_by.is_some() {
+            return;
+        }
         loop {
             match decoder.next_envelope() {
                 Ok(Some(Envelope::Event(event))) => self.on_event(&event).await,
                 Ok(Some(Envelope::End)) => {
-                    self.input_done = true;
-                    self.finish_output();
+                    self.body_end_by = Some(Instant::now() + BODY_END_GRACE);
                     return;
                 }
                 Ok(None) => return,
