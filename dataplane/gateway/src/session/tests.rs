@@ -1,6 +1,7 @@
 //! Each rule of the session machine, driven through its events; and random event
 //! sequences against a model of the task and the runtimes ([`props`]).
 
+mod limits;
 mod park;
 mod props;
 
@@ -15,9 +16,8 @@ use switchboard_crds::Mode;
 use switchboard_crds::routing::{RUNTIME_PORT, Route, RoutingTable, SESSION_PATH};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 
-use super::machine::{ClientFrame, Cx, Effect, Ending, Event, Limits, Machine, Note, Phase, RuntimeFrame, SendFailure};
+use super::machine::{ClientFrame, Cx, Effect, Ending, Event, Limits, Machine, Note, Phase, RuntimeFrame};
 use super::moves::MAX_RECOVERIES;
-use crate::auth::Refusal;
 use crate::directory::Directory;
 use crate::resume::Frame;
 
@@ -168,7 +168,7 @@ pub(super) fn typed(text: &str) -> ClientMessage {
     ClientMessage::BidiTextInput { text: text.into() }
 }
 
-fn error_codes(effects: &[Effect]) -> Vec<String> {
+pub(super) fn error_codes(effects: &[Effect]) -> Vec<String> {
     to_client(effects)
         .into_iter()
         .filter_map(|m| match m {
@@ -437,107 +437,6 @@ fn a_runtime_that_closes_for_a_drain_moves_the_session_and_any_other_close_ends_
     let mut drive = Drive::live();
     drive.closed(1005);
     assert_eq!(drive.ending(), Some(&Ending::Close((close_code::NORMAL, String::new()))), "no code: normal");
-}
-
-#[test]
-fn client_limits_end_the_session_with_their_codes() {
-    let mut drive = Drive::live();
-    let refusal = Refusal { code: close_code::RATE_LIMITED, message: "key budget".into(), reason: "key_rate" };
-    let effects = drive.on(Event::Client(ClientFrame::Binary(vec![0; 4].into()), Err(refusal)));
-    assert_eq!(error_codes(&effects), ["key_rate"]);
-    assert!(effects.contains_or(&Note::Refused("key_rate")));
-    assert_eq!(drive.ending(), Some(&Ending::Close((close_code::RATE_LIMITED, "key rate".into()))));
-
-    let mut drive = Drive::live();
-    drive.machine.limits.session_rate = 1;
-    drive.machine = rebuild_bucket(drive.machine);
-    drive.client(ClientFrame::Binary(vec![0; 4].into()));
-    drive.client(ClientFrame::Binary(vec![0; 4].into()));
-    let effects = drive.client(ClientFrame::Binary(vec![0; 4].into()));
-    assert_eq!(error_codes(&effects), ["session_rate"], "a burst of twice the rate, then refused");
-
-    for (frame, code) in [(ClientFrame::Oversized, close_code::TOO_BIG), (ClientFrame::Close, close_code::NORMAL)] {
-        let mut drive = Drive::live();
-        drive.client(frame);
-        assert!(matches!(drive.ending(), Some(Ending::Close((c, _))) if *c == code));
-    }
-    let mut drive = Drive::live();
-    drive.on(Event::ClientSendFailed(SendFailure::Slow));
-    assert!(matches!(drive.ending(), Some(Ending::Close((close_code::SLOW_CLIENT, _)))));
-}
-
-fn rebuild_bucket(machine: Machine) -> Machine {
-    let mut fresh = Machine::blank(
-        machine.limits.clone(),
-        machine.id.clone(),
-        machine.identity.clone(),
-        machine.target.clone(),
-        None,
-        vec![],
-        Instant::now(),
-    );
-    fresh.runtime = machine.runtime;
-    fresh
-}
-
-#[test]
-fn an_idle_session_ends_only_once_the_timeout_passed_since_the_last_frame() {
-    let mut drive = Drive::live();
-    drive.now += Duration::from_secs(50);
-    drive.runtime(say("assistant", "still here"));
-    drive.now += Duration::from_secs(50);
-    assert!(drive.on(Event::IdleDue).is_empty(), "the agent's frame 50 s ago counts");
-    assert_eq!(drive.machine.idle_deadline(), drive.now + Duration::from_secs(10));
-    drive.now += Duration::from_secs(10);
-    let effects = drive.on(Event::IdleDue);
-    assert_eq!(error_codes(&effects), ["idle_timeout"]);
-    let [ServerMessage::BidiError { message, recoverable: false, .. }] = &to_client(&effects)[..] else {
-        panic!("{effects:?}")
-    };
-    assert!(message.contains("cannot be resumed"), "an idle session ends, and says so: {message}");
-    assert!(matches!(drive.ending(), Some(Ending::Close((close_code::IDLE_TIMEOUT, _)))));
-}
-
-#[test]
-fn silent_sides_are_found_by_pings_a_client_parks_a_runtime_is_left() {
-    let pinged = |effects: &[Effect]| {
-        (
-            effects.iter().any(|e| matches!(e, Effect::PingClient)),
-            effects.iter().any(|e| matches!(e, Effect::PingRuntime)),
-        )
-    };
-    let mut drive = Drive::live();
-    drive.now += Duration::from_secs(5);
-    assert_eq!(pinged(&drive.on(Event::PingDue)), (true, true));
-    // Pongs keep both alive but are no activity: the idle deadline does not move.
-    let idle = drive.machine.idle_deadline();
-    drive.now += Duration::from_secs(10);
-    drive.client(ClientFrame::Control);
-    drive.on(Event::Runtime(RuntimeFrame::Control));
-    assert_eq!(drive.machine.idle_deadline(), idle);
-    drive.now += Duration::from_secs(10);
-    assert_eq!(pinged(&drive.on(Event::PingDue)), (true, true), "heard 10 s ago: still there");
-
-    // A runtime that answers nothing for the timeout: the session moves to another pod.
-    drive.now += Duration::from_secs(5);
-    drive.client(ClientFrame::Control);
-    drive.now += Duration::from_secs(10);
-    let effects = drive.on(Event::PingDue);
-    assert!(effects.iter().any(|e| matches!(e, Effect::Note(Note::RuntimeSilent(_)))));
-    assert!(effects.iter().any(|e| matches!(e, Effect::CloseRuntime)));
-    assert_eq!(drive.opening(), Some(("bank/triage".into(), Some(addr(1)), false)));
-    let effects = drive.on(Event::Opened(Ok(addr(2))));
-    assert!(matches!(
-        &to_client(&effects)[..],
-        [ServerMessage::BidiConnectionRestart { reason, .. }] if reason == "runtime_unresponsive"
-    ));
-
-    // A client that answers nothing: its session parks for resume (not ended).
-    drive.now += Duration::from_secs(16);
-    drive.on(Event::Runtime(RuntimeFrame::Control));
-    let effects = drive.on(Event::PingDue);
-    assert!(effects.iter().any(|e| matches!(e, Effect::Note(Note::ClientSilent(_)))));
-    assert_eq!(drive.ending(), Some(&Ending::Park));
 }
 
 #[test]
