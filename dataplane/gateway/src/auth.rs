@@ -121,6 +121,9 @@ impl Jwt {
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        // A token not valid yet (`nbf`) is refused like an expired one; both within 30 s of
+        // clock skew between the identity provider and the gateway.
+        validation.validate_nbf = true;
         validation.leeway = 30;
         let data = jsonwebtoken::decode::<Claims>(token, &key, &validation).map_err(|e| match e.kind() {
             ErrorKind::ExpiredSignature => "it has expired".to_owned(),
@@ -491,6 +494,15 @@ mod tests {
             assert!(refusal.message.contains(why), "{why}: {}", refusal.message);
         };
         refused(&token(&key, "k1", claims("https://idp.example", "switchboard", -300)), "expired");
+        // Not valid before (nbf): refused while in the future beyond the clock skew allowed.
+        let not_before = |from_now: i64| {
+            let mut c = claims("https://idp.example", "switchboard", 600);
+            c["nbf"] = serde_json::json!(c["exp"].as_i64().expect("exp") - 600 + from_now);
+            token(&key, "k1", c)
+        };
+        refused(&not_before(120), "not valid yet (nbf)");
+        assert!(auth.admit(&headers(&[]), Some(&not_before(10))).is_ok(), "within the 30 s of clock skew");
+        assert!(auth.admit(&headers(&[]), Some(&not_before(-60))).is_ok(), "already valid");
         refused(&token(&key, "k1", claims("https://evil.example", "switchboard", 300)), "issuer");
         refused(&token(&key, "k1", claims("https://idp.example", "other", 300)), "audience");
         let (forger, _) = jwt_key(2, "k1");
