@@ -1,0 +1,90 @@
+//! JWT client credentials: tokens signed by a key of the identity provider's JWKS
+//! (replaceable, for rotation), from its issuer, for the gateway's audience, unexpired and
+//! not before their `nbf` (30 s of clock skew).
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{DecodingKey, Validation};
+
+/// JWT checks: the signing keys (replaceable, for rotation), issuer and audience.
+#[derive(Debug)]
+pub struct Jwt {
+    keys: RwLock<Arc<JwkSet>>,
+    issuer: String,
+    audience: String,
+}
+
+/// A JWKS that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("the JWKS is not usable: {0}; expected a JSON Web Key Set ({{\"keys\": [...]}})")]
+pub struct JwksError(String);
+
+impl Jwt {
+    /// Checks tokens against the keys of `jwks` (a JWKS's JSON text), from `issuer` for
+    /// `audience`.
+    pub fn new(jwks: &str, issuer: String, audience: String) -> Result<Self, JwksError> {
+        Ok(Self { keys: RwLock::new(Arc::new(parse_jwks(jwks)?)), issuer, audience })
+    }
+
+    /// Replaces the keys (a rotated JWKS).
+    pub fn set_keys(&self, jwks: &str) -> Result<usize, JwksError> {
+        let set = parse_jwks(jwks)?;
+        let count = set.keys.len();
+        *self.keys.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(set);
+        Ok(count)
+    }
+
+    /// The subject of a valid `token`, or why it is not valid.
+    pub fn verify(&self, token: &str) -> Result<String, String> {
+        let header = jsonwebtoken::decode_header(token).map_err(|e| format!("it is not a JWT: {e}"))?;
+        let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner).clone();
+        let jwk = match &header.kid {
+            Some(kid) => keys.find(kid).ok_or_else(|| format!("no key {kid:?} in the gateway's JWKS"))?,
+            None if keys.keys.len() == 1 => &keys.keys[0],
+            None => return Err("the token names no key (kid) and the JWKS has several".into()),
+        };
+        if let Some(alg) = jwk.common.key_algorithm
+            && alg.to_string() != format!("{:?}", header.alg)
+        {
+            return Err(format!("the key {:?} is for {alg}, not {:?}", header.kid, header.alg));
+        }
+        let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("the key is not usable: {e}"))?;
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        // A token not valid yet (`nbf`) is refused like an expired one; both within 30 s of
+        // clock skew between the identity provider and the gateway.
+        validation.validate_nbf = true;
+        validation.leeway = 30;
+        let data = jsonwebtoken::decode::<Claims>(token, &key, &validation).map_err(|e| match e.kind() {
+            ErrorKind::ExpiredSignature => "it has expired".to_owned(),
+            ErrorKind::ImmatureSignature => "it is not valid yet (nbf)".to_owned(),
+            ErrorKind::InvalidIssuer => format!("it is not from the issuer {}", self.issuer),
+            ErrorKind::InvalidAudience => format!("it is not for the audience {}", self.audience),
+            ErrorKind::InvalidSignature => "its signature does not verify".to_owned(),
+            ErrorKind::InvalidAlgorithm => format!("{:?} does not fit the key", header.alg),
+            ErrorKind::MissingRequiredClaim(claim) => format!("it has no {claim} claim"),
+            _ => e.to_string(),
+        })?;
+        Ok(data.claims.sub)
+    }
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Claims {
+    sub: String,
+}
+
+fn parse_jwks(text: &str) -> Result<JwkSet, JwksError> {
+    let set: JwkSet = serde_json::from_str(text).map_err(|e| JwksError(e.to_string()))?;
+    if set.keys.is_empty() {
+        return Err(JwksError("it has no keys".into()));
+    }
+    for jwk in &set.keys {
+        DecodingKey::from_jwk(jwk).map_err(|e| JwksError(format!("key {:?}: {e}", jwk.common.key_id)))?;
+    }
+    Ok(set)
+}
