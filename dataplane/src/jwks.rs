@@ -108,15 +108,9 @@ pub async fn fetch(client: &HttpClient, url: &JwksUrl) -> Result<String, JwksFet
 }
 
 /// Fetches the JWKS at `url` once and builds the checker for `issuer` and `audience`.
-pub async fn load(
-    client: &HttpClient,
-    url: &JwksUrl,
-    issuer: String,
-    audience: String,
-) -> Result<Arc<Jwt>, anyhow::Error> {
+pub async fn load(client: &HttpClient, url: &JwksUrl, issuer: String, audience: String) -> Result<Jwt, anyhow::Error> {
     let text = fetch(client, url).await?;
-    let jwt = Jwt::new(&text, issuer, audience).map_err(|e| anyhow::anyhow!("the JWKS at {url}: {e}"))?;
-    Ok(Arc::new(jwt))
+    Jwt::new(&text, issuer, audience).map_err(|e| anyhow::anyhow!("the JWKS at {url}: {e}"))
 }
 
 /// Fetches the JWKS at `url` again every `every` and gives `jwt` its keys, until the
@@ -186,8 +180,9 @@ mod tests {
         let client = switchboard_models::net::Trust::system().client().expect("client");
         let url = |path: &str| JwksUrl::parse(&format!("http://{addr}{path}")).expect("loopback URL");
 
-        let jwt =
-            load(&client, &url("/jwks"), "https://idp.example".into(), "switchboard".into()).await.expect("loads");
+        let jwt = Arc::new(
+            load(&client, &url("/jwks"), "https://idp.example".into(), "switchboard".into()).await.expect("loads"),
+        );
         assert!(knows(&jwt, "k1") && !knows(&jwt, "k2"));
 
         // The provider rotates: the refresh brings the new key and drops the old one.

@@ -33,7 +33,7 @@ use switchboard_core::protocol::{ServerKind, ServerMessage};
 use crate::session::kept::Kept;
 
 mod store;
-pub use store::{Entry, Store, StoreError, Taken};
+pub use store::{BACKOFF as STORE_BACKOFF, Entry, Store, StoreError, Taken};
 
 /// A fresh resume token: 256 random bits (two v4 UUIDs, from the OS's CSPRNG), as hex.
 pub fn new_token() -> String {

@@ -12,7 +12,7 @@ use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::contract;
 use switchboard_crds::gateway_key::PublicKey;
 use switchboard_dataplane::jwks;
-use switchboard_gateway::auth::{Auth, Jwt};
+use switchboard_gateway::auth::{Auth, Jwt, SubjectLimits};
 use switchboard_gateway::publish;
 use switchboard_gateway::resume::Store;
 use switchboard_gateway::server::Server;
@@ -84,10 +84,12 @@ pub struct GatewayArgs {
     #[arg(long, env = "SWITCHBOARD_SHUTDOWN_DELAY_SECONDS", default_value_t = 5)]
     shutdown_delay_seconds: u64,
 
-    /// A file of API keys as SHA-256 digests, one a line: `<name> <sha256 hex> [max
-    /// sessions]` (`printf %s "$KEY" | sha256sum`). Clients send `Authorization: Bearer
-    /// <key>` or `X-Api-Key`; a missing or unknown key is refused with 4401. Without the
-    /// file, no key is asked for (development only).
+    /// A file of API keys as SHA-256 digests, one a line: `<name> <sha256 hex>
+    /// [sessions=N] [rate=N] [agents=<ns>/<agent>,...]` (`printf %s "$KEY" | sha256sum`):
+    /// the key's most live sessions, its messages a second across them, and the Agents it
+    /// may reach (`bank/*`; every exposed Agent when left out). Clients send
+    /// `Authorization: Bearer <key>` or `X-Api-Key`; a missing or unknown key is refused
+    /// with 4401. Without the file, no key is asked for (development only).
     #[arg(long, env = "SWITCHBOARD_API_KEYS_FILE")]
     api_keys_file: Option<PathBuf>,
 
@@ -100,8 +102,15 @@ pub struct GatewayArgs {
     /// Redis (`redis://host:6379`, `rediss://` for TLS) shared by every gateway replica:
     /// a client resumes its session through any of them, and a draining replica moves its
     /// sessions at once. Without it, sessions wait for resume in this process only.
+    /// Credentials go in the URL (`redis://:password@host:6379`, or `user:password@` with
+    /// Redis ACLs; the chart reads it from a Secret). The gateway starts and serves new
+    /// sessions while Redis is down; resumes are refused with 1013 until it answers.
     #[arg(long, env = "SWITCHBOARD_REDIS_URL")]
     redis_url: Option<String>,
+
+    /// PEM CA certificates trusted for a `rediss://` --redis-url (a private CA).
+    #[arg(long, env = "SWITCHBOARD_REDIS_CA_FILE", requires = "redis_url")]
+    redis_ca_file: Option<PathBuf>,
 
     /// Seconds a session whose client went away waits for it to resume (with the token
     /// of its latest `bidi_connection_start`).
@@ -139,6 +148,28 @@ pub struct GatewayArgs {
     /// The `aud` a JWT must carry.
     #[arg(long, env = "SWITCHBOARD_JWT_AUDIENCE")]
     jwt_audience: Option<String>,
+
+    /// The JWT claim listing the Agents a token may reach: an array (or a space-separated
+    /// string) of `<namespace>/<agent>` patterns, either part `*` (`["bank/*"]`). A token
+    /// without the claim reaches every exposed Agent, unless --jwt-require-agents-claim.
+    /// A new session may start only at a listed Agent (4403 `agent_not_allowed`), and a
+    /// resumed one only in a listed namespace.
+    #[arg(long, env = "SWITCHBOARD_JWT_AGENTS_CLAIM", default_value = "switchboard_agents")]
+    jwt_agents_claim: String,
+
+    /// Refuse tokens without the --jwt-agents-claim claim (4401).
+    #[arg(long, env = "SWITCHBOARD_JWT_REQUIRE_AGENTS_CLAIM")]
+    jwt_require_agents_claim: bool,
+
+    /// Most live sessions of one JWT subject (`sub`); more are refused with 4429. API keys
+    /// carry their own limit in --api-keys-file.
+    #[arg(long, env = "SWITCHBOARD_JWT_MAX_SESSIONS_PER_SUBJECT")]
+    jwt_max_sessions_per_subject: Option<usize>,
+
+    /// Most messages a second of one JWT subject, all its sessions together (bursts of
+    /// twice that); more close the session with 1008.
+    #[arg(long, env = "SWITCHBOARD_JWT_MAX_MESSAGES_PER_SECOND_PER_SUBJECT")]
+    jwt_max_messages_per_second_per_subject: Option<u32>,
 
     /// Most messages a second one session may send (bursts of twice that); more close it
     /// with 1008. Voice sends 50 audio frames a second.
@@ -178,6 +209,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         api_keys_file,
         allowed_origins,
         redis_url,
+        redis_ca_file,
         resume_seconds,
         replay_buffer_bytes,
         jwks_file,
@@ -186,6 +218,10 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         ca_file,
         jwt_issuer,
         jwt_audience,
+        jwt_agents_claim,
+        jwt_require_agents_claim,
+        jwt_max_sessions_per_subject,
+        jwt_max_messages_per_second_per_subject,
         max_messages_per_second,
         idle_seconds,
         ping_seconds,
@@ -208,25 +244,33 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         })?),
         None => None,
     };
+    anyhow::ensure!(
+        jwt_max_messages_per_second_per_subject != Some(0),
+        "--jwt-max-messages-per-second-per-subject must be above 0"
+    );
+    let limits = SubjectLimits {
+        max_sessions: jwt_max_sessions_per_subject,
+        max_messages_per_second: jwt_max_messages_per_second_per_subject,
+    };
+    let scoped = |jwt: Jwt| Arc::new(jwt.with_agents_claim(jwt_agents_claim.clone(), jwt_require_agents_claim));
     let mut auth = Auth::new(keys.as_deref(), allowed_origins)?;
     if let (Some(path), Some(issuer), Some(audience)) = (jwks_file, jwt_issuer.clone(), jwt_audience.clone()) {
         let read = |path: &PathBuf| {
             std::fs::read_to_string(path)
                 .map_err(|e| anyhow::anyhow!("cannot read the JWKS {}: {e}; check --jwks-file", path.display()))
         };
-        let jwt = Arc::new(
-            Jwt::new(&read(&path)?, issuer, audience).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
-        );
+        let jwt =
+            scoped(Jwt::new(&read(&path)?, issuer, audience).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
         tokio::spawn(reload_jwks(path, jwt.clone()));
-        auth = auth.with_jwt(jwt);
+        auth = auth.with_jwt(jwt, limits);
     }
     if let (Some(url), Some(issuer), Some(audience)) = (jwks_url, jwt_issuer, jwt_audience) {
         let url = jwks::JwksUrl::parse(&url)?;
         let client = Trust::from_file(ca_file.as_deref())?.client()?;
-        let jwt = jwks::load(&client, &url, issuer, audience).await?;
+        let jwt = scoped(jwks::load(&client, &url, issuer, audience).await?);
         tracing::info!(%url, "JWTs are checked with the identity provider's keys");
         jwks::keep_fresh(client, url, jwt.clone(), Duration::from_secs(jwks_refresh_seconds));
-        auth = auth.with_jwt(jwt);
+        auth = auth.with_jwt(jwt, limits);
     }
     if !auth.requires_keys() {
         tracing::warn!("no --api-keys-file: any client that reaches the gateway may open sessions");
@@ -257,8 +301,24 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     };
     let store = match &redis_url {
         Some(url) => {
-            let store = Store::redis(url, key.clone()).await.map_err(|e| anyhow::anyhow!("{e}; check --redis-url"))?;
-            tracing::info!("sessions wait for resume in Redis, shared with the other gateway replicas");
+            let ca = match &redis_ca_file {
+                Some(path) => Some(std::fs::read(path).map_err(|e| {
+                    anyhow::anyhow!("cannot read the Redis CA {}: {e}; check --redis-ca-file", path.display())
+                })?),
+                None => None,
+            };
+            let store = Store::redis(url, key.clone(), ca).map_err(|e| anyhow::anyhow!("{e}; check --redis-url"))?;
+            let probe = store.clone();
+            tokio::spawn(async move {
+                match probe.ping().await {
+                    Ok(()) => {
+                        tracing::info!("sessions wait for resume in Redis, shared with the other gateway replicas")
+                    }
+                    Err(error) => tracing::warn!(
+                        "{error}; new sessions are served, resumes are refused until Redis answers (check --redis-url)"
+                    ),
+                }
+            });
             store
         }
         None => Store::default(),

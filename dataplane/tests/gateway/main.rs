@@ -9,6 +9,7 @@ mod context;
 mod fleet;
 mod liveness;
 mod resume;
+mod scopes;
 mod sessions;
 mod voice;
 #[path = "../voice/common.rs"]

@@ -104,11 +104,15 @@ struct Redis {
 
 impl Redis {
     fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+        Self::start_on(port)
+    }
+
+    fn start_on(port: u16) -> Self {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
         let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
         assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
         let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim());
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
         let child = Command::new(bin.join("redis-server"))
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
@@ -154,7 +158,7 @@ const BOB: (&str, &str) = ("authorization", "Bearer bob-key");
 async fn two_replicas_on_one_redis_resume_each_others_sessions_and_a_draining_one_moves_its_clients() {
     let redis = Redis::start();
     let config = GatewayConfig { resume_window: Duration::from_secs(3), ..GatewayConfig::default() };
-    let store = || async { Store::redis(&redis.url, fleet_key()).await.expect("redis store") };
+    let store = || async { Store::redis(&redis.url, fleet_key(), None).expect("redis store") };
     let fleet = Fleet::with(&[], keys(), config.clone(), store().await).await;
     let (b, b_url, b_stop) = fleet.replica(keys(), config.clone(), store().await).await;
 
@@ -219,7 +223,7 @@ async fn two_replicas_on_one_redis_resume_each_others_sessions_and_a_draining_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_session_changed_in_redis_is_refused_on_resume() {
     let redis = Redis::start();
-    let store = Store::redis(&redis.url, fleet_key()).await.expect("redis store");
+    let store = Store::redis(&redis.url, fleet_key(), None).expect("redis store");
     let fleet = Fleet::with(&[], keys(), GatewayConfig::default(), store).await;
     let mut client = Client::connect_with(&fleet.url, &[ALICE]).await;
     client.send(&ClientMessage::SessionStart(SessionStart::default())).await;
@@ -269,4 +273,62 @@ async fn a_parked_session_changed_in_redis_is_refused_on_resume() {
         metrics.contains(r#"switchboard_gateway_sessions_refused_total{reason="session_tampered"} 1"#),
         "{metrics}"
     );
+}
+
+/// Redis is a help, not a dependency: a gateway whose Redis is down starts, serves new
+/// sessions, and refuses a resume with `store_unavailable` (1013: try again) instead of
+/// failing the session; once Redis answers, sessions park and resume through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_serves_while_its_redis_is_down_and_resumes_once_it_is_back() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let store = Store::redis(&format!("redis://127.0.0.1:{port}"), fleet_key(), None).expect("a lazy store");
+    assert!(store.ping().await.is_err(), "nothing listens yet");
+    let fleet = Fleet::with(&[], keys(), GatewayConfig::default(), store).await;
+
+    let converse = |url: String| async move {
+        let mut client = Client::connect_with(&url, &[ALICE]).await;
+        client.send(&ClientMessage::SessionStart(SessionStart::default())).await;
+        greeting(&mut client).await;
+        client.say("I'd like to check my balance").await;
+        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+        client.turn().await;
+        client
+    };
+    let client = converse(fleet.url.clone()).await;
+    let (token, last_seq) = position(&client.seen);
+    drop(client);
+    let mut back = Client::connect_with(&fleet.url, &[ALICE]).await;
+    back.send(&resume_start(&token, last_seq)).await;
+    let (code, _) = back.closed().await;
+    assert_eq!(code, close_code::TRY_AGAIN_LATER, "{:?}", back.seen);
+    assert!(
+        back.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, message, .. }
+            if code == "store_unavailable" && message.contains("Redis"))),
+        "said plainly: {:?}",
+        back.seen
+    );
+
+    let _redis = Redis::start_on(port);
+    tokio::time::sleep(switchboard_gateway::resume::STORE_BACKOFF + Duration::from_millis(500)).await;
+    let mut answered = false;
+    for _ in 0..50 {
+        if fleet.gateway.store.ping().await.is_ok() {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(answered, "the store reconnects by itself");
+    let mut client = converse(fleet.url.clone()).await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    client.turn().await;
+    let (token, last_seq) = position(&client.seen);
+    drop(client);
+    let mut back = Client::connect_with(&fleet.url, &[ALICE]).await;
+    back.send(&resume_start(&token, last_seq)).await;
+    back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    back.say("My balance please").await;
+    back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    let balance = back.turn().await;
+    assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "resumed through Redis: {balance:?}");
 }

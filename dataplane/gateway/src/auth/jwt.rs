@@ -1,6 +1,7 @@
 //! JWT client credentials: tokens signed by a key of the identity provider's JWKS
 //! (replaceable, for rotation), from its issuer, for the gateway's audience, unexpired and
-//! not before their `nbf` (30 s of clock skew).
+//! not before their `nbf` (30 s of clock skew). A claim the gateway's operator names may
+//! restrict the Agents a token reaches ([`Jwt::with_agents_claim`]).
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -8,12 +9,25 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{DecodingKey, Validation};
 
+use super::scope::Scope;
+
 /// JWT checks: the signing keys (replaceable, for rotation), issuer and audience.
 #[derive(Debug)]
 pub struct Jwt {
     keys: RwLock<Arc<JwkSet>>,
     issuer: String,
     audience: String,
+    /// The claim that lists the Agents a token may reach, and whether a token must carry it.
+    agents_claim: Option<(String, bool)>,
+}
+
+/// What a valid token says.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// Its `sub`.
+    pub subject: String,
+    /// The Agents it may reach: its agents claim, or every Agent without one.
+    pub scope: Scope,
 }
 
 /// A JWKS that cannot be used.
@@ -25,7 +39,15 @@ impl Jwt {
     /// Checks tokens against the keys of `jwks` (a JWKS's JSON text), from `issuer` for
     /// `audience`.
     pub fn new(jwks: &str, issuer: String, audience: String) -> Result<Self, JwksError> {
-        Ok(Self { keys: RwLock::new(Arc::new(parse_jwks(jwks)?)), issuer, audience })
+        Ok(Self { keys: RwLock::new(Arc::new(parse_jwks(jwks)?)), issuer, audience, agents_claim: None })
+    }
+
+    /// Restricts each token to the Agents its claim `claim` lists (`["bank/*"]`, or a
+    /// space-separated string `"bank/triage shop/*"`: [`Scope`] patterns). A token without
+    /// the claim reaches every Agent, unless `required`: then it is refused.
+    pub fn with_agents_claim(mut self, claim: String, required: bool) -> Self {
+        self.agents_claim = Some((claim, required));
+        self
     }
 
     /// Replaces the keys (a rotated JWKS).
@@ -36,8 +58,8 @@ impl Jwt {
         Ok(count)
     }
 
-    /// The subject of a valid `token`, or why it is not valid.
-    pub fn verify(&self, token: &str) -> Result<String, String> {
+    /// The subject and scope of a valid `token`, or why it is not valid.
+    pub fn verify(&self, token: &str) -> Result<Verified, String> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| format!("it is not a JWT: {e}"))?;
         let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner).clone();
         let jwk = match &header.kid {
@@ -69,13 +91,31 @@ impl Jwt {
             ErrorKind::MissingRequiredClaim(claim) => format!("it has no {claim} claim"),
             _ => e.to_string(),
         })?;
-        Ok(data.claims.sub)
+        let scope = self.scope(&data.claims.rest)?;
+        Ok(Verified { subject: data.claims.sub, scope })
+    }
+
+    fn scope(&self, claims: &serde_json::Map<String, serde_json::Value>) -> Result<Scope, String> {
+        let Some((name, required)) = &self.agents_claim else { return Ok(Scope::unrestricted()) };
+        let patterns: Vec<&str> = match claims.get(name) {
+            None if *required => return Err(format!("it has no {name} claim (the agents it may reach)")),
+            None => return Ok(Scope::unrestricted()),
+            Some(serde_json::Value::String(text)) => text.split_whitespace().collect(),
+            Some(serde_json::Value::Array(items)) => items
+                .iter()
+                .map(|item| item.as_str().ok_or_else(|| format!("its {name} claim holds a non-string {item}")))
+                .collect::<Result<_, _>>()?,
+            Some(other) => return Err(format!("its {name} claim is {other}, not a list of agent patterns")),
+        };
+        Scope::parse(patterns).map_err(|e| format!("its {name} claim: {e}"))
     }
 }
 
 #[derive(Debug, serde::Deserialize)]
 struct Claims {
     sub: String,
+    #[serde(flatten)]
+    rest: serde_json::Map<String, serde_json::Value>,
 }
 
 fn parse_jwks(text: &str) -> Result<JwkSet, JwksError> {

@@ -1,5 +1,15 @@
 //! Where parked sessions wait: in this process, or in Redis, shared by every gateway
 //! replica, each parked session sealed with the gateway's key (see [`super`]).
+//!
+//! Redis is a help, not a dependency: the gateway starts without it (the connection is
+//! made on first use, and made again after a failure), serves new sessions while it is
+//! down, and says so where it matters — a resume is refused with `store_unavailable`
+//! (1013, try again) and a session that cannot park ends as it would without a store.
+//! After a failure, every operation fails at once for [`BACKOFF`] instead of each one
+//! waiting out a connection timeout on the relay's path. One multiplexed connection
+//! (pipelined, reconnecting) serves all of a replica's sessions, as redis-rs advises over a
+//! pool for async use. Credentials go in the URL (`redis://user:password@host`,
+//! from a Secret); `rediss://` is TLS, with a private CA if given.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -37,6 +47,9 @@ pub enum StoreError {
     /// Redis failed.
     #[error("the session store (Redis) failed: {0}")]
     Redis(#[from] redis::RedisError),
+    /// Redis failed moments ago; not tried again until the backoff is over.
+    #[error("the session store (Redis) is unavailable (it failed {0} ms ago)")]
+    Unavailable(u128),
     /// A stored session does not decode.
     #[error("a parked session in the store does not decode: {0}")]
     Decode(#[from] serde_json::Error),
@@ -53,7 +66,50 @@ pub enum Store {
     /// In this process (one gateway replica).
     Memory(Arc<Mutex<HashMap<String, (Instant, Entry)>>>),
     /// Redis, shared by every replica; parked sessions sealed with the gateway's key.
-    Redis(redis::aio::ConnectionManager, Box<GatewaySigner>),
+    Redis(Arc<Shared>),
+}
+
+/// The Redis store's connection, key and health.
+pub struct Shared {
+    conn: redis::aio::ConnectionManager,
+    signer: GatewaySigner,
+    /// When Redis last failed in a way that says it is unreachable.
+    failed_at: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("failed_at", &self.failed_at).finish_non_exhaustive()
+    }
+}
+
+/// How long after a failure operations fail at once rather than try Redis again.
+pub const BACKOFF: Duration = Duration::from_secs(3);
+
+impl Shared {
+    /// A connection to use now, or why not.
+    fn conn(&self) -> Result<redis::aio::ConnectionManager, StoreError> {
+        let failed_at = *self.failed_at.lock().unwrap_or_else(PoisonError::into_inner);
+        match failed_at.map(|at| at.elapsed()) {
+            Some(since) if since < BACKOFF => Err(StoreError::Unavailable(since.as_millis())),
+            _ => Ok(self.conn.clone()),
+        }
+    }
+
+    /// Notes how an operation went: an unreachable Redis starts the backoff, an answer
+    /// ends it.
+    fn note<T>(&self, result: redis::RedisResult<T>) -> Result<T, StoreError> {
+        let unreachable = result.as_ref().err().is_some_and(|e| {
+            e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
+        });
+        let mut failed_at = self.failed_at.lock().unwrap_or_else(PoisonError::into_inner);
+        if unreachable {
+            *failed_at = Some(Instant::now());
+        } else if result.is_ok() {
+            *failed_at = None;
+        }
+        Ok(result?)
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -110,14 +166,35 @@ fn open(signer: &GatewaySigner, key: &str, value: &[u8]) -> Result<Parked, Store
 const PARKING: &str = "switchboard:parking:";
 
 impl Store {
-    /// A Redis store at `url` (`redis://`, `rediss://`), connected; parked sessions are
-    /// sealed with `signer` (the gateway's key, which every replica shares).
-    pub async fn redis(url: &str, signer: GatewaySigner) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url)?;
+    /// A Redis store at `url` (`redis://`, `rediss://` for TLS, trusting `ca` — PEM — on
+    /// top of the system's roots when given); parked sessions are sealed with `signer` (the
+    /// gateway's key, which every replica shares). It connects on first use: a Redis that
+    /// is down does not stop the gateway ([`Store::ping`] says whether it answers).
+    pub fn redis(url: &str, signer: GatewaySigner, ca: Option<Vec<u8>>) -> Result<Self, StoreError> {
+        let client = match ca {
+            Some(root_cert) => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates { client_tls: None, root_cert: Some(root_cert) },
+            )?,
+            None => redis::Client::open(url)?,
+        };
         let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_response_timeout(Some(Duration::from_secs(2)));
-        Ok(Self::Redis(client.get_connection_manager_with_config(config).await?, Box::new(signer)))
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(1);
+        let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, config)?;
+        Ok(Self::Redis(Arc::new(Shared { conn, signer, failed_at: Mutex::default() })))
+    }
+
+    /// Whether the store answers (Redis' PING; the in-memory store always does).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match self {
+            Self::Memory(_) => Ok(()),
+            Self::Redis(shared) => {
+                let mut conn = shared.conn.clone();
+                shared.note(redis::cmd("PING").query_async::<String>(&mut conn).await).map(drop)
+            }
+        }
     }
 
     /// Whether other gateway replicas see this store.
@@ -132,8 +209,8 @@ impl Store {
                 let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
                 map.insert(key.to_owned(), (Instant::now() + ttl, Entry::Parking));
             }
-            Self::Redis(conn, _) => {
-                let () = conn.clone().pset_ex(format!("{PARKING}{key}"), 1, millis(ttl)).await?;
+            Self::Redis(shared) => {
+                let () = shared.note(shared.conn()?.pset_ex(format!("{PARKING}{key}"), 1, millis(ttl)).await)?;
             }
         }
         Ok(())
@@ -148,15 +225,16 @@ impl Store {
                 map.retain(|_, (expires, _)| *expires > now);
                 map.insert(key.to_owned(), (now + ttl, Entry::Parked(Box::new(session.clone()))));
             }
-            Self::Redis(conn, signer) => {
-                let value = seal(signer, key, session)?;
-                let mut conn = conn.clone();
-                redis::pipe()
+            Self::Redis(shared) => {
+                let value = seal(&shared.signer, key, session)?;
+                let mut conn = shared.conn()?;
+                let result = redis::pipe()
                     .atomic()
                     .pset_ex(format!("{PREFIX}{key}"), value, millis(ttl))
                     .del(format!("{PARKING}{key}"))
                     .exec_async(&mut conn)
-                    .await?;
+                    .await;
+                shared.note(result)?;
             }
         }
         Ok(())
@@ -171,8 +249,8 @@ impl Store {
                     map.remove(key);
                 }
             }
-            Self::Redis(conn, _) => {
-                let () = conn.clone().del(format!("{PARKING}{key}")).await?;
+            Self::Redis(shared) => {
+                let () = shared.note(shared.conn()?.del(format!("{PARKING}{key}")).await)?;
             }
         }
         Ok(())
@@ -207,16 +285,16 @@ impl Store {
                     _ => Ok((None, false)),
                 }
             }
-            Self::Redis(conn, signer) => {
-                let mut conn = conn.clone();
+            Self::Redis(shared) => {
+                let mut conn = shared.conn()?;
                 // The mark first: a park writes the session and clears the mark at once, so
                 // a mark seen here means the session is (or will be) there, and no mark
                 // means it is there already or never will be. (The other order lost a
                 // session parked between the two reads: neither was seen.)
-                let parking: bool = conn.exists(format!("{PARKING}{key}")).await?;
-                let value: Option<Vec<u8>> = conn.get_del(format!("{PREFIX}{key}")).await?;
+                let parking: bool = shared.note(conn.exists(format!("{PARKING}{key}")).await)?;
+                let value: Option<Vec<u8>> = shared.note(conn.get_del(format!("{PREFIX}{key}")).await)?;
                 match value {
-                    Some(value) => Ok((Some(open(signer, key, &value)?), false)),
+                    Some(value) => Ok((Some(open(&shared.signer, key, &value)?), false)),
                     None => Ok((None, parking)),
                 }
             }

@@ -46,13 +46,13 @@ type ClientStream = SplitStream<WebSocket>;
 const SLOW_CLIENT: Duration = Duration::from_secs(5);
 
 /// Serves one upgraded client socket until the session ends or is parked. The client's
-/// identity (`admission.key`; empty without checks) binds its resume tokens, and its
-/// key's message budget applies. The key's session slot is given back before the client
-/// is told the session ended, so a client that reconnects at once is not refused.
+/// identity (`admission.key`; empty without checks) binds its resume tokens, its
+/// credential's scope bounds where it may start or resume, and its message budget
+/// applies. The key's session slot is given back before the client is told the session
+/// ended, so a client that reconnects at once is not refused.
 pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option<String>, admission: Admission) {
     let (mut client_tx, mut client_rx) = socket.split();
-    let identity = admission.key.clone().unwrap_or_default();
-    match admit(&gateway, query_agent, &identity, &mut client_tx, &mut client_rx).await {
+    match admit(&gateway, query_agent, &admission, &mut client_tx, &mut client_rx).await {
         Ok((machine, parked)) => {
             driver::run(driver::Relay { gateway, machine, parked, client_tx, client_rx, admission }).await;
         }
@@ -75,10 +75,11 @@ async fn close_client(client_tx: &mut ClientSink, (code, reason): Close) {
 async fn admit(
     gateway: &Arc<Gateway>,
     query_agent: Option<String>,
-    identity: &str,
+    admission: &Admission,
     client_tx: &mut ClientSink,
     client_rx: &mut ClientStream,
 ) -> Result<(Machine, Option<(String, Parked)>), Close> {
+    let identity = admission.key.as_deref().unwrap_or_default();
     let first = match tokio::time::timeout(gateway.config.start_timeout, client_rx.next()).await {
         Err(_) => return Err((close_code::NORMAL, "no session_start in time".into())),
         Ok(Some(Ok(Message::Text(text)))) => decode_client(text.as_str()),
@@ -104,6 +105,9 @@ async fn admit(
     if let Some(token) = &start.resume_token {
         let key = resume::store_key(identity, token);
         let parked = take_parked(gateway, &key, client_tx).await?;
+        if let Err(refusal) = admission.allow_namespace(&parked.namespace) {
+            return Err(refuse_as(gateway, client_tx, refusal).await);
+        }
         let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent) else {
             let message =
                 format!("the agent {}/{} this session was with no longer exists", parked.namespace, parked.agent);
@@ -124,6 +128,9 @@ async fn admit(
             return Err(refuse(gateway, client_tx, error.metric_label(), message, error.close_code()).await);
         }
     };
+    if let Err(refusal) = admission.allow_agent(&target.route.namespace, &target.route.name) {
+        return Err(refuse_as(gateway, client_tx, refusal).await);
+    }
     let id = format!("gw-{}", uuid::Uuid::new_v4());
     let machine =
         Machine::start(limits, id, identity.to_owned(), target, start.voice, start.modalities, pending, Instant::now());
@@ -177,6 +184,12 @@ fn client_context(start: &SessionStart) -> Option<String> {
         fields.push("context");
     }
     (!fields.is_empty()).then(|| fields.join(", session_start."))
+}
+
+/// [`refuse`] with the credential check's refusal.
+async fn refuse_as(gateway: &Gateway, client_tx: &mut ClientSink, refusal: crate::auth::Refusal) -> Close {
+    let message = ServerMessage::error(refusal.reason, refusal.message, false);
+    refuse(gateway, client_tx, refusal.reason, message, refusal.code).await
 }
 
 /// Counts a refused session, tells the client why, and returns the close.

@@ -1,0 +1,121 @@
+//! The API keys file (`--api-keys-file`): one key a line, as a SHA-256 digest, so a leaked
+//! file does not leak keys (`printf %s "$KEY" | sha256sum` makes a line):
+//!
+//! ```text
+//! # name     sha256 of the key                                                  options
+//! web        3c9909afec25354d551dae21590bb26e38d53f2173b8d3dc3eee4c047e7ab1c1   sessions=100 rate=500 agents=bank/triage
+//! partner    b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c   agents=shop/*
+//! batch      7d865e959b2466918c9863afca942d0fb89d7c9ac0c99bafc3749504ded97730   10 -
+//! ```
+//!
+//! After the digest come options: `sessions=N` (most live sessions of the key),
+//! `rate=N` (most messages a second, all its sessions together, bursts of twice that) and
+//! `agents=P,P,...` (the Agents it may reach, as [`Scope`] patterns). The older positional
+//! form, `[max sessions] [max messages per second]` with `-` for none, still reads.
+//! `#` starts a comment.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::Bucket;
+use super::scope::Scope;
+
+/// A key's entry.
+#[derive(Clone, Debug)]
+pub(super) struct KeyEntry {
+    pub(super) name: String,
+    pub(super) max_sessions: Option<usize>,
+    /// The key's message budget, shared by its sessions.
+    pub(super) rate: Option<Arc<Mutex<Bucket>>>,
+    /// The Agents it may reach.
+    pub(super) scope: Arc<Scope>,
+}
+
+/// A problem in the API keys file.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "API keys file, line {line}: {message}; expected `<name> <sha256 hex> [sessions=N] [rate=N] [agents=<ns>/<agent>,...]`"
+)]
+pub struct KeysFileError {
+    /// The line number (from 1).
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The keys of a keys file's text, by digest.
+pub(super) fn parse(text: &str) -> Result<HashMap<[u8; 32], KeyEntry>, KeysFileError> {
+    let mut keys = HashMap::new();
+    for (index, line) in text.lines().enumerate() {
+        let error = |message: String| KeysFileError { line: index + 1, message };
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [name, digest, options @ ..] = fields.as_slice() else {
+            return Err(error(format!("{} field", fields.len())));
+        };
+        let bytes = hex::decode(digest).map_err(|e| error(format!("the digest is not hex: {e}")))?;
+        let digest: [u8; 32] =
+            bytes.try_into().map_err(|b: Vec<u8>| error(format!("the digest has {} bytes, not 32", b.len())))?;
+        let options = Options::parse(options).map_err(error)?;
+        let entry = KeyEntry {
+            name: (*name).to_owned(),
+            max_sessions: options.sessions,
+            rate: options.rate.map(|n| Arc::new(Mutex::new(Bucket::new(n)))),
+            scope: Arc::new(options.scope),
+        };
+        if keys.insert(digest, entry).is_some() {
+            return Err(error("the same key is listed twice".into()));
+        }
+    }
+    Ok(keys)
+}
+
+/// What follows a key's digest.
+#[derive(Debug, Default)]
+struct Options {
+    sessions: Option<usize>,
+    rate: Option<u32>,
+    scope: Scope,
+}
+
+impl Options {
+    fn parse(fields: &[&str]) -> Result<Self, String> {
+        let mut options = Self::default();
+        let (mut positional, mut named) = (0, false);
+        for field in fields {
+            let (name, value) = match field.split_once('=') {
+                Some((name, value)) => {
+                    named = true;
+                    (name, value)
+                }
+                // The older form: max sessions, then max messages a second, before any option.
+                None if positional < 2 && !named => {
+                    positional += 1;
+                    (if positional == 1 { "sessions" } else { "rate" }, *field)
+                }
+                None => return Err(format!("{field:?} is not an option (name=value)")),
+            };
+            match name {
+                "sessions" => options.sessions = whole(name, value, 0)?.map(|n| n as usize),
+                "rate" => options.rate = whole(name, value, 1)?.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+                "agents" => options.scope = Scope::parse(value.split(',')).map_err(|e| e.to_string())?,
+                other => return Err(format!("unknown option {other:?} (sessions, rate, agents)")),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// A whole number of at least `min`, or `-` for none.
+fn whole(name: &str, value: &str, min: u64) -> Result<Option<u64>, String> {
+    if value == "-" {
+        return Ok(None);
+    }
+    match value.parse::<u64>() {
+        Ok(n) if n >= min => Ok(Some(n)),
+        _ => Err(format!("{name} {value:?}: a whole number of at least {min}, or -")),
+    }
+}

@@ -1,0 +1,303 @@
+//! The client checks, unit by unit.
+use axum::http::HeaderValue;
+
+use super::*;
+
+fn digest(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.insert(*name, HeaderValue::from_str(value).expect("header"));
+    }
+    map
+}
+
+#[test]
+fn keys_are_checked_by_digest_and_limited_per_key() {
+    let file = format!("# team keys\nalpha {} 1\nbeta {}  # no limit\n", digest("a-key"), digest("b-key"));
+    let auth = Auth::new(Some(&file), vec![]).expect("valid file");
+    let first = auth.admit(&headers(&[("authorization", "Bearer a-key")]), None).expect("admitted");
+    assert_eq!(first.key.as_deref(), Some("alpha"));
+    let second = auth.admit(&headers(&[("x-api-key", "a-key")]), None).expect_err("over its limit");
+    assert_eq!((second.code, second.reason), (close_code::TOO_MANY_SESSIONS, "key_sessions"));
+    drop(first);
+    assert!(auth.admit(&headers(&[("x-api-key", "a-key")]), None).is_ok(), "the slot came back");
+    assert!(auth.admit(&headers(&[("authorization", "bearer b-key")]), None).is_ok());
+    let unknown = auth.admit(&headers(&[("authorization", "Bearer nope")]), None).expect_err("unknown");
+    assert_eq!((unknown.code, unknown.reason), (close_code::UNAUTHORIZED, "unknown_key"));
+    let missing = auth.admit(&headers(&[]), None).expect_err("missing");
+    assert_eq!((missing.code, missing.reason), (close_code::UNAUTHORIZED, "missing_key"));
+    let basic = auth.admit(&headers(&[("authorization", "Basic a-key")]), None).expect_err("not a bearer");
+    assert_eq!(basic.reason, "missing_key");
+}
+
+#[test]
+fn browser_origins_need_the_allowlist() {
+    let open = Auth::new(None, vec!["https://bank.example".into()]).expect("auth");
+    assert!(open.admit(&headers(&[]), None).is_ok(), "no Origin: not a browser");
+    assert!(open.admit(&headers(&[("origin", "https://bank.example")]), None).is_ok());
+    let refused = open.admit(&headers(&[("origin", "https://evil.example")]), None).expect_err("foreign page");
+    assert_eq!((refused.code, refused.reason), (close_code::ORIGIN_NOT_ALLOWED, "origin"));
+    let any = Auth::new(None, vec!["*".into()]).expect("auth");
+    assert!(any.admit(&headers(&[("origin", "https://evil.example")]), None).is_ok());
+}
+
+#[test]
+fn the_own_page_is_admitted_only_on_an_address() {
+    let local = Auth::new(None, vec![]).expect("auth").with_own_page();
+    for (origin, host) in [
+        ("http://127.0.0.1:8080", "127.0.0.1:8080"),
+        ("http://localhost:8080", "localhost:8080"),
+        ("http://[::1]:8080", "[::1]:8080"),
+        ("http://192.168.1.5", "192.168.1.5"),
+    ] {
+        assert!(local.admit(&headers(&[("origin", origin), ("host", host)]), None).is_ok(), "{origin}");
+    }
+    for (origin, host) in [
+        // DNS rebinding: a site's own name pointed at this address.
+        ("http://evil.example:8080", "evil.example:8080"),
+        // Another port or scheme-less mismatch: another page.
+        ("http://127.0.0.1:9999", "127.0.0.1:8080"),
+        ("http://127.0.0.1:8080", ""),
+    ] {
+        let refused = local.admit(&headers(&[("origin", origin), ("host", host)]), None).expect_err(origin);
+        assert_eq!(refused.code, close_code::ORIGIN_NOT_ALLOWED);
+    }
+    let strict = Auth::new(None, vec![]).expect("auth");
+    assert!(
+        strict.admit(&headers(&[("origin", "http://127.0.0.1:8080"), ("host", "127.0.0.1:8080")]), None).is_err(),
+        "without with_own_page a gateway serves no page"
+    );
+}
+
+/// An Ed25519 signing key and the JWKS with its public half under `kid`.
+fn jwt_key(seed: u8, kid: &str) -> (jsonwebtoken::EncodingKey, String) {
+    use base64::Engine;
+    use ed25519_dalek::pkcs8::EncodePrivateKey;
+    let signing = ed25519_dalek::SigningKey::from_bytes(&[seed; 32]);
+    let der = signing.to_pkcs8_der().expect("pkcs8");
+    let x = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signing.verifying_key().as_bytes());
+    let jwks = serde_json::json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": x, "kid": kid, "alg": "EdDSA", "use": "sig"}]});
+    (jsonwebtoken::EncodingKey::from_ed_der(der.as_bytes()), jwks.to_string())
+}
+
+fn token(key: &jsonwebtoken::EncodingKey, kid: &str, claims: serde_json::Value) -> String {
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+    header.kid = Some(kid.into());
+    jsonwebtoken::encode(&header, &claims, key).expect("signs")
+}
+
+fn claims(iss: &str, aud: &str, exp_from_now: i64) -> serde_json::Value {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs();
+    let exp = i64::try_from(now).expect("now") + exp_from_now;
+    serde_json::json!({"sub": "user-7", "iss": iss, "aud": aud, "exp": exp})
+}
+
+#[test]
+fn jwts_are_checked_for_signature_key_issuer_audience_and_expiry() {
+    let (key, jwks) = jwt_key(1, "k1");
+    let jwt = Arc::new(Jwt::new(&jwks, "https://idp.example".into(), "switchboard".into()).expect("jwks"));
+    let auth = Auth::new(None, vec![]).expect("auth").with_jwt(jwt.clone(), SubjectLimits::default());
+    assert!(auth.requires_keys());
+    let good = token(&key, "k1", claims("https://idp.example", "switchboard", 300));
+    let admitted = auth.admit(&headers(&[("authorization", &format!("Bearer {good}"))]), None).expect("valid");
+    assert_eq!(admitted.key.as_deref(), Some("jwt:user-7"));
+    assert!(auth.admit(&headers(&[]), Some(&good)).is_ok(), "a browser's access_token query parameter");
+    let refused = |token: &str, why: &str| {
+        let refusal = auth.admit(&headers(&[]), Some(token)).expect_err(why);
+        assert_eq!((refusal.code, refusal.reason), (close_code::UNAUTHORIZED, "invalid_token"), "{why}");
+        assert!(refusal.message.contains(why), "{why}: {}", refusal.message);
+    };
+    refused(&token(&key, "k1", claims("https://idp.example", "switchboard", -300)), "expired");
+    // Not valid before (nbf): refused while in the future beyond the clock skew allowed.
+    let not_before = |from_now: i64| {
+        let mut c = claims("https://idp.example", "switchboard", 600);
+        c["nbf"] = serde_json::json!(c["exp"].as_i64().expect("exp") - 600 + from_now);
+        token(&key, "k1", c)
+    };
+    refused(&not_before(120), "not valid yet (nbf)");
+    assert!(auth.admit(&headers(&[]), Some(&not_before(10))).is_ok(), "within the 30 s of clock skew");
+    assert!(auth.admit(&headers(&[]), Some(&not_before(-60))).is_ok(), "already valid");
+    refused(&token(&key, "k1", claims("https://evil.example", "switchboard", 300)), "issuer");
+    refused(&token(&key, "k1", claims("https://idp.example", "other", 300)), "audience");
+    let (forger, _) = jwt_key(2, "k1");
+    refused(&token(&forger, "k1", claims("https://idp.example", "switchboard", 300)), "signature");
+    refused(&token(&key, "k9", claims("https://idp.example", "switchboard", 300)), "no key \"k9\"");
+    let no_sub = serde_json::json!({"iss": "https://idp.example", "aud": "switchboard", "exp": 4_000_000_000u64});
+    refused(&token(&key, "k1", no_sub), "sub");
+    // An HS256 token made with the public key as its secret (algorithm confusion).
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some("k1".into());
+    let confused = jsonwebtoken::encode(
+        &header,
+        &claims("https://idp.example", "switchboard", 300),
+        &jsonwebtoken::EncodingKey::from_secret(jwks.as_bytes()),
+    )
+    .expect("signs");
+    refused(&confused, "EdDSA");
+    // Rotation: the new key's tokens pass, the old key's no longer do.
+    let (next, next_jwks) = jwt_key(3, "k2");
+    assert_eq!(jwt.set_keys(&next_jwks).expect("rotated"), 1);
+    assert!(
+        auth.admit(&headers(&[]), Some(&token(&next, "k2", claims("https://idp.example", "switchboard", 300)))).is_ok()
+    );
+    refused(&good, "no key \"k1\"");
+    assert!(jwt.set_keys("{\"keys\": []}").is_err(), "an empty set is refused, the keys stay");
+    // Not a JWT, and no API keys configured: refused as an unknown key.
+    let plain = auth.admit(&headers(&[("x-api-key", "k")]), None).expect_err("not a key here");
+    assert_eq!(plain.reason, "unknown_key");
+}
+
+#[test]
+fn a_keys_message_budget_is_shared_by_its_sessions() {
+    let file = format!("slow {} - 2\nfree {} 3 -\n", digest("s-key"), digest("f-key"));
+    let auth = Auth::new(Some(&file), vec![]).expect("valid file");
+    let one = auth.admit(&headers(&[("x-api-key", "s-key")]), None).expect("admitted");
+    let two = auth.admit(&headers(&[("x-api-key", "s-key")]), None).expect("no session limit");
+    // A burst of twice the rate, across both sessions, then refusals.
+    let allowed =
+        (0..3).filter(|_| one.allow_message().is_ok()).count() + (0..3).filter(|_| two.allow_message().is_ok()).count();
+    assert_eq!(allowed, 4);
+    let refusal = one.allow_message().expect_err("spent");
+    assert_eq!((refusal.code, refusal.reason), (close_code::RATE_LIMITED, "key_rate"));
+    let free = auth.admit(&headers(&[("x-api-key", "f-key")]), None).expect("admitted");
+    assert!((0..1000).all(|_| free.allow_message().is_ok()), "no rate: no limit");
+    assert!(Auth::new(Some(&format!("a {} 1 0\n", digest("k"))), vec![]).is_err(), "a zero rate is refused");
+    let mut bucket = Bucket::new(10);
+    let start = Instant::now();
+    assert_eq!((0..30).filter(|_| bucket.take(start)).count(), 20, "bursts of two seconds' worth");
+    assert!(bucket.take(start + std::time::Duration::from_millis(150)), "refills at the rate");
+}
+
+#[test]
+fn a_bad_keys_file_names_its_line() {
+    let error = Auth::new(Some("ok x\n"), vec![]).expect_err("bad digest");
+    assert_eq!(error.line, 1);
+    let twice = format!("a {d}\nb {d}\n", d = digest("k"));
+    assert_eq!(Auth::new(Some(&twice), vec![]).expect_err("duplicate").line, 2);
+    assert!(Auth::new(Some(&format!("a {} many\n", digest("k"))), vec![]).is_err());
+}
+
+#[test]
+fn keys_take_named_options_and_a_scope() {
+    let file = format!(
+        "web {} sessions=1 rate=2 agents=bank/triage,shop/*\nold {} 3 -\nall {}\n",
+        digest("w-key"),
+        digest("o-key"),
+        digest("a-key")
+    );
+    let auth = Auth::new(Some(&file), vec![]).expect("valid file");
+    let web = auth.admit(&headers(&[("x-api-key", "w-key")]), None).expect("admitted");
+    assert!(web.allow_agent("bank", "triage").is_ok() && web.allow_agent("shop", "cart").is_ok());
+    let refusal = web.allow_agent("bank", "banking").expect_err("outside its scope");
+    assert_eq!((refusal.code, refusal.reason), (close_code::NOT_EXPOSED, "agent_not_allowed"));
+    assert!(refusal.message.contains("\"web\" may not reach bank/banking"), "{}", refusal.message);
+    assert!(refusal.message.contains("bank/triage, shop/*"), "says what it may reach: {}", refusal.message);
+    assert!(web.allow_namespace("bank").is_ok() && web.allow_namespace("evil").is_err());
+    assert_eq!(auth.admit(&headers(&[("x-api-key", "w-key")]), None).expect_err("sessions=1").reason, "key_sessions");
+    assert_eq!((0..5).filter(|_| web.allow_message().is_ok()).count(), 4, "rate=2: bursts of 4");
+    let old = auth.admit(&headers(&[("x-api-key", "o-key")]), None).expect("the positional form");
+    assert!(old.allow_agent("evil", "anything").is_ok(), "no agents= reaches every agent");
+    assert!(auth.admit(&headers(&[("x-api-key", "a-key")]), None).expect("no options").scope.is_unrestricted());
+
+    for (line, why) in [
+        (format!("x {} agents=triage", digest("k")), "not an agent pattern"),
+        (format!("x {} color=red", digest("k")), "unknown option"),
+        (format!("x {} rate=0", digest("k")), "at least 1"),
+        (format!("x {} sessions=2 5", digest("k")), "not an option"),
+        (format!("x {} 1 2 3", digest("k")), "not an option"),
+    ] {
+        let error = Auth::new(Some(&line), vec![]).expect_err(why);
+        assert!(error.to_string().contains(why), "{line}: {error}");
+    }
+}
+
+#[test]
+fn a_tokens_agents_claim_scopes_it_and_subjects_have_their_own_limits() {
+    let (key, jwks) = jwt_key(4, "k1");
+    let jwt = Jwt::new(&jwks, "https://idp.example".into(), "switchboard".into())
+        .expect("jwks")
+        .with_agents_claim("switchboard_agents".into(), false);
+    let limits = SubjectLimits { max_sessions: Some(2), max_messages_per_second: Some(1) };
+    let auth = Auth::new(None, vec![]).expect("auth").with_jwt(Arc::new(jwt), limits);
+    let with = |agents: serde_json::Value, sub: &str| {
+        let mut c = claims("https://idp.example", "switchboard", 300);
+        c["sub"] = sub.into();
+        if !agents.is_null() {
+            c["switchboard_agents"] = agents;
+        }
+        token(&key, "k1", c)
+    };
+    let listed = auth.admit(&headers(&[]), Some(&with(serde_json::json!(["bank/triage"]), "ada"))).expect("valid");
+    assert!(listed.allow_agent("bank", "triage").is_ok());
+    let refusal = listed.allow_agent("shop", "triage").expect_err("not listed");
+    assert!(refusal.message.contains("subject \"ada\" may not reach shop/triage"), "{}", refusal.message);
+    let spaced = auth.admit(&headers(&[]), Some(&with("bank/* shop/cart".into(), "bob"))).expect("a string");
+    assert!(spaced.allow_agent("bank", "idv").is_ok() && spaced.allow_agent("shop", "cart").is_ok());
+    assert!(spaced.allow_agent("shop", "till").is_err());
+    let bare = auth.admit(&headers(&[]), Some(&with(serde_json::Value::Null, "cy"))).expect("no claim");
+    assert!(bare.scope.is_unrestricted(), "without the claim, as before");
+    for (agents, why) in [
+        (serde_json::json!(["triage"]), "not an agent pattern"),
+        (serde_json::json!([7]), "non-string"),
+        (serde_json::json!({"bank": "*"}), "not a list"),
+    ] {
+        let refusal = auth.admit(&headers(&[]), Some(&with(agents, "dee"))).expect_err(why);
+        assert_eq!(refusal.reason, "invalid_token");
+        assert!(refusal.message.contains(why), "{}", refusal.message);
+    }
+
+    // Two sessions per subject; the third is refused while the first two live.
+    let second = auth.admit(&headers(&[]), Some(&with(serde_json::json!(["bank/*"]), "ada"))).expect("second");
+    let third = auth.admit(&headers(&[]), Some(&with(serde_json::json!(["bank/*"]), "ada"))).expect_err("third");
+    assert_eq!((third.code, third.reason), (close_code::TOO_MANY_SESSIONS, "key_sessions"));
+    assert!(third.message.contains("subject \"ada\""), "{}", third.message);
+    // One budget across the subject's sessions: 1 a second, bursts of 2.
+    assert_eq!(
+        [&listed, &second].iter().flat_map(|a| [a.allow_message(), a.allow_message()]).filter(Result::is_ok).count(),
+        2
+    );
+    assert_eq!(second.allow_message().expect_err("spent").reason, "key_rate");
+    assert!(bare.allow_message().is_ok(), "another subject's budget");
+    drop(second);
+    assert!(auth.admit(&headers(&[]), Some(&with(serde_json::Value::Null, "ada"))).is_ok(), "a slot came back");
+
+    let strict = Jwt::new(&jwks, "https://idp.example".into(), "switchboard".into())
+        .expect("jwks")
+        .with_agents_claim("switchboard_agents".into(), true);
+    let strict = Auth::new(None, vec![]).expect("auth").with_jwt(Arc::new(strict), SubjectLimits::default());
+    let refusal = strict.admit(&headers(&[]), Some(&with(serde_json::Value::Null, "eve"))).expect_err("required");
+    assert!(refusal.message.contains("no switchboard_agents claim"), "{}", refusal.message);
+}
+
+#[test]
+fn a_subjects_entry_goes_with_its_last_session_once_its_budget_refilled() {
+    let (key, jwks) = jwt_key(5, "k1");
+    let jwt = Arc::new(Jwt::new(&jwks, "https://idp.example".into(), "switchboard".into()).expect("jwks"));
+    let unlimited = Auth::new(None, vec![]).expect("auth").with_jwt(jwt.clone(), SubjectLimits::default());
+    let good = token(&key, "k1", claims("https://idp.example", "switchboard", 300));
+    let held = unlimited.admit(&headers(&[]), Some(&good)).expect("admitted");
+    assert_eq!(unlimited.live.lock().expect("lock").len(), 1);
+    drop(held);
+    assert!(unlimited.live.lock().expect("lock").is_empty(), "no session, no budget: nothing kept");
+
+    let limited = Auth::new(None, vec![])
+        .expect("auth")
+        .with_jwt(jwt, SubjectLimits { max_sessions: None, max_messages_per_second: Some(1000) });
+    let spender = limited.admit(&headers(&[]), Some(&good)).expect("admitted");
+    spender.allow_message().expect("one message");
+    drop(spender);
+    assert_eq!(
+        limited.live.lock().expect("lock").len(),
+        1,
+        "a spent budget outlives the session (no reset by reconnecting)"
+    );
+    let again = limited.admit(&headers(&[]), Some(&good)).expect("admitted again");
+    assert!(Arc::ptr_eq(
+        again.rate.as_ref().expect("rate"),
+        limited.live.lock().expect("lock")["jwt:user-7"].rate.as_ref().expect("rate")
+    ));
+}
