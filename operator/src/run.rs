@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use kube::api::ListParams;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{ListParams, PartialObjectMeta};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, store::Writer};
 use kube::runtime::{reflector, watcher};
@@ -22,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::build::hpa::api_resource;
 use crate::build::hpa::{HPA_V2, HPA_V2BETA2};
 use crate::controller::policy::{Policy, PolicyError};
-use crate::controller::{Context, Stores, resources};
+use crate::controller::{Context, Stores, network_policy, resources};
 use crate::gateway_key::GatewayKey;
 use crate::guard::{Fence, guarded};
 use crate::http::{Health, ServeError, bind};
@@ -102,6 +103,10 @@ async fn lead(
     check_crds(&client, args.namespace.as_deref()).await?;
     if args.build.hpa_api_version.is_none() {
         args.build.hpa_api_version = Some(discover_hpa_version(&client).await?);
+    }
+    // The gateway reads the routing table: unless told otherwise, it runs beside it.
+    if args.build.network_policy.gateway_namespace.is_none() {
+        args.build.network_policy.gateway_namespace = Some(args.routes_location().0);
     }
     health.set_ready(true);
     let identity = args.identity.clone().unwrap_or_else(default_identity);
@@ -211,7 +216,8 @@ fn default_identity() -> String {
     format!("{host}-{}-{nanos:x}", std::process::id())
 }
 
-/// Runs the Agent, Persona and Workflow controllers and the routing-table publisher until `stop`.
+/// Runs the Agent, Persona and Workflow controllers, the routing-table publisher and the
+/// NetworkPolicy watch and owner flush until `stop`.
 async fn controllers(
     args: &RunArgs,
     client: Client,
@@ -227,7 +233,15 @@ async fn controllers(
     let hpa_resource = api_resource(args.build.hpa_api_version());
     let hpa_writer = Writer::new(hpa_resource);
     let (gateway_key, key_watch) = gateway_key(args, &client, &metrics, stop.clone());
-    let stores = Stores { agents: agents.clone(), personas, workflows, hpas: hpa_writer.as_reader(), gateway_key };
+    let (network_policies, network_policy_writer) = reflector::store::<PartialObjectMeta<NetworkPolicy>>();
+    let stores = Stores {
+        agents: agents.clone(),
+        personas,
+        workflows,
+        hpas: hpa_writer.as_reader(),
+        network_policies,
+        gateway_key,
+    };
     let ctx = Arc::new(Context::new(
         client.clone(),
         args.build.clone(),
@@ -250,6 +264,8 @@ async fn controllers(
     );
     let inputs = wiring::AgentInputs { stream: agent_stream, store: agents.clone(), triggered, hpa_writer };
     let agent_controller = wiring::agent_controller(&client, args, inputs, ctx.clone(), stop.clone());
+    let queue = (triggers.clone(), overflow.clone());
+    let policy_watch = network_policy::run(&client, ns, network_policy_writer, ctx.clone(), queue, stop.clone());
     let for_personas = agents.clone();
     let persona_referrers = Referrers {
         of: Box::new(move |p: &Persona| triggers::persona_referrers(&for_personas, p.namespace(), &p.name_any())),
@@ -281,7 +297,7 @@ async fn controllers(
         stop.clone(),
     );
     let publisher = routes::publish(client.clone(), agents, notified, args.routes_location(), metrics, stop);
-    tokio::join!(agent_controller, persona_controller, workflow_controller, publisher, key_watch);
+    tokio::join!(agent_controller, persona_controller, workflow_controller, publisher, key_watch, policy_watch);
 }
 
 /// The gateway public key of runtime pods, and the watch that follows it until `stop`

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use switchboard_crds::gateway_key::PublicKey;
 use switchboard_telemetry::LogFormat;
@@ -61,6 +62,105 @@ pub struct BuildSettings {
     /// change rolls the pods.
     #[arg(long = "runtime-bedrock-ca-file", env = "SWITCHBOARD_RUNTIME_BEDROCK_CA_FILE", value_parser = read_ca_bundle)]
     pub runtime_bedrock_ca: Option<CaBundle>,
+    /// The NetworkPolicy that closes runtime pods to all but the gateway.
+    #[command(flatten)]
+    pub network_policy: NetworkPolicySettings,
+}
+
+/// The NetworkPolicy the operator keeps in every namespace with Agents (see
+/// [`crate::build::network_policy`]).
+#[derive(Clone, Debug, PartialEq, clap::Args)]
+pub struct NetworkPolicySettings {
+    /// Keep, in every namespace with Agents, the NetworkPolicy `switchboard-agent-ingress`:
+    /// runtime pods take traffic on their port (8080) only from the session gateway's pods
+    /// and from `--network-policy-extra-peers`. It is applied before an Agent's pods, owned by
+    /// the namespace's Agents (the garbage collector removes it with the last one), and never
+    /// written over a NetworkPolicy of that name that the operator did not make (such Agents
+    /// get `Accepted=False`, reason `NetworkPolicyNameTaken`). `false` writes none and leaves
+    /// those written before to their Agents. Enforced only where the cluster's network plugin
+    /// enforces NetworkPolicy. (`run` only: `render` prints each Agent's own children.)
+    #[arg(
+        long = "network-policy",
+        env = "SWITCHBOARD_NETWORK_POLICY",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+    )]
+    pub enabled: bool,
+    /// Namespace of the session gateway's pods (default: the routing table's namespace, which
+    /// the gateway reads). In that namespace the policy admits the gateway's pods by label
+    /// alone; elsewhere by the namespace's `kubernetes.io/metadata.name` label, which
+    /// Kubernetes sets from 1.21 on (label the gateway's namespace yourself before that).
+    #[arg(long = "network-policy-gateway-namespace", env = "SWITCHBOARD_NETWORK_POLICY_GATEWAY_NAMESPACE")]
+    pub gateway_namespace: Option<String>,
+    /// Labels of the session gateway's pods, comma-separated `key=value` (the Helm chart
+    /// sets its gateway's).
+    #[arg(
+        long = "network-policy-gateway-labels",
+        env = "SWITCHBOARD_NETWORK_POLICY_GATEWAY_LABELS",
+        value_delimiter = ',',
+        value_parser = parse_label,
+        default_value = DEFAULT_GATEWAY_LABEL,
+    )]
+    pub gateway_labels: Vec<(String, String)>,
+    /// More sources runtime pods take traffic from, such as Prometheus: a YAML or JSON list
+    /// of NetworkPolicy peers (`podSelector`, `namespaceSelector`, `ipBlock`), e.g.
+    /// `[{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]`.
+    /// A field a peer does not have (a typo) is an error at start.
+    #[arg(
+        long = "network-policy-extra-peers",
+        env = "SWITCHBOARD_NETWORK_POLICY_EXTRA_PEERS",
+        value_parser = parse_peers,
+        default_value = "[]",
+    )]
+    pub extra_peers: Peers,
+}
+
+/// The gateway pod label the operator assumes when none are given.
+pub const DEFAULT_GATEWAY_LABEL: &str = "app.kubernetes.io/name=switchboard-gateway";
+
+/// NetworkPolicy peers given at start.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Peers(pub Vec<NetworkPolicyPeer>);
+
+impl Default for NetworkPolicySettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            gateway_namespace: None,
+            gateway_labels: vec![parse_label(DEFAULT_GATEWAY_LABEL).unwrap_or_default()],
+            extra_peers: Peers::default(),
+        }
+    }
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.trim().split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_owned(), value.trim().to_owned())),
+        _ => Err(format!("{text:?} is not a `key=value` label")),
+    }
+}
+
+/// A YAML (or JSON) list of NetworkPolicy peers; each must name at least one source, and
+/// have no field a peer does not have (which would otherwise be dropped without a word).
+pub(crate) fn parse_peers(text: &str) -> Result<Peers, String> {
+    let value: serde_json::Value = match text.trim() {
+        "" => serde_json::Value::Null,
+        text => serde_yaml::from_str(text).map_err(|e| format!("the extra peers are not YAML or JSON: {e}"))?,
+    };
+    if value.is_null() {
+        return Ok(Peers::default());
+    }
+    let peers: Vec<NetworkPolicyPeer> = serde_json::from_value(value.clone())
+        .map_err(|e| format!("the extra peers are not a list of NetworkPolicy peers: {e}"))?;
+    if let Some(i) =
+        peers.iter().position(|p| p.pod_selector.is_none() && p.namespace_selector.is_none() && p.ip_block.is_none())
+    {
+        return Err(format!("extra peer {i} names no podSelector, namespaceSelector or ipBlock"));
+    }
+    if serde_json::to_value(&peers).ok().as_ref() != Some(&value) {
+        return Err(format!("the extra peers have a field a NetworkPolicy peer does not have (a typo?): {text}"));
+    }
+    Ok(Peers(peers))
 }
 
 /// PEM CA certificates, read from a file when the operator starts.
@@ -115,6 +215,7 @@ impl Default for BuildSettings {
             gateway_public_key: None,
             runtime_bedrock_endpoint: None,
             runtime_bedrock_ca: None,
+            network_policy: NetworkPolicySettings::default(),
         }
     }
 }
@@ -163,6 +264,51 @@ mod ca_tests {
         assert_eq!(parse_endpoint("https://10.0.0.1:8443/"), Ok("https://10.0.0.1:8443".to_owned()));
         assert!(parse_endpoint("bedrock.example").is_err());
         assert!(parse_endpoint("ftp://x").is_err());
+    }
+
+    #[test]
+    fn extra_peers_are_checked_at_start() {
+        let yaml = "[{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}, \
+                    podSelector: {matchLabels: {app: prometheus}}}, {ipBlock: {cidr: 10.0.0.0/8}}]";
+        let peers = parse_peers(yaml).expect("valid").0;
+        assert_eq!(peers.len(), 2);
+        assert_eq!(parse_peers(&serde_json::to_string(&peers).expect("json")), Ok(Peers(peers)), "JSON too");
+        for empty in ["", "[]", "null"] {
+            assert_eq!(parse_peers(empty), Ok(Peers::default()), "{empty:?}");
+        }
+        let typo = parse_peers("[{namespaceSelector: {matchLabel: {a: b}}}]").expect_err("typo");
+        assert!(typo.contains("a typo?"), "{typo}");
+        assert!(parse_peers("[{}]").expect_err("no source").contains("names no podSelector"));
+        assert!(parse_peers("{podSelector: {}}").expect_err("not a list").contains("not a list"));
+        assert!(parse_peers("[{podSelector: {matchLabels: {tier: 1}}}]").is_err(), "label values are strings");
+        assert_eq!(parse_label(" app = x "), Ok(("app".into(), "x".into())));
+        assert!(parse_label("app").is_err() && parse_label("=x").is_err());
+    }
+
+    #[test]
+    fn network_policy_flags_parse_with_their_defaults() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            build: BuildSettings,
+        }
+        use clap::Parser;
+        let default = Cli::try_parse_from(["x"]).expect("defaults").build;
+        assert_eq!(default.network_policy, NetworkPolicySettings::default());
+        let cli = Cli::try_parse_from([
+            "x",
+            "--network-policy=false",
+            "--network-policy-gateway-namespace=edge",
+            "--network-policy-gateway-labels=app.kubernetes.io/name=switchboard-gateway,app.kubernetes.io/instance=sb",
+            "--network-policy-extra-peers=[{ipBlock: {cidr: 10.0.0.0/8}}]",
+        ])
+        .expect("flags");
+        let np = cli.build.network_policy;
+        assert!(!np.enabled);
+        assert_eq!(np.gateway_namespace.as_deref(), Some("edge"));
+        assert_eq!(np.gateway_labels.len(), 2);
+        assert_eq!(np.extra_peers.0.len(), 1);
+        assert!(Cli::try_parse_from(["x", "--network-policy-extra-peers=[{}]"]).is_err());
     }
 }
 

@@ -9,7 +9,7 @@
 # ignored `pods` tests of switchboard-dataplane, run here one at a time): triage -> idv by
 # voice -> banking -> back to triage on one socket, a runtime pod deleted mid-session, a
 # Persona edit rolling the pods under a live voice call, a gateway replica deleted and its
-# client resuming on another; the chart's NetworkPolicy applied; the operator's leader pod
+# client resuming on another; the operator's NetworkPolicy applied; the operator's leader pod
 # deleted, the other replica taking over.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -87,11 +87,11 @@ out="$( (sleep 5) | timeout 30 "$CHAT" chat "$URL/v1/session?agent=$NS/triage" 2
 echo "$out" | grep -q "connected to triage, session gw-" || die "no gateway session with triage: $out"
 echo "$out" | grep -q "Example Bank" || die "no greeting from the triage pod: $out"
 log "ok: through the gateway ($URL) to a triage pod: $(echo "$out" | grep -m1 '^<')"
-# The chart's NetworkPolicy (runtime pods take traffic only from the gateway) is applied in
-# the release namespace. This node's bridge network does not enforce NetworkPolicy, so what
-# it blocks is not tested here.
-k -n "$RNS" get networkpolicy -o name | grep -q "runtime-ingress" || die "the chart's NetworkPolicy is not applied in $RNS"
-log "ok: NetworkPolicy applied in $RNS (not enforced by this node's bridge network)"
+# The operator's NetworkPolicy (runtime pods take traffic only from the gateway) is applied in
+# every namespace with Agents. This node's bridge network does not enforce NetworkPolicy, so
+# what it blocks is not tested here.
+k -n "$NS" get networkpolicy switchboard-agent-ingress -o name >/dev/null || die "the operator's NetworkPolicy is not applied in $NS"
+log "ok: NetworkPolicy applied in $NS (not enforced by this node's bridge network)"
 
 # Conversations on real pods.
 log "conversations on real pods (switchboard-dataplane's pods tests)"

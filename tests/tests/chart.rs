@@ -4,6 +4,8 @@
 //! and namespaced (`operator.watchNamespace`: Roles only), and no more than that. The
 //! operator never gets the gateway's private key: the gateway's own publication of its
 //! public key, run as the gateway's ServiceAccount, is what lets the Agents' pods be built.
+//! The chart renders no NetworkPolicy: it gives the operator its gateway's namespace and
+//! labels, and the operator keeps the policy where the Agents run.
 
 use std::process::Command;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use switchboard_crds::contract::env::GATEWAY_PUBLIC_KEY;
 use switchboard_crds::gateway_key::PublicKey;
 use switchboard_crds::routing::RoutingTable;
 use switchboard_gateway::publish::publish;
+use switchboard_operator::build::network_policy::NAME as NETWORK_POLICY;
 use switchboard_operator::gateway_key::REASON_KEY_MISSING;
 use switchboard_tests::cluster::{TestNamespace, cluster, kubectl, tools_bin};
 use switchboard_tests::manifests::{apply_path, install_crds};
@@ -65,11 +68,7 @@ fn the_chart_lints_and_renders_valid_manifests() {
         let (ok, rendered) = helm(None, &args);
         assert!(ok, "{rendered}");
         gateway_key_is_the_gateways_alone(&rendered);
-        let policy = rendered.split("---").find(|d| d.contains("kind: NetworkPolicy")).expect("a NetworkPolicy");
-        // In the release namespace a pod selector alone admits the gateway (1.20 sets no
-        // namespace name label); in a watched namespace, the gateway's namespace by name.
-        assert_eq!(policy.contains("namespaceSelector"), !extra.is_empty(), "{policy}");
-        assert!(policy.contains("app.kubernetes.io/name: switchboard-gateway"), "{policy}");
+        network_policy_is_the_operators(&rendered, extra.is_empty());
         if extra.is_empty() {
             assert!(
                 rendered.contains("kind: ClusterRoleBinding")
@@ -98,6 +97,65 @@ fn the_chart_lints_and_renders_valid_manifests() {
         assert!(out.status.success() && !text.contains("ERROR"), "{text}");
         assert!(text.contains("passed for resource deployment/sb-switchboard"), "{text}");
     }
+}
+
+/// The chart renders no NetworkPolicy of its own: it tells the operator, which keeps one in
+/// every namespace with Agents (`operator_network_policy.rs`), where its gateway runs, and
+/// gives it the rights for that and no more.
+fn network_policy_is_the_operators(rendered: &str, cluster_wide: bool) {
+    assert!(!rendered.contains("kind: NetworkPolicy"), "no second policy beside the operator's:\n{rendered}");
+    let env = operator_env(rendered);
+    assert_eq!(env("SWITCHBOARD_NETWORK_POLICY").as_deref(), Some("true"));
+    assert_eq!(env("SWITCHBOARD_NETWORK_POLICY_GATEWAY_NAMESPACE").as_deref(), Some("switchboard-system"));
+    let labels = "app.kubernetes.io/name=switchboard-gateway,app.kubernetes.io/instance=sb";
+    assert_eq!(env("SWITCHBOARD_NETWORK_POLICY_GATEWAY_LABELS").as_deref(), Some(labels));
+    assert_eq!(env("SWITCHBOARD_NETWORK_POLICY_EXTRA_PEERS").as_deref(), Some("[]"));
+    let role = document(rendered, if cluster_wide { "ClusterRole" } else { "Role" }, "sb-switchboard");
+    let rule = "resources: [networkpolicies]\n    verbs: [get, list, watch, create, patch]\n";
+    assert!(role.contains(rule), "{role}");
+}
+
+/// The operator container's environment in `rendered`: a lookup by name.
+fn operator_env(rendered: &str) -> impl Fn(&str) -> Option<String> {
+    let deployment: k8s_openapi::api::apps::v1::Deployment =
+        serde_yaml::from_str(document(rendered, "Deployment", "sb-switchboard")).expect("the operator's Deployment");
+    let env = deployment.spec.and_then(|s| s.template.spec).map(|p| p.containers[0].env.clone().unwrap_or_default());
+    let env = env.unwrap_or_default();
+    move |name| env.iter().find(|e| e.name == name).and_then(|e| e.value.clone())
+}
+
+#[test]
+fn the_operator_takes_the_charts_network_policy_settings() {
+    let names = [
+        "SWITCHBOARD_NETWORK_POLICY",
+        "SWITCHBOARD_NETWORK_POLICY_GATEWAY_NAMESPACE",
+        "SWITCHBOARD_NETWORK_POLICY_GATEWAY_LABELS",
+        "SWITCHBOARD_NETWORK_POLICY_EXTRA_PEERS",
+    ];
+    let render = |peer: &str| {
+        let value = format!("networkPolicy.metricsFrom[0].namespaceSelector.{peer}.team=monitoring");
+        let (ok, rendered) = helm(None, &["template", "sb", &chart(), "--namespace", "sb-system", "--set", &value]);
+        assert!(ok, "{rendered}");
+        let env = operator_env(&rendered);
+        names.map(|name| (name, env(name).unwrap_or_else(|| panic!("{name} in {rendered}"))))
+    };
+    let operator = operator::operator_binary().expect("the operator binary");
+    let examples = repo_root().join("examples/banking");
+    let run = |env: [(&str, String); 4]| {
+        let out = Command::new(&operator).args(["render", "-f"]).arg(&examples).envs(env).output().expect("runs");
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let good = render("matchLabels");
+    assert_eq!(good[3].1, r#"[{"namespaceSelector":{"matchLabels":{"team":"monitoring"}}}]"#);
+    let (ok, err) = run(good);
+    assert!(ok, "the operator starts with the chart's settings: {err}");
+    // A typo in metricsFrom stops the operator at start, never a policy that drops the peer.
+    let (ok, err) = run(render("matchLabel"));
+    assert!(!ok && err.contains("a typo?"), "{err}");
+    let (ok, off) = helm(None, &["template", "sb", &chart(), "--set", "networkPolicy.enabled=false"]);
+    assert!(ok, "{off}");
+    assert_eq!(operator_env(&off)("SWITCHBOARD_NETWORK_POLICY").as_deref(), Some("false"));
+    assert!(!off.contains("networkpolicies"), "no rights on NetworkPolicies it does not keep");
 }
 
 /// The rendered document of `kind` named `name`.
@@ -187,6 +245,7 @@ async fn can_i(
 /// ServiceAccount (impersonated) until it reconciles the banking examples, and checks the
 /// account may do nothing it does not need.
 async fn install_and_reconcile_as_the_chart(namespaced: bool) {
+    let _turn = install_turn(namespaced);
     let cluster = cluster().await.expect("control plane");
     install_crds(&cluster.client).await.expect("CRDs");
     let ns = TestNamespace::new(&cluster, "chart").await.expect("namespace");
@@ -258,6 +317,22 @@ async fn install_and_reconcile_as_the_chart(namespaced: bool) {
     .await
     .expect("the controller publishes the routing table with the chart's RBAC");
     assert!(!task.is_finished(), "the operator stopped: missing permissions?");
+    // The namespace's NetworkPolicy, owned by its 4 Agents, admitting the gateway from the
+    // release namespace (by its pod labels alone when the Agents run there too).
+    let policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy> = Api::namespaced(ns.client(), &agents_ns.name);
+    let policy = wait::until("the NetworkPolicy owned by the 4 Agents", Duration::from_secs(10), || async {
+        let policy = policies.get_opt(NETWORK_POLICY).await?;
+        Ok::<_, kube::Error>(policy.filter(|p| p.metadata.owner_references.as_ref().map(Vec::len) == Some(4)))
+    })
+    .await
+    .expect("the operator's NetworkPolicy");
+    let gateway = serde_json::to_value(&policy.spec.as_ref().and_then(|s| s.ingress.as_ref()).expect("ingress")[0])
+        .expect("json")["from"][0]
+        .clone();
+    assert_eq!(
+        gateway["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"].as_str(),
+        namespaced.then_some(ns.name.as_str())
+    );
 
     // Least privilege: nothing the operator does not use.
     let admin = ns.client();
@@ -290,7 +365,12 @@ async fn install_and_reconcile_as_the_chart(namespaced: bool) {
             && may("watch", "agents.switchboard.dev", here.clone()).await,
         "sanity"
     );
+    for verb in ["get", "watch", "create", "patch"] {
+        assert!(may(verb, "networkpolicies.networking.k8s.io", here.clone()).await, "{verb} networkpolicies");
+    }
     for (verb, resource) in [
+        ("update", "networkpolicies.networking.k8s.io"),
+        ("delete", "networkpolicies.networking.k8s.io"),
         ("update", "deployments.apps"),
         ("update", "configmaps"),
         ("update", "services"),
@@ -353,6 +433,21 @@ async fn install_and_reconcile_as_the_chart(namespaced: bool) {
     let (ok, out) = helm(Some(&cluster.kubeconfig), &["uninstall", &release, "--namespace", &ns.name]);
     assert!(ok, "{out}");
 }
+
+/// The cluster-wide install runs alone (an exclusive lock on a file that tests which must not
+/// meet a cluster-wide operator hold shared; see `operator_network_policy.rs`): its operator
+/// reconciles every namespace's Agents, the namespaced install's too, and once it has its
+/// own gateway's key it accepts them, so the namespaced install could not see its own
+/// operator wait for its key.
+fn install_turn(namespaced: bool) -> std::fs::File {
+    let path = std::env::temp_dir().join(CLUSTER_WIDE_LOCK);
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).expect("lock file");
+    if namespaced { file.lock_shared() } else { file.lock() }.expect("the installs' turn");
+    file
+}
+
+/// The lock file of [`install_turn`] (in the temporary directory).
+const CLUSTER_WIDE_LOCK: &str = "switchboard-cluster-wide-operator.lock";
 
 /// A client acting as ServiceAccount `namespace/account` (impersonated: its rights only).
 async fn impersonating(kubeconfig: &std::path::Path, namespace: &str, account: &str) -> Client {

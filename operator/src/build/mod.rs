@@ -5,10 +5,13 @@
 //! Children (all named after the Agent, in its namespace, owned by it):
 //! a ConfigMap with `runtime.json`, a Deployment running `switchboard runtime`, a Service
 //! on port 8080 (`http`), and — only with `spec.autoscaling` — a HorizontalPodAutoscaler.
+//! Beside them, one per namespace and owned by all its Agents, the NetworkPolicy that closes
+//! runtime pods to all but the gateway ([`network_policy`]).
 
 pub mod config_map;
 pub mod deployment;
 pub mod hpa;
+pub mod network_policy;
 pub mod service;
 
 use std::collections::BTreeMap;

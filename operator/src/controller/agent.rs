@@ -1,9 +1,10 @@
 //! The Agent reconcile: fetch (Persona, Workflow, handoff targets) -> validate (the API
-//! crate's pure validator) -> build (pure) -> apply + prune -> status. An invalid spec gets
-//! `Accepted=False` and a Warning Event and waits for a change; its existing children keep
-//! running the last accepted configuration. So does an Agent refused by policy. Without
-//! the gateway's public key (see [`crate::gateway_key`]) a new Agent is not accepted and an
-//! accepted one is held as it runs.
+//! crate's pure validator) -> build (pure) -> the namespace's NetworkPolicy -> apply +
+//! prune -> status. An invalid spec gets `Accepted=False` and a Warning Event and waits
+//! for a change; its existing children keep running the last accepted configuration. So
+//! does an Agent refused by policy (or whose namespace holds someone else's NetworkPolicy of
+//! the operator's policy's name). Without the gateway's public key (see
+//! [`crate::gateway_key`]) a new Agent is not accepted and an accepted one is held as it runs.
 
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use switchboard_crds::{Agent, AgentStatus, resolve};
 
 use super::apply::{apply_children, apply_status};
 use super::status::{Verdict, accepted, agent_status, replicas};
-use super::{Context, Error, key_of, policy};
+use super::{Context, Error, key_of, network_policy, policy};
 use crate::build::{build, service};
 use crate::gateway_key::{KeyMissing, REASON_KEY_MISSING};
 use crate::lean::LeanDeployment;
@@ -97,6 +98,10 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     // Build and apply.
     let spec = resolve(agent, persona.as_ref(), workflow.as_ref());
     let desired = build(agent, &spec, &ctx.settings.with_gateway_key(key));
+    // The namespace's NetworkPolicy first: no runtime pod runs without it.
+    if let Some(refused) = network_policy::ensure(ctx, &namespace, agent).await? {
+        return reject(agent, ctx, &refused, Action::requeue(POLICY_RECHECK)).await;
+    }
     let deployment = match apply_children(ctx, &namespace, &name, &desired).await {
         Ok(deployment) => deployment,
         Err(Error::NotOwned { kind, namespace, name }) => {

@@ -1,10 +1,12 @@
-//! The controllers: Agents (fetch -> validate -> build -> apply -> prune -> status) and the
-//! `Accepted` status of Personas and Workflows. Shared here: the context every reconcile
-//! gets, the error type, and the error policy (invalid specs are not errors — they get
-//! `Accepted=False` and wait for a change; API failures back off exponentially per object).
+//! The controllers: Agents (fetch -> validate -> build -> apply -> prune -> status; their
+//! namespace's NetworkPolicy before their children) and the `Accepted` status of Personas
+//! and Workflows. Shared here: the context every reconcile gets, the error type, and the
+//! error policy (invalid specs are not errors — they get `Accepted=False` and wait for a
+//! change; API failures back off exponentially per object).
 
 pub mod agent;
 pub mod apply;
+pub mod network_policy;
 pub mod policy;
 pub mod resources;
 pub mod status;
@@ -13,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -85,6 +88,9 @@ pub struct Stores {
     pub workflows: Store<Workflow>,
     /// Metadata of the HorizontalPodAutoscalers the operator labelled (for pruning).
     pub hpas: Store<PartialObjectMeta<DynamicObject>>,
+    /// Metadata of the operator's NetworkPolicies, one per namespace with Agents (empty when
+    /// the policy is off; see `network_policy.rs`).
+    pub network_policies: Store<PartialObjectMeta<NetworkPolicy>>,
     /// The gateway's public key for runtime pods (fixed, or followed in a ConfigMap).
     pub gateway_key: crate::gateway_key::GatewayKey,
 }
@@ -142,6 +148,8 @@ pub struct Context {
     pub policy: policy::Policy,
     /// What the operator last wrote to each child (to skip its own watch events).
     pub own_writes: OwnWrites,
+    /// What it last wrote to each namespace's NetworkPolicy.
+    pub network_policies: network_policy::NetworkPolicies,
     backoff: Mutex<HashMap<String, u32>>,
 }
 
@@ -171,6 +179,7 @@ impl Context {
             stores,
             policy,
             own_writes: OwnWrites::default(),
+            network_policies: Default::default(),
             backoff: Mutex::default(),
         }
     }

@@ -1,0 +1,384 @@
+//! Apply of the namespace's NetworkPolicy ([`crate::build::network_policy`]): before an
+//! Agent's children are applied, its namespace must have the operator's policy, current;
+//! runtime pods never run a moment without it (the policy selects them by label, whichever
+//! Agent they belong to).
+//!
+//! - **Writes are rare.** The policy is applied (server-side apply, the operator's field
+//!   manager, owners = every Agent of the namespace in the cache) before the Agent's
+//!   children when it is missing, when the settings changed, or when someone else changed
+//!   it (a generation later than the operator's write left), and once per namespace after a
+//!   restart. Reconciles of one namespace take turns (a lock per namespace).
+//! - **Owners are added in batches.** An Agent that finds the current policy without itself
+//!   among the owners goes on at once (the policy already covers its pods) and leaves its
+//!   namespace to the owner flush, which writes the whole owner list at most every
+//!   [`FLUSH_INTERVAL`]: a burst of 1,000 new Agents writes the policy a few times, not
+//!   1,000 times with ever longer lists.
+//! - **Never over someone else's.** Before any write, the object of that name is read: one
+//!   no Agent owns (a person's, the Helm chart's) stays as it is, and the Agent gets
+//!   `Accepted=False`, reason [`REASON_NETWORK_POLICY_TAKEN`], checked again periodically
+//!   like the other refusals of `policy.rs` — no pods without the policy.
+//! - **Repaired at once.** A watch of the operator's policies (metadata only, by label and
+//!   name) keeps the cache read here, and wakes one Agent of the namespace when a policy is
+//!   deleted or edited by anyone else; that Agent's reconcile applies it again (unless its
+//!   last Agent went, which is the garbage collector's deletion).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{PartialObjectMeta, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use prometheus::IntCounter;
+use switchboard_crds::Agent;
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::status::Verdict;
+use super::{Context, Error};
+use crate::build::FIELD_MANAGER;
+use crate::build::network_policy::{NAME, build, made_by_the_operator, watch_selector};
+use crate::triggers::hash_of;
+
+/// The kind, for metrics and messages.
+pub const KIND: &str = "NetworkPolicy";
+/// `Accepted` reason: a NetworkPolicy of the operator's policy's name is someone else's.
+pub const REASON_NETWORK_POLICY_TAKEN: &str = "NetworkPolicyNameTaken";
+/// How long the owner flush gathers new owners before it writes (and so the least time
+/// between two of its writes).
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(500);
+
+/// What the operator last wrote to each namespace's policy, the namespaces whose owner
+/// lists wait for the flush, and the turns reconciles take (memory only: after a restart,
+/// each namespace's policy is applied once again).
+#[derive(Debug, Default)]
+pub struct NetworkPolicies {
+    written: Mutex<HashMap<String, Written>>,
+    owners_due: Mutex<BTreeSet<String>>,
+    flush: Notify,
+    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The operator's last write of one namespace's policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Written {
+    /// Hash of the policy it applied, owners left out.
+    desired: u64,
+    /// The generation the write left.
+    generation: Option<i64>,
+    /// The uids of the owners it wrote.
+    owners: BTreeSet<String>,
+}
+
+/// What one Agent's reconcile must do about its namespace's policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Need {
+    /// Nothing: current, and the Agent is an owner.
+    Nothing,
+    /// Current, but the Agent is not an owner yet: the flush adds it.
+    Owner,
+    /// Apply it now, before the Agent's children.
+    Write,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain collections behind: still usable.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl NetworkPolicies {
+    fn turn(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
+        locked(&self.turns).entry(namespace.to_owned()).or_default().clone()
+    }
+
+    /// What the Agent with `uid` needs, the operator wanting `desired` (a hash) and the watch
+    /// having seen `cached`. The watch may trail the operator's own write (nothing seen yet,
+    /// or an earlier generation); a deletion clears what was written ([`Self::forget`]), a
+    /// later generation is someone else's edit.
+    fn need(
+        &self,
+        namespace: &str,
+        desired: u64,
+        uid: &str,
+        cached: Option<&PartialObjectMeta<NetworkPolicy>>,
+    ) -> Need {
+        let written = locked(&self.written);
+        let Some(w) = written.get(namespace).filter(|w| w.desired == desired) else { return Need::Write };
+        if cached.is_some_and(|c| c.metadata.generation > w.generation) {
+            Need::Write
+        } else if w.owners.contains(uid) {
+            Need::Nothing
+        } else {
+            Need::Owner
+        }
+    }
+
+    /// Whether `generation` of `namespace`'s policy is later than the operator's last write
+    /// left (someone else changed it). Unknown after a restart: every Agent is reconciled
+    /// then anyway.
+    fn changed_by_others(&self, namespace: &str, generation: Option<i64>) -> bool {
+        locked(&self.written).get(namespace).is_some_and(|w| generation > w.generation)
+    }
+
+    fn record(&self, namespace: &str, written: Written) {
+        locked(&self.written).insert(namespace.to_owned(), written);
+    }
+
+    fn forget(&self, namespace: &str) {
+        locked(&self.written).remove(namespace);
+        locked(&self.turns).remove(namespace);
+    }
+
+    /// Forgets the namespaces whose policy a relist no longer has (deleted while the watch
+    /// was down).
+    fn retain(&self, exists: impl Fn(&str) -> bool) {
+        locked(&self.written).retain(|ns, _| exists(ns));
+    }
+
+    fn owners_due(&self, namespace: &str) {
+        locked(&self.owners_due).insert(namespace.to_owned());
+        self.flush.notify_one();
+    }
+}
+
+/// Makes sure `namespace` has the operator's policy (a no-op when the policy is off), and
+/// that `agent` is or will soon be among its owners. `Some(verdict)` when someone else's
+/// object holds its name.
+pub async fn ensure(ctx: &Context, namespace: &str, agent: &Agent) -> Result<Option<Verdict>, Error> {
+    let settings = &ctx.settings.network_policy;
+    if !settings.enabled {
+        return Ok(None);
+    }
+    let uid = agent.uid().ok_or_else(|| Error::Unexpected("an Agent without a uid".into()))?;
+    let desired = hash_of(&build(namespace, [], settings));
+    let turn = ctx.network_policies.turn(namespace);
+    let _turn = turn.lock().await;
+    let cached = ctx.stores.network_policies.get(&ObjectRef::new(NAME).within(namespace));
+    match ctx.network_policies.need(namespace, desired, &uid, cached.as_deref()) {
+        Need::Nothing => {
+            ctx.metrics.child_apply(KIND, false);
+            Ok(None)
+        }
+        Need::Owner => {
+            ctx.network_policies.owners_due(namespace);
+            ctx.metrics.child_apply(KIND, false);
+            Ok(None)
+        }
+        Need::Write => match write(ctx, namespace, Some(agent)).await? {
+            Wrote::Applied => Ok(None),
+            Wrote::NotOurs => Ok(Some(taken(namespace))),
+        },
+    }
+}
+
+/// What [`write`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wrote {
+    /// Applied the policy.
+    Applied,
+    /// Nothing: the object of the policy's name is someone else's.
+    NotOurs,
+}
+
+/// Applies `namespace`'s policy, owned by every Agent of the namespace in the cache (and
+/// `agent`), unless someone else's object holds its name. The caller holds the namespace's
+/// turn.
+async fn write(ctx: &Context, namespace: &str, agent: Option<&Agent>) -> Result<Wrote, Error> {
+    let api: Api<PartialObjectMeta<NetworkPolicy>> = Api::namespaced(ctx.client.clone(), namespace);
+    let existing =
+        api.get_metadata_opt(NAME).await.map_err(|e| Error::kube(format!("reading {KIND} {namespace}/{NAME}"), e))?;
+    if existing.is_some_and(|e| !made_by_the_operator(&e.metadata)) {
+        return Ok(Wrote::NotOurs);
+    }
+    let settings = &ctx.settings.network_policy;
+    let agents = ctx.stores.agents.state();
+    let in_namespace = agents
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|a| a.namespace().as_deref() == Some(namespace) && a.metadata.deletion_timestamp.is_none());
+    let policy = build(namespace, in_namespace.chain(agent), settings);
+    let stored = api
+        .patch(NAME, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&policy))
+        .await
+        .map_err(|e| Error::kube(format!("applying {KIND} {namespace}/{NAME}"), e))?;
+    let owners = policy.metadata.owner_references.iter().flatten().map(|o| o.uid.clone()).collect();
+    let desired = hash_of(&build(namespace, [], settings));
+    ctx.network_policies.record(namespace, Written { desired, generation: stored.metadata.generation, owners });
+    ctx.metrics.child_apply(KIND, true);
+    Ok(Wrote::Applied)
+}
+
+/// The verdict for an Agent whose namespace has someone else's object of the policy's name.
+pub fn taken(namespace: &str) -> Verdict {
+    Verdict {
+        ok: false,
+        reason: REASON_NETWORK_POLICY_TAKEN.into(),
+        message: format!(
+            "a {KIND} named {namespace}/{NAME} already exists and no Agent owns it: the operator keeps a policy \
+             of that name in every namespace with Agents (runtime pods take traffic only from the session \
+             gateway) and will not overwrite someone else's, so it runs no pods for this Agent. Delete or \
+             rename that {KIND}, or ask the platform team to turn the operator's policy off \
+             (--network-policy=false; chart value networkPolicy.enabled)"
+        ),
+    }
+}
+
+/// The watch of the operator's policies and the owner flush, until `stop` (nothing to run
+/// when the policy is off). The watch fills the cache [`ensure`] reads and queues one Agent
+/// of a namespace whose policy someone else deleted or changed.
+pub fn run(
+    client: &Client,
+    namespace: Option<&str>,
+    writer: Writer<PartialObjectMeta<NetworkPolicy>>,
+    ctx: Arc<Context>,
+    (triggers, overflow): (mpsc::Sender<ObjectRef<Agent>>, IntCounter),
+    stop: CancellationToken,
+) -> BoxFuture<'static, ()> {
+    if !ctx.settings.network_policy.enabled {
+        return Box::pin(std::future::ready(()));
+    }
+    let api: Api<PartialObjectMeta<NetworkPolicy>> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let config = crate::run::watch_config().labels(&watch_selector()).fields(&format!("metadata.name={NAME}"));
+    let events = watcher(api, config).default_backoff().reflect(writer);
+    let flush = flush_owners(ctx.clone(), stop.clone());
+    let watch = async move {
+        let mut events = std::pin::pin!(events.take_until(stop.cancelled_owned()));
+        while let Some(event) = events.next().await {
+            let wake = match event {
+                Ok(watcher::Event::Apply(p)) => {
+                    let ns = p.namespace().unwrap_or_default();
+                    ctx.network_policies.changed_by_others(&ns, p.metadata.generation).then_some(ns)
+                }
+                Ok(watcher::Event::Delete(p)) => {
+                    let ns = p.namespace().unwrap_or_default();
+                    ctx.network_policies.forget(&ns);
+                    Some(ns)
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let cache = &ctx.stores.network_policies;
+                    ctx.network_policies.retain(|ns| cache.get(&ObjectRef::new(NAME).within(ns)).is_some());
+                    None
+                }
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::debug!("{KIND} watch: {e}");
+                    None
+                }
+            };
+            // One Agent of the namespace is enough: its reconcile applies the policy for all.
+            let agents = ctx.stores.agents.state();
+            let namespace = wake.as_deref();
+            let first = agents.iter().filter(|a| namespace.is_some() && a.namespace().as_deref() == namespace);
+            if let Some(agent) = first.min_by_key(|a| a.name_any()) {
+                tracing::info!(namespace = ?namespace, "the {KIND} {NAME} was changed or deleted; applying it again");
+                if triggers.try_send(ObjectRef::from_obj(agent.as_ref())).is_err() {
+                    overflow.inc();
+                }
+            }
+        }
+    };
+    Box::pin(async move {
+        tokio::join!(watch, flush);
+    })
+}
+
+/// Writes the owner lists of the namespaces [`ensure`] left to it, at most every
+/// [`FLUSH_INTERVAL`], until `stop`. A failed write is retried at the next round; a policy
+/// that is gone or someone else's is left to the next reconcile.
+async fn flush_owners(ctx: Arc<Context>, stop: CancellationToken) {
+    let state = &ctx.network_policies;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = state.flush.notified() => {}
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(FLUSH_INTERVAL) => {}
+        }
+        let due = std::mem::take(&mut *locked(&state.owners_due));
+        for namespace in due {
+            let turn = state.turn(&namespace);
+            let _turn = turn.lock().await;
+            if !locked(&state.written).contains_key(&namespace) {
+                continue;
+            }
+            match write(&ctx, &namespace, None).await {
+                Ok(Wrote::Applied) => {}
+                Ok(Wrote::NotOurs) => tracing::warn!(%namespace, "the {KIND} {NAME} is not the operator's any more"),
+                Err(e) => {
+                    tracing::warn!(%namespace, "cannot add owners to the {KIND}: {e}; retrying");
+                    state.owners_due(&namespace);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    use super::*;
+
+    fn cached(generation: i64) -> PartialObjectMeta<NetworkPolicy> {
+        let mut p = PartialObjectMeta::<NetworkPolicy>::default();
+        p.metadata.generation = Some(generation);
+        p.metadata.owner_references = Some(vec![OwnerReference { uid: "a".into(), ..Default::default() }]);
+        p
+    }
+
+    fn written(generation: i64, owners: &[&str]) -> Written {
+        Written { desired: 7, generation: Some(generation), owners: owners.iter().map(|o| (*o).to_owned()).collect() }
+    }
+
+    #[test]
+    fn the_policy_is_written_before_pods_only_when_it_is_not_as_the_operator_left_it() {
+        let state = NetworkPolicies::default();
+        assert_eq!(state.need("bank", 7, "a", Some(&cached(2))), Need::Write, "never written (a restart)");
+        state.record("bank", written(2, &["a", "b"]));
+        assert_eq!(state.need("bank", 7, "a", Some(&cached(2))), Need::Nothing);
+        assert_eq!(state.need("bank", 7, "a", Some(&cached(1))), Need::Nothing, "the watch trails the write");
+        assert_eq!(state.need("bank", 7, "a", None), Need::Nothing, "not seen yet (a deletion forgets it)");
+        assert_eq!(state.need("bank", 7, "c", Some(&cached(2))), Need::Owner, "a new Agent: the flush adds it");
+        assert_eq!(state.need("bank", 8, "a", Some(&cached(2))), Need::Write, "other settings");
+        assert_eq!(state.need("bank", 7, "a", Some(&cached(3))), Need::Write, "edited by someone else");
+        assert_eq!(state.need("team", 7, "a", Some(&cached(2))), Need::Write, "another namespace");
+        assert!(!state.changed_by_others("bank", Some(2)) && !state.changed_by_others("bank", Some(1)));
+        assert!(state.changed_by_others("bank", Some(3)));
+        assert!(!state.changed_by_others("team", Some(1)), "unknown: not woken");
+        state.forget("bank");
+        assert_eq!(state.need("bank", 7, "a", Some(&cached(2))), Need::Write, "deleted");
+        state.record("bank", written(2, &["a"]));
+        state.record("team", written(1, &["a"]));
+        state.retain(|ns| ns == "team");
+        assert_eq!(state.need("bank", 7, "a", None), Need::Write, "gone from a relist");
+        assert_eq!(state.need("team", 7, "a", None), Need::Nothing);
+    }
+
+    #[test]
+    fn owners_wait_for_one_flush_per_namespace() {
+        let state = NetworkPolicies::default();
+        for ns in ["bank", "team", "bank"] {
+            state.owners_due(ns);
+        }
+        let due = std::mem::take(&mut *locked(&state.owners_due));
+        assert_eq!(due.into_iter().collect::<Vec<_>>(), ["bank", "team"]);
+    }
+
+    #[test]
+    fn the_refusal_names_the_object_and_what_to_do() {
+        let verdict = taken("bank");
+        assert!(!verdict.ok);
+        assert_eq!(verdict.reason, "NetworkPolicyNameTaken");
+        assert!(verdict.message.contains("NetworkPolicy named bank/switchboard-agent-ingress"), "{}", verdict.message);
+        assert!(verdict.message.contains("networkPolicy.enabled"), "{}", verdict.message);
+    }
+}
