@@ -2,7 +2,8 @@
 //! session protocol ([`runtime`]), the tool executors it runs for the agent core
 //! ([`tools`]), the Example Bank demo tool server ([`demo_tools`]), and — with the default
 //! `local` feature — local mode ([`local`]), which runs a folder of agents against the
-//! Bedrock simulator.
+//! Bedrock simulator. [`scenario`] runs scenario tests of agents' behaviour
+//! (`switchboard test`) against local mode or a gateway.
 //!
 //! The layers live in crates of their own: the I/O-free agent core and the session
 //! protocol in `switchboard-core`, the model clients (Bedrock Converse, OpenAI-compatible,
@@ -14,4 +15,5 @@ pub mod jwks;
 #[cfg(feature = "local")]
 pub mod local;
 pub mod runtime;
+pub mod scenario;
 pub mod tools;

@@ -5,7 +5,8 @@ mod cli;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 
 /// mimalloc instead of glibc's malloc: a text turn allocates and frees many small blocks
 /// (the request, its SDK copy, JSON, HTTP/2 frames); with glibc, malloc and free were up to
@@ -16,8 +17,17 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
-    switchboard_telemetry::init(&args.log, args.log_format);
+    let matches = cli::Cli::command().get_matches();
+    let args = match cli::Cli::from_arg_matches(&matches) {
+        Ok(args) => args,
+        Err(error) => error.exit(),
+    };
+    // A subcommand may log less by default (`test` prints its report on stdout).
+    let log = match (matches.value_source("log"), args.command.default_log()) {
+        (Some(ValueSource::DefaultValue), Some(quieter)) => quieter,
+        _ => args.log.as_str(),
+    };
+    switchboard_telemetry::init(log, args.log_format);
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
     if let Some(threads) = args.worker_threads {

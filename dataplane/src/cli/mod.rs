@@ -9,6 +9,7 @@ mod local;
 mod runtime;
 #[cfg(feature = "local")]
 mod sim;
+mod test;
 
 use clap::{Args, Parser, Subcommand};
 use switchboard_telemetry::LogFormat;
@@ -19,8 +20,9 @@ use switchboard_telemetry::LogFormat;
 /// clients talk to on a cluster,
 /// `local` runs a folder of agents on this machine against the Bedrock simulator, `sim`
 /// runs the simulator alone, `chat` talks to an agent from the terminal, `demo-tools` serves
-/// the Example Bank's tool server. (`local` and `sim` exist in builds with the `local`
-/// feature, the default; the shipping image leaves them out.)
+/// the Example Bank's tool server, `test` runs scenario tests of agents' behaviour. (`local`
+/// and `sim` exist in builds with the `local` feature, the default; the shipping image
+/// leaves them out, and its `test` needs `--gateway`.)
 #[derive(Debug, Parser)]
 #[command(name = "switchboard", version)]
 pub struct Cli {
@@ -65,6 +67,13 @@ pub enum Command {
     Chat(chat::ChatArgs),
     /// Serve the Example Bank demo tool server.
     DemoTools(demo_tools::DemoToolsArgs),
+    /// Run scenario tests of agents (YAML next to them, e.g. examples/banking/tests)
+    /// against local mode or a gateway; exits non-zero when one fails.
+    ///
+    /// The report goes to stdout; only warnings are logged unless --log (or
+    /// SWITCHBOARD_LOG) asks for more. The README's "Scenario tests" section describes the
+    /// scenario files.
+    Test(test::TestArgs),
 }
 
 impl Command {
@@ -79,6 +88,16 @@ impl Command {
             Self::Local(args) => local::run(args).await,
             Self::Chat(args) => chat::run(args).await,
             Self::DemoTools(args) => demo_tools::run(args).await,
+            Self::Test(args) => test::run(args).await,
+        }
+    }
+
+    /// The log filter this subcommand uses when `--log` (or `SWITCHBOARD_LOG`) is not
+    /// given: `test` prints a report on stdout, so only warnings are logged.
+    pub fn default_log(&self) -> Option<&'static str> {
+        match self {
+            Self::Test(_) => Some("warn"),
+            _ => None,
         }
     }
 }

@@ -1,0 +1,95 @@
+//! `switchboard test <folder or files>`: runs scenario tests of agents' behaviour (see
+//! [`switchboard_dataplane::scenario`]) against local mode started in this process — the
+//! simulator by default — or against a running gateway, prints a report, optionally writes
+//! JUnit XML, and fails when any scenario fails.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use switchboard_dataplane::scenario::report::{self, Totals};
+use switchboard_dataplane::scenario::target::LocalSettings;
+use switchboard_dataplane::scenario::{self, SuiteOptions, junit};
+
+/// Options of `switchboard test`.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Scenario files, folders of them, or folders of agents with their scenarios in
+    /// `tests/` (e.g. `examples/banking`). A scenario's agents are the folder above its own
+    /// unless --agents says otherwise.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+
+    /// Run against this running gateway (e.g. `ws://10.96.0.10:80`, or a full
+    /// `ws://.../v1/session` URL) instead of starting local mode for the agents' folder.
+    #[arg(long, env = "SWITCHBOARD_TEST_GATEWAY")]
+    gateway: Option<String>,
+
+    /// The gateway's API key, sent as `Authorization: Bearer <key>` (with --gateway).
+    #[arg(long, env = "SWITCHBOARD_TEST_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+
+    /// The folder of Agent, Persona and Workflow YAML the scenarios are for (default: found
+    /// next to the scenarios). Local mode runs it; the checks before running read it.
+    #[arg(long, env = "SWITCHBOARD_TEST_AGENTS")]
+    agents: Option<PathBuf>,
+
+    /// Write a JUnit XML report to this file (for CI).
+    #[arg(long, env = "SWITCHBOARD_TEST_JUNIT")]
+    junit: Option<PathBuf>,
+
+    /// Scenarios run at once.
+    #[arg(long, env = "SWITCHBOARD_TEST_JOBS", default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    jobs: u16,
+
+    /// Check the scenario files (syntax, unknown keys, expectations that could never match
+    /// the agents) and run nothing.
+    #[arg(long)]
+    check: bool,
+
+    /// Local mode: use real Amazon Bedrock (the default AWS credential chain) instead of the
+    /// simulator.
+    #[arg(long, env = "SWITCHBOARD_TEST_BEDROCK")]
+    bedrock: bool,
+
+    /// Local mode: the simulator's script (YAML). Default: the bundled Example Bank script.
+    #[arg(long, env = "SWITCHBOARD_SIM_SCRIPT")]
+    sim_script: Option<PathBuf>,
+}
+
+/// Scenarios failed (the report says which and why).
+#[derive(Debug, thiserror::Error)]
+#[error("{failed} of {total} scenario(s) did not pass (the report above says where)")]
+pub struct TestFailed {
+    /// Scenarios that failed or could not run.
+    pub failed: usize,
+    /// Scenarios run.
+    pub total: usize,
+}
+
+/// Loads, checks and runs the scenarios; fails when any does not pass.
+pub async fn run(args: TestArgs) -> anyhow::Result<()> {
+    let TestArgs { paths, gateway, api_key, agents, junit, jobs, check, bedrock, sim_script } = args;
+    let planned = scenario::load(&paths, agents.as_deref())?;
+    if check {
+        println!("{} scenario file(s) checked: no problems", planned.len());
+        return Ok(());
+    }
+    let target = gateway.as_deref().map_or_else(|| "local mode (one per folder of agents)".to_owned(), str::to_owned);
+    println!("Running {} scenario(s) against {target}, {jobs} at a time\n", planned.len());
+    let options =
+        SuiteOptions { gateway, api_key, jobs: usize::from(jobs), local: LocalSettings { bedrock, sim_script } };
+    let started = std::time::Instant::now();
+    let results = scenario::run_suite(planned, &options).await?;
+    let elapsed = started.elapsed();
+    print!("{}", report::render(&results, elapsed));
+    if let Some(path) = &junit {
+        junit::write(path, &results, elapsed)?;
+        println!("JUnit report: {}", path.display());
+    }
+    let totals = Totals::of(&results);
+    if !totals.ok() {
+        return Err(TestFailed { failed: totals.total - totals.passed, total: totals.total }.into());
+    }
+    Ok(())
+}

@@ -1,0 +1,340 @@
+//! Runs one scenario as a client of the session protocol: opens a session at a gateway
+//! (local mode's or a cluster's), reads the opening, then for each step sends the caller's
+//! text, answers the consent requests the step lists, reads until the turn ends, and checks
+//! the step's expectations. The scenario stops at its first step with a divergence.
+//!
+//! A turn ends with `bidi_response_complete` whose `stop_reason` is not `handoff` (a handoff
+//! goes on with the next agent's answer), with an error while no answer is under way, or
+//! when the server closes; the runner then waits [`SETTLE`] for stragglers, and any new
+//! answer in that time continues the turn.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use super::expect::{self, Divergence, ExpectError};
+use super::file::{ConsentAnswer, ConsentExpect, ScenarioFile};
+use super::locate::KeyPath;
+use super::observe::{self, ConsentSeen, Event, ObserveError, SessionView, Turn, TurnEnd};
+
+/// How long a turn that looks finished stays open for messages that continue it.
+pub const SETTLE: Duration = Duration::from_millis(150);
+/// How long the session may stay quiet after it opened before the first step (the
+/// greeting comes at once when there is one).
+pub const OPENING_QUIET: Duration = Duration::from_millis(300);
+/// A turn's patience when the scenario sets none.
+pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A scenario could not be run to a verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The WebSocket connection could not be opened.
+    #[error("cannot connect to {url}: {source}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: Box<tokio_tungstenite::tungstenite::Error>,
+    },
+    /// The URL or a header is not usable.
+    #[error("{0}")]
+    Request(String),
+    /// A message could not be sent.
+    #[error("cannot send to the server: {0}")]
+    Send(#[source] Box<tokio_tungstenite::tungstenite::Error>),
+    /// The server sent something that is not the session protocol.
+    #[error(transparent)]
+    Protocol(#[from] ObserveError),
+    /// An expectation could not be evaluated.
+    #[error(transparent)]
+    Expect(#[from] ExpectError),
+}
+
+/// Where and how to connect.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    /// The session endpoint, e.g. `ws://127.0.0.1:8080/v1/session`.
+    pub url: String,
+    /// Sent as `Authorization: Bearer <key>` when set.
+    pub api_key: Option<String>,
+    /// Each agent's workflow entry node, when the agents are known (for `workflow:`).
+    pub entries: std::collections::BTreeMap<String, String>,
+}
+
+/// The verdict on one scenario.
+#[derive(Clone, Debug)]
+pub struct ScenarioResult {
+    /// The file.
+    pub path: PathBuf,
+    /// The scenario's name.
+    pub name: String,
+    /// How long it ran.
+    pub duration: Duration,
+    /// Its steps.
+    pub steps: usize,
+    /// Passed, failed, or could not run.
+    pub outcome: Outcome,
+}
+
+/// How a scenario ended.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// Every step's expectations held.
+    Passed,
+    /// A step's did not.
+    Failed(Box<Failure>),
+    /// The scenario could not be run (no connection, a broken server).
+    Broken(String),
+}
+
+/// The first step whose expectations did not hold.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    /// The step, from 0; `None` for the opening.
+    pub step: Option<usize>,
+    /// Its line in the file.
+    pub line: Option<usize>,
+    /// What the caller said in it.
+    pub said: String,
+    /// What did not hold, in the order the step lists its expectations.
+    pub divergences: Vec<Divergence>,
+    /// The turn as transcript lines.
+    pub lines: Vec<String>,
+}
+
+/// Runs `file`'s scenario against `connection`.
+pub async fn run(file: &ScenarioFile, connection: &Connection) -> ScenarioResult {
+    let started = Instant::now();
+    let outcome = match drive(file, connection).await {
+        Ok(None) => Outcome::Passed,
+        Ok(Some(failure)) => Outcome::Failed(Box::new(failure)),
+        Err(error) => Outcome::Broken(error.to_string()),
+    };
+    ScenarioResult {
+        path: file.path.clone(),
+        name: file.scenario.name.clone(),
+        duration: started.elapsed(),
+        steps: file.scenario.steps.len(),
+        outcome,
+    }
+}
+
+async fn drive(file: &ScenarioFile, connection: &Connection) -> Result<Option<Failure>, RunError> {
+    let scenario = &file.scenario;
+    let patience = scenario.turn_timeout_ms.map_or(DEFAULT_TURN_TIMEOUT, Duration::from_millis);
+    let mut session = Session::connect(connection).await?;
+    session
+        .send(&ClientMessage::SessionStart(SessionStart { agent: scenario.agent.clone(), ..Default::default() }))
+        .await?;
+    let greeting = scenario.opening.as_ref().is_some_and(|o| o.transcript.is_some());
+    let opening = session.opening(patience, greeting).await?;
+    let mut divergences = match &scenario.opening {
+        Some(expected) => expect::check_opening(expected, &opening, &session.view)?,
+        None => Vec::new(),
+    };
+    if let TurnEnd::Closed { code, reason } = &opening.end {
+        divergences.insert(0, closed("an open session", *code, reason));
+    }
+    if !divergences.is_empty() {
+        let line = first_line(file, &KeyPath::default().key("opening"), &divergences)
+            .or_else(|| file.line_of(&KeyPath::default().key("agent")));
+        return Ok(Some(Failure { step: None, line, said: String::new(), divergences, lines: opening.lines() }));
+    }
+    for (i, step) in scenario.steps.iter().enumerate() {
+        let said = step.say.clone().unwrap_or_default();
+        let at = KeyPath::default().key("steps").index(i);
+        let line = file.line_of(&at);
+        if let Some((code, reason)) = &session.closed {
+            let divergence = closed("an open session to send the step to", *code, reason);
+            return Ok(Some(Failure { step: Some(i), line, said, divergences: vec![divergence], lines: Vec::new() }));
+        }
+        let turn = session.turn(&said, &step.expect.consent, patience).await?;
+        let divergences = expect::check(&step.expect, &turn, &session.view)?;
+        if !divergences.is_empty() {
+            let line = first_line(file, &at.key("expect"), &divergences).or(line);
+            return Ok(Some(Failure { step: Some(i), line, said, divergences, lines: turn.lines() }));
+        }
+    }
+    session.close().await;
+    Ok(None)
+}
+
+/// The line of the expectation the first divergence is about, under `at`.
+fn first_line(file: &ScenarioFile, at: &KeyPath, divergences: &[Divergence]) -> Option<usize> {
+    divergences.first().and_then(|d| file.line_of(&at.join(&d.expectation)))
+}
+
+fn closed(expected: &str, code: u16, reason: &str) -> Divergence {
+    Divergence {
+        expectation: "session".into(),
+        expected: expected.into(),
+        actual: format!("the server closed the session ({code}: {reason})"),
+    }
+}
+
+/// One session's connection and what it has seen.
+struct Session {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    view: SessionView,
+    closed: Option<(u16, String)>,
+}
+
+/// What one read gave.
+enum Read {
+    Message(Event),
+    Closed(u16, String),
+    Quiet,
+}
+
+impl Session {
+    async fn connect(connection: &Connection) -> Result<Self, RunError> {
+        let mut request = connection
+            .url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| RunError::Request(format!("{}: {e}", connection.url)))?;
+        if let Some(key) = &connection.api_key {
+            let value = format!("Bearer {key}")
+                .parse()
+                .map_err(|_| RunError::Request("the API key is not a valid header value".into()))?;
+            request.headers_mut().insert("authorization", value);
+        }
+        let (ws, _) = tokio_tungstenite::connect_async(request)
+            .await
+            .map_err(|source| RunError::Connect { url: connection.url.clone(), source: Box::new(source) })?;
+        Ok(Self { ws, view: SessionView::new(connection.entries.clone()), closed: None })
+    }
+
+    async fn send(&mut self, message: &ClientMessage) -> Result<(), RunError> {
+        let text = serde_json::to_string(message).map_err(|e| RunError::Request(e.to_string()))?;
+        self.ws.send(Message::text(text)).await.map_err(|e| RunError::Send(Box::new(e)))
+    }
+
+    /// The next message, or `Quiet` when none came by `until`.
+    async fn read(&mut self, began: Instant, until: Instant) -> Result<Read, RunError> {
+        loop {
+            let frame = match tokio::time::timeout_at(until, self.ws.next()).await {
+                Err(_) => return Ok(Read::Quiet),
+                Ok(frame) => frame,
+            };
+            let at = began.elapsed();
+            let (code, reason) = match frame {
+                Some(Ok(Message::Text(text))) => {
+                    let (message, raw) = observe::parse(text.as_str())?;
+                    if let Some(message) = &message {
+                        self.view.observe(message);
+                    }
+                    return Ok(Read::Message(Event { at, message, raw }));
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    frame.map_or((1005, String::new()), |f| (u16::from(f.code), f.reason.to_string()))
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => (1006, e.to_string()),
+                None => (1006, "the connection ended".to_owned()),
+            };
+            self.closed = Some((code, reason.clone()));
+            return Ok(Read::Closed(code, reason));
+        }
+    }
+
+    /// Reads the session's opening: its `bidi_connection_start`, then until quiet — and,
+    /// with `greeting`, not before the agent's first complete message (or `patience`).
+    async fn opening(&mut self, patience: Duration, greeting: bool) -> Result<Turn, RunError> {
+        let began = Instant::now();
+        let deadline = began + patience;
+        let mut turn = Turn::new("");
+        let mut until = deadline;
+        loop {
+            match self.read(began, until).await? {
+                Read::Message(event) => {
+                    turn.events.push(event);
+                    let waiting = greeting && turn.first_text().is_none();
+                    if self.view.agent.is_some() && !waiting {
+                        until = (Instant::now() + OPENING_QUIET).min(deadline);
+                    }
+                }
+                Read::Closed(code, reason) => {
+                    turn.end = TurnEnd::Closed { code, reason };
+                    return Ok(turn);
+                }
+                Read::Quiet if self.view.agent.is_none() => {
+                    turn.end = TurnEnd::TimedOut(patience);
+                    return Ok(turn);
+                }
+                Read::Quiet => return Ok(turn),
+            }
+        }
+    }
+
+    /// Sends `said` and reads the turn, answering consent requests as `consent` lists.
+    async fn turn(&mut self, said: &str, consent: &[ConsentExpect], patience: Duration) -> Result<Turn, RunError> {
+        let began = Instant::now();
+        self.send(&ClientMessage::BidiTextInput { text: said.to_owned() }).await?;
+        let deadline = began + patience;
+        let mut turn = Turn::new(said);
+        let mut answering = false;
+        let mut handing_off = false;
+        let mut settled_from: Option<Instant> = None;
+        loop {
+            let until = settled_from.map_or(deadline, |at| (at + SETTLE).min(deadline));
+            let event = match self.read(began, until).await? {
+                Read::Message(event) => event,
+                Read::Closed(code, reason) => {
+                    turn.ended_at = Some(began.elapsed());
+                    turn.end = TurnEnd::Closed { code, reason };
+                    return Ok(turn);
+                }
+                Read::Quiet if settled_from.is_some() => return Ok(turn),
+                Read::Quiet => {
+                    turn.end = TurnEnd::TimedOut(patience);
+                    return Ok(turn);
+                }
+            };
+            let at = event.at;
+            let mut ends = false;
+            match &event.message {
+                Some(ServerMessage::BidiResponseStart { .. }) => {
+                    answering = true;
+                    settled_from = None;
+                }
+                Some(ServerMessage::BidiResponseComplete { stop_reason, .. }) => {
+                    answering = false;
+                    handing_off = stop_reason == "handoff";
+                    ends = !handing_off;
+                }
+                Some(ServerMessage::BidiError { recoverable, .. }) => ends = !recoverable || !answering,
+                Some(ServerMessage::BidiConnectionRestart { .. }) => ends = handing_off && !answering,
+                Some(ServerMessage::ConsentRequest { tool_use_id, name, .. }) => {
+                    let answer = consent
+                        .get(turn.consents.len())
+                        .filter(|c| &c.tool == name)
+                        .map_or(ConsentAnswer::Deny, |c| c.answer);
+                    turn.consents.push(ConsentSeen { tool: name.clone(), answer });
+                    let approved = answer == ConsentAnswer::Allow;
+                    self.send(&ClientMessage::ToolConsent { tool_use_id: tool_use_id.clone(), approved }).await?;
+                }
+                _ => {}
+            }
+            if ends {
+                turn.ended_at = Some(at);
+                settled_from = Some(Instant::now());
+            }
+            turn.events.push(event);
+        }
+    }
+
+    /// Ends the session politely; the server's answer is not waited for long.
+    async fn close(mut self) {
+        let _ = self.send(&ClientMessage::Close {}).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.ws.close(None)).await;
+    }
+}

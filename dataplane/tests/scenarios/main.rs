@@ -1,0 +1,274 @@
+//! `switchboard test`, run as a user runs it: the real binary, on the Example Bank's
+//! scenarios (examples/banking/tests, which must all pass, offline, well within a minute),
+//! on scenarios that must fail (the report and the JUnit file must name the divergence),
+//! on bad scenario files (refused with file and line before anything runs), and against a
+//! gateway URL (`switchboard local` in another process).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs `switchboard test <args>` from the repository root.
+fn switchboard_test(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("test")
+        .args(args)
+        .current_dir(root())
+        .env_remove("RUST_LOG")
+        .env_remove("SWITCHBOARD_LOG")
+        .output()
+        .expect("switchboard runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A fresh folder with `files` (name, YAML) in it.
+fn scenario_dir(files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("switchboard-scenarios-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    for (name, yaml) in files {
+        std::fs::write(dir.join(name), yaml).expect("the scenario is written");
+    }
+    dir
+}
+
+/// What a JUnit file says: the `failures` and `tests` of `<testsuites>`, the `<testcase>`
+/// and `<failure>` elements. Fails when it is not well-formed XML.
+#[derive(Debug, Default)]
+struct Junit {
+    tests: Option<String>,
+    failures: Option<String>,
+    cases: usize,
+    failure_elements: usize,
+    failure_messages: Vec<String>,
+}
+
+fn parse_junit(path: &Path) -> Junit {
+    let xml = std::fs::read_to_string(path).expect("the JUnit file is written");
+    let mut junit = Junit::default();
+    let mut element = String::new();
+    let mut depth = 0i32;
+    for token in xmlparser::Tokenizer::from(xml.as_str()) {
+        match token.unwrap_or_else(|e| panic!("the JUnit file is not well-formed XML: {e}\n{xml}")) {
+            xmlparser::Token::ElementStart { local, .. } => {
+                element = local.as_str().to_owned();
+                depth += 1;
+                match element.as_str() {
+                    "testcase" => junit.cases += 1,
+                    "failure" => junit.failure_elements += 1,
+                    _ => {}
+                }
+            }
+            xmlparser::Token::Attribute { local, value, .. } => match (element.as_str(), local.as_str()) {
+                ("testsuites", "tests") => junit.tests = Some(value.as_str().to_owned()),
+                ("testsuites", "failures") => junit.failures = Some(value.as_str().to_owned()),
+                ("failure", "message") => junit.failure_messages.push(value.as_str().to_owned()),
+                _ => {}
+            },
+            xmlparser::Token::ElementEnd { end, .. } if !matches!(end, xmlparser::ElementEnd::Open) => depth -= 1,
+            _ => {}
+        }
+    }
+    assert_eq!(depth, 0, "every element is closed: {xml}");
+    junit
+}
+
+#[test]
+fn the_example_bank_scenarios_pass_offline_within_a_minute() {
+    let junit = std::env::temp_dir().join(format!("switchboard-junit-{}.xml", uuid::Uuid::new_v4()));
+    let started = Instant::now();
+    let out = switchboard_test(&["examples/banking", "--jobs", "8", "--junit", junit.to_str().expect("utf-8")]);
+    let elapsed = started.elapsed();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "the examples pass:\n{stdout}\n{stderr}");
+    for name in ["balance", "dispute", "dispute-declined", "failed-verification", "return-to-triage", "unknown-request"]
+    {
+        assert!(stdout.contains(&format!("PASS  examples/banking/tests/{name}.yaml")), "{name}: {stdout}");
+    }
+    assert!(stdout.contains("ok: 6 scenario(s), 6 passed, 0 failed"), "{stdout}");
+    assert!(elapsed < Duration::from_secs(60), "the suite took {elapsed:?}");
+    let report = parse_junit(&junit);
+    assert_eq!((report.tests.as_deref(), report.failures.as_deref()), (Some("6"), Some("0")), "{report:?}");
+    assert_eq!((report.cases, report.failure_elements), (6, 0));
+    let _ = std::fs::remove_file(&junit);
+}
+
+const WRONG_ARGUMENT: &str = "\
+name: A wrong expected tool argument
+steps:
+  - say: I'd like to check my balance
+    expect:
+      agent: idv
+  - say: My name is Ada Lovelace, account 12345678, sort code 12-34-56
+    expect:
+      tools:
+        - name: perform_idv_check
+          args: { accountNumber: \"87654321\" }
+";
+
+const MISSING_HANDOFF: &str = "\
+name: A handoff that does not happen
+steps:
+  - say: Hello
+    expect:
+      agent: triage
+      handoffs: [{ to: idv }]
+";
+
+const TOO_SLOW: &str = "\
+name: A latency budget of 1 ms
+steps:
+  - say: Hello
+    expect:
+      latency: { turnMs: 1 }
+";
+
+const MISSING_PHRASE: &str = "\
+name: A phrase the agent never says
+steps:
+  - say: Hello
+    expect:
+      transcript: { contains: Goodbye forever }
+";
+
+#[test]
+fn scenarios_that_must_fail_fail_and_the_report_names_each_divergence() {
+    let dir = scenario_dir(&[
+        ("a-wrong-argument.yaml", WRONG_ARGUMENT),
+        ("b-missing-handoff.yaml", MISSING_HANDOFF),
+        ("c-too-slow.yaml", TOO_SLOW),
+        ("d-missing-phrase.yaml", MISSING_PHRASE),
+    ]);
+    let junit = dir.join("junit.xml");
+    let out = switchboard_test(&[
+        dir.to_str().expect("utf-8"),
+        "--agents",
+        "examples/banking",
+        "--junit",
+        junit.to_str().expect("utf-8"),
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "failing scenarios fail the run:\n{stdout}\n{stderr}");
+    assert!(stderr.contains("4 of 4 scenario(s) did not pass"), "{stderr}");
+    let wrong = dir.join("a-wrong-argument.yaml");
+    let expected = [
+        // The file and the line of the expectation, the step, both sides of each divergence.
+        format!("{}:9: A wrong expected tool argument — step 2 of 2", wrong.display()),
+        "  tools[0] (first divergence)\n    expected: a call of perform_idv_check with arguments including \
+         {\"accountNumber\":\"87654321\"}\n    got:      tool calls: perform_idv_check \
+         {\"accountNumber\":\"12345678\",\"name\":\"Ada Lovelace\",\"sortCode\":\"12-34-56\"} (ok)"
+            .to_owned(),
+        "  handoffs[0] (first divergence)\n    expected: a handoff to idv\n    got:      no handoff".to_owned(),
+        "  latency.turnMs (first divergence)\n    expected: the end of the turn within 1 ms\n    got:      the end of the turn after"
+            .to_owned(),
+        "  transcript.contains (first divergence)\n    expected: text containing \"Goodbye forever\"\n    got:      \"Hello!"
+            .to_owned(),
+        // The transcript of the failing turn.
+        "ms  > My name is Ada Lovelace, account 12345678, sort code 12-34-56".to_owned(),
+        "ms  [memory verifiedUser = ".to_owned(),
+        "FAILED: 4 scenario(s), 0 passed, 4 failed".to_owned(),
+    ];
+    for phrase in expected {
+        assert!(stdout.contains(&phrase), "the report says {phrase:?}:\n{stdout}");
+    }
+    let report = parse_junit(&junit);
+    assert_eq!((report.tests.as_deref(), report.failures.as_deref()), (Some("4"), Some("4")), "{report:?}");
+    assert_eq!((report.cases, report.failure_elements), (4, 4));
+    assert!(report.failure_messages[0].contains("tools[0]: expected a call of perform_idv_check"), "{report:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const BAD: &str = "\
+name: Expectations that could never match
+steps:
+  - say: Hello
+    expect:
+      handoffs: [{ to: mortgages }]
+      tools:
+        - name: transfer_money
+      transcript:
+        matches: \"(unclosed\"
+  - audio: hello.wav
+";
+
+const TYPO: &str = "\
+name: A typo
+steps:
+  - say: Hello
+    expect:
+      handoff: [{ to: idv }]
+";
+
+#[test]
+fn bad_scenario_files_are_refused_with_file_and_line_before_anything_runs() {
+    let dir = scenario_dir(&[("bad.yaml", BAD), ("typo.yaml", TYPO)]);
+    let out = switchboard_test(&[dir.to_str().expect("utf-8"), "--agents", "examples/banking"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("Running"), "nothing runs: {stdout}");
+    let (bad, typo) = (dir.join("bad.yaml").display().to_string(), dir.join("typo.yaml").display().to_string());
+    for phrase in [
+        "5 problem(s) in the scenario files; nothing was run".to_owned(),
+        format!("{bad}:5: steps[0].expect.handoffs[0].to: no agent of the folder hands off to \"mortgages\""),
+        format!("{bad}:7: steps[0].expect.tools[0].name: no agent of the folder has a tool \"transfer_money\""),
+        format!("{bad}:9: steps[0].expect.transcript.matches: the regular expression \"(unclosed\" does not compile"),
+        format!("{bad}:10: steps[1].audio: speech steps are not supported yet"),
+        format!("{typo}:5: steps[0].expect: unknown field `handoff`, expected one of"),
+    ] {
+        assert!(stderr.contains(&phrase), "the refusal says {phrase:?}:\n{stderr}");
+    }
+    // --check reads and checks the same way without running anything.
+    let out = switchboard_test(&["examples/banking", "--check"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("6 scenario file(s) checked: no problems"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Stops the child process when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn scenarios_run_against_a_gateway_url() {
+    let mut local = Child(
+        Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args(["local", "examples/banking", "--port", "0"])
+            .current_dir(root())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("switchboard local starts"),
+    );
+    let stdout = local.0.stdout.take().expect("stdout");
+    // "Agent triage (default): ws://127.0.0.1:PORT/v1/session?agent=triage"; the rest of
+    // its output is read too, so that its prints never meet a closed pipe.
+    let (found, url) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some((_, rest)) = line.split_once(": ws://") {
+                let _ = found.send(format!("ws://{rest}"));
+            }
+        }
+    });
+    let url = url.recv_timeout(Duration::from_secs(30)).expect("local mode prints its URL");
+    let gateway = url.split('?').next().expect("a URL").to_owned();
+    let out = switchboard_test(&["examples/banking/tests/unknown-request.yaml", "--gateway", &gateway]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains(&format!("against {gateway}")), "{stdout}");
+    assert!(stdout.contains("ok: 1 scenario(s), 1 passed"), "{stdout}");
+    drop(local);
+}
