@@ -8,6 +8,14 @@
 //! - `POST /disputes` `{accountNumber, transactionId, reason}` -> `{disputeId, status, ...}`
 //!
 //! Unknown accounts or transactions answer 404 with `{error}`; malformed input 400.
+//!
+//! Started with the gateway's public key ([`DemoTools::start_verifying`]; `switchboard
+//! demo-tools --gateway-public-key`), it does what a bank's own tool server would: the
+//! account endpoints (`/balance`, `/transactions`, `/disputes`) act only for the caller the
+//! gateway vouches for — the `X-Switchboard-Identity` assertion
+//! ([`switchboard_core::assertion`]) must verify with the key (401 otherwise), and the
+//! `accountNumber` asked for must be the asserted caller's `verifiedUser.accountNumber` (403
+//! otherwise). `/idv` stays open: it is how a caller gets verified.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -15,10 +23,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
+use switchboard_core::assertion::{self, IdentityClaims};
+use switchboard_core::grant::GatewayPublicKey;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -90,6 +100,8 @@ impl Accounts {
 struct DemoState {
     accounts: Accounts,
     disputes: AtomicU64,
+    /// With a key, the account endpoints act only for the asserted caller.
+    gateway_key: Option<GatewayPublicKey>,
 }
 
 /// A running demo tool server.
@@ -101,12 +113,23 @@ pub struct DemoTools {
 }
 
 impl DemoTools {
-    /// Starts serving `accounts` on `addr` (port 0 picks one).
+    /// Starts serving `accounts` on `addr` (port 0 picks one), trusting the account number
+    /// in each request.
     pub async fn start(accounts: Accounts, addr: SocketAddr) -> Result<Self, DemoToolsError> {
+        Self::start_verifying(accounts, addr, None).await
+    }
+
+    /// Starts serving `accounts` on `addr`; with `gateway_key`, the account endpoints act
+    /// only for the caller the gateway's identity assertion names.
+    pub async fn start_verifying(
+        accounts: Accounts,
+        addr: SocketAddr,
+        gateway_key: Option<GatewayPublicKey>,
+    ) -> Result<Self, DemoToolsError> {
         let listener =
             TcpListener::bind(addr).await.map_err(|e| DemoToolsError::Listen { addr, message: e.to_string() })?;
         let addr = listener.local_addr().map_err(|e| DemoToolsError::Listen { addr, message: e.to_string() })?;
-        let state = Arc::new(DemoState { accounts, disputes: AtomicU64::new(0) });
+        let state = Arc::new(DemoState { accounts, disputes: AtomicU64::new(0), gateway_key });
         let app = Router::new()
             .route("/idv", post(idv))
             .route("/balance", post(balance))
@@ -149,6 +172,26 @@ fn field<'a>(input: &'a serde_json::Value, name: &str) -> Result<&'a str, Reply>
         .ok_or_else(|| error(StatusCode::BAD_REQUEST, &format!("missing string field {name:?}")))
 }
 
+/// With a gateway key: the request's identity assertion must verify and name the owner of
+/// account `number` as the verified caller.
+fn authorize(state: &DemoState, headers: &HeaderMap, number: &str) -> Result<(), Reply> {
+    let Some(key) = &state.gateway_key else { return Ok(()) };
+    let Some(token) = headers.get(assertion::HEADER).and_then(|v| v.to_str().ok()) else {
+        let message =
+            format!("no {} header: this server acts only for a caller the gateway verified", assertion::HEADER);
+        return Err(error(StatusCode::UNAUTHORIZED, &message));
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let claims: IdentityClaims = assertion::verify_identity(key, token, now)
+        .map_err(|e| error(StatusCode::UNAUTHORIZED, &format!("the identity assertion is refused: {e}")))?;
+    let caller = claims.verified_user.get("accountNumber").and_then(serde_json::Value::as_str);
+    if caller != Some(number) {
+        tracing::warn!(account = number, caller = ?caller, session = %claims.sid, "refused a request for an account that is not the verified caller's");
+        return Err(error(StatusCode::FORBIDDEN, "the account is not the verified caller's"));
+    }
+    Ok(())
+}
+
 fn digits(text: &str) -> String {
     text.chars().filter(char::is_ascii_digit).collect()
 }
@@ -180,11 +223,18 @@ async fn idv(State(state): State<Arc<DemoState>>, Json(input): Json<serde_json::
     }
 }
 
-async fn balance(State(state): State<Arc<DemoState>>, Json(input): Json<serde_json::Value>) -> Reply {
+async fn balance(
+    State(state): State<Arc<DemoState>>,
+    headers: HeaderMap,
+    Json(input): Json<serde_json::Value>,
+) -> Reply {
     let number = match field(&input, "accountNumber") {
         Ok(n) => n,
         Err(e) => return e,
     };
+    if let Err(refused) = authorize(&state, &headers, number) {
+        return refused;
+    }
     match state.accounts.find(number) {
         Some(a) => (
             StatusCode::OK,
@@ -196,11 +246,18 @@ async fn balance(State(state): State<Arc<DemoState>>, Json(input): Json<serde_js
     }
 }
 
-async fn transactions(State(state): State<Arc<DemoState>>, Json(input): Json<serde_json::Value>) -> Reply {
+async fn transactions(
+    State(state): State<Arc<DemoState>>,
+    headers: HeaderMap,
+    Json(input): Json<serde_json::Value>,
+) -> Reply {
     let number = match field(&input, "accountNumber") {
         Ok(n) => n,
         Err(e) => return e,
     };
+    if let Err(refused) = authorize(&state, &headers, number) {
+        return refused;
+    }
     let limit = input.get("limit").and_then(serde_json::Value::as_u64).unwrap_or(10).clamp(1, 50) as usize;
     match state.accounts.find(number) {
         Some(a) => {
@@ -211,11 +268,18 @@ async fn transactions(State(state): State<Arc<DemoState>>, Json(input): Json<ser
     }
 }
 
-async fn disputes(State(state): State<Arc<DemoState>>, Json(input): Json<serde_json::Value>) -> Reply {
+async fn disputes(
+    State(state): State<Arc<DemoState>>,
+    headers: HeaderMap,
+    Json(input): Json<serde_json::Value>,
+) -> Reply {
     let (number, transaction) = match (field(&input, "accountNumber"), field(&input, "transactionId")) {
         (Ok(n), Ok(t)) => (n, t),
         (Err(e), _) | (_, Err(e)) => return e,
     };
+    if let Err(refused) = authorize(&state, &headers, number) {
+        return refused;
+    }
     let Some(account) = state.accounts.find(number) else { return error(StatusCode::NOT_FOUND, "no such account") };
     if !account.transactions.iter().any(|t| t.get("id").and_then(serde_json::Value::as_str) == Some(transaction)) {
         return error(StatusCode::NOT_FOUND, "no such transaction on this account");

@@ -61,6 +61,10 @@ pub struct SessionContext {
     /// resume) goes on from where it was in the agent's workflow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow: Option<WorkflowSnapshot>,
+    /// The verified caller's identity assertion for this session ([`crate::assertion`]), set
+    /// when the memory given holds `verifiedUser`: the runtime forwards it to tool servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 /// A [`SessionContext`] as sent: its JSON text and the MAC over it.
@@ -185,6 +189,11 @@ impl std::str::FromStr for GatewayPublicKey {
 }
 
 impl GatewayPublicKey {
+    /// The key's 32 bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        self.0.as_bytes()
+    }
+
     /// Whether `signature` is this key's [`GatewaySigner::seal`] of `message`.
     pub fn opens(&self, message: &[u8], signature: &[u8]) -> bool {
         Signature::from_slice(signature).is_ok_and(|s| self.0.verify(message, &s).is_ok())

@@ -16,6 +16,7 @@
 //! when the turn completes (per-session serialized execution).
 
 pub mod agent;
+pub mod assertion;
 pub mod authority;
 mod calls;
 mod carry;

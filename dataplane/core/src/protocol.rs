@@ -36,7 +36,8 @@ pub mod close_code {
     pub const HANDOFF: u16 = 4000;
     /// The client did not authenticate (gateway: a missing or unknown API key).
     pub const UNAUTHORIZED: u16 = 4401;
-    /// The agent is not exposed to clients (`gateway.expose: false`).
+    /// The agent is not open to this client: not exposed (`gateway.expose: false`), or
+    /// outside its credential's scope (`agent_not_allowed`).
     pub const NOT_EXPOSED: u16 = 4403;
     /// No such agent, or a bare name several namespaces have, or no default agent.
     pub const UNKNOWN_AGENT: u16 = 4404;
@@ -85,6 +86,14 @@ pub enum ClientMessage {
     },
     /// Ends the session.
     Close {},
+    /// Gateway to runtime only: the verified caller's identity assertion
+    /// ([`crate::assertion`]), sent when a caller is verified during the session (and
+    /// refreshed while it lasts). A gateway refuses it from clients; a runtime takes only one
+    /// that verifies with its gateway public key and names its session.
+    IdentityAssertion {
+        /// The compact JWS.
+        assertion: String,
+    },
 }
 
 /// The contents of `session_start`.
@@ -410,7 +419,23 @@ impl DecodeError {
     }
 }
 
-const CLIENT_TYPES: &[&str] = &["session_start", "bidi_audio_input", "bidi_text_input", "tool_consent", "close"];
+/// The `type` of [`ClientMessage::IdentityAssertion`].
+pub const IDENTITY_ASSERTION: &str = "identity_assertion";
+
+const CLIENT_TYPES: &[&str] =
+    &["session_start", "bidi_audio_input", "bidi_text_input", "tool_consent", "close", IDENTITY_ASSERTION];
+
+/// Whether a client frame is a message only the gateway may send a runtime
+/// (`identity_assertion`), its `type` read as [`decode_client`] reads it (JSON escapes and
+/// repeated keys included). Frames that cannot name it — without the word and without a
+/// backslash — are not parsed.
+pub fn gateway_only(text: &str) -> bool {
+    if !text.contains(IDENTITY_ASSERTION) && !text.contains('\\') {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(text)
+        .is_ok_and(|value| value.get("type").and_then(serde_json::Value::as_str) == Some(IDENTITY_ASSERTION))
+}
 
 /// Parses one client text frame, telling bad JSON, unknown types and malformed messages apart.
 pub fn decode_client(text: &str) -> Result<ClientMessage, DecodeError> {
@@ -448,6 +473,18 @@ mod tests {
             decode_client(r#"{"type":"bidi_text_input"}"#).map_err(|e| e.code()).err(),
             Some("malformed_message")
         );
+    }
+
+    #[test]
+    fn only_the_gateway_sends_identity_assertions_however_a_client_spells_them() {
+        let plain = r#"{"type":"identity_assertion","assertion":"x.y.z"}"#;
+        assert!(matches!(decode_client(plain), Ok(ClientMessage::IdentityAssertion { .. })), "runtimes read it");
+        assert!(gateway_only(plain));
+        assert!(gateway_only(r#"{"type":"identity\u005fassertion","assertion":"x"}"#), "an escape");
+        assert!(gateway_only(r#"{"type":"bidi_text_input","type":"identity_assertion","assertion":"x"}"#));
+        assert!(!gateway_only(r#"{"type":"bidi_text_input","text":"identity_assertion"}"#), "only the type counts");
+        assert!(!gateway_only(r#"{"type":"bidi_text_input","text":"a \"quote\""}"#));
+        assert!(!gateway_only(r#"{"type":"bidi_audio_input","audio":"AAAA"}"#));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::SinkExt;
 use futures_util::stream::{SplitSink, SplitStream, StreamExt};
+use switchboard_core::assertion::{IDENTITY_KEY, IdentityClaims, sign_identity};
 use switchboard_core::grant::{GatewaySigner, MAX_PAYLOAD_BYTES, SessionContext};
 use switchboard_core::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
 use switchboard_core::protocol::{ClientMessage, SessionStart};
@@ -92,7 +93,10 @@ pub async fn open(
         handoff: opening.handoff,
         return_to: opening.return_to,
         workflow: opening.workflow,
+        identity: None,
     };
+    context.identity = verified_caller(&context)
+        .and_then(|caller| identity(key, caller, &context.namespace, &context.agent, &context.session_id));
     compact(&mut context).map_err(error)?;
     let start = SessionStart {
         agent: Some(opening.agent.to_owned()),
@@ -104,6 +108,35 @@ pub async fn open(
     let text = serde_json::to_string(&ClientMessage::SessionStart(start)).map_err(|e| error(e.to_string()))?;
     sink.send(Message::text(text)).await.map_err(|e| error(e.to_string()))?;
     Ok((sink, stream))
+}
+
+/// The verified caller of the session `context` opens: its memory's `verifiedUser`, or the
+/// one the handoff that brings it carries.
+fn verified_caller(context: &SessionContext) -> Option<&serde_json::Value> {
+    let handed = context.handoff.as_ref().map(|handoff| &handoff.memory);
+    [Some(&context.memory), handed]
+        .into_iter()
+        .flatten()
+        .find_map(|memory| memory.get(IDENTITY_KEY))
+        .filter(|caller| !caller.is_null())
+}
+
+/// The identity assertion of `caller` in session `session_id` of Agent `namespace/agent`,
+/// issued now ([`switchboard_core::assertion`]); none (logged) when it cannot be made (a
+/// `verifiedUser` value too large for a header).
+pub fn identity(
+    key: &GatewaySigner,
+    caller: &serde_json::Value,
+    namespace: &str,
+    agent: &str,
+    session_id: &str,
+) -> Option<String> {
+    let claims = IdentityClaims::new(caller.clone(), namespace, agent, session_id, now_ms() / 1000);
+    sign_identity(key, &claims)
+        .inspect_err(
+            |error| tracing::warn!(session = %session_id, %agent, "no identity assertion for tool servers: {error}"),
+        )
+        .ok()
 }
 
 /// Fits `context` into [`MAX_PAYLOAD_BYTES`], what a runtime reads: the oldest lines of the
@@ -191,6 +224,58 @@ mod tests {
         let mut small = SessionContext { history: vec![line(1, 10)], ..Default::default() };
         compact(&mut small).expect("fits");
         assert_eq!(small.history, vec![line(1, 10)]);
+    }
+
+    #[test]
+    fn the_grant_asserts_the_caller_its_memory_or_handoff_holds_and_a_jwt_library_verifies_it() {
+        use switchboard_core::handoff::{HandoffContext, HandoffKind};
+
+        let key = GatewaySigner::from_seed(&[7; 32]);
+        let ada = serde_json::json!({"name": "Ada Lovelace", "accountNumber": "12345678"});
+        let mut context = SessionContext {
+            session_id: "gw-1".into(),
+            namespace: "bank".into(),
+            agent: "banking".into(),
+            memory: [("verifiedUser".to_owned(), ada.clone())].into(),
+            ..Default::default()
+        };
+        assert_eq!(verified_caller(&context), Some(&ada));
+        let handoff = HandoffContext {
+            from_agent: "idv".into(),
+            kind: HandoffKind::Transfer,
+            reason: "balance".into(),
+            last_user_message: None,
+            intent: None,
+            verified_user: None,
+            workflow_state: WorkflowSnapshot::default(),
+            return_to: None,
+            status: None,
+            summary: None,
+            memory: std::mem::take(&mut context.memory),
+            history: Vec::new(),
+        };
+        context.handoff = Some(handoff);
+        assert_eq!(verified_caller(&context), Some(&ada), "a handoff carries the memory");
+        context.handoff = None;
+        assert_eq!(verified_caller(&context), None);
+
+        // An independent JWT library accepts it with the published key, as a JWK.
+        let token = identity(&key, &ada, "bank", "banking", "gw-1").expect("signed");
+        let jwk: jsonwebtoken::jwk::Jwk = serde_json::from_value(key.public().jwk()).expect("a JWK");
+        let decoding = jsonwebtoken::DecodingKey::from_jwk(&jwk).expect("an Ed25519 key");
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::EdDSA);
+        validation.set_issuer(&[switchboard_core::assertion::ISSUER]);
+        validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+        let claims =
+            jsonwebtoken::decode::<serde_json::Value>(&token, &decoding, &validation).expect("verifies").claims;
+        assert_eq!(claims["sub"], "12345678");
+        assert_eq!(claims["verifiedUser"], ada);
+        assert_eq!((claims["namespace"].as_str(), claims["agent"].as_str()), (Some("bank"), Some("banking")));
+        assert_eq!(claims["sid"], "gw-1");
+        let other: jsonwebtoken::jwk::Jwk =
+            serde_json::from_value(GatewaySigner::from_seed(&[8; 32]).public().jwk()).expect("a JWK");
+        let other = jsonwebtoken::DecodingKey::from_jwk(&other).expect("a key");
+        assert!(jsonwebtoken::decode::<serde_json::Value>(&token, &other, &validation).is_err(), "another key");
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! client may start a session only with an exposed agent (or the default, by naming none);
 //! the others are reached by handoff (the gateway refuses them with 4403 `not_exposed`).
 //! Every agent is served over text; voice and hybrid agents also speak over Nova Sonic
-//! when a session asks for audio (see [`crate::runtime::connection`]).
+//! when a session asks for audio (see [`crate::runtime::connection`]). The demo tool servers
+//! verify the gateway's identity assertion as a bank's would: their account endpoints act
+//! only for the caller it names ([`crate::demo_tools`]).
 
 pub mod web;
 
@@ -159,7 +161,11 @@ pub fn read_local_file(dir: &Path) -> Result<(LocalFile, PathBuf), LocalError> {
 pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalError> {
     let specs = load_specs(dir)?;
     let (local, base) = read_local_file(dir)?;
-    let (aliases, demo) = start_demo_tools(&local, &base).await?;
+    let key = match options.gateway_key.clone() {
+        Some(key) => key,
+        None => fresh_key()?,
+    };
+    let (aliases, demo) = start_demo_tools(&local, &base, &key).await?;
     let (sim, bedrock) = start_bedrock(&options).await?;
     let trust = Trust::from_file(options.ca_file.as_deref()).map_err(start_error)?;
     let http = trust.client().map_err(start_error)?;
@@ -199,10 +205,6 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
         names.retain(|n| n != default);
         names.insert(0, default.clone());
     }
-    let key = match options.gateway_key.clone() {
-        Some(key) => key,
-        None => fresh_key()?,
-    };
     let table = routing_table(&agents, default_agent.as_deref());
     // The gateway decides exposure; the runtime serves whatever agent its signed grant names.
     let directory = Directory { agents, default_agent: default_agent.clone(), allow_unexposed: true };
@@ -356,17 +358,20 @@ fn load_specs(dir: &Path) -> Result<Vec<RuntimeSpec>, LocalError> {
     Ok(specs)
 }
 
-/// Starts the demo tool servers `local` names; returns the host aliases that route the
-/// agents' tool URLs to them, and the servers.
+/// Starts the demo tool servers `local` names, verifying the identity assertions of the
+/// gateway signing with `key`; returns the host aliases that route the agents' tool URLs to
+/// them, and the servers.
 async fn start_demo_tools(
     local: &LocalFile,
     base: &Path,
+    key: &GatewaySigner,
 ) -> Result<(BTreeMap<String, String>, Vec<(String, DemoTools)>), LocalError> {
     let mut aliases = local.host_aliases.clone();
     let mut demo = Vec::new();
     for server in &local.demo_tool_servers {
         let accounts = Accounts::load(&base.join(&server.data)).map_err(start_error)?;
-        let tools = DemoTools::start(accounts, SocketAddr::from(([127, 0, 0, 1], 0))).await.map_err(start_error)?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        let tools = DemoTools::start_verifying(accounts, addr, Some(key.public())).await.map_err(start_error)?;
         aliases.insert(server.host.clone(), tools.addr.to_string());
         demo.push((server.host.clone(), tools));
     }

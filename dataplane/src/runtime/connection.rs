@@ -19,9 +19,11 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use super::Metrics;
 use super::driver::{self, AgentRuntime, Exit, Link, Opening};
 use super::grants::RefusedContext;
+use super::identity::{Binding, SessionIdentity};
 use super::reader::{AudioIn, CLOSE_DRAIN, read_loop};
 use super::server::AppState;
 use super::voice::{self, AudioGate, Gate};
+use switchboard_core::assertion::IDENTITY_KEY;
 use switchboard_core::grant::SessionContext;
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
 use switchboard_core::{Session, SessionInit};
@@ -249,9 +251,33 @@ async fn run(
     // (Through a gateway, a text-only agent's pod may be the first this connection meets.)
     let audio_session = start.modalities.iter().any(|m| m.eq_ignore_ascii_case("audio"));
     let (session, effects) = start_session(state, &agent, audio_session, init);
+    let identity = session_identity(state, &agent, &session, granted.identity);
     let mut conversation =
-        Conversation { state, inbound, audio, outbound, audio_session, requested_voice: start.voice };
+        Conversation { state, inbound, audio, outbound, audio_session, requested_voice: start.voice, identity };
     Some(conversation.run(agent, session, Opening { effects, first: pending.into_iter().collect() }).await)
+}
+
+/// The identity assertion of `agent`'s new `session`: the grant's, checked as a frame's is.
+fn session_identity(
+    state: &AppState,
+    agent: &AgentRuntime,
+    session: &Session,
+    granted: Option<String>,
+) -> SessionIdentity {
+    let spec = agent.core.spec();
+    let binding = Binding {
+        namespace: &spec.agent.namespace,
+        agent: &spec.agent.name,
+        asserts: spec.identity_keys.iter().any(|key| key == IDENTITY_KEY),
+        session_id: session.id(),
+    };
+    let key = state.config.gateway_key.clone();
+    let (identity, refused) =
+        SessionIdentity::new(key, binding, session.memory().get(IDENTITY_KEY), granted.as_deref());
+    if let Some(refused) = refused {
+        tracing::warn!(agent = %spec.agent.name, "the grant's identity assertion is not used: {refused}");
+    }
+    identity
 }
 
 /// The session context of `start`: none, or what the gateway signed for `agent`. `Err`
@@ -296,6 +322,8 @@ struct Conversation<'a> {
     audio_session: bool,
     /// The voice the client asked for, over the persona's.
     requested_voice: Option<String>,
+    /// The verified caller's identity assertion, for the session's tool calls.
+    identity: SessionIdentity,
 }
 
 impl Conversation<'_> {
@@ -325,7 +353,13 @@ impl Conversation<'_> {
     /// The link a driver reads and writes through.
     fn link(&mut self) -> Link<'_> {
         let state = self.state;
-        Link { inbound: self.inbound, outbound: self.outbound, shared: &state.shared, shutdown: &state.shutdown }
+        Link {
+            inbound: self.inbound,
+            outbound: self.outbound,
+            shared: &state.shared,
+            shutdown: &state.shutdown,
+            identity: &mut self.identity,
+        }
     }
 
     async fn drive_text(&mut self, agent: &AgentRuntime, session: &mut Session, opening: Opening) -> Exit {
@@ -355,8 +389,13 @@ impl Conversation<'_> {
         self.audio.gate.set(Gate::Accept);
         let sonic = self.open_voice(agent, session).await?;
         let state = self.state;
-        let link =
-            Link { inbound: self.inbound, outbound: self.outbound, shared: &state.shared, shutdown: &state.shutdown };
+        let link = Link {
+            inbound: self.inbound,
+            outbound: self.outbound,
+            shared: &state.shared,
+            shutdown: &state.shutdown,
+            identity: &mut self.identity,
+        };
         Ok(voice::drive(agent, session, sonic, opening, link, self.audio.frames).await)
     }
 

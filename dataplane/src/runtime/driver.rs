@@ -10,6 +10,7 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::identity::SessionIdentity;
 use super::metrics::Metrics;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::transcript::TranscriptSink;
@@ -17,6 +18,9 @@ use crate::tools::ToolExecutor;
 use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
 use switchboard_core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session};
 use switchboard_models::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
+
+/// The `bidi_error` code of a refused `identity_assertion`.
+pub const IDENTITY_REFUSED: &str = "identity_refused";
 
 /// One agent with what its sessions need to run.
 #[derive(Debug, Clone)]
@@ -95,6 +99,8 @@ pub struct Link<'a> {
     pub shared: &'a Shared,
     /// Fires when the process shuts down.
     pub shutdown: &'a CancellationToken,
+    /// The verified caller's identity assertion, for the session's tool calls.
+    pub identity: &'a mut SessionIdentity,
 }
 
 /// How a driven session begins: the effects its start returned ([`Session::start`]) and
@@ -111,8 +117,9 @@ pub struct Opening {
 /// Runs `session` until it closes, hands off, loses its client or the link's shutdown
 /// fires.
 pub async fn drive(agent: &AgentRuntime, session: &mut Session, opening: Opening, link: Link<'_>) -> Exit {
-    let Link { inbound, outbound, shared, shutdown } = link;
-    let mut driver = Driver { agent, shared, outbound, model: None, tools: ToolCalls::default(), turn_started: None };
+    let Link { inbound, outbound, shared, shutdown, identity } = link;
+    let tools = ToolCalls::new(identity.watch());
+    let mut driver = Driver { agent, shared, outbound, model: None, tools, turn_started: None, identity };
     if let Some(exit) = driver.apply(opening.effects).await {
         return exit;
     }
@@ -181,6 +188,7 @@ struct Driver<'a> {
     model: Option<ModelCall>,
     tools: ToolCalls,
     turn_started: Option<Instant>,
+    identity: &'a mut SessionIdentity,
 }
 
 impl Driver<'_> {
@@ -199,6 +207,19 @@ impl Driver<'_> {
             }
             ClientMessage::BidiAudioInput { .. } => {
                 self.error("unsupported_modality", "this agent runs in text mode; send bidi_text_input").await?;
+                None
+            }
+            ClientMessage::IdentityAssertion { assertion } => {
+                match self.identity.accept(&assertion) {
+                    Ok(()) => {}
+                    Err(refused) if refused.is_quiet() => {
+                        tracing::debug!("an identity assertion was not used: {refused}")
+                    }
+                    Err(refused) => {
+                        tracing::warn!(agent = self.agent.core.name(), "an identity assertion was refused: {refused}");
+                        self.error(IDENTITY_REFUSED, &refused.to_string()).await?;
+                    }
+                }
                 None
             }
         })
@@ -284,6 +305,9 @@ impl Driver<'_> {
         for effect in effects {
             match effect {
                 Effect::Send(message) => {
+                    if let ServerMessage::MemoryUpdate { key, value } = &message {
+                        self.identity.memory_changed(key, value);
+                    }
                     if matches!(message, ServerMessage::BidiResponseStart { .. }) {
                         self.turn_started = Some(Instant::now());
                     }

@@ -8,6 +8,7 @@
 pub mod connection;
 pub mod driver;
 pub mod grants;
+pub mod identity;
 pub mod metrics;
 mod reader;
 pub mod server;

@@ -1,6 +1,7 @@
 //! The tool calls of one session, for the text driver and the voice relay alike: started
 //! from the core's `ExecuteTool` effects, run concurrently, their progress lines and their
-//! ends delivered one at a time by [`ToolCalls::next`], their durations recorded.
+//! ends delivered one at a time by [`ToolCalls::next`], their durations recorded. Each
+//! HTTP and MCP call carries the session's identity assertion ([`super::identity`]).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -10,9 +11,11 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 
 use super::driver::{AgentRuntime, Shared};
-use crate::tools::{Progress, ProgressUpdate};
+use super::identity::{self, IdentityWatch};
+use crate::tools::{CallContext, Progress, ProgressUpdate};
 use switchboard_core::protocol::ServerMessage;
 use switchboard_core::{FailureKind, ToolFailure};
+use switchboard_crds::agent::ToolTarget;
 
 /// Tool progress lines queued towards the client; more are dropped (they are advisory).
 const PROGRESS_BUFFER: usize = 16;
@@ -42,6 +45,7 @@ pub struct ToolCalls {
     finished: VecDeque<ToolDone>,
     progress: mpsc::Sender<ProgressUpdate>,
     updates: mpsc::Receiver<ProgressUpdate>,
+    identity: IdentityWatch,
 }
 
 impl std::fmt::Debug for ToolCalls {
@@ -52,12 +56,17 @@ impl std::fmt::Debug for ToolCalls {
 
 impl Default for ToolCalls {
     fn default() -> Self {
-        let (progress, updates) = Progress::channel(PROGRESS_BUFFER);
-        Self { running: FuturesUnordered::new(), finished: VecDeque::new(), progress, updates }
+        Self::new(IdentityWatch::none())
     }
 }
 
 impl ToolCalls {
+    /// The calls of a session whose identity assertion `identity` follows.
+    pub fn new(identity: IdentityWatch) -> Self {
+        let (progress, updates) = Progress::channel(PROGRESS_BUFFER);
+        Self { running: FuturesUnordered::new(), finished: VecDeque::new(), progress, updates, identity }
+    }
+
     /// Starts call `id` of `tool` with `input` on `agent`'s executor; an unknown tool ends
     /// at once with an `unknown_tool` failure.
     pub fn start(&mut self, agent: &AgentRuntime, id: String, tool: String, input: serde_json::Value) {
@@ -66,11 +75,17 @@ impl ToolCalls {
             self.running.push(Box::pin(async move { (id, tool, Duration::ZERO, Err(failure)) }));
             return;
         };
-        let progress = Progress::new(self.progress.clone(), id.clone(), tool.clone());
-        let future = agent.executor.execute_reporting(&spec, input, progress);
+        let progress = Some(Progress::new(self.progress.clone(), id.clone(), tool.clone()));
+        // Built-ins reach no server: no identity for them.
+        let identity = (!matches!(spec.target(), Some(ToolTarget::Builtin(_)))).then(|| self.identity.clone());
+        let executor = agent.executor.clone();
         self.running.push(Box::pin(async move {
             let started = Instant::now();
-            let outcome = future.await;
+            let identity = match identity {
+                Some(watch) => watch.assertion(identity::PATIENCE).await,
+                None => None,
+            };
+            let outcome = executor.call(&spec, input, CallContext { progress, identity }).await;
             (id, tool, started.elapsed(), outcome)
         }));
     }

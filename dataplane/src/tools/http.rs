@@ -1,7 +1,8 @@
 //! HTTP tool servers: the input is POSTed as JSON (over `http://` or `https://`) with the
 //! tool's timeout and headers; a 2xx JSON response is the result. Non-2xx statuses,
 //! timeouts, unreachable servers and bodies that are not JSON become classified
-//! [`ToolFailure`]s.
+//! [`ToolFailure`]s. A call of a session with a verified caller carries the gateway's
+//! identity assertion as header `X-Switchboard-Identity`.
 
 use std::time::Duration;
 
@@ -38,13 +39,13 @@ impl HttpToolClient {
         self
     }
 
-    /// POSTs `input` to `tool.url`.
-    pub fn call(&self, tool: &HttpTool, input: serde_json::Value) -> ToolFuture {
+    /// POSTs `input` to `tool.url`, with the `identity` assertion when there is one.
+    pub fn call(&self, tool: &HttpTool, input: serde_json::Value, identity: Option<String>) -> ToolFuture {
         let this = self.clone();
         let tool = tool.clone();
         Box::pin(async move {
             let timeout = Duration::from_millis(u64::from(tool.timeout_ms));
-            match tokio::time::timeout(timeout, this.post(&tool, &input)).await {
+            match tokio::time::timeout(timeout, this.post(&tool, &input, identity.as_deref())).await {
                 Ok(result) => result,
                 Err(_) => Err(ToolFailure::new(
                     FailureKind::Timeout,
@@ -54,7 +55,12 @@ impl HttpToolClient {
         })
     }
 
-    async fn post(&self, tool: &HttpTool, input: &serde_json::Value) -> Result<serde_json::Value, ToolFailure> {
+    async fn post(
+        &self,
+        tool: &HttpTool,
+        input: &serde_json::Value,
+        identity: Option<&str>,
+    ) -> Result<serde_json::Value, ToolFailure> {
         let (target, authority) = self.aliases.resolve(&tool.url)?;
         let mut request = http::Request::post(target)
             .header(http::header::HOST, authority)
@@ -62,6 +68,9 @@ impl HttpToolClient {
             .header(http::header::ACCEPT, "application/json");
         for (name, value) in self.secrets.headers(&tool.headers, &tool.secret_headers)? {
             request = request.header(name, value);
+        }
+        if let Some(identity) = identity {
+            request = request.header(switchboard_core::assertion::HEADER, identity);
         }
         let request = request
             .body(Full::new(Bytes::from(input.to_string())))

@@ -3,7 +3,9 @@
 //! built-ins ([`builtin`]), over `http://` or `https://`. While a call runs, [`Progress`]
 //! carries what the tool reports (MCP progress notifications) and, for a call still running
 //! after [`ExecutorOptions::heartbeat`], a periodic "still running" line — the client's
-//! `tool_progress` events.
+//! `tool_progress` events. A call of a session with a verified caller carries the gateway's
+//! identity assertion to HTTP and MCP servers as header `X-Switchboard-Identity` (see
+//! `IDENTITY.md` beside this file, for tool-server authors).
 
 pub mod builtin;
 pub mod http;
@@ -67,15 +69,29 @@ impl Progress {
     }
 }
 
+/// What one call carries besides its input.
+#[derive(Clone, Debug, Default)]
+pub struct CallContext {
+    /// Where the call reports progress; none: it reports nothing.
+    pub progress: Option<Progress>,
+    /// The session's identity assertion (a compact JWS), sent to HTTP and MCP servers as
+    /// [`switchboard_core::assertion::HEADER`]; none: no such header.
+    pub identity: Option<String>,
+}
+
 /// Runs tools. Implementations are shared by all sessions.
 pub trait ToolExecutor: Send + Sync + std::fmt::Debug {
-    /// Runs `tool` with `input` (already validated by the core).
-    fn execute(&self, tool: &ToolSpec, input: serde_json::Value) -> ToolFuture;
+    /// Runs `tool` with `input` (already validated by the core) and what `call` carries.
+    fn call(&self, tool: &ToolSpec, input: serde_json::Value, call: CallContext) -> ToolFuture;
 
-    /// Runs `tool` with `input`, reporting progress to `progress`. By default, no progress.
+    /// Runs `tool` with `input`, without progress or identity.
+    fn execute(&self, tool: &ToolSpec, input: serde_json::Value) -> ToolFuture {
+        self.call(tool, input, CallContext::default())
+    }
+
+    /// Runs `tool` with `input`, reporting progress to `progress`, without identity.
     fn execute_reporting(&self, tool: &ToolSpec, input: serde_json::Value, progress: Progress) -> ToolFuture {
-        let _ = progress;
-        self.execute(tool, input)
+        self.call(tool, input, CallContext { progress: Some(progress), identity: None })
     }
 }
 
@@ -123,12 +139,13 @@ impl Executor {
         })
     }
 
-    fn run(&self, tool: &ToolSpec, input: serde_json::Value, progress: Option<Progress>) -> ToolFuture {
+    fn run(&self, tool: &ToolSpec, input: serde_json::Value, call: CallContext) -> ToolFuture {
+        let CallContext { progress, identity } = call;
         match tool.target() {
-            Some(ToolTarget::Http(spec)) => self.http.call(spec, input),
+            Some(ToolTarget::Http(spec)) => self.http.call(spec, input, identity),
             Some(ToolTarget::Mcp(spec)) => {
                 let (mcp, spec, name) = (self.mcp.clone(), spec.clone(), tool.name.clone());
-                Box::pin(async move { mcp.call(&spec, &name, input, progress).await })
+                Box::pin(async move { mcp.call(&spec, &name, input, progress, identity).await })
             }
             Some(ToolTarget::Builtin(spec)) => {
                 let kind = spec.kind;
@@ -148,13 +165,13 @@ impl Executor {
 }
 
 impl ToolExecutor for Executor {
-    fn execute(&self, tool: &ToolSpec, input: serde_json::Value) -> ToolFuture {
-        self.run(tool, input, None)
-    }
-
-    fn execute_reporting(&self, tool: &ToolSpec, input: serde_json::Value, progress: Progress) -> ToolFuture {
-        let call = self.run(tool, input, Some(progress.clone()));
-        with_heartbeat(call, progress, self.heartbeat)
+    fn call(&self, tool: &ToolSpec, input: serde_json::Value, call: CallContext) -> ToolFuture {
+        let progress = call.progress.clone();
+        let running = self.run(tool, input, call);
+        match progress {
+            Some(progress) => with_heartbeat(running, progress, self.heartbeat),
+            None => running,
+        }
     }
 }
 

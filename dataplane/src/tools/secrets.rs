@@ -99,7 +99,17 @@ impl SecretFiles {
     }
 }
 
+/// A tool's header name; the identity assertion's header is the runtime's alone (a tool
+/// that set it could pass a copied assertion off as the gateway's word for this session).
 fn header_name(name: &str) -> Result<HeaderName, ToolFailure> {
+    if name.eq_ignore_ascii_case(switchboard_core::assertion::HEADER) {
+        return Err(ToolFailure::new(
+            FailureKind::Unsupported,
+            format!(
+                "a tool may not set the {name} header: the runtime sends it, with the gateway's identity assertion"
+            ),
+        ));
+    }
     HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| ToolFailure::new(FailureKind::Unsupported, format!("{name:?} is not a valid header name")))
 }
@@ -141,5 +151,12 @@ mod tests {
         let bad = files.headers(&BTreeMap::new(), &[secret_header("X-Api-Key", "crm", "bad", "")]).unwrap_err();
         assert!(bad.message.contains("cannot carry") && !bad.message.contains("line"), "{}", bad.message);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_tool_cannot_set_the_identity_assertion_header() {
+        let plain = BTreeMap::from([("x-switchboard-identity".to_owned(), "eyJ.copied.sig".to_owned())]);
+        let refused = SecretFiles::default().headers(&plain, &[]).expect_err("refused");
+        assert!(refused.message.contains("the runtime sends it"), "{}", refused.message);
     }
 }

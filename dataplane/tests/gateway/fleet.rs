@@ -134,7 +134,10 @@ impl Fleet {
         let sim = Simulator::start(SimConfig::new(script)).await.expect("simulator");
         let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
         let accounts = Accounts::load(&examples.join("tools/accounts.yaml")).expect("accounts");
-        let tools = DemoTools::start(accounts, SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("tool server");
+        // The tool server acts only for the caller the gateway's identity assertion names.
+        let key = switchboard_core::grant::GatewaySigner::from_seed(&KEY).public();
+        let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        let tools = DemoTools::start_verifying(accounts, addr, Some(key)).await.expect("tool server");
         let dir = std::env::temp_dir().join(format!("switchboard-fleet-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("dir");
         let public_key = switchboard_core::grant::GatewaySigner::from_seed(&KEY).public().to_string();

@@ -295,20 +295,29 @@ pub fn gateway_key() -> switchboard_core::grant::GatewaySigner {
     switchboard_core::grant::GatewaySigner::from_seed(&[42; 32])
 }
 
-/// A `session_start` for `agent` whose context the gateway signed with `key`, fresh now.
+/// A `session_start` for `agent` whose context the gateway signed with `key`, fresh now;
+/// as the gateway does, with the identity assertion of the caller `memory` holds.
 pub fn signed_start(
     key: &switchboard_core::grant::GatewaySigner,
     agent: &str,
     memory: std::collections::BTreeMap<String, serde_json::Value>,
 ) -> SessionStart {
+    use switchboard_core::assertion::{IdentityClaims, sign_identity};
+    let session_id = format!("gw-{}", uuid::Uuid::new_v4());
+    let now_ms = switchboard_dataplane::runtime::grants::now_ms();
+    // The examples name no namespace: they are the default namespace's.
+    let identity = memory.get("verifiedUser").map(|caller| {
+        let claims = IdentityClaims::new(caller.clone(), "default", agent, &session_id, now_ms / 1000);
+        sign_identity(key, &claims).expect("an identity assertion")
+    });
     let context = switchboard_core::grant::SessionContext {
-        session_id: format!("gw-{}", uuid::Uuid::new_v4()),
-        // The examples name no namespace: they are the default namespace's.
+        session_id,
         namespace: "default".to_owned(),
         agent: agent.to_owned(),
-        issued_at_ms: switchboard_dataplane::runtime::grants::now_ms(),
+        issued_at_ms: now_ms,
         nonce: uuid::Uuid::new_v4().to_string(),
         memory,
+        identity,
         ..Default::default()
     };
     SessionStart { agent: Some(agent.to_owned()), context: Some(key.sign(&context)), ..Default::default() }

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use switchboard_core::FailureKind;
-use switchboard_dataplane::tools::{Progress, ToolExecutor};
+use switchboard_dataplane::tools::{CallContext, Progress, ToolExecutor};
 
 use crate::common::{McpServer, executor, mcp_tool};
 
@@ -131,4 +131,18 @@ async fn secret_headers_reach_the_server_from_the_mounted_secret_and_rotate_with
     assert!(missing.message.contains(r#"key "token" of the Secret "crm""#), "{}", missing.message);
     assert!(!missing.message.contains("second-token"), "{}", missing.message);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The caller's identity assertion goes with that caller's call only: the MCP session the
+/// process shares with every agent session does not keep it for the next call.
+#[tokio::test]
+async fn the_identity_assertion_goes_with_its_call_only() {
+    let server = McpServer::start().await;
+    let executor = executor();
+    let tool = mcp_tool("caller", &server.url(), 10_000);
+    let asserted = CallContext { progress: None, identity: Some("eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiIxIn0.c2ln".into()) };
+    let first = executor.call(&tool, json!({}), asserted).await.expect("the call succeeds");
+    assert_eq!(first, json!({"result": "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiIxIn0.c2ln"}));
+    let next = executor.execute(&tool, json!({})).await.expect("the call succeeds");
+    assert_eq!(next, json!({"result": ""}), "a call without a caller carries none");
 }

@@ -44,4 +44,11 @@ async def whoami(ctx: Context) -> str:
     return request.headers.get("authorization", "") if request is not None else ""
 
 
+@app.tool()
+async def caller(ctx: Context) -> str:
+    """Says which X-Switchboard-Identity assertion the request carried (the identity tests)."""
+    request = ctx.request_context.request
+    return request.headers.get("x-switchboard-identity", "") if request is not None else ""
+
+
 app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))

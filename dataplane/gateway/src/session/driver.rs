@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::extract::ws::{Message, Utf8Bytes};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use switchboard_core::protocol::{ServerMessage, close_code};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, close_code};
 use tokio_tungstenite::tungstenite::{self, Message as UpMessage};
 
 use super::machine::{
@@ -202,6 +202,18 @@ async fn carry_out(
             Effect::CloseRuntime => {
                 if let Some(mut up) = state.upstream.take() {
                     let _ = tokio::time::timeout(Duration::from_secs(1), up.tx.close()).await;
+                }
+            }
+            Effect::AssertIdentity(caller) => {
+                let Some(up) = state.upstream.as_mut() else { continue };
+                let target = &machine.target().route;
+                let assertion =
+                    upstream::identity(&gateway.key, &caller, &target.namespace, &target.name, machine.id());
+                let Some(assertion) = assertion else { continue };
+                let message = ClientMessage::IdentityAssertion { assertion };
+                // A failure shows on the read side; the next connection's grant carries one.
+                if let Ok(text) = serde_json::to_string(&message) {
+                    let _ = up.tx.send(UpMessage::text(text)).await;
                 }
             }
             Effect::Hold { key, previous } => hold(gateway, machine.id(), key, previous, superseded).await,

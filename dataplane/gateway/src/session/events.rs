@@ -166,6 +166,10 @@ pub enum Effect {
         /// The key it replaces.
         previous: Option<String>,
     },
+    /// Sign an identity assertion for this verified caller (the `verifiedUser` memory value)
+    /// in the session's current Agent, and send it to the runtime (`identity_assertion`);
+    /// dropped when no runtime connection is open (the next one's grant carries one).
+    AssertIdentity(serde_json::Value),
     /// Count and log.
     Note(Note),
 }

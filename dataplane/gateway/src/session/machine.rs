@@ -8,14 +8,17 @@
 //!
 //! The rules live beside it by concept: the relay of frames here, [`super::handoff`],
 //! moving between pods ([`super::moves`]), parking and resuming ([`super::park`]), and
-//! what is kept of the conversation ([`super::kept`]).
+//! what is kept of the conversation ([`super::kept`]), the verified caller's identity
+//! assertion ([`identity`]).
+
+mod identity;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use axum::extract::ws::Utf8Bytes;
-use switchboard_core::protocol::{ServerKind, ServerMessage, close_code};
+use switchboard_core::protocol::{ServerKind, ServerMessage, close_code, gateway_only};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 
 pub(super) use super::events::Purpose;
@@ -76,6 +79,9 @@ pub struct Machine {
     pub(super) client_heard: Instant,
     /// The last frame of any kind from the runtime.
     pub(super) runtime_heard: Instant,
+    /// When the runtime was last given an identity assertion (by a grant or a frame), while
+    /// the memory holds a verified caller.
+    pub(super) asserted_at: Option<Instant>,
     bucket: Bucket,
     pub(super) out: VecDeque<Effect>,
 }
@@ -131,6 +137,7 @@ impl Machine {
             last_activity: now,
             client_heard: now,
             runtime_heard: now,
+            asserted_at: None,
             bucket,
             out: VecDeque::new(),
         }
@@ -237,7 +244,10 @@ impl Machine {
             }
             Event::RuntimeSendFailed(message) => self.keep_unsent(message),
             Event::SettleDue => self.settled(false),
-            Event::PingDue => self.ping(cx),
+            Event::PingDue => {
+                self.ping(cx);
+                self.refresh_identity(cx);
+            }
         }
     }
 
@@ -278,6 +288,9 @@ impl Machine {
     /// A client's text frame for the runtime. A typed input is tracked until the runtime
     /// takes it up ([`Kept::track`]) rather than kept as unsent.
     pub(super) fn forward_text(&mut self, text: &str) {
+        if gateway_only(text) {
+            return self.refuse_gateway_only();
+        }
         if self.kept.track(text) {
             if self.runtime.is_some() {
                 self.push(Effect::Runtime { message: UpMessage::text(text), keep: false });
@@ -326,7 +339,12 @@ impl Machine {
                 Some(ServerKind::ConnectionStart) if self.stamp_start(text.as_str(), cx) => return,
                 kind => {
                     self.new_reply(kind);
+                    // Only a memory update (or a text of no known kind) may change the caller.
+                    let caller = matches!(kind, Some(ServerKind::MemoryUpdate) | None).then(|| self.caller());
                     self.kept.observe(text.as_str());
+                    if let Some(before) = caller {
+                        self.caller_observed(before, cx);
+                    }
                     Frame::Text(text)
                 }
             },

@@ -52,6 +52,7 @@ impl Machine {
             Ok(addr) => {
                 self.runtime_heard = cx.now;
                 self.attached(addr, request.handoff.is_some());
+                self.identity_granted(cx);
                 self.opened_for(purpose, cx);
             }
             Err(message) => self.open_failed(purpose, message, cx),

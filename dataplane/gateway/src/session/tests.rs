@@ -1,6 +1,7 @@
 //! Each rule of the session machine, driven through its events; and random event
 //! sequences against a model of the task and the runtimes ([`props`]).
 
+mod identity;
 mod limits;
 mod park;
 mod props;

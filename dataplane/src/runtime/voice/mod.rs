@@ -24,7 +24,8 @@ use switchboard_crds::{Mode, RuntimeSpec};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::driver::{AgentRuntime, Exit, Link, Opening, Shared};
+use super::driver::{AgentRuntime, Exit, IDENTITY_REFUSED, Link, Opening, Shared};
+use super::identity::SessionIdentity;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use relay::Relay;
 use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
@@ -112,12 +113,12 @@ pub async fn drive(
     link: Link<'_>,
     audio: &mut AudioFrames,
 ) -> Exit {
-    let Link { inbound, outbound, shared, shutdown } = link;
+    let Link { inbound, outbound, shared, shutdown, identity } = link;
     let (stream, mut events) = sonic;
     // The prompt the stream was opened with (see `VoiceModel::open`).
     let prompt = session.system_prompt();
-    let mut voice =
-        Voice { agent, shared, outbound, stream, prompt, tools: ToolCalls::default(), relay: Relay::default() };
+    let tools = ToolCalls::new(identity.watch());
+    let mut voice = Voice { agent, shared, outbound, stream, prompt, tools, relay: Relay::default(), identity };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
     let exit = voice.run(session, opening, &mut inputs).await;
     let _ = voice.stream.close().await;
@@ -141,6 +142,7 @@ struct Voice<'a> {
     prompt: String,
     tools: ToolCalls,
     relay: Relay,
+    identity: &'a mut SessionIdentity,
 }
 
 impl Voice<'_> {
@@ -245,6 +247,15 @@ impl Voice<'_> {
             ClientMessage::SessionStart(_) => {
                 return self.error("already_started", "the session has already started".into()).await;
             }
+            ClientMessage::IdentityAssertion { assertion } => {
+                let refused = self.identity.accept(&assertion).err()?;
+                if refused.is_quiet() {
+                    tracing::debug!("an identity assertion was not used: {refused}");
+                    return None;
+                }
+                tracing::warn!(agent = self.agent.core.name(), "an identity assertion was refused: {refused}");
+                return self.error(IDENTITY_REFUSED, refused.to_string()).await;
+            }
             // The reader turns audio messages into checked frames on the audio channel.
             ClientMessage::BidiAudioInput { audio } => match audio::decode_base64(&audio) {
                 Ok(pcm) => return self.audio(pcm).await,
@@ -317,6 +328,9 @@ impl Voice<'_> {
         for effect in effects {
             match effect {
                 Effect::Send(message) => {
+                    if let ServerMessage::MemoryUpdate { key, value } = &message {
+                        self.identity.memory_changed(key, value);
+                    }
                     if let ServerMessage::BidiError { code, .. } = &message {
                         self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
                     }

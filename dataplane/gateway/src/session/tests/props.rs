@@ -98,7 +98,9 @@ impl World {
                         self.inbox.push_back(text);
                     }
                 }
-                Effect::Runtime { .. } => prop_assert!(self.open.is_some(), "a message for no runtime"),
+                Effect::Runtime { .. } | Effect::AssertIdentity(_) => {
+                    prop_assert!(self.open.is_some(), "a message for no runtime")
+                }
                 Effect::CloseRuntime => self.closed(),
             }
         }

@@ -1,0 +1,63 @@
+//! The verified caller's identity assertion ([`switchboard_core::assertion`]), the session
+//! machine's rules. A runtime session opened while the memory holds `verifiedUser` gets one
+//! in its grant (the task signs it, [`crate::upstream`]). A caller verified during the
+//! session — the runtime's `memory_update` of `verifiedUser` — is asserted to that runtime
+//! at once ([`Effect::AssertIdentity`]), and the assertion it holds is replaced before it
+//! expires. A client never sends one: its `identity_assertion` gets a `bidi_error` and goes
+//! no further (the runtime would refuse it anyway, but the gateway does not relay it).
+
+use switchboard_core::assertion::{IDENTITY_KEY, REFRESH_AFTER_SECS};
+use switchboard_core::protocol::ServerMessage;
+
+use super::{Cx, Effect, Machine, Phase};
+
+/// The `bidi_error` code of a client's `identity_assertion`.
+pub const IDENTITY_REFUSED: &str = "identity_refused";
+
+impl Machine {
+    /// The verified caller the session's memory holds now.
+    pub(in crate::session) fn caller(&self) -> Option<serde_json::Value> {
+        self.kept.memory.get(IDENTITY_KEY).filter(|value| !value.is_null()).cloned()
+    }
+
+    /// A runtime message was kept: a caller other than `before` is asserted to the runtime
+    /// at once; a caller no longer there needs no more assertions (the runtime drops its
+    /// own when its memory loses the caller).
+    pub(in crate::session) fn caller_observed(&mut self, before: Option<serde_json::Value>, cx: &Cx<'_>) {
+        match self.caller() {
+            None => self.asserted_at = None,
+            Some(caller) if Some(&caller) != before.as_ref() => self.assert_identity(caller, cx),
+            Some(_) => {}
+        }
+    }
+
+    /// A runtime session opened: its grant carried an assertion if there is a caller.
+    pub(in crate::session) fn identity_granted(&mut self, cx: &Cx<'_>) {
+        self.asserted_at = self.caller().map(|_| cx.now);
+    }
+
+    /// Every ping interval: an assertion the runtime has held for
+    /// [`REFRESH_AFTER_SECS`] is replaced, so it never holds an expired one.
+    pub(in crate::session) fn refresh_identity(&mut self, cx: &Cx<'_>) {
+        let due =
+            self.asserted_at.is_some_and(|at| cx.now.saturating_duration_since(at).as_secs() >= REFRESH_AFTER_SECS);
+        if let Some(caller) = self.caller().filter(|_| due) {
+            self.assert_identity(caller, cx);
+        }
+    }
+
+    fn assert_identity(&mut self, caller: serde_json::Value, cx: &Cx<'_>) {
+        if self.runtime.is_none() || !matches!(self.phase, Phase::Live) {
+            return;
+        }
+        self.asserted_at = Some(cx.now);
+        self.push(Effect::AssertIdentity(caller));
+    }
+
+    /// A client's `identity_assertion`: refused, and the session goes on.
+    pub(in crate::session) fn refuse_gateway_only(&mut self) {
+        let message = "identity_assertion is sent to runtimes only by the Switchboard gateway, never by a client; \
+                       the frame was dropped";
+        self.deliver(ServerMessage::error(IDENTITY_REFUSED, message, true).into());
+    }
+}
