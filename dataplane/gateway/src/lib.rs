@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod balancer;
+pub mod budget;
 pub mod directory;
 pub mod metrics;
 mod origin;
@@ -74,6 +75,17 @@ pub struct GatewayConfig {
     /// its session parks for resume; a runtime, as lost, and the session moves to another
     /// pod.
     pub ping_timeout: Duration,
+    /// Bytes all sessions together may hold before new ones are refused with 1013
+    /// ([`budget`]); none: no budget.
+    pub memory_budget: Option<usize>,
+}
+
+impl GatewayConfig {
+    /// The most one session holds: its replay buffer, what is kept of it, and its
+    /// connections' overhead.
+    pub fn session_bound(&self) -> usize {
+        self.replay_bytes + session::kept::MAX_KEPT_BYTES + budget::SESSION_OVERHEAD
+    }
 }
 
 impl Default for GatewayConfig {
@@ -93,6 +105,7 @@ impl Default for GatewayConfig {
             idle_timeout: Duration::from_secs(600),
             ping_interval: Duration::from_secs(5),
             ping_timeout: Duration::from_secs(15),
+            memory_budget: None,
         }
     }
 }
@@ -125,6 +138,8 @@ pub struct Gateway {
     pub shutdown: CancellationToken,
     /// Tracks session tasks.
     pub tracker: TaskTracker,
+    /// What the sessions hold, against the memory budget.
+    pub budget: budget::MemoryBudget,
 }
 
 impl Gateway {
@@ -138,6 +153,7 @@ impl Gateway {
         store: resume::Store,
     ) -> Result<Arc<Self>, prometheus::Error> {
         Ok(Arc::new(Self {
+            budget: budget::MemoryBudget::new(config.memory_budget, config.session_bound()),
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
             config,
             directory,

@@ -1,7 +1,7 @@
 //! The gateway's Prometheus metrics. Labels are bounded: Agents (`namespace/name`) and
 //! fixed reasons, never a session.
 
-use prometheus::{CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, Opts, Registry, TextEncoder};
+use prometheus::{CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntGauge, Opts, Registry, TextEncoder};
 
 /// Every metric of one gateway process.
 #[derive(Clone, Debug)]
@@ -23,6 +23,10 @@ pub struct Metrics {
     pub parked: CounterVec,
     /// Sessions resumed by their client, by Agent.
     pub resumed: CounterVec,
+    /// Bytes the sessions hold, counted toward the memory budget.
+    pub memory_held: IntGauge,
+    /// The memory budget (0: none).
+    pub memory_budget: IntGauge,
 }
 
 impl Metrics {
@@ -63,7 +67,29 @@ impl Metrics {
             &["from", "to"],
         )?;
         registry.register(Box::new(handoff_gap.clone()))?;
-        Ok(Self { registry, live, routed, refused, handoffs, handoff_gap, migrated, parked, resumed })
+        let memory_held = IntGauge::new(
+            "switchboard_gateway_memory_held_bytes",
+            "Bytes live and parked sessions hold (replay buffers, history, memory, typed inputs, overhead).",
+        )?;
+        registry.register(Box::new(memory_held.clone()))?;
+        let memory_budget = IntGauge::new(
+            "switchboard_gateway_memory_budget_bytes",
+            "The bytes sessions may hold before new ones are refused (0: no budget).",
+        )?;
+        registry.register(Box::new(memory_budget.clone()))?;
+        Ok(Self {
+            registry,
+            live,
+            routed,
+            refused,
+            handoffs,
+            handoff_gap,
+            migrated,
+            parked,
+            resumed,
+            memory_held,
+            memory_budget,
+        })
     }
 
     /// The text exposition format.

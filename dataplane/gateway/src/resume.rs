@@ -155,12 +155,18 @@ impl Replay {
         self.seq += 1;
         self.bytes += frame.len();
         self.frames.push_back((self.seq, frame));
+        self.trim(max_frames, max_bytes);
+        self.seq
+    }
+
+    /// Drops the oldest copies until at most `max_frames` of `max_bytes` are held; a
+    /// client that resumes from before them is told of the gap.
+    pub fn trim(&mut self, max_frames: usize, max_bytes: usize) {
         while self.frames.len() > max_frames || self.bytes > max_bytes {
             let Some((n, old)) = self.frames.pop_front() else { break };
             self.bytes -= old.len();
             self.lost = n;
         }
-        self.seq
     }
 
     /// Drops the reply audio held (a new reply starts, or the caller interrupted the one
@@ -250,6 +256,18 @@ mod tests {
         small.record(text("abcdefghij"), 100, 12);
         assert_eq!(small.bytes(), 10);
         assert_eq!(small.since(None).frames, vec![text("abcdefghij")]);
+        // Shedding under memory pressure: the oldest go, and a resume from before them is
+        // told of the gap.
+        let mut shed = Replay::default();
+        for i in 1..=4 {
+            shed.record(text(&format!("m{i}-456789")), 100, 1 << 20);
+        }
+        shed.trim(100, 20);
+        assert_eq!(shed.bytes(), 18, "two of 9 bytes fit in 20");
+        assert_eq!(
+            shed.since(Some(1)),
+            Missed { frames: vec![text("m3-456789"), text("m4-456789")], gap: Some((2, 2)) }
+        );
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 
 fn app(gateway: Arc<Gateway>, more_metrics: Option<MoreMetrics>) -> Router {
     let metrics = move |State(gateway): State<Arc<Gateway>>| async move {
+        let held = i64::try_from(gateway.budget.held()).unwrap_or(i64::MAX);
+        gateway.metrics.memory_held.set(held);
+        gateway.metrics.memory_budget.set(gateway.budget.limit().map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)));
         let mut text = gateway.metrics.render();
         if let Some(more) = &more_metrics {
             text.push_str(&more());
@@ -88,6 +91,15 @@ async fn session(
         Err(try_again("the gateway is draining; reconnect to another instance"))
     } else if permit.is_none() {
         Err(try_again(&format!("the gateway is at its limit of {} sessions", gateway.config.max_sessions)))
+    } else if !gateway.budget.admits() {
+        Err(Refusal {
+            reason: "memory_budget",
+            ..try_again(&format!(
+                "the gateway's sessions hold {} MiB, at its memory budget of {} MiB",
+                gateway.budget.held() >> 20,
+                gateway.budget.limit().unwrap_or_default() >> 20
+            ))
+        })
     } else {
         gateway.auth.admit(&headers, query.access_token.as_deref())
     };

@@ -18,7 +18,7 @@ use switchboard_gateway::resume::Store;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::static_routes;
 use switchboard_gateway::watch::{self, Sources};
-use switchboard_gateway::{Gateway, GatewayConfig};
+use switchboard_gateway::{Gateway, GatewayConfig, budget};
 use switchboard_models::net::Trust;
 
 /// Options of `switchboard gateway`.
@@ -189,6 +189,13 @@ pub struct GatewayArgs {
     /// session parks for resume) or a runtime as lost (the session moves to another pod).
     #[arg(long, env = "SWITCHBOARD_PING_TIMEOUT_SECONDS", default_value_t = 15)]
     ping_timeout_seconds: u64,
+
+    /// Bytes all sessions together may hold (replay buffers, history, memory, typed inputs,
+    /// and a fixed overhead a session) before new sessions are refused with 1013
+    /// (`memory_budget`); past it, live sessions shed most of their replay buffers. Default:
+    /// 60 % of the container's memory limit (cgroup), or none without one; 0: none.
+    #[arg(long, env = "SWITCHBOARD_MEMORY_BUDGET_BYTES")]
+    memory_budget_bytes: Option<usize>,
 }
 
 /// Serves until SIGTERM/SIGINT, then drains.
@@ -226,6 +233,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         idle_seconds,
         ping_seconds,
         ping_timeout_seconds,
+        memory_budget_bytes,
     } = args;
     anyhow::ensure!(
         jwks_file.is_some() || jwks_url.is_some() || (jwt_issuer.is_none() && jwt_audience.is_none()),
@@ -334,8 +342,21 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(idle_seconds),
         ping_interval: Duration::from_secs(ping_seconds),
         ping_timeout: Duration::from_secs(ping_timeout_seconds),
+        memory_budget: match memory_budget_bytes {
+            Some(0) => None,
+            Some(bytes) => Some(bytes),
+            None => budget::default_budget(budget::container_memory_limit()),
+        },
         ..GatewayConfig::default()
     };
+    match config.memory_budget {
+        Some(bytes) => tracing::info!(
+            budget_mib = bytes >> 20,
+            session_bound_kib = config.session_bound() >> 10,
+            "new sessions are refused while the sessions' bytes leave no room for one more"
+        ),
+        None => tracing::info!("no memory budget (no container memory limit, or --memory-budget-bytes 0)"),
+    }
     let gateway = Gateway::new(config, directory, key, auth, store)?;
     let server = Server::bind(listen, gateway).await?;
     tracing::info!(addr = %server.local_addr()?, "gateway serving /v1/session");

@@ -2,6 +2,7 @@
 //! Example Bank agent, each signing-key protected, against the simulator: the client talks
 //! to the gateway only.
 
+mod budget;
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]
 mod client;

@@ -19,6 +19,7 @@ use redis::AsyncCommands;
 use switchboard_core::grant::GatewaySigner;
 
 use super::Parked;
+use crate::budget::Account;
 
 /// What a resume found.
 #[derive(Debug)]
@@ -125,12 +126,13 @@ impl Default for Store {
 }
 
 /// An in-memory entry.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum Entry {
     /// Attached to a client, or being parked.
     Parking,
-    /// Parked.
-    Parked(Box<Parked>),
+    /// Parked, with its count toward the gateway's memory budget (given back when the
+    /// entry goes).
+    Parked(Box<Parked>, Option<Account>),
 }
 
 const PREFIX: &str = "switchboard:session:";
@@ -216,14 +218,22 @@ impl Store {
         Ok(())
     }
 
-    /// Parks `session` at `key` for `ttl` (and clears the parking mark).
-    pub async fn park(&self, key: &str, session: &Parked, ttl: Duration) -> Result<(), StoreError> {
+    /// Parks `session` at `key` for `ttl` (and clears the parking mark). In this process,
+    /// the session's `account` (its bytes, toward the memory budget) stays with it; Redis'
+    /// memory is not the gateway's.
+    pub async fn park(
+        &self,
+        key: &str,
+        session: &Parked,
+        ttl: Duration,
+        account: Option<Account>,
+    ) -> Result<(), StoreError> {
         match self {
             Self::Memory(map) => {
                 let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
                 let now = Instant::now();
                 map.retain(|_, (expires, _)| *expires > now);
-                map.insert(key.to_owned(), (now + ttl, Entry::Parked(Box::new(session.clone()))));
+                map.insert(key.to_owned(), (now + ttl, Entry::Parked(Box::new(session.clone()), account)));
             }
             Self::Redis(shared) => {
                 let value = seal(&shared.signer, key, session)?;
@@ -276,8 +286,9 @@ impl Store {
             Self::Memory(map) => {
                 let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
                 let now = Instant::now();
+                map.retain(|_, (expires, _)| *expires > now);
                 match map.remove(key) {
-                    Some((expires, Entry::Parked(session))) if expires > now => Ok((Some(*session), false)),
+                    Some((expires, Entry::Parked(session, _))) if expires > now => Ok((Some(*session), false)),
                     Some((expires, Entry::Parking)) if expires > now => {
                         map.insert(key.to_owned(), (expires, Entry::Parking));
                         Ok((None, true))
@@ -354,17 +365,35 @@ mod tests {
             tokio::spawn(async move { store.take("k", Duration::from_secs(5)).await })
         };
         tokio::time::sleep(Duration::from_millis(120)).await;
-        store.park("k", &parked(), ttl).await.expect("park");
+        store.park("k", &parked(), ttl, None).await.expect("park");
         let taken = waiting.await.expect("joins").expect("take").parked();
         assert_eq!(taken.map(|p| p.agent).as_deref(), Some("triage"), "the early resume waited for the park");
         assert!(matches!(store.take("k", Duration::ZERO).await.expect("take"), Taken::Unknown), "taken once only");
         // Expiry.
-        store.park("e", &parked(), Duration::from_millis(30)).await.expect("park");
+        store.park("e", &parked(), Duration::from_millis(30), None).await.expect("park");
         tokio::time::sleep(Duration::from_millis(60)).await;
         assert!(matches!(store.take("e", Duration::ZERO).await.expect("take"), Taken::Unknown), "expired");
         // A mark whose park failed does not hold resumes.
         store.mark_parking("u", ttl).await.expect("mark");
         store.unmark("u").await.expect("unmark");
         assert!(matches!(store.take("u", Duration::from_secs(5)).await.expect("take"), Taken::Unknown));
+    }
+
+    #[tokio::test]
+    async fn a_parked_session_counts_toward_the_budget_until_taken_or_expired() {
+        let budget = crate::budget::MemoryBudget::new(Some(1 << 20), 0);
+        let store = Store::default();
+        let mut account = budget.account();
+        account.set(5000);
+        store.park("k", &parked(), Duration::from_secs(30), Some(account)).await.expect("park");
+        assert_eq!(budget.held(), 5000, "parked here, counted here");
+        assert!(store.take("k", Duration::ZERO).await.expect("take").parked().is_some());
+        assert_eq!(budget.held(), 0, "taken: given back");
+        let mut account = budget.account();
+        account.set(7000);
+        store.park("e", &parked(), Duration::from_millis(20), Some(account)).await.expect("park");
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert!(matches!(store.take("other", Duration::ZERO).await.expect("take"), Taken::Unknown));
+        assert_eq!(budget.held(), 0, "expired entries are swept, and their bytes given back");
     }
 }

@@ -19,6 +19,7 @@ use super::{ClientSink, ClientStream, SLOW_CLIENT, close_client};
 use crate::Gateway;
 use crate::auth::Admission;
 use crate::balancer::Lease;
+use crate::budget::{Account, SESSION_OVERHEAD};
 use crate::resume::{Frame, Parked};
 use crate::upstream::{self, Opening, UpSink, UpStream};
 
@@ -53,12 +54,17 @@ struct State {
     /// The client's socket was closed (moved elsewhere) or failed: no more sends.
     client_done: bool,
     admission: Option<Admission>,
+    /// What the session holds, toward the gateway's memory budget (refreshed at every
+    /// ping interval; cheap enough, but not for every frame).
+    account: Account,
 }
 
 /// Runs the session until it ends or is parked.
 pub(super) async fn run(relay: Relay) {
     let Relay { gateway, mut machine, parked, mut client_tx, mut client_rx, admission } = relay;
-    let mut state = State { upstream: None, live: None, client_done: false, admission: Some(admission) };
+    let mut account = gateway.budget.account();
+    account.set(SESSION_OVERHEAD + machine.held_bytes());
+    let mut state = State { upstream: None, live: None, client_done: false, admission: Some(admission), account };
     let superseded = tokio_util::sync::CancellationToken::new();
     let mut directory = gateway.directory.clone();
     directory.mark_unchanged();
@@ -107,7 +113,13 @@ pub(super) async fn run(relay: Relay) {
                         idle.as_mut().reset(machine.idle_deadline().into());
                         Event::IdleDue
                     }
-                    _ = pings.tick() => Event::PingDue,
+                    _ = pings.tick() => {
+                        if gateway.budget.over() {
+                            machine.shed_replay();
+                        }
+                        state.account.set(SESSION_OVERHEAD + machine.held_bytes());
+                        Event::PingDue
+                    }
                     frame = client_rx.next() => {
                         let frame = client_frame(frame);
                         let counted = matches!(frame, ClientFrame::Text(_) | ClientFrame::Binary(_));
@@ -364,7 +376,10 @@ async fn finish(
         Ending::ResumeFailed(message) => {
             // The client may try again with the same token.
             if let Some((key, parked)) = parked
-                && let Err(error) = gateway.store.park(&key, &parked, gateway.config.resume_window).await
+                && let Err(error) = gateway
+                    .store
+                    .park(&key, &parked, gateway.config.resume_window, Some(parked_account(gateway, &parked)))
+                    .await
             {
                 tracing::warn!(session = %machine.id(), "cannot park the session again: {error}");
             }
@@ -380,6 +395,13 @@ async fn finish(
     {
         close_client(client_tx, close).await;
     }
+}
+
+/// A parked session's count toward the memory budget.
+fn parked_account(gateway: &Gateway, parked: &Parked) -> Account {
+    let mut account = gateway.budget.account();
+    account.set(parked.replay.bytes() + parked.kept.bytes());
+    account
 }
 
 /// The session ended: nothing waits for a resume.
@@ -398,7 +420,8 @@ async fn park(gateway: &Gateway, machine: &mut Machine) {
     gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
     let parked = machine.take_parked();
     let agent = machine.target().key();
-    match gateway.store.park(&key, &parked, gateway.config.resume_window).await {
+    match gateway.store.park(&key, &parked, gateway.config.resume_window, Some(parked_account(gateway, &parked))).await
+    {
         Ok(()) => {
             gateway.metrics.parked.with_label_values(&[&agent]).inc();
             tracing::info!(session = %machine.id(), %agent, "client gone: the session waits for it to resume");

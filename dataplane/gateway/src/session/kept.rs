@@ -17,6 +17,15 @@ pub const MAX_MEMORY_KEYS: usize = 256;
 pub const MAX_IN_FLIGHT: usize = 64;
 /// Workflow nodes remembered as visited (oldest dropped first).
 pub const MAX_VISITED: usize = 64;
+/// Bytes of history text kept per session (oldest lines dropped first). A grant carries at
+/// most [`switchboard_core::grant::MAX_PAYLOAD_BYTES`] anyway, compacted to fit.
+pub const MAX_HISTORY_BYTES: usize = 128 * 1024;
+/// Bytes of memory values (as JSON) kept per session; an update past it is not kept.
+pub const MAX_MEMORY_BYTES: usize = 64 * 1024;
+/// Bytes of typed inputs tracked per session (oldest dropped first).
+pub const MAX_IN_FLIGHT_BYTES: usize = 128 * 1024;
+/// The most a [`Kept`] holds in the bytes above: part of a session's memory budget.
+pub const MAX_KEPT_BYTES: usize = MAX_HISTORY_BYTES + MAX_MEMORY_BYTES + MAX_IN_FLIGHT_BYTES;
 
 /// A session's state as the gateway holds it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -65,7 +74,13 @@ impl Kept {
                 if value.is_null() {
                     self.memory.remove(&key);
                 } else if self.memory.len() < MAX_MEMORY_KEYS || self.memory.contains_key(&key) {
-                    self.memory.insert(key, value);
+                    let others =
+                        self.memory.iter().filter(|(k, _)| **k != key).map(|(k, v)| entry_bytes(k, v)).sum::<usize>();
+                    if others + entry_bytes(&key, &value) <= MAX_MEMORY_BYTES {
+                        self.memory.insert(key, value);
+                    } else {
+                        tracing::warn!(%key, "a memory update past the session's {MAX_MEMORY_BYTES} bytes of memory is not kept");
+                    }
                 }
             }
             ServerMessage::BidiTranscriptStream { role, text, delta: false, is_final: true } => {
@@ -77,10 +92,7 @@ impl Kept {
                         self.in_flight.remove(at);
                     }
                 }
-                if self.history.len() == MAX_HISTORY {
-                    self.history.remove(0);
-                }
-                self.history.push(HistoryTurn { role, text });
+                self.remember(HistoryTurn { role, text });
             }
             ServerMessage::Handoff { to, context, .. } => self.pending_handoff = Some((to, *context)),
             ServerMessage::WorkflowTransition { from, to, .. } => {
@@ -120,11 +132,34 @@ impl Kept {
         if text.trim().is_empty() {
             return false;
         }
-        if self.in_flight.len() == MAX_IN_FLIGHT {
+        self.in_flight.push_back(text);
+        while self.in_flight.len() > MAX_IN_FLIGHT
+            || (self.in_flight.len() > 1 && self.in_flight.iter().map(String::len).sum::<usize>() > MAX_IN_FLIGHT_BYTES)
+        {
             self.in_flight.pop_front();
         }
-        self.in_flight.push_back(text);
         true
+    }
+
+    /// Adds a line to the history, dropping the oldest past [`MAX_HISTORY`] lines or
+    /// [`MAX_HISTORY_BYTES`] (the newest line always stays).
+    fn remember(&mut self, line: HistoryTurn) {
+        self.history.push(line);
+        let mut bytes: usize = self.history.iter().map(|t| t.text.len()).sum();
+        let mut drop = 0;
+        while self.history.len() - drop > MAX_HISTORY || (self.history.len() - drop > 1 && bytes > MAX_HISTORY_BYTES) {
+            bytes -= self.history[drop].text.len();
+            drop += 1;
+        }
+        self.history.drain(..drop);
+    }
+
+    /// About how many bytes this holds (text of history, memory and typed inputs):
+    /// at most [`MAX_KEPT_BYTES`] plus one line of each.
+    pub fn bytes(&self) -> usize {
+        self.history.iter().map(|t| t.text.len()).sum::<usize>()
+            + self.memory.iter().map(|(k, v)| entry_bytes(k, v)).sum::<usize>()
+            + self.in_flight.iter().map(String::len).sum::<usize>()
     }
 
     /// The session moves on with `context`: its memory and history are the handing-over
@@ -140,13 +175,10 @@ impl Kept {
     /// caller and is told, as the last line of the conversation it is reopened with, so its
     /// next answer does not go on as if the caller had been transferred.
     pub fn handoff_failed(&mut self, to: &str, why: &str) {
-        if self.history.len() == MAX_HISTORY {
-            self.history.remove(0);
-        }
         let text = format!(
             "[The transfer to {to} did not happen: {why}. The caller is still with me; I tell them and go on helping.]"
         );
-        self.history.push(HistoryTurn { role: TranscriptRole::Assistant, text });
+        self.remember(HistoryTurn { role: TranscriptRole::Assistant, text });
     }
 
     /// The tracked inputs, as the frames to send the next runtime.
@@ -155,6 +187,11 @@ impl Kept {
             .iter()
             .filter_map(|text| serde_json::to_string(&ClientMessage::BidiTextInput { text: text.clone() }).ok())
     }
+}
+
+/// A memory entry's size: its key and its value as JSON.
+fn entry_bytes(key: &str, value: &serde_json::Value) -> usize {
+    key.len() + value.to_string().len()
 }
 
 /// Whether a runtime message may change what is kept, judged by its kind (and, for
@@ -249,5 +286,37 @@ mod tests {
         assert_eq!(kept.in_flight, ["two"], "the refused newest input is not in flight");
         let frames: Vec<ClientMessage> = kept.replay().map(|f| decode_client(&f).expect("a client frame")).collect();
         assert_eq!(frames, [ClientMessage::BidiTextInput { text: "two".into() }]);
+    }
+
+    #[test]
+    fn history_memory_and_typed_inputs_are_bounded_in_bytes() {
+        let mut kept = Kept::default();
+        let long = "x".repeat(40 * 1024);
+        for i in 0..10 {
+            kept.observe(&say("assistant", &format!("{i}{long}")));
+        }
+        assert_eq!(kept.history.len(), 3, "128 KiB of 40 KiB lines: the newest three");
+        assert!(kept.history[2].text.starts_with('9'));
+        let huge = "y".repeat(MAX_HISTORY_BYTES + 1);
+        kept.observe(&say("user", &huge));
+        assert_eq!(kept.history.len(), 1, "one line past the budget stays alone: the newest is never dropped");
+
+        let update = |key: &str, size: usize| {
+            json!({"type": "memory_update", "key": key, "value": "z".repeat(size)}).to_string()
+        };
+        kept.observe(&update("a", 40 * 1024));
+        kept.observe(&update("b", 40 * 1024));
+        assert!(kept.memory.contains_key("a") && !kept.memory.contains_key("b"), "past 64 KiB, not kept");
+        kept.observe(&update("a", 10));
+        kept.observe(&update("b", 40 * 1024));
+        assert!(kept.memory.contains_key("b"), "a smaller value made room");
+
+        let typed = |text: &str| json!({"type": "bidi_text_input", "text": text}).to_string();
+        for i in 0..8 {
+            assert!(kept.track(&typed(&format!("{i}{}", "t".repeat(30 * 1024)))));
+        }
+        assert_eq!(kept.in_flight.len(), 4, "128 KiB of 30 KiB inputs");
+        assert!(kept.in_flight[0].starts_with('4'), "the oldest went first");
+        assert!(kept.bytes() <= MAX_KEPT_BYTES + huge.len(), "{}", kept.bytes());
     }
 }

@@ -153,6 +153,18 @@ impl Machine {
         &self.target
     }
 
+    /// About the bytes the session holds: its replay buffer and what is kept of it.
+    pub fn held_bytes(&self) -> usize {
+        self.replay.bytes() + self.kept.bytes()
+    }
+
+    /// The gateway is past its memory budget: the replay buffer, the one part a session
+    /// can do without, keeps an eighth of its bytes (a resume from before them is told of
+    /// the gap) until the pressure is gone.
+    pub fn shed_replay(&mut self) {
+        self.replay.trim(self.limits.replay_messages, self.limits.replay_bytes / 8);
+    }
+
     /// The voice the client asked for.
     pub fn voice(&self) -> &Option<String> {
         &self.voice
