@@ -158,6 +158,29 @@ fn the_operator_takes_the_charts_network_policy_settings() {
     assert!(!off.contains("networkpolicies"), "no rights on NetworkPolicies it does not keep");
 }
 
+/// The gateway's replicas lose no session by default: 2 with Redis, 1 without, and more
+/// than one without Redis is refused at install unless acknowledged.
+#[test]
+fn gateway_replicas_without_redis_are_refused_unless_acknowledged() {
+    let chart = chart();
+    let replicas = |sets: &[&str]| {
+        let mut args = vec!["template", "sb", chart.as_str()];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        let (ok, rendered) = helm(None, &args);
+        (ok, if ok { document(&rendered, "Deployment", "sb-switchboard-gateway").to_owned() } else { rendered })
+    };
+    let (ok, alone) = replicas(&[]);
+    assert!(ok && alone.contains("\n  replicas: 1\n"), "no Redis: one replica\n{alone}");
+    let (ok, shared) = replicas(&["gateway.redis.url=redis://redis:6379"]);
+    assert!(ok && shared.contains("\n  replicas: 2\n"), "with Redis: two\n{shared}");
+    let (ok, refused) = replicas(&["gateway.replicas=3"]);
+    assert!(!ok && refused.contains("without gateway.redis"), "{refused}");
+    let (ok, accepted) = replicas(&["gateway.replicas=3", "gateway.replicasWithoutRedis=true"]);
+    assert!(ok && accepted.contains("\n  replicas: 3\n"), "{accepted}");
+}
+
 /// The rendered document of `kind` named `name`.
 fn document<'a>(rendered: &'a str, kind: &str, name: &str) -> &'a str {
     rendered
