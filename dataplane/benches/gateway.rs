@@ -62,7 +62,7 @@ async fn open_text(url: &str) -> Ws {
 /// One text turn: the time from sending to the first reply delta (then the turn is read
 /// to its end).
 async fn text_turn(ws: &mut Ws) -> Duration {
-    send(ws, &ClientMessage::BidiTextInput { text: "Hello".into() }).await;
+    send(ws, &ClientMessage::BidiTextInput { text: "Hello".into(), id: None }).await;
     let sent = Instant::now();
     let mut first = None;
     loop {
@@ -114,7 +114,7 @@ async fn text_round(url: &str, sessions: usize, turns: usize) -> Vec<f64> {
 /// to idv's `bidi_connection_start`.
 async fn handoff_gap(url: String) -> Duration {
     let mut ws = open_text(&url).await;
-    send(&mut ws, &ClientMessage::BidiTextInput { text: "I'd like to check my balance".into() }).await;
+    send(&mut ws, &ClientMessage::BidiTextInput { text: "I'd like to check my balance".into(), id: None }).await;
     let mut last = Instant::now();
     loop {
         let text = next_text(&mut ws).await;

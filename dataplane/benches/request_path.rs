@@ -129,7 +129,7 @@ fn main() {
             let (mut session, _) = Session::start(core.clone(), init);
             marks.take();
             let start = Instant::now();
-            let effects = session.handle(Input::UserText(format!("session {i} turn 0")), Instant::now());
+            let effects = session.handle(Input::user_text(format!("session {i} turn 0")), Instant::now());
             let handled = Instant::now();
             let request = effects
                 .into_iter()

@@ -71,7 +71,7 @@ async fn open(url: &str) -> Ws {
 
 /// One turn: the time from sending the text to the first streamed reply delta.
 async fn turn(ws: &mut Ws, text: &str) -> Duration {
-    let input = ClientMessage::BidiTextInput { text: text.into() };
+    let input = ClientMessage::BidiTextInput { text: text.into(), id: None };
     let sent = Instant::now();
     ws.send(Message::text(serde_json::to_string(&input).expect("json"))).await.expect("sends");
     let mut first = None;

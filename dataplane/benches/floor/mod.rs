@@ -130,6 +130,7 @@ async fn connection(socket: tokio::net::TcpStream, config: FloorConfig) {
                         text: "Hello.".into(),
                         delta: false,
                         is_final: true,
+                        input_id: None,
                     },
                 ],
                 Ok(ClientMessage::BidiTextInput { .. }) => {
@@ -142,6 +143,7 @@ async fn connection(socket: tokio::net::TcpStream, config: FloorConfig) {
                             text: "A reply".into(),
                             delta: true,
                             is_final: false,
+                            input_id: None,
                         },
                         ServerMessage::BidiResponseComplete { turn, stop_reason: "end_turn".into() },
                     ]

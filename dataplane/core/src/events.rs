@@ -33,7 +33,13 @@ pub struct SessionInit {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
     /// The user typed (or said) something.
-    UserText(String),
+    UserText {
+        /// What the user typed.
+        text: String,
+        /// The input's id (`bidi_text_input.id`): the line that takes it up carries it
+        /// back (`input_id`), as does an error refusing it.
+        id: Option<String>,
+    },
     /// The model call asked for by [`Effect::CallModel`] finished.
     ModelReply(ModelReply),
     /// The model call failed; `code` is a short label, `message` says what to do.
@@ -77,6 +83,13 @@ pub enum Input {
     },
     /// The session ends (the client closed it, or the server is stopping).
     End,
+}
+
+impl Input {
+    /// [`Input::UserText`] without an id.
+    pub fn user_text(text: String) -> Self {
+        Self::UserText { text, id: None }
+    }
 }
 
 /// A whole model reply.

@@ -4,6 +4,11 @@
 //! server -> client. The runtime, the chat client, local mode (and later the gateway and
 //! voice) share these types.
 //!
+//! Typed inputs are acknowledged by id: a `bidi_text_input` may carry an `id`, and the
+//! final user transcript line that takes it up carries the same as `input_id` (a
+//! `bidi_error` refusing it too), so a client tells identical inputs apart and knows which
+//! were taken up. A client that sends no id gets none back and works as before.
+//!
 //! Close codes used by servers speaking this protocol are in [`close_code`].
 
 use std::collections::BTreeMap;
@@ -76,6 +81,14 @@ pub enum ClientMessage {
     BidiTextInput {
         /// The text.
         text: String,
+        /// The client's name for this input (a UUID, a counter: any string), optional. The
+        /// line that takes the input up — its final `bidi_transcript_stream` (role `user`)
+        /// — carries it back as `input_id`, and so does a `bidi_error` refusing it (`busy`,
+        /// `empty_text`): a client tells two identical inputs apart by it. Through a gateway
+        /// the runtime sees the gateway's own id for the input (unique in the session, the
+        /// client's after a colon: `7:abc`, or just `7`), and the client gets its own back.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
     },
     /// The user's answer to a `consent_request`.
     ToolConsent {
@@ -205,7 +218,8 @@ pub enum ServerMessage {
         seq: Option<u64>,
     },
     /// Transcript text: streamed deltas of the agent's reply (`delta: true`), then the
-    /// whole reply once more with `is_final: true`; the user's own text comes back final.
+    /// whole reply once more with `is_final: true`; the user's own text comes back final
+    /// when the agent takes it up (a typed input's with its `input_id`).
     ///
     /// Voice and hybrid sessions: Nova Sonic's SPECULATIVE assistant text (what it plans
     /// to say, sent before the audio) arrives as `delta: true, is_final: false` — a preview
@@ -221,6 +235,10 @@ pub enum ServerMessage {
         delta: bool,
         /// True for the complete text of a message.
         is_final: bool,
+        /// On the user's final line that takes up a typed input: that input's `id`, when it
+        /// had one (`bidi_text_input.id`). Absent on spoken lines and on the agent's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input_id: Option<String>,
     },
     /// The agent started answering a user turn.
     BidiResponseStart {
@@ -348,6 +366,10 @@ pub enum ServerMessage {
         code: String,
         /// Whether the session continues.
         recoverable: bool,
+        /// When the error refuses a typed input (`busy`, `empty_text`): that input's `id`,
+        /// when it had one. The input was not taken up; send it again later if it matters.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input_id: Option<String>,
     },
     /// The server (a runtime pod) is shutting down and serves this session for at most
     /// `seconds` more. A gateway moves the session to another pod at the next turn
@@ -367,7 +389,7 @@ pub enum ServerMessage {
 impl ServerMessage {
     /// A `bidi_error`.
     pub fn error(code: &str, message: impl Into<String>, recoverable: bool) -> Self {
-        Self::BidiError { message: message.into(), code: code.to_owned(), recoverable }
+        Self::BidiError { message: message.into(), code: code.to_owned(), recoverable, input_id: None }
     }
 
     /// The JSON text of this message.
@@ -454,7 +476,11 @@ mod tests {
     #[test]
     fn client_messages_round_trip_with_type_tags() {
         let text = r#"{"type":"bidi_text_input","text":"hi"}"#;
-        assert_eq!(decode_client(text).ok(), Some(ClientMessage::BidiTextInput { text: "hi".into() }));
+        assert_eq!(decode_client(text).ok(), Some(ClientMessage::BidiTextInput { text: "hi".into(), id: None }));
+        let with_id = r#"{"type":"bidi_text_input","text":"hi","id":"c-1"}"#;
+        let input = ClientMessage::BidiTextInput { text: "hi".into(), id: Some("c-1".into()) };
+        assert_eq!(decode_client(with_id).ok(), Some(input.clone()));
+        assert_eq!(serde_json::to_string(&input).ok().as_deref(), Some(with_id));
         let consent = r#"{"type":"tool_consent","tool_use_id":"t1","approved":true}"#;
         assert!(matches!(decode_client(consent), Ok(ClientMessage::ToolConsent { approved: true, .. })));
         assert!(matches!(decode_client(r#"{"type":"close"}"#), Ok(ClientMessage::Close {})));

@@ -45,7 +45,8 @@ pub struct Session {
     pub(super) return_to: Option<String>,
     pub(super) cache: ToolCache,
     pub(super) phase: Phase,
-    queue: VecDeque<String>,
+    /// Typed inputs waiting for the turn in progress: text and id.
+    queue: VecDeque<(String, Option<String>)>,
     pub(super) turn: u64,
     pub(super) turn_start: usize,
     pub(super) rounds: u32,
@@ -179,8 +180,8 @@ impl Session {
             ))];
         }
         match input {
-            Input::UserText(text) if self.voice => self.voice_typed(text),
-            Input::UserText(text) => self.user_text(text),
+            Input::UserText { text, id } if self.voice => self.voice_typed(text, id),
+            Input::UserText { text, id } => self.user_text(text, id),
             Input::VoiceUserFinal(text) => self.voice_user_final(text),
             Input::VoiceAssistantFinal(text) => self.voice_assistant_final(text),
             Input::VoiceToolUse(tool_use) => self.start_voice_call(tool_use, now),
@@ -244,24 +245,21 @@ impl Session {
         self.queue.len()
     }
 
-    fn user_text(&mut self, text: String) -> Vec<Effect> {
+    fn user_text(&mut self, text: String, id: Option<String>) -> Vec<Effect> {
         if self.phase != Phase::Idle {
             if self.queue.len() >= MAX_QUEUED_INPUTS {
-                return vec![Effect::Send(ServerMessage::error(
-                    "busy",
-                    format!(
-                        "{MAX_QUEUED_INPUTS} messages are already waiting for the agent's reply; wait for it before sending more"
-                    ),
-                    true,
-                ))];
+                let message = format!(
+                    "{MAX_QUEUED_INPUTS} messages are already waiting for the agent's reply; wait for it before sending more"
+                );
+                return vec![Effect::Send(refused_input("busy", message, id))];
             }
-            self.queue.push_back(text);
+            self.queue.push_back((text, id));
             return Vec::new();
         }
-        self.begin_turn(text)
+        self.begin_turn(text, id)
     }
 
-    fn begin_turn(&mut self, text: String) -> Vec<Effect> {
+    fn begin_turn(&mut self, text: String, id: Option<String>) -> Vec<Effect> {
         self.turn += 1;
         self.rounds = 0;
         self.turn_start = self.messages.len();
@@ -271,7 +269,7 @@ impl Session {
             _ => self.messages.push(Message::user_text(text.clone())),
         }
         let mut effects = vec![
-            Effect::Send(final_text(TranscriptRole::User, &text)),
+            Effect::Send(taken_up(&text, id)),
             self.transcript("user", serde_json::json!({ "text": text })),
             Effect::Send(ServerMessage::BidiResponseStart { turn: self.turn }),
         ];
@@ -448,8 +446,8 @@ impl Session {
             vec![Effect::Send(ServerMessage::BidiResponseComplete { turn: self.turn, stop_reason: stop.to_owned() })];
         if self.end_after_turn || self.workflow.at_end(&self.core.spec().workflow.spec) {
             effects.extend(self.end("the conversation is finished"));
-        } else if let Some(next) = self.queue.pop_front() {
-            effects.extend(self.begin_turn(next));
+        } else if let Some((next, id)) = self.queue.pop_front() {
+            effects.extend(self.begin_turn(next, id));
         }
         effects
     }
@@ -491,5 +489,16 @@ impl Session {
 }
 
 pub(super) fn final_text(role: TranscriptRole, text: &str) -> ServerMessage {
-    ServerMessage::BidiTranscriptStream { role, text: text.to_owned(), delta: false, is_final: true }
+    ServerMessage::BidiTranscriptStream { role, text: text.to_owned(), delta: false, is_final: true, input_id: None }
+}
+
+/// The user's final line for a typed input taken up: its acknowledgement, by `id`.
+pub(super) fn taken_up(text: &str, id: Option<String>) -> ServerMessage {
+    let role = TranscriptRole::User;
+    ServerMessage::BidiTranscriptStream { role, text: text.to_owned(), delta: false, is_final: true, input_id: id }
+}
+
+/// A recoverable `bidi_error` refusing the typed input `id`.
+pub(super) fn refused_input(code: &str, message: impl Into<String>, id: Option<String>) -> ServerMessage {
+    ServerMessage::BidiError { message: message.into(), code: code.to_owned(), recoverable: true, input_id: id }
 }

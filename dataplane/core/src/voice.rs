@@ -16,7 +16,7 @@
 use super::carry::turns_of;
 use super::context;
 use super::handoff::HistoryTurn;
-use super::session::{Effect, Phase, Session, final_text};
+use super::session::{Effect, Phase, Session, final_text, refused_input, taken_up};
 use crate::model::{ContentBlock, Message, Role};
 use crate::protocol::{ServerMessage, TranscriptRole};
 
@@ -61,12 +61,12 @@ impl Session {
 
     /// The user typed into a voice session (hybrid): it is recorded now and sent into the
     /// stream; the model answers it like speech.
-    pub(super) fn voice_typed(&mut self, text: String) -> Vec<Effect> {
+    pub(super) fn voice_typed(&mut self, text: String, id: Option<String>) -> Vec<Effect> {
         if text.trim().is_empty() {
-            return vec![Effect::Send(ServerMessage::error("empty_text", "the text is empty; type something", true))];
+            return vec![Effect::Send(refused_input("empty_text", "the text is empty; type something", id))];
         }
         self.remember_typed(&text);
-        let mut effects = self.open_voice_turn(text.clone());
+        let mut effects = self.open_voice_turn(text.clone(), id);
         effects.push(Effect::SendVoiceText(text));
         effects
     }
@@ -89,11 +89,12 @@ impl Session {
             self.typed_pending.remove(index);
             return Vec::new();
         }
-        self.open_voice_turn(text)
+        self.open_voice_turn(text, None)
     }
 
-    /// Records a user message and opens a turn (closing one the user spoke over).
-    fn open_voice_turn(&mut self, text: String) -> Vec<Effect> {
+    /// Records a user message (typed input `id`, or spoken) and opens a turn (closing one
+    /// the user spoke over).
+    fn open_voice_turn(&mut self, text: String, id: Option<String>) -> Vec<Effect> {
         let mut effects = Vec::new();
         // Said while a tool call of the open turn runs: part of that turn.
         let same_turn = self.turn_open && self.phase == Phase::Tools;
@@ -108,7 +109,7 @@ impl Session {
             Some(last) if context::is_turn_start(last) => last.content.push(ContentBlock::Text(text.clone())),
             _ => self.messages.push(Message::user_text(text.clone())),
         }
-        effects.push(Effect::Send(final_text(TranscriptRole::User, &text)));
+        effects.push(Effect::Send(taken_up(&text, id)));
         effects.push(self.transcript("user", serde_json::json!({ "text": text })));
         if !same_turn {
             self.turn += 1;

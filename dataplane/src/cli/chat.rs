@@ -87,7 +87,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                     ClientMessage::ToolConsent { tool_use_id: id, approved }
                 } else {
                     unanswered += 1;
-                    ClientMessage::BidiTextInput { text: line }
+                    ClientMessage::BidiTextInput { text: line, id: None }
                 };
                 sink.send(Message::text(serde_json::to_string(&message)?)).await?;
             }

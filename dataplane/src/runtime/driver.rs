@@ -198,7 +198,7 @@ impl Driver<'_> {
 
     async fn client_input(&mut self, message: ClientMessage) -> Result<Option<Input>, Exit> {
         Ok(match message {
-            ClientMessage::BidiTextInput { text } => Some(Input::UserText(text)),
+            ClientMessage::BidiTextInput { text, id } => Some(Input::UserText { text, id }),
             ClientMessage::ToolConsent { tool_use_id, approved } => Some(Input::Consent { tool_use_id, approved }),
             ClientMessage::Close {} => Some(Input::End),
             ClientMessage::SessionStart(_) => {
@@ -259,6 +259,7 @@ impl Driver<'_> {
                             text: delta,
                             delta: true,
                             is_final: false,
+                            input_id: None,
                         };
                         // Deltas are best effort: the final transcript follows.
                         let _ = self.outbound.try_send(message);

@@ -278,7 +278,7 @@ impl Session {
     /// Sends `said` and reads the turn, answering consent requests as `consent` lists.
     async fn turn(&mut self, said: &str, consent: &[ConsentExpect], patience: Duration) -> Result<Turn, RunError> {
         let began = Instant::now();
-        self.send(&ClientMessage::BidiTextInput { text: said.to_owned() }).await?;
+        self.send(&ClientMessage::BidiTextInput { text: said.to_owned(), id: None }).await?;
         let deadline = began + patience;
         let mut turn = Turn::new(said);
         let mut answering = false;

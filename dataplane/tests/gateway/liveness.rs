@@ -100,3 +100,52 @@ async fn a_frozen_runtime_is_left_for_another_pod_in_seconds() {
         pod.kill();
     }
 }
+
+/// Two identical typed lines in flight on a runtime that freezes: the session moves, the
+/// gateway sends both to the next pod by id, and each is taken up and answered once, the
+/// client getting its own id back on each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_typed_lines_in_flight_across_a_move_are_each_answered_once() {
+    use switchboard_core::protocol::{ClientMessage, TranscriptRole};
+
+    let mut fleet = Fleet::with(&[("triage", 2)], Auth::default(), quick_pings(), Store::default()).await;
+    let mut client = Client::start(&fleet.url, None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    let serving = fleet.pods.iter().position(|p| p.agent == "triage" && fleet.gateway.balancer.live(p.addr) == 1);
+    let serving = serving.expect("a triage pod serves the session");
+
+    fleet.pods[serving].freeze();
+    let typed = |id: &str| ClientMessage::BidiTextInput { text: "Hello".into(), id: Some(id.into()) };
+    client.send(&typed("a")).await;
+    client.send(&typed("b")).await;
+    let moved = client
+        .until(|m| matches!(m, ServerMessage::BidiConnectionRestart { reason, .. } if reason == "runtime_unresponsive"))
+        .await;
+    assert!(
+        !moved.iter().any(|m| matches!(m, ServerMessage::BidiTranscriptStream { role: TranscriptRole::User, .. })),
+        "the frozen pod took nothing up: {moved:?}"
+    );
+    for _ in 0..2 {
+        let turn = client.turn().await;
+        assert!(!replies(&turn).is_empty(), "answered: {turn:?}");
+    }
+    // A third line after them: nothing of the first two comes again before its answer.
+    client.send(&typed("c")).await;
+    client.turn().await;
+    let echoes: Vec<Option<String>> = client
+        .seen
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::BidiTranscriptStream { role: TranscriptRole::User, input_id, .. } => Some(input_id.clone()),
+            _ => None,
+        })
+        .collect();
+    let mine = |id: &str| Some(id.to_owned());
+    assert_eq!(echoes, [mine("a"), mine("b"), mine("c")], "each taken up once, with the client's own id");
+    let answers = client.seen.iter().filter(|m| matches!(m, ServerMessage::BidiResponseComplete { .. })).count();
+    assert_eq!(answers, 3, "one answer each: {:?}", client.seen);
+    fleet.pods[serving].thaw();
+    for pod in fleet.pods_of("triage") {
+        pod.kill();
+    }
+}

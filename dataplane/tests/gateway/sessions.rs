@@ -201,7 +201,7 @@ async fn a_handoff_to_an_agent_without_ready_pods_keeps_the_caller_with_the_sour
         .until(|m| matches!(m, ServerMessage::BidiConnectionRestart { reason, .. } if reason == "handoff_failed"))
         .await;
     let message = failed.iter().find_map(|m| match m {
-        ServerMessage::BidiError { code, message, recoverable: true } if code == "handoff_failed" => Some(message),
+        ServerMessage::BidiError { code, message, recoverable: true, .. } if code == "handoff_failed" => Some(message),
         _ => None,
     });
     let message = message.unwrap_or_else(|| panic!("a recoverable handoff_failed error: {failed:?}"));
@@ -420,7 +420,7 @@ async fn a_deleted_agents_live_session_ends_cleanly_after_its_turn_and_new_ones_
     let (code, _) = client.closed().await;
     assert_eq!(code, close_code::UNKNOWN_AGENT, "{:?}", client.seen);
     assert!(
-        client.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, message, recoverable: false } if code == "agent_removed" && message.contains("triage was removed"))),
+        client.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, message, recoverable: false, .. } if code == "agent_removed" && message.contains("triage was removed"))),
         "{:?}",
         client.seen
     );

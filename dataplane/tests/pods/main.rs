@@ -167,7 +167,7 @@ async fn a_caller_goes_from_triage_to_idv_by_voice_to_banking_and_back_on_one_so
     );
 
     // Done with banking, by text: back to triage, which still speaks.
-    call.send(&ClientMessage::BidiTextInput { text: "That's all, thanks".into() });
+    call.send(&ClientMessage::BidiTextInput { text: "That's all, thanks".into(), id: None });
     let back = call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "triage")).await;
     assert!(
         back.iter().any(|m| matches!(m, ServerMessage::Handoff { from, to, kind: HandoffKind::Return, .. } if from == "banking" && to == "triage")),

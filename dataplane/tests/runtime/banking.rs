@@ -3,7 +3,7 @@
 //! server, handoffs, memory and resume performed by the gateway's own code in-process.
 
 use switchboard_core::HandoffKind;
-use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole, close_code};
 use switchboard_dataplane::runtime::ServerConfig;
 
 use crate::common::{self, Client, replies};
@@ -144,4 +144,38 @@ async fn a_client_that_reconnects_resumes_its_session_with_its_memory() {
     back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
     let balance = back.turn().await;
     assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "{balance:?}");
+}
+
+/// Typed inputs are acknowledged by id: the user's line that takes each up carries the
+/// input's id — the runtime's own for a client straight at it, the client's own through
+/// the gateway (which gives the runtime ids of its own) — so two identical lines, the
+/// second queued behind the first, are told apart; a line without an id gets none back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_echo_of_a_typed_input_carries_its_id() {
+    let running = common::banking(ServerConfig::default()).await;
+    let typed = |id: Option<&str>| ClientMessage::BidiTextInput { text: "Hello".into(), id: id.map(str::to_owned) };
+    let echoes = |seen: &[ServerMessage]| -> Vec<Option<String>> {
+        seen.iter()
+            .filter_map(|m| match m {
+                ServerMessage::BidiTranscriptStream { role: TranscriptRole::User, text, input_id, .. } => {
+                    assert_eq!(text, "Hello");
+                    Some(input_id.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    for (mut client, through) in [
+        (running.runtime_client("").await, "the runtime"),
+        (Client::start(&running.url(""), None).await, "the gateway"),
+    ] {
+        client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+        client.send(&typed(Some("a"))).await;
+        client.send(&typed(Some("a-2"))).await;
+        client.send(&typed(None)).await;
+        for _ in 0..3 {
+            client.turn().await;
+        }
+        assert_eq!(echoes(&client.seen), [Some("a".to_owned()), Some("a-2".to_owned()), None], "through {through}");
+    }
 }

@@ -179,7 +179,7 @@ impl Client {
     }
 
     pub async fn say(&mut self, text: &str) {
-        self.send(&ClientMessage::BidiTextInput { text: text.into() }).await;
+        self.send(&ClientMessage::BidiTextInput { text: text.into(), id: None }).await;
     }
 
     /// The next frame: a protocol message, or the close (code, reason), or None at the end.

@@ -128,7 +128,7 @@ async fn local_mode_refuses_unexposed_agents_and_serves_them_by_handoff() {
         let (code, reason) = client.closed().await;
         assert_eq!(code, switchboard_core::protocol::close_code::NOT_EXPOSED, "{query} {agent:?}: {reason}");
         let error = client.seen.iter().find_map(|m| match m {
-            ServerMessage::BidiError { code, message, recoverable } => {
+            ServerMessage::BidiError { code, message, recoverable, .. } => {
                 Some((code.clone(), message.clone(), *recoverable))
             }
             _ => None,

@@ -29,7 +29,7 @@ async fn refused(url: &str, start: SessionStart) -> String {
         .seen
         .iter()
         .find_map(|m| match m {
-            ServerMessage::BidiError { code, message, recoverable: false } if code == "context_refused" => {
+            ServerMessage::BidiError { code, message, recoverable: false, .. } if code == "context_refused" => {
                 Some(message.clone())
             }
             _ => None,

@@ -114,7 +114,7 @@ async fn runtime_binary_serves_a_spec_and_drains_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(ready, 503, "not ready while draining");
-    ws.send(send(ClientMessage::BidiTextInput { text: "hello".into() })).await.expect("sends");
+    ws.send(send(ClientMessage::BidiTextInput { text: "hello".into(), id: None })).await.expect("sends");
     assert!(reply(&mut ws).await.starts_with("Hello!"));
     ws.send(send(ClientMessage::Close {})).await.expect("sends");
     while let Some(Ok(frame)) = ws.next().await {
@@ -151,7 +151,7 @@ async fn hello(addr: &str) -> String {
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/v1/session")).await.expect("connects");
     let send = |m: ClientMessage| Message::text(serde_json::to_string(&m).expect("json"));
     ws.send(send(ClientMessage::SessionStart(SessionStart::default()))).await.expect("sends");
-    ws.send(send(ClientMessage::BidiTextInput { text: "hello".into() })).await.expect("sends");
+    ws.send(send(ClientMessage::BidiTextInput { text: "hello".into(), id: None })).await.expect("sends");
     let said = reply(&mut ws).await;
     let _ = ws.send(send(ClientMessage::Close {})).await;
     said

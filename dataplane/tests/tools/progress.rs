@@ -87,7 +87,7 @@ async fn mcp_progress_reaches_the_client_between_tool_start_and_tool_complete() 
     let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.expect("connects");
     let start = ClientMessage::SessionStart(SessionStart::default());
     ws.send(Message::text(serde_json::to_string(&start).expect("json"))).await.expect("sends");
-    let input = ClientMessage::BidiTextInput { text: "Please build my report".into() };
+    let input = ClientMessage::BidiTextInput { text: "Please build my report".into(), id: None };
     ws.send(Message::text(serde_json::to_string(&input).expect("json"))).await.expect("sends");
 
     let mut events = Vec::new();

@@ -132,7 +132,7 @@ async fn speaking_over_the_agent_interrupts_it_at_once() {
 async fn a_hybrid_session_takes_typed_and_spoken_turns_in_one_stream() {
     let running = common::banking(&common::script("", "")).await;
     let mut call = Call::start(&running.url(), "triage", &["audio", "text"], Encoding::Json).await;
-    call.send(&ClientMessage::BidiTextInput { text: "What are your opening hours?".into() });
+    call.send(&ClientMessage::BidiTextInput { text: "What are your opening hours?".into(), id: None });
     let typed = call.until(|m| is_final_reply(m, "nine to five")).await;
     assert_eq!(finals(&typed, TranscriptRole::User), vec!["What are your opening hours?".to_owned()]);
     assert!(audio_bytes(&typed) > 0, "typed turns are answered with audio too");
@@ -157,7 +157,7 @@ async fn a_requested_voice_is_checked_against_the_model() {
     let answered = call.until(|m| is_final_reply(m, "nine to five")).await;
     let all: Vec<_> = opened.iter().chain(answered.iter()).collect();
     assert!(
-        all.iter().any(|m| matches!(m, ServerMessage::BidiError { code, recoverable: true, message }
+        all.iter().any(|m| matches!(m, ServerMessage::BidiError { code, recoverable: true, message, .. }
             if code == "invalid_voice" && message.contains("hal9000") && message.contains("its voices are"))),
         "{all:?}"
     );

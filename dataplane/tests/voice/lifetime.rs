@@ -81,7 +81,9 @@ async fn a_fatal_model_error_is_not_retried_and_reaches_the_client() {
     let mut call = Call::start(&running.url(), "triage", &["audio"], Encoding::Binary).await;
     let (code, reason) = call.closed().await;
     let error = call.seen.iter().find_map(|m| match m {
-        ServerMessage::BidiError { code, message, recoverable } => Some((code.clone(), message.clone(), *recoverable)),
+        ServerMessage::BidiError { code, message, recoverable, .. } => {
+            Some((code.clone(), message.clone(), *recoverable))
+        }
         _ => None,
     });
     let (error_code, message, recoverable) = error.expect("a bidi_error");

@@ -196,6 +196,7 @@ mod tests {
                 text: "hi".into(),
                 delta: false,
                 is_final: true,
+                input_id: Some("7:c-1".into()),
             },
             ServerMessage::BidiResponseStart { turn: 1 },
             ServerMessage::BidiResponseComplete { turn: 1, stop_reason: "end_turn".into() },

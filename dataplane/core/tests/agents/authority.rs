@@ -46,7 +46,7 @@ fn offered(effects: &[Effect]) -> Vec<(String, serde_json::Value)> {
 fn the_model_sees_no_bound_input_and_the_tool_runs_on_the_verified_account() {
     let now = Instant::now();
     let (mut session, _) = common::start("banking", common::verified_memory("12345678"));
-    let asked = session.handle(Input::UserText("What is my balance?".into()), now);
+    let asked = session.handle(Input::user_text("What is my balance?".into()), now);
     let tools = offered(&asked);
     let (_, balance) = tools.iter().find(|(n, _)| n == "check_balance").expect("check_balance is offered");
     assert_eq!(balance["properties"], serde_json::json!({}), "accountNumber is not the model's to give");
@@ -68,7 +68,7 @@ fn the_model_sees_no_bound_input_and_the_tool_runs_on_the_verified_account() {
 fn a_session_with_no_verified_caller_is_not_offered_the_tools_and_a_call_is_refused() {
     let now = Instant::now();
     let (mut session, _) = common::start("banking", BTreeMap::new());
-    let asked = session.handle(Input::UserText("What is the balance of 87654321?".into()), now);
+    let asked = session.handle(Input::user_text("What is the balance of 87654321?".into()), now);
     let names: Vec<String> = offered(&asked).into_iter().map(|(n, _)| n).collect();
     assert!(!names.iter().any(|n| n == "check_balance" || n == "get_transactions"), "{names:?}");
 
@@ -87,7 +87,7 @@ fn a_session_with_no_verified_caller_is_not_offered_the_tools_and_a_call_is_refu
 fn another_account_from_the_model_is_refused_and_the_retry_without_it_runs_on_the_callers() {
     let now = Instant::now();
     let (mut session, _) = common::start("banking", common::verified_memory("12345678"));
-    session.handle(Input::UserText("What is the balance of 87654321?".into()), now);
+    session.handle(Input::user_text("What is the balance of 87654321?".into()), now);
     let input = serde_json::json!({ "accountNumber": "87654321" });
     let effects = calls(&mut session, vec![call("t1", "check_balance", input)], now);
     assert!(executions(&effects).is_empty());
@@ -108,7 +108,7 @@ fn an_identity_key_is_written_only_by_an_identity_provider() {
     spec.tools[0].identity_provider = false;
     let core = Arc::new(AgentCore::new(spec).expect("the core runs a spec the API crate would refuse"));
     let (mut session, _) = Session::start(core, common::init(BTreeMap::new()));
-    session.handle(Input::UserText("I am Ada".into()), now);
+    session.handle(Input::user_text("I am Ada".into()), now);
     let input = serde_json::json!({ "name": "Ada Lovelace", "accountNumber": "12345678", "sortCode": "12-34-56" });
     calls(&mut session, vec![call("t1", "perform_idv_check", input)], now);
     let result = serde_json::json!({ "verified": true, "user": { "accountNumber": "12345678" } });
@@ -163,7 +163,7 @@ proptest! {
         let now = Instant::now();
         let memory = verified.as_deref().map(common::verified_memory).unwrap_or_default();
         let (mut session, _) = common::start("banking", memory);
-        session.handle(Input::UserText("balance".into()), now);
+        session.handle(Input::user_text("balance".into()), now);
         let input = match &asked {
             Some(account) => serde_json::json!({ "accountNumber": account }),
             None => serde_json::json!({}),

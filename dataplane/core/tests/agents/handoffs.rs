@@ -53,13 +53,13 @@ proptest! {
         prop_assert_eq!(common::model_calls(&first).len(), 1, "the receiving agent answers the carried request");
         prop_assert_eq!(idv.return_to(), Some("triage"));
         common::says(&mut idv, "details please", now);
-        idv.handle(Input::UserText("my details".into()), now);
+        idv.handle(Input::user_text("my details".into()), now);
         let input = serde_json::json!({ "name": "Ada Lovelace", "accountNumber": account, "sortCode": "12-34-56" });
         calls(&mut idv, vec![call("t1", "perform_idv_check", input)], now);
         let result = serde_json::json!({ "verified": true, "user": { "name": "Ada Lovelace", "accountNumber": account } });
         idv.handle(Input::ToolFinished { tool_use_id: "t1".into(), outcome: Ok(result) }, now);
         common::says(&mut idv, "verified", now);
-        idv.handle(Input::UserText(ask.clone()), now);
+        idv.handle(Input::user_text(ask.clone()), now);
         let effects = calls(&mut idv, vec![call("t2", "transfer_to_banking", serde_json::json!({ "reason": reason }))], now);
         let request = handoff(&effects).expect("transfer detected");
         prop_assert_eq!(&request.target, "banking");
@@ -89,10 +89,10 @@ proptest! {
         init.handoff = Some(arrival("idv", Some("triage"), common::verified_memory("12345678"), "balance"));
         let (mut banking, _) = Session::start(common::core("banking"), init);
         common::says(&mut banking, "here you go", now);
-        banking.handle(Input::UserText("that is all".into()), now);
+        banking.handle(Input::user_text("that is all".into()), now);
         let wrong = calls(&mut banking, vec![call("t0", &format!("return_to_{other}x"), serde_json::json!({ "summary": "x" }))], now);
         prop_assert!(handoff(&wrong).is_none());
-        banking.handle(Input::UserText("that is all".into()), now);
+        banking.handle(Input::user_text("that is all".into()), now);
         let effects = calls(&mut banking, vec![call("t1", "return_to_triage", serde_json::json!({ "status": status, "summary": summary }))], now);
         let request = handoff(&effects).expect("return detected");
         prop_assert_eq!(&request.target, "triage");

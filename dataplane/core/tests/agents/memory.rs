@@ -18,7 +18,7 @@ proptest! {
     fn memory_after_idv(name in "[A-Z][a-z]{2,8} [A-Z][a-z]{2,8}", account in "[0-9]{8}", verified: bool) {
         let now = Instant::now();
         let (mut session, _) = common::start("idv", BTreeMap::new());
-        session.handle(Input::UserText(format!("I am {name}")), now);
+        session.handle(Input::user_text(format!("I am {name}")), now);
         let input = serde_json::json!({ "name": name, "accountNumber": account, "sortCode": "12-34-56" });
         let effects = calls(&mut session, vec![call("t1", "perform_idv_check", input)], now);
         prop_assert_eq!(executions(&effects).len(), 1);
@@ -50,7 +50,7 @@ proptest! {
         let (mut session, _) = common::start("idv", BTreeMap::new());
         let mut emitted = 0;
         for i in 0..repeats {
-            session.handle(Input::UserText("details".into()), now);
+            session.handle(Input::user_text("details".into()), now);
             let id = format!("t{i}");
             let input = serde_json::json!({ "name": "Ada Lovelace", "accountNumber": account, "sortCode": "123456" });
             calls(&mut session, vec![call(&id, "perform_idv_check", input)], now);

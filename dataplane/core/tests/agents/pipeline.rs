@@ -46,7 +46,7 @@ proptest! {
     fn tool_pipeline_validates_input(name in proptest::option::of("[a-zA-Z ]{0,12}"), account in "[0-9a-z]{6,9}", sort in "[0-9-]{5,9}", extra: bool) {
         let now = Instant::now();
         let (mut session, _) = common::start("idv", BTreeMap::new());
-        session.handle(Input::UserText("check me".into()), now);
+        session.handle(Input::user_text("check me".into()), now);
         let mut input = serde_json::json!({ "accountNumber": account, "sortCode": sort });
         if let Some(name) = &name { input["name"] = name.clone().into(); }
         if extra { input["pin"] = "1234".into(); }
@@ -65,7 +65,7 @@ proptest! {
     fn tool_errors_reach_the_model(kind in prop::sample::select(vec![FailureKind::Timeout, FailureKind::HttpStatus, FailureKind::BadResponse, FailureKind::Connection]), message in "[a-z ]{1,30}") {
         let now = Instant::now();
         let (mut session, _) = common::start("banking", common::verified_memory("12345678"));
-        session.handle(Input::UserText("balance".into()), now);
+        session.handle(Input::user_text("balance".into()), now);
         calls(&mut session, vec![call("t1", "check_balance", serde_json::json!({}))], now);
         let failure = ToolFailure::new(kind, message.clone());
         let effects = session.handle(Input::ToolFinished { tool_use_id: "t1".into(), outcome: Err(failure) }, now);
@@ -75,7 +75,7 @@ proptest! {
         prop_assert_eq!(results[0].1["error"]["message"].as_str(), Some(message.as_str()));
         common::says(&mut session, "sorry", now);
         prop_assert!(!session.is_over());
-        prop_assert_eq!(model_calls(&session.handle(Input::UserText("again".into()), now)).len(), 1);
+        prop_assert_eq!(model_calls(&session.handle(Input::user_text("again".into()), now)).len(), 1);
     }
 
     /// Unknown tools and tools of steps the model cannot reach are refused.
@@ -83,7 +83,7 @@ proptest! {
     fn workflow_policy_refuses(name in "[a-z_]{3,12}") {
         let now = Instant::now();
         let (mut session, _) = common::start("idv", BTreeMap::new());
-        session.handle(Input::UserText("hi".into()), now);
+        session.handle(Input::user_text("hi".into()), now);
         let effects = calls(&mut session, vec![
             call("t1", &name, serde_json::json!({})),
             call("t2", "transfer_to_banking", serde_json::json!({ "reason": "balance" })),
@@ -101,14 +101,14 @@ proptest! {
         let now = Instant::now();
         let (mut session, _) = common::start("banking", common::verified_memory(&account));
         let input = serde_json::json!({});
-        session.handle(Input::UserText("balance".into()), now);
+        session.handle(Input::user_text("balance".into()), now);
         let ran = executions(&calls(&mut session, vec![call("t1", "check_balance", input.clone())], now));
         prop_assert_eq!(ran.len(), 1);
         prop_assert_eq!(&ran[0].2, &serde_json::json!({ "accountNumber": account }));
         session.handle(Input::ToolFinished { tool_use_id: "t1".into(), outcome: Ok(serde_json::json!({ "balance": 1 })) }, now);
         common::says(&mut session, "one", now);
         let then = now + Duration::from_secs(later);
-        session.handle(Input::UserText("balance again".into()), then);
+        session.handle(Input::user_text("balance again".into()), then);
         let effects = calls(&mut session, vec![call("t2", "check_balance", input)], then);
         let ran = executions(&effects).len();
         prop_assert_eq!(ran, usize::from(later >= 30), "TTL is 30 s");
@@ -123,7 +123,7 @@ proptest! {
     fn truncation(items in 1usize..400) {
         let now = Instant::now();
         let (mut session, _) = common::start("banking", common::verified_memory("12345678"));
-        session.handle(Input::UserText("transactions".into()), now);
+        session.handle(Input::user_text("transactions".into()), now);
         calls(&mut session, vec![call("t1", "get_transactions", serde_json::json!({}))], now);
         let list: Vec<_> = (0..items).map(|i| serde_json::json!({ "id": format!("tx-{i}"), "description": "A payment" })).collect();
         let result = serde_json::json!({ "transactions": list });
@@ -140,7 +140,7 @@ proptest! {
     fn consent_is_enforced(approve: bool, transaction in "tx-[0-9]{4}") {
         let now = Instant::now();
         let (mut session, _) = common::start("disputes", common::verified_memory("12345678"));
-        session.handle(Input::UserText("dispute it".into()), now);
+        session.handle(Input::user_text("dispute it".into()), now);
         let input = serde_json::json!({ "transactionId": transaction, "reason": "not me" });
         let effects = calls(&mut session, vec![call("t1", "open_dispute", input)], now);
         prop_assert!(executions(&effects).is_empty(), "not before approval");

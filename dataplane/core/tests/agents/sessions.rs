@@ -25,7 +25,7 @@ proptest! {
         let run = || {
             let (mut session, mut all) = common::start("triage", BTreeMap::new());
             for text in &turns {
-                all.extend(session.handle(Input::UserText(text.clone()), now));
+                all.extend(session.handle(Input::user_text(text.clone()), now));
                 all.extend(says(&mut session, &format!("echo {text}"), now));
             }
             all
@@ -41,7 +41,7 @@ proptest! {
         let (mut session, _) = common::start("triage", BTreeMap::new());
         let mut outstanding = 0usize;
         for text in &turns {
-            outstanding += model_calls(&session.handle(Input::UserText(text.clone()), now)).len();
+            outstanding += model_calls(&session.handle(Input::user_text(text.clone()), now)).len();
             prop_assert!(outstanding <= 1);
         }
         prop_assert_eq!(session.queued(), turns.len() - 1);
@@ -62,7 +62,7 @@ proptest! {
         let now = Instant::now();
         let (mut session, _) = common::start("banking", common::verified_memory(&account));
         for text in &turns {
-            let effects = session.handle(Input::UserText(text.clone()), now);
+            let effects = session.handle(Input::user_text(text.clone()), now);
             let request = model_calls(&effects)[0];
             prop_assert!(request.system.contains(&account), "memory is in the prompt");
             prop_assert!(request.system.contains("Ada Lovelace"));
@@ -80,7 +80,7 @@ proptest! {
         prop_assert!(effects.iter().any(|e| matches!(e, Effect::Close { .. })), "the session closes");
         prop_assert!(session.memory().is_empty());
         prop_assert!(session.is_over());
-        let after = session.handle(Input::UserText(text), now);
+        let after = session.handle(Input::user_text(text), now);
         prop_assert!(model_calls(&after).is_empty());
     }
 
@@ -117,7 +117,7 @@ proptest! {
         let mut compacted = false;
         for (i, size) in sizes.iter().enumerate() {
             let text = format!("turn {i} {}", "w".repeat(*size));
-            let effects = session.handle(Input::UserText(text), now);
+            let effects = session.handle(Input::user_text(text), now);
             let request = model_calls(&effects)[0];
             prop_assert!(is_turn_start(&request.messages[0]));
             let total = request.system.len() + request.messages.iter().map(message_len).sum::<usize>();
@@ -127,4 +127,40 @@ proptest! {
         }
         prop_assert!(compacted, "a long conversation was compacted");
     }
+}
+
+/// The user's final lines and the errors refusing typed inputs, as `(text or code, input_id)`.
+fn acknowledgements(effects: &[Effect]) -> Vec<(String, Option<String>)> {
+    use switchboard_core::protocol::{ServerMessage, TranscriptRole};
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send(ServerMessage::BidiTranscriptStream {
+                role: TranscriptRole::User, text, input_id, ..
+            }) => Some((text.clone(), input_id.clone())),
+            Effect::Send(ServerMessage::BidiError { code, input_id, .. }) => Some((code.to_string(), input_id.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Typed inputs are acknowledged by id: two identical ones, one queued behind the other,
+/// are each taken up with their own id, and one refused for a full queue says which.
+#[test]
+fn typed_inputs_are_taken_up_and_refused_by_their_id() {
+    let now = Instant::now();
+    let (mut session, _) = common::start("triage", BTreeMap::new());
+    let typed = |text: &str, id: &str| Input::UserText { text: text.into(), id: Some(id.into()) };
+    let first = session.handle(typed("hello", "a"), now);
+    assert_eq!(acknowledgements(&first), [("hello".to_owned(), Some("a".to_owned()))]);
+    assert!(session.handle(typed("hello", "b"), now).is_empty(), "queued behind the turn under way");
+    for n in 1..switchboard_core::MAX_QUEUED_INPUTS {
+        session.handle(Input::user_text(format!("more {n}")), now);
+    }
+    let refused = session.handle(typed("one too many", "c"), now);
+    assert_eq!(acknowledgements(&refused), [("busy".to_owned(), Some("c".to_owned()))]);
+    let next = says(&mut session, "Hi!", now);
+    assert_eq!(acknowledgements(&next), [("hello".to_owned(), Some("b".to_owned()))], "the queued one, its id");
+    let after = says(&mut session, "Hi again!", now);
+    assert_eq!(acknowledgements(&after), [("more 1".to_owned(), None)], "no id, none back");
 }

@@ -93,13 +93,32 @@ fn a_voice_transfer_hands_off_instead_of_answering_the_stream() {
 fn typed_text_in_a_voice_session_goes_into_the_stream_once() {
     let now = Instant::now();
     let (mut triage, _) = voice("triage", BTreeMap::new());
-    let typed = triage.handle(Input::UserText("What are your opening hours?".into()), now);
+    let typed = triage.handle(Input::user_text("What are your opening hours?".into()), now);
     assert!(typed.contains(&Effect::SendVoiceText("What are your opening hours?".into())));
     assert!(common::model_calls(&typed).is_empty());
     // The model's echo of the typed text is not a second user message.
     let echo = triage.handle(Input::VoiceUserFinal("What are your opening hours?".into()), now);
     assert!(echo.is_empty(), "{echo:?}");
     assert_eq!(triage.messages().len(), 1);
+}
+
+#[test]
+fn typed_text_in_a_voice_session_is_acknowledged_by_its_id() {
+    let now = Instant::now();
+    let (mut triage, _) = voice("triage", BTreeMap::new());
+    let typed = |text: &str, id: &str| Input::UserText { text: text.into(), id: Some(id.into()) };
+    let taken = triage.handle(typed("Hello", "a"), now);
+    assert!(
+        sent(&taken).iter().any(|m| matches!(m, ServerMessage::BidiTranscriptStream {
+            role: TranscriptRole::User, text, input_id: Some(id), ..
+        } if text == "Hello" && id == "a")),
+        "{taken:?}"
+    );
+    let blank = triage.handle(typed("  ", "b"), now);
+    assert!(
+        matches!(sent(&blank)[..], [ServerMessage::BidiError { code, input_id: Some(id), .. }] if code == "empty_text" && id == "b"),
+        "{blank:?}"
+    );
 }
 
 #[test]
@@ -160,7 +179,7 @@ fn voice_input() -> impl Strategy<Value = Input> {
     prop_oneof![
         "[a-z ]{1,20}".prop_map(Input::VoiceUserFinal),
         "[a-z ]{1,20}".prop_map(Input::VoiceAssistantFinal),
-        "[a-z ]{1,20}".prop_map(Input::UserText),
+        "[a-z ]{1,20}".prop_map(Input::user_text),
         Just(Input::VoiceInterrupted),
         prop_oneof![Just("end_turn"), Just("interrupted"), Just("tool_use")]
             .prop_map(|s| Input::VoiceCompletionEnd { stop_reason: s.to_owned() }),
@@ -192,7 +211,7 @@ proptest! {
         let (mut started, mut completed) = (0u64, 0u64);
         for input in inputs {
             match &input {
-                Input::VoiceUserFinal(t) | Input::VoiceAssistantFinal(t) | Input::UserText(t) => said.push(t.clone()),
+                Input::VoiceUserFinal(t) | Input::VoiceAssistantFinal(t) | Input::UserText { text: t, .. } => said.push(t.clone()),
                 Input::VoiceToolUse(_) => calls_seen += 1,
                 _ => {}
             }

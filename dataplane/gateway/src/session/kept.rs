@@ -2,6 +2,14 @@
 //! unit-tested: the memory (`memory_update`), the conversation (final transcript lines),
 //! the handoff a runtime announced, the agent the session may return to, and the typed
 //! inputs a runtime has not taken up yet.
+//!
+//! Typed inputs are tracked by id. The gateway gives each the session's next number as its
+//! id, with the client's own id after a colon when it sent one (`7:abc`, or `7`): ids are
+//! unique in the session whatever clients send (two tabs, a counter restarted on resume),
+//! and the client's id comes back out of it. The runtime echoes the id on the line that
+//! takes the input up (`input_id`); the gateway drops the input from those in flight and
+//! hands the client its own id back (none when it sent none). A runtime that echoes no id
+//! (an older one) is matched by text, as before ids.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -56,19 +64,78 @@ pub struct Kept {
     pub workflow: Option<WorkflowSnapshot>,
     /// Typed inputs sent to the runtime that it has not taken up yet (it echoes each as a
     /// final user transcript line when its turn begins; a busy agent queues them). A runtime
-    /// that hands off or is lost takes its queue with it: these go to the next.
-    pub in_flight: VecDeque<String>,
+    /// that hands off or is lost takes its queue with it: these go to the next, by id.
+    #[serde(deserialize_with = "in_flight")]
+    pub in_flight: VecDeque<Typed>,
+    /// Typed inputs numbered so far in the session (the next one's id is this plus one).
+    #[serde(default)]
+    pub inputs: u64,
+}
+
+/// A typed input in flight: its id (the gateway's) and text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Typed {
+    /// The gateway's id for it (see the module docs).
+    pub id: String,
+    /// What the user typed.
+    pub text: String,
+}
+
+impl Typed {
+    /// The frame that sends it to a runtime.
+    pub fn frame(&self) -> String {
+        let input = ClientMessage::BidiTextInput { text: self.text.clone(), id: Some(self.id.clone()) };
+        serde_json::to_string(&input).unwrap_or_default()
+    }
+
+    fn bytes(&self) -> usize {
+        self.id.len() + self.text.len()
+    }
+}
+
+/// The id the gateway gives a session's `n`th typed input: `n`, then the client's own id
+/// after a colon when it gave one.
+fn gateway_id(n: u64, client: Option<&str>) -> String {
+    match client {
+        Some(id) => format!("{n}:{id}"),
+        None => n.to_string(),
+    }
+}
+
+/// The client's own id inside a gateway id (none when it gave none).
+pub fn client_id(gateway_id: &str) -> Option<&str> {
+    gateway_id.split_once(':').map(|(_, id)| id)
+}
+
+/// Inputs in flight as a parked session holds them; a session parked by a gateway from
+/// before ids holds bare texts, given ids here that no numbered input has.
+fn in_flight<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<VecDeque<Typed>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Typed(Typed),
+        Text(String),
+    }
+    let stored = Vec::<Stored>::deserialize(deserializer)?;
+    let typed = stored.into_iter().enumerate().map(|(i, input)| match input {
+        Stored::Typed(typed) => typed,
+        Stored::Text(text) => Typed { id: format!("earlier-{i}"), text },
+    });
+    Ok(typed.collect())
 }
 
 impl Kept {
-    /// Notes what a runtime's message (its JSON text) tells about the session.
-    pub fn observe(&mut self, text: &str) {
+    /// Notes what a runtime's message (its JSON text) tells about the session. A message
+    /// that names a typed input by the gateway's id comes back, to be sent the client in
+    /// place of the text: with the client's own id (or none).
+    pub fn observe(&mut self, text: &str) -> Option<ServerMessage> {
         // Reply audio and streamed pieces are most of the traffic and carry no state: not
         // parsed (the runtime writes `type` first).
         if !carries_state(text) {
-            return;
+            return None;
         }
-        let Ok(message) = serde_json::from_str::<ServerMessage>(text) else { return };
+        let Ok(mut message) = serde_json::from_str::<ServerMessage>(text) else { return None };
+        let echo = self.acknowledged(&mut message).then(|| message.clone());
         match message {
             ServerMessage::MemoryUpdate { key, value } => {
                 if value.is_null() {
@@ -83,14 +150,11 @@ impl Kept {
                     }
                 }
             }
-            ServerMessage::BidiTranscriptStream { role, text, delta: false, is_final: true } => {
+            ServerMessage::BidiTranscriptStream { role, text, delta: false, is_final: true, .. } => {
                 if role == TranscriptRole::User {
                     // The user's input was taken up: its answer is under way.
                     self.turn_open = true;
                     self.turn += 1;
-                    if let Some(at) = self.in_flight.iter().position(|t| *t == text) {
-                        self.in_flight.remove(at);
-                    }
                 }
                 self.remember(HistoryTurn { role, text });
             }
@@ -112,33 +176,77 @@ impl Kept {
                 self.turn_open = false;
                 self.handoff_expected = stop_reason == "handoff";
             }
-            // The agent refused the newest input (too many waiting): it is not in flight.
-            ServerMessage::BidiError { code, .. } if code == "busy" => {
-                self.in_flight.pop_back();
-            }
             _ => {}
         }
+        echo
     }
 
-    /// Notes a client frame sent to the runtime; true when it was a typed input that is not
-    /// blank (tracked here until the runtime takes it up).
-    pub fn track(&mut self, frame: &str) -> bool {
-        if !frame.contains("bidi_text_input") {
-            return false;
+    /// A typed input the message takes up (the user's final line) or refuses (`busy`) is
+    /// no longer in flight. True when the message names it by id: that id is now the
+    /// client's own (or none).
+    fn acknowledged(&mut self, message: &mut ServerMessage) -> bool {
+        let by_id = |in_flight: &VecDeque<Typed>, id: &str| in_flight.iter().position(|t| t.id == id);
+        let (input_id, at) = match message {
+            ServerMessage::BidiTranscriptStream {
+                role: TranscriptRole::User,
+                text,
+                delta: false,
+                is_final: true,
+                input_id,
+            } => {
+                let at = match input_id {
+                    Some(id) => by_id(&self.in_flight, id),
+                    // A runtime that echoes no id: the first input with this text.
+                    None => self.in_flight.iter().position(|t| t.text == *text),
+                };
+                (input_id, at)
+            }
+            // The agent refused an input (too many waiting): it is not in flight. Without
+            // an id, the newest.
+            ServerMessage::BidiError { code, input_id, .. } if code == "busy" => {
+                let at = match input_id {
+                    Some(id) => by_id(&self.in_flight, id),
+                    None => self.in_flight.len().checked_sub(1),
+                };
+                (input_id, at)
+            }
+            // Another refusal (`empty_text`): the input was never in flight.
+            ServerMessage::BidiError { input_id, .. } => (input_id, None),
+            _ => return false,
+        };
+        if let Some(at) = at {
+            self.in_flight.remove(at);
         }
-        let Ok(ClientMessage::BidiTextInput { text }) = decode_client(frame) else { return false };
+        let Some(id) = input_id.take() else { return false };
+        *input_id = client_id(&id).map(str::to_owned);
+        true
+    }
+
+    /// Notes a client frame for the runtime. A typed input gets the gateway's id and is
+    /// tracked until the runtime takes it up, unless blank: returns the frame to send in
+    /// its place, and whether it is tracked (else it is sent like any other message).
+    /// None: not a typed input, sent as it is.
+    pub fn track(&mut self, frame: &str) -> Option<(String, bool)> {
+        if !frame.contains("bidi_text_input") {
+            return None;
+        }
+        let Ok(ClientMessage::BidiTextInput { text, id }) = decode_client(frame) else { return None };
+        self.inputs += 1;
+        let typed = Typed { id: gateway_id(self.inputs, id.as_deref()), text };
+        let frame = typed.frame();
         // A blank input is refused by the agent (`empty_text`), never taken up: nothing to
         // wait for or to send again.
-        if text.trim().is_empty() {
-            return false;
+        if typed.text.trim().is_empty() {
+            return Some((frame, false));
         }
-        self.in_flight.push_back(text);
+        self.in_flight.push_back(typed);
         while self.in_flight.len() > MAX_IN_FLIGHT
-            || (self.in_flight.len() > 1 && self.in_flight.iter().map(String::len).sum::<usize>() > MAX_IN_FLIGHT_BYTES)
+            || (self.in_flight.len() > 1
+                && self.in_flight.iter().map(Typed::bytes).sum::<usize>() > MAX_IN_FLIGHT_BYTES)
         {
             self.in_flight.pop_front();
         }
-        true
+        Some((frame, true))
     }
 
     /// Adds a line to the history, dropping the oldest past [`MAX_HISTORY`] lines or
@@ -159,7 +267,7 @@ impl Kept {
     pub fn bytes(&self) -> usize {
         self.history.iter().map(|t| t.text.len()).sum::<usize>()
             + self.memory.iter().map(|(k, v)| entry_bytes(k, v)).sum::<usize>()
-            + self.in_flight.iter().map(String::len).sum::<usize>()
+            + self.in_flight.iter().map(Typed::bytes).sum::<usize>()
     }
 
     /// The session moves on with `context`: its memory and history are the handing-over
@@ -181,11 +289,9 @@ impl Kept {
         self.remember(HistoryTurn { role: TranscriptRole::Assistant, text });
     }
 
-    /// The tracked inputs, as the frames to send the next runtime.
+    /// The tracked inputs, as the frames to send the next runtime (with their ids).
     pub fn replay(&self) -> impl Iterator<Item = String> + '_ {
-        self.in_flight
-            .iter()
-            .filter_map(|text| serde_json::to_string(&ClientMessage::BidiTextInput { text: text.clone() }).ok())
+        self.in_flight.iter().map(Typed::frame)
     }
 }
 
@@ -270,22 +376,110 @@ mod tests {
         );
     }
 
+    fn texts(kept: &Kept) -> Vec<&str> {
+        kept.in_flight.iter().map(|t| t.text.as_str()).collect()
+    }
+
     #[test]
     fn typed_inputs_stay_in_flight_until_echoed_or_refused() {
         let mut kept = Kept::default();
         let typed = |text: &str| json!({"type": "bidi_text_input", "text": text}).to_string();
-        assert!(kept.track(&typed("one")));
-        assert!(kept.track(&typed("two")));
-        assert!(kept.track(&typed("three")));
-        assert!(!kept.track(r#"{"type":"close"}"#), "only typed inputs are tracked");
-        kept.observe(&say("user", "one"));
+        assert!(kept.track(&typed("one")).is_some_and(|(_, tracked)| tracked));
+        assert!(kept.track(&typed("two")).is_some());
+        assert!(kept.track(&typed("three")).is_some());
+        assert_eq!(kept.track(r#"{"type":"close"}"#), None, "only typed inputs are tracked");
+        // A runtime that echoes no id: matched by text.
+        assert_eq!(kept.observe(&say("user", "one")), None, "relayed as it is");
         kept.observe(&say("assistant", "two"));
         assert_eq!(kept.turn, 1, "one user input taken up: turn 1");
-        assert_eq!(kept.in_flight, ["two", "three"], "only the user's echo takes an input up");
+        assert_eq!(texts(&kept), ["two", "three"], "only the user's echo takes an input up");
         kept.observe(&json!({"type": "bidi_error", "code": "busy", "message": "m", "recoverable": true}).to_string());
-        assert_eq!(kept.in_flight, ["two"], "the refused newest input is not in flight");
+        assert_eq!(texts(&kept), ["two"], "the refused newest input is not in flight");
         let frames: Vec<ClientMessage> = kept.replay().map(|f| decode_client(&f).expect("a client frame")).collect();
-        assert_eq!(frames, [ClientMessage::BidiTextInput { text: "two".into() }]);
+        assert_eq!(frames, [ClientMessage::BidiTextInput { text: "two".into(), id: Some("2".into()) }]);
+    }
+
+    /// The runtime's echo of a typed input, naming it by `id`.
+    fn echo(text: &str, id: &str) -> String {
+        json!({"type": "bidi_transcript_stream", "role": "user", "text": text, "delta": false, "is_final": true, "input_id": id})
+            .to_string()
+    }
+
+    #[test]
+    fn identical_typed_inputs_are_told_apart_by_id_and_clients_get_their_own_ids_back() {
+        let mut kept = Kept::default();
+        let typed = |id: Option<&str>| json!({"type": "bidi_text_input", "text": "yes", "id": id}).to_string();
+        let sent: Vec<ClientMessage> = [Some("a"), None, Some("a"), Some("x:y")]
+            .into_iter()
+            .map(|id| decode_client(&kept.track(&typed(id)).expect("typed").0).expect("a frame"))
+            .collect();
+        let ids: Vec<_> = sent
+            .iter()
+            .map(|m| if let ClientMessage::BidiTextInput { id, .. } = m { id.clone() } else { None })
+            .collect();
+        let gateway = |id: &str| Some(id.to_owned());
+        assert_eq!(
+            ids,
+            [gateway("1:a"), gateway("2"), gateway("3:a"), gateway("4:x:y")],
+            "unique, whatever the client sent"
+        );
+
+        // The runtime takes up the third: that one, not the first of the same text.
+        let Some(ServerMessage::BidiTranscriptStream { input_id, text, .. }) = kept.observe(&echo("yes", "3:a")) else {
+            panic!("an echo for the client")
+        };
+        assert_eq!((text.as_str(), input_id.as_deref()), ("yes", Some("a")), "the client's own id back");
+        let in_flight: Vec<&str> = kept.in_flight.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(in_flight, ["1:a", "2", "4:x:y"]);
+        assert!(
+            matches!(kept.observe(&echo("yes", "2")), Some(ServerMessage::BidiTranscriptStream { input_id: None, .. })),
+            "no id given, none back"
+        );
+        // A refusal names the input it refused.
+        let busy =
+            json!({"type": "bidi_error", "code": "busy", "message": "m", "recoverable": true, "input_id": "1:a"});
+        let refused = kept.observe(&busy.to_string());
+        assert!(
+            matches!(&refused, Some(ServerMessage::BidiError { input_id: Some(id), .. }) if id == "a"),
+            "{refused:?}"
+        );
+        let in_flight: Vec<&str> = kept.in_flight.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(in_flight, ["4:x:y"]);
+        // An echo of an input no longer tracked still gives the client its id.
+        assert!(
+            matches!(kept.observe(&echo("yes", "1:a")), Some(ServerMessage::BidiTranscriptStream { input_id: Some(id), .. }) if id == "a")
+        );
+        assert_eq!(kept.turn, 3);
+    }
+
+    #[test]
+    fn a_blank_input_gets_an_id_but_is_not_waited_for() {
+        let mut kept = Kept::default();
+        let (frame, tracked) =
+            kept.track(&json!({"type": "bidi_text_input", "text": "  ", "id": "b"}).to_string()).expect("typed");
+        assert!(!tracked && kept.in_flight.is_empty());
+        assert_eq!(
+            decode_client(&frame).ok(),
+            Some(ClientMessage::BidiTextInput { text: "  ".into(), id: Some("1:b".into()) })
+        );
+        let empty =
+            json!({"type": "bidi_error", "code": "empty_text", "message": "m", "recoverable": true, "input_id": "1:b"});
+        assert!(
+            matches!(kept.observe(&empty.to_string()), Some(ServerMessage::BidiError { input_id: Some(id), .. }) if id == "b")
+        );
+    }
+
+    #[test]
+    fn a_session_parked_before_ids_resumes_with_its_inputs_in_flight() {
+        let earlier = json!({"agent": "triage", "memory": {}, "history": [], "return_to": null, "turn": 2, "workflow": null,
+            "in_flight": ["one", "one"]});
+        let mut kept: Kept = serde_json::from_value(earlier).expect("an earlier gateway's session");
+        assert_eq!(texts(&kept), ["one", "one"]);
+        assert_ne!(kept.in_flight[0].id, kept.in_flight[1].id, "each its own id");
+        let (frame, _) = kept.track(&json!({"type": "bidi_text_input", "text": "two"}).to_string()).expect("typed");
+        assert!(frame.contains(r#""id":"1""#), "{frame}");
+        let again: Kept = serde_json::from_str(&serde_json::to_string(&kept).expect("JSON")).expect("read back");
+        assert_eq!((again.in_flight, again.inputs), (kept.in_flight, 1));
     }
 
     #[test]
@@ -313,10 +507,10 @@ mod tests {
 
         let typed = |text: &str| json!({"type": "bidi_text_input", "text": text}).to_string();
         for i in 0..8 {
-            assert!(kept.track(&typed(&format!("{i}{}", "t".repeat(30 * 1024)))));
+            assert!(kept.track(&typed(&format!("{i}{}", "t".repeat(30 * 1024)))).is_some_and(|(_, tracked)| tracked));
         }
         assert_eq!(kept.in_flight.len(), 4, "128 KiB of 30 KiB inputs");
-        assert!(kept.in_flight[0].starts_with('4'), "the oldest went first");
+        assert!(kept.in_flight[0].text.starts_with('4'), "the oldest went first");
         assert!(kept.bytes() <= MAX_KEPT_BYTES + huge.len(), "{}", kept.bytes());
     }
 }

@@ -297,18 +297,21 @@ impl Machine {
         }
     }
 
-    /// A client's text frame for the runtime. A typed input is tracked until the runtime
-    /// takes it up ([`Kept::track`]) rather than kept as unsent.
+    /// A client's text frame for the runtime. A typed input goes with the gateway's id
+    /// for it, and is tracked until the runtime takes it up ([`Kept::track`]) rather than
+    /// kept as unsent.
     pub(super) fn forward_text(&mut self, text: &str) {
         if gateway_only(text) {
             return self.refuse_gateway_only();
         }
-        if self.kept.track(text) {
-            if self.runtime.is_some() {
-                self.push(Effect::Runtime { message: UpMessage::text(text), keep: false });
+        match self.kept.track(text) {
+            Some((frame, true)) => {
+                if self.runtime.is_some() {
+                    self.push(Effect::Runtime { message: UpMessage::text(frame), keep: false });
+                }
             }
-        } else {
-            self.send_runtime(UpMessage::text(text));
+            Some((frame, false)) => self.send_runtime(UpMessage::text(frame)),
+            None => self.send_runtime(UpMessage::text(text)),
         }
     }
 
@@ -353,11 +356,11 @@ impl Machine {
                     self.new_reply(kind);
                     // Only a memory update (or a text of no known kind) may change the caller.
                     let caller = matches!(kind, Some(ServerKind::MemoryUpdate) | None).then(|| self.caller());
-                    self.kept.observe(text.as_str());
+                    let echo = self.kept.observe(text.as_str());
                     if let Some(before) = caller {
                         self.caller_observed(before, cx);
                     }
-                    Frame::Text(text)
+                    echo.map_or(Frame::Text(text), Frame::from)
                 }
             },
             RuntimeFrame::Binary(data) => Frame::Binary(data),

@@ -82,8 +82,7 @@ impl Machine {
                     return;
                 }
                 self.new_reply(kind);
-                self.kept.observe(text.as_str());
-                Frame::Text(text)
+                self.kept.observe(text.as_str()).map_or(Frame::Text(text), Frame::from)
             }
             RuntimeFrame::Binary(data) => Frame::Binary(data),
             RuntimeFrame::Closed { code, .. } => {

@@ -2,6 +2,7 @@
 //! sequences against a model of the task and the runtimes ([`props`]).
 
 mod identity;
+mod inputs;
 mod limits;
 mod park;
 mod props;
@@ -165,8 +166,9 @@ pub(super) fn to_runtime(effects: &[Effect]) -> Vec<ClientMessage> {
         .collect()
 }
 
-pub(super) fn typed(text: &str) -> ClientMessage {
-    ClientMessage::BidiTextInput { text: text.into() }
+/// A typed input as the gateway sends it a runtime: with the gateway's `id` for it.
+pub(super) fn typed(text: &str, id: &str) -> ClientMessage {
+    ClientMessage::BidiTextInput { text: text.into(), id: Some(id.into()) }
 }
 
 pub(super) fn error_codes(effects: &[Effect]) -> Vec<String> {
@@ -196,7 +198,7 @@ fn a_new_session_opens_on_its_agent_and_sends_what_came_first() {
     assert_eq!(drive.opening(), Some(("bank/triage".into(), None, false)));
     let effects = drive.on(Event::Opened(Ok(addr(1))));
     assert!(matches!(effects[0], Effect::Note(Note::Routed)));
-    assert_eq!(to_runtime(&effects), [typed("hello")], "the first message that was not session_start");
+    assert_eq!(to_runtime(&effects), [typed("hello", "1")], "the first message that was not session_start");
     assert!(matches!(drive.machine.phase(), Phase::Live));
 }
 
@@ -246,7 +248,7 @@ fn a_lost_runtime_reopens_elsewhere_and_gets_the_typed_inputs_it_had_not_taken_u
     assert_eq!(drive.opening(), Some(("bank/triage".into(), Some(addr(1)), false)), "another pod than the lost one");
     let effects = drive.on(Event::Opened(Ok(addr(2))));
     let resent = to_runtime(&effects);
-    assert_eq!(resent, [typed("two")], "only the input not taken up");
+    assert_eq!(resent, [typed("two", "2")], "only the input not taken up");
     assert!(matches!(
         &to_client(&effects)[..],
         [ServerMessage::BidiConnectionRestart { reason, generation: 1 }] if reason == "runtime_lost"

@@ -234,9 +234,9 @@ impl Voice<'_> {
 
     async fn client_message(&mut self, session: &mut Session, message: ClientMessage) -> Option<Exit> {
         let input = match message {
-            ClientMessage::BidiTextInput { text } if self.agent.core.spec().mode == Mode::Hybrid => {
+            ClientMessage::BidiTextInput { text, id } if self.agent.core.spec().mode == Mode::Hybrid => {
                 self.relay.user_input(Instant::now());
-                Input::UserText(text)
+                Input::UserText { text, id }
             }
             ClientMessage::BidiTextInput { .. } => {
                 let message = "this agent runs in voice mode: speak (bidi_audio_input or binary PCM frames); typed text needs a hybrid agent";

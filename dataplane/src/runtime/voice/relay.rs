@@ -70,6 +70,7 @@ impl Relay {
                             text: text.clone(),
                             delta: true,
                             is_final: false,
+                            input_id: None,
                         });
                     }
                     open.text.push_str(&text);

@@ -89,7 +89,7 @@ fn a_resumed_session_reopens_then_sends_what_was_missed_and_says_what_is_gone() 
     );
     machine.handle(Event::Opened(Ok(addr(2))), &cx);
     let effects: Vec<Effect> = std::iter::from_fn(|| machine.next_effect()).collect();
-    assert_eq!(to_runtime(&effects), [typed("one")]);
+    assert_eq!(to_runtime(&effects), [typed("one", "1")]);
     let sent = to_client(&effects);
     assert!(matches!(&sent[0], ServerMessage::BidiTranscriptStream { text, .. } if text == "line 2"), "{sent:?}");
     assert_eq!(sent.len(), 4, "three held lines, then the gap: {sent:?}");

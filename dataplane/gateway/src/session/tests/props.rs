@@ -7,8 +7,10 @@
 //!   exactly once — a client that leaves resumes with the number of the last message it
 //!   got, and gets what it missed (the replay buffer is large enough here) — and the
 //!   numbers of kept messages only grow;
-//! - **no lost typed input**: every typed input is taken up by a runtime or waits in the
-//!   session and in the inbox of the runtime open now.
+//! - **no lost typed input, none twice**: every typed input is taken up by a runtime (once)
+//!   or waits in the session and in the inbox of the runtime open now. The inputs are all
+//!   the same text, some with the client's id and some without: they are told apart by the
+//!   ids the gateway gives them, and the client gets each echo once, with its own id.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -19,14 +21,18 @@ use tokio_tungstenite::tungstenite::Message as UpMessage;
 
 use super::{Drive, addr, complete, handoff, limits, say, wire};
 use crate::resume::Frame;
+use crate::session::kept::client_id;
 use crate::session::machine::{ClientFrame, Cx, Effect, Ending, Event, Machine, Phase, RuntimeFrame};
 
 #[derive(Clone, Debug)]
 enum Step {
-    Type,
+    /// The client types the same text again, with an id of its own or without.
+    Type(bool),
     Audio,
     /// The runtime takes up the oldest input it has.
     TakeUp,
+    /// The runtime refuses the newest input it has (`busy`: too many waiting).
+    Refuse,
     Reply,
     Complete,
     Lost,
@@ -39,9 +45,10 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        4 => Just(Step::Type),
+        4 => any::<bool>().prop_map(Step::Type),
         2 => Just(Step::Audio),
         4 => Just(Step::TakeUp),
+        1 => Just(Step::Refuse),
         4 => Just(Step::Reply),
         3 => Just(Step::Complete),
         1 => Just(Step::Lost),
@@ -58,12 +65,18 @@ fn step() -> impl Strategy<Value = Step> {
 struct World {
     /// The pod of the runtime session open now.
     open: Option<u8>,
-    /// Typed inputs the open runtime received and has not taken up, oldest first.
-    inbox: VecDeque<String>,
-    /// Typed inputs the client sent.
+    /// Typed inputs the open runtime received and has not taken up, oldest first: their
+    /// ids and texts.
+    inbox: VecDeque<(String, String)>,
+    /// The gateway's ids of the typed inputs the client sent (the session's count, and
+    /// the client's id after a colon when it gave one).
     typed: Vec<String>,
-    /// Typed inputs a runtime took up.
+    /// Typed inputs (by the gateway's id) a runtime took up.
     taken: HashSet<String>,
+    /// Typed inputs (by the gateway's id) a runtime refused.
+    refused: HashSet<String>,
+    /// The client's ids in the echoes the client received.
+    echoed: HashSet<String>,
     /// Runtime frames (by payload) the client received.
     delivered: HashSet<String>,
     /// The last kept number the client saw.
@@ -85,6 +98,13 @@ impl World {
                     {
                         prop_assert!(self.delivered.insert(text.clone()), "{text} delivered twice");
                     }
+                    if let ServerMessage::BidiTranscriptStream { input_id: Some(id), .. }
+                    | ServerMessage::BidiError { input_id: Some(id), .. } = &message
+                    {
+                        prop_assert!(self.echoed.insert(id.clone()), "the answer to {id} delivered twice");
+                        let mine = self.taken.iter().chain(&self.refused).any(|g| client_id(g) == Some(id.as_str()));
+                        prop_assert!(mine, "an answer to {id}, which no runtime took up or refused");
+                    }
                 }
                 Effect::Client(Frame::Binary(_))
                 | Effect::CloseClient(_)
@@ -94,8 +114,9 @@ impl World {
                 Effect::PingRuntime => prop_assert!(self.open.is_some(), "a ping for no runtime"),
                 Effect::Runtime { message: UpMessage::Text(text), .. } => {
                     prop_assert!(self.open.is_some(), "a message for no runtime");
-                    if let Ok(ClientMessage::BidiTextInput { text }) = decode_client(text.as_str()) {
-                        self.inbox.push_back(text);
+                    if let Ok(ClientMessage::BidiTextInput { text, id }) = decode_client(text.as_str()) {
+                        let id = id.ok_or_else(|| TestCaseError::fail(format!("{text} sent with no id")))?;
+                        self.inbox.push_back((id, text));
                     }
                 }
                 Effect::Runtime { .. } | Effect::AssertIdentity(_) => {
@@ -122,12 +143,12 @@ impl World {
     /// Every typed input is taken up or waits in the session and, while a runtime is
     /// open, in its inbox.
     fn check_inputs(&self, drive: &Drive) -> Result<(), TestCaseError> {
-        for text in &self.typed {
-            let waits = drive.machine.kept.in_flight.contains(text)
-                && (self.open.is_none() || self.inbox.contains(text) || drive.ending().is_some());
+        for id in &self.typed {
+            let waits = drive.machine.kept.in_flight.iter().any(|t| t.id == *id)
+                && (self.open.is_none() || self.inbox.iter().any(|(i, _)| i == id) || drive.ending().is_some());
             prop_assert!(
-                self.taken.contains(text) || waits,
-                "{text} was lost (in flight: {:?}, inbox: {:?})",
+                self.taken.contains(id) || self.refused.contains(id) || waits,
+                "{id} was lost (in flight: {:?}, inbox: {:?})",
                 drive.machine.kept.in_flight,
                 self.inbox
             );
@@ -186,20 +207,29 @@ fn run(steps: Vec<Step>, open_ok: Vec<bool>) -> Result<(), TestCaseError> {
         let live = matches!(drive.machine.phase(), Phase::Live);
         let event = match step {
             // The task reads the client only while relaying.
-            Step::Type | Step::Audio | Step::ClientGone if !live => continue,
-            Step::Type => {
-                let text = format!("input {}", world.typed.len());
-                world.typed.push(text.clone());
-                Event::Client(
-                    ClientFrame::Text(json!({"type": "bidi_text_input", "text": text}).to_string().into()),
-                    Ok(()),
-                )
+            Step::Type(_) | Step::Audio | Step::ClientGone if !live => continue,
+            Step::Type(with_id) => {
+                let n = world.typed.len() + 1;
+                let mine = with_id.then(|| format!("c{n}"));
+                world.typed.push(mine.as_ref().map_or(n.to_string(), |id| format!("{n}:{id}")));
+                let input = json!({"type": "bidi_text_input", "text": "the same again", "id": mine});
+                Event::Client(ClientFrame::Text(input.to_string().into()), Ok(()))
             }
             Step::Audio => Event::Client(ClientFrame::Binary(vec![0; 8].into()), Ok(())),
             Step::TakeUp => match world.inbox.pop_front() {
-                Some(text) if world.open.is_some() => {
-                    world.taken.insert(text.clone());
-                    Event::Runtime(RuntimeFrame::Text(wire(say("user", &text)).into()))
+                Some((id, text)) if world.open.is_some() => {
+                    prop_assert!(!world.refused.contains(&id) && world.taken.insert(id.clone()), "{id} taken up twice");
+                    let mut echo = say("user", &text);
+                    echo["input_id"] = json!(id);
+                    Event::Runtime(RuntimeFrame::Text(wire(echo).into()))
+                }
+                _ => continue,
+            },
+            Step::Refuse => match world.inbox.pop_back() {
+                Some((id, _)) if world.open.is_some() => {
+                    prop_assert!(!world.taken.contains(&id) && world.refused.insert(id.clone()), "{id} answered twice");
+                    let busy = json!({"type": "bidi_error", "code": "busy", "message": "m", "recoverable": true, "input_id": id});
+                    Event::Runtime(RuntimeFrame::Text(wire(busy).into()))
                 }
                 _ => continue,
             },
