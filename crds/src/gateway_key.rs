@@ -8,6 +8,11 @@
 //! which also checks that it is a point of the curve). Here it is only checked to be
 //! well-formed — 32 bytes, as 64 hex digits or an Ed25519 PEM public key — and always
 //! written as hex, so one key gives pods the same environment whichever form it came in.
+//!
+//! Runtimes trust a *set* of keys ([`PublicKeys`]: several, separated by commas or
+//! newlines), so the gateway's key can be rotated without refusing sessions: pods trust the
+//! old and the new key while the gateway changes from one to the other ([`key_texts`] is
+//! the one reading of such a list, here and in the runtimes).
 
 use base64::Engine as _;
 
@@ -41,6 +46,20 @@ pub enum KeyError {
     /// A PEM public key of another algorithm.
     #[error("the PEM public key is not an Ed25519 key")]
     NotEd25519,
+    /// A list without a key.
+    #[error("no key given; expected one or more keys (64 hex digits or PEM), separated by commas or newlines")]
+    Empty,
+    /// One key of a list is malformed.
+    #[error("key {position} of {count}: {source}")]
+    InList {
+        /// Its place in the list, from 1.
+        position: usize,
+        /// How many keys the list has.
+        count: usize,
+        /// What is wrong with it.
+        #[source]
+        source: Box<KeyError>,
+    },
 }
 
 impl PublicKey {
@@ -93,6 +112,106 @@ impl std::str::FromStr for PublicKey {
     }
 }
 
+/// The keys of a list, each as written: PEM blocks (`-----BEGIN ...` to the end of its
+/// `-----END ...-----` line) and, between them, hex keys separated by commas or whitespace
+/// (newlines). An unterminated PEM block is [`KeyError::NotPem`]; no key at all,
+/// [`KeyError::Empty`]. What each text is, is for the key's parser to say.
+pub fn key_texts(text: &str) -> Result<Vec<&str>, KeyError> {
+    let mut keys = Vec::new();
+    let mut rest = text;
+    loop {
+        rest = rest.trim_start_matches(|c: char| c == ',' || c.is_whitespace());
+        if rest.is_empty() {
+            break;
+        }
+        if rest.starts_with("-----BEGIN") {
+            let end = rest.find("-----END").ok_or(KeyError::NotPem)?;
+            // The END line's closing dashes: after "-----END", the next "-----".
+            let after = end + "-----END".len();
+            let close = rest[after..].find("-----").ok_or(KeyError::NotPem)? + after + "-----".len();
+            keys.push(&rest[..close]);
+            rest = &rest[close..];
+        } else {
+            let end = rest.find(|c: char| c == ',' || c.is_whitespace()).unwrap_or(rest.len());
+            keys.push(&rest[..end]);
+            rest = &rest[end..];
+        }
+    }
+    if keys.is_empty() {
+        return Err(KeyError::Empty);
+    }
+    Ok(keys)
+}
+
+/// The gateway public keys runtimes trust: one or more, in the order given, without
+/// repeats. Written as their hex, comma-separated (what pods get in their environment).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PublicKeys(Vec<PublicKey>);
+
+impl PublicKeys {
+    /// The keys, in the order given.
+    pub fn iter(&self) -> impl Iterator<Item = &PublicKey> {
+        self.0.iter()
+    }
+
+    /// How many keys there are (at least one).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Always false: a list has at least one key.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<PublicKey> for PublicKeys {
+    fn from(key: PublicKey) -> Self {
+        Self(vec![key])
+    }
+}
+
+impl std::fmt::Display for PublicKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, key) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{key}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for PublicKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PublicKeys({self})")
+    }
+}
+
+impl std::str::FromStr for PublicKeys {
+    type Err = KeyError;
+
+    /// One or more keys (hex or PEM, as [`PublicKey`] reads them) separated by commas or
+    /// newlines ([`key_texts`]); a key given twice counts once. A single malformed key
+    /// says what is wrong with it; in a longer list, which one it is too.
+    fn from_str(text: &str) -> Result<Self, KeyError> {
+        let texts = key_texts(text)?;
+        let count = texts.len();
+        let mut keys: Vec<PublicKey> = Vec::with_capacity(count);
+        for (i, text) in texts.into_iter().enumerate() {
+            let key = text.parse::<PublicKey>().map_err(|e| match count {
+                1 => e,
+                _ => KeyError::InList { position: i + 1, count, source: Box::new(e) },
+            })?;
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        Ok(Self(keys))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -126,7 +245,57 @@ mod tests {
         assert_eq!(message, Err("2 bytes; an Ed25519 public key has 32 (64 hex digits)".to_owned()));
     }
 
+    #[test]
+    fn a_list_holds_hex_and_pem_keys_separated_by_commas_or_newlines() {
+        let (a, b) = (HEX.parse::<PublicKey>().expect("a"), PublicKey::from_bytes([7; 32]));
+        let b_hex = b.to_string();
+        for text in [
+            format!("{HEX},{b_hex}"),
+            format!(" {HEX} , {b_hex},\n"),
+            format!("{HEX}\n{b_hex}\n"),
+            format!("{PEM}{b_hex}"),
+            format!("{PEM},\n{b_hex}"),
+            format!("{}\n{PEM}\n{b_hex}\n{HEX}", HEX.to_uppercase()),
+        ] {
+            let keys: PublicKeys = text.parse().unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            assert_eq!(keys.iter().copied().collect::<Vec<_>>(), [a, b], "{text:?}");
+            assert_eq!(keys.to_string(), format!("{HEX},{b_hex}"), "written as hex, comma-separated");
+        }
+        let one: PublicKeys = PEM.parse().expect("one PEM key");
+        assert_eq!((one.len(), one.to_string()), (1, HEX.to_owned()));
+        assert_eq!(PublicKeys::from(a), one);
+        let pem_b = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEABwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=\n-----END PUBLIC KEY-----";
+        let two_pems: PublicKeys = format!("{PEM}{pem_b}").parse().expect("two PEM blocks");
+        assert_eq!(two_pems.iter().copied().collect::<Vec<_>>(), [a, b]);
+    }
+
+    #[test]
+    fn a_malformed_list_says_which_key_is_wrong() {
+        assert_eq!("".parse::<PublicKeys>(), Err(KeyError::Empty));
+        assert_eq!(" ,\n, ".parse::<PublicKeys>(), Err(KeyError::Empty));
+        assert_eq!("abcd".parse::<PublicKeys>(), Err(KeyError::Length(2)), "one key: its own error");
+        let message = format!("{HEX},abcd").parse::<PublicKeys>().map_err(|e| e.to_string());
+        assert_eq!(message, Err("key 2 of 2: 2 bytes; an Ed25519 public key has 32 (64 hex digits)".to_owned()));
+        let cut = PEM.replace("-----END PUBLIC KEY-----\n", "");
+        assert_eq!(format!("{HEX}\n{cut}").parse::<PublicKeys>(), Err(KeyError::NotPem), "an unterminated PEM block");
+        assert!(matches!(format!("{RSA_PEM},{HEX}").parse::<PublicKeys>(), Err(KeyError::InList { position: 1, .. })));
+    }
+
     proptest! {
+        #[test]
+        fn every_list_round_trips_through_its_text(keys in proptest::collection::vec(any::<[u8; 32]>(), 1..5)) {
+            let keys: Vec<PublicKey> = keys.into_iter().map(PublicKey::from_bytes).collect();
+            let text = keys.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+            let parsed: PublicKeys = text.parse().expect("a list");
+            prop_assert_eq!(parsed.to_string().parse::<PublicKeys>(), Ok(parsed.clone()));
+            prop_assert_eq!(parsed.len(), keys.iter().collect::<std::collections::HashSet<_>>().len());
+        }
+
+        #[test]
+        fn no_text_panics_the_list_parser(text in ".{0,300}") {
+            let _ = text.parse::<PublicKeys>();
+        }
+
         #[test]
         fn every_key_round_trips_through_its_text(bytes in any::<[u8; 32]>()) {
             let key = PublicKey::from_bytes(bytes);

@@ -10,10 +10,10 @@
 //! Unknown accounts or transactions answer 404 with `{error}`; malformed input 400.
 //!
 //! Started with the gateway's public key ([`DemoTools::start_verifying`]; `switchboard
-//! demo-tools --gateway-public-key`), it does what a bank's own tool server would: the
-//! account endpoints (`/balance`, `/transactions`, `/disputes`) act only for the caller the
-//! gateway vouches for — the `X-Switchboard-Identity` assertion
-//! ([`switchboard_core::assertion`]) must verify with the key (401 otherwise), and the
+//! demo-tools --gateway-public-key`; during a key rotation, the old and the new), it does
+//! what a bank's own tool server would: the account endpoints (`/balance`, `/transactions`,
+//! `/disputes`) act only for the caller the gateway vouches for — the `X-Switchboard-Identity`
+//! assertion ([`switchboard_core::assertion`]) must verify with a key (401 otherwise), and the
 //! `accountNumber` asked for must be the asserted caller's `verifiedUser.accountNumber` (403
 //! otherwise). `/idv` stays open: it is how a caller gets verified.
 
@@ -28,7 +28,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use switchboard_core::assertion::{self, IdentityClaims};
-use switchboard_core::grant::GatewayPublicKey;
+use switchboard_core::gateway_keys::GatewayKeys;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -100,8 +100,8 @@ impl Accounts {
 struct DemoState {
     accounts: Accounts,
     disputes: AtomicU64,
-    /// With a key, the account endpoints act only for the asserted caller.
-    gateway_key: Option<GatewayPublicKey>,
+    /// With keys, the account endpoints act only for the asserted caller.
+    gateway_key: Option<GatewayKeys>,
 }
 
 /// A running demo tool server.
@@ -119,12 +119,13 @@ impl DemoTools {
         Self::start_verifying(accounts, addr, None).await
     }
 
-    /// Starts serving `accounts` on `addr`; with `gateway_key`, the account endpoints act
-    /// only for the caller the gateway's identity assertion names.
+    /// Starts serving `accounts` on `addr`; with `gateway_key` (the gateway's public keys:
+    /// one, or the old and the new during a rotation), the account endpoints act only for
+    /// the caller the gateway's identity assertion names.
     pub async fn start_verifying(
         accounts: Accounts,
         addr: SocketAddr,
-        gateway_key: Option<GatewayPublicKey>,
+        gateway_key: Option<GatewayKeys>,
     ) -> Result<Self, DemoToolsError> {
         let listener =
             TcpListener::bind(addr).await.map_err(|e| DemoToolsError::Listen { addr, message: e.to_string() })?;

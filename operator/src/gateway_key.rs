@@ -6,6 +6,9 @@
 //! ConfigMap by name. Every change of what it says reconciles every Agent again, so a new
 //! key reaches runtime pods by their usual rollout (the key is in their environment).
 //!
+//! The ConfigMap may list several keys as `--gateway-public-key` may (commas or newlines;
+//! the gateway writes its one key): pods trust them all.
+//!
 //! Until the ConfigMap holds a well-formed key, Agents are not built, rather than run pods
 //! that would refuse every context the gateway gives them: a new Agent waits with
 //! `Accepted=False`, reason [`REASON_KEY_MISSING`]; an Agent whose pods already run keeps
@@ -19,7 +22,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use prometheus::IntGauge;
-use switchboard_crds::gateway_key::{CONFIG_MAP_KEY, PublicKey};
+use switchboard_crds::gateway_key::{CONFIG_MAP_KEY, PublicKeys};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -36,15 +39,16 @@ pub enum KeyState {
     Listing,
     /// No usable key, and why.
     Missing(String),
-    /// The key runtime pods get.
-    Known(PublicKey),
+    /// The key(s) runtime pods get.
+    Known(PublicKeys),
 }
 
 /// Where the gateway public key of runtime pods comes from.
 #[derive(Clone, Debug)]
 pub enum GatewayKey {
-    /// Given at start (`--gateway-public-key`), or none at all.
-    Fixed(Option<PublicKey>),
+    /// Given at start (`--gateway-public-key`: one key, or the old and the new during a
+    /// rotation), or none at all.
+    Fixed(Option<PublicKeys>),
     /// Followed in a ConfigMap the gateway publishes.
     Published {
         /// `namespace/name` of the ConfigMap.
@@ -74,9 +78,9 @@ impl GatewayKey {
     /// The key to give runtime pods now (`None`: no key is configured), once the
     /// ConfigMap was listed; or why a published key is missing. Fails only when the watch
     /// ended (shutting down).
-    pub async fn current(&self) -> Result<Result<Option<PublicKey>, KeyMissing>, Error> {
+    pub async fn current(&self) -> Result<Result<Option<PublicKeys>, KeyMissing>, Error> {
         let (location, state) = match self {
-            GatewayKey::Fixed(key) => return Ok(Ok(*key)),
+            GatewayKey::Fixed(key) => return Ok(Ok(key.clone())),
             GatewayKey::Published { location, state } => (location, state),
         };
         let seen = state
@@ -228,6 +232,8 @@ async fn follow(
 
 #[cfg(test)]
 mod tests {
+    use switchboard_crds::gateway_key::PublicKey;
+
     use super::*;
 
     const KEY: &str = "9b36701a113be708c12f911d788b12b7ad7805405a5adf9796e34fb893e92092";
@@ -238,8 +244,16 @@ mod tests {
 
     #[test]
     fn a_config_map_gives_a_key_or_says_what_is_missing() {
-        let key: PublicKey = KEY.parse().expect("a key");
-        assert_eq!(read(&cm(Some((CONFIG_MAP_KEY, KEY))), "sb/k"), KeyState::Known(key));
+        let key: PublicKeys = KEY.parse().expect("a key");
+        assert_eq!(read(&cm(Some((CONFIG_MAP_KEY, KEY))), "sb/k"), KeyState::Known(key.clone()));
+        let other = PublicKey::from_bytes([7; 32]);
+        let two = format!("{KEY},\n{other}\n");
+        let KeyState::Known(both) = read(&cm(Some((CONFIG_MAP_KEY, &two))), "sb/k") else { panic!("two keys") };
+        assert_eq!(both.to_string(), format!("{KEY},{other}"), "pods trust both");
+        let KeyState::Missing(why) = read(&cm(Some((CONFIG_MAP_KEY, &format!("{KEY},abcd")))), "sb/k") else {
+            panic!("one malformed key")
+        };
+        assert!(why.contains("key 2 of 2: 2 bytes"), "{why}");
         let KeyState::Missing(why) = read(&cm(None), "sb/k") else { panic!("no data is no key") };
         assert_eq!(why, "ConfigMap sb/k has no `public-key`");
         let KeyState::Missing(why) = read(&cm(Some((CONFIG_MAP_KEY, "abcd"))), "sb/k") else { panic!("malformed") };
@@ -248,16 +262,16 @@ mod tests {
 
     #[test]
     fn a_known_key_stays_until_another_replaces_it() {
-        let (a, b): (PublicKey, PublicKey) = (KEY.parse().expect("a"), PublicKey::from_bytes([7; 32]));
+        let (a, b): (PublicKeys, PublicKeys) = (KEY.parse().expect("a"), PublicKey::from_bytes([7; 32]).into());
         let mut state = KeyState::Listing;
         assert!(advance(&mut state, KeyState::Missing("none".into())));
         assert!(!advance(&mut state, KeyState::Missing("none".into())), "no change, no trigger");
         assert!(advance(&mut state, KeyState::Missing("other".into())), "a new reason is a change (status follows)");
-        assert!(advance(&mut state, KeyState::Known(a)));
+        assert!(advance(&mut state, KeyState::Known(a.clone())));
         assert!(!advance(&mut state, KeyState::Missing("deleted".into())), "kept");
         assert!(!advance(&mut state, KeyState::Listing), "kept");
         assert_eq!(state, KeyState::Known(a));
-        assert!(advance(&mut state, KeyState::Known(b)), "a new key replaces it");
+        assert!(advance(&mut state, KeyState::Known(b.clone())), "a new key replaces it");
         assert_eq!(state, KeyState::Known(b));
     }
 
@@ -283,8 +297,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_fixed_key_is_there_at_once_and_never_changes() {
-        let key: PublicKey = KEY.parse().expect("a key");
-        let fixed = GatewayKey::Fixed(Some(key));
+        let key: PublicKeys = KEY.parse().expect("a key");
+        let fixed = GatewayKey::Fixed(Some(key.clone()));
         assert_eq!(fixed.current().await.ok(), Some(Ok(Some(key))));
         assert_eq!(GatewayKey::Fixed(None).current().await.ok(), Some(Ok(None)));
         assert_eq!(fixed.changes().collect::<Vec<()>>().await.len(), 0);
@@ -305,8 +319,8 @@ mod tests {
         let answer = waiting.await.expect("task").expect("not shut down");
         assert_eq!(answer, Err(KeyMissing { location: "sb/k".into(), why: "ConfigMap sb/k does not exist".into() }));
         assert_eq!(changes.next().await, Some(()));
-        let key: PublicKey = KEY.parse().expect("a key");
-        tx.send_replace(KeyState::Known(key));
+        let key: PublicKeys = KEY.parse().expect("a key");
+        tx.send_replace(KeyState::Known(key.clone()));
         assert_eq!(changes.next().await, Some(()));
         assert_eq!(published.current().await.ok(), Some(Ok(Some(key))));
         drop(tx);

@@ -314,10 +314,10 @@ fn gateway_key(
         tracing::info!(configmap = %format!("{namespace}/{name}"), "following the gateway's public key");
         return (key, watch.boxed());
     }
-    let key = args.build.gateway_public_key;
+    let key = args.build.gateway_public_key.clone();
     metrics.gateway_key.set(i64::from(key.is_some()));
-    match key {
-        Some(key) => tracing::info!(public_key = %key, "runtime pods get the gateway public key given"),
+    match &key {
+        Some(key) => tracing::info!(public_key = %key, "runtime pods get the gateway public key(s) given"),
         None => tracing::warn!(
             "no gateway public key (--gateway-public-key or --gateway-key-config-map): runtime pods accept no \
              session context, so a gateway cannot hand sessions over between them"

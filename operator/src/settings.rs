@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use switchboard_crds::gateway_key::PublicKey;
+use switchboard_crds::gateway_key::PublicKeys;
 use switchboard_telemetry::LogFormat;
 
 /// The runtime image used when `--runtime-image` is not given.
@@ -45,12 +45,13 @@ pub struct BuildSettings {
     pub runtime_log_format: LogFormat,
     /// The session gateway's Ed25519 public key (64 hex digits or PEM; the gateway logs it
     /// at start), given to runtime pods as `SWITCHBOARD_GATEWAY_PUBLIC_KEY`: they accept
-    /// session context (memory, history, handoff) only when the gateway signed it. `run`
-    /// can instead follow the key the gateway publishes (`--gateway-key-config-map`).
-    /// Without either, runtime pods accept no session context, so cross-pod handoffs cannot
-    /// carry any.
+    /// session context (memory, history, handoff) only when the gateway signed it. Several
+    /// keys, separated by commas or newlines, are all trusted: give the old and the new
+    /// while the gateway's key is rotated (SECURITY.md, "Key rotation"). `run` can instead
+    /// follow the key the gateway publishes (`--gateway-key-config-map`). Without either,
+    /// runtime pods accept no session context, so cross-pod handoffs cannot carry any.
     #[arg(long, env = switchboard_crds::contract::env::GATEWAY_PUBLIC_KEY)]
-    pub gateway_public_key: Option<PublicKey>,
+    pub gateway_public_key: Option<PublicKeys>,
     /// The Bedrock endpoint URL of runtime pods whose Agent sets no `model.endpoint` (a
     /// VPC interface endpoint, a proxy, or a simulator), given to them as
     /// `SWITCHBOARD_BEDROCK_ENDPOINT`. Unset: the region's public endpoint.
@@ -221,8 +222,8 @@ impl Default for BuildSettings {
 }
 
 impl BuildSettings {
-    /// These settings with `key` as the gateway's public key (borrowed when it is already).
-    pub fn with_gateway_key(&self, key: Option<PublicKey>) -> std::borrow::Cow<'_, Self> {
+    /// These settings with `key` as the gateway's public keys (borrowed when they are already).
+    pub fn with_gateway_key(&self, key: Option<PublicKeys>) -> std::borrow::Cow<'_, Self> {
         if self.gateway_public_key == key {
             return std::borrow::Cow::Borrowed(self);
         }

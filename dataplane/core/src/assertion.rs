@@ -206,10 +206,15 @@ pub fn sign_identity(signer: &GatewaySigner, claims: &IdentityClaims) -> Result<
     Ok(token)
 }
 
-/// Checks `token` with the gateway's public `key` at `now_secs`: the algorithm (EdDSA only),
+/// Checks `token` with the gateway's public `key` (or any key of a set trusted during a
+/// rotation, [`crate::gateway_keys::GatewayKeys`]) at `now_secs`: the algorithm (EdDSA only),
 /// the signature, the issuer, and `exp`/`iat` within [`LEEWAY_SECS`]; returns its claims.
 /// Which session it is for is the caller's to check ([`IdentityClaims::check_session`]).
-pub fn verify_identity(key: &GatewayPublicKey, token: &str, now_secs: u64) -> Result<IdentityClaims, AssertionError> {
+pub fn verify_identity(
+    key: &(impl AsRef<[GatewayPublicKey]> + ?Sized),
+    token: &str,
+    now_secs: u64,
+) -> Result<IdentityClaims, AssertionError> {
     if token.len() > MAX_BYTES {
         return Err(AssertionError::TooLarge(token.len()));
     }
@@ -229,7 +234,7 @@ pub fn verify_identity(key: &GatewayPublicKey, token: &str, now_secs: u64) -> Re
         return Err(AssertionError::Algorithm(header.alg));
     }
     let signature = B64.decode(signature).map_err(|_| AssertionError::BadSignature)?;
-    if !key.opens(input.as_bytes(), &signature) {
+    if !key.as_ref().iter().any(|key| key.opens(input.as_bytes(), &signature)) {
         return Err(AssertionError::BadSignature);
     }
     let claims: IdentityClaims = B64
@@ -337,6 +342,18 @@ mod tests {
     fn another_key_is_refused() {
         let token = sign_identity(&signer(7), &claims()).expect("signed");
         assert_eq!(verify_identity(&signer(8).public(), &token, NOW), Err(AssertionError::BadSignature));
+    }
+
+    #[test]
+    fn during_a_key_rotation_either_trusted_key_verifies() {
+        let trusted: crate::gateway_keys::GatewayKeys =
+            format!("{}\n{}", signer(7).public(), signer(8).public()).parse().expect("two keys");
+        for key in [signer(7), signer(8)] {
+            let token = sign_identity(&key, &claims()).expect("signed");
+            assert_eq!(verify_identity(&trusted, &token, NOW), Ok(claims()));
+        }
+        let foreign = sign_identity(&signer(9), &claims()).expect("signed");
+        assert_eq!(verify_identity(&trusted, &foreign, NOW), Err(AssertionError::BadSignature));
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod calls;
 mod carry;
 pub mod context;
 mod events;
+pub mod gateway_keys;
 pub mod grant;
 pub mod handoff;
 pub mod memory;

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
-use switchboard_core::grant::GatewayPublicKey;
+use switchboard_core::gateway_keys::GatewayKeys;
 use switchboard_dataplane::demo_tools::{Accounts, DemoTools};
 
 /// Options of `switchboard demo-tools`.
@@ -19,11 +19,13 @@ pub struct DemoToolsArgs {
     listen: SocketAddr,
 
     /// The Switchboard gateway's public key (64 hex digits, as its ConfigMap holds it, or
-    /// an Ed25519 PEM public key). When set, the account endpoints act only for the caller
-    /// the request's X-Switchboard-Identity assertion names (401 without a valid one, 403
-    /// for another account); unset, they trust the account number in the request.
+    /// an Ed25519 PEM public key), or several separated by commas or newlines (the old and
+    /// the new while the gateway's key is rotated). When set, the account endpoints act only
+    /// for the caller the request's X-Switchboard-Identity assertion names, signed by one of
+    /// the keys (401 without a valid one, 403 for another account); unset, they trust the
+    /// account number in the request.
     #[arg(long, env = "SWITCHBOARD_DEMO_TOOLS_GATEWAY_PUBLIC_KEY")]
-    gateway_public_key: Option<GatewayPublicKey>,
+    gateway_public_key: Option<GatewayKeys>,
 }
 
 /// Serves until Ctrl-C.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use aws_smithy_types::error::display::DisplayErrorContext;
 use clap::Args;
-use switchboard_core::grant::GatewayPublicKey;
+use switchboard_core::gateway_keys::GatewayKeys;
 use switchboard_crds::agent::Provider;
 use switchboard_crds::contract;
 use switchboard_dataplane::runtime::transcript::TranscriptSink;
@@ -70,11 +70,13 @@ pub struct RuntimeArgs {
     secrets_dir: PathBuf,
 
     /// The gateway's Ed25519 public key (64 hex digits, or a PEM public key; the operator
-    /// sets it). Session context — memory such as a verified caller, history, handoff state
-    /// — is accepted only when the gateway signed it; without the key, no session context
-    /// is accepted from anyone.
+    /// sets it), or several separated by commas or newlines: while the gateway's key is
+    /// rotated, the old and the new. Session context — memory such as a verified caller,
+    /// history, handoff state — is accepted only when the gateway signed it with one of
+    /// them, and then a session without it is refused; without a key, no session context is
+    /// accepted from anyone.
     #[arg(long, env = contract::env::GATEWAY_PUBLIC_KEY)]
-    gateway_public_key: Option<GatewayPublicKey>,
+    gateway_public_key: Option<GatewayKeys>,
 
     /// A folder of model credential files — a mounted Secret, as the operator mounts the
     /// Agent's `credentials.secretRef`: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and

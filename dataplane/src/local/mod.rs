@@ -215,7 +215,7 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
         retry: RetryPolicy::default(),
     };
     // Only the gateway talks to the runtime: it accepts the context the gateway signs.
-    let runtime_config = ServerConfig { gateway_key: Some(key.public()), ..options.server.clone() };
+    let runtime_config = ServerConfig { gateway_key: Some(key.public().into()), ..options.server.clone() };
     let state = runtime::AppState::with_voice(directory, runtime_config, shared, voice_models);
     let list = agent_list(&state, &names, default_agent.clone());
     let by_handoff = list.by_handoff.iter().map(|agent| agent.name.clone()).collect();
@@ -371,7 +371,7 @@ async fn start_demo_tools(
     for server in &local.demo_tool_servers {
         let accounts = Accounts::load(&base.join(&server.data)).map_err(start_error)?;
         let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-        let tools = DemoTools::start_verifying(accounts, addr, Some(key.public())).await.map_err(start_error)?;
+        let tools = DemoTools::start_verifying(accounts, addr, Some(key.public().into())).await.map_err(start_error)?;
         aliases.insert(server.host.clone(), tools.addr.to_string());
         demo.push((server.host.clone(), tools));
     }

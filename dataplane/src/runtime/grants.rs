@@ -1,12 +1,14 @@
 //! Where a runtime checks the session context the gateway signed ([`switchboard_core::grant`]):
-//! the gateway's public key, if configured, and the nonces of grants already
-//! used, so a captured `session_start` cannot be replayed while it is fresh.
+//! the gateway's public keys, if configured (more than one while the gateway's key is
+//! rotated), and the nonces of grants already used, so a captured `session_start` cannot be
+//! replayed while it is fresh.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use switchboard_core::grant::{GatewayPublicKey, GrantError, MAX_AGE_MS, SessionContext, SignedContext};
+use switchboard_core::gateway_keys::GatewayKeys;
+use switchboard_core::grant::{GrantError, MAX_AGE_MS, SessionContext, SignedContext};
 
 /// Most nonces remembered; past it, grants are refused until old ones expire (a gateway
 /// opens far fewer sessions per minute on one pod).
@@ -15,7 +17,7 @@ const MAX_REMEMBERED: usize = 100_000;
 /// The runtime's side of signed session context.
 #[derive(Debug, Default)]
 pub struct Grants {
-    key: Option<GatewayPublicKey>,
+    key: Option<GatewayKeys>,
     /// Nonce -> the time (ms) after which it may be forgotten.
     used: Mutex<HashMap<String, u64>>,
 }
@@ -45,8 +47,8 @@ pub enum RefusedContext {
 }
 
 impl Grants {
-    /// Grants checked with the gateway's public `key` (`None`: every context is refused).
-    pub fn new(key: Option<GatewayPublicKey>) -> Self {
+    /// Grants checked with the gateway's public keys (`None`: every context is refused).
+    pub fn new(key: Option<GatewayKeys>) -> Self {
         Self { key, used: Mutex::new(HashMap::new()) }
     }
 
@@ -114,7 +116,7 @@ mod tests {
             ..Default::default()
         };
         let signed = signer.sign(&context);
-        let grants = Grants::new(Some(signer.public()));
+        let grants = Grants::new(Some(signer.public().into()));
         assert_eq!(grants.accept(&signed, "bank", "banking").ok(), Some(context));
         assert!(matches!(grants.accept(&signed, "bank", "banking"), Err(RefusedContext::Replayed)));
         assert!(matches!(Grants::new(None).accept(&signed, "bank", "banking"), Err(RefusedContext::NoKey)));

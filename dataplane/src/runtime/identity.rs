@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use switchboard_core::assertion::{self, AssertionError, IDENTITY_KEY};
-use switchboard_core::grant::GatewayPublicKey;
+use switchboard_core::gateway_keys::GatewayKeys;
 use tokio::sync::watch;
 
 use super::grants::now_ms;
@@ -66,7 +66,7 @@ impl IdentityRefused {
 /// One session's identity assertion: the session loop's side.
 #[derive(Debug)]
 pub struct SessionIdentity {
-    key: Option<GatewayPublicKey>,
+    key: Option<GatewayKeys>,
     /// `verifiedUser` is one of the Agent's identity keys (only its identity providers write it).
     asserts: bool,
     namespace: String,
@@ -95,7 +95,7 @@ impl SessionIdentity {
     /// opened with `caller` in its memory and the grant's assertion `granted`. A granted
     /// assertion that does not check out is not used (the error says why).
     pub fn new(
-        key: Option<GatewayPublicKey>,
+        key: Option<GatewayKeys>,
         binding: Binding<'_>,
         caller: Option<&serde_json::Value>,
         granted: Option<&str>,
@@ -210,7 +210,7 @@ mod tests {
 
     fn session(caller: Option<serde_json::Value>, granted: Option<&str>) -> SessionIdentity {
         let (identity, refused) =
-            SessionIdentity::new(Some(signer().public()), binding(true), caller.as_ref(), granted);
+            SessionIdentity::new(Some(signer().public().into()), binding(true), caller.as_ref(), granted);
         assert!(refused.is_none(), "{refused:?}");
         identity
     }
@@ -261,7 +261,7 @@ mod tests {
 
         let granted = token(ada(), "gw-1", &signer());
         let (mut plain, refused) =
-            SessionIdentity::new(Some(signer().public()), binding(false), Some(&ada()), Some(&granted));
+            SessionIdentity::new(Some(signer().public().into()), binding(false), Some(&ada()), Some(&granted));
         assert!(refused.is_none(), "not used, and no mistake: {refused:?}");
         assert!(matches!(plain.accept(&granted), Err(IdentityRefused::NotAnIdentity)));
         plain.memory_changed("verifiedUser", &ada());

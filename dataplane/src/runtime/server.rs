@@ -64,9 +64,10 @@ pub struct ServerConfig {
     /// Age at which a voice session's Nova Sonic stream is replaced (at the next turn
     /// boundary, history replayed), ahead of the service's 8-minute stream limit.
     pub voice_rotate_after: Duration,
-    /// The gateway's public key: session context (memory, history, handoff) is accepted
-    /// only when the gateway signed it. `None`: no context is accepted from anyone.
-    pub gateway_key: Option<switchboard_core::grant::GatewayPublicKey>,
+    /// The gateway's public keys (one, or the old and the new during a rotation): session
+    /// context (memory, history, handoff) is accepted only when the gateway signed it with
+    /// one of them. `None`: no context is accepted from anyone.
+    pub gateway_key: Option<switchboard_core::gateway_keys::GatewayKeys>,
 }
 
 impl Default for ServerConfig {

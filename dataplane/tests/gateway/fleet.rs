@@ -137,7 +137,7 @@ impl Fleet {
         // The tool server acts only for the caller the gateway's identity assertion names.
         let key = switchboard_core::grant::GatewaySigner::from_seed(&KEY).public();
         let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-        let tools = DemoTools::start_verifying(accounts, addr, Some(key)).await.expect("tool server");
+        let tools = DemoTools::start_verifying(accounts, addr, Some(key.into())).await.expect("tool server");
         let dir = std::env::temp_dir().join(format!("switchboard-fleet-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("dir");
         let public_key = switchboard_core::grant::GatewaySigner::from_seed(&KEY).public().to_string();

@@ -39,7 +39,7 @@ async fn the_demo_tool_server_acts_only_for_the_asserted_caller() {
     let key = GatewaySigner::from_seed(&[31; 32]);
     let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking/tools/accounts.yaml");
     let accounts = Accounts::load(&data).expect("accounts");
-    let tools = DemoTools::start_verifying(accounts, SocketAddr::from(([127, 0, 0, 1], 0)), Some(key.public()))
+    let tools = DemoTools::start_verifying(accounts, SocketAddr::from(([127, 0, 0, 1], 0)), Some(key.public().into()))
         .await
         .expect("starts");
     let ada = json!({"accountNumber": "12345678"});

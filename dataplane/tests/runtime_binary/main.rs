@@ -2,12 +2,15 @@
 //! operator's environment variables, the simulator as Bedrock, a real WebSocket client,
 //! and SIGTERM: readiness goes false at once, the live session finishes, the process exits.
 //! Its AWS credentials from a mounted Secret's files: a rotation reaches it without a restart.
+//! Its gateway public keys: during a rotation of the gateway's key it trusts the old and the
+//! new, and serves grants signed by either.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use switchboard_core::grant::{GatewaySigner, SessionContext};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
 use switchboard_crds::{Catalog, contract};
 use switchboard_sim::{SimConfig, Simulator, banking_script};
@@ -148,9 +151,14 @@ async fn reply(ws: &mut Ws) -> String {
 
 /// One text turn on a fresh session: the assistant's final reply.
 async fn hello(addr: &str) -> String {
+    hello_with(addr, SessionStart::default()).await
+}
+
+/// One text turn on a fresh session opened with `start`: the assistant's final reply.
+async fn hello_with(addr: &str, start: SessionStart) -> String {
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/v1/session")).await.expect("connects");
     let send = |m: ClientMessage| Message::text(serde_json::to_string(&m).expect("json"));
-    ws.send(send(ClientMessage::SessionStart(SessionStart::default()))).await.expect("sends");
+    ws.send(send(ClientMessage::SessionStart(start))).await.expect("sends");
     ws.send(send(ClientMessage::BidiTextInput { text: "hello".into(), id: None })).await.expect("sends");
     let said = reply(&mut ws).await;
     let _ = ws.send(send(ClientMessage::Close {})).await;
@@ -199,6 +207,85 @@ async fn credentials_from_a_mounted_secret_are_read_again_after_a_rotation() {
     assert!(keys.contains_key("AKIDSECOND"), "{keys:?}");
     let _ = child.kill();
     let _ = child.wait();
+    let _ = std::fs::remove_dir_all(dir);
+    sim.shutdown().await;
+}
+
+/// A fresh `session_start` for the banking agent whose grant `key` signed, as a gateway makes it.
+fn granted(key: &GatewaySigner) -> SessionStart {
+    let context = SessionContext {
+        session_id: format!("gw-{}", uuid::Uuid::new_v4()),
+        namespace: "default".into(),
+        agent: "banking".into(),
+        issued_at_ms: switchboard_dataplane::runtime::grants::now_ms(),
+        nonce: uuid::Uuid::new_v4().to_string(),
+        ..Default::default()
+    };
+    SessionStart { agent: Some("banking".into()), context: Some(key.sign(&context)), ..Default::default() }
+}
+
+/// Opens a session with `start` and expects it refused: the `context_refused` message and
+/// the close code.
+async fn refused(addr: &str, start: SessionStart) -> (String, u16) {
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/v1/session")).await.expect("connects");
+    let send = |m: ClientMessage| Message::text(serde_json::to_string(&m).expect("json"));
+    ws.send(send(ClientMessage::SessionStart(start))).await.expect("sends");
+    let mut message = String::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("in time") {
+            Some(Ok(Message::Text(t))) => match serde_json::from_str::<ServerMessage>(t.as_str()).expect("protocol") {
+                ServerMessage::BidiError { code, message: m, .. } if code == "context_refused" => message = m,
+                ServerMessage::BidiConnectionClose { .. } => {}
+                other => panic!("no session may start: {other:?}"),
+            },
+            Some(Ok(Message::Close(f))) => return (message, f.map_or(1005, |f| u16::from(f.code))),
+            Some(Ok(_)) => continue,
+            other => panic!("connection ended without a close: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_a_gateway_key_rotation_grants_signed_with_the_old_or_the_new_key_are_served() {
+    let sim = Simulator::start(SimConfig::new(banking_script().expect("script"))).await.expect("simulator");
+    let dir = banking_spec();
+    let (old, new, other) =
+        (GatewaySigner::from_seed(&[31; 32]), GatewaySigner::from_seed(&[32; 32]), GatewaySigner::from_seed(&[33; 32]));
+    // One a line, as a chart value may list them (the operator writes them comma-separated).
+    let keys = format!("{}\n{}\n", old.public(), new.public());
+    let (mut child, addr) = spawn_runtime(
+        &dir,
+        &sim,
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIDTEST"),
+            ("AWS_SECRET_ACCESS_KEY", "not-a-secret"),
+            (contract::env::GATEWAY_PUBLIC_KEY, keys.as_str()),
+        ],
+    );
+    for (which, key) in [("old", &old), ("new", &new)] {
+        let said = hello_with(&addr, granted(key)).await;
+        assert!(said.starts_with("Hello!"), "a grant signed with the {which} key is served: {said}");
+    }
+    // Any other key's grant, and a session without one, are refused.
+    let (message, code) = refused(&addr, granted(&other)).await;
+    assert_eq!(code, 4400);
+    assert!(message.contains("signature is not valid"), "{message}");
+    let (message, code) = refused(&addr, SessionStart::default()).await;
+    assert_eq!(code, 4400);
+    assert!(message.contains("only through the Switchboard gateway"), "{message}");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // A malformed key in the list stops the runtime at start, saying which.
+    let output = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("runtime")
+        .env(contract::env::RUNTIME_SPEC, dir.join("runtime.json"))
+        .env(contract::env::GATEWAY_PUBLIC_KEY, format!("{},abcd", old.public()))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && said.contains("key 2 of 2"), "{said}");
     let _ = std::fs::remove_dir_all(dir);
     sim.shutdown().await;
 }

@@ -262,11 +262,19 @@ fn operator_settings_and_agent_resources_reach_the_pod() {
     assert_eq!(v["spec"]["replicas"], 1, "replicas default to 1");
 
     // The key the gateway publishes later replaces it: a new pod template, so a rollout.
-    let rotated = settings.with_gateway_key(Some(switchboard_crds::gateway_key::PublicKey::from_bytes([7; 32])));
+    let new_key = switchboard_crds::gateway_key::PublicKey::from_bytes([7; 32]);
+    let rotated = settings.with_gateway_key(Some(new_key.into()));
     assert!(matches!(rotated, std::borrow::Cow::Owned(_)));
     let template = |s: &BuildSettings| value(&build(&agent, &spec, s).deployment)["spec"]["template"].clone();
     assert_ne!(template(&rotated), template(&settings));
-    assert!(matches!(settings.with_gateway_key(settings.gateway_public_key), std::borrow::Cow::Borrowed(_)));
+    assert!(matches!(settings.with_gateway_key(settings.gateway_public_key.clone()), std::borrow::Cow::Borrowed(_)));
+
+    // During a rotation pods trust the old and the new key: both, written as hex.
+    let both = settings.with_gateway_key(Some(format!("{gateway_key}\n{new_key}").parse().expect("two keys")));
+    let env =
+        value(&build(&agent, &spec, &both).deployment)["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+    let key = env.as_array().and_then(|e| e.iter().find(|v| v["name"] == "SWITCHBOARD_GATEWAY_PUBLIC_KEY")).cloned();
+    assert_eq!(key.map(|v| v["value"].clone()), Some(json!(format!("{gateway_key},{new_key}"))));
 }
 
 #[test]
