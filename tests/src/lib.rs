@@ -1,7 +1,7 @@
 //! Support for Switchboard's integration and end-to-end tests: a real Kubernetes control
 //! plane ([`cluster`]), per-test namespaces, server-side apply of YAML files, the operator
-//! running in-process ([`operator`]), a stand-in for the kubelet ([`kubelet`]) and polling
-//! ([`wait`]).
+//! running in-process ([`operator`]), a stand-in for the kubelet ([`kubelet`]), the
+//! `switchboard` binary's processes ([`switchboard`]) and polling ([`wait`]).
 
 pub mod api_proxy;
 pub mod cluster;
@@ -9,6 +9,7 @@ pub mod kubelet;
 pub mod manifests;
 pub mod operator;
 pub mod process;
+pub mod switchboard;
 pub mod wait;
 
 use std::path::PathBuf;
