@@ -1,5 +1,6 @@
 //! `switchboard`: the data plane's single binary. Each subcommand lives in its own module
-//! under `cli/`; this file only parses arguments, sets up logging and runs one.
+//! under `cli/`; this file only parses arguments, sets up logging (and traces, when the
+//! `OTEL_*` variables ask for them) and runs one.
 
 mod cli;
 
@@ -27,7 +28,11 @@ fn main() -> ExitCode {
         (Some(ValueSource::DefaultValue), Some(quieter)) => quieter,
         _ => args.log.as_str(),
     };
-    switchboard_telemetry::init(log, args.log_format);
+    // Traces name the service after the subcommand (`switchboard-runtime`, `-gateway`,
+    // `-local`) unless OTEL_SERVICE_NAME says otherwise; the guard exports what is left
+    // when the process ends.
+    let service = format!("switchboard-{}", matches.subcommand_name().unwrap_or("cli"));
+    let telemetry = switchboard_telemetry::init_for(&service, log, args.log_format);
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
     if let Some(threads) = args.worker_threads {
@@ -40,11 +45,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(args.command.run()) {
+    let code = match runtime.block_on(args.command.run()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    drop(telemetry);
+    code
 }

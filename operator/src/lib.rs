@@ -20,5 +20,6 @@ pub mod render;
 pub mod routes;
 pub mod run;
 pub mod settings;
+pub mod traces;
 pub mod triggers;
 pub mod wiring;

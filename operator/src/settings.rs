@@ -66,6 +66,9 @@ pub struct BuildSettings {
     /// The NetworkPolicy that closes runtime pods to all but the gateway.
     #[command(flatten)]
     pub network_policy: NetworkPolicySettings,
+    /// Where runtime pods export OpenTelemetry traces.
+    #[command(flatten)]
+    pub traces: crate::traces::RuntimeTraces,
 }
 
 /// The NetworkPolicy the operator keeps in every namespace with Agents (see
@@ -217,6 +220,7 @@ impl Default for BuildSettings {
             runtime_bedrock_endpoint: None,
             runtime_bedrock_ca: None,
             network_policy: NetworkPolicySettings::default(),
+            traces: crate::traces::RuntimeTraces::default(),
         }
     }
 }

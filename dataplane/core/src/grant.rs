@@ -65,6 +65,11 @@ pub struct SessionContext {
     /// when the memory given holds `verifiedUser`: the runtime forwards it to tool servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
+    /// The W3C `traceparent` of the gateway's span of this session, when it is traced: the
+    /// runtime's session span becomes its child, so one trace follows the session across
+    /// pods, handoffs and tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// A [`SessionContext`] as sent: its JSON text and the MAC over it.

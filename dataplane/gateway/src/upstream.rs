@@ -50,6 +50,8 @@ pub struct Opening<'a> {
     pub return_to: Option<String>,
     /// Without a handoff: where the session is in the agent's workflow.
     pub workflow: Option<WorkflowSnapshot>,
+    /// The W3C `traceparent` of the gateway's session span (none when not traced).
+    pub traceparent: Option<String>,
 }
 
 /// A runtime could not be reached.
@@ -94,6 +96,7 @@ pub async fn open(
         return_to: opening.return_to,
         workflow: opening.workflow,
         identity: None,
+        traceparent: opening.traceparent,
     };
     context.identity = verified_caller(&context)
         .and_then(|caller| identity(key, caller, &context.namespace, &context.agent, &context.session_id));
@@ -134,7 +137,7 @@ pub fn identity(
     let claims = IdentityClaims::new(caller.clone(), namespace, agent, session_id, now_ms() / 1000);
     sign_identity(key, &claims)
         .inspect_err(
-            |error| tracing::warn!(session = %session_id, %agent, "no identity assertion for tool servers: {error}"),
+            |error| tracing::warn!(session_id = %session_id, %agent, "no identity assertion for tool servers: {error}"),
         )
         .ok()
 }
@@ -149,7 +152,7 @@ pub fn compact(context: &mut SessionContext) -> Result<(), String> {
         let size = serde_json::to_vec(context).map_err(|e| e.to_string())?.len();
         if size <= MAX_PAYLOAD_BYTES {
             if dropped > 0 {
-                tracing::info!(session = %context.session_id, dropped, size, "the session's context was compacted to fit a runtime");
+                tracing::info!(session_id = %context.session_id, dropped, size, "the session's context was compacted to fit a runtime");
             }
             return Ok(());
         }

@@ -15,6 +15,7 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tracing::Instrument;
 
 use super::Metrics;
 use super::driver::{self, AgentRuntime, Exit, Link, Opening};
@@ -22,6 +23,7 @@ use super::grants::RefusedContext;
 use super::identity::{Binding, SessionIdentity};
 use super::reader::{AudioIn, CLOSE_DRAIN, read_loop};
 use super::server::AppState;
+use super::trace;
 use super::voice::{self, AudioGate, Gate};
 use switchboard_core::assertion::IDENTITY_KEY;
 use switchboard_core::grant::SessionContext;
@@ -237,6 +239,7 @@ async fn run(
         }
     };
     let session_id = if granted.session_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { granted.session_id };
+    let traceparent = granted.traceparent;
     let init = SessionInit {
         session_id,
         today: crate::tools::builtin::today(),
@@ -251,10 +254,13 @@ async fn run(
     // (Through a gateway, a text-only agent's pod may be the first this connection meets.)
     let audio_session = start.modalities.iter().any(|m| m.eq_ignore_ascii_case("audio"));
     let (session, effects) = start_session(state, &agent, audio_session, init);
-    let identity = session_identity(state, &agent, &session, granted.identity);
+    // The session's logs and spans from here on are in its span, under the gateway's.
+    let span = trace::session_span(&agent, session.id(), traceparent.as_deref(), session.is_voice());
+    let identity = span.in_scope(|| session_identity(state, &agent, &session, granted.identity));
     let mut conversation =
         Conversation { state, inbound, audio, outbound, audio_session, requested_voice: start.voice, identity };
-    Some(conversation.run(agent, session, Opening { effects, first: pending.into_iter().collect() }).await)
+    let opening = Opening { effects, first: pending.into_iter().collect() };
+    Some(conversation.run(agent, session, opening).instrument(span).await)
 }
 
 /// The identity assertion of `agent`'s new `session`: the grant's, checked as a frame's is.
@@ -275,7 +281,7 @@ fn session_identity(
     let (identity, refused) =
         SessionIdentity::new(key, binding, session.memory().get(IDENTITY_KEY), granted.as_deref());
     if let Some(refused) = refused {
-        tracing::warn!(agent = %spec.agent.name, "the grant's identity assertion is not used: {refused}");
+        tracing::warn!(agent = %spec.agent.name, session_id = session.id(), "the grant's identity assertion is not used: {refused}");
     }
     identity
 }

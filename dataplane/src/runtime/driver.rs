@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::identity::SessionIdentity;
 use super::metrics::Metrics;
 use super::tool_calls::{ToolCalls, ToolEvent};
+use super::trace::SessionTrace;
 use super::transcript::TranscriptSink;
 use crate::tools::ToolExecutor;
 use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
@@ -119,7 +120,8 @@ pub struct Opening {
 pub async fn drive(agent: &AgentRuntime, session: &mut Session, opening: Opening, link: Link<'_>) -> Exit {
     let Link { inbound, outbound, shared, shutdown, identity } = link;
     let tools = ToolCalls::new(identity.watch());
-    let mut driver = Driver { agent, shared, outbound, model: None, tools, turn_started: None, identity };
+    let trace = SessionTrace::new(agent, session.id());
+    let mut driver = Driver { agent, shared, outbound, model: None, tools, turn_started: None, identity, trace };
     if let Some(exit) = driver.apply(opening.effects).await {
         return exit;
     }
@@ -189,6 +191,7 @@ struct Driver<'a> {
     tools: ToolCalls,
     turn_started: Option<Instant>,
     identity: &'a mut SessionIdentity,
+    trace: SessionTrace,
 }
 
 impl Driver<'_> {
@@ -216,7 +219,8 @@ impl Driver<'_> {
                         tracing::debug!("an identity assertion was not used: {refused}")
                     }
                     Err(refused) => {
-                        tracing::warn!(agent = self.agent.core.name(), "an identity assertion was refused: {refused}");
+                        let (agent, session_id) = (self.agent.core.name(), self.trace.session_id());
+                        tracing::warn!(agent, session_id, "an identity assertion was refused: {refused}");
                         self.error(IDENTITY_REFUSED, &refused.to_string()).await?;
                     }
                 }
@@ -238,12 +242,14 @@ impl Driver<'_> {
                 if event.is_output() && !call.first_token {
                     call.first_token = true;
                     let now = Instant::now();
+                    self.trace.first_token(now - call.started);
                     self.shared
                         .metrics
                         .time_to_first_token
                         .with_label_values(&[agent, mode, model])
                         .observe((now - call.started).as_secs_f64());
                     if let Some(start) = self.turn_started.take() {
+                        self.trace.first_response(now - start);
                         self.shared
                             .metrics
                             .turn_latency
@@ -269,6 +275,7 @@ impl Driver<'_> {
                         let tokens = &self.shared.metrics.tokens;
                         tokens.with_label_values(&[agent, mode, model, "input", "text"]).inc_by(usage.input_tokens);
                         tokens.with_label_values(&[agent, mode, model, "output", "text"]).inc_by(usage.output_tokens);
+                        self.trace.usage(usage.input_tokens, usage.output_tokens);
                         call.reply.usage = Some(usage);
                     }
                     ModelEvent::Stop(reason) => call.reply.stop_reason = Some(reason),
@@ -277,15 +284,20 @@ impl Driver<'_> {
             }
             Some(Err(error)) => {
                 self.finish_model_call()?;
+                self.trace.model_failed(error.metric_label());
                 self.shared
                     .metrics
                     .errors
                     .with_label_values(&[agent, &format!("model_{}", error.metric_label())])
                     .inc();
-                tracing::warn!(agent, "model call failed: {error}");
+                tracing::warn!(agent, session_id = self.trace.session_id(), "model call failed: {error}");
                 Some(Input::ModelFailed { code: error.metric_label().to_owned(), message: error.to_string() })
             }
-            None => Some(Input::ModelReply(self.finish_model_call()?.reply)),
+            None => {
+                let call = self.finish_model_call()?;
+                self.trace.model_done(call.reply.stop_reason.as_ref().map(|reason| reason.as_str()));
+                Some(Input::ModelReply(call.reply))
+            }
         }
     }
 
@@ -306,6 +318,7 @@ impl Driver<'_> {
         for effect in effects {
             match effect {
                 Effect::Send(message) => {
+                    self.trace.message(&message);
                     if let ServerMessage::MemoryUpdate { key, value } = &message {
                         self.identity.memory_changed(key, value);
                     }
@@ -320,6 +333,7 @@ impl Driver<'_> {
                     }
                 }
                 Effect::CallModel(request) => {
+                    self.trace.model_call();
                     let stream = stream_with_retry(self.agent.model.clone(), request, self.shared.retry.clone());
                     self.model = Some(ModelCall {
                         stream,
@@ -329,7 +343,8 @@ impl Driver<'_> {
                     });
                 }
                 Effect::ExecuteTool { tool_use_id, tool, input } => {
-                    self.tools.start(self.agent, tool_use_id, tool, input)
+                    let traceparent = self.trace.tool_traceparent(&tool_use_id);
+                    self.tools.start(self.agent, tool_use_id, tool, input, traceparent)
                 }
                 Effect::Handoff(request) => exit = Some(self.shared.handoff(self.agent, request)),
                 Effect::Transcript(entry) => self.shared.transcript(entry),

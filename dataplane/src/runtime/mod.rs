@@ -13,6 +13,7 @@ pub mod metrics;
 mod reader;
 pub mod server;
 pub mod tool_calls;
+pub mod trace;
 pub mod transcript;
 pub mod voice;
 

@@ -67,9 +67,17 @@ impl ToolCalls {
         Self { running: FuturesUnordered::new(), finished: VecDeque::new(), progress, updates, identity }
     }
 
-    /// Starts call `id` of `tool` with `input` on `agent`'s executor; an unknown tool ends
-    /// at once with an `unknown_tool` failure.
-    pub fn start(&mut self, agent: &AgentRuntime, id: String, tool: String, input: serde_json::Value) {
+    /// Starts call `id` of `tool` with `input` on `agent`'s executor, its span's
+    /// `traceparent` going to the tool server; an unknown tool ends at once with an
+    /// `unknown_tool` failure.
+    pub fn start(
+        &mut self,
+        agent: &AgentRuntime,
+        id: String,
+        tool: String,
+        input: serde_json::Value,
+        traceparent: Option<String>,
+    ) {
         let Some(spec) = agent.core.tool(&tool).cloned() else {
             let failure = ToolFailure::new(FailureKind::UnknownTool, format!("there is no tool called {tool:?}"));
             self.running.push(Box::pin(async move { (id, tool, Duration::ZERO, Err(failure)) }));
@@ -85,7 +93,7 @@ impl ToolCalls {
                 Some(watch) => watch.assertion(identity::PATIENCE).await,
                 None => None,
             };
-            let outcome = executor.call(&spec, input, CallContext { progress, identity }).await;
+            let outcome = executor.call(&spec, input, CallContext { progress, identity, traceparent }).await;
             (id, tool, started.elapsed(), outcome)
         }));
     }

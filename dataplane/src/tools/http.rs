@@ -2,7 +2,8 @@
 //! tool's timeout and headers; a 2xx JSON response is the result. Non-2xx statuses,
 //! timeouts, unreachable servers and bodies that are not JSON become classified
 //! [`ToolFailure`]s. A call of a session with a verified caller carries the gateway's
-//! identity assertion as header `X-Switchboard-Identity`.
+//! identity assertion as header `X-Switchboard-Identity`, and a traced call its span's
+//! `traceparent`.
 
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use super::secrets::SecretFiles;
 use super::target::Aliases;
 use switchboard_core::{FailureKind, ToolFailure};
 use switchboard_models::net::HttpClient;
+use switchboard_telemetry::context::TRACEPARENT;
 
 /// Largest response body read from a tool server.
 pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
@@ -39,13 +41,21 @@ impl HttpToolClient {
         self
     }
 
-    /// POSTs `input` to `tool.url`, with the `identity` assertion when there is one.
-    pub fn call(&self, tool: &HttpTool, input: serde_json::Value, identity: Option<String>) -> ToolFuture {
+    /// POSTs `input` to `tool.url`, with the `identity` assertion and the `traceparent`
+    /// when there are.
+    pub fn call(
+        &self,
+        tool: &HttpTool,
+        input: serde_json::Value,
+        identity: Option<String>,
+        traceparent: Option<String>,
+    ) -> ToolFuture {
         let this = self.clone();
         let tool = tool.clone();
         Box::pin(async move {
             let timeout = Duration::from_millis(u64::from(tool.timeout_ms));
-            match tokio::time::timeout(timeout, this.post(&tool, &input, identity.as_deref())).await {
+            let headers = [(switchboard_core::assertion::HEADER, identity), (TRACEPARENT, traceparent)];
+            match tokio::time::timeout(timeout, this.post(&tool, &input, headers)).await {
                 Ok(result) => result,
                 Err(_) => Err(ToolFailure::new(
                     FailureKind::Timeout,
@@ -59,7 +69,7 @@ impl HttpToolClient {
         &self,
         tool: &HttpTool,
         input: &serde_json::Value,
-        identity: Option<&str>,
+        session_headers: [(&str, Option<String>); 2],
     ) -> Result<serde_json::Value, ToolFailure> {
         let (target, authority) = self.aliases.resolve(&tool.url)?;
         let mut request = http::Request::post(target)
@@ -69,8 +79,10 @@ impl HttpToolClient {
         for (name, value) in self.secrets.headers(&tool.headers, &tool.secret_headers)? {
             request = request.header(name, value);
         }
-        if let Some(identity) = identity {
-            request = request.header(switchboard_core::assertion::HEADER, identity);
+        for (name, value) in session_headers {
+            if let Some(value) = value {
+                request = request.header(name, value);
+            }
         }
         let request = request
             .body(Full::new(Bytes::from(input.to_string())))

@@ -13,7 +13,8 @@
 //! classified [`ToolFailure`]s. On timeout the server is sent `notifications/cancelled`.
 //! A call of a session with a verified caller carries the gateway's identity assertion as
 //! header `X-Switchboard-Identity` on that call's requests (`tools/call`, its cancellation,
-//! answers to pings on its stream), never on the shared session's `initialize`.
+//! answers to pings on its stream), never on the shared session's `initialize`; a traced
+//! call carries its span's `traceparent` on the same requests.
 
 mod answer;
 
@@ -55,19 +56,20 @@ struct McpSession {
 /// The session with one server, once agreed; its lock serialises `initialize`.
 type Slot = Arc<Mutex<Option<McpSession>>>;
 
-/// A server as one call reaches it: its URL, the request headers of the tool, and the
-/// caller's identity assertion.
+/// A server as one call reaches it: its URL, the request headers of the tool, the
+/// caller's identity assertion and the call's trace context.
 #[derive(Clone, Debug)]
 struct Server {
     url: String,
     headers: Arc<Headers>,
     identity: Option<String>,
+    traceparent: Option<String>,
 }
 
 impl Server {
-    /// The server as the shared session reaches it: without any caller's identity.
+    /// The server as the shared session reaches it: without any caller's identity or call.
     fn shared(&self) -> Self {
-        Self { identity: None, ..self.clone() }
+        Self { identity: None, traceparent: None, ..self.clone() }
     }
 
     /// The session key: a session belongs to the URL and the credentials it was opened
@@ -131,7 +133,7 @@ impl McpClient {
     }
 
     /// Calls the tool `name` (or `tool.tool_name`) with `input`; progress goes to `progress`;
-    /// the `identity` assertion, if any, goes with the call's requests.
+    /// the `identity` assertion and the `traceparent`, if any, go with the call's requests.
     pub async fn call(
         &self,
         tool: &McpTool,
@@ -139,6 +141,7 @@ impl McpClient {
         input: Value,
         progress: Option<Progress>,
         identity: Option<String>,
+        traceparent: Option<String>,
     ) -> Result<Value, ToolFailure> {
         let timeout = Duration::from_millis(u64::from(tool.timeout_ms));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -147,6 +150,7 @@ impl McpClient {
             url: tool.url.clone(),
             headers: Arc::new(self.secrets.headers(&tool.headers, &tool.secret_headers)?),
             identity,
+            traceparent,
         };
         match tokio::time::timeout(timeout, self.call_tool(&to, remote, input, id, progress)).await {
             Ok(result) => result,
@@ -257,6 +261,9 @@ impl McpClient {
         }
         if let Some(identity) = &to.identity {
             request = request.header(switchboard_core::assertion::HEADER, identity.as_str());
+        }
+        if let Some(traceparent) = &to.traceparent {
+            request = request.header(switchboard_telemetry::context::TRACEPARENT, traceparent.as_str());
         }
         if let Some(session) = session {
             request = request.header("mcp-protocol-version", session.version.as_str());

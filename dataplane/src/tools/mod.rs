@@ -77,6 +77,9 @@ pub struct CallContext {
     /// The session's identity assertion (a compact JWS), sent to HTTP and MCP servers as
     /// [`switchboard_core::assertion::HEADER`]; none: no such header.
     pub identity: Option<String>,
+    /// The W3C `traceparent` of the call's span, sent to HTTP and MCP servers as header
+    /// `traceparent` so that their spans join the session's trace; none when not traced.
+    pub traceparent: Option<String>,
 }
 
 /// Runs tools. Implementations are shared by all sessions.
@@ -91,7 +94,7 @@ pub trait ToolExecutor: Send + Sync + std::fmt::Debug {
 
     /// Runs `tool` with `input`, reporting progress to `progress`, without identity.
     fn execute_reporting(&self, tool: &ToolSpec, input: serde_json::Value, progress: Progress) -> ToolFuture {
-        self.call(tool, input, CallContext { progress: Some(progress), identity: None })
+        self.call(tool, input, CallContext { progress: Some(progress), ..CallContext::default() })
     }
 }
 
@@ -140,12 +143,12 @@ impl Executor {
     }
 
     fn run(&self, tool: &ToolSpec, input: serde_json::Value, call: CallContext) -> ToolFuture {
-        let CallContext { progress, identity } = call;
+        let CallContext { progress, identity, traceparent } = call;
         match tool.target() {
-            Some(ToolTarget::Http(spec)) => self.http.call(spec, input, identity),
+            Some(ToolTarget::Http(spec)) => self.http.call(spec, input, identity, traceparent),
             Some(ToolTarget::Mcp(spec)) => {
                 let (mcp, spec, name) = (self.mcp.clone(), spec.clone(), tool.name.clone());
-                Box::pin(async move { mcp.call(&spec, &name, input, progress, identity).await })
+                Box::pin(async move { mcp.call(&spec, &name, input, progress, identity, traceparent).await })
             }
             Some(ToolTarget::Builtin(spec)) => {
                 let kind = spec.kind;

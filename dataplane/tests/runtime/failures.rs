@@ -185,13 +185,13 @@ async fn http_tool_client_classifies_timeouts_and_unreachable_servers() {
     let client = HttpToolClient::new(Trust::system().client().expect("a client"), Aliases::default());
     let tool =
         |url: String, timeout_ms| HttpTool { url, timeout_ms, headers: Default::default(), secret_headers: vec![] };
-    let timeout = client.call(&tool(format!("http://{silent}/x"), 200), serde_json::json!({}), None).await;
+    let timeout = client.call(&tool(format!("http://{silent}/x"), 200), serde_json::json!({}), None, None).await;
     assert_eq!(timeout.map_err(|e| e.kind).err(), Some(FailureKind::Timeout));
     // A port with nothing listening.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("binds").local_addr().expect("addr");
-    let refused = client.call(&tool(format!("http://{closed}/x"), 2000), serde_json::json!({}), None).await;
+    let refused = client.call(&tool(format!("http://{closed}/x"), 2000), serde_json::json!({}), None, None).await;
     assert_eq!(refused.map_err(|e| e.kind).err(), Some(FailureKind::Connection));
-    let ftp = client.call(&tool("ftp://example.invalid/x".into(), 2000), serde_json::json!({}), None).await;
+    let ftp = client.call(&tool("ftp://example.invalid/x".into(), 2000), serde_json::json!({}), None, None).await;
     assert_eq!(ftp.map_err(|e| e.kind).err(), Some(FailureKind::Unsupported));
 }
 

@@ -140,9 +140,25 @@ async fn the_identity_assertion_goes_with_its_call_only() {
     let server = McpServer::start().await;
     let executor = executor();
     let tool = mcp_tool("caller", &server.url(), 10_000);
-    let asserted = CallContext { progress: None, identity: Some("eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiIxIn0.c2ln".into()) };
+    let asserted =
+        CallContext { identity: Some("eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiIxIn0.c2ln".into()), ..CallContext::default() };
     let first = executor.call(&tool, json!({}), asserted).await.expect("the call succeeds");
     assert_eq!(first, json!({"result": "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiIxIn0.c2ln"}));
     let next = executor.execute(&tool, json!({})).await.expect("the call succeeds");
     assert_eq!(next, json!({"result": ""}), "a call without a caller carries none");
+}
+
+/// A traced call's `traceparent` goes to the MCP server with that call only, as the
+/// identity assertion does.
+#[tokio::test]
+async fn the_traceparent_goes_with_its_call_only() {
+    let server = McpServer::start().await;
+    let executor = executor();
+    let tool = mcp_tool("traceparent", &server.url(), 10_000);
+    let sent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let traced = CallContext { traceparent: Some(sent.into()), ..CallContext::default() };
+    let first = executor.call(&tool, json!({}), traced).await.expect("the call succeeds");
+    assert_eq!(first, json!({"result": sent}));
+    let next = executor.execute(&tool, json!({})).await.expect("the call succeeds");
+    assert_eq!(next, json!({"result": ""}), "an untraced call carries none");
 }

@@ -51,4 +51,11 @@ async def caller(ctx: Context) -> str:
     return request.headers.get("x-switchboard-identity", "") if request is not None else ""
 
 
+@app.tool()
+async def traceparent(ctx: Context) -> str:
+    """Says which W3C traceparent the request carried (the traces tests)."""
+    request = ctx.request_context.request
+    return request.headers.get("traceparent", "") if request is not None else ""
+
+
 app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))

@@ -188,6 +188,7 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
     if credentials_secret(agent).is_some() {
         vars.push(env(contract::env::CREDENTIALS_DIR, CREDENTIALS_DIR.to_owned()));
     }
+    vars.extend(settings.traces.env(agent));
     Container {
         name: CONTAINER.to_owned(),
         image: Some(settings.runtime_image.clone()),

@@ -258,6 +258,8 @@ async fn open(
         handoff,
         return_to,
         workflow,
+        // The relay runs in the session's span (see `super::serve`): the runtime's joins it.
+        traceparent: switchboard_telemetry::context::traceparent(&tracing::Span::current()),
     };
     let addr = lease.addr();
     let (tx, rx) =
@@ -285,10 +287,10 @@ async fn hold(
     if let Some(old) = previous
         && let Err(error) = gateway.store.unmark(&old).await
     {
-        tracing::warn!(session = %id, "{error}");
+        tracing::warn!(session_id = %id, "{error}");
     }
     if let Err(error) = gateway.store.mark_parking(&key, HELD_TTL).await {
-        tracing::warn!(session = %id, "cannot register the session for resume: {error}");
+        tracing::warn!(session_id = %id, "cannot register the session for resume: {error}");
     }
 }
 
@@ -305,7 +307,7 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
         Note::Resumed => {
             metrics.resumed.with_label_values(&[&agent]).inc();
             metrics.live.with_label_values(&[&agent]).inc();
-            tracing::info!(session = %id, %agent, "resumed");
+            tracing::info!(session_id = %id, %agent, "resumed");
             state.live = Some(agent);
         }
         Note::Handoff { from, to } => {
@@ -314,33 +316,33 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
             }
             metrics.live.with_label_values(&[&to]).inc();
             metrics.handoffs.with_label_values(&[&from, &to]).inc();
-            tracing::info!(session = %id, turn, %from, %to, "handoff");
+            tracing::info!(session_id = %id, turn, %from, %to, "handoff");
         }
         Note::HandoffGap { from, to, seconds } => {
             metrics.handoff_gap.with_label_values(&[&from, &to]).observe(seconds);
         }
         Note::HandoffFailed { from, to, error } => {
-            tracing::warn!(session = %id, turn, %from, %to, %error, "handoff failed");
+            tracing::warn!(session_id = %id, turn, %from, %to, %error, "handoff failed");
         }
         Note::Migrated { reason, from } => {
             metrics.migrated.with_label_values(&[&agent, &reason]).inc();
             if let Some(addr) = from {
-                tracing::info!(session = %id, turn, %agent, %addr, %reason, "moving the session to another pod");
+                tracing::info!(session_id = %id, turn, %agent, %addr, %reason, "moving the session to another pod");
             }
         }
         Note::Refused(reason) => metrics.refused.with_label_values(&[reason]).inc(),
-        Note::OpenFailed(message) => tracing::warn!(session = %id, %agent, "{message}"),
+        Note::OpenFailed(message) => tracing::warn!(session_id = %id, %agent, "{message}"),
         Note::AgentRemoved => {
-            tracing::info!(session = %id, turn, %agent, "the agent was removed; ending the session");
+            tracing::info!(session_id = %id, turn, %agent, "the agent was removed; ending the session");
         }
         Note::ClientSilent(silent) => {
-            tracing::info!(session = %id, %agent, silent_ms = silent.as_millis() as u64, "the client answers nothing, not even pings: it counts as gone");
+            tracing::info!(session_id = %id, %agent, silent_ms = silent.as_millis() as u64, "the client answers nothing, not even pings: it counts as gone");
         }
         Note::RuntimeSilent(silent) => {
-            tracing::warn!(session = %id, %agent, silent_ms = silent.as_millis() as u64, "the runtime answers nothing, not even pings: moving the session");
+            tracing::warn!(session_id = %id, %agent, silent_ms = silent.as_millis() as u64, "the runtime answers nothing, not even pings: moving the session");
         }
         Note::WaitingForPod => {
-            tracing::info!(session = %id, %agent, "the pod drains and no other is ready yet; the session stays until one is");
+            tracing::info!(session_id = %id, %agent, "the pod drains and no other is ready yet; the session stays until one is");
         }
     }
 }
@@ -381,7 +383,7 @@ async fn finish(
                     .park(&key, &parked, gateway.config.resume_window, Some(parked_account(gateway, &parked)))
                     .await
             {
-                tracing::warn!(session = %machine.id(), "cannot park the session again: {error}");
+                tracing::warn!(session_id = %machine.id(), "cannot park the session again: {error}");
             }
             gateway.metrics.refused.with_label_values(&["no_runtime"]).inc();
             let message = ServerMessage::error("no_runtime", format!("{message}; resume again shortly"), false);
@@ -409,7 +411,7 @@ async fn detach(gateway: &Gateway, machine: &mut Machine) {
     let Some(key) = machine.take_key() else { return };
     gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
     if let Err(error) = gateway.store.unmark(&key).await {
-        tracing::warn!(session = %machine.id(), "{error}");
+        tracing::warn!(session_id = %machine.id(), "{error}");
     }
 }
 
@@ -424,10 +426,10 @@ async fn park(gateway: &Gateway, machine: &mut Machine) {
     {
         Ok(()) => {
             gateway.metrics.parked.with_label_values(&[&agent]).inc();
-            tracing::info!(session = %machine.id(), %agent, "client gone: the session waits for it to resume");
+            tracing::info!(session_id = %machine.id(), %agent, "client gone: the session waits for it to resume");
         }
         Err(error) => {
-            tracing::warn!(session = %machine.id(), "cannot park the session, it ends: {error}");
+            tracing::warn!(session_id = %machine.id(), "cannot park the session, it ends: {error}");
             let _ = gateway.store.unmark(&key).await;
         }
     }

@@ -32,6 +32,7 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code, decode_client};
+use tracing::Instrument;
 
 use crate::Gateway;
 use crate::auth::Admission;
@@ -54,13 +55,34 @@ pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option
     let (mut client_tx, mut client_rx) = socket.split();
     match admit(&gateway, query_agent, &admission, &mut client_tx, &mut client_rx).await {
         Ok((machine, parked)) => {
-            driver::run(driver::Relay { gateway, machine, parked, client_tx, client_rx, admission }).await;
+            let span = session_span(&machine, parked.is_some());
+            let relay = driver::Relay { gateway, machine, parked, client_tx, client_rx, admission };
+            driver::run(relay).instrument(span).await;
         }
         Err(close) => {
             drop(admission);
             close_client(&mut client_tx, close).await;
         }
     }
+}
+
+/// The session's span, the root of its trace (a resumed session starts another): ids, the
+/// Agent it starts with and its namespace — never what is said. Log lines of the relay carry
+/// its `session_id` and `trace_id`; handoffs and failures are its events.
+fn session_span(machine: &Machine, resumed: bool) -> tracing::Span {
+    let route = &machine.target().route;
+    let span = tracing::info_span!(
+        parent: None,
+        "gateway.session",
+        otel.kind = "server",
+        session_id = %machine.id(),
+        agent = %route.name,
+        namespace = %route.namespace,
+        resumed,
+        trace_id = tracing::field::Empty,
+    );
+    switchboard_telemetry::context::record_trace_id(&span);
+    span
 }
 
 async fn close_client(client_tx: &mut ClientSink, (code, reason): Close) {

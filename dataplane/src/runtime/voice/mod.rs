@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::driver::{AgentRuntime, Exit, IDENTITY_REFUSED, Link, Opening, Shared};
 use super::identity::SessionIdentity;
 use super::tool_calls::{ToolCalls, ToolEvent};
+use super::trace::SessionTrace;
 use relay::Relay;
 use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
 use switchboard_core::{Effect, Input, Session};
@@ -118,7 +119,9 @@ pub async fn drive(
     // The prompt the stream was opened with (see `VoiceModel::open`).
     let prompt = session.system_prompt();
     let tools = ToolCalls::new(identity.watch());
-    let mut voice = Voice { agent, shared, outbound, stream, prompt, tools, relay: Relay::default(), identity };
+    let trace = SessionTrace::new(agent, session.id());
+    let relay = Relay::default();
+    let mut voice = Voice { agent, shared, outbound, stream, prompt, tools, relay, identity, trace };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
     let exit = voice.run(session, opening, &mut inputs).await;
     let _ = voice.stream.close().await;
@@ -143,6 +146,9 @@ struct Voice<'a> {
     tools: ToolCalls,
     relay: Relay,
     identity: &'a mut SessionIdentity,
+    /// Turns, tool calls and handoffs in the session's trace (the Nova Sonic stream's own
+    /// spans are not there yet).
+    trace: SessionTrace,
 }
 
 impl Voice<'_> {
@@ -253,7 +259,8 @@ impl Voice<'_> {
                     tracing::debug!("an identity assertion was not used: {refused}");
                     return None;
                 }
-                tracing::warn!(agent = self.agent.core.name(), "an identity assertion was refused: {refused}");
+                let (agent, session_id) = (self.agent.core.name(), self.trace.session_id());
+                tracing::warn!(agent, session_id, "an identity assertion was refused: {refused}");
                 return self.error(IDENTITY_REFUSED, refused.to_string()).await;
             }
             // The reader turns audio messages into checked frames on the audio channel.
@@ -303,7 +310,11 @@ impl Voice<'_> {
         }
         if let Some((label, message)) = relayed.failed {
             metrics.errors.with_label_values(&[labels[0], &format!("model_{label}")]).inc();
-            tracing::warn!(agent = labels[0], "the voice model failed: {message}");
+            tracing::warn!(
+                agent = labels[0],
+                session_id = self.trace.session_id(),
+                "the voice model failed: {message}"
+            );
             let code = format!("model_{label}");
             let _ = self.send(ServerMessage::error(&code, format!("the voice model failed: {message}"), false)).await;
             session.handle(Input::End, Instant::now());
@@ -328,6 +339,7 @@ impl Voice<'_> {
         for effect in effects {
             match effect {
                 Effect::Send(message) => {
+                    self.trace.message(&message);
                     if let ServerMessage::MemoryUpdate { key, value } = &message {
                         self.identity.memory_changed(key, value);
                     }
@@ -349,7 +361,8 @@ impl Voice<'_> {
                     }
                 }
                 Effect::ExecuteTool { tool_use_id, tool, input } => {
-                    self.tools.start(self.agent, tool_use_id, tool, input)
+                    let traceparent = self.trace.tool_traceparent(&tool_use_id);
+                    self.tools.start(self.agent, tool_use_id, tool, input, traceparent)
                 }
                 Effect::Handoff(request) => exit = Some(self.shared.handoff(self.agent, request)),
                 Effect::Transcript(entry) => self.shared.transcript(entry),

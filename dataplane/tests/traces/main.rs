@@ -1,0 +1,198 @@
+//! OpenTelemetry traces across processes: a `switchboard gateway` and one `switchboard
+//! runtime` per Example Bank agent, each exporting over OTLP/HTTP (configured by the
+//! standard variables only) to a real receiver that decodes what arrives. One conversation
+//! from triage through idv (an identity check: a tool call) to banking (a balance: another)
+//! must be one trace: the gateway's session span its root, every runtime session its child,
+//! turns, model calls with the GenAI attributes and tool calls below them, the tool server
+//! reached with that trace's `traceparent`, handoffs as events — and nothing the user said
+//! in any span. The processes' JSON log lines about the session carry its ids.
+
+#[path = "../runtime/common.rs"]
+#[allow(dead_code)]
+mod client;
+mod processes;
+mod receiver;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use switchboard_core::protocol::ServerMessage;
+
+use client::{Client, replies};
+use receiver::{Received, Receiver};
+
+/// What the user says; none of it may appear in a span.
+const SAID: [&str; 3] = [
+    "I'd like to check my balance",
+    "My name is Ada Lovelace, account 12345678, sort code 12-34-56",
+    "My balance please",
+];
+
+/// Waits until the receiver holds a span `name` (spans are exported in batches, 100 ms
+/// after they end here).
+async fn wait_for(receiver: &Receiver, name: &str) -> Vec<Received> {
+    for _ in 0..200 {
+        let spans = receiver.spans();
+        if spans.iter().any(|s| s.span.name == name) {
+            // What ended with it comes in the same or the next batch.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return receiver.spans();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no span {name} arrived; got {:?}", receiver.spans().iter().map(|s| &s.span.name).collect::<Vec<_>>());
+}
+
+fn int(span: &Received, key: &str) -> i64 {
+    match span.attr(key) {
+        Some(Value::IntValue(n)) => *n,
+        other => panic!("{key} of {} is {other:?}", span.span.name),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_conversation_is_one_trace_across_the_gateway_the_runtimes_and_the_tool_server() {
+    let receiver = Receiver::start().await;
+    let bank = processes::Bank::start(&receiver.endpoint()).await;
+    let mut client = Client::start(&bank.url, None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    client.say(SAID[0]).await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.turn().await;
+    client.say(SAID[1]).await;
+    let verified = client.turn().await;
+    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    client.say(SAID[2]).await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    let balance = client.turn().await;
+    assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "{balance:?}");
+    drop(client);
+
+    let spans = wait_for(&receiver, "gateway.session").await;
+    if std::env::var_os("TRACES_DEBUG").is_some() {
+        for s in &spans {
+            eprintln!("{} {} {} <- {} {:?}", s.service, s.span.name, s.span_id(), s.parent_id(), s.strings());
+        }
+    }
+    let named = |name: &str| spans.iter().filter(|s| s.span.name == name).collect::<Vec<_>>();
+
+    // The root: the gateway's session span, ids only.
+    let roots = named("gateway.session");
+    assert_eq!(roots.len(), 1, "one session, one gateway span");
+    let root = roots[0];
+    assert_eq!(root.service, "switchboard-gateway");
+    assert!(root.span.parent_span_id.is_empty(), "the gateway's session span is the root");
+    assert_eq!((root.text("agent"), root.text("namespace")), (Some("triage"), Some("bank")));
+    let trace = root.trace_id();
+    assert!(root.text("session_id").is_some_and(|id| id.starts_with("gw-")), "{:?}", root.span.attributes);
+    assert_eq!(root.text("trace_id"), Some(trace.as_str()), "the span knows its trace id (logs carry it)");
+
+    // Every span of every process is in that one trace.
+    let traces: HashSet<String> = spans.iter().map(Received::trace_id).collect();
+    assert_eq!(traces, HashSet::from([trace.clone()]), "one trace");
+    let services: HashSet<&str> = spans.iter().map(|s| s.service.as_str()).collect();
+    assert_eq!(services, HashSet::from(["switchboard-gateway", "switchboard-runtime"]));
+
+    // Each agent's runtime session is a child of the gateway's session span.
+    let sessions = named("runtime.session");
+    let agents: HashSet<&str> = sessions.iter().filter_map(|s| s.text("agent")).collect();
+    assert_eq!(agents, HashSet::from(["triage", "idv", "banking"]), "a runtime session per agent visited");
+    for session in &sessions {
+        assert_eq!(session.parent_id(), root.span_id(), "{:?} is the gateway session's child", session.text("agent"));
+        assert_eq!(session.text("session_id"), root.text("session_id"), "the gateway's session id");
+    }
+    let by_id: HashMap<String, &Received> = spans.iter().map(|s| (s.span_id(), s)).collect();
+    let parent_name = |span: &Received| by_id.get(&span.parent_id()).map(|p| p.span.name.clone());
+
+    // Turns under runtime sessions; model calls under turns, with the GenAI attributes.
+    let turns = named("turn");
+    assert!(turns.len() >= 3, "{} turns", turns.len());
+    assert!(turns.iter().all(|t| parent_name(t).as_deref() == Some("runtime.session")));
+    assert!(turns.iter().any(|t| matches!(t.attr("time_to_first_response"), Some(Value::DoubleValue(_)))));
+    let chats: Vec<_> = spans.iter().filter(|s| s.text("gen_ai.operation.name") == Some("chat")).collect();
+    assert!(!chats.is_empty(), "model calls");
+    for chat in &chats {
+        assert_eq!(parent_name(chat).as_deref(), Some("turn"));
+        assert_eq!(chat.text("gen_ai.system"), Some("aws.bedrock"));
+        let model = chat.text("gen_ai.request.model").expect("the model");
+        assert_eq!(chat.span.name, format!("chat {model}"));
+        assert!(int(chat, "gen_ai.usage.input_tokens") > 0 && int(chat, "gen_ai.usage.output_tokens") > 0);
+        assert!(matches!(chat.attr("gen_ai.server.time_to_first_token"), Some(Value::DoubleValue(s)) if *s >= 0.0));
+    }
+
+    // Tool calls: spans under turns, and the tool server got each call's traceparent.
+    let tools: Vec<_> = spans.iter().filter(|s| s.text("gen_ai.operation.name") == Some("execute_tool")).collect();
+    let idv = tools.iter().find(|t| t.text("gen_ai.tool.name") == Some("perform_idv_check")).expect("the idv check");
+    assert_eq!(idv.span.name, "execute_tool perform_idv_check");
+    assert_eq!(idv.text("outcome"), Some("success"));
+    assert_eq!(idv.attr("cached"), Some(&Value::BoolValue(false)));
+    assert_eq!(parent_name(idv).as_deref(), Some("turn"));
+    let requests = bank.tool_requests.lock().expect("lock").clone();
+    let (_, sent) = requests.iter().find(|(path, _)| path == "/idv").expect("the tool server got the idv check");
+    assert_eq!(sent.as_deref(), Some(format!("00-{trace}-{}-01", idv.span_id()).as_str()), "the call's traceparent");
+    for (path, traceparent) in &requests {
+        assert!(
+            traceparent.as_deref().is_some_and(|t| t.contains(&trace)),
+            "{path} without the trace: {traceparent:?}"
+        );
+    }
+    assert!(tools.iter().any(|t| t.text("gen_ai.tool.name") == Some("check_balance")));
+
+    // Handoffs: events of the runtime sessions that handed off.
+    let handoffs: Vec<(String, String)> = sessions
+        .iter()
+        .flat_map(|s| s.span.events.iter().filter(|e| e.name == "handoff"))
+        .map(|e| {
+            let text = |key: &str| match e.attributes.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.clone()) {
+                Some(v) => match v.value {
+                    Some(Value::StringValue(s)) => s,
+                    other => format!("{other:?}"),
+                },
+                None => String::new(),
+            };
+            (text("source_agent"), text("target_agent"))
+        })
+        .collect();
+    assert!(handoffs.contains(&("triage".into(), "idv".into())), "{handoffs:?}");
+    assert!(handoffs.contains(&("idv".into(), "banking".into())), "{handoffs:?}");
+
+    // Nothing the user said, nor the account number, is in any span.
+    for span in &spans {
+        for text in span.strings() {
+            for said in SAID.iter().chain(&["Ada Lovelace", "12345678", "12-34-56", "1234.56"]) {
+                assert!(!text.contains(said), "{:?} holds what the user said: {text:?}", span.span.name);
+            }
+        }
+    }
+
+    // Log lines about the session carry its session id and trace id (JSON fields).
+    let session_id = root.text("session_id").expect("id");
+    for process in ["gateway", "idv"] {
+        let lines = bank.json_logs(process);
+        let joined = lines.iter().filter(|l| l["span"]["trace_id"] == trace.as_str()).collect::<Vec<_>>();
+        assert!(!joined.is_empty(), "{process} logged nothing in the session's span: {lines:#?}");
+        assert!(joined.iter().all(|l| l["span"]["session_id"] == session_id), "{joined:#?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_mode_takes_the_same_variables_and_its_session_is_one_trace() {
+    let receiver = Receiver::start().await;
+    let (_local, url) = processes::local(&receiver.endpoint());
+    let mut client = Client::start(&url, None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    client.say(SAID[0]).await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.turn().await;
+    drop(client);
+
+    let spans = wait_for(&receiver, "gateway.session").await;
+    assert!(spans.iter().all(|s| s.service == "switchboard-local"), "one process, one service");
+    let root = spans.iter().find(|s| s.span.name == "gateway.session").expect("the root");
+    assert!(spans.iter().all(|s| s.trace_id() == root.trace_id()), "one trace");
+    let sessions: Vec<_> = spans.iter().filter(|s| s.span.name == "runtime.session").collect();
+    let agents: HashSet<&str> = sessions.iter().filter_map(|s| s.text("agent")).collect();
+    assert_eq!(agents, HashSet::from(["triage", "idv"]));
+    assert!(sessions.iter().all(|s| s.parent_id() == root.span_id()), "children of the gateway's session span");
+}
