@@ -18,7 +18,7 @@ use super::handoff::HandoffKind;
 use super::session::{Effect, Phase, Session};
 use super::tools::{self, FailureKind, ToolFailure};
 use crate::model::{ContentBlock, ToolResult, ToolResultStatus, ToolUse};
-use crate::protocol::ServerMessage;
+use crate::protocol::{ErrorCode, ServerMessage};
 
 /// One tool call of the current round.
 #[derive(Clone, Debug)]
@@ -331,7 +331,7 @@ impl Session {
     pub(super) fn consent(&mut self, id: &str, approved: bool, now: Instant) -> Vec<Effect> {
         let Some(index) = self.calls.iter().position(|c| c.id == id && c.awaiting_consent) else {
             return vec![Effect::Send(ServerMessage::error(
-                "no_consent_pending",
+                ErrorCode::NoConsentPending,
                 format!("no tool is waiting for consent with tool_use_id {id:?}"),
                 true,
             ))];

@@ -78,8 +78,8 @@ pub enum Input {
     /// Voice sessions: the voice model finished a completion (`end_turn`,
     /// `interrupted`, `tool_use`, ...).
     VoiceCompletionEnd {
-        /// Why it ended, lower case.
-        stop_reason: String,
+        /// Why it ended.
+        stop_reason: crate::protocol::StopReason,
     },
     /// The session ends (the client closed it, or the server is stopping).
     End,

@@ -9,7 +9,9 @@
 //! `bidi_error` refusing it too), so a client tells identical inputs apart and knows which
 //! were taken up. A client that sends no id gets none back and works as before.
 //!
-//! Close codes used by servers speaking this protocol are in [`close_code`].
+//! The codes — close codes ([`close_code`]), `bidi_error` codes ([`ErrorCode`]) and stop
+//! reasons ([`StopReason`]) — are catalogued in one place each (`codes`), their wire names
+//! unchanged.
 
 use std::collections::BTreeMap;
 
@@ -18,49 +20,10 @@ use serde::{Deserialize, Serialize};
 use crate::grant::SignedContext;
 use crate::handoff::{HandoffContext, HandoffKind, HistoryTurn};
 
+mod codes;
 mod kind;
+pub use codes::{ErrorCode, StopReason, close_code};
 pub use kind::ServerKind;
-
-/// WebSocket close codes a server sends, with the reason text saying what to do.
-pub mod close_code {
-    /// The session ended normally (the client sent `close`, or the agent ended it).
-    pub const NORMAL: u16 = 1000;
-    /// The server is shutting down and the drain period is over; reconnect elsewhere.
-    pub const GOING_AWAY: u16 = 1001;
-    /// The `session_start` was invalid (unknown or unexposed agent, bad context).
-    pub const BAD_START: u16 = 4400;
-    /// The client sent messages faster than the per-session rate allows.
-    pub const RATE_LIMITED: u16 = 1008;
-    /// A message was larger than the maximum message size.
-    pub const TOO_BIG: u16 = 1009;
-    /// The server failed; the reason says how.
-    pub const INTERNAL: u16 = 1011;
-    /// The server is at its session limit or draining; try again later (or another pod).
-    pub const TRY_AGAIN_LATER: u16 = 1013;
-    /// The session moved to another agent (runtime pods: the gateway performs the handoff).
-    pub const HANDOFF: u16 = 4000;
-    /// The client did not authenticate (gateway: a missing or unknown API key).
-    pub const UNAUTHORIZED: u16 = 4401;
-    /// The agent is not open to this client: not exposed (`gateway.expose: false`), or
-    /// outside its credential's scope (`agent_not_allowed`).
-    pub const NOT_EXPOSED: u16 = 4403;
-    /// No such agent, or a bare name several namespaces have, or no default agent.
-    pub const UNKNOWN_AGENT: u16 = 4404;
-    /// The page's Origin is not allowed (gateway `--allowed-origin`).
-    pub const ORIGIN_NOT_ALLOWED: u16 = 4405;
-    /// The API key already has its most concurrent sessions open.
-    pub const TOO_MANY_SESSIONS: u16 = 4429;
-    /// The agent has no ready pod; try again shortly.
-    pub const NO_READY_POD: u16 = 4503;
-    /// The client sent nothing for the idle timeout; reconnect (or resume) to go on.
-    pub const IDLE_TIMEOUT: u16 = 4408;
-    /// The client did not read its messages for too long (they piled up); it is closed so
-    /// its session slot is not held forever.
-    pub const SLOW_CLIENT: u16 = 4409;
-    /// The resume token is unknown, expired (past the resume window) or another key's;
-    /// start a new session.
-    pub const RESUME_REFUSED: u16 = 4410;
-}
 
 /// A message from the client.
 // Messages are decoded and consumed one at a time: boxing the large variant would only add an allocation.
@@ -249,8 +212,8 @@ pub enum ServerMessage {
     BidiResponseComplete {
         /// The turn that completed.
         turn: u64,
-        /// Why the model stopped (`end_turn`, `tool_use`, `max_tokens`, ...).
-        stop_reason: String,
+        /// Why the answer ended (`end_turn`, `handoff`, `interrupted`, ...).
+        stop_reason: StopReason,
     },
     /// Tokens used by one model call (text), or since the previous report (voice).
     BidiUsage {
@@ -362,8 +325,9 @@ pub enum ServerMessage {
     BidiError {
         /// What happened and what to do.
         message: String,
-        /// A stable code, e.g. `invalid_json`, `unknown_type`, `model_error`.
-        code: String,
+        /// A stable code, e.g. `invalid_json`, `busy`, `model_error`: see [`ErrorCode`]
+        /// for each and what to do.
+        code: ErrorCode,
         /// Whether the session continues.
         recoverable: bool,
         /// When the error refuses a typed input (`busy`, `empty_text`): that input's `id`,
@@ -388,8 +352,8 @@ pub enum ServerMessage {
 
 impl ServerMessage {
     /// A `bidi_error`.
-    pub fn error(code: &str, message: impl Into<String>, recoverable: bool) -> Self {
-        Self::BidiError { message: message.into(), code: code.to_owned(), recoverable, input_id: None }
+    pub fn error(code: ErrorCode, message: impl Into<String>, recoverable: bool) -> Self {
+        Self::BidiError { message: message.into(), code, recoverable, input_id: None }
     }
 
     /// The JSON text of this message.
@@ -432,11 +396,11 @@ pub enum DecodeError {
 
 impl DecodeError {
     /// The `bidi_error` code for this error.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Self::InvalidJson(_) => "invalid_json",
-            Self::UnknownType(_) => "unknown_type",
-            Self::Malformed { .. } => "malformed_message",
+            Self::InvalidJson(_) => ErrorCode::InvalidJson,
+            Self::UnknownType(_) => ErrorCode::UnknownType,
+            Self::Malformed { .. } => ErrorCode::MalformedMessage,
         }
     }
 }
@@ -492,12 +456,12 @@ mod tests {
 
     #[test]
     fn decode_errors_are_classified() {
-        assert_eq!(decode_client("{not json").map_err(|e| e.code()).err(), Some("invalid_json"));
-        assert_eq!(decode_client(r#"{"type":"dance"}"#).map_err(|e| e.code()).err(), Some("unknown_type"));
-        assert_eq!(decode_client(r#"{"text":"x"}"#).map_err(|e| e.code()).err(), Some("unknown_type"));
+        assert_eq!(decode_client("{not json").map_err(|e| e.code()).err(), Some(ErrorCode::InvalidJson));
+        assert_eq!(decode_client(r#"{"type":"dance"}"#).map_err(|e| e.code()).err(), Some(ErrorCode::UnknownType));
+        assert_eq!(decode_client(r#"{"text":"x"}"#).map_err(|e| e.code()).err(), Some(ErrorCode::UnknownType));
         assert_eq!(
             decode_client(r#"{"type":"bidi_text_input"}"#).map_err(|e| e.code()).err(),
-            Some("malformed_message")
+            Some(ErrorCode::MalformedMessage)
         );
     }
 
@@ -515,9 +479,12 @@ mod tests {
 
     #[test]
     fn server_messages_carry_snake_case_type() {
-        let json = ServerMessage::error("invalid_json", "bad", true).to_json();
+        let json = ServerMessage::error(ErrorCode::InvalidJson, "bad", true).to_json();
         let value: serde_json::Value = serde_json::from_str(&json).expect("valid json");
         assert_eq!(value["type"], "bidi_error");
+        assert_eq!(value["code"], "invalid_json");
         assert_eq!(value["recoverable"], true);
+        let done = ServerMessage::BidiResponseComplete { turn: 2, stop_reason: StopReason::Handoff };
+        assert_eq!(done.to_json(), r#"{"type":"bidi_response_complete","turn":2,"stop_reason":"handoff"}"#);
     }
 }

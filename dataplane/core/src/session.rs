@@ -14,8 +14,8 @@ use super::memory::Memory;
 use super::tools::ToolCache;
 use super::transcript::TranscriptEntry;
 use super::workflow::{Transition, WorkflowState};
-use crate::model::{ContentBlock, Message, ModelRequest, Role, StopReason, ToolResult};
-use crate::protocol::{ServerMessage, TranscriptRole};
+use crate::model::{ContentBlock, Message, ModelRequest, Role, ToolResult};
+use crate::protocol::{ErrorCode, ServerMessage, StopReason, TranscriptRole};
 
 /// Most model calls with tool use in one user turn; then the turn ends with an error.
 pub const MAX_TOOL_ROUNDS: u32 = 8;
@@ -164,7 +164,7 @@ impl Session {
                 session.replay_len = 0;
             }
         } else if let Some(greeting) = spec.persona.spec.greeting.clone().filter(|_| session.messages.is_empty()) {
-            effects.push(Effect::Send(final_text(TranscriptRole::Assistant, &greeting)));
+            effects.push(Effect::Send(final_text(TranscriptRole::Assistant, &greeting, None)));
             effects.push(session.transcript("assistant", serde_json::json!({ "text": greeting })));
         }
         (session, effects)
@@ -174,7 +174,7 @@ impl Session {
     pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Effect> {
         if matches!(self.phase, Phase::Ended | Phase::HandedOff) && input != Input::End {
             return vec![Effect::Send(ServerMessage::error(
-                "session_over",
+                ErrorCode::SessionOver,
                 "this session has ended or moved to another agent; start a new session",
                 false,
             ))];
@@ -186,7 +186,7 @@ impl Session {
             Input::VoiceAssistantFinal(text) => self.voice_assistant_final(text),
             Input::VoiceToolUse(tool_use) => self.start_voice_call(tool_use, now),
             Input::VoiceInterrupted => self.voice_interrupted(),
-            Input::VoiceCompletionEnd { stop_reason } => self.voice_completion_end(&stop_reason),
+            Input::VoiceCompletionEnd { stop_reason } => self.voice_completion_end(stop_reason),
             Input::ModelReply(reply) => self.model_reply(reply, now),
             Input::ModelFailed { code, message } => self.model_failed(&code, &message),
             Input::ToolFinished { tool_use_id, outcome } => self.tool_finished(&tool_use_id, outcome, now),
@@ -251,7 +251,7 @@ impl Session {
                 let message = format!(
                     "{MAX_QUEUED_INPUTS} messages are already waiting for the agent's reply; wait for it before sending more"
                 );
-                return vec![Effect::Send(refused_input("busy", message, id))];
+                return vec![Effect::Send(refused_input(ErrorCode::Busy, message, id))];
             }
             self.queue.push_back((text, id));
             return Vec::new();
@@ -269,7 +269,7 @@ impl Session {
             _ => self.messages.push(Message::user_text(text.clone())),
         }
         let mut effects = vec![
-            Effect::Send(taken_up(&text, id)),
+            Effect::Send(final_text(TranscriptRole::User, &text, id)),
             self.transcript("user", serde_json::json!({ "text": text })),
             Effect::Send(ServerMessage::BidiResponseStart { turn: self.turn }),
         ];
@@ -339,24 +339,24 @@ impl Session {
         let mut content = Vec::new();
         if !reply.text.is_empty() {
             content.push(ContentBlock::Text(reply.text.clone()));
-            effects.push(Effect::Send(final_text(TranscriptRole::Assistant, &reply.text)));
+            effects.push(Effect::Send(final_text(TranscriptRole::Assistant, &reply.text, None)));
             effects.push(self.transcript("assistant", serde_json::json!({ "text": reply.text })));
         }
         content.extend(reply.tool_uses.iter().cloned().map(ContentBlock::ToolUse));
-        let stop = reply.stop_reason.as_ref().map_or("end_turn", StopReason::as_str).to_owned();
+        let stop = reply.stop_reason.as_ref().map_or(StopReason::EndTurn, StopReason::from);
         if content.is_empty() {
             self.messages.truncate(self.turn_start);
             effects.push(Effect::Send(ServerMessage::error(
-                "empty_reply",
+                ErrorCode::EmptyReply,
                 "the model returned an empty reply; say that again",
                 true,
             )));
-            effects.extend(self.finish_turn("empty_reply"));
+            effects.extend(self.finish_turn(StopReason::EmptyReply));
             return effects;
         }
         self.messages.push(Message { role: Role::Assistant, content });
         if reply.tool_uses.is_empty() {
-            effects.extend(self.finish_turn(&stop));
+            effects.extend(self.finish_turn(stop));
             return effects;
         }
         self.rounds += 1;
@@ -371,11 +371,11 @@ impl Session {
         }
         self.messages.truncate(self.turn_start);
         let mut effects = vec![Effect::Send(ServerMessage::error(
-            "model_error",
+            ErrorCode::ModelError,
             format!("the agent could not answer ({code}): {message}"),
             true,
         ))];
-        effects.extend(self.finish_turn("error"));
+        effects.extend(self.finish_turn(StopReason::Error));
         effects
     }
 
@@ -391,7 +391,7 @@ impl Session {
             self.phase = Phase::HandedOff;
             effects.push(Effect::Send(ServerMessage::BidiResponseComplete {
                 turn: self.turn,
-                stop_reason: "handoff".into(),
+                stop_reason: StopReason::Handoff,
             }));
             effects.push(Effect::Send(ServerMessage::Handoff {
                 from: self.core.name().to_owned(),
@@ -413,11 +413,11 @@ impl Session {
         }
         if self.rounds >= MAX_TOOL_ROUNDS {
             effects.push(Effect::Send(ServerMessage::error(
-                "tool_rounds_exceeded",
+                ErrorCode::ToolRoundsExceeded,
                 format!("the agent used tools {MAX_TOOL_ROUNDS} times in a row without answering; ask again"),
                 true,
             )));
-            effects.extend(self.finish_turn("tool_rounds_exceeded"));
+            effects.extend(self.finish_turn(StopReason::ToolRoundsExceeded));
             return effects;
         }
         effects.extend(self.call_model());
@@ -440,10 +440,10 @@ impl Session {
         ]
     }
 
-    pub(super) fn finish_turn(&mut self, stop: &str) -> Vec<Effect> {
+    pub(super) fn finish_turn(&mut self, stop: StopReason) -> Vec<Effect> {
         self.phase = Phase::Idle;
         let mut effects =
-            vec![Effect::Send(ServerMessage::BidiResponseComplete { turn: self.turn, stop_reason: stop.to_owned() })];
+            vec![Effect::Send(ServerMessage::BidiResponseComplete { turn: self.turn, stop_reason: stop })];
         if self.end_after_turn || self.workflow.at_end(&self.core.spec().workflow.spec) {
             effects.extend(self.end("the conversation is finished"));
         } else if let Some((next, id)) = self.queue.pop_front() {
@@ -488,17 +488,12 @@ impl Session {
     }
 }
 
-pub(super) fn final_text(role: TranscriptRole, text: &str) -> ServerMessage {
-    ServerMessage::BidiTranscriptStream { role, text: text.to_owned(), delta: false, is_final: true, input_id: None }
-}
-
-/// The user's final line for a typed input taken up: its acknowledgement, by `id`.
-pub(super) fn taken_up(text: &str, id: Option<String>) -> ServerMessage {
-    let role = TranscriptRole::User;
+/// A final transcript line; the user's for a typed input taken up acknowledges it by `id`.
+pub(super) fn final_text(role: TranscriptRole, text: &str, id: Option<String>) -> ServerMessage {
     ServerMessage::BidiTranscriptStream { role, text: text.to_owned(), delta: false, is_final: true, input_id: id }
 }
 
 /// A recoverable `bidi_error` refusing the typed input `id`.
-pub(super) fn refused_input(code: &str, message: impl Into<String>, id: Option<String>) -> ServerMessage {
-    ServerMessage::BidiError { message: message.into(), code: code.to_owned(), recoverable: true, input_id: id }
+pub(super) fn refused_input(code: ErrorCode, message: impl Into<String>, id: Option<String>) -> ServerMessage {
+    ServerMessage::BidiError { message: message.into(), code, recoverable: true, input_id: id }
 }

@@ -16,9 +16,9 @@
 use super::carry::turns_of;
 use super::context;
 use super::handoff::HistoryTurn;
-use super::session::{Effect, Phase, Session, final_text, refused_input, taken_up};
+use super::session::{Effect, Phase, Session, final_text, refused_input};
 use crate::model::{ContentBlock, Message, Role};
-use crate::protocol::{ServerMessage, TranscriptRole};
+use crate::protocol::{ErrorCode, ServerMessage, StopReason, TranscriptRole};
 
 /// Most typed texts remembered for recognising the voice model's echo of them.
 const MAX_TYPED_PENDING: usize = 16;
@@ -63,7 +63,7 @@ impl Session {
     /// stream; the model answers it like speech.
     pub(super) fn voice_typed(&mut self, text: String, id: Option<String>) -> Vec<Effect> {
         if text.trim().is_empty() {
-            return vec![Effect::Send(refused_input("empty_text", "the text is empty; type something", id))];
+            return vec![Effect::Send(refused_input(ErrorCode::EmptyText, "the text is empty; type something", id))];
         }
         self.remember_typed(&text);
         let mut effects = self.open_voice_turn(text.clone(), id);
@@ -100,7 +100,7 @@ impl Session {
         let same_turn = self.turn_open && self.phase == Phase::Tools;
         if self.turn_open && !same_turn {
             self.turn_open = false;
-            effects.extend(self.finish_turn("interrupted"));
+            effects.extend(self.finish_turn(StopReason::Interrupted));
             if self.is_over() {
                 return effects;
             }
@@ -109,7 +109,7 @@ impl Session {
             Some(last) if context::is_turn_start(last) => last.content.push(ContentBlock::Text(text.clone())),
             _ => self.messages.push(Message::user_text(text.clone())),
         }
-        effects.push(Effect::Send(taken_up(&text, id)));
+        effects.push(Effect::Send(final_text(TranscriptRole::User, &text, id)));
         effects.push(self.transcript("user", serde_json::json!({ "text": text })));
         if !same_turn {
             self.turn += 1;
@@ -130,7 +130,7 @@ impl Session {
             _ => self.messages.push(Message { role: Role::Assistant, content: vec![ContentBlock::Text(text.clone())] }),
         }
         vec![
-            Effect::Send(final_text(TranscriptRole::Assistant, &text)),
+            Effect::Send(final_text(TranscriptRole::Assistant, &text, None)),
             self.transcript("assistant", serde_json::json!({ "text": text })),
         ]
     }
@@ -141,8 +141,8 @@ impl Session {
     }
 
     /// The end of a completion closes the open turn, unless the model waits for a tool.
-    pub(super) fn voice_completion_end(&mut self, stop_reason: &str) -> Vec<Effect> {
-        if !self.turn_open || stop_reason == "tool_use" || self.phase == Phase::Tools {
+    pub(super) fn voice_completion_end(&mut self, stop_reason: StopReason) -> Vec<Effect> {
+        if !self.turn_open || stop_reason == StopReason::ToolUse || self.phase == Phase::Tools {
             return Vec::new();
         }
         self.turn_open = false;

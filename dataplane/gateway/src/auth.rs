@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
-use switchboard_core::protocol::close_code;
+use switchboard_core::protocol::{ErrorCode, close_code};
 
 mod jwt;
 pub mod keys;
@@ -129,9 +129,9 @@ pub struct Refusal {
     pub code: u16,
     /// What happened and what to do.
     pub message: String,
-    /// The metric label (`missing_key`, `unknown_key`, `invalid_token`, `origin`,
-    /// `key_sessions`, `key_rate`, `agent_not_allowed`).
-    pub reason: &'static str,
+    /// The `bidi_error` code, also the metric label (`missing_key`, `unknown_key`,
+    /// `invalid_token`, `origin`, `key_sessions`, `key_rate`, `agent_not_allowed`).
+    pub reason: ErrorCode,
 }
 
 /// An admitted client's hold on its credential's session slot.
@@ -163,7 +163,7 @@ impl Admission {
                 self.who(),
                 bucket.per_second()
             ),
-            reason: "key_rate",
+            reason: ErrorCode::KeyRate,
         })
     }
 
@@ -192,7 +192,7 @@ impl Admission {
                 self.who(),
                 self.scope
             ),
-            reason: "agent_not_allowed",
+            reason: ErrorCode::AgentNotAllowed,
         }
     }
 
@@ -265,7 +265,7 @@ impl Auth {
                 message: format!(
                     "pages from {origin} may not open sessions here; the gateway's operator can allow it with --allowed-origin"
                 ),
-                reason: "origin",
+                reason: ErrorCode::Origin,
             });
         }
         if !self.requires_keys() {
@@ -283,7 +283,7 @@ impl Auth {
                 message: "this gateway needs an API key or a token: send `Authorization: Bearer <credential>`, \
                           `X-Api-Key: <key>`, or the `access_token` query parameter"
                     .into(),
-                reason: "missing_key",
+                reason: ErrorCode::MissingKey,
             })?;
         if let Some(jwt) = &self.jwt
             && looks_like_jwt(presented)
@@ -291,7 +291,7 @@ impl Auth {
             let verified = jwt.verify(presented).map_err(|why| Refusal {
                 code: close_code::UNAUTHORIZED,
                 message: format!("the token is not accepted: {why}; get a fresh one"),
-                reason: "invalid_token",
+                reason: ErrorCode::InvalidToken,
             })?;
             let limits = self.subject_limits;
             let rate = limits.max_messages_per_second.map(|n| Arc::new(Mutex::new(Bucket::new(n))));
@@ -303,7 +303,7 @@ impl Auth {
         let entry = entry.ok_or_else(|| Refusal {
             code: close_code::UNAUTHORIZED,
             message: "the API key is not valid here; check it, or ask for a new one".into(),
-            reason: "unknown_key",
+            reason: ErrorCode::UnknownKey,
         })?;
         self.hold(entry.name.clone(), entry.max_sessions, entry.rate.clone(), entry.scope.clone())
     }
@@ -333,7 +333,7 @@ impl Auth {
             return Err(Refusal {
                 code: close_code::TOO_MANY_SESSIONS,
                 message: format!("{who} already has its {max} sessions open; close one first"),
-                reason: "key_sessions",
+                reason: ErrorCode::KeySessions,
             });
         }
         entry.sessions += 1;

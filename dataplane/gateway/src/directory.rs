@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use switchboard_core::protocol::close_code;
+use switchboard_core::protocol::{ErrorCode, close_code};
 use switchboard_crds::routing::{Route, RoutingTable};
 
 /// A route resolved for a session: the Agent and the ready pod addresses it has now.
@@ -78,16 +78,21 @@ impl RouteError {
         }
     }
 
-    /// The metric label of this refusal.
-    pub fn metric_label(&self) -> &'static str {
+    /// The `bidi_error` code of this refusal.
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Self::NoDefault => "no_default",
-            Self::Unknown(_) => "unknown_agent",
-            Self::Ambiguous { .. } => "ambiguous_agent",
-            Self::NotExposed(_) => "not_exposed",
-            Self::NoReadyPod(_) => "no_ready_pod",
-            Self::HandoffNotAllowed { .. } => "handoff_not_allowed",
+            Self::NoDefault => ErrorCode::NoDefault,
+            Self::Unknown(_) => ErrorCode::UnknownAgent,
+            Self::Ambiguous { .. } => ErrorCode::AmbiguousAgent,
+            Self::NotExposed(_) => ErrorCode::NotExposed,
+            Self::NoReadyPod(_) => ErrorCode::NoReadyPod,
+            Self::HandoffNotAllowed { .. } => ErrorCode::HandoffNotAllowed,
         }
+    }
+
+    /// The metric label of this refusal (its code).
+    pub fn metric_label(&self) -> &'static str {
+        self.code().metric_label()
     }
 }
 

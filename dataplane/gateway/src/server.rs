@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::serve::ListenerExt;
 use serde::Deserialize;
-use switchboard_core::protocol::{ServerMessage, close_code};
+use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use switchboard_crds::contract;
 use tokio::net::TcpListener;
 
@@ -93,7 +93,7 @@ async fn session(
         Err(try_again(&format!("the gateway is at its limit of {} sessions", gateway.config.max_sessions)))
     } else if !gateway.budget.admits() {
         Err(Refusal {
-            reason: "memory_budget",
+            reason: ErrorCode::MemoryBudget,
             ..try_again(&format!(
                 "the gateway's sessions hold {} MiB, at its memory budget of {} MiB",
                 gateway.budget.held() >> 20,
@@ -109,10 +109,10 @@ async fn session(
             let admission = match admitted {
                 Ok(admission) => admission,
                 Err(refusal) => {
-                    gateway.metrics.refused.with_label_values(&[refusal.reason]).inc();
+                    gateway.metrics.refused.with_label_values(&[refusal.reason.metric_label()]).inc();
+                    let reason = Utf8Bytes::from(refusal.reason.as_str().replace('_', " "));
                     let message = ServerMessage::error(refusal.reason, refusal.message, false);
                     let _ = socket.send(Message::text(message.to_json())).await;
-                    let reason = Utf8Bytes::from(refusal.reason.replace('_', " "));
                     let _ = socket.send(Message::Close(Some(CloseFrame { code: refusal.code, reason }))).await;
                     return;
                 }
@@ -124,7 +124,11 @@ async fn session(
 }
 
 fn try_again(why: &str) -> Refusal {
-    Refusal { code: close_code::TRY_AGAIN_LATER, message: format!("{why}; try again later"), reason: "at_capacity" }
+    Refusal {
+        code: close_code::TRY_AGAIN_LATER,
+        message: format!("{why}; try again later"),
+        reason: ErrorCode::AtCapacity,
+    }
 }
 
 async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {

@@ -2,6 +2,8 @@
 //! service was busy, broke, or the connection failed) or not (the request or the setup is
 //! wrong and will fail the same way again).
 
+use switchboard_core::protocol::ErrorCode;
+
 /// A failed text-model call.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -110,6 +112,24 @@ impl ModelError {
         }
     }
 
+    /// The `bidi_error` code of a voice session that ends on this error (`model_<label>`).
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Throttled { .. } => ErrorCode::ModelThrottled,
+            Self::ServiceUnavailable { .. } => ErrorCode::ModelServiceUnavailable,
+            Self::StreamInterrupted { .. } => ErrorCode::ModelStreamInterrupted,
+            Self::Timeout { .. } => ErrorCode::ModelTimeout,
+            Self::Connection { .. } => ErrorCode::ModelConnection,
+            Self::AccessDenied { .. } => ErrorCode::ModelAccessDenied,
+            Self::Validation { .. } => ErrorCode::ModelValidation,
+            Self::ModelNotFound { .. } => ErrorCode::ModelModelNotFound,
+            Self::Credentials { .. } => ErrorCode::ModelCredentials,
+            Self::InvalidToolInput { .. } => ErrorCode::ModelInvalidToolInput,
+            Self::Config { .. } => ErrorCode::ModelConfig,
+            Self::Protocol { .. } => ErrorCode::ModelProtocol,
+        }
+    }
+
     /// A short, bounded label for metrics (`model_errors_total{type=...}`) and logs.
     pub fn metric_label(&self) -> &'static str {
         match self {
@@ -125,6 +145,32 @@ impl ModelError {
             Self::InvalidToolInput { .. } => "invalid_tool_input",
             Self::Config { .. } => "config",
             Self::Protocol { .. } => "protocol",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_voice_failure_is_coded_model_and_its_label_as_before() {
+        let m = || String::from("m");
+        for error in [
+            ModelError::Throttled { message: m() },
+            ModelError::ServiceUnavailable { code: m(), message: m() },
+            ModelError::StreamInterrupted { message: m() },
+            ModelError::Timeout { message: m() },
+            ModelError::Connection { message: m() },
+            ModelError::AccessDenied { message: m() },
+            ModelError::Validation { message: m() },
+            ModelError::ModelNotFound { model_id: m(), message: m() },
+            ModelError::Credentials { message: m() },
+            ModelError::InvalidToolInput { tool: m(), message: m() },
+            ModelError::Config { message: m() },
+            ModelError::Protocol { message: m() },
+        ] {
+            assert_eq!(error.code().as_str(), format!("model_{}", error.metric_label()), "{error:?}");
         }
     }
 }

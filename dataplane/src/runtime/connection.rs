@@ -27,7 +27,7 @@ use super::trace;
 use super::voice::{self, AudioGate, Gate};
 use switchboard_core::assertion::IDENTITY_KEY;
 use switchboard_core::grant::SessionContext;
-use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionStart, close_code};
 use switchboard_core::{Session, SessionInit};
 use switchboard_models::ModelError;
 use switchboard_models::sonic::{SonicEvents, SonicSession};
@@ -234,7 +234,7 @@ async fn run(
         Ok(granted) => granted,
         Err((message, reason)) => {
             state.shared.metrics.errors.with_label_values(&[agent.core.name(), "context_refused"]).inc();
-            let _ = outbound.send(ServerMessage::error("context_refused", message, false)).await;
+            let _ = outbound.send(ServerMessage::error(ErrorCode::ContextRefused, message, false)).await;
             return Some((close_code::BAD_START, reason.to_owned()));
         }
     };
@@ -379,7 +379,7 @@ impl Conversation<'_> {
                 "agent {} is text-only: audio is ignored from now on; send bidi_text_input and read the transcripts",
                 agent.core.name()
             );
-            let _ = self.outbound.send(ServerMessage::error("unsupported_modality", message, true)).await;
+            let _ = self.outbound.send(ServerMessage::error(ErrorCode::UnsupportedModality, message, true)).await;
         }
         driver::drive(agent, session, opening, self.link()).await
     }
@@ -425,7 +425,7 @@ impl Conversation<'_> {
                     self.requested_voice = None;
                     state.shared.metrics.errors.with_label_values(&[name, "invalid_voice"]).inc();
                     let message = format!("{why}; speaking with the agent's voice {persona_voice:?}");
-                    let _ = self.outbound.send(ServerMessage::error("invalid_voice", message, true)).await;
+                    let _ = self.outbound.send(ServerMessage::error(ErrorCode::InvalidVoice, message, true)).await;
                     persona_voice.clone()
                 }
             },
@@ -438,10 +438,10 @@ impl Conversation<'_> {
         let sonic = match opened {
             Ok(sonic) => sonic,
             Err(error) => {
-                let code = format!("model_{}", error.metric_label());
-                state.shared.metrics.errors.with_label_values(&[name, &code]).inc();
+                let code = error.code();
+                state.shared.metrics.errors.with_label_values(&[name, code.metric_label()]).inc();
                 let message = format!("the voice model could not start: {error}");
-                let _ = self.outbound.send(ServerMessage::error(&code, message, false)).await;
+                let _ = self.outbound.send(ServerMessage::error(code.clone(), message, false)).await;
                 // A close reason is at most 123 bytes: the bidi_error has the details.
                 return Err((close_code::INTERNAL, format!("the voice model could not start ({code})")));
             }

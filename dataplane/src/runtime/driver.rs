@@ -16,12 +16,9 @@ use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use super::transcript::TranscriptSink;
 use crate::tools::ToolExecutor;
-use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, TranscriptRole};
 use switchboard_core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session};
 use switchboard_models::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
-
-/// The `bidi_error` code of a refused `identity_assertion`.
-pub const IDENTITY_REFUSED: &str = "identity_refused";
 
 /// One agent with what its sessions need to run.
 #[derive(Debug, Clone)]
@@ -205,11 +202,12 @@ impl Driver<'_> {
             ClientMessage::ToolConsent { tool_use_id, approved } => Some(Input::Consent { tool_use_id, approved }),
             ClientMessage::Close {} => Some(Input::End),
             ClientMessage::SessionStart(_) => {
-                self.error("already_started", "the session has already started; send bidi_text_input").await?;
+                self.error(ErrorCode::AlreadyStarted, "the session has already started; send bidi_text_input").await?;
                 None
             }
             ClientMessage::BidiAudioInput { .. } => {
-                self.error("unsupported_modality", "this agent runs in text mode; send bidi_text_input").await?;
+                self.error(ErrorCode::UnsupportedModality, "this agent runs in text mode; send bidi_text_input")
+                    .await?;
                 None
             }
             ClientMessage::IdentityAssertion { assertion } => {
@@ -221,7 +219,7 @@ impl Driver<'_> {
                     Err(refused) => {
                         let (agent, session_id) = (self.agent.core.name(), self.trace.session_id());
                         tracing::warn!(agent, session_id, "an identity assertion was refused: {refused}");
-                        self.error(IDENTITY_REFUSED, &refused.to_string()).await?;
+                        self.error(ErrorCode::IdentityRefused, &refused.to_string()).await?;
                     }
                 }
                 None
@@ -229,8 +227,8 @@ impl Driver<'_> {
         })
     }
 
-    async fn error(&mut self, code: &str, message: &str) -> Result<(), Exit> {
-        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
+    async fn error(&mut self, code: ErrorCode, message: &str) -> Result<(), Exit> {
+        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code.metric_label()]).inc();
         self.send(ServerMessage::error(code, message, true)).await
     }
 
@@ -326,6 +324,7 @@ impl Driver<'_> {
                         self.turn_started = Some(Instant::now());
                     }
                     if let ServerMessage::BidiError { code, .. } = &message {
+                        let code = code.metric_label();
                         self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
                     }
                     if let Err(gone) = self.send(message).await {

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::connection::Out;
 use super::server::AppState;
 use super::voice::{AudioGate, Gate, audio};
-use switchboard_core::protocol::{ClientMessage, ServerMessage, close_code, decode_client};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, close_code, decode_client};
 
 /// How long to read (and drop) frames after a close, waiting for the client's answer.
 pub const CLOSE_DRAIN: Duration = Duration::from_secs(2);
@@ -148,7 +148,7 @@ impl Reader {
             Message::Text(text) => self.text(text.as_str()).await,
             Message::Binary(_) => {
                 let error = ServerMessage::error(
-                    "unsupported_frame",
+                    ErrorCode::UnsupportedFrame,
                     "binary frames carry audio; text sessions take JSON text frames",
                     true,
                 );
@@ -164,7 +164,7 @@ impl Reader {
         let pcm = match checked {
             Ok(pcm) => pcm,
             Err(error) => {
-                self.count(error.code());
+                self.count(error.code().metric_label());
                 return self.tell(ServerMessage::error(error.code(), error.to_string(), true)).await;
             }
         };
@@ -209,7 +209,7 @@ impl Reader {
                 self.session_message(message)
             }
             Err(error) => {
-                self.count(error.code());
+                self.count(error.code().metric_label());
                 self.tell(ServerMessage::error(error.code(), error.to_string(), true)).await
             }
         }

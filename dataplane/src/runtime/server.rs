@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::serve::ListenerExt;
 use serde::Deserialize;
-use switchboard_core::protocol::{ServerMessage, close_code};
+use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use switchboard_crds::contract;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -219,7 +219,7 @@ async fn session(
             let message = format!(
                 "pages from {origin} may not open sessions here; start the server with --allowed-origin {origin} to allow it"
             );
-            let error = ServerMessage::error("origin", message, false);
+            let error = ServerMessage::error(ErrorCode::Origin, message, false);
             let _ = socket.send(Message::text(error.to_json())).await;
             let close = CloseFrame { code: close_code::ORIGIN_NOT_ALLOWED, reason: "origin not allowed".into() };
             let _ = socket.send(Message::Close(Some(close))).await;

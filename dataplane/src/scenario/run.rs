@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, StopReason};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -308,7 +308,7 @@ impl Session {
                 }
                 Some(ServerMessage::BidiResponseComplete { stop_reason, .. }) => {
                     answering = false;
-                    handing_off = stop_reason == "handoff";
+                    handing_off = *stop_reason == StopReason::Handoff;
                     ends = !handing_off;
                 }
                 Some(ServerMessage::BidiError { recoverable, .. }) => ends = !recoverable || !answering,

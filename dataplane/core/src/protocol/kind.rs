@@ -164,7 +164,7 @@ mod tests {
 
     use super::*;
     use crate::handoff::{HandoffContext, HandoffKind, WorkflowSnapshot};
-    use crate::protocol::TranscriptRole;
+    use crate::protocol::{ErrorCode, StopReason, TranscriptRole};
 
     /// One message of every kind.
     fn every_message() -> Vec<ServerMessage> {
@@ -199,7 +199,7 @@ mod tests {
                 input_id: Some("7:c-1".into()),
             },
             ServerMessage::BidiResponseStart { turn: 1 },
-            ServerMessage::BidiResponseComplete { turn: 1, stop_reason: "end_turn".into() },
+            ServerMessage::BidiResponseComplete { turn: 1, stop_reason: StopReason::EndTurn },
             ServerMessage::BidiUsage { input_tokens: 1, output_tokens: 2, total_tokens: 3, modality: None },
             ServerMessage::BidiAudioStream { audio: "AAAA".into() },
             ServerMessage::BidiInterruption {},
@@ -232,7 +232,7 @@ mod tests {
             },
             ServerMessage::MemoryUpdate { key: "k".into(), value: json!(null) },
             ServerMessage::WorkflowTransition { from: "a".into(), to: "b".into(), by: "model".into() },
-            ServerMessage::error("busy", "m", true),
+            ServerMessage::error(ErrorCode::Busy, "m", true),
             ServerMessage::BidiConnectionDraining { seconds: 3 },
             ServerMessage::BidiConnectionClose { reason: "bye".into() },
         ]
@@ -248,6 +248,20 @@ mod tests {
             let tag = serde_json::from_str::<serde_json::Value>(&text).expect("JSON")["type"].clone();
             assert_eq!(tag, json!(message.kind().as_str()), "the wire name of {message:?}");
             assert_eq!(ServerKind::peek(&text), Some(message.kind()), "peeked from {text}");
+        }
+    }
+
+    #[test]
+    fn errors_and_completions_peek_the_same_whatever_their_code() {
+        let unknown = [ErrorCode::Other("newer".into())];
+        for code in ErrorCode::ALL.iter().chain(&unknown) {
+            let text = ServerMessage::error(code.clone(), "m", true).to_json();
+            assert_eq!(ServerKind::peek(&text), Some(ServerKind::Error), "{text}");
+        }
+        let unknown = [StopReason::Other("newer".into())];
+        for stop_reason in StopReason::ALL.iter().chain(&unknown).cloned() {
+            let text = ServerMessage::BidiResponseComplete { turn: 1, stop_reason }.to_json();
+            assert_eq!(ServerKind::peek(&text), Some(ServerKind::ResponseComplete), "{text}");
         }
     }
 

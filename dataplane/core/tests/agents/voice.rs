@@ -182,7 +182,7 @@ fn voice_input() -> impl Strategy<Value = Input> {
         "[a-z ]{1,20}".prop_map(Input::user_text),
         Just(Input::VoiceInterrupted),
         prop_oneof![Just("end_turn"), Just("interrupted"), Just("tool_use")]
-            .prop_map(|s| Input::VoiceCompletionEnd { stop_reason: s.to_owned() }),
+            .prop_map(|s| Input::VoiceCompletionEnd { stop_reason: s.into() }),
         (0u8..4, "[0-9]{8}").prop_map(|(n, account)| Input::VoiceToolUse(call(
             &format!("t{n}"),
             "perform_idv_check",

@@ -22,14 +22,14 @@ fn keys_are_checked_by_digest_and_limited_per_key() {
     let first = auth.admit(&headers(&[("authorization", "Bearer a-key")]), None).expect("admitted");
     assert_eq!(first.key.as_deref(), Some("alpha"));
     let second = auth.admit(&headers(&[("x-api-key", "a-key")]), None).expect_err("over its limit");
-    assert_eq!((second.code, second.reason), (close_code::TOO_MANY_SESSIONS, "key_sessions"));
+    assert_eq!((second.code, second.reason), (close_code::TOO_MANY_SESSIONS, ErrorCode::KeySessions));
     drop(first);
     assert!(auth.admit(&headers(&[("x-api-key", "a-key")]), None).is_ok(), "the slot came back");
     assert!(auth.admit(&headers(&[("authorization", "bearer b-key")]), None).is_ok());
     let unknown = auth.admit(&headers(&[("authorization", "Bearer nope")]), None).expect_err("unknown");
-    assert_eq!((unknown.code, unknown.reason), (close_code::UNAUTHORIZED, "unknown_key"));
+    assert_eq!((unknown.code, unknown.reason), (close_code::UNAUTHORIZED, ErrorCode::UnknownKey));
     let missing = auth.admit(&headers(&[]), None).expect_err("missing");
-    assert_eq!((missing.code, missing.reason), (close_code::UNAUTHORIZED, "missing_key"));
+    assert_eq!((missing.code, missing.reason), (close_code::UNAUTHORIZED, ErrorCode::MissingKey));
     let basic = auth.admit(&headers(&[("authorization", "Basic a-key")]), None).expect_err("not a bearer");
     assert_eq!(basic.reason, "missing_key");
 }
@@ -40,7 +40,7 @@ fn browser_origins_need_the_allowlist() {
     assert!(open.admit(&headers(&[]), None).is_ok(), "no Origin: not a browser");
     assert!(open.admit(&headers(&[("origin", "https://bank.example")]), None).is_ok());
     let refused = open.admit(&headers(&[("origin", "https://evil.example")]), None).expect_err("foreign page");
-    assert_eq!((refused.code, refused.reason), (close_code::ORIGIN_NOT_ALLOWED, "origin"));
+    assert_eq!((refused.code, refused.reason), (close_code::ORIGIN_NOT_ALLOWED, ErrorCode::Origin));
     let any = Auth::new(None, vec!["*".into()]).expect("auth");
     assert!(any.admit(&headers(&[("origin", "https://evil.example")]), None).is_ok());
 }
@@ -108,7 +108,7 @@ fn jwts_are_checked_for_signature_key_issuer_audience_and_expiry() {
     assert!(auth.admit(&headers(&[]), Some(&good)).is_ok(), "a browser's access_token query parameter");
     let refused = |token: &str, why: &str| {
         let refusal = auth.admit(&headers(&[]), Some(token)).expect_err(why);
-        assert_eq!((refusal.code, refusal.reason), (close_code::UNAUTHORIZED, "invalid_token"), "{why}");
+        assert_eq!((refusal.code, refusal.reason), (close_code::UNAUTHORIZED, ErrorCode::InvalidToken), "{why}");
         assert!(refusal.message.contains(why), "{why}: {}", refusal.message);
     };
     refused(&token(&key, "k1", claims("https://idp.example", "switchboard", -300)), "expired");
@@ -162,7 +162,7 @@ fn a_keys_message_budget_is_shared_by_its_sessions() {
         (0..3).filter(|_| one.allow_message().is_ok()).count() + (0..3).filter(|_| two.allow_message().is_ok()).count();
     assert_eq!(allowed, 4);
     let refusal = one.allow_message().expect_err("spent");
-    assert_eq!((refusal.code, refusal.reason), (close_code::RATE_LIMITED, "key_rate"));
+    assert_eq!((refusal.code, refusal.reason), (close_code::RATE_LIMITED, ErrorCode::KeyRate));
     let free = auth.admit(&headers(&[("x-api-key", "f-key")]), None).expect("admitted");
     assert!((0..1000).all(|_| free.allow_message().is_ok()), "no rate: no limit");
     assert!(Auth::new(Some(&format!("a {} 1 0\n", digest("k"))), vec![]).is_err(), "a zero rate is refused");
@@ -193,7 +193,7 @@ fn keys_take_named_options_and_a_scope() {
     let web = auth.admit(&headers(&[("x-api-key", "w-key")]), None).expect("admitted");
     assert!(web.allow_agent("bank", "triage").is_ok() && web.allow_agent("shop", "cart").is_ok());
     let refusal = web.allow_agent("bank", "banking").expect_err("outside its scope");
-    assert_eq!((refusal.code, refusal.reason), (close_code::NOT_EXPOSED, "agent_not_allowed"));
+    assert_eq!((refusal.code, refusal.reason), (close_code::NOT_EXPOSED, ErrorCode::AgentNotAllowed));
     assert!(refusal.message.contains("\"web\" may not reach bank/banking"), "{}", refusal.message);
     assert!(refusal.message.contains("bank/triage, shop/*"), "says what it may reach: {}", refusal.message);
     assert!(web.allow_namespace("bank").is_ok() && web.allow_namespace("evil").is_err());
@@ -253,7 +253,7 @@ fn a_tokens_agents_claim_scopes_it_and_subjects_have_their_own_limits() {
     // Two sessions per subject; the third is refused while the first two live.
     let second = auth.admit(&headers(&[]), Some(&with(serde_json::json!(["bank/*"]), "ada"))).expect("second");
     let third = auth.admit(&headers(&[]), Some(&with(serde_json::json!(["bank/*"]), "ada"))).expect_err("third");
-    assert_eq!((third.code, third.reason), (close_code::TOO_MANY_SESSIONS, "key_sessions"));
+    assert_eq!((third.code, third.reason), (close_code::TOO_MANY_SESSIONS, ErrorCode::KeySessions));
     assert!(third.message.contains("subject \"ada\""), "{}", third.message);
     // One budget across the subject's sessions: 1 a second, bursts of 2.
     assert_eq!(

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::extract::ws::{Message, Utf8Bytes};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use switchboard_core::protocol::{ClientMessage, ServerMessage, close_code};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, close_code};
 use tokio_tungstenite::tungstenite::{self, Message as UpMessage};
 
 use super::machine::{
@@ -386,7 +386,7 @@ async fn finish(
                 tracing::warn!(session_id = %machine.id(), "cannot park the session again: {error}");
             }
             gateway.metrics.refused.with_label_values(&["no_runtime"]).inc();
-            let message = ServerMessage::error("no_runtime", format!("{message}; resume again shortly"), false);
+            let message = ServerMessage::error(ErrorCode::NoRuntime, format!("{message}; resume again shortly"), false);
             let _ = client_tx.send(Message::text(message.to_json())).await;
             Some((close_code::TRY_AGAIN_LATER, "no runtime".to_owned()))
         }

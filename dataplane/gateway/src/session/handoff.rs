@@ -9,7 +9,7 @@
 //! Agent on a fresh runtime session.
 
 use switchboard_core::handoff::HandoffContext;
-use switchboard_core::protocol::ServerMessage;
+use switchboard_core::protocol::{ErrorCode, ServerMessage};
 
 use super::machine::{Cx, Machine, Note, Purpose};
 use crate::resume::Missed;
@@ -57,7 +57,7 @@ impl Machine {
         self.kept.handoff_failed(to, error);
         let message =
             format!("the handoff to {to} failed ({error}); you are still talking to {}", self.target.route.name);
-        self.deliver(ServerMessage::error("handoff_failed", message, true).into());
+        self.deliver(ServerMessage::error(ErrorCode::HandoffFailed, message, true).into());
         self.reopen("handoff_failed", None, cx);
     }
 }

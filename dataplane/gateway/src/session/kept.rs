@@ -15,7 +15,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use switchboard_core::handoff::{HandoffContext, HandoffKind, HistoryTurn, WorkflowSnapshot};
-use switchboard_core::protocol::{ClientMessage, ServerKind, ServerMessage, TranscriptRole, decode_client};
+use switchboard_core::protocol::{
+    ClientMessage, ErrorCode, ServerKind, ServerMessage, StopReason, TranscriptRole, decode_client,
+};
 
 /// History lines kept per session (oldest dropped first).
 pub const MAX_HISTORY: usize = 200;
@@ -174,7 +176,7 @@ impl Kept {
             ServerMessage::BidiResponseStart { .. } => self.turn_open = true,
             ServerMessage::BidiResponseComplete { stop_reason, .. } => {
                 self.turn_open = false;
-                self.handoff_expected = stop_reason == "handoff";
+                self.handoff_expected = stop_reason == StopReason::Handoff;
             }
             _ => {}
         }
@@ -203,7 +205,7 @@ impl Kept {
             }
             // The agent refused an input (too many waiting): it is not in flight. Without
             // an id, the newest.
-            ServerMessage::BidiError { code, input_id, .. } if code == "busy" => {
+            ServerMessage::BidiError { code: ErrorCode::Busy, input_id, .. } => {
                 let at = match input_id {
                     Some(id) => by_id(&self.in_flight, id),
                     None => self.in_flight.len().checked_sub(1),
@@ -311,206 +313,4 @@ fn carries_state(text: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn say(role: &str, text: &str) -> String {
-        json!({"type": "bidi_transcript_stream", "role": role, "text": text, "delta": false, "is_final": true})
-            .to_string()
-    }
-
-    #[test]
-    fn memory_and_history_follow_the_runtime_within_bounds() {
-        let mut kept = Kept::default();
-        kept.observe(&json!({"type": "memory_update", "key": "verifiedUser", "value": {"name": "Ada"}}).to_string());
-        assert_eq!(kept.memory["verifiedUser"]["name"], "Ada");
-        kept.observe(&json!({"type": "memory_update", "key": "verifiedUser", "value": null}).to_string());
-        assert!(kept.memory.is_empty(), "null removes");
-        for i in 0..=MAX_HISTORY {
-            kept.observe(&say("assistant", &format!("line {i}")));
-        }
-        assert_eq!(kept.history.len(), MAX_HISTORY);
-        assert_eq!(kept.history[0].text, "line 1", "the oldest went first");
-        // Streamed pieces and reply audio are not history.
-        let piece = json!({"type": "bidi_transcript_stream", "role": "assistant", "text": "x", "delta": true, "is_final": false});
-        kept.observe(&piece.to_string());
-        kept.observe(r#"{"type":"bidi_audio_stream","audio":"AAAA"}"#);
-        assert_eq!(kept.history.len(), MAX_HISTORY);
-        // A turn is open from its start to its completion.
-        kept.observe(&json!({"type": "bidi_response_start", "turn": 1}).to_string());
-        assert!(kept.turn_open);
-        kept.observe(&json!({"type": "bidi_response_complete", "turn": 1, "stop_reason": "end_turn"}).to_string());
-        assert!(!kept.turn_open);
-    }
-
-    #[test]
-    fn the_workflow_position_follows_the_transitions_of_the_agent_serving() {
-        let mut kept = Kept { agent: "idv".into(), ..Kept::default() };
-        let step = |from: &str, to: &str| {
-            json!({"type": "workflow_transition", "from": from, "to": to, "by": "model"}).to_string()
-        };
-        kept.observe(&step("collect", "verify"));
-        kept.observe(&step("verify", "choose"));
-        let position = kept.workflow.clone().expect("a position");
-        assert_eq!((position.agent.as_str(), position.node.as_str()), ("idv", "choose"));
-        assert_eq!(position.visited, ["collect", "verify", "choose"]);
-        for i in 0..2 * MAX_VISITED {
-            kept.observe(&step("a", &format!("n{i}")));
-        }
-        assert_eq!(kept.workflow.as_ref().map(|w| w.visited.len()), Some(MAX_VISITED), "bounded");
-    }
-
-    #[test]
-    fn a_failed_handoff_is_the_last_line_the_source_agent_reads() {
-        let mut kept = Kept::default();
-        kept.observe(&say("assistant", "I'll transfer you to identity verification."));
-        kept.handoff_failed("idv", "agent idv has no ready pod");
-        let last = kept.history.last().expect("a line");
-        assert_eq!(last.role, TranscriptRole::Assistant);
-        assert!(
-            last.text.contains("transfer to idv did not happen") && last.text.contains("no ready pod"),
-            "{}",
-            last.text
-        );
-    }
-
-    fn texts(kept: &Kept) -> Vec<&str> {
-        kept.in_flight.iter().map(|t| t.text.as_str()).collect()
-    }
-
-    #[test]
-    fn typed_inputs_stay_in_flight_until_echoed_or_refused() {
-        let mut kept = Kept::default();
-        let typed = |text: &str| json!({"type": "bidi_text_input", "text": text}).to_string();
-        assert!(kept.track(&typed("one")).is_some_and(|(_, tracked)| tracked));
-        assert!(kept.track(&typed("two")).is_some());
-        assert!(kept.track(&typed("three")).is_some());
-        assert_eq!(kept.track(r#"{"type":"close"}"#), None, "only typed inputs are tracked");
-        // A runtime that echoes no id: matched by text.
-        assert_eq!(kept.observe(&say("user", "one")), None, "relayed as it is");
-        kept.observe(&say("assistant", "two"));
-        assert_eq!(kept.turn, 1, "one user input taken up: turn 1");
-        assert_eq!(texts(&kept), ["two", "three"], "only the user's echo takes an input up");
-        kept.observe(&json!({"type": "bidi_error", "code": "busy", "message": "m", "recoverable": true}).to_string());
-        assert_eq!(texts(&kept), ["two"], "the refused newest input is not in flight");
-        let frames: Vec<ClientMessage> = kept.replay().map(|f| decode_client(&f).expect("a client frame")).collect();
-        assert_eq!(frames, [ClientMessage::BidiTextInput { text: "two".into(), id: Some("2".into()) }]);
-    }
-
-    /// The runtime's echo of a typed input, naming it by `id`.
-    fn echo(text: &str, id: &str) -> String {
-        json!({"type": "bidi_transcript_stream", "role": "user", "text": text, "delta": false, "is_final": true, "input_id": id})
-            .to_string()
-    }
-
-    #[test]
-    fn identical_typed_inputs_are_told_apart_by_id_and_clients_get_their_own_ids_back() {
-        let mut kept = Kept::default();
-        let typed = |id: Option<&str>| json!({"type": "bidi_text_input", "text": "yes", "id": id}).to_string();
-        let sent: Vec<ClientMessage> = [Some("a"), None, Some("a"), Some("x:y")]
-            .into_iter()
-            .map(|id| decode_client(&kept.track(&typed(id)).expect("typed").0).expect("a frame"))
-            .collect();
-        let ids: Vec<_> = sent
-            .iter()
-            .map(|m| if let ClientMessage::BidiTextInput { id, .. } = m { id.clone() } else { None })
-            .collect();
-        let gateway = |id: &str| Some(id.to_owned());
-        assert_eq!(
-            ids,
-            [gateway("1:a"), gateway("2"), gateway("3:a"), gateway("4:x:y")],
-            "unique, whatever the client sent"
-        );
-
-        // The runtime takes up the third: that one, not the first of the same text.
-        let Some(ServerMessage::BidiTranscriptStream { input_id, text, .. }) = kept.observe(&echo("yes", "3:a")) else {
-            panic!("an echo for the client")
-        };
-        assert_eq!((text.as_str(), input_id.as_deref()), ("yes", Some("a")), "the client's own id back");
-        let in_flight: Vec<&str> = kept.in_flight.iter().map(|t| t.id.as_str()).collect();
-        assert_eq!(in_flight, ["1:a", "2", "4:x:y"]);
-        assert!(
-            matches!(kept.observe(&echo("yes", "2")), Some(ServerMessage::BidiTranscriptStream { input_id: None, .. })),
-            "no id given, none back"
-        );
-        // A refusal names the input it refused.
-        let busy =
-            json!({"type": "bidi_error", "code": "busy", "message": "m", "recoverable": true, "input_id": "1:a"});
-        let refused = kept.observe(&busy.to_string());
-        assert!(
-            matches!(&refused, Some(ServerMessage::BidiError { input_id: Some(id), .. }) if id == "a"),
-            "{refused:?}"
-        );
-        let in_flight: Vec<&str> = kept.in_flight.iter().map(|t| t.id.as_str()).collect();
-        assert_eq!(in_flight, ["4:x:y"]);
-        // An echo of an input no longer tracked still gives the client its id.
-        assert!(
-            matches!(kept.observe(&echo("yes", "1:a")), Some(ServerMessage::BidiTranscriptStream { input_id: Some(id), .. }) if id == "a")
-        );
-        assert_eq!(kept.turn, 3);
-    }
-
-    #[test]
-    fn a_blank_input_gets_an_id_but_is_not_waited_for() {
-        let mut kept = Kept::default();
-        let (frame, tracked) =
-            kept.track(&json!({"type": "bidi_text_input", "text": "  ", "id": "b"}).to_string()).expect("typed");
-        assert!(!tracked && kept.in_flight.is_empty());
-        assert_eq!(
-            decode_client(&frame).ok(),
-            Some(ClientMessage::BidiTextInput { text: "  ".into(), id: Some("1:b".into()) })
-        );
-        let empty =
-            json!({"type": "bidi_error", "code": "empty_text", "message": "m", "recoverable": true, "input_id": "1:b"});
-        assert!(
-            matches!(kept.observe(&empty.to_string()), Some(ServerMessage::BidiError { input_id: Some(id), .. }) if id == "b")
-        );
-    }
-
-    #[test]
-    fn a_session_parked_before_ids_resumes_with_its_inputs_in_flight() {
-        let earlier = json!({"agent": "triage", "memory": {}, "history": [], "return_to": null, "turn": 2, "workflow": null,
-            "in_flight": ["one", "one"]});
-        let mut kept: Kept = serde_json::from_value(earlier).expect("an earlier gateway's session");
-        assert_eq!(texts(&kept), ["one", "one"]);
-        assert_ne!(kept.in_flight[0].id, kept.in_flight[1].id, "each its own id");
-        let (frame, _) = kept.track(&json!({"type": "bidi_text_input", "text": "two"}).to_string()).expect("typed");
-        assert!(frame.contains(r#""id":"1""#), "{frame}");
-        let again: Kept = serde_json::from_str(&serde_json::to_string(&kept).expect("JSON")).expect("read back");
-        assert_eq!((again.in_flight, again.inputs), (kept.in_flight, 1));
-    }
-
-    #[test]
-    fn history_memory_and_typed_inputs_are_bounded_in_bytes() {
-        let mut kept = Kept::default();
-        let long = "x".repeat(40 * 1024);
-        for i in 0..10 {
-            kept.observe(&say("assistant", &format!("{i}{long}")));
-        }
-        assert_eq!(kept.history.len(), 3, "128 KiB of 40 KiB lines: the newest three");
-        assert!(kept.history[2].text.starts_with('9'));
-        let huge = "y".repeat(MAX_HISTORY_BYTES + 1);
-        kept.observe(&say("user", &huge));
-        assert_eq!(kept.history.len(), 1, "one line past the budget stays alone: the newest is never dropped");
-
-        let update = |key: &str, size: usize| {
-            json!({"type": "memory_update", "key": key, "value": "z".repeat(size)}).to_string()
-        };
-        kept.observe(&update("a", 40 * 1024));
-        kept.observe(&update("b", 40 * 1024));
-        assert!(kept.memory.contains_key("a") && !kept.memory.contains_key("b"), "past 64 KiB, not kept");
-        kept.observe(&update("a", 10));
-        kept.observe(&update("b", 40 * 1024));
-        assert!(kept.memory.contains_key("b"), "a smaller value made room");
-
-        let typed = |text: &str| json!({"type": "bidi_text_input", "text": text}).to_string();
-        for i in 0..8 {
-            assert!(kept.track(&typed(&format!("{i}{}", "t".repeat(30 * 1024)))).is_some_and(|(_, tracked)| tracked));
-        }
-        assert_eq!(kept.in_flight.len(), 4, "128 KiB of 30 KiB inputs");
-        assert!(kept.in_flight[0].text.starts_with('4'), "the oldest went first");
-        assert!(kept.bytes() <= MAX_KEPT_BYTES + huge.len(), "{}", kept.bytes());
-    }
-}
+mod tests;

@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use axum::extract::ws::Utf8Bytes;
-use switchboard_core::protocol::{ServerKind, ServerMessage, close_code, gateway_only};
+use switchboard_core::protocol::{ErrorCode, ServerKind, ServerMessage, close_code, gateway_only};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 
 pub(super) use super::events::Purpose;
@@ -248,7 +248,7 @@ impl Machine {
                     "nothing came from the client or the agent for {} s, so the session ended (it cannot be resumed); start a new one",
                     self.limits.idle_timeout.as_secs()
                 );
-                self.refuse(Refusal { code: close_code::IDLE_TIMEOUT, message, reason: "idle_timeout" });
+                self.refuse(Refusal { code: close_code::IDLE_TIMEOUT, message, reason: ErrorCode::IdleTimeout });
             }
             Event::ClientSendFailed(SendFailure::Gone) => self.client_gone(cx),
             Event::ClientSendFailed(SendFailure::Slow) => {
@@ -278,7 +278,7 @@ impl Machine {
             } else {
                 let message =
                     format!("more than {} messages a second on this session; send fewer", self.bucket.per_second());
-                Err(Refusal { code: close_code::RATE_LIMITED, message, reason: "session_rate" })
+                Err(Refusal { code: close_code::RATE_LIMITED, message, reason: ErrorCode::SessionRate })
             };
             if let Err(refusal) = over {
                 return self.refuse(refusal);
@@ -444,9 +444,10 @@ impl Machine {
     /// Ends the session for a limit the client broke: the `bidi_error` says which and what
     /// to do, the close has its code.
     pub(super) fn refuse(&mut self, refusal: Refusal) {
-        self.push(Effect::Note(Note::Refused(refusal.reason)));
+        self.push(Effect::Note(Note::Refused(refusal.reason.metric_label())));
+        let close = (refusal.code, refusal.reason.as_str().replace('_', " "));
         self.deliver(ServerMessage::error(refusal.reason, refusal.message, false).into());
-        self.end((refusal.code, refusal.reason.replace('_', " ")));
+        self.end(close);
     }
 
     /// The session ends with `close`.

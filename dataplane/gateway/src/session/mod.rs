@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code, decode_client};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionStart, close_code, decode_client};
 use tracing::Instrument;
 
 use crate::Gateway;
@@ -117,7 +117,7 @@ async fn admit(
     };
     if let Some(fields) = client_context(&start) {
         let message = ServerMessage::error(
-            "context_refused",
+            ErrorCode::ContextRefused,
             format!("session_start.{fields} is not accepted from clients: session context is the gateway's"),
             false,
         );
@@ -133,7 +133,7 @@ async fn admit(
         let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent) else {
             let message =
                 format!("the agent {}/{} this session was with no longer exists", parked.namespace, parked.agent);
-            let message = ServerMessage::error("unknown_agent", message, false);
+            let message = ServerMessage::error(ErrorCode::UnknownAgent, message, false);
             return Err(refuse(gateway, client_tx, "unknown_agent", message, close_code::UNKNOWN_AGENT).await);
         };
         let directory = gateway.directory.borrow().clone();
@@ -146,7 +146,7 @@ async fn admit(
     let target = match routed {
         Ok(target) => target,
         Err(error) => {
-            let message = ServerMessage::error(error.metric_label(), error.to_string(), false);
+            let message = ServerMessage::error(error.code(), error.to_string(), false);
             return Err(refuse(gateway, client_tx, error.metric_label(), message, error.close_code()).await);
         }
     };
@@ -172,7 +172,7 @@ async fn take_parked(gateway: &Gateway, key: &str, client_tx: &mut ClientSink) -
         Ok(Taken::Held) => {
             let message =
                 "the session is still attached to another connection of yours; close it, or resume again shortly";
-            let message = ServerMessage::error("session_attached", message, false);
+            let message = ServerMessage::error(ErrorCode::SessionAttached, message, false);
             Err(refuse(gateway, client_tx, "session_attached", message, close_code::TRY_AGAIN_LATER).await)
         }
         Ok(Taken::Unknown) => {
@@ -181,19 +181,20 @@ async fn take_parked(gateway: &Gateway, key: &str, client_tx: &mut ClientSink) -
                  bidi_connection_start brings a new token); start a new session without resume_token",
                 config.resume_window.as_secs()
             );
-            let message = ServerMessage::error("resume_refused", message, false);
+            let message = ServerMessage::error(ErrorCode::ResumeRefused, message, false);
             Err(refuse(gateway, client_tx, "resume_refused", message, close_code::RESUME_REFUSED).await)
         }
         Err(error @ resume::StoreError::Tampered) => {
             tracing::warn!("resume refused: {error}");
             gateway.metrics.refused.with_label_values(&["session_tampered"]).inc();
             let message = format!("{error}; start a new session without resume_token");
-            let message = ServerMessage::error("resume_refused", message, false);
+            let message = ServerMessage::error(ErrorCode::ResumeRefused, message, false);
             Err(refuse(gateway, client_tx, "resume_refused", message, close_code::RESUME_REFUSED).await)
         }
         Err(error) => {
             tracing::warn!("resume: {error}");
-            let message = ServerMessage::error("store_unavailable", format!("{error}; try again shortly"), false);
+            let message =
+                ServerMessage::error(ErrorCode::StoreUnavailable, format!("{error}; try again shortly"), false);
             Err(refuse(gateway, client_tx, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await)
         }
     }
@@ -210,8 +211,9 @@ fn client_context(start: &SessionStart) -> Option<String> {
 
 /// [`refuse`] with the credential check's refusal.
 async fn refuse_as(gateway: &Gateway, client_tx: &mut ClientSink, refusal: crate::auth::Refusal) -> Close {
+    let reason = refusal.reason.metric_label();
     let message = ServerMessage::error(refusal.reason, refusal.message, false);
-    refuse(gateway, client_tx, refusal.reason, message, refusal.code).await
+    refuse(gateway, client_tx, reason, message, refusal.code).await
 }
 
 /// Counts a refused session, tells the client why, and returns the close.

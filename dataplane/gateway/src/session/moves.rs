@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use switchboard_core::protocol::{ServerMessage, close_code};
+use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 
 use super::machine::{Cx, Effect, Machine, Note, Phase, Purpose};
 
@@ -83,7 +83,7 @@ impl Machine {
                 "the agent {} has no pod that can take this session now; reconnect shortly",
                 self.target.route.name
             );
-            self.deliver(ServerMessage::error("no_runtime", message, false).into());
+            self.deliver(ServerMessage::error(ErrorCode::NoRuntime, message, false).into());
             return self.end((close_code::INTERNAL, "no runtime pod could take the session".into()));
         }
         self.purpose = Some(Purpose::Reopen { reason, attempts_left: attempts_left - 1 });
@@ -131,7 +131,7 @@ impl Machine {
         self.note(Note::AgentRemoved);
         let message =
             format!("the agent {} was removed from this cluster; start a new session", self.target.route.name);
-        self.deliver(ServerMessage::error("agent_removed", message, false).into());
+        self.deliver(ServerMessage::error(ErrorCode::AgentRemoved, message, false).into());
         self.end((close_code::UNKNOWN_AGENT, "the agent was removed".into()));
     }
 }

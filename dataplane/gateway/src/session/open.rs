@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 
 use switchboard_core::handoff::HandoffContext;
-use switchboard_core::protocol::{ServerMessage, close_code};
+use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 
 use super::machine::{Cx, Effect, Ending, Machine, Note, OpenRequest, Phase, Purpose};
@@ -112,7 +112,7 @@ impl Machine {
             Purpose::Start { .. } => {
                 // A close reason is at most 123 bytes: the bidi_error has the details.
                 self.push(Effect::Note(Note::Refused("no_runtime")));
-                self.push(Effect::Client(ServerMessage::error("no_runtime", message, false).into()));
+                self.push(Effect::Client(ServerMessage::error(ErrorCode::NoRuntime, message, false).into()));
                 self.phase = Phase::Done(Ending::Close((close_code::TRY_AGAIN_LATER, "no runtime".into())));
             }
             Purpose::Handoff { to, previous, resumed, .. } => {

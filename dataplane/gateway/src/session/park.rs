@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use switchboard_core::protocol::{ServerKind, ServerMessage, close_code};
+use switchboard_core::protocol::{ErrorCode, ServerKind, ServerMessage, close_code};
 
 use super::machine::{Cx, Ending, Limits, Machine, Phase, Purpose, RuntimeFrame};
 use crate::directory::Target;
@@ -52,7 +52,7 @@ impl Machine {
         }
         if let Some((first, last)) = missed.gap {
             let message = format!("messages {first} to {last} were sent while you were away and are no longer held");
-            self.deliver(ServerMessage::error("replay_gap", message, true).into());
+            self.deliver(ServerMessage::error(ErrorCode::ReplayGap, message, true).into());
         }
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use switchboard_core::protocol::{ClientMessage, ServerMessage, close_code, decode_client};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, close_code, decode_client};
 use switchboard_crds::Mode;
 use switchboard_crds::routing::{RUNTIME_PORT, Route, RoutingTable, SESSION_PATH};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
@@ -171,7 +171,7 @@ pub(super) fn typed(text: &str, id: &str) -> ClientMessage {
     ClientMessage::BidiTextInput { text: text.into(), id: Some(id.into()) }
 }
 
-pub(super) fn error_codes(effects: &[Effect]) -> Vec<String> {
+pub(super) fn error_codes(effects: &[Effect]) -> Vec<ErrorCode> {
     to_client(effects)
         .into_iter()
         .filter_map(|m| match m {

@@ -8,6 +8,7 @@
 use std::time::Instant;
 
 use bytes::Bytes;
+use switchboard_core::protocol::ErrorCode;
 
 /// Sample rate of user audio.
 pub const INPUT_RATE: u32 = 16_000;
@@ -41,12 +42,12 @@ pub enum AudioError {
 
 impl AudioError {
     /// The `bidi_error` code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Self::Base64(_) => "invalid_audio_base64",
-            Self::OddLength(_) => "invalid_audio_length",
-            Self::Empty => "empty_audio",
-            Self::TooLarge(_) => "audio_too_large",
+            Self::Base64(_) => ErrorCode::InvalidAudioBase64,
+            Self::OddLength(_) => ErrorCode::InvalidAudioLength,
+            Self::Empty => ErrorCode::EmptyAudio,
+            Self::TooLarge(_) => ErrorCode::AudioTooLarge,
         }
     }
 }

@@ -24,12 +24,12 @@ use switchboard_crds::{Mode, RuntimeSpec};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::driver::{AgentRuntime, Exit, IDENTITY_REFUSED, Link, Opening, Shared};
+use super::driver::{AgentRuntime, Exit, Link, Opening, Shared};
 use super::identity::SessionIdentity;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use relay::Relay;
-use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, TranscriptRole};
 use switchboard_core::{Effect, Input, Session};
 use switchboard_models::ModelError;
 use switchboard_models::bedrock::{BedrockConfig, build_client};
@@ -223,8 +223,8 @@ impl Voice<'_> {
         }
     }
 
-    async fn error(&mut self, code: &str, message: String) -> Option<Exit> {
-        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
+    async fn error(&mut self, code: ErrorCode, message: String) -> Option<Exit> {
+        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code.metric_label()]).inc();
         self.send(ServerMessage::error(code, message, true)).await.err()
     }
 
@@ -246,12 +246,12 @@ impl Voice<'_> {
             }
             ClientMessage::BidiTextInput { .. } => {
                 let message = "this agent runs in voice mode: speak (bidi_audio_input or binary PCM frames); typed text needs a hybrid agent";
-                return self.error("unsupported_modality", message.into()).await;
+                return self.error(ErrorCode::UnsupportedModality, message.into()).await;
             }
             ClientMessage::ToolConsent { tool_use_id, approved } => Input::Consent { tool_use_id, approved },
             ClientMessage::Close {} => Input::End,
             ClientMessage::SessionStart(_) => {
-                return self.error("already_started", "the session has already started".into()).await;
+                return self.error(ErrorCode::AlreadyStarted, "the session has already started".into()).await;
             }
             ClientMessage::IdentityAssertion { assertion } => {
                 let refused = self.identity.accept(&assertion).err()?;
@@ -261,7 +261,7 @@ impl Voice<'_> {
                 }
                 let (agent, session_id) = (self.agent.core.name(), self.trace.session_id());
                 tracing::warn!(agent, session_id, "an identity assertion was refused: {refused}");
-                return self.error(IDENTITY_REFUSED, refused.to_string()).await;
+                return self.error(ErrorCode::IdentityRefused, refused.to_string()).await;
             }
             // The reader turns audio messages into checked frames on the audio channel.
             ClientMessage::BidiAudioInput { audio } => match audio::decode_base64(&audio) {
@@ -308,15 +308,14 @@ impl Voice<'_> {
                 return Some(exit);
             }
         }
-        if let Some((label, message)) = relayed.failed {
-            metrics.errors.with_label_values(&[labels[0], &format!("model_{label}")]).inc();
+        if let Some((code, label, message)) = relayed.failed {
+            metrics.errors.with_label_values(&[labels[0], code.metric_label()]).inc();
             tracing::warn!(
                 agent = labels[0],
                 session_id = self.trace.session_id(),
                 "the voice model failed: {message}"
             );
-            let code = format!("model_{label}");
-            let _ = self.send(ServerMessage::error(&code, format!("the voice model failed: {message}"), false)).await;
+            let _ = self.send(ServerMessage::error(code, format!("the voice model failed: {message}"), false)).await;
             session.handle(Input::End, Instant::now());
             return Some(Exit::Closed(format!("the voice model failed ({label})")));
         }
@@ -344,6 +343,7 @@ impl Voice<'_> {
                         self.identity.memory_changed(key, value);
                     }
                     if let ServerMessage::BidiError { code, .. } = &message {
+                        let code = code.metric_label();
                         self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
                     }
                     if let Err(gone) = self.send(message).await {

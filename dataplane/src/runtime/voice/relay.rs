@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use switchboard_core::Input;
-use switchboard_core::protocol::{ServerMessage, TokensByModality, TranscriptRole};
+use switchboard_core::protocol::{ErrorCode, ServerMessage, StopReason as Stop, TokensByModality, TranscriptRole};
 use switchboard_models::ToolUse;
 use switchboard_models::sonic::{ContentKind, GenerationStage, Role, SonicEvent, StopReason};
 
@@ -25,8 +25,8 @@ pub struct Relayed {
     pub usage: Option<TokensByModality>,
     /// A restart of the model stream, with its reason label.
     pub restart: Option<&'static str>,
-    /// The session failed for good: `(error type label, message)`.
-    pub failed: Option<(&'static str, String)>,
+    /// The session failed for good: `(bidi_error code, error type label, message)`.
+    pub failed: Option<(ErrorCode, &'static str, String)>,
 }
 
 /// The text of one open content block.
@@ -127,22 +127,23 @@ impl Relay {
                 out.send.push(ServerMessage::BidiConnectionRestart { reason: label.to_owned(), generation });
                 out.restart = Some(label);
             }
-            SonicEvent::Failed(error) => out.failed = Some((error.metric_label(), error.to_string())),
+            SonicEvent::Failed(error) => out.failed = Some((error.code(), error.metric_label(), error.to_string())),
             SonicEvent::CompletionStart { .. } | SonicEvent::ContentStart { .. } => {}
         }
         out
     }
 }
 
-/// A stop reason as the protocol writes it (`end_turn`, `interrupted`, ...).
-pub fn stop_label(stop: &StopReason) -> String {
+/// Nova Sonic's stop reason as the protocol's (`END_TURN` is `end_turn`, ...; none is
+/// `end_turn`, another lower-cased).
+pub fn stop_label(stop: &StopReason) -> Stop {
     match stop {
-        StopReason::EndTurn => "end_turn".into(),
-        StopReason::PartialTurn => "partial_turn".into(),
-        StopReason::ToolUse => "tool_use".into(),
-        StopReason::Interrupted => "interrupted".into(),
-        StopReason::Other(other) if other.is_empty() => "end_turn".into(),
-        StopReason::Other(other) => other.to_lowercase(),
+        StopReason::EndTurn => Stop::EndTurn,
+        StopReason::PartialTurn => Stop::PartialTurn,
+        StopReason::ToolUse => Stop::ToolUse,
+        StopReason::Interrupted => Stop::Interrupted,
+        StopReason::Other(other) if other.is_empty() => Stop::EndTurn,
+        StopReason::Other(other) => Stop::from(other.to_lowercase().as_str()),
     }
 }
 

@@ -7,12 +7,9 @@
 //! no further (the runtime would refuse it anyway, but the gateway does not relay it).
 
 use switchboard_core::assertion::{IDENTITY_KEY, REFRESH_AFTER_SECS};
-use switchboard_core::protocol::ServerMessage;
+use switchboard_core::protocol::{ErrorCode, ServerMessage};
 
 use super::{Cx, Effect, Machine, Phase};
-
-/// The `bidi_error` code of a client's `identity_assertion`.
-pub const IDENTITY_REFUSED: &str = "identity_refused";
 
 impl Machine {
     /// The verified caller the session's memory holds now.
@@ -58,6 +55,6 @@ impl Machine {
     pub(in crate::session) fn refuse_gateway_only(&mut self) {
         let message = "identity_assertion is sent to runtimes only by the Switchboard gateway, never by a client; \
                        the frame was dropped";
-        self.deliver(ServerMessage::error(IDENTITY_REFUSED, message, true).into());
+        self.deliver(ServerMessage::error(ErrorCode::IdentityRefused, message, true).into());
     }
 }

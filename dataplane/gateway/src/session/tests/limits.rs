@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use switchboard_core::protocol::{ServerMessage, close_code};
+use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 
 use super::{Contains, Drive, addr, error_codes, say, to_client};
 use crate::auth::Refusal;
@@ -12,7 +12,7 @@ use crate::session::machine::{ClientFrame, Effect, Ending, Event, Machine, Note,
 #[test]
 fn client_limits_end_the_session_with_their_codes() {
     let mut drive = Drive::live();
-    let refusal = Refusal { code: close_code::RATE_LIMITED, message: "key budget".into(), reason: "key_rate" };
+    let refusal = Refusal { code: close_code::RATE_LIMITED, message: "key budget".into(), reason: ErrorCode::KeyRate };
     let effects = drive.on(Event::Client(ClientFrame::Binary(vec![0; 4].into()), Err(refusal)));
     assert_eq!(error_codes(&effects), ["key_rate"]);
     assert!(effects.contains_or(&Note::Refused("key_rate")));

@@ -1,0 +1,433 @@
+//! The protocol's catalogues of codes, one place each: the WebSocket close codes servers
+//! send ([`close_code`]), the `bidi_error` codes ([`ErrorCode`]) and why a turn ended
+//! (`bidi_response_complete.stop_reason`, [`StopReason`]). Each code is written on the wire
+//! as the snake_case string of its name, as it always was; a name a newer peer sends that
+//! this version does not know decodes as `Other`, so old clients and gateways read new
+//! runtimes' messages. Comparing one with a string (`code == "busy"`) compares its name.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// WebSocket close codes a server sends, with the reason text saying what to do.
+pub mod close_code {
+    /// The session ended normally (the client sent `close`, or the agent ended it).
+    pub const NORMAL: u16 = 1000;
+    /// The server is shutting down and the drain period is over; reconnect elsewhere.
+    pub const GOING_AWAY: u16 = 1001;
+    /// The `session_start` was invalid (unknown or unexposed agent, bad context).
+    pub const BAD_START: u16 = 4400;
+    /// The client sent messages faster than the per-session rate allows.
+    pub const RATE_LIMITED: u16 = 1008;
+    /// A message was larger than the maximum message size.
+    pub const TOO_BIG: u16 = 1009;
+    /// The server failed; the reason says how.
+    pub const INTERNAL: u16 = 1011;
+    /// The server is at its session limit or draining; try again later (or another pod).
+    pub const TRY_AGAIN_LATER: u16 = 1013;
+    /// The session moved to another agent (runtime pods: the gateway performs the handoff).
+    pub const HANDOFF: u16 = 4000;
+    /// The client did not authenticate (gateway: a missing or unknown API key).
+    pub const UNAUTHORIZED: u16 = 4401;
+    /// The agent is not open to this client: not exposed (`gateway.expose: false`), or
+    /// outside its credential's scope (`agent_not_allowed`).
+    pub const NOT_EXPOSED: u16 = 4403;
+    /// No such agent, or a bare name several namespaces have, or no default agent.
+    pub const UNKNOWN_AGENT: u16 = 4404;
+    /// The page's Origin is not allowed (gateway `--allowed-origin`).
+    pub const ORIGIN_NOT_ALLOWED: u16 = 4405;
+    /// The API key already has its most concurrent sessions open.
+    pub const TOO_MANY_SESSIONS: u16 = 4429;
+    /// The agent has no ready pod; try again shortly.
+    pub const NO_READY_POD: u16 = 4503;
+    /// The client sent nothing for the idle timeout; reconnect (or resume) to go on.
+    pub const IDLE_TIMEOUT: u16 = 4408;
+    /// The client did not read its messages for too long (they piled up); it is closed so
+    /// its session slot is not held forever.
+    pub const SLOW_CLIENT: u16 = 4409;
+    /// The resume token is unknown, expired (past the resume window) or another key's;
+    /// start a new session.
+    pub const RESUME_REFUSED: u16 = 4410;
+}
+
+/// A catalogue: the enum (snake_case names on the wire, an untagged `Other` for names it
+/// does not know), every named variant, the name, a bounded metric label, and conversions.
+/// Each variant's wire name is written out beside it, and a test holds serde to it.
+macro_rules! catalogue {
+    ($(#[$meta:meta])* $name:ident { $($(#[doc = $doc:literal])* $variant:ident = $wire:literal,)* }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $($(#[doc = $doc])* $variant,)*
+            /// A name not in this catalogue, as a newer peer sent it. This version never
+            /// sends one of its own; `From<&str>` gives a named variant where there is one.
+            #[serde(untagged)]
+            Other(String),
+        }
+
+        impl $name {
+            /// Every named variant.
+            pub const ALL: &[Self] = &[$(Self::$variant),*];
+
+            /// The name on the wire.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(Self::$variant => $wire,)*
+                    Self::Other(name) => name,
+                }
+            }
+
+            /// A bounded label for metrics: the name, or `other` for a name not in the
+            /// catalogue.
+            pub fn metric_label(&self) -> &'static str {
+                match self {
+                    $(Self::$variant => $wire,)*
+                    Self::Other(_) => "other",
+                }
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(name: &str) -> Self {
+                match name {
+                    $($wire => Self::$variant,)*
+                    other => Self::Other(other.to_owned()),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, name: &str) -> bool {
+                self.as_str() == name
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, name: &&str) -> bool {
+                self.as_str() == *name
+            }
+        }
+    };
+}
+
+catalogue! {
+    /// The code of a `bidi_error`: what went wrong, stable for programs (the message says
+    /// it for people). Unless said otherwise an error is recoverable (`recoverable: true`):
+    /// the session goes on. A refusal at the start of a session, or one that ends it, comes
+    /// with its close code ([`close_code`]).
+    ErrorCode {
+        /// A frame was not JSON. Send one JSON object per WebSocket text frame.
+        InvalidJson = "invalid_json",
+        /// A message's `type` is none the server knows. Send one of the client messages.
+        UnknownType = "unknown_type",
+        /// A known message with missing or wrong fields (the message says which). Fix it.
+        MalformedMessage = "malformed_message",
+        /// A second `session_start` in a session: ignored. A new session needs a new
+        /// connection.
+        AlreadyStarted = "already_started",
+        /// Audio for an agent that only types, or typed text for one that only speaks.
+        /// Use the agent's modality (typed text needs a text or hybrid agent).
+        UnsupportedModality = "unsupported_modality",
+        /// A binary frame in a text session. Send JSON text frames.
+        UnsupportedFrame = "unsupported_frame",
+        /// `session_start.voice` names no voice of the agent's model. Pick one the message
+        /// lists.
+        InvalidVoice = "invalid_voice",
+        /// The audio of a `bidi_audio_input` is not base64. Send base64 PCM16.
+        InvalidAudioBase64 = "invalid_audio_base64",
+        /// An audio frame of an odd number of bytes. Send whole 16-bit samples.
+        InvalidAudioLength = "invalid_audio_length",
+        /// An empty audio frame. Send 20-100 ms of PCM16 16 kHz mono per frame.
+        EmptyAudio = "empty_audio",
+        /// An audio frame longer than one second. Send 20-100 ms frames.
+        AudioTooLarge = "audio_too_large",
+        /// A blank typed input (voice and hybrid agents), named by `input_id`: not taken up.
+        /// Type something.
+        EmptyText = "empty_text",
+        /// Too many typed inputs wait for the agent's reply: the one named by `input_id` was
+        /// refused, not taken up. Wait for the reply, then send it again.
+        Busy = "busy",
+        /// A `tool_consent` for no tool that waits for one. Answer a `consent_request`'s
+        /// `tool_use_id` only.
+        NoConsentPending = "no_consent_pending",
+        /// The session has ended or moved to another agent; nothing more is taken. Start a
+        /// new session.
+        SessionOver = "session_over",
+        /// An `identity_assertion` from a client (only the gateway sends them), or one the
+        /// runtime could not verify: dropped. Clients never send one.
+        IdentityRefused = "identity_refused",
+        /// The model could not answer this turn (the message says why). Say it again, now
+        /// or a little later.
+        ModelError = "model_error",
+        /// The model answered nothing. Say it again.
+        EmptyReply = "empty_reply",
+        /// The agent used tools too many times in a row without answering. Ask again.
+        ToolRoundsExceeded = "tool_rounds_exceeded",
+        /// The voice model was throttled (not recoverable: the session ends). Start a new
+        /// session later.
+        ModelThrottled = "model_throttled",
+        /// The voice model's service was unavailable; the session ends. Try again later.
+        ModelServiceUnavailable = "model_service_unavailable",
+        /// The voice model's stream broke off; the session ends. Start a new one.
+        ModelStreamInterrupted = "model_stream_interrupted",
+        /// The voice model did not answer in time; the session ends. Start a new one.
+        ModelTimeout = "model_timeout",
+        /// The voice model could not be reached; the session ends. Try again later.
+        ModelConnection = "model_connection",
+        /// The voice model refused the server's credentials; the session ends. The
+        /// operator must grant access.
+        ModelAccessDenied = "model_access_denied",
+        /// The voice model refused a request as invalid; the session ends. Report it.
+        ModelValidation = "model_validation",
+        /// The agent's voice model does not exist in its region; the session ends. The
+        /// operator must fix the Agent's model.
+        ModelModelNotFound = "model_model_not_found",
+        /// The server has no usable credentials for the voice model; the session ends. The
+        /// operator must provide them.
+        ModelCredentials = "model_credentials",
+        /// The voice model sent a tool call that is not valid JSON; the session ends.
+        /// Start a new one.
+        ModelInvalidToolInput = "model_invalid_tool_input",
+        /// The agent's voice model is not configured; the session ends. The operator must
+        /// configure it.
+        ModelConfig = "model_config",
+        /// The voice model's stream said something the server did not understand; the
+        /// session ends. Report it.
+        ModelProtocol = "model_protocol",
+        /// The `session_start` carried context a client may not set (memory, history,
+        /// handoff, context), or a runtime could not verify the gateway's; close 4400.
+        /// Leave those fields out; reach runtimes through the gateway.
+        ContextRefused = "context_refused",
+        /// The page's Origin is not allowed; close 4405. Serve the page from an allowed
+        /// origin.
+        Origin = "origin",
+        /// No API key or token; close 4401. Send one.
+        MissingKey = "missing_key",
+        /// The token is not valid (signature, expiry, issuer, audience); close 4401. Get a
+        /// new one.
+        InvalidToken = "invalid_token",
+        /// The API key is unknown; close 4401. Use a valid key.
+        UnknownKey = "unknown_key",
+        /// The credential already has its most sessions open; close 4429. Close one, or
+        /// wait.
+        KeySessions = "key_sessions",
+        /// The credential's shared message budget is spent; close 1008. Send fewer
+        /// messages.
+        KeyRate = "key_rate",
+        /// The agent is outside the credential's scope; close 4403. Use an agent the
+        /// message lists.
+        AgentNotAllowed = "agent_not_allowed",
+        /// No agent named and no default agent; close 4404. Name one.
+        NoDefault = "no_default",
+        /// No such agent; close 4404 (or, for a resumed session, its agent was deleted).
+        /// Name an existing agent.
+        UnknownAgent = "unknown_agent",
+        /// A bare agent name several namespaces have; close 4404. Name `<namespace>/<name>`.
+        AmbiguousAgent = "ambiguous_agent",
+        /// The agent is reached only by handoff (`gateway.expose: false`); close 4403.
+        /// Start with an exposed agent.
+        NotExposed = "not_exposed",
+        /// The agent has no ready pod; close 4503. Try again shortly.
+        NoReadyPod = "no_ready_pod",
+        /// A handoff to an agent the source does not list. Start with the agent itself.
+        HandoffNotAllowed = "handoff_not_allowed",
+        /// More messages a second than a session may send; close 1008. Send fewer.
+        SessionRate = "session_rate",
+        /// Nothing came either way for the idle timeout: the session ended and cannot be
+        /// resumed; close 4408. Start a new session.
+        IdleTimeout = "idle_timeout",
+        /// The gateway holds as much session memory as it may; close 1013. Try again later.
+        MemoryBudget = "memory_budget",
+        /// The gateway is at its session limit or draining; close 1013. Try again later.
+        AtCapacity = "at_capacity",
+        /// No runtime pod could take the session (not recoverable). Try again, or resume,
+        /// shortly.
+        NoRuntime = "no_runtime",
+        /// The session's agent was deleted (not recoverable); close 4404. Start a new
+        /// session.
+        AgentRemoved = "agent_removed",
+        /// A handoff did not happen: the caller stays with the agent that asked, which is
+        /// told. Nothing to do.
+        HandoffFailed = "handoff_failed",
+        /// A resumed client missed messages the gateway no longer holds (the message says
+        /// which numbers). The conversation goes on without them.
+        ReplayGap = "replay_gap",
+        /// The session is still attached to another connection of the client's; close
+        /// 1013. Close that one, or resume again shortly.
+        SessionAttached = "session_attached",
+        /// The resume token is unknown, expired or another key's, or the parked session
+        /// was changed; close 4410. Start a new session without `resume_token`.
+        ResumeRefused = "resume_refused",
+        /// The gateway's session store does not answer; close 1013. Try again shortly.
+        StoreUnavailable = "store_unavailable",
+    }
+}
+
+catalogue! {
+    /// Why an answer ended (`bidi_response_complete.stop_reason`).
+    StopReason {
+        /// The agent finished its answer.
+        EndTurn = "end_turn",
+        /// The model stopped to use a tool.
+        ToolUse = "tool_use",
+        /// The answer reached the model's output limit and may be cut short. Ask the agent
+        /// to go on.
+        MaxTokens = "max_tokens",
+        /// The agent handed the session to another agent: a `handoff` follows.
+        Handoff = "handoff",
+        /// The user spoke over the answer, or a new input began a turn (voice).
+        Interrupted = "interrupted",
+        /// The voice model ended a completion with more of the turn to come.
+        PartialTurn = "partial_turn",
+        /// The model answered nothing (with a `bidi_error` `empty_reply`).
+        EmptyReply = "empty_reply",
+        /// The model failed (with a `bidi_error` `model_error`).
+        Error = "error",
+        /// The agent used tools too many times in a row (with a `bidi_error`).
+        ToolRoundsExceeded = "tool_rounds_exceeded",
+    }
+}
+
+impl From<&crate::model::StopReason> for StopReason {
+    fn from(reason: &crate::model::StopReason) -> Self {
+        match reason {
+            crate::model::StopReason::EndTurn => Self::EndTurn,
+            crate::model::StopReason::ToolUse => Self::ToolUse,
+            crate::model::StopReason::MaxTokens => Self::MaxTokens,
+            // The provider's reason verbatim (stop sequence, content filter, ...).
+            crate::model::StopReason::Other(other) => Self::from(other.as_str()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// Every error code as it was written on the wire before the catalogue.
+    const ERROR_CODES: &[&str] = &[
+        "invalid_json",
+        "unknown_type",
+        "malformed_message",
+        "already_started",
+        "unsupported_modality",
+        "unsupported_frame",
+        "invalid_voice",
+        "invalid_audio_base64",
+        "invalid_audio_length",
+        "empty_audio",
+        "audio_too_large",
+        "empty_text",
+        "busy",
+        "no_consent_pending",
+        "session_over",
+        "identity_refused",
+        "model_error",
+        "empty_reply",
+        "tool_rounds_exceeded",
+        "model_throttled",
+        "model_service_unavailable",
+        "model_stream_interrupted",
+        "model_timeout",
+        "model_connection",
+        "model_access_denied",
+        "model_validation",
+        "model_model_not_found",
+        "model_credentials",
+        "model_invalid_tool_input",
+        "model_config",
+        "model_protocol",
+        "context_refused",
+        "origin",
+        "missing_key",
+        "invalid_token",
+        "unknown_key",
+        "key_sessions",
+        "key_rate",
+        "agent_not_allowed",
+        "no_default",
+        "unknown_agent",
+        "ambiguous_agent",
+        "not_exposed",
+        "no_ready_pod",
+        "handoff_not_allowed",
+        "session_rate",
+        "idle_timeout",
+        "memory_budget",
+        "at_capacity",
+        "no_runtime",
+        "agent_removed",
+        "handoff_failed",
+        "replay_gap",
+        "session_attached",
+        "resume_refused",
+        "store_unavailable",
+    ];
+
+    /// Every stop reason as it was written on the wire before the catalogue.
+    const STOP_REASONS: &[&str] = &[
+        "end_turn",
+        "tool_use",
+        "max_tokens",
+        "handoff",
+        "interrupted",
+        "partial_turn",
+        "empty_reply",
+        "error",
+        "tool_rounds_exceeded",
+    ];
+
+    /// Each variant's JSON is its old string, it reads back as itself, and the names are
+    /// the old strings, one each.
+    fn same_wire<T>(all: &[T], names: &[&str])
+    where
+        T: Serialize + for<'de> Deserialize<'de> + PartialEq + fmt::Debug + fmt::Display + for<'a> From<&'a str>,
+    {
+        assert_eq!(all.len(), names.len(), "one old string per variant");
+        for (variant, name) in all.iter().zip(names) {
+            let value = serde_json::to_value(variant).expect("serialises");
+            assert_eq!(value, json!(name), "{variant:?} on the wire");
+            assert_eq!(variant.to_string(), *name);
+            assert_eq!(serde_json::from_value::<T>(value).expect("reads back"), *variant);
+            assert_eq!(T::from(name), *variant);
+        }
+        assert_eq!(names.iter().collect::<HashSet<_>>().len(), names.len(), "no name twice");
+    }
+
+    #[test]
+    fn every_error_code_is_on_the_wire_the_string_it_was() {
+        same_wire(ErrorCode::ALL, ERROR_CODES);
+        assert!(ErrorCode::ALL.iter().all(|code| code.metric_label() == code.as_str()));
+    }
+
+    #[test]
+    fn every_stop_reason_is_on_the_wire_the_string_it_was() {
+        same_wire(StopReason::ALL, STOP_REASONS);
+        let provider = crate::model::StopReason::Other("stop_sequence".into());
+        assert_eq!(StopReason::from(&provider), StopReason::Other("stop_sequence".into()));
+        assert_eq!(StopReason::from(&crate::model::StopReason::MaxTokens), StopReason::MaxTokens);
+    }
+
+    #[test]
+    fn a_name_a_newer_peer_sends_reads_and_writes_as_it_came() {
+        let code: ErrorCode = serde_json::from_value(json!("quota_exceeded")).expect("an unknown code reads");
+        assert_eq!(code, ErrorCode::Other("quota_exceeded".into()));
+        assert_eq!(serde_json::to_value(&code).expect("writes"), json!("quota_exceeded"));
+        assert_eq!((code.as_str(), code.metric_label()), ("quota_exceeded", "other"));
+        assert_eq!(ErrorCode::from("busy"), ErrorCode::Busy, "a known name is never Other");
+        let reason: StopReason = serde_json::from_value(json!("guardrail_intervened")).expect("reads");
+        assert_eq!(reason, "guardrail_intervened");
+        assert!(ErrorCode::Busy == "busy" && ErrorCode::Busy != "empty_text", "compared by name");
+    }
+}
