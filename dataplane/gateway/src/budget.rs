@@ -88,11 +88,6 @@ impl Account {
         }
         self.bytes = bytes;
     }
-
-    /// The bytes this account counts.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
 }
 
 impl Drop for Account {
