@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::identity::SessionIdentity;
-use super::metrics::Metrics;
+use super::metrics::{Metrics, ModelLabels};
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use super::transcript::TranscriptSink;
@@ -241,11 +241,7 @@ impl Driver<'_> {
                     call.first_token = true;
                     let now = Instant::now();
                     self.trace.first_token(now - call.started);
-                    self.shared
-                        .metrics
-                        .time_to_first_token
-                        .with_label_values(&[agent, mode, model])
-                        .observe((now - call.started).as_secs_f64());
+                    self.shared.metrics.first_token(ModelLabels::text(self.agent.core.spec()), now - call.started);
                     if let Some(start) = self.turn_started.take() {
                         self.trace.first_response(now - start);
                         self.shared
@@ -273,6 +269,8 @@ impl Driver<'_> {
                         let tokens = &self.shared.metrics.tokens;
                         tokens.with_label_values(&[agent, mode, model, "input", "text"]).inc_by(usage.input_tokens);
                         tokens.with_label_values(&[agent, mode, model, "output", "text"]).inc_by(usage.output_tokens);
+                        let labels = ModelLabels::text(self.agent.core.spec());
+                        self.shared.metrics.token_usage(labels, usage.input_tokens, usage.output_tokens);
                         self.trace.usage(usage.input_tokens, usage.output_tokens);
                         call.reply.usage = Some(usage);
                     }
@@ -281,7 +279,7 @@ impl Driver<'_> {
                 None
             }
             Some(Err(error)) => {
-                self.finish_model_call()?;
+                self.end_model_call(Some(error.metric_label()))?;
                 self.trace.model_failed(error.metric_label());
                 self.shared
                     .metrics
@@ -301,12 +299,15 @@ impl Driver<'_> {
 
     /// Ends the model call in flight (if any) and records its duration.
     fn finish_model_call(&mut self) -> Option<ModelCall> {
+        self.end_model_call(None)
+    }
+
+    /// Ends the model call in flight (if any) and records its duration and, when it failed,
+    /// its error type.
+    fn end_model_call(&mut self, error: Option<&str>) -> Option<ModelCall> {
         let call = self.model.take()?;
-        self.shared
-            .metrics
-            .model_call_duration
-            .with_label_values(&self.agent.labels())
-            .observe(call.started.elapsed().as_secs_f64());
+        let labels = ModelLabels::text(self.agent.core.spec());
+        self.shared.metrics.model_call_done(labels, call.started.elapsed(), error);
         Some(call)
     }
 
@@ -317,6 +318,7 @@ impl Driver<'_> {
             match effect {
                 Effect::Send(message) => {
                     self.trace.message(&message);
+                    self.shared.metrics.sent(self.agent.core.spec(), &message);
                     if let ServerMessage::MemoryUpdate { key, value } = &message {
                         self.identity.memory_changed(key, value);
                     }

@@ -1,9 +1,31 @@
 //! The runtime's Prometheus metrics, one registry per process. Labels are bounded: agent,
-//! mode, model, tool, plus the small fixed sets `direction`, `modality`, `outcome` and
-//! `type` — never a session id. Histogram buckets follow the OpenTelemetry GenAI semantic
-//! conventions (`gen_ai.server.time_to_first_token`, `gen_ai.client.operation.duration`).
+//! mode, model, tool, plus small fixed sets (`direction`, `modality`, `outcome`, `type`,
+//! `kind`, `reason`) — never a session id. Every series is listed in METRICS.md (a test
+//! below holds the two together).
+//!
+//! Where the OpenTelemetry GenAI semantic conventions name a metric, it is exported under
+//! that name in the Prometheus form of the OpenTelemetry-to-Prometheus mapping (dots become
+//! underscores, the unit `s` becomes `_seconds`, annotations such as `{token}` are dropped),
+//! with the conventions' attributes as labels (`gen_ai.system` -> `gen_ai_system`, ...) and
+//! their bucket boundaries:
+//!
+//! - `gen_ai.client.token.usage` -> `gen_ai_client_token_usage` (tokens per model call and
+//!   `gen_ai_token_type`; voice: per usage report of the Nova Sonic stream),
+//! - `gen_ai.client.operation.duration` -> `gen_ai_client_operation_duration_seconds`
+//!   (text model calls, `error_type` set when one failed),
+//! - `gen_ai.server.time_to_first_token` -> `gen_ai_server_time_to_first_token_seconds`.
+//!
+//! The namespace is not a label of the runtime's own: the scrape adds it (a PodMonitor's
+//! `namespace` target label), as it adds `pod`.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use switchboard_core::GOTO_TOOL;
+use switchboard_core::protocol::ServerMessage;
+use switchboard_crds::agent::Provider;
+use switchboard_crds::runtime::{RETURN_PREFIX, RuntimeSpec};
 
 /// Buckets of `gen_ai.server.time_to_first_token` (seconds).
 pub const TTFT_BUCKETS: &[f64] =
@@ -11,16 +33,73 @@ pub const TTFT_BUCKETS: &[f64] =
 /// Buckets of `gen_ai.client.operation.duration` (seconds).
 pub const DURATION_BUCKETS: &[f64] =
     &[0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+/// Buckets of `gen_ai.client.token.usage` (tokens).
+pub const TOKEN_BUCKETS: &[f64] = &[
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
+    67108864.0,
+];
+/// `gen_ai.operation.name` of every model call here: Converse streams and Nova Sonic's
+/// bidirectional streams are both chats.
+pub const OPERATION: &str = "chat";
+
+/// The labels of the GenAI series, in order.
+const GEN_AI: &[&str; 4] = &["agent", "gen_ai_operation_name", "gen_ai_system", "gen_ai_request_model"];
 
 /// A metric could not be registered (a programming error: duplicate names).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot register metric: {0}")]
 pub struct MetricsError(#[from] prometheus::Error);
 
+/// `gen_ai.system` of a model provider.
+pub fn gen_ai_system(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Bedrock => "aws.bedrock",
+        Provider::Openai => "openai",
+    }
+}
+
+/// The labels of one agent's model calls: ours (`agent`, `mode`, `model`) and the GenAI
+/// conventions' (`gen_ai_system`, `gen_ai_request_model`).
+#[derive(Clone, Copy, Debug)]
+pub struct ModelLabels<'a> {
+    /// The Agent's name.
+    pub agent: &'a str,
+    /// voice, text or hybrid.
+    pub mode: &'static str,
+    /// The model id asked for.
+    pub model: &'a str,
+    /// `gen_ai.system`.
+    pub system: &'static str,
+}
+
+impl<'a> ModelLabels<'a> {
+    /// The labels of `spec`'s text model calls.
+    pub fn text(spec: &'a RuntimeSpec) -> Self {
+        let system = gen_ai_system(spec.model.provider);
+        Self { agent: &spec.agent.name, mode: spec.mode.as_str(), model: &spec.model.text_model_id, system }
+    }
+
+    /// The labels of `spec`'s Nova Sonic streams.
+    pub fn voice(spec: &'a RuntimeSpec) -> Self {
+        let (agent, mode, model) = (&spec.agent.name, spec.mode.as_str(), &spec.model.voice_model_id);
+        Self { agent, mode, model, system: gen_ai_system(Provider::Bedrock) }
+    }
+
+    fn ours(&self) -> [&str; 3] {
+        [self.agent, self.mode, self.model]
+    }
+
+    fn gen_ai(&self) -> [&str; 4] {
+        [self.agent, OPERATION, self.system, self.model]
+    }
+}
+
 /// Every metric of a runtime process.
 #[derive(Clone, Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// Every family registered, for METRICS.md's test.
+    families: Arc<[Family]>,
     /// End of user input -> first reply text, per turn.
     pub turn_latency: HistogramVec,
     /// Model call start -> first token.
@@ -45,72 +124,163 @@ pub struct Metrics {
     /// Voice: model streams replaced, by reason (`rotation`, `voice_change`,
     /// `stream_ended`, an error type).
     pub stream_restarts: IntCounterVec,
+    gen_ai_token_usage: HistogramVec,
+    gen_ai_duration: HistogramVec,
+    gen_ai_ttft: HistogramVec,
+    tool_calls: IntCounterVec,
+    tool_errors: IntCounterVec,
+    consent_requests: IntCounterVec,
+    interruptions: IntCounterVec,
+}
+
+/// One metric family: what METRICS.md says of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Family {
+    /// Its name.
+    pub name: &'static str,
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: &'static str,
+    /// Its labels, in order.
+    pub labels: &'static [&'static str],
+}
+
+/// Registers metrics and remembers them.
+struct Builder {
+    registry: Registry,
+    families: Vec<Family>,
+}
+
+impl Builder {
+    fn histogram(
+        &mut self,
+        name: &'static str,
+        help: &str,
+        buckets: &[f64],
+        labels: &'static [&'static str],
+    ) -> Result<HistogramVec, MetricsError> {
+        let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets.to_vec()), labels)?;
+        self.registry.register(Box::new(h.clone()))?;
+        self.families.push(Family { name, kind: "histogram", labels });
+        Ok(h)
+    }
+
+    fn counter(
+        &mut self,
+        name: &'static str,
+        help: &str,
+        labels: &'static [&'static str],
+    ) -> Result<IntCounterVec, MetricsError> {
+        let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+        self.registry.register(Box::new(c.clone()))?;
+        self.families.push(Family { name, kind: "counter", labels });
+        Ok(c)
+    }
+
+    fn gauge(
+        &mut self,
+        name: &'static str,
+        help: &str,
+        labels: &'static [&'static str],
+    ) -> Result<IntGaugeVec, MetricsError> {
+        let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
+        self.registry.register(Box::new(g.clone()))?;
+        self.families.push(Family { name, kind: "gauge", labels });
+        Ok(g)
+    }
 }
 
 impl Metrics {
     /// Registers every metric in a fresh registry.
     pub fn new() -> Result<Self, MetricsError> {
-        let registry = Registry::new();
-        let histogram =
-            |name: &str, help: &str, buckets: &[f64], labels: &[&str]| -> Result<HistogramVec, MetricsError> {
-                let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets.to_vec()), labels)?;
-                registry.register(Box::new(h.clone()))?;
-                Ok(h)
-            };
-        let counter = |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, MetricsError> {
-            let c = IntCounterVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(c.clone()))?;
-            Ok(c)
-        };
-        let model = &["agent", "mode", "model"];
-        let turn_latency = histogram(
+        let mut b = Builder { registry: Registry::new(), families: Vec::new() };
+        let model: &'static [&'static str] = &["agent", "mode", "model"];
+        let turn_latency = b.histogram(
             "switchboard_turn_latency_seconds",
             "End of user input to the first reply text of the turn.",
             TTFT_BUCKETS,
             model,
         )?;
-        let time_to_first_token = histogram(
+        let time_to_first_token = b.histogram(
             "switchboard_time_to_first_token_seconds",
-            "Model call start to its first token (gen_ai.server.time_to_first_token).",
+            "Model call start to its first token (as gen_ai_server_time_to_first_token_seconds).",
             TTFT_BUCKETS,
             model,
         )?;
-        let model_call_duration = histogram(
+        let model_call_duration = b.histogram(
             "switchboard_model_call_duration_seconds",
-            "Whole model calls (gen_ai.client.operation.duration).",
+            "Whole model calls (as gen_ai_client_operation_duration_seconds).",
             DURATION_BUCKETS,
             model,
         )?;
-        let tokens = counter(
+        let tokens = b.counter(
             "switchboard_tokens_total",
             "Model tokens by direction (input/output) and modality (text/speech).",
             &["agent", "mode", "model", "direction", "modality"],
         )?;
-        let tool_duration = histogram(
+        let tool_duration = b.histogram(
             "switchboard_tool_duration_seconds",
-            "Tool calls by outcome (success, error, cached).",
+            "Tool calls executed, by outcome (success, error).",
             DURATION_BUCKETS,
             &["agent", "tool", "outcome"],
         )?;
-        let sessions_active =
-            IntGaugeVec::new(Opts::new("switchboard_sessions_active", "Sessions open now."), &["agent", "mode"])?;
-        registry.register(Box::new(sessions_active.clone()))?;
-        let sessions_total = counter("switchboard_sessions_total", "Sessions started.", &["agent", "mode"])?;
-        let handoffs = counter("switchboard_handoffs_total", "Handoffs made by an agent.", &["agent"])?;
-        let errors = counter("switchboard_errors_total", "Errors by type.", &["agent", "type"])?;
-        let time_to_first_audio = histogram(
+        let sessions_active = b.gauge("switchboard_sessions_active", "Sessions open now.", &["agent", "mode"])?;
+        let sessions_total = b.counter("switchboard_sessions_total", "Sessions started.", &["agent", "mode"])?;
+        let handoffs = b.counter("switchboard_handoffs_total", "Handoffs made by an agent.", &["agent"])?;
+        let errors = b.counter("switchboard_errors_total", "Errors by type.", &["agent", "type"])?;
+        let time_to_first_audio = b.histogram(
             "switchboard_time_to_first_audio_seconds",
             "Voice: end of the user's speech (last voiced frame, or typed text) to the first reply audio sent.",
             TTFT_BUCKETS,
             model,
         )?;
-        let stream_restarts = counter(
+        let stream_restarts = b.counter(
             "switchboard_model_stream_restarts_total",
             "Voice: model streams replaced, by reason (rotation, voice_change, stream_ended, error type).",
             &["agent", "reason"],
         )?;
+        let token_labels =
+            &["agent", "gen_ai_operation_name", "gen_ai_system", "gen_ai_request_model", "gen_ai_token_type"];
+        let gen_ai_token_usage = b.histogram(
+            "gen_ai_client_token_usage",
+            "gen_ai.client.token.usage: tokens per model call (voice: per usage report), by gen_ai_token_type.",
+            TOKEN_BUCKETS,
+            token_labels,
+        )?;
+        let gen_ai_duration = b.histogram(
+            "gen_ai_client_operation_duration_seconds",
+            "gen_ai.client.operation.duration: whole text model calls; error_type is set when one failed.",
+            DURATION_BUCKETS,
+            &["agent", "gen_ai_operation_name", "gen_ai_system", "gen_ai_request_model", "error_type"],
+        )?;
+        let gen_ai_ttft = b.histogram(
+            "gen_ai_server_time_to_first_token_seconds",
+            "gen_ai.server.time_to_first_token: text model call start to its first token.",
+            TTFT_BUCKETS,
+            GEN_AI,
+        )?;
+        let tool_calls = b.counter(
+            "switchboard_tool_calls_total",
+            "Tool calls answered, by outcome: success, cached (a cached result), error.",
+            &["agent", "tool", "outcome"],
+        )?;
+        let tool_errors = b.counter(
+            "switchboard_tool_errors_total",
+            "Tool calls that failed, by kind (timeout, http_status, connection, consent_declined, ...).",
+            &["agent", "tool", "kind"],
+        )?;
+        let consent_requests = b.counter(
+            "switchboard_consent_requests_total",
+            "Tool calls that waited for the user's consent.",
+            &["agent", "tool"],
+        )?;
+        let interruptions = b.counter(
+            "switchboard_interruptions_total",
+            "Barge-ins: the user spoke over the agent's answer, or cancelled it.",
+            &["agent", "mode"],
+        )?;
         Ok(Self {
-            registry,
+            registry: b.registry,
+            families: b.families.into(),
             turn_latency,
             time_to_first_token,
             model_call_duration,
@@ -122,7 +292,71 @@ impl Metrics {
             errors,
             time_to_first_audio,
             stream_restarts,
+            gen_ai_token_usage,
+            gen_ai_duration,
+            gen_ai_ttft,
+            tool_calls,
+            tool_errors,
+            consent_requests,
+            interruptions,
         })
+    }
+
+    /// A model call's first token came `after` it began.
+    pub fn first_token(&self, labels: ModelLabels<'_>, after: Duration) {
+        let seconds = after.as_secs_f64();
+        self.time_to_first_token.with_label_values(&labels.ours()).observe(seconds);
+        self.gen_ai_ttft.with_label_values(&labels.gen_ai()).observe(seconds);
+    }
+
+    /// A model call ended after `took`, failed with an error of type `error` if it did.
+    pub fn model_call_done(&self, labels: ModelLabels<'_>, took: Duration, error: Option<&str>) {
+        let seconds = took.as_secs_f64();
+        self.model_call_duration.with_label_values(&labels.ours()).observe(seconds);
+        let [agent, operation, system, model] = labels.gen_ai();
+        let error = error.unwrap_or_default();
+        self.gen_ai_duration.with_label_values(&[agent, operation, system, model, error]).observe(seconds);
+    }
+
+    /// The tokens of one model call (voice: one usage report), each direction's observed
+    /// when there were any.
+    pub fn token_usage(&self, labels: ModelLabels<'_>, input: u64, output: u64) {
+        let [agent, operation, system, model] = labels.gen_ai();
+        for (kind, count) in [("input", input), ("output", output)] {
+            if count > 0 {
+                let values = [agent, operation, system, model, kind];
+                self.gen_ai_token_usage.with_label_values(&values).observe(count as f64);
+            }
+        }
+    }
+
+    /// Counts what `message`, about to go to a client of `spec`'s agent, says happened:
+    /// tool calls answered and failed, consent requests, barge-ins.
+    pub fn sent(&self, spec: &RuntimeSpec, message: &ServerMessage) {
+        let agent = spec.agent.name.as_str();
+        match message {
+            ServerMessage::ToolComplete { name, cached, .. } => {
+                let outcome = if *cached { "cached" } else { "success" };
+                self.tool_calls.with_label_values(&[agent, tool_label(spec, name), outcome]).inc();
+            }
+            ServerMessage::ToolError { name, kind, .. } => {
+                let tool = tool_label(spec, name);
+                self.tool_calls.with_label_values(&[agent, tool, "error"]).inc();
+                self.tool_errors.with_label_values(&[agent, tool, kind]).inc();
+            }
+            ServerMessage::ConsentRequest { name, .. } => {
+                self.consent_requests.with_label_values(&[agent, tool_label(spec, name)]).inc();
+            }
+            ServerMessage::BidiInterruption {} => {
+                self.interruptions.with_label_values(&[agent, spec.mode.as_str()]).inc();
+            }
+            _ => {}
+        }
+    }
+
+    /// Every metric family.
+    pub fn families(&self) -> &[Family] {
+        &self.families
     }
 
     /// The Prometheus text exposition of every metric.
@@ -132,5 +366,154 @@ impl Metrics {
             return format!("# encoding metrics failed: {e}\n");
         }
         String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+/// The `tool` label of a call to `name`: the name when `spec`'s agent has that tool (or
+/// transfer tool, or `workflow_goto`), `return_to_caller` for its return tool, `unknown`
+/// otherwise, so a tool name the model made up adds no series.
+fn tool_label<'a>(spec: &RuntimeSpec, name: &'a str) -> &'a str {
+    let known =
+        name == GOTO_TOOL || spec.tools.iter().any(|t| t.name == name) || spec.handoffs.iter().any(|h| h.tool == name);
+    if known {
+        name
+    } else if name.starts_with(RETURN_PREFIX) {
+        "return_to_caller"
+    } else {
+        "unknown"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    use switchboard_crds::Catalog;
+
+    use super::*;
+
+    /// The rows of METRICS.md's section `heading`: (name, type, labels).
+    fn documented(heading: &str) -> BTreeSet<(String, String, Vec<String>)> {
+        let text = include_str!("../../../METRICS.md");
+        let section = text.split("\n## ").find(|s| s.starts_with(heading)).expect("the section");
+        let ticked = |cell: &str| -> Vec<String> { cell.split('`').skip(1).step_by(2).map(str::to_owned).collect() };
+        let rows = section.lines().filter(|l| l.starts_with("| `")).map(|line| {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            (ticked(cells[0])[0].clone(), cells[1].trim().to_owned(), ticked(cells[2]))
+        });
+        rows.collect()
+    }
+
+    fn spec(agent: &str) -> RuntimeSpec {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+        let catalog = Catalog::load_paths(&[dir]).expect("the banking example loads");
+        let agent = catalog.agents().find(|a| a.metadata.name.as_deref() == Some(agent)).expect("the agent");
+        catalog.resolve_agent(agent).expect("it resolves")
+    }
+
+    #[test]
+    fn metrics_md_lists_every_runtime_series_with_its_type_and_labels() {
+        let metrics = Metrics::new().expect("metrics");
+        let registered: BTreeSet<(String, String, Vec<String>)> = metrics
+            .families()
+            .iter()
+            .map(|f| (f.name.to_owned(), f.kind.to_owned(), f.labels.iter().map(|l| (*l).to_owned()).collect()))
+            .collect();
+        assert_eq!(registered, documented("Runtime"));
+    }
+
+    #[test]
+    fn gen_ai_series_carry_the_conventions_names_labels_and_buckets() {
+        let metrics = Metrics::new().expect("metrics");
+        let spec = spec("banking");
+        let text = ModelLabels::text(&spec);
+        metrics.first_token(text, Duration::from_millis(30));
+        metrics.model_call_done(text, Duration::from_millis(300), None);
+        metrics.model_call_done(text, Duration::from_millis(20), Some("throttled"));
+        metrics.token_usage(text, 120, 30);
+        metrics.token_usage(ModelLabels::voice(&spec), 0, 7);
+        let out = metrics.render();
+        let model = &spec.model.text_model_id;
+        let sample = |name: &str, more: &[(&str, &str)], value: &str| {
+            let mut labels = vec![
+                ("agent", "banking"),
+                ("gen_ai_operation_name", "chat"),
+                ("gen_ai_request_model", model.as_str()),
+                ("gen_ai_system", "aws.bedrock"),
+            ];
+            labels.extend_from_slice(more);
+            labels.sort(); // as the encoder writes them
+            let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+            format!("{name}{{{}}} {value}", labels.join(","))
+        };
+        for line in [
+            sample("gen_ai_client_token_usage_bucket", &[("gen_ai_token_type", "input"), ("le", "256")], "1"),
+            sample("gen_ai_client_token_usage_sum", &[("gen_ai_token_type", "output")], "30"),
+            sample("gen_ai_server_time_to_first_token_seconds_bucket", &[("le", "0.04")], "1"),
+            sample("gen_ai_client_operation_duration_seconds_count", &[("error_type", "")], "1"),
+            sample("gen_ai_client_operation_duration_seconds_count", &[("error_type", "throttled")], "1"),
+            sample("gen_ai_client_operation_duration_seconds_bucket", &[("error_type", ""), ("le", "0.32")], "1"),
+            format!(
+                "switchboard_time_to_first_token_seconds_count{{agent=\"banking\",mode=\"text\",model=\"{model}\"}} 1"
+            ),
+            format!(
+                "switchboard_model_call_duration_seconds_count{{agent=\"banking\",mode=\"text\",model=\"{model}\"}} 2"
+            ),
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
+        }
+        let voice = format!("gen_ai_request_model=\"{}\",gen_ai_system=\"aws.bedrock\"", spec.model.voice_model_id);
+        assert!(out.contains(&format!("{voice},gen_ai_token_type=\"output\"}} 7")), "{out}");
+        assert!(!out.contains(&format!("{voice},gen_ai_token_type=\"input\"")), "no empty observation: {out}");
+    }
+
+    #[test]
+    fn messages_to_the_client_count_tools_consent_and_barge_ins_with_bounded_labels() {
+        let metrics = Metrics::new().expect("metrics");
+        let spec = spec("banking");
+        let error = |name: &str, kind: &str| ServerMessage::ToolError {
+            tool_use_id: "t1".into(),
+            name: name.into(),
+            kind: kind.into(),
+            message: "m".into(),
+        };
+        let complete = |cached| ServerMessage::ToolComplete {
+            tool_use_id: "t2".into(),
+            name: "check_balance".into(),
+            result: serde_json::json!({}),
+            cached,
+        };
+        for message in [
+            complete(false),
+            complete(true),
+            error("check_balance", "timeout"),
+            error("made_up_by_the_model_4711", "unknown_tool"),
+            error("return_to_triage", "not_allowed"),
+            ServerMessage::ConsentRequest {
+                tool_use_id: "t3".into(),
+                name: "check_balance".into(),
+                description: "d".into(),
+                input: serde_json::json!({}),
+            },
+            ServerMessage::BidiInterruption {},
+            ServerMessage::BidiInterruption {},
+        ] {
+            metrics.sent(&spec, &message);
+        }
+        let out = metrics.render();
+        for line in [
+            "switchboard_tool_calls_total{agent=\"banking\",outcome=\"success\",tool=\"check_balance\"} 1",
+            "switchboard_tool_calls_total{agent=\"banking\",outcome=\"cached\",tool=\"check_balance\"} 1",
+            "switchboard_tool_calls_total{agent=\"banking\",outcome=\"error\",tool=\"check_balance\"} 1",
+            "switchboard_tool_errors_total{agent=\"banking\",kind=\"timeout\",tool=\"check_balance\"} 1",
+            "switchboard_tool_errors_total{agent=\"banking\",kind=\"unknown_tool\",tool=\"unknown\"} 1",
+            "switchboard_tool_errors_total{agent=\"banking\",kind=\"not_allowed\",tool=\"return_to_caller\"} 1",
+            "switchboard_consent_requests_total{agent=\"banking\",tool=\"check_balance\"} 1",
+            "switchboard_interruptions_total{agent=\"banking\",mode=\"text\"} 2",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
+        }
+        assert!(!out.contains("made_up_by_the_model"), "a tool name the model made up is no label value");
     }
 }

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::driver::{AgentRuntime, Exit, Link, Opening, Shared};
 use super::identity::SessionIdentity;
+use super::metrics::ModelLabels;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use relay::Relay;
@@ -299,6 +300,8 @@ impl Voice<'_> {
             counter("input", "text", tokens.input_text);
             counter("output", "speech", tokens.output_speech);
             counter("output", "text", tokens.output_text);
+            let (input, output) = (tokens.input_speech + tokens.input_text, tokens.output_speech + tokens.output_text);
+            metrics.token_usage(ModelLabels::voice(spec), input, output);
         }
         if let Some(reason) = relayed.restart {
             metrics.stream_restarts.with_label_values(&[labels[0], reason]).inc();
@@ -339,6 +342,7 @@ impl Voice<'_> {
             match effect {
                 Effect::Send(message) => {
                     self.trace.message(&message);
+                    self.shared.metrics.sent(self.agent.core.spec(), &message);
                     if let ServerMessage::MemoryUpdate { key, value } = &message {
                         self.identity.memory_changed(key, value);
                     }
