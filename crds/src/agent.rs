@@ -10,13 +10,22 @@ use serde::{Deserialize, Serialize};
 use crate::common::ObjectRef;
 
 mod authority;
+mod knowledge;
 mod model;
+mod policy;
+mod skill;
 mod sonic;
 mod tool;
 
 pub use authority::{MAX_KEY_LEN, MemoryPath, MemoryPathError, VERIFIED_USER, default_identity_keys, is_memory_key};
 
+pub use knowledge::{
+    ConfigMapKeyRef, ConfigMaps, ContextSource, DEFAULT_KNOWLEDGE_BYTES, Knowledge, MAX_INLINE_BYTES,
+    MAX_KNOWLEDGE_BYTES, referenced_config_maps,
+};
 pub use model::{ModelSettings, Provider, TurnDetection};
+pub use policy::{ToolPolicy, glob_match, is_pattern, is_valid_pattern, matches_any};
+pub use skill::{Example, Skill, USE_SKILL_TOOL};
 pub use sonic::{SONIC_MODELS, SonicModel, check_sonic_voice, sonic_model};
 pub use tool::{
     BuiltinKind, BuiltinTool, CREDENTIAL_HEADERS, Consent, HttpTool, McpTool, SecretHeader, SecretKeyRef, ToolMemory,
@@ -46,6 +55,8 @@ pub use tool::{
 )]
 #[x_kube(
     validation = Rule::new("!(has(self.replicas) && has(self.autoscaling))").message("set either replicas or autoscaling, not both"),
+    validation = Rule::new("!has(self.skills) || self.skills.all(s, !has(s.delegatesTo) || s.delegatesTo.all(d, d != s.name && self.skills.exists(o, o.name == d)))").message("a skill's delegatesTo must name other skills of spec.skills"),
+    validation = Rule::new("!has(self.skills) || self.skills.all(s, !has(s.tools) || s.tools.all(n, has(self.tools) && self.tools.exists(t, t.name == n)))").message("a skill's tools must be tools of spec.tools"),
     validation = Rule::new("!has(self.tools) || self.tools.all(t, !has(t.remember) || (has(t.identityProvider) && t.identityProvider) || !(t.remember.key in (has(self.identityKeys) ? self.identityKeys : ['verifiedUser'])))").message("only a tool with identityProvider: true may remember into an identity key (spec.identityKeys, default [verifiedUser])")
 )]
 #[serde(rename_all = "camelCase")]
@@ -60,6 +71,24 @@ pub struct AgentSpec {
     /// The Workflow (in this namespace) the agent follows.
     pub workflow_ref: ObjectRef,
 
+    /// What the agent does, in a few words (e.g. "Account specialist"). In the prompt as
+    /// `{role}` and listed by the gateway's agent directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub role: Option<String>,
+
+    /// What the agent helps with, in a sentence or two. In the prompt as `{description}`
+    /// and shown to people choosing an agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2048))]
+    pub description: Option<String>,
+
+    /// A picture of the agent for the web page and the agent directory: an `https://` or
+    /// `http://` URL, or a `data:image/...` URI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 8192), regex(pattern = r"^(https?://|data:image/)"))]
+    pub avatar: Option<String>,
+
     /// Which models the agent uses and how. Defaults suit Amazon Bedrock in `us-east-1`.
     #[serde(default)]
     pub model: ModelSettings,
@@ -69,6 +98,23 @@ pub struct AgentSpec {
     #[schemars(length(max = 128))]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub tools: Vec<ToolSpec>,
+
+    /// Tools refused everywhere, beside the Workflow nodes' allow and deny lists.
+    #[serde(default, skip_serializing_if = "ToolPolicy::is_empty")]
+    pub tool_policy: ToolPolicy,
+
+    /// Skills: named bundles of instructions, tools, examples and data context that enter
+    /// the model's context only when the model uses them (the built-in `use_skill` tool).
+    /// Names are unique.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub skills: Vec<Skill>,
+
+    /// What the agent knows in every turn: a data context and bootstrap files, inline or
+    /// from ConfigMaps, within a size limit.
+    #[serde(default, skip_serializing_if = "Knowledge::is_default")]
+    pub knowledge: Knowledge,
 
     /// Memory keys that say who the caller is. Only tools marked `identityProvider` may
     /// `remember` into them, so no other tool's result can change who the caller is; tools

@@ -1,5 +1,6 @@
 //! A set of Agents, Personas and Workflows read from YAML (a folder of the same files
-//! `kubectl apply` takes), with validation and resolution across them. Used by
+//! `kubectl apply` takes), with the ConfigMaps among those files (an Agent's knowledge and
+//! skills may read them, as on a cluster), and validation and resolution across them. Used by
 //! `switchboard-operator render` and the local runner; the operator itself works from its
 //! cluster caches with the same [`validate_agent`] and [`resolve`].
 
@@ -10,6 +11,7 @@ use std::sync::OnceLock;
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 
+use crate::agent::{ConfigMaps, referenced_config_maps};
 use crate::resolve::DEFAULT_NAMESPACE;
 use crate::validate::{Problem, References, validate_agent};
 use crate::{Agent, Persona, RuntimeSpec, Workflow, manifests, resolve};
@@ -59,6 +61,8 @@ pub struct Catalog {
     agents: BTreeMap<Key, (Agent, String)>,
     personas: BTreeMap<Key, (Persona, String)>,
     workflows: BTreeMap<Key, (Workflow, String)>,
+    /// ConfigMap documents (`v1`): their `data`, and where they were read.
+    config_maps: BTreeMap<Key, (BTreeMap<String, String>, String)>,
     skipped: Vec<String>,
 }
 
@@ -95,6 +99,10 @@ impl Catalog {
             }
             let api_version = value.get("apiVersion").and_then(|v| v.as_str()).unwrap_or_default();
             let kind = value.get("kind").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+            if api_version == "v1" && kind == "ConfigMap" {
+                self.add_config_map(value, source_name).map_err(invalid)?;
+                continue;
+            }
             if api_version.split('/').next() != Some(crate::GROUP) {
                 self.skipped.push(format!("{source_name}: {kind} ({api_version})"));
                 continue;
@@ -111,6 +119,35 @@ impl Catalog {
             }
         }
         Ok(())
+    }
+
+    /// A ConfigMap document: its `data` (string values), kept for the Agents that read it.
+    fn add_config_map(&mut self, value: serde_json::Value, source_name: &str) -> Result<(), String> {
+        let meta = value.get("metadata");
+        let name = meta.and_then(|m| m.get("name")).and_then(|n| n.as_str()).filter(|n| !n.is_empty());
+        let Some(name) = name else { return Err("ConfigMap has no metadata.name".into()) };
+        let namespace =
+            meta.and_then(|m| m.get("namespace")).and_then(|n| n.as_str()).unwrap_or(DEFAULT_NAMESPACE).to_owned();
+        let data: BTreeMap<String, String> = match value.get("data") {
+            None | Some(serde_json::Value::Null) => BTreeMap::new(),
+            Some(data) => serde_json::from_value(data.clone())
+                .map_err(|e| format!("ConfigMap {name}: data must map keys to strings: {e}"))?,
+        };
+        let k = key(&namespace, name);
+        if let Some((_, first)) = self.config_maps.get(&k) {
+            return Err(format!("ConfigMap {namespace}/{name} is defined twice (in {first} and {source_name})"));
+        }
+        self.config_maps.insert(k, (data, source_name.to_owned()));
+        Ok(())
+    }
+
+    /// The ConfigMaps of this catalog that `agent` reads, by name.
+    pub fn config_maps_of(&self, agent: &Agent) -> ConfigMaps {
+        let ns = namespace_of(agent);
+        referenced_config_maps(&agent.spec)
+            .into_iter()
+            .filter_map(|name| self.config_maps.get(&key(&ns, &name)).map(|(data, _)| (name, data.clone())))
+            .collect()
     }
 
     /// Documents that were not Switchboard objects, as `source: Kind (apiVersion)`.
@@ -144,11 +181,12 @@ impl Catalog {
         let persona = self.personas.get(&key(&ns, &agent.spec.persona_ref.name)).map(|(p, _)| &p.spec);
         let workflow = self.workflows.get(&key(&ns, &agent.spec.workflow_ref.name)).map(|(w, _)| &w.spec);
         let agent_exists = |name: &str| self.agents.contains_key(&key(&ns, name));
+        let config_maps = self.config_maps_of(agent);
         validate_agent(
             &agent.name_any(),
             &ns,
             &agent.spec,
-            References { persona, workflow, agent_exists: &agent_exists },
+            References { persona, workflow, agent_exists: &agent_exists, config_maps: &config_maps },
         )
     }
 
@@ -161,7 +199,7 @@ impl Catalog {
         let ns = namespace_of(agent);
         let persona = &self.personas[&key(&ns, &agent.spec.persona_ref.name)].0;
         let workflow = &self.workflows[&key(&ns, &agent.spec.workflow_ref.name)].0;
-        Ok(resolve(agent, persona, workflow))
+        Ok(resolve(agent, persona, workflow, &self.config_maps_of(agent)))
     }
 }
 

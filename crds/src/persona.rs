@@ -89,7 +89,8 @@ impl ResponseStyle {
 }
 
 /// The placeholders a system prompt template may contain.
-pub const TEMPLATE_PLACEHOLDERS: &[&str] = &["name", "agent", "memory", "date", "language"];
+pub const TEMPLATE_PLACEHOLDERS: &[&str] =
+    &["name", "agent", "memory", "date", "language", "role", "description", "skills", "examples", "dataContext"];
 
 pub(crate) fn default_voice() -> String {
     "matthew".to_owned()

@@ -1,23 +1,29 @@
-//! Resolution: an Agent with its Persona and Workflow becomes one self-contained
-//! [`RuntimeSpec`]. Pure; validation is separate ([`crate::validate`]) and
-//! [`crate::Catalog::resolve_agent`] runs both.
+//! Resolution: an Agent with its Persona, Workflow and the ConfigMaps its knowledge and
+//! skills read becomes one self-contained [`RuntimeSpec`]. Pure; validation is separate
+//! ([`crate::validate`]) and [`crate::Catalog::resolve_agent`] runs both.
 
 use kube::ResourceExt;
 
-use crate::agent::Agent;
+use crate::agent::{Agent, ConfigMaps};
 use crate::persona::Persona;
 use crate::runtime::{
-    AgentIdentity, NamedPersona, NamedWorkflow, RUNTIME_SPEC_KIND, ResolvedHandoff, RuntimeSpec, transfer_tool_name,
+    AgentIdentity, NamedPersona, NamedWorkflow, Profile, RUNTIME_SPEC_KIND, ResolvedHandoff, RuntimeSpec,
+    transfer_tool_name,
 };
+use crate::validate::gather_knowledge;
 use crate::workflow::Workflow;
 
 /// The namespace assumed for objects that name none (as `kubectl apply` does).
 pub const DEFAULT_NAMESPACE: &str = "default";
 
-/// Assembles the RuntimeSpec of `agent` from the Persona and Workflow it references.
-/// Call it on objects that passed validation; it does not check references itself.
-pub fn resolve(agent: &Agent, persona: &Persona, workflow: &Workflow) -> RuntimeSpec {
+/// Assembles the RuntimeSpec of `agent` from the Persona and Workflow it references and
+/// the ConfigMaps its knowledge and skills read (`config_maps`, by name; pass an empty map
+/// for an Agent that reads none). Call it on objects that passed validation; it does not
+/// check references itself (a missing ConfigMap reads as empty text).
+pub fn resolve(agent: &Agent, persona: &Persona, workflow: &Workflow, config_maps: &ConfigMaps) -> RuntimeSpec {
     let spec = &agent.spec;
+    let namespace = agent.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
+    let gathered = gather_knowledge(spec, &namespace, config_maps);
     let handoffs = spec
         .handoffs
         .iter()
@@ -33,15 +39,20 @@ pub fn resolve(agent: &Agent, persona: &Persona, workflow: &Workflow) -> Runtime
     RuntimeSpec {
         api_version: crate::API_VERSION.to_owned(),
         kind: RUNTIME_SPEC_KIND.to_owned(),
-        agent: AgentIdentity {
-            name: agent.name_any(),
-            namespace: agent.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()),
+        agent: AgentIdentity { name: agent.name_any(), namespace },
+        profile: Profile {
+            role: spec.role.clone(),
+            description: spec.description.clone(),
+            avatar: spec.avatar.clone(),
         },
         mode: spec.mode,
         persona: NamedPersona { name: persona.name_any(), spec: persona.spec.clone() },
         workflow: NamedWorkflow { name: workflow.name_any(), spec: workflow.spec.clone() },
         model: spec.model.clone(),
         tools: spec.tools.clone(),
+        tool_policy: spec.tool_policy.clone(),
+        skills: gathered.skills,
+        knowledge: gathered.knowledge,
         identity_keys: spec.identity_keys.clone(),
         handoffs,
         sessions: spec.sessions.clone(),

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{GatewaySettings, Mode, ModelSettings, SessionSettings, ToolSpec};
+use crate::agent::{GatewaySettings, Mode, ModelSettings, SessionSettings, Skill, ToolPolicy, ToolSpec};
 use crate::persona::PersonaSpec;
 use crate::workflow::WorkflowSpec;
 
@@ -26,6 +26,9 @@ pub struct RuntimeSpec {
     pub kind: String,
     /// Which Agent this is.
     pub agent: AgentIdentity,
+    /// Who the agent is: role, description, avatar (left out when none is set).
+    #[serde(default, skip_serializing_if = "Profile::is_empty")]
+    pub profile: Profile,
     /// voice, text or hybrid.
     pub mode: Mode,
     /// The resolved Persona.
@@ -36,6 +39,16 @@ pub struct RuntimeSpec {
     pub model: ModelSettings,
     /// The Agent's own tools (handoff tools are listed under `handoffs`).
     pub tools: Vec<ToolSpec>,
+    /// Tools refused everywhere (left out when nothing is).
+    #[serde(default, skip_serializing_if = "ToolPolicy::is_empty")]
+    pub tool_policy: ToolPolicy,
+    /// The Agent's skills, each data context read: a skill's `dataContext` here is always
+    /// inline `text` (left out when the Agent has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<Skill>,
+    /// The Agent's knowledge, read from its sources (left out when it has none).
+    #[serde(default, skip_serializing_if = "ResolvedKnowledge::is_empty")]
+    pub knowledge: ResolvedKnowledge,
     /// Memory keys only the tools marked `identityProvider` may write (the Agent's
     /// `identityKeys`). Specs written before the field existed read as `[verifiedUser]`.
     #[serde(default = "crate::agent::default_identity_keys")]
@@ -56,6 +69,58 @@ pub struct AgentIdentity {
     pub name: String,
     /// The Agent's namespace.
     pub namespace: String,
+}
+
+/// Who an agent is, as its Agent says.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Profile {
+    /// `spec.role`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// `spec.description`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `spec.avatar`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avatar: Option<String>,
+}
+
+impl Profile {
+    /// True when nothing is set.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// An Agent's knowledge with every source read.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedKnowledge {
+    /// The agent-level data context; empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub data_context: String,
+    /// The bootstrap files, in the order the Agent lists them (a whole ConfigMap's keys in
+    /// key order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<KnowledgeFile>,
+}
+
+impl ResolvedKnowledge {
+    /// True when there is no data context and no file.
+    pub fn is_empty(&self) -> bool {
+        self.data_context.is_empty() && self.files.is_empty()
+    }
+}
+
+/// One bootstrap file.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KnowledgeFile {
+    /// Its name: the ConfigMap key.
+    pub name: String,
+    /// Its text.
+    pub text: String,
 }
 
 /// A Persona with its name.

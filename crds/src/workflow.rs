@@ -68,16 +68,32 @@ pub struct WorkflowNode {
     #[schemars(length(max = 8192))]
     pub instruction: String,
 
-    /// Names of the Agent's tools the model may call while in this node. Tools not listed
-    /// here are refused in this node. Handoff tools are governed by `handoff` nodes.
+    /// The Agent's tools the model may call while in this node, by name or glob pattern
+    /// (`crm_*`: `*` any run of characters, `?` one character). Tools not matched here are
+    /// refused in this node. Handoff tools are governed by `handoff` nodes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(length(min = 1, max = 64), regex(pattern = r"^[a-zA-Z0-9_*?-]+$")))]
     pub tools: Vec<String>,
+
+    /// Tools refused in this node even when `tools` matches them (e.g. `tools: [crm_*]`,
+    /// `denyTools: [crm_delete_*]`), by name or glob pattern.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 64), regex(pattern = r"^[a-zA-Z0-9_*?-]+$")))]
+    pub deny_tools: Vec<String>,
 
     /// For `handoff` nodes: the Agent to transfer to (it must be one of the Agent's
     /// `handoffs`). When absent, a handoff node returns the session to the agent that
     /// handed it over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff_to: Option<String>,
+}
+
+impl WorkflowNode {
+    /// Whether the node lets the model call tool `name`: a `tools` entry matches it and no
+    /// `denyTools` entry does.
+    pub fn allows_tool(&self, name: &str) -> bool {
+        crate::agent::matches_any(&self.tools, name) && !crate::agent::matches_any(&self.deny_tools, name)
+    }
 }
 
 /// The kind of a workflow node.

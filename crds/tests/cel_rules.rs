@@ -34,7 +34,12 @@ fn agent_problems(a: &Agent) -> Vec<String> {
         "a",
         "ns",
         &a.spec,
-        References { persona: Some(&persona), workflow: Some(&wf.spec), agent_exists: &|_| true },
+        References {
+            persona: Some(&persona),
+            workflow: Some(&wf.spec),
+            agent_exists: &|_| true,
+            config_maps: &Default::default(),
+        },
     )
     .into_iter()
     .map(|p| p.message)
@@ -91,6 +96,26 @@ fn each_agent_rule_fails_with_its_message() {
         (
             serde_json::json!({"identityKeys": ["caller"], "tools": [remembering(tool("t", true, false, false), "caller", false)]}),
             "only a tool with identityProvider: true may remember into an identity key",
+        ),
+        (
+            serde_json::json!({"skills": [{"name": "fees", "description": "d", "delegatesTo": ["limits"]}]}),
+            "a skill's delegatesTo must name other skills of spec.skills",
+        ),
+        (
+            serde_json::json!({"skills": [{"name": "fees", "description": "d", "delegatesTo": ["fees"]}]}),
+            "a skill's delegatesTo must name other skills of spec.skills",
+        ),
+        (
+            serde_json::json!({"skills": [{"name": "fees", "description": "d", "tools": ["quote"]}]}),
+            "a skill's tools must be tools of spec.tools",
+        ),
+        (
+            serde_json::json!({"knowledge": {"dataContext": {"text": "x", "configMapRef": {"name": "c"}}}}),
+            "set exactly one of text and configMapRef",
+        ),
+        (
+            serde_json::json!({"skills": [{"name": "fees", "description": "d", "dataContext": {}}]}),
+            "set exactly one of text and configMapRef",
         ),
     ];
     for (extra, message) in cases {

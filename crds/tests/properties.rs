@@ -8,7 +8,7 @@ use switchboard_crds::workflow::{NodeKind, WorkflowEdge, WorkflowNode, WorkflowS
 use switchboard_crds::{Agent, Persona, RuntimeSpec, Workflow, resolve};
 
 fn node(id: String, kind: NodeKind) -> WorkflowNode {
-    WorkflowNode { id, kind, instruction: String::new(), tools: vec![], handoff_to: None }
+    WorkflowNode { id, kind, instruction: String::new(), tools: vec![], deny_tools: vec![], handoff_to: None }
 }
 
 fn edge(from: &str, to: &str) -> WorkflowEdge {
@@ -154,19 +154,19 @@ proptest! {
         let spec = agent_spec(tools.clone(), handoffs);
         let p = persona();
         let exists = |name: &str| targets.contains(name);
-        let problems = validate_agent("a", "ns", &spec, References { persona: Some(&p), workflow: Some(&wf), agent_exists: &exists });
+        let problems = validate_agent("a", "ns", &spec, References { persona: Some(&p), workflow: Some(&wf), agent_exists: &exists, config_maps: &Default::default() });
         prop_assert!(problems.is_empty(), "{:?}", problems);
 
         let mut agent = Agent::new("a", spec);
         agent.metadata.namespace = Some("ns".into());
-        let rs = resolve(&agent, &Persona::new("p", p), &Workflow::new("w", wf));
+        let rs = resolve(&agent, &Persona::new("p", p), &Workflow::new("w", wf), &Default::default());
         prop_assert_eq!(&rs.tools, &tools);
         let transfer: Vec<String> = rs.handoffs.iter().map(|h| h.tool.clone()).collect();
         let expected: Vec<String> = targets.iter().map(|t| format!("transfer_to_{t}")).collect();
         prop_assert_eq!(transfer, expected);
         // Canonical JSON is stable and round-trips.
         let json = rs.to_canonical_json();
-        prop_assert_eq!(&json, &resolve(&agent, &Persona::new("p", persona()), &Workflow::new("w", rs.workflow.spec.clone())).to_canonical_json());
+        prop_assert_eq!(&json, &resolve(&agent, &Persona::new("p", persona()), &Workflow::new("w", rs.workflow.spec.clone()), &Default::default()).to_canonical_json());
         prop_assert_eq!(RuntimeSpec::parse(&json).expect("parses"), rs);
     }
 
@@ -176,7 +176,7 @@ proptest! {
         let spec = agent_spec(vec![], handoffs);
         let wf = WorkflowSpec { entry: "s".into(), nodes: vec![node("s".into(), NodeKind::Message)], edges: vec![] };
         let p = persona();
-        let problems = validate_agent("zzzzzzz", "ns", &spec, References { persona: Some(&p), workflow: Some(&wf), agent_exists: &|_| false });
+        let problems = validate_agent("zzzzzzz", "ns", &spec, References { persona: Some(&p), workflow: Some(&wf), agent_exists: &|_| false, config_maps: &Default::default() });
         prop_assert_eq!(problems.iter().filter(|p| p.reason == Reason::HandoffTargetNotFound).count(), targets.len());
     }
 }

@@ -212,8 +212,17 @@ fn schema_violations_are_rejected_on_load() {
     assert!(e.to_string().contains("is not served"), "{e}");
     let e = c.add_yaml(&format!("{PERSONA}---{PERSONA}"), "dup.yaml").expect_err("duplicate");
     assert!(e.to_string().contains("Persona default/p is defined twice"), "{e}");
-    c.add_yaml("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n", "cm.yaml").expect("other kinds are skipped");
-    assert_eq!(c.skipped(), ["cm.yaml: ConfigMap (v1)"]);
+    c.add_yaml("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n", "s.yaml").expect("other kinds are skipped");
+    assert_eq!(c.skipped(), ["s.yaml: Secret (v1)"]);
+    // ConfigMaps are kept (an Agent's knowledge may read them), once each.
+    c.add_yaml("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: b}\n", "cm.yaml")
+        .expect("a ConfigMap");
+    let e = c.add_yaml("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n", "cm2.yaml").expect_err("twice");
+    assert!(e.to_string().contains("ConfigMap default/cm is defined twice"), "{e}");
+    let e = c
+        .add_yaml("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: n}\ndata: {a: [1]}\n", "n.yaml")
+        .expect_err("not text");
+    assert!(e.to_string().contains("data must map keys to strings"), "{e}");
 }
 
 #[test]
@@ -318,7 +327,12 @@ fn unchecked_problems(agent: &str) -> Vec<Problem> {
     let c = catalog(&[PERSONA, WORKFLOW]);
     let persona = c.personas().next().map(|p| &p.spec);
     let workflow = c.workflows().next().map(|w| &w.spec);
-    let refs = switchboard_crds::validate::References { persona, workflow, agent_exists: &|_| true };
+    let refs = switchboard_crds::validate::References {
+        persona,
+        workflow,
+        agent_exists: &|_| true,
+        config_maps: &Default::default(),
+    };
     switchboard_crds::validate::validate_agent("a", "default", &agent.spec, refs)
 }
 

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::build::hpa::api_resource;
 use crate::build::hpa::{HPA_V2, HPA_V2BETA2};
 use crate::controller::policy::{Policy, PolicyError};
-use crate::controller::{Context, Stores, network_policy, resources};
+use crate::controller::{Context, Stores, knowledge, network_policy, resources};
 use crate::gateway_key::GatewayKey;
 use crate::guard::{Fence, guarded};
 use crate::http::{Health, ServeError, bind};
@@ -266,6 +266,8 @@ async fn controllers(
     let agent_controller = wiring::agent_controller(&client, args, inputs, ctx.clone(), stop.clone());
     let queue = (triggers.clone(), overflow.clone());
     let policy_watch = network_policy::run(&client, ns, network_policy_writer, ctx.clone(), queue, stop.clone());
+    let knowledge_watch =
+        knowledge::run(&client, ns, agents.clone(), (triggers.clone(), overflow.clone()), stop.clone());
     let for_personas = agents.clone();
     let persona_referrers = Referrers {
         of: Box::new(move |p: &Persona| triggers::persona_referrers(&for_personas, p.namespace(), &p.name_any())),
@@ -297,7 +299,15 @@ async fn controllers(
         stop.clone(),
     );
     let publisher = routes::publish(client.clone(), agents, notified, args.routes_location(), metrics, stop);
-    tokio::join!(agent_controller, persona_controller, workflow_controller, publisher, key_watch, policy_watch);
+    tokio::join!(
+        agent_controller,
+        persona_controller,
+        workflow_controller,
+        publisher,
+        key_watch,
+        policy_watch,
+        knowledge_watch
+    );
 }
 
 /// The gateway public key of runtime pods, and the watch that follows it until `stop`

@@ -46,7 +46,7 @@ async fn banking_examples_become_children_with_owners_and_accepted_statuses() {
         let a = agents.get(name).await.expect("agent");
         let persona = personas.get(&a.spec.persona_ref.name).await.expect("persona");
         let workflow = workflows.get(&a.spec.workflow_ref.name).await.expect("workflow");
-        let desired = build(&a, &resolve(&a, &persona, &workflow), &settings);
+        let desired = build(&a, &resolve(&a, &persona, &workflow, &Default::default()), &settings);
 
         // Status: Accepted, Ready=False (no pods run here) with counts, endpoint.
         let status = a.status.clone().expect("status");

@@ -3,7 +3,10 @@
 use std::collections::BTreeSet;
 
 use super::{Problem, Reason, duplicates, is_dns_label, summarize};
-use crate::agent::{AgentSpec, CREDENTIAL_HEADERS, Provider, ToolSpec, check_sonic_voice, sonic_model};
+use crate::agent::{
+    AgentSpec, CREDENTIAL_HEADERS, ConfigMaps, ContextSource, Provider, ToolSpec, check_sonic_voice, glob_match,
+    is_pattern, is_valid_pattern, sonic_model,
+};
 use crate::persona::PersonaSpec;
 use crate::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, transfer_tool_name};
 use crate::validate::{validate_persona, validate_workflow};
@@ -18,6 +21,20 @@ pub struct References<'a> {
     pub workflow: Option<&'a WorkflowSpec>,
     /// Whether an Agent of this name exists in the same namespace.
     pub agent_exists: &'a dyn Fn(&str) -> bool,
+    /// The ConfigMaps the Agent references (knowledge, skills) that exist, with their data.
+    pub config_maps: &'a ConfigMaps,
+}
+
+impl<'a> References<'a> {
+    /// References with no ConfigMaps (for Agents that read none).
+    pub fn new(
+        persona: Option<&'a PersonaSpec>,
+        workflow: Option<&'a WorkflowSpec>,
+        agent_exists: &'a dyn Fn(&str) -> bool,
+    ) -> Self {
+        static NONE: ConfigMaps = ConfigMaps::new();
+        Self { persona, workflow, agent_exists, config_maps: &NONE }
+    }
 }
 
 impl std::fmt::Debug for References<'_> {
@@ -25,6 +42,7 @@ impl std::fmt::Debug for References<'_> {
         f.debug_struct("References")
             .field("persona", &self.persona.is_some())
             .field("workflow", &self.workflow.is_some())
+            .field("config_maps", &self.config_maps.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
@@ -41,6 +59,10 @@ pub fn validate_agent(name: &str, namespace: &str, spec: &AgentSpec, refs: Refer
     }
     check_references(namespace, spec, refs, &mut problems);
     check_tools(&spec.tools, &mut problems);
+    check_tool_policy(spec, &mut problems);
+    check_sources(spec, &mut problems);
+    super::knowledge::check_skills(spec, &mut problems);
+    problems.extend(super::knowledge::gather_knowledge(spec, namespace, refs.config_maps).problems);
     super::authority::check_authority(spec, &mut problems);
     check_handoffs(name, namespace, spec, refs, &mut problems);
     if let Some(workflow) = refs.workflow {
@@ -272,7 +294,12 @@ fn check_workflow_fits(spec: &AgentSpec, workflow: &WorkflowSpec, problems: &mut
     };
     for node in &workflow.nodes {
         for tool in &node.tools {
-            if !tools.contains(tool.as_str()) {
+            let known = if is_pattern(tool) {
+                tools.iter().any(|t| glob_match(tool, t))
+            } else {
+                tools.contains(tool.as_str())
+            };
+            if !known {
                 problems.push(unknown_tool(&node.id, tool));
             }
         }
@@ -294,6 +321,45 @@ fn check_workflow_fits(spec: &AgentSpec, workflow: &WorkflowSpec, problems: &mut
             if !tools.contains(tool) {
                 problems.push(unknown_tool(&format!("{} -> {}", edge.from, edge.to), tool));
             }
+        }
+    }
+}
+
+/// Tool names and patterns of the Agent's deny list are well formed.
+fn check_tool_policy(spec: &AgentSpec, problems: &mut Vec<Problem>) {
+    for (i, entry) in spec.tool_policy.deny.iter().enumerate() {
+        if !is_valid_pattern(entry) {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("spec.toolPolicy.deny[{i}]"),
+                format!(
+                    "{entry:?} is not a tool name or pattern (letters, digits, '_', '-', and '*' or '?' as wildcards, at most 64)"
+                ),
+            ));
+        }
+    }
+}
+
+/// Every data context sets exactly one of `text` and `configMapRef`, and inline text fits.
+fn check_sources(spec: &AgentSpec, problems: &mut Vec<Problem>) {
+    let sources = spec.knowledge.data_context.iter().map(|c| ("spec.knowledge.dataContext".to_owned(), c)).chain(
+        spec.skills
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.data_context.as_ref().map(|c| (format!("spec.skills[{i}].dataContext"), c))),
+    );
+    for (field, ContextSource { text, config_map_ref }) in sources {
+        if text.is_some() == config_map_ref.is_some() {
+            problems.push(Problem::new(Reason::InvalidField, field, "set exactly one of text and configMapRef"));
+        } else if text.as_ref().is_some_and(|t| t.len() > crate::agent::MAX_INLINE_BYTES) {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("{field}.text"),
+                format!(
+                    "inline text is limited to {} bytes; put longer text in a ConfigMap (configMapRef)",
+                    crate::agent::MAX_INLINE_BYTES
+                ),
+            ));
         }
     }
 }

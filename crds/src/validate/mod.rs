@@ -8,10 +8,12 @@
 
 mod agent;
 mod authority;
+mod knowledge;
 mod persona;
 mod workflow;
 
 pub use agent::{References, validate_agent};
+pub use knowledge::{Gathered, gather_knowledge};
 pub use persona::validate_persona;
 pub use workflow::validate_workflow;
 
@@ -46,6 +48,12 @@ pub enum Reason {
     InvalidTemplate,
     /// A field violates a rule of its own (range, pattern, combination).
     InvalidField,
+    /// A ConfigMap the Agent's knowledge or a skill reads does not exist, or lacks the key.
+    ConfigMapNotFound,
+    /// The Agent's knowledge is larger than `spec.knowledge.maxBytes`.
+    KnowledgeTooLarge,
+    /// A skill names a skill the Agent does not have.
+    UnknownSkill,
 }
 
 impl Reason {
@@ -65,6 +73,9 @@ impl Reason {
             Reason::UnreachableNode => "UnreachableNode",
             Reason::InvalidTemplate => "InvalidTemplate",
             Reason::InvalidField => "InvalidField",
+            Reason::ConfigMapNotFound => "ConfigMapNotFound",
+            Reason::KnowledgeTooLarge => "KnowledgeTooLarge",
+            Reason::UnknownSkill => "UnknownSkill",
         }
     }
 }

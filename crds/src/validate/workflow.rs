@@ -54,6 +54,17 @@ pub fn validate_workflow(spec: &WorkflowSpec) -> Vec<Problem> {
                 format!("node {:?} is of kind {:?}; only handoff nodes may set handoffTo", node.id, node.kind),
             ));
         }
+        for (list, entries) in [("tools", &node.tools), ("denyTools", &node.deny_tools)] {
+            for (j, entry) in entries.iter().enumerate() {
+                if !crate::agent::is_valid_pattern(entry) {
+                    problems.push(Problem::new(
+                        Reason::InvalidField,
+                        format!("{field}.{list}[{j}]"),
+                        format!("{entry:?} is not a tool name or pattern (letters, digits, '_', '-', and '*' or '?' as wildcards, at most 64)"),
+                    ));
+                }
+            }
+        }
         for dup in duplicates(node.tools.iter().map(String::as_str)) {
             problems.push(Problem::new(
                 Reason::DuplicateName,

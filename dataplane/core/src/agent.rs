@@ -1,11 +1,16 @@
 //! One agent, prepared for running sessions: its RuntimeSpec checked for what the core
 //! needs (missing configuration is an error here, never a crash later), tool input
 //! schemas compiled, and the tools offered at each workflow position worked out.
+//!
+//! Tool policy: a tool may run at a workflow node when one of the node's `tools` entries
+//! (a name or a glob such as `crm_*`) matches it, none of its `denyTools` does, and the
+//! Agent's `toolPolicy.deny` does not refuse it. A tool that a skill lists is moreover held
+//! back until the model uses that skill (the built-in `use_skill` tool).
 
 use std::collections::HashMap;
 
 use switchboard_crds::RuntimeSpec;
-use switchboard_crds::agent::{MemoryPath, ToolSpec};
+use switchboard_crds::agent::{MemoryPath, ToolSpec, USE_SKILL_TOOL, glob_match, is_pattern};
 use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, return_tool_name};
 use switchboard_crds::workflow::NodeKind;
 
@@ -92,8 +97,20 @@ pub enum ConfigError {
         /// Why it cannot be used.
         message: String,
     },
+    /// A skill names a tool or skill the agent does not have.
+    #[error("agent {agent}: skill {skill:?} names {name:?}, which the agent does not define")]
+    UnknownSkillReference {
+        /// The agent.
+        agent: String,
+        /// The skill.
+        skill: String,
+        /// The missing tool or skill.
+        name: String,
+    },
     /// A tool name collides with a reserved name.
-    #[error("agent {agent}: tool name {tool:?} is reserved (transfer_to_*, return_to_*, workflow_goto); rename it")]
+    #[error(
+        "agent {agent}: tool name {tool:?} is reserved (transfer_to_*, return_to_*, workflow_goto, use_skill); rename it"
+    )]
     ReservedName {
         /// The agent.
         agent: String,
@@ -139,7 +156,11 @@ impl AgentCore {
         let mut validators = HashMap::new();
         for tool in &spec.tools {
             let name = tool.name.clone();
-            if name.starts_with(TRANSFER_PREFIX) || name.starts_with(RETURN_PREFIX) || name == GOTO_TOOL {
+            if name.starts_with(TRANSFER_PREFIX)
+                || name.starts_with(RETURN_PREFIX)
+                || name == GOTO_TOOL
+                || name == USE_SKILL_TOOL
+            {
                 return Err(ConfigError::ReservedName { agent, tool: name });
             }
             if tool.target().is_none() {
@@ -154,13 +175,34 @@ impl AgentCore {
             validators.insert(name, validator);
         }
         for node in &workflow.nodes {
-            if let Some(tool) = node.tools.iter().find(|t| !validators.contains_key(t.as_str())) {
+            let unknown = |entry: &&String| {
+                if is_pattern(entry) {
+                    !validators.keys().any(|t| glob_match(entry, t))
+                } else {
+                    !validators.contains_key(entry.as_str())
+                }
+            };
+            if let Some(tool) = node.tools.iter().find(unknown) {
                 return Err(ConfigError::UnknownNodeTool { agent, node: node.id.clone(), tool: tool.clone() });
             }
             if let Some(target) = &node.handoff_to
                 && !spec.handoffs.iter().any(|h| &h.agent == target)
             {
                 return Err(ConfigError::UnknownHandoffTarget { agent, node: node.id.clone(), target: target.clone() });
+            }
+        }
+        for skill in &spec.skills {
+            let missing = skill
+                .tools
+                .iter()
+                .find(|t| !validators.contains_key(t.as_str()))
+                .or_else(|| skill.delegates_to.iter().find(|d| !spec.skills.iter().any(|s| &s.name == *d)));
+            if let Some(name) = missing {
+                return Err(ConfigError::UnknownSkillReference {
+                    agent,
+                    skill: skill.name.clone(),
+                    name: name.clone(),
+                });
             }
         }
         let mut core = Self { spec, validators, offers: HashMap::new() };
@@ -198,9 +240,10 @@ impl AgentCore {
         if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
     }
 
-    /// Whether tool `name` may run at `node`.
+    /// Whether tool `name` may run at `node`: the node's lists allow it and the Agent's
+    /// policy does not deny it (skills aside: see [`AgentCore::skill_allows`]).
     pub fn tool_allowed_at(&self, node: &str, name: &str) -> bool {
-        self.spec.workflow.spec.node(node).is_some_and(|n| n.tools.iter().any(|t| t == name))
+        !self.spec.tool_policy.denies(name) && self.spec.workflow.spec.node(node).is_some_and(|n| n.allows_tool(name))
     }
 
     /// Whether `node` is where a transfer to `target` happens.
@@ -246,14 +289,16 @@ impl AgentCore {
                 &worked_out
             }
         };
-        let mut offered = Vec::with_capacity(offer.tools.len() + 2);
+        let mut offered = Vec::with_capacity(offer.tools.len() + 3);
         offered.extend(
             offer
                 .tools
                 .iter()
                 .filter(|d| self.tool(&d.name).is_none_or(|t| missing_requirement(t, memory).is_none()))
+                .filter(|d| self.skill_allows(state, &d.name))
                 .cloned(),
         );
+        offered.extend(self.use_skill_tool());
         if let Some(caller) = return_to
             && offer.returns
         {
@@ -307,9 +352,10 @@ impl AgentCore {
             .spec
             .tools
             .iter()
-            .filter(|t| t.required_memory().into_iter().all(obtainable))
+            .filter(|t| t.required_memory().into_iter().all(obtainable) && !self.spec.tool_policy.denies(&t.name))
             .map(ToolDefinition::from)
             .collect();
+        tools.extend(self.use_skill_tool());
         for handoff in &self.spec.handoffs {
             tools.push(handoff_tool(&handoff.tool, &handoff.description, false));
         }
@@ -331,6 +377,11 @@ impl AgentCore {
         }
         if name == GOTO_TOOL {
             return goto_tool();
+        }
+        if name == USE_SKILL_TOOL
+            && let Some(tool) = self.use_skill_tool()
+        {
+            return tool;
         }
         let is_return = name.starts_with(RETURN_PREFIX);
         handoff_tool(name, "Not available at this step.", is_return)

@@ -132,6 +132,9 @@ impl Session {
                 Err(e) => Err(ToolFailure::new(FailureKind::NotAllowed, e.to_string())),
             });
         }
+        if let Some(outcome) = self.skill_call(name, input) {
+            return Step::Done(outcome);
+        }
         let Some(tool) = self.core.tool(name).cloned() else {
             return Step::Done(Err(ToolFailure::new(
                 FailureKind::UnknownTool,

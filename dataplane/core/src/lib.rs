@@ -30,6 +30,7 @@ pub mod model;
 pub mod prompt;
 pub mod protocol;
 mod session;
+mod skills;
 pub mod tools;
 pub mod transcript;
 mod voice;

@@ -24,6 +24,8 @@ pub struct WorkflowState {
     visited: Vec<String>,
     succeeded: BTreeSet<String>,
     failed: BTreeSet<String>,
+    /// Skills in use at this step, in the order they were used.
+    skills: Vec<String>,
 }
 
 /// A transition that was made.
@@ -63,6 +65,7 @@ impl WorkflowState {
             visited: vec![workflow.entry.clone()],
             succeeded: BTreeSet::new(),
             failed: BTreeSet::new(),
+            skills: Vec::new(),
         }
     }
 
@@ -77,7 +80,7 @@ impl WorkflowState {
         if visited.last().map(String::as_str) != Some(node) {
             visited.push(node.to_owned());
         }
-        Self { node: node.to_owned(), visited, succeeded: BTreeSet::new(), failed: BTreeSet::new() }
+        Self { node: node.to_owned(), visited, succeeded: BTreeSet::new(), failed: BTreeSet::new(), skills: Vec::new() }
     }
 
     /// The current node's id.
@@ -88,6 +91,23 @@ impl WorkflowState {
     /// Nodes visited, in order (the entry first).
     pub fn visited(&self) -> &[String] {
         &self.visited
+    }
+
+    /// The skills in use at the current step, in the order they were used.
+    pub fn skills(&self) -> &[String] {
+        &self.skills
+    }
+
+    /// Puts `skill` in use: beside the skills in use when `beside` is true, else instead of
+    /// them. Using a skill already in use changes nothing.
+    pub fn use_skill(&mut self, skill: &str, beside: bool) {
+        if self.skills.iter().any(|s| s == skill) {
+            return;
+        }
+        if !beside {
+            self.skills.clear();
+        }
+        self.skills.push(skill.to_owned());
     }
 
     /// Records a tool's outcome for `toolSucceeded` / `toolFailed` conditions.
@@ -184,6 +204,8 @@ impl WorkflowState {
     fn enter(&mut self, to: &str, by_condition: bool) -> Transition {
         let from = std::mem::replace(&mut self.node, to.to_owned());
         self.visited.push(to.to_owned());
+        // Skills belong to the step they were used at.
+        self.skills.clear();
         Transition { from, to: to.to_owned(), by_condition }
     }
 

@@ -1,4 +1,5 @@
-//! The Agent reconcile: fetch (Persona, Workflow, handoff targets) -> validate (the API
+//! The Agent reconcile: fetch (Persona, Workflow, handoff targets, the ConfigMaps its
+//! knowledge reads) -> validate (the API
 //! crate's pure validator) -> build (pure) -> the namespace's NetworkPolicy -> apply +
 //! prune -> status. An invalid spec gets `Accepted=False` and a Warning Event and waits
 //! for a change; its existing children keep running the last accepted configuration. So
@@ -19,7 +20,7 @@ use switchboard_crds::{Agent, AgentStatus, resolve};
 
 use super::apply::{apply_children, apply_status};
 use super::status::{Verdict, accepted, agent_status, replicas};
-use super::{Context, Error, key_of, network_policy, policy};
+use super::{Context, Error, key_of, knowledge, network_policy, policy};
 use crate::build::{build, service};
 use crate::gateway_key::{KeyMissing, REASON_KEY_MISSING};
 use crate::lean::LeanDeployment;
@@ -59,6 +60,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     let persona = ctx.stores.personas.get(&ObjectRef::new(&agent.spec.persona_ref.name).within(&namespace));
     let workflow = ctx.stores.workflows.get(&ObjectRef::new(&agent.spec.workflow_ref.name).within(&namespace));
     let known = &ctx.stores.agents;
+    let config_maps = knowledge::read(client, &namespace, &agent.spec).await?;
 
     // Validate.
     let agent_exists = |n: &str| known.get(&ObjectRef::new(n).within(&namespace)).is_some();
@@ -66,13 +68,14 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
         persona: persona.as_ref().map(|p| &p.spec),
         workflow: workflow.as_ref().map(|w| &w.spec),
         agent_exists: &agent_exists,
+        config_maps: &config_maps,
     };
     let problems = validate_agent(&name, &namespace, &agent.spec, refs);
     let verdict = accepted(&problems);
 
     let (Some(persona), Some(workflow), true) = (persona, workflow, verdict.ok) else {
         // Not accepted: keep what runs, report, wait for a change (of the Agent, its
-        // Persona or Workflow, or a handoff target appearing).
+        // Persona or Workflow, a ConfigMap it reads, or a handoff target appearing).
         return reject(agent, ctx, &verdict, Action::await_change()).await;
     };
 
@@ -96,7 +99,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     };
 
     // Build and apply.
-    let spec = resolve(agent, persona.as_ref(), workflow.as_ref());
+    let spec = resolve(agent, persona.as_ref(), workflow.as_ref(), &config_maps);
     let desired = build(agent, &spec, &ctx.settings.with_gateway_key(key));
     // The namespace's NetworkPolicy first: no runtime pod runs without it.
     if let Some(refused) = network_policy::ensure(ctx, &namespace, agent).await? {

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod apply;
+pub mod knowledge;
 pub mod network_policy;
 pub mod policy;
 pub mod resources;

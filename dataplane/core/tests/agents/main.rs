@@ -4,7 +4,9 @@
 mod authority;
 mod common;
 mod handoffs;
+mod live;
 mod memory;
 mod pipeline;
 mod sessions;
+mod skills;
 mod voice;
