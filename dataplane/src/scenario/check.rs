@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use switchboard_crds::agent::Consent;
+use switchboard_crds::agent::{Consent, USE_SKILL_TOOL};
 use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX};
 use switchboard_crds::{Catalog, RuntimeSpec};
 
@@ -68,7 +68,7 @@ impl fmt::Display for Problem {
 /// What one agent of the folder can do.
 #[derive(Clone, Debug, Default)]
 pub struct AgentFacts {
-    /// Its own tools and its transfer tools.
+    /// Its own tools, its transfer tools, and `use_skill` when it has skills.
     pub tools: BTreeSet<String>,
     /// Its tools that ask for consent.
     pub consent: BTreeSet<String>,
@@ -119,6 +119,7 @@ impl Facts {
                         .iter()
                         .map(|t| t.name.clone())
                         .chain(spec.handoffs.iter().map(|h| h.tool.clone()))
+                        .chain((!spec.skills.is_empty()).then(|| USE_SKILL_TOOL.to_owned()))
                         .collect(),
                     consent: spec
                         .tools

@@ -88,15 +88,16 @@ fn the_example_bank_scenarios_pass_offline_within_a_minute() {
     let elapsed = started.elapsed();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "the examples pass:\n{stdout}\n{stderr}");
-    for name in ["balance", "dispute", "dispute-declined", "failed-verification", "return-to-triage", "unknown-request"]
+    for name in
+        ["balance", "dispute", "dispute-declined", "failed-verification", "fees", "return-to-triage", "unknown-request"]
     {
         assert!(stdout.contains(&format!("PASS  examples/banking/tests/{name}.yaml")), "{name}: {stdout}");
     }
-    assert!(stdout.contains("ok: 6 scenario(s), 6 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("ok: 7 scenario(s), 7 passed, 0 failed"), "{stdout}");
     assert!(elapsed < Duration::from_secs(60), "the suite took {elapsed:?}");
     let report = parse_junit(&junit);
-    assert_eq!((report.tests.as_deref(), report.failures.as_deref()), (Some("6"), Some("0")), "{report:?}");
-    assert_eq!((report.cases, report.failure_elements), (6, 0));
+    assert_eq!((report.tests.as_deref(), report.failures.as_deref()), (Some("7"), Some("0")), "{report:?}");
+    assert_eq!((report.cases, report.failure_elements), (7, 0));
     let _ = std::fs::remove_file(&junit);
 }
 
