@@ -15,6 +15,7 @@ pub mod directory;
 pub mod metrics;
 mod origin;
 pub mod publish;
+pub mod record;
 pub mod resume;
 pub mod server;
 pub mod session;
@@ -140,6 +141,8 @@ pub struct Gateway {
     pub tracker: TaskTracker,
     /// What the sessions hold, against the memory budget.
     pub budget: budget::MemoryBudget,
+    /// The conversation record, when kept.
+    pub record: Option<Arc<record::Recorder>>,
 }
 
 impl Gateway {
@@ -152,7 +155,30 @@ impl Gateway {
         auth: auth::Auth,
         store: resume::Store,
     ) -> Result<Arc<Self>, prometheus::Error> {
-        Ok(Arc::new(Self {
+        Ok(Arc::new(Self::build(config, directory, key, auth, store, None)?))
+    }
+
+    /// [`Gateway::new`], keeping the conversation record with `record`.
+    pub fn recording(
+        config: GatewayConfig,
+        directory: channel::Receiver<Directory>,
+        key: GatewaySigner,
+        auth: auth::Auth,
+        store: resume::Store,
+        record: Arc<record::Recorder>,
+    ) -> Result<Arc<Self>, prometheus::Error> {
+        Ok(Arc::new(Self::build(config, directory, key, auth, store, Some(record))?))
+    }
+
+    fn build(
+        config: GatewayConfig,
+        directory: channel::Receiver<Directory>,
+        key: GatewaySigner,
+        auth: auth::Auth,
+        store: resume::Store,
+        record: Option<Arc<record::Recorder>>,
+    ) -> Result<Self, prometheus::Error> {
+        Ok(Self {
             budget: budget::MemoryBudget::new(config.memory_budget, config.session_bound()),
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
             config,
@@ -166,6 +192,7 @@ impl Gateway {
             draining: CancellationToken::new(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
-        }))
+            record,
+        })
     }
 }

@@ -57,6 +57,9 @@ fn app(gateway: Arc<Gateway>, more_metrics: Option<MoreMetrics>) -> Router {
         gateway.metrics.memory_held.set(held);
         gateway.metrics.memory_budget.set(gateway.budget.limit().map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)));
         let mut text = gateway.metrics.render();
+        if let Some(record) = &gateway.record {
+            text.push_str(&record.metrics.render());
+        }
         if let Some(more) = &more_metrics {
             text.push_str(&more());
         }

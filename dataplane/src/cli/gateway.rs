@@ -196,6 +196,9 @@ pub struct GatewayArgs {
     /// 60 % of the container's memory limit (cgroup), or none without one; 0: none.
     #[arg(long, env = "SWITCHBOARD_MEMORY_BUDGET_BYTES")]
     memory_budget_bytes: Option<usize>,
+
+    #[command(flatten)]
+    record: super::record::RecordArgs,
 }
 
 /// Serves until SIGTERM/SIGINT, then drains.
@@ -234,6 +237,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         ping_seconds,
         ping_timeout_seconds,
         memory_budget_bytes,
+        record,
     } = args;
     anyhow::ensure!(
         jwks_file.is_some() || jwks_url.is_some() || (jwt_issuer.is_none() && jwt_audience.is_none()),
@@ -357,12 +361,20 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         ),
         None => tracing::info!("no memory budget (no container memory limit, or --memory-budget-bytes 0)"),
     }
-    let gateway = Gateway::new(config, directory, key, auth, store)?;
+    let record = record.start(None)?;
+    let gateway = match &record {
+        Some(task) => Gateway::recording(config, directory, key, auth, store, task.recorder.clone())?,
+        None => Gateway::new(config, directory, key, auth, store)?,
+    };
     let server = Server::bind(listen, gateway).await?;
     tracing::info!(addr = %server.local_addr()?, "gateway serving /v1/session");
-    server
+    let served = server
         .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })
-        .await?;
+        .await;
+    if let Some(record) = record {
+        record.finish().await;
+    }
+    served?;
     Ok(())
 }
 

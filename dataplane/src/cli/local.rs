@@ -51,6 +51,9 @@ pub struct LocalArgs {
 
     #[command(flatten)]
     voice: super::VoiceArgs,
+
+    #[command(flatten)]
+    record: super::record::RecordArgs,
 }
 
 /// Runs until Ctrl-C.
@@ -66,6 +69,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         ca_file,
         allowed_origins,
         voice,
+        record,
     } = args;
     let options = LocalOptions {
         listen: SocketAddr::new(host, port),
@@ -82,7 +86,9 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         ca_file,
         gateway_key: None,
     };
-    let local = local::start(&dir, options).await?;
+    let default_record = super::record::default_local_file().map(|file| format!("sqlite:{}", file.display()));
+    let record = record.start(default_record)?;
+    let local = local::start_recording(&dir, options, record.as_ref().map(|task| task.recorder.clone())).await?;
     let addr = local.server.local_addr()?;
     match &local.sim {
         Some(sim) => println!("Bedrock simulator on {}", sim.endpoint_url()),
@@ -106,6 +112,9 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         .await?;
     if let Some(sim) = local.sim {
         sim.shutdown().await;
+    }
+    if let Some(record) = record {
+        record.finish().await;
     }
     Ok(())
 }

@@ -6,7 +6,9 @@ mod demo_tools;
 mod gateway;
 #[cfg(feature = "local")]
 mod local;
+mod record;
 mod runtime;
+mod sessions;
 #[cfg(feature = "local")]
 mod sim;
 mod test;
@@ -74,6 +76,9 @@ pub enum Command {
     /// SWITCHBOARD_LOG) asks for more. The README's "Scenario tests" section describes the
     /// scenario files.
     Test(test::TestArgs),
+    /// Read the conversation record: recorded sessions (`list`) and everything that
+    /// happened in one (`show`).
+    Sessions(sessions::SessionsArgs),
 }
 
 impl Command {
@@ -89,6 +94,7 @@ impl Command {
             Self::Chat(args) => chat::run(args).await,
             Self::DemoTools(args) => demo_tools::run(args).await,
             Self::Test(args) => test::run(args).await,
+            Self::Sessions(args) => sessions::run(args).await,
         }
     }
 
@@ -96,7 +102,7 @@ impl Command {
     /// given: `test` prints a report on stdout, so only warnings are logged.
     pub fn default_log(&self) -> Option<&'static str> {
         match self {
-            Self::Test(_) => Some("warn"),
+            Self::Test(_) | Self::Sessions(_) => Some("warn"),
             _ => None,
         }
     }

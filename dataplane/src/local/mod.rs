@@ -159,6 +159,15 @@ pub fn read_local_file(dir: &Path) -> Result<(LocalFile, PathBuf), LocalError> {
 
 /// Loads `dir`, starts the simulator (unless `bedrock`), demo tool servers and binds the server.
 pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalError> {
+    start_recording(dir, options, None).await
+}
+
+/// [`start`], keeping the conversation record of every session with `record`.
+pub async fn start_recording(
+    dir: &Path,
+    options: LocalOptions,
+    record: Option<Arc<switchboard_gateway::record::Recorder>>,
+) -> Result<Local, LocalError> {
     let specs = load_specs(dir)?;
     let (local, base) = read_local_file(dir)?;
     let key = match options.gateway_key.clone() {
@@ -220,7 +229,7 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
     let list = agent_list(&state, &names, default_agent.clone());
     let by_handoff = list.by_handoff.iter().map(|agent| agent.name.clone()).collect();
     let runtime = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), state).await.map_err(start_error)?;
-    let (gateway, routes) = gateway(&options, key, table, runtime.local_addr().map_err(start_error)?)?;
+    let (gateway, routes) = gateway(&options, key, table, runtime.local_addr().map_err(start_error)?, record)?;
     let runtime_state = runtime.state();
     let gateway = GatewayServer::bind(options.listen, gateway)
         .await
@@ -320,6 +329,7 @@ fn gateway(
     key: GatewaySigner,
     table: RoutingTable,
     runtime: SocketAddr,
+    record: Option<Arc<switchboard_gateway::record::Recorder>>,
 ) -> Result<(Arc<Gateway>, watch::Sender<switchboard_gateway::Directory>), LocalError> {
     let endpoints = table.routes.iter().map(|r| ((r.namespace.clone(), r.name.clone()), vec![runtime])).collect();
     let directory = switchboard_gateway::Directory::new(Arc::new(table), Arc::new(endpoints), None);
@@ -332,8 +342,12 @@ fn gateway(
         idle_timeout: options.server.idle_timeout,
         ..GatewayConfig::default()
     };
-    let gateway = Gateway::new(config, receiver, key, auth, switchboard_gateway::resume::Store::default())
-        .map_err(start_error)?;
+    let store = switchboard_gateway::resume::Store::default();
+    let gateway = match record {
+        Some(record) => Gateway::recording(config, receiver, key, auth, store, record),
+        None => Gateway::new(config, receiver, key, auth, store),
+    }
+    .map_err(start_error)?;
     Ok((gateway, routes))
 }
 

@@ -14,6 +14,7 @@ use switchboard_crds::routing::{Route, RoutingTable, SESSION_PATH};
 use switchboard_crds::{Catalog, contract};
 use switchboard_dataplane::demo_tools::{Accounts, DemoTools};
 use switchboard_gateway::auth::Auth;
+use switchboard_gateway::record::Recorder;
 use switchboard_gateway::resume::Store;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::{Directory, Gateway, GatewayConfig};
@@ -83,9 +84,19 @@ impl Drop for Pod {
 /// A gateway replica: the gateway, its session URL, and its SIGTERM.
 pub type Replica = (Arc<Gateway>, String, oneshot::Sender<()>);
 
-async fn serve(config: GatewayConfig, directory: watch::Receiver<Directory>, auth: Auth, store: Store) -> Replica {
+async fn serve(
+    config: GatewayConfig,
+    directory: watch::Receiver<Directory>,
+    auth: Auth,
+    store: Store,
+    record: Option<Arc<Recorder>>,
+) -> Replica {
     let signer = switchboard_core::grant::GatewaySigner::from_seed(&KEY);
-    let gateway = Gateway::new(config, directory, signer, auth, store).expect("gateway");
+    let gateway = match record {
+        Some(record) => Gateway::recording(config, directory, signer, auth, store, record),
+        None => Gateway::new(config, directory, signer, auth, store),
+    }
+    .expect("gateway");
     let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), gateway.clone()).await.expect("binds");
     let url = format!("ws://{}{SESSION_PATH}", server.local_addr().expect("addr"));
     let (stop, stopped) = oneshot::channel::<()>();
@@ -130,6 +141,18 @@ impl Fleet {
         config: GatewayConfig,
         store: Store,
         script: Script,
+    ) -> Self {
+        Self::recording(replicas, auth, config, store, script, None).await
+    }
+
+    /// Like [`Fleet::with_script`], the gateway keeping the conversation record with `record`.
+    pub async fn recording(
+        replicas: &[(&str, usize)],
+        auth: Auth,
+        config: GatewayConfig,
+        store: Store,
+        script: Script,
+        record: Option<Arc<Recorder>>,
     ) -> Self {
         let sim = Simulator::start(SimConfig::new(script)).await.expect("simulator");
         let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
@@ -177,14 +200,14 @@ impl Fleet {
         }
         let (directory, rx) =
             watch::channel(Directory::new(Arc::new(RoutingTable::new(routes)), Arc::new(endpoints), None));
-        let (gateway, url, stop) = serve(config, rx.clone(), auth, store).await;
+        let (gateway, url, stop) = serve(config, rx.clone(), auth, store, record).await;
         Self { pods, gateway, url, directory, _stop: stop, _sim: sim, _tools: tools, _dir: dir }
     }
 
     /// Another gateway replica in front of the same pods, with its own `auth` (the same
     /// keys) and `store`: (gateway, URL, its SIGTERM).
     pub async fn replica(&self, auth: Auth, config: GatewayConfig, store: Store) -> Replica {
-        serve(config, self.directory.subscribe(), auth, store).await
+        serve(config, self.directory.subscribe(), auth, store, None).await
     }
 
     /// The pods of `agent`.

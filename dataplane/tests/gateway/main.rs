@@ -9,6 +9,7 @@ mod client;
 mod context;
 mod fleet;
 mod liveness;
+mod record;
 mod resume;
 mod scopes;
 mod sessions;

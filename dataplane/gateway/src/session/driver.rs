@@ -13,13 +13,14 @@ use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, close_
 use tokio_tungstenite::tungstenite::{self, Message as UpMessage};
 
 use super::machine::{
-    ClientFrame, Cx, Effect, Ending, Event, Machine, Note, OpenRequest, Phase, RuntimeFrame, SendFailure,
+    ClientFrame, Cx, Effect, Ending, Event, Machine, Note, OpenRequest, Phase, Recorded, RuntimeFrame, SendFailure,
 };
 use super::{ClientSink, ClientStream, SLOW_CLIENT, close_client};
 use crate::Gateway;
 use crate::auth::Admission;
 use crate::balancer::Lease;
 use crate::budget::{Account, SESSION_OVERHEAD};
+use crate::record::SessionLog;
 use crate::resume::{Frame, Parked};
 use crate::upstream::{self, Opening, UpSink, UpStream};
 
@@ -57,6 +58,8 @@ struct State {
     /// What the session holds, toward the gateway's memory budget (refreshed at every
     /// ping interval; cheap enough, but not for every frame).
     account: Account,
+    /// The session's part of the conversation record, when kept.
+    log: Option<SessionLog>,
 }
 
 /// Runs the session until it ends or is parked.
@@ -64,7 +67,14 @@ pub(super) async fn run(relay: Relay) {
     let Relay { gateway, mut machine, parked, mut client_tx, mut client_rx, admission } = relay;
     let mut account = gateway.budget.account();
     account.set(SESSION_OVERHEAD + machine.held_bytes());
-    let mut state = State { upstream: None, live: None, client_done: false, admission: Some(admission), account };
+    let log = gateway.record.as_ref().map(|recorder| {
+        let log = SessionLog::new(recorder.clone(), machine.id());
+        let credential = admission.key.as_deref().unwrap_or_default();
+        let agent = machine.target().key();
+        log.started(&agent, credential, parked.is_some(), machine.voice().as_deref(), machine.modalities());
+        log
+    });
+    let mut state = State { upstream: None, live: None, client_done: false, admission: Some(admission), account, log };
     let superseded = tokio_util::sync::CancellationToken::new();
     let mut directory = gateway.directory.clone();
     directory.mark_unchanged();
@@ -230,6 +240,15 @@ async fn carry_out(
             }
             Effect::Hold { key, previous } => hold(gateway, machine.id(), key, previous, superseded).await,
             Effect::Note(note) => observe(gateway, machine, state, note),
+            Effect::Record(recorded) => {
+                if let Some(log) = state.log.as_mut() {
+                    let agent = machine.target().key();
+                    match recorded {
+                        Recorded::Server(text) => log.server(&agent, text.as_str()),
+                        Recorded::Client(text) => log.client(&agent, text.as_str()),
+                    }
+                }
+            }
         }
     }
 }
@@ -317,6 +336,9 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
             metrics.live.with_label_values(&[&to]).inc();
             metrics.handoffs.with_label_values(&[&from, &to]).inc();
             tracing::info!(session_id = %id, turn, %from, %to, "handoff");
+            if let Some(log) = &state.log {
+                log.handed_off(&from, &to);
+            }
         }
         Note::HandoffGap { from, to, seconds } => {
             metrics.handoff_gap.with_label_values(&[&from, &to]).observe(seconds);
@@ -326,6 +348,9 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
         }
         Note::Migrated { reason, from } => {
             metrics.migrated.with_label_values(&[&agent, &reason]).inc();
+            if let Some(log) = &state.log {
+                log.moved(&agent, &reason);
+            }
             if let Some(addr) = from {
                 tracing::info!(session_id = %id, turn, %agent, %addr, %reason, "moving the session to another pod");
             }
@@ -361,6 +386,16 @@ async fn finish(
     }
     if let Some(mut up) = state.upstream.take() {
         let _ = up.tx.close().await;
+    }
+    if let Some(log) = &state.log {
+        let agent = machine.target().key();
+        match &ending {
+            Ending::Close((code, reason)) => log.ended(&agent, "ended", Some((*code, reason))),
+            Ending::Detach => log.ended(&agent, "ended", None),
+            Ending::Park => log.ended(&agent, "parked", None),
+            // Back in the store as it was: the client may try again.
+            Ending::ResumeFailed(_) => {}
+        }
     }
     let close = match ending {
         Ending::Close(close) => {

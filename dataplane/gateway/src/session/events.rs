@@ -40,6 +40,8 @@ pub struct Limits {
     /// Silence (not even a pong) after which a client counts as gone (the session parks)
     /// or a runtime as lost (the session moves to another pod).
     pub ping_timeout: Duration,
+    /// Whether the conversation record is kept ([`Effect::Record`]).
+    pub record: bool,
 }
 
 impl Limits {
@@ -55,6 +57,7 @@ impl Limits {
             movable,
             ping_interval: config.ping_interval,
             ping_timeout: config.ping_timeout,
+            record: false,
         }
     }
 }
@@ -172,6 +175,18 @@ pub enum Effect {
     AssertIdentity(serde_json::Value),
     /// Count and log.
     Note(Note),
+    /// For the conversation record (only when [`Limits::record`]): a message delivered to
+    /// the client for the first time, or one the client sent. Never a replay, never audio.
+    Record(Recorded),
+}
+
+/// What the conversation record is handed.
+#[derive(Debug)]
+pub enum Recorded {
+    /// A runtime's message, delivered to the client (or kept for it while it is away).
+    Server(Utf8Bytes),
+    /// A client's message, forwarded to the runtime.
+    Client(Utf8Bytes),
 }
 
 /// What the metrics and logs are told.

@@ -23,7 +23,8 @@ use tokio_tungstenite::tungstenite::Message as UpMessage;
 
 pub(super) use super::events::Purpose;
 pub use super::events::{
-    ClientFrame, Close, Cx, Effect, Ending, Event, Limits, Note, OpenRequest, Phase, RuntimeFrame, SendFailure,
+    ClientFrame, Close, Cx, Effect, Ending, Event, Limits, Note, OpenRequest, Phase, Recorded, RuntimeFrame,
+    SendFailure,
 };
 use super::kept::Kept;
 use crate::auth::{Bucket, Refusal};
@@ -285,7 +286,12 @@ impl Machine {
             }
         }
         match frame {
-            ClientFrame::Text(text) => self.forward_text(text.as_str()),
+            ClientFrame::Text(text) => {
+                if self.limits.record && !text.starts_with(r#"{"type":"bidi_audio_input""#) {
+                    self.push(Effect::Record(Recorded::Client(text.clone())));
+                }
+                self.forward_text(text.as_str());
+            }
             ClientFrame::Binary(data) => self.send_runtime(UpMessage::Binary(data)),
             ClientFrame::Control => {}
             ClientFrame::Close => self.end((close_code::NORMAL, String::new())),
@@ -397,6 +403,9 @@ impl Machine {
             seq: Some(seq),
         };
         self.first_frame_after_handoff(cx);
+        if self.limits.record {
+            self.push(Effect::Record(Recorded::Server(Utf8Bytes::from(text.to_owned()))));
+        }
         self.push(Effect::Client(stamped.into()));
         true
     }
@@ -419,8 +428,18 @@ impl Machine {
     /// Numbers and keeps a message for the client, and sends it. A send that fails comes
     /// back as [`Event::ClientSendFailed`]; the message stays for replay.
     pub(super) fn deliver(&mut self, frame: Frame) {
+        self.record(&frame);
         self.replay.record(frame.clone(), self.limits.replay_messages, self.limits.replay_bytes);
         self.push(Effect::Client(frame));
+    }
+
+    /// Hands a text message (not reply audio) to the conversation record, when kept.
+    pub(super) fn record(&mut self, frame: &Frame) {
+        if let (true, Frame::Text(text)) = (self.limits.record, frame)
+            && ServerKind::peek(text.as_str()) != Some(ServerKind::AudioStream)
+        {
+            self.push(Effect::Record(Recorded::Server(text.clone())));
+        }
     }
 
     fn runtime_closed(&mut self, code: u16, reason: String, cx: &Cx<'_>) {

@@ -123,7 +123,8 @@ async fn admit(
         );
         return Err(refuse(gateway, client_tx, "context_refused", message, close_code::BAD_START).await);
     }
-    let limits = Limits::new(&gateway.config, gateway.store.is_shared());
+    let mut limits = Limits::new(&gateway.config, gateway.store.is_shared());
+    limits.record = gateway.record.is_some();
     if let Some(token) = &start.resume_token {
         let key = resume::store_key(identity, token);
         let parked = take_parked(gateway, &key, client_tx).await?;

@@ -98,6 +98,7 @@ impl Machine {
             }
             RuntimeFrame::Control => return,
         };
+        self.record(&frame);
         self.replay.record(frame, self.limits.replay_messages, self.limits.replay_bytes);
         if !self.answering() {
             self.settled(false);

@@ -68,6 +68,7 @@ pub(super) fn limits() -> Limits {
         movable: true,
         ping_interval: Duration::from_secs(5),
         ping_timeout: Duration::from_secs(15),
+        record: true,
     }
 }
 

@@ -9,7 +9,7 @@ use super::{
     Contains, Drive, addr, complete, directory, directory_with, handoff, limits, say, to_client, to_runtime, typed,
 };
 use crate::resume::Replay;
-use crate::session::machine::{ClientFrame, Cx, Effect, Ending, Event, Machine, Note, Phase, SendFailure};
+use crate::session::machine::{ClientFrame, Cx, Effect, Ending, Event, Machine, Note, Phase, Recorded, SendFailure};
 
 #[test]
 fn a_client_gone_mid_turn_lets_the_runtime_finish_then_parks() {
@@ -20,7 +20,10 @@ fn a_client_gone_mid_turn_lets_the_runtime_finish_then_parks() {
     assert!(effects.is_empty());
     assert!(drive.machine.settle_deadline().is_some(), "settling");
     let effects = drive.runtime(say("assistant", "Hi"));
-    assert!(effects.is_empty(), "kept for replay, not sent");
+    assert!(
+        matches!(effects[..], [Effect::Record(Recorded::Server(_))]),
+        "recorded, kept for replay, not sent: {effects:?}"
+    );
     assert!(drive.ending().is_none());
     drive.runtime(complete());
     assert_eq!(drive.ending(), Some(&Ending::Park));

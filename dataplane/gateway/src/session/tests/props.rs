@@ -16,13 +16,13 @@ use std::collections::{HashSet, VecDeque};
 
 use proptest::prelude::*;
 use serde_json::json;
-use switchboard_core::protocol::{ClientMessage, ServerMessage, close_code, decode_client};
+use switchboard_core::protocol::{ClientMessage, ServerKind, ServerMessage, close_code, decode_client};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 
 use super::{Drive, addr, complete, handoff, limits, say, wire};
 use crate::resume::Frame;
 use crate::session::kept::client_id;
-use crate::session::machine::{ClientFrame, Cx, Effect, Ending, Event, Machine, Phase, RuntimeFrame};
+use crate::session::machine::{ClientFrame, Cx, Effect, Ending, Event, Machine, Phase, Recorded, RuntimeFrame};
 
 #[derive(Clone, Debug)]
 enum Step {
@@ -79,6 +79,8 @@ struct World {
     echoed: HashSet<String>,
     /// Runtime frames (by payload) the client received.
     delivered: HashSet<String>,
+    /// The runtime's numbered transcript lines handed to the conversation record.
+    recorded: HashSet<String>,
     /// The last kept number the client saw.
     last_seq: u64,
     /// The number of the last message the client received (what it resumes with).
@@ -97,6 +99,7 @@ impl World {
                         && text.starts_with("frame ")
                     {
                         prop_assert!(self.delivered.insert(text.clone()), "{text} delivered twice");
+                        prop_assert!(self.recorded.contains(text), "{text} delivered but not recorded");
                     }
                     if let ServerMessage::BidiTranscriptStream { input_id: Some(id), .. }
                     | ServerMessage::BidiError { input_id: Some(id), .. } = &message
@@ -123,6 +126,15 @@ impl World {
                     prop_assert!(self.open.is_some(), "a message for no runtime")
                 }
                 Effect::CloseRuntime => self.closed(),
+                Effect::Record(Recorded::Server(text)) => {
+                    prop_assert!(ServerKind::peek(text.as_str()) != Some(ServerKind::AudioStream), "audio recorded");
+                    if let Ok(ServerMessage::BidiTranscriptStream { text, .. }) = serde_json::from_str(text.as_str())
+                        && text.starts_with("frame ")
+                    {
+                        prop_assert!(self.recorded.insert(text.clone()), "{text} recorded twice");
+                    }
+                }
+                Effect::Record(Recorded::Client(_)) => {}
             }
         }
         prop_assert!(drive.machine.replay.seq >= self.last_seq, "kept numbers only grow");

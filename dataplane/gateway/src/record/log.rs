@@ -1,0 +1,225 @@
+//! One session's part of the record: it reads the frames the session delivers (each once,
+//! never a replay; reply audio never reaches it) and the client's consents, keeps what it
+//! needs to measure (when the turn started, when its first reply text came, when each tool
+//! call started), and pushes redacted entries to the [`Recorder`]. It runs on the session's
+//! task, so it only parses the few frames worth keeping: streamed reply pieces are told
+//! apart by their bytes.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use switchboard_core::protocol::{ClientMessage, ServerKind, ServerMessage};
+
+use super::{Entry, Recorder, Update, now_us};
+
+/// Tool calls tracked at once (their durations); more are recorded without one.
+const MAX_OPEN_TOOLS: usize = 32;
+
+/// A session's recorder.
+#[derive(Debug)]
+pub struct SessionLog {
+    recorder: Arc<Recorder>,
+    session: Arc<str>,
+    /// The model of the Agent serving the session (from its `bidi_connection_start`).
+    model: String,
+    /// The user turn under way: its number, when it started, when its first reply came.
+    turn: Option<(u64, Instant, Option<Instant>)>,
+    tools: Vec<(String, Instant)>,
+}
+
+impl SessionLog {
+    /// The log of session `session`.
+    pub fn new(recorder: Arc<Recorder>, session: &str) -> Self {
+        Self { recorder, session: session.into(), model: String::new(), turn: None, tools: Vec::new() }
+    }
+
+    /// Pushes what was said or done (redacted).
+    fn push(&self, agent: &str, kind: &'static str, mut data: Value, update: Option<Update>) {
+        self.recorder.redactor.value(&mut data);
+        self.push_plain(agent, kind, data, update);
+    }
+
+    /// Pushes the gateway's own figures and names (nothing a caller said): not redacted.
+    fn push_plain(&self, agent: &str, kind: &'static str, data: Value, update: Option<Update>) {
+        let entry = Entry {
+            session: self.session.clone(),
+            at_us: now_us(),
+            ord: 0,
+            agent: agent.to_owned(),
+            kind,
+            data,
+            update,
+        };
+        self.recorder.push(entry);
+    }
+
+    /// The session started (or came back: `resumed`) at `agent`, opened by `credential`.
+    pub fn started(&self, agent: &str, credential: &str, resumed: bool, voice: Option<&str>, modalities: &[String]) {
+        let kind = if resumed { "session_resumed" } else { "session_start" };
+        let data = json!({ "credential": credential, "voice": voice, "modalities": modalities });
+        self.push_plain(agent, kind, data, Some(Update::Start { credential: credential.to_owned() }));
+    }
+
+    /// The session moved to `agent` (a handoff).
+    pub fn handed_off(&self, from: &str, agent: &str) {
+        self.push_plain(agent, "agent_joined", json!({ "from": from }), Some(Update::Agent));
+    }
+
+    /// The session moved to another pod of its Agent.
+    pub fn moved(&self, agent: &str, reason: &str) {
+        self.push_plain(agent, "moved", json!({ "reason": reason }), None);
+    }
+
+    /// The session ended (`outcome`: `ended`, `parked`, `failed`), with `close` if one was sent.
+    pub fn ended(&self, agent: &str, outcome: &'static str, close: Option<(u16, &str)>) {
+        let data = json!({ "close_code": close.map(|c| c.0), "reason": close.map(|c| c.1) });
+        self.push_plain(agent, "session_end", data, Some(Update::End { outcome, close_code: close.map(|c| c.0) }));
+    }
+
+    /// A client text frame the session forwarded: consents are kept (typed text comes back
+    /// as the user's transcript line).
+    pub fn client(&self, agent: &str, text: &str) {
+        if !text.contains("tool_consent") {
+            return;
+        }
+        if let Ok(ClientMessage::ToolConsent { tool_use_id, approved }) = serde_json::from_str(text) {
+            self.push(agent, "consent_answer", json!({ "tool_use_id": tool_use_id, "approved": approved }), None);
+        }
+    }
+
+    /// A runtime text frame delivered to the client.
+    pub fn server(&mut self, agent: &str, text: &str) {
+        let kind = ServerKind::peek(text);
+        if kind == Some(ServerKind::TranscriptStream) && !text.contains(r#""is_final":true"#) {
+            // A streamed piece of the reply (a quote inside its text is escaped, so the
+            // bytes above appear only as the field): only its time matters.
+            if let Some((_, _, first @ None)) = &mut self.turn {
+                *first = Some(Instant::now());
+            }
+            return;
+        }
+        if matches!(kind, Some(ServerKind::AudioStream | ServerKind::ToolProgress)) {
+            return;
+        }
+        let Ok(message) = serde_json::from_str::<ServerMessage>(text) else { return };
+        self.message(agent, message);
+    }
+
+    fn message(&mut self, agent: &str, message: ServerMessage) {
+        match message {
+            ServerMessage::BidiConnectionStart { agent: name, mode, model, .. } => {
+                self.push_plain(agent, "connected", json!({ "agent": name, "mode": mode, "model": model }), None);
+                self.model = model;
+            }
+            ServerMessage::BidiTranscriptStream { role, text, is_final: true, input_id, .. } => {
+                let kind = match role {
+                    switchboard_core::protocol::TranscriptRole::User => "user",
+                    switchboard_core::protocol::TranscriptRole::Assistant => "assistant",
+                };
+                self.push(agent, kind, json!({ "text": text, "input_id": input_id }), None);
+            }
+            ServerMessage::BidiTranscriptStream { .. } => {}
+            ServerMessage::BidiResponseStart { turn } => self.turn = Some((turn, Instant::now(), None)),
+            ServerMessage::BidiResponseComplete { turn, stop_reason } => {
+                let (first, took) = match self.turn.take() {
+                    Some((_, started, first)) => (
+                        first.map(|f| f.saturating_duration_since(started).as_millis() as u64),
+                        Some(started.elapsed().as_millis() as u64),
+                    ),
+                    None => (None, None),
+                };
+                let data =
+                    json!({ "turn": turn, "stop_reason": stop_reason, "first_reply_ms": first, "turn_ms": took });
+                self.push_plain(agent, "turn", data, Some(Update::Turn));
+            }
+            ServerMessage::BidiUsage { input_tokens, output_tokens, modality, .. } => {
+                let metrics = &self.recorder.metrics;
+                let cost = self.recorder.prices.cost(&self.model, input_tokens, output_tokens, modality.as_ref());
+                if cost.is_none() {
+                    metrics.unpriced.with_label_values(&[&self.model]).inc();
+                }
+                let cost = cost.unwrap_or(0.0);
+                metrics.cost.with_label_values(&[agent, &self.model]).inc_by((cost * 1e6).round() as u64);
+                metrics.tokens.with_label_values(&[agent, &self.model, "input"]).inc_by(input_tokens);
+                metrics.tokens.with_label_values(&[agent, &self.model, "output"]).inc_by(output_tokens);
+                let data = json!({
+                    "model": self.model, "input_tokens": input_tokens, "output_tokens": output_tokens,
+                    "modality": modality, "cost_usd": cost,
+                });
+                let input = i64::try_from(input_tokens).unwrap_or(i64::MAX);
+                let output = i64::try_from(output_tokens).unwrap_or(i64::MAX);
+                self.push_plain(agent, "usage", data, Some(Update::Usage { input, output, cost }));
+            }
+            ServerMessage::BidiInterruption {} => self.push_plain(agent, "interruption", json!({}), None),
+            ServerMessage::BidiConnectionRestart { reason, generation } => {
+                self.push_plain(agent, "stream_restart", json!({ "reason": reason, "generation": generation }), None);
+            }
+            ServerMessage::ToolStart { tool_use_id, name, input } => {
+                if self.tools.len() < MAX_OPEN_TOOLS {
+                    self.tools.push((tool_use_id.clone(), Instant::now()));
+                }
+                self.push(
+                    agent,
+                    "tool_start",
+                    json!({ "tool_use_id": tool_use_id, "name": name, "input": input }),
+                    None,
+                );
+            }
+            ServerMessage::ToolComplete { tool_use_id, name, result, cached } => {
+                let ms = self.tool_ms(&tool_use_id);
+                let data = json!({ "tool_use_id": tool_use_id, "name": name, "result": result, "cached": cached, "duration_ms": ms });
+                self.push(agent, "tool_complete", data, None);
+            }
+            ServerMessage::ToolError { tool_use_id, name, kind, message } => {
+                let ms = self.tool_ms(&tool_use_id);
+                let data = json!({ "tool_use_id": tool_use_id, "name": name, "kind": kind, "message": message, "duration_ms": ms });
+                self.push(agent, "tool_error", data, None);
+            }
+            ServerMessage::ConsentRequest { tool_use_id, name, description, input } => {
+                let data =
+                    json!({ "tool_use_id": tool_use_id, "name": name, "description": description, "input": input });
+                self.push(agent, "consent_request", data, None);
+            }
+            ServerMessage::Handoff { from, to, kind, context } => {
+                let data = json!({ "from": from, "to": to, "kind": kind, "reason": context.reason, "status": context.status, "summary": context.summary });
+                self.push(agent, "handoff", data, None);
+            }
+            ServerMessage::MemoryUpdate { key, value } => {
+                let caller = (key == "verifiedUser").then(|| caller_text(&value)).flatten();
+                let mut data = json!({ "key": key, "value": value });
+                self.recorder.redactor.value(&mut data);
+                let update = caller.map(|c| Update::Caller(self.recorder.redactor.text(&c).into_owned()));
+                self.push_plain(agent, "memory", data, update);
+            }
+            ServerMessage::WorkflowTransition { from, to, by } => {
+                self.push(agent, "workflow", json!({ "from": from, "to": to, "by": by }), None);
+            }
+            ServerMessage::BidiError { message, code, recoverable, input_id } => {
+                let data =
+                    json!({ "code": code, "message": message, "recoverable": recoverable, "input_id": input_id });
+                self.push(agent, "error", data, None);
+            }
+            // Reply audio, tool progress, a pod's drain notice and its close: nothing to keep.
+            _ => {}
+        }
+    }
+
+    fn tool_ms(&mut self, id: &str) -> Option<u64> {
+        let index = self.tools.iter().position(|(tool, _)| tool == id)?;
+        let (_, started) = self.tools.swap_remove(index);
+        Some(started.elapsed().as_millis() as u64)
+    }
+}
+
+/// The caller a `verifiedUser` value names: a string, or an object's `id`/`customerId`.
+fn caller_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Object(map) => ["id", "customerId", "userId", "name"].iter().find_map(|k| {
+            map.get(*k).and_then(|v| v.as_str().map(str::to_owned).or_else(|| v.as_number().map(ToString::to_string)))
+        }),
+        _ => None,
+    }
+}

@@ -1,0 +1,249 @@
+//! The conversation record: the gateway sees every frame of every session, so it keeps
+//! what happened — start and end (who, which credential, which Agents, outcome, close
+//! code), every final user and assistant line with its time and the Agent that spoke, tool
+//! calls with input, result, duration and outcome, consents asked and answered, handoffs,
+//! memory changes, errors, interruptions, turn latency, tokens and cost — redacted
+//! ([`redact`]) before it leaves the session's task.
+//!
+//! Recording never slows or breaks a conversation: a session's task hands each entry to a
+//! bounded queue without waiting ([`Recorder::push`]; a full queue drops the entry, counted
+//! and logged), and one writer task ([`writer`]) batches entries into the store ([`store`]:
+//! SQLite or PostgreSQL). While the store is down the writer keeps a bounded backlog and
+//! writes it once the store is back; what does not fit is dropped and counted. The writer
+//! also enforces retention.
+//!
+//! [`log::SessionLog`] turns one session's frames into entries; the session machine hands
+//! it the frames it delivers, once each (never a replay), skipping reply audio.
+
+pub mod log;
+pub mod price;
+pub mod redact;
+pub mod store;
+pub mod writer;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use prometheus::{Encoder as _, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use tokio::sync::mpsc;
+
+pub use log::SessionLog;
+pub use price::Prices;
+pub use redact::Redactor;
+pub use store::Store;
+
+/// One thing that happened in a session, ready for the store.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The session.
+    pub session: Arc<str>,
+    /// When, unix µs (the gateway's clock).
+    pub at_us: i64,
+    /// Orders entries of the same µs (set by the recorder).
+    pub ord: i64,
+    /// The Agent serving the session (`namespace/name`).
+    pub agent: String,
+    /// What happened.
+    pub kind: &'static str,
+    /// Its details, redacted.
+    pub data: serde_json::Value,
+    /// What it changes of the session's row.
+    pub update: Option<Update>,
+}
+
+/// A change to a session's row.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Update {
+    /// The session started (or resumed) at `Entry::agent`.
+    Start {
+        /// The API key's name or the JWT subject.
+        credential: String,
+    },
+    /// It reached `Entry::agent` (a handoff).
+    Agent,
+    /// The caller was verified as this (redacted).
+    Caller(String),
+    /// Tokens used, and what they cost.
+    Usage {
+        /// Read.
+        input: i64,
+        /// Generated.
+        output: i64,
+        /// USD.
+        cost: f64,
+    },
+    /// A user turn was answered.
+    Turn,
+    /// It ended, or its client went.
+    End {
+        /// `ended`, `parked`, `failed`.
+        outcome: &'static str,
+        /// The close code, when one was sent.
+        close_code: Option<u16>,
+    },
+}
+
+/// How the record is kept.
+#[derive(Clone, Debug)]
+pub struct RecordConfig {
+    /// Entries waiting for the writer; more are dropped (counted).
+    pub queue: usize,
+    /// Entries kept while the store is down; more are dropped (counted).
+    pub backlog: usize,
+    /// Sessions are deleted this long after they started; none: kept.
+    pub retention: Option<Duration>,
+    /// The longest a batch waits to fill.
+    pub flush_interval: Duration,
+    /// The most entries in one write.
+    pub batch: usize,
+}
+
+impl Default for RecordConfig {
+    fn default() -> Self {
+        Self {
+            queue: 65_536,
+            backlog: 200_000,
+            retention: Some(Duration::from_secs(30 * 86_400)),
+            flush_interval: Duration::from_millis(200),
+            batch: 512,
+        }
+    }
+}
+
+/// The record's metrics (their own registry, rendered after the gateway's).
+#[derive(Clone, Debug)]
+pub struct RecordMetrics {
+    registry: Registry,
+    /// Entries written.
+    pub written: IntCounter,
+    /// Entries dropped, by why (`queue_full`, `backlog_full`).
+    pub dropped: IntCounterVec,
+    /// Failed writes (the batch waits in the backlog).
+    pub write_errors: IntCounter,
+    /// Entries waiting in the backlog.
+    pub backlog: IntGauge,
+    /// Cost in USD by Agent (`namespace/name`) and model, in micro-dollars (integers add
+    /// exactly; divide by 1e6).
+    pub cost: IntCounterVec,
+    /// Tokens by Agent, model and direction.
+    pub tokens: IntCounterVec,
+    /// Usage reports of a model the price table does not know.
+    pub unpriced: IntCounterVec,
+}
+
+impl RecordMetrics {
+    /// A fresh registry with every metric.
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = &Registry::new();
+        let counter = |name: &str, help: &str| -> Result<IntCounter, prometheus::Error> {
+            let c = IntCounter::new(name, help)?;
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        let vec = |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, prometheus::Error> {
+            let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        let backlog =
+            IntGauge::new("switchboard_gateway_record_backlog", "Record entries waiting for the store to come back.")?;
+        registry.register(Box::new(backlog.clone()))?;
+        Ok(Self {
+            registry: registry.clone(),
+            written: counter(
+                "switchboard_gateway_record_entries_written_total",
+                "Record entries written to the store.",
+            )?,
+            dropped: vec(
+                "switchboard_gateway_record_entries_dropped_total",
+                "Record entries dropped: the queue or the outage backlog was full.",
+                &["reason"],
+            )?,
+            write_errors: counter(
+                "switchboard_gateway_record_write_errors_total",
+                "Failed writes to the record store (the entries wait in the backlog).",
+            )?,
+            backlog,
+            cost: vec(
+                "switchboard_gateway_cost_microdollars_total",
+                "What sessions cost by the price table, in millionths of a US dollar, by agent (namespace/name) and model.",
+                &["agent", "model"],
+            )?,
+            tokens: vec(
+                "switchboard_gateway_tokens_total",
+                "Tokens used by sessions, by agent (namespace/name), model and direction (input, output).",
+                &["agent", "model", "direction"],
+            )?,
+            unpriced: vec(
+                "switchboard_gateway_unpriced_usage_total",
+                "Usage reports of a model the price table does not know (its cost counts as 0).",
+                &["model"],
+            )?,
+        })
+    }
+}
+
+impl RecordMetrics {
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// The gateway's side of the record: sessions push entries, the writer takes them.
+#[derive(Debug)]
+pub struct Recorder {
+    tx: mpsc::Sender<Entry>,
+    /// What is redacted.
+    pub redactor: Redactor,
+    /// What tokens cost.
+    pub prices: Prices,
+    /// Metrics.
+    pub metrics: RecordMetrics,
+    /// Where the record is kept (the API reads it).
+    pub store: Store,
+    ord: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Recorder {
+    /// A recorder writing into `store`, and its writer (to be spawned).
+    pub fn new(
+        store: Store,
+        config: RecordConfig,
+        redactor: Redactor,
+        prices: Prices,
+        metrics: RecordMetrics,
+    ) -> (Arc<Self>, writer::Writer) {
+        let (tx, rx) = mpsc::channel(config.queue.max(1));
+        let writer = writer::Writer::new(store.clone(), config, rx, metrics.clone());
+        let recorder =
+            Self { tx, redactor, prices, metrics, store, ord: AtomicU64::new(0), dropped: AtomicU64::new(0) };
+        (Arc::new(recorder), writer)
+    }
+
+    /// Queues `entry` without waiting; a full queue drops it (counted, and logged at the
+    /// first drop and every 1,000th).
+    pub fn push(&self, mut entry: Entry) {
+        entry.ord = i64::try_from(self.ord.fetch_add(1, Ordering::Relaxed)).unwrap_or(i64::MAX);
+        if self.tx.try_send(entry).is_err() {
+            self.metrics.dropped.with_label_values(&["queue_full"]).inc();
+            let n = self.dropped.fetch_add(1, Ordering::Relaxed);
+            if n.is_multiple_of(1000) {
+                tracing::warn!(
+                    dropped = n + 1,
+                    "the conversation record's queue is full: entries are dropped (the writer cannot keep up with the store)"
+                );
+            }
+        }
+    }
+}
+
+/// Now, in unix µs.
+pub fn now_us() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
+}

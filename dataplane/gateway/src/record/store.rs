@@ -1,0 +1,427 @@
+//! Where records go: one code path over SQLite (an embedded file: local mode, a single
+//! gateway) and PostgreSQL (a cluster's replicas share it), through sqlx's `Any` driver.
+//! Queries use `$n` placeholders, which both read. The schema is created at first use
+//! (under an advisory lock on PostgreSQL, so replicas starting together do not race).
+//!
+//! Three tables: `switchboard_sessions` (one row per session: who, where, outcome, tokens,
+//! cost), `switchboard_session_agents` (every Agent a session reached, for search) and
+//! `switchboard_session_events` (everything that happened, in order: `at_us` from the
+//! gateway's clock, then `ord`). Writes are idempotent per event, so a batch retried
+//! after an outage does not duplicate what a commit already kept.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+
+use super::{Entry, Update};
+
+/// The schema, in order; each statement is idempotent.
+const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS switchboard_sessions (
+        id TEXT PRIMARY KEY,
+        started_at BIGINT NOT NULL,
+        ended_at BIGINT,
+        credential TEXT NOT NULL,
+        caller TEXT,
+        first_agent TEXT NOT NULL,
+        last_agent TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        close_code BIGINT,
+        turns BIGINT NOT NULL DEFAULT 0,
+        input_tokens BIGINT NOT NULL DEFAULT 0,
+        output_tokens BIGINT NOT NULL DEFAULT 0,
+        cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0
+    )",
+    "CREATE INDEX IF NOT EXISTS switchboard_sessions_started ON switchboard_sessions (started_at)",
+    "CREATE TABLE IF NOT EXISTS switchboard_session_agents (
+        session_id TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        PRIMARY KEY (session_id, agent)
+    )",
+    "CREATE INDEX IF NOT EXISTS switchboard_session_agents_agent ON switchboard_session_agents (agent)",
+    "CREATE TABLE IF NOT EXISTS switchboard_session_events (
+        session_id TEXT NOT NULL,
+        at_us BIGINT NOT NULL,
+        ord BIGINT NOT NULL,
+        agent TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, at_us, ord)
+    )",
+];
+
+/// A store that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The URL names no supported database.
+    #[error(
+        "the record database URL must start with postgres:// (or postgresql://) or sqlite: (a file: sqlite:///var/lib/switchboard/record.db); got {0:?}"
+    )]
+    Scheme(String),
+    /// The database refused or failed.
+    #[error("the record database failed: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// The record's database.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: AnyPool,
+    postgres: bool,
+    /// Where it is, without credentials (logs).
+    pub display: String,
+}
+
+/// What a list of sessions is narrowed to.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub struct Filter {
+    /// Started at or after (unix ms).
+    pub since: Option<i64>,
+    /// Started before (unix ms).
+    pub until: Option<i64>,
+    /// Reached this Agent (`namespace/name`).
+    pub agent: Option<String>,
+    /// The verified caller or the credential.
+    pub caller: Option<String>,
+    /// `ended`, `parked`, `live`, ...
+    pub outcome: Option<String>,
+    /// Most rows (default 50, at most 1000).
+    pub limit: Option<i64>,
+}
+
+/// One session's row.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Summary {
+    /// The session id.
+    pub id: String,
+    /// Unix ms.
+    pub started_at: i64,
+    /// Unix ms, once it ended.
+    pub ended_at: Option<i64>,
+    /// The API key's name or the JWT subject that opened it (empty without checks).
+    pub credential: String,
+    /// The verified caller (`verifiedUser`), redacted as the record is.
+    pub caller: Option<String>,
+    /// The Agent it started at.
+    pub first_agent: String,
+    /// The Agent it was last with.
+    pub last_agent: String,
+    /// Every Agent it reached, in the order first reached.
+    #[serde(default)]
+    pub agents: Vec<String>,
+    /// `live`, `ended`, `parked` (the client went and had not resumed when last seen).
+    pub outcome: String,
+    /// The close code it ended with.
+    pub close_code: Option<i64>,
+    /// User turns.
+    pub turns: i64,
+    /// Tokens read.
+    pub input_tokens: i64,
+    /// Tokens generated.
+    pub output_tokens: i64,
+    /// What it cost, USD ([`super::price`]).
+    pub cost_usd: f64,
+}
+
+/// One thing that happened.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct EventRow {
+    /// Unix µs.
+    pub at_us: i64,
+    /// The Agent serving the session then.
+    pub agent: String,
+    /// What happened (`user`, `assistant`, `tool_start`, ...).
+    pub kind: String,
+    /// Its details (redacted).
+    pub data: serde_json::Value,
+}
+
+/// A session with everything that happened in it.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct SessionRecord {
+    /// The row.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// The events, in order.
+    pub events: Vec<EventRow>,
+}
+
+impl Store {
+    /// A store at `url` (`postgres://…`, `sqlite:…`); nothing is contacted until first use.
+    pub fn open(url: &str) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+        let url = if postgres {
+            url.to_owned()
+        } else if let Some(path) = url.strip_prefix("sqlite:") {
+            // Created when missing.
+            let path = path.trim_start_matches("//");
+            if path.is_empty() {
+                return Err(StoreError::Scheme(url.to_owned()));
+            }
+            format!("sqlite://{path}{}", if path.contains('?') { "" } else { "?mode=rwc" })
+        } else {
+            return Err(StoreError::Scheme(url.to_owned()));
+        };
+        let display = redact_password(&url);
+        let pool = AnyPoolOptions::new()
+            .max_connections(if postgres { 4 } else { 1 })
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_lazy(&url)?;
+        Ok(Self { pool, postgres, display })
+    }
+
+    /// A SQLite file at `path` (its folder is created).
+    pub fn file(path: &std::path::Path) -> Result<Self, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
+        }
+        Self::open(&format!("sqlite:{}", path.display()))
+    }
+
+    /// Creates the tables when missing.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if self.postgres {
+            // Replicas starting at once: one creates, the others wait and find it done.
+            sqlx::query("SELECT 1 FROM (SELECT pg_advisory_xact_lock(7142317)) AS locked").execute(&mut *tx).await?;
+        } else {
+            // Readers (`switchboard sessions`) go on while the gateway writes.
+            sqlx::query("PRAGMA journal_mode=WAL").execute(&mut *tx).await.ok();
+        }
+        for statement in SCHEMA {
+            sqlx::query(*statement).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Writes `batch` in one transaction: all of it or none.
+    pub async fn write(&self, batch: &[Entry]) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for entry in batch {
+            if let Some(update) = &entry.update {
+                update_session(&mut tx, entry, update).await?;
+            }
+            sqlx::query(
+                "INSERT INTO switchboard_session_events (session_id, at_us, ord, agent, kind, data)
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+            )
+            .bind(entry.session.as_ref())
+            .bind(entry.at_us)
+            .bind(entry.ord)
+            .bind(entry.agent.as_str())
+            .bind(entry.kind)
+            .bind(entry.data.to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Sessions matching `filter`, newest first.
+    pub async fn list(&self, filter: &Filter) -> Result<Vec<Summary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, started_at, ended_at, credential, caller, first_agent, last_agent, outcome, close_code,
+                    turns, input_tokens, output_tokens, cost_usd
+             FROM switchboard_sessions
+             WHERE started_at >= $1 AND started_at < $2
+               AND ($3 = '' OR id IN (SELECT session_id FROM switchboard_session_agents WHERE agent = $3))
+               AND ($4 = '' OR caller = $4 OR credential = $4)
+               AND ($5 = '' OR outcome = $5)
+             ORDER BY started_at DESC, id
+             LIMIT $6",
+        )
+        .bind(filter.since.unwrap_or(0))
+        .bind(filter.until.unwrap_or(i64::MAX))
+        .bind(filter.agent.clone().unwrap_or_default())
+        .bind(filter.caller.clone().unwrap_or_default())
+        .bind(filter.outcome.clone().unwrap_or_default())
+        .bind(filter.limit.unwrap_or(50).clamp(1, 1000))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut sessions: Vec<Summary> = rows.iter().map(summary).collect::<Result<_, _>>()?;
+        for session in &mut sessions {
+            session.agents = self.agents(&session.id).await?;
+        }
+        Ok(sessions)
+    }
+
+    /// One session and its events, if recorded.
+    pub async fn show(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, started_at, ended_at, credential, caller, first_agent, last_agent, outcome, close_code,
+                    turns, input_tokens, output_tokens, cost_usd
+             FROM switchboard_sessions WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let mut summary = summary(&row)?;
+        summary.agents = self.agents(id).await?;
+        let rows = sqlx::query(
+            "SELECT at_us, agent, kind, data FROM switchboard_session_events WHERE session_id = $1 ORDER BY at_us, ord",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        let events = rows
+            .iter()
+            .map(|row| {
+                let data: String = row.try_get("data")?;
+                Ok(EventRow {
+                    at_us: row.try_get("at_us")?,
+                    agent: row.try_get("agent")?,
+                    kind: row.try_get("kind")?,
+                    data: serde_json::from_str(&data).unwrap_or(serde_json::Value::String(data)),
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?;
+        Ok(Some(SessionRecord { summary, events }))
+    }
+
+    /// Deletes the sessions that started before `before` (unix ms); returns how many.
+    pub async fn expire(&self, before: i64) -> Result<u64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "DELETE FROM switchboard_session_events WHERE session_id IN
+             (SELECT id FROM switchboard_sessions WHERE started_at < $1)",
+        )
+        .bind(before)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "DELETE FROM switchboard_session_agents WHERE session_id IN
+             (SELECT id FROM switchboard_sessions WHERE started_at < $1)",
+        )
+        .bind(before)
+        .execute(&mut *tx)
+        .await?;
+        let gone = sqlx::query("DELETE FROM switchboard_sessions WHERE started_at < $1")
+            .bind(before)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(gone.rows_affected())
+    }
+
+    async fn agents(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        // First reached first: the first event at each Agent.
+        let rows = sqlx::query(
+            "SELECT agent, MIN(at_us) AS first FROM switchboard_session_events WHERE session_id = $1
+             GROUP BY agent ORDER BY first",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|row| row.try_get::<String, _>("agent")).collect::<Result<_, _>>()?)
+    }
+}
+
+async fn update_session(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    entry: &Entry,
+    update: &Update,
+) -> Result<(), sqlx::Error> {
+    let id = entry.session.as_ref();
+    match update {
+        Update::Start { credential } => {
+            sqlx::query(
+                "INSERT INTO switchboard_sessions (id, started_at, credential, first_agent, last_agent, outcome)
+                 VALUES ($1, $2, $3, $4, $4, 'live') ON CONFLICT (id) DO UPDATE SET outcome = 'live', ended_at = NULL",
+            )
+            .bind(id)
+            .bind(entry.at_us / 1000)
+            .bind(credential.as_str())
+            .bind(entry.agent.as_str())
+            .execute(&mut **tx)
+            .await?;
+        }
+        Update::Agent => {
+            sqlx::query("UPDATE switchboard_sessions SET last_agent = $2 WHERE id = $1")
+                .bind(id)
+                .bind(entry.agent.as_str())
+                .execute(&mut **tx)
+                .await?;
+        }
+        Update::Caller(caller) => {
+            sqlx::query("UPDATE switchboard_sessions SET caller = $2 WHERE id = $1")
+                .bind(id)
+                .bind(caller.as_str())
+                .execute(&mut **tx)
+                .await?;
+        }
+        Update::Usage { input, output, cost } => {
+            sqlx::query(
+                "UPDATE switchboard_sessions SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3,
+                 cost_usd = cost_usd + $4 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(*input)
+            .bind(*output)
+            .bind(*cost)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Update::Turn => {
+            sqlx::query("UPDATE switchboard_sessions SET turns = turns + 1 WHERE id = $1")
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Update::End { outcome, close_code } => {
+            sqlx::query("UPDATE switchboard_sessions SET ended_at = $2, outcome = $3, close_code = $4 WHERE id = $1")
+                .bind(id)
+                .bind(entry.at_us / 1000)
+                .bind(*outcome)
+                .bind(close_code.map(i64::from))
+                .execute(&mut **tx)
+                .await?;
+        }
+    }
+    if matches!(update, Update::Start { .. } | Update::Agent) {
+        sqlx::query(
+            "INSERT INTO switchboard_session_agents (session_id, agent) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        )
+        .bind(id)
+        .bind(entry.agent.as_str())
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
+fn summary(row: &AnyRow) -> Result<Summary, sqlx::Error> {
+    Ok(Summary {
+        id: row.try_get("id")?,
+        started_at: row.try_get("started_at")?,
+        ended_at: row.try_get("ended_at")?,
+        credential: row.try_get("credential")?,
+        caller: row.try_get("caller")?,
+        first_agent: row.try_get("first_agent")?,
+        last_agent: row.try_get("last_agent")?,
+        agents: Vec::new(),
+        outcome: row.try_get("outcome")?,
+        close_code: row.try_get("close_code")?,
+        turns: row.try_get("turns")?,
+        input_tokens: row.try_get("input_tokens")?,
+        output_tokens: row.try_get("output_tokens")?,
+        cost_usd: row.try_get("cost_usd")?,
+    })
+}
+
+/// `url` without the password.
+fn redact_password(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}

@@ -1,0 +1,169 @@
+//! The record's one writer task: it takes entries off the queue, writes them in batches
+//! (one transaction each), and rides out store outages — the batch that failed and
+//! everything after it wait in a bounded backlog, retried with backoff (1 s doubling to
+//! 30 s) and written in order once the store answers. Entries beyond the backlog's bound
+//! are dropped and counted. Once an hour (and at the first write) sessions past the
+//! retention are deleted.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::store::{Store, StoreError};
+use super::{Entry, RecordConfig, RecordMetrics};
+
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+const EXPIRY_EVERY: Duration = Duration::from_secs(3600);
+/// How long the last flush at shutdown may take.
+const LAST_FLUSH: Duration = Duration::from_secs(5);
+
+/// The writer task's state.
+#[derive(Debug)]
+pub struct Writer {
+    store: Store,
+    config: RecordConfig,
+    rx: mpsc::Receiver<Entry>,
+    metrics: RecordMetrics,
+    backlog: VecDeque<Entry>,
+    migrated: bool,
+    /// In an outage: when to try again, and the pause after that.
+    retry: Option<(Instant, Duration)>,
+    next_expiry: Instant,
+}
+
+impl Writer {
+    pub(super) fn new(store: Store, config: RecordConfig, rx: mpsc::Receiver<Entry>, metrics: RecordMetrics) -> Self {
+        Self {
+            store,
+            config,
+            rx,
+            metrics,
+            backlog: VecDeque::new(),
+            migrated: false,
+            retry: None,
+            next_expiry: Instant::now(),
+        }
+    }
+
+    /// Writes until `shutdown` (then flushes what it holds, for a few seconds at most) or
+    /// until every recorder is gone.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        loop {
+            let retry_at = self.retry.map(|(at, _)| at);
+            let wake = retry_at.unwrap_or_else(|| Instant::now() + EXPIRY_EVERY);
+            tokio::select! {
+                entry = self.rx.recv() => match entry {
+                    Some(entry) => {
+                        self.take(entry);
+                        self.fill().await;
+                    }
+                    None => return self.last_flush().await,
+                },
+                () = tokio::time::sleep_until(wake), if !self.backlog.is_empty() || self.retry.is_none() => {}
+                () = shutdown.cancelled() => return self.last_flush().await,
+            }
+            if self.retry.is_some_and(|(at, _)| Instant::now() < at) {
+                continue;
+            }
+            self.flush_or_wait().await;
+        }
+    }
+
+    /// Keeps `entry` for the next write, unless the backlog is full.
+    fn take(&mut self, entry: Entry) {
+        if self.backlog.len() >= self.config.backlog.max(self.config.batch) {
+            self.metrics.dropped.with_label_values(&["backlog_full"]).inc();
+            return;
+        }
+        self.backlog.push_back(entry);
+        self.metrics.backlog.set(self.backlog.len() as i64);
+    }
+
+    /// Takes more entries until a batch is full or the flush interval passed.
+    async fn fill(&mut self) {
+        let deadline = Instant::now() + self.config.flush_interval;
+        while self.backlog.len() < self.config.batch {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some(entry)) => self.take(entry),
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+
+    async fn flush_or_wait(&mut self) {
+        match self.flush().await {
+            Ok(()) => {
+                if self.retry.take().is_some() {
+                    tracing::info!(store = %self.store.display, "the conversation record's store is back; the backlog is written");
+                }
+                self.expire_if_due().await;
+            }
+            Err(error) => {
+                self.metrics.write_errors.inc();
+                let pause = self.retry.map_or(FIRST_PAUSE, |(_, pause)| pause);
+                if self.retry.is_none() {
+                    tracing::warn!(
+                        store = %self.store.display,
+                        backlog = self.backlog.len(),
+                        "cannot write the conversation record ({error}); entries wait (at most {}) and are written when it is back",
+                        self.config.backlog
+                    );
+                } else {
+                    tracing::debug!(store = %self.store.display, "the record store still fails: {error}");
+                }
+                self.retry = Some((Instant::now() + pause, (pause * 2).min(LONGEST_PAUSE)));
+            }
+        }
+    }
+
+    /// Writes the backlog, batch by batch, oldest first.
+    async fn flush(&mut self) -> Result<(), StoreError> {
+        if !self.migrated {
+            self.store.migrate().await?;
+            self.migrated = true;
+        }
+        while !self.backlog.is_empty() {
+            let n = self.backlog.len().min(self.config.batch);
+            let batch = &self.backlog.make_contiguous()[..n];
+            self.store.write(batch).await?;
+            self.backlog.drain(..n);
+            self.metrics.written.inc_by(n as u64);
+            self.metrics.backlog.set(self.backlog.len() as i64);
+        }
+        Ok(())
+    }
+
+    async fn expire_if_due(&mut self) {
+        let Some(retention) = self.config.retention else { return };
+        if Instant::now() < self.next_expiry {
+            return;
+        }
+        self.next_expiry = Instant::now() + EXPIRY_EVERY;
+        let before = super::now_us() / 1000 - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        match self.store.expire(before).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(sessions = n, "deleted recorded sessions past the retention"),
+            Err(error) => tracing::warn!("cannot delete recorded sessions past the retention: {error}"),
+        }
+    }
+
+    async fn last_flush(mut self) {
+        while let Ok(entry) = self.rx.try_recv() {
+            self.take(entry);
+        }
+        if self.backlog.is_empty() {
+            return;
+        }
+        match tokio::time::timeout(LAST_FLUSH, self.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(lost = self.backlog.len(), "cannot write the last record entries: {error}")
+            }
+            Err(_) => tracing::warn!(lost = self.backlog.len(), "the last record entries were not written in time"),
+        }
+    }
+}

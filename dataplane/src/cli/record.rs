@@ -1,0 +1,101 @@
+//! The conversation record's options, shared by `gateway` and `local`, and its writer task
+//! (see [`switchboard_gateway::record`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Store};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How the conversation record is kept.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Where every session is recorded: `postgres://user:password@host:5432/db` (a cluster:
+    /// every replica writes there; the tables are created at start), or `sqlite:<file>`.
+    /// `off` keeps no record. Default: none for `gateway`; for `local`, a SQLite file in
+    /// the user's data directory (`$XDG_DATA_HOME/switchboard/record.db`, or
+    /// `~/.local/share/switchboard/record.db`), which `switchboard sessions` reads.
+    #[arg(long = "record-database-url", env = "SWITCHBOARD_RECORD_DATABASE_URL")]
+    pub database_url: Option<String>,
+
+    /// Days a recorded session is kept after it started; 0 keeps them all.
+    #[arg(long = "record-retention-days", env = "SWITCHBOARD_RECORD_RETENTION_DAYS", default_value_t = 30)]
+    pub retention_days: u64,
+
+    /// A redaction rule `name=regex`, applied to the record after the built-in ones (payment
+    /// cards with a Luhn check; then these; then phone numbers and e-mail addresses); what
+    /// matches is stored as `[redacted:name]`. Repeatable; one per line in the variable.
+    #[arg(long = "record-redact", env = "SWITCHBOARD_RECORD_REDACT", value_delimiter = '\n')]
+    pub redact: Vec<String>,
+
+    /// A model's price, `<model id>=<input>,<output>[,<speech input>,<speech output>]` in USD
+    /// per million tokens, over the built-in Bedrock list prices. Repeatable; `;`-separated
+    /// in the variable.
+    #[arg(long = "record-price", env = "SWITCHBOARD_RECORD_PRICES", value_delimiter = ';')]
+    pub prices: Vec<String>,
+
+    /// Entries kept in memory while the record's database is unreachable, written when it is
+    /// back; more are dropped (counted in `switchboard_gateway_record_entries_dropped_total`).
+    #[arg(long = "record-backlog", env = "SWITCHBOARD_RECORD_BACKLOG", default_value_t = 200_000)]
+    pub backlog: usize,
+}
+
+/// The record's writer, running.
+#[derive(Debug)]
+pub struct RecordTask {
+    /// What sessions push to.
+    pub recorder: Arc<Recorder>,
+    stop: CancellationToken,
+    writer: JoinHandle<()>,
+}
+
+impl RecordTask {
+    /// Writes what is left (a few seconds at most) and stops.
+    pub async fn finish(self) {
+        self.stop.cancel();
+        let _ = self.writer.await;
+    }
+}
+
+/// The user's data directory's record file: what `local` writes and `sessions` reads by default.
+pub fn default_local_file() -> Option<PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))?;
+    Some(data.join("switchboard/record.db"))
+}
+
+impl RecordArgs {
+    /// The database URL: the one given, or `default` (`None`, or `off`: no record).
+    pub fn url(&self, default: Option<String>) -> Option<String> {
+        self.database_url.clone().or(default).filter(|url| url != "off")
+    }
+
+    /// Starts the writer when a record is kept.
+    pub fn start(&self, default: Option<String>) -> anyhow::Result<Option<RecordTask>> {
+        let Some(url) = self.url(default) else { return Ok(None) };
+        let redactor = switchboard_gateway::record::Redactor::new(&self.redact)
+            .map_err(|e| anyhow::anyhow!("{e}; check --record-redact"))?;
+        let prices = switchboard_gateway::record::Prices::with(&self.prices)
+            .map_err(|e| anyhow::anyhow!("{e}; check --record-price"))?;
+        let store = match url.strip_prefix("sqlite:") {
+            Some(path) if !path.starts_with("//") => Store::file(std::path::Path::new(path)),
+            _ => Store::open(&url),
+        }
+        .map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;
+        let config = RecordConfig {
+            backlog: self.backlog,
+            retention: (self.retention_days > 0).then(|| Duration::from_secs(self.retention_days * 86_400)),
+            ..RecordConfig::default()
+        };
+        tracing::info!(store = %store.display, retention_days = self.retention_days, "recording every session");
+        let (recorder, writer) = Recorder::new(store, config, redactor, prices, RecordMetrics::new()?);
+        let stop = CancellationToken::new();
+        let writer = tokio::spawn(writer.run(stop.clone()));
+        Ok(Some(RecordTask { recorder, stop, writer }))
+    }
+}

@@ -1,0 +1,314 @@
+//! The conversation record through the gateway, with the real stores: a conversation from
+//! triage to idv to banking leaves one record — every event in order, with times, the
+//! Agent that spoke, tool calls with durations, tokens and cost — with card, e-mail, phone,
+//! account and sort-code numbers redacted; `switchboard sessions show` prints it. Against a
+//! real PostgreSQL, a server restarted mid-conversation loses no record.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchboard_core::protocol::{ClientMessage, ServerMessage};
+use switchboard_gateway::GatewayConfig;
+use switchboard_gateway::auth::Auth;
+use switchboard_gateway::record::store::SessionRecord;
+use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
+use switchboard_gateway::resume::Store as ResumeStore;
+use switchboard_sim::banking_script;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{Client, replies};
+use crate::fleet::Fleet;
+
+const BANK_RULES: [&str; 2] = [r"account=\b\d{8}\b", r"sort-code=\b\d{2}-\d{2}-\d{2}\b"];
+/// What the caller says first: an e-mail address, a phone number and a card number, which
+/// the simulator's default reply repeats.
+const FIRST: &str = "Hello, I'm ada@example.com, call me on +44 20 7946 0958, my number is 4111 1111 1111 1111";
+const SECRETS: [&str; 6] = ["ada@example.com", "7946 0958", "4111 1111", "12345678", "12-34-56", "87654321"];
+
+fn recorder(store: Store) -> (Arc<Recorder>, CancellationToken) {
+    let config = RecordConfig { flush_interval: Duration::from_millis(50), ..RecordConfig::default() };
+    let rules: Vec<String> = BANK_RULES.iter().map(|r| (*r).to_owned()).collect();
+    let redactor = Redactor::new(&rules).expect("rules");
+    let metrics = RecordMetrics::new().expect("metrics");
+    let (recorder, writer) = Recorder::new(store, config, redactor, Default::default(), metrics);
+    let stop = CancellationToken::new();
+    tokio::spawn(writer.run(stop.clone()));
+    (recorder, stop)
+}
+
+async fn fleet(recorder: Arc<Recorder>) -> Fleet {
+    let script = banking_script().expect("script");
+    Fleet::recording(&[], Auth::default(), GatewayConfig::default(), ResumeStore::default(), script, Some(recorder))
+        .await
+}
+
+/// The session's id, from its first `bidi_connection_start`.
+fn session_id(messages: &[ServerMessage]) -> String {
+    messages
+        .iter()
+        .find_map(|m| match m {
+            ServerMessage::BidiConnectionStart { session_id, .. } => Some(session_id.clone()),
+            _ => None,
+        })
+        .expect("a bidi_connection_start")
+}
+
+/// Triage (the caller's details, echoed), idv (verified), banking (a balance); returns
+/// the session id. `between` runs before the banking turn.
+async fn conversation<F: std::future::Future<Output = ()>>(url: &str, between: impl FnOnce() -> F) -> String {
+    let mut client = Client::start(url, None).await;
+    let hello = client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    let id = session_id(&hello);
+    client.say(FIRST).await;
+    let echo = client.turn().await;
+    assert!(
+        replies(&echo).iter().any(|r| r.contains("4111 1111 1111 1111")),
+        "the live reply is not redacted: {echo:?}"
+    );
+    client.say("I'd like to check my balance").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.turn().await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let verified = client.turn().await;
+    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    between().await;
+    client.say("My balance please").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    let balance = client.turn().await;
+    assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "{balance:?}");
+    client.send(&ClientMessage::Close {}).await;
+    let (code, _) = client.closed().await;
+    assert_eq!(code, 1000);
+    id
+}
+
+/// The record of `id` once its end is written (the writer batches).
+async fn ended(store: &Store, id: &str) -> SessionRecord {
+    for _ in 0..200 {
+        if let Ok(Some(record)) = store.show(id).await
+            && record.summary.ended_at.is_some()
+        {
+            return record;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("session {id} was not recorded as ended within 20 s: {:?}", store.show(id).await);
+}
+
+fn kinds(record: &SessionRecord) -> Vec<&str> {
+    record.events.iter().map(|e| e.kind.as_str()).collect()
+}
+
+/// Everything the record must hold of that conversation.
+fn check(record: &SessionRecord) {
+    let s = &record.summary;
+    assert_eq!(s.agents, ["bank/triage", "bank/idv", "bank/banking"], "{s:?}");
+    assert_eq!(
+        (s.first_agent.as_str(), s.last_agent.as_str(), s.outcome.as_str()),
+        ("bank/triage", "bank/banking", "ended")
+    );
+    assert!(s.turns >= 4 && s.input_tokens > 0 && s.output_tokens > 0 && s.cost_usd > 0.0, "{s:?}");
+    let json = serde_json::to_string(record).expect("json");
+    for secret in SECRETS {
+        assert!(!json.contains(secret), "{secret} is in the record: {json}");
+    }
+    for label in
+        ["[redacted:email]", "[redacted:phone]", "[redacted:card]", "[redacted:account]", "[redacted:sort-code]"]
+    {
+        assert!(json.contains(label), "{label} in {json}");
+    }
+    assert!(record.events.windows(2).all(|w| w[0].at_us <= w[1].at_us), "events in time order");
+    let kinds = kinds(record);
+    assert_eq!(kinds.first(), Some(&"session_start"));
+    assert_eq!(kinds.last(), Some(&"session_end"));
+    let at = |kind: &str, pred: &dyn Fn(&serde_json::Value) -> bool| {
+        record
+            .events
+            .iter()
+            .position(|e| e.kind == kind && pred(&e.data))
+            .unwrap_or_else(|| panic!("no {kind} in {kinds:?}"))
+    };
+    let first_user = at("user", &|d| d["text"].as_str().is_some_and(|t| t.contains("[redacted:card]")));
+    let echo = at("assistant", &|d| d["text"].as_str().is_some_and(|t| t.contains("[redacted:email]")));
+    let to_idv = at("handoff", &|d| d["to"] == "idv");
+    let verify = at("tool_start", &|d| d["name"] == "perform_idv_check");
+    let verified = at("tool_complete", &|d| d["name"] == "perform_idv_check" && d["duration_ms"].is_u64());
+    let caller = at("memory", &|d| d["key"] == "verifiedUser");
+    let to_banking = at("handoff", &|d| d["to"] == "banking");
+    let balance = at("tool_complete", &|d| d["name"] == "check_balance");
+    assert!(
+        first_user < echo
+            && echo < to_idv
+            && to_idv < verify
+            && verify < verified
+            && verified < to_banking
+            && to_banking < balance,
+        "in order: {kinds:?}"
+    );
+    assert!(caller > verify, "{kinds:?}");
+    assert_eq!(record.events[verify].agent, "bank/idv");
+    assert_eq!(record.events[balance].agent, "bank/banking");
+    let turn = record.events.iter().find(|e| e.kind == "turn").expect("a turn");
+    assert!(turn.data["turn_ms"].is_u64() && turn.data["first_reply_ms"].is_u64(), "{turn:?}");
+    let usage = record.events.iter().find(|e| e.kind == "usage").expect("usage");
+    assert!(usage.data["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{usage:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_across_three_agents_leaves_one_redacted_record_in_sqlite() {
+    let dir = std::env::temp_dir().join(format!("switchboard-record-{}", uuid::Uuid::new_v4()));
+    let file = dir.join("record.db");
+    let store = Store::file(&file).expect("store");
+    let (recorder, stop) = recorder(store.clone());
+    let fleet = fleet(recorder.clone()).await;
+    let id = conversation(&fleet.url, || async {}).await;
+    let record = ended(&store, &id).await;
+    check(&record);
+    assert_eq!(record.summary.close_code, Some(1000));
+
+    // The command line reads the same file.
+    let url = format!("sqlite:{}", file.display());
+    let show = sessions(&["--record-database-url", &url, "show", &id]);
+    for needle in
+        ["bank/triage -> bank/idv -> bank/banking", "[redacted:account]", "perform_idv_check", "check_balance"]
+    {
+        assert!(show.contains(needle), "{needle} in\n{show}");
+    }
+    assert!(!show.contains("12345678"), "{show}");
+    let list = sessions(&["--record-database-url", &url, "list", "--agent", "bank/banking", "--since", "1h"]);
+    assert!(list.contains(&id), "{list}");
+    let none = sessions(&["--record-database-url", &url, "list", "--agent", "bank/disputes"]);
+    assert!(none.contains("no recorded sessions match"), "{none}");
+    let metrics = recorder.metrics.render();
+    assert!(
+        metrics
+            .contains(r#"switchboard_gateway_cost_microdollars_total{agent="bank/idv",model="amazon.nova-lite-v1:0"}"#),
+        "{metrics}"
+    );
+    stop.cancel();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Runs `switchboard sessions …`; its stdout.
+fn sessions(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard")).arg("sessions").args(args).output().expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "sessions {args:?} failed: {}{stdout}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgresql_restarted_mid_conversation_loses_no_record() {
+    let pg = Postgres::start();
+    let store = Store::open(&pg.url).expect("store");
+    let (recorder, stop) = recorder(store.clone());
+    let fleet = fleet(recorder.clone()).await;
+    let id = conversation(&fleet.url, || async {
+        // The verification is written; the database goes down for the banking turn.
+        pg.stop();
+    })
+    .await;
+    // Nothing can be written while it is down: the entries wait.
+    let metrics = || recorder.metrics.render();
+    for _ in 0..100 {
+        if metrics().contains("switchboard_gateway_record_write_errors_total 0") {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert!(!metrics().contains("switchboard_gateway_record_write_errors_total 0"), "a write failed: {}", metrics());
+    pg.start_again();
+    let record = ended(&store, &id).await;
+    check(&record);
+    assert!(!metrics().contains("switchboard_gateway_record_entries_dropped_total"), "nothing dropped: {}", metrics());
+    stop.cancel();
+}
+
+/// A real PostgreSQL server (Debian's, from tests/tools/install.sh) in a temporary folder,
+/// on a free port; stopped on drop. As root it runs as the `postgres` user (it refuses root).
+struct Postgres {
+    url: String,
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+}
+
+impl Postgres {
+    fn start() -> Self {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
+        let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
+        assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim());
+        let dir = std::env::temp_dir().join(format!("switchboard-pg-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        if is_root() {
+            run(Command::new("chown").args(["postgres:postgres"]).arg(&dir));
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+        let pg = Self { url: format!("postgres://switchboard@127.0.0.1:{port}/postgres"), dir, bin, port };
+        run(pg.command("initdb").args(["-U", "switchboard", "--auth=trust", "-E", "UTF8", "-D"]).arg(pg.data()));
+        pg.start_again();
+        pg
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn command(&self, tool: &str) -> Command {
+        // The link's target: the `postgres` user cannot look into root's cache.
+        let path = std::fs::canonicalize(self.bin.join(tool)).expect("installed");
+        if is_root() {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(path);
+            command
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn start_again(&self) {
+        let options = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", self.port, self.dir.display());
+        let log = self.dir.join("log");
+        run(self
+            .command("pg_ctl")
+            .args(["-w", "-t", "60", "-D"])
+            .arg(self.data())
+            .args(["-o", &options, "-l"])
+            .arg(log)
+            .arg("start"));
+    }
+
+    fn stop(&self) {
+        run(self.command("pg_ctl").args(["-w", "-m", "fast", "-D"]).arg(self.data()).arg("stop"));
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = self
+            .command("pg_ctl")
+            .args(["-m", "immediate", "-D"])
+            .arg(self.data())
+            .arg("stop")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn run(command: &mut Command) {
+    let out = command.output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
