@@ -2,9 +2,10 @@
 //! dashboard, each off by default and rendered only when enabled. The rules pass `promtool
 //! check rules` and the unit tests of every alert (`promtool test rules` on
 //! tests/tests/promtool/alerts_test.yaml, each alert firing and silent); the rules and every
-//! dashboard query name only series METRICS.md lists, and METRICS.md's gateway and operator
-//! tables list exactly the series those processes register (the runtime's table is held to
-//! its registry by a unit test in dataplane/src/runtime/metrics.rs).
+//! dashboard query name only series METRICS.md lists, and METRICS.md's gateway (with its
+//! conversation record) and operator tables list exactly the series those processes
+//! register (the runtime's table is held to its registry by a unit test in
+//! dataplane/src/runtime/metrics.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -356,7 +357,13 @@ fn metrics_md_lists_exactly_the_gateways_and_the_operators_series() {
     gateway.migrated.with_label_values(&["bank/triage", "pod_lost"]).inc();
     gateway.parked.with_label_values(&["bank/triage"]).inc();
     gateway.resumed.with_label_values(&["bank/triage"]).inc();
-    assert_table("Gateway", &gateway.render());
+    // The conversation record's series, which the gateway serves after its own.
+    let record = switchboard_gateway::record::RecordMetrics::new().expect("record metrics");
+    record.dropped.with_label_values(&["queue_full"]).inc();
+    record.cost.with_label_values(&["bank/triage", "amazon.nova-lite-v1:0"]).inc();
+    record.tokens.with_label_values(&["bank/triage", "amazon.nova-lite-v1:0", "input"]).inc();
+    record.unpriced.with_label_values(&["some-model"]).inc();
+    assert_table("Gateway", &(gateway.render() + &record.render()));
 
     let operator = switchboard_operator::metrics::Metrics::new().expect("operator metrics");
     drop(operator.reconcile("Agent"));
