@@ -29,8 +29,14 @@ fn render(args: &[&str]) -> (bool, String, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
 
+/// The Example Bank's agents, with the fee schedule (a ConfigMap) the banking agent's fees
+/// skill reads.
 fn banking_files() -> Vec<String> {
-    BANKING.iter().map(|n| repo_root().join(format!("examples/banking/{n}.yaml")).display().to_string()).collect()
+    BANKING
+        .iter()
+        .chain(&["fees"])
+        .map(|n| repo_root().join(format!("examples/banking/{n}.yaml")).display().to_string())
+        .collect()
 }
 
 fn file_args(files: &[String]) -> Vec<&str> {
@@ -49,6 +55,8 @@ fn render_output_passes_kubernetes_validate_strict_for_1_33() {
     assert_eq!(kinds(&out).iter().filter(|k| *k == "Deployment").count(), 4, "{out}");
     assert_eq!(kinds(&out).iter().filter(|k| *k == "HorizontalPodAutoscaler").count(), 1, "{out}");
     assert!(out.contains("apiVersion: autoscaling/v2\n"), "render writes the current HPA version by default");
+    // The banking agent's skill, its data context read from the ConfigMap, is in what the pods get.
+    assert!(out.contains("International transfer: 15.00 GBP per transfer"), "{out}");
     let dir = tempdir("render");
     let path = dir.join("rendered.yaml");
     std::fs::write(&path, &out).expect("write");

@@ -28,7 +28,8 @@ const BANKING: [&str; 4] = ["banking", "disputes", "idv", "triage"];
 async fn banking_examples_become_children_with_owners_and_accepted_statuses() {
     let (ns, _op) = setup("op-banking").await;
     let client = ns.client();
-    for name in BANKING {
+    // The fee schedule the banking agent's fees skill reads comes with the agents.
+    for name in BANKING.iter().chain(&["fees"]) {
         let file = repo_root().join(format!("examples/banking/{name}.yaml"));
         apply_path(&client, &ns.name, &file).await.expect("examples apply");
     }
@@ -46,7 +47,12 @@ async fn banking_examples_become_children_with_owners_and_accepted_statuses() {
         let a = agents.get(name).await.expect("agent");
         let persona = personas.get(&a.spec.persona_ref.name).await.expect("persona");
         let workflow = workflows.get(&a.spec.workflow_ref.name).await.expect("workflow");
-        let desired = build(&a, &resolve(&a, &persona, &workflow, &Default::default()), &settings);
+        let mut config_maps = switchboard_crds::agent::ConfigMaps::new();
+        for read in switchboard_crds::agent::referenced_config_maps(&a.spec) {
+            let data = cms.get(&read).await.expect("a ConfigMap the agent reads").data.unwrap_or_default();
+            config_maps.insert(read, data);
+        }
+        let desired = build(&a, &resolve(&a, &persona, &workflow, &config_maps), &settings);
 
         // Status: Accepted, Ready=False (no pods run here) with counts, endpoint.
         let status = a.status.clone().expect("status");
