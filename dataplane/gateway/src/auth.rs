@@ -118,7 +118,21 @@ pub struct Auth {
     origins: Vec<String>,
     /// Whether the gateway's own page may open sessions (local mode; see [`Auth::with_own_page`]).
     own_page: bool,
+    /// Whether the conversation record may be read without a credential (local mode, on
+    /// this machine only; see [`Auth::records_reader`]).
+    open_records: bool,
     live: LiveMap,
+}
+
+/// A refused reader of the conversation record: the HTTP status, a stable code, and what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadRefusal {
+    /// 401 or 403.
+    pub status: u16,
+    /// `missing_key`, `unknown_key`, `records_not_allowed`.
+    pub code: &'static str,
+    /// What went wrong and what to do.
+    pub message: String,
 }
 
 /// A refused client: the close code, the message for its `bidi_error`, the metric reason.
@@ -239,6 +253,59 @@ impl Auth {
     pub fn with_own_page(mut self) -> Self {
         self.own_page = true;
         self
+    }
+
+    /// Lets anyone who reaches the gateway read the conversation record when no credentials
+    /// are required (local mode, bound to this machine).
+    pub fn with_open_records(mut self) -> Self {
+        self.open_records = true;
+        self
+    }
+
+    /// Who may read the conversation record (`/v1/sessions`): an API key with
+    /// `records=read`, in the namespaces of its scope. Without credentials configured the
+    /// record is readable only where [`Auth::with_open_records`] said so.
+    pub fn records_reader(&self, headers: &HeaderMap) -> Result<Arc<Scope>, ReadRefusal> {
+        let refused = |status, code, message: String| ReadRefusal { status, code, message };
+        if !self.requires_keys() {
+            return if self.open_records {
+                Ok(Arc::default())
+            } else {
+                Err(refused(
+                    403,
+                    "records_not_allowed",
+                    "this gateway has no API keys, so nobody may read its conversation record; give it \
+                     --api-keys-file with a key marked records=read"
+                        .into(),
+                ))
+            };
+        }
+        let presented = bearer(headers).ok_or_else(|| {
+            refused(
+                401,
+                "missing_key",
+                "send an API key marked records=read: `Authorization: Bearer <key>` or `X-Api-Key: <key>`".into(),
+            )
+        })?;
+        let entry =
+            self.keys.as_ref().and_then(|keys| keys.get(&<[u8; 32]>::from(Sha256::digest(presented.as_bytes()))));
+        match entry {
+            Some(entry) if entry.records => Ok(entry.scope.clone()),
+            Some(entry) => Err(refused(
+                403,
+                "records_not_allowed",
+                format!(
+                    "the API key {:?} may not read the conversation record (its line in the keys file needs records=read)",
+                    entry.name
+                ),
+            )),
+            None => Err(refused(
+                401,
+                "unknown_key",
+                "the API key is not valid here (tokens cannot read the record: use an API key marked records=read)"
+                    .into(),
+            )),
+        }
     }
 
     /// Also admits clients with a JWT that `jwt` accepts, each subject within `limits`.

@@ -42,6 +42,9 @@ pub fn oversized(error: &axum::Error) -> bool {
     )
 }
 
+/// The conversation record's API ([`crate::record::api`]).
+pub const RECORD_PATH: &str = "/v1/sessions";
+
 /// Metrics of another part of the process, rendered after the gateway's own on `/metrics`
 /// (local mode adds its runtime's).
 pub type MoreMetrics = Arc<dyn Fn() -> String + Send + Sync>;
@@ -70,6 +73,8 @@ fn app(gateway: Arc<Gateway>, more_metrics: Option<MoreMetrics>) -> Router {
         .route(contract::HEALTH_PATH, get(|| async { "ok" }))
         .route(contract::READY_PATH, get(readyz))
         .route(contract::METRICS_PATH, get(metrics))
+        .route(RECORD_PATH, get(crate::record::api::list))
+        .route(&format!("{RECORD_PATH}/{{id}}"), get(crate::record::api::show))
         .with_state(gateway)
 }
 

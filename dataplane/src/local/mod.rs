@@ -335,6 +335,8 @@ fn gateway(
     let directory = switchboard_gateway::Directory::new(Arc::new(table), Arc::new(endpoints), None);
     let (routes, receiver) = watch::channel(directory);
     let auth = Auth::new(None, options.server.allowed_origins.clone()).map_err(start_error)?.with_own_page();
+    // The record of this machine's sessions is this machine's to read: open on loopback only.
+    let auth = if options.listen.ip().is_loopback() { auth.with_open_records() } else { auth };
     let config = GatewayConfig {
         max_message_bytes: options.server.max_message_bytes,
         max_sessions: options.server.max_sessions,

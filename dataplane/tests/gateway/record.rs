@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use sha2::Digest as _;
 use switchboard_core::protocol::{ClientMessage, ServerMessage};
 use switchboard_gateway::GatewayConfig;
 use switchboard_gateway::auth::Auth;
@@ -38,10 +39,24 @@ fn recorder(store: Store) -> (Arc<Recorder>, CancellationToken) {
     (recorder, stop)
 }
 
-async fn fleet(recorder: Arc<Recorder>) -> Fleet {
+async fn fleet(recorder: Arc<Recorder>, auth: Auth) -> Fleet {
     let script = banking_script().expect("script");
-    Fleet::recording(&[], Auth::default(), GatewayConfig::default(), ResumeStore::default(), script, Some(recorder))
-        .await
+    Fleet::recording(&[], auth, GatewayConfig::default(), ResumeStore::default(), script, Some(recorder)).await
+}
+
+/// Keys: `web` opens sessions, `ops` reads the bank's record, `shop` reads only its own.
+fn keys() -> Auth {
+    let line = |name: &str, key: &str, options: &str| {
+        let digest: String = sha2::Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        format!("{name} {digest} {options}\n")
+    };
+    let file = [
+        line("web", "web-key", ""),
+        line("ops", "ops-key", "records=read agents=bank/*"),
+        line("shop", "shop-key", "records=read agents=shop/*"),
+    ]
+    .concat();
+    Auth::new(Some(&file), Vec::new()).expect("keys")
 }
 
 /// The session's id, from its first `bidi_connection_start`.
@@ -57,8 +72,13 @@ fn session_id(messages: &[ServerMessage]) -> String {
 
 /// Triage (the caller's details, echoed), idv (verified), banking (a balance); returns
 /// the session id. `between` runs before the banking turn.
-async fn conversation<F: std::future::Future<Output = ()>>(url: &str, between: impl FnOnce() -> F) -> String {
-    let mut client = Client::start(url, None).await;
+async fn conversation<F: std::future::Future<Output = ()>>(
+    url: &str,
+    headers: &[(&'static str, &str)],
+    between: impl FnOnce() -> F,
+) -> String {
+    let mut client = Client::connect_with(url, headers).await;
+    client.send(&ClientMessage::SessionStart(Default::default())).await;
     let hello = client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
     let id = session_id(&hello);
     client.say(FIRST).await;
@@ -162,11 +182,29 @@ async fn a_conversation_across_three_agents_leaves_one_redacted_record_in_sqlite
     let file = dir.join("record.db");
     let store = Store::file(&file).expect("store");
     let (recorder, stop) = recorder(store.clone());
-    let fleet = fleet(recorder.clone()).await;
-    let id = conversation(&fleet.url, || async {}).await;
+    let fleet = fleet(recorder.clone(), keys()).await;
+    let id = conversation(&fleet.url, &[("x-api-key", "web-key")], || async {}).await;
     let record = ended(&store, &id).await;
     check(&record);
     assert_eq!(record.summary.close_code, Some(1000));
+    assert_eq!(record.summary.credential, "web");
+
+    // The gateway's API: only a key allowed to read the record, about its namespaces.
+    let addr: std::net::SocketAddr =
+        fleet.url.trim_start_matches("ws://").split('/').next().and_then(|a| a.parse().ok()).expect("addr");
+    let one = format!("/v1/sessions/{id}");
+    assert_eq!(get(addr, "/v1/sessions", None).await.0, 401);
+    let (status, body) = get(addr, "/v1/sessions", Some("web-key")).await;
+    assert_eq!((status, body.contains("records_not_allowed")), (403, true), "{body}");
+    let (status, body) = get(addr, "/v1/sessions", Some("shop-key")).await;
+    assert_eq!((status, body.contains(&id)), (200, false), "another namespace's reader: {body}");
+    assert_eq!(get(addr, &one, Some("shop-key")).await.0, 404);
+    let (status, body) = get(addr, "/v1/sessions?agent=bank/banking&limit=5", Some("ops-key")).await;
+    assert_eq!((status, body.contains(&id)), (200, true), "{body}");
+    let (status, body) = get(addr, &one, Some("ops-key")).await;
+    assert_eq!(status, 200, "{body}");
+    let read: SessionRecord = serde_json::from_str(&body).expect("a session record");
+    assert_eq!(read, record);
 
     // The command line reads the same file.
     let url = format!("sqlite:{}", file.display());
@@ -191,6 +229,19 @@ async fn a_conversation_across_three_agents_leaves_one_redacted_record_in_sqlite
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// GETs `path` with an API key, over a real connection: (status, body).
+async fn get(addr: std::net::SocketAddr, path: &str, key: Option<&str>) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connects");
+    let key = key.map(|k| format!("X-Api-Key: {k}\r\n")).unwrap_or_default();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{key}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("writes");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("reads");
+    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+}
+
 /// Runs `switchboard sessions …`; its stdout.
 fn sessions(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_switchboard")).arg("sessions").args(args).output().expect("runs");
@@ -204,8 +255,8 @@ async fn postgresql_restarted_mid_conversation_loses_no_record() {
     let pg = Postgres::start();
     let store = Store::open(&pg.url).expect("store");
     let (recorder, stop) = recorder(store.clone());
-    let fleet = fleet(recorder.clone()).await;
-    let id = conversation(&fleet.url, || async {
+    let fleet = fleet(recorder.clone(), Auth::default()).await;
+    let id = conversation(&fleet.url, &[], || async {
         // The verification is written; the database goes down for the banking turn.
         pg.stop();
     })

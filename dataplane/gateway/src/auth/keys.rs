@@ -10,7 +10,9 @@
 //!
 //! After the digest come options: `sessions=N` (most live sessions of the key),
 //! `rate=N` (most messages a second, all its sessions together, bursts of twice that) and
-//! `agents=P,P,...` (the Agents it may reach, as [`Scope`] patterns). The older positional
+//! `agents=P,P,...` (the Agents it may reach, as [`Scope`] patterns), `records=read` (it may
+//! read the conversation record, `/v1/sessions`, of sessions in the namespaces its scope
+//! reaches; no session key needs it, an operator's tool does). The older positional
 //! form, `[max sessions] [max messages per second]` with `-` for none, still reads.
 //! `#` starts a comment.
 
@@ -29,12 +31,14 @@ pub(super) struct KeyEntry {
     pub(super) rate: Option<Arc<Mutex<Bucket>>>,
     /// The Agents it may reach.
     pub(super) scope: Arc<Scope>,
+    /// It may read the conversation record.
+    pub(super) records: bool,
 }
 
 /// A problem in the API keys file.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "API keys file, line {line}: {message}; expected `<name> <sha256 hex> [sessions=N] [rate=N] [agents=<ns>/<agent>,...]`"
+    "API keys file, line {line}: {message}; expected `<name> <sha256 hex> [sessions=N] [rate=N] [agents=<ns>/<agent>,...] [records=read]`"
 )]
 pub struct KeysFileError {
     /// The line number (from 1).
@@ -65,6 +69,7 @@ pub(super) fn parse(text: &str) -> Result<HashMap<[u8; 32], KeyEntry>, KeysFileE
             max_sessions: options.sessions,
             rate: options.rate.map(|n| Arc::new(Mutex::new(Bucket::new(n)))),
             scope: Arc::new(options.scope),
+            records: options.records,
         };
         if keys.insert(digest, entry).is_some() {
             return Err(error("the same key is listed twice".into()));
@@ -79,6 +84,7 @@ struct Options {
     sessions: Option<usize>,
     rate: Option<u32>,
     scope: Scope,
+    records: bool,
 }
 
 impl Options {
@@ -102,7 +108,9 @@ impl Options {
                 "sessions" => options.sessions = whole(name, value, 0)?.map(|n| n as usize),
                 "rate" => options.rate = whole(name, value, 1)?.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
                 "agents" => options.scope = Scope::parse(value.split(',')).map_err(|e| e.to_string())?,
-                other => return Err(format!("unknown option {other:?} (sessions, rate, agents)")),
+                "records" if value == "read" => options.records = true,
+                "records" => return Err(format!("records {value:?}: the one access is `records=read`")),
+                other => return Err(format!("unknown option {other:?} (sessions, rate, agents, records)")),
             }
         }
         Ok(options)

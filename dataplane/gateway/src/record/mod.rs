@@ -15,6 +15,7 @@
 //! [`log::SessionLog`] turns one session's frames into entries; the session machine hands
 //! it the frames it delivers, once each (never a replay), skipping reply audio.
 
+pub mod api;
 pub mod log;
 pub mod price;
 pub mod redact;

@@ -1,0 +1,71 @@
+//! The record's HTTP API on the gateway, for an operator's tools and the web page:
+//! `GET /v1/sessions` (filters as query parameters: `since`, `until` in unix ms, `agent`
+//! as `namespace/name`, `caller`, `outcome`, `limit`) and `GET /v1/sessions/{id}`, JSON.
+//! Only a credential allowed to read the record gets an answer ([`crate::auth::Auth::records_reader`]),
+//! and only about sessions that started in a namespace its scope reaches.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::store::Filter;
+use crate::Gateway;
+use crate::auth::Scope;
+
+/// `GET /v1/sessions`.
+pub async fn list(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Query(filter): Query<Filter>) -> Response {
+    let (record, scope) = match reader(&gateway, &headers) {
+        Ok(reader) => reader,
+        Err(response) => return response,
+    };
+    match record.store.list(&filter).await {
+        Ok(sessions) => {
+            let sessions: Vec<_> = sessions.into_iter().filter(|s| in_scope(&scope, &s.first_agent)).collect();
+            Json(json!({ "sessions": sessions })).into_response()
+        }
+        Err(error) => unavailable(&error),
+    }
+}
+
+/// `GET /v1/sessions/{id}`.
+pub async fn show(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let (record, scope) = match reader(&gateway, &headers) {
+        Ok(reader) => reader,
+        Err(response) => return response,
+    };
+    match record.store.show(&id).await {
+        Ok(Some(session)) if in_scope(&scope, &session.summary.first_agent) => Json(session).into_response(),
+        // Another namespace's session is not there, as far as this reader knows.
+        Ok(_) => error(StatusCode::NOT_FOUND, "unknown_session", &format!("no recorded session {id}")),
+        Err(error) => unavailable(&error),
+    }
+}
+
+fn reader(gateway: &Gateway, headers: &HeaderMap) -> Result<(Arc<super::Recorder>, Arc<Scope>), Response> {
+    let Some(record) = gateway.record.clone() else {
+        let message = "this gateway keeps no conversation record (start it with --record-database-url)";
+        return Err(error(StatusCode::NOT_FOUND, "no_record", message));
+    };
+    let scope = gateway.auth.records_reader(headers).map_err(|refusal| {
+        let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
+        error(status, refusal.code, &refusal.message)
+    })?;
+    Ok((record, scope))
+}
+
+fn in_scope(scope: &Scope, agent: &str) -> bool {
+    agent.split_once('/').is_some_and(|(namespace, _)| scope.allows_namespace(namespace))
+}
+
+fn unavailable(failure: &super::store::StoreError) -> Response {
+    tracing::warn!("reading the conversation record: {failure}");
+    error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &format!("{failure}; try again shortly"))
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    (status, Json(json!({ "error": code, "message": message }))).into_response()
+}
