@@ -20,7 +20,7 @@ use crate::auth::Scope;
 pub async fn list(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Query(filter): Query<Filter>) -> Response {
     let (record, scope) = match reader(&gateway, &headers) {
         Ok(reader) => reader,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     match record.store.list(&filter).await {
         Ok(sessions) => {
@@ -35,7 +35,7 @@ pub async fn list(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Query
 pub async fn show(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let (record, scope) = match reader(&gateway, &headers) {
         Ok(reader) => reader,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     match record.store.show(&id).await {
         Ok(Some(session)) if in_scope(&scope, &session.summary.first_agent) => Json(session).into_response(),
@@ -45,14 +45,14 @@ pub async fn show(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Path(
     }
 }
 
-fn reader(gateway: &Gateway, headers: &HeaderMap) -> Result<(Arc<super::Recorder>, Arc<Scope>), Response> {
+fn reader(gateway: &Gateway, headers: &HeaderMap) -> Result<(Arc<super::Recorder>, Arc<Scope>), Box<Response>> {
     let Some(record) = gateway.record.clone() else {
         let message = "this gateway keeps no conversation record (start it with --record-database-url)";
-        return Err(error(StatusCode::NOT_FOUND, "no_record", message));
+        return Err(Box::new(error(StatusCode::NOT_FOUND, "no_record", message)));
     };
     let scope = gateway.auth.records_reader(headers).map_err(|refusal| {
         let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
-        error(status, refusal.code, &refusal.message)
+        Box::new(error(status, refusal.code, &refusal.message))
     })?;
     Ok((record, scope))
 }
