@@ -99,3 +99,37 @@ impl RecordArgs {
         Ok(Some(RecordTask { recorder, stop, writer }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        record: RecordArgs,
+    }
+
+    #[test]
+    fn the_charts_forms_read_back_one_rule_a_line_and_prices_by_semicolons() {
+        // What the chart puts in SWITCHBOARD_RECORD_REDACT and SWITCHBOARD_RECORD_PRICES.
+        let cli = Cli::try_parse_from([
+            "x",
+            "--record-redact",
+            "account=\\b\\d{8}\\b\nsort-code=\\b\\d{2}-\\d{2}-\\d{2}\\b",
+            "--record-price",
+            "amazon.nova-lite-v1:0=0.5,2;amazon.nova-sonic-v1:0=0.06,0.24,3.4,13.6",
+        ])
+        .expect("parses");
+        assert_eq!(cli.record.redact.len(), 2);
+        let redactor = switchboard_gateway::record::Redactor::new(&cli.record.redact).expect("rules");
+        assert_eq!(redactor.text("12345678 at 12-34-56"), "[redacted:account] at [redacted:sort-code]");
+        let prices = switchboard_gateway::record::Prices::with(&cli.record.prices).expect("prices");
+        assert_eq!(prices.of("amazon.nova-lite-v1:0").map(|p| p.input), Some(0.5));
+        assert_eq!(prices.of("amazon.nova-sonic-v1:0").map(|p| p.speech_output), Some(13.6));
+        assert_eq!(cli.record.url(Some("off".into())), None);
+        assert_eq!(cli.record.url(None), None);
+    }
+}

@@ -1,0 +1,87 @@
+//! The chart's conversation-record settings reach the gateway as the environment its flags
+//! read: the database URL (from a Secret when it carries a password), retention, backlog,
+//! redaction rules one a line and prices `;`-separated — and nothing when no database is
+//! set.
+
+use std::process::Command;
+
+use switchboard_tests::cluster::tools_bin;
+use switchboard_tests::repo_root;
+
+/// The gateway container's env of the chart rendered with `values` (YAML): name -> value
+/// or `secret:<name>/<key>`.
+fn gateway_env(values: &str) -> Vec<(String, String)> {
+    let file = std::env::temp_dir().join(format!("switchboard-record-values-{}.yaml", std::process::id()));
+    std::fs::write(&file, values).expect("values");
+    let chart = repo_root().join("charts/switchboard");
+    let out = Command::new(tools_bin().expect("tools").join("helm"))
+        .args(["template", "sb"])
+        .arg(&chart)
+        .arg("-f")
+        .arg(&file)
+        .output()
+        .expect("helm runs");
+    let _ = std::fs::remove_file(&file);
+    let rendered = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "helm template: {}", String::from_utf8_lossy(&out.stderr));
+    let docs: Vec<serde_yaml::Value> = rendered.split("\n---").filter_map(|d| serde_yaml::from_str(d).ok()).collect();
+    let gateway = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "sb-switchboard-gateway")
+        .expect("the gateway Deployment");
+    let env = gateway["spec"]["template"]["spec"]["containers"][0]["env"].as_sequence().expect("env");
+    env.iter()
+        .map(|e| {
+            let name = e["name"].as_str().unwrap_or_default().to_owned();
+            let value = match e["value"].as_str() {
+                Some(value) => value.to_owned(),
+                None => format!(
+                    "secret:{}/{}",
+                    e["valueFrom"]["secretKeyRef"]["name"].as_str().unwrap_or_default(),
+                    e["valueFrom"]["secretKeyRef"]["key"].as_str().unwrap_or_default()
+                ),
+            };
+            (name, value)
+        })
+        .collect()
+}
+
+fn get<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    env.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+}
+
+#[test]
+fn the_record_settings_reach_the_gateway_and_none_without_a_database() {
+    let off = gateway_env("{}");
+    assert!(off.iter().all(|(name, _)| !name.starts_with("SWITCHBOARD_RECORD_")), "{off:?}");
+
+    let env = gateway_env(
+        r#"
+gateway:
+  record:
+    databaseUrl: postgres://switchboard@db:5432/records
+    retentionDays: 7
+    redact:
+      account: '\b\d{8}\b'
+      sort-code: '\b\d{2}-\d{2}-\d{2}\b'
+    prices:
+      amazon.nova-lite-v1:0: { input: 0.5, output: 2 }
+      amazon.nova-sonic-v1:0: { input: 0.06, output: 0.24, speechInput: 3.4, speechOutput: 13.6 }
+"#,
+    );
+    assert_eq!(get(&env, "SWITCHBOARD_RECORD_DATABASE_URL"), Some("postgres://switchboard@db:5432/records"));
+    assert_eq!(get(&env, "SWITCHBOARD_RECORD_RETENTION_DAYS"), Some("7"));
+    assert_eq!(get(&env, "SWITCHBOARD_RECORD_BACKLOG"), Some("200000"));
+    assert_eq!(
+        get(&env, "SWITCHBOARD_RECORD_REDACT"),
+        Some("account=\\b\\d{8}\\b\nsort-code=\\b\\d{2}-\\d{2}-\\d{2}\\b"),
+        "one rule a line, the regex as written"
+    );
+    assert_eq!(
+        get(&env, "SWITCHBOARD_RECORD_PRICES"),
+        Some("amazon.nova-lite-v1:0=0.5,2;amazon.nova-sonic-v1:0=0.06,0.24,3.4,13.6")
+    );
+
+    let secret = gateway_env("gateway: { record: { existingSecret: records-db, databaseUrl: ignored } }");
+    assert_eq!(get(&secret, "SWITCHBOARD_RECORD_DATABASE_URL"), Some("secret:records-db/database-url"));
+}
