@@ -1,6 +1,10 @@
-//! Local mode's web page: `GET /` serves one self-contained page (no external assets, so it
-//! works offline) to chat with the folder's agents by text, and by voice with the browser's
-//! microphone for voice and hybrid agents; `GET /v1/agents` lists the agents it offers to
+//! Local mode's web console: `GET /` serves the page and `GET /ui/<file>` its script and
+//! styles, all compiled into the binary (no external assets, no build step, so it works
+//! offline). It talks to the folder's agents by text, and by voice with the browser's
+//! microphone for voice and hybrid agents; shows each reply under the agent's name, handoffs,
+//! tool calls, consent requests, memory, the workflow node, the session state and per-turn
+//! figures; and opens past sessions from the conversation record (`/v1/sessions`, served by
+//! the gateway when a record is kept). `GET /v1/agents` lists the agents it offers to
 //! start with (exposed ones and the default) and, apart, those reached only by handoff
 //! (`gateway.expose: false`), which the page shows but does not let a user pick.
 //! Only local mode serves these; runtime pods do not.
@@ -14,6 +18,20 @@ use serde::Serialize;
 
 /// The page.
 pub const PAGE: &str = include_str!("page.html");
+
+/// The page's scripts and styles, served at `/ui/<name>`: drawing a conversation
+/// (render.js), voice capture and playback (voice.js), the live session (app.js), past
+/// sessions (history.js), the look (console.css). Plain files, no framework: the page is
+/// small enough that one would cost more than it saves.
+pub const ASSETS: [(&str, &str, &str); 5] = [
+    ("render.js", JAVASCRIPT, include_str!("render.js")),
+    ("voice.js", JAVASCRIPT, include_str!("voice.js")),
+    ("app.js", JAVASCRIPT, include_str!("app.js")),
+    ("history.js", JAVASCRIPT, include_str!("history.js")),
+    ("console.css", "text/css; charset=utf-8", include_str!("console.css")),
+];
+
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
 
 /// One agent on offer.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -38,15 +56,17 @@ pub struct AgentList {
 
 /// The page's routes.
 pub fn routes(list: AgentList) -> Router {
-    Router::new()
-        .route(
-            "/",
-            get(|| async {
-                ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-store")], PAGE)
-                    .into_response()
-            }),
-        )
-        .route("/v1/agents", get(move || async move { Json(list) }))
+    let mut router = Router::new()
+        .route("/", get(|| async { serve("text/html; charset=utf-8", PAGE) }))
+        .route("/v1/agents", get(move || async move { Json(list) }));
+    for (name, content_type, body) in ASSETS {
+        router = router.route(&format!("/ui/{name}"), get(move || async move { serve(content_type, body) }));
+    }
+    router
+}
+
+fn serve(content_type: &'static str, body: &'static str) -> axum::response::Response {
+    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-store")], body).into_response()
 }
 
 #[cfg(test)]
@@ -55,10 +75,30 @@ mod tests {
 
     #[test]
     fn the_page_speaks_the_session_protocol() {
-        for needle in
-            ["session_start", "bidi_text_input", "bidi_audio_stream", "bidi_interruption", "tool_consent", "by_handoff"]
-        {
-            assert!(PAGE.contains(needle), "the page handles {needle}");
+        let scripts: String = ASSETS.iter().map(|(_, _, body)| *body).collect();
+        for needle in [
+            "session_start",
+            "resume_token",
+            "last_seq",
+            "bidi_text_input",
+            "bidi_audio_stream",
+            "bidi_interruption",
+            "tool_consent",
+            "by_handoff",
+            "memory_update",
+            "workflow_transition",
+            "bidi_session_state",
+            "bidi_usage",
+            "/v1/sessions",
+        ] {
+            assert!(scripts.contains(needle), "the page handles {needle}");
+        }
+    }
+
+    #[test]
+    fn the_page_loads_every_asset() {
+        for (name, _, _) in ASSETS {
+            assert!(PAGE.contains(&format!("/ui/{name}")), "page.html loads {name}");
         }
     }
 

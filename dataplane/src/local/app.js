@@ -1,0 +1,306 @@
+"use strict";
+// The live session: the session protocol of DESIGN.md over one WebSocket (text in
+// bidi_text_input with an id, voice as binary PCM16 frames; replies as transcripts, audio and
+// events), drawn by render.js; the side panel (agent, workflow node, caller, memory, turns);
+// a banner with Reconnect (resume with the newest resume_token and the last message number)
+// and New conversation when the session fails. `window.switchboard` exposes state for tests.
+
+const $ = (id) => document.getElementById(id);
+const live = new Transcript($("log"));
+const state = Object.assign(window.switchboard, {
+  ws: null, agents: [], defaultAgent: null, events: [], sessionId: null, agent: null, resumeToken: null,
+  lastSeq: null, inputs: 0, turn: null, turns: [], totals: { input: 0, output: 0 }, memory: {}, path: [],
+  voiceSession: false, leaving: false,
+});
+
+function status(text) { $("status").textContent = text; }
+function sessionState(name, label) {
+  $("state").dataset.state = name;
+  $("state").textContent = label || name.replace("_", " ");
+}
+
+// The agents a session may start with, the default first; then, shown but not selectable,
+// those reached only by handoff (gateway.expose: false).
+async function loadAgents() {
+  const body = await (await fetch("/v1/agents")).json();
+  state.agents = body.agents;
+  state.defaultAgent = body.default;
+  const option = (agent) => el("option", { value: agent.name }, `${agent.name} (${agent.mode})`);
+  for (const agent of body.agents) {
+    const o = option(agent);
+    o.selected = agent.name === body.default;
+    $("agent").append(o);
+  }
+  if (body.by_handoff && body.by_handoff.length) {
+    const group = el("optgroup", { label: "Reached by handoff" });
+    for (const agent of body.by_handoff) group.append(Object.assign(option(agent), { disabled: true }));
+    $("agent").append(group);
+  }
+}
+
+function agentMode() {
+  const agent = state.agents.find((a) => a.name === $("agent").value);
+  return agent ? agent.mode : "text";
+}
+
+/** Clears what the page shows of a session (a new conversation). */
+function resetView() {
+  live.clear();
+  Object.assign(state, { sessionId: null, resumeToken: null, lastSeq: null, turn: null, turns: [], memory: {}, path: [] });
+  state.totals = { input: 0, output: 0 };
+  $("memory").tBodies[0].replaceChildren();
+  $("turns").tBodies[0].replaceChildren();
+  renderMemory();
+  renderNow();
+}
+
+/** Opens a session; `resume`: the one the banner offers to resume. */
+function connect({ withAudio = state.voiceSession, resume = false } = {}) {
+  hideBanner();
+  if (state.ws) leave();
+  if (!resume) resetView();
+  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/session`);
+  ws.binaryType = "arraybuffer";
+  state.ws = ws;
+  sessionState("connecting", "connecting…");
+  ws.onopen = () => {
+    const start = { type: "session_start" };
+    if (resume && state.resumeToken) {
+      start.resume_token = state.resumeToken;
+      if (state.lastSeq != null) start.last_seq = state.lastSeq;
+    } else if ($("agent").value !== state.defaultAgent) {
+      // The default agent is asked for by naming none (it may be reached by handoff too).
+      start.agent = $("agent").value;
+    }
+    if (withAudio) start.modalities = ["audio", "text"];
+    ws.send(JSON.stringify(start));
+    $("text").disabled = $("send").disabled = false;
+    $("new").disabled = false;
+    $("mic").disabled = agentMode() === "text";
+  };
+  ws.onmessage = (event) => {
+    if (typeof event.data !== "string") return;
+    const message = JSON.parse(event.data);
+    if (state.lastSeq != null && message.type !== "bidi_connection_start") state.lastSeq++;
+    handle(message);
+  };
+  ws.onclose = (event) => {
+    if (state.ws !== ws) return;
+    state.ws = null;
+    $("text").disabled = $("send").disabled = true;
+    stopVoice();
+    if (state.leaving) return;
+    sessionState("closed");
+    status(`closed${event.reason ? ": " + event.reason : ""} (${event.code})`);
+    showBanner(`The connection closed${event.reason ? ": " + event.reason : ""} (code ${event.code}).`);
+    past.refresh();
+  };
+}
+
+/** Ends the current session on purpose (no banner). */
+function leave() {
+  const ws = state.ws;
+  state.ws = null;
+  if (!ws) return;
+  if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "close" }));
+  ws.close(1000, "client left");
+  stopVoice();
+  setTimeout(() => past.refresh(), 500);
+}
+
+function showBanner(text) {
+  $("banner-text").textContent = text;
+  $("reconnect").hidden = !state.resumeToken;
+  $("banner").hidden = false;
+  ($("reconnect").hidden ? $("restart") : $("reconnect")).focus();
+}
+function hideBanner() { $("banner").hidden = true; }
+
+function handle(m) {
+  state.events.push(m.type);
+  switch (m.type) {
+    case "bidi_connection_start":
+      state.sessionId = m.session_id;
+      state.agent = m.agent;
+      if (m.resume_token) state.resumeToken = m.resume_token;
+      if (m.seq != null) state.lastSeq = m.seq;
+      status(`${m.agent} · ${m.mode} · ${m.model} · session ${m.session_id.slice(0, 8)}`);
+      if ($("state").dataset.state === "connecting") sessionState("ready");
+      renderNow();
+      break;
+    case "bidi_transcript_stream":
+      if (m.role === "user") {
+        if (m.is_final) live.user(m.text, m.input_id);
+      } else if (m.is_final) {
+        live.assistant(state.agent, m.text);
+      } else if (m.delta) {
+        firstToken();
+        live.delta(state.agent, m.text);
+      }
+      break;
+    case "bidi_response_start":
+      // Runtimes count turns per agent; the page counts the session's.
+      state.turn = { n: state.turns.length + 1, serverTurn: m.turn, started: performance.now(), firstMs: null, turnMs: null, input: 0, output: 0 };
+      break;
+    case "bidi_response_complete": completeTurn(m); break;
+    case "bidi_usage": usage(m); break;
+    case "bidi_audio_stream": firstToken(); voice.play(m.audio); break;
+    case "bidi_interruption":
+      state.interruptions++;
+      voice.flush();
+      live.interrupted();
+      break;
+    case "bidi_session_state": sessionState(m.state); break;
+    case "bidi_speech_started": $("now-speech").textContent = "speaking"; break;
+    case "bidi_speech_stopped": $("now-speech").textContent = "silent"; break;
+    case "tool_start": live.toolStart(m.tool_use_id, m.name, m.input); break;
+    case "tool_progress": live.toolProgress(m.tool_use_id, m.name, m.message); break;
+    case "tool_complete": live.toolComplete(m.tool_use_id, m.name, m.result, m.cached); break;
+    case "tool_error": live.toolError(m.tool_use_id, m.name, m.kind, m.message); break;
+    case "consent_request":
+      live.consent(m.tool_use_id, m.name, m.description, m.input, (approved) =>
+        send({ type: "tool_consent", tool_use_id: m.tool_use_id, approved }));
+      break;
+    case "handoff":
+      live.handoff(m.from, m.to, m.context && m.context.reason, m.kind);
+      state.agent = m.to;
+      renderNow();
+      break;
+    case "memory_update": remember(m.key, m.value); break;
+    case "workflow_transition": {
+      const agent = agentName(state.agent);
+      const last = state.path[state.path.length - 1];
+      if (!last || last.agent !== agent) state.path.push({ agent, nodes: [m.from] });
+      state.path[state.path.length - 1].nodes.push(m.to);
+      live.step(m.from, m.to, m.by);
+      renderNow();
+      break;
+    }
+      break;
+    case "bidi_connection_restart": live.note(`model stream restarted (${m.reason})`); break;
+    case "bidi_error":
+      if (m.input_id != null) live.refused(m.input_id, m.message);
+      if (m.recoverable) live.note(`${m.code}: ${m.message}`, "error");
+      else showBanner(`${m.code}: ${m.message}`);
+      break;
+    case "bidi_connection_close": live.note(`session closed: ${m.reason}`); break;
+  }
+}
+
+function send(message) {
+  if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(message));
+}
+
+function firstToken() {
+  const turn = state.turn;
+  if (turn && turn.firstMs == null) turn.firstMs = performance.now() - turn.started;
+}
+
+function completeTurn(m) {
+  const turn = state.turn && state.turn.serverTurn === m.turn ? state.turn
+    : { n: state.turns.length + 1, firstMs: null, input: 0, output: 0 };
+  if (turn.started != null) turn.turnMs = performance.now() - turn.started;
+  turn.stopReason = m.stop_reason;
+  turn.line = live.figures(turn);
+  const row = el("tr", { "data-turn": turn.n });
+  turn.row = row;
+  $("turns").tBodies[0].append(row);
+  renderTurn(turn);
+  state.turns.push(turn);
+  state.turn = null;
+}
+
+function renderTurn(turn) {
+  turn.line?.update();
+  turn.row?.replaceChildren(...[turn.n, millis(turn.firstMs), millis(turn.turnMs), `${turn.input} / ${turn.output}`]
+    .map((v) => el("td", {}, String(v))));
+}
+
+function usage(m) {
+  // Usage of a turn arrives while it runs, or just after it completes.
+  const turn = state.turn || state.turns[state.turns.length - 1];
+  state.totals.input += m.input_tokens;
+  state.totals.output += m.output_tokens;
+  if (turn) {
+    turn.input += m.input_tokens;
+    turn.output += m.output_tokens;
+    renderTurn(turn);
+  }
+  renderNow();
+}
+
+function remember(key, value) {
+  const body = $("memory").tBodies[0];
+  let row = [...body.rows].find((r) => r.dataset.key === key);
+  if (value === null) {
+    delete state.memory[key];
+    row?.remove();
+  } else {
+    state.memory[key] = value;
+    if (!row) row = body.insertRow();
+    row.dataset.key = key;
+    row.className = "changed";
+    row.replaceChildren(el("td", {}, key), el("td", {}, el("pre", {}, pretty(value))));
+    setTimeout(() => row.classList.remove("changed"), 1500);
+  }
+  renderMemory();
+}
+
+function renderMemory() { $("memory-empty").hidden = $("memory").tBodies[0].rows.length > 0; }
+
+function renderNow() {
+  $("now-agent").textContent = state.agent ? agentName(state.agent) : "–";
+  // The workflow path, per agent; the node is the current agent's.
+  const last = state.path[state.path.length - 1];
+  const current = last && last.agent === agentName(state.agent) ? last.nodes[last.nodes.length - 1] : null;
+  $("now-node").textContent = current || "–";
+  $("now-path").textContent = state.path.length
+    ? state.path.map((p) => `${p.agent}: ${p.nodes.join(" → ")}`).join("; ") : "–";
+  $("now-tokens").textContent = `${state.totals.input} in / ${state.totals.output} out`;
+}
+
+// --- voice --------------------------------------------------------------------------------
+async function startVoice() {
+  if (!state.voiceSession || !state.ws) {
+    state.voiceSession = true;
+    connect({ withAudio: true });
+  }
+  await voice.start(
+    (frame) => {
+      if (state.ws && state.ws.readyState === WebSocket.OPEN) {
+        state.ws.send(frame);
+        state.framesSent++;
+      }
+    },
+    (peak) => { $("level").value = peak; },
+    { echoCancellation: $("aec").checked, noiseSuppression: $("ns").checked, autoGainControl: $("agc").checked });
+  $("mic").textContent = "Stop voice";
+  $("mic").classList.add("on");
+}
+
+function stopVoice() {
+  voice.stop();
+  $("level").value = 0;
+  $("mic").textContent = "Start voice";
+  $("mic").classList.remove("on");
+}
+
+$("connect").onclick = () => { state.voiceSession = false; connect(); };
+$("new").onclick = () => connect();
+$("restart").onclick = () => connect();
+$("reconnect").onclick = () => connect({ resume: true });
+$("agent").onchange = () => { $("mic").disabled = agentMode() === "text"; };
+$("mic").onclick = () => (voice.active() ? stopVoice() : startVoice().catch((e) => live.note(`microphone: ${e}`, "error")));
+$("form").onsubmit = (event) => {
+  event.preventDefault();
+  const text = $("text").value.trim();
+  if (!text || !state.ws) return;
+  const id = `in-${++state.inputs}`;
+  send({ type: "bidi_text_input", text, id });
+  live.typed(text, id);
+  $("text").value = "";
+};
+window.addEventListener("beforeunload", () => { state.leaving = true; });
+loadAgents().then(() => { $("mic").disabled = agentMode() === "text"; })
+  .catch((e) => live.note(`cannot list agents: ${e}`, "error"));
+renderMemory();

@@ -1,0 +1,219 @@
+"use strict";
+// Draws a conversation: one bubble per user message and per agent reply (named after the
+// agent speaking), handoffs as dividers, tool calls as collapsible cards, consent requests
+// with Allow / Deny, per-turn figures. The live session (app.js) and a past session opened
+// from the record (History) draw with the same Transcript, so both read alike.
+
+/** Builds an element: `el("div", { class: "x", "aria-label": "y" }, child, "text")`. */
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (value == null) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("data-") || key.startsWith("aria-") || key === "role") node.setAttribute(key, value);
+    else node[key] = value;
+  }
+  for (const child of children) if (child != null) node.append(child);
+  return node;
+}
+
+const pretty = (value) => (typeof value === "string" ? value : JSON.stringify(value, null, 2));
+/** `namespace/name` as the record names agents, or a plain name: the name. */
+const agentName = (name) => String(name || "").split("/").pop();
+const millis = (v) => (v == null ? "–" : v < 1000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(2)} s`);
+
+class Transcript {
+  /** `root`: the element the conversation is drawn into. */
+  constructor(root) {
+    this.root = root;
+    this.clear();
+  }
+
+  clear() {
+    this.root.replaceChildren();
+    this.reply = null; // the agent's bubble being streamed into
+    this.tools = new Map(); // tool_use_id -> card
+    this.consents = new Map(); // tool_use_id -> consent card
+    this.pending = new Map(); // typed input id -> its bubble, until the agent takes it up
+  }
+
+  add(node) {
+    const atEnd = this.root.scrollHeight - this.root.scrollTop - this.root.clientHeight < 120;
+    this.root.append(node);
+    if (atEnd) this.root.scrollTop = this.root.scrollHeight;
+    return node;
+  }
+
+  bubble(role, text, agent) {
+    const body = el("div", { class: "text" }, text);
+    const who = el("div", { class: "who" }, role === "user" ? "You" : agentName(agent) || "agent");
+    const bubble = el("article", { class: `msg ${role}`, "data-agent": role === "user" ? null : agentName(agent) }, who, body);
+    bubble.body = body;
+    return this.add(bubble);
+  }
+
+  /** A line the user typed, shown at once and confirmed when the agent takes it up. */
+  typed(text, id) {
+    const bubble = this.bubble("user", text);
+    bubble.classList.add("pending");
+    bubble.dataset.inputId = id;
+    this.pending.set(id, bubble);
+    this.reply = null;
+    return bubble;
+  }
+
+  /** The user's final line: the typed bubble it confirms, or a new one (heard speech). */
+  user(text, inputId) {
+    this.reply = null;
+    const typed = inputId != null && this.pending.get(inputId);
+    if (typed) {
+      this.pending.delete(inputId);
+      typed.classList.remove("pending");
+      typed.body.textContent = text;
+      return typed;
+    }
+    return this.bubble("user", text);
+  }
+
+  /** A typed line the session refused (`busy`, `empty_text`). */
+  refused(inputId, message) {
+    const typed = this.pending.get(inputId);
+    if (!typed) return;
+    this.pending.delete(inputId);
+    typed.classList.replace("pending", "refused");
+    typed.append(el("div", { class: "why" }, `Not sent: ${message}`));
+  }
+
+  /** A streamed piece of the agent's reply. */
+  delta(agent, text) {
+    if (!this.reply || this.reply.dataset.agent !== agentName(agent)) {
+      this.reply = this.bubble("assistant", "", agent);
+      this.reply.classList.add("streaming");
+    }
+    this.reply.body.textContent += text;
+  }
+
+  /** The agent's whole reply (or, by voice, what was really spoken). */
+  assistant(agent, text) {
+    const reply = this.reply && this.reply.dataset.agent === agentName(agent) ? this.reply : null;
+    this.reply = null;
+    if (!text) {
+      if (reply && !reply.body.textContent) reply.remove();
+      return null;
+    }
+    const bubble = reply || this.bubble("assistant", "", agent);
+    bubble.body.textContent = text;
+    bubble.classList.remove("streaming");
+    return bubble;
+  }
+
+  /** The reply was cut short (barge-in or cancel). */
+  interrupted() {
+    if (this.reply) this.reply.classList.add("interrupted");
+    this.reply = null;
+  }
+
+  handoff(from, to, reason, kind) {
+    this.reply = null;
+    const label = `${agentName(from)} → ${agentName(to)}`;
+    return this.add(
+      el("div", { class: "divider", role: "separator", "aria-label": `Handoff ${label}`, "data-from": agentName(from), "data-to": agentName(to) },
+        el("span", { class: "route" }, `${kind === "return" ? "Back" : "Handoff"}: ${label}`),
+        reason ? el("span", { class: "reason" }, reason) : null));
+  }
+
+  toolStart(id, name, input) {
+    this.reply = null;
+    const status = el("span", { class: "status" }, "running…");
+    const card = el("details", { class: "tool running", "data-tool": name, "data-id": id },
+      el("summary", {}, el("span", { class: "name" }, `Tool ${name}`), status),
+      el("div", { class: "label" }, "Input"), el("pre", {}, pretty(input ?? {})));
+    card.status = status;
+    card.started = performance.now();
+    this.tools.set(id, card);
+    return this.add(card);
+  }
+
+  card(id, name) {
+    return this.tools.get(id) || this.toolStart(id, name, null);
+  }
+
+  toolProgress(id, name, message) {
+    this.card(id, name).status.textContent = message;
+  }
+
+  /** `durationMs`: from the record, else measured here since `tool_start`. */
+  toolComplete(id, name, result, cached, durationMs) {
+    const card = this.card(id, name);
+    const took = durationMs ?? performance.now() - card.started;
+    card.classList.replace("running", "ok");
+    card.status.textContent = `done · ${millis(took)}${cached ? " · cached" : ""}`;
+    card.append(el("div", { class: "label" }, "Result"), el("pre", {}, pretty(result)));
+  }
+
+  toolError(id, name, kind, message, durationMs) {
+    const card = this.card(id, name);
+    const took = durationMs ?? performance.now() - card.started;
+    card.classList.replace("running", "failed");
+    card.status.textContent = `failed (${kind}) · ${millis(took)}`;
+    card.append(el("div", { class: "label" }, "Error"), el("pre", {}, message));
+    card.open = true;
+  }
+
+  /** A consent request; `answer(approved)` sends the answer (none: read-only). */
+  consent(id, name, description, input, answer) {
+    this.reply = null;
+    const buttons = el("div", { class: "actions" });
+    const card = el("div", { class: "consent", role: "group", "aria-label": `Consent for ${name}`, "data-id": id },
+      el("div", { class: "name" }, `${name} asks to run`),
+      el("div", {}, description), el("pre", {}, pretty(input)), buttons);
+    card.buttons = buttons;
+    this.consents.set(id, card);
+    if (answer) {
+      for (const [label, approved] of [["Allow", true], ["Deny", false]]) {
+        buttons.append(el("button", { type: "button", class: approved ? "allow" : "deny", onclick: () => {
+          answer(approved);
+          this.consentAnswered(id, approved);
+        } }, label));
+      }
+    }
+    this.add(card);
+    buttons.querySelector("button")?.focus();
+    return card;
+  }
+
+  consentAnswered(id, approved) {
+    const card = this.consents.get(id);
+    if (!card) return;
+    card.buttons.replaceChildren(el("span", { class: approved ? "allowed" : "denied" }, approved ? "Allowed" : "Denied"));
+  }
+
+  /** The figures of one turn, kept up to date by `update`. */
+  figures(turn) {
+    const line = el("div", { class: "figures", "data-turn": turn.n });
+    const update = () => {
+      const parts = [`turn ${turn.n}`, `first token ${millis(turn.firstMs)}`, `turn ${millis(turn.turnMs)}`];
+      if (turn.input || turn.output) parts.push(`${turn.input} in / ${turn.output} out tokens`);
+      if (turn.cost) parts.push(`$${turn.cost.toFixed(5)}`);
+      line.textContent = parts.join(" · ");
+    };
+    update();
+    line.update = update;
+    return this.add(line);
+  }
+
+  /** The workflow moved from node `from` to `to`. */
+  step(from, to, by) {
+    return this.add(el("div", { class: "note step", "data-to": to }, `step ${from} → ${to}${by ? ` (${by})` : ""}`));
+  }
+
+  note(text, cls = "note") {
+    return this.add(el("div", { class: cls }, text));
+  }
+}
+
+window.Transcript = Transcript;
+window.el = el;
+window.agentName = agentName;
+window.millis = millis;
+window.pretty = pretty;
