@@ -8,10 +8,9 @@ use std::process::Command;
 use switchboard_tests::cluster::tools_bin;
 use switchboard_tests::repo_root;
 
-/// The gateway container's env of the chart rendered with `values` (YAML): name -> value
-/// or `secret:<name>/<key>`.
-fn gateway_env(values: &str) -> Vec<(String, String)> {
-    let file = std::env::temp_dir().join(format!("switchboard-record-values-{}.yaml", std::process::id()));
+/// The chart rendered with `values` (YAML), or helm's error.
+fn render(values: &str) -> Result<String, String> {
+    let file = std::env::temp_dir().join(format!("switchboard-record-values-{}.yaml", uuid()));
     std::fs::write(&file, values).expect("values");
     let chart = repo_root().join("charts/switchboard");
     let out = Command::new(tools_bin().expect("tools").join("helm"))
@@ -22,8 +21,22 @@ fn gateway_env(values: &str) -> Vec<(String, String)> {
         .output()
         .expect("helm runs");
     let _ = std::fs::remove_file(&file);
-    let rendered = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "helm template: {}", String::from_utf8_lossy(&out.stderr));
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn uuid() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    format!("{}-{}", std::process::id(), now.as_nanos())
+}
+
+/// The gateway container's env of the chart rendered with `values` (YAML): name -> value
+/// or `secret:<name>/<key>`.
+fn gateway_env(values: &str) -> Vec<(String, String)> {
+    let rendered = render(values).unwrap_or_else(|e| panic!("helm template: {e}"));
     let docs: Vec<serde_yaml::Value> = rendered.split("\n---").filter_map(|d| serde_yaml::from_str(d).ok()).collect();
     let gateway = docs
         .iter()
@@ -84,4 +97,21 @@ gateway:
 
     let secret = gateway_env("gateway: { record: { existingSecret: records-db, databaseUrl: ignored } }");
     assert_eq!(get(&secret, "SWITCHBOARD_RECORD_DATABASE_URL"), Some("secret:records-db/database-url"));
+    assert_eq!(get(&secret, "SWITCHBOARD_RECORD_WEBHOOK_URL"), None);
+}
+
+#[test]
+fn the_end_of_call_webhook_gets_its_secret_as_a_file_and_is_refused_without_one() {
+    let values = "gateway: { record: { databaseUrl: postgres://db/r, webhook: { url: https://hooks.bank.example/calls, existingSecret: hook } } }";
+    let env = gateway_env(values);
+    assert_eq!(get(&env, "SWITCHBOARD_RECORD_WEBHOOK_URL"), Some("https://hooks.bank.example/calls"));
+    assert_eq!(get(&env, "SWITCHBOARD_RECORD_WEBHOOK_SECRET_FILE"), Some("/etc/switchboard-gateway-webhook/secret"));
+    let rendered = render(values).expect("renders");
+    assert!(rendered.contains("secretName: hook") && rendered.contains("path: secret"), "the Secret is mounted");
+    let refused = render("gateway: { record: { databaseUrl: postgres://db/r, webhook: { url: https://h/x } } }")
+        .expect_err("no secret");
+    assert!(refused.contains("needs gateway.record.webhook.existingSecret"), "{refused}");
+    let refused =
+        render("gateway: { record: { webhook: { url: https://h/x, existingSecret: hook } } }").expect_err("no record");
+    assert!(refused.contains("needs the record"), "{refused}");
 }

@@ -74,3 +74,10 @@ metadata:
     app.kubernetes.io/managed-by: {{ .Release.Service }}
     helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{ end -}}
+
+{{/* Whether the gateway sends end-of-call reports ("true" or empty). */}}
+{{- define "switchboard.recordWebhook" -}}
+{{- with .Values.gateway.record -}}
+{{- if and .webhook.url .webhook.existingSecret (or .databaseUrl .existingSecret) }}true{{ end -}}
+{{- end -}}
+{{- end }}

@@ -137,7 +137,7 @@ pub struct GatewayArgs {
     jwks_refresh_seconds: u64,
 
     /// PEM CA certificates trusted, on top of the system's roots, for --jwks-url (a private
-    /// identity provider).
+    /// identity provider) and --record-webhook-url.
     #[arg(long, env = "SWITCHBOARD_CA_FILE")]
     ca_file: Option<PathBuf>,
 
@@ -361,7 +361,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         ),
         None => tracing::info!("no memory budget (no container memory limit, or --memory-budget-bytes 0)"),
     }
-    let record = record.start(None)?;
+    let record = record.start(None, ca_file.as_deref())?;
     let gateway = match &record {
         Some(task) => Gateway::recording(config, directory, key, auth, store, task.recorder.clone())?,
         None => Gateway::new(config, directory, key, auth, store)?,

@@ -87,7 +87,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         gateway_key: None,
     };
     let default_record = super::record::default_local_file().map(|file| format!("sqlite:{}", file.display()));
-    let record = record.start(default_record)?;
+    let record = record.start(default_record, options.ca_file.as_deref())?;
     let local = local::start_recording(&dir, options, record.as_ref().map(|task| task.recorder.clone())).await?;
     let addr = local.server.local_addr()?;
     match &local.sim {
@@ -105,6 +105,9 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         println!("Agent {agent}: reached by handoff (gateway.expose: false)");
     }
     println!("Web page: http://{addr}/");
+    if let Some(record) = &record {
+        println!("Sessions recorded in {} (switchboard sessions list)", record.recorder.store.display);
+    }
     println!("Chat with: switchboard chat ws://{addr}/v1/session");
     local
         .server

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use switchboard_gateway::record::webhook::{Webhook, WebhookConfig};
 use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Store};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -41,6 +42,17 @@ pub struct RecordArgs {
     /// back; more are dropped (counted in `switchboard_gateway_record_entries_dropped_total`).
     #[arg(long = "record-backlog", env = "SWITCHBOARD_RECORD_BACKLOG", default_value_t = 200_000)]
     pub backlog: usize,
+
+    /// Where each ended session's end-of-call report is POSTed (JSON: Agents, outcome,
+    /// duration, turns, tokens, cost, summaries, the record's path), signed with
+    /// --record-webhook-secret-file in `X-Switchboard-Signature: t=<unix>,v1=<hex
+    /// HMAC-SHA256 of "<t>.<body>">`. Retried with backoff on failures.
+    #[arg(long = "record-webhook-url", env = "SWITCHBOARD_RECORD_WEBHOOK_URL", requires = "webhook_secret_file")]
+    pub webhook_url: Option<String>,
+
+    /// The file holding the webhook's shared secret (its bytes, a trailing newline dropped).
+    #[arg(long = "record-webhook-secret-file", env = "SWITCHBOARD_RECORD_WEBHOOK_SECRET_FILE")]
+    pub webhook_secret_file: Option<PathBuf>,
 }
 
 /// The record's writer, running.
@@ -60,6 +72,26 @@ impl RecordTask {
     }
 }
 
+fn webhook_config(url: &str, secret_file: &std::path::Path) -> anyhow::Result<WebhookConfig> {
+    let uri: http::Uri = url.parse().map_err(|e| anyhow::anyhow!("--record-webhook-url {url:?}: {e}"))?;
+    anyhow::ensure!(
+        matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some(),
+        "--record-webhook-url {url:?} must be an http:// or https:// URL"
+    );
+    let mut secret = std::fs::read(secret_file)
+        .map_err(|e| anyhow::anyhow!("cannot read --record-webhook-secret-file {}: {e}", secret_file.display()))?;
+    if secret.ends_with(b"\n") {
+        secret.pop();
+    }
+    anyhow::ensure!(
+        secret.len() >= 16,
+        "the webhook secret in {} has {} bytes; use at least 16 (e.g. `openssl rand -hex 32`)",
+        secret_file.display(),
+        secret.len()
+    );
+    Ok(WebhookConfig { url: uri, secret })
+}
+
 /// The user's data directory's record file: what `local` writes and `sessions` reads by default.
 pub fn default_local_file() -> Option<PathBuf> {
     let data = std::env::var_os("XDG_DATA_HOME")
@@ -75,9 +107,20 @@ impl RecordArgs {
         self.database_url.clone().or(default).filter(|url| url != "off")
     }
 
-    /// Starts the writer when a record is kept.
-    pub fn start(&self, default: Option<String>) -> anyhow::Result<Option<RecordTask>> {
-        let Some(url) = self.url(default) else { return Ok(None) };
+    /// Starts the writer (and the webhook's sender, trusting `ca_file` besides the system's
+    /// roots) when a record is kept.
+    pub fn start(
+        &self,
+        default: Option<String>,
+        ca_file: Option<&std::path::Path>,
+    ) -> anyhow::Result<Option<RecordTask>> {
+        let Some(url) = self.url(default) else {
+            anyhow::ensure!(
+                self.webhook_url.is_none(),
+                "--record-webhook-url needs the record: give --record-database-url"
+            );
+            return Ok(None);
+        };
         let redactor = switchboard_gateway::record::Redactor::new(&self.redact)
             .map_err(|e| anyhow::anyhow!("{e}; check --record-redact"))?;
         let prices = switchboard_gateway::record::Prices::with(&self.prices)
@@ -93,7 +136,15 @@ impl RecordArgs {
             ..RecordConfig::default()
         };
         tracing::info!(store = %store.display, retention_days = self.retention_days, "recording every session");
-        let (recorder, writer) = Recorder::new(store, config, redactor, prices, RecordMetrics::new()?);
+        let (recorder, mut writer) = Recorder::new(store.clone(), config, redactor, prices, RecordMetrics::new()?);
+        if let (Some(url), Some(secret)) = (&self.webhook_url, &self.webhook_secret_file) {
+            let webhook = webhook_config(url, secret)?;
+            let client = switchboard_models::net::client::Trust::from_file(ca_file)?.client()?;
+            tracing::info!(url = %webhook.url, "end-of-call reports go to the webhook");
+            let (sender, ended) = Webhook::new(webhook, client, store, recorder.metrics.webhook.clone());
+            tokio::spawn(sender.run());
+            writer = writer.reporting_to(ended);
+        }
         let stop = CancellationToken::new();
         let writer = tokio::spawn(writer.run(stop.clone()));
         Ok(Some(RecordTask { recorder, stop, writer }))

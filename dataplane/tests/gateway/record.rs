@@ -1,7 +1,9 @@
 //! The conversation record through the gateway, with the real stores: a conversation from
 //! triage to idv to banking leaves one record — every event in order, with times, the
 //! Agent that spoke, tool calls with durations, tokens and cost — with card, e-mail, phone,
-//! account and sort-code numbers redacted; `switchboard sessions show` prints it. Against a
+//! account and sort-code numbers redacted; `switchboard sessions show` prints it, the API
+//! serves it to a reader allowed to see it, and a real HTTP receiver gets the end-of-call
+//! report, signed, after one refused delivery. Against a
 //! real PostgreSQL, a server restarted mid-conversation loses no record.
 
 use std::path::PathBuf;
@@ -14,6 +16,7 @@ use switchboard_core::protocol::{ClientMessage, ServerMessage};
 use switchboard_gateway::GatewayConfig;
 use switchboard_gateway::auth::Auth;
 use switchboard_gateway::record::store::SessionRecord;
+use switchboard_gateway::record::webhook::{Report, Webhook, WebhookConfig};
 use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
 use switchboard_gateway::resume::Store as ResumeStore;
 use switchboard_sim::banking_script;
@@ -28,15 +31,47 @@ const BANK_RULES: [&str; 2] = [r"account=\b\d{8}\b", r"sort-code=\b\d{2}-\d{2}-\
 const FIRST: &str = "Hello, I'm ada@example.com, call me on +44 20 7946 0958, my number is 4111 1111 1111 1111";
 const SECRETS: [&str; 6] = ["ada@example.com", "7946 0958", "4111 1111", "12345678", "12-34-56", "87654321"];
 
-fn recorder(store: Store) -> (Arc<Recorder>, CancellationToken) {
+fn recorder(store: Store, webhook: Option<WebhookConfig>) -> (Arc<Recorder>, CancellationToken) {
     let config = RecordConfig { flush_interval: Duration::from_millis(50), ..RecordConfig::default() };
     let rules: Vec<String> = BANK_RULES.iter().map(|r| (*r).to_owned()).collect();
     let redactor = Redactor::new(&rules).expect("rules");
     let metrics = RecordMetrics::new().expect("metrics");
-    let (recorder, writer) = Recorder::new(store, config, redactor, Default::default(), metrics);
+    let (recorder, mut writer) = Recorder::new(store.clone(), config, redactor, Default::default(), metrics);
+    if let Some(webhook) = webhook {
+        let client = switchboard_models::net::client::Trust::system().client().expect("client");
+        let (sender, ended) = Webhook::new(webhook, client, store, recorder.metrics.webhook.clone());
+        tokio::spawn(sender.run());
+        writer = writer.reporting_to(ended);
+    }
     let stop = CancellationToken::new();
     tokio::spawn(writer.run(stop.clone()));
     (recorder, stop)
+}
+
+/// A real HTTP receiver of end-of-call reports: it answers the first POST 503 (the
+/// gateway must retry) and the next ones 200; each POST's headers and body come out.
+async fn receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<(axum::http::HeaderMap, String)>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let posts = Arc::new(AtomicUsize::new(0));
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+            let (tx, posts) = (tx.clone(), posts.clone());
+            async move {
+                let _ = tx.send((headers, body));
+                if posts.fetch_add(1, Ordering::SeqCst) == 0 {
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    axum::http::StatusCode::OK
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, rx)
 }
 
 async fn fleet(recorder: Arc<Recorder>, auth: Auth) -> Fleet {
@@ -181,7 +216,10 @@ async fn a_conversation_across_three_agents_leaves_one_redacted_record_in_sqlite
     let dir = std::env::temp_dir().join(format!("switchboard-record-{}", uuid::Uuid::new_v4()));
     let file = dir.join("record.db");
     let store = Store::file(&file).expect("store");
-    let (recorder, stop) = recorder(store.clone());
+    let (hook, mut posts) = receiver().await;
+    let secret = b"a shared secret of the bank's".to_vec();
+    let webhook = WebhookConfig { url: hook.parse().expect("url"), secret: secret.clone() };
+    let (recorder, stop) = recorder(store.clone(), Some(webhook));
     let fleet = fleet(recorder.clone(), keys()).await;
     let id = conversation(&fleet.url, &[("x-api-key", "web-key")], || async {}).await;
     let record = ended(&store, &id).await;
@@ -205,6 +243,29 @@ async fn a_conversation_across_three_agents_leaves_one_redacted_record_in_sqlite
     assert_eq!(status, 200, "{body}");
     let read: SessionRecord = serde_json::from_str(&body).expect("a session record");
     assert_eq!(read, record);
+
+    // The end-of-call report: refused once (503), delivered on the retry, signed.
+    let mut deliveries = Vec::new();
+    for _ in 0..2 {
+        let post = tokio::time::timeout(Duration::from_secs(20), posts.recv()).await.expect("a report in time");
+        deliveries.push(post.expect("a report"));
+    }
+    assert_eq!(deliveries[0].1, deliveries[1].1, "the retry carries the same report");
+    let (headers, body) = &deliveries[1];
+    assert_eq!(headers["x-switchboard-delivery"], id.as_str());
+    let signature = headers["x-switchboard-signature"].to_str().expect("text");
+    let (t, mac) = signature.strip_prefix("t=").and_then(|s| s.split_once(",v1=")).expect("t=…,v1=…");
+    let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, &secret);
+    let signed = format!("{t}.{body}");
+    aws_lc_rs::hmac::verify(&key, signed.as_bytes(), &hex(mac)).expect("the signature verifies with the shared secret");
+    let report: Report = serde_json::from_str(body).expect("a report");
+    assert_eq!(report.agents, ["bank/triage", "bank/idv", "bank/banking"]);
+    assert_eq!((report.outcome.as_str(), report.close_code, report.turns), ("ended", Some(1000), record.summary.turns));
+    assert_eq!((report.cost_usd, report.input_tokens), (record.summary.cost_usd, record.summary.input_tokens));
+    assert!(report.tool_calls >= 3 && report.duration_ms.is_some_and(|d| d > 0), "{report:?}");
+    assert_eq!(report.record, one);
+    let metrics = recorder.metrics.render();
+    assert!(metrics.contains(r#"switchboard_gateway_webhook_deliveries_total{outcome="delivered"} 1"#), "{metrics}");
 
     // The command line reads the same file.
     let url = format!("sqlite:{}", file.display());
@@ -242,6 +303,10 @@ async fn get(addr: std::net::SocketAddr, path: &str, key: Option<&str>) -> (u16,
     (status, response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
 }
 
+fn hex(text: &str) -> Vec<u8> {
+    (0..text.len()).step_by(2).filter_map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+}
+
 /// Runs `switchboard sessions …`; its stdout.
 fn sessions(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_switchboard")).arg("sessions").args(args).output().expect("runs");
@@ -254,7 +319,7 @@ fn sessions(args: &[&str]) -> String {
 async fn postgresql_restarted_mid_conversation_loses_no_record() {
     let pg = Postgres::start();
     let store = Store::open(&pg.url).expect("store");
-    let (recorder, stop) = recorder(store.clone());
+    let (recorder, stop) = recorder(store.clone(), None);
     let fleet = fleet(recorder.clone(), Auth::default()).await;
     let id = conversation(&fleet.url, &[], || async {
         // The verification is written; the database goes down for the banking turn.

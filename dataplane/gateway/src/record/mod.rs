@@ -20,6 +20,7 @@ pub mod log;
 pub mod price;
 pub mod redact;
 pub mod store;
+pub mod webhook;
 pub mod writer;
 
 use std::sync::Arc;
@@ -131,6 +132,8 @@ pub struct RecordMetrics {
     pub tokens: IntCounterVec,
     /// Usage reports of a model the price table does not know.
     pub unpriced: IntCounterVec,
+    /// End-of-call reports by outcome.
+    pub webhook: IntCounterVec,
 }
 
 impl RecordMetrics {
@@ -180,6 +183,11 @@ impl RecordMetrics {
                 "switchboard_gateway_unpriced_usage_total",
                 "Usage reports of a model the price table does not know (its cost counts as 0).",
                 &["model"],
+            )?,
+            webhook: vec(
+                "switchboard_gateway_webhook_deliveries_total",
+                "End-of-call reports by outcome: delivered, refused (a 4xx answer), failed (after retries), dropped (queue full), unknown_session.",
+                &["outcome"],
             )?,
         })
     }

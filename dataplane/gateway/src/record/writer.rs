@@ -33,6 +33,8 @@ pub struct Writer {
     /// In an outage: when to try again, and the pause after that.
     retry: Option<(Instant, Duration)>,
     next_expiry: Instant,
+    /// Ended sessions' ids, once their end is written (the end-of-call webhook).
+    ended: Option<mpsc::Sender<String>>,
 }
 
 impl Writer {
@@ -46,7 +48,14 @@ impl Writer {
             migrated: false,
             retry: None,
             next_expiry: Instant::now(),
+            ended: None,
         }
+    }
+
+    /// Also tells `ended` the id of each session whose end it wrote.
+    pub fn reporting_to(mut self, ended: mpsc::Sender<String>) -> Self {
+        self.ended = Some(ended);
+        self
     }
 
     /// Writes until `shutdown` (then flushes what it holds, for a few seconds at most) or
@@ -130,6 +139,15 @@ impl Writer {
             let n = self.backlog.len().min(self.config.batch);
             let batch = &self.backlog.make_contiguous()[..n];
             self.store.write(batch).await?;
+            if let Some(ended) = &self.ended {
+                for entry in batch {
+                    if let Some(super::Update::End { outcome: "ended", .. }) = &entry.update
+                        && ended.try_send(entry.session.to_string()).is_err()
+                    {
+                        self.metrics.webhook.with_label_values(&["dropped"]).inc();
+                    }
+                }
+            }
             self.backlog.drain(..n);
             self.metrics.written.inc_by(n as u64);
             self.metrics.backlog.set(self.backlog.len() as i64);
