@@ -48,6 +48,12 @@ pub struct ToolSpec {
     #[serde(default)]
     pub consent: Consent,
 
+    /// With `consent: required`: how long, in seconds, the request waits for the user's
+    /// answer; unanswered, the tool does not run and the model is told so. Default 60.
+    #[serde(default = "default_consent_timeout")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub consent_timeout_seconds: u32,
+
     /// Seconds a result is reused for the same input. 0 (the default) disables caching.
     #[serde(default)]
     #[schemars(range(max = 86400))]
@@ -274,6 +280,10 @@ fn default_timeout_ms() -> u32 {
 
 fn default_max_output() -> u32 {
     16384
+}
+
+fn default_consent_timeout() -> u32 {
+    60
 }
 
 fn empty_object_schema() -> serde_json::Value {

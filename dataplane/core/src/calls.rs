@@ -27,6 +27,8 @@ pub(super) struct Call {
     pub(super) name: String,
     pub(super) input: serde_json::Value,
     pub(super) awaiting_consent: bool,
+    /// When an unanswered consent request expires (see `consent`).
+    pub(super) deadline: Option<Instant>,
     pub(super) running: bool,
     pub(super) result: Option<ToolResult>,
 }
@@ -48,6 +50,7 @@ impl Session {
                 name: u.name,
                 input: u.input,
                 awaiting_consent: false,
+                deadline: None,
                 running: false,
                 result: None,
             })
@@ -72,6 +75,7 @@ impl Session {
             name: tool_use.name,
             input: tool_use.input,
             awaiting_consent: false,
+            deadline: None,
             running: false,
             result: None,
         });
@@ -99,9 +103,8 @@ impl Session {
             Step::Done(outcome) => effects.extend(self.finish_call(index, outcome, now)),
             Step::AskConsent(input) => {
                 self.calls[index].awaiting_consent = true;
-                self.calls[index].input = input.clone();
-                let description = self.core.tool(&name).map(|t| t.description.clone()).unwrap_or_default();
-                effects.push(Effect::Send(ServerMessage::ConsentRequest { tool_use_id: id, name, description, input }));
+                self.calls[index].input = input;
+                effects.extend(self.ask_consent(index, now));
             }
             Step::Execute(input) => {
                 self.calls[index].running = true;
@@ -241,7 +244,7 @@ impl Session {
     }
 
     /// Records a call's outcome: cache, truncation, memory, workflow facts, events.
-    fn finish_call(
+    pub(super) fn finish_call(
         &mut self,
         index: usize,
         outcome: Result<serde_json::Value, ToolFailure>,
@@ -355,7 +358,7 @@ impl Session {
         effects
     }
 
-    fn maybe_done(&mut self) -> Vec<Effect> {
+    pub(super) fn maybe_done(&mut self) -> Vec<Effect> {
         if self.phase == Phase::Tools && self.calls.iter().all(|c| c.result.is_some()) {
             return self.tools_done();
         }

@@ -75,6 +75,13 @@ pub enum Input {
     VoiceToolUse(ToolUse),
     /// Voice sessions: the user spoke over the assistant (barge-in).
     VoiceInterrupted,
+    /// Voice sessions: what is audible changed — the caller's speech, the reply's audio.
+    VoiceActivity(Activity),
+    /// The user asked to stop the current reply or tool wait (`bidi_cancel`).
+    Cancel,
+    /// Time passed: what was due by now (an unanswered consent request) expires. Adapters
+    /// send it at [`crate::Session::next_deadline`].
+    Tick,
     /// Voice sessions: the voice model finished a completion (`end_turn`,
     /// `interrupted`, `tool_use`, ...).
     VoiceCompletionEnd {
@@ -83,6 +90,20 @@ pub enum Input {
     },
     /// The session ends (the client closed it, or the server is stopping).
     End,
+}
+
+/// What became audible or stopped being so in a voice session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// The caller started speaking (voice activity in their audio).
+    SpeechStarted,
+    /// The caller stopped: the voice model took the turn as ended, the client ended it
+    /// (push-to-talk), or the caller fell silent without being heard.
+    SpeechStopped,
+    /// The voice model started the audio of a reply.
+    ReplyAudioStarted,
+    /// The reply's audio ended (finished, or cut off).
+    ReplyAudioEnded,
 }
 
 impl Input {
@@ -132,6 +153,10 @@ pub enum Effect {
     SendToolResult(ToolResult),
     /// Voice sessions: send the user's typed text into the voice stream as text content.
     SendVoiceText(String),
+    /// Stop what the cancelled turn had under way: drop the model call in flight (text),
+    /// stop the running tool calls (the session already gave them their results), and —
+    /// voice — silence the voice model's output (audio, text) until the user's next input.
+    Cancel,
     /// Close the session.
     Close {
         /// Why.

@@ -15,11 +15,14 @@
 //! at a time; user input that arrives while a turn is in progress is queued and handled
 //! when the turn completes (per-session serialized execution).
 
+mod activity;
 pub mod agent;
 pub mod assertion;
 pub mod authority;
 mod calls;
+mod cancel;
 mod carry;
+pub mod consent;
 pub mod context;
 mod events;
 pub mod gateway_keys;
@@ -38,6 +41,7 @@ pub mod workflow;
 
 pub use agent::{AgentCore, ConfigError, GOTO_TOOL};
 pub use carry::messages_from_history;
+pub use events::Activity;
 pub use handoff::{HandoffContext, HandoffKind, HandoffRequest, HistoryTurn, ReturnStatus, WorkflowSnapshot};
 pub use session::{Effect, Input, MAX_QUEUED_INPUTS, MAX_TOOL_ROUNDS, ModelReply, Session, SessionInit};
 pub use tools::{FailureKind, ToolFailure};

@@ -22,8 +22,10 @@ use crate::handoff::{HandoffContext, HandoffKind, HistoryTurn};
 
 mod codes;
 mod kind;
+mod session;
 pub use codes::{ErrorCode, StopReason, close_code};
 pub use kind::ServerKind;
+pub use session::{SessionState, SessionUpdate};
 
 /// A message from the client.
 // Messages are decoded and consumed one at a time: boxing the large variant would only add an allocation.
@@ -37,9 +39,22 @@ pub enum ClientMessage {
     /// A piece of the user's speech: base64 PCM16, 16 kHz, mono, little-endian (voice and
     /// hybrid only). Binary WebSocket frames may carry the same audio as raw bytes.
     BidiAudioInput {
-        /// Base64-encoded audio.
+        /// Base64-encoded audio; `data` is read as the same field.
+        #[serde(alias = "data")]
         audio: String,
     },
+    /// Push-to-talk: the caller's turn ends now (sessions with audio). The agent answers
+    /// without waiting for the pause that ends a turn; the client may stop sending audio
+    /// until the caller speaks again.
+    BidiAudioInputEnd {},
+    /// Stops what the agent is doing for the current turn: its reply (text: the model call;
+    /// audio: its speech, silenced until the user's next input) and the tool calls and
+    /// consent requests of the turn (they end as `tool_error` `cancelled`). The turn ends
+    /// with `stop_reason: cancelled`. With nothing under way: `bidi_error`
+    /// `nothing_to_cancel`.
+    BidiCancel {},
+    /// Changes settings of the session mid-session ([`SessionUpdate`]).
+    SessionUpdate(SessionUpdate),
     /// Something the user typed.
     BidiTextInput {
         /// The text.
@@ -53,7 +68,8 @@ pub enum ClientMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<String>,
     },
-    /// The user's answer to a `consent_request`.
+    /// The user's answer to a `consent_request`. A typed or spoken clear "yes" or "no"
+    /// while one is pending answers it too.
     ToolConsent {
         /// The `tool_use_id` of the `consent_request` answered.
         tool_use_id: String,
@@ -232,8 +248,21 @@ pub enum ServerMessage {
         /// Base64-encoded audio.
         audio: String,
     },
-    /// The user spoke over the agent (barge-in): stop playback and drop queued audio now.
+    /// The user spoke over the agent (barge-in), or cancelled its reply (`bidi_cancel`):
+    /// stop playback and drop queued audio now.
     BidiInterruption {},
+    /// The caller started speaking (sessions with audio): from the runtime's voice activity
+    /// detection on the caller's audio, or the voice model hearing the caller speak over it.
+    BidiSpeechStarted {},
+    /// The caller stopped speaking (sessions with audio): the voice model took the turn as
+    /// ended (its transcript of the caller's words follows), the client ended it
+    /// (`bidi_audio_input_end`), or the caller fell silent without being heard as speech.
+    BidiSpeechStopped {},
+    /// The session's state changed ([`SessionState`]).
+    BidiSessionState {
+        /// The new state.
+        state: SessionState,
+    },
     /// The voice model's stream was replaced (proactive rotation before the service's
     /// connection limit, recovery from a stream error, or a voice change). History was
     /// replayed and no audio was lost; nothing for the client to do.
@@ -283,7 +312,10 @@ pub enum ServerMessage {
         /// What went wrong.
         message: String,
     },
-    /// A tool needs the user's approval; answer with `tool_consent`.
+    /// A tool needs the user's approval; answer with `tool_consent`, or by typing or saying
+    /// a clear yes or no. Unanswered for the tool's `consentTimeoutSeconds`, the request
+    /// ends with `tool_error` `consent_timeout` and the tool does not run. Sent again when
+    /// an answer was not clear.
     ConsentRequest {
         /// The call to approve.
         tool_use_id: String,
@@ -381,7 +413,7 @@ pub enum DecodeError {
     InvalidJson(String),
     /// JSON without a known `type`.
     #[error(
-        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, tool_consent or close"
+        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, bidi_audio_input_end, bidi_cancel, session_update, tool_consent or close"
     )]
     UnknownType(String),
     /// A known type with missing or wrong fields.
@@ -408,8 +440,17 @@ impl DecodeError {
 /// The `type` of [`ClientMessage::IdentityAssertion`].
 pub const IDENTITY_ASSERTION: &str = "identity_assertion";
 
-const CLIENT_TYPES: &[&str] =
-    &["session_start", "bidi_audio_input", "bidi_text_input", "tool_consent", "close", IDENTITY_ASSERTION];
+const CLIENT_TYPES: &[&str] = &[
+    "session_start",
+    "bidi_audio_input",
+    "bidi_audio_input_end",
+    "bidi_text_input",
+    "bidi_cancel",
+    "session_update",
+    "tool_consent",
+    "close",
+    IDENTITY_ASSERTION,
+];
 
 /// Whether a client frame is a message only the gateway may send a runtime
 /// (`identity_assertion`), its `type` read as [`decode_client`] reads it (JSON escapes and
@@ -448,6 +489,10 @@ mod tests {
         let consent = r#"{"type":"tool_consent","tool_use_id":"t1","approved":true}"#;
         assert!(matches!(decode_client(consent), Ok(ClientMessage::ToolConsent { approved: true, .. })));
         assert!(matches!(decode_client(r#"{"type":"close"}"#), Ok(ClientMessage::Close {})));
+        let data = r#"{"type":"bidi_audio_input","data":"AAAA"}"#;
+        assert_eq!(decode_client(data).ok(), Some(ClientMessage::BidiAudioInput { audio: "AAAA".into() }));
+        assert!(matches!(decode_client(r#"{"type":"bidi_audio_input_end"}"#), Ok(ClientMessage::BidiAudioInputEnd {})));
+        assert!(matches!(decode_client(r#"{"type":"bidi_cancel"}"#), Ok(ClientMessage::BidiCancel {})));
         let start = r#"{"type":"session_start","agent":"triage"}"#;
         assert!(
             matches!(decode_client(start), Ok(ClientMessage::SessionStart(s)) if s.agent.as_deref() == Some("triage"))

@@ -62,6 +62,8 @@ pub struct Session {
     pub(super) turn_open: bool,
     /// Voice: how many of `messages` the voice stream replays as history.
     pub(super) replay_len: usize,
+    /// What a client can show: the state last sent, the audible side (see `activity`).
+    pub(super) live: super::activity::Live,
 }
 
 impl Session {
@@ -133,6 +135,7 @@ impl Session {
             typed_pending: Vec::new(),
             turn_open: false,
             replay_len: 0,
+            live: Default::default(),
         };
         let core = session.core.clone();
         let spec = core.spec();
@@ -167,6 +170,7 @@ impl Session {
             effects.push(Effect::Send(final_text(TranscriptRole::Assistant, &greeting, None)));
             effects.push(session.transcript("assistant", serde_json::json!({ "text": greeting })));
         }
+        session.push_state(&mut effects);
         (session, effects)
     }
 
@@ -179,10 +183,10 @@ impl Session {
                 false,
             ))];
         }
-        match input {
-            Input::UserText { text, id } if self.voice => self.voice_typed(text, id),
-            Input::UserText { text, id } => self.user_text(text, id),
-            Input::VoiceUserFinal(text) => self.voice_user_final(text),
+        let mut effects = match input {
+            Input::UserText { text, id } if self.voice => self.voice_typed(text, id, now),
+            Input::UserText { text, id } => self.user_text(text, id, now),
+            Input::VoiceUserFinal(text) => self.voice_user_final(text, now),
             Input::VoiceAssistantFinal(text) => self.voice_assistant_final(text),
             Input::VoiceToolUse(tool_use) => self.start_voice_call(tool_use, now),
             Input::VoiceInterrupted => self.voice_interrupted(),
@@ -191,8 +195,13 @@ impl Session {
             Input::ModelFailed { code, message } => self.model_failed(&code, &message),
             Input::ToolFinished { tool_use_id, outcome } => self.tool_finished(&tool_use_id, outcome, now),
             Input::Consent { tool_use_id, approved } => self.consent(&tool_use_id, approved, now),
+            Input::VoiceActivity(activity) => self.voice_activity(activity),
+            Input::Cancel => self.cancel(now),
+            Input::Tick => self.tick(now),
             Input::End => self.end("the session was closed"),
-        }
+        };
+        self.push_state(&mut effects);
+        effects
     }
 
     /// The agent.
@@ -245,7 +254,10 @@ impl Session {
         self.queue.len()
     }
 
-    fn user_text(&mut self, text: String, id: Option<String>) -> Vec<Effect> {
+    fn user_text(&mut self, text: String, id: Option<String>, now: Instant) -> Vec<Effect> {
+        if let Some(effects) = self.typed_consent(&text, id.clone(), now) {
+            return effects;
+        }
         if self.phase != Phase::Idle {
             if self.queue.len() >= MAX_QUEUED_INPUTS {
                 let message = format!(
@@ -408,6 +420,8 @@ impl Session {
         }
         if self.voice {
             self.phase = Phase::Idle;
+            // The model answers the results: the turn is being worked on again.
+            self.live.replied = false;
             effects.extend(for_voice.into_iter().map(Effect::SendToolResult));
             return effects;
         }

@@ -43,6 +43,8 @@ pub enum FailureKind {
     InvalidInput,
     /// The user declined the consent request.
     ConsentDeclined,
+    /// Nobody answered the consent request in time (`consentTimeoutSeconds`).
+    ConsentTimeout,
     /// The tool did not answer in time.
     Timeout,
     /// The tool server answered with a non-success HTTP status.
@@ -72,6 +74,7 @@ impl FailureKind {
             Self::NotAllowed => "not_allowed",
             Self::InvalidInput => "invalid_input",
             Self::ConsentDeclined => "consent_declined",
+            Self::ConsentTimeout => "consent_timeout",
             Self::Timeout => "timeout",
             Self::HttpStatus => "http_status",
             Self::BadResponse => "bad_response",

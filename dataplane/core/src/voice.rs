@@ -13,6 +13,8 @@
 //! A voice turn opens at a final user text (spoken or typed) with `bidi_response_start`
 //! and closes at the end of the completion that answered it with `bidi_response_complete`.
 
+use std::time::Instant;
+
 use super::carry::turns_of;
 use super::context;
 use super::handoff::HistoryTurn;
@@ -61,17 +63,20 @@ impl Session {
 
     /// The user typed into a voice session (hybrid): it is recorded now and sent into the
     /// stream; the model answers it like speech.
-    pub(super) fn voice_typed(&mut self, text: String, id: Option<String>) -> Vec<Effect> {
+    pub(super) fn voice_typed(&mut self, text: String, id: Option<String>, now: Instant) -> Vec<Effect> {
         if text.trim().is_empty() {
             return vec![Effect::Send(refused_input(ErrorCode::EmptyText, "the text is empty; type something", id))];
         }
+        self.live.muted = false;
         self.remember_typed(&text);
         let mut effects = self.open_voice_turn(text.clone(), id);
-        effects.push(Effect::SendVoiceText(text));
+        effects.push(Effect::SendVoiceText(text.clone()));
+        effects.extend(self.spoken_consent(&text, now));
         effects
     }
 
-    fn remember_typed(&mut self, text: &str) {
+    /// Text sent into the stream that the model may echo as the user's: recognised then.
+    pub(super) fn remember_typed(&mut self, text: &str) {
         if self.typed_pending.len() >= MAX_TYPED_PENDING {
             self.typed_pending.remove(0);
         }
@@ -79,7 +84,7 @@ impl Session {
     }
 
     /// The voice model's FINAL transcript of the user's words.
-    pub(super) fn voice_user_final(&mut self, text: String) -> Vec<Effect> {
+    pub(super) fn voice_user_final(&mut self, text: String, now: Instant) -> Vec<Effect> {
         let trimmed = text.trim();
         if trimmed.is_empty() {
             return Vec::new();
@@ -89,7 +94,12 @@ impl Session {
             self.typed_pending.remove(index);
             return Vec::new();
         }
-        self.open_voice_turn(text, None)
+        // The model heard the caller out (normally `SpeechStopped` came first).
+        let mut effects = self.caller_stopped();
+        self.live.muted = false;
+        effects.extend(self.open_voice_turn(text.clone(), None));
+        effects.extend(self.spoken_consent(&text, now));
+        effects
     }
 
     /// Records a user message (typed input `id`, or spoken) and opens a turn (closing one
@@ -114,6 +124,7 @@ impl Session {
         if !same_turn {
             self.turn += 1;
             self.turn_open = true;
+            self.live.replied = false;
             self.turn_start = self.messages.len() - 1;
             effects.push(Effect::Send(ServerMessage::BidiResponseStart { turn: self.turn }));
         }
@@ -122,7 +133,8 @@ impl Session {
 
     /// The assistant's FINAL, uninterrupted text.
     pub(super) fn voice_assistant_final(&mut self, text: String) -> Vec<Effect> {
-        if text.trim().is_empty() {
+        // A cancelled reply's words were not heard: they do not enter the conversation.
+        if text.trim().is_empty() || self.live.muted {
             return Vec::new();
         }
         match self.messages.last_mut() {
@@ -135,9 +147,16 @@ impl Session {
         ]
     }
 
-    /// Barge-in: the client must flush its playback now.
+    /// Barge-in: the client must flush its playback now. The model heard the caller
+    /// speak, so they are speaking (if that was not noticed yet).
     pub(super) fn voice_interrupted(&mut self) -> Vec<Effect> {
-        vec![Effect::Send(ServerMessage::BidiInterruption {}), self.transcript("interruption", serde_json::json!({}))]
+        self.live.reply_audio = false;
+        let mut effects = vec![
+            Effect::Send(ServerMessage::BidiInterruption {}),
+            self.transcript("interruption", serde_json::json!({})),
+        ];
+        effects.extend(self.caller_started());
+        effects
     }
 
     /// The end of a completion closes the open turn, unless the model waits for a tool.

@@ -139,8 +139,11 @@ fn print_message(message: &ServerMessage, live: bool) {
         ServerMessage::BidiConnectionDraining { seconds } => {
             println!("  [the server shuts down within {seconds} s; reconnect when convenient]")
         }
-        // The chat client is text only: it does not ask for audio.
-        ServerMessage::BidiAudioStream { .. } => {}
+        // The chat client is text only: it does not ask for audio (nor show speech or state).
+        ServerMessage::BidiAudioStream { .. }
+        | ServerMessage::BidiSpeechStarted {}
+        | ServerMessage::BidiSpeechStopped {}
+        | ServerMessage::BidiSessionState { .. } => {}
         ServerMessage::BidiInterruption {} => println!("  [interrupted]"),
         ServerMessage::BidiConnectionRestart { reason, .. } => println!("  [model stream restarted: {reason}]"),
     }

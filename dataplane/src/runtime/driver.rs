@@ -16,7 +16,7 @@ use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use super::transcript::TranscriptSink;
 use crate::tools::ToolExecutor;
-use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, TranscriptRole};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionUpdate, TranscriptRole};
 use switchboard_core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session};
 use switchboard_models::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
 
@@ -135,7 +135,9 @@ pub async fn drive(agent: &AgentRuntime, session: &mut Session, opening: Opening
         }
     }
     loop {
+        let deadline = session.next_deadline();
         let input = tokio::select! {
+            () = sleep_until(deadline) => Input::Tick,
             message = inbound.recv() => match message {
                 None => { session.handle(Input::End, Instant::now()); return Exit::ClientGone; }
                 Some(message) => match driver.client_input(message).await {
@@ -173,6 +175,14 @@ pub async fn drive(agent: &AgentRuntime, session: &mut Session, opening: Opening
     }
 }
 
+/// Waits until `deadline` (a session's [`Session::next_deadline`]); never without one.
+pub(super) async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn next_model_event(call: &mut Option<ModelCall>) -> Option<Result<ModelEvent, switchboard_models::ModelError>> {
     match call {
         Some(call) => call.stream.next().await,
@@ -201,6 +211,34 @@ impl Driver<'_> {
             ClientMessage::BidiTextInput { text, id } => Some(Input::UserText { text, id }),
             ClientMessage::ToolConsent { tool_use_id, approved } => Some(Input::Consent { tool_use_id, approved }),
             ClientMessage::Close {} => Some(Input::End),
+            ClientMessage::BidiCancel {} => Some(Input::Cancel),
+            ClientMessage::SessionUpdate(update) => {
+                let (code, message) = if !update.unknown.is_empty() {
+                    let message = format!(
+                        "session_update: unknown setting(s) {}; nothing was changed (known: {})",
+                        update.unknown_names(),
+                        SessionUpdate::KNOWN.join(", ")
+                    );
+                    (ErrorCode::UnknownSetting, message)
+                } else if update.voice.is_some() {
+                    let message = "this session has no audio: a voice applies to sessions started with modalities [\"audio\"]; nothing was changed";
+                    (ErrorCode::UnsupportedModality, message.to_owned())
+                } else {
+                    let message =
+                        format!("session_update names no setting; known: {}", SessionUpdate::KNOWN.join(", "));
+                    (ErrorCode::MalformedMessage, message)
+                };
+                self.error(code, &message).await?;
+                None
+            }
+            ClientMessage::BidiAudioInputEnd {} => {
+                self.error(
+                    ErrorCode::UnsupportedModality,
+                    "this session has no audio; bidi_audio_input_end applies to sessions with audio",
+                )
+                .await?;
+                None
+            }
             ClientMessage::SessionStart(_) => {
                 self.error(ErrorCode::AlreadyStarted, "the session has already started; send bidi_text_input").await?;
                 None
@@ -350,6 +388,13 @@ impl Driver<'_> {
                 Effect::Handoff(request) => exit = Some(self.shared.handoff(self.agent, request)),
                 Effect::Transcript(entry) => self.shared.transcript(entry),
                 Effect::Close { reason } => exit = Some(Exit::Closed(reason)),
+                Effect::Cancel => {
+                    // The call's stream is dropped (its HTTP request with it).
+                    if self.finish_model_call().is_some() {
+                        self.turn_started = None;
+                    }
+                    self.tools.cancel();
+                }
                 // Only voice sessions (runtime::voice) ask for these.
                 Effect::SendToolResult(_) | Effect::SendVoiceText(_) => {}
             }

@@ -1,5 +1,7 @@
 //! The HTTP side of a runtime: `/v1/session` (WebSocket, the session protocol),
-//! `/healthz`, `/readyz` (false as soon as draining starts) and `/metrics`; session
+//! `/healthz` (200 while the process serves, with a JSON body: `status`,
+//! `active_sessions`, `max_sessions`, `draining`), `/readyz` (false as soon as draining
+//! starts) and `/metrics`; session
 //! limits; and the drain on shutdown. axum's own graceful shutdown does not wait for
 //! upgraded WebSockets, so every session runs on a [`TaskTracker`] and two
 //! [`CancellationToken`]s mark the phases: `draining` (no new sessions, not ready) and
@@ -181,7 +183,7 @@ impl AppState {
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route(contract::SESSION_PATH, get(session))
-        .route(contract::HEALTH_PATH, get(|| async { "ok" }))
+        .route(contract::HEALTH_PATH, get(healthz))
         .route(contract::READY_PATH, get(readyz))
         .route(contract::METRICS_PATH, get(metrics))
         .with_state(state)
@@ -244,6 +246,20 @@ fn foreign_origin(headers: &axum::http::HeaderMap, allowed: &[String]) -> Option
     let own = !host.is_empty() && (origin == format!("http://{host}") || origin == format!("https://{host}"));
     let listed = allowed.iter().any(|a| a == "*" || a == origin);
     (!own && !listed).then(|| origin.to_owned())
+}
+
+/// Liveness, and what the server holds: its live sessions (connections that took a session
+/// slot) against its limit, and whether it is draining.
+async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    let max = state.config.max_sessions;
+    let active = max.saturating_sub(state.sessions.available_permits());
+    let body = serde_json::json!({
+        "status": "ok",
+        "active_sessions": active,
+        "max_sessions": max,
+        "draining": state.draining.is_cancelled(),
+    });
+    ([("content-type", "application/json")], body.to_string()).into_response()
 }
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {

@@ -118,6 +118,15 @@ impl ToolCalls {
         }
     }
 
+    /// Stops every running call (the session gave them their results already): their
+    /// futures, HTTP requests included, are dropped, and their ends and progress lines
+    /// not yet delivered are forgotten.
+    pub fn cancel(&mut self) {
+        self.running = FuturesUnordered::new();
+        self.finished.clear();
+        while self.updates.try_recv().is_ok() {}
+    }
+
     /// Records `done`'s duration by outcome in `shared`'s metrics.
     pub fn record(shared: &Shared, agent: &AgentRuntime, done: &ToolDone) {
         let (_, tool, elapsed, outcome) = done;

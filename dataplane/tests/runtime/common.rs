@@ -94,6 +94,32 @@ pub async fn banking_scripted(script: &str) -> Running {
     running
 }
 
+/// Local mode on the banking example as `edit` changes it (a copy of the folder: file
+/// name -> its YAML text, changed).
+pub async fn banking_edited(edit: impl Fn(&str, String) -> String) -> Running {
+    let dir = std::env::temp_dir().join(format!("switchboard-banking-{}", uuid::Uuid::new_v4()));
+    copy_dir(&examples_dir(), &dir, &edit);
+    let running = start_in(&dir, ServerConfig::default(), None, None, None).await;
+    // Local mode has read the folder by now.
+    let _ = std::fs::remove_dir_all(&dir);
+    running
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path, edit: &impl Fn(&str, String) -> String) {
+    std::fs::create_dir_all(to).expect("a scratch folder");
+    for entry in std::fs::read_dir(from).expect("the examples").flatten() {
+        let (path, name) = (entry.path(), entry.file_name().to_string_lossy().into_owned());
+        if path.is_dir() {
+            copy_dir(&path, &to.join(&name), edit);
+        } else if name.ends_with(".yaml") {
+            let text = std::fs::read_to_string(&path).expect("readable");
+            std::fs::write(to.join(&name), edit(&name, text)).expect("written");
+        } else {
+            std::fs::copy(&path, to.join(&name)).expect("copied");
+        }
+    }
+}
+
 async fn start(
     config: ServerConfig,
     transcripts: Option<PathBuf>,
@@ -103,6 +129,16 @@ async fn start(
 }
 
 async fn start_with(
+    config: ServerConfig,
+    transcripts: Option<PathBuf>,
+    gateway_key: Option<switchboard_core::grant::GatewaySigner>,
+    sim_script: Option<PathBuf>,
+) -> Running {
+    start_in(&examples_dir(), config, transcripts, gateway_key, sim_script).await
+}
+
+async fn start_in(
+    dir: &std::path::Path,
     config: ServerConfig,
     transcripts: Option<PathBuf>,
     gateway_key: Option<switchboard_core::grant::GatewaySigner>,
@@ -118,7 +154,7 @@ async fn start_with(
         ca_file: None,
         gateway_key: Some(key.clone()),
     };
-    let local = local::start(&examples_dir(), options).await.expect("local mode starts");
+    let local = local::start(dir, options).await.expect("local mode starts");
     let addr = local.server.local_addr().expect("bound");
     let runtime_addr = local.server.runtime_addr().expect("bound");
     let state = local.server.state();
@@ -184,8 +220,12 @@ impl Client {
 
     /// The next frame: a protocol message, or the close (code, reason), or None at the end.
     pub async fn next(&mut self) -> Option<Result<ServerMessage, (u16, String)>> {
+        // Pings (the gateway's keep-alive) do not count as a message arriving.
+        let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
-            let frame = tokio::time::timeout(PATIENCE, self.ws.next()).await.expect("a frame arrives in time")?;
+            let frame = tokio::time::timeout_at(deadline, self.ws.next())
+                .await
+                .unwrap_or_else(|_| panic!("a message arrives in time; seen {:#?}", self.seen))?;
             match frame {
                 Ok(Message::Text(text)) => {
                     let message: ServerMessage =

@@ -5,5 +5,6 @@ mod banking;
 mod common;
 mod failures;
 mod limits;
+mod live;
 mod metrics;
 mod trust;

@@ -267,6 +267,17 @@ catalogue! {
         ResumeRefused = "resume_refused",
         /// The gateway's session store does not answer; close 1013. Try again shortly.
         StoreUnavailable = "store_unavailable",
+        /// A `bidi_cancel` with nothing under way: no reply, tool call or consent request to
+        /// stop. Nothing changed.
+        NothingToCancel = "nothing_to_cancel",
+        /// A `session_update` naming a setting this server does not know (the message says
+        /// which, and which it knows): nothing of that update was applied. Send known
+        /// settings only.
+        UnknownSetting = "unknown_setting",
+        /// A typed or spoken answer to a pending `consent_request` that is neither a clear
+        /// yes nor a clear no (named by `input_id` when typed): the tool still waits. Answer
+        /// yes or no, or send `tool_consent`.
+        ConsentUnclear = "consent_unclear",
     }
 }
 
@@ -292,6 +303,8 @@ catalogue! {
         Error = "error",
         /// The agent used tools too many times in a row (with a `bidi_error`).
         ToolRoundsExceeded = "tool_rounds_exceeded",
+        /// The user stopped the answer (`bidi_cancel`).
+        Cancelled = "cancelled",
     }
 }
 
@@ -373,6 +386,9 @@ mod tests {
         "session_attached",
         "resume_refused",
         "store_unavailable",
+        "nothing_to_cancel",
+        "unknown_setting",
+        "consent_unclear",
     ];
 
     /// Every stop reason as it was written on the wire before the catalogue.
@@ -386,6 +402,7 @@ mod tests {
         "empty_reply",
         "error",
         "tool_rounds_exceeded",
+        "cancelled",
     ];
 
     /// Each variant's JSON is its old string, it reads back as itself, and the names are

@@ -23,6 +23,12 @@ pub enum ServerKind {
     AudioStream,
     /// `bidi_interruption`
     Interruption,
+    /// `bidi_speech_started`
+    SpeechStarted,
+    /// `bidi_speech_stopped`
+    SpeechStopped,
+    /// `bidi_session_state`
+    SessionState,
     /// `bidi_connection_restart`
     ConnectionRestart,
     /// `tool_start`
@@ -51,7 +57,7 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind.
-    pub const ALL: [Self; 19] = [
+    pub const ALL: [Self; 22] = [
         Self::ConnectionStart,
         Self::TranscriptStream,
         Self::ResponseStart,
@@ -59,6 +65,9 @@ impl ServerKind {
         Self::Usage,
         Self::AudioStream,
         Self::Interruption,
+        Self::SpeechStarted,
+        Self::SpeechStopped,
+        Self::SessionState,
         Self::ConnectionRestart,
         Self::ToolStart,
         Self::ToolProgress,
@@ -83,6 +92,9 @@ impl ServerKind {
             Self::Usage => "bidi_usage",
             Self::AudioStream => "bidi_audio_stream",
             Self::Interruption => "bidi_interruption",
+            Self::SpeechStarted => "bidi_speech_started",
+            Self::SpeechStopped => "bidi_speech_stopped",
+            Self::SessionState => "bidi_session_state",
             Self::ConnectionRestart => "bidi_connection_restart",
             Self::ToolStart => "tool_start",
             Self::ToolProgress => "tool_progress",
@@ -140,6 +152,9 @@ impl ServerMessage {
             Self::BidiUsage { .. } => ServerKind::Usage,
             Self::BidiAudioStream { .. } => ServerKind::AudioStream,
             Self::BidiInterruption {} => ServerKind::Interruption,
+            Self::BidiSpeechStarted {} => ServerKind::SpeechStarted,
+            Self::BidiSpeechStopped {} => ServerKind::SpeechStopped,
+            Self::BidiSessionState { .. } => ServerKind::SessionState,
             Self::BidiConnectionRestart { .. } => ServerKind::ConnectionRestart,
             Self::ToolStart { .. } => ServerKind::ToolStart,
             Self::ToolProgress { .. } => ServerKind::ToolProgress,
@@ -203,6 +218,9 @@ mod tests {
             ServerMessage::BidiUsage { input_tokens: 1, output_tokens: 2, total_tokens: 3, modality: None },
             ServerMessage::BidiAudioStream { audio: "AAAA".into() },
             ServerMessage::BidiInterruption {},
+            ServerMessage::BidiSpeechStarted {},
+            ServerMessage::BidiSpeechStopped {},
+            ServerMessage::BidiSessionState { state: crate::protocol::SessionState::ExecutingTool },
             ServerMessage::BidiConnectionRestart { reason: "rotation".into(), generation: 2 },
             ServerMessage::ToolStart { tool_use_id: "t".into(), name: "n".into(), input: json!({}) },
             ServerMessage::ToolProgress { tool_use_id: "t".into(), name: "n".into(), message: "m".into() },

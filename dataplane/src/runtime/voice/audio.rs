@@ -3,7 +3,8 @@
 //! valid base64, not empty, at most [`MAX_AUDIO_FRAME_BYTES`]) — a bad frame gets a
 //! recoverable `bidi_error` and the session goes on — and limited by an [`AudioBucket`]
 //! of bytes per second, separate from the message rate limit (audio is sent 50 times a
-//! second; the message limit is for typed input).
+//! second; the message limit is for typed input). [`SpeechDetector`] notices when the
+//! caller starts speaking (and, failing the voice model's word, stops).
 
 use std::time::Instant;
 
@@ -130,6 +131,93 @@ pub fn rms(pcm: &[u8]) -> f64 {
     (sum / samples as f64).sqrt()
 }
 
+/// Voiced audio that counts as the caller speaking (shorter bursts are clicks and noise):
+/// the simulator's and common VADs' 100 ms.
+pub const MIN_SPEECH_MS: u64 = 100;
+/// Silence after speech that ends it when the voice model said nothing (it took the sound
+/// for noise): longer than the service's longest end-of-turn pause.
+pub const QUIET_STOP_MS: u64 = 2500;
+/// Silence that pushes back to the caller's turn after `bidi_audio_input_end`: more than
+/// the voice model's longest end-of-turn pause, so it answers at once.
+pub const END_OF_TURN_SILENCE_MS: u64 = 2000;
+
+/// The caller's speech, from the energy of their audio (measured in audio time, not wall
+/// time, so a burst of frames reads as what it holds). Speech starts after
+/// [`MIN_SPEECH_MS`] of voiced audio; it stops when the voice model takes the turn as
+/// ended ([`SpeechDetector::heard_end`]), the client ends it ([`SpeechDetector::end`]), or
+/// after [`QUIET_STOP_MS`] of silence.
+#[derive(Clone, Debug, Default)]
+pub struct SpeechDetector {
+    speaking: bool,
+    /// Voiced samples since speech (or the last silence) began.
+    voiced: u64,
+    /// Silent samples since the last voiced frame.
+    quiet: u64,
+}
+
+/// A change of the caller's speech.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Speech {
+    /// They started.
+    Started,
+    /// They stopped.
+    Stopped,
+}
+
+fn samples(ms: u64) -> u64 {
+    ms * u64::from(INPUT_RATE) / 1000
+}
+
+impl SpeechDetector {
+    /// Feeds one checked PCM16 frame.
+    pub fn push(&mut self, pcm: &[u8]) -> Option<Speech> {
+        let count = (pcm.len() / 2) as u64;
+        if rms(pcm) >= VOICED_RMS {
+            self.quiet = 0;
+            self.voiced += count;
+            if !self.speaking && self.voiced >= samples(MIN_SPEECH_MS) {
+                self.speaking = true;
+                return Some(Speech::Started);
+            }
+            return None;
+        }
+        self.quiet += count;
+        if !self.speaking {
+            // A click followed by a pause is not the start of speech.
+            if self.quiet >= samples(MIN_SPEECH_MS) {
+                self.voiced = 0;
+            }
+            return None;
+        }
+        (self.quiet >= samples(QUIET_STOP_MS)).then(|| self.reset())
+    }
+
+    /// The voice model took the caller's turn as ended (its transcript began).
+    pub fn heard_end(&mut self) {
+        self.speaking = false;
+        self.voiced = 0;
+        self.quiet = 0;
+    }
+
+    /// The client ended the caller's turn (push-to-talk): `Stopped` if they were speaking.
+    pub fn end(&mut self) -> Option<Speech> {
+        let was = self.speaking;
+        self.heard_end();
+        was.then_some(Speech::Stopped)
+    }
+
+    fn reset(&mut self) -> Speech {
+        self.heard_end();
+        Speech::Stopped
+    }
+}
+
+/// `ms` of PCM16 silence in frames of at most 100 ms, for [`END_OF_TURN_SILENCE_MS`].
+pub fn silence_frames(ms: u64) -> Vec<Bytes> {
+    let frame = vec![0u8; usize::try_from(samples(100) * 2).unwrap_or(3200)];
+    (0..ms.div_ceil(100)).map(|_| Bytes::from(frame.clone())).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -148,6 +236,33 @@ mod tests {
         assert_eq!(decode_base64(&aws_smithy_types::base64::encode([1u8, 2, 3])), Err(AudioError::OddLength(3)));
         let huge = aws_smithy_types::base64::encode(vec![0u8; MAX_AUDIO_FRAME_BYTES * 2]);
         assert!(matches!(decode_base64(&huge), Err(AudioError::TooLarge(_))));
+    }
+
+    fn tone(ms: u64) -> Vec<u8> {
+        (0..samples(ms)).flat_map(|n| if n % 8 < 4 { 4000i16 } else { -4000i16 }.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn speech_starts_after_enough_voiced_audio_and_stops_once() {
+        let mut detector = SpeechDetector::default();
+        let quiet = vec![0u8; 640];
+        assert_eq!(detector.push(&tone(40)), None, "a click");
+        assert_eq!(detector.push(&quiet), None);
+        for _ in 0..5 {
+            assert_eq!(detector.push(&quiet), None);
+        }
+        assert_eq!(detector.push(&tone(60)), None, "the click was forgotten after a pause");
+        assert_eq!(detector.push(&tone(60)), Some(Speech::Started));
+        assert_eq!(detector.push(&tone(20)), None, "once");
+        detector.heard_end();
+        assert_eq!(detector.push(&vec![0u8; 2 * samples(QUIET_STOP_MS) as usize]), None, "heard: no second stop");
+        assert_eq!(detector.push(&tone(100)), Some(Speech::Started));
+        assert_eq!(detector.end(), Some(Speech::Stopped), "push-to-talk");
+        assert_eq!(detector.end(), None);
+        assert_eq!(detector.push(&tone(100)), Some(Speech::Started));
+        assert_eq!(detector.push(&vec![0u8; 2 * samples(QUIET_STOP_MS - 20) as usize]), None);
+        assert_eq!(detector.push(&quiet), Some(Speech::Stopped), "long silence unheard by the model");
+        assert_eq!(silence_frames(END_OF_TURN_SILENCE_MS).iter().map(Bytes::len).sum::<usize>(), 64_000);
     }
 
     #[test]

@@ -30,8 +30,8 @@ use super::metrics::ModelLabels;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use relay::Relay;
-use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, TranscriptRole};
-use switchboard_core::{Effect, Input, Session};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionUpdate, TranscriptRole};
+use switchboard_core::{Activity, Effect, Input, Session};
 use switchboard_models::ModelError;
 use switchboard_models::bedrock::{BedrockConfig, build_client};
 use switchboard_models::sonic::{HistoryEntry, SonicConfig, SonicEvents, SonicSession, Speaker};
@@ -122,7 +122,8 @@ pub async fn drive(
     let tools = ToolCalls::new(identity.watch());
     let trace = SessionTrace::new(agent, session.id());
     let relay = Relay::default();
-    let mut voice = Voice { agent, shared, outbound, stream, prompt, tools, relay, identity, trace };
+    let speech = audio::SpeechDetector::default();
+    let mut voice = Voice { agent, shared, outbound, stream, prompt, tools, relay, speech, identity, trace };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
     let exit = voice.run(session, opening, &mut inputs).await;
     let _ = voice.stream.close().await;
@@ -146,6 +147,8 @@ struct Voice<'a> {
     prompt: String,
     tools: ToolCalls,
     relay: Relay,
+    /// The caller's speech, from their audio.
+    speech: audio::SpeechDetector,
     identity: &'a mut SessionIdentity,
     /// Turns, tool calls and handoffs in the session's trace (the Nova Sonic stream's own
     /// spans are not there yet).
@@ -164,14 +167,19 @@ impl Voice<'_> {
             }
         }
         loop {
+            let deadline = session.next_deadline();
             let exit = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => {
                     session.handle(Input::End, Instant::now());
                     Some(Exit::Shutdown)
                 }
+                () = super::driver::sleep_until(deadline) => {
+                    let effects = session.handle(Input::Tick, Instant::now());
+                    self.apply(session, effects).await
+                }
                 frame = audio.recv() => match frame {
-                    Some(pcm) => self.audio(pcm).await,
+                    Some(pcm) => self.audio(session, pcm).await,
                     None => {
                         session.handle(Input::End, Instant::now());
                         Some(Exit::ClientGone)
@@ -229,11 +237,59 @@ impl Voice<'_> {
         self.send(ServerMessage::error(code, message, true)).await.err()
     }
 
-    async fn audio(&mut self, pcm: Bytes) -> Option<Exit> {
+    async fn audio(&mut self, session: &mut Session, pcm: Bytes) -> Option<Exit> {
         if audio::rms(&pcm) >= audio::VOICED_RMS {
             self.relay.user_input(Instant::now());
         }
+        let speech = self.speech.push(&pcm);
         if self.stream.send_audio(pcm).await.is_err() {
+            return Some(Exit::Closed("the voice model session ended".into()));
+        }
+        self.speech_changed(session, speech).await
+    }
+
+    /// Tells the core that the caller started or stopped speaking.
+    async fn speech_changed(&mut self, session: &mut Session, speech: Option<audio::Speech>) -> Option<Exit> {
+        let activity = match speech? {
+            audio::Speech::Started => Activity::SpeechStarted,
+            audio::Speech::Stopped => Activity::SpeechStopped,
+        };
+        let effects = session.handle(Input::VoiceActivity(activity), Instant::now());
+        self.apply(session, effects).await
+    }
+
+    /// Push-to-talk: the caller's turn ends now. The model hears the silence that ends a
+    /// turn at once (audio time), instead of waiting for it in real time.
+    async fn end_of_input(&mut self, session: &mut Session) -> Option<Exit> {
+        let speech = self.speech.end();
+        for frame in audio::silence_frames(audio::END_OF_TURN_SILENCE_MS) {
+            if self.stream.send_audio(frame).await.is_err() {
+                return Some(Exit::Closed("the voice model session ended".into()));
+            }
+        }
+        self.speech_changed(session, speech).await
+    }
+
+    /// `session_update`: every setting it names applies, or none does (with a
+    /// `bidi_error` saying why).
+    async fn update(&mut self, update: SessionUpdate) -> Option<Exit> {
+        if !update.unknown.is_empty() {
+            let message = format!(
+                "session_update: unknown setting(s) {}; nothing was changed (known: {})",
+                update.unknown_names(),
+                SessionUpdate::KNOWN.join(", ")
+            );
+            return self.error(ErrorCode::UnknownSetting, message).await;
+        }
+        let Some(voice) = update.voice else {
+            let message = format!("session_update names no setting; known: {}", SessionUpdate::KNOWN.join(", "));
+            return self.error(ErrorCode::MalformedMessage, message).await;
+        };
+        let model = &self.agent.core.spec().model.voice_model_id;
+        if let Err(why) = switchboard_crds::agent::check_sonic_voice(model, &voice) {
+            return self.error(ErrorCode::InvalidVoice, format!("{why}; the voice was not changed")).await;
+        }
+        if self.stream.change_voice(voice).await.is_err() {
             return Some(Exit::Closed("the voice model session ended".into()));
         }
         None
@@ -251,6 +307,9 @@ impl Voice<'_> {
             }
             ClientMessage::ToolConsent { tool_use_id, approved } => Input::Consent { tool_use_id, approved },
             ClientMessage::Close {} => Input::End,
+            ClientMessage::BidiCancel {} => Input::Cancel,
+            ClientMessage::BidiAudioInputEnd {} => return self.end_of_input(session).await,
+            ClientMessage::SessionUpdate(update) => return self.update(update).await,
             ClientMessage::SessionStart(_) => {
                 return self.error(ErrorCode::AlreadyStarted, "the session has already started".into()).await;
             }
@@ -266,7 +325,7 @@ impl Voice<'_> {
             }
             // The reader turns audio messages into checked frames on the audio channel.
             ClientMessage::BidiAudioInput { audio } => match audio::decode_base64(&audio) {
-                Ok(pcm) => return self.audio(pcm).await,
+                Ok(pcm) => return self.audio(session, pcm).await,
                 Err(error) => return self.error(error.code(), error.to_string()).await,
             },
         };
@@ -322,9 +381,16 @@ impl Voice<'_> {
             session.handle(Input::End, Instant::now());
             return Some(Exit::Closed(format!("the voice model failed ({label})")));
         }
-        let input = relayed.input?;
-        let effects = session.handle(input, Instant::now());
-        self.apply(session, effects).await
+        for input in relayed.inputs {
+            if matches!(input, Input::VoiceActivity(Activity::SpeechStopped)) {
+                self.speech.heard_end();
+            }
+            let effects = session.handle(input, Instant::now());
+            if let Some(exit) = self.apply(session, effects).await {
+                return Some(exit);
+            }
+        }
+        None
     }
 
     /// Performs `effects`; returns how the session ended if it did. A state change that
@@ -371,9 +437,11 @@ impl Voice<'_> {
                 Effect::Handoff(request) => exit = Some(self.shared.handoff(self.agent, request)),
                 Effect::Transcript(entry) => self.shared.transcript(entry),
                 Effect::Close { reason } => exit = Some(Exit::Closed(reason)),
+                Effect::Cancel => self.tools.cancel(),
                 Effect::CallModel(_) => tracing::warn!("a voice session asked for a text model call; ignored"),
             }
         }
+        self.relay.set_muted(session.output_muted());
         exit
     }
 }

@@ -1,14 +1,16 @@
 //! What a voice session does with each Nova Sonic event: audio and SPECULATIVE text go
-//! straight to the client (they never touch the core); FINAL texts, tool calls,
-//! interruptions and the ends of completions become core [`Input`]s; usage and stream
-//! restarts become metrics and protocol messages. Also times the first reply audio after
-//! the user's last voiced input (time to first audio).
+//! straight to the client (they never touch the core) — unless the user cancelled the
+//! reply ([`Relay::set_muted`]); FINAL texts, tool calls, interruptions and the ends of
+//! completions become core [`Input`]s, and so does what became audible: the start of the
+//! caller's transcript (the model took their turn as ended) and the start and end of a
+//! reply's audio; usage and stream restarts become metrics and protocol messages. Also
+//! times the first reply audio after the user's last voiced input (time to first audio).
 
 use std::collections::HashMap;
 use std::time::Instant;
 
-use switchboard_core::Input;
 use switchboard_core::protocol::{ErrorCode, ServerMessage, StopReason as Stop, TokensByModality, TranscriptRole};
+use switchboard_core::{Activity, Input};
 use switchboard_models::ToolUse;
 use switchboard_models::sonic::{ContentKind, GenerationStage, Role, SonicEvent, StopReason};
 
@@ -17,8 +19,8 @@ use switchboard_models::sonic::{ContentKind, GenerationStage, Role, SonicEvent, 
 pub struct Relayed {
     /// Messages for the client, in order.
     pub send: Vec<ServerMessage>,
-    /// An input for the core.
-    pub input: Option<Input>,
+    /// Inputs for the core, in order.
+    pub inputs: Vec<Input>,
     /// Time from the end of the user's input to this first reply audio, if it is that.
     pub first_audio_after: Option<std::time::Duration>,
     /// Tokens reported (delta), for the metrics.
@@ -44,6 +46,10 @@ pub struct Relay {
     /// When the user's input last ended (last voiced frame, or typed text), while no
     /// reply audio has come since.
     awaiting_audio: Option<Instant>,
+    /// The reply audio content under way.
+    audio: Option<String>,
+    /// The user cancelled: the model's output is not passed on.
+    muted: bool,
 }
 
 impl Relay {
@@ -53,18 +59,39 @@ impl Relay {
         self.awaiting_audio = Some(at);
     }
 
+    /// Whether the model's output is held back (the core's word: a cancelled reply).
+    pub fn set_muted(&mut self, muted: bool) {
+        self.muted = muted;
+    }
+
     /// Maps one event.
     pub fn event(&mut self, event: SonicEvent) -> Relayed {
         let mut out = Relayed::default();
         match event {
             SonicEvent::ContentStart { content_id, kind: ContentKind::Text, role, stage } => {
+                if role == Role::User {
+                    // The model took the caller's turn as ended: their transcript follows.
+                    out.inputs.push(Input::VoiceActivity(Activity::SpeechStopped));
+                }
                 if matches!(role, Role::User | Role::Assistant) {
                     self.texts.insert(content_id, OpenText { user: role == Role::User, stage, text: String::new() });
                 }
             }
+            SonicEvent::ContentStart { content_id, kind: ContentKind::Audio, role: Role::Assistant, .. } => {
+                self.audio = Some(content_id);
+                if !self.muted {
+                    out.inputs.push(Input::VoiceActivity(Activity::ReplyAudioStarted));
+                }
+            }
+            SonicEvent::ContentEnd { content_id, kind: ContentKind::Audio, .. } => {
+                if self.audio.as_ref() == Some(&content_id) {
+                    self.audio = None;
+                    out.inputs.push(Input::VoiceActivity(Activity::ReplyAudioEnded));
+                }
+            }
             SonicEvent::Text { content_id, text, .. } => {
                 if let Some(open) = self.texts.get_mut(&content_id) {
-                    if !open.user && open.stage == Some(GenerationStage::Speculative) {
+                    if !open.user && open.stage == Some(GenerationStage::Speculative) && !self.muted {
                         out.send.push(ServerMessage::BidiTranscriptStream {
                             role: TranscriptRole::Assistant,
                             text: text.clone(),
@@ -79,12 +106,13 @@ impl Relay {
             SonicEvent::ContentEnd { content_id, stop_reason, .. } => {
                 if let Some(open) = self.texts.remove(&content_id) {
                     if open.user {
-                        out.input = Some(Input::VoiceUserFinal(open.text));
+                        out.inputs.push(Input::VoiceUserFinal(open.text));
                     } else if open.stage == Some(GenerationStage::Final) && stop_reason != StopReason::Interrupted {
-                        out.input = Some(Input::VoiceAssistantFinal(open.text));
+                        out.inputs.push(Input::VoiceAssistantFinal(open.text));
                     }
                 }
             }
+            SonicEvent::Audio { .. } if self.muted => {}
             SonicEvent::Audio { pcm, .. } => {
                 if let Some(since) = self.awaiting_audio.take() {
                     out.first_audio_after = Some(since.elapsed());
@@ -93,12 +121,13 @@ impl Relay {
                 out.send.push(ServerMessage::BidiAudioStream { audio: pcm.into_base64() });
             }
             SonicEvent::ToolUse { tool_use_id, name, input } => {
-                out.input = Some(Input::VoiceToolUse(ToolUse { id: tool_use_id, name, input }));
+                out.inputs.push(Input::VoiceToolUse(ToolUse { id: tool_use_id, name, input }));
             }
             SonicEvent::Interrupted => {
                 // The interrupted reply's texts will never be FINAL.
                 self.texts.retain(|_, open| open.user);
-                out.input = Some(Input::VoiceInterrupted);
+                self.audio = None;
+                out.inputs.push(Input::VoiceInterrupted);
             }
             SonicEvent::Usage(report) => {
                 let d = report.delta;
@@ -118,11 +147,14 @@ impl Relay {
                 out.usage = Some(tokens);
             }
             SonicEvent::CompletionEnd { stop_reason, .. } => {
-                out.input = Some(Input::VoiceCompletionEnd { stop_reason: stop_label(&stop_reason) });
+                out.inputs.push(Input::VoiceCompletionEnd { stop_reason: stop_label(&stop_reason) });
             }
             SonicEvent::Restarted { reason, generation } => {
                 // Whatever was open on the old stream will not be completed.
                 self.texts.clear();
+                if self.audio.take().is_some() {
+                    out.inputs.push(Input::VoiceActivity(Activity::ReplyAudioEnded));
+                }
                 let label = reason.label();
                 out.send.push(ServerMessage::BidiConnectionRestart { reason: label.to_owned(), generation });
                 out.restart = Some(label);
@@ -169,16 +201,51 @@ mod tests {
         relay.event(start("s", Role::Assistant, Some(GenerationStage::Speculative)));
         let delta = relay.event(text("s", "Hello"));
         assert!(matches!(&delta.send[..], [ServerMessage::BidiTranscriptStream { delta: true, is_final: false, .. }]));
-        assert!(relay.event(end("s", StopReason::PartialTurn)).input.is_none());
+        assert!(relay.event(end("s", StopReason::PartialTurn)).inputs.is_empty());
         relay.event(start("f", Role::Assistant, Some(GenerationStage::Final)));
         assert!(relay.event(text("f", "Hello")).send.is_empty());
-        assert_eq!(relay.event(end("f", StopReason::EndTurn)).input, Some(Input::VoiceAssistantFinal("Hello".into())));
+        assert_eq!(relay.event(end("f", StopReason::EndTurn)).inputs, vec![Input::VoiceAssistantFinal("Hello".into())]);
         relay.event(start("g", Role::Assistant, Some(GenerationStage::Final)));
         relay.event(text("g", "cut"));
-        assert!(relay.event(end("g", StopReason::Interrupted)).input.is_none());
-        relay.event(start("u", Role::User, None));
+        assert!(relay.event(end("g", StopReason::Interrupted)).inputs.is_empty());
+        let heard = relay.event(start("u", Role::User, None));
+        assert_eq!(
+            heard.inputs,
+            vec![Input::VoiceActivity(Activity::SpeechStopped)],
+            "the model took the turn as ended"
+        );
         relay.event(text("u", "hi"));
-        assert_eq!(relay.event(end("u", StopReason::EndTurn)).input, Some(Input::VoiceUserFinal("hi".into())));
+        assert_eq!(relay.event(end("u", StopReason::EndTurn)).inputs, vec![Input::VoiceUserFinal("hi".into())]);
+    }
+
+    #[test]
+    fn reply_audio_is_reported_and_a_muted_reply_is_held_back() {
+        let mut relay = Relay::default();
+        let audio_start = || SonicEvent::ContentStart {
+            content_id: "a".into(),
+            kind: ContentKind::Audio,
+            role: Role::Assistant,
+            stage: None,
+        };
+        let audio = || SonicEvent::Audio {
+            content_id: "a".into(),
+            pcm: switchboard_models::sonic::EncodedAudio::from_pcm(&[0; 4]),
+        };
+        let audio_end = || SonicEvent::ContentEnd {
+            content_id: "a".into(),
+            kind: ContentKind::Audio,
+            stop_reason: StopReason::EndTurn,
+        };
+        assert_eq!(relay.event(audio_start()).inputs, vec![Input::VoiceActivity(Activity::ReplyAudioStarted)]);
+        assert_eq!(relay.event(audio()).send.len(), 1);
+        assert_eq!(relay.event(audio_end()).inputs, vec![Input::VoiceActivity(Activity::ReplyAudioEnded)]);
+        relay.set_muted(true);
+        assert!(relay.event(audio_start()).inputs.is_empty(), "a muted reply is not audible");
+        assert!(relay.event(audio()).send.is_empty());
+        relay.event(start("s", Role::Assistant, Some(GenerationStage::Speculative)));
+        assert!(relay.event(text("s", "more")).send.is_empty());
+        relay.set_muted(false);
+        assert_eq!(relay.event(audio()).send.len(), 1);
     }
 
     #[test]
