@@ -262,6 +262,13 @@ impl Auth {
         self
     }
 
+    /// Whether a session may be continued (`session_start.continue_from`) by a client with
+    /// no credential: only where the record is open (local mode on this machine). Elsewhere
+    /// anyone could continue anyone's session by its id.
+    pub fn continues_without_credential(&self) -> bool {
+        !self.requires_keys() && self.open_records
+    }
+
     /// Who may read the conversation record (`/v1/sessions`): an API key with
     /// `records=read`, in the namespaces of its scope. Without credentials configured the
     /// record is readable only where [`Auth::with_open_records`] said so.

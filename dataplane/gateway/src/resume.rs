@@ -33,7 +33,13 @@ use switchboard_core::protocol::{ServerKind, ServerMessage};
 use crate::session::kept::Kept;
 
 mod store;
-pub use store::{BACKOFF as STORE_BACKOFF, Entry, Store, StoreError, Taken};
+pub use store::{BACKOFF as STORE_BACKOFF, Entry, Store, StoreError, Taken, open_text, seal_text};
+
+/// What a session's continuation state is sealed for: the session and the credential that
+/// may continue it (`session_start.continue_from`).
+pub fn continue_key(session_id: &str, credential: &str) -> String {
+    format!("continue:{session_id}:{credential}")
+}
 
 /// A fresh resume token: 256 random bits (two v4 UUIDs, from the OS's CSPRNG), as hex.
 pub fn new_token() -> String {

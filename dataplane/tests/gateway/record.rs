@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::Digest as _;
-use switchboard_core::protocol::{ClientMessage, ServerMessage};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
 use switchboard_gateway::GatewayConfig;
 use switchboard_gateway::auth::Auth;
 use switchboard_gateway::record::store::SessionRecord;
@@ -87,6 +87,7 @@ fn keys() -> Auth {
     };
     let file = [
         line("web", "web-key", ""),
+        line("web2", "web2-key", ""),
         line("ops", "ops-key", "records=read agents=bank/*"),
         line("shop", "shop-key", "records=read agents=shop/*"),
     ]
@@ -286,6 +287,64 @@ async fn a_conversation_across_three_agents_leaves_one_redacted_record_in_sqlite
             .contains(r#"switchboard_gateway_cost_microdollars_total{agent="bank/idv",model="amazon.nova-lite-v1:0"}"#),
         "{metrics}"
     );
+    stop.cancel();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_session_is_continued_with_its_verified_caller_only_by_the_same_key() {
+    let dir = std::env::temp_dir().join(format!("switchboard-record-{}", uuid::Uuid::new_v4()));
+    let store = Store::file(&dir.join("record.db")).expect("store");
+    let (recorder, stop) = recorder(store.clone(), None);
+    let fleet = fleet(recorder, keys()).await;
+    let id = conversation(&fleet.url, &[("x-api-key", "web-key")], || async {}).await;
+    ended(&store, &id).await;
+    let start = |from: &str| {
+        ClientMessage::SessionStart(SessionStart { continue_from: Some(from.to_owned()), ..Default::default() })
+    };
+
+    // Another key, an unknown id: the same refusal, nothing said about the session.
+    for (key, from) in [("web2-key", id.as_str()), ("web-key", "gw-unknown")] {
+        let mut other = Client::connect_with(&fleet.url, &[("x-api-key", key)]).await;
+        other.send(&start(from)).await;
+        let (code, _) = other.closed().await;
+        assert_eq!(code, close_code::RESUME_REFUSED, "{key} continuing {from}");
+        assert!(
+            other.seen.iter().any(
+                |m| matches!(m, ServerMessage::BidiError { message, .. } if message.contains("cannot be continued"))
+            ),
+            "{:?}",
+            other.seen
+        );
+    }
+
+    // The same key: the session goes on under its id at the banking agent, still verified.
+    let mut client = Client::connect_with(&fleet.url, &[("x-api-key", "web-key")]).await;
+    client.send(&start(&id)).await;
+    let back = client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    assert!(
+        back.iter().any(|m| matches!(m, ServerMessage::BidiConnectionStart { session_id, agent, .. } if *session_id == id && agent == "banking")),
+        "{back:?}"
+    );
+    client.say("What is my balance now?").await;
+    let balance = client.turn().await;
+    assert!(replies(&balance).iter().any(|r| r.contains("1234.56")), "the verified caller came back: {balance:?}");
+    client.send(&ClientMessage::Close {}).await;
+    client.closed().await;
+    // Both parts in one record: wait for the second part's end (the first's is there already).
+    let mut record = ended(&store, &id).await;
+    for _ in 0..200 {
+        let starts = record.events.iter().filter(|e| e.kind == "session_start").count();
+        if starts == 2 && record.events.last().is_some_and(|e| e.kind == "session_end") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        record = ended(&store, &id).await;
+    }
+    let kinds = kinds(&record);
+    assert_eq!(kinds.iter().filter(|k| **k == "session_start").count(), 2, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "session_end").count(), 2, "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"session_end"), "{kinds:?}");
     stop.cancel();
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -71,6 +71,12 @@ impl SessionLog {
         self.push_plain(agent, "moved", json!({ "reason": reason }), None);
     }
 
+    /// What continuing the session later needs, sealed, for `credential`.
+    pub fn state(&self, agent: &str, credential: &str, sealed: String) {
+        let update = Update::State { credential: credential.to_owned(), sealed };
+        self.push_plain(agent, "state", Value::Null, Some(update));
+    }
+
     /// The session ended (`outcome`: `ended`, `parked`, `failed`), with `close` if one was sent.
     pub fn ended(&self, agent: &str, outcome: &'static str, close: Option<(u16, &str)>) {
         let data = json!({ "close_code": close.map(|c| c.0), "reason": close.map(|c| c.1) });

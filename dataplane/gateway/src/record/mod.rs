@@ -77,6 +77,13 @@ pub enum Update {
     },
     /// A user turn was answered.
     Turn,
+    /// What continuing the session later needs (sealed; not an event of the record).
+    State {
+        /// The credential that may continue it.
+        credential: String,
+        /// The sealed state ([`crate::resume::seal_text`]).
+        sealed: String,
+    },
     /// It ended, or its client went.
     End {
         /// `ended`, `parked`, `failed`.
@@ -99,6 +106,8 @@ pub struct RecordConfig {
     pub flush_interval: Duration,
     /// The most entries in one write.
     pub batch: usize,
+    /// How long a session's state is kept for continuing it.
+    pub state_ttl: Duration,
 }
 
 impl Default for RecordConfig {
@@ -109,6 +118,7 @@ impl Default for RecordConfig {
             retention: Some(Duration::from_secs(30 * 86_400)),
             flush_interval: Duration::from_millis(200),
             batch: 512,
+            state_ttl: Duration::from_secs(86_400),
         }
     }
 }
@@ -216,6 +226,7 @@ pub struct Recorder {
     pub store: Store,
     ord: AtomicU64,
     dropped: AtomicU64,
+    state_ttl: Duration,
 }
 
 impl Recorder {
@@ -228,10 +239,24 @@ impl Recorder {
         metrics: RecordMetrics,
     ) -> (Arc<Self>, writer::Writer) {
         let (tx, rx) = mpsc::channel(config.queue.max(1));
+        let state_ttl = config.state_ttl;
         let writer = writer::Writer::new(store.clone(), config, rx, metrics.clone());
-        let recorder =
-            Self { tx, redactor, prices, metrics, store, ord: AtomicU64::new(0), dropped: AtomicU64::new(0) };
+        let recorder = Self {
+            tx,
+            redactor,
+            prices,
+            metrics,
+            store,
+            ord: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            state_ttl,
+        };
         (Arc::new(recorder), writer)
+    }
+
+    /// How long a session's state is kept for continuing it.
+    pub fn state_ttl(&self) -> Duration {
+        self.state_ttl
     }
 
     /// Queues `entry` without waiting; a full queue drops it (counted, and logged at the

@@ -50,6 +50,15 @@ const SCHEMA: &[&str] = &[
         data TEXT NOT NULL,
         PRIMARY KEY (session_id, at_us, ord)
     )",
+    // What a session needs to be continued later (`session_start.continue_from`): its
+    // memory and last turns, unredacted and sealed with the gateway's key, for the
+    // credential that held it; kept for a day, not for the record's retention.
+    "CREATE TABLE IF NOT EXISTS switchboard_session_state (
+        session_id TEXT PRIMARY KEY,
+        credential TEXT NOT NULL,
+        saved_at BIGINT NOT NULL,
+        state TEXT NOT NULL
+    )",
 ];
 
 /// A store that cannot be used.
@@ -204,6 +213,10 @@ impl Store {
         for entry in batch {
             if let Some(update) = &entry.update {
                 update_session(&mut tx, entry, update).await?;
+                if matches!(update, Update::State { .. }) {
+                    // Not an event of the conversation.
+                    continue;
+                }
             }
             sqlx::query(
                 "INSERT INTO switchboard_session_events (session_id, at_us, ord, agent, kind, data)
@@ -309,6 +322,31 @@ impl Store {
         Ok(gone.rows_affected())
     }
 
+    /// The state saved for continuing session `id`: the credential that held it and the
+    /// sealed state, if saved since `since` (unix ms).
+    pub async fn state(&self, id: &str, since: i64) -> Result<Option<(String, String)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT credential, state FROM switchboard_session_state WHERE session_id = $1 AND saved_at >= $2",
+        )
+        .bind(id)
+        .bind(since)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match row {
+            Some(row) => Some((row.try_get("credential")?, row.try_get("state")?)),
+            None => None,
+        })
+    }
+
+    /// Deletes continuation state saved before `before` (unix ms); returns how many.
+    pub async fn expire_state(&self, before: i64) -> Result<u64, StoreError> {
+        let gone = sqlx::query("DELETE FROM switchboard_session_state WHERE saved_at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?;
+        Ok(gone.rows_affected())
+    }
+
     async fn agents(&self, id: &str) -> Result<Vec<String>, StoreError> {
         // First reached first: the first event at each Agent.
         let rows = sqlx::query(
@@ -372,6 +410,19 @@ async fn update_session(
                 .bind(id)
                 .execute(&mut **tx)
                 .await?;
+        }
+        Update::State { credential, sealed } => {
+            sqlx::query(
+                "INSERT INTO switchboard_session_state (session_id, credential, saved_at, state) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (session_id) DO UPDATE
+                 SET credential = excluded.credential, saved_at = excluded.saved_at, state = excluded.state",
+            )
+            .bind(id)
+            .bind(credential.as_str())
+            .bind(entry.at_us / 1000)
+            .bind(sealed.as_str())
+            .execute(&mut **tx)
+            .await?;
         }
         Update::End { outcome, close_code } => {
             sqlx::query("UPDATE switchboard_sessions SET ended_at = $2, outcome = $3, close_code = $4 WHERE id = $1")

@@ -156,11 +156,15 @@ impl Writer {
     }
 
     async fn expire_if_due(&mut self) {
-        let Some(retention) = self.config.retention else { return };
         if Instant::now() < self.next_expiry {
             return;
         }
         self.next_expiry = Instant::now() + EXPIRY_EVERY;
+        let stale = super::now_us() / 1000 - i64::try_from(self.config.state_ttl.as_millis()).unwrap_or(i64::MAX);
+        if let Err(error) = self.store.expire_state(stale).await {
+            tracing::warn!("cannot delete expired continuation state: {error}");
+        }
+        let Some(retention) = self.config.retention else { return };
         let before = super::now_us() / 1000 - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
         match self.store.expire(before).await {
             Ok(0) => {}

@@ -154,6 +154,28 @@ fn seal(signer: &GatewaySigner, key: &str, session: &Parked) -> Result<Vec<u8>, 
     Ok(value)
 }
 
+/// `session` sealed for `key` as text (the conversation record's continuation state): the
+/// seal in hex, then the JSON.
+pub fn seal_text(signer: &GatewaySigner, key: &str, session: &Parked) -> Result<String, StoreError> {
+    let json = serde_json::to_string(session)?;
+    let seal = signer.seal(&sealed(key, json.as_bytes()));
+    Ok(format!("{}{json}", hex::encode(seal)))
+}
+
+/// The session sealed for `key` as `text` by [`seal_text`], if the seal is this gateway's.
+pub fn open_text(signer: &GatewaySigner, key: &str, text: &str) -> Result<Parked, StoreError> {
+    let split = SEAL_BYTES * 2;
+    if !text.is_char_boundary(split) || text.len() < split {
+        return Err(StoreError::Tampered);
+    }
+    let (seal, json) = text.split_at(split);
+    let seal = hex::decode(seal).map_err(|_| StoreError::Tampered)?;
+    if !signer.public().opens(&sealed(key, json.as_bytes()), &seal) {
+        return Err(StoreError::Tampered);
+    }
+    Ok(serde_json::from_str(json)?)
+}
+
 /// The session stored at `key` as `value`, if its seal is this gateway's.
 fn open(signer: &GatewaySigner, key: &str, value: &[u8]) -> Result<Parked, StoreError> {
     if value.len() < SEAL_BYTES {
@@ -322,6 +344,20 @@ mod tests {
     use super::*;
     use crate::resume::Replay;
     use crate::session::kept::Kept;
+
+    #[test]
+    fn continuation_state_opens_only_untouched_for_its_key_and_signer() {
+        let signer = GatewaySigner::from_seed(&[5; 32]);
+        let text = seal_text(&signer, "continue:s:web", &parked()).expect("seals");
+        assert_eq!(open_text(&signer, "continue:s:web", &text).expect("opens").session_id, "s");
+        assert!(matches!(open_text(&signer, "continue:s:web2", &text), Err(StoreError::Tampered)), "another credential");
+        let other = GatewaySigner::from_seed(&[6; 32]);
+        assert!(matches!(open_text(&other, "continue:s:web", &text), Err(StoreError::Tampered)), "another gateway");
+        let changed = text.replace("triage", "banking");
+        assert_ne!(changed, text);
+        assert!(matches!(open_text(&signer, "continue:s:web", &changed), Err(StoreError::Tampered)), "edited");
+        assert!(matches!(open_text(&signer, "continue:s:web", "short"), Err(StoreError::Tampered)));
+    }
 
     fn parked() -> Parked {
         Parked {

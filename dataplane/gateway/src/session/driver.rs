@@ -60,6 +60,8 @@ struct State {
     account: Account,
     /// The session's part of the conversation record, when kept.
     log: Option<SessionLog>,
+    /// The client's credential (its key's name, `jwt:<subject>`; empty without checks).
+    credential: String,
 }
 
 /// Runs the session until it ends or is parked.
@@ -67,14 +69,15 @@ pub(super) async fn run(relay: Relay) {
     let Relay { gateway, mut machine, parked, mut client_tx, mut client_rx, admission } = relay;
     let mut account = gateway.budget.account();
     account.set(SESSION_OVERHEAD + machine.held_bytes());
+    let credential = admission.key.clone().unwrap_or_default();
     let log = gateway.record.as_ref().map(|recorder| {
         let log = SessionLog::new(recorder.clone(), machine.id());
-        let credential = admission.key.as_deref().unwrap_or_default();
         let agent = machine.target().key();
-        log.started(&agent, credential, parked.is_some(), machine.voice().as_deref(), machine.modalities());
+        log.started(&agent, &credential, parked.is_some(), machine.voice().as_deref(), machine.modalities());
         log
     });
-    let mut state = State { upstream: None, live: None, client_done: false, admission: Some(admission), account, log };
+    let mut state =
+        State { upstream: None, live: None, client_done: false, admission: Some(admission), account, log, credential };
     let superseded = tokio_util::sync::CancellationToken::new();
     let mut directory = gateway.directory.clone();
     directory.mark_unchanged();
@@ -389,6 +392,16 @@ async fn finish(
     }
     if let Some(log) = &state.log {
         let agent = machine.target().key();
+        if !matches!(ending, Ending::ResumeFailed(_)) {
+            // Kept for continuing the session later, by the same credential only.
+            let key = crate::resume::continue_key(machine.id(), &state.credential);
+            match crate::resume::seal_text(&gateway.key, &key, &machine.continuation()) {
+                Ok(sealed) => log.state(&agent, &state.credential, sealed),
+                Err(error) => {
+                    tracing::warn!(session_id = %machine.id(), "cannot keep the session for continuing: {error}")
+                }
+            }
+        }
         match &ending {
             Ending::Close((code, reason)) => log.ended(&agent, "ended", Some((*code, reason))),
             Ending::Detach => log.ended(&agent, "ended", None),

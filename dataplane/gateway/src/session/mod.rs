@@ -142,6 +142,12 @@ async fn admit(
         let machine = Machine::resume(limits, identity.to_owned(), parked.clone(), target, start.last_seq, &cx);
         return Ok((machine, Some((key, parked))));
     }
+    if let Some(from) = &start.continue_from {
+        let (parked, target) = continued(gateway, from, identity, admission, client_tx).await?;
+        let directory = gateway.directory.borrow().clone();
+        let cx = Cx { now: Instant::now(), directory: &directory };
+        return Ok((Machine::resume(limits, identity.to_owned(), parked, target, None, &cx), None));
+    }
     let requested = query_agent.or(start.agent.clone());
     let routed = gateway.directory.borrow().for_client(requested.as_deref());
     let target = match routed {
@@ -158,6 +164,68 @@ async fn admit(
     let machine =
         Machine::start(limits, id, identity.to_owned(), target, start.voice, start.modalities, pending, Instant::now());
     Ok((machine, None))
+}
+
+/// The ended session `from` to continue, from the conversation record's state for it, with
+/// the Agent it was with: only for the credential that held it (a refusal says the same
+/// whether the session is unknown, expired or another's), within its scope.
+async fn continued(
+    gateway: &Gateway,
+    from: &str,
+    identity: &str,
+    admission: &Admission,
+    client_tx: &mut ClientSink,
+) -> Result<(Parked, crate::directory::Target), Close> {
+    let unknown = || {
+        ServerMessage::error(
+            ErrorCode::ResumeRefused,
+            format!(
+                "session {from} cannot be continued: it is unknown, its state has expired, or it is not this credential's; start a new session"
+            ),
+            false,
+        )
+    };
+    let Some(record) = &gateway.record else {
+        let message = ServerMessage::error(
+            ErrorCode::ResumeRefused,
+            "this gateway keeps no conversation record, so sessions cannot be continued; start a new session",
+            false,
+        );
+        return Err(refuse(gateway, client_tx, "continue_refused", message, close_code::RESUME_REFUSED).await);
+    };
+    if identity.is_empty() && !gateway.auth.continues_without_credential() {
+        return Err(refuse(gateway, client_tx, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
+    }
+    let since = crate::record::now_us() / 1000 - i64::try_from(record.state_ttl().as_millis()).unwrap_or(i64::MAX);
+    let sealed = match record.store.state(from, since).await {
+        Ok(Some((credential, sealed))) if credential == identity => sealed,
+        Ok(_) => {
+            return Err(refuse(gateway, client_tx, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
+        }
+        Err(error) => {
+            tracing::warn!("continue: {error}");
+            let message =
+                ServerMessage::error(ErrorCode::StoreUnavailable, format!("{error}; try again shortly"), false);
+            return Err(refuse(gateway, client_tx, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await);
+        }
+    };
+    let parked = match resume::open_text(&gateway.key, &resume::continue_key(from, identity), &sealed) {
+        Ok(parked) => parked,
+        Err(error) => {
+            tracing::warn!(session_id = %from, "continue refused: {error}");
+            gateway.metrics.refused.with_label_values(&["session_tampered"]).inc();
+            return Err(refuse(gateway, client_tx, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
+        }
+    };
+    if let Err(refusal) = admission.allow_namespace(&parked.namespace) {
+        return Err(refuse_as(gateway, client_tx, refusal).await);
+    }
+    let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent) else {
+        let message = format!("the agent {}/{} this session was with no longer exists", parked.namespace, parked.agent);
+        let message = ServerMessage::error(ErrorCode::UnknownAgent, message, false);
+        return Err(refuse(gateway, client_tx, "unknown_agent", message, close_code::UNKNOWN_AGENT).await);
+    };
+    Ok((parked, target))
 }
 
 /// Takes the session parked under `key` out of the store. A session still attached here

@@ -127,6 +127,22 @@ impl Machine {
         }
     }
 
+    /// What continuing the session later needs (`session_start.continue_from`): what is
+    /// kept of it, without the messages kept for replay.
+    pub fn continuation(&self) -> Parked {
+        Parked {
+            session_id: self.id.clone(),
+            namespace: self.target.route.namespace.clone(),
+            agent: self.target.route.name.clone(),
+            voice: self.voice.clone(),
+            modalities: self.modalities.clone(),
+            handoff: self.kept.pending_handoff.clone(),
+            kept: self.kept.clone(),
+            generation: self.generation,
+            replay: crate::resume::Replay::default(),
+        }
+    }
+
     /// When the settle phase ends, if settling.
     pub fn settle_deadline(&self) -> Option<Instant> {
         match self.phase {
