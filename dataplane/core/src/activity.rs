@@ -24,8 +24,11 @@ pub(super) struct Live {
     /// Voice: audio answered the open turn since it opened (or since the last tool
     /// results went to the model).
     pub(super) replied: bool,
-    /// Voice: the user cancelled; the model's output is dropped until their next input.
+    /// Voice: the user cancelled; the model's output is dropped until their next words
+    /// (a transcript of the caller, or typed text).
     pub(super) muted: bool,
+    /// Voice: the caller's turn went to the model, whose answer (or transcript) is due.
+    pub(super) heard: bool,
 }
 
 impl Session {
@@ -45,7 +48,7 @@ impl Session {
                 SessionState::Speaking
             } else if running {
                 SessionState::ExecutingTool
-            } else if self.turn_open && !self.live.replied && !self.awaits_consent() {
+            } else if (self.turn_open && !self.live.replied || self.live.heard) && !self.awaits_consent() {
                 SessionState::Processing
             } else {
                 SessionState::Ready
@@ -89,8 +92,14 @@ impl Session {
     pub(super) fn voice_activity(&mut self, activity: Activity) -> Vec<Effect> {
         match activity {
             Activity::SpeechStarted => self.caller_started(),
-            Activity::SpeechStopped => self.caller_stopped(),
+            Activity::SpeechStopped => {
+                let effects = self.caller_stopped();
+                self.live.heard = !self.live.muted;
+                effects
+            }
+            Activity::SpeechFaded => self.caller_stopped(),
             Activity::ReplyAudioStarted => {
+                self.live.heard = false;
                 if !self.live.muted {
                     self.live.reply_audio = true;
                     self.live.replied = true;
@@ -104,9 +113,10 @@ impl Session {
         }
     }
 
-    /// The caller speaks (a cancelled reply's silence ends with it).
+    /// The caller speaks. (A cancelled reply stays silent until their words reach the
+    /// model: what it still says before that belongs to the cancelled reply.)
     pub(super) fn caller_started(&mut self) -> Vec<Effect> {
-        self.live.muted = false;
+        self.live.heard = false;
         if std::mem::replace(&mut self.live.caller_speaking, true) {
             return Vec::new();
         }

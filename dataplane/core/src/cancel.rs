@@ -5,7 +5,7 @@
 //! planned is dropped. Text: the model call in flight is dropped and the turn ends with
 //! `stop_reason: cancelled` (a typed input waiting behind it starts next). Voice: the
 //! client is told to stop playback, the results go to the model, and what the model still
-//! says is dropped until the user speaks or types again. With nothing under way the user is
+//! says is dropped until the user's next words (spoken or typed) reach it. With nothing under way the user is
 //! told so (`nothing_to_cancel`).
 
 use std::time::Instant;
@@ -44,6 +44,7 @@ impl Session {
             effects.push(Effect::Send(ServerMessage::BidiInterruption {}));
             self.live.muted = true;
             self.live.reply_audio = false;
+            self.live.heard = false;
             if !self.calls.is_empty() {
                 // The results go into the stream (the model must not wait for them).
                 effects.extend(self.maybe_done());

@@ -97,9 +97,11 @@ pub enum Input {
 pub enum Activity {
     /// The caller started speaking (voice activity in their audio).
     SpeechStarted,
-    /// The caller stopped: the voice model took the turn as ended, the client ended it
-    /// (push-to-talk), or the caller fell silent without being heard.
+    /// The caller stopped and their turn went to the model: the voice model took it as
+    /// ended (its transcript follows), or the client ended it (push-to-talk).
     SpeechStopped,
+    /// The caller fell silent without the model taking it as a turn (it was noise).
+    SpeechFaded,
     /// The voice model started the audio of a reply.
     ReplyAudioStarted,
     /// The reply's audio ended (finished, or cut off).

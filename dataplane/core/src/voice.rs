@@ -97,6 +97,7 @@ impl Session {
         // The model heard the caller out (normally `SpeechStopped` came first).
         let mut effects = self.caller_stopped();
         self.live.muted = false;
+        self.live.heard = false;
         effects.extend(self.open_voice_turn(text.clone(), None));
         effects.extend(self.spoken_consent(&text, now));
         effects
@@ -161,6 +162,9 @@ impl Session {
 
     /// The end of a completion closes the open turn, unless the model waits for a tool.
     pub(super) fn voice_completion_end(&mut self, stop_reason: StopReason) -> Vec<Effect> {
+        if stop_reason != StopReason::ToolUse {
+            self.live.heard = false;
+        }
         if !self.turn_open || stop_reason == StopReason::ToolUse || self.phase == Phase::Tools {
             return Vec::new();
         }

@@ -150,6 +150,9 @@ pub enum Encoding {
 
 enum Outgoing {
     Say(u32, u64),
+    /// Push-to-talk released: once what is queued was said, `bidi_audio_input_end` and no
+    /// more audio until the next `Say`.
+    Release,
     Raw(Message),
     Encoding(Encoding),
 }
@@ -203,6 +206,7 @@ impl Call {
             let mut encoding = encoding;
             let mut sent = Vec::new();
             let mut pending: Vec<u8> = Vec::new();
+            let (mut releasing, mut released) = (false, false);
             let mut ticker = tokio::time::interval(Duration::from_millis(20));
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
             loop {
@@ -212,7 +216,11 @@ impl Call {
                 }
                 while let Ok(outgoing) = queue.try_recv() {
                     match outgoing {
-                        Outgoing::Say(id, ms) => pending.extend(phrase_tone(id, ms, 8000)),
+                        Outgoing::Say(id, ms) => {
+                            pending.extend(phrase_tone(id, ms, 8000));
+                            released = false;
+                        }
+                        Outgoing::Release => releasing = true,
                         Outgoing::Raw(message) => {
                             if sink.send(message).await.is_err() {
                                 return sent;
@@ -220,6 +228,17 @@ impl Call {
                         }
                         Outgoing::Encoding(e) => encoding = e,
                     }
+                }
+                if releasing && pending.is_empty() {
+                    releasing = false;
+                    released = true;
+                    let end = serde_json::to_string(&ClientMessage::BidiAudioInputEnd {}).expect("json");
+                    if sink.send(Message::text(end)).await.is_err() {
+                        break;
+                    }
+                }
+                if released {
+                    continue;
                 }
                 let take = pending.len().min(FRAME_BYTES);
                 let mut frame: Vec<u8> = pending.drain(..take).collect();
@@ -246,6 +265,12 @@ impl Call {
     /// Speaks phrase `id` for `ms` (after what is already queued).
     pub fn say(&self, id: u32, ms: u64) {
         let _ = self.out.send(Outgoing::Say(id, ms));
+    }
+
+    /// Push-to-talk: releases the button once what is queued was said (the microphone then
+    /// sends `bidi_audio_input_end` and no audio until the next [`Call::say`]).
+    pub fn release(&self) {
+        let _ = self.out.send(Outgoing::Release);
     }
 
     /// Sends a protocol message (between audio frames).

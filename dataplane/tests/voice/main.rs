@@ -7,3 +7,4 @@ mod audio_input;
 mod banking;
 mod common;
 mod lifetime;
+mod live;

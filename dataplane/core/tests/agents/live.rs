@@ -185,13 +185,25 @@ fn a_voice_session_shows_the_callers_speech_and_what_is_audible() {
         [ServerMessage::BidiSpeechStarted {}, ServerMessage::BidiSessionState { state: SessionState::Listening }]
     ));
     assert!(session.handle(Input::VoiceActivity(Activity::SpeechStarted), now).is_empty(), "only on a change");
+    let faded = session.handle(Input::VoiceActivity(Activity::SpeechFaded), now);
+    assert!(
+        matches!(
+            sent(&faded)[..],
+            [ServerMessage::BidiSpeechStopped {}, ServerMessage::BidiSessionState { state: SessionState::Ready }]
+        ),
+        "noise: no turn for the model"
+    );
+    session.handle(Input::VoiceActivity(Activity::SpeechStarted), now);
     let stopped = session.handle(Input::VoiceActivity(Activity::SpeechStopped), now);
-    assert!(matches!(
-        sent(&stopped)[..],
-        [ServerMessage::BidiSpeechStopped {}, ServerMessage::BidiSessionState { state: SessionState::Ready }]
-    ));
+    assert!(
+        matches!(
+            sent(&stopped)[..],
+            [ServerMessage::BidiSpeechStopped {}, ServerMessage::BidiSessionState { state: SessionState::Processing }]
+        ),
+        "the model works on the turn"
+    );
     let heard = session.handle(Input::VoiceUserFinal("hello".into()), now);
-    assert_eq!(states(&heard), [SessionState::Processing]);
+    assert!(states(&heard).is_empty(), "still processing");
     let speaking = session.handle(Input::VoiceActivity(Activity::ReplyAudioStarted), now);
     assert_eq!(states(&speaking), [SessionState::Speaking]);
     let barge = session.handle(Input::VoiceInterrupted, now);
@@ -246,7 +258,9 @@ fn a_cancelled_voice_reply_is_silenced_until_the_caller_speaks_again() {
     assert!(session.handle(Input::VoiceActivity(Activity::ReplyAudioStarted), now).is_empty());
     assert_eq!(session.messages().len(), before);
     session.handle(Input::VoiceActivity(Activity::SpeechStarted), now);
-    assert!(!session.output_muted(), "the caller speaks again");
+    assert!(session.output_muted(), "what the model says over the caller is still the cancelled reply");
+    session.handle(Input::VoiceUserFinal("what are your hours".into()), now);
+    assert!(!session.output_muted(), "the caller's words reached the model");
 }
 
 #[test]
@@ -278,6 +292,7 @@ fn voice_input() -> impl Strategy<Value = Input> {
         prop_oneof![
             Just(Activity::SpeechStarted),
             Just(Activity::SpeechStopped),
+            Just(Activity::SpeechFaded),
             Just(Activity::ReplyAudioStarted),
             Just(Activity::ReplyAudioEnded)
         ]

@@ -160,8 +160,10 @@ pub struct SpeechDetector {
 pub enum Speech {
     /// They started.
     Started,
-    /// They stopped.
+    /// They stopped, and their turn goes to the model (push-to-talk).
     Stopped,
+    /// They fell silent and the model took it for no turn (noise).
+    Faded,
 }
 
 fn samples(ms: u64) -> u64 {
@@ -208,7 +210,7 @@ impl SpeechDetector {
 
     fn reset(&mut self) -> Speech {
         self.heard_end();
-        Speech::Stopped
+        Speech::Faded
     }
 }
 
@@ -261,7 +263,7 @@ mod tests {
         assert_eq!(detector.end(), None);
         assert_eq!(detector.push(&tone(100)), Some(Speech::Started));
         assert_eq!(detector.push(&vec![0u8; 2 * samples(QUIET_STOP_MS - 20) as usize]), None);
-        assert_eq!(detector.push(&quiet), Some(Speech::Stopped), "long silence unheard by the model");
+        assert_eq!(detector.push(&quiet), Some(Speech::Faded), "long silence unheard by the model");
         assert_eq!(silence_frames(END_OF_TURN_SILENCE_MS).iter().map(Bytes::len).sum::<usize>(), 64_000);
     }
 

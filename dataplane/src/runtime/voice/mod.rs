@@ -253,6 +253,7 @@ impl Voice<'_> {
         let activity = match speech? {
             audio::Speech::Started => Activity::SpeechStarted,
             audio::Speech::Stopped => Activity::SpeechStopped,
+            audio::Speech::Faded => Activity::SpeechFaded,
         };
         let effects = session.handle(Input::VoiceActivity(activity), Instant::now());
         self.apply(session, effects).await
