@@ -1,0 +1,56 @@
+//! Decoding and writing the session protocol's messages.
+
+use super::*;
+
+#[test]
+fn client_messages_round_trip_with_type_tags() {
+    let text = r#"{"type":"bidi_text_input","text":"hi"}"#;
+    assert_eq!(decode_client(text).ok(), Some(ClientMessage::BidiTextInput { text: "hi".into(), id: None }));
+    let with_id = r#"{"type":"bidi_text_input","text":"hi","id":"c-1"}"#;
+    let input = ClientMessage::BidiTextInput { text: "hi".into(), id: Some("c-1".into()) };
+    assert_eq!(decode_client(with_id).ok(), Some(input.clone()));
+    assert_eq!(serde_json::to_string(&input).ok().as_deref(), Some(with_id));
+    let consent = r#"{"type":"tool_consent","tool_use_id":"t1","approved":true}"#;
+    assert!(matches!(decode_client(consent), Ok(ClientMessage::ToolConsent { approved: true, .. })));
+    assert!(matches!(decode_client(r#"{"type":"close"}"#), Ok(ClientMessage::Close {})));
+    let data = r#"{"type":"bidi_audio_input","data":"AAAA"}"#;
+    assert_eq!(decode_client(data).ok(), Some(ClientMessage::BidiAudioInput { audio: "AAAA".into() }));
+    assert!(matches!(decode_client(r#"{"type":"bidi_audio_input_end"}"#), Ok(ClientMessage::BidiAudioInputEnd {})));
+    assert!(matches!(decode_client(r#"{"type":"bidi_cancel"}"#), Ok(ClientMessage::BidiCancel {})));
+    let start = r#"{"type":"session_start","agent":"triage"}"#;
+    assert!(matches!(decode_client(start), Ok(ClientMessage::SessionStart(s)) if s.agent.as_deref() == Some("triage")));
+}
+
+#[test]
+fn decode_errors_are_classified() {
+    assert_eq!(decode_client("{not json").map_err(|e| e.code()).err(), Some(ErrorCode::InvalidJson));
+    assert_eq!(decode_client(r#"{"type":"dance"}"#).map_err(|e| e.code()).err(), Some(ErrorCode::UnknownType));
+    assert_eq!(decode_client(r#"{"text":"x"}"#).map_err(|e| e.code()).err(), Some(ErrorCode::UnknownType));
+    assert_eq!(
+        decode_client(r#"{"type":"bidi_text_input"}"#).map_err(|e| e.code()).err(),
+        Some(ErrorCode::MalformedMessage)
+    );
+}
+
+#[test]
+fn only_the_gateway_sends_identity_assertions_however_a_client_spells_them() {
+    let plain = r#"{"type":"identity_assertion","assertion":"x.y.z"}"#;
+    assert!(matches!(decode_client(plain), Ok(ClientMessage::IdentityAssertion { .. })), "runtimes read it");
+    assert!(gateway_only(plain));
+    assert!(gateway_only(r#"{"type":"identity\u005fassertion","assertion":"x"}"#), "an escape");
+    assert!(gateway_only(r#"{"type":"bidi_text_input","type":"identity_assertion","assertion":"x"}"#));
+    assert!(!gateway_only(r#"{"type":"bidi_text_input","text":"identity_assertion"}"#), "only the type counts");
+    assert!(!gateway_only(r#"{"type":"bidi_text_input","text":"a \"quote\""}"#));
+    assert!(!gateway_only(r#"{"type":"bidi_audio_input","audio":"AAAA"}"#));
+}
+
+#[test]
+fn server_messages_carry_snake_case_type() {
+    let json = ServerMessage::error(ErrorCode::InvalidJson, "bad", true).to_json();
+    let value: serde_json::Value = serde_json::from_str(&json).expect("valid json");
+    assert_eq!(value["type"], "bidi_error");
+    assert_eq!(value["code"], "invalid_json");
+    assert_eq!(value["recoverable"], true);
+    let done = ServerMessage::BidiResponseComplete { turn: 2, stop_reason: StopReason::Handoff };
+    assert_eq!(done.to_json(), r#"{"type":"bidi_response_complete","turn":2,"stop_reason":"handoff"}"#);
+}
