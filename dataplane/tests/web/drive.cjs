@@ -7,6 +7,8 @@
 //    tool cards, memory, workflow path and per-turn figures;
 // 2. history: start a new conversation, open the first one from History, read its
 //    read-only transcript;
+// 2b. consent: a fresh conversation to disputes; open_dispute's consent answered by
+//    clicking Allow;
 // 3. voice: a fresh page, the default agent `triage` (hybrid), start voice with the WAV as
 //    the microphone (the request, then the identity details), wait for the handoff to
 //    `idv`, the heard transcripts, the identity check, the spoken reply and its playback.
@@ -42,6 +44,48 @@ function page_read(selector) {
 
 async function shot(page, name) {
   await page.screenshot({ path: path.join(outDir, `${name}.png`), fullPage: true });
+}
+
+/** Types `line` and waits until `done` (a page function of `arg`) holds. */
+async function say(page, line, done, arg) {
+  await page.getByLabel("Message").fill(line);
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(done, arg, { timeout: PATIENCE });
+}
+
+/** A reply from `agent` matching `pattern` is shown, complete (runs in the page). */
+function replied([agent, pattern]) {
+  return [...document.querySelectorAll("#log .msg.assistant")].some((b) => b.dataset.agent === agent
+    && !b.classList.contains("streaming") && new RegExp(pattern, "i").test(b.textContent));
+}
+
+/** A dispute answered by clicking Allow. (Resuming a dropped connection is not driven here:
+ * a close frame from the page ends the session, and Chromium's offline emulation leaves an
+ * open WebSocket up, so the page cannot drop its own connection as a network would.) */
+async function consent(context, errors) {
+  const result = {};
+  const page = await context.newPage();
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(url);
+  await page.waitForFunction(() => document.querySelectorAll("#agent option").length > 0, null, { timeout: PATIENCE });
+  await page.getByRole("button", { name: "Connect" }).click();
+  await page.waitForFunction(() => window.switchboard.sessionId && !document.querySelector("#text").disabled,
+    null, { timeout: PATIENCE });
+  await say(page, "I don't recognise a payment on my account", replied, ["idv", "sort code"]);
+  await say(page, LINES[1], replied, ["idv", "verified"]);
+  await say(page, "I want to dispute a payment", replied, ["disputes", "dispute payment"]);
+  await page.getByLabel("Message").fill("dispute payment tx-1003");
+  await page.keyboard.press("Enter");
+  const allow = page.getByRole("group", { name: "Consent for open_dispute" }).getByRole("button", { name: "Allow" });
+  await allow.waitFor({ timeout: PATIENCE });
+  await shot(page, "5-consent");
+  await allow.click();
+  await page.waitForFunction(replied, ["disputes", "dispute is open"], { timeout: PATIENCE });
+  result.consent = await page.textContent("#log .consent");
+  result.disputeCard = await page.textContent("#log .tool[data-tool=open_dispute]");
+  result.log = await page.evaluate(page_read, "#log");
+  await page.close();
+  return result;
 }
 
 async function main() {
@@ -131,6 +175,8 @@ async function main() {
     result.pastClosed = await page.waitForFunction(() => !document.querySelector("#past").open, null, { timeout: 5000 })
       .then(() => true, () => false);
     await page.close();
+
+    result.dispute = await consent(context, errors);
 
     // Voice.
     const voice = await context.newPage();

@@ -149,6 +149,7 @@ async fn the_console_chats_by_text_and_voice_and_opens_past_sessions_in_a_real_b
     assert_eq!(result["selected"], "triage", "the default agent is selected");
     check_conversation(&result);
     check_history(&result);
+    check_consent(&result["dispute"]);
     check_voice(&result);
     assert_eq!(result["errors"], serde_json::json!([]), "no page errors");
 }
@@ -230,6 +231,20 @@ fn check_history(result: &serde_json::Value) {
     let summary = result["pastSummary"].as_str().unwrap_or_default();
     assert!(summary.contains("turns"), "the past session's summary: {summary}");
     assert_eq!(result["pastClosed"], true, "Escape closes the past session");
+}
+
+fn check_consent(dispute: &serde_json::Value) {
+    let consent = dispute["consent"].as_str().unwrap_or_default();
+    assert!(consent.contains("open_dispute") && consent.contains("Allowed"), "the consent, allowed: {dispute}");
+    let card = dispute["disputeCard"].as_str().unwrap_or_default();
+    assert!(card.contains("done"), "the dispute was opened after the click: {card}");
+    let shown = items(dispute, "log");
+    let users: Vec<&str> = shown.iter().filter(|(k, _, _)| k == "user").map(|(_, _, t)| t.as_str()).collect();
+    assert_eq!(users.len(), 4, "each user line once: {shown:#?}");
+    assert!(
+        shown.iter().any(|(k, a, t)| k == "assistant" && a == "disputes" && t.contains("dispute is open")),
+        "disputes confirms the dispute: {shown:#?}"
+    );
 }
 
 fn check_voice(result: &serde_json::Value) {
