@@ -351,15 +351,8 @@ async fn an_ended_session_is_continued_with_its_verified_caller_only_by_the_same
 
 /// GETs `path` with an API key, over a real connection: (status, body).
 async fn get(addr: std::net::SocketAddr, path: &str, key: Option<&str>) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connects");
-    let key = key.map(|k| format!("X-Api-Key: {k}\r\n")).unwrap_or_default();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{key}Connection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("writes");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("reads");
-    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (status, response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+    let headers: Vec<(&str, &str)> = key.map(|key| ("x-api-key", key)).into_iter().collect();
+    crate::client::get_with(addr, path, &headers).await
 }
 
 fn hex(text: &str) -> Vec<u8> {

@@ -309,9 +309,15 @@ pub fn replies(messages: &[ServerMessage]) -> Vec<String> {
 
 /// GETs `path` from `addr` over a real TCP connection; returns (status, body).
 pub async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    get_with(addr, path, &[]).await
+}
+
+/// [`get`] with request `headers`.
+pub async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = TcpStream::connect(addr).await.expect("connects");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let headers: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("writes");
     let mut response = String::new();
     stream.read_to_string(&mut response).await.expect("reads");

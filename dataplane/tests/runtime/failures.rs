@@ -46,7 +46,7 @@ async fn failing_server() -> (SocketAddr, Arc<AtomicUsize>) {
 fn example_with_tools_at(addr: SocketAddr) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("switchboard-failing-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    for file in ["triage.yaml", "idv.yaml", "banking.yaml", "disputes.yaml"] {
+    for file in ["triage.yaml", "idv.yaml", "banking.yaml", "disputes.yaml", "fees.yaml"] {
         std::fs::copy(common::examples_dir().join(file), dir.join(file)).expect("copies example");
     }
     std::fs::create_dir_all(dir.join("tools")).expect("tools dir");

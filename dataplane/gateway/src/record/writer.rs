@@ -61,6 +61,14 @@ impl Writer {
     /// Writes until `shutdown` (then flushes what it holds, for a few seconds at most) or
     /// until every recorder is gone.
     pub async fn run(mut self, shutdown: CancellationToken) {
+        // The tables at once, so readers (the API, a continued session) find them before the
+        // first write; a store that is down is migrated at the first write that succeeds.
+        match self.store.migrate().await {
+            Ok(()) => self.migrated = true,
+            Err(error) => {
+                tracing::warn!(store = %self.store.display, "the conversation record's store: {error}; retrying with the first entries")
+            }
+        }
         loop {
             let retry_at = self.retry.map(|(at, _)| at);
             let wake = retry_at.unwrap_or_else(|| Instant::now() + EXPIRY_EVERY);

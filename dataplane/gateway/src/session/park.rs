@@ -12,7 +12,10 @@ use switchboard_core::protocol::{ErrorCode, ServerKind, ServerMessage, close_cod
 
 use super::machine::{Cx, Ending, Limits, Machine, Phase, Purpose, RuntimeFrame};
 use crate::directory::Target;
-use crate::resume::{Frame, Missed, Parked};
+use switchboard_core::handoff::HandoffContext;
+
+use super::kept::Kept;
+use crate::resume::{Frame, Missed, Parked, Replay};
 
 impl Machine {
     /// A session taken out of the store, resuming for a client that last received
@@ -114,32 +117,29 @@ impl Machine {
     /// What the store keeps of a session that parks (its memory, history and replay
     /// buffer move out of the machine).
     pub fn take_parked(&mut self) -> Parked {
-        Parked {
-            session_id: self.id.clone(),
-            namespace: self.target.route.namespace.clone(),
-            agent: self.target.route.name.clone(),
-            voice: self.voice.clone(),
-            modalities: self.modalities.clone(),
-            handoff: self.kept.pending_handoff.take(),
-            kept: std::mem::take(&mut self.kept),
-            generation: self.generation,
-            replay: std::mem::take(&mut self.replay),
-        }
+        let handoff = self.kept.pending_handoff.take();
+        let kept = std::mem::take(&mut self.kept);
+        let replay = std::mem::take(&mut self.replay);
+        self.parked(kept, handoff, replay)
     }
 
     /// What continuing the session later needs (`session_start.continue_from`): what is
     /// kept of it, without the messages kept for replay.
     pub fn continuation(&self) -> Parked {
+        self.parked(self.kept.clone(), self.kept.pending_handoff.clone(), Replay::default())
+    }
+
+    fn parked(&self, kept: Kept, handoff: Option<(String, HandoffContext)>, replay: Replay) -> Parked {
         Parked {
             session_id: self.id.clone(),
             namespace: self.target.route.namespace.clone(),
             agent: self.target.route.name.clone(),
             voice: self.voice.clone(),
             modalities: self.modalities.clone(),
-            handoff: self.kept.pending_handoff.clone(),
-            kept: self.kept.clone(),
+            handoff,
+            kept,
             generation: self.generation,
-            replay: crate::resume::Replay::default(),
+            replay,
         }
     }
 
