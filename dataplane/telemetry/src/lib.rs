@@ -111,6 +111,18 @@ type BoxedLayer = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
 /// Log lines: `format` on stderr, filtered by `filter` (or `RUST_LOG`) — a filter of
 /// their own, so that a quieter log does not silence traces.
 fn log_layer(filter: &str, format: LogFormat) -> BoxedLayer {
+    log_layer_to(filter, format, std::io::stderr, colour())
+}
+
+/// [`log_layer`] writing to `writer`. The sessions' spans (`switchboard*` spans at `info`
+/// and above: `gateway.session`, `runtime.session`, ...) are kept whatever the filter says,
+/// so a line logged inside one at a quieter level (`RUST_LOG=warn`) still carries its
+/// `session_id` and `trace_id`; the filter decides only which lines are written.
+fn log_layer_to<W>(filter: &str, format: LogFormat, writer: W, ansi: bool) -> BoxedLayer
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    use tracing_subscriber::filter::{FilterExt as _, filter_fn};
     let mut filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(filter))
         .unwrap_or_else(|_| EnvFilter::new("info"));
@@ -119,9 +131,13 @@ fn log_layer(filter: &str, format: LogFormat) -> BoxedLayer {
     {
         filter = filter.add_directive(quiet);
     }
-    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let session_spans = filter_fn(|meta| {
+        meta.is_span() && *meta.level() <= tracing::Level::INFO && meta.target().starts_with("switchboard")
+    });
+    let filter = filter.or(session_spans);
+    let layer = tracing_subscriber::fmt::layer().with_writer(writer);
     match format {
-        LogFormat::Text => layer.with_ansi(colour()).with_filter(filter).boxed(),
+        LogFormat::Text => layer.with_ansi(ansi).with_filter(filter).boxed(),
         LogFormat::Json => layer.json().with_current_span(true).with_span_list(false).with_filter(filter).boxed(),
     }
 }
@@ -129,4 +145,46 @@ fn log_layer(filter: &str, format: LogFormat) -> BoxedLayer {
 /// Colour codes only for a person at a terminal.
 fn colour() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Lines written, shared with the test.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_warning_in_a_session_carries_its_id_at_a_quiet_level() {
+        let lines = Lines::default();
+        let sink = lines.clone();
+        let layer = log_layer_to("warn", LogFormat::Json, move || sink.clone(), false);
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!(target: "switchboard_gateway::session", "gateway.session", session_id = "gw-1", trace_id = "abc");
+            let _entered = span.enter();
+            tracing::info!(target: "switchboard_gateway::session", "not written at warn");
+            tracing::warn!(target: "switchboard_gateway::session", "the runtime answers nothing");
+        });
+        let text = String::from_utf8(lines.0.lock().expect("lines").clone()).expect("utf-8");
+        assert_eq!(text.lines().count(), 1, "only the warning: {text}");
+        let line: serde_json::Value = serde_json::from_str(text.trim()).expect("a JSON line");
+        assert_eq!(line["span"]["session_id"], "gw-1", "{line}");
+        assert_eq!(line["span"]["trace_id"], "abc", "{line}");
+        assert_eq!(line["fields"]["message"], "the runtime answers nothing");
+    }
 }
