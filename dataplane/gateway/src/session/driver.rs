@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use axum::extract::ws::{Message, Utf8Bytes};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, close_code};
+use switchboard_core::protocol::ClientMessage;
 use tokio_tungstenite::tungstenite::{self, Message as UpMessage};
 
 use super::machine::{
-    ClientFrame, Cx, Effect, Ending, Event, Machine, Note, OpenRequest, Phase, Recorded, RuntimeFrame, SendFailure,
+    ClientFrame, Cx, Effect, Event, Machine, Note, OpenRequest, Phase, Recorded, RuntimeFrame, SendFailure,
 };
 use super::{ClientSink, ClientStream, SLOW_CLIENT, close_client};
 use crate::Gateway;
@@ -24,8 +24,13 @@ use crate::record::SessionLog;
 use crate::resume::{Frame, Parked};
 use crate::upstream::{self, Opening, UpSink, UpStream};
 
-/// How long the store remembers a live session's token (refreshed by every new token; a
-/// gateway that dies leaves it to expire).
+mod ending;
+
+use ending::finish;
+
+/// How long the store remembers a live session's token (refreshed by every new token, and
+/// at half this age for a session that keeps one token longer; a gateway that dies leaves
+/// it to expire).
 const HELD_TTL: Duration = Duration::from_secs(3600);
 
 /// A session's relay: the machine and everything it does I/O with.
@@ -62,6 +67,8 @@ struct State {
     log: Option<SessionLog>,
     /// The client's credential (its key's name, `jwt:<subject>`; empty without checks).
     credential: String,
+    /// When the session's resume key was last marked in the store.
+    held_at: Instant,
 }
 
 /// Runs the session until it ends or is parked.
@@ -76,8 +83,16 @@ pub(super) async fn run(relay: Relay) {
         log.started(&agent, &credential, parked.is_some(), machine.voice().as_deref(), machine.modalities());
         log
     });
-    let mut state =
-        State { upstream: None, live: None, client_done: false, admission: Some(admission), account, log, credential };
+    let mut state = State {
+        upstream: None,
+        live: None,
+        client_done: false,
+        admission: Some(admission),
+        account,
+        log,
+        credential,
+        held_at: Instant::now(),
+    };
     let superseded = tokio_util::sync::CancellationToken::new();
     let mut directory = gateway.directory.clone();
     directory.mark_unchanged();
@@ -131,6 +146,7 @@ pub(super) async fn run(relay: Relay) {
                             machine.shed_replay();
                         }
                         state.account.set(SESSION_OVERHEAD + machine.held_bytes());
+                        refresh_hold(&gateway, &machine, &mut state).await;
                         Event::PingDue
                     }
                     frame = client_rx.next() => {
@@ -241,7 +257,10 @@ async fn carry_out(
                     let _ = up.tx.send(UpMessage::text(text)).await;
                 }
             }
-            Effect::Hold { key, previous } => hold(gateway, machine.id(), key, previous, superseded).await,
+            Effect::Hold { key, previous } => {
+                hold(gateway, machine.id(), key, previous, superseded).await;
+                state.held_at = Instant::now();
+            }
             Effect::Note(note) => observe(gateway, machine, state, note),
             Effect::Record(recorded) => {
                 if let Some(log) = state.log.as_mut() {
@@ -316,6 +335,20 @@ async fn hold(
     }
 }
 
+/// Marks the session's resume key again when the mark is half its age, so a session
+/// attached for longer than [`HELD_TTL`] on one token is still found by a resume through
+/// another replica (which waits for it instead of refusing the token as unknown).
+async fn refresh_hold(gateway: &Gateway, machine: &Machine, state: &mut State) {
+    let Some(key) = machine.key() else { return };
+    if state.held_at.elapsed() < HELD_TTL / 2 {
+        return;
+    }
+    state.held_at = Instant::now();
+    if let Err(error) = gateway.store.mark_parking(key, HELD_TTL).await {
+        tracing::warn!(session_id = %machine.id(), "cannot refresh the session's resume registration: {error}");
+    }
+}
+
 /// Metrics and logs for a note of the machine.
 fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) {
     let metrics = &gateway.metrics;
@@ -371,114 +404,6 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
         }
         Note::WaitingForPod => {
             tracing::info!(session_id = %id, %agent, "the pod drains and no other is ready yet; the session stays until one is");
-        }
-    }
-}
-
-/// The session leaves this task as the machine says.
-async fn finish(
-    gateway: &Gateway,
-    machine: &mut Machine,
-    ending: Ending,
-    parked: Option<(String, Parked)>,
-    mut state: State,
-    client_tx: &mut ClientSink,
-) {
-    if let Some(live) = state.live.take() {
-        gateway.metrics.live.with_label_values(&[&live]).dec();
-    }
-    if let Some(mut up) = state.upstream.take() {
-        let _ = up.tx.close().await;
-    }
-    if let Some(log) = &state.log {
-        let agent = machine.target().key();
-        if !matches!(ending, Ending::ResumeFailed(_)) {
-            // Kept for continuing the session later, by the same credential only.
-            let key = crate::resume::continue_key(machine.id(), &state.credential);
-            match crate::resume::seal_text(&gateway.key, &key, &machine.continuation()) {
-                Ok(sealed) => log.state(&agent, &state.credential, sealed),
-                Err(error) => {
-                    tracing::warn!(session_id = %machine.id(), "cannot keep the session for continuing: {error}")
-                }
-            }
-        }
-        match &ending {
-            Ending::Close((code, reason)) => log.ended(&agent, "ended", Some((*code, reason))),
-            Ending::Detach => log.ended(&agent, "ended", None),
-            Ending::Park => log.ended(&agent, "parked", None),
-            // Back in the store as it was: the client may try again.
-            Ending::ResumeFailed(_) => {}
-        }
-    }
-    let close = match ending {
-        Ending::Close(close) => {
-            detach(gateway, machine).await;
-            Some(close)
-        }
-        Ending::Detach => {
-            detach(gateway, machine).await;
-            None
-        }
-        Ending::Park => {
-            park(gateway, machine).await;
-            None
-        }
-        Ending::ResumeFailed(message) => {
-            // The client may try again with the same token.
-            if let Some((key, parked)) = parked
-                && let Err(error) = gateway
-                    .store
-                    .park(&key, &parked, gateway.config.resume_window, Some(parked_account(gateway, &parked)))
-                    .await
-            {
-                tracing::warn!(session_id = %machine.id(), "cannot park the session again: {error}");
-            }
-            gateway.metrics.refused.with_label_values(&["no_runtime"]).inc();
-            let message = ServerMessage::error(ErrorCode::NoRuntime, format!("{message}; resume again shortly"), false);
-            let _ = client_tx.send(Message::text(message.to_json())).await;
-            Some((close_code::TRY_AGAIN_LATER, "no runtime".to_owned()))
-        }
-    };
-    drop(state.admission.take());
-    if let Some(close) = close
-        && !state.client_done
-    {
-        close_client(client_tx, close).await;
-    }
-}
-
-/// A parked session's count toward the memory budget.
-fn parked_account(gateway: &Gateway, parked: &Parked) -> Account {
-    let mut account = gateway.budget.account();
-    account.set(parked.replay.bytes() + parked.kept.bytes());
-    account
-}
-
-/// The session ended: nothing waits for a resume.
-async fn detach(gateway: &Gateway, machine: &mut Machine) {
-    let Some(key) = machine.take_key() else { return };
-    gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
-    if let Err(error) = gateway.store.unmark(&key).await {
-        tracing::warn!(session_id = %machine.id(), "{error}");
-    }
-}
-
-/// The client is gone: the session waits for it in the store for the resume window.
-async fn park(gateway: &Gateway, machine: &mut Machine) {
-    // Without a token the client cannot come back.
-    let Some(key) = machine.take_key() else { return };
-    gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
-    let parked = machine.take_parked();
-    let agent = machine.target().key();
-    match gateway.store.park(&key, &parked, gateway.config.resume_window, Some(parked_account(gateway, &parked))).await
-    {
-        Ok(()) => {
-            gateway.metrics.parked.with_label_values(&[&agent]).inc();
-            tracing::info!(session_id = %machine.id(), %agent, "client gone: the session waits for it to resume");
-        }
-        Err(error) => {
-            tracing::warn!(session_id = %machine.id(), "cannot park the session, it ends: {error}");
-            let _ = gateway.store.unmark(&key).await;
         }
     }
 }
