@@ -10,7 +10,9 @@
 # voice -> banking -> back to triage on one socket, a runtime pod deleted mid-session, a
 # Persona edit rolling the pods under a live voice call, a gateway replica deleted and its
 # client resuming on another; the operator's NetworkPolicy applied; the operator's leader pod
-# deleted, the other replica taking over.
+# deleted, the other replica taking over. The gateway records every session into a
+# PostgreSQL on this machine (gateway.record): the conversations above are in it, with the
+# Agents they went through, read back with `switchboard sessions`.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -21,15 +23,22 @@ DIR="${SWITCHBOARD_CLUSTER_DIR:-/tmp/switchboard-cluster}"
 RNS="${SWITCHBOARD_NAMESPACE:-switchboard-system}"
 SIM_PORT="${SWITCHBOARD_E2E_SIM_PORT:-28443}"
 REDIS_PORT="${SWITCHBOARD_E2E_REDIS_PORT:-26379}"
+PG_PORT="${SWITCHBOARD_E2E_PG_PORT:-25432}"
 eval "$(SWITCHBOARD_REAL_NODE=1 "$HERE/up.sh" | tail -n1)"
 NODE_IP="$(sed -n 's/^NODE_IP=//p' "$DIR/node/env")"
 BIN="$("$ROOT/tests/tools/install.sh" | tail -n1)"
 k() { "$BIN/kubectl" "$@"; }
 NS="e2e-$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 REDIS_PID=""
+PG_DIR="$DIR/e2e-pg"
+pg() { # runs a PostgreSQL tool as the postgres user (it refuses root)
+  local tool; tool="$(readlink -f "$BIN/$1")"; shift
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$tool" "$@"; else "$tool" "$@"; fi
+}
 cleanup() {
   k delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
   [ -z "$REDIS_PID" ] || kill "$REDIS_PID" 2>/dev/null || true
+  [ ! -d "$PG_DIR/data" ] || pg pg_ctl -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
@@ -53,10 +62,30 @@ REDIS_PASSWORD="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 redis-server --bind "$NODE_IP" --port "$REDIS_PORT" --requirepass "$REDIS_PASSWORD" --save "" --appendonly no \
   --logfile "$DIR/e2e-redis.log" >/dev/null 2>&1 &
 REDIS_PID=$!
+# The conversation record's database: a PostgreSQL on this machine, with a password.
+PG_PASSWORD="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+pg pg_ctl -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
+rm -rf "$PG_DIR" && mkdir -p "$PG_DIR"
+[ "$(id -u)" != 0 ] || chown postgres:postgres "$PG_DIR"
+printf '%s\n' "$PG_PASSWORD" >"$PG_DIR/pw" && chmod 0644 "$PG_DIR/pw"
+pg initdb -D "$PG_DIR/data" -U switchboard --pwfile="$PG_DIR/pw" --auth=scram-sha-256 -E UTF8 >/dev/null
+echo "host all all 0.0.0.0/0 scram-sha-256" >>"$PG_DIR/data/pg_hba.conf"
+pg pg_ctl -D "$PG_DIR/data" -w -l "$PG_DIR/log" \
+  -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=$NODE_IP -c fsync=off" start >/dev/null
+RECORD_URL="postgres://switchboard:$PG_PASSWORD@$NODE_IP:$PG_PORT/postgres"
+# The Example Bank's redaction rules (account numbers, sort codes), as a platform team sets them.
+cat >"$DIR/e2e-record-values.yaml" <<'YAML'
+gateway:
+  record:
+    redact:
+      account: '\b\d{8}\b'
+      sort-code: '\b\d{2}-\d{2}-\d{2}\b'
+YAML
 
 URL="$("$HERE/install.sh" --set "runtime.bedrock.endpoint=https://$NODE_IP:$SIM_PORT" \
   --set-file "runtime.bedrock.caBundle=$PKI/ca.pem" \
   --set "gateway.redis.url=redis://:$REDIS_PASSWORD@$NODE_IP:$REDIS_PORT" \
+  --set "gateway.record.databaseUrl=$RECORD_URL" -f "$DIR/e2e-record-values.yaml" \
   --set "operator.agentSecrets[0]=$NS/bedrock-credentials" | tail -n1)"
 export KUBECONFIG="$DIR/kubeconfig"
 k create namespace "$NS" >/dev/null
@@ -107,6 +136,17 @@ else
     || { k -n "$NS" get pods -o wide >&2; die "conversations on real pods failed"; }
 fi
 log "ok: conversations on real pods"
+
+# Every one of those sessions is in the record, through whichever gateway replica served it.
+sessions() { "$CHAT" sessions --record-database-url "$RECORD_URL" "$@"; }
+recorded="$(sessions list --since 1h --agent "$NS/banking" --limit 200)" || die "cannot read the record: $recorded"
+echo "$recorded" | grep -q "$NS/triage -> $NS/idv -> $NS/banking" \
+  || die "no recorded session from triage through idv to banking: $recorded"
+id="$(echo "$recorded" | grep -m1 "$NS/triage -> $NS/idv -> $NS/banking" | awk '{print $1}')"
+shown="$(sessions show "$id")" || die "cannot show $id: $shown"
+echo "$shown" | grep -q "perform_idv_check" || die "the recorded session has no identity check: $shown"
+if echo "$shown" | grep -q "12345678"; then die "an account number is in the record: $shown"; fi
+log "ok: $(echo "$recorded" | tail -n +2 | wc -l) sessions through banking recorded in PostgreSQL; $id: $(echo "$shown" | sed -n 's/^agents *//p')"
 
 # The operator runs as the chart's two pods and one of them holds the Lease. Its pod
 # deleted, the other replica takes over and reconciles an Agent created after that.
