@@ -55,6 +55,15 @@ pub struct PersonaSpec {
     #[schemars(length(max = 2048))]
     pub greeting: Option<String>,
 
+    /// Whether a session with audio (voice, or hybrid with `audio` among the client's
+    /// modalities) opens with the agent speaking its `greeting` aloud, in its own voice,
+    /// before the caller says anything: Nova Sonic is asked to say it as the assistant's
+    /// first turn, and its words reach the client as reply audio and a final assistant
+    /// transcript. Default `false`: the greeting is a transcript line only and the agent
+    /// listens first (as before this setting existed). Without a `greeting` it has no effect.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub speak_first: bool,
+
     /// How replies are phrased. `voiceFriendly` (the default) keeps replies short, spoken
     /// and free of markdown; `conversational` allows a little more length; `detailed`
     /// allows long, structured answers (text mode).

@@ -57,6 +57,7 @@ fn persona() -> PersonaSpec {
         voice: "matthew".into(),
         language: "en-US".into(),
         greeting: None,
+        speak_first: false,
         response_style: Default::default(),
     }
 }

@@ -112,6 +112,49 @@ pub async fn banking(yaml: &str) -> Running {
 /// [`banking`] with `server`'s settings.
 pub async fn banking_with(yaml: &str, server: ServerConfig) -> Running {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+    local_mode(&dir, yaml, server).await
+}
+
+/// [`banking`] with triage's Persona set to `speakFirst: speak_first` (a copy of the
+/// example, removed with the returned [`Running`]).
+pub async fn banking_speaking_first(yaml: &str, speak_first: bool) -> Running {
+    let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+    let copy = std::env::temp_dir().join(format!("switchboard-voice-banking-{}", uuid::Uuid::new_v4()));
+    copy_dir(&example, &copy);
+    let triage = copy.join("triage.yaml");
+    let text = std::fs::read_to_string(&triage).expect("reads triage.yaml");
+    let (head, tail) = text.split_once("\n  greeting: ").expect("triage's Persona has a greeting");
+    let text = format!("{head}\n  speakFirst: {speak_first}\n  greeting: {tail}");
+    std::fs::write(&triage, text).expect("writes triage.yaml");
+    let mut running = local_mode(&copy, yaml, ServerConfig::default()).await;
+    running._keep.push(Box::new(TempDir(copy)));
+    running
+}
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("creates the copy");
+    for entry in std::fs::read_dir(from).expect("reads the example") {
+        let entry = entry.expect("an entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copies a file");
+        }
+    }
+}
+
+/// Local mode on the agent definitions in `dir` with the simulator running `yaml`.
+async fn local_mode(dir: &std::path::Path, yaml: &str, server: ServerConfig) -> Running {
     let path = std::env::temp_dir().join(format!("switchboard-voice-test-{}.yaml", uuid::Uuid::new_v4()));
     std::fs::write(&path, yaml).expect("writes the script");
     let options = LocalOptions {
@@ -123,7 +166,7 @@ pub async fn banking_with(yaml: &str, server: ServerConfig) -> Running {
         ca_file: None,
         gateway_key: None,
     };
-    let mut local = local::start(&dir, options).await.expect("local mode starts");
+    let mut local = local::start(dir, options).await.expect("local mode starts");
     let addr = local.server.local_addr().expect("bound");
     let sim = local.sim.take().expect("the simulator runs");
     let (tx, rx) = oneshot::channel::<()>();

@@ -8,3 +8,4 @@ mod banking;
 mod common;
 mod lifetime;
 mod live;
+mod speak_first;

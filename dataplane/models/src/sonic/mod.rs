@@ -158,6 +158,25 @@ impl SonicConfig {
     }
 }
 
+/// How an interactive USER text that asks the model to speak first begins; the greeting
+/// follows in double quotes ([`speak_first_prompt`]).
+pub const SPEAK_FIRST_PREFIX: &str = "The caller has just joined the call and has not said anything yet. Speak first: greet them now by saying exactly the following, then wait for their reply: ";
+
+/// The text that asks Nova Sonic to open the conversation with `greeting`.
+///
+/// Nova Sonic never speaks unprompted and refuses a history that starts with an ASSISTANT
+/// message, so an assistant-first turn is asked for the way Nova 2 Sonic supports: an
+/// interactive USER text content (text input, sent into the open prompt after the SYSTEM
+/// content and the audio content's start) that tells the model what to say. The model then
+/// answers it like typed text — reply audio, SPECULATIVE and FINAL assistant text — and
+/// the caller hears the greeting in the session's voice. The instruction is not the
+/// caller's words: a runtime never shows it as theirs (nor an echo of it as a USER
+/// transcript), and it is replayed, like any typed text, only as the USER message before the
+/// greeting when a stream is replaced.
+pub fn speak_first_prompt(greeting: &str) -> String {
+    format!("{SPEAK_FIRST_PREFIX}\"{}\"", greeting.trim())
+}
+
 /// The session is gone (closed, or failed: its last event says why).
 #[derive(Debug, thiserror::Error)]
 #[error("the Nova Sonic session has ended; start a new one")]
@@ -230,6 +249,12 @@ impl SonicSession {
         self.command(Command::Text(text.into())).await
     }
 
+    /// Asks the model to speak first, saying `greeting` as the assistant's opening turn
+    /// (see [`speak_first_prompt`]). Meant once, before the caller speaks.
+    pub async fn speak_first(&self, greeting: &str) -> Result<(), SessionClosed> {
+        self.command(Command::Text(speak_first_prompt(greeting))).await
+    }
+
     /// Answers the model's tool call `tool_use_id` (from [`SonicEvent::ToolUse`]). A JSON
     /// string is sent as is; other values as their JSON text.
     pub async fn send_tool_result(
@@ -281,5 +306,12 @@ mod tests {
         assert_eq!(config.endpointing_sensitivity, Some(EndpointingSensitivity::High));
         assert_eq!(SonicConfig::new("x").model_id, DEFAULT_MODEL);
         assert_eq!(ModelSettings::default().voice_model_id, DEFAULT_MODEL);
+    }
+
+    #[test]
+    fn the_speak_first_prompt_quotes_the_greeting_after_the_fixed_instruction() {
+        let prompt = speak_first_prompt("  Hello, you're through to Example Bank. ");
+        assert!(prompt.starts_with(SPEAK_FIRST_PREFIX));
+        assert!(prompt.ends_with("\"Hello, you're through to Example Bank.\""), "{prompt}");
     }
 }

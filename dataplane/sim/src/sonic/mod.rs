@@ -7,8 +7,10 @@
 //! (`session`) validates the input events ([`protocol`]), detects utterances in the
 //! user's audio ([`audio`]) and answers them by the script's rules ([`output`]).
 //!
-//! The simulator never speaks first and never answers the system prompt or replayed
-//! history. It "hears" an utterance by its phrase tone or by its position (see
+//! The simulator never speaks unprompted and never answers the system prompt or replayed
+//! history; asked to speak first (an interactive USER text with `Speak first:` and the
+//! greeting in quotes, see [`output::speak_first_greeting`]) it says the greeting as its
+//! reply, as Nova 2 Sonic follows such an instruction. It "hears" an utterance by its phrase tone or by its position (see
 //! [`script::SonicScript`]), answers with a USER transcript, SPECULATIVE text, real-time
 //! paced 24 kHz audio, usage, FINAL text and tool calls — all in one completion per prompt
 //! — and stops speaking with an `INTERRUPTED` content end when the user talks over it.

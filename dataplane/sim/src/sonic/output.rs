@@ -12,6 +12,22 @@ use tokio::time::Instant;
 use super::audio::{OUTPUT_RATE, sine, speech_ms};
 use super::script::Speech;
 
+/// Where a request to speak first names its greeting: after this marker, in double quotes
+/// that end the text.
+const SPEAK_FIRST_MARKER: &str = "Speak first:";
+
+/// The greeting an interactive USER text asks the model to open the conversation with:
+/// the text contains `Speak first:` and ends with the greeting in double quotes (the
+/// runtime's `speak_first_prompt`, e.g. `... Speak first: greet them now by saying exactly
+/// the following, then wait for their reply: "Hello, ..."`). Nova Sonic follows such an
+/// instruction by saying the greeting as its reply; the simulator says the quoted words.
+/// `None` for any other text (answered by the script's rules, as before).
+pub fn speak_first_greeting(text: &str) -> Option<&str> {
+    let after = &text[text.find(SPEAK_FIRST_MARKER)? + SPEAK_FIRST_MARKER.len()..];
+    let quoted = after[after.find('"')? + 1..].trim_end().strip_suffix('"')?;
+    Some(quoted.trim()).filter(|g| !g.is_empty())
+}
+
 /// Identifiers every output event carries.
 #[derive(Clone, Debug)]
 pub struct Ids {
@@ -354,6 +370,15 @@ impl Planner<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_to_speak_first_names_its_greeting_and_other_text_does_not() {
+        let asked = "The caller has just joined. Speak first: greet them by saying exactly: \"Hello, I'm \"Ava\".\" ";
+        assert_eq!(speak_first_greeting(asked), Some("Hello, I'm \"Ava\"."));
+        for text in ["hello", "Speak first: no quotes", "say \"hi\"", "Speak first: \"\"", "Speak first: \"open"] {
+            assert_eq!(speak_first_greeting(text), None, "{text}");
+        }
+    }
 
     #[test]
     fn the_reply_tone_from_its_cycle_is_the_computed_sine_and_its_event_text_the_same_json() {

@@ -42,7 +42,7 @@ use tokio::time::Instant;
 
 use super::audio::{Detection, TurnDetector, Utterance, frame_fingerprint};
 use super::envelope::{Envelope, EnvelopeDecoder, EnvelopeError, encode_event, encode_message};
-use super::output::{Event, Ids, Marker, Planned, Planner, Usage, speech_tokens};
+use super::output::{Event, Ids, Marker, Planned, Planner, Usage, speak_first_greeting, speech_tokens};
 use super::protocol::{Input, Protocol};
 use crate::engine::{ToolResultView, Trigger, Turn, decide};
 use crate::script::ResultStatus;
@@ -242,7 +242,10 @@ impl Session {
             Input::UserText(text) => {
                 self.state.sonic.record_typed(&text);
                 let usage = Usage { input_text: crate::tokens::estimate_tokens(&text), ..Usage::default() };
-                self.answer_user(text, usage, false).await;
+                match speak_first_greeting(&text) {
+                    Some(greeting) => self.greet(greeting.to_owned(), &usage),
+                    None => self.answer_user(text, usage, false).await,
+                }
             }
             Input::ToolResult { tool_use_id, content } => self.on_tool_result(&tool_use_id, &content),
             Input::SessionEnd => {
@@ -311,6 +314,18 @@ impl Session {
         }
         self.ensure_completion(at);
         self.plan_reply(at, &turn, &input, Some(heard));
+    }
+
+    /// Asked to speak first: the greeting is the reply, spoken like any other.
+    fn greet(&mut self, greeting: String, input: &Usage) {
+        let at = self.reply_start();
+        self.ensure_completion(at);
+        let (stream, text) = (self.stream, Some(greeting.clone()));
+        let rule = Some("speak-first".to_owned());
+        self.state.sonic.record_reply(super::ReplyRecord { stream, heard: None, rule, text, tool: None });
+        let mut total = std::mem::take(&mut self.total);
+        self.planner().reply(at, Some(&greeting), None, input, &mut total);
+        self.total = total;
     }
 
     fn on_tool_result(&mut self, tool_use_id: &str, content: &str) {

@@ -10,8 +10,11 @@
 //! Which sessions are voice sessions is decided where a connection starts its session
 //! ([`super::connection`]): the client's `session_start.modalities` includes `audio`, the
 //! agent is voice or hybrid, and this runtime has a voice model for it.
+//!
+//! A Persona with `speakFirst` opens a new session by saying its greeting ([`greeting`]).
 
 pub mod audio;
+pub mod greeting;
 pub mod relay;
 
 use std::sync::Arc;
@@ -123,7 +126,8 @@ pub async fn drive(
     let trace = SessionTrace::new(agent, session.id());
     let relay = Relay::default();
     let speech = audio::SpeechDetector::default();
-    let mut voice = Voice { agent, shared, outbound, stream, prompt, tools, relay, speech, identity, trace };
+    let greeting = greeting::Greeting::default();
+    let mut voice = Voice { agent, shared, outbound, stream, prompt, tools, relay, speech, identity, trace, greeting };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
     let exit = voice.run(session, opening, &mut inputs).await;
     let _ = voice.stream.close().await;
@@ -153,13 +157,23 @@ struct Voice<'a> {
     /// Turns, tool calls and handoffs in the session's trace (the Nova Sonic stream's own
     /// spans are not there yet).
     trace: SessionTrace,
+    /// The greeting, while it is being spoken first.
+    greeting: greeting::Greeting,
 }
 
 impl Voice<'_> {
     async fn run(&mut self, session: &mut Session, opening: Opening, inputs: &mut Inputs<'_>) -> Exit {
         let Inputs { inbound, audio, events, shutdown } = inputs;
-        if let Some(exit) = self.apply(session, opening.effects).await {
+        let mut effects = opening.effects;
+        let greeting = greeting::Greeting::take(&self.agent.core.spec().persona.spec, &mut effects);
+        if let Some(exit) = self.apply(session, effects).await {
             return exit;
+        }
+        if let Some(greeting) = greeting {
+            if self.stream.speak_first(greeting.text()).await.is_err() {
+                return Exit::Closed("the voice model session ended".into());
+            }
+            self.greeting = greeting;
         }
         for message in opening.first {
             if let Some(exit) = self.client_message(session, message).await {
@@ -385,6 +399,15 @@ impl Voice<'_> {
         for input in relayed.inputs {
             if matches!(input, Input::VoiceActivity(Activity::SpeechStopped)) {
                 self.speech.heard_end();
+            }
+            let (greeted, pass) = self.greeting.on_input(&input);
+            if !greeted.is_empty()
+                && let Some(exit) = self.apply(session, greeted).await
+            {
+                return Some(exit);
+            }
+            if !pass {
+                continue;
             }
             let effects = session.handle(input, Instant::now());
             if let Some(exit) = self.apply(session, effects).await {

@@ -1,0 +1,174 @@
+//! Speak first: a new voice session whose Persona has a `greeting` and `speakFirst: true`
+//! opens with the agent saying the greeting aloud, before the caller says anything.
+//!
+//! The core greets every new session with a final assistant line (and its record entry).
+//! Here that line is held back ([`Greeting::take`]) while Nova Sonic is asked to say the
+//! greeting ([`switchboard_models::sonic::speak_first_prompt`]); its audio and SPECULATIVE
+//! text reach the client as any reply's do, and the held line follows when the model's
+//! FINAL text of it arrives — with the words the model said — so the client sees the
+//! greeting like every other reply: deltas and audio, then the final line. The model's
+//! FINAL text does not reach the core a second time. Should the greeting end another way
+//! (the caller speaks over it, the completion ends, a tool is called), the held line is
+//! sent then, as configured. An echo of the instruction as a USER transcript is dropped:
+//! the caller did not say it.
+//!
+//! Sessions that resume or arrive by handoff get no greeting line from the core, so they
+//! do not speak first either.
+
+use switchboard_core::protocol::{ServerMessage, TranscriptRole};
+use switchboard_core::{Effect, Input};
+use switchboard_crds::persona::PersonaSpec;
+use switchboard_models::sonic::SPEAK_FIRST_PREFIX;
+
+/// A greeting being spoken, and its transcript line held until it has been said.
+#[derive(Debug, Default)]
+pub struct Greeting {
+    /// The greeting as configured (what the model is asked to say).
+    text: String,
+    /// The core's final line and record entry of the greeting; empty once sent.
+    held: Vec<Effect>,
+}
+
+impl Greeting {
+    /// For a new session of an agent with `persona`: when it speaks first and the core's
+    /// opening `effects` greet, takes the greeting's final line and record entry out of them.
+    pub fn take(persona: &PersonaSpec, effects: &mut Vec<Effect>) -> Option<Self> {
+        let greeting = persona.greeting.as_deref().filter(|g| persona.speak_first && !g.trim().is_empty())?;
+        let line = effects.iter().position(|effect| {
+            matches!(effect, Effect::Send(ServerMessage::BidiTranscriptStream {
+                role: TranscriptRole::Assistant, is_final: true, text, ..
+            }) if text == greeting)
+        })?;
+        let mut held = vec![effects.remove(line)];
+        let entry = effects.get(line).is_some_and(|effect| {
+            matches!(effect, Effect::Transcript(entry)
+                if entry.event == "assistant" && entry.data.get("text").and_then(|t| t.as_str()) == Some(greeting))
+        });
+        if entry {
+            held.push(effects.remove(line));
+        }
+        Some(Self { text: greeting.to_owned(), held })
+    }
+
+    /// What the model is asked to say.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the greeting's line is still held (the greeting is being spoken).
+    pub fn pending(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// An input from the model while the greeting may be under way: the effects to perform
+    /// first, and whether `input` still goes to the core.
+    pub fn on_input(&mut self, input: &Input) -> (Vec<Effect>, bool) {
+        if !self.pending() {
+            return (Vec::new(), true);
+        }
+        match input {
+            Input::VoiceAssistantFinal(said) => {
+                let said = said.trim();
+                let mut held = std::mem::take(&mut self.held);
+                if !said.is_empty() {
+                    for effect in &mut held {
+                        match effect {
+                            Effect::Send(ServerMessage::BidiTranscriptStream { text, .. }) => said.clone_into(text),
+                            Effect::Transcript(entry) => entry.data = serde_json::json!({ "text": said }),
+                            _ => {}
+                        }
+                    }
+                }
+                (held, false)
+            }
+            Input::VoiceUserFinal(heard) if heard.contains(SPEAK_FIRST_PREFIX.trim()) => (Vec::new(), false),
+            Input::VoiceUserFinal(_)
+            | Input::VoiceInterrupted
+            | Input::VoiceCompletionEnd { .. }
+            | Input::VoiceToolUse(_) => (std::mem::take(&mut self.held), true),
+            _ => (Vec::new(), true),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard_core::TranscriptEntry;
+    use switchboard_core::protocol::StopReason;
+
+    const HELLO: &str = "Hello, you're through to Example Bank.";
+
+    fn spec(speak_first: bool, greeting: Option<&str>) -> PersonaSpec {
+        PersonaSpec {
+            display_name: "Ava".into(),
+            system_prompt: "You are {name}.".into(),
+            voice: "tiffany".into(),
+            language: "en-GB".into(),
+            greeting: greeting.map(str::to_owned),
+            speak_first,
+            response_style: Default::default(),
+        }
+    }
+
+    fn line(text: &str) -> Effect {
+        Effect::Send(ServerMessage::BidiTranscriptStream {
+            role: TranscriptRole::Assistant,
+            text: text.into(),
+            delta: false,
+            is_final: true,
+            input_id: None,
+        })
+    }
+
+    fn entry(text: &str) -> Effect {
+        Effect::Transcript(TranscriptEntry {
+            session_id: "s".into(),
+            agent: "triage".into(),
+            event: "assistant".into(),
+            data: serde_json::json!({ "text": text }),
+        })
+    }
+
+    fn opening() -> Vec<Effect> {
+        vec![Effect::Send(ServerMessage::BidiInterruption {}), line(HELLO), entry(HELLO)]
+    }
+
+    #[test]
+    fn a_persona_that_speaks_first_has_its_greeting_line_held_until_the_model_said_it() {
+        let mut effects = opening();
+        let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
+        assert_eq!(effects, vec![Effect::Send(ServerMessage::BidiInterruption {})]);
+        assert_eq!(greeting.text(), HELLO);
+        assert_eq!(greeting.on_input(&Input::VoiceActivity(switchboard_core::Activity::ReplyAudioStarted)).0, vec![]);
+        let echo = Input::VoiceUserFinal(switchboard_models::sonic::speak_first_prompt(HELLO));
+        assert_eq!(greeting.on_input(&echo), (vec![], false), "the instruction's echo is not the caller's");
+        let said = "Hello, you are through to Example Bank.";
+        let (held, pass) = greeting.on_input(&Input::VoiceAssistantFinal(said.into()));
+        assert_eq!((held, pass), (vec![line(said), entry(said)], false));
+        assert!(!greeting.pending());
+        let after = Input::VoiceAssistantFinal("Anything else?".into());
+        assert_eq!(greeting.on_input(&after), (vec![], true), "later replies go to the core");
+    }
+
+    #[test]
+    fn a_greeting_cut_short_is_shown_as_configured_and_the_input_still_counts() {
+        let mut effects = opening();
+        let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
+        let end = Input::VoiceCompletionEnd { stop_reason: StopReason::Interrupted };
+        assert_eq!(greeting.on_input(&end), (vec![line(HELLO), entry(HELLO)], true));
+        assert_eq!(greeting.on_input(&Input::VoiceInterrupted), (vec![], true));
+    }
+
+    #[test]
+    fn no_greeting_is_held_unless_the_persona_speaks_first_and_the_core_greeted() {
+        for (speak_first, text) in [(false, Some(HELLO)), (true, None), (true, Some("  "))] {
+            let mut effects = opening();
+            assert!(Greeting::take(&spec(speak_first, text), &mut effects).is_none());
+            assert_eq!(effects, opening(), "{speak_first} {text:?}");
+        }
+        // A resumed session, or one that arrived by handoff: the core did not greet.
+        let mut effects = vec![Effect::Send(ServerMessage::BidiInterruption {})];
+        assert!(Greeting::take(&spec(true, Some(HELLO)), &mut effects).is_none());
+    }
+}
