@@ -350,7 +350,10 @@ mod tests {
         let signer = GatewaySigner::from_seed(&[5; 32]);
         let text = seal_text(&signer, "continue:s:web", &parked()).expect("seals");
         assert_eq!(open_text(&signer, "continue:s:web", &text).expect("opens").session_id, "s");
-        assert!(matches!(open_text(&signer, "continue:s:web2", &text), Err(StoreError::Tampered)), "another credential");
+        assert!(
+            matches!(open_text(&signer, "continue:s:web2", &text), Err(StoreError::Tampered)),
+            "another credential"
+        );
         let other = GatewaySigner::from_seed(&[6; 32]);
         assert!(matches!(open_text(&other, "continue:s:web", &text), Err(StoreError::Tampered)), "another gateway");
         let changed = text.replace("triage", "banking");
