@@ -20,7 +20,7 @@ async fn examples_apply_and_the_server_defaults_match_the_types() {
     let ns = namespace("examples").await;
     let applied =
         apply_path(&ns.client(), &ns.name, &repo_root().join("examples/banking")).await.expect("examples apply");
-    assert_eq!(applied.len(), 12, "4 agents x (Persona, Workflow, Agent)");
+    assert_eq!(applied.len(), 13, "4 agents x (Persona, Workflow, Agent), and the banking Agent's fees ConfigMap");
 
     // Read back through the typed API: what the server stored (with its schema defaults)
     // equals what the Rust types make of the same files.

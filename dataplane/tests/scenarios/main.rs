@@ -228,7 +228,7 @@ fn bad_scenario_files_are_refused_with_file_and_line_before_anything_runs() {
     // --check reads and checks the same way without running anything.
     let out = switchboard_test(&["examples/banking", "--check"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("6 scenario file(s) checked: no problems"));
+    assert!(text(&out.stdout).contains("7 scenario file(s) checked: no problems"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
