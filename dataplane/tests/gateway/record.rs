@@ -265,8 +265,17 @@ async fn a_conversation_across_three_agents_leaves_one_redacted_record_in_sqlite
     assert_eq!((report.cost_usd, report.input_tokens), (record.summary.cost_usd, record.summary.input_tokens));
     assert!(report.tool_calls >= 3 && report.duration_ms.is_some_and(|d| d > 0), "{report:?}");
     assert_eq!(report.record, one);
+    // Counted once the sender has read the receiver's 200, which comes after the receiver
+    // handed the report to this test.
+    let delivered = r#"switchboard_gateway_webhook_deliveries_total{outcome="delivered"} 1"#;
+    for _ in 0..100 {
+        if recorder.metrics.render().contains(delivered) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let metrics = recorder.metrics.render();
-    assert!(metrics.contains(r#"switchboard_gateway_webhook_deliveries_total{outcome="delivered"} 1"#), "{metrics}");
+    assert!(metrics.contains(delivered), "{metrics}");
 
     // The command line reads the same file.
     let url = format!("sqlite:{}", file.display());
