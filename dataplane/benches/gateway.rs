@@ -13,6 +13,10 @@
 //!    (20 ms frames both ways, real time) through the gateway, then the same straight to
 //!    the runtime: the gateway's CPU per relayed frame, and beside the runtime's CPU for
 //!    the same sessions; time from the end of speech to the first reply audio both ways.
+//! 5. **Voice handoff gap**, triage (hybrid) -> idv (voice).
+//! 6. **The conversation record, on vs off**: two gateways in front of the same runtimes,
+//!    one recording into a SQLite file (`--record-database-url`), alternated: text turns
+//!    (latency, and each gateway's CPU per turn) and voice sessions (CPU per relayed frame).
 //!
 //! Real release binaries as child processes: `switchboard sim`, `switchboard runtime` (one
 //! per agent, each trusting the gateway's key) and `switchboard gateway` with a routing
@@ -24,7 +28,7 @@
 //!
 //! Environment: `BENCH_SESSIONS` (default 100), `BENCH_TURNS` (default 5), `BENCH_IDLE`
 //! (default 1000), `BENCH_VOICE_SESSIONS` (default 50), `BENCH_WORKERS` (tokio workers of
-//! every process, default 1).
+//! every process, default 1), `BENCH_ONLY=record` (section 6 alone).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -211,6 +215,27 @@ fn row(label: &str, samples: &[f64]) -> (f64, f64) {
     (p50, p99)
 }
 
+/// The Example Bank's script, with fast turns (the comparisons are side by side).
+fn text_script() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/sim/banking.yaml"))
+        .expect("the banking script")
+        .replace("timeToFirstTokenMs: 250", "timeToFirstTokenMs: 100")
+        .replace("tokensPerSecond: 60", "tokensPerSecond: 2000")
+}
+
+/// One phrase and an immediate spoken reply, turns ending after `silence_ms`.
+fn voice_script(silence_ms: usize) -> String {
+    format!(
+        r#"
+sonic:
+  turnDetection: {{ silenceMs: {{ high: {silence_ms}, medium: {silence_ms}, low: {silence_ms} }} }}
+  phrases: {{ 1: "hello" }}
+  speech: {{ msPerChar: 10, chunkMs: 20, responseDelayMs: 0 }}
+default: {{ text: "Hello there, how can I help?" }}
+"#
+    )
+}
+
 fn main() {
     tokio::runtime::Runtime::new().expect("a tokio runtime").block_on(bench());
 }
@@ -223,10 +248,12 @@ async fn bench() {
     let capacity = (sessions.max(idle) * 2 + 10) as u32;
 
     // 1-3: the Example Bank's script, with fast turns (the comparison is side by side).
-    let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/sim/banking.yaml"))
-        .expect("the banking script")
-        .replace("timeToFirstTokenMs: 250", "timeToFirstTokenMs: 100")
-        .replace("tokensPerSecond: 60", "tokensPerSecond: 2000");
+    let script = text_script();
+    let silence_ms = 200;
+    let voice_script = voice_script(silence_ms);
+    if std::env::var("BENCH_ONLY").is_ok_and(|only| only == "record") {
+        return record_on_off(&script, &voice_script, sessions, turns, voice_sessions, silence_ms / 20).await;
+    }
     let mut stack = Stack::start(&script, "triage", capacity).await;
     let (idv, _) = stack.add_runtime("idv", capacity).await;
     let triage = stack.addr.clone();
@@ -288,16 +315,6 @@ async fn bench() {
     drop(stack);
 
     // 4: voice, the idv agent, a script of one phrase and an immediate reply.
-    let silence_ms = 200;
-    let voice_script = format!(
-        r#"
-sonic:
-  turnDetection: {{ silenceMs: {{ high: {silence_ms}, medium: {silence_ms}, low: {silence_ms} }} }}
-  phrases: {{ 1: "hello" }}
-  speech: {{ msPerChar: 10, chunkMs: 20, responseDelayMs: 0 }}
-default: {{ text: "Hello there, how can I help?" }}
-"#
-    );
     let mut stack = Stack::start(&voice_script, "idv", (voice_sessions * 2 + 10) as u32).await;
     let idv = stack.addr.clone();
     let (gateway, gateway_pid) = stack.add_gateway(&[("idv", &idv)], voice_sessions * 4).await;
@@ -352,4 +369,83 @@ sonic:
     }
     row("-> idv's connection start", &ms(&mut starts));
     row("-> idv's first audio", &ms(&mut audio));
+    drop(stack);
+
+    record_on_off(&script, &voice_script, sessions, turns, voice_sessions, silence_frames).await;
+}
+
+/// 6: the same load through a gateway that records and one that does not, alternated.
+async fn record_on_off(
+    script: &str,
+    voice_script: &str,
+    sessions: usize,
+    turns: usize,
+    voice_sessions: usize,
+    silence_frames: usize,
+) {
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let file = std::env::temp_dir().join(format!("switchboard-bench-record-{stamp}.db"));
+    let record_url = format!("sqlite:{}", file.display());
+    let recording = ["--record-database-url", record_url.as_str()];
+    let capacity = (sessions * 2 + voice_sessions * 2 + 10) as u32;
+
+    let mut stack = Stack::start(script, "triage", capacity).await;
+    let triage = stack.addr.clone();
+    let (plain, plain_pid) = stack.add_gateway(&[("triage", &triage)], 4 * capacity as usize).await;
+    let (kept, kept_pid) = stack.add_gateway_with(&[("triage", &triage)], 4 * capacity as usize, &recording).await;
+    for url in [&plain, &kept] {
+        let mut ws = open_text(url).await;
+        for _ in 0..3 {
+            text_turn(&mut ws).await;
+        }
+    }
+    println!("\n6. the conversation record: {sessions} text sessions x {turns} turns, alternated (off, on, off, on)");
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let (mut off_cpu, mut on_cpu) = (0u64, 0u64);
+    for _ in 0..2 {
+        let before = cpu_ticks(plain_pid);
+        off.extend(text_round(&plain, sessions, turns).await);
+        off_cpu += cpu_ticks(plain_pid) - before;
+        let before = cpu_ticks(kept_pid);
+        on.extend(text_round(&kept, sessions, turns).await);
+        on_cpu += cpu_ticks(kept_pid) - before;
+    }
+    off.sort_by(f64::total_cmp);
+    on.sort_by(f64::total_cmp);
+    let (o50, o99) = row("record off", &off);
+    let (r50, r99) = row("record on (SQLite)", &on);
+    let per_turn = |ticks: u64, n: usize| ticks as f64 * 10.0 * 1000.0 / n as f64;
+    println!(
+        "  recording adds: p50 {:+.3} ms, p99 {:+.3} ms; gateway CPU per turn {:.0} us off, {:.0} us on",
+        r50 - o50,
+        r99 - o99,
+        per_turn(off_cpu, off.len()),
+        per_turn(on_cpu, on.len())
+    );
+    drop(stack);
+
+    let mut stack = Stack::start(voice_script, "idv", capacity).await;
+    let idv = stack.addr.clone();
+    let (plain, plain_pid) = stack.add_gateway(&[("idv", &idv)], voice_sessions * 4).await;
+    let (kept, kept_pid) = stack.add_gateway_with(&[("idv", &idv)], voice_sessions * 4, &recording).await;
+    for url in [&plain, &kept] {
+        let mut warm = common::open(url).await;
+        common::spoken_turn(&mut warm, silence_frames).await;
+    }
+    println!(" {voice_sessions} voice sessions x {turns} spoken turns, off then on:");
+    let before = cpu_ticks(plain_pid);
+    let (off, off_frames) = voice_round(&plain, voice_sessions, turns, silence_frames).await;
+    let off_cpu = (cpu_ticks(plain_pid) - before) as f64 * 10.0;
+    let before = cpu_ticks(kept_pid);
+    let (on, on_frames) = voice_round(&kept, voice_sessions, turns, silence_frames).await;
+    let on_cpu = (cpu_ticks(kept_pid) - before) as f64 * 10.0;
+    row("end of speech -> audio, off", &off);
+    row("... record on", &on);
+    println!(
+        "  gateway CPU per relayed frame: {:.1} us off, {:.1} us on ({off_frames} and {on_frames} frames)",
+        1000.0 * off_cpu / off_frames as f64,
+        1000.0 * on_cpu / on_frames as f64
+    );
+    drop(stack);
+    let _ = std::fs::remove_file(&file);
 }

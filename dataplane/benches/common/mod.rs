@@ -169,6 +169,16 @@ impl Stack {
     /// address; the first is the default), signing with [`GATEWAY_SEED`]'s key: (session
     /// URL, pid).
     pub async fn add_gateway(&mut self, routes: &[(&str, &str)], max_sessions: usize) -> (String, u32) {
+        self.add_gateway_with(routes, max_sessions, &[]).await
+    }
+
+    /// [`Stack::add_gateway`] with more command-line arguments (e.g. the conversation record's).
+    pub async fn add_gateway_with(
+        &mut self,
+        routes: &[(&str, &str)],
+        max_sessions: usize,
+        more: &[&str],
+    ) -> (String, u32) {
         let table = serde_json::json!({
             "apiVersion": "switchboard.dev/v1alpha1",
             "kind": "RoutingTable",
@@ -195,6 +205,7 @@ impl Stack {
             .arg("--gateway-key-file")
             .arg(&key_path)
             .args(["--listen", &addr, "--max-sessions", &max_sessions.to_string()])
+            .args(more)
             .env("SWITCHBOARD_LOG", "warn")
             .env("SWITCHBOARD_WORKER_THREADS", workers().to_string())
             .stdout(Stdio::null())
