@@ -1,7 +1,10 @@
 //! Skills, knowledge, identity fields and tool policy (issue 28): validation with messages
 //! a person can act on, and resolution into the RuntimeSpec the pods receive.
 
-use switchboard_crds::validate::{Problem, Reason};
+mod common;
+
+use common::{catalog, problems};
+use switchboard_crds::validate::Reason;
 use switchboard_crds::{Catalog, RuntimeSpec};
 
 const PERSONA: &str = r#"
@@ -63,20 +66,6 @@ spec:
       description: Card and transfer limits.
       dataContext: { configMapRef: { name: fees } }
 "#;
-
-fn catalog(docs: &[&str]) -> Catalog {
-    let mut c = Catalog::new();
-    for (i, d) in docs.iter().enumerate() {
-        c.add_yaml(d, &format!("doc{i}")).unwrap_or_else(|e| panic!("doc{i}: {e}"));
-    }
-    c
-}
-
-fn problems(docs: &[&str]) -> Vec<Problem> {
-    let c = catalog(docs);
-    let agent = c.agents().next().expect("an agent");
-    c.validate_agent(agent)
-}
 
 fn resolved(docs: &[&str]) -> RuntimeSpec {
     let c = catalog(docs);

@@ -1,5 +1,8 @@
 //! Validation and resolution, from inline YAML and the shipped examples.
 
+mod common;
+
+use common::{catalog, problems};
 use switchboard_crds::validate::{Problem, Reason};
 use switchboard_crds::{Catalog, Mode};
 
@@ -41,20 +44,6 @@ spec:
       inputSchema: { type: object, properties: { q: { type: string } }, required: [q] }
       http: { url: "http://tools:8080/lookup" }
 "#;
-
-fn catalog(docs: &[&str]) -> Catalog {
-    let mut c = Catalog::new();
-    for (i, d) in docs.iter().enumerate() {
-        c.add_yaml(d, &format!("doc{i}")).unwrap_or_else(|e| panic!("doc{i}: {e}"));
-    }
-    c
-}
-
-fn problems(docs: &[&str]) -> Vec<Problem> {
-    let c = catalog(docs);
-    let agent = c.agents().next().expect("an agent");
-    c.validate_agent(agent)
-}
 
 fn reasons(docs: &[&str]) -> Vec<Reason> {
     problems(docs).into_iter().map(|p| p.reason).collect()

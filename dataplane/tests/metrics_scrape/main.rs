@@ -30,14 +30,7 @@ use common::{Client, metric_sum};
 /// The Example Bank conversation: triage -> idv (identity check) -> banking (balance).
 async fn converse(running: &common::Running) -> Client {
     let mut client = Client::start(&running.url(""), None).await;
-    client.say("I'd like to check my balance").await;
-    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
-    client.turn().await;
-    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
-    client.turn().await;
-    client.say("My balance please").await;
-    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
-    client.turn().await;
+    common::balance_via_idv(&mut client).await;
     client
 }
 

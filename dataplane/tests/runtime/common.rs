@@ -307,6 +307,19 @@ pub fn replies(messages: &[ServerMessage]) -> Vec<String> {
         .collect()
 }
 
+/// The Example Bank's conversation from triage: the balance request goes to idv, the caller
+/// is verified, and banking gives the balance (each turn read to its end).
+pub async fn balance_via_idv(client: &mut Client) {
+    client.say("I'd like to check my balance").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.turn().await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    client.turn().await;
+    client.say("My balance please").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    client.turn().await;
+}
+
 /// GETs `path` from `addr` over a real TCP connection; returns (status, body).
 pub async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     get_with(addr, path, &[]).await

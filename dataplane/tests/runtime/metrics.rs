@@ -9,14 +9,7 @@ use crate::common::{self, Client, metric_sum};
 async fn metrics_match_the_conversation() {
     let running = common::banking(ServerConfig::default()).await;
     let mut client = Client::start(&running.url(""), None).await;
-    client.say("I'd like to check my balance").await;
-    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
-    client.turn().await;
-    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
-    client.turn().await;
-    client.say("My balance please").await;
-    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
-    client.turn().await;
+    common::balance_via_idv(&mut client).await;
 
     let (input, output) = client.seen.iter().fold((0u64, 0u64), |(i, o), m| match m {
         ServerMessage::BidiUsage { input_tokens, output_tokens, .. } => (i + input_tokens, o + output_tokens),
