@@ -125,11 +125,7 @@ impl RecordArgs {
             .map_err(|e| anyhow::anyhow!("{e}; check --record-redact"))?;
         let prices = switchboard_gateway::record::Prices::with(&self.prices)
             .map_err(|e| anyhow::anyhow!("{e}; check --record-price"))?;
-        let store = match url.strip_prefix("sqlite:") {
-            Some(path) if !path.starts_with("//") => Store::file(std::path::Path::new(path)),
-            _ => Store::open(&url),
-        }
-        .map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;
+        let store = Store::open(&url).map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;
         let config = RecordConfig {
             backlog: self.backlog,
             retention: (self.retention_days > 0).then(|| Duration::from_secs(self.retention_days * 86_400)),

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use clap::{Args, Subcommand};
 use switchboard_gateway::record::Store;
-use switchboard_gateway::record::store::{EventRow, Filter, SessionRecord, Summary};
+use switchboard_gateway::record::store::{self, EventRow, Filter, SessionRecord, Summary};
 
 /// Options of `switchboard sessions`.
 #[derive(Debug, Args)]
@@ -61,22 +61,18 @@ pub async fn run(args: SessionsArgs) -> anyhow::Result<()> {
         None => {
             let file = super::record::default_local_file()
                 .ok_or_else(|| anyhow::anyhow!("no HOME: give --record-database-url"))?;
-            anyhow::ensure!(
-                file.exists(),
-                "no record at {} (local mode writes it); give --record-database-url for another",
-                file.display()
-            );
             format!("sqlite:{}", file.display())
         }
     };
-    let store = match url.strip_prefix("sqlite:") {
-        Some(path) if !path.starts_with("//") => {
-            anyhow::ensure!(std::path::Path::new(path).exists(), "no record database at {path}");
-            Store::file(std::path::Path::new(path))
-        }
-        _ => Store::open(&url),
+    // Reading makes no database: a missing file is a wrong path (or no session yet).
+    if let Some(file) = store::sqlite_file(&url) {
+        anyhow::ensure!(
+            file.exists(),
+            "no record at {} (local mode creates it when it starts); check --record-database-url",
+            file.display()
+        );
     }
-    .map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;
+    let store = Store::open(&url).map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;
     store.migrate().await.map_err(|e| anyhow::anyhow!("{e} ({})", store.display))?;
     let mut out = String::new();
     match args.command {

@@ -158,18 +158,19 @@ pub struct SessionRecord {
 }
 
 impl Store {
-    /// A store at `url` (`postgres://…`, `sqlite:…`); nothing is contacted until first use.
+    /// A store at `url` (`postgres://…`, `sqlite:<file>`, `sqlite:///<absolute file>`);
+    /// nothing is contacted until first use. A SQLite file and its folder are created when
+    /// missing.
     pub fn open(url: &str) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
         let url = if postgres {
             url.to_owned()
-        } else if let Some(path) = url.strip_prefix("sqlite:") {
-            // Created when missing.
-            let path = path.trim_start_matches("//");
-            if path.is_empty() {
-                return Err(StoreError::Scheme(url.to_owned()));
+        } else if let Some(file) = sqlite_file(url) {
+            if let Some(parent) = file.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
             }
+            let path = url.trim_start_matches("sqlite:").trim_start_matches("//");
             format!("sqlite://{path}{}", if path.contains('?') { "" } else { "?mode=rwc" })
         } else {
             return Err(StoreError::Scheme(url.to_owned()));
@@ -182,11 +183,8 @@ impl Store {
         Ok(Self { pool, postgres, display })
     }
 
-    /// A SQLite file at `path` (its folder is created).
+    /// A SQLite file at `path`.
     pub fn file(path: &std::path::Path) -> Result<Self, StoreError> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
-        }
         Self::open(&format!("sqlite:{}", path.display()))
     }
 
@@ -465,6 +463,13 @@ fn summary(row: &AnyRow) -> Result<Summary, sqlx::Error> {
     })
 }
 
+/// The file a `sqlite:` URL names (its options after `?` aside), if it is one.
+pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let path = url.strip_prefix("sqlite:")?.trim_start_matches("//");
+    let path = path.split('?').next().unwrap_or_default();
+    (!path.is_empty()).then(|| std::path::PathBuf::from(path))
+}
+
 /// `url` without the password.
 fn redact_password(url: &str) -> String {
     match (url.find("://"), url.find('@')) {
@@ -474,5 +479,20 @@ fn redact_password(url: &str) -> String {
             format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
         }
         _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_urls_name_their_file_and_passwords_stay_out_of_logs() {
+        assert_eq!(sqlite_file("sqlite:rec/record.db"), Some("rec/record.db".into()));
+        assert_eq!(sqlite_file("sqlite:///var/lib/r.db?mode=ro"), Some("/var/lib/r.db".into()));
+        assert_eq!(sqlite_file("sqlite:"), None);
+        assert_eq!(sqlite_file("postgres://db/r"), None);
+        assert_eq!(redact_password("postgres://sb:secret@db:5432/r"), "postgres://sb:***@db:5432/r");
+        assert!(matches!(Store::open("mysql://db/r"), Err(StoreError::Scheme(_))));
     }
 }
