@@ -13,6 +13,7 @@ mod authority;
 mod knowledge;
 mod model;
 mod policy;
+mod record;
 mod skill;
 mod sonic;
 mod tool;
@@ -25,6 +26,7 @@ pub use knowledge::{
 };
 pub use model::{ModelSettings, Provider, TurnDetection};
 pub use policy::{ToolPolicy, glob_match, is_pattern, is_valid_pattern, matches_any};
+pub use record::{MAX_REDACT_PATTERN_LEN, MAX_REDACT_RULES, RecordSettings, RedactRule};
 pub use skill::{Example, Skill, USE_SKILL_TOOL};
 pub use sonic::{SONIC_MODELS, SonicModel, check_sonic_voice, sonic_model};
 pub use tool::{
@@ -155,6 +157,10 @@ pub struct AgentSpec {
     /// How the session gateway exposes the agent.
     #[serde(default)]
     pub gateway: GatewaySettings,
+
+    /// What the conversation record keeps of its sessions (its own redaction rules).
+    #[serde(default, skip_serializing_if = "RecordSettings::is_empty")]
+    pub record: RecordSettings,
 }
 
 /// How users talk with an agent.

@@ -57,5 +57,6 @@ pub fn resolve(agent: &Agent, persona: &Persona, workflow: &Workflow, config_map
         handoffs,
         sessions: spec.sessions.clone(),
         gateway: spec.gateway.clone(),
+        record: spec.record.clone(),
     }
 }

@@ -34,7 +34,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::agent::Mode;
+use crate::agent::{Mode, RedactRule};
 
 /// `kind` of a serialised routing table.
 pub const ROUTING_TABLE_KIND: &str = "RoutingTable";
@@ -82,6 +82,9 @@ pub struct Route {
     pub ready: bool,
     /// How many runtime pods are ready.
     pub ready_replicas: i32,
+    /// The Agent's own redaction rules for the conversation record (`spec.record.redact`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redact: Vec<RedactRule>,
 }
 
 impl Route {
@@ -162,6 +165,7 @@ mod tests {
             default: false,
             ready: false,
             ready_replicas: 0,
+            redact: Vec::new(),
         }
     }
 

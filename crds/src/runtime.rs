@@ -4,7 +4,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{GatewaySettings, Mode, ModelSettings, SessionSettings, Skill, ToolPolicy, ToolSpec};
+use crate::agent::{
+    GatewaySettings, Mode, ModelSettings, RecordSettings, SessionSettings, Skill, ToolPolicy, ToolSpec,
+};
 use crate::persona::PersonaSpec;
 use crate::workflow::WorkflowSpec;
 
@@ -59,6 +61,9 @@ pub struct RuntimeSpec {
     pub sessions: SessionSettings,
     /// Gateway exposure.
     pub gateway: GatewaySettings,
+    /// What the gateway's record keeps (its redaction rules; local mode routes with them).
+    #[serde(default, skip_serializing_if = "RecordSettings::is_empty")]
+    pub record: RecordSettings,
 }
 
 /// Name and namespace of an Agent.

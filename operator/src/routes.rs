@@ -75,6 +75,7 @@ fn route(agent: &Agent) -> Option<Route> {
         default: agent.spec.gateway.default,
         ready: is_true(CONDITION_READY),
         ready_replicas: status.ready_replicas.unwrap_or(0),
+        redact: agent.spec.record.redact.clone(),
     })
 }
 

@@ -188,6 +188,7 @@ fn route(ns: &str, runtime: &Runtime, handoffs: &[&str], expose: bool) -> Route 
         default: false,
         ready: true,
         ready_replicas: 1,
+        redact: Vec::new(),
     }
 }
 

@@ -35,6 +35,7 @@ fn table(ns: &str, names: &[&str]) -> String {
             default: *name == "triage",
             ready: true,
             ready_replicas: 1,
+            redact: Vec::new(),
         })
         .collect();
     RoutingTable::new(routes).to_json()

@@ -10,6 +10,7 @@ mod agent;
 mod authority;
 mod knowledge;
 mod persona;
+mod record;
 mod workflow;
 
 pub use agent::{References, validate_agent};

@@ -30,7 +30,7 @@ use switchboard_core::protocol::{ErrorCode, close_code};
 mod jwt;
 pub mod keys;
 mod scope;
-pub use jwt::{JwksError, Jwt, Verified};
+pub use jwt::{DEFAULT_RECORDS_SCOPE, JwksError, Jwt, Verified};
 pub use keys::KeysFileError;
 pub use scope::{Scope, ScopeError};
 
@@ -270,8 +270,9 @@ impl Auth {
     }
 
     /// Who may read the conversation record (`/v1/sessions`): an API key with
-    /// `records=read`, in the namespaces of its scope. Without credentials configured the
-    /// record is readable only where [`Auth::with_open_records`] said so.
+    /// `records=read`, or a JWT with the records scope ([`Jwt::with_records_scope`]), in
+    /// the namespaces of its scope. Without credentials configured the record is readable
+    /// only where [`Auth::with_open_records`] said so.
     pub fn records_reader(&self, headers: &HeaderMap) -> Result<Arc<Scope>, ReadRefusal> {
         let refused = |status, code, message: String| ReadRefusal { status, code, message };
         if !self.requires_keys() {
@@ -291,9 +292,31 @@ impl Auth {
             refused(
                 401,
                 "missing_key",
-                "send an API key marked records=read: `Authorization: Bearer <key>` or `X-Api-Key: <key>`".into(),
+                "send an API key marked records=read (`Authorization: Bearer <key>` or `X-Api-Key: <key>`) or a \
+                 token with the records scope (`Authorization: Bearer <JWT>`)"
+                    .into(),
             )
         })?;
+        if let Some(jwt) = &self.jwt
+            && looks_like_jwt(presented)
+        {
+            let verified = jwt
+                .verify(presented)
+                .map_err(|why| refused(401, "invalid_token", format!("the token is not accepted: {why}")))?;
+            return if verified.records {
+                Ok(Arc::new(verified.scope))
+            } else {
+                Err(refused(
+                    403,
+                    "records_not_allowed",
+                    format!(
+                        "the token of {:?} may not read the conversation record: it lacks the scope {:?}",
+                        verified.subject,
+                        jwt.records_scope()
+                    ),
+                ))
+            };
+        }
         let entry =
             self.keys.as_ref().and_then(|keys| keys.get(&<[u8; 32]>::from(Sha256::digest(presented.as_bytes()))));
         match entry {
@@ -306,12 +329,7 @@ impl Auth {
                     entry.name
                 ),
             )),
-            None => Err(refused(
-                401,
-                "unknown_key",
-                "the API key is not valid here (tokens cannot read the record: use an API key marked records=read)"
-                    .into(),
-            )),
+            None => Err(refused(401, "unknown_key", "the API key is not valid here".into())),
         }
     }
 

@@ -243,6 +243,7 @@ mod tests {
             default,
             ready: true,
             ready_replicas: 1,
+            redact: Vec::new(),
         }
     }
 

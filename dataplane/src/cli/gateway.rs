@@ -161,6 +161,12 @@ pub struct GatewayArgs {
     #[arg(long, env = "SWITCHBOARD_JWT_REQUIRE_AGENTS_CLAIM")]
     jwt_require_agents_claim: bool,
 
+    /// The OAuth scope that lets a token read the conversation record (`/v1/sessions`, in
+    /// the namespaces its agents claim reaches): listed in its `scope` claim
+    /// (space-separated) or `scp` (an array).
+    #[arg(long, env = "SWITCHBOARD_JWT_RECORDS_SCOPE", default_value = switchboard_gateway::auth::DEFAULT_RECORDS_SCOPE)]
+    jwt_records_scope: String,
+
     /// Most live sessions of one JWT subject (`sub`); more are refused with 4429. API keys
     /// carry their own limit in --api-keys-file.
     #[arg(long, env = "SWITCHBOARD_JWT_MAX_SESSIONS_PER_SUBJECT")]
@@ -230,6 +236,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         jwt_audience,
         jwt_agents_claim,
         jwt_require_agents_claim,
+        jwt_records_scope,
         jwt_max_sessions_per_subject,
         jwt_max_messages_per_second_per_subject,
         max_messages_per_second,
@@ -264,7 +271,12 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         max_sessions: jwt_max_sessions_per_subject,
         max_messages_per_second: jwt_max_messages_per_second_per_subject,
     };
-    let scoped = |jwt: Jwt| Arc::new(jwt.with_agents_claim(jwt_agents_claim.clone(), jwt_require_agents_claim));
+    let scoped = |jwt: Jwt| {
+        Arc::new(
+            jwt.with_agents_claim(jwt_agents_claim.clone(), jwt_require_agents_claim)
+                .with_records_scope(jwt_records_scope.clone()),
+        )
+    };
     let mut auth = Auth::new(keys.as_deref(), allowed_origins)?;
     if let (Some(path), Some(issuer), Some(audience)) = (jwks_file, jwt_issuer.clone(), jwt_audience.clone()) {
         let read = |path: &PathBuf| {
@@ -361,7 +373,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         ),
         None => tracing::info!("no memory budget (no container memory limit, or --memory-budget-bytes 0)"),
     }
-    let record = record.start(None, ca_file.as_deref())?;
+    let record = record.start(None, ca_file.as_deref(), config.resume_window)?;
     let gateway = match &record {
         Some(task) => Gateway::recording(config, directory, key, auth, store, task.recorder.clone())?,
         None => Gateway::new(config, directory, key, auth, store)?,

@@ -11,6 +11,10 @@ use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Store};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// How long after the resume window a parked session is given up: entries that wait in a
+/// writer's backlog (a resume through another replica) have time to land first.
+const ABANDON_GRACE: Duration = Duration::from_secs(60);
+
 /// How the conversation record is kept.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
@@ -108,11 +112,13 @@ impl RecordArgs {
     }
 
     /// Starts the writer (and the webhook's sender, trusting `ca_file` besides the system's
-    /// roots) when a record is kept.
+    /// roots) when a record is kept. A session parked longer than the gateway's
+    /// `resume_window` (and a minute's grace) is marked abandoned.
     pub fn start(
         &self,
         default: Option<String>,
         ca_file: Option<&std::path::Path>,
+        resume_window: Duration,
     ) -> anyhow::Result<Option<RecordTask>> {
         let Some(url) = self.url(default) else {
             anyhow::ensure!(
@@ -129,6 +135,7 @@ impl RecordArgs {
         let config = RecordConfig {
             backlog: self.backlog,
             retention: (self.retention_days > 0).then(|| Duration::from_secs(self.retention_days * 86_400)),
+            abandon_after: resume_window + ABANDON_GRACE,
             ..RecordConfig::default()
         };
         tracing::info!(store = %store.display, retention_days = self.retention_days, "recording every session");

@@ -40,7 +40,7 @@ enum SessionsCommand {
         /// The verified caller, or the credential (API key name, `jwt:<subject>`).
         #[arg(long)]
         caller: Option<String>,
-        /// `ended`, `parked` or `live`.
+        /// `ended`, `live`, `parked` (the client went; it may still resume) or `abandoned` (it never did).
         #[arg(long)]
         outcome: Option<String>,
         /// At most this many.

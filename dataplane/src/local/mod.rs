@@ -315,6 +315,7 @@ fn routing_table(agents: &BTreeMap<String, Arc<runtime::AgentRuntime>>, default_
                 default: default_agent == Some(spec.agent.name.as_str()),
                 ready: true,
                 ready_replicas: 1,
+                redact: spec.record.redact.clone(),
             }
         })
         .collect();

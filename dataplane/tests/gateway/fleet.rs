@@ -192,6 +192,7 @@ impl Fleet {
                 default: spec.gateway.default,
                 ready: true,
                 ready_replicas: i32::try_from(count).unwrap_or(1),
+                redact: spec.record.redact.clone(),
             });
         }
         let mut endpoints: HashMap<(String, String), Vec<SocketAddr>> = HashMap::new();

@@ -10,6 +10,7 @@ mod context;
 mod fleet;
 mod liveness;
 mod record;
+mod record_access;
 mod resume;
 mod scopes;
 mod sessions;

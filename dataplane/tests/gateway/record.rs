@@ -25,16 +25,26 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{Client, replies};
 use crate::fleet::Fleet;
 
-const BANK_RULES: [&str; 2] = [r"account=\b\d{8}\b", r"sort-code=\b\d{2}-\d{2}-\d{2}\b"];
 /// What the caller says first: an e-mail address, a phone number and a card number, which
 /// the simulator's default reply repeats.
 const FIRST: &str = "Hello, I'm ada@example.com, call me on +44 20 7946 0958, my number is 4111 1111 1111 1111";
 const SECRETS: [&str; 6] = ["ada@example.com", "7946 0958", "4111 1111", "12345678", "12-34-56", "87654321"];
 
-fn recorder(store: Store, webhook: Option<WebhookConfig>) -> (Arc<Recorder>, CancellationToken) {
-    let config = RecordConfig { flush_interval: Duration::from_millis(50), ..RecordConfig::default() };
-    let rules: Vec<String> = BANK_RULES.iter().map(|r| (*r).to_owned()).collect();
-    let redactor = Redactor::new(&rules).expect("rules");
+pub(crate) fn recorder(store: Store, webhook: Option<WebhookConfig>) -> (Arc<Recorder>, CancellationToken) {
+    recorder_with(store, webhook, RecordConfig::default())
+}
+
+/// A recorder of `config` (flushing every 50 ms) with its writer running, reporting to
+/// `webhook` when given.
+pub(crate) fn recorder_with(
+    store: Store,
+    webhook: Option<WebhookConfig>,
+    config: RecordConfig,
+) -> (Arc<Recorder>, CancellationToken) {
+    let config = RecordConfig { flush_interval: Duration::from_millis(50), ..config };
+    // Only the built-in rules here: account numbers and sort codes are the idv Agent's own
+    // rules (examples/banking/idv.yaml, `spec.record.redact`), which the routes carry.
+    let redactor = Redactor::default();
     let metrics = RecordMetrics::new().expect("metrics");
     let (recorder, mut writer) = Recorder::new(store.clone(), config, redactor, Default::default(), metrics);
     if let Some(webhook) = webhook {
@@ -50,7 +60,7 @@ fn recorder(store: Store, webhook: Option<WebhookConfig>) -> (Arc<Recorder>, Can
 
 /// A real HTTP receiver of end-of-call reports: it answers the first POST 503 (the
 /// gateway must retry) and the next ones 200; each POST's headers and body come out.
-async fn receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<(axum::http::HeaderMap, String)>) {
+pub(crate) async fn receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<(axum::http::HeaderMap, String)>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let posts = Arc::new(AtomicUsize::new(0));
@@ -96,7 +106,7 @@ fn keys() -> Auth {
 }
 
 /// The session's id, from its first `bidi_connection_start`.
-fn session_id(messages: &[ServerMessage]) -> String {
+pub(crate) fn session_id(messages: &[ServerMessage]) -> String {
     messages
         .iter()
         .find_map(|m| match m {
@@ -359,7 +369,7 @@ async fn an_ended_session_is_continued_with_its_verified_caller_only_by_the_same
 }
 
 /// GETs `path` with an API key, over a real connection: (status, body).
-async fn get(addr: std::net::SocketAddr, path: &str, key: Option<&str>) -> (u16, String) {
+pub(crate) async fn get(addr: std::net::SocketAddr, path: &str, key: Option<&str>) -> (u16, String) {
     let headers: Vec<(&str, &str)> = key.map(|key| ("x-api-key", key)).into_iter().collect();
     crate::client::get_with(addr, path, &headers).await
 }

@@ -98,6 +98,7 @@ impl Bank {
                 default: spec.gateway.default,
                 ready: true,
                 ready_replicas: 1,
+                redact: Vec::new(),
             });
         }
         std::fs::write(dir.join("routes.json"), RoutingTable::new(routes).to_json()).expect("routes");

@@ -1,7 +1,8 @@
 //! JWT client credentials: tokens signed by a key of the identity provider's JWKS
 //! (replaceable, for rotation), from its issuer, for the gateway's audience, unexpired and
 //! not before their `nbf` (30 s of clock skew). A claim the gateway's operator names may
-//! restrict the Agents a token reaches ([`Jwt::with_agents_claim`]).
+//! restrict the Agents a token reaches ([`Jwt::with_agents_claim`]); an OAuth scope lets a
+//! token read the conversation record ([`Jwt::with_records_scope`]).
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -19,7 +20,12 @@ pub struct Jwt {
     audience: String,
     /// The claim that lists the Agents a token may reach, and whether a token must carry it.
     agents_claim: Option<(String, bool)>,
+    /// The scope (`scope` or `scp` claim) that lets a token read the record.
+    records_scope: String,
 }
+
+/// The scope a token needs to read the conversation record, unless configured otherwise.
+pub const DEFAULT_RECORDS_SCOPE: &str = "switchboard:records:read";
 
 /// What a valid token says.
 #[derive(Debug, PartialEq, Eq)]
@@ -28,6 +34,8 @@ pub struct Verified {
     pub subject: String,
     /// The Agents it may reach: its agents claim, or every Agent without one.
     pub scope: Scope,
+    /// Whether it may read the conversation record (of the namespaces `scope` reaches).
+    pub records: bool,
 }
 
 /// A JWKS that cannot be used.
@@ -39,7 +47,21 @@ impl Jwt {
     /// Checks tokens against the keys of `jwks` (a JWKS's JSON text), from `issuer` for
     /// `audience`.
     pub fn new(jwks: &str, issuer: String, audience: String) -> Result<Self, JwksError> {
-        Ok(Self { keys: RwLock::new(Arc::new(parse_jwks(jwks)?)), issuer, audience, agents_claim: None })
+        Ok(Self {
+            keys: RwLock::new(Arc::new(parse_jwks(jwks)?)),
+            issuer,
+            audience,
+            agents_claim: None,
+            records_scope: DEFAULT_RECORDS_SCOPE.to_owned(),
+        })
+    }
+
+    /// Lets tokens whose OAuth scopes include `scope` read the conversation record: the
+    /// `scope` claim (a space-separated string, RFC 8693 and RFC 9068) or `scp` (an array,
+    /// as some identity providers write it). Default [`DEFAULT_RECORDS_SCOPE`].
+    pub fn with_records_scope(mut self, scope: String) -> Self {
+        self.records_scope = scope;
+        self
     }
 
     /// Restricts each token to the Agents its claim `claim` lists (`["bank/*"]`, or a
@@ -48,6 +70,11 @@ impl Jwt {
     pub fn with_agents_claim(mut self, claim: String, required: bool) -> Self {
         self.agents_claim = Some((claim, required));
         self
+    }
+
+    /// The scope that lets a token read the record.
+    pub fn records_scope(&self) -> &str {
+        &self.records_scope
     }
 
     /// Replaces the keys (a rotated JWKS).
@@ -92,7 +119,8 @@ impl Jwt {
             _ => e.to_string(),
         })?;
         let scope = self.scope(&data.claims.rest)?;
-        Ok(Verified { subject: data.claims.sub, scope })
+        let records = has_scope(&data.claims.rest, &self.records_scope);
+        Ok(Verified { subject: data.claims.sub, scope, records })
     }
 
     fn scope(&self, claims: &serde_json::Map<String, serde_json::Value>) -> Result<Scope, String> {
@@ -109,6 +137,16 @@ impl Jwt {
         };
         Scope::parse(patterns).map_err(|e| format!("its {name} claim: {e}"))
     }
+}
+
+/// Whether the token's `scope` (space-separated) or `scp` (array or string) lists `wanted`.
+fn has_scope(claims: &serde_json::Map<String, serde_json::Value>, wanted: &str) -> bool {
+    let listed = |value: &serde_json::Value| match value {
+        serde_json::Value::String(text) => text.split_whitespace().any(|s| s == wanted),
+        serde_json::Value::Array(items) => items.iter().any(|item| item.as_str() == Some(wanted)),
+        _ => false,
+    };
+    !wanted.is_empty() && ["scope", "scp"].iter().any(|name| claims.get(*name).is_some_and(listed))
 }
 
 #[derive(Debug, serde::Deserialize)]

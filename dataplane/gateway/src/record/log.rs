@@ -10,8 +10,9 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use switchboard_core::protocol::{ClientMessage, ServerKind, ServerMessage};
+use switchboard_crds::agent::RedactRule;
 
-use super::{Entry, Recorder, Update, now_us};
+use super::{Entry, Recorder, Redactor, Update, now_us};
 
 /// Tool calls tracked at once (their durations); more are recorded without one.
 const MAX_OPEN_TOOLS: usize = 32;
@@ -26,17 +27,46 @@ pub struct SessionLog {
     /// The user turn under way: its number, when it started, when its first reply came.
     turn: Option<(u64, Instant, Option<Instant>)>,
     tools: Vec<(String, Instant)>,
+    /// The rules of every Agent the session reached (they stay for the rest of it).
+    rules: Vec<RedactRule>,
+    redactor: Arc<Redactor>,
 }
 
 impl SessionLog {
     /// The log of session `session`.
     pub fn new(recorder: Arc<Recorder>, session: &str) -> Self {
-        Self { recorder, session: session.into(), model: String::new(), turn: None, tools: Vec::new() }
+        let redactor = recorder.redactor_for(&[]);
+        Self {
+            recorder,
+            session: session.into(),
+            model: String::new(),
+            turn: None,
+            tools: Vec::new(),
+            rules: Vec::new(),
+            redactor,
+        }
+    }
+
+    /// The session reached an Agent with these redaction rules (`spec.record.redact`): from
+    /// now on they apply to everything recorded of the session, at every Agent after it too,
+    /// so what one Agent deems secret is not kept in the clear when the caller repeats it
+    /// elsewhere.
+    pub fn reached(&mut self, rules: &[RedactRule]) {
+        let before = self.rules.len();
+        for rule in rules {
+            if !self.rules.contains(rule) {
+                self.rules.push(rule.clone());
+            }
+        }
+        if self.rules.len() != before {
+            self.rules.sort_by(|a, b| (&a.name, &a.pattern).cmp(&(&b.name, &b.pattern)));
+            self.redactor = self.recorder.redactor_for(&self.rules);
+        }
     }
 
     /// Pushes what was said or done (redacted).
     fn push(&self, agent: &str, kind: &'static str, mut data: Value, update: Option<Update>) {
-        self.recorder.redactor.value(&mut data);
+        self.redactor.value(&mut data);
         self.push_plain(agent, kind, data, update);
     }
 
@@ -194,8 +224,8 @@ impl SessionLog {
             ServerMessage::MemoryUpdate { key, value } => {
                 let caller = (key == "verifiedUser").then(|| caller_text(&value)).flatten();
                 let mut data = json!({ "key": key, "value": value });
-                self.recorder.redactor.value(&mut data);
-                let update = caller.map(|c| Update::Caller(self.recorder.redactor.text(&c).into_owned()));
+                self.redactor.value(&mut data);
+                let update = caller.map(|c| Update::Caller(self.redactor.text(&c).into_owned()));
                 self.push_plain(agent, "memory", data, update);
             }
             ServerMessage::WorkflowTransition { from, to, by } => {

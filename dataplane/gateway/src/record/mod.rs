@@ -23,11 +23,13 @@ pub mod store;
 pub mod webhook;
 pub mod writer;
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus::{Encoder as _, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use switchboard_crds::agent::RedactRule;
 use tokio::sync::mpsc;
 
 pub use log::SessionLog;
@@ -108,6 +110,9 @@ pub struct RecordConfig {
     pub batch: usize,
     /// How long a session's state is kept for continuing it.
     pub state_ttl: Duration,
+    /// A session parked this long ago (its client went) that no client resumed is marked
+    /// `abandoned` and reported; longer than the resume window, so no resume can follow.
+    pub abandon_after: Duration,
 }
 
 impl Default for RecordConfig {
@@ -119,6 +124,7 @@ impl Default for RecordConfig {
             flush_interval: Duration::from_millis(200),
             batch: 512,
             state_ttl: Duration::from_secs(86_400),
+            abandon_after: Duration::from_secs(90),
         }
     }
 }
@@ -227,7 +233,13 @@ pub struct Recorder {
     ord: AtomicU64,
     dropped: AtomicU64,
     state_ttl: Duration,
+    /// The base rules extended by Agents' own (`spec.record.redact`), compiled once per set.
+    extended: Mutex<HashMap<Vec<RedactRule>, Arc<Redactor>>>,
 }
+
+/// Sets of Agent rules kept compiled; past this the cache starts again (each set is the
+/// rules of the Agents one session reached, so there are few).
+const EXTENDED_SETS: usize = 256;
 
 impl Recorder {
     /// A recorder writing into `store`, and its writer (to be spawned).
@@ -250,8 +262,38 @@ impl Recorder {
             ord: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             state_ttl,
+            extended: Mutex::default(),
         };
         (Arc::new(recorder), writer)
+    }
+
+    /// The redactor for a session that reached Agents with these rules (sorted, without
+    /// repeats): the base rules when there are none. A rule that does not compile (the
+    /// operator refuses such Agents, so only a hand-written routing table has one) is left
+    /// out and logged; the others still apply.
+    pub fn redactor_for(&self, rules: &[RedactRule]) -> Arc<Redactor> {
+        let mut cache = self.extended.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(found) = cache.get(rules) {
+            return found.clone();
+        }
+        let usable =
+            rules.iter().filter(|rule| match self.redactor.extended([(rule.name.as_str(), rule.pattern.as_str())]) {
+                Ok(_) => true,
+                Err(error) => {
+                    tracing::warn!("an Agent's redaction rule is left out: {error}");
+                    false
+                }
+            });
+        let extended = self
+            .redactor
+            .extended(usable.map(|rule| (rule.name.as_str(), rule.pattern.as_str())))
+            .unwrap_or_else(|_| self.redactor.clone());
+        let extended = Arc::new(extended);
+        if cache.len() >= EXTENDED_SETS {
+            cache.clear();
+        }
+        cache.insert(rules.to_vec(), extended.clone());
+        extended
     }
 
     /// How long a session's state is kept for continuing it.

@@ -58,12 +58,9 @@ impl Redactor {
         let mut rules = vec![builtin("card", r"\b\d(?:[ -]?\d){12,18}\b", true)];
         for rule in custom {
             let (name, pattern) = rule.split_once('=').ok_or_else(|| RuleError::Shape(rule.clone()))?;
-            let name = name.trim();
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-                return Err(RuleError::Shape(rule.clone()));
-            }
-            let pattern = Regex::new(pattern).map_err(|error| RuleError::Pattern { name: name.to_owned(), error })?;
-            rules.push(Rule { name: name.to_owned(), pattern, luhn: false });
+            rules.push(
+                custom_rule(name.trim(), pattern).map_err(|e| e.unwrap_or_else(|| RuleError::Shape(rule.clone())))?,
+            );
         }
         rules.push(builtin("email", r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}", false));
         // International (+44 20 7946 0958, +14155550123) or grouped national numbers
@@ -73,6 +70,20 @@ impl Redactor {
             r"(?:\+\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]?\d{2,4}){1,4})|(?:\(\d{2,5}\)[ .-]?\d{3,4}[ .-]?\d{3,4})|(?:\b0\d{2,4}[ .-]\d{3,4}[ .-]?\d{3,4}\b)|(?:\b\d{3}[.-]\d{3}[.-]\d{4}\b)",
             false,
         ));
+        Ok(Self { rules })
+    }
+
+    /// These rules and an Agent's own `(name, pattern)` rules after the operator's (before
+    /// phone numbers and e-mail addresses).
+    pub fn extended<'a>(&self, extra: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, RuleError> {
+        let mut rules = self.rules.clone();
+        // The last two are e-mail and phone numbers (see `new`).
+        let at = rules.len().saturating_sub(2);
+        let mut added = Vec::new();
+        for (name, pattern) in extra {
+            added.push(custom_rule(name, pattern).map_err(|e| e.unwrap_or_else(|| RuleError::Shape(name.to_owned())))?);
+        }
+        rules.splice(at..at, added);
         Ok(Self { rules })
     }
 
@@ -112,6 +123,15 @@ impl Redactor {
             serde_json::Value::Number(_) | serde_json::Value::Bool(_) | serde_json::Value::Null => {}
         }
     }
+}
+
+/// An operator's or an Agent's rule; `Err(None)` for a bad name.
+fn custom_rule(name: &str, pattern: &str) -> Result<Rule, Option<RuleError>> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(None);
+    }
+    let pattern = Regex::new(pattern).map_err(|error| Some(RuleError::Pattern { name: name.to_owned(), error }))?;
+    Ok(Rule { name: name.to_owned(), pattern, luhn: false })
 }
 
 /// Whether the digits of `text` pass the Luhn check.
@@ -170,6 +190,21 @@ mod tests {
             value,
             serde_json::json!({"account": "[redacted:account]", "note": ["to [redacted:account]"], "ok": true})
         );
+    }
+
+    #[test]
+    fn an_agents_rules_extend_the_operators_before_phone_numbers() {
+        let r = Redactor::new(&[r"sort-code=\b\d{2}-\d{2}-\d{2}\b".into()]).expect("rules");
+        // Without the Agent's rule, an 8-digit account number stays; with it, it goes, and
+        // an 11-digit account is not taken for a phone number.
+        assert_eq!(r.text("account 12345678"), "account 12345678");
+        let agent = r.extended([("account", r"\b\d{8}\b"), ("member", r"\bM\d{10}\b")]).expect("agent rules");
+        assert_eq!(
+            agent.text("account 12345678, sort code 12-34-56, member M0207946095, ada@example.com"),
+            "account [redacted:account], sort code [redacted:sort-code], member [redacted:member], [redacted:email]"
+        );
+        assert!(matches!(r.extended([("bad name", "x")]), Err(RuleError::Shape(_))));
+        assert!(matches!(r.extended([("acct", "(")]), Err(RuleError::Pattern { .. })));
     }
 
     #[test]

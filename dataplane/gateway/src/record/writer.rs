@@ -3,7 +3,8 @@
 //! everything after it wait in a bounded backlog, retried with backoff (1 s doubling to
 //! 30 s) and written in order once the store answers. Entries beyond the backlog's bound
 //! are dropped and counted. Once an hour (and at the first write) sessions past the
-//! retention are deleted.
+//! retention are deleted. Every few seconds to a minute, sessions whose client went and
+//! never came back within the resume window are marked `abandoned` and reported.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -33,6 +34,7 @@ pub struct Writer {
     /// In an outage: when to try again, and the pause after that.
     retry: Option<(Instant, Duration)>,
     next_expiry: Instant,
+    next_sweep: Instant,
     /// Ended sessions' ids, once their end is written (the end-of-call webhook).
     ended: Option<mpsc::Sender<String>>,
 }
@@ -48,6 +50,7 @@ impl Writer {
             migrated: false,
             retry: None,
             next_expiry: Instant::now(),
+            next_sweep: Instant::now(),
             ended: None,
         }
     }
@@ -71,7 +74,7 @@ impl Writer {
         }
         loop {
             let retry_at = self.retry.map(|(at, _)| at);
-            let wake = retry_at.unwrap_or_else(|| Instant::now() + EXPIRY_EVERY);
+            let wake = retry_at.unwrap_or_else(|| self.next_expiry.min(self.next_sweep));
             tokio::select! {
                 entry = self.rx.recv() => match entry {
                     Some(entry) => {
@@ -118,6 +121,7 @@ impl Writer {
                     tracing::info!(store = %self.store.display, "the conversation record's store is back; the backlog is written");
                 }
                 self.expire_if_due().await;
+                self.sweep_if_due().await;
             }
             Err(error) => {
                 self.metrics.write_errors.inc();
@@ -178,6 +182,34 @@ impl Writer {
             Ok(0) => {}
             Ok(n) => tracing::info!(sessions = n, "deleted recorded sessions past the retention"),
             Err(error) => tracing::warn!("cannot delete recorded sessions past the retention: {error}"),
+        }
+    }
+
+    /// How often parked sessions are checked: a third of the time they may stay parked,
+    /// between 1 s and a minute.
+    fn sweep_every(&self) -> Duration {
+        (self.config.abandon_after / 3).clamp(Duration::from_secs(1), Duration::from_secs(60))
+    }
+
+    /// Marks sessions parked for longer than `abandon_after` as abandoned; their reports go
+    /// out as those of ended sessions do.
+    async fn sweep_if_due(&mut self) {
+        if Instant::now() < self.next_sweep {
+            return;
+        }
+        self.next_sweep = Instant::now() + self.sweep_every();
+        let before = super::now_us() / 1000 - i64::try_from(self.config.abandon_after.as_millis()).unwrap_or(i64::MAX);
+        let ids = match self.store.abandon(before).await {
+            Ok(ids) => ids,
+            Err(error) => return tracing::warn!("cannot mark abandoned sessions: {error}"),
+        };
+        for id in ids {
+            tracing::info!(session_id = %id, "the client went and did not come back: the session is abandoned");
+            if let Some(ended) = &self.ended
+                && ended.try_send(id).is_err()
+            {
+                self.metrics.webhook.with_label_values(&["dropped"]).inc();
+            }
         }
     }
 

@@ -78,7 +78,8 @@ pub(super) async fn run(relay: Relay) {
     account.set(SESSION_OVERHEAD + machine.held_bytes());
     let credential = admission.key.clone().unwrap_or_default();
     let log = gateway.record.as_ref().map(|recorder| {
-        let log = SessionLog::new(recorder.clone(), machine.id());
+        let mut log = SessionLog::new(recorder.clone(), machine.id());
+        log.reached(&machine.target().route.redact);
         let agent = machine.target().key();
         log.started(&agent, &credential, parked.is_some(), machine.voice().as_deref(), machine.modalities());
         log
@@ -372,7 +373,8 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
             metrics.live.with_label_values(&[&to]).inc();
             metrics.handoffs.with_label_values(&[&from, &to]).inc();
             tracing::info!(session_id = %id, turn, %from, %to, "handoff");
-            if let Some(log) = &state.log {
+            if let Some(log) = state.log.as_mut() {
+                log.reached(&machine.target().route.redact);
                 log.handed_off(&from, &to);
             }
         }

@@ -40,6 +40,7 @@ fn route(name: &str, expose: bool) -> Route {
         default: name == "triage",
         ready: true,
         ready_replicas: 1,
+        redact: Vec::new(),
     }
 }
 

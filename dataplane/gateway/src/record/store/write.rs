@@ -1,0 +1,134 @@
+//! Writing entries: one transaction per batch, each entry's change to its session's row
+//! ([`Update`]) and its event; and marking sessions whose client never came back.
+
+use super::{Store, StoreError};
+use crate::record::{Entry, Update};
+
+impl Store {
+    /// Writes `batch` in one transaction: all of it or none.
+    pub async fn write(&self, batch: &[Entry]) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for entry in batch {
+            if let Some(update) = &entry.update {
+                update_session(&mut tx, entry, update).await?;
+                if matches!(update, Update::State { .. }) {
+                    // Not an event of the conversation.
+                    continue;
+                }
+            }
+            sqlx::query(
+                "INSERT INTO switchboard_session_events (session_id, at_us, ord, agent, kind, data)
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+            )
+            .bind(entry.session.as_ref())
+            .bind(entry.at_us)
+            .bind(entry.ord)
+            .bind(entry.agent.as_str())
+            .bind(entry.kind)
+            .bind(entry.data.to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Sessions parked (their client went) before `before` (unix ms) and never resumed:
+    /// marked `abandoned`, and their ids returned — to one caller only, when several
+    /// gateways sweep the same database at once.
+    pub async fn abandon(&self, before: i64) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "UPDATE switchboard_sessions SET outcome = 'abandoned' WHERE outcome = 'parked' AND ended_at < $1 RETURNING id",
+        )
+        .bind(before)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|row| sqlx::Row::try_get::<String, _>(row, "id")).collect::<Result<_, _>>()?)
+    }
+}
+
+async fn update_session(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    entry: &Entry,
+    update: &Update,
+) -> Result<(), sqlx::Error> {
+    let id = entry.session.as_ref();
+    match update {
+        Update::Start { credential } => {
+            sqlx::query(
+                "INSERT INTO switchboard_sessions (id, started_at, credential, first_agent, last_agent, outcome)
+                 VALUES ($1, $2, $3, $4, $4, 'live') ON CONFLICT (id) DO UPDATE SET outcome = 'live', ended_at = NULL",
+            )
+            .bind(id)
+            .bind(entry.at_us / 1000)
+            .bind(credential.as_str())
+            .bind(entry.agent.as_str())
+            .execute(&mut **tx)
+            .await?;
+        }
+        Update::Agent => {
+            sqlx::query("UPDATE switchboard_sessions SET last_agent = $2 WHERE id = $1")
+                .bind(id)
+                .bind(entry.agent.as_str())
+                .execute(&mut **tx)
+                .await?;
+        }
+        Update::Caller(caller) => {
+            sqlx::query("UPDATE switchboard_sessions SET caller = $2 WHERE id = $1")
+                .bind(id)
+                .bind(caller.as_str())
+                .execute(&mut **tx)
+                .await?;
+        }
+        Update::Usage { input, output, cost } => {
+            sqlx::query(
+                "UPDATE switchboard_sessions SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3,
+                 cost_usd = cost_usd + $4 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(*input)
+            .bind(*output)
+            .bind(*cost)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Update::Turn => {
+            sqlx::query("UPDATE switchboard_sessions SET turns = turns + 1 WHERE id = $1")
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Update::State { credential, sealed } => {
+            sqlx::query(
+                "INSERT INTO switchboard_session_state (session_id, credential, saved_at, state) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (session_id) DO UPDATE
+                 SET credential = excluded.credential, saved_at = excluded.saved_at, state = excluded.state",
+            )
+            .bind(id)
+            .bind(credential.as_str())
+            .bind(entry.at_us / 1000)
+            .bind(sealed.as_str())
+            .execute(&mut **tx)
+            .await?;
+        }
+        Update::End { outcome, close_code } => {
+            sqlx::query("UPDATE switchboard_sessions SET ended_at = $2, outcome = $3, close_code = $4 WHERE id = $1")
+                .bind(id)
+                .bind(entry.at_us / 1000)
+                .bind(*outcome)
+                .bind(close_code.map(i64::from))
+                .execute(&mut **tx)
+                .await?;
+        }
+    }
+    if matches!(update, Update::Start { .. } | Update::Agent) {
+        sqlx::query(
+            "INSERT INTO switchboard_session_agents (session_id, agent) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        )
+        .bind(id)
+        .bind(entry.agent.as_str())
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
