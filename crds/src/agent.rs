@@ -16,6 +16,7 @@ mod policy;
 mod record;
 mod skill;
 mod sonic;
+mod text_models;
 mod tool;
 
 pub use authority::{MAX_KEY_LEN, MemoryPath, MemoryPathError, VERIFIED_USER, default_identity_keys, is_memory_key};
@@ -24,11 +25,15 @@ pub use knowledge::{
     ConfigMapKeyRef, ConfigMaps, ContextSource, DEFAULT_KNOWLEDGE_BYTES, Knowledge, MAX_INLINE_BYTES,
     MAX_KNOWLEDGE_BYTES, referenced_config_maps,
 };
-pub use model::{ModelSettings, Provider, TurnDetection};
+pub use model::{FallbackModel, ModelSettings, Provider, Reasoning, ReasoningEffort, TurnDetection, VoiceFallback};
 pub use policy::{ToolPolicy, glob_match, is_pattern, is_valid_pattern, matches_any};
 pub use record::{MAX_REDACT_PATTERN_LEN, MAX_REDACT_RULES, RecordSettings, RedactRule};
 pub use skill::{Example, Skill, USE_SKILL_TOOL};
 pub use sonic::{SONIC_MODELS, SonicModel, check_sonic_voice, sonic_model};
+pub use text_models::{
+    DEFAULT_WINDOW_SHARE, FALLBACK_CONTEXT_TOKENS, ReasoningStyle, TEXT_MODELS, TextModel, default_context_tokens,
+    text_model,
+};
 pub use tool::{
     BuiltinKind, BuiltinTool, CREDENTIAL_HEADERS, Consent, HttpTool, McpTool, SecretHeader, SecretKeyRef, ToolMemory,
     ToolSpec, ToolTarget,

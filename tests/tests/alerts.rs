@@ -364,6 +364,7 @@ fn metrics_md_lists_exactly_the_gateways_and_the_operators_series() {
     record.tokens.with_label_values(&["bank/triage", "amazon.nova-lite-v1:0", "input"]).inc();
     record.unpriced.with_label_values(&["some-model"]).inc();
     record.webhook.with_label_values(&["delivered"]).inc();
+    record.summaries.with_label_values(&["written"]).inc();
     assert_table("Gateway", &(gateway.render() + &record.render()));
 
     let operator = switchboard_operator::metrics::Metrics::new().expect("operator metrics");

@@ -95,6 +95,18 @@ gateway:
         Some("amazon.nova-lite-v1:0=0.5,2;amazon.nova-sonic-v1:0=0.06,0.24,3.4,13.6")
     );
 
+    assert_eq!(get(&env, "SWITCHBOARD_RECORD_SUMMARY_MODEL"), None, "no summary unless a model is named");
+
+    let summary = gateway_env(
+        "gateway: { record: { databaseUrl: postgres://db/r, summary: { modelId: amazon.nova-lite-v1:0, region: eu-west-2 } } }",
+    );
+    assert_eq!(get(&summary, "SWITCHBOARD_RECORD_SUMMARY_MODEL"), Some("amazon.nova-lite-v1:0"));
+    assert_eq!(get(&summary, "SWITCHBOARD_RECORD_SUMMARY_REGION"), Some("eu-west-2"));
+    assert_eq!(get(&summary, "SWITCHBOARD_RECORD_SUMMARY_ENDPOINT_URL"), None);
+    let rendered = render("gateway: { serviceAccountAnnotations: { eks.amazonaws.com/role-arn: arn:aws:iam::1:role/gw } }")
+        .expect("renders");
+    assert!(rendered.contains("eks.amazonaws.com/role-arn: arn:aws:iam::1:role/gw"), "the gateway's ServiceAccount is annotated");
+
     let secret = gateway_env("gateway: { record: { existingSecret: records-db, databaseUrl: ignored } }");
     assert_eq!(get(&secret, "SWITCHBOARD_RECORD_DATABASE_URL"), Some("secret:records-db/database-url"));
     assert_eq!(get(&secret, "SWITCHBOARD_RECORD_WEBHOOK_URL"), None);

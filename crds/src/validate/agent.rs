@@ -70,6 +70,7 @@ pub fn validate_agent(name: &str, namespace: &str, spec: &AgentSpec, refs: Refer
         check_workflow_fits(spec, workflow, &mut problems);
     }
     check_scaling_and_model(spec, &mut problems);
+    super::model::check_model(spec, refs.persona, &mut problems);
     check_voice(spec, refs.persona, &mut problems);
     problems
 }

@@ -9,6 +9,7 @@
 mod agent;
 mod authority;
 mod knowledge;
+mod model;
 mod persona;
 mod record;
 mod workflow;

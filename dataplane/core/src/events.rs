@@ -27,6 +27,10 @@ pub struct SessionInit {
     /// For a session resumed elsewhere without a handoff: where it was in this agent's
     /// workflow (ignored when it names another agent or a node the workflow lacks).
     pub workflow: Option<WorkflowSnapshot>,
+    /// The text model this session uses instead of the Agent's `textModelId`
+    /// (`session_start.model`); the caller has checked it with
+    /// `ModelSettings::allows_session_model`.
+    pub model: Option<String>,
 }
 
 /// Something that happened to the session.

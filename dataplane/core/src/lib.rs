@@ -30,6 +30,7 @@ pub mod grant;
 pub mod handoff;
 pub mod memory;
 pub mod model;
+mod model_call;
 pub mod prompt;
 pub mod protocol;
 mod session;

@@ -26,6 +26,10 @@ pub struct ModelRequest {
     pub temperature: f32,
     /// Nucleus sampling, 0 to 1.
     pub top_p: f32,
+    /// Extended thinking, for the models that take it (the Agent's `model.reasoning`); a
+    /// provider sends it only to a model that takes it (a fallback may not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<switchboard_crds::agent::ReasoningEffort>,
 }
 
 impl ModelRequest {
@@ -40,6 +44,7 @@ impl ModelRequest {
             max_tokens: 1024,
             temperature: 0.7,
             top_p: 0.9,
+            reasoning: None,
         }
     }
 }
@@ -156,6 +161,22 @@ pub enum ModelEvent {
     Usage(Usage),
     /// Why the model stopped.
     Stop(StopReason),
+    /// The call moved on to a fallback model, before any output, because the one before
+    /// it was throttled or unavailable (see `switchboard_models::fallback`).
+    FellBack(Fallback),
+}
+
+/// A model call that moved on to the next model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fallback {
+    /// The model (and region, as `model@region` when it is not the agent's) that failed.
+    pub from: String,
+    /// The model it moved on to, written the same way.
+    pub to: String,
+    /// Why, as a bounded label (`throttled`, `service_unavailable`, `timeout`, `connection`).
+    pub reason: &'static str,
+    /// The failure, for the log line.
+    pub message: String,
 }
 
 impl ModelEvent {

@@ -113,6 +113,11 @@ pub struct SessionStart {
     /// Voice id override for voice modes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice: Option<String>,
+    /// The text model for this session instead of the agent's `textModelId`: one of the
+    /// models the Agent offers (`spec.model.sessionModels`); any other is refused with
+    /// `model_not_allowed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// Wanted modalities, e.g. `["text"]` or `["audio","text"]`. With `audio`, a voice or
     /// hybrid agent's session runs over Nova Sonic (audio in and out, transcripts; hybrid
     /// also takes typed text into the same stream); without it every agent is served as

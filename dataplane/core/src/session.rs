@@ -14,7 +14,7 @@ use super::memory::Memory;
 use super::tools::ToolCache;
 use super::transcript::TranscriptEntry;
 use super::workflow::{Transition, WorkflowState};
-use crate::model::{ContentBlock, Message, ModelRequest, Role, ToolResult};
+use crate::model::{ContentBlock, Message, Role, ToolResult};
 use crate::protocol::{ErrorCode, ServerMessage, StopReason, TranscriptRole};
 
 /// Most model calls with tool use in one user turn; then the turn ends with an error.
@@ -64,6 +64,9 @@ pub struct Session {
     pub(super) replay_len: usize,
     /// What a client can show: the state last sent, the audible side (see `activity`).
     pub(super) live: super::activity::Live,
+    /// The text model of this session: the Agent's `textModelId`, or the one the session
+    /// chose from its `sessionModels`.
+    pub(super) model_id: String,
 }
 
 impl Session {
@@ -93,6 +96,7 @@ impl Session {
             handoff,
             return_to: resumed_return_to,
             workflow: position,
+            model: chosen_model,
         } = init;
         let mut values = memory;
         let turns = match &handoff {
@@ -111,6 +115,7 @@ impl Session {
             Some(position) => WorkflowState::resume(spec, &position.node, &position.visited),
             None => WorkflowState::new(spec),
         };
+        let model_id = chosen_model.unwrap_or_else(|| core.spec().model.text_model_id.clone());
         let mut session = Self {
             core,
             id: session_id,
@@ -136,6 +141,7 @@ impl Session {
             turn_open: false,
             replay_len: 0,
             live: Default::default(),
+            model_id,
         };
         let core = session.core.clone();
         let spec = core.spec();
@@ -143,7 +149,7 @@ impl Session {
             session_id: session.id.clone(),
             agent: spec.agent.name.clone(),
             mode: spec.mode.as_str().to_owned(),
-            model: if session.voice { spec.model.voice_model_id.clone() } else { spec.model.text_model_id.clone() },
+            model: if session.voice { spec.model.voice_model_id.clone() } else { session.model_id.clone() },
             resume_token: None,
             seq: None,
         })];
@@ -234,6 +240,11 @@ impl Session {
         &self.summary
     }
 
+    /// The text model this session calls (the Agent's, or the one it chose).
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
     /// The agent this session may return to.
     pub fn return_to(&self) -> Option<&str> {
         self.return_to.as_deref()
@@ -286,52 +297,6 @@ impl Session {
             Effect::Send(ServerMessage::BidiResponseStart { turn: self.turn }),
         ];
         effects.extend(self.call_model());
-        effects
-    }
-
-    /// Compacts if needed, then asks for a model call with the current prompt and tools.
-    pub(super) fn call_model(&mut self) -> Vec<Effect> {
-        let mut effects = Vec::new();
-        let budget = self.core.spec().model.context_tokens as usize;
-        let fixed = self.system_prompt_ref().len();
-        let before = self.messages.len();
-        if let Some(summary) = context::compact(&mut self.messages, fixed, budget) {
-            let dropped = before - self.messages.len();
-            self.turn_start = self.turn_start.saturating_sub(dropped);
-            self.summary = if self.summary.is_empty() { summary } else { format!("{}\n{summary}", self.summary) };
-            let keep = (budget as f64 * context::SUMMARY_SHARE) as usize * 4;
-            if self.summary.len() > keep {
-                let mut cut = self.summary.len() - keep;
-                while !self.summary.is_char_boundary(cut) {
-                    cut += 1;
-                }
-                self.summary = self.summary[cut..].to_owned();
-            }
-            self.invalidate_prompt();
-            effects.push(self.transcript("compaction", serde_json::json!({ "messages": dropped })));
-        }
-        let core = self.core.clone();
-        let model = &core.spec().model;
-        let mut tools = self.core.offered_tools(&self.workflow, self.return_to.as_deref(), &self.memory);
-        if tools.is_empty() {
-            let mut used: Vec<&str> = self
-                .messages
-                .iter()
-                .flat_map(|m| m.content.iter())
-                .filter_map(|b| if let ContentBlock::ToolUse(u) = b { Some(u.name.as_str()) } else { None })
-                .collect();
-            used.sort_unstable();
-            used.dedup();
-            tools = used.into_iter().map(|name| core.definition_of(name)).collect();
-        }
-        let mut request = ModelRequest::new(model.text_model_id.clone(), self.messages.clone());
-        request.system = self.system_prompt();
-        request.tools = tools;
-        request.max_tokens = model.max_tokens;
-        request.temperature = model.temperature;
-        request.top_p = model.top_p;
-        self.phase = Phase::Model;
-        effects.push(Effect::CallModel(request));
         effects
     }
 

@@ -112,6 +112,18 @@ impl ModelError {
         }
     }
 
+    /// Whether another model (a fallback, or the same model in another region) may serve
+    /// the request the failed one could not: the service throttled it or was unavailable,
+    /// or the endpoint could not be reached in time. Never for an invalid request, denied
+    /// access or an unknown model (the same request fails the same way elsewhere), nor for
+    /// a stream that broke mid-reply.
+    pub fn calls_for_fallback(&self) -> bool {
+        matches!(
+            self,
+            Self::Throttled { .. } | Self::ServiceUnavailable { .. } | Self::Timeout { .. } | Self::Connection { .. }
+        )
+    }
+
     /// The `bidi_error` code of a voice session that ends on this error (`model_<label>`).
     pub fn code(&self) -> ErrorCode {
         match self {

@@ -11,6 +11,7 @@
 
 pub mod bedrock;
 mod error;
+pub mod fallback;
 pub mod net;
 pub mod openai;
 pub mod pool;
@@ -24,8 +25,8 @@ use futures_util::Stream;
 pub use error::ModelError;
 pub use retry::{RetryPolicy, retrying, stream_with_retry};
 pub use switchboard_core::model::{
-    ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolDefinition, ToolResult, ToolResultStatus,
-    ToolUse, Usage,
+    ContentBlock, Fallback, Message, ModelEvent, ModelRequest, Role, StopReason, ToolDefinition, ToolResult,
+    ToolResultStatus, ToolUse, Usage,
 };
 
 /// The events of one model call, as they arrive. Errors are items; a stream ends after
@@ -59,6 +60,8 @@ pub struct CollectedReply {
     pub usage: Option<Usage>,
     /// Why the model stopped, if it said.
     pub stop_reason: Option<StopReason>,
+    /// Fallbacks the call made before it was answered, in order.
+    pub fallbacks: Vec<Fallback>,
 }
 
 /// Drains `stream` into a [`CollectedReply`], or returns the first error.
@@ -74,6 +77,7 @@ pub async fn collect_reply(mut stream: ModelStream) -> Result<CollectedReply, Mo
             ModelEvent::ToolUse(tool_use) => reply.tool_uses.push(tool_use),
             ModelEvent::Usage(usage) => reply.usage = Some(usage),
             ModelEvent::Stop(reason) => reply.stop_reason = Some(reason),
+            ModelEvent::FellBack(fallback) => reply.fallbacks.push(fallback),
         }
     }
     Ok(reply)

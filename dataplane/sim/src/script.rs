@@ -46,6 +46,12 @@ pub struct Script {
     /// The reply when no rule matches a tool result. Default: `{tool} returned: {result}`.
     #[serde(default = "default_tool_result_reply")]
     pub default_tool_result: ReplySpec,
+    /// Faults of named models (and regions): a request for such a model is refused with
+    /// the fault's service error before any other fault or rule applies, on Converse,
+    /// ConverseStream and the bidirectional stream alike. For fallback tests: the primary
+    /// model is throttled or unavailable, the next one answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_faults: Vec<ModelFault>,
     /// Model ids the simulator knows; others get `ResourceNotFoundException`. Empty (the
     /// default) accepts every model id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -70,6 +76,7 @@ impl Script {
             timing: Timing::default(),
             faults: Faults::default(),
             rules: Vec::new(),
+            model_faults: Vec::new(),
             default: default_reply(),
             default_tool_result: default_tool_result_reply(),
             known_models: Vec::new(),
@@ -116,6 +123,9 @@ impl Script {
             if reply.tool_use.is_some() || reply.text.is_none() {
                 return Err(ScriptError::Invalid(format!("the {field} reply must be text only")));
             }
+        }
+        for fault in &self.model_faults {
+            fault.validate()?;
         }
         self.sonic.validate()?;
         self.timing.validate()
@@ -230,6 +240,38 @@ pub struct ErrorFault {
     /// The error message; a typical one for the kind when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// A named model that fails: `model` (exactly as in the request path), optionally only in
+/// `region` (the region of the request's SigV4 credential scope, so one simulator can play
+/// several regions), answers `error`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelFault {
+    /// The model id.
+    pub model: String,
+    /// Only requests signed for this region fail; absent means every region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// The error, counted over this fault's matching requests (`first`).
+    pub error: ErrorFault,
+}
+
+impl ModelFault {
+    fn validate(&self) -> Result<(), ScriptError> {
+        if self.model.is_empty() {
+            return Err(ScriptError::Invalid("a modelFaults entry needs a model id".into()));
+        }
+        if self.region.as_deref().is_some_and(str::is_empty) {
+            return Err(ScriptError::Invalid(format!("the modelFaults entry of {:?} has an empty region", self.model)));
+        }
+        Ok(())
+    }
+
+    /// Whether a request for `model` signed for `region` meets this fault.
+    pub fn matches(&self, model: &str, region: Option<&str>) -> bool {
+        self.model == model && self.region.as_deref().is_none_or(|r| Some(r) == region)
+    }
 }
 
 /// A reply stream that breaks mid-answer.

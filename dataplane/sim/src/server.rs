@@ -153,6 +153,17 @@ async fn route(
     };
     let authorization = request.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     state.count_request(operation, request.version(), authorization);
+    let region = authorization.and_then(super::state::credential_region);
+    if let Some(error) = state.model_fault(&model_id, region) {
+        tracing::info!(
+            ?operation,
+            model_id,
+            region,
+            error = error.kind.type_name(),
+            "model refused as scripted (modelFaults)"
+        );
+        return error.into_response(&request_id);
+    }
     if operation == Operation::InvokeModelWithBidirectionalStream {
         // Full duplex: the body is read by the stream's task while the reply streams.
         return sonic::handle(request, &model_id, state, &request_id);

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 
 use super::script::Script;
+use super::service_error::ServiceError;
 
 /// An operation of the Bedrock Runtime API the simulator serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -74,6 +75,7 @@ pub struct SimState {
     requests: [AtomicU64; Operation::ALL.len()],
     model_calls: AtomicU64,
     rule_matches: Vec<AtomicU64>,
+    model_fault_matches: Vec<AtomicU64>,
     faults_injected: AtomicU64,
     http2_requests: AtomicU64,
     request_ids: AtomicU64,
@@ -84,6 +86,7 @@ impl SimState {
     /// State for `script`.
     pub fn new(script: Script, max_request_bytes: usize) -> Self {
         let rule_matches = script.rules.iter().map(|_| AtomicU64::new(0)).collect();
+        let model_fault_matches = script.model_faults.iter().map(|_| AtomicU64::new(0)).collect();
         Self {
             script,
             max_request_bytes,
@@ -91,6 +94,7 @@ impl SimState {
             requests: Default::default(),
             model_calls: AtomicU64::new(0),
             rule_matches,
+            model_fault_matches,
             faults_injected: AtomicU64::new(0),
             http2_requests: AtomicU64::new(0),
             request_ids: AtomicU64::new(0),
@@ -120,6 +124,21 @@ impl SimState {
     /// Counts a match of rule `rule`; returns its 0-based index among that rule's matches.
     pub fn next_rule_match(&self, rule: usize) -> u64 {
         self.rule_matches.get(rule).map_or(0, |c| c.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The error of the first `modelFaults` entry that a request for `model` signed for
+    /// `region` meets and that still applies (its `first` not used up), counted as a fault.
+    pub fn model_fault(&self, model: &str, region: Option<&str>) -> Option<ServiceError> {
+        let (index, fault) =
+            self.script.model_faults.iter().enumerate().find(|(_, fault)| fault.matches(model, region))?;
+        let seen = self.model_fault_matches.get(index)?.fetch_add(1, Ordering::Relaxed);
+        if !applies(fault.error.first, seen) {
+            return None;
+        }
+        self.count_fault();
+        let error = &fault.error;
+        let message = error.message.clone().unwrap_or_else(|| error.kind.default_message().to_owned());
+        Some(ServiceError::new(error.kind, message))
     }
 
     /// Counts an injected fault.
@@ -153,6 +172,17 @@ pub fn applies(first: Option<u64>, index: u64) -> bool {
     first.is_none_or(|n| index < n)
 }
 
+/// The region of a SigV4 `Authorization` header's credential scope
+/// (`Credential=<key id>/<date>/<region>/<service>/aws4_request`).
+pub fn credential_region(authorization: &str) -> Option<&str> {
+    let credential = authorization.split([' ', ',']).find_map(|part| part.strip_prefix("Credential="))?;
+    let region = credential.split('/').nth(2)?;
+    (!region.is_empty()
+        && region.len() <= 32
+        && region.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+    .then_some(region)
+}
+
 /// The access key id of a SigV4 `Authorization` header
 /// (`AWS4-HMAC-SHA256 Credential=<key id>/<date>/<region>/<service>/aws4_request, ...`).
 fn access_key_id(authorization: &str) -> Option<&str> {
@@ -171,6 +201,8 @@ mod access_key_tests {
         let header = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261125/us-east-1/bedrock/aws4_request, \
                       SignedHeaders=host;x-amz-date, Signature=abc";
         assert_eq!(access_key_id(header), Some("AKIDEXAMPLE"));
+        assert_eq!(super::credential_region(header), Some("us-east-1"));
+        assert_eq!(super::credential_region("Bearer token"), None);
         assert_eq!(access_key_id("Bearer token"), None);
         assert_eq!(access_key_id("AWS4-HMAC-SHA256 Credential=/x"), None);
         assert_eq!(access_key_id("AWS4-HMAC-SHA256 Credential=a<b>/x"), None, "only a plausible key id");

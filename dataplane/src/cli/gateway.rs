@@ -373,7 +373,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         ),
         None => tracing::info!("no memory budget (no container memory limit, or --memory-budget-bytes 0)"),
     }
-    let record = record.start(None, ca_file.as_deref(), config.resume_window)?;
+    let record = record.start(None, ca_file.as_deref(), config.resume_window).await?;
     let gateway = match &record {
         Some(task) => Gateway::recording(config, directory, key, auth, store, task.recorder.clone())?,
         None => Gateway::new(config, directory, key, auth, store)?,

@@ -88,7 +88,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     };
     let default_record = super::record::default_local_file().map(|file| format!("sqlite:{}", file.display()));
     let resume_window = switchboard_gateway::GatewayConfig::default().resume_window;
-    let record = record.start(default_record, options.ca_file.as_deref(), resume_window)?;
+    let record = record.start(default_record, options.ca_file.as_deref(), resume_window).await?;
     let local = local::start_recording(&dir, options, record.as_ref().map(|task| task.recorder.clone())).await?;
     let addr = local.server.local_addr()?;
     match &local.sim {

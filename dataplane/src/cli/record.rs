@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use switchboard_gateway::record::summary::{Summarizer, SummaryConfig};
 use switchboard_gateway::record::webhook::{Webhook, WebhookConfig};
 use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Store};
+use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -57,6 +59,23 @@ pub struct RecordArgs {
     /// The file holding the webhook's shared secret (its bytes, a trailing newline dropped).
     #[arg(long = "record-webhook-secret-file", env = "SWITCHBOARD_RECORD_WEBHOOK_SECRET_FILE")]
     pub webhook_secret_file: Option<PathBuf>,
+
+    /// A Bedrock text model (model or inference profile id, e.g. `amazon.nova-lite-v1:0`)
+    /// that writes each ended session's summary from its redacted record, kept with the
+    /// session and sent in its report. Off when unset: it costs a model call per session.
+    /// Credentials come from the default AWS chain (environment, IRSA, instance role).
+    #[arg(long = "record-summary-model", env = "SWITCHBOARD_RECORD_SUMMARY_MODEL")]
+    pub summary_model: Option<String>,
+
+    /// The summary model's AWS region. Default: `AWS_REGION`, else `us-east-1`.
+    #[arg(long = "record-summary-region", env = "SWITCHBOARD_RECORD_SUMMARY_REGION")]
+    pub summary_region: Option<String>,
+
+    /// An endpoint for the summary model's calls instead of the region's public one (a VPC
+    /// endpoint; `switchboard sim` offline). Its certificate is checked against --ca-file
+    /// when given.
+    #[arg(long = "record-summary-endpoint-url", env = "SWITCHBOARD_RECORD_SUMMARY_ENDPOINT_URL")]
+    pub summary_endpoint_url: Option<String>,
 }
 
 /// The record's writer, running.
@@ -114,7 +133,7 @@ impl RecordArgs {
     /// Starts the writer (and the webhook's sender, trusting `ca_file` besides the system's
     /// roots) when a record is kept. A session parked longer than the gateway's
     /// `resume_window` (and a minute's grace) is marked abandoned.
-    pub fn start(
+    pub async fn start(
         &self,
         default: Option<String>,
         ca_file: Option<&std::path::Path>,
@@ -122,8 +141,8 @@ impl RecordArgs {
     ) -> anyhow::Result<Option<RecordTask>> {
         let Some(url) = self.url(default) else {
             anyhow::ensure!(
-                self.webhook_url.is_none(),
-                "--record-webhook-url needs the record: give --record-database-url"
+                self.webhook_url.is_none() && self.summary_model.is_none(),
+                "--record-webhook-url and --record-summary-model need the record: give --record-database-url"
             );
             return Ok(None);
         };
@@ -139,13 +158,45 @@ impl RecordArgs {
             ..RecordConfig::default()
         };
         tracing::info!(store = %store.display, retention_days = self.retention_days, "recording every session");
-        let (recorder, mut writer) = Recorder::new(store.clone(), config, redactor, prices, RecordMetrics::new()?);
+        let (recorder, mut writer) =
+            Recorder::new(store.clone(), config, redactor.clone(), prices, RecordMetrics::new()?);
+        let mut reports = None;
         if let (Some(url), Some(secret)) = (&self.webhook_url, &self.webhook_secret_file) {
             let webhook = webhook_config(url, secret)?;
             let client = switchboard_models::net::client::Trust::from_file(ca_file)?.client()?;
             tracing::info!(url = %webhook.url, "end-of-call reports go to the webhook");
-            let (sender, ended) = Webhook::new(webhook, client, store, recorder.metrics.webhook.clone());
+            let (sender, ended) = Webhook::new(webhook, client, store.clone(), recorder.metrics.webhook.clone());
             tokio::spawn(sender.run());
+            reports = Some(ended);
+        }
+        if let Some(model_id) = &self.summary_model {
+            let region = self
+                .summary_region
+                .clone()
+                .or_else(|| std::env::var("AWS_REGION").ok())
+                .unwrap_or_else(|| "us-east-1".into());
+            let mut bedrock = BedrockConfig::new(region);
+            bedrock.endpoint_url = self.summary_endpoint_url.clone();
+            bedrock.ca_cert_file = ca_file.map(std::path::Path::to_path_buf);
+            let model = BedrockTextModel::connect(&bedrock)
+                .await
+                .map_err(|e| anyhow::anyhow!("--record-summary-model: {e}"))?;
+            tracing::info!(model = %model_id, region = %bedrock.region, "a model summarises every ended session");
+            let (summarizer, ended) = Summarizer::new(
+                Arc::new(model),
+                SummaryConfig::new(model_id.clone()),
+                store,
+                redactor,
+                recorder.metrics.summaries.clone(),
+            );
+            let summarizer = match reports.take() {
+                Some(next) => summarizer.reporting_to(next),
+                None => summarizer,
+            };
+            tokio::spawn(summarizer.run());
+            reports = Some(ended);
+        }
+        if let Some(ended) = reports {
             writer = writer.reporting_to(ended);
         }
         let stop = CancellationToken::new();

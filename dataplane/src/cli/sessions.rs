@@ -185,6 +185,9 @@ fn show_text(out: &mut String, record: &SessionRecord) {
         "usage     {} turns, {} tokens in, {} out, {:.6} USD",
         s.turns, s.input_tokens, s.output_tokens, s.cost_usd
     );
+    if let Some(summary) = &s.summary {
+        let _ = writeln!(out, "summary   {summary}");
+    }
     out.push('\n');
     for event in &record.events {
         let at = jiff::Timestamp::from_microsecond(event.at_us)

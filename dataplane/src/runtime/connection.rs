@@ -238,6 +238,11 @@ async fn run(
             return Some((close_code::BAD_START, reason.to_owned()));
         }
     };
+    if let Some(refused) = refused_model(&agent, start.model.as_deref()) {
+        state.shared.metrics.errors.with_label_values(&[agent.core.name(), "model_not_allowed"]).inc();
+        let _ = outbound.send(ServerMessage::error(ErrorCode::ModelNotAllowed, refused, false)).await;
+        return Some((close_code::BAD_START, "the session's model is not one its agent offers".to_owned()));
+    }
     let session_id = if granted.session_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { granted.session_id };
     let traceparent = granted.traceparent;
     let init = SessionInit {
@@ -248,6 +253,7 @@ async fn run(
         handoff: granted.handoff,
         return_to: granted.return_to,
         workflow: granted.workflow,
+        model: start.model.clone(),
     };
     // The client asked for audio. A text-only agent (the first here, or one a handoff
     // brings) then ignores its audio and says so once; a voice or hybrid agent speaks.
@@ -261,6 +267,25 @@ async fn run(
         Conversation { state, inbound, audio, outbound, audio_session, requested_voice: start.voice, identity };
     let opening = Opening { effects, first: pending.into_iter().collect() };
     Some(conversation.run(agent, session, opening).instrument(span).await)
+}
+
+/// Why `session_start.model` cannot be this session's text model, if it cannot: only the
+/// agent's `textModelId` and `sessionModels` are offered to sessions.
+fn refused_model(agent: &AgentRuntime, model: Option<&str>) -> Option<String> {
+    let model = model?;
+    let settings = &agent.core.spec().model;
+    if settings.allows_session_model(model) {
+        return None;
+    }
+    let offered: Vec<&str> = std::iter::once(settings.text_model_id.as_str())
+        .chain(settings.session_models.iter().map(String::as_str))
+        .collect();
+    let shown: String = model.chars().take(128).collect();
+    Some(format!(
+        "session_start.model {shown:?} is not a model agent {} offers its sessions; use one of: {} (or leave model out)",
+        agent.core.name(),
+        offered.join(", ")
+    ))
 }
 
 /// The identity assertion of `agent`'s new `session`: the grant's, checked as a frame's is.

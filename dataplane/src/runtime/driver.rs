@@ -313,6 +313,19 @@ impl Driver<'_> {
                         call.reply.usage = Some(usage);
                     }
                     ModelEvent::Stop(reason) => call.reply.stop_reason = Some(reason),
+                    ModelEvent::FellBack(fallback) => {
+                        let values = [agent, mode, fallback.from.as_str(), fallback.to.as_str(), fallback.reason];
+                        self.shared.metrics.fallbacks.with_label_values(&values).inc();
+                        tracing::warn!(
+                            agent,
+                            session_id = self.trace.session_id(),
+                            from = %fallback.from,
+                            to = %fallback.to,
+                            reason = fallback.reason,
+                            "model call falls back: {}",
+                            fallback.message
+                        );
+                    }
                 }
                 None
             }

@@ -124,6 +124,9 @@ pub struct Metrics {
     /// Voice: model streams replaced, by reason (`rotation`, `voice_change`,
     /// `stream_ended`, an error type).
     pub stream_restarts: IntCounterVec,
+    /// Model calls (text) and stream openings (voice) that moved on to a fallback model,
+    /// by the model left (`from`), the one tried next (`to`) and why (`reason`).
+    pub fallbacks: IntCounterVec,
     gen_ai_token_usage: HistogramVec,
     gen_ai_duration: HistogramVec,
     gen_ai_ttft: HistogramVec,
@@ -238,6 +241,11 @@ impl Metrics {
             "Voice: model streams replaced, by reason (rotation, voice_change, stream_ended, error type).",
             &["agent", "reason"],
         )?;
+        let fallbacks = b.counter(
+            "switchboard_model_fallbacks_total",
+            "Model calls (text) and stream openings (voice) that moved on to a fallback model, by from, to and reason.",
+            &["agent", "mode", "from", "to", "reason"],
+        )?;
         let token_labels =
             &["agent", "gen_ai_operation_name", "gen_ai_system", "gen_ai_request_model", "gen_ai_token_type"];
         let gen_ai_token_usage = b.histogram(
@@ -292,6 +300,7 @@ impl Metrics {
             errors,
             time_to_first_audio,
             stream_restarts,
+            fallbacks,
             gen_ai_token_usage,
             gen_ai_duration,
             gen_ai_ttft,

@@ -30,6 +30,7 @@ pub use server::{AppState, Directory, Server, ServerConfig};
 use crate::tools::ToolExecutor;
 use switchboard_core::{AgentCore, ConfigError};
 use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
+use switchboard_models::fallback::{Route, WithFallbacks};
 use switchboard_models::net::HttpClient;
 use switchboard_models::openai::{ApiKey, OpenAiTextModel};
 
@@ -85,17 +86,52 @@ pub fn load_spec(path: &Path) -> Result<RuntimeSpec, RuntimeError> {
 
 /// Builds the text model of `spec`: Bedrock with `bedrock` (its endpoint and CA overrides
 /// applied), or an OpenAI-compatible server at `model.endpoint` (bearer token from the
-/// `OPENAI_API_KEY` environment variable when set) reached through `http`.
+/// `OPENAI_API_KEY` environment variable when set) reached through `http`. With
+/// `model.fallbacks`, calls the model cannot serve (throttled, unavailable) move on to
+/// them in order ([`switchboard_models::fallback`]); a fallback in another region gets
+/// clients of its own, at that region's endpoint (or at `bedrock`'s endpoint override:
+/// the simulator), never at `model.endpoint`, which belongs to the agent's own region.
 pub async fn build_model(
     spec: &RuntimeSpec,
     bedrock: &BedrockConfig,
     http: &HttpClient,
 ) -> Result<Arc<dyn TextModel>, RuntimeError> {
+    let primary = build_client(spec, bedrock, http, None).await?;
+    if spec.model.fallbacks.is_empty() {
+        return Ok(primary);
+    }
+    let mut regional: std::collections::BTreeMap<String, Arc<dyn TextModel>> = Default::default();
+    let mut routes = Vec::with_capacity(spec.model.fallbacks.len());
+    for fallback in &spec.model.fallbacks {
+        let region = fallback.region.clone().filter(|r| *r != spec.model.region);
+        let client = match &region {
+            None => primary.clone(),
+            Some(region) => match regional.get(region) {
+                Some(client) => client.clone(),
+                None => {
+                    let client = build_client(spec, bedrock, http, Some(region)).await?;
+                    regional.insert(region.clone(), client.clone());
+                    client
+                }
+            },
+        };
+        routes.push(Route { client, model_id: fallback.model_id.clone(), region });
+    }
+    Ok(Arc::new(WithFallbacks::new(primary, routes)))
+}
+
+/// The text model client of `spec` in its own region, or in `region`.
+async fn build_client(
+    spec: &RuntimeSpec,
+    bedrock: &BedrockConfig,
+    http: &HttpClient,
+    region: Option<&str>,
+) -> Result<Arc<dyn TextModel>, RuntimeError> {
     match spec.model.provider {
         Provider::Bedrock => {
             let mut config = bedrock.clone();
-            config.region = spec.model.region.clone();
-            if config.endpoint_url.is_none() {
+            config.region = region.unwrap_or(&spec.model.region).to_owned();
+            if config.endpoint_url.is_none() && region.is_none() {
                 config.endpoint_url = spec.model.endpoint.clone();
             }
             // One SDK client multiplexes its calls over one HTTP/2 connection, whose

@@ -6,8 +6,7 @@
 //! report, signed, after one refused delivery. Against a
 //! real PostgreSQL, a server restarted mid-conversation loses no record.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, clo
 use switchboard_gateway::GatewayConfig;
 use switchboard_gateway::auth::Auth;
 use switchboard_gateway::record::store::SessionRecord;
+use switchboard_gateway::record::summary::{Summarizer, SummaryConfig};
 use switchboard_gateway::record::webhook::{Report, Webhook, WebhookConfig};
 use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
 use switchboard_gateway::resume::Store as ResumeStore;
@@ -24,33 +24,48 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{Client, replies};
 use crate::fleet::Fleet;
+use crate::postgres::Postgres;
 
 /// What the caller says first: an e-mail address, a phone number and a card number, which
 /// the simulator's default reply repeats.
-const FIRST: &str = "Hello, I'm ada@example.com, call me on +44 20 7946 0958, my number is 4111 1111 1111 1111";
-const SECRETS: [&str; 6] = ["ada@example.com", "7946 0958", "4111 1111", "12345678", "12-34-56", "87654321"];
+pub(crate) const FIRST: &str =
+    "Hello, I'm ada@example.com, call me on +44 20 7946 0958, my number is 4111 1111 1111 1111";
+pub(crate) const SECRETS: [&str; 6] = ["ada@example.com", "7946 0958", "4111 1111", "12345678", "12-34-56", "87654321"];
 
 pub(crate) fn recorder(store: Store, webhook: Option<WebhookConfig>) -> (Arc<Recorder>, CancellationToken) {
-    recorder_with(store, webhook, RecordConfig::default())
+    recorder_with(store, webhook, RecordConfig::default(), None)
 }
 
-/// A recorder of `config` (flushing every 50 ms) with its writer running, reporting to
-/// `webhook` when given.
+/// A recorder of `config` (flushing every 50 ms) with its writer running, summarising with
+/// `summary` and reporting to `webhook` when given.
 pub(crate) fn recorder_with(
     store: Store,
     webhook: Option<WebhookConfig>,
     config: RecordConfig,
+    summary: Option<(Arc<dyn switchboard_models::TextModel>, SummaryConfig)>,
 ) -> (Arc<Recorder>, CancellationToken) {
     let config = RecordConfig { flush_interval: Duration::from_millis(50), ..config };
     // Only the built-in rules here: account numbers and sort codes are the idv Agent's own
     // rules (examples/banking/idv.yaml, `spec.record.redact`), which the routes carry.
     let redactor = Redactor::default();
     let metrics = RecordMetrics::new().expect("metrics");
-    let (recorder, mut writer) = Recorder::new(store.clone(), config, redactor, Default::default(), metrics);
-    if let Some(webhook) = webhook {
+    let (recorder, mut writer) = Recorder::new(store.clone(), config, redactor.clone(), Default::default(), metrics);
+    let mut reports = webhook.map(|webhook| {
         let client = switchboard_models::net::client::Trust::system().client().expect("client");
-        let (sender, ended) = Webhook::new(webhook, client, store, recorder.metrics.webhook.clone());
+        let (sender, ended) = Webhook::new(webhook, client, store.clone(), recorder.metrics.webhook.clone());
         tokio::spawn(sender.run());
+        ended
+    });
+    if let Some((model, config)) = summary {
+        let (summarizer, ended) = Summarizer::new(model, config, store, redactor, recorder.metrics.summaries.clone());
+        let summarizer = match reports.take() {
+            Some(next) => summarizer.reporting_to(next),
+            None => summarizer,
+        };
+        tokio::spawn(summarizer.run());
+        reports = Some(ended);
+    }
+    if let Some(ended) = reports {
         writer = writer.reporting_to(ended);
     }
     let stop = CancellationToken::new();
@@ -84,7 +99,7 @@ pub(crate) async fn receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<
     (url, rx)
 }
 
-async fn fleet(recorder: Arc<Recorder>, auth: Auth) -> Fleet {
+pub(crate) async fn fleet(recorder: Arc<Recorder>, auth: Auth) -> Fleet {
     let script = banking_script().expect("script");
     Fleet::recording(&[], auth, GatewayConfig::default(), ResumeStore::default(), script, Some(recorder)).await
 }
@@ -118,7 +133,7 @@ pub(crate) fn session_id(messages: &[ServerMessage]) -> String {
 
 /// Triage (the caller's details, echoed), idv (verified), banking (a balance); returns
 /// the session id. `between` runs before the banking turn.
-async fn conversation<F: std::future::Future<Output = ()>>(
+pub(crate) async fn conversation<F: std::future::Future<Output = ()>>(
     url: &str,
     headers: &[(&'static str, &str)],
     between: impl FnOnce() -> F,
@@ -151,7 +166,7 @@ async fn conversation<F: std::future::Future<Output = ()>>(
 }
 
 /// The record of `id` once its end is written (the writer batches).
-async fn ended(store: &Store, id: &str) -> SessionRecord {
+pub(crate) async fn ended(store: &Store, id: &str) -> SessionRecord {
     for _ in 0..200 {
         if let Ok(Some(record)) = store.show(id).await
             && record.summary.ended_at.is_some()
@@ -411,92 +426,4 @@ async fn postgresql_restarted_mid_conversation_loses_no_record() {
     check(&record);
     assert!(!metrics().contains("switchboard_gateway_record_entries_dropped_total"), "nothing dropped: {}", metrics());
     stop.cancel();
-}
-
-/// A real PostgreSQL server (Debian's, from tests/tools/install.sh) in a temporary folder,
-/// on a free port; stopped on drop. As root it runs as the `postgres` user (it refuses root).
-struct Postgres {
-    url: String,
-    dir: PathBuf,
-    bin: PathBuf,
-    port: u16,
-}
-
-impl Postgres {
-    fn start() -> Self {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
-        let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
-        assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim());
-        let dir = std::env::temp_dir().join(format!("switchboard-pg-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        if is_root() {
-            run(Command::new("chown").args(["postgres:postgres"]).arg(&dir));
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-        let pg = Self { url: format!("postgres://switchboard@127.0.0.1:{port}/postgres"), dir, bin, port };
-        run(pg.command("initdb").args(["-U", "switchboard", "--auth=trust", "-E", "UTF8", "-D"]).arg(pg.data()));
-        pg.start_again();
-        pg
-    }
-
-    fn data(&self) -> PathBuf {
-        self.dir.join("data")
-    }
-
-    fn command(&self, tool: &str) -> Command {
-        // The link's target: the `postgres` user cannot look into root's cache.
-        let path = std::fs::canonicalize(self.bin.join(tool)).expect("installed");
-        if is_root() {
-            let mut command = Command::new("runuser");
-            command.args(["-u", "postgres", "--"]).arg(path);
-            command
-        } else {
-            Command::new(path)
-        }
-    }
-
-    fn start_again(&self) {
-        let options = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", self.port, self.dir.display());
-        let log = self.dir.join("log");
-        run(self
-            .command("pg_ctl")
-            .args(["-w", "-t", "60", "-D"])
-            .arg(self.data())
-            .args(["-o", &options, "-l"])
-            .arg(log)
-            .arg("start"));
-    }
-
-    fn stop(&self) {
-        run(self.command("pg_ctl").args(["-w", "-m", "fast", "-D"]).arg(self.data()).arg("stop"));
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        let _ = self
-            .command("pg_ctl")
-            .args(["-m", "immediate", "-D"])
-            .arg(self.data())
-            .arg("stop")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-fn run(command: &mut Command) {
-    let out = command.output().expect("runs");
-    assert!(
-        out.status.success(),
-        "{command:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }

@@ -1,7 +1,9 @@
-//! Who reads the conversation record and what becomes of sessions whose client went: a
-//! JWT with the records scope reads the record of the namespaces its agents claim reaches
-//! (and nothing without the scope), and a session whose client vanished and never came back
-//! within the resume window is marked `abandoned` and reported to the webhook.
+//! Who reads the conversation record, what becomes of sessions whose client went, and the
+//! summary: a JWT with the records scope reads the record of the namespaces its agents claim
+//! reaches (and nothing without the scope); a session whose client vanished and never came
+//! back within the resume window is marked `abandoned` and reported to the webhook; a model
+//! (the real Bedrock client against the simulator) summarises each ended session from its
+//! redacted record, and the report carries it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,14 +12,16 @@ use switchboard_core::protocol::{ClientMessage, ServerMessage};
 use switchboard_gateway::GatewayConfig;
 use switchboard_gateway::auth::{Auth, Jwt, SubjectLimits};
 use switchboard_gateway::record::store::SessionRecord;
+use switchboard_gateway::record::summary::SummaryConfig;
 use switchboard_gateway::record::webhook::{Report, WebhookConfig};
 use switchboard_gateway::record::{RecordConfig, Recorder, Store};
 use switchboard_gateway::resume::Store as ResumeStore;
-use switchboard_sim::banking_script;
+use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
+use switchboard_sim::{Script, SimConfig, Simulator, banking_script};
 
 use crate::client::{Client, get_with};
 use crate::fleet::Fleet;
-use crate::record::{receiver, recorder, recorder_with, session_id};
+use crate::record::{SECRETS, conversation, receiver, recorder, recorder_with, session_id};
 
 const ISSUER: &str = "https://idp.bank.example";
 const AUDIENCE: &str = "switchboard";
@@ -165,7 +169,7 @@ async fn a_session_whose_client_never_comes_back_is_abandoned_and_reported() {
     let webhook = WebhookConfig { url: hook.parse().expect("url"), secret: b"sixteen or more bytes".to_vec() };
     // A 1 s resume window; parked sessions are given up 3 s after they parked.
     let config = RecordConfig { abandon_after: Duration::from_secs(3), ..RecordConfig::default() };
-    let (recorder, stop) = recorder_with(store.clone(), Some(webhook), config);
+    let (recorder, stop) = recorder_with(store.clone(), Some(webhook), config, None);
     let gateway = GatewayConfig { resume_window: Duration::from_secs(1), ..GatewayConfig::default() };
     let fleet = fleet(recorder, Auth::default(), gateway).await;
 
@@ -205,6 +209,58 @@ async fn a_session_whose_client_never_comes_back_is_abandoned_and_reported() {
     assert_eq!(reports[&id].turns, 1);
     assert_eq!(reports[&other_id].outcome, "ended");
     assert_eq!(with_outcome(&store, &other_id, "ended").await.summary.outcome, "ended");
+    stop.cancel();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_summarises_each_ended_session_from_its_redacted_record() {
+    let dir = std::env::temp_dir().join(format!("switchboard-record-summary-{}", uuid::Uuid::new_v4()));
+    let store = Store::file(&dir.join("record.db")).expect("store");
+    let (hook, mut posts) = receiver().await;
+    let webhook = WebhookConfig { url: hook.parse().expect("url"), secret: b"sixteen or more bytes".to_vec() };
+    // The summary model: the simulator's echo ("You said: <the request's text>"), so the
+    // summary shows exactly what the model was given.
+    let sim = Simulator::start(SimConfig::new(Script::echo())).await.expect("simulator");
+    let bedrock = BedrockConfig::simulator(sim.endpoint_url(), sim.ca_cert_path());
+    let model = BedrockTextModel::connect(&bedrock).await.expect("a Bedrock client");
+    // Room for the whole echo (a real summary is a few sentences).
+    let config = SummaryConfig { max_tokens: 4000, max_chars: 16_000, ..SummaryConfig::new("amazon.nova-lite-v1:0") };
+    let summary = (Arc::new(model) as Arc<dyn switchboard_models::TextModel>, config);
+    let (recorder, stop) = recorder_with(store.clone(), Some(webhook), RecordConfig::default(), Some(summary));
+    let fleet = fleet(recorder.clone(), Auth::default(), GatewayConfig::default()).await;
+    let id = conversation(&fleet.url, &[], || async {}).await;
+
+    // The report waits for the summary (the receiver refuses the first POST: take the retry).
+    let mut body = String::new();
+    for _ in 0..2 {
+        let post = tokio::time::timeout(Duration::from_secs(30), posts.recv()).await.expect("a report in time");
+        body = post.expect("a report").1;
+    }
+    let report: Report = serde_json::from_str(&body).expect("a report");
+    let summary = report.summary.clone().expect("the report carries a summary");
+    let stored = with_outcome(&store, &id, "ended").await.summary.summary.expect("the record keeps the summary");
+    assert_eq!(summary, stored);
+    // What the model read: who said what at which Agent, the transfers and tools, the
+    // outcome; with every secret already redacted (the idv Agent's account and sort-code
+    // rules, the built-in card, e-mail and phone detectors).
+    for needle in [
+        "You said: Agent bank/triage: Hello, you're through to Example Bank.",
+        "\nCaller: Hello, I'm [redacted:email], call me on [redacted:phone], my number is [redacted:card]\n",
+        "[transferred from triage to idv",
+        "[bank/idv used the tool perform_idv_check]",
+        "[redacted:account]",
+        "[bank/banking used the tool check_balance]",
+        "Agent bank/banking: ",
+        "[the session is ended]",
+    ] {
+        assert!(summary.contains(needle), "{needle:?} in the summary: {summary}");
+    }
+    for secret in SECRETS {
+        assert!(!summary.contains(secret), "{secret} in the summary: {summary}");
+    }
+    let written = r#"switchboard_gateway_record_summaries_total{outcome="written"} 1"#;
+    assert!(recorder.metrics.render().contains(written), "{}", recorder.metrics.render());
     stop.cancel();
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -105,6 +105,19 @@ pub async fn banking_edited(edit: impl Fn(&str, String) -> String) -> Running {
     running
 }
 
+/// Local mode on the banking example as `edit` changes it, its simulated model following
+/// `script` (YAML text).
+pub async fn banking_edited_scripted(edit: impl Fn(&str, String) -> String, script: &str) -> Running {
+    let dir = std::env::temp_dir().join(format!("switchboard-banking-{}", uuid::Uuid::new_v4()));
+    copy_dir(&examples_dir(), &dir, &edit);
+    let path = dir.join("simulator-script.yaml.txt");
+    std::fs::write(&path, script).expect("the script is written");
+    let running = start_in(&dir, ServerConfig::default(), None, None, Some(path)).await;
+    // Local mode and the simulator have read them by now.
+    let _ = std::fs::remove_dir_all(&dir);
+    running
+}
+
 fn copy_dir(from: &std::path::Path, to: &std::path::Path, edit: &impl Fn(&str, String) -> String) {
     std::fs::create_dir_all(to).expect("a scratch folder");
     for entry in std::fs::read_dir(from).expect("the examples").flatten() {

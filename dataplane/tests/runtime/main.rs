@@ -4,6 +4,7 @@ mod authority;
 mod banking;
 mod common;
 mod failures;
+mod fallback;
 mod limits;
 mod live;
 mod metrics;

@@ -140,6 +140,10 @@ catalogue! {
         /// `session_start.voice` names no voice of the agent's model. Pick one the message
         /// lists.
         InvalidVoice = "invalid_voice",
+        /// `session_start.model` names a text model the agent does not offer its sessions
+        /// (its `textModelId` and `sessionModels`, which the message lists); the session is
+        /// closed (4400). Pick one of them, or leave `model` out.
+        ModelNotAllowed = "model_not_allowed",
         /// The audio of a `bidi_audio_input` is not base64. Send base64 PCM16.
         InvalidAudioBase64 = "invalid_audio_base64",
         /// An audio frame of an odd number of bytes. Send whole 16-bit samples.
@@ -337,6 +341,7 @@ mod tests {
         "unsupported_modality",
         "unsupported_frame",
         "invalid_voice",
+        "model_not_allowed",
         "invalid_audio_base64",
         "invalid_audio_length",
         "empty_audio",

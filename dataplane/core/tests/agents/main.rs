@@ -6,6 +6,7 @@ mod common;
 mod handoffs;
 mod live;
 mod memory;
+mod models;
 mod pipeline;
 mod sessions;
 mod skills;

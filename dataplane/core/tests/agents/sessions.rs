@@ -111,7 +111,7 @@ proptest! {
     fn context_guard_keeps_requests_under_budget(sizes in prop::collection::vec(200usize..1500, 8..30)) {
         let now = Instant::now();
         let mut spec = common::spec("triage");
-        spec.model.context_tokens = 1024;
+        spec.model.context_tokens = Some(1024);
         let core = std::sync::Arc::new(AgentCore::new(spec).expect("runnable"));
         let (mut session, _) = switchboard_core::Session::start(core, common::init(BTreeMap::new()));
         let mut compacted = false;

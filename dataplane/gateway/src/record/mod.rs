@@ -20,6 +20,7 @@ pub mod log;
 pub mod price;
 pub mod redact;
 pub mod store;
+pub mod summary;
 pub mod webhook;
 pub mod writer;
 
@@ -150,6 +151,8 @@ pub struct RecordMetrics {
     pub unpriced: IntCounterVec,
     /// End-of-call reports by outcome.
     pub webhook: IntCounterVec,
+    /// Session summaries by outcome.
+    pub summaries: IntCounterVec,
 }
 
 impl RecordMetrics {
@@ -203,6 +206,11 @@ impl RecordMetrics {
             webhook: vec(
                 "switchboard_gateway_webhook_deliveries_total",
                 "End-of-call reports by outcome: delivered, refused (a 4xx answer), failed (after retries), dropped (queue full), unknown_session.",
+                &["outcome"],
+            )?,
+            summaries: vec(
+                "switchboard_gateway_record_summaries_total",
+                "Session summaries by outcome: written, empty (nothing said, or an empty reply), failed (the model or the store), timeout, unknown_session.",
                 &["outcome"],
             )?,
         })

@@ -1,7 +1,8 @@
-//! The end-of-call report: when a session ends (not when its client merely went away), the
-//! gateway POSTs a JSON report to a configured URL — Agents visited, outcome, close code,
-//! duration, turns, tokens, cost, the agents' own summaries (a return handoff's `summary`)
-//! and the record's path — built from the record itself once its end is written, so a
+//! The end-of-call report: when a session ends, or its client went and never came back
+//! (`abandoned`; not while it may still resume), the gateway POSTs a JSON report to a
+//! configured URL — Agents visited, outcome, close code, duration, turns, tokens, cost, the
+//! model's summary (when [`super::summary`] is on), the agents' own summaries (a return
+//! handoff's `summary`) and the record's path — built from the record itself once its end is written, so a
 //! session resumed through another replica is reported whole.
 //!
 //! Each POST is signed: `X-Switchboard-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of
@@ -69,6 +70,8 @@ pub struct Report {
     pub output_tokens: i64,
     /// USD, by the price table.
     pub cost_usd: f64,
+    /// What happened, in a few sentences by a model (with `--record-summary-model`).
+    pub summary: Option<String>,
     /// The agents' own summaries of what they did (return handoffs), oldest first.
     pub summaries: Vec<String>,
     /// Tool calls made, and how many failed.
@@ -104,6 +107,7 @@ impl Report {
             input_tokens: s.input_tokens,
             output_tokens: s.output_tokens,
             cost_usd: s.cost_usd,
+            summary: s.summary.clone(),
             summaries,
             tool_calls: count("tool_start"),
             tool_errors: count("tool_error"),

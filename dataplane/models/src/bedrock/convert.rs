@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use aws_sdk_bedrockruntime::types as sdk;
 use aws_smithy_types::{Document, Number};
+use switchboard_crds::agent::{ReasoningEffort, ReasoningStyle, text_model};
 
 use crate::{
     ContentBlock, Message, ModelError, ModelRequest, Role, StopReason, ToolDefinition, ToolResult, ToolResultStatus,
@@ -18,6 +19,8 @@ pub struct ConverseParts {
     pub messages: Vec<sdk::Message>,
     pub tool_config: Option<sdk::ToolConfiguration>,
     pub inference: sdk::InferenceConfiguration,
+    /// `additionalModelRequestFields`: the reasoning settings, for a model that takes them.
+    pub additional: Option<Document>,
 }
 
 /// Maps a request to the SDK's Converse types.
@@ -39,7 +42,20 @@ pub fn to_converse(request: &ModelRequest) -> Result<ConverseParts, ModelError> 
         .temperature(request.temperature)
         .top_p(request.top_p)
         .build();
-    Ok(ConverseParts { system, messages, tool_config, inference })
+    let additional = request.reasoning.and_then(|effort| reasoning_fields(&request.model_id, effort));
+    Ok(ConverseParts { system, messages, tool_config, inference, additional })
+}
+
+/// The `additionalModelRequestFields` that turn on reasoning with `effort` for `model_id`,
+/// or `None` for a model that takes no reasoning settings (a fallback may not: it is then
+/// called without them).
+pub fn reasoning_fields(model_id: &str, effort: ReasoningEffort) -> Option<Document> {
+    match text_model(model_id)?.reasoning {
+        ReasoningStyle::NovaEffort => Some(json_to_document(&serde_json::json!({
+            "reasoningConfig": { "type": "enabled", "maxReasoningEffort": effort.as_str() }
+        }))),
+        ReasoningStyle::None => None,
+    }
 }
 
 fn message(message: &Message) -> Result<sdk::Message, ModelError> {
@@ -152,6 +168,20 @@ pub fn document_to_json(document: &Document) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasoning_goes_only_to_a_model_that_takes_it() {
+        let mut request = ModelRequest::new("us.amazon.nova-2-lite-v1:0", vec![Message::user_text("hi")]);
+        request.reasoning = Some(ReasoningEffort::High);
+        let parts = to_converse(&request).expect("converts");
+        let expected = serde_json::json!({ "reasoningConfig": { "type": "enabled", "maxReasoningEffort": "high" } });
+        assert_eq!(parts.additional.as_ref().map(document_to_json), Some(expected));
+        request.model_id = "amazon.nova-lite-v1:0".into();
+        assert!(to_converse(&request).expect("converts").additional.is_none(), "Nova Lite takes no reasoning");
+        request.reasoning = None;
+        request.model_id = "amazon.nova-2-lite-v1:0".into();
+        assert!(to_converse(&request).expect("converts").additional.is_none(), "off unless asked for");
+    }
 
     #[test]
     fn json_survives_a_document_round_trip() {

@@ -243,6 +243,9 @@ async fn start(
     if let Some(tool_config) = parts.tool_config {
         call = call.tool_config(tool_config);
     }
+    if let Some(fields) = parts.additional {
+        call = call.additional_model_request_fields(fields);
+    }
     let output = call.send().await.map_err(|e| errors::from_start_error(e, model_id))?;
     Ok(output.stream)
 }

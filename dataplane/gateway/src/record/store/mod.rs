@@ -32,7 +32,8 @@ const SCHEMA: &[&str] = &[
         turns BIGINT NOT NULL DEFAULT 0,
         input_tokens BIGINT NOT NULL DEFAULT 0,
         output_tokens BIGINT NOT NULL DEFAULT 0,
-        cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0
+        cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+        summary TEXT
     )",
     "CREATE INDEX IF NOT EXISTS switchboard_sessions_started ON switchboard_sessions (started_at)",
     "CREATE TABLE IF NOT EXISTS switchboard_session_agents (
@@ -133,6 +134,9 @@ pub struct Summary {
     pub output_tokens: i64,
     /// What it cost, USD ([`super::price`]).
     pub cost_usd: f64,
+    /// What happened, in a few sentences by a model ([`super::summary`]), once written.
+    #[serde(default)]
+    pub summary: Option<String>,
 }
 
 /// One thing that happened.
@@ -202,6 +206,21 @@ impl Store {
         for statement in SCHEMA {
             sqlx::query(*statement).execute(&mut *tx).await?;
         }
+        // Tables made before the summary existed.
+        if self.postgres {
+            sqlx::query("ALTER TABLE switchboard_sessions ADD COLUMN IF NOT EXISTS summary TEXT")
+                .execute(&mut *tx)
+                .await?;
+        } else {
+            let found: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pragma_table_info('switchboard_sessions') WHERE name = 'summary'",
+            )
+            .fetch_one(&mut *tx)
+            .await?;
+            if found == 0 {
+                sqlx::query("ALTER TABLE switchboard_sessions ADD COLUMN summary TEXT").execute(&mut *tx).await?;
+            }
+        }
         tx.commit().await?;
         Ok(())
     }
@@ -210,7 +229,7 @@ impl Store {
     pub async fn list(&self, filter: &Filter) -> Result<Vec<Summary>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, started_at, ended_at, credential, caller, first_agent, last_agent, outcome, close_code,
-                    turns, input_tokens, output_tokens, cost_usd
+                    turns, input_tokens, output_tokens, cost_usd, summary
              FROM switchboard_sessions
              WHERE started_at >= $1 AND started_at < $2
                AND ($3 = '' OR id IN (SELECT session_id FROM switchboard_session_agents WHERE agent = $3))
@@ -238,7 +257,7 @@ impl Store {
     pub async fn show(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let row = sqlx::query(
             "SELECT id, started_at, ended_at, credential, caller, first_agent, last_agent, outcome, close_code,
-                    turns, input_tokens, output_tokens, cost_usd
+                    turns, input_tokens, output_tokens, cost_usd, summary
              FROM switchboard_sessions WHERE id = $1",
         )
         .bind(id)
@@ -347,6 +366,7 @@ fn summary(row: &AnyRow) -> Result<Summary, sqlx::Error> {
         input_tokens: row.try_get("input_tokens")?,
         output_tokens: row.try_get("output_tokens")?,
         cost_usd: row.try_get("cost_usd")?,
+        summary: row.try_get("summary")?,
     })
 }
 

@@ -33,6 +33,16 @@ impl Store {
         Ok(())
     }
 
+    /// Keeps `summary` as session `id`'s summary.
+    pub async fn set_summary(&self, id: &str, summary: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE switchboard_sessions SET summary = $2 WHERE id = $1")
+            .bind(id)
+            .bind(summary)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Sessions parked (their client went) before `before` (unix ms) and never resumed:
     /// marked `abandoned`, and their ids returned — to one caller only, when several
     /// gateways sweep the same database at once.
