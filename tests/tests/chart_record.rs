@@ -103,9 +103,13 @@ gateway:
     assert_eq!(get(&summary, "SWITCHBOARD_RECORD_SUMMARY_MODEL"), Some("amazon.nova-lite-v1:0"));
     assert_eq!(get(&summary, "SWITCHBOARD_RECORD_SUMMARY_REGION"), Some("eu-west-2"));
     assert_eq!(get(&summary, "SWITCHBOARD_RECORD_SUMMARY_ENDPOINT_URL"), None);
-    let rendered = render("gateway: { serviceAccountAnnotations: { eks.amazonaws.com/role-arn: arn:aws:iam::1:role/gw } }")
-        .expect("renders");
-    assert!(rendered.contains("eks.amazonaws.com/role-arn: arn:aws:iam::1:role/gw"), "the gateway's ServiceAccount is annotated");
+    let rendered =
+        render("gateway: { serviceAccountAnnotations: { eks.amazonaws.com/role-arn: arn:aws:iam::1:role/gw } }")
+            .expect("renders");
+    assert!(
+        rendered.contains("eks.amazonaws.com/role-arn: arn:aws:iam::1:role/gw"),
+        "the gateway's ServiceAccount is annotated"
+    );
 
     let secret = gateway_env("gateway: { record: { existingSecret: records-db, databaseUrl: ignored } }");
     assert_eq!(get(&secret, "SWITCHBOARD_RECORD_DATABASE_URL"), Some("secret:records-db/database-url"));
