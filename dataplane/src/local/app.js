@@ -3,14 +3,19 @@
 // bidi_text_input with an id, voice as binary PCM16 frames; replies as transcripts, audio and
 // events), drawn by render.js; the side panel (agent, workflow node, caller, memory, turns);
 // a banner with Reconnect (resume with the newest resume_token and the last message number)
-// and New conversation when the session fails. `window.switchboard` exposes state for tests.
+// and New conversation when the session fails; the current agent's workflow graph; voice as
+// an open microphone or push-to-talk (hold the button, or Space outside the message box; on
+// release the turn ends with bidi_audio_input_end), with each voice turn's first-audio time
+// (end of the caller's speech to the first reply audio). `window.switchboard` exposes state
+// for tests.
 
 const $ = (id) => document.getElementById(id);
 const live = new Transcript($("log"));
 const state = Object.assign(window.switchboard, {
   ws: null, agents: [], defaultAgent: null, events: [], sessionId: null, agent: null, resumeToken: null,
   lastSeq: null, inputs: 0, turn: null, turns: [], totals: { input: 0, output: 0 }, memory: {}, path: [],
-  voiceSession: false, leaving: false,
+  voiceSession: false, leaving: false, pttMode: false, talking: false, inputEnds: 0, speechEnd: null, lastVoiceAt: null,
+  firstAudio: null,
 });
 
 function status(text) { $("status").textContent = text; }
@@ -22,8 +27,11 @@ function sessionState(name, label) {
 // The agents a session may start with, the default first; then, shown but not selectable,
 // those reached only by handoff (gateway.expose: false).
 async function loadAgents() {
-  const body = await (await fetch("/v1/agents")).json();
+  const response = await fetch("/v1/agents");
+  if (!response.ok) throw new Error(`GET /v1/agents answered ${response.status}`);
+  const body = await response.json();
   state.agents = body.agents;
+  agents.show(body);
   state.defaultAgent = body.default;
   const option = (agent) => el("option", { value: agent.name }, `${agent.name} (${agent.mode})`);
   for (const agent of body.agents) {
@@ -46,7 +54,8 @@ function agentMode() {
 /** Clears what the page shows of a session (a new conversation). */
 function resetView() {
   live.clear();
-  Object.assign(state, { sessionId: null, resumeToken: null, lastSeq: null, turn: null, turns: [], memory: {}, path: [] });
+  Object.assign(state, { sessionId: null, agent: null, resumeToken: null, lastSeq: null, turn: null, turns: [], memory: {}, path: [],
+    speechEnd: null, lastVoiceAt: null, firstAudio: null });
   state.totals = { input: 0, output: 0 };
   $("memory").tBodies[0].replaceChildren();
   $("turns").tBodies[0].replaceChildren();
@@ -76,7 +85,7 @@ function connect({ withAudio = state.voiceSession, resume = false } = {}) {
     ws.send(JSON.stringify(start));
     $("text").disabled = $("send").disabled = false;
     $("new").disabled = false;
-    $("mic").disabled = agentMode() === "text";
+    $("mic").disabled = $("talk").disabled = agentMode() === "text";
   };
   ws.onmessage = (event) => {
     if (typeof event.data !== "string") return;
@@ -140,19 +149,24 @@ function handle(m) {
       break;
     case "bidi_response_start":
       // Runtimes count turns per agent; the page counts the session's.
-      state.turn = { n: state.turns.length + 1, serverTurn: m.turn, started: performance.now(), firstMs: null, turnMs: null, input: 0, output: 0 };
+      state.turn = { n: state.turns.length + 1, serverTurn: m.turn, started: performance.now(), firstMs: null, turnMs: null, input: 0, output: 0,
+        firstAudioMs: state.firstAudio };
+      state.firstAudio = null;
       break;
     case "bidi_response_complete": completeTurn(m); break;
     case "bidi_usage": usage(m); break;
-    case "bidi_audio_stream": firstToken(); voice.play(m.audio); break;
+    case "bidi_audio_stream": firstToken(); firstAudio(); voice.play(m.audio); break;
     case "bidi_interruption":
       state.interruptions++;
       voice.flush();
       live.interrupted();
       break;
     case "bidi_session_state": sessionState(m.state); break;
-    case "bidi_speech_started": $("now-speech").textContent = "speaking"; break;
-    case "bidi_speech_stopped": $("now-speech").textContent = "silent"; break;
+    case "bidi_speech_started": $("now-speech").textContent = "speaking"; state.speechEnd = null; break;
+    case "bidi_speech_stopped":
+      $("now-speech").textContent = "silent";
+      speechEnded();
+      break;
     case "tool_start": live.toolStart(m.tool_use_id, m.name, m.input); break;
     case "tool_progress": live.toolProgress(m.tool_use_id, m.name, m.message); break;
     case "tool_complete": live.toolComplete(m.tool_use_id, m.name, m.result, m.cached); break;
@@ -176,7 +190,6 @@ function handle(m) {
       renderNow();
       break;
     }
-      break;
     case "bidi_connection_restart": live.note(`model stream restarted (${m.reason})`); break;
     case "bidi_error":
       if (m.input_id != null) live.refused(m.input_id, m.message);
@@ -196,9 +209,30 @@ function firstToken() {
   if (turn && turn.firstMs == null) turn.firstMs = performance.now() - turn.started;
 }
 
+/** Peak level (0..1) above which a microphone frame counts as the caller speaking. */
+const SPEAKING_LEVEL = 0.02;
+
+/** The caller's turn ended (the server heard silence, or push-to-talk was released): their
+ * speech ended with the last frame this page sent above SPEAKING_LEVEL. Nothing when no
+ * such frame went since the last end (a release after the server already ended the turn). */
+function speechEnded() {
+  if (state.speechEnd != null || state.lastVoiceAt == null) return;
+  state.speechEnd = state.lastVoiceAt;
+  state.lastVoiceAt = null;
+}
+
+/** The first reply audio after the caller stopped speaking: the turn's first-audio time. */
+function firstAudio() {
+  if (state.speechEnd == null) return;
+  const ms = performance.now() - state.speechEnd;
+  state.speechEnd = null;
+  if (state.turn && state.turn.firstAudioMs == null) state.turn.firstAudioMs = ms;
+  else state.firstAudio = ms;
+}
+
 function completeTurn(m) {
   const turn = state.turn && state.turn.serverTurn === m.turn ? state.turn
-    : { n: state.turns.length + 1, firstMs: null, input: 0, output: 0 };
+    : { n: state.turns.length + 1, firstMs: null, firstAudioMs: null, input: 0, output: 0 };
   if (turn.started != null) turn.turnMs = performance.now() - turn.started;
   turn.stopReason = m.stop_reason;
   turn.line = live.figures(turn);
@@ -212,7 +246,7 @@ function completeTurn(m) {
 
 function renderTurn(turn) {
   turn.line?.update();
-  turn.row?.replaceChildren(...[turn.n, millis(turn.firstMs), millis(turn.turnMs), `${turn.input} / ${turn.output}`]
+  turn.row?.replaceChildren(...[turn.n, millis(turn.firstMs), millis(turn.firstAudioMs), millis(turn.turnMs), `${turn.input} / ${turn.output}`]
     .map((v) => el("td", {}, String(v))));
 }
 
@@ -251,28 +285,56 @@ function renderMemory() { $("memory-empty").hidden = $("memory").tBodies[0].rows
 function renderNow() {
   $("now-agent").textContent = state.agent ? agentName(state.agent) : "–";
   // The workflow path, per agent; the node is the current agent's.
-  const last = state.path[state.path.length - 1];
-  const current = last && last.agent === agentName(state.agent) ? last.nodes[last.nodes.length - 1] : null;
-  $("now-node").textContent = current || "–";
+  $("now-node").textContent = (state.agent && currentNode(agentName(state.agent))) || "–";
   $("now-path").textContent = state.path.length
     ? state.path.map((p) => `${p.agent}: ${p.nodes.join(" → ")}`).join("; ") : "–";
   $("now-tokens").textContent = `${state.totals.input} in / ${state.totals.output} out`;
+  drawGraph();
+}
+
+/** The node agent `name` is in: where its last transition took it, else (in a session
+ * that reached it) its workflow's entry; null before a session. */
+function currentNode(name) {
+  const last = state.path[state.path.length - 1];
+  if (last && last.agent === name) return last.nodes[last.nodes.length - 1];
+  const workflow = agents.get(name)?.workflow;
+  return state.sessionId && workflow ? workflow.entry : null;
+}
+
+/** The workflow of the agent serving the session (or, before one, of the agent picked). */
+function drawGraph() {
+  const name = state.agent ? agentName(state.agent) : $("agent").value;
+  const entry = agents.get(name);
+  const workflow = entry && entry.workflow;
+  const visits = state.path.filter((p) => p.agent === name).map((p) => p.nodes);
+  const current = currentNode(name);
+  graph.draw($("workflow"), name, workflow, current, visits);
+  $("workflow-caption").textContent = workflow
+    ? `${name}: ${workflow.name}, ${current ? `at ${current}` : `starts at ${workflow.entry}`}`
+      + (visits.length ? `; path ${visits.map((v) => v.join(" → ")).join("; ")}` : "")
+    : "No agent selected.";
 }
 
 // --- voice --------------------------------------------------------------------------------
-async function startVoice() {
+/** Opens the microphone; `ptt`: frames go only while the talk button (or Space) is held. */
+async function startVoice({ ptt = false } = {}) {
+  state.pttMode = ptt;
   if (!state.voiceSession || !state.ws) {
     state.voiceSession = true;
     connect({ withAudio: true });
   }
   await voice.start(
     (frame) => {
+      if (state.pttMode && !state.talking) return;
       if (state.ws && state.ws.readyState === WebSocket.OPEN) {
         state.ws.send(frame);
         state.framesSent++;
       }
     },
-    (peak) => { $("level").value = peak; },
+    (peak) => {
+      $("level").value = peak;
+      if (peak > SPEAKING_LEVEL && (!state.pttMode || state.talking)) state.lastVoiceAt = performance.now();
+    },
     { echoCancellation: $("aec").checked, noiseSuppression: $("ns").checked, autoGainControl: $("agc").checked });
   $("mic").textContent = "Stop voice";
   $("mic").classList.add("on");
@@ -280,16 +342,61 @@ async function startVoice() {
 
 function stopVoice() {
   voice.stop();
+  state.pttMode = state.talking = false;
+  $("talk").setAttribute("aria-pressed", "false");
+  $("talk").classList.remove("on");
   $("level").value = 0;
   $("mic").textContent = "Start voice";
   $("mic").classList.remove("on");
 }
 
+// --- push-to-talk ---------------------------------------------------------------------------
+function talkStart() {
+  if (state.talking || $("talk").disabled) return;
+  state.talking = true;
+  state.speechEnd = null;
+  $("talk").setAttribute("aria-pressed", "true");
+  $("talk").classList.add("on");
+  if (!voice.active()) startVoice({ ptt: true }).catch((e) => live.note(`microphone: ${e}`, "error"));
+  else state.pttMode = true;
+}
+
+/** Released: the caller's turn ends now. */
+function talkEnd() {
+  if (!state.talking) return;
+  state.talking = false;
+  $("talk").setAttribute("aria-pressed", "false");
+  $("talk").classList.remove("on");
+  send({ type: "bidi_audio_input_end" });
+  state.inputEnds++;
+  speechEnded();
+}
+
+/** Space talks unless typing or working a control that Space itself operates. */
+const spaceTalks = (target) => target === document.body || target === $("talk") || target === $("log")
+  || !(target.closest && target.closest("input, textarea, select, button, summary, [contenteditable], dialog"));
+$("talk").addEventListener("pointerdown", (e) => { e.preventDefault(); talkStart(); });
+for (const type of ["pointerup", "pointerleave", "pointercancel"]) $("talk").addEventListener(type, talkEnd);
+document.addEventListener("keydown", (e) => {
+  if (e.code !== "Space" || !spaceTalks(e.target)) return;
+  e.preventDefault();
+  if (!e.repeat) talkStart();
+});
+document.addEventListener("keyup", (e) => {
+  if (e.code !== "Space" || !state.talking) return;
+  e.preventDefault();
+  talkEnd();
+});
+window.addEventListener("blur", talkEnd);
+
 $("connect").onclick = () => { state.voiceSession = false; connect(); };
 $("new").onclick = () => connect();
 $("restart").onclick = () => connect();
 $("reconnect").onclick = () => connect({ resume: true });
-$("agent").onchange = () => { $("mic").disabled = agentMode() === "text"; };
+$("agent").onchange = () => {
+  $("mic").disabled = $("talk").disabled = agentMode() === "text";
+  if (!state.ws) drawGraph();
+};
 $("mic").onclick = () => (voice.active() ? stopVoice() : startVoice().catch((e) => live.note(`microphone: ${e}`, "error")));
 $("form").onsubmit = (event) => {
   event.preventDefault();
@@ -301,6 +408,6 @@ $("form").onsubmit = (event) => {
   $("text").value = "";
 };
 window.addEventListener("beforeunload", () => { state.leaving = true; });
-loadAgents().then(() => { $("mic").disabled = agentMode() === "text"; })
+loadAgents().then(() => { $("mic").disabled = $("talk").disabled = agentMode() === "text"; drawGraph(); })
   .catch((e) => live.note(`cannot list agents: ${e}`, "error"));
 renderMemory();

@@ -16,6 +16,7 @@
 //! verify the gateway's identity assertion as a bank's would: their account endpoints act
 //! only for the caller it names ([`crate::demo_tools`]).
 
+pub mod agents;
 pub mod web;
 
 use std::collections::BTreeMap;
@@ -409,21 +410,8 @@ async fn start_bedrock(options: &LocalOptions) -> Result<(Option<SimHandle>, Bed
     Ok((Some(handle), config))
 }
 
-/// The agents the web page lists: those a client may start with (exposed, or the default,
-/// which a session naming no agent gets), the default first; then those reached only by
-/// handoff.
+/// The agents the web page lists, from the specs the runtime serves (see [`web::AgentList::new`]).
 fn agent_list(state: &runtime::AppState, names: &[String], default: Option<String>) -> web::AgentList {
-    let (agents, by_handoff) =
-        names.iter().filter_map(|name| state.directory.agents.get(name)).partition::<Vec<_>, _>(|agent| {
-            agent.core.spec().gateway.expose || default.as_deref() == Some(agent.core.name())
-        });
-    let entry = |agent: &Arc<runtime::AgentRuntime>| web::AgentEntry {
-        name: agent.core.name().to_owned(),
-        mode: agent.core.spec().mode.to_string(),
-    };
-    web::AgentList {
-        agents: agents.into_iter().map(entry).collect(),
-        by_handoff: by_handoff.into_iter().map(entry).collect(),
-        default,
-    }
+    let specs = names.iter().filter_map(|name| state.directory.agents.get(name)).map(|agent| agent.core.spec());
+    web::AgentList::new(specs, default)
 }

@@ -188,11 +188,14 @@ class Transcript {
     card.buttons.replaceChildren(el("span", { class: approved ? "allowed" : "denied" }, approved ? "Allowed" : "Denied"));
   }
 
-  /** The figures of one turn, kept up to date by `update`. */
+  /** The figures of one turn (first token; by voice, first audio after the caller's speech
+   * ended), kept up to date by `update`. */
   figures(turn) {
     const line = el("div", { class: "figures", "data-turn": turn.n });
     const update = () => {
-      const parts = [`turn ${turn.n}`, `first token ${millis(turn.firstMs)}`, `turn ${millis(turn.turnMs)}`];
+      const parts = [`turn ${turn.n}`, `first token ${millis(turn.firstMs)}`];
+      if (turn.firstAudioMs != null) parts.push(`first audio ${millis(turn.firstAudioMs)}`);
+      parts.push(`turn ${millis(turn.turnMs)}`);
       if (turn.input || turn.output) parts.push(`${turn.input} in / ${turn.output} out tokens`);
       if (turn.cost) parts.push(`$${turn.cost.toFixed(5)}`);
       line.textContent = parts.join(" · ");

@@ -3,10 +3,11 @@
 //! offline). It talks to the folder's agents by text, and by voice with the browser's
 //! microphone for voice and hybrid agents; shows each reply under the agent's name, handoffs,
 //! tool calls, consent requests, memory, the workflow node, the session state and per-turn
-//! figures; and opens past sessions from the conversation record (`/v1/sessions`, served by
-//! the gateway when a record is kept). `GET /v1/agents` lists the agents it offers to
-//! start with (exposed ones and the default) and, apart, those reached only by handoff
-//! (`gateway.expose: false`), which the page shows but does not let a user pick.
+//! figures; and opens and replays past sessions from the conversation record
+//! (`/v1/sessions`, served by the gateway when a record is kept). `GET /v1/agents` lists the
+//! agents it offers to start with (exposed ones and the default) and, apart, those reached
+//! only by handoff (`gateway.expose: false`), which the page shows but does not let a user
+//! pick; each with what the Agents panel and the workflow graph show ([`super::agents`]).
 //! Only local mode serves these; runtime pods do not.
 
 use axum::Json;
@@ -14,45 +15,29 @@ use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use serde::Serialize;
+
+pub use super::agents::{AgentEntry, AgentList};
 
 /// The page.
 pub const PAGE: &str = include_str!("page.html");
 
 /// The page's scripts and styles, served at `/ui/<name>`: drawing a conversation
-/// (render.js), voice capture and playback (voice.js), the live session (app.js), past
-/// sessions (history.js), the look (console.css). Plain files, no framework: the page is
-/// small enough that one would cost more than it saves.
-pub const ASSETS: [(&str, &str, &str); 5] = [
+/// (render.js), voice capture and playback (voice.js), the Agents panel (agents.js), the
+/// workflow graph in plain SVG (graph.js), the live session with push-to-talk (app.js), past
+/// sessions and their replay (history.js), the look (console.css). Plain files, no
+/// framework or graph library: the page is small enough that one would cost more than it
+/// saves.
+pub const ASSETS: [(&str, &str, &str); 7] = [
     ("render.js", JAVASCRIPT, include_str!("render.js")),
     ("voice.js", JAVASCRIPT, include_str!("voice.js")),
+    ("agents.js", JAVASCRIPT, include_str!("agents.js")),
+    ("graph.js", JAVASCRIPT, include_str!("graph.js")),
     ("app.js", JAVASCRIPT, include_str!("app.js")),
     ("history.js", JAVASCRIPT, include_str!("history.js")),
     ("console.css", "text/css; charset=utf-8", include_str!("console.css")),
 ];
 
 const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
-
-/// One agent on offer.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct AgentEntry {
-    /// Its name.
-    pub name: String,
-    /// `voice`, `text` or `hybrid`.
-    pub mode: String,
-}
-
-/// What `GET /v1/agents` answers.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct AgentList {
-    /// The agents a session may start with, the default first.
-    pub agents: Vec<AgentEntry>,
-    /// The agents reached only by handoff (`gateway.expose: false`): a session cannot
-    /// start with them.
-    pub by_handoff: Vec<AgentEntry>,
-    /// The default agent (a session that names no agent gets it).
-    pub default: Option<String>,
-}
 
 /// The page's routes.
 pub fn routes(list: AgentList) -> Router {
@@ -90,6 +75,8 @@ mod tests {
             "bidi_session_state",
             "bidi_usage",
             "/v1/sessions",
+            "bidi_audio_input_end",
+            "at_us",
         ] {
             assert!(scripts.contains(needle), "the page handles {needle}");
         }
@@ -100,23 +87,5 @@ mod tests {
         for (name, _, _) in ASSETS {
             assert!(PAGE.contains(&format!("/ui/{name}")), "page.html loads {name}");
         }
-    }
-
-    #[test]
-    fn the_list_names_agents_reached_by_handoff_apart() {
-        let entry = |name: &str, mode: &str| AgentEntry { name: name.into(), mode: mode.into() };
-        let list = AgentList {
-            agents: vec![entry("triage", "hybrid")],
-            by_handoff: vec![entry("idv", "voice")],
-            default: Some("triage".into()),
-        };
-        assert_eq!(
-            serde_json::to_value(&list).expect("serialises"),
-            serde_json::json!({
-                "agents": [{ "name": "triage", "mode": "hybrid" }],
-                "by_handoff": [{ "name": "idv", "mode": "voice" }],
-                "default": "triage",
-            })
-        );
     }
 }
