@@ -457,7 +457,9 @@ impl Conversation<'_> {
             None => persona_voice.clone(),
         };
         let opened = match state.voice.get(name) {
-            Some(model) => model.open(spec, session, Some(&voice_id), state.config.voice_rotate_after).await,
+            Some(model) => {
+                model.open(spec, session, Some(&voice_id), state.config.voice_rotate_after, &state.shared.metrics).await
+            }
             None => Err(ModelError::Config { message: format!("agent {name} has no voice model") }),
         };
         let sonic = match opened {

@@ -130,3 +130,47 @@ async fn a_session_may_choose_only_a_model_its_agent_offers() {
     let closed = refused.next().await;
     assert!(matches!(closed, Some(Err((4400, _)))), "then the session is closed: {closed:?}");
 }
+
+/// The triage agent (hybrid) whose Nova Sonic stream falls back to us-west-2.
+fn with_voice_fallback(name: &str, text: String) -> String {
+    if name != "triage.yaml" {
+        return text;
+    }
+    let model = "spec:\n  model:\n    voiceFallback: { region: us-west-2 }\n  mode: hybrid\n";
+    let edited = text.replacen("spec:\n  mode: hybrid\n", model, 1);
+    assert_ne!(edited, text, "the triage Agent was edited");
+    edited
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_voice_model_opens_in_the_fallback_region_and_answers() {
+    let faults = "  - { model: amazon.nova-2-sonic-v1:0, region: us-east-1, error: { kind: throttling } }\n";
+    let running = common::banking_edited_scripted(with_voice_fallback, &script(faults)).await;
+    let start = SessionStart {
+        modalities: vec!["audio".into(), "text".into()],
+        ..common::signed_start(&running.key, "triage", Default::default())
+    };
+    let mut client = Client::connect(&running.runtime_url("")).await;
+    client.send(&ClientMessage::SessionStart(start)).await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    // Hybrid: typed text goes into the Nova Sonic stream, which answers in text and audio.
+    client.say("hello there").await;
+    let turn = client
+        .until(|m| {
+            matches!(m, ServerMessage::BidiResponseComplete { .. })
+                || matches!(m, ServerMessage::BidiError { recoverable: false, .. })
+        })
+        .await;
+    let errors: Vec<_> = turn.iter().filter(|m| matches!(m, ServerMessage::BidiError { .. })).collect();
+    assert!(errors.is_empty(), "the fallback stream answered: {errors:?}");
+    assert!(turn.iter().any(|m| matches!(m, ServerMessage::BidiAudioStream { .. })), "with audio: {turn:#?}");
+    let (_, metrics) = common::get(running.runtime_addr, "/metrics").await;
+    let labels = [
+        ("agent", "triage"),
+        ("mode", "hybrid"),
+        ("from", "amazon.nova-2-sonic-v1:0"),
+        ("to", "amazon.nova-2-sonic-v1:0@us-west-2"),
+        ("reason", "throttled"),
+    ];
+    assert_eq!(metric_sum(&metrics, "switchboard_model_fallbacks_total", &labels), 1.0, "{metrics}");
+}

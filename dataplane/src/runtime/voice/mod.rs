@@ -14,6 +14,7 @@
 //! A Persona with `speakFirst` opens a new session by saying its greeting ([`greeting`]).
 
 pub mod audio;
+mod fallback;
 mod gate;
 pub mod greeting;
 pub mod relay;
@@ -53,6 +54,8 @@ const SLOW_CLIENT: Duration = Duration::from_secs(5);
 pub struct VoiceModel {
     clients: Vec<Client>,
     next: AtomicUsize,
+    /// `model.voiceFallback`, when the agent has one.
+    fallback: Option<fallback::VoiceFallback>,
 }
 
 impl VoiceModel {
@@ -73,7 +76,11 @@ impl VoiceModel {
         for _ in 0..count {
             clients.push(build_client(&config).await?);
         }
-        Ok(Self { clients, next: AtomicUsize::new(0) })
+        let fallback = match clients.first() {
+            Some(primary) => fallback::VoiceFallback::connect(spec, bedrock, primary).await?,
+            None => None,
+        };
+        Ok(Self { clients, next: AtomicUsize::new(0), fallback })
     }
 
     fn client(&self) -> Client {
@@ -84,12 +91,15 @@ impl VoiceModel {
     /// Opens the Nova Sonic session for `session`: the agent's model settings, the
     /// persona's voice (or `voice` from `session_start`), the core's system prompt and
     /// tools, and the carried history; its streams are replaced once `rotate_after` old.
+    /// When the agent's model is throttled or unavailable, the voice fallback opens it
+    /// (counted in `metrics`).
     pub async fn open(
         &self,
         spec: &RuntimeSpec,
         session: &mut Session,
         voice: Option<&str>,
         rotate_after: Duration,
+        metrics: &super::Metrics,
     ) -> Result<(SonicSession, SonicEvents), ModelError> {
         let voice = voice.unwrap_or(&spec.persona.spec.voice);
         let mut config = SonicConfig::from_settings(&spec.model, session.system_prompt(), voice);
@@ -103,7 +113,10 @@ impl VoiceModel {
                 TranscriptRole::Assistant => HistoryEntry { speaker: Speaker::Assistant, text: turn.text },
             })
             .collect();
-        SonicSession::start(self.client(), config).await
+        match (SonicSession::start(self.client(), config.clone()).await, &self.fallback) {
+            (Err(error), Some(fallback)) => fallback.open(spec, error, config, metrics).await,
+            (opened, _) => opened,
+        }
     }
 }
 
