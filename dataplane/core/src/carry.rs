@@ -42,6 +42,7 @@ impl Session {
                     agent: self.core.name().to_owned(),
                     node: self.workflow.node().to_owned(),
                     visited: self.workflow.visited().to_vec(),
+                    skills: self.workflow.skills().to_vec(),
                 },
                 return_to,
                 status,

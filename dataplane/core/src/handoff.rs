@@ -50,6 +50,10 @@ pub struct WorkflowSnapshot {
     pub node: String,
     /// The nodes visited, in order.
     pub visited: Vec<String>,
+    /// The skills in use at the current node (the `inUse` of the last `use_skill` result),
+    /// so that a session resumed elsewhere keeps its skills' instructions and data context.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<String>,
 }
 
 /// Everything a receiving agent is told about a handed-over session.

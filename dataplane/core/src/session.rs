@@ -112,7 +112,12 @@ impl Session {
         };
         let spec = &core.spec().workflow.spec;
         let workflow = match position.filter(|p| handoff.is_none() && p.agent == core.name()) {
-            Some(position) => WorkflowState::resume(spec, &position.node, &position.visited),
+            Some(position) => {
+                // The skills in use before the session moved keep their place in the prompt.
+                let mut state = WorkflowState::resume(spec, &position.node, &position.visited);
+                position.skills.iter().filter(|s| core.skill(s).is_some()).for_each(|s| state.use_skill(s, true));
+                state
+            }
             None => WorkflowState::new(spec),
         };
         let model_id = chosen_model.unwrap_or_else(|| core.spec().model.text_model_id.clone());

@@ -93,6 +93,7 @@ fn a_reopened_session_goes_on_where_it_was_in_the_workflow() {
             agent: agent.into(),
             node: node.into(),
             visited: vec!["collect".into(), "verify".into(), node.into()],
+            skills: Vec::new(),
         });
         let init = SessionInit { workflow, ..common::init(common::verified_memory("12345678")) };
         Session::start(common::core("idv"), init).0.workflow().clone()

@@ -18,6 +18,7 @@ use switchboard_core::handoff::{HandoffContext, HandoffKind, HistoryTurn, Workfl
 use switchboard_core::protocol::{
     ClientMessage, ErrorCode, ServerKind, ServerMessage, StopReason, TranscriptRole, decode_client,
 };
+use switchboard_crds::agent::USE_SKILL_TOOL;
 
 /// History lines kept per session (oldest dropped first).
 pub const MAX_HISTORY: usize = 200;
@@ -126,6 +127,20 @@ fn in_flight<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<VecDeq
     Ok(typed.collect())
 }
 
+/// Most skills a kept session remembers as in use (an Agent has at most 32).
+const MAX_SKILLS: usize = 32;
+
+/// The `inUse` list of a `use_skill` result: skill names, bounded in number and length;
+/// `None` when the result has none (a refused call) or it is not a list of names.
+fn skills_in_use(result: &serde_json::Value) -> Option<Vec<String>> {
+    let names = result.get("inUse")?.as_array()?;
+    let valid = |n: &&serde_json::Value| n.as_str().is_some_and(|s| !s.is_empty() && s.len() <= 63);
+    if names.len() > MAX_SKILLS || !names.iter().all(|n| valid(&n)) {
+        return None;
+    }
+    Some(names.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect())
+}
+
 impl Kept {
     /// Notes what a runtime's message (its JSON text) tells about the session. A message
     /// that names a typed input by the gateway's id comes back, to be sent the client in
@@ -165,13 +180,29 @@ impl Kept {
                 let position = self.workflow.get_or_insert_with(|| WorkflowSnapshot {
                     agent: self.agent.clone(),
                     node: from.clone(),
-                    visited: vec![from],
+                    visited: vec![from.clone()],
+                    skills: Vec::new(),
                 });
+                if position.node.is_empty() {
+                    // Skills were used before the first step: the session was at `from`.
+                    (position.node, position.visited) = (from.clone(), vec![from]);
+                }
                 if position.visited.len() == MAX_VISITED {
                     position.visited.remove(0);
                 }
                 position.visited.push(to.clone());
                 position.node = to;
+                // A new step starts without skills in use (as the core's workflow state does).
+                position.skills.clear();
+            }
+            ServerMessage::ToolComplete { name, result, .. } if name == USE_SKILL_TOOL => {
+                if let Some(in_use) = skills_in_use(&result) {
+                    // Before any step, the node is not known here: the runtime resumes at the entry.
+                    let agent = self.agent.clone();
+                    let position =
+                        self.workflow.get_or_insert_with(|| WorkflowSnapshot { agent, ..Default::default() });
+                    position.skills = in_use;
+                }
             }
             ServerMessage::BidiResponseStart { .. } => self.turn_open = true,
             ServerMessage::BidiResponseComplete { stop_reason, .. } => {
@@ -307,6 +338,8 @@ fn entry_bytes(key: &str, value: &serde_json::Value) -> usize {
 fn carries_state(text: &str) -> bool {
     match ServerKind::peek(text) {
         Some(ServerKind::TranscriptStream) => text.contains(r#""is_final":true"#),
+        // Of tool results, only use_skill's tells about the session: the skills in use.
+        Some(ServerKind::ToolComplete) => text.contains(r#""name":"use_skill""#),
         Some(kind) => kind.carries_state(),
         None => true,
     }

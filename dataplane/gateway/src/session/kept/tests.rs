@@ -194,3 +194,69 @@ fn history_memory_and_typed_inputs_are_bounded_in_bytes() {
     assert!(kept.in_flight[0].text.starts_with('4'), "the oldest went first");
     assert!(kept.bytes() <= MAX_KEPT_BYTES + huge.len(), "{}", kept.bytes());
 }
+
+/// The messages a core session sends in `effects`, as the gateway reads them.
+fn observe_all(kept: &mut Kept, effects: &[switchboard_core::Effect]) {
+    for effect in effects {
+        if let switchboard_core::Effect::Send(message) = effect {
+            kept.observe(&message.to_json());
+        }
+    }
+}
+
+/// A skill used before the session moves (another pod, a resume) is in use after it: the
+/// real banking agent's core uses its fees skill, the gateway keeps what the runtime said,
+/// and a session opened from that keeps the fee schedule in its prompt until the next step.
+#[test]
+fn skills_in_use_survive_a_resume_and_a_new_step_puts_them_down() {
+    use std::sync::Arc;
+    use std::time::Instant;
+    use switchboard_core::model::ToolUse;
+    use switchboard_core::{AgentCore, Effect, Input, ModelReply, Session, SessionInit};
+    const FEE: &str = "International transfer: 15.00 GBP per transfer";
+
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/banking");
+    let catalog = switchboard_crds::Catalog::load_paths(&[dir]).expect("the examples load");
+    let agent = catalog.agents().find(|a| a.metadata.name.as_deref() == Some("banking")).expect("banking");
+    let core = Arc::new(AgentCore::new(catalog.resolve_agent(agent).expect("resolves")).expect("runnable"));
+    let init = || SessionInit { session_id: "s".into(), today: "2026-11-26".into(), ..SessionInit::default() };
+    let prompt = |effects: &[Effect]| {
+        effects.iter().find_map(|e| if let Effect::CallModel(r) = e { Some(r.system.clone()) } else { None })
+    };
+    let now = Instant::now();
+    let mut kept = Kept { agent: "banking".into(), ..Kept::default() };
+    let (mut first, opening) = Session::start(core.clone(), init());
+    observe_all(&mut kept, &opening);
+    observe_all(&mut kept, &first.handle(Input::user_text("What does an international transfer cost?".into()), now));
+    let use_skill = ToolUse { id: "u1".into(), name: "use_skill".into(), input: json!({ "skill": "fees" }) };
+    let reply = ModelReply { tool_uses: vec![use_skill], ..Default::default() };
+    let effects = first.handle(Input::ModelReply(reply), now);
+    assert!(prompt(&effects).is_some_and(|p| p.contains(FEE)), "the skill is in use");
+    observe_all(&mut kept, &effects);
+    let position = kept.workflow.clone().expect("the gateway keeps the skills in use");
+    assert_eq!((position.agent.as_str(), position.skills.as_slice()), ("banking", ["fees".to_owned()].as_slice()));
+
+    // Opened again from what the gateway kept: the fee schedule is still in the prompt.
+    let init_again = SessionInit { workflow: Some(position.clone()), ..init() };
+    let (mut resumed, _) = Session::start(core.clone(), init_again);
+    let effects = resumed.handle(Input::user_text("And the ATM limit?".into()), now);
+    assert!(prompt(&effects).is_some_and(|p| p.contains(FEE)), "{:?}", prompt(&effects));
+    // Without the kept skills (as before this was kept), it is not.
+    let forgotten = WorkflowSnapshot { skills: Vec::new(), ..position };
+    let (mut plain, _) = Session::start(core, SessionInit { workflow: Some(forgotten), ..init() });
+    assert!(
+        !prompt(&plain.handle(Input::user_text("And the ATM limit?".into()), now)).unwrap_or_default().contains(FEE)
+    );
+
+    // A step puts the skills down, here as in the core.
+    let step = json!({"type": "workflow_transition", "from": "help", "to": "done", "by": "model"}).to_string();
+    kept.observe(&step);
+    let position = kept.workflow.clone().expect("a position");
+    assert!(position.skills.is_empty() && position.node == "done", "{position:?}");
+    // A refused use_skill (no inUse) changes nothing; a list that is not names is ignored.
+    for result in [json!({"error": {"message": "no"}}), json!({"inUse": [1, 2]})] {
+        let done = json!({"type": "tool_complete", "tool_use_id": "u", "name": "use_skill", "result": result, "cached": false});
+        kept.observe(&done.to_string());
+        assert!(kept.workflow.as_ref().is_some_and(|w| w.skills.is_empty()));
+    }
+}
