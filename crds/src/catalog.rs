@@ -115,6 +115,8 @@ impl Catalog {
                 "Agent" => insert(&mut self.agents, "Agent", parse(value).map_err(invalid)?, source_name)?,
                 "Persona" => insert(&mut self.personas, "Persona", parse(value).map_err(invalid)?, source_name)?,
                 "Workflow" => insert(&mut self.workflows, "Workflow", parse(value).map_err(invalid)?, source_name)?,
+                // Scenario tests the operator runs on a cluster: nothing local mode serves.
+                "AgentTest" => self.skipped.push(format!("{source_name}: {kind} ({api_version})")),
                 other => return Err(invalid(format!("unknown kind {other:?}; expected Agent, Persona or Workflow"))),
             }
         }

@@ -6,6 +6,8 @@
 //! Nothing in this crate does I/O: no tokio, no HTTP, no Kubernetes client.
 
 pub mod agent;
+pub mod agent_test;
+pub mod agent_test_summary;
 pub mod catalog;
 pub mod common;
 pub mod contract;
@@ -20,6 +22,7 @@ pub mod validate;
 pub mod workflow;
 
 pub use agent::{Agent, AgentSpec, AgentStatus, Mode};
+pub use agent_test::{AgentTest, AgentTestSpec, AgentTestStatus};
 pub use catalog::{Catalog, LoadError};
 pub use common::{ObjectRef, ResourceStatus};
 pub use persona::{Persona, PersonaSpec};

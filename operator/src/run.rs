@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::build::hpa::api_resource;
 use crate::build::hpa::{HPA_V2, HPA_V2BETA2};
 use crate::controller::policy::{Policy, PolicyError};
-use crate::controller::{Context, Stores, knowledge, network_policy, resources};
+use crate::controller::{Context, Stores, agent_test, knowledge, network_policy, resources};
 use crate::gateway_key::GatewayKey;
 use crate::guard::{Fence, guarded};
 use crate::http::{Health, ServeError, bind};
@@ -216,8 +216,8 @@ fn default_identity() -> String {
     format!("{host}-{}-{nanos:x}", std::process::id())
 }
 
-/// Runs the Agent, Persona and Workflow controllers, the routing-table publisher and the
-/// NetworkPolicy watch and owner flush until `stop`.
+/// Runs the Agent, Persona, Workflow and AgentTest controllers, the routing-table publisher
+/// and the NetworkPolicy watch and owner flush until `stop`.
 async fn controllers(
     args: &RunArgs,
     client: Client,
@@ -289,6 +289,7 @@ async fn controllers(
         queue: triggers,
         overflow,
     };
+    let agent_tests = agent_test::run(&client, args, ctx.clone(), stop.clone());
     let workflow_controller = wiring::status_controller(
         scoped(client.clone(), ns),
         workflow_writer,
@@ -306,7 +307,8 @@ async fn controllers(
         publisher,
         key_watch,
         policy_watch,
-        knowledge_watch
+        knowledge_watch,
+        agent_tests
     );
 }
 

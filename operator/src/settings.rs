@@ -69,6 +69,11 @@ pub struct BuildSettings {
     /// Where runtime pods export OpenTelemetry traces.
     #[command(flatten)]
     pub traces: crate::traces::RuntimeTraces,
+    /// The session gateway's URL for AgentTest Jobs (`ws://`, e.g.
+    /// `ws://sb-switchboard-gateway.sb.svc:80`): they run `switchboard test` in the runtime
+    /// image against it. Unset: AgentTests are not accepted (reason `NoGateway`).
+    #[arg(long, env = "SWITCHBOARD_AGENT_TEST_GATEWAY", value_parser = crate::controller::agent_test_build::parse_gateway_url)]
+    pub agent_test_gateway: Option<String>,
 }
 
 /// The NetworkPolicy the operator keeps in every namespace with Agents (see
@@ -221,6 +226,7 @@ impl Default for BuildSettings {
             runtime_bedrock_ca: None,
             network_policy: NetworkPolicySettings::default(),
             traces: crate::traces::RuntimeTraces::default(),
+            agent_test_gateway: None,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 use switchboard_dataplane::scenario::report::{self, Totals};
 use switchboard_dataplane::scenario::target::LocalSettings;
-use switchboard_dataplane::scenario::{self, SuiteOptions, junit};
+use switchboard_dataplane::scenario::{self, SuiteOptions, junit, summary};
 
 /// Options of `switchboard test`.
 #[derive(Debug, Args)]
@@ -55,6 +55,12 @@ pub struct TestArgs {
     /// Local mode: the simulator's script (YAML). Default: the bundled Example Bank script.
     #[arg(long, env = "SWITCHBOARD_SIM_SCRIPT")]
     sim_script: Option<PathBuf>,
+
+    /// Also write a one-line JSON summary (passed, failed, total, the first divergence, or
+    /// why nothing ran) of at most 4096 bytes to this file. An AgentTest's Job writes it to
+    /// `/dev/termination-log`, where the operator reads it into the AgentTest's status.
+    #[arg(long, env = "SWITCHBOARD_TEST_SUMMARY_FILE")]
+    summary_file: Option<PathBuf>,
 }
 
 /// Scenarios failed (the report says which and why).
@@ -67,13 +73,34 @@ pub struct TestFailed {
     pub total: usize,
 }
 
-/// Loads, checks and runs the scenarios; fails when any does not pass.
-pub async fn run(args: TestArgs) -> anyhow::Result<()> {
-    let TestArgs { paths, gateway, api_key, agents, junit, jobs, check, bedrock, sim_script } = args;
+/// Loads, checks and runs the scenarios; fails when any does not pass. With
+/// `--summary-file`, the summary is written whatever the outcome, a refusal included.
+pub async fn run(mut args: TestArgs) -> anyhow::Result<()> {
+    let summary_file = args.summary_file.take();
+    let result = suite(args).await;
+    if let Some(path) = summary_file {
+        let summary = match &result {
+            Ok(results) => summary::of(results),
+            Err(error) => summary::refused(&format!("{error:#}")),
+        };
+        std::fs::write(&path, summary.encode())
+            .map_err(|e| anyhow::anyhow!("cannot write the summary to {}: {e}", path.display()))?;
+    }
+    let results = result?;
+    let totals = Totals::of(&results);
+    if !totals.ok() {
+        return Err(TestFailed { failed: totals.total - totals.passed, total: totals.total }.into());
+    }
+    Ok(())
+}
+
+/// Loads, checks and runs the scenarios, prints the report; the results (none with --check).
+async fn suite(args: TestArgs) -> anyhow::Result<Vec<scenario::run::ScenarioResult>> {
+    let TestArgs { paths, gateway, api_key, agents, junit, jobs, check, bedrock, sim_script, summary_file: _ } = args;
     let planned = scenario::load(&paths, agents.as_deref())?;
     if check {
         println!("{} scenario file(s) checked: no problems", planned.len());
-        return Ok(());
+        return Ok(Vec::new());
     }
     let target = gateway.as_deref().map_or_else(|| "local mode (one per folder of agents)".to_owned(), str::to_owned);
     println!("Running {} scenario(s) against {target}, {jobs} at a time\n", planned.len());
@@ -87,9 +114,5 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
         junit::write(path, &results, elapsed)?;
         println!("JUnit report: {}", path.display());
     }
-    let totals = Totals::of(&results);
-    if !totals.ok() {
-        return Err(TestFailed { failed: totals.total - totals.passed, total: totals.total }.into());
-    }
-    Ok(())
+    Ok(results)
 }

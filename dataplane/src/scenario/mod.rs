@@ -7,7 +7,7 @@
 //! keys), [`check`] refuses expectations that could never match the folder's agents (with
 //! [`locate`] finding their lines), [`target`] starts local mode in-process (or takes a
 //! gateway URL), [`run`] plays each scenario over the session protocol, [`observe`] and
-//! [`expect`] hold and judge what came back, [`report`] and [`junit`] tell the results.
+//! [`expect`] hold and judge what came back, [`report`], [`junit`] and [`summary`] tell the results.
 //! This module finds the files, groups them by their folder of agents and runs them,
 //! several at once.
 //!
@@ -24,6 +24,7 @@ pub mod locate;
 pub mod observe;
 pub mod report;
 pub mod run;
+pub mod summary;
 pub mod target;
 
 use std::collections::BTreeMap;
@@ -116,11 +117,19 @@ impl FactsCache {
         Ok(self.0.get(dir).and_then(Option::as_ref))
     }
 
-    /// The first of `candidates` that holds agents.
+    /// The first of `candidates` that holds agents. A guessed folder whose YAML cannot be
+    /// read is not a folder of agents (a scenario folder under `/tmp` must not fail on
+    /// whatever else lies there); one whose agents are invalid is still an error.
     fn agents_among(&mut self, candidates: &[Option<&Path>]) -> Result<Option<PathBuf>, CheckError> {
         for dir in candidates.iter().flatten() {
-            if self.get(dir)?.is_some() {
-                return Ok(Some(dir.to_path_buf()));
+            match self.get(dir) {
+                Ok(Some(_)) => return Ok(Some(dir.to_path_buf())),
+                Ok(None) => {}
+                Err(error @ CheckError::Load { .. }) => {
+                    tracing::debug!("{} is not a folder of agents: {error}", dir.display());
+                    self.0.insert(dir.to_path_buf(), None);
+                }
+                Err(error) => return Err(error),
             }
         }
         Ok(None)

@@ -25,6 +25,12 @@ fn switchboard_test(args: &[&str]) -> Output {
         .expect("switchboard runs")
 }
 
+/// The summary `--summary-file` wrote, read as the operator reads a termination message.
+fn read_summary(path: &Path) -> switchboard_crds::agent_test_summary::TestSummary {
+    let text = std::fs::read_to_string(path).expect("the summary is written");
+    switchboard_crds::agent_test_summary::TestSummary::parse(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -148,12 +154,15 @@ fn scenarios_that_must_fail_fail_and_the_report_names_each_divergence() {
         ("d-missing-phrase.yaml", MISSING_PHRASE),
     ]);
     let junit = dir.join("junit.xml");
+    let summary = dir.join("summary.json");
     let out = switchboard_test(&[
         dir.to_str().expect("utf-8"),
         "--agents",
         "examples/banking",
         "--junit",
         junit.to_str().expect("utf-8"),
+        "--summary-file",
+        summary.to_str().expect("utf-8"),
     ]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "failing scenarios fail the run:\n{stdout}\n{stderr}");
@@ -183,6 +192,15 @@ fn scenarios_that_must_fail_fail_and_the_report_names_each_divergence() {
     assert_eq!((report.tests.as_deref(), report.failures.as_deref()), (Some("4"), Some("4")), "{report:?}");
     assert_eq!((report.cases, report.failure_elements), (4, 4));
     assert!(report.failure_messages[0].contains("tools[0]: expected a call of perform_idv_check"), "{report:?}");
+    // The summary an AgentTest's Job leaves in its termination message.
+    let summary = read_summary(&summary);
+    assert_eq!((summary.passed, summary.failed, summary.total, summary.error), (0, 4, 4, None));
+    let first = summary.first_divergence.expect("the first divergence");
+    assert!(
+        first.starts_with("A wrong expected tool argument, step 2 of 2 (say: ")
+            && first.contains("tools[0]: expected a call of perform_idv_check with arguments including"),
+        "{first}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -210,7 +228,15 @@ steps:
 #[test]
 fn bad_scenario_files_are_refused_with_file_and_line_before_anything_runs() {
     let dir = scenario_dir(&[("bad.yaml", BAD), ("typo.yaml", TYPO)]);
-    let out = switchboard_test(&[dir.to_str().expect("utf-8"), "--agents", "examples/banking"]);
+    let summary_file = std::env::temp_dir().join(format!("switchboard-summary-{}.json", uuid::Uuid::new_v4()));
+    let summary_arg = summary_file.to_str().expect("utf-8");
+    let out = switchboard_test(&[
+        dir.to_str().expect("utf-8"),
+        "--agents",
+        "examples/banking",
+        "--summary-file",
+        summary_arg,
+    ]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(!out.status.success(), "{stdout}\n{stderr}");
     assert!(!stdout.contains("Running"), "nothing runs: {stdout}");
@@ -225,6 +251,11 @@ fn bad_scenario_files_are_refused_with_file_and_line_before_anything_runs() {
     ] {
         assert!(stderr.contains(&phrase), "the refusal says {phrase:?}:\n{stderr}");
     }
+    // Refused, the summary says why and counts nothing.
+    let summary = read_summary(&summary_file);
+    assert_eq!((summary.passed, summary.failed, summary.total), (0, 0, 0));
+    assert!(summary.error.is_some_and(|e| e.contains("nothing was run") && e.contains("bad.yaml:5")));
+    let _ = std::fs::remove_file(&summary_file);
     // --check reads and checks the same way without running anything.
     let out = switchboard_test(&["examples/banking", "--check"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -271,5 +302,19 @@ fn scenarios_run_against_a_gateway_url() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains(&format!("against {gateway}")), "{stdout}");
     assert!(stdout.contains("ok: 1 scenario(s), 1 passed"), "{stdout}");
+    // As an AgentTest's Job runs it: a folder of scenarios and nothing else (no agents to
+    // read), against the gateway, the summary in a file.
+    let dir = scenario_dir(&[(
+        "scenario-01.yaml",
+        &std::fs::read_to_string(root().join("examples/banking/tests/unknown-request.yaml")).expect("scenario"),
+    )]);
+    let summary_file = dir.join("summary.json");
+    let args =
+        [dir.to_str().expect("utf-8"), "--gateway", &gateway, "--summary-file", summary_file.to_str().expect("utf-8")];
+    let out = switchboard_test(&args);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let summary = read_summary(&summary_file);
+    assert!(summary.ok() && summary.total == 1 && summary.first_divergence.is_none(), "{summary:?}");
+    let _ = std::fs::remove_dir_all(&dir);
     drop(local);
 }

@@ -1,10 +1,13 @@
 //! The controllers: Agents (fetch -> validate -> build -> apply -> prune -> status; their
-//! namespace's NetworkPolicy before their children) and the `Accepted` status of Personas
-//! and Workflows. Shared here: the context every reconcile gets, the error type, and the
+//! namespace's NetworkPolicy before their children), the `Accepted` status of Personas
+//! and Workflows, and AgentTests (their scenarios run as Jobs, `agent_test.rs`). Shared here: the context every reconcile gets, the error type, and the
 //! error policy (invalid specs are not errors — they get `Accepted=False` and wait for a
 //! change; API failures back off exponentially per object).
 
 pub mod agent;
+pub mod agent_test;
+pub mod agent_test_build;
+pub mod agent_test_status;
 pub mod apply;
 pub mod knowledge;
 pub mod network_policy;

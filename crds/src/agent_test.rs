@@ -1,0 +1,346 @@
+//! The `AgentTest` resource: scenario tests (the same YAML shape as the files `switchboard
+//! test` runs) that the operator runs as a Kubernetes Job against the session gateway
+//! whenever the test, or an Agent under test, its Persona or its Workflow changes; the Job's
+//! outcome lands in the status (`kubectl get agenttests`: result, passed, failed, last run).
+//!
+//! The scenarios are kept as objects here and checked for their outline only (a name and
+//! steps, a bounded size, no WAV files: a cluster has no files to read them from); the Job's
+//! `switchboard test` checks every key before it runs anything and, when it refuses a
+//! scenario, says where in its summary, which reaches the status. How a Job reports back:
+//! [`crate::agent_test_summary`].
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::SecretKeyRef;
+use crate::common::ObjectRef;
+use crate::validate::{Problem, Reason, duplicates, is_dns_label};
+
+/// Scenarios one AgentTest may hold.
+pub const MAX_SCENARIOS: usize = 64;
+/// The size of all its scenarios together, as JSON: they must fit one ConfigMap (1 MiB)
+/// with room to spare.
+pub const MAX_SCENARIO_BYTES: usize = 512 * 1024;
+/// The longest AgentTest name: its Jobs are named `<name>-<10 hex digits of the hash>`,
+/// and a Job's name becomes a pod label value (at most 63 characters).
+pub const MAX_NAME_LEN: usize = 52;
+/// The condition type that says whether the last run of the scenarios passed.
+pub const CONDITION_PASSED: &str = "Passed";
+
+/// Scenario tests of one or more Agents, run by the operator as a Job against the session
+/// gateway whenever the test, an Agent under test, its Persona or its Workflow changes.
+// kube's printcolumn(...) arguments repeat `type_ = "string"`, which clippy mistakes for duplicates.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[kube(
+    group = "switchboard.dev",
+    version = "v1alpha1",
+    kind = "AgentTest",
+    namespaced,
+    status = "AgentTestStatus",
+    shortname = "sbtest",
+    category = "switchboard",
+    doc = "Scenario tests of Switchboard agents, run as a Job against the session gateway whenever the test, an Agent under test, its Persona or its Workflow changes.",
+    printcolumn(name = "Result", type_ = "string", json_path = ".status.result"),
+    printcolumn(name = "Passed", type_ = "integer", json_path = ".status.passed"),
+    printcolumn(name = "Failed", type_ = "integer", json_path = ".status.failed"),
+    printcolumn(name = "Last Run", type_ = "date", json_path = ".status.lastRun"),
+    printcolumn(name = "Accepted", type_ = "string", json_path = ".status.conditions[?(@.type==\"Accepted\")].status"),
+    printcolumn(name = "Divergence", type_ = "string", json_path = ".status.firstDivergence", priority = 1),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[x_kube(
+    validation = Rule::new("self.agents.all(a, self.agents.exists_one(b, b.name == a.name))").message("each Agent is listed once in spec.agents"),
+    validation = Rule::new("self.scenarios.all(s, self.scenarios.exists_one(o, o.name == s.name))").message("scenario names must be unique")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentTestSpec {
+    /// The Agents under test, in this namespace. A change to any of them, or to the
+    /// Persona or Workflow one of them uses, runs the scenarios again (once the Agent has
+    /// accepted the change and its pods have rolled out).
+    #[schemars(length(min = 1, max = 16))]
+    pub agents: Vec<ObjectRef>,
+
+    /// The scenarios, each in the shape of a scenario file of `switchboard test` (`name`,
+    /// `agent`, `opening`, `steps` with `say` or `speech` and `expect`). They run through
+    /// the session gateway, like a client's sessions. `audio:` (a WAV file) is refused here:
+    /// the Job has no files; use `speech:`.
+    #[schemars(length(min = 1, max = 64))]
+    #[schemars(schema_with = "scenarios_schema")]
+    pub scenarios: Vec<serde_json::Value>,
+
+    /// The gateway credential: a key of a Secret in this namespace that holds an API key the
+    /// gateway accepts (one of its `--api-keys`), sent as `Authorization: Bearer`. Only the
+    /// Job's pod reads it (as an environment variable); the operator never does, and the key
+    /// goes only to the gateway the operator is configured with. Leave it out for a gateway
+    /// that needs no credential.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_secret_ref: Option<SecretKeyRef>,
+
+    /// Scenarios run at once (default 4).
+    #[serde(default = "default_parallel")]
+    #[schemars(range(min = 1, max = 16))]
+    pub parallel: u16,
+
+    /// How long one run may take, in seconds, before its Job is stopped and the run counts
+    /// as an error (default 600).
+    #[serde(default = "default_timeout")]
+    #[schemars(range(min = 30, max = 3600))]
+    pub timeout_seconds: u32,
+}
+
+fn default_parallel() -> u16 {
+    4
+}
+
+fn default_timeout() -> u32 {
+    600
+}
+
+fn scenarios_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_SCENARIOS,
+        "items": {
+            "type": "object",
+            "required": ["name", "steps"],
+            "properties": {
+                "name": { "type": "string", "minLength": 1, "maxLength": 200 },
+                "steps": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 100,
+                    "items": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
+                }
+            },
+            "x-kubernetes-preserve-unknown-fields": true
+        },
+        "description": "The scenarios, each in the shape of a scenario file of `switchboard test` (`name`, `agent`, `opening`, `steps` with `say` or `speech` and `expect`). `audio:` (a WAV file) is refused: the Job has no files; use `speech:`."
+    })
+}
+
+/// How the last run went.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TestResult {
+    /// Waiting for an Agent under test to accept its spec and roll out its pods.
+    Waiting,
+    /// The Job runs.
+    Running,
+    /// Every scenario passed.
+    Passed,
+    /// At least one scenario failed.
+    Failed,
+    /// The run could not judge the scenarios (refused scenario files, the gateway out of
+    /// reach, the Job stopped at its deadline or gone without a summary).
+    Error,
+}
+
+impl TestResult {
+    /// The result as written in the status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestResult::Waiting => "Waiting",
+            TestResult::Running => "Running",
+            TestResult::Passed => "Passed",
+            TestResult::Failed => "Failed",
+            TestResult::Error => "Error",
+        }
+    }
+}
+
+/// What the operator knows of an AgentTest's runs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentTestStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Accepted` (spec valid, Agents found) and `Passed` (the last finished run passed;
+    /// `Unknown` while one runs or waits).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// How the current or last run went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<TestResult>,
+    /// Scenarios that passed in the last finished run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<u32>,
+    /// Scenarios that failed (or could not run) in the last finished run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<u32>,
+    /// When the last run finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<Time>,
+    /// The first divergence of the first failing scenario (or why the run could not judge
+    /// them), as the Job's summary said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_divergence: Option<String>,
+    /// The Job of the current or last run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// The hash of what that run tests: the AgentTest's spec and, for each Agent under
+    /// test, its spec and its Persona's and Workflow's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tested_hash: Option<String>,
+}
+
+/// Every problem with an AgentTest named `name`, on its own (whether its Agents exist is
+/// the operator's check).
+pub fn validate_agent_test(name: &str, spec: &AgentTestSpec) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let invalid = |field: String, message: String| Problem::new(Reason::InvalidField, field, message);
+    if name.len() > MAX_NAME_LEN {
+        problems.push(invalid(
+            "metadata.name".into(),
+            format!("is {} characters; at most {MAX_NAME_LEN} (its Jobs add 11)", name.len()),
+        ));
+    }
+    if spec.agents.is_empty() {
+        problems.push(invalid("spec.agents".into(), "name at least one Agent under test".into()));
+    }
+    for (i, agent) in spec.agents.iter().enumerate() {
+        if !is_dns_label(&agent.name) {
+            problems.push(invalid(format!("spec.agents[{i}].name"), format!("{:?} is not an Agent name", agent.name)));
+        }
+    }
+    for dup in duplicates(spec.agents.iter().map(|a| a.name.as_str())) {
+        problems.push(Problem::new(Reason::DuplicateName, "spec.agents", format!("Agent {dup:?} is listed twice")));
+    }
+    if spec.scenarios.is_empty() || spec.scenarios.len() > MAX_SCENARIOS {
+        problems.push(invalid(
+            "spec.scenarios".into(),
+            format!("holds {} scenarios; give between 1 and {MAX_SCENARIOS}", spec.scenarios.len()),
+        ));
+    }
+    let size = serde_json::to_string(&spec.scenarios).map_or(usize::MAX, |s| s.len());
+    if size > MAX_SCENARIO_BYTES {
+        problems.push(invalid(
+            "spec.scenarios".into(),
+            format!("are {size} bytes as JSON; at most {MAX_SCENARIO_BYTES}: split them over several AgentTests"),
+        ));
+    }
+    let mut names = Vec::new();
+    for (i, scenario) in spec.scenarios.iter().enumerate() {
+        problems.extend(check_scenario(i, scenario));
+        if let Some(name) = scenario.get("name").and_then(|n| n.as_str()) {
+            names.push(name);
+        }
+    }
+    for dup in duplicates(names) {
+        problems.push(Problem::new(
+            Reason::DuplicateName,
+            "spec.scenarios",
+            format!("two scenarios are named {dup:?}: the report could not tell them apart"),
+        ));
+    }
+    if !(1..=16).contains(&spec.parallel) {
+        problems.push(invalid("spec.parallel".into(), format!("is {}; give 1 to 16", spec.parallel)));
+    }
+    if !(30..=3600).contains(&spec.timeout_seconds) {
+        problems.push(invalid("spec.timeoutSeconds".into(), format!("is {}; give 30 to 3600", spec.timeout_seconds)));
+    }
+    problems
+}
+
+/// The outline of one scenario: an object with a name and steps, and no WAV files.
+fn check_scenario(i: usize, scenario: &serde_json::Value) -> Vec<Problem> {
+    let field = |f: &str| format!("spec.scenarios[{i}]{f}");
+    let invalid = |f: &str, message: &str| Problem::new(Reason::InvalidField, field(f), message.to_owned());
+    let Some(object) = scenario.as_object() else {
+        return vec![invalid("", "must be a scenario (a mapping with name and steps)")];
+    };
+    let mut problems = Vec::new();
+    match object.get("name").and_then(|n| n.as_str()) {
+        Some(name) if !name.trim().is_empty() && name.len() <= 200 => {}
+        _ => problems.push(invalid(".name", "give the scenario a name (1 to 200 characters)")),
+    }
+    match object.get("steps").and_then(|s| s.as_array()) {
+        Some(steps) if !steps.is_empty() && steps.len() <= 100 => {
+            for (j, step) in steps.iter().enumerate() {
+                if step.get("audio").is_some() {
+                    problems.push(invalid(
+                        &format!(".steps[{j}].audio"),
+                        "a WAV file cannot reach the test Job; give the caller's words as speech: instead",
+                    ));
+                }
+            }
+        }
+        _ => problems.push(invalid(".steps", "give 1 to 100 steps")),
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn test(spec: serde_json::Value) -> AgentTest {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "switchboard.dev/v1alpha1", "kind": "AgentTest", "metadata": {"name": "t"}, "spec": spec
+        }))
+        .expect("AgentTest")
+    }
+
+    fn scenario(name: &str) -> serde_json::Value {
+        serde_json::json!({"name": name, "agent": "triage", "steps": [{"say": "hello", "expect": {"agent": "triage"}}]})
+    }
+
+    #[test]
+    fn a_valid_test_has_defaults_and_no_problems() {
+        let t = test(serde_json::json!({"agents": [{"name": "triage"}], "scenarios": [scenario("a"), scenario("b")]}));
+        assert_eq!((t.spec.parallel, t.spec.timeout_seconds), (4, 600));
+        assert_eq!(validate_agent_test("t", &t.spec), vec![]);
+        assert_eq!(kube::core::cel::validate_cel(&t).map_err(|e| e.to_string()), Ok(()));
+    }
+
+    #[test]
+    fn each_problem_is_named_with_its_field() {
+        let mut bad_steps = scenario("c");
+        bad_steps["steps"] = serde_json::json!([{"audio": "caller.wav"}]);
+        let t = test(serde_json::json!({
+            "agents": [{"name": "triage"}, {"name": "triage"}, {"name": "Bad_Name"}],
+            "scenarios": [scenario("a"), scenario("a"), {"steps": []}, bad_steps, "text"],
+            "parallel": 0, "timeoutSeconds": 5
+        }));
+        let problems: Vec<String> =
+            validate_agent_test(&"x".repeat(53), &t.spec).iter().map(|p| p.to_string()).collect();
+        for expected in [
+            "metadata.name: is 53 characters",
+            "spec.agents[2].name: \"Bad_Name\" is not an Agent name",
+            "DuplicateName: spec.agents: Agent \"triage\" is listed twice",
+            "spec.scenarios[2].name: give the scenario a name",
+            "spec.scenarios[2].steps: give 1 to 100 steps",
+            "spec.scenarios[3].steps[0].audio: a WAV file cannot reach the test Job",
+            "spec.scenarios[4]: must be a scenario",
+            "two scenarios are named \"a\"",
+            "spec.parallel: is 0",
+            "spec.timeoutSeconds: is 5",
+        ] {
+            assert!(problems.iter().any(|p| p.contains(expected)), "{expected:?} not in {problems:#?}");
+        }
+    }
+
+    #[test]
+    fn cel_rules_refuse_what_the_validator_refuses() {
+        let twice = test(serde_json::json!({"agents": [{"name": "a"}, {"name": "a"}], "scenarios": [scenario("s")]}));
+        let err = kube::core::cel::validate_cel(&twice).expect_err("duplicate agents").to_string();
+        assert!(err.contains("each Agent is listed once"), "{err}");
+        assert!(!validate_agent_test("t", &twice.spec).is_empty());
+        let same = test(serde_json::json!({"agents": [{"name": "a"}], "scenarios": [scenario("s"), scenario("s")]}));
+        let err = kube::core::cel::validate_cel(&same).expect_err("duplicate scenarios").to_string();
+        assert!(err.contains("scenario names must be unique"), "{err}");
+        assert!(!validate_agent_test("t", &same.spec).is_empty());
+    }
+
+    #[test]
+    fn oversized_scenarios_are_refused() {
+        let mut big = scenario("big");
+        big["description"] = serde_json::Value::String("x".repeat(MAX_SCENARIO_BYTES));
+        let t = test(serde_json::json!({"agents": [{"name": "a"}], "scenarios": [big]}));
+        let problems = validate_agent_test("t", &t.spec);
+        assert!(problems.iter().any(|p| p.message.contains("split them over several AgentTests")), "{problems:?}");
+    }
+}

@@ -1,0 +1,227 @@
+//! Build (pure): what one run of an AgentTest needs — the hash of what it tests, a
+//! ConfigMap with its scenarios as files, and the Job that runs `switchboard test` on them
+//! against the session gateway. No client, no clock: unit-tested from inline YAML.
+//!
+//! A run is named after the AgentTest and the first 10 hex digits of its hash: a new hash
+//! (the test's spec, or what an Agent under test runs, changed) is a new Job; the same hash
+//! is the same Job, so a reconcile never starts one run twice.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile, SecretKeySelector,
+    SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Resource, ResourceExt};
+use sha2::{Digest, Sha256};
+use switchboard_crds::AgentTest;
+use switchboard_crds::catalog::namespace_of;
+use switchboard_crds::contract::{MANAGED_BY, RUN_AS, RUNTIME_COMMAND};
+
+/// `app.kubernetes.io/component` of a test run's Job, pods and ConfigMap.
+pub const COMPONENT: &str = "agent-test";
+/// The label naming the AgentTest a run belongs to.
+pub const TEST_LABEL: &str = "switchboard.dev/agent-test";
+/// The label naming the run (the first 10 hex digits of its hash).
+pub const RUN_LABEL: &str = "switchboard.dev/agent-test-run";
+/// The test container's name.
+pub const CONTAINER: &str = "test";
+/// Where the scenarios are mounted in the test container.
+pub const SCENARIOS_DIR: &str = "/etc/switchboard/scenarios";
+/// Where `switchboard test` writes its summary: the container's termination message.
+pub const SUMMARY_PATH: &str = "/dev/termination-log";
+/// The environment variable `switchboard test` reads the gateway's API key from.
+pub const API_KEY_ENV: &str = "SWITCHBOARD_TEST_API_KEY";
+
+/// What one Agent under test runs: its name and its pods' config hash (the operator's
+/// `switchboard.dev/config-hash`, which changes with the Agent, its Persona, its Workflow
+/// and the ConfigMaps it reads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deployed {
+    /// The Agent.
+    pub agent: String,
+    /// Its Deployment's pod-template config hash.
+    pub config_hash: String,
+}
+
+/// The SHA-256 (hex) of what a run tests: the AgentTest's spec and what each Agent under
+/// test runs.
+pub fn tested_hash(test: &AgentTest, deployed: &[Deployed]) -> String {
+    let mut digest = Sha256::new();
+    digest.update(serde_json::to_string(&test.spec).unwrap_or_default().as_bytes());
+    for d in deployed {
+        digest.update(b"\0");
+        digest.update(d.agent.as_bytes());
+        digest.update(b"=");
+        digest.update(d.config_hash.as_bytes());
+    }
+    format!("{:x}", digest.finalize())
+}
+
+/// The run id of `hash`: its first 10 hex digits.
+pub fn run_id(hash: &str) -> &str {
+    hash.get(..10).unwrap_or(hash)
+}
+
+/// The name of the Job (and ConfigMap) of the run of `test` with `hash`.
+pub fn run_name(test: &AgentTest, hash: &str) -> String {
+    format!("{}-{}", test.name_any(), run_id(hash))
+}
+
+/// The labels of a run's objects and pods.
+pub fn labels(test: &AgentTest, hash: &str) -> BTreeMap<String, String> {
+    [
+        ("app.kubernetes.io/name", "switchboard-agent-test"),
+        ("app.kubernetes.io/component", COMPONENT),
+        ("app.kubernetes.io/part-of", "switchboard"),
+        ("app.kubernetes.io/managed-by", MANAGED_BY),
+        (TEST_LABEL, &test.name_any()),
+        (RUN_LABEL, run_id(hash)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+fn meta(test: &AgentTest, hash: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(run_name(test, hash)),
+        namespace: Some(namespace_of(test)),
+        labels: Some(labels(test, hash)),
+        owner_references: test.controller_owner_ref(&()).map(|o| vec![o]),
+        ..Default::default()
+    }
+}
+
+/// The scenarios as files, `scenario-01.yaml` onwards in the spec's order.
+pub fn scenario_files(test: &AgentTest) -> BTreeMap<String, String> {
+    test.spec
+        .scenarios
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (format!("scenario-{:02}.yaml", i + 1), serde_yaml::to_string(s).unwrap_or_default()))
+        .collect()
+}
+
+/// The ConfigMap of the run's scenarios.
+pub fn config_map(test: &AgentTest, hash: &str) -> ConfigMap {
+    ConfigMap { metadata: meta(test, hash), data: Some(scenario_files(test)), ..Default::default() }
+}
+
+/// The Job of the run: `switchboard test` in the operator's runtime image, against
+/// `gateway` (a `ws://` URL), its summary in the termination message, never
+/// retried (a scenario that fails once is a finding, not noise).
+pub fn job(test: &AgentTest, hash: &str, gateway: &str, image: &str) -> Job {
+    let name = run_name(test, hash);
+    let spec = &test.spec;
+    let args = [
+        "test",
+        SCENARIOS_DIR,
+        "--gateway",
+        gateway,
+        "--jobs",
+        &spec.parallel.to_string(),
+        "--summary-file",
+        SUMMARY_PATH,
+    ];
+    let api_key = spec.api_key_secret_ref.as_ref().map(|r| EnvVar {
+        name: API_KEY_ENV.to_owned(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector { name: r.name.clone(), key: r.key.clone(), optional: Some(false) }),
+            ..Default::default()
+        }),
+    });
+    let quantity = |q: &str| Quantity(q.to_owned());
+    let container = Container {
+        name: CONTAINER.to_owned(),
+        image: Some(image.to_owned()),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        command: Some(vec![RUNTIME_COMMAND[0].to_owned()]),
+        args: Some(args.iter().map(|a| (*a).to_owned()).collect()),
+        env: api_key.map(|e| vec![e]),
+        resources: Some(ResourceRequirements {
+            requests: Some([("cpu".into(), quantity("50m")), ("memory".into(), quantity("64Mi"))].into()),
+            limits: Some([("memory".into(), quantity("256Mi"))].into()),
+            ..Default::default()
+        }),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), add: None }),
+            seccomp_profile: Some(runtime_default()),
+            ..Default::default()
+        }),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: "scenarios".into(),
+                mount_path: SCENARIOS_DIR.into(),
+                read_only: Some(true),
+                ..Default::default()
+            },
+            VolumeMount { name: "tmp".into(), mount_path: "/tmp".into(), ..Default::default() },
+        ]),
+        termination_message_path: Some(SUMMARY_PATH.to_owned()),
+        termination_message_policy: Some("File".to_owned()),
+        ..Default::default()
+    };
+    let pod = PodSpec {
+        restart_policy: Some("Never".to_owned()),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(RUN_AS),
+            run_as_group: Some(RUN_AS),
+            seccomp_profile: Some(runtime_default()),
+            ..Default::default()
+        }),
+        containers: vec![container],
+        volumes: Some(vec![
+            Volume {
+                name: "scenarios".into(),
+                config_map: Some(ConfigMapVolumeSource { name: name.clone(), ..Default::default() }),
+                ..Default::default()
+            },
+            Volume { name: "tmp".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() },
+        ]),
+        ..Default::default()
+    };
+    Job {
+        metadata: meta(test, hash),
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            active_deadline_seconds: Some(i64::from(spec.timeout_seconds)),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta { labels: Some(labels(test, hash)), ..Default::default() }),
+                spec: Some(pod),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn runtime_default() -> SeccompProfile {
+    SeccompProfile { type_: "RuntimeDefault".to_owned(), localhost_profile: None }
+}
+
+/// Checks the gateway URL test Jobs use (`--agent-test-gateway`): `ws://` with a host
+/// (`switchboard test` speaks plain WebSocket only, as the gateway's in-cluster Service does).
+pub fn parse_gateway_url(url: &str) -> Result<String, String> {
+    match url.strip_prefix("ws://") {
+        Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(char::is_whitespace) => {
+            Ok(url.to_owned())
+        }
+        _ => Err(format!("{url:?} is not a ws:// URL with a host (e.g. ws://sb-switchboard-gateway.sb.svc:80)")),
+    }
+}
+
+#[cfg(test)]
+#[path = "agent_test_build_tests.rs"]
+mod tests;

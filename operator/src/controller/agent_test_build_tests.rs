@@ -1,0 +1,109 @@
+//! The pure build of a test run, from inline YAML.
+
+use super::*;
+
+const TEST: &str = r#"
+apiVersion: switchboard.dev/v1alpha1
+kind: AgentTest
+metadata: {name: banking, namespace: bank, uid: 7c1e0000-0000-0000-0000-000000000001}
+spec:
+  agents: [{name: triage}, {name: idv}]
+  apiKeySecretRef: {name: gateway-key, key: api-key}
+  parallel: 2
+  timeoutSeconds: 120
+  scenarios:
+    - name: Balance
+      agent: triage
+      steps:
+        - say: I'd like to check my balance
+          expect: {agent: idv}
+    - name: Unknown request
+      steps:
+        - say: Sell me a car
+"#;
+
+fn test() -> AgentTest {
+    serde_yaml::from_str(TEST).expect("AgentTest")
+}
+
+fn deployed(hashes: [&str; 2]) -> Vec<Deployed> {
+    ["triage", "idv"].iter().zip(hashes).map(|(a, h)| Deployed { agent: (*a).into(), config_hash: h.into() }).collect()
+}
+
+#[test]
+fn the_hash_follows_the_test_and_what_each_agent_runs() {
+    let t = test();
+    let base = tested_hash(&t, &deployed(["a", "b"]));
+    assert_eq!(base, tested_hash(&t, &deployed(["a", "b"])), "stable");
+    assert_ne!(base, tested_hash(&t, &deployed(["a", "c"])), "a Persona edit rolls idv: a new run");
+    let mut edited = t.clone();
+    edited.spec.parallel = 3;
+    assert_ne!(base, tested_hash(&edited, &deployed(["a", "b"])), "a test edit: a new run");
+    assert_eq!(run_name(&t, &base), format!("banking-{}", &base[..10]));
+}
+
+#[test]
+fn the_job_runs_switchboard_test_against_the_gateway_with_the_key_from_the_secret() {
+    let t = test();
+    let hash = tested_hash(&t, &deployed(["a", "b"]));
+    let job = job(&t, &hash, "ws://sb-gateway.sb:80", "registry.local/sb:dev");
+    let name = run_name(&t, &hash);
+    assert_eq!(job.metadata.name.as_deref(), Some(name.as_str()));
+    assert_eq!(job.metadata.namespace.as_deref(), Some("bank"));
+    let owner = &job.metadata.owner_references.as_ref().expect("owned")[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("AgentTest", "banking", Some(true)));
+    let spec = job.spec.expect("spec");
+    assert_eq!((spec.backoff_limit, spec.active_deadline_seconds), (Some(0), Some(120)));
+    let labels = spec.template.metadata.and_then(|m| m.labels).expect("pod labels");
+    assert_eq!(labels[TEST_LABEL], "banking");
+    assert_eq!(labels[RUN_LABEL], &hash[..10]);
+    let pod = spec.template.spec.expect("pod");
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    let c = &pod.containers[0];
+    assert_eq!(c.image.as_deref(), Some("registry.local/sb:dev"));
+    assert_eq!(c.command.as_deref(), Some(&["switchboard".to_owned()][..]));
+    let args = c.args.clone().expect("args").join(" ");
+    assert_eq!(
+        args,
+        "test /etc/switchboard/scenarios --gateway ws://sb-gateway.sb:80 --jobs 2 --summary-file /dev/termination-log"
+    );
+    let env = &c.env.as_ref().expect("env")[0];
+    let secret = env.value_from.as_ref().and_then(|v| v.secret_key_ref.as_ref()).expect("from a Secret");
+    assert_eq!((env.name.as_str(), secret.name.as_str(), secret.key.as_str()), (API_KEY_ENV, "gateway-key", "api-key"));
+    assert!(env.value.is_none(), "the operator never holds the key");
+    assert_eq!(c.termination_message_policy.as_deref(), Some("File"));
+    let sc = c.security_context.as_ref().expect("security context");
+    assert_eq!((sc.read_only_root_filesystem, sc.allow_privilege_escalation), (Some(true), Some(false)));
+    let volume = pod.volumes.as_ref().expect("volumes").iter().find(|v| v.name == "scenarios").expect("scenarios");
+    assert_eq!(volume.config_map.as_ref().map(|c| c.name.as_str()), Some(name.as_str()));
+}
+
+#[test]
+fn without_a_secret_the_job_has_no_key() {
+    let mut t = test();
+    t.spec.api_key_secret_ref = None;
+    let job = job(&t, "0123456789abcdef", "ws://gw:80", "img");
+    let pod = job.spec.and_then(|s| s.template.spec).expect("pod");
+    assert!(pod.containers[0].env.is_none());
+}
+
+#[test]
+fn the_config_map_holds_each_scenario_as_a_file_in_order() {
+    let t = test();
+    let cm = config_map(&t, "0123456789abcdef");
+    assert_eq!(cm.metadata.name.as_deref(), Some("banking-0123456789"));
+    let data = cm.data.expect("data");
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["scenario-01.yaml", "scenario-02.yaml"]);
+    let first: serde_json::Value = serde_yaml::from_str(&data["scenario-01.yaml"]).expect("YAML");
+    assert_eq!(first, t.spec.scenarios[0]);
+}
+
+#[test]
+fn gateway_urls_are_checked() {
+    assert!(parse_gateway_url("ws://sb-gateway.sb.svc:80").is_ok());
+    assert!(parse_gateway_url("ws://gw.example.com/v1/session").is_ok());
+    for bad in ["http://gw:80", "wss://gw:443", "ws://", "ws:///x", "gw:80", "ws://a b"] {
+        assert!(parse_gateway_url(bad).is_err(), "{bad}");
+    }
+}

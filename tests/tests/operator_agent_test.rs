@@ -1,0 +1,225 @@
+//! AgentTests on the real control plane (issue 29), with the real operator in-process and
+//! the real Deployment, ReplicaSet and Job controllers of kube-controller-manager. There is
+//! no kubelet: the test plays it — it marks an Agent's pods Ready (so its rollout completes)
+//! and ends a test Job's pod with the summary `switchboard test --summary-file` would leave
+//! as its termination message; the Job controller then marks the Job Complete or Failed.
+//!
+//! Proven here: a run waits for the Agent's pods; the operator creates the Job (the image,
+//! the gateway URL, the API key from the Secret, the scenarios from a ConfigMap it owns);
+//! a Persona edit (which rolls the Agent's pods) starts a new Job and removes the old one;
+//! a failed and a passed run reach the status and `kubectl get agenttests`; an AgentTest
+//! naming a missing Agent is not accepted.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{agent, namespace, objects, persona, wait_accepted};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use switchboard_crds::AgentTest;
+use switchboard_crds::agent_test::{CONDITION_PASSED, TestResult};
+use switchboard_crds::common::{CONDITION_ACCEPTED, find_condition};
+use switchboard_operator::controller::agent_test_build::{API_KEY_ENV, CONTAINER, RUN_LABEL, TEST_LABEL};
+use switchboard_operator::settings::BuildSettings;
+use switchboard_tests::cluster::TestNamespace;
+use switchboard_tests::kubelet::{agent_pods, mark_pods_ready};
+use switchboard_tests::manifests::apply_yaml;
+use switchboard_tests::operator::Operator;
+use switchboard_tests::wait::until;
+
+const GATEWAY: &str = "ws://sb-switchboard-gateway.sb.svc:80";
+const IMAGE: &str = "registry.local/switchboard:test";
+
+fn agent_test(name: &str, agents: &str, parallel: u16) -> String {
+    format!(
+        r#"---
+apiVersion: switchboard.dev/v1alpha1
+kind: AgentTest
+metadata: {{name: {name}}}
+spec:
+  agents: [{agents}]
+  apiKeySecretRef: {{name: gateway-key, key: api-key}}
+  parallel: {parallel}
+  scenarios:
+    - name: Greets the caller
+      agent: bank
+      steps:
+        - say: Hello
+          expect: {{agent: bank, noError: true}}
+    - name: Answers a second turn
+      steps:
+        - say: What can you do?
+          expect: {{transcript: {{notContains: sorry}}}}
+"#
+    )
+}
+
+/// Waits until AgentTest `name`'s status satisfies `ok`; returns it.
+async fn wait_status(ns: &TestNamespace, name: &str, what: &str, ok: impl Fn(&AgentTest) -> bool) -> AgentTest {
+    let api: Api<AgentTest> = Api::namespaced(ns.client(), &ns.name);
+    until(&format!("AgentTest {name}: {what}"), Duration::from_secs(60), || async {
+        let t = api.get(name).await?;
+        Ok::<_, kube::Error>(ok(&t).then_some(t))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn result(t: &AgentTest) -> Option<TestResult> {
+    t.status.as_ref().and_then(|s| s.result)
+}
+
+/// Plays the kubelet for the Agent's pods until a test Job other than `not` exists.
+async fn wait_job(ns: &TestNamespace, test: &str, not: Option<&str>) -> Job {
+    let jobs: Api<Job> = Api::namespaced(ns.client(), &ns.name);
+    let selector = format!("{TEST_LABEL}={test}");
+    until(&format!("a new test Job of {test}"), Duration::from_secs(90), || async {
+        mark_pods_ready(&ns.client(), &ns.name, &agent_pods("bank")).await?;
+        let list = jobs.list(&ListParams::default().labels(&selector)).await?;
+        let job = list
+            .items
+            .into_iter()
+            .find(|j| Some(j.name_any().as_str()) != not && j.metadata.deletion_timestamp.is_none());
+        Ok::<_, anyhow::Error>(job)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Ends the Job's pod as a kubelet would: its test container terminated with `summary` as
+/// its termination message and exit code `code`.
+async fn end_pod(ns: &TestNamespace, job: &Job, summary: &str, code: i32) {
+    let pods: Api<Pod> = Api::namespaced(ns.client(), &ns.name);
+    let run = job.labels().get(RUN_LABEL).cloned().expect("run label");
+    let selector = format!("{RUN_LABEL}={run}");
+    let pod = until("the Job controller's pod", Duration::from_secs(30), || async {
+        Ok::<_, kube::Error>(pods.list(&ListParams::default().labels(&selector)).await?.items.into_iter().next())
+    })
+    .await
+    .expect("a pod");
+    let now = Timestamp::now().to_string();
+    let status = serde_json::json!({"status": {
+        "phase": if code == 0 { "Succeeded" } else { "Failed" },
+        "startTime": now,
+        "containerStatuses": [{
+            "name": CONTAINER, "ready": false, "restartCount": 0, "image": IMAGE, "imageID": "",
+            "state": {"terminated": {"exitCode": code, "reason": if code == 0 { "Completed" } else { "Error" },
+                "message": summary, "startedAt": now, "finishedAt": now}},
+        }],
+    }});
+    pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&status)).await.expect("pod status");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_tests_run_as_jobs_on_every_change_and_report_their_outcome() {
+    let ns = namespace("op-agenttest").await;
+    let settings =
+        BuildSettings { runtime_image: IMAGE.into(), agent_test_gateway: Some(GATEWAY.into()), ..Default::default() };
+    let _op = Operator::start_with(&ns, "test-operator", settings).expect("operator starts");
+    let yaml =
+        objects("p", "wf") + &agent("bank", "p", "wf", "  replicas: 1\n") + &agent_test("smoke", "{name: bank}", 4);
+    apply_yaml(&ns.client(), &ns.name, &yaml).await.expect("apply");
+    wait_accepted(&ns, "bank").await;
+
+    // No pod is ready yet: the run waits for the rollout (first, maybe, for the operator
+    // to accept the Agent: its Deployment's appearance wakes the AgentTest again).
+    let passed =
+        |t: &AgentTest| t.status.as_ref().and_then(|s| find_condition(&s.conditions, CONDITION_PASSED)).cloned();
+    let waiting = wait_status(&ns, "smoke", "Waiting for the rollout", |t| {
+        result(t) == Some(TestResult::Waiting) && passed(t).is_some_and(|c| c.message.contains("rolling out"))
+    })
+    .await;
+    let passed = passed(&waiting).expect("Passed condition");
+    assert_eq!(passed.status, "Unknown");
+    assert!(
+        passed.message.starts_with("Agent bank's pods are rolling out: ") && passed.message.contains(" 0 available"),
+        "{}",
+        passed.message
+    );
+
+    // Pods ready: the Job, as the unit tests build it, with its ConfigMap.
+    let first = wait_job(&ns, "smoke", None).await;
+    let pod = first.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("pod spec");
+    let c = &pod.containers[0];
+    assert_eq!(c.image.as_deref(), Some(IMAGE));
+    let args = c.args.clone().unwrap_or_default().join(" ");
+    assert!(args.starts_with(&format!("test /etc/switchboard/scenarios --gateway {GATEWAY} --jobs 4")), "{args}");
+    let env = &c.env.as_ref().expect("env")[0];
+    let secret = env.value_from.as_ref().and_then(|v| v.secret_key_ref.as_ref()).expect("the key from a Secret");
+    assert_eq!((env.name.as_str(), secret.name.as_str(), secret.key.as_str()), (API_KEY_ENV, "gateway-key", "api-key"));
+    let owner = &first.owner_references()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("AgentTest", "smoke"));
+    let cms: Api<ConfigMap> = Api::namespaced(ns.client(), &ns.name);
+    let cm = cms.get(&first.name_any()).await.expect("the scenarios' ConfigMap");
+    let data = cm.data.unwrap_or_default();
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["scenario-01.yaml", "scenario-02.yaml"]);
+    assert!(data["scenario-01.yaml"].contains("name: Greets the caller"), "{data:?}");
+    let running = wait_status(&ns, "smoke", "Running", |t| result(t) == Some(TestResult::Running)).await;
+    assert_eq!(running.status.and_then(|s| s.job), Some(first.name_any()));
+
+    // A Persona edit rolls the Agent's pods: once they are ready, a new Job; the old goes.
+    apply_yaml(&ns.client(), &ns.name, &persona("p", "Robin")).await.expect("Persona edited");
+    let second = wait_job(&ns, "smoke", Some(&first.name_any())).await;
+    let jobs: Api<Job> = Api::namespaced(ns.client(), &ns.name);
+    until("the first Job and its ConfigMap deleted", Duration::from_secs(60), || async {
+        let gone = jobs.get_opt(&first.name_any()).await?.is_none() && cms.get_opt(&first.name_any()).await?.is_none();
+        Ok::<_, kube::Error>(gone.then_some(()))
+    })
+    .await
+    .expect("the old run is removed");
+
+    // It fails: the Job controller marks the Job Failed; the summary reaches the status.
+    let summary = r#"{"passed":1,"failed":1,"total":2,"firstDivergence":"Greets the caller, step 1 of 1 (say: \"Hello\"): agent: expected bank, got triage"}"#;
+    end_pod(&ns, &second, summary, 1).await;
+    let failed = wait_status(&ns, "smoke", "Failed", |t| result(t) == Some(TestResult::Failed)).await;
+    let status = failed.status.expect("status");
+    assert_eq!(
+        (status.passed, status.failed, status.job.as_deref()),
+        (Some(1), Some(1), Some(second.name_any().as_str()))
+    );
+    assert!(status.last_run.is_some());
+    assert_eq!(
+        status.first_divergence.as_deref(),
+        Some("Greets the caller, step 1 of 1 (say: \"Hello\"): agent: expected bank, got triage")
+    );
+    let condition = find_condition(&status.conditions, CONDITION_PASSED).expect("Passed");
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", "Failed"));
+
+    // The test itself changes: a new run, which passes.
+    apply_yaml(&ns.client(), &ns.name, &agent_test("smoke", "{name: bank}", 2)).await.expect("AgentTest edited");
+    let third = wait_job(&ns, "smoke", Some(&second.name_any())).await;
+    end_pod(&ns, &third, r#"{"passed":2,"failed":0,"total":2}"#, 0).await;
+    let ok = wait_status(&ns, "smoke", "Passed", |t| result(t) == Some(TestResult::Passed)).await;
+    let status = ok.status.expect("status");
+    assert_eq!((status.passed, status.failed, status.first_divergence), (Some(2), Some(0), None));
+    let (listed, table) = ns.kubectl(&["get", "agenttests"]).expect("kubectl runs");
+    assert!(listed, "{table}");
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "RESULT", "PASSED", "FAILED", "LAST", "RUN", "ACCEPTED", "AGE"], "{table}");
+    let row: Vec<&str> = table.lines().nth(1).unwrap_or_default().split_whitespace().collect();
+    assert_eq!(row[..4], ["smoke", "Passed", "2", "0"], "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_test_of_a_missing_agent_is_not_accepted() {
+    let ns = namespace("op-agenttest-missing").await;
+    let settings = BuildSettings { agent_test_gateway: Some(GATEWAY.into()), ..Default::default() };
+    let _op = Operator::start_with(&ns, "test-operator", settings).expect("operator starts");
+    apply_yaml(&ns.client(), &ns.name, &agent_test("orphan", "{name: bank}, {name: nobody}", 4)).await.expect("apply");
+    let t = wait_status(&ns, "orphan", "Accepted=False", |t| {
+        t.status
+            .as_ref()
+            .and_then(|s| find_condition(&s.conditions, CONDITION_ACCEPTED))
+            .is_some_and(|c| c.status == "False")
+    })
+    .await;
+    let c = t.status.as_ref().and_then(|s| find_condition(&s.conditions, CONDITION_ACCEPTED)).expect("Accepted");
+    assert_eq!(c.reason, "AgentNotFound");
+    assert!(c.message.contains("no Agent bank, nobody in namespace"), "{}", c.message);
+    let jobs: Api<Job> = Api::namespaced(ns.client(), &ns.name);
+    assert!(jobs.list(&ListParams::default()).await.expect("list").items.is_empty(), "no Job for a refused test");
+}
