@@ -99,6 +99,13 @@ pub struct GatewayArgs {
     #[arg(long = "allowed-origin", env = "SWITCHBOARD_ALLOWED_ORIGINS", value_delimiter = ',')]
     allowed_origins: Vec<String>,
 
+    /// Serve the web console (`/`, the page `switchboard local` serves) for people to talk to
+    /// the cluster's Agents, watch them work and open recorded sessions. Off by default. Its
+    /// page asks for an API key or token when the gateway wants one; its agent list and
+    /// sessions are checked as any client's, and its own origin may open sessions.
+    #[arg(long, env = "SWITCHBOARD_CONSOLE")]
+    console: bool,
+
     /// Redis (`redis://host:6379`, `rediss://` for TLS) shared by every gateway replica:
     /// a client resumes its session through any of them, and a draining replica moves its
     /// sessions at once. Without it, sessions wait for resume in this process only.
@@ -224,6 +231,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         shutdown_delay_seconds,
         api_keys_file,
         allowed_origins,
+        console,
         redis_url,
         redis_ca_file,
         resume_seconds,
@@ -295,6 +303,9 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         tracing::info!(%url, "JWTs are checked with the identity provider's keys");
         jwks::keep_fresh(client, url, jwt.clone(), Duration::from_secs(jwks_refresh_seconds));
         auth = auth.with_jwt(jwt, limits);
+    }
+    if console {
+        auth = auth.with_own_page();
     }
     if !auth.requires_keys() {
         tracing::warn!("no --api-keys-file: any client that reaches the gateway may open sessions");
@@ -378,7 +389,11 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         Some(task) => Gateway::recording(config, directory, key, auth, store, task.recorder.clone())?,
         None => Gateway::new(config, directory, key, auth, store)?,
     };
-    let server = Server::bind(listen, gateway).await?;
+    let mut server = Server::bind(listen, gateway.clone()).await?;
+    if console {
+        server = server.with_routes(switchboard_dataplane::local::console::routes(gateway));
+        tracing::info!("the web console is served at /");
+    }
     tracing::info!(addr = %server.local_addr()?, "gateway serving /v1/session");
     let served = server
         .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })

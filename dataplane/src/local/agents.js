@@ -7,6 +7,7 @@
 const agents = (() => {
   const byName = new Map();
 
+  // Keyed by plain name: the gateway's console lists `namespace/name`, events name either.
   const get = (name) => byName.get(agentName(name)) || null;
 
   /** An avatar only from what the CRD allows (`http(s)://` or `data:image/`). */
@@ -31,6 +32,7 @@ const agents = (() => {
         el("span", { class: "name" }, t.name),
         el("span", { class: "meta" }, ` ${t.runs}${t.consent ? " · asks consent" : ""}${t.cache_ttl_seconds ? ` · cached ${t.cache_ttl_seconds} s` : ""}`))));
     const handoffs = (entry.handoffs || []).map((h) => h.agent).join(", ");
+    // Through the gateway the list comes from the routing table: no persona or workflow.
     const workflow = entry.workflow ? `${entry.workflow.name} (${entry.workflow.nodes.length} nodes, entry ${entry.workflow.entry})` : "";
     const summary = el("summary", {}, avatar(entry),
       el("span", { class: "who" }, el("span", { class: "name" }, entry.name),
@@ -39,7 +41,7 @@ const agents = (() => {
       entry.description ? el("p", { class: "description" }, entry.description) : null,
       el("dl", { class: "facts" },
         ...fact("Persona", p.display_name ? `${p.display_name} (${p.name})` : p.name),
-        ...fact("Voice", entry.mode === "text" ? null : `${p.voice} · ${p.language}`),
+        ...fact("Voice", entry.mode === "text" || !p.voice ? null : `${p.voice} · ${p.language}`),
         ...fact("Language", entry.mode === "text" ? p.language : null),
         ...fact("Greeting", p.greeting),
         ...fact("Handoffs", handoffs || "none"),
@@ -51,8 +53,8 @@ const agents = (() => {
   function show(body) {
     byName.clear();
     const items = [];
-    for (const entry of body.agents || []) { byName.set(entry.name, entry); items.push(card(entry, true)); }
-    for (const entry of body.by_handoff || []) { byName.set(entry.name, entry); items.push(card(entry, false)); }
+    for (const entry of body.agents || []) { byName.set(agentName(entry.name), entry); items.push(card(entry, true)); }
+    for (const entry of body.by_handoff || []) { byName.set(agentName(entry.name), entry); items.push(card(entry, false)); }
     $("agents").replaceChildren(...items);
   }
 

@@ -19,6 +19,25 @@ const state = Object.assign(window.switchboard, {
 });
 
 function status(text) { $("status").textContent = text; }
+
+// --- the gateway's credential (a cluster's console; local mode asks for none) ---------------
+// Kept for this tab only; sent as `Authorization: Bearer` on requests and as `access_token`
+// on the session's WebSocket (a browser cannot set headers there), as the gateway expects.
+const CREDENTIAL = "switchboard-credential";
+const credential = () => sessionStorage.getItem(CREDENTIAL);
+
+/** GET `path` from the gateway, with the credential when one was given. */
+function api(path) {
+  const key = credential();
+  return fetch(path, key ? { headers: { Authorization: `Bearer ${key}` } } : {});
+}
+
+/** Asks for an API key or token: `why` is the gateway's word on the last one. */
+function askCredential(why) {
+  $("login-why").textContent = why || "This gateway needs an API key or a token.";
+  $("login").hidden = false;
+  $("credential").focus();
+}
 function sessionState(name, label) {
   $("state").dataset.state = name;
   $("state").textContent = label || name.replace("_", " ");
@@ -27,9 +46,12 @@ function sessionState(name, label) {
 // The agents a session may start with, the default first; then, shown but not selectable,
 // those reached only by handoff (gateway.expose: false).
 async function loadAgents() {
-  const response = await fetch("/v1/agents");
-  if (!response.ok) throw new Error(`GET /v1/agents answered ${response.status}`);
-  const body = await response.json();
+  const response = await api("/v1/agents");
+  const body = await response.json().catch(() => ({}));
+  if (response.status === 401) return askCredential(body.message);
+  if (!response.ok) throw new Error(`GET /v1/agents answered ${response.status}: ${body.message || ""}`);
+  $("login").hidden = true;
+  $("agent").replaceChildren();
   state.agents = body.agents;
   agents.show(body);
   state.defaultAgent = body.default;
@@ -68,7 +90,9 @@ function connect({ withAudio = state.voiceSession, resume = false } = {}) {
   hideBanner();
   if (state.ws) leave();
   if (!resume) resetView();
-  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/session`);
+  const key = credential();
+  const query = key ? `?access_token=${encodeURIComponent(key)}` : "";
+  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/session${query}`);
   ws.binaryType = "arraybuffer";
   state.ws = ws;
   sessionState("connecting", "connecting…");
@@ -99,6 +123,7 @@ function connect({ withAudio = state.voiceSession, resume = false } = {}) {
     $("text").disabled = $("send").disabled = true;
     stopVoice();
     if (state.leaving) return;
+    if (event.code === 4401) askCredential(event.reason);
     sessionState("closed");
     status(`closed${event.reason ? ": " + event.reason : ""} (${event.code})`);
     showBanner(`The connection closed${event.reason ? ": " + event.reason : ""} (code ${event.code}).`);
@@ -312,7 +337,7 @@ function drawGraph() {
   $("workflow-caption").textContent = workflow
     ? `${name}: ${workflow.name}, ${current ? `at ${current}` : `starts at ${workflow.entry}`}`
       + (visits.length ? `; path ${visits.map((v) => v.join(" → ")).join("; ")}` : "")
-    : "No agent selected.";
+    : entry ? `${name}: its workflow is not known here (the gateway lists Agents by their routes).` : "No agent selected.";
 }
 
 // --- voice --------------------------------------------------------------------------------
@@ -389,6 +414,15 @@ document.addEventListener("keyup", (e) => {
 });
 window.addEventListener("blur", talkEnd);
 
+$("login").onsubmit = (event) => {
+  event.preventDefault();
+  const key = $("credential").value.trim();
+  if (!key) return;
+  sessionStorage.setItem(CREDENTIAL, key);
+  $("credential").value = "";
+  loadAgents().then(() => { $("mic").disabled = $("talk").disabled = agentMode() === "text"; drawGraph(); })
+    .catch((e) => live.note(`cannot list agents: ${e}`, "error"));
+};
 $("connect").onclick = () => { state.voiceSession = false; connect(); };
 $("new").onclick = () => connect();
 $("restart").onclick = () => connect();

@@ -66,10 +66,9 @@ const graph = (() => {
    */
   function draw(root, agent, workflow, current, visits) {
     root.replaceChildren();
-    if (!workflow || !workflow.nodes || !workflow.nodes.length) {
-      root.setAttribute("aria-label", "No workflow");
-      return;
-    }
+    const known = Boolean(workflow && workflow.nodes && workflow.nodes.length);
+    root.style.display = known ? "" : "none";
+    if (!known) return;
     const { at, rows } = place(workflow);
     const height = TOP + rows * ROW;
     root.setAttribute("viewBox", `0 0 ${WIDTH} ${height}`);

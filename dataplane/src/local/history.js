@@ -18,7 +18,7 @@ const past = (() => {
     if (refreshing) return refreshing;
     refreshing = (async () => {
       try {
-        const response = await fetch("/v1/sessions?limit=50");
+        const response = await api("/v1/sessions?limit=50");
         const body = await response.json();
         if (!response.ok) {
           list.replaceChildren();
@@ -57,7 +57,7 @@ const past = (() => {
     $("past").dataset.session = id;
     if (!$("past").open) $("past").showModal();
     try {
-      const response = await fetch(`/v1/sessions/${encodeURIComponent(id)}`);
+      const response = await api(`/v1/sessions/${encodeURIComponent(id)}`);
       const record = await response.json();
       if (!response.ok) throw new Error(record.message || response.status);
       const s = record.summary || record;

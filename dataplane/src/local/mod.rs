@@ -17,6 +17,7 @@
 //! only for the caller it names ([`crate::demo_tools`]).
 
 pub mod agents;
+pub mod console;
 pub mod web;
 
 use std::collections::BTreeMap;

@@ -39,11 +39,15 @@ pub const ASSETS: [(&str, &str, &str); 7] = [
 
 const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
 
-/// The page's routes.
+/// Local mode's routes: the page, its assets, and `list` at `GET /v1/agents`.
 pub fn routes(list: AgentList) -> Router {
-    let mut router = Router::new()
-        .route("/", get(|| async { serve("text/html; charset=utf-8", PAGE) }))
-        .route("/v1/agents", get(move || async move { Json(list) }));
+    page_routes().route("/v1/agents", get(move || async move { Json(list) }))
+}
+
+/// The page and its assets only (the gateway's console adds its own agent list:
+/// [`super::console`]).
+pub fn page_routes() -> Router {
+    let mut router = Router::new().route("/", get(|| async { serve("text/html; charset=utf-8", PAGE) }));
     for (name, content_type, body) in ASSETS {
         router = router.route(&format!("/ui/{name}"), get(move || async move { serve(content_type, body) }));
     }
@@ -77,6 +81,8 @@ mod tests {
             "/v1/sessions",
             "bidi_audio_input_end",
             "at_us",
+            "access_token",
+            "Authorization",
         ] {
             assert!(scripts.contains(needle), "the page handles {needle}");
         }

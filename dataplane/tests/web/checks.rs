@@ -42,8 +42,9 @@ fn users(shown: &[(String, String, String)]) -> Vec<&str> {
 
 /// The banking script's conversation, as a transcript shows it: each typed line exactly
 /// once, replies under triage, idv and banking, both handoffs, both tool calls done.
-fn transcript(shown: &[(String, String, String)], what: &str) {
-    assert_eq!(users(shown), LINES, "{what}: each user line exactly once, in order: {shown:#?}");
+/// `lines`: the user's lines as shown (typed, or as the record keeps them).
+fn transcript(shown: &[(String, String, String)], lines: &[&str], what: &str) {
+    assert_eq!(users(shown), lines, "{what}: each user line exactly once, in order: {shown:#?}");
     for agent in ["triage", "idv", "banking"] {
         assert!(
             shown.iter().any(|(k, a, t)| k == "assistant" && a == agent && !t.is_empty()),
@@ -197,7 +198,7 @@ fn sorted(value: &Value) -> Vec<String> {
 /// The typed conversation.
 pub fn conversation(result: &Value) {
     let shown = items(result, "text");
-    transcript(&shown, "the live conversation");
+    transcript(&shown, &LINES, "the live conversation");
     let figures: Vec<&str> = shown.iter().filter(|(k, _, _)| k == "figures").map(|(_, _, t)| t.as_str()).collect();
     assert!(figures.len() >= 3, "figures for each turn: {figures:?}");
     for line in &figures {
@@ -220,7 +221,10 @@ pub fn conversation(result: &Value) {
 pub fn history(result: &Value) {
     let item = result["historyItem"].as_str().unwrap_or_default();
     assert!(item.contains("triage → idv → banking"), "History lists the agents of the session: {item}");
-    transcript(&items(result, "past"), "the past session from History");
+    // The record keeps the caller's details redacted by the banking Agents' rules.
+    let recorded =
+        [LINES[0], "My name is Ada Lovelace, account [redacted:account], sort code [redacted:sort-code]", LINES[2]];
+    transcript(&items(result, "past"), &recorded, "the past session from History");
     let summary = result["pastSummary"].as_str().unwrap_or_default();
     assert!(summary.contains("turns"), "the past session's summary: {summary}");
     assert_eq!(result["pastClosed"], true, "Escape closes the past session");

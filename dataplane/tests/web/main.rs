@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod checks;
+mod gateway;
 
 use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_dataplane::local::{self, LocalOptions};

@@ -1,0 +1,139 @@
+//! The console served by the gateway, behind its API keys: the real `switchboard gateway
+//! --console` process with an API keys file, routing by a routes file of the folder's
+//! Agents to local mode's runtime server (which takes this gateway's signed grants).
+//! In Chromium the page asks for a key, says why a wrong one is refused, lists the Agents of
+//! the routing table once given the right one, and holds a conversation through it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use switchboard_core::grant::GatewaySigner;
+use switchboard_crds::contract::SESSION_PATH;
+use switchboard_crds::routing::{Route, RoutingTable};
+use switchboard_dataplane::local::{self, LocalOptions};
+use switchboard_dataplane::runtime::ServerConfig;
+
+const KEY: &str = "console-test-key";
+
+fn digest(key: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_serves_the_console_behind_its_api_keys() {
+    let bin = super::tools_bin();
+    let signer = GatewaySigner::from_seed(&[7; 32]);
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+    let options = LocalOptions {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        bedrock: false,
+        sim_script: None,
+        transcripts: None,
+        server: ServerConfig::default(),
+        ca_file: None,
+        gateway_key: Some(signer.clone()),
+    };
+    let local = local::start(&examples, options).await.expect("local mode starts");
+    let runtime = local.server.runtime_addr().expect("the runtime's address");
+    let specs = super::banking_specs(&examples);
+    let routes: Vec<Route> = specs
+        .iter()
+        .map(|spec| Route {
+            name: spec.agent.name.clone(),
+            namespace: spec.agent.namespace.clone(),
+            mode: spec.mode,
+            service: runtime.ip().to_string(),
+            port: runtime.port(),
+            path: SESSION_PATH.into(),
+            handoffs: spec.handoffs.iter().map(|h| h.agent.clone()).collect(),
+            expose: spec.gateway.expose,
+            default: spec.gateway.default,
+            ready: true,
+            ready_replicas: 1,
+            redact: spec.record.redact.clone(),
+        })
+        .collect();
+    let dir = std::env::temp_dir().join(format!("switchboard-console-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("routes.json"), RoutingTable::new(routes).to_json()).expect("routes");
+    std::fs::write(dir.join("gateway.pem"), signer.to_pem().expect("pem")).expect("key");
+    std::fs::write(dir.join("keys"), format!("console {}\n", digest(KEY))).expect("keys");
+    let local_server = local.server;
+    tokio::spawn(async move { local_server.run(std::future::pending()).await });
+    let (gateway, addr) = start_gateway(&dir).await;
+    let url = format!("http://{addr}/");
+
+    let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/web/gateway.cjs");
+    let playwright = bin.join("../node_modules/playwright-core");
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-console");
+    std::fs::create_dir_all(&shots).expect("the screenshots' folder");
+    let chromium = super::which("chromium");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node").arg(driver).arg(playwright).arg(&url).arg(chromium).arg(&shots).arg(KEY).output()
+    })
+    .await
+    .expect("the driver finishes")
+    .expect("runs node");
+    assert!(out.status.success(), "the browser run failed: {}", String::from_utf8_lossy(&out.stderr));
+    let result: serde_json::Value =
+        serde_json::from_slice(out.stdout.trim_ascii()).expect("the driver prints one JSON line");
+
+    assert_eq!(result["asked"], true, "the page asks for a key: {result}");
+    let why = result["refused"].as_str().unwrap_or_default();
+    assert!(why.contains("not valid"), "a wrong key is refused with the gateway's reason: {why}");
+    let agents: Vec<&str> = result["agents"].as_array().expect("agents").iter().filter_map(|a| a.as_str()).collect();
+    let triage = specs.iter().find(|s| s.agent.name == "triage").expect("triage");
+    let expected = format!("{}/triage", triage.agent.namespace);
+    assert_eq!(agents, [expected.as_str()], "the exposed Agents of the routing table: {result}");
+    let panel = result["panel"].as_array().expect("the Agents panel");
+    assert_eq!(panel.len(), specs.len(), "every Agent of the table in the panel: {result}");
+    assert_eq!(result["asked_after"], false, "the key was taken: {result}");
+    let shown = super::checks::items(&result, "log");
+    assert!(shown.iter().any(|(k, _, t)| k == "user" && t == super::checks::LINES[0]), "the line: {shown:#?}");
+    assert!(
+        shown.iter().any(|(k, a, t)| k == "assistant" && a == "idv" && t.contains("sort code")),
+        "the conversation went through the gateway to idv: {shown:#?}"
+    );
+    assert_eq!(result["errors"], serde_json::json!([]), "no page errors");
+    drop(gateway);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Kills the gateway process when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `switchboard gateway --console` with the files of `dir`, ready.
+async fn start_gateway(dir: &Path) -> (Process, SocketAddr) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["gateway", "--console", "--listen", &addr.to_string()])
+        .arg("--gateway-key-file")
+        .arg(dir.join("gateway.pem"))
+        .arg("--routes-file")
+        .arg(dir.join("routes.json"))
+        .arg("--api-keys-file")
+        .arg(dir.join("keys"))
+        .env("SWITCHBOARD_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("starts the gateway");
+    let process = Process(child);
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return (process, addr);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the gateway did not listen on {addr}");
+}
