@@ -3,7 +3,7 @@
 //! and each pod's resource names its Agent and namespace, so a trace backend can tell the
 //! agents apart. Without an endpoint, runtime pods get none of them and trace nothing.
 
-use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, SecretKeySelector};
 use kube::ResourceExt;
 use switchboard_crds::Agent;
 
@@ -30,6 +30,40 @@ pub struct RuntimeTraces {
         requires = "endpoint"
     )]
     pub sampler_arg: Option<String>,
+    /// A Secret in each Agent's namespace whose key holds the exporter's headers
+    /// (`OTEL_EXPORTER_OTLP_HEADERS`: `authorization=Bearer%20<token>,...`), as `<name>` or
+    /// `<name>/<key>` (key default `headers`). Optional in the pod: a namespace without it
+    /// exports without headers.
+    #[arg(
+        long = "runtime-otlp-headers-secret",
+        env = "SWITCHBOARD_RUNTIME_OTLP_HEADERS_SECRET",
+        requires = "endpoint",
+        value_parser = parse_secret_key
+    )]
+    pub headers_secret: Option<(String, String)>,
+}
+
+/// `<name>` or `<name>/<key>`: a Secret's name (a DNS subdomain) and a data key.
+fn parse_secret_key(text: &str) -> Result<(String, String), String> {
+    let (name, key) = text.split_once('/').unwrap_or((text, "headers"));
+    let name_ok = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    let key_ok = !key.is_empty()
+        && key.len() <= 253
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if name_ok && key_ok {
+        Ok((name.to_owned(), key.to_owned()))
+    } else {
+        Err(format!(
+            "{text:?} is not <secret name>[/<key>]: the name a DNS subdomain, the key letters, digits, '-', '_' or '.'"
+        ))
+    }
 }
 
 impl RuntimeTraces {
@@ -52,6 +86,20 @@ impl RuntimeTraces {
         }
         if let Some(arg) = &self.sampler_arg {
             vars.push(env("OTEL_TRACES_SAMPLER_ARG", arg.clone()));
+        }
+        if let Some((name, key)) = &self.headers_secret {
+            vars.push(EnvVar {
+                name: "OTEL_EXPORTER_OTLP_HEADERS".to_owned(),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: name.clone(),
+                        key: key.clone(),
+                        optional: Some(true),
+                    }),
+                    ..EnvVarSource::default()
+                }),
+            });
         }
         vars
     }
@@ -80,6 +128,7 @@ mod tests {
             endpoint: Some("http://collector.observability:4318".into()),
             sampler: Some("parentbased_traceidratio".into()),
             sampler_arg: Some("0.25".into()),
+            headers_secret: None,
         };
         let got = vars(&traces);
         let expect = [
@@ -90,5 +139,23 @@ mod tests {
             ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
         ];
         assert_eq!(got, expect.map(|(k, v)| (k.to_owned(), v.to_owned())));
+    }
+
+    #[test]
+    fn the_exporters_headers_come_from_a_secret_of_the_agents_namespace_if_it_has_one() {
+        let traces = RuntimeTraces {
+            endpoint: Some("https://collector.example:4318".into()),
+            headers_secret: Some(parse_secret_key("otlp-auth").expect("a name")),
+            ..RuntimeTraces::default()
+        };
+        let env = traces.env(&agent());
+        let headers = env.iter().find(|v| v.name == "OTEL_EXPORTER_OTLP_HEADERS").expect("the headers variable");
+        assert_eq!(headers.value, None, "never the value itself");
+        let from = headers.value_from.as_ref().and_then(|f| f.secret_key_ref.as_ref()).expect("from a Secret");
+        assert_eq!((from.name.as_str(), from.key.as_str(), from.optional), ("otlp-auth", "headers", Some(true)));
+        assert_eq!(parse_secret_key("otlp-auth/token"), Ok(("otlp-auth".into(), "token".into())));
+        for bad in ["", "Otlp", "otlp/", "a/b/c", "-x", "x/k y"] {
+            assert!(parse_secret_key(bad).is_err(), "{bad:?} is refused");
+        }
     }
 }

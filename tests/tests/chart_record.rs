@@ -1,7 +1,8 @@
 //! The chart's conversation-record settings reach the gateway as the environment its flags
 //! read: the database URL (from a Secret when it carries a password), retention, backlog,
 //! redaction rules one a line and prices `;`-separated — and nothing when no database is
-//! set.
+//! set. So do the trace exporter's headers, from a Secret, for the gateway and (through the
+//! operator's flag) runtime pods.
 
 use std::process::Command;
 
@@ -36,12 +37,17 @@ fn uuid() -> String {
 /// The gateway container's env of the chart rendered with `values` (YAML): name -> value
 /// or `secret:<name>/<key>`.
 fn gateway_env(values: &str) -> Vec<(String, String)> {
+    deployment_env(values, "sb-switchboard-gateway")
+}
+
+/// The first container's env of the Deployment `name` of the chart rendered with `values`.
+fn deployment_env(values: &str, name: &str) -> Vec<(String, String)> {
     let rendered = render(values).unwrap_or_else(|e| panic!("helm template: {e}"));
     let docs: Vec<serde_yaml::Value> = rendered.split("\n---").filter_map(|d| serde_yaml::from_str(d).ok()).collect();
     let gateway = docs
         .iter()
-        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "sb-switchboard-gateway")
-        .expect("the gateway Deployment");
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("the Deployment {name}"));
     let env = gateway["spec"]["template"]["spec"]["containers"][0]["env"].as_sequence().expect("env");
     env.iter()
         .map(|e| {
@@ -130,4 +136,15 @@ fn the_end_of_call_webhook_gets_its_secret_as_a_file_and_is_refused_without_one(
     let refused =
         render("gateway: { record: { webhook: { url: https://h/x, existingSecret: hook } } }").expect_err("no record");
     assert!(refused.contains("needs the record"), "{refused}");
+}
+
+#[test]
+fn the_trace_exporters_headers_come_from_a_secret_for_the_gateway_and_runtime_pods() {
+    let values = "telemetry: { otlp: { endpoint: https://collector.example:4318, headersSecret: otlp-auth } }";
+    let gateway = gateway_env(values);
+    assert_eq!(get(&gateway, "OTEL_EXPORTER_OTLP_HEADERS"), Some("secret:otlp-auth/headers"));
+    let operator = deployment_env(values, "sb-switchboard");
+    assert_eq!(get(&operator, "SWITCHBOARD_RUNTIME_OTLP_HEADERS_SECRET"), Some("otlp-auth/headers"));
+    let none = gateway_env("telemetry: { otlp: { endpoint: https://collector.example:4318 } }");
+    assert_eq!(get(&none, "OTEL_EXPORTER_OTLP_HEADERS"), None);
 }

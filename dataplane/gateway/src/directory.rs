@@ -143,6 +143,14 @@ impl Directory {
         &self.table
     }
 
+    /// Every routed Agent (`namespace/name`) with how many ready pods it has now.
+    pub fn ready_pods(&self) -> impl Iterator<Item = (String, usize)> + '_ {
+        self.table
+            .routes
+            .iter()
+            .map(|route| (format!("{}/{}", route.namespace, route.name), self.addresses(route).len()))
+    }
+
     /// Where a client's new session goes: `requested`, or the default. The Agent must be
     /// exposed and have a ready pod.
     pub fn for_client(&self, requested: Option<&str>) -> Result<Target, RouteError> {

@@ -27,6 +27,8 @@ pub struct Metrics {
     pub memory_held: IntGauge,
     /// The memory budget (0: none).
     pub memory_budget: IntGauge,
+    /// Ready runtime pods of every routed Agent, as this gateway sees them (set at scrape).
+    pub agent_ready_pods: GaugeVec,
 }
 
 impl Metrics {
@@ -77,6 +79,14 @@ impl Metrics {
             "The bytes sessions may hold before new ones are refused (0: no budget).",
         )?;
         registry.register(Box::new(memory_budget.clone()))?;
+        let agent_ready_pods = GaugeVec::new(
+            Opts::new(
+                "switchboard_gateway_agent_ready_pods",
+                "Ready runtime pods of each Agent in the routing table, as this gateway sees them (0: its sessions and handoffs to it are refused).",
+            ),
+            &["agent"],
+        )?;
+        registry.register(Box::new(agent_ready_pods.clone()))?;
         Ok(Self {
             registry,
             live,
@@ -89,6 +99,7 @@ impl Metrics {
             resumed,
             memory_held,
             memory_budget,
+            agent_ready_pods,
         })
     }
 

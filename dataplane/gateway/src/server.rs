@@ -59,6 +59,11 @@ fn app(gateway: Arc<Gateway>, more_metrics: Option<MoreMetrics>) -> Router {
         let held = i64::try_from(gateway.budget.held()).unwrap_or(i64::MAX);
         gateway.metrics.memory_held.set(held);
         gateway.metrics.memory_budget.set(gateway.budget.limit().map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)));
+        // Agents gone from the table leave no stale series.
+        gateway.metrics.agent_ready_pods.reset();
+        for (agent, ready) in gateway.directory.borrow().ready_pods() {
+            gateway.metrics.agent_ready_pods.with_label_values(&[&agent]).set(ready as f64);
+        }
         let mut text = gateway.metrics.render();
         if let Some(record) = &gateway.record {
             text.push_str(&record.metrics.render());

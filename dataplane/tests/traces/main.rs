@@ -1,6 +1,7 @@
 //! OpenTelemetry traces across processes: a `switchboard gateway` and one `switchboard
 //! runtime` per Example Bank agent, each exporting over OTLP/HTTP (configured by the
-//! standard variables only) to a real receiver that decodes what arrives. One conversation
+//! standard variables only, the collector's token included: the receiver refuses an export
+//! without it) to a real receiver that decodes what arrives. One conversation
 //! from triage through idv (an identity check: a tool call) to banking (a balance: another)
 //! must be one trace: the gateway's session span its root, every runtime session its child,
 //! turns, model calls with the GenAI attributes and tool calls below them, the tool server

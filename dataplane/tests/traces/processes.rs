@@ -57,6 +57,7 @@ impl Bank {
     pub async fn start(endpoint: &str) -> Self {
         let otel = [
             ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+            ("OTEL_EXPORTER_OTLP_HEADERS", crate::receiver::HEADERS),
             // Spans go out 100 ms after they end, not 5 s.
             ("OTEL_BSP_SCHEDULE_DELAY", "100"),
         ];
@@ -211,6 +212,7 @@ pub fn local(endpoint: &str) -> (Process, String) {
         .args(["local", "examples/banking", "--port", "0"])
         .current_dir(root)
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        .env("OTEL_EXPORTER_OTLP_HEADERS", crate::receiver::HEADERS)
         .env("OTEL_BSP_SCHEDULE_DELAY", "100")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

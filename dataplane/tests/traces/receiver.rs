@@ -111,7 +111,19 @@ impl Receiver {
     }
 }
 
-async fn export(State(spans): State<Arc<Mutex<Vec<Received>>>>, body: Bytes) -> impl IntoResponse {
+/// What a collector behind authentication wants in every export: the processes send it
+/// because `OTEL_EXPORTER_OTLP_HEADERS` says so (as a Secret gives it on a cluster).
+pub const HEADERS: &str = "authorization=Bearer%20collector-token";
+const AUTHORIZATION: &str = "Bearer collector-token";
+
+async fn export(
+    State(spans): State<Arc<Mutex<Vec<Received>>>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> impl IntoResponse {
+    if headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) != Some(AUTHORIZATION) {
+        return (StatusCode::UNAUTHORIZED, b"no collector token".to_vec()).into_response();
+    }
     let request = match ExportTraceServiceRequest::decode(body) {
         Ok(request) => request,
         Err(error) => return (StatusCode::BAD_REQUEST, error.to_string().into_bytes()).into_response(),
