@@ -39,11 +39,17 @@ const BALANCE_REQUEST: u32 = 1;
 /// Phrase 2: the identity details, as the banking rules expect them.
 const IDV_DETAILS: u32 = 2;
 
+/// The test tools' bin directory. install.sh runs once for this binary's tests: two runs at
+/// once race on the wrapper it rewrites (`rm -f` then `chmod` of `mcp-python`).
 fn tools_bin() -> PathBuf {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
-    let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
-    assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim())
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
+        let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
+        assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim())
+    })
+    .clone()
 }
 
 /// A 16 kHz mono PCM16 WAV file of `pcm`.
