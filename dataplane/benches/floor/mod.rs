@@ -160,7 +160,7 @@ async fn connection(socket: tokio::net::TcpStream, config: FloorConfig) {
                         (voiced, silent) = (false, 0);
                         turn += 1;
                         vec![
-                            ServerMessage::BidiAudioStream { audio: chunk.clone() },
+                            ServerMessage::BidiAudioStream { audio: chunk.clone(), format: None },
                             ServerMessage::BidiResponseComplete { turn, stop_reason: "end_turn".into() },
                         ]
                     } else {

@@ -18,6 +18,7 @@
 mod activity;
 pub mod agent;
 pub mod assertion;
+pub mod audio;
 pub mod authority;
 mod calls;
 mod cancel;

@@ -20,9 +20,11 @@ use serde::{Deserialize, Serialize};
 use crate::grant::SignedContext;
 use crate::handoff::{HandoffContext, HandoffKind, HistoryTurn};
 
+mod audio;
 mod codes;
 mod kind;
 mod session;
+pub use audio::{AudioFormat, AudioSettings};
 pub use codes::{ErrorCode, StopReason, close_code};
 pub use kind::ServerKind;
 pub use session::{SessionState, SessionUpdate};
@@ -124,6 +126,11 @@ pub struct SessionStart {
     /// text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modalities: Vec<String>,
+    /// The audio formats of a session with audio ([`AudioSettings`]): PCM16 at 8, 16 or
+    /// 24 kHz, or G.711 μ-law / A-law at 8 kHz, each way; reply audio as binary frames.
+    /// Absent: PCM16 16 kHz in, 24 kHz out, base64 JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<AudioSettings>,
     /// Session context from the gateway — memory, history, handoff — signed with the key
     /// the gateway shares with the runtimes ([`crate::grant`]). A runtime restores what it
     /// can verify and refuses the session otherwise.
@@ -255,10 +262,15 @@ pub enum ServerMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         modality: Option<TokensByModality>,
     },
-    /// Reply audio (voice and hybrid): base64 PCM16, 24 kHz, mono, little-endian.
+    /// Reply audio (voice and hybrid): base64 of the session's output format
+    /// (`session_start.audio.output`; by default PCM16, 24 kHz, mono, little-endian).
+    /// With `session_start.audio.binary_output` the same audio comes as binary frames.
     BidiAudioStream {
         /// Base64-encoded audio.
         audio: String,
+        /// The audio's format (encoding and sample rate).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        format: Option<AudioFormat>,
     },
     /// The user spoke over the agent (barge-in), or cancelled its reply (`bidi_cancel`):
     /// stop playback and drop queued audio now.
@@ -405,7 +417,7 @@ impl ServerMessage {
         // Sized up front so reply audio (50 chunks a second per voice session) is written
         // without regrowing the buffer.
         let capacity = match self {
-            Self::BidiAudioStream { audio } => audio.len() + 48,
+            Self::BidiAudioStream { audio, .. } => audio.len() + 96,
             _ => 128,
         };
         let mut out = Vec::with_capacity(capacity);

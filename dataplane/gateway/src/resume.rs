@@ -220,6 +220,9 @@ pub struct Parked {
     pub voice: Option<String>,
     /// The client's modalities.
     pub modalities: Vec<String>,
+    /// The client's audio formats (`session_start.audio`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<switchboard_core::protocol::AudioSettings>,
     /// Memory, history, return target, inputs in flight.
     pub kept: Kept,
     /// A handoff the runtime made while the client was away (performed on resume).
@@ -278,7 +281,8 @@ mod tests {
 
     #[test]
     fn reply_audio_is_held_only_for_the_reply_in_progress_and_its_numbers_are_no_gap() {
-        let audio = || Frame::Text(ServerMessage::BidiAudioStream { audio: "A".repeat(1000) }.to_json().into());
+        let audio =
+            || Frame::Text(ServerMessage::BidiAudioStream { audio: "A".repeat(1000), format: None }.to_json().into());
         let mut replay = Replay::default();
         replay.record(text("reply 1"), 100, 1 << 20);
         replay.record(audio(), 100, 1 << 20);

@@ -40,6 +40,8 @@ pub struct Opening<'a> {
     pub voice: Option<String>,
     /// `text`, `audio`.
     pub modalities: Vec<String>,
+    /// The client's audio formats (`session_start.audio`).
+    pub audio: Option<switchboard_core::protocol::AudioSettings>,
     /// Session memory.
     pub memory: BTreeMap<String, serde_json::Value>,
     /// Earlier conversation.
@@ -105,6 +107,7 @@ pub async fn open(
         agent: Some(opening.agent.to_owned()),
         voice: opening.voice,
         modalities: opening.modalities,
+        audio: opening.audio,
         context: Some(key.sign(&context)),
         ..Default::default()
     };

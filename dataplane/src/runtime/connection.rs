@@ -6,26 +6,28 @@
 //! Voice sessions ([`super::voice`]) also take audio: raw PCM16 in binary frames or
 //! base64 in `bidi_audio_input`, checked by the reader (a bad frame gets a recoverable
 //! `bidi_error`), limited by an audio byte rate instead of the message rate, and passed
-//! in order on a separate bounded channel. Text sessions refuse audio as before.
+//! in order on a separate bounded channel. Text sessions refuse audio as before. A session
+//! whose `session_start.audio` asks for binary output gets its reply audio as binary
+//! frames: the writer sends `bidi_audio_stream`'s bytes raw ([`BinaryAudio`]).
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use axum::extract::ws::WebSocket;
 use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tracing::Instrument;
 
-use super::Metrics;
 use super::driver::{self, AgentRuntime, Exit, Link, Opening};
 use super::grants::RefusedContext;
 use super::identity::{Binding, SessionIdentity};
 use super::reader::{AudioIn, CLOSE_DRAIN, read_loop};
 use super::server::AppState;
 use super::trace;
-use super::voice::{self, AudioGate, Gate};
+use super::voice::{self, AudioGate, BinaryAudio, Gate};
+use super::writer::write_loop;
 use switchboard_core::assertion::IDENTITY_KEY;
+use switchboard_core::audio::{FormatError, Negotiated, negotiate};
 use switchboard_core::grant::SessionContext;
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionStart, close_code};
 use switchboard_core::{Session, SessionInit};
@@ -62,7 +64,8 @@ pub async fn serve(
     // forwarding task between them).
     let (msg_tx, msg_rx) = mpsc::channel::<ServerMessage>(OUTBOUND_BUFFER);
     let slow = state.config.slow_client_timeout;
-    let writer = tokio::spawn(write_loop(sink, msg_rx, out_rx, slow, state.shared.metrics.clone()));
+    let binary = BinaryAudio::default();
+    let writer = tokio::spawn(write_loop(sink, msg_rx, out_rx, slow, binary.clone(), state.shared.metrics.clone()));
     let close = |code: u16, reason: String| {
         let out_tx = out_tx.clone();
         async move {
@@ -98,7 +101,7 @@ pub async fn serve(
     let gate = AudioGate::default();
     let audio_in = AudioIn { tx: audio_tx, gate: gate.clone() };
     let reader = tokio::spawn(read_loop(stream, in_tx, audio_in, out_tx.clone(), state.clone()));
-    let audio = AudioOut { gate, frames: &mut audio_rx };
+    let audio = AudioOut { gate, binary, frames: &mut audio_rx };
     let outcome = run(&state, query_agent, &mut in_rx, audio, &msg_tx).await;
     // The writer sends what the session queued before anything queued after this.
     drop(msg_tx);
@@ -117,98 +120,6 @@ pub async fn serve(
         reader_abort.abort();
     }
     drop(permit);
-}
-
-/// Writes the session's messages (`messages`, first while it has any, so everything the
-/// session queued goes out before the close that follows it) and the connection's own
-/// (`out`) to the socket. Messages are fed without a flush each, and flushed once nothing
-/// more is queued (or [`FLUSH_EVERY`] are waiting): one socket write for a burst (audio
-/// chunks), none held back. A write
-/// that waits longer than `slow` (the client does not read) ends the connection with
-/// 4409: the writer stops, so the session's next send fails and its slot is freed.
-async fn write_loop(
-    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
-    mut messages: mpsc::Receiver<ServerMessage>,
-    mut out: mpsc::Receiver<Out>,
-    slow: Duration,
-    metrics: Metrics,
-) {
-    let mut session_open = true;
-    let mut unflushed = 0usize;
-    loop {
-        let next = tokio::select! {
-            biased;
-            message = messages.recv(), if session_open => match message {
-                Some(message) => Out::Message(message),
-                None => {
-                    session_open = false;
-                    continue;
-                }
-            },
-            next = out.recv() => match next {
-                Some(next) => next,
-                None => break,
-            },
-        };
-        let fed = match next {
-            Out::Message(message) => within(slow, sink.feed(Message::Text(Utf8Bytes::from(message.to_json())))).await,
-            Out::Close(code, reason) => {
-                let frame = CloseFrame { code, reason: Utf8Bytes::from(reason) };
-                let _ = within(slow, sink.send(Message::Close(Some(frame)))).await;
-                break;
-            }
-        };
-        unflushed += 1;
-        // Flushed when nothing more is queued, and at least every FLUSH_EVERY messages:
-        // tungstenite buffers writes without bound, so without a flush a client that does
-        // not read would grow this buffer forever and never be noticed.
-        let due = unflushed >= FLUSH_EVERY || (messages.is_empty() && out.is_empty());
-        let written = match fed {
-            Written::Done(Ok(())) if due => {
-                unflushed = 0;
-                within(slow, sink.flush()).await
-            }
-            other => other,
-        };
-        match written {
-            Written::Done(Ok(())) => {}
-            Written::Done(Err(_)) => break,
-            Written::Stuck => {
-                metrics.errors.with_label_values(&["", "slow_client"]).inc();
-                let frame = CloseFrame {
-                    code: close_code::SLOW_CLIENT,
-                    reason: Utf8Bytes::from_static("the client does not read its messages"),
-                };
-                // The socket is full: the close frame goes out only if the client reads again.
-                let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::Close(Some(frame)))).await;
-                break;
-            }
-        }
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
-}
-
-/// Messages written at most between two flushes.
-const FLUSH_EVERY: usize = 32;
-
-/// A socket write's outcome.
-enum Written<E> {
-    Done(Result<(), E>),
-    /// It waited longer than allowed.
-    Stuck,
-}
-
-/// Runs a write; only one that does not complete at once gets a timer (a timer per frame
-/// would cost more than the write).
-async fn within<E>(limit: Duration, write: impl std::future::Future<Output = Result<(), E>>) -> Written<E> {
-    let mut write = std::pin::pin!(write);
-    match futures_util::poll!(write.as_mut()) {
-        std::task::Poll::Ready(result) => Written::Done(result),
-        std::task::Poll::Pending => match tokio::time::timeout(limit, write).await {
-            Ok(result) => Written::Done(result),
-            Err(_) => Written::Stuck,
-        },
-    }
 }
 
 /// Starts the session with the right agent and drives it.
@@ -259,12 +170,22 @@ async fn run(
     // brings) then ignores its audio and says so once; a voice or hybrid agent speaks.
     // (Through a gateway, a text-only agent's pod may be the first this connection meets.)
     let audio_session = start.modalities.iter().any(|m| m.eq_ignore_ascii_case("audio"));
+    let (formats, refused_formats) = negotiate(start.audio.as_ref());
     let (session, effects) = start_session(state, &agent, audio_session, init);
     // The session's logs and spans from here on are in its span, under the gateway's.
     let span = trace::session_span(&agent, session.id(), traceparent.as_deref(), session.is_voice());
     let identity = span.in_scope(|| session_identity(state, &agent, &session, granted.identity));
-    let mut conversation =
-        Conversation { state, inbound, audio, outbound, audio_session, requested_voice: start.voice, identity };
+    let mut conversation = Conversation {
+        state,
+        inbound,
+        audio,
+        outbound,
+        audio_session,
+        requested_voice: start.voice,
+        identity,
+        formats,
+        refused_formats,
+    };
     let opening = Opening { effects, first: pending.into_iter().collect() };
     Some(conversation.run(agent, session, opening).instrument(span).await)
 }
@@ -340,6 +261,8 @@ fn accept_context(
 /// The session's side of the audio channel: the gate the reader checks and the frames.
 struct AudioOut<'a> {
     gate: AudioGate,
+    /// Whether the writer sends reply audio as binary frames.
+    binary: BinaryAudio,
     frames: &'a mut mpsc::Receiver<Bytes>,
 }
 
@@ -355,6 +278,10 @@ struct Conversation<'a> {
     requested_voice: Option<String>,
     /// The verified caller's identity assertion, for the session's tool calls.
     identity: SessionIdentity,
+    /// The audio formats `session_start.audio` chose (the reader decodes the same input).
+    formats: Negotiated,
+    /// The formats it asked for that are not offered: told once a voice session starts.
+    refused_formats: Vec<FormatError>,
 }
 
 impl Conversation<'_> {
@@ -396,6 +323,7 @@ impl Conversation<'_> {
     async fn drive_text(&mut self, agent: &AgentRuntime, session: &mut Session, opening: Opening) -> Exit {
         // Audio that came before the agent was known is not for a text agent.
         while self.audio.frames.try_recv().is_ok() {}
+        self.audio.binary.set(false);
         if !self.audio_session {
             self.audio.gate.set(Gate::Refuse);
         } else {
@@ -418,6 +346,7 @@ impl Conversation<'_> {
         opening: Opening,
     ) -> Result<Exit, (u16, String)> {
         self.audio.gate.set(Gate::Accept);
+        self.audio.binary.set(self.formats.binary_output);
         let sonic = self.open_voice(agent, session).await?;
         let state = self.state;
         let link = Link {
@@ -427,7 +356,8 @@ impl Conversation<'_> {
             shutdown: &state.shutdown,
             identity: &mut self.identity,
         };
-        Ok(voice::drive(agent, session, sonic, opening, link, self.audio.frames).await)
+        let formats = voice::Formats { negotiated: self.formats, refused: std::mem::take(&mut self.refused_formats) };
+        Ok(voice::drive(agent, session, sonic, opening, link, self.audio.frames, formats).await)
     }
 
     /// Opens the agent's voice stream; a replaced stream (handoff, voice change) is

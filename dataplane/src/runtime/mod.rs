@@ -16,6 +16,7 @@ pub mod tool_calls;
 pub mod trace;
 pub mod transcript;
 pub mod voice;
+mod writer;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! The reading half of a session's WebSocket: every frame the client sends passes here
 //! first. It enforces the idle timeout, the message size limit, the message rate (token
-//! bucket) and, for voice, the audio byte rate; it checks audio frames (raw PCM16 in
-//! binary frames or base64 in `bidi_audio_input`) and decodes JSON messages. A bad frame
+//! bucket) and, for voice, the audio byte rate; it checks audio frames (raw samples in
+//! binary frames or base64 in `bidi_audio_input`, in the format `session_start.audio`
+//! chose), converts them to the voice model's 16 kHz PCM16, and decodes JSON messages. A bad frame
 //! gets a recoverable `bidi_error` and reading goes on; a broken limit sends the close
 //! with its own code, and the rest of the client's frames are read and dropped until it
 //! acknowledges the close, so the TCP connection is not reset under frames the client
@@ -19,6 +20,7 @@ use tokio::sync::mpsc;
 use super::connection::Out;
 use super::server::AppState;
 use super::voice::{AudioGate, Gate, audio};
+use switchboard_core::audio::{Decoder, Format, negotiate};
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, close_code, decode_client};
 
 /// How long to read (and drop) frames after a close, waiting for the client's answer.
@@ -50,6 +52,7 @@ pub async fn read_loop(
         audio_bucket: audio::AudioBucket::default(),
         state: state.clone(),
         started: false,
+        decoder: Decoder::new(Format::MODEL_INPUT),
     };
     let mut stream = stream;
     loop {
@@ -92,6 +95,8 @@ struct Reader {
     state: Arc<AppState>,
     /// The first message was read (only a `session_start` may exceed the message limit).
     started: bool,
+    /// The caller's audio format (`session_start.audio.input`) to the model's.
+    decoder: Decoder,
 }
 
 impl Reader {
@@ -131,11 +136,15 @@ impl Reader {
         let gate = self.audio_in.gate.get();
         let audio_frame = match &frame {
             Message::Binary(_) if gate == Gate::Ignore => return Verdict::Next,
-            Message::Binary(data) if gate == Gate::Accept => Some(audio::check_pcm(data.clone())),
+            Message::Binary(data) if gate == Gate::Accept => {
+                Some(audio::check_frame(data.clone(), self.decoder.format()))
+            }
             Message::Text(text) if gate != Gate::Refuse && text.contains("bidi_audio_input") => {
                 match decode_client(text.as_str()) {
                     Ok(ClientMessage::BidiAudioInput { .. }) if gate == Gate::Ignore => return Verdict::Next,
-                    Ok(ClientMessage::BidiAudioInput { audio }) => Some(audio::decode_base64(&audio)),
+                    Ok(ClientMessage::BidiAudioInput { audio }) => {
+                        Some(audio::decode_base64(&audio, self.decoder.format()))
+                    }
                     _ => None,
                 }
             }
@@ -159,20 +168,24 @@ impl Reader {
         }
     }
 
-    /// A checked audio frame: to the voice session, within the audio byte rate.
+    /// A checked audio frame: converted to the model's format, to the voice session, within
+    /// the audio byte rate.
     async fn audio(&mut self, checked: Result<Bytes, audio::AudioError>) -> Verdict {
         let pcm = match checked {
-            Ok(pcm) => pcm,
+            Ok(frame) if self.decoder.is_passthrough() => frame,
+            Ok(frame) => Bytes::from(self.decoder.decode(&frame)),
             Err(error) => {
                 self.count(error.code().metric_label());
                 return self.tell(ServerMessage::error(error.code(), error.to_string(), true)).await;
             }
         };
+        if pcm.is_empty() {
+            // A frame shorter than one sample of the model's rate: the converter holds it.
+            return Verdict::Next;
+        }
         if !self.audio_bucket.take(pcm.len(), Instant::now()) {
-            let reason = format!(
-                "audio arrives faster than {}x real time (16 kHz PCM16); send it as it is recorded",
-                audio::AUDIO_RATE_FACTOR
-            );
+            let reason =
+                format!("audio arrives faster than {}x real time; send it as it is recorded", audio::AUDIO_RATE_FACTOR);
             return Verdict::Fatal(close_code::RATE_LIMITED, reason, "audio_rate_limited");
         }
         match self.audio_in.tx.try_send(pcm) {
@@ -205,6 +218,8 @@ impl Reader {
                     && start.modalities.iter().any(|m| m.eq_ignore_ascii_case("audio"))
                 {
                     self.audio_in.gate.set(Gate::Accept);
+                    // An unsupported format stays the default; the session tells the client.
+                    self.decoder = Decoder::new(negotiate(start.audio.as_ref()).0.input);
                 }
                 self.session_message(message)
             }

@@ -414,7 +414,7 @@ pub fn audio_bytes(messages: &[ServerMessage]) -> usize {
     messages
         .iter()
         .filter_map(|m| match m {
-            ServerMessage::BidiAudioStream { audio } => {
+            ServerMessage::BidiAudioStream { audio, .. } => {
                 let pcm = aws_smithy_types::base64::decode(audio).expect("audio is base64");
                 assert_eq!(pcm.len() % 2, 0, "reply audio is whole PCM16 samples");
                 Some(pcm.len())

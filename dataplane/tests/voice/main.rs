@@ -6,6 +6,7 @@
 mod audio_input;
 mod banking;
 mod common;
+mod formats;
 mod lifetime;
 mod live;
 mod speak_first;

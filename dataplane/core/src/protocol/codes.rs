@@ -282,6 +282,11 @@ catalogue! {
         /// yes nor a clear no (named by `input_id` when typed): the tool still waits. Answer
         /// yes or no, or send `tool_consent`.
         ConsentUnclear = "consent_unclear",
+        /// `session_start.audio` asked for an encoding or sample rate the server does not
+        /// offer (the message says which are: PCM16 at 8, 16 or 24 kHz; G.711 μ-law or
+        /// A-law at 8 kHz): that direction stays in the default format. Ask for a supported
+        /// one.
+        UnsupportedAudioFormat = "unsupported_audio_format",
     }
 }
 
@@ -394,6 +399,7 @@ mod tests {
         "nothing_to_cancel",
         "unknown_setting",
         "consent_unclear",
+        "unsupported_audio_format",
     ];
 
     /// Every stop reason as it was written on the wire before the catalogue.

@@ -216,7 +216,7 @@ mod tests {
             ServerMessage::BidiResponseStart { turn: 1 },
             ServerMessage::BidiResponseComplete { turn: 1, stop_reason: StopReason::EndTurn },
             ServerMessage::BidiUsage { input_tokens: 1, output_tokens: 2, total_tokens: 3, modality: None },
-            ServerMessage::BidiAudioStream { audio: "AAAA".into() },
+            ServerMessage::BidiAudioStream { audio: "AAAA".into(), format: None },
             ServerMessage::BidiInterruption {},
             ServerMessage::BidiSpeechStarted {},
             ServerMessage::BidiSpeechStopped {},

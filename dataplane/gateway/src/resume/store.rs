@@ -369,6 +369,7 @@ mod tests {
             agent: "triage".into(),
             voice: None,
             modalities: vec![],
+            audio: None,
             kept: Kept::default(),
             handoff: None,
             generation: 0,

@@ -295,6 +295,7 @@ async fn open(
         path: &target.route.path,
         voice: machine.voice().clone(),
         modalities: machine.modalities().to_vec(),
+        audio: machine.audio().cloned(),
         memory,
         history,
         handoff,

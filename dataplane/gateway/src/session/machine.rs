@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use axum::extract::ws::Utf8Bytes;
-use switchboard_core::protocol::{ErrorCode, ServerKind, ServerMessage, close_code, gateway_only};
+use switchboard_core::protocol::{AudioSettings, ErrorCode, ServerKind, ServerMessage, close_code, gateway_only};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 
 pub(super) use super::events::Purpose;
@@ -46,6 +46,8 @@ pub struct Machine {
     pub(super) target: Target,
     pub(super) voice: Option<String>,
     pub(super) modalities: Vec<String>,
+    /// The client's audio formats (`session_start.audio`), passed to every runtime.
+    pub(super) audio: Option<AudioSettings>,
     /// Memory, history, return target, announced handoff, inputs in flight.
     pub(super) kept: Kept,
     /// The messages sent to the client, numbered, for replay.
@@ -122,6 +124,7 @@ impl Machine {
             target,
             voice,
             modalities,
+            audio: None,
             kept: Kept::default(),
             replay: Replay::default(),
             key: None,
@@ -174,6 +177,16 @@ impl Machine {
     /// The modalities the client asked for.
     pub fn modalities(&self) -> &[String] {
         &self.modalities
+    }
+
+    /// The audio formats the client asked for.
+    pub fn audio(&self) -> Option<&AudioSettings> {
+        self.audio.as_ref()
+    }
+
+    /// Sets the audio formats the client asked for (runtimes opened from now on get them).
+    pub fn set_audio(&mut self, audio: Option<AudioSettings>) {
+        self.audio = audio;
     }
 
     /// The serving pod drains (the session moves when another is ready).

@@ -161,8 +161,10 @@ async fn admit(
         return Err(refuse_as(gateway, client_tx, refusal).await);
     }
     let id = format!("gw-{}", uuid::Uuid::new_v4());
-    let machine =
+    let audio = start.audio.clone();
+    let mut machine =
         Machine::start(limits, id, identity.to_owned(), target, start.voice, start.modalities, pending, Instant::now());
+    machine.set_audio(audio);
     Ok((machine, None))
 }
 

@@ -28,8 +28,9 @@ impl Machine {
         last_seq: Option<u64>,
         cx: &Cx<'_>,
     ) -> Self {
-        let Parked { session_id, voice, modalities, handoff, kept, generation, replay, .. } = parked;
+        let Parked { session_id, voice, modalities, audio, handoff, kept, generation, replay, .. } = parked;
         let mut machine = Self::blank(limits, session_id, identity, target, voice, modalities, cx.now);
+        machine.audio = audio;
         let missed = replay.since(last_seq);
         machine.kept = kept;
         machine.replay = replay;
@@ -136,6 +137,7 @@ impl Machine {
             agent: self.target.route.name.clone(),
             voice: self.voice.clone(),
             modalities: self.modalities.clone(),
+            audio: self.audio.clone(),
             handoff,
             kept,
             generation: self.generation,

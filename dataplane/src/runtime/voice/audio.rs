@@ -1,7 +1,9 @@
-//! The user's audio as it arrives from a client: raw PCM16 in binary WebSocket frames or
-//! base64 in `bidi_audio_input`, checked before it goes anywhere (whole 16-bit samples,
-//! valid base64, not empty, at most [`MAX_AUDIO_FRAME_BYTES`]) — a bad frame gets a
-//! recoverable `bidi_error` and the session goes on — and limited by an [`AudioBucket`]
+//! The user's audio as it arrives from a client: raw samples in binary WebSocket frames or
+//! base64 in `bidi_audio_input`, in the session's input format (`session_start.audio`;
+//! PCM16 16 kHz by default), checked before it goes anywhere (whole samples, valid
+//! base64, not empty, at most one second) — a bad frame gets a recoverable `bidi_error`
+//! and the session goes on — then converted to the voice model's 16 kHz PCM16
+//! ([`switchboard_core::audio::Decoder`]) and limited by an [`AudioBucket`]
 //! of bytes per second, separate from the message rate limit (audio is sent 50 times a
 //! second; the message limit is for typed input). [`SpeechDetector`] notices when the
 //! caller starts speaking (and, failing the voice model's word, stops).
@@ -9,13 +11,15 @@
 use std::time::Instant;
 
 use bytes::Bytes;
+use switchboard_core::audio::{Encoding, Format};
 use switchboard_core::protocol::ErrorCode;
 
 /// Sample rate of user audio.
 pub const INPUT_RATE: u32 = 16_000;
 /// Bytes per second of real-time 16 kHz PCM16 mono audio.
 pub const REAL_TIME_BYTES_PER_SECOND: u32 = INPUT_RATE * 2;
-/// Largest audio frame: one second of audio (clients send 20-100 ms frames).
+/// Largest audio frame of the default format: one second of audio (clients send 20-100 ms
+/// frames); other formats allow one second of theirs.
 pub const MAX_AUDIO_FRAME_BYTES: usize = REAL_TIME_BYTES_PER_SECOND as usize;
 /// Audio a client may send on average, as a multiple of real time...
 pub const AUDIO_RATE_FACTOR: u32 = 4;
@@ -26,55 +30,63 @@ pub const AUDIO_BURST_SECONDS: u32 = 10;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AudioError {
     /// Not base64.
-    #[error("bidi_audio_input.audio is not valid base64 ({0}); send base64 of PCM16 16 kHz mono")]
-    Base64(String),
+    #[error("bidi_audio_input.audio is not valid base64 ({0}); send base64 of the session's input audio ({1})")]
+    Base64(String, String),
     /// Half a sample.
     #[error("an audio frame of {0} bytes is not whole 16-bit samples; send PCM16 (an even number of bytes)")]
     OddLength(usize),
     /// Nothing in it.
-    #[error("an audio frame is empty; send 20-100 ms of PCM16 16 kHz mono per frame")]
-    Empty,
+    #[error("an audio frame is empty; send 20-100 ms of {0} per frame")]
+    Empty(String),
     /// Too much at once.
     #[error(
-        "an audio frame of {0} bytes is larger than the limit of {MAX_AUDIO_FRAME_BYTES} bytes (one second); send 20-100 ms frames"
+        "an audio frame of {0} bytes is larger than the limit of {1} bytes (one second of {2}); send 20-100 ms frames"
     )]
-    TooLarge(usize),
+    TooLarge(usize, usize, String),
 }
 
 impl AudioError {
     /// The `bidi_error` code.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Self::Base64(_) => ErrorCode::InvalidAudioBase64,
+            Self::Base64(..) => ErrorCode::InvalidAudioBase64,
             Self::OddLength(_) => ErrorCode::InvalidAudioLength,
-            Self::Empty => ErrorCode::EmptyAudio,
-            Self::TooLarge(_) => ErrorCode::AudioTooLarge,
+            Self::Empty(_) => ErrorCode::EmptyAudio,
+            Self::TooLarge(..) => ErrorCode::AudioTooLarge,
         }
     }
 }
 
-/// Checks a raw PCM16 frame.
-pub fn check_pcm(pcm: Bytes) -> Result<Bytes, AudioError> {
-    if pcm.is_empty() {
-        return Err(AudioError::Empty);
+/// Checks a raw frame of `format` (whole samples, not empty, at most one second).
+pub fn check_frame(frame: Bytes, format: Format) -> Result<Bytes, AudioError> {
+    if frame.is_empty() {
+        return Err(AudioError::Empty(format.describe()));
     }
-    if pcm.len() > MAX_AUDIO_FRAME_BYTES {
-        return Err(AudioError::TooLarge(pcm.len()));
+    let limit = format.bytes_per_second();
+    if frame.len() > limit {
+        return Err(AudioError::TooLarge(frame.len(), limit, format.describe()));
     }
-    if !pcm.len().is_multiple_of(2) {
-        return Err(AudioError::OddLength(pcm.len()));
+    if format.encoding == Encoding::Pcm16 && !frame.len().is_multiple_of(2) {
+        return Err(AudioError::OddLength(frame.len()));
     }
-    Ok(pcm)
+    Ok(frame)
 }
 
-/// Decodes and checks the base64 audio of a `bidi_audio_input`.
-pub fn decode_base64(audio: &str) -> Result<Bytes, AudioError> {
+/// Checks a raw PCM16 16 kHz frame.
+pub fn check_pcm(pcm: Bytes) -> Result<Bytes, AudioError> {
+    check_frame(pcm, Format::MODEL_INPUT)
+}
+
+/// Decodes and checks the base64 audio of a `bidi_audio_input` in `format`.
+pub fn decode_base64(audio: &str, format: Format) -> Result<Bytes, AudioError> {
     // Refuse before decoding what would be too large anyway.
-    if audio.len() / 4 * 3 > MAX_AUDIO_FRAME_BYTES + 3 {
-        return Err(AudioError::TooLarge(audio.len() / 4 * 3));
+    let limit = format.bytes_per_second();
+    if audio.len() / 4 * 3 > limit + 3 {
+        return Err(AudioError::TooLarge(audio.len() / 4 * 3, limit, format.describe()));
     }
-    let pcm = aws_smithy_types::base64::decode(audio).map_err(|e| AudioError::Base64(e.to_string()))?;
-    check_pcm(Bytes::from(pcm))
+    let bytes =
+        aws_smithy_types::base64::decode(audio).map_err(|e| AudioError::Base64(e.to_string(), format.describe()))?;
+    check_frame(Bytes::from(bytes), format)
 }
 
 /// A token bucket over audio bytes.
@@ -230,14 +242,22 @@ mod tests {
     fn frames_are_checked() {
         assert_eq!(check_pcm(Bytes::from_static(&[0; 640])).map(|b| b.len()), Ok(640));
         assert_eq!(check_pcm(Bytes::from_static(&[0; 3])), Err(AudioError::OddLength(3)));
-        assert_eq!(check_pcm(Bytes::new()), Err(AudioError::Empty));
+        assert!(matches!(check_pcm(Bytes::new()), Err(AudioError::Empty(_))));
         let big = Bytes::from(vec![0; MAX_AUDIO_FRAME_BYTES + 2]);
-        assert_eq!(check_pcm(big), Err(AudioError::TooLarge(MAX_AUDIO_FRAME_BYTES + 2)));
-        assert!(matches!(decode_base64("not base64!"), Err(AudioError::Base64(_))));
-        assert_eq!(decode_base64(&aws_smithy_types::base64::encode([1u8, 2, 3, 4])).map(|b| b.len()), Ok(4));
-        assert_eq!(decode_base64(&aws_smithy_types::base64::encode([1u8, 2, 3])), Err(AudioError::OddLength(3)));
+        assert!(
+            matches!(check_pcm(big), Err(AudioError::TooLarge(n, MAX_AUDIO_FRAME_BYTES, _)) if n == MAX_AUDIO_FRAME_BYTES + 2)
+        );
+        let pcm = Format::MODEL_INPUT;
+        assert!(matches!(decode_base64("not base64!", pcm), Err(AudioError::Base64(..))));
+        assert_eq!(decode_base64(&aws_smithy_types::base64::encode([1u8, 2, 3, 4]), pcm).map(|b| b.len()), Ok(4));
+        assert_eq!(decode_base64(&aws_smithy_types::base64::encode([1u8, 2, 3]), pcm), Err(AudioError::OddLength(3)));
         let huge = aws_smithy_types::base64::encode(vec![0u8; MAX_AUDIO_FRAME_BYTES * 2]);
-        assert!(matches!(decode_base64(&huge), Err(AudioError::TooLarge(_))));
+        assert!(matches!(decode_base64(&huge, pcm), Err(AudioError::TooLarge(..))));
+        // G.711: one byte a sample, so odd lengths are whole; one second is 8000 bytes.
+        let mulaw = Format { encoding: Encoding::Mulaw, rate: 8000 };
+        assert_eq!(check_frame(Bytes::from_static(&[0xFF; 161]), mulaw).map(|b| b.len()), Ok(161));
+        let error = check_frame(Bytes::from(vec![0xFF; 8001]), mulaw).expect_err("over a second");
+        assert!(error.to_string().contains("8000 bytes (one second of G.711 μ-law 8 kHz)"), "{error}");
     }
 
     fn tone(ms: u64) -> Vec<u8> {

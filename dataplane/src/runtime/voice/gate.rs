@@ -1,5 +1,6 @@
 //! The audio gate: what a connection's reader does with audio now (refuse, accept, or drop
-//! quietly), set by the session loop and read by the reader without a lock.
+//! quietly), set by the session loop and read by the reader without a lock; and whether
+//! the writer sends reply audio as binary frames ([`BinaryAudio`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -38,5 +39,22 @@ impl AudioGate {
             2 => Gate::Ignore,
             _ => Gate::Refuse,
         }
+    }
+}
+
+/// Whether a connection's writer sends reply audio (`bidi_audio_stream`) as binary frames
+/// of its raw bytes (`session_start.audio.binary_output`); shared with the session loop.
+#[derive(Clone, Debug, Default)]
+pub struct BinaryAudio(Arc<std::sync::atomic::AtomicBool>);
+
+impl BinaryAudio {
+    /// Sets it.
+    pub fn set(&self, binary: bool) {
+        self.0.store(binary, Ordering::Relaxed);
+    }
+
+    /// Whether reply audio goes as binary frames now.
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
     }
 }

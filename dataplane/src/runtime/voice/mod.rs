@@ -12,6 +12,10 @@
 //! agent is voice or hybrid, and this runtime has a voice model for it.
 //!
 //! A Persona with `speakFirst` opens a new session by saying its greeting ([`greeting`]).
+//!
+//! Audio formats (`session_start.audio`): the reader converts the caller's audio to the
+//! model's, the [`relay`] the reply audio to the client's; formats not offered get a
+//! recoverable `bidi_error` once the session has started.
 
 pub mod audio;
 mod fallback;
@@ -19,7 +23,7 @@ mod gate;
 pub mod greeting;
 pub mod relay;
 
-pub use gate::{AudioGate, Gate};
+pub use gate::{AudioGate, BinaryAudio, Gate};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -36,6 +40,7 @@ use super::metrics::ModelLabels;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use relay::Relay;
+use switchboard_core::audio::Format;
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionUpdate, TranscriptRole};
 use switchboard_core::{Activity, Effect, Input, Session};
 use switchboard_models::ModelError;
@@ -123,6 +128,15 @@ impl VoiceModel {
 /// The user's audio, checked, from the connection's reader.
 pub type AudioFrames = mpsc::Receiver<Bytes>;
 
+/// The session's audio formats (`session_start.audio`).
+#[derive(Debug, Default)]
+pub struct Formats {
+    /// What the session uses.
+    pub negotiated: switchboard_core::audio::Negotiated,
+    /// What the client asked for that is not offered (each falls back to the default).
+    pub refused: Vec<switchboard_core::audio::FormatError>,
+}
+
 /// Runs a voice `session` over `sonic` until it closes, hands off, loses its client, fails
 /// or the link's shutdown fires. Like [`super::driver::drive`], plus the audio channel.
 pub async fn drive(
@@ -132,6 +146,7 @@ pub async fn drive(
     opening: Opening,
     link: Link<'_>,
     audio: &mut AudioFrames,
+    formats: Formats,
 ) -> Exit {
     let Link { inbound, outbound, shared, shutdown, identity } = link;
     let (stream, mut events) = sonic;
@@ -139,12 +154,12 @@ pub async fn drive(
     let prompt = session.system_prompt();
     let tools = ToolCalls::new(identity.watch());
     let trace = SessionTrace::new(agent, session.id());
-    let relay = Relay::default();
+    let relay = Relay::new(formats.negotiated.output);
     let speech = audio::SpeechDetector::default();
     let greeting = greeting::Greeting::default();
     let mut voice = Voice { agent, shared, outbound, stream, prompt, tools, relay, speech, identity, trace, greeting };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
-    let exit = voice.run(session, opening, &mut inputs).await;
+    let exit = voice.run(session, opening, formats.refused, &mut inputs).await;
     let _ = voice.stream.close().await;
     exit
 }
@@ -177,12 +192,23 @@ struct Voice<'a> {
 }
 
 impl Voice<'_> {
-    async fn run(&mut self, session: &mut Session, opening: Opening, inputs: &mut Inputs<'_>) -> Exit {
+    async fn run(
+        &mut self,
+        session: &mut Session,
+        opening: Opening,
+        refused: Vec<switchboard_core::audio::FormatError>,
+        inputs: &mut Inputs<'_>,
+    ) -> Exit {
         let Inputs { inbound, audio, events, shutdown } = inputs;
         let mut effects = opening.effects;
         let greeting = greeting::Greeting::take(&self.agent.core.spec().persona.spec, &mut effects);
         if let Some(exit) = self.apply(session, effects).await {
             return exit;
+        }
+        for error in refused {
+            if let Some(exit) = self.error(ErrorCode::UnsupportedAudioFormat, error.to_string()).await {
+                return exit;
+            }
         }
         if let Some(greeting) = greeting {
             if self.stream.speak_first(greeting.text()).await.is_err() {
@@ -354,7 +380,8 @@ impl Voice<'_> {
                 return self.error(ErrorCode::IdentityRefused, refused.to_string()).await;
             }
             // The reader turns audio messages into checked frames on the audio channel.
-            ClientMessage::BidiAudioInput { audio } => match audio::decode_base64(&audio) {
+            // (Only audio sent before `session_start` comes here: the default format.)
+            ClientMessage::BidiAudioInput { audio } => match audio::decode_base64(&audio, Format::MODEL_INPUT) {
                 Ok(pcm) => return self.audio(session, pcm).await,
                 Err(error) => return self.error(error.code(), error.to_string()).await,
             },

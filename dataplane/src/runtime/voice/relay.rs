@@ -5,11 +5,17 @@
 //! caller's transcript (the model took their turn as ended) and the start and end of a
 //! reply's audio; usage and stream restarts become metrics and protocol messages. Also
 //! times the first reply audio after the user's last voiced input (time to first audio).
+//! Reply audio leaves in the session's output format (`session_start.audio.output`):
+//! Nova Sonic's 24 kHz PCM16 passes as it came, any other format is converted
+//! ([`Encoder`]); each chunk says its format.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
-use switchboard_core::protocol::{ErrorCode, ServerMessage, StopReason as Stop, TokensByModality, TranscriptRole};
+use switchboard_core::audio::{Encoder, Format};
+use switchboard_core::protocol::{
+    AudioFormat, ErrorCode, ServerMessage, StopReason as Stop, TokensByModality, TranscriptRole,
+};
 use switchboard_core::{Activity, Input};
 use switchboard_models::ToolUse;
 use switchboard_models::sonic::{ContentKind, GenerationStage, Role, SonicEvent, StopReason};
@@ -40,8 +46,12 @@ struct OpenText {
 }
 
 /// Per-session relay state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Relay {
+    /// Reply audio to the client's format.
+    encoder: Encoder,
+    /// That format, as each chunk says it.
+    format: AudioFormat,
     texts: HashMap<String, OpenText>,
     /// When the user's input last ended (last voiced frame, or typed text), while no
     /// reply audio has come since.
@@ -52,7 +62,25 @@ pub struct Relay {
     muted: bool,
 }
 
+impl Default for Relay {
+    fn default() -> Self {
+        Self::new(Format::MODEL_OUTPUT)
+    }
+}
+
 impl Relay {
+    /// A relay whose reply audio leaves in `output`.
+    pub fn new(output: Format) -> Self {
+        Self {
+            encoder: Encoder::new(output),
+            format: output.to_wire(),
+            texts: HashMap::new(),
+            awaiting_audio: None,
+            audio: None,
+            muted: false,
+        }
+    }
+
     /// The user's audio had a voiced frame, or they typed: the next reply audio counts
     /// towards time to first audio from now.
     pub fn user_input(&mut self, at: Instant) {
@@ -117,8 +145,14 @@ impl Relay {
                 if let Some(since) = self.awaiting_audio.take() {
                     out.first_audio_after = Some(since.elapsed());
                 }
-                // The service's base64, passed on as it came (checked by the parser).
-                out.send.push(ServerMessage::BidiAudioStream { audio: pcm.into_base64() });
+                // The service's base64, passed on as it came (checked by the parser), or
+                // converted to the client's format.
+                let audio = if self.encoder.is_passthrough() {
+                    pcm.into_base64()
+                } else {
+                    aws_smithy_types::base64::encode(self.encoder.encode(&pcm.decode()))
+                };
+                out.send.push(ServerMessage::BidiAudioStream { audio, format: Some(self.format.clone()) });
             }
             SonicEvent::ToolUse { tool_use_id, name, input } => {
                 out.inputs.push(Input::VoiceToolUse(ToolUse { id: tool_use_id, name, input }));
