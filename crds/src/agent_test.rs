@@ -4,7 +4,8 @@
 //! outcome lands in the status (`kubectl get agenttests`: result, passed, failed, last run).
 //!
 //! The scenarios are kept as objects here and checked for their outline only (a name and
-//! steps, a bounded size, no WAV files: a cluster has no files to read them from); the Job's
+//! steps, a bounded size, no speech steps: the Job has no WAV files, and `speech:` is
+//! rendered for local mode's simulator); the Job's
 //! `switchboard test` checks every key before it runs anything and, when it refuses a
 //! scenario, says where in its summary, which reaches the status. How a Job reports back:
 //! [`crate::agent_test_summary`].
@@ -64,9 +65,9 @@ pub struct AgentTestSpec {
     pub agents: Vec<ObjectRef>,
 
     /// The scenarios, each in the shape of a scenario file of `switchboard test` (`name`,
-    /// `agent`, `opening`, `steps` with `say` or `speech` and `expect`). They run through
-    /// the session gateway, like a client's sessions. `audio:` (a WAV file) is refused here:
-    /// the Job has no files; use `speech:`.
+    /// `agent`, `opening`, `steps` with `say` and `expect`). They run through the session
+    /// gateway, like a client's sessions. Speech steps are refused here: `audio:` names a
+    /// WAV file the Job does not have, and `speech:` is rendered for local mode's simulator.
     #[schemars(length(min = 1, max = 64))]
     #[schemars(schema_with = "scenarios_schema")]
     pub scenarios: Vec<serde_json::Value>,
@@ -118,7 +119,7 @@ fn scenarios_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             },
             "x-kubernetes-preserve-unknown-fields": true
         },
-        "description": "The scenarios, each in the shape of a scenario file of `switchboard test` (`name`, `agent`, `opening`, `steps` with `say` or `speech` and `expect`). `audio:` (a WAV file) is refused: the Job has no files; use `speech:`."
+        "description": "The scenarios, each in the shape of a scenario file of `switchboard test` (`name`, `agent`, `opening`, `steps` with `say` and `expect`). Speech steps are refused: `audio:` names a WAV file the Job does not have, and `speech:` is rendered for local mode's simulator."
     })
 }
 
@@ -263,7 +264,15 @@ fn check_scenario(i: usize, scenario: &serde_json::Value) -> Vec<Problem> {
                 if step.get("audio").is_some() {
                     problems.push(invalid(
                         &format!(".steps[{j}].audio"),
-                        "a WAV file cannot reach the test Job; give the caller's words as speech: instead",
+                        "a WAV file cannot reach the test Job: give the caller's words as say: (run speech \
+                         steps with `switchboard test` in local mode)",
+                    ));
+                }
+                if step.get("speech").is_some() {
+                    problems.push(invalid(
+                        &format!(".steps[{j}].speech"),
+                        "speech: is rendered for local mode's simulator, not a gateway: give the words as say: \
+                         (run speech steps with `switchboard test` in local mode)",
                     ));
                 }
             }
@@ -299,7 +308,7 @@ mod tests {
     #[test]
     fn each_problem_is_named_with_its_field() {
         let mut bad_steps = scenario("c");
-        bad_steps["steps"] = serde_json::json!([{"audio": "caller.wav"}]);
+        bad_steps["steps"] = serde_json::json!([{"audio": "caller.wav"}, {"speech": "Hello"}]);
         let t = test(serde_json::json!({
             "agents": [{"name": "triage"}, {"name": "triage"}, {"name": "Bad_Name"}],
             "scenarios": [scenario("a"), scenario("a"), {"steps": []}, bad_steps, "text"],
@@ -314,6 +323,7 @@ mod tests {
             "spec.scenarios[2].name: give the scenario a name",
             "spec.scenarios[2].steps: give 1 to 100 steps",
             "spec.scenarios[3].steps[0].audio: a WAV file cannot reach the test Job",
+            "spec.scenarios[3].steps[1].speech: speech: is rendered for local mode's simulator",
             "spec.scenarios[4]: must be a scenario",
             "two scenarios are named \"a\"",
             "spec.parallel: is 0",

@@ -1,7 +1,8 @@
 //! Checks a parsed scenario before anything runs: expectations that could never match
 //! (a handoff to an agent the folder lacks, a tool no agent has, a consent request from a
 //! tool that never asks), regular expressions that do not compile, steps with nothing to
-//! say, and speech steps, which this runner cannot send yet. Each problem names the file,
+//! say or more than one way of saying it, and WAV files that are missing or not 16 kHz mono
+//! PCM16. Each problem names the file,
 //! the line and what to change.
 //!
 //! What the folder's agents can do comes from their resolved specs ([`Facts`]), the same
@@ -18,6 +19,7 @@ use switchboard_crds::{Catalog, RuntimeSpec};
 
 use super::file::{Expect, Opening, ScenarioFile, TranscriptExpect};
 use super::locate::KeyPath;
+use super::speech;
 
 /// A folder of agents could not be read for the checks.
 #[derive(Debug, thiserror::Error)]
@@ -209,15 +211,18 @@ impl Checker<'_> {
         }
         for (i, step) in scenario.steps.iter().enumerate() {
             let at = root.key("steps").index(i);
-            if step.audio.is_some() || step.speech.is_some() {
-                let key = if step.audio.is_some() { "audio" } else { "speech" };
-                self.problem(
-                    at.key(key),
-                    format!(
-                        "speech steps are not supported yet by `switchboard test` (typed text only): \
-                         replace `{key}:` with `say:` and the words as text"
-                    ),
-                );
+            let given = [step.say.is_some(), step.speech.is_some(), step.audio.is_some()];
+            if given.iter().filter(|g| **g).count() > 1 {
+                self.problem(at.clone(), "give one of `say:`, `speech:` and `audio:` per step");
+            } else if let Some(wav) = &step.audio {
+                let path = self.file.path.parent().unwrap_or(Path::new(".")).join(wav);
+                if let Err(e) = speech::read_wav(&path) {
+                    self.problem(at.key("audio"), e.to_string());
+                }
+            } else if let Some(text) = &step.speech {
+                if text.trim().is_empty() {
+                    self.problem(at.key("speech"), "the step speaks no words: give what the caller says");
+                }
             } else if step.say.as_deref().is_none_or(|s| s.trim().is_empty()) {
                 self.problem(at.clone(), "the step says nothing: add `say:` with what the caller types");
             }

@@ -54,8 +54,9 @@ steps:
       workflow: nowhere
       transcript:
         matches: ['ok', '(unclosed']
-  - speech: hello there
+  - { say: hi, speech: hello there }
   - say: ''
+  - audio: nowhere.wav
 ";
     let found = problems(yaml, Some(&banking()));
     let expected = [
@@ -76,9 +77,9 @@ steps:
          collect, done, file, find, give_up, goodbye, greet, route, serve, to_banking, to_disputes, verify",
         "s.yaml:20: steps[0].expect.transcript.matches[1]: the regular expression \"(unclosed\" does not compile: \
          unclosed group",
-        "s.yaml:21: steps[1].speech: speech steps are not supported yet by `switchboard test` (typed text only): \
-         replace `speech:` with `say:` and the words as text",
+        "s.yaml:21: steps[1]: give one of `say:`, `speech:` and `audio:` per step",
         "s.yaml:22: steps[2]: the step says nothing: add `say:` with what the caller types",
+        "s.yaml:23: steps[3].audio: nowhere.wav: cannot read it: No such file or directory (os error 2)",
     ];
     assert_eq!(found, expected);
 }

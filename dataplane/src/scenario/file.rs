@@ -24,8 +24,9 @@
 //! ```
 //!
 //! Every mapping refuses keys it does not know (`deny_unknown_fields`), so a typo is an
-//! error with its line, never an expectation silently skipped. Speech steps (`audio:`,
-//! `speech:`) are refused by [`super::check`] until the runner can send audio.
+//! error with its line, never an expectation silently skipped. A step may speak instead of
+//! typing: `speech:` (text rendered for the simulator) or `audio:` (a WAV file); see
+//! [`super::speech`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -100,12 +101,14 @@ pub struct Step {
     /// What the caller types.
     #[serde(default)]
     pub say: Option<String>,
-    /// A WAV file to send as the caller's speech: not supported yet (refused before running).
+    /// A WAV file (16 kHz, mono, 16-bit PCM), relative to the scenario file, sent as the
+    /// caller's speech (see [`super::speech`]).
     #[serde(default)]
-    pub audio: Option<serde_yaml::Value>,
-    /// Text to render to speech: not supported yet (refused before running).
+    pub audio: Option<String>,
+    /// What the caller says, rendered to speech for the simulator (its phrase tones; see
+    /// [`super::speech`]).
     #[serde(default)]
-    pub speech: Option<serde_yaml::Value>,
+    pub speech: Option<String>,
     /// What must hold once the agent has answered.
     #[serde(default)]
     pub expect: Expect,

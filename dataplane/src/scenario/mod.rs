@@ -24,6 +24,7 @@ pub mod locate;
 pub mod observe;
 pub mod report;
 pub mod run;
+pub mod speech;
 pub mod summary;
 pub mod target;
 
@@ -35,6 +36,7 @@ use futures_util::StreamExt;
 use check::{CheckError, Facts};
 use file::ScenarioFile;
 use run::{Connection, ScenarioResult};
+use speech::{Phrases, SpeechError};
 use target::{LocalSettings, LocalTarget, TargetError};
 
 /// The folder, under a folder of agents, that holds its scenarios.
@@ -69,6 +71,9 @@ pub enum SuiteError {
     /// Local mode could not start.
     #[error(transparent)]
     Target(#[from] TargetError),
+    /// Speech steps could not be prepared.
+    #[error(transparent)]
+    Speech(#[from] SpeechError),
 }
 
 /// A scenario ready to run and the folder of agents it is for.
@@ -209,6 +214,36 @@ fn entries(dir: Option<&Path>) -> Result<BTreeMap<String, String>, SuiteError> {
     Ok(facts.map(|f| f.agents.into_iter().map(|(name, a)| (name, a.entry)).collect()).unwrap_or_default())
 }
 
+/// Local mode's settings for `files`: when they speak (`speech:`) and local mode runs the
+/// simulator, its script with their phrases added (written to a temporary file, which the
+/// caller removes once the simulator has read it), and the phrase ids.
+fn with_phrases<'a>(
+    settings: &LocalSettings,
+    files: impl Iterator<Item = &'a ScenarioFile>,
+) -> Result<(LocalSettings, Phrases), SuiteError> {
+    let texts: Vec<&str> = files.flat_map(|f| f.scenario.steps.iter().filter_map(|s| s.speech.as_deref())).collect();
+    if texts.is_empty() || settings.bedrock || !cfg!(feature = "local") {
+        return Ok((settings.clone(), Phrases::default()));
+    }
+    let script = match &settings.sim_script {
+        Some(path) => std::fs::read_to_string(path).map_err(|source| SuiteError::Io { path: path.clone(), source })?,
+        None => default_script(),
+    };
+    let phrases = Phrases::assign(texts, &Phrases::taken(&script)?)?;
+    let path = std::env::temp_dir().join(format!("switchboard-test-sim-{}.yaml", uuid::Uuid::new_v4()));
+    std::fs::write(&path, phrases.add_to_script(&script)?)
+        .map_err(|source| SuiteError::Io { path: path.clone(), source })?;
+    Ok((LocalSettings { sim_script: Some(path), ..settings.clone() }, phrases))
+}
+
+/// The simulator's bundled script (none without the simulator in the build).
+fn default_script() -> String {
+    #[cfg(feature = "local")]
+    return switchboard_sim::BANKING_SCRIPT_YAML.to_owned();
+    #[cfg(not(feature = "local"))]
+    String::new()
+}
+
 /// Runs `planned` (as [`load`] returns it): against the gateway of `options`, or against
 /// local mode started for each folder of agents. Results come in the order planned.
 pub async fn run_suite(planned: Vec<Planned>, options: &SuiteOptions) -> Result<Vec<ScenarioResult>, SuiteError> {
@@ -219,19 +254,27 @@ pub async fn run_suite(planned: Vec<Planned>, options: &SuiteOptions) -> Result<
     let mut results = Vec::new();
     for (dir, files) in groups {
         let mut local = None;
+        let mut phrases = Phrases::default();
         let url = match &options.gateway {
             Some(url) => target::session_url(url),
             None => {
                 let Some(dir) = &dir else {
                     return Err(SuiteError::NoAgents(files[0].1.path.clone()));
                 };
-                let started = LocalTarget::start(dir, &options.local).await?;
+                let (settings, spoken) = with_phrases(&options.local, files.iter().map(|(_, f)| f))?;
+                let started = LocalTarget::start(dir, &settings).await;
+                if let Some(script) = settings.sim_script.as_ref().filter(|_| !spoken.is_empty()) {
+                    let _ = std::fs::remove_file(script);
+                }
+                let started = started?;
+                phrases = spoken;
                 let url = started.url.clone();
                 local = Some(started);
                 url
             }
         };
-        let connection = Connection { url, api_key: options.api_key.clone(), entries: entries(dir.as_deref())? };
+        let connection =
+            Connection { url, api_key: options.api_key.clone(), entries: entries(dir.as_deref())?, phrases };
         let runs = files.iter().map(|(i, file)| {
             let connection = &connection;
             async move { (*i, run::run(file, connection).await) }

@@ -1,6 +1,6 @@
 //! Runs one scenario as a client of the session protocol: opens a session at a gateway
 //! (local mode's or a cluster's), reads the opening, then for each step sends the caller's
-//! text, answers the consent requests the step lists, reads until the turn ends, and checks
+//! text or speech ([`super::speech`]), answers the consent requests the step lists, reads until the turn ends, and checks
 //! the step's expectations. The scenario stops at its first step with a divergence.
 //!
 //! A turn ends with `bidi_response_complete` whose `stop_reason` is not `handoff` (a handoff
@@ -20,9 +20,10 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::expect::{self, Divergence, ExpectError};
-use super::file::{ConsentAnswer, ConsentExpect, ScenarioFile};
+use super::file::{ConsentAnswer, ConsentExpect, ScenarioFile, Step};
 use super::locate::KeyPath;
 use super::observe::{self, ConsentSeen, Event, ObserveError, SessionView, Turn, TurnEnd};
+use super::speech::{self, Phrases};
 
 /// How long a turn that looks finished stays open for messages that continue it.
 pub const SETTLE: Duration = Duration::from_millis(150);
@@ -67,6 +68,36 @@ pub struct Connection {
     pub api_key: Option<String>,
     /// Each agent's workflow entry node, when the agents are known (for `workflow:`).
     pub entries: std::collections::BTreeMap<String, String>,
+    /// The phrase ids of `speech:` texts, when the simulator behind `url` knows them.
+    pub phrases: Phrases,
+}
+
+/// What the caller sends in a step.
+enum Input {
+    /// Typed text.
+    Text(String),
+    /// Speech: 16 kHz PCM16, trailing silence included.
+    Audio(Vec<u8>),
+}
+
+/// The input of `step` of `file`, and how the report names it.
+fn input(file: &ScenarioFile, step: &Step, phrases: &Phrases) -> Result<(Input, String), RunError> {
+    if let Some(text) = &step.speech {
+        let id = phrases.get(text).ok_or_else(|| {
+            RunError::Request(format!(
+                "speech: {text:?} cannot be rendered here: speech steps need local mode's simulator \
+                 (give audio: a WAV file against a gateway or real Nova Sonic)"
+            ))
+        })?;
+        return Ok((Input::Audio(speech::phrase_audio(id)), format!("(speech) {text}")));
+    }
+    if let Some(wav) = &step.audio {
+        let path = file.path.parent().unwrap_or(std::path::Path::new(".")).join(wav);
+        let pcm = speech::read_wav(&path).map_err(|e| RunError::Request(e.to_string()))?;
+        return Ok((Input::Audio(speech::with_trailing_silence(pcm)), format!("(audio) {wav}")));
+    }
+    let said = step.say.clone().unwrap_or_default();
+    Ok((Input::Text(said.clone()), said))
 }
 
 /// The verdict on one scenario.
@@ -131,9 +162,11 @@ async fn drive(file: &ScenarioFile, connection: &Connection) -> Result<Option<Fa
     let scenario = &file.scenario;
     let patience = scenario.turn_timeout_ms.map_or(DEFAULT_TURN_TIMEOUT, Duration::from_millis);
     let mut session = Session::connect(connection).await?;
-    session
-        .send(&ClientMessage::SessionStart(SessionStart { agent: scenario.agent.clone(), ..Default::default() }))
-        .await?;
+    // Speech needs a session with audio: over (simulated) Nova Sonic for voice and hybrid agents.
+    let speaks = scenario.steps.iter().any(|s| s.speech.is_some() || s.audio.is_some());
+    let modalities = if speaks { vec!["audio".to_owned(), "text".to_owned()] } else { Vec::new() };
+    let start = SessionStart { agent: scenario.agent.clone(), modalities, ..Default::default() };
+    session.send(&ClientMessage::SessionStart(start)).await?;
     let greeting = scenario.opening.as_ref().is_some_and(|o| o.transcript.is_some());
     let opening = session.opening(patience, greeting).await?;
     let mut divergences = match &scenario.opening {
@@ -149,14 +182,14 @@ async fn drive(file: &ScenarioFile, connection: &Connection) -> Result<Option<Fa
         return Ok(Some(Failure { step: None, line, said: String::new(), divergences, lines: opening.lines() }));
     }
     for (i, step) in scenario.steps.iter().enumerate() {
-        let said = step.say.clone().unwrap_or_default();
+        let (sent, said) = input(file, step, &connection.phrases)?;
         let at = KeyPath::default().key("steps").index(i);
         let line = file.line_of(&at);
         if let Some((code, reason)) = &session.closed {
             let divergence = closed("an open session to send the step to", *code, reason);
             return Ok(Some(Failure { step: Some(i), line, said, divergences: vec![divergence], lines: Vec::new() }));
         }
-        let turn = session.turn(&said, &step.expect.consent, patience).await?;
+        let turn = session.turn(sent, &said, &step.expect.consent, patience).await?;
         let divergences = expect::check(&step.expect, &turn, &session.view)?;
         if !divergences.is_empty() {
             let line = first_line(file, &at.key("expect"), &divergences).or(line);
@@ -275,10 +308,28 @@ impl Session {
         }
     }
 
-    /// Sends `said` and reads the turn, answering consent requests as `consent` lists.
-    async fn turn(&mut self, said: &str, consent: &[ConsentExpect], patience: Duration) -> Result<Turn, RunError> {
+    /// Sends `input` (as the report calls it, `said`) and reads the turn, answering consent
+    /// requests as `consent` lists. Audio goes as binary frames of raw PCM, [`speech::CHUNK_MS`]
+    /// each, at four times real time; the turn's clock starts once the last frame is sent.
+    async fn turn(
+        &mut self,
+        input: Input,
+        said: &str,
+        consent: &[ConsentExpect],
+        patience: Duration,
+    ) -> Result<Turn, RunError> {
+        match input {
+            Input::Text(text) => self.send(&ClientMessage::BidiTextInput { text, id: None }).await?,
+            Input::Audio(pcm) => {
+                let chunk =
+                    usize::try_from(speech::CHUNK_MS * u64::from(speech::INPUT_RATE) / 1000 * 2).unwrap_or(3200);
+                for frame in pcm.chunks(chunk) {
+                    self.ws.send(Message::binary(frame.to_vec())).await.map_err(|e| RunError::Send(Box::new(e)))?;
+                    tokio::time::sleep(Duration::from_millis(speech::CHUNK_MS / 4)).await;
+                }
+            }
+        }
         let began = Instant::now();
-        self.send(&ClientMessage::BidiTextInput { text: said.to_owned(), id: None }).await?;
         let deadline = began + patience;
         let mut turn = Turn::new(said);
         let mut answering = false;

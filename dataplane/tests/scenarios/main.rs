@@ -94,16 +94,23 @@ fn the_example_bank_scenarios_pass_offline_within_a_minute() {
     let elapsed = started.elapsed();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "the examples pass:\n{stdout}\n{stderr}");
-    for name in
-        ["balance", "dispute", "dispute-declined", "failed-verification", "fees", "return-to-triage", "unknown-request"]
-    {
+    for name in [
+        "balance",
+        "dispute",
+        "dispute-declined",
+        "failed-verification",
+        "fees",
+        "return-to-triage",
+        "unknown-request",
+        "voice-balance",
+    ] {
         assert!(stdout.contains(&format!("PASS  examples/banking/tests/{name}.yaml")), "{name}: {stdout}");
     }
-    assert!(stdout.contains("ok: 7 scenario(s), 7 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("ok: 8 scenario(s), 8 passed, 0 failed"), "{stdout}");
     assert!(elapsed < Duration::from_secs(60), "the suite took {elapsed:?}");
     let report = parse_junit(&junit);
-    assert_eq!((report.tests.as_deref(), report.failures.as_deref()), (Some("7"), Some("0")), "{report:?}");
-    assert_eq!((report.cases, report.failure_elements), (7, 0));
+    assert_eq!((report.tests.as_deref(), report.failures.as_deref()), (Some("8"), Some("0")), "{report:?}");
+    assert_eq!((report.cases, report.failure_elements), (8, 0));
     let _ = std::fs::remove_file(&junit);
 }
 
@@ -246,7 +253,7 @@ fn bad_scenario_files_are_refused_with_file_and_line_before_anything_runs() {
         format!("{bad}:5: steps[0].expect.handoffs[0].to: no agent of the folder hands off to \"mortgages\""),
         format!("{bad}:7: steps[0].expect.tools[0].name: no agent of the folder has a tool \"transfer_money\""),
         format!("{bad}:9: steps[0].expect.transcript.matches: the regular expression \"(unclosed\" does not compile"),
-        format!("{bad}:10: steps[1].audio: speech steps are not supported yet"),
+        format!("{bad}:10: steps[1].audio: {}: cannot read it", dir.join("hello.wav").display()),
         format!("{typo}:5: steps[0].expect: unknown field `handoff`, expected one of"),
     ] {
         assert!(stderr.contains(&phrase), "the refusal says {phrase:?}:\n{stderr}");
@@ -259,7 +266,79 @@ fn bad_scenario_files_are_refused_with_file_and_line_before_anything_runs() {
     // --check reads and checks the same way without running anything.
     let out = switchboard_test(&["examples/banking", "--check"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("7 scenario file(s) checked: no problems"));
+    assert!(text(&out.stdout).contains("8 scenario file(s) checked: no problems"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A 16 kHz mono PCM16 WAV file of `pcm`.
+fn wav(pcm: &[u8]) -> Vec<u8> {
+    let mut out = b"RIFF".to_vec();
+    out.extend((36 + pcm.len() as u32).to_le_bytes());
+    out.extend(b"WAVEfmt ");
+    out.extend(16u32.to_le_bytes());
+    out.extend(1u16.to_le_bytes()); // PCM
+    out.extend(1u16.to_le_bytes()); // mono
+    out.extend(16_000u32.to_le_bytes());
+    out.extend(32_000u32.to_le_bytes());
+    out.extend(2u16.to_le_bytes());
+    out.extend(16u16.to_le_bytes());
+    out.extend(b"data");
+    out.extend((pcm.len() as u32).to_le_bytes());
+    out.extend(pcm);
+    out
+}
+
+const SPOKEN: &str = "\
+name: The balance request as a WAV file, then spoken words that go wrong
+agent: triage
+steps:
+  - audio: caller.wav
+    expect:
+      agent: idv
+      handoffs: [{ from: triage, to: idv }]
+  - speech: My name is Ada Lovelace, account 12345678, sort code 12-34-56
+    expect:
+      tools:
+        - name: perform_idv_check
+          args: { accountNumber: \"87654321\" }
+";
+
+#[test]
+fn speech_steps_send_a_wav_file_or_words_rendered_for_the_simulator() {
+    // The WAV carries phrase 7's tone; the simulator's script (given with --sim-script) says
+    // what phrase 7 means. The second step's words get a phrase of their own from the runner.
+    let tone = switchboard_sim::sonic::phrase_tone(7, 1200, 8000);
+    let dir = scenario_dir(&[("spoken.yaml", SPOKEN)]);
+    std::fs::write(dir.join("caller.wav"), wav(&tone)).expect("the WAV is written");
+    let script = dir.join("script.yaml");
+    let with_phrase = format!(
+        "{}\nsonic:\n  phrases: {{7: \"I'd like to check my balance\"}}\n",
+        switchboard_sim::BANKING_SCRIPT_YAML
+    );
+    std::fs::write(&script, with_phrase).expect("the script is written");
+    let summary_file = dir.join("summary.json");
+    let args = [
+        dir.join("spoken.yaml").to_str().expect("utf-8").to_owned(),
+        "--agents".into(),
+        "examples/banking".into(),
+        "--sim-script".into(),
+        script.to_str().expect("utf-8").into(),
+        "--summary-file".into(),
+        summary_file.to_str().expect("utf-8").into(),
+    ];
+    let out = switchboard_test(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "the second step must fail:\n{stdout}\n{stderr}");
+    // The WAV step passed (the failure is at step 2), and the spoken words reached the model.
+    for phrase in [
+        "step 2 of 2 (say: \"(speech) My name is Ada Lovelace, account 12345678, sort code 12-34-56\")",
+        "tools[0] (first divergence)",
+        "got:      tool calls: perform_idv_check {\"accountNumber\":\"12345678\"",
+    ] {
+        assert!(stdout.contains(phrase), "the report says {phrase:?}:\n{stdout}");
+    }
+    let summary = read_summary(&summary_file);
+    assert!(summary.first_divergence.is_some_and(|d| d.contains("step 2 of 2")), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
