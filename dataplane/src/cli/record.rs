@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use switchboard_gateway::record::summary::{Summarizer, SummaryConfig};
-use switchboard_gateway::record::webhook::{Webhook, WebhookConfig};
+use switchboard_gateway::record::reporting;
+use switchboard_gateway::record::summary::SummaryConfig;
+use switchboard_gateway::record::webhook::WebhookConfig;
 use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Store};
 use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
 use tokio::task::JoinHandle;
@@ -158,45 +159,36 @@ impl RecordArgs {
             ..RecordConfig::default()
         };
         tracing::info!(store = %store.display, retention_days = self.retention_days, "recording every session");
-        let (recorder, mut writer) =
-            Recorder::new(store.clone(), config, redactor.clone(), prices, RecordMetrics::new()?);
-        let mut reports = None;
-        if let (Some(url), Some(secret)) = (&self.webhook_url, &self.webhook_secret_file) {
-            let webhook = webhook_config(url, secret)?;
-            let client = switchboard_models::net::client::Trust::from_file(ca_file)?.client()?;
-            tracing::info!(url = %webhook.url, "end-of-call reports go to the webhook");
-            let (sender, ended) = Webhook::new(webhook, client, store.clone(), recorder.metrics.webhook.clone());
-            tokio::spawn(sender.run());
-            reports = Some(ended);
-        }
-        if let Some(model_id) = &self.summary_model {
-            let region = self
-                .summary_region
-                .clone()
-                .or_else(|| std::env::var("AWS_REGION").ok())
-                .unwrap_or_else(|| "us-east-1".into());
-            let mut bedrock = BedrockConfig::new(region);
-            bedrock.endpoint_url = self.summary_endpoint_url.clone();
-            bedrock.ca_cert_file = ca_file.map(std::path::Path::to_path_buf);
-            let model = BedrockTextModel::connect(&bedrock)
-                .await
-                .map_err(|e| anyhow::anyhow!("--record-summary-model: {e}"))?;
-            tracing::info!(model = %model_id, region = %bedrock.region, "a model summarises every ended session");
-            let (summarizer, ended) = Summarizer::new(
-                Arc::new(model),
-                SummaryConfig::new(model_id.clone()),
-                store,
-                redactor,
-                recorder.metrics.summaries.clone(),
-            );
-            let summarizer = match reports.take() {
-                Some(next) => summarizer.reporting_to(next),
-                None => summarizer,
-            };
-            tokio::spawn(summarizer.run());
-            reports = Some(ended);
-        }
-        if let Some(ended) = reports {
+        let (recorder, mut writer) = Recorder::new(store.clone(), config, redactor, prices, RecordMetrics::new()?);
+        let webhook = match (&self.webhook_url, &self.webhook_secret_file) {
+            (Some(url), Some(secret)) => {
+                let webhook = webhook_config(url, secret)?;
+                let client = switchboard_models::net::client::Trust::from_file(ca_file)?.client()?;
+                tracing::info!(url = %webhook.url, "end-of-call reports go to the webhook");
+                Some((webhook, client))
+            }
+            _ => None,
+        };
+        let summary = match &self.summary_model {
+            Some(model_id) => {
+                let region = self
+                    .summary_region
+                    .clone()
+                    .or_else(|| std::env::var("AWS_REGION").ok())
+                    .unwrap_or_else(|| "us-east-1".into());
+                let mut bedrock = BedrockConfig::new(region);
+                bedrock.endpoint_url = self.summary_endpoint_url.clone();
+                bedrock.ca_cert_file = ca_file.map(std::path::Path::to_path_buf);
+                let model = BedrockTextModel::connect(&bedrock)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("--record-summary-model: {e}"))?;
+                tracing::info!(model = %model_id, region = %bedrock.region, "a model summarises every ended session");
+                let model: Arc<dyn switchboard_models::TextModel> = Arc::new(model);
+                Some((model, SummaryConfig::new(model_id.clone())))
+            }
+            None => None,
+        };
+        if let Some(ended) = reporting::start(&recorder, &store, webhook, summary) {
             writer = writer.reporting_to(ended);
         }
         let stop = CancellationToken::new();

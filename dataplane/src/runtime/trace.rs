@@ -16,7 +16,12 @@
 //! - handoffs, consent requests and errors sent to the client as events of the session span
 //!   (log lines too: the session span is theirs, so they carry its ids).
 //!
-//! Ids, names, counts and codes only: what the user and the model say never enters a span.
+//! Ids, names, counts and codes only: what the user and the model say never enters a span —
+//! unless `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`: then each final user and
+//! assistant line is an event of its turn (`gen_ai.user.message`, `gen_ai.assistant.message`
+//! with `gen_ai.message.content`), and each tool call's arguments and result are events of
+//! its span (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`). Those events have
+//! their own target ([`switchboard_telemetry::CONTENT_TARGET`]), which the log never writes.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -25,7 +30,7 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use super::driver::AgentRuntime;
-use switchboard_core::protocol::ServerMessage;
+use switchboard_core::protocol::{ServerMessage, TranscriptRole};
 use switchboard_crds::agent::Provider;
 use switchboard_telemetry::context;
 
@@ -58,6 +63,8 @@ pub struct SessionTrace {
     tools: HashMap<String, Span>,
     system: &'static str,
     model_id: String,
+    /// Whether what is said goes into the trace (opted in).
+    content: bool,
 }
 
 impl SessionTrace {
@@ -77,6 +84,7 @@ impl SessionTrace {
             tools: HashMap::new(),
             system,
             model_id: spec.model.text_model_id.clone(),
+            content: switchboard_telemetry::capture_content(),
         }
     }
 
@@ -92,6 +100,9 @@ impl SessionTrace {
 
     /// Notes `message`, about to go to the client.
     pub fn message(&mut self, message: &ServerMessage) {
+        if self.content {
+            self.content(message);
+        }
         match message {
             ServerMessage::BidiResponseStart { turn } => {
                 self.turn = Some(tracing::info_span!(
@@ -107,7 +118,7 @@ impl SessionTrace {
                     turn.record("stop_reason", stop_reason.as_str());
                 }
             }
-            ServerMessage::ToolStart { tool_use_id, name, .. } => {
+            ServerMessage::ToolStart { tool_use_id, name, input } => {
                 let span = tracing::info_span!(
                     parent: self.parent(),
                     "execute_tool",
@@ -120,6 +131,10 @@ impl SessionTrace {
                     error.type = Empty,
                     otel.status_code = Empty,
                 );
+                if self.content {
+                    let _in = span.enter();
+                    tracing::event!(target: switchboard_telemetry::CONTENT_TARGET, tracing::Level::INFO, gen_ai.tool.call.id = %tool_use_id, gen_ai.tool.call.arguments = %input, "gen_ai.tool.call.arguments");
+                }
                 self.tools.insert(tool_use_id.clone(), span);
             }
             ServerMessage::ConsentRequest { tool_use_id, name, .. } => {
@@ -144,6 +159,28 @@ impl SessionTrace {
             }
             ServerMessage::BidiError { code, recoverable, .. } => {
                 tracing::info!(parent: &self.session, session_id = %self.session_id, %code, recoverable, "an error went to the client");
+            }
+            _ => {}
+        }
+    }
+
+    /// What `message` says, as events of its turn or tool span (only when opted in; a tool
+    /// call's arguments are noted where its span is made).
+    fn content(&self, message: &ServerMessage) {
+        use switchboard_telemetry::CONTENT_TARGET;
+        match message {
+            ServerMessage::BidiTranscriptStream { role: TranscriptRole::User, text, is_final: true, .. } => {
+                let _in = self.parent().enter();
+                tracing::event!(target: CONTENT_TARGET, tracing::Level::INFO, gen_ai.message.content = %text, "gen_ai.user.message");
+            }
+            ServerMessage::BidiTranscriptStream { role: TranscriptRole::Assistant, text, is_final: true, .. } => {
+                let _in = self.parent().enter();
+                tracing::event!(target: CONTENT_TARGET, tracing::Level::INFO, gen_ai.message.content = %text, "gen_ai.assistant.message");
+            }
+            ServerMessage::ToolComplete { tool_use_id, result, .. } => {
+                let parent = self.tools.get(tool_use_id).unwrap_or(self.parent());
+                let _in = parent.enter();
+                tracing::event!(target: CONTENT_TARGET, tracing::Level::INFO, gen_ai.tool.call.id = %tool_use_id, gen_ai.tool.call.result = %result, "gen_ai.tool.call.result");
             }
             _ => {}
         }

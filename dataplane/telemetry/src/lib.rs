@@ -17,6 +17,21 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 pub mod context;
+
+/// The target of events that carry what was said (prompts, transcripts, tool inputs and
+/// results): exported in traces only when [`capture_content`] says so, and never written to
+/// the log, whatever its filter.
+pub const CONTENT_TARGET: &str = "switchboard::content";
+
+/// Whether traces carry message content: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`
+/// is `true` (the OpenTelemetry GenAI instrumentations' opt-in). Off by default; read once.
+pub fn capture_content() -> bool {
+    static CAPTURE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAPTURE.get_or_init(|| {
+        std::env::var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+            .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    })
+}
 #[cfg(feature = "otlp")]
 mod export;
 #[cfg(feature = "otlp")]
@@ -134,7 +149,9 @@ where
     let session_spans = filter_fn(|meta| {
         meta.is_span() && *meta.level() <= tracing::Level::INFO && meta.target().starts_with("switchboard")
     });
-    let filter = filter.or(session_spans);
+    // What was said never goes to the log (it may go to traces, when opted in).
+    let not_content = filter_fn(|meta| meta.target() != CONTENT_TARGET);
+    let filter = filter.or(session_spans).and(not_content);
     let layer = tracing_subscriber::fmt::layer().with_writer(writer);
     match format {
         LogFormat::Text => layer.with_ansi(ansi).with_filter(filter).boxed(),
@@ -186,5 +203,20 @@ mod tests {
         assert_eq!(line["span"]["session_id"], "gw-1", "{line}");
         assert_eq!(line["span"]["trace_id"], "abc", "{line}");
         assert_eq!(line["fields"]["message"], "the runtime answers nothing");
+    }
+
+    #[test]
+    fn content_events_are_never_written_to_the_log() {
+        let lines = Lines::default();
+        let sink = lines.clone();
+        let layer = log_layer_to("trace", LogFormat::Json, move || sink.clone(), false);
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::event!(target: CONTENT_TARGET, tracing::Level::INFO, gen_ai.message.content = "my card is 4111", "gen_ai.user.message");
+            tracing::info!(target: "switchboard::runtime", "a line about the session");
+        });
+        let text = String::from_utf8(lines.0.lock().expect("lines").clone()).expect("utf-8");
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(!text.contains("4111") && text.contains("a line about the session"), "{text}");
     }
 }

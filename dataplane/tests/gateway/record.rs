@@ -14,9 +14,10 @@ use sha2::Digest as _;
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
 use switchboard_gateway::GatewayConfig;
 use switchboard_gateway::auth::Auth;
+use switchboard_gateway::record::reporting;
 use switchboard_gateway::record::store::SessionRecord;
-use switchboard_gateway::record::summary::{Summarizer, SummaryConfig};
-use switchboard_gateway::record::webhook::{Report, Webhook, WebhookConfig};
+use switchboard_gateway::record::summary::SummaryConfig;
+use switchboard_gateway::record::webhook::{Report, WebhookConfig};
 use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
 use switchboard_gateway::resume::Store as ResumeStore;
 use switchboard_sim::banking_script;
@@ -49,23 +50,10 @@ pub(crate) fn recorder_with(
     // rules (examples/banking/idv.yaml, `spec.record.redact`), which the routes carry.
     let redactor = Redactor::default();
     let metrics = RecordMetrics::new().expect("metrics");
-    let (recorder, mut writer) = Recorder::new(store.clone(), config, redactor.clone(), Default::default(), metrics);
-    let mut reports = webhook.map(|webhook| {
-        let client = switchboard_models::net::client::Trust::system().client().expect("client");
-        let (sender, ended) = Webhook::new(webhook, client, store.clone(), recorder.metrics.webhook.clone());
-        tokio::spawn(sender.run());
-        ended
-    });
-    if let Some((model, config)) = summary {
-        let (summarizer, ended) = Summarizer::new(model, config, store, redactor, recorder.metrics.summaries.clone());
-        let summarizer = match reports.take() {
-            Some(next) => summarizer.reporting_to(next),
-            None => summarizer,
-        };
-        tokio::spawn(summarizer.run());
-        reports = Some(ended);
-    }
-    if let Some(ended) = reports {
+    let (recorder, mut writer) = Recorder::new(store.clone(), config, redactor, Default::default(), metrics);
+    let client = || switchboard_models::net::client::Trust::system().client().expect("client");
+    let webhook = webhook.map(|webhook| (webhook, client()));
+    if let Some(ended) = reporting::start(&recorder, &store, webhook, summary) {
         writer = writer.reporting_to(ended);
     }
     let stop = CancellationToken::new();

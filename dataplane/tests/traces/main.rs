@@ -177,16 +177,20 @@ async fn one_conversation_is_one_trace_across_the_gateway_the_runtimes_and_the_t
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_mode_takes_the_same_variables_and_its_session_is_one_trace() {
-    let receiver = Receiver::start().await;
-    let (_local, url) = processes::local(&receiver.endpoint());
-    let mut client = Client::start(&url, None).await;
+/// A session at `url` from triage's greeting to idv's first answer, then gone.
+async fn to_idv(url: &str) {
+    let mut client = Client::start(url, None).await;
     client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
     client.say(SAID[0]).await;
     client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
     client.turn().await;
-    drop(client);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_mode_takes_the_same_variables_and_its_session_is_one_trace() {
+    let receiver = Receiver::start().await;
+    let (_local, url) = processes::local(&receiver.endpoint());
+    to_idv(&url).await;
 
     let spans = wait_for(&receiver, "gateway.session").await;
     assert!(spans.iter().all(|s| s.service == "switchboard-local"), "one process, one service");
@@ -196,4 +200,42 @@ async fn local_mode_takes_the_same_variables_and_its_session_is_one_trace() {
     let agents: HashSet<&str> = sessions.iter().filter_map(|s| s.text("agent")).collect();
     assert_eq!(agents, HashSet::from(["triage", "idv"]));
     assert!(sessions.iter().all(|s| s.parent_id() == root.span_id()), "children of the gateway's session span");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_said_enters_the_trace_only_when_opted_in_and_never_the_log() {
+    let receiver = Receiver::start().await;
+    let log = std::env::temp_dir().join(format!("switchboard-traces-content-{}.log", uuid::Uuid::new_v4()));
+    let optin = [("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")];
+    let (local, url) = processes::local_with(&receiver.endpoint(), &optin, Some(&log));
+    to_idv(&url).await;
+
+    let spans = wait_for(&receiver, "gateway.session").await;
+    let events = |name: &str| -> Vec<String> {
+        spans
+            .iter()
+            .flat_map(|s| s.span.events.iter())
+            .filter(|e| e.name == name)
+            .flat_map(|e| e.attributes.iter())
+            .filter_map(|kv| match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(Value::StringValue(text)) if kv.key.starts_with("gen_ai.") => Some(text.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let said = events("gen_ai.user.message");
+    assert!(said.iter().any(|t| t == SAID[0]), "the user's line is an event of its turn: {said:?}");
+    assert!(!events("gen_ai.assistant.message").is_empty(), "so are the agent's");
+    let turn = spans.iter().find(|s| s.span.events.iter().any(|e| e.name == "gen_ai.user.message"));
+    assert!(turn.is_some_and(|t| t.span.name == "turn" || t.span.name == "runtime.session"));
+    let arguments = events("gen_ai.tool.call.arguments");
+    assert!(!arguments.is_empty(), "the transfer's arguments are an event of its tool span");
+    let tool = spans.iter().find(|s| s.span.events.iter().any(|e| e.name == "gen_ai.tool.call.arguments"));
+    assert!(tool.is_some_and(|t| t.span.name.starts_with("execute_tool ")), "{tool:?}");
+    // The log had every info line of the session, and none of what was said.
+    drop(local);
+    let text = std::fs::read_to_string(&log).expect("the log");
+    assert!(text.contains("session_id"), "the session was logged");
+    assert!(!text.contains(SAID[0]), "the user's words are not in the log");
+    let _ = std::fs::remove_file(log);
 }

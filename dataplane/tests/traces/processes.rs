@@ -207,15 +207,28 @@ async fn forward(State((upstream, client, seen)): State<ProxyState>, request: Re
 /// `switchboard local examples/banking` exporting traces to `endpoint`: the process (killed
 /// when dropped) and its gateway's session URL.
 pub fn local(endpoint: &str) -> (Process, String) {
+    local_with(endpoint, &[], None)
+}
+
+/// [`local`] with more variables, its log (JSON lines, everything from `info`) written to
+/// `log` when given.
+pub fn local_with(endpoint: &str, env: &[(&str, &str)], log: Option<&std::path::Path>) -> (Process, String) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let stderr = match log {
+        Some(path) => Stdio::from(std::fs::File::create(path).expect("a log file")),
+        None => Stdio::null(),
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["local", "examples/banking", "--port", "0"])
+        .args(["local", "examples/banking", "--port", "0", "--record-database-url", "off"])
         .current_dir(root)
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
         .env("OTEL_EXPORTER_OTLP_HEADERS", crate::receiver::HEADERS)
         .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env("SWITCHBOARD_LOG_FORMAT", "json")
+        .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("switchboard local starts");
     let stdout = child.stdout.take().expect("stdout");

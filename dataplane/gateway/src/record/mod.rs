@@ -19,6 +19,7 @@ pub mod api;
 pub mod log;
 pub mod price;
 pub mod redact;
+pub mod reporting;
 pub mod store;
 pub mod summary;
 pub mod webhook;
