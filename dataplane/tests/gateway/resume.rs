@@ -332,3 +332,52 @@ async fn a_gateway_serves_while_its_redis_is_down_and_resumes_once_it_is_back() 
     let balance = back.turn().await;
     assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "resumed through Redis: {balance:?}");
 }
+
+/// Chaos: Redis restarts (killed, an empty one started on its port) under a live session.
+/// The session goes on through it — a turn while Redis is down, a handoff after it is back —
+/// and once Redis answers again the session parks and resumes through the new server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_session_rides_out_a_redis_restart_and_resumes_through_the_new_one() {
+    let redis = Redis::start();
+    let url = redis.url.clone();
+    let port = url.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).expect("port");
+    let store = Store::redis(&url, fleet_key(), None).expect("store");
+    let fleet = Fleet::with(&[], keys(), GatewayConfig::default(), store).await;
+    let mut client = Client::connect_with(&fleet.url, &[ALICE]).await;
+    client.send(&ClientMessage::SessionStart(SessionStart::default())).await;
+    greeting(&mut client).await;
+    client.say("I'd like to check my balance").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.turn().await;
+
+    drop(redis);
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let verified = client.turn().await;
+    assert!(
+        replies(&verified).iter().any(|r| r.contains("you're verified")),
+        "served while Redis is down: {verified:?}"
+    );
+
+    let _redis = Redis::start_on(port);
+    let mut answered = false;
+    for _ in 0..50 {
+        if fleet.gateway.store.ping().await.is_ok() {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(answered, "the store reconnects to the new server by itself");
+    client.say("My balance please").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    client.turn().await;
+    let (token, last_seq) = position(&client.seen);
+    drop(client);
+    let mut back = Client::connect_with(&fleet.url, &[ALICE]).await;
+    back.send(&resume_start(&token, last_seq)).await;
+    back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    back.say("And my balance again please").await;
+    let balance = back.turn().await;
+    assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "resumed through the new Redis: {balance:?}");
+    assert!(!back.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { .. })), "{:?}", back.seen);
+}
