@@ -461,3 +461,26 @@ async fn a_pod_that_drains_while_it_hands_off_lets_the_handoff_happen_and_the_ta
         client.seen
     );
 }
+
+/// Chaos: the source pod is SIGKILLed mid-handoff — after it handed the session over, while
+/// the target (frozen) has not answered yet. The gateway holds the session, so the handoff
+/// completes once the target answers, and the caller goes on there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_pod_killed_mid_handoff_still_hands_the_session_over() {
+    let mut fleet = Fleet::start(&[]).await;
+    let mut client = Client::start(&fleet.url, None).await;
+    client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
+    fleet.pods_of("idv").for_each(|p| p.freeze());
+    client.say("I'd like to check my balance").await;
+    client.until(|m| matches!(m, ServerMessage::Handoff { to, .. } if to == "idv")).await;
+    fleet.pods_of("triage").for_each(|p| p.kill());
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    fleet.pods_of("idv").for_each(|p| p.thaw());
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    let ask = client.turn().await;
+    assert!(replies(&ask).iter().any(|r| r.contains("eight-digit account number")), "idv asks: {ask:?}");
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let verified = client.turn().await;
+    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    assert!(!client.seen.iter().any(|m| matches!(m, ServerMessage::BidiConnectionClose { .. })), "{:?}", client.seen);
+}
