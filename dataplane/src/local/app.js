@@ -3,11 +3,9 @@
 // bidi_text_input with an id, voice as binary PCM16 frames; replies as transcripts, audio and
 // events), drawn by render.js; the side panel (agent, workflow node, caller, memory, turns);
 // a banner with Reconnect (resume with the newest resume_token and the last message number)
-// and New conversation when the session fails; the current agent's workflow graph; voice as
-// an open microphone or push-to-talk (hold the button, or Space outside the message box; on
-// release the turn ends with bidi_audio_input_end), with each voice turn's first-audio time
-// (end of the caller's speech to the first reply audio). `window.switchboard` exposes state
-// for tests.
+// and New conversation when the session fails; the current agent's workflow graph; the
+// gateway's credential when it wants one. Voice controls are in talk.js. `window.switchboard`
+// exposes state for tests.
 
 const $ = (id) => document.getElementById(id);
 const live = new Transcript($("log"));
@@ -234,27 +232,6 @@ function firstToken() {
   if (turn && turn.firstMs == null) turn.firstMs = performance.now() - turn.started;
 }
 
-/** Peak level (0..1) above which a microphone frame counts as the caller speaking. */
-const SPEAKING_LEVEL = 0.02;
-
-/** The caller's turn ended (the server heard silence, or push-to-talk was released): their
- * speech ended with the last frame this page sent above SPEAKING_LEVEL. Nothing when no
- * such frame went since the last end (a release after the server already ended the turn). */
-function speechEnded() {
-  if (state.speechEnd != null || state.lastVoiceAt == null) return;
-  state.speechEnd = state.lastVoiceAt;
-  state.lastVoiceAt = null;
-}
-
-/** The first reply audio after the caller stopped speaking: the turn's first-audio time. */
-function firstAudio() {
-  if (state.speechEnd == null) return;
-  const ms = performance.now() - state.speechEnd;
-  state.speechEnd = null;
-  if (state.turn && state.turn.firstAudioMs == null) state.turn.firstAudioMs = ms;
-  else state.firstAudio = ms;
-}
-
 function completeTurn(m) {
   const turn = state.turn && state.turn.serverTurn === m.turn ? state.turn
     : { n: state.turns.length + 1, firstMs: null, firstAudioMs: null, input: 0, output: 0 };
@@ -340,80 +317,6 @@ function drawGraph() {
     : entry ? `${name}: its workflow is not known here (the gateway lists Agents by their routes).` : "No agent selected.";
 }
 
-// --- voice --------------------------------------------------------------------------------
-/** Opens the microphone; `ptt`: frames go only while the talk button (or Space) is held. */
-async function startVoice({ ptt = false } = {}) {
-  state.pttMode = ptt;
-  if (!state.voiceSession || !state.ws) {
-    state.voiceSession = true;
-    connect({ withAudio: true });
-  }
-  await voice.start(
-    (frame) => {
-      if (state.pttMode && !state.talking) return;
-      if (state.ws && state.ws.readyState === WebSocket.OPEN) {
-        state.ws.send(frame);
-        state.framesSent++;
-      }
-    },
-    (peak) => {
-      $("level").value = peak;
-      if (peak > SPEAKING_LEVEL && (!state.pttMode || state.talking)) state.lastVoiceAt = performance.now();
-    },
-    { echoCancellation: $("aec").checked, noiseSuppression: $("ns").checked, autoGainControl: $("agc").checked });
-  $("mic").textContent = "Stop voice";
-  $("mic").classList.add("on");
-}
-
-function stopVoice() {
-  voice.stop();
-  state.pttMode = state.talking = false;
-  $("talk").setAttribute("aria-pressed", "false");
-  $("talk").classList.remove("on");
-  $("level").value = 0;
-  $("mic").textContent = "Start voice";
-  $("mic").classList.remove("on");
-}
-
-// --- push-to-talk ---------------------------------------------------------------------------
-function talkStart() {
-  if (state.talking || $("talk").disabled) return;
-  state.talking = true;
-  state.speechEnd = null;
-  $("talk").setAttribute("aria-pressed", "true");
-  $("talk").classList.add("on");
-  if (!voice.active()) startVoice({ ptt: true }).catch((e) => live.note(`microphone: ${e}`, "error"));
-  else state.pttMode = true;
-}
-
-/** Released: the caller's turn ends now. */
-function talkEnd() {
-  if (!state.talking) return;
-  state.talking = false;
-  $("talk").setAttribute("aria-pressed", "false");
-  $("talk").classList.remove("on");
-  send({ type: "bidi_audio_input_end" });
-  state.inputEnds++;
-  speechEnded();
-}
-
-/** Space talks unless typing or working a control that Space itself operates. */
-const spaceTalks = (target) => target === document.body || target === $("talk") || target === $("log")
-  || !(target.closest && target.closest("input, textarea, select, button, summary, [contenteditable], dialog"));
-$("talk").addEventListener("pointerdown", (e) => { e.preventDefault(); talkStart(); });
-for (const type of ["pointerup", "pointerleave", "pointercancel"]) $("talk").addEventListener(type, talkEnd);
-document.addEventListener("keydown", (e) => {
-  if (e.code !== "Space" || !spaceTalks(e.target)) return;
-  e.preventDefault();
-  if (!e.repeat) talkStart();
-});
-document.addEventListener("keyup", (e) => {
-  if (e.code !== "Space" || !state.talking) return;
-  e.preventDefault();
-  talkEnd();
-});
-window.addEventListener("blur", talkEnd);
-
 $("login").onsubmit = (event) => {
   event.preventDefault();
   const key = $("credential").value.trim();
@@ -431,7 +334,6 @@ $("agent").onchange = () => {
   $("mic").disabled = $("talk").disabled = agentMode() === "text";
   if (!state.ws) drawGraph();
 };
-$("mic").onclick = () => (voice.active() ? stopVoice() : startVoice().catch((e) => live.note(`microphone: ${e}`, "error")));
 $("form").onsubmit = (event) => {
   event.preventDefault();
   const text = $("text").value.trim();

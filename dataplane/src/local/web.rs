@@ -23,16 +23,17 @@ pub const PAGE: &str = include_str!("page.html");
 
 /// The page's scripts and styles, served at `/ui/<name>`: drawing a conversation
 /// (render.js), voice capture and playback (voice.js), the Agents panel (agents.js), the
-/// workflow graph in plain SVG (graph.js), the live session with push-to-talk (app.js), past
-/// sessions and their replay (history.js), the look (console.css). Plain files, no
-/// framework or graph library: the page is small enough that one would cost more than it
-/// saves.
-pub const ASSETS: [(&str, &str, &str); 7] = [
+/// workflow graph in plain SVG (graph.js), the live session (app.js), the microphone and
+/// push-to-talk (talk.js), past sessions and their replay (history.js), the look
+/// (console.css). Plain files, no framework or graph library: the page is small enough that
+/// one would cost more than it saves.
+pub const ASSETS: [(&str, &str, &str); 8] = [
     ("render.js", JAVASCRIPT, include_str!("render.js")),
     ("voice.js", JAVASCRIPT, include_str!("voice.js")),
     ("agents.js", JAVASCRIPT, include_str!("agents.js")),
     ("graph.js", JAVASCRIPT, include_str!("graph.js")),
     ("app.js", JAVASCRIPT, include_str!("app.js")),
+    ("talk.js", JAVASCRIPT, include_str!("talk.js")),
     ("history.js", JAVASCRIPT, include_str!("history.js")),
     ("console.css", "text/css; charset=utf-8", include_str!("console.css")),
 ];

@@ -1,0 +1,102 @@
+"use strict";
+// Talking to voice and hybrid agents: the microphone open (Start voice) or push-to-talk (hold
+// the button, or Space outside text fields and controls: frames go only while held, and the
+// release ends the caller's turn with bidi_audio_input_end), the input level, and each voice
+// turn's first-audio time: from the caller's last spoken frame (the end of their speech) to
+// the first reply audio. Uses the live session's state and socket (app.js).
+
+/** Peak level (0..1) above which a microphone frame counts as the caller speaking. */
+const SPEAKING_LEVEL = 0.02;
+
+/** The caller's turn ended (the server heard silence, or push-to-talk was released): their
+ * speech ended with the last frame this page sent above SPEAKING_LEVEL. Nothing when no
+ * such frame went since the last end (a release after the server already ended the turn). */
+function speechEnded() {
+  if (state.speechEnd != null || state.lastVoiceAt == null) return;
+  state.speechEnd = state.lastVoiceAt;
+  state.lastVoiceAt = null;
+}
+
+/** The first reply audio after the caller stopped speaking: the turn's first-audio time. */
+function firstAudio() {
+  if (state.speechEnd == null) return;
+  const ms = performance.now() - state.speechEnd;
+  state.speechEnd = null;
+  if (state.turn && state.turn.firstAudioMs == null) state.turn.firstAudioMs = ms;
+  else state.firstAudio = ms;
+}
+
+// --- voice --------------------------------------------------------------------------------
+/** Opens the microphone; `ptt`: frames go only while the talk button (or Space) is held. */
+async function startVoice({ ptt = false } = {}) {
+  state.pttMode = ptt;
+  if (!state.voiceSession || !state.ws) {
+    state.voiceSession = true;
+    connect({ withAudio: true });
+  }
+  await voice.start(
+    (frame) => {
+      if (state.pttMode && !state.talking) return;
+      if (state.ws && state.ws.readyState === WebSocket.OPEN) {
+        state.ws.send(frame);
+        state.framesSent++;
+      }
+    },
+    (peak) => {
+      $("level").value = peak;
+      if (peak > SPEAKING_LEVEL && (!state.pttMode || state.talking)) state.lastVoiceAt = performance.now();
+    },
+    { echoCancellation: $("aec").checked, noiseSuppression: $("ns").checked, autoGainControl: $("agc").checked });
+  $("mic").textContent = "Stop voice";
+  $("mic").classList.add("on");
+}
+
+function stopVoice() {
+  voice.stop();
+  state.pttMode = state.talking = false;
+  $("talk").setAttribute("aria-pressed", "false");
+  $("talk").classList.remove("on");
+  $("level").value = 0;
+  $("mic").textContent = "Start voice";
+  $("mic").classList.remove("on");
+}
+
+// --- push-to-talk ---------------------------------------------------------------------------
+function talkStart() {
+  if (state.talking || $("talk").disabled) return;
+  state.talking = true;
+  state.speechEnd = null;
+  $("talk").setAttribute("aria-pressed", "true");
+  $("talk").classList.add("on");
+  if (!voice.active()) startVoice({ ptt: true }).catch((e) => live.note(`microphone: ${e}`, "error"));
+  else state.pttMode = true;
+}
+
+/** Released: the caller's turn ends now. */
+function talkEnd() {
+  if (!state.talking) return;
+  state.talking = false;
+  $("talk").setAttribute("aria-pressed", "false");
+  $("talk").classList.remove("on");
+  send({ type: "bidi_audio_input_end" });
+  state.inputEnds++;
+  speechEnded();
+}
+
+/** Space talks unless typing or working a control that Space itself operates. */
+const spaceTalks = (target) => target === document.body || target === $("talk") || target === $("log")
+  || !(target.closest && target.closest("input, textarea, select, button, summary, [contenteditable], dialog"));
+$("talk").addEventListener("pointerdown", (e) => { e.preventDefault(); talkStart(); });
+for (const type of ["pointerup", "pointerleave", "pointercancel"]) $("talk").addEventListener(type, talkEnd);
+document.addEventListener("keydown", (e) => {
+  if (e.code !== "Space" || !spaceTalks(e.target)) return;
+  e.preventDefault();
+  if (!e.repeat) talkStart();
+});
+document.addEventListener("keyup", (e) => {
+  if (e.code !== "Space" || !state.talking) return;
+  e.preventDefault();
+  talkEnd();
+});
+window.addEventListener("blur", talkEnd);
+$("mic").onclick = () => (voice.active() ? stopVoice() : startVoice().catch((e) => live.note(`microphone: ${e}`, "error")));
