@@ -113,14 +113,26 @@ install_browser
 install_redis
 install_postgres
 install_prometheus
-ln -sf "$(command -v redis-server)" "$BIN/redis-server"
+# Tests run this script at once (each server a test starts asks it where its bin directory
+# is): every link is made beside its name and renamed over it, never removed first, so a
+# concurrent test never finds one missing.
+link() { # target, name
+  local tmp
+  tmp="$(dirname "$2")/.link.$$.$RANDOM"
+  ln -sfn "$1" "$tmp"
+  mv -Tf "$tmp" "$2"
+}
+link "$(command -v redis-server)" "$BIN/redis-server"
 pg_bin="$(dirname "$(compgen -G "/usr/lib/postgresql/*/bin/initdb" | sort -V | tail -n1)")"
-for b in initdb pg_ctl postgres; do ln -sf "$pg_bin/$b" "$BIN/$b"; done
-for b in promtool prometheus; do ln -sf "$(command -v "$b")" "$BIN/$b"; done
-ln -sf "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"
-ln -sfn "$WEB/node_modules" "$BIN/../node_modules"
+for b in initdb pg_ctl postgres; do link "$pg_bin/$b" "$BIN/$b"; done
+for b in promtool prometheus; do link "$(command -v "$b")" "$BIN/$b"; done
+link "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"
+link "$WEB/node_modules" "$BIN/../node_modules"
 # A wrapper, not a link: a venv's interpreter finds its packages only when run by its own path.
-rm -f "$BIN/mcp-python"
-printf '#!/bin/sh\nexec "%s" "$@"\n' "$MCP_VENV/bin/python" >"$BIN/mcp-python"
-chmod 0755 "$BIN/mcp-python"
+# Written beside it and renamed over it, so that test processes running this script at once
+# never see it missing or half written.
+wrapper="$(mktemp "$BIN/.mcp-python.XXXXXX")"
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$MCP_VENV/bin/python" >"$wrapper"
+chmod 0755 "$wrapper"
+mv -f "$wrapper" "$BIN/mcp-python"
 echo "$BIN"
