@@ -68,7 +68,8 @@ fn check_voice_fallback(spec: &AgentSpec, persona: Option<&PersonaSpec>, problem
             format!("model {model:?} in {region:?} is the agent's own voice model; a fallback must differ in model or region"),
         ));
     }
-    if let Some(persona) = persona
+    // A fallback of the agent's own model in another region is checked with the agent.
+    if let Some(persona) = persona.filter(|_| fallback.model_id.is_some())
         && let Err(message) = check_sonic_voice(model, &persona.voice)
     {
         problems.push(invalid(

@@ -220,6 +220,9 @@ pub struct Parked {
     pub voice: Option<String>,
     /// The client's modalities.
     pub modalities: Vec<String>,
+    /// The text model the client chose and the agent it chose it for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<(String, String)>,
     /// The client's audio formats (`session_start.audio`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio: Option<switchboard_core::protocol::AudioSettings>,

@@ -40,6 +40,8 @@ pub struct Opening<'a> {
     pub voice: Option<String>,
     /// `text`, `audio`.
     pub modalities: Vec<String>,
+    /// The text model the client chose, when it chose it for this agent.
+    pub model: Option<String>,
     /// The client's audio formats (`session_start.audio`).
     pub audio: Option<switchboard_core::protocol::AudioSettings>,
     /// Session memory.
@@ -107,6 +109,7 @@ pub async fn open(
         agent: Some(opening.agent.to_owned()),
         voice: opening.voice,
         modalities: opening.modalities,
+        model: opening.model,
         audio: opening.audio,
         context: Some(key.sign(&context)),
         ..Default::default()

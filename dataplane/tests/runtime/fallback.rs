@@ -113,6 +113,20 @@ async fn a_session_may_choose_only_a_model_its_agent_offers() {
     assert_eq!(announced, Some("amazon.nova-micro-v1:0"));
     assert!(assistant_text(&messages).contains("You said"), "Nova Micro answered: {messages:#?}");
 
+    // Through the gateway: the choice reaches the runtime of the agent it was made for.
+    let via_gateway = SessionStart {
+        agent: Some("triage".into()),
+        model: Some("amazon.nova-micro-v1:0".into()),
+        ..Default::default()
+    };
+    let messages = one_turn(&running.url(""), via_gateway).await;
+    let announced = messages.iter().find_map(|m| match m {
+        ServerMessage::BidiConnectionStart { model, .. } => Some(model.as_str()),
+        _ => None,
+    });
+    assert_eq!(announced, Some("amazon.nova-micro-v1:0"), "{messages:#?}");
+    assert!(assistant_text(&messages).contains("You said"), "Nova Micro answered: {messages:#?}");
+
     let mut refused = Client::connect(&running.runtime_url("")).await;
     let start = SessionStart {
         model: Some("anthropic.claude-3-haiku-20240307-v1:0".into()),

@@ -369,6 +369,7 @@ mod tests {
             agent: "triage".into(),
             voice: None,
             modalities: vec![],
+            model: None,
             audio: None,
             kept: Kept::default(),
             handoff: None,

@@ -295,6 +295,7 @@ async fn open(
         path: &target.route.path,
         voice: machine.voice().clone(),
         modalities: machine.modalities().to_vec(),
+        model: machine.model_for(&target.route.name),
         audio: machine.audio().cloned(),
         memory,
         history,

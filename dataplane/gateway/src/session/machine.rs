@@ -46,6 +46,9 @@ pub struct Machine {
     pub(super) target: Target,
     pub(super) voice: Option<String>,
     pub(super) modalities: Vec<String>,
+    /// The text model the client chose (`session_start.model`) and the agent it chose it
+    /// for: passed to that agent's runtimes only (another agent may not offer it).
+    pub(super) model: Option<(String, String)>,
     /// The client's audio formats (`session_start.audio`), passed to every runtime.
     pub(super) audio: Option<AudioSettings>,
     /// Memory, history, return target, announced handoff, inputs in flight.
@@ -124,6 +127,7 @@ impl Machine {
             target,
             voice,
             modalities,
+            model: None,
             audio: None,
             kept: Kept::default(),
             replay: Replay::default(),
@@ -187,6 +191,17 @@ impl Machine {
     /// Sets the audio formats the client asked for (runtimes opened from now on get them).
     pub fn set_audio(&mut self, audio: Option<AudioSettings>) {
         self.audio = audio;
+    }
+
+    /// With `model` (the client's `session_start.model`) chosen for the agent it starts with.
+    pub fn with_model(mut self, model: Option<String>) -> Self {
+        self.model = model.map(|model| (self.target.route.name.clone(), model));
+        self
+    }
+
+    /// The text model the client chose, if it chose one for `agent`.
+    pub fn model_for(&self, agent: &str) -> Option<String> {
+        self.model.as_ref().filter(|(chosen_for, _)| chosen_for == agent).map(|(_, model)| model.clone())
     }
 
     /// The serving pod drains (the session moves when another is ready).

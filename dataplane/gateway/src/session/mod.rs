@@ -163,7 +163,8 @@ async fn admit(
     let id = format!("gw-{}", uuid::Uuid::new_v4());
     let audio = start.audio.clone();
     let mut machine =
-        Machine::start(limits, id, identity.to_owned(), target, start.voice, start.modalities, pending, Instant::now());
+        Machine::start(limits, id, identity.to_owned(), target, start.voice, start.modalities, pending, Instant::now())
+            .with_model(start.model);
     machine.set_audio(audio);
     Ok((machine, None))
 }

@@ -28,11 +28,13 @@ impl Machine {
         last_seq: Option<u64>,
         cx: &Cx<'_>,
     ) -> Self {
+        let model = parked.model.clone();
         let Parked { session_id, voice, modalities, audio, handoff, kept, generation, replay, .. } = parked;
         let mut machine = Self::blank(limits, session_id, identity, target, voice, modalities, cx.now);
         machine.audio = audio;
         let missed = replay.since(last_seq);
         machine.kept = kept;
+        machine.model = model;
         machine.replay = replay;
         machine.generation = generation;
         match handoff {
@@ -137,6 +139,7 @@ impl Machine {
             agent: self.target.route.name.clone(),
             voice: self.voice.clone(),
             modalities: self.modalities.clone(),
+            model: self.model.clone(),
             audio: self.audio.clone(),
             handoff,
             kept,
