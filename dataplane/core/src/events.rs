@@ -79,6 +79,23 @@ pub enum Input {
     VoiceToolUse(ToolUse),
     /// Voice sessions: the user spoke over the assistant (barge-in).
     VoiceInterrupted,
+    /// Voice sessions: a reply was cut off by a barge-in before its FINAL text: the text
+    /// it was to say (SPECULATIVE) and how much of its audio went to the client. The part
+    /// the caller heard enters the conversation (see `heard`).
+    VoiceReplyCut {
+        /// What the reply was to say.
+        text: String,
+        /// Milliseconds of its audio sent to the client.
+        sent_ms: u64,
+        /// How long the voice takes to say one character, in microseconds.
+        us_per_char: u64,
+    },
+    /// Voice sessions: the client played this many milliseconds of the interrupted reply's
+    /// audio (`bidi_audio_played`).
+    AudioPlayed {
+        /// Milliseconds played.
+        ms: u64,
+    },
     /// Voice sessions: what is audible changed — the caller's speech, the reply's audio.
     VoiceActivity(Activity),
     /// The user asked to stop the current reply or tool wait (`bidi_cancel`).

@@ -26,6 +26,7 @@ mod carry;
 pub mod consent;
 pub mod context;
 mod events;
+mod heard;
 pub mod gateway_keys;
 pub mod grant;
 pub mod handoff;

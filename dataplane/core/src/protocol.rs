@@ -55,6 +55,14 @@ pub enum ClientMessage {
     /// with `stop_reason: cancelled`. With nothing under way: `bidi_error`
     /// `nothing_to_cancel`.
     BidiCancel {},
+    /// After a barge-in (`bidi_interruption`): how much of the interrupted reply's audio
+    /// the client really played before it stopped. The conversation keeps the part of the
+    /// reply that was heard (without it, all audio sent counts as heard). Text sessions
+    /// ignore it.
+    BidiAudioPlayed {
+        /// Milliseconds of the interrupted reply played.
+        audio_played_ms: u64,
+    },
     /// Changes settings of the session mid-session ([`SessionUpdate`]).
     SessionUpdate(SessionUpdate),
     /// Something the user typed.
@@ -437,7 +445,7 @@ pub enum DecodeError {
     InvalidJson(String),
     /// JSON without a known `type`.
     #[error(
-        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, bidi_audio_input_end, bidi_cancel, session_update, tool_consent or close"
+        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, bidi_audio_input_end, bidi_cancel, bidi_audio_played, session_update, tool_consent or close"
     )]
     UnknownType(String),
     /// A known type with missing or wrong fields.
@@ -470,6 +478,7 @@ const CLIENT_TYPES: &[&str] = &[
     "bidi_audio_input_end",
     "bidi_text_input",
     "bidi_cancel",
+    "bidi_audio_played",
     "session_update",
     "tool_consent",
     "close",

@@ -58,6 +58,8 @@ pub struct Session {
     pub(super) voice: bool,
     /// Voice: typed texts sent into the stream, in case the model echoes them.
     pub(super) typed_pending: Vec<String>,
+    /// Voice: a reply cut off by a barge-in, until what was heard of it is recorded.
+    pub(super) cut: Option<super::heard::Cut>,
     /// Voice: a user turn is open (its `bidi_response_complete` is still due).
     pub(super) turn_open: bool,
     /// Voice: how many of `messages` the voice stream replays as history.
@@ -143,6 +145,7 @@ impl Session {
             prompt: None,
             voice,
             typed_pending: Vec::new(),
+            cut: None,
             turn_open: false,
             replay_len: 0,
             live: Default::default(),
@@ -201,6 +204,8 @@ impl Session {
             Input::VoiceAssistantFinal(text) => self.voice_assistant_final(text),
             Input::VoiceToolUse(tool_use) => self.start_voice_call(tool_use, now),
             Input::VoiceInterrupted => self.voice_interrupted(),
+            Input::VoiceReplyCut { text, sent_ms, us_per_char } => self.voice_reply_cut(text, sent_ms, us_per_char),
+            Input::AudioPlayed { ms } => self.audio_played(ms),
             Input::VoiceCompletionEnd { stop_reason } => self.voice_completion_end(stop_reason),
             Input::ModelReply(reply) => self.model_reply(reply, now),
             Input::ModelFailed { code, message } => self.model_failed(&code, &message),

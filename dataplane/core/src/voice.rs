@@ -69,7 +69,8 @@ impl Session {
         }
         self.live.muted = false;
         self.remember_typed(&text);
-        let mut effects = self.open_voice_turn(text.clone(), id);
+        let mut effects = self.record_cut(None);
+        effects.extend(self.open_voice_turn(text.clone(), id));
         effects.push(Effect::SendVoiceText(text.clone()));
         effects.extend(self.spoken_consent(&text, now));
         effects
@@ -96,6 +97,7 @@ impl Session {
         }
         // The model heard the caller out (normally `SpeechStopped` came first).
         let mut effects = self.caller_stopped();
+        effects.extend(self.record_cut(None));
         self.live.muted = false;
         self.live.heard = false;
         effects.extend(self.open_voice_turn(text.clone(), None));

@@ -212,6 +212,8 @@ impl Driver<'_> {
             ClientMessage::ToolConsent { tool_use_id, approved } => Some(Input::Consent { tool_use_id, approved }),
             ClientMessage::Close {} => Some(Input::End),
             ClientMessage::BidiCancel {} => Some(Input::Cancel),
+            // No audio was played in a text session.
+            ClientMessage::BidiAudioPlayed { .. } => None,
             ClientMessage::SessionUpdate(update) => {
                 let (code, message) = if !update.unknown.is_empty() {
                     let message = format!(

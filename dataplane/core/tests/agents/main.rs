@@ -4,6 +4,7 @@
 mod authority;
 mod common;
 mod handoffs;
+mod heard;
 mod live;
 mod memory;
 mod models;

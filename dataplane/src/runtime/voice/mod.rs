@@ -364,6 +364,7 @@ impl Voice<'_> {
             ClientMessage::ToolConsent { tool_use_id, approved } => Input::Consent { tool_use_id, approved },
             ClientMessage::Close {} => Input::End,
             ClientMessage::BidiCancel {} => Input::Cancel,
+            ClientMessage::BidiAudioPlayed { audio_played_ms } => Input::AudioPlayed { ms: audio_played_ms },
             ClientMessage::BidiAudioInputEnd {} => return self.end_of_input(session).await,
             ClientMessage::SessionUpdate(update) => return self.update(update).await,
             ClientMessage::SessionStart(_) => {

@@ -7,7 +7,9 @@
 //! times the first reply audio after the user's last voiced input (time to first audio).
 //! Reply audio leaves in the session's output format (`session_start.audio.output`):
 //! Nova Sonic's 24 kHz PCM16 passes as it came, any other format is converted
-//! ([`Encoder`]); each chunk says its format.
+//! ([`Encoder`]); each chunk says its format. A reply cut off by a barge-in is reported to
+//! the core with its SPECULATIVE text, the audio sent of it and the voice's pace measured
+//! on the session's whole replies ([`Input::VoiceReplyCut`]), so the part heard is kept.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -60,7 +62,15 @@ pub struct Relay {
     audio: Option<String>,
     /// The user cancelled: the model's output is not passed on.
     muted: bool,
+    /// The reply under way (no FINAL text yet): its SPECULATIVE text and audio samples sent.
+    segment: (String, u64),
+    /// Characters and audio samples of the session's whole replies: the voice's pace.
+    pace: (u64, u64),
 }
+
+/// The pace assumed before a whole reply was measured: 70 ms a character (about 150
+/// words a minute).
+const DEFAULT_US_PER_CHAR: u64 = 70_000;
 
 impl Default for Relay {
     fn default() -> Self {
@@ -78,6 +88,8 @@ impl Relay {
             awaiting_audio: None,
             audio: None,
             muted: false,
+            segment: (String::new(), 0),
+            pace: (0, 0),
         }
     }
 
@@ -90,6 +102,15 @@ impl Relay {
     /// Whether the model's output is held back (the core's word: a cancelled reply).
     pub fn set_muted(&mut self, muted: bool) {
         self.muted = muted;
+    }
+
+    /// Microseconds the voice takes per character, from the session's whole replies.
+    fn us_per_char(&self) -> u64 {
+        let (chars, samples) = self.pace;
+        if chars == 0 {
+            return DEFAULT_US_PER_CHAR;
+        }
+        samples * 1_000_000 / u64::from(Format::MODEL_OUTPUT.rate) / chars
     }
 
     /// Maps one event.
@@ -120,6 +141,7 @@ impl Relay {
             SonicEvent::Text { content_id, text, .. } => {
                 if let Some(open) = self.texts.get_mut(&content_id) {
                     if !open.user && open.stage == Some(GenerationStage::Speculative) && !self.muted {
+                        self.segment.0.push_str(&text);
                         out.send.push(ServerMessage::BidiTranscriptStream {
                             role: TranscriptRole::Assistant,
                             text: text.clone(),
@@ -136,12 +158,19 @@ impl Relay {
                     if open.user {
                         out.inputs.push(Input::VoiceUserFinal(open.text));
                     } else if open.stage == Some(GenerationStage::Final) && stop_reason != StopReason::Interrupted {
+                        // A whole reply: its pace, and nothing of it is cut any more.
+                        let (_, samples) = std::mem::take(&mut self.segment);
+                        if samples > 0 {
+                            self.pace.0 += open.text.trim().chars().count() as u64;
+                            self.pace.1 += samples;
+                        }
                         out.inputs.push(Input::VoiceAssistantFinal(open.text));
                     }
                 }
             }
             SonicEvent::Audio { .. } if self.muted => {}
             SonicEvent::Audio { pcm, .. } => {
+                self.segment.1 += pcm.len() as u64 / 2;
                 if let Some(since) = self.awaiting_audio.take() {
                     out.first_audio_after = Some(since.elapsed());
                 }
@@ -161,6 +190,11 @@ impl Relay {
                 // The interrupted reply's texts will never be FINAL.
                 self.texts.retain(|_, open| open.user);
                 self.audio = None;
+                let (text, samples) = std::mem::take(&mut self.segment);
+                if !text.trim().is_empty() {
+                    let sent_ms = samples * 1000 / u64::from(Format::MODEL_OUTPUT.rate);
+                    out.inputs.push(Input::VoiceReplyCut { text, sent_ms, us_per_char: self.us_per_char() });
+                }
                 out.inputs.push(Input::VoiceInterrupted);
             }
             SonicEvent::Usage(report) => {
@@ -186,6 +220,7 @@ impl Relay {
             SonicEvent::Restarted { reason, generation } => {
                 // Whatever was open on the old stream will not be completed.
                 self.texts.clear();
+                self.segment = (String::new(), 0);
                 if self.audio.take().is_some() {
                     out.inputs.push(Input::VoiceActivity(Activity::ReplyAudioEnded));
                 }
@@ -280,6 +315,31 @@ mod tests {
         assert!(relay.event(text("s", "more")).send.is_empty());
         relay.set_muted(false);
         assert_eq!(relay.event(audio()).send.len(), 1);
+    }
+
+    #[test]
+    fn a_cut_reply_is_reported_with_its_audio_sent_and_the_pace_of_whole_replies() {
+        let mut relay = Relay::default();
+        let audio = |ms: usize| SonicEvent::Audio {
+            content_id: "a".into(),
+            pcm: switchboard_models::sonic::EncodedAudio::from_pcm(&vec![0; ms * 48]),
+        };
+        // A whole reply of 10 characters in 500 ms: 50 ms a character.
+        relay.event(start("s1", Role::Assistant, Some(GenerationStage::Speculative)));
+        relay.event(text("s1", "Hello Ada."));
+        relay.event(audio(500));
+        relay.event(start("f1", Role::Assistant, Some(GenerationStage::Final)));
+        relay.event(text("f1", "Hello Ada."));
+        relay.event(end("f1", StopReason::EndTurn));
+        // The next is cut after 300 ms of audio.
+        relay.event(start("s2", Role::Assistant, Some(GenerationStage::Speculative)));
+        relay.event(text("s2", "Once upon a time"));
+        relay.event(audio(200));
+        relay.event(audio(100));
+        let cut = relay.event(SonicEvent::Interrupted).inputs;
+        let expected = Input::VoiceReplyCut { text: "Once upon a time".into(), sent_ms: 300, us_per_char: 50_000 };
+        assert_eq!(cut, vec![expected, Input::VoiceInterrupted]);
+        assert_eq!(relay.event(SonicEvent::Interrupted).inputs, vec![Input::VoiceInterrupted], "reported once");
     }
 
     #[test]
