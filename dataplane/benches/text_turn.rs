@@ -21,7 +21,10 @@
 //! `BENCH_WORKERS` (async worker threads of the runtime, the simulator and the floor
 //! server; default 1, what the operator gives a pod with the default CPU request), and
 //! `BENCH_FLOOR` (`0` skips the floor rows: the same clients against a server that only
-//! answers, on the simulator's timer; see `floor/mod.rs`).
+//! answers, on the simulator's timer; see `floor/mod.rs`), and `BENCH_TRACING=on` (adds
+//! `traced` rows: a second runtime, the same agent and simulator, exporting every span
+//! over OTLP/HTTP to a receiver in this process that answers at once — tracing's cost
+//! beside the untraced runtime's in the same run).
 //!
 //! Each row also gives the runtime's and the simulator's CPU time (user + system, from
 //! `/proc`) per turn, the load average, and the machine's steal share during the turns
@@ -256,7 +259,18 @@ async fn bench() {
         "steal %"
     );
     println!("{:>93} {:>10}", "us/turn", "us/turn");
+    let mut stack = stack;
     let mut targets = vec![("runtime", url.clone(), pid, Some(stack.sim_pid))];
+    let sink = if std::env::var("BENCH_TRACING").is_ok_and(|v| v == "on") {
+        let sink = common::otlp_sink().await;
+        let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", sink.endpoint.as_str())];
+        let (addr, traced_pid) = stack.add_runtime_with("triage", (max + 50) as u32, &env).await;
+        println!("traced: a second runtime (pid {traced_pid}) exporting its spans to {}", sink.endpoint);
+        targets.push(("traced", format!("ws://{addr}/v1/session"), traced_pid, Some(stack.sim_pid)));
+        Some(sink)
+    } else {
+        None
+    };
     if let Some(floor) = &floor {
         targets.push(("floor", floor.url.clone(), floor.pid, None));
     }
@@ -287,6 +301,16 @@ async fn bench() {
                 );
             }
         }
+    }
+    if let Some(sink) = sink {
+        use std::sync::atomic::Ordering;
+        // Spans leave in batches 5 s after they end.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        println!(
+            "traced runtime: {} OTLP exports, {:.1} KiB",
+            sink.requests.load(Ordering::Relaxed),
+            sink.bytes.load(Ordering::Relaxed) as f64 / 1024.0
+        );
     }
     drop(floor);
     drop(stack);

@@ -136,7 +136,7 @@ impl Stack {
         };
         std::thread::spawn(move || for _ in lines {});
 
-        let (runtime, addr) = spawn_runtime(&bin, &dir, &endpoint, &cert, agent, max_sessions);
+        let (runtime, addr) = spawn_runtime(&bin, &dir, &endpoint, &cert, agent, max_sessions, &[]);
         let runtime_pid = runtime.id();
         let sim_pid = sim.id();
         let stack = Self {
@@ -158,7 +158,12 @@ impl Stack {
 
     /// Starts another runtime, of `agent`, against the same simulator: (address, pid).
     pub async fn add_runtime(&mut self, agent: &str, max_sessions: u32) -> (String, u32) {
-        let (child, addr) = spawn_runtime(&self.bin, &self.dir, &self.endpoint, &self.cert, agent, max_sessions);
+        self.add_runtime_with(agent, max_sessions, &[]).await
+    }
+
+    /// [`Stack::add_runtime`] with more environment variables (e.g. `OTEL_*`).
+    pub async fn add_runtime_with(&mut self, agent: &str, max_sessions: u32, env: &[(&str, &str)]) -> (String, u32) {
+        let (child, addr) = spawn_runtime(&self.bin, &self.dir, &self.endpoint, &self.cert, agent, max_sessions, env);
         let pid = child.id();
         self.extra.push(child);
         wait_listening(&addr).await;
@@ -225,6 +230,7 @@ fn spawn_runtime(
     cert: &std::path::Path,
     agent: &str,
     max_sessions: u32,
+    env: &[(&str, &str)],
 ) -> (Child, String) {
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     let catalog = Catalog::load_paths(&[examples]).expect("examples load");
@@ -252,6 +258,7 @@ fn spawn_runtime(
         .env("NO_PROXY", "127.0.0.1,localhost")
         .env("SWITCHBOARD_LOG", "warn")
         .env("SWITCHBOARD_WORKER_THREADS", workers().to_string())
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .spawn()
         .expect("starts switchboard runtime");
@@ -351,4 +358,36 @@ pub async fn spoken_turn(ws: &mut Ws, silence_frames: usize) -> (Duration, u64) 
             },
         }
     }
+}
+
+/// An OTLP/HTTP trace receiver that takes every export and answers at once: what a
+/// collector costs the exporting process without the collector's own work.
+pub struct OtlpSink {
+    /// The base URL for `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    pub endpoint: String,
+    /// Exports received.
+    pub requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Their bytes.
+    pub bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Starts an [`OtlpSink`] on a free port of this process.
+pub async fn otlp_sink() -> OtlpSink {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let (requests, bytes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (r, b) = (requests.clone(), bytes.clone());
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            r.fetch_add(1, Ordering::Relaxed);
+            b.fetch_add(body.len() as u64, Ordering::Relaxed);
+            // An empty ExportTraceServiceResponse.
+            async { ([("content-type", "application/x-protobuf")], Vec::<u8>::new()) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    OtlpSink { endpoint, requests, bytes }
 }
