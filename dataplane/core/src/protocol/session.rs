@@ -1,10 +1,14 @@
-//! What a client sees of a live session and what it may change: the session's state
-//! (`bidi_session_state`, [`SessionState`]) and the settings of `session_update`
-//! ([`SessionUpdate`]).
+//! How a client opens a session ([`SessionStart`]), what it sees of it live and what it may
+//! change: the session's state (`bidi_session_state`, [`SessionState`]) and the settings of
+//! `session_update` ([`SessionUpdate`]).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+use super::AudioSettings;
+use crate::grant::SignedContext;
+use crate::handoff::{HandoffContext, HistoryTurn};
 
 /// What the session is doing, as a client shows it (`bidi_session_state`). Sent when it
 /// changes, never twice in a row the same.
@@ -117,5 +121,81 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(state).expect("writes"), serde_json::json!(state.as_str()));
         }
+    }
+}
+
+/// The contents of `session_start`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionStart {
+    /// The agent to talk to (local mode and the gateway); a runtime pod serves one agent
+    /// and ignores it unless it names another agent, which is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// A token from an earlier `bidi_connection_start` to resume that session (gateway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_token: Option<String>,
+    /// With `resume_token`: the sequence number of the last message the client received
+    /// (see `bidi_connection_start.seq`); the gateway replays the ones after it. Absent:
+    /// every message the gateway still holds is replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<u64>,
+    /// Continues a session that ended, or whose resume window passed (gateway, with its
+    /// conversation record): that session's id (`bidi_connection_start.session_id`). Its
+    /// memory and the last turns of its conversation come back, at the Agent it was with,
+    /// for the same credential only (the API key, or the JWT subject) and within the time
+    /// the gateway keeps such state (a day by default). The session goes on under its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continue_from: Option<String>,
+    /// Voice id override for voice modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice: Option<String>,
+    /// The text model for this session instead of the agent's `textModelId`: one of the
+    /// models the Agent offers (`spec.model.sessionModels`); any other is refused with
+    /// `model_not_allowed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Wanted modalities, e.g. `["text"]` or `["audio","text"]`. With `audio`, a voice or
+    /// hybrid agent's session runs over Nova Sonic (audio in and out, transcripts; hybrid
+    /// also takes typed text into the same stream); without it every agent is served as
+    /// text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modalities: Vec<String>,
+    /// The audio formats of a session with audio ([`AudioSettings`]): PCM16 at 8, 16 or
+    /// 24 kHz, or G.711 μ-law / A-law at 8 kHz, each way; reply audio as binary frames.
+    /// Absent: PCM16 16 kHz in, 24 kHz out, base64 JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<AudioSettings>,
+    /// Session context from the gateway — memory, history, handoff — signed with the key
+    /// the gateway shares with the runtimes ([`crate::grant`]). A runtime restores what it
+    /// can verify and refuses the session otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<SignedContext>,
+    /// Never accepted: memory is the gateway's to give, signed, in `context`. A server
+    /// refuses a `session_start` that carries it (close code 4400), so a client cannot
+    /// claim, say, a verified identity.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub memory: BTreeMap<String, serde_json::Value>,
+    /// Never accepted, like `memory`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryTurn>,
+    /// Never accepted, like `memory`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<HandoffContext>,
+}
+
+impl SessionStart {
+    /// The unsigned context fields a client tried to set, if any (each is refused).
+    pub fn unsigned_context(&self) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if !self.memory.is_empty() {
+            fields.push("memory");
+        }
+        if !self.history.is_empty() {
+            fields.push("history");
+        }
+        if self.handoff.is_some() {
+            fields.push("handoff");
+        }
+        fields
     }
 }

@@ -11,6 +11,7 @@
 //! what is kept of the conversation ([`super::kept`]), the verified caller's identity
 //! assertion ([`identity`]).
 
+mod accessors;
 mod identity;
 
 use std::collections::VecDeque;
@@ -149,89 +150,6 @@ impl Machine {
             bucket,
             out: VecDeque::new(),
         }
-    }
-
-    /// The session's id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The Agent serving the session.
-    pub fn target(&self) -> &Target {
-        &self.target
-    }
-
-    /// About the bytes the session holds: its replay buffer and what is kept of it.
-    pub fn held_bytes(&self) -> usize {
-        self.replay.bytes() + self.kept.bytes()
-    }
-
-    /// The gateway is past its memory budget: the replay buffer, the one part a session
-    /// can do without, keeps an eighth of its bytes (a resume from before them is told of
-    /// the gap) until the pressure is gone.
-    pub fn shed_replay(&mut self) {
-        self.replay.trim(self.limits.replay_messages, self.limits.replay_bytes / 8);
-    }
-
-    /// The voice the client asked for.
-    pub fn voice(&self) -> &Option<String> {
-        &self.voice
-    }
-
-    /// The modalities the client asked for.
-    pub fn modalities(&self) -> &[String] {
-        &self.modalities
-    }
-
-    /// The audio formats the client asked for.
-    pub fn audio(&self) -> Option<&AudioSettings> {
-        self.audio.as_ref()
-    }
-
-    /// Sets the audio formats the client asked for (runtimes opened from now on get them).
-    pub fn set_audio(&mut self, audio: Option<AudioSettings>) {
-        self.audio = audio;
-    }
-
-    /// With `model` (the client's `session_start.model`) chosen for the agent it starts with.
-    pub fn with_model(mut self, model: Option<String>) -> Self {
-        self.model = model.map(|model| (self.target.route.name.clone(), model));
-        self
-    }
-
-    /// The text model the client chose, if it chose one for `agent`.
-    pub fn model_for(&self, agent: &str) -> Option<String> {
-        self.model.as_ref().filter(|(chosen_for, _)| chosen_for == agent).map(|(_, model)| model.clone())
-    }
-
-    /// The serving pod drains (the session moves when another is ready).
-    pub fn pod_draining(&self) -> bool {
-        self.pod_draining
-    }
-
-    /// The session's turn (user inputs taken up so far).
-    pub fn turn(&self) -> u64 {
-        self.kept.turn
-    }
-
-    /// What the task waits on.
-    pub fn phase(&self) -> &Phase {
-        &self.phase
-    }
-
-    /// The store key of the newest resume token (none before the first).
-    pub fn key(&self) -> Option<&str> {
-        self.key.as_deref()
-    }
-
-    /// Forgets the resume key (the session ended or was parked under it).
-    pub fn take_key(&mut self) -> Option<String> {
-        self.key.take()
-    }
-
-    /// When the session counts as idle unless something moves.
-    pub fn idle_deadline(&self) -> Instant {
-        self.last_activity + self.limits.idle_timeout
     }
 
     /// The next effect to carry out.
