@@ -1,6 +1,7 @@
 //! Switchboard's data plane runtime: the runtime server that serves one agent over the
 //! session protocol ([`runtime`]), the tool executors it runs for the agent core
-//! ([`tools`]), the Example Bank demo tool server ([`demo_tools`]), and — with the default
+//! ([`tools`]), the Example Bank demo tool server ([`demo_tools`]), the web console
+//! ([`console`]: local mode's page, and the gateway's with `--console`), and — with the default
 //! `local` feature — local mode ([`local`]), which runs a folder of agents against the
 //! Bedrock simulator. [`scenario`] runs scenario tests of agents' behaviour
 //! (`switchboard test`) against local mode or a gateway.
@@ -10,6 +11,7 @@
 //! Nova Sonic) in `switchboard-models`, and the Bedrock simulator in `switchboard-sim`,
 //! which the shipping build (`--no-default-features`) leaves out.
 
+pub mod console;
 pub mod demo_tools;
 pub mod jwks;
 #[cfg(feature = "local")]

@@ -16,9 +16,7 @@
 //! verify the gateway's identity assertion as a bank's would: their account endpoints act
 //! only for the caller it names ([`crate::demo_tools`]).
 
-pub mod agents;
-pub mod console;
-pub mod web;
+pub use crate::console::{agents, web};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

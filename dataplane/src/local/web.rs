@@ -46,7 +46,7 @@ pub fn routes(list: AgentList) -> Router {
 }
 
 /// The page and its assets only (the gateway's console adds its own agent list:
-/// [`super::console`]).
+/// [`super::gateway`]).
 pub fn page_routes() -> Router {
     let mut router = Router::new().route("/", get(|| async { serve("text/html; charset=utf-8", PAGE) }));
     for (name, content_type, body) in ASSETS {
