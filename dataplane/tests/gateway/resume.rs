@@ -139,6 +139,17 @@ impl Drop for Redis {
     }
 }
 
+/// Whether the fleet's store answers within 10 s (it reconnects by itself).
+async fn store_answers(fleet: &Fleet) -> bool {
+    for _ in 0..50 {
+        if fleet.gateway.store.ping().await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
 /// The fleet gateways' key (every replica has it, as the chart's Secret gives it).
 fn fleet_key() -> switchboard_core::grant::GatewaySigner {
     switchboard_core::grant::GatewaySigner::from_seed(&crate::fleet::KEY)
@@ -310,15 +321,7 @@ async fn a_gateway_serves_while_its_redis_is_down_and_resumes_once_it_is_back() 
 
     let _redis = Redis::start_on(port);
     tokio::time::sleep(switchboard_gateway::resume::STORE_BACKOFF + Duration::from_millis(500)).await;
-    let mut answered = false;
-    for _ in 0..50 {
-        if fleet.gateway.store.ping().await.is_ok() {
-            answered = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert!(answered, "the store reconnects by itself");
+    assert!(store_answers(&fleet).await, "the store reconnects by itself");
     let mut client = converse(fleet.url.clone()).await;
     client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
     client.turn().await;
@@ -359,15 +362,7 @@ async fn a_live_session_rides_out_a_redis_restart_and_resumes_through_the_new_on
     );
 
     let _redis = Redis::start_on(port);
-    let mut answered = false;
-    for _ in 0..50 {
-        if fleet.gateway.store.ping().await.is_ok() {
-            answered = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert!(answered, "the store reconnects to the new server by itself");
+    assert!(store_answers(&fleet).await, "the store reconnects to the new server by itself");
     client.say("My balance please").await;
     client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
     client.turn().await;
