@@ -17,7 +17,8 @@
 //!   (log lines too: the session span is theirs, so they carry its ids).
 //!
 //! Ids, names, counts and codes only: what the user and the model say never enters a span —
-//! unless `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`: then each final user and
+//! unless `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`: then, redacted as the
+//! conversation record is (the built-in detectors and the Agent's rules), each final user and
 //! assistant line is an event of its turn (`gen_ai.user.message`, `gen_ai.assistant.message`
 //! with `gen_ai.message.content`), and each tool call's arguments and result are events of
 //! its span (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`). Those events have
@@ -32,6 +33,7 @@ use tracing::field::Empty;
 use super::driver::AgentRuntime;
 use switchboard_core::protocol::{ServerMessage, TranscriptRole};
 use switchboard_crds::agent::Provider;
+use switchboard_gateway::record::Redactor;
 use switchboard_telemetry::context;
 
 /// The span of `agent`'s session `session_id`, the child of the gateway's span that
@@ -63,8 +65,8 @@ pub struct SessionTrace {
     tools: HashMap<String, Span>,
     system: &'static str,
     model_id: String,
-    /// Whether what is said goes into the trace (opted in).
-    content: bool,
+    /// When what is said goes into the trace (opted in): how it is redacted first.
+    content: Option<Redactor>,
 }
 
 impl SessionTrace {
@@ -84,7 +86,7 @@ impl SessionTrace {
             tools: HashMap::new(),
             system,
             model_id: spec.model.text_model_id.clone(),
-            content: switchboard_telemetry::capture_content(),
+            content: switchboard_telemetry::capture_content().then(|| content_redactor(spec)),
         }
     }
 
@@ -100,8 +102,8 @@ impl SessionTrace {
 
     /// Notes `message`, about to go to the client.
     pub fn message(&mut self, message: &ServerMessage) {
-        if self.content {
-            self.content(message);
+        if let Some(redactor) = &self.content {
+            self.content(redactor, message);
         }
         match message {
             ServerMessage::BidiResponseStart { turn } => {
@@ -131,7 +133,8 @@ impl SessionTrace {
                     error.type = Empty,
                     otel.status_code = Empty,
                 );
-                if self.content {
+                if let Some(redactor) = &self.content {
+                    let input = redacted(redactor, input);
                     let _in = span.enter();
                     tracing::event!(target: switchboard_telemetry::CONTENT_TARGET, tracing::Level::INFO, gen_ai.tool.call.id = %tool_use_id, gen_ai.tool.call.arguments = %input, "gen_ai.tool.call.arguments");
                 }
@@ -166,18 +169,21 @@ impl SessionTrace {
 
     /// What `message` says, as events of its turn or tool span (only when opted in; a tool
     /// call's arguments are noted where its span is made).
-    fn content(&self, message: &ServerMessage) {
+    fn content(&self, redactor: &Redactor, message: &ServerMessage) {
         use switchboard_telemetry::CONTENT_TARGET;
         match message {
             ServerMessage::BidiTranscriptStream { role: TranscriptRole::User, text, is_final: true, .. } => {
+                let text = redactor.text(text);
                 let _in = self.parent().enter();
                 tracing::event!(target: CONTENT_TARGET, tracing::Level::INFO, gen_ai.message.content = %text, "gen_ai.user.message");
             }
             ServerMessage::BidiTranscriptStream { role: TranscriptRole::Assistant, text, is_final: true, .. } => {
+                let text = redactor.text(text);
                 let _in = self.parent().enter();
                 tracing::event!(target: CONTENT_TARGET, tracing::Level::INFO, gen_ai.message.content = %text, "gen_ai.assistant.message");
             }
             ServerMessage::ToolComplete { tool_use_id, result, .. } => {
+                let result = redacted(redactor, result);
                 let parent = self.tools.get(tool_use_id).unwrap_or(self.parent());
                 let _in = parent.enter();
                 tracing::event!(target: CONTENT_TARGET, tracing::Level::INFO, gen_ai.tool.call.id = %tool_use_id, gen_ai.tool.call.result = %result, "gen_ai.tool.call.result");
@@ -249,6 +255,23 @@ impl SessionTrace {
             span.record("otel.status_code", "error");
         }
     }
+}
+
+/// What redacts captured content: the conversation record's built-in detectors (cards,
+/// e-mail, phone numbers) and the Agent's own rules (`spec.record.redact`). The gateway's
+/// chart-wide rules are not known here.
+fn content_redactor(spec: &switchboard_crds::RuntimeSpec) -> Redactor {
+    let rules = spec.record.redact.iter().map(|rule| (rule.name.as_str(), rule.pattern.as_str()));
+    // The operator refused Agents whose rules do not compile; a hand-written spec's bad rule
+    // leaves the built-in detectors.
+    Redactor::default().extended(rules).unwrap_or_default()
+}
+
+/// `value` redacted, as JSON text.
+fn redacted(redactor: &Redactor, value: &serde_json::Value) -> String {
+    let mut value = value.clone();
+    redactor.value(&mut value);
+    value.to_string()
 }
 
 /// `n` as the span attribute's integer (the OpenTelemetry bridge records `u64` as text).

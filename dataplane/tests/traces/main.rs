@@ -177,20 +177,21 @@ async fn one_conversation_is_one_trace_across_the_gateway_the_runtimes_and_the_t
     }
 }
 
-/// A session at `url` from triage's greeting to idv's first answer, then gone.
-async fn to_idv(url: &str) {
+/// A session at `url` from triage's greeting to idv's first answer.
+async fn to_idv(url: &str) -> Client {
     let mut client = Client::start(url, None).await;
     client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
     client.say(SAID[0]).await;
     client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
     client.turn().await;
+    client
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_mode_takes_the_same_variables_and_its_session_is_one_trace() {
     let receiver = Receiver::start().await;
     let (_local, url) = processes::local(&receiver.endpoint());
-    to_idv(&url).await;
+    drop(to_idv(&url).await);
 
     let spans = wait_for(&receiver, "gateway.session").await;
     assert!(spans.iter().all(|s| s.service == "switchboard-local"), "one process, one service");
@@ -208,7 +209,12 @@ async fn what_is_said_enters_the_trace_only_when_opted_in_and_never_the_log() {
     let log = std::env::temp_dir().join(format!("switchboard-traces-content-{}.log", uuid::Uuid::new_v4()));
     let optin = [("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")];
     let (local, url) = processes::local_with(&receiver.endpoint(), &optin, Some(&log));
-    to_idv(&url).await;
+    let mut client = to_idv(&url).await;
+    // What the idv Agent's rules (and the built-in detectors) redact in the record, they
+    // redact in the trace too.
+    client.say(SAID[1]).await;
+    client.turn().await;
+    drop(client);
 
     let spans = wait_for(&receiver, "gateway.session").await;
     let events = |name: &str| -> Vec<String> {
@@ -225,6 +231,10 @@ async fn what_is_said_enters_the_trace_only_when_opted_in_and_never_the_log() {
     };
     let said = events("gen_ai.user.message");
     assert!(said.iter().any(|t| t == SAID[0]), "the user's line is an event of its turn: {said:?}");
+    let redacted = "My name is Ada Lovelace, account [redacted:account], sort code [redacted:sort-code]";
+    assert!(said.iter().any(|t| t == redacted), "redacted as the record is: {said:?}");
+    let everything: Vec<String> = spans.iter().flat_map(Received::strings).collect();
+    assert!(!everything.iter().any(|t| t.contains("12345678") || t.contains("12-34-56")), "{everything:?}");
     assert!(!events("gen_ai.assistant.message").is_empty(), "so are the agent's");
     let turn = spans.iter().find(|s| s.span.events.iter().any(|e| e.name == "gen_ai.user.message"));
     assert!(turn.is_some_and(|t| t.span.name == "turn" || t.span.name == "runtime.session"));
