@@ -99,6 +99,7 @@ async fn a_client_that_drops_mid_turn_resumes_with_its_memory_and_gets_the_reply
 /// A real `redis-server` on a free port, stopped on drop.
 struct Redis {
     url: String,
+    port: u16,
     child: Child,
 }
 
@@ -121,7 +122,7 @@ impl Redis {
             .expect("starts redis-server");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         // Dropped (killed and waited for) on every path, the panic included.
-        let redis = Self { url: format!("redis://{addr}"), child };
+        let redis = Self { url: format!("redis://{addr}"), port, child };
         for _ in 0..100 {
             if std::net::TcpStream::connect(addr).is_ok() {
                 return redis;
@@ -137,6 +138,17 @@ impl Drop for Redis {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Alice's session at `url`, from triage's greeting to idv's first answer.
+async fn alice_at_idv(url: &str) -> Client {
+    let mut client = Client::connect_with(url, &[ALICE]).await;
+    client.send(&ClientMessage::SessionStart(SessionStart::default())).await;
+    greeting(&mut client).await;
+    client.say("I'd like to check my balance").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.turn().await;
+    client
 }
 
 /// Whether the fleet's store answers within 10 s (it reconnects by itself).
@@ -173,12 +185,7 @@ async fn two_replicas_on_one_redis_resume_each_others_sessions_and_a_draining_on
     let fleet = Fleet::with(&[], keys(), config.clone(), store().await).await;
     let (b, b_url, b_stop) = fleet.replica(keys(), config.clone(), store().await).await;
 
-    let mut client = Client::connect_with(&fleet.url, &[ALICE]).await;
-    client.send(&ClientMessage::SessionStart(SessionStart::default())).await;
-    greeting(&mut client).await;
-    client.say("I'd like to check my balance").await;
-    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
-    client.turn().await;
+    let client = alice_at_idv(&fleet.url).await;
     let (token, last_seq) = position(&client.seen);
     drop(client);
 
@@ -236,12 +243,7 @@ async fn a_parked_session_changed_in_redis_is_refused_on_resume() {
     let redis = Redis::start();
     let store = Store::redis(&redis.url, fleet_key(), None).expect("redis store");
     let fleet = Fleet::with(&[], keys(), GatewayConfig::default(), store).await;
-    let mut client = Client::connect_with(&fleet.url, &[ALICE]).await;
-    client.send(&ClientMessage::SessionStart(SessionStart::default())).await;
-    greeting(&mut client).await;
-    client.say("I'd like to check my balance").await;
-    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
-    client.turn().await;
+    let mut client = alice_at_idv(&fleet.url).await;
     client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
     client.turn().await;
     let (token, last_seq) = position(&client.seen);
@@ -296,16 +298,7 @@ async fn a_gateway_serves_while_its_redis_is_down_and_resumes_once_it_is_back() 
     assert!(store.ping().await.is_err(), "nothing listens yet");
     let fleet = Fleet::with(&[], keys(), GatewayConfig::default(), store).await;
 
-    let converse = |url: String| async move {
-        let mut client = Client::connect_with(&url, &[ALICE]).await;
-        client.send(&ClientMessage::SessionStart(SessionStart::default())).await;
-        greeting(&mut client).await;
-        client.say("I'd like to check my balance").await;
-        client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
-        client.turn().await;
-        client
-    };
-    let client = converse(fleet.url.clone()).await;
+    let client = alice_at_idv(&fleet.url).await;
     let (token, last_seq) = position(&client.seen);
     drop(client);
     let mut back = Client::connect_with(&fleet.url, &[ALICE]).await;
@@ -322,7 +315,7 @@ async fn a_gateway_serves_while_its_redis_is_down_and_resumes_once_it_is_back() 
     let _redis = Redis::start_on(port);
     tokio::time::sleep(switchboard_gateway::resume::STORE_BACKOFF + Duration::from_millis(500)).await;
     assert!(store_answers(&fleet).await, "the store reconnects by itself");
-    let mut client = converse(fleet.url.clone()).await;
+    let mut client = alice_at_idv(&fleet.url).await;
     client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
     client.turn().await;
     let (token, last_seq) = position(&client.seen);
@@ -342,16 +335,10 @@ async fn a_gateway_serves_while_its_redis_is_down_and_resumes_once_it_is_back() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_session_rides_out_a_redis_restart_and_resumes_through_the_new_one() {
     let redis = Redis::start();
-    let url = redis.url.clone();
-    let port = url.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).expect("port");
-    let store = Store::redis(&url, fleet_key(), None).expect("store");
+    let port = redis.port;
+    let store = Store::redis(&redis.url, fleet_key(), None).expect("store");
     let fleet = Fleet::with(&[], keys(), GatewayConfig::default(), store).await;
-    let mut client = Client::connect_with(&fleet.url, &[ALICE]).await;
-    client.send(&ClientMessage::SessionStart(SessionStart::default())).await;
-    greeting(&mut client).await;
-    client.say("I'd like to check my balance").await;
-    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
-    client.turn().await;
+    let mut client = alice_at_idv(&fleet.url).await;
 
     drop(redis);
     client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
