@@ -205,14 +205,7 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
         liveness_probe: Some(probe(HEALTH_PATH, 10, 3)),
         readiness_probe: Some(probe(READY_PATH, 5, 1)),
         resources: Some(resources),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), add: None }),
-            seccomp_profile: Some(runtime_default()),
-            ..Default::default()
-        }),
+        security_context: Some(restricted_container()),
         volume_mounts: Some(
             [
                 VolumeMount {
@@ -293,6 +286,21 @@ fn probe(path: &str, period_seconds: i32, failure_threshold: i32) -> Probe {
     }
 }
 
-fn runtime_default() -> SeccompProfile {
+/// The container runtime's default seccomp profile (the `restricted` Pod Security level).
+pub(crate) fn runtime_default() -> SeccompProfile {
     SeccompProfile { type_: "RuntimeDefault".to_owned(), localhost_profile: None }
+}
+
+/// A container of the `restricted` Pod Security level with a read-only root: no privilege
+/// escalation, no capabilities, non-root, the default seccomp profile. The runtime pods'
+/// and the AgentTest Jobs' containers.
+pub(crate) fn restricted_container() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), add: None }),
+        seccomp_profile: Some(runtime_default()),
+        ..Default::default()
+    }
 }

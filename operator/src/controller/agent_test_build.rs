@@ -10,15 +10,16 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile, SecretKeySelector,
-    SecurityContext, Volume, VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, PodSecurityContext,
+    PodSpec, PodTemplateSpec, ResourceRequirements, SecretKeySelector, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
 use switchboard_crds::AgentTest;
+
+use crate::build::deployment::{restricted_container, runtime_default};
 use switchboard_crds::catalog::namespace_of;
 use switchboard_crds::contract::{MANAGED_BY, RUN_AS, RUNTIME_COMMAND};
 
@@ -149,14 +150,7 @@ pub fn job(test: &AgentTest, hash: &str, gateway: &str, image: &str) -> Job {
             limits: Some([("memory".into(), quantity("256Mi"))].into()),
             ..Default::default()
         }),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), add: None }),
-            seccomp_profile: Some(runtime_default()),
-            ..Default::default()
-        }),
+        security_context: Some(restricted_container()),
         volume_mounts: Some(vec![
             VolumeMount {
                 name: "scenarios".into(),
@@ -205,10 +199,6 @@ pub fn job(test: &AgentTest, hash: &str, gateway: &str, image: &str) -> Job {
         }),
         ..Default::default()
     }
-}
-
-fn runtime_default() -> SeccompProfile {
-    SeccompProfile { type_: "RuntimeDefault".to_owned(), localhost_profile: None }
 }
 
 /// Checks the gateway URL test Jobs use (`--agent-test-gateway`): `ws://` with a host
