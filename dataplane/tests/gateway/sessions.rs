@@ -222,10 +222,6 @@ async fn a_handoff_to_an_agent_without_ready_pods_keeps_the_caller_with_the_sour
     // What the no-ready-pod alert reads, scraped as Prometheus does.
     let addr = fleet.url.trim_start_matches("ws://").split('/').next().and_then(|a| a.parse().ok()).expect("addr");
     let metrics = crate::client::get(addr, "/metrics").await.1;
-    assert_eq!(
-        crate::client::metric_sum(&metrics, "switchboard_gateway_agent_ready_pods", &[("agent", "bank/idv")]),
-        0.0
-    );
     assert!(metrics.contains(r#"switchboard_gateway_agent_ready_pods{agent="bank/idv"} 0"#), "{metrics}");
     assert!(metrics.contains(r#"switchboard_gateway_agent_ready_pods{agent="bank/triage"} 1"#), "{metrics}");
 }

@@ -111,10 +111,10 @@ impl Summarizer {
                 return "failed";
             }
         };
-        let transcript = transcript(&record, self.config.max_input_bytes);
         if !record.events.iter().any(|e| e.kind == "user" || e.kind == "assistant") {
             return "empty";
         }
+        let transcript = transcript(&record, self.config.max_input_bytes);
         let mut request = ModelRequest::new(self.config.model_id.clone(), vec![Message::user_text(transcript)]);
         request.system = INSTRUCTIONS.to_owned();
         request.max_tokens = self.config.max_tokens;
