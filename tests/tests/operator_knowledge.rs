@@ -79,14 +79,20 @@ async fn config_maps_an_agent_reads_are_checked_resolved_and_roll_the_pods() {
     assert!(spec.contains("International transfer: 15.00 GBP") && spec.contains("Open 9 to 5."), "{spec}");
 
     // Edited: the pods get the new text, and the pod template's hash changes (a rollout).
+    // The operator writes the runtime ConfigMap and the Deployment concurrently, and the two
+    // reads are not one snapshot, so wait for both to show the edit rather than asserting
+    // on a read that may fall between the two writes (it did once in CI).
     set_config_map(&ns, "fees", "fees.md", "International transfer: 20.00 GBP").await;
-    let (hash, spec) = until("the edited fee schedule in the RuntimeSpec", Duration::from_secs(30), || async {
-        let (hash, spec) = running(&ns, "bank").await;
-        Ok::<_, anyhow::Error>(spec.contains("20.00 GBP").then_some((hash, spec)))
-    })
+    let (hash, spec) = until(
+        "the edited fee schedule in the RuntimeSpec and a new pod-template hash (a rollout)",
+        Duration::from_secs(30),
+        || async {
+            let (hash, spec) = running(&ns, "bank").await;
+            Ok::<_, anyhow::Error>((spec.contains("20.00 GBP") && hash != first_hash).then_some((hash, spec)))
+        },
+    )
     .await
-    .expect("rolled");
-    assert_ne!(hash, first_hash, "a ConfigMap edit rolls the pods");
+    .unwrap_or_else(|e| panic!("a ConfigMap edit rolls the pods: {e}"));
     assert!(!spec.contains("15.00 GBP"), "{spec}");
 
     // Oversized: refused with the sizes; what runs keeps running.
