@@ -31,6 +31,10 @@ pub struct SessionInit {
     /// (`session_start.model`); the caller has checked it with
     /// `ModelSettings::allows_session_model`.
     pub model: Option<String>,
+    /// What came before the conversation handed over, summarised (a session continued
+    /// from the conversation record: the record's summary of it); empty when none. It
+    /// goes into the system prompt, as the summary of compacted turns does.
+    pub summary: String,
 }
 
 /// Something that happened to the session.

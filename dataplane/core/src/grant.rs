@@ -70,6 +70,11 @@ pub struct SessionContext {
     /// pods, handoffs and tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// What came before `history`, summarised: a session continued from the conversation
+    /// record carries the record's summary of its earlier part (and of older turns not
+    /// restored word for word).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary: String,
 }
 
 /// A [`SessionContext`] as sent: its JSON text and the MAC over it.

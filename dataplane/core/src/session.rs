@@ -99,6 +99,7 @@ impl Session {
             return_to: resumed_return_to,
             workflow: position,
             model: chosen_model,
+            summary,
         } = init;
         let mut values = memory;
         let turns = match &handoff {
@@ -130,7 +131,7 @@ impl Session {
             memory: Memory::from_map(values),
             workflow,
             messages: messages_from_history(&turns),
-            summary: String::new(),
+            summary,
             arrival: handoff,
             return_to,
             cache: ToolCache::default(),

@@ -54,6 +54,8 @@ pub struct Opening<'a> {
     pub return_to: Option<String>,
     /// Without a handoff: where the session is in the agent's workflow.
     pub workflow: Option<WorkflowSnapshot>,
+    /// What came before the conversation carried, summarised (a continued session).
+    pub summary: String,
     /// The W3C `traceparent` of the gateway's session span (none when not traced).
     pub traceparent: Option<String>,
 }
@@ -101,6 +103,7 @@ pub async fn open(
         workflow: opening.workflow,
         identity: None,
         traceparent: opening.traceparent,
+        summary: opening.summary,
     };
     context.identity = verified_caller(&context)
         .and_then(|caller| identity(key, caller, &context.namespace, &context.agent, &context.session_id));

@@ -165,6 +165,7 @@ async fn run(
         return_to: granted.return_to,
         workflow: granted.workflow,
         model: start.model.clone(),
+        summary: granted.summary,
     };
     // The client asked for audio. A text-only agent (the first here, or one a handoff
     // brings) then ignores its audio and says so once; a voice or hybrid agent speaks.

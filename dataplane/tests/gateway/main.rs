@@ -12,6 +12,7 @@ mod liveness;
 mod postgres;
 mod record;
 mod record_access;
+mod record_continue;
 mod resume;
 mod scopes;
 mod sessions;

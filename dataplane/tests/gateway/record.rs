@@ -93,7 +93,7 @@ pub(crate) async fn fleet(recorder: Arc<Recorder>, auth: Auth) -> Fleet {
 }
 
 /// Keys: `web` opens sessions, `ops` reads the bank's record, `shop` reads only its own.
-fn keys() -> Auth {
+pub(crate) fn keys() -> Auth {
     let line = |name: &str, key: &str, options: &str| {
         let digest: String = sha2::Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
         format!("{name} {digest} {options}\n")

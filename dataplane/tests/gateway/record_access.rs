@@ -156,6 +156,18 @@ async fn a_token_with_the_records_scope_reads_the_record_of_its_namespaces_only(
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The summary model: the simulator's echo ("You said: <the request's text>"), through the
+/// real Bedrock client, so the summary shows exactly what the model was given.
+pub(crate) async fn echo_summariser()
+-> (switchboard_sim::SimHandle, (Arc<dyn switchboard_models::TextModel>, SummaryConfig)) {
+    let sim = Simulator::start(SimConfig::new(Script::echo())).await.expect("simulator");
+    let bedrock = BedrockConfig::simulator(sim.endpoint_url(), sim.ca_cert_path());
+    let model = BedrockTextModel::connect(&bedrock).await.expect("a Bedrock client");
+    // Room for the whole echo (a real summary is a few sentences).
+    let config = SummaryConfig { max_tokens: 4000, max_chars: 16_000, ..SummaryConfig::new("amazon.nova-lite-v1:0") };
+    (sim, (Arc::new(model), config))
+}
+
 async fn fleet(recorder: Arc<Recorder>, auth: Auth, config: GatewayConfig) -> Fleet {
     let script = banking_script().expect("script");
     Fleet::recording(&[], auth, config, ResumeStore::default(), script, Some(recorder)).await
@@ -219,14 +231,7 @@ async fn a_model_summarises_each_ended_session_from_its_redacted_record() {
     let store = Store::file(&dir.join("record.db")).expect("store");
     let (hook, mut posts) = receiver().await;
     let webhook = WebhookConfig { url: hook.parse().expect("url"), secret: b"sixteen or more bytes".to_vec() };
-    // The summary model: the simulator's echo ("You said: <the request's text>"), so the
-    // summary shows exactly what the model was given.
-    let sim = Simulator::start(SimConfig::new(Script::echo())).await.expect("simulator");
-    let bedrock = BedrockConfig::simulator(sim.endpoint_url(), sim.ca_cert_path());
-    let model = BedrockTextModel::connect(&bedrock).await.expect("a Bedrock client");
-    // Room for the whole echo (a real summary is a few sentences).
-    let config = SummaryConfig { max_tokens: 4000, max_chars: 16_000, ..SummaryConfig::new("amazon.nova-lite-v1:0") };
-    let summary = (Arc::new(model) as Arc<dyn switchboard_models::TextModel>, config);
+    let (_sim, summary) = echo_summariser().await;
     let (recorder, stop) = recorder_with(store.clone(), Some(webhook), RecordConfig::default(), Some(summary));
     let fleet = fleet(recorder.clone(), Auth::default(), GatewayConfig::default()).await;
     let id = conversation(&fleet.url, &[], || async {}).await;

@@ -141,9 +141,10 @@ pub struct SessionStart {
     pub last_seq: Option<u64>,
     /// Continues a session that ended, or whose resume window passed (gateway, with its
     /// conversation record): that session's id (`bidi_connection_start.session_id`). Its
-    /// memory and the last turns of its conversation come back, at the Agent it was with,
-    /// for the same credential only (the API key, or the JWT subject) and within the time
-    /// the gateway keeps such state (a day by default). The session goes on under its id.
+    /// memory, the last turns of its conversation and a summary of it come back, at the
+    /// Agent it was with, for the same credential only (the API key, or the JWT subject)
+    /// and within the time the gateway keeps such state (a day by default). The session
+    /// goes on under its id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continue_from: Option<String>,
     /// Voice id override for voice modes.

@@ -284,7 +284,7 @@ async fn open(
     state: &mut State,
 ) -> Result<std::net::SocketAddr, String> {
     state.upstream = None;
-    let OpenRequest { target, avoid, handoff, memory, history, return_to, workflow } = request;
+    let OpenRequest { target, avoid, handoff, memory, history, return_to, workflow, summary } = request;
     let Some(lease) = gateway.balancer.pick(&target.ready, avoid) else {
         return Err(format!("agent {} has no ready pod", target.route.name));
     };
@@ -302,6 +302,7 @@ async fn open(
         handoff,
         return_to,
         workflow,
+        summary,
         // The relay runs in the session's span (see `super::serve`): the runtime's joins it.
         traceparent: switchboard_telemetry::context::traceparent(&tracing::Span::current()),
     };

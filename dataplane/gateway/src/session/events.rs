@@ -289,6 +289,8 @@ pub struct OpenRequest {
     pub return_to: Option<String>,
     /// Where the session is in the agent's workflow (without a handoff).
     pub workflow: Option<WorkflowSnapshot>,
+    /// What came before the conversation carried, summarised (a continued session).
+    pub summary: String,
 }
 
 /// Why the machine is opening a runtime session; what it does with the result.

@@ -36,7 +36,8 @@ pub const MAX_MEMORY_BYTES: usize = 64 * 1024;
 /// Bytes of typed inputs tracked per session (oldest dropped first).
 pub const MAX_IN_FLIGHT_BYTES: usize = 128 * 1024;
 /// The most a [`Kept`] holds in the bytes above: part of a session's memory budget.
-pub const MAX_KEPT_BYTES: usize = MAX_HISTORY_BYTES + MAX_MEMORY_BYTES + MAX_IN_FLIGHT_BYTES;
+pub const MAX_KEPT_BYTES: usize =
+    MAX_HISTORY_BYTES + MAX_MEMORY_BYTES + MAX_IN_FLIGHT_BYTES + super::continuation::MAX_SUMMARY_BYTES;
 
 /// A session's state as the gateway holds it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -73,6 +74,10 @@ pub struct Kept {
     /// Typed inputs numbered so far in the session (the next one's id is this plus one).
     #[serde(default)]
     pub inputs: u64,
+    /// What came before `history`, summarised: set when the session was continued from
+    /// the conversation record (`session_start.continue_from`; see `super::continuation`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary: String,
 }
 
 /// A typed input in flight: its id (the gateway's) and text.

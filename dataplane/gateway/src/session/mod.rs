@@ -14,6 +14,7 @@
 //! (its first message, a resume's store lookup) and [`driver`] moves the bytes. Session
 //! context from clients is refused, as on runtimes.
 
+mod continuation;
 mod driver;
 pub mod events;
 mod handoff;
@@ -200,8 +201,8 @@ async fn continued(
         return Err(refuse(gateway, client_tx, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
     }
     let since = crate::record::now_us() / 1000 - i64::try_from(record.state_ttl().as_millis()).unwrap_or(i64::MAX);
-    let sealed = match record.store.state(from, since).await {
-        Ok(Some((credential, sealed))) if credential == identity => sealed,
+    let saved = match record.store.state(from, since).await {
+        Ok(Some(saved)) if saved.credential == identity => saved,
         Ok(_) => {
             return Err(refuse(gateway, client_tx, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
         }
@@ -212,7 +213,8 @@ async fn continued(
             return Err(refuse(gateway, client_tx, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await);
         }
     };
-    let parked = match resume::open_text(&gateway.key, &resume::continue_key(from, identity), &sealed) {
+    let mut parked: Parked = match resume::open_text(&gateway.key, &resume::continue_key(from, identity), &saved.sealed)
+    {
         Ok(parked) => parked,
         Err(error) => {
             tracing::warn!(session_id = %from, "continue refused: {error}");
@@ -220,6 +222,7 @@ async fn continued(
             return Err(refuse(gateway, client_tx, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
         }
     };
+    continuation::restore(&mut parked.kept, saved.summary.as_deref(), continuation::CONTINUE_TURNS);
     if let Err(refusal) = admission.allow_namespace(&parked.namespace) {
         return Err(refuse_as(gateway, client_tx, refusal).await);
     }

@@ -25,6 +25,7 @@ impl Machine {
                 history: Vec::new(),
                 return_to: None,
                 workflow: None,
+                summary: self.kept.summary.clone(),
             }
         } else {
             OpenRequest {
@@ -35,6 +36,7 @@ impl Machine {
                 history: self.kept.history.clone(),
                 return_to: self.kept.return_to.clone(),
                 workflow: self.kept.workflow.clone(),
+                summary: self.kept.summary.clone(),
             }
         };
         self.purpose = Some(purpose);

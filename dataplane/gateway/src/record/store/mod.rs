@@ -312,18 +312,23 @@ impl Store {
         Ok(gone.rows_affected())
     }
 
-    /// The state saved for continuing session `id`: the credential that held it and the
-    /// sealed state, if saved since `since` (unix ms).
-    pub async fn state(&self, id: &str, since: i64) -> Result<Option<(String, String)>, StoreError> {
+    /// The state saved for continuing session `id`, if saved since `since` (unix ms).
+    pub async fn state(&self, id: &str, since: i64) -> Result<Option<SavedState>, StoreError> {
         let row = sqlx::query(
-            "SELECT credential, state FROM switchboard_session_state WHERE session_id = $1 AND saved_at >= $2",
+            "SELECT st.credential, st.state, s.summary FROM switchboard_session_state st
+             LEFT JOIN switchboard_sessions s ON s.id = st.session_id
+             WHERE st.session_id = $1 AND st.saved_at >= $2",
         )
         .bind(id)
         .bind(since)
         .fetch_optional(&self.pool)
         .await?;
         Ok(match row {
-            Some(row) => Some((row.try_get("credential")?, row.try_get("state")?)),
+            Some(row) => Some(SavedState {
+                credential: row.try_get("credential")?,
+                sealed: row.try_get("state")?,
+                summary: row.try_get("summary")?,
+            }),
             None => None,
         })
     }
@@ -348,6 +353,17 @@ impl Store {
         .await?;
         Ok(rows.iter().map(|row| row.try_get::<String, _>("agent")).collect::<Result<_, _>>()?)
     }
+}
+
+/// What is saved for continuing a session ([`Store::state`]).
+#[derive(Clone, Debug)]
+pub struct SavedState {
+    /// The credential that held the session (only it may continue it).
+    pub credential: String,
+    /// The session's state, sealed with the gateway's key.
+    pub sealed: String,
+    /// The record's model-written summary of the session, once written.
+    pub summary: Option<String>,
 }
 
 fn summary(row: &AnyRow) -> Result<Summary, sqlx::Error> {
