@@ -67,6 +67,9 @@ pub mod env {
     pub const SECRETS_DIR: &str = "SWITCHBOARD_SECRETS_DIR";
     /// The folder of the Agent's model credentials (its `credentials.secretRef`, mounted).
     pub const CREDENTIALS_DIR: &str = "SWITCHBOARD_CREDENTIALS_DIR";
+    /// The platform's redaction rules (`name=regex`, one per line), for the gateway's
+    /// record and for what runtimes put into traces when opted in.
+    pub const RECORD_REDACT: &str = "SWITCHBOARD_RECORD_REDACT";
 }
 
 /// Where runtime pods mount the Secret of an Agent's `credentials.secretRef`: one file per

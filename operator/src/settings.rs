@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use switchboard_crds::agent::RedactRule;
 use switchboard_crds::gateway_key::PublicKeys;
 use switchboard_telemetry::LogFormat;
 
@@ -69,6 +70,18 @@ pub struct BuildSettings {
     /// Where runtime pods export OpenTelemetry traces.
     #[command(flatten)]
     pub traces: crate::traces::RuntimeTraces,
+    /// A redaction rule `name=regex` of the platform, given to runtime pods
+    /// (`SWITCHBOARD_RECORD_REDACT`): what is said, when it goes into traces (opted in), is
+    /// redacted with these after the built-in detectors and before the Agent's own rules,
+    /// as the gateway's record is (the chart passes `gateway.record.redact` to both).
+    /// Checked at start. Repeatable; one per line in the variable.
+    #[arg(
+        long = "runtime-record-redact",
+        env = "SWITCHBOARD_RUNTIME_RECORD_REDACT",
+        value_delimiter = '\n',
+        value_parser = parse_redact_rule
+    )]
+    pub runtime_record_redact: Vec<RedactRule>,
     /// The session gateway's URL for AgentTest Jobs (`ws://`, e.g.
     /// `ws://sb-switchboard-gateway.sb.svc:80`): they run `switchboard test` in the runtime
     /// image against it. Unset: AgentTests are not accepted (reason `NoGateway`).
@@ -203,6 +216,19 @@ fn parse_ca_bundle(text: &str) -> Result<CaBundle, String> {
     Ok(CaBundle(text.to_owned()))
 }
 
+/// `name=regex`, checked as an Agent's `spec.record.redact` rules are.
+fn parse_redact_rule(text: &str) -> Result<RedactRule, String> {
+    let (name, pattern) =
+        text.split_once('=').ok_or_else(|| format!("{text:?} is not name=regex (e.g. account=\\b\\d{{8}}\\b)"))?;
+    let rule = RedactRule { name: name.trim().to_owned(), pattern: pattern.to_owned() };
+    let problems = switchboard_crds::validate::redact_rule_problems(&rule);
+    if problems.is_empty() {
+        return Ok(rule);
+    }
+    let problems: Vec<String> = problems.into_iter().map(|(part, message)| format!("its {part} {message}")).collect();
+    Err(format!("the redaction rule {:?}: {}", rule.name, problems.join("; ")))
+}
+
 fn parse_endpoint(url: &str) -> Result<String, String> {
     let parsed: http::Uri = url.parse().map_err(|e| format!("{url:?} is not a URL: {e}"))?;
     match (parsed.scheme_str(), parsed.host()) {
@@ -226,6 +252,7 @@ impl Default for BuildSettings {
             runtime_bedrock_ca: None,
             network_policy: NetworkPolicySettings::default(),
             traces: crate::traces::RuntimeTraces::default(),
+            runtime_record_redact: Vec::new(),
             agent_test_gateway: None,
         }
     }
@@ -320,6 +347,19 @@ mod ca_tests {
         assert_eq!(np.gateway_labels.len(), 2);
         assert_eq!(np.extra_peers.0.len(), 1);
         assert!(Cli::try_parse_from(["x", "--network-policy-extra-peers=[{}]"]).is_err());
+    }
+
+    #[test]
+    fn the_platforms_redaction_rules_are_checked_at_start() {
+        let rule = parse_redact_rule(r"account=\b\d{8}\b").expect("a rule");
+        assert_eq!((rule.name.as_str(), rule.pattern.as_str()), ("account", r"\b\d{8}\b"));
+        assert_eq!(parse_redact_rule("sort-code=a=b").expect("= in the pattern").pattern, "a=b");
+        let shape = parse_redact_rule("account").expect_err("no =");
+        assert!(shape.contains("is not name=regex"), "{shape}");
+        let bad = parse_redact_rule("account=(").expect_err("does not compile");
+        assert!(bad.contains("\"account\"") && bad.contains("not a valid regular expression"), "{bad}");
+        assert!(parse_redact_rule("x=a*").expect_err("empty match").contains("matches the empty string"));
+        assert!(parse_redact_rule("a b=x").expect_err("name").contains("its name"));
     }
 }
 

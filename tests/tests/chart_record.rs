@@ -69,13 +69,7 @@ fn get<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
     env.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
 }
 
-#[test]
-fn the_record_settings_reach_the_gateway_and_none_without_a_database() {
-    let off = gateway_env("{}");
-    assert!(off.iter().all(|(name, _)| !name.starts_with("SWITCHBOARD_RECORD_")), "{off:?}");
-
-    let env = gateway_env(
-        r#"
+const RECORD_VALUES: &str = r#"
 gateway:
   record:
     databaseUrl: postgres://switchboard@db:5432/records
@@ -86,8 +80,14 @@ gateway:
     prices:
       amazon.nova-lite-v1:0: { input: 0.5, output: 2 }
       amazon.nova-sonic-v1:0: { input: 0.06, output: 0.24, speechInput: 3.4, speechOutput: 13.6 }
-"#,
-    );
+"#;
+
+#[test]
+fn the_record_settings_reach_the_gateway_and_none_without_a_database() {
+    let off = gateway_env("{}");
+    assert!(off.iter().all(|(name, _)| !name.starts_with("SWITCHBOARD_RECORD_")), "{off:?}");
+
+    let env = gateway_env(RECORD_VALUES);
     assert_eq!(get(&env, "SWITCHBOARD_RECORD_DATABASE_URL"), Some("postgres://switchboard@db:5432/records"));
     assert_eq!(get(&env, "SWITCHBOARD_RECORD_RETENTION_DAYS"), Some("7"));
     assert_eq!(get(&env, "SWITCHBOARD_RECORD_BACKLOG"), Some("200000"));
@@ -96,6 +96,11 @@ gateway:
         Some("account=\\b\\d{8}\\b\nsort-code=\\b\\d{2}-\\d{2}-\\d{2}\\b"),
         "one rule a line, the regex as written"
     );
+    // The same rules go to runtime pods through the operator, for opted-in trace content.
+    let operator = deployment_env(RECORD_VALUES, "sb-switchboard");
+    assert_eq!(get(&operator, "SWITCHBOARD_RUNTIME_RECORD_REDACT"), get(&env, "SWITCHBOARD_RECORD_REDACT"));
+    let none = deployment_env("{}", "sb-switchboard");
+    assert_eq!(get(&none, "SWITCHBOARD_RUNTIME_RECORD_REDACT"), None);
     assert_eq!(
         get(&env, "SWITCHBOARD_RECORD_PRICES"),
         Some("amazon.nova-lite-v1:0=0.5,2;amazon.nova-sonic-v1:0=0.06,0.24,3.4,13.6")

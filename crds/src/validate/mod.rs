@@ -17,6 +17,7 @@ mod workflow;
 pub use agent::{References, validate_agent};
 pub use knowledge::{Gathered, gather_knowledge};
 pub use persona::validate_persona;
+pub use record::rule_problems as redact_rule_problems;
 pub use workflow::validate_workflow;
 
 use std::fmt;

@@ -1,7 +1,7 @@
 //! Checks of an Agent's record settings: redaction rules the gateway can compile.
 
 use super::{Problem, Reason, duplicates};
-use crate::agent::{AgentSpec, MAX_REDACT_PATTERN_LEN, MAX_REDACT_RULES};
+use crate::agent::{AgentSpec, MAX_REDACT_PATTERN_LEN, MAX_REDACT_RULES, RedactRule};
 
 /// Problems with `spec.record`.
 pub(super) fn check_record(spec: &AgentSpec, problems: &mut Vec<Problem>) {
@@ -21,40 +21,42 @@ pub(super) fn check_record(spec: &AgentSpec, problems: &mut Vec<Problem>) {
         ));
     }
     for (i, rule) in rules.iter().enumerate() {
-        let field = format!("spec.record.redact[{i}]");
-        let name_ok = !rule.name.is_empty()
-            && rule.name.len() <= 63
-            && rule.name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
-        if !name_ok {
-            problems.push(Problem::new(
-                Reason::InvalidField,
-                format!("{field}.name"),
-                format!("{:?} must be 1 to 63 letters, digits, '_' or '-'", rule.name),
-            ));
+        for (part, message) in rule_problems(rule) {
+            problems.push(Problem::new(Reason::InvalidField, format!("spec.record.redact[{i}].{part}"), message));
         }
-        if rule.pattern.is_empty() || rule.pattern.len() > MAX_REDACT_PATTERN_LEN {
-            problems.push(Problem::new(
-                Reason::InvalidField,
-                format!("{field}.pattern"),
-                format!("must be 1 to {MAX_REDACT_PATTERN_LEN} characters"),
-            ));
-            continue;
-        }
-        let message = match regex::Regex::new(&rule.pattern) {
-            Err(error) => format!("is not a valid regular expression (Rust regex syntax): {error}"),
-            Ok(re) if re.is_match("") => {
-                format!("{:?} matches the empty string, so it would redact between every character", rule.pattern)
-            }
-            Ok(_) => continue,
-        };
-        problems.push(Problem::new(Reason::InvalidField, format!("{field}.pattern"), message));
     }
+}
+
+/// What is wrong with one redaction rule, by part (`name`, `pattern`): an Agent's, or the
+/// platform's (the operator's `--runtime-record-redact`).
+pub fn rule_problems(rule: &RedactRule) -> Vec<(&'static str, String)> {
+    let mut problems = Vec::new();
+    let name_ok = !rule.name.is_empty()
+        && rule.name.len() <= 63
+        && rule.name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
+    if !name_ok {
+        problems.push(("name", format!("{:?} must be 1 to 63 letters, digits, '_' or '-'", rule.name)));
+    }
+    if rule.pattern.is_empty() || rule.pattern.len() > MAX_REDACT_PATTERN_LEN {
+        problems.push(("pattern", format!("must be 1 to {MAX_REDACT_PATTERN_LEN} characters")));
+        return problems;
+    }
+    match regex::Regex::new(&rule.pattern) {
+        Err(error) => {
+            problems.push(("pattern", format!("is not a valid regular expression (Rust regex syntax): {error}")))
+        }
+        Ok(re) if re.is_match("") => problems.push((
+            "pattern",
+            format!("{:?} matches the empty string, so it would redact between every character", rule.pattern),
+        )),
+        Ok(_) => {}
+    }
+    problems
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::RedactRule;
 
     fn spec(rules: &[(&str, &str)]) -> AgentSpec {
         let mut spec: AgentSpec =

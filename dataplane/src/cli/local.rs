@@ -88,8 +88,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     };
     let default_record = super::record::default_local_file().map(|file| format!("sqlite:{}", file.display()));
     let resume_window = switchboard_gateway::GatewayConfig::default().resume_window;
+    let redact = record.redactor()?;
     let record = record.start(default_record, options.ca_file.as_deref(), resume_window).await?;
-    let local = local::start_recording(&dir, options, record.as_ref().map(|task| task.recorder.clone())).await?;
+    let recorder = record.as_ref().map(|task| task.recorder.clone());
+    let local = local::start_redacting(&dir, options, recorder, redact).await?;
     let addr = local.server.local_addr()?;
     match &local.sim {
         Some(sim) => println!("Bedrock simulator on {}", sim.endpoint_url()),

@@ -36,7 +36,7 @@ pub struct RecordArgs {
     /// A redaction rule `name=regex`, applied to the record after the built-in ones (payment
     /// cards with a Luhn check; then these; then phone numbers and e-mail addresses); what
     /// matches is stored as `[redacted:name]`. Repeatable; one per line in the variable.
-    #[arg(long = "record-redact", env = "SWITCHBOARD_RECORD_REDACT", value_delimiter = '\n')]
+    #[arg(long = "record-redact", env = switchboard_crds::contract::env::RECORD_REDACT, value_delimiter = '\n')]
     pub redact: Vec<String>,
 
     /// A model's price, `<model id>=<input>,<output>[,<speech input>,<speech output>]` in USD
@@ -126,6 +126,12 @@ pub fn default_local_file() -> Option<PathBuf> {
 }
 
 impl RecordArgs {
+    /// The built-in detectors with `--record-redact`'s rules.
+    pub fn redactor(&self) -> anyhow::Result<switchboard_gateway::record::Redactor> {
+        switchboard_gateway::record::Redactor::new(&self.redact)
+            .map_err(|e| anyhow::anyhow!("{e}; check --record-redact"))
+    }
+
     /// The database URL: the one given, or `default` (`None`, or `off`: no record).
     pub fn url(&self, default: Option<String>) -> Option<String> {
         self.database_url.clone().or(default).filter(|url| url != "off")
@@ -147,8 +153,7 @@ impl RecordArgs {
             );
             return Ok(None);
         };
-        let redactor = switchboard_gateway::record::Redactor::new(&self.redact)
-            .map_err(|e| anyhow::anyhow!("{e}; check --record-redact"))?;
+        let redactor = self.redactor()?;
         let prices = switchboard_gateway::record::Prices::with(&self.prices)
             .map_err(|e| anyhow::anyhow!("{e}; check --record-price"))?;
         let store = Store::open(&url).map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;

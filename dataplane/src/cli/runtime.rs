@@ -92,6 +92,14 @@ pub struct RuntimeArgs {
     #[arg(long, env = "SWITCHBOARD_CREDENTIALS_MAX_AGE_SECONDS", default_value_t = 60)]
     credentials_max_age_seconds: u64,
 
+    /// A redaction rule `name=regex` for what is said when it goes into traces
+    /// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`), after the built-in
+    /// detectors and before the Agent's own rules, as the gateway's `--record-redact`: the
+    /// operator gives runtime pods the chart's `gateway.record.redact`. One per line in the
+    /// variable.
+    #[arg(long = "record-redact", env = contract::env::RECORD_REDACT, value_delimiter = '\n')]
+    record_redact: Vec<String>,
+
     #[command(flatten)]
     voice: super::VoiceArgs,
 }
@@ -112,8 +120,11 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         gateway_public_key: gateway_key,
         credentials_dir,
         credentials_max_age_seconds,
+        record_redact,
         voice: voice_options,
     } = args;
+    let redact = switchboard_gateway::record::Redactor::new(&record_redact)
+        .map_err(|e| anyhow::anyhow!("{e}; check --record-redact (the operator's --runtime-record-redact)"))?;
     let trust = Trust::from_file(ca_file.as_deref())?;
     let secrets = switchboard_dataplane::tools::secrets::SecretFiles::new(secrets_dir);
     let executor = Executor::new(ExecutorOptions { trust: trust.clone(), secrets, ..ExecutorOptions::default() })?;
@@ -153,6 +164,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         metrics: Metrics::new()?,
         transcripts: transcripts_dir.map(TranscriptSink::start),
         retry: RetryPolicy::default(),
+        redact: Arc::new(redact),
     };
     let name = spec.agent.name.clone();
     let state = runtime::single_agent(spec, &bedrock, &trust.client()?, Arc::new(executor), config, shared).await?;

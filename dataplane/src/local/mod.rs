@@ -162,11 +162,25 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
     start_recording(dir, options, None).await
 }
 
-/// [`start`], keeping the conversation record of every session with `record`.
+/// [`start`], keeping the conversation record of every session with `record`; what is said,
+/// when it goes into traces (opted in), is redacted as the record is.
 pub async fn start_recording(
     dir: &Path,
     options: LocalOptions,
     record: Option<Arc<switchboard_gateway::record::Recorder>>,
+) -> Result<Local, LocalError> {
+    let redact = record.as_ref().map(|record| record.redactor.clone()).unwrap_or_default();
+    start_redacting(dir, options, record, redact).await
+}
+
+/// [`start_recording`], redacting what goes into traces (opted in) with `redact`'s rules
+/// and each Agent's own, with or without a record (`switchboard local` gives its
+/// `--record-redact` rules).
+pub async fn start_redacting(
+    dir: &Path,
+    options: LocalOptions,
+    record: Option<Arc<switchboard_gateway::record::Recorder>>,
+    redact: switchboard_gateway::record::Redactor,
 ) -> Result<Local, LocalError> {
     let specs = load_specs(dir)?;
     let (local, base) = read_local_file(dir)?;
@@ -222,6 +236,7 @@ pub async fn start_recording(
         metrics,
         transcripts: options.transcripts.clone().map(TranscriptSink::start),
         retry: RetryPolicy::default(),
+        redact: Arc::new(redact),
     };
     // Only the gateway talks to the runtime: it accepts the context the gateway signs.
     let runtime_config = ServerConfig { gateway_key: Some(key.public().into()), ..options.server.clone() };

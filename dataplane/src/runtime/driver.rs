@@ -18,6 +18,7 @@ use super::transcript::TranscriptSink;
 use crate::tools::ToolExecutor;
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionUpdate, TranscriptRole};
 use switchboard_core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session};
+use switchboard_gateway::record::Redactor;
 use switchboard_models::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
 
 /// One agent with what its sessions need to run.
@@ -48,6 +49,11 @@ pub struct Shared {
     pub transcripts: Option<TranscriptSink>,
     /// Retries of model calls.
     pub retry: RetryPolicy,
+    /// How what is said is redacted when it goes into traces (opted in): the built-in
+    /// detectors and the platform's rules (`--record-redact`, the chart's
+    /// `gateway.record.redact`, as the gateway's record has them); each Agent's own rules
+    /// are added to them.
+    pub redact: Arc<Redactor>,
 }
 
 impl Shared {
@@ -117,7 +123,7 @@ pub struct Opening {
 pub async fn drive(agent: &AgentRuntime, session: &mut Session, opening: Opening, link: Link<'_>) -> Exit {
     let Link { inbound, outbound, shared, shutdown, identity } = link;
     let tools = ToolCalls::new(identity.watch());
-    let trace = SessionTrace::new(agent, session.id());
+    let trace = SessionTrace::new(agent, session.id(), &shared.redact);
     let mut driver = Driver { agent, shared, outbound, model: None, tools, turn_started: None, identity, trace };
     if let Some(exit) = driver.apply(opening.effects).await {
         return exit;

@@ -71,8 +71,9 @@ pub struct SessionTrace {
 
 impl SessionTrace {
     /// The trace of `agent`'s session `session_id`, whose driver runs inside its session
-    /// span (the current span).
-    pub fn new(agent: &AgentRuntime, session_id: &str) -> Self {
+    /// span (the current span); what is said, when opted in, is redacted with `platform`'s
+    /// rules and the Agent's own.
+    pub fn new(agent: &AgentRuntime, session_id: &str, platform: &Redactor) -> Self {
         let spec = agent.core.spec();
         let system = match spec.model.provider {
             Provider::Bedrock => "aws.bedrock",
@@ -86,7 +87,7 @@ impl SessionTrace {
             tools: HashMap::new(),
             system,
             model_id: spec.model.text_model_id.clone(),
-            content: switchboard_telemetry::capture_content().then(|| content_redactor(spec)),
+            content: switchboard_telemetry::capture_content().then(|| content_redactor(spec, platform)),
         }
     }
 
@@ -260,11 +261,12 @@ impl SessionTrace {
 /// What redacts captured content: the conversation record's built-in detectors (cards,
 /// e-mail, phone numbers) and the Agent's own rules (`spec.record.redact`). The gateway's
 /// chart-wide rules are not known here.
-fn content_redactor(spec: &switchboard_crds::RuntimeSpec) -> Redactor {
+/// `platform`'s rules with the Agent's own after them, as the gateway's record applies them.
+fn content_redactor(spec: &switchboard_crds::RuntimeSpec, platform: &Redactor) -> Redactor {
     let rules = spec.record.redact.iter().map(|rule| (rule.name.as_str(), rule.pattern.as_str()));
     // The operator refused Agents whose rules do not compile; a hand-written spec's bad rule
-    // leaves the built-in detectors.
-    Redactor::default().extended(rules).unwrap_or_default()
+    // leaves the platform's.
+    platform.extended(rules).unwrap_or_else(|_| platform.clone())
 }
 
 /// `value` redacted, as JSON text.

@@ -207,11 +207,15 @@ async fn local_mode_takes_the_same_variables_and_its_session_is_one_trace() {
 async fn what_is_said_enters_the_trace_only_when_opted_in_and_never_the_log() {
     let receiver = Receiver::start().await;
     let log = std::env::temp_dir().join(format!("switchboard-traces-content-{}.log", uuid::Uuid::new_v4()));
-    let optin = [("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")];
+    // The platform's rule (the record's `--record-redact`) applies as well as the Agent's.
+    let optin = [
+        ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"),
+        ("SWITCHBOARD_RECORD_REDACT", "caller=Ada Lovelace"),
+    ];
     let (local, url) = processes::local_with(&receiver.endpoint(), &optin, Some(&log));
     let mut client = to_idv(&url).await;
-    // What the idv Agent's rules (and the built-in detectors) redact in the record, they
-    // redact in the trace too.
+    // What the idv Agent's rules, the platform's and the built-in detectors redact in the
+    // record, they redact in the trace too.
     client.say(SAID[1]).await;
     client.turn().await;
     drop(client);
@@ -231,10 +235,11 @@ async fn what_is_said_enters_the_trace_only_when_opted_in_and_never_the_log() {
     };
     let said = events("gen_ai.user.message");
     assert!(said.iter().any(|t| t == SAID[0]), "the user's line is an event of its turn: {said:?}");
-    let redacted = "My name is Ada Lovelace, account [redacted:account], sort code [redacted:sort-code]";
+    let redacted = "My name is [redacted:caller], account [redacted:account], sort code [redacted:sort-code]";
     assert!(said.iter().any(|t| t == redacted), "redacted as the record is: {said:?}");
     let everything: Vec<String> = spans.iter().flat_map(Received::strings).collect();
-    assert!(!everything.iter().any(|t| t.contains("12345678") || t.contains("12-34-56")), "{everything:?}");
+    let secret = |t: &String| t.contains("12345678") || t.contains("12-34-56") || t.contains("Lovelace");
+    assert!(!everything.iter().any(secret), "{everything:?}");
     assert!(!events("gen_ai.assistant.message").is_empty(), "so are the agent's");
     let turn = spans.iter().find(|s| s.span.events.iter().any(|e| e.name == "gen_ai.user.message"));
     assert!(turn.is_some_and(|t| t.span.name == "turn" || t.span.name == "runtime.session"));

@@ -189,6 +189,10 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
         vars.push(env(contract::env::CREDENTIALS_DIR, CREDENTIALS_DIR.to_owned()));
     }
     vars.extend(settings.traces.env(agent));
+    if !settings.runtime_record_redact.is_empty() {
+        let rules: Vec<String> = settings.runtime_record_redact.iter().map(|rule| rule.as_flag()).collect();
+        vars.push(env(contract::env::RECORD_REDACT, rules.join("\n")));
+    }
     Container {
         name: CONTAINER.to_owned(),
         image: Some(settings.runtime_image.clone()),

@@ -278,6 +278,28 @@ fn operator_settings_and_agent_resources_reach_the_pod() {
 }
 
 #[test]
+fn the_platforms_redaction_rules_reach_the_pods_only_when_given() {
+    let (agent, spec) = resolved(AGENT, PERSONA);
+    let redact = |settings: &BuildSettings| {
+        let env = value(&build(&agent, &spec, settings).deployment)["spec"]["template"]["spec"]["containers"][0]["env"]
+            .clone();
+        env.as_array().and_then(|e| e.iter().find(|v| v["name"] == "SWITCHBOARD_RECORD_REDACT")).cloned()
+    };
+    assert_eq!(redact(&BuildSettings::default()), None);
+    let rule =
+        |name: &str, pattern: &str| switchboard_crds::agent::RedactRule { name: name.into(), pattern: pattern.into() };
+    let settings = BuildSettings {
+        runtime_record_redact: vec![rule("account", r"\b\d{8}\b"), rule("sort-code", r"\b\d{2}-\d{2}-\d{2}\b")],
+        ..Default::default()
+    };
+    assert_eq!(
+        redact(&settings).map(|v| v["value"].clone()),
+        Some(json!("account=\\b\\d{8}\\b\nsort-code=\\b\\d{2}-\\d{2}-\\d{2}\\b")),
+        "one name=regex per line, as the runtime's --record-redact reads them"
+    );
+}
+
+#[test]
 fn without_credentials_pods_use_the_default_chain_and_without_uid_no_owner() {
     let yaml = AGENT
         .replace("  credentials:\n    secretRef: {name: aws-keys}\n    serviceAccountName: bedrock-irsa\n", "")

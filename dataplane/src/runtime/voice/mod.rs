@@ -76,7 +76,7 @@ pub async fn drive(
     // The prompt the stream was opened with (see `VoiceModel::open`).
     let prompt = session.system_prompt();
     let tools = ToolCalls::new(identity.watch());
-    let trace = SessionTrace::new(agent, session.id());
+    let trace = SessionTrace::new(agent, session.id(), &shared.redact);
     let relay = Relay::new(formats.negotiated.output);
     let speech = audio::SpeechDetector::default();
     let greeting = greeting::Greeting::default();
