@@ -34,48 +34,12 @@ pub use jwt::{DEFAULT_RECORDS_SCOPE, JwksError, Jwt, Verified};
 pub use keys::KeysFileError;
 pub use scope::{Scope, ScopeError};
 
-/// A token bucket: `per_second` messages a second, bursts up to two seconds' worth.
-#[derive(Debug)]
-pub struct Bucket {
-    per_second: f64,
-    tokens: f64,
-    at: Instant,
-}
+pub use switchboard_serve::TokenBucket as Bucket;
 
-impl Bucket {
-    /// A full bucket of `per_second` a second.
-    pub fn new(per_second: u32) -> Self {
-        let per_second = f64::from(per_second);
-        Self { per_second, tokens: 2.0 * per_second, at: Instant::now() }
-    }
-
-    /// Takes one message's token; false when the budget is spent.
-    pub fn take(&mut self, now: Instant) -> bool {
-        self.refill(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Whether the bucket is full again at `now` (nothing spent is still owed).
-    pub fn is_full(&mut self, now: Instant) -> bool {
-        self.refill(now);
-        self.tokens >= 2.0 * self.per_second
-    }
-
-    fn refill(&mut self, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.at = now;
-        self.tokens = (self.tokens + elapsed * self.per_second).min(2.0 * self.per_second);
-    }
-
-    /// The rate.
-    pub fn per_second(&self) -> f64 {
-        self.per_second
-    }
+/// A full message bucket of `per_second` a second, with bursts of up to two seconds' worth
+/// (the gateway's rate limits: per session, per API key, per JWT subject).
+pub fn message_bucket(per_second: u32) -> Bucket {
+    Bucket::new(per_second, per_second.saturating_mul(2))
 }
 
 type SharedBucket = Arc<Mutex<Bucket>>;
@@ -386,7 +350,7 @@ impl Auth {
                 reason: ErrorCode::InvalidToken,
             })?;
             let limits = self.subject_limits;
-            let rate = limits.max_messages_per_second.map(|n| Arc::new(Mutex::new(Bucket::new(n))));
+            let rate = limits.max_messages_per_second.map(|n| Arc::new(Mutex::new(message_bucket(n))));
             let name = format!("jwt:{}", verified.subject);
             return self.hold(name, limits.max_sessions, rate, Arc::new(verified.scope));
         }

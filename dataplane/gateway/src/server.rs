@@ -15,7 +15,6 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use serde::Deserialize;
 use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use switchboard_crds::contract;
@@ -24,23 +23,8 @@ use tokio::net::TcpListener;
 use crate::Gateway;
 use crate::auth::Refusal;
 
-/// The WebSocket read buffer of a connection (client and runtime side). tungstenite's
-/// default (128 KiB) is zero-filled before every socket read — a 128 KiB memset per frame —
-/// and stays resident per connection; messages are small and still grow it as needed.
-/// Measured (`benches/gateway.rs`): 262 KiB of gateway memory per idle session with the
-/// default.
-pub const WS_READ_BUFFER: usize = 8 * 1024;
-
-/// Whether a WebSocket read failed because a message or frame exceeded the size limit,
-/// by the error's type (tungstenite's capacity error, which axum wraps).
-pub fn oversized(error: &axum::Error) -> bool {
-    use std::error::Error as _;
-    use tokio_tungstenite::tungstenite::error::{CapacityError, Error};
-    matches!(
-        error.source().and_then(|e| e.downcast_ref::<Error>()),
-        Some(Error::Capacity(CapacityError::MessageTooLong { .. }))
-    )
-}
+pub use switchboard_serve::ServeError;
+pub use switchboard_serve::ws::{WS_READ_BUFFER, oversized};
 
 /// The conversation record's API ([`crate::record::api`]).
 pub const RECORD_PATH: &str = "/v1/sessions";
@@ -154,22 +138,6 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
     }
 }
 
-/// The gateway could not serve.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The address is not usable.
-    #[error("cannot listen on {addr}: {message}; pick another address or port")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        message: String,
-    },
-    /// Serving failed.
-    #[error("the HTTP server failed: {0}")]
-    Serve(String),
-}
-
 /// A bound gateway server.
 pub struct Server {
     listener: TcpListener,
@@ -192,8 +160,7 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// Binds `addr`.
     pub async fn bind(addr: SocketAddr, gateway: Arc<Gateway>) -> Result<Self, ServeError> {
-        let listener =
-            TcpListener::bind(addr).await.map_err(|e| ServeError::Listen { addr, message: e.to_string() })?;
+        let listener = switchboard_serve::drain::bind(addr).await?;
         Ok(Self { listener, gateway, extra: None, more_metrics: None })
     }
 
@@ -217,39 +184,19 @@ impl Server {
     /// Serves until `stop` resolves, then drains (see the module docs).
     pub async fn run(self, stop: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
         let gateway = self.gateway;
-        let stopped = gateway.shutdown.clone();
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
         let mut routes = app(gateway.clone(), self.more_metrics);
         if let Some(extra) = self.extra {
             routes = routes.merge(extra);
         }
-        let serve = axum::serve(listener, routes).with_graceful_shutdown(async move { stopped.cancelled().await });
-        let serving = tokio::spawn(async move { serve.await });
-        stop.await;
-        tracing::info!(sessions = gateway.tracker.len(), "draining: readiness is false and new sessions are refused");
-        gateway.draining.cancel();
-        gateway.tracker.close();
-        let drained = async {
-            if tokio::time::timeout(gateway.config.drain_timeout, gateway.tracker.wait()).await.is_err() {
-                tracing::info!(
-                    sessions = gateway.tracker.len(),
-                    "drain timeout: telling the remaining clients to reconnect"
-                );
-            }
+        let drain = switchboard_serve::Drain {
+            draining: gateway.draining.clone(),
+            shutdown: gateway.shutdown.clone(),
+            tracker: gateway.tracker.clone(),
+            timeout: gateway.config.drain_timeout,
+            // Until every proxy has dropped this replica, connections still arrive: they are
+            // answered (1013, try again) rather than refused by a closed listener.
+            linger: gateway.config.shutdown_delay,
         };
-        // Until every proxy has dropped this replica, connections still arrive: they are
-        // answered (1013, try again) rather than refused by a closed listener.
-        tokio::join!(drained, tokio::time::sleep(gateway.config.shutdown_delay));
-        gateway.shutdown.cancel();
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), gateway.tracker.wait()).await;
-        match serving.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(ServeError::Serve(e.to_string())),
-            Err(e) => Err(ServeError::Serve(e.to_string())),
-        }
+        drain.serve(self.listener, routes, stop).await
     }
 }

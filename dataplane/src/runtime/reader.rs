@@ -15,6 +15,7 @@ use axum::extract::ws::{Message, WebSocket};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::SplitStream;
+use switchboard_serve::TokenBucket;
 use tokio::sync::mpsc;
 
 use super::connection::Out;
@@ -122,7 +123,7 @@ impl Reader {
 
     /// A frame that could not be read: too big (its own close code), or the connection broke.
     fn read_error(&self, error: &axum::Error) -> Verdict {
-        if switchboard_gateway::server::oversized(error) {
+        if switchboard_serve::ws::oversized(error) {
             let reason = format!("a message exceeded the limit of {} bytes", self.state.config.max_message_bytes);
             return Verdict::Fatal(close_code::TOO_BIG, reason, "message_too_big");
         }
@@ -274,35 +275,4 @@ async fn drain(mut stream: SplitStream<WebSocket>) {
         }
     })
     .await;
-}
-
-/// A token bucket: `rate` tokens per second, at most `burst` saved.
-#[derive(Debug, Clone)]
-pub struct TokenBucket {
-    rate: f64,
-    burst: f64,
-    tokens: f64,
-    last: Option<Instant>,
-}
-
-impl TokenBucket {
-    /// A full bucket.
-    pub fn new(rate: u32, burst: u32) -> Self {
-        Self { rate: f64::from(rate), burst: f64::from(burst.max(1)), tokens: f64::from(burst.max(1)), last: None }
-    }
-
-    /// Takes one token at `now`; false when none is left.
-    pub fn take(&mut self, now: Instant) -> bool {
-        if let Some(last) = self.last {
-            let elapsed = now.saturating_duration_since(last).as_secs_f64();
-            self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
-        }
-        self.last = Some(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
 }

@@ -18,7 +18,6 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use serde::Deserialize;
 use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use switchboard_crds::contract;
@@ -29,11 +28,8 @@ use tokio_util::task::TaskTracker;
 
 use super::driver::{AgentRuntime, Shared};
 
-/// The WebSocket read buffer of a session. tungstenite's default (128 KiB) is zero-filled
-/// before every socket read, which costs a 128 KiB memset per received frame and makes
-/// each session's buffer resident; protocol messages are small (a 20 ms audio frame is
-/// 640 bytes raw, ~900 as base64 JSON), and larger ones still grow the buffer as needed.
-const WS_READ_BUFFER: usize = 8 * 1024;
+pub use switchboard_serve::ServeError;
+use switchboard_serve::ws::WS_READ_BUFFER;
 
 /// Limits and timing of a runtime server.
 #[derive(Clone, Debug)]
@@ -282,27 +278,10 @@ pub struct Server {
     extra: Option<Router>,
 }
 
-/// The server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The address is not usable.
-    #[error("cannot listen on {addr}: {message}; pick another address or port")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        message: String,
-    },
-    /// Serving failed.
-    #[error("the HTTP server failed: {0}")]
-    Serve(String),
-}
-
 impl Server {
     /// Binds `addr`.
     pub async fn bind(addr: SocketAddr, state: Arc<AppState>) -> Result<Self, ServeError> {
-        let listener =
-            TcpListener::bind(addr).await.map_err(|e| ServeError::Listen { addr, message: e.to_string() })?;
+        let listener = switchboard_serve::drain::bind(addr).await?;
         Ok(Self { listener, state, extra: None })
     }
 
@@ -331,29 +310,14 @@ impl Server {
             Some(extra) => router(state.clone()).merge(extra),
             None => router(state.clone()),
         };
-        let stopped = state.shutdown.clone();
-        // Replies stream as many small frames: without TCP_NODELAY, Nagle's algorithm holds a
-        // frame back until the previous one is acknowledged (tens of ms with delayed ACKs).
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await });
-        let serving = tokio::spawn(async move { serve.await });
-        stop.await;
-        tracing::info!(sessions = state.tracker.len(), "draining: readiness is false and new sessions are refused");
-        state.draining.cancel();
-        state.tracker.close();
-        if tokio::time::timeout(state.config.drain_timeout, state.tracker.wait()).await.is_err() {
-            tracing::warn!(sessions = state.tracker.len(), "drain timeout reached; closing the remaining sessions");
-        }
-        state.shutdown.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(5), state.tracker.wait()).await;
-        match serving.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(ServeError::Serve(e.to_string())),
-            Err(e) => Err(ServeError::Serve(e.to_string())),
-        }
+        let drain = switchboard_serve::Drain {
+            draining: state.draining.clone(),
+            shutdown: state.shutdown.clone(),
+            tracker: state.tracker.clone(),
+            timeout: state.config.drain_timeout,
+            // The gateway stops sending sessions here at once: nothing arrives late.
+            linger: Duration::ZERO,
+        };
+        drain.serve(self.listener, app, stop).await
     }
 }

@@ -67,7 +67,7 @@ pub(super) fn parse(text: &str) -> Result<HashMap<[u8; 32], KeyEntry>, KeysFileE
         let entry = KeyEntry {
             name: (*name).to_owned(),
             max_sessions: options.sessions,
-            rate: options.rate.map(|n| Arc::new(Mutex::new(Bucket::new(n)))),
+            rate: options.rate.map(|n| Arc::new(Mutex::new(super::message_bucket(n)))),
             scope: Arc::new(options.scope),
             records: options.records,
         };

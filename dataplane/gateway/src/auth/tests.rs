@@ -166,7 +166,7 @@ fn a_keys_message_budget_is_shared_by_its_sessions() {
     let free = auth.admit(&headers(&[("x-api-key", "f-key")]), None).expect("admitted");
     assert!((0..1000).all(|_| free.allow_message().is_ok()), "no rate: no limit");
     assert!(Auth::new(Some(&format!("a {} 1 0\n", digest("k"))), vec![]).is_err(), "a zero rate is refused");
-    let mut bucket = Bucket::new(10);
+    let mut bucket = super::message_bucket(10);
     let start = Instant::now();
     assert_eq!((0..30).filter(|_| bucket.take(start)).count(), 20, "bursts of two seconds' worth");
     assert!(bucket.take(start + std::time::Duration::from_millis(150)), "refills at the rate");

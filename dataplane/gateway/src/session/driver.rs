@@ -453,14 +453,7 @@ async fn send_client(client_tx: &mut ClientSink, frame: Frame) -> Result<(), Sen
 }
 
 async fn send_client_message(client_tx: &mut ClientSink, message: Message) -> Result<(), SendFailure> {
-    let mut send = std::pin::pin!(client_tx.send(message));
-    // Most sends complete at once (the socket has room): only a send that waits gets a
-    // timer (one per frame would cost more than the send).
-    let sent = match futures_util::poll!(send.as_mut()) {
-        std::task::Poll::Ready(sent) => Ok(sent),
-        std::task::Poll::Pending => tokio::time::timeout(SLOW_CLIENT, send).await,
-    };
-    match sent {
+    match switchboard_serve::ws::within(SLOW_CLIENT, client_tx.send(message)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(SendFailure::Gone),
         Err(_) => Err(SendFailure::Slow),

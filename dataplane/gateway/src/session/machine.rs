@@ -120,7 +120,7 @@ impl Machine {
         modalities: Vec<String>,
         now: Instant,
     ) -> Self {
-        let bucket = Bucket::new(limits.session_rate);
+        let bucket = crate::auth::message_bucket(limits.session_rate);
         Self {
             limits,
             id,

@@ -45,7 +45,7 @@ type ClientSink = SplitSink<WebSocket, Message>;
 type ClientStream = SplitStream<WebSocket>;
 
 /// How long a send to the client may block before the client counts as gone.
-const SLOW_CLIENT: Duration = Duration::from_secs(5);
+const SLOW_CLIENT: Duration = switchboard_serve::ws::SLOW_PEER;
 
 /// Serves one upgraded client socket until the session ends or is parked. The client's
 /// identity (`admission.key`; empty without checks) binds its resume tokens, its

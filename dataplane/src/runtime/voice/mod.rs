@@ -46,7 +46,7 @@ use switchboard_core::{Activity, Effect, Input, Session};
 use switchboard_models::sonic::{SonicEvents, SonicSession};
 
 /// How long sending a message to a client that does not read may block the session.
-const SLOW_CLIENT: Duration = Duration::from_secs(5);
+const SLOW_CLIENT: Duration = switchboard_serve::ws::SLOW_PEER;
 
 /// The user's audio, checked, from the connection's reader.
 pub type AudioFrames = mpsc::Receiver<Bytes>;
