@@ -35,6 +35,7 @@ pub mod model;
 mod model_call;
 pub mod prompt;
 pub mod protocol;
+pub mod redact;
 mod session;
 mod skills;
 pub mod tools;

@@ -17,8 +17,8 @@ use super::trace::SessionTrace;
 use super::transcript::TranscriptSink;
 use crate::tools::ToolExecutor;
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionUpdate, TranscriptRole};
+use switchboard_core::redact::Redactor;
 use switchboard_core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session};
-use switchboard_gateway::record::Redactor;
 use switchboard_models::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
 
 /// One agent with what its sessions need to run.

@@ -32,8 +32,8 @@ use tracing::field::Empty;
 
 use super::driver::AgentRuntime;
 use switchboard_core::protocol::{ServerMessage, TranscriptRole};
+use switchboard_core::redact::Redactor;
 use switchboard_crds::agent::Provider;
-use switchboard_gateway::record::Redactor;
 use switchboard_telemetry::context;
 
 /// The span of `agent`'s session `session_id`, the child of the gateway's span that

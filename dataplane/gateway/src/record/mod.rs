@@ -18,7 +18,8 @@
 pub mod api;
 pub mod log;
 pub mod price;
-pub mod redact;
+/// Redaction lives in the agent core: runtimes redact what they put into traces with it.
+pub use switchboard_core::redact;
 pub mod reporting;
 pub mod store;
 pub mod summary;

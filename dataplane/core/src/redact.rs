@@ -1,9 +1,9 @@
-//! Redaction: what the conversation record must never hold in the clear. Built-in detectors
-//! — payment card numbers (13 to 19 digits, spaces or dashes between groups, only when the
-//! Luhn check holds), e-mail addresses and phone numbers — and an operator's own named
-//! patterns (an Example Bank account number, a sort code) replace what they match with
-//! `[redacted:<name>]` before anything is stored. The live conversation is not touched:
-//! redaction applies to the record only.
+//! Redaction: what the conversation record (and, when opted in, a trace) must never hold in
+//! the clear. Built-in detectors — payment card numbers (13 to 19 digits, spaces or dashes
+//! between groups, only when the Luhn check holds), e-mail addresses and phone numbers — and
+//! an operator's own named patterns (an Example Bank account number, a sort code) replace
+//! what they match with `[redacted:<name>]` before anything is stored or exported. The live
+//! conversation is not touched. Pure: the gateway's record and the runtime's traces use it.
 
 use regex::Regex;
 
