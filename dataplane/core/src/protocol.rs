@@ -24,7 +24,7 @@ mod session;
 pub use audio::{AudioFormat, AudioSettings};
 pub use codes::{ErrorCode, StopReason, close_code};
 pub use kind::ServerKind;
-pub use session::{SessionStart, SessionState, SessionUpdate};
+pub use session::{Modalities, Refusal, SessionStart, SessionState, SessionUpdate};
 
 /// A message from the client.
 // Messages are decoded and consumed one at a time: boxing the large variant would only add an allocation.

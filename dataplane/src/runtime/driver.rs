@@ -16,7 +16,7 @@ use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use super::transcript::TranscriptSink;
 use crate::tools::ToolExecutor;
-use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionUpdate, TranscriptRole};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, TranscriptRole};
 use switchboard_core::redact::Redactor;
 use switchboard_core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session};
 use switchboard_models::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
@@ -221,22 +221,23 @@ impl Driver<'_> {
             // No audio was played in a text session.
             ClientMessage::BidiAudioPlayed { .. } => None,
             ClientMessage::SessionUpdate(update) => {
-                let (code, message) = if !update.unknown.is_empty() {
-                    let message = format!(
-                        "session_update: unknown setting(s) {}; nothing was changed (known: {})",
-                        update.unknown_names(),
-                        SessionUpdate::KNOWN.join(", ")
-                    );
-                    (ErrorCode::UnknownSetting, message)
-                } else if update.voice.is_some() {
-                    let message = "this session has no audio: a voice applies to sessions started with modalities [\"audio\"]; nothing was changed";
-                    (ErrorCode::UnsupportedModality, message.to_owned())
-                } else {
-                    let message =
-                        format!("session_update names no setting; known: {}", SessionUpdate::KNOWN.join(", "));
-                    (ErrorCode::MalformedMessage, message)
+                // Nothing a text session may change applies: a voice needs audio, and
+                // modalities without audio are what it has.
+                let refused = match update.check() {
+                    Err(refusal) => Some(refusal),
+                    Ok(_) if update.voice.is_some() => {
+                        let message = "this session has no audio: a voice applies to sessions started with modalities [\"audio\"]; nothing was changed";
+                        Some((ErrorCode::UnsupportedModality, message.to_owned()))
+                    }
+                    Ok(Some(modalities)) => modalities
+                        .check_text_session()
+                        .err()
+                        .map(|why| (ErrorCode::UnsupportedModality, format!("{why}; nothing was changed"))),
+                    Ok(None) => None,
                 };
-                self.error(code, &message).await?;
+                if let Some((code, message)) = refused {
+                    self.error(code, &message).await?;
+                }
                 None
             }
             ClientMessage::BidiAudioInputEnd {} => {

@@ -113,7 +113,8 @@ pub struct Fleet {
     pub directory: watch::Sender<Directory>,
     /// The first gateway's SIGTERM: it drains when this is dropped.
     _stop: oneshot::Sender<()>,
-    _sim: SimHandle,
+    /// The simulator every pod talks to.
+    pub sim: SimHandle,
     _tools: DemoTools,
     _dir: PathBuf,
 }
@@ -202,7 +203,7 @@ impl Fleet {
         let (directory, rx) =
             watch::channel(Directory::new(Arc::new(RoutingTable::new(routes)), Arc::new(endpoints), None));
         let (gateway, url, stop) = serve(config, rx.clone(), auth, store, record).await;
-        Self { pods, gateway, url, directory, _stop: stop, _sim: sim, _tools: tools, _dir: dir }
+        Self { pods, gateway, url, directory, _stop: stop, sim, _tools: tools, _dir: dir }
     }
 
     /// Another gateway replica in front of the same pods, with its own `auth` (the same

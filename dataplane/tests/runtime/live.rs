@@ -141,6 +141,15 @@ async fn cancel_stops_a_tool_wait_and_bad_controls_get_specific_errors() {
     let voice = SessionUpdate { voice: Some("amy".into()), ..SessionUpdate::default() };
     client.send(&ClientMessage::SessionUpdate(voice)).await;
     client.until(|m| is_error(m, &ErrorCode::UnsupportedModality)).await;
+    let audio = SessionUpdate { modalities: Some(vec!["audio".into()]), ..SessionUpdate::default() };
+    client.send(&ClientMessage::SessionUpdate(audio)).await;
+    let no_audio = client.until(|m| is_error(m, &ErrorCode::UnsupportedModality)).await;
+    assert!(
+        matches!(no_audio.last(), Some(ServerMessage::BidiError { message, .. }) if message.contains("new session")),
+        "{no_audio:?}"
+    );
+    client.send_raw(r#"{"type":"session_update","model":"another"}"#).await;
+    client.until(|m| is_error(m, &ErrorCode::FixedSetting)).await;
     client.send(&ClientMessage::BidiAudioInputEnd {}).await;
     client.until(|m| is_error(m, &ErrorCode::UnsupportedModality)).await;
 

@@ -424,6 +424,19 @@ pub fn audio_bytes(messages: &[ServerMessage]) -> usize {
         .sum()
 }
 
+/// The pitch of the reply audio among `messages` (24 kHz PCM16): which of the simulator's
+/// voices spoke it ([`switchboard_sim::sonic::voice_frequency`]).
+pub fn audio_pitch(messages: &[ServerMessage]) -> f64 {
+    let mut samples = Vec::new();
+    for message in messages {
+        if let ServerMessage::BidiAudioStream { audio, .. } = message {
+            let pcm = aws_smithy_types::base64::decode(audio).expect("audio is base64");
+            samples.extend(pcm.chunks_exact(2).map(|pair| i16::from_le_bytes([pair[0], pair[1]])));
+        }
+    }
+    switchboard_sim::sonic::pitch(&samples, 24_000)
+}
+
 /// Is this the FINAL assistant text `text`?
 pub fn is_final_reply(message: &ServerMessage, text: &str) -> bool {
     matches!(message, ServerMessage::BidiTranscriptStream { role: TranscriptRole::Assistant, text: t, is_final: true, .. } if t.contains(text))

@@ -13,15 +13,18 @@ use switchboard_core::protocol::{
     AudioFormat, AudioSettings, ClientMessage, ServerMessage, SessionStart, TranscriptRole,
 };
 use switchboard_sim::sonic::audio::sine;
-use switchboard_sim::sonic::phrase_frequency;
+use switchboard_sim::sonic::{phrase_frequency, pitch, voice_frequency};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::common::{self, PATIENCE, finals, is_final_reply, summary};
 
-/// The simulator's reply voice: a 180 Hz sine of amplitude 6000.
-const REPLY_HZ: f64 = 180.0;
+/// The simulator's reply voice: a sine of amplitude 6000 at triage's voice's pitch.
 const REPLY_AMPLITUDE: f64 = 6000.0;
+
+fn reply_hz() -> f64 {
+    voice_frequency(Some("tiffany"))
+}
 
 /// What the server sent: a protocol message or a binary frame.
 #[derive(Debug)]
@@ -152,29 +155,11 @@ fn reply_samples(received: &[Received], format: Format) -> Vec<i16> {
     samples
 }
 
-/// Pitch (from zero crossings with hysteresis) and RMS level of `samples` at `rate`.
+/// Pitch (the simulator's measure) and RMS level of `samples` at `rate`.
 fn pitch_and_level(samples: &[i16], rate: u32) -> (f64, f64) {
-    let (mut crossings, mut first, mut last, mut positive) = (0u32, None, 0usize, None);
-    for (n, &s) in samples.iter().enumerate() {
-        let now = if s > 1000 {
-            Some(true)
-        } else if s < -1000 {
-            Some(false)
-        } else {
-            positive
-        };
-        if positive.is_some() && now != positive {
-            crossings += 1;
-            first.get_or_insert(n);
-            last = n;
-        }
-        positive = now;
-    }
-    let span = (last - first.unwrap_or(last)) as f64 / f64::from(rate);
-    let pitch = if span > 0.0 { f64::from(crossings - 1) / 2.0 / span } else { 0.0 };
     let voiced: Vec<f64> = samples.iter().map(|&s| f64::from(s)).filter(|s| s.abs() > 0.0).collect();
     let level = (voiced.iter().map(|s| s * s).sum::<f64>() / voiced.len().max(1) as f64).sqrt();
-    (pitch, level)
+    (pitch(samples, rate), level)
 }
 
 fn wire(encoding: &str, rate: u32) -> AudioFormat {
@@ -198,7 +183,7 @@ async fn a_telephone_call_in_mulaw_at_8_khz_is_heard_and_answered_in_mulaw() {
     // The story is 170 characters at 4 ms each: 0.68 s at 8 kHz, one byte a sample.
     assert!(reply.len() > 4000, "{} samples of reply", reply.len());
     let (pitch, level) = pitch_and_level(&reply, 8000);
-    assert!((pitch - REPLY_HZ).abs() < 5.0, "the reply voice's pitch after 24 -> 8 kHz μ-law: {pitch:.1} Hz");
+    assert!((pitch - reply_hz()).abs() < 5.0, "the reply voice's pitch after 24 -> 8 kHz μ-law: {pitch:.1} Hz");
     let expected = REPLY_AMPLITUDE / 2f64.sqrt();
     assert!((level / expected - 1.0).abs() < 0.1, "the reply voice's level: {level:.0}, expected {expected:.0}");
 
@@ -229,7 +214,7 @@ async fn reply_audio_comes_as_binary_frames_when_asked() {
     assert!(story.iter().all(|r| !matches!(r, Received::Binary(b) if b.len() % 2 != 0)), "whole PCM16 samples");
     let reply = reply_samples(&story, pcm16k);
     let (pitch, level) = pitch_and_level(&reply, 16_000);
-    assert!((pitch - REPLY_HZ).abs() < 5.0, "pitch at 16 kHz: {pitch:.1} Hz");
+    assert!((pitch - reply_hz()).abs() < 5.0, "pitch at 16 kHz: {pitch:.1} Hz");
     assert!((level / (REPLY_AMPLITUDE / 2f64.sqrt()) - 1.0).abs() < 0.1, "level {level:.0}");
     // Everything else is still JSON, in order: the final line after the audio.
     assert!(matches!(story.last(), Some(Received::Message(_))));

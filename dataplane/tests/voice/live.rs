@@ -6,6 +6,8 @@ use switchboard_core::protocol::{
     ClientMessage, ErrorCode, ServerMessage, SessionState, SessionUpdate, StopReason, TranscriptRole,
 };
 
+use switchboard_sim::sonic::voice_frequency;
+
 use crate::common::{self, Call, Encoding, is_final_reply, summary};
 
 fn states(messages: &[ServerMessage]) -> Vec<SessionState> {
@@ -119,7 +121,9 @@ async fn the_voice_changes_mid_session_and_bad_updates_change_nothing() {
     call.send(&update("matthew"));
     call.until(|m| matches!(m, ServerMessage::BidiConnectionRestart { reason, .. } if reason == "voice_change")).await;
     call.say(common::HOURS, 600);
-    call.until(|m| is_final_reply(m, "We are open")).await;
+    let answer = call.until(|m| is_final_reply(m, "We are open")).await;
+    let (heard, matthew) = (common::audio_pitch(&answer), voice_frequency(Some("matthew")));
+    assert!((heard - matthew).abs() < 3.0, "the answer is in the new voice: {heard:.1} Hz, not {matthew:.1} Hz");
     let voices: Vec<_> = running.sim.sonic_stats().voices.into_iter().map(|(_, v)| v.unwrap_or_default()).collect();
     assert_eq!(voices, ["tiffany", "matthew"], "one stream per voice, no change for the refused updates");
     call.hang_up().await;

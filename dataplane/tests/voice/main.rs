@@ -7,6 +7,8 @@ mod audio_input;
 mod banking;
 mod common;
 mod formats;
+mod heard;
 mod lifetime;
 mod live;
 mod speak_first;
+mod update;

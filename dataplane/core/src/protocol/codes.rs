@@ -287,6 +287,10 @@ catalogue! {
         /// A-law at 8 kHz): that direction stays in the default format. Ask for a supported
         /// one.
         UnsupportedAudioFormat = "unsupported_audio_format",
+        /// A `session_update` naming a setting fixed when the session starts (`agent`,
+        /// `audio`, `model`, ...; the message says which): nothing of that update was
+        /// applied. Start a new session with the setting wanted.
+        FixedSetting = "fixed_setting",
     }
 }
 
@@ -400,6 +404,7 @@ mod tests {
         "unknown_setting",
         "consent_unclear",
         "unsupported_audio_format",
+        "fixed_setting",
     ];
 
     /// Every stop reason as it was written on the wire before the catalogue.

@@ -63,24 +63,117 @@ pub struct SessionUpdate {
     /// session moves to another agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice: Option<String>,
-    /// Fields this version does not know, as sent. A server refuses an update that has any
-    /// (`bidi_error` `unknown_setting`).
+    /// The modalities the client uses from now on, as in `session_start`: `["text"]`
+    /// pauses the audio of a hybrid agent's session with audio (no reply audio is sent,
+    /// the microphone is not listened to; transcripts and typed text go on), and a set with
+    /// `audio` resumes it. Whether the session runs over the voice model is fixed when it
+    /// starts: audio cannot be added to a session that started without it, nor taken from
+    /// a voice-only agent's. Lasts until the session moves to another agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modalities: Option<Vec<String>>,
+    /// Fields this version does not know, as sent, and `session_start` settings that are
+    /// fixed for the session ([`SessionUpdate::FIXED`]). A server refuses an update that
+    /// has any (`bidi_error` `unknown_setting` or `fixed_setting`).
     #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unknown: BTreeMap<String, serde_json::Value>,
 }
 
+/// What a `session_update`'s `modalities` asks for ([`SessionUpdate::check`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Modalities {
+    /// `audio` is among them.
+    pub audio: bool,
+    /// `text` is among them.
+    pub text: bool,
+}
+
+impl Modalities {
+    /// Whether a session over the voice model (one that started with audio) of a voice
+    /// (`hybrid` false) or hybrid agent may use these modalities: a voice agent needs
+    /// audio and takes no typed text. The error completes "agent NAME ...".
+    pub fn check_voice_session(self, hybrid: bool) -> Result<(), &'static str> {
+        match (self.audio, self.text, hybrid) {
+            (false, _, false) => Err("runs in voice mode: it needs audio"),
+            (_, true, false) => Err("runs in voice mode: typed text needs a hybrid agent"),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether a session over the text model (one that started without audio) may use
+    /// these modalities: not audio, which would need the voice model from the start.
+    pub fn check_text_session(self) -> Result<(), &'static str> {
+        match self.audio {
+            true => Err("this session started without audio and runs over the text model: audio cannot be added \
+                 mid-session; start a new session with modalities [\"audio\"]"),
+            false => Ok(()),
+        }
+    }
+}
+
+/// Why a `session_update` was refused: the `bidi_error` code and its message.
+pub type Refusal = (super::ErrorCode, String);
+
 impl SessionUpdate {
     /// The settings this version knows, for messages that list them.
-    pub const KNOWN: &'static [&'static str] = &["voice"];
+    pub const KNOWN: &'static [&'static str] = &["voice", "modalities"];
+    /// The `session_start` settings fixed for the session's life.
+    pub const FIXED: &'static [&'static str] =
+        &["agent", "audio", "model", "resume_token", "last_seq", "continue_from", "context"];
+    /// The modalities a session may use.
+    pub const MODALITIES: &'static [&'static str] = &["audio", "text"];
 
     /// Whether the update names no setting at all.
     pub fn is_empty(&self) -> bool {
-        self.voice.is_none() && self.unknown.is_empty()
+        self.voice.is_none() && self.modalities.is_none() && self.unknown.is_empty()
     }
 
-    /// The names of the unknown fields, comma-separated (empty when there are none).
+    /// The names of the unknown fields, comma-separated (empty when there are none);
+    /// fixed settings are not among them.
     pub fn unknown_names(&self) -> String {
-        self.unknown.keys().cloned().collect::<Vec<_>>().join(", ")
+        self.unknown.keys().filter(|k| !Self::FIXED.contains(&k.as_str())).cloned().collect::<Vec<_>>().join(", ")
+    }
+
+    /// The fixed settings the update names, comma-separated (empty when there are none).
+    pub fn fixed_names(&self) -> String {
+        self.unknown.keys().filter(|k| Self::FIXED.contains(&k.as_str())).cloned().collect::<Vec<_>>().join(", ")
+    }
+
+    /// What every server checks before it applies an update, whatever the session: no
+    /// fixed or unknown setting, at least one setting, and `modalities` (if given) a
+    /// non-empty set of `audio` and `text`. Returns the modalities asked for.
+    pub fn check(&self) -> Result<Option<Modalities>, Refusal> {
+        use super::ErrorCode;
+        let nothing = "nothing was changed";
+        let fixed = self.fixed_names();
+        if !fixed.is_empty() {
+            let message = format!(
+                "session_update: {fixed} cannot change mid-session (set when the session starts); {nothing}. \
+                 Start a new session with the setting wanted"
+            );
+            return Err((ErrorCode::FixedSetting, message));
+        }
+        let unknown = self.unknown_names();
+        if !unknown.is_empty() {
+            let message =
+                format!("session_update: unknown setting(s) {unknown}; {nothing} (known: {})", Self::KNOWN.join(", "));
+            return Err((ErrorCode::UnknownSetting, message));
+        }
+        if self.is_empty() {
+            let message = format!("session_update names no setting; known: {}", Self::KNOWN.join(", "));
+            return Err((ErrorCode::MalformedMessage, message));
+        }
+        let Some(modalities) = &self.modalities else { return Ok(None) };
+        let known = Self::MODALITIES.join(", ");
+        if let Some(other) = modalities.iter().find(|m| !Self::MODALITIES.iter().any(|k| m.eq_ignore_ascii_case(k))) {
+            let message = format!("session_update: modality {other:?} is not one of {known}; {nothing}");
+            return Err((ErrorCode::UnsupportedModality, message));
+        }
+        if modalities.is_empty() {
+            let message = format!("session_update: modalities is empty; name one or more of {known}; {nothing}");
+            return Err((ErrorCode::UnsupportedModality, message));
+        }
+        let has = |name: &str| modalities.iter().any(|m| m.eq_ignore_ascii_case(name));
+        Ok(Some(Modalities { audio: has("audio"), text: has("text") }))
     }
 }
 
@@ -106,6 +199,53 @@ mod tests {
         assert!(empty.is_empty());
         let written = serde_json::to_string(&ClientMessage::SessionUpdate(plain)).expect("writes");
         assert_eq!(written, r#"{"type":"session_update","voice":"amy"}"#);
+    }
+
+    fn update(text: &str) -> SessionUpdate {
+        let Ok(ClientMessage::SessionUpdate(update)) = decode_client(text) else { panic!("decodes: {text}") };
+        update
+    }
+
+    #[test]
+    fn an_update_is_checked_before_any_of_it_applies() {
+        use crate::protocol::ErrorCode;
+        let refused = |text: &str| update(text).check().expect_err(text);
+        let (code, message) = refused(r#"{"type":"session_update","voice":"amy","audio":{},"model":"m","x":1}"#);
+        assert_eq!(code, ErrorCode::FixedSetting, "a fixed setting is named first: {message}");
+        assert!(message.contains("audio, model") && !message.contains('x'), "{message}");
+        let (code, message) = refused(r#"{"type":"session_update","voice":"amy","speed":2}"#);
+        assert_eq!((code, message.contains("speed")), (ErrorCode::UnknownSetting, true), "{message}");
+        assert_eq!(refused(r#"{"type":"session_update"}"#).0, ErrorCode::MalformedMessage);
+        let (code, message) = refused(r#"{"type":"session_update","modalities":["audio","video"]}"#);
+        assert_eq!((code, message.contains("\"video\"")), (ErrorCode::UnsupportedModality, true), "{message}");
+        assert_eq!(refused(r#"{"type":"session_update","modalities":[]}"#).0, ErrorCode::UnsupportedModality);
+
+        let modalities = |text: &str| update(text).check().expect(text);
+        assert_eq!(modalities(r#"{"type":"session_update","voice":"amy"}"#), None);
+        assert_eq!(
+            modalities(r#"{"type":"session_update","modalities":["TEXT"]}"#),
+            Some(Modalities { audio: false, text: true })
+        );
+        assert_eq!(
+            modalities(r#"{"type":"session_update","modalities":["audio","text"],"voice":"amy"}"#),
+            Some(Modalities { audio: true, text: true })
+        );
+    }
+
+    #[test]
+    fn audio_comes_and_goes_only_where_the_session_runs_over_the_voice_model() {
+        let set = |audio, text| Modalities { audio, text };
+        // A hybrid agent's session with audio: any non-empty set.
+        for (audio, text) in [(true, true), (true, false), (false, true)] {
+            assert_eq!(set(audio, text).check_voice_session(true), Ok(()));
+        }
+        // A voice agent's: audio only.
+        assert_eq!(set(true, false).check_voice_session(false), Ok(()));
+        assert!(set(false, true).check_voice_session(false).is_err_and(|why| why.contains("needs audio")));
+        assert!(set(true, true).check_voice_session(false).is_err_and(|why| why.contains("hybrid")));
+        // A text session never gains audio.
+        assert_eq!(set(false, true).check_text_session(), Ok(()));
+        assert!(set(true, true).check_text_session().is_err_and(|why| why.contains("new session")));
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod output;
 pub mod protocol;
 pub mod script;
 mod session;
+pub mod voice;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +44,7 @@ use super::service_error::{ErrorKind, ServiceError};
 use super::state::{SimState, applies};
 pub use audio::{frame_fingerprint, phrase_frequency, phrase_tone};
 pub use script::SonicScript;
+pub use voice::{pitch, voice_frequency};
 
 /// Output events buffered per stream before the session waits for the client.
 const OUTPUT_BUFFER: usize = 64;
@@ -148,7 +150,13 @@ pub struct SonicStats {
     /// The SYSTEM prompt each stream was given, by stream: the last
     /// [`KEPT_SYSTEM_PROMPTS`], so a long-running simulator does not keep them all.
     pub system_prompts: VecDeque<(u64, String)>,
+    /// The replayed history each stream was given (stream, role, text), in order: the last
+    /// [`KEPT_HISTORY`] entries.
+    pub history: VecDeque<(u64, String, String)>,
 }
+
+/// How many history entries [`SonicStats::history`] keeps.
+pub const KEPT_HISTORY: usize = 256;
 
 /// How many streams' SYSTEM prompts [`SonicStats::system_prompts`] keeps.
 pub const KEPT_SYSTEM_PROMPTS: usize = 64;
@@ -240,11 +248,28 @@ impl SonicState {
         });
     }
 
+    fn record_history(&self, stream: u64, role: &str, text: &str) {
+        self.with(|s| {
+            if s.history.len() >= KEPT_HISTORY {
+                s.history.pop_front();
+            }
+            s.history.push_back((stream, role.to_owned(), text.to_owned()));
+        });
+    }
+
     fn record_typed(&self, text: &str) {
         self.with(|s| s.typed.push(text.to_owned()));
     }
 
     fn count_close(&self) {
         self.with(|s| s.scripted_closes += 1);
+    }
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

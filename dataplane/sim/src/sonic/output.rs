@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::audio::{OUTPUT_RATE, sine, speech_ms};
+use super::audio::{OUTPUT_RATE, speech_ms};
 use super::script::Speech;
 
 /// Where a request to speak first names its greeting: after this marker, in double quotes
@@ -37,6 +37,8 @@ pub struct Ids {
     pub prompt_name: String,
     /// The current completion.
     pub completion_id: String,
+    /// The voice replies are spoken in (the prompt's `voiceId`).
+    pub voice: super::voice::Voice,
 }
 
 impl Ids {
@@ -172,6 +174,11 @@ pub fn speech_tokens(ms: u64) -> u64 {
     ms.div_ceil(40)
 }
 
+/// Input tokens for a text content of `role` (history, context, typed text).
+pub fn input_tokens(role: &str, text: &str) -> u64 {
+    crate::tokens::estimate_tokens(role) + crate::tokens::estimate_tokens(text)
+}
+
 /// What emitting an event changes in the session.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Marker {
@@ -223,7 +230,7 @@ impl Event {
         match self {
             Self::Json(value) => value.clone(),
             Self::Audio { ids, content_id, offset_samples, ms } => {
-                ids.audio_output(content_id, &reply_tone(*offset_samples, *ms))
+                ids.audio_output(content_id, &ids.voice.tone(*offset_samples, *ms))
             }
         }
     }
@@ -233,26 +240,11 @@ impl Event {
         match self {
             Self::Json(value) => super::envelope::encode_event(&value),
             Self::Audio { ids, content_id, offset_samples, ms } => {
-                super::envelope::encode_event_text(&ids.audio_output_text(&content_id, &reply_tone(offset_samples, ms)))
+                let pcm = ids.voice.tone(offset_samples, ms);
+                super::envelope::encode_event_text(&ids.audio_output_text(&content_id, &pcm))
             }
         }
     }
-}
-
-/// The reply tone (180 Hz at 24 kHz, as [`sine`] computes it) from sample `offset` for
-/// `ms`, read from one precomputed cycle: 180 Hz repeats exactly every 400 samples at
-/// 24 kHz, and a sine per sample was the simulator's largest cost while speaking.
-fn reply_tone(offset: u64, ms: u64) -> Vec<u8> {
-    static CYCLE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    const PERIOD: u64 = 400;
-    let cycle = CYCLE.get_or_init(|| sine(180.0, OUTPUT_RATE, 1000 * PERIOD / u64::from(OUTPUT_RATE) + 1, 6000, 0));
-    let count = ms * u64::from(OUTPUT_RATE) / 1000;
-    let mut bytes = Vec::with_capacity(usize::try_from(count * 2).unwrap_or(0));
-    for n in offset..offset + count {
-        let at = usize::try_from(n % PERIOD).unwrap_or(0) * 2;
-        bytes.extend_from_slice(&cycle[at..at + 2]);
-    }
-    bytes
 }
 
 /// Builds replies into a queue of planned events.
@@ -381,16 +373,14 @@ mod tests {
     }
 
     #[test]
-    fn the_reply_tone_from_its_cycle_is_the_computed_sine_and_its_event_text_the_same_json() {
-        for offset in [0, 1, 123, 399, 400, 401, 24_000, 1_000_003] {
-            let (table, computed) = (reply_tone(offset, 20), sine(180.0, OUTPUT_RATE, 20, 6000, offset));
-            assert_eq!(table.len(), computed.len());
-            let samples = |b: &[u8]| b.chunks_exact(2).map(|p| i16::from_le_bytes([p[0], p[1]])).collect::<Vec<_>>();
-            let worst = samples(&table).iter().zip(samples(&computed)).map(|(a, b)| (a - b).abs()).max();
-            assert!(worst <= Some(1), "offset {offset}: {worst:?}");
-        }
-        let ids = Ids { session_id: "s\"1".into(), prompt_name: "p".into(), completion_id: "c".into() };
-        let pcm = reply_tone(0, 20);
+    fn an_audio_event_s_text_is_the_same_json_as_its_value() {
+        let ids = Ids {
+            session_id: "s\"1".into(),
+            prompt_name: "p".into(),
+            completion_id: "c".into(),
+            voice: Default::default(),
+        };
+        let pcm = ids.voice.tone(0, 20);
         let text: Value = serde_json::from_str(&ids.audio_output_text("a", &pcm)).expect("JSON");
         assert_eq!(text, ids.audio_output("a", &pcm));
     }
@@ -406,7 +396,12 @@ mod tests {
     }
 
     fn plan(text: Option<&str>, tool: bool, pace: f64) -> (VecDeque<Planned>, Usage, Instant) {
-        let ids = Ids { session_id: "s".into(), prompt_name: "p".into(), completion_id: "c".into() };
+        let ids = Ids {
+            session_id: "s".into(),
+            prompt_name: "p".into(),
+            completion_id: "c".into(),
+            voice: Default::default(),
+        };
         let speech = Speech { ms_per_char: 50, chunk_ms: 40, response_delay_ms: 0, pace };
         let (mut next_id, mut queue, mut total) = (0, VecDeque::new(), Usage::default());
         let input = Usage { input_speech: 5, ..Usage::default() };

@@ -42,8 +42,9 @@ use tokio::time::Instant;
 
 use super::audio::{Detection, TurnDetector, Utterance, frame_fingerprint};
 use super::envelope::{Envelope, EnvelopeDecoder, EnvelopeError, encode_event, encode_message};
-use super::output::{Event, Ids, Marker, Planned, Planner, Usage, speak_first_greeting, speech_tokens};
+use super::output::{Event, Ids, Marker, Planned, Planner, Usage, input_tokens, speak_first_greeting, speech_tokens};
 use super::protocol::{Input, Protocol};
+use super::sleep_until;
 use crate::engine::{ToolResultView, Trigger, Turn, decide};
 use crate::script::ResultStatus;
 use crate::service_error::StreamExceptionKind;
@@ -102,6 +103,7 @@ impl Session {
             session_id: format!("sim-session-{stream:08}"),
             prompt_name: String::new(),
             completion_id: String::new(),
+            voice: Default::default(),
         };
         Self {
             state,
@@ -226,6 +228,7 @@ impl Session {
                 self.detector = Some(TurnDetector::new(config, silence));
             }
             Input::PromptStart { tools, voice_id } => {
+                self.ids.voice = super::voice::Voice::new(voice_id.as_deref());
                 self.state.sonic.record_voice(self.stream, voice_id);
                 self.tools = tools;
                 self.ids.prompt_name = self.protocol.prompt_name().to_owned();
@@ -234,7 +237,10 @@ impl Session {
                 self.state.sonic.record_system_prompt(self.stream, &text);
                 self.system = text;
             }
-            Input::History { role, text } => self.total.input_text += input_tokens(&role, &text),
+            Input::History { role, text } => {
+                self.state.sonic.record_history(self.stream, &role, &text);
+                self.total.input_text += input_tokens(&role, &text);
+            }
             Input::Context(text) => self.total.input_text += input_tokens("USER", &text),
             Input::Audio(pcm) => self.on_audio(&pcm).await,
             Input::AudioEnd => {}
@@ -490,16 +496,5 @@ impl Session {
         if !bytes.is_empty() && out.send(bytes.freeze()).await.is_err() {
             self.out = None;
         }
-    }
-}
-
-fn input_tokens(role: &str, text: &str) -> u64 {
-    crate::tokens::estimate_tokens(role) + crate::tokens::estimate_tokens(text)
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }

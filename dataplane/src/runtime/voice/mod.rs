@@ -80,7 +80,20 @@ pub async fn drive(
     let relay = Relay::new(formats.negotiated.output);
     let speech = audio::SpeechDetector::default();
     let greeting = greeting::Greeting::default();
-    let mut voice = Voice { agent, shared, outbound, stream, prompt, tools, relay, speech, identity, trace, greeting };
+    let mut voice = Voice {
+        agent,
+        shared,
+        outbound,
+        stream,
+        prompt,
+        tools,
+        relay,
+        speech,
+        identity,
+        trace,
+        greeting,
+        audio_on: true,
+    };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
     let exit = voice.run(session, opening, formats.refused, &mut inputs).await;
     let _ = voice.stream.close().await;
@@ -112,6 +125,9 @@ struct Voice<'a> {
     trace: SessionTrace,
     /// The greeting, while it is being spoken first.
     greeting: greeting::Greeting,
+    /// Whether the client uses audio now (`session_update.modalities`): when not, reply
+    /// audio is not sent and its microphone is not listened to.
+    audio_on: bool,
 }
 
 impl Voice<'_> {
@@ -191,6 +207,9 @@ impl Voice<'_> {
     }
 
     async fn send(&mut self, message: ServerMessage) -> Result<(), Exit> {
+        if !self.audio_on && matches!(message, ServerMessage::BidiAudioStream { .. }) {
+            return Ok(());
+        }
         match self.outbound.try_send(message) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(Exit::ClientGone),
@@ -216,6 +235,9 @@ impl Voice<'_> {
     }
 
     async fn audio(&mut self, session: &mut Session, pcm: Bytes) -> Option<Exit> {
+        if !self.audio_on {
+            return None;
+        }
         if audio::rms(&pcm) >= audio::VOICED_RMS {
             self.relay.user_input(Instant::now());
         }
@@ -252,24 +274,29 @@ impl Voice<'_> {
     /// `session_update`: every setting it names applies, or none does (with a
     /// `bidi_error` saying why).
     async fn update(&mut self, update: SessionUpdate) -> Option<Exit> {
-        if !update.unknown.is_empty() {
-            let message = format!(
-                "session_update: unknown setting(s) {}; nothing was changed (known: {})",
-                update.unknown_names(),
-                SessionUpdate::KNOWN.join(", ")
-            );
-            return self.error(ErrorCode::UnknownSetting, message).await;
-        }
-        let Some(voice) = update.voice else {
-            let message = format!("session_update names no setting; known: {}", SessionUpdate::KNOWN.join(", "));
-            return self.error(ErrorCode::MalformedMessage, message).await;
+        let modalities = match update.check() {
+            Ok(modalities) => modalities,
+            Err((code, message)) => return self.error(code, message).await,
         };
-        let model = &self.agent.core.spec().model.voice_model_id;
-        if let Err(why) = switchboard_crds::agent::check_sonic_voice(model, &voice) {
-            return self.error(ErrorCode::InvalidVoice, format!("{why}; the voice was not changed")).await;
+        let spec = self.agent.core.spec();
+        if let Some(voice) = &update.voice
+            && let Err(why) = switchboard_crds::agent::check_sonic_voice(&spec.model.voice_model_id, voice)
+        {
+            return self.error(ErrorCode::InvalidVoice, format!("{why}; nothing was changed")).await;
         }
-        if self.stream.change_voice(voice).await.is_err() {
+        if let Some(modalities) = modalities
+            && let Err(why) = modalities.check_voice_session(spec.mode == Mode::Hybrid)
+        {
+            let message = format!("agent {} {why}; nothing was changed", spec.agent.name);
+            return self.error(ErrorCode::UnsupportedModality, message).await;
+        }
+        if let Some(voice) = update.voice
+            && self.stream.change_voice(voice).await.is_err()
+        {
             return Some(Exit::Closed("the voice model session ended".into()));
+        }
+        if let Some(modalities) = modalities {
+            self.audio_on = modalities.audio;
         }
         None
     }
