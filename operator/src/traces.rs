@@ -10,11 +10,21 @@ use switchboard_crds::Agent;
 /// Trace settings of runtime pods (the Helm chart's `telemetry.otlp.*`).
 #[derive(Clone, Debug, Default, PartialEq, clap::Args)]
 pub struct RuntimeTraces {
-    /// The OTLP/HTTP endpoint runtime pods export traces to: a collector's base URL
-    /// (`/v1/traces` is appended), e.g. `http://otel-collector.observability:4318`; given to
-    /// them as `OTEL_EXPORTER_OTLP_ENDPOINT`. Unset: runtime pods export no traces.
+    /// The OTLP endpoint runtime pods export traces to: a collector's base URL, e.g.
+    /// `http://otel-collector.observability:4318` (OTLP/HTTP: `/v1/traces` is appended) or
+    /// `…:4317` (gRPC); given to them as `OTEL_EXPORTER_OTLP_ENDPOINT`. Unset: runtime pods
+    /// export no traces.
     #[arg(long = "runtime-otlp-endpoint", env = "SWITCHBOARD_RUNTIME_OTLP_ENDPOINT")]
     pub endpoint: Option<String>,
+    /// How runtime pods export (`OTEL_EXPORTER_OTLP_PROTOCOL`): `grpc` or `http/protobuf`.
+    /// Unset: the runtime's default, `http/protobuf`.
+    #[arg(
+        long = "runtime-otlp-protocol",
+        env = "SWITCHBOARD_RUNTIME_OTLP_PROTOCOL",
+        requires = "endpoint",
+        value_parser = ["grpc", "http/protobuf"]
+    )]
+    pub protocol: Option<String>,
     /// The sampler of runtime pods (`OTEL_TRACES_SAMPLER`). Unset: the SDK's default,
     /// `parentbased_always_on`, which follows the gateway's decision for each session.
     #[arg(
@@ -81,6 +91,9 @@ impl RuntimeTraces {
                 format!("k8s.namespace.name={namespace},switchboard.agent={}", agent.name_any()),
             ),
         ];
+        if let Some(protocol) = &self.protocol {
+            vars.push(env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol.clone()));
+        }
         if let Some(sampler) = &self.sampler {
             vars.push(env("OTEL_TRACES_SAMPLER", sampler.clone()));
         }
@@ -125,16 +138,18 @@ mod tests {
     fn runtime_pods_get_the_standard_variables_only_with_an_endpoint() {
         assert!(vars(&RuntimeTraces::default()).is_empty());
         let traces = RuntimeTraces {
-            endpoint: Some("http://collector.observability:4318".into()),
+            endpoint: Some("http://collector.observability:4317".into()),
+            protocol: Some("grpc".into()),
             sampler: Some("parentbased_traceidratio".into()),
             sampler_arg: Some("0.25".into()),
             headers_secret: None,
         };
         let got = vars(&traces);
         let expect = [
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector.observability:4318"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector.observability:4317"),
             ("OTEL_SERVICE_NAME", "switchboard-runtime"),
             ("OTEL_RESOURCE_ATTRIBUTES", "k8s.namespace.name=bank,switchboard.agent=banking"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
             ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
             ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
         ];

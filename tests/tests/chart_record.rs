@@ -153,3 +153,16 @@ fn the_trace_exporters_headers_come_from_a_secret_for_the_gateway_and_runtime_po
     let none = gateway_env("telemetry: { otlp: { endpoint: https://collector.example:4318 } }");
     assert_eq!(get(&none, "OTEL_EXPORTER_OTLP_HEADERS"), None);
 }
+
+#[test]
+fn the_trace_protocol_reaches_the_gateway_and_runtime_pods_and_an_unknown_one_is_refused() {
+    let values = "telemetry: { otlp: { endpoint: http://collector.example:4317, protocol: grpc } }";
+    assert_eq!(get(&gateway_env(values), "OTEL_EXPORTER_OTLP_PROTOCOL"), Some("grpc"));
+    let operator = deployment_env(values, "sb-switchboard");
+    assert_eq!(get(&operator, "SWITCHBOARD_RUNTIME_OTLP_PROTOCOL"), Some("grpc"));
+    let default = "telemetry: { otlp: { endpoint: http://collector.example:4318 } }";
+    assert_eq!(get(&gateway_env(default), "OTEL_EXPORTER_OTLP_PROTOCOL"), None, "the runtime's default");
+    assert_eq!(get(&deployment_env(default, "sb-switchboard"), "SWITCHBOARD_RUNTIME_OTLP_PROTOCOL"), None);
+    let refused = render("telemetry: { otlp: { endpoint: http://c:4317, protocol: http/json } }").expect_err("refused");
+    assert!(refused.contains("telemetry.otlp.protocol \"http/json\": use grpc or http/protobuf"), "{refused}");
+}

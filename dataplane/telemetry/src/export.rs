@@ -2,7 +2,10 @@
 //! uses for tools and models, so no second HTTP or TLS library), `http://` and `https://`
 //! (the system's roots plus `…_CERTIFICATE`). The SDK's batch processor exports from a
 //! plain thread of its own, outside any tokio runtime, so the requests run on a small
-//! single-threaded runtime on one more thread, `otlp-export`, which ends with the client.
+//! single-threaded runtime on one more thread, `otlp-export` ([`ExportThread`]), which
+//! ends with the client. The gRPC exporter ([`grpc`]) runs on the same kind of thread.
+
+pub(crate) mod grpc;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,13 +27,37 @@ use tokio::sync::oneshot;
 /// The largest collector answer read (it is a small status message).
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 
+/// A single-threaded tokio runtime on a thread of its own, `otlp-export`, where exports run;
+/// the thread ends when the last clone goes.
+#[derive(Clone, Debug)]
+pub(crate) struct ExportThread {
+    pub(crate) runtime: tokio::runtime::Handle,
+    /// Ends the thread when the last clone goes.
+    _stop: Arc<oneshot::Sender<()>>,
+}
+
+impl ExportThread {
+    pub(crate) fn start() -> Result<Self, String> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("otlp-export".into())
+            .spawn(move || {
+                runtime.block_on(async {
+                    let _ = stopped.await;
+                });
+            })
+            .map_err(|e| format!("cannot start its thread: {e}"))?;
+        Ok(Self { runtime: handle, _stop: Arc::new(stop) })
+    }
+}
+
 /// Sends the exporter's requests.
 pub(crate) struct ExportClient {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    runtime: tokio::runtime::Handle,
+    thread: ExportThread,
     timeout: Duration,
-    /// Ends the thread when the client goes.
-    _stop: oneshot::Sender<()>,
 }
 
 impl std::fmt::Debug for ExportClient {
@@ -40,9 +67,9 @@ impl std::fmt::Debug for ExportClient {
 }
 
 impl ExportClient {
-    /// A client whose requests each take at most `timeout`, trusting the system's roots
-    /// and the PEM certificates in `certificate`.
-    pub(crate) fn new(timeout: Duration, certificate: Option<&Path>) -> Result<Self, String> {
+    /// A client whose requests each take at most `timeout` on `thread`, trusting the
+    /// system's roots and the PEM certificates in `certificate`.
+    pub(crate) fn new(thread: &ExportThread, timeout: Duration, certificate: Option<&Path>) -> Result<Self, String> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -58,18 +85,7 @@ impl ExportClient {
             .enable_all_versions()
             .wrap_connector(http);
         let client = Client::builder(TokioExecutor::new()).build(connector);
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-        let handle = runtime.handle().clone();
-        let (stop, stopped) = oneshot::channel::<()>();
-        std::thread::Builder::new()
-            .name("otlp-export".into())
-            .spawn(move || {
-                runtime.block_on(async {
-                    let _ = stopped.await;
-                });
-            })
-            .map_err(|e| format!("cannot start its thread: {e}"))?;
-        Ok(Self { client, runtime: handle, timeout, _stop: stop })
+        Ok(Self { client, thread: thread.clone(), timeout })
     }
 }
 
@@ -85,7 +101,7 @@ impl HttpClient for ExportClient {
             let body = Limited::new(body, MAX_RESPONSE_BYTES).collect().await?.to_bytes();
             Ok::<_, HttpError>(Response::from_parts(parts, body))
         };
-        let sent = self.runtime.spawn(async move {
+        let sent = self.thread.runtime.spawn(async move {
             tokio::time::timeout(timeout, exchange)
                 .await
                 .unwrap_or_else(|_| Err(format!("no answer within {} ms", timeout.as_millis()).into()))
@@ -94,12 +110,17 @@ impl HttpClient for ExportClient {
     }
 }
 
+/// The PEM file of `…_CERTIFICATE`.
+pub(crate) fn read_pem(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
 /// The system's root certificates and those in the PEM file `extra`.
 fn roots(extra: Option<&Path>) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
     let (_, _ignored) = roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
     if let Some(path) = extra {
-        let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let pem = read_pem(path)?;
         for cert in CertificateDer::pem_slice_iter(&pem) {
             let cert = cert.map_err(|e| format!("{} is not PEM certificates: {e}", path.display()))?;
             roots.add(cert).map_err(|e| format!("a certificate of {} is unusable: {e}", path.display()))?;

@@ -4,7 +4,7 @@
 //! is unset — a log file or `kubectl logs` gets no escape sequences.
 //!
 //! With the `otlp` feature (the data plane), the same subscriber also exports
-//! OpenTelemetry traces over OTLP/HTTP when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` or
+//! OpenTelemetry traces over OTLP/HTTP or OTLP/gRPC when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` variable is set ([`traces`]); without them nothing
 //! is exported and no exporter exists. The log filter does not decide what is traced:
 //! traces take the `switchboard*` spans at `info` and above whatever `--log` says.
@@ -109,7 +109,7 @@ pub fn init_for(service: &str, filter: &str, format: LogFormat) -> Telemetry {
         if let Some(problem) = problem {
             tracing::warn!("traces are off: {problem}");
         } else if let Some(traces) = &traces {
-            tracing::info!(endpoint = %traces.endpoint(), "exporting traces over OTLP/HTTP");
+            tracing::info!(endpoint = %traces.endpoint(), protocol = traces.transport().as_str(), "exporting traces over OTLP");
         }
         Telemetry { traces }
     }

@@ -1,10 +1,13 @@
-//! OpenTelemetry traces over OTLP/HTTP (protobuf), configured by the standard variables:
+//! OpenTelemetry traces over OTLP/HTTP (protobuf) or OTLP/gRPC, configured by the standard
+//! variables:
 //!
-//! - `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the full URL, e.g. `http://collector:4318/v1/traces`)
-//!   or `OTEL_EXPORTER_OTLP_ENDPOINT` (the collector's base URL; `/v1/traces` is appended).
-//!   Neither set: no traces, no exporter.
-//! - `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`: `http/protobuf` (the only one built in; `grpc`
-//!   and `http/json` are refused with a warning, and traces stay off).
+//! - `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`: `http/protobuf` (the default) or `grpc`; any
+//!   other value (`http/json` included, which is not built in) is refused with a warning
+//!   that names the variable, and traces stay off.
+//! - `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the full URL: `http://collector:4318/v1/traces`,
+//!   or for gRPC `http://collector:4317`) or `OTEL_EXPORTER_OTLP_ENDPOINT` (the collector's
+//!   base URL; over HTTP `/v1/traces` is appended, over gRPC it is used as it is). Neither
+//!   set: no traces, no exporter.
 //! - `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`, `…_TIMEOUT` (ms, default 10000),
 //!   `…_CERTIFICATE` (a PEM file of CA certificates for an `https://` collector, besides the
 //!   system's roots).
@@ -28,15 +31,36 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::export::ExportClient;
+use crate::export::{ExportClient, ExportThread, grpc};
 
 /// How long an export may take when no `…_TIMEOUT` says otherwise (the specification's).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How spans travel to the collector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// OTLP/HTTP with protobuf bodies (`http/protobuf`, port 4318).
+    HttpProtobuf,
+    /// OTLP/gRPC (`grpc`, port 4317).
+    Grpc,
+}
+
+impl Transport {
+    /// The value of `OTEL_EXPORTER_OTLP_PROTOCOL` that names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HttpProtobuf => "http/protobuf",
+            Self::Grpc => "grpc",
+        }
+    }
+}
+
 /// Where and how traces are exported.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceSettings {
-    /// The traces URL (`…/v1/traces`).
+    /// The protocol.
+    pub transport: Transport,
+    /// The traces URL (`…/v1/traces` over HTTP; the collector's address over gRPC).
     pub endpoint: String,
     /// How long one export may take.
     pub timeout: Duration,
@@ -47,9 +71,9 @@ pub struct TraceSettings {
 /// The variables ask for traces this build cannot send.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    /// A protocol other than OTLP/HTTP protobuf.
+    /// A protocol other than OTLP/HTTP protobuf or OTLP/gRPC.
     #[error(
-        "{variable}={value:?} is not built in: only http/protobuf is; point the endpoint at the collector's OTLP/HTTP port (4318) and unset {variable}"
+        "{variable}={value:?} is not a supported protocol: use grpc (the collector's port 4317) or http/protobuf (port 4318)"
     )]
     Protocol {
         /// The variable.
@@ -75,8 +99,8 @@ pub enum SettingsError {
 /// The exporter could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The HTTP client (TLS set-up, its thread).
-    #[error("cannot set up the OTLP/HTTP client: {0}")]
+    /// The HTTP or gRPC client (TLS set-up, its thread).
+    #[error("cannot set up the OTLP client: {0}")]
     Client(String),
     /// The OpenTelemetry exporter.
     #[error(transparent)]
@@ -106,8 +130,16 @@ impl TraceSettings {
             }
             _ => {}
         }
+        let transport = match either("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL") {
+            None => Transport::HttpProtobuf,
+            Some((_, value)) if value == "http/protobuf" => Transport::HttpProtobuf,
+            Some((_, value)) if value == "grpc" => Transport::Grpc,
+            Some((variable, value)) => return Err(SettingsError::Protocol { variable, value }),
+        };
         let endpoint = match (var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), var("OTEL_EXPORTER_OTLP_ENDPOINT")) {
             (Some(own), _) => ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", own),
+            // gRPC names the service, not a path: the base URL is the endpoint.
+            (None, Some(base)) if transport == Transport::Grpc => ("OTEL_EXPORTER_OTLP_ENDPOINT", base),
             (None, Some(base)) => ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("{}/v1/traces", base.trim_end_matches('/'))),
             (None, None) => return Ok(None),
         };
@@ -115,11 +147,6 @@ impl TraceSettings {
         if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
             let why = "an http:// or https:// URL";
             return Err(SettingsError::Invalid { variable, value: endpoint, why });
-        }
-        if let Some((variable, value)) = either("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-            && value != "http/protobuf"
-        {
-            return Err(SettingsError::Protocol { variable, value });
         }
         let timeout = match either("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT") {
             None => DEFAULT_TIMEOUT,
@@ -130,7 +157,7 @@ impl TraceSettings {
         };
         let certificate = either("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE")
             .map(|(_, path)| PathBuf::from(path));
-        Ok(Some(Self { endpoint, timeout, certificate }))
+        Ok(Some(Self { transport, endpoint, timeout, certificate }))
     }
 }
 
@@ -140,6 +167,7 @@ impl TraceSettings {
 pub struct Traces {
     provider: SdkTracerProvider,
     endpoint: String,
+    transport: Transport,
 }
 
 impl Traces {
@@ -147,23 +175,34 @@ impl Traces {
     /// environment names it (`OTEL_SERVICE_NAME`, or `service.name` in
     /// `OTEL_RESOURCE_ATTRIBUTES`).
     pub fn start(settings: &TraceSettings, service: &str) -> Result<Self, StartError> {
-        let client =
-            ExportClient::new(settings.timeout, settings.certificate.as_deref()).map_err(StartError::Client)?;
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_http_client(client)
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(settings.endpoint.clone())
-            .with_timeout(settings.timeout)
-            .build()?;
-        let provider =
-            SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource(service)).build();
-        Ok(Self { provider, endpoint: settings.endpoint.clone() })
+        let thread = ExportThread::start().map_err(StartError::Client)?;
+        let provider = SdkTracerProvider::builder().with_resource(resource(service));
+        let provider = match settings.transport {
+            Transport::HttpProtobuf => {
+                let client = ExportClient::new(&thread, settings.timeout, settings.certificate.as_deref())
+                    .map_err(StartError::Client)?;
+                let exporter = opentelemetry_otlp::SpanExporter::builder()
+                    .with_http()
+                    .with_http_client(client)
+                    .with_protocol(Protocol::HttpBinary)
+                    .with_endpoint(settings.endpoint.clone())
+                    .with_timeout(settings.timeout)
+                    .build()?;
+                provider.with_batch_exporter(exporter)
+            }
+            Transport::Grpc => provider.with_batch_exporter(grpc::exporter(settings, thread)?),
+        };
+        Ok(Self { provider: provider.build(), endpoint: settings.endpoint.clone(), transport: settings.transport })
     }
 
     /// Where spans go.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// How they get there.
+    pub fn transport(&self) -> Transport {
+        self.transport
     }
 
     /// The `tracing` layer that turns Switchboard's spans (targets `switchboard*`, level
@@ -234,12 +273,34 @@ mod tests {
     }
 
     #[test]
+    fn grpc_takes_the_base_url_as_it_is_and_the_signal_protocol_wins() {
+        let base = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317")];
+        let grpc = settings(&[base[0], ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]).expect("ok").expect("on");
+        assert_eq!((grpc.transport, grpc.endpoint.as_str()), (Transport::Grpc, "http://collector:4317"));
+        let own = settings(&[
+            base[0],
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"),
+        ])
+        .expect("ok")
+        .expect("on");
+        assert_eq!(own.transport, Transport::Grpc);
+        let http = settings(&[base[0], ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")]).expect("ok");
+        assert_eq!(
+            http.map(|s| (s.transport, s.endpoint)),
+            Some((Transport::HttpProtobuf, format!("{}/v1/traces", base[0].1)))
+        );
+    }
+
+    #[test]
     fn disabled_or_unsupported_settings_say_so() {
         let on = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")];
         assert_eq!(settings(&[on[0], ("OTEL_SDK_DISABLED", "true")]).expect("ok"), None);
         assert_eq!(settings(&[on[0], ("OTEL_TRACES_EXPORTER", "none")]).expect("ok"), None);
-        let grpc = settings(&[on[0], ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]).expect_err("refused");
-        assert!(grpc.to_string().contains("only http/protobuf"), "{grpc}");
+        let json = settings(&[on[0], ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")]).expect_err("refused");
+        assert!(json.to_string().contains("OTEL_EXPORTER_OTLP_PROTOCOL=\"http/json\" is not a supported"), "{json}");
+        let own = settings(&[on[0], ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grcp")]).expect_err("refused");
+        assert!(own.to_string().starts_with("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=\"grcp\""), "{own}");
         assert!(settings(&[on[0], ("OTEL_TRACES_EXPORTER", "zipkin")]).is_err());
         assert!(settings(&[on[0], ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon")]).is_err());
         assert!(settings(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")]).is_err());

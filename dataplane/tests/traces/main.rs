@@ -6,7 +6,8 @@
 //! must be one trace: the gateway's session span its root, every runtime session its child,
 //! turns, model calls with the GenAI attributes and tool calls below them, the tool server
 //! reached with that trace's `traceparent`, handoffs as events — and nothing the user said
-//! in any span. The processes' JSON log lines about the session carry its ids.
+//! in any span. The processes' JSON log lines about the session carry its ids. Local mode
+//! exports the same way, and over OTLP/gRPC to a gRPC receiver when the variables say so.
 
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]
@@ -201,6 +202,25 @@ async fn local_mode_takes_the_same_variables_and_its_session_is_one_trace() {
     let agents: HashSet<&str> = sessions.iter().filter_map(|s| s.text("agent")).collect();
     assert_eq!(agents, HashSet::from(["triage", "idv"]));
     assert!(sessions.iter().all(|s| s.parent_id() == root.span_id()), "children of the gateway's session span");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_grpc_the_signal_protocol_wins_and_the_session_is_one_trace() {
+    let receiver = Receiver::start_grpc().await;
+    // The general variable says HTTP; the traces' own says gRPC, and wins. The receiver
+    // speaks only gRPC (HTTP/2 with the TraceService), so an HTTP export would be lost.
+    let protocol = [("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"), ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")];
+    let (_local, url) = processes::local_with(&receiver.endpoint(), &protocol, None);
+    drop(to_idv(&url).await);
+
+    let spans = wait_for(&receiver, "gateway.session").await;
+    let root = spans.iter().find(|s| s.span.name == "gateway.session").expect("the root");
+    assert!(spans.iter().all(|s| s.trace_id() == root.trace_id()), "one trace");
+    let agents: HashSet<&str> =
+        spans.iter().filter(|s| s.span.name == "runtime.session").filter_map(|s| s.text("agent")).collect();
+    assert_eq!(agents, HashSet::from(["triage", "idv"]));
+    let chat = spans.iter().find(|s| s.span.name.starts_with("chat ")).expect("a model call");
+    assert!(chat.text("gen_ai.request.model").is_some(), "with its GenAI attributes: {:?}", chat.strings());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

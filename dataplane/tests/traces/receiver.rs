@@ -1,7 +1,9 @@
-//! An OTLP/HTTP trace receiver, as a collector's `otlp` receiver is on port 4318: `POST
+//! An OTLP trace receiver, as a collector's `otlp` receiver is: over HTTP (port 4318), `POST
 //! /v1/traces` with an `ExportTraceServiceRequest` in protobuf, decoded with the types
 //! generated from the official protocol definitions (`opentelemetry-proto`), answered with
-//! an `ExportTraceServiceResponse`. Every span is kept with the service that sent it.
+//! an `ExportTraceServiceResponse`; or over gRPC (port 4317), the `TraceService` server
+//! generated from the same definitions, on tonic. Every span is kept with the service that
+//! sent it.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -10,6 +12,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -100,6 +103,17 @@ impl Receiver {
         Self { addr, spans }
     }
 
+    /// A receiver over gRPC: the generated `TraceService` on a tonic server.
+    pub async fn start_grpc() -> Self {
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let addr = listener.local_addr().expect("addr");
+        let service = TraceServiceServer::new(Grpc(spans.clone()));
+        let server = tonic::transport::Server::builder().add_service(service);
+        tokio::spawn(server.serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)));
+        Self { addr, spans }
+    }
+
     /// What `OTEL_EXPORTER_OTLP_ENDPOINT` is set to.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
@@ -128,6 +142,30 @@ async fn export(
         Ok(request) => request,
         Err(error) => return (StatusCode::BAD_REQUEST, error.to_string().into_bytes()).into_response(),
     };
+    keep(&spans, request);
+    let answer = ExportTraceServiceResponse::default().encode_to_vec();
+    ([(header::CONTENT_TYPE, "application/x-protobuf")], answer).into_response()
+}
+
+/// The gRPC service: the same token, in the call's metadata.
+struct Grpc(Arc<Mutex<Vec<Received>>>);
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        if request.metadata().get("authorization").and_then(|v| v.to_str().ok()) != Some(AUTHORIZATION) {
+            return Err(tonic::Status::unauthenticated("no collector token"));
+        }
+        keep(&self.0, request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+/// Keeps every span of `request` with its service's name.
+fn keep(spans: &Mutex<Vec<Received>>, request: ExportTraceServiceRequest) {
     let mut received = Vec::new();
     for resource in request.resource_spans {
         let attrs = resource.resource.map(|r| r.attributes).unwrap_or_default();
@@ -140,6 +178,4 @@ async fn export(
         }
     }
     spans.lock().expect("lock").extend(received);
-    let answer = ExportTraceServiceResponse::default().encode_to_vec();
-    ([(header::CONTENT_TYPE, "application/x-protobuf")], answer).into_response()
 }
