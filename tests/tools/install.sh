@@ -98,6 +98,16 @@ install_postgres() {
   fi
 }
 
+# The network-chaos tests (dataplane/tests/gateway/netns.rs) run in a network namespace of
+# their own (unshare, util-linux) and drop packets there (iptables; ip from iproute2).
+install_netns_tools() {
+  if ! command -v iptables >/dev/null || ! command -v ip >/dev/null; then
+    echo "[tools] installing iptables and iproute2" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables iproute2 >&2
+  fi
+}
+
 install_prometheus() {
   if ! command -v promtool >/dev/null; then
     echo "[tools] installing prometheus (promtool)" >&2
@@ -113,6 +123,7 @@ install_browser
 install_redis
 install_postgres
 install_prometheus
+install_netns_tools
 # Tests run this script at once (each server a test starts asks it where its bin directory
 # is): every link is made beside its name and renamed over it, never removed first, so a
 # concurrent test never finds one missing.

@@ -9,6 +9,7 @@ mod client;
 mod context;
 mod fleet;
 mod liveness;
+mod netns;
 mod postgres;
 mod record;
 mod record_access;

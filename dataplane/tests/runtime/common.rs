@@ -257,6 +257,28 @@ impl Client {
         }
     }
 
+    /// The next frame as [`Client::next`] reads it, or `None` when nothing arrives within
+    /// `patience`.
+    pub async fn next_within(&mut self, patience: Duration) -> Option<Option<Result<ServerMessage, (u16, String)>>> {
+        loop {
+            match tokio::time::timeout(patience, self.ws.next()).await.ok()? {
+                Some(Ok(Message::Text(text))) => {
+                    let message: ServerMessage =
+                        serde_json::from_str(text.as_str()).expect("server sends protocol JSON");
+                    self.seen.push(message.clone());
+                    return Some(Some(Ok(message)));
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    let close =
+                        frame.map(|f| (u16::from(f.code), f.reason.to_string())).unwrap_or((1005, String::new()));
+                    return Some(Some(Err(close)));
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return Some(None),
+            }
+        }
+    }
+
     /// Reads until `pred` holds; returns everything read (the match last).
     pub async fn until(&mut self, pred: impl Fn(&ServerMessage) -> bool) -> Vec<ServerMessage> {
         let mut got = Vec::new();
