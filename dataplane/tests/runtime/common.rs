@@ -259,6 +259,7 @@ impl Client {
 
     /// The next frame as [`Client::next`] reads it, or `None` when nothing arrives within
     /// `patience`.
+    #[allow(dead_code)] // the gateway's network tests; not every test binary reads with a patience
     pub async fn next_within(&mut self, patience: Duration) -> Option<Option<Result<ServerMessage, (u16, String)>>> {
         loop {
             match tokio::time::timeout(patience, self.ws.next()).await.ok()? {
