@@ -22,19 +22,34 @@
 //!       "handoffs": ["idv"], "expose": true, "default": true,
 //!       "ready": true, "readyReplicas": 2
 //!     }
-//!   ]
+//!   ],
+//!   "agents": {
+//!     "bank/triage": { "role": "…", "persona": { "name": "…", "voice": "matthew", … },
+//!                      "tools": […], "handoffs": […], "workflow": { "entry": "…", … } }
+//!   }
 //! }
 //! ```
+//!
+//! `agents` holds what the web console shows of each Agent ([`summary::AgentSummary`]:
+//! bounded, never a prompt), while the table stays under [`summary::SUMMARY_BUDGET`]; an
+//! Agent without one is shown by its route alone. Gateways that do not serve the console
+//! ignore it.
 //!
 //! Only Agents whose `Accepted` condition is `True` are listed, in namespace and name order,
 //! so equal tables serialise to equal bytes. An Agent that is listed but not `ready` has no
 //! ready pod: the gateway should refuse new sessions for it (or queue them) rather than
 //! forget it, since handoffs to it may become possible any moment.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{Mode, RedactRule};
+
+pub mod summary;
+
+use summary::{AgentSummary, SUMMARY_BUDGET};
 
 /// `kind` of a serialised routing table.
 pub const ROUTING_TABLE_KIND: &str = "RoutingTable";
@@ -54,6 +69,11 @@ pub struct RoutingTable {
     pub kind: String,
     /// One route per Accepted Agent, sorted by namespace then name.
     pub routes: Vec<Route>,
+    /// What the web console shows of each routed Agent, by `namespace/name` (see
+    /// [`summary`]); absent for Agents past the budget.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(skip)]
+    pub agents: BTreeMap<String, AgentSummary>,
 }
 
 /// Where and how the gateway reaches one Agent.
@@ -125,7 +145,46 @@ impl RoutingTable {
     /// A table of `routes`, sorted by namespace then name.
     pub fn new(mut routes: Vec<Route>) -> Self {
         routes.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        Self { api_version: crate::API_VERSION.to_owned(), kind: ROUTING_TABLE_KIND.to_owned(), routes }
+        Self {
+            api_version: crate::API_VERSION.to_owned(),
+            kind: ROUTING_TABLE_KIND.to_owned(),
+            routes,
+            agents: BTreeMap::new(),
+        }
+    }
+
+    /// The table with `summaries` (`namespace/name` -> summary) of its routed Agents, in
+    /// name order, as long as the table's text stays under [`SUMMARY_BUDGET`]: past it,
+    /// the remaining Agents go without; the second value says how many. Summaries of Agents
+    /// without a route are dropped.
+    pub fn with_summaries(mut self, summaries: impl IntoIterator<Item = (String, AgentSummary)>) -> (Self, usize) {
+        let routed: std::collections::HashSet<String> =
+            self.routes.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect();
+        let mut summaries: Vec<_> = summaries.into_iter().filter(|(key, _)| routed.contains(key)).collect();
+        summaries.sort_by(|a, b| a.0.cmp(&b.0));
+        // Pretty-printed inside the table, a summary takes about twice its compact size
+        // (indentation); the whole text is measured once at the end to be sure.
+        let mut used = self.to_json().len();
+        let mut left_out = 0usize;
+        for (key, summary) in summaries {
+            let size = 2 * (key.len() + serde_json::to_string(&summary).map_or(usize::MAX / 4, |s| s.len()));
+            if used.saturating_add(size) > SUMMARY_BUDGET {
+                left_out += 1;
+                continue;
+            }
+            used += size;
+            self.agents.insert(key, summary);
+        }
+        if self.to_json().len() > SUMMARY_BUDGET {
+            left_out += self.agents.len();
+            self.agents.clear();
+        }
+        (self, left_out)
+    }
+
+    /// The console's summary of Agent `namespace/name`, if the table carries one.
+    pub fn summary(&self, namespace: &str, name: &str) -> Option<&AgentSummary> {
+        self.agents.get(&format!("{namespace}/{name}"))
     }
 
     /// Reads a table from the JSON stored under [`ROUTES_KEY`], checking apiVersion and kind.
@@ -185,5 +244,34 @@ mod tests {
         let text = r#"{"apiVersion":"v1","kind":"RoutingTable","routes":[]}"#;
         assert!(matches!(RoutingTable::parse(text), Err(RoutingTableError::Version { .. })));
         assert!(matches!(RoutingTable::parse("nope"), Err(RoutingTableError::Parse(_))));
+    }
+
+    fn summary(name: &str, description_len: usize) -> AgentSummary {
+        serde_json::from_value(serde_json::json!({
+            "description": "d".repeat(description_len),
+            "persona": {"name": "p", "display_name": name, "voice": "matthew", "language": "en-US"},
+            "workflow": {"name": "w", "entry": "start", "nodes": [{"id": "start", "kind": "message"}]}
+        }))
+        .expect("a summary")
+    }
+
+    #[test]
+    fn summaries_ride_along_while_the_table_fits_its_budget() {
+        let table = RoutingTable::new(vec![route("a", "x"), route("a", "y")]);
+        let (with, left_out) = table
+            .clone()
+            .with_summaries([("a/x".to_owned(), summary("X", 10)), ("a/gone".to_owned(), summary("G", 10))]);
+        assert_eq!(left_out, 0);
+        assert_eq!(with.summary("a", "x").map(|s| s.persona.display_name.as_str()), Some("X"));
+        assert!(with.summary("a", "y").is_none() && with.agents.len() == 1, "only routed Agents: {:?}", with.agents);
+        assert_eq!(RoutingTable::parse(&with.to_json()).expect("parses"), with);
+        // Too large for one ConfigMap: the routes stay, summaries go past the budget.
+        let routes: Vec<Route> = (0..400).map(|i| route("a", &format!("agent-{i:03}"))).collect();
+        let big = (0..400).map(|i| (format!("a/agent-{i:03}"), summary("B", 2_000)));
+        let (table, left_out) = RoutingTable::new(routes).with_summaries(big);
+        assert_eq!(table.routes.len(), 400);
+        assert!(left_out > 0 && !table.agents.is_empty(), "some fit, some not: {left_out}");
+        assert_eq!(table.agents.len() + left_out, 400);
+        assert!(table.to_json().len() <= SUMMARY_BUDGET, "{} bytes", table.to_json().len());
     }
 }

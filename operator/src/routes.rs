@@ -5,6 +5,10 @@
 //! during a long burst (1,000 Agents appearing) writes at most once per [`MIN_INTERVAL`]:
 //! the table is one object holding every route, so writing it on every small change would
 //! be the largest write load of all. Either way the table trails a change by under a second.
+//!
+//! The table also carries what the web console shows of each Agent (persona without its
+//! prompt, tools, handoffs, workflow graph: [`switchboard_crds::routing::summary`]), made
+//! from the Persona and Workflow caches; their changes wake the publisher too (`run.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,12 +16,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{PartialObjectMeta, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
-use switchboard_crds::Agent;
 use switchboard_crds::catalog::namespace_of;
 use switchboard_crds::common::{CONDITION_ACCEPTED, CONDITION_READY, find_condition};
+use switchboard_crds::routing::summary::AgentSummary;
 use switchboard_crds::routing::{ROUTES_KEY, RUNTIME_PORT, Route, RoutingTable, SESSION_PATH};
+use switchboard_crds::{Agent, Persona, Workflow, resolve};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -55,6 +61,25 @@ impl PublishError {
 pub fn table<'a>(agents: impl IntoIterator<Item = &'a Agent>) -> RoutingTable {
     let routes = agents.into_iter().filter_map(route).collect();
     RoutingTable::new(routes)
+}
+
+/// The console's summaries of `agents` (`namespace/name` -> summary), for those whose
+/// Persona and Workflow are in the caches; knowledge is not read (it only feeds prompts).
+pub fn summaries<'a>(
+    agents: impl IntoIterator<Item = &'a Agent>,
+    personas: &Store<Persona>,
+    workflows: &Store<Workflow>,
+) -> Vec<(String, AgentSummary)> {
+    agents
+        .into_iter()
+        .filter_map(|agent| {
+            let namespace = namespace_of(agent);
+            let persona = personas.get(&ObjectRef::new(&agent.spec.persona_ref.name).within(&namespace))?;
+            let workflow = workflows.get(&ObjectRef::new(&agent.spec.workflow_ref.name).within(&namespace))?;
+            let spec = resolve(agent, &persona, &workflow, &Default::default());
+            Some((format!("{namespace}/{}", agent.name_any()), AgentSummary::of(&spec)))
+        })
+        .collect()
 }
 
 fn route(agent: &Agent) -> Option<Route> {
@@ -100,11 +125,28 @@ pub fn config_map(namespace: &str, name: &str, table: &RoutingTable) -> ConfigMa
     }
 }
 
-/// Publishes the table of `agents` to `namespace/name` on every notification until
+/// The caches the table is made from.
+#[derive(Clone)]
+pub struct Sources {
+    /// Agents (the routes).
+    pub agents: Store<Agent>,
+    /// Personas (the console's summaries).
+    pub personas: Store<Persona>,
+    /// Workflows (the console's summaries).
+    pub workflows: Store<Workflow>,
+}
+
+impl std::fmt::Debug for Sources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sources").field("agents", &self.agents.state().len()).finish_non_exhaustive()
+    }
+}
+
+/// Publishes the table of `sources` to `namespace/name` on every notification until
 /// `shutdown`; a failed write is retried after a second.
 pub async fn publish(
     client: Client,
-    agents: Store<Agent>,
+    sources: Sources,
     mut notified: watch::Receiver<()>,
     (namespace, name): (String, String),
     metrics: Metrics,
@@ -112,14 +154,32 @@ pub async fn publish(
 ) {
     // The response is read as metadata only: the table can be large.
     let api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client, &namespace);
-    if crate::controller::wait_ready(&agents).await.is_none() {
+    let Sources { agents, personas, workflows } = sources;
+    let ready = (
+        crate::controller::wait_ready(&agents).await,
+        crate::controller::wait_ready(&personas).await,
+        crate::controller::wait_ready(&workflows).await,
+    );
+    if ready != (Some(()), Some(()), Some(())) {
         return;
     }
     let mut last: Option<RoutingTable> = None;
     let mut written = tokio::time::Instant::now();
+    let mut warned = 0;
     loop {
         let state: Vec<Arc<Agent>> = agents.state();
-        let current = table(state.iter().map(Arc::as_ref));
+        let routes = table(state.iter().map(Arc::as_ref));
+        let (current, left_out) =
+            routes.with_summaries(summaries(state.iter().map(Arc::as_ref), &personas, &workflows));
+        if left_out != warned {
+            if left_out > 0 {
+                tracing::warn!(
+                    "the routing table is near a ConfigMap's size limit: {left_out} Agents are listed in the web \
+                     console without persona, tools or workflow"
+                );
+            }
+            warned = left_out;
+        }
         if last.as_ref() != Some(&current) {
             let cm = config_map(&namespace, &name, &current);
             match api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&cm)).await {

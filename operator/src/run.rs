@@ -234,6 +234,7 @@ async fn controllers(
     let hpa_writer = Writer::new(hpa_resource);
     let (gateway_key, key_watch) = gateway_key(args, &client, &metrics, stop.clone());
     let (network_policies, network_policy_writer) = reflector::store::<PartialObjectMeta<NetworkPolicy>>();
+    let sources = routes::Sources { agents: agents.clone(), personas: personas.clone(), workflows: workflows.clone() };
     let stores = Stores {
         agents: agents.clone(),
         personas,
@@ -252,6 +253,8 @@ async fn controllers(
         policy,
     ));
     let (notify, notified) = watch::channel(());
+    // A Persona's or Workflow's change reaches the table's console summaries.
+    let (persona_notify, workflow_notify) = (notify.clone(), notify.clone());
     let (triggers, triggered) = mpsc::channel::<ObjectRef<Agent>>(TRIGGER_QUEUE);
     let overflow = metrics.trigger_overflow.clone();
     let agent_stream = wiring::agent_stream(
@@ -270,7 +273,10 @@ async fn controllers(
         knowledge::run(&client, ns, agents.clone(), (triggers.clone(), overflow.clone()), stop.clone());
     let for_personas = agents.clone();
     let persona_referrers = Referrers {
-        of: Box::new(move |p: &Persona| triggers::persona_referrers(&for_personas, p.namespace(), &p.name_any())),
+        of: Box::new(move |p: &Persona| {
+            persona_notify.send_replace(());
+            triggers::persona_referrers(&for_personas, p.namespace(), &p.name_any())
+        }),
         queue: triggers.clone(),
         overflow: overflow.clone(),
     };
@@ -285,7 +291,10 @@ async fn controllers(
     );
     let for_workflows = agents.clone();
     let workflow_referrers = Referrers {
-        of: Box::new(move |w: &Workflow| triggers::workflow_referrers(&for_workflows, w.namespace(), &w.name_any())),
+        of: Box::new(move |w: &Workflow| {
+            workflow_notify.send_replace(());
+            triggers::workflow_referrers(&for_workflows, w.namespace(), &w.name_any())
+        }),
         queue: triggers,
         overflow,
     };
@@ -299,7 +308,7 @@ async fn controllers(
         ctx,
         stop.clone(),
     );
-    let publisher = routes::publish(client.clone(), agents, notified, args.routes_location(), metrics, stop);
+    let publisher = routes::publish(client.clone(), sources, notified, args.routes_location(), metrics, stop);
     tokio::join!(
         agent_controller,
         persona_controller,

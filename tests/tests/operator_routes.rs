@@ -127,3 +127,41 @@ async fn a_handoff_target_appearing_makes_the_caller_accepted() {
     .await
     .expect("rejected again");
 }
+
+/// The table carries what the gateway's web console shows of each Agent (it sees no
+/// Persona or Workflow): role, persona and voice without the prompt, tools, handoffs and
+/// the workflow graph; a Persona's own change reaches it without any change to the Agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_table_carries_what_the_console_shows_of_each_agent() {
+    let (ns, _op) = setup("op-console").await;
+    let client = ns.client();
+    let n = ns.name.clone();
+    let extra = "  role: Helper\n  description: Answers questions about orders.\n  handoffs: [{agent: other}]\n  tools:\n    - name: lookup\n      description: Finds an order.\n      consent: required\n      http:\n        url: http://orders:8080/lookup\n";
+    let yaml = objects("p", "wf") + &agent("helper", "p", "wf", extra) + &agent("other", "p", "wf", "");
+    apply_yaml(&client, &n, &yaml).await.expect("apply");
+    wait_accepted(&ns, "helper").await;
+    let table =
+        route_where(&ns, "helper's summary", Duration::from_secs(5), |t| t.summary(&n, "helper").is_some()).await;
+    let summary = table.summary(&n, "helper").expect("summary");
+    assert_eq!(summary.profile.role.as_deref(), Some("Helper"));
+    assert_eq!(summary.profile.description.as_deref(), Some("Answers questions about orders."));
+    assert_eq!((summary.persona.name.as_str(), summary.persona.display_name.as_str()), ("p", "Sam"));
+    assert!(!summary.persona.voice.is_empty(), "the persona's (default) voice: {summary:?}");
+    let tools: Vec<_> = summary.tools.iter().map(|t| (t.name.as_str(), t.runs.as_str(), t.consent)).collect();
+    assert_eq!(tools, [("lookup", "http", true)]);
+    assert_eq!(summary.handoffs.iter().map(|h| h.agent.as_str()).collect::<Vec<_>>(), ["other"]);
+    assert_eq!((summary.workflow.name.as_str(), summary.workflow.entry.as_str()), ("wf", "hello"));
+    assert_eq!(summary.workflow.nodes.iter().map(|n| n.id.as_str()).collect::<Vec<_>>(), ["hello"]);
+    let text = table.to_json();
+    assert!(!text.contains("You are"), "no system prompt in the table: {text}");
+    assert!(!text.contains("orders:8080"), "no tool URL in the table: {text}");
+
+    // The Persona alone changes: the summary follows (the Agent's route does not change).
+    let changed = Instant::now();
+    apply_yaml(&client, &n, &common::persona("p", "Alex")).await.expect("persona change");
+    route_where(&ns, "the new display name", Duration::from_secs(10), |t| {
+        t.summary(&n, "helper").is_some_and(|s| s.persona.display_name == "Alex")
+    })
+    .await;
+    println!("persona change in the table after {:?}", changed.elapsed());
+}
