@@ -136,6 +136,7 @@ impl DemoTools {
             .route("/balance", post(balance))
             .route("/transactions", post(transactions))
             .route("/disputes", post(disputes))
+            .route("/preferences", post(preferences))
             .with_state(state);
         let stop = CancellationToken::new();
         let stopped = stop.clone();
@@ -221,6 +222,19 @@ async fn idv(State(state): State<Arc<DemoState>>, Json(input): Json<serde_json::
             })),
         ),
         None => (StatusCode::OK, Json(serde_json::json!({ "verified": false }))),
+    }
+}
+
+/// How the caller likes to be served: checked and given back as `preferences`, for the
+/// Agent to `remember` as `callerPreferences` (the gateway keeps that for the caller's
+/// later sessions).
+async fn preferences(Json(input): Json<serde_json::Value>) -> Reply {
+    match field(&input, "verbosity") {
+        Ok(verbosity @ ("brief" | "detailed")) => {
+            (StatusCode::OK, Json(serde_json::json!({ "preferences": { "verbosity": verbosity } })))
+        }
+        Ok(other) => error(StatusCode::BAD_REQUEST, &format!("verbosity {other:?} is not brief or detailed")),
+        Err(e) => e,
     }
 }
 

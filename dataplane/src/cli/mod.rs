@@ -1,6 +1,7 @@
 //! The command line: global options, the subcommands (one module each), logging setup
 //! and shutdown signals shared by the long-running subcommands.
 
+mod callers;
 mod chat;
 mod demo_tools;
 mod gateway;
@@ -79,6 +80,8 @@ pub enum Command {
     /// Read the conversation record: recorded sessions (`list`) and everything that
     /// happened in one (`show`).
     Sessions(sessions::SessionsArgs),
+    /// The callers the record keeps across sessions: `delete` forgets one on request.
+    Callers(callers::CallersArgs),
 }
 
 impl Command {
@@ -95,6 +98,7 @@ impl Command {
             Self::DemoTools(args) => demo_tools::run(args).await,
             Self::Test(args) => test::run(args).await,
             Self::Sessions(args) => sessions::run(args).await,
+            Self::Callers(args) => callers::run(args).await,
         }
     }
 
@@ -102,7 +106,7 @@ impl Command {
     /// given: `test` prints a report on stdout, so only warnings are logged.
     pub fn default_log(&self) -> Option<&'static str> {
         match self {
-            Self::Test(_) | Self::Sessions(_) => Some("warn"),
+            Self::Test(_) | Self::Sessions(_) | Self::Callers(_) => Some("warn"),
             _ => None,
         }
     }

@@ -33,6 +33,16 @@ pub struct RecordArgs {
     #[arg(long = "record-retention-days", env = "SWITCHBOARD_RECORD_RETENTION_DAYS", default_value_t = 30)]
     pub retention_days: u64,
 
+    /// Days what is kept of a verified caller across sessions (their `caller…` memory keys,
+    /// which sessions they had) stays after the caller was last verified; 0 keeps it. One
+    /// caller is forgotten on request with `switchboard callers delete`.
+    #[arg(
+        long = "record-caller-retention-days",
+        env = "SWITCHBOARD_RECORD_CALLER_RETENTION_DAYS",
+        default_value_t = 365
+    )]
+    pub caller_retention_days: u64,
+
     /// A redaction rule `name=regex`, applied to the record after the built-in ones (payment
     /// cards with a Luhn check; then these; then phone numbers and e-mail addresses); what
     /// matches is stored as `[redacted:name]`. Repeatable; one per line in the variable.
@@ -160,6 +170,8 @@ impl RecordArgs {
         let config = RecordConfig {
             backlog: self.backlog,
             retention: (self.retention_days > 0).then(|| Duration::from_secs(self.retention_days * 86_400)),
+            caller_retention: (self.caller_retention_days > 0)
+                .then(|| Duration::from_secs(self.caller_retention_days.saturating_mul(86_400))),
             abandon_after: resume_window + ABANDON_GRACE,
             ..RecordConfig::default()
         };

@@ -3,6 +3,7 @@
 //! to the gateway only.
 
 mod budget;
+mod callers;
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]
 mod client;

@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 use switchboard_core::protocol::{ClientMessage, ServerKind, ServerMessage};
 use switchboard_crds::agent::RedactRule;
 
+use super::store::callers;
 use super::{Entry, Recorder, Redactor, Update, now_us};
+use switchboard_core::assertion::IDENTITY_KEY;
 
 /// Tool calls tracked at once (their durations); more are recorded without one.
 const MAX_OPEN_TOOLS: usize = 32;
@@ -30,7 +32,14 @@ pub struct SessionLog {
     /// The rules of every Agent the session reached (they stay for the rest of it).
     rules: Vec<RedactRule>,
     redactor: Arc<Redactor>,
+    /// The verified caller's id in the store, once verified.
+    caller: Option<String>,
+    /// Caller keys set before the caller was verified (kept for it once it is).
+    caller_keys: Vec<(String, Value)>,
 }
+
+/// Caller keys held until the caller is verified; more are not kept.
+const MAX_PENDING_CALLER_KEYS: usize = 32;
 
 impl SessionLog {
     /// The log of session `session`.
@@ -44,6 +53,8 @@ impl SessionLog {
             tools: Vec::new(),
             rules: Vec::new(),
             redactor,
+            caller: None,
+            caller_keys: Vec::new(),
         }
     }
 
@@ -227,6 +238,7 @@ impl SessionLog {
                 self.redactor.value(&mut data);
                 let update = caller.map(|c| Update::Caller(self.redactor.text(&c).into_owned()));
                 self.push_plain(agent, "memory", data, update);
+                self.caller_memory(agent, key, value);
             }
             ServerMessage::WorkflowTransition { from, to, by } => {
                 self.push(agent, "workflow", json!({ "from": from, "to": to, "by": by }), None);
@@ -238,6 +250,42 @@ impl SessionLog {
             }
             // Reply audio, tool progress, a pod's drain notice and its close: nothing to keep.
             _ => {}
+        }
+    }
+
+    /// The caller across sessions ([`super::store::callers`]): a verified caller is linked
+    /// to the session, and the caller keys the session sets are kept for it.
+    fn caller_memory(&mut self, agent: &str, key: String, value: Value) {
+        if key == IDENTITY_KEY {
+            let namespace = agent.split_once('/').map_or(agent, |(namespace, _)| namespace);
+            let caller = (!value.is_null()).then(|| callers::caller_id(namespace, &value));
+            if caller == self.caller {
+                return;
+            }
+            self.caller = caller;
+            let Some(caller) = self.caller.clone() else { return };
+            let update = Update::CallerSeen { caller: caller.clone(), namespace: namespace.to_owned() };
+            self.push_plain(agent, "caller", Value::Null, Some(update));
+            for (key, value) in std::mem::take(&mut self.caller_keys) {
+                let update = Update::CallerMemory { caller: caller.clone(), key, value };
+                self.push_plain(agent, "caller", Value::Null, Some(update));
+            }
+            return;
+        }
+        if !callers::is_caller_key(&key) {
+            return;
+        }
+        match &self.caller {
+            Some(caller) => {
+                let update = Update::CallerMemory { caller: caller.clone(), key, value };
+                self.push_plain(agent, "caller", Value::Null, Some(update));
+            }
+            None => {
+                self.caller_keys.retain(|(k, _)| *k != key);
+                if self.caller_keys.len() < MAX_PENDING_CALLER_KEYS {
+                    self.caller_keys.push((key, value));
+                }
+            }
         }
     }
 

@@ -16,6 +16,7 @@
 //! it the frames it delivers, once each (never a replay), skipping reply audio.
 
 pub mod api;
+pub mod callers;
 pub mod log;
 pub mod price;
 /// Redaction lives in the agent core: runtimes redact what they put into traces with it.
@@ -89,6 +90,24 @@ pub enum Update {
         /// The sealed state ([`crate::resume::seal_text`]).
         sealed: String,
     },
+    /// The verified caller ([`store::callers::caller_id`]) had this session (not an event
+    /// of the record).
+    CallerSeen {
+        /// The caller's id in the store.
+        caller: String,
+        /// The namespace of the Agent that verified it.
+        namespace: String,
+    },
+    /// A caller memory key changed ([`store::callers::is_caller_key`]; not an event of the
+    /// record: the `memory` event has it, redacted).
+    CallerMemory {
+        /// The caller's id in the store.
+        caller: String,
+        /// The memory key.
+        key: String,
+        /// Its value, as the session holds it (`null`: forgotten).
+        value: serde_json::Value,
+    },
     /// It ended, or its client went.
     End {
         /// `ended`, `parked`, `failed`.
@@ -107,6 +126,8 @@ pub struct RecordConfig {
     pub backlog: usize,
     /// Sessions are deleted this long after they started; none: kept.
     pub retention: Option<Duration>,
+    /// Callers ([`store::callers`]) not seen for this long are deleted; none: kept.
+    pub caller_retention: Option<Duration>,
     /// The longest a batch waits to fill.
     pub flush_interval: Duration,
     /// The most entries in one write.
@@ -124,6 +145,7 @@ impl Default for RecordConfig {
             queue: 65_536,
             backlog: 200_000,
             retention: Some(Duration::from_secs(30 * 86_400)),
+            caller_retention: Some(Duration::from_secs(365 * 86_400)),
             flush_interval: Duration::from_millis(200),
             batch: 512,
             state_ttl: Duration::from_secs(86_400),

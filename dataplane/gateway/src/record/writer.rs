@@ -3,7 +3,8 @@
 //! everything after it wait in a bounded backlog, retried with backoff (1 s doubling to
 //! 30 s) and written in order once the store answers. Entries beyond the backlog's bound
 //! are dropped and counted. Once an hour (and at the first write) sessions past the
-//! retention are deleted. Every few seconds to a minute, sessions whose client went and
+//! retention are deleted, and callers ([`super::store::callers`]) not seen within theirs.
+//! Every few seconds to a minute, sessions whose client went and
 //! never came back within the resume window are marked `abandoned` and reported.
 
 use std::collections::VecDeque;
@@ -175,6 +176,14 @@ impl Writer {
         let stale = super::now_us() / 1000 - i64::try_from(self.config.state_ttl.as_millis()).unwrap_or(i64::MAX);
         if let Err(error) = self.store.expire_state(stale).await {
             tracing::warn!("cannot delete expired continuation state: {error}");
+        }
+        if let Some(retention) = self.config.caller_retention {
+            let before = super::now_us() / 1000 - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+            match self.store.expire_callers(before).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(callers = n, "deleted callers not seen within the caller retention"),
+                Err(error) => tracing::warn!("cannot delete callers past the caller retention: {error}"),
+            }
         }
         let Some(retention) = self.config.retention else { return };
         let before = super::now_us() / 1000 - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);

@@ -288,7 +288,7 @@ async fn open(
     let Some(lease) = gateway.balancer.pick(&target.ready, avoid) else {
         return Err(format!("agent {} has no ready pod", target.route.name));
     };
-    let opening = Opening {
+    let mut opening = Opening {
         session_id: machine.id(),
         namespace: &target.route.namespace,
         agent: &target.route.name,
@@ -306,6 +306,9 @@ async fn open(
         // The relay runs in the session's span (see `super::serve`): the runtime's joins it.
         traceparent: switchboard_telemetry::context::traceparent(&tracing::Span::current()),
     };
+    if let Some(record) = &gateway.record {
+        crate::record::callers::restore(record, &mut opening).await;
+    }
     let addr = lease.addr();
     let (tx, rx) =
         upstream::open(addr, opening, &gateway.key, gateway.config.connect_timeout).await.map_err(|e| e.to_string())?;

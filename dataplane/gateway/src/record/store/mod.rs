@@ -15,6 +15,7 @@ use serde::Serialize;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 
+pub mod callers;
 mod write;
 
 /// The schema, in order; each statement is idempotent.
@@ -203,7 +204,7 @@ impl Store {
             // Readers (`switchboard sessions`) go on while the gateway writes.
             sqlx::query("PRAGMA journal_mode=WAL").execute(&mut *tx).await.ok();
         }
-        for statement in SCHEMA {
+        for statement in SCHEMA.iter().chain(callers::SCHEMA) {
             sqlx::query(*statement).execute(&mut *tx).await?;
         }
         // Tables made before the summary existed.

@@ -11,7 +11,7 @@ impl Store {
         for entry in batch {
             if let Some(update) = &entry.update {
                 update_session(&mut tx, entry, update).await?;
-                if matches!(update, Update::State { .. }) {
+                if matches!(update, Update::State { .. } | Update::CallerSeen { .. } | Update::CallerMemory { .. }) {
                     // Not an event of the conversation.
                     continue;
                 }
@@ -120,6 +120,14 @@ async fn update_session(
             .bind(sealed.as_str())
             .execute(&mut **tx)
             .await?;
+        }
+        Update::CallerSeen { caller, namespace } => {
+            Store::caller_seen(tx, caller, namespace, id, entry.at_us / 1000).await?;
+        }
+        Update::CallerMemory { caller, key, value } => {
+            if let Err(why) = Store::caller_memory(tx, caller, key, value, entry.at_us / 1000).await? {
+                tracing::warn!(session_id = %id, %key, "a caller memory key is not kept: {why:?}");
+            }
         }
         Update::End { outcome, close_code } => {
             sqlx::query("UPDATE switchboard_sessions SET ended_at = $2, outcome = $3, close_code = $4 WHERE id = $1")
