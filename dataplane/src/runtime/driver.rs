@@ -89,6 +89,9 @@ struct ModelCall {
     started: Instant,
     first_token: bool,
     reply: ModelReply,
+    /// The model answering: the one asked for, then each fallback moved to (`model@region`
+    /// when in another region). Token and latency metrics are labelled with it.
+    model: String,
 }
 
 /// The connection's side of a driven session: the client's decoded messages, the channel
@@ -280,21 +283,22 @@ impl Driver<'_> {
     }
 
     fn model_event(&mut self, event: Option<Result<ModelEvent, switchboard_models::ModelError>>) -> Option<Input> {
-        let [agent, mode, model] = self.agent.labels();
+        let [agent, mode, _] = self.agent.labels();
         let call = self.model.as_mut()?;
+        let labels = ModelLabels { model: call.model.as_str(), ..ModelLabels::text(self.agent.core.spec()) };
         match event {
             Some(Ok(event)) => {
                 if event.is_output() && !call.first_token {
                     call.first_token = true;
                     let now = Instant::now();
                     self.trace.first_token(now - call.started);
-                    self.shared.metrics.first_token(ModelLabels::text(self.agent.core.spec()), now - call.started);
+                    self.shared.metrics.first_token(labels, now - call.started);
                     if let Some(start) = self.turn_started.take() {
                         self.trace.first_response(now - start);
                         self.shared
                             .metrics
                             .turn_latency
-                            .with_label_values(&[agent, mode, model])
+                            .with_label_values(&[agent, mode, labels.model])
                             .observe((now - start).as_secs_f64());
                     }
                 }
@@ -314,9 +318,9 @@ impl Driver<'_> {
                     ModelEvent::ToolUse(tool_use) => call.reply.tool_uses.push(tool_use),
                     ModelEvent::Usage(usage) => {
                         let tokens = &self.shared.metrics.tokens;
+                        let model = labels.model;
                         tokens.with_label_values(&[agent, mode, model, "input", "text"]).inc_by(usage.input_tokens);
                         tokens.with_label_values(&[agent, mode, model, "output", "text"]).inc_by(usage.output_tokens);
-                        let labels = ModelLabels::text(self.agent.core.spec());
                         self.shared.metrics.token_usage(labels, usage.input_tokens, usage.output_tokens);
                         self.trace.usage(usage.input_tokens, usage.output_tokens);
                         call.reply.usage = Some(usage);
@@ -325,6 +329,8 @@ impl Driver<'_> {
                     ModelEvent::FellBack(fallback) => {
                         let values = [agent, mode, fallback.from.as_str(), fallback.to.as_str(), fallback.reason];
                         self.shared.metrics.fallbacks.with_label_values(&values).inc();
+                        // What follows comes from the model moved to.
+                        call.model.clone_from(&fallback.to);
                         tracing::warn!(
                             agent,
                             session_id = self.trace.session_id(),
@@ -366,7 +372,7 @@ impl Driver<'_> {
     /// its error type.
     fn end_model_call(&mut self, error: Option<&str>) -> Option<ModelCall> {
         let call = self.model.take()?;
-        let labels = ModelLabels::text(self.agent.core.spec());
+        let labels = ModelLabels { model: call.model.as_str(), ..ModelLabels::text(self.agent.core.spec()) };
         self.shared.metrics.model_call_done(labels, call.started.elapsed(), error);
         Some(call)
     }
@@ -395,12 +401,14 @@ impl Driver<'_> {
                 }
                 Effect::CallModel(request) => {
                     self.trace.model_call();
+                    let model = request.model_id.clone();
                     let stream = stream_with_retry(self.agent.model.clone(), request, self.shared.retry.clone());
                     self.model = Some(ModelCall {
                         stream,
                         started: Instant::now(),
                         first_token: false,
                         reply: ModelReply::default(),
+                        model,
                     });
                 }
                 Effect::ExecuteTool { tool_use_id, tool, input } => {

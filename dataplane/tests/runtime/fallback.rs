@@ -2,7 +2,8 @@
 //! aws-sdk client against the Bedrock simulator, which fails named models (and regions) the
 //! way the service does. A throttled or unavailable text model falls back in order — to
 //! another model, then to the same model in another region — the turn completes, and
-//! `switchboard_model_fallbacks_total` counts each move; an invalid request never falls
+//! `switchboard_model_fallbacks_total` counts each move, and the turn's tokens and
+//! latencies are labelled with the model that answered; an invalid request never falls
 //! back. A session may choose only a model its Agent offers.
 
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionStart};
@@ -72,6 +73,21 @@ async fn a_throttled_model_falls_back_to_the_next_model_then_region_and_the_turn
     let second = [("from", "amazon.nova-pro-v1:0"), ("to", "amazon.nova-lite-v1:0@us-west-2")];
     assert_eq!(metric_sum(&metrics, name, &[second[0], second[1], ("reason", "service_unavailable")]), 1.0);
     assert_eq!(metric_sum(&metrics, name, &[]), 2.0, "nothing else fell back");
+
+    // Tokens and latencies name the model that answered, not the Agent's textModelId.
+    let answered = ("model", "amazon.nova-lite-v1:0@us-west-2");
+    let primary = ("model", "amazon.nova-lite-v1:0");
+    let tokens = "switchboard_tokens_total";
+    assert!(metric_sum(&metrics, tokens, &[("agent", "triage"), answered, ("direction", "output")]) > 0.0, "{metrics}");
+    assert_eq!(metric_sum(&metrics, tokens, &[("agent", "triage"), primary]), 0.0, "{metrics}");
+    for histogram in ["switchboard_turn_latency_seconds", "switchboard_time_to_first_token_seconds"] {
+        let count = format!("{histogram}_count");
+        assert_eq!(metric_sum(&metrics, &count, &[("agent", "triage"), answered]), 1.0, "{histogram}: {metrics}");
+        assert_eq!(metric_sum(&metrics, &count, &[("agent", "triage"), primary]), 0.0, "{histogram}: {metrics}");
+    }
+    let usage = "gen_ai_client_token_usage_count";
+    let requested = ("gen_ai_request_model", "amazon.nova-lite-v1:0@us-west-2");
+    assert!(metric_sum(&metrics, usage, &[("agent", "triage"), requested]) > 0.0, "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
