@@ -4,11 +4,14 @@
 //! JUnit XML, and fails when any scenario fails.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args;
+use switchboard_dataplane::scenario::judge::Judge;
 use switchboard_dataplane::scenario::report::{self, Totals};
 use switchboard_dataplane::scenario::target::LocalSettings;
 use switchboard_dataplane::scenario::{self, SuiteOptions, junit, summary};
+use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
 
 /// Options of `switchboard test`.
 #[derive(Debug, Args)]
@@ -61,6 +64,42 @@ pub struct TestArgs {
     /// `/dev/termination-log`, where the operator reads it into the AgentTest's status.
     #[arg(long, env = "SWITCHBOARD_TEST_SUMMARY_FILE")]
     summary_file: Option<PathBuf>,
+
+    /// A Bedrock text model that checks judged expectations (`expect.judge.rubric`), e.g.
+    /// `amazon.nova-pro-v1:0`: it reads the conversation so far and answers PASS or FAIL.
+    /// Without it, judged expectations are not checked (the report says how many). Uses the
+    /// default AWS credential chain.
+    #[arg(long, env = "SWITCHBOARD_TEST_JUDGE_MODEL")]
+    judge_model: Option<String>,
+
+    /// The judge model's region. Default: AWS_REGION, else us-east-1.
+    #[arg(long, env = "SWITCHBOARD_TEST_JUDGE_REGION", requires = "judge_model")]
+    judge_region: Option<String>,
+
+    /// The judge model's endpoint instead of the region's public one (a VPC endpoint, or a
+    /// Converse-compatible server).
+    #[arg(long, env = "SWITCHBOARD_TEST_JUDGE_ENDPOINT_URL", requires = "judge_model")]
+    judge_endpoint_url: Option<String>,
+
+    /// A PEM file of CA certificates the judge's endpoint is trusted by, besides the system's.
+    #[arg(long, env = "SWITCHBOARD_TEST_JUDGE_CA_FILE", requires = "judge_model")]
+    judge_ca_file: Option<PathBuf>,
+}
+
+/// The judge of `--judge-model`, if given.
+async fn judge(
+    model_id: Option<String>,
+    region: Option<String>,
+    endpoint_url: Option<String>,
+    ca_file: Option<PathBuf>,
+) -> anyhow::Result<Option<Judge>> {
+    let Some(model_id) = model_id else { return Ok(None) };
+    let region = region.or_else(|| std::env::var("AWS_REGION").ok()).unwrap_or_else(|| "us-east-1".into());
+    let mut bedrock = BedrockConfig::new(region);
+    bedrock.endpoint_url = endpoint_url;
+    bedrock.ca_cert_file = ca_file;
+    let model = BedrockTextModel::connect(&bedrock).await.map_err(|e| anyhow::anyhow!("--judge-model: {e}"))?;
+    Ok(Some(Judge::new(Arc::new(model), model_id)))
 }
 
 /// Scenarios failed (the report says which and why).
@@ -96,7 +135,22 @@ pub async fn run(mut args: TestArgs) -> anyhow::Result<()> {
 
 /// Loads, checks and runs the scenarios, prints the report; the results (none with --check).
 async fn suite(args: TestArgs) -> anyhow::Result<Vec<scenario::run::ScenarioResult>> {
-    let TestArgs { paths, gateway, api_key, agents, junit, jobs, check, bedrock, sim_script, summary_file: _ } = args;
+    let TestArgs {
+        paths,
+        gateway,
+        api_key,
+        agents,
+        junit,
+        jobs,
+        check,
+        bedrock,
+        sim_script,
+        summary_file: _,
+        judge_model,
+        judge_region,
+        judge_endpoint_url,
+        judge_ca_file,
+    } = args;
     let planned = scenario::load(&paths, agents.as_deref())?;
     if check {
         println!("{} scenario file(s) checked: no problems", planned.len());
@@ -104,8 +158,12 @@ async fn suite(args: TestArgs) -> anyhow::Result<Vec<scenario::run::ScenarioResu
     }
     let target = gateway.as_deref().map_or_else(|| "local mode (one per folder of agents)".to_owned(), str::to_owned);
     println!("Running {} scenario(s) against {target}, {jobs} at a time\n", planned.len());
-    let options =
-        SuiteOptions { gateway, api_key, jobs: usize::from(jobs), local: LocalSettings { bedrock, sim_script } };
+    let judge = judge(judge_model, judge_region, judge_endpoint_url, judge_ca_file).await?;
+    if let Some(judge) = &judge {
+        println!("Judged expectations are checked by {} (a model's verdict, not a match)", judge.model_id());
+    }
+    let local = LocalSettings { bedrock, sim_script };
+    let options = SuiteOptions { gateway, api_key, jobs: usize::from(jobs), local, judge };
     let started = std::time::Instant::now();
     let results = scenario::run_suite(planned, &options).await?;
     let elapsed = started.elapsed();

@@ -166,6 +166,9 @@ fn list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     if items.is_empty() { "none".to_owned() } else { items.join(", ") }
 }
 
+/// The longest rubric of a judged expectation.
+pub const MAX_RUBRIC_BYTES: usize = 2000;
+
 /// Every problem of `file`, checked against `facts` when there are agents to check against.
 pub fn check(file: &ScenarioFile, facts: Option<&Facts>) -> Vec<Problem> {
     let mut checker = Checker { file, facts, problems: Vec::new() };
@@ -260,6 +263,12 @@ impl Checker<'_> {
         }
         if let Some(node) = &expect.workflow {
             self.node(at.key("workflow"), node, expect.agent.as_deref());
+        }
+        if let Some(judge) = &expect.judge {
+            let words = judge.rubric.trim().len();
+            if words == 0 || words > MAX_RUBRIC_BYTES {
+                self.problem(at.key("judge").key("rubric"), format!("must be 1 to {MAX_RUBRIC_BYTES} bytes of text"));
+            }
         }
     }
 

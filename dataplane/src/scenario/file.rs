@@ -146,6 +146,19 @@ pub struct Expect {
     /// Latency budgets, from the moment the caller's text is sent.
     #[serde(default)]
     pub latency: Option<Latency>,
+    /// A rubric a judge model checks against the conversation so far (see
+    /// [`super::judge`]); checked only with a judge model, after the other expectations hold.
+    #[serde(default)]
+    pub judge: Option<JudgeExpect>,
+}
+
+/// A judged expectation.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JudgeExpect {
+    /// What must hold of the agent's latest turn, in words, e.g. "The agent asks the caller to
+    /// verify their identity before giving any account detail."
+    pub rubric: String,
 }
 
 /// A tool call.

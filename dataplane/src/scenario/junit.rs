@@ -111,6 +111,8 @@ mod tests {
             duration: Duration::from_millis(250),
             steps: 1,
             outcome,
+            judged: 0,
+            unjudged: 0,
         };
         let xml = render(
             &[result("ok <1>", Outcome::Passed), result("broken", Outcome::Broken("refused".into()))],

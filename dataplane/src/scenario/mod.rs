@@ -19,6 +19,7 @@
 pub mod check;
 pub mod expect;
 pub mod file;
+pub mod judge;
 pub mod junit;
 pub mod locate;
 pub mod observe;
@@ -96,6 +97,9 @@ pub struct SuiteOptions {
     pub jobs: usize,
     /// Local mode's settings.
     pub local: LocalSettings,
+    /// The model that checks judged expectations; `None`: they are not checked (and the
+    /// report says so).
+    pub judge: Option<judge::Judge>,
 }
 
 fn yaml_files(dir: &Path) -> Result<Vec<PathBuf>, SuiteError> {
@@ -273,8 +277,13 @@ pub async fn run_suite(planned: Vec<Planned>, options: &SuiteOptions) -> Result<
                 url
             }
         };
-        let connection =
-            Connection { url, api_key: options.api_key.clone(), entries: entries(dir.as_deref())?, phrases };
+        let connection = Connection {
+            url,
+            api_key: options.api_key.clone(),
+            entries: entries(dir.as_deref())?,
+            phrases,
+            judge: options.judge.clone(),
+        };
         let runs = files.iter().map(|(i, file)| {
             let connection = &connection;
             async move { (*i, run::run(file, connection).await) }

@@ -64,11 +64,24 @@ pub fn step_name(result: &ScenarioResult, failure: &Failure) -> String {
 /// One line for a scenario.
 pub fn summary_line(result: &ScenarioResult) -> String {
     let (verdict, detail) = match &result.outcome {
-        Outcome::Passed => ("PASS ", format!("{} steps", result.steps)),
+        Outcome::Passed => ("PASS ", format!("{} steps{}", result.steps, judged(result))),
         Outcome::Failed(failure) => ("FAIL ", step_name(result, failure)),
         Outcome::Broken(_) => ("ERROR", "could not run".to_owned()),
     };
     format!("{verdict} {} — {} ({detail}, {})", result.path.display(), result.name, seconds(result.duration))
+}
+
+/// What became of the scenario's judged expectations, marked as judged: `, 1 judged by a
+/// model`, `, 1 judged expectation not checked (no --judge-model)`, or nothing.
+fn judged(result: &ScenarioResult) -> String {
+    let mut out = String::new();
+    if result.judged > 0 {
+        let _ = write!(out, ", {} judged by a model", result.judged);
+    }
+    if result.unjudged > 0 {
+        let _ = write!(out, ", {} judged expectation(s) not checked (no --judge-model)", result.unjudged);
+    }
+    out
 }
 
 /// The details of one failing or broken scenario; `None` when it passed.
@@ -120,6 +133,13 @@ pub fn render(results: &[ScenarioResult], elapsed: Duration) -> String {
         counts += &format!(", {} could not run", totals.broken);
     }
     let _ = writeln!(out, "\n{verdict}: {} scenario(s), {counts} in {}", totals.total, seconds(elapsed));
+    let unchecked: usize = results.iter().map(|r| r.unjudged).sum();
+    if unchecked > 0 {
+        let _ = writeln!(
+            out,
+            "{unchecked} judged expectation(s) were not checked: give --judge-model (a model judges them, not a match)"
+        );
+    }
     out
 }
 
@@ -135,6 +155,8 @@ mod tests {
             duration: Duration::from_millis(1500),
             steps: 3,
             outcome,
+            judged: 0,
+            unjudged: 0,
         }
     }
 
@@ -162,5 +184,20 @@ mod tests {
         assert!(text.contains("    10 ms  > My balance please"), "{text}");
         assert!(text.ends_with("FAILED: 2 scenario(s), 1 passed, 1 failed in 2.0 s\n"), "{text}");
         assert_eq!(Totals::of(&results).failed, 1);
+    }
+
+    #[test]
+    fn judged_expectations_are_marked_as_judged_or_not_checked() {
+        let judged = ScenarioResult { judged: 2, ..result(Outcome::Passed) };
+        let unjudged = ScenarioResult { unjudged: 1, ..result(Outcome::Passed) };
+        let text = render(&[judged, unjudged], Duration::from_secs(1));
+        assert!(text.contains("(3 steps, 2 judged by a model, 1.5 s)"), "{text}");
+        assert!(text.contains("(3 steps, 1 judged expectation(s) not checked (no --judge-model), 1.5 s)"), "{text}");
+        assert!(
+            text.ends_with(
+                "1 judged expectation(s) were not checked: give --judge-model (a model judges them, not a match)\n"
+            ),
+            "{text}"
+        );
     }
 }

@@ -21,6 +21,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::expect::{self, Divergence, ExpectError};
 use super::file::{ConsentAnswer, ConsentExpect, ScenarioFile, Step};
+use super::judge::{self, Judge};
 use super::locate::KeyPath;
 use super::observe::{self, ConsentSeen, Event, ObserveError, SessionView, Turn, TurnEnd};
 use super::speech::{self, Phrases};
@@ -70,6 +71,8 @@ pub struct Connection {
     pub entries: std::collections::BTreeMap<String, String>,
     /// The phrase ids of `speech:` texts, when the simulator behind `url` knows them.
     pub phrases: Phrases,
+    /// The model that checks judged expectations, if any.
+    pub judge: Option<Judge>,
 }
 
 /// What the caller sends in a step.
@@ -113,6 +116,10 @@ pub struct ScenarioResult {
     pub steps: usize,
     /// Passed, failed, or could not run.
     pub outcome: Outcome,
+    /// Judged expectations (`judge.rubric`) a judge model found to hold.
+    pub judged: usize,
+    /// Judged expectations not checked: no judge model was given.
+    pub unjudged: usize,
 }
 
 /// How a scenario ended.
@@ -144,7 +151,8 @@ pub struct Failure {
 /// Runs `file`'s scenario against `connection`.
 pub async fn run(file: &ScenarioFile, connection: &Connection) -> ScenarioResult {
     let started = Instant::now();
-    let outcome = match drive(file, connection).await {
+    let mut judging = Judging::default();
+    let outcome = match drive(file, connection, &mut judging).await {
         Ok(None) => Outcome::Passed,
         Ok(Some(failure)) => Outcome::Failed(Box::new(failure)),
         Err(error) => Outcome::Broken(error.to_string()),
@@ -155,10 +163,24 @@ pub async fn run(file: &ScenarioFile, connection: &Connection) -> ScenarioResult
         duration: started.elapsed(),
         steps: file.scenario.steps.len(),
         outcome,
+        judged: judging.held,
+        unjudged: judging.unchecked,
     }
 }
 
-async fn drive(file: &ScenarioFile, connection: &Connection) -> Result<Option<Failure>, RunError> {
+/// What became of a scenario's judged expectations, and the conversation a judge reads.
+#[derive(Default)]
+struct Judging {
+    held: usize,
+    unchecked: usize,
+    conversation: Vec<String>,
+}
+
+async fn drive(
+    file: &ScenarioFile,
+    connection: &Connection,
+    judging: &mut Judging,
+) -> Result<Option<Failure>, RunError> {
     let scenario = &file.scenario;
     let patience = scenario.turn_timeout_ms.map_or(DEFAULT_TURN_TIMEOUT, Duration::from_millis);
     let mut session = Session::connect(connection).await?;
@@ -181,6 +203,7 @@ async fn drive(file: &ScenarioFile, connection: &Connection) -> Result<Option<Fa
             .or_else(|| file.line_of(&KeyPath::default().key("agent")));
         return Ok(Some(Failure { step: None, line, said: String::new(), divergences, lines: opening.lines() }));
     }
+    judging.conversation.extend(judge::transcript(opening.messages()));
     for (i, step) in scenario.steps.iter().enumerate() {
         let (sent, said) = input(file, step, &connection.phrases)?;
         let at = KeyPath::default().key("steps").index(i);
@@ -190,7 +213,18 @@ async fn drive(file: &ScenarioFile, connection: &Connection) -> Result<Option<Fa
             return Ok(Some(Failure { step: Some(i), line, said, divergences: vec![divergence], lines: Vec::new() }));
         }
         let turn = session.turn(sent, &said, &step.expect.consent, patience).await?;
-        let divergences = expect::check(&step.expect, &turn, &session.view)?;
+        let mut divergences = expect::check(&step.expect, &turn, &session.view)?;
+        let lines = judge::transcript(turn.messages());
+        if let (Some(expected), true) = (&step.expect.judge, divergences.is_empty()) {
+            match &connection.judge {
+                None => judging.unchecked += 1,
+                Some(judge) => match judge.check(&expected.rubric, &judging.conversation, &lines).await {
+                    None => judging.held += 1,
+                    Some(divergence) => divergences.push(divergence),
+                },
+            }
+        }
+        judging.conversation.extend(lines);
         if !divergences.is_empty() {
             let line = first_line(file, &at.key("expect"), &divergences).or(line);
             return Ok(Some(Failure { step: Some(i), line, said, divergences, lines: turn.lines() }));
