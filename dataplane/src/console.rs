@@ -8,6 +8,9 @@ pub mod agents;
 /// The console behind the gateway's authentication (`--console`).
 #[path = "local/console.rs"]
 pub mod gateway;
+/// What the live view asks the gateway for: prices and redacted memory.
+#[path = "local/live.rs"]
+pub mod live;
 /// The page and its assets.
 #[path = "local/web.rs"]
 pub mod web;

@@ -32,7 +32,7 @@ const agents = (() => {
         el("span", { class: "name" }, t.name),
         el("span", { class: "meta" }, ` ${t.runs}${t.consent ? " · asks consent" : ""}${t.cache_ttl_seconds ? ` · cached ${t.cache_ttl_seconds} s` : ""}`))));
     const handoffs = (entry.handoffs || []).map((h) => h.agent).join(", ");
-    // Through the gateway the list comes from the routing table: no persona or workflow.
+    // Through the gateway an Agent the routing table has no summary of has no persona or workflow.
     const workflow = entry.workflow ? `${entry.workflow.name} (${entry.workflow.nodes.length} nodes, entry ${entry.workflow.entry})` : "";
     const summary = el("summary", {}, avatar(entry),
       el("span", { class: "who" }, el("span", { class: "name" }, entry.name),

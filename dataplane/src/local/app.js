@@ -4,14 +4,17 @@
 // events), drawn by render.js; the side panel (agent, workflow node, caller, memory, turns);
 // a banner with Reconnect (resume with the newest resume_token and the last message number)
 // and New conversation when the session fails; the current agent's workflow graph; the
-// gateway's credential when it wants one. Voice controls are in talk.js. `window.switchboard`
-// exposes state for tests.
+// gateway's credential when it wants one; each turn's cost at the record's prices and the
+// memory redacted as the record is, both asked of the gateway (/v1/console/price and
+// /v1/console/redact: its rules, one implementation). Voice controls are in talk.js.
+// `window.switchboard` exposes state for tests.
 
 const $ = (id) => document.getElementById(id);
 const live = new Transcript($("log"));
 const state = Object.assign(window.switchboard, {
   ws: null, agents: [], defaultAgent: null, events: [], sessionId: null, agent: null, resumeToken: null,
   lastSeq: null, inputs: 0, turn: null, turns: [], totals: { input: 0, output: 0 }, memory: {}, path: [],
+  price: null, priceModel: null, usages: [], reached: [], memorySeq: {}, audioPlayed: [],
   voiceSession: false, leaving: false, pttMode: false, talking: false, inputEnds: 0, speechEnd: null, lastVoiceAt: null,
   firstAudio: null,
 });
@@ -28,6 +31,14 @@ const credential = () => sessionStorage.getItem(CREDENTIAL);
 function api(path) {
   const key = credential();
   return fetch(path, key ? { headers: { Authorization: `Bearer ${key}` } } : {});
+}
+
+/** POST `body` as JSON to `path`, with the credential when one was given. */
+function apiPost(path, body) {
+  const key = credential();
+  const headers = { "Content-Type": "application/json" };
+  if (key) headers.Authorization = `Bearer ${key}`;
+  return fetch(path, { method: "POST", headers, body: JSON.stringify(body) });
 }
 
 /** Asks for an API key or token: `why` is the gateway's word on the last one. */
@@ -75,7 +86,7 @@ function agentMode() {
 function resetView() {
   live.clear();
   Object.assign(state, { sessionId: null, agent: null, resumeToken: null, lastSeq: null, turn: null, turns: [], memory: {}, path: [],
-    speechEnd: null, lastVoiceAt: null, firstAudio: null });
+    speechEnd: null, lastVoiceAt: null, firstAudio: null, reached: [], memorySeq: {}, usages: [] });
   state.totals = { input: 0, output: 0 };
   $("memory").tBodies[0].replaceChildren();
   $("turns").tBodies[0].replaceChildren();
@@ -154,6 +165,8 @@ function handle(m) {
     case "bidi_connection_start":
       state.sessionId = m.session_id;
       state.agent = m.agent;
+      reach(m.agent);
+      loadPrice(m.model);
       if (m.resume_token) state.resumeToken = m.resume_token;
       if (m.seq != null) state.lastSeq = m.seq;
       status(`${m.agent} · ${m.mode} · ${m.model} · session ${m.session_id.slice(0, 8)}`);
@@ -171,19 +184,26 @@ function handle(m) {
       }
       break;
     case "bidi_response_start":
+      voice.newReply();
       // Runtimes count turns per agent; the page counts the session's.
-      state.turn = { n: state.turns.length + 1, serverTurn: m.turn, started: performance.now(), firstMs: null, turnMs: null, input: 0, output: 0,
+      state.turn = { n: state.turns.length + 1, serverTurn: m.turn, started: performance.now(), firstMs: null, turnMs: null, input: 0, output: 0, usages: [],
         firstAudioMs: state.firstAudio };
       state.firstAudio = null;
       break;
     case "bidi_response_complete": completeTurn(m); break;
     case "bidi_usage": usage(m); break;
     case "bidi_audio_stream": firstToken(); firstAudio(); voice.play(m.audio); break;
-    case "bidi_interruption":
+    case "bidi_interruption": {
       state.interruptions++;
-      voice.flush();
+      // Playback stops at once; the runtime is told how much of the cut reply was heard.
+      const played = voice.flush();
+      if (played != null) {
+        state.audioPlayed.push(played);
+        send({ type: "bidi_audio_played", audio_played_ms: played });
+      }
       live.interrupted();
       break;
+    }
     case "bidi_session_state": sessionState(m.state); break;
     case "bidi_speech_started": $("now-speech").textContent = "speaking"; state.speechEnd = null; break;
     case "bidi_speech_stopped":
@@ -201,6 +221,7 @@ function handle(m) {
     case "handoff":
       live.handoff(m.from, m.to, m.context && m.context.reason, m.kind);
       state.agent = m.to;
+      reach(m.to);
       renderNow();
       break;
     case "memory_update": remember(m.key, m.value); break;
@@ -234,7 +255,7 @@ function firstToken() {
 
 function completeTurn(m) {
   const turn = state.turn && state.turn.serverTurn === m.turn ? state.turn
-    : { n: state.turns.length + 1, firstMs: null, firstAudioMs: null, input: 0, output: 0 };
+    : { n: state.turns.length + 1, firstMs: null, firstAudioMs: null, input: 0, output: 0, usages: [] };
   if (turn.started != null) turn.turnMs = performance.now() - turn.started;
   turn.stopReason = m.stop_reason;
   turn.line = live.figures(turn);
@@ -247,9 +268,41 @@ function completeTurn(m) {
 }
 
 function renderTurn(turn) {
+  turn.cost = turnCost(turn);
   turn.line?.update();
-  turn.row?.replaceChildren(...[turn.n, millis(turn.firstMs), millis(turn.firstAudioMs), millis(turn.turnMs), `${turn.input} / ${turn.output}`]
-    .map((v) => el("td", {}, String(v))));
+  turn.row?.replaceChildren(...[turn.n, millis(turn.firstMs), millis(turn.firstAudioMs), millis(turn.turnMs), `${turn.input} / ${turn.output}`,
+    turn.cost == null ? "–" : `$${turn.cost.toFixed(5)}`].map((v) => el("td", {}, String(v))));
+}
+
+// --- cost: the usage of each turn at the record's price of the session's model ------------
+/** Asks the gateway for `model`'s price (none: the cost shows as unknown). */
+function loadPrice(model) {
+  if (!model || model === state.priceModel) return;
+  state.priceModel = model;
+  api(`/v1/console/price?model=${encodeURIComponent(model)}`)
+    .then((r) => (r.ok ? r.json() : null))
+    .then((price) => {
+      if (state.priceModel !== model) return;
+      state.price = price;
+      for (const turn of state.turns) renderTurn(turn);
+      renderNow();
+    })
+    .catch(() => { state.price = null; });
+}
+
+/** What `usage` (one bidi_usage) costs at the loaded price; null without one. */
+function usageCost(usage) {
+  const p = state.price;
+  if (!p) return null;
+  const per = (tokens, usd) => ((tokens || 0) * usd) / 1e6;
+  const m = usage.modality;
+  return m ? per(m.input_text, p.input) + per(m.output_text, p.output) + per(m.input_speech, p.speech_input) + per(m.output_speech, p.speech_output)
+    : per(usage.input_tokens, p.input) + per(usage.output_tokens, p.output);
+}
+
+function turnCost(turn) {
+  if (!state.price || !turn.usages) return null;
+  return turn.usages.reduce((sum, u) => sum + usageCost(u), 0);
 }
 
 function usage(m) {
@@ -257,29 +310,49 @@ function usage(m) {
   const turn = state.turn || state.turns[state.turns.length - 1];
   state.totals.input += m.input_tokens;
   state.totals.output += m.output_tokens;
+  state.usages.push(m);
   if (turn) {
     turn.input += m.input_tokens;
     turn.output += m.output_tokens;
+    turn.usages.push(m);
     renderTurn(turn);
   }
   renderNow();
 }
 
+/** The agents the session reached (whose redaction rules hold for its memory). */
+function reach(agent) {
+  if (agent && !state.reached.includes(agent)) state.reached.push(agent);
+}
+
+/** A memory change: shown only once the gateway redacted it as the record would (never in
+ * the clear; "not shown" if it cannot). A later change of the key wins over a slower answer. */
 function remember(key, value) {
   const body = $("memory").tBodies[0];
   let row = [...body.rows].find((r) => r.dataset.key === key);
+  const seq = (state.memorySeq[key] = (state.memorySeq[key] || 0) + 1);
   if (value === null) {
     delete state.memory[key];
     row?.remove();
-  } else {
-    state.memory[key] = value;
-    if (!row) row = body.insertRow();
-    row.dataset.key = key;
-    row.className = "changed";
-    row.replaceChildren(el("td", {}, key), el("td", {}, el("pre", {}, pretty(value))));
-    setTimeout(() => row.classList.remove("changed"), 1500);
+    renderMemory();
+    return;
   }
+  if (!row) row = body.insertRow();
+  row.dataset.key = key;
+  row.className = "changed pending";
+  row.replaceChildren(el("td", {}, key), el("td", {}, el("pre", {}, "…")));
   renderMemory();
+  const show = (text, redacted) => {
+    if (state.memorySeq[key] !== seq) return;
+    if (redacted !== undefined) state.memory[key] = redacted;
+    row.classList.remove("pending");
+    row.cells[1].replaceChildren(el("pre", {}, text));
+    setTimeout(() => row.classList.remove("changed"), 1500);
+  };
+  apiPost("/v1/console/redact", { agents: state.reached, values: { [key]: value } })
+    .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`answered ${r.status}`))))
+    .then((answer) => show(pretty(answer.values[key]), answer.values[key]))
+    .catch((e) => show(`(not shown: it could not be redacted: ${e.message})`));
 }
 
 function renderMemory() { $("memory-empty").hidden = $("memory").tBodies[0].rows.length > 0; }
@@ -290,7 +363,8 @@ function renderNow() {
   $("now-node").textContent = (state.agent && currentNode(agentName(state.agent))) || "–";
   $("now-path").textContent = state.path.length
     ? state.path.map((p) => `${p.agent}: ${p.nodes.join(" → ")}`).join("; ") : "–";
-  $("now-tokens").textContent = `${state.totals.input} in / ${state.totals.output} out`;
+  const cost = state.price ? state.usages.reduce((sum, u) => sum + usageCost(u), 0) : null;
+  $("now-tokens").textContent = `${state.totals.input} in / ${state.totals.output} out${cost == null ? "" : ` · $${cost.toFixed(5)}`}`;
   drawGraph();
 }
 
@@ -314,7 +388,7 @@ function drawGraph() {
   $("workflow-caption").textContent = workflow
     ? `${name}: ${workflow.name}, ${current ? `at ${current}` : `starts at ${workflow.entry}`}`
       + (visits.length ? `; path ${visits.map((v) => v.join(" → ")).join("; ")}` : "")
-    : entry ? `${name}: its workflow is not known here (the gateway lists Agents by their routes).` : "No agent selected.";
+    : entry ? `${name}: the routing table carries no summary of it (its workflow is not known here).` : "No agent selected.";
 }
 
 $("login").onsubmit = (event) => {

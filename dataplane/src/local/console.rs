@@ -4,8 +4,11 @@
 //! holds no data); `GET /v1/agents` answers only a client the gateway would admit to a
 //! session (an API key or a JWT as `Authorization: Bearer`, `X-Api-Key` or the
 //! `access_token` query parameter, the page's origin), and lists only the Agents that
-//! credential may reach, from the gateway's routing table: name, mode and handoff targets
-//! (the gateway has no persona or workflow; the page says so). The page asks for the key or
+//! credential may reach, from the gateway's routing table: name, mode, readiness and what
+//! the operator carries for the console in the table (role, persona and voice without the
+//! prompt, tools, handoffs, workflow graph: [`switchboard_crds::routing::summary`]); an
+//! Agent the table has no summary of (past its size budget, or a hand-written routes file)
+//! is listed with its handoff targets alone, and the page says so. The page asks for the key or
 //! token when the gateway wants one and sends it the same ways: `Authorization: Bearer` on
 //! its requests and `access_token` on the session's WebSocket, whose own checks are the
 //! gateway's as for any client.
@@ -20,6 +23,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use switchboard_core::protocol::{ErrorCode, close_code};
 use switchboard_crds::routing::RoutingTable;
+use switchboard_crds::routing::summary::AgentSummary;
 use switchboard_gateway::Gateway;
 use switchboard_gateway::auth::Scope;
 
@@ -30,10 +34,24 @@ pub struct ClusterAgent {
     pub name: String,
     /// `voice`, `text` or `hybrid`.
     pub mode: String,
-    /// The Agents it hands over to.
-    pub handoffs: Vec<Handoff>,
     /// Whether a pod of it is ready.
     pub ready: bool,
+    /// What the page shows of it.
+    #[serde(flatten)]
+    pub about: About,
+}
+
+/// What the console knows of an Agent besides its route.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum About {
+    /// The operator's summary (persona, tools, handoffs, workflow), as local mode's entries.
+    Summary(Box<AgentSummary>),
+    /// The route alone: its handoff targets.
+    Route {
+        /// The Agents it hands over to.
+        handoffs: Vec<Handoff>,
+    },
 }
 
 /// A handoff target.
@@ -62,8 +80,13 @@ impl ClusterAgents {
         let entry = |r: &switchboard_crds::routing::Route| ClusterAgent {
             name: format!("{}/{}", r.namespace, r.name),
             mode: r.mode.to_string(),
-            handoffs: r.handoffs.iter().map(|agent| Handoff { agent: agent.clone() }).collect(),
             ready: r.ready,
+            about: match table.summary(&r.namespace, &r.name) {
+                Some(summary) => About::Summary(Box::new(summary.clone())),
+                None => {
+                    About::Route { handoffs: r.handoffs.iter().map(|agent| Handoff { agent: agent.clone() }).collect() }
+                }
+            },
         };
         let default = routes.iter().find(|r| r.default).map(|r| format!("{}/{}", r.namespace, r.name));
         let (agents, by_handoff): (Vec<_>, Vec<_>) = routes.into_iter().partition(|r| r.expose || r.default);
@@ -75,9 +98,12 @@ impl ClusterAgents {
     }
 }
 
-/// The console's routes on the gateway: the page, its assets, and the Agents list.
+/// The console's routes on the gateway: the page, its assets, the Agents list, and what
+/// the live view asks for ([`super::live`]).
 pub fn routes(gateway: Arc<Gateway>) -> Router {
-    super::web::page_routes().merge(Router::new().route("/v1/agents", get(agents)).with_state(gateway))
+    super::web::page_routes()
+        .merge(super::live::routes(gateway.clone()))
+        .merge(Router::new().route("/v1/agents", get(agents)).with_state(gateway))
 }
 
 #[derive(Deserialize)]
@@ -86,9 +112,23 @@ struct Credential {
 }
 
 async fn agents(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Query(query): Query<Credential>) -> Response {
-    // The same check a session's WebSocket gets; the slot it holds is let go at once.
-    let scope = match gateway.auth.admit(&headers, query.access_token.as_deref()) {
-        Ok(admission) => admission.scope.clone(),
+    let scope = match admit(&gateway, &headers, query.access_token.as_deref()) {
+        Ok(scope) => scope,
+        Err(refused) => return refused.into_response(),
+    };
+    let list = ClusterAgents::new(gateway.directory.borrow().table(), &scope);
+    Json(list).into_response()
+}
+
+/// The check a session's WebSocket gets (the slot it holds is let go at once): the
+/// credential's scope, or the answer that refuses it.
+pub(crate) fn admit(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    token: Option<&str>,
+) -> Result<Arc<Scope>, (StatusCode, Json<serde_json::Value>)> {
+    match gateway.auth.admit(headers, token) {
+        Ok(admission) => Ok(admission.scope.clone()),
         Err(refusal) => {
             let status = match refusal.reason {
                 ErrorCode::Origin => StatusCode::FORBIDDEN,
@@ -96,11 +136,9 @@ async fn agents(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Query(q
                 _ => StatusCode::UNAUTHORIZED,
             };
             let body = serde_json::json!({ "code": refusal.reason.as_str(), "message": refusal.message });
-            return (status, Json(body)).into_response();
+            Err((status, Json(body)))
         }
-    };
-    let list = ClusterAgents::new(gateway.directory.borrow().table(), &scope);
-    Json(list).into_response()
+    }
 }
 
 #[cfg(test)]
@@ -142,9 +180,42 @@ mod tests {
         assert_eq!(names(&all.agents), ["bank/triage", "bank/disputes", "shop/till"]);
         assert_eq!(names(&all.by_handoff), ["bank/idv"]);
         assert_eq!(all.default.as_deref(), Some("bank/triage"));
-        assert_eq!(all.agents[0].handoffs, [Handoff { agent: "idv".into() }]);
+        assert_eq!(all.agents[0].about, About::Route { handoffs: vec![Handoff { agent: "idv".into() }] });
         let shop = ClusterAgents::new(&table, &Scope::parse(["shop/*"]).expect("a scope"));
         assert_eq!(names(&shop.agents), ["shop/till"]);
         assert!(shop.by_handoff.is_empty() && shop.default.is_none(), "nothing of the bank: {shop:?}");
+    }
+
+    #[test]
+    fn an_agent_with_a_summary_is_listed_as_local_mode_lists_it() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+        let catalog = switchboard_crds::Catalog::load_paths(&[dir.as_path()]).expect("the banking example loads");
+        let spec = catalog.agents().find(|a| a.metadata.name.as_deref() == Some("banking")).expect("banking");
+        let spec = catalog.resolve_agent(spec).expect("resolves");
+        let (table, _) = RoutingTable::new(vec![route(&spec.agent.namespace, "banking", true, false)])
+            .with_summaries([(format!("{}/banking", spec.agent.namespace), AgentSummary::of(&spec))]);
+        let cluster = serde_json::to_value(ClusterAgents::new(&table, &Scope::unrestricted())).expect("json");
+        let local = serde_json::to_value(crate::console::agents::AgentEntry::from_spec(&spec)).expect("json");
+        let entry = &cluster["agents"][0];
+        for key in ["role", "description"] {
+            assert_eq!(entry[key], local[key], "{key}");
+        }
+        for key in ["name", "display_name", "voice", "language"] {
+            assert_eq!(entry["persona"][key], local["persona"][key], "persona.{key}");
+        }
+        let names = |v: &serde_json::Value, list: &str, field: &str| -> Vec<String> {
+            v[list]
+                .as_array()
+                .expect("a list")
+                .iter()
+                .map(|t| t[field].as_str().unwrap_or_default().to_owned())
+                .collect()
+        };
+        assert_eq!(names(entry, "tools", "name"), names(&local, "tools", "name"));
+        assert_eq!(names(entry, "handoffs", "agent"), names(&local, "handoffs", "agent"));
+        assert_eq!(names(&entry["workflow"], "nodes", "id"), names(&local["workflow"], "nodes", "id"));
+        assert_eq!(entry["workflow"]["entry"], local["workflow"]["entry"]);
+        assert_eq!(entry["handoffs"].as_array().map(Vec::len), Some(spec.handoffs.len()), "one handoffs list: {entry}");
+        assert!(!entry.to_string().contains(&spec.persona.spec.system_prompt), "no prompt");
     }
 }

@@ -246,10 +246,11 @@ pub async fn start_redacting(
     let runtime = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), state).await.map_err(start_error)?;
     let (gateway, routes) = gateway(&options, key, table, runtime.local_addr().map_err(start_error)?, record)?;
     let runtime_state = runtime.state();
+    let live = crate::console::live::routes(gateway.clone());
     let gateway = GatewayServer::bind(options.listen, gateway)
         .await
         .map_err(start_error)?
-        .with_routes(web::routes(list))
+        .with_routes(web::routes(list).merge(live))
         .with_more_metrics(Arc::new(move || runtime_state.shared.metrics.render()));
     Ok(Local {
         server: Servers { gateway, runtime, _routes: routes },

@@ -2,7 +2,8 @@
 // Voice: the microphone at 16 kHz sent as 20 ms binary PCM16 frames (echo cancellation,
 // noise suppression and auto gain on unless unticked, so an agent heard through laptop
 // speakers does not interrupt itself), and reply audio (24 kHz PCM16, base64) scheduled back
-// to back, stopped at once on barge-in. Counters live on `window.switchboard` (made here, extended
+// to back, stopped at once on barge-in, which says how much of the cut reply was played
+// (`bidi_audio_played`: the runtime keeps what the caller heard). Counters live on `window.switchboard` (made here, extended
 // by app.js) for tests.
 
 const voice = (() => {
@@ -10,6 +11,9 @@ const voice = (() => {
     audioChunks: 0, audioSamples: 0, scheduledSamples: 0, flushedSources: 0, framesSent: 0, interruptions: 0,
   });
   let playback = null;
+  // The reply being played: when each of its chunks starts and how long it lasts, in the
+  // playback clock, so that a cut says what was really heard (gaps and all).
+  let reply = [];
 
   function play(base64) {
     const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
@@ -26,21 +30,37 @@ const voice = (() => {
     source.connect(ctx.destination);
     playback.at = Math.max(playback.at, ctx.currentTime + 0.05);
     source.start(playback.at);
+    reply.push({ at: playback.at, seconds: buffer.duration });
     playback.at += buffer.duration;
     playback.sources.add(source);
     source.onended = () => playback && playback.sources.delete(source);
     counters.scheduledSamples += samples.length;
   }
 
-  /** Stops what is playing and drops what is queued (barge-in). */
+  /** A new reply starts (what is played from now on is its audio). */
+  function newReply() { reply = []; }
+
+  /** Milliseconds of the current reply played so far. */
+  function playedMs() {
+    if (!playback) return 0;
+    const now = playback.ctx.currentTime;
+    const seconds = reply.reduce((sum, part) => sum + Math.min(Math.max(now - part.at, 0), part.seconds), 0);
+    return Math.round(seconds * 1000);
+  }
+
+  /** Stops what is playing and drops what is queued (barge-in); the milliseconds of the
+   * cut reply that were played, or null when no audio was ever played here. */
   function flush() {
-    if (!playback) return;
+    if (!playback) return null;
+    const played = playedMs();
+    reply = [];
     for (const source of playback.sources) {
       try { source.stop(); } catch (_) { /* already ended */ }
     }
     counters.flushedSources += playback.sources.size;
     playback.sources.clear();
     playback.at = 0;
+    return played;
   }
 
   const playbackState = () => (playback ? playback.ctx.state : "none");
@@ -100,7 +120,7 @@ registerProcessor("capture", Capture);`;
     capture = null;
   }
 
-  return { play, flush, playbackState, start, stop, active: () => capture !== null };
+  return { play, flush, newReply, playedMs, playbackState, start, stop, active: () => capture !== null };
 })();
 
 window.voice = voice;

@@ -8,6 +8,7 @@
 //! agents it offers to start with (exposed ones and the default) and, apart, those reached
 //! only by handoff (`gateway.expose: false`), which the page shows but does not let a user
 //! pick; each with what the Agents panel and the workflow graph show ([`super::agents`]).
+//! The live view's prices and redacted memory come from the gateway ([`crate::console::live`]).
 //! Only local mode serves these; runtime pods do not.
 
 use axum::Json;
@@ -84,6 +85,9 @@ mod tests {
             "at_us",
             "access_token",
             "Authorization",
+            "bidi_audio_played",
+            "/v1/console/price",
+            "/v1/console/redact",
         ] {
             assert!(scripts.contains(needle), "the page handles {needle}");
         }

@@ -32,7 +32,7 @@ pub fn items(result: &Value, key: &str) -> Vec<(String, String, String)> {
         .collect()
 }
 
-fn strings(value: &Value) -> Vec<String> {
+pub fn strings(value: &Value) -> Vec<String> {
     value.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default()
 }
 
@@ -208,6 +208,11 @@ pub fn conversation(result: &Value) {
     }
     let memory = result["memory"].to_string();
     assert!(memory.contains("verifiedUser") && memory.contains("Ada Lovelace"), "the memory view: {memory}");
+    // Redacted as the record is: idv's own rule (spec.record.redact `account`) holds from
+    // the moment the session reached idv.
+    assert!(memory.contains("[redacted:account]"), "the account number redacted in the memory view: {memory}");
+    assert!(!memory.contains("12345678"), "no account number in the clear: {memory}");
+    cost(result, &figures);
     assert_eq!(result["now"]["agent"], "banking", "the agent now serving: {}", result["now"]);
     let path = result["now"]["path"].as_str().unwrap_or_default();
     assert!(path.contains("idv: collect → verify → choose"), "the workflow path idv took: {path}");
@@ -215,6 +220,32 @@ pub fn conversation(result: &Value) {
     assert!(result["turns"].as_array().is_some_and(|t| t.len() >= 3), "the turns table: {}", result["turns"]);
     assert_eq!(result["cardOpened"], true, "a tool card opens from the keyboard");
     assert!(result["phoneOverflow"].as_i64().unwrap_or(1) <= 0, "fits a phone's width: {}", result["phoneOverflow"]);
+}
+
+/// Each live turn's cost, at the price the gateway gave for the session's model (the
+/// record's table), as its tokens say: in the figures line and the turns table.
+fn cost(result: &Value, figures: &[&str]) {
+    let model = result["price"]["model"].as_str().unwrap_or_default();
+    let want = switchboard_gateway::record::Prices::default().of(model).unwrap_or_else(|| panic!("{model} is priced"));
+    let price = &result["price"]["price"];
+    assert_eq!(price["input"].as_f64(), Some(want.input), "the price of {model}: {price}");
+    assert_eq!(price["output"].as_f64(), Some(want.output), "the price of {model}: {price}");
+    for line in figures {
+        assert!(line.contains(" · $"), "the turn's cost in its figures: {line}");
+    }
+    let rows = result["turns"].as_array().cloned().unwrap_or_default();
+    for row in &rows {
+        let cells = strings(row);
+        let (tokens, cost) = (&cells[4], &cells[5]);
+        let (input, output) = tokens.split_once(" / ").expect("in / out");
+        let (input, output): (f64, f64) = (input.parse().expect("in"), output.parse().expect("out"));
+        let shown: f64 = cost.strip_prefix('$').and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("a cost: {row}"));
+        let expected = (input * want.input + output * want.output) / 1e6;
+        assert!(
+            input > 0.0 && (shown - expected).abs() < 1e-5,
+            "turn cost {shown} for {input} in / {output} out: {expected}"
+        );
+    }
 }
 
 /// The first session, from History.
@@ -291,6 +322,11 @@ fn first_audio_timed(voice: &Value) -> bool {
 
 /// Voice with the microphone open.
 pub fn voice(voice: &Value) {
+    let barge = &voice["bargeIn"];
+    let played = barge["played"].as_f64().unwrap_or(-1.0);
+    assert!((200.0..1000.0).contains(&played), "what was played of 1 s cut after 500 ms: {barge}");
+    assert_eq!(barge["newErrors"], 0, "the runtime took bidi_audio_played: {barge}");
+    assert_eq!(barge["open"], true, "the session goes on: {barge}");
     assert_eq!(voice["voiceDefaults"], serde_json::json!([true, true, true]), "echo cancellation etc. on by default");
     let shown = items(voice, "log");
     let heard = |text: &str| shown.iter().any(|(k, _, t)| k == "user" && t.contains(text));

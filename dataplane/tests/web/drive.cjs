@@ -46,7 +46,8 @@ async function conversation(page, result) {
   await page.waitForFunction(() => [...document.querySelectorAll("#log .msg.assistant")]
     .some((b) => b.dataset.agent === "banking" && !b.classList.contains("streaming") && /balance/i.test(b.textContent)),
   null, { timeout: PATIENCE });
-  await page.waitForFunction(() => document.querySelector("#memory tr[data-key=verifiedUser]"), null, { timeout: PATIENCE });
+  // Memory is shown once the gateway redacted it.
+  await page.waitForFunction(() => document.querySelector("#memory tr[data-key=verifiedUser]:not(.pending)"), null, { timeout: PATIENCE });
   result.text = await page.evaluate(pageRead, "#log");
   result.memory = await page.$$eval("#memory tr", (rows) => rows.map((r) => [r.dataset.key, r.cells[1].textContent]));
   result.now = await page.evaluate(() => ({
@@ -58,6 +59,7 @@ async function conversation(page, result) {
   }));
   result.graph = await page.evaluate(graphRead);
   result.turns = await page.$$eval("#turns tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+  result.price = await page.evaluate(() => ({ model: window.switchboard.priceModel, price: window.switchboard.price }));
   // A tool card opens by keyboard.
   const card = page.locator("#log details.tool[data-tool=check_balance] summary");
   await card.focus();

@@ -1,9 +1,10 @@
 // The console served by a gateway that wants an API key, in headless Chromium; prints one
 // JSON line. Usage: node gateway.cjs <playwright-core dir> <page url> <chromium> <out dir> <key>
 // The page asks for the key; a wrong one is refused with the gateway's reason; the right
-// one lists the routing table's Agents; a typed line gets its answer through the gateway.
+// one lists the routing table's Agents (with the console's summaries the table carries); a
+// typed line gets its answer through the gateway, and the workflow graph follows it.
 "use strict";
-const { PATIENCE, LINES, pageRead, agentsRead, shot, say, replied, connect } = require("./helpers.cjs");
+const { PATIENCE, LINES, pageRead, agentsRead, graphRead, shot, say, replied, connect } = require("./helpers.cjs");
 const [playwrightDir, url, executablePath, outDir, key] = process.argv.slice(2);
 const { chromium } = require(playwrightDir);
 
@@ -36,6 +37,7 @@ async function main() {
     await connect(page);
     await say(page, LINES[0], replied, ["idv", "sort code"]);
     result.log = await page.evaluate(pageRead, "#log");
+    result.graph = await page.evaluate(graphRead);
     await shot(page, outDir, "10-gateway-console");
   } finally {
     result.errors = errors;

@@ -2,7 +2,9 @@
 //! --console` process with an API keys file, routing by a routes file of the folder's
 //! Agents to local mode's runtime server (which takes this gateway's signed grants).
 //! In Chromium the page asks for a key, says why a wrong one is refused, lists the Agents of
-//! the routing table once given the right one, and holds a conversation through it.
+//! the routing table once given the right one — with what the operator carries for the
+//! console in the table (persona, voice, tools, handoffs, workflow graph), as local mode
+//! shows them from the resources — and holds a conversation through it.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use std::time::Duration;
 
 use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::contract::SESSION_PATH;
+use switchboard_crds::routing::summary::AgentSummary;
 use switchboard_crds::routing::{Route, RoutingTable};
 use switchboard_dataplane::local::{self, LocalOptions};
 use switchboard_dataplane::runtime::ServerConfig;
@@ -58,7 +61,11 @@ async fn the_gateway_serves_the_console_behind_its_api_keys() {
         .collect();
     let dir = std::env::temp_dir().join(format!("switchboard-console-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    std::fs::write(dir.join("routes.json"), RoutingTable::new(routes).to_json()).expect("routes");
+    // The summaries as the operator makes them from each Agent's resolved resources.
+    let summaries = specs.iter().map(|s| (format!("{}/{}", s.agent.namespace, s.agent.name), AgentSummary::of(s)));
+    let (table, left_out) = RoutingTable::new(routes).with_summaries(summaries);
+    assert_eq!(left_out, 0, "four agents fit the table's budget");
+    std::fs::write(dir.join("routes.json"), table.to_json()).expect("routes");
     std::fs::write(dir.join("gateway.pem"), signer.to_pem().expect("pem")).expect("key");
     std::fs::write(dir.join("keys"), format!("console {}\n", digest(KEY))).expect("keys");
     let local_server = local.server;
@@ -91,6 +98,30 @@ async fn the_gateway_serves_the_console_behind_its_api_keys() {
     let panel = result["panel"].as_array().expect("the Agents panel");
     assert_eq!(panel.len(), specs.len(), "every Agent of the table in the panel: {result}");
     assert_eq!(result["asked_after"], false, "the key was taken: {result}");
+    for spec in &specs {
+        let name = format!("{}/{}", spec.agent.namespace, spec.agent.name);
+        let card =
+            panel.iter().find(|c| c["name"] == name.as_str()).unwrap_or_else(|| panic!("{name}'s card: {result}"));
+        let facts = &card["facts"];
+        let persona = facts["Persona"].as_str().unwrap_or_default();
+        assert!(persona.contains(&spec.persona.spec.display_name), "{name}'s persona through the gateway: {card}");
+        if spec.mode.has_audio() {
+            let voice = facts["Voice"].as_str().unwrap_or_default();
+            assert!(voice.starts_with(&spec.persona.spec.voice), "{name}'s voice through the gateway: {card}");
+        }
+        let tools: Vec<&str> = spec.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(super::checks::strings(&card["tools"]), tools, "{name}'s tools through the gateway: {card}");
+        let workflow = facts["Workflow"].as_str().unwrap_or_default();
+        assert!(workflow.starts_with(&spec.workflow.name), "{name}'s workflow through the gateway: {card}");
+        assert_eq!(card["description"].as_str(), spec.profile.description.as_deref(), "{name}'s description");
+    }
+    // The graph of the agent serving the session (idv, after the handoff), with its node.
+    let graph = &result["graph"];
+    let idv = specs.iter().find(|s| s.agent.name == "idv").expect("idv");
+    let ids: Vec<String> = idv.workflow.spec.nodes.iter().map(|n| n.id.clone()).collect();
+    assert_eq!(graph["agent"], "idv", "the graph follows the session through the gateway: {graph}");
+    assert_eq!(super::checks::strings(&graph["nodes"]), ids, "idv's workflow drawn: {graph}");
+    assert_eq!(super::checks::strings(&graph["current"]).len(), 1, "one current node: {graph}");
     let shown = super::checks::items(&result, "log");
     assert!(shown.iter().any(|(k, _, t)| k == "user" && t == super::checks::LINES[0]), "the line: {shown:#?}");
     assert!(

@@ -73,6 +73,22 @@ async function openMic(context, url, outDir, errors) {
   result.turns = await page.$$eval("#turns tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
   result.counters = await counters(page);
   await shot(page, outDir, "4-voice");
+  // A barge-in's handling in Chromium's own audio clock: 1 s of reply audio scheduled, cut
+  // after 500 ms by the interruption handler, which stops playback and sends
+  // bidi_audio_played (what was played) to the runtime on the live session.
+  result.bargeIn = await page.evaluate(async () => {
+    const s = window.switchboard;
+    const errors = () => s.events.filter((t) => t === "bidi_error").length;
+    const before = errors();
+    voice.newReply();
+    const chunk = btoa(String.fromCharCode(...new Uint8Array(2400 * 2))); // 100 ms at 24 kHz
+    for (let i = 0; i < 10; i++) voice.play(chunk);
+    await new Promise((r) => setTimeout(r, 500));
+    handle({ type: "bidi_interruption" });
+    const played = s.audioPlayed[s.audioPlayed.length - 1];
+    await new Promise((r) => setTimeout(r, 1000));
+    return { played, scheduledMs: 1000, open: s.ws !== null && s.ws.readyState === WebSocket.OPEN, newErrors: errors() - before };
+  });
   await page.close();
   return result;
 }
