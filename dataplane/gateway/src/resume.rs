@@ -234,6 +234,11 @@ pub struct Parked {
     pub generation: u64,
     /// The messages sent, for replay.
     pub replay: Replay,
+    /// The W3C `traceparent` of the gateway's session span it parked under (none when not
+    /// traced): the resumed session's span is its child, so a resume continues the trace —
+    /// on this replica or, through the shared store (sealed like the rest), on another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod postgres;
 mod record;
 mod record_access;
 mod record_continue;
+mod redis;
 mod resume;
 mod scopes;
 mod sessions;

@@ -3,9 +3,6 @@
 //! store) or on another replica sharing a real Redis; a draining replica moves its
 //! clients; expired and foreign tokens are refused.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
@@ -15,6 +12,7 @@ use switchboard_gateway::resume::Store;
 
 use crate::client::{Client, replies};
 use crate::fleet::Fleet;
+use crate::redis::Redis;
 
 /// The token of the newest `bidi_connection_start` in `seen` and the number of the last
 /// message received (every message after it counts one).
@@ -93,50 +91,6 @@ async fn a_client_that_drops_mid_turn_resumes_with_its_memory_and_gets_the_reply
         r#"switchboard_gateway_sessions_refused_total{reason="resume_refused"} 1"#,
     ] {
         assert!(metrics.contains(needle), "{needle} in\n{metrics}");
-    }
-}
-
-/// A real `redis-server` on a free port, stopped on drop.
-struct Redis {
-    url: String,
-    port: u16,
-    child: Child,
-}
-
-impl Redis {
-    fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-        Self::start_on(port)
-    }
-
-    fn start_on(port: u16) -> Self {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
-        let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
-        assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim());
-        let child = Command::new(bin.join("redis-server"))
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starts redis-server");
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        // Dropped (killed and waited for) on every path, the panic included.
-        let redis = Self { url: format!("redis://{addr}"), port, child };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(addr).is_ok() {
-                return redis;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("redis-server did not listen on {addr}");
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -6,14 +6,18 @@
 //! must be one trace: the gateway's session span its root, every runtime session its child,
 //! turns, model calls with the GenAI attributes and tool calls below them, the tool server
 //! reached with that trace's `traceparent`, handoffs as events — and nothing the user said
-//! in any span. The processes' JSON log lines about the session carry its ids. Local mode
-//! exports the same way, and over OTLP/gRPC to a gRPC receiver when the variables say so.
+//! in any span. The processes' JSON log lines about the session carry its ids. A client that
+//! drops and resumes continues the trace. Local mode exports the same way, and over
+//! OTLP/gRPC to a gRPC receiver when the variables say so.
 
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]
 mod client;
 mod processes;
 mod receiver;
+#[path = "../gateway/redis.rs"]
+#[allow(dead_code)]
+mod redis;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -23,6 +27,7 @@ use switchboard_core::protocol::ServerMessage;
 
 use client::{Client, replies};
 use receiver::{Received, Receiver};
+use redis::Redis;
 
 /// What the user says; none of it may appear in a span.
 const SAID: [&str; 3] = [
@@ -202,6 +207,79 @@ async fn local_mode_takes_the_same_variables_and_its_session_is_one_trace() {
     let agents: HashSet<&str> = sessions.iter().filter_map(|s| s.text("agent")).collect();
     assert_eq!(agents, HashSet::from(["triage", "idv"]));
     assert!(sessions.iter().all(|s| s.parent_id() == root.span_id()), "children of the gateway's session span");
+}
+
+/// Waits until the receiver holds `count` spans `name`.
+async fn wait_for_count(receiver: &Receiver, name: &str, count: usize) -> Vec<Received> {
+    for _ in 0..200 {
+        if receiver.spans().iter().filter(|s| s.span.name == name).count() >= count {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return receiver.spans();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("not {count} spans {name}; got {:?}", receiver.spans().iter().map(|s| &s.span.name).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_drops_and_resumes_continues_the_same_trace() {
+    let receiver = Receiver::start().await;
+    let bank = processes::Bank::start(&receiver.endpoint()).await;
+    resumes_in_one_trace(&receiver, &bank.url, &bank.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_resumed_on_another_gateway_replica_through_redis_continues_the_same_trace() {
+    let redis = Redis::start();
+    let receiver = Receiver::start().await;
+    let bank = processes::Bank::start_with(&receiver.endpoint(), Some(&redis.url)).await;
+    let second = bank.second_url.clone().expect("a second replica");
+    resumes_in_one_trace(&receiver, &bank.url, &second).await;
+    // Each replica logged a part of the session: the first until the client dropped, the
+    // second from the resume.
+    let session = |name: &str| bank.json_logs(name).iter().any(|l| l["span"]["session_id"].is_string());
+    assert!(session("gateway") && session("gateway-2"), "both replicas served the session");
+}
+
+/// A session to idv at `url`, dropped, resumed at `resume_url`, verified there: every span of
+/// both connections in one trace, the resumed gateway span the child of the first.
+async fn resumes_in_one_trace(receiver: &Receiver, url: &str, resume_url: &str) {
+    let client = to_idv(url).await;
+    // The newest token, and the number of the last message received.
+    let at = client.seen.iter().rposition(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).expect("one");
+    let ServerMessage::BidiConnectionStart { resume_token: Some(token), seq: Some(seq), .. } = &client.seen[at] else {
+        panic!("a token and its number: {:?}", client.seen[at]);
+    };
+    let (token, last_seq) = (token.clone(), seq + (client.seen.len() - at - 1) as u64);
+    drop(client);
+
+    let mut back = Client::connect(resume_url).await;
+    let resume = switchboard_core::protocol::SessionStart {
+        resume_token: Some(token),
+        last_seq: Some(last_seq),
+        ..Default::default()
+    };
+    back.send(&switchboard_core::protocol::ClientMessage::SessionStart(resume)).await;
+    back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    back.say(SAID[1]).await;
+    let verified = back.turn().await;
+    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    drop(back);
+
+    let spans = wait_for_count(receiver, "gateway.session", 2).await;
+    let sessions: Vec<_> = spans.iter().filter(|s| s.span.name == "gateway.session").collect();
+    assert_eq!(sessions.len(), 2, "the first connection's and the resumed one's");
+    let resumed = |s: &Received| matches!(s.attr("resumed"), Some(Value::BoolValue(true)));
+    let first = sessions.iter().find(|s| !resumed(s)).expect("the first connection's span");
+    let second = sessions.iter().find(|s| resumed(s)).expect("the resumed connection's span");
+    assert_eq!(second.trace_id(), first.trace_id(), "one trace across the resume");
+    assert_eq!(second.parent_id(), first.span_id(), "the resumed span is the child of the parked one");
+    assert_eq!(second.text("session_id"), first.text("session_id"));
+    assert!(spans.iter().all(|s| s.trace_id() == first.trace_id()), "every span of both connections");
+    let idv = spans.iter().filter(|s| s.span.name == "runtime.session" && s.text("agent") == Some("idv")).count();
+    assert!(idv >= 2, "idv's runtime session before and after the resume, both in it: {idv}");
+    let tool = spans.iter().any(|s| s.span.name.starts_with("execute_tool ") && s.parent_id() != first.span_id());
+    assert!(tool, "the verification after the resume is in the trace");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -45,6 +45,8 @@ pub type ToolRequests = Arc<Mutex<Vec<(String, Option<String>)>>>;
 pub struct Bank {
     /// The gateway's session URL.
     pub url: String,
+    /// The second gateway replica's, when they share a store.
+    pub second_url: Option<String>,
     pub logs: Logs,
     pub tool_requests: ToolRequests,
     _processes: Vec<Process>,
@@ -55,6 +57,12 @@ pub struct Bank {
 impl Bank {
     /// Starts the bank with every process exporting traces to `endpoint`.
     pub async fn start(endpoint: &str) -> Self {
+        Self::start_with(endpoint, None).await
+    }
+
+    /// [`Bank::start`]; with `redis`, two gateway replicas sharing that store (the second's
+    /// session URL in `second_url`).
+    pub async fn start_with(endpoint: &str, redis: Option<&str>) -> Self {
         let otel = [
             ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
             ("OTEL_EXPORTER_OTLP_HEADERS", crate::receiver::HEADERS),
@@ -104,18 +112,25 @@ impl Bank {
         }
         std::fs::write(dir.join("routes.json"), RoutingTable::new(routes).to_json()).expect("routes");
         std::fs::write(dir.join("gateway.pem"), key.to_pem().expect("pem")).expect("key");
-        let addr = free_addr();
-        let mut gateway = Command::new(env!("CARGO_BIN_EXE_switchboard"));
-        gateway
-            .args(["gateway", "--listen", &addr.to_string()])
-            .arg("--gateway-key-file")
-            .arg(dir.join("gateway.pem"))
-            .arg("--routes-file")
-            .arg(dir.join("routes.json"));
-        processes.push(spawn(gateway, &otel, "gateway", &logs, "gateway serving"));
-        wait_ready(addr).await;
-        let url = format!("ws://{addr}{SESSION_PATH}");
-        Self { url, logs, tool_requests, _processes: processes, _sim: sim, _tools: tools }
+        let mut urls = Vec::new();
+        for name in if redis.is_some() { &["gateway", "gateway-2"][..] } else { &["gateway"][..] } {
+            let addr = free_addr();
+            let mut gateway = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+            gateway
+                .args(["gateway", "--listen", &addr.to_string()])
+                .arg("--gateway-key-file")
+                .arg(dir.join("gateway.pem"))
+                .arg("--routes-file")
+                .arg(dir.join("routes.json"));
+            if let Some(redis) = redis {
+                gateway.args(["--redis-url", redis]);
+            }
+            processes.push(spawn(gateway, &otel, name, &logs, "gateway serving"));
+            wait_ready(addr).await;
+            urls.push(format!("ws://{addr}{SESSION_PATH}"));
+        }
+        let (url, second_url) = (urls[0].clone(), urls.get(1).cloned());
+        Self { url, second_url, logs, tool_requests, _processes: processes, _sim: sim, _tools: tools }
     }
 
     /// The JSON log lines of process `name` (an agent, or `gateway`).

@@ -375,6 +375,7 @@ mod tests {
             handoff: None,
             generation: 0,
             replay: Replay::default(),
+            traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
         }
     }
 
@@ -382,7 +383,8 @@ mod tests {
     fn a_sealed_session_opens_only_unchanged_at_its_key_with_the_key_that_sealed_it() {
         let signer = GatewaySigner::from_seed(&[5; 32]);
         let value = seal(&signer, "k", &parked()).expect("sealed");
-        assert_eq!(open(&signer, "k", &value).expect("opens").agent, "triage");
+        let opened = open(&signer, "k", &value).expect("opens");
+        assert_eq!((opened.agent.as_str(), opened.traceparent), ("triage", parked().traceparent));
         let changed = String::from_utf8_lossy(&value[SEAL_BYTES..]).replace("triage", "banking");
         let forged = [&value[..SEAL_BYTES], changed.as_bytes()].concat();
         assert!(matches!(open(&signer, "k", &forged), Err(StoreError::Tampered)), "changed");

@@ -91,6 +91,8 @@ pub struct Machine {
     pub(super) asserted_at: Option<Instant>,
     bucket: Bucket,
     pub(super) out: VecDeque<Effect>,
+    /// The W3C `traceparent` of the session's span (none when not traced).
+    pub(super) traceparent: Option<String>,
 }
 
 impl Machine {
@@ -149,7 +151,14 @@ impl Machine {
             asserted_at: None,
             bucket,
             out: VecDeque::new(),
+            traceparent: None,
         }
+    }
+
+    /// The `traceparent` of the session's span, kept when it parks (a resume continues the
+    /// trace).
+    pub fn set_traceparent(&mut self, traceparent: Option<String>) {
+        self.traceparent = traceparent;
     }
 
     /// The next effect to carry out.

@@ -55,8 +55,9 @@ const SLOW_CLIENT: Duration = switchboard_serve::ws::SLOW_PEER;
 pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option<String>, admission: Admission) {
     let (mut client_tx, mut client_rx) = socket.split();
     match admit(&gateway, query_agent, &admission, &mut client_tx, &mut client_rx).await {
-        Ok((machine, parked)) => {
-            let span = session_span(&machine, parked.is_some());
+        Ok((mut machine, parked)) => {
+            let span = session_span(&machine, parked.as_ref().map(|(_, parked)| parked.traceparent.as_deref()));
+            machine.set_traceparent(switchboard_telemetry::context::traceparent(&span));
             let relay = driver::Relay { gateway, machine, parked, client_tx, client_rx, admission };
             driver::run(relay).instrument(span).await;
         }
@@ -67,10 +68,12 @@ pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option
     }
 }
 
-/// The session's span, the root of its trace (a resumed session starts another): ids, the
-/// Agent it starts with and its namespace — never what is said. Log lines of the relay carry
-/// its `session_id` and `trace_id`; handoffs and failures are its events.
-fn session_span(machine: &Machine, resumed: bool) -> tracing::Span {
+/// The session's span, the root of its trace: ids, the Agent it starts with and its
+/// namespace — never what is said. A resumed session's span (`resumed`: the parked session's
+/// `traceparent`, if it was traced) is the child of the span it parked under, in the same
+/// trace. Log lines of the relay carry its `session_id` and `trace_id`; handoffs and
+/// failures are its events.
+fn session_span(machine: &Machine, resumed: Option<Option<&str>>) -> tracing::Span {
     let route = &machine.target().route;
     let span = tracing::info_span!(
         parent: None,
@@ -79,9 +82,10 @@ fn session_span(machine: &Machine, resumed: bool) -> tracing::Span {
         session_id = %machine.id(),
         agent = %route.name,
         namespace = %route.namespace,
-        resumed,
+        resumed = resumed.is_some(),
         trace_id = tracing::field::Empty,
     );
+    switchboard_telemetry::context::set_parent(&span, resumed.flatten());
     switchboard_telemetry::context::record_trace_id(&span);
     span
 }

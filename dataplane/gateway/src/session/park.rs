@@ -127,9 +127,10 @@ impl Machine {
     }
 
     /// What continuing the session later needs (`session_start.continue_from`): what is
-    /// kept of it, without the messages kept for replay.
+    /// kept of it, without the messages kept for replay (another session: its own trace).
     pub fn continuation(&self) -> Parked {
-        self.parked(self.kept.clone(), self.kept.pending_handoff.clone(), Replay::default())
+        let continued = self.parked(self.kept.clone(), self.kept.pending_handoff.clone(), Replay::default());
+        Parked { traceparent: None, ..continued }
     }
 
     fn parked(&self, kept: Kept, handoff: Option<(String, HandoffContext)>, replay: Replay) -> Parked {
@@ -145,6 +146,7 @@ impl Machine {
             kept,
             generation: self.generation,
             replay,
+            traceparent: self.traceparent.clone(),
         }
     }
 
