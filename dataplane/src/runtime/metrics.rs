@@ -124,6 +124,9 @@ pub struct Metrics {
     /// Voice: model streams replaced, by reason (`rotation`, `voice_change`,
     /// `stream_ended`, an error type).
     pub stream_restarts: IntCounterVec,
+    /// Voice: filler lines asked for while a tool call ran long (the caller heard the
+    /// agent instead of silence).
+    pub fillers: IntCounterVec,
     /// Model calls (text) and stream openings (voice) that moved on to a fallback model,
     /// by the model left (`from`), the one tried next (`to`) and why (`reason`).
     pub fallbacks: IntCounterVec,
@@ -241,6 +244,11 @@ impl Metrics {
             "Voice: model streams replaced, by reason (rotation, voice_change, stream_ended, error type).",
             &["agent", "reason"],
         )?;
+        let fillers = b.counter(
+            "switchboard_voice_fillers_total",
+            "Voice: filler lines the agent was asked to say while a tool call ran long, instead of silence.",
+            &["agent"],
+        )?;
         let fallbacks = b.counter(
             "switchboard_model_fallbacks_total",
             "Model calls (text) and stream openings (voice) that moved on to a fallback model, by from, to and reason.",
@@ -300,6 +308,7 @@ impl Metrics {
             errors,
             time_to_first_audio,
             stream_restarts,
+            fillers,
             fallbacks,
             gen_ai_token_usage,
             gen_ai_duration,

@@ -118,20 +118,28 @@ pub async fn banking_with(yaml: &str, server: ServerConfig) -> Running {
 /// [`banking`] with triage's Persona set to `speakFirst: speak_first` (a copy of the
 /// example, removed with the returned [`Running`]).
 pub async fn banking_speaking_first(yaml: &str, speak_first: bool) -> Running {
+    banking_edited(yaml, |copy| {
+        let triage = copy.join("triage.yaml");
+        let text = std::fs::read_to_string(&triage).expect("reads triage.yaml");
+        let (head, tail) = text.split_once("\n  greeting: ").expect("triage's Persona has a greeting");
+        let text = format!("{head}\n  speakFirst: {speak_first}\n  greeting: {tail}");
+        std::fs::write(&triage, text).expect("writes triage.yaml");
+    })
+    .await
+}
+
+/// [`banking`] on a copy of the example that `edit` changed first (removed with the
+/// returned [`Running`]).
+pub async fn banking_edited(yaml: &str, edit: impl FnOnce(&std::path::Path)) -> Running {
     let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     let copy = std::env::temp_dir().join(format!("switchboard-voice-banking-{}", uuid::Uuid::new_v4()));
     copy_dir(&example, &copy);
-    let triage = copy.join("triage.yaml");
-    let text = std::fs::read_to_string(&triage).expect("reads triage.yaml");
-    let (head, tail) = text.split_once("\n  greeting: ").expect("triage's Persona has a greeting");
-    let text = format!("{head}\n  speakFirst: {speak_first}\n  greeting: {tail}");
-    std::fs::write(&triage, text).expect("writes triage.yaml");
+    edit(&copy);
     let mut running = local_mode(&copy, yaml, ServerConfig::default()).await;
     running._keep.push(Box::new(TempDir(copy)));
     running
 }
 
-/// A directory removed when dropped.
 struct TempDir(PathBuf);
 
 impl Drop for TempDir {

@@ -15,6 +15,8 @@ use super::script::Speech;
 /// Where a request to speak first names its greeting: after this marker, in double quotes
 /// that end the text.
 const SPEAK_FIRST_MARKER: &str = "Speak first:";
+/// Where a request to say a line now (the runtime's filler while a tool runs long) names it.
+const SAY_NOW_MARKER: &str = "Say now, briefly:";
 
 /// The greeting an interactive USER text asks the model to open the conversation with:
 /// the text contains `Speak first:` and ends with the greeting in double quotes (the
@@ -23,7 +25,22 @@ const SPEAK_FIRST_MARKER: &str = "Speak first:";
 /// instruction by saying the greeting as its reply; the simulator says the quoted words.
 /// `None` for any other text (answered by the script's rules, as before).
 pub fn speak_first_greeting(text: &str) -> Option<&str> {
-    let after = &text[text.find(SPEAK_FIRST_MARKER)? + SPEAK_FIRST_MARKER.len()..];
+    quoted_after(text, SPEAK_FIRST_MARKER)
+}
+
+/// A line an interactive USER text asks the model to say at once, and the rule name the
+/// simulator records for it: a greeting ([`speak_first_greeting`], `speak-first`) or a
+/// filler while a tool runs (`Say now, briefly:` and the line in double quotes, the
+/// runtime's `filler_prompt`; `say-now`). `None` for any other text.
+pub fn instructed_line(text: &str) -> Option<(&'static str, &str)> {
+    match speak_first_greeting(text) {
+        Some(greeting) => Some(("speak-first", greeting)),
+        None => quoted_after(text, SAY_NOW_MARKER).map(|line| ("say-now", line)),
+    }
+}
+
+fn quoted_after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
+    let after = &text[text.find(marker)? + marker.len()..];
     let quoted = after[after.find('"')? + 1..].trim_end().strip_suffix('"')?;
     Some(quoted.trim()).filter(|g| !g.is_empty())
 }
@@ -370,6 +387,10 @@ mod tests {
         for text in ["hello", "Speak first: no quotes", "say \"hi\"", "Speak first: \"\"", "Speak first: \"open"] {
             assert_eq!(speak_first_greeting(text), None, "{text}");
         }
+        assert_eq!(instructed_line(asked), Some(("speak-first", "Hello, I'm \"Ava\".")));
+        let filler = "The tool t is still running. Say now, briefly: \"One moment.\"";
+        assert_eq!(instructed_line(filler), Some(("say-now", "One moment.")));
+        assert_eq!(instructed_line("Say now, briefly: no quotes"), None);
     }
 
     #[test]

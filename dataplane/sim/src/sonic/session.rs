@@ -42,7 +42,7 @@ use tokio::time::Instant;
 
 use super::audio::{Detection, TurnDetector, Utterance, frame_fingerprint};
 use super::envelope::{Envelope, EnvelopeDecoder, EnvelopeError, encode_event, encode_message};
-use super::output::{Event, Ids, Marker, Planned, Planner, Usage, input_tokens, speak_first_greeting, speech_tokens};
+use super::output::{Event, Ids, Marker, Planned, Planner, Usage, input_tokens, instructed_line, speech_tokens};
 use super::protocol::{Input, Protocol};
 use super::sleep_until;
 use crate::engine::{ToolResultView, Trigger, Turn, decide};
@@ -248,8 +248,8 @@ impl Session {
             Input::UserText(text) => {
                 self.state.sonic.record_typed(&text);
                 let usage = Usage { input_text: crate::tokens::estimate_tokens(&text), ..Usage::default() };
-                match speak_first_greeting(&text) {
-                    Some(greeting) => self.greet(greeting.to_owned(), &usage),
+                match instructed_line(&text) {
+                    Some((rule, line)) => self.greet(rule, line.to_owned(), &usage),
                     None => self.answer_user(text, usage, false).await,
                 }
             }
@@ -322,12 +322,12 @@ impl Session {
         self.plan_reply(at, &turn, &input, Some(heard));
     }
 
-    /// Asked to speak first: the greeting is the reply, spoken like any other.
-    fn greet(&mut self, greeting: String, input: &Usage) {
+    /// Asked to speak first or to say a line now (`rule`): the line is the reply.
+    fn greet(&mut self, rule: &str, greeting: String, input: &Usage) {
         let at = self.reply_start();
         self.ensure_completion(at);
         let (stream, text) = (self.stream, Some(greeting.clone()));
-        let rule = Some("speak-first".to_owned());
+        let rule = Some(rule.to_owned());
         self.state.sonic.record_reply(super::ReplyRecord { stream, heard: None, rule, text, tool: None });
         let mut total = std::mem::take(&mut self.total);
         self.planner().reply(at, Some(&greeting), None, input, &mut total);

@@ -19,6 +19,7 @@
 
 pub mod audio;
 mod fallback;
+pub mod filler;
 mod gate;
 pub mod greeting;
 mod model;
@@ -93,6 +94,7 @@ pub async fn drive(
         trace,
         greeting,
         audio_on: true,
+        fillers: filler::Fillers::default(),
     };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
     let exit = voice.run(session, opening, formats.refused, &mut inputs).await;
@@ -128,6 +130,8 @@ struct Voice<'a> {
     /// Whether the client uses audio now (`session_update.modalities`): when not, reply
     /// audio is not sent and its microphone is not listened to.
     audio_on: bool,
+    /// Running tool calls, for the fillers that break a long silence.
+    fillers: filler::Fillers,
 }
 
 impl Voice<'_> {
@@ -172,6 +176,7 @@ impl Voice<'_> {
                     let effects = session.handle(Input::Tick, Instant::now());
                     self.apply(session, effects).await
                 }
+                () = super::driver::sleep_until(self.fillers.deadline()) => self.filler().await,
                 frame = audio.recv() => match frame {
                     Some(pcm) => self.audio(session, pcm).await,
                     None => {
@@ -195,6 +200,7 @@ impl Voice<'_> {
                     ToolEvent::Done(done) => {
                         ToolCalls::record(self.shared, self.agent, &done);
                         let (tool_use_id, _, _, outcome) = done;
+                        self.fillers.finished(&tool_use_id);
                         let effects = session.handle(Input::ToolFinished { tool_use_id, outcome }, Instant::now());
                         self.apply(session, effects).await
                     }
@@ -246,6 +252,16 @@ impl Voice<'_> {
             return Some(Exit::Closed("the voice model session ended".into()));
         }
         self.speech_changed(session, speech).await
+    }
+
+    /// A tool call has run long: the model is asked to say a filler line now.
+    async fn filler(&mut self) -> Option<Exit> {
+        let tool = self.fillers.due(Instant::now())?;
+        let spec = self.agent.core.spec();
+        let description = spec.tools.iter().find(|t| t.name == tool).map_or("", |t| t.description.as_str());
+        let prompt = filler::filler_prompt(&tool, description);
+        self.shared.metrics.fillers.with_label_values(&[spec.agent.name.as_str()]).inc();
+        self.stream.send_text(prompt).await.err().map(|_| Exit::Closed("the voice model session ended".into()))
     }
 
     /// Tells the core that the caller started or stopped speaking.
@@ -393,6 +409,9 @@ impl Voice<'_> {
             if matches!(input, Input::VoiceActivity(Activity::SpeechStopped)) {
                 self.speech.heard_end();
             }
+            if matches!(&input, Input::VoiceUserFinal(text) if filler::is_instruction(text)) {
+                continue;
+            }
             let (greeted, pass) = self.greeting.on_input(&input);
             if !greeted.is_empty()
                 && let Some(exit) = self.apply(session, greeted).await
@@ -448,13 +467,17 @@ impl Voice<'_> {
                     }
                 }
                 Effect::ExecuteTool { tool_use_id, tool, input } => {
+                    self.fillers.started(tool_use_id.clone(), tool.clone(), Instant::now());
                     let traceparent = self.trace.tool_traceparent(&tool_use_id);
                     self.tools.start(self.agent, tool_use_id, tool, input, traceparent)
                 }
                 Effect::Handoff(request) => exit = Some(self.shared.handoff(self.agent, request)),
                 Effect::Transcript(entry) => self.shared.transcript(entry),
                 Effect::Close { reason } => exit = Some(Exit::Closed(reason)),
-                Effect::Cancel => self.tools.cancel(),
+                Effect::Cancel => {
+                    self.tools.cancel();
+                    self.fillers.clear();
+                }
                 Effect::CallModel(_) => tracing::warn!("a voice session asked for a text model call; ignored"),
             }
         }
