@@ -151,6 +151,8 @@ pub struct ModelReply {
     pub usage: Option<Usage>,
     /// Why the model stopped.
     pub stop_reason: Option<StopReason>,
+    /// The model that answered when a fallback did (`model`, or `model@region`).
+    pub model: Option<String>,
 }
 
 /// Something the adapter must do.

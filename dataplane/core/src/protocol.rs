@@ -190,6 +190,10 @@ pub enum ServerMessage {
         /// The same tokens by modality (voice and hybrid sessions; absent in text).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         modality: Option<TokensByModality>,
+        /// The model that answered, when a fallback did (text): `model`, or `model@region`
+        /// in another region. Absent: the session's model (`bidi_connection_start.model`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     /// Reply audio (voice and hybrid): base64 of the session's output format
     /// (`session_start.audio.output`; by default PCM16, 24 kHz, mono, little-endian).

@@ -322,6 +322,7 @@ impl Session {
                 output_tokens: usage.output_tokens,
                 total_tokens: usage.input_tokens + usage.output_tokens,
                 modality: None,
+                model: reply.model.clone(),
             }));
         }
         let mut content = Vec::new();

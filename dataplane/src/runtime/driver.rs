@@ -331,6 +331,7 @@ impl Driver<'_> {
                         self.shared.metrics.fallbacks.with_label_values(&values).inc();
                         // What follows comes from the model moved to.
                         call.model.clone_from(&fallback.to);
+                        call.reply.model = Some(fallback.to.clone());
                         tracing::warn!(
                             agent,
                             session_id = self.trace.session_id(),

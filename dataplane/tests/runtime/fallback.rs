@@ -65,6 +65,14 @@ async fn a_throttled_model_falls_back_to_the_next_model_then_region_and_the_turn
     let errors: Vec<_> = messages.iter().filter(|m| matches!(m, ServerMessage::BidiError { .. })).collect();
     assert!(errors.is_empty(), "no error reaches the client: {errors:?}");
     assert!(assistant_text(&messages).contains("You said"), "the last fallback answered: {messages:#?}");
+    let reported: Vec<_> = messages
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::BidiUsage { model, .. } => Some(model.as_deref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reported, [Some("amazon.nova-lite-v1:0@us-west-2")], "the usage names who answered: {messages:#?}");
 
     let (_, metrics) = common::get(running.runtime_addr, "/metrics").await;
     let name = "switchboard_model_fallbacks_total";

@@ -180,18 +180,21 @@ impl SessionLog {
                     json!({ "turn": turn, "stop_reason": stop_reason, "first_reply_ms": first, "turn_ms": took });
                 self.push_plain(agent, "turn", data, Some(Update::Turn));
             }
-            ServerMessage::BidiUsage { input_tokens, output_tokens, modality, .. } => {
+            ServerMessage::BidiUsage { input_tokens, output_tokens, modality, model: answered, .. } => {
                 let metrics = &self.recorder.metrics;
-                let cost = self.recorder.prices.cost(&self.model, input_tokens, output_tokens, modality.as_ref());
+                // A fallback's tokens are counted, and priced, as its model's.
+                let model = answered.as_deref().unwrap_or(&self.model);
+                let priced = model.split_once('@').map_or(model, |(id, _region)| id);
+                let cost = self.recorder.prices.cost(priced, input_tokens, output_tokens, modality.as_ref());
                 if cost.is_none() {
-                    metrics.unpriced.with_label_values(&[&self.model]).inc();
+                    metrics.unpriced.with_label_values(&[model]).inc();
                 }
                 let cost = cost.unwrap_or(0.0);
-                metrics.cost.with_label_values(&[agent, &self.model]).inc_by((cost * 1e6).round() as u64);
-                metrics.tokens.with_label_values(&[agent, &self.model, "input"]).inc_by(input_tokens);
-                metrics.tokens.with_label_values(&[agent, &self.model, "output"]).inc_by(output_tokens);
+                metrics.cost.with_label_values(&[agent, model]).inc_by((cost * 1e6).round() as u64);
+                metrics.tokens.with_label_values(&[agent, model, "input"]).inc_by(input_tokens);
+                metrics.tokens.with_label_values(&[agent, model, "output"]).inc_by(output_tokens);
                 let data = json!({
-                    "model": self.model, "input_tokens": input_tokens, "output_tokens": output_tokens,
+                    "model": model, "input_tokens": input_tokens, "output_tokens": output_tokens,
                     "modality": modality, "cost_usd": cost,
                 });
                 let input = i64::try_from(input_tokens).unwrap_or(i64::MAX);
@@ -307,3 +310,6 @@ fn caller_text(value: &Value) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests;

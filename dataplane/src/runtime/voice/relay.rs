@@ -211,6 +211,7 @@ impl Relay {
                     output_tokens: output,
                     total_tokens: input + output,
                     modality: Some(tokens),
+                    model: None,
                 });
                 out.usage = Some(tokens);
             }
