@@ -211,6 +211,8 @@ pub fn conversation(result: &Value) {
     // Redacted as the record is: idv's own rule (spec.record.redact `account`) holds from
     // the moment the session reached idv.
     assert!(memory.contains("[redacted:account]"), "the account number redacted in the memory view: {memory}");
+    // And by the gateway's own rule (`--record-redact`, the recorder's in main.rs).
+    assert!(memory.contains("[redacted:account-status]"), "the gateway's rule in the memory view: {memory}");
     assert!(!memory.contains("12345678"), "no account number in the clear: {memory}");
     cost(result, &figures);
     assert_eq!(result["now"]["agent"], "banking", "the agent now serving: {}", result["now"]);

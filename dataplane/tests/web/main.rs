@@ -85,11 +85,12 @@ sonic:
     )
 }
 
-/// A recorder writing to a fresh SQLite file in `dir` (nothing left by other runs).
+/// A recorder writing to a fresh SQLite file in `dir` (nothing left by other runs), with
+/// one redaction rule of the gateway's own (`--record-redact`): an account's status.
 fn recorder(dir: &std::path::Path) -> Arc<Recorder> {
     let store = Store::file(&dir.join("record.db")).expect("the record's SQLite file");
     let config = RecordConfig { flush_interval: Duration::from_millis(50), ..RecordConfig::default() };
-    let redactor = Redactor::new(&[]).expect("no custom rules");
+    let redactor = Redactor::new(&[r"account-status=\bactive\b".to_owned()]).expect("a valid rule");
     let metrics = RecordMetrics::new().expect("metrics");
     let (recorder, writer) = Recorder::new(store, config, redactor, Default::default(), metrics);
     tokio::spawn(writer.run(tokio_util::sync::CancellationToken::new()));
