@@ -164,4 +164,20 @@ async fn the_table_carries_what_the_console_shows_of_each_agent() {
     })
     .await;
     println!("persona change in the table after {:?}", changed.elapsed());
+
+    // The gateway's own watch of the table reads the summaries (what its console's
+    // /v1/agents serves: dataplane/src/local/console.rs, tests/web/gateway.rs).
+    let sources = switchboard_gateway::watch::Sources {
+        routes_namespace: n.clone(),
+        routes_name: switchboard_crds::routing::DEFAULT_ROUTES_NAME.into(),
+        namespace: Some(n.clone()),
+        default_agent: None,
+    };
+    let directory = switchboard_gateway::watch::start(client.clone(), sources);
+    until("the gateway's directory with the summary", Duration::from_secs(15), || async {
+        let table = directory.borrow().table().clone();
+        Ok::<_, anyhow::Error>(table.summary(&n, "helper").filter(|s| s.persona.display_name == "Alex").cloned())
+    })
+    .await
+    .expect("the gateway reads the summaries");
 }
