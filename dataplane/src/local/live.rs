@@ -169,3 +169,109 @@ fn rules_of(gateway: &Gateway, scope: &Scope, agents: &[String]) -> Vec<RedactRu
     rules.dedup();
     rules
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use switchboard_core::grant::GatewaySigner;
+    use switchboard_crds::Mode;
+    use switchboard_crds::routing::{Route, RoutingTable};
+    use switchboard_gateway::GatewayConfig;
+    use switchboard_gateway::auth::Auth;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn route(name: &str, redact: Vec<RedactRule>) -> Route {
+        Route {
+            name: name.into(),
+            namespace: "bank".into(),
+            mode: Mode::Text,
+            service: format!("{name}.bank.svc"),
+            port: 8080,
+            path: "/v1/session".into(),
+            handoffs: vec![],
+            expose: true,
+            default: name == "triage",
+            ready: true,
+            ready_replicas: 1,
+            redact,
+        }
+    }
+
+    /// The live routes of a gateway (no record, no credentials) whose table has triage and
+    /// idv, idv with an account-number rule.
+    async fn serve() -> SocketAddr {
+        let account = RedactRule { name: "account".into(), pattern: r"\b\d{8}\b".into() };
+        let table = RoutingTable::new(vec![route("triage", vec![]), route("idv", vec![account])]);
+        let directory = switchboard_gateway::Directory::new(Arc::new(table), Arc::default(), None);
+        let (_routes, receiver) = tokio::sync::watch::channel(directory);
+        let auth = Auth::new(None, Vec::new()).expect("auth");
+        let store = switchboard_gateway::resume::Store::default();
+        let signer = GatewaySigner::from_seed(&[3; 32]);
+        let gateway = Gateway::new(GatewayConfig::default(), receiver, signer, auth, store).expect("a gateway");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move { axum::serve(listener, routes(gateway)).await });
+        addr
+    }
+
+    /// One HTTP/1.1 request; the status and body.
+    async fn request(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connects");
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.expect("writes");
+        stream.write_all(body.as_bytes()).await.expect("writes");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.expect("reads");
+        let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+        (status, body)
+    }
+
+    #[tokio::test]
+    async fn memory_is_redacted_with_the_rules_of_the_agents_reached_and_the_built_in_detectors() {
+        let addr = serve().await;
+        let values = r#""values": {"verifiedUser": {"accountNumber": "12345678", "email": "ada@example.com"}}"#;
+        let (status, body) =
+            request(addr, "POST", "/v1/console/redact", &format!(r#"{{"agents": ["triage", "bank/idv"], {values}}}"#))
+                .await;
+        assert_eq!(status, 200, "{body}");
+        let answer: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(answer["values"]["verifiedUser"]["accountNumber"], "[redacted:account]", "{answer}");
+        assert_eq!(answer["values"]["verifiedUser"]["email"], "[redacted:email]", "{answer}");
+        // Before idv: its rule does not hold yet; the built-in detectors always do.
+        let (status, body) =
+            request(addr, "POST", "/v1/console/redact", &format!(r#"{{"agents": ["triage"], {values}}}"#)).await;
+        assert_eq!(status, 200, "{body}");
+        let answer: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(answer["values"]["verifiedUser"]["accountNumber"], "12345678", "{answer}");
+        assert_eq!(answer["values"]["verifiedUser"]["email"], "[redacted:email]", "{answer}");
+    }
+
+    #[tokio::test]
+    async fn redaction_requests_are_bounded_and_checked() {
+        let addr = serve().await;
+        let many: Vec<String> = (0..=VALUES_MAX).map(|i| format!(r#""k{i}": 1"#)).collect();
+        let body = format!(r#"{{"agents": [], "values": {{{}}}}}"#, many.join(","));
+        assert_eq!(request(addr, "POST", "/v1/console/redact", &body).await.0, 400);
+        let unknown = r#"{"agents": [], "values": {}, "rules": ["x=.*"]}"#;
+        assert_eq!(request(addr, "POST", "/v1/console/redact", unknown).await.0, 422, "the page cannot bring rules");
+    }
+
+    #[tokio::test]
+    async fn prices_come_from_the_record_s_table() {
+        let addr = serve().await;
+        let (status, body) = request(addr, "GET", "/v1/console/price?model=us.amazon.nova-lite-v1:0", "").await;
+        assert_eq!(status, 200, "{body}");
+        let price: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!((price["input"].as_f64(), price["output"].as_f64()), (Some(0.06), Some(0.24)), "{price}");
+        let (status, body) = request(addr, "GET", "/v1/console/price?model=someone.else", "").await;
+        assert_eq!(status, 404, "{body}");
+        assert!(body.contains("unpriced"), "{body}");
+    }
+}
