@@ -127,6 +127,8 @@ pub struct Metrics {
     /// Voice: filler lines asked for while a tool call ran long (the caller heard the
     /// agent instead of silence).
     pub fillers: IntCounterVec,
+    /// Voice: waits of more than 2 s for the agent's audio in its turn (dead air).
+    pub silences: IntCounterVec,
     /// Model calls (text) and stream openings (voice) that moved on to a fallback model,
     /// by the model left (`from`), the one tried next (`to`) and why (`reason`).
     pub fallbacks: IntCounterVec,
@@ -249,6 +251,11 @@ impl Metrics {
             "Voice: filler lines the agent was asked to say while a tool call ran long, instead of silence.",
             &["agent"],
         )?;
+        let silences = b.counter(
+            "switchboard_voice_silences_total",
+            "Voice: waits of more than 2 s for the agent's audio in its turn (dead air).",
+            &["agent"],
+        )?;
         let fallbacks = b.counter(
             "switchboard_model_fallbacks_total",
             "Model calls (text) and stream openings (voice) that moved on to a fallback model, by from, to and reason.",
@@ -309,6 +316,7 @@ impl Metrics {
             time_to_first_audio,
             stream_restarts,
             fillers,
+            silences,
             fallbacks,
             gen_ai_token_usage,
             gen_ai_duration,

@@ -1,7 +1,8 @@
-//! Fillers (issue 26): idv's identity check answers only after 3.5 s (a real HTTP tool
-//! server that takes its time); two seconds into the wait the caller hears idv say a short
-//! line, in its own voice, instead of silence — then the check's answer as usual. The
-//! instruction behind the line is never shown as the caller's words.
+//! Fillers and dead air (issue 26): idv's identity check answers only after 3.5 s (a real
+//! HTTP tool server that takes its time); 1.5 s into the wait the caller hears idv say a
+//! short line, in its own voice, instead of silence — then the check's answer as usual.
+//! The instruction behind the line is never shown as the caller's words. A model that
+//! takes 2.5 s to answer is dead air, counted.
 
 use std::time::Duration;
 
@@ -109,4 +110,21 @@ async fn a_slow_tool_gets_a_spoken_filler_instead_of_silence() {
     assert_eq!(rules.iter().filter(|r| **r == "say-now").count(), 1, "{rules:?}");
     let metrics = metrics(running.addr).await;
     assert!(metrics.contains(r#"switchboard_voice_fillers_total{agent="idv"} 1"#), "{metrics}");
+    // Triage answered at once (the simulator's 50 ms): no dead air there.
+    assert_eq!(metric_sum(&metrics, "switchboard_voice_silences_total", &[("agent", "triage")]), 0.0, "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_of_more_than_two_seconds_for_the_agents_voice_is_counted_as_dead_air() {
+    let slow = script("", "").replace("responseDelayMs: 50", "responseDelayMs: 2500");
+    assert_ne!(slow, script("", ""), "the model takes 2.5 s to start answering");
+    let running = banking(&slow).await;
+    let mut call = Call::start(&running.url(), "triage", &["audio"], Encoding::Binary).await;
+    call.say(HOURS, 600);
+    let answer = call.until(|m| is_final_reply(m, "nine to five")).await;
+    assert!(audio_bytes(&answer) > 0);
+    call.hang_up().await;
+    let metrics = metrics(running.addr).await;
+    // One wait; the answer's audio then flows without a gap.
+    assert_eq!(metric_sum(&metrics, "switchboard_voice_silences_total", &[("agent", "triage")]), 1.0, "{metrics}");
 }

@@ -7,11 +7,18 @@
 //! text enters the conversation — the caller heard it. An echo of the instruction as a
 //! USER transcript is not the caller's ([`is_instruction`]). One filler per wait: calls
 //! that start after it may get the next.
+//!
+//! [`DeadAir`] finds what fillers are for: a wait of more than [`SILENCE`] for the agent's
+//! audio in its turn (from the end of the caller's words or of the agent's last audio).
 
 use std::time::{Duration, Instant};
 
-/// How long a tool call runs before the caller hears a filler.
-pub const FILLER_AFTER: Duration = Duration::from_millis(2000);
+/// How long a tool call runs before the caller hears a filler: well before a wait
+/// counts as a [`SILENCE`].
+pub const FILLER_AFTER: Duration = Duration::from_millis(1500);
+/// A wait for the agent's audio this long is dead air (`switchboard_voice_silences_total`).
+pub const SILENCE: Duration = Duration::from_secs(2);
+const _: () = assert!(FILLER_AFTER.as_millis() < SILENCE.as_millis(), "a filler comes before the silence counts");
 /// What precedes the quoted line in the instruction.
 pub const SAY_NOW: &str = "Say now, briefly:";
 /// The line asked for.
@@ -70,6 +77,30 @@ impl Fillers {
     }
 }
 
+/// Pauses in the agent's speech as the caller hears them. (The wait for a turn's first
+/// audio is time to first audio, measured where the caller's last voiced frame is known.)
+#[derive(Debug, Default)]
+pub struct DeadAir {
+    /// While the agent has the turn: when its last reply audio went out.
+    since: Option<Instant>,
+}
+
+impl DeadAir {
+    /// The agent's turn is over (answered, interrupted, the caller is asked something, or
+    /// speaks or types).
+    pub fn over(&mut self) {
+        self.since = None;
+    }
+
+    /// Reply audio goes out at `now`: whether the caller waited for it longer than
+    /// [`SILENCE`] since the agent's last audio in this turn.
+    pub fn audio(&mut self, now: Instant) -> bool {
+        let waited = self.since.is_some_and(|since| now.saturating_duration_since(since) > SILENCE);
+        self.since = Some(now);
+        waited
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +122,19 @@ mod tests {
         fillers.started("t4".into(), "check_balance".into(), start);
         fillers.clear();
         assert_eq!(fillers.due(start + FILLER_AFTER * 9), None, "cancelled calls get none");
+    }
+
+    #[test]
+    fn a_pause_of_more_than_two_seconds_in_the_agents_speech_is_dead_air() {
+        let start = Instant::now();
+        let after = |ms| start + Duration::from_millis(ms);
+        let mut air = DeadAir::default();
+        assert!(!air.audio(start), "a turn's first audio: its wait is time to first audio");
+        assert!(!air.audio(after(40)), "its next chunk");
+        assert!(!air.audio(after(1900)), "a pause under two seconds");
+        assert!(air.audio(after(3910)), "2.01 s after the last audio");
+        air.over();
+        assert!(!air.audio(after(9000)), "the next turn's first audio");
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! recoverable `bidi_error` once the session has started.
 
 pub mod audio;
+mod controls;
 mod fallback;
 pub mod filler;
 mod gate;
@@ -42,7 +43,7 @@ use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use relay::Relay;
 use switchboard_core::audio::Format;
-use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionUpdate};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage};
 use switchboard_core::{Activity, Effect, Input, Session};
 use switchboard_models::sonic::{SonicEvents, SonicSession};
 
@@ -95,6 +96,7 @@ pub async fn drive(
         greeting,
         audio_on: true,
         fillers: filler::Fillers::default(),
+        dead_air: filler::DeadAir::default(),
     };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
     let exit = voice.run(session, opening, formats.refused, &mut inputs).await;
@@ -132,6 +134,8 @@ struct Voice<'a> {
     audio_on: bool,
     /// Running tool calls, for the fillers that break a long silence.
     fillers: filler::Fillers,
+    /// How long the caller has waited for the agent's audio in its turn.
+    dead_air: filler::DeadAir,
 }
 
 impl Voice<'_> {
@@ -216,6 +220,7 @@ impl Voice<'_> {
         if !self.audio_on && matches!(message, ServerMessage::BidiAudioStream { .. }) {
             return Ok(());
         }
+        self.heard(&message);
         match self.outbound.try_send(message) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(Exit::ClientGone),
@@ -254,16 +259,6 @@ impl Voice<'_> {
         self.speech_changed(session, speech).await
     }
 
-    /// A tool call has run long: the model is asked to say a filler line now.
-    async fn filler(&mut self) -> Option<Exit> {
-        let tool = self.fillers.due(Instant::now())?;
-        let spec = self.agent.core.spec();
-        let description = spec.tools.iter().find(|t| t.name == tool).map_or("", |t| t.description.as_str());
-        let prompt = filler::filler_prompt(&tool, description);
-        self.shared.metrics.fillers.with_label_values(&[spec.agent.name.as_str()]).inc();
-        self.stream.send_text(prompt).await.err().map(|_| Exit::Closed("the voice model session ended".into()))
-    }
-
     /// Tells the core that the caller started or stopped speaking.
     async fn speech_changed(&mut self, session: &mut Session, speech: Option<audio::Speech>) -> Option<Exit> {
         let activity = match speech? {
@@ -285,36 +280,6 @@ impl Voice<'_> {
             }
         }
         self.speech_changed(session, speech).await
-    }
-
-    /// `session_update`: every setting it names applies, or none does (with a
-    /// `bidi_error` saying why).
-    async fn update(&mut self, update: SessionUpdate) -> Option<Exit> {
-        let modalities = match update.check() {
-            Ok(modalities) => modalities,
-            Err((code, message)) => return self.error(code, message).await,
-        };
-        let spec = self.agent.core.spec();
-        if let Some(voice) = &update.voice
-            && let Err(why) = switchboard_crds::agent::check_sonic_voice(&spec.model.voice_model_id, voice)
-        {
-            return self.error(ErrorCode::InvalidVoice, format!("{why}; nothing was changed")).await;
-        }
-        if let Some(modalities) = modalities
-            && let Err(why) = modalities.check_voice_session(spec.mode == Mode::Hybrid)
-        {
-            let message = format!("agent {} {why}; nothing was changed", spec.agent.name);
-            return self.error(ErrorCode::UnsupportedModality, message).await;
-        }
-        if let Some(voice) = update.voice
-            && self.stream.change_voice(voice).await.is_err()
-        {
-            return Some(Exit::Closed("the voice model session ended".into()));
-        }
-        if let Some(modalities) = modalities {
-            self.audio_on = modalities.audio;
-        }
-        None
     }
 
     async fn client_message(&mut self, session: &mut Session, message: ClientMessage) -> Option<Exit> {
@@ -369,6 +334,9 @@ impl Voice<'_> {
         let labels = [spec.agent.name.as_str(), spec.mode.as_str(), spec.model.voice_model_id.as_str()];
         if let Some(after) = relayed.first_audio_after {
             metrics.time_to_first_audio.with_label_values(&labels).observe(after.as_secs_f64());
+            if after > filler::SILENCE {
+                metrics.silences.with_label_values(&[labels[0]]).inc();
+            }
         }
         if let Some(tokens) = relayed.usage {
             let counter = |direction: &str, modality: &str, count: u64| {
