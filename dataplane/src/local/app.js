@@ -14,7 +14,7 @@ const live = new Transcript($("log"));
 const state = Object.assign(window.switchboard, {
   ws: null, agents: [], defaultAgent: null, events: [], sessionId: null, agent: null, resumeToken: null,
   lastSeq: null, inputs: 0, turn: null, turns: [], totals: { input: 0, output: 0 }, memory: {}, path: [],
-  price: null, priceModel: null, usages: [], reached: [], memorySeq: {}, audioPlayed: [],
+  model: null, prices: new Map(), usages: [], reached: [], memorySeq: {}, audioPlayed: [],
   voiceSession: false, leaving: false, pttMode: false, talking: false, inputEnds: 0, speechEnd: null, lastVoiceAt: null,
   firstAudio: null,
 });
@@ -166,6 +166,7 @@ function handle(m) {
       state.sessionId = m.session_id;
       state.agent = m.agent;
       reach(m.agent);
+      state.model = m.model;
       loadPrice(m.model);
       if (m.resume_token) state.resumeToken = m.resume_token;
       if (m.seq != null) state.lastSeq = m.seq;
@@ -274,25 +275,29 @@ function renderTurn(turn) {
     turn.cost == null ? "–" : `$${turn.cost.toFixed(5)}`].map((v) => el("td", {}, String(v))));
 }
 
-// --- cost: the usage of each turn at the record's price of the session's model ------------
-/** Asks the gateway for `model`'s price (none: the cost shows as unknown). */
+// --- cost: each usage at the record's price of the model that answered --------------------
+/** The model a usage is priced as, as the record does: the fallback it names (without its
+ * `@region`), else the session's model. */
+const usageModel = (usage) => (usage.model ? usage.model.split("@")[0] : state.model);
+
+/** Asks the gateway for `model`'s price once (unpriced: its usage shows no cost). */
 function loadPrice(model) {
-  if (!model || model === state.priceModel) return;
-  state.priceModel = model;
+  if (!model || state.prices.has(model)) return;
+  state.prices.set(model, null);
   api(`/v1/console/price?model=${encodeURIComponent(model)}`)
     .then((r) => (r.ok ? r.json() : null))
     .then((price) => {
-      if (state.priceModel !== model) return;
-      state.price = price;
+      state.prices.set(model, price);
       for (const turn of state.turns) renderTurn(turn);
+      if (state.turn) renderTurn(state.turn);
       renderNow();
     })
-    .catch(() => { state.price = null; });
+    .catch(() => {});
 }
 
-/** What `usage` (one bidi_usage) costs at the loaded price; null without one. */
+/** What `usage` (one bidi_usage) costs at its model's price; null while that is unknown. */
 function usageCost(usage) {
-  const p = state.price;
+  const p = state.prices.get(usageModel(usage));
   if (!p) return null;
   const per = (tokens, usd) => ((tokens || 0) * usd) / 1e6;
   const m = usage.modality;
@@ -300,10 +305,13 @@ function usageCost(usage) {
     : per(usage.input_tokens, p.input) + per(usage.output_tokens, p.output);
 }
 
-function turnCost(turn) {
-  if (!state.price || !turn.usages) return null;
-  return turn.usages.reduce((sum, u) => sum + usageCost(u), 0);
+/** The cost of `usages`: null when none is priced (yet). */
+function costOf(usages) {
+  const costs = usages.map(usageCost).filter((c) => c != null);
+  return costs.length ? costs.reduce((a, b) => a + b, 0) : null;
 }
+
+function turnCost(turn) { return turn.usages ? costOf(turn.usages) : null; }
 
 function usage(m) {
   // Usage of a turn arrives while it runs, or just after it completes.
@@ -311,6 +319,7 @@ function usage(m) {
   state.totals.input += m.input_tokens;
   state.totals.output += m.output_tokens;
   state.usages.push(m);
+  loadPrice(usageModel(m));
   if (turn) {
     turn.input += m.input_tokens;
     turn.output += m.output_tokens;
@@ -363,7 +372,7 @@ function renderNow() {
   $("now-node").textContent = (state.agent && currentNode(agentName(state.agent))) || "–";
   $("now-path").textContent = state.path.length
     ? state.path.map((p) => `${p.agent}: ${p.nodes.join(" → ")}`).join("; ") : "–";
-  const cost = state.price ? state.usages.reduce((sum, u) => sum + usageCost(u), 0) : null;
+  const cost = costOf(state.usages);
   $("now-tokens").textContent = `${state.totals.input} in / ${state.totals.output} out${cost == null ? "" : ` · $${cost.toFixed(5)}`}`;
   drawGraph();
 }

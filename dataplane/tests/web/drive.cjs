@@ -59,7 +59,7 @@ async function conversation(page, result) {
   }));
   result.graph = await page.evaluate(graphRead);
   result.turns = await page.$$eval("#turns tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
-  result.price = await page.evaluate(() => ({ model: window.switchboard.priceModel, price: window.switchboard.price }));
+  result.price = await page.evaluate(() => ({ model: window.switchboard.model, price: window.switchboard.prices.get(window.switchboard.model) }));
   // A tool card opens by keyboard.
   const card = page.locator("#log details.tool[data-tool=check_balance] summary");
   await card.focus();
