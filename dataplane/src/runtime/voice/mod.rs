@@ -334,7 +334,8 @@ impl Voice<'_> {
         let labels = [spec.agent.name.as_str(), spec.mode.as_str(), spec.model.voice_model_id.as_str()];
         if let Some(after) = relayed.first_audio_after {
             metrics.time_to_first_audio.with_label_values(&labels).observe(after.as_secs_f64());
-            if after > filler::SILENCE {
+            // A client that reads text only heard no silence.
+            if after > filler::SILENCE && self.audio_on {
                 metrics.silences.with_label_values(&[labels[0]]).inc();
             }
         }
