@@ -18,6 +18,9 @@ mod receiver;
 #[path = "../gateway/redis.rs"]
 #[allow(dead_code)]
 mod redis;
+#[path = "../voice/common.rs"]
+#[allow(dead_code)]
+mod voice;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -28,6 +31,7 @@ use switchboard_core::protocol::ServerMessage;
 use client::{Client, replies};
 use receiver::{Received, Receiver};
 use redis::Redis;
+use voice::{Call, Encoding};
 
 /// What the user says; none of it may appear in a span.
 const SAID: [&str; 3] = [
@@ -280,6 +284,48 @@ async fn resumes_in_one_trace(receiver: &Receiver, url: &str, resume_url: &str) 
     assert!(idv >= 2, "idv's runtime session before and after the resume, both in it: {idv}");
     let tool = spans.iter().any(|s| s.span.name.starts_with("execute_tool ") && s.parent_id() != first.span_id());
     assert!(tool, "the verification after the resume is in the trace");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_nova_sonic_stream_is_a_span_and_a_rotation_opens_the_next() {
+    let receiver = Receiver::start().await;
+    let rotate = [("SWITCHBOARD_VOICE_ROTATE_AFTER_SECONDS", "1")];
+    let (_local, url) = processes::local_with(&receiver.endpoint(), &rotate, None);
+    // A call to triage (hybrid) with audio: its session runs on Nova Sonic (the simulator).
+    // After its greeting the stream is past its age at the first quiet moment: rotated.
+    let mut call = Call::start(&url, "triage", &["audio"], Encoding::Binary).await;
+    call.until(|m| matches!(m, ServerMessage::BidiConnectionRestart { reason, .. } if reason == "rotation")).await;
+    // A typed question on the new stream: its usage is reported.
+    call.send(&switchboard_core::protocol::ClientMessage::BidiTextInput { text: "What time is it?".into(), id: None });
+    call.until(|m| matches!(m, ServerMessage::BidiResponseComplete { .. })).await;
+    call.hang_up().await;
+
+    let spans = wait_for(&receiver, "gateway.session").await;
+    let session = spans.iter().find(|s| s.span.name == "runtime.session").expect("triage's runtime session");
+    let streams: Vec<_> = spans.iter().filter(|s| s.span.name == "sonic.stream").collect();
+    assert!(
+        streams.len() >= 2,
+        "the first stream and the rotation's: {:?}",
+        spans.iter().map(|s| &s.span.name).collect::<Vec<_>>()
+    );
+    for stream in &streams {
+        assert_eq!(stream.parent_id(), session.span_id(), "a child of the runtime session");
+        assert_eq!(stream.trace_id(), session.trace_id());
+        assert_eq!(stream.text("gen_ai.system"), Some("aws.bedrock"));
+        assert!(stream.text("gen_ai.request.model").is_some_and(|m| m.contains("sonic")), "{:?}", stream.strings());
+        assert!(stream.text("cloud.region").is_some_and(|r| !r.is_empty()), "{:?}", stream.strings());
+    }
+    let opened_for = |s: &&&Received| s.text("sonic.opened_for") == Some("start");
+    let first = streams.iter().find(opened_for).expect("the first stream");
+    assert_eq!(int(first, "sonic.generation"), 1);
+    assert_eq!(first.text("sonic.ended_for"), Some("rotation"), "replaced by the rotation: {:?}", first.strings());
+    let next = streams.iter().find(|s| s.text("sonic.opened_for") == Some("rotation")).expect("the rotation's stream");
+    assert_eq!(int(next, "sonic.generation"), 2);
+    assert!(int(next, "gen_ai.usage.output_tokens") > 0, "the answer's usage, as the service reported it");
+    assert!(int(next, "gen_ai.usage.input_tokens") > 0, "{:?}", next.strings());
+    // The runtime session's log events: the switch, with its reason.
+    let switched = session.span.events.iter().any(|e| e.name.contains("switched to a new Nova Sonic stream"));
+    assert!(switched, "{:?}", session.strings());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,8 @@
 //! One bidirectional stream: opening it (the setup events are queued before `send()`,
 //! which returns only when the response headers arrive), the input side as a bounded
 //! channel of events, and a reader task that forwards the output, tagged with the
-//! stream's generation, to the session.
+//! stream's generation, to the session. Each stream is a `sonic.stream` span ([`stream_span`])
+//! from its opening until it is closed.
 
 use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::primitives::Blob;
@@ -39,6 +40,8 @@ pub struct Connection {
     pub generation: u64,
     /// When it was opened.
     pub opened_at: Instant,
+    /// Its span: open while the stream is (ends when the connection is dropped).
+    pub span: tracing::Span,
     input: mpsc::Sender<Vec<u8>>,
     audio_events: wire::AudioInputWriter,
     prompt: String,
@@ -56,6 +59,22 @@ impl Connection {
         voice_id: &str,
         generation: u64,
         out: mpsc::Sender<(u64, StreamOutput)>,
+        span: tracing::Span,
+    ) -> Result<Self, ModelError> {
+        let opened = Self::open_in(client, config, voice_id, generation, out, span.clone()).await;
+        if let Err(error) = &opened {
+            span.record("error.type", error.metric_label());
+        }
+        opened
+    }
+
+    async fn open_in(
+        client: &Client,
+        config: &SonicConfig,
+        voice_id: &str,
+        generation: u64,
+        out: mpsc::Sender<(u64, StreamOutput)>,
+        span: tracing::Span,
     ) -> Result<Self, ModelError> {
         let (input, receiver) = mpsc::channel::<Vec<u8>>(INPUT_BUFFER);
         let prompt = format!("prompt-{generation}");
@@ -63,6 +82,7 @@ impl Connection {
         let mut connection = Self {
             generation,
             opened_at: Instant::now(),
+            span,
             input,
             audio_events: wire::AudioInputWriter::new(&prompt, &audio_content),
             audio_content,
@@ -178,6 +198,41 @@ impl Connection {
         }
         // Dropping `input` ends the event stream: the SDK sends the final empty envelope.
     }
+}
+
+/// The span of stream `generation`, a child of `parent` (the runtime's session span): the
+/// GenAI attributes, the region, why it was opened (`start`, `rotation`, `voice_change`, or
+/// the failure it recovers from), and — recorded later — the stream's token totals, why it
+/// ended, and `error.type` when it failed. Never what is said.
+pub fn stream_span(
+    parent: &tracing::Span,
+    client: &Client,
+    config: &SonicConfig,
+    generation: u64,
+    reason: &str,
+) -> tracing::Span {
+    let region = client.config().region().map(ToString::to_string).unwrap_or_default();
+    tracing::info_span!(
+        parent: parent,
+        "sonic.stream",
+        otel.kind = "client",
+        gen_ai.system = "aws.bedrock",
+        gen_ai.operation.name = "realtime",
+        gen_ai.request.model = %config.model_id,
+        cloud.region = %region,
+        sonic.generation = int(generation),
+        sonic.opened_for = reason,
+        sonic.ended_for = tracing::field::Empty,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
+}
+
+/// A count as a span attribute: OpenTelemetry integers are signed (a `u64` would be exported
+/// as a string).
+pub fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 type Receiver = aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver<

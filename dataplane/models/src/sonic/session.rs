@@ -11,8 +11,9 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tracing::Instrument;
 
-use super::connection::{Connection, StreamOutput};
+use super::connection::{Connection, StreamOutput, int, stream_span};
 use super::events::{RestartReason, SonicEvent};
 use super::history::History;
 use super::turn::TurnState;
@@ -61,6 +62,9 @@ pub struct Supervisor {
     /// The current stream has shown it works (output, or a long enough life).
     current_healthy: bool,
     rng: fastrand::Rng,
+    /// The span the session started in (the runtime's session span): the task runs in it,
+    /// and each stream's span is its child.
+    trace: tracing::Span,
 }
 
 impl Supervisor {
@@ -92,21 +96,23 @@ impl Supervisor {
             failures: 0,
             current_healthy: false,
             rng,
+            trace: tracing::Span::current(),
         };
         let mut connection = supervisor.open_first().await?;
         connection.begin(&supervisor.history.replay()).await?;
         supervisor.current = Some(connection);
         supervisor.failures = 0;
-        tokio::spawn(supervisor.run());
+        let trace = supervisor.trace.clone();
+        tokio::spawn(supervisor.run().instrument(trace));
         Ok(())
     }
 
     async fn open_first(&mut self) -> Result<Connection, ModelError> {
         loop {
             self.generation += 1;
-            let opened =
-                Connection::open(&self.client, &self.config, &self.voice, self.generation, self.outputs_tx.clone())
-                    .await;
+            let span = stream_span(&self.trace, &self.client, &self.config, self.generation, "start");
+            let (generation, out) = (self.generation, self.outputs_tx.clone());
+            let opened = Connection::open(&self.client, &self.config, &self.voice, generation, out, span).await;
             match opened {
                 Ok(connection) => return Ok(connection),
                 Err(error) if !error.is_retryable() || self.failures + 1 >= self.config.retry.max_attempts => {
@@ -272,6 +278,10 @@ impl Supervisor {
                         self.failures = 0;
                     }
                     for event in events {
+                        if let (SonicEvent::Usage(usage), Some(current)) = (&event, &self.current) {
+                            current.span.record("gen_ai.usage.input_tokens", int(usage.total_input_tokens));
+                            current.span.record("gen_ai.usage.output_tokens", int(usage.total_output_tokens));
+                        }
                         self.turn.observe(&event, &mut self.history);
                         if self.events.send(event).await.is_err() {
                             return false;
@@ -311,6 +321,8 @@ impl Supervisor {
             self.failures += 1;
         }
         if let Some(old) = self.current.take() {
+            old.span.record("sonic.ended_for", reason.label());
+            old.span.record("error.type", error.metric_label());
             tokio::spawn(old.close());
         }
         self.current_healthy = false;
@@ -338,8 +350,9 @@ impl Supervisor {
         let generation = self.generation;
         let (client, config, voice, out) =
             (self.client.clone(), self.config.clone(), self.voice.clone(), self.outputs_tx.clone());
+        let span = stream_span(&self.trace, &client, &config, generation, reason.label());
         self.opening =
-            Some(tokio::spawn(async move { Connection::open(&client, &config, &voice, generation, out).await }));
+            Some(tokio::spawn(async move { Connection::open(&client, &config, &voice, generation, out, span).await }));
         self.next = Next::Opening { reason, generation };
     }
 
@@ -419,6 +432,7 @@ impl Supervisor {
         }
         let generation = connection.generation;
         if let Some(old) = self.current.replace(connection) {
+            old.span.record("sonic.ended_for", reason.label());
             tokio::spawn(old.close());
         }
         self.parser = OutputParser::default();
