@@ -217,6 +217,17 @@ pub struct McpTool {
 }
 
 impl ToolSpec {
+    /// Where the tool runs, as listings name it: `http`, `mcp` or `builtin`.
+    pub fn runs(&self) -> &'static str {
+        if self.http.is_some() {
+            "http"
+        } else if self.mcp.is_some() {
+            "mcp"
+        } else {
+            "builtin"
+        }
+    }
+
     /// The plain and secret headers of an HTTP or MCP tool.
     pub fn headers(&self) -> Option<(&BTreeMap<String, String>, &[SecretHeader])> {
         match self.target()? {

@@ -150,14 +150,7 @@ impl AgentSummary {
             .map(|tool| ToolSummary {
                 name: tool.name.clone(),
                 description: cut(&tool.description, TEXT_MAX),
-                runs: if tool.http.is_some() {
-                    "http"
-                } else if tool.mcp.is_some() {
-                    "mcp"
-                } else {
-                    "builtin"
-                }
-                .to_owned(),
+                runs: tool.runs().to_owned(),
                 consent: tool.consent == Consent::Required,
                 cache_ttl_seconds: tool.cache_ttl_seconds,
             })

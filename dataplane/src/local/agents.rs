@@ -71,13 +71,7 @@ impl AgentEntry {
             .map(|tool| ToolView {
                 name: tool.name.clone(),
                 description: tool.description.clone(),
-                runs: if tool.http.is_some() {
-                    "http"
-                } else if tool.mcp.is_some() {
-                    "mcp"
-                } else {
-                    "builtin"
-                },
+                runs: tool.runs(),
                 consent: tool.consent == Consent::Required,
                 cache_ttl_seconds: tool.cache_ttl_seconds,
             })
