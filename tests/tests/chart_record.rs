@@ -74,6 +74,7 @@ gateway:
   record:
     databaseUrl: postgres://switchboard@db:5432/records
     retentionDays: 7
+    callerRetentionDays: 90
     redact:
       account: '\b\d{8}\b'
       sort-code: '\b\d{2}-\d{2}-\d{2}\b'
@@ -90,6 +91,7 @@ fn the_record_settings_reach_the_gateway_and_none_without_a_database() {
     let env = gateway_env(RECORD_VALUES);
     assert_eq!(get(&env, "SWITCHBOARD_RECORD_DATABASE_URL"), Some("postgres://switchboard@db:5432/records"));
     assert_eq!(get(&env, "SWITCHBOARD_RECORD_RETENTION_DAYS"), Some("7"));
+    assert_eq!(get(&env, "SWITCHBOARD_RECORD_CALLER_RETENTION_DAYS"), Some("90"));
     assert_eq!(get(&env, "SWITCHBOARD_RECORD_BACKLOG"), Some("200000"));
     assert_eq!(
         get(&env, "SWITCHBOARD_RECORD_REDACT"),
