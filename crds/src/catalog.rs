@@ -2,7 +2,7 @@
 //! `kubectl apply` takes), with the ConfigMaps among those files (an Agent's knowledge and
 //! skills may read them, as on a cluster), and validation and resolution across them. Used by
 //! `switchboard-operator render` and the local runner; the operator itself works from its
-//! cluster caches with the same [`validate_agent`] and [`resolve`].
+//! cluster caches with the same [`validate_agent`] and [`resolve()`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

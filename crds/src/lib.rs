@@ -1,7 +1,7 @@
 //! Switchboard's API: the `Agent`, `Workflow` and `Persona` custom resources (group
 //! `switchboard.dev`, version `v1alpha1`), the resolved [`RuntimeSpec`] that the operator
 //! hands to runtime pods, and the pure functions both the operator and the local runner use
-//! to check and resolve them ([`Catalog`], [`validate`], [`resolve`]).
+//! to check and resolve them ([`Catalog`], [`validate`], [`resolve`](mod@resolve)).
 //!
 //! Nothing in this crate does I/O: no tokio, no HTTP, no Kubernetes client.
 
