@@ -8,8 +8,9 @@
 //! USER transcript is not the caller's ([`is_instruction`]). One filler per wait: calls
 //! that start after it may get the next.
 //!
-//! [`DeadAir`] finds what fillers are for: a wait of more than [`SILENCE`] for the agent's
-//! audio in its turn (from the end of the caller's words or of the agent's last audio).
+//! What fillers are for is counted as dead air: a wait of more than [`SILENCE`] for the
+//! agent's audio — for a turn's first audio (time to first audio, in the voice driver) or
+//! in a pause of its speech within the turn ([`DeadAir`]).
 
 use std::time::{Duration, Instant};
 
