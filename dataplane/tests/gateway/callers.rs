@@ -1,8 +1,9 @@
 //! The caller across sessions, through the real gateway, runtimes and simulator and the
 //! real stores: a verified caller who asked for brief answers is greeted briefly in their
 //! next session, with the summary of the last one in the agent's prompt; another caller
-//! gets none of it; `switchboard callers delete` forgets the caller; and on PostgreSQL the
-//! writer deletes callers past the caller retention.
+//! gets none of it; `switchboard callers delete` forgets the caller; a continued session
+//! keeps what the caller asks for; and on PostgreSQL the writer deletes callers past the
+//! caller retention.
 
 use std::process::Command;
 use std::time::Duration;
@@ -124,9 +125,27 @@ async fn a_returning_verified_caller_is_greeted_with_their_preferences_until_del
     assert!(out.status.success(), "{said} {}", String::from_utf8_lossy(&out.stderr));
     assert!(said.contains("deleted"), "{said}");
     assert_eq!(store.caller(&caller_id_of("bank", "12345678"), "").await.expect("store"), None);
-    let (client, _, balance) = at_banking(&fleet.url, ADA).await;
+    let (client, last, balance) = at_banking(&fleet.url, ADA).await;
     assert!(balance.contains("Your balance is 1234.56 GBP"), "forgotten: {balance}");
     close(client).await;
+    ended(&store, &last).await;
+
+    // A continued session (its verification happened before it) still keeps what the
+    // caller asks for.
+    let mut client = Client::connect_with(&fleet.url, &[("x-api-key", "web-key")]).await;
+    let start = SessionStart { continue_from: Some(last), ..Default::default() };
+    client.send(&ClientMessage::SessionStart(start)).await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;
+    client.say("I'd like detailed answers, please").await;
+    let noted = replies(&client.turn().await).join(" ");
+    assert!(noted.contains("Noted: detailed answers"), "{noted}");
+    close(client).await;
+    let detailed = json!({"verbosity": "detailed"});
+    let kept = caller_when(&store, "12345678", |s| {
+        s.as_ref().is_some_and(|s| s.memory.get("callerPreferences") == Some(&detailed))
+    })
+    .await;
+    assert!(kept.is_some());
     stop.cancel();
     let _ = std::fs::remove_dir_all(dir);
 }

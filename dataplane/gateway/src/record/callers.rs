@@ -5,7 +5,9 @@
 //! carries: the caller's memory keys (`callerPreferences`, `callerOpenTasks`, ...) and
 //! `callerHistory`, the record's summaries of its latest past sessions. The runtime
 //! renders memory into the prompt (`{memory}`), so the persona uses them from its first
-//! reply. A key the session already holds keeps the session's value (it is newer).
+//! reply. A key the session already holds keeps the session's value (it is newer). The
+//! caller's id goes to the session's record log ([`super::SessionLog::verified`]), so a
+//! session resumed or continued after its verification keeps the caller's keys too.
 //!
 //! The runtime session in which the caller is verified does not get them: the gateway
 //! adds memory only when it opens a session. Reading the store waits at most
@@ -24,29 +26,30 @@ use crate::upstream::Opening;
 /// The longest the store is waited for.
 pub const RESTORE_WAIT: Duration = Duration::from_secs(1);
 
-/// Adds what the store keeps of the verified caller of `opening` (if any) to its memory.
-pub async fn restore(recorder: &Recorder, opening: &mut Opening<'_>) {
+/// Adds what the store keeps of the verified caller of `opening` (if any) to its memory;
+/// the caller's id in the store, when there is a verified caller.
+pub async fn restore(recorder: &Recorder, opening: &mut Opening<'_>) -> Option<String> {
     let memory = match opening.handoff.as_mut() {
         Some(handoff) => &mut handoff.memory,
         None => &mut opening.memory,
     };
-    let Some(caller) = memory.get(IDENTITY_KEY).filter(|caller| !caller.is_null()) else { return };
+    let caller = memory.get(IDENTITY_KEY).filter(|caller| !caller.is_null())?;
     let id = callers::caller_id(opening.namespace, caller);
-    let state = match tokio::time::timeout(RESTORE_WAIT, recorder.store.caller(&id, opening.session_id)).await {
-        Ok(Ok(Some(state))) => state,
-        Ok(Ok(None)) => return,
+    match tokio::time::timeout(RESTORE_WAIT, recorder.store.caller(&id, opening.session_id)).await {
+        Ok(Ok(Some(state))) => merge(memory, state),
+        Ok(Ok(None)) => {}
         Ok(Err(error)) => {
-            return tracing::warn!(session_id = %opening.session_id, "the caller's state is not restored: {error}");
+            tracing::warn!(session_id = %opening.session_id, "the caller's state is not restored: {error}");
         }
         Err(_) => {
-            return tracing::warn!(
+            tracing::warn!(
                 session_id = %opening.session_id,
                 "the caller's state is not restored: the store did not answer within {} ms",
                 RESTORE_WAIT.as_millis()
             );
         }
-    };
-    merge(memory, state);
+    }
+    Some(id)
 }
 
 /// Adds `state` to `memory`, keeping the keys `memory` already holds.

@@ -256,6 +256,27 @@ impl SessionLog {
         }
     }
 
+    /// The session was opened at `agent` for the verified caller `caller` (its id in the
+    /// store): a session resumed or continued here, whose verification this log did not
+    /// see, links the caller and keeps its caller keys too.
+    pub fn verified(&mut self, agent: &str, caller: String) {
+        if self.caller.as_ref() == Some(&caller) {
+            return;
+        }
+        let namespace = agent.split_once('/').map_or(agent, |(namespace, _)| namespace).to_owned();
+        self.link(agent, caller, namespace);
+    }
+
+    /// Links `caller` to the session and writes the caller keys held for it.
+    fn link(&mut self, agent: &str, caller: String, namespace: String) {
+        self.caller = Some(caller.clone());
+        self.push_plain(agent, "caller", Value::Null, Some(Update::CallerSeen { caller: caller.clone(), namespace }));
+        for (key, value) in std::mem::take(&mut self.caller_keys) {
+            let update = Update::CallerMemory { caller: caller.clone(), key, value };
+            self.push_plain(agent, "caller", Value::Null, Some(update));
+        }
+    }
+
     /// The caller across sessions ([`super::store::callers`]): a verified caller is linked
     /// to the session, and the caller keys the session sets are kept for it.
     fn caller_memory(&mut self, agent: &str, key: String, value: Value) {
@@ -265,13 +286,9 @@ impl SessionLog {
             if caller == self.caller {
                 return;
             }
-            self.caller = caller;
-            let Some(caller) = self.caller.clone() else { return };
-            let update = Update::CallerSeen { caller: caller.clone(), namespace: namespace.to_owned() };
-            self.push_plain(agent, "caller", Value::Null, Some(update));
-            for (key, value) in std::mem::take(&mut self.caller_keys) {
-                let update = Update::CallerMemory { caller: caller.clone(), key, value };
-                self.push_plain(agent, "caller", Value::Null, Some(update));
+            match caller {
+                Some(caller) => self.link(agent, caller, namespace.to_owned()),
+                None => self.caller = None,
             }
             return;
         }

@@ -306,8 +306,11 @@ async fn open(
         // The relay runs in the session's span (see `super::serve`): the runtime's joins it.
         traceparent: switchboard_telemetry::context::traceparent(&tracing::Span::current()),
     };
-    if let Some(record) = &gateway.record {
-        crate::record::callers::restore(record, &mut opening).await;
+    if let Some(record) = &gateway.record
+        && let Some(caller) = crate::record::callers::restore(record, &mut opening).await
+        && let Some(log) = state.log.as_mut()
+    {
+        log.verified(&target.key(), caller);
     }
     let addr = lease.addr();
     let (tx, rx) =
