@@ -88,6 +88,16 @@ async fn a_frozen_runtime_is_left_for_another_pod_in_seconds() {
     let moved = frozen_at.elapsed();
     eprintln!("a frozen runtime was found and its session moved in {moved:?}");
     assert!(matches!(restart.last(), Some(ServerMessage::BidiConnectionRestart { .. })));
+    // The client could show it: reconnecting as the move began, the new pod's state after.
+    let reconnecting = restart.iter().position(|m| {
+        matches!(m, ServerMessage::BidiSessionState { state: switchboard_core::protocol::SessionState::Reconnecting })
+    });
+    assert!(reconnecting.is_some_and(|at| at + 1 < restart.len()), "reconnecting before the restart: {restart:?}");
+    let after = client.until(|m| matches!(m, ServerMessage::BidiSessionState { .. })).await;
+    assert!(
+        matches!(after.last(), Some(ServerMessage::BidiSessionState { state }) if *state != switchboard_core::protocol::SessionState::Reconnecting),
+        "the new pod says its state: {after:?}"
+    );
     let other = fleet.pods.iter().position(|p| p.agent == "triage" && fleet.gateway.balancer.live(p.addr) == 1);
     assert!(other.is_some_and(|o| o != serving), "the session is on the other pod now");
 

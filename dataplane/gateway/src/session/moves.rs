@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
+use switchboard_core::protocol::{ErrorCode, ServerMessage, SessionState, close_code};
 
 use super::machine::{Cx, Effect, Machine, Note, Phase, Purpose};
 
@@ -62,8 +62,11 @@ impl Machine {
         self.reopen(reason, lost, cx);
     }
 
-    /// Opens the session again on its Agent (not on `avoid` if another pod is ready).
+    /// Opens the session again on its Agent (not on `avoid` if another pod is ready). The
+    /// client is told the session is `reconnecting` at once; the runtime that takes it over
+    /// says its own state once it has it (`ready`, or what it is doing).
     pub(super) fn reopen(&mut self, reason: &str, avoid: Option<SocketAddr>, cx: &Cx<'_>) {
+        self.deliver(ServerMessage::BidiSessionState { state: SessionState::Reconnecting }.into());
         self.attempt(reason.to_owned(), MAX_RECOVERIES - 1, avoid, cx);
     }
 

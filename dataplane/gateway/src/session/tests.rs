@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, close_code, decode_client};
+use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionState, close_code, decode_client};
 use switchboard_crds::Mode;
 use switchboard_crds::routing::{RUNTIME_PORT, Route, RoutingTable, SESSION_PATH};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
@@ -247,6 +247,11 @@ fn a_lost_runtime_reopens_elsewhere_and_gets_the_typed_inputs_it_had_not_taken_u
             .iter()
             .any(|e| matches!(e, Effect::Note(Note::Migrated { reason, from: Some(_) }) if reason == "runtime_lost"))
     );
+    assert_eq!(
+        to_client(&effects),
+        [ServerMessage::BidiSessionState { state: SessionState::Reconnecting }],
+        "the client can show it at once"
+    );
     assert_eq!(drive.opening(), Some(("bank/triage".into(), Some(addr(1)), false)), "another pod than the lost one");
     let effects = drive.on(Event::Opened(Ok(addr(2))));
     let resent = to_runtime(&effects);
@@ -336,7 +341,14 @@ fn handoffs_go_only_to_declared_agents_or_back_and_a_loop_is_stopped() {
     }}));
     let effects = drive.closed(close_code::HANDOFF);
     assert_eq!(error_codes(&effects), ["handoff_failed"]);
-    let [ServerMessage::BidiError { message, .. }] = &to_client(&effects)[..] else { panic!("{effects:?}") };
+    // The caller is told why, then that the session is reconnecting (to idv again).
+    let [
+        ServerMessage::BidiError { message, .. },
+        ServerMessage::BidiSessionState { state: SessionState::Reconnecting },
+    ] = &to_client(&effects)[..]
+    else {
+        panic!("{effects:?}")
+    };
     assert!(message.contains("may not hand off to \"banking\""), "{message}");
     assert_eq!(drive.opening(), Some(("bank/idv".into(), None, false)), "the caller stays with idv");
     drive.on(Event::Opened(Ok(addr(3))));
@@ -365,7 +377,13 @@ fn handoffs_go_only_to_declared_agents_or_back_and_a_loop_is_stopped() {
         }}));
         let effects = drive.closed(close_code::HANDOFF);
         if !error_codes(&effects).is_empty() {
-            let [ServerMessage::BidiError { message, .. }] = &to_client(&effects)[..] else { panic!("{effects:?}") };
+            let [
+                ServerMessage::BidiError { message, .. },
+                ServerMessage::BidiSessionState { state: SessionState::Reconnecting },
+            ] = &to_client(&effects)[..]
+            else {
+                panic!("{effects:?}")
+            };
             failed = Some((hop, message.clone()));
             break;
         }
