@@ -7,8 +7,7 @@
 //! Whoever can reach that database may delete; there is no gateway API for it.
 
 use clap::{Args, Subcommand};
-use switchboard_gateway::record::Store;
-use switchboard_gateway::record::store::{self, callers};
+use switchboard_gateway::record::store::callers;
 
 /// Options of `switchboard callers`.
 #[derive(Debug, Args)]
@@ -40,19 +39,7 @@ enum CallersCommand {
 
 /// Runs `callers`.
 pub async fn run(args: CallersArgs) -> anyhow::Result<()> {
-    let url = match args.database_url {
-        Some(url) => url,
-        None => {
-            let file = super::record::default_local_file()
-                .ok_or_else(|| anyhow::anyhow!("no HOME: give --record-database-url"))?;
-            format!("sqlite:{}", file.display())
-        }
-    };
-    if let Some(file) = store::sqlite_file(&url) {
-        anyhow::ensure!(file.exists(), "no record at {}; check --record-database-url", file.display());
-    }
-    let store = Store::open(&url).map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;
-    store.migrate().await.map_err(|e| anyhow::anyhow!("{e} ({})", store.display))?;
+    let store = super::record::open_existing(args.database_url).await?;
     match args.command {
         CallersCommand::Delete { namespace, caller } => {
             anyhow::ensure!(!namespace.trim().is_empty() && !caller.trim().is_empty(), "give --namespace and --caller");

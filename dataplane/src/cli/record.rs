@@ -135,6 +135,29 @@ pub fn default_local_file() -> Option<PathBuf> {
     Some(data.join("switchboard/record.db"))
 }
 
+/// The record at `database_url` (default: local mode's file), opened to read or delete:
+/// reading makes no database, so a missing SQLite file is a wrong path (or no session yet).
+pub async fn open_existing(database_url: Option<String>) -> anyhow::Result<switchboard_gateway::record::Store> {
+    let url = match database_url {
+        Some(url) => url,
+        None => {
+            let file = default_local_file().ok_or_else(|| anyhow::anyhow!("no HOME: give --record-database-url"))?;
+            format!("sqlite:{}", file.display())
+        }
+    };
+    if let Some(file) = switchboard_gateway::record::store::sqlite_file(&url) {
+        anyhow::ensure!(
+            file.exists(),
+            "no record at {} (local mode creates it when it starts); check --record-database-url",
+            file.display()
+        );
+    }
+    let store = switchboard_gateway::record::Store::open(&url)
+        .map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;
+    store.migrate().await.map_err(|e| anyhow::anyhow!("{e} ({})", store.display))?;
+    Ok(store)
+}
+
 impl RecordArgs {
     /// The built-in detectors with `--record-redact`'s rules.
     pub fn redactor(&self) -> anyhow::Result<switchboard_gateway::record::Redactor> {

@@ -4,8 +4,7 @@
 use std::fmt::Write as _;
 
 use clap::{Args, Subcommand};
-use switchboard_gateway::record::Store;
-use switchboard_gateway::record::store::{self, EventRow, Filter, SessionRecord, Summary};
+use switchboard_gateway::record::store::{EventRow, Filter, SessionRecord, Summary};
 
 /// Options of `switchboard sessions`.
 #[derive(Debug, Args)]
@@ -56,24 +55,7 @@ enum SessionsCommand {
 
 /// Runs `sessions`.
 pub async fn run(args: SessionsArgs) -> anyhow::Result<()> {
-    let url = match args.database_url {
-        Some(url) => url,
-        None => {
-            let file = super::record::default_local_file()
-                .ok_or_else(|| anyhow::anyhow!("no HOME: give --record-database-url"))?;
-            format!("sqlite:{}", file.display())
-        }
-    };
-    // Reading makes no database: a missing file is a wrong path (or no session yet).
-    if let Some(file) = store::sqlite_file(&url) {
-        anyhow::ensure!(
-            file.exists(),
-            "no record at {} (local mode creates it when it starts); check --record-database-url",
-            file.display()
-        );
-    }
-    let store = Store::open(&url).map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;
-    store.migrate().await.map_err(|e| anyhow::anyhow!("{e} ({})", store.display))?;
+    let store = super::record::open_existing(args.database_url).await?;
     let mut out = String::new();
     match args.command {
         SessionsCommand::List { since, until, agent, caller, outcome, limit } => {
