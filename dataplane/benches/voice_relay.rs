@@ -21,7 +21,10 @@
 //! `BENCH_RESPONSE_DELAY_MS` (the simulator's configured delay, default 0),
 //! `BENCH_SILENCE_MS` (end-of-utterance silence, a multiple of 20, default 200), `BENCH_FLOOR`
 //! (`0` skips the floor rows: the same clients against a server that only answers, see
-//! `floor/mod.rs`).
+//! `floor/mod.rs`), `BENCH_TRACING=on` (adds `traced` rows: a second runtime, the same agent
+//! and simulator, exporting every span — sessions, turns, Nova Sonic streams — over OTLP/HTTP
+//! to a receiver in this process that answers at once: tracing's cost beside the untraced
+//! runtime's in the same run).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -55,7 +58,7 @@ sonic:
 default: {{ text: "Hello there, how can I help?" }}
 "#
     );
-    let stack = Stack::start(&script, "idv", 2 * sessions as u32 + 10).await;
+    let mut stack = Stack::start(&script, "idv", 2 * sessions as u32 + 10).await;
     println!(
         "switchboard runtime (release) pid {}, simulator pid {}; end-of-utterance silence {silence_ms} ms, configured response delay {delay_ms} ms; {sessions} sessions x {turns} turns",
         stack.runtime_pid, stack.sim_pid
@@ -63,6 +66,16 @@ default: {{ text: "Hello there, how can I help?" }}
     let floor =
         with_floor.then(|| floor::Floor::start(floor::FloorConfig { first_delta: Duration::ZERO, silence_frames }));
     let mut targets = vec![("runtime", stack.url.clone())];
+    let sink = if std::env::var("BENCH_TRACING").is_ok_and(|v| v == "on") {
+        let sink = common::otlp_sink().await;
+        let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", sink.endpoint.as_str())];
+        let (addr, traced_pid) = stack.add_runtime_with("idv", 2 * sessions as u32 + 10, &env).await;
+        println!("traced: a second runtime (pid {traced_pid}) exporting its spans to {}", sink.endpoint);
+        targets.push(("traced", format!("ws://{addr}/v1/session")));
+        Some(sink)
+    } else {
+        None
+    };
     if let Some(floor) = &floor {
         println!(
             "floor: a WebSocket server (pid {}) that answers the frame ending the utterance with one audio chunk at once: the same clients' figure without runtime, Nova Sonic client or simulator",
@@ -111,5 +124,16 @@ default: {{ text: "Hello there, how can I help?" }}
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    if let Some(sink) = sink {
+        use std::sync::atomic::Ordering;
+        // Spans leave in batches (OTEL_BSP_SCHEDULE_DELAY, 5 s by default) after they end.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        println!(
+            "traced runtime: {} OTLP exports, {:.1} KiB",
+            sink.requests.load(Ordering::Relaxed),
+            sink.bytes.load(Ordering::Relaxed) as f64 / 1024.0
+        );
+    }
     drop(floor);
+    drop(stack);
 }
