@@ -14,6 +14,7 @@
 //!   where the simulator listens (the chart's endpoint) and its certificate and key;
 //! - `SWITCHBOARD_E2E_KUBECTL` and `KUBECONFIG`.
 
+mod agent_test;
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]
 mod client;
