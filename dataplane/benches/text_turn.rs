@@ -303,14 +303,7 @@ async fn bench() {
         }
     }
     if let Some(sink) = sink {
-        use std::sync::atomic::Ordering;
-        // Spans leave in batches 5 s after they end.
-        tokio::time::sleep(Duration::from_secs(6)).await;
-        println!(
-            "traced runtime: {} OTLP exports, {:.1} KiB",
-            sink.requests.load(Ordering::Relaxed),
-            sink.bytes.load(Ordering::Relaxed) as f64 / 1024.0
-        );
+        sink.report().await;
     }
     drop(floor);
     drop(stack);

@@ -125,14 +125,7 @@ default: {{ text: "Hello there, how can I help?" }}
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     if let Some(sink) = sink {
-        use std::sync::atomic::Ordering;
-        // Spans leave in batches (OTEL_BSP_SCHEDULE_DELAY, 5 s by default) after they end.
-        tokio::time::sleep(Duration::from_secs(6)).await;
-        println!(
-            "traced runtime: {} OTLP exports, {:.1} KiB",
-            sink.requests.load(Ordering::Relaxed),
-            sink.bytes.load(Ordering::Relaxed) as f64 / 1024.0
-        );
+        sink.report().await;
     }
     drop(floor);
     drop(stack);

@@ -371,6 +371,20 @@ pub struct OtlpSink {
     pub bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
+impl OtlpSink {
+    /// Waits for the last batch of spans (they leave in batches, OTEL_BSP_SCHEDULE_DELAY
+    /// after they end: 5 s by default), then prints what arrived.
+    pub async fn report(&self) {
+        use std::sync::atomic::Ordering;
+        tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+        println!(
+            "traced runtime: {} OTLP exports, {:.1} KiB",
+            self.requests.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed) as f64 / 1024.0
+        );
+    }
+}
+
 /// Starts an [`OtlpSink`] on a free port of this process.
 pub async fn otlp_sink() -> OtlpSink {
     use std::sync::Arc;
