@@ -328,6 +328,19 @@ fn a_handoff_that_cannot_happen_keeps_the_caller_with_the_source_and_tells_it() 
     }
 }
 
+/// The message of a refused handoff: the caller is told why, then that the session is
+/// reconnecting (to the agent it stays with); nothing else.
+fn refused_then_reconnecting(effects: &[Effect]) -> String {
+    let [
+        ServerMessage::BidiError { message, .. },
+        ServerMessage::BidiSessionState { state: SessionState::Reconnecting },
+    ] = &to_client(effects)[..]
+    else {
+        panic!("{effects:?}")
+    };
+    message.clone()
+}
+
 #[test]
 fn handoffs_go_only_to_declared_agents_or_back_and_a_loop_is_stopped() {
     // idv declares no handoff: only the return to the agent that transferred the session.
@@ -341,14 +354,7 @@ fn handoffs_go_only_to_declared_agents_or_back_and_a_loop_is_stopped() {
     }}));
     let effects = drive.closed(close_code::HANDOFF);
     assert_eq!(error_codes(&effects), ["handoff_failed"]);
-    // The caller is told why, then that the session is reconnecting (to idv again).
-    let [
-        ServerMessage::BidiError { message, .. },
-        ServerMessage::BidiSessionState { state: SessionState::Reconnecting },
-    ] = &to_client(&effects)[..]
-    else {
-        panic!("{effects:?}")
-    };
+    let message = refused_then_reconnecting(&effects);
     assert!(message.contains("may not hand off to \"banking\""), "{message}");
     assert_eq!(drive.opening(), Some(("bank/idv".into(), None, false)), "the caller stays with idv");
     drive.on(Event::Opened(Ok(addr(3))));
@@ -377,14 +383,7 @@ fn handoffs_go_only_to_declared_agents_or_back_and_a_loop_is_stopped() {
         }}));
         let effects = drive.closed(close_code::HANDOFF);
         if !error_codes(&effects).is_empty() {
-            let [
-                ServerMessage::BidiError { message, .. },
-                ServerMessage::BidiSessionState { state: SessionState::Reconnecting },
-            ] = &to_client(&effects)[..]
-            else {
-                panic!("{effects:?}")
-            };
-            failed = Some((hop, message.clone()));
+            failed = Some((hop, refused_then_reconnecting(&effects)));
             break;
         }
         drive.on(Event::Opened(Ok(addr(if back { 1 } else { 3 }))));
