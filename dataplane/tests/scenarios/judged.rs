@@ -5,7 +5,7 @@
 
 use switchboard_sim::{Script, SimConfig, Simulator};
 
-use crate::{scenario_dir, switchboard_test, text};
+use crate::{scenario_dir, switchboard_test, switchboard_test_with, text};
 
 /// The judge: PASS when the latest turn holds the balance, FAIL otherwise (its system
 /// prompt tells it from the agents' model calls, which the banking script answers).
@@ -62,15 +62,9 @@ fn a_judge_model_checks_rubrics_and_its_verdicts_are_marked_as_judged() {
         "--judge-ca-file",
         &ca,
     ];
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .arg("test")
-        .args(with_judge)
-        .current_dir(crate::root())
-        .env("AWS_ACCESS_KEY_ID", "AKIDTEST")
-        .env("AWS_SECRET_ACCESS_KEY", "not-a-secret")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("switchboard runs");
+    // The judge's Bedrock client signs its requests (the simulator does not check them).
+    let credentials = [("AWS_ACCESS_KEY_ID", "AKIDTEST"), ("AWS_SECRET_ACCESS_KEY", "not-a-secret")];
+    let out = switchboard_test_with(&with_judge, &credentials);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "the early one fails:\n{stdout}\n{stderr}");
     for phrase in [

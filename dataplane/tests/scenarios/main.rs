@@ -17,12 +17,18 @@ fn root() -> PathBuf {
 
 /// Runs `switchboard test <args>` from the repository root.
 fn switchboard_test(args: &[&str]) -> Output {
+    switchboard_test_with(args, &[])
+}
+
+/// [`switchboard_test`] with the variables `env` set.
+fn switchboard_test_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .arg("test")
         .args(args)
         .current_dir(root())
         .env_remove("RUST_LOG")
         .env_remove("SWITCHBOARD_LOG")
+        .envs(env.iter().copied())
         .output()
         .expect("switchboard runs")
 }
