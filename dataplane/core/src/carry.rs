@@ -1,15 +1,38 @@
 //! What a session carries to another agent: the conversation reduced to text turns, the
 //! handoff request with its context (reason, intent, verified user, workflow state,
-//! return target with tail-call semantics, status and summary for returns), and the
-//! model messages a receiving session rebuilds from carried turns.
+//! return target with tail-call semantics, status and summary for returns), the model
+//! messages a receiving session rebuilds from carried turns, and the greeting a session
+//! opens with — also after a transfer, when the receiving agent's Persona speaks first.
 
 use super::context;
 use super::handoff::{HandoffContext, HandoffKind, HandoffRequest, HistoryTurn};
-use super::session::Session;
+use super::session::{Effect, Session, final_text};
 use crate::model::{ContentBlock, Message, Role};
 use crate::protocol::TranscriptRole;
 
 impl Session {
+    /// The greeting line a session opens with, and its record entry (empty when it does not
+    /// greet): a new session's is the Persona's `greeting`; one that arrived by transfer
+    /// greets only when the receiving Persona has `speakFirst` too — it speaks first, in its
+    /// own voice, before it answers the carried request. A return is not greeted: the caller
+    /// has met that agent already. The greeting is not part of the conversation sent to the
+    /// model (the model answers the caller, not its own greeting).
+    pub(super) fn greeting(&self) -> Vec<Effect> {
+        let persona = &self.core.spec().persona.spec;
+        let greets = match self.arrival.as_ref().map(|context| context.kind) {
+            None => true,
+            Some(HandoffKind::Transfer) => persona.speak_first,
+            Some(HandoffKind::Return) => false,
+        };
+        match persona.greeting.as_deref().filter(|g| greets && !g.trim().is_empty()) {
+            Some(greeting) => vec![
+                Effect::Send(final_text(TranscriptRole::Assistant, greeting, None)),
+                self.transcript("assistant", serde_json::json!({ "text": greeting })),
+            ],
+            None => Vec::new(),
+        }
+    }
+
     /// The conversation reduced to text turns, for a handoff.
     pub(super) fn history_turns(&self) -> Vec<HistoryTurn> {
         turns_of(&self.messages)

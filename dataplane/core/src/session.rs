@@ -73,7 +73,8 @@ pub struct Session {
 
 impl Session {
     /// Starts a session of `core`'s agent, returning the first effects (connection start,
-    /// greeting, or — after a handoff — the model call answering the carried request).
+    /// greeting, or — after a handoff — the model call answering the carried request, after
+    /// the greeting of a Persona that speaks first).
     pub fn start(core: Arc<AgentCore>, init: SessionInit) -> (Self, Vec<Effect>) {
         Self::begin(core, init, false)
     }
@@ -166,6 +167,7 @@ impl Session {
         effects.extend(transitions.drain(..).flat_map(|t| session.transition_effects(&t)));
         session.replay_len = session.messages.len();
         if session.arrival.is_some() {
+            effects.extend(session.greeting());
             if let Some(last_user) = session.messages.iter().rposition(context::is_turn_start) {
                 session.messages.truncate(last_user + 1);
                 session.turn += 1;
@@ -181,9 +183,8 @@ impl Session {
                 session.messages.clear();
                 session.replay_len = 0;
             }
-        } else if let Some(greeting) = spec.persona.spec.greeting.clone().filter(|_| session.messages.is_empty()) {
-            effects.push(Effect::Send(final_text(TranscriptRole::Assistant, &greeting, None)));
-            effects.push(session.transcript("assistant", serde_json::json!({ "text": greeting })));
+        } else if session.messages.is_empty() {
+            effects.extend(session.greeting());
         }
         session.push_state(&mut effects);
         (session, effects)

@@ -3,6 +3,7 @@
 
 mod authority;
 mod common;
+mod greeting;
 mod handoffs;
 mod heard;
 mod live;
