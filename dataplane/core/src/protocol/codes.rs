@@ -263,6 +263,11 @@ catalogue! {
         /// A resumed client missed messages the gateway no longer holds (the message says
         /// which numbers). The conversation goes on without them.
         ReplayGap = "replay_gap",
+        /// The gateway that held the session stopped without parking it (it crashed or its
+        /// node was lost): the session resumed from its last snapshot, taken at a turn
+        /// boundary, so the agent may not know of the last messages the client received.
+        /// Repeat the last request if it went unanswered.
+        SessionRestored = "session_restored",
         /// The session is still attached to another connection of the client's; close
         /// 1013. Close that one, or resume again shortly.
         SessionAttached = "session_attached",
@@ -397,6 +402,7 @@ mod tests {
         "agent_removed",
         "handoff_failed",
         "replay_gap",
+        "session_restored",
         "session_attached",
         "resume_refused",
         "store_unavailable",

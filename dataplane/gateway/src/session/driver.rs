@@ -25,13 +25,10 @@ use crate::resume::{Frame, Parked};
 use crate::upstream::{self, Opening, UpSink, UpStream};
 
 mod ending;
+pub(crate) mod keeper;
 
 use ending::finish;
-
-/// How long the store remembers a live session's token (refreshed by every new token, and
-/// at half this age for a session that keeps one token longer; a gateway that dies leaves
-/// it to expire).
-const HELD_TTL: Duration = Duration::from_secs(3600);
+use keeper::Keeper;
 
 /// A session's relay: the machine and everything it does I/O with.
 pub(super) struct Relay {
@@ -67,8 +64,8 @@ struct State {
     log: Option<SessionLog>,
     /// The client's credential (its key's name, `jwt:<subject>`; empty without checks).
     credential: String,
-    /// When the session's resume key was last marked in the store.
-    held_at: Instant,
+    /// The session's hold in the store (stopped before the session parks or ends).
+    keeper: Option<Keeper>,
 }
 
 /// Runs the session until it ends or is parked.
@@ -92,8 +89,11 @@ pub(super) async fn run(relay: Relay) {
         account,
         log,
         credential,
-        held_at: Instant::now(),
+        keeper: None,
     };
+    let keeper = Keeper::start(gateway.store.clone(), &gateway.config, machine.id());
+    let taken = keeper.taken.clone();
+    state.keeper = Some(keeper);
     let superseded = tokio_util::sync::CancellationToken::new();
     let mut directory = gateway.directory.clone();
     directory.mark_unchanged();
@@ -136,6 +136,7 @@ pub(super) async fn run(relay: Relay) {
                     biased;
                     () = gateway.draining.cancelled(), if movable => Event::Draining,
                     () = superseded.cancelled() => Event::Superseded,
+                    () = taken.cancelled() => Event::TakenOver,
                     () = gateway.shutdown.cancelled() => Event::Shutdown,
                     Ok(()) = directory.changed(), if machine.pod_draining() => Event::DirectoryChanged,
                     () = &mut idle => {
@@ -147,7 +148,6 @@ pub(super) async fn run(relay: Relay) {
                             machine.shed_replay();
                         }
                         state.account.set(SESSION_OVERHEAD + machine.held_bytes());
-                        refresh_hold(&gateway, &machine, &mut state).await;
                         Event::PingDue
                     }
                     frame = client_rx.next() => {
@@ -259,8 +259,23 @@ async fn carry_out(
                 }
             }
             Effect::Hold { key, previous } => {
-                hold(gateway, machine.id(), key, previous, superseded).await;
-                state.held_at = Instant::now();
+                {
+                    let mut attached = gateway.attached.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(old) = &previous {
+                        attached.remove(old);
+                    }
+                    attached.insert(key.clone(), superseded.clone());
+                }
+                // What a resume through another replica takes, should this one die.
+                let snapshot = gateway.store.is_shared().then(|| Box::new(machine.snapshot(None)));
+                if let Some(keeper) = &state.keeper {
+                    keeper.hold(key, previous, snapshot).await;
+                }
+            }
+            Effect::Snapshot(snapshot) => {
+                if let Some(keeper) = &state.keeper {
+                    keeper.snapshot(snapshot);
+                }
             }
             Effect::Note(note) => observe(gateway, machine, state, note),
             Effect::Record(recorded) => {
@@ -317,46 +332,6 @@ async fn open(
         upstream::open(addr, opening, &gateway.key, gateway.config.connect_timeout).await.map_err(|e| e.to_string())?;
     state.upstream = Some(Upstream { tx, rx, _lease: lease });
     Ok(addr)
-}
-
-/// Registers the session under `key` (its newest token's), here and in the store, so a
-/// resume with that token finds it while it is still attached; `previous` is released.
-async fn hold(
-    gateway: &Gateway,
-    id: &str,
-    key: String,
-    previous: Option<String>,
-    superseded: &tokio_util::sync::CancellationToken,
-) {
-    {
-        let mut attached = gateway.attached.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(old) = &previous {
-            attached.remove(old);
-        }
-        attached.insert(key.clone(), superseded.clone());
-    }
-    if let Some(old) = previous
-        && let Err(error) = gateway.store.unmark(&old).await
-    {
-        tracing::warn!(session_id = %id, "{error}");
-    }
-    if let Err(error) = gateway.store.mark_parking(&key, HELD_TTL).await {
-        tracing::warn!(session_id = %id, "cannot register the session for resume: {error}");
-    }
-}
-
-/// Marks the session's resume key again when the mark is half its age, so a session
-/// attached for longer than [`HELD_TTL`] on one token is still found by a resume through
-/// another replica (which waits for it instead of refusing the token as unknown).
-async fn refresh_hold(gateway: &Gateway, machine: &Machine, state: &mut State) {
-    let Some(key) = machine.key() else { return };
-    if state.held_at.elapsed() < HELD_TTL / 2 {
-        return;
-    }
-    state.held_at = Instant::now();
-    if let Err(error) = gateway.store.mark_parking(key, HELD_TTL).await {
-        tracing::warn!(session_id = %machine.id(), "cannot refresh the session's resume registration: {error}");
-    }
 }
 
 /// Metrics and logs for a note of the machine.

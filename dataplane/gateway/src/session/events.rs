@@ -126,6 +126,9 @@ pub enum Event {
     Draining,
     /// The client resumed on another socket while this one seemed alive.
     Superseded,
+    /// A resume through another replica took the session from its snapshot (this holder's
+    /// lease had lapsed): it lives there now, and must not go on here.
+    TakenOver,
     /// The gateway shuts down.
     Shutdown,
     /// The idle deadline ([`Machine::idle_deadline`]) passed.
@@ -169,6 +172,10 @@ pub enum Effect {
         /// The key it replaces.
         previous: Option<String>,
     },
+    /// Keep this as the session's snapshot (a shared store only): what a resume through
+    /// another replica takes should this gateway die holding the session. Asked for at the
+    /// moments the session is whole: a typed input taken, a turn's end, a handoff.
+    Snapshot(Box<crate::resume::Parked>),
     /// Sign an identity assertion for this verified caller (the `verifiedUser` memory value)
     /// in the session's current Agent, and send it to the runtime (`identity_assertion`);
     /// dropped when no runtime connection is open (the next one's grant carries one).
@@ -270,6 +277,9 @@ pub enum Ending {
     /// A resumed session could not be opened: it goes back to the store as it was, and the
     /// client is told to try again (`no_runtime`, with this message).
     ResumeFailed(String),
+    /// A resume elsewhere took the session ([`Event::TakenOver`]): nothing is parked,
+    /// recorded or released here.
+    TakenOver,
 }
 
 /// A runtime session to open.

@@ -93,6 +93,9 @@ pub struct Machine {
     pub(super) out: VecDeque<Effect>,
     /// The W3C `traceparent` of the session's span (none when not traced).
     pub(super) traceparent: Option<String>,
+    /// Resumed from a snapshot, the client having received messages `(first, last)` the
+    /// session does not hold: told once it is open (`session_restored`).
+    pub(super) restored: Option<(u64, u64)>,
 }
 
 impl Machine {
@@ -152,6 +155,7 @@ impl Machine {
             bucket,
             out: VecDeque::new(),
             traceparent: None,
+            restored: None,
         }
     }
 
@@ -193,6 +197,13 @@ impl Machine {
             }
             Event::Draining => {}
             Event::Superseded => self.client_gone(cx),
+            Event::TakenOver => {
+                let close = (close_code::GOING_AWAY, "this session was resumed on another connection".into());
+                self.push(Effect::CloseClient(close));
+                self.push(Effect::CloseRuntime);
+                self.purpose = None;
+                self.phase = Phase::Done(Ending::TakenOver);
+            }
             Event::Shutdown => {
                 self.end((close_code::GOING_AWAY, "the gateway is shutting down; reconnect".into()));
             }
@@ -270,6 +281,7 @@ impl Machine {
                 if self.runtime.is_some() {
                     self.push(Effect::Runtime { message: UpMessage::text(frame), keep: false });
                 }
+                self.snapshot_now(None);
             }
             Some((frame, false)) => self.send_runtime(UpMessage::text(frame)),
             None => self.send_runtime(UpMessage::text(text)),
@@ -320,6 +332,9 @@ impl Machine {
                     let echo = self.kept.observe(text.as_str());
                     if let Some(before) = caller {
                         self.caller_observed(before, cx);
+                    }
+                    if kind == Some(ServerKind::ResponseComplete) {
+                        self.snapshot_now(None);
                     }
                     echo.map_or(Frame::Text(text), Frame::from)
                 }
@@ -401,7 +416,12 @@ impl Machine {
         self.runtime = None;
         let held_close = self.held_close.take();
         match self.kept.pending_handoff.take() {
-            Some((to, context)) if code == close_code::HANDOFF => self.hand_off(to, context, None, cx),
+            Some((to, context)) if code == close_code::HANDOFF => {
+                // Should this gateway die before the target is open, a resume elsewhere
+                // performs the handoff.
+                self.snapshot_now(Some((to.clone(), context.clone())));
+                self.hand_off(to, context, None, cx);
+            }
             // The pod is draining or full: the session moves to another pod.
             _ if code == close_code::GOING_AWAY || code == close_code::TRY_AGAIN_LATER => {
                 self.recover("runtime_draining", cx);

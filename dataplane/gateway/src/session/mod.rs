@@ -242,11 +242,19 @@ async fn continued(
 /// whose client is back on a new socket is detached (the old socket is dead); one still
 /// held or finishing its turn is waited for.
 async fn take_parked(gateway: &Gateway, key: &str, client_tx: &mut ClientSink) -> Result<Parked, Close> {
-    if let Some(attached) = gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).get(key) {
+    // A token that rotated since (a handoff) names the session by its newest key.
+    let key = match gateway.store.resolve(key).await {
+        Ok(key) => key,
+        Err(error) => return Err(store_failed(gateway, client_tx, error).await),
+    };
+    if let Some(attached) = gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
         attached.cancel();
     }
     let config = &gateway.config;
-    match gateway.store.take(key, config.park_grace + Duration::from_secs(5)).await {
+    // Long enough for the holder to park it, or — should the holder have died — for its
+    // hold's lease to lapse.
+    let wait = (config.park_grace + Duration::from_secs(5)).max(driver::keeper::lease(config) + Duration::from_secs(2));
+    match gateway.store.take(&key, wait).await {
         Ok(Taken::Parked(parked)) => Ok(*parked),
         Ok(Taken::Held) => {
             let message =
@@ -263,20 +271,23 @@ async fn take_parked(gateway: &Gateway, key: &str, client_tx: &mut ClientSink) -
             let message = ServerMessage::error(ErrorCode::ResumeRefused, message, false);
             Err(refuse(gateway, client_tx, "resume_refused", message, close_code::RESUME_REFUSED).await)
         }
-        Err(error @ resume::StoreError::Tampered) => {
-            tracing::warn!("resume refused: {error}");
-            gateway.metrics.refused.with_label_values(&["session_tampered"]).inc();
-            let message = format!("{error}; start a new session without resume_token");
-            let message = ServerMessage::error(ErrorCode::ResumeRefused, message, false);
-            Err(refuse(gateway, client_tx, "resume_refused", message, close_code::RESUME_REFUSED).await)
-        }
-        Err(error) => {
-            tracing::warn!("resume: {error}");
-            let message =
-                ServerMessage::error(ErrorCode::StoreUnavailable, format!("{error}; try again shortly"), false);
-            Err(refuse(gateway, client_tx, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await)
-        }
+        Err(error) => Err(store_failed(gateway, client_tx, error).await),
     }
+}
+
+/// Refuses a resume the store failed: a tampered entry for good, an unavailable store
+/// for now.
+async fn store_failed(gateway: &Gateway, client_tx: &mut ClientSink, error: resume::StoreError) -> Close {
+    if let resume::StoreError::Tampered = error {
+        tracing::warn!("resume refused: {error}");
+        gateway.metrics.refused.with_label_values(&["session_tampered"]).inc();
+        let message = format!("{error}; start a new session without resume_token");
+        let message = ServerMessage::error(ErrorCode::ResumeRefused, message, false);
+        return refuse(gateway, client_tx, "resume_refused", message, close_code::RESUME_REFUSED).await;
+    }
+    tracing::warn!("resume: {error}");
+    let message = ServerMessage::error(ErrorCode::StoreUnavailable, format!("{error}; try again shortly"), false);
+    refuse(gateway, client_tx, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await
 }
 
 /// The context fields a client's `session_start` tried to set, if any.

@@ -37,6 +37,12 @@ impl Machine {
         machine.model = model;
         machine.replay = replay;
         machine.generation = generation;
+        if let Some(last) = last_seq.filter(|last| *last > machine.replay.seq) {
+            // The client received more than the session holds: it was taken from a
+            // snapshot (its gateway died). Numbers go on after what the client has.
+            machine.restored = Some((machine.replay.seq + 1, last));
+            machine.replay.seq = last;
+        }
         match handoff {
             Some((to, context)) => machine.hand_off(to, context, Some(missed), cx),
             None => machine.reopen_resumed(missed),
@@ -55,6 +61,13 @@ impl Machine {
         self.note(super::machine::Note::Resumed);
         for frame in missed.frames {
             self.push(super::machine::Effect::Client(frame));
+        }
+        if let Some((first, last)) = self.restored.take() {
+            let message = format!(
+                "the gateway serving this session stopped; it resumed from its last turn boundary, so the agent \
+                 may not know of messages {first} to {last}"
+            );
+            self.deliver(ServerMessage::error(ErrorCode::SessionRestored, message, true).into());
         }
         if let Some((first, last)) = missed.gap {
             let message = format!("messages {first} to {last} were sent while you were away and are no longer held");
@@ -124,6 +137,22 @@ impl Machine {
         let kept = std::mem::take(&mut self.kept);
         let replay = std::mem::take(&mut self.replay);
         self.parked(kept, handoff, replay)
+    }
+
+    /// The session as it stands, for a resume should this gateway die holding it (the
+    /// store's snapshot): with `handoff` when one is under way. Reply audio is left out.
+    pub fn snapshot(&self, handoff: Option<(String, HandoffContext)>) -> Parked {
+        let mut replay = self.replay.clone();
+        replay.forget_audio();
+        self.parked(self.kept.clone(), handoff, replay)
+    }
+
+    /// Asks for a snapshot now ([`Effect::Snapshot`]), where a shared store keeps one.
+    pub(super) fn snapshot_now(&mut self, handoff: Option<(String, HandoffContext)>) {
+        if self.limits.movable {
+            let snapshot = self.snapshot(handoff);
+            self.push(super::machine::Effect::Snapshot(Box::new(snapshot)));
+        }
     }
 
     /// What continuing the session later needs (`session_start.continue_from`): what is

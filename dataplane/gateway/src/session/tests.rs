@@ -6,6 +6,7 @@ mod inputs;
 mod limits;
 mod park;
 mod props;
+mod snapshot;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -24,6 +24,9 @@ pub(super) async fn finish(
     mut state: State,
     client_tx: &mut ClientSink,
 ) {
+    if let Some(keeper) = state.keeper.take() {
+        keeper.stop().await;
+    }
     if let Some(live) = state.live.take() {
         gateway.metrics.live.with_label_values(&[&live]).dec();
     }
@@ -32,7 +35,7 @@ pub(super) async fn finish(
     }
     if let Some(log) = &state.log {
         let agent = machine.target().key();
-        if !matches!(ending, Ending::ResumeFailed(_)) {
+        if !matches!(ending, Ending::ResumeFailed(_) | Ending::TakenOver) {
             // Kept for continuing the session later, by the same credential only.
             let key = crate::resume::continue_key(machine.id(), &state.credential);
             match crate::resume::seal_text(&gateway.key, &key, &machine.continuation()) {
@@ -48,6 +51,8 @@ pub(super) async fn finish(
             Ending::Park => log.ended(&agent, "parked", None),
             // Back in the store as it was: the client may try again.
             Ending::ResumeFailed(_) => {}
+            // It lives on elsewhere, and is recorded there.
+            Ending::TakenOver => {}
         }
     }
     let close = match ending {
@@ -61,6 +66,11 @@ pub(super) async fn finish(
         }
         Ending::Park => {
             park(gateway, machine).await;
+            None
+        }
+        // The machine closed the client and the runtime already.
+        Ending::TakenOver => {
+            detach(gateway, machine).await;
             None
         }
         Ending::ResumeFailed(message) => {

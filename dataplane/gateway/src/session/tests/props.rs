@@ -135,6 +135,14 @@ impl World {
                     }
                 }
                 Effect::Record(Recorded::Client(_)) => {}
+                Effect::Snapshot(snapshot) => {
+                    // What a resume takes should this gateway die: never an input already
+                    // taken up (answered twice), never one the client did not send.
+                    for typed in &snapshot.kept.in_flight {
+                        prop_assert!(self.typed.contains(&typed.id), "{} in a snapshot, never sent", typed.id);
+                        prop_assert!(!self.taken.contains(&typed.id), "{} in a snapshot, already taken up", typed.id);
+                    }
+                }
             }
         }
         prop_assert!(drive.machine.replay.seq >= self.last_seq, "kept numbers only grow");

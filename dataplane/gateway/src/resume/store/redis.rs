@@ -1,0 +1,230 @@
+//! The Redis store: parked sessions, the marks of sessions held by a live gateway, their
+//! snapshots, and the aliases of rotated resume keys — all but the marks sealed
+//! ([`super::seal`]). Keys:
+//!
+//! - `switchboard:parking:<key>`: held. A gateway holds each attached session by a short
+//!   lease it renews (every ping interval); a session being parked keeps its mark until
+//!   it is parked. A resume waits while the mark stands.
+//! - `switchboard:snapshot:<key>`: the attached session as of its last turn boundary,
+//!   handoff or new token, kept for the resume window. When the lease lapses (the gateway
+//!   holding it died: SIGKILL, a lost node), a resume takes the snapshot instead of waiting.
+//! - `switchboard:session:<key>`: parked (the client went; the gateway parked it whole).
+//! - `switchboard:alias:<key>`: the newer key of a session whose token rotated (every
+//!   `bidi_connection_start` brings a new one, a handoff included), so a client that
+//!   dropped before it read the new token resumes with the old one.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use switchboard_core::grant::GatewaySigner;
+
+use super::seal::{open, open_alias, seal, seal_alias};
+use super::{MAX_ALIAS_HOPS, StoreError};
+use crate::resume::Parked;
+
+const PREFIX: &str = "switchboard:session:";
+const PARKING: &str = "switchboard:parking:";
+const SNAPSHOT: &str = "switchboard:snapshot:";
+const ALIAS: &str = "switchboard:alias:";
+
+/// How long after a failure operations fail at once rather than try Redis again.
+pub const BACKOFF: Duration = Duration::from_secs(3);
+
+/// Renews a held session's lease and its snapshot — only while its snapshot is still
+/// there: a snapshot taken by a resume elsewhere (the lease had lapsed) means the session
+/// now lives on another connection, and this holder must let go (returns 0).
+const RENEW: &str = r"
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+if ARGV[3] ~= '' then
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+else
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
+return 1
+";
+
+/// The Redis store's connection, key and health.
+pub struct Shared {
+    pub(super) conn: redis::aio::ConnectionManager,
+    signer: GatewaySigner,
+    /// When Redis last failed in a way that says it is unreachable.
+    failed_at: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("failed_at", &self.failed_at).finish_non_exhaustive()
+    }
+}
+
+fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The store key a snapshot of the session at `key` is sealed for (never the parked
+/// session's: one is not the other).
+fn snapshot_seal_key(key: &str) -> String {
+    format!("snapshot:{key}")
+}
+
+impl Shared {
+    /// A store at `url` (see [`super::Store::redis`]).
+    pub(super) fn open(url: &str, signer: GatewaySigner, ca: Option<Vec<u8>>) -> Result<Self, StoreError> {
+        let client = match ca {
+            Some(root_cert) => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates { client_tls: None, root_cert: Some(root_cert) },
+            )?,
+            None => redis::Client::open(url)?,
+        };
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(1);
+        let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, config)?;
+        Ok(Self { conn, signer, failed_at: Mutex::default() })
+    }
+
+    /// A connection to use now, or why not.
+    fn conn(&self) -> Result<redis::aio::ConnectionManager, StoreError> {
+        let failed_at = *self.failed_at.lock().unwrap_or_else(PoisonError::into_inner);
+        match failed_at.map(|at| at.elapsed()) {
+            Some(since) if since < BACKOFF => Err(StoreError::Unavailable(since.as_millis())),
+            _ => Ok(self.conn.clone()),
+        }
+    }
+
+    /// Notes how an operation went: an unreachable Redis starts the backoff, an answer
+    /// ends it.
+    pub(super) fn note<T>(&self, result: redis::RedisResult<T>) -> Result<T, StoreError> {
+        let unreachable = result.as_ref().err().is_some_and(|e| {
+            e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
+        });
+        let mut failed_at = self.failed_at.lock().unwrap_or_else(PoisonError::into_inner);
+        if unreachable {
+            *failed_at = Some(Instant::now());
+        } else if result.is_ok() {
+            *failed_at = None;
+        }
+        Ok(result?)
+    }
+
+    /// Holds the session at `key` by a lease, with its snapshot; the `previous` key (its
+    /// older token's) becomes an alias of `key`, its mark and snapshot gone.
+    pub(super) async fn hold(
+        &self,
+        key: &str,
+        previous: Option<&str>,
+        snapshot: Option<&Parked>,
+        lease: Duration,
+        window: Duration,
+    ) -> Result<(), StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.atomic().pset_ex(format!("{PARKING}{key}"), 1, millis(lease)).ignore();
+        if let Some(snapshot) = snapshot {
+            let value = seal(&self.signer, &snapshot_seal_key(key), snapshot)?;
+            pipe.pset_ex(format!("{SNAPSHOT}{key}"), value, millis(window)).ignore();
+        }
+        if let Some(old) = previous {
+            pipe.del(format!("{PARKING}{old}")).ignore().del(format!("{SNAPSHOT}{old}")).ignore();
+            pipe.pset_ex(format!("{ALIAS}{old}"), seal_alias(&self.signer, old, key), millis(window)).ignore();
+        }
+        let mut conn = self.conn()?;
+        self.note(pipe.exec_async(&mut conn).await)
+    }
+
+    /// Renews the lease on `key` (and its snapshot: replaced by `snapshot` when given).
+    /// False when the snapshot is gone: a resume elsewhere took the session.
+    pub(super) async fn renew(
+        &self,
+        key: &str,
+        snapshot: Option<&Parked>,
+        lease: Duration,
+        window: Duration,
+    ) -> Result<bool, StoreError> {
+        let value = match snapshot {
+            Some(snapshot) => seal(&self.signer, &snapshot_seal_key(key), snapshot)?,
+            None => Vec::new(),
+        };
+        let mut conn = self.conn()?;
+        let mut renew = redis::cmd("EVAL");
+        renew.arg(RENEW).arg(2).arg(format!("{PARKING}{key}")).arg(format!("{SNAPSHOT}{key}"));
+        renew.arg(millis(lease)).arg(millis(window)).arg(value);
+        let renewed: i64 = self.note(renew.query_async(&mut conn).await)?;
+        Ok(renewed == 1)
+    }
+
+    /// Marks `key` held for `ttl` (a session being parked).
+    pub(super) async fn mark(&self, key: &str, ttl: Duration) -> Result<(), StoreError> {
+        let () = self.note(self.conn()?.pset_ex(format!("{PARKING}{key}"), 1, millis(ttl)).await)?;
+        Ok(())
+    }
+
+    /// Parks `session` at `key` for `ttl`; its mark and snapshot go.
+    pub(super) async fn park(&self, key: &str, session: &Parked, ttl: Duration) -> Result<(), StoreError> {
+        let value = seal(&self.signer, key, session)?;
+        let mut conn = self.conn()?;
+        let result = redis::pipe()
+            .atomic()
+            .pset_ex(format!("{PREFIX}{key}"), value, millis(ttl))
+            .del(format!("{PARKING}{key}"))
+            .del(format!("{SNAPSHOT}{key}"))
+            .exec_async(&mut conn)
+            .await;
+        self.note(result)
+    }
+
+    /// The session at `key` is no longer held, and cannot be resumed from a snapshot.
+    pub(super) async fn release(&self, key: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn()?;
+        let mut pipe = redis::pipe();
+        pipe.atomic().del(format!("{PARKING}{key}")).ignore().del(format!("{SNAPSHOT}{key}")).ignore();
+        self.note(pipe.exec_async(&mut conn).await)
+    }
+
+    /// The key `key` now goes by: followed through aliases (at most [`MAX_ALIAS_HOPS`]).
+    pub(super) async fn resolve(&self, key: &str) -> Result<String, StoreError> {
+        let mut conn = self.conn()?;
+        let mut key = key.to_owned();
+        for _ in 0..MAX_ALIAS_HOPS {
+            let value: Option<Vec<u8>> = self.note(conn.get(format!("{ALIAS}{key}")).await)?;
+            match value {
+                Some(value) => key = open_alias(&self.signer, &key, &value)?,
+                None => break,
+            }
+        }
+        Ok(key)
+    }
+
+    /// Takes what is at `key`: the parked session, or — when no gateway holds it any more
+    /// — its snapshot. The second value: whether it is still held (worth waiting for).
+    pub(super) async fn try_take(&self, key: &str) -> Result<(Option<Parked>, bool), StoreError> {
+        let mut conn = self.conn()?;
+        // The mark first: a park writes the session and clears the mark at once, so a mark
+        // seen here means the session is (or will be) there, and no mark means it is there
+        // already or never will be. (The other order lost a session parked between the two
+        // reads: neither was seen.)
+        let held: bool = self.note(conn.exists(format!("{PARKING}{key}")).await)?;
+        let value: Option<Vec<u8>> = self.note(conn.get_del(format!("{PREFIX}{key}")).await)?;
+        if let Some(value) = value {
+            return Ok((Some(open(&self.signer, key, &value)?), false));
+        }
+        if held {
+            return Ok((None, true));
+        }
+        // Nobody holds it and it was never parked: the gateway that held it is gone.
+        let snapshot: Option<Vec<u8>> = self.note(conn.get_del(format!("{SNAPSHOT}{key}")).await)?;
+        match snapshot {
+            Some(value) => Ok((Some(open(&self.signer, &snapshot_seal_key(key), &value)?), false)),
+            None => Ok((None, false)),
+        }
+    }
+
+    /// Whether Redis answers.
+    pub(super) async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        self.note(redis::cmd("PING").query_async::<String>(&mut conn).await).map(drop)
+    }
+}

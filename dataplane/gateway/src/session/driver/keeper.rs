@@ -1,0 +1,172 @@
+//! The session's hold in the store, kept by a task of its own beside the relay: it
+//! registers each new resume token (and makes the older one an alias of it), keeps the
+//! session's snapshot up to date, and renews the hold's lease every ping interval. In
+//! Redis, a gateway that dies stops renewing: its sessions' leases lapse within
+//! [`lease`], and a resume through any replica takes the snapshot. Should a lease lapse
+//! while this gateway still holds the session (Redis unreachable from here for that long)
+//! and a resume elsewhere take it, the next renewal finds the snapshot gone and this
+//! gateway lets the session go ([`Keeper::taken`]): one copy of a session lives at a time.
+//!
+//! The store's writes happen here, in order, off the relay's path: a slow Redis delays
+//! a snapshot, never a frame. Only a new token is waited for, so that a client never holds
+//! a token the store does not know.
+
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::GatewayConfig;
+use crate::resume::{Parked, Store};
+
+/// Jobs queued before a snapshot is dropped (a newer one follows at the next boundary).
+const QUEUE: usize = 16;
+/// The longest a new token's registration, or the keeper's last write, is waited for.
+const WAIT: Duration = Duration::from_secs(3);
+
+/// How long a hold lasts unless renewed: the ping timeout (a gateway silent that long is
+/// as gone as a client would be), and never under three ping intervals.
+pub fn lease(config: &GatewayConfig) -> Duration {
+    config.ping_timeout.max(config.ping_interval * 3)
+}
+
+enum Job {
+    /// A new resume token's key; `previous` becomes its alias.
+    Hold { key: String, previous: Option<String>, snapshot: Option<Box<Parked>>, done: oneshot::Sender<()> },
+    /// The session as it stands now.
+    Snapshot(Box<Parked>),
+}
+
+/// The keeper of one session's hold.
+pub(super) struct Keeper {
+    jobs: mpsc::Sender<Job>,
+    task: tokio::task::JoinHandle<()>,
+    /// Cancelled when a resume elsewhere took the session.
+    pub(super) taken: CancellationToken,
+}
+
+impl Keeper {
+    /// Starts keeping the holds of session `id` in `store`.
+    pub(super) fn start(store: Store, config: &GatewayConfig, id: &str) -> Self {
+        let (jobs, queue) = mpsc::channel(QUEUE);
+        let taken = CancellationToken::new();
+        let run = Run {
+            store,
+            lease: lease(config),
+            window: config.resume_window,
+            id: id.to_owned(),
+            key: None,
+            established: false,
+            last: None,
+            taken: taken.clone(),
+        };
+        let every = config.ping_interval.max(Duration::from_millis(100));
+        let task = tokio::spawn(run.run(queue, every));
+        Self { jobs, task, taken }
+    }
+
+    /// Registers the session under `key` (its newest token's), with its `snapshot` (a
+    /// shared store), `previous` becoming an alias; returns once the store has it (or
+    /// failed: logged).
+    pub(super) async fn hold(&self, key: String, previous: Option<String>, snapshot: Option<Box<Parked>>) {
+        let (done, registered) = oneshot::channel();
+        if self.jobs.send(Job::Hold { key, previous, snapshot, done }).await.is_ok() {
+            let _ = tokio::time::timeout(WAIT, registered).await;
+        }
+    }
+
+    /// Keeps `snapshot` as the session's (dropped when the queue is full: the next
+    /// boundary brings a newer one).
+    pub(super) fn snapshot(&self, snapshot: Box<Parked>) {
+        let _ = self.jobs.try_send(Job::Snapshot(snapshot));
+    }
+
+    /// Stops, after the writes under way: none lands after the session is parked or
+    /// released.
+    pub(super) async fn stop(self) {
+        drop(self.jobs);
+        let mut task = self.task;
+        if tokio::time::timeout(WAIT, &mut task).await.is_err() {
+            task.abort();
+        }
+    }
+}
+
+struct Run {
+    store: Store,
+    lease: Duration,
+    window: Duration,
+    id: String,
+    /// The newest key.
+    key: Option<String>,
+    /// Whether the store has the hold and snapshot at `key` (renewals need one).
+    established: bool,
+    /// The newest snapshot, to register again after a failure.
+    last: Option<Box<Parked>>,
+    taken: CancellationToken,
+}
+
+impl Run {
+    async fn run(mut self, mut queue: mpsc::Receiver<Job>, every: Duration) {
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let job = tokio::select! {
+                job = queue.recv() => match job {
+                    Some(job) => Some(job),
+                    None => return,
+                },
+                _ = ticks.tick() => None,
+            };
+            let kept = match job {
+                Some(Job::Hold { key, previous, snapshot, done }) => {
+                    self.last = snapshot;
+                    self.key = Some(key);
+                    let held = self.register(previous.as_deref()).await;
+                    let _ = done.send(());
+                    held
+                }
+                Some(Job::Snapshot(snapshot)) => {
+                    self.last = Some(snapshot);
+                    self.renew(true).await
+                }
+                None => self.renew(false).await,
+            };
+            if !kept {
+                tracing::warn!(session_id = %self.id, "a resume through another gateway replica took this session (its hold here had lapsed); letting it go");
+                self.taken.cancel();
+                return;
+            }
+        }
+    }
+
+    /// Registers the hold at the newest key (with the newest snapshot).
+    async fn register(&mut self, previous: Option<&str>) -> bool {
+        let Some(key) = &self.key else { return true };
+        match self.store.hold(key, previous, self.last.as_deref(), self.lease, self.window).await {
+            Ok(()) => self.established = self.last.is_some() || !self.store.is_shared(),
+            Err(error) => {
+                self.established = false;
+                tracing::warn!(session_id = %self.id, "cannot register the session for resume: {error}");
+            }
+        }
+        true
+    }
+
+    /// Renews the hold (with the newest snapshot when `changed`); false when the session
+    /// was taken elsewhere.
+    async fn renew(&mut self, changed: bool) -> bool {
+        let Some(key) = &self.key else { return true };
+        if !self.established {
+            return self.register(None).await;
+        }
+        let snapshot = if changed { self.last.as_deref() } else { None };
+        match self.store.renew(key, snapshot, self.lease, self.window).await {
+            Ok(kept) => kept,
+            Err(error) => {
+                tracing::warn!(session_id = %self.id, "cannot renew the session's hold for resume: {error}");
+                true
+            }
+        }
+    }
+}
