@@ -59,8 +59,12 @@ pub struct PersonaSpec {
     /// modalities) opens with the agent speaking its `greeting` aloud, in its own voice,
     /// before the caller says anything: Nova Sonic is asked to say it as the assistant's
     /// first turn, and its words reach the client as reply audio and a final assistant
-    /// transcript. Default `false`: the greeting is a transcript line only and the agent
-    /// listens first (as before this setting existed). Without a `greeting` it has no effect.
+    /// transcript. A caller transferred to this agent by another is greeted the same way
+    /// (spoken in this agent's voice, or as the first line in text) before the agent answers
+    /// the request they brought; a caller returned to it is not greeted again. Default
+    /// `false`: the greeting is a transcript line of new sessions only, the agent listens
+    /// first, and a transferred caller's request is answered at once. Without a `greeting`
+    /// it has no effect.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub speak_first: bool,
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use switchboard_crds::routing::{Route, RoutingTable, SESSION_PATH};
-use switchboard_crds::{Catalog, contract};
+use switchboard_crds::{Catalog, RuntimeSpec, contract};
 use switchboard_dataplane::demo_tools::{Accounts, DemoTools};
 use switchboard_gateway::auth::Auth;
 use switchboard_gateway::record::Recorder;
@@ -155,6 +155,20 @@ impl Fleet {
         script: Script,
         record: Option<Arc<Recorder>>,
     ) -> Self {
+        Self::edited(replicas, auth, config, store, script, record, |_| {}).await
+    }
+
+    /// Like [`Fleet::recording`], each Agent's resolved spec changed by `edit` first (e.g. a
+    /// Persona setting the example does not use).
+    pub async fn edited(
+        replicas: &[(&str, usize)],
+        auth: Auth,
+        config: GatewayConfig,
+        store: Store,
+        script: Script,
+        record: Option<Arc<Recorder>>,
+        edit: impl Fn(&mut RuntimeSpec),
+    ) -> Self {
         let sim = Simulator::start(SimConfig::new(script)).await.expect("simulator");
         let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
         let accounts = Accounts::load(&examples.join("tools/accounts.yaml")).expect("accounts");
@@ -172,6 +186,7 @@ impl Fleet {
             let mut spec = catalog.resolve_agent(agent).expect("resolves");
             // The fleet's Agents live in namespace bank, as the routes say (grants are bound to it).
             spec.agent.namespace = "bank".into();
+            edit(&mut spec);
             let name = spec.agent.name.clone();
             // The tool host is a Service name on a cluster; here, the tool server's address.
             let json = spec.to_canonical_json().replace("banking-tools:8080", &tools.addr.to_string());

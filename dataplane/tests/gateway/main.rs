@@ -9,6 +9,7 @@ mod callers;
 mod client;
 mod context;
 mod fleet;
+mod handoff_greeting;
 mod liveness;
 mod netns;
 mod postgres;

@@ -12,10 +12,17 @@
 //! sent then, as configured. An echo of the instruction as a USER transcript is dropped:
 //! the caller did not say it.
 //!
-//! Sessions that resume or arrive by handoff get no greeting line from the core, so they
-//! do not speak first either.
+//! After a transfer the receiving agent greets too when its Persona speaks first (the core
+//! puts its greeting line before the carried request): its stream says the greeting in
+//! its own voice first, and the carried request ([`Effect::SendVoiceText`]) is held too
+//! and sent into the stream once the greeting's reply has ended, so the model answers it
+//! after the greeting rather than over it. The greeting's end does not close the core's
+//! turn (it is the carried request's). Should the caller speak over the greeting, their
+//! words are the request: the held one is dropped (it is still in the system prompt's
+//! handoff context). Resumed sessions and returns get no greeting line from the core, so
+//! they do not speak first.
 
-use switchboard_core::protocol::{ServerMessage, TranscriptRole};
+use switchboard_core::protocol::{ServerMessage, StopReason, TranscriptRole};
 use switchboard_core::{Effect, Input};
 use switchboard_crds::persona::PersonaSpec;
 use switchboard_models::sonic::SPEAK_FIRST_PREFIX;
@@ -27,6 +34,9 @@ pub struct Greeting {
     text: String,
     /// The core's final line and record entry of the greeting; empty once sent.
     held: Vec<Effect>,
+    /// After a transfer: the carried request, sent into the stream once the greeting's
+    /// reply has ended.
+    request: Vec<Effect>,
 }
 
 impl Greeting {
@@ -47,7 +57,9 @@ impl Greeting {
         if entry {
             held.push(effects.remove(line));
         }
-        Some(Self { text: greeting.to_owned(), held })
+        let (request, rest) = std::mem::take(effects).into_iter().partition(|e| matches!(e, Effect::SendVoiceText(_)));
+        *effects = rest;
+        Some(Self { text: greeting.to_owned(), held, request })
     }
 
     /// What the model is asked to say.
@@ -55,15 +67,33 @@ impl Greeting {
         &self.text
     }
 
-    /// Whether the greeting's line is still held (the greeting is being spoken).
+    /// Whether the greeting's line or a carried request is still held (the greeting is
+    /// being spoken).
     pub fn pending(&self) -> bool {
-        !self.held.is_empty()
+        !self.held.is_empty() || !self.request.is_empty()
     }
 
     /// An input from the model while the greeting may be under way: the effects to perform
     /// first, and whether `input` still goes to the core.
     pub fn on_input(&mut self, input: &Input) -> (Vec<Effect>, bool) {
-        if !self.pending() {
+        if !self.request.is_empty() {
+            match input {
+                // The greeting's reply is over: the model answers the request next. This end
+                // is not the end of the request's turn.
+                Input::VoiceCompletionEnd { stop_reason } if *stop_reason != StopReason::Interrupted => {
+                    return (self.release_request(), false);
+                }
+                // A tool called instead of greeting: the request goes in now.
+                Input::VoiceToolUse(_) => return (self.release_request(), true),
+                Input::VoiceUserFinal(heard) if is_echo(heard) => return (Vec::new(), false),
+                // The caller spoke over the greeting: what they say is their request.
+                Input::VoiceUserFinal(_) | Input::VoiceInterrupted | Input::VoiceCompletionEnd { .. } => {
+                    self.request.clear();
+                }
+                _ => {}
+            }
+        }
+        if self.held.is_empty() {
             return (Vec::new(), true);
         }
         match input {
@@ -81,7 +111,7 @@ impl Greeting {
                 }
                 (held, false)
             }
-            Input::VoiceUserFinal(heard) if heard.contains(SPEAK_FIRST_PREFIX.trim()) => (Vec::new(), false),
+            Input::VoiceUserFinal(heard) if is_echo(heard) => (Vec::new(), false),
             Input::VoiceUserFinal(_)
             | Input::VoiceInterrupted
             | Input::VoiceCompletionEnd { .. }
@@ -89,13 +119,24 @@ impl Greeting {
             _ => (Vec::new(), true),
         }
     }
+
+    /// The greeting's line if still held, then the carried request.
+    fn release_request(&mut self) -> Vec<Effect> {
+        let mut effects = std::mem::take(&mut self.held);
+        effects.append(&mut self.request);
+        effects
+    }
+}
+
+/// The model's echo of the instruction to speak first, as a USER transcript.
+fn is_echo(heard: &str) -> bool {
+    heard.contains(SPEAK_FIRST_PREFIX.trim())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use switchboard_core::TranscriptEntry;
-    use switchboard_core::protocol::StopReason;
 
     const HELLO: &str = "Hello, you're through to Example Bank.";
 
@@ -160,6 +201,46 @@ mod tests {
         assert_eq!(greeting.on_input(&Input::VoiceInterrupted), (vec![], true));
     }
 
+    /// After a transfer: the greeting line, then the turn of the carried request.
+    fn arrival() -> Vec<Effect> {
+        let mut effects = opening();
+        effects.push(Effect::Send(ServerMessage::BidiResponseStart { turn: 1 }));
+        effects.push(Effect::SendVoiceText(ASK.into()));
+        effects
+    }
+
+    const ASK: &str = "I'd like to check my balance";
+
+    #[test]
+    fn after_a_transfer_the_carried_request_goes_in_once_the_greeting_was_said() {
+        let mut effects = arrival();
+        let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
+        let start = Effect::Send(ServerMessage::BidiResponseStart { turn: 1 });
+        assert_eq!(effects, vec![Effect::Send(ServerMessage::BidiInterruption {}), start]);
+        let echo = Input::VoiceUserFinal(switchboard_models::sonic::speak_first_prompt(HELLO));
+        assert_eq!(greeting.on_input(&echo), (vec![], false));
+        let (held, pass) = greeting.on_input(&Input::VoiceAssistantFinal(HELLO.into()));
+        assert_eq!((held, pass), (vec![line(HELLO), entry(HELLO)], false));
+        assert!(greeting.pending(), "the request still waits for the greeting's end");
+        let end = Input::VoiceCompletionEnd { stop_reason: StopReason::EndTurn };
+        let (sent, pass) = greeting.on_input(&end);
+        assert_eq!(sent, vec![Effect::SendVoiceText(ASK.into())]);
+        assert!(!pass, "the greeting's end does not close the request's turn");
+        assert!(!greeting.pending());
+        assert_eq!(greeting.on_input(&end), (vec![], true), "the answer's end closes it");
+    }
+
+    #[test]
+    fn a_caller_who_speaks_over_the_greeting_after_a_transfer_replaces_the_carried_request() {
+        let mut effects = arrival();
+        let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
+        assert_eq!(greeting.on_input(&Input::VoiceInterrupted), (vec![line(HELLO), entry(HELLO)], true));
+        assert!(!greeting.pending(), "the carried request is dropped");
+        let end = Input::VoiceCompletionEnd { stop_reason: StopReason::Interrupted };
+        assert_eq!(greeting.on_input(&end), (vec![], true));
+        assert_eq!(greeting.on_input(&Input::VoiceUserFinal("Hello?".into())), (vec![], true));
+    }
+
     #[test]
     fn no_greeting_is_held_unless_the_persona_speaks_first_and_the_core_greeted() {
         for (speak_first, text) in [(false, Some(HELLO)), (true, None), (true, Some("  "))] {
@@ -167,8 +248,15 @@ mod tests {
             assert!(Greeting::take(&spec(speak_first, text), &mut effects).is_none());
             assert_eq!(effects, opening(), "{speak_first} {text:?}");
         }
-        // A resumed session, or one that arrived by handoff: the core did not greet.
+        // A resumed session, a return, or a transfer to a Persona that does not speak
+        // first: the core did not greet, and the carried request goes in at once.
         let mut effects = vec![Effect::Send(ServerMessage::BidiInterruption {})];
         assert!(Greeting::take(&spec(true, Some(HELLO)), &mut effects).is_none());
+        let mut effects = arrival();
+        effects
+            .retain(|e| !matches!(e, Effect::Send(ServerMessage::BidiTranscriptStream { .. }) | Effect::Transcript(_)));
+        let before = effects.clone();
+        assert!(Greeting::take(&spec(true, Some(HELLO)), &mut effects).is_none());
+        assert_eq!(effects, before);
     }
 }
