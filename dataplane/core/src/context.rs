@@ -1,9 +1,9 @@
 //! The context-window guard: estimates the tokens of a conversation and, when it nears
-//! the model's budget (`model.contextTokens`), compacts the oldest turns into a text
-//! summary that goes into the system prompt, keeping the recent turns verbatim.
-//!
-//! The summary is extractive (each compacted message shortened to its start), so it is
-//! deterministic and needs no extra model call.
+//! the model's budget (`model.contextTokens`), cuts the oldest turns off, keeping the
+//! recent turns verbatim. What was cut is summarised into the system prompt: at once by
+//! [`summarize`] (extractive — each compacted message shortened to its start, deterministic,
+//! no model call), then by the session's text model when its summary arrives (see
+//! `compaction` and [`crate::summary`]).
 
 use crate::model::{ContentBlock, Message, Role};
 
@@ -40,14 +40,28 @@ pub fn is_turn_start(message: &Message) -> bool {
 }
 
 /// Compacts `messages` when `fixed_len` (system prompt bytes) plus the messages pass the
-/// high-water mark of `budget_tokens`. Returns the new summary text to append, or `None`
-/// when nothing was compacted. The kept messages start with a user turn.
-pub fn compact(messages: &mut Vec<Message>, fixed_len: usize, budget_tokens: usize) -> Option<String> {
+/// high-water mark of `budget_tokens`. Returns the messages cut off (to be summarised), or
+/// `None` when nothing was compacted. The kept messages start with a user turn.
+pub fn compact(messages: &mut Vec<Message>, fixed_len: usize, budget_tokens: usize) -> Option<Vec<Message>> {
     let total: usize = fixed_len + messages.iter().map(message_len).sum::<usize>();
     if (estimate_tokens(total) as f64) < budget_tokens as f64 * HIGH_WATER {
         return None;
     }
-    let keep_budget = (budget_tokens as f64 * KEEP_SHARE) as usize;
+    cut_to(messages, (budget_tokens as f64 * KEEP_SHARE) as usize)
+}
+
+/// Compacts `messages` whatever their size, keeping at most half of what [`compact`] keeps
+/// and at most half of what is there: for a provider that refused the context as too long
+/// (its window is smaller than the budget said, or the estimate was low). `None` when only
+/// the turn in progress is left.
+pub fn compact_hard(messages: &mut Vec<Message>, budget_tokens: usize) -> Option<Vec<Message>> {
+    let now = estimate_tokens(messages.iter().map(message_len).sum::<usize>());
+    cut_to(messages, ((budget_tokens as f64 * KEEP_SHARE / 2.0) as usize).min(now / 2))
+}
+
+/// Cuts the oldest messages off so the rest — from a user turn's start — fits
+/// `keep_budget` tokens; the turn in progress is always kept.
+fn cut_to(messages: &mut Vec<Message>, keep_budget: usize) -> Option<Vec<Message>> {
     // Find the earliest turn start from which the tail fits the keep budget; never cut the
     // last turn start (the turn in progress).
     let mut cut = None;
@@ -63,8 +77,24 @@ pub fn compact(messages: &mut Vec<Message>, fixed_len: usize, budget_tokens: usi
         }
     }
     let cut = cut.filter(|&c| c > 0)?;
-    let old: Vec<Message> = messages.drain(..cut).collect();
-    Some(summarize(&old, (budget_tokens as f64 * SUMMARY_SHARE) as usize * 4))
+    Some(messages.drain(..cut).collect())
+}
+
+/// The most bytes of summary kept in the system prompt for `budget_tokens`.
+pub fn summary_bytes(budget_tokens: usize) -> usize {
+    (budget_tokens as f64 * SUMMARY_SHARE) as usize * 4
+}
+
+/// The newest part of `text` that fits `max_bytes`, cut at a character boundary.
+pub fn newest(text: &str, max_bytes: usize) -> &str {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut cut = text.len() - max_bytes;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    &text[cut..]
 }
 
 /// An extractive summary of `messages`, at most `max_bytes` long.

@@ -102,6 +102,21 @@ pub enum Input {
     },
     /// Voice sessions: what is audible changed — the caller's speech, the reply's audio.
     VoiceActivity(Activity),
+    /// The model call asked for by [`Effect::CallModel`] was refused because its context
+    /// is longer than the model takes (Bedrock's `ValidationException` "Input is too long
+    /// for requested model" and its kin): the session compacts harder and calls again, once.
+    ContextTooLong {
+        /// The provider's explanation.
+        message: String,
+    },
+    /// The summary asked for by [`Effect::Summarize`] `id` was written (`Ok`: the model's
+    /// text, untrusted) or not (`Err`: why; the extractive summary stands).
+    Summary {
+        /// The request's id.
+        id: u64,
+        /// The model's text, or why there is none.
+        outcome: Result<String, String>,
+    },
     /// The user asked to stop the current reply or tool wait (`bidi_cancel`).
     Cancel,
     /// Time passed: what was due by now (an unanswered consent request) expires. Adapters
@@ -182,6 +197,23 @@ pub enum Effect {
     SendToolResult(ToolResult),
     /// Voice sessions: send the user's typed text into the voice stream as text content.
     SendVoiceText(String),
+    /// Ask the session's text model for a summary of compacted turns (a request made by
+    /// [`crate::summary::request`]) beside the conversation — nothing waits for it; answer
+    /// with [`Input::Summary`] carrying `id`. Until then (and if it fails) the extractive
+    /// summary stands.
+    Summarize {
+        /// Which compaction it summarises (only the latest one's answer is used).
+        id: u64,
+        /// The request.
+        request: ModelRequest,
+    },
+    /// Voice sessions: the conversation's oldest turns were compacted into the summary (in
+    /// the system prompt from now on): streams opened from now on replay the history
+    /// without its oldest `bytes` of text (about what the session cut off).
+    ForgetVoiceHistory {
+        /// Bytes of user and assistant text cut off.
+        bytes: usize,
+    },
     /// Stop what the cancelled turn had under way: drop the model call in flight (text),
     /// stop the running tool calls (the session already gave them their results), and —
     /// voice — silence the voice model's output (audio, text) until the user's next input.

@@ -3,32 +3,13 @@
 //! step, and the session's text model (the Agent's, or the one the session chose) with the
 //! Agent's sampling and reasoning settings.
 
-use super::context;
 use super::session::{Effect, Phase, Session};
 use crate::model::{ContentBlock, ModelRequest};
 
 impl Session {
-    /// Compacts if needed, then asks for a model call with the current prompt and tools.
+    /// Compacts if needed (see `compaction`), then asks for a model call with the current prompt and tools.
     pub(super) fn call_model(&mut self) -> Vec<Effect> {
-        let mut effects = Vec::new();
-        let budget = self.core.spec().model.context_tokens_for(&self.model_id) as usize;
-        let fixed = self.system_prompt_ref().len();
-        let before = self.messages.len();
-        if let Some(summary) = context::compact(&mut self.messages, fixed, budget) {
-            let dropped = before - self.messages.len();
-            self.turn_start = self.turn_start.saturating_sub(dropped);
-            self.summary = if self.summary.is_empty() { summary } else { format!("{}\n{summary}", self.summary) };
-            let keep = (budget as f64 * context::SUMMARY_SHARE) as usize * 4;
-            if self.summary.len() > keep {
-                let mut cut = self.summary.len() - keep;
-                while !self.summary.is_char_boundary(cut) {
-                    cut += 1;
-                }
-                self.summary = self.summary[cut..].to_owned();
-            }
-            self.invalidate_prompt();
-            effects.push(self.transcript("compaction", serde_json::json!({ "messages": dropped })));
-        }
+        let mut effects = self.compact(false);
         let core = self.core.clone();
         let model = &core.spec().model;
         let mut tools = self.core.offered_tools(&self.workflow, self.return_to.as_deref(), &self.memory);

@@ -41,6 +41,7 @@ pub struct Session {
     pub(super) workflow: WorkflowState,
     pub(super) messages: Vec<Message>,
     pub(super) summary: String,
+    pub(super) compaction: super::compaction::Compaction,
     pub(super) arrival: Option<HandoffContext>,
     pub(super) return_to: Option<String>,
     pub(super) cache: ToolCache,
@@ -133,6 +134,7 @@ impl Session {
             workflow,
             messages: messages_from_history(&turns),
             summary,
+            compaction: Default::default(),
             arrival: handoff,
             return_to,
             cache: ToolCache::default(),
@@ -211,6 +213,8 @@ impl Session {
             Input::VoiceCompletionEnd { stop_reason } => self.voice_completion_end(stop_reason),
             Input::ModelReply(reply) => self.model_reply(reply, now),
             Input::ModelFailed { code, message } => self.model_failed(&code, &message),
+            Input::ContextTooLong { message } => self.context_too_long(&message),
+            Input::Summary { id, outcome } => self.summary_arrived(id, outcome),
             Input::ToolFinished { tool_use_id, outcome } => self.tool_finished(&tool_use_id, outcome, now),
             Input::Consent { tool_use_id, approved } => self.consent(&tool_use_id, approved, now),
             Input::VoiceActivity(activity) => self.voice_activity(activity),
@@ -245,11 +249,6 @@ impl Session {
     /// The conversation as sent to the model.
     pub fn messages(&self) -> &[Message] {
         &self.messages
-    }
-
-    /// The summary of compacted turns (empty when none were compacted).
-    pub fn summary(&self) -> &str {
-        &self.summary
     }
 
     /// The text model this session calls (the Agent's, or the one it chose).
@@ -355,7 +354,7 @@ impl Session {
         effects
     }
 
-    fn model_failed(&mut self, code: &str, message: &str) -> Vec<Effect> {
+    pub(super) fn model_failed(&mut self, code: &str, message: &str) -> Vec<Effect> {
         if self.phase != Phase::Model {
             return Vec::new();
         }
@@ -436,6 +435,9 @@ impl Session {
         self.phase = Phase::Idle;
         let mut effects =
             vec![Effect::Send(ServerMessage::BidiResponseComplete { turn: self.turn, stop_reason: stop })];
+        if self.voice {
+            effects.extend(self.compact(false));
+        }
         if self.end_after_turn || self.workflow.at_end(&self.core.spec().workflow.spec) {
             effects.extend(self.end("the conversation is finished"));
         } else if let Some((next, id)) = self.queue.pop_front() {

@@ -124,6 +124,29 @@ impl ModelError {
         )
     }
 
+    /// Whether the provider refused the request because its input is longer than the
+    /// model's context window: Bedrock answers with a `ValidationException` saying so
+    /// ("Input is too long for requested model.", "too many input tokens", "prompt is too
+    /// long", "context window" ...). A shorter conversation may succeed.
+    pub fn is_context_too_long(&self) -> bool {
+        const PHRASES: &[&str] = &[
+            "input is too long",
+            "too many input tokens",
+            "input tokens exceed",
+            "prompt is too long",
+            "context window",
+            "context length",
+            "maximum context",
+        ];
+        match self {
+            Self::Validation { message } => {
+                let message = message.to_ascii_lowercase();
+                PHRASES.iter().any(|phrase| message.contains(phrase))
+            }
+            _ => false,
+        }
+    }
+
     /// The `bidi_error` code of a voice session that ends on this error (`model_<label>`).
     pub fn code(&self) -> ErrorCode {
         match self {
@@ -164,6 +187,21 @@ impl ModelError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_context_length_refusal_is_told_from_other_invalid_requests() {
+        let validation = |message: &str| ModelError::Validation { message: message.into() };
+        for message in [
+            "Input is too long for requested model.",
+            "The model returned the following errors: prompt is too long: 210000 tokens > 200000 maximum",
+            "Too many input tokens. Max input tokens: 300000, request input token count: 301234",
+            "This model's maximum context length is 128000 tokens",
+        ] {
+            assert!(validation(message).is_context_too_long(), "{message}");
+        }
+        assert!(!validation("Malformed input request: extraneous key [foo]").is_context_too_long());
+        assert!(!ModelError::Throttled { message: "Input is too long".into() }.is_context_too_long());
+    }
 
     #[test]
     fn a_voice_failure_is_coded_model_and_its_label_as_before() {

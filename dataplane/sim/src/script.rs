@@ -59,6 +59,13 @@ pub struct Script {
     /// The bidirectional (Nova Sonic) operation's behaviour; see [`super::sonic::script`].
     #[serde(default)]
     pub sonic: super::sonic::SonicScript,
+    /// The most input tokens (system prompt, messages and tools, as the simulator counts
+    /// them) a Converse or ConverseStream request may carry: a longer one is refused as
+    /// Bedrock refuses a request beyond the model's context window — HTTP 400
+    /// `ValidationException` "Input is too long for requested model." Unset (the default)
+    /// takes any length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 fn default_reply() -> ReplySpec {
@@ -81,6 +88,7 @@ impl Script {
             default_tool_result: default_tool_result_reply(),
             known_models: Vec::new(),
             sonic: super::sonic::SonicScript::default(),
+            context_window: None,
         }
     }
 

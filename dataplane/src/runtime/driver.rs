@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::identity::SessionIdentity;
 use super::metrics::{Metrics, ModelLabels};
+use super::summaries::Summaries;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use super::transcript::TranscriptSink;
@@ -127,7 +128,9 @@ pub async fn drive(agent: &AgentRuntime, session: &mut Session, opening: Opening
     let Link { inbound, outbound, shared, shutdown, identity } = link;
     let tools = ToolCalls::new(identity.watch());
     let trace = SessionTrace::new(agent, session.id(), &shared.redact);
-    let mut driver = Driver { agent, shared, outbound, model: None, tools, turn_started: None, identity, trace };
+    let summaries = Summaries::default();
+    let mut driver =
+        Driver { agent, shared, outbound, model: None, tools, turn_started: None, identity, trace, summaries };
     if let Some(exit) = driver.apply(opening.effects).await {
         return exit;
     }
@@ -159,6 +162,7 @@ pub async fn drive(agent: &AgentRuntime, session: &mut Session, opening: Opening
                 Some(input) => input,
                 None => continue,
             },
+            summary = driver.summaries.next() => summary,
             event = driver.tools.next() => match event {
                 ToolEvent::Progress(message) => {
                     if let Err(exit) = driver.send(message).await {
@@ -208,6 +212,7 @@ struct Driver<'a> {
     turn_started: Option<Instant>,
     identity: &'a mut SessionIdentity,
     trace: SessionTrace,
+    summaries: Summaries,
 }
 
 impl Driver<'_> {
@@ -354,6 +359,9 @@ impl Driver<'_> {
                     .with_label_values(&[agent, &format!("model_{}", error.metric_label())])
                     .inc();
                 tracing::warn!(agent, session_id = self.trace.session_id(), "model call failed: {error}");
+                if error.is_context_too_long() {
+                    return Some(Input::ContextTooLong { message: error.to_string() });
+                }
                 Some(Input::ModelFailed { code: error.metric_label().to_owned(), message: error.to_string() })
             }
             None => {
@@ -426,8 +434,11 @@ impl Driver<'_> {
                     }
                     self.tools.cancel();
                 }
+                Effect::Summarize { id, request } => {
+                    self.summaries.start(self.agent, self.shared, self.trace.session_id(), id, request)
+                }
                 // Only voice sessions (runtime::voice) ask for these.
-                Effect::SendToolResult(_) | Effect::SendVoiceText(_) => {}
+                Effect::SendToolResult(_) | Effect::SendVoiceText(_) | Effect::ForgetVoiceHistory { .. } => {}
             }
         }
         exit

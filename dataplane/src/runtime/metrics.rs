@@ -132,6 +132,9 @@ pub struct Metrics {
     /// Model calls (text) and stream openings (voice) that moved on to a fallback model,
     /// by the model left (`from`), the one tried next (`to`) and why (`reason`).
     pub fallbacks: IntCounterVec,
+    /// Model summaries of compacted turns, by outcome (`written`, `failed`, `timeout`,
+    /// `empty`); all but `written` leave the extractive summary in place.
+    pub summaries: IntCounterVec,
     gen_ai_token_usage: HistogramVec,
     gen_ai_duration: HistogramVec,
     gen_ai_ttft: HistogramVec,
@@ -261,6 +264,11 @@ impl Metrics {
             "Model calls (text) and stream openings (voice) that moved on to a fallback model, by from, to and reason.",
             &["agent", "mode", "from", "to", "reason"],
         )?;
+        let summaries = b.counter(
+            "switchboard_context_summaries_total",
+            "Model summaries of compacted turns, by outcome (written, failed, timeout, empty; all but written keep the extractive one).",
+            &["agent", "outcome"],
+        )?;
         let token_labels =
             &["agent", "gen_ai_operation_name", "gen_ai_system", "gen_ai_request_model", "gen_ai_token_type"];
         let gen_ai_token_usage = b.histogram(
@@ -318,6 +326,7 @@ impl Metrics {
             fillers,
             silences,
             fallbacks,
+            summaries,
             gen_ai_token_usage,
             gen_ai_duration,
             gen_ai_ttft,

@@ -12,6 +12,7 @@ pub mod identity;
 pub mod metrics;
 mod reader;
 pub mod server;
+mod summaries;
 pub mod tool_calls;
 pub mod trace;
 pub mod transcript;

@@ -3,6 +3,7 @@
 mod authority;
 mod banking;
 mod common;
+mod compaction;
 mod failures;
 mod fallback;
 mod limits;

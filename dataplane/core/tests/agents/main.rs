@@ -3,6 +3,7 @@
 
 mod authority;
 mod common;
+mod compaction;
 mod greeting;
 mod handoffs;
 mod heard;

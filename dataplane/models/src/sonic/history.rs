@@ -8,6 +8,10 @@ pub const MAX_MESSAGE_BYTES: usize = 1024;
 /// Largest replayed history, in bytes.
 pub const MAX_TOTAL_BYTES: usize = 40 * 1024;
 
+/// How far a forgotten message may go past the bytes to forget (the spaces that join a
+/// speaker's consecutive messages here, where the count was made of them apart).
+pub const FORGET_SLACK: usize = 16;
+
 /// Who said it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Speaker {
@@ -80,6 +84,22 @@ impl History {
         if self.entries.len() > 4 * MAX_TOTAL_BYTES / 64 {
             self.entries.drain(..self.entries.len() / 2);
         }
+    }
+
+    /// Drops the oldest messages whose text adds up to about `bytes` (each within
+    /// [`FORGET_SLACK`] of what is left to drop): whole messages only, so what the caller's
+    /// count and this history's joins disagree on is kept rather than lost.
+    pub fn forget_oldest(&mut self, bytes: usize) {
+        let mut left = bytes;
+        let mut count = 0;
+        for entry in &self.entries {
+            if left == 0 || entry.text.len() > left + FORGET_SLACK {
+                break;
+            }
+            left = left.saturating_sub(entry.text.len());
+            count += 1;
+        }
+        self.entries.drain(..count);
     }
 
     /// Everything kept.
@@ -176,6 +196,21 @@ mod tests {
         assert!(replay.windows(2).all(|w| w[0].speaker != w[1].speaker));
         // 40 messages of 1,000 bytes fit; the oldest kept one is a user message.
         assert_eq!(replay.len(), 40);
+    }
+
+    #[test]
+    fn forgetting_drops_whole_oldest_messages_and_keeps_one_it_would_cut() {
+        let mut history = History::default();
+        for (i, text) in ["aaaa", "bbbb", "cccccccc", "dd"].iter().enumerate() {
+            history.push(if i % 2 == 0 { HistoryEntry::user(*text) } else { HistoryEntry::assistant(*text) });
+        }
+        history.forget_oldest(8);
+        assert_eq!(history.entries(), &[HistoryEntry::user("cccccccc"), HistoryEntry::assistant("dd")]);
+        let mut long = History::new(vec![HistoryEntry::user("x".repeat(100)), HistoryEntry::assistant("y")]);
+        long.forget_oldest(50);
+        assert_eq!(long.entries().len(), 2, "a message far past the count is kept");
+        long.forget_oldest(1000);
+        assert!(long.entries().is_empty());
     }
 
     #[test]

@@ -190,6 +190,7 @@ enum Command {
     ToolResult { tool_use_id: String, result: serde_json::Value },
     ChangeVoice(String),
     SystemPrompt(String),
+    ForgetHistory(usize),
     Close,
 }
 
@@ -278,6 +279,15 @@ impl SonicSession {
     /// replaced. A stream already prepared with the old prompt is prepared again.
     pub async fn update_system_prompt(&self, prompt: impl Into<String>) -> Result<(), SessionClosed> {
         self.command(Command::SystemPrompt(prompt.into())).await
+    }
+
+    /// Forgets about the oldest `bytes` of the history's text (whole messages, erring
+    /// towards keeping): the conversation they held was compacted into a summary that the
+    /// SYSTEM prompt carries from now on ([`SonicSession::update_system_prompt`]), so the
+    /// streams opened from now on replay the summary and the recent turns instead of the
+    /// newest 40 KB of everything. The current stream is not touched.
+    pub async fn forget_history(&self, bytes: usize) -> Result<(), SessionClosed> {
+        self.command(Command::ForgetHistory(bytes)).await
     }
 
     /// Ends the session: the stream is closed politely and the event stream ends.

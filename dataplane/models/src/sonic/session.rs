@@ -197,6 +197,7 @@ impl Supervisor {
                     ),
                 }
             }
+            Command::ForgetHistory(bytes) => self.history.forget_oldest(bytes),
             Command::ChangeVoice(voice) => {
                 if voice != self.voice {
                     self.voice = voice;

@@ -24,6 +24,9 @@ use super::state::{Operation, SimState, applies};
 pub use plan::{Action, Plan, PlanInput, Planned, plan};
 pub use wire::{ParsedRequest, parse};
 
+/// Bedrock's answer to a request beyond the model's context window (`contextWindow`).
+pub const CONTEXT_TOO_LONG: &str = "Input is too long for requested model.";
+
 /// Pause between the last frame and a scripted connection drop.
 const DROP_FLUSH_GRACE: Duration = Duration::from_millis(100);
 
@@ -78,6 +81,10 @@ async fn prepare(
             ErrorKind::ResourceNotFound,
             format!("Model {model_id} was not found. Check the model id and the region."),
         ));
+    }
+    if let Some(window) = script.context_window.filter(|w| request.input_tokens > *w) {
+        tracing::info!(model_id, input_tokens = request.input_tokens, window, "input beyond the context window");
+        return Err(ServiceError::new(ErrorKind::Validation, CONTEXT_TOO_LONG));
     }
     let call = state.next_model_call();
     injected_error(script.faults.error.as_ref(), call, state)?;

@@ -236,3 +236,22 @@ async fn a_certificate_issued_by_the_callers_ca_is_served_and_a_bad_key_is_refus
     let error = Simulator::start(config).await.expect_err("no certificate");
     assert!(error.to_string().contains("no CERTIFICATE block"), "{error}");
 }
+
+/// A script's `contextWindow` refuses a longer request as Bedrock refuses one beyond the
+/// model's window: the real client reads a `ValidationException` that says the input is
+/// too long (not retried, no fallback), and a request within the window is answered.
+#[tokio::test]
+async fn a_request_beyond_the_context_window_is_refused_as_too_long() {
+    let sim = start(script("timing: { timeToFirstTokenMs: 0, tokensPerSecond: 0 }\ncontextWindow: 200")).await;
+    let model = model(&sim).await;
+    let long = "the caller said many words ".repeat(100);
+    let error = collect_reply(model.stream(&request(&long, &[]))).await.expect_err("too long");
+    assert!(
+        matches!(&error, ModelError::Validation { message } if message == switchboard_sim::converse::CONTEXT_TOO_LONG),
+        "{error}"
+    );
+    assert!(error.is_context_too_long() && !error.is_retryable() && !error.calls_for_fallback(), "{error}");
+    let reply = collect_reply(model.stream(&request("short", &[]))).await.expect("within the window");
+    assert_eq!(reply.text, "You said: short");
+    sim.shutdown().await;
+}

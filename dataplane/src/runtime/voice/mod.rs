@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use super::driver::{AgentRuntime, Exit, Link, Opening, Shared};
 use super::identity::SessionIdentity;
 use super::metrics::ModelLabels;
+use super::summaries::Summaries;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use relay::Relay;
@@ -97,6 +98,7 @@ pub async fn drive(
         audio_on: true,
         fillers: filler::Fillers::default(),
         dead_air: filler::DeadAir::default(),
+        summaries: Summaries::default(),
     };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
     let exit = voice.run(session, opening, formats.refused, &mut inputs).await;
@@ -136,6 +138,8 @@ struct Voice<'a> {
     fillers: filler::Fillers,
     /// How long the caller has waited for the agent's audio in its turn.
     dead_air: filler::DeadAir,
+    /// Model summaries of compacted turns under way.
+    summaries: Summaries,
 }
 
 impl Voice<'_> {
@@ -181,6 +185,10 @@ impl Voice<'_> {
                     self.apply(session, effects).await
                 }
                 () = super::driver::sleep_until(self.fillers.deadline()) => self.filler().await,
+                summary = self.summaries.next() => {
+                    let effects = session.handle(summary, Instant::now());
+                    self.apply(session, effects).await
+                }
                 frame = audio.recv() => match frame {
                     Some(pcm) => self.audio(session, pcm).await,
                     None => {
@@ -446,6 +454,14 @@ impl Voice<'_> {
                 Effect::Cancel => {
                     self.tools.cancel();
                     self.fillers.clear();
+                }
+                Effect::Summarize { id, request } => {
+                    self.summaries.start(self.agent, self.shared, session.id(), id, request)
+                }
+                Effect::ForgetVoiceHistory { bytes } => {
+                    if self.stream.forget_history(bytes).await.is_err() {
+                        return Some(Exit::Closed("the voice model session ended".into()));
+                    }
                 }
                 Effect::CallModel(_) => tracing::warn!("a voice session asked for a text model call; ignored"),
             }
