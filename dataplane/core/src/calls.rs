@@ -30,6 +30,8 @@ pub(super) struct Call {
     /// When an unanswered consent request expires (see `consent`).
     pub(super) deadline: Option<Instant>,
     pub(super) running: bool,
+    /// When the tool started running (for `tool_complete.duration_ms`).
+    pub(super) started: Option<Instant>,
     pub(super) result: Option<ToolResult>,
 }
 
@@ -52,6 +54,7 @@ impl Session {
                 awaiting_consent: false,
                 deadline: None,
                 running: false,
+                started: None,
                 result: None,
             })
             .collect();
@@ -77,6 +80,7 @@ impl Session {
             awaiting_consent: false,
             deadline: None,
             running: false,
+            started: None,
             result: None,
         });
         self.phase = Phase::Tools;
@@ -96,6 +100,7 @@ impl Session {
             tool_use_id: id.clone(),
             name: name.clone(),
             input: input.clone(),
+            description: self.describe(&name),
         }));
         effects.push(self.transcript("tool_call", serde_json::json!({ "id": id, "name": name, "input": input })));
         let step = self.plan_call(&name, &input, now, &mut effects);
@@ -108,6 +113,7 @@ impl Session {
             }
             Step::Execute(input) => {
                 self.calls[index].running = true;
+                self.calls[index].started = Some(now);
                 self.calls[index].input = input.clone();
                 effects.push(Effect::ExecuteTool { tool_use_id: id, tool: name, input });
             }
@@ -267,11 +273,13 @@ impl Session {
                     self.workflow.record_tool(&call.name, true);
                     value = tools::truncate(value, tool.max_output_bytes as usize).0;
                 }
+                let ran = call.started.map(|started| now.saturating_duration_since(started));
                 effects.push(Effect::Send(ServerMessage::ToolComplete {
                     tool_use_id: call.id.clone(),
                     name: call.name.clone(),
                     result: value.clone(),
                     cached,
+                    duration_ms: ran.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
                 }));
                 (value, ToolResultStatus::Success)
             }
@@ -279,11 +287,15 @@ impl Session {
                 if tool.is_some() {
                     self.workflow.record_tool(&call.name, false);
                 }
+                let said = failure.kind.for_people();
                 effects.push(Effect::Send(ServerMessage::ToolError {
                     tool_use_id: call.id.clone(),
                     name: call.name.clone(),
                     kind: failure.kind.as_str().to_owned(),
                     message: failure.message.clone(),
+                    recoverable: said.recoverable,
+                    user_message: said.message.to_owned(),
+                    suggestion: said.suggestion.to_owned(),
                 }));
                 (failure.to_content(), ToolResultStatus::Error)
             }
@@ -345,6 +357,7 @@ impl Session {
         self.calls[index].awaiting_consent = false;
         if approved {
             self.calls[index].running = true;
+            self.calls[index].started = Some(now);
             let call = &self.calls[index];
             return vec![Effect::ExecuteTool {
                 tool_use_id: call.id.clone(),
@@ -356,6 +369,17 @@ impl Session {
         let mut effects = self.finish_call(index, Err(failure), now);
         effects.extend(self.maybe_done());
         effects
+    }
+
+    /// What tool `name` does, in the words of the Agent's tool spec (or of the handoff,
+    /// return or workflow tool the agent offers under that name); `None` for a name the
+    /// agent has no tool for.
+    fn describe(&self, name: &str) -> Option<String> {
+        if let Some(tool) = self.core.tool(name) {
+            return Some(tool.description.clone());
+        }
+        let offered = self.core.all_tools(self.return_to.as_deref(), &self.memory);
+        offered.into_iter().find(|t| t.name == name).map(|t| t.description)
     }
 
     pub(super) fn maybe_done(&mut self) -> Vec<Effect> {

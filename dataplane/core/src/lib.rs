@@ -50,5 +50,5 @@ pub use carry::messages_from_history;
 pub use events::Activity;
 pub use handoff::{HandoffContext, HandoffKind, HandoffRequest, HistoryTurn, ReturnStatus, WorkflowSnapshot};
 pub use session::{Effect, Input, MAX_QUEUED_INPUTS, MAX_TOOL_ROUNDS, ModelReply, Session, SessionInit};
-pub use tools::{FailureKind, ToolFailure};
+pub use tools::{FailureKind, ForPeople, ToolFailure};
 pub use transcript::TranscriptEntry;

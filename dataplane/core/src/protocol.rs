@@ -237,6 +237,10 @@ pub enum ServerMessage {
         name: String,
         /// Its input.
         input: serde_json::Value,
+        /// What the tool does, for people: the `description` of the Agent's tool spec (or
+        /// of the handoff it makes). Absent for a tool the agent does not have.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
     },
     /// A long tool call is still running.
     ToolProgress {
@@ -257,6 +261,10 @@ pub enum ServerMessage {
         result: serde_json::Value,
         /// True when the result came from the session's cache without running the tool.
         cached: bool,
+        /// How long the tool ran, in milliseconds (after any consent); 0 when it did not
+        /// run (a cached result, a handoff or workflow move decided in the session).
+        #[serde(default)]
+        duration_ms: u64,
     },
     /// A tool call failed or was refused; the model gets the error and the session goes on.
     ToolError {
@@ -266,8 +274,20 @@ pub enum ServerMessage {
         name: String,
         /// Kind of failure, e.g. `invalid_input`, `not_allowed`, `timeout`, `http_status`.
         kind: String,
-        /// What went wrong.
+        /// What went wrong (for developers and the model).
         message: String,
+        /// Whether the same request may succeed later (again, or once the suggestion is
+        /// followed); false where trying again cannot help (the caller declined, the agent
+        /// has no such tool). The session goes on either way.
+        #[serde(default = "yes")]
+        recoverable: bool,
+        /// What went wrong, for the caller: a sentence a client can show or say, from one
+        /// table of failure kinds ([`crate::FailureKind::for_people`]).
+        #[serde(default)]
+        user_message: String,
+        /// What the caller can do about it.
+        #[serde(default)]
+        suggestion: String,
     },
     /// A tool needs the user's approval; answer with `tool_consent`, or by typing or saying
     /// a clear yes or no. Unanswered for the tool's `consentTimeoutSeconds`, the request
@@ -409,6 +429,12 @@ const CLIENT_TYPES: &[&str] = &[
     "close",
     IDENTITY_ASSERTION,
 ];
+
+/// `tool_error.recoverable` from a peer that does not send it: tool errors never ended
+/// sessions.
+fn yes() -> bool {
+    true
+}
 
 /// Whether a client frame is a message only the gateway may send a runtime
 /// (`identity_assertion`), its `type` read as [`decode_client`] reads it (JSON escapes and

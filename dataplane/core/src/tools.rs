@@ -88,6 +88,64 @@ impl FailureKind {
     }
 }
 
+/// A tool failure as the caller is told it (`tool_error`'s `recoverable`, `user_message`
+/// and `suggestion`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForPeople {
+    /// Whether the same request may succeed later, or once the suggestion is followed.
+    pub recoverable: bool,
+    /// What went wrong, in words a caller understands (no tool names, codes or URLs).
+    pub message: &'static str,
+    /// What the caller can do.
+    pub suggestion: &'static str,
+}
+
+impl FailureKind {
+    /// The one table of what each kind of tool failure means to the caller: a sentence a
+    /// client can show or say, a suggestion, and whether trying again can help.
+    pub fn for_people(self) -> ForPeople {
+        let (recoverable, message, suggestion) = match self {
+            Self::UnknownTool => {
+                (false, "The assistant tried to do something it cannot do here.", "Ask for it in another way.")
+            }
+            Self::NotAllowed => {
+                (true, "That can't be done at this point of the conversation.", "Finish the current step first.")
+            }
+            Self::InvalidInput => (
+                true,
+                "Some of the details were missing or not in the expected form.",
+                "Check the details and give them again.",
+            ),
+            Self::ConsentDeclined => {
+                (false, "You did not allow it, so nothing was done.", "Ask again if you change your mind.")
+            }
+            Self::ConsentTimeout => {
+                (true, "No answer came in time, so nothing was done.", "Ask again when you are ready.")
+            }
+            Self::Timeout => (true, "Our system took too long to answer.", "Try again in a moment."),
+            Self::HttpStatus => (true, "Our system could not complete that request.", "Try again in a moment."),
+            Self::BadResponse => (true, "Our system gave an answer that could not be used.", "Try again in a moment."),
+            Self::Connection => (true, "Our system could not be reached.", "Try again in a moment."),
+            Self::Unsupported => {
+                (false, "That is not available here.", "Ask for something else, or contact us another way.")
+            }
+            Self::Cancelled => (false, "It was stopped before it finished.", "Ask again if you still want it."),
+            Self::ToolReported => {
+                (true, "Our system could not do that with the details given.", "Check the details and try again.")
+            }
+            Self::RequirementUnmet => (
+                true,
+                "That needs another step first, such as confirming who you are.",
+                "Complete that step, then ask again.",
+            ),
+            Self::BoundInput => {
+                (true, "Some details are filled in for you and cannot be given here.", "Try again without them.")
+            }
+        };
+        ForPeople { recoverable, message, suggestion }
+    }
+}
+
 impl std::fmt::Display for FailureKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

@@ -121,7 +121,7 @@ impl SessionTrace {
                     turn.record("stop_reason", stop_reason.as_str());
                 }
             }
-            ServerMessage::ToolStart { tool_use_id, name, input } => {
+            ServerMessage::ToolStart { tool_use_id, name, input, .. } => {
                 let span = tracing::info_span!(
                     parent: self.parent(),
                     "execute_tool",

@@ -75,7 +75,7 @@ fn calls(turn: &Turn) -> Vec<Call<'_>> {
     messages
         .iter()
         .filter_map(|m| match m {
-            ServerMessage::ToolStart { tool_use_id, name, input } => {
+            ServerMessage::ToolStart { tool_use_id, name, input, .. } => {
                 let outcome = messages.iter().find_map(|m| match m {
                     ServerMessage::ToolComplete { tool_use_id: id, .. } if id == tool_use_id => Some(ToolOutcome::Ok),
                     ServerMessage::ToolError { tool_use_id: id, .. } if id == tool_use_id => Some(ToolOutcome::Error),

@@ -43,7 +43,7 @@ async fn failing_server() -> (SocketAddr, Arc<AtomicUsize>) {
 }
 
 /// A copy of the banking example whose tool host points at `addr`.
-fn example_with_tools_at(addr: SocketAddr) -> std::path::PathBuf {
+pub(crate) fn example_with_tools_at(addr: SocketAddr) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("switchboard-failing-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     for file in ["triage.yaml", "idv.yaml", "banking.yaml", "disputes.yaml", "fees.yaml"] {

@@ -9,4 +9,5 @@ mod fallback;
 mod limits;
 mod live;
 mod metrics;
+mod tool_events;
 mod trust;

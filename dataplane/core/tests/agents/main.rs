@@ -13,4 +13,5 @@ mod models;
 mod pipeline;
 mod sessions;
 mod skills;
+mod tool_events;
 mod voice;

@@ -205,7 +205,7 @@ impl SessionLog {
             ServerMessage::BidiConnectionRestart { reason, generation } => {
                 self.push_plain(agent, "stream_restart", json!({ "reason": reason, "generation": generation }), None);
             }
-            ServerMessage::ToolStart { tool_use_id, name, input } => {
+            ServerMessage::ToolStart { tool_use_id, name, input, .. } => {
                 if self.tools.len() < MAX_OPEN_TOOLS {
                     self.tools.push((tool_use_id.clone(), Instant::now()));
                 }
@@ -216,12 +216,12 @@ impl SessionLog {
                     None,
                 );
             }
-            ServerMessage::ToolComplete { tool_use_id, name, result, cached } => {
+            ServerMessage::ToolComplete { tool_use_id, name, result, cached, .. } => {
                 let ms = self.tool_ms(&tool_use_id);
                 let data = json!({ "tool_use_id": tool_use_id, "name": name, "result": result, "cached": cached, "duration_ms": ms });
                 self.push(agent, "tool_complete", data, None);
             }
-            ServerMessage::ToolError { tool_use_id, name, kind, message } => {
+            ServerMessage::ToolError { tool_use_id, name, kind, message, .. } => {
                 let ms = self.tool_ms(&tool_use_id);
                 let data = json!({ "tool_use_id": tool_use_id, "name": name, "kind": kind, "message": message, "duration_ms": ms });
                 self.push(agent, "tool_error", data, None);

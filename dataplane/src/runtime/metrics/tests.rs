@@ -88,12 +88,16 @@ fn messages_to_the_client_count_tools_consent_and_barge_ins_with_bounded_labels(
         name: name.into(),
         kind: kind.into(),
         message: "m".into(),
+        recoverable: true,
+        user_message: "u".into(),
+        suggestion: "s".into(),
     };
     let complete = |cached| ServerMessage::ToolComplete {
         tool_use_id: "t2".into(),
         name: "check_balance".into(),
         result: serde_json::json!({}),
         cached,
+        duration_ms: 0,
     };
     for message in [
         complete(false),
