@@ -11,7 +11,8 @@
 //! ([`super::connection`]): the client's `session_start.modalities` includes `audio`, the
 //! agent is voice or hybrid, and this runtime has a voice model for it.
 //!
-//! A Persona with `speakFirst` opens a new session by saying its greeting ([`greeting`]).
+//! A Persona with `speakFirst` opens a new session by saying its greeting, and greets a caller
+//! transferred to it before it answers their request ([`greeting`]).
 //!
 //! Audio formats (`session_start.audio`): the reader converts the caller's audio to the
 //! model's, the [`relay`] the reply audio to the client's; formats not offered get a
