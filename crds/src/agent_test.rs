@@ -90,6 +90,14 @@ pub struct AgentTestSpec {
     #[serde(default = "default_timeout")]
     #[schemars(range(min = 30, max = 3600))]
     pub timeout_seconds: u32,
+
+    /// Hold each Agent under test's rollouts until these scenarios pass (default false).
+    /// A change to the Agent (its spec, Persona, Workflow or the ConfigMaps it reads) is
+    /// first rolled out to one candidate pod that only test sessions reach; the live pods
+    /// keep the last promoted spec until a run passes on the candidate, and the Agent's
+    /// `RolloutHeld` condition says why it waits. An Agent's first rollout is not held.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gate_rollout: bool,
 }
 
 fn default_parallel() -> u16 {
@@ -186,6 +194,14 @@ pub struct AgentTestStatus {
     /// test, its spec and its Persona's and Workflow's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tested_hash: Option<String>,
+    /// For each Agent under test, the pod config hash (`switchboard.dev/config-hash`) the
+    /// last passing run tested, for the current spec of this AgentTest: with
+    /// `gateRollout`, an Agent's held rollout is promoted once every AgentTest that gates it
+    /// lists its candidate's hash here.
+    // Always written, `{}` when empty: server-side apply on Kubernetes 1.20 turns a map it
+    // owned and no longer receives into `null`, which the schema refuses.
+    #[serde(default)]
+    pub passed_configs: std::collections::BTreeMap<String, String>,
 }
 
 /// Every problem with an AgentTest named `name`, on its own (whether its Agents exist is

@@ -35,6 +35,10 @@ pub struct ResourceStatus {
 pub const CONDITION_ACCEPTED: &str = "Accepted";
 /// The condition type that says whether an Agent has at least one ready pod.
 pub const CONDITION_READY: &str = "Ready";
+/// The condition type that says whether an Agent's rollout is held until the AgentTests
+/// that gate it pass (`True`: its live pods keep the last promoted spec, its candidate
+/// pods serve test sessions only).
+pub const CONDITION_ROLLOUT_HELD: &str = "RolloutHeld";
 
 /// Finds the condition of type `type_` in `conditions`.
 pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {

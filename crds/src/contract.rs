@@ -38,6 +38,12 @@ pub const RUN_AS: i64 = 65532;
 pub const MANAGED_BY: &str = "switchboard-operator";
 /// The label naming the Agent a child belongs to.
 pub const AGENT_LABEL: &str = "switchboard.dev/agent";
+/// The label (value `"true"`) on an Agent's candidate children and pods: the spec it is
+/// about to roll out, served only to test sessions while its rollout is held until its
+/// AgentTests pass.
+pub const CANDIDATE_LABEL: &str = "switchboard.dev/candidate";
+/// The suffix of an Agent's candidate children's names (`<agent>-candidate`).
+pub const CANDIDATE_SUFFIX: &str = "-candidate";
 
 /// Environment variables the operator sets on runtime containers.
 pub mod env {

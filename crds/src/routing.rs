@@ -74,6 +74,12 @@ pub struct RoutingTable {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(skip)]
     pub agents: BTreeMap<String, AgentSummary>,
+    /// Test-only routes: for each Agent whose rollout is held until its AgentTests pass,
+    /// by `namespace/name`, the DNS name of its candidate pods' Service
+    /// (`<name>-candidate.<namespace>.svc`, same port and path as its route). Only a test
+    /// session may reach them; a client's sessions never do.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub candidates: BTreeMap<String, String>,
 }
 
 /// Where and how the gateway reaches one Agent.
@@ -150,7 +156,14 @@ impl RoutingTable {
             kind: ROUTING_TABLE_KIND.to_owned(),
             routes,
             agents: BTreeMap::new(),
+            candidates: BTreeMap::new(),
         }
+    }
+
+    /// The Service host of Agent `namespace/name`'s candidate pods, while its rollout is
+    /// held (a test-only route; see [`RoutingTable::candidates`]).
+    pub fn candidate(&self, namespace: &str, name: &str) -> Option<&str> {
+        self.candidates.get(&format!("{namespace}/{name}")).map(String::as_str)
     }
 
     /// The table with `summaries` (`namespace/name` -> summary) of its routed Agents, in

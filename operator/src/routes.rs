@@ -27,7 +27,7 @@ use switchboard_crds::{Agent, Persona, Workflow, resolve};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::build::{FIELD_MANAGER, MANAGED_BY, service};
+use crate::build::{FIELD_MANAGER, MANAGED_BY, candidate, service};
 use crate::metrics::Metrics;
 
 /// How long the publisher gathers changes before it writes.
@@ -58,9 +58,22 @@ impl PublishError {
 }
 
 /// The routing table of the Agents in `agents`: every Agent whose `Accepted` is `True`.
+/// An Agent whose rollout is held until its AgentTests pass also gets a test-only route
+/// to its candidate pods' Service ([`RoutingTable::candidates`]).
 pub fn table<'a>(agents: impl IntoIterator<Item = &'a Agent>) -> RoutingTable {
-    let routes = agents.into_iter().filter_map(route).collect();
-    RoutingTable::new(routes)
+    let mut candidates = std::collections::BTreeMap::new();
+    let routes = agents
+        .into_iter()
+        .filter_map(|agent| {
+            let route = route(agent)?;
+            if crate::controller::rollout::is_held(agent.status.as_ref()) {
+                let host = candidate::host(&route.name, &route.namespace);
+                candidates.insert(format!("{}/{}", route.namespace, route.name), host);
+            }
+            Some(route)
+        })
+        .collect();
+    RoutingTable { candidates, ..RoutingTable::new(routes) }
 }
 
 /// The console's summaries of `agents` (`namespace/name` -> summary), for those whose
@@ -245,6 +258,14 @@ mod tests {
         assert_eq!((b.service.as_str(), b.port, b.ready_replicas), ("b.bank.svc", 8080, 2));
         assert_eq!(b.handoffs, ["idv"]);
         assert!(!t.route("bank", "a").expect("a").ready);
+        assert!(t.candidates.is_empty());
+        let mut held = agent("held", Some("True"), "True");
+        let condition = serde_json::json!({"type": "RolloutHeld", "status": "True", "reason": "TestsPending",
+            "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        held.status.as_mut().expect("status").conditions.push(serde_json::from_value(condition).expect("condition"));
+        let with = table([&agents[0], &held]);
+        assert_eq!(with.candidate("bank", "held"), Some("held-candidate.bank.svc"));
+        assert_eq!((with.candidate("bank", "b"), with.routes.len()), (None, 2), "a candidate is no route of its own");
         let cm = config_map("ops", "routes", &t);
         let data = cm.data.expect("data");
         assert_eq!(RoutingTable::parse(&data[ROUTES_KEY]).expect("parses"), t);

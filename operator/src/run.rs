@@ -257,6 +257,8 @@ async fn controllers(
     let (persona_notify, workflow_notify) = (notify.clone(), notify.clone());
     let (triggers, triggered) = mpsc::channel::<ObjectRef<Agent>>(TRIGGER_QUEUE);
     let overflow = metrics.trigger_overflow.clone();
+    // Finished runs of gating AgentTests wake the Agents they decide (`rollout.rs`).
+    let _ = ctx.agent_triggers.set((triggers.clone(), overflow.clone()));
     let agent_stream = wiring::agent_stream(
         scoped(client.clone(), ns),
         agent_writer,

@@ -8,27 +8,32 @@
 //! the gateway URL, the API key from the Secret, the scenarios from a ConfigMap it owns);
 //! a Persona edit (which rolls the Agent's pods) starts a new Job and removes the old one;
 //! a failed and a passed run reach the status and `kubectl get agenttests`; an AgentTest
-//! naming a missing Agent is not accepted.
+//! naming a missing Agent is not accepted. With `gateRollout`, an edit is held: the live
+//! pods keep their spec while a candidate pod runs the new one under a test-only route; a
+//! failed run keeps it held (the Agent says why), a passing one promotes it.
 
 mod common;
 
 use std::time::Duration;
 
 use common::{agent, namespace, objects, persona, wait_accepted};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use switchboard_crds::AgentTest;
 use switchboard_crds::agent_test::{CONDITION_PASSED, TestResult};
-use switchboard_crds::common::{CONDITION_ACCEPTED, find_condition};
+use switchboard_crds::common::{CONDITION_ACCEPTED, CONDITION_ROLLOUT_HELD, find_condition};
+use switchboard_crds::{Agent, AgentTest};
+use switchboard_operator::build::CONFIG_HASH_ANNOTATION;
 use switchboard_operator::controller::agent_test_build::{API_KEY_ENV, CONTAINER, RUN_LABEL, TEST_LABEL};
 use switchboard_operator::settings::BuildSettings;
 use switchboard_tests::cluster::TestNamespace;
 use switchboard_tests::kubelet::{agent_pods, mark_pods_ready};
 use switchboard_tests::manifests::apply_yaml;
-use switchboard_tests::operator::Operator;
+use switchboard_tests::operator::{Operator, routing_table};
 use switchboard_tests::wait::until;
 
 const GATEWAY: &str = "ws://sb-switchboard-gateway.sb.svc:80";
@@ -222,4 +227,119 @@ async fn an_agent_test_of_a_missing_agent_is_not_accepted() {
     assert!(c.message.contains("no Agent bank, nobody in namespace"), "{}", c.message);
     let jobs: Api<Job> = Api::namespaced(ns.client(), &ns.name);
     assert!(jobs.list(&ListParams::default()).await.expect("list").items.is_empty(), "no Job for a refused test");
+}
+
+/// The Deployment `name`'s replicas and pod config hash (`None`: no such Deployment).
+async fn deployment(ns: &TestNamespace, name: &str) -> Option<(Option<i32>, String)> {
+    let api: Api<Deployment> = Api::namespaced(ns.client(), &ns.name);
+    let d = api.get_opt(name).await.expect("reading a Deployment")?;
+    let spec = d.spec.expect("spec");
+    let hash = spec.template.metadata.and_then(|m| m.annotations).and_then(|mut a| a.remove(CONFIG_HASH_ANNOTATION));
+    Some((spec.replicas, hash.expect("a config hash")))
+}
+
+/// Waits until Agent `name`'s `RolloutHeld` condition satisfies `ok`; returns it.
+async fn wait_held(ns: &TestNamespace, name: &str, what: &str, ok: impl Fn(&Condition) -> bool) -> Condition {
+    let api: Api<Agent> = Api::namespaced(ns.client(), &ns.name);
+    until(&format!("Agent {name}: {what}"), Duration::from_secs(60), || async {
+        let a = api.get(name).await?;
+        let c = a.status.as_ref().and_then(|s| find_condition(&s.conditions, CONDITION_ROLLOUT_HELD)).cloned();
+        Ok::<_, kube::Error>(c.filter(|c| ok(c)))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_agent_rolls_out_to_live_pods_only_after_its_tests_pass_on_the_candidate() {
+    let ns = namespace("op-agenttest-gate").await;
+    let settings =
+        BuildSettings { runtime_image: IMAGE.into(), agent_test_gateway: Some(GATEWAY.into()), ..Default::default() };
+    let _op = Operator::start_with(&ns, "test-operator", settings).expect("operator starts");
+    let gated = |parallel: u16| agent_test("smoke", "{name: bank}", parallel) + "  gateRollout: true\n";
+    let yaml = objects("p", "wf") + &agent("bank", "p", "wf", "  replicas: 2\n") + &gated(4);
+    apply_yaml(&ns.client(), &ns.name, &yaml).await.expect("apply");
+    wait_accepted(&ns, "bank").await;
+
+    // The first rollout is not held: the run tests the live pods, and passes.
+    let first = wait_job(&ns, "smoke", None).await;
+    let args =
+        |job: &Job| job.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("pod").containers[0].args.clone();
+    assert!(!args(&first).unwrap_or_default().contains(&"--candidate".to_owned()), "{:?}", args(&first));
+    end_pod(&ns, &first, r#"{"passed":2,"failed":0,"total":2}"#, 0).await;
+    let passed = wait_status(&ns, "smoke", "Passed", |t| result(t) == Some(TestResult::Passed)).await;
+    let (_, live_hash) = deployment(&ns, "bank").await.expect("the live Deployment");
+    let configs = passed.status.expect("status").passed_configs;
+    assert_eq!(configs.get("bank"), Some(&live_hash), "{configs:?}");
+    let agents: Api<Agent> = Api::namespaced(ns.client(), &ns.name);
+    let bank = agents.get("bank").await.expect("Agent");
+    assert!(bank.status.as_ref().and_then(|s| find_condition(&s.conditions, CONDITION_ROLLOUT_HELD)).is_none());
+
+    // A Persona edit is held: the live pods keep their spec, one candidate pod gets the new
+    // one, and the routing table lists it as a test-only route.
+    apply_yaml(&ns.client(), &ns.name, &persona("p", "Robin")).await.expect("Persona edited");
+    let held = wait_held(&ns, "bank", "RolloutHeld=True", |c| c.status == "True").await;
+    assert_eq!(held.reason, "TestsPending");
+    let (candidate_replicas, candidate_hash) = until("the candidate Deployment", Duration::from_secs(30), || async {
+        Ok::<_, kube::Error>(deployment(&ns, "bank-candidate").await)
+    })
+    .await
+    .expect("a candidate");
+    assert_eq!(candidate_replicas, Some(1));
+    assert_ne!(candidate_hash, live_hash);
+    assert!(
+        held.message.contains(&format!("config {} runs on the candidate pod", &candidate_hash[..10])),
+        "{}",
+        held.message
+    );
+    assert_eq!(deployment(&ns, "bank").await, Some((Some(2), live_hash.clone())), "the live pods are not rolled");
+    let cms: Api<ConfigMap> = Api::namespaced(ns.client(), &ns.name);
+    let runtime_json = |cm: ConfigMap| cm.data.unwrap_or_default().remove("runtime.json").unwrap_or_default();
+    assert!(!runtime_json(cms.get("bank").await.expect("live ConfigMap")).contains("Robin"));
+    assert!(runtime_json(cms.get("bank-candidate").await.expect("candidate ConfigMap")).contains("Robin"));
+    let services: Api<Service> = Api::namespaced(ns.client(), &ns.name);
+    let selector = services.get("bank").await.expect("live Service").spec.and_then(|s| s.selector).unwrap_or_default();
+    assert_eq!(
+        selector.get("app.kubernetes.io/instance").map(String::as_str),
+        Some("bank"),
+        "candidate pods are not selected"
+    );
+    until("the candidate route", Duration::from_secs(30), || async {
+        let table = routing_table(&ns).await?;
+        let host = table.as_ref().and_then(|t| t.candidate(&ns.name, "bank").map(str::to_owned));
+        Ok::<_, anyhow::Error>(host.filter(|h| *h == format!("bank-candidate.{}.svc", ns.name)))
+    })
+    .await
+    .expect("the routing table lists the candidate");
+
+    // Its pods ready, the candidate is tested (test sessions ask for candidate routes); the
+    // run fails: the live pods stay, and the Agent says which scenario failed.
+    let second = wait_job(&ns, "smoke", Some(&first.name_any())).await;
+    assert_eq!(args(&second).unwrap_or_default().last().map(String::as_str), Some("--candidate"));
+    let summary = r#"{"passed":1,"failed":1,"total":2,"firstDivergence":"Greets the caller, step 1 of 1 (say: \"Hello\"): agent: expected bank, got triage"}"#;
+    end_pod(&ns, &second, summary, 1).await;
+    wait_status(&ns, "smoke", "Failed", |t| result(t) == Some(TestResult::Failed)).await;
+    let failed =
+        wait_held(&ns, "bank", "held with the failing scenario", |c| c.message.contains("Failed: Greets the caller"))
+            .await;
+    assert_eq!(failed.status, "True");
+    assert_eq!(deployment(&ns, "bank").await, Some((Some(2), live_hash.clone())));
+
+    // The test is fixed: its new run on the candidate passes, and the candidate is promoted.
+    apply_yaml(&ns.client(), &ns.name, &gated(2)).await.expect("AgentTest edited");
+    let third = wait_job(&ns, "smoke", Some(&second.name_any())).await;
+    assert_eq!(args(&third).unwrap_or_default().last().map(String::as_str), Some("--candidate"));
+    end_pod(&ns, &third, r#"{"passed":2,"failed":0,"total":2}"#, 0).await;
+    let promoted = wait_held(&ns, "bank", "promoted", |c| c.status == "False").await;
+    assert_eq!(promoted.reason, "Promoted");
+    assert_eq!(deployment(&ns, "bank").await, Some((Some(2), candidate_hash.clone())), "the live pods roll");
+    assert!(runtime_json(cms.get("bank").await.expect("live ConfigMap")).contains("Robin"));
+    assert_eq!(deployment(&ns, "bank-candidate").await, Some((Some(0), candidate_hash)), "no candidate pod left");
+    until("the candidate route gone", Duration::from_secs(30), || async {
+        let table =
+            routing_table(&ns).await?.filter(|t| t.candidates.is_empty() && t.route(&ns.name, "bank").is_some());
+        Ok::<_, anyhow::Error>(table)
+    })
+    .await
+    .expect("no candidate route");
 }

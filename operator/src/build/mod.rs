@@ -8,6 +8,7 @@
 //! Beside them, one per namespace and owned by all its Agents, the NetworkPolicy that closes
 //! runtime pods to all but the gateway ([`network_policy`]).
 
+pub mod candidate;
 pub mod config_map;
 pub mod deployment;
 pub mod hpa;

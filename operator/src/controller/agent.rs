@@ -14,14 +14,15 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
-use switchboard_crds::common::{CONDITION_ACCEPTED, find_condition};
+use switchboard_crds::common::{CONDITION_ACCEPTED, CONDITION_ROLLOUT_HELD, find_condition};
 use switchboard_crds::validate::{References, validate_agent};
 use switchboard_crds::{Agent, AgentStatus, resolve};
 
-use super::apply::{apply_children, apply_status};
+use super::apply::{apply_candidate, apply_children, apply_status};
+use super::rollout::{self, Decision, Gated};
 use super::status::{Verdict, accepted, agent_status, replicas};
 use super::{Context, Error, key_of, knowledge, network_policy, policy};
-use crate::build::{build, service};
+use crate::build::{Desired, build, candidate, service};
 use crate::gateway_key::{KeyMissing, REASON_KEY_MISSING};
 use crate::lean::LeanDeployment;
 
@@ -105,6 +106,11 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     if let Some(refused) = network_policy::ensure(ctx, &namespace, agent).await? {
         return reject(agent, ctx, &refused, Action::requeue(POLICY_RECHECK)).await;
     }
+    // May the wanted spec go live, or is it held until its AgentTests pass (`rollout.rs`)?
+    let gated = rollout::gate(ctx, agent, &desired).await?;
+    if let Decision::Held(_) = &gated.decision {
+        return hold(agent, ctx, &verdict, &desired, &gated).await;
+    }
     let deployment = match apply_children(ctx, &namespace, &name, &desired).await {
         Ok(deployment) => deployment,
         Err(Error::NotOwned { kind, namespace, name }) => {
@@ -113,22 +119,63 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
         }
         Err(e) => return Err(e),
     };
+    if rollout::is_held(agent.status.as_ref()) {
+        // Promoted, or released: the candidate keeps no pod (it goes with the Agent).
+        match apply_candidate(ctx, &namespace, &candidate::build(&name, &desired, 0)).await {
+            Ok(()) | Err(Error::NotOwned { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        if gated.decision == (Decision::Open { promoted: true }) {
+            let note = "every gating AgentTest passed the candidate: its spec rolls out to the live pods";
+            ctx.event(agent, EventType::Normal, "RolloutPromoted", note.into()).await;
+        }
+    }
 
     // Status.
-    let status = agent_status(
-        agent.metadata.generation,
-        agent.status.as_ref(),
-        &verdict,
-        deployment,
-        Some(service::endpoint(agent)),
-        Timestamp::now(),
-    );
+    let now = Timestamp::now();
+    let previous = agent.status.as_ref();
+    let mut status =
+        agent_status(agent.metadata.generation, previous, &verdict, deployment, Some(service::endpoint(agent)), now);
+    status.conditions.extend(rollout::held_condition(&gated.decision, previous, agent.metadata.generation, now));
     // An Event when a rejected spec becomes valid (not on every first acceptance: that
     // would be one more write per new Agent, and `kubectl get agents` shows it anyway).
     if write_status(agent, &agents, &status, ctx).await? && was_rejected(agent.status.as_ref()) {
         ctx.event(agent, EventType::Normal, "Accepted", "accepted now; runtime children applied".into()).await;
     }
     Ok(Action::requeue(ctx.resync))
+}
+
+/// Held (`gated`): the live children stay as they are; the status says why (written
+/// first, so that a candidate never exists without a status that says so), then the
+/// candidate children run the wanted spec on one pod.
+async fn hold(
+    agent: &Agent,
+    ctx: &Context,
+    verdict: &Verdict,
+    desired: &Desired,
+    gated: &Gated,
+) -> Result<Action, Error> {
+    let (namespace, name) = (agent.namespace().unwrap_or_default(), agent.name_any());
+    let agents: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
+    let (now, previous, generation) = (Timestamp::now(), agent.status.as_ref(), agent.metadata.generation);
+    let mut status = agent_status(generation, previous, verdict, gated.live, Some(service::endpoint(agent)), now);
+    let held = rollout::held_condition(&gated.decision, previous, generation, now);
+    let before =
+        previous.and_then(|s| find_condition(&s.conditions, CONDITION_ROLLOUT_HELD)).map(|c| c.message.clone());
+    let note = held.as_ref().map(|c| c.message.clone()).filter(|m| before.as_ref() != Some(m));
+    status.conditions.extend(held);
+    write_status(agent, &agents, &status, ctx).await?;
+    if let Some(note) = note {
+        ctx.event(agent, EventType::Normal, "RolloutHeld", note).await;
+    }
+    match apply_candidate(ctx, &namespace, &candidate::build(&name, desired, 1)).await {
+        Ok(()) => Ok(Action::requeue(ctx.resync)),
+        Err(Error::NotOwned { kind, namespace, name }) => {
+            let refused = policy::name_taken(&kind, &namespace, &name);
+            reject(agent, ctx, &refused, Action::requeue(POLICY_RECHECK)).await
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Not accepted (`verdict`): keeps what runs, writes the status (and a Warning Event when

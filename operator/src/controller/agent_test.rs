@@ -11,6 +11,7 @@
 //! metadata of Agents' Deployments (a rollout starting or finishing wakes the AgentTests
 //! that test that Agent).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,9 +34,11 @@ use tokio_util::sync::CancellationToken;
 use super::agent_test_build::{self as build, COMPONENT, CONTAINER, Deployed, RUN_LABEL, TEST_LABEL};
 use super::agent_test_status::{Run, outcome, rolled_out, test_status};
 use super::apply::apply_status;
+use super::rollout;
 use super::status::{Verdict, accepted};
 use super::{Context, Error, error_policy, key_of, policy};
 use crate::build::FIELD_MANAGER;
+use crate::build::candidate;
 use crate::run::{owned_watch_config, scoped, watch_config};
 use crate::settings::RunArgs;
 use crate::triggers::{FirstSight, changes, generation, objects};
@@ -71,12 +74,12 @@ async fn reconcile_inner(test: &AgentTest, ctx: &Context) -> Result<Action, Erro
     let name = test.name_any();
     let problems = validate_agent_test(&name, &test.spec);
     if !problems.is_empty() {
-        return finish(test, ctx, &accepted(&problems), Run::None, Action::await_change()).await;
+        return finish(test, ctx, &accepted(&problems), Run::None, Action::await_change(), None).await;
     }
     let Some(gateway) = ctx.settings.agent_test_gateway.clone() else {
         let message = "the operator has no gateway URL for test Jobs: start it with --agent-test-gateway \
                        (the Helm chart sets it when it runs the gateway)";
-        return finish(test, ctx, &refused("NoGateway", message.into()), Run::None, Action::await_change()).await;
+        return finish(test, ctx, &refused("NoGateway", message.into()), Run::None, Action::await_change(), None).await;
     };
 
     // Fetch the Agents under test and their Deployments.
@@ -89,12 +92,17 @@ async fn reconcile_inner(test: &AgentTest, ctx: &Context) -> Result<Action, Erro
             missing.push(reference.name.clone());
             continue;
         };
-        let what = format!("reading Deployment {namespace}/{}", reference.name);
-        let deployment = deployments.get_opt(&reference.name).await.map_err(|e| Error::kube(what, e))?;
+        // A held rollout (`rollout.rs`) is tested on its candidate pods, which only test
+        // sessions reach; any other Agent on its live pods.
+        let held = rollout::is_held(agent.status.as_ref());
+        let child = if held { candidate::name(&reference.name) } else { reference.name.clone() };
+        let what = format!("reading Deployment {namespace}/{child}");
+        let deployment = deployments.get_opt(&child).await.map_err(|e| Error::kube(what, e))?;
         let uid = agent.metadata.uid.as_deref();
         let deployment = deployment.filter(|d| policy::may_write(Some(&d.metadata), uid));
         match rolled_out(&agent, deployment.as_ref()) {
-            Ok(config_hash) => deployed.push(Deployed { agent: reference.name.clone(), config_hash }),
+            Ok(config_hash) => deployed.push(Deployed { agent: reference.name.clone(), config_hash, candidate: held }),
+            Err(why) if held => waiting.push(format!("the candidate of {why}")),
             Err(why) => waiting.push(why),
         }
     }
@@ -103,11 +111,11 @@ async fn reconcile_inner(test: &AgentTest, ctx: &Context) -> Result<Action, Erro
             "no Agent {} in namespace {namespace}: create it, or list only Agents that exist in spec.agents",
             missing.join(", ")
         );
-        return finish(test, ctx, &refused("AgentNotFound", message), Run::None, Action::await_change()).await;
+        return finish(test, ctx, &refused("AgentNotFound", message), Run::None, Action::await_change(), None).await;
     }
     let valid = accepted(&[]);
     if !waiting.is_empty() {
-        return finish(test, ctx, &valid, Run::Waiting(waiting.join("; ")), Action::requeue(RECHECK)).await;
+        return finish(test, ctx, &valid, Run::Waiting(waiting.join("; ")), Action::requeue(RECHECK), None).await;
     }
 
     // The run for what the Agents run now.
@@ -119,7 +127,7 @@ async fn reconcile_inner(test: &AgentTest, ctx: &Context) -> Result<Action, Erro
     let run = match existing {
         Some(job) if !policy::may_write(Some(&job.metadata), uid) => {
             let taken = policy::name_taken("Job", &namespace, &run_name);
-            return finish(test, ctx, &taken, Run::None, Action::requeue(RECHECK)).await;
+            return finish(test, ctx, &taken, Run::None, Action::requeue(RECHECK), None).await;
         }
         Some(job) => {
             let message = termination_message(ctx, &namespace, &name, &hash).await?;
@@ -129,8 +137,8 @@ async fn reconcile_inner(test: &AgentTest, ctx: &Context) -> Result<Action, Erro
             }
         }
         None => {
-            if let Some(taken) = start(test, ctx, &namespace, &hash, &gateway).await? {
-                return finish(test, ctx, &taken, Run::None, Action::requeue(RECHECK)).await;
+            if let Some(taken) = start(test, ctx, &namespace, (&hash, &deployed), &gateway).await? {
+                return finish(test, ctx, &taken, Run::None, Action::requeue(RECHECK), None).await;
             }
             Run::Running { job: run_name, hash }
         }
@@ -139,7 +147,21 @@ async fn reconcile_inner(test: &AgentTest, ctx: &Context) -> Result<Action, Erro
         Run::Finished { .. } => Action::await_change(),
         _ => Action::requeue(RECHECK),
     };
-    finish(test, ctx, &valid, run, then).await
+    let passed = match &run {
+        Run::Finished { outcome, .. } if outcome.result == TestResult::Passed => Some(build::passed_configs(&deployed)),
+        Run::Finished { .. } => Some(Default::default()),
+        _ => None,
+    };
+    let decides = test.spec.gate_rollout && passed.is_some();
+    let then = finish(test, ctx, &valid, run, then, passed).await?;
+    // A finished run of a gating test decides held rollouts: wake its Agents (once its
+    // status, which they read, is written).
+    if decides {
+        for d in deployed.iter().filter(|d| d.candidate) {
+            ctx.trigger_agent(&namespace, &d.agent);
+        }
+    }
+    Ok(then)
 }
 
 /// Creates the run's ConfigMap and Job, then deletes the AgentTest's older runs. Returns a
@@ -148,11 +170,12 @@ async fn start(
     test: &AgentTest,
     ctx: &Context,
     namespace: &str,
-    hash: &str,
+    (hash, deployed): (&str, &[Deployed]),
     gateway: &str,
 ) -> Result<Option<Verdict>, Error> {
     let config_map = build::config_map(test, hash);
-    let job = build::job(test, hash, gateway, &ctx.settings.runtime_image);
+    let candidates = deployed.iter().any(|d| d.candidate);
+    let job = build::job(test, hash, (gateway, candidates), &ctx.settings.runtime_image);
     let name = build::run_name(test, hash);
     let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let existing = config_maps
@@ -211,9 +234,19 @@ async fn termination_message(ctx: &Context, namespace: &str, test: &str, hash: &
 
 /// Writes the status for `verdict` and `run` unless unchanged (an Event when a run's
 /// outcome, or the verdict, is new), then comes back per `then`.
-async fn finish(test: &AgentTest, ctx: &Context, verdict: &Verdict, run: Run, then: Action) -> Result<Action, Error> {
+async fn finish(
+    test: &AgentTest,
+    ctx: &Context,
+    verdict: &Verdict,
+    run: Run,
+    then: Action,
+    passed_configs: Option<BTreeMap<String, String>>,
+) -> Result<Action, Error> {
     let previous = test.status.as_ref();
-    let status = test_status(test.metadata.generation, previous, verdict, &run, Timestamp::now());
+    let mut status = test_status(test.metadata.generation, previous, verdict, &run, Timestamp::now());
+    if let Some(passed) = passed_configs {
+        status.passed_configs = passed;
+    }
     if previous == Some(&status) {
         return Ok(then);
     }

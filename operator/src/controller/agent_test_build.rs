@@ -47,6 +47,15 @@ pub struct Deployed {
     pub agent: String,
     /// Its Deployment's pod-template config hash.
     pub config_hash: String,
+    /// Whether that is its candidate's (a rollout held until its tests pass): the run's
+    /// sessions ask the gateway for the test-only candidate routes.
+    pub candidate: bool,
+}
+
+/// What a passing run tested, as the AgentTest's `status.passedConfigs`: each Agent's
+/// config hash.
+pub fn passed_configs(deployed: &[Deployed]) -> BTreeMap<String, String> {
+    deployed.iter().map(|d| (d.agent.clone(), d.config_hash.clone())).collect()
 }
 
 /// The SHA-256 (hex) of what a run tests: the AgentTest's spec and what each Agent under
@@ -114,21 +123,18 @@ pub fn config_map(test: &AgentTest, hash: &str) -> ConfigMap {
 }
 
 /// The Job of the run: `switchboard test` in the operator's runtime image, against
-/// `gateway` (a `ws://` URL), its summary in the termination message, never
-/// retried (a scenario that fails once is a finding, not noise).
-pub fn job(test: &AgentTest, hash: &str, gateway: &str, image: &str) -> Job {
+/// `gateway` (a `ws://` URL) — with `candidates`, asking for the test-only candidate
+/// routes of held rollouts (`--candidate`) —, its summary in the termination message,
+/// never retried (a scenario that fails once is a finding, not noise).
+pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, bool), image: &str) -> Job {
     let name = run_name(test, hash);
     let spec = &test.spec;
-    let args = [
-        "test",
-        SCENARIOS_DIR,
-        "--gateway",
-        gateway,
-        "--jobs",
-        &spec.parallel.to_string(),
-        "--summary-file",
-        SUMMARY_PATH,
-    ];
+    let parallel = spec.parallel.to_string();
+    let mut args =
+        vec!["test", SCENARIOS_DIR, "--gateway", gateway, "--jobs", &parallel, "--summary-file", SUMMARY_PATH];
+    if candidates {
+        args.push("--candidate");
+    }
     let api_key = spec.api_key_secret_ref.as_ref().map(|r| EnvVar {
         name: API_KEY_ENV.to_owned(),
         value: None,

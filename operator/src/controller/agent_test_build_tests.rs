@@ -27,7 +27,11 @@ fn test() -> AgentTest {
 }
 
 fn deployed(hashes: [&str; 2]) -> Vec<Deployed> {
-    ["triage", "idv"].iter().zip(hashes).map(|(a, h)| Deployed { agent: (*a).into(), config_hash: h.into() }).collect()
+    ["triage", "idv"]
+        .iter()
+        .zip(hashes)
+        .map(|(a, h)| Deployed { agent: (*a).into(), config_hash: h.into(), candidate: false })
+        .collect()
 }
 
 #[test]
@@ -46,7 +50,7 @@ fn the_hash_follows_the_test_and_what_each_agent_runs() {
 fn the_job_runs_switchboard_test_against_the_gateway_with_the_key_from_the_secret() {
     let t = test();
     let hash = tested_hash(&t, &deployed(["a", "b"]));
-    let job = job(&t, &hash, "ws://sb-gateway.sb:80", "registry.local/sb:dev");
+    let job = job(&t, &hash, ("ws://sb-gateway.sb:80", false), "registry.local/sb:dev");
     let name = run_name(&t, &hash);
     assert_eq!(job.metadata.name.as_deref(), Some(name.as_str()));
     assert_eq!(job.metadata.namespace.as_deref(), Some("bank"));
@@ -83,9 +87,20 @@ fn the_job_runs_switchboard_test_against_the_gateway_with_the_key_from_the_secre
 fn without_a_secret_the_job_has_no_key() {
     let mut t = test();
     t.spec.api_key_secret_ref = None;
-    let job = job(&t, "0123456789abcdef", "ws://gw:80", "img");
+    let job = job(&t, "0123456789abcdef", ("ws://gw:80", false), "img");
     let pod = job.spec.and_then(|s| s.template.spec).expect("pod");
     assert!(pod.containers[0].env.is_none());
+    assert!(!pod.containers[0].args.iter().flatten().any(|a| a == "--candidate"));
+}
+
+#[test]
+fn a_run_of_a_held_rollout_asks_for_the_candidate_routes_and_records_what_passed() {
+    let t = test();
+    let job = job(&t, "0123456789abcdef", ("ws://gw:80", true), "img");
+    let pod = job.spec.and_then(|s| s.template.spec).expect("pod");
+    assert_eq!(pod.containers[0].args.as_deref().and_then(|a| a.last()).map(String::as_str), Some("--candidate"));
+    let configs = passed_configs(&deployed(["a", "b"]));
+    assert_eq!(configs.into_iter().collect::<Vec<_>>(), [("idv".into(), "b".into()), ("triage".into(), "a".into())]);
 }
 
 #[test]

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 
 use super::status::{Replicas, replicas};
 use super::{Context, Error, policy};
+use crate::build::candidate::Candidate;
 use crate::build::hpa::api_resource;
 use crate::build::{AGENT_LABEL, Desired, FIELD_MANAGER};
 use crate::lean::{LeanConfigMap, LeanDeployment, LeanService};
@@ -73,6 +74,29 @@ pub async fn apply_children(
     Ok(replicas)
 }
 
+/// Applies an Agent's candidate children (see [`crate::build::candidate`]), each only over
+/// an object the Agent owns or none.
+pub async fn apply_candidate(ctx: &Context, namespace: &str, candidate: &Candidate) -> Result<(), Error> {
+    let client = &ctx.client;
+    let Candidate { config_map, deployment, service } = candidate;
+    let (config_maps, deployments, services) = (
+        Api::<LeanConfigMap>::namespaced(client.clone(), namespace),
+        Api::<LeanDeployment>::namespaced(client.clone(), namespace),
+        Api::<LeanService>::namespaced(client.clone(), namespace),
+    );
+    futures_util::try_join!(
+        ensure_owned(&config_maps, "ConfigMap", config_map, false),
+        ensure_owned(&deployments, "Deployment", deployment, false),
+        ensure_owned(&services, "Service", service, false),
+    )?;
+    futures_util::try_join!(
+        apply::<LeanConfigMap, _>(ctx, config_map, config_map_key, config_map_key),
+        apply::<LeanDeployment, _>(ctx, deployment, deployment_key, generation),
+        apply::<LeanService, _>(ctx, service, service_key, service_key),
+    )?;
+    Ok(())
+}
+
 /// Server-side applies `obj` unless it is unchanged; returns the object the server stored
 /// (read as its lean view `L`), or `None` when skipped. `key` and `content` are the
 /// child's trigger and content keys.
@@ -124,7 +148,7 @@ where
 }
 
 /// Whether the operator would skip writing `obj` (see [`OwnWrites::unchanged`]).
-fn unchanged<K>(ctx: &Context, obj: &K) -> bool
+pub(super) fn unchanged<K>(ctx: &Context, obj: &K) -> bool
 where
     K: k8s_openapi::Resource + ResourceExt + Serialize,
 {

@@ -13,6 +13,7 @@ pub mod knowledge;
 pub mod network_policy;
 pub mod policy;
 pub mod resources;
+pub mod rollout;
 pub mod status;
 
 use std::collections::HashMap;
@@ -23,7 +24,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use switchboard_crds::{Agent, Persona, Workflow};
 
@@ -155,6 +156,9 @@ pub struct Context {
     /// What it last wrote to each namespace's NetworkPolicy.
     pub network_policies: network_policy::NetworkPolicies,
     backoff: Mutex<HashMap<String, u32>>,
+    /// The Agent controller's trigger queue (set once the controllers are wired): the
+    /// AgentTest reconcile wakes the Agents whose held rollout a finished run decides.
+    pub agent_triggers: std::sync::OnceLock<(tokio::sync::mpsc::Sender<ObjectRef<Agent>>, prometheus::IntCounter)>,
 }
 
 impl std::fmt::Debug for Context {
@@ -185,6 +189,17 @@ impl Context {
             own_writes: OwnWrites::default(),
             network_policies: Default::default(),
             backoff: Mutex::default(),
+            agent_triggers: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Wakes the reconcile of Agent `namespace/name` (no-op before the controllers are
+    /// wired; a full queue is counted and left to the Agent's resync).
+    pub fn trigger_agent(&self, namespace: &str, name: &str) {
+        if let Some((queue, overflow)) = self.agent_triggers.get()
+            && queue.try_send(ObjectRef::new(name).within(namespace)).is_err()
+        {
+            overflow.inc();
         }
     }
 
