@@ -20,6 +20,11 @@
 //!   Redis each parked session is sealed: signed with the gateway's key (every replica has
 //!   it) over its store key and contents. One that was changed, moved to another key, or
 //!   written by anyone else is refused ([`StoreError::Tampered`]), logged and counted.
+//! - **A gateway that dies.** In Redis, an attached session is also held by a lease its
+//!   gateway renews, with a snapshot of it at its whole moments (see `store::redis` and
+//!   the session driver's keeper): a resume after the lease lapsed takes the snapshot. Each
+//!   new token leaves the older one as an alias, so a token a handoff replaced still finds
+//!   the session.
 
 use std::collections::VecDeque;
 
@@ -33,7 +38,7 @@ use switchboard_core::protocol::{ServerKind, ServerMessage};
 use crate::session::kept::Kept;
 
 mod store;
-pub use store::{BACKOFF as STORE_BACKOFF, Entry, Store, StoreError, Taken, open_text, seal_text};
+pub use store::{BACKOFF as STORE_BACKOFF, Entry, Renewal, Store, StoreError, Taken, open_text, seal_text};
 
 /// What a session's continuation state is sealed for: the session and the credential that
 /// may continue it (`session_start.continue_from`).

@@ -5,74 +5,21 @@
 //! process' memory grows by about the budget, not by what the clients send. Closing
 //! sessions gives the room back. Prints the figures (RSS per session, held bytes).
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use switchboard_core::protocol::{ServerMessage, close_code};
-use switchboard_crds::routing::RoutingTable;
 
 use crate::client::{Client, get, metric_sum};
-use crate::fleet::{Fleet, KEY};
+use crate::fleet::Fleet;
 
 /// The budget under test, and the replay buffer per session.
 const BUDGET: usize = 3 << 19;
 const REPLAY: usize = 64 << 10;
 
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");
     line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("a number")
-}
-
-/// A gateway process routing to the fleet's runtimes by a routes file.
-async fn gateway_process(fleet: &Fleet, dir: &Path) -> (Process, std::net::SocketAddr) {
-    let directory = fleet.directory.borrow().clone();
-    let routes = ["triage", "idv", "banking", "disputes"]
-        .into_iter()
-        .map(|name| {
-            let target = directory.lookup("bank", name).expect("a route");
-            let addr = target.ready[0];
-            let mut route = target.route.clone();
-            route.service = addr.ip().to_string();
-            route.port = addr.port();
-            route
-        })
-        .collect();
-    std::fs::write(dir.join("routes.json"), RoutingTable::new(routes).to_json()).expect("routes");
-    let key = switchboard_core::grant::GatewaySigner::from_seed(&KEY).to_pem().expect("pem");
-    std::fs::write(dir.join("gateway.pem"), key).expect("key");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["gateway", "--listen", &addr.to_string()])
-        .arg("--gateway-key-file")
-        .arg(dir.join("gateway.pem"))
-        .arg("--routes-file")
-        .arg(dir.join("routes.json"))
-        .args(["--memory-budget-bytes", &BUDGET.to_string(), "--replay-buffer-bytes", &REPLAY.to_string()])
-        .args(["--ping-seconds", "1", "--ping-timeout-seconds", "5"])
-        .env("SWITCHBOARD_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("starts the gateway");
-    let process = Process(child);
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() && get(addr, "/readyz").await.0 == 200 {
-            return (process, addr);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the gateway did not become ready");
 }
 
 /// Messages with their long texts cut, for a readable failure.
@@ -99,11 +46,13 @@ async fn hostile_sessions_fill_the_budget_and_the_next_is_refused_without_the_pr
         script,
     )
     .await;
-    let dir = std::env::temp_dir().join(format!("switchboard-budget-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let (process, addr) = gateway_process(&fleet, &dir).await;
-    let url = format!("ws://{addr}/v1/session");
-    let pid = process.0.id();
+    let dir = crate::process::write_routes(&fleet, |_, addr| addr);
+    let (budget, replay) = (BUDGET.to_string(), REPLAY.to_string());
+    let limits = ["--memory-budget-bytes", &budget, "--replay-buffer-bytes", &replay];
+    let args = [&limits[..], &["--ping-seconds", "1", "--ping-timeout-seconds", "5"]].concat();
+    let process = crate::process::GatewayProcess::start(&dir, &args).await;
+    let (addr, url) = (process.addr, process.url());
+    let pid = process.child.id();
     let baseline = rss_kib(pid);
 
     let line = "x".repeat(16 * 1024);

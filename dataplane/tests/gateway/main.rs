@@ -8,11 +8,13 @@ mod callers;
 #[allow(dead_code)]
 mod client;
 mod context;
+mod crash;
 mod fleet;
 mod handoff_greeting;
 mod liveness;
 mod netns;
 mod postgres;
+mod process;
 mod record;
 mod record_access;
 mod record_continue;

@@ -16,7 +16,7 @@ use crate::redis::Redis;
 
 /// The token of the newest `bidi_connection_start` in `seen` and the number of the last
 /// message received (every message after it counts one).
-fn position(seen: &[ServerMessage]) -> (String, u64) {
+pub fn position(seen: &[ServerMessage]) -> (String, u64) {
     let at = seen
         .iter()
         .rposition(|m| matches!(m, ServerMessage::BidiConnectionStart { .. }))
@@ -27,7 +27,7 @@ fn position(seen: &[ServerMessage]) -> (String, u64) {
     (token.clone(), seq + (seen.len() - at - 1) as u64)
 }
 
-fn resume_start(token: &str, last_seq: u64) -> ClientMessage {
+pub fn resume_start(token: &str, last_seq: u64) -> ClientMessage {
     ClientMessage::SessionStart(SessionStart {
         resume_token: Some(token.to_owned()),
         last_seq: Some(last_seq),
@@ -316,4 +316,33 @@ async fn a_live_session_rides_out_a_redis_restart_and_resumes_through_the_new_on
     let balance = back.turn().await;
     assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "resumed through the new Redis: {balance:?}");
     assert!(!back.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { .. })), "{:?}", back.seen);
+}
+
+/// A client whose connection drops during a handoff, before it read the new token the
+/// target's `bidi_connection_start` brought (the frame was on its way), resumes with the
+/// token it has, through another replica: the store keeps the older token's key as a
+/// sealed alias of the newer one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_drops_mid_handoff_resumes_with_the_token_it_had() {
+    let redis = Redis::start();
+    let store = || Store::redis(&redis.url, fleet_key(), None).expect("redis store");
+    let fleet = Fleet::with(&[], keys(), GatewayConfig::default(), store()).await;
+    let (_b, b_url, _b_stop) = fleet.replica(keys(), GatewayConfig::default(), store()).await;
+    let mut client = Client::connect_with(&fleet.url, &[ALICE]).await;
+    client.send(&ClientMessage::SessionStart(SessionStart::default())).await;
+    greeting(&mut client).await;
+    client.say("I'd like to check my balance").await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    // What the client had read before idv's start: triage's token.
+    let read = client.seen[..client.seen.len() - 1].to_vec();
+    drop(client);
+    let (token, last_seq) = position(&read);
+    let mut client = Client::connect_with(&b_url, &[ALICE]).await;
+    client.send(&resume_start(&token, last_seq)).await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let verified = client.turn().await;
+    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    let all: Vec<ServerMessage> = read.iter().chain(&client.seen).cloned().collect();
+    assert_eq!(said(&all, "To verify your identity"), 1, "idv's first answer, once: {all:?}");
 }

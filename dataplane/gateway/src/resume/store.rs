@@ -27,8 +27,8 @@ use crate::budget::Account;
 mod redis;
 mod seal;
 
-pub use redis::BACKOFF;
 use redis::Shared;
+pub use redis::{BACKOFF, Renewal};
 pub use seal::{open_text, seal_text};
 
 /// Aliases followed from a resume key (a token rotates at each handoff; a client that
@@ -166,21 +166,20 @@ impl Store {
     }
 
     /// Renews the hold on `key` (and replaces its snapshot with `snapshot` when given).
-    /// False when the session is no longer this holder's: a resume elsewhere took it.
     pub async fn renew(
         &self,
         key: &str,
         snapshot: Option<&Parked>,
         lease: Duration,
         window: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Renewal, StoreError> {
         match self {
             Self::Memory(map) => {
                 let mut map = Self::memory(map);
                 if let Some((expires, Entry::Parking)) = map.get_mut(key) {
                     *expires = Instant::now() + lease;
                 }
-                Ok(true)
+                Ok(Renewal::Kept)
             }
             Self::Redis(shared) => shared.renew(key, snapshot, lease, window).await,
         }

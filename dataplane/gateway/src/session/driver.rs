@@ -273,7 +273,12 @@ async fn carry_out(
                 }
             }
             Effect::Snapshot(snapshot) => {
-                if let Some(keeper) = &state.keeper {
+                let Some(keeper) = &state.keeper else { continue };
+                if snapshot.handoff.is_some() {
+                    // Written before the target is opened: a replica taking over makes the
+                    // handoff too.
+                    keeper.snapshot_now(snapshot).await;
+                } else {
                     keeper.snapshot(snapshot);
                 }
             }

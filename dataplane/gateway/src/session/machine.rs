@@ -96,6 +96,8 @@ pub struct Machine {
     /// Resumed from a snapshot, the client having received messages `(first, last)` the
     /// session does not hold: told once it is open (`session_restored`).
     pub(super) restored: Option<(u64, u64)>,
+    /// The number of the last message sent when the last snapshot was asked for.
+    pub(super) snapshot_seq: u64,
 }
 
 impl Machine {
@@ -156,6 +158,7 @@ impl Machine {
             out: VecDeque::new(),
             traceparent: None,
             restored: None,
+            snapshot_seq: 0,
         }
     }
 
@@ -226,6 +229,12 @@ impl Machine {
             Event::PingDue => {
                 self.ping(cx);
                 self.refresh_identity(cx);
+                // Between turns, what was sent since the last snapshot (a state change, a
+                // late line) is caught up with.
+                let between_turns = !self.kept.turn_open && self.kept.in_flight.is_empty();
+                if between_turns && self.snapshot_seq != self.replay.seq && matches!(self.phase, Phase::Live) {
+                    self.snapshot_now(None);
+                }
             }
         }
     }
@@ -313,6 +322,7 @@ impl Machine {
         }
         // An agent that is still answering keeps the session alive.
         self.last_activity = cx.now;
+        let mut turn_ended = false;
         let frame = match frame {
             RuntimeFrame::Text(text) => match ServerKind::peek(text.as_str()) {
                 Some(ServerKind::ConnectionClose) => {
@@ -333,9 +343,7 @@ impl Machine {
                     if let Some(before) = caller {
                         self.caller_observed(before, cx);
                     }
-                    if kind == Some(ServerKind::ResponseComplete) {
-                        self.snapshot_now(None);
-                    }
+                    turn_ended = kind == Some(ServerKind::ResponseComplete);
                     echo.map_or(Frame::Text(text), Frame::from)
                 }
             },
@@ -346,6 +354,9 @@ impl Machine {
         };
         self.first_frame_after_handoff(cx);
         self.deliver(frame);
+        if turn_ended {
+            self.snapshot_now(None);
+        }
         if self.pod_draining {
             self.move_if_between_turns(cx);
         }

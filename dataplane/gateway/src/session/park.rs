@@ -150,6 +150,7 @@ impl Machine {
     /// Asks for a snapshot now ([`Effect::Snapshot`]), where a shared store keeps one.
     pub(super) fn snapshot_now(&mut self, handoff: Option<(String, HandoffContext)>) {
         if self.limits.movable {
+            self.snapshot_seq = self.replay.seq;
             let snapshot = self.snapshot(handoff);
             self.push(super::machine::Effect::Snapshot(Box::new(snapshot)));
         }

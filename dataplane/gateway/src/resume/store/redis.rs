@@ -9,6 +9,10 @@
 //!   handoff or new token, kept for the resume window. When the lease lapses (the gateway
 //!   holding it died: SIGKILL, a lost node), a resume takes the snapshot instead of waiting.
 //! - `switchboard:session:<key>`: parked (the client went; the gateway parked it whole).
+//! - `switchboard:taken:<key>`: a snapshot was taken by a resume. A holder still alive
+//!   (its lease had lapsed: Redis unreachable from it) learns from it that the session
+//!   lives elsewhere now; a snapshot gone without it (Redis restarted empty) is written
+//!   again.
 //! - `switchboard:alias:<key>`: the newer key of a session whose token rotated (every
 //!   `bidi_connection_start` brings a new one, a handoff included), so a client that
 //!   dropped before it read the new token resumes with the old one.
@@ -27,15 +31,24 @@ const PREFIX: &str = "switchboard:session:";
 const PARKING: &str = "switchboard:parking:";
 const SNAPSHOT: &str = "switchboard:snapshot:";
 const ALIAS: &str = "switchboard:alias:";
+const TAKEN: &str = "switchboard:taken:";
+
+/// How long the mark of a taken snapshot stays: longer than any holder stays cut off from
+/// Redis and alive.
+const TAKEN_TTL: Duration = Duration::from_secs(3600);
 
 /// How long after a failure operations fail at once rather than try Redis again.
 pub const BACKOFF: Duration = Duration::from_secs(3);
 
 /// Renews a held session's lease and its snapshot — only while its snapshot is still
-/// there: a snapshot taken by a resume elsewhere (the lease had lapsed) means the session
-/// now lives on another connection, and this holder must let go (returns 0).
+/// there. A snapshot taken by a resume elsewhere (the lease had lapsed) means the session
+/// now lives on another connection, and this holder must let go (0); one gone otherwise
+/// (Redis restarted empty) is to be written again (2).
 const RENEW: &str = r"
-if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+  return 2
+end
 redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
 if ARGV[3] ~= '' then
   redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
@@ -44,6 +57,27 @@ else
 end
 return 1
 ";
+
+/// Takes a snapshot, leaving the mark that says it was taken.
+const TAKE_SNAPSHOT: &str = r"
+local value = redis.call('GET', KEYS[1])
+if value then
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+end
+return value
+";
+
+/// What a renewal found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// The hold is renewed.
+    Kept,
+    /// A resume elsewhere took the session: let it go.
+    Taken,
+    /// The store lost the hold (Redis restarted empty): register it again.
+    Lost,
+}
 
 /// The Redis store's connection, key and health.
 pub struct Shared {
@@ -136,24 +170,27 @@ impl Shared {
     }
 
     /// Renews the lease on `key` (and its snapshot: replaced by `snapshot` when given).
-    /// False when the snapshot is gone: a resume elsewhere took the session.
     pub(super) async fn renew(
         &self,
         key: &str,
         snapshot: Option<&Parked>,
         lease: Duration,
         window: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Renewal, StoreError> {
         let value = match snapshot {
             Some(snapshot) => seal(&self.signer, &snapshot_seal_key(key), snapshot)?,
             None => Vec::new(),
         };
         let mut conn = self.conn()?;
         let mut renew = redis::cmd("EVAL");
-        renew.arg(RENEW).arg(2).arg(format!("{PARKING}{key}")).arg(format!("{SNAPSHOT}{key}"));
-        renew.arg(millis(lease)).arg(millis(window)).arg(value);
+        renew.arg(RENEW).arg(3).arg(format!("{PARKING}{key}")).arg(format!("{SNAPSHOT}{key}"));
+        renew.arg(format!("{TAKEN}{key}")).arg(millis(lease)).arg(millis(window)).arg(value);
         let renewed: i64 = self.note(renew.query_async(&mut conn).await)?;
-        Ok(renewed == 1)
+        Ok(match renewed {
+            0 => Renewal::Taken,
+            2 => Renewal::Lost,
+            _ => Renewal::Kept,
+        })
     }
 
     /// Marks `key` held for `ttl` (a session being parked).
@@ -215,7 +252,10 @@ impl Shared {
             return Ok((None, true));
         }
         // Nobody holds it and it was never parked: the gateway that held it is gone.
-        let snapshot: Option<Vec<u8>> = self.note(conn.get_del(format!("{SNAPSHOT}{key}")).await)?;
+        let mut take = redis::cmd("EVAL");
+        take.arg(TAKE_SNAPSHOT).arg(2).arg(format!("{SNAPSHOT}{key}")).arg(format!("{TAKEN}{key}"));
+        take.arg(millis(TAKEN_TTL));
+        let snapshot: Option<Vec<u8>> = self.note(take.query_async(&mut conn).await)?;
         match snapshot {
             Some(value) => Ok((Some(open(&self.signer, &snapshot_seal_key(key), &value)?), false)),
             None => Ok((None, false)),

@@ -115,7 +115,8 @@ async fn memory_store_follows_a_rotated_token_to_the_session_and_forgets_an_ende
     // A handoff: the session's new token; the client may still hold the old one.
     store.hold("k2", Some("k1"), None, lease, window).await.expect("hold");
     assert_eq!(store.resolve("k1").await.expect("resolve"), "k2");
-    assert!(store.renew("k2", None, lease, window).await.expect("renew"), "an in-memory hold is always its own");
+    let renewal = store.renew("k2", None, lease, window).await.expect("renew");
+    assert_eq!(renewal, Renewal::Kept, "an in-memory hold is always its own");
     store.park("k2", &parked(), window, None).await.expect("park");
     let taken = store.take("k1", Duration::ZERO).await.expect("take").parked();
     assert_eq!(taken.map(|p| p.session_id).as_deref(), Some("s"), "the old token finds the parked session");

@@ -4,12 +4,14 @@
 //! Redis, a gateway that dies stops renewing: its sessions' leases lapse within
 //! [`lease`], and a resume through any replica takes the snapshot. Should a lease lapse
 //! while this gateway still holds the session (Redis unreachable from here for that long)
-//! and a resume elsewhere take it, the next renewal finds the snapshot gone and this
+//! and a resume elsewhere take it, the next renewal finds the snapshot taken and this
 //! gateway lets the session go ([`Keeper::taken`]): one copy of a session lives at a time.
+//! A hold the store lost (Redis restarted empty) is registered again.
 //!
 //! The store's writes happen here, in order, off the relay's path: a slow Redis delays
-//! a snapshot, never a frame. Only a new token is waited for, so that a client never holds
-//! a token the store does not know.
+//! a snapshot, never a frame. Two are waited for: a new token, so that a client never
+//! holds a token the store does not know, and a handoff's snapshot, so that the target is
+//! opened only once a replica taking over would make the handoff too.
 
 use std::time::Duration;
 
@@ -17,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::GatewayConfig;
-use crate::resume::{Parked, Store};
+use crate::resume::{Parked, Renewal, Store};
 
 /// Jobs queued before a snapshot is dropped (a newer one follows at the next boundary).
 const QUEUE: usize = 16;
@@ -33,8 +35,8 @@ pub fn lease(config: &GatewayConfig) -> Duration {
 enum Job {
     /// A new resume token's key; `previous` becomes its alias.
     Hold { key: String, previous: Option<String>, snapshot: Option<Box<Parked>>, done: oneshot::Sender<()> },
-    /// The session as it stands now.
-    Snapshot(Box<Parked>),
+    /// The session as it stands now; `done` when the relay waits for it.
+    Snapshot(Box<Parked>, Option<oneshot::Sender<()>>),
 }
 
 /// The keeper of one session's hold.
@@ -78,7 +80,15 @@ impl Keeper {
     /// Keeps `snapshot` as the session's (dropped when the queue is full: the next
     /// boundary brings a newer one).
     pub(super) fn snapshot(&self, snapshot: Box<Parked>) {
-        let _ = self.jobs.try_send(Job::Snapshot(snapshot));
+        let _ = self.jobs.try_send(Job::Snapshot(snapshot, None));
+    }
+
+    /// Keeps `snapshot` as the session's and returns once the store has it (or failed).
+    pub(super) async fn snapshot_now(&self, snapshot: Box<Parked>) {
+        let (done, written) = oneshot::channel();
+        if self.jobs.send(Job::Snapshot(snapshot, Some(done))).await.is_ok() {
+            let _ = tokio::time::timeout(WAIT, written).await;
+        }
     }
 
     /// Stops, after the writes under way: none lands after the session is parked or
@@ -126,9 +136,13 @@ impl Run {
                     let _ = done.send(());
                     held
                 }
-                Some(Job::Snapshot(snapshot)) => {
+                Some(Job::Snapshot(snapshot, done)) => {
                     self.last = Some(snapshot);
-                    self.renew(true).await
+                    let kept = self.renew(true).await;
+                    if let Some(done) = done {
+                        let _ = done.send(());
+                    }
+                    kept
                 }
                 None => self.renew(false).await,
             };
@@ -162,7 +176,12 @@ impl Run {
         }
         let snapshot = if changed { self.last.as_deref() } else { None };
         match self.store.renew(key, snapshot, self.lease, self.window).await {
-            Ok(kept) => kept,
+            Ok(Renewal::Kept) => true,
+            Ok(Renewal::Taken) => false,
+            Ok(Renewal::Lost) => {
+                tracing::info!(session_id = %self.id, "the session store lost this session's hold (restarted?); registering it again");
+                self.register(None).await
+            }
             Err(error) => {
                 tracing::warn!(session_id = %self.id, "cannot renew the session's hold for resume: {error}");
                 true

@@ -1,0 +1,88 @@
+//! `switchboard gateway` as a process of its own, routing to the fleet's runtimes by a
+//! routes file (as on a VM), for the tests that need what only a process has: its RSS,
+//! or a SIGKILL.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use switchboard_crds::routing::{RoutingTable, SESSION_PATH};
+
+use crate::client::get;
+use crate::fleet::{Fleet, KEY};
+
+/// A gateway process, killed (and waited for) when dropped.
+pub struct GatewayProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl GatewayProcess {
+    /// Starts a gateway with the routes file and key in `dir` (see [`write_routes`]) and
+    /// the extra `args`; returns once it is ready.
+    pub async fn start(dir: &Path, args: &[&str]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args(["gateway", "--listen", &addr.to_string()])
+            .arg("--gateway-key-file")
+            .arg(dir.join("gateway.pem"))
+            .arg("--routes-file")
+            .arg(dir.join("routes.json"))
+            .args(args)
+            .env("SWITCHBOARD_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("starts the gateway");
+        let process = Self { child, addr };
+        for _ in 0..200 {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() && get(addr, "/readyz").await.0 == 200 {
+                return process;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the gateway did not become ready");
+    }
+
+    /// Its sessions' URL.
+    pub fn url(&self) -> String {
+        format!("ws://{}{SESSION_PATH}", self.addr)
+    }
+
+    /// Kills it at once (SIGKILL): no drain, no park; the kernel resets its sockets.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A fresh folder with the fleet gateway's key and a routes file naming the fleet's
+/// runtimes for the Example Bank agents; `via` may put another address (a proxy) in front
+/// of an agent's.
+pub fn write_routes(fleet: &Fleet, via: impl Fn(&str, SocketAddr) -> SocketAddr) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("switchboard-gateway-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let directory = fleet.directory.borrow().clone();
+    let routes = ["triage", "idv", "banking", "disputes"]
+        .into_iter()
+        .map(|name| {
+            let target = directory.lookup("bank", name).expect("a route");
+            let addr = via(name, target.ready[0]);
+            let mut route = target.route.clone();
+            route.service = addr.ip().to_string();
+            route.port = addr.port();
+            route
+        })
+        .collect();
+    std::fs::write(dir.join("routes.json"), RoutingTable::new(routes).to_json()).expect("routes");
+    let key = switchboard_core::grant::GatewaySigner::from_seed(&KEY).to_pem().expect("pem");
+    std::fs::write(dir.join("gateway.pem"), key).expect("key");
+    dir
+}
