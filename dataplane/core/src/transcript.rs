@@ -12,7 +12,8 @@ pub struct TranscriptEntry {
     /// The agent serving it.
     pub agent: String,
     /// What happened: `user`, `assistant`, `tool_call`, `tool_result`, `handoff`,
-    /// `memory`, `transition`, `compaction`, `end`.
+    /// `memory`, `transition`, `compaction` (turns cut off), `summary` (the model summary of
+    /// them arrived), `end`.
     pub event: String,
     /// The details.
     pub data: serde_json::Value,

@@ -22,7 +22,8 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 pub const FRAME_BYTES: usize = 640;
 
 /// Voice rules first (the banking rules that read the system prompt cannot apply to a
-/// voice stream, whose prompt is fixed when it opens), then the bundled banking rules.
+/// voice stream, whose prompt is fixed when it opens) — after the bundled rules that write
+/// a long conversation's summary —, then the bundled banking rules.
 const VOICE_RULES: &str = r#"
   - name: voice-story
     when: { userText: "(?i)story" }
@@ -51,7 +52,8 @@ pub const HOURS: u32 = 6;
 /// The banking script with the voice rules and a `sonic:` section; `extra` is more YAML
 /// for the `sonic:` section (indented two spaces), `top` more top-level YAML.
 pub fn script(extra: &str, top: &str) -> String {
-    let rules = BANKING_SCRIPT_YAML.replacen("\nrules:\n", &format!("\nrules:{VOICE_RULES}"), 1);
+    let rules =
+        BANKING_SCRIPT_YAML.replacen("\n  - name: greeting\n", &format!("{VOICE_RULES}\n  - name: greeting\n"), 1);
     format!(
         r#"{rules}
 {top}
@@ -131,11 +133,16 @@ pub async fn banking_speaking_first(yaml: &str, speak_first: bool) -> Running {
 /// [`banking`] on a copy of the example that `edit` changed first (removed with the
 /// returned [`Running`]).
 pub async fn banking_edited(yaml: &str, edit: impl FnOnce(&std::path::Path)) -> Running {
+    banking_edited_with(yaml, edit, ServerConfig::default()).await
+}
+
+/// [`banking_edited`] with `server`'s settings.
+pub async fn banking_edited_with(yaml: &str, edit: impl FnOnce(&std::path::Path), server: ServerConfig) -> Running {
     let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     let copy = std::env::temp_dir().join(format!("switchboard-voice-banking-{}", uuid::Uuid::new_v4()));
     copy_dir(&example, &copy);
     edit(&copy);
-    let mut running = local_mode(&copy, yaml, ServerConfig::default()).await;
+    let mut running = local_mode(&copy, yaml, server).await;
     running._keep.push(Box::new(TempDir(copy)));
     running
 }

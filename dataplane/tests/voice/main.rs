@@ -6,6 +6,7 @@
 mod audio_input;
 mod banking;
 mod common;
+mod compaction;
 mod filler;
 mod formats;
 mod heard;
