@@ -24,12 +24,17 @@
 //! `floor/mod.rs`), `BENCH_TRACING=on` (adds `traced` rows: a second runtime, the same agent
 //! and simulator, exporting every span — sessions, turns, Nova Sonic streams — over OTLP/HTTP
 //! to a receiver in this process that answers at once: tracing's cost beside the untraced
-//! runtime's in the same run).
+//! runtime's in the same run), `BENCH_FORMATS` (`0` skips the format rows: the same runtime
+//! with clients in 8 kHz μ-law both ways and with binary reply frames beside today's 16 kHz
+//! PCM16 in / base64 24 kHz PCM16 out, per-frame CPU and latency, see
+//! `voice_relay/formats.rs`), `BENCH_FORMAT_ROUNDS` (rounds of the format variants, default 2).
 
 #[path = "common/mod.rs"]
 mod common;
 #[path = "floor/mod.rs"]
 mod floor;
+#[path = "voice_relay/formats.rs"]
+mod formats;
 
 use std::time::Duration;
 
@@ -49,6 +54,8 @@ async fn bench() {
     let silence_ms: u64 = env_or("BENCH_SILENCE_MS", 200);
     let silence_frames = (silence_ms / 20) as usize;
     let with_floor = std::env::var("BENCH_FLOOR").map_or(true, |v| v != "0");
+    let with_formats = std::env::var("BENCH_FORMATS").map_or(true, |v| v != "0");
+    let format_rounds: usize = env_or("BENCH_FORMAT_ROUNDS", 2);
     let script = format!(
         r#"
 sonic:
@@ -123,6 +130,10 @@ default: {{ text: "Hello there, how can I help?" }}
             overhead.last().copied().unwrap_or_default(),
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if with_formats {
+        formats::codec_costs();
+        formats::run(&stack.url, stack.runtime_pid, sessions, turns, silence_frames, format_rounds).await;
     }
     if let Some(sink) = sink {
         sink.report().await;
