@@ -220,6 +220,16 @@ pub enum ServerMessage {
         /// The new state.
         state: SessionState,
     },
+    /// A `session_update` applied: the settings it changed, now in effect for the rest of
+    /// the session — across handoffs, moves and resumes (the gateway carries them).
+    BidiSessionUpdated {
+        /// The voice now speaking, when the update changed it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        voice: Option<String>,
+        /// The modalities now in use, when the update changed them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        modalities: Option<Vec<String>>,
+    },
     /// The voice model's stream was replaced (proactive rotation before the service's
     /// connection limit, recovery from a stream error, or a voice change). History was
     /// replayed and no audio was lost; nothing for the client to do.

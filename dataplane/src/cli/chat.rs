@@ -145,6 +145,11 @@ fn print_message(message: &ServerMessage, live: bool) {
         | ServerMessage::BidiSpeechStopped {}
         | ServerMessage::BidiSessionState { .. } => {}
         ServerMessage::BidiInterruption {} => println!("  [interrupted]"),
+        ServerMessage::BidiSessionUpdated { voice, modalities } => {
+            let voice = voice.iter().map(|v| format!(" voice {v}"));
+            let modalities = modalities.iter().map(|m| format!(" modalities {}", m.join(", ")));
+            println!("  [updated:{}]", voice.chain(modalities).collect::<String>());
+        }
         ServerMessage::BidiConnectionRestart { reason, .. } => println!("  [model stream restarted: {reason}]"),
     }
 }

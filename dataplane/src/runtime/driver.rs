@@ -243,8 +243,12 @@ impl Driver<'_> {
                         .map(|why| (ErrorCode::UnsupportedModality, format!("{why}; nothing was changed"))),
                     Ok(None) => None,
                 };
-                if let Some((code, message)) = refused {
-                    self.error(code, &message).await?;
+                match refused {
+                    Some((code, message)) => self.error(code, &message).await?,
+                    None => {
+                        let modalities = update.check().ok().flatten().map(|m| m.names());
+                        self.send(ServerMessage::BidiSessionUpdated { voice: None, modalities }).await?;
+                    }
                 }
                 None
             }

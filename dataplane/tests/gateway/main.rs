@@ -22,6 +22,7 @@ mod redis;
 mod resume;
 mod scopes;
 mod sessions;
+mod settings;
 mod voice;
 #[path = "../voice/common.rs"]
 #[allow(dead_code)]

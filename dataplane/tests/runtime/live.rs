@@ -150,6 +150,14 @@ async fn cancel_stops_a_tool_wait_and_bad_controls_get_specific_errors() {
     );
     client.send_raw(r#"{"type":"session_update","model":"another"}"#).await;
     client.until(|m| is_error(m, &ErrorCode::FixedSetting)).await;
+    // What a text session can be set to is acknowledged with what now holds.
+    let text = SessionUpdate { modalities: Some(vec!["TEXT".into()]), ..SessionUpdate::default() };
+    client.send(&ClientMessage::SessionUpdate(text)).await;
+    let updated = client.until(|m| matches!(m, ServerMessage::BidiSessionUpdated { .. })).await;
+    assert!(
+        matches!(updated.last(), Some(ServerMessage::BidiSessionUpdated { voice: None, modalities: Some(m) }) if m == &["text"]),
+        "{updated:?}"
+    );
     client.send(&ClientMessage::BidiAudioInputEnd {}).await;
     client.until(|m| is_error(m, &ErrorCode::UnsupportedModality)).await;
 

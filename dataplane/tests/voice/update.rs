@@ -44,6 +44,12 @@ async fn a_hybrid_caller_switches_to_text_and_back_and_fixed_settings_stay_as_th
 
     // Text only: answered without audio, and the microphone's frames stop reaching the model.
     call.send(&modalities(&["text"]));
+    let updated = call.until(|m| matches!(m, ServerMessage::BidiSessionUpdated { .. })).await;
+    assert!(
+        matches!(updated.last(), Some(ServerMessage::BidiSessionUpdated { voice: None, modalities: Some(m) }) if m == &["text"]),
+        "acknowledged with what now holds: {:#?}",
+        summary(&updated)
+    );
     let typed = ask_hours(&mut call).await;
     assert_eq!(audio_bytes(&typed), 0, "no reply audio: {:#?}", summary(&typed));
     let before = running.sim.sonic_stats().audio_frames;

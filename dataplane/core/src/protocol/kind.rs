@@ -29,6 +29,8 @@ pub enum ServerKind {
     SpeechStopped,
     /// `bidi_session_state`
     SessionState,
+    /// `bidi_session_updated`
+    SessionUpdated,
     /// `bidi_connection_restart`
     ConnectionRestart,
     /// `tool_start`
@@ -57,7 +59,7 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind.
-    pub const ALL: [Self; 22] = [
+    pub const ALL: [Self; 23] = [
         Self::ConnectionStart,
         Self::TranscriptStream,
         Self::ResponseStart,
@@ -68,6 +70,7 @@ impl ServerKind {
         Self::SpeechStarted,
         Self::SpeechStopped,
         Self::SessionState,
+        Self::SessionUpdated,
         Self::ConnectionRestart,
         Self::ToolStart,
         Self::ToolProgress,
@@ -95,6 +98,7 @@ impl ServerKind {
             Self::SpeechStarted => "bidi_speech_started",
             Self::SpeechStopped => "bidi_speech_stopped",
             Self::SessionState => "bidi_session_state",
+            Self::SessionUpdated => "bidi_session_updated",
             Self::ConnectionRestart => "bidi_connection_restart",
             Self::ToolStart => "tool_start",
             Self::ToolProgress => "tool_progress",
@@ -155,6 +159,7 @@ impl ServerMessage {
             Self::BidiSpeechStarted {} => ServerKind::SpeechStarted,
             Self::BidiSpeechStopped {} => ServerKind::SpeechStopped,
             Self::BidiSessionState { .. } => ServerKind::SessionState,
+            Self::BidiSessionUpdated { .. } => ServerKind::SessionUpdated,
             Self::BidiConnectionRestart { .. } => ServerKind::ConnectionRestart,
             Self::ToolStart { .. } => ServerKind::ToolStart,
             Self::ToolProgress { .. } => ServerKind::ToolProgress,
@@ -227,6 +232,7 @@ mod tests {
             ServerMessage::BidiSpeechStarted {},
             ServerMessage::BidiSpeechStopped {},
             ServerMessage::BidiSessionState { state: crate::protocol::SessionState::ExecutingTool },
+            ServerMessage::BidiSessionUpdated { voice: Some("matthew".into()), modalities: None },
             ServerMessage::BidiConnectionRestart { reason: "rotation".into(), generation: 2 },
             ServerMessage::ToolStart {
                 tool_use_id: "t".into(),

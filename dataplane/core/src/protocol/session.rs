@@ -88,6 +88,11 @@ pub struct Modalities {
 }
 
 impl Modalities {
+    /// Their names, as `session_start.modalities` writes them.
+    pub fn names(self) -> Vec<String> {
+        [("audio", self.audio), ("text", self.text)].into_iter().filter(|(_, on)| *on).map(|(n, _)| n.into()).collect()
+    }
+
     /// Whether a session over the voice model (one that started with audio) of a voice
     /// (`hybrid` false) or hybrid agent may use these modalities: a voice agent needs
     /// audio and takes no typed text. The error completes "agent NAME ...".

@@ -344,6 +344,9 @@ impl Machine {
                         self.caller_observed(before, cx);
                     }
                     turn_ended = kind == Some(ServerKind::ResponseComplete);
+                    if kind == Some(ServerKind::SessionUpdated) {
+                        self.settings_updated(text.as_str());
+                    }
                     echo.map_or(Frame::Text(text), Frame::from)
                 }
             },
@@ -412,6 +415,20 @@ impl Machine {
         self.record(&frame);
         self.replay.record(frame.clone(), self.limits.replay_messages, self.limits.replay_bytes);
         self.push(Effect::Client(frame));
+    }
+
+    /// A runtime applied the client's `session_update`: the settings it changed hold for
+    /// the rest of the session, so every runtime session opened later (a handoff, a move,
+    /// a resume) starts with them.
+    fn settings_updated(&mut self, text: &str) {
+        if let Ok(ServerMessage::BidiSessionUpdated { voice, modalities }) = serde_json::from_str(text) {
+            if voice.is_some() {
+                self.voice = voice;
+            }
+            if let Some(modalities) = modalities {
+                self.modalities = modalities;
+            }
+        }
     }
 
     /// Hands a text message (not reply audio) to the conversation record, when kept.

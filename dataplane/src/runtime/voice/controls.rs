@@ -56,14 +56,17 @@ impl Voice<'_> {
             let message = format!("agent {} {why}; nothing was changed", spec.agent.name);
             return self.error(ErrorCode::UnsupportedModality, message).await;
         }
-        if let Some(voice) = update.voice
-            && self.stream.change_voice(voice).await.is_err()
+        if let Some(voice) = &update.voice
+            && self.stream.change_voice(voice.clone()).await.is_err()
         {
             return Some(Exit::Closed("the voice model session ended".into()));
         }
         if let Some(modalities) = modalities {
             self.audio_on = modalities.audio;
         }
-        None
+        // What changed, for the client and the gateway (which keeps it for the session).
+        let updated =
+            ServerMessage::BidiSessionUpdated { voice: update.voice, modalities: modalities.map(|m| m.names()) };
+        self.send(updated).await.err()
     }
 }

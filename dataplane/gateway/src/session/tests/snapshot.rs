@@ -97,3 +97,20 @@ fn a_session_taken_by_a_resume_elsewhere_closes_here_and_is_not_parked() {
     );
     assert_eq!(drive.ending(), Some(&Ending::TakenOver));
 }
+
+#[test]
+fn settings_a_runtime_applied_hold_for_the_next_agent_and_a_resume() {
+    let mut drive = Drive::live();
+    let update = serde_json::json!({"type": "bidi_session_updated", "voice": "amy", "modalities": ["text"]});
+    let effects = drive.runtime(update);
+    assert!(!to_client(&effects).is_empty(), "the client is told too: {effects:?}");
+    drive.runtime(serde_json::json!({"type": "bidi_session_updated", "modalities": ["audio", "text"]}));
+    assert_eq!(drive.machine.voice().as_deref(), Some("amy"), "a later update naming no voice keeps it");
+    assert_eq!(drive.machine.modalities(), ["audio", "text"]);
+    // A handoff opens the target with them; a parked session keeps them.
+    drive.runtime(handoff("idv"));
+    drive.closed(close_code::HANDOFF);
+    assert!(drive.opening().is_some());
+    let parked = drive.machine.take_parked();
+    assert_eq!((parked.voice.as_deref(), parked.modalities.len()), (Some("amy"), 2));
+}
