@@ -198,3 +198,65 @@ proptest! {
 fn summary_bytes_max() -> usize {
     switchboard_core::context::summary_bytes(1024)
 }
+
+/// One step of a random conversation.
+#[derive(Clone, Debug)]
+enum Step {
+    Say(usize),
+    Reply(usize),
+    TooLong,
+    Summary { back: u64, len: usize },
+    Failed,
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    prop::collection::vec(
+        prop_oneof![
+            (50usize..2000).prop_map(Step::Say),
+            (1usize..800).prop_map(Step::Reply),
+            Just(Step::TooLong),
+            (0u64..3, 0usize..3000).prop_map(|(back, len)| Step::Summary { back, len }),
+            Just(Step::Failed),
+        ],
+        1..60,
+    )
+}
+
+proptest! {
+    /// Whatever happens in whatever order — replies, refusals as too long, summaries late,
+    /// stale or huge, failures — every model call starts with a user turn, a call refused
+    /// as too long is made again at most once, and the summary stays within its share.
+    #[test]
+    fn compaction_rules_hold_in_any_order(steps in steps()) {
+        let now = Instant::now();
+        let mut session = session(1024, false);
+        let mut latest = 0u64;
+        let mut refused_in_a_row = 0;
+        for (i, step) in steps.into_iter().enumerate() {
+            let input = match step {
+                Step::Say(n) => Input::user_text(format!("say {i} {}", "w".repeat(n))),
+                Step::Reply(n) => Input::ModelReply(switchboard_core::ModelReply { text: "r".repeat(n), ..Default::default() }),
+                Step::TooLong => Input::ContextTooLong { message: "Input is too long for requested model.".into() },
+                Step::Summary { back, len } => Input::Summary { id: latest.saturating_sub(back), outcome: Ok("s".repeat(len)) },
+                Step::Failed => Input::ModelFailed { code: "throttled".into(), message: "busy".into() },
+            };
+            let too_long = matches!(input, Input::ContextTooLong { .. });
+            // A reply ends the call (a tool round would be a new call).
+            let answered = matches!(input, Input::ModelReply(_));
+            let effects = session.handle(input, now);
+            latest = summaries(&effects).last().map_or(latest, |(id, _)| *id);
+            for request in model_calls(&effects) {
+                prop_assert!(is_turn_start(&request.messages[0]), "{:?}", request.messages[0]);
+            }
+            // (A refusal that fails its turn may start the next queued one: a new turn's call.)
+            let new_turn = effects.iter().any(|e| matches!(e, Effect::Send(ServerMessage::BidiResponseStart { .. })));
+            if too_long && !new_turn && !model_calls(&effects).is_empty() {
+                refused_in_a_row += 1;
+                prop_assert!(refused_in_a_row <= 1, "a refused call is made again once");
+            } else if answered || new_turn {
+                refused_in_a_row = 0;
+            }
+            prop_assert!(session.summary().len() <= switchboard_core::context::summary_bytes(1024));
+        }
+    }
+}
