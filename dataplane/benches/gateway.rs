@@ -17,6 +17,10 @@
 //! 6. **The conversation record, on vs off**: two gateways in front of the same runtimes,
 //!    one recording into a SQLite file (`--record-database-url`), alternated: text turns
 //!    (latency, and each gateway's CPU per turn) and voice sessions (CPU per relayed frame).
+//! 7. **Memory per live voice session**: `BENCH_VOICE_SESSIONS` calls of `BENCH_LIVE_TURNS`
+//!    spoken turns stay on the line through the gateway, then as many straight to another
+//!    runtime process: the gateway's RSS growth per call while they are live and after
+//!    they hung up, beside the runtime's behind it and the runtime's alone.
 //!
 //! Real release binaries as child processes: `switchboard sim`, `switchboard runtime` (one
 //! per agent, each trusting the gateway's key) and `switchboard gateway` with a routing
@@ -28,10 +32,13 @@
 //!
 //! Environment: `BENCH_SESSIONS` (default 100), `BENCH_TURNS` (default 5), `BENCH_IDLE`
 //! (default 1000), `BENCH_VOICE_SESSIONS` (default 50), `BENCH_WORKERS` (tokio workers of
-//! every process, default 1), `BENCH_ONLY=record` (section 6 alone).
+//! every process, default 1), `BENCH_LIVE_TURNS` (default 8), `BENCH_ONLY=record` (section 6
+//! alone), `BENCH_ONLY=voice` (sections 4 and 7 alone).
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "gateway/voice.rs"]
+mod voice;
 
 use std::time::{Duration, Instant};
 
@@ -177,38 +184,6 @@ async fn voice_handoff_gap(url: String, silence_frames: usize) -> (Duration, Dur
     }
 }
 
-/// Voice sessions against `url`: (latencies in ms, frames relayed).
-async fn voice_round(url: &str, sessions: usize, turns: usize, silence_frames: usize) -> (Vec<f64>, u64) {
-    let mut clients = Vec::with_capacity(sessions);
-    for _ in 0..sessions {
-        clients.push(common::open(url).await);
-    }
-    let tasks: Vec<_> = clients
-        .into_iter()
-        .enumerate()
-        .map(|(i, mut ws)| {
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_micros((i as u64 * 997) % 40_000)).await;
-                let (mut samples, mut relayed) = (Vec::with_capacity(turns), 0);
-                for _ in 0..turns {
-                    let (latency, frames) = common::spoken_turn(&mut ws, silence_frames).await;
-                    samples.push(latency);
-                    relayed += frames;
-                }
-                let _ = ws.close(None).await;
-                (samples, relayed)
-            })
-        })
-        .collect();
-    let (mut all, mut relayed) = (Vec::new(), 0);
-    for task in tasks {
-        let (samples, frames) = task.await.expect("a session");
-        all.extend(samples);
-        relayed += frames;
-    }
-    (ms(&mut all), relayed)
-}
-
 fn row(label: &str, samples: &[f64]) -> (f64, f64) {
     let (p50, p99) = (percentile(samples, 0.5), percentile(samples, 0.99));
     println!("  {label:<28} {:>5} samples: p50 {p50:>8.3} ms, p99 {p99:>8.3} ms", samples.len());
@@ -251,8 +226,16 @@ async fn bench() {
     let script = text_script();
     let silence_ms = 200;
     let voice_script = voice_script(silence_ms);
-    if std::env::var("BENCH_ONLY").is_ok_and(|only| only == "record") {
-        return record_on_off(&script, &voice_script, sessions, turns, voice_sessions, silence_ms / 20).await;
+    let live_turns: usize = env_or("BENCH_LIVE_TURNS", 8);
+    match std::env::var("BENCH_ONLY").as_deref() {
+        Ok("record") => {
+            return record_on_off(&script, &voice_script, sessions, turns, voice_sessions, silence_ms / 20).await;
+        }
+        Ok("voice") => {
+            voice::voice_cpu(&voice_script, voice_sessions, turns, silence_ms / 20).await;
+            return voice::voice_memory(&voice_script, voice_sessions, live_turns, silence_ms / 20).await;
+        }
+        _ => {}
     }
     let mut stack = Stack::start(&script, "triage", capacity).await;
     let (idv, _) = stack.add_runtime("idv", capacity).await;
@@ -315,28 +298,8 @@ async fn bench() {
     drop(stack);
 
     // 4: voice, the idv agent, a script of one phrase and an immediate reply.
-    let mut stack = Stack::start(&voice_script, "idv", (voice_sessions * 2 + 10) as u32).await;
-    let idv = stack.addr.clone();
-    let (gateway, gateway_pid) = stack.add_gateway(&[("idv", &idv)], voice_sessions * 4).await;
     let silence_frames = silence_ms / 20;
-    let mut warm = common::open(&gateway).await;
-    common::spoken_turn(&mut warm, silence_frames).await;
-    drop(warm);
-    println!("\n4. voice: {voice_sessions} sessions x {turns} spoken turns, 20 ms frames both ways in real time");
-    let (runtime_cpu, gateway_cpu) = (cpu_ticks(stack.runtime_pid), cpu_ticks(gateway_pid));
-    let (via, relayed) = voice_round(&gateway, voice_sessions, turns, silence_frames).await;
-    let runtime_used = (cpu_ticks(stack.runtime_pid) - runtime_cpu) as f64 * 10.0;
-    let gateway_used = (cpu_ticks(gateway_pid) - gateway_cpu) as f64 * 10.0;
-    let (direct, _) = voice_round(&stack.url, voice_sessions, turns, silence_frames).await;
-    row("end of speech -> audio, direct", &direct);
-    row("... through the gateway", &via);
-    println!(
-        "  CPU through the gateway: gateway {gateway_used:.0} ms, runtime {runtime_used:.0} ms ({:.1} %); {relayed} frames relayed: gateway {:.1} us per frame, runtime {:.1} us",
-        100.0 * gateway_used / runtime_used.max(1.0),
-        1000.0 * gateway_used / relayed as f64,
-        1000.0 * runtime_used / relayed as f64,
-    );
-    drop(stack);
+    voice::voice_cpu(&voice_script, voice_sessions, turns, silence_frames).await;
 
     // 5: voice handoffs, triage (hybrid) -> idv (voice), each on its own runtime process.
     let handoffs: usize = env_or("BENCH_VOICE_HANDOFFS", 100);
@@ -372,6 +335,7 @@ sonic:
     drop(stack);
 
     record_on_off(&script, &voice_script, sessions, turns, voice_sessions, silence_frames).await;
+    voice::voice_memory(&voice_script, voice_sessions, live_turns, silence_frames).await;
 }
 
 /// 6: the same load through a gateway that records and one that does not, alternated.
@@ -434,10 +398,10 @@ async fn record_on_off(
     }
     println!(" {voice_sessions} voice sessions x {turns} spoken turns, off then on:");
     let before = cpu_ticks(plain_pid);
-    let (off, off_frames) = voice_round(&plain, voice_sessions, turns, silence_frames).await;
+    let (off, off_frames) = voice::voice_round(&plain, voice_sessions, turns, silence_frames).await;
     let off_cpu = (cpu_ticks(plain_pid) - before) as f64 * 10.0;
     let before = cpu_ticks(kept_pid);
-    let (on, on_frames) = voice_round(&kept, voice_sessions, turns, silence_frames).await;
+    let (on, on_frames) = voice::voice_round(&kept, voice_sessions, turns, silence_frames).await;
     let on_cpu = (cpu_ticks(kept_pid) - before) as f64 * 10.0;
     row("end of speech -> audio, off", &off);
     row("... record on", &on);
