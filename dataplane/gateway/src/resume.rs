@@ -79,6 +79,18 @@ impl Frame {
         }
     }
 
+    /// The frame in an allocation of its own. A frame read from a socket shares the
+    /// reader's buffer (tungstenite splits each message off its read buffer, 8 KiB here),
+    /// so a copy held for replay would keep that whole buffer alive for as long as it is
+    /// held: 8 KiB for a 100-byte transcript line, measured as most of a live voice
+    /// session's memory in the gateway (BENCHMARKS.md, `gateway`, part 7).
+    fn compact(self) -> Self {
+        match self {
+            Self::Text(text) => Self::Text(text.as_str().to_owned().into()),
+            Self::Binary(data) => Self::Binary(Bytes::copy_from_slice(&data)),
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Self::Text(text) => text.len(),
@@ -160,12 +172,13 @@ pub struct Missed {
 }
 
 impl Replay {
-    /// Numbers a message about to be sent and keeps a copy; returns its number. The
-    /// oldest copies go first when the budget (`max_frames`, `max_bytes`) is exceeded.
+    /// Numbers a message about to be sent and keeps a copy (in an allocation of its own:
+    /// [`Frame::compact`]); returns its number. The oldest copies go first when the budget
+    /// (`max_frames`, `max_bytes`) is exceeded.
     pub fn record(&mut self, frame: Frame, max_frames: usize, max_bytes: usize) -> u64 {
         self.seq += 1;
         self.bytes += frame.len();
-        self.frames.push_back((self.seq, frame));
+        self.frames.push_back((self.seq, frame.compact()));
         self.trim(max_frames, max_bytes);
         self.seq
     }
@@ -308,6 +321,26 @@ mod tests {
         let missed = replay.since(Some(0));
         assert_eq!(missed.frames, vec![text("reply 1"), text("reply 2"), audio()], "the new reply's audio stays");
         assert_eq!(missed.gap, None, "dropped audio is no gap");
+    }
+
+    #[test]
+    fn a_held_frame_does_not_keep_the_buffer_it_was_read_into() {
+        // As tungstenite hands over a message: split off its read buffer, sharing it.
+        let mut buffer = bytes::BytesMut::with_capacity(8 * 1024);
+        buffer.extend_from_slice(br#"{"type":"bidi_transcript_stream","text":"hi"}"#);
+        buffer.extend_from_slice(&[0; 640]);
+        let text = buffer.split_to(45).freeze();
+        let binary = buffer.split_to(640).freeze();
+        let text = Frame::Text(Utf8Bytes::try_from(text.clone()).expect("utf-8"));
+        let mut replay = Replay::default();
+        replay.record(text.clone(), 100, 1 << 20);
+        replay.record(Frame::Binary(binary.clone()), 100, 1 << 20);
+        let held = replay.since(None).frames;
+        assert_eq!(held, vec![text.clone(), Frame::Binary(binary.clone())], "the same messages");
+        let (Frame::Text(sent), Frame::Text(kept)) = (&text, &held[0]) else { panic!("text") };
+        assert_ne!(sent.as_str().as_ptr(), kept.as_str().as_ptr(), "the text is held in its own allocation");
+        let Frame::Binary(kept) = &held[1] else { panic!("binary") };
+        assert_ne!(binary.as_ptr(), kept.as_ptr(), "the audio is held in its own allocation");
     }
 
     #[test]
