@@ -106,6 +106,7 @@ pub fn init_for(service: &str, filter: &str, format: LogFormat) -> Telemetry {
         };
         let layer = traces.as_ref().map(traces::Traces::layer);
         tracing_subscriber::registry().with(logs).with(layer).init();
+        quiet_log_crate(filter);
         if let Some(problem) = problem {
             tracing::warn!("traces are off: {problem}");
         } else if let Some(traces) = &traces {
@@ -117,11 +118,49 @@ pub fn init_for(service: &str, filter: &str, format: LogFormat) -> Telemetry {
     {
         let _ = service;
         tracing_subscriber::registry().with(logs).init();
+        quiet_log_crate(filter);
         Telemetry::default()
     }
 }
 
 type BoxedLayer = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
+
+/// Lets through the `log` crate's macros (tungstenite's and rustls's, bridged into
+/// tracing) only up to the most verbose level the log filter can write. `init` sets the
+/// `log` crate's level from the subscriber's hint, which the combined filters of
+/// [`log_layer_to`] (and the traces layer's) leave at TRACE: every `log::trace!` of
+/// tungstenite — two per WebSocket frame — was built into a record and offered to the
+/// filters, about 15 % of the gateway's CPU when relaying voice (BENCHMARKS.md, `gateway`).
+/// Traces take only `switchboard*` targets, written with tracing, never `log`.
+fn quiet_log_crate(filter: &str) {
+    log::set_max_level(log_level(&env_filter(filter)));
+}
+
+/// The most verbose level `filter` writes, as the `log` crate names it.
+fn log_level(filter: &EnvFilter) -> log::LevelFilter {
+    match filter.max_level_hint() {
+        Some(tracing::level_filters::LevelFilter::OFF) => log::LevelFilter::Off,
+        Some(tracing::level_filters::LevelFilter::ERROR) => log::LevelFilter::Error,
+        Some(tracing::level_filters::LevelFilter::WARN) => log::LevelFilter::Warn,
+        Some(tracing::level_filters::LevelFilter::INFO) => log::LevelFilter::Info,
+        Some(tracing::level_filters::LevelFilter::DEBUG) => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    }
+}
+
+/// The log lines' filter: `RUST_LOG`, else `filter`, else `info`; rustls's warning about
+/// IP addresses as SNI silenced unless the filter names rustls.
+fn env_filter(filter: &str) -> EnvFilter {
+    let mut filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(filter))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    if !filter.to_string().contains("rustls")
+        && let Ok(quiet) = QUIET_RUSTLS_SNI.parse()
+    {
+        filter = filter.add_directive(quiet);
+    }
+    filter
+}
 
 /// Log lines: `format` on stderr, filtered by `filter` (or `RUST_LOG`) — a filter of
 /// their own, so that a quieter log does not silence traces.
@@ -138,14 +177,7 @@ where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
     use tracing_subscriber::filter::{FilterExt as _, filter_fn};
-    let mut filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(filter))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    if !filter.to_string().contains("rustls")
-        && let Ok(quiet) = QUIET_RUSTLS_SNI.parse()
-    {
-        filter = filter.add_directive(quiet);
-    }
+    let filter = env_filter(filter);
     let session_spans = filter_fn(|meta| {
         meta.is_span() && *meta.level() <= tracing::Level::INFO && meta.target().starts_with("switchboard")
     });
@@ -183,6 +215,16 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn the_log_crate_is_let_through_only_as_far_as_the_filter_writes() {
+        let level = |filter: &str| log_level(&EnvFilter::new(filter));
+        assert_eq!(level("warn"), log::LevelFilter::Warn, "tungstenite's trace lines are not even built");
+        assert_eq!(level("info"), log::LevelFilter::Info);
+        assert_eq!(level("warn,switchboard_gateway=debug"), log::LevelFilter::Debug, "the most verbose directive");
+        assert_eq!(level("tungstenite=trace"), log::LevelFilter::Trace, "asked for, written");
+        assert_eq!(level("off"), log::LevelFilter::Off);
     }
 
     #[test]
