@@ -122,12 +122,21 @@ fn print_message(message: &ServerMessage, live: bool) {
         ServerMessage::BidiUsage { input_tokens, output_tokens, .. } => {
             println!("  [tokens: {input_tokens} in, {output_tokens} out]")
         }
-        ServerMessage::ToolStart { name, input, .. } => println!("  [tool {name} {input}]"),
+        ServerMessage::ToolStart { name, input, description, .. } => match description {
+            Some(description) => println!("  [tool {name}: {description}]\n  input: {input}"),
+            None => println!("  [tool {name} {input}]"),
+        },
         ServerMessage::ToolProgress { name, message, .. } => println!("  [tool {name}: {message}]"),
-        ServerMessage::ToolComplete { name, result, cached, .. } => {
-            println!("  [tool {name} -> {result}{}]", if *cached { " (cached)" } else { "" });
+        ServerMessage::ToolComplete { name, result, cached, duration_ms, .. } => {
+            let took = if *cached { " (cached)".to_owned() } else { format!(" ({duration_ms} ms)") };
+            println!("  [tool {name} -> {result}{took}]");
         }
-        ServerMessage::ToolError { name, kind, message, .. } => println!("  [tool {name} failed ({kind}): {message}]"),
+        ServerMessage::ToolError { name, kind, message, user_message, suggestion, .. } => {
+            println!("  [tool {name} failed ({kind}): {message}]");
+            if !user_message.is_empty() {
+                println!("  [{user_message} {suggestion}]");
+            }
+        }
         ServerMessage::ConsentRequest { name, description, input, .. } => {
             println!("  [consent] {name}: {description}\n  input: {input}\n  Allow it? (y/n)");
         }
