@@ -91,6 +91,12 @@ pub struct AgentTestSpec {
     #[schemars(range(min = 30, max = 3600))]
     pub timeout_seconds: u32,
 
+    /// A Bedrock text model that checks the scenarios' judged expectations
+    /// (`expect.judge.rubric`) in the Job, as `switchboard test --judge-model` does. Without
+    /// it, judged expectations are not checked (the Job's report counts them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeSpec>,
+
     /// Hold each Agent under test's rollouts until these scenarios pass (default false).
     /// A change to the Agent (its spec, Persona, Workflow or the ConfigMaps it reads) is
     /// first rolled out to one candidate pod that only test sessions reach; the live pods
@@ -98,6 +104,30 @@ pub struct AgentTestSpec {
     /// `RolloutHeld` condition says why it waits. An Agent's first rollout is not held.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gate_rollout: bool,
+}
+
+/// The judge model of an AgentTest's judged expectations.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JudgeSpec {
+    /// The Bedrock model id, e.g. `amazon.nova-pro-v1:0`.
+    #[schemars(length(min = 1, max = 200))]
+    pub model: String,
+    /// Its region (default: the Job's `AWS_REGION`, else `us-east-1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub region: Option<String>,
+    /// An `https://` endpoint instead of the region's public one (a VPC endpoint, or a
+    /// Converse-compatible server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub endpoint_url: Option<String>,
+    /// A Secret in this namespace with `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
+    /// optionally `AWS_SESSION_TOKEN`, mounted read-only in the Job's pod only (as an
+    /// Agent's `credentials.secretRef` is in its pods). Without it the Job uses the default
+    /// AWS credential chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<ObjectRef>,
 }
 
 fn default_parallel() -> u16 {
@@ -239,6 +269,9 @@ pub fn validate_agent_test(name: &str, spec: &AgentTestSpec) -> Vec<Problem> {
             format!("are {size} bytes as JSON; at most {MAX_SCENARIO_BYTES}: split them over several AgentTests"),
         ));
     }
+    if let Some(judge) = &spec.judge {
+        problems.extend(check_judge(judge));
+    }
     let mut names = Vec::new();
     for (i, scenario) in spec.scenarios.iter().enumerate() {
         problems.extend(check_scenario(i, scenario));
@@ -258,6 +291,37 @@ pub fn validate_agent_test(name: &str, spec: &AgentTestSpec) -> Vec<Problem> {
     }
     if !(30..=3600).contains(&spec.timeout_seconds) {
         problems.push(invalid("spec.timeoutSeconds".into(), format!("is {}; give 30 to 3600", spec.timeout_seconds)));
+    }
+    problems
+}
+
+/// The judge's fields: what reaches the Job's command line must be plain.
+fn check_judge(judge: &JudgeSpec) -> Vec<Problem> {
+    let invalid = |field: &str, message: String| Problem::new(Reason::InvalidField, field, message);
+    let mut problems = Vec::new();
+    let plain = |s: &str| s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c));
+    if judge.model.is_empty() || judge.model.len() > 200 || !plain(&judge.model) {
+        problems.push(invalid("spec.judge.model", format!("{:?} is not a Bedrock model id", judge.model)));
+    }
+    if let Some(region) = &judge.region
+        && !(is_dns_label(region) && region.len() <= 64)
+    {
+        problems.push(invalid("spec.judge.region", format!("{region:?} is not an AWS region (e.g. us-east-1)")));
+    }
+    if let Some(url) = &judge.endpoint_url {
+        let host = url.strip_prefix("https://").unwrap_or_default();
+        if host.is_empty() || host.starts_with('/') || url.len() > 512 || !url.chars().all(|c| c.is_ascii_graphic()) {
+            problems.push(invalid(
+                "spec.judge.endpointUrl",
+                format!("{url:?} is not an https:// URL with a host: the judge's credentials go there"),
+            ));
+        }
+    }
+    if let Some(secret) = &judge.credentials_secret_ref
+        && !is_dns_label(&secret.name)
+    {
+        problems
+            .push(invalid("spec.judge.credentialsSecretRef.name", format!("{:?} is not a Secret name", secret.name)));
     }
     problems
 }
@@ -359,6 +423,24 @@ mod tests {
         let err = kube::core::cel::validate_cel(&same).expect_err("duplicate scenarios").to_string();
         assert!(err.contains("scenario names must be unique"), "{err}");
         assert!(!validate_agent_test("t", &same.spec).is_empty());
+    }
+
+    #[test]
+    fn a_judge_is_checked_before_it_reaches_a_command_line() {
+        let judged = |judge: serde_json::Value| {
+            let t = test(serde_json::json!({"agents": [{"name": "a"}], "scenarios": [scenario("s")], "judge": judge}));
+            validate_agent_test("t", &t.spec).iter().map(|p| p.to_string()).collect::<Vec<_>>()
+        };
+        let ok = serde_json::json!({"model": "amazon.nova-pro-v1:0", "region": "eu-west-1",
+            "endpointUrl": "https://bedrock.vpce.example", "credentialsSecretRef": {"name": "judge-aws"}});
+        assert_eq!(judged(ok), Vec::<String>::new());
+        let bad = judged(serde_json::json!({"model": "m --gateway ws://evil", "region": "Not A Region",
+            "endpointUrl": "http://plain.example", "credentialsSecretRef": {"name": "Bad_Name"}}));
+        for field in
+            ["spec.judge.model", "spec.judge.region", "spec.judge.endpointUrl", "spec.judge.credentialsSecretRef.name"]
+        {
+            assert!(bad.iter().any(|p| p.starts_with(&format!("InvalidField: {field}: "))), "{field}: {bad:?}");
+        }
     }
 
     #[test]

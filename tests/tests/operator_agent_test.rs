@@ -28,7 +28,9 @@ use switchboard_crds::agent_test::{CONDITION_PASSED, TestResult};
 use switchboard_crds::common::{CONDITION_ACCEPTED, CONDITION_ROLLOUT_HELD, find_condition};
 use switchboard_crds::{Agent, AgentTest};
 use switchboard_operator::build::CONFIG_HASH_ANNOTATION;
-use switchboard_operator::controller::agent_test_build::{API_KEY_ENV, CONTAINER, RUN_LABEL, TEST_LABEL};
+use switchboard_operator::controller::agent_test_build::{
+    API_KEY_ENV, CONTAINER, JUDGE_CREDENTIALS, RUN_LABEL, TEST_LABEL,
+};
 use switchboard_operator::settings::BuildSettings;
 use switchboard_tests::cluster::TestNamespace;
 use switchboard_tests::kubelet::{agent_pods, mark_pods_ready};
@@ -48,6 +50,7 @@ metadata: {{name: {name}}}
 spec:
   agents: [{agents}]
   apiKeySecretRef: {{name: gateway-key, key: api-key}}
+  judge: {{model: amazon.nova-pro-v1:0, region: eu-west-1, credentialsSecretRef: {{name: judge-aws}}}}
   parallel: {parallel}
   scenarios:
     - name: Greets the caller
@@ -153,6 +156,9 @@ async fn agent_tests_run_as_jobs_on_every_change_and_report_their_outcome() {
     assert_eq!(c.image.as_deref(), Some(IMAGE));
     let args = c.args.clone().unwrap_or_default().join(" ");
     assert!(args.starts_with(&format!("test /etc/switchboard/scenarios --gateway {GATEWAY} --jobs 4")), "{args}");
+    assert!(args.ends_with("--judge-model amazon.nova-pro-v1:0 --judge-region eu-west-1"), "{args}");
+    let judge_volume = pod.volumes.iter().flatten().find(|v| v.name == JUDGE_CREDENTIALS).expect("the judge's Secret");
+    assert_eq!(judge_volume.secret.as_ref().and_then(|s| s.secret_name.as_deref()), Some("judge-aws"));
     let env = &c.env.as_ref().expect("env")[0];
     let secret = env.value_from.as_ref().and_then(|v| v.secret_key_ref.as_ref()).expect("the key from a Secret");
     assert_eq!((env.name.as_str(), secret.name.as_str(), secret.key.as_str()), (API_KEY_ENV, "gateway-key", "api-key"));
@@ -315,7 +321,7 @@ async fn a_gated_agent_rolls_out_to_live_pods_only_after_its_tests_pass_on_the_c
     // Its pods ready, the candidate is tested (test sessions ask for candidate routes); the
     // run fails: the live pods stay, and the Agent says which scenario failed.
     let second = wait_job(&ns, "smoke", Some(&first.name_any())).await;
-    assert_eq!(args(&second).unwrap_or_default().last().map(String::as_str), Some("--candidate"));
+    assert!(args(&second).unwrap_or_default().contains(&"--candidate".to_owned()), "{:?}", args(&second));
     let summary = r#"{"passed":1,"failed":1,"total":2,"firstDivergence":"Greets the caller, step 1 of 1 (say: \"Hello\"): agent: expected bank, got triage"}"#;
     end_pod(&ns, &second, summary, 1).await;
     wait_status(&ns, "smoke", "Failed", |t| result(t) == Some(TestResult::Failed)).await;
@@ -328,7 +334,7 @@ async fn a_gated_agent_rolls_out_to_live_pods_only_after_its_tests_pass_on_the_c
     // The test is fixed: its new run on the candidate passes, and the candidate is promoted.
     apply_yaml(&ns.client(), &ns.name, &gated(2)).await.expect("AgentTest edited");
     let third = wait_job(&ns, "smoke", Some(&second.name_any())).await;
-    assert_eq!(args(&third).unwrap_or_default().last().map(String::as_str), Some("--candidate"));
+    assert!(args(&third).unwrap_or_default().contains(&"--candidate".to_owned()), "{:?}", args(&third));
     end_pod(&ns, &third, r#"{"passed":2,"failed":0,"total":2}"#, 0).await;
     let promoted = wait_held(&ns, "bank", "promoted", |c| c.status == "False").await;
     assert_eq!(promoted.reason, "Promoted");

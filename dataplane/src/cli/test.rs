@@ -5,12 +5,16 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
+use aws_smithy_types::error::display::DisplayErrorContext;
 use clap::Args;
+use switchboard_crds::contract;
 use switchboard_dataplane::scenario::judge::Judge;
 use switchboard_dataplane::scenario::report::{self, Totals};
 use switchboard_dataplane::scenario::target::LocalSettings;
 use switchboard_dataplane::scenario::{self, SuiteOptions, junit, summary};
+use switchboard_models::bedrock::credential_files::CredentialFiles;
 use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
 
 /// Options of `switchboard test`.
@@ -84,20 +88,34 @@ pub struct TestArgs {
     /// A PEM file of CA certificates the judge's endpoint is trusted by, besides the system's.
     #[arg(long, env = "SWITCHBOARD_TEST_JUDGE_CA_FILE", requires = "judge_model")]
     judge_ca_file: Option<PathBuf>,
+
+    /// A folder with the judge's AWS credentials as files (`AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, optionally `AWS_SESSION_TOKEN`; a mounted Secret, as an
+    /// AgentTest's Job has), read again as they age, instead of the default credential chain.
+    #[arg(long, env = contract::env::CREDENTIALS_DIR)]
+    judge_credentials_dir: Option<PathBuf>,
 }
+
+/// How old credential files may be before they are read again.
+const CREDENTIALS_MAX_AGE: Duration = Duration::from_secs(300);
 
 /// The judge of `--judge-model`, if given.
 async fn judge(
     model_id: Option<String>,
     region: Option<String>,
-    endpoint_url: Option<String>,
-    ca_file: Option<PathBuf>,
+    (endpoint_url, ca_file): (Option<String>, Option<PathBuf>),
+    credentials_dir: Option<PathBuf>,
 ) -> anyhow::Result<Option<Judge>> {
     let Some(model_id) = model_id else { return Ok(None) };
     let region = region.or_else(|| std::env::var("AWS_REGION").ok()).unwrap_or_else(|| "us-east-1".into());
     let mut bedrock = BedrockConfig::new(region);
     bedrock.endpoint_url = endpoint_url;
     bedrock.ca_cert_file = ca_file;
+    if let Some(dir) = credentials_dir {
+        let files = CredentialFiles::new(dir, CREDENTIALS_MAX_AGE);
+        files.read().map_err(|e| anyhow::anyhow!("the judge's AWS credentials: {}", DisplayErrorContext(&e)))?;
+        bedrock.credential_files = Some(files);
+    }
     let model = BedrockTextModel::connect(&bedrock).await.map_err(|e| anyhow::anyhow!("--judge-model: {e}"))?;
     Ok(Some(Judge::new(Arc::new(model), model_id)))
 }
@@ -150,6 +168,7 @@ async fn suite(args: TestArgs) -> anyhow::Result<Vec<scenario::run::ScenarioResu
         judge_region,
         judge_endpoint_url,
         judge_ca_file,
+        judge_credentials_dir,
     } = args;
     let planned = scenario::load(&paths, agents.as_deref())?;
     if check {
@@ -158,7 +177,7 @@ async fn suite(args: TestArgs) -> anyhow::Result<Vec<scenario::run::ScenarioResu
     }
     let target = gateway.as_deref().map_or_else(|| "local mode (one per folder of agents)".to_owned(), str::to_owned);
     println!("Running {} scenario(s) against {target}, {jobs} at a time\n", planned.len());
-    let judge = judge(judge_model, judge_region, judge_endpoint_url, judge_ca_file).await?;
+    let judge = judge(judge_model, judge_region, (judge_endpoint_url, judge_ca_file), judge_credentials_dir).await?;
     if let Some(judge) = &judge {
         println!("Judged expectations are checked by {} (a model's verdict, not a match)", judge.model_id());
     }

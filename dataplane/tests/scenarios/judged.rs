@@ -62,9 +62,11 @@ fn a_judge_model_checks_rubrics_and_its_verdicts_are_marked_as_judged() {
         "--judge-ca-file",
         &ca,
     ];
-    // The judge's Bedrock client signs its requests (the simulator does not check them).
-    let credentials = [("AWS_ACCESS_KEY_ID", "AKIDTEST"), ("AWS_SECRET_ACCESS_KEY", "not-a-secret")];
-    let out = switchboard_test_with(&with_judge, &credentials);
+    // The judge's Bedrock client signs its requests (the simulator does not check them)
+    // with credentials from a folder of files, as an AgentTest's Job mounts its Secret:
+    // without them it could not sign, and no verdict would come.
+    let keys = scenario_dir(&[("AWS_ACCESS_KEY_ID", "AKIDTEST"), ("AWS_SECRET_ACCESS_KEY", "not-a-secret")]);
+    let out = switchboard_test_with(&with_judge, &[("SWITCHBOARD_CREDENTIALS_DIR", keys.to_str().expect("utf-8"))]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "the early one fails:\n{stdout}\n{stderr}");
     for phrase in [
@@ -95,7 +97,7 @@ fn a_judge_model_checks_rubrics_and_its_verdicts_are_marked_as_judged() {
     let out = switchboard_test(&[empty.to_str().expect("utf-8"), "--agents", "examples/banking", "--check"]);
     let stderr = text(&out.stderr);
     assert!(!out.status.success() && stderr.contains("judge.rubric"), "{stderr}");
-    for dir in [dir, empty] {
+    for dir in [dir, empty, keys] {
         let _ = std::fs::remove_dir_all(dir);
     }
 }

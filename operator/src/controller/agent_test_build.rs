@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, PodSecurityContext,
-    PodSpec, PodTemplateSpec, ResourceRequirements, SecretKeySelector, Volume, VolumeMount,
+    PodSpec, PodTemplateSpec, ResourceRequirements, SecretKeySelector, SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -21,7 +21,7 @@ use switchboard_crds::AgentTest;
 
 use crate::build::deployment::{restricted_container, runtime_default};
 use switchboard_crds::catalog::namespace_of;
-use switchboard_crds::contract::{MANAGED_BY, RUN_AS, RUNTIME_COMMAND};
+use switchboard_crds::contract::{self, MANAGED_BY, RUN_AS, RUNTIME_COMMAND};
 
 /// `app.kubernetes.io/component` of a test run's Job, pods and ConfigMap.
 pub const COMPONENT: &str = "agent-test";
@@ -35,6 +35,8 @@ pub const CONTAINER: &str = "test";
 pub const SCENARIOS_DIR: &str = "/etc/switchboard/scenarios";
 /// Where `switchboard test` writes its summary: the container's termination message.
 pub const SUMMARY_PATH: &str = "/dev/termination-log";
+/// The volume of the judge's credentials Secret.
+pub const JUDGE_CREDENTIALS: &str = "judge-credentials";
 /// The environment variable `switchboard test` reads the gateway's API key from.
 pub const API_KEY_ENV: &str = "SWITCHBOARD_TEST_API_KEY";
 
@@ -135,6 +137,23 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, bool), im
     if candidates {
         args.push("--candidate");
     }
+    let judge = spec.judge.as_ref();
+    if let Some(judge) = judge {
+        args.extend(["--judge-model", &judge.model]);
+        if let Some(region) = &judge.region {
+            args.extend(["--judge-region", region]);
+        }
+        if let Some(url) = &judge.endpoint_url {
+            args.extend(["--judge-endpoint-url", url]);
+        }
+    }
+    // The judge's credentials: a Secret mounted read-only, as runtime pods mount theirs.
+    let judge_secret = judge.and_then(|j| j.credentials_secret_ref.as_ref()).map(|r| r.name.clone());
+    let judge_env = judge_secret.as_ref().map(|_| EnvVar {
+        name: contract::env::CREDENTIALS_DIR.to_owned(),
+        value: Some(contract::CREDENTIALS_DIR.to_owned()),
+        value_from: None,
+    });
     let api_key = spec.api_key_secret_ref.as_ref().map(|r| EnvVar {
         name: API_KEY_ENV.to_owned(),
         value: None,
@@ -150,22 +169,32 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, bool), im
         image_pull_policy: Some("IfNotPresent".to_owned()),
         command: Some(vec![RUNTIME_COMMAND[0].to_owned()]),
         args: Some(args.iter().map(|a| (*a).to_owned()).collect()),
-        env: api_key.map(|e| vec![e]),
+        env: Some(api_key.into_iter().chain(judge_env).collect::<Vec<_>>()).filter(|e| !e.is_empty()),
         resources: Some(ResourceRequirements {
             requests: Some([("cpu".into(), quantity("50m")), ("memory".into(), quantity("64Mi"))].into()),
             limits: Some([("memory".into(), quantity("256Mi"))].into()),
             ..Default::default()
         }),
         security_context: Some(restricted_container()),
-        volume_mounts: Some(vec![
-            VolumeMount {
-                name: "scenarios".into(),
-                mount_path: SCENARIOS_DIR.into(),
+        volume_mounts: Some(
+            [
+                VolumeMount {
+                    name: "scenarios".into(),
+                    mount_path: SCENARIOS_DIR.into(),
+                    read_only: Some(true),
+                    ..Default::default()
+                },
+                VolumeMount { name: "tmp".into(), mount_path: "/tmp".into(), ..Default::default() },
+            ]
+            .into_iter()
+            .chain(judge_secret.as_ref().map(|_| VolumeMount {
+                name: JUDGE_CREDENTIALS.into(),
+                mount_path: contract::CREDENTIALS_DIR.into(),
                 read_only: Some(true),
                 ..Default::default()
-            },
-            VolumeMount { name: "tmp".into(), mount_path: "/tmp".into(), ..Default::default() },
-        ]),
+            }))
+            .collect(),
+        ),
         termination_message_path: Some(SUMMARY_PATH.to_owned()),
         termination_message_policy: Some("File".to_owned()),
         ..Default::default()
@@ -182,14 +211,23 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, bool), im
             ..Default::default()
         }),
         containers: vec![container],
-        volumes: Some(vec![
-            Volume {
-                name: "scenarios".into(),
-                config_map: Some(ConfigMapVolumeSource { name: name.clone(), ..Default::default() }),
+        volumes: Some(
+            [
+                Volume {
+                    name: "scenarios".into(),
+                    config_map: Some(ConfigMapVolumeSource { name: name.clone(), ..Default::default() }),
+                    ..Default::default()
+                },
+                Volume { name: "tmp".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() },
+            ]
+            .into_iter()
+            .chain(judge_secret.map(|secret| Volume {
+                name: JUDGE_CREDENTIALS.into(),
+                secret: Some(SecretVolumeSource { secret_name: Some(secret), ..Default::default() }),
                 ..Default::default()
-            },
-            Volume { name: "tmp".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() },
-        ]),
+            }))
+            .collect(),
+        ),
         ..Default::default()
     };
     Job {

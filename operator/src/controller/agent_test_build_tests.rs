@@ -122,3 +122,34 @@ fn gateway_urls_are_checked() {
         assert!(parse_gateway_url(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn a_judge_reaches_the_command_line_and_its_credentials_only_the_pod() {
+    let mut t = test();
+    t.spec.judge = Some(
+        serde_json::from_value(serde_json::json!({"model": "amazon.nova-pro-v1:0", "region": "eu-west-1",
+        "endpointUrl": "https://bedrock.example", "credentialsSecretRef": {"name": "judge-aws"}}))
+        .expect("judge"),
+    );
+    let job = job(&t, "0123456789abcdef", ("ws://gw:80", false), "img");
+    let pod = job.spec.and_then(|s| s.template.spec).expect("pod");
+    let c = &pod.containers[0];
+    let args = c.args.clone().unwrap_or_default().join(" ");
+    assert!(
+        args.ends_with(
+            "--judge-model amazon.nova-pro-v1:0 --judge-region eu-west-1 --judge-endpoint-url https://bedrock.example"
+        ),
+        "{args}"
+    );
+    let env: Vec<_> = c.env.iter().flatten().map(|e| (e.name.as_str(), e.value.as_deref())).collect();
+    assert!(env.contains(&("SWITCHBOARD_CREDENTIALS_DIR", Some("/etc/switchboard/credentials"))), "{env:?}");
+    let mount = c.volume_mounts.iter().flatten().find(|m| m.name == JUDGE_CREDENTIALS).expect("mounted");
+    assert_eq!((mount.mount_path.as_str(), mount.read_only), ("/etc/switchboard/credentials", Some(true)));
+    let volume = pod.volumes.iter().flatten().find(|v| v.name == JUDGE_CREDENTIALS).expect("volume");
+    assert_eq!(volume.secret.as_ref().and_then(|s| s.secret_name.as_deref()), Some("judge-aws"));
+    assert_ne!(
+        tested_hash(&t, &deployed(["a", "b"])),
+        tested_hash(&test(), &deployed(["a", "b"])),
+        "a new judge: a new run"
+    );
+}
