@@ -4,8 +4,8 @@
 //! outcome lands in the status (`kubectl get agenttests`: result, passed, failed, last run).
 //!
 //! The scenarios are kept as objects here and checked for their outline only (a name and
-//! steps, a bounded size, no speech steps: the Job has no WAV files, and `speech:` is
-//! rendered for local mode's simulator); the Job's
+//! steps, a bounded size, WAV files only from the ConfigMaps of `spec.audio`, no `speech:`
+//! steps: those are rendered for local mode's simulator); the Job's
 //! `switchboard test` checks every key before it runs anything and, when it refuses a
 //! scenario, says where in its summary, which reaches the status. How a Job reports back:
 //! [`crate::agent_test_summary`].
@@ -27,6 +27,10 @@ pub const MAX_SCENARIO_BYTES: usize = 512 * 1024;
 /// The longest AgentTest name: its Jobs are named `<name>-<10 hex digits of the hash>`,
 /// and a Job's name becomes a pod label value (at most 63 characters).
 pub const MAX_NAME_LEN: usize = 52;
+/// Where an AgentTest's audio ConfigMaps are mounted in its Job's pod, one folder each.
+pub const AUDIO_DIR: &str = "/etc/switchboard/audio";
+/// The most audio ConfigMaps one AgentTest may mount.
+pub const MAX_AUDIO: usize = 8;
 /// The condition type that says whether the last run of the scenarios passed.
 pub const CONDITION_PASSED: &str = "Passed";
 
@@ -66,8 +70,8 @@ pub struct AgentTestSpec {
 
     /// The scenarios, each in the shape of a scenario file of `switchboard test` (`name`,
     /// `agent`, `opening`, `steps` with `say` and `expect`). They run through the session
-    /// gateway, like a client's sessions. Speech steps are refused here: `audio:` names a
-    /// WAV file the Job does not have, and `speech:` is rendered for local mode's simulator.
+    /// gateway, like a client's sessions. A speech step's `audio:` names a WAV file of a
+    /// ConfigMap in `audio`; `speech:` is refused (it is rendered for local mode's simulator).
     #[schemars(length(min = 1, max = 64))]
     #[schemars(schema_with = "scenarios_schema")]
     pub scenarios: Vec<serde_json::Value>,
@@ -90,6 +94,15 @@ pub struct AgentTestSpec {
     #[serde(default = "default_timeout")]
     #[schemars(range(min = 30, max = 3600))]
     pub timeout_seconds: u32,
+
+    /// ConfigMaps in this namespace holding the WAV files of speech steps (as `binaryData`,
+    /// 16 kHz mono 16-bit PCM; a ConfigMap holds at most 1 MiB, about 30 s of audio). Each
+    /// is mounted read-only in the Job's pod at `/etc/switchboard/audio/<name>/`, and a step
+    /// names its file there: `audio: /etc/switchboard/audio/<name>/<key>`. A change to
+    /// their content does not start a run by itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub audio: Vec<ObjectRef>,
 
     /// A Bedrock text model that checks the scenarios' judged expectations
     /// (`expect.judge.rubric`) in the Job, as `switchboard test --judge-model` does. Without
@@ -157,7 +170,7 @@ fn scenarios_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             },
             "x-kubernetes-preserve-unknown-fields": true
         },
-        "description": "The scenarios, each in the shape of a scenario file of `switchboard test` (`name`, `agent`, `opening`, `steps` with `say` and `expect`). Speech steps are refused: `audio:` names a WAV file the Job does not have, and `speech:` is rendered for local mode's simulator."
+        "description": "The scenarios, each in the shape of a scenario file of `switchboard test` (`name`, `agent`, `opening`, `steps` with `say` and `expect`). A speech step's `audio:` names a WAV file of a ConfigMap in `audio` (`/etc/switchboard/audio/<name>/<key>`); `speech:` is refused (it is rendered for local mode's simulator)."
     })
 }
 
@@ -272,9 +285,20 @@ pub fn validate_agent_test(name: &str, spec: &AgentTestSpec) -> Vec<Problem> {
     if let Some(judge) = &spec.judge {
         problems.extend(check_judge(judge));
     }
+    if spec.audio.len() > MAX_AUDIO {
+        problems
+            .push(invalid("spec.audio".into(), format!("lists {} ConfigMaps; at most {MAX_AUDIO}", spec.audio.len())));
+    }
+    for (i, audio) in spec.audio.iter().enumerate() {
+        if !is_dns_label(&audio.name) {
+            problems
+                .push(invalid(format!("spec.audio[{i}].name"), format!("{:?} is not a ConfigMap name", audio.name)));
+        }
+    }
+    let audio: Vec<&str> = spec.audio.iter().map(|a| a.name.as_str()).collect();
     let mut names = Vec::new();
     for (i, scenario) in spec.scenarios.iter().enumerate() {
-        problems.extend(check_scenario(i, scenario));
+        problems.extend(check_scenario(i, scenario, &audio));
         if let Some(name) = scenario.get("name").and_then(|n| n.as_str()) {
             names.push(name);
         }
@@ -326,8 +350,22 @@ fn check_judge(judge: &JudgeSpec) -> Vec<Problem> {
     problems
 }
 
-/// The outline of one scenario: an object with a name and steps, and no WAV files.
-fn check_scenario(i: usize, scenario: &serde_json::Value) -> Vec<Problem> {
+/// Whether `path` names a file of one of the `audio` ConfigMaps' mounts:
+/// `/etc/switchboard/audio/<listed name>/<key>`, nothing else.
+fn mounted_audio(path: &str, audio: &[&str]) -> bool {
+    let Some(rest) = path.strip_prefix(AUDIO_DIR).and_then(|r| r.strip_prefix('/')) else { return false };
+    let Some((name, key)) = rest.split_once('/') else { return false };
+    let key_ok = !key.is_empty()
+        && key.len() <= 253
+        && key != "."
+        && key != ".."
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    audio.contains(&name) && key_ok
+}
+
+/// The outline of one scenario: an object with a name and steps, WAV files only from the
+/// `audio` ConfigMaps' mounts.
+fn check_scenario(i: usize, scenario: &serde_json::Value, audio: &[&str]) -> Vec<Problem> {
     let field = |f: &str| format!("spec.scenarios[{i}]{f}");
     let invalid = |f: &str, message: &str| Problem::new(Reason::InvalidField, field(f), message.to_owned());
     let Some(object) = scenario.as_object() else {
@@ -341,11 +379,13 @@ fn check_scenario(i: usize, scenario: &serde_json::Value) -> Vec<Problem> {
     match object.get("steps").and_then(|s| s.as_array()) {
         Some(steps) if !steps.is_empty() && steps.len() <= 100 => {
             for (j, step) in steps.iter().enumerate() {
-                if step.get("audio").is_some() {
+                if let Some(path) = step.get("audio")
+                    && !path.as_str().is_some_and(|p| mounted_audio(p, audio))
+                {
                     problems.push(invalid(
                         &format!(".steps[{j}].audio"),
-                        "a WAV file cannot reach the test Job: give the caller's words as say: (run speech \
-                         steps with `switchboard test` in local mode)",
+                        "the Job has only the WAV files of spec.audio's ConfigMaps: name one as \
+                         /etc/switchboard/audio/<ConfigMap>/<key>, with the ConfigMap listed in spec.audio",
                     ));
                 }
                 if step.get("speech").is_some() {
@@ -402,7 +442,7 @@ mod tests {
             "DuplicateName: spec.agents: Agent \"triage\" is listed twice",
             "spec.scenarios[2].name: give the scenario a name",
             "spec.scenarios[2].steps: give 1 to 100 steps",
-            "spec.scenarios[3].steps[0].audio: a WAV file cannot reach the test Job",
+            "spec.scenarios[3].steps[0].audio: the Job has only the WAV files of spec.audio",
             "spec.scenarios[3].steps[1].speech: speech: is rendered for local mode's simulator",
             "spec.scenarios[4]: must be a scenario",
             "two scenarios are named \"a\"",
@@ -423,6 +463,30 @@ mod tests {
         let err = kube::core::cel::validate_cel(&same).expect_err("duplicate scenarios").to_string();
         assert!(err.contains("scenario names must be unique"), "{err}");
         assert!(!validate_agent_test("t", &same.spec).is_empty());
+    }
+
+    #[test]
+    fn wav_files_come_only_from_the_listed_config_maps() {
+        let with = |audio: serde_json::Value, path: &str| {
+            let mut s = scenario("s");
+            s["steps"] = serde_json::json!([{"audio": path}]);
+            let t = test(serde_json::json!({"agents": [{"name": "a"}], "scenarios": [s], "audio": audio}));
+            validate_agent_test("t", &t.spec).iter().map(|p| p.to_string()).collect::<Vec<_>>()
+        };
+        let listed = serde_json::json!([{"name": "caller-wavs"}]);
+        assert_eq!(with(listed.clone(), "/etc/switchboard/audio/caller-wavs/balance.wav"), Vec::<String>::new());
+        for bad in [
+            "caller.wav",
+            "/etc/switchboard/audio/other/balance.wav",
+            "/etc/switchboard/audio/caller-wavs/../../scenarios/x",
+            "/etc/switchboard/audio/caller-wavs/",
+            "/etc/passwd",
+        ] {
+            let problems = with(listed.clone(), bad);
+            assert!(problems.iter().any(|p| p.contains("spec.scenarios[0].steps[0].audio")), "{bad}: {problems:?}");
+        }
+        let problems = with(serde_json::json!([{"name": "Bad_Name"}]), "/etc/switchboard/audio/Bad_Name/x.wav");
+        assert!(problems.iter().any(|p| p.contains("spec.audio[0].name")), "{problems:?}");
     }
 
     #[test]

@@ -62,6 +62,11 @@ spec:
       steps:
         - say: What can you do?
           expect: {{transcript: {{notContains: sorry}}}}
+    - name: Hears the caller
+      steps:
+        - audio: /etc/switchboard/audio/caller-wavs/hello.wav
+          expect: {{noError: true}}
+  audio: [{{name: caller-wavs}}]
 "#
     )
 }
@@ -157,6 +162,8 @@ async fn agent_tests_run_as_jobs_on_every_change_and_report_their_outcome() {
     let args = c.args.clone().unwrap_or_default().join(" ");
     assert!(args.starts_with(&format!("test /etc/switchboard/scenarios --gateway {GATEWAY} --jobs 4")), "{args}");
     assert!(args.ends_with("--judge-model amazon.nova-pro-v1:0 --judge-region eu-west-1"), "{args}");
+    let wavs = c.volume_mounts.iter().flatten().find(|m| m.mount_path == "/etc/switchboard/audio/caller-wavs");
+    assert!(wavs.is_some_and(|m| m.read_only == Some(true)), "the speech step's WAV files: {:?}", c.volume_mounts);
     let judge_volume = pod.volumes.iter().flatten().find(|v| v.name == JUDGE_CREDENTIALS).expect("the judge's Secret");
     assert_eq!(judge_volume.secret.as_ref().and_then(|s| s.secret_name.as_deref()), Some("judge-aws"));
     let env = &c.env.as_ref().expect("env")[0];
@@ -167,7 +174,7 @@ async fn agent_tests_run_as_jobs_on_every_change_and_report_their_outcome() {
     let cms: Api<ConfigMap> = Api::namespaced(ns.client(), &ns.name);
     let cm = cms.get(&first.name_any()).await.expect("the scenarios' ConfigMap");
     let data = cm.data.unwrap_or_default();
-    assert_eq!(data.keys().collect::<Vec<_>>(), ["scenario-01.yaml", "scenario-02.yaml"]);
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["scenario-01.yaml", "scenario-02.yaml", "scenario-03.yaml"]);
     assert!(data["scenario-01.yaml"].contains("name: Greets the caller"), "{data:?}");
     let running = wait_status(&ns, "smoke", "Running", |t| result(t) == Some(TestResult::Running)).await;
     assert_eq!(running.status.and_then(|s| s.job), Some(first.name_any()));

@@ -300,7 +300,7 @@ const SPOKEN: &str = "\
 name: The balance request as a WAV file, then spoken words that go wrong
 agent: triage
 steps:
-  - audio: caller.wav
+  - audio: WAV_PATH
     expect:
       agent: idv
       handoffs: [{ from: triage, to: idv }]
@@ -315,9 +315,13 @@ steps:
 fn speech_steps_send_a_wav_file_or_words_rendered_for_the_simulator() {
     // The WAV carries phrase 7's tone; the simulator's script (given with --sim-script) says
     // what phrase 7 means. The second step's words get a phrase of their own from the runner.
+    // The WAV lies in a folder of its own, named by its absolute path, as an AgentTest's
+    // Job has it (`/etc/switchboard/audio/<ConfigMap>/<key>`, beside the scenarios' mount).
     let tone = switchboard_sim::sonic::phrase_tone(7, 1200, 8000);
-    let dir = scenario_dir(&[("spoken.yaml", SPOKEN)]);
-    std::fs::write(dir.join("caller.wav"), wav(&tone)).expect("the WAV is written");
+    let audio = scenario_dir(&[]);
+    let caller = audio.join("caller.wav");
+    std::fs::write(&caller, wav(&tone)).expect("the WAV is written");
+    let dir = scenario_dir(&[("spoken.yaml", &SPOKEN.replace("WAV_PATH", caller.to_str().expect("utf-8")))]);
     let script = dir.join("script.yaml");
     let with_phrase = format!(
         "{}\nsonic:\n  phrases: {{7: \"I'd like to check my balance\"}}\n",
@@ -348,6 +352,7 @@ fn speech_steps_send_a_wav_file_or_words_rendered_for_the_simulator() {
     let summary = read_summary(&summary_file);
     assert!(summary.first_divergence.is_some_and(|d| d.contains("step 2 of 2")), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&audio);
 }
 
 /// Stops the child process when dropped.

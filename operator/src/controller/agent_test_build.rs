@@ -18,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
 use switchboard_crds::AgentTest;
+use switchboard_crds::agent_test::AUDIO_DIR;
 
 use crate::build::deployment::{restricted_container, runtime_default};
 use switchboard_crds::catalog::namespace_of;
@@ -193,6 +194,12 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, bool), im
                 read_only: Some(true),
                 ..Default::default()
             }))
+            .chain(spec.audio.iter().enumerate().map(|(i, cm)| VolumeMount {
+                name: format!("audio-{i}"),
+                mount_path: format!("{AUDIO_DIR}/{}", cm.name),
+                read_only: Some(true),
+                ..Default::default()
+            }))
             .collect(),
         ),
         termination_message_path: Some(SUMMARY_PATH.to_owned()),
@@ -224,6 +231,16 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, bool), im
             .chain(judge_secret.map(|secret| Volume {
                 name: JUDGE_CREDENTIALS.into(),
                 secret: Some(SecretVolumeSource { secret_name: Some(secret), ..Default::default() }),
+                ..Default::default()
+            }))
+            // Speech steps' WAV files: each ConfigMap of spec.audio in a folder of its own.
+            .chain(spec.audio.iter().enumerate().map(|(i, cm)| Volume {
+                name: format!("audio-{i}"),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: cm.name.clone(),
+                    optional: Some(false),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }))
             .collect(),

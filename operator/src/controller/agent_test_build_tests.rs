@@ -153,3 +153,16 @@ fn a_judge_reaches_the_command_line_and_its_credentials_only_the_pod() {
         "a new judge: a new run"
     );
 }
+
+#[test]
+fn speech_steps_wav_files_are_mounted_from_their_config_maps() {
+    let mut t = test();
+    t.spec.audio = vec![serde_json::from_value(serde_json::json!({"name": "caller-wavs"})).expect("ref")];
+    let job = job(&t, "0123456789abcdef", ("ws://gw:80", false), "img");
+    let pod = job.spec.and_then(|s| s.template.spec).expect("pod");
+    let mount = pod.containers[0].volume_mounts.iter().flatten().find(|m| m.name == "audio-0").expect("mounted");
+    assert_eq!((mount.mount_path.as_str(), mount.read_only), ("/etc/switchboard/audio/caller-wavs", Some(true)));
+    let volume = pod.volumes.iter().flatten().find(|v| v.name == "audio-0").expect("volume");
+    let source = volume.config_map.as_ref().expect("a ConfigMap");
+    assert_eq!((source.name.as_str(), source.optional), ("caller-wavs", Some(false)));
+}
