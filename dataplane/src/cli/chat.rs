@@ -2,7 +2,8 @@
 //! to send it; streamed replies, tool and handoff events are printed as they arrive; a
 //! consent request is answered with `y` or `n`; `/quit` closes at once. At the end of
 //! input (e.g. a piped script) the client waits until every line was answered and the
-//! session has been quiet for a moment, then closes.
+//! session has been quiet for a moment, then closes. A dropped connection is resumed
+//! with the session's newest token; what was missed arrives first.
 
 use std::io::{IsTerminal, Write};
 
@@ -27,51 +28,121 @@ pub struct ChatArgs {
     agent: Option<String>,
 }
 
-/// Chats until `/quit`, end of input, or the server closes.
+/// The socket's two halves.
+type Sink = futures_util::stream::SplitSink<
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    Message,
+>;
+type Stream = futures_util::stream::SplitStream<
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+>;
+
+/// Pauses between attempts to get a dropped session back (about 30 s in all).
+const RESUME_PAUSES_MS: [u64; 7] = [200, 500, 1000, 2000, 4000, 8000, 15000];
+
+/// Connects and starts (or resumes) the session with `start`.
+async fn open(url: &str, start: SessionStart) -> anyhow::Result<(Sink, Stream)> {
+    let (socket, _) =
+        tokio_tungstenite::connect_async(url).await.with_context(|| format!("cannot connect to {url}"))?;
+    let (mut sink, stream) = socket.split();
+    sink.send(Message::text(serde_json::to_string(&ClientMessage::SessionStart(start))?)).await?;
+    Ok((sink, stream))
+}
+
+/// Gets the session back after its connection dropped: connects again and resumes with
+/// the newest token and the number of the last message received, pausing between tries.
+async fn resume(url: &str, token: &str, last_seq: u64) -> anyhow::Result<(Sink, Stream)> {
+    let start =
+        || SessionStart { resume_token: Some(token.to_owned()), last_seq: Some(last_seq), ..SessionStart::default() };
+    let mut failure = None;
+    for pause in RESUME_PAUSES_MS {
+        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        match open(url, start()).await {
+            Ok(opened) => return Ok(opened),
+            Err(error) => failure = Some(error),
+        }
+    }
+    Err(failure.unwrap_or_else(|| anyhow::anyhow!("no attempt made")).context("the session could not be resumed"))
+}
+
+/// Chats until `/quit`, end of input, or the server closes. A connection that drops (no
+/// close, or the gateway's "resume with your token") is resumed: the messages missed
+/// arrive first, and lines typed meanwhile are sent once the session is back.
 pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     let ChatArgs { url, agent } = args;
-    let (socket, _) =
-        tokio_tungstenite::connect_async(url.as_str()).await.with_context(|| format!("cannot connect to {url}"))?;
-    let (mut sink, mut stream) = socket.split();
-    let start = ClientMessage::SessionStart(SessionStart { agent, ..SessionStart::default() });
-    sink.send(Message::text(serde_json::to_string(&start)?)).await?;
+    let (mut sink, mut stream) = open(&url, SessionStart { agent, ..SessionStart::default() }).await?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut pending_consent: Option<String> = None;
     let mut input_open = true;
     let mut unanswered = 0usize;
     let mut in_turn = 0i64;
     let mut closing = false;
+    // The newest resume token and the number of the last message received.
+    let mut position: Option<(String, u64)> = None;
+    // Lines typed while the session was being resumed.
+    let mut queued: Vec<ClientMessage> = Vec::new();
+    // Resumes in a row that ended before the session was back (1013: try again).
+    let mut retries = 0usize;
     let live = std::io::stdout().is_terminal();
     loop {
         let quiet = tokio::time::sleep(QUIET);
-        tokio::select! {
+        let dropped = tokio::select! {
             () = quiet, if !input_open && !closing && unanswered == 0 && in_turn <= 0 && pending_consent.is_none() => {
                 sink.send(Message::text(serde_json::to_string(&ClientMessage::Close {})?)).await?;
                 closing = true;
+                false
             }
             frame = stream.next() => match frame {
-                Some(Ok(Message::Text(text))) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
-                    Ok(message) => {
-                        match &message {
-                            ServerMessage::ConsentRequest { tool_use_id, .. } => pending_consent = Some(tool_use_id.clone()),
-                            ServerMessage::BidiResponseStart { .. } => in_turn += 1,
-                            ServerMessage::BidiResponseComplete { .. } => {
-                                in_turn -= 1;
-                                unanswered = unanswered.saturating_sub(1);
+                Some(Ok(Message::Text(text))) => {
+                    match serde_json::from_str::<ServerMessage>(text.as_str()) {
+                        Ok(message) => {
+                            match &message {
+                                ServerMessage::BidiConnectionStart { resume_token: Some(token), seq: Some(seq), .. } => {
+                                    position = Some((token.clone(), *seq));
+                                    retries = 0;
+                                    for message in queued.drain(..) {
+                                        sink.send(Message::text(serde_json::to_string(&message)?)).await?;
+                                    }
+                                }
+                                ServerMessage::ConsentRequest { tool_use_id, .. } => pending_consent = Some(tool_use_id.clone()),
+                                ServerMessage::BidiResponseStart { .. } => in_turn += 1,
+                                ServerMessage::BidiResponseComplete { .. } => {
+                                    in_turn -= 1;
+                                    unanswered = unanswered.saturating_sub(1);
+                                }
+                                _ => {}
                             }
-                            _ => {}
+                            if !matches!(message, ServerMessage::BidiConnectionStart { .. }) && let Some((_, seq)) = position.as_mut() {
+                                *seq += 1;
+                            }
+                            print_message(&message, live);
                         }
-                        print_message(&message, live);
+                        Err(_) => {
+                            if let Some((_, seq)) = position.as_mut() { *seq += 1; }
+                            println!("[server] {text}");
+                        }
                     }
-                    Err(_) => println!("[server] {text}"),
-                },
-                Some(Ok(Message::Close(frame))) => {
-                    if let Some(frame) = frame { println!("[closed {}: {}]", u16::from(frame.code), frame.reason); }
-                    return Ok(());
+                    false
                 }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => anyhow::bail!("connection failed: {e}"),
-                None => return Ok(()),
+                Some(Ok(Message::Binary(_))) => {
+                    if let Some((_, seq)) = position.as_mut() { *seq += 1; }
+                    false
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    let (code, reason) = frame.map(|f| (u16::from(f.code), f.reason.to_string())).unwrap_or((1005, String::new()));
+                    // The gateway restarting (1001) or asking to try again (1013) lets the
+                    // session be resumed; any other close ends it.
+                    let again = matches!(code, 1001 | 1013) && !closing && position.is_some() && retries < RESUME_PAUSES_MS.len();
+                    if !again {
+                        println!("[closed {code}: {reason}]");
+                        return Ok(());
+                    }
+                    true
+                }
+                Some(Ok(_)) => false,
+                Some(Err(_)) | None if closing => return Ok(()),
+                Some(Err(e)) if position.is_none() => anyhow::bail!("connection failed: {e}"),
+                Some(Err(_)) | None => position.is_some() || return Ok(()),
             },
             line = lines.next_line(), if input_open => {
                 let Some(line) = line? else {
@@ -89,8 +160,20 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                     unanswered += 1;
                     ClientMessage::BidiTextInput { text: line, id: None }
                 };
-                sink.send(Message::text(serde_json::to_string(&message)?)).await?;
+                match sink.send(Message::text(serde_json::to_string(&message)?)).await {
+                    Ok(()) => false,
+                    Err(_) if position.is_some() => {
+                        queued.push(message);
+                        true
+                    }
+                    Err(e) => anyhow::bail!("connection failed: {e}"),
+                }
             }
+        };
+        if dropped && let Some((token, last_seq)) = &position {
+            println!("[connection lost; resuming the session]");
+            retries += 1;
+            (sink, stream) = resume(&url, token, *last_seq).await?;
         }
     }
 }
