@@ -105,6 +105,18 @@ async fn alice_at_idv(url: &str) -> Client {
     client
 }
 
+/// Alice resumes at `url` with `token` and `last_seq`, at idv, and gives her details: she
+/// is verified.
+async fn verified_after_resuming(url: &str, token: &str, last_seq: u64) -> Client {
+    let mut client = Client::connect_with(url, &[ALICE]).await;
+    client.send(&resume_start(token, last_seq)).await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
+    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
+    let verified = client.turn().await;
+    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    client
+}
+
 /// Whether the fleet's store answers within 10 s (it reconnects by itself).
 async fn store_answers(fleet: &Fleet) -> bool {
     for _ in 0..50 {
@@ -149,12 +161,7 @@ async fn two_replicas_on_one_redis_resume_each_others_sessions_and_a_draining_on
     assert_eq!(thief.closed().await.0, close_code::RESUME_REFUSED, "{:?}", thief.seen);
 
     // Alice continues through the other replica.
-    let mut client = Client::connect_with(&b_url, &[ALICE]).await;
-    client.send(&resume_start(&token, last_seq)).await;
-    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
-    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
-    let verified = client.turn().await;
-    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    let mut client = verified_after_resuming(&b_url, &token, last_seq).await;
 
     // Replica B drains: its client is told to resume, and does, on the first.
     let _ = b_stop.send(());
@@ -337,12 +344,7 @@ async fn a_client_that_drops_mid_handoff_resumes_with_the_token_it_had() {
     let read = client.seen[..client.seen.len() - 1].to_vec();
     drop(client);
     let (token, last_seq) = position(&read);
-    let mut client = Client::connect_with(&b_url, &[ALICE]).await;
-    client.send(&resume_start(&token, last_seq)).await;
-    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")).await;
-    client.say("My name is Ada Lovelace, account 12345678, sort code 12-34-56").await;
-    let verified = client.turn().await;
-    assert!(replies(&verified).iter().any(|r| r.contains("you're verified")), "{verified:?}");
+    let client = verified_after_resuming(&b_url, &token, last_seq).await;
     let all: Vec<ServerMessage> = read.iter().chain(&client.seen).cloned().collect();
     assert_eq!(said(&all, "To verify your identity"), 1, "idv's first answer, once: {all:?}");
 }
