@@ -19,10 +19,12 @@ use crate::handoff::{HandoffContext, HandoffKind};
 
 mod audio;
 mod codes;
+mod for_people;
 mod kind;
 mod session;
 pub use audio::{AudioFormat, AudioSettings};
 pub use codes::{ErrorCode, StopReason, close_code};
+pub use for_people::ErrorForPeople;
 pub use kind::ServerKind;
 pub use session::{Modalities, Refusal, SessionStart, SessionState, SessionUpdate};
 
@@ -349,6 +351,14 @@ pub enum ServerMessage {
         code: ErrorCode,
         /// Whether the session continues.
         recoverable: bool,
+        /// What went wrong, for the person in the conversation: a sentence a client can show
+        /// or say, one per `code` from one table ([`ErrorCode::for_people`]). Empty (and
+        /// not written) from servers older than the table.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        user_message: String,
+        /// What they can do about it, from the same table.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        suggestion: String,
         /// When the error refuses a typed input (`busy`, `empty_text`): that input's `id`,
         /// when it had one. The input was not taken up; send it again later if it matters.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -370,9 +380,9 @@ pub enum ServerMessage {
 }
 
 impl ServerMessage {
-    /// A `bidi_error`.
+    /// A `bidi_error`, with its words for people ([`ErrorCode::for_people`]).
     pub fn error(code: ErrorCode, message: impl Into<String>, recoverable: bool) -> Self {
-        Self::BidiError { message: message.into(), code, recoverable, input_id: None }
+        Self::error_for_input(code, message, recoverable, None)
     }
 
     /// The JSON text of this message.

@@ -489,5 +489,5 @@ pub(super) fn final_text(role: TranscriptRole, text: &str, id: Option<String>) -
 
 /// A recoverable `bidi_error` refusing the typed input `id`.
 pub(super) fn refused_input(code: ErrorCode, message: impl Into<String>, id: Option<String>) -> ServerMessage {
-    ServerMessage::BidiError { message: message.into(), code, recoverable: true, input_id: id }
+    ServerMessage::error_for_input(code, message, true, id)
 }

@@ -134,7 +134,14 @@ async fn cancel_stops_a_tool_wait_and_bad_controls_get_specific_errors() {
 
     // Controls that do not apply get their own errors; the session goes on.
     client.send(&ClientMessage::BidiCancel {}).await;
-    client.until(|m| is_error(m, &ErrorCode::NothingToCancel)).await;
+    let nothing = client.until(|m| is_error(m, &ErrorCode::NothingToCancel)).await;
+    let said = ErrorCode::NothingToCancel.for_people();
+    assert!(
+        matches!(nothing.last(), Some(ServerMessage::BidiError { user_message, suggestion, .. })
+            if user_message == said.message && suggestion == said.suggestion),
+        "the words for people reach the client through the gateway: {:?}",
+        nothing.last()
+    );
     client.send_raw(r#"{"type":"session_update","voice":"amy","speed":2}"#).await;
     let unknown = client.until(|m| is_error(m, &ErrorCode::UnknownSetting)).await;
     assert!(matches!(unknown.last(), Some(ServerMessage::BidiError { message, .. }) if message.contains("speed")));

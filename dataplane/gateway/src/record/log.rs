@@ -246,7 +246,7 @@ impl SessionLog {
             ServerMessage::WorkflowTransition { from, to, by } => {
                 self.push(agent, "workflow", json!({ "from": from, "to": to, "by": by }), None);
             }
-            ServerMessage::BidiError { message, code, recoverable, input_id } => {
+            ServerMessage::BidiError { message, code, recoverable, input_id, .. } => {
                 let data =
                     json!({ "code": code, "message": message, "recoverable": recoverable, "input_id": input_id });
                 self.push(agent, "error", data, None);
