@@ -25,7 +25,7 @@ mod scopes;
 mod sessions;
 mod settings;
 mod voice;
-mod voice_resume;
 #[path = "../voice/common.rs"]
 #[allow(dead_code)]
 mod voice_common;
+mod voice_resume;
