@@ -59,8 +59,8 @@ impl SessionState {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionUpdate {
     /// A voice of the agent's Nova Sonic model (sessions with audio): the next turn is
-    /// spoken with it (`bidi_connection_restart`, reason `voice_change`). Lasts until the
-    /// session moves to another agent.
+    /// spoken with it (`bidi_connection_restart`, reason `voice_change`). Holds for the
+    /// rest of the session (`bidi_session_updated`; the gateway carries it to every agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice: Option<String>,
     /// The modalities the client uses from now on, as in `session_start`: `["text"]`
@@ -68,7 +68,7 @@ pub struct SessionUpdate {
     /// the microphone is not listened to; transcripts and typed text go on), and a set with
     /// `audio` resumes it. Whether the session runs over the voice model is fixed when it
     /// starts: audio cannot be added to a session that started without it, nor taken from
-    /// a voice-only agent's. Lasts until the session moves to another agent.
+    /// a voice-only agent's. Holds for the rest of the session, as `voice` does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modalities: Option<Vec<String>>,
     /// Fields this version does not know, as sent, and `session_start` settings that are
