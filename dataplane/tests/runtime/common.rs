@@ -150,7 +150,8 @@ async fn start_with(
     start_in(&examples_dir(), config, transcripts, gateway_key, sim_script).await
 }
 
-async fn start_in(
+/// Local mode on the example in `dir`, run until the returned handle is dropped.
+pub async fn start_in(
     dir: &std::path::Path,
     config: ServerConfig,
     transcripts: Option<PathBuf>,

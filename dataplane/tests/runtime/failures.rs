@@ -59,19 +59,8 @@ pub(crate) fn example_with_tools_at(addr: SocketAddr) -> std::path::PathBuf {
 async fn failing_tool_server_errors_go_to_the_model_and_the_session_lives_on() {
     let (addr, calls) = failing_server().await;
     let dir = example_with_tools_at(addr);
-    let options = switchboard_dataplane::local::LocalOptions {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        bedrock: false,
-        sim_script: None,
-        transcripts: None,
-        server: ServerConfig::default(),
-        ca_file: None,
-        gateway_key: None,
-    };
-    let local = switchboard_dataplane::local::start(&dir, options).await.expect("starts");
-    let url = format!("ws://{}/v1/session", local.server.local_addr().expect("addr"));
-    let server = local.server;
-    tokio::spawn(async move { server.run(std::future::pending()).await });
+    let running = crate::common::start_in(&dir, ServerConfig::default(), None, None, None).await;
+    let url = running.url("");
     // idv is reached as a caller reaches it: triage hands the session over.
     let mut client = Client::start(&url, None).await;
     client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;

@@ -55,19 +55,8 @@ fn idv_check_description() -> String {
 async fn tool_events_say_what_runs_how_long_it_took_and_what_a_failure_means_to_the_caller() {
     let addr = slow_then_down_server().await;
     let dir = crate::failures::example_with_tools_at(addr);
-    let options = switchboard_dataplane::local::LocalOptions {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        bedrock: false,
-        sim_script: None,
-        transcripts: None,
-        server: ServerConfig::default(),
-        ca_file: None,
-        gateway_key: None,
-    };
-    let local = switchboard_dataplane::local::start(&dir, options).await.expect("starts");
-    let url = format!("ws://{}/v1/session", local.server.local_addr().expect("addr"));
-    let server = local.server;
-    tokio::spawn(async move { server.run(std::future::pending()).await });
+    let running = crate::common::start_in(&dir, ServerConfig::default(), None, None, None).await;
+    let url = running.url("");
     let mut client = Client::start(&url, None).await;
     client.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
     client.say("I'd like to check my balance").await;
