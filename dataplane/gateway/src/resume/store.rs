@@ -185,17 +185,6 @@ impl Store {
         }
     }
 
-    /// Marks `key` as held (being parked) for `ttl`.
-    pub async fn mark_parking(&self, key: &str, ttl: Duration) -> Result<(), StoreError> {
-        match self {
-            Self::Memory(map) => {
-                Self::memory(map).insert(key.to_owned(), (Instant::now() + ttl, Entry::Parking));
-                Ok(())
-            }
-            Self::Redis(shared) => shared.mark(key, ttl).await,
-        }
-    }
-
     /// Parks `session` at `key` for `ttl` (and clears the mark and the snapshot). In this
     /// process, the session's `account` (its bytes, toward the memory budget) stays with
     /// it; Redis' memory is not the gateway's.

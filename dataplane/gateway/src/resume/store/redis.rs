@@ -193,12 +193,6 @@ impl Shared {
         })
     }
 
-    /// Marks `key` held for `ttl` (a session being parked).
-    pub(super) async fn mark(&self, key: &str, ttl: Duration) -> Result<(), StoreError> {
-        let () = self.note(self.conn()?.pset_ex(format!("{PARKING}{key}"), 1, millis(ttl)).await)?;
-        Ok(())
-    }
-
     /// Parks `session` at `key` for `ttl`; its mark and snapshot go.
     pub(super) async fn park(&self, key: &str, session: &Parked, ttl: Duration) -> Result<(), StoreError> {
         let value = seal(&self.signer, key, session)?;

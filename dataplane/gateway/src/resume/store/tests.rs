@@ -56,7 +56,7 @@ async fn memory_store_gives_a_parked_session_once_and_waits_while_parking() {
     let store = Store::default();
     let ttl = Duration::from_secs(30);
     assert!(matches!(store.take("k", Duration::ZERO).await.expect("take"), Taken::Unknown));
-    store.mark_parking("k", ttl).await.expect("mark");
+    store.hold("k", None, None, ttl, ttl).await.expect("hold");
     assert!(matches!(store.take("k", Duration::from_millis(60)).await.expect("take"), Taken::Held));
     let waiting = {
         let store = store.clone();
@@ -71,8 +71,8 @@ async fn memory_store_gives_a_parked_session_once_and_waits_while_parking() {
     store.park("e", &parked(), Duration::from_millis(30), None).await.expect("park");
     tokio::time::sleep(Duration::from_millis(60)).await;
     assert!(matches!(store.take("e", Duration::ZERO).await.expect("take"), Taken::Unknown), "expired");
-    // A mark whose park failed does not hold resumes.
-    store.mark_parking("u", ttl).await.expect("mark");
+    // A hold released without a park (its park failed) does not hold resumes.
+    store.hold("u", None, None, ttl, ttl).await.expect("hold");
     store.unmark("u").await.expect("unmark");
     assert!(matches!(store.take("u", Duration::from_secs(5)).await.expect("take"), Taken::Unknown));
 }
