@@ -132,9 +132,9 @@ impl Run {
                 Some(Job::Hold { key, previous, snapshot, done }) => {
                     self.last = snapshot;
                     self.key = Some(key);
-                    let held = self.register(previous.as_deref()).await;
+                    self.register(previous.as_deref()).await;
                     let _ = done.send(());
-                    held
+                    true
                 }
                 Some(Job::Snapshot(snapshot, done)) => {
                     self.last = Some(snapshot);
@@ -155,8 +155,8 @@ impl Run {
     }
 
     /// Registers the hold at the newest key (with the newest snapshot).
-    async fn register(&mut self, previous: Option<&str>) -> bool {
-        let Some(key) = &self.key else { return true };
+    async fn register(&mut self, previous: Option<&str>) {
+        let Some(key) = &self.key else { return };
         match self.store.hold(key, previous, self.last.as_deref(), self.lease, self.window).await {
             Ok(()) => self.established = self.last.is_some() || !self.store.is_shared(),
             Err(error) => {
@@ -164,7 +164,6 @@ impl Run {
                 tracing::warn!(session_id = %self.id, "cannot register the session for resume: {error}");
             }
         }
-        true
     }
 
     /// Renews the hold (with the newest snapshot when `changed`); false when the session
@@ -172,7 +171,8 @@ impl Run {
     async fn renew(&mut self, changed: bool) -> bool {
         let Some(key) = &self.key else { return true };
         if !self.established {
-            return self.register(None).await;
+            self.register(None).await;
+            return true;
         }
         let snapshot = if changed { self.last.as_deref() } else { None };
         match self.store.renew(key, snapshot, self.lease, self.window).await {
@@ -180,7 +180,8 @@ impl Run {
             Ok(Renewal::Taken) => false,
             Ok(Renewal::Lost) => {
                 tracing::info!(session_id = %self.id, "the session store lost this session's hold (restarted?); registering it again");
-                self.register(None).await
+                self.register(None).await;
+                true
             }
             Err(error) => {
                 tracing::warn!(session_id = %self.id, "cannot renew the session's hold for resume: {error}");
