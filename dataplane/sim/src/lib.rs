@@ -5,7 +5,8 @@
 //!
 //! Served operations: ConverseStream and Converse ([`converse`]), and Nova Sonic's
 //! InvokeModelWithBidirectionalStream ([`sonic`]). Replies come from a [`Script`] of
-//! rules with pacing and fault injection.
+//! rules with pacing and fault injection. Besides Bedrock, Amazon Polly's SynthesizeSpeech
+//! ([`polly`]) renders a text as a phrase tone its Nova Sonic side then hears as that text.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), switchboard_sim::SimError> {
@@ -19,6 +20,7 @@
 pub mod converse;
 pub mod engine;
 mod http;
+pub mod polly;
 pub mod script;
 mod server;
 pub mod service_error;
@@ -211,6 +213,11 @@ impl SimHandle {
     /// The counters now.
     pub fn stats(&self) -> SimStats {
         self.state.stats()
+    }
+
+    /// The texts SynthesizeSpeech rendered so far, by the phrase id it gave them.
+    pub fn spoken_phrases(&self) -> std::collections::BTreeMap<u32, String> {
+        self.state.spoken.snapshot()
     }
 
     /// The bidirectional (Nova Sonic) operation's counters now.

@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 
 use super::converse;
 use super::http::{Body, full_body};
+use super::polly;
 use super::service_error::{ErrorKind, ServiceError};
 use super::sonic;
 use super::state::{Operation, SimState};
@@ -146,6 +147,13 @@ async fn route(
     let path = request.uri().path().to_owned();
     if request.method() == http::Method::GET && path == "/ping" {
         return http::Response::new(full_body(Bytes::from_static(b"ok")));
+    }
+    if request.method() == http::Method::POST && path == polly::PATH {
+        // Amazon Polly's SynthesizeSpeech, for `switchboard test`'s `speech:` steps.
+        return match read_body(request.into_body(), state.max_request_bytes).await {
+            Ok(body) => polly::handle(&body, &state.spoken, &state.script.sonic.phrases, &request_id),
+            Err(error) => error.into_response(&request_id),
+        };
     }
     let Some((model_id, operation)) = operation_of(request.method(), &path) else {
         let message = format!("{} {path} is not an operation of this endpoint", request.method());

@@ -72,6 +72,8 @@ pub struct SimState {
     pub max_request_bytes: usize,
     /// The bidirectional operation's counters.
     pub sonic: super::sonic::SonicState,
+    /// The texts `SynthesizeSpeech` rendered, by phrase id.
+    pub spoken: super::polly::Spoken,
     requests: [AtomicU64; Operation::ALL.len()],
     model_calls: AtomicU64,
     rule_matches: Vec<AtomicU64>,
@@ -91,6 +93,7 @@ impl SimState {
             script,
             max_request_bytes,
             sonic: super::sonic::SonicState::default(),
+            spoken: super::polly::Spoken::default(),
             requests: Default::default(),
             model_calls: AtomicU64::new(0),
             rule_matches,
@@ -114,6 +117,12 @@ impl SimState {
                 *keys.entry(key.to_owned()).or_default() += 1;
             }
         }
+    }
+
+    /// What phrase `id` means: the script's `sonic.phrases`, else the text
+    /// `SynthesizeSpeech` rendered as it.
+    pub fn phrase(&self, id: u32) -> Option<String> {
+        self.script.sonic.phrases.get(&id).cloned().or_else(|| self.spoken.text_of(id))
     }
 
     /// Counts a valid model call; returns its 0-based index.

@@ -22,7 +22,8 @@
 //! and the rules' `timing` and the rules' `faults` apply to Converse only.
 //!
 //! How an utterance is heard: its phrase id (see [`crate::sonic::audio`]: a tone of
-//! `400 + 100 * id` Hz) looked up in `phrases`; else the `utterances` entry for its index;
+//! `400 + 100 * id` Hz) looked up in `phrases`, then among the texts the simulator's
+//! SynthesizeSpeech rendered ([`crate::polly`]); else the `utterances` entry for its index;
 //! else `phrase <id>`, or `(inaudible)` when the audio carries no phrase tone.
 
 use std::collections::BTreeMap;

@@ -295,7 +295,7 @@ impl Session {
         }
         let heard = utterance
             .phrase_id
-            .and_then(|id| sonic.phrases.get(&id).cloned())
+            .and_then(|id| self.state.phrase(id))
             .or_else(|| sonic.utterances.get(usize::try_from(index).unwrap_or(usize::MAX)).cloned())
             .unwrap_or_else(|| {
                 utterance.phrase_id.map_or_else(|| "(inaudible)".to_owned(), |id| format!("phrase {id}"))
