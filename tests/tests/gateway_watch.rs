@@ -1,7 +1,8 @@
 //! The gateway's watches on the real control plane: the routing table ConfigMap and the
 //! Agents' Endpoints (created here as the operator and the endpoints controller would)
-//! become the gateway's directory, and every change — a pod turning unready, an Agent
-//! leaving the table, a broken table — is followed without polling.
+//! become the gateway's directory, and every change — a pod turning unready, a rollout held
+//! on candidate pods, an Agent leaving the table, a broken table — is followed without
+//! polling.
 
 mod common;
 
@@ -12,7 +13,7 @@ use switchboard_crds::Mode;
 use switchboard_crds::contract::{MANAGED_BY, RUNTIME_PORT, SESSION_PATH};
 use switchboard_crds::routing::{Route, RoutingTable};
 use switchboard_gateway::watch::{self, Sources};
-use switchboard_gateway::{Directory, RouteError};
+use switchboard_gateway::{Directory, Reach, RouteError};
 use switchboard_tests::manifests::apply_yaml;
 use switchboard_tests::wait::until;
 use tokio::sync::watch::Receiver;
@@ -82,29 +83,46 @@ async fn the_directory_follows_the_routing_table_and_the_ready_endpoints() {
         default_agent: None,
     };
     let rx = watch::start(client.clone(), sources);
-    let target = until_directory(&rx, "triage routed to its ready pod", |d| d.for_client(None).ok()).await;
+    let target = until_directory(&rx, "triage routed to its ready pod", |d| d.for_client(None, Reach::Live).ok()).await;
     assert_eq!(target.key(), format!("{}/triage", ns.name));
     assert_eq!(target.ready, vec![addr("10.1.2.3")], "not-ready addresses are never used");
     until_directory(&rx, "banking without the operator's Endpoints has no pod", |d| {
-        (d.for_client(Some("banking")) == Err(RouteError::NoReadyPod("banking".into()))).then_some(())
+        (d.for_client(Some("banking"), Reach::Live) == Err(RouteError::NoReadyPod("banking".into()))).then_some(())
     })
     .await;
 
     // The pod turns unready, another becomes ready.
     apply_yaml(&client, &ns.name, &endpoints_yaml("triage", &["10.1.2.4"], &["10.1.2.3"])).await.expect("update");
-    until_directory(&rx, "the other pod", |d| d.for_client(None).ok().filter(|t| t.ready == vec![addr("10.1.2.4")]))
-        .await;
+    until_directory(&rx, "the other pod", |d| {
+        d.for_client(None, Reach::Live).ok().filter(|t| t.ready == vec![addr("10.1.2.4")])
+    })
+    .await;
     // No ready pod at all.
     apply_yaml(&client, &ns.name, &endpoints_yaml("triage", &[], &["10.1.2.3"])).await.expect("update");
     until_directory(&rx, "no ready pod", |d| {
-        (d.for_client(None) == Err(RouteError::NoReadyPod("triage".into()))).then_some(())
+        (d.for_client(None, Reach::Live) == Err(RouteError::NoReadyPod("triage".into()))).then_some(())
     })
     .await;
+
+    // triage's rollout is held: the table lists its candidate, whose Service's Endpoints
+    // (labelled like every Agent Service's) hold the candidate pod. Test sessions reach it;
+    // others still find no ready live pod.
+    let mut held = RoutingTable::parse(&table(&ns.name, &["triage", "banking"])).expect("a table");
+    held.candidates.insert(format!("{}/triage", ns.name), format!("triage-candidate.{}.svc", ns.name));
+    let held = held.to_json();
+    apply_yaml(&client, &ns.name, &routes_yaml(&held)).await.expect("table");
+    apply_yaml(&client, &ns.name, &endpoints_yaml("triage-candidate", &["10.1.2.9"], &[])).await.expect("endpoints");
+    let candidate = until_directory(&rx, "the candidate pod for test sessions", |d| {
+        d.for_client(None, Reach::Candidates).ok().filter(|t| t.ready == vec![addr("10.1.2.9")])
+    })
+    .await;
+    assert!(candidate.candidate);
+    assert_eq!(rx.borrow().for_client(None, Reach::Live), Err(RouteError::NoReadyPod("triage".into())));
 
     // The Agent leaves the table.
     apply_yaml(&client, &ns.name, &routes_yaml(&table(&ns.name, &["banking"]))).await.expect("table");
     until_directory(&rx, "triage unknown", |d| {
-        (d.for_client(Some("triage")) == Err(RouteError::Unknown("triage".into()))).then_some(())
+        (d.for_client(Some("triage"), Reach::Live) == Err(RouteError::Unknown("triage".into()))).then_some(())
     })
     .await;
     // A broken table is ignored: the last good one stays in force.

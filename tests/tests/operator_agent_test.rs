@@ -328,7 +328,7 @@ async fn a_gated_agent_rolls_out_to_live_pods_only_after_its_tests_pass_on_the_c
     // Its pods ready, the candidate is tested (test sessions ask for candidate routes); the
     // run fails: the live pods stay, and the Agent says which scenario failed.
     let second = wait_job(&ns, "smoke", Some(&first.name_any())).await;
-    assert!(args(&second).unwrap_or_default().contains(&"--candidate".to_owned()), "{:?}", args(&second));
+    assert!(args(&second).unwrap_or_default().windows(2).any(|w| w == ["--candidate", "bank"]), "{:?}", args(&second));
     let summary = r#"{"passed":1,"failed":1,"total":2,"firstDivergence":"Greets the caller, step 1 of 1 (say: \"Hello\"): agent: expected bank, got triage"}"#;
     end_pod(&ns, &second, summary, 1).await;
     wait_status(&ns, "smoke", "Failed", |t| result(t) == Some(TestResult::Failed)).await;
@@ -341,7 +341,7 @@ async fn a_gated_agent_rolls_out_to_live_pods_only_after_its_tests_pass_on_the_c
     // The test is fixed: its new run on the candidate passes, and the candidate is promoted.
     apply_yaml(&ns.client(), &ns.name, &gated(2)).await.expect("AgentTest edited");
     let third = wait_job(&ns, "smoke", Some(&second.name_any())).await;
-    assert!(args(&third).unwrap_or_default().contains(&"--candidate".to_owned()), "{:?}", args(&third));
+    assert!(args(&third).unwrap_or_default().windows(2).any(|w| w == ["--candidate", "bank"]), "{:?}", args(&third));
     end_pod(&ns, &third, r#"{"passed":2,"failed":0,"total":2}"#, 0).await;
     let promoted = wait_held(&ns, "bank", "promoted", |c| c.status == "False").await;
     assert_eq!(promoted.reason, "Promoted");

@@ -124,6 +124,7 @@ async fn connection(socket: tokio::net::TcpStream, config: FloorConfig) {
                         model: "none".into(),
                         resume_token: None,
                         seq: None,
+                        candidate: false,
                     },
                     ServerMessage::BidiTranscriptStream {
                         role: TranscriptRole::Assistant,

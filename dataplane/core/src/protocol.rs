@@ -145,6 +145,11 @@ pub enum ServerMessage {
         /// one's number (`session_start.last_seq` on resume).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         seq: Option<u64>,
+        /// Through a gateway, in a test session (`session_start.candidate`): true when the
+        /// agent's candidate pods (its held rollout's edited spec) serve it. Absent
+        /// otherwise: its live pods do.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        candidate: bool,
     },
     /// Transcript text: streamed deltas of the agent's reply (`delta: true`), then the
     /// whole reply once more with `is_final: true`; the user's own text comes back final

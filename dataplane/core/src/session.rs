@@ -164,6 +164,7 @@ impl Session {
             model: if session.voice { spec.model.voice_model_id.clone() } else { session.model_id.clone() },
             resume_token: None,
             seq: None,
+            candidate: false,
         })];
         let mut transitions = session.workflow.advance(&session.core.spec().workflow.spec, &session.memory);
         effects.extend(transitions.drain(..).flat_map(|t| session.transition_effects(&t)));

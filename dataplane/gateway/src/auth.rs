@@ -30,7 +30,7 @@ use switchboard_core::protocol::{ErrorCode, close_code};
 mod jwt;
 pub mod keys;
 mod scope;
-pub use jwt::{DEFAULT_RECORDS_SCOPE, JwksError, Jwt, Verified};
+pub use jwt::{DEFAULT_CANDIDATES_SCOPE, DEFAULT_RECORDS_SCOPE, JwksError, Jwt, Verified};
 pub use keys::KeysFileError;
 pub use scope::{Scope, ScopeError};
 
@@ -121,6 +121,10 @@ pub struct Admission {
     pub rate: Option<SharedBucket>,
     /// The Agents the credential may reach.
     pub scope: Arc<Scope>,
+    /// Whether the credential may open test sessions on candidate pods
+    /// (`session_start.candidate`): an API key marked `candidates=test`, a token with the
+    /// candidates scope, or any client of a gateway that requires no credential.
+    pub candidates: bool,
     /// Whether a session slot of `key` is held (released on drop).
     counted: bool,
     live: LiveMap,
@@ -142,6 +146,23 @@ impl Admission {
                 bucket.per_second()
             ),
             reason: ErrorCode::KeyRate,
+        })
+    }
+
+    /// Whether the session may ask for candidate pods (`session_start.candidate`).
+    pub fn allow_candidates(&self) -> Result<(), Refusal> {
+        if self.candidates {
+            return Ok(());
+        }
+        Err(Refusal {
+            code: close_code::NOT_EXPOSED,
+            message: format!(
+                "{} may not open test sessions on candidate pods (session_start.candidate): use a credential marked \
+                 for tests (an API key with candidates=test, or a token with the candidates scope), or leave \
+                 candidate out",
+                self.who()
+            ),
+            reason: ErrorCode::CandidateNotAllowed,
         })
     }
 
@@ -325,10 +346,12 @@ impl Auth {
             });
         }
         if !self.requires_keys() {
+            // Without credentials every client reaches every exposed Agent, and may test.
             return Ok(Admission {
                 key: None,
                 rate: None,
                 scope: Arc::default(),
+                candidates: true,
                 counted: false,
                 live: self.live.clone(),
             });
@@ -352,7 +375,8 @@ impl Auth {
             let limits = self.subject_limits;
             let rate = limits.max_messages_per_second.map(|n| Arc::new(Mutex::new(message_bucket(n))));
             let name = format!("jwt:{}", verified.subject);
-            return self.hold(name, limits.max_sessions, rate, Arc::new(verified.scope));
+            let scope = (Arc::new(verified.scope), verified.candidates);
+            return self.hold(name, limits.max_sessions, rate, scope);
         }
         let entry =
             self.keys.as_ref().and_then(|keys| keys.get(&<[u8; 32]>::from(Sha256::digest(presented.as_bytes()))));
@@ -361,17 +385,19 @@ impl Auth {
             message: "the API key is not valid here; check it, or ask for a new one".into(),
             reason: ErrorCode::UnknownKey,
         })?;
-        self.hold(entry.name.clone(), entry.max_sessions, entry.rate.clone(), entry.scope.clone())
+        let scope = (entry.scope.clone(), entry.candidates);
+        self.hold(entry.name.clone(), entry.max_sessions, entry.rate.clone(), scope)
     }
 
     /// Takes a session slot of `name` (at most `max`); its budget is the one already held
-    /// for `name` if any (a JWT subject's live sessions share one), else `rate`.
+    /// for `name` if any (a JWT subject's live sessions share one), else `rate`. The
+    /// admission reaches `scope`, and candidate pods if `candidates`.
     fn hold(
         &self,
         name: String,
         max: Option<usize>,
         rate: Option<SharedBucket>,
-        scope: Arc<Scope>,
+        (scope, candidates): (Arc<Scope>, bool),
     ) -> Result<Admission, Refusal> {
         let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         if live.len() > SWEEP_ABOVE {
@@ -393,7 +419,14 @@ impl Auth {
             });
         }
         entry.sessions += 1;
-        Ok(Admission { key: Some(name), rate: entry.rate.clone(), scope, counted: true, live: self.live.clone() })
+        Ok(Admission {
+            key: Some(name),
+            rate: entry.rate.clone(),
+            scope,
+            candidates,
+            counted: true,
+            live: self.live.clone(),
+        })
     }
 }
 

@@ -6,12 +6,20 @@
 //! namespace has an Agent of that name. No name means the gateway's `--default-agent`, or
 //! else the one Agent marked `gateway.default` (two such Agents in different namespaces
 //! make the default ambiguous, and the client must name one).
+//!
+//! Candidates: an Agent whose rollout waits for its AgentTests runs its edited spec on
+//! candidate pods, behind the Service `<name>-candidate` that the routing table lists
+//! ([`RoutingTable::candidates`]). A test session ([`Reach::Candidates`]) reaches such an
+//! Agent there and nowhere else — never its live pods, which run the spec under test's
+//! predecessor — and every other Agent at its live pods. Other sessions never reach a
+//! candidate.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use switchboard_core::protocol::{ErrorCode, close_code};
+use switchboard_crds::contract::CANDIDATE_SUFFIX;
 use switchboard_crds::routing::{Route, RoutingTable};
 
 /// A route resolved for a session: the Agent and the ready pod addresses it has now.
@@ -21,6 +29,20 @@ pub struct Target {
     pub route: Route,
     /// Its ready pods' session addresses (may be empty for handoff targets).
     pub ready: Vec<SocketAddr>,
+    /// Whether those are its candidate pods (a test session at an Agent whose rollout waits
+    /// for its tests).
+    pub candidate: bool,
+}
+
+/// Which pods a session reaches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// Every Agent's live pods.
+    #[default]
+    Live,
+    /// A test session: the candidate pods of an Agent that has them, the live pods of others.
+    Candidates,
 }
 
 impl Target {
@@ -53,6 +75,10 @@ pub enum RouteError {
     /// Listed, but no pod is ready.
     #[error("agent {0:?} has no ready pod right now; try again shortly")]
     NoReadyPod(String),
+    /// A test session at an Agent whose candidate has no ready pod (its live pods are never
+    /// used instead: they run another spec than the one under test).
+    #[error("agent {0:?} has no ready candidate pod right now (its rollout waits for its tests); try again shortly")]
+    NoReadyCandidate(String),
     /// A handoff to an Agent the source does not declare (`spec.handoffs`), that is not the
     /// agent the session came from, or in another namespace.
     #[error(
@@ -73,7 +99,7 @@ impl RouteError {
         match self {
             Self::NoDefault | Self::Unknown(_) | Self::Ambiguous { .. } => close_code::UNKNOWN_AGENT,
             Self::NotExposed(_) => close_code::NOT_EXPOSED,
-            Self::NoReadyPod(_) => close_code::NO_READY_POD,
+            Self::NoReadyPod(_) | Self::NoReadyCandidate(_) => close_code::NO_READY_POD,
             Self::HandoffNotAllowed { .. } => close_code::NOT_EXPOSED,
         }
     }
@@ -85,7 +111,7 @@ impl RouteError {
             Self::Unknown(_) => ErrorCode::UnknownAgent,
             Self::Ambiguous { .. } => ErrorCode::AmbiguousAgent,
             Self::NotExposed(_) => ErrorCode::NotExposed,
-            Self::NoReadyPod(_) => ErrorCode::NoReadyPod,
+            Self::NoReadyPod(_) | Self::NoReadyCandidate(_) => ErrorCode::NoReadyPod,
             Self::HandoffNotAllowed { .. } => ErrorCode::HandoffNotAllowed,
         }
     }
@@ -148,12 +174,12 @@ impl Directory {
         self.table
             .routes
             .iter()
-            .map(|route| (format!("{}/{}", route.namespace, route.name), self.addresses(route).len()))
+            .map(|route| (format!("{}/{}", route.namespace, route.name), self.pods(route, Reach::Live).0.len()))
     }
 
     /// Where a client's new session goes: `requested`, or the default. The Agent must be
-    /// exposed and have a ready pod.
-    pub fn for_client(&self, requested: Option<&str>) -> Result<Target, RouteError> {
+    /// exposed and have a ready pod (of those `reach` allows).
+    pub fn for_client(&self, requested: Option<&str>, reach: Reach) -> Result<Target, RouteError> {
         let route = match requested.or(self.default_agent.as_deref()) {
             Some(name) => self.find(name)?,
             None => self.table_default()?,
@@ -161,14 +187,20 @@ impl Directory {
         if !route.expose && requested.is_some() {
             return Err(RouteError::NotExposed(route.name.clone()));
         }
-        self.ready(route)
+        self.ready(route, reach)
     }
 
     /// Where a handoff from the Agent `from` to `to` goes: an Agent of `from`'s namespace
     /// that `from` declares (its route's `handoffs`), or `return_to`, the agent the session
     /// came from (a return). Exposure does not matter; another namespace is never reached,
     /// whatever the name.
-    pub fn for_handoff(&self, from: &Route, to: &str, return_to: Option<&str>) -> Result<Target, RouteError> {
+    pub fn for_handoff(
+        &self,
+        from: &Route,
+        to: &str,
+        return_to: Option<&str>,
+        reach: Reach,
+    ) -> Result<Target, RouteError> {
         let name = match to.split_once('/') {
             Some((namespace, name)) if namespace == from.namespace => name,
             Some(_) => return Err(not_allowed(from, to)),
@@ -182,25 +214,32 @@ impl Directory {
             .table
             .route(&from.namespace, name)
             .ok_or_else(|| RouteError::Unknown(format!("{}/{name}", from.namespace)))?;
-        self.ready(route)
+        self.ready(route, reach)
     }
 
-    /// `namespace/name` (any exposure), whether or not it has a ready pod.
-    pub fn lookup(&self, namespace: &str, name: &str) -> Option<Target> {
+    /// `namespace/name` (any exposure), whether or not it has a ready pod (of those `reach`
+    /// allows).
+    pub fn lookup(&self, namespace: &str, name: &str, reach: Reach) -> Option<Target> {
         let route = self.table.route(namespace, name)?;
-        Some(Target { route: route.clone(), ready: self.addresses(route) })
+        let (ready, candidate) = self.pods(route, reach);
+        Some(Target { route: route.clone(), ready, candidate })
     }
 
-    fn ready(&self, route: &Route) -> Result<Target, RouteError> {
-        let ready = self.addresses(route);
+    fn ready(&self, route: &Route, reach: Reach) -> Result<Target, RouteError> {
+        let (ready, candidate) = self.pods(route, reach);
         if ready.is_empty() {
-            return Err(RouteError::NoReadyPod(route.name.clone()));
+            let name = route.name.clone();
+            return Err(if candidate { RouteError::NoReadyCandidate(name) } else { RouteError::NoReadyPod(name) });
         }
-        Ok(Target { route: route.clone(), ready })
+        Ok(Target { route: route.clone(), ready, candidate })
     }
 
-    fn addresses(&self, route: &Route) -> Vec<SocketAddr> {
-        self.endpoints.get(&(route.namespace.clone(), route.name.clone())).cloned().unwrap_or_default()
+    /// The ready pods `reach` allows of `route`'s Agent, and whether they are its candidate's.
+    fn pods(&self, route: &Route, reach: Reach) -> (Vec<SocketAddr>, bool) {
+        let candidate = reach == Reach::Candidates && self.table.candidate(&route.namespace, &route.name).is_some();
+        let service = if candidate { format!("{}{}", route.name, CANDIDATE_SUFFIX) } else { route.name.clone() };
+        let ready = self.endpoints.get(&(route.namespace.clone(), service)).cloned().unwrap_or_default();
+        (ready, candidate)
     }
 
     fn find(&self, name: &str) -> Result<&Route, RouteError> {
@@ -276,27 +315,30 @@ mod tests {
     #[test]
     fn names_resolve_by_namespace_bare_name_or_default() {
         let d = directory();
-        assert_eq!(d.for_client(None).map(|t| t.key()), Ok("bank/triage".into()));
-        assert_eq!(d.for_client(Some("shop/triage")).map(|t| t.key()), Ok("shop/triage".into()));
+        assert_eq!(d.for_client(None, Reach::Live).map(|t| t.key()), Ok("bank/triage".into()));
+        assert_eq!(d.for_client(Some("shop/triage"), Reach::Live).map(|t| t.key()), Ok("shop/triage".into()));
         assert_eq!(
-            d.for_client(Some("triage")),
+            d.for_client(Some("triage"), Reach::Live),
             Err(RouteError::Ambiguous { name: "triage".into(), namespaces: "bank, shop".into() })
         );
-        assert_eq!(d.for_client(Some("nope")), Err(RouteError::Unknown("nope".into())));
-        assert_eq!(d.for_client(Some("bank/nope")), Err(RouteError::Unknown("bank/nope".into())));
+        assert_eq!(d.for_client(Some("nope"), Reach::Live), Err(RouteError::Unknown("nope".into())));
+        assert_eq!(d.for_client(Some("bank/nope"), Reach::Live), Err(RouteError::Unknown("bank/nope".into())));
         let with_default = Directory { default_agent: Some("shop/triage".into()), ..directory() };
-        assert_eq!(with_default.for_client(None).map(|t| t.key()), Ok("shop/triage".into()));
+        assert_eq!(with_default.for_client(None, Reach::Live).map(|t| t.key()), Ok("shop/triage".into()));
     }
 
     #[test]
     fn clients_need_an_exposed_agent_with_a_ready_pod_handoffs_only_the_pod() {
         let d = directory();
-        assert_eq!(d.for_client(Some("idv")), Err(RouteError::NotExposed("idv".into())));
-        assert_eq!(d.for_client(Some("bank/banking")), Err(RouteError::NoReadyPod("banking".into())));
+        assert_eq!(d.for_client(Some("idv"), Reach::Live), Err(RouteError::NotExposed("idv".into())));
+        assert_eq!(d.for_client(Some("bank/banking"), Reach::Live), Err(RouteError::NoReadyPod("banking".into())));
         let from = |ns: &str, name: &str| d.table().route(ns, name).cloned().expect("a route");
-        assert_eq!(d.for_handoff(&from("bank", "triage"), "idv", None).map(|t| t.key()), Ok("bank/idv".into()));
         assert_eq!(
-            d.for_handoff(&from("shop", "triage"), "orders", None),
+            d.for_handoff(&from("bank", "triage"), "idv", None, Reach::Live).map(|t| t.key()),
+            Ok("bank/idv".into())
+        );
+        assert_eq!(
+            d.for_handoff(&from("shop", "triage"), "orders", None, Reach::Live),
             Err(RouteError::NoReadyPod("orders".into()))
         );
         assert_eq!(RouteError::NoReadyPod("x".into()).close_code(), close_code::NO_READY_POD);
@@ -309,24 +351,76 @@ mod tests {
         let not_allowed =
             |from: &str, to: &str| Err(RouteError::HandoffNotAllowed { from: from.into(), to: to.into() });
         // shop/triage declares idv, but shop has none: bank's is never reached.
-        assert_eq!(d.for_handoff(&from("shop", "triage"), "idv", None), Err(RouteError::Unknown("shop/idv".into())));
-        assert_eq!(d.for_handoff(&from("shop", "triage"), "bank/idv", None), not_allowed("shop/triage", "bank/idv"));
-        // Not declared: refused even in the same namespace.
-        assert_eq!(d.for_handoff(&from("bank", "triage"), "banking", None), not_allowed("bank/triage", "banking"));
-        // idv declares nothing, but may return to where the session came from.
-        assert_eq!(d.for_handoff(&from("bank", "idv"), "triage", None), not_allowed("bank/idv", "triage"));
         assert_eq!(
-            d.for_handoff(&from("bank", "idv"), "triage", Some("triage")).map(|t| t.key()),
+            d.for_handoff(&from("shop", "triage"), "idv", None, Reach::Live),
+            Err(RouteError::Unknown("shop/idv".into()))
+        );
+        assert_eq!(
+            d.for_handoff(&from("shop", "triage"), "bank/idv", None, Reach::Live),
+            not_allowed("shop/triage", "bank/idv")
+        );
+        // Not declared: refused even in the same namespace.
+        assert_eq!(
+            d.for_handoff(&from("bank", "triage"), "banking", None, Reach::Live),
+            not_allowed("bank/triage", "banking")
+        );
+        // idv declares nothing, but may return to where the session came from.
+        assert_eq!(d.for_handoff(&from("bank", "idv"), "triage", None, Reach::Live), not_allowed("bank/idv", "triage"));
+        assert_eq!(
+            d.for_handoff(&from("bank", "idv"), "triage", Some("triage"), Reach::Live).map(|t| t.key()),
             Ok("bank/triage".into())
         );
-        assert_eq!(d.for_handoff(&from("bank", "triage"), "bank/idv", None).map(|t| t.key()), Ok("bank/idv".into()));
+        assert_eq!(
+            d.for_handoff(&from("bank", "triage"), "bank/idv", None, Reach::Live).map(|t| t.key()),
+            Ok("bank/idv".into())
+        );
         assert_eq!(not_allowed("a/b", "c").unwrap_err().close_code(), close_code::NOT_EXPOSED);
+    }
+
+    #[test]
+    fn a_test_session_reaches_a_held_agent_only_at_its_candidate_and_others_at_their_live_pods() {
+        let live: SocketAddr = "10.0.0.1:8080".parse().expect("addr");
+        let candidate_pod: SocketAddr = "10.0.0.9:8080".parse().expect("addr");
+        let mut table = RoutingTable::new(vec![
+            route("bank", "triage", true, true),
+            route("bank", "idv", false, false),
+            route("bank", "banking", true, false),
+        ]);
+        table.candidates.insert("bank/triage".into(), "triage-candidate.bank.svc".into());
+        table.candidates.insert("bank/idv".into(), "idv-candidate.bank.svc".into());
+        let endpoints: HashMap<_, _> = [
+            (("bank".into(), "triage".into()), vec![live]),
+            (("bank".into(), "triage-candidate".into()), vec![candidate_pod]),
+            (("bank".into(), "idv".into()), vec![live]),
+            (("bank".into(), "banking".into()), vec![live]),
+        ]
+        .into();
+        let d = Directory::new(Arc::new(table), Arc::new(endpoints), None);
+        let pods = |t: Result<Target, RouteError>| t.map(|t| (t.ready, t.candidate));
+        // A client's session never reaches a candidate; a test session reaches triage's.
+        assert_eq!(pods(d.for_client(None, Reach::Live)), Ok((vec![live], false)));
+        assert_eq!(pods(d.for_client(None, Reach::Candidates)), Ok((vec![candidate_pod], true)));
+        // banking has no candidate: a test session is served by its live pods.
+        assert_eq!(pods(d.for_client(Some("banking"), Reach::Candidates)), Ok((vec![live], false)));
+        // idv's candidate has no ready pod: a test session's handoff is refused, never sent
+        // to the live pods, which run another spec than the one under test.
+        let triage = d.table().route("bank", "triage").cloned().expect("a route");
+        assert_eq!(
+            d.for_handoff(&triage, "idv", None, Reach::Candidates),
+            Err(RouteError::NoReadyCandidate("idv".into()))
+        );
+        assert_eq!(pods(d.for_handoff(&triage, "idv", None, Reach::Live)), Ok((vec![live], false)));
+        assert_eq!(RouteError::NoReadyCandidate("idv".into()).close_code(), close_code::NO_READY_POD);
+        let looked = d.lookup("bank", "idv", Reach::Candidates).expect("listed");
+        assert_eq!((looked.ready, looked.candidate), (vec![], true));
+        // The console's pod counts are the live pods'.
+        assert!(d.ready_pods().all(|(_, n)| n == 1));
     }
 
     #[test]
     fn two_table_defaults_are_no_default() {
         let table = RoutingTable::new(vec![route("a", "x", true, true), route("b", "y", true, true)]);
         let d = Directory::new(Arc::new(table), Arc::default(), None);
-        assert_eq!(d.for_client(None), Err(RouteError::NoDefault));
+        assert_eq!(d.for_client(None, Reach::Live), Err(RouteError::NoDefault));
     }
 }

@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use balancer::Balancer;
-pub use directory::{Directory, RouteError, Target};
+pub use directory::{Directory, Reach, RouteError, Target};
 pub use metrics::Metrics;
 
 /// Limits and timing of a gateway.

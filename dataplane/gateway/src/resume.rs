@@ -257,6 +257,13 @@ pub struct Parked {
     /// on this replica or, through the shared store (sealed like the rest), on another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// A test session reaches candidate pods, wherever it resumes.
+    #[serde(default, skip_serializing_if = "is_live")]
+    pub reach: crate::directory::Reach,
+}
+
+fn is_live(reach: &crate::directory::Reach) -> bool {
+    *reach == crate::directory::Reach::Live
 }
 
 #[cfg(test)]

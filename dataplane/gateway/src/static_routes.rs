@@ -108,14 +108,14 @@ mod tests {
         };
         std::fs::write(&path, table(9001)).expect("writes");
         let mut rx = from_file(path.clone(), None).await.expect("loads");
-        let target = rx.borrow().for_client(None).expect("the default agent");
+        let target = rx.borrow().for_client(None, crate::directory::Reach::Live).expect("the default agent");
         assert_eq!(target.ready, [SocketAddr::from(([127, 0, 0, 1], 9001))]);
-        assert!(rx.borrow().for_client(Some("gone")).is_err(), "an unresolvable service has no ready pod");
+        assert!(rx.borrow().for_client(Some("gone"), crate::directory::Reach::Live).is_err(), "an unresolvable service has no ready pod");
         // An edit (a later modification time) is picked up.
         tokio::time::sleep(Duration::from_millis(1100)).await;
         std::fs::write(&path, table(9002)).expect("rewrites");
         tokio::time::timeout(RELOAD_EVERY * 3, rx.changed()).await.expect("reloads in time").expect("changed");
-        let target = rx.borrow().for_client(None).expect("the default agent");
+        let target = rx.borrow().for_client(None, crate::directory::Reach::Live).expect("the default agent");
         assert_eq!(target.ready, [SocketAddr::from(([127, 0, 0, 1], 9002))]);
         // A broken file is refused at start, with its path.
         std::fs::write(&path, "{").expect("breaks");

@@ -174,6 +174,11 @@ pub struct GatewayArgs {
     #[arg(long, env = "SWITCHBOARD_JWT_RECORDS_SCOPE", default_value = switchboard_gateway::auth::DEFAULT_RECORDS_SCOPE)]
     jwt_records_scope: String,
 
+    /// The OAuth scope that lets a token open test sessions on candidate pods
+    /// (`session_start.candidate`: the Agents whose rollout waits for their AgentTests).
+    #[arg(long, env = "SWITCHBOARD_JWT_CANDIDATES_SCOPE", default_value = switchboard_gateway::auth::DEFAULT_CANDIDATES_SCOPE)]
+    jwt_candidates_scope: String,
+
     /// Most live sessions of one JWT subject (`sub`); more are refused with 4429. API keys
     /// carry their own limit in --api-keys-file.
     #[arg(long, env = "SWITCHBOARD_JWT_MAX_SESSIONS_PER_SUBJECT")]
@@ -245,6 +250,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         jwt_agents_claim,
         jwt_require_agents_claim,
         jwt_records_scope,
+        jwt_candidates_scope,
         jwt_max_sessions_per_subject,
         jwt_max_messages_per_second_per_subject,
         max_messages_per_second,
@@ -282,7 +288,8 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     let scoped = |jwt: Jwt| {
         Arc::new(
             jwt.with_agents_claim(jwt_agents_claim.clone(), jwt_require_agents_claim)
-                .with_records_scope(jwt_records_scope.clone()),
+                .with_records_scope(jwt_records_scope.clone())
+                .with_candidates_scope(jwt_candidates_scope.clone()),
         )
     };
     let mut auth = Auth::new(keys.as_deref(), allowed_origins)?;

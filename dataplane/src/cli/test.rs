@@ -35,6 +35,13 @@ pub struct TestArgs {
     #[arg(long, env = "SWITCHBOARD_TEST_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
 
+    /// Test the held rollout of this Agent (repeat for several): the sessions ask the
+    /// gateway for candidate pods (`session_start.candidate`; the key must be marked
+    /// `candidates=test`), and a scenario fails where this Agent is served by its live
+    /// pods. An AgentTest's Job passes every gated Agent whose rollout waits for it.
+    #[arg(long = "candidate", value_name = "AGENT", requires = "gateway")]
+    candidates: Vec<String>,
+
     /// The folder of Agent, Persona and Workflow YAML the scenarios are for (default: found
     /// next to the scenarios). Local mode runs it; the checks before running read it.
     #[arg(long, env = "SWITCHBOARD_TEST_AGENTS")]
@@ -157,6 +164,7 @@ async fn suite(args: TestArgs) -> anyhow::Result<Vec<scenario::run::ScenarioResu
         paths,
         gateway,
         api_key,
+        candidates,
         agents,
         junit,
         jobs,
@@ -182,7 +190,11 @@ async fn suite(args: TestArgs) -> anyhow::Result<Vec<scenario::run::ScenarioResu
         println!("Judged expectations are checked by {} (a model's verdict, not a match)", judge.model_id());
     }
     let local = LocalSettings { bedrock, sim_script };
-    let options = SuiteOptions { gateway, api_key, jobs: usize::from(jobs), local, judge };
+    if !candidates.is_empty() {
+        println!("Held rollouts under test, served by their candidate pods: {}", candidates.join(", "));
+    }
+    let candidates = candidates.into_iter().collect();
+    let options = SuiteOptions { gateway, api_key, jobs: usize::from(jobs), local, judge, candidates };
     let started = std::time::Instant::now();
     let results = scenario::run_suite(planned, &options).await?;
     let elapsed = started.elapsed();

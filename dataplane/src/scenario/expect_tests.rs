@@ -20,7 +20,7 @@ fn turn(messages: &[serde_json::Value]) -> Turn {
 }
 
 fn view_after(turn: &Turn) -> SessionView {
-    let mut view = SessionView::new([("banking".to_owned(), "serve".to_owned())].into());
+    let mut view = SessionView::new([("banking".to_owned(), "serve".to_owned())].into(), Default::default());
     for message in turn.messages() {
         view.observe(message);
     }

@@ -29,7 +29,7 @@ pub mod speech;
 pub mod summary;
 pub mod target;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use futures_util::StreamExt;
@@ -100,6 +100,9 @@ pub struct SuiteOptions {
     /// The model that checks judged expectations; `None`: they are not checked (and the
     /// report says so).
     pub judge: Option<judge::Judge>,
+    /// Agents whose held rollout is under test, at a gateway: served by their candidate
+    /// pods, or the scenario fails ([`run::Connection::candidates`]).
+    pub candidates: BTreeSet<String>,
 }
 
 fn yaml_files(dir: &Path) -> Result<Vec<PathBuf>, SuiteError> {
@@ -283,6 +286,7 @@ pub async fn run_suite(planned: Vec<Planned>, options: &SuiteOptions) -> Result<
             entries: entries(dir.as_deref())?,
             phrases,
             judge: options.judge.clone(),
+            candidates: options.candidates.clone(),
         };
         let runs = files.iter().map(|(i, file)| {
             let connection = &connection;

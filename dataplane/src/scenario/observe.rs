@@ -3,7 +3,7 @@
 //! describe it ([`SessionView`]: the serving agent, memory, workflow node). Pure: the
 //! runner ([`super::run`]) feeds it, the expectations ([`super::expect`]) read it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use switchboard_core::protocol::{ServerMessage, TranscriptRole};
@@ -126,6 +126,9 @@ impl Turn {
 /// One line for a message worth showing, as `switchboard chat` prints it.
 pub fn describe(message: &ServerMessage) -> Option<String> {
     Some(match message {
+        ServerMessage::BidiConnectionStart { agent, candidate: true, .. } => {
+            format!("[connected to {agent} (candidate)]")
+        }
         ServerMessage::BidiConnectionStart { agent, .. } => format!("[connected to {agent}]"),
         ServerMessage::BidiTranscriptStream { role, text, is_final: true, .. } => match role {
             TranscriptRole::User => format!("> {text}"),
@@ -158,21 +161,29 @@ pub struct SessionView {
     pub node: Option<String>,
     /// Each agent's workflow entry node, when the agents are known.
     entries: BTreeMap<String, String>,
+    /// The agents a test of held rollouts expects at their candidate pods (`--candidate`).
+    candidates: BTreeSet<String>,
+    /// The first of those its live pods served instead.
+    pub off_candidate: Option<String>,
 }
 
 impl SessionView {
-    /// A view that knows each agent's entry node (`agent -> node`).
-    pub fn new(entries: BTreeMap<String, String>) -> Self {
-        Self { entries, ..Self::default() }
+    /// A view that knows each agent's entry node (`agent -> node`), and the agents that
+    /// must be served by their candidate pods.
+    pub fn new(entries: BTreeMap<String, String>, candidates: BTreeSet<String>) -> Self {
+        Self { entries, candidates, ..Self::default() }
     }
 
     /// Takes in one message.
     pub fn observe(&mut self, message: &ServerMessage) {
         match message {
-            ServerMessage::BidiConnectionStart { agent, .. } => {
+            ServerMessage::BidiConnectionStart { agent, candidate, .. } => {
                 let name = bare(agent);
                 self.node = self.entries.get(name).cloned();
                 self.agent = Some(name.to_owned());
+                if !candidate && self.candidates.contains(name) && self.off_candidate.is_none() {
+                    self.off_candidate = Some(name.to_owned());
+                }
             }
             ServerMessage::MemoryUpdate { key, value } if value.is_null() => {
                 self.memory.remove(key);
@@ -208,14 +219,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_agent_expected_at_its_candidate_is_noted_only_when_its_live_pods_serve_it() {
+        let mut view = SessionView::new(BTreeMap::new(), ["banking".to_owned()].into());
+        let start = |agent: &str, candidate: bool| ServerMessage::BidiConnectionStart {
+            session_id: "s".into(),
+            agent: agent.into(),
+            mode: "text".into(),
+            model: "m".into(),
+            resume_token: None,
+            seq: None,
+            candidate,
+        };
+        view.observe(&start("triage", false));
+        view.observe(&start("bank/banking", true));
+        assert_eq!(view.off_candidate, None, "triage has no candidate; banking's served");
+        assert_eq!(describe(&start("banking", true)).as_deref(), Some("[connected to banking (candidate)]"));
+        view.observe(&start("banking", false));
+        assert_eq!(view.off_candidate.as_deref(), Some("banking"));
+    }
+
+    #[test]
     fn the_view_follows_agents_memory_and_nodes() {
-        let mut view = SessionView::new([("idv".to_owned(), "collect".to_owned())].into());
+        let mut view = SessionView::new([("idv".to_owned(), "collect".to_owned())].into(), ["idv".to_owned()].into());
         let start = |agent: &str| {
             let json = serde_json::json!({"type": "bidi_connection_start", "session_id": "s", "agent": agent, "mode": "text", "model": "m"});
             serde_json::from_value::<ServerMessage>(json).expect("a connection start")
         };
         view.observe(&start("bank/idv"));
         assert_eq!((view.agent.as_deref(), view.node.as_deref()), (Some("idv"), Some("collect")));
+        // idv was to be served by its candidate pods, and its live pods were.
+        assert_eq!(view.off_candidate.as_deref(), Some("idv"));
         view.observe(&ServerMessage::MemoryUpdate { key: "k".into(), value: serde_json::json!(1) });
         view.observe(&ServerMessage::WorkflowTransition {
             from: "collect".into(),

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, StopReason};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, StopReason, close_code};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::expect::{self, Divergence, ExpectError};
-use super::file::{ConsentAnswer, ConsentExpect, ScenarioFile, Step};
+use super::file::{ConsentAnswer, ConsentExpect, Scenario, ScenarioFile, Step};
 use super::judge::{self, Judge};
 use super::locate::KeyPath;
 use super::observe::{self, ConsentSeen, Event, ObserveError, SessionView, Turn, TurnEnd};
@@ -33,6 +33,12 @@ pub const SETTLE: Duration = Duration::from_millis(150);
 pub const OPENING_QUIET: Duration = Duration::from_millis(300);
 /// A turn's patience when the scenario sets none.
 pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a scenario's session is started again while the gateway says its agent has no
+/// ready pod (4503), or while an agent under test is served by its live pods (a gateway
+/// that has not yet seen the routing table listing its candidate).
+pub const START_PATIENCE: Duration = Duration::from_secs(30);
+/// The pause between two such starts.
+const START_PAUSE: Duration = Duration::from_secs(1);
 
 /// A scenario could not be run to a verdict.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +79,9 @@ pub struct Connection {
     pub phrases: Phrases,
     /// The model that checks judged expectations, if any.
     pub judge: Option<Judge>,
+    /// Agents whose held rollout is under test (`--candidate`): the sessions ask the gateway
+    /// for candidate pods, and a scenario fails where one of these is served by its live pods.
+    pub candidates: std::collections::BTreeSet<String>,
 }
 
 /// What the caller sends in a step.
@@ -183,14 +192,7 @@ async fn drive(
 ) -> Result<Option<Failure>, RunError> {
     let scenario = &file.scenario;
     let patience = scenario.turn_timeout_ms.map_or(DEFAULT_TURN_TIMEOUT, Duration::from_millis);
-    let mut session = Session::connect(connection).await?;
-    // Speech needs a session with audio: over (simulated) Nova Sonic for voice and hybrid agents.
-    let speaks = scenario.steps.iter().any(|s| s.speech.is_some() || s.audio.is_some());
-    let modalities = if speaks { vec!["audio".to_owned(), "text".to_owned()] } else { Vec::new() };
-    let start = SessionStart { agent: scenario.agent.clone(), modalities, ..Default::default() };
-    session.send(&ClientMessage::SessionStart(start)).await?;
-    let greeting = scenario.opening.as_ref().is_some_and(|o| o.transcript.is_some());
-    let opening = session.opening(patience, greeting).await?;
+    let (mut session, opening) = open(scenario, connection, patience).await?;
     let mut divergences = match &scenario.opening {
         Some(expected) => expect::check_opening(expected, &opening, &session.view)?,
         None => Vec::new(),
@@ -198,6 +200,7 @@ async fn drive(
     if let TurnEnd::Closed { code, reason } = &opening.end {
         divergences.insert(0, closed("an open session", *code, reason));
     }
+    divergences.extend(off_candidate(&session.view));
     if !divergences.is_empty() {
         let line = first_line(file, &KeyPath::default().key("opening"), &divergences)
             .or_else(|| file.line_of(&KeyPath::default().key("agent")));
@@ -214,6 +217,7 @@ async fn drive(
         }
         let turn = session.turn(sent, &said, &step.expect.consent, patience).await?;
         let mut divergences = expect::check(&step.expect, &turn, &session.view)?;
+        divergences.extend(off_candidate(&session.view));
         let lines = judge::transcript(turn.messages());
         if let (Some(expected), true) = (&step.expect.judge, divergences.is_empty()) {
             match &connection.judge {
@@ -232,6 +236,47 @@ async fn drive(
     }
     session.close().await;
     Ok(None)
+}
+
+/// Opens the scenario's session and reads its opening. A start the gateway refuses for want
+/// of a ready pod, or whose agent under test its live pods serve, is tried again within
+/// [`START_PATIENCE`].
+async fn open(scenario: &Scenario, connection: &Connection, patience: Duration) -> Result<(Session, Turn), RunError> {
+    // Speech needs a session with audio: over (simulated) Nova Sonic for voice and hybrid agents.
+    let speaks = scenario.steps.iter().any(|s| s.speech.is_some() || s.audio.is_some());
+    let modalities = if speaks { vec!["audio".to_owned(), "text".to_owned()] } else { Vec::new() };
+    let greeting = scenario.opening.as_ref().is_some_and(|o| o.transcript.is_some());
+    let given_up = Instant::now() + START_PATIENCE;
+    loop {
+        let mut session = Session::connect(connection).await?;
+        let start = SessionStart {
+            agent: scenario.agent.clone(),
+            modalities: modalities.clone(),
+            candidate: !connection.candidates.is_empty(),
+            ..Default::default()
+        };
+        session.send(&ClientMessage::SessionStart(start)).await?;
+        let opening = session.opening(patience, greeting).await?;
+        let no_pod = matches!(opening.end, TurnEnd::Closed { code: close_code::NO_READY_POD, .. });
+        if !(no_pod || session.view.off_candidate.is_some()) || Instant::now() >= given_up {
+            return Ok((session, opening));
+        }
+        session.close().await;
+        tokio::time::sleep(START_PAUSE).await;
+    }
+}
+
+/// A divergence when an agent under test was served by its live pods: what passed there is
+/// not what the held rollout would ship.
+fn off_candidate(view: &SessionView) -> Option<Divergence> {
+    view.off_candidate.as_ref().map(|agent| Divergence {
+        expectation: "candidate".into(),
+        expected: format!("{agent} served by its candidate pods (the held rollout under test)"),
+        actual: format!(
+            "its live pods served it: the gateway does not route this test session to {agent}'s candidate (its \
+             routing table does not list it, or it predates candidate routing)"
+        ),
+    })
 }
 
 /// The line of the expectation the first divergence is about, under `at`.
@@ -277,7 +322,8 @@ impl Session {
         let (ws, _) = tokio_tungstenite::connect_async(request)
             .await
             .map_err(|source| RunError::Connect { url: connection.url.clone(), source: Box::new(source) })?;
-        Ok(Self { ws, view: SessionView::new(connection.entries.clone()), closed: None })
+        let view = SessionView::new(connection.entries.clone(), connection.candidates.clone());
+        Ok(Self { ws, view, closed: None })
     }
 
     async fn send(&mut self, message: &ClientMessage) -> Result<(), RunError> {

@@ -84,7 +84,7 @@ async fn resume_at(gateway: &GatewayProcess, seen: &[ServerMessage], agent: &str
 async fn a_gateway_killed_mid_handoff_or_between_turns_loses_no_session() {
     let redis = Redis::start();
     let fleet = Fleet::start(&[]).await;
-    let idv = fleet.directory.borrow().lookup("bank", "idv").expect("idv").ready[0];
+    let idv = fleet.directory.borrow().lookup("bank", "idv", switchboard_gateway::Reach::Live).expect("idv").ready[0];
     let gate = Gate::start(idv).await;
     let dir = write_routes(&fleet, |name, addr| if name == "idv" { gate.addr } else { addr });
     // Pings every second, silence for 3 s is death: a dead gateway's holds lapse in 3 s.

@@ -62,6 +62,11 @@ impl Pod {
         assert!(status.success(), "kill {signal}");
     }
 
+    /// Whether the process still runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Waits up to `patience` for the process to exit; its status, if it did.
     pub async fn exited_within(&mut self, patience: Duration) -> Option<std::process::ExitStatus> {
         let deadline = std::time::Instant::now() + patience;
@@ -188,10 +193,7 @@ impl Fleet {
             spec.agent.namespace = "bank".into();
             edit(&mut spec);
             let name = spec.agent.name.clone();
-            // The tool host is a Service name on a cluster; here, the tool server's address.
-            let json = spec.to_canonical_json().replace("banking-tools:8080", &tools.addr.to_string());
-            let spec_path = dir.join(format!("{name}.json"));
-            std::fs::write(&spec_path, json).expect("spec");
+            let spec_path = write_spec(&dir, &name, &spec, tools.addr);
             let count = replicas.iter().find(|(a, _)| *a == name).map_or(1, |(_, n)| *n);
             for _ in 0..count {
                 pods.push(spawn(&name, spec.mode.as_str(), &spec_path, &public_key, &sim));
@@ -227,10 +229,51 @@ impl Fleet {
         serve(config, self.directory.subscribe(), auth, store, None).await
     }
 
+    /// Holds `agent`'s rollout as the operator does for an AgentTest with `gateRollout`: a
+    /// candidate pod runs its spec changed by `edit`, behind the Service
+    /// `<agent>-candidate` that the routing table now lists. Returns the candidate's address.
+    pub fn hold(&mut self, agent: &str, edit: impl Fn(&mut RuntimeSpec)) -> SocketAddr {
+        let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+        let catalog = Catalog::load_paths(&[examples]).expect("examples");
+        let found = catalog.agents().find(|a| a.metadata.name.as_deref() == Some(agent)).expect("the agent");
+        let mut spec = catalog.resolve_agent(found).expect("resolves");
+        spec.agent.namespace = "bank".into();
+        edit(&mut spec);
+        let name = format!("{agent}-candidate");
+        let spec_path = write_spec(&self._dir, &name, &spec, self._tools.addr);
+        let public_key = switchboard_core::grant::GatewaySigner::from_seed(&KEY).public().to_string();
+        let pod = spawn(&name, spec.mode.as_str(), &spec_path, &public_key, &self.sim);
+        let addr = pod.addr;
+        self.pods.push(pod);
+        let mut table = self.directory.borrow().table().clone();
+        table.candidates.insert(format!("bank/{agent}"), format!("{name}.bank.svc"));
+        self.publish(table);
+        addr
+    }
+
+    /// Publishes `table` with the endpoints of the fleet's running pods (a candidate's under
+    /// `<agent>-candidate`), as the watchers would.
+    pub fn publish(&mut self, table: RoutingTable) {
+        let mut endpoints: HashMap<(String, String), Vec<SocketAddr>> = HashMap::new();
+        for pod in self.pods.iter_mut().filter_map(|p| p.running().then_some(&*p)) {
+            endpoints.entry(("bank".into(), pod.agent.clone())).or_default().push(pod.addr);
+        }
+        self.directory.send_replace(Directory::new(Arc::new(table), Arc::new(endpoints), None));
+    }
+
     /// The pods of `agent`.
     pub fn pods_of(&mut self, agent: &str) -> impl Iterator<Item = &mut Pod> {
         self.pods.iter_mut().filter(move |p| p.agent == agent)
     }
+}
+
+/// Writes `spec` for the runtime named `name`; the tool host, a Service name on a cluster,
+/// is the tool server's address here.
+fn write_spec(dir: &std::path::Path, name: &str, spec: &RuntimeSpec, tools: SocketAddr) -> PathBuf {
+    let json = spec.to_canonical_json().replace("banking-tools:8080", &tools.to_string());
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, json).expect("spec");
+    path
 }
 
 fn spawn(agent: &str, mode: &str, spec: &std::path::Path, public_key: &str, sim: &SimHandle) -> Pod {

@@ -4,6 +4,7 @@
 
 mod budget;
 mod callers;
+mod candidates;
 mod chat;
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]

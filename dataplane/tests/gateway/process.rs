@@ -73,7 +73,7 @@ pub fn write_routes(fleet: &Fleet, via: impl Fn(&str, SocketAddr) -> SocketAddr)
     let routes = ["triage", "idv", "banking", "disputes"]
         .into_iter()
         .map(|name| {
-            let target = directory.lookup("bank", name).expect("a route");
+            let target = directory.lookup("bank", name, switchboard_gateway::Reach::Live).expect("a route");
             let addr = via(name, target.ready[0]);
             let mut route = target.route.clone();
             route.service = addr.ip().to_string();

@@ -174,8 +174,8 @@ async fn start(
     gateway: &str,
 ) -> Result<Option<Verdict>, Error> {
     let config_map = build::config_map(test, hash);
-    let candidates = deployed.iter().any(|d| d.candidate);
-    let job = build::job(test, hash, (gateway, candidates), &ctx.settings.runtime_image);
+    let candidates: Vec<&str> = deployed.iter().filter(|d| d.candidate).map(|d| d.agent.as_str()).collect();
+    let job = build::job(test, hash, (gateway, &candidates), &ctx.settings.runtime_image);
     let name = build::run_name(test, hash);
     let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let existing = config_maps

@@ -126,17 +126,17 @@ pub fn config_map(test: &AgentTest, hash: &str) -> ConfigMap {
 }
 
 /// The Job of the run: `switchboard test` in the operator's runtime image, against
-/// `gateway` (a `ws://` URL) — with `candidates`, asking for the test-only candidate
-/// routes of held rollouts (`--candidate`) —, its summary in the termination message,
+/// `gateway` (a `ws://` URL) — testing the held rollouts of the Agents `candidates` on
+/// their candidate pods (`--candidate <agent>` each) —, its summary in the termination message,
 /// never retried (a scenario that fails once is a finding, not noise).
-pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, bool), image: &str) -> Job {
+pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, &[&str]), image: &str) -> Job {
     let name = run_name(test, hash);
     let spec = &test.spec;
     let parallel = spec.parallel.to_string();
     let mut args =
         vec!["test", SCENARIOS_DIR, "--gateway", gateway, "--jobs", &parallel, "--summary-file", SUMMARY_PATH];
-    if candidates {
-        args.push("--candidate");
+    for agent in candidates {
+        args.extend(["--candidate", agent]);
     }
     let judge = spec.judge.as_ref();
     if let Some(judge) = judge {

@@ -50,7 +50,7 @@ fn the_hash_follows_the_test_and_what_each_agent_runs() {
 fn the_job_runs_switchboard_test_against_the_gateway_with_the_key_from_the_secret() {
     let t = test();
     let hash = tested_hash(&t, &deployed(["a", "b"]));
-    let job = job(&t, &hash, ("ws://sb-gateway.sb:80", false), "registry.local/sb:dev");
+    let job = job(&t, &hash, ("ws://sb-gateway.sb:80", &[]), "registry.local/sb:dev");
     let name = run_name(&t, &hash);
     assert_eq!(job.metadata.name.as_deref(), Some(name.as_str()));
     assert_eq!(job.metadata.namespace.as_deref(), Some("bank"));
@@ -87,7 +87,7 @@ fn the_job_runs_switchboard_test_against_the_gateway_with_the_key_from_the_secre
 fn without_a_secret_the_job_has_no_key() {
     let mut t = test();
     t.spec.api_key_secret_ref = None;
-    let job = job(&t, "0123456789abcdef", ("ws://gw:80", false), "img");
+    let job = job(&t, "0123456789abcdef", ("ws://gw:80", &[]), "img");
     let pod = job.spec.and_then(|s| s.template.spec).expect("pod");
     assert!(pod.containers[0].env.is_none());
     assert!(!pod.containers[0].args.iter().flatten().any(|a| a == "--candidate"));
@@ -96,9 +96,10 @@ fn without_a_secret_the_job_has_no_key() {
 #[test]
 fn a_run_of_a_held_rollout_asks_for_the_candidate_routes_and_records_what_passed() {
     let t = test();
-    let job = job(&t, "0123456789abcdef", ("ws://gw:80", true), "img");
+    let job = job(&t, "0123456789abcdef", ("ws://gw:80", &["triage", "idv"]), "img");
     let pod = job.spec.and_then(|s| s.template.spec).expect("pod");
-    assert_eq!(pod.containers[0].args.as_deref().and_then(|a| a.last()).map(String::as_str), Some("--candidate"));
+    let args = pod.containers[0].args.clone().unwrap_or_default();
+    assert_eq!(args[args.len() - 4..], ["--candidate", "triage", "--candidate", "idv"]);
     let configs = passed_configs(&deployed(["a", "b"]));
     assert_eq!(configs.into_iter().collect::<Vec<_>>(), [("idv".into(), "b".into()), ("triage".into(), "a".into())]);
 }
@@ -131,7 +132,7 @@ fn a_judge_reaches_the_command_line_and_its_credentials_only_the_pod() {
         "endpointUrl": "https://bedrock.example", "credentialsSecretRef": {"name": "judge-aws"}}))
         .expect("judge"),
     );
-    let job = job(&t, "0123456789abcdef", ("ws://gw:80", false), "img");
+    let job = job(&t, "0123456789abcdef", ("ws://gw:80", &[]), "img");
     let pod = job.spec.and_then(|s| s.template.spec).expect("pod");
     let c = &pod.containers[0];
     let args = c.args.clone().unwrap_or_default().join(" ");
@@ -158,7 +159,7 @@ fn a_judge_reaches_the_command_line_and_its_credentials_only_the_pod() {
 fn speech_steps_wav_files_are_mounted_from_their_config_maps() {
     let mut t = test();
     t.spec.audio = vec![serde_json::from_value(serde_json::json!({"name": "caller-wavs"})).expect("ref")];
-    let job = job(&t, "0123456789abcdef", ("ws://gw:80", false), "img");
+    let job = job(&t, "0123456789abcdef", ("ws://gw:80", &[]), "img");
     let pod = job.spec.and_then(|s| s.template.spec).expect("pod");
     let mount = pod.containers[0].volume_mounts.iter().flatten().find(|m| m.name == "audio-0").expect("mounted");
     assert_eq!((mount.mount_path.as_str(), mount.read_only), ("/etc/switchboard/audio/caller-wavs", Some(true)));

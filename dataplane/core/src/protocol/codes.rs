@@ -228,6 +228,10 @@ catalogue! {
         /// The agent is outside the credential's scope; close 4403. Use an agent the
         /// message lists.
         AgentNotAllowed = "agent_not_allowed",
+        /// `session_start.candidate` from a credential that may not open test sessions;
+        /// close 4403. Use a credential marked for tests (API key `candidates=test`, or a
+        /// token with the candidates scope), or leave `candidate` out.
+        CandidateNotAllowed = "candidate_not_allowed",
         /// No agent named and no default agent; close 4404. Name one.
         NoDefault = "no_default",
         /// No such agent; close 4404 (or, for a resumed session, its agent was deleted).
@@ -388,6 +392,7 @@ mod tests {
         "key_sessions",
         "key_rate",
         "agent_not_allowed",
+        "candidate_not_allowed",
         "no_default",
         "unknown_agent",
         "ambiguous_agent",

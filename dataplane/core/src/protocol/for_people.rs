@@ -119,6 +119,10 @@ impl ErrorCode {
             Self::AgentNotAllowed => {
                 ("You do not have access to this assistant.", "Choose another assistant, or ask us for access.")
             }
+            Self::CandidateNotAllowed => (
+                "Test conversations are not open to you.",
+                "Start an ordinary conversation, or ask us for test access.",
+            ),
             Self::NoDefault => ("No assistant was chosen.", "Choose an assistant to talk to."),
             Self::UnknownAgent => {
                 ("The assistant you asked for does not exist.", "Check its name, or choose another assistant.")

@@ -210,6 +210,7 @@ mod tests {
                 model: "m".into(),
                 resume_token: Some("t".into()),
                 seq: Some(1),
+                candidate: true,
             },
             ServerMessage::BidiTranscriptStream {
                 role: TranscriptRole::User,

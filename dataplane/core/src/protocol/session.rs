@@ -292,6 +292,14 @@ pub struct SessionStart {
     /// goes on under its id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continue_from: Option<String>,
+    /// A test session (gateway): each Agent whose rollout is held until its AgentTests pass
+    /// (`AgentTest.spec.gateRollout`) serves it from its candidate pods, which run the
+    /// edited spec; other Agents serve it as usual. Only a credential marked for tests may
+    /// ask (API key `candidates=test`, or a token with the candidates scope); others are
+    /// refused with `candidate_not_allowed`. `bidi_connection_start.candidate` says which
+    /// pods serve each agent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub candidate: bool,
     /// Voice id override for voice modes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice: Option<String>,

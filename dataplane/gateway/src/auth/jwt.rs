@@ -2,7 +2,8 @@
 //! (replaceable, for rotation), from its issuer, for the gateway's audience, unexpired and
 //! not before their `nbf` (30 s of clock skew). A claim the gateway's operator names may
 //! restrict the Agents a token reaches ([`Jwt::with_agents_claim`]); an OAuth scope lets a
-//! token read the conversation record ([`Jwt::with_records_scope`]).
+//! token read the conversation record ([`Jwt::with_records_scope`]), another open test
+//! sessions on candidate pods ([`Jwt::with_candidates_scope`]).
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -22,10 +23,15 @@ pub struct Jwt {
     agents_claim: Option<(String, bool)>,
     /// The scope (`scope` or `scp` claim) that lets a token read the record.
     records_scope: String,
+    /// The scope that lets a token open test sessions on candidate pods.
+    candidates_scope: String,
 }
 
 /// The scope a token needs to read the conversation record, unless configured otherwise.
 pub const DEFAULT_RECORDS_SCOPE: &str = "switchboard:records:read";
+/// The scope a token needs to open test sessions on candidate pods, unless configured
+/// otherwise.
+pub const DEFAULT_CANDIDATES_SCOPE: &str = "switchboard:candidates";
 
 /// What a valid token says.
 #[derive(Debug, PartialEq, Eq)]
@@ -36,6 +42,8 @@ pub struct Verified {
     pub scope: Scope,
     /// Whether it may read the conversation record (of the namespaces `scope` reaches).
     pub records: bool,
+    /// Whether it may open test sessions on candidate pods.
+    pub candidates: bool,
 }
 
 /// A JWKS that cannot be used.
@@ -53,6 +61,7 @@ impl Jwt {
             audience,
             agents_claim: None,
             records_scope: DEFAULT_RECORDS_SCOPE.to_owned(),
+            candidates_scope: DEFAULT_CANDIDATES_SCOPE.to_owned(),
         })
     }
 
@@ -61,6 +70,13 @@ impl Jwt {
     /// as some identity providers write it). Default [`DEFAULT_RECORDS_SCOPE`].
     pub fn with_records_scope(mut self, scope: String) -> Self {
         self.records_scope = scope;
+        self
+    }
+
+    /// Lets tokens whose OAuth scopes include `scope` open test sessions on candidate pods
+    /// (`session_start.candidate`). Default [`DEFAULT_CANDIDATES_SCOPE`].
+    pub fn with_candidates_scope(mut self, scope: String) -> Self {
+        self.candidates_scope = scope;
         self
     }
 
@@ -120,7 +136,8 @@ impl Jwt {
         })?;
         let scope = self.scope(&data.claims.rest)?;
         let records = has_scope(&data.claims.rest, &self.records_scope);
-        Ok(Verified { subject: data.claims.sub, scope, records })
+        let candidates = has_scope(&data.claims.rest, &self.candidates_scope);
+        Ok(Verified { subject: data.claims.sub, scope, records, candidates })
     }
 
     fn scope(&self, claims: &serde_json::Map<String, serde_json::Value>) -> Result<Scope, String> {

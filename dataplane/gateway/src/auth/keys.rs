@@ -12,7 +12,9 @@
 //! `rate=N` (most messages a second, all its sessions together, bursts of twice that) and
 //! `agents=P,P,...` (the Agents it may reach, as [`Scope`] patterns), `records=read` (it may
 //! read the conversation record, `/v1/sessions`, of sessions in the namespaces its scope
-//! reaches; no session key needs it, an operator's tool does). The older positional
+//! reaches; no session key needs it, an operator's tool does), `candidates=test` (its
+//! sessions may ask for the candidate pods of Agents whose rollout waits for their
+//! AgentTests, `session_start.candidate`: the key the AgentTest Jobs use). The older positional
 //! form, `[max sessions] [max messages per second]` with `-` for none, still reads.
 //! `#` starts a comment.
 
@@ -33,12 +35,14 @@ pub(super) struct KeyEntry {
     pub(super) scope: Arc<Scope>,
     /// It may read the conversation record.
     pub(super) records: bool,
+    /// It may open test sessions on candidate pods.
+    pub(super) candidates: bool,
 }
 
 /// A problem in the API keys file.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "API keys file, line {line}: {message}; expected `<name> <sha256 hex> [sessions=N] [rate=N] [agents=<ns>/<agent>,...] [records=read]`"
+    "API keys file, line {line}: {message}; expected `<name> <sha256 hex> [sessions=N] [rate=N] [agents=<ns>/<agent>,...] [records=read] [candidates=test]`"
 )]
 pub struct KeysFileError {
     /// The line number (from 1).
@@ -70,6 +74,7 @@ pub(super) fn parse(text: &str) -> Result<HashMap<[u8; 32], KeyEntry>, KeysFileE
             rate: options.rate.map(|n| Arc::new(Mutex::new(super::message_bucket(n)))),
             scope: Arc::new(options.scope),
             records: options.records,
+            candidates: options.candidates,
         };
         if keys.insert(digest, entry).is_some() {
             return Err(error("the same key is listed twice".into()));
@@ -85,6 +90,7 @@ struct Options {
     rate: Option<u32>,
     scope: Scope,
     records: bool,
+    candidates: bool,
 }
 
 impl Options {
@@ -110,7 +116,9 @@ impl Options {
                 "agents" => options.scope = Scope::parse(value.split(',')).map_err(|e| e.to_string())?,
                 "records" if value == "read" => options.records = true,
                 "records" => return Err(format!("records {value:?}: the one access is `records=read`")),
-                other => return Err(format!("unknown option {other:?} (sessions, rate, agents, records)")),
+                "candidates" if value == "test" => options.candidates = true,
+                "candidates" => return Err(format!("candidates {value:?}: the one access is `candidates=test`")),
+                other => return Err(format!("unknown option {other:?} (sessions, rate, agents, records, candidates)")),
             }
         }
         Ok(options)

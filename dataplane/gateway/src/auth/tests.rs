@@ -301,3 +301,46 @@ fn a_subjects_entry_goes_with_its_last_session_once_its_budget_refilled() {
         limited.live.lock().expect("lock")["jwt:user-7"].rate.as_ref().expect("rate")
     ));
 }
+
+#[test]
+fn only_a_credential_marked_for_tests_reaches_candidate_pods() {
+    let file = format!("jobs {} candidates=test\nweb {} records=read\n", digest("j-key"), digest("w-key"));
+    let auth = Auth::new(Some(&file), vec![]).expect("valid file");
+    let jobs = auth.admit(&headers(&[("x-api-key", "j-key")]), None).expect("admitted");
+    assert!(jobs.allow_candidates().is_ok());
+    let web = auth.admit(&headers(&[("x-api-key", "w-key")]), None).expect("admitted");
+    let refusal = web.allow_candidates().expect_err("not marked");
+    assert_eq!((refusal.code, refusal.reason), (close_code::NOT_EXPOSED, ErrorCode::CandidateNotAllowed));
+    assert!(refusal.message.contains("\"web\"") && refusal.message.contains("candidates=test"), "{}", refusal.message);
+    let error = Auth::new(Some(&format!("x {} candidates=yes", digest("k"))), vec![]).expect_err("one access");
+    assert!(error.to_string().contains("`candidates=test`"), "{error}");
+    // Without credentials every client may test, as it reaches every exposed Agent.
+    let open = Auth::new(None, vec![]).expect("auth").admit(&headers(&[]), None).expect("admitted");
+    assert!(open.allow_candidates().is_ok());
+
+    // A token, by the candidates scope (`scope` or `scp`), configurable.
+    let (key, jwks) = jwt_key(6, "k1");
+    let jwt = Jwt::new(&jwks, "https://idp.example".into(), "switchboard".into()).expect("jwks");
+    let auth = Auth::new(None, vec![]).expect("auth").with_jwt(Arc::new(jwt), SubjectLimits::default());
+    let with = |scope: serde_json::Value| {
+        let mut c = claims("https://idp.example", "switchboard", 300);
+        c["scope"] = scope;
+        token(&key, "k1", c)
+    };
+    let tester = auth.admit(&headers(&[]), Some(&with("openid switchboard:candidates".into()))).expect("valid");
+    assert!(tester.allow_candidates().is_ok());
+    let reader = auth.admit(&headers(&[]), Some(&with("switchboard:records:read".into()))).expect("valid");
+    assert!(reader.allow_candidates().expect_err("no scope").message.contains("token's subject"));
+    let custom = Jwt::new(&jwks, "https://idp.example".into(), "switchboard".into())
+        .expect("jwks")
+        .with_candidates_scope("ci:test".into());
+    let custom = Auth::new(None, vec![]).expect("auth").with_jwt(Arc::new(custom), SubjectLimits::default());
+    assert!(custom.admit(&headers(&[]), Some(&with("ci:test".into()))).expect("valid").allow_candidates().is_ok());
+    assert!(
+        custom
+            .admit(&headers(&[]), Some(&with("switchboard:candidates".into())))
+            .expect("valid")
+            .allow_candidates()
+            .is_err()
+    );
+}

@@ -29,7 +29,7 @@ pub use super::events::{
 };
 use super::kept::Kept;
 use crate::auth::{Bucket, Refusal};
-use crate::directory::Target;
+use crate::directory::{Reach, Target};
 use crate::resume::{self, Frame, Replay};
 
 /// Client messages kept while the runtime connection is being replaced.
@@ -45,6 +45,8 @@ pub struct Machine {
     pub(super) identity: String,
     /// The Agent serving the session now.
     pub(super) target: Target,
+    /// Which pods the session reaches: a test session, its Agents' candidates.
+    pub(super) reach: Reach,
     pub(super) voice: Option<String>,
     pub(super) modalities: Vec<String>,
     /// The text model the client chose (`session_start.model`) and the agent it chose it
@@ -133,6 +135,7 @@ impl Machine {
             id,
             identity,
             target,
+            reach: Reach::Live,
             voice,
             modalities,
             model: None,
@@ -385,6 +388,7 @@ impl Machine {
             model,
             resume_token: Some(token),
             seq: Some(seq),
+            candidate: self.target.candidate,
         };
         self.first_frame_after_handoff(cx);
         if self.limits.record {

@@ -37,6 +37,7 @@ use tracing::Instrument;
 
 use crate::Gateway;
 use crate::auth::Admission;
+use crate::directory::Reach;
 use crate::resume::{self, Parked, Taken};
 use machine::{Close, Cx, Limits, Machine};
 pub use moves::MAX_RECOVERIES;
@@ -58,8 +59,8 @@ pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option
         Ok((mut machine, parked)) => {
             let span = session_span(&machine, parked.as_ref().map(|(_, parked)| parked.traceparent.as_deref()));
             machine.set_traceparent(switchboard_telemetry::context::traceparent(&span));
-            let relay = driver::Relay { gateway, machine, parked, client_tx, client_rx, admission };
-            driver::run(relay).instrument(span).await;
+            let relay = driver::Relay { gateway, machine, parked, client_tx, client_rx, admission, span };
+            driver::run(relay).await;
         }
         Err(close) => {
             drop(admission);
@@ -90,7 +91,7 @@ fn session_span(machine: &Machine, resumed: Option<Option<&str>>) -> tracing::Sp
     span
 }
 
-async fn close_client(client_tx: &mut ClientSink, (code, reason): Close) {
+async fn close_client<S: futures_util::Sink<Message> + Unpin>(client_tx: &mut S, (code, reason): Close) {
     let close = Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }));
     let _ = tokio::time::timeout(SLOW_CLIENT, client_tx.send(close)).await;
     let _ = tokio::time::timeout(SLOW_CLIENT, client_tx.close()).await;
@@ -133,10 +134,10 @@ async fn admit(
     if let Some(token) = &start.resume_token {
         let key = resume::store_key(identity, token);
         let parked = take_parked(gateway, &key, client_tx).await?;
-        if let Err(refusal) = admission.allow_namespace(&parked.namespace) {
+        if let Err(refusal) = allowed(admission, &parked) {
             return Err(refuse_as(gateway, client_tx, refusal).await);
         }
-        let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent) else {
+        let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent, parked.reach) else {
             let message =
                 format!("the agent {}/{} this session was with no longer exists", parked.namespace, parked.agent);
             let message = ServerMessage::error(ErrorCode::UnknownAgent, message, false);
@@ -153,8 +154,14 @@ async fn admit(
         let cx = Cx { now: Instant::now(), directory: &directory };
         return Ok((Machine::resume(limits, identity.to_owned(), parked, target, None, &cx), None));
     }
+    let reach = if start.candidate { Reach::Candidates } else { Reach::Live };
+    if start.candidate
+        && let Err(refusal) = admission.allow_candidates()
+    {
+        return Err(refuse_as(gateway, client_tx, refusal).await);
+    }
     let requested = query_agent.or(start.agent.clone());
-    let routed = gateway.directory.borrow().for_client(requested.as_deref());
+    let routed = gateway.directory.borrow().for_client(requested.as_deref(), reach);
     let target = match routed {
         Ok(target) => target,
         Err(error) => {
@@ -169,7 +176,8 @@ async fn admit(
     let audio = start.audio.clone();
     let mut machine =
         Machine::start(limits, id, identity.to_owned(), target, start.voice, start.modalities, pending, Instant::now())
-            .with_model(start.model);
+            .with_model(start.model)
+            .with_reach(reach);
     machine.set_audio(audio);
     Ok((machine, None))
 }
@@ -227,15 +235,25 @@ async fn continued(
         }
     };
     continuation::restore(&mut parked.kept, saved.summary.as_deref(), continuation::CONTINUE_TURNS);
-    if let Err(refusal) = admission.allow_namespace(&parked.namespace) {
+    if let Err(refusal) = allowed(admission, &parked) {
         return Err(refuse_as(gateway, client_tx, refusal).await);
     }
-    let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent) else {
+    let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent, parked.reach) else {
         let message = format!("the agent {}/{} this session was with no longer exists", parked.namespace, parked.agent);
         let message = ServerMessage::error(ErrorCode::UnknownAgent, message, false);
         return Err(refuse(gateway, client_tx, "unknown_agent", message, close_code::UNKNOWN_AGENT).await);
     };
     Ok((parked, target))
+}
+
+/// Whether the credential may resume or continue `parked`: a session of a namespace its
+/// scope reaches, and a test session only if it may still test.
+fn allowed(admission: &Admission, parked: &Parked) -> Result<(), crate::auth::Refusal> {
+    admission.allow_namespace(&parked.namespace)?;
+    if parked.reach == Reach::Candidates {
+        admission.allow_candidates()?;
+    }
+    Ok(())
 }
 
 /// Takes the session parked under `key` out of the store. A session still attached here

@@ -33,7 +33,7 @@ impl Machine {
         if self.kept.turn_open || !self.kept.in_flight.is_empty() || handing_off {
             return;
         }
-        let Some(fresh) = cx.directory.lookup(&self.target.route.namespace, &self.target.route.name) else {
+        let Some(fresh) = cx.directory.lookup(&self.target.route.namespace, &self.target.route.name, self.reach) else {
             // The Agent was deleted (its pods drain with it): the session ends here.
             return self.end_removed();
         };
@@ -71,7 +71,7 @@ impl Machine {
     }
 
     fn attempt(&mut self, reason: String, attempts_left: u32, avoid: Option<SocketAddr>, cx: &Cx<'_>) {
-        match cx.directory.lookup(&self.target.route.namespace, &self.target.route.name) {
+        match cx.directory.lookup(&self.target.route.namespace, &self.target.route.name, self.reach) {
             Some(current) => self.target = current,
             None => return self.end_removed(),
         }

@@ -29,9 +29,10 @@ impl Machine {
         cx: &Cx<'_>,
     ) -> Self {
         let model = parked.model.clone();
-        let Parked { session_id, voice, modalities, audio, handoff, kept, generation, replay, .. } = parked;
+        let Parked { session_id, voice, modalities, audio, handoff, kept, generation, replay, reach, .. } = parked;
         let mut machine = Self::blank(limits, session_id, identity, target, voice, modalities, cx.now);
         machine.audio = audio;
+        machine.reach = reach;
         let missed = replay.since(last_seq);
         machine.kept = kept;
         machine.model = model;
@@ -177,6 +178,7 @@ impl Machine {
             generation: self.generation,
             replay,
             traceparent: self.traceparent.clone(),
+            reach: self.reach,
         }
     }
 

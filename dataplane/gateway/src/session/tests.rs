@@ -92,7 +92,7 @@ impl Drive {
 
     pub fn starting(pending: Option<String>) -> Self {
         let directory = directory();
-        let target = directory.for_client(None).expect("triage");
+        let target = directory.for_client(None, crate::directory::Reach::Live).expect("triage");
         let now = Instant::now();
         let machine = Machine::start(limits(), "gw-1".into(), "key".into(), target, None, vec![], pending, now);
         Self { machine, directory, now }

@@ -6,7 +6,7 @@ use std::time::Instant;
 use switchboard_core::protocol::AudioSettings;
 
 use super::{Machine, Phase};
-use crate::directory::Target;
+use crate::directory::{Reach, Target};
 
 impl Machine {
     /// The session's id.
@@ -51,7 +51,14 @@ impl Machine {
         self.audio = audio;
     }
 
-    /// With `model` (the client's `session_start.model`) chosen for the agent it starts with.
+    /// A test session (`session_start.candidate`): the candidate pods of every Agent it
+    /// reaches that has them.
+    pub fn with_reach(mut self, reach: Reach) -> Self {
+        self.reach = reach;
+        self
+    }
+
+    /// The text model the client chose (`session_start.model`), for the agent it starts at.
     pub fn with_model(mut self, model: Option<String>) -> Self {
         self.model = model.map(|model| (self.target.route.name.clone(), model));
         self

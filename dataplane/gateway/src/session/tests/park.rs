@@ -85,7 +85,7 @@ fn a_resumed_session_reopens_then_sends_what_was_missed_and_says_what_is_gone() 
     parked.replay = replay;
     let directory = directory();
     let cx = Cx { now: Instant::now(), directory: &directory };
-    let target = directory.lookup("bank", "triage").expect("triage");
+    let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     let mut machine = Machine::resume(limits(), "key".into(), parked, target, Some(1), &cx);
     assert!(
         matches!(machine.phase(), Phase::Opening(request) if request.handoff.is_none() && request.history.len() == 5)
@@ -100,7 +100,7 @@ fn a_resumed_session_reopens_then_sends_what_was_missed_and_says_what_is_gone() 
 
     // It cannot be opened: it goes back to the store.
     let parked = drive_parked();
-    let target = directory.lookup("bank", "triage").expect("triage");
+    let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     let mut machine = Machine::resume(limits(), "key".into(), parked, target, None, &cx);
     machine.handle(Event::Opened(Err("no pod".into())), &cx);
     assert!(matches!(machine.phase(), Phase::Done(Ending::ResumeFailed(m)) if m == "no pod"));
@@ -123,7 +123,7 @@ fn a_handoff_made_while_the_client_was_away_happens_on_resume_or_is_told_to_the_
         let parked = drive.machine.take_parked();
         let directory = if target_ok { directory() } else { directory_with(&[("triage", &[1])]) };
         let cx = Cx { now: Instant::now(), directory: &directory };
-        let target = directory.lookup("bank", "triage").expect("triage");
+        let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
         let mut machine = Machine::resume(limits(), "key".into(), parked, target, None, &cx);
         assert!(
             matches!(machine.phase(), Phase::Opening(r) if r.target.key() == expected && r.handoff.is_some() == target_ok)

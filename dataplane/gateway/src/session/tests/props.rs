@@ -216,7 +216,7 @@ fn run(steps: Vec<Step>, open_ok: Vec<bool>) -> Result<(), TestCaseError> {
             Some(Ending::Park) => {
                 world.closed();
                 let parked = drive.machine.take_parked();
-                let target = drive.directory.lookup(&parked.namespace, &parked.agent).expect("routed");
+                let target = drive.directory.lookup(&parked.namespace, &parked.agent, parked.reach).expect("routed");
                 let cx = Cx { now: drive.now, directory: &drive.directory };
                 drive.machine = Machine::resume(limits(), "key".into(), parked, target, Some(world.received), &cx);
                 continue;
