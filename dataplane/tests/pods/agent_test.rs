@@ -1,6 +1,8 @@
 //! An AgentTest on real pods: the operator runs `switchboard test` as a Job in the runtime
 //! image, against the gateway's Service, on the scenario the AgentTest holds; the Job's
-//! summary becomes the AgentTest's status.
+//! summary becomes the AgentTest's status. With `gateRollout`, a Persona edit waits on a
+//! candidate pod until the Job's scenario passed there through the gateway's test-only
+//! route, and only then reaches the live pods.
 
 use std::time::{Duration, Instant};
 
@@ -59,4 +61,96 @@ spec:
         cluster.kubectl(&["logs", &format!("job/{job}"), "--tail=60"])
     );
     cluster.kubectl(&["delete", "agenttest", "balance", "--wait=false"]);
+}
+
+/// A `kubectl get -o jsonpath=` of `what` on `object`.
+fn get(cluster: &Cluster, object: &[&str], path: &str) -> String {
+    cluster.kubectl(&[object, &["-o", &format!("jsonpath={path}")]].concat())
+}
+
+/// `banking`'s pod template config hash (the operator's annotation) and replicas.
+fn deployment(cluster: &Cluster, name: &str) -> String {
+    get(
+        cluster,
+        &["get", "deployment", name],
+        r"{.spec.replicas}/{.spec.template.metadata.annotations.switchboard\.dev/config-hash}",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real-pod cluster; tests/cluster/e2e-smoke.sh runs it"]
+async fn a_gated_persona_edit_reaches_the_live_pods_only_after_its_scenario_passed_on_the_candidate() {
+    let cluster = Cluster::from_env();
+    let _sim = simulator().await;
+    let test = format!(
+        "apiVersion: switchboard.dev/v1alpha1
+kind: AgentTest
+metadata: {{ name: gated }}
+spec:
+  agents: [{{ name: banking }}]
+  gateRollout: true
+  scenarios:
+    - name: Balance at the candidate
+      agent: {triage}
+      steps:
+        - say: I'd like to check my balance
+          expect: {{ agent: idv }}
+        - say: My name is Ada Lovelace, account 12345678, sort code 12-34-56
+          expect: {{ tools: [{{ name: perform_idv_check, outcome: ok }}] }}
+        - say: My balance please
+          expect: {{ agent: banking, transcript: {{ contains: '1234.56' }} }}
+",
+        triage = cluster.agent("triage")
+    );
+    let file = std::env::temp_dir().join(format!("switchboard-gated-test-{}.yaml", uuid::Uuid::new_v4()));
+    std::fs::write(&file, test).expect("the AgentTest is written");
+    cluster.kubectl(&["apply", "-f", file.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_file(&file);
+    let status = "{.status.result}/{.status.passed}/{.status.failed}";
+    let dump = |cluster: &Cluster| {
+        format!(
+            "{}\n{}",
+            cluster.kubectl(&["get", "agenttest", "gated", "-o", "yaml"]),
+            cluster.kubectl(&["get", "agent", "banking", "-o", "yaml"])
+        )
+    };
+    let started = Instant::now();
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
+        while !done() {
+            assert!(started.elapsed() < Duration::from_secs(300), "{what}: {}", dump(&cluster));
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    };
+
+    // banking's first rollout under the test is not held: the run tests its live pods.
+    tokio::task::block_in_place(|| {
+        wait("the first run", &|| get(&cluster, &["get", "agenttest", "gated"], status) == "Passed/1/0");
+    });
+    let first = get(&cluster, &["get", "agenttest", "gated"], "{.status.job}");
+    let live = deployment(&cluster, "banking");
+
+    // A Persona edit is held on a candidate pod until the scenario passes there, through the
+    // gateway's test-only route; then the live pods roll to it.
+    let patch = format!(r#"{{"spec":{{"displayName":"Gated {}"}}}}"#, std::process::id());
+    cluster.kubectl(&["patch", "persona", "banking", "--type", "merge", "-p", &patch]);
+    let held = r#"{.status.conditions[?(@.type=="RolloutHeld")].status}/{.status.conditions[?(@.type=="RolloutHeld")].reason}"#;
+    tokio::task::block_in_place(|| {
+        wait("the promotion", &|| {
+            get(&cluster, &["get", "agent", "banking"], held) == "False/Promoted"
+                && get(&cluster, &["get", "agenttest", "gated"], "{.status.job}") != first
+        });
+    });
+    let job = get(&cluster, &["get", "agenttest", "gated"], "{.status.job}");
+    eprintln!("the gated edit was tested by Job {job} and promoted after {:?}", started.elapsed());
+    let logs = cluster.kubectl(&["logs", &format!("job/{job}"), "--tail=80"]);
+    assert_eq!(get(&cluster, &["get", "agenttest", "gated"], status), "Passed/1/0", "{logs}\n{}", dump(&cluster));
+    let args = get(&cluster, &["get", "job", &job], "{.spec.template.spec.containers[0].args}");
+    assert!(args.contains(r#""--candidate","banking""#), "{args}");
+    assert!(logs.contains("served by their candidate pods: banking"), "{logs}");
+    let (candidate, promoted) = (deployment(&cluster, "banking-candidate"), deployment(&cluster, "banking"));
+    let hash = |d: &str| d.split_once('/').map(|(_, h)| h.to_owned()).expect("replicas/hash");
+    assert_ne!(hash(&promoted), hash(&live), "the live pods rolled");
+    assert_eq!(hash(&promoted), hash(&candidate), "to the spec the candidate passed");
+    assert!(candidate.starts_with("0/"), "no candidate pod left: {candidate}");
+    cluster.kubectl(&["delete", "agenttest", "gated", "--wait=false"]);
 }
