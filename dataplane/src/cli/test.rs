@@ -11,6 +11,7 @@ use aws_smithy_types::error::display::DisplayErrorContext;
 use clap::Args;
 use switchboard_crds::contract;
 use switchboard_dataplane::scenario::judge::Judge;
+use switchboard_dataplane::scenario::polly::{self, PollySettings};
 use switchboard_dataplane::scenario::report::{self, Totals};
 use switchboard_dataplane::scenario::target::LocalSettings;
 use switchboard_dataplane::scenario::{self, SuiteOptions, junit, summary};
@@ -101,28 +102,79 @@ pub struct TestArgs {
     /// AgentTest's Job has), read again as they age, instead of the default credential chain.
     #[arg(long, env = contract::env::CREDENTIALS_DIR)]
     judge_credentials_dir: Option<PathBuf>,
+
+    /// The Amazon Polly voice that speaks `speech:` steps where the simulator's phrase tones
+    /// cannot be used — against a gateway, or with --bedrock — e.g. Joanna, Matthew, Amy.
+    #[arg(long, env = "SWITCHBOARD_TEST_SPEECH_VOICE", default_value = polly::DEFAULT_VOICE,
+          value_parser = voice_id)]
+    speech_voice: String,
+
+    /// The Polly engine of that voice (the voice must have it).
+    #[arg(long, env = "SWITCHBOARD_TEST_SPEECH_ENGINE", default_value = polly::DEFAULT_ENGINE,
+          value_parser = ["standard", "neural", "long-form", "generative"])]
+    speech_engine: String,
+
+    /// Polly's region. Default: AWS_REGION, else us-east-1.
+    #[arg(long, env = "SWITCHBOARD_TEST_SPEECH_REGION")]
+    speech_region: Option<String>,
+
+    /// Polly's endpoint instead of the region's public one: a VPC endpoint, or the Bedrock
+    /// simulator (`switchboard sim`) behind the gateway, which renders a text as a phrase
+    /// tone its Nova Sonic then hears as those words.
+    #[arg(long, env = "SWITCHBOARD_TEST_SPEECH_ENDPOINT_URL")]
+    speech_endpoint_url: Option<String>,
+
+    /// A PEM file of CA certificates Polly's endpoint is trusted by, instead of the system's.
+    #[arg(long, env = "SWITCHBOARD_TEST_SPEECH_CA_FILE")]
+    speech_ca_file: Option<PathBuf>,
+
+    /// A folder with Polly's AWS credentials as files (as --judge-credentials-dir), instead
+    /// of the default credential chain.
+    #[arg(long, env = "SWITCHBOARD_TEST_SPEECH_CREDENTIALS_DIR")]
+    speech_credentials_dir: Option<PathBuf>,
+}
+
+/// A Polly voice id as given: 1 to 32 ASCII letters (Polly says whether it has the voice).
+fn voice_id(value: &str) -> Result<String, String> {
+    if (1..=32).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_alphabetic()) {
+        Ok(value.to_owned())
+    } else {
+        Err("a Polly voice id is a name of letters, e.g. Joanna".into())
+    }
 }
 
 /// How old credential files may be before they are read again.
 const CREDENTIALS_MAX_AGE: Duration = Duration::from_secs(300);
 
+/// How to reach an AWS service: the region (default AWS_REGION, else us-east-1), endpoint,
+/// CA file, and credential files (checked now) instead of the default chain, for `whose`.
+fn aws_settings(
+    region: Option<String>,
+    (endpoint_url, ca_file): (Option<String>, Option<PathBuf>),
+    credentials_dir: Option<PathBuf>,
+    whose: &str,
+) -> anyhow::Result<BedrockConfig> {
+    let region = region.or_else(|| std::env::var("AWS_REGION").ok()).unwrap_or_else(|| "us-east-1".into());
+    let mut config = BedrockConfig::new(region);
+    config.endpoint_url = endpoint_url;
+    config.ca_cert_file = ca_file;
+    if let Some(dir) = credentials_dir {
+        let files = CredentialFiles::new(dir, CREDENTIALS_MAX_AGE);
+        files.read().map_err(|e| anyhow::anyhow!("{whose} AWS credentials: {}", DisplayErrorContext(&e)))?;
+        config.credential_files = Some(files);
+    }
+    Ok(config)
+}
+
 /// The judge of `--judge-model`, if given.
 async fn judge(
     model_id: Option<String>,
     region: Option<String>,
-    (endpoint_url, ca_file): (Option<String>, Option<PathBuf>),
+    endpoint: (Option<String>, Option<PathBuf>),
     credentials_dir: Option<PathBuf>,
 ) -> anyhow::Result<Option<Judge>> {
     let Some(model_id) = model_id else { return Ok(None) };
-    let region = region.or_else(|| std::env::var("AWS_REGION").ok()).unwrap_or_else(|| "us-east-1".into());
-    let mut bedrock = BedrockConfig::new(region);
-    bedrock.endpoint_url = endpoint_url;
-    bedrock.ca_cert_file = ca_file;
-    if let Some(dir) = credentials_dir {
-        let files = CredentialFiles::new(dir, CREDENTIALS_MAX_AGE);
-        files.read().map_err(|e| anyhow::anyhow!("the judge's AWS credentials: {}", DisplayErrorContext(&e)))?;
-        bedrock.credential_files = Some(files);
-    }
+    let bedrock = aws_settings(region, endpoint, credentials_dir, "the judge's")?;
     let model = BedrockTextModel::connect(&bedrock).await.map_err(|e| anyhow::anyhow!("--judge-model: {e}"))?;
     Ok(Some(Judge::new(Arc::new(model), model_id)))
 }
@@ -177,6 +229,12 @@ async fn suite(args: TestArgs) -> anyhow::Result<Vec<scenario::run::ScenarioResu
         judge_endpoint_url,
         judge_ca_file,
         judge_credentials_dir,
+        speech_voice,
+        speech_engine,
+        speech_region,
+        speech_endpoint_url,
+        speech_ca_file,
+        speech_credentials_dir,
     } = args;
     let planned = scenario::load(&paths, agents.as_deref())?;
     if check {
@@ -194,7 +252,10 @@ async fn suite(args: TestArgs) -> anyhow::Result<Vec<scenario::run::ScenarioResu
         println!("Held rollouts under test, served by their candidate pods: {}", candidates.join(", "));
     }
     let candidates = candidates.into_iter().collect();
-    let options = SuiteOptions { gateway, api_key, jobs: usize::from(jobs), local, judge, candidates };
+    let endpoint = (speech_endpoint_url, speech_ca_file);
+    let aws = aws_settings(speech_region, endpoint, speech_credentials_dir, "Amazon Polly's")?;
+    let speech = PollySettings { voice: speech_voice, engine: speech_engine, aws };
+    let options = SuiteOptions { speech, gateway, api_key, jobs: usize::from(jobs), local, judge, candidates };
     let started = std::time::Instant::now();
     let results = scenario::run_suite(planned, &options).await?;
     let elapsed = started.elapsed();

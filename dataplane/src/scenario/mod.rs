@@ -23,6 +23,7 @@ pub mod judge;
 pub mod junit;
 pub mod locate;
 pub mod observe;
+pub mod polly;
 pub mod report;
 pub mod run;
 pub mod speech;
@@ -97,6 +98,9 @@ pub struct SuiteOptions {
     pub jobs: usize,
     /// Local mode's settings.
     pub local: LocalSettings,
+    /// How Amazon Polly renders `speech:` texts where the simulator's phrase tones cannot be
+    /// used (against a gateway, or local mode with real Bedrock).
+    pub speech: polly::PollySettings,
     /// The model that checks judged expectations; `None`: they are not checked (and the
     /// report says so).
     pub judge: Option<judge::Judge>,
@@ -228,7 +232,7 @@ fn with_phrases<'a>(
     settings: &LocalSettings,
     files: impl Iterator<Item = &'a ScenarioFile>,
 ) -> Result<(LocalSettings, Phrases), SuiteError> {
-    let texts: Vec<&str> = files.flat_map(|f| f.scenario.steps.iter().filter_map(|s| s.speech.as_deref())).collect();
+    let texts = speech_texts(files);
     if texts.is_empty() || settings.bedrock || !cfg!(feature = "local") {
         return Ok((settings.clone(), Phrases::default()));
     }
@@ -241,6 +245,25 @@ fn with_phrases<'a>(
     std::fs::write(&path, phrases.add_to_script(&script)?)
         .map_err(|source| SuiteError::Io { path: path.clone(), source })?;
     Ok((LocalSettings { sim_script: Some(path), ..settings.clone() }, phrases))
+}
+
+/// The `speech:` texts of `files`' steps.
+fn speech_texts<'a>(files: impl Iterator<Item = &'a ScenarioFile>) -> Vec<&'a str> {
+    files.flat_map(|f| f.scenario.steps.iter().filter_map(|s| s.speech.as_deref())).collect()
+}
+
+/// `files`' `speech:` texts rendered by Amazon Polly (nothing when they have none).
+async fn spoken_by_polly<'a>(
+    settings: &polly::PollySettings,
+    files: impl Iterator<Item = &'a ScenarioFile>,
+) -> Result<Phrases, SuiteError> {
+    let texts = speech_texts(files);
+    if texts.is_empty() {
+        return Ok(Phrases::default());
+    }
+    let polly = polly::Polly::connect(settings).await?;
+    tracing::info!(texts = texts.len(), voice = settings.voice, "rendering the speech: steps with Amazon Polly");
+    Ok(Phrases::rendered(polly.render_all(texts).await))
 }
 
 /// The simulator's bundled script (none without the simulator in the build).
@@ -280,6 +303,9 @@ pub async fn run_suite(planned: Vec<Planned>, options: &SuiteOptions) -> Result<
                 url
             }
         };
+        if phrases.is_empty() {
+            phrases = spoken_by_polly(&options.speech, files.iter().map(|(_, f)| f)).await?;
+        }
         let connection = Connection {
             url,
             api_key: options.api_key.clone(),

@@ -75,7 +75,8 @@ pub struct Connection {
     pub api_key: Option<String>,
     /// Each agent's workflow entry node, when the agents are known (for `workflow:`).
     pub entries: std::collections::BTreeMap<String, String>,
-    /// The phrase ids of `speech:` texts, when the simulator behind `url` knows them.
+    /// The audio of `speech:` texts: phrase tones the simulator behind `url` knows, or
+    /// what Amazon Polly rendered.
     pub phrases: Phrases,
     /// The model that checks judged expectations, if any.
     pub judge: Option<Judge>,
@@ -92,16 +93,16 @@ enum Input {
     Audio(Vec<u8>),
 }
 
-/// The input of `step` of `file`, and how the report names it.
-fn input(file: &ScenarioFile, step: &Step, phrases: &Phrases) -> Result<(Input, String), RunError> {
+/// The input of step `i` of `file`, and how the report names it.
+fn input(file: &ScenarioFile, i: usize, step: &Step, phrases: &Phrases) -> Result<(Input, String), RunError> {
     if let Some(text) = &step.speech {
-        let id = phrases.get(text).ok_or_else(|| {
-            RunError::Request(format!(
-                "speech: {text:?} cannot be rendered here: speech steps need local mode's simulator \
-                 (give audio: a WAV file against a gateway or real Nova Sonic)"
-            ))
+        let audio = phrases.audio(text).unwrap_or_else(|| Err("nothing here renders speech".into()));
+        let audio = audio.map_err(|why| {
+            let line = file.line_of(&KeyPath::default().key("steps").index(i).key("speech"));
+            let line = line.map_or_else(String::new, |line| format!(" (line {line})"));
+            RunError::Request(format!("step {} of {}{line}: speech: {text:?}: {why}", i + 1, file.scenario.steps.len()))
         })?;
-        return Ok((Input::Audio(speech::phrase_audio(id)), format!("(speech) {text}")));
+        return Ok((Input::Audio(audio), format!("(speech) {text}")));
     }
     if let Some(wav) = &step.audio {
         let path = file.path.parent().unwrap_or(std::path::Path::new(".")).join(wav);
@@ -208,7 +209,7 @@ async fn drive(
     }
     judging.conversation.extend(judge::transcript(opening.messages()));
     for (i, step) in scenario.steps.iter().enumerate() {
-        let (sent, said) = input(file, step, &connection.phrases)?;
+        let (sent, said) = input(file, i, step, &connection.phrases)?;
         let at = KeyPath::default().key("steps").index(i);
         let line = file.line_of(&at);
         if let Some((code, reason)) = &session.closed {

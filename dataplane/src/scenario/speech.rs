@@ -3,13 +3,16 @@
 //! - `audio: caller.wav` — a WAV file (16 kHz, mono, 16-bit PCM; at most a minute), its path
 //!   relative to the scenario file, sent as it is followed by 2.5 s of silence so the
 //!   model hears the turn end.
-//! - `speech: I'd like to check my balance` — text rendered to speech *for the Bedrock
-//!   simulator*: each distinct text of a suite gets a phrase id, its audio is that phrase's
-//!   tone (the simulator's convention, [`switchboard_sim::sonic::phrase_tone`]), and local
-//!   mode's simulator is started with a script whose `sonic.phrases` maps the id back to the
-//!   text, so the model hears exactly the words written. A text the script already lists
-//!   keeps its id. Real Nova Sonic (`--bedrock`) and a gateway (whose simulator's script the
-//!   runner cannot extend) need `audio:` instead.
+//! - `speech: I'd like to check my balance` — text rendered to speech. Against local mode's
+//!   simulator, each distinct text of a suite gets a phrase id, its audio is that phrase's
+//!   tone (the simulator's convention, [`switchboard_sim::sonic::phrase_tone`]), and the
+//!   simulator is started with a script whose `sonic.phrases` maps the id back to the text,
+//!   so the model hears exactly the words written; a text the script already lists keeps
+//!   its id. Against real Nova Sonic (`--bedrock`) and a gateway, whose simulator's script
+//!   the runner cannot extend, Amazon Polly renders the text ([`super::polly`]: the voice,
+//!   engine, region and endpoint are `switchboard test`'s `--speech-*` options); pointed at
+//!   the Bedrock simulator behind a gateway, its Polly endpoint gives the text a phrase tone
+//!   that simulator's Nova Sonic then hears as those words.
 //!
 //! A scenario with a speech step opens its session with `modalities: [audio, text]`, so a
 //! voice or hybrid agent serves it over (simulated) Nova Sonic; typed steps in it are typed
@@ -58,6 +61,9 @@ pub enum SpeechError {
     /// The simulator's script is not YAML with a usable `sonic.phrases`.
     #[error("the simulator's script: {0}")]
     Script(String),
+    /// The Amazon Polly client cannot be made (e.g. its CA file cannot be read).
+    #[error("Amazon Polly, for the speech: steps: {0}")]
+    Polly(String),
 }
 
 /// Reads a 16 kHz mono PCM16 WAV file: its samples, little-endian.
@@ -117,13 +123,29 @@ pub fn with_trailing_silence(mut pcm: Vec<u8>) -> Vec<u8> {
     pcm
 }
 
-/// The phrase ids of a suite's `speech:` texts.
+/// The audio of a suite's `speech:` texts: their phrase ids, when local mode's simulator
+/// hears them, or what Amazon Polly rendered.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Phrases {
     ids: BTreeMap<String, u32>,
+    rendered: BTreeMap<String, Result<Vec<u8>, String>>,
 }
 
 impl Phrases {
+    /// Texts Amazon Polly rendered (see [`super::polly::Polly::render_all`]).
+    pub fn rendered(rendered: BTreeMap<String, Result<Vec<u8>, String>>) -> Self {
+        Self { ids: BTreeMap::new(), rendered }
+    }
+
+    /// The audio of `text` (trailing silence included), or why it has none; `None` when
+    /// nothing here renders it.
+    pub fn audio(&self, text: &str) -> Option<Result<Vec<u8>, String>> {
+        match self.ids.get(text) {
+            Some(id) => Some(Ok(phrase_audio(*id))),
+            None => self.rendered.get(text).cloned(),
+        }
+    }
+
     /// Ids for `texts`: the id the script's `taken` phrases give a text already, else the
     /// lowest free id from 1.
     pub fn assign<'a>(
@@ -150,7 +172,7 @@ impl Phrases {
             };
             ids.insert(text.to_owned(), id);
         }
-        Ok(Self { ids })
+        Ok(Self { ids, rendered: BTreeMap::new() })
     }
 
     /// The phrase id of `text`.
@@ -160,7 +182,7 @@ impl Phrases {
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.ids.is_empty() && self.rendered.is_empty()
     }
 
     /// The phrases a simulator script (YAML) already has.

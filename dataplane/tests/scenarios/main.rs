@@ -2,14 +2,19 @@
 //! scenarios (examples/banking/tests, which must all pass, offline, well within a minute),
 //! on scenarios that must fail (the report and the JUnit file must name the divergence),
 //! on bad scenario files (refused with file and line before anything runs), and against a
-//! gateway URL (`switchboard local` in another process).
+//! gateway URL (`switchboard local` in another process, and the real gateway and runtime
+//! processes of the gateway tests' fleet, where `speech:` steps are rendered by Amazon Polly).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../gateway/fleet.rs"]
+#[allow(dead_code)]
+mod fleet;
 mod judged;
+mod speech;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

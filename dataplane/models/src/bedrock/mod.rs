@@ -117,6 +117,24 @@ impl std::fmt::Debug for StaticCredentials {
 
 /// Builds a Bedrock Runtime client from `config`.
 pub async fn build_client(config: &BedrockConfig) -> Result<Client, ModelError> {
+    let shared = sdk_config(config).await;
+    let mut builder = aws_sdk_bedrockruntime::config::Builder::from(&shared)
+        .retry_config(RetryConfig::standard().with_max_attempts(config.sdk_max_attempts.max(1)))
+        .timeout_config(TimeoutConfig::builder().connect_timeout(config.connect_timeout).build())
+        .interceptor(user_agent::ReuseUserAgent::default());
+    if let Some(url) = &config.endpoint_url {
+        builder = builder.endpoint_url(url);
+    }
+    if let Some(http) = custom_http_client(config).await? {
+        builder = builder.http_client(http);
+    }
+    Ok(Client::from_conf(builder.build()))
+}
+
+/// The AWS settings `config` gives any AWS client: its region, and its static credentials,
+/// its credential files or else the default credential chain. (Another service's client,
+/// such as `switchboard test`'s Amazon Polly, is built from these as the Bedrock client is.)
+pub async fn sdk_config(config: &BedrockConfig) -> aws_config::SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(Region::new(config.region.clone()));
     if let Some(credentials) = &config.credentials {
         loader = loader.credentials_provider(Credentials::new(
@@ -129,19 +147,17 @@ pub async fn build_client(config: &BedrockConfig) -> Result<Client, ModelError> 
     } else if let Some(files) = &config.credential_files {
         loader = loader.credentials_provider(files.clone());
     }
-    let shared = loader.load().await;
-    let mut builder = aws_sdk_bedrockruntime::config::Builder::from(&shared)
-        .retry_config(RetryConfig::standard().with_max_attempts(config.sdk_max_attempts.max(1)))
-        .timeout_config(TimeoutConfig::builder().connect_timeout(config.connect_timeout).build())
-        .interceptor(user_agent::ReuseUserAgent::default());
-    if let Some(url) = &config.endpoint_url {
-        builder = builder.endpoint_url(url);
-    }
+    loader.load().await
+}
+
+/// The HTTP client `config` needs instead of the SDK's default: one that trusts its CA
+/// file, and connects to a loopback endpoint directly (no proxy); `None` when it needs neither.
+pub async fn custom_http_client(config: &BedrockConfig) -> Result<Option<SharedHttpClient>, ModelError> {
     let loopback = config.endpoint_url.as_deref().is_some_and(is_loopback_url);
-    if config.ca_cert_file.is_some() || loopback {
-        builder = builder.http_client(http_client(config.ca_cert_file.as_deref(), loopback).await?);
+    if config.ca_cert_file.is_none() && !loopback {
+        return Ok(None);
     }
-    Ok(Client::from_conf(builder.build()))
+    http_client(config.ca_cert_file.as_deref(), loopback).await.map(Some)
 }
 
 /// A Bedrock text model reached through ConverseStream.
