@@ -4,8 +4,8 @@
 //! outcome lands in the status (`kubectl get agenttests`: result, passed, failed, last run).
 //!
 //! The scenarios are kept as objects here and checked for their outline only (a name and
-//! steps, a bounded size, WAV files only from the ConfigMaps of `spec.audio`, no `speech:`
-//! steps: those are rendered for local mode's simulator); the Job's
+//! steps, a bounded size, WAV files only from the ConfigMaps of `spec.audio`, `speech:`
+//! steps only with `spec.speech`, which says how Amazon Polly renders them); the Job's
 //! `switchboard test` checks every key before it runs anything and, when it refuses a
 //! scenario, says where in its summary, which reaches the status. How a Job reports back:
 //! [`crate::agent_test_summary`].
@@ -31,6 +31,8 @@ pub const MAX_SCENARIO_BYTES: usize = 512 * 1024;
 pub const MAX_NAME_LEN: usize = 52;
 /// Where an AgentTest's audio ConfigMaps are mounted in its Job's pod, one folder each.
 pub const AUDIO_DIR: &str = "/etc/switchboard/audio";
+/// Where the Secret of `spec.speech.credentialsSecretRef` is mounted in the Job's pod.
+pub const SPEECH_CREDENTIALS_DIR: &str = "/etc/switchboard/speech-credentials";
 /// The most audio ConfigMaps one AgentTest may mount.
 pub const MAX_AUDIO: usize = 8;
 /// The condition type that says whether the last run of the scenarios passed.
@@ -73,7 +75,7 @@ pub struct AgentTestSpec {
     /// The scenarios, each in the shape of a scenario file of `switchboard test` (`name`,
     /// `agent`, `opening`, `steps` with `say` and `expect`). They run through the session
     /// gateway, like a client's sessions. A speech step's `audio:` names a WAV file of a
-    /// ConfigMap in `audio`; `speech:` is refused (it is rendered for local mode's simulator).
+    /// ConfigMap in `audio`; `speech:` needs `speech` (Amazon Polly renders the words).
     #[schemars(length(min = 1, max = 64))]
     #[schemars(schema_with = "scenarios_schema")]
     pub scenarios: Vec<serde_json::Value>,
@@ -112,6 +114,12 @@ pub struct AgentTestSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgeSpec>,
 
+    /// How the scenarios' `speech:` steps are rendered in the Job: by Amazon Polly, as
+    /// `switchboard test --speech-voice` and the other `--speech-*` options do. Without it,
+    /// `speech:` steps are refused (give `audio:` WAV files instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speech: Option<SpeechSpec>,
+
     /// Hold each Agent under test's rollouts until these scenarios pass (default false).
     /// A change to the Agent (its spec, Persona, Workflow or the ConfigMaps it reads) is
     /// first rolled out to one candidate pod that only test sessions reach; the live pods
@@ -145,6 +153,33 @@ pub struct JudgeSpec {
     pub credentials_secret_ref: Option<ObjectRef>,
 }
 
+/// How an AgentTest's `speech:` steps are rendered: Amazon Polly's voice and where to reach it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpeechSpec {
+    /// The Polly voice id (default `Joanna`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    pub voice: Option<String>,
+    /// Its engine: `standard`, `neural` (the default), `long-form` or `generative`; the voice
+    /// must have it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Polly's region (default: the Job's `AWS_REGION`, else `us-east-1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub region: Option<String>,
+    /// An `https://` endpoint instead of the region's public one (a VPC endpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub endpoint_url: Option<String>,
+    /// A Secret in this namespace with `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
+    /// optionally `AWS_SESSION_TOKEN`, mounted read-only in the Job's pod only. Without it
+    /// the Job uses the default AWS credential chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<ObjectRef>,
+}
+
 fn default_parallel() -> u16 {
     4
 }
@@ -172,7 +207,7 @@ fn scenarios_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             },
             "x-kubernetes-preserve-unknown-fields": true
         },
-        "description": "The scenarios, each in the shape of a scenario file of `switchboard test` (`name`, `agent`, `opening`, `steps` with `say` and `expect`). A speech step's `audio:` names a WAV file of a ConfigMap in `audio` (`/etc/switchboard/audio/<name>/<key>`); `speech:` is refused (it is rendered for local mode's simulator)."
+        "description": "The scenarios, each in the shape of a scenario file of `switchboard test` (`name`, `agent`, `opening`, `steps` with `say` and `expect`). A speech step's `audio:` names a WAV file of a ConfigMap in `audio` (`/etc/switchboard/audio/<name>/<key>`); `speech:` needs `speech` (Amazon Polly renders the words in the Job)."
     })
 }
 

@@ -1,7 +1,9 @@
-//! The checks of an AgentTest on its own: its name, Agents, judge, audio ConfigMaps and the
-//! outline of each scenario.
+//! The checks of an AgentTest on its own: its name, Agents, judge, speech, audio ConfigMaps
+//! and the outline of each scenario.
 
-use super::{AUDIO_DIR, AgentTestSpec, JudgeSpec, MAX_AUDIO, MAX_NAME_LEN, MAX_SCENARIO_BYTES, MAX_SCENARIOS};
+use super::{
+    AUDIO_DIR, AgentTestSpec, JudgeSpec, MAX_AUDIO, MAX_NAME_LEN, MAX_SCENARIO_BYTES, MAX_SCENARIOS, SpeechSpec,
+};
 use crate::validate::{Problem, Reason, duplicates, is_dns_label};
 
 /// Every problem with an AgentTest named `name`, on its own (whether its Agents exist is
@@ -42,6 +44,9 @@ pub fn validate_agent_test(name: &str, spec: &AgentTestSpec) -> Vec<Problem> {
     if let Some(judge) = &spec.judge {
         problems.extend(check_judge(judge));
     }
+    if let Some(speech) = &spec.speech {
+        problems.extend(check_speech(speech));
+    }
     if spec.audio.len() > MAX_AUDIO {
         problems
             .push(invalid("spec.audio".into(), format!("lists {} ConfigMaps; at most {MAX_AUDIO}", spec.audio.len())));
@@ -55,7 +60,7 @@ pub fn validate_agent_test(name: &str, spec: &AgentTestSpec) -> Vec<Problem> {
     let audio: Vec<&str> = spec.audio.iter().map(|a| a.name.as_str()).collect();
     let mut names = Vec::new();
     for (i, scenario) in spec.scenarios.iter().enumerate() {
-        problems.extend(check_scenario(i, scenario, &audio));
+        problems.extend(check_scenario(i, scenario, &audio, spec.speech.is_some()));
         if let Some(name) = scenario.get("name").and_then(|n| n.as_str()) {
             names.push(name);
         }
@@ -89,14 +94,13 @@ fn check_judge(judge: &JudgeSpec) -> Vec<Problem> {
     {
         problems.push(invalid("spec.judge.region", format!("{region:?} is not an AWS region (e.g. us-east-1)")));
     }
-    if let Some(url) = &judge.endpoint_url {
-        let host = url.strip_prefix("https://").unwrap_or_default();
-        if host.is_empty() || host.starts_with('/') || url.len() > 512 || !url.chars().all(|c| c.is_ascii_graphic()) {
-            problems.push(invalid(
-                "spec.judge.endpointUrl",
-                format!("{url:?} is not an https:// URL with a host: the judge's credentials go there"),
-            ));
-        }
+    if let Some(url) = &judge.endpoint_url
+        && !https_url(url)
+    {
+        problems.push(invalid(
+            "spec.judge.endpointUrl",
+            format!("{url:?} is not an https:// URL with a host: the judge's credentials go there"),
+        ));
     }
     if let Some(secret) = &judge.credentials_secret_ref
         && !is_dns_label(&secret.name)
@@ -105,6 +109,51 @@ fn check_judge(judge: &JudgeSpec) -> Vec<Problem> {
             .push(invalid("spec.judge.credentialsSecretRef.name", format!("{:?} is not a Secret name", secret.name)));
     }
     problems
+}
+
+/// The speech settings: what reaches the Job's command line must be plain.
+fn check_speech(speech: &SpeechSpec) -> Vec<Problem> {
+    let invalid = |field: &str, message: String| Problem::new(Reason::InvalidField, field, message);
+    let mut problems = Vec::new();
+    if let Some(voice) = &speech.voice
+        && !((1..=32).contains(&voice.len()) && voice.bytes().all(|b| b.is_ascii_alphabetic()))
+    {
+        problems.push(invalid("spec.speech.voice", format!("{voice:?} is not a Polly voice id (e.g. Joanna)")));
+    }
+    if let Some(engine) = &speech.engine
+        && !ENGINES.contains(&engine.as_str())
+    {
+        problems.push(invalid("spec.speech.engine", format!("{engine:?} is not one of {}", ENGINES.join(", "))));
+    }
+    if let Some(region) = &speech.region
+        && !(is_dns_label(region) && region.len() <= 64)
+    {
+        problems.push(invalid("spec.speech.region", format!("{region:?} is not an AWS region (e.g. us-east-1)")));
+    }
+    if let Some(url) = &speech.endpoint_url
+        && !https_url(url)
+    {
+        problems.push(invalid(
+            "spec.speech.endpointUrl",
+            format!("{url:?} is not an https:// URL with a host: Polly's credentials go there"),
+        ));
+    }
+    if let Some(secret) = &speech.credentials_secret_ref
+        && !is_dns_label(&secret.name)
+    {
+        problems
+            .push(invalid("spec.speech.credentialsSecretRef.name", format!("{:?} is not a Secret name", secret.name)));
+    }
+    problems
+}
+
+/// Amazon Polly's engines.
+const ENGINES: [&str; 4] = ["standard", "neural", "long-form", "generative"];
+
+/// Whether `url` is an `https://` URL with a host, of plain characters, at most 512 long.
+fn https_url(url: &str) -> bool {
+    let host = url.strip_prefix("https://").unwrap_or_default();
+    !host.is_empty() && !host.starts_with('/') && url.len() <= 512 && url.chars().all(|c| c.is_ascii_graphic())
 }
 
 /// Whether `path` names a file of one of the `audio` ConfigMaps' mounts:
@@ -121,8 +170,8 @@ fn mounted_audio(path: &str, audio: &[&str]) -> bool {
 }
 
 /// The outline of one scenario: an object with a name and steps, WAV files only from the
-/// `audio` ConfigMaps' mounts.
-fn check_scenario(i: usize, scenario: &serde_json::Value, audio: &[&str]) -> Vec<Problem> {
+/// `audio` ConfigMaps' mounts, `speech:` only when the AgentTest says how to render it (`speaks`).
+fn check_scenario(i: usize, scenario: &serde_json::Value, audio: &[&str], speaks: bool) -> Vec<Problem> {
     let field = |f: &str| format!("spec.scenarios[{i}]{f}");
     let invalid = |f: &str, message: &str| Problem::new(Reason::InvalidField, field(f), message.to_owned());
     let Some(object) = scenario.as_object() else {
@@ -145,11 +194,11 @@ fn check_scenario(i: usize, scenario: &serde_json::Value, audio: &[&str]) -> Vec
                          /etc/switchboard/audio/<ConfigMap>/<key>, with the ConfigMap listed in spec.audio",
                     ));
                 }
-                if step.get("speech").is_some() {
+                if step.get("speech").is_some() && !speaks {
                     problems.push(invalid(
                         &format!(".steps[{j}].speech"),
-                        "speech: is rendered for local mode's simulator, not a gateway: give the words as say: \
-                         (run speech steps with `switchboard test` in local mode)",
+                        "speech: is rendered by Amazon Polly in the Job: set spec.speech (its voice, region and \
+                         credentials), or give the words as say: or a WAV file as audio:",
                     ));
                 }
             }
@@ -201,7 +250,7 @@ mod tests {
             "spec.scenarios[2].name: give the scenario a name",
             "spec.scenarios[2].steps: give 1 to 100 steps",
             "spec.scenarios[3].steps[0].audio: the Job has only the WAV files of spec.audio",
-            "spec.scenarios[3].steps[1].speech: speech: is rendered for local mode's simulator",
+            "spec.scenarios[3].steps[1].speech: speech: is rendered by Amazon Polly in the Job: set spec.speech",
             "spec.scenarios[4]: must be a scenario",
             "two scenarios are named \"a\"",
             "spec.parallel: is 0",
@@ -261,6 +310,39 @@ mod tests {
         for field in
             ["spec.judge.model", "spec.judge.region", "spec.judge.endpointUrl", "spec.judge.credentialsSecretRef.name"]
         {
+            assert!(bad.iter().any(|p| p.starts_with(&format!("InvalidField: {field}: "))), "{field}: {bad:?}");
+        }
+    }
+
+    #[test]
+    fn speech_steps_need_spec_speech_whose_fields_are_checked() {
+        let spoken = |speech: Option<serde_json::Value>| {
+            let mut s = scenario("s");
+            s["steps"] = serde_json::json!([{"speech": "I'd like to check my balance"}]);
+            let mut spec = serde_json::json!({"agents": [{"name": "a"}], "scenarios": [s]});
+            if let Some(speech) = speech {
+                spec["speech"] = speech;
+            }
+            validate_agent_test("t", &test(spec).spec).iter().map(|p| p.to_string()).collect::<Vec<_>>()
+        };
+        let refused = spoken(None);
+        assert!(
+            refused.iter().any(|p| p.contains("steps[0].speech: speech: is rendered by Amazon Polly")),
+            "{refused:?}"
+        );
+        assert_eq!(spoken(Some(serde_json::json!({}))), Vec::<String>::new(), "Polly's defaults");
+        let ok = serde_json::json!({"voice": "Matthew", "engine": "standard", "region": "eu-west-1",
+            "endpointUrl": "https://polly.vpce.example", "credentialsSecretRef": {"name": "polly-aws"}});
+        assert_eq!(spoken(Some(ok)), Vec::<String>::new());
+        let bad = spoken(Some(serde_json::json!({"voice": "Joanna --gateway ws://evil", "engine": "turbo",
+            "region": "Not A Region", "endpointUrl": "http://plain.example", "credentialsSecretRef": {"name": "Bad_Name"}})));
+        for field in [
+            "spec.speech.voice",
+            "spec.speech.engine",
+            "spec.speech.region",
+            "spec.speech.endpointUrl",
+            "spec.speech.credentialsSecretRef.name",
+        ] {
             assert!(bad.iter().any(|p| p.starts_with(&format!("InvalidField: {field}: "))), "{field}: {bad:?}");
         }
     }

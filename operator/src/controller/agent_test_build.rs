@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
 use switchboard_crds::AgentTest;
-use switchboard_crds::agent_test::AUDIO_DIR;
+use switchboard_crds::agent_test::{AUDIO_DIR, SPEECH_CREDENTIALS_DIR};
 
 use crate::build::deployment::{restricted_container, runtime_default};
 use switchboard_crds::catalog::namespace_of;
@@ -38,6 +38,8 @@ pub const SCENARIOS_DIR: &str = "/etc/switchboard/scenarios";
 pub const SUMMARY_PATH: &str = "/dev/termination-log";
 /// The volume of the judge's credentials Secret.
 pub const JUDGE_CREDENTIALS: &str = "judge-credentials";
+/// The volume of Amazon Polly's credentials Secret (`spec.speech`).
+pub const SPEECH_CREDENTIALS: &str = "speech-credentials";
 /// The environment variable `switchboard test` reads the gateway's API key from.
 pub const API_KEY_ENV: &str = "SWITCHBOARD_TEST_API_KEY";
 
@@ -148,6 +150,25 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, &[&str]),
             args.extend(["--judge-endpoint-url", url]);
         }
     }
+    // Speech steps, rendered by Amazon Polly; its credentials a Secret mounted read-only too.
+    let speech = spec.speech.as_ref();
+    let speech_secret = speech.and_then(|s| s.credentials_secret_ref.as_ref()).map(|r| r.name.clone());
+    if let Some(speech) = speech {
+        let flags = [
+            ("--speech-voice", &speech.voice),
+            ("--speech-engine", &speech.engine),
+            ("--speech-region", &speech.region),
+            ("--speech-endpoint-url", &speech.endpoint_url),
+        ];
+        for (flag, value) in flags {
+            if let Some(value) = value {
+                args.extend([flag, value.as_str()]);
+            }
+        }
+        if speech_secret.is_some() {
+            args.extend(["--speech-credentials-dir", SPEECH_CREDENTIALS_DIR]);
+        }
+    }
     // The judge's credentials: a Secret mounted read-only, as runtime pods mount theirs.
     let judge_secret = judge.and_then(|j| j.credentials_secret_ref.as_ref()).map(|r| r.name.clone());
     let judge_env = judge_secret.as_ref().map(|_| EnvVar {
@@ -194,6 +215,12 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, &[&str]),
                 read_only: Some(true),
                 ..Default::default()
             }))
+            .chain(speech_secret.as_ref().map(|_| VolumeMount {
+                name: SPEECH_CREDENTIALS.into(),
+                mount_path: SPEECH_CREDENTIALS_DIR.into(),
+                read_only: Some(true),
+                ..Default::default()
+            }))
             .chain(spec.audio.iter().enumerate().map(|(i, cm)| VolumeMount {
                 name: format!("audio-{i}"),
                 mount_path: format!("{AUDIO_DIR}/{}", cm.name),
@@ -230,6 +257,11 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, &[&str]),
             .into_iter()
             .chain(judge_secret.map(|secret| Volume {
                 name: JUDGE_CREDENTIALS.into(),
+                secret: Some(SecretVolumeSource { secret_name: Some(secret), ..Default::default() }),
+                ..Default::default()
+            }))
+            .chain(speech_secret.map(|secret| Volume {
+                name: SPEECH_CREDENTIALS.into(),
                 secret: Some(SecretVolumeSource { secret_name: Some(secret), ..Default::default() }),
                 ..Default::default()
             }))

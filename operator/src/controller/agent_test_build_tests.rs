@@ -156,6 +156,42 @@ fn a_judge_reaches_the_command_line_and_its_credentials_only_the_pod() {
 }
 
 #[test]
+fn pollys_settings_reach_the_command_line_and_its_credentials_only_the_pod() {
+    let mut t = test();
+    t.spec.speech = Some(
+        serde_json::from_value(serde_json::json!({"voice": "Matthew", "engine": "standard", "region": "eu-west-1",
+        "endpointUrl": "https://polly.example", "credentialsSecretRef": {"name": "polly-aws"}}))
+        .expect("speech"),
+    );
+    let run = job(&t, "0123456789abcdef", ("ws://gw:80", &[]), "img");
+    let pod = run.spec.and_then(|s| s.template.spec).expect("pod");
+    let c = &pod.containers[0];
+    let args = c.args.clone().unwrap_or_default().join(" ");
+    let expected = "--speech-voice Matthew --speech-engine standard --speech-region eu-west-1 \
+                    --speech-endpoint-url https://polly.example --speech-credentials-dir /etc/switchboard/speech-credentials";
+    assert!(args.ends_with(expected), "{args}");
+    let mount = c.volume_mounts.iter().flatten().find(|m| m.name == SPEECH_CREDENTIALS).expect("mounted");
+    assert_eq!((mount.mount_path.as_str(), mount.read_only), ("/etc/switchboard/speech-credentials", Some(true)));
+    let volume = pod.volumes.iter().flatten().find(|v| v.name == SPEECH_CREDENTIALS).expect("volume");
+    assert_eq!(volume.secret.as_ref().and_then(|s| s.secret_name.as_deref()), Some("polly-aws"));
+    // Polly's defaults: no flag, no Secret.
+    t.spec.speech = Some(serde_json::from_value(serde_json::json!({})).expect("speech"));
+    let run = job(&t, "0123456789abcdef", ("ws://gw:80", &[]), "img");
+    let pod = run.spec.and_then(|s| s.template.spec).expect("pod");
+    assert!(
+        !pod.containers[0].args.iter().flatten().any(|a| a.starts_with("--speech")),
+        "{:?}",
+        pod.containers[0].args
+    );
+    assert!(!pod.volumes.iter().flatten().any(|v| v.name == SPEECH_CREDENTIALS));
+    assert_ne!(
+        tested_hash(&t, &deployed(["a", "b"])),
+        tested_hash(&test(), &deployed(["a", "b"])),
+        "speech settings: a new run"
+    );
+}
+
+#[test]
 fn speech_steps_wav_files_are_mounted_from_their_config_maps() {
     let mut t = test();
     t.spec.audio = vec![serde_json::from_value(serde_json::json!({"name": "caller-wavs"})).expect("ref")];
