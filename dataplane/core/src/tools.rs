@@ -1,7 +1,7 @@
 //! The pure parts of the tool pipeline: classified failures, the per-session result
 //! cache, truncation to `maxOutputBytes`, and `remember` (storing part of a result in
 //! memory; who may write which key is [`crate::authority`]'s). Execution itself happens outside the core, behind
-//! [`crate::tools::ToolExecutor`].
+//! `ToolExecutor` (in the `switchboard-dataplane` crate's `tools` module).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! Transcript entries: one JSON object per line (JSONL) for each thing said or done in a
 //! session. The core produces them; an adapter writes them (see
-//! [`crate::runtime::transcript`]).
+//! the `switchboard-dataplane` crate's `runtime::transcript`).
 
 use serde::{Deserialize, Serialize};
 

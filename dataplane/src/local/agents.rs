@@ -1,5 +1,5 @@
 //! What the web console shows of each agent (`GET /v1/agents`): built from the agent's
-//! resolved [`RuntimeSpec`], the same one its runtime serves, so the Agents panel and the
+//! resolved `RuntimeSpec`, the same one its runtime serves, so the Agents panel and the
 //! workflow graph show the folder's resources as loaded, never a second copy of them.
 //! The persona's system prompt, tool URLs and secret header names are left out: the page
 //! needs who the agent is and what it can do, not how it is wired.

@@ -1,6 +1,6 @@
 //! The web console served by the gateway on a cluster (`switchboard gateway --console`, chart
 //! value `gateway.console.enabled`; off by default): the same page as local mode's
-//! ([`super::web`]), behind the gateway's own authentication. The page itself is public (it
+//! (the `web` module), behind the gateway's own authentication. The page itself is public (it
 //! holds no data); `GET /v1/agents` answers only a client the gateway would admit to a
 //! session (an API key or a JWT as `Authorization: Bearer`, `X-Api-Key` or the
 //! `access_token` query parameter, the page's origin), and lists only the Agents that

@@ -7,7 +7,7 @@
 //! (`/v1/sessions`, served by the gateway when a record is kept). `GET /v1/agents` lists the
 //! agents it offers to start with (exposed ones and the default) and, apart, those reached
 //! only by handoff (`gateway.expose: false`), which the page shows but does not let a user
-//! pick; each with what the Agents panel and the workflow graph show ([`super::agents`]).
+//! pick; each with what the Agents panel and the workflow graph show (the `agents` module).
 //! The live view's prices and redacted memory come from the gateway ([`crate::console::live`]).
 //! Only local mode serves these; runtime pods do not.
 

@@ -20,7 +20,7 @@ use crate::own_writes::Written;
 use crate::triggers::{config_map_key, deployment_key, generation, hash_of, service_key};
 
 /// Applies every desired child of the Agent `name` in `namespace` (the ConfigMap,
-/// Deployment and Service at once, each skipped when [`OwnWrites::unchanged`]), then deletes
+/// Deployment and Service at once, each skipped when [`crate::own_writes::OwnWrites::unchanged`]), then deletes
 /// children labelled as its own that are no longer wanted. Returns the Deployment's replica
 /// counts as the server stored them or as its watch last saw them (for `Ready`).
 pub async fn apply_children(
@@ -147,7 +147,7 @@ where
     }
 }
 
-/// Whether the operator would skip writing `obj` (see [`OwnWrites::unchanged`]).
+/// Whether the operator would skip writing `obj` (see [`crate::own_writes::OwnWrites::unchanged`]).
 pub(super) fn unchanged<K>(ctx: &Context, obj: &K) -> bool
 where
     K: k8s_openapi::Resource + ResourceExt + Serialize,

@@ -175,7 +175,7 @@ pub async fn ensure(ctx: &Context, namespace: &str, agent: &Agent) -> Result<Opt
     }
 }
 
-/// What [`write`] did.
+/// What [`fn@write`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Wrote {
     /// Applied the policy.

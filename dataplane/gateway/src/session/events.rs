@@ -131,7 +131,7 @@ pub enum Event {
     TakenOver,
     /// The gateway shuts down.
     Shutdown,
-    /// The idle deadline ([`Machine::idle_deadline`]) passed.
+    /// The idle deadline ([`super::machine::Machine::idle_deadline`]) passed.
     IdleDue,
     /// A send to the client failed.
     ClientSendFailed(SendFailure),

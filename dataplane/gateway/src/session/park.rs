@@ -148,7 +148,7 @@ impl Machine {
         self.parked(self.kept.clone(), handoff, replay)
     }
 
-    /// Asks for a snapshot now ([`Effect::Snapshot`]), where a shared store keeps one.
+    /// Asks for a snapshot now ([`super::machine::Effect::Snapshot`]), where a shared store keeps one.
     pub(super) fn snapshot_now(&mut self, handoff: Option<(String, HandoffContext)>) {
         if self.limits.movable {
             self.snapshot_seq = self.replay.seq;
