@@ -3,7 +3,7 @@
 //! each — the agent answering, tool calls, handoffs, memory, transcript text, consent
 //! requests, workflow node, no error, latency budgets.
 //!
-//! The parts, in the order they are used: [`file`] parses a scenario (refusing unknown
+//! The parts, in the order they are used: [`mod@file`] parses a scenario (refusing unknown
 //! keys), [`check`] refuses expectations that could never match the folder's agents (with
 //! [`locate`] finding their lines), [`target`] starts local mode in-process (or takes a
 //! gateway URL), [`run`] plays each scenario over the session protocol, [`observe`] and
