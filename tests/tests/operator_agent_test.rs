@@ -29,7 +29,7 @@ use switchboard_crds::common::{CONDITION_ACCEPTED, CONDITION_ROLLOUT_HELD, find_
 use switchboard_crds::{Agent, AgentTest};
 use switchboard_operator::build::CONFIG_HASH_ANNOTATION;
 use switchboard_operator::controller::agent_test_build::{
-    API_KEY_ENV, CONTAINER, JUDGE_CREDENTIALS, RUN_LABEL, TEST_LABEL,
+    API_KEY_ENV, CONTAINER, JUDGE_CREDENTIALS, RUN_LABEL, SPEECH_CREDENTIALS, TEST_LABEL,
 };
 use switchboard_operator::settings::BuildSettings;
 use switchboard_tests::cluster::TestNamespace;
@@ -51,6 +51,7 @@ spec:
   agents: [{agents}]
   apiKeySecretRef: {{name: gateway-key, key: api-key}}
   judge: {{model: amazon.nova-pro-v1:0, region: eu-west-1, credentialsSecretRef: {{name: judge-aws}}}}
+  speech: {{voice: Matthew, credentialsSecretRef: {{name: polly-aws}}}}
   parallel: {parallel}
   scenarios:
     - name: Greets the caller
@@ -65,6 +66,8 @@ spec:
     - name: Hears the caller
       steps:
         - audio: /etc/switchboard/audio/caller-wavs/hello.wav
+          expect: {{noError: true}}
+        - speech: What can you do?
           expect: {{noError: true}}
   audio: [{{name: caller-wavs}}]
 "#
@@ -161,7 +164,14 @@ async fn agent_tests_run_as_jobs_on_every_change_and_report_their_outcome() {
     assert_eq!(c.image.as_deref(), Some(IMAGE));
     let args = c.args.clone().unwrap_or_default().join(" ");
     assert!(args.starts_with(&format!("test /etc/switchboard/scenarios --gateway {GATEWAY} --jobs 4")), "{args}");
-    assert!(args.ends_with("--judge-model amazon.nova-pro-v1:0 --judge-region eu-west-1"), "{args}");
+    assert!(args.contains(" --judge-model amazon.nova-pro-v1:0 --judge-region eu-west-1 "), "{args}");
+    // Speech steps, rendered by Amazon Polly in the Job: its voice and credentials.
+    assert!(
+        args.ends_with("--speech-voice Matthew --speech-credentials-dir /etc/switchboard/speech-credentials"),
+        "{args}"
+    );
+    let polly = pod.volumes.iter().flatten().find(|v| v.name == SPEECH_CREDENTIALS).expect("Polly's Secret");
+    assert_eq!(polly.secret.as_ref().and_then(|s| s.secret_name.as_deref()), Some("polly-aws"));
     let wavs = c.volume_mounts.iter().flatten().find(|m| m.mount_path == "/etc/switchboard/audio/caller-wavs");
     assert!(wavs.is_some_and(|m| m.read_only == Some(true)), "the speech step's WAV files: {:?}", c.volume_mounts);
     let judge_volume = pod.volumes.iter().flatten().find(|v| v.name == JUDGE_CREDENTIALS).expect("the judge's Secret");
