@@ -13,30 +13,7 @@ use crate::{Cluster, simulator};
 async fn an_agent_test_runs_as_a_job_against_the_gateway_and_its_outcome_is_the_status() {
     let cluster = Cluster::from_env();
     let _sim = simulator().await;
-    let test = format!(
-        "apiVersion: switchboard.dev/v1alpha1
-kind: AgentTest
-metadata: {{ name: balance }}
-spec:
-  agents: [{{ name: triage }}, {{ name: idv }}, {{ name: banking }}]
-  scenarios:
-    - name: Balance after identity verification
-      agent: {triage}
-      steps:
-        - say: I'd like to check my balance
-          expect: {{ agent: idv }}
-        - say: My name is Ada Lovelace, account 12345678, sort code 12-34-56
-          expect: {{ tools: [{{ name: perform_idv_check, outcome: ok }}] }}
-        - say: My balance please
-          expect: {{ agent: banking, transcript: {{ contains: '1234.56' }} }}
-",
-        triage = cluster.agent("triage")
-    );
-    let file = std::env::temp_dir().join(format!("switchboard-agent-test-{}.yaml", uuid::Uuid::new_v4()));
-    std::fs::write(&file, test).expect("the AgentTest is written");
-    cluster.kubectl(&["apply", "-f", file.to_str().expect("utf-8")]);
-    let _ = std::fs::remove_file(&file);
-
+    apply(&cluster, "balance", "[{ name: triage }, { name: idv }, { name: banking }]", "");
     let started = Instant::now();
     let status = "jsonpath={.status.result}/{.status.passed}/{.status.failed}";
     let result = loop {
@@ -63,6 +40,34 @@ spec:
     cluster.kubectl(&["delete", "agenttest", "balance", "--wait=false"]);
 }
 
+/// Applies the AgentTest `name` of `agents` (YAML flow list) with `extra` spec lines: one
+/// scenario, the balance after identity verification, from triage through idv to banking.
+fn apply(cluster: &Cluster, name: &str, agents: &str, extra: &str) {
+    let test = format!(
+        "apiVersion: switchboard.dev/v1alpha1
+kind: AgentTest
+metadata: {{ name: {name} }}
+spec:
+  agents: {agents}
+{extra}  scenarios:
+    - name: Balance after identity verification
+      agent: {triage}
+      steps:
+        - say: I'd like to check my balance
+          expect: {{ agent: idv }}
+        - say: My name is Ada Lovelace, account 12345678, sort code 12-34-56
+          expect: {{ tools: [{{ name: perform_idv_check, outcome: ok }}] }}
+        - say: My balance please
+          expect: {{ agent: banking, transcript: {{ contains: '1234.56' }} }}
+",
+        triage = cluster.agent("triage")
+    );
+    let file = std::env::temp_dir().join(format!("switchboard-agent-test-{}.yaml", uuid::Uuid::new_v4()));
+    std::fs::write(&file, test).expect("the AgentTest is written");
+    cluster.kubectl(&["apply", "-f", file.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_file(&file);
+}
+
 /// A `kubectl get -o jsonpath=` of `what` on `object`.
 fn get(cluster: &Cluster, object: &[&str], path: &str) -> String {
     cluster.kubectl(&[object, &["-o", &format!("jsonpath={path}")]].concat())
@@ -82,30 +87,7 @@ fn deployment(cluster: &Cluster, name: &str) -> String {
 async fn a_gated_persona_edit_reaches_the_live_pods_only_after_its_scenario_passed_on_the_candidate() {
     let cluster = Cluster::from_env();
     let _sim = simulator().await;
-    let test = format!(
-        "apiVersion: switchboard.dev/v1alpha1
-kind: AgentTest
-metadata: {{ name: gated }}
-spec:
-  agents: [{{ name: banking }}]
-  gateRollout: true
-  scenarios:
-    - name: Balance at the candidate
-      agent: {triage}
-      steps:
-        - say: I'd like to check my balance
-          expect: {{ agent: idv }}
-        - say: My name is Ada Lovelace, account 12345678, sort code 12-34-56
-          expect: {{ tools: [{{ name: perform_idv_check, outcome: ok }}] }}
-        - say: My balance please
-          expect: {{ agent: banking, transcript: {{ contains: '1234.56' }} }}
-",
-        triage = cluster.agent("triage")
-    );
-    let file = std::env::temp_dir().join(format!("switchboard-gated-test-{}.yaml", uuid::Uuid::new_v4()));
-    std::fs::write(&file, test).expect("the AgentTest is written");
-    cluster.kubectl(&["apply", "-f", file.to_str().expect("utf-8")]);
-    let _ = std::fs::remove_file(&file);
+    apply(&cluster, "gated", "[{ name: banking }]", "  gateRollout: true\n");
     let status = "{.status.result}/{.status.passed}/{.status.failed}";
     let dump = |cluster: &Cluster| {
         format!(
@@ -134,23 +116,25 @@ spec:
     let patch = format!(r#"{{"spec":{{"displayName":"Gated {}"}}}}"#, std::process::id());
     cluster.kubectl(&["patch", "persona", "banking", "--type", "merge", "-p", &patch]);
     let held = r#"{.status.conditions[?(@.type=="RolloutHeld")].status}/{.status.conditions[?(@.type=="RolloutHeld")].reason}"#;
+    let hash = |d: &str| d.split_once('/').map(|(_, h)| h.to_owned()).expect("replicas/hash");
+    // Promoted, the live pods rolled to the spec the candidate passed (the run's status shows
+    // Waiting while they roll, then the same run again), and the candidate keeps no pod.
     tokio::task::block_in_place(|| {
         wait("the promotion", &|| {
+            let candidate = deployment(&cluster, "banking-candidate");
             get(&cluster, &["get", "agent", "banking"], held) == "False/Promoted"
                 && get(&cluster, &["get", "agenttest", "gated"], "{.status.job}") != first
+                && get(&cluster, &["get", "agenttest", "gated"], status) == "Passed/1/0"
+                && candidate.starts_with("0/")
+                && hash(&deployment(&cluster, "banking")) == hash(&candidate)
         });
     });
     let job = get(&cluster, &["get", "agenttest", "gated"], "{.status.job}");
     eprintln!("the gated edit was tested by Job {job} and promoted after {:?}", started.elapsed());
+    assert_ne!(hash(&deployment(&cluster, "banking")), hash(&live), "the live pods rolled");
     let logs = cluster.kubectl(&["logs", &format!("job/{job}"), "--tail=80"]);
-    assert_eq!(get(&cluster, &["get", "agenttest", "gated"], status), "Passed/1/0", "{logs}\n{}", dump(&cluster));
     let args = get(&cluster, &["get", "job", &job], "{.spec.template.spec.containers[0].args}");
     assert!(args.contains(r#""--candidate","banking""#), "{args}");
     assert!(logs.contains("served by their candidate pods: banking"), "{logs}");
-    let (candidate, promoted) = (deployment(&cluster, "banking-candidate"), deployment(&cluster, "banking"));
-    let hash = |d: &str| d.split_once('/').map(|(_, h)| h.to_owned()).expect("replicas/hash");
-    assert_ne!(hash(&promoted), hash(&live), "the live pods rolled");
-    assert_eq!(hash(&promoted), hash(&candidate), "to the spec the candidate passed");
-    assert!(candidate.starts_with("0/"), "no candidate pod left: {candidate}");
     cluster.kubectl(&["delete", "agenttest", "gated", "--wait=false"]);
 }
