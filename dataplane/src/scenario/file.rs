@@ -25,8 +25,8 @@
 //!
 //! Every mapping refuses keys it does not know (`deny_unknown_fields`), so a typo is an
 //! error with its line, never an expectation silently skipped. A step may speak instead of
-//! typing: `speech:` (text rendered for the simulator) or `audio:` (a WAV file); see
-//! [`super::speech`].
+//! typing: `speech:` (text rendered to speech: the simulator's phrase tones, or Amazon Polly)
+//! or `audio:` (a WAV file); see [`super::speech`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -105,8 +105,8 @@ pub struct Step {
     /// caller's speech (see [`super::speech`]).
     #[serde(default)]
     pub audio: Option<String>,
-    /// What the caller says, rendered to speech for the simulator (its phrase tones; see
-    /// [`super::speech`]).
+    /// What the caller says, rendered to speech: the simulator's phrase tones in local mode,
+    /// Amazon Polly against real Nova Sonic or a gateway (see [`super::speech`]).
     #[serde(default)]
     pub speech: Option<String>,
     /// What must hold once the agent has answered.

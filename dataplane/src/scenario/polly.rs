@@ -92,7 +92,7 @@ impl Polly {
         })
     }
 
-    /// Renders each distinct text of `texts`, [`CONCURRENCY`] at a time.
+    /// Renders each distinct text of `texts`, four at a time.
     pub async fn render_all<'a>(&self, texts: impl IntoIterator<Item = &'a str>) -> Rendered {
         let mut distinct: Vec<&str> = texts.into_iter().collect();
         distinct.sort_unstable();
