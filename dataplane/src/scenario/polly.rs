@@ -153,3 +153,67 @@ where
         other => DisplayErrorContext(other).to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A server answering every request with `content_type` and `body`, as Polly's endpoint would.
+    async fn endpoint(content_type: &'static str, body: Vec<u8>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                // The request's headers, then its JSON body (Content-Length bytes).
+                while let Ok(n @ 1..) = socket.read(&mut buf).await {
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).to_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(&body).await;
+            }
+        });
+        url
+    }
+
+    async fn render(content_type: &'static str, body: Vec<u8>) -> Result<Vec<u8>, String> {
+        let aws = BedrockConfig::simulator(&endpoint(content_type, body).await, None);
+        let polly = Polly::connect(&PollySettings { aws, ..PollySettings::default() }).await.expect("a client");
+        polly.render("My balance please").await
+    }
+
+    #[tokio::test]
+    async fn what_polly_sends_back_is_bounded_and_must_be_pcm() {
+        let ok = render("audio/pcm", vec![1; 3_200]).await.expect("rendered");
+        let silence = usize::try_from(super::super::speech::TRAILING_SILENCE_MS * 32).expect("fits");
+        assert_eq!(ok.len(), 3_200 + silence, "the audio, then the trailing silence");
+        assert!(ok[..3_200].iter().all(|b| *b == 1) && ok[3_200..].iter().all(|b| *b == 0));
+        let long = vec![0; usize::try_from(MAX_WAV_SECONDS * 32_000).expect("fits") + 2];
+        let error = render("audio/pcm", long).await.expect_err("too long");
+        assert!(error.contains("longer than 60 s"), "{error}");
+        let error = render("audio/mpeg", vec![0; 100]).await.expect_err("not PCM");
+        assert!(error.contains("answered audio/mpeg, not audio/pcm"), "{error}");
+        let error = render("audio/pcm", vec![0; 3]).await.expect_err("half a sample");
+        assert!(error.contains("not 16-bit PCM (3 bytes)"), "{error}");
+        let error = render("audio/pcm", Vec::new()).await.expect_err("nothing");
+        assert!(error.contains("(0 bytes)"), "{error}");
+    }
+}
