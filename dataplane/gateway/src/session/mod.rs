@@ -59,8 +59,8 @@ pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option
         Ok((mut machine, parked)) => {
             let span = session_span(&machine, parked.as_ref().map(|(_, parked)| parked.traceparent.as_deref()));
             machine.set_traceparent(switchboard_telemetry::context::traceparent(&span));
-            let relay = driver::Relay { gateway, machine, parked, client_tx, client_rx, admission, span };
-            driver::run(relay).await;
+            let relay = driver::Relay { gateway, machine, parked, client_tx, client_rx, admission };
+            driver::run(relay).instrument(span).await;
         }
         Err(close) => {
             drop(admission);
