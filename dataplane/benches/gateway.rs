@@ -33,7 +33,7 @@
 //! Environment: `BENCH_SESSIONS` (default 100), `BENCH_TURNS` (default 5), `BENCH_IDLE`
 //! (default 1000), `BENCH_VOICE_SESSIONS` (default 50), `BENCH_WORKERS` (tokio workers of
 //! every process, default 1), `BENCH_LIVE_TURNS` (default 8), `BENCH_ONLY=record` (section 6
-//! alone), `BENCH_ONLY=voice` (sections 4 and 7 alone).
+//! alone), `BENCH_ONLY=voice` (sections 4 and 7 alone), `BENCH_ONLY=voice-cpu` (section 4 alone).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -231,6 +231,7 @@ async fn bench() {
         Ok("record") => {
             return record_on_off(&script, &voice_script, sessions, turns, voice_sessions, silence_ms / 20).await;
         }
+        Ok("voice-cpu") => return voice::voice_cpu(&voice_script, voice_sessions, turns, silence_ms / 20).await,
         Ok("voice") => {
             voice::voice_cpu(&voice_script, voice_sessions, turns, silence_ms / 20).await;
             return voice::voice_memory(&voice_script, voice_sessions, live_turns, silence_ms / 20).await;

@@ -29,10 +29,10 @@ pub use switchboard_serve::ws::oversized;
 /// The read buffer of each of a session's two connections (client and runtime side).
 /// tungstenite zero-fills the free part of it before every socket read, up to this size:
 /// with the 8 KiB the runtime uses, that memset was the largest single item of the
-/// gateway's CPU when relaying voice (about 7 %, perf, BENCHMARKS.md `gateway`). A voice
-/// frame is 640 bytes from the client and about 1 KB of JSON from the runtime, so 4 KiB
-/// still takes a burst of them in one read; a larger message grows the buffer as needed.
-pub const WS_READ_BUFFER: usize = 4 * 1024;
+/// gateway's CPU when relaying voice (about 7 %, perf, BENCHMARKS.md `gateway`; 4 % with
+/// 4 KiB). A voice frame is 640 bytes from the client and about 1.3 KB of JSON from the
+/// runtime, so 2 KiB takes one in one read; a larger message grows the buffer as needed.
+pub const WS_READ_BUFFER: usize = 2 * 1024;
 
 /// The conversation record's API ([`crate::record::api`]).
 pub const RECORD_PATH: &str = "/v1/sessions";

@@ -9,7 +9,6 @@ use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::SinkExt;
-use futures_util::stream::{SplitSink, SplitStream, StreamExt};
 use switchboard_core::assertion::{IDENTITY_KEY, IdentityClaims, sign_identity};
 use switchboard_core::grant::{GatewaySigner, MAX_PAYLOAD_BYTES, SessionContext};
 use switchboard_core::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
@@ -19,11 +18,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
-/// Frames towards the runtime.
-pub type UpSink = SplitSink<Socket, Message>;
-/// Frames from the runtime.
-pub type UpStream = SplitStream<Socket>;
+/// The WebSocket to a runtime pod.
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// What the runtime session is opened with.
 #[derive(Debug)]
@@ -76,12 +72,12 @@ pub async fn open(
     opening: Opening<'_>,
     key: &GatewaySigner,
     timeout: Duration,
-) -> Result<(UpSink, UpStream), ConnectError> {
+) -> Result<Socket, ConnectError> {
     let error = |message: String| ConnectError { addr, message };
     let url = format!("ws://{addr}{}", opening.path);
     let config = WebSocketConfig::default().read_buffer_size(crate::server::WS_READ_BUFFER);
     let connecting = tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), true);
-    let (socket, _) = tokio::time::timeout(timeout, connecting)
+    let (mut socket, _) = tokio::time::timeout(timeout, connecting)
         .await
         .map_err(|_| error(format!("no answer within {} ms", timeout.as_millis())))?
         .map_err(|e| error(e.to_string()))?;
@@ -89,7 +85,6 @@ pub async fn open(
     if let MaybeTlsStream::Plain(tcp) = socket.get_ref() {
         let _ = tcp.set_nodelay(true);
     }
-    let (mut sink, stream) = socket.split();
     let mut context = SessionContext {
         session_id: opening.session_id.to_owned(),
         namespace: opening.namespace.to_owned(),
@@ -118,8 +113,8 @@ pub async fn open(
         ..Default::default()
     };
     let text = serde_json::to_string(&ClientMessage::SessionStart(start)).map_err(|e| error(e.to_string()))?;
-    sink.send(Message::text(text)).await.map_err(|e| error(e.to_string()))?;
-    Ok((sink, stream))
+    socket.send(Message::text(text)).await.map_err(|e| error(e.to_string()))?;
+    Ok(socket)
 }
 
 /// The verified caller of the session `context` opens: its memory's `verifiedUser`, or the

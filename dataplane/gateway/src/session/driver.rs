@@ -6,11 +6,12 @@
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{Message, Utf8Bytes};
+use axum::extract::ws::{Message, Utf8Bytes, WebSocket};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::ClientMessage;
 use tokio_tungstenite::tungstenite::{self, Message as UpMessage};
+use tracing::Instrument;
 
 use super::machine::{
     ClientFrame, Cx, Effect, Event, Machine, Note, OpenRequest, Phase, Recorded, RuntimeFrame, SendFailure,
@@ -22,13 +23,17 @@ use crate::balancer::Lease;
 use crate::budget::{Account, SESSION_OVERHEAD};
 use crate::record::SessionLog;
 use crate::resume::{Frame, Parked};
-use crate::upstream::{self, Opening, UpSink, UpStream};
+use crate::upstream::{self, Opening, Socket};
 
 mod ending;
+mod gate;
 pub(crate) mod keeper;
+mod signals;
 
 use ending::finish;
+use gate::Gate;
 use keeper::Keeper;
+use signals::Signals;
 
 /// A session's relay: the machine and everything it does I/O with.
 pub(super) struct Relay {
@@ -40,12 +45,18 @@ pub(super) struct Relay {
     pub(super) client_tx: ClientSink,
     pub(super) client_rx: ClientStream,
     pub(super) admission: Admission,
+    /// The session's span. The relay enters it for what it logs or traces (opening a
+    /// runtime session, notes, the store, the end), not for every frame it relays: entered
+    /// at every poll it cost about 4 % of a voice relay's CPU (BENCHMARKS.md, `gateway`).
+    pub(super) span: tracing::Span,
 }
 
-/// The runtime connection of a session, with its hold on the pod.
+/// The runtime connection of a session, with its hold on the pod. One socket, not split
+/// into halves: the relay is one task, and each half's lock cost a little on every frame.
 struct Upstream {
-    tx: UpSink,
-    rx: UpStream,
+    ws: Socket,
+    /// Every read of `ws` goes through it.
+    gate: Gate,
     _lease: Lease,
 }
 
@@ -70,7 +81,13 @@ struct State {
 
 /// Runs the session until it ends or is parked.
 pub(super) async fn run(relay: Relay) {
-    let Relay { gateway, mut machine, parked, mut client_tx, mut client_rx, admission } = relay;
+    let Relay { gateway, mut machine, parked, client_tx, client_rx, admission, span } = relay;
+    // One task reads and writes the client's socket: the halves are joined again (they
+    // come from one split, so this cannot fail; if it did, the session could not go on).
+    let mut client = match client_rx.reunite(client_tx) {
+        Ok(client) => client,
+        Err(_) => return span.in_scope(|| tracing::error!("the client socket's halves do not match")),
+    };
     let mut account = gateway.budget.account();
     account.set(SESSION_OVERHEAD + machine.held_bytes());
     let credential = admission.key.clone().unwrap_or_default();
@@ -91,7 +108,7 @@ pub(super) async fn run(relay: Relay) {
         credential,
         keeper: None,
     };
-    let keeper = Keeper::start(gateway.store.clone(), &gateway.config, machine.id());
+    let keeper = span.in_scope(|| Keeper::start(gateway.store.clone(), &gateway.config, machine.id()));
     let taken = keeper.taken.clone();
     state.keeper = Some(keeper);
     let superseded = tokio_util::sync::CancellationToken::new();
@@ -102,17 +119,16 @@ pub(super) async fn run(relay: Relay) {
     let every = gateway.config.ping_interval;
     let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The signals' futures, made once: one made per wake-up cost about 5 % of a voice
-    // relay's CPU. (Each is ready again whenever polled once its token is cancelled.)
-    let (draining, shutdown) = (gateway.draining.cancelled(), gateway.shutdown.cancelled());
-    let (superseded_now, taken_now) = (superseded.cancelled(), taken.cancelled());
-    tokio::pin!(draining, shutdown, superseded_now, taken_now);
+    // Every read of the client's socket goes through it.
+    let client_gate = Gate::new();
+    let draining = gateway.store.is_shared().then(|| gateway.draining.clone());
+    let mut signals = Signals::watch(draining, superseded.clone(), taken, gateway.shutdown.clone());
     loop {
-        carry_out(&gateway, &mut machine, &mut state, &mut client_tx, &superseded).await;
+        carry_out(&gateway, &mut machine, &mut state, &mut client, &superseded, &span).await;
         let event = match machine.phase() {
             Phase::Opening(request) => {
                 let request = (**request).clone();
-                Event::Opened(open(&gateway, &machine, request, &mut state).await)
+                Event::Opened(open(&gateway, &machine, request, &mut state).instrument(span.clone()).await)
             }
             Phase::Backoff(pause) => {
                 tokio::time::sleep(*pause).await;
@@ -122,7 +138,7 @@ pub(super) async fn run(relay: Relay) {
                 let deadline = *deadline;
                 match state.upstream.as_mut() {
                     None => Event::Runtime(RuntimeFrame::Lost),
-                    Some(up) => match tokio::time::timeout_at(deadline.into(), up.rx.next()).await {
+                    Some(up) => match tokio::time::timeout_at(deadline.into(), up.gate.next(&mut up.ws)).await {
                         Err(_) => Event::SettleDue,
                         Ok(frame) => match runtime_frame(frame) {
                             Some(frame) => runtime_event(frame, &mut state),
@@ -136,13 +152,9 @@ pub(super) async fn run(relay: Relay) {
                     feed(&gateway, &mut machine, Event::Runtime(RuntimeFrame::Lost));
                     continue;
                 };
-                let movable = gateway.store.is_shared();
                 tokio::select! {
                     biased;
-                    () = &mut draining, if movable => Event::Draining,
-                    () = &mut superseded_now => Event::Superseded,
-                    () = &mut taken_now => Event::TakenOver,
-                    () = &mut shutdown => Event::Shutdown,
+                    event = signals.next() => event,
                     Ok(()) = directory.changed(), if machine.pod_draining() => Event::DirectoryChanged,
                     () = &mut idle => {
                         idle.as_mut().reset(machine.idle_deadline().into());
@@ -155,7 +167,7 @@ pub(super) async fn run(relay: Relay) {
                         state.account.set(SESSION_OVERHEAD + machine.held_bytes());
                         Event::PingDue
                     }
-                    frame = client_rx.next() => {
+                    frame = client_gate.next(&mut client) => {
                         let frame = client_frame(frame);
                         let counted = matches!(frame, ClientFrame::Text(_) | ClientFrame::Binary(_));
                         let budget = match &state.admission {
@@ -164,7 +176,7 @@ pub(super) async fn run(relay: Relay) {
                         };
                         Event::Client(frame, budget)
                     }
-                    frame = up.rx.next() => match runtime_frame(frame) {
+                    frame = up.gate.next(&mut up.ws) => match runtime_frame(frame) {
                         Some(frame) => runtime_event(frame, &mut state),
                         None => continue,
                     },
@@ -172,7 +184,9 @@ pub(super) async fn run(relay: Relay) {
             }
             Phase::Done(ending) => {
                 let ending = ending.clone();
-                finish(&gateway, &mut machine, ending, parked, state, &mut client_tx).await;
+                drop(signals);
+                let (mut client_tx, _) = client.split();
+                finish(&gateway, &mut machine, ending, parked, state, &mut client_tx).instrument(span).await;
                 return;
             }
         };
@@ -198,8 +212,9 @@ async fn carry_out(
     gateway: &Arc<Gateway>,
     machine: &mut Machine,
     state: &mut State,
-    client_tx: &mut ClientSink,
+    client_tx: &mut WebSocket,
     superseded: &tokio_util::sync::CancellationToken,
+    span: &tracing::Span,
 ) {
     while let Some(effect) = machine.next_effect() {
         match effect {
@@ -216,7 +231,7 @@ async fn carry_out(
                 // The key's session slot first, so a client that reconnects at once gets in.
                 state.admission = None;
                 state.client_done = true;
-                close_client(client_tx, close).await;
+                close_client(client_tx, close).instrument(span.clone()).await;
             }
             Effect::Runtime { message, keep } => {
                 let Some(up) = state.upstream.as_mut() else {
@@ -226,7 +241,7 @@ async fn carry_out(
                     continue;
                 };
                 let copy = keep.then(|| message.clone());
-                if up.tx.send(message).await.is_err()
+                if up.ws.send(message).await.is_err()
                     && let Some(copy) = copy
                 {
                     feed(gateway, machine, Event::RuntimeSendFailed(copy));
@@ -243,12 +258,12 @@ async fn carry_out(
             Effect::PingRuntime => {
                 if let Some(up) = state.upstream.as_mut() {
                     // A failure shows on the read side.
-                    let _ = up.tx.send(UpMessage::Ping(Bytes::new())).await;
+                    let _ = up.ws.send(UpMessage::Ping(Bytes::new())).await;
                 }
             }
             Effect::CloseRuntime => {
                 if let Some(mut up) = state.upstream.take() {
-                    let _ = tokio::time::timeout(Duration::from_secs(1), up.tx.close()).await;
+                    let _ = tokio::time::timeout(Duration::from_secs(1), up.ws.close(None)).await;
                 }
             }
             Effect::AssertIdentity(caller) => {
@@ -260,7 +275,7 @@ async fn carry_out(
                 let message = ClientMessage::IdentityAssertion { assertion };
                 // A failure shows on the read side; the next connection's grant carries one.
                 if let Ok(text) = serde_json::to_string(&message) {
-                    let _ = up.tx.send(UpMessage::text(text)).await;
+                    let _ = up.ws.send(UpMessage::text(text)).await;
                 }
             }
             Effect::Hold { key, previous } => {
@@ -274,7 +289,7 @@ async fn carry_out(
                 // What a resume through another replica takes, should this one die.
                 let snapshot = gateway.store.is_shared().then(|| Box::new(machine.snapshot(None)));
                 if let Some(keeper) = &state.keeper {
-                    keeper.hold(key, previous, snapshot).await;
+                    keeper.hold(key, previous, snapshot).instrument(span.clone()).await;
                 }
             }
             Effect::Snapshot(snapshot) => {
@@ -282,19 +297,19 @@ async fn carry_out(
                 if snapshot.handoff.is_some() {
                     // Written before the target is opened: a replica taking over makes the
                     // handoff too.
-                    keeper.snapshot_now(snapshot).await;
+                    keeper.snapshot_now(snapshot).instrument(span.clone()).await;
                 } else {
                     keeper.snapshot(snapshot);
                 }
             }
-            Effect::Note(note) => observe(gateway, machine, state, note),
+            Effect::Note(note) => span.in_scope(|| observe(gateway, machine, state, note)),
             Effect::Record(recorded) => {
                 if let Some(log) = state.log.as_mut() {
                     let agent = machine.target().key();
-                    match recorded {
+                    span.in_scope(|| match recorded {
                         Recorded::Server(text) => log.server(&agent, text.as_str()),
                         Recorded::Client(text) => log.client(&agent, text.as_str()),
-                    }
+                    });
                 }
             }
         }
@@ -338,9 +353,9 @@ async fn open(
         log.verified(&target.key(), caller);
     }
     let addr = lease.addr();
-    let (tx, rx) =
+    let ws =
         upstream::open(addr, opening, &gateway.key, gateway.config.connect_timeout).await.map_err(|e| e.to_string())?;
-    state.upstream = Some(Upstream { tx, rx, _lease: lease });
+    state.upstream = Some(Upstream { ws, gate: Gate::new(), _lease: lease });
     Ok(addr)
 }
 
@@ -439,11 +454,11 @@ fn runtime_frame(frame: Option<Result<UpMessage, tungstenite::Error>>) -> Option
 }
 
 /// Sends a message to the client: `Err` when its socket failed or it does not read.
-async fn send_client(client_tx: &mut ClientSink, frame: Frame) -> Result<(), SendFailure> {
+async fn send_client(client_tx: &mut WebSocket, frame: Frame) -> Result<(), SendFailure> {
     send_client_message(client_tx, frame.into_message()).await
 }
 
-async fn send_client_message(client_tx: &mut ClientSink, message: Message) -> Result<(), SendFailure> {
+async fn send_client_message(client_tx: &mut WebSocket, message: Message) -> Result<(), SendFailure> {
     match switchboard_serve::ws::within(SLOW_CLIENT, client_tx.send(message)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(SendFailure::Gone),

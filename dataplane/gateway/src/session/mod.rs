@@ -33,7 +33,6 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionStart, close_code, decode_client};
-use tracing::Instrument;
 
 use crate::Gateway;
 use crate::auth::Admission;
@@ -59,8 +58,8 @@ pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option
         Ok((mut machine, parked)) => {
             let span = session_span(&machine, parked.as_ref().map(|(_, parked)| parked.traceparent.as_deref()));
             machine.set_traceparent(switchboard_telemetry::context::traceparent(&span));
-            let relay = driver::Relay { gateway, machine, parked, client_tx, client_rx, admission };
-            driver::run(relay).instrument(span).await;
+            let relay = driver::Relay { gateway, machine, parked, client_tx, client_rx, admission, span };
+            driver::run(relay).await;
         }
         Err(close) => {
             drop(admission);

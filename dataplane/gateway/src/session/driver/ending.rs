@@ -31,7 +31,7 @@ pub(super) async fn finish(
         gateway.metrics.live.with_label_values(&[&live]).dec();
     }
     if let Some(mut up) = state.upstream.take() {
-        let _ = up.tx.close().await;
+        let _ = up.ws.close(None).await;
     }
     if let Some(log) = &state.log {
         let agent = machine.target().key();
