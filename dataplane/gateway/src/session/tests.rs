@@ -4,6 +4,7 @@
 mod identity;
 mod inputs;
 mod limits;
+mod long;
 mod park;
 mod props;
 mod snapshot;
