@@ -14,6 +14,7 @@ mod crash;
 mod fleet;
 mod handoff_greeting;
 mod liveness;
+mod long_session;
 mod netns;
 mod postgres;
 mod process;
