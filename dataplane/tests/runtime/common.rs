@@ -262,8 +262,10 @@ impl Client {
     /// `patience`.
     #[allow(dead_code)] // the gateway's network tests; not every test binary reads with a patience
     pub async fn next_within(&mut self, patience: Duration) -> Option<Option<Result<ServerMessage, (u16, String)>>> {
+        // One deadline: the pings skipped do not restart the patience.
+        let deadline = tokio::time::Instant::now() + patience;
         loop {
-            match tokio::time::timeout(patience, self.ws.next()).await.ok()? {
+            match tokio::time::timeout_at(deadline, self.ws.next()).await.ok()? {
                 Some(Ok(Message::Text(text))) => {
                     let message: ServerMessage =
                         serde_json::from_str(text.as_str()).expect("server sends protocol JSON");
