@@ -110,7 +110,10 @@ mod tests {
         let mut rx = from_file(path.clone(), None).await.expect("loads");
         let target = rx.borrow().for_client(None, crate::directory::Reach::Live).expect("the default agent");
         assert_eq!(target.ready, [SocketAddr::from(([127, 0, 0, 1], 9001))]);
-        assert!(rx.borrow().for_client(Some("gone"), crate::directory::Reach::Live).is_err(), "an unresolvable service has no ready pod");
+        assert!(
+            rx.borrow().for_client(Some("gone"), crate::directory::Reach::Live).is_err(),
+            "an unresolvable service has no ready pod"
+        );
         // An edit (a later modification time) is picked up.
         tokio::time::sleep(Duration::from_millis(1100)).await;
         std::fs::write(&path, table(9002)).expect("rewrites");
