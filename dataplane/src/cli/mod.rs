@@ -65,7 +65,7 @@ pub enum Command {
     Gateway(Box<gateway::GatewayArgs>),
     /// Run every agent of a folder locally, against the simulator by default.
     #[cfg(feature = "local")]
-    Local(local::LocalArgs),
+    Local(Box<local::LocalArgs>),
     /// Chat with an agent from the terminal.
     Chat(chat::ChatArgs),
     /// Serve the Example Bank demo tool server.
@@ -76,7 +76,7 @@ pub enum Command {
     /// The report goes to stdout; only warnings are logged unless --log (or
     /// SWITCHBOARD_LOG) asks for more. The README's "Scenario tests" section describes the
     /// scenario files.
-    Test(test::TestArgs),
+    Test(Box<test::TestArgs>),
     /// Read the conversation record: recorded sessions (`list`) and everything that
     /// happened in one (`show`).
     Sessions(sessions::SessionsArgs),
@@ -93,10 +93,10 @@ impl Command {
             Self::Runtime(args) => runtime::run(*args).await,
             Self::Gateway(args) => gateway::run(*args).await,
             #[cfg(feature = "local")]
-            Self::Local(args) => local::run(args).await,
+            Self::Local(args) => local::run(*args).await,
             Self::Chat(args) => chat::run(args).await,
             Self::DemoTools(args) => demo_tools::run(args).await,
-            Self::Test(args) => test::run(args).await,
+            Self::Test(args) => test::run(*args).await,
             Self::Sessions(args) => sessions::run(args).await,
             Self::Callers(args) => callers::run(args).await,
         }
