@@ -73,13 +73,15 @@ fn get(cluster: &Cluster, object: &[&str], path: &str) -> String {
     cluster.kubectl(&[object, &["-o", &format!("jsonpath={path}")]].concat())
 }
 
-/// `banking`'s pod template config hash (the operator's annotation) and replicas.
+/// Deployment `name`'s replicas and pod template config hash (the operator's annotation),
+/// as `replicas/hash`; empty while there is no such Deployment.
 fn deployment(cluster: &Cluster, name: &str) -> String {
-    get(
-        cluster,
-        &["get", "deployment", name],
-        r"{.spec.replicas}/{.spec.template.metadata.annotations.switchboard\.dev/config-hash}",
-    )
+    let path = r"jsonpath={.spec.replicas}/{.spec.template.metadata.annotations.switchboard\.dev/config-hash}";
+    let output = std::process::Command::new(&cluster.kubectl)
+        .args(["-n", &cluster.namespace, "get", "deployment", name, "-o", path])
+        .output()
+        .expect("kubectl runs");
+    if output.status.success() { String::from_utf8_lossy(&output.stdout).into_owned() } else { String::new() }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,13 +112,14 @@ async fn a_gated_persona_edit_reaches_the_live_pods_only_after_its_scenario_pass
     });
     let first = get(&cluster, &["get", "agenttest", "gated"], "{.status.job}");
     let live = deployment(&cluster, "banking");
+    assert!(live.contains('/'), "banking's Deployment: {live:?}");
 
     // A Persona edit is held on a candidate pod until the scenario passes there, through the
     // gateway's test-only route; then the live pods roll to it.
     let patch = format!(r#"{{"spec":{{"displayName":"Gated {}"}}}}"#, std::process::id());
     cluster.kubectl(&["patch", "persona", "banking", "--type", "merge", "-p", &patch]);
     let held = r#"{.status.conditions[?(@.type=="RolloutHeld")].status}/{.status.conditions[?(@.type=="RolloutHeld")].reason}"#;
-    let hash = |d: &str| d.split_once('/').map(|(_, h)| h.to_owned()).expect("replicas/hash");
+    let hash = |d: &str| d.split_once('/').map(|(_, h)| h.to_owned()).unwrap_or_default();
     // Promoted, the live pods rolled to the spec the candidate passed (the run's status shows
     // Waiting while they roll, then the same run again), and the candidate keeps no pod.
     tokio::task::block_in_place(|| {
