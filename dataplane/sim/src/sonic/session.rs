@@ -427,7 +427,8 @@ impl Session {
                     self.protocol.expect_tool_result(&id);
                     self.pending_tools.insert(id, name);
                 }
-                Marker::Done | Marker::None => {}
+                Marker::Done => self.state.sonic.count_reply_sent(),
+                Marker::None => {}
             }
             due.push(planned.event.encode());
         }
