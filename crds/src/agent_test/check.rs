@@ -4,6 +4,7 @@
 use super::{
     AUDIO_DIR, AgentTestSpec, JudgeSpec, MAX_AUDIO, MAX_NAME_LEN, MAX_SCENARIO_BYTES, MAX_SCENARIOS, SpeechSpec,
 };
+use crate::common::ObjectRef;
 use crate::validate::{Problem, Reason, duplicates, is_dns_label};
 
 /// Every problem with an AgentTest named `name`, on its own (whether its Agents exist is
@@ -89,24 +90,35 @@ fn check_judge(judge: &JudgeSpec) -> Vec<Problem> {
     if judge.model.is_empty() || judge.model.len() > 200 || !plain(&judge.model) {
         problems.push(invalid("spec.judge.model", format!("{:?} is not a Bedrock model id", judge.model)));
     }
-    if let Some(region) = &judge.region
+    let access = (judge.region.as_deref(), judge.endpoint_url.as_deref(), judge.credentials_secret_ref.as_ref());
+    problems.extend(check_aws("spec.judge", "the judge's", access));
+    problems
+}
+
+/// Where a Job reaches an AWS service, under `at`: a region, an `https://` endpoint (the
+/// credentials of `whose` go there) and a credentials Secret's name.
+fn check_aws(
+    at: &str,
+    whose: &str,
+    (region, url, secret): (Option<&str>, Option<&str>, Option<&ObjectRef>),
+) -> Vec<Problem> {
+    let invalid = |field: &str, message: String| Problem::new(Reason::InvalidField, format!("{at}.{field}"), message);
+    let mut problems = Vec::new();
+    if let Some(region) = region
         && !(is_dns_label(region) && region.len() <= 64)
     {
-        problems.push(invalid("spec.judge.region", format!("{region:?} is not an AWS region (e.g. us-east-1)")));
+        problems.push(invalid("region", format!("{region:?} is not an AWS region (e.g. us-east-1)")));
     }
-    if let Some(url) = &judge.endpoint_url
+    if let Some(url) = url
         && !https_url(url)
     {
-        problems.push(invalid(
-            "spec.judge.endpointUrl",
-            format!("{url:?} is not an https:// URL with a host: the judge's credentials go there"),
-        ));
+        let message = format!("{url:?} is not an https:// URL with a host: {whose} credentials go there");
+        problems.push(invalid("endpointUrl", message));
     }
-    if let Some(secret) = &judge.credentials_secret_ref
+    if let Some(secret) = secret
         && !is_dns_label(&secret.name)
     {
-        problems
-            .push(invalid("spec.judge.credentialsSecretRef.name", format!("{:?} is not a Secret name", secret.name)));
+        problems.push(invalid("credentialsSecretRef.name", format!("{:?} is not a Secret name", secret.name)));
     }
     problems
 }
@@ -125,25 +137,8 @@ fn check_speech(speech: &SpeechSpec) -> Vec<Problem> {
     {
         problems.push(invalid("spec.speech.engine", format!("{engine:?} is not one of {}", ENGINES.join(", "))));
     }
-    if let Some(region) = &speech.region
-        && !(is_dns_label(region) && region.len() <= 64)
-    {
-        problems.push(invalid("spec.speech.region", format!("{region:?} is not an AWS region (e.g. us-east-1)")));
-    }
-    if let Some(url) = &speech.endpoint_url
-        && !https_url(url)
-    {
-        problems.push(invalid(
-            "spec.speech.endpointUrl",
-            format!("{url:?} is not an https:// URL with a host: Polly's credentials go there"),
-        ));
-    }
-    if let Some(secret) = &speech.credentials_secret_ref
-        && !is_dns_label(&secret.name)
-    {
-        problems
-            .push(invalid("spec.speech.credentialsSecretRef.name", format!("{:?} is not a Secret name", secret.name)));
-    }
+    let access = (speech.region.as_deref(), speech.endpoint_url.as_deref(), speech.credentials_secret_ref.as_ref());
+    problems.extend(check_aws("spec.speech", "Polly's", access));
     problems
 }
 

@@ -13,6 +13,7 @@ use switchboard_gateway::auth::Auth;
 
 use crate::client::{Client, replies};
 use crate::fleet::Fleet;
+use crate::resume::{position, resume_start};
 
 /// The live pods' text model (the Example Bank's default) and the candidate's.
 const LIVE_MODEL: &str = "amazon.nova-lite-v1:0";
@@ -93,16 +94,10 @@ async fn a_test_session_meets_held_agents_at_their_candidate_pods_and_no_other_s
     );
 
     // Resumed, the test session is still one: banking's candidate serves it again.
-    let at = test.seen.iter().rposition(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).expect("a start");
-    let ServerMessage::BidiConnectionStart { resume_token: Some(token), seq: Some(seq), .. } = test.seen[at].clone()
-    else {
-        panic!("a token: {:?}", test.seen[at]);
-    };
-    let last_seq = seq + (test.seen.len() - at - 1) as u64;
+    let (token, last_seq) = position(&test.seen);
     drop(test);
     let mut back = Client::connect_with(&fleet.url, &[TESTER]).await;
-    let resume = SessionStart { resume_token: Some(token), last_seq: Some(last_seq), ..Default::default() };
-    back.send(&ClientMessage::SessionStart(resume)).await;
+    back.send(&resume_start(&token, last_seq)).await;
     back.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
     assert_eq!(starts(&back.seen), [("banking".into(), CANDIDATE_MODEL.into(), true)], "{:?}", back.seen);
     drop(back);
