@@ -173,9 +173,11 @@ async fn start(
     (hash, deployed): (&str, &[Deployed]),
     gateway: &str,
 ) -> Result<Option<Verdict>, Error> {
-    let config_map = build::config_map(test, hash);
+    // The platform's Bedrock CA bundle as the operator has it now (it reads it at start).
+    let ca = ctx.settings.runtime_bedrock_ca.as_ref();
+    let config_map = build::config_map(test, hash, ca);
     let candidates: Vec<&str> = deployed.iter().filter(|d| d.candidate).map(|d| d.agent.as_str()).collect();
-    let job = build::job(test, hash, (gateway, &candidates), &ctx.settings.runtime_image);
+    let job = build::job(test, hash, (gateway, &candidates), (&ctx.settings.runtime_image, ca));
     let name = build::run_name(test, hash);
     let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let existing = config_maps

@@ -5,13 +5,21 @@
 //! A run is named after the AgentTest and the first 10 hex digits of its hash: a new hash
 //! (the test's spec, or what an Agent under test runs, changed) is a new Job; the same hash
 //! is the same Job, so a reconcile never starts one run twice.
+//!
+//! The platform's Bedrock CA bundle (`--runtime-bedrock-ca-file`) reaches a run as it reaches
+//! runtime pods: a `bedrock-ca.pem` key of the run's ConfigMap, mounted as a file. The judge
+//! and Amazon Polly each trust it when they name an `endpointUrl` (a private endpoint, or the
+//! simulator); without one they reach AWS's public endpoint, which the public roots verify
+//! (a CA file replaces them, so it is not given there). A new bundle rolls the Agents' pods,
+//! whose new config hash is a new run, with the new bundle.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, PodSecurityContext,
-    PodSpec, PodTemplateSpec, ResourceRequirements, SecretKeySelector, SecretVolumeSource, Volume, VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
+    PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SecretKeySelector, SecretVolumeSource, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -21,8 +29,9 @@ use switchboard_crds::AgentTest;
 use switchboard_crds::agent_test::{AUDIO_DIR, SPEECH_CREDENTIALS_DIR};
 
 use crate::build::deployment::{restricted_container, runtime_default};
+use crate::settings::CaBundle;
 use switchboard_crds::catalog::namespace_of;
-use switchboard_crds::contract::{self, MANAGED_BY, RUN_AS, RUNTIME_COMMAND};
+use switchboard_crds::contract::{self, BEDROCK_CA_FILE, MANAGED_BY, RUN_AS, RUNTIME_COMMAND};
 
 /// `app.kubernetes.io/component` of a test run's Job, pods and ConfigMap.
 pub const COMPONENT: &str = "agent-test";
@@ -40,6 +49,10 @@ pub const SUMMARY_PATH: &str = "/dev/termination-log";
 pub const JUDGE_CREDENTIALS: &str = "judge-credentials";
 /// The volume of Amazon Polly's credentials Secret (`spec.speech`).
 pub const SPEECH_CREDENTIALS: &str = "speech-credentials";
+/// The volume of the platform's Bedrock CA bundle (the run's ConfigMap's `bedrock-ca.pem`).
+pub const BEDROCK_CA: &str = "bedrock-ca";
+/// Where that bundle is mounted: the file `bedrock-ca.pem` in this folder.
+pub const BEDROCK_CA_DIR: &str = "/etc/switchboard/bedrock-ca";
 /// The environment variable `switchboard test` reads the gateway's API key from.
 pub const API_KEY_ENV: &str = "SWITCHBOARD_TEST_API_KEY";
 
@@ -122,18 +135,49 @@ pub fn scenario_files(test: &AgentTest) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The ConfigMap of the run's scenarios.
-pub fn config_map(test: &AgentTest, hash: &str) -> ConfigMap {
-    ConfigMap { metadata: meta(test, hash), data: Some(scenario_files(test)), ..Default::default() }
+/// Which of the run's AWS clients trust the platform's Bedrock CA bundle: (the judge,
+/// Amazon Polly), each when the AgentTest gives it an `endpointUrl`.
+pub fn trusts_bedrock_ca(test: &AgentTest) -> (bool, bool) {
+    let spec = &test.spec;
+    (
+        spec.judge.as_ref().is_some_and(|j| j.endpoint_url.is_some()),
+        spec.speech.as_ref().is_some_and(|s| s.endpoint_url.is_some()),
+    )
 }
 
-/// The Job of the run: `switchboard test` in the operator's runtime image, against
+/// The bundle `ca` when the run uses it (see [`trusts_bedrock_ca`]).
+fn used_ca<'a>(test: &AgentTest, ca: Option<&'a CaBundle>) -> Option<&'a CaBundle> {
+    let (judge, speech) = trusts_bedrock_ca(test);
+    ca.filter(|_| judge || speech)
+}
+
+/// The ConfigMap of the run's scenarios and, when the run uses it, the platform's Bedrock
+/// CA bundle `ca` as `bedrock-ca.pem`.
+pub fn config_map(test: &AgentTest, hash: &str, ca: Option<&CaBundle>) -> ConfigMap {
+    let mut data = scenario_files(test);
+    if let Some(ca) = used_ca(test, ca) {
+        data.insert(BEDROCK_CA_FILE.to_owned(), ca.0.clone());
+    }
+    ConfigMap { metadata: meta(test, hash), data: Some(data), ..Default::default() }
+}
+
+/// The Job of the run: `switchboard test` in the operator's runtime `image`, against
 /// `gateway` (a `ws://` URL) — testing the held rollouts of the Agents `candidates` on
 /// their candidate pods (`--candidate <agent>` each) —, its summary in the termination message,
-/// never retried (a scenario that fails once is a finding, not noise).
-pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, &[&str]), image: &str) -> Job {
+/// never retried (a scenario that fails once is a finding, not noise). With the platform's
+/// Bedrock CA bundle `ca`, a judge or Polly with an `endpointUrl` trusts it
+/// (`--judge-ca-file`, `--speech-ca-file`), mounted from the run's ConfigMap.
+pub fn job(
+    test: &AgentTest,
+    hash: &str,
+    (gateway, candidates): (&str, &[&str]),
+    (image, ca): (&str, Option<&CaBundle>),
+) -> Job {
     let name = run_name(test, hash);
     let spec = &test.spec;
+    let ca_path = format!("{BEDROCK_CA_DIR}/{BEDROCK_CA_FILE}");
+    let ca = used_ca(test, ca).is_some();
+    let (judge_ca, speech_ca) = trusts_bedrock_ca(test);
     let parallel = spec.parallel.to_string();
     let mut args =
         vec!["test", SCENARIOS_DIR, "--gateway", gateway, "--jobs", &parallel, "--summary-file", SUMMARY_PATH];
@@ -148,6 +192,9 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, &[&str]),
         }
         if let Some(url) = &judge.endpoint_url {
             args.extend(["--judge-endpoint-url", url]);
+        }
+        if ca && judge_ca {
+            args.extend(["--judge-ca-file", &ca_path]);
         }
     }
     // Speech steps, rendered by Amazon Polly; its credentials a Secret mounted read-only too.
@@ -164,6 +211,9 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, &[&str]),
             if let Some(value) = value {
                 args.extend([flag, value.as_str()]);
             }
+        }
+        if ca && speech_ca {
+            args.extend(["--speech-ca-file", &ca_path]);
         }
         if speech_secret.is_some() {
             args.extend(["--speech-credentials-dir", SPEECH_CREDENTIALS_DIR]);
@@ -221,6 +271,12 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, &[&str]),
                 read_only: Some(true),
                 ..Default::default()
             }))
+            .chain(ca.then(|| VolumeMount {
+                name: BEDROCK_CA.into(),
+                mount_path: BEDROCK_CA_DIR.into(),
+                read_only: Some(true),
+                ..Default::default()
+            }))
             .chain(spec.audio.iter().enumerate().map(|(i, cm)| VolumeMount {
                 name: format!("audio-{i}"),
                 mount_path: format!("{AUDIO_DIR}/{}", cm.name),
@@ -247,9 +303,14 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, &[&str]),
         containers: vec![container],
         volumes: Some(
             [
+                // The run's ConfigMap: its scenarios in their folder, the CA bundle in its own.
                 Volume {
                     name: "scenarios".into(),
-                    config_map: Some(ConfigMapVolumeSource { name: name.clone(), ..Default::default() }),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: name.clone(),
+                        items: Some(scenario_files(test).into_keys().map(|key| item(&key)).collect()),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 },
                 Volume { name: "tmp".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() },
@@ -263,6 +324,16 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, &[&str]),
             .chain(speech_secret.map(|secret| Volume {
                 name: SPEECH_CREDENTIALS.into(),
                 secret: Some(SecretVolumeSource { secret_name: Some(secret), ..Default::default() }),
+                ..Default::default()
+            }))
+            .chain(ca.then(|| Volume {
+                name: BEDROCK_CA.into(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: name.clone(),
+                    items: Some(vec![item(BEDROCK_CA_FILE)]),
+                    optional: Some(false),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }))
             // Speech steps' WAV files: each ConfigMap of spec.audio in a folder of its own.
@@ -292,6 +363,11 @@ pub fn job(test: &AgentTest, hash: &str, (gateway, candidates): (&str, &[&str]),
         }),
         ..Default::default()
     }
+}
+
+/// The ConfigMap key `key` as the file of that name.
+fn item(key: &str) -> KeyToPath {
+    KeyToPath { key: key.to_owned(), path: key.to_owned(), mode: None }
 }
 
 /// Checks the gateway URL test Jobs use (`--agent-test-gateway`): `ws://` with a host
