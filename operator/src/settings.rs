@@ -61,7 +61,8 @@ pub struct BuildSettings {
     /// A PEM file of CA certificates that runtime pods trust for Bedrock instead of the
     /// public roots (a private endpoint behind your own CA, or a simulator). The operator
     /// reads it at start and puts it in every Agent's ConfigMap as `bedrock-ca.pem`; a
-    /// change rolls the pods.
+    /// change rolls the pods. AgentTest Jobs trust it too for a judge or Amazon Polly with an
+    /// `endpointUrl` (the run's ConfigMap holds it, `--judge-ca-file`, `--speech-ca-file`).
     #[arg(long = "runtime-bedrock-ca-file", env = "SWITCHBOARD_RUNTIME_BEDROCK_CA_FILE", value_parser = read_ca_bundle)]
     pub runtime_bedrock_ca: Option<CaBundle>,
     /// The NetworkPolicy that closes runtime pods to all but the gateway.

@@ -10,7 +10,9 @@
 //! a failed and a passed run reach the status and `kubectl get agenttests`; an AgentTest
 //! naming a missing Agent is not accepted. With `gateRollout`, an edit is held: the live
 //! pods keep their spec while a candidate pod runs the new one under a test-only route; a
-//! failed run keeps it held (the Agent says why), a passing one promotes it.
+//! failed run keeps it held (the Agent says why), a passing one promotes it. With the
+//! platform's Bedrock CA bundle, a judge and Polly on their own endpoints trust it: the run's
+//! ConfigMap holds it as the Agent's does, the Job mounts it and passes `--*-ca-file`.
 
 mod common;
 
@@ -29,9 +31,9 @@ use switchboard_crds::common::{CONDITION_ACCEPTED, CONDITION_ROLLOUT_HELD, find_
 use switchboard_crds::{Agent, AgentTest};
 use switchboard_operator::build::CONFIG_HASH_ANNOTATION;
 use switchboard_operator::controller::agent_test_build::{
-    API_KEY_ENV, CONTAINER, JUDGE_CREDENTIALS, RUN_LABEL, SPEECH_CREDENTIALS, TEST_LABEL,
+    API_KEY_ENV, BEDROCK_CA, CONTAINER, JUDGE_CREDENTIALS, RUN_LABEL, SPEECH_CREDENTIALS, TEST_LABEL,
 };
-use switchboard_operator::settings::BuildSettings;
+use switchboard_operator::settings::{BuildSettings, CaBundle};
 use switchboard_tests::cluster::TestNamespace;
 use switchboard_tests::kubelet::{agent_pods, mark_pods_ready};
 use switchboard_tests::manifests::apply_yaml;
@@ -365,4 +367,59 @@ async fn a_gated_agent_rolls_out_to_live_pods_only_after_its_tests_pass_on_the_c
     })
     .await
     .expect("no candidate route");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_judge_and_polly_on_their_own_endpoints_trust_the_platforms_bedrock_ca_as_runtime_pods_do() {
+    let ns = namespace("op-agenttest-ca").await;
+    let bundle = CaBundle("-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----\n".into());
+    let settings = BuildSettings {
+        runtime_image: IMAGE.into(),
+        agent_test_gateway: Some(GATEWAY.into()),
+        runtime_bedrock_ca: Some(bundle.clone()),
+        ..Default::default()
+    };
+    let _op = Operator::start_with(&ns, "test-operator", settings).expect("operator starts");
+    let sim = "https://10.0.0.5:28443";
+    let test = format!(
+        "---
+apiVersion: switchboard.dev/v1alpha1
+kind: AgentTest
+metadata: {{name: judged}}
+spec:
+  agents: [{{name: bank}}]
+  judge: {{model: amazon.nova-pro-v1:0, endpointUrl: '{sim}', credentialsSecretRef: {{name: judge-aws}}}}
+  speech: {{voice: Matthew, endpointUrl: '{sim}'}}
+  scenarios:
+    - name: Greets the caller
+      agent: bank
+      steps:
+        - speech: Hello
+          expect: {{judge: {{rubric: The agent greets the caller.}}}}
+"
+    );
+    let yaml = objects("p", "wf") + &agent("bank", "p", "wf", "  replicas: 1\n") + &test;
+    apply_yaml(&ns.client(), &ns.name, &yaml).await.expect("apply");
+    wait_accepted(&ns, "bank").await;
+
+    let job = wait_job(&ns, "judged", None).await;
+    let pod = job.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("pod spec");
+    let c = &pod.containers[0];
+    let args = c.args.clone().unwrap_or_default().join(" ");
+    let file = "/etc/switchboard/bedrock-ca/bedrock-ca.pem";
+    assert!(args.contains(&format!("--judge-endpoint-url {sim} --judge-ca-file {file}")), "{args}");
+    assert!(args.contains(&format!("--speech-endpoint-url {sim} --speech-ca-file {file}")), "{args}");
+    let mount = c.volume_mounts.iter().flatten().find(|m| m.name == BEDROCK_CA).expect("the bundle is mounted");
+    assert_eq!((mount.mount_path.as_str(), mount.read_only), ("/etc/switchboard/bedrock-ca", Some(true)));
+    let source = pod.volumes.iter().flatten().find(|v| v.name == BEDROCK_CA).and_then(|v| v.config_map.as_ref());
+    let source = source.expect("the bundle's volume: the run's ConfigMap");
+    assert_eq!(source.name, job.name_any());
+    assert_eq!(source.items.iter().flatten().map(|i| i.key.as_str()).collect::<Vec<_>>(), ["bedrock-ca.pem"]);
+    // The run's ConfigMap holds the bundle the operator has, as the Agent's ConfigMap does for
+    // its runtime pods.
+    let cms: Api<ConfigMap> = Api::namespaced(ns.client(), &ns.name);
+    let run = cms.get(&job.name_any()).await.expect("the run's ConfigMap").data.unwrap_or_default();
+    assert_eq!(run.keys().collect::<Vec<_>>(), ["bedrock-ca.pem", "scenario-01.yaml"]);
+    let runtime = cms.get("bank").await.expect("the Agent's ConfigMap").data.unwrap_or_default();
+    assert_eq!((run.get("bedrock-ca.pem"), runtime.get("bedrock-ca.pem")), (Some(&bundle.0), Some(&bundle.0)));
 }
