@@ -14,6 +14,10 @@
 //! [`script::SonicScript`]), answers with a USER transcript, SPECULATIVE text, real-time
 //! paced 24 kHz audio, usage, FINAL text and tool calls — all in one completion per prompt
 //! — and stops speaking with an `INTERRUPTED` content end when the user talks over it.
+//! Interactive USER text (typed text, or words a client asks again) is answered the same
+//! way, without a transcript. Script faults end streams after a while (`close`), in the
+//! middle of a reply being spoken (`cutReply`), or fail them at an utterance
+//! (`streamError`); see [`script::SonicFaults`].
 //! Where the service's behaviour is undocumented, [`protocol`] (input) and `session`
 //! (output) say which shipped client the simulator follows.
 //!
@@ -97,8 +101,10 @@ pub fn handle(
 pub struct ReplyRecord {
     /// The stream (0-based) that answered.
     pub stream: u64,
-    /// What the user said (`None` for the continuation after a tool result).
+    /// What the user said or typed (`None` for the continuation after a tool result).
     pub heard: Option<String>,
+    /// Whether `heard` was heard in the user's audio (not interactive text).
+    pub spoken: bool,
     /// The rule that answered (`None`: the default reply).
     pub rule: Option<String>,
     /// The reply text.
@@ -143,8 +149,10 @@ pub struct SonicStats {
     pub interruptions: u64,
     /// Input sequences refused as invalid.
     pub validation_errors: u64,
-    /// Streams closed by the script's `close` fault.
+    /// Streams closed by the script's `close` or `cutReply` fault.
     pub scripted_closes: u64,
+    /// Replies whose stream the script's `cutReply` fault ended while they were spoken.
+    pub replies_cut: u64,
     /// The voice id each stream's `promptStart` asked for, by stream.
     pub voices: Vec<(u64, Option<String>)>,
     /// User texts typed into streams (interactive text contents), in order.
@@ -171,6 +179,8 @@ pub struct SonicState {
     stream_errors: AtomicU64,
     completions: AtomicU64,
     tool_uses: AtomicU64,
+    replies_spoken: AtomicU64,
+    cuts: AtomicU64,
 }
 
 impl SonicState {
@@ -206,6 +216,19 @@ impl SonicState {
 
     fn next_tool_use(&self) -> u64 {
         self.tool_uses.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A reply's audio starts: its index (0-based, over all streams).
+    fn next_reply_spoken(&self) -> u64 {
+        self.replies_spoken.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn next_cut(&self) -> u64 {
+        self.cuts.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn count_cut(&self) {
+        self.with(|s| s.replies_cut += 1);
     }
 
     fn count_frame(&self, frame: FrameRecord, record: bool) {

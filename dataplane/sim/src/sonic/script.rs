@@ -10,6 +10,7 @@
 //!   speech: { msPerChar: 60, chunkMs: 40, responseDelayMs: 200, pace: 1.0 }
 //!   faults:
 //!     close: { afterMs: 3000 }                       # end every stream after 3 s
+//!     cutReply: { afterMs: 300, atReply: 0 }         # end the stream 300 ms into reply 0
 //!     streamError: { kind: modelStreamError, atUtterance: 2, first: 1 }
 //!   recordFrames: true                               # keep a fingerprint of every audio frame
 //! ```
@@ -37,6 +38,8 @@ use crate::service_error::StreamExceptionKind;
 pub const PHRASE_BASE_HZ: f64 = 400.0;
 /// Spacing of phrase tones.
 pub const PHRASE_STEP_HZ: f64 = 100.0;
+/// Largest `cutReply.afterMs`: an hour.
+pub const MAX_CUT_AFTER_MS: u64 = 3_600_000;
 /// Largest phrase id (its tone, 3,900 Hz, stays well below the 8 kHz Nyquist limit).
 pub const MAX_PHRASE_ID: u32 = 35;
 
@@ -82,6 +85,11 @@ impl SonicScript {
         }
         if self.faults.close.as_ref().is_some_and(|c| c.after_ms == 0) {
             return Err(ScriptError::Invalid("sonic.faults.close.afterMs must be at least 1".into()));
+        }
+        if self.faults.cut_reply.as_ref().is_some_and(|c| c.after_ms > MAX_CUT_AFTER_MS) {
+            return Err(ScriptError::Invalid(format!(
+                "sonic.faults.cutReply.afterMs must be at most {MAX_CUT_AFTER_MS} (a reply is not spoken for longer)"
+            )));
         }
         Ok(())
     }
@@ -202,6 +210,30 @@ pub struct SonicFaults {
     /// Fail a stream with an in-stream exception when an utterance ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_error: Option<StreamErrorFault>,
+    /// End a stream in the middle of a reply it is speaking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_reply: Option<CutReplyFault>,
+}
+
+/// Ends a stream's output `afterMs` into the audio of a reply — as the service's time
+/// limit or a failure can, mid-sentence: the reply's rest, its FINAL text and its end never
+/// come. Like [`CloseFault`], the input is still read until the client ends it. A reply's
+/// audio shorter than `afterMs` is not cut (its stream closes once the time is up, after it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CutReplyFault {
+    /// How far into the reply's audio (from its start being sent) the stream ends.
+    pub after_ms: u64,
+    /// The reply (0-based, counting every reply whose audio started, over all streams of
+    /// this simulator) to cut; absent: every reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_reply: Option<u64>,
+    /// Only the first N cuts; absent means all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<u64>,
+    /// Send this exception before ending the output; absent ends it without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exception: Option<StreamExceptionKind>,
 }
 
 /// Ends a stream's output `afterMs` after it opened. The simulator keeps reading (and
@@ -232,4 +264,20 @@ pub struct StreamErrorFault {
     /// Only the first N such errors are injected; absent means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::script::Script;
+
+    #[test]
+    fn a_reply_cut_is_scripted_by_its_reply_and_time_and_bounded() {
+        let script = Script::parse("sonic:\n  faults: { cutReply: { afterMs: 300, atReply: 1, first: 1 } }\n")
+            .expect("a valid cut");
+        let cut = script.sonic.faults.cut_reply.expect("the cut");
+        assert_eq!((cut.after_ms, cut.at_reply, cut.first, cut.exception), (300, Some(1), Some(1), None));
+        let error = Script::parse("sonic:\n  faults: { cutReply: { afterMs: 3600001 } }\n").expect_err("too long");
+        assert!(error.to_string().contains("cutReply.afterMs"), "{error}");
+        assert!(Script::parse("sonic:\n  faults: { cutReply: { atReply: 1 } }\n").is_err(), "afterMs is required");
+    }
 }

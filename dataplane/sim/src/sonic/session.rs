@@ -29,6 +29,14 @@
 //!   listening while a tool runs. Several calls may wait for results at once; the user may
 //!   speak (and be answered) meanwhile; a barge-in stops the speech but not the calls,
 //!   whose results are still answered when they come.
+//! - **Interactive USER text is answered like speech, without a USER transcript of it**
+//!   (Nova 2 Sonic's cross-modal input: `contentStart` type `TEXT`, role `USER`,
+//!   `interactive: true`, then `textInput` and `contentEnd`). The text is the user's turn;
+//!   the simulator does not echo it back (a client must not rely on an echo either way).
+//!
+//! What goes out when, and the ends of the output, are in [`emit`].
+
+mod emit;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -41,8 +49,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::audio::{Detection, TurnDetector, Utterance, frame_fingerprint};
-use super::envelope::{Envelope, EnvelopeDecoder, EnvelopeError, encode_event, encode_message};
-use super::output::{Event, Ids, Marker, Planned, Planner, Usage, input_tokens, instructed_line, speech_tokens};
+use super::envelope::{Envelope, EnvelopeDecoder, encode_event};
+use super::output::{Event, Ids, Marker, Planned, Usage, input_tokens, instructed_line, speech_tokens};
 use super::protocol::{Input, Protocol};
 use super::sleep_until;
 use crate::engine::{ToolResultView, Trigger, Turn, decide};
@@ -72,6 +80,10 @@ pub struct Session {
     pub out: Option<mpsc::Sender<Bytes>>,
     /// When the script closes this stream.
     pub close_at: Option<Instant>,
+    /// The exception the script's close sends first, if any.
+    close_exception: Option<StreamExceptionKind>,
+    /// The close due is the `cutReply` fault's.
+    cutting: bool,
     protocol: Protocol,
     detector: Option<TurnDetector>,
     ids: Ids,
@@ -105,12 +117,15 @@ impl Session {
             completion_id: String::new(),
             voice: Default::default(),
         };
+        let close_exception = state.script.sonic.faults.close.as_ref().and_then(|c| c.exception);
         Self {
             state,
             model_id,
             stream,
             out: Some(out),
             close_at,
+            close_exception,
+            cutting: false,
             protocol: Protocol::default(),
             detector: None,
             ids,
@@ -319,7 +334,7 @@ impl Session {
             self.planner().transcript(at, &heard);
         }
         self.ensure_completion(at);
-        self.plan_reply(at, &turn, &input, Some(heard));
+        self.plan_reply(at, &turn, &input, Some(heard), spoken);
     }
 
     /// Asked to speak first or to say a line now (`rule`): the line is the reply.
@@ -328,7 +343,14 @@ impl Session {
         self.ensure_completion(at);
         let (stream, text) = (self.stream, Some(greeting.clone()));
         let rule = Some(rule.to_owned());
-        self.state.sonic.record_reply(super::ReplyRecord { stream, heard: None, rule, text, tool: None });
+        self.state.sonic.record_reply(super::ReplyRecord {
+            stream,
+            heard: None,
+            spoken: false,
+            rule,
+            text,
+            tool: None,
+        });
         let mut total = std::mem::take(&mut self.total);
         self.planner().reply(at, Some(&greeting), None, input, &mut total);
         self.total = total;
@@ -351,7 +373,7 @@ impl Session {
         let input = Usage { input_text: crate::tokens::estimate_tokens(content), ..Usage::default() };
         let at = self.reply_start();
         self.ensure_completion(at);
-        self.plan_reply(at, &turn, &input, None);
+        self.plan_reply(at, &turn, &input, None, false);
     }
 
     /// Starts the prompt's completion at `at` unless it is open.
@@ -363,7 +385,7 @@ impl Session {
         }
     }
 
-    fn plan_reply(&mut self, at: Instant, turn: &Turn, input: &Usage, heard: Option<String>) {
+    fn plan_reply(&mut self, at: Instant, turn: &Turn, input: &Usage, heard: Option<String>, spoken: bool) {
         let decision = decide(&self.state.script, turn);
         let tool_use_id = format!("tooluse-sim-{:08}", self.state.sonic.next_tool_use());
         let tool = decision.reply.tool_use.as_ref().map(|call| (tool_use_id.as_str(), call.name.as_str(), &call.input));
@@ -371,6 +393,7 @@ impl Session {
         self.state.sonic.record_reply(super::ReplyRecord {
             stream: self.stream,
             heard,
+            spoken,
             rule: decision.rule.map(|(_, rule)| rule.name.clone()),
             text: text.clone(),
             tool: tool.map(|(_, name, _)| name.to_owned()),
@@ -387,115 +410,6 @@ impl Session {
         if std::mem::take(&mut self.completion_open) {
             let end = self.ids.completion_end("END_TURN");
             self.send_encoded([encode_event(&end)]).await;
-        }
-    }
-
-    fn planner(&mut self) -> Planner<'_> {
-        Planner {
-            ids: &self.ids,
-            speech: &self.state.script.sonic.speech,
-            next_id: &mut self.next_id,
-            queue: &mut self.queue,
-        }
-    }
-
-    /// When a new reply may start: after the response delay, and after what is queued.
-    fn reply_start(&self) -> Instant {
-        let speech = &self.state.script.sonic.speech;
-        let delay = if speech.pace <= 0.0 {
-            std::time::Duration::ZERO
-        } else {
-            std::time::Duration::from_secs_f64(speech.response_delay_ms as f64 / 1000.0 / speech.pace)
-        };
-        let start = Instant::now() + delay;
-        self.queue.back().map_or(start, |last| last.at.max(start))
-    }
-
-    /// Sends every planned event that is due, as one write: a reply's leading events (the
-    /// user transcript, content starts, SPECULATIVE text, the first audio) are due at the
-    /// same instant, and the service does not make a client wait for a network write per
-    /// event between them.
-    async fn emit_due(&mut self) {
-        let now = Instant::now();
-        let mut due = Vec::new();
-        while self.queue.front().is_some_and(|p| p.at <= now) {
-            let Some(planned) = self.queue.pop_front() else { break };
-            match planned.marker {
-                Marker::AudioStart(id) => self.speaking = Some(id),
-                Marker::AudioEnd => self.speaking = None,
-                Marker::ToolPending(id, name) => {
-                    self.protocol.expect_tool_result(&id);
-                    self.pending_tools.insert(id, name);
-                }
-                Marker::Done => self.state.sonic.count_reply_sent(),
-                Marker::None => {}
-            }
-            due.push(planned.event.encode());
-        }
-        self.send_encoded(due).await;
-    }
-
-    /// Barge-in: stop speaking and tell the client. Tool calls already made keep waiting
-    /// for their results (asynchronous tool calling); the completion stays open.
-    async fn interrupt(&mut self) {
-        let Some(audio_id) = self.speaking.take() else {
-            return;
-        };
-        self.queue.clear();
-        self.state.sonic.count_interruption();
-        let text_id = format!("text-interrupted-{audio_id}");
-        let events = [
-            self.ids.content_end(&audio_id, "AUDIO", "INTERRUPTED"),
-            self.ids.content_start(&text_id, "TEXT", "ASSISTANT", Some("FINAL")),
-            self.ids.text_output(&text_id, "ASSISTANT", "{ \"interrupted\" : true }"),
-            self.ids.content_end(&text_id, "TEXT", "INTERRUPTED"),
-            self.ids.usage(&Usage::default(), &self.total),
-        ];
-        self.send_encoded(events.iter().map(encode_event)).await;
-    }
-
-    async fn scripted_close(&mut self) {
-        self.close_at = None;
-        self.state.sonic.count_close();
-        self.state.count_fault();
-        let exception = self.state.script.sonic.faults.close.as_ref().and_then(|c| c.exception);
-        match exception {
-            Some(kind) => self.fail(kind, "The stream reached its connection time limit (simulated).").await,
-            None => self.finish_output(),
-        }
-    }
-
-    /// Sends an in-stream exception and ends the output.
-    async fn fail(&mut self, kind: StreamExceptionKind, message: &str) {
-        tracing::info!(stream = self.stream, exception = kind.type_name(), message, "failing the stream");
-        self.send_encoded([encode_message(&kind.message(message))]).await;
-        self.finish_output();
-    }
-
-    /// Ends the output; the input is still read (and audio frames counted) until the
-    /// client ends it.
-    fn finish_output(&mut self) {
-        self.queue.clear();
-        if self.out.take().is_some() && !self.input_done {
-            self.drain_until = Some(Instant::now() + DRAIN_LIMIT);
-        }
-    }
-
-    /// Sends encoded output messages in order, in one write (one that could not be
-    /// encoded is logged and left out).
-    async fn send_encoded(&mut self, encoded: impl IntoIterator<Item = Result<Bytes, EnvelopeError>>) {
-        let mut bytes = bytes::BytesMut::new();
-        for message in encoded {
-            match message {
-                Ok(message) => bytes.extend_from_slice(&message),
-                Err(error) => tracing::warn!(%error, "cannot encode an output event"),
-            }
-        }
-        let Some(out) = &self.out else {
-            return;
-        };
-        if !bytes.is_empty() && out.send(bytes.freeze()).await.is_err() {
-            self.out = None;
         }
     }
 }
