@@ -124,6 +124,9 @@ pub struct Metrics {
     /// Voice: model streams replaced, by reason (`rotation`, `voice_change`,
     /// `stream_ended`, an error type).
     pub stream_restarts: IntCounterVec,
+    /// Voice: replies the model's stream was lost in the middle of (or before), by
+    /// `outcome`: `asked_again` (the replacement answers the words) or `unanswered`.
+    pub replies_cut: IntCounterVec,
     /// Voice: filler lines asked for while a tool call ran long (the caller heard the
     /// agent instead of silence).
     pub fillers: IntCounterVec,
@@ -249,6 +252,11 @@ impl Metrics {
             "Voice: model streams replaced, by reason (rotation, voice_change, stream_ended, error type).",
             &["agent", "reason"],
         )?;
+        let replies_cut = b.counter(
+            "switchboard_voice_replies_cut_total",
+            "Voice: replies owed when the model's stream was lost, by outcome (asked_again, unanswered).",
+            &["agent", "outcome"],
+        )?;
         let fillers = b.counter(
             "switchboard_voice_fillers_total",
             "Voice: filler lines the agent was asked to say while a tool call ran long, instead of silence.",
@@ -323,6 +331,7 @@ impl Metrics {
             errors,
             time_to_first_audio,
             stream_restarts,
+            replies_cut,
             fillers,
             silences,
             fallbacks,

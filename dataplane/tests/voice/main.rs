@@ -12,5 +12,6 @@ mod formats;
 mod heard;
 mod lifetime;
 mod live;
+mod reask;
 mod speak_first;
 mod update;

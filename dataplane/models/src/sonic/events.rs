@@ -281,6 +281,15 @@ pub enum SonicEvent {
         /// Why.
         stop_reason: StopReason,
     },
+    /// The stream was lost (ended or failed) while the user's words waited for a reply:
+    /// what was said of the reply is cut off — stop playing it. `reasked`: the replacement
+    /// stream is asked to answer those words (its reply follows the
+    /// [`SonicEvent::Restarted`]); otherwise they go unanswered (they were asked again once
+    /// already, or no reply had shown for a while) and the turn is over.
+    ReplyCut {
+        /// Whether the words are asked again.
+        reasked: bool,
+    },
     /// The session now runs on a new stream (history replayed, no audio lost).
     Restarted {
         /// Why.

@@ -56,6 +56,17 @@ impl HistoryEntry {
 #[derive(Clone, Debug, Default)]
 pub struct History {
     entries: Vec<HistoryEntry>,
+    /// Counts the times old messages were dropped (which moves every [`Mark`]).
+    epoch: u64,
+}
+
+/// A point in a [`History`] to go back to ([`History::rewind`]): valid while no old
+/// messages are dropped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mark {
+    entries: usize,
+    last_len: usize,
+    epoch: u64,
 }
 
 impl History {
@@ -83,7 +94,30 @@ impl History {
         // Keep memory bounded: far more than a replay can use.
         if self.entries.len() > 4 * MAX_TOTAL_BYTES / 64 {
             self.entries.drain(..self.entries.len() / 2);
+            self.epoch += 1;
         }
+    }
+
+    /// Where the history ends now.
+    pub fn mark(&self) -> Mark {
+        let last_len = self.entries.last().map_or(0, |e| e.text.len());
+        Mark { entries: self.entries.len(), last_len, epoch: self.epoch }
+    }
+
+    /// Drops everything added since `mark`; false (and nothing dropped) when the mark no
+    /// longer holds (old messages were dropped since) or lies past the end.
+    pub fn rewind(&mut self, mark: &Mark) -> bool {
+        if mark.epoch != self.epoch || mark.entries > self.entries.len() {
+            return false;
+        }
+        self.entries.truncate(mark.entries);
+        if let Some(last) = self.entries.last_mut() {
+            if mark.last_len > last.text.len() || !last.text.is_char_boundary(mark.last_len) {
+                return false;
+            }
+            last.text.truncate(mark.last_len);
+        }
+        true
     }
 
     /// Drops the oldest messages whose text adds up to about `bytes` (each within
@@ -100,6 +134,9 @@ impl History {
             count += 1;
         }
         self.entries.drain(..count);
+        if count > 0 {
+            self.epoch += 1;
+        }
     }
 
     /// Everything kept.
@@ -110,6 +147,21 @@ impl History {
     /// The messages to replay: [`replayable`] of the history.
     pub fn replay(&self) -> Vec<HistoryEntry> {
         replayable(&self.entries, MAX_TOTAL_BYTES, MAX_MESSAGE_BYTES)
+    }
+
+    /// [`History::replay`] without the user's last words `tail` (asked again as input
+    /// instead): taken off the end of the last message when it is the user's and ends with
+    /// them.
+    pub fn replay_without(&self, tail: &str) -> Vec<HistoryEntry> {
+        let tail = tail.trim();
+        let mut entries = self.entries.clone();
+        if let Some(last) = entries.last_mut().filter(|e| e.speaker == Speaker::User && !tail.is_empty()) {
+            let text = last.text.trim_end();
+            if let Some(head) = text.strip_suffix(tail).filter(|h| h.is_empty() || h.ends_with(char::is_whitespace)) {
+                last.text = head.trim_end().to_owned();
+            }
+        }
+        replayable(&entries, MAX_TOTAL_BYTES, MAX_MESSAGE_BYTES)
     }
 }
 
@@ -211,6 +263,37 @@ mod tests {
         assert_eq!(long.entries().len(), 2, "a message far past the count is kept");
         long.forget_oldest(1000);
         assert!(long.entries().is_empty());
+    }
+
+    #[test]
+    fn a_rewind_drops_what_came_after_the_mark_unless_old_messages_went_since() {
+        let mut history = History::new(vec![HistoryEntry::user("hi"), HistoryEntry::assistant("hello")]);
+        history.push(HistoryEntry::user("one"));
+        let mark = history.mark();
+        history.push(HistoryEntry::user("two"));
+        history.push(HistoryEntry::assistant("It is"));
+        assert!(history.rewind(&mark));
+        assert_eq!(history.entries().last(), Some(&HistoryEntry::user("one")));
+        assert!(history.rewind(&mark), "rewinding to where it is changes nothing");
+        history.push(HistoryEntry::assistant("yes"));
+        history.forget_oldest(2);
+        assert!(!history.rewind(&mark), "the mark moved with the forgotten messages");
+        assert_eq!(history.entries().last(), Some(&HistoryEntry::assistant("yes")));
+    }
+
+    #[test]
+    fn the_replay_without_the_users_last_words_ends_before_them() {
+        let history = History::new(vec![
+            HistoryEntry::user("hi"),
+            HistoryEntry::assistant("hello"),
+            HistoryEntry::user("one two"),
+        ]);
+        let before = |tail: &str| history.replay_without(tail).last().map(|e| e.text.clone());
+        assert_eq!(before("two"), Some("one".into()));
+        assert_eq!(before("one two"), Some("hello".into()));
+        assert_eq!(before("wo"), Some("one two".into()), "whole words only");
+        assert_eq!(before("hello"), Some("one two".into()), "only the user's last words");
+        assert_eq!(history.replay_without("").len(), 3);
     }
 
     #[test]

@@ -20,10 +20,34 @@
 //! input) are not retried: [`SonicSession::start`] returns them, or a
 //! [`SonicEvent::Failed`] ends the session. Each switch is reported as
 //! [`SonicEvent::Restarted`] with its [`RestartReason`].
+//!
+//! **A question is not left unanswered by a lost stream.** A stream lost that way may owe
+//! the user a reply: their words were heard (a FINAL USER transcript, or typed text) and
+//! no reply to them finished — it was planned, or cut mid-sentence. Then the session
+//! reports [`SonicEvent::ReplyCut`] (a client stops playing what it holds of the reply)
+//! and asks the replacement to answer: after the history replay it sends those words as
+//! interactive USER text — Nova 2 Sonic's cross-modal text input, the way typed text goes
+//! in (`contentStart` type `TEXT`, role `USER`, `interactive: true`; `textInput`;
+//! `contentEnd`) — and the replacement's reply is the answer, said whole. The replay ends
+//! before those words (they are the input now, not history the model would take as
+//! handled), and **the cut reply is left out of it**, even the FINAL text of sentences
+//! already spoken: replayed as the assistant's, a part-answer would read as the answer
+//! given, and the model would say the rest or nothing — not the whole reply the caller
+//! is owed; the caller heard the start, then hears it whole. Nothing is asked twice: a
+//! reply that finished before the stream went (its end of turn came) settles the words,
+//! as do a tool call (asked again, the tool would run twice), a barge-in (new words
+//! follow) and words the model left unanswered for 15 s (a backchannel). Each utterance is
+//! asked again at most once: when the replacement is lost mid-reply too, the words are let
+//! go ([`SonicEvent::ReplyCut`] with `reasked: false`: the turn is over) and stay in the
+//! history as said. The proactive switches never need this: they wait for a turn
+//! boundary. Should the replacement echo the words as a USER transcript, the echo is held
+//! back, so the user's words are reported once. The rules are in `reask.rs`, each with its
+//! unit test.
 
 mod connection;
 pub mod events;
 pub mod history;
+mod reask;
 mod session;
 mod turn;
 pub mod wire;

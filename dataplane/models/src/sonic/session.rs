@@ -1,7 +1,10 @@
 //! The session supervisor: one task per [`super::SonicSession`] that owns the current
 //! stream, routes input to it, parses and forwards its output, keeps the history, and
 //! replaces the stream — proactively (age, voice change) at a turn boundary, reactively
-//! (retryable failure, end of stream) at once — with the input buffered meanwhile.
+//! (retryable failure, end of stream) at once — with the input buffered meanwhile
+//! ([`switch`]), asking the replacement again what a lost stream owed a reply for.
+
+mod switch;
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -16,6 +19,7 @@ use tracing::Instrument;
 use super::connection::{Connection, StreamOutput, int, stream_span};
 use super::events::{RestartReason, SonicEvent};
 use super::history::History;
+use super::reask::EchoGuard;
 use super::turn::TurnState;
 use super::wire::OutputParser;
 use super::{Command, SonicConfig};
@@ -57,6 +61,10 @@ pub struct Supervisor {
     deferred: VecDeque<Deferred>,
     history: History,
     turn: TurnState,
+    /// The user's words the next stream is asked again (after its history).
+    reask: Option<String>,
+    /// Holds back the current stream's echo of the words it was asked again.
+    echo: EchoGuard,
     generation: u64,
     failures: u32,
     /// The current stream has shown it works (output, or a long enough life).
@@ -92,6 +100,8 @@ impl Supervisor {
             opening: None,
             deferred: VecDeque::new(),
             turn: TurnState::default(),
+            reask: None,
+            echo: EchoGuard::default(),
             generation: 0,
             failures: 0,
             current_healthy: false,
@@ -235,8 +245,11 @@ impl Supervisor {
             Deferred::Text(text) => current.text(text).await,
         };
         if let Err(error) = sent {
-            // Not queued on the old stream: it goes to the next one.
-            self.defer(input);
+            // Not queued on the old stream: it goes to the next one (text as the words
+            // the next stream is asked again, which it is one of now).
+            if matches!(input, Deferred::Audio(_)) {
+                self.defer(input);
+            }
             return self.stream_failed(RestartReason::StreamError(error.metric_label()), error).await;
         }
         true
@@ -273,10 +286,14 @@ impl Supervisor {
         }
         match output {
             StreamOutput::Chunk(bytes) => match self.parser.parse(&bytes) {
-                Ok(events) => {
-                    if !events.is_empty() && !self.current_healthy {
+                Ok(parsed) => {
+                    if !parsed.is_empty() && !self.current_healthy {
                         self.current_healthy = true;
                         self.failures = 0;
+                    }
+                    let mut events = Vec::with_capacity(parsed.len());
+                    for event in parsed {
+                        self.echo.filter(event, &mut events);
                     }
                     for event in events {
                         if let (SonicEvent::Usage(usage), Some(current)) = (&event, &self.current) {
@@ -308,147 +325,6 @@ impl Supervisor {
                 let error = ModelError::StreamInterrupted { message: "the service ended the stream".into() };
                 self.stream_failed(RestartReason::StreamEnded, error).await
             }
-        }
-    }
-
-    /// The current stream is gone: switch to the next one as soon as there is one. A
-    /// stream that failed before it ever worked counts as a failed attempt; after
-    /// `retry.max_attempts` of those in a row the session fails with `error`.
-    async fn stream_failed(&mut self, reason: RestartReason, error: ModelError) -> bool {
-        let lived = self.current.as_ref().is_some_and(|c| c.opened_at.elapsed() >= self.config.stable_after);
-        if self.current_healthy || lived {
-            self.failures = 0;
-        } else {
-            self.failures += 1;
-        }
-        if let Some(old) = self.current.take() {
-            old.span.record("sonic.ended_for", reason.label());
-            old.span.record("error.type", error.metric_label());
-            tokio::spawn(old.close());
-        }
-        self.current_healthy = false;
-        self.parser = OutputParser::default();
-        self.turn.new_stream();
-        if self.failures >= self.config.retry.max_attempts {
-            tracing::warn!(%error, attempts = self.failures, "Nova Sonic streams keep failing; giving up");
-            let _ = self.events.send(SonicEvent::Failed(error)).await;
-            return false;
-        }
-        match std::mem::replace(&mut self.next, Next::Idle) {
-            Next::Ready { connection, deadline, .. } => self.next = Next::Ready { reason, connection, deadline },
-            Next::Opening { generation, .. } => self.next = Next::Opening { reason, generation },
-            Next::Idle | Next::Waiting { .. } if self.failures > 0 => {
-                let wait = self.config.retry.backoff(self.failures, &mut self.rng);
-                self.next = Next::Waiting { reason, at: Instant::now() + wait };
-            }
-            Next::Idle | Next::Waiting { .. } => self.begin_opening(reason),
-        }
-        true
-    }
-
-    fn begin_opening(&mut self, reason: RestartReason) {
-        self.generation += 1;
-        let generation = self.generation;
-        let (client, config, voice, out) =
-            (self.client.clone(), self.config.clone(), self.voice.clone(), self.outputs_tx.clone());
-        let span = stream_span(&self.trace, &client, &config, generation, reason.label());
-        self.opening =
-            Some(tokio::spawn(async move { Connection::open(&client, &config, &voice, generation, out, span).await }));
-        self.next = Next::Opening { reason, generation };
-    }
-
-    fn on_opened(&mut self, opened: Result<Result<Connection, ModelError>, tokio::task::JoinError>) -> bool {
-        let Next::Opening { reason, .. } = std::mem::replace(&mut self.next, Next::Idle) else {
-            return true;
-        };
-        let opened = opened
-            .unwrap_or_else(|join| Err(ModelError::Connection { message: format!("opening task failed: {join}") }));
-        match opened {
-            Ok(connection) => {
-                let deadline = match (&reason, &self.current) {
-                    (RestartReason::Rotation, Some(current)) => {
-                        current.opened_at + self.config.rotate_after + self.config.boundary_wait
-                    }
-                    _ => Instant::now() + self.config.boundary_wait,
-                };
-                self.next = Next::Ready { reason, connection, deadline };
-                true
-            }
-            Err(error) if error.is_retryable() => self.retry_later(reason, Some(error)),
-            Err(error) => {
-                let events = self.events.clone();
-                tokio::spawn(async move { events.send(SonicEvent::Failed(error)).await });
-                false
-            }
-        }
-    }
-
-    /// Schedules another attempt, unless the attempts in a row are used up and no stream
-    /// is left (then the session fails).
-    fn retry_later(&mut self, reason: RestartReason, error: Option<ModelError>) -> bool {
-        self.failures += 1;
-        if self.failures >= self.config.retry.max_attempts && self.current.is_none() {
-            let error = error.unwrap_or_else(|| ModelError::StreamInterrupted {
-                message: format!("no stream could be opened in {} attempts", self.failures),
-            });
-            let events = self.events.clone();
-            tokio::spawn(async move { events.send(SonicEvent::Failed(error)).await });
-            return false;
-        }
-        let wait = self.config.retry.backoff(self.failures, &mut self.rng);
-        tracing::info!(attempt = self.failures, ?wait, ?error, "opening the next Nova Sonic stream failed; retrying");
-        self.next = Next::Waiting { reason, at: Instant::now() + wait };
-        true
-    }
-
-    /// Switches to a prepared stream when there is no current one, at a turn boundary, or
-    /// past its deadline. Returns false when the session must end.
-    async fn try_swap(&mut self) -> bool {
-        let due = match &self.next {
-            Next::Ready { deadline, .. } => {
-                self.current.is_none()
-                    || self.turn.at_boundary(self.config.boundary_quiet)
-                    || Instant::now() >= *deadline
-            }
-            _ => false,
-        };
-        if !due {
-            return true;
-        }
-        let Next::Ready { reason, mut connection, .. } = std::mem::replace(&mut self.next, Next::Idle) else {
-            return true;
-        };
-        if let Err(error) = connection.begin(&self.history.replay()).await {
-            return self.retry_later(reason, Some(error));
-        }
-        while let Some(input) = self.deferred.front() {
-            let sent = match input {
-                Deferred::Audio(pcm) => connection.audio(pcm).await,
-                Deferred::Text(text) => connection.text(text).await,
-            };
-            if let Err(error) = sent {
-                return self.retry_later(reason, Some(error));
-            }
-            self.deferred.pop_front();
-        }
-        let generation = connection.generation;
-        if let Some(old) = self.current.replace(connection) {
-            old.span.record("sonic.ended_for", reason.label());
-            tokio::spawn(old.close());
-        }
-        self.parser = OutputParser::default();
-        self.turn.new_stream();
-        self.current_healthy = false;
-        tracing::info!(generation, reason = reason.label(), "switched to a new Nova Sonic stream");
-        self.events.send(SonicEvent::Restarted { reason, generation }).await.is_ok()
-    }
-
-    async fn cancel_next(&mut self) {
-        if let Some(task) = self.opening.take() {
-            task.abort();
-        }
-        if let Next::Ready { connection, .. } = std::mem::replace(&mut self.next, Next::Idle) {
-            connection.close().await;
         }
     }
 

@@ -1,7 +1,8 @@
 //! Where the conversation is, from the session's point of view: whether a reply is under
 //! way, which tool calls wait for results, whether the user spoke without being heard
-//! yet — which decides turn boundaries for a stream switch — and which texts enter the
-//! history: user transcripts and typed text, and FINAL, not interrupted, assistant text.
+//! yet — which decides turn boundaries for a stream switch —, which texts enter the
+//! history (user transcripts and typed text, and FINAL, not interrupted, assistant text),
+//! and which of the user's words still wait for a reply ([`super::reask`]).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -10,6 +11,7 @@ use tokio::time::Instant;
 
 use super::events::{ContentKind, GenerationStage, Role, SonicEvent, StopReason};
 use super::history::{History, HistoryEntry, Speaker};
+use super::reask::{Reask, Unanswered};
 
 /// The conversation state of one session (carried across streams where it matters).
 #[derive(Debug, Default)]
@@ -23,6 +25,8 @@ pub struct TurnState {
     voice_pending: bool,
     /// Typed texts already in the history, in case the model echoes them as transcripts.
     typed: Vec<String>,
+    /// The user's words since the last complete reply.
+    unanswered: Unanswered,
 }
 
 impl TurnState {
@@ -34,6 +38,7 @@ impl TurnState {
 
     /// The user typed `text` (it enters the history now).
     pub fn typed(&mut self, text: &str, history: &mut History) {
+        self.unanswered.heard(text, history.mark(), Instant::now());
         history.push(HistoryEntry::user(text));
         self.typed.push(text.trim().to_owned());
     }
@@ -51,8 +56,19 @@ impl TurnState {
             last_voiced: self.last_voiced,
             voice_pending: self.voice_pending,
             typed: std::mem::take(&mut self.typed),
+            unanswered: std::mem::take(&mut self.unanswered),
             ..Self::default()
         };
+    }
+
+    /// Whether the user's words wait for a reply.
+    pub fn owes_reply(&self) -> bool {
+        self.unanswered.is_pending()
+    }
+
+    /// The stream is lost: the words its replacement is to answer ([`Unanswered::take`]).
+    pub fn take_reask(&mut self) -> Option<Reask> {
+        self.unanswered.take(Instant::now())
     }
 
     /// No reply under way, no tool call open, and the user not mid-utterance: either
@@ -67,10 +83,17 @@ impl TurnState {
     pub fn observe(&mut self, event: &SonicEvent, history: &mut History) {
         match event {
             SonicEvent::CompletionStart { .. } => self.responding = true,
-            SonicEvent::CompletionEnd { .. } => self.responding = false,
+            SonicEvent::CompletionEnd { .. } => {
+                // The reply ended, whole or otherwise: nothing is owed any more.
+                self.responding = false;
+                self.unanswered.settled();
+            }
             SonicEvent::ContentStart { content_id, kind, role, stage } => {
                 if matches!(role, Role::User | Role::Assistant) {
                     self.responding = true;
+                }
+                if matches!(role, Role::Assistant | Role::Tool) {
+                    self.unanswered.progress(Instant::now());
                 }
                 if *role == Role::User {
                     self.voice_pending = false;
@@ -90,15 +113,19 @@ impl TurnState {
                     entry.text.push_str(text);
                 }
             }
+            SonicEvent::Audio { .. } => self.unanswered.progress(Instant::now()),
             SonicEvent::ToolUse { tool_use_id, .. } => {
+                // The reply went on to a tool call: asked again, the tool would run twice.
+                self.unanswered.settled();
                 self.tool_calls.insert(tool_use_id.clone());
             }
             SonicEvent::ContentEnd { content_id, stop_reason, .. } => {
                 self.content_end(content_id, stop_reason, history)
             }
             SonicEvent::Interrupted => {
-                // The interrupted reply will not be completed.
+                // The interrupted reply will not be completed; the user's new words follow.
                 self.texts.retain(|_, entry| entry.speaker == Speaker::User);
+                self.unanswered.settled();
             }
             _ => {}
         }
@@ -123,6 +150,9 @@ impl TurnState {
             // The model's echo of typed text: already in the history.
             self.typed.remove(index);
             return;
+        }
+        if entry.speaker == Speaker::User {
+            self.unanswered.heard(&entry.text, history.mark(), Instant::now());
         }
         history.push(entry);
     }
@@ -204,6 +234,55 @@ mod tests {
         assert!(turn.answer_tool_call("t"));
         assert!(!turn.answer_tool_call("t"));
         assert!(turn.at_boundary(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn words_a_lost_stream_owed_a_reply_for_are_asked_again_without_the_cut_reply() {
+        let (mut turn, mut history) = (TurnState::default(), History::default());
+        reply(&mut turn, &mut history, 1, false);
+        assert!(!turn.owes_reply(), "answered whole");
+        assert_eq!(turn.take_reask(), None, "a close after the reply asks nothing");
+        for event in [
+            start("u", ContentKind::Text, Role::User, Some(GenerationStage::Final)),
+            text("u", "question 2"),
+            end("u", ContentKind::Text, StopReason::PartialTurn),
+            start("f", ContentKind::Text, Role::Assistant, Some(GenerationStage::Final)),
+            text("f", "The first half."),
+            end("f", ContentKind::Text, StopReason::PartialTurn),
+            start("a", ContentKind::Audio, Role::Assistant, None),
+        ] {
+            turn.observe(&event, &mut history);
+        }
+        assert!(turn.owes_reply(), "cut mid-reply");
+        let reask = turn.take_reask().expect("asked again");
+        assert_eq!(reask.ask, "question 2");
+        let mark = reask.mark.expect("the history before the words");
+        assert!(history.rewind(&mark));
+        history.push(HistoryEntry::user(reask.said));
+        assert_eq!(
+            history.replay_without(&reask.ask),
+            vec![HistoryEntry::user("question 1"), HistoryEntry::assistant("answer 1")],
+            "the cut reply's part is left out, the words go as input"
+        );
+        turn.new_stream();
+        assert!(turn.owes_reply(), "until the replacement answers");
+        assert_eq!(turn.take_reask(), None, "once per utterance");
+        assert!(!turn.owes_reply());
+    }
+
+    #[test]
+    fn a_tool_call_or_a_barge_in_settles_the_words() {
+        let (mut turn, mut history) = (TurnState::default(), History::default());
+        turn.typed("check it", &mut history);
+        assert!(turn.owes_reply());
+        turn.observe(
+            &SonicEvent::ToolUse { tool_use_id: "t".into(), name: "x".into(), input: serde_json::json!({}) },
+            &mut history,
+        );
+        assert!(!turn.owes_reply(), "a re-asked tool call would run twice");
+        turn.typed("and again", &mut history);
+        turn.observe(&SonicEvent::Interrupted, &mut history);
+        assert!(!turn.owes_reply());
     }
 
     #[test]

@@ -118,12 +118,26 @@ default: {{ text: "You said {{text}}." }}
     eprintln!("{} frames sent; {} arrived after their stream's close", sent.len(), stats.frames_after_close);
     let ended = restarts(&seen).iter().filter(|r| **r == RestartReason::StreamEnded).count();
     assert!(ended >= 3, "{:?}", restarts(&seen));
-    // No utterance answered twice, by the simulator or as seen by the client.
-    let heard: Vec<_> = stats.replies.iter().filter_map(|r| r.heard.clone()).collect();
+    // No utterance heard twice, nor answered twice as seen by the client (words a stream
+    // lost mid-reply are asked again as text, and answered once); every utterance the
+    // client saw heard was answered, but those whose reply the next words spoke over (the
+    // phrases come a second apart, about as long as an utterance and its reply).
+    let heard: Vec<_> = stats.replies.iter().filter(|r| r.spoken).filter_map(|r| r.heard.clone()).collect();
     assert_eq!(counts_of(&heard).values().max(), Some(&1), "{heard:?}");
     let replies = final_replies(&seen);
     assert_eq!(counts_of(&replies).values().max(), Some(&1), "{replies:?}");
     assert!(replies.len() >= 3, "most utterances are answered: {replies:?}");
+    let user: Vec<_> = seen
+        .iter()
+        .filter_map(|e| match e {
+            SonicEvent::Text { role: Role::User, text, .. } => Some(format!("You said {text}.")),
+            _ => None,
+        })
+        .collect();
+    let spoken_over = seen.iter().filter(|e| matches!(e, SonicEvent::Interrupted)).count();
+    let mut answered = user.iter();
+    assert!(replies.iter().all(|r| answered.any(|u| u == r)), "replies in order: {replies:?} to {user:?}");
+    assert_eq!(replies.len() + spoken_over, user.len(), "{replies:?} to {user:?}, {spoken_over} spoken over");
 }
 
 fn counts_of(items: &[String]) -> BTreeMap<&str, usize> {

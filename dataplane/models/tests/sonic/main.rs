@@ -6,4 +6,5 @@
 mod common;
 mod errors;
 mod lifetime;
+mod reask;
 mod voice;

@@ -367,6 +367,10 @@ impl Voice<'_> {
         if let Some(reason) = relayed.restart {
             metrics.stream_restarts.with_label_values(&[labels[0], reason]).inc();
         }
+        if let Some(reasked) = relayed.reply_cut {
+            let outcome = if reasked { "asked_again" } else { "unanswered" };
+            metrics.replies_cut.with_label_values(&[labels[0], outcome]).inc();
+        }
         for message in relayed.send {
             if let Err(exit) = self.send(message).await {
                 return Some(exit);

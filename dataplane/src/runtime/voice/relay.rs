@@ -10,6 +10,11 @@
 //! ([`Encoder`]); each chunk says its format. A reply cut off by a barge-in is reported to
 //! the core with its SPECULATIVE text, the audio sent of it and the voice's pace measured
 //! on the session's whole replies ([`Input::VoiceReplyCut`]), so the part heard is kept.
+//! A reply cut because the model's stream was lost ([`SonicEvent::ReplyCut`]) is another
+//! matter: the client is told to stop playing it (`bidi_interruption`, not a barge-in: no
+//! speech started, none counted), nothing of it enters the conversation, and the turn goes
+//! on to the reply the replacement stream is asked for — or, when the words are not asked
+//! again, ends as interrupted.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -35,6 +40,8 @@ pub struct Relayed {
     pub usage: Option<TokensByModality>,
     /// A restart of the model stream, with its reason label.
     pub restart: Option<&'static str>,
+    /// A reply the lost stream owed: whether its words are asked again.
+    pub reply_cut: Option<bool>,
     /// The session failed for good: `(bidi_error code, error type label, message)`.
     pub failed: Option<(ErrorCode, &'static str, String)>,
 }
@@ -218,6 +225,23 @@ impl Relay {
             SonicEvent::CompletionEnd { stop_reason, .. } => {
                 out.inputs.push(Input::VoiceCompletionEnd { stop_reason: stop_label(&stop_reason) });
             }
+            SonicEvent::ReplyCut { reasked } => {
+                // The stream is gone: what was open on it will not be completed, and what
+                // the client holds of the reply's audio is to be dropped.
+                let under_way = self.audio.is_some() || !self.segment.0.is_empty() || self.segment.1 > 0;
+                self.texts.clear();
+                self.segment = (String::new(), 0);
+                if self.audio.take().is_some() {
+                    out.inputs.push(Input::VoiceActivity(Activity::ReplyAudioEnded));
+                }
+                if under_way && !self.muted {
+                    out.send.push(ServerMessage::BidiInterruption {});
+                }
+                if !reasked {
+                    out.inputs.push(Input::VoiceCompletionEnd { stop_reason: Stop::Interrupted });
+                }
+                out.reply_cut = Some(reasked);
+            }
             SonicEvent::Restarted { reason, generation } => {
                 // Whatever was open on the old stream will not be completed.
                 self.texts.clear();
@@ -341,6 +365,32 @@ mod tests {
         let expected = Input::VoiceReplyCut { text: "Once upon a time".into(), sent_ms: 300, us_per_char: 50_000 };
         assert_eq!(cut, vec![expected, Input::VoiceInterrupted]);
         assert_eq!(relay.event(SonicEvent::Interrupted).inputs, vec![Input::VoiceInterrupted], "reported once");
+    }
+
+    #[test]
+    fn a_reply_cut_by_a_lost_stream_is_stopped_at_the_client_and_ends_the_turn_unless_asked_again() {
+        let audio_start = SonicEvent::ContentStart {
+            content_id: "a".into(),
+            kind: ContentKind::Audio,
+            role: Role::Assistant,
+            stage: None,
+        };
+        let mut relay = Relay::default();
+        relay.event(start("s", Role::Assistant, Some(GenerationStage::Speculative)));
+        relay.event(text("s", "We are open"));
+        relay.event(audio_start);
+        let cut = relay.event(SonicEvent::ReplyCut { reasked: true });
+        assert_eq!(cut.send, vec![ServerMessage::BidiInterruption {}], "stop playing it");
+        assert_eq!(cut.inputs, vec![Input::VoiceActivity(Activity::ReplyAudioEnded)], "no barge-in, no cut kept");
+        assert_eq!(cut.reply_cut, Some(true));
+        // Nothing of the reply under way any more: a second cut has nothing to stop.
+        let again = relay.event(SonicEvent::ReplyCut { reasked: false });
+        assert!(again.send.is_empty(), "{:?}", again.send);
+        assert_eq!(again.inputs, vec![Input::VoiceCompletionEnd { stop_reason: Stop::Interrupted }], "the turn ends");
+        relay.event(start("f", Role::Assistant, Some(GenerationStage::Final)));
+        relay.event(text("f", "We are open from nine to five."));
+        let done = relay.event(end("f", StopReason::EndTurn));
+        assert_eq!(done.inputs, vec![Input::VoiceAssistantFinal("We are open from nine to five.".into())]);
     }
 
     #[test]
