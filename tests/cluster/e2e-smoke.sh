@@ -9,7 +9,9 @@
 # ignored `pods` tests of switchboard-dataplane, run here one at a time): triage -> idv by
 # voice -> banking -> back to triage on one socket, a runtime pod deleted mid-session, a
 # Persona edit rolling the pods under a live voice call, a gateway replica deleted and its
-# client resuming on another; the operator's NetworkPolicy applied; the operator's leader pod
+# client resuming on another, AgentTests run as Jobs (one gating a rollout, one judged and
+# spoken, its judge and Amazon Polly the simulator, trusted through the same caBundle); the
+# operator's NetworkPolicy applied; the operator's leader pod
 # deleted, the other replica taking over. The gateway records every session into a
 # PostgreSQL on this machine (gateway.record): the conversations above are in it, with the
 # Agents they went through, read back with `switchboard sessions`.

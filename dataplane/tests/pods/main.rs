@@ -103,11 +103,19 @@ impl Cluster {
 
 /// The simulator the runtime pods call, with the voice phrases of the voice tests.
 async fn simulator() -> SimHandle {
+    simulator_with("").await
+}
+
+/// The simulator the runtime pods call, with the voice phrases of the voice tests and
+/// `rules` (YAML list items) before the script's own.
+async fn simulator_with(rules: &str) -> SimHandle {
     let read = |name: &str| {
         let path = var(name);
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}={path}: {e}"))
     };
-    let script = Script::parse(&voice_common::script("", "")).expect("the voice script");
+    let script = voice_common::script("", "");
+    assert!(script.contains("\nrules:\n"), "the voice script has a rules: list");
+    let script = Script::parse(&script.replacen("\nrules:\n", &format!("\nrules:\n{rules}"), 1)).expect("the script");
     let mut config = SimConfig::new(script);
     config.listen = var("SWITCHBOARD_E2E_SIM_LISTEN").parse().expect("SWITCHBOARD_E2E_SIM_LISTEN is host:port");
     config.identity = Some((read("SWITCHBOARD_E2E_SIM_CERT"), read("SWITCHBOARD_E2E_SIM_KEY")));
