@@ -33,10 +33,12 @@
 //! handled), and **the cut reply is left out of it**, even the FINAL text of sentences
 //! already spoken: replayed as the assistant's, a part-answer would read as the answer
 //! given, and the model would say the rest or nothing — not the whole reply the caller
-//! is owed; the caller heard the start, then hears it whole. Nothing is asked twice: a
-//! reply that finished before the stream went (its end of turn came) settles the words,
-//! as do a tool call (asked again, the tool would run twice), a barge-in (new words
-//! follow) and words the model left unanswered for 15 s (a backchannel). Each utterance is
+//! is owed; the caller heard the start, then hears it whole (a client that showed the FINAL
+//! text of sentences said before the cut sees them again in the whole reply). Nothing is
+//! asked twice: a reply that finished before the stream went (its end of turn came)
+//! settles the words heard before it started, as do a tool call (asked again, the tool
+//! would run twice), a barge-in (new words follow) and words the model left unanswered for
+//! 15 s (a backchannel). Each utterance is
 //! asked again at most once: when the replacement is lost mid-reply too, the words are let
 //! go ([`SonicEvent::ReplyCut`] with `reasked: false`: the turn is over) and stay in the
 //! history as said. The proactive switches never need this: they wait for a turn

@@ -7,9 +7,10 @@
 //! ([`Unanswered`]), and when a stream is lost reactively it asks the replacement to
 //! answer them ([`Unanswered::take`]): the history is rewound to before them (what the cut
 //! reply had said goes with it), they go back in as the user's, are left out of the
-//! replay, and are sent again as interactive USER text after it. A reply is complete at
-//! its end of turn; a tool call, a barge-in or a reply that ended another way settles it
-//! too (a re-asked tool call would run the tool twice; a barge-in brings new words).
+//! replay, and are sent again as interactive USER text after it. A reply's end settles
+//! the words heard before it started (words heard while it was under way wait for the
+//! next one); a tool call or a barge-in settles all of them (asked again, a tool would run
+//! twice; a barge-in brings new words).
 //!
 //! Bounds: each utterance is asked again at most once (a replacement that is lost
 //! mid-reply too moves on: its words stay in the history, unanswered); words whose reply
@@ -45,6 +46,8 @@ pub struct Unanswered {
     mark: Option<Mark>,
     /// The last sign the reply was coming.
     progress: Option<Instant>,
+    /// How many of them the reply under way answers (those heard before it started).
+    answering: Option<usize>,
 }
 
 /// The words a replacement stream is asked to answer.
@@ -72,10 +75,24 @@ impl Unanswered {
         self.progress = Some(now);
     }
 
-    /// The reply is under way (its output came at `now`).
+    /// The reply is under way (its output came at `now`): it answers the words heard so
+    /// far.
     pub fn progress(&mut self, now: Instant) {
         if !self.utterances.is_empty() {
             self.progress = Some(now);
+            self.answering.get_or_insert(self.utterances.len());
+        }
+    }
+
+    /// A reply ended: the words heard before it started are settled; words heard while it
+    /// was under way wait for the next reply, from `mark` (the history now) on.
+    pub fn replied(&mut self, mark: Mark) {
+        let answered = self.answering.take().unwrap_or(self.utterances.len());
+        self.utterances.drain(..answered.min(self.utterances.len()));
+        if self.utterances.is_empty() {
+            self.settled();
+        } else {
+            self.mark = Some(mark);
         }
     }
 
@@ -103,8 +120,9 @@ impl Unanswered {
         for utterance in &mut self.utterances {
             utterance.reasked = true;
         }
-        // The replacement's reply to them counts from when it is asked.
+        // The replacement's reply to them counts from when it is asked, and answers them all.
         self.progress = Some(now);
+        self.answering = None;
         Some(Reask { said, ask, mark: self.mark.clone() })
     }
 }
@@ -210,6 +228,21 @@ mod tests {
         let reask = words.take(now).expect("the new words");
         assert_eq!((reask.said.as_str(), reask.ask.as_str()), ("one two", "two"));
         assert_eq!(reask.mark, Some(mark()), "the history before the first of them");
+    }
+
+    #[test]
+    fn words_heard_while_a_reply_was_under_way_wait_for_the_next_one() {
+        let (mut words, now) = (Unanswered::default(), Instant::now());
+        words.heard("one", mark(), now);
+        words.progress(now);
+        words.heard("two", mark(), now);
+        words.progress(now);
+        let after = History::new(vec![HistoryEntry::user("one two"), HistoryEntry::assistant("You said one.")]).mark();
+        words.replied(after.clone());
+        let reask = words.take(now).expect("two is still owed");
+        assert_eq!((reask.said.as_str(), reask.ask.as_str(), reask.mark), ("two", "two", Some(after)));
+        words.replied(History::default().mark());
+        assert!(!words.is_pending(), "no reply started: all it could answer is settled");
     }
 
     #[test]

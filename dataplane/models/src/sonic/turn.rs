@@ -84,9 +84,9 @@ impl TurnState {
         match event {
             SonicEvent::CompletionStart { .. } => self.responding = true,
             SonicEvent::CompletionEnd { .. } => {
-                // The reply ended, whole or otherwise: nothing is owed any more.
+                // The reply ended, whole or otherwise: what it answered is not owed any more.
                 self.responding = false;
-                self.unanswered.settled();
+                self.unanswered.replied(history.mark());
             }
             SonicEvent::ContentStart { content_id, kind, role, stage } => {
                 if matches!(role, Role::User | Role::Assistant) {
