@@ -141,7 +141,8 @@ pub struct JudgeSpec {
     #[schemars(length(min = 1, max = 64))]
     pub region: Option<String>,
     /// An `https://` endpoint instead of the region's public one (a VPC endpoint, or a
-    /// Converse-compatible server).
+    /// Converse-compatible server). The Job trusts the platform's Bedrock CA bundle for it
+    /// (the chart's `runtime.bedrock.caBundle`) instead of the public roots, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 512))]
     pub endpoint_url: Option<String>,
@@ -169,7 +170,9 @@ pub struct SpeechSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 64))]
     pub region: Option<String>,
-    /// An `https://` endpoint instead of the region's public one (a VPC endpoint).
+    /// An `https://` endpoint instead of the region's public one (a VPC endpoint, or the
+    /// Bedrock simulator). The Job trusts the platform's Bedrock CA bundle for it (the
+    /// chart's `runtime.bedrock.caBundle`) instead of the public roots, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 512))]
     pub endpoint_url: Option<String>,

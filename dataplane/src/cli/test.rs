@@ -93,7 +93,7 @@ pub struct TestArgs {
     #[arg(long, env = "SWITCHBOARD_TEST_JUDGE_ENDPOINT_URL", requires = "judge_model")]
     judge_endpoint_url: Option<String>,
 
-    /// A PEM file of CA certificates the judge's endpoint is trusted by, besides the system's.
+    /// A PEM file of CA certificates the judge's endpoint is trusted by, instead of the system's.
     #[arg(long, env = "SWITCHBOARD_TEST_JUDGE_CA_FILE", requires = "judge_model")]
     judge_ca_file: Option<PathBuf>,
 
