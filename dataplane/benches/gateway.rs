@@ -37,6 +37,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "gateway/relay_floor.rs"]
+mod relay_floor;
 #[path = "gateway/voice.rs"]
 mod voice;
 
@@ -212,6 +214,9 @@ default: {{ text: "Hello there, how can I help?" }}
 }
 
 fn main() {
+    if relay_floor::serve_if_asked() {
+        return;
+    }
     tokio::runtime::Runtime::new().expect("a tokio runtime").block_on(bench());
 }
 

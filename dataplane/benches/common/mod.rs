@@ -70,6 +70,14 @@ pub fn session_start(url: &str, start: SessionStart) -> ClientMessage {
     })
 }
 
+/// Says that `relay` (a URL prefix) passes its connections on to the runtime at `runtime`
+/// (its session URL) unchanged: clients that talk to it bring that runtime's grant.
+pub fn relays_to(relay: &str, runtime: &str) {
+    let mut runtimes = RUNTIMES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let agent = runtimes.iter().find(|(u, _)| runtime.starts_with(u.as_str())).map(|(_, agent)| agent.clone());
+    runtimes.push((relay.to_owned(), agent.expect("a runtime started here")));
+}
+
 /// The simulator and a runtime (and any runtimes and gateway added), killed on drop.
 pub struct Stack {
     sim: Child,

@@ -10,6 +10,7 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::common::{self, Stack, cpu_ticks, kind, rss_kib};
 use switchboard_gateway::budget::SESSION_OVERHEAD;
 
+use crate::relay_floor::{Kind, RelayFloor};
 use crate::{ms, row};
 
 /// Voice sessions against `url`: (latencies in ms, frames relayed).
@@ -67,6 +68,25 @@ pub async fn voice_cpu(voice_script: &str, sessions: usize, turns: usize, silenc
         1000.0 * gateway_used / relayed as f64,
         1000.0 * runtime_used / relayed as f64,
     );
+    // The floors: the same sessions through a byte relay, and through a bare WebSocket
+    // relay with the gateway's WebSocket stack.
+    for (kind, what) in
+        [(Kind::Bytes, "a byte relay (no WebSocket)"), (Kind::Frames, "a bare WebSocket relay (no session)")]
+    {
+        let floor = RelayFloor::start(kind, &stack.addr);
+        common::relays_to(&floor.url, &stack.url);
+        let (runtime_cpu, floor_cpu) = (cpu_ticks(stack.runtime_pid), cpu_ticks(floor.pid));
+        let (latencies, frames) = voice_round(&floor.url, sessions, turns, silence_frames).await;
+        let runtime_used = (cpu_ticks(stack.runtime_pid) - runtime_cpu) as f64 * 10.0;
+        let used = (cpu_ticks(floor.pid) - floor_cpu) as f64 * 10.0;
+        row(&format!("... through {what}"), &latencies);
+        println!(
+            "  CPU through {what}: relay {used:.0} ms, runtime {runtime_used:.0} ms ({:.1} %); {frames} frames: relay {:.1} us per frame, runtime {:.1} us",
+            100.0 * used / runtime_used.max(1.0),
+            1000.0 * used / frames as f64,
+            1000.0 * runtime_used / frames as f64,
+        );
+    }
 }
 
 /// A voice call that speaks `turns` turns, says so on `ready`, then stays on the line
