@@ -82,8 +82,8 @@ async fn cut_metric(running: &common::Running) -> (f64, f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_ended_after_the_reply_asks_nothing_again() {
-    // The first stream ends 2.5 s in; the reply ended about a second in.
-    let running = common::banking(&common::script("  faults: { close: { afterMs: 2500, first: 1 } }", "")).await;
+    // The first stream ends 4 s in; the reply ended about a second in.
+    let running = common::banking(&common::script("  faults: { close: { afterMs: 4000, first: 1 } }", "")).await;
     let mut call = Call::start(&running.url(), "triage", &["audio"], Encoding::Binary).await;
     call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
     call.say(common::HOURS, 400);

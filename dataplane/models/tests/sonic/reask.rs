@@ -104,9 +104,9 @@ async fn a_stream_lost_mid_reply_has_its_replacement_answer_the_words_once() {
 
 #[tokio::test]
 async fn a_stream_lost_after_the_reply_asks_nothing_again() {
-    // The first stream ends 2.5 s in: well after "one" (said from 0 to 0.4 s) was answered
+    // The first stream ends 4 s in: well after "one" (said from 0 to 0.4 s) was answered
     // (0.7 s to 1 s).
-    let sim = start(&script("close: { afterMs: 2500, first: 1 }")).await;
+    let sim = start(&script("close: { afterMs: 4000, first: 1 }")).await;
     let (session, mut events) = session(&sim, config()).await;
     let mic = Microphone::start(session.clone());
     mic.say(1, 400);

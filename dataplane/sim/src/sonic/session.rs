@@ -151,14 +151,20 @@ impl Session {
             if self.input_done && self.out.is_none() {
                 break;
             }
-            let next_due = self.queue.front().map(|p| p.at).filter(|_| self.out.is_some());
+            // What is planned for the script's close or later never goes out: the close
+            // comes first, however late this task runs.
+            let close_at = self.close_at.filter(|_| self.out.is_some());
+            let next_due = self
+                .queue
+                .front()
+                .map(|p| p.at)
+                .filter(|at| self.out.is_some() && close_at.is_none_or(|close| *at < close));
             // Events already due go out now: a timer would round their deadline up to the
             // timer's next millisecond tick.
             if next_due.is_some_and(|at| at <= Instant::now()) {
                 self.emit_due().await;
                 continue;
             }
-            let close_at = self.close_at.filter(|_| self.out.is_some());
             tokio::select! {
                 biased;
                 frame = body.frame(), if !self.input_done => match frame {

@@ -41,12 +41,14 @@ impl Session {
     pub(super) async fn emit_due(&mut self) {
         let now = Instant::now();
         let mut due = Vec::new();
-        while self.queue.front().is_some_and(|p| p.at <= now) {
+        // What is planned for the script's close or later never goes out (the close may be
+        // set on the way, by a scripted cut).
+        while self.queue.front().is_some_and(|p| p.at <= now && self.close_at.is_none_or(|close| p.at < close)) {
             let Some(planned) = self.queue.pop_front() else { break };
             match planned.marker {
                 Marker::AudioStart(id) => {
                     self.speaking = Some(id);
-                    self.maybe_cut(now);
+                    self.maybe_cut(planned.at);
                 }
                 Marker::AudioEnd => self.speaking = None,
                 Marker::ToolPending(id, name) => {
@@ -80,8 +82,10 @@ impl Session {
         self.send_encoded(events.iter().map(encode_event)).await;
     }
 
-    /// A reply's audio starts: the script's `cutReply` fault may end the stream in it.
-    fn maybe_cut(&mut self, now: Instant) {
+    /// A reply's audio starts (planned `at`): the script's `cutReply` fault may end the
+    /// stream `afterMs` into it — by the reply's plan, so what is planned from then on is
+    /// never sent, however late this task runs.
+    fn maybe_cut(&mut self, at: Instant) {
         let index = self.state.sonic.next_reply_spoken();
         let Some(fault) = &self.state.script.sonic.faults.cut_reply else {
             return;
@@ -89,7 +93,7 @@ impl Session {
         if fault.at_reply.is_some_and(|n| n != index) || !applies(fault.first, self.state.sonic.next_cut()) {
             return;
         }
-        let at = now + std::time::Duration::from_millis(fault.after_ms);
+        let at = at + std::time::Duration::from_millis(fault.after_ms);
         tracing::info!(stream = self.stream, reply = index, after_ms = fault.after_ms, "cutting the reply as scripted");
         self.close_at = Some(self.close_at.map_or(at, |close| close.min(at)));
         self.close_exception = fault.exception;
