@@ -306,4 +306,58 @@ mod tests {
         assert_eq!(run(&mut guard, events).len(), MAX_HELD + 1, "released when too much is held");
         assert_eq!(run(&mut guard, vec![end("u")]).len(), 1, "and the guard no longer waits");
     }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Heard,
+        Progress,
+        Replied,
+        Settled,
+        Lost,
+        Wait(u64),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => Just(Op::Heard),
+            2 => Just(Op::Progress),
+            1 => Just(Op::Replied),
+            1 => Just(Op::Settled),
+            2 => Just(Op::Lost),
+            1 => (0..20_000u64).prop_map(Op::Wait),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn each_utterance_is_asked_again_at_most_once_and_only_if_heard(ops in proptest::collection::vec(op(), 0..60)) {
+            let (mut words, mut now) = (Unanswered::default(), Instant::now());
+            let (mut said, mut asked) = (0, std::collections::BTreeSet::new());
+            for op in ops {
+                match op {
+                    Op::Heard => {
+                        said += 1;
+                        words.heard(&format!("u{said}"), mark(), now);
+                    }
+                    Op::Progress => words.progress(now),
+                    Op::Replied => words.replied(mark()),
+                    Op::Settled => words.settled(),
+                    Op::Wait(ms) => now += Duration::from_millis(ms),
+                    Op::Lost => match words.take(now) {
+                        Some(reask) => {
+                            proptest::prop_assert!(words.is_pending());
+                            proptest::prop_assert!(reask.said.ends_with(&reask.ask), "{reask:?}");
+                            for text in reask.ask.split(' ') {
+                                let n: u32 = text[1..].parse().expect("u<n>");
+                                proptest::prop_assert!(n >= 1 && n <= said, "{text} was heard");
+                                proptest::prop_assert!(asked.insert(n), "{text} asked twice");
+                            }
+                        }
+                        None => proptest::prop_assert!(!words.is_pending()),
+                    },
+                }
+            }
+        }
+    }
 }
