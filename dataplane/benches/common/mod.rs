@@ -70,6 +70,21 @@ pub fn session_start(url: &str, start: SessionStart) -> ClientMessage {
     })
 }
 
+/// Starts this benchmark's own executable again as a helper server, with `env` set to
+/// `value`; returns it and the port its first line of output names after `banner`.
+pub fn spawn_self(env: &str, value: &str, banner: &str) -> (Child, String) {
+    let mut child = Command::new(std::env::current_exe().expect("the benchmark's executable"))
+        .env(env, value)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("starts the helper server");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("the helper server prints its port");
+    let port = line.trim().strip_prefix(banner).expect("the helper server's first line").trim().to_owned();
+    (child, port)
+}
+
 /// Says that `relay` (a URL prefix) passes its connections on to the runtime at `runtime`
 /// (its session URL) unchanged: clients that talk to it bring that runtime's grant.
 pub fn relays_to(relay: &str, runtime: &str) {

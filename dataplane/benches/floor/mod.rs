@@ -23,7 +23,7 @@
 
 #![allow(dead_code)]
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
@@ -62,16 +62,8 @@ impl Drop for Floor {
 impl Floor {
     /// Starts this executable as the floor server.
     pub fn start(config: FloorConfig) -> Self {
-        use std::io::{BufRead, BufReader};
-        let mut child = Command::new(std::env::current_exe().expect("the benchmark's executable"))
-            .env(ENV, format!("{},{}", config.first_delta.as_micros(), config.silence_frames))
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("starts the floor server");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("the floor server prints its port");
-        let port = line.trim().strip_prefix("floor listening on ").expect("floor server's first line").to_owned();
+        let value = format!("{},{}", config.first_delta.as_micros(), config.silence_frames);
+        let (child, port) = crate::common::spawn_self(ENV, &value, "floor listening on ");
         let pid = child.id();
         Self { child, url: format!("ws://127.0.0.1:{port}/v1/session"), pid }
     }

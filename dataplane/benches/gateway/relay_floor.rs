@@ -13,7 +13,7 @@
 //! It runs as a child process: this benchmark's own executable with `BENCH_RELAY_FLOOR`
 //! set to `bytes:` or `frames:` and the runtime's address.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -48,17 +48,8 @@ impl Drop for RelayFloor {
 impl RelayFloor {
     /// Starts this executable as a relay of `kind` to `runtime` (`host:port`).
     pub fn start(kind: Kind, runtime: &str) -> Self {
-        use std::io::{BufRead, BufReader};
         let prefix = if kind == Kind::Bytes { "bytes" } else { "frames" };
-        let mut child = Command::new(std::env::current_exe().expect("the benchmark's executable"))
-            .env(ENV, format!("{prefix}:{runtime}"))
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("starts the floor relay");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("the floor relay prints its port");
-        let port = line.trim().strip_prefix("relay floor listening on ").expect("its first line").to_owned();
+        let (child, port) = crate::common::spawn_self(ENV, &format!("{prefix}:{runtime}"), "relay floor listening on ");
         let pid = child.id();
         Self { child, url: format!("ws://127.0.0.1:{port}/v1/session"), pid }
     }
