@@ -189,10 +189,7 @@ impl Supervisor {
                 }
                 return self.route(Deferred::Audio(pcm)).await;
             }
-            Command::Text(text) => {
-                self.turn.typed(&text, &mut self.history);
-                return self.route(Deferred::Text(text)).await;
-            }
+            Command::Text(text) => return self.route(Deferred::Text(text)).await,
             Command::ToolResult { tool_use_id, result } => {
                 let known = self.turn.answer_tool_call(&tool_use_id);
                 match self.current.as_mut() {
@@ -234,12 +231,16 @@ impl Supervisor {
     }
 
     /// Sends input to the current stream, or holds it (in order) while there is none.
-    /// Returns false when the session must end.
+    /// Typed text enters the history as it goes to a stream: held, it would be replayed
+    /// and sent as well. Returns false when the session must end.
     async fn route(&mut self, input: Deferred) -> bool {
         let Some(current) = self.current.as_mut().filter(|_| self.deferred.is_empty()) else {
             self.defer(input);
             return true;
         };
+        if let Deferred::Text(text) = &input {
+            self.turn.typed(text, &mut self.history);
+        }
         let sent = match &input {
             Deferred::Audio(pcm) => current.audio(pcm).await,
             Deferred::Text(text) => current.text(text).await,

@@ -164,7 +164,10 @@ impl Supervisor {
             if let Err(error) = sent {
                 return self.retry_later(reason, Some(error));
             }
-            self.deferred.pop_front();
+            if let Some(Deferred::Text(text)) = self.deferred.pop_front() {
+                // Held text enters the history now, after the replay it was not part of.
+                self.turn.typed(&text, &mut self.history);
+            }
         }
         let generation = connection.generation;
         if let Some(old) = self.current.replace(connection) {
