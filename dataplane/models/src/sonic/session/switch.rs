@@ -29,7 +29,9 @@ impl Supervisor {
             tracing::info!(rewound, "the stream was lost mid-reply; the next one is asked the user's words again");
             self.reask = Some(reask.ask);
         } else {
-            tracing::info!("the stream was lost mid-reply again; the user's words are not asked a second time");
+            tracing::info!(
+                "the stream was lost owing a reply; the user's words are not asked again (asked once already, or left unanswered too long)"
+            );
         }
         self.events.send(SonicEvent::ReplyCut { reasked }).await.is_ok()
     }
