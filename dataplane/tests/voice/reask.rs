@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use switchboard_core::protocol::{ServerMessage, StopReason, TranscriptRole};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, StopReason, TranscriptRole};
 
 use crate::common::{self, Call, Encoding, audio_bytes, finals, is_final_reply, metric_sum, metrics, summary};
 
@@ -78,6 +78,27 @@ async fn cut_metric(running: &common::Running) -> (f64, f64) {
     let text = metrics(running.addr).await;
     let outcome = |o| metric_sum(&text, "switchboard_voice_replies_cut_total", &[("agent", "triage"), ("outcome", o)]);
     (outcome("asked_again"), outcome("unanswered"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_words_whose_reply_was_cut_are_answered_once_on_the_replacement() {
+    let running = common::banking(&common::script("  faults: { cutReply: { afterMs: 60, atReply: 0 } }", "")).await;
+    let mut call = Call::start(&running.url(), "triage", &["audio"], Encoding::Binary).await;
+    call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    call.send(&ClientMessage::BidiTextInput { text: HOURS_HEARD.into(), id: None });
+    call.until(|m| is_final_reply(m, HOURS_REPLY)).await;
+    call.until(|m| matches!(m, ServerMessage::BidiResponseComplete { .. })).await;
+    settle(&mut call, Duration::from_millis(1500)).await;
+    let seen = call.seen.clone();
+    call.hang_up().await;
+
+    assert_eq!(count(&seen, |m| matches!(m, ServerMessage::BidiInterruption {})), 1, "{:#?}", summary(&seen));
+    assert_eq!(finals(&seen, TranscriptRole::User), vec![HOURS_HEARD], "the typed words once");
+    assert_eq!(finals(&seen, TranscriptRole::Assistant).iter().filter(|t| t.contains(HOURS_REPLY)).count(), 1);
+    assert_eq!(completions(&seen), vec![StopReason::EndTurn]);
+    let stats = running.sim.sonic_stats();
+    assert_eq!(stats.typed, vec![HOURS_HEARD, HOURS_HEARD], "typed, then asked again: {stats:?}");
+    assert_eq!((stats.replies_cut, stats.replies_sent), (1, 1), "{stats:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
