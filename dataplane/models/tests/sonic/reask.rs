@@ -12,6 +12,11 @@ use crate::common::{Microphone, config, session, start, until};
 const LIMIT: Duration = Duration::from_secs(20);
 
 fn script(faults: &str) -> String {
+    script_echoing(faults, false)
+}
+
+/// [`script`]; `echo`: the simulator shows text input as a USER transcript first.
+fn script_echoing(faults: &str, echo: bool) -> String {
     format!(
         r#"
 sonic:
@@ -19,6 +24,7 @@ sonic:
   phrases: {{ 1: "one", 2: "two" }}
   speech: {{ msPerChar: 20, responseDelayMs: 50 }}
   faults: {{ {faults} }}
+  echoText: {echo}
 default: {{ text: "You said {{text}}." }}
 "#
     )
@@ -100,6 +106,29 @@ async fn a_stream_lost_mid_reply_has_its_replacement_answer_the_words_once() {
     // The replacement's history ends before the words asked again; nothing of the cut
     // reply is in it.
     assert_eq!(history_of(&sim, 1), vec![("USER".into(), "one".into()), ("ASSISTANT".into(), "You said one.".into())]);
+}
+
+#[tokio::test]
+async fn a_replacement_that_echoes_the_words_asked_again_reports_them_once() {
+    let sim = start(&script_echoing("cutReply: { afterMs: 100, atReply: 0 }", true)).await;
+    let (session, mut events) = session(&sim, config()).await;
+    let mic = Microphone::start(session.clone());
+    mic.say(1, 400);
+    let mut seen = until(&mut events, LIMIT, is_final_reply).await;
+    seen.extend(settle(&mut events, Duration::from_millis(1000)).await);
+    // Typed text's echo still reaches the caller of the session (the runtime knows it).
+    session.send_text("two").await.expect("open");
+    seen.extend(until(&mut events, LIMIT, is_final_reply).await);
+    seen.extend(settle(&mut events, Duration::from_millis(1000)).await);
+    mic.stop().await;
+    session.close().await.expect("open");
+
+    assert_eq!(cuts(&seen), vec![true], "{seen:#?}");
+    assert_eq!(final_replies(&seen), vec!["You said one.", "You said two."]);
+    assert_eq!(user_texts(&seen), vec!["one", "two"], "the echo of the words asked again is held back");
+    let stats = sim.sonic_stats();
+    assert_eq!(stats.typed, vec!["one", "two"], "{stats:?}");
+    assert_eq!(stats.replies_cut, 1, "{stats:?}");
 }
 
 #[tokio::test]

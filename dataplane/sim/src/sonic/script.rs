@@ -13,6 +13,7 @@
 //!     cutReply: { afterMs: 300, atReply: 0 }         # end the stream 300 ms into reply 0
 //!     streamError: { kind: modelStreamError, atUtterance: 2, first: 1 }
 //!   recordFrames: true                               # keep a fingerprint of every audio frame
+//!   echoText: true                                   # a USER transcript of text input first
 //! ```
 //!
 //! Replies come from the script's ordinary `rules` (see [`crate::script`]): the heard
@@ -68,6 +69,11 @@ pub struct SonicScript {
     /// input frame received, for exactly-once checks. Off by default (memory grows).
     #[serde(default)]
     pub record_frames: bool,
+    /// Answer interactive USER text (typed, or asked again) with a USER transcript of it
+    /// first, as a service that echoes text input would. Off by default: whether Nova Sonic
+    /// echoes it is not documented, and a client must cope either way.
+    #[serde(default)]
+    pub echo_text: bool,
 }
 
 impl SonicScript {

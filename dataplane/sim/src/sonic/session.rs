@@ -32,7 +32,8 @@
 //! - **Interactive USER text is answered like speech, without a USER transcript of it**
 //!   (Nova 2 Sonic's cross-modal input: `contentStart` type `TEXT`, role `USER`,
 //!   `interactive: true`, then `textInput` and `contentEnd`). The text is the user's turn;
-//!   the simulator does not echo it back (a client must not rely on an echo either way).
+//!   the simulator does not echo it back as a USER transcript unless the script's
+//!   `echoText` asks it to (a client must cope either way).
 //!
 //! What goes out when, and the ends of the output, are in [`emit`].
 
@@ -336,7 +337,7 @@ impl Session {
             offered_tools: self.tools.clone(),
         };
         let at = self.reply_start();
-        if spoken {
+        if spoken || self.state.script.sonic.echo_text {
             self.planner().transcript(at, &heard);
         }
         self.ensure_completion(at);
