@@ -277,10 +277,26 @@ async fn install_and_reconcile_as_the_chart(namespaced: bool) {
     let agents_ns = watched.as_ref().unwrap_or(&ns);
     let release = ns.name.clone();
     // crds.install=false: the test server already has the CRDs (without the CEL rules it
-    // cannot store, see install_crds); other tests share them.
+    // cannot store, see install_crds); other tests share them. No replicas of the chart's
+    // operator and gateway: the test runs the controller itself and publishes the gateway's
+    // key as the gateway would, and with a real node up (`SWITCHBOARD_REAL_NODE=1`) the
+    // chart's own pods would run beside it and publish a key before the test looks for the
+    // Agents that wait for one.
     let chart = chart();
-    let mut install =
-        vec!["install", &release, &chart, "--namespace", &ns.name, "--set", "crds.install=false", "--wait=false"];
+    let mut install = vec![
+        "install",
+        &release,
+        &chart,
+        "--namespace",
+        &ns.name,
+        "--set",
+        "crds.install=false",
+        "--set",
+        "operator.replicas=0",
+        "--set",
+        "gateway.replicas=0",
+        "--wait=false",
+    ];
     let watch_value = format!("operator.watchNamespace={}", agents_ns.name);
     if namespaced {
         install.extend(["--set", &watch_value]);
