@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use switchboard_models::bedrock::{BedrockConfig, build_client};
-use switchboard_models::sonic::{SonicConfig, SonicEvent, SonicEvents, SonicSession};
+use switchboard_models::sonic::{GenerationStage, Role, SonicConfig, SonicEvent, SonicEvents, SonicSession};
 use switchboard_sim::sonic::{frame_fingerprint, phrase_tone};
 use switchboard_sim::{Script, SimConfig, SimHandle, Simulator};
 use tokio::sync::{mpsc, oneshot};
@@ -132,6 +132,19 @@ pub async fn until(
             Err(_) => panic!("timed out; events so far: {seen:#?}"),
         }
     }
+}
+
+/// The assistant's FINAL texts among `events`, in order.
+pub fn final_replies(events: &[SonicEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            SonicEvent::Text { role: Role::Assistant, stage: Some(GenerationStage::Final), text, .. } => {
+                Some(text.clone())
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// Total bytes of reply audio among `events`.

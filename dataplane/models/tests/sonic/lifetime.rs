@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use switchboard_models::sonic::{GenerationStage, RestartReason, Role, SonicEvent, SonicEvents};
+use switchboard_models::sonic::{RestartReason, Role, SonicEvent, SonicEvents};
 use switchboard_sim::SimHandle;
 
-use crate::common::{Microphone, config, session, start};
+use crate::common::{Microphone, config, final_replies, session, start};
 
 const PHRASES: &str = r#"{ 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six" }"#;
 
@@ -51,18 +51,6 @@ fn counts(fingerprints: &[u64]) -> BTreeMap<u64, usize> {
         *counts.entry(*fingerprint).or_insert(0) += 1;
     }
     counts
-}
-
-fn final_replies(events: &[SonicEvent]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            SonicEvent::Text { role: Role::Assistant, stage: Some(GenerationStage::Final), text, .. } => {
-                Some(text.clone())
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 fn restarts(events: &[SonicEvent]) -> Vec<RestartReason> {

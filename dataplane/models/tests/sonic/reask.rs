@@ -7,7 +7,7 @@ use std::time::Duration;
 use switchboard_models::sonic::{GenerationStage, RestartReason, Role, SonicEvent, SonicEvents};
 use switchboard_sim::SimHandle;
 
-use crate::common::{Microphone, config, session, start, until};
+use crate::common::{Microphone, config, final_replies, session, start, until};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -32,18 +32,6 @@ default: {{ text: "You said {{text}}." }}
 
 fn is_final_reply(event: &SonicEvent) -> bool {
     matches!(event, SonicEvent::Text { role: Role::Assistant, stage: Some(GenerationStage::Final), .. })
-}
-
-fn final_replies(events: &[SonicEvent]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            SonicEvent::Text { role: Role::Assistant, stage: Some(GenerationStage::Final), text, .. } => {
-                Some(text.clone())
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 fn user_texts(events: &[SonicEvent]) -> Vec<String> {
