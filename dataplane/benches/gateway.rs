@@ -37,6 +37,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "gateway/raw_relay.rs"]
+mod raw_relay;
 #[path = "gateway/relay_floor.rs"]
 mod relay_floor;
 #[path = "gateway/voice.rs"]

@@ -9,9 +9,11 @@
 //! - [`Kind::Frames`] is a bare WebSocket relay with the gateway's WebSocket stack
 //!   (tokio-tungstenite on both legs, 2 KiB read buffers): each message read from one side
 //!   is sent to the other, nothing else — what the framing adds to the byte relay.
+//! - [`Kind::Raw`] is a frame-level WebSocket relay without a library (`raw_relay.rs`):
+//!   what a gateway that parses and passes on frames itself would cost at least.
 //!
 //! It runs as a child process: this benchmark's own executable with `BENCH_RELAY_FLOOR`
-//! set to `bytes:` or `frames:` and the runtime's address.
+//! set to `bytes:`, `frames:` or `raw:` and the runtime's address.
 
 use std::process::Child;
 
@@ -27,6 +29,8 @@ pub enum Kind {
     Bytes,
     /// WebSocket messages passed on (tokio-tungstenite both ways), no session.
     Frames,
+    /// WebSocket frames parsed and passed on without a library (`raw_relay.rs`).
+    Raw,
 }
 
 /// The floor relay process, killed on drop.
@@ -48,7 +52,11 @@ impl Drop for RelayFloor {
 impl RelayFloor {
     /// Starts this executable as a relay of `kind` to `runtime` (`host:port`).
     pub fn start(kind: Kind, runtime: &str) -> Self {
-        let prefix = if kind == Kind::Bytes { "bytes" } else { "frames" };
+        let prefix = match kind {
+            Kind::Bytes => "bytes",
+            Kind::Frames => "frames",
+            Kind::Raw => "raw",
+        };
         let (child, port) = crate::common::spawn_self(ENV, &format!("{prefix}:{runtime}"), "relay floor listening on ");
         let pid = child.id();
         Self { child, url: format!("ws://127.0.0.1:{port}/v1/session"), pid }
@@ -62,7 +70,8 @@ pub fn serve_if_asked() -> bool {
     let (kind, runtime) = match value.split_once(':') {
         Some(("bytes", runtime)) => (Kind::Bytes, runtime.to_owned()),
         Some(("frames", runtime)) => (Kind::Frames, runtime.to_owned()),
-        _ => panic!("{ENV} is bytes:<addr> or frames:<addr>, not {value}"),
+        Some(("raw", runtime)) => (Kind::Raw, runtime.to_owned()),
+        _ => panic!("{ENV} is bytes:<addr>, frames:<addr> or raw:<addr>, not {value}"),
     };
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(usize::from(crate::common::workers()))
@@ -78,6 +87,7 @@ pub fn serve_if_asked() -> bool {
             match kind {
                 Kind::Bytes => tokio::spawn(bytes(client, runtime)),
                 Kind::Frames => tokio::spawn(frames(client, runtime)),
+                Kind::Raw => tokio::spawn(crate::raw_relay::relay(client, runtime)),
             };
         }
     });

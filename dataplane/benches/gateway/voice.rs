@@ -68,11 +68,13 @@ pub async fn voice_cpu(voice_script: &str, sessions: usize, turns: usize, silenc
         1000.0 * gateway_used / relayed as f64,
         1000.0 * runtime_used / relayed as f64,
     );
-    // The floors: the same sessions through a byte relay, and through a bare WebSocket
-    // relay with the gateway's WebSocket stack.
-    for (kind, what) in
-        [(Kind::Bytes, "a byte relay (no WebSocket)"), (Kind::Frames, "a bare WebSocket relay (no session)")]
-    {
+    // The floors: the same sessions through a byte relay, a bare WebSocket relay with the
+    // gateway's WebSocket stack, and a frame-level relay without a library.
+    for (kind, what) in [
+        (Kind::Bytes, "a byte relay (no WebSocket)"),
+        (Kind::Frames, "a bare WebSocket relay (no session)"),
+        (Kind::Raw, "a frame-level relay (no library)"),
+    ] {
         let floor = RelayFloor::start(kind, &stack.addr);
         common::relays_to(&floor.url, &stack.url);
         let (runtime_cpu, floor_cpu) = (cpu_ticks(stack.runtime_pid), cpu_ticks(floor.pid));
