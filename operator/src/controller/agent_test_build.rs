@@ -176,8 +176,9 @@ pub fn job(
     let name = run_name(test, hash);
     let spec = &test.spec;
     let ca_path = format!("{BEDROCK_CA_DIR}/{BEDROCK_CA_FILE}");
-    let ca = used_ca(test, ca).is_some();
-    let (judge_ca, speech_ca) = trusts_bedrock_ca(test);
+    let (judge_trusts, speech_trusts) = trusts_bedrock_ca(test);
+    let (judge_ca, speech_ca) = (ca.is_some() && judge_trusts, ca.is_some() && speech_trusts);
+    let ca = judge_ca || speech_ca;
     let parallel = spec.parallel.to_string();
     let mut args =
         vec!["test", SCENARIOS_DIR, "--gateway", gateway, "--jobs", &parallel, "--summary-file", SUMMARY_PATH];
@@ -193,7 +194,7 @@ pub fn job(
         if let Some(url) = &judge.endpoint_url {
             args.extend(["--judge-endpoint-url", url]);
         }
-        if ca && judge_ca {
+        if judge_ca {
             args.extend(["--judge-ca-file", &ca_path]);
         }
     }
@@ -212,7 +213,7 @@ pub fn job(
                 args.extend([flag, value.as_str()]);
             }
         }
-        if ca && speech_ca {
+        if speech_ca {
             args.extend(["--speech-ca-file", &ca_path]);
         }
         if speech_secret.is_some() {
