@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use switchboard_models::bedrock::{BedrockConfig, build_client};
-use switchboard_models::sonic::{GenerationStage, Role, SonicConfig, SonicEvent, SonicEvents, SonicSession};
+use switchboard_models::sonic::{
+    GenerationStage, RestartReason, Role, SonicConfig, SonicEvent, SonicEvents, SonicSession,
+};
 use switchboard_sim::sonic::{frame_fingerprint, phrase_tone};
 use switchboard_sim::{Script, SimConfig, SimHandle, Simulator};
 use tokio::sync::{mpsc, oneshot};
@@ -132,6 +134,14 @@ pub async fn until(
             Err(_) => panic!("timed out; events so far: {seen:#?}"),
         }
     }
+}
+
+/// The reasons of the stream switches among `events`, in order.
+pub fn restarts(events: &[SonicEvent]) -> Vec<RestartReason> {
+    events
+        .iter()
+        .filter_map(|e| if let SonicEvent::Restarted { reason, .. } = e { Some(reason.clone()) } else { None })
+        .collect()
 }
 
 /// The assistant's FINAL texts among `events`, in order.

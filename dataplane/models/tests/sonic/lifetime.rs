@@ -8,7 +8,7 @@ use std::time::Duration;
 use switchboard_models::sonic::{RestartReason, Role, SonicEvent, SonicEvents};
 use switchboard_sim::SimHandle;
 
-use crate::common::{Microphone, config, final_replies, session, start};
+use crate::common::{Microphone, config, final_replies, restarts, session, start};
 
 const PHRASES: &str = r#"{ 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six" }"#;
 
@@ -51,13 +51,6 @@ fn counts(fingerprints: &[u64]) -> BTreeMap<u64, usize> {
         *counts.entry(*fingerprint).or_insert(0) += 1;
     }
     counts
-}
-
-fn restarts(events: &[SonicEvent]) -> Vec<RestartReason> {
-    events
-        .iter()
-        .filter_map(|e| if let SonicEvent::Restarted { reason, .. } = e { Some(reason.clone()) } else { None })
-        .collect()
 }
 
 /// Every frame sent reached a stream exactly once, and the simulator got nothing else.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use switchboard_models::sonic::{GenerationStage, RestartReason, Role, SonicEvent, SonicEvents};
 use switchboard_sim::SimHandle;
 
-use crate::common::{Microphone, config, final_replies, session, start, until};
+use crate::common::{Microphone, config, final_replies, restarts, session, start, until};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -79,11 +79,7 @@ async fn a_stream_lost_mid_reply_has_its_replacement_answer_the_words_once() {
     // Reply 1 ("You said two.", 260 ms of audio) was cut 100 ms in; the replacement was
     // asked "two" and answered it whole, once.
     assert_eq!(cuts(&seen), vec![true], "{seen:#?}");
-    let restarts: Vec<_> = seen
-        .iter()
-        .filter_map(|e| if let SonicEvent::Restarted { reason, .. } = e { Some(reason) } else { None })
-        .collect();
-    assert_eq!(restarts, vec![&RestartReason::StreamEnded]);
+    assert_eq!(restarts(&seen), vec![RestartReason::StreamEnded]);
     assert_eq!(final_replies(&seen), vec!["You said one.", "You said two."]);
     assert_eq!(user_texts(&seen), vec!["one", "two"], "the user's words once each");
     let stats = sim.sonic_stats();
