@@ -386,6 +386,14 @@ impl Call {
         self.stop.take();
     }
 
+    /// Reads (into `seen`) whatever comes until `deadline`: a message repeated or late shows
+    /// up in it.
+    pub async fn read_until(&mut self, deadline: tokio::time::Instant) {
+        while tokio::time::Instant::now() < deadline {
+            let _ = tokio::time::timeout_at(deadline, self.next()).await;
+        }
+    }
+
     /// The next protocol message; panics on the end of the connection.
     pub async fn next(&mut self) -> ServerMessage {
         loop {

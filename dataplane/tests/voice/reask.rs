@@ -29,10 +29,7 @@ fn completions(seen: &[ServerMessage]) -> Vec<StopReason> {
 
 /// Reads for `quiet` more (a duplicate would show up in it).
 async fn settle(call: &mut Call, quiet: Duration) {
-    let deadline = tokio::time::Instant::now() + quiet;
-    while tokio::time::Instant::now() < deadline {
-        let _ = tokio::time::timeout_at(deadline, call.next()).await;
-    }
+    call.read_until(tokio::time::Instant::now() + quiet).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
