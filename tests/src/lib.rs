@@ -1,10 +1,11 @@
 //! Support for Switchboard's integration and end-to-end tests: a real Kubernetes control
 //! plane ([`cluster`]), per-test namespaces, server-side apply of YAML files, the operator
-//! running in-process ([`operator`]), a stand-in for the kubelet ([`kubelet`]), the
+//! running in-process ([`operator`]), the Helm chart ([`helm`]), a stand-in for the kubelet ([`kubelet`]), the
 //! `switchboard` binary's processes ([`switchboard`]) and polling ([`wait`]).
 
 pub mod api_proxy;
 pub mod cluster;
+pub mod helm;
 pub mod kubelet;
 pub mod manifests;
 pub mod operator;

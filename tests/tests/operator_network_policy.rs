@@ -11,7 +11,7 @@
 //! The two namespaces have an operator each (each test operator watches one namespace), the
 //! second told that the gateway runs in the first, as a chart install with
 //! `operator.watchNamespace` is. The tests do not run beside the chart's cluster-wide install
-//! (`chart.rs`), whose operator would write these namespaces' policies too.
+//! (`chart_install.rs`), whose operator would write these namespaces' policies too.
 
 mod common;
 
@@ -83,13 +83,10 @@ async fn wait_policy(ns: &TestNamespace, names: &[&str], from: &Value) -> Networ
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Holds the lock the Helm chart's cluster-wide install takes alone (`chart.rs`): its
+/// Holds the lock the Helm chart's cluster-wide install takes alone (`chart_install.rs`): its
 /// operator would write these namespaces' policies too, with its own gateway's namespace.
 fn no_cluster_wide_operator() -> std::fs::File {
-    let path = std::env::temp_dir().join("switchboard-cluster-wide-operator.lock");
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).expect("lock file");
-    file.lock_shared().expect("shared lock");
-    file
+    switchboard_tests::helm::cluster_wide_operator_turn(false)
 }
 
 /// The `from` peers and the ports of the policy's one ingress rule.
