@@ -227,7 +227,7 @@ async fn bench() {
     let stack = Stack::start(&script, "triage", (max + 50) as u32).await;
     let (url, pid) = (stack.url.clone(), stack.runtime_pid);
     let floor = with_floor.then(|| {
-        floor::Floor::start(floor::FloorConfig {
+        floor::start(floor::FloorConfig {
             first_delta: Duration::from_secs_f64(first_delta_ms / 1000.0),
             silence_frames: 0,
         })

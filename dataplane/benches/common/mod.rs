@@ -70,9 +70,26 @@ pub fn session_start(url: &str, start: SessionStart) -> ClientMessage {
     })
 }
 
+/// A helper server: this benchmark's own executable started again in another role (the
+/// floor server, a floor relay), killed on drop.
+pub struct HelperServer {
+    child: Child,
+    /// Its session URL.
+    pub url: String,
+    /// Its process id.
+    pub pid: u32,
+}
+
+impl Drop for HelperServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Starts this benchmark's own executable again as a helper server, with `env` set to
-/// `value`; returns it and the port its first line of output names after `banner`.
-pub fn spawn_self(env: &str, value: &str, banner: &str) -> (Child, String) {
+/// `value`; its session URL is on the port its first line of output names after `banner`.
+pub fn spawn_self(env: &str, value: &str, banner: &str) -> HelperServer {
     let mut child = Command::new(std::env::current_exe().expect("the benchmark's executable"))
         .env(env, value)
         .stdout(Stdio::piped())
@@ -82,7 +99,8 @@ pub fn spawn_self(env: &str, value: &str, banner: &str) -> (Child, String) {
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).expect("the helper server prints its port");
     let port = line.trim().strip_prefix(banner).expect("the helper server's first line").trim().to_owned();
-    (child, port)
+    let pid = child.id();
+    HelperServer { child, url: format!("ws://127.0.0.1:{port}/v1/session"), pid }
 }
 
 /// Says that `relay` (a URL prefix) passes its connections on to the runtime at `runtime`

@@ -23,7 +23,6 @@
 
 #![allow(dead_code)]
 
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
@@ -31,6 +30,8 @@ use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
 use switchboard_dataplane::runtime::voice::audio;
 use switchboard_sim::converse::pace;
 use tokio_tungstenite::tungstenite::Message;
+
+use crate::common::HelperServer;
 
 const ENV: &str = "BENCH_FLOOR_SERVER";
 
@@ -43,30 +44,10 @@ pub struct FloorConfig {
     pub silence_frames: usize,
 }
 
-/// The floor server process, killed on drop.
-pub struct Floor {
-    child: Child,
-    /// Its session URL.
-    pub url: String,
-    /// Its process id.
-    pub pid: u32,
-}
-
-impl Drop for Floor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Floor {
-    /// Starts this executable as the floor server.
-    pub fn start(config: FloorConfig) -> Self {
-        let value = format!("{},{}", config.first_delta.as_micros(), config.silence_frames);
-        let (child, port) = crate::common::spawn_self(ENV, &value, "floor listening on ");
-        let pid = child.id();
-        Self { child, url: format!("ws://127.0.0.1:{port}/v1/session"), pid }
-    }
+/// Starts this executable as the floor server.
+pub fn start(config: FloorConfig) -> HelperServer {
+    let value = format!("{},{}", config.first_delta.as_micros(), config.silence_frames);
+    crate::common::spawn_self(ENV, &value, "floor listening on ")
 }
 
 /// Runs the floor server and returns true if this process was started as one; the

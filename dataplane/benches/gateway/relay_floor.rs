@@ -15,10 +15,10 @@
 //! It runs as a child process: this benchmark's own executable with `BENCH_RELAY_FLOOR`
 //! set to `bytes:`, `frames:` or `raw:` and the runtime's address.
 
-use std::process::Child;
-
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use crate::common::HelperServer;
 
 const ENV: &str = "BENCH_RELAY_FLOOR";
 
@@ -33,34 +33,15 @@ pub enum Kind {
     Raw,
 }
 
-/// The floor relay process, killed on drop.
-pub struct RelayFloor {
-    child: Child,
-    /// Its session URL (the runtime's path, through the relay).
-    pub url: String,
-    /// Its process id.
-    pub pid: u32,
-}
-
-impl Drop for RelayFloor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl RelayFloor {
-    /// Starts this executable as a relay of `kind` to `runtime` (`host:port`).
-    pub fn start(kind: Kind, runtime: &str) -> Self {
-        let prefix = match kind {
-            Kind::Bytes => "bytes",
-            Kind::Frames => "frames",
-            Kind::Raw => "raw",
-        };
-        let (child, port) = crate::common::spawn_self(ENV, &format!("{prefix}:{runtime}"), "relay floor listening on ");
-        let pid = child.id();
-        Self { child, url: format!("ws://127.0.0.1:{port}/v1/session"), pid }
-    }
+/// Starts this executable as a relay of `kind` to `runtime` (`host:port`); its URL leads
+/// to the runtime's session path.
+pub fn start(kind: Kind, runtime: &str) -> HelperServer {
+    let prefix = match kind {
+        Kind::Bytes => "bytes",
+        Kind::Frames => "frames",
+        Kind::Raw => "raw",
+    };
+    crate::common::spawn_self(ENV, &format!("{prefix}:{runtime}"), "relay floor listening on ")
 }
 
 /// Runs the floor relay and returns true if this process was started as one; the

@@ -10,7 +10,7 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::common::{self, Stack, cpu_ticks, kind, rss_kib};
 use switchboard_gateway::budget::SESSION_OVERHEAD;
 
-use crate::relay_floor::{Kind, RelayFloor};
+use crate::relay_floor::{self, Kind};
 use crate::{ms, row};
 
 /// Voice sessions against `url`: (latencies in ms, frames relayed).
@@ -75,7 +75,7 @@ pub async fn voice_cpu(voice_script: &str, sessions: usize, turns: usize, silenc
         (Kind::Frames, "a bare WebSocket relay (no session)"),
         (Kind::Raw, "a frame-level relay (no library)"),
     ] {
-        let floor = RelayFloor::start(kind, &stack.addr);
+        let floor = relay_floor::start(kind, &stack.addr);
         common::relays_to(&floor.url, &stack.url);
         let (runtime_cpu, floor_cpu) = (cpu_ticks(stack.runtime_pid), cpu_ticks(floor.pid));
         let (latencies, frames) = voice_round(&floor.url, sessions, turns, silence_frames).await;
