@@ -158,15 +158,19 @@ impl Supervisor {
         {
             return self.retry_later(reason, Some(error));
         }
-        while let Some(input) = self.deferred.front() {
-            let sent = match input {
+        // The held input goes to the new stream; it leaves the queue only once the stream
+        // took all of it: a switch that fails keeps it for the next stream.
+        for i in 0..self.deferred.len() {
+            let sent = match &self.deferred[i] {
                 Deferred::Audio(pcm) => connection.audio(pcm).await,
                 Deferred::Text(text) => connection.text(text).await,
             };
             if let Err(error) = sent {
                 return self.retry_later(reason, Some(error));
             }
-            if let Some(Deferred::Text(text)) = self.deferred.pop_front() {
+        }
+        for input in std::mem::take(&mut self.deferred) {
+            if let Deferred::Text(text) = input {
                 // Held text enters the history now, after the replay it was not part of.
                 self.turn.typed(&text, &mut self.history);
             }
