@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What one live session costs beyond what it holds, an estimate: its two WebSocket
-/// connections' read buffers ([`crate::server::WS_READ_BUFFER`] each) and write buffers,
+/// connections' read buffers ([`switchboard_serve::frames::READ_CHUNK`] each) and write buffers,
 /// its relay task, channels and machine. dataplane/tests/gateway/budget.rs prints a
 /// `switchboard gateway` process' RSS as sessions come; per session it stays below the
 /// allocator's granularity there, so this errs high.

@@ -28,12 +28,12 @@
 
 use std::collections::VecDeque;
 
-use axum::extract::ws::{Message, Utf8Bytes};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use switchboard_core::handoff::HandoffContext;
 use switchboard_core::protocol::{ServerKind, ServerMessage};
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::session::kept::Kept;
 
@@ -80,9 +80,9 @@ impl Frame {
     }
 
     /// The frame in an allocation of its own. A frame read from a socket shares the
-    /// reader's buffer (tungstenite splits each message off its read buffer, 8 KiB here),
-    /// so a copy held for replay would keep that whole buffer alive for as long as it is
-    /// held: 8 KiB for a 100-byte transcript line, measured as most of a live voice
+    /// reader's buffer (the frame layer splits each message off its read buffer), so a copy
+    /// held for replay would keep that whole buffer alive for as long as it is held: 8 KiB
+    /// for a 100-byte transcript line with tungstenite's buffer, measured as most of a live voice
     /// session's memory in the gateway (BENCHMARKS.md, `gateway`, part 7).
     fn compact(self) -> Self {
         match self {
@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn a_held_frame_does_not_keep_the_buffer_it_was_read_into() {
-        // As tungstenite hands over a message: split off its read buffer, sharing it.
+        // As the frame layer hands over a message: split off its read buffer, sharing it.
         let mut buffer = bytes::BytesMut::with_capacity(8 * 1024);
         buffer.extend_from_slice(br#"{"type":"bidi_transcript_stream","text":"hi"}"#);
         buffer.extend_from_slice(&[0; 640]);

@@ -10,7 +10,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -18,21 +17,20 @@ use axum::routing::get;
 use serde::Deserialize;
 use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use switchboard_crds::contract;
+use switchboard_serve::frames::{self, Upgrade};
 use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::Gateway;
 use crate::auth::Refusal;
 
 pub use switchboard_serve::ServeError;
-pub use switchboard_serve::ws::oversized;
 
-/// The read buffer of each of a session's two connections (client and runtime side).
-/// tungstenite zero-fills the free part of it before every socket read, up to this size:
-/// with the 8 KiB the runtime uses, that memset was the largest single item of the
-/// gateway's CPU when relaying voice (about 7 %, perf, BENCHMARKS.md `gateway`; 4 % with
-/// 4 KiB). A voice frame is 640 bytes from the client and about 1.3 KB of JSON from the
-/// runtime, so 2 KiB takes one in one read; a larger message grows the buffer as needed.
-pub const WS_READ_BUFFER: usize = 2 * 1024;
+/// The largest message (and frame) a runtime may send the gateway: tungstenite's default,
+/// as before the relay read frames itself. Runtimes are the gateway's own pods; a client's
+/// limit is `Config::max_message_bytes`.
+pub const RUNTIME_LIMITS: frames::Limits = frames::Limits { max_message: 64 << 20, max_frame: 16 << 20 };
 
 /// The conversation record's API ([`crate::record::api`]).
 pub const RECORD_PATH: &str = "/v1/sessions";
@@ -86,7 +84,7 @@ async fn session(
     State(gateway): State<Arc<Gateway>>,
     Query(query): Query<SessionQuery>,
     headers: HeaderMap,
-    upgrade: WebSocketUpgrade,
+    upgrade: Upgrade,
 ) -> Response {
     let limit = gateway.config.max_message_bytes;
     // Session slots and keys are checked before the upgrade; the refusal is told over the
@@ -109,23 +107,22 @@ async fn session(
         gateway.auth.admit(&headers, query.access_token.as_deref())
     };
     let tracker = gateway.tracker.clone();
-    upgrade.max_message_size(limit).max_frame_size(limit).read_buffer_size(WS_READ_BUFFER).on_upgrade(
-        move |mut socket| async move {
-            let admission = match admitted {
-                Ok(admission) => admission,
-                Err(refusal) => {
-                    gateway.metrics.refused.with_label_values(&[refusal.reason.metric_label()]).inc();
-                    let reason = Utf8Bytes::from(refusal.reason.as_str().replace('_', " "));
-                    let message = ServerMessage::error(refusal.reason, refusal.message, false);
-                    let _ = socket.send(Message::text(message.to_json())).await;
-                    let _ = socket.send(Message::Close(Some(CloseFrame { code: refusal.code, reason }))).await;
-                    return;
-                }
-            };
-            tracker.track_future(crate::session::serve(socket, gateway, query.agent, admission)).await;
-            drop(permit);
-        },
-    )
+    let limits = frames::Limits { max_message: limit, max_frame: limit };
+    upgrade.on_upgrade(limits, move |mut socket| async move {
+        let admission = match admitted {
+            Ok(admission) => admission,
+            Err(refusal) => {
+                gateway.metrics.refused.with_label_values(&[refusal.reason.metric_label()]).inc();
+                let reason = Utf8Bytes::from(refusal.reason.as_str().replace('_', " "));
+                let message = ServerMessage::error(refusal.reason, refusal.message, false);
+                let _ = socket.send(Message::text(message.to_json())).await;
+                let _ = socket.close(Some(CloseFrame { code: refusal.code.into(), reason })).await;
+                return;
+            }
+        };
+        tracker.track_future(crate::session::serve(socket, gateway, query.agent, admission)).await;
+        drop(permit);
+    })
 }
 
 fn try_again(why: &str) -> Refusal {

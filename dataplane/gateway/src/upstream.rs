@@ -8,18 +8,16 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures_util::SinkExt;
 use switchboard_core::assertion::{IDENTITY_KEY, IdentityClaims, sign_identity};
 use switchboard_core::grant::{GatewaySigner, MAX_PAYLOAD_BYTES, SessionContext};
 use switchboard_core::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
 use switchboard_core::protocol::{ClientMessage, SessionStart};
+use switchboard_serve::frames::{self, Conn};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// The WebSocket to a runtime pod.
-pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub type Socket = Conn<TcpStream>;
 
 /// What the runtime session is opened with.
 #[derive(Debug)]
@@ -74,17 +72,16 @@ pub async fn open(
     timeout: Duration,
 ) -> Result<Socket, ConnectError> {
     let error = |message: String| ConnectError { addr, message };
-    let url = format!("ws://{addr}{}", opening.path);
-    let config = WebSocketConfig::default().read_buffer_size(crate::server::WS_READ_BUFFER);
-    let connecting = tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), true);
-    let (mut socket, _) = tokio::time::timeout(timeout, connecting)
+    let connecting = async {
+        let tcp = TcpStream::connect(addr).await?;
+        // Replies stream as many small frames (see the runtime's server).
+        let _ = tcp.set_nodelay(true);
+        frames::connect(tcp, &addr.to_string(), opening.path, crate::server::RUNTIME_LIMITS).await
+    };
+    let mut socket = tokio::time::timeout(timeout, connecting)
         .await
         .map_err(|_| error(format!("no answer within {} ms", timeout.as_millis())))?
         .map_err(|e| error(e.to_string()))?;
-    // Replies stream as many small frames (see the runtime's server).
-    if let MaybeTlsStream::Plain(tcp) = socket.get_ref() {
-        let _ = tcp.set_nodelay(true);
-    }
     let mut context = SessionContext {
         session_id: opening.session_id.to_owned(),
         namespace: opening.namespace.to_owned(),

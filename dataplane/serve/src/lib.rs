@@ -5,10 +5,13 @@
 //!   `TCP_NODELAY` on every connection.
 //! - [`ws`]: WebSocket limits (the read buffer, telling an oversized message from other
 //!   read failures) and sends with a deadline, for peers that stop reading.
+//! - [`frames`]: a WebSocket connection at the frame level, with both handshakes, for
+//!   the gateway's relay.
 //! - [`bucket`]: the token bucket behind every message rate limit.
 
 pub mod bucket;
 pub mod drain;
+pub mod frames;
 pub mod ws;
 
 pub use bucket::TokenBucket;

@@ -6,17 +6,16 @@
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{Message, Utf8Bytes, WebSocket};
 use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::ClientMessage;
-use tokio_tungstenite::tungstenite::{self, Message as UpMessage};
+use switchboard_serve::frames;
+use tokio_tungstenite::tungstenite::Message;
 use tracing::Instrument;
 
 use super::machine::{
     ClientFrame, Cx, Effect, Event, Machine, Note, OpenRequest, Phase, Recorded, RuntimeFrame, SendFailure,
 };
-use super::{ClientSink, ClientStream, SLOW_CLIENT, close_client};
+use super::{Client, SLOW_CLIENT, close_client};
 use crate::Gateway;
 use crate::auth::Admission;
 use crate::balancer::Lease;
@@ -42,8 +41,7 @@ pub(super) struct Relay {
     /// A resumed session as it was taken out of the store, with its key: put back if it
     /// cannot be opened.
     pub(super) parked: Option<(String, Parked)>,
-    pub(super) client_tx: ClientSink,
-    pub(super) client_rx: ClientStream,
+    pub(super) client: Client,
     pub(super) admission: Admission,
     /// The session's span. The relay enters it for what it logs or traces (opening a
     /// runtime session, notes, the store, the end), not for every frame it relays: entered
@@ -81,13 +79,7 @@ struct State {
 
 /// Runs the session until it ends or is parked.
 pub(super) async fn run(relay: Relay) {
-    let Relay { gateway, mut machine, parked, client_tx, client_rx, admission, span } = relay;
-    // One task reads and writes the client's socket: the halves are joined again (they
-    // come from one split, so this cannot fail; if it did, the session could not go on).
-    let mut client = match client_rx.reunite(client_tx) {
-        Ok(client) => client,
-        Err(_) => return span.in_scope(|| tracing::error!("the client socket's halves do not match")),
-    };
+    let Relay { gateway, mut machine, parked, mut client, admission, span } = relay;
     let mut account = gateway.budget.account();
     account.set(SESSION_OVERHEAD + machine.held_bytes());
     let credential = admission.key.clone().unwrap_or_default();
@@ -140,10 +132,7 @@ pub(super) async fn run(relay: Relay) {
                     None => Event::Runtime(RuntimeFrame::Lost),
                     Some(up) => match tokio::time::timeout_at(deadline.into(), up.gate.next(&mut up.ws)).await {
                         Err(_) => Event::SettleDue,
-                        Ok(frame) => match runtime_frame(frame) {
-                            Some(frame) => runtime_event(frame, &mut state),
-                            None => continue,
-                        },
+                        Ok(frame) => runtime_event(runtime_frame(frame), &mut state),
                     },
                 }
             }
@@ -176,17 +165,13 @@ pub(super) async fn run(relay: Relay) {
                         };
                         Event::Client(frame, budget)
                     }
-                    frame = up.gate.next(&mut up.ws) => match runtime_frame(frame) {
-                        Some(frame) => runtime_event(frame, &mut state),
-                        None => continue,
-                    },
+                    frame = up.gate.next(&mut up.ws) => runtime_event(runtime_frame(frame), &mut state),
                 }
             }
             Phase::Done(ending) => {
                 let ending = ending.clone();
                 drop(signals);
-                let (mut client_tx, _) = client.split();
-                finish(&gateway, &mut machine, ending, parked, state, &mut client_tx).instrument(span).await;
+                finish(&gateway, &mut machine, ending, parked, state, &mut client).instrument(span).await;
                 return;
             }
         };
@@ -212,7 +197,7 @@ async fn carry_out(
     gateway: &Arc<Gateway>,
     machine: &mut Machine,
     state: &mut State,
-    client_tx: &mut WebSocket,
+    client_tx: &mut Client,
     superseded: &tokio_util::sync::CancellationToken,
     span: &tracing::Span,
 ) {
@@ -258,7 +243,7 @@ async fn carry_out(
             Effect::PingRuntime => {
                 if let Some(up) = state.upstream.as_mut() {
                     // A failure shows on the read side.
-                    let _ = up.ws.send(UpMessage::Ping(Bytes::new())).await;
+                    let _ = up.ws.send(Message::Ping(Bytes::new())).await;
                 }
             }
             Effect::CloseRuntime => {
@@ -275,7 +260,7 @@ async fn carry_out(
                 let message = ClientMessage::IdentityAssertion { assertion };
                 // A failure shows on the read side; the next connection's grant carries one.
                 if let Ok(text) = serde_json::to_string(&message) {
-                    let _ = up.ws.send(UpMessage::text(text)).await;
+                    let _ = up.ws.send(Message::text(text)).await;
                 }
             }
             Effect::Hold { key, previous } => {
@@ -419,47 +404,41 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
     }
 }
 
-fn client_frame(frame: Option<Result<Message, axum::Error>>) -> ClientFrame {
+fn client_frame(frame: Option<Result<Message, frames::Error>>) -> ClientFrame {
     match frame {
         Some(Ok(Message::Text(text))) => ClientFrame::Text(text),
         Some(Ok(Message::Binary(data))) => ClientFrame::Binary(data),
         Some(Ok(Message::Ping(_) | Message::Pong(_))) => ClientFrame::Control,
         Some(Ok(Message::Close(_))) => ClientFrame::Close,
-        None => ClientFrame::Gone,
-        Some(Err(error)) if crate::server::oversized(&error) => ClientFrame::Oversized,
+        Some(Ok(Message::Frame(_))) | None => ClientFrame::Gone,
+        Some(Err(frames::Error::TooLong { .. })) => ClientFrame::Oversized,
         Some(Err(_)) => ClientFrame::Gone,
     }
 }
 
-/// A runtime frame for the machine; None for control frames.
-fn runtime_frame(frame: Option<Result<UpMessage, tungstenite::Error>>) -> Option<RuntimeFrame> {
-    Some(match frame {
-        // The frame's bytes move on without a copy (checked once more as UTF-8).
-        Some(Ok(UpMessage::Text(text))) => {
-            let bytes = Bytes::from(text);
-            let text = Utf8Bytes::try_from(bytes.clone())
-                .unwrap_or_else(|_| Utf8Bytes::from(String::from_utf8_lossy(&bytes).into_owned()));
-            RuntimeFrame::Text(text)
-        }
-        Some(Ok(UpMessage::Binary(data))) => RuntimeFrame::Binary(data),
-        Some(Ok(UpMessage::Ping(_) | UpMessage::Pong(_))) => RuntimeFrame::Control,
-        Some(Ok(UpMessage::Frame(_))) => return None,
-        Some(Ok(UpMessage::Close(frame))) => {
+/// A runtime frame for the machine: its messages as they came (their bytes move on without
+/// a copy).
+fn runtime_frame(frame: Option<Result<Message, frames::Error>>) -> RuntimeFrame {
+    match frame {
+        Some(Ok(Message::Text(text))) => RuntimeFrame::Text(text),
+        Some(Ok(Message::Binary(data))) => RuntimeFrame::Binary(data),
+        Some(Ok(Message::Ping(_) | Message::Pong(_))) => RuntimeFrame::Control,
+        Some(Ok(Message::Close(frame))) => {
             let (code, reason) =
                 frame.map(|f| (u16::from(f.code), f.reason.to_string())).unwrap_or((1005, String::new()));
             RuntimeFrame::Closed { code, reason }
         }
-        None | Some(Err(_)) => RuntimeFrame::Lost,
-    })
+        Some(Ok(Message::Frame(_))) | None | Some(Err(_)) => RuntimeFrame::Lost,
+    }
 }
 
 /// Sends a message to the client: `Err` when its socket failed or it does not read.
-async fn send_client(client_tx: &mut WebSocket, frame: Frame) -> Result<(), SendFailure> {
-    send_client_message(client_tx, frame.into_message()).await
+async fn send_client(client: &mut Client, frame: Frame) -> Result<(), SendFailure> {
+    send_client_message(client, frame.into_message()).await
 }
 
-async fn send_client_message(client_tx: &mut WebSocket, message: Message) -> Result<(), SendFailure> {
-    match switchboard_serve::ws::within(SLOW_CLIENT, client_tx.send(message)).await {
+async fn send_client_message(client: &mut Client, message: Message) -> Result<(), SendFailure> {
+    match switchboard_serve::ws::within(SLOW_CLIENT, client.send(message)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(SendFailure::Gone),
         Err(_) => Err(SendFailure::Slow),

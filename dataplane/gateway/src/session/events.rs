@@ -5,10 +5,10 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::Utf8Bytes;
 use bytes::Bytes;
 use switchboard_core::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use crate::GatewayConfig;
 use crate::auth::Refusal;

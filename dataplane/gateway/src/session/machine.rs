@@ -18,9 +18,9 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use axum::extract::ws::Utf8Bytes;
 use switchboard_core::protocol::{AudioSettings, ErrorCode, ServerKind, ServerMessage, close_code, gateway_only};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 pub(super) use super::events::Purpose;
 pub use super::events::{

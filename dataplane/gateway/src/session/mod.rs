@@ -29,9 +29,7 @@ mod tests;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionStart, close_code, decode_client};
 
 use crate::Gateway;
@@ -40,9 +38,12 @@ use crate::directory::Reach;
 use crate::resume::{self, Parked, Taken};
 use machine::{Close, Cx, Limits, Machine};
 pub use moves::MAX_RECOVERIES;
+use switchboard_serve::frames::{Conn, Upgraded};
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-type ClientSink = SplitSink<WebSocket, Message>;
-type ClientStream = SplitStream<WebSocket>;
+/// The client's WebSocket.
+type Client = Conn<Upgraded>;
 
 /// How long a send to the client may block before the client counts as gone.
 const SLOW_CLIENT: Duration = switchboard_serve::ws::SLOW_PEER;
@@ -52,18 +53,17 @@ const SLOW_CLIENT: Duration = switchboard_serve::ws::SLOW_PEER;
 /// credential's scope bounds where it may start or resume, and its message budget
 /// applies. The key's session slot is given back before the client is told the session
 /// ended, so a client that reconnects at once is not refused.
-pub async fn serve(socket: WebSocket, gateway: Arc<Gateway>, query_agent: Option<String>, admission: Admission) {
-    let (mut client_tx, mut client_rx) = socket.split();
-    match admit(&gateway, query_agent, &admission, &mut client_tx, &mut client_rx).await {
+pub async fn serve(mut client: Client, gateway: Arc<Gateway>, query_agent: Option<String>, admission: Admission) {
+    match admit(&gateway, query_agent, &admission, &mut client).await {
         Ok((mut machine, parked)) => {
             let span = session_span(&machine, parked.as_ref().map(|(_, parked)| parked.traceparent.as_deref()));
             machine.set_traceparent(switchboard_telemetry::context::traceparent(&span));
-            let relay = driver::Relay { gateway, machine, parked, client_tx, client_rx, admission, span };
+            let relay = driver::Relay { gateway, machine, parked, client, admission, span };
             driver::run(relay).await;
         }
         Err(close) => {
             drop(admission);
-            close_client(&mut client_tx, close).await;
+            close_client(&mut client, close).await;
         }
     }
 }
@@ -90,10 +90,9 @@ fn session_span(machine: &Machine, resumed: Option<Option<&str>>) -> tracing::Sp
     span
 }
 
-async fn close_client<S: futures_util::Sink<Message> + Unpin>(client_tx: &mut S, (code, reason): Close) {
-    let close = Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }));
-    let _ = tokio::time::timeout(SLOW_CLIENT, client_tx.send(close)).await;
-    let _ = tokio::time::timeout(SLOW_CLIENT, client_tx.close()).await;
+async fn close_client(client: &mut Client, (code, reason): Close) {
+    let close = CloseFrame { code: code.into(), reason: Utf8Bytes::from(reason) };
+    let _ = tokio::time::timeout(SLOW_CLIENT, client.close(Some(close))).await;
 }
 
 /// Reads the client's first message: a new session on the Agent it asks for (the machine
@@ -103,11 +102,10 @@ async fn admit(
     gateway: &Arc<Gateway>,
     query_agent: Option<String>,
     admission: &Admission,
-    client_tx: &mut ClientSink,
-    client_rx: &mut ClientStream,
+    client: &mut Client,
 ) -> Result<(Machine, Option<(String, Parked)>), Close> {
     let identity = admission.key.as_deref().unwrap_or_default();
-    let first = match tokio::time::timeout(gateway.config.start_timeout, client_rx.next()).await {
+    let first = match tokio::time::timeout(gateway.config.start_timeout, client.next()).await {
         Err(_) => return Err((close_code::NORMAL, "no session_start in time".into())),
         Ok(Some(Ok(Message::Text(text)))) => decode_client(text.as_str()),
         Ok(_) => return Err((close_code::NORMAL, String::new())),
@@ -117,7 +115,7 @@ async fn admit(
         Ok(other) => (SessionStart::default(), serde_json::to_string(&other).ok()),
         Err(error) => {
             let message = ServerMessage::error(error.code(), error.to_string(), false);
-            return Err(refuse(gateway, client_tx, "bad_start", message, close_code::BAD_START).await);
+            return Err(refuse(gateway, client, "bad_start", message, close_code::BAD_START).await);
         }
     };
     if let Some(fields) = client_context(&start) {
@@ -126,21 +124,21 @@ async fn admit(
             format!("session_start.{fields} is not accepted from clients: session context is the gateway's"),
             false,
         );
-        return Err(refuse(gateway, client_tx, "context_refused", message, close_code::BAD_START).await);
+        return Err(refuse(gateway, client, "context_refused", message, close_code::BAD_START).await);
     }
     let mut limits = Limits::new(&gateway.config, gateway.store.is_shared());
     limits.record = gateway.record.is_some();
     if let Some(token) = &start.resume_token {
         let key = resume::store_key(identity, token);
-        let parked = take_parked(gateway, &key, client_tx).await?;
+        let parked = take_parked(gateway, &key, client).await?;
         if let Err(refusal) = allowed(admission, &parked) {
-            return Err(refuse_as(gateway, client_tx, refusal).await);
+            return Err(refuse_as(gateway, client, refusal).await);
         }
         let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent, parked.reach) else {
             let message =
                 format!("the agent {}/{} this session was with no longer exists", parked.namespace, parked.agent);
             let message = ServerMessage::error(ErrorCode::UnknownAgent, message, false);
-            return Err(refuse(gateway, client_tx, "unknown_agent", message, close_code::UNKNOWN_AGENT).await);
+            return Err(refuse(gateway, client, "unknown_agent", message, close_code::UNKNOWN_AGENT).await);
         };
         let directory = gateway.directory.borrow().clone();
         let cx = Cx { now: Instant::now(), directory: &directory };
@@ -148,7 +146,7 @@ async fn admit(
         return Ok((machine, Some((key, parked))));
     }
     if let Some(from) = &start.continue_from {
-        let (parked, target) = continued(gateway, from, identity, admission, client_tx).await?;
+        let (parked, target) = continued(gateway, from, identity, admission, client).await?;
         let directory = gateway.directory.borrow().clone();
         let cx = Cx { now: Instant::now(), directory: &directory };
         return Ok((Machine::resume(limits, identity.to_owned(), parked, target, None, &cx), None));
@@ -157,7 +155,7 @@ async fn admit(
     if start.candidate
         && let Err(refusal) = admission.allow_candidates()
     {
-        return Err(refuse_as(gateway, client_tx, refusal).await);
+        return Err(refuse_as(gateway, client, refusal).await);
     }
     let requested = query_agent.or(start.agent.clone());
     let routed = gateway.directory.borrow().for_client(requested.as_deref(), reach);
@@ -165,11 +163,11 @@ async fn admit(
         Ok(target) => target,
         Err(error) => {
             let message = ServerMessage::error(error.code(), error.to_string(), false);
-            return Err(refuse(gateway, client_tx, error.metric_label(), message, error.close_code()).await);
+            return Err(refuse(gateway, client, error.metric_label(), message, error.close_code()).await);
         }
     };
     if let Err(refusal) = admission.allow_agent(&target.route.namespace, &target.route.name) {
-        return Err(refuse_as(gateway, client_tx, refusal).await);
+        return Err(refuse_as(gateway, client, refusal).await);
     }
     let id = format!("gw-{}", uuid::Uuid::new_v4());
     let audio = start.audio.clone();
@@ -189,7 +187,7 @@ async fn continued(
     from: &str,
     identity: &str,
     admission: &Admission,
-    client_tx: &mut ClientSink,
+    client: &mut Client,
 ) -> Result<(Parked, crate::directory::Target), Close> {
     let unknown = || {
         ServerMessage::error(
@@ -206,22 +204,22 @@ async fn continued(
             "this gateway keeps no conversation record, so sessions cannot be continued; start a new session",
             false,
         );
-        return Err(refuse(gateway, client_tx, "continue_refused", message, close_code::RESUME_REFUSED).await);
+        return Err(refuse(gateway, client, "continue_refused", message, close_code::RESUME_REFUSED).await);
     };
     if identity.is_empty() && !gateway.auth.continues_without_credential() {
-        return Err(refuse(gateway, client_tx, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
+        return Err(refuse(gateway, client, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
     }
     let since = crate::record::now_us() / 1000 - i64::try_from(record.state_ttl().as_millis()).unwrap_or(i64::MAX);
     let saved = match record.store.state(from, since).await {
         Ok(Some(saved)) if saved.credential == identity => saved,
         Ok(_) => {
-            return Err(refuse(gateway, client_tx, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
+            return Err(refuse(gateway, client, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
         }
         Err(error) => {
             tracing::warn!("continue: {error}");
             let message =
                 ServerMessage::error(ErrorCode::StoreUnavailable, format!("{error}; try again shortly"), false);
-            return Err(refuse(gateway, client_tx, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await);
+            return Err(refuse(gateway, client, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await);
         }
     };
     let mut parked: Parked = match resume::open_text(&gateway.key, &resume::continue_key(from, identity), &saved.sealed)
@@ -230,17 +228,17 @@ async fn continued(
         Err(error) => {
             tracing::warn!(session_id = %from, "continue refused: {error}");
             gateway.metrics.refused.with_label_values(&["session_tampered"]).inc();
-            return Err(refuse(gateway, client_tx, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
+            return Err(refuse(gateway, client, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
         }
     };
     continuation::restore(&mut parked.kept, saved.summary.as_deref(), continuation::CONTINUE_TURNS);
     if let Err(refusal) = allowed(admission, &parked) {
-        return Err(refuse_as(gateway, client_tx, refusal).await);
+        return Err(refuse_as(gateway, client, refusal).await);
     }
     let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent, parked.reach) else {
         let message = format!("the agent {}/{} this session was with no longer exists", parked.namespace, parked.agent);
         let message = ServerMessage::error(ErrorCode::UnknownAgent, message, false);
-        return Err(refuse(gateway, client_tx, "unknown_agent", message, close_code::UNKNOWN_AGENT).await);
+        return Err(refuse(gateway, client, "unknown_agent", message, close_code::UNKNOWN_AGENT).await);
     };
     Ok((parked, target))
 }
@@ -258,11 +256,11 @@ fn allowed(admission: &Admission, parked: &Parked) -> Result<(), crate::auth::Re
 /// Takes the session parked under `key` out of the store. A session still attached here
 /// whose client is back on a new socket is detached (the old socket is dead); one still
 /// held or finishing its turn is waited for.
-async fn take_parked(gateway: &Gateway, key: &str, client_tx: &mut ClientSink) -> Result<Parked, Close> {
+async fn take_parked(gateway: &Gateway, key: &str, client: &mut Client) -> Result<Parked, Close> {
     // A token that rotated since (a handoff) names the session by its newest key.
     let key = match gateway.store.resolve(key).await {
         Ok(key) => key,
-        Err(error) => return Err(store_failed(gateway, client_tx, error).await),
+        Err(error) => return Err(store_failed(gateway, client, error).await),
     };
     if let Some(attached) = gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
         attached.cancel();
@@ -277,7 +275,7 @@ async fn take_parked(gateway: &Gateway, key: &str, client_tx: &mut ClientSink) -
             let message =
                 "the session is still attached to another connection of yours; close it, or resume again shortly";
             let message = ServerMessage::error(ErrorCode::SessionAttached, message, false);
-            Err(refuse(gateway, client_tx, "session_attached", message, close_code::TRY_AGAIN_LATER).await)
+            Err(refuse(gateway, client, "session_attached", message, close_code::TRY_AGAIN_LATER).await)
         }
         Ok(Taken::Unknown) => {
             let message = format!(
@@ -286,25 +284,25 @@ async fn take_parked(gateway: &Gateway, key: &str, client_tx: &mut ClientSink) -
                 config.resume_window.as_secs()
             );
             let message = ServerMessage::error(ErrorCode::ResumeRefused, message, false);
-            Err(refuse(gateway, client_tx, "resume_refused", message, close_code::RESUME_REFUSED).await)
+            Err(refuse(gateway, client, "resume_refused", message, close_code::RESUME_REFUSED).await)
         }
-        Err(error) => Err(store_failed(gateway, client_tx, error).await),
+        Err(error) => Err(store_failed(gateway, client, error).await),
     }
 }
 
 /// Refuses a resume the store failed: a tampered entry for good, an unavailable store
 /// for now.
-async fn store_failed(gateway: &Gateway, client_tx: &mut ClientSink, error: resume::StoreError) -> Close {
+async fn store_failed(gateway: &Gateway, client: &mut Client, error: resume::StoreError) -> Close {
     if let resume::StoreError::Tampered = error {
         tracing::warn!("resume refused: {error}");
         gateway.metrics.refused.with_label_values(&["session_tampered"]).inc();
         let message = format!("{error}; start a new session without resume_token");
         let message = ServerMessage::error(ErrorCode::ResumeRefused, message, false);
-        return refuse(gateway, client_tx, "resume_refused", message, close_code::RESUME_REFUSED).await;
+        return refuse(gateway, client, "resume_refused", message, close_code::RESUME_REFUSED).await;
     }
     tracing::warn!("resume: {error}");
     let message = ServerMessage::error(ErrorCode::StoreUnavailable, format!("{error}; try again shortly"), false);
-    refuse(gateway, client_tx, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await
+    refuse(gateway, client, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await
 }
 
 /// The context fields a client's `session_start` tried to set, if any.
@@ -317,21 +315,15 @@ fn client_context(start: &SessionStart) -> Option<String> {
 }
 
 /// [`refuse`] with the credential check's refusal.
-async fn refuse_as(gateway: &Gateway, client_tx: &mut ClientSink, refusal: crate::auth::Refusal) -> Close {
+async fn refuse_as(gateway: &Gateway, client: &mut Client, refusal: crate::auth::Refusal) -> Close {
     let reason = refusal.reason.metric_label();
     let message = ServerMessage::error(refusal.reason, refusal.message, false);
-    refuse(gateway, client_tx, reason, message, refusal.code).await
+    refuse(gateway, client, reason, message, refusal.code).await
 }
 
 /// Counts a refused session, tells the client why, and returns the close.
-async fn refuse(
-    gateway: &Gateway,
-    client_tx: &mut ClientSink,
-    reason: &str,
-    message: ServerMessage,
-    code: u16,
-) -> Close {
+async fn refuse(gateway: &Gateway, client: &mut Client, reason: &str, message: ServerMessage, code: u16) -> Close {
     gateway.metrics.refused.with_label_values(&[reason]).inc();
-    let _ = client_tx.send(Message::text(message.to_json())).await;
+    let _ = client.send(Message::text(message.to_json())).await;
     (code, reason.replace('_', " "))
 }

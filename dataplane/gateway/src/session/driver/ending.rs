@@ -3,17 +3,16 @@
 //! opened — put back in the store as it was; and what the conversation record keeps of it
 //! for continuing it later.
 
-use axum::extract::ws::Message;
-use futures_util::SinkExt;
 use std::sync::PoisonError;
 use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
+use tokio_tungstenite::tungstenite::Message;
 
 use super::State;
 use crate::Gateway;
 use crate::budget::Account;
 use crate::resume::Parked;
 use crate::session::machine::{Ending, Machine};
-use crate::session::{ClientSink, close_client};
+use crate::session::{Client, close_client};
 
 /// The session leaves this task as the machine says.
 pub(super) async fn finish(
@@ -22,7 +21,7 @@ pub(super) async fn finish(
     ending: Ending,
     parked: Option<(String, Parked)>,
     mut state: State,
-    client_tx: &mut ClientSink,
+    client_tx: &mut Client,
 ) {
     if let Some(keeper) = state.keeper.take() {
         keeper.stop().await;

@@ -1,8 +1,8 @@
 //! A socket polled only when it has something: the relay waits on both of a session's
 //! sockets (and its timers and signals) at once, and a `select!` polls every branch at
-//! every wake-up. Polling a WebSocket that has nothing is not free — tungstenite zero-fills
-//! its read buffer and tries a read, tokio-tungstenite registers its wakers — and in a
-//! voice call one socket has a frame at each wake-up while the other has none. A [`Gate`]
+//! every wake-up. Polling a WebSocket that has nothing is not free — a read is tried, and
+//! the socket registers the waker again — and in a voice call one socket has a frame at
+//! each wake-up while the other has none. A [`Gate`]
 //! gives the stream a waker of its own and polls it again only once that waker was woken
 //! (or its last poll gave an item: more may be buffered), as `FuturesUnordered` does.
 

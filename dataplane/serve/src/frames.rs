@@ -1,0 +1,525 @@
+//! A WebSocket connection at the frame level (RFC 6455), for relays: the gateway's two legs
+//! (the client's, as the server; the runtime's, as the client).
+//!
+//! Why not tungstenite's connection: a relay reads a frame and writes it on, and the
+//! message layer around tungstenite's frames cost about a fifth of the gateway's CPU per
+//! relayed voice frame (BENCHMARKS.md, `gateway`, part 4: a bare tokio-tungstenite relay
+//! against a frame-level one, in the same run) — a zero-filled read buffer, a copy into a
+//! write buffer behind a second buffer, waker proxies at every poll, a per-frame random
+//! mask from a reseeding generator. Here a read takes whole frames out of one buffer without
+//! a copy (each payload is a `Bytes` split off it, unmasked in place), a write builds the
+//! frame once and writes it, and the message type stays tungstenite's, so callers keep theirs.
+//!
+//! What it enforces, as RFC 6455 says an endpoint must, failing the connection with the
+//! close code the RFC names (1002 protocol error, 1007 text that is not UTF-8) and an error
+//! that says why:
+//! - no reserved bits (no extension is negotiated) and no unknown opcode;
+//! - a client's frames masked, a server's not;
+//! - control frames whole and at most 125 bytes; a close's code one a peer may send, its
+//!   reason UTF-8;
+//! - fragments in order (a continuation only within a message, no new message within one),
+//!   control frames allowed between them;
+//! - text messages UTF-8, checked once, whole;
+//! - the frame and message size limits, checked from the header before the payload is
+//!   read ([`Error::TooLong`]; the caller closes with 1009, saying why).
+//!
+//! Pings are answered with a pong at once (queued, and written with the next read or write);
+//! a close is answered with a close echoing its code, and after it reading ends. A send after
+//! this side's close is refused.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures_util::Stream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+pub use tokio_tungstenite::tungstenite::Message;
+
+mod handshake;
+#[cfg(test)]
+mod tests;
+
+pub use handshake::{HandshakeError, NotUpgrade, Upgrade, Upgraded, connect};
+
+/// How much the read buffer grows by when it needs room: a voice frame (640 bytes of audio
+/// from a client, about 1.3 KB of JSON from a runtime) comes whole in one read; a larger
+/// frame grows it to the frame's size, once its header is read.
+pub const READ_CHUNK: usize = 2 * 1024;
+
+/// The longest control frame payload (RFC 6455, 5.5).
+const MAX_CONTROL: usize = 125;
+
+/// Which end of the connection this is: a server reads masked frames and writes unmasked
+/// ones, a client the other way round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The accepting end.
+    Server,
+    /// The connecting end.
+    Client,
+}
+
+/// The size limits of what is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest message, all its fragments together.
+    pub max_message: usize,
+    /// The largest single frame.
+    pub max_frame: usize,
+}
+
+/// Why a connection failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The socket failed.
+    #[error("the connection failed: {0}")]
+    Io(#[from] io::Error),
+    /// The peer broke the protocol (the connection was failed with 1002).
+    #[error("the peer broke the WebSocket protocol: {0}")]
+    Protocol(&'static str),
+    /// A text message was not UTF-8 (the connection was failed with 1007).
+    #[error("a text message is not valid UTF-8")]
+    Utf8,
+    /// A frame or message was over its limit; nothing more is read (the caller closes, with
+    /// 1009).
+    #[error("a {what} of {size} bytes is over the limit of {max} bytes")]
+    TooLong {
+        /// `frame` or `message`.
+        what: &'static str,
+        /// Its size, as far as known.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// This side closed the connection: nothing more may be sent.
+    #[error("the connection is closed")]
+    Closed,
+}
+
+/// A frame's first two bytes and length, read from the buffer's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Header {
+    fin: bool,
+    opcode: u8,
+    mask: Option<[u8; 4]>,
+    /// Header bytes (with the mask key).
+    len: usize,
+    payload: usize,
+}
+
+mod opcode {
+    pub const CONTINUATION: u8 = 0;
+    pub const TEXT: u8 = 1;
+    pub const BINARY: u8 = 2;
+    pub const CLOSE: u8 = 8;
+    pub const PING: u8 = 9;
+    pub const PONG: u8 = 10;
+}
+
+/// A WebSocket connection over `IO`, after the handshake.
+#[derive(Debug)]
+pub struct Conn<IO> {
+    io: IO,
+    role: Role,
+    limits: Limits,
+    read: BytesMut,
+    /// The message being assembled from fragments: whether it is text, and its bytes.
+    partial: Option<(bool, BytesMut)>,
+    /// Frames written but not yet taken by the socket.
+    out: BytesMut,
+    /// Nothing more is read: the peer closed, the socket ended or failed, or a frame broke
+    /// the protocol or a limit.
+    read_done: bool,
+    /// This side sent its close: nothing more is sent.
+    sent_close: bool,
+    /// Writing failed: nothing more can be sent.
+    write_failed: bool,
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
+    /// A connection over `io` whose handshake is done; `read` holds what was read past the
+    /// handshake.
+    pub fn new(io: IO, role: Role, limits: Limits, read: BytesMut) -> Self {
+        Self {
+            io,
+            role,
+            limits,
+            read,
+            partial: None,
+            out: BytesMut::new(),
+            read_done: false,
+            sent_close: false,
+            write_failed: false,
+        }
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &IO {
+        &self.io
+    }
+
+    /// Queues `message` to be written with the next [`Conn::flush`].
+    pub fn feed(&mut self, message: Message) -> Result<(), Error> {
+        if self.sent_close || self.write_failed {
+            return Err(Error::Closed);
+        }
+        let (opcode, payload) = match message {
+            Message::Text(text) => (opcode::TEXT, Bytes::from(text)),
+            Message::Binary(data) => (opcode::BINARY, data),
+            Message::Ping(data) => (opcode::PING, control(data)),
+            Message::Pong(data) => (opcode::PONG, control(data)),
+            Message::Close(frame) => {
+                self.sent_close = true;
+                (opcode::CLOSE, close_payload(frame))
+            }
+            // Raw frames are not sent through this type.
+            Message::Frame(_) => return Err(Error::Protocol("a raw frame cannot be sent")),
+        };
+        self.put(opcode, &payload);
+        Ok(())
+    }
+
+    /// Writes what was queued.
+    pub async fn flush(&mut self) -> Result<(), Error> {
+        std::future::poll_fn(|cx| self.poll_flush_out(cx)).await
+    }
+
+    /// Writes `message` (and anything queued before it).
+    pub async fn send(&mut self, message: Message) -> Result<(), Error> {
+        self.feed(message)?;
+        self.flush().await
+    }
+
+    /// Closes this side: a close frame (if none was sent yet) with `frame`, then the socket's
+    /// write side. What the peer still sends may be read until its close.
+    pub async fn close(&mut self, frame: Option<CloseFrame>) -> Result<(), Error> {
+        if !self.sent_close && !self.write_failed {
+            self.feed(Message::Close(frame))?;
+        }
+        self.flush().await?;
+        self.io.shutdown().await.map_err(Error::Io)
+    }
+
+    fn put(&mut self, opcode: u8, payload: &[u8]) {
+        let mask = (self.role == Role::Client).then(mask_key);
+        put_frame(&mut self.out, opcode, payload, mask);
+    }
+
+    fn poll_flush_out(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        if self.write_failed {
+            return Poll::Ready(Err(Error::Closed));
+        }
+        let written = ready!(self.poll_write_out(cx));
+        let flushed = match written {
+            Ok(()) => ready!(Pin::new(&mut self.io).poll_flush(cx)),
+            Err(error) => Err(error),
+        };
+        Poll::Ready(flushed.map_err(|error| {
+            self.write_failed = true;
+            Error::Io(error)
+        }))
+    }
+
+    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.out.is_empty() {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.out))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.out.advance(n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Reads the connection's next message.
+    fn poll_read_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Message, Error>>> {
+        // Answers (pongs, the close echo) go out with reads too: a peer that only sends
+        // still gets them.
+        if !self.out.is_empty()
+            && !self.write_failed
+            && let Poll::Ready(Err(error)) = self.poll_write_out(cx)
+        {
+            self.write_failed = true;
+            self.read_done = true;
+            return Poll::Ready(Some(Err(Error::Io(error))));
+        }
+        loop {
+            if self.read_done {
+                return Poll::Ready(None);
+            }
+            match self.next_message() {
+                Ok(Some(message)) => return Poll::Ready(Some(Ok(message))),
+                Ok(None) => {}
+                Err(error) => {
+                    self.read_done = true;
+                    self.fail(&error);
+                    if !self.out.is_empty() && !self.write_failed {
+                        let _ = self.poll_write_out(cx);
+                    }
+                    return Poll::Ready(Some(Err(error)));
+                }
+            }
+            if self.read.capacity() - self.read.len() < READ_CHUNK / 4 {
+                self.read.reserve(READ_CHUNK);
+            }
+            match ready!(tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.read)) {
+                Ok(0) => {
+                    // An end without a close is the peer gone; one after it, the end.
+                    self.read_done = true;
+                    return Poll::Ready(None);
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    self.read_done = true;
+                    return Poll::Ready(Some(Err(Error::Io(error))));
+                }
+            }
+        }
+    }
+
+    /// Fails the connection as RFC 6455 says for `error`: a close with its code.
+    fn fail(&mut self, error: &Error) {
+        let code = match error {
+            Error::Protocol(_) => CloseCode::Protocol,
+            Error::Utf8 => CloseCode::Invalid,
+            // The caller says why (and may still send).
+            Error::TooLong { .. } | Error::Io(_) | Error::Closed => return,
+        };
+        if !self.sent_close && !self.write_failed {
+            let reason = Utf8Bytes::from(error.to_string());
+            let _ = self.feed(Message::Close(Some(CloseFrame { code, reason })));
+        }
+    }
+
+    /// The next whole message in the read buffer, if there is one.
+    fn next_message(&mut self) -> Result<Option<Message>, Error> {
+        loop {
+            let Some(header) = parse_header(&self.read)? else { return Ok(None) };
+            self.check(&header)?;
+            let whole = header.len + header.payload;
+            if self.read.len() < whole {
+                // Room for the rest of the frame, at once.
+                self.read.reserve(whole - self.read.len());
+                return Ok(None);
+            }
+            let mut payload = self.read.split_to(whole);
+            payload.advance(header.len);
+            if let Some(key) = header.mask {
+                apply_mask(&mut payload, key);
+            }
+            if let Some(message) = self.take(header, payload)? {
+                return Ok(Some(message));
+            }
+        }
+    }
+
+    /// Whether `header` may come now, from this peer, within the limits.
+    fn check(&self, header: &Header) -> Result<(), Error> {
+        let control = header.opcode >= opcode::CLOSE;
+        match header.opcode {
+            opcode::CONTINUATION if self.partial.is_none() => {
+                return Err(Error::Protocol("a continuation frame outside a fragmented message"));
+            }
+            opcode::TEXT | opcode::BINARY if self.partial.is_some() => {
+                return Err(Error::Protocol("a new message within a fragmented one"));
+            }
+            opcode::CONTINUATION | opcode::TEXT | opcode::BINARY | opcode::CLOSE | opcode::PING | opcode::PONG => {}
+            _ => return Err(Error::Protocol("an unknown opcode")),
+        }
+        match (self.role, header.mask.is_some()) {
+            (Role::Server, false) => return Err(Error::Protocol("a client's frame is not masked")),
+            (Role::Client, true) => return Err(Error::Protocol("a server's frame is masked")),
+            _ => {}
+        }
+        if control && (!header.fin || header.payload > MAX_CONTROL) {
+            return Err(Error::Protocol("a control frame is fragmented or longer than 125 bytes"));
+        }
+        if header.payload > self.limits.max_frame {
+            return Err(Error::TooLong { what: "frame", size: header.payload, max: self.limits.max_frame });
+        }
+        let so_far = self.partial.as_ref().map_or(0, |(_, bytes)| bytes.len());
+        if !control && so_far + header.payload > self.limits.max_message {
+            let size = so_far + header.payload;
+            return Err(Error::TooLong { what: "message", size, max: self.limits.max_message });
+        }
+        Ok(())
+    }
+
+    /// A frame's payload, unmasked: the message it ends, if any.
+    fn take(&mut self, header: Header, payload: BytesMut) -> Result<Option<Message>, Error> {
+        Ok(Some(match header.opcode {
+            opcode::PING => {
+                let payload = payload.freeze();
+                if !self.sent_close && !self.write_failed {
+                    self.put(opcode::PONG, &payload);
+                }
+                Message::Ping(payload)
+            }
+            opcode::PONG => Message::Pong(payload.freeze()),
+            opcode::CLOSE => {
+                let frame = parse_close(payload.freeze())?;
+                self.read_done = true;
+                if !self.sent_close && !self.write_failed {
+                    let echo = frame.as_ref().map(|f| CloseFrame { code: f.code, reason: Utf8Bytes::default() });
+                    let _ = self.feed(Message::Close(echo));
+                }
+                Message::Close(frame)
+            }
+            opcode::CONTINUATION => {
+                let Some((text, mut bytes)) = self.partial.take() else {
+                    return Err(Error::Protocol("a continuation frame outside a fragmented message"));
+                };
+                bytes.unsplit(payload);
+                if !header.fin {
+                    self.partial = Some((text, bytes));
+                    return Ok(None);
+                }
+                data(text, bytes.freeze())?
+            }
+            code => {
+                let text = code == opcode::TEXT;
+                if !header.fin {
+                    self.partial = Some((text, payload));
+                    return Ok(None);
+                }
+                data(text, payload.freeze())?
+            }
+        }))
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> Stream for Conn<IO> {
+    type Item = Result<Message, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_read_message(cx)
+    }
+}
+
+/// A whole data message.
+fn data(text: bool, payload: Bytes) -> Result<Message, Error> {
+    if !text {
+        return Ok(Message::Binary(payload));
+    }
+    Utf8Bytes::try_from(payload).map(Message::Text).map_err(|_| Error::Utf8)
+}
+
+/// The header at the start of `buf`, once all of it is there.
+fn parse_header(buf: &[u8]) -> Result<Option<Header>, Error> {
+    let [first, second, ..] = *buf else { return Ok(None) };
+    if first & 0x70 != 0 {
+        return Err(Error::Protocol("reserved bits are set, and no extension was agreed"));
+    }
+    let (payload, mut len) = match second & 0x7f {
+        126 => {
+            let Some(bytes) = buf.get(2..4) else { return Ok(None) };
+            (usize::from(u16::from_be_bytes([bytes[0], bytes[1]])), 4)
+        }
+        127 => {
+            let Some(bytes) = buf.get(2..10) else { return Ok(None) };
+            let length = u64::from_be_bytes(bytes.try_into().map_err(|_| Error::Protocol("a frame's length"))?);
+            if length >> 63 != 0 {
+                return Err(Error::Protocol("a frame's length has its most significant bit set"));
+            }
+            (usize::try_from(length).unwrap_or(usize::MAX), 10)
+        }
+        n => (usize::from(n), 2),
+    };
+    let mask = if second & 0x80 != 0 {
+        let Some(key) = buf.get(len..len + 4) else { return Ok(None) };
+        len += 4;
+        Some([key[0], key[1], key[2], key[3]])
+    } else {
+        None
+    };
+    Ok(Some(Header { fin: first & 0x80 != 0, opcode: first & 0x0f, mask, len, payload }))
+}
+
+/// A close frame's code and reason (none when its payload is empty).
+fn parse_close(payload: Bytes) -> Result<Option<CloseFrame>, Error> {
+    match payload.len() {
+        0 => return Ok(None),
+        1 => return Err(Error::Protocol("a close frame's payload is one byte")),
+        _ => {}
+    }
+    let code = CloseCode::from(u16::from_be_bytes([payload[0], payload[1]]));
+    if !code.is_allowed() {
+        return Err(Error::Protocol("a close frame's code is not one a peer may send"));
+    }
+    let reason = Utf8Bytes::try_from(payload.slice(2..)).map_err(|_| Error::Utf8)?;
+    Ok(Some(CloseFrame { code, reason }))
+}
+
+/// A close frame's payload: its code and reason, the reason cut (at a character) to fit.
+fn close_payload(frame: Option<CloseFrame>) -> Bytes {
+    let Some(CloseFrame { code, reason }) = frame else { return Bytes::new() };
+    let mut reason = reason.as_str();
+    while reason.len() > MAX_CONTROL - 2 {
+        let mut end = MAX_CONTROL - 2;
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason = &reason[..end];
+    }
+    let mut payload = BytesMut::with_capacity(2 + reason.len());
+    payload.put_u16(u16::from(code));
+    payload.put_slice(reason.as_bytes());
+    payload.freeze()
+}
+
+/// A control frame's payload, cut to what one may carry.
+fn control(mut data: Bytes) -> Bytes {
+    data.truncate(MAX_CONTROL);
+    data
+}
+
+/// Appends a whole (FIN) frame to `out`, masked with `mask` when given.
+fn put_frame(out: &mut BytesMut, opcode: u8, payload: &[u8], mask: Option<[u8; 4]>) {
+    out.reserve(14 + payload.len());
+    out.put_u8(0x80 | opcode);
+    let masked = if mask.is_some() { 0x80 } else { 0 };
+    match payload.len() {
+        n if n < 126 => out.put_u8(masked | n as u8),
+        n if n <= usize::from(u16::MAX) => {
+            out.put_u8(masked | 126);
+            out.put_u16(n as u16);
+        }
+        n => {
+            out.put_u8(masked | 127);
+            out.put_u64(n as u64);
+        }
+    }
+    let Some(key) = mask else {
+        out.put_slice(payload);
+        return;
+    };
+    out.put_slice(&key);
+    let start = out.len();
+    out.put_slice(payload);
+    apply_mask(&mut out[start..], key);
+}
+
+/// A client's mask key: unpredictable, as RFC 6455 (10.3) asks, from the thread's
+/// cryptographic generator (a ChaCha stream seeded from the OS, as tungstenite's).
+fn mask_key() -> [u8; 4] {
+    rand::random()
+}
+
+/// XORs `data` with the repeating `key` (masking and unmasking are the same).
+fn apply_mask(data: &mut [u8], key: [u8; 4]) {
+    let word = u64::from_ne_bytes([key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3]]);
+    let mut chunks = data.chunks_exact_mut(8);
+    for chunk in &mut chunks {
+        let mut bytes = [0; 8];
+        bytes.copy_from_slice(chunk);
+        chunk.copy_from_slice(&(u64::from_ne_bytes(bytes) ^ word).to_ne_bytes());
+    }
+    for (i, byte) in chunks.into_remainder().iter_mut().enumerate() {
+        *byte ^= key[i % 4];
+    }
+}
