@@ -75,7 +75,7 @@ impl Frame {
     fn is_audio(&self) -> bool {
         match self {
             Self::Binary(_) => true,
-            Self::Text(text) => ServerKind::peek(text.as_str()) == Some(ServerKind::AudioStream),
+            Self::Text(text) => ServerKind::AudioStream.is(text.as_str()),
         }
     }
 

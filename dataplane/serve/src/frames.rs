@@ -264,9 +264,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                     return Poll::Ready(Some(Err(error)));
                 }
             }
-            if self.read.capacity() - self.read.len() < READ_CHUNK / 4 {
-                self.read.reserve(READ_CHUNK);
-            }
+            // Room for a whole voice frame, so it comes in one read (a read that fills the
+            // room leaves the socket readable, and costs another read to learn it is not).
+            // With nothing else holding the buffer, this reuses it from its start.
+            self.read.reserve(READ_CHUNK);
             match ready!(tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.read)) {
                 Ok(0) => {
                     // An end without a close is the peer gone; one after it, the end.

@@ -106,11 +106,13 @@ pub(super) async fn run(relay: Relay) {
     let superseded = tokio_util::sync::CancellationToken::new();
     let mut directory = gateway.directory.clone();
     directory.mark_unchanged();
-    let idle = tokio::time::sleep_until(machine.idle_deadline().into());
-    tokio::pin!(idle);
+    // One timer for the idle deadline and the ping interval, set to the nearer: it is
+    // polled at every wake-up, and each timer polled costs (about 1 % of a voice relay's
+    // CPU apiece, BENCHMARKS.md `gateway`).
     let every = gateway.config.ping_interval;
-    let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut next_ping = Instant::now() + every;
+    let timer = tokio::time::sleep_until(machine.idle_deadline().min(next_ping).into());
+    tokio::pin!(timer);
     // Every read of the client's socket goes through it.
     let client_gate = Gate::new();
     let draining = gateway.store.is_shared().then(|| gateway.draining.clone());
@@ -145,16 +147,22 @@ pub(super) async fn run(relay: Relay) {
                     biased;
                     event = signals.next() => event,
                     Ok(()) = directory.changed(), if machine.pod_draining() => Event::DirectoryChanged,
-                    () = &mut idle => {
-                        idle.as_mut().reset(machine.idle_deadline().into());
-                        Event::IdleDue
-                    }
-                    _ = pings.tick() => {
-                        if gateway.budget.over() {
-                            machine.shed_replay();
-                        }
-                        state.account.set(SESSION_OVERHEAD + machine.held_bytes());
-                        Event::PingDue
+                    () = &mut timer => {
+                        let now = Instant::now();
+                        let event = if now >= next_ping {
+                            // The next ping an interval from now, however late this one is.
+                            next_ping = now + every;
+                            if gateway.budget.over() {
+                                machine.shed_replay();
+                            }
+                            state.account.set(SESSION_OVERHEAD + machine.held_bytes());
+                            Event::PingDue
+                        } else {
+                            // The machine tells a deadline that moved on from one that passed.
+                            Event::IdleDue
+                        };
+                        timer.as_mut().reset(machine.idle_deadline().min(next_ping).into());
+                        event
                     }
                     frame = client_gate.next(&mut client) => {
                         let frame = client_frame(frame);

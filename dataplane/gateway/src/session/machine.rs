@@ -268,7 +268,7 @@ impl Machine {
                 if self.limits.record && !text.starts_with(r#"{"type":"bidi_audio_input""#) {
                     self.push(Effect::Record(Recorded::Client(text.clone())));
                 }
-                self.forward_text(text.as_str());
+                self.forward_text(text);
             }
             ClientFrame::Binary(data) => self.send_runtime(UpMessage::Binary(data)),
             ClientFrame::Control => {}
@@ -284,11 +284,11 @@ impl Machine {
     /// A client's text frame for the runtime. A typed input goes with the gateway's id
     /// for it, and is tracked until the runtime takes it up ([`Kept::track`]) rather than
     /// kept as unsent.
-    pub(super) fn forward_text(&mut self, text: &str) {
-        if gateway_only(text) {
+    pub(super) fn forward_text(&mut self, text: Utf8Bytes) {
+        if gateway_only(text.as_str()) {
             return self.refuse_gateway_only();
         }
-        match self.kept.track(text) {
+        match self.kept.track(text.as_str()) {
             Some((frame, true)) => {
                 if self.runtime.is_some() {
                     self.push(Effect::Runtime { message: UpMessage::text(frame), keep: false });
@@ -296,7 +296,8 @@ impl Machine {
                 self.snapshot_now(None);
             }
             Some((frame, false)) => self.send_runtime(UpMessage::text(frame)),
-            None => self.send_runtime(UpMessage::text(text)),
+            // As it came, without a copy (audio, most of what a client sends).
+            None => self.send_runtime(UpMessage::Text(text)),
         }
     }
 
@@ -438,7 +439,7 @@ impl Machine {
     /// Hands a text message (not reply audio) to the conversation record, when kept.
     pub(super) fn record(&mut self, frame: &Frame) {
         if let (true, Frame::Text(text)) = (self.limits.record, frame)
-            && ServerKind::peek(text.as_str()) != Some(ServerKind::AudioStream)
+            && !ServerKind::AudioStream.is(text.as_str())
         {
             self.push(Effect::Record(Recorded::Server(text.clone())));
         }

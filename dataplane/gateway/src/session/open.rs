@@ -86,7 +86,7 @@ impl Machine {
             Purpose::Start { pending } => {
                 self.push(Effect::Note(Note::Routed));
                 if let Some(pending) = pending {
-                    self.forward_text(&pending);
+                    self.forward_text(pending.into());
                 }
             }
             Purpose::Handoff { from, return_to, resumed, .. } => {
