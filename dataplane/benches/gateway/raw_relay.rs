@@ -5,12 +5,14 @@
 //! client's frame unmasked and a text frame checked as UTF-8 — what the gateway needs to
 //! read a frame — and written to the other side: towards the runtime masked again with a
 //! fresh key, as a client must; towards the client as it came. No session, no replay, no
-//! limits, no control-frame handling (pings and closes pass through as frames).
+//! limits, no control-frame handling (pings and closes pass through as frames). Frames are
+//! written and unmasked with the gateway's own functions (`switchboard_serve::frames`).
 //!
 //! The mask keys come from `fastrand`, not a cryptographic generator: enough for a floor,
 //! not for a product's client leg.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
+use switchboard_serve::frames::{apply_mask, put_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -108,40 +110,4 @@ fn take_frame(buf: &mut BytesMut) -> Option<(u8, Bytes)> {
 /// A text frame must be UTF-8 (the gateway reads them).
 fn readable(first: u8, payload: &[u8]) -> bool {
     first & 0x0f != 1 || std::str::from_utf8(payload).is_ok()
-}
-
-fn put_frame(out: &mut BytesMut, first: u8, payload: &[u8], key: Option<[u8; 4]>) {
-    out.put_u8(first);
-    let masked = if key.is_some() { 0x80 } else { 0 };
-    match payload.len() {
-        n if n < 126 => out.put_u8(masked | n as u8),
-        n if n <= 0xffff => {
-            out.put_u8(masked | 126);
-            out.put_u16(n as u16);
-        }
-        n => {
-            out.put_u8(masked | 127);
-            out.put_u64(n as u64);
-        }
-    }
-    let Some(key) = key else {
-        out.put_slice(payload);
-        return;
-    };
-    out.put_slice(&key);
-    let start = out.len();
-    out.put_slice(payload);
-    apply_mask(&mut out[start..], key);
-}
-
-fn apply_mask(data: &mut [u8], key: [u8; 4]) {
-    let word = u32::from_ne_bytes(key);
-    let mut chunks = data.chunks_exact_mut(4);
-    for chunk in &mut chunks {
-        let masked = u32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) ^ word;
-        chunk.copy_from_slice(&masked.to_ne_bytes());
-    }
-    for (i, byte) in chunks.into_remainder().iter_mut().enumerate() {
-        *byte ^= key[i];
-    }
 }

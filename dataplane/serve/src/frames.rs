@@ -207,7 +207,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
 
     fn put(&mut self, opcode: u8, payload: &[u8]) {
         let mask = (self.role == Role::Client).then(mask_key);
-        put_frame(&mut self.out, opcode, payload, mask);
+        put_frame(&mut self.out, 0x80 | opcode, payload, mask);
     }
 
     fn poll_flush_out(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
@@ -479,10 +479,12 @@ fn control(mut data: Bytes) -> Bytes {
     data
 }
 
-/// Appends a whole (FIN) frame to `out`, masked with `mask` when given.
-fn put_frame(out: &mut BytesMut, opcode: u8, payload: &[u8], mask: Option<[u8; 4]>) {
+/// Appends a frame to `out`: its first byte (FIN, reserved bits, opcode) as given, its length,
+/// and its payload, masked with `mask` when given (a client's frame). Public for relays and
+/// tools that pass frames on without this type (the `gateway` bench's frame-level floor).
+pub fn put_frame(out: &mut BytesMut, first: u8, payload: &[u8], mask: Option<[u8; 4]>) {
     out.reserve(14 + payload.len());
-    out.put_u8(0x80 | opcode);
+    out.put_u8(first);
     let masked = if mask.is_some() { 0x80 } else { 0 };
     match payload.len() {
         n if n < 126 => out.put_u8(masked | n as u8),
@@ -512,7 +514,7 @@ fn mask_key() -> [u8; 4] {
 }
 
 /// XORs `data` with the repeating `key` (masking and unmasking are the same).
-fn apply_mask(data: &mut [u8], key: [u8; 4]) {
+pub fn apply_mask(data: &mut [u8], key: [u8; 4]) {
     let word = u64::from_ne_bytes([key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3]]);
     let mut chunks = data.chunks_exact_mut(8);
     for chunk in &mut chunks {

@@ -20,8 +20,7 @@ const KEY: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
 /// A frame as a peer writes it: FIN and opcode in `first`, masked with `mask`.
 fn frame(first: u8, payload: &[u8], mask: Option<[u8; 4]>) -> Vec<u8> {
     let mut out = BytesMut::new();
-    put_frame(&mut out, first & 0x0f, payload, mask);
-    out[0] = first;
+    put_frame(&mut out, first, payload, mask);
     out.to_vec()
 }
 
@@ -348,11 +347,9 @@ mod properties {
                 };
                 let fin = if n + 1 == parts.len() { 0x80 } else { 0 };
                 let key = [i as u8, n as u8, 0x5a, 0xc3];
-                let start = out.len();
-                put_frame(&mut out, opcode, part, Some(key));
-                out[start] = fin | opcode;
+                put_frame(&mut out, fin | opcode, part, Some(key));
                 if message.ping_after.contains(&n) && n + 1 < parts.len() {
-                    put_frame(&mut out, opcode::PING, b"between", Some(key));
+                    put_frame(&mut out, 0x80 | opcode::PING, b"between", Some(key));
                 }
             }
         }
