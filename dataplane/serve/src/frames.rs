@@ -139,6 +139,10 @@ pub struct Conn<IO> {
     sent_close: bool,
     /// Writing failed: nothing more can be sent.
     write_failed: bool,
+    /// The answer to the latest ping, waiting for what was queued before it to be written:
+    /// only the most recent ping needs one (RFC 6455, 5.5.3), so a peer that pings and does
+    /// not read cannot grow what is queued.
+    pong: Option<Bytes>,
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
@@ -155,6 +159,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             read_done: false,
             sent_close: false,
             write_failed: false,
+            pong: None,
         }
     }
 
@@ -226,21 +231,26 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     }
 
     fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while !self.out.is_empty() {
-            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.out))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        loop {
+            while !self.out.is_empty() {
+                let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.out))?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                self.out.advance(n);
             }
-            self.out.advance(n);
+            match self.pong.take() {
+                Some(pong) if !self.sent_close => self.put(opcode::PONG, &pong),
+                _ => return Poll::Ready(Ok(())),
+            }
         }
-        Poll::Ready(Ok(()))
     }
 
     /// Reads the connection's next message.
     fn poll_read_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Message, Error>>> {
         // Answers (pongs, the close echo) go out with reads too: a peer that only sends
         // still gets them.
-        if !self.out.is_empty()
+        if (!self.out.is_empty() || self.pong.is_some())
             && !self.write_failed
             && let Poll::Ready(Err(error)) = self.poll_write_out(cx)
         {
@@ -356,8 +366,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         Ok(Some(match header.opcode {
             opcode::PING => {
                 let payload = payload.freeze();
-                if !self.sent_close && !self.write_failed {
+                if self.sent_close || self.write_failed {
+                    // No answer after this side's close.
+                } else if self.out.is_empty() {
                     self.put(opcode::PONG, &payload);
+                } else {
+                    self.pong = Some(payload.clone());
                 }
                 Message::Ping(payload)
             }

@@ -165,6 +165,47 @@ async fn a_close_is_echoed_once_and_reading_ends_after_it() {
 }
 
 #[tokio::test]
+async fn a_peer_that_pings_and_does_not_read_gets_one_pong_queued_not_one_per_ping() {
+    // Room for a few frames each way: the peer's reads are what let pongs out.
+    let (ours, mut theirs) = tokio::io::duplex(256);
+    let mut conn = Conn::new(ours, Role::Server, LIMITS, BytesMut::new());
+    let pings: Vec<u8> =
+        (0..2000u32).flat_map(|i| frame(0x89, format!("ping {i:>14}").as_bytes(), Some(KEY))).collect();
+    let writer = tokio::spawn(async move {
+        theirs.write_all(&pings).await.expect("write");
+        theirs
+    });
+    for i in 0..2000u32 {
+        let message = next(&mut conn).await.expect("a ping").expect("valid");
+        assert_eq!(message, Message::Ping(format!("ping {i:>14}").into()));
+        // At most one pong (2 bytes of header, 20 of payload) waits, however many came.
+        assert!(conn.out.len() <= 22, "ping {i}: {} bytes queued", conn.out.len());
+    }
+    let mut theirs = writer.await.expect("the peer wrote every ping");
+    // The peer reads now: the pongs that fit while it did not, then the latest ping's.
+    let reader = tokio::spawn(async move {
+        let mut got = Vec::new();
+        theirs.read_to_end(&mut got).await.expect("read");
+        got
+    });
+    assert!(tokio::time::timeout(Duration::from_millis(300), conn.next()).await.is_err(), "nothing more to read");
+    drop(conn);
+    let got = reader.await.expect("the peer read");
+    let mut frames = Vec::new();
+    let mut buf = &got[..];
+    while let Some(header) = parse_header(buf).expect("valid") {
+        frames.push(buf[header.len..header.len + header.payload].to_vec());
+        buf = &buf[header.len + header.payload..];
+    }
+    assert_eq!(
+        frames.last().map(Vec::as_slice),
+        Some(format!("ping {:>14}", 1999).as_bytes()),
+        "the latest is answered"
+    );
+    assert!(frames.len() < 50, "{} pongs for 2000 pings", frames.len());
+}
+
+#[tokio::test]
 async fn a_socket_that_ends_without_a_close_ends_the_stream() {
     let (mut conn, peer) = server();
     drop(peer);
