@@ -27,11 +27,6 @@ use crate::auth::Refusal;
 
 pub use switchboard_serve::ServeError;
 
-/// The largest message (and frame) a runtime may send the gateway: tungstenite's default,
-/// as before the relay read frames itself. Runtimes are the gateway's own pods; a client's
-/// limit is `Config::max_message_bytes`.
-pub const RUNTIME_LIMITS: frames::Limits = frames::Limits { max_message: 64 << 20, max_frame: 16 << 20 };
-
 /// The conversation record's API ([`crate::record::api`]).
 pub const RECORD_PATH: &str = "/v1/sessions";
 

@@ -19,6 +19,11 @@ use tokio_tungstenite::tungstenite::Message;
 /// The WebSocket to a runtime pod.
 pub type Socket = Conn<TcpStream>;
 
+/// The largest message (and frame) a runtime may send the gateway: tungstenite's default,
+/// as before the relay read frames itself. Runtimes are the gateway's own pods; a client's
+/// limit is `Config::max_message_bytes`.
+pub const RUNTIME_LIMITS: frames::Limits = frames::Limits { max_message: 64 << 20, max_frame: 16 << 20 };
+
 /// What the runtime session is opened with.
 #[derive(Debug)]
 pub struct Opening<'a> {
@@ -76,7 +81,7 @@ pub async fn open(
         let tcp = TcpStream::connect(addr).await?;
         // Replies stream as many small frames (see the runtime's server).
         let _ = tcp.set_nodelay(true);
-        frames::connect(tcp, &addr.to_string(), opening.path, crate::server::RUNTIME_LIMITS).await
+        frames::connect(tcp, &addr.to_string(), opening.path, RUNTIME_LIMITS).await
     };
     let mut socket = tokio::time::timeout(timeout, connecting)
         .await

@@ -31,7 +31,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures_util::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Utf8Bytes;
@@ -43,16 +43,16 @@ pub use tokio_tungstenite::tungstenite::Message;
 mod handshake;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 pub use handshake::{HandshakeError, NotUpgrade, Upgrade, Upgraded, connect};
+use wire::{Header, MAX_CONTROL, close_payload, control, data, mask_key, opcode, parse_close, parse_header};
+pub use wire::{apply_mask, put_frame};
 
 /// How much the read buffer grows by when it needs room: a voice frame (640 bytes of audio
 /// from a client, about 1.3 KB of JSON from a runtime) comes whole in one read; a larger
 /// frame grows it to the frame's size, once its header is read.
 pub const READ_CHUNK: usize = 2 * 1024;
-
-/// The longest control frame payload (RFC 6455, 5.5).
-const MAX_CONTROL: usize = 125;
 
 /// Which end of the connection this is: a server reads masked frames and writes unmasked
 /// ones, a client the other way round.
@@ -101,26 +101,6 @@ pub enum Error {
     Closed,
 }
 
-/// A frame's first two bytes and length, read from the buffer's start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Header {
-    fin: bool,
-    opcode: u8,
-    mask: Option<[u8; 4]>,
-    /// Header bytes (with the mask key).
-    len: usize,
-    payload: usize,
-}
-
-mod opcode {
-    pub const CONTINUATION: u8 = 0;
-    pub const TEXT: u8 = 1;
-    pub const BINARY: u8 = 2;
-    pub const CLOSE: u8 = 8;
-    pub const PING: u8 = 9;
-    pub const PONG: u8 = 10;
-}
-
 /// A WebSocket connection over `IO`, after the handshake.
 #[derive(Debug)]
 pub struct Conn<IO> {
@@ -161,11 +141,6 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             write_failed: false,
             pong: None,
         }
-    }
-
-    /// The socket.
-    pub fn get_ref(&self) -> &IO {
-        &self.io
     }
 
     /// Queues `message` to be written with the next [`Conn::flush`].
@@ -246,15 +221,25 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         }
     }
 
+    /// Writes what is queued as far as the socket takes it now, without waiting.
+    fn write_answers(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        if self.write_failed || (self.out.is_empty() && self.pong.is_none()) {
+            return Ok(());
+        }
+        match self.poll_write_out(cx) {
+            Poll::Ready(Err(error)) => {
+                self.write_failed = true;
+                Err(error)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Reads the connection's next message.
     fn poll_read_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Message, Error>>> {
         // Answers (pongs, the close echo) go out with reads too: a peer that only sends
         // still gets them.
-        if (!self.out.is_empty() || self.pong.is_some())
-            && !self.write_failed
-            && let Poll::Ready(Err(error)) = self.poll_write_out(cx)
-        {
-            self.write_failed = true;
+        if let Err(error) = self.write_answers(cx) {
             self.read_done = true;
             return Poll::Ready(Some(Err(Error::Io(error))));
         }
@@ -268,9 +253,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 Err(error) => {
                     self.read_done = true;
                     self.fail(&error);
-                    if !self.out.is_empty() && !self.write_failed {
-                        let _ = self.poll_write_out(cx);
-                    }
+                    // The error is what the caller needs; a write failure shows at its next send.
+                    let _ = self.write_answers(cx);
                     return Poll::Ready(Some(Err(error)));
                 }
             }
@@ -301,10 +285,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             // The caller says why (and may still send).
             Error::TooLong { .. } | Error::Io(_) | Error::Closed => return,
         };
-        if !self.sent_close && !self.write_failed {
-            let reason = Utf8Bytes::from(error.to_string());
-            let _ = self.feed(Message::Close(Some(CloseFrame { code, reason })));
-        }
+        // Refused (and nothing to do) once this side closed or its writes failed.
+        let reason = Utf8Bytes::from(error.to_string());
+        let _ = self.feed(Message::Close(Some(CloseFrame { code, reason })));
     }
 
     /// The next whole message in the read buffer, if there is one.
@@ -366,11 +349,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         Ok(Some(match header.opcode {
             opcode::PING => {
                 let payload = payload.freeze();
-                if self.sent_close || self.write_failed {
-                    // No answer after this side's close.
-                } else if self.out.is_empty() {
-                    self.put(opcode::PONG, &payload);
-                } else {
+                // Written with the next read or write, replacing an earlier ping's answer
+                // not written yet (none after this side's close).
+                if !self.sent_close {
                     self.pong = Some(payload.clone());
                 }
                 Message::Ping(payload)
@@ -379,10 +360,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             opcode::CLOSE => {
                 let frame = parse_close(payload.freeze())?;
                 self.read_done = true;
-                if !self.sent_close && !self.write_failed {
-                    let echo = frame.as_ref().map(|f| CloseFrame { code: f.code, reason: Utf8Bytes::default() });
-                    let _ = self.feed(Message::Close(echo));
-                }
+                // The echo; refused (and nothing to do) if this side closed first.
+                let echo = frame.as_ref().map(|f| CloseFrame { code: f.code, reason: Utf8Bytes::default() });
+                let _ = self.feed(Message::Close(echo));
                 Message::Close(frame)
             }
             opcode::CONTINUATION => {
@@ -413,130 +393,5 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Stream for Conn<IO> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.get_mut().poll_read_message(cx)
-    }
-}
-
-/// A whole data message.
-fn data(text: bool, payload: Bytes) -> Result<Message, Error> {
-    if !text {
-        return Ok(Message::Binary(payload));
-    }
-    Utf8Bytes::try_from(payload).map(Message::Text).map_err(|_| Error::Utf8)
-}
-
-/// The header at the start of `buf`, once all of it is there.
-fn parse_header(buf: &[u8]) -> Result<Option<Header>, Error> {
-    let [first, second, ..] = *buf else { return Ok(None) };
-    if first & 0x70 != 0 {
-        return Err(Error::Protocol("reserved bits are set, and no extension was agreed"));
-    }
-    let (payload, mut len) = match second & 0x7f {
-        126 => {
-            let Some(bytes) = buf.get(2..4) else { return Ok(None) };
-            (usize::from(u16::from_be_bytes([bytes[0], bytes[1]])), 4)
-        }
-        127 => {
-            let Some(bytes) = buf.get(2..10) else { return Ok(None) };
-            let length = u64::from_be_bytes(bytes.try_into().map_err(|_| Error::Protocol("a frame's length"))?);
-            if length >> 63 != 0 {
-                return Err(Error::Protocol("a frame's length has its most significant bit set"));
-            }
-            (usize::try_from(length).unwrap_or(usize::MAX), 10)
-        }
-        n => (usize::from(n), 2),
-    };
-    let mask = if second & 0x80 != 0 {
-        let Some(key) = buf.get(len..len + 4) else { return Ok(None) };
-        len += 4;
-        Some([key[0], key[1], key[2], key[3]])
-    } else {
-        None
-    };
-    Ok(Some(Header { fin: first & 0x80 != 0, opcode: first & 0x0f, mask, len, payload }))
-}
-
-/// A close frame's code and reason (none when its payload is empty).
-fn parse_close(payload: Bytes) -> Result<Option<CloseFrame>, Error> {
-    match payload.len() {
-        0 => return Ok(None),
-        1 => return Err(Error::Protocol("a close frame's payload is one byte")),
-        _ => {}
-    }
-    let code = CloseCode::from(u16::from_be_bytes([payload[0], payload[1]]));
-    if !code.is_allowed() {
-        return Err(Error::Protocol("a close frame's code is not one a peer may send"));
-    }
-    let reason = Utf8Bytes::try_from(payload.slice(2..)).map_err(|_| Error::Utf8)?;
-    Ok(Some(CloseFrame { code, reason }))
-}
-
-/// A close frame's payload: its code and reason, the reason cut (at a character) to fit.
-fn close_payload(frame: Option<CloseFrame>) -> Bytes {
-    let Some(CloseFrame { code, reason }) = frame else { return Bytes::new() };
-    let mut reason = reason.as_str();
-    while reason.len() > MAX_CONTROL - 2 {
-        let mut end = MAX_CONTROL - 2;
-        while !reason.is_char_boundary(end) {
-            end -= 1;
-        }
-        reason = &reason[..end];
-    }
-    let mut payload = BytesMut::with_capacity(2 + reason.len());
-    payload.put_u16(u16::from(code));
-    payload.put_slice(reason.as_bytes());
-    payload.freeze()
-}
-
-/// A control frame's payload, cut to what one may carry.
-fn control(mut data: Bytes) -> Bytes {
-    data.truncate(MAX_CONTROL);
-    data
-}
-
-/// Appends a frame to `out`: its first byte (FIN, reserved bits, opcode) as given, its length,
-/// and its payload, masked with `mask` when given (a client's frame). Public for relays and
-/// tools that pass frames on without this type (the `gateway` bench's frame-level floor).
-pub fn put_frame(out: &mut BytesMut, first: u8, payload: &[u8], mask: Option<[u8; 4]>) {
-    out.reserve(14 + payload.len());
-    out.put_u8(first);
-    let masked = if mask.is_some() { 0x80 } else { 0 };
-    match payload.len() {
-        n if n < 126 => out.put_u8(masked | n as u8),
-        n if n <= usize::from(u16::MAX) => {
-            out.put_u8(masked | 126);
-            out.put_u16(n as u16);
-        }
-        n => {
-            out.put_u8(masked | 127);
-            out.put_u64(n as u64);
-        }
-    }
-    let Some(key) = mask else {
-        out.put_slice(payload);
-        return;
-    };
-    out.put_slice(&key);
-    let start = out.len();
-    out.put_slice(payload);
-    apply_mask(&mut out[start..], key);
-}
-
-/// A client's mask key: unpredictable, as RFC 6455 (10.3) asks, from the thread's
-/// cryptographic generator (a ChaCha stream seeded from the OS, as tungstenite's).
-fn mask_key() -> [u8; 4] {
-    rand::random()
-}
-
-/// XORs `data` with the repeating `key` (masking and unmasking are the same).
-pub fn apply_mask(data: &mut [u8], key: [u8; 4]) {
-    let word = u64::from_ne_bytes([key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3]]);
-    let mut chunks = data.chunks_exact_mut(8);
-    for chunk in &mut chunks {
-        let mut bytes = [0; 8];
-        bytes.copy_from_slice(chunk);
-        chunk.copy_from_slice(&(u64::from_ne_bytes(bytes) ^ word).to_ne_bytes());
-    }
-    for (i, byte) in chunks.into_remainder().iter_mut().enumerate() {
-        *byte ^= key[i % 4];
     }
 }

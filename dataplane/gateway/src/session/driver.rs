@@ -205,7 +205,7 @@ async fn carry_out(
     gateway: &Arc<Gateway>,
     machine: &mut Machine,
     state: &mut State,
-    client_tx: &mut Client,
+    client: &mut Client,
     superseded: &tokio_util::sync::CancellationToken,
     span: &tracing::Span,
 ) {
@@ -215,7 +215,7 @@ async fn carry_out(
                 if state.client_done {
                     continue;
                 }
-                if let Err(failure) = send_client(client_tx, frame).await {
+                if let Err(failure) = send_client(client, frame).await {
                     state.client_done = true;
                     feed(gateway, machine, Event::ClientSendFailed(failure));
                 }
@@ -224,7 +224,7 @@ async fn carry_out(
                 // The key's session slot first, so a client that reconnects at once gets in.
                 state.admission = None;
                 state.client_done = true;
-                close_client(client_tx, close).instrument(span.clone()).await;
+                close_client(client, close).instrument(span.clone()).await;
             }
             Effect::Runtime { message, keep } => {
                 let Some(up) = state.upstream.as_mut() else {
@@ -242,7 +242,7 @@ async fn carry_out(
             }
             Effect::PingClient => {
                 if !state.client_done
-                    && let Err(failure) = send_client_message(client_tx, Message::Ping(Bytes::new())).await
+                    && let Err(failure) = send_client_message(client, Message::Ping(Bytes::new())).await
                 {
                     state.client_done = true;
                     feed(gateway, machine, Event::ClientSendFailed(failure));

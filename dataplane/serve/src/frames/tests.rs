@@ -274,12 +274,12 @@ async fn tungstenites_client_talks_to_the_server_side_at_every_length_form() {
     while let Some(Ok(_)) = client.next().await {}
 
     // A request that is not an upgrade is refused with a status that says why.
-    let response = reqwest_like_get(addr).await;
+    let response = plain_get(addr).await;
     assert!(response.starts_with("HTTP/1.1 400") && response.contains("Connection header"), "{response}");
 }
 
 /// A plain GET of the WebSocket path, its response as text.
-async fn reqwest_like_get(addr: std::net::SocketAddr) -> String {
+async fn plain_get(addr: std::net::SocketAddr) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     stream.write_all(b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.expect("write");
     let mut response = String::new();

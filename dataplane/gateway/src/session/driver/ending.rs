@@ -21,7 +21,7 @@ pub(super) async fn finish(
     ending: Ending,
     parked: Option<(String, Parked)>,
     mut state: State,
-    client_tx: &mut Client,
+    client: &mut Client,
 ) {
     if let Some(keeper) = state.keeper.take() {
         keeper.stop().await;
@@ -84,7 +84,7 @@ pub(super) async fn finish(
             }
             gateway.metrics.refused.with_label_values(&["no_runtime"]).inc();
             let message = ServerMessage::error(ErrorCode::NoRuntime, format!("{message}; resume again shortly"), false);
-            let _ = client_tx.send(Message::text(message.to_json())).await;
+            let _ = client.send(Message::text(message.to_json())).await;
             Some((close_code::TRY_AGAIN_LATER, "no runtime".to_owned()))
         }
     };
@@ -92,7 +92,7 @@ pub(super) async fn finish(
     if let Some(close) = close
         && !state.client_done
     {
-        close_client(client_tx, close).await;
+        close_client(client, close).await;
     }
 }
 
