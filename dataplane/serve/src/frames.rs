@@ -164,6 +164,20 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         Ok(())
     }
 
+    /// Whether the next read takes a message from the read buffer, without the socket: a
+    /// whole frame waits there that ends a message (or is a control frame). A relay that
+    /// has more to forward at once may hold its writes for it.
+    pub fn frame_buffered(&self) -> bool {
+        !self.read_done
+            && matches!(parse_header(&self.read), Ok(Some(header))
+                if self.read.len() >= header.len + header.payload && (header.fin || header.opcode >= opcode::CLOSE))
+    }
+
+    /// The bytes queued and not yet written.
+    pub fn queued(&self) -> usize {
+        self.out.len()
+    }
+
     /// Writes what was queued.
     pub async fn flush(&mut self) -> Result<(), Error> {
         std::future::poll_fn(|cx| self.poll_flush_out(cx)).await

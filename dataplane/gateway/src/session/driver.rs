@@ -21,7 +21,7 @@ use crate::auth::Admission;
 use crate::balancer::Lease;
 use crate::budget::{Account, SESSION_OVERHEAD};
 use crate::record::SessionLog;
-use crate::resume::{Frame, Parked};
+use crate::resume::Parked;
 use crate::upstream::{self, Opening, Socket};
 
 mod ending;
@@ -65,6 +65,9 @@ struct State {
     live: Option<String>,
     /// The client's socket was closed (moved elsewhere) or failed: no more sends.
     client_done: bool,
+    /// Messages for the client wait in its socket's buffer, to be written together with
+    /// those of the runtime's frames already read ([`more_for_client`]).
+    client_queued: bool,
     admission: Option<Admission>,
     /// What the session holds, toward the gateway's memory budget (refreshed at every
     /// ping interval; cheap enough, but not for every frame).
@@ -94,6 +97,7 @@ pub(super) async fn run(relay: Relay) {
         upstream: None,
         live: None,
         client_done: false,
+        client_queued: false,
         admission: Some(admission),
         account,
         log,
@@ -119,6 +123,14 @@ pub(super) async fn run(relay: Relay) {
     let mut signals = Signals::watch(draining, superseded.clone(), taken, gateway.shutdown.clone());
     loop {
         carry_out(&gateway, &mut machine, &mut state, &mut client, &superseded, &span).await;
+        if state.client_queued && !more_for_client(&machine, &state, &client) {
+            state.client_queued = false;
+            if let Err(failure) = flush_client(&mut client).await {
+                state.client_done = true;
+                feed(&gateway, &mut machine, Event::ClientSendFailed(failure));
+                continue;
+            }
+        }
         let event = match machine.phase() {
             Phase::Opening(request) => {
                 let request = (**request).clone();
@@ -215,9 +227,11 @@ async fn carry_out(
                 if state.client_done {
                     continue;
                 }
-                if let Err(failure) = send_client(client, frame).await {
+                if client.feed(frame.into_message()).is_ok() {
+                    state.client_queued = true;
+                } else {
                     state.client_done = true;
-                    feed(gateway, machine, Event::ClientSendFailed(failure));
+                    feed(gateway, machine, Event::ClientSendFailed(SendFailure::Gone));
                 }
             }
             Effect::CloseClient(close) => {
@@ -440,13 +454,30 @@ fn runtime_frame(frame: Option<Result<Message, frames::Error>>) -> RuntimeFrame 
     }
 }
 
-/// Sends a message to the client: `Err` when its socket failed or it does not read.
-async fn send_client(client: &mut Client, frame: Frame) -> Result<(), SendFailure> {
-    send_client_message(client, frame.into_message()).await
+/// Most bytes held for the client while the runtime's frames already read are relayed.
+const MOST_QUEUED: usize = 64 * 1024;
+
+/// Whether the client's queued messages may wait for more: the runtime's next frame is
+/// already read, so it is relayed first and both go out in one write (a voice reply's
+/// frames often come several to a read). The wait is the time to relay what is in memory.
+fn more_for_client(machine: &Machine, state: &State, client: &Client) -> bool {
+    matches!(machine.phase(), Phase::Live)
+        && client.queued() < MOST_QUEUED
+        && state.upstream.as_ref().is_some_and(|up| up.ws.frame_buffered())
 }
 
+/// Writes what is queued for the client: `Err` when its socket failed or it does not read.
+async fn flush_client(client: &mut Client) -> Result<(), SendFailure> {
+    sent(switchboard_serve::ws::within(SLOW_CLIENT, client.flush()).await)
+}
+
+/// Sends a message to the client (after what is queued).
 async fn send_client_message(client: &mut Client, message: Message) -> Result<(), SendFailure> {
-    match switchboard_serve::ws::within(SLOW_CLIENT, client.send(message)).await {
+    sent(switchboard_serve::ws::within(SLOW_CLIENT, client.send(message)).await)
+}
+
+fn sent(result: Result<Result<(), frames::Error>, tokio::time::error::Elapsed>) -> Result<(), SendFailure> {
+    match result {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(SendFailure::Gone),
         Err(_) => Err(SendFailure::Slow),

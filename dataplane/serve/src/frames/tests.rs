@@ -104,6 +104,37 @@ async fn fragments_come_as_one_message_with_a_ping_between_them_answered() {
 }
 
 #[tokio::test]
+async fn a_whole_message_or_control_frame_first_in_the_read_buffer_counts_as_buffered() {
+    let (mut conn, mut peer) = server();
+    assert!(!conn.frame_buffered(), "nothing read yet");
+    let mut bytes = frame(0x82, &[9], Some(KEY));
+    bytes.extend(frame(0x89, b"ping", Some(KEY)));
+    bytes.extend(frame(0x01, b"hel", Some(KEY)));
+    bytes.extend(frame(0x80, b"lo", Some(KEY)));
+    let half = frame(0x82, &[1, 2, 3, 4], Some(KEY));
+    bytes.extend(&half[..half.len() - 2]);
+    peer.write_all(&bytes).await.expect("write");
+    assert_eq!(next(&mut conn).await.expect("a message").expect("valid"), Message::binary(vec![9]));
+    assert!(conn.frame_buffered(), "a ping comes next");
+    assert_eq!(next(&mut conn).await.expect("a message").expect("valid"), Message::Ping("ping".into()));
+    assert!(!conn.frame_buffered(), "a fragment that ends no message comes next");
+    assert_eq!(next(&mut conn).await.expect("a message").expect("valid"), Message::text("hello"));
+    assert!(!conn.frame_buffered(), "half a frame");
+    peer.write_all(&half[half.len() - 2..]).await.expect("write");
+    assert_eq!(next(&mut conn).await.expect("a message").expect("valid"), Message::binary(vec![1, 2, 3, 4]));
+    assert!(!conn.frame_buffered());
+
+    // What is fed waits until a flush (the pong went out with the next read).
+    conn.feed(Message::text("one")).expect("open");
+    conn.feed(Message::text("two")).expect("open");
+    assert_eq!(conn.queued(), 2 * (2 + 3), "two frames");
+    conn.flush().await.expect("flushed");
+    assert_eq!(conn.queued(), 0);
+    let got = sent(&mut peer).await;
+    assert_eq!(got, vec![(0x8a, b"ping".to_vec()), (0x81, b"one".to_vec()), (0x81, b"two".to_vec())]);
+}
+
+#[tokio::test]
 async fn each_protocol_violation_fails_the_connection_with_its_close_code() {
     let cases: Vec<(Vec<u8>, u16, &str)> = vec![
         (frame(0x82, b"x", None), 1002, "not masked"),
