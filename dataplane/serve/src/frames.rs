@@ -170,7 +170,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     pub fn frame_buffered(&self) -> bool {
         !self.read_done
             && matches!(parse_header(&self.read), Ok(Some(header))
-                if self.read.len() >= header.len + header.payload && (header.fin || header.opcode >= opcode::CLOSE))
+                if self.read.len() >= header.frame_len() && (header.fin || header.is_control()))
     }
 
     /// The bytes queued and not yet written.
@@ -309,7 +309,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         loop {
             let Some(header) = parse_header(&self.read)? else { return Ok(None) };
             self.check(&header)?;
-            let whole = header.len + header.payload;
+            let whole = header.frame_len();
             if self.read.len() < whole {
                 // Room for the rest of the frame, at once.
                 self.read.reserve(whole - self.read.len());
@@ -328,7 +328,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
 
     /// Whether `header` may come now, from this peer, within the limits.
     fn check(&self, header: &Header) -> Result<(), Error> {
-        let control = header.opcode >= opcode::CLOSE;
+        let control = header.is_control();
         match header.opcode {
             opcode::CONTINUATION if self.partial.is_none() => {
                 return Err(Error::Protocol("a continuation frame outside a fragmented message"));

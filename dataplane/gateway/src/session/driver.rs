@@ -66,7 +66,10 @@ struct State {
     /// The client's socket was closed (moved elsewhere) or failed: no more sends.
     client_done: bool,
     /// Messages for the client wait in its socket's buffer, to be written together with
-    /// those of the runtime's frames already read ([`more_for_client`]).
+    /// those of the runtime's frames already read ([`more_for_client`]). Not the same as
+    /// the socket having bytes queued: the socket's own answers (pongs, a close echo) go
+    /// out with its reads, and the relay does not wait on a client that reads nothing for
+    /// them.
     client_queued: bool,
     admission: Option<Admission>,
     /// What the session holds, toward the gateway's memory budget (refreshed at every

@@ -21,6 +21,18 @@ pub(super) struct Header {
     pub(super) payload: usize,
 }
 
+impl Header {
+    /// Close, ping or pong (opcodes 8 and up).
+    pub(super) fn is_control(&self) -> bool {
+        self.opcode >= opcode::CLOSE
+    }
+
+    /// The whole frame's length: header and payload.
+    pub(super) fn frame_len(&self) -> usize {
+        self.len + self.payload
+    }
+}
+
 /// The frame types (RFC 6455, 5.2).
 pub(super) mod opcode {
     pub const CONTINUATION: u8 = 0;
