@@ -22,8 +22,8 @@ use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
 #[derive(Debug, Args)]
 pub struct TestArgs {
     /// Scenario files, folders of them, or folders of agents with their scenarios in
-    /// `tests/` (e.g. `examples/banking`). A scenario's agents are the folder above its own
-    /// unless --agents says otherwise.
+    /// `tests/` (e.g. `examples/banking`). The agents of a scenario in a `tests` folder are
+    /// the folder above it, unless --agents says otherwise; elsewhere --agents names them.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 

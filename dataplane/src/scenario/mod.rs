@@ -134,8 +134,8 @@ impl FactsCache {
     }
 
     /// The first of `candidates` that holds agents. A guessed folder whose YAML cannot be
-    /// read is not a folder of agents (a scenario folder under `/tmp` must not fail on
-    /// whatever else lies there); one whose agents are invalid is still an error.
+    /// read is not a folder of agents (it may hold other YAML); one whose agents are invalid
+    /// is still an error.
     fn agents_among(&mut self, candidates: &[Option<&Path>]) -> Result<Option<PathBuf>, CheckError> {
         for dir in candidates.iter().flatten() {
             match self.get(dir) {
@@ -160,6 +160,14 @@ fn parent(path: &Path) -> Option<&Path> {
     }
 }
 
+/// The folder of agents whose `tests` folder `dir` is (the layout scenarios live in). Another
+/// folder's parent is not guessed at: it may be anything, `/tmp` included, and a folder of
+/// agents is read whole, subfolders too (a scenario folder in `/tmp` read every agent that
+/// other programs left under `/tmp`, and failed on theirs).
+fn tests_owner(dir: Option<&Path>) -> Option<&Path> {
+    dir.filter(|dir| dir.file_name() == Some(std::ffi::OsStr::new(TESTS_FOLDER))).and_then(parent)
+}
+
 /// The scenario files `paths` name, each with its folder of agents (`agents` overrides).
 fn discover(
     paths: &[PathBuf],
@@ -170,12 +178,11 @@ fn discover(
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|source| SuiteError::Io { path: path.clone(), source })?;
         let (files, candidates): (Vec<PathBuf>, Vec<Option<&Path>>) = if meta.is_file() {
-            let dir = parent(path);
-            (vec![path.clone()], vec![dir, dir.and_then(parent)])
+            (vec![path.clone()], vec![tests_owner(parent(path))])
         } else if path.join(TESTS_FOLDER).is_dir() {
             (yaml_files(&path.join(TESTS_FOLDER))?, vec![Some(path.as_path())])
         } else {
-            (yaml_files(path)?, vec![parent(path)])
+            (yaml_files(path)?, vec![tests_owner(Some(path.as_path()))])
         };
         if files.is_empty() {
             return Err(SuiteError::NoScenarios(path.display().to_string()));

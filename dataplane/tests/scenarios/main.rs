@@ -360,6 +360,39 @@ fn speech_steps_send_a_wav_file_or_words_rendered_for_the_simulator() {
     let _ = std::fs::remove_dir_all(&audio);
 }
 
+/// An Agent whose Persona and Workflow do not exist.
+const LOST_AGENT: &str = "\
+apiVersion: switchboard.dev/v1alpha1
+kind: Agent
+metadata: {name: lost}
+spec:
+  mode: text
+  personaRef: {name: nobody}
+  workflowRef: {name: nowhere}
+";
+
+#[test]
+fn only_a_tests_folder_has_its_parent_read_as_its_agents() {
+    // A folder holding an invalid Agent, as `/tmp` may hold another program's.
+    let parent = scenario_dir(&[("lost.yaml", LOST_AGENT)]);
+    let scenario =
+        std::fs::read_to_string(root().join("examples/banking/tests/unknown-request.yaml")).expect("scenario");
+    for folder in ["scenarios", "tests"] {
+        std::fs::create_dir_all(parent.join(folder)).expect("a folder");
+        std::fs::write(parent.join(folder).join("unknown.yaml"), &scenario).expect("the scenario is written");
+    }
+    // A folder of another name is not taken for part of its parent's agents.
+    let out = switchboard_test(&[parent.join("scenarios").to_str().expect("utf-8"), "--check"]);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    // A `tests` folder (or a file in one) is: its agents are read and an invalid one refused.
+    for path in [parent.join("tests"), parent.join("tests/unknown.yaml")] {
+        let out = switchboard_test(&[path.to_str().expect("utf-8"), "--check"]);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success() && stderr.contains("PersonaNotFound"), "{}: {stderr}", path.display());
+    }
+    let _ = std::fs::remove_dir_all(&parent);
+}
+
 /// Stops the child process when dropped.
 struct Child(std::process::Child);
 
