@@ -79,7 +79,15 @@ pub struct GatewayConfig {
     /// Bytes all sessions together may hold before new ones are refused with 1013
     /// ([`budget`]); none: no budget.
     pub memory_budget: Option<usize>,
+    /// The listener's header read (and keep-alive idle) timeout and its connection cap
+    /// (WebSockets included; more are answered 503 and closed). Default: 10 s, and
+    /// `max_sessions` plus [`CONNECTION_HEADROOM`].
+    pub http: switchboard_serve::Limits,
 }
+
+/// Connections a gateway takes beyond its session limit by default: clients told why they
+/// are refused, health checks, scrapes, record queries.
+pub const CONNECTION_HEADROOM: usize = 1024;
 
 impl GatewayConfig {
     /// The most one session holds: its replay buffer, what is kept of it, and its
@@ -91,9 +99,10 @@ impl GatewayConfig {
 
 impl Default for GatewayConfig {
     fn default() -> Self {
+        let max_sessions = 10_000;
         Self {
             max_message_bytes: 64 * 1024,
-            max_sessions: 10_000,
+            max_sessions,
             start_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(30),
@@ -107,6 +116,10 @@ impl Default for GatewayConfig {
             ping_interval: Duration::from_secs(5),
             ping_timeout: Duration::from_secs(15),
             memory_budget: None,
+            http: switchboard_serve::Limits {
+                max_connections: max_sessions + CONNECTION_HEADROOM,
+                ..switchboard_serve::Limits::default()
+            },
         }
     }
 }

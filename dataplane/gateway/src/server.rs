@@ -196,6 +196,11 @@ impl Server {
             // Until every proxy has dropped this replica, connections still arrive: they are
             // answered (1013, try again) rather than refused by a closed listener.
             linger: gateway.config.shutdown_delay,
+            limits: gateway.config.http,
+            on_refused: {
+                let refused = gateway.metrics.refused.with_label_values(&["max_connections"]);
+                switchboard_serve::OnRefused::new(move || refused.inc())
+            },
         };
         drain.serve(self.listener, routes, stop).await
     }

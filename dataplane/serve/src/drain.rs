@@ -7,47 +7,40 @@
 //!    accepting, so a late connection is answered, not refused by a closed port.
 //! 3. `shutdown` fires: the remaining sessions close (each says why) and the server stops,
 //!    after at most five more seconds for them to say it.
+//!
+//! The server itself, with its timeouts and connection cap, is [`crate::server`].
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::server::{self, Limits, OnRefused};
+
 /// The server could not start or failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The address is not usable.
+    #[error("cannot listen on {addr}: {source}; pick another address or port")]
     Listen {
         /// The address.
         addr: SocketAddr,
         /// Why.
-        message: String,
+        #[source]
+        source: std::io::Error,
     },
     /// Serving failed.
+    #[error("the HTTP server failed: {0}")]
     Serve(String),
 }
 
-impl std::fmt::Display for ServeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Listen { addr, message } => {
-                write!(f, "cannot listen on {addr}: {message}; pick another address or port")
-            }
-            Self::Serve(message) => write!(f, "the HTTP server failed: {message}"),
-        }
-    }
-}
-
-impl std::error::Error for ServeError {}
-
 /// Binds `addr`, naming it in the error.
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr).await.map_err(|e| ServeError::Listen { addr, message: e.to_string() })
+    TcpListener::bind(addr).await.map_err(|source| ServeError::Listen { addr, source })
 }
 
 /// What draining needs of a server's state.
@@ -63,6 +56,10 @@ pub struct Drain {
     pub timeout: Duration,
     /// The least time the listener keeps accepting after `stop` (zero: none).
     pub linger: Duration,
+    /// The listener's timeouts and connection cap.
+    pub limits: Limits,
+    /// Counts connections refused past the cap.
+    pub on_refused: OnRefused,
 }
 
 impl Drain {
@@ -73,16 +70,7 @@ impl Drain {
         app: Router,
         stop: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        // Replies stream as many small frames: without TCP_NODELAY, Nagle's algorithm holds
-        // a frame back until the previous one is acknowledged (tens of ms with delayed ACKs).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
-        let stopped = self.shutdown.clone();
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await });
-        let serving = tokio::spawn(async move { serve.await });
+        let serving = tokio::spawn(server::serve(listener, app, self.limits, self.on_refused, self.shutdown.clone()));
         stop.await;
         tracing::info!(sessions = self.tracker.len(), "draining: readiness is false and new sessions are refused");
         self.draining.cancel();
@@ -95,11 +83,7 @@ impl Drain {
         tokio::join!(drained, tokio::time::sleep(self.linger));
         self.shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(5), self.tracker.wait()).await;
-        match serving.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(ServeError::Serve(e.to_string())),
-            Err(e) => Err(ServeError::Serve(e.to_string())),
-        }
+        serving.await.map_err(|e| ServeError::Serve(e.to_string()))
     }
 }
 
@@ -120,6 +104,8 @@ mod tests {
             tracker: TaskTracker::new(),
             timeout: Duration::from_secs(5),
             linger: Duration::from_millis(300),
+            limits: Limits::default(),
+            on_refused: OnRefused::default(),
         };
         let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("binds");
         let addr = listener.local_addr().expect("addr");
@@ -149,7 +135,8 @@ mod tests {
 
     #[test]
     fn a_busy_port_is_named() {
-        let message = ServeError::Listen { addr: SocketAddr::from(([127, 0, 0, 1], 9)), message: "in use".into() };
+        let source = std::io::Error::new(std::io::ErrorKind::AddrInUse, "in use");
+        let message = ServeError::Listen { addr: SocketAddr::from(([127, 0, 0, 1], 9)), source };
         assert_eq!(message.to_string(), "cannot listen on 127.0.0.1:9: in use; pick another address or port");
     }
 }

@@ -72,6 +72,21 @@ pub struct GatewayArgs {
     #[arg(long, env = "SWITCHBOARD_MAX_SESSIONS", default_value_t = 10_000)]
     max_sessions: usize,
 
+    /// Most connections the listener holds at once (WebSockets included); more are
+    /// answered HTTP 503 with `Retry-After: 1` and closed, and counted in
+    /// `switchboard_gateway_sessions_refused_total{reason="max_connections"}`. Default:
+    /// `--max-sessions` plus 1024, and with a container memory limit at most one
+    /// connection per 128 KiB of it (4096 for 512 MiB), so that clients holding
+    /// connections open cannot exhaust the memory.
+    #[arg(long, env = "SWITCHBOARD_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+
+    /// Seconds a connection has to send a whole HTTP request head, from its start or from
+    /// its previous response (so also how long an idle keep-alive connection stays open);
+    /// slower ones are closed.
+    #[arg(long, env = "SWITCHBOARD_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 10)]
+    header_read_timeout_seconds: u64,
+
     /// Seconds live sessions may go on after SIGTERM before their clients are told to
     /// reconnect (close 1001).
     #[arg(long, env = "SWITCHBOARD_DRAIN_SECONDS", default_value_t = 30)]
@@ -232,6 +247,8 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         default_agent,
         max_message_bytes,
         max_sessions,
+        max_connections,
+        header_read_timeout_seconds,
         drain_seconds,
         shutdown_delay_seconds,
         api_keys_file,
@@ -381,6 +398,11 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             Some(bytes) => Some(bytes),
             None => budget::default_budget(budget::container_memory_limit()),
         },
+        http: switchboard_serve::Limits {
+            header_read_timeout: Duration::from_secs(header_read_timeout_seconds),
+            max_connections: max_connections
+                .unwrap_or_else(|| default_max_connections(max_sessions, budget::container_memory_limit())),
+        },
         ..GatewayConfig::default()
     };
     match config.memory_budget {
@@ -410,6 +432,17 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     }
     served?;
     Ok(())
+}
+
+/// Memory one connection may cost before it is a session, for the default cap: a request
+/// head of up to 64 KiB being read, and its task and buffers.
+const CONNECTION_MEMORY: usize = 128 * 1024;
+
+/// `--max-connections` when not given: the sessions plus headroom, and no more than the
+/// container's memory `limit` (when known) holds at [`CONNECTION_MEMORY`] each.
+fn default_max_connections(max_sessions: usize, limit: Option<usize>) -> usize {
+    let wanted = max_sessions.saturating_add(switchboard_gateway::CONNECTION_HEADROOM);
+    limit.map_or(wanted, |limit| wanted.min(limit / CONNECTION_MEMORY).max(64))
 }
 
 /// Re-reads the JWKS when its file changes (a rotated ConfigMap), every 30 s. A file that

@@ -47,6 +47,19 @@ pub struct RuntimeArgs {
     #[arg(long, env = "SWITCHBOARD_RATE_PER_SECOND", default_value_t = 20)]
     rate_per_second: u32,
 
+    /// Most connections the listener holds at once (sessions' WebSockets, connections
+    /// opening, probes, scrapes); more are answered HTTP 503 with `Retry-After: 1` and
+    /// closed, and counted in `switchboard_errors_total{type="max_connections"}`. Default:
+    /// the spec's `sessions.maxConcurrent` + 32 + 64.
+    #[arg(long, env = "SWITCHBOARD_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+
+    /// Seconds a connection has to send a whole HTTP request head, from its start or from
+    /// its previous response (so also how long an idle keep-alive connection stays open);
+    /// slower ones are closed.
+    #[arg(long, env = "SWITCHBOARD_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 10)]
+    header_read_timeout_seconds: u64,
+
     /// Directory for JSONL transcripts, one file per session; none are written when unset.
     #[arg(long, env = "SWITCHBOARD_TRANSCRIPTS_DIR")]
     transcripts_dir: Option<PathBuf>,
@@ -112,6 +125,8 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         listen,
         max_message_bytes,
         rate_per_second,
+        max_connections,
+        header_read_timeout_seconds,
         transcripts_dir,
         bedrock_ca_file,
         bedrock_endpoint,
@@ -149,7 +164,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         }
         bedrock.credential_files = Some(files);
     }
-    let config = ServerConfig {
+    let mut config = ServerConfig {
         max_message_bytes,
         rate_per_second,
         rate_burst: rate_per_second.saturating_mul(2),
@@ -159,6 +174,10 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         voice_rotate_after: voice_options.rotate_after(),
         gateway_key,
         ..ServerConfig::default()
+    };
+    config.http = switchboard_serve::Limits {
+        header_read_timeout: Duration::from_secs(header_read_timeout_seconds),
+        max_connections: max_connections.unwrap_or_else(|| config.default_max_connections()),
     };
     let shared = Shared {
         metrics: Metrics::new()?,

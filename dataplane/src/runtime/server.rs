@@ -1,11 +1,11 @@
 //! The HTTP side of a runtime: `/v1/session` (WebSocket, the session protocol),
 //! `/healthz` (200 while the process serves, with a JSON body: `status`,
 //! `active_sessions`, `max_sessions`, `draining`), `/readyz` (false as soon as draining
-//! starts) and `/metrics`; session
-//! limits; and the drain on shutdown. axum's own graceful shutdown does not wait for
-//! upgraded WebSockets, so every session runs on a [`TaskTracker`] and two
-//! [`CancellationToken`]s mark the phases: `draining` (no new sessions, not ready) and
-//! `shutdown` (live sessions are closed with 1001).
+//! starts) and `/metrics`; session limits; and the drain on shutdown. The server's own
+//! graceful shutdown does not wait for upgraded WebSockets, so every session runs on a
+//! [`TaskTracker`] and two [`CancellationToken`]s mark the phases: `draining` (no new
+//! sessions, not ready) and `shutdown` (live sessions are closed with 1001). The listener
+//! itself (timeouts, connection cap) is `switchboard_serve::server`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -46,6 +46,10 @@ pub struct ServerConfig {
     /// are told why (1013) over the socket; past it, requests are refused with HTTP 503
     /// before the WebSocket upgrade. Default 32.
     pub connection_headroom: usize,
+    /// The listener's header read (and keep-alive idle) timeout and its connection cap
+    /// (WebSockets included; past it, HTTP 503 and the connection closed). Default: 10 s,
+    /// and `max_sessions` + `connection_headroom` + [`CONNECTION_HEADROOM`].
+    pub http: switchboard_serve::Limits,
     /// How long live sessions may keep going after draining starts.
     pub drain_timeout: Duration,
     /// Sessions with no client message for this long are closed.
@@ -68,14 +72,30 @@ pub struct ServerConfig {
     pub gateway_key: Option<switchboard_core::gateway_keys::GatewayKeys>,
 }
 
+/// Connections a runtime takes beyond its sessions and their headroom, by default: health
+/// probes, metrics scrapes, and clients answered 503.
+pub const CONNECTION_HEADROOM: usize = 64;
+
+impl ServerConfig {
+    /// The default connection cap for these session limits.
+    pub fn default_max_connections(&self) -> usize {
+        self.max_sessions.saturating_add(self.connection_headroom).saturating_add(CONNECTION_HEADROOM)
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
+        let (max_sessions, connection_headroom) = (200, 32);
         Self {
             max_message_bytes: 64 * 1024,
             rate_per_second: 20,
             rate_burst: 40,
-            max_sessions: 200,
-            connection_headroom: 32,
+            max_sessions,
+            connection_headroom,
+            http: switchboard_serve::Limits {
+                max_connections: max_sessions + connection_headroom + CONNECTION_HEADROOM,
+                ..switchboard_serve::Limits::default()
+            },
             drain_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(600),
             slow_client_timeout: Duration::from_secs(10),
@@ -317,6 +337,11 @@ impl Server {
             timeout: state.config.drain_timeout,
             // The gateway stops sending sessions here at once: nothing arrives late.
             linger: Duration::ZERO,
+            limits: state.config.http,
+            on_refused: {
+                let refused = state.shared.metrics.errors.with_label_values(&["", "max_connections"]);
+                switchboard_serve::OnRefused::new(move || refused.inc())
+            },
         };
         drain.serve(self.listener, app, stop).await
     }
