@@ -47,10 +47,21 @@ pub struct RuntimeArgs {
     #[arg(long, env = "SWITCHBOARD_RATE_PER_SECOND", default_value_t = 20)]
     rate_per_second: u32,
 
+    /// Most connections that have not yet sent a `session_start` whose grant was checked
+    /// (sessions opening, clients being refused); more are answered HTTP 503 before the
+    /// WebSocket upgrade. A session slot is taken only once the grant is checked.
+    #[arg(long, env = "SWITCHBOARD_MAX_OPENING_CONNECTIONS", default_value_t = 64)]
+    max_opening_connections: usize,
+
+    /// Seconds a new connection has to send a `session_start` that passes the grant check;
+    /// pings and other frames do not extend it. Slower ones are closed with 4408.
+    #[arg(long, env = "SWITCHBOARD_START_TIMEOUT_SECONDS", default_value_t = 10)]
+    start_timeout_seconds: u64,
+
     /// Most connections the listener holds at once (sessions' WebSockets, connections
     /// opening, probes, scrapes); more are answered HTTP 503 with `Retry-After: 1` and
     /// closed, and counted in `switchboard_errors_total{type="max_connections"}`. Default:
-    /// the spec's `sessions.maxConcurrent` + 32 + 64.
+    /// the spec's `sessions.maxConcurrent` + `--max-opening-connections` + 64.
     #[arg(long, env = "SWITCHBOARD_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
 
@@ -125,6 +136,8 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         listen,
         max_message_bytes,
         rate_per_second,
+        max_opening_connections,
+        start_timeout_seconds,
         max_connections,
         header_read_timeout_seconds,
         transcripts_dir,
@@ -169,6 +182,8 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         rate_per_second,
         rate_burst: rate_per_second.saturating_mul(2),
         max_sessions: spec.sessions.max_concurrent as usize,
+        max_opening_connections,
+        start_timeout: Duration::from_secs(start_timeout_seconds),
         drain_timeout: Duration::from_secs(u64::from(spec.sessions.drain_timeout_seconds)),
         idle_timeout: Duration::from_secs(u64::from(spec.sessions.idle_timeout_seconds)),
         voice_rotate_after: voice_options.rotate_after(),

@@ -9,6 +9,10 @@
 //! in order on a separate bounded channel. Text sessions refuse audio as before. A session
 //! whose `session_start.audio` asks for binary output gets its reply audio as binary
 //! frames: the writer sends `bidi_audio_stream`'s bytes raw ([`BinaryAudio`]).
+//!
+//! A connection comes with a place among those still opening ([`Slots`]); it takes a
+//! session slot only once its first message passed the grant check, and must send that
+//! message within the server's `start_timeout` (pings and bad frames do not extend it).
 
 use std::sync::Arc;
 
@@ -50,13 +54,36 @@ pub(super) enum Out {
     Close(u16, String),
 }
 
-/// Serves one upgraded socket until it closes. `permit` is the session slot the server
-/// took before the upgrade (`None`: the server was full, and the client is told so).
+/// What a connection holds of the server's limits: its place among the connections still
+/// opening, until it is traded for a session slot once the grant is checked.
+struct Slots {
+    opening: Option<OwnedSemaphorePermit>,
+    session: Option<OwnedSemaphorePermit>,
+}
+
+impl Slots {
+    /// A session slot for a connection whose start passed the grant check (its opening
+    /// place is given back), or the close when the server is full.
+    fn take_session(&mut self, state: &AppState) -> Result<(), (u16, String)> {
+        let Ok(session) = state.sessions.clone().try_acquire_owned() else {
+            state.shared.metrics.errors.with_label_values(&["", "max_sessions"]).inc();
+            let reason =
+                format!("the server is at its limit of {} sessions; try again later", state.config.max_sessions);
+            return Err((close_code::TRY_AGAIN_LATER, reason));
+        };
+        self.session = Some(session);
+        self.opening = None;
+        Ok(())
+    }
+}
+
+/// Serves one upgraded socket until it closes. `opening` is the place the server took for
+/// it among the connections still opening.
 pub async fn serve(
     socket: WebSocket,
     state: Arc<AppState>,
     query_agent: Option<String>,
-    permit: Option<OwnedSemaphorePermit>,
+    opening: OwnedSemaphorePermit,
 ) {
     let (sink, stream) = socket.split();
     let (out_tx, out_rx) = mpsc::channel::<Out>(OUTBOUND_BUFFER);
@@ -78,14 +105,7 @@ pub async fn serve(
         let _ = writer.await;
         return;
     }
-    let Some(permit) = permit else {
-        state.shared.metrics.errors.with_label_values(&["", "max_sessions"]).inc();
-        let reason = format!("the server is at its limit of {} sessions; try again later", state.config.max_sessions);
-        close(close_code::TRY_AGAIN_LATER, reason).await;
-        drop((out_tx, msg_tx));
-        let _ = writer.await;
-        return;
-    };
+    let mut slots = Slots { opening: Some(opening), session: None };
     // When the server starts draining, the session hears it (a gateway then moves it to
     // another pod at its next turn boundary).
     let notice = {
@@ -102,7 +122,7 @@ pub async fn serve(
     let audio_in = AudioIn { tx: audio_tx, gate: gate.clone() };
     let reader = tokio::spawn(read_loop(stream, in_tx, audio_in, out_tx.clone(), state.clone()));
     let audio = AudioOut { gate, binary, frames: &mut audio_rx };
-    let outcome = run(&state, query_agent, &mut in_rx, audio, &msg_tx).await;
+    let outcome = run(&state, query_agent, &mut in_rx, audio, &msg_tx, &mut slots).await;
     // The writer sends what the session queued before anything queued after this.
     drop(msg_tx);
     let (code, reason) = match outcome {
@@ -119,10 +139,11 @@ pub async fn serve(
     if tokio::time::timeout(CLOSE_DRAIN, reader).await.is_err() {
         reader_abort.abort();
     }
-    drop(permit);
+    drop(slots);
 }
 
-/// Starts the session with the right agent and drives it.
+/// Starts the session with the right agent, once its first message came within the start
+/// timeout and passed the grant check (then it takes its session slot), and drives it.
 /// Returns the close code and reason (`None`: the client left before starting).
 async fn run(
     state: &Arc<AppState>,
@@ -130,8 +151,16 @@ async fn run(
     inbound: &mut mpsc::Receiver<ClientMessage>,
     audio: AudioOut<'_>,
     outbound: &mpsc::Sender<ServerMessage>,
+    slots: &mut Slots,
 ) -> Option<(u16, String)> {
-    let first = inbound.recv().await?;
+    let first = match tokio::time::timeout(state.config.start_timeout, inbound.recv()).await {
+        Ok(first) => first?,
+        Err(_) => {
+            state.shared.metrics.errors.with_label_values(&["", "start_timeout"]).inc();
+            let reason = format!("no session_start within {} s", state.config.start_timeout.as_secs_f32());
+            return Some((close_code::IDLE_TIMEOUT, reason));
+        }
+    };
     let (start, pending) = match first {
         ClientMessage::SessionStart(start) => (start, None),
         other => (SessionStart::default(), Some(other)),
@@ -153,6 +182,9 @@ async fn run(
         state.shared.metrics.errors.with_label_values(&[agent.core.name(), "model_not_allowed"]).inc();
         let _ = outbound.send(ServerMessage::error(ErrorCode::ModelNotAllowed, refused, false)).await;
         return Some((close_code::BAD_START, "the session's model is not one its agent offers".to_owned()));
+    }
+    if let Err(full) = slots.take_session(state) {
+        return Some(full);
     }
     let session_id = if granted.session_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { granted.session_id };
     let traceparent = granted.traceparent;

@@ -6,6 +6,13 @@
 //! [`TaskTracker`] and two [`CancellationToken`]s mark the phases: `draining` (no new
 //! sessions, not ready) and `shutdown` (live sessions are closed with 1001). The listener
 //! itself (timeouts, connection cap) is `switchboard_serve::server`.
+//!
+//! A connection is admitted in two steps: before the upgrade it takes a place among the
+//! connections still opening (`max_opening_connections`; past it, HTTP 503); a session slot
+//! (`max_sessions`) is taken only once its `session_start` has passed the grant check, and
+//! the opening place is then given back. A connection with no valid `session_start`
+//! within `start_timeout` is closed with 4408, so sockets without a grant hold no session
+//! slot and only a bounded, short-lived share of the opening places.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -42,13 +49,17 @@ pub struct ServerConfig {
     pub rate_burst: u32,
     /// Most concurrent sessions; more are refused with 1013.
     pub max_sessions: usize,
-    /// Connections allowed beyond `max_sessions`, so that clients over the session limit
-    /// are told why (1013) over the socket; past it, requests are refused with HTTP 503
-    /// before the WebSocket upgrade. Default 32.
-    pub connection_headroom: usize,
+    /// Connections that have not yet sent a `session_start` that passed the grant check
+    /// (sessions opening, clients being told why they are refused); past it, requests are
+    /// refused with HTTP 503 before the WebSocket upgrade. Default 64.
+    pub max_opening_connections: usize,
+    /// How long a new connection has to send a `session_start` that passes the grant check;
+    /// pings and other frames do not extend it. Past it the connection is closed with 4408.
+    /// Default 10 s.
+    pub start_timeout: Duration,
     /// The listener's header read (and keep-alive idle) timeout and its connection cap
     /// (WebSockets included; past it, HTTP 503 and the connection closed). Default: 10 s,
-    /// and `max_sessions` + `connection_headroom` + [`CONNECTION_HEADROOM`].
+    /// and `max_sessions` + `max_opening_connections` + [`CONNECTION_HEADROOM`].
     pub http: switchboard_serve::Limits,
     /// How long live sessions may keep going after draining starts.
     pub drain_timeout: Duration,
@@ -72,28 +83,29 @@ pub struct ServerConfig {
     pub gateway_key: Option<switchboard_core::gateway_keys::GatewayKeys>,
 }
 
-/// Connections a runtime takes beyond its sessions and their headroom, by default: health
-/// probes, metrics scrapes, and clients answered 503.
+/// Connections a runtime takes beyond its sessions and the connections opening, by default:
+/// health probes, metrics scrapes, and clients answered 503.
 pub const CONNECTION_HEADROOM: usize = 64;
 
 impl ServerConfig {
     /// The default connection cap for these session limits.
     pub fn default_max_connections(&self) -> usize {
-        self.max_sessions.saturating_add(self.connection_headroom).saturating_add(CONNECTION_HEADROOM)
+        self.max_sessions.saturating_add(self.max_opening_connections).saturating_add(CONNECTION_HEADROOM)
     }
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        let (max_sessions, connection_headroom) = (200, 32);
+        let (max_sessions, max_opening_connections) = (200, 64);
         Self {
             max_message_bytes: 64 * 1024,
             rate_per_second: 20,
             rate_burst: 40,
             max_sessions,
-            connection_headroom,
+            max_opening_connections,
+            start_timeout: Duration::from_secs(10),
             http: switchboard_serve::Limits {
-                max_connections: max_sessions + connection_headroom + CONNECTION_HEADROOM,
+                max_connections: max_sessions + max_opening_connections + CONNECTION_HEADROOM,
                 ..switchboard_serve::Limits::default()
             },
             drain_timeout: Duration::from_secs(300),
@@ -149,10 +161,11 @@ pub struct AppState {
     pub config: ServerConfig,
     /// Metrics, transcripts, retries.
     pub shared: Shared,
-    /// Session slots.
+    /// Session slots, taken once a connection's `session_start` passed the grant check.
     pub sessions: Arc<Semaphore>,
-    /// Connection slots, taken before the upgrade: sessions plus the headroom.
-    pub connections: Arc<Semaphore>,
+    /// Places of connections still opening, taken before the upgrade and given back when
+    /// the connection takes a session slot (or closes).
+    pub opening: Arc<Semaphore>,
     /// Cancelled when draining starts.
     pub draining: CancellationToken,
     /// Cancelled when live sessions must end.
@@ -184,7 +197,7 @@ impl AppState {
             voice,
             grants: super::grants::Grants::new(config.gateway_key.clone()),
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
-            connections: Arc::new(Semaphore::new(config.max_sessions.saturating_add(config.connection_headroom))),
+            opening: Arc::new(Semaphore::new(config.max_opening_connections)),
             directory,
             config,
             shared,
@@ -220,20 +233,20 @@ async fn session(
     // gateway may send; the reader holds every later message to the configured limit.
     let limit = state.config.max_message_bytes.max(switchboard_core::grant::MAX_START_BYTES);
     let tracker = state.tracker.clone();
-    // Connections are capped before the upgrade: past the cap a flood costs an HTTP answer,
-    // not a WebSocket each.
-    let Ok(connection) = state.connections.clone().try_acquire_owned() else {
+    // Connections still opening are capped before the upgrade: past the cap a flood costs
+    // an HTTP answer, not a WebSocket each.
+    let Ok(opening) = state.opening.clone().try_acquire_owned() else {
         state.shared.metrics.errors.with_label_values(&["", "connections"]).inc();
         let message = format!(
-            "too many connections (the limit is {} sessions and {} more); try again later",
-            state.config.max_sessions, state.config.connection_headroom
+            "too many connections opening sessions at once (the limit is {}); try again later",
+            state.config.max_opening_connections
         );
         return (StatusCode::SERVICE_UNAVAILABLE, [(axum::http::header::RETRY_AFTER, "1")], message).into_response();
     };
     if let Some(origin) = foreign_origin(&headers, &state.config.allowed_origins) {
         state.shared.metrics.errors.with_label_values(&["", "origin"]).inc();
         return upgrade.on_upgrade(move |mut socket| async move {
-            let _connection = connection;
+            let _opening = opening;
             let message = format!(
                 "pages from {origin} may not open sessions here; start the server with --allowed-origin {origin} to allow it"
             );
@@ -243,13 +256,10 @@ async fn session(
             let _ = socket.send(Message::Close(Some(close))).await;
         });
     }
-    // The session slot is taken before the upgrade, so connections beyond the limit hold
-    // no session resources; they are told why over the socket.
-    let permit = state.sessions.clone().try_acquire_owned().ok();
+    // The session slot is taken only after the grant check (`connection`).
     upgrade.max_message_size(limit).max_frame_size(limit).read_buffer_size(WS_READ_BUFFER).on_upgrade(
         move |socket| async move {
-            let _connection = connection;
-            tracker.track_future(super::connection::serve(socket, state, query.agent, permit)).await;
+            tracker.track_future(super::connection::serve(socket, state, query.agent, opening)).await;
         },
     )
 }

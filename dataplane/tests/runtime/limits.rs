@@ -230,28 +230,29 @@ async fn origins_are_checked(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_cap_are_refused_before_the_upgrade() {
-    // No headroom: the one session's connection is the cap.
-    let config = ServerConfig { max_sessions: 1, connection_headroom: 0, ..ServerConfig::default() };
+    // One place for a connection still opening; a live session does not hold it.
+    let config = ServerConfig { max_sessions: 2, max_opening_connections: 1, ..ServerConfig::default() };
     let running = common::banking(config).await;
     let mut first = running.runtime_client("").await;
     first.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
-    // The next is refused with HTTP 503 and no upgrade.
+    // A connection that has not started a session holds the one place...
+    let (opening, _) = tokio_tungstenite::connect_async(running.runtime_url("")).await.expect("the place is free");
+    // ...so the next is refused with HTTP 503 and no upgrade.
     let refused = tokio_tungstenite::connect_async(running.runtime_url("")).await.expect_err("over the cap");
     let tokio_tungstenite::tungstenite::Error::Http(response) = refused else { panic!("an HTTP refusal: {refused:?}") };
     assert_eq!(response.status(), 503);
     assert_eq!(response.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
     let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).into_owned();
     assert!(body.contains("too many connections"), "{body}");
-    // The session goes on; once it ends its slots are free again.
+    // The session goes on.
     first.say("hello").await;
     assert!(replies(&first.turn().await).iter().any(|r| r.starts_with("Hello!")));
-    first.send(&switchboard_core::protocol::ClientMessage::Close {}).await;
-    first.closed().await;
-    // Its connection slot is given back once the socket is closed: a client that honours
+    // The place is given back once the opening socket is closed: a client that honours
     // Retry-After gets in.
+    drop(opening);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while tokio_tungstenite::connect_async(running.runtime_url("")).await.is_err() {
-        assert!(std::time::Instant::now() < deadline, "the slot was never given back");
+        assert!(std::time::Instant::now() < deadline, "the place was never given back");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }

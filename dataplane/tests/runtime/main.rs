@@ -9,5 +9,6 @@ mod fallback;
 mod limits;
 mod live;
 mod metrics;
+mod opening;
 mod tool_events;
 mod trust;
