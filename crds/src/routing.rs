@@ -45,7 +45,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{Mode, RedactRule};
+use crate::agent::{Mode, RedactRule, default_identity_keys};
 
 pub mod summary;
 
@@ -111,6 +111,15 @@ pub struct Route {
     /// The Agent's own redaction rules for the conversation record (`spec.record.redact`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redact: Vec<RedactRule>,
+    /// The memory keys that say who the caller is (`spec.identityKeys`; absent: the
+    /// default, `[verifiedUser]`). A session continued from the record comes back without
+    /// them: the caller is verified again.
+    #[serde(default = "default_identity_keys", skip_serializing_if = "is_default_identity_keys")]
+    pub identity_keys: Vec<String>,
+}
+
+fn is_default_identity_keys(keys: &[String]) -> bool {
+    keys == default_identity_keys().as_slice()
 }
 
 impl Route {
@@ -158,6 +167,33 @@ impl RoutingTable {
             agents: BTreeMap::new(),
             candidates: BTreeMap::new(),
         }
+    }
+
+    /// The redaction rules of every Agent of `namespace` (`spec.record.redact`), each once,
+    /// in a stable order: a session is recorded under all of them from its first line, since
+    /// it may reach any of them (handoffs stay in the namespace), and what a caller says
+    /// before reaching the Agent that deems it secret is as secret as what they say after.
+    pub fn redact_rules(&self, namespace: &str) -> Vec<RedactRule> {
+        let mut rules: Vec<RedactRule> = Vec::new();
+        for rule in self.routes.iter().filter(|route| route.namespace == namespace).flat_map(|route| &route.redact) {
+            if !rules.contains(rule) {
+                rules.push(rule.clone());
+            }
+        }
+        rules.sort_by(|a, b| (&a.name, &a.pattern).cmp(&(&b.name, &b.pattern)));
+        rules
+    }
+
+    /// The memory keys any Agent of `namespace` treats as the caller's identity (its
+    /// `identityKeys`), and always `verifiedUser`: what a session of that namespace must
+    /// not carry where identity has to be established again.
+    pub fn identity_keys(&self, namespace: &str) -> std::collections::BTreeSet<&str> {
+        self.routes
+            .iter()
+            .filter(|route| route.namespace == namespace)
+            .flat_map(|route| route.identity_keys.iter().map(String::as_str))
+            .chain([crate::agent::VERIFIED_USER])
+            .collect()
     }
 
     /// The Service host of Agent `namespace/name`'s candidate pods, while its rollout is
@@ -238,7 +274,32 @@ mod tests {
             ready: false,
             ready_replicas: 0,
             redact: Vec::new(),
+            identity_keys: crate::agent::default_identity_keys(),
         }
+    }
+
+    #[test]
+    fn a_namespaces_identity_keys_and_redaction_rules_are_those_of_all_its_agents() {
+        let rule = |name: &str, pattern: &str| RedactRule { name: name.into(), pattern: pattern.into() };
+        let mut idv = route("bank", "idv");
+        idv.identity_keys = vec!["customer".into()];
+        idv.redact = vec![rule("sort-code", "x"), rule("account", "y")];
+        let mut banking = route("bank", "banking");
+        banking.redact = vec![rule("account", "y")];
+        let mut other = route("evil", "idv");
+        other.identity_keys = vec!["boss".into()];
+        other.redact = vec![rule("evil", "z")];
+        let table = RoutingTable::new(vec![idv, banking, other, route("bank", "triage")]);
+        assert_eq!(table.identity_keys("bank").into_iter().collect::<Vec<_>>(), ["customer", "verifiedUser"]);
+        assert_eq!(table.identity_keys("nobody").into_iter().collect::<Vec<_>>(), ["verifiedUser"]);
+        assert_eq!(table.redact_rules("bank"), [rule("account", "y"), rule("sort-code", "x")]);
+        assert!(table.redact_rules("nobody").is_empty());
+        // Default identity keys are left out of the JSON, and come back when read.
+        let json = serde_json::to_value(&table).expect("json");
+        assert!(json["routes"][0].get("identityKeys").is_none(), "{json}");
+        assert_eq!(json["routes"][1]["identityKeys"], serde_json::json!(["customer"]));
+        let read: RoutingTable = serde_json::from_value(json).expect("reads");
+        assert_eq!(read, table);
     }
 
     #[test]

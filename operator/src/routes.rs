@@ -114,6 +114,7 @@ fn route(agent: &Agent) -> Option<Route> {
         ready: is_true(CONDITION_READY),
         ready_replicas: status.ready_replicas.unwrap_or(0),
         redact: agent.spec.record.redact.clone(),
+        identity_keys: agent.spec.identity_keys.clone(),
     })
 }
 

@@ -37,6 +37,7 @@ fn table(ns: &str, names: &[&str]) -> String {
             ready: true,
             ready_replicas: 1,
             redact: Vec::new(),
+            identity_keys: switchboard_crds::agent::default_identity_keys(),
         })
         .collect();
     RoutingTable::new(routes).to_json()

@@ -161,6 +161,7 @@ mod tests {
             ready: true,
             ready_replicas: 1,
             redact: Vec::new(),
+            identity_keys: switchboard_crds::agent::default_identity_keys(),
         }
     }
 

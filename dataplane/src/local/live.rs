@@ -197,6 +197,7 @@ mod tests {
             ready: true,
             ready_replicas: 1,
             redact,
+            identity_keys: switchboard_crds::agent::default_identity_keys(),
         }
     }
 

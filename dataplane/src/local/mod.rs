@@ -332,6 +332,7 @@ fn routing_table(agents: &BTreeMap<String, Arc<runtime::AgentRuntime>>, default_
                 ready: true,
                 ready_replicas: 1,
                 redact: spec.record.redact.clone(),
+                identity_keys: spec.identity_keys.clone(),
             }
         })
         .collect();

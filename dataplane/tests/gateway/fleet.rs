@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use switchboard_crds::routing::{Route, RoutingTable, SESSION_PATH};
 use switchboard_crds::{Catalog, RuntimeSpec, contract};
-use switchboard_dataplane::demo_tools::{Accounts, DemoTools};
+use switchboard_dataplane::demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use switchboard_gateway::auth::Auth;
 use switchboard_gateway::record::Recorder;
 use switchboard_gateway::resume::Store;
@@ -180,7 +180,8 @@ impl Fleet {
         // The tool server acts only for the caller the gateway's identity assertion names.
         let key = switchboard_core::grant::GatewaySigner::from_seed(&KEY).public();
         let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-        let tools = DemoTools::start_verifying(accounts, addr, Some(key.into())).await.expect("tool server");
+        let trusted = Trusted::new(key.into(), ["bank"]).expect("trusted");
+        let tools = DemoTools::start(accounts, addr, Callers::Verified(trusted)).await.expect("tool server");
         let dir = std::env::temp_dir().join(format!("switchboard-fleet-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("dir");
         let public_key = switchboard_core::grant::GatewaySigner::from_seed(&KEY).public().to_string();
@@ -211,6 +212,7 @@ impl Fleet {
                 ready: true,
                 ready_replicas: i32::try_from(count).unwrap_or(1),
                 redact: spec.record.redact.clone(),
+                identity_keys: spec.identity_keys.clone(),
             });
         }
         let mut endpoints: HashMap<(String, String), Vec<SocketAddr>> = HashMap::new();

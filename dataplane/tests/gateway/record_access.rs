@@ -234,7 +234,7 @@ async fn a_model_summarises_each_ended_session_from_its_redacted_record() {
     let (_sim, summary) = echo_summariser().await;
     let (recorder, stop) = recorder_with(store.clone(), Some(webhook), RecordConfig::default(), Some(summary));
     let fleet = fleet(recorder.clone(), Auth::default(), GatewayConfig::default()).await;
-    let id = conversation(&fleet.url, &[], || async {}).await;
+    let id = conversation(&fleet.url, &[], || async {}).await.id;
 
     // The report waits for the summary (the receiver refuses the first POST: take the retry).
     let mut body = String::new();

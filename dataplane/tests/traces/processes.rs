@@ -19,7 +19,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use switchboard_crds::routing::{Route, RoutingTable, SESSION_PATH};
 use switchboard_crds::{Catalog, contract};
-use switchboard_dataplane::demo_tools::{Accounts, DemoTools};
+use switchboard_dataplane::demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use switchboard_sim::{SimConfig, SimHandle, Simulator, banking_script};
 
 /// The seed of the gateway's signing key.
@@ -75,8 +75,9 @@ impl Bank {
         let key = switchboard_core::grant::GatewaySigner::from_seed(&KEY);
         let local = SocketAddr::from(([127, 0, 0, 1], 0));
         // The tool server takes the gateway's public key as the runtimes do: as text.
-        let verifying = key.public().to_string().parse().ok();
-        let tools = DemoTools::start_verifying(accounts, local, verifying).await.expect("tool server");
+        let verifying = key.public().to_string().parse().expect("the key as text");
+        let trusted = Trusted::new(verifying, ["bank"]).expect("trusted");
+        let tools = DemoTools::start(accounts, local, Callers::Verified(trusted)).await.expect("tool server");
         let tool_requests = ToolRequests::default();
         let proxy = proxy(tools.addr, tool_requests.clone()).await;
         let dir = std::env::temp_dir().join(format!("switchboard-traces-{}", uuid::Uuid::new_v4()));
@@ -108,6 +109,7 @@ impl Bank {
                 ready: true,
                 ready_replicas: 1,
                 redact: Vec::new(),
+                identity_keys: switchboard_crds::agent::default_identity_keys(),
             });
         }
         std::fs::write(dir.join("routes.json"), RoutingTable::new(routes).to_json()).expect("routes");

@@ -57,6 +57,7 @@ async fn the_gateway_serves_the_console_behind_its_api_keys() {
             ready: true,
             ready_replicas: 1,
             redact: spec.record.redact.clone(),
+            identity_keys: spec.identity_keys.clone(),
         })
         .collect();
     let dir = std::env::temp_dir().join(format!("switchboard-console-{}", uuid::Uuid::new_v4()));

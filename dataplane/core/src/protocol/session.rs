@@ -123,7 +123,7 @@ impl SessionUpdate {
     pub const KNOWN: &'static [&'static str] = &["voice", "modalities"];
     /// The `session_start` settings fixed for the session's life.
     pub const FIXED: &'static [&'static str] =
-        &["agent", "audio", "model", "resume_token", "last_seq", "continue_from", "context"];
+        &["agent", "audio", "model", "resume_token", "last_seq", "continue_from", "continue_token", "context"];
     /// The modalities a session may use.
     pub const MODALITIES: &'static [&'static str] = &["audio", "text"];
 
@@ -285,13 +285,22 @@ pub struct SessionStart {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seq: Option<u64>,
     /// Continues a session that ended, or whose resume window passed (gateway, with its
-    /// conversation record): that session's id (`bidi_connection_start.session_id`). Its
-    /// memory, the last turns of its conversation and a summary of it come back, at the
-    /// Agent it was with, for the same credential only (the API key, or the JWT subject)
-    /// and within the time the gateway keeps such state (a day by default). The session
-    /// goes on under its id.
+    /// conversation record): that session's id (`bidi_connection_start.session_id`), with
+    /// `continue_token`. Its memory, the last turns of its conversation and a summary of it
+    /// come back, at the Agent it was with, for the same credential only (the API key, or
+    /// the JWT subject) and within the time the gateway keeps such state (a day by
+    /// default). The session goes on under its id. Who the caller is does not come back:
+    /// the memory keys its namespace's Agents treat as identity (`spec.identityKeys`) are
+    /// left out, and the caller is verified again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continue_from: Option<String>,
+    /// With `continue_from`: the newest `resume_token` that session's client received (its
+    /// last `bidi_connection_start`). The session id alone is no secret — it is in logs,
+    /// traces and identity assertions — so continuing needs this token, which only the
+    /// session's own client got. It works once: the continued session's own
+    /// `bidi_connection_start` brings the next one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continue_token: Option<String>,
     /// A test session (gateway): each Agent whose rollout is held until its AgentTests pass
     /// (`AgentTest.spec.gateRollout`) serves it from its candidate pods, which run the
     /// edited spec; other Agents serve it as usual. Only a credential marked for tests may

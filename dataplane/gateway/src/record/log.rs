@@ -112,9 +112,10 @@ impl SessionLog {
         self.push_plain(agent, "moved", json!({ "reason": reason }), None);
     }
 
-    /// What continuing the session later needs, sealed, for `credential`.
-    pub fn state(&self, agent: &str, credential: &str, sealed: String) {
-        let update = Update::State { credential: credential.to_owned(), sealed };
+    /// What continuing the session later needs, sealed, for `credential` and the holder
+    /// of the resume token whose store key is `token`.
+    pub fn state(&self, agent: &str, credential: &str, token: &str, sealed: String) {
+        let update = Update::State { credential: credential.to_owned(), token: token.to_owned(), sealed };
         self.push_plain(agent, "state", Value::Null, Some(update));
     }
 

@@ -87,6 +87,9 @@ pub enum Update {
     State {
         /// The credential that may continue it.
         credential: String,
+        /// The store key of its newest resume token ([`crate::resume::store_key`]): only
+        /// its holder may continue it (empty: nobody may).
+        token: String,
         /// The sealed state ([`crate::resume::seal_text`]).
         sealed: String,
     },

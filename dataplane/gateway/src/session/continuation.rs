@@ -15,6 +15,7 @@ use switchboard_core::messages_from_history;
 use switchboard_core::protocol::TranscriptRole;
 
 use super::kept::Kept;
+use crate::resume::Parked;
 
 /// User turns restored word for word.
 pub const CONTINUE_TURNS: usize = 10;
@@ -35,6 +36,29 @@ pub fn restore(kept: &mut Kept, recorded: Option<&str>, turns: usize) {
         }
     };
     kept.summary = most_recent(summary, MAX_SUMMARY_BYTES);
+}
+
+/// Takes who the caller is out of a continued session: each of `keys` (the identity keys
+/// of its namespace's Agents) from its memory, and from the context of a handoff it was
+/// in the middle of (its memory and `verified_user`). Continuing needs the session's
+/// newest resume token, but that is a secret of a device, not of a person — a shared
+/// browser, a leaked token — so the caller proves who they are again, through the Agent's
+/// identity provider, as in any new session. Returns the keys that were set.
+pub fn forget_identity<'a>(parked: &mut Parked, keys: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut forgotten = Vec::new();
+    for key in keys {
+        let mut set = parked.kept.memory.remove(key).is_some();
+        if let Some((_, context)) = &mut parked.handoff {
+            set |= context.memory.remove(key).is_some();
+        }
+        if set {
+            forgotten.push(key.to_owned());
+        }
+    }
+    if let Some((_, context)) = &mut parked.handoff {
+        context.verified_user = None;
+    }
+    forgotten
 }
 
 /// Where the last `turns` user turns of `history` begin (0 when it holds no more).
@@ -131,6 +155,49 @@ mod tests {
         let mut session = Kept { summary: "user: the first visit".into(), ..kept(3) };
         restore(&mut session, None, 1);
         assert!(session.summary.starts_with("user: the first visit\nuser: question 1"), "{}", session.summary);
+    }
+
+    #[test]
+    fn who_the_caller_is_does_not_come_back() {
+        let mut kept = kept(1);
+        kept.memory.insert("verifiedUser".into(), serde_json::json!({"name": "Ada"}));
+        kept.memory.insert("customer".into(), serde_json::json!("c-1"));
+        kept.memory.insert("language".into(), serde_json::json!("en"));
+        let context = switchboard_core::handoff::HandoffContext {
+            from_agent: "idv".into(),
+            kind: switchboard_core::handoff::HandoffKind::Transfer,
+            reason: "balance".into(),
+            last_user_message: None,
+            intent: None,
+            verified_user: Some(serde_json::json!({"name": "Ada"})),
+            workflow_state: switchboard_core::handoff::WorkflowSnapshot::default(),
+            return_to: None,
+            status: None,
+            summary: None,
+            memory: kept.memory.clone(),
+            history: Vec::new(),
+        };
+        let mut parked = Parked {
+            session_id: "gw-1".into(),
+            namespace: "bank".into(),
+            agent: "idv".into(),
+            voice: None,
+            modalities: Vec::new(),
+            model: None,
+            audio: None,
+            kept,
+            handoff: Some(("banking".into(), context)),
+            generation: 0,
+            replay: crate::resume::Replay::default(),
+            traceparent: None,
+            reach: crate::directory::Reach::Live,
+        };
+        let forgotten = forget_identity(&mut parked, ["customer", "verifiedUser", "unset"]);
+        assert_eq!(forgotten, ["customer", "verifiedUser"]);
+        assert_eq!(parked.kept.memory.keys().collect::<Vec<_>>(), ["language"], "other memory stays");
+        let (_, context) = parked.handoff.expect("the handoff stays");
+        assert_eq!(context.memory.keys().collect::<Vec<_>>(), ["language"]);
+        assert_eq!(context.verified_user, None);
     }
 
     #[test]

@@ -91,6 +91,10 @@ pub(super) async fn run(relay: Relay) {
     let credential = admission.key.clone().unwrap_or_default();
     let log = gateway.record.as_ref().map(|recorder| {
         let mut log = SessionLog::new(recorder.clone(), machine.id());
+        // Every rule of the namespace from the first line: what is said at triage is as
+        // secret as what is said at the Agent that declares the rule.
+        let namespace = &machine.target().route.namespace;
+        log.reached(&gateway.directory.borrow().table().redact_rules(namespace));
         log.reached(&machine.target().route.redact);
         let agent = machine.target().key();
         log.started(&agent, &credential, parked.is_some(), machine.voice().as_deref(), machine.modalities());

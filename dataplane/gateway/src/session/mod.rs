@@ -146,7 +146,8 @@ async fn admit(
         return Ok((machine, Some((key, parked))));
     }
     if let Some(from) = &start.continue_from {
-        let (parked, target) = continued(gateway, from, identity, admission, client).await?;
+        let token = start.continue_token.as_deref().unwrap_or_default();
+        let (parked, target) = continued(gateway, from, token, identity, admission, client).await?;
         let directory = gateway.directory.borrow().clone();
         let cx = Cx { now: Instant::now(), directory: &directory };
         return Ok((Machine::resume(limits, identity.to_owned(), parked, target, None, &cx), None));
@@ -180,11 +181,14 @@ async fn admit(
 }
 
 /// The ended session `from` to continue, from the conversation record's state for it, with
-/// the Agent it was with: only for the credential that held it (a refusal says the same
-/// whether the session is unknown, expired or another's), within its scope.
+/// the Agent it was with: only for the credential that held it and with `token`, the newest
+/// resume token its client received, which this uses up (a refusal says the same whether
+/// the session is unknown, expired, another's or the token wrong or used), within its
+/// scope. Who the caller was does not come back ([`continuation::forget_identity`]).
 async fn continued(
     gateway: &Gateway,
     from: &str,
+    token: &str,
     identity: &str,
     admission: &Admission,
     client: &mut Client,
@@ -193,7 +197,9 @@ async fn continued(
         ServerMessage::error(
             ErrorCode::ResumeRefused,
             format!(
-                "session {from} cannot be continued: it is unknown, its state has expired, or it is not this credential's; start a new session"
+                "session {from} cannot be continued: it is unknown, its state has expired, it is not this credential's, \
+                 or session_start.continue_token is not the newest resume_token that session's client received \
+                 (each works once); start a new session"
             ),
             false,
         )
@@ -210,7 +216,8 @@ async fn continued(
         return Err(refuse(gateway, client, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
     }
     let since = crate::record::now_us() / 1000 - i64::try_from(record.state_ttl().as_millis()).unwrap_or(i64::MAX);
-    let saved = match record.store.state(from, since).await {
+    let claim = resume::store_key(identity, token);
+    let saved = match record.store.claim_state(from, if token.is_empty() { "" } else { &claim }, since).await {
         Ok(Some(saved)) if saved.credential == identity => saved,
         Ok(_) => {
             return Err(refuse(gateway, client, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
@@ -232,6 +239,14 @@ async fn continued(
         }
     };
     continuation::restore(&mut parked.kept, saved.summary.as_deref(), continuation::CONTINUE_TURNS);
+    let forgotten = {
+        let directory = gateway.directory.borrow();
+        let namespace = parked.namespace.clone();
+        continuation::forget_identity(&mut parked, directory.table().identity_keys(&namespace))
+    };
+    if !forgotten.is_empty() {
+        tracing::info!(session_id = %from, keys = ?forgotten, "continued: the caller is verified again");
+    }
     if let Err(refusal) = allowed(admission, &parked) {
         return Err(refuse_as(gateway, client, refusal).await);
     }

@@ -54,10 +54,15 @@ const SCHEMA: &[&str] = &[
     )",
     // What a session needs to be continued later (`session_start.continue_from`): its
     // memory and last turns, unredacted and sealed with the gateway's key, for the
-    // credential that held it; kept for a day, not for the record's retention.
-    "CREATE TABLE IF NOT EXISTS switchboard_session_state (
+    // credential that held it and the holder of its newest resume token (`token`: the
+    // SHA-256 of credential and token, as the resume store keys it; empty once used);
+    // kept for a day, not for the record's retention. It replaces the table of state
+    // saved without a token, which anyone who knew a session id could continue.
+    "DROP TABLE IF EXISTS switchboard_session_state",
+    "CREATE TABLE IF NOT EXISTS switchboard_session_continuation (
         session_id TEXT PRIMARY KEY,
         credential TEXT NOT NULL,
+        token TEXT NOT NULL,
         saved_at BIGINT NOT NULL,
         state TEXT NOT NULL
     )",
@@ -313,30 +318,38 @@ impl Store {
         Ok(gone.rows_affected())
     }
 
-    /// The state saved for continuing session `id`, if saved since `since` (unix ms).
-    pub async fn state(&self, id: &str, since: i64) -> Result<Option<SavedState>, StoreError> {
-        let row = sqlx::query(
-            "SELECT st.credential, st.state, s.summary FROM switchboard_session_state st
-             LEFT JOIN switchboard_sessions s ON s.id = st.session_id
-             WHERE st.session_id = $1 AND st.saved_at >= $2",
+    /// Takes the state saved for continuing session `id`, if saved since `since` (unix
+    /// ms) for the holder of the resume token whose store key is `token`
+    /// ([`crate::resume::store_key`]): the token is used up in the same statement, so of
+    /// two claims with one token exactly one gets the state.
+    pub async fn claim_state(&self, id: &str, token: &str, since: i64) -> Result<Option<SavedState>, StoreError> {
+        if token.is_empty() {
+            return Ok(None);
+        }
+        let claimed = sqlx::query(
+            "UPDATE switchboard_session_continuation SET token = ''
+             WHERE session_id = $1 AND token = $2 AND saved_at >= $3
+             RETURNING credential, state",
         )
         .bind(id)
+        .bind(token)
         .bind(since)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(match row {
-            Some(row) => Some(SavedState {
-                credential: row.try_get("credential")?,
-                sealed: row.try_get("state")?,
-                summary: row.try_get("summary")?,
-            }),
-            None => None,
-        })
+        let Some(row) = claimed else { return Ok(None) };
+        let summary = sqlx::query("SELECT summary FROM switchboard_sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|row| row.try_get::<Option<String>, _>("summary"))
+            .transpose()?
+            .flatten();
+        Ok(Some(SavedState { credential: row.try_get("credential")?, sealed: row.try_get("state")?, summary }))
     }
 
     /// Deletes continuation state saved before `before` (unix ms); returns how many.
     pub async fn expire_state(&self, before: i64) -> Result<u64, StoreError> {
-        let gone = sqlx::query("DELETE FROM switchboard_session_state WHERE saved_at < $1")
+        let gone = sqlx::query("DELETE FROM switchboard_session_continuation WHERE saved_at < $1")
             .bind(before)
             .execute(&self.pool)
             .await?;
@@ -356,7 +369,7 @@ impl Store {
     }
 }
 
-/// What is saved for continuing a session ([`Store::state`]).
+/// What is saved for continuing a session ([`Store::claim_state`]).
 #[derive(Clone, Debug)]
 pub struct SavedState {
     /// The credential that held the session (only it may continue it).

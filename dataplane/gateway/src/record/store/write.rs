@@ -108,14 +108,16 @@ async fn update_session(
                 .execute(&mut **tx)
                 .await?;
         }
-        Update::State { credential, sealed } => {
+        Update::State { credential, token, sealed } => {
             sqlx::query(
-                "INSERT INTO switchboard_session_state (session_id, credential, saved_at, state) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (session_id) DO UPDATE
-                 SET credential = excluded.credential, saved_at = excluded.saved_at, state = excluded.state",
+                "INSERT INTO switchboard_session_continuation (session_id, credential, token, saved_at, state)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (session_id) DO UPDATE SET credential = excluded.credential,
+                 token = excluded.token, saved_at = excluded.saved_at, state = excluded.state",
             )
             .bind(id)
             .bind(credential.as_str())
+            .bind(token.as_str())
             .bind(entry.at_us / 1000)
             .bind(sealed.as_str())
             .execute(&mut **tx)

@@ -35,10 +35,12 @@ pub(super) async fn finish(
     if let Some(log) = &state.log {
         let agent = machine.target().key();
         if !matches!(ending, Ending::ResumeFailed(_) | Ending::TakenOver) {
-            // Kept for continuing the session later, by the same credential only.
+            // Kept for continuing the session later, by the same credential only, and only
+            // with the newest resume token its client received (none yet: by nobody).
             let key = crate::resume::continue_key(machine.id(), &state.credential);
+            let token = machine.key().unwrap_or_default();
             match crate::resume::seal_text(&gateway.key, &key, &machine.continuation()) {
-                Ok(sealed) => log.state(&agent, &state.credential, sealed),
+                Ok(sealed) => log.state(&agent, &state.credential, token, sealed),
                 Err(error) => {
                     tracing::warn!(session_id = %machine.id(), "cannot keep the session for continuing: {error}")
                 }
