@@ -9,13 +9,18 @@
 //!
 //! Unknown accounts or transactions answer 404 with `{error}`; malformed input 400.
 //!
-//! Started with the gateway's public key ([`DemoTools::start_verifying`]; `switchboard
-//! demo-tools --gateway-public-key`; during a key rotation, the old and the new), it does
-//! what a bank's own tool server would: the account endpoints (`/balance`, `/transactions`,
-//! `/disputes`) act only for the caller the gateway vouches for — the `X-Switchboard-Identity`
-//! assertion ([`switchboard_core::assertion`]) must verify with a key (401 otherwise), and the
-//! `accountNumber` asked for must be the asserted caller's `verifiedUser.accountNumber` (403
-//! otherwise). `/idv` stays open: it is how a caller gets verified.
+//! The account endpoints (`/balance`, `/transactions`, `/disputes`) act only for a caller
+//! the gateway vouches for, as a bank's own tool server would ([`Callers::Verified`];
+//! `switchboard demo-tools --gateway-public-key --trusted-namespace`): every check of
+//! `dataplane/src/tools/IDENTITY.md` ([`trust`]) — the `X-Switchboard-Identity` assertion
+//! ([`switchboard_core::assertion`]) must verify with one of the gateway's keys (the old and
+//! the new during a rotation; 401 otherwise), come from an Agent of a trusted namespace (and
+//! a trusted Agent, when some are named; 403 otherwise: any tenant's identity check gets the
+//! gateway to sign whoever it says), and the `accountNumber` asked for must be the asserted
+//! caller's `verifiedUser.accountNumber` (403 otherwise). `/idv` stays open: it is how a
+//! caller gets verified. [`Callers::Anyone`] trusts the account number in each request: a
+//! demo on this machine only (`--insecure-no-identity`, which the command line allows on a
+//! loopback address alone).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -27,10 +32,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use switchboard_core::assertion::{self, IdentityClaims};
-use switchboard_core::gateway_keys::GatewayKeys;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+pub mod trust;
+pub use trust::{Callers, Trusted};
 
 /// The fixture data.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -74,6 +80,21 @@ pub enum DemoToolsError {
         /// Why.
         message: String,
     },
+    /// Assertions would be trusted from every namespace.
+    #[error(
+        "trust at least one namespace (--trusted-namespace): the gateway signs identity assertions for every \
+         tenant's Agents, so a server that trusts them all serves any tenant's callers"
+    )]
+    NoTrustedNamespace,
+    /// Trusting every request's account number, on an address others reach.
+    #[error(
+        "{addr} is not a loopback address: a server that trusts the account number in each request \
+         (--insecure-no-identity) serves only this machine; give it --gateway-public-key and --trusted-namespace"
+    )]
+    AnyoneBeyondLoopback {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
     /// The address cannot be bound.
     #[error("cannot listen on {addr}: {message}")]
     Listen {
@@ -100,8 +121,8 @@ impl Accounts {
 struct DemoState {
     accounts: Accounts,
     disputes: AtomicU64,
-    /// With keys, the account endpoints act only for the asserted caller.
-    gateway_key: Option<GatewayKeys>,
+    /// Whom the account endpoints act for.
+    callers: Callers,
 }
 
 /// A running demo tool server.
@@ -113,24 +134,16 @@ pub struct DemoTools {
 }
 
 impl DemoTools {
-    /// Starts serving `accounts` on `addr` (port 0 picks one), trusting the account number
-    /// in each request.
-    pub async fn start(accounts: Accounts, addr: SocketAddr) -> Result<Self, DemoToolsError> {
-        Self::start_verifying(accounts, addr, None).await
-    }
-
-    /// Starts serving `accounts` on `addr`; with `gateway_key` (the gateway's public keys:
-    /// one, or the old and the new during a rotation), the account endpoints act only for
-    /// the caller the gateway's identity assertion names.
-    pub async fn start_verifying(
-        accounts: Accounts,
-        addr: SocketAddr,
-        gateway_key: Option<GatewayKeys>,
-    ) -> Result<Self, DemoToolsError> {
+    /// Starts serving `accounts` on `addr` (port 0 picks one), the account endpoints acting
+    /// for `callers`; [`Callers::Anyone`] only on a loopback address.
+    pub async fn start(accounts: Accounts, addr: SocketAddr, callers: Callers) -> Result<Self, DemoToolsError> {
+        if matches!(callers, Callers::Anyone) && !addr.ip().is_loopback() {
+            return Err(DemoToolsError::AnyoneBeyondLoopback { addr });
+        }
         let listener =
             TcpListener::bind(addr).await.map_err(|e| DemoToolsError::Listen { addr, message: e.to_string() })?;
         let addr = listener.local_addr().map_err(|e| DemoToolsError::Listen { addr, message: e.to_string() })?;
-        let state = Arc::new(DemoState { accounts, disputes: AtomicU64::new(0), gateway_key });
+        let state = Arc::new(DemoState { accounts, disputes: AtomicU64::new(0), callers });
         let app = Router::new()
             .route("/idv", post(idv))
             .route("/balance", post(balance))
@@ -174,18 +187,12 @@ fn field<'a>(input: &'a serde_json::Value, name: &str) -> Result<&'a str, Reply>
         .ok_or_else(|| error(StatusCode::BAD_REQUEST, &format!("missing string field {name:?}")))
 }
 
-/// With a gateway key: the request's identity assertion must verify and name the owner of
-/// account `number` as the verified caller.
+/// With [`Callers::Verified`]: the request's identity assertion must be meant for this
+/// server and name the owner of account `number` as the verified caller.
 fn authorize(state: &DemoState, headers: &HeaderMap, number: &str) -> Result<(), Reply> {
-    let Some(key) = &state.gateway_key else { return Ok(()) };
-    let Some(token) = headers.get(assertion::HEADER).and_then(|v| v.to_str().ok()) else {
-        let message =
-            format!("no {} header: this server acts only for a caller the gateway verified", assertion::HEADER);
-        return Err(error(StatusCode::UNAUTHORIZED, &message));
-    };
+    let Callers::Verified(trusted) = &state.callers else { return Ok(()) };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let claims: IdentityClaims = assertion::verify_identity(key, token, now)
-        .map_err(|e| error(StatusCode::UNAUTHORIZED, &format!("the identity assertion is refused: {e}")))?;
+    let claims = trusted.caller(headers, now).map_err(|(status, message)| error(status, &message))?;
     let caller = claims.verified_user.get("accountNumber").and_then(serde_json::Value::as_str);
     if caller != Some(number) {
         tracing::warn!(account = number, caller = ?caller, session = %claims.sid, "refused a request for an account that is not the verified caller's");

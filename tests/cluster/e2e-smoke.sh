@@ -95,6 +95,17 @@ k create namespace "$NS" >/dev/null
 k -n "$NS" create secret generic bedrock-credentials \
   --from-literal=AWS_ACCESS_KEY_ID=AKIDSWITCHBOARDE2E --from-literal=AWS_SECRET_ACCESS_KEY=not-a-secret >/dev/null
 k -n "$NS" apply -f "$ROOT/examples/banking" >/dev/null
+# The demo tool server acts only for callers the gateway vouches for, from this namespace's
+# Agents: it needs the gateway's public key (as banking-tools.yaml says), copied here from
+# the ConfigMap the gateway writes at start.
+KEY_CM="${SWITCHBOARD_RELEASE:-switchboard}-switchboard-gateway-public-key"
+deadline=$((SECONDS + 120))
+until GATEWAY_KEY="$(k -n "$RNS" get configmap "$KEY_CM" -o jsonpath='{.data.public-key}' 2>/dev/null)" \
+  && [ -n "$GATEWAY_KEY" ]; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the gateway did not publish its public key in $RNS/$KEY_CM"
+  sleep 2
+done
+k -n "$NS" create configmap switchboard-gateway-public-key --from-literal=public-key="$GATEWAY_KEY" >/dev/null
 k -n "$NS" apply -k "$ROOT/examples/banking/tools" >/dev/null
 for agent in $(k -n "$NS" get agents -o name); do
   k -n "$NS" patch "$agent" --type merge -p '{"spec":{"credentials":{"secretRef":{"name":"bedrock-credentials"}}}}' >/dev/null
@@ -110,6 +121,18 @@ for d in $(k -n "$RNS" get deployments -o name); do
   k -n "$RNS" rollout status "$d" --timeout=180s >&2 || die "$d did not finish rolling out"
 done
 log "ok: $(k -n "$NS" get agents -o name | wc -l) Agents Ready, banking-tools available"
+# A plain request to the tool server, with no identity assertion, reads no balance.
+k -n "$NS" port-forward deployment/banking-tools 28090:8080 >/dev/null 2>&1 &
+FORWARD_PID=$!
+deadline=$((SECONDS + 30))
+until plain="$(curl -sS -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+  -d '{"accountNumber":"12345678"}' http://127.0.0.1:28090/balance 2>/dev/null)" && [ "$plain" != 000 ]; do
+  [ "$SECONDS" -lt "$deadline" ] || { kill "$FORWARD_PID" 2>/dev/null; die "no port-forward to banking-tools"; }
+  sleep 1
+done
+kill "$FORWARD_PID" 2>/dev/null || true
+[ "$plain" = 401 ] || die "banking-tools answered a balance request without an identity assertion with $plain, not 401"
+log "ok: banking-tools refuses a request without the gateway's identity assertion (401)"
 
 dir="${SWITCHBOARD_PROFILE:-dev}"; [ "$dir" = dev ] && dir=debug; [ "$dir" = shipping ] && dir=release-dataplane
 CHAT="${CARGO_TARGET_DIR:-$ROOT/target}/$dir/switchboard"

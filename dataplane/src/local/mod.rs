@@ -14,7 +14,8 @@
 //! Every agent is served over text; voice and hybrid agents also speak over Nova Sonic
 //! when a session asks for audio (see [`crate::runtime::connection`]). The demo tool servers
 //! verify the gateway's identity assertion as a bank's would: their account endpoints act
-//! only for the caller it names ([`crate::demo_tools`]).
+//! only for the caller it names, for the folder's Agents (their namespaces are the ones the
+//! servers trust; [`crate::demo_tools`]).
 
 pub use crate::console::{agents, web};
 
@@ -33,7 +34,7 @@ use switchboard_gateway::server::Server as GatewayServer;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use tokio::sync::watch;
 
-use crate::demo_tools::{Accounts, DemoTools};
+use crate::demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use crate::runtime::transcript::TranscriptSink;
 use crate::runtime::{self, Directory, Metrics, Server, ServerConfig, Shared};
 use crate::tools::{Executor, ExecutorOptions};
@@ -188,7 +189,9 @@ pub async fn start_redacting(
         Some(key) => key,
         None => fresh_key()?,
     };
-    let (aliases, demo) = start_demo_tools(&local, &base, &key).await?;
+    let namespaces: std::collections::BTreeSet<&str> = specs.iter().map(|s| s.agent.namespace.as_str()).collect();
+    let trusted = Trusted::new(key.public().into(), namespaces).map_err(start_error)?;
+    let (aliases, demo) = start_demo_tools(&local, &base, trusted).await?;
     let (sim, bedrock) = start_bedrock(&options).await?;
     let trust = Trust::from_file(options.ca_file.as_deref()).map_err(start_error)?;
     let http = trust.client().map_err(start_error)?;
@@ -392,20 +395,21 @@ fn load_specs(dir: &Path) -> Result<Vec<RuntimeSpec>, LocalError> {
     Ok(specs)
 }
 
-/// Starts the demo tool servers `local` names, verifying the identity assertions of the
-/// gateway signing with `key`; returns the host aliases that route the agents' tool URLs to
-/// them, and the servers.
+/// Starts the demo tool servers `local` names, acting for the callers that the identity
+/// assertions `trusted` accepts name (the in-process gateway's, for the folder's Agents);
+/// returns the host aliases that route the agents' tool URLs to them, and the servers.
 async fn start_demo_tools(
     local: &LocalFile,
     base: &Path,
-    key: &GatewaySigner,
+    trusted: Trusted,
 ) -> Result<(BTreeMap<String, String>, Vec<(String, DemoTools)>), LocalError> {
     let mut aliases = local.host_aliases.clone();
     let mut demo = Vec::new();
     for server in &local.demo_tool_servers {
         let accounts = Accounts::load(&base.join(&server.data)).map_err(start_error)?;
         let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-        let tools = DemoTools::start_verifying(accounts, addr, Some(key.public().into())).await.map_err(start_error)?;
+        let callers = Callers::Verified(trusted.clone());
+        let tools = DemoTools::start(accounts, addr, callers).await.map_err(start_error)?;
         aliases.insert(server.host.clone(), tools.addr.to_string());
         demo.push((server.host.clone(), tools));
     }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde_json::json;
 use switchboard_core::assertion::{self, IdentityClaims};
 use switchboard_core::grant::GatewaySigner;
-use switchboard_dataplane::demo_tools::{Accounts, DemoTools};
+use switchboard_dataplane::demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// POSTs `body` to `path` with the identity assertion `identity`; (status, body).
@@ -39,7 +39,8 @@ async fn the_demo_tool_server_acts_only_for_the_asserted_caller() {
     let key = GatewaySigner::from_seed(&[31; 32]);
     let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking/tools/accounts.yaml");
     let accounts = Accounts::load(&data).expect("accounts");
-    let tools = DemoTools::start_verifying(accounts, SocketAddr::from(([127, 0, 0, 1], 0)), Some(key.public().into()))
+    let trusted = Trusted::new(key.public().into(), ["bank"]).expect("trusted");
+    let tools = DemoTools::start(accounts, SocketAddr::from(([127, 0, 0, 1], 0)), Callers::Verified(trusted))
         .await
         .expect("starts");
     let ada = json!({"accountNumber": "12345678"});
