@@ -152,13 +152,10 @@ impl DemoTools {
             .route("/preferences", post(preferences))
             .with_state(state);
         let stop = CancellationToken::new();
-        let stopped = stop.clone();
-        tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await });
-            if let Err(e) = serve.await {
-                tracing::error!("demo tool server failed: {e}");
-            }
-        });
+        // The same server as the gateway's and the runtime's: HTTP/1 only, header read
+        // timeout, connection cap.
+        let (limits, refused) = (switchboard_serve::Limits::default(), switchboard_serve::OnRefused::default());
+        tokio::spawn(switchboard_serve::server::serve(listener, app, limits, refused, stop.clone()));
         Ok(Self { addr, stop })
     }
 
