@@ -1,4 +1,5 @@
-//! The AgentTest reconcile: validate (pure) -> fetch the Agents under test and their
+//! The AgentTest reconcile: validate (pure) -> the Secrets it names open to Agents
+//! (`--agent-secrets`, the same check as an Agent's: [`policy::test_secrets`]) -> fetch the Agents under test and their
 //! Deployments -> wait until each has rolled out its accepted spec -> the run for what they
 //! run now (its hash: the test's spec and each Agent's pod config hash, which changes with
 //! the Agent, its Persona, its Workflow and the ConfigMaps it reads) -> create its
@@ -75,6 +76,10 @@ async fn reconcile_inner(test: &AgentTest, ctx: &Context) -> Result<Action, Erro
     let problems = validate_agent_test(&name, &test.spec);
     if !problems.is_empty() {
         return finish(test, ctx, &accepted(&problems), Run::None, Action::await_change(), None).await;
+    }
+    // Its Job mounts the Secrets it names and sends them on: only those open to Agents.
+    if let Some(refused) = policy::test_secrets(&ctx.policy, &namespace, &test.spec) {
+        return finish(test, ctx, &refused, Run::None, Action::await_change(), None).await;
     }
     let Some(gateway) = ctx.settings.agent_test_gateway.clone() else {
         let message = "the operator has no gateway URL for test Jobs: start it with --agent-test-gateway \
