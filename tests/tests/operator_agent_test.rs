@@ -37,7 +37,7 @@ use switchboard_operator::settings::{BuildSettings, CaBundle};
 use switchboard_tests::cluster::TestNamespace;
 use switchboard_tests::kubelet::{agent_pods, mark_pods_ready};
 use switchboard_tests::manifests::apply_yaml;
-use switchboard_tests::operator::{Operator, routing_table};
+use switchboard_tests::operator::{self, Operator, routing_table};
 use switchboard_tests::wait::until;
 
 const GATEWAY: &str = "ws://sb-switchboard-gateway.sb.svc:80";
@@ -74,6 +74,14 @@ spec:
   audio: [{{name: caller-wavs}}]
 "#
     )
+}
+
+/// An operator for `ns` with `settings`, the Secrets [`agent_test`] names open to Agents
+/// (`--agent-secrets`; `agent_test_secrets.rs` shows an unlisted one refused).
+fn start(ns: &TestNamespace, settings: BuildSettings) -> Operator {
+    let mut args = operator::args(&ns.name, "test-operator", settings);
+    args.agent_secrets = ["gateway-key", "judge-aws", "polly-aws"].map(|s| format!("{}/{s}", ns.name)).to_vec();
+    Operator::start_args(ns, args).expect("operator starts")
 }
 
 /// Waits until AgentTest `name`'s status satisfies `ok`; returns it.
@@ -137,7 +145,7 @@ async fn agent_tests_run_as_jobs_on_every_change_and_report_their_outcome() {
     let ns = namespace("op-agenttest").await;
     let settings =
         BuildSettings { runtime_image: IMAGE.into(), agent_test_gateway: Some(GATEWAY.into()), ..Default::default() };
-    let _op = Operator::start_with(&ns, "test-operator", settings).expect("operator starts");
+    let _op = start(&ns, settings);
     let yaml =
         objects("p", "wf") + &agent("bank", "p", "wf", "  replicas: 1\n") + &agent_test("smoke", "{name: bank}", 4);
     apply_yaml(&ns.client(), &ns.name, &yaml).await.expect("apply");
@@ -238,7 +246,7 @@ async fn agent_tests_run_as_jobs_on_every_change_and_report_their_outcome() {
 async fn an_agent_test_of_a_missing_agent_is_not_accepted() {
     let ns = namespace("op-agenttest-missing").await;
     let settings = BuildSettings { agent_test_gateway: Some(GATEWAY.into()), ..Default::default() };
-    let _op = Operator::start_with(&ns, "test-operator", settings).expect("operator starts");
+    let _op = start(&ns, settings);
     apply_yaml(&ns.client(), &ns.name, &agent_test("orphan", "{name: bank}, {name: nobody}", 4)).await.expect("apply");
     let t = wait_status(&ns, "orphan", "Accepted=False", |t| {
         t.status
@@ -280,7 +288,7 @@ async fn a_gated_agent_rolls_out_to_live_pods_only_after_its_tests_pass_on_the_c
     let ns = namespace("op-agenttest-gate").await;
     let settings =
         BuildSettings { runtime_image: IMAGE.into(), agent_test_gateway: Some(GATEWAY.into()), ..Default::default() };
-    let _op = Operator::start_with(&ns, "test-operator", settings).expect("operator starts");
+    let _op = start(&ns, settings);
     let gated = |parallel: u16| agent_test("smoke", "{name: bank}", parallel) + "  gateRollout: true\n";
     let yaml = objects("p", "wf") + &agent("bank", "p", "wf", "  replicas: 2\n") + &gated(4);
     apply_yaml(&ns.client(), &ns.name, &yaml).await.expect("apply");
@@ -379,7 +387,7 @@ async fn a_judge_and_polly_on_their_own_endpoints_trust_the_platforms_bedrock_ca
         runtime_bedrock_ca: Some(bundle.clone()),
         ..Default::default()
     };
-    let _op = Operator::start_with(&ns, "test-operator", settings).expect("operator starts");
+    let _op = start(&ns, settings);
     let sim = "https://10.0.0.5:28443";
     let test = format!(
         "---
