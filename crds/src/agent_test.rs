@@ -83,8 +83,9 @@ pub struct AgentTestSpec {
     /// The gateway credential: a key of a Secret in this namespace that holds an API key the
     /// gateway accepts (one of its `--api-keys`), sent as `Authorization: Bearer`. Only the
     /// Job's pod reads it (as an environment variable); the operator never does, and the key
-    /// goes only to the gateway the operator is configured with. Leave it out for a gateway
-    /// that needs no credential.
+    /// goes only to the gateway the operator is configured with. Like every Secret an
+    /// AgentTest names, it must be open to Agents (the operator's `--agent-secrets`), else
+    /// the AgentTest is not accepted. Leave it out for a gateway that needs no credential.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_secret_ref: Option<SecretKeyRef>,
 
@@ -148,8 +149,8 @@ pub struct JudgeSpec {
     pub endpoint_url: Option<String>,
     /// A Secret in this namespace with `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
     /// optionally `AWS_SESSION_TOKEN`, mounted read-only in the Job's pod only (as an
-    /// Agent's `credentials.secretRef` is in its pods). Without it the Job uses the default
-    /// AWS credential chain.
+    /// Agent's `credentials.secretRef` is in its pods), and like it open to Agents (the
+    /// operator's `--agent-secrets`). Without it the Job uses the default AWS credential chain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret_ref: Option<ObjectRef>,
 }
@@ -177,8 +178,9 @@ pub struct SpeechSpec {
     #[schemars(length(min = 1, max = 512))]
     pub endpoint_url: Option<String>,
     /// A Secret in this namespace with `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
-    /// optionally `AWS_SESSION_TOKEN`, mounted read-only in the Job's pod only. Without it
-    /// the Job uses the default AWS credential chain.
+    /// optionally `AWS_SESSION_TOKEN`, mounted read-only in the Job's pod only, and open to
+    /// Agents (the operator's `--agent-secrets`). Without it the Job uses the default AWS
+    /// credential chain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret_ref: Option<ObjectRef>,
 }
