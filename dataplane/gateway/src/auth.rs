@@ -93,10 +93,19 @@ pub struct Auth {
 pub struct ReadRefusal {
     /// 401 or 403.
     pub status: u16,
-    /// `missing_key`, `unknown_key`, `records_not_allowed`.
+    /// `missing_key`, `unknown_key`, `invalid_token`, `records_not_allowed`, `host_not_local`.
     pub code: &'static str,
     /// What went wrong and what to do.
     pub message: String,
+}
+
+impl axum::response::IntoResponse for ReadRefusal {
+    /// The status, and `{"error": code, "message": ...}`.
+    fn into_response(self) -> axum::response::Response {
+        let status = axum::http::StatusCode::from_u16(self.status).unwrap_or(axum::http::StatusCode::FORBIDDEN);
+        let body = serde_json::json!({ "error": self.code, "message": self.message });
+        (status, axum::Json(body)).into_response()
+    }
 }
 
 /// A refused client: the close code, the message for its `bidi_error`, the metric reason.
@@ -240,11 +249,41 @@ impl Auth {
         self
     }
 
-    /// Lets anyone who reaches the gateway read the conversation record when no credentials
-    /// are required (local mode, bound to this machine).
+    /// Lets anyone on this machine read the conversation record when no credentials are
+    /// required (local mode, bound to loopback): any request that names the server by an IP
+    /// address or `localhost` in its `Host` (see [`Auth::open_data`]).
     pub fn with_open_records(mut self) -> Self {
         self.open_records = true;
         self
+    }
+
+    /// Whether a request may have what this gateway serves without a credential (the record,
+    /// `/metrics`, local mode's agent list) — where the record is open (local mode on
+    /// loopback), only a request whose `Host` is an IP address or `localhost`, with its port.
+    /// Loopback alone does not keep a web page out: a page of another site can make its own
+    /// name resolve to 127.0.0.1 (DNS rebinding) and read whatever answers that name; a browser
+    /// sends no `Origin` on such a same-origin `GET`, but always the name as `Host`. Elsewhere
+    /// every request may (the record there needs a credential: [`Auth::records_reader`]).
+    pub fn open_data(&self, headers: &HeaderMap) -> Result<(), ReadRefusal> {
+        if !self.open_records {
+            return Ok(());
+        }
+        let host = crate::origin::host(headers);
+        if host.is_some_and(crate::origin::address_or_localhost) {
+            return Ok(());
+        }
+        let port = host.and_then(|h| h.rsplit_once(':')).map(|(_, port)| port).filter(|p| p.parse::<u16>().is_ok());
+        let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+        let named = host.map_or_else(|| "no Host header".to_owned(), |h| format!("Host {h:?}"));
+        Err(ReadRefusal {
+            status: 403,
+            code: "host_not_local",
+            message: format!(
+                "this local server answers only requests that name it by address or as localhost, and this one has \
+                 {named} (a web page of another site can point its own name at this machine); open \
+                 http://127.0.0.1{port}/ or http://localhost{port}/ instead"
+            ),
+        })
     }
 
     /// Whether a session may be continued (`session_start.continue_from`) by a client with
@@ -257,12 +296,13 @@ impl Auth {
     /// Who may read the conversation record (`/v1/sessions`): an API key with
     /// `records=read`, or a JWT with the records scope ([`Jwt::with_records_scope`]), in
     /// the namespaces of its scope. Without credentials configured the record is readable
-    /// only where [`Auth::with_open_records`] said so.
+    /// only where [`Auth::with_open_records`] said so, and only by a request that names the
+    /// server by address or as `localhost` ([`Auth::open_data`]).
     pub fn records_reader(&self, headers: &HeaderMap) -> Result<Arc<Scope>, ReadRefusal> {
         let refused = |status, code, message: String| ReadRefusal { status, code, message };
         if !self.requires_keys() {
             return if self.open_records {
-                Ok(Arc::default())
+                self.open_data(headers).map(|()| Arc::default())
             } else {
                 Err(refused(
                     403,

@@ -40,7 +40,11 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 }
 
 fn app(gateway: Arc<Gateway>, more_metrics: Option<MoreMetrics>) -> Router {
-    let metrics = move |State(gateway): State<Arc<Gateway>>| async move {
+    let metrics = move |State(gateway): State<Arc<Gateway>>, headers: HeaderMap| async move {
+        // Local mode's metrics only to this machine's own requests (not a rebound web page).
+        if let Err(refused) = gateway.auth.open_data(&headers) {
+            return refused.into_response();
+        }
         let held = i64::try_from(gateway.budget.held()).unwrap_or(i64::MAX);
         gateway.metrics.memory_held.set(held);
         gateway.metrics.memory_budget.set(gateway.budget.limit().map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)));

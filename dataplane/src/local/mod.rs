@@ -15,9 +15,13 @@
 //! when a session asks for audio (see [`crate::runtime::connection`]). The demo tool servers
 //! verify the gateway's identity assertion as a bank's would: their account endpoints act
 //! only for the caller it names, for the folder's Agents (their namespaces are the ones the
-//! servers trust; [`crate::demo_tools`]).
+//! servers trust; [`crate::demo_tools`]). Bound to loopback, local mode serves its record,
+//! agent list, metrics and page without credentials, but only to requests that name it by
+//! address or as `localhost` (`hosts`): not to a web page that pointed its own name here.
 
 pub use crate::console::{agents, web};
+
+mod hosts;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -250,10 +254,11 @@ pub async fn start_redacting(
     let (gateway, routes) = gateway(&options, key, table, runtime.local_addr().map_err(start_error)?, record)?;
     let runtime_state = runtime.state();
     let live = crate::console::live::routes(gateway.clone());
+    let own = hosts::this_machine_only(web::routes(list).merge(live), gateway.clone());
     let gateway = GatewayServer::bind(options.listen, gateway)
         .await
         .map_err(start_error)?
-        .with_routes(web::routes(list).merge(live))
+        .with_routes(own)
         .with_more_metrics(Arc::new(move || runtime_state.shared.metrics.render()));
     Ok(Local {
         server: Servers { gateway, runtime, _routes: routes },
@@ -356,7 +361,9 @@ fn gateway(
     let directory = switchboard_gateway::Directory::new(Arc::new(table), Arc::new(endpoints), None);
     let (routes, receiver) = watch::channel(directory);
     let auth = Auth::new(None, options.server.allowed_origins.clone()).map_err(start_error)?.with_own_page();
-    // The record of this machine's sessions is this machine's to read: open on loopback only.
+    // The record of this machine's sessions is this machine's to read: open on loopback only,
+    // and only to requests that name this machine by address or as localhost (not to a web
+    // page that pointed its own name here): the rule of the record, /metrics and the page.
     let auth = if options.listen.ip().is_loopback() { auth.with_open_records() } else { auth };
     let config = GatewayConfig {
         max_message_bytes: options.server.max_message_bytes,

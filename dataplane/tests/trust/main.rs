@@ -1,8 +1,11 @@
 //! Who the shipped servers answer, tried with the real `switchboard` binary over real
 //! sockets: the Example Bank's demo tool server serves only callers the gateway vouches for
-//! from the namespaces it trusts, and will not serve account calls without the gateway's key.
+//! from the namespaces it trusts, and will not serve account calls without the gateway's key;
+//! local mode answers its record, agent list, metrics and page only to requests that name it
+//! by address or as `localhost`, not to a web page that pointed its own name at 127.0.0.1.
 
 mod demo_tools;
+mod local_hosts;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

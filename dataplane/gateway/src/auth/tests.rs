@@ -73,6 +73,23 @@ fn the_own_page_is_admitted_only_on_an_address() {
     );
 }
 
+#[test]
+fn open_data_answers_only_requests_that_name_this_machine() {
+    let local = Auth::new(None, vec![]).expect("auth").with_own_page().with_open_records();
+    for host in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080"] {
+        assert!(local.records_reader(&headers(&[("host", host)])).is_ok(), "{host}");
+        assert!(local.open_data(&headers(&[("host", host)])).is_ok(), "{host}");
+    }
+    // DNS rebinding: a site's own name pointed at 127.0.0.1.
+    let refused = local.records_reader(&headers(&[("host", "evil.example:8080")])).expect_err("a rebound name");
+    assert_eq!((refused.status, refused.code), (403, "host_not_local"));
+    assert!(refused.message.contains("http://127.0.0.1:8080/"), "{}", refused.message);
+    assert_eq!(local.open_data(&headers(&[])).expect_err("no Host").code, "host_not_local");
+    // A gateway whose record is not open serves its metrics to whoever reaches it, as before.
+    let cluster = Auth::new(None, vec![]).expect("auth");
+    assert!(cluster.open_data(&headers(&[("host", "gateway.example")])).is_ok());
+}
+
 /// An Ed25519 signing key and the JWKS with its public half under `kid`.
 fn jwt_key(seed: u8, kid: &str) -> (jsonwebtoken::EncodingKey, String) {
     use base64::Engine;

@@ -2,7 +2,9 @@
 //! `GET /v1/sessions` (filters as query parameters: `since`, `until` in unix ms, `agent`
 //! as `namespace/name`, `caller`, `outcome`, `limit`) and `GET /v1/sessions/{id}`, JSON.
 //! Only a credential allowed to read the record gets an answer ([`crate::auth::Auth::records_reader`]),
-//! and only about sessions that started in a namespace its scope reaches.
+//! and only about sessions that started in a namespace its scope reaches; where the record is
+//! open without one (local mode on loopback), only a request that names the server by address
+//! or as `localhost` ([`crate::auth::Auth::open_data`]: not a web page that rebound its own name).
 
 use std::sync::Arc;
 
@@ -50,10 +52,7 @@ fn reader(gateway: &Gateway, headers: &HeaderMap) -> Result<(Arc<super::Recorder
         let message = "this gateway keeps no conversation record (start it with --record-database-url)";
         return Err(Box::new(error(StatusCode::NOT_FOUND, "no_record", message)));
     };
-    let scope = gateway.auth.records_reader(headers).map_err(|refusal| {
-        let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
-        Box::new(error(status, refusal.code, &refusal.message))
-    })?;
+    let scope = gateway.auth.records_reader(headers).map_err(|refusal| Box::new(refusal.into_response()))?;
     Ok((record, scope))
 }
 
