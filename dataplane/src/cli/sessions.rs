@@ -39,7 +39,8 @@ enum SessionsCommand {
         /// The verified caller, or the credential (API key name, `jwt:<subject>`).
         #[arg(long)]
         caller: Option<String>,
-        /// `ended`, `live`, `parked` (the client went; it may still resume) or `abandoned` (it never did).
+        /// `ended`, `live`, `parked` (the client went; it may still resume), `abandoned` (it never
+        /// did) or `lost` (its gateway died while it was live).
         #[arg(long)]
         outcome: Option<String>,
         /// At most this many.

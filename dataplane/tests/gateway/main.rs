@@ -21,6 +21,7 @@ mod process;
 mod record;
 mod record_access;
 mod record_continue;
+mod record_delivery;
 mod redis;
 mod resume;
 mod scopes;

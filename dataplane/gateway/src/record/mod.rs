@@ -139,7 +139,12 @@ pub struct RecordConfig {
     pub state_ttl: Duration,
     /// A session parked this long ago (its client went) that no client resumed is marked
     /// `abandoned` and reported; longer than the resume window, so no resume can follow.
+    /// A live session whose gateway replica has not been heard of for as long is `lost`.
     pub abandon_after: Duration,
+    /// This gateway replica's id in the record (by default a fresh one per process): its
+    /// sessions' rows name it and its writer's heartbeat says it lives
+    /// ([`store::Store::writing_as`]).
+    pub replica: String,
 }
 
 impl Default for RecordConfig {
@@ -153,6 +158,7 @@ impl Default for RecordConfig {
             batch: 512,
             state_ttl: Duration::from_secs(86_400),
             abandon_after: Duration::from_secs(90),
+            replica: format!("gw-replica-{}", uuid::Uuid::new_v4()),
         }
     }
 }
@@ -232,7 +238,7 @@ impl RecordMetrics {
             )?,
             webhook: vec(
                 "switchboard_gateway_webhook_deliveries_total",
-                "End-of-call reports by outcome: delivered, refused (a 4xx answer), failed (after retries), dropped (queue full), unknown_session.",
+                "End-of-call report attempts by outcome: delivered, refused (a 4xx answer: not tried again), retried (failed: due again after a pause), queue_full (not tried at once: it goes out from the store), unknown_session.",
                 &["outcome"],
             )?,
             summaries: vec(

@@ -8,9 +8,16 @@
 //! Each POST is signed: `X-Switchboard-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of
 //! "<t>.<body>" with the shared secret>` (a receiver checks the MAC and refuses old `t`,
 //! which stops replays), and carries `X-Switchboard-Delivery: <session id>` (a receiver
-//! drops repeats). A delivery is retried with backoff (1, 2, 4, 8 s) on a connection
-//! failure, a timeout, 408, 429 or a 5xx; other answers are final. Reports wait in a
-//! bounded queue; every outcome is counted.
+//! drops repeats).
+//!
+//! Delivery is at least once, from the store ([`super::store`]'s `delivery`): a session's
+//! end makes its report due there, in the same write. The gateway that ended it tries at
+//! once; a connection failure, a timeout, 408, 429 or a 5xx makes it due again with
+//! backoff (1 s doubling to 5 minutes), and every replica takes due reports from the
+//! store every few seconds, so a report outlives a receiver's outage and the gateway that
+//! ended its session, for as long as the session is kept. Other answers are final. At most
+//! [`IN_FLIGHT`] deliveries run at once, so one slow receiver does not hold the others up.
+//! Every outcome is counted.
 
 use std::time::Duration;
 
@@ -22,12 +29,19 @@ use tokio::sync::mpsc;
 
 use super::store::{SessionRecord, Store};
 
-/// Reports waiting to be sent; more are dropped (counted).
+/// Sessions whose report waits to be tried at once; more wait for the store's poll.
 const QUEUE: usize = 1024;
-/// Attempts per report.
-const ATTEMPTS: u32 = 5;
+/// Deliveries at once.
+pub const IN_FLIGHT: usize = 8;
 /// How long one attempt may take.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often due reports are taken from the store.
+const POLL: Duration = Duration::from_secs(2);
+/// The longest pause between two attempts at one report.
+const LONGEST_PAUSE: Duration = Duration::from_secs(300);
+/// How long a claimed report is not due for anyone else: longer than an attempt (reading
+/// the record and the POST).
+const LEASE: Duration = Duration::from_secs(30);
 
 /// The HTTP client the reports go out with (`http://` and `https://`).
 pub type Client = switchboard_models::net::client::HttpClient;
@@ -125,13 +139,41 @@ pub fn signature(secret: &[u8], t: u64, body: &[u8]) -> String {
     format!("t={t},v1={}", hex::encode(tag.as_ref()))
 }
 
-/// The sender: session ids in, reports out.
+/// The pause after the `attempt`th failed attempt: 1 s doubling, at most [`LONGEST_PAUSE`].
+fn pause_after(attempt: i64) -> Duration {
+    let doublings = u32::try_from(attempt.saturating_sub(1).clamp(0, 16)).unwrap_or(16);
+    Duration::from_secs(1u64 << doublings).min(LONGEST_PAUSE)
+}
+
+fn ms(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// How one attempt went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    Delivered,
+    /// A final answer (a 4xx other than 408 and 429).
+    Refused,
+    /// To be tried again.
+    Failed,
+    /// The session is no longer recorded.
+    Unknown,
+}
+
+/// The sender: session ids in (to try at once), reports out; due reports from the store.
 #[derive(Debug)]
 pub struct Webhook {
+    rx: mpsc::Receiver<String>,
+    sender: std::sync::Arc<Sender>,
+}
+
+/// What one delivery needs.
+#[derive(Debug)]
+struct Sender {
     config: WebhookConfig,
     client: Client,
     store: Store,
-    rx: mpsc::Receiver<String>,
     deliveries: IntCounterVec,
 }
 
@@ -145,49 +187,113 @@ impl Webhook {
         deliveries: IntCounterVec,
     ) -> (Self, mpsc::Sender<String>) {
         let (tx, rx) = mpsc::channel(QUEUE);
-        (Self { config, client, store, rx, deliveries }, tx)
+        (Self { rx, sender: std::sync::Arc::new(Sender { config, client, store, deliveries }) }, tx)
     }
 
-    /// Sends reports until every sender is gone.
+    /// Sends reports until every sender is gone: those it is told of at once, the others
+    /// due in the store as they come due.
     pub async fn run(mut self) {
-        while let Some(id) = self.rx.recv().await {
-            let outcome = self.deliver(&id).await;
-            self.deliveries.with_label_values(&[outcome]).inc();
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut poll = tokio::time::interval(POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                id = self.rx.recv(), if tasks.len() < IN_FLIGHT => match id {
+                    Some(id) => {
+                        let sender = self.sender.clone();
+                        tasks.spawn(async move { sender.claim_and_deliver(&id).await });
+                    }
+                    None => break,
+                },
+                _ = poll.tick(), if tasks.len() < IN_FLIGHT => {
+                    let room = IN_FLIGHT - tasks.len();
+                    for (id, attempt) in self.sender.due(room).await {
+                        let sender = self.sender.clone();
+                        tasks.spawn(async move { sender.deliver(&id, attempt).await });
+                    }
+                }
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+impl Sender {
+    /// Up to `room` reports due now, claimed.
+    async fn due(&self, room: usize) -> Vec<(String, i64)> {
+        let now = super::now_us() / 1000;
+        let limit = i64::try_from(room).unwrap_or(1);
+        match self.store.claim_due_reports(now, now + ms(LEASE), limit).await {
+            Ok(due) => due,
+            Err(error) => {
+                tracing::debug!("cannot take due end-of-call reports from the record: {error}");
+                Vec::new()
+            }
         }
     }
 
-    async fn deliver(&self, id: &str) -> &'static str {
-        let record = match self.store.show(id).await {
-            Ok(Some(record)) => record,
-            Ok(None) => return "unknown_session",
-            Err(error) => {
-                tracing::warn!(session_id = %id, "no end-of-call report: cannot read the record: {error}");
-                return "failed";
+    /// Delivers session `id`'s report if it is due at all (another replica may have).
+    async fn claim_and_deliver(&self, id: &str) {
+        let now = super::now_us() / 1000;
+        match self.store.claim_report(id, now + ms(LEASE)).await {
+            Ok(Some(attempt)) => self.deliver(id, attempt).await,
+            Ok(None) => {}
+            // Still due in the store: the poll takes it once the store answers.
+            Err(error) => tracing::info!(session_id = %id, "the end-of-call report waits: {error}"),
+        }
+    }
+
+    /// One attempt at session `id`'s report (its `attempt`th), and what follows it: done,
+    /// or due again after a pause.
+    async fn deliver(&self, id: &str, attempt: i64) {
+        let outcome = self.attempt(id, attempt).await;
+        let label = match outcome {
+            Attempt::Delivered => "delivered",
+            Attempt::Refused => "refused",
+            Attempt::Failed => "retried",
+            Attempt::Unknown => "unknown_session",
+        };
+        self.deliveries.with_label_values(&[label]).inc();
+        let done = match outcome {
+            Attempt::Delivered | Attempt::Refused | Attempt::Unknown => self.store.report_done(id).await,
+            Attempt::Failed => {
+                let at = super::now_us() / 1000 + ms(pause_after(attempt));
+                self.store.report_again(id, at).await
             }
         };
-        let Ok(body) = serde_json::to_vec(&Report::of(&record)) else { return "failed" };
-        let mut pause = Duration::from_secs(1);
-        for attempt in 1..=ATTEMPTS {
-            match self.post(id, &body).await {
-                Ok(status) if (200..300).contains(&status) => return "delivered",
-                Ok(status) if !(status == 408 || status == 429 || status >= 500) => {
-                    tracing::warn!(session_id = %id, status, "the end-of-call webhook refused the report; not retried");
-                    return "refused";
-                }
-                Ok(status) => {
-                    tracing::info!(session_id = %id, status, attempt, "the end-of-call webhook failed; retrying")
-                }
-                Err(error) => {
-                    tracing::info!(session_id = %id, attempt, "the end-of-call webhook failed: {error}; retrying")
-                }
-            }
-            if attempt < ATTEMPTS {
-                tokio::time::sleep(pause).await;
-                pause *= 2;
-            }
+        // Not written: the lease lapses and the report is due again (at least once).
+        if let Err(error) = done {
+            tracing::info!(session_id = %id, "cannot note the end-of-call report's delivery: {error}");
         }
-        tracing::warn!(session_id = %id, "the end-of-call report was not delivered after {ATTEMPTS} attempts");
-        "failed"
+    }
+
+    async fn attempt(&self, id: &str, attempt: i64) -> Attempt {
+        let record = match self.store.show(id).await {
+            Ok(Some(record)) => record,
+            Ok(None) => return Attempt::Unknown,
+            Err(error) => {
+                tracing::info!(session_id = %id, "the end-of-call report waits: cannot read the record: {error}");
+                return Attempt::Failed;
+            }
+        };
+        let Ok(body) = serde_json::to_vec(&Report::of(&record)) else { return Attempt::Refused };
+        let failed = match self.post(id, &body).await {
+            Ok(status) if (200..300).contains(&status) => return Attempt::Delivered,
+            Ok(status) if !(status == 408 || status == 429 || status >= 500) => {
+                tracing::warn!(session_id = %id, status, "the end-of-call webhook refused the report; not retried");
+                return Attempt::Refused;
+            }
+            Ok(status) => format!("answered {status}"),
+            Err(error) => error,
+        };
+        let pause = pause_after(attempt).as_secs();
+        if attempt % 5 == 0 {
+            tracing::warn!(session_id = %id, attempt, "the end-of-call webhook failed: {failed}; trying again in {pause} s");
+        } else {
+            tracing::info!(session_id = %id, attempt, "the end-of-call webhook failed: {failed}; trying again in {pause} s");
+        }
+        Attempt::Failed
     }
 
     async fn post(&self, id: &str, body: &[u8]) -> Result<u16, String> {
@@ -212,6 +318,14 @@ impl Webhook {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempts_pause_one_second_doubling_to_five_minutes() {
+        let pauses: Vec<u64> = (1..=11).map(|n| pause_after(n).as_secs()).collect();
+        assert_eq!(pauses, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+        assert_eq!(pause_after(i64::MAX), LONGEST_PAUSE);
+        assert_eq!(pause_after(0).as_secs(), 1);
+    }
 
     #[test]
     fn the_signature_is_hmac_sha256_of_time_and_body() {

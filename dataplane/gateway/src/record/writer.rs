@@ -4,8 +4,10 @@
 //! 30 s) and written in order once the store answers. Entries beyond the backlog's bound
 //! are dropped and counted. Once an hour (and at the first write) sessions past the
 //! retention are deleted, and callers ([`super::store::callers`]) not seen within theirs.
-//! Every few seconds to a minute, sessions whose client went and
-//! never came back within the resume window are marked `abandoned` and reported.
+//! Every few seconds to a minute (a sweep), the writer says its replica lives
+//! ([`Store::heartbeat`]), sessions whose client went and never came back within the
+//! resume window are marked `abandoned`, and live sessions of a replica not heard of for as
+//! long are marked `lost` (its gateway died holding them); both are reported.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -22,6 +24,10 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(30);
 const EXPIRY_EVERY: Duration = Duration::from_secs(3600);
 /// How long the last flush at shutdown may take.
 const LAST_FLUSH: Duration = Duration::from_secs(5);
+/// How long after a session's end its report is due from the store: longer than the
+/// summary may take ([`super::summary`] waits 30 s at most) and a first delivery, so a
+/// gateway that lives delivers its own reports first.
+pub const REPORT_GRACE: Duration = Duration::from_secs(60);
 
 /// The writer task's state.
 #[derive(Debug)]
@@ -43,7 +49,7 @@ pub struct Writer {
 impl Writer {
     pub(super) fn new(store: Store, config: RecordConfig, rx: mpsc::Receiver<Entry>, metrics: RecordMetrics) -> Self {
         Self {
-            store,
+            store: store.writing_as(&config.replica),
             config,
             rx,
             metrics,
@@ -56,9 +62,12 @@ impl Writer {
         }
     }
 
-    /// Also tells `ended` the id of each session whose end it wrote.
+    /// Also tells `ended` the id of each session whose end it wrote (or that it found
+    /// abandoned or lost), and makes each such session's report due in the store
+    /// [`REPORT_GRACE`] after its end, should it not be delivered by then.
     pub fn reporting_to(mut self, ended: mpsc::Sender<String>) -> Self {
         self.ended = Some(ended);
+        self.store = self.store.reporting(REPORT_GRACE);
         self
     }
 
@@ -157,7 +166,8 @@ impl Writer {
                     if let Some(super::Update::End { outcome: "ended", .. }) = &entry.update
                         && ended.try_send(entry.session.to_string()).is_err()
                     {
-                        self.metrics.webhook.with_label_values(&["dropped"]).inc();
+                        // Its report stays due in the store, and goes out from there.
+                        self.metrics.webhook.with_label_values(&["queue_full"]).inc();
                     }
                 }
             }
@@ -207,17 +217,30 @@ impl Writer {
             return;
         }
         self.next_sweep = Instant::now() + self.sweep_every();
-        let before = super::now_us() / 1000 - i64::try_from(self.config.abandon_after.as_millis()).unwrap_or(i64::MAX);
-        let ids = match self.store.abandon(before).await {
-            Ok(ids) => ids,
-            Err(error) => return tracing::warn!("cannot mark abandoned sessions: {error}"),
-        };
+        let now = super::now_us() / 1000;
+        if let Err(error) = self.store.heartbeat(now).await {
+            tracing::warn!("cannot say this replica lives in the record: {error}");
+        }
+        let before = now - i64::try_from(self.config.abandon_after.as_millis()).unwrap_or(i64::MAX);
+        match self.store.abandon(before).await {
+            Ok(ids) => self.report(ids, "the client went and did not come back: the session is abandoned"),
+            Err(error) => tracing::warn!("cannot mark abandoned sessions: {error}"),
+        }
+        match self.store.lose(before, now).await {
+            Ok(ids) => self.report(ids, "its gateway replica stopped without ending it: the session is lost"),
+            Err(error) => tracing::warn!("cannot mark lost sessions: {error}"),
+        }
+    }
+
+    /// Tells the reporting tasks of sessions found ended by a sweep.
+    fn report(&self, ids: Vec<String>, why: &str) {
         for id in ids {
-            tracing::info!(session_id = %id, "the client went and did not come back: the session is abandoned");
+            tracing::info!(session_id = %id, "{why}");
             if let Some(ended) = &self.ended
                 && ended.try_send(id).is_err()
             {
-                self.metrics.webhook.with_label_values(&["dropped"]).inc();
+                // Its report stays due in the store, and goes out from there.
+                self.metrics.webhook.with_label_values(&["queue_full"]).inc();
             }
         }
     }

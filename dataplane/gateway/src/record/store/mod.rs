@@ -16,6 +16,7 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 
 pub mod callers;
+mod delivery;
 mod write;
 
 /// The schema, in order; each statement is idempotent.
@@ -68,6 +69,16 @@ const SCHEMA: &[&str] = &[
     )",
 ];
 
+/// Columns of `switchboard_sessions` added after it was first made, and their types: the
+/// summary; the replica that holds a live session, when its report is due (unix ms; none:
+/// delivered, or nothing to deliver) and how many deliveries were tried ([`delivery`]).
+const ADDED_COLUMNS: &[(&str, &str)] = &[
+    ("summary", "TEXT"),
+    ("replica", "TEXT"),
+    ("report_due", "BIGINT"),
+    ("report_attempts", "BIGINT NOT NULL DEFAULT 0"),
+];
+
 /// A store that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -88,6 +99,12 @@ pub struct Store {
     postgres: bool,
     /// Where it is, without credentials (logs).
     pub display: String,
+    /// The gateway replica whose writer writes through this handle
+    /// ([`Store::writing_as`]): its sessions' rows name it, and its heartbeat says it lives.
+    replica: Option<std::sync::Arc<str>>,
+    /// When reports are sent ([`Store::reporting`]): how long after a session's end its
+    /// report is due from the store, should the gateway that ended it not deliver it first.
+    report_grace_ms: Option<i64>,
 }
 
 /// What a list of sessions is narrowed to.
@@ -101,7 +118,7 @@ pub struct Filter {
     pub agent: Option<String>,
     /// The verified caller or the credential.
     pub caller: Option<String>,
-    /// `ended`, `live`, `parked`, `abandoned`.
+    /// `ended`, `live`, `parked`, `abandoned`, `lost`.
     pub outcome: Option<String>,
     /// Most rows (default 50, at most 1000).
     pub limit: Option<i64>,
@@ -128,7 +145,8 @@ pub struct Summary {
     #[serde(default)]
     pub agents: Vec<String>,
     /// `live`, `ended`, `parked` (the client went; it may still resume), `abandoned` (parked
-    /// past the resume window: it never came back).
+    /// past the resume window: it never came back), `lost` (its gateway replica died while
+    /// it was live).
     pub outcome: String,
     /// The close code it ended with.
     pub close_code: Option<i64>,
@@ -191,7 +209,24 @@ impl Store {
             .max_connections(if postgres { 4 } else { 1 })
             .acquire_timeout(Duration::from_secs(5))
             .connect_lazy(&url)?;
-        Ok(Self { pool, postgres, display })
+        Ok(Self { pool, postgres, display, replica: None, report_grace_ms: None })
+    }
+
+    /// This handle writes for gateway replica `replica` (a fresh id per process): every
+    /// session it starts or resumes names it, so that another replica can tell, once the
+    /// replica's heartbeat stops ([`Store::heartbeat`]), that its live sessions were lost.
+    pub fn writing_as(mut self, replica: &str) -> Self {
+        self.replica = Some(replica.into());
+        self
+    }
+
+    /// Sessions ended or abandoned through this handle are due for their end-of-call report
+    /// (`report_due`) `grace` after their end: the store is the reports' queue, so a report
+    /// not delivered by then — its gateway died, the receiver was down — is sent from it,
+    /// by any replica ([`Store::claim_due_reports`]).
+    pub fn reporting(mut self, grace: Duration) -> Self {
+        self.report_grace_ms = Some(i64::try_from(grace.as_millis()).unwrap_or(i64::MAX));
+        self
     }
 
     /// A SQLite file at `path`.
@@ -212,20 +247,27 @@ impl Store {
         for statement in SCHEMA.iter().chain(callers::SCHEMA) {
             sqlx::query(*statement).execute(&mut *tx).await?;
         }
-        // Tables made before the summary existed.
-        if self.postgres {
-            sqlx::query("ALTER TABLE switchboard_sessions ADD COLUMN IF NOT EXISTS summary TEXT")
-                .execute(&mut *tx)
+        // Columns added since the table was first made (names and types: this file's
+        // constants, so the statements built from them are safe).
+        for (column, kind) in ADDED_COLUMNS {
+            if self.postgres {
+                let add = format!("ALTER TABLE switchboard_sessions ADD COLUMN IF NOT EXISTS {column} {kind}");
+                sqlx::query(sqlx::AssertSqlSafe(add)).execute(&mut *tx).await?;
+            } else {
+                let found: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM pragma_table_info('switchboard_sessions') WHERE name = $1",
+                )
+                .bind(*column)
+                .fetch_one(&mut *tx)
                 .await?;
-        } else {
-            let found: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM pragma_table_info('switchboard_sessions') WHERE name = 'summary'",
-            )
-            .fetch_one(&mut *tx)
-            .await?;
-            if found == 0 {
-                sqlx::query("ALTER TABLE switchboard_sessions ADD COLUMN summary TEXT").execute(&mut *tx).await?;
+                if found == 0 {
+                    let add = format!("ALTER TABLE switchboard_sessions ADD COLUMN {column} {kind}");
+                    sqlx::query(sqlx::AssertSqlSafe(add)).execute(&mut *tx).await?;
+                }
             }
+        }
+        for statement in delivery::SCHEMA {
+            sqlx::query(*statement).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(())

@@ -10,7 +10,7 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         for entry in batch {
             if let Some(update) = &entry.update {
-                update_session(&mut tx, entry, update).await?;
+                update_session(&mut tx, self, entry, update).await?;
                 if matches!(update, Update::State { .. } | Update::CallerSeen { .. } | Update::CallerMemory { .. }) {
                     // Not an event of the conversation.
                     continue;
@@ -44,13 +44,16 @@ impl Store {
     }
 
     /// Sessions parked (their client went) before `before` (unix ms) and never resumed:
-    /// marked `abandoned`, and their ids returned — to one caller only, when several
+    /// marked `abandoned` (their reports due at once, when reports are sent), and their ids
+    /// returned — to one caller only, when several
     /// gateways sweep the same database at once.
     pub async fn abandon(&self, before: i64) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query(
-            "UPDATE switchboard_sessions SET outcome = 'abandoned' WHERE outcome = 'parked' AND ended_at < $1 RETURNING id",
+            "UPDATE switchboard_sessions SET outcome = 'abandoned', report_due = $2
+             WHERE outcome = 'parked' AND ended_at < $1 RETURNING id",
         )
         .bind(before)
+        .bind(self.report_grace_ms.map(|_| crate::record::now_us() / 1000))
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.iter().map(|row| sqlx::Row::try_get::<String, _>(row, "id")).collect::<Result<_, _>>()?)
@@ -59,6 +62,7 @@ impl Store {
 
 async fn update_session(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    store: &Store,
     entry: &Entry,
     update: &Update,
 ) -> Result<(), sqlx::Error> {
@@ -66,13 +70,15 @@ async fn update_session(
     match update {
         Update::Start { credential } => {
             sqlx::query(
-                "INSERT INTO switchboard_sessions (id, started_at, credential, first_agent, last_agent, outcome)
-                 VALUES ($1, $2, $3, $4, $4, 'live') ON CONFLICT (id) DO UPDATE SET outcome = 'live', ended_at = NULL",
+                "INSERT INTO switchboard_sessions (id, started_at, credential, first_agent, last_agent, outcome, replica)
+                 VALUES ($1, $2, $3, $4, $4, 'live', $5)
+                 ON CONFLICT (id) DO UPDATE SET outcome = 'live', ended_at = NULL, replica = excluded.replica",
             )
             .bind(id)
             .bind(entry.at_us / 1000)
             .bind(credential.as_str())
             .bind(entry.agent.as_str())
+            .bind(store.replica())
             .execute(&mut **tx)
             .await?;
         }
@@ -132,11 +138,16 @@ async fn update_session(
             }
         }
         Update::End { outcome, close_code } => {
-            sqlx::query("UPDATE switchboard_sessions SET ended_at = $2, outcome = $3, close_code = $4 WHERE id = $1")
-                .bind(id)
-                .bind(entry.at_us / 1000)
-                .bind(*outcome)
-                .bind(close_code.map(i64::from))
+            // An ended session's report is due (a parked one's only once it is abandoned).
+            let due = if *outcome == "ended" { store.report_due_after(entry.at_us / 1000) } else { None };
+            sqlx::query(
+                "UPDATE switchboard_sessions SET ended_at = $2, outcome = $3, close_code = $4, report_due = $5 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(entry.at_us / 1000)
+            .bind(*outcome)
+            .bind(close_code.map(i64::from))
+            .bind(due)
                 .execute(&mut **tx)
                 .await?;
         }
