@@ -67,6 +67,8 @@ pub async fn run(args: SessionsArgs) -> anyhow::Result<()> {
                 caller,
                 outcome,
                 limit: Some(limit),
+                // The database's reader reads every namespace.
+                namespaces: None,
             };
             let sessions = store.list(&filter).await?;
             if args.json {

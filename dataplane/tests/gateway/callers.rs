@@ -145,7 +145,7 @@ async fn a_returning_verified_caller_is_greeted_with_their_preferences_until_del
     ended_times(&store, &last, 2).await;
     let state = store.caller(&caller_id_of("bank", "12345678"), "").await.expect("store");
     assert!(
-        state.as_ref().is_none_or(|s| s.memory.get("callerPreferences").is_none()),
+        state.as_ref().is_none_or(|s| !s.memory.contains_key("callerPreferences")),
         "an unverified continuation wrote the caller's preferences: {state:?}"
     );
     stop.cancel();

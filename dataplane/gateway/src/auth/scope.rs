@@ -61,6 +61,16 @@ impl Scope {
         })
     }
 
+    /// The namespaces the scope reaches, when it does not reach every one (no pattern's
+    /// namespace is `*`): sorted, each once; empty when it reaches nothing.
+    pub fn namespaces(&self) -> Option<Vec<String>> {
+        let patterns = self.patterns.as_ref()?;
+        let mut namespaces = patterns.iter().map(|p| p.namespace.clone()).collect::<Option<Vec<String>>>()?;
+        namespaces.sort();
+        namespaces.dedup();
+        Some(namespaces)
+    }
+
     /// Whether a session in `namespace` may be resumed.
     pub fn allows_namespace(&self, namespace: &str) -> bool {
         self.patterns.as_ref().is_none_or(|patterns| patterns.iter().any(|p| part_matches(&p.namespace, namespace)))
@@ -132,6 +142,16 @@ mod tests {
         let none = Scope::parse([]).expect("valid");
         assert!(!none.allows_agent("bank", "triage") && !none.allows_namespace("bank"));
         assert_eq!(none.to_string(), "(no agents)");
+    }
+
+    #[test]
+    fn a_scope_names_its_namespaces_unless_it_reaches_any() {
+        let scope = Scope::parse(["shop/*", "bank/triage", "bank/idv"]).expect("scope");
+        assert_eq!(scope.namespaces(), Some(vec!["bank".to_owned(), "shop".to_owned()]));
+        assert_eq!(Scope::parse(["bank/*", "*/triage"]).expect("scope").namespaces(), None);
+        assert_eq!(Scope::parse(["*"]).expect("scope").namespaces(), None);
+        assert_eq!(Scope::unrestricted().namespaces(), None);
+        assert_eq!(Scope::parse([]).expect("scope").namespaces(), Some(Vec::new()));
     }
 
     #[test]

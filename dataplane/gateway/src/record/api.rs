@@ -24,6 +24,9 @@ pub async fn list(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Query
         Ok(reader) => reader,
         Err(response) => return *response,
     };
+    // The query leaves other namespaces out before its limit; the check below stays for
+    // what a scope's agent patterns say beyond namespaces.
+    let filter = Filter { namespaces: scope.namespaces(), ..filter };
     match record.store.list(&filter).await {
         Ok(sessions) => {
             let sessions: Vec<_> = sessions.into_iter().filter(|s| in_scope(&scope, &s.first_agent)).collect();

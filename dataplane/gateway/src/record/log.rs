@@ -18,6 +18,8 @@ use switchboard_core::assertion::IDENTITY_KEY;
 
 /// Tool calls tracked at once (their durations); more are recorded without one.
 const MAX_OPEN_TOOLS: usize = 32;
+/// Consent requests awaiting an answer, per session.
+const MAX_OPEN_CONSENTS: usize = 16;
 
 /// A session's recorder.
 #[derive(Debug)]
@@ -36,6 +38,9 @@ pub struct SessionLog {
     caller: Option<String>,
     /// Caller keys set before the caller was verified (kept for it once it is).
     caller_keys: Vec<(String, Value)>,
+    /// Consent requests the runtime sent that no answer was recorded for yet (at most
+    /// [`MAX_OPEN_CONSENTS`], oldest dropped): only an answer to one of them is recorded.
+    consents: Vec<String>,
 }
 
 /// Caller keys held until the caller is verified; more are not kept.
@@ -55,6 +60,7 @@ impl SessionLog {
             redactor,
             caller: None,
             caller_keys: Vec::new(),
+            consents: Vec::new(),
         }
     }
 
@@ -125,13 +131,18 @@ impl SessionLog {
         self.push_plain(agent, "session_end", data, Some(Update::End { outcome, close_code: close.map(|c| c.0) }));
     }
 
-    /// A client text frame the session forwarded: consents are kept (typed text comes back
-    /// as the user's transcript line).
-    pub fn client(&self, agent: &str, text: &str) {
+    /// A client text frame the session forwarded: the answer to a consent request the
+    /// runtime made is kept, once (typed text comes back as the user's transcript line). Any
+    /// other `tool_consent` — an id the runtime never asked about, one answered already —
+    /// is not the record's: a client cannot write to it without a model turn.
+    pub fn client(&mut self, agent: &str, text: &str) {
         if !text.contains("tool_consent") {
             return;
         }
-        if let Ok(ClientMessage::ToolConsent { tool_use_id, approved }) = serde_json::from_str(text) {
+        if let Ok(ClientMessage::ToolConsent { tool_use_id, approved }) = serde_json::from_str(text)
+            && let Some(open) = self.consents.iter().position(|id| *id == tool_use_id)
+        {
+            self.consents.remove(open);
             self.push(agent, "consent_answer", json!({ "tool_use_id": tool_use_id, "approved": approved }), None);
         }
     }
@@ -228,6 +239,12 @@ impl SessionLog {
                 self.push(agent, "tool_error", data, None);
             }
             ServerMessage::ConsentRequest { tool_use_id, name, description, input } => {
+                if !self.consents.contains(&tool_use_id) {
+                    if self.consents.len() >= MAX_OPEN_CONSENTS {
+                        self.consents.remove(0);
+                    }
+                    self.consents.push(tool_use_id.clone());
+                }
                 let data =
                     json!({ "tool_use_id": tool_use_id, "name": name, "description": description, "input": input });
                 self.push(agent, "consent_request", data, None);

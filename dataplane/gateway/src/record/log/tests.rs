@@ -47,3 +47,44 @@ async fn a_fallbacks_tokens_are_counted_and_priced_as_the_model_that_answered() 
     assert!(!text.contains("switchboard_gateway_unpriced_usage_total{"), "both are priced: {text}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A client's `tool_consent` is recorded only as the answer to a consent request the
+/// runtime made, once: any other id (a flood of 64 KB ids, say) writes nothing.
+#[tokio::test]
+async fn only_the_answer_to_a_consent_request_is_recorded_once() {
+    let dir = std::env::temp_dir().join(format!("switchboard-log-{}", uuid::Uuid::new_v4()));
+    let store = Store::file(&dir.join("record.db")).expect("store");
+    let metrics = RecordMetrics::new().expect("metrics");
+    let config = RecordConfig { flush_interval: std::time::Duration::from_millis(10), ..RecordConfig::default() };
+    let (recorder, writer) = Recorder::new(store.clone(), config, Redactor::default(), Prices::default(), metrics);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let writing = tokio::spawn(writer.run(stop.clone()));
+    let mut log = SessionLog::new(recorder.clone(), "gw-consent");
+    log.started("bank/banking", "web", false, None, &[]);
+    let answer = |id: &str, approved: bool| {
+        serde_json::json!({"type": "tool_consent", "tool_use_id": id, "approved": approved}).to_string()
+    };
+    log.client("bank/banking", &answer(&"x".repeat(64 * 1024), true));
+    log.message(
+        "bank/banking",
+        ServerMessage::ConsentRequest {
+            tool_use_id: "t-1".into(),
+            name: "open_dispute".into(),
+            description: "Open a dispute".into(),
+            input: serde_json::json!({}),
+        },
+    );
+    log.client("bank/banking", &answer("t-2", true));
+    log.client("bank/banking", &answer("t-1", false));
+    log.client("bank/banking", &answer("t-1", true));
+    log.ended("bank/banking", "ended", None);
+    drop(log);
+    drop(recorder);
+    writing.await.expect("the writer ends with its last recorder");
+    let record = store.show("gw-consent").await.expect("store").expect("recorded");
+    let answers: Vec<&serde_json::Value> =
+        record.events.iter().filter(|e| e.kind == "consent_answer").map(|e| &e.data).collect();
+    assert_eq!(answers, [&serde_json::json!({"tool_use_id": "t-1", "approved": false})], "{:?}", record.events);
+    stop.cancel();
+    let _ = std::fs::remove_dir_all(dir);
+}

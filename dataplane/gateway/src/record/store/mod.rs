@@ -12,11 +12,12 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Row};
 
 pub mod callers;
 mod delivery;
+mod read;
 mod write;
 
 /// The schema, in order; each statement is idempotent.
@@ -122,6 +123,11 @@ pub struct Filter {
     pub outcome: Option<String>,
     /// Most rows (default 50, at most 1000).
     pub limit: Option<i64>,
+    /// Only sessions that started in these namespaces (none: any). Set from the reader's
+    /// scope, never from a query string: the rows of other namespaces are left out by the
+    /// query itself, before its limit.
+    #[serde(skip)]
+    pub namespaces: Option<Vec<String>>,
 }
 
 /// One session's row.
@@ -273,68 +279,6 @@ impl Store {
         Ok(())
     }
 
-    /// Sessions matching `filter`, newest first.
-    pub async fn list(&self, filter: &Filter) -> Result<Vec<Summary>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, started_at, ended_at, credential, caller, first_agent, last_agent, outcome, close_code,
-                    turns, input_tokens, output_tokens, cost_usd, summary
-             FROM switchboard_sessions
-             WHERE started_at >= $1 AND started_at < $2
-               AND ($3 = '' OR id IN (SELECT session_id FROM switchboard_session_agents WHERE agent = $3))
-               AND ($4 = '' OR caller = $4 OR credential = $4)
-               AND ($5 = '' OR outcome = $5)
-             ORDER BY started_at DESC, id
-             LIMIT $6",
-        )
-        .bind(filter.since.unwrap_or(0))
-        .bind(filter.until.unwrap_or(i64::MAX))
-        .bind(filter.agent.clone().unwrap_or_default())
-        .bind(filter.caller.clone().unwrap_or_default())
-        .bind(filter.outcome.clone().unwrap_or_default())
-        .bind(filter.limit.unwrap_or(50).clamp(1, 1000))
-        .fetch_all(&self.pool)
-        .await?;
-        let mut sessions: Vec<Summary> = rows.iter().map(summary).collect::<Result<_, _>>()?;
-        for session in &mut sessions {
-            session.agents = self.agents(&session.id).await?;
-        }
-        Ok(sessions)
-    }
-
-    /// One session and its events, if recorded.
-    pub async fn show(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, started_at, ended_at, credential, caller, first_agent, last_agent, outcome, close_code,
-                    turns, input_tokens, output_tokens, cost_usd, summary
-             FROM switchboard_sessions WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let mut summary = summary(&row)?;
-        summary.agents = self.agents(id).await?;
-        let rows = sqlx::query(
-            "SELECT at_us, agent, kind, data FROM switchboard_session_events WHERE session_id = $1 ORDER BY at_us, ord",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await?;
-        let events = rows
-            .iter()
-            .map(|row| {
-                let data: String = row.try_get("data")?;
-                Ok(EventRow {
-                    at_us: row.try_get("at_us")?,
-                    agent: row.try_get("agent")?,
-                    kind: row.try_get("kind")?,
-                    data: serde_json::from_str(&data).unwrap_or(serde_json::Value::String(data)),
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()?;
-        Ok(Some(SessionRecord { summary, events }))
-    }
-
     /// Deletes the sessions that started before `before` (unix ms); returns how many.
     pub async fn expire(&self, before: i64) -> Result<u64, StoreError> {
         let mut tx = self.pool.begin().await?;
@@ -397,18 +341,6 @@ impl Store {
             .await?;
         Ok(gone.rows_affected())
     }
-
-    async fn agents(&self, id: &str) -> Result<Vec<String>, StoreError> {
-        // First reached first: the first event at each Agent.
-        let rows = sqlx::query(
-            "SELECT agent, MIN(at_us) AS first FROM switchboard_session_events WHERE session_id = $1
-             GROUP BY agent ORDER BY first",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(|row| row.try_get::<String, _>("agent")).collect::<Result<_, _>>()?)
-    }
 }
 
 /// What is saved for continuing a session ([`Store::claim_state`]).
@@ -422,26 +354,6 @@ pub struct SavedState {
     pub summary: Option<String>,
 }
 
-fn summary(row: &AnyRow) -> Result<Summary, sqlx::Error> {
-    Ok(Summary {
-        id: row.try_get("id")?,
-        started_at: row.try_get("started_at")?,
-        ended_at: row.try_get("ended_at")?,
-        credential: row.try_get("credential")?,
-        caller: row.try_get("caller")?,
-        first_agent: row.try_get("first_agent")?,
-        last_agent: row.try_get("last_agent")?,
-        agents: Vec::new(),
-        outcome: row.try_get("outcome")?,
-        close_code: row.try_get("close_code")?,
-        turns: row.try_get("turns")?,
-        input_tokens: row.try_get("input_tokens")?,
-        output_tokens: row.try_get("output_tokens")?,
-        cost_usd: row.try_get("cost_usd")?,
-        summary: row.try_get("summary")?,
-    })
-}
-
 /// The file a `sqlite:` URL names (its options after `?` aside), if it is one.
 pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
     let path = url.strip_prefix("sqlite:")?.trim_start_matches("//");
@@ -451,14 +363,24 @@ pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
 
 /// `url` without the password.
 fn redact_password(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
+    let url = match (url.find("://"), url.find('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];
             let user = userinfo.split(':').next().unwrap_or_default();
             format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
         }
         _ => url.to_owned(),
-    }
+    };
+    // A password among the options (`?password=…`, libpq's and sqlx's form).
+    let Some((base, options)) = url.split_once('?') else { return url };
+    let options: Vec<String> = options
+        .split('&')
+        .map(|option| match option.split_once('=') {
+            Some((name, _)) if name.eq_ignore_ascii_case("password") => format!("{name}=***"),
+            _ => option.to_owned(),
+        })
+        .collect();
+    format!("{base}?{}", options.join("&"))
 }
 
 #[cfg(test)]
@@ -472,6 +394,11 @@ mod tests {
         assert_eq!(sqlite_file("sqlite:"), None);
         assert_eq!(sqlite_file("postgres://db/r"), None);
         assert_eq!(redact_password("postgres://sb:secret@db:5432/r"), "postgres://sb:***@db:5432/r");
+        assert_eq!(
+            redact_password("postgres://db:5432/r?user=sb&password=secret&sslmode=require"),
+            "postgres://db:5432/r?user=sb&password=***&sslmode=require"
+        );
+        assert_eq!(redact_password("postgres://sb:a@db/r?PASSWORD=b"), "postgres://sb:***@db/r?PASSWORD=***");
         assert!(matches!(Store::open("mysql://db/r"), Err(StoreError::Scheme(_))));
     }
 }
