@@ -15,14 +15,24 @@ use switchboard_crds::agent::ToolMemory;
 pub struct ToolFailure {
     /// The class of failure.
     pub kind: FailureKind,
-    /// What happened, for the model and the client.
+    /// What happened, for the model and the client: never where the tool server is nor
+    /// what it answered (that is `detail`).
     pub message: String,
+    /// What happened, for the operator's logs only: the tool server's address, its answer.
+    #[serde(skip)]
+    pub detail: Option<String>,
 }
 
 impl ToolFailure {
     /// A failure of `kind`.
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
+        Self { kind, message: message.into(), detail: None }
+    }
+
+    /// With `detail` for the operator's logs, which neither the model nor the client sees.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
     }
 
     /// The JSON the model receives.

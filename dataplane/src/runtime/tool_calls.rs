@@ -94,6 +94,11 @@ impl ToolCalls {
                 None => None,
             };
             let outcome = executor.call(&spec, input, CallContext { progress, identity, traceparent }).await;
+            // Where the tool server is and what it answered: the operator's, not the model's or
+            // the client's.
+            if let Err(ToolFailure { kind, detail: Some(detail), .. }) = &outcome {
+                tracing::warn!(%tool, %kind, "tool call failed: {detail}");
+            }
             (id, tool, started.elapsed(), outcome)
         }));
     }

@@ -59,8 +59,9 @@ impl HttpToolClient {
                 Ok(result) => result,
                 Err(_) => Err(ToolFailure::new(
                     FailureKind::Timeout,
-                    format!("the tool server at {} did not answer within {} ms", tool.url, tool.timeout_ms),
-                )),
+                    format!("the tool server did not answer within {} ms", tool.timeout_ms),
+                )
+                .with_detail(format!("the tool server at {} did not answer within {} ms", tool.url, tool.timeout_ms))),
             }
         })
     }
@@ -98,28 +99,30 @@ impl HttpToolClient {
             .to_bytes();
         if !status.is_success() {
             let excerpt: String = String::from_utf8_lossy(&body).chars().take(300).collect();
-            return Err(ToolFailure::new(
-                FailureKind::HttpStatus,
-                format!("the tool server at {} answered HTTP {status}: {excerpt}", tool.url),
-            ));
+            return Err(ToolFailure::new(FailureKind::HttpStatus, format!("the tool server answered HTTP {status}"))
+                .with_detail(format!("the tool server at {} answered HTTP {status}: {excerpt}", tool.url)));
         }
         serde_json::from_slice(&body).map_err(|e| {
-            ToolFailure::new(
-                FailureKind::BadResponse,
-                format!("the tool server at {} answered with invalid JSON: {e}", tool.url),
-            )
+            ToolFailure::new(FailureKind::BadResponse, "the tool server answered with something other than JSON")
+                .with_detail(format!("the tool server at {} answered with invalid JSON: {e}", tool.url))
         })
     }
 }
 
-/// A failed request to `url`, with the whole cause chain (TLS errors hide in the sources).
+/// A failed request to `url`: the whole cause chain (TLS errors hide in the sources) for
+/// the operator's logs; for the model and the client, only that the server was not reached
+/// or broke off.
 pub(crate) fn connection_failure(url: &str, error: &hyper_util::client::legacy::Error) -> ToolFailure {
-    let mut message = format!("calling {url} failed: {error}");
+    let mut detail = format!("calling {url} failed: {error}");
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
-        message.push_str(&format!(": {cause}"));
+        detail.push_str(&format!(": {cause}"));
         source = cause.source();
     }
-    let kind = if error.is_connect() { FailureKind::Connection } else { FailureKind::BadResponse };
-    ToolFailure::new(kind, message)
+    let (kind, message) = if error.is_connect() {
+        (FailureKind::Connection, "the tool server could not be reached")
+    } else {
+        (FailureKind::BadResponse, "the tool server broke off the call")
+    };
+    ToolFailure::new(kind, message).with_detail(detail)
 }

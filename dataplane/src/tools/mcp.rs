@@ -110,8 +110,10 @@ impl From<ToolFailure> for RpcError {
     }
 }
 
+/// The MCP server at `url` failed as `what` says: `url` only in the operator's detail.
 fn bad(url: &str, what: impl std::fmt::Display) -> ToolFailure {
-    ToolFailure::new(FailureKind::BadResponse, format!("the MCP server at {url} {what}"))
+    ToolFailure::new(FailureKind::BadResponse, format!("the MCP server {what}"))
+        .with_detail(format!("the MCP server at {url} {what}"))
 }
 
 impl McpClient {
@@ -158,8 +160,9 @@ impl McpClient {
                 self.cancel(&to, id).await;
                 Err(ToolFailure::new(
                     FailureKind::Timeout,
-                    format!("the MCP server at {} did not answer within {} ms", tool.url, tool.timeout_ms),
-                ))
+                    format!("the MCP server did not answer within {} ms", tool.timeout_ms),
+                )
+                .with_detail(format!("the MCP server at {} did not answer within {} ms", tool.url, tool.timeout_ms)))
             }
         }
     }
@@ -229,14 +232,10 @@ impl McpClient {
         let result = rpc_result(&to.url, answer)?;
         let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
         if !SUPPORTED_VERSIONS.contains(&version.as_str()) {
-            return Err(ToolFailure::new(
-                FailureKind::Unsupported,
-                format!(
-                    "the MCP server at {} speaks protocol revision {version:?}; this runtime speaks {}",
-                    to.url,
-                    SUPPORTED_VERSIONS.join(", ")
-                ),
-            ));
+            let speaks =
+                format!("speaks protocol revision {version:?}; this runtime speaks {}", SUPPORTED_VERSIONS.join(", "));
+            return Err(ToolFailure::new(FailureKind::Unsupported, format!("the MCP server {speaks}"))
+                .with_detail(format!("the MCP server at {} {speaks}", to.url)));
         }
         let session = McpSession { id: session_id, version };
         let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
@@ -300,10 +299,10 @@ impl McpClient {
         if !status.is_success() {
             let body = Limited::new(response.into_body(), 64 * 1024).collect().await.map(|b| b.to_bytes());
             let excerpt: String = String::from_utf8_lossy(&body.unwrap_or_default()).chars().take(300).collect();
-            return Err(RpcError::Failed(ToolFailure::new(
-                FailureKind::HttpStatus,
-                format!("the MCP server at {} answered HTTP {status}: {excerpt}", to.url),
-            )));
+            return Err(RpcError::Failed(
+                ToolFailure::new(FailureKind::HttpStatus, format!("the MCP server answered HTTP {status}"))
+                    .with_detail(format!("the MCP server at {} answered HTTP {status}: {excerpt}", to.url)),
+            ));
         }
         let answer = if is_stream {
             self.read_stream(to, session, response.into_body(), id, progress).await?
@@ -387,8 +386,9 @@ impl McpClient {
         if !status.is_success() {
             return Err(ToolFailure::new(
                 FailureKind::HttpStatus,
-                format!("the MCP server at {} answered a notification with HTTP {status}", to.url),
-            ));
+                format!("the MCP server answered a notification with HTTP {status}"),
+            )
+            .with_detail(format!("the MCP server at {} answered a notification with HTTP {status}", to.url)));
         }
         Ok(())
     }

@@ -71,13 +71,11 @@ impl SecretFiles {
         let reference = &header.secret_key_ref;
         let path = self.dir.join(&reference.name).join(&reference.key);
         let unusable = |why: String| {
-            ToolFailure::new(
-                FailureKind::Unsupported,
-                format!(
+            ToolFailure::new(FailureKind::Unsupported, "the tool's credentials are not available in this runtime")
+                .with_detail(format!(
                     "the {} header's value (key {:?} of the Secret {:?}) {why}",
                     header.name, reference.key, reference.name
-                ),
-            )
+                ))
         };
         let size = std::fs::metadata(&path)
             .map_err(|e| unusable(format!("is not mounted in this runtime at {}: {e}", path.display())))?
@@ -147,9 +145,14 @@ mod tests {
         assert!(!format!("{headers:?}").contains("s3cr3t"), "Debug hides the value");
 
         let missing = files.headers(&BTreeMap::new(), &[secret_header("X-Api-Key", "crm", "nope", "")]).unwrap_err();
-        assert!(missing.message.contains(r#"key "nope" of the Secret "crm""#), "{}", missing.message);
+        // The operator's log names the Secret and key; the model and the client hear only
+        // that the credentials are missing.
+        let detail = missing.detail.clone().unwrap_or_default();
+        assert!(detail.contains(r#"key "nope" of the Secret "crm""#), "{detail}");
+        assert!(!missing.message.contains("crm") && missing.message.contains("credentials"), "{}", missing.message);
         let bad = files.headers(&BTreeMap::new(), &[secret_header("X-Api-Key", "crm", "bad", "")]).unwrap_err();
-        assert!(bad.message.contains("cannot carry") && !bad.message.contains("line"), "{}", bad.message);
+        let detail = bad.detail.clone().unwrap_or_default();
+        assert!(detail.contains("cannot carry") && !detail.contains("line"), "{detail}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -19,22 +19,21 @@ impl Aliases {
 
     /// The URI to connect to and the `Host` header for `url` (`http` or `https`).
     pub fn resolve(&self, url: &str) -> Result<(http::Uri, String), ToolFailure> {
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|e| ToolFailure::new(FailureKind::Unsupported, format!("tool URL {url:?} is not valid: {e}")))?;
+        let unusable = || ToolFailure::new(FailureKind::Unsupported, "the tool's URL is not one this runtime can call");
+        let uri: http::Uri =
+            url.parse().map_err(|e| unusable().with_detail(format!("tool URL {url:?} is not valid: {e}")))?;
         if !matches!(uri.scheme_str(), Some("http" | "https")) {
-            return Err(ToolFailure::new(
-                FailureKind::Unsupported,
-                format!("tool URL {url} uses a scheme this runtime cannot call; use http:// or https://"),
-            ));
+            return Err(unusable().with_detail(format!(
+                "tool URL {url} uses a scheme this runtime cannot call; use http:// or https://"
+            )));
         }
         let host = uri.host().unwrap_or_default();
         let authority = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
         let Some(alias) = self.0.get(host) else { return Ok((uri, authority)) };
         let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-        let target = format!("http://{alias}{path}").parse::<http::Uri>().map_err(|e| {
-            ToolFailure::new(FailureKind::Unsupported, format!("host alias {alias:?} for {host} is not usable: {e}"))
-        })?;
+        let target = format!("http://{alias}{path}")
+            .parse::<http::Uri>()
+            .map_err(|e| unusable().with_detail(format!("host alias {alias:?} for {host} is not usable: {e}")))?;
         Ok((target, authority))
     }
 }

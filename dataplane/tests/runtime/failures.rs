@@ -80,6 +80,11 @@ async fn failing_tool_server_errors_go_to_the_model_and_the_session_lives_on() {
             _ => None,
         });
         assert_eq!(kind.as_deref(), Some(expected), "{turn:?}");
+        // Where the tool server is and what it answered stay in the runtime's log.
+        let said = serde_json::to_string(&turn).expect("json");
+        for internal in [addr.to_string(), "down for maintenance".to_owned(), "banking-tools".to_owned()] {
+            assert!(!said.contains(&internal), "{internal} reached the client: {said}");
+        }
         assert!(
             replies(&turn).iter().any(|r| r.contains("couldn't verify")),
             "the model answered the error result: {turn:?}"

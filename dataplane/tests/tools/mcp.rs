@@ -128,8 +128,9 @@ async fn secret_headers_reach_the_server_from_the_mounted_secret_and_rotate_with
     // Unmounted: a clear failure naming the Secret and key, never a value.
     std::fs::remove_file(dir.join("crm/token")).expect("removes");
     let missing = executor.execute(&tool, json!({})).await.expect_err("no secret");
-    assert!(missing.message.contains(r#"key "token" of the Secret "crm""#), "{}", missing.message);
-    assert!(!missing.message.contains("second-token"), "{}", missing.message);
+    let detail = missing.detail.clone().unwrap_or_default();
+    assert!(detail.contains(r#"key "token" of the Secret "crm""#), "{detail}");
+    assert!(!detail.contains("second-token") && !missing.message.contains("second-token"), "{detail}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

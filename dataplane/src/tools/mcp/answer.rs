@@ -67,7 +67,10 @@ pub(super) fn rpc_result(url: &str, answer: Value) -> Result<Value, ToolFailure>
         let code = error.get("code").and_then(Value::as_i64).unwrap_or_default();
         let message = error.get("message").and_then(Value::as_str).unwrap_or("no message");
         let kind = if code == -32602 || code == -32601 { FailureKind::InvalidInput } else { FailureKind::BadResponse };
-        return Err(ToolFailure::new(kind, format!("the MCP server at {url} answered error {code}: {message}")));
+        // The server's own words are for its callers (the model, the client); where it is, not.
+        let message: String = message.chars().take(300).collect();
+        return Err(ToolFailure::new(kind, format!("the MCP server answered error {code}: {message}"))
+            .with_detail(format!("the MCP server at {url} answered error {code}: {message}")));
     }
     answer.get("result").cloned().ok_or_else(|| bad(url, "answered without a result or an error"))
 }
