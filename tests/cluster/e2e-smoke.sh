@@ -89,7 +89,8 @@ URL="$("$HERE/install.sh" --set "runtime.bedrock.endpoint=https://$NODE_IP:$SIM_
   --set "gateway.redis.url=redis://:$REDIS_PASSWORD@$NODE_IP:$REDIS_PORT" \
   --set "gateway.record.databaseUrl=$RECORD_URL" -f "$DIR/e2e-record-values.yaml" \
   --set "operator.agentSecrets[0]=$NS/bedrock-credentials" \
-  --set "operator.agentSecrets[1]=$NS/agent-test-aws" | tail -n1)"
+  --set "operator.agentSecrets[1]=$NS/agent-test-aws" \
+  --set gateway.openTestSessions=true | tail -n1)"
 export KUBECONFIG="$DIR/kubeconfig"
 k create namespace "$NS" >/dev/null
 # The simulator ignores signatures, but the pods' AWS SDK wants credentials to sign with.

@@ -85,6 +85,9 @@ pub struct Auth {
     /// Whether the conversation record may be read without a credential (local mode, on
     /// this machine only; see [`Auth::records_reader`]).
     open_records: bool,
+    /// Whether, without credentials, any client may open test sessions on candidate pods
+    /// ([`Auth::with_open_tests`]).
+    open_tests: bool,
     live: LiveMap,
 }
 
@@ -132,7 +135,8 @@ pub struct Admission {
     pub scope: Arc<Scope>,
     /// Whether the credential may open test sessions on candidate pods
     /// (`session_start.candidate`): an API key marked `candidates=test`, a token with the
-    /// candidates scope, or any client of a gateway that requires no credential.
+    /// candidates scope, or any client of a gateway that requires no credential and opens
+    /// test sessions ([`Auth::with_open_tests`]).
     pub candidates: bool,
     /// Whether a session slot of `key` is held (released on drop).
     counted: bool,
@@ -165,12 +169,19 @@ impl Admission {
         }
         Err(Refusal {
             code: close_code::NOT_EXPOSED,
-            message: format!(
-                "{} may not open test sessions on candidate pods (session_start.candidate): use a credential marked \
-                 for tests (an API key with candidates=test, or a token with the candidates scope), or leave \
-                 candidate out",
-                self.who()
-            ),
+            message: match self.key {
+                Some(_) => format!(
+                    "{} may not open test sessions on candidate pods (session_start.candidate): use a credential \
+                     marked for tests (an API key with candidates=test, or a token with the candidates scope), or \
+                     leave candidate out",
+                    self.who()
+                ),
+                None => "this gateway asks no credential, so it opens no test sessions on candidate pods \
+                         (session_start.candidate): give it an API key marked candidates=test (--api-keys-file, \
+                         chart gateway.apiKeysSecret) and use that key, or start it with --open-test-sessions \
+                         (chart gateway.openTestSessions) where every client may test"
+                    .to_owned(),
+            },
             reason: ErrorCode::CandidateNotAllowed,
         })
     }
@@ -246,6 +257,14 @@ impl Auth {
     /// both `Origin` and `Host`.
     pub fn with_own_page(mut self) -> Self {
         self.own_page = true;
+        self
+    }
+
+    /// Lets any client open test sessions on candidate pods when no credentials are required
+    /// (`--open-test-sessions`; local mode on loopback). Otherwise a gateway without
+    /// credentials refuses them: a candidate runs a spec nobody approved yet.
+    pub fn with_open_tests(mut self) -> Self {
+        self.open_tests = true;
         self
     }
 
@@ -386,12 +405,13 @@ impl Auth {
             });
         }
         if !self.requires_keys() {
-            // Without credentials every client reaches every exposed Agent, and may test.
+            // Without credentials every client reaches every exposed Agent; it may test only
+            // where that was asked for.
             return Ok(Admission {
                 key: None,
                 rate: None,
                 scope: Arc::default(),
-                candidates: true,
+                candidates: self.open_tests,
                 counted: false,
                 live: self.live.clone(),
             });

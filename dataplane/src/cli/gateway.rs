@@ -121,6 +121,14 @@ pub struct GatewayArgs {
     #[arg(long, env = "SWITCHBOARD_CONSOLE")]
     console: bool,
 
+    /// Without credentials (no --api-keys-file, no JWT): let any client open test sessions on
+    /// the candidate pods of Agents whose rollout waits for their AgentTests
+    /// (`session_start.candidate`). Off by default: such a session runs a spec nobody has
+    /// approved yet, so it needs a credential marked for tests (`candidates=test`, or a
+    /// token with the candidates scope). With credentials it has no effect.
+    #[arg(long, env = "SWITCHBOARD_OPEN_TEST_SESSIONS")]
+    open_test_sessions: bool,
+
     /// Redis (`redis://host:6379`, `rediss://` for TLS) shared by every gateway replica:
     /// a client resumes its session through any of them, and a draining replica moves its
     /// sessions at once. Without it, sessions wait for resume in this process only.
@@ -254,6 +262,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         api_keys_file,
         allowed_origins,
         console,
+        open_test_sessions,
         redis_url,
         redis_ca_file,
         resume_seconds,
@@ -333,6 +342,10 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     }
     if !auth.requires_keys() {
         tracing::warn!("no --api-keys-file: any client that reaches the gateway may open sessions");
+        if open_test_sessions {
+            tracing::warn!("--open-test-sessions: any client may open test sessions on candidate pods");
+            auth = auth.with_open_tests();
+        }
     }
     let pem = std::fs::read_to_string(&gateway_key_file).map_err(|e| {
         anyhow::anyhow!("cannot read the gateway key {}: {e}; check --gateway-key-file", gateway_key_file.display())

@@ -331,9 +331,17 @@ fn only_a_credential_marked_for_tests_reaches_candidate_pods() {
     assert!(refusal.message.contains("\"web\"") && refusal.message.contains("candidates=test"), "{}", refusal.message);
     let error = Auth::new(Some(&format!("x {} candidates=yes", digest("k"))), vec![]).expect_err("one access");
     assert!(error.to_string().contains("`candidates=test`"), "{error}");
-    // Without credentials every client may test, as it reaches every exposed Agent.
-    let open = Auth::new(None, vec![]).expect("auth").admit(&headers(&[]), None).expect("admitted");
-    assert!(open.allow_candidates().is_ok());
+    // Without credentials no client may test (a candidate runs a spec nobody approved yet),
+    // unless the gateway opens test sessions (--open-test-sessions; local mode).
+    let closed = Auth::new(None, vec![]).expect("auth").admit(&headers(&[]), None).expect("admitted");
+    let refusal = closed.allow_candidates().expect_err("no credential, no test sessions");
+    assert!(refusal.message.contains("--open-test-sessions"), "{}", refusal.message);
+    let open = Auth::new(None, vec![]).expect("auth").with_open_tests();
+    assert!(open.admit(&headers(&[]), None).expect("admitted").allow_candidates().is_ok());
+    // With credentials it changes nothing: the key decides.
+    let keyed = Auth::new(Some(&file), vec![]).expect("keys").with_open_tests();
+    let web = keyed.admit(&headers(&[("x-api-key", "w-key")]), None).expect("admitted");
+    assert!(web.allow_candidates().is_err());
 
     // A token, by the candidates scope (`scope` or `scp`), configurable.
     let (key, jwks) = jwt_key(6, "k1");
