@@ -35,13 +35,22 @@ pub struct MemoryBudget {
     /// The most one session can hold (admission leaves room for it).
     per_session: usize,
     held: Arc<AtomicUsize>,
+    /// Bytes held for the sessions elsewhere, counted as theirs ([`MemoryBudget::counting`]).
+    also: Option<Arc<AtomicUsize>>,
 }
 
 impl MemoryBudget {
     /// A budget of `limit` bytes (none: unlimited, still counted) for sessions that hold at
     /// most `per_session` bytes each.
     pub fn new(limit: Option<usize>, per_session: usize) -> Self {
-        Self { limit, per_session, held: Arc::default() }
+        Self { limit, per_session, held: Arc::default(), also: None }
+    }
+
+    /// Also counts `bytes` (the conversation record's entries waiting for its store): what
+    /// the sessions made the gateway hold, whoever holds it.
+    pub fn counting(mut self, bytes: Arc<AtomicUsize>) -> Self {
+        self.also = Some(bytes);
+        self
     }
 
     /// The budget, if any.
@@ -51,7 +60,8 @@ impl MemoryBudget {
 
     /// The bytes counted now.
     pub fn held(&self) -> usize {
-        self.held.load(Ordering::Relaxed)
+        let also = self.also.as_ref().map_or(0, |bytes| bytes.load(Ordering::Relaxed));
+        self.held.load(Ordering::Relaxed).saturating_add(also)
     }
 
     /// Whether one more session fits: what is held, plus that session at its bound.
@@ -135,6 +145,12 @@ mod tests {
         assert_eq!(budget.held(), 500);
         drop(a);
         assert_eq!(budget.held(), 100, "a session's bytes go with it");
+        let record = Arc::new(AtomicUsize::new(0));
+        let counted = MemoryBudget::new(Some(1000), 300).counting(record.clone());
+        counted.account().set(0);
+        record.store(800, Ordering::Relaxed);
+        assert_eq!(counted.held(), 800);
+        assert!(!counted.admits(), "what the record holds counts: 800 + 300 > 1000");
         let unlimited = MemoryBudget::new(None, usize::MAX);
         unlimited.account().set(usize::MAX / 2);
         assert!(unlimited.admits());

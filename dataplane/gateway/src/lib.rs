@@ -191,8 +191,14 @@ impl Gateway {
         store: resume::Store,
         record: Option<Arc<record::Recorder>>,
     ) -> Result<Self, prometheus::Error> {
+        let budget = budget::MemoryBudget::new(config.memory_budget, config.session_bound());
+        // What waits for the record's store is the sessions' too.
+        let budget = match &record {
+            Some(record) => budget.counting(record.pending()),
+            None => budget,
+        };
         Ok(Self {
-            budget: budget::MemoryBudget::new(config.memory_budget, config.session_bound()),
+            budget,
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
             config,
             directory,

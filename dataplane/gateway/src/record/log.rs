@@ -41,6 +41,10 @@ pub struct SessionLog {
     /// Consent requests the runtime sent that no answer was recorded for yet (at most
     /// [`MAX_OPEN_CONSENTS`], oldest dropped): only an answer to one of them is recorded.
     consents: Vec<String>,
+    /// Bytes of what was said and done that the session's record kept so far; past
+    /// [`Recorder::session_bytes`] it keeps no more (`truncated`).
+    kept_bytes: usize,
+    truncated: bool,
 }
 
 /// Caller keys held until the caller is verified; more are not kept.
@@ -61,6 +65,8 @@ impl SessionLog {
             caller: None,
             caller_keys: Vec::new(),
             consents: Vec::new(),
+            kept_bytes: 0,
+            truncated: false,
         }
     }
 
@@ -82,9 +88,31 @@ impl SessionLog {
     }
 
     /// Pushes what was said or done (redacted).
-    fn push(&self, agent: &str, kind: &'static str, mut data: Value, update: Option<Update>) {
+    fn push(&mut self, agent: &str, kind: &'static str, mut data: Value, update: Option<Update>) {
         self.redactor.value(&mut data);
-        self.push_plain(agent, kind, data, update);
+        self.push_kept(agent, kind, data, update);
+    }
+
+    /// Pushes what was said or done (`data`, redacted already) while the session's record
+    /// has room for it ([`Recorder::session_bytes`]). Past it, one `record_truncated` event
+    /// says so and the events that follow keep no data; their changes to the session's row
+    /// (the verified caller) still apply.
+    fn push_kept(&mut self, agent: &str, kind: &'static str, data: Value, update: Option<Update>) {
+        let bytes = super::json_bytes(&data);
+        let limit = self.recorder.session_bytes();
+        if !self.truncated && self.kept_bytes.saturating_add(bytes) <= limit {
+            self.kept_bytes += bytes;
+            return self.push_plain(agent, kind, data, update);
+        }
+        if !self.truncated {
+            self.truncated = true;
+            tracing::warn!(session_id = %self.session, limit, "the session's record is full: what follows is not kept");
+            let note = json!({ "kept_bytes": self.kept_bytes, "limit_bytes": limit });
+            self.push_plain(agent, "record_truncated", note, None);
+        }
+        if update.is_some() {
+            self.push_plain(agent, kind, json!({ "truncated": true }), update);
+        }
     }
 
     /// Pushes the gateway's own figures and names (nothing a caller said): not redacted.
@@ -258,7 +286,7 @@ impl SessionLog {
                 let mut data = json!({ "key": key, "value": value });
                 self.redactor.value(&mut data);
                 let update = caller.map(|c| Update::Caller(self.redactor.text(&c).into_owned()));
-                self.push_plain(agent, "memory", data, update);
+                self.push_kept(agent, "memory", data, update);
                 self.caller_memory(agent, key, value);
             }
             ServerMessage::WorkflowTransition { from, to, by } => {

@@ -12,6 +12,13 @@
 //! writes it once the store is back; what does not fit is dropped and counted. The writer
 //! also enforces retention.
 //!
+//! Bounded in bytes, not only in entries: what waits for the store — the queue and the
+//! backlog together — is counted ([`Entry::bytes`]) against [`RecordConfig::pending_bytes`]
+//! and in the gateway's memory budget ([`Recorder::pending`]); past it, an entry is dropped
+//! (counted as `bytes_full`). And a session's own record is bounded
+//! ([`RecordConfig::session_bytes`]): past it, what was said and done is no longer kept
+//! (one `record_truncated` event says so); its start, end, turns, tokens and cost still are.
+//!
 //! [`log::SessionLog`] turns one session's frames into entries; the session machine hands
 //! it the frames it delivers, once each (never a replay), skipping reply audio.
 
@@ -58,6 +65,39 @@ pub struct Entry {
     pub data: serde_json::Value,
     /// What it changes of the session's row.
     pub update: Option<Update>,
+}
+
+impl Entry {
+    /// About what the entry holds in memory, and will take in the store: its strings and
+    /// the size of its data as JSON (estimated without writing it out).
+    pub fn bytes(&self) -> usize {
+        let update = match &self.update {
+            Some(Update::State { credential, token, sealed }) => credential.len() + token.len() + sealed.len(),
+            Some(Update::CallerMemory { caller, key, value }) => caller.len() + key.len() + json_bytes(value),
+            Some(Update::CallerSeen { caller, namespace }) => caller.len() + namespace.len(),
+            Some(Update::Caller(caller)) => caller.len(),
+            Some(Update::Start { credential }) => credential.len(),
+            _ => 0,
+        };
+        ENTRY_OVERHEAD + self.agent.len() + json_bytes(&self.data) + update
+    }
+}
+
+/// What an entry costs beyond its strings (its struct, the queue's slot, the session id's
+/// share), an estimate.
+const ENTRY_OVERHEAD: usize = 160;
+
+/// About the bytes `value` takes as JSON: strings and keys at their length plus quotes,
+/// numbers and literals at a few bytes.
+pub fn json_bytes(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(text) => text.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|item| json_bytes(item) + 1).sum::<usize>(),
+        Value::Object(fields) => 2 + fields.iter().map(|(key, item)| key.len() + 4 + json_bytes(item)).sum::<usize>(),
+    }
 }
 
 /// A change to a session's row.
@@ -125,6 +165,12 @@ pub enum Update {
 pub struct RecordConfig {
     /// Entries waiting for the writer; more are dropped (counted).
     pub queue: usize,
+    /// Bytes of entries waiting for the store, the queue's and the backlog's together
+    /// ([`Entry::bytes`]); more are dropped (counted as `bytes_full`).
+    pub pending_bytes: usize,
+    /// Bytes of what a session said and did that its record keeps; past it only its
+    /// figures (start, end, turns, tokens, cost) are.
+    pub session_bytes: usize,
     /// Entries kept while the store is down; more are dropped (counted).
     pub backlog: usize,
     /// Sessions are deleted this long after they started; none: kept.
@@ -151,6 +197,8 @@ impl Default for RecordConfig {
     fn default() -> Self {
         Self {
             queue: 65_536,
+            pending_bytes: 64 << 20,
+            session_bytes: 2 << 20,
             backlog: 200_000,
             retention: Some(Duration::from_secs(30 * 86_400)),
             caller_retention: Some(Duration::from_secs(365 * 86_400)),
@@ -169,7 +217,7 @@ pub struct RecordMetrics {
     registry: Registry,
     /// Entries written.
     pub written: IntCounter,
-    /// Entries dropped, by why (`queue_full`, `backlog_full`).
+    /// Entries dropped, by why (`queue_full`, `backlog_full`, `bytes_full`).
     pub dropped: IntCounterVec,
     /// Failed writes (the batch waits in the backlog).
     pub write_errors: IntCounter,
@@ -213,7 +261,7 @@ impl RecordMetrics {
             )?,
             dropped: vec(
                 "switchboard_gateway_record_entries_dropped_total",
-                "Record entries dropped: the queue or the outage backlog was full.",
+                "Record entries dropped: the queue or the outage backlog was full (queue_full, backlog_full), or what waits for the store held its bytes (bytes_full).",
                 &["reason"],
             )?,
             write_errors: counter(
@@ -274,6 +322,11 @@ pub struct Recorder {
     ord: AtomicU64,
     dropped: AtomicU64,
     state_ttl: Duration,
+    /// Bytes of entries queued or in the writer's backlog ([`Entry::bytes`]), shared with
+    /// the writer, which gives them back as they are written or dropped.
+    pending: Arc<std::sync::atomic::AtomicUsize>,
+    pending_limit: usize,
+    session_bytes: usize,
     /// The base rules extended by Agents' own (`spec.record.redact`), compiled once per set.
     extended: Mutex<HashMap<Vec<RedactRule>, Arc<Redactor>>>,
 }
@@ -293,7 +346,9 @@ impl Recorder {
     ) -> (Arc<Self>, writer::Writer) {
         let (tx, rx) = mpsc::channel(config.queue.max(1));
         let state_ttl = config.state_ttl;
-        let writer = writer::Writer::new(store.clone(), config, rx, metrics.clone());
+        let (pending_limit, session_bytes) = (config.pending_bytes, config.session_bytes);
+        let pending = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let writer = writer::Writer::new(store.clone(), config, rx, metrics.clone(), pending.clone());
         let recorder = Self {
             tx,
             redactor,
@@ -303,6 +358,9 @@ impl Recorder {
             ord: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             state_ttl,
+            pending,
+            pending_limit,
+            session_bytes,
             extended: Mutex::default(),
         };
         (Arc::new(recorder), writer)
@@ -342,19 +400,46 @@ impl Recorder {
         self.state_ttl
     }
 
-    /// Queues `entry` without waiting; a full queue drops it (counted, and logged at the
-    /// first drop and every 1,000th).
+    /// The bytes of entries waiting for the store, as they change: the gateway counts them
+    /// in its memory budget ([`crate::budget::MemoryBudget::counting`]).
+    pub fn pending(&self) -> Arc<std::sync::atomic::AtomicUsize> {
+        self.pending.clone()
+    }
+
+    /// The most a session's record keeps of what was said and done
+    /// ([`RecordConfig::session_bytes`]).
+    pub fn session_bytes(&self) -> usize {
+        self.session_bytes
+    }
+
+    /// Queues `entry` without waiting; a full queue, or one whose entries with the
+    /// writer's backlog hold [`RecordConfig::pending_bytes`], drops it (counted, and logged
+    /// at the first drop and every 1,000th).
     pub fn push(&self, mut entry: Entry) {
         entry.ord = i64::try_from(self.ord.fetch_add(1, Ordering::Relaxed)).unwrap_or(i64::MAX);
-        if self.tx.try_send(entry).is_err() {
-            self.metrics.dropped.with_label_values(&["queue_full"]).inc();
-            let n = self.dropped.fetch_add(1, Ordering::Relaxed);
-            if n.is_multiple_of(1000) {
-                tracing::warn!(
-                    dropped = n + 1,
-                    "the conversation record's queue is full: entries are dropped (the writer cannot keep up with the store)"
-                );
-            }
+        let bytes = entry.bytes();
+        let admitted = self
+            .pending
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (held.saturating_add(bytes) <= self.pending_limit).then_some(held + bytes)
+            })
+            .is_ok();
+        let why = if !admitted {
+            "bytes_full"
+        } else if self.tx.try_send(entry).is_err() {
+            self.pending.fetch_sub(bytes, Ordering::Relaxed);
+            "queue_full"
+        } else {
+            return;
+        };
+        self.metrics.dropped.with_label_values(&[why]).inc();
+        let n = self.dropped.fetch_add(1, Ordering::Relaxed);
+        if n.is_multiple_of(1000) {
+            tracing::warn!(
+                dropped = n + 1,
+                why,
+                "the conversation record's queue is full: entries are dropped (the writer cannot keep up with the store)"
+            );
         }
     }
 }

@@ -44,10 +44,19 @@ pub struct Writer {
     next_sweep: Instant,
     /// Ended sessions' ids, once their end is written (the end-of-call webhook).
     ended: Option<mpsc::Sender<String>>,
+    /// The bytes of entries queued or in the backlog ([`super::Recorder::pending`]): the
+    /// writer gives back each entry's as it is written or dropped.
+    pending: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Writer {
-    pub(super) fn new(store: Store, config: RecordConfig, rx: mpsc::Receiver<Entry>, metrics: RecordMetrics) -> Self {
+    pub(super) fn new(
+        store: Store,
+        config: RecordConfig,
+        rx: mpsc::Receiver<Entry>,
+        metrics: RecordMetrics,
+        pending: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) -> Self {
         Self {
             store: store.writing_as(&config.replica),
             config,
@@ -59,6 +68,7 @@ impl Writer {
             next_expiry: Instant::now(),
             next_sweep: Instant::now(),
             ended: None,
+            pending,
         }
     }
 
@@ -107,6 +117,7 @@ impl Writer {
     fn take(&mut self, entry: Entry) {
         if self.backlog.len() >= self.config.backlog.max(self.config.batch) {
             self.metrics.dropped.with_label_values(&["backlog_full"]).inc();
+            self.give_back(std::slice::from_ref(&entry));
             return;
         }
         self.backlog.push_back(entry);
@@ -171,11 +182,18 @@ impl Writer {
                     }
                 }
             }
-            self.backlog.drain(..n);
+            let written: Vec<Entry> = self.backlog.drain(..n).collect();
+            self.give_back(&written);
             self.metrics.written.inc_by(n as u64);
             self.metrics.backlog.set(self.backlog.len() as i64);
         }
         Ok(())
+    }
+
+    /// `entries` no longer wait: their bytes leave the pending count.
+    fn give_back(&self, entries: &[Entry]) {
+        let bytes: usize = entries.iter().map(Entry::bytes).sum();
+        self.pending.fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     async fn expire_if_due(&mut self) {

@@ -88,3 +88,61 @@ async fn only_the_answer_to_a_consent_request_is_recorded_once() {
     stop.cancel();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A session's record keeps what was said and done up to its bound: past it, one
+/// `record_truncated` event, then events without their data; the session's row (turns, end)
+/// is still written. And what waits for the store is bounded in bytes: past
+/// `pending_bytes`, entries are dropped and counted, and what is written gives the bytes back.
+#[tokio::test]
+async fn a_sessions_record_and_what_waits_for_the_store_are_bounded_in_bytes() {
+    let dir = std::env::temp_dir().join(format!("switchboard-log-{}", uuid::Uuid::new_v4()));
+    let store = Store::file(&dir.join("record.db")).expect("store");
+    let metrics = RecordMetrics::new().expect("metrics");
+    let config = RecordConfig {
+        flush_interval: std::time::Duration::from_millis(10),
+        session_bytes: 10_000,
+        pending_bytes: 200_000,
+        ..RecordConfig::default()
+    };
+    let (recorder, writer) = Recorder::new(store.clone(), config, Redactor::default(), Prices::default(), metrics);
+    let mut log = SessionLog::new(recorder.clone(), "gw-big");
+    log.started("bank/banking", "web", false, None, &[]);
+    let said = |n: usize, bytes: usize| ServerMessage::BidiTranscriptStream {
+        role: switchboard_core::protocol::TranscriptRole::User,
+        text: format!("{n} {}", "x".repeat(bytes)),
+        delta: false,
+        is_final: true,
+        input_id: None,
+    };
+    let line = |n: usize| said(n, 1_000);
+    // Nothing is written yet (the writer does not run): the queue holds them all, in bytes.
+    for n in 0..100 {
+        log.message("bank/banking", line(n));
+    }
+    let held = recorder.pending().load(std::sync::atomic::Ordering::Relaxed);
+    assert!((9_000..60_000).contains(&held), "about 10 kB of lines and 90 small events: {held}");
+    // Forty other sessions say 9 kB each: past 200 kB waiting, entries are dropped.
+    let big = |n: usize| said(n, 9_000);
+    for n in 0..40 {
+        SessionLog::new(recorder.clone(), &format!("gw-flood-{n}")).message("bank/banking", big(n));
+    }
+    let held = recorder.pending().load(std::sync::atomic::Ordering::Relaxed);
+    assert!((150_000..=200_000).contains(&held), "{held}");
+    let metrics = recorder.metrics.render();
+    assert!(metrics.contains(r#"switchboard_gateway_record_entries_dropped_total{reason="bytes_full"}"#), "{metrics}");
+    log.ended("bank/banking", "ended", None);
+    drop(log);
+    let pending = recorder.pending();
+    drop(recorder);
+    // The writer writes everything queued, and ends with its last recorder.
+    writer.run(tokio_util::sync::CancellationToken::new()).await;
+    assert_eq!(pending.load(std::sync::atomic::Ordering::Relaxed), 0, "written entries give their bytes back");
+    let record = store.show("gw-big").await.expect("store").expect("recorded");
+    let users = record.events.iter().filter(|e| e.kind == "user" && e.data.get("text").is_some()).count();
+    assert!((8..=10).contains(&users), "about 10 kB of 1 kB lines kept: {users}");
+    let truncated: Vec<_> = record.events.iter().filter(|e| e.kind == "record_truncated").collect();
+    assert_eq!(truncated.len(), 1, "{:?}", record.events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>());
+    assert_eq!(record.events.last().map(|e| e.kind.as_str()), Some("session_end"));
+    assert_eq!(record.summary.outcome, "ended");
+    let _ = std::fs::remove_dir_all(dir);
+}
