@@ -418,10 +418,13 @@ impl Recorder {
     pub fn push(&self, mut entry: Entry) {
         entry.ord = i64::try_from(self.ord.fetch_add(1, Ordering::Relaxed)).unwrap_or(i64::MAX);
         let bytes = entry.bytes();
+        // A session's start and end (small) are never dropped for bytes: without them its
+        // row would stay live for ever.
+        let essential = matches!(entry.update, Some(Update::Start { .. } | Update::End { .. }));
         let admitted = self
             .pending
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
-                (held.saturating_add(bytes) <= self.pending_limit).then_some(held + bytes)
+                (essential || held.saturating_add(bytes) <= self.pending_limit).then_some(held.saturating_add(bytes))
             })
             .is_ok();
         let why = if !admitted {
