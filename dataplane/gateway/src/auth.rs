@@ -347,7 +347,19 @@ impl Auth {
             let verified = jwt
                 .verify(presented)
                 .map_err(|why| refused(401, "invalid_token", format!("the token is not accepted: {why}")))?;
-            return if verified.records {
+            return if verified.records && verified.scope.is_unrestricted() {
+                // A reader names the namespaces it reads: no claim is not every namespace.
+                Err(refused(
+                    403,
+                    "records_scope_missing",
+                    format!(
+                        "the token of {:?} has the records scope but no agents claim ({}) naming the namespaces it \
+                         may read (`[\"bank/*\"]`, or `[\"*\"]` for every one)",
+                        verified.subject,
+                        jwt.agents_claim().unwrap_or("--jwt-agents-claim, not configured")
+                    ),
+                ))
+            } else if verified.records {
                 Ok(Arc::new(verified.scope))
             } else {
                 Err(refused(

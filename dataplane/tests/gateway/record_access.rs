@@ -128,9 +128,17 @@ async fn a_token_with_the_records_scope_reads_the_record_of_its_namespaces_only(
     let record: SessionRecord = serde_json::from_str(&body).expect("a session record");
     assert_eq!(record.summary.credential, "jwt:caller-1");
     // `scp` as an array (as some identity providers write it) works the same.
-    let scp = idp.token("auditor-2", 300, serde_json::json!({ "scp": ["switchboard:records:read"] }));
+    let scp = idp.token(
+        "auditor-2",
+        300,
+        serde_json::json!({ "scp": ["switchboard:records:read"], "switchboard_agents": ["*"] }),
+    );
     let ((status, body), _) = read(scp).await;
     assert_eq!((status, body.contains(&id)), (200, true), "{body}");
+    // The records scope without the agents claim reads nothing: a reader names what it reads.
+    let unscoped = idp.token("auditor-3", 300, serde_json::json!({ "scope": "switchboard:records:read" }));
+    let ((status, body), _) = read(unscoped).await;
+    assert_eq!((status, body.contains("records_scope_missing")), (403, true), "{body}");
     // Another namespace's reader sees nothing of the bank's.
     let shop = idp.token(
         "shop-auditor",

@@ -93,6 +93,11 @@ impl Jwt {
         &self.records_scope
     }
 
+    /// The claim that lists the Agents a token reaches, if tokens are scoped by one.
+    pub fn agents_claim(&self) -> Option<&str> {
+        self.agents_claim.as_ref().map(|(claim, _)| claim.as_str())
+    }
+
     /// Replaces the keys (a rotated JWKS).
     pub fn set_keys(&self, jwks: &str) -> Result<usize, JwksError> {
         let set = parse_jwks(jwks)?;

@@ -121,6 +121,12 @@ impl Options {
                 other => return Err(format!("unknown option {other:?} (sessions, rate, agents, records, candidates)")),
             }
         }
+        if options.records && options.scope.is_unrestricted() {
+            // A reader names the namespaces it reads: leaving agents out is not every namespace.
+            return Err("records=read needs agents= naming the namespaces the key may read (agents=bank/*, or \
+                        agents=* for every one)"
+                .into());
+        }
         Ok(options)
     }
 }

@@ -321,7 +321,7 @@ fn a_subjects_entry_goes_with_its_last_session_once_its_budget_refilled() {
 
 #[test]
 fn only_a_credential_marked_for_tests_reaches_candidate_pods() {
-    let file = format!("jobs {} candidates=test\nweb {} records=read\n", digest("j-key"), digest("w-key"));
+    let file = format!("jobs {} candidates=test\nweb {} records=read agents=*\n", digest("j-key"), digest("w-key"));
     let auth = Auth::new(Some(&file), vec![]).expect("valid file");
     let jobs = auth.admit(&headers(&[("x-api-key", "j-key")]), None).expect("admitted");
     assert!(jobs.allow_candidates().is_ok());
@@ -329,6 +329,9 @@ fn only_a_credential_marked_for_tests_reaches_candidate_pods() {
     let refusal = web.allow_candidates().expect_err("not marked");
     assert_eq!((refusal.code, refusal.reason), (close_code::NOT_EXPOSED, ErrorCode::CandidateNotAllowed));
     assert!(refusal.message.contains("\"web\"") && refusal.message.contains("candidates=test"), "{}", refusal.message);
+    // A records reader names the namespaces it reads.
+    let unscoped = Auth::new(Some(&format!("x {} records=read", digest("k"))), vec![]).expect_err("no agents=");
+    assert!(unscoped.to_string().contains("records=read needs agents="), "{unscoped}");
     let error = Auth::new(Some(&format!("x {} candidates=yes", digest("k"))), vec![]).expect_err("one access");
     assert!(error.to_string().contains("`candidates=test`"), "{error}");
     // Without credentials no client may test (a candidate runs a spec nobody approved yet),
