@@ -73,7 +73,7 @@ const SWEEP_ABOVE: usize = 1024;
 #[derive(Debug, Default)]
 pub struct Auth {
     /// SHA-256 of each key -> its entry; `None`: keys are not required.
-    keys: Option<HashMap<[u8; 32], keys::KeyEntry>>,
+    keys: Option<keys::KeyRing>,
     /// JWT checks, when configured.
     jwt: Option<Arc<Jwt>>,
     /// Limits per JWT subject.
@@ -246,8 +246,14 @@ impl Auth {
     /// Checks with the keys of `keys_file` (its text; `None`: no keys required) and the
     /// allowed `origins`.
     pub fn new(keys_file: Option<&str>, origins: Vec<String>) -> Result<Self, KeysFileError> {
-        let keys = keys_file.map(keys::parse).transpose()?;
+        let keys = keys_file.map(keys::parse).transpose()?.map(keys::KeyRing::new);
         Ok(Self { keys, origins, ..Self::default() })
+    }
+
+    /// The API keys in use, to replace when the keys file changes (none when no keys file
+    /// was given).
+    pub fn key_ring(&self) -> Option<keys::KeyRing> {
+        self.keys.clone()
     }
 
     /// Also admits the page this server serves itself (local mode's chat page): a request
@@ -458,7 +464,7 @@ impl Auth {
             reason: ErrorCode::UnknownKey,
         })?;
         let scope = (entry.scope.clone(), entry.candidates);
-        self.hold(entry.name.clone(), entry.max_sessions, entry.rate.clone(), scope)
+        self.hold(entry.name, entry.max_sessions, entry.rate, scope)
     }
 
     /// Takes a session slot of `name` (at most `max`); its budget is the one already held

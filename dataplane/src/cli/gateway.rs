@@ -104,9 +104,17 @@ pub struct GatewayArgs {
     /// the key's most live sessions, its messages a second across them, and the Agents it
     /// may reach (`bank/*`; every exposed Agent when left out). Clients send
     /// `Authorization: Bearer <key>` or `X-Api-Key`; a missing or unknown key is refused
-    /// with 4401. Without the file, no key is asked for (development only).
+    /// with 4401. Without the file, no key is asked for (development only). The file is
+    /// read again when it changes (see --api-keys-reload-seconds): a key taken out is
+    /// refused from the next session on, without a restart.
     #[arg(long, env = "SWITCHBOARD_API_KEYS_FILE")]
     api_keys_file: Option<PathBuf>,
+
+    /// How often the API keys file is checked for changes (a mounted Secret is replaced
+    /// whole when edited; the kubelet takes up to a minute to update it). A changed file
+    /// that does not read leaves the keys in use, and says why in the log.
+    #[arg(long, env = "SWITCHBOARD_API_KEYS_RELOAD_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    api_keys_reload_seconds: u64,
 
     /// A browser origin (e.g. `https://bank.example`) whose pages may open sessions;
     /// repeatable, or comma-separated in the variable; `*` allows any. Requests with an
@@ -260,6 +268,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         drain_seconds,
         shutdown_delay_seconds,
         api_keys_file,
+        api_keys_reload_seconds,
         allowed_origins,
         console,
         open_test_sessions,
@@ -319,6 +328,10 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         )
     };
     let mut auth = Auth::new(keys.as_deref(), allowed_origins)?;
+    if let (Some(path), Some(ring)) = (api_keys_file, auth.key_ring()) {
+        let every = Duration::from_secs(api_keys_reload_seconds);
+        tokio::spawn(watch_file(path, every, "API keys", move |text| ring.reload(text).map_err(|e| e.to_string())));
+    }
     if let (Some(path), Some(issuer), Some(audience)) = (jwks_file, jwt_issuer.clone(), jwt_audience.clone()) {
         let read = |path: &PathBuf| {
             std::fs::read_to_string(path)
@@ -326,7 +339,9 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         };
         let jwt =
             scoped(Jwt::new(&read(&path)?, issuer, audience).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
-        tokio::spawn(reload_jwks(path, jwt.clone()));
+        let reloaded = jwt.clone();
+        let apply = move |text: &str| reloaded.set_keys(text).map_err(|e| e.to_string());
+        tokio::spawn(watch_file(path, Duration::from_secs(30), "JWKS", apply));
         auth = auth.with_jwt(jwt, limits);
     }
     if let (Some(url), Some(issuer), Some(audience)) = (jwks_url, jwt_issuer, jwt_audience) {
@@ -458,25 +473,28 @@ fn default_max_connections(max_sessions: usize, limit: Option<usize>) -> usize {
     limit.map_or(wanted, |limit| wanted.min(limit / CONNECTION_MEMORY).max(64))
 }
 
-/// Re-reads the JWKS when its file changes (a rotated ConfigMap), every 30 s. A file that
-/// does not parse keeps the keys in use, and says so.
-async fn reload_jwks(path: PathBuf, jwt: Arc<Jwt>) {
+/// Reads `path` again whenever it changed (checked every `every`; a mounted Secret or
+/// ConfigMap is replaced whole) and hands its text to `apply`, which returns how many keys
+/// it now holds; a file that cannot be read or used leaves what is in use, and says why.
+async fn watch_file(
+    path: PathBuf,
+    every: Duration,
+    what: &'static str,
+    apply: impl Fn(&str) -> Result<usize, String> + Send + 'static,
+) {
     let modified = |path: &PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let mut seen = modified(&path);
     loop {
-        tokio::time::sleep(Duration::from_secs(30)).await;
+        tokio::time::sleep(every).await;
         let now = modified(&path);
         if now == seen {
             continue;
         }
         seen = now;
-        match std::fs::read_to_string(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| jwt.set_keys(&t).map_err(|e| e.to_string()))
-        {
-            Ok(keys) => tracing::info!(keys, path = %path.display(), "JWKS reloaded"),
+        match std::fs::read_to_string(&path).map_err(|e| e.to_string()).and_then(|text| apply(&text)) {
+            Ok(keys) => tracing::info!(keys, path = %path.display(), "{what} reloaded"),
             Err(error) => {
-                tracing::warn!(path = %path.display(), "the JWKS changed but is not usable; the previous keys stay: {error}")
+                tracing::warn!(path = %path.display(), "the {what} changed but are not usable; the previous keys stay: {error}")
             }
         }
     }

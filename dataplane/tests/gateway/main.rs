@@ -13,6 +13,7 @@ mod context;
 mod crash;
 mod fleet;
 mod handoff_greeting;
+mod keys_reload;
 mod liveness;
 mod long_session;
 mod netns;

@@ -19,7 +19,7 @@
 //! `#` starts a comment.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use super::Bucket;
 use super::scope::Scope;
@@ -49,6 +49,35 @@ pub struct KeysFileError {
     pub line: usize,
     /// What is wrong.
     pub message: String,
+}
+
+/// The API keys in use, replaced whole when the keys file changes ([`KeyRing::reload`]):
+/// a key taken out is refused from the next session on (its live sessions go on), a key
+/// added works at once. Shared by the gateway's checks and the task that watches the file.
+#[derive(Clone, Debug, Default)]
+pub struct KeyRing(Arc<RwLock<Arc<Keys>>>);
+
+/// Keys by the SHA-256 of each.
+type Keys = HashMap<[u8; 32], KeyEntry>;
+
+impl KeyRing {
+    pub(super) fn new(keys: Keys) -> Self {
+        Self(Arc::new(RwLock::new(Arc::new(keys))))
+    }
+
+    /// The entry of the key whose SHA-256 is `digest`.
+    pub(super) fn get(&self, digest: &[u8; 32]) -> Option<KeyEntry> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).get(digest).cloned()
+    }
+
+    /// Takes the keys of `text` (a keys file) instead of the ones in use; a file that does
+    /// not read leaves them as they are. Returns how many keys there are now.
+    pub fn reload(&self, text: &str) -> Result<usize, KeysFileError> {
+        let keys = parse(text)?;
+        let count = keys.len();
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(keys);
+        Ok(count)
+    }
 }
 
 /// The keys of a keys file's text, by digest.

@@ -1,0 +1,79 @@
+//! Revoking an API key needs no restart: a `switchboard gateway` process reads its keys
+//! file again when it changes, refuses a key taken out from the next session on, takes a
+//! key added at once, and keeps the keys in use when the new file does not read.
+
+use std::time::Duration;
+
+use sha2::Digest as _;
+use switchboard_core::protocol::{ClientMessage, ServerMessage};
+
+use crate::client::Client;
+use crate::fleet::Fleet;
+use crate::process::{GatewayProcess, write_routes};
+
+fn line(name: &str, key: &str) -> String {
+    let digest: String = sha2::Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    format!("{name} {digest}\n")
+}
+
+/// Whether the gateway at `url` opens a session for `key`: its `bidi_connection_start`, or
+/// its refusal (`unknown_key`, 4401).
+async fn admitted(url: &str, key: &str) -> bool {
+    let mut client = Client::connect_with(url, &[("x-api-key", key)]).await;
+    client.send(&ClientMessage::SessionStart(Default::default())).await;
+    loop {
+        match client.next().await {
+            Some(Ok(ServerMessage::BidiConnectionStart { .. })) => return true,
+            Some(Ok(ServerMessage::BidiError { code, .. })) => {
+                assert_eq!(code, "unknown_key", "{:?}", client.seen);
+                return false;
+            }
+            Some(Ok(_)) => {}
+            Some(Err((code, _))) => {
+                assert_eq!(code, switchboard_core::protocol::close_code::UNAUTHORIZED, "{:?}", client.seen);
+                return false;
+            }
+            None => panic!("no answer: {:?}", client.seen),
+        }
+    }
+}
+
+/// Asks until `key` is admitted as `expected`, for 15 s (the file is checked every second).
+async fn becomes(url: &str, key: &str, expected: bool) {
+    for _ in 0..30 {
+        if admitted(url, key).await == expected {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("{key} is still {} after 15 s", if expected { "refused" } else { "admitted" });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_taken_out_of_the_file_is_refused_without_a_restart() {
+    let fleet = Fleet::start(&[]).await;
+    let dir = write_routes(&fleet, |_, addr| addr);
+    let keys = dir.join("api-keys");
+    std::fs::write(&keys, line("web", "web-key") + &line("leaked", "leaked-key")).expect("keys");
+    let keys_arg = keys.display().to_string();
+    let gateway = GatewayProcess::start(&dir, &["--api-keys-file", &keys_arg, "--api-keys-reload-seconds", "1"]).await;
+    let url = gateway.url();
+    assert!(admitted(&url, "leaked-key").await && admitted(&url, "web-key").await);
+    assert!(!admitted(&url, "new-key").await);
+
+    // Revoked, and a key added: as a Secret's edit is seen, a new file put in place.
+    let edited = dir.join("api-keys.new");
+    std::fs::write(&edited, line("web", "web-key") + &line("new", "new-key")).expect("keys");
+    std::fs::rename(&edited, &keys).expect("replaced");
+    becomes(&url, "leaked-key", false).await;
+    becomes(&url, "new-key", true).await;
+    assert!(admitted(&url, "web-key").await, "the keys kept stay");
+
+    // A file that does not read leaves the keys in use.
+    std::fs::write(&edited, "web not-a-digest\n").expect("keys");
+    std::fs::rename(&edited, &keys).expect("replaced");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(admitted(&url, "web-key").await && admitted(&url, "new-key").await);
+    assert!(!admitted(&url, "leaked-key").await);
+    let _ = std::fs::remove_dir_all(dir);
+}
