@@ -330,7 +330,9 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     let mut auth = Auth::new(keys.as_deref(), allowed_origins)?;
     if let (Some(path), Some(ring)) = (api_keys_file, auth.key_ring()) {
         let every = Duration::from_secs(api_keys_reload_seconds);
-        tokio::spawn(watch_file(path, every, "API keys", move |text| ring.reload(text).map_err(|e| e.to_string())));
+        tokio::spawn(super::watch::watch_file(path, every, "API keys", move |text| {
+            ring.reload(text).map_err(|e| e.to_string())
+        }));
     }
     if let (Some(path), Some(issuer), Some(audience)) = (jwks_file, jwt_issuer.clone(), jwt_audience.clone()) {
         let read = |path: &PathBuf| {
@@ -341,7 +343,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             scoped(Jwt::new(&read(&path)?, issuer, audience).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
         let reloaded = jwt.clone();
         let apply = move |text: &str| reloaded.set_keys(text).map_err(|e| e.to_string());
-        tokio::spawn(watch_file(path, Duration::from_secs(30), "JWKS", apply));
+        tokio::spawn(super::watch::watch_file(path, Duration::from_secs(30), "JWKS", apply));
         auth = auth.with_jwt(jwt, limits);
     }
     if let (Some(url), Some(issuer), Some(audience)) = (jwks_url, jwt_issuer, jwt_audience) {
@@ -471,31 +473,4 @@ const CONNECTION_MEMORY: usize = 128 * 1024;
 fn default_max_connections(max_sessions: usize, limit: Option<usize>) -> usize {
     let wanted = max_sessions.saturating_add(switchboard_gateway::CONNECTION_HEADROOM);
     limit.map_or(wanted, |limit| wanted.min(limit / CONNECTION_MEMORY).max(64))
-}
-
-/// Reads `path` again whenever it changed (checked every `every`; a mounted Secret or
-/// ConfigMap is replaced whole) and hands its text to `apply`, which returns how many keys
-/// it now holds; a file that cannot be read or used leaves what is in use, and says why.
-async fn watch_file(
-    path: PathBuf,
-    every: Duration,
-    what: &'static str,
-    apply: impl Fn(&str) -> Result<usize, String> + Send + 'static,
-) {
-    let modified = |path: &PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let mut seen = modified(&path);
-    loop {
-        tokio::time::sleep(every).await;
-        let now = modified(&path);
-        if now == seen {
-            continue;
-        }
-        seen = now;
-        match std::fs::read_to_string(&path).map_err(|e| e.to_string()).and_then(|text| apply(&text)) {
-            Ok(keys) => tracing::info!(keys, path = %path.display(), "{what} reloaded"),
-            Err(error) => {
-                tracing::warn!(path = %path.display(), "the {what} changed but are not usable; the previous keys stay: {error}")
-            }
-        }
-    }
 }

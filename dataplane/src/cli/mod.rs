@@ -13,6 +13,7 @@ mod sessions;
 #[cfg(feature = "local")]
 mod sim;
 mod test;
+mod watch;
 
 use clap::{Args, Parser, Subcommand};
 use switchboard_telemetry::LogFormat;

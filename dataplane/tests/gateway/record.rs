@@ -171,6 +171,19 @@ pub(crate) async fn conversation<F: std::future::Future<Output = ()>>(
     Ended { id, token: newest_token(&client.seen) }
 }
 
+/// The recorder's metrics once they show `line`, or after 10 s (a sender counts a delivery
+/// once it has read the receiver's answer, after the receiver handed the report on).
+pub(crate) async fn metrics_showing(recorder: &Recorder, line: &str) -> String {
+    for _ in 0..100 {
+        let metrics = recorder.metrics.render();
+        if metrics.contains(line) {
+            return metrics;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    recorder.metrics.render()
+}
+
 /// The record of `id` once its end is written (the writer batches).
 pub(crate) async fn ended(store: &Store, id: &str) -> SessionRecord {
     for _ in 0..200 {
@@ -299,13 +312,7 @@ async fn a_conversation_across_three_agents_leaves_one_redacted_record_in_sqlite
     // Counted once the sender has read the receiver's 200, which comes after the receiver
     // handed the report to this test.
     let delivered = r#"switchboard_gateway_webhook_deliveries_total{outcome="delivered"} 1"#;
-    for _ in 0..100 {
-        if recorder.metrics.render().contains(delivered) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let metrics = recorder.metrics.render();
+    let metrics = metrics_showing(&recorder, delivered).await;
     assert!(metrics.contains(delivered), "{metrics}");
 
     // The command line reads the same file.

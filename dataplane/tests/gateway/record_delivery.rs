@@ -14,7 +14,7 @@ use switchboard_gateway::record::{RecordConfig, Store};
 use crate::client::Client;
 use crate::fleet::Fleet;
 use crate::process::{GatewayProcess, write_routes};
-use crate::record::{conversation, ended, fleet, keys, recorder, recorder_with, session_id};
+use crate::record::{conversation, ended, fleet, keys, metrics_showing, recorder, recorder_with, session_id};
 
 /// A webhook receiver that answers 503 to its first `failures` posts, then 200; the posts'
 /// delivery ids and bodies as they come.
@@ -73,13 +73,7 @@ async fn a_report_is_tried_until_the_receiver_takes_it() {
     assert!(started.elapsed() >= Duration::from_secs(25), "{:?}", started.elapsed());
     let delivered = r#"switchboard_gateway_webhook_deliveries_total{outcome="delivered"} 1"#;
     let retried = r#"switchboard_gateway_webhook_deliveries_total{outcome="retried"} 5"#;
-    for _ in 0..100 {
-        if recorder.metrics.render().contains(delivered) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let metrics = recorder.metrics.render();
+    let metrics = metrics_showing(&recorder, delivered).await;
     assert!(metrics.contains(delivered) && metrics.contains(retried), "{metrics}");
     // Nothing is due any more: no second delivery.
     tokio::time::sleep(Duration::from_secs(5)).await;

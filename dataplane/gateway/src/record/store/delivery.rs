@@ -30,17 +30,6 @@ pub(super) const SCHEMA: &[&str] = &[
 const FORGET_REPLICAS_MS: i64 = 86_400_000;
 
 impl Store {
-    /// The replica this handle writes for, if any ([`Store::writing_as`]).
-    pub(super) fn replica(&self) -> Option<&str> {
-        self.replica.as_deref()
-    }
-
-    /// When the report of a session that ended at `ended_at` (unix ms) is due, if reports
-    /// are sent ([`Store::reporting`]).
-    pub(super) fn report_due_after(&self, ended_at: i64) -> Option<i64> {
-        self.report_grace_ms.map(|grace| ended_at.saturating_add(grace))
-    }
-
     /// Says that this handle's replica lives, at `now` (unix ms).
     pub async fn heartbeat(&self, now: i64) -> Result<(), StoreError> {
         let Some(replica) = self.replica() else { return Ok(()) };

@@ -235,6 +235,17 @@ impl Store {
         self
     }
 
+    /// The replica this handle writes for, if any ([`Store::writing_as`]).
+    fn replica(&self) -> Option<&str> {
+        self.replica.as_deref()
+    }
+
+    /// When the report of a session that ended at `ended_at` (unix ms) is due, if reports
+    /// are sent ([`Store::reporting`]).
+    fn report_due_after(&self, ended_at: i64) -> Option<i64> {
+        self.report_grace_ms.map(|grace| ended_at.saturating_add(grace))
+    }
+
     /// A SQLite file at `path`.
     pub fn file(path: &std::path::Path) -> Result<Self, StoreError> {
         Self::open(&format!("sqlite:{}", path.display()))
