@@ -27,6 +27,7 @@ mod redis;
 mod resume;
 mod scopes;
 mod sessions;
+mod stuck_runtime;
 mod settings;
 mod voice;
 #[path = "../voice/common.rs"]

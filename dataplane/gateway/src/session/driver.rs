@@ -28,6 +28,7 @@ mod ending;
 mod gate;
 pub(crate) mod keeper;
 mod signals;
+mod to_runtime;
 
 use ending::finish;
 use gate::Gate;
@@ -255,10 +256,14 @@ async fn carry_out(
                     continue;
                 };
                 let copy = keep.then(|| message.clone());
-                if up.ws.send(message).await.is_err()
+                let sent = to_runtime::send(up, message).await;
+                if sent != to_runtime::Sent::Done
                     && let Some(copy) = copy
                 {
                     feed(gateway, machine, Event::RuntimeSendFailed(copy));
+                }
+                if sent == to_runtime::Sent::Stuck {
+                    to_runtime::given_up(gateway, machine, state);
                 }
             }
             Effect::PingClient => {
@@ -270,9 +275,11 @@ async fn carry_out(
                 }
             }
             Effect::PingRuntime => {
-                if let Some(up) = state.upstream.as_mut() {
-                    // A failure shows on the read side.
-                    let _ = up.ws.send(Message::Ping(Bytes::new())).await;
+                // A failure shows on the read side.
+                if let Some(up) = state.upstream.as_mut()
+                    && to_runtime::send(up, Message::Ping(Bytes::new())).await == to_runtime::Sent::Stuck
+                {
+                    to_runtime::given_up(gateway, machine, state);
                 }
             }
             Effect::CloseRuntime => {
@@ -288,8 +295,10 @@ async fn carry_out(
                 let Some(assertion) = assertion else { continue };
                 let message = ClientMessage::IdentityAssertion { assertion };
                 // A failure shows on the read side; the next connection's grant carries one.
-                if let Ok(text) = serde_json::to_string(&message) {
-                    let _ = up.ws.send(Message::text(text)).await;
+                if let Ok(text) = serde_json::to_string(&message)
+                    && to_runtime::send(up, Message::text(text)).await == to_runtime::Sent::Stuck
+                {
+                    to_runtime::given_up(gateway, machine, state);
                 }
             }
             Effect::Hold { key, previous } => {
