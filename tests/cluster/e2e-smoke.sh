@@ -100,11 +100,14 @@ k -n "$NS" apply -f "$ROOT/examples/banking" >/dev/null
 # The demo tool server acts only for callers the gateway vouches for, from this namespace's
 # Agents: it needs the gateway's public key (as banking-tools.yaml says), copied here from
 # the ConfigMap the gateway writes at start.
-KEY_CM="${SWITCHBOARD_RELEASE:-switchboard}-switchboard-gateway-public-key"
+# Its name follows the release's full name (`<release>-switchboard-gateway-public-key`, or
+# `switchboard-gateway-public-key` for a release called switchboard): found by its suffix.
 deadline=$((SECONDS + 120))
-until GATEWAY_KEY="$(k -n "$RNS" get configmap "$KEY_CM" -o jsonpath='{.data.public-key}' 2>/dev/null)" \
+until KEY_CM="$(k -n "$RNS" get configmap -o name | sed -n 's|^configmap/\(.*-gateway-public-key\)$|\1|p' | head -n1)" \
+  && [ -n "$KEY_CM" ] \
+  && GATEWAY_KEY="$(k -n "$RNS" get configmap "$KEY_CM" -o jsonpath='{.data.public-key}' 2>/dev/null)" \
   && [ -n "$GATEWAY_KEY" ]; do
-  [ "$SECONDS" -lt "$deadline" ] || die "the gateway did not publish its public key in $RNS/$KEY_CM"
+  [ "$SECONDS" -lt "$deadline" ] || die "the gateway did not publish its public key in $RNS (a ConfigMap *-gateway-public-key)"
   sleep 2
 done
 k -n "$NS" create configmap switchboard-gateway-public-key --from-literal=public-key="$GATEWAY_KEY" >/dev/null
