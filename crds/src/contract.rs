@@ -65,6 +65,9 @@ pub mod env {
     pub const GATEWAY_KEY_CONFIG_MAP: &str = "SWITCHBOARD_GATEWAY_KEY_CONFIGMAP";
     /// The gateway's public key, on runtime pods (they verify that context with it).
     pub const GATEWAY_PUBLIC_KEY: &str = "SWITCHBOARD_GATEWAY_PUBLIC_KEY";
+    /// A runtime pod's own IP (the downward API's `status.podIP`): it accepts only grants
+    /// for it.
+    pub const POD_IP: &str = "SWITCHBOARD_POD_IP";
     /// The Bedrock endpoint URL, when the platform sets one and the Agent does not.
     pub const BEDROCK_ENDPOINT: &str = "SWITCHBOARD_BEDROCK_ENDPOINT";
     /// A PEM file of the CA certificates to trust for Bedrock instead of the public roots.

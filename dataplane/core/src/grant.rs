@@ -75,6 +75,13 @@ pub struct SessionContext {
     /// restored word for word).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub summary: String,
+    /// The address (IP) of the pod the gateway opened this session on: a runtime that knows
+    /// its own (`SWITCHBOARD_POD_IP`, set by the operator) refuses a grant for another pod,
+    /// so a grant captured on its way cannot open a session on another pod of the Agent
+    /// within its freshness (each pod remembers only its own nonces). Absent from a gateway
+    /// older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
 }
 
 /// A [`SessionContext`] as sent: its JSON text and the MAC over it.

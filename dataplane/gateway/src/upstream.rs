@@ -101,6 +101,7 @@ pub async fn open(
         identity: None,
         traceparent: opening.traceparent,
         summary: opening.summary,
+        pod: Some(addr.ip().to_string()),
     };
     context.identity = verified_caller(&context)
         .and_then(|caller| identity(key, caller, &context.namespace, &context.agent, &context.session_id));

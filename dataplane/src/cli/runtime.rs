@@ -102,6 +102,12 @@ pub struct RuntimeArgs {
     #[arg(long, env = contract::env::GATEWAY_PUBLIC_KEY)]
     gateway_public_key: Option<GatewayKeys>,
 
+    /// This pod's IP (the operator sets it from the pod's status): the gateway names the pod
+    /// each grant is for, and a grant for another pod of the Agent is refused, so one captured
+    /// on its way cannot open a session elsewhere while it is fresh. Unset: not checked.
+    #[arg(long, env = contract::env::POD_IP)]
+    pod_ip: Option<std::net::IpAddr>,
+
     /// A folder of model credential files — a mounted Secret, as the operator mounts the
     /// Agent's `credentials.secretRef`: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
     /// optionally `AWS_SESSION_TOKEN` (read again every `--credentials-max-age-seconds`),
@@ -146,6 +152,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         ca_file,
         secrets_dir,
         gateway_public_key: gateway_key,
+        pod_ip,
         credentials_dir,
         credentials_max_age_seconds,
         record_redact,
@@ -188,6 +195,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(u64::from(spec.sessions.idle_timeout_seconds)),
         voice_rotate_after: voice_options.rotate_after(),
         gateway_key,
+        pod_ip,
         ..ServerConfig::default()
     };
     config.http = switchboard_serve::Limits {

@@ -18,6 +18,8 @@ const MAX_REMEMBERED: usize = 100_000;
 #[derive(Debug, Default)]
 pub struct Grants {
     key: Option<GatewayKeys>,
+    /// This pod's address, when known: grants for another pod are refused.
+    pod: Option<std::net::IpAddr>,
     /// Nonce -> the time (ms) after which it may be forgotten.
     used: Mutex<HashMap<String, u64>>,
 }
@@ -41,15 +43,19 @@ pub enum RefusedContext {
     /// The grant was used before.
     #[error("this session context was already used; the gateway makes a new one for every session it opens")]
     Replayed,
+    /// The grant is for another pod of the Agent.
+    #[error("this session context was made for the pod at {0}, not this one; the gateway makes one for each pod")]
+    OtherPod(String),
     /// Too many grants in the window.
     #[error("too many sessions with context in the last minute; try again shortly")]
     Busy,
 }
 
 impl Grants {
-    /// Grants checked with the gateway's public keys (`None`: every context is refused).
-    pub fn new(key: Option<GatewayKeys>) -> Self {
-        Self { key, used: Mutex::new(HashMap::new()) }
+    /// Grants checked with the gateway's public keys (`None`: every context is refused), for
+    /// the pod at `pod` when it is known.
+    pub fn new(key: Option<GatewayKeys>, pod: Option<std::net::IpAddr>) -> Self {
+        Self { key, pod, used: Mutex::new(HashMap::new()) }
     }
 
     /// The session context of a `session_start` for `namespace/agent`: with a gateway key,
@@ -79,6 +85,13 @@ impl Grants {
         let key = self.key.as_ref().ok_or(RefusedContext::NoKey)?;
         let now = now_ms();
         let context = key.verify(signed, namespace, agent, now)?;
+        // A grant for another pod: refused before its nonce is used up here (a grant that
+        // names no pod comes from a gateway older than the field).
+        if let (Some(mine), Some(theirs)) = (self.pod, context.pod.as_deref())
+            && theirs.parse::<std::net::IpAddr>().ok() != Some(mine)
+        {
+            return Err(RefusedContext::OtherPod(theirs.chars().take(64).collect()));
+        }
         let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if used.len() >= MAX_REMEMBERED {
             used.retain(|_, forget_after| *forget_after > now);
@@ -116,12 +129,41 @@ mod tests {
             ..Default::default()
         };
         let signed = signer.sign(&context);
-        let grants = Grants::new(Some(signer.public().into()));
+        let grants = Grants::new(Some(signer.public().into()), None);
         assert_eq!(grants.accept(&signed, "bank", "banking").ok(), Some(context));
         assert!(matches!(grants.accept(&signed, "bank", "banking"), Err(RefusedContext::Replayed)));
-        assert!(matches!(Grants::new(None).accept(&signed, "bank", "banking"), Err(RefusedContext::NoKey)));
+        assert!(matches!(Grants::new(None, None).accept(&signed, "bank", "banking"), Err(RefusedContext::NoKey)));
         // With a key, no grant is no session; without one, only sessions without context.
         assert!(matches!(grants.admit(None, "bank", "banking"), Err(RefusedContext::Missing)));
-        assert_eq!(Grants::new(None).admit(None, "bank", "banking").ok(), Some(SessionContext::default()));
+        assert_eq!(Grants::new(None, None).admit(None, "bank", "banking").ok(), Some(SessionContext::default()));
+    }
+
+    #[test]
+    fn a_grant_for_another_pod_is_refused_without_using_it_up() {
+        let signer = switchboard_core::grant::GatewaySigner::from_seed(&[3; 32]);
+        let grant = |nonce: &str, pod: Option<&str>| {
+            signer.sign(&SessionContext {
+                session_id: "s".into(),
+                namespace: "bank".into(),
+                agent: "banking".into(),
+                issued_at_ms: now_ms(),
+                nonce: nonce.into(),
+                pod: pod.map(str::to_owned),
+                ..Default::default()
+            })
+        };
+        let here = Grants::new(Some(signer.public().into()), "10.0.0.7".parse().ok());
+        let elsewhere = grant("a", Some("10.0.0.8"));
+        let refused = here.accept(&elsewhere, "bank", "banking").expect_err("another pod's");
+        assert!(matches!(&refused, RefusedContext::OtherPod(pod) if pod == "10.0.0.8"), "{refused}");
+        // The pod it was made for still takes it (it was not used up on the way).
+        let there = Grants::new(Some(signer.public().into()), "10.0.0.8".parse().ok());
+        assert!(there.accept(&elsewhere, "bank", "banking").is_ok());
+        assert!(here.accept(&grant("b", Some("10.0.0.7")), "bank", "banking").is_ok());
+        assert!(here.accept(&grant("c", Some("not an address")), "bank", "banking").is_err());
+        // A grant naming no pod (an older gateway), and a pod that does not know its address.
+        assert!(here.accept(&grant("d", None), "bank", "banking").is_ok());
+        let unknown = Grants::new(Some(signer.public().into()), None);
+        assert!(unknown.accept(&grant("e", Some("10.0.0.9")), "bank", "banking").is_ok());
     }
 }

@@ -81,6 +81,9 @@ pub struct ServerConfig {
     /// context (memory, history, handoff) is accepted only when the gateway signed it with
     /// one of them. `None`: no context is accepted from anyone.
     pub gateway_key: Option<switchboard_core::gateway_keys::GatewayKeys>,
+    /// This pod's IP (`SWITCHBOARD_POD_IP`): a grant the gateway made for another pod is
+    /// refused. `None` (local mode, a runtime on a VM): not checked.
+    pub pod_ip: Option<std::net::IpAddr>,
 }
 
 /// Connections a runtime takes beyond its sessions and the connections opening, by default:
@@ -114,6 +117,7 @@ impl Default for ServerConfig {
             allowed_origins: Vec::new(),
             voice_rotate_after: Duration::from_secs(6 * 60),
             gateway_key: None,
+            pod_ip: None,
         }
     }
 }
@@ -195,7 +199,7 @@ impl AppState {
     ) -> Arc<Self> {
         Arc::new(Self {
             voice,
-            grants: super::grants::Grants::new(config.gateway_key.clone()),
+            grants: super::grants::Grants::new(config.gateway_key.clone(), config.pod_ip),
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
             opening: Arc::new(Semaphore::new(config.max_opening_connections)),
             directory,

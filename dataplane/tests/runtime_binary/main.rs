@@ -213,15 +213,51 @@ async fn credentials_from_a_mounted_secret_are_read_again_after_a_rotation() {
 
 /// A fresh `session_start` for the banking agent whose grant `key` signed, as a gateway makes it.
 fn granted(key: &GatewaySigner) -> SessionStart {
+    granted_for(key, None)
+}
+
+/// [`granted`], for the pod at `pod` when given (the address the gateway dialed).
+fn granted_for(key: &GatewaySigner, pod: Option<&str>) -> SessionStart {
     let context = SessionContext {
         session_id: format!("gw-{}", uuid::Uuid::new_v4()),
         namespace: "default".into(),
         agent: "banking".into(),
         issued_at_ms: switchboard_dataplane::runtime::grants::now_ms(),
         nonce: uuid::Uuid::new_v4().to_string(),
+        pod: pod.map(str::to_owned),
         ..Default::default()
     };
     SessionStart { agent: Some("banking".into()), context: Some(key.sign(&context)), ..Default::default() }
+}
+
+/// A runtime pod given its address (`SWITCHBOARD_POD_IP`, as the operator sets it) serves a
+/// grant made for it and refuses one the gateway made for another pod of the Agent: a grant
+/// captured on its way to one pod cannot open a session on another while it is fresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_made_for_another_pod_is_refused() {
+    let sim = Simulator::start(SimConfig::new(banking_script().expect("script"))).await.expect("simulator");
+    let dir = banking_spec();
+    let key = GatewaySigner::from_seed(&[34; 32]);
+    let public = key.public().to_string();
+    let (mut child, addr) = spawn_runtime(
+        &dir,
+        &sim,
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIDTEST"),
+            ("AWS_SECRET_ACCESS_KEY", "not-a-secret"),
+            (contract::env::GATEWAY_PUBLIC_KEY, public.as_str()),
+            (contract::env::POD_IP, "127.0.0.1"),
+        ],
+    );
+    let said = hello_with(&addr, granted_for(&key, Some("127.0.0.1"))).await;
+    assert!(said.starts_with("Hello!"), "a grant for this pod is served: {said}");
+    let (message, code) = refused(&addr, granted_for(&key, Some("10.1.2.3"))).await;
+    assert_eq!(code, 4400);
+    assert!(message.contains("made for the pod at 10.1.2.3"), "{message}");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(dir);
+    sim.shutdown().await;
 }
 
 /// Opens a session with `start` and expects it refused: the `context_refused` message and

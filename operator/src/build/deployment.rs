@@ -18,9 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction,
-    KeyToPath, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
-    SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    HTTPGetAction, KeyToPath, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -178,6 +178,15 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
     if let Some(key) = &settings.gateway_public_key {
         vars.push(env(contract::env::GATEWAY_PUBLIC_KEY, key.to_string()));
     }
+    // Grants name the pod they are for; the pod knows its own address from the API.
+    vars.push(EnvVar {
+        name: contract::env::POD_IP.to_owned(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector { field_path: "status.podIP".to_owned(), ..Default::default() }),
+            ..Default::default()
+        }),
+    });
     // The Agent's own `model.endpoint` wins over the platform's.
     if let Some(endpoint) = settings.runtime_bedrock_endpoint.as_ref().filter(|_| agent.spec.model.endpoint.is_none()) {
         vars.push(env(contract::env::BEDROCK_ENDPOINT, endpoint.clone()));
