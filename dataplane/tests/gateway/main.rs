@@ -27,8 +27,8 @@ mod redis;
 mod resume;
 mod scopes;
 mod sessions;
-mod stuck_runtime;
 mod settings;
+mod stuck_runtime;
 mod voice;
 #[path = "../voice/common.rs"]
 #[allow(dead_code)]
