@@ -23,6 +23,7 @@ mod record;
 mod record_access;
 mod record_continue;
 mod record_delivery;
+mod record_flood;
 mod redis;
 mod resume;
 mod scopes;
