@@ -182,10 +182,12 @@ impl Writer {
                     }
                 }
             }
-            let written: Vec<Entry> = self.backlog.drain(..n).collect();
-            self.give_back(&written);
+            // Counted before their bytes are given back: whoever sees nothing pending sees
+            // them written.
             self.metrics.written.inc_by(n as u64);
+            let written: Vec<Entry> = self.backlog.drain(..n).collect();
             self.metrics.backlog.set(self.backlog.len() as i64);
+            self.give_back(&written);
         }
         Ok(())
     }
