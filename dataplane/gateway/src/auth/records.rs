@@ -60,7 +60,7 @@ impl Auth {
     }
 
     /// Who may read the conversation record (`/v1/sessions`): an API key with
-    /// `records=read`, or a JWT with the records scope ([`Jwt::with_records_scope`]), in
+    /// `records=read`, or a JWT with the records scope ([`super::Jwt::with_records_scope`]), in
     /// the namespaces of its scope. Without credentials configured the record is readable
     /// only where [`Auth::with_open_records`] said so, and only by a request that names the
     /// server by address or as `localhost` ([`Auth::open_data`]).
