@@ -91,6 +91,9 @@ fn secrets_of(job: &Job) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_test_mounts_only_the_secrets_the_platform_opened_to_agents() {
+    // A cluster-wide operator (the chart's, chart_install.rs) would reconcile these AgentTests
+    // too, with its own --agent-secrets: not while this runs.
+    let _turn = switchboard_tests::helm::cluster_wide_operator_turn(false);
     let ns = namespace("op-agenttest-secrets").await;
     let build = BuildSettings {
         runtime_image: "registry.local/switchboard:test".into(),

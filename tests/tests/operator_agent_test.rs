@@ -142,6 +142,9 @@ async fn end_pod(ns: &TestNamespace, job: &Job, summary: &str, code: i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_tests_run_as_jobs_on_every_change_and_report_their_outcome() {
+    // A cluster-wide operator (the chart's, chart_install.rs) would reconcile these AgentTests
+    // too, with its own --agent-secrets: not while this runs.
+    let _turn = switchboard_tests::helm::cluster_wide_operator_turn(false);
     let ns = namespace("op-agenttest").await;
     let settings =
         BuildSettings { runtime_image: IMAGE.into(), agent_test_gateway: Some(GATEWAY.into()), ..Default::default() };
@@ -244,6 +247,9 @@ async fn agent_tests_run_as_jobs_on_every_change_and_report_their_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_test_of_a_missing_agent_is_not_accepted() {
+    // A cluster-wide operator (the chart's, chart_install.rs) would reconcile these AgentTests
+    // too, with its own --agent-secrets: not while this runs.
+    let _turn = switchboard_tests::helm::cluster_wide_operator_turn(false);
     let ns = namespace("op-agenttest-missing").await;
     let settings = BuildSettings { agent_test_gateway: Some(GATEWAY.into()), ..Default::default() };
     let _op = start(&ns, settings);
@@ -285,6 +291,9 @@ async fn wait_held(ns: &TestNamespace, name: &str, what: &str, ok: impl Fn(&Cond
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gated_agent_rolls_out_to_live_pods_only_after_its_tests_pass_on_the_candidate() {
+    // A cluster-wide operator (the chart's, chart_install.rs) would reconcile these AgentTests
+    // too, with its own --agent-secrets: not while this runs.
+    let _turn = switchboard_tests::helm::cluster_wide_operator_turn(false);
     let ns = namespace("op-agenttest-gate").await;
     let settings =
         BuildSettings { runtime_image: IMAGE.into(), agent_test_gateway: Some(GATEWAY.into()), ..Default::default() };
@@ -379,6 +388,9 @@ async fn a_gated_agent_rolls_out_to_live_pods_only_after_its_tests_pass_on_the_c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_judge_and_polly_on_their_own_endpoints_trust_the_platforms_bedrock_ca_as_runtime_pods_do() {
+    // A cluster-wide operator (the chart's, chart_install.rs) would reconcile these AgentTests
+    // too, with its own --agent-secrets: not while this runs.
+    let _turn = switchboard_tests::helm::cluster_wide_operator_turn(false);
     let ns = namespace("op-agenttest-ca").await;
     let bundle = CaBundle("-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----\n".into());
     let settings = BuildSettings {
