@@ -61,9 +61,17 @@ pub(crate) fn recorder_with(
     (recorder, stop)
 }
 
+/// Webhook POSTs as a receiver gets them: headers and body.
+pub(crate) type Posts = tokio::sync::mpsc::UnboundedReceiver<(axum::http::HeaderMap, String)>;
+
 /// A real HTTP receiver of end-of-call reports: it answers the first POST 503 (the
 /// gateway must retry) and the next ones 200; each POST's headers and body come out.
-pub(crate) async fn receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<(axum::http::HeaderMap, String)>) {
+pub(crate) async fn receiver() -> (String, Posts) {
+    receiver_failing(1).await
+}
+
+/// [`receiver`], answering its first `failures` POSTs 503.
+pub(crate) async fn receiver_failing(failures: usize) -> (String, Posts) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let posts = Arc::new(AtomicUsize::new(0));
@@ -73,7 +81,7 @@ pub(crate) async fn receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<
             let (tx, posts) = (tx.clone(), posts.clone());
             async move {
                 let _ = tx.send((headers, body));
-                if posts.fetch_add(1, Ordering::SeqCst) == 0 {
+                if posts.fetch_add(1, Ordering::SeqCst) < failures {
                     axum::http::StatusCode::SERVICE_UNAVAILABLE
                 } else {
                     axum::http::StatusCode::OK
