@@ -1,6 +1,7 @@
 //! What the conversation record keeps of an Agent's sessions: the Agent's own redaction
-//! rules, beside the gateway's built-in detectors (cards, e-mail, phone numbers) and the
-//! chart's rules. They apply to everything recorded while a session is with this Agent.
+//! rules, beside the gateway's built-in detectors (IBANs, cards, e-mail, phone numbers) and the
+//! chart's rules. They apply to everything recorded of the sessions of the Agent's namespace,
+//! from their first line (a session may reach any of its Agents).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

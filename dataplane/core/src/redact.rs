@@ -1,19 +1,34 @@
 //! Redaction: what the conversation record (and, when opted in, a trace) must never hold in
-//! the clear. Built-in detectors — payment card numbers (13 to 19 digits, spaces or dashes
-//! between groups, only when the Luhn check holds), e-mail addresses and phone numbers — and
+//! the clear. Built-in detectors — international bank account numbers ([`iban`]: the
+//! country's length and the mod-97 check), payment card numbers (13 to 19 digits, spaces or
+//! dashes between groups, only when the Luhn check holds), e-mail addresses and phone
+//! numbers — and
 //! an operator's own named patterns (an Example Bank account number, a sort code) replace
 //! what they match with `[redacted:<name>]` before anything is stored or exported. The live
 //! conversation is not touched. Pure: the gateway's record and the runtime's traces use it.
 
 use regex::Regex;
 
+mod iban;
+
 /// One named pattern.
 #[derive(Clone, Debug)]
 struct Rule {
     name: String,
     pattern: Regex,
-    /// Matches must pass the Luhn check (cards).
-    luhn: bool,
+    /// What a match must pass to be redacted.
+    check: Check,
+}
+
+/// What a match must pass to be redacted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Check {
+    /// Nothing: every match is.
+    None,
+    /// The Luhn check (cards).
+    Luhn,
+    /// Being one or more IBANs ([`iban::redact`] finds them inside the match).
+    Iban,
 }
 
 /// A rule that cannot be used.
@@ -45,30 +60,34 @@ impl Default for Redactor {
 }
 
 // The built-in patterns are constants, checked by the tests below.
-fn builtin(name: &str, pattern: &str, luhn: bool) -> Rule {
+fn builtin(name: &str, pattern: &str, check: Check) -> Rule {
     #[allow(clippy::expect_used)]
     let pattern = Regex::new(pattern).expect("built-in redaction patterns compile");
-    Rule { name: name.to_owned(), pattern, luhn }
+    Rule { name: name.to_owned(), pattern, check }
 }
 
 impl Redactor {
     /// The built-in detectors with the operator's `name=regex` rules (applied after cards,
     /// before phone numbers, so an account number is not taken for a phone number).
     pub fn new(custom: &[String]) -> Result<Self, RuleError> {
-        let mut rules = vec![builtin("card", r"\b\d(?:[ -]?\d){12,18}\b", true)];
+        // IBANs before cards: an IBAN's digits could pass for a card's.
+        let mut rules = vec![
+            builtin("iban", iban::CANDIDATE, Check::Iban),
+            builtin("card", r"\b\d(?:[ -]?\d){12,18}\b", Check::Luhn),
+        ];
         for rule in custom {
             let (name, pattern) = rule.split_once('=').ok_or_else(|| RuleError::Shape(rule.clone()))?;
             rules.push(
                 custom_rule(name.trim(), pattern).map_err(|e| e.unwrap_or_else(|| RuleError::Shape(rule.clone())))?,
             );
         }
-        rules.push(builtin("email", r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}", false));
+        rules.push(builtin("email", r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}", Check::None));
         // International (+44 20 7946 0958, +14155550123) or grouped national numbers
         // ((415) 555-0123, 020 7946 0958): at least 9 digits, with a + or separators.
         rules.push(builtin(
             "phone",
             r"(?:\+\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]?\d{2,4}){1,4})|(?:\(\d{2,5}\)[ .-]?\d{3,4}[ .-]?\d{3,4})|(?:\b0\d{2,4}[ .-]\d{3,4}[ .-]?\d{3,4}\b)|(?:\b\d{3}[.-]\d{3}[.-]\d{4}\b)",
-            false,
+            Check::None,
         ));
         Ok(Self { rules })
     }
@@ -96,7 +115,11 @@ impl Redactor {
             }
             let replaced = rule.pattern.replace_all(&out, |caps: &regex::Captures<'_>| {
                 let found = &caps[0];
-                if rule.luhn && !luhn(found) { found.to_owned() } else { format!("[redacted:{}]", rule.name) }
+                match rule.check {
+                    Check::Luhn if !luhn(found) => found.to_owned(),
+                    Check::Iban => iban::redact(found, &rule.name),
+                    _ => format!("[redacted:{}]", rule.name),
+                }
             });
             out = std::borrow::Cow::Owned(replaced.into_owned());
         }
@@ -131,7 +154,7 @@ fn custom_rule(name: &str, pattern: &str) -> Result<Rule, Option<RuleError>> {
         return Err(None);
     }
     let pattern = Regex::new(pattern).map_err(|error| Some(RuleError::Pattern { name: name.to_owned(), error }))?;
-    Ok(Rule { name: name.to_owned(), pattern, luhn: false })
+    Ok(Rule { name: name.to_owned(), pattern, check: Check::None })
 }
 
 /// Whether the digits of `text` pass the Luhn check.
@@ -165,6 +188,17 @@ mod tests {
         assert_eq!(r.text("5500005555555559"), "[redacted:card]");
         // Sixteen digits failing the check: an order number, kept.
         assert_eq!(r.text("order 4111111111111112"), "order 4111111111111112");
+    }
+
+    #[test]
+    fn ibans_are_redacted_before_anything_takes_their_digits() {
+        let r = Redactor::default();
+        assert_eq!(r.text("my IBAN is DE89 3704 0044 0532 0130 00, thanks"), "my IBAN is [redacted:iban], thanks");
+        assert_eq!(r.text("iban: gb82west12345698765432."), "iban: [redacted:iban].");
+        assert_eq!(r.text("ref AB12 CDEF and 42 items"), "ref AB12 CDEF and 42 items");
+        let mut value = serde_json::json!({"to": "NL91ABNA0417164300"});
+        r.value(&mut value);
+        assert_eq!(value, serde_json::json!({"to": "[redacted:iban]"}));
     }
 
     #[test]
