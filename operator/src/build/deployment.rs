@@ -183,7 +183,12 @@ fn container(agent: &Agent, settings: &BuildSettings) -> Container {
         name: contract::env::POD_IP.to_owned(),
         value: None,
         value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector { field_path: "status.podIP".to_owned(), ..Default::default() }),
+            // With the API version the server would default, so the applied object and the
+            // built one are equal.
+            field_ref: Some(ObjectFieldSelector {
+                api_version: Some("v1".to_owned()),
+                field_path: "status.podIP".to_owned(),
+            }),
             ..Default::default()
         }),
     });

@@ -154,7 +154,7 @@ fn deployment_has_every_field() {
                             {"name": "SWITCHBOARD_LISTEN", "value": "0.0.0.0:8080"},
                             {"name": "SWITCHBOARD_LOG_FORMAT", "value": "json"},
                             {"name": "SWITCHBOARD_WORKER_THREADS", "value": "1"},
-                            {"name": "SWITCHBOARD_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                            {"name": "SWITCHBOARD_POD_IP", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}},
                             {"name": "SWITCHBOARD_CREDENTIALS_DIR", "value": "/etc/switchboard/credentials"},
                         ],
                         "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
