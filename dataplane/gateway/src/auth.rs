@@ -332,6 +332,18 @@ impl Auth {
             let scope = (Arc::new(verified.scope), verified.candidates);
             return self.hold(name, limits.max_sessions, rate, scope);
         }
+        // A long-lived key in a URL ends up in proxies' and servers' logs: the query parameter
+        // is for browsers, which cannot set headers on a WebSocket (they always send Origin).
+        if bearer(headers).is_none() && !headers.contains_key("origin") {
+            return Err(Refusal {
+                code: close_code::UNAUTHORIZED,
+                message: "an API key is taken from the access_token query parameter only from a browser page (which \
+                          cannot set headers on a WebSocket): send it as `Authorization: Bearer <key>` or \
+                          `X-Api-Key: <key>`"
+                    .into(),
+                reason: ErrorCode::MissingKey,
+            });
+        }
         let entry =
             self.keys.as_ref().and_then(|keys| keys.get(&<[u8; 32]>::from(Sha256::digest(presented.as_bytes()))));
         let entry = entry.ok_or_else(|| Refusal {

@@ -1,6 +1,8 @@
-//! Revoking an API key needs no restart: a `switchboard gateway` process reads its keys
-//! file again when it changes, refuses a key taken out from the next session on, takes a
-//! key added at once, and keeps the keys in use when the new file does not read.
+//! API keys at a `switchboard gateway` process. Revoking one needs no restart: the gateway
+//! reads its keys file again when it changes, refuses a key taken out from the next session
+//! on, takes a key added at once, and keeps the keys in use when the new file does not read.
+//! And a key is taken from the URL (`?access_token=`) only from a browser page, which cannot
+//! set headers on a WebSocket: a program's key does not end up in every log of its URL.
 
 use std::time::Duration;
 
@@ -19,13 +21,19 @@ fn line(name: &str, key: &str) -> String {
 /// Whether the gateway at `url` opens a session for `key`: its `bidi_connection_start`, or
 /// its refusal (`unknown_key`, 4401).
 async fn admitted(url: &str, key: &str) -> bool {
-    let mut client = Client::connect_with(url, &[("x-api-key", key)]).await;
+    opens(url, &[("x-api-key", key)], "unknown_key").await
+}
+
+/// Whether the gateway at `url` opens a session for a client with `headers`: its
+/// `bidi_connection_start`, or its refusal (`refusal`, 4401).
+async fn opens(url: &str, headers: &[(&'static str, &str)], refusal: &str) -> bool {
+    let mut client = Client::connect_with(url, headers).await;
     client.send(&ClientMessage::SessionStart(Default::default())).await;
     loop {
         match client.next().await {
             Some(Ok(ServerMessage::BidiConnectionStart { .. })) => return true,
             Some(Ok(ServerMessage::BidiError { code, .. })) => {
-                assert_eq!(code, "unknown_key", "{:?}", client.seen);
+                assert_eq!(code, refusal, "{:?}", client.seen);
                 return false;
             }
             Some(Ok(_)) => {}
@@ -75,5 +83,21 @@ async fn a_key_taken_out_of_the_file_is_refused_without_a_restart() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(admitted(&url, "web-key").await && admitted(&url, "new-key").await);
     assert!(!admitted(&url, "leaked-key").await);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_key_in_the_url_is_taken_from_a_browser_page_only() {
+    let fleet = Fleet::start(&[]).await;
+    let dir = write_routes(&fleet, |_, addr| addr);
+    let keys = dir.join("api-keys");
+    std::fs::write(&keys, line("web", "web-key")).expect("keys");
+    let keys_arg = keys.display().to_string();
+    let page = "https://bank.example";
+    let gateway = GatewayProcess::start(&dir, &["--api-keys-file", &keys_arg, "--allowed-origin", page]).await;
+    let in_url = format!("{}?access_token=web-key", gateway.url());
+    assert!(!opens(&in_url, &[], "missing_key").await, "a program's key in the URL is refused");
+    assert!(opens(&in_url, &[("origin", page)], "").await, "a browser page's is taken");
+    assert!(opens(&gateway.url(), &[("authorization", "Bearer web-key")], "").await, "a header from anyone");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -35,6 +35,22 @@ fn keys_are_checked_by_digest_and_limited_per_key() {
 }
 
 #[test]
+fn an_api_key_in_the_query_string_is_taken_from_browsers_only() {
+    let file = format!("web {}\n", digest("w-key"));
+    let auth = Auth::new(Some(&file), vec!["https://bank.example".into()]).expect("valid file");
+    // A program can send a header: its key in the URL (and so in logs) is refused.
+    let refused = auth.admit(&headers(&[]), Some("w-key")).expect_err("a key in the URL, no Origin");
+    assert_eq!((refused.code, refused.reason), (close_code::UNAUTHORIZED, ErrorCode::MissingKey));
+    assert!(refused.message.contains("Authorization: Bearer"), "{}", refused.message);
+    // A browser page cannot set headers on a WebSocket: its query parameter is taken.
+    let page = auth.admit(&headers(&[("origin", "https://bank.example")]), Some("w-key")).expect("a browser");
+    assert_eq!(page.key.as_deref(), Some("web"));
+    drop(page);
+    // Headers are taken from anyone, and win over the query parameter.
+    assert!(auth.admit(&headers(&[("x-api-key", "w-key")]), Some("other")).is_ok());
+}
+
+#[test]
 fn browser_origins_need_the_allowlist() {
     let open = Auth::new(None, vec!["https://bank.example".into()]).expect("auth");
     assert!(open.admit(&headers(&[]), None).is_ok(), "no Origin: not a browser");
