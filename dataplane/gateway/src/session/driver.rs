@@ -15,7 +15,7 @@ use tracing::Instrument;
 use super::machine::{
     ClientFrame, Cx, Effect, Event, Machine, Note, OpenRequest, Phase, Recorded, RuntimeFrame, SendFailure,
 };
-use super::{Client, SLOW_CLIENT, close_client};
+use super::{Client, close_client};
 use crate::Gateway;
 use crate::auth::Admission;
 use crate::balancer::Lease;
@@ -28,6 +28,7 @@ mod ending;
 mod gate;
 pub(crate) mod keeper;
 mod signals;
+mod to_client;
 mod to_runtime;
 
 use ending::finish;
@@ -133,7 +134,7 @@ pub(super) async fn run(relay: Relay) {
         carry_out(&gateway, &mut machine, &mut state, &mut client, &superseded, &span).await;
         if state.client_queued && !more_for_client(&machine, &state, &client) {
             state.client_queued = false;
-            if let Err(failure) = flush_client(&mut client).await {
+            if let Err(failure) = to_client::flush(&mut client).await {
                 state.client_done = true;
                 feed(&gateway, &mut machine, Event::ClientSendFailed(failure));
                 continue;
@@ -268,7 +269,7 @@ async fn carry_out(
             }
             Effect::PingClient => {
                 if !state.client_done
-                    && let Err(failure) = send_client_message(client, Message::Ping(Bytes::new())).await
+                    && let Err(failure) = to_client::send(client, Message::Ping(Bytes::new())).await
                 {
                     state.client_done = true;
                     feed(gateway, machine, Event::ClientSendFailed(failure));
@@ -480,22 +481,4 @@ fn more_for_client(machine: &Machine, state: &State, client: &Client) -> bool {
     matches!(machine.phase(), Phase::Live)
         && client.queued() < MOST_QUEUED
         && state.upstream.as_ref().is_some_and(|up| up.ws.frame_buffered())
-}
-
-/// Writes what is queued for the client: `Err` when its socket failed or it does not read.
-async fn flush_client(client: &mut Client) -> Result<(), SendFailure> {
-    sent(switchboard_serve::ws::within(SLOW_CLIENT, client.flush()).await)
-}
-
-/// Sends a message to the client (after what is queued).
-async fn send_client_message(client: &mut Client, message: Message) -> Result<(), SendFailure> {
-    sent(switchboard_serve::ws::within(SLOW_CLIENT, client.send(message)).await)
-}
-
-fn sent(result: Result<Result<(), frames::Error>, tokio::time::error::Elapsed>) -> Result<(), SendFailure> {
-    match result {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err(SendFailure::Gone),
-        Err(_) => Err(SendFailure::Slow),
-    }
 }

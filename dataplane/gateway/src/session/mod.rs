@@ -212,12 +212,12 @@ async fn continued(
         );
         return Err(refuse(gateway, client, "continue_refused", message, close_code::RESUME_REFUSED).await);
     };
-    if identity.is_empty() && !gateway.auth.continues_without_credential() {
+    // No token, no continuing (and nothing asked of the store).
+    if token.is_empty() || (identity.is_empty() && !gateway.auth.continues_without_credential()) {
         return Err(refuse(gateway, client, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
     }
     let since = crate::record::now_us() / 1000 - i64::try_from(record.state_ttl().as_millis()).unwrap_or(i64::MAX);
-    let claim = resume::store_key(identity, token);
-    let saved = match record.store.claim_state(from, if token.is_empty() { "" } else { &claim }, since).await {
+    let saved = match record.store.claim_state(from, &resume::store_key(identity, token), since).await {
         Ok(Some(saved)) if saved.credential == identity => saved,
         Ok(_) => {
             return Err(refuse(gateway, client, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
