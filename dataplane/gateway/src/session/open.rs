@@ -77,6 +77,10 @@ impl Machine {
         if handed_over {
             // The target's position comes with its own transitions.
             self.kept.workflow = None;
+            // It answers the request that brought the caller, within the same turn: until
+            // its reply is complete the session is not between turns (a client gone now
+            // lets it answer before parking, as mid-turn; parked at once, the answer was lost).
+            self.kept.turn_open = true;
         }
         self.kept.agent.clone_from(&self.target.route.name);
     }

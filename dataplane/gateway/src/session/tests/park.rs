@@ -54,6 +54,27 @@ fn a_client_gone_mid_turn_lets_the_runtime_finish_then_parks() {
     assert_eq!(drive.ending(), Some(&Ending::Park), "the grace is bounded");
 }
 
+/// A handoff's target answers the request that brought the caller within the same turn: a
+/// client gone between the target's opening and its reply lets it answer, then parks (parked
+/// at once, the target's session closed before its answer, which no resume asked again).
+#[test]
+fn a_client_gone_right_after_a_handoff_lets_the_target_answer_then_parks() {
+    let mut drive = Drive::live();
+    drive.runtime(handoff("idv"));
+    drive.closed(close_code::HANDOFF);
+    drive.on(Event::Opened(Ok(addr(3))));
+    drive.client(ClientFrame::Gone);
+    assert!(drive.ending().is_none() && drive.machine.settle_deadline().is_some(), "settling for the answer");
+    drive.runtime(say("assistant", "To verify your identity, your name please."));
+    drive.runtime(complete());
+    assert_eq!(drive.ending(), Some(&Ending::Park));
+    let replayed = drive.machine.take_parked().replay.since(Some(0)).frames;
+    assert!(
+        replayed.iter().any(|f| matches!(f, crate::resume::Frame::Text(t) if t.as_str().contains("To verify"))),
+        "the target's answer waits for the client: {replayed:?}"
+    );
+}
+
 #[test]
 fn a_draining_gateway_moves_its_sessions_when_the_store_is_shared() {
     let mut drive = Drive::live();
