@@ -148,6 +148,31 @@ fn gateway_replicas_without_redis_are_refused_unless_acknowledged() {
     assert!(ok && accepted.contains("\n  replicas: 3\n"), "{accepted}");
 }
 
+/// A fresh install caps each credential's live sessions: an API key that sets none, and each
+/// JWT subject; 0 lifts a cap.
+#[test]
+fn every_credential_has_a_session_cap_by_default() {
+    let chart = chart();
+    let env = |sets: &[&str], name: &str| {
+        let mut args = vec!["template", "sb", chart.as_str()];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        let (ok, rendered) = helm(None, &args);
+        assert!(ok, "{rendered}");
+        let gateway = document(&rendered, "Deployment", "sb-switchboard-gateway");
+        let deployment: k8s_openapi::api::apps::v1::Deployment = serde_yaml::from_str(gateway).expect("gateway");
+        let env = deployment.spec.and_then(|s| s.template.spec).and_then(|p| p.containers[0].env.clone());
+        env.unwrap_or_default().into_iter().find(|e| e.name == name).and_then(|e| e.value)
+    };
+    assert_eq!(env(&[], "SWITCHBOARD_MAX_SESSIONS_PER_KEY").as_deref(), Some("1000"));
+    assert_eq!(env(&["gateway.maxSessionsPerKey=0"], "SWITCHBOARD_MAX_SESSIONS_PER_KEY").as_deref(), Some("0"));
+    let jwt = "gateway.jwt.jwksConfigMap=jwks,gateway.jwt.issuer=https://idp.example,gateway.jwt.audience=sb";
+    assert_eq!(env(&[jwt], "SWITCHBOARD_JWT_MAX_SESSIONS_PER_SUBJECT").as_deref(), Some("10"));
+    let lifted = [jwt, "gateway.jwt.maxSessionsPerSubject=0"];
+    assert_eq!(env(&lifted, "SWITCHBOARD_JWT_MAX_SESSIONS_PER_SUBJECT").as_deref(), Some("0"));
+}
+
 /// The rendered document of `kind` named `name`.
 fn document<'a>(rendered: &'a str, kind: &str, name: &str) -> &'a str {
     rendered

@@ -46,13 +46,29 @@ pub fn message_bucket(per_second: u32) -> Bucket {
 
 type SharedBucket = Arc<Mutex<Bucket>>;
 
+/// Most live sessions of an API key whose line in the keys file sets none (`sessions=N`;
+/// `sessions=-` for none), on one gateway replica: a tenth of a replica's default
+/// `--max-sessions`, so that one key (a leaked one, or one tenant's) cannot take the whole
+/// gateway. A key shared by a busy site's pages sets its own.
+pub const DEFAULT_KEY_SESSIONS: usize = 1000;
+
+/// Most live sessions of one JWT subject (`sub`) unless set otherwise: a person holds a few
+/// sessions at once, not dozens. A service whose one token carries many callers raises it.
+pub const DEFAULT_SUBJECT_SESSIONS: usize = 10;
+
 /// Limits for each JWT subject (an API key carries its own in the keys file).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubjectLimits {
-    /// Most live sessions of one subject.
+    /// Most live sessions of one subject (default [`DEFAULT_SUBJECT_SESSIONS`]).
     pub max_sessions: Option<usize>,
     /// Most messages a second of one subject, all its sessions together.
     pub max_messages_per_second: Option<u32>,
+}
+
+impl Default for SubjectLimits {
+    fn default() -> Self {
+        Self { max_sessions: Some(DEFAULT_SUBJECT_SESSIONS), max_messages_per_second: None }
+    }
 }
 
 /// A credential's live sessions, and its message budget while it has any (a JWT
@@ -80,6 +96,8 @@ pub struct Auth {
     jwt: Option<Arc<Jwt>>,
     /// Limits per JWT subject.
     subject_limits: SubjectLimits,
+    /// Most live sessions of a key whose line sets none.
+    key_sessions: KeySessions,
     /// Allowed `Origin` values; `*` allows any.
     origins: Vec<String>,
     /// Whether the gateway's own page may open sessions (local mode; see [`Auth::with_own_page`]).
@@ -91,6 +109,16 @@ pub struct Auth {
     /// ([`Auth::with_open_tests`]).
     open_tests: bool,
     live: LiveMap,
+}
+
+/// Most live sessions of an API key that sets none ([`Auth::with_key_sessions`]).
+#[derive(Clone, Copy, Debug)]
+struct KeySessions(Option<usize>);
+
+impl Default for KeySessions {
+    fn default() -> Self {
+        Self(Some(DEFAULT_KEY_SESSIONS))
+    }
 }
 
 /// A refused client: the close code, the message for its `bidi_error`, the metric reason.
@@ -238,6 +266,13 @@ impl Auth {
         self.keys.clone()
     }
 
+    /// Caps the live sessions of each API key whose line in the keys file sets no
+    /// `sessions=` at `max` (`None`: no cap); [`DEFAULT_KEY_SESSIONS`] unless set.
+    pub fn with_key_sessions(mut self, max: Option<usize>) -> Self {
+        self.key_sessions = KeySessions(max);
+        self
+    }
+
     /// Also admits the page this server serves itself (local mode's chat page): a request
     /// whose `Origin` is `http(s)://` + its `Host`, when that host is an IP address or
     /// `localhost`. A host name is not enough: a page of another site can make its own name
@@ -352,7 +387,8 @@ impl Auth {
             reason: ErrorCode::UnknownKey,
         })?;
         let scope = (entry.scope.clone(), entry.candidates);
-        self.hold(entry.name, entry.max_sessions, entry.rate, scope)
+        let max = entry.max_sessions.unwrap_or(self.key_sessions.0);
+        self.hold(entry.name, max, entry.rate, scope)
     }
 
     /// Takes a session slot of `name` (at most `max`); its budget is the one already held

@@ -101,7 +101,7 @@ pub struct GatewayArgs {
 
     /// A file of API keys as SHA-256 digests, one a line: `<name> <sha256 hex>
     /// [sessions=N] [rate=N] [agents=<ns>/<agent>,...]` (`printf %s "$KEY" | sha256sum`):
-    /// the key's most live sessions, its messages a second across them, and the Agents it
+    /// the key's most live sessions (default --max-sessions-per-key), its messages a second across them, and the Agents it
     /// may reach (`bank/*`; every exposed Agent when left out). Clients send
     /// `Authorization: Bearer <key>` or `X-Api-Key`; a missing or unknown key is refused
     /// with 4401. Without the file, no key is asked for (development only). The file is
@@ -210,10 +210,17 @@ pub struct GatewayArgs {
     #[arg(long, env = "SWITCHBOARD_JWT_CANDIDATES_SCOPE", default_value = switchboard_gateway::auth::DEFAULT_CANDIDATES_SCOPE)]
     jwt_candidates_scope: String,
 
-    /// Most live sessions of one JWT subject (`sub`); more are refused with 4429. API keys
-    /// carry their own limit in --api-keys-file.
-    #[arg(long, env = "SWITCHBOARD_JWT_MAX_SESSIONS_PER_SUBJECT")]
-    jwt_max_sessions_per_subject: Option<usize>,
+    /// Most live sessions of one JWT subject (`sub`) on this replica; more are refused with
+    /// 4429 (`key_sessions`). A person holds a few at once; a service whose one token
+    /// carries many callers needs more. 0: no cap.
+    #[arg(long, env = "SWITCHBOARD_JWT_MAX_SESSIONS_PER_SUBJECT", default_value_t = switchboard_gateway::auth::DEFAULT_SUBJECT_SESSIONS)]
+    jwt_max_sessions_per_subject: usize,
+
+    /// Most live sessions on this replica of an API key whose line in --api-keys-file sets
+    /// no `sessions=N` (`sessions=-`: no cap); more are refused with 4429 (`key_sessions`).
+    /// One key, leaked or one tenant's, cannot take every session of the gateway. 0: no cap.
+    #[arg(long, env = "SWITCHBOARD_MAX_SESSIONS_PER_KEY", default_value_t = switchboard_gateway::auth::DEFAULT_KEY_SESSIONS)]
+    max_sessions_per_key: usize,
 
     /// Most messages a second of one JWT subject, all its sessions together (bursts of
     /// twice that); more close the session with 1008.
@@ -287,6 +294,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         jwt_records_scope,
         jwt_candidates_scope,
         jwt_max_sessions_per_subject,
+        max_sessions_per_key,
         jwt_max_messages_per_second_per_subject,
         max_messages_per_second,
         idle_seconds,
@@ -317,7 +325,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         "--jwt-max-messages-per-second-per-subject must be above 0"
     );
     let limits = SubjectLimits {
-        max_sessions: jwt_max_sessions_per_subject,
+        max_sessions: (jwt_max_sessions_per_subject > 0).then_some(jwt_max_sessions_per_subject),
         max_messages_per_second: jwt_max_messages_per_second_per_subject,
     };
     let scoped = |jwt: Jwt| {
@@ -327,7 +335,8 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
                 .with_candidates_scope(jwt_candidates_scope.clone()),
         )
     };
-    let mut auth = Auth::new(keys.as_deref(), allowed_origins)?;
+    let mut auth = Auth::new(keys.as_deref(), allowed_origins)?
+        .with_key_sessions((max_sessions_per_key > 0).then_some(max_sessions_per_key));
     if let (Some(path), Some(ring)) = (api_keys_file, auth.key_ring()) {
         let every = Duration::from_secs(api_keys_reload_seconds);
         tokio::spawn(super::watch::watch_file(path, every, "API keys", move |text| {

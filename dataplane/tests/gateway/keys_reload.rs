@@ -101,3 +101,49 @@ async fn an_api_key_in_the_url_is_taken_from_a_browser_page_only() {
     assert!(opens(&gateway.url(), &[("authorization", "Bearer web-key")], "").await, "a header from anyone");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A session opened with `key` and kept open, or the code of its refusal.
+async fn session(url: &str, key: &str) -> Result<Client, String> {
+    let mut client = Client::connect_with(url, &[("x-api-key", key)]).await;
+    client.send(&ClientMessage::SessionStart(Default::default())).await;
+    loop {
+        match client.next().await {
+            Some(Ok(ServerMessage::BidiConnectionStart { .. })) => return Ok(client),
+            Some(Ok(ServerMessage::BidiError { code, .. })) => return Err(code.to_string()),
+            Some(Ok(_)) => {}
+            Some(Err((code, reason))) => return Err(format!("closed {code}: {reason}")),
+            None => panic!("no answer: {:?}", client.seen),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_that_sets_no_session_cap_gets_the_gateways() {
+    let fleet = Fleet::start(&[]).await;
+    let dir = write_routes(&fleet, |_, addr| addr);
+    let keys = dir.join("api-keys");
+    let uncapped = line("batch", "batch-key").replace('\n', " sessions=-\n");
+    std::fs::write(&keys, line("web", "web-key") + &uncapped).expect("keys");
+    let keys_arg = keys.display().to_string();
+    let gateway = GatewayProcess::start(&dir, &["--api-keys-file", &keys_arg, "--max-sessions-per-key", "2"]).await;
+    let url = gateway.url();
+    let first = session(&url, "web-key").await.expect("first");
+    let _second = session(&url, "web-key").await.expect("second");
+    assert_eq!(session(&url, "web-key").await.err().as_deref(), Some("key_sessions"), "past the default cap");
+    let mut batch = Vec::new();
+    for n in 0..4 {
+        batch.push(session(&url, "batch-key").await.unwrap_or_else(|e| panic!("sessions=- has no cap: {n}: {e}")));
+    }
+    first.close().await;
+    // The slot comes back when the session ends.
+    let mut again = Err(String::new());
+    for _ in 0..50 {
+        again = session(&url, "web-key").await;
+        if again.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(again.is_ok(), "a slot freed is taken again: {:?}", again.err());
+    let _ = std::fs::remove_dir_all(dir);
+}

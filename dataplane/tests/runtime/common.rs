@@ -228,6 +228,13 @@ impl Client {
         self.ws.send(Message::text(text)).await.is_ok()
     }
 
+    /// Ends the connection with a normal close (1000): the client is done, the session ends.
+    #[allow(dead_code, reason = "the gateway's tests use it, the runtime's do not")]
+    pub async fn close(mut self) {
+        let _ = self.ws.close(None).await;
+        while let Some(Ok(_)) = self.ws.next().await {}
+    }
+
     pub async fn say(&mut self, text: &str) {
         self.send(&ClientMessage::BidiTextInput { text: text.into(), id: None }).await;
     }

@@ -8,7 +8,9 @@
 //! batch      7d865e959b2466918c9863afca942d0fb89d7c9ac0c99bafc3749504ded97730   10 -
 //! ```
 //!
-//! After the digest come options: `sessions=N` (most live sessions of the key),
+//! After the digest come options: `sessions=N` (most live sessions of the key on one
+//! gateway replica; `-` for no cap; without it the gateway's `--max-sessions-per-key`,
+//! [`DEFAULT_KEY_SESSIONS`](super::DEFAULT_KEY_SESSIONS) unless set),
 //! `rate=N` (most messages a second, all its sessions together, bursts of twice that) and
 //! `agents=P,P,...` (the Agents it may reach, as [`Scope`] patterns), `records=read` (it may
 //! read the conversation record, `/v1/sessions`, of sessions in the namespaces its scope
@@ -28,7 +30,9 @@ use super::scope::Scope;
 #[derive(Clone, Debug)]
 pub(super) struct KeyEntry {
     pub(super) name: String,
-    pub(super) max_sessions: Option<usize>,
+    /// Most live sessions: `None` where the line sets none (the gateway's default applies),
+    /// `Some(None)` for `sessions=-` (no cap).
+    pub(super) max_sessions: Option<Option<usize>>,
     /// The key's message budget, shared by its sessions.
     pub(super) rate: Option<Arc<Mutex<Bucket>>>,
     /// The Agents it may reach.
@@ -115,7 +119,7 @@ pub(super) fn parse(text: &str) -> Result<HashMap<[u8; 32], KeyEntry>, KeysFileE
 /// What follows a key's digest.
 #[derive(Debug, Default)]
 struct Options {
-    sessions: Option<usize>,
+    sessions: Option<Option<usize>>,
     rate: Option<u32>,
     scope: Scope,
     records: bool,
@@ -140,7 +144,9 @@ impl Options {
                 None => return Err(format!("{field:?} is not an option (name=value)")),
             };
             match name {
-                "sessions" => options.sessions = whole(name, value, 0)?.map(|n| n as usize),
+                "sessions" => {
+                    options.sessions = Some(whole(name, value, 0)?.map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
+                }
                 "rate" => options.rate = whole(name, value, 1)?.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
                 "agents" => options.scope = Scope::parse(value.split(',')).map_err(|e| e.to_string())?,
                 "records" if value == "read" => options.records = true,

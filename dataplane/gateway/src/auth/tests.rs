@@ -17,7 +17,7 @@ fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
 
 #[test]
 fn keys_are_checked_by_digest_and_limited_per_key() {
-    let file = format!("# team keys\nalpha {} 1\nbeta {}  # no limit\n", digest("a-key"), digest("b-key"));
+    let file = format!("# team keys\nalpha {} 1\nbeta {}  # the default cap\n", digest("a-key"), digest("b-key"));
     let auth = Auth::new(Some(&file), vec![]).expect("valid file");
     let first = auth.admit(&headers(&[("authorization", "Bearer a-key")]), None).expect("admitted");
     assert_eq!(first.key.as_deref(), Some("alpha"));
@@ -387,4 +387,41 @@ fn only_a_credential_marked_for_tests_reaches_candidate_pods() {
             .allow_candidates()
             .is_err()
     );
+}
+
+#[test]
+fn credentials_that_set_no_session_cap_get_the_default_one() {
+    let file = format!("web {}\nbatch {} sessions=-\n", digest("w-key"), digest("b-key"));
+    let auth = Auth::new(Some(&file), vec![]).expect("valid file");
+    let web: Vec<_> = (0..super::DEFAULT_KEY_SESSIONS)
+        .map(|n| auth.admit(&headers(&[("x-api-key", "w-key")]), None).unwrap_or_else(|e| panic!("{n}: {e}")))
+        .collect();
+    let refusal = auth.admit(&headers(&[("x-api-key", "w-key")]), None).expect_err("past the default");
+    assert_eq!((refusal.code, refusal.reason), (close_code::TOO_MANY_SESSIONS, ErrorCode::KeySessions));
+    drop(web);
+    assert!(auth.admit(&headers(&[("x-api-key", "w-key")]), None).is_ok(), "slots come back");
+    let batch: Vec<_> = (0..super::DEFAULT_KEY_SESSIONS + 1)
+        .map(|_| auth.admit(&headers(&[("x-api-key", "b-key")]), None).expect("sessions=-: no cap"))
+        .collect();
+    assert_eq!(batch.len(), super::DEFAULT_KEY_SESSIONS + 1);
+
+    let two = Auth::new(Some(&file), vec![]).expect("valid file").with_key_sessions(Some(2));
+    let _held: Vec<_> = (0..2).map(|_| two.admit(&headers(&[("x-api-key", "w-key")]), None).expect("within")).collect();
+    assert!(two.admit(&headers(&[("x-api-key", "w-key")]), None).is_err(), "the gateway's own default");
+    let none = Auth::new(Some(&file), vec![]).expect("valid file").with_key_sessions(None);
+    let _held: Vec<_> =
+        (0..3000).map(|_| none.admit(&headers(&[("x-api-key", "w-key")]), None).expect("no cap")).collect();
+
+    // A JWT subject: ten live sessions unless set otherwise.
+    let (key, jwks) = jwt_key(5, "k1");
+    let jwt = Arc::new(Jwt::new(&jwks, "https://idp.example".into(), "switchboard".into()).expect("jwks"));
+    let auth = Auth::new(None, vec![]).expect("auth").with_jwt(jwt, SubjectLimits::default());
+    let bearer = format!("Bearer {}", token(&key, "k1", claims("https://idp.example", "switchboard", 300)));
+    let held: Vec<_> = (0..super::DEFAULT_SUBJECT_SESSIONS)
+        .map(|_| auth.admit(&headers(&[("authorization", &bearer)]), None).expect("within"))
+        .collect();
+    let refusal = auth.admit(&headers(&[("authorization", &bearer)]), None).expect_err("an eleventh");
+    assert_eq!(refusal.reason, ErrorCode::KeySessions);
+    assert!(refusal.message.contains("already has its 10 sessions open"), "{}", refusal.message);
+    drop(held);
 }
