@@ -193,6 +193,14 @@ impl Replay {
         }
     }
 
+    /// The messages held less reply audio (as [`Replay::forget_audio`] leaves them), without
+    /// copying the audio first: what a snapshot keeps.
+    pub fn without_audio(&self) -> Self {
+        let frames: VecDeque<(u64, Frame)> = self.frames.iter().filter(|(_, f)| !f.is_audio()).cloned().collect();
+        let bytes = frames.iter().map(|(_, f)| f.len()).sum();
+        Self { seq: self.seq, frames, bytes, lost: self.lost }
+    }
+
     /// Drops the reply audio held (a new reply starts, or the caller interrupted the one
     /// in progress): no resuming client plays it. Its numbers are not reported as a gap.
     pub fn forget_audio(&mut self) {
@@ -321,8 +329,10 @@ mod tests {
         replay.record(audio(), 100, 1 << 20);
         replay.record(Frame::Binary(vec![0; 640].into()), 100, 1 << 20);
         let before = replay.bytes();
+        let snapshot = replay.without_audio();
         replay.forget_audio();
         assert_eq!(replay.bytes(), before - audio().len() - 640, "only the text is held");
+        assert_eq!(snapshot, replay, "a snapshot holds what forgetting the audio leaves");
         replay.record(text("reply 2"), 100, 1 << 20);
         replay.record(audio(), 100, 1 << 20);
         let missed = replay.since(Some(0));

@@ -26,7 +26,7 @@ pub const MAX_SUMMARY_BYTES: usize = 8 * 1024;
 /// the older ones go into its summary; `recorded` is the record's summary, when written.
 pub fn restore(kept: &mut Kept, recorded: Option<&str>, turns: usize) {
     let cut = first_of_last_turns(&kept.history, turns);
-    let older: Vec<HistoryTurn> = kept.history.drain(..cut).collect();
+    let older: Vec<HistoryTurn> = kept.history.drain(..cut).map(|line| (*line).clone()).collect();
     let summary = match recorded.map(str::trim).filter(|s| !s.is_empty()) {
         Some(recorded) => recorded.to_owned(),
         None if older.is_empty() => return,
@@ -47,7 +47,10 @@ pub fn restore(kept: &mut Kept, recorded: Option<&str>, turns: usize) {
 pub fn forget_identity<'a>(parked: &mut Parked, keys: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let mut forgotten = Vec::new();
     for key in keys {
-        let mut set = parked.kept.memory.remove(key).is_some();
+        let mut set = parked.kept.memory.contains_key(key);
+        if set {
+            std::sync::Arc::make_mut(&mut parked.kept.memory).remove(key);
+        }
         if let Some((_, context)) = &mut parked.handoff {
             set |= context.memory.remove(key).is_some();
         }
@@ -62,7 +65,7 @@ pub fn forget_identity<'a>(parked: &mut Parked, keys: impl IntoIterator<Item = &
 }
 
 /// Where the last `turns` user turns of `history` begin (0 when it holds no more).
-fn first_of_last_turns(history: &[HistoryTurn], turns: usize) -> usize {
+fn first_of_last_turns(history: &[std::sync::Arc<HistoryTurn>], turns: usize) -> usize {
     if turns == 0 {
         return history.len();
     }
@@ -115,7 +118,7 @@ mod tests {
     }
 
     fn kept(turns: usize) -> Kept {
-        Kept { history: conversation(turns), ..Kept::default() }
+        Kept { history: conversation(turns).into_iter().map(Into::into).collect(), ..Kept::default() }
     }
 
     #[test]
@@ -134,7 +137,7 @@ mod tests {
     fn a_short_conversation_comes_back_whole_without_a_summary() {
         let mut session = kept(2);
         restore(&mut session, None, 2);
-        assert_eq!(session.history, conversation(2));
+        assert_eq!(session.history.iter().map(|l| (**l).clone()).collect::<Vec<_>>(), conversation(2));
         assert_eq!(session.summary, "");
     }
 
@@ -160,9 +163,10 @@ mod tests {
     #[test]
     fn who_the_caller_is_does_not_come_back() {
         let mut kept = kept(1);
-        kept.memory.insert("verifiedUser".into(), serde_json::json!({"name": "Ada"}));
-        kept.memory.insert("customer".into(), serde_json::json!("c-1"));
-        kept.memory.insert("language".into(), serde_json::json!("en"));
+        let memory = std::sync::Arc::make_mut(&mut kept.memory);
+        memory.insert("verifiedUser".into(), serde_json::json!({"name": "Ada"}));
+        memory.insert("customer".into(), serde_json::json!("c-1"));
+        memory.insert("language".into(), serde_json::json!("en"));
         let context = switchboard_core::handoff::HandoffContext {
             from_agent: "idv".into(),
             kind: switchboard_core::handoff::HandoffKind::Transfer,
@@ -174,7 +178,7 @@ mod tests {
             return_to: None,
             status: None,
             summary: None,
-            memory: kept.memory.clone(),
+            memory: (*kept.memory).clone(),
             history: Vec::new(),
         };
         let mut parked = Parked {

@@ -12,6 +12,7 @@
 //! (an older one) is matched by text, as before ids.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use switchboard_core::handoff::{HandoffContext, HandoffKind, HistoryTurn, WorkflowSnapshot};
@@ -44,10 +45,12 @@ pub const MAX_KEPT_BYTES: usize =
 pub struct Kept {
     /// The agent serving the session (names its workflow position).
     pub agent: String,
-    /// Session memory.
-    pub memory: BTreeMap<String, serde_json::Value>,
-    /// The conversation, oldest first.
-    pub history: Vec<HistoryTurn>,
+    /// Session memory. Shared with the snapshots taken of the session (a snapshot is
+    /// taken with each typed input): an update copies it only while a snapshot holds it.
+    pub memory: Arc<BTreeMap<String, serde_json::Value>>,
+    /// The conversation, oldest first; its lines shared with snapshots, so that a snapshot
+    /// copies pointers, not text.
+    pub history: Vec<Arc<HistoryTurn>>,
     /// The agent the current one may return to (from the transfer that brought it).
     pub return_to: Option<String>,
     /// The target and context of a handoff the runtime announced, until it closes.
@@ -70,7 +73,7 @@ pub struct Kept {
     /// final user transcript line when its turn begins; a busy agent queues them). A runtime
     /// that hands off or is lost takes its queue with it: these go to the next, by id.
     #[serde(deserialize_with = "in_flight")]
-    pub in_flight: VecDeque<Typed>,
+    pub in_flight: VecDeque<Arc<Typed>>,
     /// Typed inputs numbered so far in the session (the next one's id is this plus one).
     #[serde(default)]
     pub inputs: u64,
@@ -117,7 +120,7 @@ pub fn client_id(gateway_id: &str) -> Option<&str> {
 
 /// Inputs in flight as a parked session holds them; a session parked by a gateway from
 /// before ids holds bare texts, given ids here that no numbered input has.
-fn in_flight<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<VecDeque<Typed>, D::Error> {
+fn in_flight<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<VecDeque<Arc<Typed>>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Stored {
@@ -126,8 +129,8 @@ fn in_flight<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<VecDeq
     }
     let stored = Vec::<Stored>::deserialize(deserializer)?;
     let typed = stored.into_iter().enumerate().map(|(i, input)| match input {
-        Stored::Typed(typed) => typed,
-        Stored::Text(text) => Typed { id: format!("earlier-{i}"), text },
+        Stored::Typed(typed) => Arc::new(typed),
+        Stored::Text(text) => Arc::new(Typed { id: format!("earlier-{i}"), text }),
     });
     Ok(typed.collect())
 }
@@ -161,12 +164,14 @@ impl Kept {
         match message {
             ServerMessage::MemoryUpdate { key, value } => {
                 if value.is_null() {
-                    self.memory.remove(&key);
+                    if self.memory.contains_key(&key) {
+                        Arc::make_mut(&mut self.memory).remove(&key);
+                    }
                 } else if self.memory.len() < MAX_MEMORY_KEYS || self.memory.contains_key(&key) {
                     let others =
                         self.memory.iter().filter(|(k, _)| **k != key).map(|(k, v)| entry_bytes(k, v)).sum::<usize>();
                     if others + entry_bytes(&key, &value) <= MAX_MEMORY_BYTES {
-                        self.memory.insert(key, value);
+                        Arc::make_mut(&mut self.memory).insert(key, value);
                     } else {
                         tracing::warn!(%key, "a memory update past the session's {MAX_MEMORY_BYTES} bytes of memory is not kept");
                     }
@@ -223,7 +228,7 @@ impl Kept {
     /// no longer in flight. True when the message names it by id: that id is now the
     /// client's own (or none).
     fn acknowledged(&mut self, message: &mut ServerMessage) -> bool {
-        let by_id = |in_flight: &VecDeque<Typed>, id: &str| in_flight.iter().position(|t| t.id == id);
+        let by_id = |in_flight: &VecDeque<Arc<Typed>>, id: &str| in_flight.iter().position(|t| t.id == id);
         let (input_id, at) = match message {
             ServerMessage::BidiTranscriptStream {
                 role: TranscriptRole::User,
@@ -277,10 +282,10 @@ impl Kept {
         if typed.text.trim().is_empty() {
             return Some((frame, false));
         }
-        self.in_flight.push_back(typed);
+        self.in_flight.push_back(Arc::new(typed));
         while self.in_flight.len() > MAX_IN_FLIGHT
             || (self.in_flight.len() > 1
-                && self.in_flight.iter().map(Typed::bytes).sum::<usize>() > MAX_IN_FLIGHT_BYTES)
+                && self.in_flight.iter().map(|t| t.bytes()).sum::<usize>() > MAX_IN_FLIGHT_BYTES)
         {
             self.in_flight.pop_front();
         }
@@ -290,14 +295,15 @@ impl Kept {
     /// Adds a line to the history, dropping the oldest past [`MAX_HISTORY`] lines or
     /// [`MAX_HISTORY_BYTES`] (the newest line always stays).
     fn remember(&mut self, line: HistoryTurn) {
-        self.history.push(line);
-        let mut bytes: usize = self.history.iter().map(|t| t.text.len()).sum();
+        let history = &mut self.history;
+        history.push(Arc::new(line));
+        let mut bytes: usize = history.iter().map(|t| t.text.len()).sum();
         let mut drop = 0;
-        while self.history.len() - drop > MAX_HISTORY || (self.history.len() - drop > 1 && bytes > MAX_HISTORY_BYTES) {
-            bytes -= self.history[drop].text.len();
+        while history.len() - drop > MAX_HISTORY || (history.len() - drop > 1 && bytes > MAX_HISTORY_BYTES) {
+            bytes -= history[drop].text.len();
             drop += 1;
         }
-        self.history.drain(..drop);
+        history.drain(..drop);
     }
 
     /// About how many bytes this holds (text of history, memory and typed inputs):
@@ -305,15 +311,15 @@ impl Kept {
     pub fn bytes(&self) -> usize {
         self.history.iter().map(|t| t.text.len()).sum::<usize>()
             + self.memory.iter().map(|(k, v)| entry_bytes(k, v)).sum::<usize>()
-            + self.in_flight.iter().map(Typed::bytes).sum::<usize>()
+            + self.in_flight.iter().map(|t| t.bytes()).sum::<usize>()
     }
 
     /// The session moves on with `context`: its memory and history are the handing-over
     /// runtime's; a transfer's return target is kept only once the move succeeds, so it
     /// is returned.
     pub fn hand_over(&mut self, context: &HandoffContext) -> Option<String> {
-        self.memory = context.memory.clone();
-        self.history = context.history.clone();
+        self.memory = Arc::new(context.memory.clone());
+        self.history = context.history.iter().cloned().map(Arc::new).collect();
         context.return_to.clone().filter(|_| context.kind == HandoffKind::Transfer)
     }
 
@@ -329,7 +335,7 @@ impl Kept {
 
     /// The tracked inputs, as the frames to send the next runtime (with their ids).
     pub fn replay(&self) -> impl Iterator<Item = String> + '_ {
-        self.in_flight.iter().map(Typed::frame)
+        self.in_flight.iter().map(|t| t.frame())
     }
 }
 

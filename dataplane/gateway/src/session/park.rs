@@ -143,9 +143,7 @@ impl Machine {
     /// The session as it stands, for a resume should this gateway die holding it (the
     /// store's snapshot): with `handoff` when one is under way. Reply audio is left out.
     pub fn snapshot(&self, handoff: Option<(String, HandoffContext)>) -> Parked {
-        let mut replay = self.replay.clone();
-        replay.forget_audio();
-        self.parked(self.kept.clone(), handoff, replay)
+        self.parked(self.kept.clone(), handoff, self.replay.without_audio())
     }
 
     /// Asks for a snapshot now ([`super::machine::Effect::Snapshot`]), where a shared store keeps one.

@@ -102,6 +102,35 @@ impl Keeper {
     }
 }
 
+/// The newest of the snapshots queued together, with everyone waiting for any of them, and
+/// the hold that followed them if one did.
+struct Newest {
+    snapshot: Box<Parked>,
+    done: Vec<oneshot::Sender<()>>,
+    next: Option<Job>,
+}
+
+/// Takes the snapshots queued behind `snapshot` (up to a hold): only the newest is written.
+/// A session that changes faster than the store takes its writes (a client typing
+/// hundreds of inputs a second) costs one write, and one encoding, per write the store
+/// completes, not one per change.
+fn newest(snapshot: Box<Parked>, done: Option<oneshot::Sender<()>>, queue: &mut mpsc::Receiver<Job>) -> Newest {
+    let mut newest = Newest { snapshot, done: done.into_iter().collect(), next: None };
+    while let Ok(job) = queue.try_recv() {
+        match job {
+            Job::Snapshot(snapshot, done) => {
+                newest.snapshot = snapshot;
+                newest.done.extend(done);
+            }
+            hold @ Job::Hold { .. } => {
+                newest.next = Some(hold);
+                break;
+            }
+        }
+    }
+    newest
+}
+
 struct Run {
     store: Store,
     lease: Duration,
@@ -120,13 +149,18 @@ impl Run {
     async fn run(mut self, mut queue: mpsc::Receiver<Job>, every: Duration) {
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // A hold found behind the snapshots taken together, done next.
+        let mut next: Option<Job> = None;
         loop {
-            let job = tokio::select! {
-                job = queue.recv() => match job {
-                    Some(job) => Some(job),
-                    None => return,
+            let job = match next.take() {
+                Some(job) => Some(job),
+                None => tokio::select! {
+                    job = queue.recv() => match job {
+                        Some(job) => Some(job),
+                        None => return,
+                    },
+                    _ = ticks.tick() => None,
                 },
-                _ = ticks.tick() => None,
             };
             let kept = match job {
                 Some(Job::Hold { key, previous, snapshot, done }) => {
@@ -137,9 +171,11 @@ impl Run {
                     true
                 }
                 Some(Job::Snapshot(snapshot, done)) => {
-                    self.last = Some(snapshot);
+                    let newest = newest(snapshot, done, &mut queue);
+                    next = newest.next;
+                    self.last = Some(newest.snapshot);
                     let kept = self.renew(true).await;
-                    if let Some(done) = done {
+                    for done in newest.done {
                         let _ = done.send(());
                     }
                     kept
@@ -188,5 +224,40 @@ impl Run {
                 true
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parked(agent: &str) -> Box<Parked> {
+        let mut parked = crate::session::tests::Drive::live().machine.snapshot(None);
+        parked.agent = agent.into();
+        Box::new(parked)
+    }
+
+    #[test]
+    fn snapshots_queued_together_are_written_once_the_newest_and_a_hold_behind_them_waits_its_turn() {
+        let (jobs, mut queue) = mpsc::channel(QUEUE);
+        let (first_done, first_written) = oneshot::channel();
+        for n in 2..=4 {
+            jobs.try_send(Job::Snapshot(parked(&format!("agent-{n}")), None)).expect("queued");
+        }
+        let (waited, waited_written) = oneshot::channel();
+        jobs.try_send(Job::Snapshot(parked("agent-5"), Some(waited))).expect("queued");
+        let (hold_done, _) = oneshot::channel();
+        jobs.try_send(Job::Hold { key: "k2".into(), previous: None, snapshot: None, done: hold_done }).expect("queued");
+        jobs.try_send(Job::Snapshot(parked("agent-6"), None)).expect("queued");
+
+        let newest = newest(parked("agent-1"), Some(first_done), &mut queue);
+        assert_eq!(newest.snapshot.agent, "agent-5", "the newest before the hold");
+        assert_eq!(newest.done.len(), 2, "both waiting are told once it is written");
+        assert!(matches!(newest.next, Some(Job::Hold { ref key, .. }) if key == "k2"), "the hold comes next");
+        for done in newest.done {
+            let _ = done.send(());
+        }
+        assert!(first_written.blocking_recv().is_ok() && waited_written.blocking_recv().is_ok());
+        assert!(matches!(queue.try_recv(), Ok(Job::Snapshot(p, None)) if p.agent == "agent-6"), "after the hold");
     }
 }

@@ -114,3 +114,62 @@ fn settings_a_runtime_applied_hold_for_the_next_agent_and_a_resume() {
     let parked = drive.machine.take_parked();
     assert_eq!((parked.voice.as_deref(), parked.modalities.len()), (Some("amy"), 2));
 }
+
+/// A session holding its most history and memory, and a full replay buffer.
+fn full_session() -> Drive {
+    let mut drive = Drive::live();
+    let line = "x".repeat(1000);
+    for n in 0..120 {
+        drive.runtime(say(if n % 2 == 0 { "user" } else { "assistant" }, &format!("{n} {line}")));
+    }
+    for n in 0..60 {
+        drive.runtime(serde_json::json!({"type": "memory_update", "key": format!("k{n}"), "value": "v".repeat(1000)}));
+    }
+    drive.runtime(complete());
+    drive
+}
+
+#[test]
+fn a_snapshot_shares_the_sessions_history_memory_and_inputs_instead_of_copying_them() {
+    let mut drive = full_session();
+    assert!(drive.machine.kept.bytes() > 150_000, "a full session: {} bytes", drive.machine.kept.bytes());
+    let effects = drive.typed("hello");
+    let taken = snapshots(&effects);
+    assert_eq!(taken.len(), 1);
+    let (kept, snapshot) = (&drive.machine.kept, &taken[0].kept);
+    let shared = kept.history.iter().zip(&snapshot.history).all(|(a, b)| std::sync::Arc::ptr_eq(a, b));
+    assert!(shared && kept.history.len() == snapshot.history.len(), "history lines shared, not copied");
+    assert!(std::sync::Arc::ptr_eq(&kept.memory, &snapshot.memory), "memory shared, not copied");
+    assert!(std::sync::Arc::ptr_eq(&kept.in_flight[0], &snapshot.in_flight[0]), "the input shared");
+    assert_eq!(kept, snapshot, "the same state");
+
+    // The session goes on; the snapshot keeps what it was.
+    let before = snapshot.clone();
+    drive.runtime(say("user", "hello"));
+    assert_eq!(drive.machine.kept.history.len(), before.history.len() + 1);
+    assert_eq!(taken[0].kept, before, "a snapshot taken is not changed by the session going on");
+}
+
+/// What a typed input costs a full session (a snapshot each): `cargo test -p
+/// switchboard-gateway --release -- --ignored --nocapture typed_input_cost`.
+#[test]
+#[ignore = "a benchmark: prints its figure"]
+fn typed_input_cost() {
+    let mut drive = full_session();
+    let rounds = 2000;
+    let line = "y".repeat(1000);
+    let start = Instant::now();
+    // The newest snapshot stays held, as the keeper holds it until the next.
+    let mut held = Vec::new();
+    for n in 0..rounds {
+        held = drive.typed(&format!("input {n} {line}"));
+        // Taken up at once, so that inputs in flight stay few.
+        drive.runtime(say("user", &format!("input {n} {line}")));
+    }
+    assert_eq!(snapshots(&held).len(), 1);
+    let per = start.elapsed() / rounds;
+    println!(
+        "typed_input_cost: {per:?} per typed input (and its line) on a session of {} bytes",
+        drive.machine.kept.bytes()
+    );
+}
