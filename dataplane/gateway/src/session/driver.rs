@@ -142,23 +142,20 @@ pub(super) async fn run(relay: Relay) {
         }
         let event = match machine.phase() {
             Phase::Opening(request) => {
-                let request = (**request).clone();
+                let request = request.clone();
                 Event::Opened(open(&gateway, &machine, request, &mut state).instrument(span.clone()).await)
             }
             Phase::Backoff(pause) => {
-                tokio::time::sleep(*pause).await;
+                tokio::time::sleep(pause).await;
                 Event::RetryDue
             }
-            Phase::Settling(deadline) => {
-                let deadline = *deadline;
-                match state.upstream.as_mut() {
-                    None => Event::Runtime(RuntimeFrame::Lost),
-                    Some(up) => match tokio::time::timeout_at(deadline.into(), up.gate.next(&mut up.ws)).await {
-                        Err(_) => Event::SettleDue,
-                        Ok(frame) => runtime_event(runtime_frame(frame), &mut state),
-                    },
-                }
-            }
+            Phase::Settling(deadline) => match state.upstream.as_mut() {
+                None => Event::Runtime(RuntimeFrame::Lost),
+                Some(up) => match tokio::time::timeout_at(deadline.into(), up.gate.next(&mut up.ws)).await {
+                    Err(_) => Event::SettleDue,
+                    Ok(frame) => runtime_event(runtime_frame(frame), &mut state),
+                },
+            },
             Phase::Live => {
                 let Some(up) = state.upstream.as_mut() else {
                     feed(&gateway, &mut machine, Event::Runtime(RuntimeFrame::Lost));

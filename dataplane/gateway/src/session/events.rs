@@ -249,11 +249,11 @@ pub enum Note {
     RuntimeSilent(Duration),
 }
 
-/// What the task waits on.
+/// What the task waits on: a view of the machine's state (`machine::state`).
 #[derive(Debug)]
-pub enum Phase {
+pub enum Phase<'a> {
     /// Open a runtime session as asked, then feed [`Event::Opened`].
-    Opening(Box<OpenRequest>),
+    Opening(&'a OpenRequest),
     /// Wait this long, then feed [`Event::RetryDue`].
     Backoff(Duration),
     /// Relay: client and runtime frames, timers, signals.
@@ -262,7 +262,7 @@ pub enum Phase {
     /// ([`Event::SettleDue`]); the client is not read.
     Settling(Instant),
     /// The session is over for this task.
-    Done(Ending),
+    Done(&'a Ending),
 }
 
 /// How the session leaves the task.
@@ -324,13 +324,8 @@ pub(super) enum Purpose {
         /// Set when this is a resumed session's pending handoff.
         resumed: Option<Missed>,
     },
-    /// Again on a pod of the same Agent.
-    Reopen {
-        /// Told to the client (`bidi_connection_restart.reason`).
-        reason: String,
-        /// Attempts left after this one.
-        attempts_left: u32,
-    },
+    /// Again on a pod of the same Agent (the attempts left after this one).
+    Reopen(super::machine::state::Retry),
     /// A resumed session, on its Agent: one attempt.
     Resume {
         /// What the client missed.

@@ -9,10 +9,13 @@
 //! The rules live beside it by concept: the relay of frames here, [`super::handoff`],
 //! moving between pods ([`super::moves`]), parking and resuming ([`super::park`]), and
 //! what is kept of the conversation ([`super::kept`]), the verified caller's identity
-//! assertion ([`identity`]).
+//! assertion ([`identity`]). The phase, with the data that belongs to one phase alone (why
+//! a runtime session is being opened, the attempt a pause waits for, whether the serving
+//! pod drains), lives in [`state`], where every move between phases happens.
 
 mod accessors;
 mod identity;
+pub(super) mod state;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -66,10 +69,6 @@ pub struct Machine {
     pub(super) handoff_started: Option<(Instant, String, String)>,
     /// Handoffs in the current user turn: `(turn, count)`.
     pub(super) hops: (u64, u32),
-    /// The serving pod said it drains: the session moves at its next turn boundary.
-    pub(super) pod_draining: bool,
-    /// A draining pod's session waits for another ready pod (noted once).
-    pub(super) waiting_for_pod: bool,
     /// The runtime's `bidi_connection_close`, held until its close shows whether the
     /// session ends (the client gets it) or moves on (dropped).
     pub(super) held_close: Option<Utf8Bytes>,
@@ -78,10 +77,8 @@ pub struct Machine {
     pub(super) unsent: Vec<UpMessage>,
     /// The pod of the open runtime connection.
     pub(super) runtime: Option<SocketAddr>,
-    /// What the task waits on.
-    pub(super) phase: Phase,
-    /// Why the machine is opening (with [`Phase::Opening`] and [`Phase::Backoff`]).
-    pub(super) purpose: Option<Purpose>,
+    /// Where the session is, with what belongs to that phase alone ([`state`]).
+    pub(super) state: state::State,
     /// The last frame either way (pings and pongs aside).
     pub(super) last_activity: Instant,
     /// The last frame of any kind from the client.
@@ -146,13 +143,10 @@ impl Machine {
             generation: 0,
             handoff_started: None,
             hops: (0, 0),
-            pod_draining: false,
-            waiting_for_pod: false,
             held_close: None,
             unsent: Vec::new(),
             runtime: None,
-            phase: Phase::Live,
-            purpose: None,
+            state: state::State::default(),
             last_activity: now,
             client_heard: now,
             runtime_heard: now,
@@ -182,17 +176,17 @@ impl Machine {
 
     /// Handles `event`; the effects wait in [`Machine::next_effect`].
     pub fn handle(&mut self, event: Event, cx: &Cx<'_>) {
-        if matches!(self.phase, Phase::Done(_)) {
+        if self.state.is_done() {
             return;
         }
         match event {
             Event::Client(frame, budget) => self.client_frame(frame, budget, cx),
-            Event::Runtime(frame) if matches!(self.phase, Phase::Settling(_)) => self.settle_frame(frame),
+            Event::Runtime(frame) if self.state.is_settling() => self.settle_frame(frame),
             Event::Runtime(frame) => self.runtime_frame(frame, cx),
             Event::Opened(result) => self.opened(result, cx),
             Event::RetryDue => self.retry(cx),
             Event::DirectoryChanged => {
-                if self.pod_draining && matches!(self.phase, Phase::Live) {
+                if self.state.drain().is_some_and(|d| d != state::Drain::Serving) {
                     self.move_if_between_turns(cx);
                 }
             }
@@ -207,8 +201,7 @@ impl Machine {
                 let close = (close_code::GOING_AWAY, "this session was resumed on another connection".into());
                 self.push(Effect::CloseClient(close));
                 self.push(Effect::CloseRuntime);
-                self.purpose = None;
-                self.phase = Phase::Done(Ending::TakenOver);
+                self.state.finish(Ending::TakenOver);
             }
             Event::Shutdown => {
                 self.end((close_code::GOING_AWAY, "the gateway is shutting down; reconnect".into()));
@@ -235,7 +228,7 @@ impl Machine {
                 // Between turns, what was sent since the last snapshot (a state change, a
                 // late line) is caught up with.
                 let between_turns = !self.kept.turn_open && self.kept.in_flight.is_empty();
-                if between_turns && self.snapshot_seq != self.replay.seq && matches!(self.phase, Phase::Live) {
+                if between_turns && self.snapshot_seq != self.replay.seq && self.state.is_live() {
                     self.snapshot_now(None);
                 }
             }
@@ -243,7 +236,7 @@ impl Machine {
     }
 
     fn client_frame(&mut self, frame: ClientFrame, budget: Result<(), Refusal>, cx: &Cx<'_>) {
-        if matches!(self.phase, Phase::Settling(_)) {
+        if self.state.is_settling() {
             return;
         }
         self.client_heard = cx.now;
@@ -317,7 +310,7 @@ impl Machine {
     }
 
     fn runtime_frame(&mut self, frame: RuntimeFrame, cx: &Cx<'_>) {
-        if !matches!(self.phase, Phase::Live) || self.runtime.is_none() {
+        if !self.state.is_live() || self.runtime.is_none() {
             return;
         }
         self.runtime_heard = cx.now;
@@ -335,7 +328,9 @@ impl Machine {
                 }
                 Some(ServerKind::ConnectionDraining) => {
                     // The pod shuts down: the session moves at its next turn boundary.
-                    self.pod_draining = true;
+                    if self.state.drain() == Some(state::Drain::Serving) {
+                        self.state.set_drain(state::Drain::Draining);
+                    }
                     return self.move_if_between_turns(cx);
                 }
                 Some(ServerKind::ConnectionStart) if self.stamp_start(text.as_str(), cx) => return,
@@ -364,7 +359,7 @@ impl Machine {
         if turn_ended {
             self.snapshot_now(None);
         }
-        if self.pod_draining {
+        if self.state.drain().is_some_and(|d| d != state::Drain::Serving) {
             self.move_if_between_turns(cx);
         }
     }
@@ -479,7 +474,6 @@ impl Machine {
 
     /// The session ends with `close`.
     pub(super) fn end(&mut self, close: Close) {
-        self.purpose = None;
-        self.phase = Phase::Done(Ending::Close(close));
+        self.state.finish(Ending::Close(close));
     }
 }

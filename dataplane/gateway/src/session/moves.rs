@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use switchboard_core::protocol::{ErrorCode, ServerMessage, SessionState, close_code};
 
-use super::machine::{Cx, Effect, Machine, Note, Phase, Purpose};
+use super::machine::state::{Drain, Retry};
+use super::machine::{Cx, Effect, Machine, Note, Purpose};
 
 /// Failed reconnections in a row after which a session gives up.
 pub const MAX_RECOVERIES: u32 = 3;
@@ -38,21 +39,18 @@ impl Machine {
             return self.end_removed();
         };
         if !fresh.ready.iter().any(|addr| Some(*addr) != self.runtime) {
-            if !self.waiting_for_pod {
-                self.waiting_for_pod = true;
+            if self.state.drain() == Some(Drain::Draining) {
+                self.state.set_drain(Drain::WaitingForPod);
                 self.note(Note::WaitingForPod);
             }
             return;
         }
-        self.waiting_for_pod = false;
         self.recover("runtime_draining", cx);
     }
 
     /// Reopens the session on another pod of the same Agent: its runtime was lost, or its
     /// pod drains.
     pub(super) fn recover(&mut self, reason: &str, cx: &Cx<'_>) {
-        self.pod_draining = false;
-        self.waiting_for_pod = false;
         let lost = self.runtime.take();
         if lost.is_some() {
             // A polite close to a draining pod; a lost one fails at once.
@@ -75,11 +73,11 @@ impl Machine {
             Some(current) => self.target = current,
             None => return self.end_removed(),
         }
-        self.open(Purpose::Reopen { reason, attempts_left }, avoid, None);
+        self.open(Purpose::Reopen(Retry { reason, attempts_left }), avoid, None);
     }
 
     /// An attempt failed: another after a pause, or the session ends.
-    pub(super) fn reopen_failed(&mut self, reason: String, attempts_left: u32, message: String, _cx: &Cx<'_>) {
+    pub(super) fn reopen_failed(&mut self, Retry { reason, attempts_left }: Retry, message: String, _cx: &Cx<'_>) {
         self.note(Note::OpenFailed(message));
         if attempts_left == 0 {
             let message = format!(
@@ -89,18 +87,13 @@ impl Machine {
             self.deliver(ServerMessage::error(ErrorCode::NoRuntime, message, false).into());
             return self.end((close_code::INTERNAL, "no runtime pod could take the session".into()));
         }
-        self.purpose = Some(Purpose::Reopen { reason, attempts_left: attempts_left - 1 });
-        self.phase = Phase::Backoff(RETRY_PAUSE);
+        self.state.back_off(RETRY_PAUSE, Retry { reason, attempts_left: attempts_left - 1 });
     }
 
     /// The pause is over: the next attempt.
     pub(super) fn retry(&mut self, cx: &Cx<'_>) {
-        if !matches!(self.phase, Phase::Backoff(_)) {
-            return;
-        }
-        match self.purpose.take() {
-            Some(Purpose::Reopen { reason, attempts_left }) => self.attempt(reason, attempts_left, None, cx),
-            other => self.purpose = other,
+        if let Some(Retry { reason, attempts_left }) = self.state.retry_due() {
+            self.attempt(reason, attempts_left, None, cx);
         }
     }
 
@@ -108,7 +101,7 @@ impl Machine {
     /// client's session parks for resume, a runtime's moves to another pod — otherwise
     /// both are pinged (their pongs are what the next check sees).
     pub(super) fn ping(&mut self, cx: &Cx<'_>) {
-        if !matches!(self.phase, Phase::Live) {
+        if !self.state.is_live() {
             return;
         }
         let timeout = self.limits.ping_timeout;

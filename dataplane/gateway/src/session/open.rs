@@ -9,7 +9,8 @@ use switchboard_core::handoff::HandoffContext;
 use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 
-use super::machine::{Cx, Effect, Ending, Machine, Note, OpenRequest, Phase, Purpose};
+use super::machine::state::Retry;
+use super::machine::{Cx, Effect, Ending, Machine, Note, OpenRequest, Purpose};
 
 impl Machine {
     /// Asks the task to open a runtime session on the current target.
@@ -39,14 +40,11 @@ impl Machine {
                 summary: self.kept.summary.clone(),
             }
         };
-        self.purpose = Some(purpose);
-        self.phase = Phase::Opening(Box::new(request));
+        self.state.open(request, purpose);
     }
 
     pub(super) fn opened(&mut self, result: Result<SocketAddr, String>, cx: &Cx<'_>) {
-        let (Phase::Opening(request), Some(purpose)) =
-            (std::mem::replace(&mut self.phase, Phase::Live), self.purpose.take())
-        else {
+        let Some((request, purpose)) = self.state.opened() else {
             // Not asked for: nothing to do with it.
             return;
         };
@@ -70,9 +68,8 @@ impl Machine {
         for frame in self.kept.replay() {
             self.out.push_back(Effect::Runtime { message: UpMessage::text(frame), keep: false });
         }
-        // A new pod: whether the last one was draining, or handing off, no longer matters.
-        self.pod_draining = false;
-        self.waiting_for_pod = false;
+        // A new pod: whether the last one was handing off no longer matters (nor whether
+        // it drained: the relay starts again with a pod that serves, `state::State::opened`).
         self.kept.handoff_expected = false;
         if handed_over {
             // The target's position comes with its own transitions.
@@ -104,7 +101,7 @@ impl Machine {
                     }
                 }
             }
-            Purpose::Reopen { reason, .. } => {
+            Purpose::Reopen(Retry { reason, .. }) => {
                 self.generation += 1;
                 let restart = ServerMessage::BidiConnectionRestart { reason, generation: self.generation };
                 self.deliver(restart.into());
@@ -119,7 +116,7 @@ impl Machine {
                 // A close reason is at most 123 bytes: the bidi_error has the details.
                 self.push(Effect::Note(Note::Refused("no_runtime")));
                 self.push(Effect::Client(ServerMessage::error(ErrorCode::NoRuntime, message, false).into()));
-                self.phase = Phase::Done(Ending::Close((close_code::TRY_AGAIN_LATER, "no runtime".into())));
+                self.state.finish(Ending::Close((close_code::TRY_AGAIN_LATER, "no runtime".into())));
             }
             Purpose::Handoff { to, previous, resumed, .. } => {
                 self.target = *previous;
@@ -131,8 +128,8 @@ impl Machine {
                     None => self.handoff_failed(&to, &message, cx),
                 }
             }
-            Purpose::Reopen { reason, attempts_left } => self.reopen_failed(reason, attempts_left, message, cx),
-            Purpose::Resume { .. } => self.phase = Phase::Done(Ending::ResumeFailed(message)),
+            Purpose::Reopen(retry) => self.reopen_failed(retry, message, cx),
+            Purpose::Resume { .. } => self.state.finish(Ending::ResumeFailed(message)),
         }
     }
 }

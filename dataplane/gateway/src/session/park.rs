@@ -78,9 +78,9 @@ impl Machine {
 
     /// The client is gone (or moved to another replica): the runtime may finish its turn.
     pub(super) fn client_gone(&mut self, cx: &Cx<'_>) {
-        match self.phase {
+        match self.state.phase() {
             Phase::Live if self.runtime.is_some() && self.answering() => {
-                self.phase = Phase::Settling(cx.now + self.limits.park_grace);
+                self.state.settle(cx.now + self.limits.park_grace);
             }
             Phase::Live | Phase::Opening(_) | Phase::Backoff(_) => self.settled(false),
             Phase::Settling(_) | Phase::Done(_) => {}
@@ -127,8 +127,7 @@ impl Machine {
 
     /// Settling is over: `ended` when the agent ended the session meanwhile.
     pub(super) fn settled(&mut self, ended: bool) {
-        self.purpose = None;
-        self.phase = Phase::Done(if ended { Ending::Detach } else { Ending::Park });
+        self.state.finish(if ended { Ending::Detach } else { Ending::Park });
     }
 
     /// What the store keeps of a session that parks (its memory, history and replay
@@ -182,7 +181,7 @@ impl Machine {
 
     /// When the settle phase ends, if settling.
     pub fn settle_deadline(&self) -> Option<Instant> {
-        match self.phase {
+        match self.state.phase() {
             Phase::Settling(deadline) => Some(deadline),
             _ => None,
         }

@@ -71,7 +71,7 @@ impl Machine {
 
     /// The serving pod drains (the session moves when another is ready).
     pub fn pod_draining(&self) -> bool {
-        self.pod_draining
+        self.state.drain().is_some_and(|drain| drain != super::state::Drain::Serving)
     }
 
     /// The session's turn (user inputs taken up so far).
@@ -80,8 +80,8 @@ impl Machine {
     }
 
     /// What the task waits on.
-    pub fn phase(&self) -> &Phase {
-        &self.phase
+    pub fn phase(&self) -> Phase<'_> {
+        self.state.phase()
     }
 
     /// The store key of the newest resume token (none before the first).

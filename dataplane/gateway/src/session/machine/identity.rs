@@ -9,7 +9,7 @@
 use switchboard_core::assertion::{IDENTITY_KEY, REFRESH_AFTER_SECS};
 use switchboard_core::protocol::{ErrorCode, ServerMessage};
 
-use super::{Cx, Effect, Machine, Phase};
+use super::{Cx, Effect, Machine};
 
 impl Machine {
     /// The verified caller the session's memory holds now.
@@ -44,7 +44,7 @@ impl Machine {
     }
 
     fn assert_identity(&mut self, caller: serde_json::Value, cx: &Cx<'_>) {
-        if self.runtime.is_none() || !matches!(self.phase, Phase::Live) {
+        if self.runtime.is_none() || !self.state.is_live() {
             return;
         }
         self.asserted_at = Some(cx.now);
