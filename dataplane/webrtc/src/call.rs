@@ -287,11 +287,15 @@ impl Call {
         self.drive(now);
     }
 
-    /// The agent's PCM16 at the runtime's output rate, to be sent in real time.
-    pub fn send_audio(&mut self, pcm: &[i16]) {
-        if !self.closed {
-            self.outbound.push(pcm);
+    /// The agent's PCM16 at the runtime's output rate, to be sent in real time: a first frame
+    /// at once when none is under way, the rest as time passes.
+    pub fn send_audio(&mut self, now: Instant, pcm: &[i16]) {
+        if self.closed {
+            return;
         }
+        self.outbound.push(pcm);
+        self.write_audio(now);
+        self.drive(now);
     }
 
     /// Barge-in: drops all queued reply audio at once.

@@ -126,7 +126,8 @@ pub(crate) fn restart_offer(offer: &str, ufrag: &str, pwd: &str, candidates: &[C
             out.push_str(line);
         }
         out.push_str("\r\n");
-        if line.starts_with("m=") && first_media {
+        // After the first section's a=mid (its c= line must come before any attribute).
+        if line.starts_with("a=mid:") && first_media {
             first_media = false;
             for candidate in candidates {
                 out.push_str("a=");
@@ -200,12 +201,12 @@ mod tests {
 
     #[test]
     fn a_restart_offer_swaps_credentials_and_candidates() {
-        let offer = "v=0\r\na=ice-ufrag:old\r\na=ice-pwd:oldpwd\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=candidate:1 1 udp 1 192.0.2.9 9 typ host\r\na=end-of-candidates\r\n";
+        let offer = "v=0\r\na=ice-ufrag:old\r\na=ice-pwd:oldpwd\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 0.0.0.0\r\na=mid:0\r\na=candidate:1 1 udp 1 192.0.2.9 9 typ host\r\na=end-of-candidates\r\n";
         let candidate = Candidate::from_sdp_string("candidate:2 1 udp 5 192.0.2.2 7 typ host").expect("candidate");
         let restarted = restart_offer(offer, "new", "newpwd", &[candidate]);
         assert!(restarted.contains("a=ice-ufrag:new\r\n") && restarted.contains("a=ice-pwd:newpwd\r\n"));
         assert!(!restarted.contains("old") && !restarted.contains("192.0.2.9"), "{restarted}");
-        assert!(restarted.contains("192.0.2.2 7 typ host"), "{restarted}");
+        assert!(restarted.contains("a=mid:0\r\na=candidate:2 1 udp 5 192.0.2.2 7 typ host"), "{restarted}");
     }
 
     #[test]

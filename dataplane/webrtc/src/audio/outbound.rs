@@ -1,7 +1,9 @@
 //! The agent's reply audio: PCM16 at the runtime's output rate in, one Opus frame every
 //! 20 ms out, as time passes.
 //!
-//! Audio is resampled to 48 kHz as it comes and queued. The first frame of a burst is due at
+//! Audio is queued as it comes, at its own rate (a third of 48 kHz's bytes for 16 kHz: the
+//! voice model sends replies faster than real time, so seconds of audio may wait here), and
+//! resampled to 48 kHz a frame at a time as frames fall due. The first frame of a burst is due at
 //! once; each next one 20 ms after the one before, so a reply that arrives faster than real
 //! time (as the voice model sends it) leaves in real time, and the client's jitter buffer
 //! never overflows. A frame due with less than 20 ms queued waits up to one more frame for
@@ -37,7 +39,10 @@ pub struct Outbound {
     encoder: opus::Encoder,
     rate: u32,
     resampler: Resampler,
+    /// The agent's PCM not yet resampled, at `rate`.
     queue: VecDeque<i16>,
+    /// Resampled to 48 kHz, not yet a frame.
+    staged: Vec<i16>,
     scratch: Vec<i16>,
     /// When the next frame is due, while a burst is under way.
     due: Option<Instant>,
@@ -60,7 +65,8 @@ impl Outbound {
             rate,
             resampler: resampler(rate, OPUS_RATE)?,
             queue: VecDeque::new(),
-            scratch: Vec::new(),
+            staged: Vec::with_capacity(2 * FRAME_SAMPLES),
+            scratch: Vec::with_capacity(FRAME_SAMPLES),
             due: None,
             epoch: None,
             dtx,
@@ -69,14 +75,13 @@ impl Outbound {
 
     /// Queues the agent's PCM (at the rate given to [`Outbound::new`]).
     pub fn push(&mut self, pcm: &[i16]) {
-        self.scratch.clear();
-        self.resampler.process(pcm, &mut self.scratch);
-        self.queue.extend(self.scratch.iter().copied());
+        self.queue.extend(pcm.iter().copied());
     }
 
     /// Drops all queued audio at once (barge-in); the next audio starts a new burst.
     pub fn flush(&mut self) {
         self.queue.clear();
+        self.staged.clear();
         self.due = None;
         // The filter's memory belongs to the interrupted reply.
         if let Ok(fresh) = resampler(self.rate, OPUS_RATE) {
@@ -84,36 +89,49 @@ impl Outbound {
         }
     }
 
-    /// 48 kHz samples queued.
+    /// Audio queued, in 48 kHz samples.
     pub fn queued(&self) -> usize {
-        self.queue.len()
+        self.staged.len() + self.queue.len() * OPUS_RATE as usize / self.rate as usize
     }
 
     /// When [`Outbound::poll`] next has something to do, if anything is queued.
     pub fn timeout(&self) -> Option<Instant> {
-        if self.queue.is_empty() {
+        let queued = self.queued();
+        if queued == 0 {
             return None;
         }
         let due = self.due?;
-        Some(if self.queue.len() >= FRAME_SAMPLES { due } else { due + FRAME })
+        Some(if queued >= FRAME_SAMPLES { due } else { due + FRAME })
+    }
+
+    /// Resamples queued audio until a frame is staged or the queue is empty.
+    fn stage(&mut self) {
+        let step = self.rate as usize / 50;
+        while self.staged.len() < FRAME_SAMPLES && !self.queue.is_empty() {
+            let take = self.queue.len().min(step);
+            self.scratch.clear();
+            self.scratch.extend(self.queue.drain(..take));
+            self.resampler.process(&self.scratch, &mut self.staged);
+        }
     }
 
     /// The next frame, if one is due at `now`. Call until it returns `None`.
     pub fn poll(&mut self, now: Instant) -> Result<Option<Frame>, AudioError> {
         loop {
-            if self.queue.is_empty() {
+            self.stage();
+            if self.staged.is_empty() {
                 self.due = None;
                 return Ok(None);
             }
             let due = *self.due.get_or_insert(now);
-            let whole = self.queue.len() >= FRAME_SAMPLES;
+            let whole = self.staged.len() >= FRAME_SAMPLES;
             if now < due || (!whole && now < due + FRAME) {
                 return Ok(None);
             }
             let epoch = *self.epoch.get_or_insert(due);
-            let take = self.queue.len().min(FRAME_SAMPLES);
+            let take = self.staged.len().min(FRAME_SAMPLES);
             self.scratch.clear();
-            self.scratch.extend(self.queue.drain(..take));
+            self.scratch.extend(self.staged.drain(..take));
             self.scratch.resize(FRAME_SAMPLES, 0);
             let packet =
                 self.encoder.encode_vec(&self.scratch, MAX_PACKET_BYTES).map_err(AudioError::opus("encode"))?;
