@@ -21,8 +21,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use str0m::channel::ChannelId;
+use str0m::config::DtlsCert;
 use str0m::format::Codec;
-use str0m::media::{Frequency, MediaTime, Mid, Pt};
+use str0m::media::{Direction, Frequency, MediaTime, Mid, Pt};
 use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Input, Rtc};
 
@@ -55,6 +56,15 @@ pub struct CallConfig {
     /// How long ICE may stay disconnected (no consent) before the call ends; an ICE restart
     /// within it keeps the call.
     pub disconnect_grace: Duration,
+    /// The DTLS certificate, shared by the calls of a gateway ([`generate_dtls_cert`]); none:
+    /// each call makes its own (a key pair per call: CPU the gateway can save).
+    pub dtls_cert: Option<DtlsCert>,
+}
+
+/// A self-signed DTLS certificate for [`CallConfig::dtls_cert`]; `None` if the crypto
+/// backend cannot make one.
+pub fn generate_dtls_cert() -> Option<DtlsCert> {
+    str0m::crypto::from_feature_flags().dtls_provider.generate_certificate()
 }
 
 impl Default for CallConfig {
@@ -69,6 +79,7 @@ impl Default for CallConfig {
             reorder_packets: 3,
             reorder_wait: Duration::from_millis(60),
             disconnect_grace: Duration::from_secs(15),
+            dtls_cert: None,
         }
     }
 }
@@ -186,14 +197,18 @@ impl Call {
             .sdp
             .media_lines
             .iter()
-            .find(|m| m.typ.to_string() == "audio" && !m.disabled)
+            .find(|m| m.typ.to_string() == "audio" && !m.disabled && m.direction() != Direction::Inactive)
             .map(|m| m.mid())
             .ok_or(OfferError::NoAudio)?;
         let dtx = offer.sdp.media_lines.iter().flat_map(|m| m.rtp_params()).any(|p| {
             let spec = p.spec();
             spec.codec == Codec::Opus && spec.format.use_dtx == Some(true)
         });
-        let mut rtc = Rtc::builder()
+        let mut builder = Rtc::builder();
+        if let Some(cert) = &config.dtls_cert {
+            builder = builder.set_dtls_cert(cert.clone());
+        }
+        let mut rtc = builder
             .set_ice_lite(true)
             .clear_codecs()
             .enable_opus(true, false)
@@ -405,6 +420,8 @@ impl Call {
     fn finish(&mut self, reason: CloseReason) {
         if !self.closed {
             self.closed = true;
+            // Stops str0m too (a no-op where it already stopped): nothing more is sent.
+            self.rtc.disconnect();
             self.outbound.flush();
             self.events.push_back(CallEvent::Closed(reason));
         }

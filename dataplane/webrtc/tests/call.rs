@@ -260,3 +260,20 @@ fn a_failed_dtls_handshake_ends_the_call() {
     assert!(matches!(h.call_events.last(), Some((_, CallEvent::Closed(CloseReason::Failed(_))))));
     assert!(!h.call_events.iter().any(|(_, e)| matches!(e, CallEvent::ChannelOpen)));
 }
+
+#[test]
+fn a_call_can_move_between_tasks() {
+    fn send<T: Send>() {}
+    send::<switchboard_webrtc::Call>();
+}
+
+#[test]
+fn calls_may_share_one_dtls_certificate() {
+    let cert = switchboard_webrtc::generate_dtls_cert().expect("aws-lc-rs makes certificates");
+    let config = CallConfig { dtls_cert: Some(cert), ..CallConfig::default() };
+    let fingerprint = |answer: &str| answer.lines().find(|l| l.starts_with("a=fingerprint:")).unwrap().to_owned();
+    let mut one = Harness::new(config.clone());
+    let two = Harness::new(config);
+    assert_eq!(fingerprint(&one.answer), fingerprint(&two.answer));
+    one.connect();
+}
