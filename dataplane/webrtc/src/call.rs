@@ -36,7 +36,10 @@ use crate::trickle::{Fragment, answer_fragment, restart_offer};
 #[derive(Clone, Debug)]
 pub struct CallConfig {
     /// The gateway's UDP addresses as clients reach them (its advertised address and the one
-    /// multiplexed port): each a host candidate in the answer.
+    /// multiplexed port): each a host candidate in the answer. Received datagrams must name
+    /// one of them as their destination, and datagrams to send name one as their source:
+    /// where the socket is bound to another address (the pod's, behind a 1:1 NAT or a load
+    /// balancer), the socket task maps its own address to the advertised one both ways.
     pub udp: Vec<SocketAddr>,
     /// Addresses for ICE-TCP (passive host candidates), the fallback where UDP is blocked.
     pub tcp: Vec<SocketAddr>,

@@ -277,3 +277,29 @@ fn calls_may_share_one_dtls_certificate() {
     assert_eq!(fingerprint(&one.answer), fingerprint(&two.answer));
     one.connect();
 }
+
+#[test]
+fn ice_tcp_candidates_are_offered_passive_beside_udp() {
+    let config = CallConfig { tcp: vec![common::addr("192.0.2.1:443")], ..CallConfig::default() };
+    let h = Harness::new(config);
+    let candidates: Vec<&str> = h.answer.lines().filter(|l| l.starts_with("a=candidate:")).collect();
+    assert!(candidates.iter().any(|c| c.contains(" udp ") && c.contains("192.0.2.1 3478 typ host")), "{candidates:?}");
+    assert!(candidates.iter().any(|c| c.contains("192.0.2.1 443 typ host tcptype passive")), "{candidates:?}");
+}
+
+#[test]
+fn a_client_gone_without_a_word_ends_the_call_by_consent_and_grace() {
+    // str0m's disconnect sends nothing (a browser closing sends a DTLS alert, a WHIP client
+    // DELETE): the call ends when ICE consent lapses and the grace period passes.
+    let mut h = Harness::new(CallConfig::default());
+    h.connect();
+    h.client.rtc.disconnect();
+    h.drain();
+    let gone = h.now;
+    let ended = h.run_until(Duration::from_secs(45), |h| h.call.is_closed());
+    let events: Vec<String> = h.call_events.iter().map(|(at, e)| format!("{:?} {e:?}", *at - gone)).collect();
+    assert!(ended, "{events:?}");
+    assert!(matches!(h.call_events.last(), Some((_, CallEvent::Closed(CloseReason::IceFailed)))), "{events:?}");
+    let took = h.call_events.last().map(|(at, _)| *at - gone).unwrap_or_default();
+    assert!(took <= Duration::from_secs(35), "consent lapses within ~20 s, then 15 s of grace: {took:?}");
+}
