@@ -8,7 +8,8 @@
 //! time (as the voice model sends it) leaves in real time, and the client's jitter buffer
 //! never overflows. A frame due with less than 20 ms queued waits up to one more frame for
 //! the rest (the agent's chunks need not be whole frames), then goes out padded with
-//! silence. [`Outbound::flush`] drops the queue at once: on barge-in nothing more of the
+//! silence. A burst never starts before the last frame's 20 ms have passed, so RTP times
+//! never overlap. [`Outbound::flush`] drops the queue at once: on barge-in nothing more of the
 //! interrupted reply is sent. Frames the encoder marks as DTX (silence, 1-2 bytes) are not
 //! sent when the peer asked for DTX; the RTP clock runs on regardless.
 
@@ -48,6 +49,9 @@ pub struct Outbound {
     due: Option<Instant>,
     /// When the first frame went: the RTP clock's zero.
     epoch: Option<Instant>,
+    /// When the last frame sent was due: a new burst starts no earlier than its end, so RTP
+    /// times never overlap (a flush or a pause shorter than a frame would make them).
+    last: Option<Instant>,
     dtx: bool,
 }
 
@@ -69,6 +73,7 @@ impl Outbound {
             scratch: Vec::with_capacity(FRAME_SAMPLES),
             due: None,
             epoch: None,
+            last: None,
             dtx,
         })
     }
@@ -123,7 +128,8 @@ impl Outbound {
                 self.due = None;
                 return Ok(None);
             }
-            let due = *self.due.get_or_insert(now);
+            let start = self.last.map_or(now, |last| now.max(last + FRAME));
+            let due = *self.due.get_or_insert(start);
             let whole = self.staged.len() >= FRAME_SAMPLES;
             if now < due || (!whole && now < due + FRAME) {
                 return Ok(None);
@@ -136,6 +142,7 @@ impl Outbound {
             let packet =
                 self.encoder.encode_vec(&self.scratch, MAX_PACKET_BYTES).map_err(AudioError::opus("encode"))?;
             self.due = Some(due + FRAME);
+            self.last = Some(due);
             let rtp_time = ((due - epoch).as_micros() * u128::from(OPUS_RATE) / 1_000_000) as u64;
             if self.dtx && packet.len() <= 2 {
                 continue;

@@ -192,3 +192,85 @@ fn the_resamplers_pass_speech_and_stop_aliases() {
     let stop = gain(48_000, 8_000, 6_000.0);
     assert!(stop < 0.001, "6 kHz folds into 8 kHz audio: {stop}");
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// One thing done to an [`Outbound`].
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// PCM of this many milliseconds.
+        Push(u16),
+        Flush,
+        /// Time passes by this many milliseconds, polling every millisecond.
+        Wait(u16),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![(1u16..400).prop_map(Op::Push), Just(Op::Flush), (0u16..200).prop_map(Op::Wait)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the agent sends and however barge-in cuts it: frames leave in order, never
+        /// before they are due, never two for one 20 ms slot, never after a flush until new audio.
+        #[test]
+        fn reply_audio_stays_in_real_time(ops in prop::collection::vec(op(), 1..30)) {
+            let start = Instant::now();
+            let mut now = start;
+            let mut outbound = Outbound::new(24_000, false).expect("encoder");
+            let mut last: Option<Frame> = None;
+            for op in ops {
+                match op {
+                    Op::Push(ms) => outbound.push(&tone(300.0, 24_000, f64::from(ms) / 1000.0)),
+                    Op::Flush => {
+                        outbound.flush();
+                        prop_assert_eq!(outbound.queued(), 0);
+                        prop_assert!(outbound.poll(now).expect("encodes").is_none());
+                    }
+                    Op::Wait(ms) => for _ in 0..ms {
+                        now += Duration::from_millis(1);
+                        while let Some(frame) = outbound.poll(now).expect("encodes") {
+                            prop_assert!(frame.due <= now);
+                            if let Some(last) = &last {
+                                prop_assert!(frame.due >= last.due + FRAME, "one frame per slot");
+                                prop_assert!(frame.rtp_time >= last.rtp_time + 960);
+                            }
+                            last = Some(frame);
+                        }
+                        if let Some(at) = outbound.timeout() {
+                            prop_assert!(at + FRAME >= now, "a timeout is never long past");
+                        }
+                    },
+                }
+            }
+        }
+
+        /// Packets in any order, repeated or missing: no panic, and the caller's audio never
+        /// runs ahead of the stream's own time.
+        #[test]
+        fn caller_audio_never_outruns_the_stream(
+            arrivals in prop::collection::vec((0u64..60, 0u64..3), 1..80),
+        ) {
+            let mut outbound = Outbound::new(16_000, false).expect("encoder");
+            outbound.push(&tone(500.0, 16_000, 1.2));
+            let sent = frames(&mut outbound, Instant::now(), Duration::from_millis(1300));
+            let mut inbound = Inbound::new(16_000).expect("decoder");
+            let mut total = 0usize;
+            let mut newest = 0u64;
+            for (index, jump) in arrivals {
+                let Some(frame) = sent.get(index as usize) else { continue };
+                // A DTX-like jump of the timestamp now and then.
+                let time = frame.rtp_time + jump * 48_000 * u64::from(index > 30);
+                inbound.packet(index, time, &frame.packet);
+                total += inbound.take().len();
+                newest = newest.max(time + 960);
+            }
+            // 16 kHz is a third of the RTP clock; one frame of filter and rounding slack.
+            prop_assert!(total as u64 <= newest / 3 + 320, "{total} samples for {newest} at 48 kHz");
+        }
+    }
+}
