@@ -26,6 +26,7 @@ use str0m::format::Codec;
 use str0m::media::{Direction, Frequency, MediaTime, Mid, Pt};
 use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Input, Rtc};
+use switchboard_core::protocol::{AudioFormat, AudioSettings};
 
 use crate::audio::{AudioError, Inbound, InboundStats, Outbound};
 use crate::channel::{ChannelError, DEFAULT_MAX_MESSAGE_BYTES};
@@ -62,6 +63,17 @@ pub struct CallConfig {
     /// The DTLS certificate, shared by the calls of a gateway ([`generate_dtls_cert`]); none:
     /// each call makes its own (a key pair per call: CPU the gateway can save).
     pub dtls_cert: Option<DtlsCert>,
+}
+
+impl CallConfig {
+    /// The audio a call's session asks the runtime for (`session_start.audio`): PCM16 at
+    /// [`CallConfig::input_rate`] in and [`CallConfig::output_rate`] out, as binary frames.
+    /// The client's `session_start` names none (its audio is the Opus track): the edge sets
+    /// this one when it opens the session, so the runtime speaks what the call transcodes.
+    pub fn audio_settings(&self) -> AudioSettings {
+        let pcm = |rate| Some(AudioFormat { encoding: "pcm16".to_owned(), sample_rate: Some(rate) });
+        AudioSettings { input: pcm(self.input_rate), output: pcm(self.output_rate), binary_output: true }
+    }
 }
 
 /// A self-signed DTLS certificate for [`CallConfig::dtls_cert`]; `None` if the crypto

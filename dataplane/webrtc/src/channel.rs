@@ -93,6 +93,17 @@ mod tests {
     }
 
     #[test]
+    fn the_session_asks_the_runtime_for_what_the_call_transcodes() {
+        use switchboard_core::audio::{Direction, Encoding, resolve};
+        let settings = crate::CallConfig::default().audio_settings();
+        let input = resolve(settings.input.as_ref().expect("input"), Direction::Input).expect("supported");
+        let output = resolve(settings.output.as_ref().expect("output"), Direction::Output).expect("supported");
+        assert_eq!((input.encoding, input.rate), (Encoding::Pcm16, 16_000));
+        assert_eq!((output.encoding, output.rate), (Encoding::Pcm16, 24_000));
+        assert!(settings.binary_output);
+    }
+
+    #[test]
     fn too_large_ends_the_call_like_1009() {
         let error = check_incoming(false, vec![b' '; 65], 64).expect_err("too large");
         assert!(error.ends_call());
