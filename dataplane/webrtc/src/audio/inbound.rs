@@ -1,0 +1,137 @@
+//! The caller's audio: Opus packets in, PCM16 at the runtime's input rate out.
+//!
+//! Packets arrive in order (str0m holds a few back to reorder them) but may be missing. By
+//! RTP sequence number and timestamp a gap is either loss (sequence numbers skipped) or a
+//! DTX pause (consecutive numbers, the timestamp jumped: the sender stopped during
+//! silence). Loss is concealed: the 20 ms just before the packet that ends the gap are
+//! rebuilt from that packet's in-band FEC, the rest by libopus's packet loss concealment.
+//! A DTX pause is filled by the decoder's concealment, which after a DTX frame is comfort
+//! noise. Gaps longer than [`MAX_FILL`] (a muted microphone, a stalled network) are not
+//! filled: the stream picks up where the next packet is. A packet older than one already
+//! played, or a repeat, is dropped.
+
+use switchboard_core::audio::resample::Resampler;
+
+use super::{AudioError, FRAME_SAMPLES, OPUS_RATE, resampler};
+
+/// The longest gap filled, in 48 kHz samples (one second).
+pub const MAX_FILL: u64 = OPUS_RATE as u64;
+/// The most samples one Opus packet decodes to (120 ms at 48 kHz).
+const MAX_PACKET_SAMPLES: usize = 5760;
+
+/// What happened to the caller's audio so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InboundStats {
+    /// Packets decoded.
+    pub packets: u64,
+    /// Packets missing from the sequence.
+    pub lost: u64,
+    /// 48 kHz samples rebuilt from in-band FEC.
+    pub fec_samples: u64,
+    /// 48 kHz samples made up by loss concealment (loss and DTX pauses).
+    pub concealed_samples: u64,
+    /// Packets dropped: late, repeated, or that would not decode.
+    pub dropped: u64,
+}
+
+/// Decoder, concealment and resampler of one caller's audio.
+#[derive(Debug)]
+pub struct Inbound {
+    decoder: opus::Decoder,
+    resampler: Resampler,
+    /// The next packet's sequence number and RTP time (48 kHz), once one came.
+    next: Option<(u64, u64)>,
+    decoded: Vec<i16>,
+    out: Vec<i16>,
+    stats: InboundStats,
+}
+
+impl Inbound {
+    /// A decoder whose PCM comes out at `rate` Hz (8, 16 or 24 kHz).
+    pub fn new(rate: u32) -> Result<Self, AudioError> {
+        let decoder = opus::Decoder::new(OPUS_RATE, opus::Channels::Mono).map_err(AudioError::opus("decoder"))?;
+        Ok(Self {
+            decoder,
+            resampler: resampler(OPUS_RATE, rate)?,
+            next: None,
+            decoded: vec![0; MAX_PACKET_SAMPLES],
+            out: Vec::new(),
+            stats: InboundStats::default(),
+        })
+    }
+
+    /// One packet: its extended sequence number, RTP time (48 kHz) and Opus payload.
+    pub fn packet(&mut self, seq: u64, time: u64, payload: &[u8]) {
+        let (next_seq, next_time) = self.next.unwrap_or((seq, time));
+        if seq < next_seq || time < next_time {
+            self.stats.dropped += 1;
+            return;
+        }
+        let lost = seq - next_seq;
+        let gap = time - next_time;
+        self.stats.lost += lost;
+        if gap > 0 && gap <= MAX_FILL {
+            self.fill(gap, (lost > 0).then_some(payload));
+        }
+        let samples = match self.decoder.decode(payload, &mut self.decoded, false) {
+            Ok(samples) => samples,
+            Err(_) => {
+                self.stats.dropped += 1;
+                self.conceal(FRAME_SAMPLES)
+            }
+        };
+        self.stats.packets += 1;
+        self.emit(samples);
+        self.next = Some((seq + 1, time + samples as u64));
+    }
+
+    /// The PCM decoded since the last call, at the runtime's rate.
+    pub fn take(&mut self) -> Vec<i16> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// What happened so far.
+    pub fn stats(&self) -> InboundStats {
+        self.stats
+    }
+
+    /// Fills `gap` samples (48 kHz) before a packet: concealment, with the last frame from the
+    /// packet's FEC when `fec` holds it (the gap is loss, not DTX).
+    fn fill(&mut self, gap: u64, fec: Option<&[u8]>) {
+        // Whole 2.5 ms steps, as libopus takes them.
+        let gap = (gap as usize / 120) * 120;
+        let from_fec = if fec.is_some() { gap.min(FRAME_SAMPLES) } else { 0 };
+        let mut left = gap - from_fec;
+        while left > 0 {
+            let step = left.min(FRAME_SAMPLES);
+            let samples = self.conceal(step);
+            self.emit(samples);
+            left -= step;
+        }
+        if let Some(packet) = fec.filter(|_| from_fec > 0) {
+            let samples = match self.decoder.decode(packet, &mut self.decoded[..from_fec], true) {
+                Ok(samples) => {
+                    self.stats.fec_samples += samples as u64;
+                    samples
+                }
+                Err(_) => self.conceal(from_fec),
+            };
+            self.emit(samples);
+        }
+    }
+
+    /// Loss concealment of `samples` (48 kHz) into the scratch buffer; returns how many.
+    fn conceal(&mut self, samples: usize) -> usize {
+        let made = self.decoder.decode(&[], &mut self.decoded[..samples], false).unwrap_or_else(|_| {
+            self.decoded[..samples].fill(0);
+            samples
+        });
+        self.stats.concealed_samples += made as u64;
+        made
+    }
+
+    /// Resamples the first `samples` of the scratch buffer onto the output.
+    fn emit(&mut self, samples: usize) {
+        self.resampler.process(&self.decoded[..samples], &mut self.out);
+    }
+}

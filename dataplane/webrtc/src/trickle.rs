@@ -1,0 +1,221 @@
+//! Trickle ICE and ICE restarts as WHIP carries them (`PATCH`,
+//! `application/trickle-ice-sdpfrag`, RFC 8840): a [`Fragment`] holds the ICE credentials it
+//! names (if any), its candidates and whether it ends them. A fragment whose credentials
+//! differ from the call's is an ICE restart ([`crate::Call::patch`] answers it with the
+//! call's new credentials, as a fragment too); one with the same or no
+//! credentials adds candidates.
+
+use str0m::Candidate;
+
+use crate::offer::snippet;
+
+/// The largest fragment taken, in bytes (a few dozen candidates).
+pub const MAX_FRAGMENT_BYTES: usize = 16 * 1024;
+
+/// A parsed `application/trickle-ice-sdpfrag` body.
+#[derive(Debug, Default)]
+pub struct Fragment {
+    /// `a=ice-ufrag`, when given.
+    pub ufrag: Option<String>,
+    /// `a=ice-pwd`, when given.
+    pub pwd: Option<String>,
+    /// The candidates (`a=candidate:`).
+    pub candidates: Vec<Candidate>,
+    /// `a=end-of-candidates` was given.
+    pub end_of_candidates: bool,
+}
+
+/// Why a fragment was refused: HTTP 400 with the message.
+#[derive(Debug, thiserror::Error)]
+pub enum FragmentError {
+    /// Over [`MAX_FRAGMENT_BYTES`].
+    #[error("the fragment is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Not UTF-8 text.
+    #[error("the fragment is not UTF-8 text")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    /// A line that is not `<letter>=<value>`.
+    #[error("malformed SDP fragment, line {line}: expected <letter>=<value>, found {found}")]
+    Malformed {
+        /// The line's number, from 1.
+        line: usize,
+        /// What it holds (shortened).
+        found: String,
+    },
+    /// A candidate that does not parse.
+    #[error("malformed SDP fragment, line {line}: the candidate {found} is not valid: {source}")]
+    Candidate {
+        /// The line's number, from 1.
+        line: usize,
+        /// What it holds (shortened).
+        found: String,
+        /// Why.
+        #[source]
+        source: str0m::error::IceError,
+    },
+    /// Only one of `a=ice-ufrag` and `a=ice-pwd`.
+    #[error("an ICE restart needs both a=ice-ufrag and a=ice-pwd")]
+    HalfCredentials,
+}
+
+impl Fragment {
+    /// Parses a fragment body.
+    pub fn parse(body: &[u8]) -> Result<Self, FragmentError> {
+        if body.len() > MAX_FRAGMENT_BYTES {
+            return Err(FragmentError::TooLarge { size: body.len(), limit: MAX_FRAGMENT_BYTES });
+        }
+        let text = std::str::from_utf8(body).map_err(FragmentError::NotUtf8)?;
+        let mut fragment = Self::default();
+        for (n, line) in text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r'))) {
+            if line.is_empty() {
+                continue;
+            }
+            let bytes = line.as_bytes();
+            if bytes.len() < 2 || !bytes[0].is_ascii_lowercase() || bytes[1] != b'=' {
+                return Err(FragmentError::Malformed { line: n, found: snippet(line) });
+            }
+            let Some(attribute) = line.strip_prefix("a=") else { continue };
+            if let Some(ufrag) = attribute.strip_prefix("ice-ufrag:") {
+                fragment.ufrag = Some(ufrag.trim().to_owned());
+            } else if let Some(pwd) = attribute.strip_prefix("ice-pwd:") {
+                fragment.pwd = Some(pwd.trim().to_owned());
+            } else if attribute.starts_with("candidate:") {
+                let candidate = Candidate::from_sdp_string(attribute).map_err(|source| FragmentError::Candidate {
+                    line: n,
+                    found: snippet(attribute),
+                    source,
+                })?;
+                fragment.candidates.push(candidate);
+            } else if attribute == "end-of-candidates" {
+                fragment.end_of_candidates = true;
+            }
+        }
+        if fragment.ufrag.is_some() != fragment.pwd.is_some() {
+            return Err(FragmentError::HalfCredentials);
+        }
+        Ok(fragment)
+    }
+
+    /// The credentials, when the fragment names both.
+    pub fn credentials(&self) -> Option<(&str, &str)> {
+        Some((self.ufrag.as_deref()?, self.pwd.as_deref()?))
+    }
+}
+
+/// `offer` with its ICE credentials replaced by `ufrag` and `pwd` and its candidates by
+/// `candidates`: the offer an ICE restart by fragment stands for.
+pub(crate) fn restart_offer(offer: &str, ufrag: &str, pwd: &str, candidates: &[Candidate]) -> String {
+    let mut out = String::with_capacity(offer.len() + 256);
+    let mut first_media = true;
+    for line in offer.lines().map(|l| l.trim_end_matches('\r')) {
+        if line.starts_with("a=candidate:") || line == "a=end-of-candidates" {
+            continue;
+        }
+        if line.starts_with("a=ice-ufrag:") {
+            out.push_str("a=ice-ufrag:");
+            out.push_str(ufrag);
+        } else if line.starts_with("a=ice-pwd:") {
+            out.push_str("a=ice-pwd:");
+            out.push_str(pwd);
+        } else {
+            out.push_str(line);
+        }
+        out.push_str("\r\n");
+        // After the first section's a=mid (its c= line must come before any attribute).
+        if line.starts_with("a=mid:") && first_media {
+            first_media = false;
+            for candidate in candidates {
+                out.push_str("a=");
+                out.push_str(&candidate.to_sdp_string());
+                out.push_str("\r\n");
+            }
+        }
+    }
+    out
+}
+
+/// The fragment that answers an ICE restart: the answer's credentials, and its candidates
+/// under its first m-line (BUNDLE: one transport for all).
+pub(crate) fn answer_fragment(answer: &str) -> String {
+    let mut out = String::new();
+    let mut media = String::new();
+    let mut candidates = String::new();
+    let mut in_first_media = false;
+    let mut seen_media = false;
+    for line in answer.lines().map(|l| l.trim_end_matches('\r')) {
+        if line.starts_with("m=") {
+            in_first_media = !seen_media;
+            seen_media = true;
+            if in_first_media {
+                media.push_str(line);
+                media.push_str("\r\n");
+            }
+            continue;
+        }
+        let keep = |prefix: &str| line.starts_with(prefix);
+        if keep("a=ice-ufrag:") || keep("a=ice-pwd:") || keep("a=ice-options:") {
+            if !out.contains(line) {
+                out.push_str(line);
+                out.push_str("\r\n");
+            }
+        } else if in_first_media && (keep("a=mid:") || keep("a=candidate:") || line == "a=end-of-candidates") {
+            candidates.push_str(line);
+            candidates.push_str("\r\n");
+        }
+    }
+    out + &media + &candidates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fragment_names_credentials_and_candidates() {
+        let body = b"a=ice-ufrag:abcd\r\na=ice-pwd:0123456789012345678901\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=mid:0\r\na=candidate:1 1 udp 2113937151 192.0.2.1 50000 typ host\r\na=end-of-candidates\r\n";
+        let fragment = Fragment::parse(body).expect("parses");
+        assert_eq!(fragment.credentials(), Some(("abcd", "0123456789012345678901")));
+        assert_eq!(fragment.candidates.len(), 1);
+        assert_eq!(fragment.candidates[0].addr(), "192.0.2.1:50000".parse().expect("address"));
+        assert!(fragment.end_of_candidates);
+    }
+
+    #[test]
+    fn bad_fragments_are_refused_naming_the_line() {
+        let error = Fragment::parse(b"a=ice-ufrag:x\nbogus\n").expect_err("malformed");
+        assert!(error.to_string().contains("line 2"), "{error}");
+        let error = Fragment::parse(b"a=candidate:1 1 udp nope 192.0.2.1 5 typ host\n").expect_err("bad candidate");
+        assert!(matches!(error, FragmentError::Candidate { line: 1, .. }), "{error}");
+        let error = Fragment::parse(b"a=ice-ufrag:x\n").expect_err("half");
+        assert!(matches!(error, FragmentError::HalfCredentials));
+        let error = Fragment::parse(&[0xff, 0xfe]).expect_err("binary");
+        assert!(matches!(error, FragmentError::NotUtf8(_)));
+        let big = vec![b'a'; MAX_FRAGMENT_BYTES + 1];
+        assert!(matches!(Fragment::parse(&big), Err(FragmentError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn a_restart_offer_swaps_credentials_and_candidates() {
+        let offer = "v=0\r\na=ice-ufrag:old\r\na=ice-pwd:oldpwd\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 0.0.0.0\r\na=mid:0\r\na=candidate:1 1 udp 1 192.0.2.9 9 typ host\r\na=end-of-candidates\r\n";
+        let candidate = Candidate::from_sdp_string("candidate:2 1 udp 5 192.0.2.2 7 typ host").expect("candidate");
+        let restarted = restart_offer(offer, "new", "newpwd", &[candidate]);
+        assert!(restarted.contains("a=ice-ufrag:new\r\n") && restarted.contains("a=ice-pwd:newpwd\r\n"));
+        assert!(!restarted.contains("old") && !restarted.contains("192.0.2.9"), "{restarted}");
+        assert!(restarted.contains("a=mid:0\r\na=candidate:2 1 udp 5 192.0.2.2 7 typ host"), "{restarted}");
+    }
+
+    #[test]
+    fn an_answer_fragment_keeps_credentials_and_the_first_transport() {
+        let answer = "v=0\r\na=ice-ufrag:u\r\na=ice-pwd:p\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:0\r\na=ice-ufrag:u\r\na=candidate:1 1 udp 1 192.0.2.1 4000 typ host\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=mid:1\r\na=candidate:1 1 udp 1 192.0.2.1 4000 typ host\r\n";
+        let fragment = answer_fragment(answer);
+        assert_eq!(
+            fragment,
+            "a=ice-ufrag:u\r\na=ice-pwd:p\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:0\r\na=candidate:1 1 udp 1 192.0.2.1 4000 typ host\r\n"
+        );
+    }
+}
