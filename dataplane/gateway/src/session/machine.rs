@@ -6,15 +6,20 @@
 //! [`Phase`]: opening a runtime session, a pause before the next attempt, relaying, letting
 //! the runtime finish its turn after the client went (settling), or done.
 //!
-//! The rules live beside it by concept: the relay of frames here, [`super::handoff`],
-//! moving between pods ([`super::moves`]), parking and resuming ([`super::park`]), and
-//! what is kept of the conversation ([`super::kept`]), the verified caller's identity
-//! assertion ([`identity`]). The phase, with the data that belongs to one phase alone (why
+//! The rules live in its own modules by concept: the relay of frames here, opening a
+//! runtime session and what each purpose does with it ([`open`]), handoffs ([`handoff`]),
+//! moving between pods ([`moves`]), parking and resuming ([`park`]), the verified caller's
+//! identity assertion ([`identity`]); what is kept of the conversation is
+//! [`super::kept`], a type of its own. The phase, with the data that belongs to one phase alone (why
 //! a runtime session is being opened, the attempt a pause waits for, whether the serving
 //! pod drains), lives in [`state`], where every move between phases happens.
 
 mod accessors;
+pub(super) mod handoff;
 mod identity;
+pub(super) mod moves;
+mod open;
+mod park;
 pub(super) mod state;
 
 use std::collections::VecDeque;

@@ -2,8 +2,9 @@
 //! the gateway opens the session on a ready pod of it, then relays frames both ways. It
 //! keeps the session's state — memory from the runtime's `memory_update`s, the final
 //! transcript lines as history — and acts on what runtimes cannot do alone: handoffs to
-//! another Agent's pods on the same client socket ([`handoff`]), moving a session off a
-//! lost or draining pod ([`moves`]), and resume ([`park`], [`crate::resume`]): every
+//! another Agent's pods on the same client socket ([`machine::handoff`]), moving a session
+//! off a lost or draining pod ([`machine::moves`]), and resume (`machine::park`,
+//! [`crate::resume`]): every
 //! message to the client is numbered and kept (bounded) for replay, every
 //! `bidi_connection_start` gets a fresh resume token, a client gone without a goodbye
 //! leaves the session parked for the resume window, and a `session_start` with the token
@@ -17,12 +18,8 @@
 mod continuation;
 mod driver;
 pub mod events;
-mod handoff;
 pub mod kept;
 pub mod machine;
-mod moves;
-mod open;
-mod park;
 #[cfg(test)]
 mod tests;
 
@@ -36,8 +33,10 @@ use crate::Gateway;
 use crate::auth::Admission;
 use crate::directory::Reach;
 use crate::resume::{self, Parked, Taken};
+pub use machine::moves::MAX_RECOVERIES;
 use machine::{Close, Cx, Limits, Machine};
-pub use moves::MAX_RECOVERIES;
+#[cfg(test)]
+use machine::{handoff, moves};
 use switchboard_serve::frames::{Conn, Upgraded};
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use switchboard_core::protocol::{ErrorCode, ServerMessage, SessionState, close_code};
 
-use super::machine::state::{Drain, Retry};
-use super::machine::{Cx, Effect, Machine, Note, Purpose};
+use super::state::{Drain, Retry};
+use super::{Cx, Effect, Machine, Note, Purpose};
 
 /// Failed reconnections in a row after which a session gives up.
 pub const MAX_RECOVERIES: u32 = 3;

@@ -9,8 +9,8 @@ use switchboard_core::handoff::HandoffContext;
 use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 
-use super::machine::state::Retry;
-use super::machine::{Cx, Effect, Ending, Machine, Note, OpenRequest, Purpose};
+use super::state::Retry;
+use super::{Cx, Effect, Ending, Machine, Note, OpenRequest, Purpose};
 
 impl Machine {
     /// Asks the task to open a runtime session on the current target.

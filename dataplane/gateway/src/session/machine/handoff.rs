@@ -11,7 +11,7 @@
 use switchboard_core::handoff::HandoffContext;
 use switchboard_core::protocol::{ErrorCode, ServerMessage};
 
-use super::machine::{Cx, Machine, Note, Purpose};
+use super::{Cx, Machine, Note, Purpose};
 use crate::resume::Missed;
 
 /// Handoffs within one user turn after which the next is refused.

@@ -10,12 +10,12 @@ use std::time::Instant;
 
 use switchboard_core::protocol::{ErrorCode, ServerKind, ServerMessage, close_code};
 
-use super::machine::{Cx, Ending, Limits, Machine, Phase, Purpose, RuntimeFrame};
+use super::{Cx, Ending, Limits, Machine, Phase, Purpose, RuntimeFrame};
 use crate::directory::Target;
 use switchboard_core::handoff::HandoffContext;
 
-use super::kept::Kept;
 use crate::resume::{Frame, Missed, Parked, Replay};
+use crate::session::kept::Kept;
 
 impl Machine {
     /// A session taken out of the store, resuming for a client that last received
@@ -59,9 +59,9 @@ impl Machine {
 
     /// The resumed session is open: what the client missed first, then the rest.
     pub(super) fn resumed(&mut self, missed: Missed) {
-        self.note(super::machine::Note::Resumed);
+        self.note(super::Note::Resumed);
         for frame in missed.frames {
-            self.push(super::machine::Effect::Client(frame));
+            self.push(super::Effect::Client(frame));
         }
         if let Some((first, last)) = self.restored.take() {
             let message = format!(
@@ -145,12 +145,12 @@ impl Machine {
         self.parked(self.kept.clone(), handoff, self.replay.without_audio())
     }
 
-    /// Asks for a snapshot now ([`super::machine::Effect::Snapshot`]), where a shared store keeps one.
+    /// Asks for a snapshot now ([`super::Effect::Snapshot`]), where a shared store keeps one.
     pub(super) fn snapshot_now(&mut self, handoff: Option<(String, HandoffContext)>) {
         if self.limits.movable {
             self.snapshot_seq = self.replay.seq;
             let snapshot = self.snapshot(handoff);
-            self.push(super::machine::Effect::Snapshot(Box::new(snapshot)));
+            self.push(super::Effect::Snapshot(Box::new(snapshot)));
         }
     }
 
