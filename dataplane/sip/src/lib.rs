@@ -1,0 +1,7 @@
+//! Switchboard's SIP edge without I/O: the part of a phone-call edge that needs no
+//! socket, clock or runtime. The edge's tasks read datagrams and stream bytes, hand them
+//! here with their addresses and the time, and perform what comes back: datagrams to
+//! send, timers to set, call events for the session they open at the gateway.
+//!
+//! This crate depends on no async runtime and does no I/O; every input from outside is
+//! bounded and every bad input is a typed error.
