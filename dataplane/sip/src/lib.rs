@@ -3,5 +3,10 @@
 //! here with their addresses and the time, and perform what comes back: datagrams to
 //! send, timers to set, call events for the session they open at the gateway.
 //!
+//! - [`sip`]: SIP messages (RFC 3261), parsed within [`sip::Limits`], and the responses
+//!   built from requests.
+//!
 //! This crate depends on no async runtime and does no I/O; every input from outside is
 //! bounded and every bad input is a typed error.
+
+pub mod sip;
