@@ -5,11 +5,14 @@
 //!
 //! - [`sip`]: SIP messages (RFC 3261), parsed within [`sip::Limits`], and the responses
 //!   built from requests.
+//! - [`media`]: RTP (via `rtp-types`), RFC 4733 telephone events, G.711 by table, and
+//!   a jitter buffer with loss concealment.
 //! - [`sdp`]: SDP (RFC 4566) and offer/answer (RFC 3264) for one G.711 audio stream with
 //!   RFC 4733 telephone events; no common codec is a 488 with the reason.
 //!
 //! This crate depends on no async runtime and does no I/O; every input from outside is
 //! bounded and every bad input is a typed error.
 
+pub mod media;
 pub mod sdp;
 pub mod sip;

@@ -1,0 +1,16 @@
+//! Media without I/O: RTP packets ([`rtp`]), RFC 4733 telephone events
+//! ([`telephone`]), G.711 μ-law and A-law ([`g711`]) and a jitter buffer with loss
+//! concealment ([`jitter`]). The edge's socket task hands datagrams in and sends what
+//! comes out; a tick every [`FRAME_MS`] drives playout.
+
+pub mod g711;
+pub mod jitter;
+pub mod rtp;
+pub mod telephone;
+
+/// The length of one audio frame, in milliseconds.
+pub const FRAME_MS: u32 = 20;
+/// The RTP clock of G.711 and telephone events.
+pub const CLOCK_RATE: u32 = 8000;
+/// Samples (and G.711 bytes) in one frame.
+pub const FRAME_SAMPLES: usize = (CLOCK_RATE * FRAME_MS / 1000) as usize;
