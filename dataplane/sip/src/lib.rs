@@ -5,6 +5,8 @@
 //!
 //! - [`sip`]: SIP messages (RFC 3261), parsed within [`sip::Limits`], and the responses
 //!   built from requests.
+//! - [`call`]: the inbound call (RFC 3261 UAS) as a state machine: requests, responses,
+//!   the owner's admission and the time in; transmits, timers and call events out.
 //! - [`media`]: RTP (via `rtp-types`), RFC 4733 telephone events, G.711 by table, and
 //!   a jitter buffer with loss concealment.
 //! - [`sdp`]: SDP (RFC 4566) and offer/answer (RFC 3264) for one G.711 audio stream with
@@ -13,6 +15,7 @@
 //! This crate depends on no async runtime and does no I/O; every input from outside is
 //! bounded and every bad input is a typed error.
 
+pub mod call;
 pub mod media;
 pub mod sdp;
 pub mod sip;
