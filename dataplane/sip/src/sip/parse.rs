@@ -226,8 +226,16 @@ fn parse_headers(fields: &str, limits: &Limits) -> Result<Headers, ParseError> {
     for line in fields.split("\r\n").filter(|_| !fields.is_empty()) {
         if line.starts_with([' ', '\t']) {
             let Some(last) = headers.last_mut() else { return Err(ParseError::HeaderLine(line.to_owned())) };
-            last.value.push(' ');
-            last.value.push_str(line.trim());
+            if line.chars().any(|c| c.is_control() && c != '\t') {
+                return Err(ParseError::HeaderLine(line.chars().take(200).collect()));
+            }
+            let more = line.trim();
+            if !more.is_empty() {
+                if !last.value.is_empty() {
+                    last.value.push(' ');
+                }
+                last.value.push_str(more);
+            }
             if last.name.len() + last.value.len() > limits.max_header_len {
                 return Err(ParseError::HeaderTooLong { name: last.name.clone(), limit: limits.max_header_len });
             }

@@ -81,6 +81,18 @@ fn folded_lines_are_joined() {
 }
 
 #[test]
+fn folded_lines_are_checked_like_others() {
+    // Found by the sip_message fuzz target: a NUL in a continuation line was taken.
+    let nul = INVITE.replace("Max-Forwards: 70\r\n", "Subject: one\r\n \0two\r\nMax-Forwards: 70\r\n");
+    assert!(matches!(parse_datagram(nul.as_bytes(), &Limits::default()), Err(ParseError::HeaderLine(_))));
+    let blank = INVITE.replace("Max-Forwards: 70\r\n", "Subject:\r\n \r\n two\r\nMax-Forwards: 70\r\n");
+    let r = request(&blank);
+    assert_eq!(r.headers.get("Subject"), Some("two"));
+    let again = parse_datagram(&Message::Request(r.clone()).to_bytes(), &Limits::default()).unwrap();
+    assert_eq!(again, Message::Request(r));
+}
+
+#[test]
 fn bytes_past_content_length_in_a_datagram_are_discarded() {
     assert_eq!(request(&format!("{INVITE}garbage")).body, b"v=0\n");
 }
