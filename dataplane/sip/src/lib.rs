@@ -7,6 +7,8 @@
 //!   built from requests.
 //! - [`call`]: the inbound call (RFC 3261 UAS) as a state machine: requests, responses,
 //!   the owner's admission and the time in; transmits, timers and call events out.
+//! - [`endpoint`]: the edge's SIP address: flood guard, stateless answers, a call per
+//!   INVITE and routing by Call-ID.
 //! - [`media`]: RTP (via `rtp-types`), RFC 4733 telephone events, G.711 by table, and
 //!   a jitter buffer with loss concealment.
 //! - [`sdp`]: SDP (RFC 4566) and offer/answer (RFC 3264) for one G.711 audio stream with
@@ -16,6 +18,7 @@
 //! bounded and every bad input is a typed error.
 
 pub mod call;
+pub mod endpoint;
 pub mod media;
 pub mod sdp;
 pub mod sip;

@@ -21,6 +21,7 @@ mod uas;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub(crate) use uas::phrase;
 pub use uas::{CallError, InboundCall, State, digit_of_info};
 
 use crate::media::telephone::Event;

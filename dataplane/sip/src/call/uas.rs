@@ -77,7 +77,7 @@ pub struct InboundCall {
 }
 
 /// A reason phrase without line breaks or control characters, at most 200 characters.
-fn phrase(reason: &str) -> String {
+pub(crate) fn phrase(reason: &str) -> String {
     reason.chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect()
 }
 
