@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use super::Transport;
+use super::{CallConfig, Callee, Transport};
 use crate::sip::{HeaderError, Headers, Method, NameAddr, Request};
 
 /// The dialogue state of one call.
@@ -60,6 +60,51 @@ impl Dialog {
             local,
             branches: 0,
         })
+    }
+
+    /// The dialogue of a call the edge places: From is the edge's number with its tag,
+    /// To the callee's, requests go to the callee's URI at its peer address. The remote tag, target
+    /// and route set come with the 2xx ([`Dialog::confirm`]).
+    pub(super) fn outgoing(config: &CallConfig, callee: &Callee) -> Self {
+        let tag = &config.local_tag;
+        Self {
+            call_id: callee.call_id.clone(),
+            local_tag: tag.clone(),
+            remote_tag: None,
+            remote_party: format!("<{}>", callee.uri),
+            local_party: format!("<{}>;tag={tag}", callee.from),
+            remote_target: callee.uri.clone(),
+            route_set: Vec::new(),
+            local_cseq: 0,
+            remote_cseq: 0,
+            peer: callee.peer,
+            transport: callee.transport,
+            local: config.local,
+            branches: 0,
+        }
+    }
+
+    /// Takes what a 2xx to the edge's INVITE settles: the remote tag (its To), the remote
+    /// target (its Contact) and the route set (its Record-Route, reversed: §12.1.2).
+    pub(super) fn confirm(&mut self, response: &crate::sip::Response) {
+        if let Some(to) = response.headers.get("To") {
+            to.clone_into(&mut self.remote_party);
+        }
+        self.remote_tag = response.to().ok().and_then(|to| to.tag()).map(str::to_owned);
+        if let Some(Ok(contact)) = response.headers.get("Contact").map(NameAddr::parse) {
+            contact.uri.clone_into(&mut self.remote_target);
+        }
+        self.route_set = response.headers.all("Record-Route").map(str::to_owned).collect();
+        self.route_set.reverse();
+    }
+
+    /// The ACK to a 2xx: a new branch, the INVITE's CSeq number (§13.2.2.4).
+    pub(super) fn ack(&mut self, invite_cseq: u32) -> Request {
+        let saved = self.local_cseq;
+        self.local_cseq = invite_cseq.wrapping_sub(1);
+        let ack = self.request(Method::Ack);
+        self.local_cseq = saved;
+        ack
     }
 
     /// The edge's Contact header value.

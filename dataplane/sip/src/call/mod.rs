@@ -13,14 +13,19 @@
 //! transports; nothing is retransmitted over TCP or TLS. Which calls to take is not the
 //! machine's: it asks with [`CallEvent::Incoming`] and its owner answers with an
 //! [`Admission`].
+//!
+//! An [`OutboundCall`] is a call the edge places (RFC 3261 UAC): the INVITE client
+//! transaction with its offer, provisional answers, the ACK, CANCEL, and BYE either way.
 
 mod dialog;
 mod retransmit;
+mod uac;
 mod uas;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub use uac::{Callee, OutboundCall, OutboundState};
 pub(crate) use uas::phrase;
 pub use uas::{CallError, InboundCall, State, digit_of_info};
 
@@ -129,6 +134,17 @@ pub enum EndReason {
     Refused(u16),
     /// Answered, but no ACK came in 64*T1: the call is dropped (RFC 3261 §13.3.1.4).
     NoAck,
+    /// A call the edge placed was refused by the callee or on the way.
+    Rejected {
+        /// The final status.
+        status: u16,
+        /// Its reason phrase.
+        reason: String,
+    },
+    /// A call the edge placed got no final answer in time (Timer B, or the ring timeout).
+    NoAnswer,
+    /// The callee's answer carried no SDP the edge can take; the call was hung up.
+    MediaRefused(String),
 }
 
 /// What happened in a call, for its owner.
@@ -136,6 +152,8 @@ pub enum EndReason {
 pub enum CallEvent {
     /// An INVITE whose offer the edge can take: answer with [`InboundCall::admit`].
     Incoming(Incoming),
+    /// A call the edge placed is ringing or in progress (180, 183, ...).
+    Progress(u16),
     /// The ACK came: media flows both ways.
     Established(Negotiated),
     /// A re-INVITE or UPDATE moved the media (hold, a new address).

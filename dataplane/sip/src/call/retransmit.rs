@@ -1,7 +1,7 @@
-//! One message sent again and again until answered (RFC 3261 §17: Timers A/E/G and the
-//! 2xx schedule of §13.3.1.4): first after T1, the interval doubling up to T2, until the
-//! answer comes or 64*T1 passes. Over a reliable transport it is sent once and only the
-//! give-up time runs.
+//! One message sent again and again until answered (RFC 3261 §17: Timers A/E/G and
+//! the 2xx schedule of §13.3.1.4): first after T1, the interval doubling up to T2
+//! (without that cap for an INVITE, Timer A), until the answer comes or 64*T1 passes.
+//! Over a reliable transport it is sent once and only the give-up time runs.
 
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,12 @@ impl Retransmit {
     pub(super) fn new(now: Instant, transmit: Transmit, timers: &Timers) -> Self {
         let next = (!transmit.transport.is_reliable()).then(|| now + timers.t1);
         Self { transmit, next, interval: timers.t1, cap: timers.t2, give_up: now + timers.t1 * 64 }
+    }
+
+    /// An INVITE the edge sends (Timer A, §17.1.1.2): its interval doubles without the
+    /// T2 cap, so it is resent at 0.5, 1.5, 3.5, 7.5, 15.5 and 31.5 s.
+    pub(super) fn invite(now: Instant, transmit: Transmit, timers: &Timers) -> Self {
+        Self { cap: timers.t1 * 64, ..Self::new(now, transmit, timers) }
     }
 
     /// When it is next due.

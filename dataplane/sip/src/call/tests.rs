@@ -417,7 +417,12 @@ proptest! {
                 Step::InviteAgain => call.handle_request(now, phone(), &invite()),
                 Step::Wait(ms) => {
                     now += Duration::from_millis(ms);
-                    while let Some(at) = call.poll_timeout().filter(|at| *at <= now) { call.handle_timeout(at); }
+                    let mut rounds = 0;
+                    while let Some(at) = call.poll_timeout().filter(|at| *at <= now) {
+                        call.handle_timeout(at);
+                        rounds += 1;
+                        prop_assert!(rounds < 1000, "a timer that never moves on: {:?}", call.state());
+                    }
                 }
             }
             ended += drain(&mut call).1.iter().filter(|e| matches!(e, CallEvent::Ended(_))).count();
