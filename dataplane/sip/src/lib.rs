@@ -9,8 +9,8 @@
 //!   the owner's admission and the time in; transmits, timers and call events out.
 //! - [`endpoint`]: the edge's SIP address: flood guard, stateless answers, a call per
 //!   INVITE and routing by Call-ID.
-//! - [`media`]: RTP (via `rtp-types`), RFC 4733 telephone events, G.711 by table, and
-//!   a jitter buffer with loss concealment.
+//! - [`media`]: RTP (via `rtp-types`) and RTCP, RFC 4733 telephone events, G.711 by
+//!   table, a jitter buffer with loss concealment, and one call's media both ways.
 //! - [`sdp`]: SDP (RFC 4566) and offer/answer (RFC 3264) for one G.711 audio stream with
 //!   RFC 4733 telephone events; no common codec is a 488 with the reason.
 //!

@@ -98,7 +98,7 @@ fn five_hundred_calls_through_one_endpoint() {
         for (i, session) in sessions.iter_mut().enumerate() {
             let packet = phones[i].media(0, false, &[0x55; 160], 160);
             let from = SocketAddr::from(([127, 0, 0, 1], 30000 + i as u16));
-            assert_eq!(session.receive(from, &packet), Received::Audio);
+            assert_eq!(session.receive(t0, from, &packet), Received::Audio);
             session.queue_audio(&[0x7E; 160]);
             let tick = session.tick();
             played += usize::from(matches!(tick.play, Playout::Frame(_)));

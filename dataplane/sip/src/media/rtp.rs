@@ -70,13 +70,15 @@ pub struct RtpSender {
     ssrc: u32,
     sequence: u16,
     timestamp: u32,
+    packets: u32,
+    octets: u32,
 }
 
 impl RtpSender {
     /// A stream with this SSRC, first sequence number and first timestamp (random in
     /// practice, RFC 3550 §5.1: the edge draws them).
     pub fn new(ssrc: u32, sequence: u16, timestamp: u32) -> Self {
-        Self { ssrc, sequence, timestamp }
+        Self { ssrc, sequence, timestamp, packets: 0, octets: 0 }
     }
 
     /// The stream's SSRC.
@@ -87,6 +89,11 @@ impl RtpSender {
     /// The timestamp the next media frame gets.
     pub fn timestamp(&self) -> u32 {
         self.timestamp
+    }
+
+    /// Packets and payload bytes sent (for RTCP sender reports; they wrap).
+    pub fn counts(&self) -> (u32, u32) {
+        (self.packets, self.octets)
     }
 
     /// A packet for one media frame of `samples` samples; the clock then moves on by them.
@@ -107,6 +114,8 @@ impl RtpSender {
             .ssrc(self.ssrc)
             .payload(payload);
         self.sequence = self.sequence.wrapping_add(1);
+        self.packets = self.packets.wrapping_add(1);
+        self.octets = self.octets.wrapping_add(payload.len() as u32);
         builder.write_vec_unchecked()
     }
 

@@ -6,12 +6,14 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use super::g711::Law;
 use super::jitter::{JitterBuffer, JitterConfig, Playout, Pushed};
+use super::rtcp::{self, Compound, ReceiverStats, SenderInfo};
 use super::rtp::{self, RtpSender};
 use super::telephone::{self, Event, Telephone};
-use super::{FRAME_MS, FRAME_SAMPLES};
+use super::{CLOCK_RATE, FRAME_MS, FRAME_SAMPLES};
 use crate::sdp::{Codec, Direction, Negotiated};
 
 /// How one call's media behaves.
@@ -42,7 +44,7 @@ pub enum Ignored {
     PayloadType(u8),
     /// Not an RTP packet the edge takes.
     Malformed,
-    /// RTCP on the RTP port.
+    /// RTCP that does not read, or on the RTP port without rtcp-mux.
     Rtcp,
     /// The jitter buffer did not keep it (duplicate, late, too large).
     Dropped(Pushed),
@@ -53,6 +55,9 @@ pub enum Ignored {
 pub enum Received {
     /// Audio, held for playout.
     Audio,
+    /// An RTCP compound packet (on the RTP port with rtcp-mux, or from
+    /// [`MediaSession::receive_rtcp`]): the phone's reports and whether it said BYE.
+    Rtcp(Compound),
     /// Telephone events (each press and release told once).
     Telephone(Vec<Telephone>),
     /// Ignored, and why.
@@ -80,6 +85,7 @@ pub struct MediaSession {
     remote_ssrc: Option<u32>,
     outgoing: VecDeque<u8>,
     talking: bool,
+    stats: Option<ReceiverStats>,
 }
 
 fn law(codec: Codec) -> Law {
@@ -103,6 +109,7 @@ impl MediaSession {
             remote_ssrc: None,
             outgoing: VecDeque::new(),
             talking: false,
+            stats: None,
             media,
         }
     }
@@ -117,13 +124,14 @@ impl MediaSession {
         self.media = media;
     }
 
-    /// Takes a datagram that came to the call's RTP port from `source`.
-    pub fn receive(&mut self, source: SocketAddr, datagram: &[u8]) -> Received {
+    /// Takes a datagram that came to the call's RTP port from `source` at `now`.
+    pub fn receive(&mut self, now: Instant, source: SocketAddr, datagram: &[u8]) -> Received {
         if source != self.media.remote {
             return Received::Ignored(Ignored::Source);
         }
         let packet = match rtp::parse(datagram) {
             Ok(packet) => packet,
+            Err(rtp::RtpError::Rtcp) if self.media.rtcp_mux => return self.rtcp(now, datagram),
             Err(rtp::RtpError::Rtcp) => return Received::Ignored(Ignored::Rtcp),
             Err(_) => return Received::Ignored(Ignored::Malformed),
         };
@@ -141,10 +149,52 @@ impl MediaSession {
             self.jitter = JitterBuffer::new(self.law, self.config.jitter);
         }
         self.remote_ssrc = Some(packet.ssrc);
+        let stats = match self.stats.take() {
+            Some(stats) if stats.ssrc() == packet.ssrc => stats,
+            _ => ReceiverStats::new(now, packet.ssrc, packet.sequence),
+        };
+        let stats = self.stats.insert(stats);
+        stats.on_packet(now, packet.sequence, packet.timestamp, CLOCK_RATE);
         match self.jitter.push(packet.sequence, packet.payload) {
             Pushed::Held | Pushed::Restarted => Received::Audio,
             other => Received::Ignored(Ignored::Dropped(other)),
         }
+    }
+
+    /// Takes a datagram that came to the call's RTCP port (the RTP port + 1 without
+    /// rtcp-mux) from `source`: only from the phone's address.
+    pub fn receive_rtcp(&mut self, now: Instant, source: SocketAddr, datagram: &[u8]) -> Received {
+        if source.ip() != self.media.remote.ip() {
+            return Received::Ignored(Ignored::Source);
+        }
+        self.rtcp(now, datagram)
+    }
+
+    fn rtcp(&mut self, now: Instant, datagram: &[u8]) -> Received {
+        let Ok(compound) = rtcp::parse(datagram) else { return Received::Ignored(Ignored::Rtcp) };
+        if let (Some(ntp), Some(stats)) = (compound.sender_report, self.stats.as_mut())
+            && stats.ssrc() == compound.ssrc
+        {
+            stats.on_sender_report(now, ntp);
+        }
+        Received::Rtcp(compound)
+    }
+
+    /// The edge's RTCP report for now (send one every few seconds, RFC 3550 §6.2: 5 s
+    /// is the usual interval), and where to: an SR on the stream it sends with a report
+    /// block on the stream it receives, and its CNAME. `wall` is the time since the
+    /// Unix epoch, read by the owner. `None` while the edge may not send.
+    pub fn report(&mut self, now: Instant, wall: Duration, cname: &str) -> Option<(SocketAddr, Vec<u8>)> {
+        if !self.may_send() {
+            return None;
+        }
+        let (packets, octets) = self.sender.counts();
+        let sender =
+            SenderInfo { ssrc: self.sender.ssrc(), wall, rtp_timestamp: self.sender.timestamp(), packets, octets };
+        let block = self.stats.as_mut().map(|stats| stats.report(now));
+        let remote = self.media.remote;
+        let to = if self.media.rtcp_mux { remote } else { SocketAddr::new(remote.ip(), remote.port().wrapping_add(1)) };
+        Some((to, rtcp::sender_report(&sender, block.as_ref(), cname)))
     }
 
     /// Queues the agent's audio (G.711 in the call's law, any length); past
