@@ -221,6 +221,21 @@ fn an_offer_without_a_common_codec_is_488_before_asking() {
 }
 
 #[test]
+fn a_required_extension_gets_420_and_no_hops_left_483() {
+    let mut with_100rel = invite();
+    with_100rel.headers.push("Require", "100rel, timer");
+    let mut call = InboundCall::new(Instant::now(), config(), &with_100rel, phone(), Transport::Udp, false).unwrap();
+    let (sent, events) = drain(&mut call);
+    assert_eq!(statuses(&sent), [100, 420]);
+    assert_eq!(response(&sent[1]).headers.get("Unsupported"), Some("100rel, timer"));
+    assert_eq!(events, [CallEvent::Ended(EndReason::Refused(420))]);
+    let mut looping = invite();
+    looping.headers.set("Max-Forwards", "0");
+    let mut call = InboundCall::new(Instant::now(), config(), &looping, phone(), Transport::Udp, false).unwrap();
+    assert_eq!(statuses(&drain(&mut call).0), [100, 483]);
+}
+
+#[test]
 fn cancel_gets_200_and_the_invite_487() {
     let t0 = Instant::now();
     let (mut call, _, _) = new_call(t0);

@@ -76,6 +76,30 @@ pub struct InboundCall {
     effects: VecDeque<Effect>,
 }
 
+/// Why an INVITE is refused before its offer is read.
+struct Precheck {
+    status: u16,
+    reason: String,
+    unsupported: Option<String>,
+}
+
+/// RFC 3261 §8.2.2.3 and §16.3: an extension the edge does not take in Require (420
+/// with Unsupported: the edge takes none, not even 100rel), or Max-Forwards at 0 (483).
+fn precheck(invite: &Request) -> Option<Precheck> {
+    let required: Vec<&str> =
+        invite.headers.all("Require").flat_map(|v| v.split(',')).map(str::trim).filter(|t| !t.is_empty()).collect();
+    if !required.is_empty() {
+        let tags = required.join(", ");
+        let reason = format!("Bad Extension: {tags} not supported");
+        return Some(Precheck { status: 420, reason, unsupported: Some(tags) });
+    }
+    match invite.headers.get("Max-Forwards").map(|v| v.trim().parse::<u32>()) {
+        Some(Ok(0)) => Some(Precheck { status: 483, reason: "Too Many Hops".into(), unsupported: None }),
+        Some(Err(_)) => Some(Precheck { status: 400, reason: "Invalid Max-Forwards".into(), unsupported: None }),
+        _ => None,
+    }
+}
+
 /// A reason phrase without line breaks or control characters, at most 200 characters.
 pub(crate) fn phrase(reason: &str) -> String {
     reason.chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect()
@@ -116,6 +140,15 @@ impl InboundCall {
         };
         let trying = call.respond(source, &call.invite.clone(), invite.response(100, None));
         call.invite_response = Some(trying);
+        if let Some(refusal) = precheck(invite) {
+            let mut response =
+                invite.response(refusal.status, Some(&call.dialog.local_tag)).with_reason(&refusal.reason);
+            if let Some(tags) = refusal.unsupported {
+                response.headers.push("Unsupported", tags);
+            }
+            call.send_final(now, response, EndReason::Refused(refusal.status));
+            return Ok(call);
+        }
         match call.offer(invite) {
             Ok((negotiated, answer)) => {
                 let incoming = call.incoming(invite, source, trusted, negotiated.clone());
@@ -242,10 +275,15 @@ impl InboundCall {
     /// with that status).
     fn refuse(&mut self, now: Instant, status: u16, reason: &str, end: Option<EndReason>) {
         let response = self.invite.response(status, Some(&self.dialog.local_tag)).with_reason(&phrase(reason));
+        self.send_final(now, response, end.unwrap_or(EndReason::Refused(status)));
+    }
+
+    /// Sends a final non-2xx answer to the INVITE, resent until its ACK.
+    fn send_final(&mut self, now: Instant, response: Response, end: EndReason) {
         let transmit = self.respond(self.dialog.peer, &self.invite.clone(), response);
         self.invite_response = Some(transmit.clone());
         self.inner = Inner::Refused(Retransmit::new(now, transmit, &self.config.timers));
-        self.end(end.unwrap_or(EndReason::Refused(status)));
+        self.end(end);
     }
 
     fn end(&mut self, reason: EndReason) {
