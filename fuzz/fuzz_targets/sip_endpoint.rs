@@ -1,6 +1,6 @@
 //! The SIP endpoint and its calls (`switchboard_sip::endpoint`, `switchboard_sip::call`):
 //! every datagram to the edge's SIP address, in any order, from a few sources, with the
-//! owner's answers and time passing between them. The input is a sequence of steps: a
+//! owner's answers, calls it places and hangs up, and time passing between them. The input is a sequence of steps: a
 //! control byte (which source, and what the owner does or how much time passes) and,
 //! for a datagram, a length byte and the datagram. Properties: nothing panics; no more
 //! calls than the limit; everything the edge sends is a SIP message that parses; every
@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use switchboard_sip::call::{Admission, CallConfig, CallEvent, Timers, Transport};
+use switchboard_sip::call::{Admission, CallConfig, CallEvent, Callee, Timers, Transport};
 use switchboard_sip::endpoint::{Endpoint, EndpointConfig, Output, Source};
 use switchboard_sip::sdp::{Codec, LocalMedia};
 use switchboard_sip::sip::parse::parse_datagram;
@@ -54,6 +54,7 @@ fuzz_target!(|data: &[u8]| {
     let mut now = Instant::now();
     let mut endpoint = Endpoint::new(EndpointConfig { max_calls: MAX_CALLS, ..EndpointConfig::default() });
     let mut incoming: Vec<String> = Vec::new();
+    let mut placed: Vec<String> = Vec::new();
     let mut calls = 0u64;
     let mut rest = data;
     while let Some((&control, tail)) = rest.split_first() {
@@ -80,8 +81,21 @@ fuzz_target!(|data: &[u8]| {
                     endpoint.admit(now, &id, admission);
                 }
             }
+            12 if control & 1 == 1 => {
+                calls += 1;
+                let callee = Callee {
+                    call_id: format!("out-{calls}"),
+                    uri: "sip:+442079460018@198.51.100.10".into(),
+                    from: "sip:+4930123456@192.0.2.1".into(),
+                    peer: source.address,
+                    transport: source.transport,
+                    ring_timeout: Duration::from_secs(60),
+                };
+                let _ = endpoint.place(now, config(calls), callee.clone());
+                placed.push(callee.call_id);
+            }
             12 => {
-                if let Some(id) = incoming.first().cloned() {
+                if let Some(id) = incoming.first().or(placed.first()).cloned() {
                     endpoint.hang_up(now, &id);
                 }
             }

@@ -3,20 +3,26 @@
 //! guards against floods ([`rate`]: messages past a source's rate are dropped
 //! unanswered), answers what belongs to no call by itself (OPTIONS 200, a request of
 //! an unknown dialogue 481, a malformed request whose head reads 400/413/505 with the
-//! reason, a new INVITE past capacity 503), starts an [`InboundCall`] for each new INVITE
-//! and routes everything else to its call by Call-ID. Calls that end are dropped.
+//! reason, a new INVITE past capacity 503), starts an [`InboundCall`] for each new INVITE,
+//! places [`OutboundCall`]s for its owner ([`Endpoint::place`]), and routes everything
+//! else to its call by Call-ID. Calls that end are dropped.
 //!
 //! Driven like the calls: [`Endpoint::handle_datagram`] / [`Endpoint::handle_message`],
 //! [`Endpoint::admit`], [`Endpoint::hang_up`], [`Endpoint::handle_timeout`] in;
 //! [`Endpoint::poll`] and [`Endpoint::poll_timeout`] out.
 
+mod call;
 pub mod rate;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::call::{ALLOW, Admission, CallConfig, CallEvent, Effect, InboundCall, Transmit, Transport};
+pub use call::Call;
+
+use crate::call::{
+    ALLOW, Admission, CallConfig, CallEvent, Callee, Effect, InboundCall, OutboundCall, Transmit, Transport,
+};
 use crate::sip::parse::parse_datagram;
 use crate::sip::{Limits, Message, Method, ParseError, Request};
 use rate::{RateConfig, RateLimiter};
@@ -36,6 +42,17 @@ impl Default for EndpointConfig {
     fn default() -> Self {
         Self { limits: Limits::default(), rate: RateConfig::default(), max_calls: 500 }
     }
+}
+
+/// Why a call could not be placed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaceError {
+    /// The endpoint holds as many calls as it may.
+    #[error("the edge is at capacity ({0} calls)")]
+    AtCapacity(usize),
+    /// Another call has this Call-ID.
+    #[error("the Call-ID {0} is in use")]
+    CallIdInUse(String),
 }
 
 /// Where a message came from.
@@ -89,7 +106,7 @@ pub enum Output {
 pub struct Endpoint {
     config: EndpointConfig,
     limiter: RateLimiter,
-    calls: HashMap<String, InboundCall>,
+    calls: HashMap<String, Call>,
     out: VecDeque<Output>,
 }
 
@@ -117,8 +134,23 @@ impl Endpoint {
     }
 
     /// A call in progress.
-    pub fn call(&self, call_id: &str) -> Option<&InboundCall> {
+    pub fn call(&self, call_id: &str) -> Option<&Call> {
         self.calls.get(call_id)
+    }
+
+    /// Places a call: the INVITE goes out at once (see [`OutboundCall`]); what follows
+    /// comes out of [`Endpoint::poll`] under `callee.call_id`.
+    pub fn place(&mut self, now: Instant, config: CallConfig, callee: Callee) -> Result<(), PlaceError> {
+        if self.calls.len() >= self.config.max_calls {
+            return Err(PlaceError::AtCapacity(self.config.max_calls));
+        }
+        if self.calls.contains_key(&callee.call_id) {
+            return Err(PlaceError::CallIdInUse(callee.call_id));
+        }
+        let id = callee.call_id.clone();
+        self.calls.insert(id.clone(), Call::Outbound(OutboundCall::new(now, config, callee)));
+        self.with_call(&id, |_| {});
+        Ok(())
     }
 
     /// The next thing to do.
@@ -128,7 +160,7 @@ impl Endpoint {
 
     /// When [`Endpoint::handle_timeout`] is next due.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.calls.values().filter_map(InboundCall::poll_timeout).min()
+        self.calls.values().filter_map(Call::poll_timeout).min()
     }
 
     /// Runs every call's timers due at `now`.
@@ -146,7 +178,11 @@ impl Endpoint {
 
     /// The owner's answer to a call's [`CallEvent::Incoming`].
     pub fn admit(&mut self, now: Instant, call_id: &str, admission: Admission) {
-        self.with_call(call_id, |call| call.admit(now, admission));
+        self.with_call(call_id, |call| {
+            if let Call::Inbound(call) = call {
+                call.admit(now, admission);
+            }
+        });
     }
 
     /// The edge ends a call.
@@ -256,7 +292,7 @@ impl Endpoint {
         };
         match InboundCall::new(now, config, invite, source.address, source.transport, source.trusted) {
             Ok(call) => {
-                self.calls.insert(id.to_owned(), call);
+                self.calls.insert(id.to_owned(), Call::Inbound(call));
                 self.with_call(id, |_| {});
             }
             Err(error) => {
@@ -267,7 +303,7 @@ impl Endpoint {
     }
 
     /// Runs `f` on a call, moves its effects out, and drops it once it is over.
-    fn with_call(&mut self, call_id: &str, f: impl FnOnce(&mut InboundCall)) {
+    fn with_call(&mut self, call_id: &str, f: impl FnOnce(&mut Call)) {
         let Some(call) = self.calls.get_mut(call_id) else { return };
         f(call);
         while let Some(effect) = call.poll() {

@@ -164,3 +164,43 @@ fn a_stream_message_is_handled_like_a_datagram() {
     assert_eq!(events.len(), 1);
     assert_eq!(e.poll_timeout(), None, "nothing to resend over TCP");
 }
+
+#[test]
+fn a_placed_call_is_routed_like_an_answered_one() {
+    let t0 = Instant::now();
+    let mut e = Endpoint::new(EndpointConfig { max_calls: 1, ..EndpointConfig::default() });
+    let trunk = Source { address: "198.51.100.10:5060".parse().unwrap(), transport: Transport::Udp, trusted: true };
+    let callee = crate::call::Callee {
+        call_id: "out-1".into(),
+        uri: "sip:+442079460018@198.51.100.10".into(),
+        from: "sip:+4930123456@127.0.0.1".into(),
+        peer: trunk.address,
+        transport: Transport::Udp,
+        ring_timeout: std::time::Duration::from_secs(60),
+    };
+    e.place(t0, call_config().unwrap(), callee.clone()).unwrap();
+    assert_eq!(e.place(t0, call_config().unwrap(), callee.clone()), Err(PlaceError::AtCapacity(1)));
+    let Some(Output::Transmit(t)) = e.poll() else { panic!("no INVITE") };
+    assert_eq!(t.to, trunk.address);
+    let Ok(Message::Request(invite)) = parse_datagram(&t.bytes, &Limits::default()) else { panic!() };
+    let offer = crate::sdp::SessionDescription::parse(&invite.body, &crate::sdp::Limits::default()).unwrap();
+    let mut callee_media = call_config().unwrap().media;
+    callee_media.address = "198.51.100.20".parse().unwrap();
+    let (_, answer) = callee_media.answer(&offer).unwrap();
+    let ok = invite.response(200, Some("gw")).with_body("application/sdp", answer.into_bytes());
+    e.handle_datagram(t0, trunk, &Message::Response(ok).to_bytes(), || None);
+    let mut acked = false;
+    let mut established = false;
+    while let Some(output) = e.poll() {
+        match output {
+            Output::Transmit(t) => acked |= String::from_utf8_lossy(&t.bytes).starts_with("ACK "),
+            Output::Event { call_id, event: CallEvent::Established(_) } => established = call_id == "out-1",
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(acked && established);
+    assert!(e.call("out-1").and_then(Call::as_outbound).is_some());
+    e.hang_up(t0, "out-1");
+    let Some(Output::Transmit(t)) = e.poll() else { panic!("no BYE") };
+    assert!(String::from_utf8_lossy(&t.bytes).starts_with("BYE "));
+}
