@@ -311,6 +311,9 @@ fn a_hold_re_invite_is_answered_and_moves_the_media() {
     let [CallEvent::MediaChanged(media)] = &events[..] else { panic!("{events:?}") };
     assert_eq!((media.codec, media.remote.port(), media.direction), (Codec::Pcma, 10900, Direction::RecvOnly));
     assert!(call.poll_timeout().is_some(), "its 200 is resent until its ACK");
+    call.handle_request(t0, phone(), &reinvite);
+    let (sent, events) = drain(&mut call);
+    assert_eq!((statuses(&sent), events.len()), (vec![200], 0), "a retransmitted re-INVITE gets its 200 again");
     call.handle_request(t0, phone(), &in_dialog("ACK", 14873, "z9hG4bKack2", "", ""));
     assert_eq!(call.poll_timeout(), None);
 }

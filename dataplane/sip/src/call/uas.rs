@@ -310,12 +310,12 @@ impl InboundCall {
         transmit
     }
 
-    /// Sends a response to `request`; responses to non-INVITE requests are kept for their
-    /// retransmissions.
+    /// Sends a response to `request`; responses to requests other than the first INVITE
+    /// (whose latest answer is kept apart) are kept for their retransmissions.
     fn respond(&mut self, to: SocketAddr, request: &Request, response: Response) -> Transmit {
         let transmit = self.transmit(to, Message::Response(response).to_bytes());
-        if request.method != Method::Invite
-            && let Ok(branch) = request.branch()
+        if let Ok(branch) = request.branch()
+            && !(request.method == Method::Invite && branch == self.invite_branch)
         {
             if self.kept.len() == KEPT_RESPONSES {
                 self.kept.pop_front();
