@@ -113,6 +113,10 @@ pub struct Incoming {
     /// Whether the caller's number comes from a trusted source (an authenticated trunk):
     /// only then may the owner vouch for it to the gateway.
     pub caller_asserted: bool,
+    /// The caller asked that its identity be withheld (RFC 3323 `Privacy: id`, `user` or
+    /// `header`): the number may be used inside the platform (routing, a verified caller)
+    /// but must not be shown or passed on to anyone outside it.
+    pub caller_private: bool,
     /// The caller's display name, as From says (never vouched for).
     pub display_name: Option<String>,
     /// Where the INVITE came from.

@@ -129,7 +129,13 @@ fn the_asserted_identity_is_believed_only_from_a_trusted_trunk() {
         assert_eq!((incoming.caller.as_deref(), incoming.caller_asserted), (Some(caller), trusted));
         assert_eq!(incoming.media.codec, Codec::Pcma, "the carrier prefers PCMA");
         assert_eq!(incoming.display_name.as_deref(), Some("+44 20 7946 0018"));
+        assert!(!incoming.caller_private, "Privacy: none");
     }
+    let mut private = carrier.clone();
+    private.headers.set("Privacy", "id;critical");
+    let mut call = InboundCall::new(Instant::now(), config(), &private, source, Transport::Udp, true).unwrap();
+    let (_, events) = drain(&mut call);
+    assert!(matches!(&events[..], [CallEvent::Incoming(i)] if i.caller_private && i.caller.is_some()));
 }
 
 #[test]

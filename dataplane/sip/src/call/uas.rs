@@ -192,6 +192,11 @@ impl InboundCall {
             dialled: dialled.map(str::to_owned),
             caller: asserted.or_else(|| from.as_ref().and_then(NameAddr::user)).map(str::to_owned),
             caller_asserted: trusted,
+            caller_private: invite
+                .headers
+                .all("Privacy")
+                .flat_map(|v| v.split(';'))
+                .any(|p| matches!(p.trim().to_ascii_lowercase().as_str(), "id" | "user" | "header")),
             display_name: from.and_then(|f| f.display).map(str::to_owned),
             source,
             media,
