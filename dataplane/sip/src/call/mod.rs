@@ -121,8 +121,10 @@ pub struct Incoming {
     pub display_name: Option<String>,
     /// Where the INVITE came from.
     pub source: SocketAddr,
-    /// What offer/answer settled.
-    pub media: Negotiated,
+    /// What offer/answer settled; `None` for an INVITE without an offer (a delayed
+    /// offer): the edge offers in its 200 and the media is settled by the ACK's answer
+    /// ([`CallEvent::Established`]).
+    pub media: Option<Negotiated>,
 }
 
 /// Why a call ended.
@@ -147,7 +149,8 @@ pub enum EndReason {
     },
     /// A call the edge placed got no final answer in time (Timer B, or the ring timeout).
     NoAnswer,
-    /// The callee's answer carried no SDP the edge can take; the call was hung up.
+    /// The other side's answer carried no SDP the edge can take (a callee's 200, or the
+    /// ACK to the edge's offer after a delayed offer); the call was hung up.
     MediaRefused(String),
 }
 

@@ -107,7 +107,8 @@ fn an_invite_gets_100_trying_and_asks_the_owner() {
     let [CallEvent::Incoming(incoming)] = &events[..] else { panic!("{events:?}") };
     assert_eq!(incoming.dialled.as_deref(), Some("+4930123456"));
     assert_eq!((incoming.caller.as_deref(), incoming.caller_asserted), (Some("caller"), false));
-    assert_eq!((incoming.media.codec, incoming.media.remote), (Codec::Pcmu, "127.0.0.1:10814".parse().unwrap()));
+    let media = incoming.media.as_ref().unwrap();
+    assert_eq!((media.codec, media.remote), (Codec::Pcmu, "127.0.0.1:10814".parse().unwrap()));
     assert_eq!(call.state(), State::Proceeding);
     assert_eq!(call.poll_timeout(), None);
 }
@@ -127,7 +128,7 @@ fn the_asserted_identity_is_believed_only_from_a_trusted_trunk() {
         let (_, events) = drain(&mut call);
         let [CallEvent::Incoming(incoming)] = &events[..] else { panic!("{events:?}") };
         assert_eq!((incoming.caller.as_deref(), incoming.caller_asserted), (Some(caller), trusted));
-        assert_eq!(incoming.media.codec, Codec::Pcma, "the carrier prefers PCMA");
+        assert_eq!(incoming.media.as_ref().unwrap().codec, Codec::Pcma, "the carrier prefers PCMA");
         assert_eq!(incoming.display_name.as_deref(), Some("+44 20 7946 0018"));
         assert!(!incoming.caller_private, "Privacy: none");
     }
@@ -224,6 +225,35 @@ fn an_offer_without_a_common_codec_is_488_before_asking() {
         sent[1]
     );
     assert_eq!(events, [CallEvent::Ended(EndReason::Refused(488))]);
+}
+
+#[test]
+fn a_delayed_offer_is_answered_with_an_offer_and_settled_by_the_ack() {
+    let t0 = Instant::now();
+    let mut no_offer = invite();
+    no_offer.body.clear();
+    no_offer.headers.remove("Content-Type");
+    let mut call = InboundCall::new(t0, config(), &no_offer, phone(), Transport::Udp, false).unwrap();
+    let (_, events) = drain(&mut call);
+    assert!(matches!(&events[..], [CallEvent::Incoming(i)] if i.media.is_none()));
+    call.admit(t0, Admission::Accept);
+    let (sent, _) = drain(&mut call);
+    let offer = String::from_utf8(response(&sent[0]).body.clone()).unwrap();
+    assert!(offer.contains("m=audio 20000 RTP/AVP 0 8 101"), "{offer}");
+    let sdp = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 10900 RTP/AVP 8 101\r\n\
+               a=rtpmap:101 telephone-event/8000\r\n";
+    call.handle_request(t0, phone(), &in_dialog("ACK", 14871, "z9hG4bKack1", "Content-Type: application/sdp\r\n", sdp));
+    let (_, events) = drain(&mut call);
+    let [CallEvent::Established(media)] = &events[..] else { panic!("{events:?}") };
+    assert_eq!((media.codec, media.remote.port(), media.telephone_event), (Codec::Pcma, 10900, Some(101)));
+
+    let mut call = InboundCall::new(t0, config(), &no_offer, phone(), Transport::Udp, false).unwrap();
+    call.admit(t0, Admission::Accept);
+    drain(&mut call);
+    call.handle_request(t0, phone(), &ack());
+    let (sent, events) = drain(&mut call);
+    assert!(matches!(&events[..], [CallEvent::Ended(EndReason::MediaRefused(_))]), "{events:?}");
+    assert!(matches!(&sent[..], [Message::Request(r)] if r.method == crate::sip::Method::Bye));
 }
 
 #[test]

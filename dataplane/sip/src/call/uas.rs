@@ -149,9 +149,17 @@ impl InboundCall {
             call.send_final(now, response, EndReason::Refused(refusal.status));
             return Ok(call);
         }
+        if invite.body.is_empty() {
+            // A delayed offer (RFC 3264 §4, common from carriers' gateways): the edge
+            // offers in its 200 and reads the answer in the ACK.
+            let incoming = call.incoming(invite, source, trusted, None);
+            call.answer = Some(call.config.media.offer());
+            call.effects.push_back(Effect::Event(CallEvent::Incoming(incoming)));
+            return Ok(call);
+        }
         match call.offer(invite) {
             Ok((negotiated, answer)) => {
-                let incoming = call.incoming(invite, source, trusted, negotiated.clone());
+                let incoming = call.incoming(invite, source, trusted, Some(negotiated.clone()));
                 call.negotiated = Some(negotiated);
                 call.answer = Some(answer);
                 call.effects.push_back(Effect::Event(CallEvent::Incoming(incoming)));
@@ -162,9 +170,6 @@ impl InboundCall {
     }
 
     fn offer(&self, request: &Request) -> Result<(Negotiated, String), SdpError> {
-        if request.body.is_empty() {
-            return Err(SdpError::NoAudio("no SDP offer in the INVITE (a delayed offer is not supported)".into()));
-        }
         match request.headers.get("Content-Type") {
             Some(t) if t.trim().eq_ignore_ascii_case("application/sdp") => {}
             other => {
@@ -178,7 +183,7 @@ impl InboundCall {
         self.config.media.answer(&offer)
     }
 
-    fn incoming(&self, invite: &Request, source: SocketAddr, trusted: bool, media: Negotiated) -> Incoming {
+    fn incoming(&self, invite: &Request, source: SocketAddr, trusted: bool, media: Option<Negotiated>) -> Incoming {
         let from = invite.from().ok();
         let asserted = invite
             .headers
@@ -380,6 +385,18 @@ impl InboundCall {
             Inner::Refused(_) => self.linger(now, self.config.timers.t4),
             Inner::Answered(_) => {
                 self.inner = Inner::Confirmed;
+                if self.negotiated.is_none() {
+                    // The edge offered in its 200: the answer is in this ACK.
+                    let answer = SessionDescription::parse(&request.body, &Limits::default())
+                        .and_then(|answer| self.config.media.accept_answer(&answer));
+                    match answer {
+                        Ok(media) => self.negotiated = Some(media),
+                        Err(error) => {
+                            self.end(EndReason::MediaRefused(format!("the ACK carries no usable answer: {error}")));
+                            return self.send_bye(now);
+                        }
+                    }
+                }
                 if let Some(media) = self.negotiated.clone() {
                     self.effects.push_back(Effect::Event(CallEvent::Established(media)));
                 }
