@@ -1,0 +1,36 @@
+//! Switchboard's SIP edge without I/O: the part of a phone-call edge that needs no
+//! socket, clock or runtime. The edge's tasks read datagrams and stream bytes, hand them
+//! here with their addresses and the time, and perform what comes back: datagrams to
+//! send, timers to set, call events for the session they open at the gateway.
+//!
+//! - [`sip`]: SIP messages (RFC 3261), parsed within [`sip::Limits`], and the responses
+//!   built from requests.
+//! - [`call`]: the inbound (RFC 3261 UAS) and outbound (UAC) call as state machines:
+//!   requests, responses, the owner's admission and the time in; transmits, timers and
+//!   call events out.
+//! - [`endpoint`]: the edge's SIP address: flood guard, stateless answers, a call per
+//!   INVITE, calls it places, and routing by Call-ID.
+//! - [`media`]: RTP (via `rtp-types`) and RTCP, RFC 4733 telephone events, G.711 by
+//!   table, a jitter buffer with loss concealment, and one call's media both ways.
+//! - [`sdp`]: SDP (RFC 4566) and offer/answer (RFC 3264) for one G.711 audio stream with
+//!   RFC 4733 telephone events; no common codec is a 488 with the reason.
+//!
+//! This crate depends on no async runtime and does no I/O; every input from outside is
+//! bounded and every bad input is a typed error. It draws no random numbers either: tags,
+//! Call-IDs, SSRCs and ports come from the owner.
+//!
+//! How the edge drives it: one [`endpoint::Endpoint`] per SIP address takes each
+//! datagram ([`endpoint::Endpoint::handle_datagram`]) or each message a
+//! [`sip::StreamDecoder`] cut from a TCP/TLS connection, with the time; after each call it
+//! drains [`endpoint::Endpoint::poll`] (transmits to send, call events, drops to count)
+//! and sleeps until [`endpoint::Endpoint::poll_timeout`]. On
+//! [`call::CallEvent::Incoming`] it decides who answers (the gateway's routing) and calls
+//! [`endpoint::Endpoint::admit`]; on [`call::CallEvent::Established`] it opens the
+//! session at the gateway with the call's G.711 law and starts a
+//! [`media::session::MediaSession`], ticking it every 20 ms.
+
+pub mod call;
+pub mod endpoint;
+pub mod media;
+pub mod sdp;
+pub mod sip;

@@ -1,0 +1,20 @@
+//! Media without I/O: RTP packets ([`rtp`]), RTCP reports and statistics ([`rtcp`]),
+//! RFC 4733 telephone events ([`telephone`]), G.711 μ-law and A-law ([`g711`]), a jitter
+//! buffer with loss concealment ([`jitter`]), and one call's media both ways put
+//! together ([`session`]).
+//! The edge's socket task hands datagrams in and sends what comes out; a tick every
+//! [`FRAME_MS`] drives playout and pacing.
+
+pub mod g711;
+pub mod jitter;
+pub mod rtcp;
+pub mod rtp;
+pub mod session;
+pub mod telephone;
+
+/// The length of one audio frame, in milliseconds.
+pub const FRAME_MS: u32 = 20;
+/// The RTP clock of G.711 and telephone events.
+pub const CLOCK_RATE: u32 = 8000;
+/// Samples (and G.711 bytes) in one frame.
+pub const FRAME_SAMPLES: usize = (CLOCK_RATE * FRAME_MS / 1000) as usize;

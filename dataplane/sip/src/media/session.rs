@@ -1,0 +1,273 @@
+//! One call's media both ways, without sockets: RTP from the phone in (only from the
+//! address the dialogue settled; only the settled codec and telephone-event payload
+//! types), through the jitter buffer to one frame a tick for the gateway; the agent's
+//! G.711 audio out, paced into one RTP packet a tick (silence when there is none, so
+//! NATs and media gateways keep the stream), and telephone events out.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::g711::Law;
+use super::jitter::{JitterBuffer, JitterConfig, Playout, Pushed};
+use super::rtcp::{self, Compound, ReceiverStats, SenderInfo};
+use super::rtp::{self, RtpSender};
+use super::telephone::{self, Event, Telephone};
+use super::{CLOCK_RATE, FRAME_MS, FRAME_SAMPLES};
+use crate::sdp::{Codec, Direction, Negotiated};
+
+/// How one call's media behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MediaConfig {
+    /// The jitter buffer.
+    pub jitter: JitterConfig,
+    /// The most outgoing audio held, in bytes of G.711 (8000 a second): the agent's reply
+    /// arrives faster than it is spoken. Default 10 s (80 KB).
+    pub max_outgoing: usize,
+    /// Send silence when there is no audio to send (keeps NAT bindings and media
+    /// gateways' timers alive).
+    pub send_silence: bool,
+}
+
+impl Default for MediaConfig {
+    fn default() -> Self {
+        Self { jitter: JitterConfig::default(), max_outgoing: 80_000, send_silence: true }
+    }
+}
+
+/// Why a datagram was ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ignored {
+    /// From an address that is not the dialogue's.
+    Source,
+    /// A payload type not settled for the call.
+    PayloadType(u8),
+    /// Not an RTP packet the edge takes.
+    Malformed,
+    /// RTCP that does not read, or on the RTP port without rtcp-mux.
+    Rtcp,
+    /// The jitter buffer did not keep it (duplicate, late, too large).
+    Dropped(Pushed),
+}
+
+/// What a received datagram was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// Audio, held for playout.
+    Audio,
+    /// An RTCP compound packet (on the RTP port with rtcp-mux, or from
+    /// [`MediaSession::receive_rtcp`]): the phone's reports and whether it said BYE.
+    Rtcp(Compound),
+    /// Telephone events (each press and release told once).
+    Telephone(Vec<Telephone>),
+    /// Ignored, and why.
+    Ignored(Ignored),
+}
+
+/// One tick's work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tick {
+    /// The caller's audio for the gateway (G.711 in the call's law).
+    pub play: Playout,
+    /// An RTP packet to send to the phone, and where.
+    pub send: Option<(SocketAddr, Vec<u8>)>,
+}
+
+/// One call's media (see the module docs).
+#[derive(Debug)]
+pub struct MediaSession {
+    config: MediaConfig,
+    media: Negotiated,
+    law: Law,
+    jitter: JitterBuffer,
+    receiver: telephone::Receiver,
+    sender: RtpSender,
+    remote_ssrc: Option<u32>,
+    outgoing: VecDeque<u8>,
+    talking: bool,
+    stats: Option<ReceiverStats>,
+}
+
+fn law(codec: Codec) -> Law {
+    match codec {
+        Codec::Pcmu => Law::Ulaw,
+        Codec::Pcma => Law::Alaw,
+    }
+}
+
+impl MediaSession {
+    /// Media for what offer/answer settled; the outgoing stream starts at this SSRC,
+    /// sequence number and timestamp (random in practice: the owner draws them).
+    pub fn new(config: MediaConfig, media: Negotiated, ssrc: u32, sequence: u16, timestamp: u32) -> Self {
+        let law = law(media.codec);
+        Self {
+            config,
+            law,
+            jitter: JitterBuffer::new(law, config.jitter),
+            receiver: telephone::Receiver::new(),
+            sender: RtpSender::new(ssrc, sequence, timestamp),
+            remote_ssrc: None,
+            outgoing: VecDeque::new(),
+            talking: false,
+            stats: None,
+            media,
+        }
+    }
+
+    /// A re-INVITE or UPDATE moved the media (hold, a new address or codec).
+    pub fn update(&mut self, media: Negotiated) {
+        if media.codec != self.media.codec {
+            self.law = law(media.codec);
+            self.jitter = JitterBuffer::new(self.law, self.config.jitter);
+            self.outgoing.clear();
+        }
+        self.media = media;
+    }
+
+    /// Takes a datagram that came to the call's RTP port from `source` at `now`.
+    pub fn receive(&mut self, now: Instant, source: SocketAddr, datagram: &[u8]) -> Received {
+        if source != self.media.remote {
+            return Received::Ignored(Ignored::Source);
+        }
+        let packet = match rtp::parse(datagram) {
+            Ok(packet) => packet,
+            Err(rtp::RtpError::Rtcp) if self.media.rtcp_mux => return self.rtcp(now, datagram),
+            Err(rtp::RtpError::Rtcp) => return Received::Ignored(Ignored::Rtcp),
+            Err(_) => return Received::Ignored(Ignored::Malformed),
+        };
+        if Some(packet.payload_type) == self.media.telephone_event {
+            return match self.receiver.receive(packet.timestamp, packet.payload) {
+                Ok(told) => Received::Telephone(told),
+                Err(_) => Received::Ignored(Ignored::Malformed),
+            };
+        }
+        if packet.payload_type != self.media.payload_type {
+            return Received::Ignored(Ignored::PayloadType(packet.payload_type));
+        }
+        if self.remote_ssrc.is_some_and(|ssrc| ssrc != packet.ssrc) {
+            // A new source (the phone restarted its stream): start the buffer again.
+            self.jitter = JitterBuffer::new(self.law, self.config.jitter);
+        }
+        self.remote_ssrc = Some(packet.ssrc);
+        let stats = match self.stats.take() {
+            Some(stats) if stats.ssrc() == packet.ssrc => stats,
+            _ => ReceiverStats::new(now, packet.ssrc, packet.sequence),
+        };
+        let stats = self.stats.insert(stats);
+        stats.on_packet(now, packet.sequence, packet.timestamp, CLOCK_RATE);
+        match self.jitter.push(packet.sequence, packet.payload) {
+            Pushed::Held | Pushed::Restarted => Received::Audio,
+            other => Received::Ignored(Ignored::Dropped(other)),
+        }
+    }
+
+    /// Takes a datagram that came to the call's RTCP port (the RTP port + 1 without
+    /// rtcp-mux) from `source`: only from the phone's address.
+    pub fn receive_rtcp(&mut self, now: Instant, source: SocketAddr, datagram: &[u8]) -> Received {
+        if source.ip() != self.media.remote.ip() {
+            return Received::Ignored(Ignored::Source);
+        }
+        self.rtcp(now, datagram)
+    }
+
+    fn rtcp(&mut self, now: Instant, datagram: &[u8]) -> Received {
+        let Ok(compound) = rtcp::parse(datagram) else { return Received::Ignored(Ignored::Rtcp) };
+        if let (Some(ntp), Some(stats)) = (compound.sender_report, self.stats.as_mut())
+            && stats.ssrc() == compound.ssrc
+        {
+            stats.on_sender_report(now, ntp);
+        }
+        Received::Rtcp(compound)
+    }
+
+    /// The edge's RTCP report for now (send one every few seconds, RFC 3550 §6.2: 5 s
+    /// is the usual interval), and where to: an SR on the stream it sends with a report
+    /// block on the stream it receives, and its CNAME. `wall` is the time since the
+    /// Unix epoch, read by the owner. `None` while the edge may not send.
+    pub fn report(&mut self, now: Instant, wall: Duration, cname: &str) -> Option<(SocketAddr, Vec<u8>)> {
+        if !self.may_send() {
+            return None;
+        }
+        let (packets, octets) = self.sender.counts();
+        let sender =
+            SenderInfo { ssrc: self.sender.ssrc(), wall, rtp_timestamp: self.sender.timestamp(), packets, octets };
+        let block = self.stats.as_mut().map(|stats| stats.report(now));
+        let remote = self.media.remote;
+        let to = if self.media.rtcp_mux { remote } else { SocketAddr::new(remote.ip(), remote.port().wrapping_add(1)) };
+        Some((to, rtcp::sender_report(&sender, block.as_ref(), cname)))
+    }
+
+    /// Queues the agent's audio (G.711 in the call's law, any length); past
+    /// [`MediaConfig::max_outgoing`] the oldest is dropped. Returns the bytes dropped.
+    pub fn queue_audio(&mut self, audio: &[u8]) -> usize {
+        self.outgoing.extend(audio);
+        let over = self.outgoing.len().saturating_sub(self.config.max_outgoing);
+        self.outgoing.drain(..over);
+        over
+    }
+
+    /// Drops the agent's queued audio (the caller barged in).
+    pub fn clear_audio(&mut self) {
+        self.outgoing.clear();
+    }
+
+    /// Bytes of the agent's audio waiting to be sent.
+    pub fn queued(&self) -> usize {
+        self.outgoing.len()
+    }
+
+    fn may_send(&self) -> bool {
+        let address = self.media.remote;
+        matches!(self.media.direction, Direction::SendRecv | Direction::SendOnly)
+            && address.port() != 0
+            && !address.ip().is_unspecified()
+    }
+
+    /// Every [`FRAME_MS`]: the caller's next frame, and the next packet to the phone.
+    pub fn tick(&mut self) -> Tick {
+        let play = self.jitter.pop();
+        let samples = FRAME_SAMPLES as u32;
+        let frame: Option<Vec<u8>> = if self.outgoing.is_empty() {
+            self.config.send_silence.then(|| vec![self.law.silence(); FRAME_SAMPLES])
+        } else {
+            let n = FRAME_SAMPLES.min(self.outgoing.len());
+            let mut frame: Vec<u8> = self.outgoing.drain(..n).collect();
+            frame.resize(FRAME_SAMPLES, self.law.silence());
+            Some(frame)
+        };
+        let send = match frame {
+            Some(frame) if self.may_send() => {
+                let marker = !self.talking;
+                self.talking = true;
+                Some((self.media.remote, self.sender.media(self.media.payload_type, marker, &frame, samples)))
+            }
+            _ => {
+                self.talking = false;
+                self.sender.skip(samples);
+                None
+            }
+        };
+        Tick { play, send }
+    }
+
+    /// The packets of one key press to send, each with its time after the first in
+    /// milliseconds; `None` when the phone takes no telephone events or the edge may not
+    /// send. The media clock is not moved (the audio stream goes on beside them).
+    pub fn digit(&mut self, event: Event, duration_ms: u32) -> Option<Vec<(u32, Vec<u8>)>> {
+        let payload_type = self.media.telephone_event?;
+        if !self.may_send() {
+            return None;
+        }
+        let start = self.sender.timestamp();
+        let packets = telephone::packets(event, duration_ms.max(FRAME_MS * 2));
+        Some(
+            packets
+                .into_iter()
+                .map(|p| (p.at_ms, self.sender.packet(payload_type, p.marker, start, &p.payload.to_bytes())))
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

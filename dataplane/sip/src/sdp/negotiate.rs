@@ -1,0 +1,229 @@
+//! Offer/answer (RFC 3264) for the edge's one audio stream: G.711 μ-law (PCMU) or A-law
+//! (PCMA) at 8 kHz, which the gateway's session protocol takes and gives as they are
+//! (`session_start.audio` `mulaw`/`alaw` at 8000, binary frames), so the edge never
+//! transcodes; and RFC 4733 telephone-event/8000 for digits. The first audio stream over
+//! RTP/AVP with a common codec is taken, in the offerer's order of preference; every
+//! other m= line is refused with port 0, as RFC 3264 §6 says.
+
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
+
+use super::{Direction, Media, SdpError, SessionDescription};
+
+/// A codec the edge speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Codec {
+    /// G.711 μ-law, static payload type 0.
+    Pcmu,
+    /// G.711 A-law, static payload type 8.
+    Pcma,
+}
+
+impl Codec {
+    /// The rtpmap encoding name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pcmu => "PCMU",
+            Self::Pcma => "PCMA",
+        }
+    }
+
+    /// The static payload type (RFC 3551).
+    pub fn payload_type(self) -> u8 {
+        match self {
+            Self::Pcmu => 0,
+            Self::Pcma => 8,
+        }
+    }
+
+    /// The gateway session protocol's name for this encoding (`session_start.audio`).
+    pub fn session_encoding(self) -> &'static str {
+        match self {
+            Self::Pcmu => "mulaw",
+            Self::Pcma => "alaw",
+        }
+    }
+
+    fn from_name(name: &str, clock_rate: u32) -> Option<Self> {
+        match (name.to_ascii_uppercase().as_str(), clock_rate) {
+            ("PCMU", 8000) => Some(Self::Pcmu),
+            ("PCMA", 8000) => Some(Self::Pcma),
+            _ => None,
+        }
+    }
+}
+
+/// The edge's side of the media: where it receives RTP and what it speaks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalMedia {
+    /// The address the other side sends RTP to.
+    pub address: IpAddr,
+    /// The RTP port.
+    pub port: u16,
+    /// The o= line's session id (a number, unique per call).
+    pub session_id: u64,
+    /// The o= line's version (raised on each new description in the dialogue).
+    pub version: u64,
+    /// The codecs the edge takes, most wanted first (for offers; an answer follows the
+    /// offerer's order).
+    pub codecs: Vec<Codec>,
+    /// The payload type for telephone-event in offers.
+    pub telephone_event: u8,
+}
+
+/// What offer/answer settled for the audio stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Negotiated {
+    /// Where to send RTP (the other side's connection address and port; port 0 or an
+    /// unspecified address means on hold).
+    pub remote: SocketAddr,
+    /// The codec both ways.
+    pub codec: Codec,
+    /// The payload type of the codec (the static one).
+    pub payload_type: u8,
+    /// The telephone-event payload type, if both sides take RFC 4733 digits.
+    pub telephone_event: Option<u8>,
+    /// The other side's ptime, if it said (the edge sends 20 ms frames).
+    pub remote_ptime: Option<u32>,
+    /// The direction from the edge's point of view.
+    pub direction: Direction,
+    /// RTCP on the RTP port.
+    pub rtcp_mux: bool,
+}
+
+fn is_rtp(media: &Media) -> bool {
+    media.proto == "RTP/AVP" || media.proto == "RTP/AVPF"
+}
+
+fn offered_names(sdp: &SessionDescription) -> String {
+    let mut names = Vec::new();
+    for media in sdp.media.iter().filter(|m| m.kind == "audio") {
+        for format in &media.formats {
+            let name = format.parse().ok().and_then(|pt| media.rtpmap(pt));
+            names.push(match name {
+                Some(map) => format!("{}/{}", map.encoding, map.clock_rate),
+                None => format!("payload type {format}"),
+            });
+        }
+    }
+    names.join(", ")
+}
+
+/// The common codec and telephone-event of one audio m= section, in its own order.
+fn pick(media: &Media, wanted: &[Codec]) -> Option<(Codec, u8, Option<u8>)> {
+    let maps = || media.formats.iter().filter_map(|f| f.parse().ok()).filter_map(|pt| media.rtpmap(pt));
+    let (codec, pt) = maps().find_map(|m| {
+        Codec::from_name(&m.encoding, m.clock_rate).filter(|c| wanted.contains(c)).map(|c| (c, m.payload_type))
+    })?;
+    let event = maps()
+        .find(|m| m.encoding.eq_ignore_ascii_case("telephone-event") && m.clock_rate == 8000)
+        .map(|m| m.payload_type);
+    Some((codec, pt, event))
+}
+
+impl LocalMedia {
+    /// Answers an offer: the settled stream and the answer's SDP body, or an error whose
+    /// [`SdpError::status`] is 488 with a reason that names what was offered.
+    pub fn answer(&self, offer: &SessionDescription) -> Result<(Negotiated, String), SdpError> {
+        let audio: Vec<usize> = (0..offer.media.len())
+            .filter(|&i| offer.media[i].kind == "audio" && is_rtp(&offer.media[i]) && offer.media[i].port != 0)
+            .collect();
+        if audio.is_empty() {
+            let kinds: Vec<String> = offer.media.iter().map(|m| format!("{} {}", m.kind, m.proto)).collect();
+            return Err(SdpError::NoAudio(if kinds.is_empty() { "none".to_owned() } else { kinds.join(", ") }));
+        }
+        let chosen = audio.iter().find_map(|&i| pick(&offer.media[i], &self.codecs).map(|p| (i, p)));
+        let Some((index, (codec, payload_type, telephone_event))) = chosen else {
+            return Err(self.no_common_codec(offer));
+        };
+        let media = &offer.media[index];
+        let address = media.connection.or(offer.connection).ok_or(SdpError::NoConnection)?;
+        let direction = media.direction.unwrap_or_default().answer();
+        let negotiated = Negotiated {
+            remote: SocketAddr::new(address, media.port),
+            codec,
+            payload_type,
+            telephone_event,
+            remote_ptime: media.ptime,
+            direction,
+            rtcp_mux: media.rtcp_mux,
+        };
+        let mut body = self.head();
+        for (i, other) in offer.media.iter().enumerate() {
+            if i == index {
+                self.audio_section(&mut body, &negotiated);
+            } else {
+                let first = other.formats.first().map(String::as_str).unwrap_or("0");
+                let _ = write!(body, "m={} 0 {} {first}\r\n", other.kind, other.proto);
+            }
+        }
+        Ok((negotiated, body))
+    }
+
+    /// An offer for an outbound call: every codec in [`LocalMedia::codecs`] and
+    /// telephone-event, sendrecv, 20 ms.
+    pub fn offer(&self) -> String {
+        let mut body = self.head();
+        let mut formats: Vec<String> = self.codecs.iter().map(|c| c.payload_type().to_string()).collect();
+        formats.push(self.telephone_event.to_string());
+        let _ = write!(body, "m=audio {} RTP/AVP {}\r\n", self.port, formats.join(" "));
+        for codec in &self.codecs {
+            let _ = write!(body, "a=rtpmap:{} {}/8000\r\n", codec.payload_type(), codec.name());
+        }
+        let te = self.telephone_event;
+        let _ = write!(body, "a=rtpmap:{te} telephone-event/8000\r\na=fmtp:{te} 0-15\r\na=ptime:20\r\na=sendrecv\r\n");
+        body
+    }
+
+    /// Reads the answer to [`LocalMedia::offer`].
+    pub fn accept_answer(&self, answer: &SessionDescription) -> Result<Negotiated, SdpError> {
+        let media = answer
+            .media
+            .iter()
+            .find(|m| m.kind == "audio" && is_rtp(m) && m.port != 0)
+            .ok_or_else(|| SdpError::NoAudio(offered_names(answer)))?;
+        let (codec, payload_type, telephone_event) =
+            pick(media, &self.codecs).ok_or_else(|| self.no_common_codec(answer))?;
+        let address = media.connection.or(answer.connection).ok_or(SdpError::NoConnection)?;
+        Ok(Negotiated {
+            remote: SocketAddr::new(address, media.port),
+            codec,
+            payload_type,
+            telephone_event,
+            remote_ptime: media.ptime,
+            direction: media.direction.unwrap_or_default().answer(),
+            rtcp_mux: media.rtcp_mux,
+        })
+    }
+
+    fn no_common_codec(&self, sdp: &SessionDescription) -> SdpError {
+        let supported: Vec<String> = self.codecs.iter().map(|c| format!("{}/8000", c.name())).collect();
+        SdpError::NoCommonCodec { offered: offered_names(sdp), supported: supported.join(", ") }
+    }
+
+    fn head(&self) -> String {
+        let family = if self.address.is_ipv4() { "IP4" } else { "IP6" };
+        let a = self.address;
+        format!(
+            "v=0\r\no=switchboard {} {} IN {family} {a}\r\ns=switchboard\r\nc=IN {family} {a}\r\nt=0 0\r\n",
+            self.session_id, self.version
+        )
+    }
+
+    fn audio_section(&self, body: &mut String, n: &Negotiated) {
+        let (pt, name) = (n.payload_type, n.codec.name());
+        match n.telephone_event {
+            Some(te) => {
+                let _ = write!(body, "m=audio {} RTP/AVP {pt} {te}\r\na=rtpmap:{pt} {name}/8000\r\n", self.port);
+                let _ = write!(body, "a=rtpmap:{te} telephone-event/8000\r\na=fmtp:{te} 0-15\r\n");
+            }
+            None => {
+                let _ = write!(body, "m=audio {} RTP/AVP {pt}\r\na=rtpmap:{pt} {name}/8000\r\n", self.port);
+            }
+        }
+        let _ = write!(body, "a=ptime:20\r\na={}\r\n", n.direction.as_str());
+        if n.rtcp_mux {
+            body.push_str("a=rtcp-mux\r\n");
+        }
+    }
+}
