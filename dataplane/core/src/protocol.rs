@@ -473,6 +473,18 @@ pub fn gateway_only(text: &str) -> bool {
         .is_ok_and(|value| value.get("type").and_then(serde_json::Value::as_str) == Some(IDENTITY_ASSERTION))
 }
 
+/// Whether a client frame is a `session_start`, its `type` read as [`decode_client`] reads
+/// it (whitespace, JSON escapes and repeated keys included): a runtime lets a signed start
+/// exceed the message limit, and whether one does cannot hang on how its JSON is spaced.
+/// Frames that cannot name it — without the word and without a backslash — are not parsed.
+pub fn is_session_start(text: &str) -> bool {
+    if !text.contains("session_start") && !text.contains('\\') {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(text)
+        .is_ok_and(|value| value.get("type").and_then(serde_json::Value::as_str) == Some("session_start"))
+}
+
 /// Parses one client text frame, telling bad JSON, unknown types and malformed messages apart.
 pub fn decode_client(text: &str) -> Result<ClientMessage, DecodeError> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| DecodeError::InvalidJson(e.to_string()))?;

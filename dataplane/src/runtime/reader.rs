@@ -105,17 +105,16 @@ impl Reader {
     /// signed `session_start` up to [`switchboard_core::grant::MAX_START_BYTES`] (the
     /// socket refuses anything larger).
     fn over_limit(&mut self, frame: &Message) -> Option<Verdict> {
-        let (len, start) = match frame {
-            Message::Text(text) => (text.len(), text.starts_with(r#"{"type":"session_start""#)),
-            Message::Binary(data) => (data.len(), false),
+        let len = match frame {
+            Message::Text(text) => text.len(),
+            Message::Binary(data) => data.len(),
             _ => return None,
         };
         let first = !std::mem::replace(&mut self.started, true);
-        if first && start {
-            return None;
-        }
         let limit = self.state.config.max_message_bytes;
-        (len > limit).then(|| {
+        // Parsed only when it matters: a first text frame over the limit.
+        let start = || matches!(frame, Message::Text(text) if switchboard_core::protocol::is_session_start(text));
+        (len > limit && !(first && start())).then(|| {
             let reason = format!("a message exceeded the limit of {limit} bytes");
             Verdict::Fatal(close_code::TOO_BIG, reason, "message_too_big")
         })

@@ -3,7 +3,7 @@
 //! the session and connection limits, idle and slow clients, browser origins, and the
 //! drain on shutdown.
 
-use switchboard_core::protocol::{ServerMessage, close_code};
+use switchboard_core::protocol::{ClientMessage, ServerMessage, close_code};
 use switchboard_dataplane::runtime::ServerConfig;
 
 use crate::common::{self, Client, replies};
@@ -36,6 +36,24 @@ async fn oversized_frames_are_refused_with_1009() {
     let (code, reason) = client.closed().await;
     assert_eq!(code, close_code::TOO_BIG, "{reason}");
     assert!(reason.contains("1024"), "{reason}");
+}
+
+/// A signed `session_start` may exceed the message limit (it carries the session's memory
+/// and history), whatever the spacing of its JSON; nothing after it may.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_start_over_the_limit_is_taken_however_its_json_is_spaced() {
+    let running = common::banking(ServerConfig { max_message_bytes: 1024, ..ServerConfig::default() }).await;
+    let memory = [("notes".to_owned(), serde_json::json!("n".repeat(2048)))].into();
+    let start = ClientMessage::SessionStart(common::signed_start(&running.key, "triage", memory));
+    // As a client library writes it: `{ "type": ...`, not the runtime's own `{"type":...`.
+    let spaced = serde_json::to_string_pretty(&start).expect("serialises");
+    assert!(spaced.len() > 1024 && !spaced.starts_with(r#"{"type""#), "{}", &spaced[..40]);
+    let mut client = Client::connect(&running.runtime_url("")).await;
+    client.send_raw(&spaced).await;
+    client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    client.say(&"x".repeat(4096)).await;
+    let (code, reason) = client.closed().await;
+    assert_eq!(code, close_code::TOO_BIG, "only the start may pass the limit: {reason}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -54,3 +54,14 @@ fn server_messages_carry_snake_case_type() {
     let done = ServerMessage::BidiResponseComplete { turn: 2, stop_reason: StopReason::Handoff };
     assert_eq!(done.to_json(), r#"{"type":"bidi_response_complete","turn":2,"stop_reason":"handoff"}"#);
 }
+
+#[test]
+fn a_session_start_is_recognised_however_its_json_is_spelled() {
+    assert!(is_session_start(r#"{"type":"session_start"}"#));
+    assert!(is_session_start(r#"{ "type" : "session_start", "voice": "matthew" }"#), "spaces");
+    assert!(is_session_start(r#"{"voice":"matthew","type":"session_start"}"#), "another field first");
+    assert!(is_session_start(r#"{"type":"session\u005fstart"}"#), "an escape");
+    assert!(!is_session_start(r#"{"type":"bidi_text_input","text":"session_start"}"#), "only the type counts");
+    assert!(!is_session_start(r#"{"type":"session_start""#), "not JSON");
+    assert!(!is_session_start(r#"{"type":"bidi_audio_input","audio":"AAAA"}"#));
+}
