@@ -317,3 +317,6 @@ impl Session {
         (&mut self.calls, cx)
     }
 }
+
+#[cfg(test)]
+mod tests;
