@@ -7,13 +7,9 @@
 //!
 //! A spoken or typed answer goes to the earliest request still waiting (the one the agent
 //! asked first); `tool_consent` names the one it answers.
-
-use std::time::{Duration, Instant};
-
-use super::calls::Call;
-use super::session::{Effect, Session, final_text, refused_input};
-use super::tools::{FailureKind, ToolFailure};
-use crate::protocol::{ErrorCode, ServerMessage, TranscriptRole};
+//!
+//! This module owns the reading of words ([`classify`]); the requests themselves, their
+//! deadlines and answers are the session's tool calls' (`session::calls::consent`).
 
 /// How the user's words answer a consent request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,133 +123,6 @@ pub fn classify(text: &str) -> Answer {
         (true, false) => Answer::Yes,
         (false, true) => Answer::No,
         _ => Answer::Unclear,
-    }
-}
-
-/// How long a consent request waits for `call`'s tool.
-fn patience(session: &Session, call: &Call) -> Duration {
-    let seconds = session.core.tool(&call.name).map_or(60, |t| t.consent_timeout_seconds);
-    Duration::from_secs(u64::from(seconds.max(1)))
-}
-
-impl Session {
-    /// The earliest moment something is due ([`crate::Input::Tick`] then): the deadline of
-    /// the consent request that expires first.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.calls.iter().filter(|c| c.awaiting_consent).filter_map(|c| c.deadline).min()
-    }
-
-    /// The consent request of call `index` goes out now; it expires after the tool's
-    /// `consentTimeoutSeconds`. Voice: the model is asked to put the question to the caller
-    /// in words (a voice model does not speak while it waits for a tool result).
-    pub(super) fn ask_consent(&mut self, index: usize, now: Instant) -> Vec<Effect> {
-        let call = &self.calls[index];
-        let deadline = now + patience(self, call);
-        let description = self.core.tool(&call.name).map(|t| t.description.clone()).unwrap_or_default();
-        let request = ServerMessage::ConsentRequest {
-            tool_use_id: call.id.clone(),
-            name: call.name.clone(),
-            description: description.clone(),
-            input: call.input.clone(),
-        };
-        let mut effects = vec![Effect::Send(request)];
-        if self.voice {
-            let ask = format!(
-                "(Before the {} tool runs, the caller must allow it: {}. Ask the caller in one short question whether to go ahead, and wait for a yes or a no.)",
-                call.name,
-                description.trim_end_matches('.')
-            );
-            self.remember_typed(&ask);
-            effects.push(Effect::SendVoiceText(ask));
-        }
-        self.calls[index].deadline = Some(deadline);
-        effects
-    }
-
-    /// The earliest call waiting for consent.
-    fn pending_consent(&self) -> Option<usize> {
-        self.calls
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.awaiting_consent)
-            .min_by_key(|(_, c)| c.deadline)
-            .map(|(index, _)| index)
-    }
-
-    /// Typed text while a consent request waits (text sessions): a clear answer answers it
-    /// (and the line is shown as the user's), anything else is refused and the request
-    /// asked again. `None`: no request waits; the text is an ordinary input.
-    pub(super) fn typed_consent(&mut self, text: &str, id: Option<String>, now: Instant) -> Option<Vec<Effect>> {
-        let index = self.pending_consent()?;
-        match classify(text) {
-            Answer::Unclear => Some(self.ask_again(index, Some(id))),
-            answer => {
-                let mut effects = vec![
-                    Effect::Send(final_text(TranscriptRole::User, text, id)),
-                    self.transcript("user", serde_json::json!({ "text": text })),
-                ];
-                let tool_use_id = self.calls[index].id.clone();
-                effects.extend(self.consent(&tool_use_id, answer == Answer::Yes, now));
-                Some(effects)
-            }
-        }
-    }
-
-    /// The user's words (spoken or typed, already recorded) in a voice session: a clear
-    /// answer answers the waiting request; unclear ones leave it waiting and show it again
-    /// (the model heard the words too, and asks again in its own).
-    pub(super) fn spoken_consent(&mut self, text: &str, now: Instant) -> Vec<Effect> {
-        let Some(index) = self.pending_consent() else { return Vec::new() };
-        match classify(text) {
-            Answer::Unclear => self.ask_again(index, None),
-            answer => {
-                let tool_use_id = self.calls[index].id.clone();
-                self.consent(&tool_use_id, answer == Answer::Yes, now)
-            }
-        }
-    }
-
-    /// An unclear answer: the request stays (its deadline too) and is shown again; a typed
-    /// input (`Some(id)`) is refused by id.
-    fn ask_again(&mut self, index: usize, typed: Option<Option<String>>) -> Vec<Effect> {
-        let call = &self.calls[index];
-        let mut effects = Vec::new();
-        if let Some(id) = typed {
-            let message = format!(
-                "the {} tool waits for your approval: answer yes or no (your message was not taken as either)",
-                call.name
-            );
-            effects.push(Effect::Send(refused_input(ErrorCode::ConsentUnclear, message, id)));
-        }
-        let description = self.core.tool(&call.name).map(|t| t.description.clone()).unwrap_or_default();
-        effects.push(Effect::Send(ServerMessage::ConsentRequest {
-            tool_use_id: call.id.clone(),
-            name: call.name.clone(),
-            description,
-            input: call.input.clone(),
-        }));
-        effects
-    }
-
-    /// Time passed: consent requests past their deadline end without running their tool.
-    pub(super) fn tick(&mut self, now: Instant) -> Vec<Effect> {
-        let expired: Vec<usize> = (0..self.calls.len())
-            .filter(|&i| self.calls[i].awaiting_consent && self.calls[i].deadline.is_some_and(|d| d <= now))
-            .collect();
-        let mut effects = Vec::new();
-        for index in expired {
-            let seconds = patience(self, &self.calls[index]).as_secs();
-            self.calls[index].awaiting_consent = false;
-            let message = format!(
-                "the user did not answer the consent request within {seconds} s, so the tool did not run; ask again if it is still needed"
-            );
-            let failure = ToolFailure::new(FailureKind::ConsentTimeout, message);
-            effects.extend(self.finish_call(index, Err(failure), now));
-        }
-        if !effects.is_empty() {
-            effects.extend(self.maybe_done());
-        }
-        effects
     }
 }
 

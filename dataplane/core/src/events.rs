@@ -62,7 +62,7 @@ pub enum Input {
         /// The call.
         tool_use_id: String,
         /// Its result or failure.
-        outcome: Result<serde_json::Value, super::ToolFailure>,
+        outcome: Result<serde_json::Value, super::tools::ToolFailure>,
     },
     /// The user answered a consent request.
     Consent {

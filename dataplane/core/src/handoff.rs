@@ -36,7 +36,7 @@ pub enum ReturnStatus {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryTurn {
     /// `user` or `assistant`.
-    pub role: crate::protocol::TranscriptRole,
+    pub role: crate::transcript::TranscriptRole,
     /// What was said.
     pub text: String,
 }

@@ -9,31 +9,34 @@
 //! server, local mode and the gateway — perform the effects and feed the outcomes back.
 //!
 //! Voice and hybrid sessions run the same logic over a streaming voice model (Nova
-//! Sonic): [`Session::start_voice`] and the `Voice*` inputs; see the `voice` module.
+//! Sonic): [`Session::start_voice`] and the `Voice*` inputs.
+//!
+//! The session (module `session`) is a coordinator over sub-states that own their fields,
+//! each its own module under it: the shared state (agent, memory, workflow, prompt), the
+//! conversation (messages, summary, compaction), the tool calls (with the planned handoff
+//! and the result cache; they return their effects without seeing the session), the turn
+//! (the only place the phase moves), the drive (text, or voice with its own state) and what
+//! a client is shown. The modules beside it are what it is built from and know no session:
+//! the agent ([`agent`], [`skills`]), the workflow, memory, tools and their [`authority`],
+//! prompts ([`prompt`]), the context guard ([`context`], [`summary`]), consent in words
+//! ([`consent`]), handoffs ([`handoff`]) and the vocabulary with the adapters (`events`).
 //!
 //! A session is a plain value driven through `&mut self`, so its inputs are handled one
 //! at a time; user input that arrives while a turn is in progress is queued and handled
 //! when the turn completes (per-session serialized execution).
 
-mod activity;
 pub mod agent;
 pub mod assertion;
 pub mod audio;
 pub mod authority;
-mod calls;
-mod cancel;
-mod carry;
-mod compaction;
 pub mod consent;
 pub mod context;
 mod events;
 pub mod gateway_keys;
 pub mod grant;
 pub mod handoff;
-mod heard;
 pub mod memory;
 pub mod model;
-mod model_call;
 pub mod prompt;
 pub mod protocol;
 pub mod redact;
@@ -42,13 +45,12 @@ mod skills;
 pub mod summary;
 pub mod tools;
 pub mod transcript;
-mod voice;
 pub mod workflow;
 
 pub use agent::{AgentCore, ConfigError, GOTO_TOOL};
-pub use carry::messages_from_history;
 pub use events::Activity;
 pub use handoff::{HandoffContext, HandoffKind, HandoffRequest, HistoryTurn, ReturnStatus, WorkflowSnapshot};
+pub use session::messages_from_history;
 pub use session::{Effect, Input, MAX_QUEUED_INPUTS, MAX_TOOL_ROUNDS, ModelReply, Session, SessionInit};
 pub use tools::{FailureKind, ForPeople, ToolFailure};
 pub use transcript::TranscriptEntry;

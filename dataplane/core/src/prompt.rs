@@ -1,8 +1,8 @@
 //! Prompt assembly: the persona's template with its placeholders filled, the response
 //! style guidance, the agent's identity, skills, examples and knowledge, the workflow, the
 //! skills in use, and what the session carries (handoff context, a summary of compacted
-//! turns). Pure functions of session state; the session rebuilds the prompt whenever that
-//! state changes.
+//! turns). Pure functions of session state ([`session_prompt`] puts them together); the
+//! session rebuilds the prompt whenever that state changes.
 //!
 //! Every prompt carries the current date: `{date}` in the template, or a line of its own.
 //! Parts the template has no placeholder for are added as sections of their own when they
@@ -19,9 +19,9 @@ use switchboard_crds::RuntimeSpec;
 use switchboard_crds::agent::USE_SKILL_TOOL;
 
 use super::handoff::{HandoffContext, HandoffKind};
-use super::session::Session;
+use super::memory::Memory;
 use super::skills::skill_data;
-use super::workflow;
+use super::workflow::{self, WorkflowState};
 
 /// Values for the template's placeholders.
 #[derive(Clone, Debug)]
@@ -173,81 +173,66 @@ pub fn assemble(parts: &[&str]) -> String {
     parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()).collect::<Vec<_>>().join("\n\n")
 }
 
-/// The session's system prompt, cached until its state changes.
-impl Session {
-    /// The system prompt as it stands (rebuilt if the state changed since).
-    pub fn system_prompt(&mut self) -> String {
-        self.system_prompt_ref().to_owned()
-    }
-
-    /// [`Session::system_prompt`], borrowed: rebuilt only after a state change.
-    pub fn system_prompt_ref(&mut self) -> &str {
-        if self.prompt.is_none() {
-            self.prompt = Some(self.build_prompt());
-        }
-        self.prompt.as_deref().unwrap_or_default()
-    }
-
-    /// Marks the prompt stale after a state change.
-    pub(super) fn invalidate_prompt(&mut self) {
-        self.prompt = None;
-    }
-
-    fn build_prompt(&self) -> String {
-        let spec = self.core.spec();
-        let persona = &spec.persona.spec;
-        let template = persona.system_prompt.as_str();
-        let memory = self.memory.render();
-        let in_use = self.workflow.skills();
-        let profile = &spec.profile;
-        let skills = render_skills(spec, in_use);
-        let examples = render_examples(spec);
-        let data = data_context(spec, in_use);
-        let values = TemplateValues {
-            name: &persona.display_name,
-            agent: &spec.agent.name,
-            memory: &memory,
-            date: &self.today,
-            language: &persona.language,
-            role: profile.role.as_deref().unwrap_or_default(),
-            description: profile.description.as_deref().unwrap_or_default(),
-            skills: &skills,
-            examples: &examples,
-            data_context: &data,
-        };
-        let body = render_template(template, &values);
-        let identity = if template.contains("{role}") || template.contains("{description}") {
-            String::new()
-        } else {
-            let role = profile.role.as_deref().map(|r| format!("Your role: {r}.")).unwrap_or_default();
-            [role, profile.description.clone().unwrap_or_default()].join(" ")
-        };
-        let date = unless_placed(template, "date", format!("Today's date: {}.", self.today));
-        let memory_part = unless_placed(template, "memory", format!("What the session knows:\n{memory}"));
-        let data_part = if data.is_empty() { String::new() } else { format!("Data context:\n{data}") };
-        let workflow = workflow::render(&spec.workflow.spec, &self.workflow);
-        let arrival = self.arrival.as_ref().map(render_handoff).unwrap_or_default();
-        let summary = if self.summary.is_empty() {
-            String::new()
-        } else {
-            format!("Summary of the earlier conversation:\n{}", self.summary)
-        };
-        assemble(&[
-            &body,
-            &identity,
-            &date,
-            &memory_part,
-            style_guidance(persona.response_style, spec.mode),
-            &unless_placed(template, "skills", skills.clone()),
-            &unless_placed(template, "examples", examples.clone()),
-            &render_files(spec),
-            &unless_placed(template, "dataContext", data_part),
-            &workflow,
-            &render_skills_in_use(spec, in_use),
-            &arrival,
-            &summary,
-        ])
-    }
+/// A session's system prompt: the persona's template filled from `memory` and `today`,
+/// then every part it has no placeholder for, the workflow at `state`, how the session
+/// arrived (`arrival`) and the `summary` of compacted turns.
+pub fn session_prompt(
+    spec: &RuntimeSpec,
+    memory: &Memory,
+    state: &WorkflowState,
+    today: &str,
+    arrival: Option<&HandoffContext>,
+    summary: &str,
+) -> String {
+    let persona = &spec.persona.spec;
+    let template = persona.system_prompt.as_str();
+    let memory = memory.render();
+    let in_use = state.skills();
+    let profile = &spec.profile;
+    let skills = render_skills(spec, in_use);
+    let examples = render_examples(spec);
+    let data = data_context(spec, in_use);
+    let values = TemplateValues {
+        name: &persona.display_name,
+        agent: &spec.agent.name,
+        memory: &memory,
+        date: today,
+        language: &persona.language,
+        role: profile.role.as_deref().unwrap_or_default(),
+        description: profile.description.as_deref().unwrap_or_default(),
+        skills: &skills,
+        examples: &examples,
+        data_context: &data,
+    };
+    let body = render_template(template, &values);
+    let identity = if template.contains("{role}") || template.contains("{description}") {
+        String::new()
+    } else {
+        let role = profile.role.as_deref().map(|r| format!("Your role: {r}.")).unwrap_or_default();
+        [role, profile.description.clone().unwrap_or_default()].join(" ")
+    };
+    let date = unless_placed(template, "date", format!("Today's date: {today}."));
+    let memory_part = unless_placed(template, "memory", format!("What the session knows:\n{memory}"));
+    let data_part = if data.is_empty() { String::new() } else { format!("Data context:\n{data}") };
+    let workflow = workflow::render(&spec.workflow.spec, state);
+    let arrival = arrival.map(render_handoff).unwrap_or_default();
+    let summary =
+        if summary.is_empty() { String::new() } else { format!("Summary of the earlier conversation:\n{summary}") };
+    assemble(&[
+        &body,
+        &identity,
+        &date,
+        &memory_part,
+        style_guidance(persona.response_style, spec.mode),
+        &unless_placed(template, "skills", skills.clone()),
+        &unless_placed(template, "examples", examples.clone()),
+        &render_files(spec),
+        &unless_placed(template, "dataContext", data_part),
+        &workflow,
+        &render_skills_in_use(spec, in_use),
+        &arrival,
+        &summary,
+    ])
 }
 
 #[cfg(test)]

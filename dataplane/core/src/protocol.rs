@@ -22,6 +22,9 @@ mod codes;
 mod for_people;
 mod kind;
 mod session;
+/// Who produced a piece of transcript (defined beside the transcript entries, which the
+/// handoff context's history shares without depending on the wire types).
+pub use crate::transcript::TranscriptRole;
 pub use audio::{AudioFormat, AudioSettings};
 pub use codes::{ErrorCode, StopReason, close_code};
 pub use for_people::ErrorForPeople;
@@ -95,16 +98,6 @@ pub enum ClientMessage {
         /// The compact JWS.
         assertion: String,
     },
-}
-
-/// Who produced a piece of transcript.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TranscriptRole {
-    /// The person.
-    User,
-    /// The agent.
-    Assistant,
 }
 
 /// Token counts by direction and modality.

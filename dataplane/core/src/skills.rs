@@ -9,12 +9,14 @@
 //! A voice model's system prompt is fixed for its stream, so there `use_skill`'s result
 //! itself carries the instructions and data context (the prompt still changes, for the
 //! streams that replace the current one).
+//!
+//! This module owns the agent's side of skills (which skill holds which tool, putting one
+//! in use); a session's `use_skill` call is planned with its other tool calls
+//! (`session::calls`).
 
 use switchboard_crds::agent::{Skill, USE_SKILL_TOOL};
 
 use super::agent::AgentCore;
-use super::session::Session;
-use super::tools::{FailureKind, ToolFailure};
 use super::workflow::WorkflowState;
 use crate::model::ToolDefinition;
 
@@ -75,42 +77,4 @@ impl AgentCore {
 /// The data context of a skill (its inline text after resolution), if any.
 pub fn skill_data(skill: &Skill) -> &str {
     skill.data_context.as_ref().and_then(|c| c.text.as_deref()).unwrap_or_default()
-}
-
-impl Session {
-    /// The skills' part of a tool call: `use_skill` itself, or a tool held back by a skill
-    /// not in use. `None` for every other call, which goes on through the pipeline.
-    pub(super) fn skill_call(
-        &mut self,
-        name: &str,
-        input: &serde_json::Value,
-    ) -> Option<Result<serde_json::Value, ToolFailure>> {
-        if name == USE_SKILL_TOOL && !self.core.spec().skills.is_empty() {
-            return Some(self.use_skill(input));
-        }
-        if self.core.skill_allows(&self.workflow, name) {
-            return None;
-        }
-        let holders = self.core.skills_of(name).join(" or ");
-        Some(Err(ToolFailure::new(
-            FailureKind::NotAllowed,
-            format!("tool {name:?} belongs to the skill {holders}; call {USE_SKILL_TOOL} with that skill first"),
-        )))
-    }
-
-    fn use_skill(&mut self, input: &serde_json::Value) -> Result<serde_json::Value, ToolFailure> {
-        let name = input.get("skill").and_then(serde_json::Value::as_str).unwrap_or_default();
-        let core = self.core.clone();
-        let skill =
-            core.use_skill(&mut self.workflow, name).map_err(|m| ToolFailure::new(FailureKind::InvalidInput, m))?;
-        self.invalidate_prompt();
-        let mut result = serde_json::json!({ "skill": skill.name, "inUse": self.workflow.skills() });
-        if self.voice {
-            result["instructions"] = skill.instructions.clone().into();
-            result["dataContext"] = skill_data(skill).into();
-        } else {
-            result["note"] = "The skill's instructions and data are now in your system prompt.".into();
-        }
-        Ok(result)
-    }
 }

@@ -1,8 +1,19 @@
 //! Transcript entries: one JSON object per line (JSONL) for each thing said or done in a
-//! session. The core produces them; an adapter writes them (see
+//! session, and who said a thing ([`TranscriptRole`], which the protocol and the handoff
+//! context share). The core produces them; an adapter writes them (see
 //! the `switchboard-dataplane` crate's `runtime::transcript`).
 
 use serde::{Deserialize, Serialize};
+
+/// Who produced a piece of transcript.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TranscriptRole {
+    /// The person.
+    User,
+    /// The agent.
+    Assistant,
+}
 
 /// One line of a transcript.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,210 @@
+//! The course of a turn, the same in both drives: tool outcomes and consent coming in, the
+//! round answered (another model call, the results into the voice stream, or a handoff),
+//! the end of the turn and of the session, compaction, and `bidi_cancel` — the user stops
+//! the current turn (the model's answer in progress, the tool calls of the turn, running
+//! or waiting for consent) and the session goes on.
+//!
+//! Cancel: every unfinished call ends with a `cancelled` result, so the conversation stays
+//! well formed (each tool call answered) and the model knows; a handoff or end the turn
+//! had planned is dropped. Text: the model call in flight is dropped and the turn ends
+//! with `stop_reason: cancelled` (a typed input waiting behind it starts next). Voice: the
+//! client is told to stop playback, the results go to the model, and what the model still
+//! says is dropped until the user's next words (spoken or typed) reach it. With nothing
+//! under way the user is told so (`nothing_to_cancel`).
+
+use std::time::Instant;
+
+use crate::events::Effect;
+use crate::protocol::{ErrorCode, ServerMessage, StopReason};
+use crate::tools::ToolFailure;
+
+use super::Session;
+use super::turn::{Ending, MAX_TOOL_ROUNDS};
+
+impl Session {
+    pub(super) fn tool_finished(
+        &mut self,
+        id: &str,
+        outcome: Result<serde_json::Value, ToolFailure>,
+        now: Instant,
+    ) -> Vec<Effect> {
+        let (calls, mut cx) = self.cx();
+        let Some(mut effects) = calls.finished(id, outcome, &mut cx, now) else { return Vec::new() };
+        effects.extend(self.settle());
+        effects
+    }
+
+    pub(super) fn consent(&mut self, id: &str, approved: bool, now: Instant) -> Vec<Effect> {
+        let (calls, mut cx) = self.cx();
+        let mut effects = calls.consent(id, approved, &mut cx, now);
+        effects.extend(self.settle());
+        effects
+    }
+
+    /// Time passed: consent requests past their deadline end without running their tool.
+    pub(super) fn tick(&mut self, now: Instant) -> Vec<Effect> {
+        let (calls, mut cx) = self.cx();
+        let mut effects = calls.tick(&mut cx, now);
+        if !effects.is_empty() {
+            effects.extend(self.settle());
+        }
+        effects
+    }
+
+    /// When every tool call of the round has its result, the round is answered.
+    pub(super) fn settle(&mut self) -> Vec<Effect> {
+        if self.turn.in_tools() && self.calls.all_answered() {
+            return self.tools_done();
+        }
+        Vec::new()
+    }
+
+    /// Every tool call of a round has a result: a planned handoff happens now; otherwise
+    /// the results go to the model (voice: into the stream; text: another model call, up to
+    /// [`MAX_TOOL_ROUNDS`]).
+    fn tools_done(&mut self) -> Vec<Effect> {
+        let results = self.calls.take_results();
+        let for_voice = if self.drive.is_voice() { results.clone() } else { Vec::new() };
+        self.conversation.push_results(results);
+        let mut effects = self.common.advance();
+        if let Some(request) = self.calls.take_handoff() {
+            self.turn.hand_off();
+            effects.push(Effect::Send(ServerMessage::BidiResponseComplete {
+                turn: self.turn.number(),
+                stop_reason: StopReason::Handoff,
+            }));
+            effects.push(Effect::Send(ServerMessage::Handoff {
+                from: self.common.core().name().to_owned(),
+                to: request.target.clone(),
+                kind: request.context.kind,
+                context: Box::new(request.context.clone()),
+            }));
+            effects.push(
+                self.common
+                    .transcript("handoff", serde_json::json!({ "to": request.target, "kind": request.context.kind })),
+            );
+            effects.push(Effect::Handoff(request));
+            self.common.forget();
+            return effects;
+        }
+        if self.drive.is_voice() {
+            self.turn.enter_idle();
+            // The model answers the results: the turn is being worked on again.
+            self.live.answer_due();
+            effects.extend(for_voice.into_iter().map(Effect::SendToolResult));
+            return effects;
+        }
+        if self.turn.rounds() >= MAX_TOOL_ROUNDS {
+            effects.push(Effect::Send(ServerMessage::error(
+                ErrorCode::ToolRoundsExceeded,
+                format!("the agent used tools {MAX_TOOL_ROUNDS} times in a row without answering; ask again"),
+                true,
+            )));
+            effects.extend(self.finish_turn(StopReason::ToolRoundsExceeded));
+            return effects;
+        }
+        effects.extend(self.call_model());
+        effects
+    }
+
+    /// The turn ends with `stop`; voice compacts then. The session ends when a call asked
+    /// for it or the workflow is at its end; otherwise a queued input starts the next turn.
+    pub(super) fn finish_turn(&mut self, stop: StopReason) -> Vec<Effect> {
+        self.turn.enter_idle();
+        let mut effects =
+            vec![Effect::Send(ServerMessage::BidiResponseComplete { turn: self.turn.number(), stop_reason: stop })];
+        if self.drive.is_voice() {
+            effects.extend(self.compact(false));
+        }
+        if self.calls.ending() || self.common.at_end() {
+            effects.extend(self.end("the conversation is finished"));
+        } else if let Some((next, id)) = self.turn.next_queued() {
+            effects.extend(self.begin_turn(next, id));
+        }
+        effects
+    }
+
+    /// The session ends: nothing of it is kept. A session handed off ends quietly.
+    pub(super) fn end(&mut self, reason: &str) -> Vec<Effect> {
+        let ending = self.turn.end();
+        if ending == Ending::Over {
+            return Vec::new();
+        }
+        self.common.forget();
+        self.calls.end();
+        if ending == Ending::HandedOff {
+            return Vec::new();
+        }
+        vec![
+            self.common.transcript("end", serde_json::json!({ "reason": reason })),
+            Effect::Close { reason: reason.to_owned() },
+        ]
+    }
+
+    /// Compacts when the conversation nears the budget (or, `hard`, whatever its size). The
+    /// effects say so and ask for the model summary; a voice stream forgets what was cut.
+    pub(super) fn compact(&mut self, hard: bool) -> Vec<Effect> {
+        let voice = self.drive.is_voice();
+        let budget = self.common.budget(voice);
+        let fixed = self.system_prompt_ref().len();
+        let model_id = self.common.model_id().to_owned();
+        let Some(compacted) = self.conversation.compact(hard, budget, fixed, &model_id) else { return Vec::new() };
+        self.drive.forget(compacted.count);
+        self.common.invalidate_prompt();
+        let mut effects = vec![
+            self.common.transcript("compaction", serde_json::json!({ "messages": compacted.count, "hard": hard })),
+            Effect::Summarize { id: compacted.id, request: compacted.request },
+        ];
+        if voice {
+            effects.push(Effect::ForgetVoiceHistory { bytes: compacted.spoken_bytes });
+        }
+        effects
+    }
+
+    /// The model summary of compaction `id` arrived (or did not).
+    pub(super) fn summary_arrived(&mut self, id: u64, outcome: Result<String, String>) -> Vec<Effect> {
+        let budget = self.common.budget(self.drive.is_voice());
+        if !self.conversation.summary_arrived(id, outcome, budget) {
+            return Vec::new();
+        }
+        self.common.invalidate_prompt();
+        let chars = self.conversation.summary().chars().count();
+        vec![self.common.transcript("summary", serde_json::json!({ "chars": chars }))]
+    }
+
+    pub(super) fn cancel(&mut self, now: Instant) -> Vec<Effect> {
+        let voice = self.drive.is_voice();
+        let under_way = match voice {
+            true => self.drive.turn_open() || self.live.reply_audio() || self.calls.any_open(),
+            false => self.turn.is_busy(),
+        };
+        if !under_way {
+            return vec![Effect::Send(ServerMessage::error(
+                ErrorCode::NothingToCancel,
+                "nothing to cancel: no reply, tool call or consent request is under way",
+                true,
+            ))];
+        }
+        let mut effects = vec![Effect::Cancel, self.common.transcript("cancel", serde_json::json!({}))];
+        let (calls, mut cx) = self.cx();
+        effects.extend(calls.cancel(&mut cx, now));
+        if voice {
+            effects.push(Effect::Send(ServerMessage::BidiInterruption {}));
+            self.live.mute();
+            if !self.calls.is_empty() {
+                // The results go into the stream (the model must not wait for them).
+                effects.extend(self.settle());
+            }
+            if self.drive.voice_mut().is_some_and(|v| v.set_turn_open(false)) {
+                effects.extend(self.finish_turn(StopReason::Cancelled));
+            }
+            return effects;
+        }
+        let results = self.calls.take_results();
+        if !results.is_empty() {
+            self.conversation.push_results(results);
+        }
+        effects.extend(self.finish_turn(StopReason::Cancelled));
+        effects
+    }
+}

@@ -1,0 +1,25 @@
+//! The example bank's agents, for the sub-states' unit tests.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use switchboard_crds::Catalog;
+
+use crate::agent::AgentCore;
+use crate::events::SessionInit;
+
+/// The core of the example bank's agent `agent`.
+pub(crate) fn core(agent: &str) -> Arc<AgentCore> {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/banking");
+    let catalog = Catalog::load_paths(&[dir]).expect("examples load");
+    let spec = catalog.agents().map(|a| catalog.resolve_agent(a).expect("resolves")).find(|s| s.agent.name == agent);
+    Arc::new(AgentCore::new(spec.expect("an example agent")).expect("example agents are runnable"))
+}
+
+/// A new session's start, with a verified caller.
+pub(crate) fn init() -> SessionInit {
+    let mut memory = BTreeMap::new();
+    memory
+        .insert("verifiedUser".to_owned(), serde_json::json!({ "name": "Ada Lovelace", "accountNumber": "12345678" }));
+    SessionInit { session_id: "s-1".into(), today: "2026-11-21".into(), memory, ..SessionInit::default() }
+}

@@ -1,0 +1,90 @@
+//! The coordinator under random inputs: whatever arrives in whatever order, every phase
+//! transition comes from a phase it may come from (the turn asserts it), the client is told
+//! the state only on a change, the queue stays bounded, and an ended session stays ended.
+
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+use super::test_agents::{core, init};
+use super::*;
+use crate::events::Activity;
+use crate::model::ToolUse;
+use crate::protocol::StopReason;
+
+fn dispute() -> serde_json::Value {
+    serde_json::json!({ "transactionId": "tx-1003", "reason": "not me" })
+}
+
+/// One input of a random session, with the tool call ids drawn from a few.
+fn input() -> impl Strategy<Value = Input> {
+    let id = prop_oneof![Just("t1"), Just("t2"), Just("t3")].prop_map(str::to_owned);
+    let tool = prop_oneof![Just("open_dispute"), Just("get_transactions"), Just("no_such_tool"), Just("workflow_goto")];
+    let tool_use = (id.clone(), tool).prop_map(|(id, name)| ToolUse { id, name: name.into(), input: dispute() });
+    let words =
+        prop_oneof![Just("yes"), Just("no"), Just("hmm"), Just("dispute payment tx-1003")].prop_map(str::to_owned);
+    prop_oneof![
+        words.clone().prop_map(Input::user_text),
+        "[a-z ]{0,12}".prop_map(|text| Input::ModelReply(ModelReply { text, ..ModelReply::default() })),
+        prop::collection::vec(tool_use.clone(), 1..3)
+            .prop_map(|tool_uses| Input::ModelReply(ModelReply { tool_uses, ..ModelReply::default() })),
+        Just(Input::ModelFailed { code: "throttled".into(), message: "busy".into() }),
+        Just(Input::ContextTooLong { message: "too long".into() }),
+        id.clone().prop_map(|tool_use_id| Input::ToolFinished { tool_use_id, outcome: Ok(serde_json::json!({})) }),
+        (id, any::<bool>()).prop_map(|(tool_use_id, approved)| Input::Consent { tool_use_id, approved }),
+        Just(Input::Cancel),
+        Just(Input::Tick),
+        words.clone().prop_map(Input::VoiceUserFinal),
+        words.prop_map(Input::VoiceAssistantFinal),
+        tool_use.prop_map(Input::VoiceToolUse),
+        Just(Input::VoiceInterrupted),
+        Just(Input::VoiceReplyCut { text: "Once upon a time".into(), sent_ms: 100, us_per_char: 10_000 }),
+        Just(Input::AudioPlayed { ms: 50 }),
+        Just(Input::VoiceActivity(Activity::SpeechStarted)),
+        Just(Input::VoiceActivity(Activity::ReplyAudioStarted)),
+        prop_oneof![Just(StopReason::EndTurn), Just(StopReason::ToolUse), Just(StopReason::Interrupted)]
+            .prop_map(|stop_reason| Input::VoiceCompletionEnd { stop_reason }),
+        Just(Input::End),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn any_inputs_keep_the_session_consistent(voice in any::<bool>(), inputs in prop::collection::vec(input(), 1..40)) {
+        let mut now = Instant::now();
+        let start = if voice { Session::start_voice } else { Session::start };
+        let (mut session, first) = start(core("disputes"), init());
+        let mut shown = states(&first).last().copied();
+        for input in inputs {
+            now += Duration::from_secs(7);
+            let ending = input == Input::End;
+            let effects = session.handle(input, now);
+            for state in states(&effects) {
+                prop_assert_ne!(Some(state), shown, "a state is sent only when it changes");
+                shown = Some(state);
+            }
+            prop_assert_eq!(session.state_now().or(shown), shown, "the client knows the state");
+            prop_assert!(session.queued() <= MAX_QUEUED_INPUTS);
+            if !voice {
+                prop_assert_eq!(session.is_busy(), session.turn.is_busy());
+                prop_assert!(!session.drive.turn_open(), "a text session opens no voice turn");
+            }
+            if ending {
+                prop_assert!(session.is_over());
+                prop_assert!(session.handle(Input::user_text("hello".into()), now).len() == 1, "refused: it is over");
+            }
+        }
+    }
+}
+
+fn states(effects: &[Effect]) -> Vec<SessionState> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send(ServerMessage::BidiSessionState { state }) => Some(*state),
+            _ => None,
+        })
+        .collect()
+}
