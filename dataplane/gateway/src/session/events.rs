@@ -14,6 +14,7 @@ use crate::GatewayConfig;
 use crate::auth::Refusal;
 use crate::directory::{Directory, Target};
 use crate::resume::{Frame, Missed};
+use crate::upstream::ConnectError;
 
 /// A close to send: code and reason (at most 123 bytes; details go in a `bidi_error`).
 pub type Close = (u16, String);
@@ -117,7 +118,7 @@ pub enum Event {
     /// A runtime frame.
     Runtime(RuntimeFrame),
     /// The runtime session asked for by [`Phase::Opening`] is open on this pod, or not.
-    Opened(Result<SocketAddr, String>),
+    Opened(Result<SocketAddr, OpenError>),
     /// The pause of [`Phase::Backoff`] is over.
     RetryDue,
     /// The routing directory changed.
@@ -238,7 +239,7 @@ pub enum Note {
     /// A session refused or ended for this reason (a metric label).
     Refused(&'static str),
     /// Opening a runtime session failed (it is tried again).
-    OpenFailed(String),
+    OpenFailed(OpenError),
     /// The Agent was removed: the session ends.
     AgentRemoved,
     /// The pod drains and no other is ready: the session stays.
@@ -275,11 +276,26 @@ pub enum Ending {
     /// The agent ended the session while the client was away: nothing to park.
     Detach,
     /// A resumed session could not be opened: it goes back to the store as it was, and the
-    /// client is told to try again (`no_runtime`, with this message).
-    ResumeFailed(String),
+    /// client is told to try again (`no_runtime`, with this error's message).
+    ResumeFailed(OpenError),
     /// A resume elsewhere took the session ([`Event::TakenOver`]): nothing is parked,
     /// recorded or released here.
     TakenOver,
+}
+
+/// Why a runtime session could not be opened ([`Event::Opened`]). Its message is what the
+/// client is told (`no_runtime`, `handoff_failed`) and what the log says.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// The Agent has no ready pod (or none but the one to avoid is busy).
+    #[error("agent {agent} has no ready pod")]
+    NoReadyPod {
+        /// The Agent's name.
+        agent: String,
+    },
+    /// The pod could not be reached, or the session could not be started on it.
+    #[error("{0}")]
+    Connect(#[from] ConnectError),
 }
 
 /// A runtime session to open.
@@ -340,4 +356,24 @@ pub struct Cx<'a> {
     pub now: Instant,
     /// The latest routing directory.
     pub directory: &'a Directory,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn an_open_error_says_what_it_said_as_a_string_and_keeps_its_cause() {
+        let none = OpenError::NoReadyPod { agent: "triage".into() };
+        assert_eq!(none.to_string(), "agent triage has no ready pod");
+        assert!(none.source().is_none());
+        let cause = ConnectError { addr: SocketAddr::from(([10, 0, 0, 1], 8080)), message: "refused".into() };
+        let refused = OpenError::from(cause.clone());
+        assert_eq!(refused.to_string(), cause.to_string(), "the client and the log read the connect error's text");
+        assert_eq!(refused.to_string(), "cannot open a session on the runtime pod 10.0.0.1:8080: refused");
+        let source = refused.source().and_then(|s| s.downcast_ref::<ConnectError>());
+        assert_eq!(source, Some(&cause), "the connect error is its source");
+    }
 }

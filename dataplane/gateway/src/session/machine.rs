@@ -32,7 +32,7 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 pub(super) use super::events::Purpose;
 pub use super::events::{
-    ClientFrame, Close, Cx, Effect, Ending, Event, Limits, Note, OpenRequest, Phase, Recorded, RuntimeFrame,
+    ClientFrame, Close, Cx, Effect, Ending, Event, Limits, Note, OpenError, OpenRequest, Phase, Recorded, RuntimeFrame,
     SendFailure,
 };
 use super::kept::Kept;

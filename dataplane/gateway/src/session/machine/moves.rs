@@ -11,7 +11,7 @@ use std::time::Duration;
 use switchboard_core::protocol::{ErrorCode, ServerMessage, SessionState, close_code};
 
 use super::state::{Drain, Retry};
-use super::{Cx, Effect, Machine, Note, Purpose};
+use super::{Cx, Effect, Machine, Note, OpenError, Purpose};
 
 /// Failed reconnections in a row after which a session gives up.
 pub const MAX_RECOVERIES: u32 = 3;
@@ -77,8 +77,8 @@ impl Machine {
     }
 
     /// An attempt failed: another after a pause, or the session ends.
-    pub(super) fn reopen_failed(&mut self, Retry { reason, attempts_left }: Retry, message: String, _cx: &Cx<'_>) {
-        self.note(Note::OpenFailed(message));
+    pub(super) fn reopen_failed(&mut self, Retry { reason, attempts_left }: Retry, error: OpenError, _cx: &Cx<'_>) {
+        self.note(Note::OpenFailed(error));
         if attempts_left == 0 {
             let message = format!(
                 "the agent {} has no pod that can take this session now; reconnect shortly",
