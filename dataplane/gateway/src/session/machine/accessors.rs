@@ -86,16 +86,16 @@ impl Machine {
 
     /// The store key of the newest resume token (none before the first).
     pub fn key(&self) -> Option<&str> {
-        self.key.as_deref()
+        self.client.key()
     }
 
     /// Forgets the resume key (the session ended or was parked under it).
     pub fn take_key(&mut self) -> Option<String> {
-        self.key.take()
+        self.client.take_key()
     }
 
     /// When the session counts as idle unless something moves.
     pub fn idle_deadline(&self) -> Instant {
-        self.last_activity + self.limits.idle_timeout
+        self.client.idle_deadline(self.limits.idle_timeout)
     }
 }

@@ -25,8 +25,7 @@ impl Machine {
         let may_return_to = self.kept.return_to.clone();
         let return_to = self.kept.hand_over(&context);
         let turn = self.kept.turn;
-        self.hops = if self.hops.0 == turn { (turn, self.hops.1 + 1) } else { (turn, 1) };
-        let routed = if self.hops.1 > MAX_HANDOFFS_PER_TURN {
+        let routed = if self.hops.hop(turn) > MAX_HANDOFFS_PER_TURN {
             Err(format!(
                 "more than {MAX_HANDOFFS_PER_TURN} handoffs in one turn; the agents may be passing the caller back and forth"
             ))

@@ -38,7 +38,7 @@ impl Machine {
             // The Agent was deleted (its pods drain with it): the session ends here.
             return self.end_removed();
         };
-        if !fresh.ready.iter().any(|addr| Some(*addr) != self.runtime) {
+        if !fresh.ready.iter().any(|addr| Some(*addr) != self.runtime.pod()) {
             if self.state.drain() == Some(Drain::Draining) {
                 self.state.set_drain(Drain::WaitingForPod);
                 self.note(Note::WaitingForPod);
@@ -51,7 +51,7 @@ impl Machine {
     /// Reopens the session on another pod of the same Agent: its runtime was lost, or its
     /// pod drains.
     pub(super) fn recover(&mut self, reason: &str, cx: &Cx<'_>) {
-        let lost = self.runtime.take();
+        let lost = self.runtime.detach();
         if lost.is_some() {
             // A polite close to a draining pod; a lost one fails at once.
             self.push(Effect::CloseRuntime);
@@ -105,18 +105,18 @@ impl Machine {
             return;
         }
         let timeout = self.limits.ping_timeout;
-        let client_silent = cx.now.saturating_duration_since(self.client_heard);
-        let runtime_silent = cx.now.saturating_duration_since(self.runtime_heard);
+        let client_silent = self.client.silent_for(cx.now);
+        let runtime_silent = self.runtime.silent_for(cx.now);
         if client_silent >= timeout {
             self.note(Note::ClientSilent(client_silent));
             return self.client_gone(cx);
         }
-        if self.runtime.is_some() && runtime_silent >= timeout {
+        if self.runtime.is_open() && runtime_silent >= timeout {
             self.note(Note::RuntimeSilent(runtime_silent));
             return self.recover("runtime_unresponsive", cx);
         }
         self.push(Effect::PingClient);
-        if self.runtime.is_some() {
+        if self.runtime.is_open() {
             self.push(Effect::PingRuntime);
         }
     }

@@ -50,8 +50,7 @@ impl Machine {
         };
         match result {
             Ok(addr) => {
-                self.runtime_heard = cx.now;
-                self.attached(addr, request.handoff.is_some());
+                self.attached(addr, request.handoff.is_some(), cx);
                 self.identity_granted(cx);
                 self.opened_for(purpose, cx);
             }
@@ -60,9 +59,8 @@ impl Machine {
     }
 
     /// A runtime session is open on `addr`: what was waiting goes to it.
-    fn attached(&mut self, addr: SocketAddr, handed_over: bool) {
-        self.runtime = Some(addr);
-        for message in std::mem::take(&mut self.unsent) {
+    fn attached(&mut self, addr: SocketAddr, handed_over: bool, cx: &Cx<'_>) {
+        for message in self.runtime.attach(addr, cx.now) {
             self.push(Effect::Runtime { message, keep: false });
         }
         for frame in self.kept.replay() {
@@ -97,13 +95,13 @@ impl Machine {
                     Some(missed) => self.resumed(missed),
                     None => {
                         self.push(Effect::Note(Note::Handoff { from: from.clone(), to: to.clone() }));
-                        self.handoff_started = Some((cx.now, from, to));
+                        self.hops.began(cx.now, from, to);
                     }
                 }
             }
             Purpose::Reopen(Retry { reason, .. }) => {
-                self.generation += 1;
-                let restart = ServerMessage::BidiConnectionRestart { reason, generation: self.generation };
+                let generation = self.runtime.next_generation();
+                let restart = ServerMessage::BidiConnectionRestart { reason, generation };
                 self.deliver(restart.into());
             }
             Purpose::Resume { missed } => self.resumed(missed),
