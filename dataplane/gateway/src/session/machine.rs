@@ -17,6 +17,8 @@
 //! - [`client`]: the client side — when it was heard and the session was last active, its
 //!   message rate, its resume key, a restored gap, the number of the last snapshot;
 //! - [`hops`]: handoff tracking — the handoffs of the current turn, the gap of the last;
+//! - [`settings`]: what its runtime sessions open with, as the client chose it (voice,
+//!   modalities, model, audio) and which pods it reaches;
 //! - [`super::kept`] (the conversation: memory, history, inputs in flight) and
 //!   [`crate::resume::Replay`] (the messages kept for the client), types of their own.
 //!
@@ -35,12 +37,13 @@ pub(super) mod moves;
 mod open;
 mod park;
 mod runtime;
+mod settings;
 pub(super) mod state;
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use switchboard_core::protocol::{AudioSettings, ErrorCode, ServerKind, ServerMessage, close_code, gateway_only};
+use switchboard_core::protocol::{ErrorCode, ServerKind, ServerMessage, close_code, gateway_only};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
@@ -51,12 +54,13 @@ pub use super::events::{
 };
 use super::kept::Kept;
 use crate::auth::Refusal;
-use crate::directory::{Reach, Target};
+use crate::directory::Target;
 use crate::resume::{self, Frame, Replay};
 use client::ClientSide;
 use hops::Hops;
 pub use runtime::MAX_UNSENT;
 use runtime::RuntimeSide;
+use settings::Settings;
 
 /// One session's state and rules. Its methods: constructors ([`Machine::start`],
 /// [`Machine::resume`]); [`Machine::handle`], the one way events come in; then
@@ -73,17 +77,9 @@ pub struct Machine {
     pub(super) identity: String,
     /// The Agent serving the session now.
     pub(super) target: Target,
-    /// Which pods the session reaches: a test session, its Agents' candidates.
-    reach: Reach,
-    /// The voice the client asked for (or a runtime's `session_update` set).
-    voice: Option<String>,
-    /// The modalities the client asked for (idem).
-    modalities: Vec<String>,
-    /// The text model the client chose (`session_start.model`) and the agent it chose it
-    /// for: passed to that agent's runtimes only (another agent may not offer it).
-    model: Option<(String, String)>,
-    /// The client's audio formats (`session_start.audio`), passed to every runtime.
-    audio: Option<AudioSettings>,
+    /// What its runtime sessions open with: voice, modalities, model, audio, reach
+    /// ([`settings`]).
+    settings: Settings,
     /// Memory, history, return target, announced handoff, inputs in flight.
     pub(super) kept: Kept,
     /// The messages sent to the client, numbered, for replay.
@@ -135,11 +131,7 @@ impl Machine {
             id,
             identity,
             target,
-            reach: Reach::Live,
-            voice,
-            modalities,
-            model: None,
-            audio: None,
+            settings: Settings::new(voice, modalities),
             kept: Kept::default(),
             replay: Replay::default(),
             runtime: RuntimeSide::new(now, 0),
@@ -318,7 +310,7 @@ impl Machine {
                     }
                     turn_ended = kind == Some(ServerKind::ResponseComplete);
                     if kind == Some(ServerKind::SessionUpdated) {
-                        self.settings_updated(text.as_str());
+                        self.settings.updated(text.as_str());
                     }
                     echo.map_or(Frame::Text(text), Frame::from)
                 }
@@ -388,20 +380,6 @@ impl Machine {
         self.record(&frame);
         self.replay.record(frame.clone(), self.limits.replay_messages, self.limits.replay_bytes);
         self.push(Effect::Client(frame));
-    }
-
-    /// A runtime applied the client's `session_update`: the settings it changed hold for
-    /// the rest of the session, so every runtime session opened later (a handoff, a move,
-    /// a resume) starts with them.
-    fn settings_updated(&mut self, text: &str) {
-        if let Ok(ServerMessage::BidiSessionUpdated { voice, modalities }) = serde_json::from_str(text) {
-            if voice.is_some() {
-                self.voice = voice;
-            }
-            if let Some(modalities) = modalities {
-                self.modalities = modalities;
-            }
-        }
     }
 
     /// Hands a text message (not reply audio) to the conversation record, when kept.

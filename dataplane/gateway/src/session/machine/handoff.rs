@@ -30,7 +30,7 @@ impl Machine {
                 "more than {MAX_HANDOFFS_PER_TURN} handoffs in one turn; the agents may be passing the caller back and forth"
             ))
         } else {
-            let reach = self.reach;
+            let reach = self.settings.reach();
             cx.directory
                 .for_handoff(&self.target.route, &to, may_return_to.as_deref(), reach)
                 .map_err(|e| e.to_string())

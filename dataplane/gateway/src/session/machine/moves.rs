@@ -34,7 +34,8 @@ impl Machine {
         if self.kept.turn_open || !self.kept.in_flight.is_empty() || handing_off {
             return;
         }
-        let Some(fresh) = cx.directory.lookup(&self.target.route.namespace, &self.target.route.name, self.reach) else {
+        let (namespace, name) = (&self.target.route.namespace, &self.target.route.name);
+        let Some(fresh) = cx.directory.lookup(namespace, name, self.settings.reach()) else {
             // The Agent was deleted (its pods drain with it): the session ends here.
             return self.end_removed();
         };
@@ -69,7 +70,7 @@ impl Machine {
     }
 
     fn attempt(&mut self, reason: String, attempts_left: u32, avoid: Option<SocketAddr>, cx: &Cx<'_>) {
-        match cx.directory.lookup(&self.target.route.namespace, &self.target.route.name, self.reach) {
+        match cx.directory.lookup(&self.target.route.namespace, &self.target.route.name, self.settings.reach()) {
             Some(current) => self.target = current,
             None => return self.end_removed(),
         }

@@ -32,11 +32,11 @@ impl Machine {
         let model = parked.model.clone();
         let Parked { session_id, voice, modalities, audio, handoff, kept, generation, replay, reach, .. } = parked;
         let mut machine = Self::blank(limits, session_id, identity, target, voice, modalities, cx.now);
-        machine.audio = audio;
-        machine.reach = reach;
+        machine.settings.set_audio(audio);
+        machine.settings.set_reach(reach);
         let missed = replay.since(last_seq);
         machine.kept = kept;
-        machine.model = model;
+        machine.settings.set_model(model);
         machine.replay = replay;
         machine.runtime = RuntimeSide::new(cx.now, generation);
         if let Some(last) = last_seq.filter(|last| *last > machine.replay.seq) {
@@ -166,16 +166,16 @@ impl Machine {
             session_id: self.id.clone(),
             namespace: self.target.route.namespace.clone(),
             agent: self.target.route.name.clone(),
-            voice: self.voice.clone(),
-            modalities: self.modalities.clone(),
-            model: self.model.clone(),
-            audio: self.audio.clone(),
+            voice: self.settings.voice().clone(),
+            modalities: self.settings.modalities().to_vec(),
+            model: self.settings.model().clone(),
+            audio: self.settings.audio().cloned(),
             handoff,
             kept,
             generation: self.runtime.generation(),
             replay,
             traceparent: self.traceparent.clone(),
-            reach: self.reach,
+            reach: self.settings.reach(),
         }
     }
 
