@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use crate::GatewayConfig;
 use crate::auth::Refusal;
-use crate::directory::{Directory, Target};
+use crate::directory::{Directory, RouteError, Target};
 use crate::resume::{Frame, Missed};
 use crate::upstream::ConnectError;
 
@@ -227,7 +227,7 @@ pub enum Note {
         /// The target asked for.
         to: String,
         /// Why.
-        error: String,
+        error: HandoffError,
     },
     /// The session moves to another pod of its Agent.
     Migrated {
@@ -296,6 +296,25 @@ pub enum OpenError {
     /// The pod could not be reached, or the session could not be started on it.
     #[error("{0}")]
     Connect(#[from] ConnectError),
+}
+
+/// Why a handoff did not happen. Its message is what the client (`handoff_failed`), the
+/// source agent (the last line of its conversation) and the log are told.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HandoffError {
+    /// The current user turn has made as many handoffs as it may
+    /// ([`super::machine::handoff::MAX_HANDOFFS_PER_TURN`]).
+    #[error("more than {limit} handoffs in one turn; the agents may be passing the caller back and forth")]
+    TooMany {
+        /// How many one turn may make.
+        limit: u32,
+    },
+    /// The source may not hand off there, or the target has no pod to take it.
+    #[error("{0}")]
+    Route(#[from] RouteError),
+    /// The target's runtime session could not be opened.
+    #[error("{0}")]
+    Open(#[from] OpenError),
 }
 
 /// A runtime session to open.
@@ -375,5 +394,20 @@ mod tests {
         assert_eq!(refused.to_string(), "cannot open a session on the runtime pod 10.0.0.1:8080: refused");
         let source = refused.source().and_then(|s| s.downcast_ref::<ConnectError>());
         assert_eq!(source, Some(&cause), "the connect error is its source");
+    }
+
+    #[test]
+    fn a_handoff_error_says_what_it_said_as_a_string_and_keeps_its_cause() {
+        let too_many = HandoffError::TooMany { limit: 4 };
+        assert_eq!(
+            too_many.to_string(),
+            "more than 4 handoffs in one turn; the agents may be passing the caller back and forth"
+        );
+        let route = RouteError::NoReadyPod("idv".into());
+        let refused = HandoffError::from(route.clone());
+        assert_eq!(refused.to_string(), route.to_string());
+        assert_eq!(refused.source().and_then(|s| s.downcast_ref::<RouteError>()), Some(&route));
+        let open = OpenError::NoReadyPod { agent: "idv".into() };
+        assert_eq!(HandoffError::from(open.clone()).to_string(), "agent idv has no ready pod");
     }
 }

@@ -49,8 +49,8 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 pub(super) use super::events::Purpose;
 pub use super::events::{
-    ClientFrame, Close, Cx, Effect, Ending, Event, Limits, Note, OpenError, OpenRequest, Phase, Recorded, RuntimeFrame,
-    SendFailure,
+    ClientFrame, Close, Cx, Effect, Ending, Event, HandoffError, Limits, Note, OpenError, OpenRequest, Phase, Recorded,
+    RuntimeFrame, SendFailure,
 };
 use super::kept::Kept;
 use crate::auth::Refusal;

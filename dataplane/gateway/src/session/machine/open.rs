@@ -123,7 +123,7 @@ impl Machine {
                         self.kept.handoff_failed(&to, &format!("agent {to} could not take the session"));
                         self.reopen_resumed(missed);
                     }
-                    None => self.handoff_failed(&to, &error.to_string(), cx),
+                    None => self.handoff_failed(&to, error.into(), cx),
                 }
             }
             Purpose::Reopen(retry) => self.reopen_failed(retry, error, cx),
