@@ -13,7 +13,7 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 use crate::GatewayConfig;
 use crate::auth::Refusal;
 use crate::directory::{Directory, RouteError, Target};
-use crate::resume::{Frame, Missed};
+use crate::resume::Frame;
 use crate::upstream::ConnectError;
 
 /// A close to send: code and reason (at most 123 bytes; details go in a `bidi_error`).
@@ -336,36 +336,6 @@ pub struct OpenRequest {
     pub workflow: Option<WorkflowSnapshot>,
     /// What came before the conversation carried, summarised (a continued session).
     pub summary: String,
-}
-
-/// Why the machine is opening a runtime session; what it does with the result.
-#[derive(Debug)]
-pub(super) enum Purpose {
-    /// A new session.
-    Start {
-        /// A client message that came instead of `session_start`, for the runtime.
-        pending: Option<String>,
-    },
-    /// To the target of a handoff.
-    Handoff {
-        /// `<namespace>/<name>` of the source.
-        from: String,
-        /// The name asked for.
-        to: String,
-        /// The source's target, restored when the handoff fails.
-        previous: Box<Target>,
-        /// The transfer's return target, kept once the move succeeds.
-        return_to: Option<String>,
-        /// Set when this is a resumed session's pending handoff.
-        resumed: Option<Missed>,
-    },
-    /// Again on a pod of the same Agent (the attempts left after this one).
-    Reopen(super::machine::state::Retry),
-    /// A resumed session, on its Agent: one attempt.
-    Resume {
-        /// What the client missed.
-        missed: Missed,
-    },
 }
 
 /// Where the task and the machine meet: the current time and routing.

@@ -47,7 +47,6 @@ use switchboard_core::protocol::{ErrorCode, ServerKind, ServerMessage, close_cod
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-pub(super) use super::events::Purpose;
 pub use super::events::{
     ClientFrame, Close, Cx, Effect, Ending, Event, HandoffError, Limits, Note, OpenError, OpenRequest, Phase, Recorded,
     RuntimeFrame, SendFailure,
@@ -61,6 +60,7 @@ use hops::Hops;
 pub use runtime::MAX_UNSENT;
 use runtime::RuntimeSide;
 use settings::Settings;
+use state::Purpose;
 
 /// One session's state and rules. Its methods: constructors ([`Machine::start`],
 /// [`Machine::resume`]); [`Machine::handle`], the one way events come in; then
