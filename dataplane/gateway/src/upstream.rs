@@ -60,7 +60,7 @@ pub struct Opening<'a> {
 }
 
 /// A runtime could not be reached.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("cannot open a session on the runtime pod {addr}: {message}")]
 pub struct ConnectError {
     /// The pod.

@@ -14,13 +14,11 @@ use switchboard_core::handoff::HistoryTurn;
 use switchboard_core::messages_from_history;
 use switchboard_core::protocol::TranscriptRole;
 
-use super::kept::Kept;
+use super::kept::{Kept, MAX_SUMMARY_BYTES};
 use crate::resume::Parked;
 
 /// User turns restored word for word.
 pub const CONTINUE_TURNS: usize = 10;
-/// The longest summary a session carries, in bytes (the most recent part is kept).
-pub const MAX_SUMMARY_BYTES: usize = 8 * 1024;
 
 /// Restores `kept` for its continuation: the last `turns` user turns of its history stay,
 /// the older ones go into its summary; `recorded` is the record's summary, when written.

@@ -13,7 +13,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tracing::Instrument;
 
 use super::machine::{
-    ClientFrame, Cx, Effect, Event, Machine, Note, OpenRequest, Phase, Recorded, RuntimeFrame, SendFailure,
+    ClientFrame, Cx, Effect, Event, Machine, Note, OpenError, OpenRequest, Phase, Recorded, RuntimeFrame, SendFailure,
 };
 use super::{Client, close_client};
 use crate::Gateway;
@@ -343,11 +343,11 @@ async fn open(
     machine: &Machine,
     request: OpenRequest,
     state: &mut State,
-) -> Result<std::net::SocketAddr, String> {
+) -> Result<std::net::SocketAddr, OpenError> {
     state.upstream = None;
     let OpenRequest { target, avoid, handoff, memory, history, return_to, workflow, summary } = request;
     let Some(lease) = gateway.balancer.pick(&target.ready, avoid) else {
-        return Err(format!("agent {} has no ready pod", target.route.name));
+        return Err(OpenError::NoReadyPod { agent: target.route.name.clone() });
     };
     let mut opening = Opening {
         session_id: machine.id(),
@@ -374,8 +374,7 @@ async fn open(
         log.verified(&target.key(), caller);
     }
     let addr = lease.addr();
-    let ws =
-        upstream::open(addr, opening, &gateway.key, gateway.config.connect_timeout).await.map_err(|e| e.to_string())?;
+    let ws = upstream::open(addr, opening, &gateway.key, gateway.config.connect_timeout).await?;
     state.upstream = Some(Upstream { ws, gate: Gate::new(), _lease: lease });
     Ok(addr)
 }
@@ -424,7 +423,7 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
             }
         }
         Note::Refused(reason) => metrics.refused.with_label_values(&[reason]).inc(),
-        Note::OpenFailed(message) => tracing::warn!(session_id = %id, %agent, "{message}"),
+        Note::OpenFailed(error) => tracing::warn!(session_id = %id, %agent, "{error}"),
         Note::AgentRemoved => {
             tracing::info!(session_id = %id, turn, %agent, "the agent was removed; ending the session");
         }

@@ -12,8 +12,9 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use crate::GatewayConfig;
 use crate::auth::Refusal;
-use crate::directory::{Directory, Target};
-use crate::resume::{Frame, Missed};
+use crate::directory::{Directory, RouteError, Target};
+use crate::resume::Frame;
+use crate::upstream::ConnectError;
 
 /// A close to send: code and reason (at most 123 bytes; details go in a `bidi_error`).
 pub type Close = (u16, String);
@@ -117,7 +118,7 @@ pub enum Event {
     /// A runtime frame.
     Runtime(RuntimeFrame),
     /// The runtime session asked for by [`Phase::Opening`] is open on this pod, or not.
-    Opened(Result<SocketAddr, String>),
+    Opened(Result<SocketAddr, OpenError>),
     /// The pause of [`Phase::Backoff`] is over.
     RetryDue,
     /// The routing directory changed.
@@ -226,7 +227,7 @@ pub enum Note {
         /// The target asked for.
         to: String,
         /// Why.
-        error: String,
+        error: HandoffError,
     },
     /// The session moves to another pod of its Agent.
     Migrated {
@@ -238,7 +239,7 @@ pub enum Note {
     /// A session refused or ended for this reason (a metric label).
     Refused(&'static str),
     /// Opening a runtime session failed (it is tried again).
-    OpenFailed(String),
+    OpenFailed(OpenError),
     /// The Agent was removed: the session ends.
     AgentRemoved,
     /// The pod drains and no other is ready: the session stays.
@@ -275,11 +276,45 @@ pub enum Ending {
     /// The agent ended the session while the client was away: nothing to park.
     Detach,
     /// A resumed session could not be opened: it goes back to the store as it was, and the
-    /// client is told to try again (`no_runtime`, with this message).
-    ResumeFailed(String),
+    /// client is told to try again (`no_runtime`, with this error's message).
+    ResumeFailed(OpenError),
     /// A resume elsewhere took the session ([`Event::TakenOver`]): nothing is parked,
     /// recorded or released here.
     TakenOver,
+}
+
+/// Why a runtime session could not be opened ([`Event::Opened`]). Its message is what the
+/// client is told (`no_runtime`, `handoff_failed`) and what the log says.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// The Agent has no ready pod (or none but the one to avoid is busy).
+    #[error("agent {agent} has no ready pod")]
+    NoReadyPod {
+        /// The Agent's name.
+        agent: String,
+    },
+    /// The pod could not be reached, or the session could not be started on it.
+    #[error("{0}")]
+    Connect(#[from] ConnectError),
+}
+
+/// Why a handoff did not happen. Its message is what the client (`handoff_failed`), the
+/// source agent (the last line of its conversation) and the log are told.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HandoffError {
+    /// The current user turn has made as many handoffs as it may
+    /// ([`super::machine::handoff::MAX_HANDOFFS_PER_TURN`]).
+    #[error("more than {limit} handoffs in one turn; the agents may be passing the caller back and forth")]
+    TooMany {
+        /// How many one turn may make.
+        limit: u32,
+    },
+    /// The source may not hand off there, or the target has no pod to take it.
+    #[error("{0}")]
+    Route(#[from] RouteError),
+    /// The target's runtime session could not be opened.
+    #[error("{0}")]
+    Open(#[from] OpenError),
 }
 
 /// A runtime session to open.
@@ -303,36 +338,6 @@ pub struct OpenRequest {
     pub summary: String,
 }
 
-/// Why the machine is opening a runtime session; what it does with the result.
-#[derive(Debug)]
-pub(super) enum Purpose {
-    /// A new session.
-    Start {
-        /// A client message that came instead of `session_start`, for the runtime.
-        pending: Option<String>,
-    },
-    /// To the target of a handoff.
-    Handoff {
-        /// `<namespace>/<name>` of the source.
-        from: String,
-        /// The name asked for.
-        to: String,
-        /// The source's target, restored when the handoff fails.
-        previous: Box<Target>,
-        /// The transfer's return target, kept once the move succeeds.
-        return_to: Option<String>,
-        /// Set when this is a resumed session's pending handoff.
-        resumed: Option<Missed>,
-    },
-    /// Again on a pod of the same Agent (the attempts left after this one).
-    Reopen(super::machine::state::Retry),
-    /// A resumed session, on its Agent: one attempt.
-    Resume {
-        /// What the client missed.
-        missed: Missed,
-    },
-}
-
 /// Where the task and the machine meet: the current time and routing.
 #[derive(Clone, Copy, Debug)]
 pub struct Cx<'a> {
@@ -340,4 +345,39 @@ pub struct Cx<'a> {
     pub now: Instant,
     /// The latest routing directory.
     pub directory: &'a Directory,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn an_open_error_says_what_it_said_as_a_string_and_keeps_its_cause() {
+        let none = OpenError::NoReadyPod { agent: "triage".into() };
+        assert_eq!(none.to_string(), "agent triage has no ready pod");
+        assert!(none.source().is_none());
+        let cause = ConnectError { addr: SocketAddr::from(([10, 0, 0, 1], 8080)), message: "refused".into() };
+        let refused = OpenError::from(cause.clone());
+        assert_eq!(refused.to_string(), cause.to_string(), "the client and the log read the connect error's text");
+        assert_eq!(refused.to_string(), "cannot open a session on the runtime pod 10.0.0.1:8080: refused");
+        let source = refused.source().and_then(|s| s.downcast_ref::<ConnectError>());
+        assert_eq!(source, Some(&cause), "the connect error is its source");
+    }
+
+    #[test]
+    fn a_handoff_error_says_what_it_said_as_a_string_and_keeps_its_cause() {
+        let too_many = HandoffError::TooMany { limit: 4 };
+        assert_eq!(
+            too_many.to_string(),
+            "more than 4 handoffs in one turn; the agents may be passing the caller back and forth"
+        );
+        let route = RouteError::NoReadyPod("idv".into());
+        let refused = HandoffError::from(route.clone());
+        assert_eq!(refused.to_string(), route.to_string());
+        assert_eq!(refused.source().and_then(|s| s.downcast_ref::<RouteError>()), Some(&route));
+        let open = OpenError::NoReadyPod { agent: "idv".into() };
+        assert_eq!(HandoffError::from(open.clone()).to_string(), "agent idv has no ready pod");
+    }
 }

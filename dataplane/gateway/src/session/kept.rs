@@ -36,9 +36,11 @@ pub const MAX_HISTORY_BYTES: usize = 128 * 1024;
 pub const MAX_MEMORY_BYTES: usize = 64 * 1024;
 /// Bytes of typed inputs tracked per session (oldest dropped first).
 pub const MAX_IN_FLIGHT_BYTES: usize = 128 * 1024;
+/// The longest summary a session carries, in bytes: a continued session's summary keeps
+/// its most recent part (`super::continuation`).
+pub const MAX_SUMMARY_BYTES: usize = 8 * 1024;
 /// The most a [`Kept`] holds in the bytes above: part of a session's memory budget.
-pub const MAX_KEPT_BYTES: usize =
-    MAX_HISTORY_BYTES + MAX_MEMORY_BYTES + MAX_IN_FLIGHT_BYTES + super::continuation::MAX_SUMMARY_BYTES;
+pub const MAX_KEPT_BYTES: usize = MAX_HISTORY_BYTES + MAX_MEMORY_BYTES + MAX_IN_FLIGHT_BYTES + MAX_SUMMARY_BYTES;
 
 /// A session's state as the gateway holds it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

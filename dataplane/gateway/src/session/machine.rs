@@ -6,46 +6,70 @@
 //! [`Phase`]: opening a runtime session, a pause before the next attempt, relaying, letting
 //! the runtime finish its turn after the client went (settling), or done.
 //!
-//! The rules live in its own modules by concept: the relay of frames here, opening a
-//! runtime session and what each purpose does with it ([`open`]), handoffs ([`handoff`]),
-//! moving between pods ([`moves`]), parking and resuming ([`park`]), the verified caller's
-//! identity assertion ([`identity`]); what is kept of the conversation is
-//! [`super::kept`], a type of its own. The phase, with the data that belongs to one phase alone (why
-//! a runtime session is being opened, the attempt a pause waits for, whether the serving
-//! pod drains), lives in [`state`], where every move between phases happens.
+//! [`Machine`] is a coordinator over sub-states that own their fields, each in its module
+//! with the rules that touch it alone and their unit tests:
+//! - [`state`]: the phase, with the data that belongs to one phase alone (why a runtime
+//!   session is being opened, the attempt a pause waits for, whether the serving pod
+//!   drains); every move between phases happens there;
+//! - [`runtime`]: the runtime side — the open connection's pod and when it was heard, the
+//!   messages waiting for the next connection, its held `bidi_connection_close`, the stream
+//!   generation, the age of its identity assertion;
+//! - [`client`]: the client side — when it was heard and the session was last active, its
+//!   message rate, its resume key, a restored gap, the number of the last snapshot;
+//! - [`hops`]: handoff tracking — the handoffs of the current turn, the gap of the last;
+//! - [`settings`]: what its runtime sessions open with, as the client chose it (voice,
+//!   modalities, model, audio) and which pods it reaches;
+//! - [`super::kept`] (the conversation: memory, history, inputs in flight) and
+//!   [`crate::resume::Replay`] (the messages kept for the client), types of their own.
+//!
+//! The rules that span them are `impl Machine` blocks by concept: the relay of frames here,
+//! opening a runtime session and what each purpose does with it ([`open`]), handoffs
+//! ([`handoff`]), moving between pods ([`moves`]), parking and resuming ([`park`]), the
+//! verified caller's identity assertion ([`identity`]), and what the driver reads
+//! ([`accessors`]).
 
 mod accessors;
+mod client;
 pub(super) mod handoff;
+mod hops;
 mod identity;
 pub(super) mod moves;
 mod open;
 mod park;
+mod runtime;
+mod settings;
 pub(super) mod state;
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::time::Instant;
 
-use switchboard_core::protocol::{AudioSettings, ErrorCode, ServerKind, ServerMessage, close_code, gateway_only};
+use switchboard_core::protocol::{ErrorCode, ServerKind, ServerMessage, close_code, gateway_only};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-pub(super) use super::events::Purpose;
 pub use super::events::{
-    ClientFrame, Close, Cx, Effect, Ending, Event, Limits, Note, OpenRequest, Phase, Recorded, RuntimeFrame,
-    SendFailure,
+    ClientFrame, Close, Cx, Effect, Ending, Event, HandoffError, Limits, Note, OpenError, OpenRequest, Phase, Recorded,
+    RuntimeFrame, SendFailure,
 };
 use super::kept::Kept;
-use crate::auth::{Bucket, Refusal};
-use crate::directory::{Reach, Target};
+use crate::auth::Refusal;
+use crate::directory::Target;
 use crate::resume::{self, Frame, Replay};
+use client::ClientSide;
+use hops::Hops;
+pub use runtime::MAX_UNSENT;
+use runtime::RuntimeSide;
+use settings::Settings;
+use state::Purpose;
 
-/// Client messages kept while the runtime connection is being replaced.
-pub const MAX_UNSENT: usize = 64;
-
-/// One session's state and rules.
+/// One session's state and rules. Its methods: constructors ([`Machine::start`],
+/// [`Machine::resume`]); [`Machine::handle`], the one way events come in; then
+/// [`Machine::next_effect`] until it gives none, and [`Machine::phase`] for what to wait
+/// on; getters and the few settings the driver gives it ([`accessors`]); what the store
+/// keeps of it ([`Machine::take_parked`], [`Machine::snapshot`]).
 #[derive(Debug)]
 pub struct Machine {
+    /// The limits and timings it applies.
     pub(super) limits: Limits,
     /// The session's id.
     pub(super) id: String,
@@ -53,55 +77,25 @@ pub struct Machine {
     pub(super) identity: String,
     /// The Agent serving the session now.
     pub(super) target: Target,
-    /// Which pods the session reaches: a test session, its Agents' candidates.
-    pub(super) reach: Reach,
-    pub(super) voice: Option<String>,
-    pub(super) modalities: Vec<String>,
-    /// The text model the client chose (`session_start.model`) and the agent it chose it
-    /// for: passed to that agent's runtimes only (another agent may not offer it).
-    pub(super) model: Option<(String, String)>,
-    /// The client's audio formats (`session_start.audio`), passed to every runtime.
-    pub(super) audio: Option<AudioSettings>,
+    /// What its runtime sessions open with: voice, modalities, model, audio, reach
+    /// ([`settings`]).
+    settings: Settings,
     /// Memory, history, return target, announced handoff, inputs in flight.
     pub(super) kept: Kept,
     /// The messages sent to the client, numbered, for replay.
     pub(super) replay: Replay,
-    /// The store key of the newest resume token the client was given.
-    pub(super) key: Option<String>,
-    /// Runtime streams opened for this session after the first.
-    pub(super) generation: u64,
-    /// When the last handoff began (the source's close), until the target's first frame.
-    pub(super) handoff_started: Option<(Instant, String, String)>,
-    /// Handoffs in the current user turn: `(turn, count)`.
-    pub(super) hops: (u64, u32),
-    /// The runtime's `bidi_connection_close`, held until its close shows whether the
-    /// session ends (the client gets it) or moves on (dropped).
-    pub(super) held_close: Option<Utf8Bytes>,
-    /// Client messages (other than typed inputs, which `kept` tracks) the runtime
-    /// connection refused or that came while none was open: sent to the next.
-    pub(super) unsent: Vec<UpMessage>,
-    /// The pod of the open runtime connection.
-    pub(super) runtime: Option<SocketAddr>,
+    /// The runtime connection: its pod, when it was heard, what waits for it ([`runtime`]).
+    pub(super) runtime: RuntimeSide,
+    /// The client: when it was heard, its rate, its resume key ([`client`]).
+    client: ClientSide,
+    /// The handoffs of the turn and the gap of the last ([`hops`]).
+    hops: Hops,
     /// Where the session is, with what belongs to that phase alone ([`state`]).
-    pub(super) state: state::State,
-    /// The last frame either way (pings and pongs aside).
-    pub(super) last_activity: Instant,
-    /// The last frame of any kind from the client.
-    pub(super) client_heard: Instant,
-    /// The last frame of any kind from the runtime.
-    pub(super) runtime_heard: Instant,
-    /// When the runtime was last given an identity assertion (by a grant or a frame), while
-    /// the memory holds a verified caller.
-    pub(super) asserted_at: Option<Instant>,
-    bucket: Bucket,
-    pub(super) out: VecDeque<Effect>,
+    state: state::State,
+    /// The effects to carry out, in order.
+    out: VecDeque<Effect>,
     /// The W3C `traceparent` of the session's span (none when not traced).
-    pub(super) traceparent: Option<String>,
-    /// Resumed from a snapshot, the client having received messages `(first, last)` the
-    /// session does not hold: told once it is open (`session_restored`).
-    pub(super) restored: Option<(u64, u64)>,
-    /// The number of the last message sent when the last snapshot was asked for.
-    pub(super) snapshot_seq: u64,
+    traceparent: Option<String>,
 }
 
 impl Machine {
@@ -131,36 +125,20 @@ impl Machine {
         modalities: Vec<String>,
         now: Instant,
     ) -> Self {
-        let bucket = crate::auth::message_bucket(limits.session_rate);
         Self {
+            client: ClientSide::new(limits.session_rate, now),
             limits,
             id,
             identity,
             target,
-            reach: Reach::Live,
-            voice,
-            modalities,
-            model: None,
-            audio: None,
+            settings: Settings::new(voice, modalities),
             kept: Kept::default(),
             replay: Replay::default(),
-            key: None,
-            generation: 0,
-            handoff_started: None,
-            hops: (0, 0),
-            held_close: None,
-            unsent: Vec::new(),
-            runtime: None,
+            runtime: RuntimeSide::new(now, 0),
+            hops: Hops::default(),
             state: state::State::default(),
-            last_activity: now,
-            client_heard: now,
-            runtime_heard: now,
-            asserted_at: None,
-            bucket,
             out: VecDeque::new(),
             traceparent: None,
-            restored: None,
-            snapshot_seq: 0,
         }
     }
 
@@ -175,7 +153,7 @@ impl Machine {
         self.out.pop_front()
     }
 
-    pub(super) fn push(&mut self, effect: Effect) {
+    fn push(&mut self, effect: Effect) {
         self.out.push_back(effect);
     }
 
@@ -225,7 +203,7 @@ impl Machine {
             Event::ClientSendFailed(SendFailure::Slow) => {
                 self.end((close_code::SLOW_CLIENT, "the client does not read its messages".into()));
             }
-            Event::RuntimeSendFailed(message) => self.keep_unsent(message),
+            Event::RuntimeSendFailed(message) => self.runtime.keep(message),
             Event::SettleDue => self.settled(false),
             Event::PingDue => {
                 self.ping(cx);
@@ -233,7 +211,7 @@ impl Machine {
                 // Between turns, what was sent since the last snapshot (a state change, a
                 // late line) is caught up with.
                 let between_turns = !self.kept.turn_open && self.kept.in_flight.is_empty();
-                if between_turns && self.snapshot_seq != self.replay.seq && self.state.is_live() {
+                if between_turns && self.client.snapshot_behind(self.replay.seq) && self.state.is_live() {
                     self.snapshot_now(None);
                 }
             }
@@ -244,20 +222,14 @@ impl Machine {
         if self.state.is_settling() {
             return;
         }
-        self.client_heard = cx.now;
+        self.client.heard(cx.now);
         if matches!(frame, ClientFrame::Control) {
             return;
         }
-        self.last_activity = cx.now;
+        self.client.active(cx.now);
         if matches!(frame, ClientFrame::Text(_) | ClientFrame::Binary(_)) {
-            let over = if self.bucket.take(cx.now) {
-                budget
-            } else {
-                let message =
-                    format!("more than {} messages a second on this session; send fewer", self.bucket.per_second());
-                Err(Refusal { code: close_code::RATE_LIMITED, message, reason: ErrorCode::SessionRate })
-            };
-            if let Err(refusal) = over {
+            // The session's own rate first, then the key's budget (shared by its sessions).
+            if let Err(refusal) = self.client.take_message(cx.now).and(budget) {
                 return self.refuse(refusal);
             }
         }
@@ -282,13 +254,13 @@ impl Machine {
     /// A client's text frame for the runtime. A typed input goes with the gateway's id
     /// for it, and is tracked until the runtime takes it up ([`Kept::track`]) rather than
     /// kept as unsent.
-    pub(super) fn forward_text(&mut self, text: Utf8Bytes) {
+    fn forward_text(&mut self, text: Utf8Bytes) {
         if gateway_only(text.as_str()) {
             return self.refuse_gateway_only();
         }
         match self.kept.track(text.as_str()) {
             Some((frame, true)) => {
-                if self.runtime.is_some() {
+                if self.runtime.is_open() {
                     self.push(Effect::Runtime { message: UpMessage::text(frame), keep: false });
                 }
                 self.snapshot_now(None);
@@ -301,36 +273,25 @@ impl Machine {
 
     /// To the runtime, or kept for the next connection while none is open.
     fn send_runtime(&mut self, message: UpMessage) {
-        if self.runtime.is_some() {
+        if let Some(message) = self.runtime.send(message) {
             self.push(Effect::Runtime { message, keep: true });
-        } else {
-            self.keep_unsent(message);
-        }
-    }
-
-    fn keep_unsent(&mut self, message: UpMessage) {
-        if self.unsent.len() < MAX_UNSENT {
-            self.unsent.push(message);
         }
     }
 
     fn runtime_frame(&mut self, frame: RuntimeFrame, cx: &Cx<'_>) {
-        if !self.state.is_live() || self.runtime.is_none() {
+        if !self.state.is_live() || !self.runtime.is_open() {
             return;
         }
-        self.runtime_heard = cx.now;
+        self.runtime.heard(cx.now);
         if matches!(frame, RuntimeFrame::Control) {
             return;
         }
         // An agent that is still answering keeps the session alive.
-        self.last_activity = cx.now;
+        self.client.active(cx.now);
         let mut turn_ended = false;
         let frame = match frame {
             RuntimeFrame::Text(text) => match ServerKind::peek(text.as_str()) {
-                Some(ServerKind::ConnectionClose) => {
-                    self.held_close = Some(text);
-                    return;
-                }
+                Some(ServerKind::ConnectionClose) => return self.runtime.hold_close(text),
                 Some(ServerKind::ConnectionDraining) => {
                     // The pod shuts down: the session moves at its next turn boundary.
                     if self.state.drain() == Some(state::Drain::Serving) {
@@ -349,7 +310,7 @@ impl Machine {
                     }
                     turn_ended = kind == Some(ServerKind::ResponseComplete);
                     if kind == Some(ServerKind::SessionUpdated) {
-                        self.settings_updated(text.as_str());
+                        self.settings.updated(text.as_str());
                     }
                     echo.map_or(Frame::Text(text), Frame::from)
                 }
@@ -379,7 +340,7 @@ impl Machine {
         };
         let token = resume::new_token();
         let key = resume::store_key(&self.identity, &token);
-        let previous = self.key.replace(key.clone());
+        let previous = self.client.new_key(key.clone());
         self.push(Effect::Hold { key, previous });
         let seq = self.replay.skip();
         let stamped = ServerMessage::BidiConnectionStart {
@@ -401,43 +362,28 @@ impl Machine {
 
     /// A new reply, or the caller's barge-in: the audio of earlier replies is no longer
     /// kept for a resuming client.
-    pub(super) fn new_reply(&mut self, kind: Option<ServerKind>) {
+    fn new_reply(&mut self, kind: Option<ServerKind>) {
         if matches!(kind, Some(ServerKind::ResponseStart | ServerKind::Interruption)) {
             self.replay.forget_audio();
         }
     }
 
     fn first_frame_after_handoff(&mut self, cx: &Cx<'_>) {
-        if let Some((started, from, to)) = self.handoff_started.take() {
-            let seconds = cx.now.saturating_duration_since(started).as_secs_f64();
-            self.push(Effect::Note(Note::HandoffGap { from, to, seconds }));
+        if let Some(gap) = self.hops.first_frame(cx.now) {
+            self.push(Effect::Note(gap));
         }
     }
 
     /// Numbers and keeps a message for the client, and sends it. A send that fails comes
     /// back as [`Event::ClientSendFailed`]; the message stays for replay.
-    pub(super) fn deliver(&mut self, frame: Frame) {
+    fn deliver(&mut self, frame: Frame) {
         self.record(&frame);
         self.replay.record(frame.clone(), self.limits.replay_messages, self.limits.replay_bytes);
         self.push(Effect::Client(frame));
     }
 
-    /// A runtime applied the client's `session_update`: the settings it changed hold for
-    /// the rest of the session, so every runtime session opened later (a handoff, a move,
-    /// a resume) starts with them.
-    fn settings_updated(&mut self, text: &str) {
-        if let Ok(ServerMessage::BidiSessionUpdated { voice, modalities }) = serde_json::from_str(text) {
-            if voice.is_some() {
-                self.voice = voice;
-            }
-            if let Some(modalities) = modalities {
-                self.modalities = modalities;
-            }
-        }
-    }
-
     /// Hands a text message (not reply audio) to the conversation record, when kept.
-    pub(super) fn record(&mut self, frame: &Frame) {
+    fn record(&mut self, frame: &Frame) {
         if let (true, Frame::Text(text)) = (self.limits.record, frame)
             && !ServerKind::AudioStream.is(text.as_str())
         {
@@ -446,8 +392,7 @@ impl Machine {
     }
 
     fn runtime_closed(&mut self, code: u16, reason: String, cx: &Cx<'_>) {
-        self.runtime = None;
-        let held_close = self.held_close.take();
+        let held_close = self.runtime.closed();
         match self.kept.pending_handoff.take() {
             Some((to, context)) if code == close_code::HANDOFF => {
                 // Should this gateway die before the target is open, a resume elsewhere
@@ -470,7 +415,7 @@ impl Machine {
 
     /// Ends the session for a limit the client broke: the `bidi_error` says which and what
     /// to do, the close has its code.
-    pub(super) fn refuse(&mut self, refusal: Refusal) {
+    fn refuse(&mut self, refusal: Refusal) {
         self.push(Effect::Note(Note::Refused(refusal.reason.metric_label())));
         let close = (refusal.code, refusal.reason.as_str().replace('_', " "));
         self.deliver(ServerMessage::error(refusal.reason, refusal.message, false).into());
@@ -478,7 +423,7 @@ impl Machine {
     }
 
     /// The session ends with `close`.
-    pub(super) fn end(&mut self, close: Close) {
+    fn end(&mut self, close: Close) {
         self.state.finish(Ending::Close(close));
     }
 }

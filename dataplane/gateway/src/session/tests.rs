@@ -20,13 +20,18 @@ use switchboard_crds::Mode;
 use switchboard_crds::routing::{RUNTIME_PORT, Route, RoutingTable, SESSION_PATH};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 
-use super::machine::{ClientFrame, Cx, Effect, Ending, Event, Limits, Machine, Note, Phase, RuntimeFrame};
+use super::machine::{ClientFrame, Cx, Effect, Ending, Event, Limits, Machine, Note, OpenError, Phase, RuntimeFrame};
 use super::moves::MAX_RECOVERIES;
 use crate::directory::Directory;
 use crate::resume::Frame;
 
 pub(super) fn addr(last: u8) -> SocketAddr {
     SocketAddr::from(([10, 0, 0, last], 8080))
+}
+
+/// The pod `last` refused the session.
+pub(super) fn refused(last: u8) -> OpenError {
+    OpenError::Connect(crate::upstream::ConnectError { addr: addr(last), message: "refused".into() })
 }
 
 fn route(name: &str, expose: bool) -> Route {
@@ -210,7 +215,7 @@ fn a_new_session_opens_on_its_agent_and_sends_what_came_first() {
 #[test]
 fn a_session_no_pod_takes_is_refused_with_try_again() {
     let mut drive = Drive::starting(None);
-    let effects = drive.on(Event::Opened(Err("agent triage has no ready pod".into())));
+    let effects = drive.on(Event::Opened(Err(OpenError::NoReadyPod { agent: "triage".into() })));
     assert_eq!(error_codes(&effects), ["no_runtime"]);
     assert!(matches!(drive.ending(), Some(Ending::Close((close_code::TRY_AGAIN_LATER, _)))));
 }
@@ -273,7 +278,7 @@ fn reopening_gives_up_after_the_attempts_with_pauses_between() {
     loop {
         assert!(drive.opening().is_some(), "attempt {attempts}");
         attempts += 1;
-        let effects = drive.on(Event::Opened(Err("refused".into())));
+        let effects = drive.on(Event::Opened(Err(refused(2))));
         if let Some(ending) = drive.ending() {
             assert_eq!(ending, &Ending::Close((close_code::INTERNAL, "no runtime pod could take the session".into())));
             assert_eq!(error_codes(&effects), ["no_runtime"]);
@@ -311,7 +316,7 @@ impl Contains for Vec<Effect> {
 
 #[test]
 fn a_handoff_that_cannot_happen_keeps_the_caller_with_the_source_and_tells_it() {
-    for (to, open_result) in [("banking", None), ("nobody", None), ("idv", Some(Err("refused".to_owned())))] {
+    for (to, open_result) in [("banking", None), ("nobody", None), ("idv", Some(Err(refused(3))))] {
         let mut drive = Drive::live();
         drive.runtime(handoff(to));
         let mut effects = drive.closed(close_code::HANDOFF);

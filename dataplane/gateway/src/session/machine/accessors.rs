@@ -33,40 +33,41 @@ impl Machine {
 
     /// The voice the client asked for.
     pub fn voice(&self) -> &Option<String> {
-        &self.voice
+        self.settings.voice()
     }
 
     /// The modalities the client asked for.
     pub fn modalities(&self) -> &[String] {
-        &self.modalities
+        self.settings.modalities()
     }
 
     /// The audio formats the client asked for.
     pub fn audio(&self) -> Option<&AudioSettings> {
-        self.audio.as_ref()
+        self.settings.audio()
     }
 
     /// Sets the audio formats the client asked for (runtimes opened from now on get them).
     pub fn set_audio(&mut self, audio: Option<AudioSettings>) {
-        self.audio = audio;
+        self.settings.set_audio(audio);
     }
 
     /// A test session (`session_start.candidate`): the candidate pods of every Agent it
     /// reaches that has them.
     pub fn with_reach(mut self, reach: Reach) -> Self {
-        self.reach = reach;
+        self.settings.set_reach(reach);
         self
     }
 
     /// The text model the client chose (`session_start.model`), for the agent it starts at.
     pub fn with_model(mut self, model: Option<String>) -> Self {
-        self.model = model.map(|model| (self.target.route.name.clone(), model));
+        let chosen = model.map(|model| (self.target.route.name.clone(), model));
+        self.settings.set_model(chosen);
         self
     }
 
     /// The text model the client chose, if it chose one for `agent`.
     pub fn model_for(&self, agent: &str) -> Option<String> {
-        self.model.as_ref().filter(|(chosen_for, _)| chosen_for == agent).map(|(_, model)| model.clone())
+        self.settings.model_for(agent)
     }
 
     /// The serving pod drains (the session moves when another is ready).
@@ -86,16 +87,16 @@ impl Machine {
 
     /// The store key of the newest resume token (none before the first).
     pub fn key(&self) -> Option<&str> {
-        self.key.as_deref()
+        self.client.key()
     }
 
     /// Forgets the resume key (the session ended or was parked under it).
     pub fn take_key(&mut self) -> Option<String> {
-        self.key.take()
+        self.client.take_key()
     }
 
     /// When the session counts as idle unless something moves.
     pub fn idle_deadline(&self) -> Instant {
-        self.last_activity + self.limits.idle_timeout
+        self.client.idle_deadline(self.limits.idle_timeout)
     }
 }

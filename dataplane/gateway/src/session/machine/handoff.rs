@@ -11,7 +11,7 @@
 use switchboard_core::handoff::HandoffContext;
 use switchboard_core::protocol::{ErrorCode, ServerMessage};
 
-use super::{Cx, Machine, Note, Purpose};
+use super::{Cx, HandoffError, Machine, Note, Purpose};
 use crate::resume::Missed;
 
 /// Handoffs within one user turn after which the next is refused.
@@ -25,16 +25,13 @@ impl Machine {
         let may_return_to = self.kept.return_to.clone();
         let return_to = self.kept.hand_over(&context);
         let turn = self.kept.turn;
-        self.hops = if self.hops.0 == turn { (turn, self.hops.1 + 1) } else { (turn, 1) };
-        let routed = if self.hops.1 > MAX_HANDOFFS_PER_TURN {
-            Err(format!(
-                "more than {MAX_HANDOFFS_PER_TURN} handoffs in one turn; the agents may be passing the caller back and forth"
-            ))
+        let routed = if self.hops.hop(turn) > MAX_HANDOFFS_PER_TURN {
+            Err(HandoffError::TooMany { limit: MAX_HANDOFFS_PER_TURN })
         } else {
-            let reach = self.reach;
+            let reach = self.settings.reach();
             cx.directory
                 .for_handoff(&self.target.route, &to, may_return_to.as_deref(), reach)
-                .map_err(|e| e.to_string())
+                .map_err(HandoffError::from)
         };
         match routed {
             Ok(target) => {
@@ -43,21 +40,21 @@ impl Machine {
             }
             Err(error) => match resumed {
                 Some(missed) => {
-                    self.kept.handoff_failed(&to, &error);
+                    self.kept.handoff_failed(&to, &error.to_string());
                     self.reopen_resumed(missed);
                 }
-                None => self.handoff_failed(&to, &error, cx),
+                None => self.handoff_failed(&to, error, cx),
             },
         }
     }
 
     /// The handoff to `to` did not happen: the client and the source agent are told, and
     /// the session reopens with the source.
-    pub(super) fn handoff_failed(&mut self, to: &str, error: &str, cx: &Cx<'_>) {
+    pub(super) fn handoff_failed(&mut self, to: &str, error: HandoffError, cx: &Cx<'_>) {
         let from = self.target.key();
         self.note(Note::Refused("handoff_failed"));
-        self.note(Note::HandoffFailed { from, to: to.to_owned(), error: error.to_owned() });
-        self.kept.handoff_failed(to, error);
+        self.note(Note::HandoffFailed { from, to: to.to_owned(), error: error.clone() });
+        self.kept.handoff_failed(to, &error.to_string());
         let message =
             format!("the handoff to {to} failed ({error}); you are still talking to {}", self.target.route.name);
         self.deliver(ServerMessage::error(ErrorCode::HandoffFailed, message, true).into());

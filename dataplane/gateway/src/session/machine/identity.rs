@@ -6,7 +6,7 @@
 //! expires. A client never sends one: its `identity_assertion` gets a `bidi_error` and goes
 //! no further (the runtime would refuse it anyway, but the gateway does not relay it).
 
-use switchboard_core::assertion::{IDENTITY_KEY, REFRESH_AFTER_SECS};
+use switchboard_core::assertion::IDENTITY_KEY;
 use switchboard_core::protocol::{ErrorCode, ServerMessage};
 
 use super::{Cx, Effect, Machine};
@@ -22,7 +22,7 @@ impl Machine {
     /// own when its memory loses the caller).
     pub(in crate::session) fn caller_observed(&mut self, before: Option<serde_json::Value>, cx: &Cx<'_>) {
         match self.caller() {
-            None => self.asserted_at = None,
+            None => self.runtime.forget_assertion(),
             Some(caller) if Some(&caller) != before.as_ref() => self.assert_identity(caller, cx),
             Some(_) => {}
         }
@@ -30,24 +30,24 @@ impl Machine {
 
     /// A runtime session opened: its grant carried an assertion if there is a caller.
     pub(in crate::session) fn identity_granted(&mut self, cx: &Cx<'_>) {
-        self.asserted_at = self.caller().map(|_| cx.now);
+        let caller = self.caller().is_some();
+        self.runtime.granted(caller, cx.now);
     }
 
     /// Every ping interval: an assertion the runtime has held for
-    /// [`REFRESH_AFTER_SECS`] is replaced, so it never holds an expired one.
+    /// [`REFRESH_AFTER_SECS`](switchboard_core::assertion::REFRESH_AFTER_SECS) is replaced, so it never holds an expired one.
     pub(in crate::session) fn refresh_identity(&mut self, cx: &Cx<'_>) {
-        let due =
-            self.asserted_at.is_some_and(|at| cx.now.saturating_duration_since(at).as_secs() >= REFRESH_AFTER_SECS);
+        let due = self.runtime.assertion_due(cx.now);
         if let Some(caller) = self.caller().filter(|_| due) {
             self.assert_identity(caller, cx);
         }
     }
 
     fn assert_identity(&mut self, caller: serde_json::Value, cx: &Cx<'_>) {
-        if self.runtime.is_none() || !self.state.is_live() {
+        if !self.runtime.is_open() || !self.state.is_live() {
             return;
         }
-        self.asserted_at = Some(cx.now);
+        self.runtime.asserted(cx.now);
         self.push(Effect::AssertIdentity(caller));
     }
 

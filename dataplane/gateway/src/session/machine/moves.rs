@@ -11,7 +11,7 @@ use std::time::Duration;
 use switchboard_core::protocol::{ErrorCode, ServerMessage, SessionState, close_code};
 
 use super::state::{Drain, Retry};
-use super::{Cx, Effect, Machine, Note, Purpose};
+use super::{Cx, Effect, Machine, Note, OpenError, Purpose};
 
 /// Failed reconnections in a row after which a session gives up.
 pub const MAX_RECOVERIES: u32 = 3;
@@ -34,11 +34,12 @@ impl Machine {
         if self.kept.turn_open || !self.kept.in_flight.is_empty() || handing_off {
             return;
         }
-        let Some(fresh) = cx.directory.lookup(&self.target.route.namespace, &self.target.route.name, self.reach) else {
+        let (namespace, name) = (&self.target.route.namespace, &self.target.route.name);
+        let Some(fresh) = cx.directory.lookup(namespace, name, self.settings.reach()) else {
             // The Agent was deleted (its pods drain with it): the session ends here.
             return self.end_removed();
         };
-        if !fresh.ready.iter().any(|addr| Some(*addr) != self.runtime) {
+        if !fresh.ready.iter().any(|addr| Some(*addr) != self.runtime.pod()) {
             if self.state.drain() == Some(Drain::Draining) {
                 self.state.set_drain(Drain::WaitingForPod);
                 self.note(Note::WaitingForPod);
@@ -51,7 +52,7 @@ impl Machine {
     /// Reopens the session on another pod of the same Agent: its runtime was lost, or its
     /// pod drains.
     pub(super) fn recover(&mut self, reason: &str, cx: &Cx<'_>) {
-        let lost = self.runtime.take();
+        let lost = self.runtime.detach();
         if lost.is_some() {
             // A polite close to a draining pod; a lost one fails at once.
             self.push(Effect::CloseRuntime);
@@ -69,7 +70,7 @@ impl Machine {
     }
 
     fn attempt(&mut self, reason: String, attempts_left: u32, avoid: Option<SocketAddr>, cx: &Cx<'_>) {
-        match cx.directory.lookup(&self.target.route.namespace, &self.target.route.name, self.reach) {
+        match cx.directory.lookup(&self.target.route.namespace, &self.target.route.name, self.settings.reach()) {
             Some(current) => self.target = current,
             None => return self.end_removed(),
         }
@@ -77,8 +78,8 @@ impl Machine {
     }
 
     /// An attempt failed: another after a pause, or the session ends.
-    pub(super) fn reopen_failed(&mut self, Retry { reason, attempts_left }: Retry, message: String, _cx: &Cx<'_>) {
-        self.note(Note::OpenFailed(message));
+    pub(super) fn reopen_failed(&mut self, Retry { reason, attempts_left }: Retry, error: OpenError, _cx: &Cx<'_>) {
+        self.note(Note::OpenFailed(error));
         if attempts_left == 0 {
             let message = format!(
                 "the agent {} has no pod that can take this session now; reconnect shortly",
@@ -105,18 +106,18 @@ impl Machine {
             return;
         }
         let timeout = self.limits.ping_timeout;
-        let client_silent = cx.now.saturating_duration_since(self.client_heard);
-        let runtime_silent = cx.now.saturating_duration_since(self.runtime_heard);
+        let client_silent = self.client.silent_for(cx.now);
+        let runtime_silent = self.runtime.silent_for(cx.now);
         if client_silent >= timeout {
             self.note(Note::ClientSilent(client_silent));
             return self.client_gone(cx);
         }
-        if self.runtime.is_some() && runtime_silent >= timeout {
+        if self.runtime.is_open() && runtime_silent >= timeout {
             self.note(Note::RuntimeSilent(runtime_silent));
             return self.recover("runtime_unresponsive", cx);
         }
         self.push(Effect::PingClient);
-        if self.runtime.is_some() {
+        if self.runtime.is_open() {
             self.push(Effect::PingRuntime);
         }
     }

@@ -10,7 +10,7 @@ use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 
 use super::state::Retry;
-use super::{Cx, Effect, Ending, Machine, Note, OpenRequest, Purpose};
+use super::{Cx, Effect, Ending, Machine, Note, OpenError, OpenRequest, Purpose};
 
 impl Machine {
     /// Asks the task to open a runtime session on the current target.
@@ -43,26 +43,24 @@ impl Machine {
         self.state.open(request, purpose);
     }
 
-    pub(super) fn opened(&mut self, result: Result<SocketAddr, String>, cx: &Cx<'_>) {
+    pub(super) fn opened(&mut self, result: Result<SocketAddr, OpenError>, cx: &Cx<'_>) {
         let Some((request, purpose)) = self.state.opened() else {
             // Not asked for: nothing to do with it.
             return;
         };
         match result {
             Ok(addr) => {
-                self.runtime_heard = cx.now;
-                self.attached(addr, request.handoff.is_some());
+                self.attached(addr, request.handoff.is_some(), cx);
                 self.identity_granted(cx);
                 self.opened_for(purpose, cx);
             }
-            Err(message) => self.open_failed(purpose, message, cx),
+            Err(error) => self.open_failed(purpose, error, cx),
         }
     }
 
     /// A runtime session is open on `addr`: what was waiting goes to it.
-    fn attached(&mut self, addr: SocketAddr, handed_over: bool) {
-        self.runtime = Some(addr);
-        for message in std::mem::take(&mut self.unsent) {
+    fn attached(&mut self, addr: SocketAddr, handed_over: bool, cx: &Cx<'_>) {
+        for message in self.runtime.attach(addr, cx.now) {
             self.push(Effect::Runtime { message, keep: false });
         }
         for frame in self.kept.replay() {
@@ -97,25 +95,25 @@ impl Machine {
                     Some(missed) => self.resumed(missed),
                     None => {
                         self.push(Effect::Note(Note::Handoff { from: from.clone(), to: to.clone() }));
-                        self.handoff_started = Some((cx.now, from, to));
+                        self.hops.began(cx.now, from, to);
                     }
                 }
             }
             Purpose::Reopen(Retry { reason, .. }) => {
-                self.generation += 1;
-                let restart = ServerMessage::BidiConnectionRestart { reason, generation: self.generation };
+                let generation = self.runtime.next_generation();
+                let restart = ServerMessage::BidiConnectionRestart { reason, generation };
                 self.deliver(restart.into());
             }
             Purpose::Resume { missed } => self.resumed(missed),
         }
     }
 
-    fn open_failed(&mut self, purpose: Purpose, message: String, cx: &Cx<'_>) {
+    fn open_failed(&mut self, purpose: Purpose, error: OpenError, cx: &Cx<'_>) {
         match purpose {
             Purpose::Start { .. } => {
                 // A close reason is at most 123 bytes: the bidi_error has the details.
                 self.push(Effect::Note(Note::Refused("no_runtime")));
-                self.push(Effect::Client(ServerMessage::error(ErrorCode::NoRuntime, message, false).into()));
+                self.push(Effect::Client(ServerMessage::error(ErrorCode::NoRuntime, error.to_string(), false).into()));
                 self.state.finish(Ending::Close((close_code::TRY_AGAIN_LATER, "no runtime".into())));
             }
             Purpose::Handoff { to, previous, resumed, .. } => {
@@ -125,11 +123,11 @@ impl Machine {
                         self.kept.handoff_failed(&to, &format!("agent {to} could not take the session"));
                         self.reopen_resumed(missed);
                     }
-                    None => self.handoff_failed(&to, &message, cx),
+                    None => self.handoff_failed(&to, error.into(), cx),
                 }
             }
-            Purpose::Reopen(retry) => self.reopen_failed(retry, message, cx),
-            Purpose::Resume { .. } => self.state.finish(Ending::ResumeFailed(message)),
+            Purpose::Reopen(retry) => self.reopen_failed(retry, error, cx),
+            Purpose::Resume { .. } => self.state.finish(Ending::ResumeFailed(error)),
         }
     }
 }

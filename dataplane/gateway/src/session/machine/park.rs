@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use switchboard_core::protocol::{ErrorCode, ServerKind, ServerMessage, close_code};
 
+use super::runtime::RuntimeSide;
 use super::{Cx, Ending, Limits, Machine, Phase, Purpose, RuntimeFrame};
 use crate::directory::Target;
 use switchboard_core::handoff::HandoffContext;
@@ -31,17 +32,17 @@ impl Machine {
         let model = parked.model.clone();
         let Parked { session_id, voice, modalities, audio, handoff, kept, generation, replay, reach, .. } = parked;
         let mut machine = Self::blank(limits, session_id, identity, target, voice, modalities, cx.now);
-        machine.audio = audio;
-        machine.reach = reach;
+        machine.settings.set_audio(audio);
+        machine.settings.set_reach(reach);
         let missed = replay.since(last_seq);
         machine.kept = kept;
-        machine.model = model;
+        machine.settings.set_model(model);
         machine.replay = replay;
-        machine.generation = generation;
+        machine.runtime = RuntimeSide::new(cx.now, generation);
         if let Some(last) = last_seq.filter(|last| *last > machine.replay.seq) {
             // The client received more than the session holds: it was taken from a
             // snapshot (its gateway died). Numbers go on after what the client has.
-            machine.restored = Some((machine.replay.seq + 1, last));
+            machine.client.restored_without(machine.replay.seq + 1, last);
             machine.replay.seq = last;
         }
         match handoff {
@@ -53,7 +54,7 @@ impl Machine {
 
     /// Opens a resumed session on its own Agent (one attempt: the client may resume again).
     pub(super) fn reopen_resumed(&mut self, missed: Missed) {
-        self.generation += 1;
+        self.runtime.next_generation();
         self.open(Purpose::Resume { missed }, None, None);
     }
 
@@ -63,7 +64,7 @@ impl Machine {
         for frame in missed.frames {
             self.push(super::Effect::Client(frame));
         }
-        if let Some((first, last)) = self.restored.take() {
+        if let Some((first, last)) = self.client.take_restored() {
             let message = format!(
                 "the gateway serving this session stopped; it resumed from its last turn boundary, so the agent \
                  may not know of messages {first} to {last}"
@@ -79,7 +80,7 @@ impl Machine {
     /// The client is gone (or moved to another replica): the runtime may finish its turn.
     pub(super) fn client_gone(&mut self, cx: &Cx<'_>) {
         match self.state.phase() {
-            Phase::Live if self.runtime.is_some() && self.answering() => {
+            Phase::Live if self.runtime.is_open() && self.answering() => {
                 self.state.settle(cx.now + self.limits.park_grace);
             }
             Phase::Live | Phase::Opening(_) | Phase::Backoff(_) => self.settled(false),
@@ -98,22 +99,21 @@ impl Machine {
             RuntimeFrame::Text(text) => {
                 let kind = ServerKind::peek(text.as_str());
                 if kind == Some(ServerKind::ConnectionClose) {
-                    self.held_close = Some(text);
-                    return;
+                    return self.runtime.hold_close(text);
                 }
                 self.new_reply(kind);
                 self.kept.observe(text.as_str()).map_or(Frame::Text(text), Frame::from)
             }
             RuntimeFrame::Binary(data) => Frame::Binary(data),
             RuntimeFrame::Closed { code, .. } => {
-                self.runtime = None;
+                self.runtime.detach();
                 // A handoff stays pending (performed on resume); a drain or loss is
                 // recovered on resume; any other close ends the session.
                 let ended = !matches!(code, close_code::HANDOFF | close_code::GOING_AWAY | close_code::TRY_AGAIN_LATER);
                 return self.settled(ended);
             }
             RuntimeFrame::Lost => {
-                self.runtime = None;
+                self.runtime.detach();
                 return self.settled(false);
             }
             RuntimeFrame::Control => return,
@@ -148,7 +148,7 @@ impl Machine {
     /// Asks for a snapshot now ([`super::Effect::Snapshot`]), where a shared store keeps one.
     pub(super) fn snapshot_now(&mut self, handoff: Option<(String, HandoffContext)>) {
         if self.limits.movable {
-            self.snapshot_seq = self.replay.seq;
+            self.client.snapshot_taken(self.replay.seq);
             let snapshot = self.snapshot(handoff);
             self.push(super::Effect::Snapshot(Box::new(snapshot)));
         }
@@ -166,16 +166,16 @@ impl Machine {
             session_id: self.id.clone(),
             namespace: self.target.route.namespace.clone(),
             agent: self.target.route.name.clone(),
-            voice: self.voice.clone(),
-            modalities: self.modalities.clone(),
-            model: self.model.clone(),
-            audio: self.audio.clone(),
+            voice: self.settings.voice().clone(),
+            modalities: self.settings.modalities().to_vec(),
+            model: self.settings.model().clone(),
+            audio: self.settings.audio().cloned(),
             handoff,
             kept,
-            generation: self.generation,
+            generation: self.runtime.generation(),
             replay,
             traceparent: self.traceparent.clone(),
-            reach: self.reach,
+            reach: self.settings.reach(),
         }
     }
 

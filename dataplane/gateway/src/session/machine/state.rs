@@ -9,7 +9,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Ending, OpenRequest, Phase, Purpose};
+use super::{Ending, OpenRequest, Phase};
+use crate::directory::Target;
+use crate::resume::Missed;
 
 /// Where a session is, with what belongs to that phase alone.
 #[derive(Debug)]
@@ -24,6 +26,36 @@ pub(in crate::session) enum State {
     Settling(Instant),
     /// Over for this task.
     Done(Ending),
+}
+
+/// Why the machine is opening a runtime session; what it does with the result.
+#[derive(Debug)]
+pub(in crate::session) enum Purpose {
+    /// A new session.
+    Start {
+        /// A client message that came instead of `session_start`, for the runtime.
+        pending: Option<String>,
+    },
+    /// To the target of a handoff.
+    Handoff {
+        /// `<namespace>/<name>` of the source.
+        from: String,
+        /// The name asked for.
+        to: String,
+        /// The source's target, restored when the handoff fails.
+        previous: Box<Target>,
+        /// The transfer's return target, kept once the move succeeds.
+        return_to: Option<String>,
+        /// Set when this is a resumed session's pending handoff.
+        resumed: Option<Missed>,
+    },
+    /// Again on a pod of the same Agent (the attempts left after this one).
+    Reopen(Retry),
+    /// A resumed session, on its Agent: one attempt.
+    Resume {
+        /// What the client missed.
+        missed: Missed,
+    },
 }
 
 /// An attempt to open a session again on its Agent: what a [`State::Backoff`] waits to

@@ -9,7 +9,9 @@ use super::{
     Contains, Drive, addr, complete, directory, directory_with, handoff, limits, say, to_client, to_runtime, typed,
 };
 use crate::resume::Replay;
-use crate::session::machine::{ClientFrame, Cx, Effect, Ending, Event, Machine, Note, Phase, Recorded, SendFailure};
+use crate::session::machine::{
+    ClientFrame, Cx, Effect, Ending, Event, Machine, Note, OpenError, Phase, Recorded, SendFailure,
+};
 
 #[test]
 fn a_client_gone_mid_turn_lets_the_runtime_finish_then_parks() {
@@ -123,8 +125,9 @@ fn a_resumed_session_reopens_then_sends_what_was_missed_and_says_what_is_gone() 
     let parked = drive_parked();
     let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     let mut machine = Machine::resume(limits(), "key".into(), parked, target, None, &cx);
-    machine.handle(Event::Opened(Err("no pod".into())), &cx);
-    assert!(matches!(machine.phase(), Phase::Done(Ending::ResumeFailed(m)) if m == "no pod"));
+    let no_pod = OpenError::NoReadyPod { agent: "triage".into() };
+    machine.handle(Event::Opened(Err(no_pod.clone())), &cx);
+    assert!(matches!(machine.phase(), Phase::Done(Ending::ResumeFailed(m)) if *m == no_pod));
 }
 
 fn drive_parked() -> crate::resume::Parked {

@@ -19,7 +19,7 @@ use serde_json::json;
 use switchboard_core::protocol::{ClientMessage, ServerKind, ServerMessage, close_code, decode_client};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 
-use super::{Drive, addr, complete, handoff, limits, say, wire};
+use super::{Drive, addr, complete, handoff, limits, refused, say, wire};
 use crate::resume::Frame;
 use crate::session::kept::client_id;
 use crate::session::machine::{ClientFrame, Cx, Effect, Ending, Event, Machine, Phase, Recorded, RuntimeFrame};
@@ -202,7 +202,7 @@ fn run(steps: Vec<Step>, open_ok: Vec<bool>) -> Result<(), TestCaseError> {
                         world.inbox.clear();
                         Event::Opened(Ok(addr(pod)))
                     } else {
-                        Event::Opened(Err("refused".into()))
+                        Event::Opened(Err(refused(pod)))
                     }
                 }
                 Phase::Backoff(_) => Event::RetryDue,

@@ -1,0 +1,123 @@
+//! What every runtime session of a session opens with, as the client chose it: the voice
+//! and modalities (which a runtime's `bidi_session_updated` may change for the rest of the
+//! session), the text model and the agent it was chosen for, the audio formats, and which
+//! pods the session reaches (a test session: its Agents' candidates). [`Settings`] owns
+//! them; they go with the session when it parks.
+
+use switchboard_core::protocol::{AudioSettings, ServerMessage};
+
+use crate::directory::Reach;
+
+/// The client's choices for the runtime sessions it gets.
+#[derive(Debug)]
+pub(super) struct Settings {
+    /// Which pods the session reaches.
+    reach: Reach,
+    /// The voice.
+    voice: Option<String>,
+    /// The modalities.
+    modalities: Vec<String>,
+    /// The text model the client chose (`session_start.model`) and the agent it chose it
+    /// for: passed to that agent's runtimes only (another agent may not offer it).
+    model: Option<(String, String)>,
+    /// The client's audio formats (`session_start.audio`), passed to every runtime.
+    audio: Option<AudioSettings>,
+}
+
+impl Settings {
+    /// A live session's, with the client's `voice` and `modalities`.
+    pub(super) fn new(voice: Option<String>, modalities: Vec<String>) -> Self {
+        Self { reach: Reach::Live, voice, modalities, model: None, audio: None }
+    }
+
+    /// Which pods the session reaches.
+    pub(super) fn reach(&self) -> Reach {
+        self.reach
+    }
+
+    pub(super) fn set_reach(&mut self, reach: Reach) {
+        self.reach = reach;
+    }
+
+    pub(super) fn voice(&self) -> &Option<String> {
+        &self.voice
+    }
+
+    pub(super) fn modalities(&self) -> &[String] {
+        &self.modalities
+    }
+
+    pub(super) fn audio(&self) -> Option<&AudioSettings> {
+        self.audio.as_ref()
+    }
+
+    pub(super) fn set_audio(&mut self, audio: Option<AudioSettings>) {
+        self.audio = audio;
+    }
+
+    /// The model chosen and the agent it was chosen for, as the store keeps it.
+    pub(super) fn model(&self) -> &Option<(String, String)> {
+        &self.model
+    }
+
+    /// The model chosen (`(agent, model)`), as the store kept it.
+    pub(super) fn set_model(&mut self, model: Option<(String, String)>) {
+        self.model = model;
+    }
+
+    /// The text model the client chose, if it chose one for `agent`.
+    pub(super) fn model_for(&self, agent: &str) -> Option<String> {
+        self.model.as_ref().filter(|(chosen_for, _)| chosen_for == agent).map(|(_, model)| model.clone())
+    }
+
+    /// A runtime applied the client's `session_update` (`text`, its
+    /// `bidi_session_updated`): the voice and modalities it names hold for the rest of the
+    /// session; what it does not name stays.
+    pub(super) fn updated(&mut self, text: &str) {
+        if let Ok(ServerMessage::BidiSessionUpdated { voice, modalities }) = serde_json::from_str(text) {
+            if voice.is_some() {
+                self.voice = voice;
+            }
+            if let Some(modalities) = modalities {
+                self.modalities = modalities;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_model_is_the_agents_it_was_chosen_for() {
+        let mut settings = Settings::new(None, vec![]);
+        assert_eq!(settings.model_for("triage"), None);
+        settings.set_model(Some(("triage".into(), "small".into())));
+        assert_eq!(settings.model_for("triage").as_deref(), Some("small"));
+        assert_eq!(settings.model_for("idv"), None, "another agent may not offer it");
+    }
+
+    #[test]
+    fn an_update_changes_what_it_names_and_keeps_the_rest() {
+        let mut settings = Settings::new(Some("amy".into()), vec!["text".into()]);
+        settings.updated(&json!({"type": "bidi_session_updated", "modalities": ["audio", "text"]}).to_string());
+        assert_eq!(settings.voice().as_deref(), Some("amy"), "no voice named: kept");
+        assert_eq!(settings.modalities(), ["audio", "text"]);
+        settings.updated(&json!({"type": "bidi_session_updated", "voice": "tom"}).to_string());
+        assert_eq!(settings.voice().as_deref(), Some("tom"));
+        assert_eq!(settings.modalities(), ["audio", "text"], "no modalities named: kept");
+        settings.updated("not json");
+        assert_eq!(settings.voice().as_deref(), Some("tom"));
+    }
+
+    #[test]
+    fn a_session_reaches_live_pods_unless_it_tests() {
+        let mut settings = Settings::new(None, vec![]);
+        assert_eq!(settings.reach(), Reach::Live);
+        settings.set_reach(Reach::Candidates);
+        assert_eq!(settings.reach(), Reach::Candidates);
+    }
+}
