@@ -1,10 +1,14 @@
-//! The text runtime: drives core sessions over the session protocol. [`driver`] performs
-//! a session's effects, [`connection`] serves one WebSocket, [`server`] is the axum app
-//! with limits and drain, [`metrics`] and [`transcript`] record what happens. Used by
+//! The text runtime: drives core sessions over the session protocol. [`agent`] holds what a
+//! driven session runs with (the agent, what every session shares, how it ends),
+//! [`driver`] performs a session's effects ([`voice`] a voice session's), [`connection`]
+//! serves one WebSocket through a reader and a writer that own its framing and limits,
+//! [`state`] is what every request shares, [`server`] is the axum app with limits and
+//! drain, [`metrics`] and [`transcript`] record what happens. Used by
 //! `switchboard runtime` (one agent per pod) and `switchboard local` (every agent of a
 //! folder, behind the gateway's own code in the same process). Handoffs are the gateway's:
 //! a runtime that hands off sends `handoff` and closes with 4000.
 
+pub mod agent;
 pub mod connection;
 pub mod driver;
 pub mod grants;
@@ -12,6 +16,7 @@ pub mod identity;
 pub mod metrics;
 mod reader;
 pub mod server;
+pub mod state;
 mod summaries;
 pub mod tool_calls;
 pub mod trace;
@@ -25,9 +30,10 @@ use std::sync::Arc;
 use switchboard_crds::RuntimeSpec;
 use switchboard_crds::agent::Provider;
 
-pub use driver::{AgentRuntime, Exit, Shared};
+pub use agent::{AgentRuntime, Exit, Shared};
 pub use metrics::Metrics;
-pub use server::{AppState, Directory, Server, ServerConfig};
+pub use server::Server;
+pub use state::{AppState, Directory, ServerConfig};
 
 use crate::tools::ToolExecutor;
 use switchboard_core::{AgentCore, ConfigError};

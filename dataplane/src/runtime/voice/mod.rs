@@ -37,7 +37,8 @@ use switchboard_crds::Mode;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::driver::{AgentRuntime, Exit, Link, Opening, Shared};
+use super::agent::{AgentRuntime, Exit, Shared};
+use super::driver::{Link, Opening};
 use super::identity::SessionIdentity;
 use super::metrics::ModelLabels;
 use super::summaries::Summaries;
