@@ -1,12 +1,17 @@
-//! The text runtime: drives core sessions over the session protocol. [`agent`] holds what a
-//! driven session runs with (the agent, what every session shares, how it ends),
-//! [`driver`] performs a session's effects ([`voice`] a voice session's), [`connection`]
-//! serves one WebSocket through a reader and a writer that own its framing and limits,
-//! [`state`] is what every request shares, [`server`] is the axum app with limits and
-//! drain, [`metrics`] and [`transcript`] record what happens. Used by
-//! `switchboard runtime` (one agent per pod) and `switchboard local` (every agent of a
-//! folder, behind the gateway's own code in the same process). Handoffs are the gateway's:
-//! a runtime that hands off sends `handoff` and closes with 4000.
+//! `switchboard-runtime`: the runtime server, which serves one agent's sessions over the
+//! session protocol (`switchboard runtime`, one agent per pod; local mode serves every agent
+//! of a folder with it, behind the gateway's own code in the same process), and the tool
+//! executors it runs for the agent core ([`tools`]). It knows nothing of the scenario
+//! runner, local mode or the Bedrock simulator (the layering stage of `test.sh` holds that).
+//!
+//! Its modules, from the top: [`server`] is the axum app with limits and drain, [`state`]
+//! what every request shares, [`connection`] serves one WebSocket through a reader and a
+//! writer that own its framing and limits; [`driver`] performs a text session's effects and
+//! [`voice`] a voice session's, both with what [`agent`] holds (the agent, what every
+//! session shares, how a session ends), [`tool_calls`], the session's [`trace`] and its
+//! summaries; [`metrics`] and [`transcript`] record what happens, [`grants`] and
+//! [`identity`] check what the gateway signed. Handoffs are the gateway's: a runtime that
+//! hands off sends `handoff` and closes with 4000.
 
 pub mod agent;
 pub mod connection;
@@ -19,6 +24,7 @@ pub mod server;
 pub mod state;
 mod summaries;
 pub mod tool_calls;
+pub mod tools;
 pub mod trace;
 pub mod transcript;
 pub mod voice;
