@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::agent::{AgentRuntime, Exit, Shared};
 use super::identity::SessionIdentity;
 use super::metrics::ModelLabels;
+use super::perform::{Medium, Performed, Performer};
 use super::summaries::Summaries;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
@@ -324,29 +325,29 @@ impl Driver<'_> {
         Some(call)
     }
 
-    /// Performs `effects`; returns how the session ended if it did.
+    /// Performs `effects` (those every session performs alike through the [`Performer`]);
+    /// returns how the session ended if it did.
     async fn apply(&mut self, effects: Vec<Effect>) -> Option<Exit> {
         let mut exit = None;
         for effect in effects {
-            match effect {
-                Effect::Send(message) => {
-                    self.trace.message(&message);
-                    self.shared.metrics.sent(self.agent.core.spec(), &message);
-                    if let ServerMessage::MemoryUpdate { key, value } = &message {
-                        self.identity.memory_changed(key, value);
-                    }
-                    if matches!(message, ServerMessage::BidiResponseStart { .. }) {
-                        self.turn_started = Some(Instant::now());
-                    }
-                    if let ServerMessage::BidiError { code, .. } = &message {
-                        let code = code.metric_label();
-                        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
-                    }
+            if matches!(effect, Effect::Send(ServerMessage::BidiResponseStart { .. })) {
+                self.turn_started = Some(Instant::now());
+            }
+            let medium = match self.performer().perform(effect) {
+                Performed::Done => continue,
+                Performed::Ends(end) => {
+                    exit = Some(end);
+                    continue;
+                }
+                Performed::Medium(medium) => medium,
+            };
+            match medium {
+                Medium::Send(message) => {
                     if let Err(gone) = self.send(message).await {
                         return Some(gone);
                     }
                 }
-                Effect::CallModel(request) => {
+                Medium::CallModel(request) => {
                     self.trace.model_call();
                     let model = request.model_id.clone();
                     let stream = stream_with_retry(self.agent.model.clone(), request, self.shared.retry.clone());
@@ -358,27 +359,29 @@ impl Driver<'_> {
                         model,
                     });
                 }
-                Effect::ExecuteTool { tool_use_id, tool, input } => {
-                    let traceparent = self.trace.tool_traceparent(&tool_use_id);
-                    self.tools.start(self.agent, tool_use_id, tool, input, traceparent)
-                }
-                Effect::Handoff(request) => exit = Some(self.shared.handoff(self.agent, request)),
-                Effect::Transcript(entry) => self.shared.transcript(entry),
-                Effect::Close { reason } => exit = Some(Exit::Closed(reason)),
-                Effect::Cancel => {
+                Medium::Cancel => {
                     // The call's stream is dropped (its HTTP request with it).
                     if self.finish_model_call().is_some() {
                         self.turn_started = None;
                     }
                     self.tools.cancel();
                 }
-                Effect::Summarize { id, request } => {
-                    self.summaries.start(self.agent, self.shared, self.trace.session_id(), id, request)
-                }
                 // Only voice sessions (runtime::voice) ask for these.
-                Effect::SendToolResult(_) | Effect::SendVoiceText(_) | Effect::ForgetVoiceHistory { .. } => {}
+                Medium::SendToolResult(_) | Medium::SendVoiceText(_) | Medium::ForgetVoiceHistory { .. } => {}
             }
         }
         exit
+    }
+
+    /// What the [`Performer`] borrows of this driver.
+    fn performer(&mut self) -> Performer<'_> {
+        Performer {
+            agent: self.agent,
+            shared: self.shared,
+            tools: &mut self.tools,
+            identity: &mut *self.identity,
+            trace: &mut self.trace,
+            summaries: &mut self.summaries,
+        }
     }
 }

@@ -6,8 +6,9 @@
 //!
 //! Its modules, from the top: [`server`] is the axum app with limits and drain, [`state`]
 //! what every request shares, [`connection`] serves one WebSocket through a reader and a
-//! writer that own its framing and limits; [`driver`] performs a text session's effects and
-//! [`voice`] a voice session's, both with what [`agent`] holds (the agent, what every
+//! writer that own its framing and limits; [`driver`] drives a text session and [`voice`] a voice
+//! session, both performing the core's effects through one performer (`perform`) with what
+//! [`agent`] holds (the agent, what every
 //! session shares, how a session ends), [`tool_calls`], the session's [`trace`] and its
 //! summaries; [`metrics`] and [`transcript`] record what happens, [`grants`] and
 //! [`identity`] check what the gateway signed. Handoffs are the gateway's: a runtime that
@@ -19,6 +20,7 @@ pub mod driver;
 pub mod grants;
 pub mod identity;
 pub mod metrics;
+mod perform;
 mod reader;
 pub mod server;
 pub mod state;
