@@ -62,9 +62,13 @@ for pkg in switchboard-crds switchboard-core switchboard-webrtc; do
 done
 forbid switchboard-dataplane switchboard-sim --no-default-features
 forbid switchboard-dataplane rcgen --no-default-features
+# The runtime server stands below the binary's other concepts, which use it: no simulator
+# (local mode's), no Polly client (the scenario runner's), no gateway (handoffs are the
+# gateway's; the runtime only checks what it signed).
+for dep in switchboard-sim rcgen aws-sdk-polly switchboard-gateway; do forbid switchboard-runtime "$dep"; done
 # The operator hands runtime pods the gateway's public key as text; it needs no agent core.
 forbid switchboard-operator switchboard-core
-echo "crds, core and webrtc: no tokio, hyper or AWS SDK; the shipping dataplane: no simulator; the operator: no agent core"
+echo "crds, core and webrtc: no tokio, hyper or AWS SDK; the shipping dataplane and the runtime: no simulator (the runtime: no scenario runner or gateway either); the operator: no agent core"
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

@@ -12,7 +12,7 @@
 //! The account endpoints (`/balance`, `/transactions`, `/disputes`) act only for a caller
 //! the gateway vouches for, as a bank's own tool server would ([`Callers::Verified`];
 //! `switchboard demo-tools --gateway-public-key --trusted-namespace`): every check of
-//! `dataplane/src/tools/IDENTITY.md` ([`trust`]) — the `X-Switchboard-Identity` assertion
+//! `dataplane/runtime/src/tools/IDENTITY.md` ([`trust`]) — the `X-Switchboard-Identity` assertion
 //! ([`switchboard_core::assertion`]) must verify with one of the gateway's keys (the old and
 //! the new during a rotation; 401 otherwise), come from an Agent of a trusted namespace (and
 //! a trusted Agent, when some are named; 403 otherwise: any tenant's identity check gets the

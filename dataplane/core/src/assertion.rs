@@ -3,7 +3,7 @@
 //! Ed25519 key that signs grants ([`crate::grant`]). Tool servers verify it with the gateway's
 //! public key — the one the gateway publishes for runtime pods — so no new key is
 //! distributed. The runtime sends it on every HTTP and MCP tool call of a session whose
-//! memory holds a verified caller, as header [`HEADER`]; see `dataplane/src/tools/IDENTITY.md`
+//! memory holds a verified caller, as header [`HEADER`]; see `dataplane/runtime/src/tools/IDENTITY.md`
 //! for tool-server authors.
 //!
 //! ```text

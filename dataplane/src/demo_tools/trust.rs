@@ -1,5 +1,5 @@
 //! Whom the demo tool server's account endpoints act for, and the checks of
-//! `dataplane/src/tools/IDENTITY.md` ("Verifying it") on the gateway's identity assertion:
+//! `dataplane/runtime/src/tools/IDENTITY.md` ("Verifying it") on the gateway's identity assertion:
 //! the signature with one of the gateway's keys, the claims, and that the assertion is meant
 //! for this server — an Agent of a namespace it serves (and one of the Agents it serves, when
 //! it names them). Any tenant's Agent can get the gateway to vouch for whoever its own

@@ -8,7 +8,6 @@
 //! acknowledges the close, so the TCP connection is not reset under frames the client
 //! already sent (which would lose the close frame).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::ws::{Message, WebSocket};
@@ -18,14 +17,27 @@ use futures_util::stream::SplitStream;
 use switchboard_serve::TokenBucket;
 use tokio::sync::mpsc;
 
-use super::connection::Out;
-use super::server::AppState;
+use super::metrics::Metrics;
 use super::voice::{AudioGate, Gate, audio};
+use super::writer::Out;
 use switchboard_core::audio::{Decoder, Format, negotiate};
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, close_code, decode_client};
 
 /// How long to read (and drop) frames after a close, waiting for the client's answer.
 pub const CLOSE_DRAIN: Duration = Duration::from_secs(2);
+
+/// The limits the reader holds a client to (the server's, [`super::ServerConfig`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ReadLimits {
+    /// Largest client message after the first, in bytes; larger ones close with 1009.
+    pub max_message_bytes: usize,
+    /// Client messages per second on average...
+    pub rate_per_second: u32,
+    /// ...and in a burst; beyond it the session is closed with 1008.
+    pub rate_burst: u32,
+    /// No client message for this long closes the session.
+    pub idle_timeout: Duration,
+}
 
 /// The reader's side of the audio channel.
 #[derive(Debug)]
@@ -42,24 +54,25 @@ pub async fn read_loop(
     in_tx: mpsc::Sender<ClientMessage>,
     audio_in: AudioIn,
     out_tx: mpsc::Sender<Out>,
-    state: Arc<AppState>,
+    limits: ReadLimits,
+    metrics: Metrics,
 ) {
-    let config = &state.config;
     let mut reader = Reader {
         in_tx,
         audio_in,
         out_tx,
-        bucket: TokenBucket::new(config.rate_per_second, config.rate_burst),
+        bucket: TokenBucket::new(limits.rate_per_second, limits.rate_burst),
         audio_bucket: audio::AudioBucket::default(),
-        state: state.clone(),
+        limits,
+        metrics,
         started: false,
         decoder: Decoder::new(Format::MODEL_INPUT),
     };
     let mut stream = stream;
     loop {
-        let frame = match tokio::time::timeout(config.idle_timeout, stream.next()).await {
+        let frame = match tokio::time::timeout(limits.idle_timeout, stream.next()).await {
             Err(_) => {
-                let reason = format!("no message for {} s; the session was closed", config.idle_timeout.as_secs());
+                let reason = format!("no message for {} s; the session was closed", limits.idle_timeout.as_secs());
                 Verdict::Fatal(close_code::IDLE_TIMEOUT, reason, "idle_timeout")
             }
             Ok(None) => Verdict::Stop,
@@ -93,7 +106,9 @@ struct Reader {
     out_tx: mpsc::Sender<Out>,
     bucket: TokenBucket,
     audio_bucket: audio::AudioBucket,
-    state: Arc<AppState>,
+    limits: ReadLimits,
+    /// Counts refused frames and broken limits.
+    metrics: Metrics,
     /// The first message was read (only a `session_start` may exceed the message limit).
     started: bool,
     /// The caller's audio format (`session_start.audio.input`) to the model's.
@@ -111,7 +126,7 @@ impl Reader {
             _ => return None,
         };
         let first = !std::mem::replace(&mut self.started, true);
-        let limit = self.state.config.max_message_bytes;
+        let limit = self.limits.max_message_bytes;
         // Parsed only when it matters: a first text frame over the limit.
         let start = || matches!(frame, Message::Text(text) if switchboard_core::protocol::is_session_start(text));
         (len > limit && !(first && start())).then(|| {
@@ -123,7 +138,7 @@ impl Reader {
     /// A frame that could not be read: too big (its own close code), or the connection broke.
     fn read_error(&self, error: &axum::Error) -> Verdict {
         if switchboard_serve::ws::oversized(error) {
-            let reason = format!("a message exceeded the limit of {} bytes", self.state.config.max_message_bytes);
+            let reason = format!("a message exceeded the limit of {} bytes", self.limits.max_message_bytes);
             return Verdict::Fatal(close_code::TOO_BIG, reason, "message_too_big");
         }
         Verdict::Stop
@@ -200,7 +215,7 @@ impl Reader {
 
     /// A JSON message: within the message rate, decoded, to the session.
     async fn text(&mut self, text: &str) -> Verdict {
-        let config = &self.state.config;
+        let config = &self.limits;
         if !self.bucket.take(Instant::now()) {
             let reason = format!(
                 "more than {} messages per second (burst {}); slow down",
@@ -250,7 +265,7 @@ impl Reader {
     }
 
     fn count(&self, kind: &str) {
-        self.state.shared.metrics.errors.with_label_values(&["", kind]).inc();
+        self.metrics.errors.with_label_values(&["", kind]).inc();
     }
 
     /// Counts the problem and sends the close, then ends the session's input (in that

@@ -17,7 +17,7 @@ use switchboard_core::model::ModelRequest;
 use switchboard_models::{collect_reply, stream_with_retry};
 use tokio::task::JoinSet;
 
-use super::driver::{AgentRuntime, Shared};
+use super::agent::{AgentRuntime, Shared};
 
 /// The longest one summary may take.
 pub const TIMEOUT: Duration = Duration::from_secs(30);

@@ -30,7 +30,7 @@ use std::time::Duration;
 use tracing::Span;
 use tracing::field::Empty;
 
-use super::driver::AgentRuntime;
+use super::agent::AgentRuntime;
 use switchboard_core::protocol::{ServerMessage, TranscriptRole};
 use switchboard_core::redact::Redactor;
 use switchboard_crds::agent::Provider;

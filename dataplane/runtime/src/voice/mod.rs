@@ -37,9 +37,11 @@ use switchboard_crds::Mode;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::driver::{AgentRuntime, Exit, Link, Opening, Shared};
+use super::agent::{AgentRuntime, Exit, Shared};
+use super::driver::{Link, Opening};
 use super::identity::SessionIdentity;
 use super::metrics::ModelLabels;
+use super::perform::{Medium, Performed, Performer};
 use super::summaries::Summaries;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
@@ -423,55 +425,58 @@ impl Voice<'_> {
         }
         let mut exit = None;
         for effect in effects {
-            match effect {
-                Effect::Send(message) => {
-                    self.trace.message(&message);
-                    self.shared.metrics.sent(self.agent.core.spec(), &message);
-                    if let ServerMessage::MemoryUpdate { key, value } = &message {
-                        self.identity.memory_changed(key, value);
-                    }
-                    if let ServerMessage::BidiError { code, .. } = &message {
-                        let code = code.metric_label();
-                        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
-                    }
+            if let Effect::ExecuteTool { tool_use_id, tool, .. } = &effect {
+                self.fillers.started(tool_use_id.clone(), tool.clone(), Instant::now());
+            }
+            let medium = match self.performer().perform(effect) {
+                Performed::Done => continue,
+                Performed::Ends(end) => {
+                    exit = Some(end);
+                    continue;
+                }
+                Performed::Medium(medium) => medium,
+            };
+            match medium {
+                Medium::Send(message) => {
                     if let Err(gone) = self.send(message).await {
                         return Some(gone);
                     }
                 }
-                Effect::SendToolResult(result) => {
+                Medium::SendToolResult(result) => {
                     if self.stream.send_tool_result(result.tool_use_id, result.content).await.is_err() {
                         return Some(Exit::Closed("the voice model session ended".into()));
                     }
                 }
-                Effect::SendVoiceText(text) => {
+                Medium::SendVoiceText(text) => {
                     if self.stream.send_text(text).await.is_err() {
                         return Some(Exit::Closed("the voice model session ended".into()));
                     }
                 }
-                Effect::ExecuteTool { tool_use_id, tool, input } => {
-                    self.fillers.started(tool_use_id.clone(), tool.clone(), Instant::now());
-                    let traceparent = self.trace.tool_traceparent(&tool_use_id);
-                    self.tools.start(self.agent, tool_use_id, tool, input, traceparent)
-                }
-                Effect::Handoff(request) => exit = Some(self.shared.handoff(self.agent, request)),
-                Effect::Transcript(entry) => self.shared.transcript(entry),
-                Effect::Close { reason } => exit = Some(Exit::Closed(reason)),
-                Effect::Cancel => {
+                Medium::Cancel => {
                     self.tools.cancel();
                     self.fillers.clear();
                 }
-                Effect::Summarize { id, request } => {
-                    self.summaries.start(self.agent, self.shared, session.id(), id, request)
-                }
-                Effect::ForgetVoiceHistory { bytes } => {
+                Medium::ForgetVoiceHistory { bytes } => {
                     if self.stream.forget_history(bytes).await.is_err() {
                         return Some(Exit::Closed("the voice model session ended".into()));
                     }
                 }
-                Effect::CallModel(_) => tracing::warn!("a voice session asked for a text model call; ignored"),
+                Medium::CallModel(_) => tracing::warn!("a voice session asked for a text model call; ignored"),
             }
         }
         self.relay.set_muted(session.output_muted());
         exit
+    }
+
+    /// What the [`Performer`] borrows of this driver.
+    fn performer(&mut self) -> Performer<'_> {
+        Performer {
+            agent: self.agent,
+            shared: self.shared,
+            tools: &mut self.tools,
+            identity: &mut *self.identity,
+            trace: &mut self.trace,
+            summaries: &mut self.summaries,
+        }
     }
 }

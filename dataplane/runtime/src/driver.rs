@@ -3,87 +3,22 @@
 //! messages to the client, writes transcripts and records metrics. Generic over channels,
 //! so the WebSocket server, local mode and tests all use it.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::agent::{AgentRuntime, Exit, Shared};
 use super::identity::SessionIdentity;
-use super::metrics::{Metrics, ModelLabels};
+use super::metrics::ModelLabels;
+use super::perform::{Medium, Performed, Performer};
 use super::summaries::Summaries;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
-use super::transcript::TranscriptSink;
-use crate::tools::ToolExecutor;
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, TranscriptRole};
-use switchboard_core::redact::Redactor;
-use switchboard_core::{AgentCore, Effect, HandoffRequest, Input, ModelReply, Session};
-use switchboard_models::{ModelEvent, ModelStream, RetryPolicy, TextModel, stream_with_retry};
-
-/// One agent with what its sessions need to run.
-#[derive(Debug, Clone)]
-pub struct AgentRuntime {
-    /// The prepared agent.
-    pub core: Arc<AgentCore>,
-    /// Its text model.
-    pub model: Arc<dyn TextModel>,
-    /// Its tool executor.
-    pub executor: Arc<dyn ToolExecutor>,
-}
-
-impl AgentRuntime {
-    /// Label values `[agent, mode, model]`.
-    pub fn labels(&self) -> [&str; 3] {
-        let spec = self.core.spec();
-        [spec.agent.name.as_str(), spec.mode.as_str(), spec.model.text_model_id.as_str()]
-    }
-}
-
-/// Shared by every session of a process.
-#[derive(Debug, Clone)]
-pub struct Shared {
-    /// The metrics.
-    pub metrics: Metrics,
-    /// Where transcripts go, if anywhere.
-    pub transcripts: Option<TranscriptSink>,
-    /// Retries of model calls.
-    pub retry: RetryPolicy,
-    /// How what is said is redacted when it goes into traces (opted in): the built-in
-    /// detectors and the platform's rules (`--record-redact`, the chart's
-    /// `gateway.record.redact`, as the gateway's record has them); each Agent's own rules
-    /// are added to them.
-    pub redact: Arc<Redactor>,
-}
-
-impl Shared {
-    /// Counts a handoff of `agent`'s session and says how the session ends.
-    pub fn handoff(&self, agent: &AgentRuntime, request: HandoffRequest) -> Exit {
-        self.metrics.handoffs.with_label_values(&[agent.core.name()]).inc();
-        Exit::Handoff(Box::new(request))
-    }
-
-    /// Writes a transcript line, when transcripts are kept.
-    pub fn transcript(&self, entry: switchboard_core::TranscriptEntry) {
-        if let Some(sink) = &self.transcripts {
-            sink.write(entry);
-        }
-    }
-}
-
-/// How a driven session ended.
-#[derive(Debug)]
-pub enum Exit {
-    /// The session closed (the client's `close`, the agent ended it).
-    Closed(String),
-    /// The session must move to another agent.
-    Handoff(Box<HandoffRequest>),
-    /// The client went away (its inbound channel closed).
-    ClientGone,
-    /// The server is shutting down.
-    Shutdown,
-}
+use switchboard_core::{Effect, Input, ModelReply, Session};
+use switchboard_models::{ModelEvent, ModelStream, stream_with_retry};
 
 struct ModelCall {
     stream: ModelStream,
@@ -390,29 +325,29 @@ impl Driver<'_> {
         Some(call)
     }
 
-    /// Performs `effects`; returns how the session ended if it did.
+    /// Performs `effects` (those every session performs alike through the [`Performer`]);
+    /// returns how the session ended if it did.
     async fn apply(&mut self, effects: Vec<Effect>) -> Option<Exit> {
         let mut exit = None;
         for effect in effects {
-            match effect {
-                Effect::Send(message) => {
-                    self.trace.message(&message);
-                    self.shared.metrics.sent(self.agent.core.spec(), &message);
-                    if let ServerMessage::MemoryUpdate { key, value } = &message {
-                        self.identity.memory_changed(key, value);
-                    }
-                    if matches!(message, ServerMessage::BidiResponseStart { .. }) {
-                        self.turn_started = Some(Instant::now());
-                    }
-                    if let ServerMessage::BidiError { code, .. } = &message {
-                        let code = code.metric_label();
-                        self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), code]).inc();
-                    }
+            if matches!(effect, Effect::Send(ServerMessage::BidiResponseStart { .. })) {
+                self.turn_started = Some(Instant::now());
+            }
+            let medium = match self.performer().perform(effect) {
+                Performed::Done => continue,
+                Performed::Ends(end) => {
+                    exit = Some(end);
+                    continue;
+                }
+                Performed::Medium(medium) => medium,
+            };
+            match medium {
+                Medium::Send(message) => {
                     if let Err(gone) = self.send(message).await {
                         return Some(gone);
                     }
                 }
-                Effect::CallModel(request) => {
+                Medium::CallModel(request) => {
                     self.trace.model_call();
                     let model = request.model_id.clone();
                     let stream = stream_with_retry(self.agent.model.clone(), request, self.shared.retry.clone());
@@ -424,27 +359,29 @@ impl Driver<'_> {
                         model,
                     });
                 }
-                Effect::ExecuteTool { tool_use_id, tool, input } => {
-                    let traceparent = self.trace.tool_traceparent(&tool_use_id);
-                    self.tools.start(self.agent, tool_use_id, tool, input, traceparent)
-                }
-                Effect::Handoff(request) => exit = Some(self.shared.handoff(self.agent, request)),
-                Effect::Transcript(entry) => self.shared.transcript(entry),
-                Effect::Close { reason } => exit = Some(Exit::Closed(reason)),
-                Effect::Cancel => {
+                Medium::Cancel => {
                     // The call's stream is dropped (its HTTP request with it).
                     if self.finish_model_call().is_some() {
                         self.turn_started = None;
                     }
                     self.tools.cancel();
                 }
-                Effect::Summarize { id, request } => {
-                    self.summaries.start(self.agent, self.shared, self.trace.session_id(), id, request)
-                }
                 // Only voice sessions (runtime::voice) ask for these.
-                Effect::SendToolResult(_) | Effect::SendVoiceText(_) | Effect::ForgetVoiceHistory { .. } => {}
+                Medium::SendToolResult(_) | Medium::SendVoiceText(_) | Medium::ForgetVoiceHistory { .. } => {}
             }
         }
         exit
+    }
+
+    /// What the [`Performer`] borrows of this driver.
+    fn performer(&mut self) -> Performer<'_> {
+        Performer {
+            agent: self.agent,
+            shared: self.shared,
+            tools: &mut self.tools,
+            identity: &mut *self.identity,
+            trace: &mut self.trace,
+            summaries: &mut self.summaries,
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use switchboard_core::protocol::{ErrorCode, ServerMessage, SessionUpdate, TranscriptRole};
 use switchboard_crds::Mode;
 
-use super::super::driver::Exit;
+use super::super::agent::Exit;
 use super::{Voice, filler};
 
 impl Voice<'_> {

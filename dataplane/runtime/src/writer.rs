@@ -11,10 +11,17 @@ use bytes::Bytes;
 use futures_util::SinkExt;
 use tokio::sync::mpsc;
 
-use super::Metrics;
-use super::connection::Out;
+use super::metrics::Metrics;
 use super::voice::BinaryAudio;
 use switchboard_core::protocol::{ServerMessage, close_code};
+
+/// What the connection's writer sends besides the session's messages.
+pub(super) enum Out {
+    /// A message of the connection's own (an error about a frame, the closing notice).
+    Message(ServerMessage),
+    /// The close frame: code and reason; the writer stops after it.
+    Close(u16, String),
+}
 
 /// Writes the session's messages (`messages`, first while it has any, so everything the
 /// session queued goes out before the close that follows it) and the connection's own

@@ -22,14 +22,15 @@ use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tracing::Instrument;
 
-use super::driver::{self, AgentRuntime, Exit, Link, Opening};
+use super::agent::{AgentRuntime, Exit};
+use super::driver::{self, Link, Opening};
 use super::grants::RefusedContext;
 use super::identity::{Binding, SessionIdentity};
 use super::reader::{AudioIn, CLOSE_DRAIN, read_loop};
-use super::server::AppState;
+use super::state::AppState;
 use super::trace;
 use super::voice::{self, AudioGate, BinaryAudio, Gate};
-use super::writer::write_loop;
+use super::writer::{Out, write_loop};
 use switchboard_core::assertion::IDENTITY_KEY;
 use switchboard_core::audio::{FormatError, Negotiated, negotiate};
 use switchboard_core::grant::SessionContext;
@@ -45,14 +46,6 @@ const INBOUND_BUFFER: usize = 64;
 /// Checked audio frames queued towards a voice session (10 s of 20 ms frames); a client
 /// that fills it is flooding.
 const AUDIO_BUFFER: usize = 500;
-
-/// What the connection's writer sends besides the session's messages.
-pub(super) enum Out {
-    /// A message of the connection's own (an error about a frame, the closing notice).
-    Message(ServerMessage),
-    /// The close frame: code and reason; the writer stops after it.
-    Close(u16, String),
-}
 
 /// What a connection holds of the server's limits: its place among the connections still
 /// opening, until it is traded for a session slot once the grant is checked.
@@ -120,7 +113,8 @@ pub async fn serve(
     let (audio_tx, mut audio_rx) = mpsc::channel::<Bytes>(AUDIO_BUFFER);
     let gate = AudioGate::default();
     let audio_in = AudioIn { tx: audio_tx, gate: gate.clone() };
-    let reader = tokio::spawn(read_loop(stream, in_tx, audio_in, out_tx.clone(), state.clone()));
+    let (limits, metrics) = (state.config.read_limits(), state.shared.metrics.clone());
+    let reader = tokio::spawn(read_loop(stream, in_tx, audio_in, out_tx.clone(), limits, metrics));
     let audio = AudioOut { gate, binary, frames: &mut audio_rx };
     let outcome = run(&state, query_agent, &mut in_rx, audio, &msg_tx, &mut slots).await;
     // The writer sends what the session queued before anything queued after this.

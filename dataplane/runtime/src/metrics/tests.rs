@@ -21,7 +21,7 @@ fn documented(heading: &str) -> BTreeSet<(String, String, Vec<String>)> {
 }
 
 fn spec(agent: &str) -> RuntimeSpec {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/banking");
     let catalog = Catalog::load_paths(&[dir]).expect("the banking example loads");
     let agent = catalog.agents().find(|a| a.metadata.name.as_deref() == Some(agent)).expect("the agent");
     catalog.resolve_agent(agent).expect("it resolves")

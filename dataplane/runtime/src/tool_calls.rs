@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 
-use super::driver::{AgentRuntime, Shared};
+use super::agent::{AgentRuntime, Shared};
 use super::identity::{self, IdentityWatch};
 use crate::tools::{CallContext, Progress, ProgressUpdate};
 use switchboard_core::protocol::ServerMessage;

@@ -1,19 +1,32 @@
-//! The text runtime: drives core sessions over the session protocol. [`driver`] performs
-//! a session's effects, [`connection`] serves one WebSocket, [`server`] is the axum app
-//! with limits and drain, [`metrics`] and [`transcript`] record what happens. Used by
-//! `switchboard runtime` (one agent per pod) and `switchboard local` (every agent of a
-//! folder, behind the gateway's own code in the same process). Handoffs are the gateway's:
-//! a runtime that hands off sends `handoff` and closes with 4000.
+//! `switchboard-runtime`: the runtime server, which serves one agent's sessions over the
+//! session protocol (`switchboard runtime`, one agent per pod; local mode serves every agent
+//! of a folder with it, behind the gateway's own code in the same process), and the tool
+//! executors it runs for the agent core ([`tools`]). It knows nothing of the scenario
+//! runner, local mode or the Bedrock simulator (the layering stage of `test.sh` holds that).
+//!
+//! Its modules, from the top: [`server`] is the axum app with limits and drain, [`state`]
+//! what every request shares, [`connection`] serves one WebSocket through a reader and a
+//! writer that own its framing and limits; [`driver`] drives a text session and [`voice`] a voice
+//! session, both performing the core's effects through one performer (`perform`) with what
+//! [`agent`] holds (the agent, what every
+//! session shares, how a session ends), [`tool_calls`], the session's [`trace`] and its
+//! summaries; [`metrics`] and [`transcript`] record what happens, [`grants`] and
+//! [`identity`] check what the gateway signed. Handoffs are the gateway's: a runtime that
+//! hands off sends `handoff` and closes with 4000.
 
+pub mod agent;
 pub mod connection;
 pub mod driver;
 pub mod grants;
 pub mod identity;
 pub mod metrics;
+mod perform;
 mod reader;
 pub mod server;
+pub mod state;
 mod summaries;
 pub mod tool_calls;
+pub mod tools;
 pub mod trace;
 pub mod transcript;
 pub mod voice;
@@ -25,9 +38,10 @@ use std::sync::Arc;
 use switchboard_crds::RuntimeSpec;
 use switchboard_crds::agent::Provider;
 
-pub use driver::{AgentRuntime, Exit, Shared};
+pub use agent::{AgentRuntime, Exit, Shared};
 pub use metrics::Metrics;
-pub use server::{AppState, Directory, Server, ServerConfig};
+pub use server::Server;
+pub use state::{AppState, Directory, ServerConfig};
 
 use crate::tools::ToolExecutor;
 use switchboard_core::{AgentCore, ConfigError};

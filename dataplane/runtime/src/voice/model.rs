@@ -68,7 +68,7 @@ impl VoiceModel {
         session: &mut Session,
         voice: Option<&str>,
         rotate_after: Duration,
-        metrics: &crate::runtime::Metrics,
+        metrics: &crate::Metrics,
     ) -> Result<(SonicSession, SonicEvents), ModelError> {
         let voice = voice.unwrap_or(&spec.persona.spec.voice);
         let mut config = SonicConfig::from_settings(&spec.model, session.system_prompt(), voice);

@@ -1,0 +1,77 @@
+//! What a driven session runs with and how it ends, shared by the text driver
+//! ([`super::driver`]), the voice driver ([`super::voice`]) and their helpers (tool calls,
+//! summaries, the session's trace): one agent with its model and tool executor
+//! ([`AgentRuntime`]), what every session of the process shares ([`Shared`]: metrics,
+//! transcripts, retries, redaction) and the end of a driven session ([`Exit`]).
+
+use std::sync::Arc;
+
+use super::metrics::Metrics;
+use super::transcript::TranscriptSink;
+use crate::tools::ToolExecutor;
+use switchboard_core::redact::Redactor;
+use switchboard_core::{AgentCore, HandoffRequest};
+use switchboard_models::{RetryPolicy, TextModel};
+
+/// One agent with what its sessions need to run.
+#[derive(Debug, Clone)]
+pub struct AgentRuntime {
+    /// The prepared agent.
+    pub core: Arc<AgentCore>,
+    /// Its text model.
+    pub model: Arc<dyn TextModel>,
+    /// Its tool executor.
+    pub executor: Arc<dyn ToolExecutor>,
+}
+
+impl AgentRuntime {
+    /// Label values `[agent, mode, model]`.
+    pub fn labels(&self) -> [&str; 3] {
+        let spec = self.core.spec();
+        [spec.agent.name.as_str(), spec.mode.as_str(), spec.model.text_model_id.as_str()]
+    }
+}
+
+/// Shared by every session of a process.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// The metrics.
+    pub metrics: Metrics,
+    /// Where transcripts go, if anywhere.
+    pub transcripts: Option<TranscriptSink>,
+    /// Retries of model calls.
+    pub retry: RetryPolicy,
+    /// How what is said is redacted when it goes into traces (opted in): the built-in
+    /// detectors and the platform's rules (`--record-redact`, the chart's
+    /// `gateway.record.redact`, as the gateway's record has them); each Agent's own rules
+    /// are added to them.
+    pub redact: Arc<Redactor>,
+}
+
+impl Shared {
+    /// Counts a handoff of `agent`'s session and says how the session ends.
+    pub fn handoff(&self, agent: &AgentRuntime, request: HandoffRequest) -> Exit {
+        self.metrics.handoffs.with_label_values(&[agent.core.name()]).inc();
+        Exit::Handoff(Box::new(request))
+    }
+
+    /// Writes a transcript line, when transcripts are kept.
+    pub fn transcript(&self, entry: switchboard_core::TranscriptEntry) {
+        if let Some(sink) = &self.transcripts {
+            sink.write(entry);
+        }
+    }
+}
+
+/// How a driven session ended.
+#[derive(Debug)]
+pub enum Exit {
+    /// The session closed (the client's `close`, the agent ended it).
+    Closed(String),
+    /// The session must move to another agent.
+    Handoff(Box<HandoffRequest>),
+    /// The client went away (its inbound channel closed).
+    ClientGone,
+    /// The server is shutting down.
+    Shutdown,
+}
