@@ -5,7 +5,7 @@
 //! dashboard query name only series METRICS.md lists, and METRICS.md's gateway (with its
 //! conversation record) and operator tables list exactly the series those processes
 //! register (the runtime's table is held to its registry by a unit test in
-//! dataplane/src/runtime/metrics.rs).
+//! dataplane/runtime/src/metrics.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

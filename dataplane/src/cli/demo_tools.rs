@@ -65,6 +65,7 @@ pub async fn run(args: DemoToolsArgs) -> anyhow::Result<()> {
         ),
     };
     let accounts = Accounts::load(&data)?;
+    let stop = super::shutdown_signal()?;
     let tools = DemoTools::start(accounts, listen, callers.clone()).await.context("demo tool server")?;
     println!("Demo tool server on http://{} (POST /idv /balance /transactions /disputes)", tools.addr);
     match &callers {
@@ -82,7 +83,7 @@ pub async fn run(args: DemoToolsArgs) -> anyhow::Result<()> {
             tracing::warn!("--insecure-no-identity: anyone who reaches this server reads any account");
         }
     }
-    super::shutdown_signal().await?;
+    stop.await;
     tools.stop();
     Ok(())
 }

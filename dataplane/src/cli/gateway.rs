@@ -457,15 +457,14 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         Some(task) => Gateway::recording(config, directory, key, auth, store, task.recorder.clone())?,
         None => Gateway::new(config, directory, key, auth, store)?,
     };
+    let stop = super::shutdown_signal()?;
     let mut server = Server::bind(listen, gateway.clone()).await?;
     if console {
         server = server.with_routes(switchboard_dataplane::console::gateway::routes(gateway));
         tracing::info!("the web console is served at /");
     }
     tracing::info!(addr = %server.local_addr()?, "gateway serving /v1/session");
-    let served = server
-        .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })
-        .await;
+    let served = server.run(stop).await;
     if let Some(record) = record {
         record.finish().await;
     }

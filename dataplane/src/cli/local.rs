@@ -91,6 +91,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let redact = record.redactor()?;
     let record = record.start(default_record, options.ca_file.as_deref(), resume_window).await?;
     let recorder = record.as_ref().map(|task| task.recorder.clone());
+    let stop = super::shutdown_signal()?;
     let local = local::start_redacting(&dir, options, recorder, redact).await?;
     let addr = local.server.local_addr()?;
     match &local.sim {
@@ -112,10 +113,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         println!("Sessions recorded in {} (switchboard sessions list)", record.recorder.store.display);
     }
     println!("Chat with: switchboard chat ws://{addr}/v1/session");
-    local
-        .server
-        .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })
-        .await?;
+    local.server.run(stop).await?;
     if let Some(sim) = local.sim {
         sim.shutdown().await;
     }

@@ -131,13 +131,20 @@ impl VoiceArgs {
     }
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-pub async fn shutdown_signal() -> anyhow::Result<()> {
+/// Takes SIGINT (Ctrl-C) and SIGTERM over from now on, and returns what resolves on the
+/// first. Call it before the server answers anyone: until a handler is installed, SIGTERM
+/// kills the process on the spot (no drain, every connection reset), and a handler that an
+/// `async fn` installed on its first poll left that window open while the server already
+/// answered (a runtime killed by a quick SIGTERM, seen in `runtime_binary`).
+pub fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    use anyhow::Context as _;
     use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate())?;
-    tokio::select! {
-        result = tokio::signal::ctrl_c() => result?,
-        _ = terminate.recv() => {}
-    }
-    Ok(())
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    })
 }

@@ -210,10 +210,9 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
     };
     let name = spec.agent.name.clone();
     let state = runtime::single_agent(spec, &bedrock, &trust.client()?, Arc::new(executor), config, shared).await?;
+    let stop = super::shutdown_signal()?;
     let server = Server::bind(listen, state).await?;
     tracing::info!(agent = %name, addr = %server.local_addr()?, "runtime serving /v1/session");
-    server
-        .run(async { super::shutdown_signal().await.unwrap_or_else(|e| tracing::error!("signal handler: {e}")) })
-        .await?;
+    server.run(stop).await?;
     Ok(())
 }

@@ -65,12 +65,13 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
         config.identity = Some((read(cert)?, read(key)?));
     }
     config.max_connections = max_connections;
+    let stop = super::shutdown_signal()?;
     let handle = Simulator::start(config).await?;
     match handle.ca_cert_path() {
         Some(cert) => println!("Bedrock simulator on {} (trust {})", handle.endpoint_url(), cert.display()),
         None => println!("Bedrock simulator on {}", handle.endpoint_url()),
     }
-    super::shutdown_signal().await?;
+    stop.await;
     tracing::info!("shutting down");
     handle.shutdown().await;
     Ok(())
