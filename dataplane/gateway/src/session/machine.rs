@@ -169,7 +169,7 @@ impl Machine {
             Event::Opened(result) => self.opened(result, cx),
             Event::RetryDue => self.retry(cx),
             Event::DirectoryChanged => {
-                if self.state.drain().is_some_and(|d| d != state::Drain::Serving) {
+                if self.state.draining() {
                     self.move_if_between_turns(cx);
                 }
             }
@@ -325,7 +325,7 @@ impl Machine {
         if turn_ended {
             self.snapshot_now(None);
         }
-        if self.state.drain().is_some_and(|d| d != state::Drain::Serving) {
+        if self.state.draining() {
             self.move_if_between_turns(cx);
         }
     }

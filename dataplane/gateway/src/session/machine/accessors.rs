@@ -72,7 +72,7 @@ impl Machine {
 
     /// The serving pod drains (the session moves when another is ready).
     pub fn pod_draining(&self) -> bool {
-        self.state.drain().is_some_and(|drain| drain != super::state::Drain::Serving)
+        self.state.draining()
     }
 
     /// The session's turn (user inputs taken up so far).

@@ -110,6 +110,11 @@ impl State {
         matches!(self, Self::Done(_))
     }
 
+    /// Whether the serving pod drains (the session moves when another is ready).
+    pub(in crate::session) fn draining(&self) -> bool {
+        matches!(self, Self::Live { drain: Drain::Draining | Drain::WaitingForPod })
+    }
+
     /// The serving pod's drain, while live.
     pub(in crate::session) fn drain(&self) -> Option<Drain> {
         match self {
@@ -136,12 +141,12 @@ impl State {
     /// The runtime session asked for was opened (or not): what it was for, and the session
     /// relays again. `None` when none was being opened (the result is not for this phase).
     pub(in crate::session) fn opened(&mut self) -> Option<(Box<OpenRequest>, Purpose)> {
-        if !matches!(self, Self::Opening { .. }) {
-            return None;
-        }
         match std::mem::take(self) {
             Self::Opening { request, purpose } => Some((request, purpose)),
-            _ => None,
+            other => {
+                *self = other;
+                None
+            }
         }
     }
 
@@ -155,12 +160,12 @@ impl State {
     /// The pause is over: the attempt to make now (the session relays until it opens).
     /// `None` when not pausing.
     pub(in crate::session) fn retry_due(&mut self) -> Option<Retry> {
-        if !matches!(self, Self::Backoff { .. }) {
-            return None;
-        }
         match std::mem::take(self) {
             Self::Backoff { retry, .. } => Some(retry),
-            _ => None,
+            other => {
+                *self = other;
+                None
+            }
         }
     }
 
