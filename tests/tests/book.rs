@@ -17,10 +17,13 @@
 //!   line somewhere in its output);
 //! - ```` ```yaml,apply ````: applied, in a namespace of the test's own.
 //!
-//! Commands are run as written, with two substitutions: `cargo run -p switchboard-dataplane
-//! --bin switchboard --` is the `switchboard` binary cargo built, and local mode's port 8080
-//! is a free port (`SWITCHBOARD_LOCAL_PORT`), so the test runs beside others. `HOME` is a
-//! folder of the test's own, so local mode's record is its own too.
+//! Commands are run as written, from the repository root, with these substitutions: `cargo
+//! run -p switchboard-dataplane --bin switchboard --` and `cargo run -p switchboard-operator
+//! --` are the binaries cargo built, and local mode's port 8080 is a free port
+//! (`SWITCHBOARD_LOCAL_PORT`), so the test runs beside others. `HOME` is a folder of the
+//! test's own, so local mode's record is its own too. The getting-started and tour pages
+//! must keep their marked commands (the test counts them); other pages' marked commands run
+//! too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -31,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use switchboard_tests::cluster::{TestNamespace, cluster, tools_bin};
 use switchboard_tests::manifests::{apply_yaml, install_crds};
+use switchboard_tests::operator::operator_binary;
 use switchboard_tests::repo_root;
 use switchboard_tests::switchboard::switchboard_binary;
 
@@ -252,9 +256,25 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
 
-/// What a page's command becomes here: the built binary for `cargo run`, the test's port.
-fn rewrite(text: &str, binary: &Path, port: u16) -> String {
-    text.replace("cargo run -p switchboard-dataplane --bin switchboard --", &binary.display().to_string())
+/// The binaries the pages' `cargo run` commands build and run.
+struct Binaries {
+    switchboard: PathBuf,
+    operator: PathBuf,
+}
+
+impl Binaries {
+    fn build() -> Self {
+        Self {
+            switchboard: switchboard_binary().expect("the switchboard binary"),
+            operator: operator_binary().expect("the switchboard-operator binary"),
+        }
+    }
+}
+
+/// What a page's command becomes here: the built binaries for `cargo run`, the test's port.
+fn rewrite(text: &str, binaries: &Binaries, port: u16) -> String {
+    text.replace("cargo run -p switchboard-dataplane --bin switchboard --", &binaries.switchboard.display().to_string())
+        .replace("cargo run -p switchboard-operator --", &binaries.operator.display().to_string())
         .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
 }
 
@@ -297,7 +317,7 @@ fn missing_lines(output: &str, expected: &str) -> Vec<String> {
 }
 
 /// Runs every marked command of `page_path` in order; returns how many of each kind ran.
-fn run_page(page_path: &str, binary: &Path) -> (usize, usize) {
+fn run_page(page_path: &str, binary: &Binaries) -> (usize, usize) {
     let all = blocks(&page(page_path));
     let home = tempdir(&page_path.replace('/', "-"));
     let port = free_port();
@@ -373,20 +393,37 @@ fn run_page(page_path: &str, binary: &Path) -> (usize, usize) {
 
 #[test]
 fn getting_started_and_the_tour_run_as_written() {
-    let binary = switchboard_binary().expect("the switchboard binary");
-    let (servers, runs) = run_page("getting-started.md", &binary);
+    let binaries = Binaries::build();
+    let (servers, runs) = run_page("getting-started.md", &binaries);
     assert_eq!((servers, runs), (1, 0), "getting-started.md: the marked local-mode command");
-    let (servers, runs) = run_page("tour.md", &binary);
+    let (servers, runs) = run_page("tour.md", &binaries);
     // Local mode; chat, the record, the voice call and the suite.
     assert_eq!((servers, runs), (1, 4), "tour.md: its marked commands");
+}
+
+#[test]
+fn the_other_pages_marked_commands_run_as_written() {
+    let binaries = Binaries::build();
+    let mut ran = Vec::new();
+    for page_path in markdown_pages() {
+        if page_path == "getting-started.md" || page_path == "tour.md" {
+            continue;
+        }
+        let (servers, runs) = run_page(&page_path, &binaries);
+        if servers + runs > 0 {
+            ran.push(page_path);
+        }
+    }
+    for page_path in ["operating/install.md", "testing/scenarios.md"] {
+        assert!(ran.iter().any(|p| p == page_path), "{page_path} has no marked command any more: {ran:?}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------
 // YAML
 
-/// Every `yaml,apply` block of the book's pages: (page:line, YAML).
-fn yaml_to_apply() -> Vec<(String, String)> {
-    let mut files = Vec::new();
+/// Every page of the book, as paths relative to `docs/src`, in order.
+fn markdown_pages() -> Vec<String> {
     fn markdown(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).expect("docs/src") {
             let path = entry.expect("entry").path();
@@ -398,14 +435,20 @@ fn yaml_to_apply() -> Vec<(String, String)> {
         }
     }
     let src = repo_root().join("docs/src");
+    let mut files = Vec::new();
     markdown(&src, &mut files);
-    files.sort();
+    let mut pages: Vec<String> =
+        files.iter().map(|f| f.strip_prefix(&src).expect("under docs/src").display().to_string()).collect();
+    pages.sort();
+    pages
+}
+
+/// Every `yaml,apply` block of the book's pages: (page:line, YAML).
+fn yaml_to_apply() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("page");
-        for block in blocks(&text) {
+    for name in markdown_pages() {
+        for block in blocks(&page(&name)) {
             if block.info == "yaml,apply" {
-                let name = file.strip_prefix(&src).expect("under docs/src").display().to_string();
                 out.push((format!("{name}:{}", block.line), block.text));
             }
         }
@@ -434,12 +477,8 @@ fn blocks_are_read_with_their_info_and_line() {
     assert_eq!(found.len(), 2);
     assert_eq!((found[0].info.as_str(), found[0].text.as_str(), found[0].line), ("sh,run", "echo hi\n", 2));
     assert_eq!(found[1].info, "text,output");
-    assert_eq!(
-        rewrite(
-            "cargo run -p switchboard-dataplane --bin switchboard -- chat ws://127.0.0.1:8080/v1",
-            Path::new("/b/sb"),
-            9
-        ),
-        "/b/sb chat ws://127.0.0.1:9/v1"
-    );
+    let binaries = Binaries { switchboard: PathBuf::from("/b/sb"), operator: PathBuf::from("/b/op") };
+    let chat = "cargo run -p switchboard-dataplane --bin switchboard -- chat ws://127.0.0.1:8080/v1";
+    assert_eq!(rewrite(chat, &binaries, 9), "/b/sb chat ws://127.0.0.1:9/v1");
+    assert_eq!(rewrite("cargo run -p switchboard-operator -- render -f x", &binaries, 9), "/b/op render -f x");
 }
