@@ -21,9 +21,9 @@
 //! run -p switchboard-dataplane --bin switchboard --` and `cargo run -p switchboard-operator
 //! --` are the binaries cargo built, and local mode's port 8080 is a free port
 //! (`SWITCHBOARD_LOCAL_PORT`), so the test runs beside others. `HOME` is a folder of the
-//! test's own, so local mode's record is its own too. The getting-started and tour pages
-//! must keep their marked commands (the test counts them); other pages' marked commands run
-//! too.
+//! test's own (and `XDG_DATA_HOME` unset), so local mode's record is its own too. The
+//! getting-started and tour pages must keep their marked commands (the test counts them);
+//! other pages' marked commands run too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -286,6 +286,8 @@ fn command(script: &str, home: &Path, port: u16, log: &Path) -> Command {
         .args(["-euo", "pipefail", "-c", script])
         .current_dir(repo_root())
         .env("HOME", home)
+        // Where local mode keeps its record, and `switchboard sessions` reads it.
+        .env_remove("XDG_DATA_HOME")
         .env("SWITCHBOARD_LOCAL_PORT", port.to_string())
         .env("NO_COLOR", "1")
         .env("NO_PROXY", "127.0.0.1,localhost")
