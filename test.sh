@@ -2,8 +2,8 @@
 # Runs every Switchboard test, on a fresh machine too. It installs what the tests need
 # itself: Debian packages, a real Kubernetes control plane (kube-apiserver and
 # kube-controller-manager built from Debian's source package, etcd from Debian; cached in
-# ~/.cache/switchboard after the first run), pinned kubectl and helm. Then it checks
-# formatting, lints and the crates' layering, runs the whole test suite, three
+# ~/.cache/switchboard after the first run), pinned kubectl, helm and mdBook. Then it checks
+# formatting, lints, builds the book in docs/, checks the crates' layering, runs the whole test suite, three
 # third-party Nova Sonic clients against the simulator and every fuzz target briefly, and
 # last starts a real node
 # (kubelet, kube-scheduler, kube-proxy from the same source package; containerd) and runs
@@ -30,7 +30,7 @@ rm -f "$up_err"
 echo "KUBECONFIG=$KUBECONFIG"
 
 step "kubectl and helm"
-tests/tools/install.sh >/dev/null
+tools_bin="$(tests/tools/install.sh | tail -n1)"
 
 step "format"
 cargo fmt --all --check
@@ -42,6 +42,12 @@ cargo clippy -p switchboard-dataplane --no-default-features --locked -- -D warni
 # `<placeholders>`, which rustdoc would read as HTML).
 RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links -A rustdoc::invalid_html_tags" \
   cargo doc --workspace --no-deps --document-private-items --locked
+
+step "book"
+# The documentation book (docs/, mdBook), built as a reader builds it, into docs/book. Its
+# internal links and anchors, the commands its pages mark and its YAML are checked in the
+# tests stage (tests/tests/book.rs).
+"$tools_bin/mdbook" build docs
 
 step "layering"
 # The architecture, held by the dependency graph: no async runtime or HTTP stack under

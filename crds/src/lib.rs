@@ -14,6 +14,7 @@ pub mod contract;
 pub mod gateway_key;
 pub mod manifests;
 pub mod persona;
+pub mod reference;
 pub mod resolve;
 pub mod routing;
 pub mod runtime;

@@ -34,7 +34,9 @@ pub struct PersonaSpec {
 
     /// The system prompt template. Placeholders: `{name}` (display name), `{agent}` (the
     /// Agent's name), `{memory}` (what the session knows, e.g. the verified user), `{date}`
-    /// (today, ISO 8601), `{language}`. Write `{{` and `}}` for literal braces. Any other
+    /// (today, ISO 8601), `{language}`, `{role}` and `{description}` (the Agent's),
+    /// `{skills}` (the Agent's skills), `{examples}` (their examples) and `{dataContext}` (the
+    /// data context in force). Write `{{` and `}}` for literal braces. Any other
     /// placeholder is rejected.
     #[schemars(length(min = 1, max = 32768))]
     pub system_prompt: String,

@@ -18,6 +18,20 @@ fn crd_files_on_disk_match_the_types() {
 }
 
 #[test]
+fn book_reference_on_disk_matches_the_types() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(switchboard_crds::reference::BOOK_REFERENCE_DIR);
+    for (name, generated) in switchboard_crds::reference::reference_files() {
+        let path = dir.join(&name);
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == generated,
+            "{} differs from what the CRD types generate; run `cargo run --bin crdgen` and commit the result",
+            path.display()
+        );
+    }
+}
+
+#[test]
 fn schemas_carry_field_docs_and_enums() {
     let agent = schema_of("Agent").expect("Agent schema");
     let spec = &agent["properties"]["spec"]["properties"];

