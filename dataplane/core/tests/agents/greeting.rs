@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use switchboard_core::model::{ContentBlock, Role};
 use switchboard_core::protocol::{ServerMessage, TranscriptRole};
-use switchboard_core::{AgentCore, Effect, HandoffContext, HandoffKind, HistoryTurn, Session, WorkflowSnapshot};
+use switchboard_core::{
+    AgentCore, Effect, HandoffContext, HandoffKind, HistoryTurn, Session, VoiceEffect, WorkflowSnapshot,
+};
 
 use crate::common;
 
@@ -64,7 +66,7 @@ fn names(effects: &[Effect]) -> Vec<&'static str> {
             Effect::Transcript(entry) if entry.event == "assistant" && entry.data["text"] == MAX => Some("entry"),
             Effect::Send(ServerMessage::BidiResponseStart { .. }) => Some("start"),
             Effect::CallModel(_) => Some("model"),
-            Effect::SendVoiceText(_) => Some("text"),
+            Effect::Voice(VoiceEffect::SendText(_)) => Some("text"),
             _ => None,
         })
         .collect()
@@ -83,7 +85,7 @@ fn a_transfer_to_a_persona_that_speaks_first_greets_then_answers_the_carried_req
 
     let (voice, effects) = Session::start_voice(idv(Some(MAX), true), arrival(HandoffKind::Transfer, asked()));
     assert_eq!(names(&effects), ["greeting", "entry", "start", "text"], "voice: the line, then the request");
-    assert!(effects.contains(&Effect::SendVoiceText(ASK.into())));
+    assert!(effects.contains(&Effect::Voice(VoiceEffect::SendText(ASK.into()))));
     assert!(voice.voice_history().is_empty(), "the request is sent as text, not replayed");
 }
 
