@@ -1,9 +1,8 @@
 //! The vocabulary between the core and its adapters: what a session starts with
 //! ([`SessionInit`]), what happens to it ([`Input`]) and what it asks for ([`Effect`]).
 
-use std::collections::BTreeMap;
-
-use super::handoff::{HandoffContext, HandoffRequest, HistoryTurn, WorkflowSnapshot};
+use super::grant::Carried;
+use super::handoff::HandoffRequest;
 use super::transcript::TranscriptEntry;
 use crate::model::{ModelRequest, StopReason, ToolResult, ToolUse, Usage};
 use crate::protocol::ServerMessage;
@@ -15,26 +14,13 @@ pub struct SessionInit {
     pub session_id: String,
     /// Today's date (ISO 8601), for `{date}`.
     pub today: String,
-    /// Memory handed over (by a gateway); merged under the handoff's memory.
-    pub memory: BTreeMap<String, serde_json::Value>,
-    /// Conversation handed over (by a gateway), when there is no handoff context.
-    pub history: Vec<HistoryTurn>,
-    /// Set when the session arrives by handoff.
-    pub handoff: Option<HandoffContext>,
-    /// For a session resumed elsewhere without a handoff (the gateway moved it off a lost
-    /// pod): the agent it may still return to (`return_to_<agent>`).
-    pub return_to: Option<String>,
-    /// For a session resumed elsewhere without a handoff: where it was in this agent's
-    /// workflow (ignored when it names another agent or a node the workflow lacks).
-    pub workflow: Option<WorkflowSnapshot>,
     /// The text model this session uses instead of the Agent's `textModelId`
     /// (`session_start.model`); the caller has checked it with
     /// `ModelSettings::allows_session_model`.
     pub model: Option<String>,
-    /// What came before the conversation handed over, summarised (a session continued
-    /// from the conversation record: the record's summary of it); empty when none. It
-    /// goes into the system prompt, as the summary of compacted turns does.
-    pub summary: String,
+    /// What the session carries from before (by a gateway): memory, conversation, the
+    /// handoff it arrives by, where it may return, its place in the workflow, a summary.
+    pub carried: Carried,
 }
 
 /// Something that happened to the session.

@@ -26,7 +26,7 @@ fn idv(greeting: Option<&str>, speak_first: bool) -> Arc<AgentCore> {
 
 fn arrival(kind: HandoffKind, history: Vec<HistoryTurn>) -> switchboard_core::SessionInit {
     let mut init = common::init(BTreeMap::new());
-    init.handoff = Some(HandoffContext {
+    init.carried.handoff = Some(HandoffContext {
         from_agent: "triage".into(),
         kind,
         reason: "balance".into(),
@@ -119,7 +119,7 @@ fn a_new_session_is_greeted_whether_or_not_its_persona_speaks_first() {
         assert_eq!(names(&effects), ["greeting", "entry"], "{speak_first}");
     }
     let mut resumed = common::init(BTreeMap::new());
-    resumed.history = asked();
+    resumed.carried.history = asked();
     let (_, effects) = Session::start(idv(Some(MAX), true), resumed);
     assert!(names(&effects).is_empty(), "a resumed session is not greeted again");
 }

@@ -131,7 +131,7 @@ fn typed_text_in_a_voice_session_is_acknowledged_by_its_id() {
 #[test]
 fn arriving_by_handoff_sends_the_carried_request_as_text_after_the_history() {
     let mut init = common::init(BTreeMap::new());
-    init.handoff = Some(HandoffContext {
+    init.carried.handoff = Some(HandoffContext {
         from_agent: "triage".into(),
         kind: HandoffKind::Transfer,
         reason: "balance".into(),

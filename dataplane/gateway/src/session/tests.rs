@@ -128,7 +128,7 @@ impl Drive {
 
     pub fn opening(&self) -> Option<(String, Option<SocketAddr>, bool)> {
         match self.machine.phase() {
-            Phase::Opening(request) => Some((request.target.key(), request.avoid, request.handoff.is_some())),
+            Phase::Opening(request) => Some((request.target.key(), request.avoid, request.carried.handoff.is_some())),
             _ => None,
         }
     }

@@ -191,16 +191,7 @@ mod tests {
     fn request() -> OpenRequest {
         let directory = crate::session::tests::directory();
         let target = Directory::for_client(&directory, None, crate::directory::Reach::Live).expect("triage");
-        OpenRequest {
-            target,
-            avoid: None,
-            handoff: None,
-            memory: Default::default(),
-            history: Vec::new(),
-            return_to: None,
-            workflow: None,
-            summary: String::new(),
-        }
+        OpenRequest { target, avoid: None, carried: Default::default() }
     }
 
     #[test]

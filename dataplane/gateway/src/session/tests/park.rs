@@ -111,7 +111,7 @@ fn a_resumed_session_reopens_then_sends_what_was_missed_and_says_what_is_gone() 
     let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     let mut machine = Machine::resume(limits(), "key".into(), parked, target, Some(1), &cx);
     assert!(
-        matches!(machine.phase(), Phase::Opening(request) if request.handoff.is_none() && request.history.len() == 5)
+        matches!(machine.phase(), Phase::Opening(request) if request.carried.handoff.is_none() && request.carried.history.len() == 5)
     );
     machine.handle(Event::Opened(Ok(addr(2))), &cx);
     let effects: Vec<Effect> = std::iter::from_fn(|| machine.next_effect()).collect();
@@ -150,7 +150,7 @@ fn a_handoff_made_while_the_client_was_away_happens_on_resume_or_is_told_to_the_
         let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
         let mut machine = Machine::resume(limits(), "key".into(), parked, target, None, &cx);
         assert!(
-            matches!(machine.phase(), Phase::Opening(r) if r.target.key() == expected && r.handoff.is_some() == target_ok)
+            matches!(machine.phase(), Phase::Opening(r) if r.target.key() == expected && r.carried.handoff.is_some() == target_ok)
         );
         machine.handle(Event::Opened(Ok(addr(3))), &cx);
         let effects: Vec<Effect> = std::iter::from_fn(|| machine.next_effect()).collect();

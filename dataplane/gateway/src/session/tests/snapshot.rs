@@ -47,7 +47,9 @@ fn a_session_is_snapshotted_with_each_typed_input_each_turn_end_and_a_handoff_un
     let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     let last_seq = snapshot.replay.seq;
     let mut machine = Machine::resume(limits(), "key".into(), snapshot, target, Some(last_seq), &cx);
-    assert!(matches!(machine.phase(), Phase::Opening(r) if r.target.key() == "bank/idv" && r.handoff.is_some()));
+    assert!(
+        matches!(machine.phase(), Phase::Opening(r) if r.target.key() == "bank/idv" && r.carried.handoff.is_some())
+    );
     machine.handle(Event::Opened(Ok(addr(4))), &cx);
     let effects: Vec<Effect> = std::iter::from_fn(|| machine.next_effect()).collect();
     assert!(to_client(&effects).iter().all(|m| !matches!(m, ServerMessage::BidiError { .. })), "{effects:?}");
