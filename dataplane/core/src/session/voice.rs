@@ -71,7 +71,7 @@ impl Session {
     }
 
     /// The voice model's FINAL transcript of the user's words.
-    pub(super) fn voice_user_final(&mut self, text: String, now: Instant) -> Vec<Effect> {
+    fn voice_user_final(&mut self, text: String, now: Instant) -> Vec<Effect> {
         let trimmed = text.trim();
         if trimmed.is_empty() {
             return Vec::new();
@@ -128,7 +128,7 @@ impl Session {
     }
 
     /// The assistant's FINAL, uninterrupted text.
-    pub(super) fn voice_assistant_final(&mut self, text: String) -> Vec<Effect> {
+    fn voice_assistant_final(&mut self, text: String) -> Vec<Effect> {
         // A cancelled reply's words were not heard: they do not enter the conversation.
         if text.trim().is_empty() || self.live.muted() {
             return Vec::new();
@@ -142,7 +142,7 @@ impl Session {
 
     /// A voice model's tool call: it joins the assistant message that said what it does,
     /// and the calls under way.
-    pub(super) fn start_voice_call(&mut self, tool_use: ToolUse, now: Instant) -> Vec<Effect> {
+    fn start_voice_call(&mut self, tool_use: ToolUse, now: Instant) -> Vec<Effect> {
         if self.calls.has(&tool_use.id) {
             return Vec::new();
         }
@@ -156,7 +156,7 @@ impl Session {
 
     /// Barge-in: the client must flush its playback now. The model heard the caller
     /// speak, so they are speaking (if that was not noticed yet).
-    pub(super) fn voice_interrupted(&mut self) -> Vec<Effect> {
+    fn voice_interrupted(&mut self) -> Vec<Effect> {
         self.live.barge_in();
         let mut effects = vec![
             Effect::Send(ServerMessage::BidiInterruption {}),
@@ -167,7 +167,7 @@ impl Session {
     }
 
     /// The end of a completion closes the open turn, unless the model waits for a tool.
-    pub(super) fn voice_completion_end(&mut self, stop_reason: StopReason) -> Vec<Effect> {
+    fn voice_completion_end(&mut self, stop_reason: StopReason) -> Vec<Effect> {
         let waits_for_tool = stop_reason == StopReason::ToolUse;
         self.live.completion_end(waits_for_tool);
         if !self.drive.turn_open() || waits_for_tool || self.turn.in_tools() {
@@ -180,7 +180,7 @@ impl Session {
     }
 
     /// A reply was cut off: remembered until what was heard of it is known.
-    pub(super) fn voice_reply_cut(&mut self, text: String, sent_ms: u64, us_per_char: u64) -> Vec<Effect> {
+    fn voice_reply_cut(&mut self, text: String, sent_ms: u64, us_per_char: u64) -> Vec<Effect> {
         // A cancelled reply's audio was not passed on.
         if self.live.muted() || text.trim().is_empty() {
             return Vec::new();
@@ -194,7 +194,7 @@ impl Session {
 
     /// Records what was heard of the cut reply, if there is one: `played_ms` of it (the
     /// client's report, at most what was sent), or all that was sent.
-    pub(super) fn record_cut(&mut self, played_ms: Option<u64>) -> Vec<Effect> {
+    fn record_cut(&mut self, played_ms: Option<u64>) -> Vec<Effect> {
         let Some(cut) = self.drive.voice_mut().and_then(|v| v.take_cut()) else { return Vec::new() };
         let (heard, played) = cut.heard(played_ms);
         if heard.is_empty() {

@@ -91,7 +91,7 @@ fn a_clients_identity_assertion_is_refused_and_never_reaches_a_runtime() {
         assert!(to_runtime(&effects).is_empty(), "not relayed: {frame}");
         assert!(matches!(drive.machine.phase(), Phase::Live), "the session goes on");
     }
-    assert!(drive.machine.runtime.unsent().is_empty(), "nor kept for the next runtime");
+    assert!(drive.machine.unsent().is_empty(), "nor kept for the next runtime");
     // Sent instead of session_start, it is refused once the session opens.
     let first = r#"{"type":"identity_assertion","assertion":"eyJ.eyJ.sig"}"#;
     let mut drive = Drive::starting(Some(first.into()));

@@ -80,7 +80,7 @@ fn a_session_older_than_two_hours_keeps_its_caller_asserted_parks_and_resumes() 
     let interval = limits.ping_interval;
     assert!(TURN_EVERY < limits.idle_timeout && LIVED > 10 * limits.idle_timeout);
     let mut drive = Drive::live();
-    drive.machine.limits = limits.clone();
+    *drive.machine.limits_mut() = limits.clone();
     let began = drive.now;
     let at = |drive: &Drive| drive.now.saturating_duration_since(began).as_secs();
     let mut seen = Seen::default();

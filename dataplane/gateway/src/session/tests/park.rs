@@ -84,7 +84,7 @@ fn a_draining_gateway_moves_its_sessions_when_the_store_is_shared() {
     assert!(matches!(&effects[..], [Effect::CloseClient((close_code::GOING_AWAY, _))]));
     assert_eq!(drive.ending(), Some(&Ending::Park));
     let mut drive = Drive::live();
-    drive.machine.limits.movable = false;
+    drive.machine.limits_mut().movable = false;
     assert!(drive.on(Event::Draining).is_empty());
     assert!(matches!(drive.machine.phase(), Phase::Live), "it drains in place");
     drive.on(Event::Shutdown);
@@ -157,7 +157,7 @@ fn a_handoff_made_while_the_client_was_away_happens_on_resume_or_is_told_to_the_
         assert!(effects.contains_or(&Note::Resumed));
         assert!(matches!(machine.phase(), Phase::Live));
         if !target_ok {
-            let last = machine.kept.history.last().expect("a line");
+            let last = machine.kept().history.last().expect("a line");
             assert!(last.text.contains("transfer to idv did not happen"), "{}", last.text);
         }
     }
@@ -172,7 +172,7 @@ fn a_resumed_voice_client_gets_the_audio_of_the_reply_in_progress_only() {
         drive.runtime(audio(n));
     }
     drive.runtime(complete());
-    let played = drive.machine.replay.seq;
+    let played = drive.machine.replay().seq;
     drive.runtime(json!({"type": "bidi_response_start", "turn": 2}));
     drive.runtime(audio(100));
     drive.client(ClientFrame::Gone);
