@@ -9,9 +9,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Ending, OpenRequest, Phase};
 use crate::directory::Target;
 use crate::resume::Missed;
+use crate::session::events::{Ending, OpenRequest, Phase};
 
 /// Where a session is, with what belongs to that phase alone.
 #[derive(Debug)]
