@@ -1,9 +1,8 @@
 //! The vocabulary between the core and its adapters: what a session starts with
 //! ([`SessionInit`]), what happens to it ([`Input`]) and what it asks for ([`Effect`]).
 
-use std::collections::BTreeMap;
-
-use super::handoff::{HandoffContext, HandoffRequest, HistoryTurn, WorkflowSnapshot};
+use super::grant::Carried;
+use super::handoff::HandoffRequest;
 use super::transcript::TranscriptEntry;
 use crate::model::{ModelRequest, StopReason, ToolResult, ToolUse, Usage};
 use crate::protocol::ServerMessage;
@@ -15,26 +14,13 @@ pub struct SessionInit {
     pub session_id: String,
     /// Today's date (ISO 8601), for `{date}`.
     pub today: String,
-    /// Memory handed over (by a gateway); merged under the handoff's memory.
-    pub memory: BTreeMap<String, serde_json::Value>,
-    /// Conversation handed over (by a gateway), when there is no handoff context.
-    pub history: Vec<HistoryTurn>,
-    /// Set when the session arrives by handoff.
-    pub handoff: Option<HandoffContext>,
-    /// For a session resumed elsewhere without a handoff (the gateway moved it off a lost
-    /// pod): the agent it may still return to (`return_to_<agent>`).
-    pub return_to: Option<String>,
-    /// For a session resumed elsewhere without a handoff: where it was in this agent's
-    /// workflow (ignored when it names another agent or a node the workflow lacks).
-    pub workflow: Option<WorkflowSnapshot>,
     /// The text model this session uses instead of the Agent's `textModelId`
     /// (`session_start.model`); the caller has checked it with
     /// `ModelSettings::allows_session_model`.
     pub model: Option<String>,
-    /// What came before the conversation handed over, summarised (a session continued
-    /// from the conversation record: the record's summary of it); empty when none. It
-    /// goes into the system prompt, as the summary of compacted turns does.
-    pub summary: String,
+    /// What the session carries from before (by a gateway): memory, conversation, the
+    /// handoff it arrives by, where it may return, its place in the workflow, a summary.
+    pub carried: Carried,
 }
 
 /// Something that happened to the session.
@@ -71,37 +57,8 @@ pub enum Input {
         /// Whether the user approved.
         approved: bool,
     },
-    /// Voice sessions: the voice model's FINAL transcript of what the user said. Typed
-    /// text the model echoes back is recognised and not recorded twice.
-    VoiceUserFinal(String),
-    /// Voice sessions: the assistant's FINAL text — what was really spoken, not
-    /// interrupted. SPECULATIVE text never enters the session (the adapter relays it).
-    VoiceAssistantFinal(String),
-    /// Voice sessions: the voice model called a tool inside its stream. It goes through
-    /// the same pipeline as a text model's call; the result comes back as
-    /// [`Effect::SendToolResult`] instead of a new model call.
-    VoiceToolUse(ToolUse),
-    /// Voice sessions: the user spoke over the assistant (barge-in).
-    VoiceInterrupted,
-    /// Voice sessions: a reply was cut off by a barge-in before its FINAL text: the text
-    /// it was to say (SPECULATIVE) and how much of its audio went to the client. The part
-    /// the caller heard enters the conversation (see `heard`).
-    VoiceReplyCut {
-        /// What the reply was to say.
-        text: String,
-        /// Milliseconds of its audio sent to the client.
-        sent_ms: u64,
-        /// How long the voice takes to say one character, in microseconds.
-        us_per_char: u64,
-    },
-    /// Voice sessions: the client played this many milliseconds of the interrupted reply's
-    /// audio (`bidi_audio_played`).
-    AudioPlayed {
-        /// Milliseconds played.
-        ms: u64,
-    },
-    /// Voice sessions: what is audible changed — the caller's speech, the reply's audio.
-    VoiceActivity(Activity),
+    /// What a voice model and the audio say (voice sessions; a text session ignores them).
+    Voice(VoiceInput),
     /// The model call asked for by [`Effect::CallModel`] was refused because its context
     /// is longer than the model takes (Bedrock's `ValidationException` "Input is too long
     /// for requested model" and its kin): the session compacts harder and calls again, once.
@@ -122,14 +79,57 @@ pub enum Input {
     /// Time passed: what was due by now (an unanswered consent request) expires. Adapters
     /// send it at [`crate::Session::next_deadline`].
     Tick,
-    /// Voice sessions: the voice model finished a completion (`end_turn`,
-    /// `interrupted`, `tool_use`, ...).
-    VoiceCompletionEnd {
+    /// The session ends (the client closed it, or the server is stopping).
+    End,
+}
+
+/// What happened in a voice session's stream or audio: inputs only a session driven by a
+/// streaming voice model (`Drive::Voice`) takes; a text session ignores them (its adapter
+/// sends none).
+#[derive(Clone, Debug, PartialEq)]
+pub enum VoiceInput {
+    /// The voice model's FINAL transcript of what the user said. Typed text the model
+    /// echoes back is recognised and not recorded twice.
+    UserFinal(String),
+    /// The assistant's FINAL text — what was really spoken, not interrupted. SPECULATIVE
+    /// text never enters the session (the adapter relays it).
+    AssistantFinal(String),
+    /// The voice model called a tool inside its stream. It goes through the same pipeline
+    /// as a text model's call; the result comes back as [`VoiceEffect::SendToolResult`]
+    /// instead of a new model call.
+    ToolUse(ToolUse),
+    /// The user spoke over the assistant (barge-in).
+    Interrupted,
+    /// A reply was cut off by a barge-in before its FINAL text: the text it was to say
+    /// (SPECULATIVE) and how much of its audio went to the client. The part the caller
+    /// heard enters the conversation (see `heard`).
+    ReplyCut {
+        /// What the reply was to say.
+        text: String,
+        /// Milliseconds of its audio sent to the client.
+        sent_ms: u64,
+        /// How long the voice takes to say one character, in microseconds.
+        us_per_char: u64,
+    },
+    /// The client played this many milliseconds of the interrupted reply's audio
+    /// (`bidi_audio_played`).
+    AudioPlayed {
+        /// Milliseconds played.
+        ms: u64,
+    },
+    /// What is audible changed — the caller's speech, the reply's audio.
+    Activity(Activity),
+    /// The voice model finished a completion (`end_turn`, `interrupted`, `tool_use`, ...).
+    CompletionEnd {
         /// Why it ended.
         stop_reason: crate::protocol::StopReason,
     },
-    /// The session ends (the client closed it, or the server is stopping).
-    End,
+}
+
+impl From<VoiceInput> for Input {
+    fn from(input: VoiceInput) -> Self {
+        Self::Voice(input)
+    }
 }
 
 /// What became audible or stopped being so in a voice session.
@@ -192,11 +192,8 @@ pub enum Effect {
     Handoff(HandoffRequest),
     /// Append a line to the transcript.
     Transcript(TranscriptEntry),
-    /// Voice sessions: send this tool result into the voice stream (the model goes on
-    /// speaking from it).
-    SendToolResult(ToolResult),
-    /// Voice sessions: send the user's typed text into the voice stream as text content.
-    SendVoiceText(String),
+    /// What only a voice stream does (voice sessions).
+    Voice(VoiceEffect),
     /// Ask the session's text model for a summary of compacted turns (a request made by
     /// [`crate::summary::request`]) beside the conversation — nothing waits for it; answer
     /// with [`Input::Summary`] carrying `id`. Until then (and if it fails) the extractive
@@ -207,13 +204,6 @@ pub enum Effect {
         /// The request.
         request: ModelRequest,
     },
-    /// Voice sessions: the conversation's oldest turns were compacted into the summary (in
-    /// the system prompt from now on): streams opened from now on replay the history
-    /// without its oldest `bytes` of text (about what the session cut off).
-    ForgetVoiceHistory {
-        /// Bytes of user and assistant text cut off.
-        bytes: usize,
-    },
     /// Stop what the cancelled turn had under way: drop the model call in flight (text),
     /// stop the running tool calls (the session already gave them their results), and —
     /// voice — silence the voice model's output (audio, text) until the user's next input.
@@ -223,4 +213,28 @@ pub enum Effect {
         /// Why.
         reason: String,
     },
+}
+
+/// What a voice session asks of its stream: effects only a session driven by a streaming
+/// voice model ([`crate::Session::start_voice`]) returns.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VoiceEffect {
+    /// Send this tool result into the voice stream (the model goes on speaking from it).
+    SendToolResult(ToolResult),
+    /// Send the user's typed text (or a question the model is to put to the caller) into
+    /// the voice stream as text content.
+    SendText(String),
+    /// The conversation's oldest turns were compacted into the summary (in the system
+    /// prompt from now on): streams opened from now on replay the history without its
+    /// oldest `bytes` of text (about what the session cut off).
+    ForgetHistory {
+        /// Bytes of user and assistant text cut off.
+        bytes: usize,
+    },
+}
+
+impl From<VoiceEffect> for Effect {
+    fn from(effect: VoiceEffect) -> Self {
+        Self::Voice(effect)
+    }
 }

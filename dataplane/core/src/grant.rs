@@ -7,13 +7,19 @@
 //! names its agent, and that it is fresh ([`MAX_AGE_MS`]). Replays inside that window are
 //! the runtime's to refuse (each grant carries a random `nonce`).
 //!
+//! What the grant carries of the session itself — memory, history, the handoff that brings
+//! it, where it may return, its place in the workflow, a summary — is one type,
+//! [`Carried`]: the gateway builds it once from what it keeps, the grant carries it inside
+//! [`SessionContext`] (its fields on the wire as before), and the runtime hands it to the
+//! core's [`crate::SessionInit`] as it is.
+//!
 //! Pure: the caller supplies the time and the nonce.
 
 use std::collections::BTreeMap;
 
 use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey};
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
 
@@ -29,8 +35,43 @@ pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 /// runtime always reads one this large: the two limits agree.
 pub const MAX_START_BYTES: usize = 2 * MAX_PAYLOAD_BYTES + 4096;
 
-/// What the gateway tells a runtime about the session it opens there.
+/// The session context the gateway carries into a runtime session: what a session
+/// started there is given of the session so far. One type from the gateway's open request
+/// through the grant to the core's [`crate::SessionInit`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Carried {
+    /// Session memory (e.g. `verifiedUser`); with a handoff, merged under the handoff's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub memory: BTreeMap<String, serde_json::Value>,
+    /// Earlier conversation, oldest first (with a handoff, the handoff's is used).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryTurn>,
+    /// Set when the session arrives through a handoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<HandoffContext>,
+    /// A session moved here without a handoff (the gateway moved it off a lost pod, or it
+    /// resumed) keeps the agent it may return to (`return_to_<agent>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_to: Option<String>,
+    /// A session moved here without a handoff (another pod of the same agent, or a
+    /// resume) goes on from where it was in the agent's workflow (ignored when it names
+    /// another agent or a node the workflow lacks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowSnapshot>,
+    /// What came before `history`, summarised: a session continued from the conversation
+    /// record carries the record's summary of its earlier part (and of older turns not
+    /// restored word for word). It goes into the system prompt, as the summary of
+    /// compacted turns does; empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary: String,
+}
+
+/// What the gateway tells a runtime about the session it opens there.
+///
+/// On the wire its fields and [`Carried`]'s are one JSON object, in the order gateways
+/// have always written them (see its `Serialize`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionContext {
     /// The gateway's id of the session (stable across handoffs, pods and resumes).
@@ -45,22 +86,9 @@ pub struct SessionContext {
     pub issued_at_ms: u64,
     /// Random, unique per grant: a runtime accepts each once.
     pub nonce: String,
-    /// Session memory (e.g. `verifiedUser`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub memory: BTreeMap<String, serde_json::Value>,
-    /// Earlier conversation, oldest first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub history: Vec<HistoryTurn>,
-    /// Set when the session arrives through a handoff.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handoff: Option<HandoffContext>,
-    /// A session moved here without a handoff keeps the agent it may return to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub return_to: Option<String>,
-    /// A session moved here without a handoff (another pod of the same agent, or a
-    /// resume) goes on from where it was in the agent's workflow.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workflow: Option<WorkflowSnapshot>,
+    /// The session context carried.
+    #[serde(flatten)]
+    pub carried: Carried,
     /// The verified caller's identity assertion for this session ([`crate::assertion`]), set
     /// when the memory given holds `verifiedUser`: the runtime forwards it to tool servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,11 +98,6 @@ pub struct SessionContext {
     /// pods, handoffs and tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
-    /// What came before `history`, summarised: a session continued from the conversation
-    /// record carries the record's summary of its earlier part (and of older turns not
-    /// restored word for word).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub summary: String,
     /// The address (IP) of the pod the gateway opened this session on: a runtime that knows
     /// its own (`SWITCHBOARD_POD_IP`, set by the operator) refuses a grant for another pod,
     /// so a grant captured on its way cannot open a session on another pod of the Agent
@@ -82,6 +105,59 @@ pub struct SessionContext {
     /// older than this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+}
+
+impl Serialize for SessionContext {
+    /// Writes the grant as gateways always have, byte for byte: a flattened [`Carried`]
+    /// would write its `summary` before `identity` and `traceparent`, so the fields are
+    /// laid out here in the wire's order (borrowed, nothing copied).
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Wire<'a> {
+            session_id: &'a str,
+            namespace: &'a str,
+            agent: &'a str,
+            issued_at_ms: u64,
+            nonce: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            memory: Option<&'a BTreeMap<String, serde_json::Value>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            history: Option<&'a [HistoryTurn]>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            handoff: Option<&'a HandoffContext>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            return_to: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            workflow: Option<&'a WorkflowSnapshot>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            identity: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            traceparent: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            summary: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pod: Option<&'a str>,
+        }
+        let carried = &self.carried;
+        Wire {
+            session_id: &self.session_id,
+            namespace: &self.namespace,
+            agent: &self.agent,
+            issued_at_ms: self.issued_at_ms,
+            nonce: &self.nonce,
+            memory: Some(&carried.memory).filter(|memory| !memory.is_empty()),
+            history: Some(carried.history.as_slice()).filter(|history| !history.is_empty()),
+            handoff: carried.handoff.as_ref(),
+            return_to: carried.return_to.as_deref(),
+            workflow: carried.workflow.as_ref(),
+            identity: self.identity.as_deref(),
+            traceparent: self.traceparent.as_deref(),
+            summary: Some(carried.summary.as_str()).filter(|summary| !summary.is_empty()),
+            pod: self.pod.as_deref(),
+        }
+        .serialize(serializer)
+    }
 }
 
 /// A [`SessionContext`] as sent: its JSON text and the MAC over it.
@@ -274,7 +350,10 @@ mod tests {
             agent: "banking".into(),
             issued_at_ms: 1_000_000,
             nonce: "n-1".into(),
-            memory: [("verifiedUser".to_owned(), serde_json::json!({"name": "Ada"}))].into(),
+            carried: Carried {
+                memory: [("verifiedUser".to_owned(), serde_json::json!({"name": "Ada"}))].into(),
+                ..Default::default()
+            },
             ..Default::default()
         }
     }
@@ -333,5 +412,86 @@ mod tests {
             signer.public().verify(&huge, "bank", "banking", 0),
             Err(GrantError::TooLarge(MAX_PAYLOAD_BYTES + 1))
         );
+    }
+
+    /// Every field of a grant set, as a gateway of each version writes it.
+    fn full_context() -> SessionContext {
+        let handoff = HandoffContext {
+            from_agent: "idv".into(),
+            kind: crate::handoff::HandoffKind::Transfer,
+            reason: "balance".into(),
+            last_user_message: Some("my balance".into()),
+            intent: None,
+            verified_user: Some(serde_json::json!({"name": "Ada"})),
+            workflow_state: WorkflowSnapshot { agent: "idv".into(), node: "done".into(), ..Default::default() },
+            return_to: Some("triage".into()),
+            status: None,
+            summary: None,
+            memory: [("verifiedUser".to_owned(), serde_json::json!({"name": "Ada"}))].into(),
+            history: Vec::new(),
+        };
+        let base = context();
+        let carried = Carried {
+            history: vec![HistoryTurn { role: crate::protocol::TranscriptRole::User, text: "hello".into() }],
+            handoff: Some(handoff),
+            return_to: Some("triage".into()),
+            workflow: Some(WorkflowSnapshot { agent: "banking".into(), node: "start".into(), ..Default::default() }),
+            summary: "user: earlier".into(),
+            ..base.carried.clone()
+        };
+        SessionContext {
+            carried,
+            identity: Some("eyJ.assertion".into()),
+            traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+            pod: Some("10.0.0.7".into()),
+            ..base
+        }
+    }
+
+    /// The grant's JSON as gateways before the carried context had its own type wrote it,
+    /// byte for byte (field order included).
+    const FULL_JSON: &str = concat!(
+        r#"{"sessionId":"s-1","namespace":"bank","agent":"banking","issuedAtMs":1000000,"nonce":"n-1","#,
+        r#""memory":{"verifiedUser":{"name":"Ada"}},"history":[{"role":"user","text":"hello"}],"#,
+        r#""handoff":{"from_agent":"idv","kind":"transfer","reason":"balance","last_user_message":"my balance","#,
+        r#""verified_user":{"name":"Ada"},"workflow_state":{"agent":"idv","node":"done","visited":[]},"#,
+        r#""return_to":"triage","memory":{"verifiedUser":{"name":"Ada"}},"history":[]},"#,
+        r#""returnTo":"triage","workflow":{"agent":"banking","node":"start","visited":[]},"#,
+        r#""identity":"eyJ.assertion","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","#,
+        r#""summary":"user: earlier","pod":"10.0.0.7"}"#
+    );
+
+    #[test]
+    fn a_grant_is_written_byte_for_byte_as_before_and_reads_back() {
+        let json = serde_json::to_string(&full_context()).expect("serialises");
+        assert_eq!(json, FULL_JSON);
+        assert_eq!(serde_json::from_str::<SessionContext>(FULL_JSON).expect("reads"), full_context());
+        let bare = r#"{"sessionId":"s-1","agent":"banking","issuedAtMs":1000000,"nonce":"n-1"}"#;
+        let read: SessionContext = serde_json::from_str(bare).expect("an older gateway's grant: no optional field");
+        assert_eq!(read, SessionContext { namespace: String::new(), carried: Carried::default(), ..context() });
+        assert_eq!(
+            serde_json::to_string(&read).expect("serialises"),
+            bare.replace(r#""agent""#, r#""namespace":"","agent""#)
+        );
+    }
+
+    #[test]
+    fn what_a_grant_carries_reads_as_one_carried_context_whatever_the_key_order() {
+        let full = full_context();
+        let reordered = serde_json::json!({
+            "summary": "user: earlier", "pod": "10.0.0.7", "workflow": full.carried.workflow,
+            "returnTo": "triage", "handoff": full.carried.handoff, "history": full.carried.history,
+            "memory": full.carried.memory, "nonce": "n-1", "issuedAtMs": 1_000_000, "agent": "banking",
+            "namespace": "bank", "sessionId": "s-1", "identity": "eyJ.assertion",
+            "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        });
+        assert_eq!(serde_json::from_value::<SessionContext>(reordered).expect("reads"), full);
+        let carried: Carried = serde_json::from_str(FULL_JSON).expect("the carried part of a grant");
+        assert_eq!(carried, full.carried, "the grant's own fields are not the carried context's");
+        let alone = serde_json::to_value(&full.carried).expect("serialises");
+        let whole = serde_json::to_value(&full).expect("serialises");
+        for (key, value) in alone.as_object().expect("an object") {
+            assert_eq!(whole.get(key), Some(value), "{key} is on the wire as the carried context writes it");
+        }
     }
 }

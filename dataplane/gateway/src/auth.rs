@@ -386,9 +386,8 @@ impl Auth {
             message: "the API key is not valid here; check it, or ask for a new one".into(),
             reason: ErrorCode::UnknownKey,
         })?;
-        let scope = (entry.scope.clone(), entry.candidates);
-        let max = entry.max_sessions.unwrap_or(self.key_sessions.0);
-        self.hold(entry.name, max, entry.rate, scope)
+        let keys::KeySession { name, max, rate, scope } = entry.session(self.key_sessions.0);
+        self.hold(name, max, rate, scope)
     }
 
     /// Takes a session slot of `name` (at most `max`); its budget is the one already held

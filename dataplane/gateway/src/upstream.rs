@@ -4,13 +4,12 @@
 //! a runtime reads is compacted first ([`compact`]: the oldest lines of the conversation
 //! go), so a long session moves between pods and agents instead of being refused.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use switchboard_core::assertion::{IDENTITY_KEY, IdentityClaims, sign_identity};
-use switchboard_core::grant::{GatewaySigner, MAX_PAYLOAD_BYTES, SessionContext};
-use switchboard_core::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
+use switchboard_core::grant::{Carried, GatewaySigner, MAX_PAYLOAD_BYTES, SessionContext};
+use switchboard_core::handoff::HistoryTurn;
 use switchboard_core::protocol::{ClientMessage, SessionStart};
 use switchboard_serve::frames::{self, Conn};
 use tokio::net::TcpStream;
@@ -43,18 +42,8 @@ pub struct Opening<'a> {
     pub model: Option<String>,
     /// The client's audio formats (`session_start.audio`).
     pub audio: Option<switchboard_core::protocol::AudioSettings>,
-    /// Session memory.
-    pub memory: BTreeMap<String, serde_json::Value>,
-    /// Earlier conversation.
-    pub history: Vec<HistoryTurn>,
-    /// The handoff that brings the session here.
-    pub handoff: Option<HandoffContext>,
-    /// Without a handoff: the agent the session may return to.
-    pub return_to: Option<String>,
-    /// Without a handoff: where the session is in the agent's workflow.
-    pub workflow: Option<WorkflowSnapshot>,
-    /// What came before the conversation carried, summarised (a continued session).
-    pub summary: String,
+    /// What the session carries into the runtime session, signed into its grant.
+    pub carried: Carried,
     /// The W3C `traceparent` of the gateway's session span (none when not traced).
     pub traceparent: Option<String>,
 }
@@ -93,14 +82,9 @@ pub async fn open(
         agent: opening.agent.to_owned(),
         issued_at_ms: now_ms(),
         nonce: uuid::Uuid::new_v4().to_string(),
-        memory: opening.memory,
-        history: opening.history,
-        handoff: opening.handoff,
-        return_to: opening.return_to,
-        workflow: opening.workflow,
+        carried: opening.carried,
         identity: None,
         traceparent: opening.traceparent,
-        summary: opening.summary,
         pod: Some(addr.ip().to_string()),
     };
     context.identity = verified_caller(&context)
@@ -123,8 +107,8 @@ pub async fn open(
 /// The verified caller of the session `context` opens: its memory's `verifiedUser`, or the
 /// one the handoff that brings it carries.
 fn verified_caller(context: &SessionContext) -> Option<&serde_json::Value> {
-    let handed = context.handoff.as_ref().map(|handoff| &handoff.memory);
-    [Some(&context.memory), handed]
+    let handed = context.carried.handoff.as_ref().map(|handoff| &handoff.memory);
+    [Some(&context.carried.memory), handed]
         .into_iter()
         .flatten()
         .find_map(|memory| memory.get(IDENTITY_KEY))
@@ -164,9 +148,10 @@ pub fn compact(context: &mut SessionContext) -> Result<(), String> {
             return Ok(());
         }
         let over = size - MAX_PAYLOAD_BYTES;
-        let history = if context.history.len() > 1 {
-            &mut context.history
-        } else if let Some(handoff) = context.handoff.as_mut().filter(|h| h.history.len() > 1) {
+        let carried = &mut context.carried;
+        let history = if carried.history.len() > 1 {
+            &mut carried.history
+        } else if let Some(handoff) = carried.handoff.as_mut().filter(|h| h.history.len() > 1) {
             &mut handoff.history
         } else {
             return Err(format!(
@@ -213,32 +198,32 @@ mod tests {
 
     #[test]
     fn a_context_over_the_limit_loses_its_oldest_lines_and_says_so() {
-        let mut context = SessionContext {
-            session_id: "s".into(),
+        let carried = Carried {
             memory: [("verifiedUser".to_owned(), serde_json::json!({"accountNumber": "12345678"}))].into(),
             history: (0..400).map(|i| line(i, 2000)).collect(),
             ..Default::default()
         };
+        let mut context = SessionContext { session_id: "s".into(), carried, ..Default::default() };
         compact(&mut context).expect("fits");
         assert!(serde_json::to_vec(&context).expect("json").len() <= MAX_PAYLOAD_BYTES);
-        assert!(context.history[0].text.contains("left out"), "{}", context.history[0].text);
-        assert!(
-            context.history[1].text.len() > 2000 && context.history.last().expect("a line").text.starts_with("000399")
-        );
-        assert_eq!(context.memory["verifiedUser"]["accountNumber"], "12345678", "memory stays whole");
+        let history = &context.carried.history;
+        assert!(history[0].text.contains("left out"), "{}", history[0].text);
+        assert!(history[1].text.len() > 2000 && history.last().expect("a line").text.starts_with("000399"));
+        assert_eq!(context.carried.memory["verifiedUser"]["accountNumber"], "12345678", "memory stays whole");
         // Compacting again keeps one note.
-        context.history.extend((400..500).map(|i| line(i, 2000)));
+        context.carried.history.extend((400..500).map(|i| line(i, 2000)));
         compact(&mut context).expect("fits");
-        assert_eq!(context.history.iter().filter(|t| t.text.contains("left out")).count(), 1);
+        assert_eq!(context.carried.history.iter().filter(|t| t.text.contains("left out")).count(), 1);
         // A small context is left as it is.
-        let mut small = SessionContext { history: vec![line(1, 10)], ..Default::default() };
+        let carried = Carried { history: vec![line(1, 10)], ..Default::default() };
+        let mut small = SessionContext { carried, ..Default::default() };
         compact(&mut small).expect("fits");
-        assert_eq!(small.history, vec![line(1, 10)]);
+        assert_eq!(small.carried.history, vec![line(1, 10)]);
     }
 
     #[test]
     fn the_grant_asserts_the_caller_its_memory_or_handoff_holds_and_a_jwt_library_verifies_it() {
-        use switchboard_core::handoff::{HandoffContext, HandoffKind};
+        use switchboard_core::handoff::{HandoffContext, HandoffKind, WorkflowSnapshot};
 
         let key = GatewaySigner::from_seed(&[7; 32]);
         let ada = serde_json::json!({"name": "Ada Lovelace", "accountNumber": "12345678"});
@@ -246,7 +231,7 @@ mod tests {
             session_id: "gw-1".into(),
             namespace: "bank".into(),
             agent: "banking".into(),
-            memory: [("verifiedUser".to_owned(), ada.clone())].into(),
+            carried: Carried { memory: [("verifiedUser".to_owned(), ada.clone())].into(), ..Default::default() },
             ..Default::default()
         };
         assert_eq!(verified_caller(&context), Some(&ada));
@@ -261,12 +246,12 @@ mod tests {
             return_to: None,
             status: None,
             summary: None,
-            memory: std::mem::take(&mut context.memory),
+            memory: std::mem::take(&mut context.carried.memory),
             history: Vec::new(),
         };
-        context.handoff = Some(handoff);
+        context.carried.handoff = Some(handoff);
         assert_eq!(verified_caller(&context), Some(&ada), "a handoff carries the memory");
-        context.handoff = None;
+        context.carried.handoff = None;
         assert_eq!(verified_caller(&context), None);
 
         // An independent JWT library accepts it with the published key, as a JWK.
@@ -291,7 +276,8 @@ mod tests {
     #[test]
     fn memory_too_large_to_move_is_refused_with_a_message() {
         let huge = serde_json::json!("y".repeat(MAX_PAYLOAD_BYTES));
-        let mut context = SessionContext { memory: [("notes".to_owned(), huge)].into(), ..Default::default() };
+        let carried = Carried { memory: [("notes".to_owned(), huge)].into(), ..Default::default() };
+        let mut context = SessionContext { carried, ..Default::default() };
         let error = compact(&mut context).expect_err("too large");
         assert!(error.contains("memory is too large to move"), "{error}");
     }

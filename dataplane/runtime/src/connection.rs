@@ -185,13 +185,8 @@ async fn run(
     let init = SessionInit {
         session_id,
         today: crate::tools::builtin::today(),
-        memory: granted.memory,
-        history: granted.history,
-        handoff: granted.handoff,
-        return_to: granted.return_to,
-        workflow: granted.workflow,
         model: start.model.clone(),
-        summary: granted.summary,
+        carried: granted.carried,
     };
     // The client asked for audio. A text-only agent (the first here, or one a handoff
     // brings) then ignores its audio and says so once; a voice or hybrid agent speaks.

@@ -367,7 +367,7 @@ impl Driver<'_> {
                     self.tools.cancel();
                 }
                 // Only voice sessions (runtime::voice) ask for these.
-                Medium::SendToolResult(_) | Medium::SendVoiceText(_) | Medium::ForgetVoiceHistory { .. } => {}
+                Medium::Voice(_) => {}
             }
         }
         exit

@@ -8,9 +8,9 @@
 //! mutes and bounds its wait), model calls (text), the voice stream's effects (voice) and
 //! cancelling (each stops what it has under way).
 
-use switchboard_core::Effect;
-use switchboard_core::model::{ModelRequest, ToolResult};
+use switchboard_core::model::ModelRequest;
 use switchboard_core::protocol::ServerMessage;
+use switchboard_core::{Effect, VoiceEffect};
 
 use super::agent::{AgentRuntime, Exit, Shared};
 use super::identity::SessionIdentity;
@@ -53,15 +53,8 @@ pub(super) enum Medium {
     Send(ServerMessage),
     /// Call the text model.
     CallModel(ModelRequest),
-    /// Voice: a tool result into the voice stream.
-    SendToolResult(ToolResult),
-    /// Voice: typed text into the voice stream.
-    SendVoiceText(String),
-    /// Voice: streams opened from now on replay less history.
-    ForgetVoiceHistory {
-        /// Bytes of text cut off.
-        bytes: usize,
-    },
+    /// What only a voice stream does.
+    Voice(VoiceEffect),
     /// Stop what the cancelled turn had under way.
     Cancel,
 }
@@ -90,9 +83,7 @@ impl Performer<'_> {
                 Performed::Done
             }
             Effect::CallModel(request) => Performed::Medium(Medium::CallModel(request)),
-            Effect::SendToolResult(result) => Performed::Medium(Medium::SendToolResult(result)),
-            Effect::SendVoiceText(text) => Performed::Medium(Medium::SendVoiceText(text)),
-            Effect::ForgetVoiceHistory { bytes } => Performed::Medium(Medium::ForgetVoiceHistory { bytes }),
+            Effect::Voice(effect) => Performed::Medium(Medium::Voice(effect)),
             Effect::Cancel => Performed::Medium(Medium::Cancel),
         }
     }

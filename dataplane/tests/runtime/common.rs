@@ -421,7 +421,7 @@ pub fn signed_start(
         agent: agent.to_owned(),
         issued_at_ms: now_ms,
         nonce: uuid::Uuid::new_v4().to_string(),
-        memory,
+        carried: switchboard_core::grant::Carried { memory, ..Default::default() },
         identity,
         ..Default::default()
     };

@@ -2,7 +2,7 @@
 //! its own gets none of it into an agent, and a runtime restores only context the gateway
 //! signed with the key they share — fresh, for this agent, once.
 
-use switchboard_core::grant::{GatewaySigner, SessionContext};
+use switchboard_core::grant::{Carried, GatewaySigner, SessionContext};
 use switchboard_core::handoff::{HandoffContext, HandoffKind, WorkflowSnapshot};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
 use switchboard_dataplane::runtime::ServerConfig;
@@ -106,7 +106,7 @@ async fn context_the_gateway_signed_is_restored_once_and_forgeries_are_refused()
         agent: "banking".into(),
         issued_at_ms: now_ms() - 10 * 60 * 1000,
         nonce: "old".into(),
-        memory: common::ada(),
+        carried: Carried { memory: common::ada(), ..Default::default() },
         ..Default::default()
     };
     let old = SessionStart { agent: Some("banking".into()), context: Some(key.sign(&stale)), ..Default::default() };
@@ -118,7 +118,7 @@ async fn context_the_gateway_signed_is_restored_once_and_forgeries_are_refused()
         agent: "banking".into(),
         issued_at_ms: now_ms(),
         nonce: "elsewhere".into(),
-        memory: common::ada(),
+        carried: Carried { memory: common::ada(), ..Default::default() },
         ..Default::default()
     };
     let tenant =

@@ -12,6 +12,7 @@ use switchboard_crds::agent::{Skill, ToolSpec};
 use crate::agent::AgentCore;
 use crate::authority;
 use crate::events::{Effect, SessionInit};
+use crate::grant::Carried;
 use crate::handoff::{HandoffContext, HandoffKind, HandoffRequest, HistoryTurn, ReturnStatus, WorkflowSnapshot};
 use crate::memory::Memory;
 use crate::model::{ModelRequest, ToolDefinition};
@@ -45,17 +46,8 @@ impl Common {
     /// The shared state of a session of `core`'s agent starting with `init`, and the
     /// conversation it carries (the handoff's, or the one handed over).
     pub(crate) fn new(core: Arc<AgentCore>, init: SessionInit) -> (Self, Conversation) {
-        let SessionInit {
-            session_id,
-            today,
-            memory,
-            history,
-            handoff,
-            return_to: resumed_return_to,
-            workflow: position,
-            model: chosen_model,
-            summary,
-        } = init;
+        let SessionInit { session_id, today, model: chosen_model, carried } = init;
+        let Carried { memory, history, handoff, return_to: resumed_return_to, workflow: position, summary } = carried;
         let mut values = memory;
         let turns = match &handoff {
             Some(context) => {

@@ -3,7 +3,19 @@
 //! ([`Drive::Voice`]). The voice side's own bookkeeping lives in [`Voice`]: the typed texts
 //! sent into the stream (to recognise the model's echo of them), a reply cut off by a
 //! barge-in until what was heard of it is known, whether a user turn is open, and how much
-//! of the conversation a new stream replays.
+//! of the conversation a new stream replays. What only a stream does comes back from it as
+//! a [`VoiceEffect`]: text sent into the stream (remembered as it goes), the history a new
+//! stream forgets after compaction.
+//!
+//! The session asks which drive it has only where the two genuinely differ: typed text
+//! (a model call, or text into the stream), voice inputs (a text session ignores them), the
+//! request a handoff carries (called with, or sent into the stream), who answers a round of
+//! tool results (another call, or the stream), when to compact (before each call, or
+//! between turns; a stream replays at most `VOICE_REPLAY_TOKENS`), what `bidi_cancel`
+//! stops, the state a client is shown, and a skill's result (a stream's prompt is fixed, so
+//! the result carries the skill). Everything else is the same turn, in `flow`.
+
+use crate::events::{Effect, VoiceEffect};
 
 use super::heard::Cut;
 
@@ -64,22 +76,30 @@ impl Drive {
         self.voice().is_some_and(Voice::turn_open)
     }
 
-    /// Voice: `text` goes into the stream as typed text (nothing to do in text).
-    pub(crate) fn remember_typed(&mut self, text: &str) {
-        if let Some(voice) = self.voice_mut() {
-            voice.remember_typed(text);
-        }
+    /// Voice: the model is asked to put a question to the caller in words (`question`, sent
+    /// into the stream as text; its echo is not the caller's answer). A text session shows
+    /// the client the request itself: nothing.
+    pub(crate) fn ask_caller(&mut self, question: impl FnOnce() -> String) -> Option<Effect> {
+        let voice = self.voice_mut()?;
+        Some(voice.send_text(question()))
     }
 
-    /// The oldest `count` messages were compacted away: a stream replays fewer.
-    pub(crate) fn forget(&mut self, count: usize) {
-        if let Some(voice) = self.voice_mut() {
-            voice.replay_len = voice.replay_len.saturating_sub(count);
-        }
+    /// The oldest `count` messages, `bytes` of text of them spoken, were compacted away: a
+    /// stream replays fewer, and is told to forget them. Nothing to do in text.
+    pub(crate) fn forget(&mut self, count: usize, bytes: usize) -> Option<Effect> {
+        let voice = self.voice_mut()?;
+        voice.replay_len = voice.replay_len.saturating_sub(count);
+        Some(Effect::Voice(VoiceEffect::ForgetHistory { bytes }))
     }
 }
 
 impl Voice {
+    /// `text` goes into the stream as text, remembered to recognise the model's echo of it.
+    pub(crate) fn send_text(&mut self, text: String) -> Effect {
+        self.remember_typed(&text);
+        Effect::Voice(VoiceEffect::SendText(text))
+    }
+
     /// Text sent into the stream that the model may echo as the user's: recognised then.
     pub(crate) fn remember_typed(&mut self, text: &str) {
         if self.typed.len() >= MAX_TYPED_PENDING {
@@ -138,8 +158,8 @@ mod tests {
     fn text_has_no_voice_state() {
         let mut text = Drive::new(false);
         assert!(!text.is_voice() && !text.turn_open());
-        text.remember_typed("hello");
-        text.forget(3);
+        assert_eq!(text.ask_caller(|| "hello".into()), None);
+        assert_eq!(text.forget(3, 30), None);
         assert!(text.voice().is_none());
     }
 
@@ -163,12 +183,24 @@ mod tests {
         voice.set_replay_len(5);
         voice.set_cut(Cut::new("Once upon".into(), 100, 10_000));
         assert!(!voice.set_turn_open(true));
-        drive.forget(2);
-        drive.forget(10);
+        assert_eq!(drive.forget(2, 20), Some(Effect::Voice(VoiceEffect::ForgetHistory { bytes: 20 })));
+        drive.forget(10, 100);
         let voice = drive.voice_mut().expect("voice");
         assert_eq!(voice.replay_len(), 0);
         assert!(voice.take_cut().is_some());
         assert!(voice.take_cut().is_none());
         assert!(drive.turn_open());
+    }
+
+    #[test]
+    fn a_question_for_the_caller_goes_into_the_stream_and_its_echo_is_recognised() {
+        let mut drive = Drive::new(true);
+        let asked = drive.ask_caller(|| "(Ask whether to go ahead.)".into());
+        assert_eq!(asked, Some(Effect::Voice(VoiceEffect::SendText("(Ask whether to go ahead.)".into()))));
+        let voice = drive.voice_mut().expect("voice");
+        assert!(voice.take_echo("(Ask whether to go ahead.)"), "the model's echo is not the caller's answer");
+        let sent = voice.send_text(" typed ".into());
+        assert_eq!(sent, Effect::Voice(VoiceEffect::SendText(" typed ".into())), "sent as given");
+        assert!(voice.take_echo("typed"), "recognised trimmed");
     }
 }

@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use crate::events::Effect;
+use crate::events::{Effect, VoiceEffect};
 use crate::protocol::{ErrorCode, ServerMessage, StopReason};
 use crate::tools::ToolFailure;
 
@@ -64,7 +64,9 @@ impl Session {
     /// [`MAX_TOOL_ROUNDS`]).
     fn tools_done(&mut self) -> Vec<Effect> {
         let results = self.calls.take_results();
-        let for_voice = if self.drive.is_voice() { results.clone() } else { Vec::new() };
+        // Who answers the round: a voice stream is sent the results (the model goes on
+        // speaking from them); a text model is called again.
+        let streamed = self.drive.is_voice().then(|| results.clone());
         self.conversation.push_results(results);
         let mut effects = self.common.advance();
         if let Some(request) = self.calls.take_handoff() {
@@ -87,11 +89,11 @@ impl Session {
             self.common.forget();
             return effects;
         }
-        if self.drive.is_voice() {
+        if let Some(results) = streamed {
             self.turn.enter_idle();
             // The model answers the results: the turn is being worked on again.
             self.live.answer_due();
-            effects.extend(for_voice.into_iter().map(Effect::SendToolResult));
+            effects.extend(results.into_iter().map(|result| Effect::Voice(VoiceEffect::SendToolResult(result))));
             return effects;
         }
         if self.turn.rounds() >= MAX_TOOL_ROUNDS {
@@ -113,6 +115,8 @@ impl Session {
         self.turn.enter_idle();
         let mut effects =
             vec![Effect::Send(ServerMessage::BidiResponseComplete { turn: self.turn.number(), stop_reason: stop })];
+        // A voice stream's history is fixed while it speaks: it compacts between turns (a
+        // text model before each call).
         if self.drive.is_voice() {
             effects.extend(self.compact(false));
         }
@@ -144,26 +148,29 @@ impl Session {
     /// Compacts when the conversation nears the budget (or, `hard`, whatever its size). The
     /// effects say so and ask for the model summary; a voice stream forgets what was cut.
     pub(super) fn compact(&mut self, hard: bool) -> Vec<Effect> {
-        let voice = self.drive.is_voice();
-        let budget = self.common.budget(voice);
+        let budget = self.budget();
         let fixed = self.system_prompt_ref().len();
         let model_id = self.common.model_id().to_owned();
         let Some(compacted) = self.conversation.compact(hard, budget, fixed, &model_id) else { return Vec::new() };
-        self.drive.forget(compacted.count);
+        let forgotten = self.drive.forget(compacted.count, compacted.spoken_bytes);
         self.common.invalidate_prompt();
         let mut effects = vec![
             self.common.transcript("compaction", serde_json::json!({ "messages": compacted.count, "hard": hard })),
             Effect::Summarize { id: compacted.id, request: compacted.request },
         ];
-        if voice {
-            effects.push(Effect::ForgetVoiceHistory { bytes: compacted.spoken_bytes });
-        }
+        effects.extend(forgotten);
         effects
+    }
+
+    /// The tokens the conversation may take: the model's context, and for a voice stream
+    /// at most what it replays.
+    fn budget(&self) -> usize {
+        self.common.budget(self.drive.is_voice())
     }
 
     /// The model summary of compaction `id` arrived (or did not).
     pub(super) fn summary_arrived(&mut self, id: u64, outcome: Result<String, String>) -> Vec<Effect> {
-        let budget = self.common.budget(self.drive.is_voice());
+        let budget = self.budget();
         if !self.conversation.summary_arrived(id, outcome, budget) {
             return Vec::new();
         }
@@ -172,34 +179,16 @@ impl Session {
         vec![self.common.transcript("summary", serde_json::json!({ "chars": chars }))]
     }
 
+    /// `bidi_cancel`. Voice: see `voice_cancel`. Text: the model call in flight is dropped,
+    /// the tool calls end with `cancelled` results and the turn ends.
     pub(super) fn cancel(&mut self, now: Instant) -> Vec<Effect> {
-        let voice = self.drive.is_voice();
-        let under_way = match voice {
-            true => self.drive.turn_open() || self.live.reply_audio() || self.calls.any_open(),
-            false => self.turn.is_busy(),
-        };
-        if !under_way {
-            return vec![Effect::Send(ServerMessage::error(
-                ErrorCode::NothingToCancel,
-                "nothing to cancel: no reply, tool call or consent request is under way",
-                true,
-            ))];
+        if self.drive.is_voice() {
+            return self.voice_cancel(now);
         }
-        let mut effects = vec![Effect::Cancel, self.common.transcript("cancel", serde_json::json!({}))];
-        let (calls, mut cx) = self.cx();
-        effects.extend(calls.cancel(&mut cx, now));
-        if voice {
-            effects.push(Effect::Send(ServerMessage::BidiInterruption {}));
-            self.live.mute();
-            if !self.calls.is_empty() {
-                // The results go into the stream (the model must not wait for them).
-                effects.extend(self.settle());
-            }
-            if self.drive.voice_mut().is_some_and(|v| v.set_turn_open(false)) {
-                effects.extend(self.finish_turn(StopReason::Cancelled));
-            }
-            return effects;
+        if !self.turn.is_busy() {
+            return nothing_to_cancel();
         }
+        let mut effects = self.cancel_calls(now);
         let results = self.calls.take_results();
         if !results.is_empty() {
             self.conversation.push_results(results);
@@ -207,4 +196,22 @@ impl Session {
         effects.extend(self.finish_turn(StopReason::Cancelled));
         effects
     }
+
+    /// Cancels what the turn has under way: the adapter stops it, every unfinished call
+    /// gets a `cancelled` result, a planned handoff or end is dropped.
+    pub(super) fn cancel_calls(&mut self, now: Instant) -> Vec<Effect> {
+        let mut effects = vec![Effect::Cancel, self.common.transcript("cancel", serde_json::json!({}))];
+        let (calls, mut cx) = self.cx();
+        effects.extend(calls.cancel(&mut cx, now));
+        effects
+    }
+}
+
+/// The refusal of a `bidi_cancel` with nothing under way.
+pub(super) fn nothing_to_cancel() -> Vec<Effect> {
+    vec![Effect::Send(ServerMessage::error(
+        ErrorCode::NothingToCancel,
+        "nothing to cancel: no reply, tool call or consent request is under way",
+        true,
+    ))]
 }

@@ -1,10 +1,10 @@
 //! What the caller heard of a reply they spoke over (voice). Nova Sonic gives no FINAL
 //! text for an interrupted reply, so without more the conversation would keep none of it,
 //! though the caller heard its start. The adapter reports the cut reply
-//! ([`Input::VoiceReplyCut`](crate::Input::VoiceReplyCut): the text it was to say, the
+//! ([`VoiceInput::ReplyCut`](crate::VoiceInput::ReplyCut): the text it was to say, the
 //! milliseconds of its audio sent, the voice's pace); the client may report how much it
 //! really played (`bidi_audio_played.audio_played_ms`,
-//! [`Input::AudioPlayed`](crate::Input::AudioPlayed)). The part of the text that fits the
+//! [`VoiceInput::AudioPlayed`](crate::VoiceInput::AudioPlayed)). The part of the text that fits the
 //! audio heard — at the voice's pace, ended at a word boundary — enters the conversation as
 //! the assistant's words, and the record as an `assistant` entry marked `interrupted`, when
 //! the caller's next words arrive (or at once, on the client's report). Without a report,

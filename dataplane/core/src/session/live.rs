@@ -3,7 +3,7 @@
 //! `bidi_speech_stopped`, each only on a change).
 //!
 //! [`Live`] owns the audible side and the state last sent. What is audible reaches the core
-//! as [`Input::VoiceActivity`](crate::Input::VoiceActivity): the adapter's voice activity
+//! as [`VoiceInput::Activity`](crate::VoiceInput::Activity): the adapter's voice activity
 //! detection on the caller's audio and the voice model's own events. The session reads its
 //! state off itself after every input and hands it to [`Live::push_state`].
 

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::agent::AgentCore;
-pub use crate::events::{Effect, Input, ModelReply, SessionInit};
+pub use crate::events::{Effect, Input, ModelReply, SessionInit, VoiceEffect, VoiceInput};
 use crate::handoff::HistoryTurn;
 use crate::memory::Memory;
 use crate::model::Message;
@@ -76,8 +76,8 @@ impl Session {
 
     /// Starts a session driven by a streaming voice model (Nova Sonic): the same agent
     /// logic, but the model is one long-lived stream the adapter owns. Instead of
-    /// [`Effect::CallModel`] the session asks for [`Effect::SendToolResult`] and
-    /// [`Effect::SendVoiceText`], and it learns what was said from the `Voice*` inputs.
+    /// [`Effect::CallModel`] the session asks for [`VoiceEffect::SendToolResult`] and
+    /// [`VoiceEffect::SendText`], and it learns what was said from [`VoiceInput`]s.
     /// After a handoff, the carried request is sent into the stream as text (a voice
     /// model never answers replayed history by itself), and [`Session::voice_history`]
     /// is the history to replay before it.
@@ -145,9 +145,9 @@ impl Session {
                 false,
             ))];
         }
-        let voice = self.drive.is_voice();
         let mut effects = match input {
-            Input::UserText { text, id } if voice => self.voice_typed(text, id, now),
+            // Typed text in a voice session goes into the stream (hybrid), not to a model call.
+            Input::UserText { text, id } if self.drive.is_voice() => self.voice_typed(text, id, now),
             Input::UserText { text, id } => self.user_text(text, id, now),
             Input::ModelReply(reply) => self.model_reply(reply, now),
             Input::ModelFailed { code, message } => self.model_failed(&code, &message),
@@ -158,17 +158,7 @@ impl Session {
             Input::Cancel => self.cancel(now),
             Input::Tick => self.tick(now),
             Input::End => self.end("the session was closed"),
-            // What a voice model and the audio say: a text session has neither, and its
-            // adapter sends none of these.
-            _ if !voice => Vec::new(),
-            Input::VoiceUserFinal(text) => self.voice_user_final(text, now),
-            Input::VoiceAssistantFinal(text) => self.voice_assistant_final(text),
-            Input::VoiceToolUse(tool_use) => self.start_voice_call(tool_use, now),
-            Input::VoiceInterrupted => self.voice_interrupted(),
-            Input::VoiceReplyCut { text, sent_ms, us_per_char } => self.voice_reply_cut(text, sent_ms, us_per_char),
-            Input::AudioPlayed { ms } => self.record_cut(Some(ms)),
-            Input::VoiceCompletionEnd { stop_reason } => self.voice_completion_end(stop_reason),
-            Input::VoiceActivity(activity) => self.live.activity(activity),
+            Input::Voice(input) => self.voice_input(input, now),
         };
         self.push_state(&mut effects);
         effects

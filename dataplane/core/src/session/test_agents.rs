@@ -7,6 +7,7 @@ use switchboard_crds::Catalog;
 
 use crate::agent::AgentCore;
 use crate::events::SessionInit;
+use crate::grant::Carried;
 
 /// The core of the example bank's agent `agent`.
 pub(crate) fn core(agent: &str) -> Arc<AgentCore> {
@@ -21,5 +22,6 @@ pub(crate) fn init() -> SessionInit {
     let mut memory = BTreeMap::new();
     memory
         .insert("verifiedUser".to_owned(), serde_json::json!({ "name": "Ada Lovelace", "accountNumber": "12345678" }));
-    SessionInit { session_id: "s-1".into(), today: "2026-11-21".into(), memory, ..SessionInit::default() }
+    let carried = Carried { memory, ..Carried::default() };
+    SessionInit { session_id: "s-1".into(), today: "2026-11-21".into(), carried, ..SessionInit::default() }
 }

@@ -8,7 +8,7 @@
 //! Only FINAL text enters the conversation: SPECULATIVE text and interrupted replies never
 //! do (but for the part of a cut reply the caller heard). Tool calls go through the very
 //! pipeline text turns use (`calls`), and a round answered ends with
-//! [`Effect::SendToolResult`] instead of another model call.
+//! [`VoiceEffect::SendToolResult`](crate::VoiceEffect::SendToolResult) instead of another model call.
 //!
 //! A voice turn opens at a final user text (spoken or typed) with `bidi_response_start`
 //! and closes at the end of the completion that answered it with `bidi_response_complete`.
@@ -17,25 +17,42 @@
 
 use std::time::Instant;
 
-use crate::events::Effect;
+use crate::events::{Effect, VoiceInput};
 use crate::model::{ContentBlock, ToolUse};
 use crate::protocol::{ErrorCode, ServerMessage, StopReason, TranscriptRole};
 
 use super::Session;
+use super::flow::nothing_to_cancel;
 use super::heard::Cut;
 use super::say::{final_text, refused_input};
 
 impl Session {
+    /// What the voice model and the audio say. A text session has neither, and its adapter
+    /// sends none of these: it ignores them.
+    pub(super) fn voice_input(&mut self, input: VoiceInput, now: Instant) -> Vec<Effect> {
+        if !self.drive.is_voice() {
+            return Vec::new();
+        }
+        match input {
+            VoiceInput::UserFinal(text) => self.voice_user_final(text, now),
+            VoiceInput::AssistantFinal(text) => self.voice_assistant_final(text),
+            VoiceInput::ToolUse(tool_use) => self.start_voice_call(tool_use, now),
+            VoiceInput::Interrupted => self.voice_interrupted(),
+            VoiceInput::ReplyCut { text, sent_ms, us_per_char } => self.voice_reply_cut(text, sent_ms, us_per_char),
+            VoiceInput::AudioPlayed { ms } => self.record_cut(Some(ms)),
+            VoiceInput::CompletionEnd { stop_reason } => self.voice_completion_end(stop_reason),
+            VoiceInput::Activity(activity) => self.live.activity(activity),
+        }
+    }
+
     /// Arrival by handoff: the carried request (user message `last_user`) is sent into the
     /// stream as text, after the history before it.
     pub(super) fn voice_arrival(&mut self, last_user: usize) -> Vec<Effect> {
         let text = self.conversation.text_of(last_user);
-        if let Some(voice) = self.drive.voice_mut() {
-            voice.set_replay_len(last_user);
-            voice.set_turn_open(true);
-            voice.remember_typed(&text);
-        }
-        vec![Effect::SendVoiceText(text)]
+        let Some(voice) = self.drive.voice_mut() else { return Vec::new() };
+        voice.set_replay_len(last_user);
+        voice.set_turn_open(true);
+        vec![voice.send_text(text)]
     }
 
     /// The user typed into a voice session (hybrid): it is recorded now and sent into the
@@ -45,16 +62,16 @@ impl Session {
             return vec![Effect::Send(refused_input(ErrorCode::EmptyText, "the text is empty; type something", id))];
         }
         self.live.unmute();
-        self.drive.remember_typed(&text);
+        let Some(send) = self.drive.voice_mut().map(|voice| voice.send_text(text.clone())) else { return Vec::new() };
         let mut effects = self.record_cut(None);
         effects.extend(self.open_voice_turn(text.clone(), id));
-        effects.push(Effect::SendVoiceText(text.clone()));
+        effects.push(send);
         effects.extend(self.spoken_consent(&text, now));
         effects
     }
 
     /// The voice model's FINAL transcript of the user's words.
-    pub(super) fn voice_user_final(&mut self, text: String, now: Instant) -> Vec<Effect> {
+    fn voice_user_final(&mut self, text: String, now: Instant) -> Vec<Effect> {
         let trimmed = text.trim();
         if trimmed.is_empty() {
             return Vec::new();
@@ -111,7 +128,7 @@ impl Session {
     }
 
     /// The assistant's FINAL, uninterrupted text.
-    pub(super) fn voice_assistant_final(&mut self, text: String) -> Vec<Effect> {
+    fn voice_assistant_final(&mut self, text: String) -> Vec<Effect> {
         // A cancelled reply's words were not heard: they do not enter the conversation.
         if text.trim().is_empty() || self.live.muted() {
             return Vec::new();
@@ -125,7 +142,7 @@ impl Session {
 
     /// A voice model's tool call: it joins the assistant message that said what it does,
     /// and the calls under way.
-    pub(super) fn start_voice_call(&mut self, tool_use: ToolUse, now: Instant) -> Vec<Effect> {
+    fn start_voice_call(&mut self, tool_use: ToolUse, now: Instant) -> Vec<Effect> {
         if self.calls.has(&tool_use.id) {
             return Vec::new();
         }
@@ -139,7 +156,7 @@ impl Session {
 
     /// Barge-in: the client must flush its playback now. The model heard the caller
     /// speak, so they are speaking (if that was not noticed yet).
-    pub(super) fn voice_interrupted(&mut self) -> Vec<Effect> {
+    fn voice_interrupted(&mut self) -> Vec<Effect> {
         self.live.barge_in();
         let mut effects = vec![
             Effect::Send(ServerMessage::BidiInterruption {}),
@@ -150,7 +167,7 @@ impl Session {
     }
 
     /// The end of a completion closes the open turn, unless the model waits for a tool.
-    pub(super) fn voice_completion_end(&mut self, stop_reason: StopReason) -> Vec<Effect> {
+    fn voice_completion_end(&mut self, stop_reason: StopReason) -> Vec<Effect> {
         let waits_for_tool = stop_reason == StopReason::ToolUse;
         self.live.completion_end(waits_for_tool);
         if !self.drive.turn_open() || waits_for_tool || self.turn.in_tools() {
@@ -163,7 +180,7 @@ impl Session {
     }
 
     /// A reply was cut off: remembered until what was heard of it is known.
-    pub(super) fn voice_reply_cut(&mut self, text: String, sent_ms: u64, us_per_char: u64) -> Vec<Effect> {
+    fn voice_reply_cut(&mut self, text: String, sent_ms: u64, us_per_char: u64) -> Vec<Effect> {
         // A cancelled reply's audio was not passed on.
         if self.live.muted() || text.trim().is_empty() {
             return Vec::new();
@@ -177,7 +194,7 @@ impl Session {
 
     /// Records what was heard of the cut reply, if there is one: `played_ms` of it (the
     /// client's report, at most what was sent), or all that was sent.
-    pub(super) fn record_cut(&mut self, played_ms: Option<u64>) -> Vec<Effect> {
+    fn record_cut(&mut self, played_ms: Option<u64>) -> Vec<Effect> {
         let Some(cut) = self.drive.voice_mut().and_then(|v| v.take_cut()) else { return Vec::new() };
         let (heard, played) = cut.heard(played_ms);
         if heard.is_empty() {
@@ -186,5 +203,86 @@ impl Session {
         self.conversation.add_assistant(ContentBlock::Text(heard.to_owned()));
         let entry = serde_json::json!({ "text": heard, "interrupted": true, "audio_played_ms": played });
         vec![self.common.transcript("assistant", entry)]
+    }
+
+    /// `bidi_cancel` in a voice session: when a reply, its audio or a tool call is under way,
+    /// the client is told to stop playback, the calls' results go into the stream (the model
+    /// must not wait for them), what the model still says is dropped until the user's next
+    /// words, and the open turn ends.
+    pub(super) fn voice_cancel(&mut self, now: Instant) -> Vec<Effect> {
+        if !(self.drive.turn_open() || self.live.reply_audio() || self.calls.any_open()) {
+            return nothing_to_cancel();
+        }
+        let mut effects = self.cancel_calls(now);
+        effects.push(Effect::Send(ServerMessage::BidiInterruption {}));
+        self.live.mute();
+        if !self.calls.is_empty() {
+            effects.extend(self.settle());
+        }
+        if self.drive.voice_mut().is_some_and(|v| v.set_turn_open(false)) {
+            effects.extend(self.finish_turn(StopReason::Cancelled));
+        }
+        effects
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::events::{Activity, Input};
+    use crate::session::test_agents::{core, init};
+
+    fn every_voice_input() -> Vec<VoiceInput> {
+        let tool_use = ToolUse { id: "t1".into(), name: "get_transactions".into(), input: serde_json::json!({}) };
+        vec![
+            VoiceInput::Activity(Activity::SpeechStarted),
+            VoiceInput::Activity(Activity::SpeechStopped),
+            VoiceInput::UserFinal("dispute payment tx-1003".into()),
+            VoiceInput::ToolUse(tool_use),
+            VoiceInput::Activity(Activity::ReplyAudioStarted),
+            VoiceInput::ReplyCut { text: "Once upon a time".into(), sent_ms: 100, us_per_char: 10_000 },
+            VoiceInput::Interrupted,
+            VoiceInput::AudioPlayed { ms: 50 },
+            VoiceInput::AssistantFinal("Here you are.".into()),
+            VoiceInput::CompletionEnd { stop_reason: StopReason::EndTurn },
+        ]
+    }
+
+    #[test]
+    fn a_text_session_ignores_every_voice_input() {
+        let now = Instant::now();
+        let (mut session, _) = Session::start(core("disputes"), init());
+        for input in every_voice_input() {
+            assert_eq!(session.handle(Input::Voice(input.clone()), now), vec![], "{input:?}");
+        }
+        assert!(session.messages().is_empty(), "nothing entered the conversation");
+        assert_eq!(session.state_now(), Some(crate::protocol::SessionState::Ready));
+    }
+
+    #[test]
+    fn a_voice_session_takes_them() {
+        let now = Instant::now();
+        let (mut session, _) = Session::start_voice(core("disputes"), init());
+        let heard = session.handle(Input::Voice(VoiceInput::UserFinal("hello".into())), now);
+        assert!(heard.contains(&Effect::Send(ServerMessage::BidiResponseStart { turn: 1 })), "{heard:?}");
+        assert_eq!(session.messages().len(), 1);
+    }
+
+    #[test]
+    fn a_voice_cancel_with_nothing_under_way_is_refused_and_one_under_way_ends_the_turn() {
+        let now = Instant::now();
+        let (mut session, _) = Session::start_voice(core("disputes"), init());
+        assert_eq!(session.handle(Input::Cancel, now), nothing_to_cancel());
+        session.handle(Input::Voice(VoiceInput::UserFinal("hello".into())), now);
+        let cancelled = session.handle(Input::Cancel, now);
+        assert!(cancelled.contains(&Effect::Cancel));
+        assert!(cancelled.contains(&Effect::Send(ServerMessage::BidiInterruption {})));
+        assert!(cancelled.contains(&Effect::Send(ServerMessage::BidiResponseComplete {
+            turn: 1,
+            stop_reason: StopReason::Cancelled
+        })));
+        assert!(session.output_muted(), "what the model still says is dropped");
     }
 }

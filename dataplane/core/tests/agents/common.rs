@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use switchboard_core::grant::Carried;
 use switchboard_core::model::{ModelRequest, ToolUse};
 use switchboard_core::{AgentCore, Effect, Input, ModelReply, Session, SessionInit};
 use switchboard_crds::{Catalog, RuntimeSpec};
@@ -32,7 +33,8 @@ pub fn core(agent: &str) -> Arc<AgentCore> {
 }
 
 pub fn init(memory: BTreeMap<String, serde_json::Value>) -> SessionInit {
-    SessionInit { session_id: "s-1".into(), today: "2026-11-21".into(), memory, ..SessionInit::default() }
+    let carried = Carried { memory, ..Carried::default() };
+    SessionInit { session_id: "s-1".into(), today: "2026-11-21".into(), carried, ..SessionInit::default() }
 }
 
 pub fn start(agent: &str, memory: BTreeMap<String, serde_json::Value>) -> (Session, Vec<Effect>) {

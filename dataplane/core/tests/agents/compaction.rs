@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use switchboard_core::context::{estimate_tokens, is_turn_start, message_len};
 use switchboard_core::model::{ContentBlock, ModelRequest};
 use switchboard_core::protocol::{ErrorCode, ServerMessage, StopReason};
-use switchboard_core::{Effect, Input, Session, summary};
+use switchboard_core::{Effect, Input, Session, VoiceEffect, VoiceInput, summary};
 
 use crate::common::{self, model_calls, says};
 
@@ -156,12 +156,13 @@ fn a_voice_session_compacts_at_the_end_of_a_turn_and_the_stream_forgets_what_was
     let mut session = session(1024, true);
     let mut forgotten = None;
     for i in 0..30 {
-        session.handle(Input::VoiceUserFinal(format!("turn {i} {}", "w".repeat(400))), now);
-        session.handle(Input::VoiceAssistantFinal(format!("reply {i} {}", "r".repeat(400))), now);
-        let ended = session.handle(Input::VoiceCompletionEnd { stop_reason: StopReason::EndTurn }, now);
+        session.handle(Input::Voice(VoiceInput::UserFinal(format!("turn {i} {}", "w".repeat(400)))), now);
+        session.handle(Input::Voice(VoiceInput::AssistantFinal(format!("reply {i} {}", "r".repeat(400)))), now);
+        let ended = session.handle(Input::Voice(VoiceInput::CompletionEnd { stop_reason: StopReason::EndTurn }), now);
         assert!(model_calls(&ended).is_empty());
-        if let Some(bytes) =
-            ended.iter().find_map(|e| if let Effect::ForgetVoiceHistory { bytes } = e { Some(*bytes) } else { None })
+        if let Some(bytes) = ended
+            .iter()
+            .find_map(|e| if let Effect::Voice(VoiceEffect::ForgetHistory { bytes }) = e { Some(*bytes) } else { None })
         {
             assert_eq!(summaries(&ended).len(), 1);
             forgotten = Some(bytes);

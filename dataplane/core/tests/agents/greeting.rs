@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use switchboard_core::model::{ContentBlock, Role};
 use switchboard_core::protocol::{ServerMessage, TranscriptRole};
-use switchboard_core::{AgentCore, Effect, HandoffContext, HandoffKind, HistoryTurn, Session, WorkflowSnapshot};
+use switchboard_core::{
+    AgentCore, Effect, HandoffContext, HandoffKind, HistoryTurn, Session, VoiceEffect, WorkflowSnapshot,
+};
 
 use crate::common;
 
@@ -24,7 +26,7 @@ fn idv(greeting: Option<&str>, speak_first: bool) -> Arc<AgentCore> {
 
 fn arrival(kind: HandoffKind, history: Vec<HistoryTurn>) -> switchboard_core::SessionInit {
     let mut init = common::init(BTreeMap::new());
-    init.handoff = Some(HandoffContext {
+    init.carried.handoff = Some(HandoffContext {
         from_agent: "triage".into(),
         kind,
         reason: "balance".into(),
@@ -64,7 +66,7 @@ fn names(effects: &[Effect]) -> Vec<&'static str> {
             Effect::Transcript(entry) if entry.event == "assistant" && entry.data["text"] == MAX => Some("entry"),
             Effect::Send(ServerMessage::BidiResponseStart { .. }) => Some("start"),
             Effect::CallModel(_) => Some("model"),
-            Effect::SendVoiceText(_) => Some("text"),
+            Effect::Voice(VoiceEffect::SendText(_)) => Some("text"),
             _ => None,
         })
         .collect()
@@ -83,7 +85,7 @@ fn a_transfer_to_a_persona_that_speaks_first_greets_then_answers_the_carried_req
 
     let (voice, effects) = Session::start_voice(idv(Some(MAX), true), arrival(HandoffKind::Transfer, asked()));
     assert_eq!(names(&effects), ["greeting", "entry", "start", "text"], "voice: the line, then the request");
-    assert!(effects.contains(&Effect::SendVoiceText(ASK.into())));
+    assert!(effects.contains(&Effect::Voice(VoiceEffect::SendText(ASK.into()))));
     assert!(voice.voice_history().is_empty(), "the request is sent as text, not replayed");
 }
 
@@ -117,7 +119,7 @@ fn a_new_session_is_greeted_whether_or_not_its_persona_speaks_first() {
         assert_eq!(names(&effects), ["greeting", "entry"], "{speak_first}");
     }
     let mut resumed = common::init(BTreeMap::new());
-    resumed.history = asked();
+    resumed.carried.history = asked();
     let (_, effects) = Session::start(idv(Some(MAX), true), resumed);
     assert!(names(&effects).is_empty(), "a resumed session is not greeted again");
 }

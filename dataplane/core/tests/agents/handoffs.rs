@@ -48,7 +48,7 @@ proptest! {
     fn handoff_detection_and_context(account in "[0-9]{8}", ask in "[a-z]{1,12}( [a-z]{1,12}){0,3}", reason in "[a-z ]{1,20}") {
         let now = Instant::now();
         let mut init = common::init(BTreeMap::new());
-        init.handoff = Some(arrival("triage", Some("triage"), BTreeMap::new(), &ask));
+        init.carried.handoff = Some(arrival("triage", Some("triage"), BTreeMap::new(), &ask));
         let (mut idv, first) = Session::start(common::core("idv"), init);
         prop_assert_eq!(common::model_calls(&first).len(), 1, "the receiving agent answers the carried request");
         prop_assert_eq!(idv.return_to(), Some("triage"));
@@ -75,7 +75,7 @@ proptest! {
         prop_assert!(idv.memory().is_empty(), "the handing-over session forgets");
 
         let mut init = common::init(BTreeMap::new());
-        init.handoff = Some(request.context.clone());
+        init.carried.handoff = Some(request.context.clone());
         let (banking, _) = Session::start(common::core("banking"), init);
         prop_assert_eq!(banking.return_to(), Some("triage"));
         prop_assert_eq!(banking.memory().get("verifiedUser").map(|u| u["accountNumber"].clone()), Some(account.into()));
@@ -86,7 +86,7 @@ proptest! {
     fn return_handoff_status(status in prop::sample::select(vec!["completed", "failed", "cancelled"]), summary in "[a-z ]{1,40}", other in "[a-z]{3,8}") {
         let now = Instant::now();
         let mut init = common::init(BTreeMap::new());
-        init.handoff = Some(arrival("idv", Some("triage"), common::verified_memory("12345678"), "balance"));
+        init.carried.handoff = Some(arrival("idv", Some("triage"), common::verified_memory("12345678"), "balance"));
         let (mut banking, _) = Session::start(common::core("banking"), init);
         common::says(&mut banking, "here you go", now);
         banking.handle(Input::user_text("that is all".into()), now);

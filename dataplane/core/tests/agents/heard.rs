@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use switchboard_core::model::{ContentBlock, Role};
-use switchboard_core::{Effect, Input, Session};
+use switchboard_core::{Effect, Input, Session, VoiceInput};
 
 use crate::common;
 
@@ -27,10 +27,11 @@ fn texts(session: &Session) -> Vec<(Role, String)> {
 
 fn story_cut(session: &mut Session, sent_ms: u64) -> Vec<Effect> {
     let now = Instant::now();
-    session.handle(Input::VoiceUserFinal("Tell me a story".into()), now);
+    session.handle(Input::Voice(VoiceInput::UserFinal("Tell me a story".into())), now);
     // 10 ms a character.
-    let mut effects = session.handle(Input::VoiceReplyCut { text: STORY.into(), sent_ms, us_per_char: 10_000 }, now);
-    effects.extend(session.handle(Input::VoiceInterrupted, now));
+    let mut effects =
+        session.handle(Input::Voice(VoiceInput::ReplyCut { text: STORY.into(), sent_ms, us_per_char: 10_000 }), now);
+    effects.extend(session.handle(Input::Voice(VoiceInput::Interrupted), now));
     effects
 }
 
@@ -41,7 +42,7 @@ fn the_part_of_a_cut_reply_the_client_played_enters_the_conversation_before_the_
     let cut = story_cut(&mut session, 400);
     assert!(!cut.iter().any(|e| matches!(e, Effect::Transcript(t) if t.event == "assistant")), "not yet: {cut:?}");
     // The client played 160 ms of the 400 sent: 16 characters, "Once upon a time".
-    let played = session.handle(Input::AudioPlayed { ms: 160 }, now);
+    let played = session.handle(Input::Voice(VoiceInput::AudioPlayed { ms: 160 }), now);
     let entry = played.iter().find_map(|e| match e {
         Effect::Transcript(t) if t.event == "assistant" => Some(t.data.clone()),
         _ => None,
@@ -50,7 +51,7 @@ fn the_part_of_a_cut_reply_the_client_played_enters_the_conversation_before_the_
         entry,
         Some(serde_json::json!({ "text": "Once upon a time", "interrupted": true, "audio_played_ms": 160 }))
     );
-    session.handle(Input::VoiceUserFinal("Stop".into()), now);
+    session.handle(Input::Voice(VoiceInput::UserFinal("Stop".into())), now);
     assert_eq!(
         texts(&session),
         vec![
@@ -60,7 +61,7 @@ fn the_part_of_a_cut_reply_the_client_played_enters_the_conversation_before_the_
         ]
     );
     // A second report changes nothing.
-    assert!(session.handle(Input::AudioPlayed { ms: 400 }, now).is_empty());
+    assert!(session.handle(Input::Voice(VoiceInput::AudioPlayed { ms: 400 }), now).is_empty());
 }
 
 #[test]
@@ -68,19 +69,19 @@ fn without_the_clients_word_the_audio_sent_counts_as_heard_and_a_report_cannot_a
     let now = Instant::now();
     let (mut session, _) = Session::start_voice(common::core("triage"), common::init(BTreeMap::new()));
     story_cut(&mut session, 250);
-    session.handle(Input::VoiceUserFinal("Stop".into()), now);
+    session.handle(Input::Voice(VoiceInput::UserFinal("Stop".into())), now);
     let heard = texts(&session);
     assert_eq!(heard[1], (Role::Assistant, "Once upon a time there".to_owned()), "25 characters, whole words");
 
     let (mut other, _) = Session::start_voice(common::core("triage"), common::init(BTreeMap::new()));
     story_cut(&mut other, 100);
     // More played than was sent: what was sent.
-    other.handle(Input::AudioPlayed { ms: 5000 }, now);
+    other.handle(Input::Voice(VoiceInput::AudioPlayed { ms: 5000 }), now);
     assert_eq!(texts(&other)[1], (Role::Assistant, "Once upon".to_owned()));
 
     let (mut early, _) = Session::start_voice(common::core("triage"), common::init(BTreeMap::new()));
     story_cut(&mut early, 400);
-    early.handle(Input::AudioPlayed { ms: 20 }, now);
-    early.handle(Input::VoiceUserFinal("Stop".into()), now);
+    early.handle(Input::Voice(VoiceInput::AudioPlayed { ms: 20 }), now);
+    early.handle(Input::Voice(VoiceInput::UserFinal("Stop".into())), now);
     assert_eq!(texts(&early).len(), 2, "nothing of the reply was heard: {:?}", texts(&early));
 }

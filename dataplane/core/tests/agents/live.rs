@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use switchboard_core::model::{ContentBlock, Role, ToolResultStatus};
 use switchboard_core::protocol::{ErrorCode, ServerMessage, SessionState, StopReason};
-use switchboard_core::{Activity, Effect, Input, Session};
+use switchboard_core::{Activity, Effect, Input, Session, VoiceEffect, VoiceInput};
 
 use crate::common::{self, call, calls, executions, model_calls, says};
 
@@ -179,13 +179,16 @@ fn a_voice_session_shows_the_callers_speech_and_what_is_audible() {
     let now = Instant::now();
     let (mut session, first) = voice("idv");
     assert_eq!(states(&first), [SessionState::Ready]);
-    let started = session.handle(Input::VoiceActivity(Activity::SpeechStarted), now);
+    let started = session.handle(Input::Voice(VoiceInput::Activity(Activity::SpeechStarted)), now);
     assert!(matches!(
         sent(&started)[..],
         [ServerMessage::BidiSpeechStarted {}, ServerMessage::BidiSessionState { state: SessionState::Listening }]
     ));
-    assert!(session.handle(Input::VoiceActivity(Activity::SpeechStarted), now).is_empty(), "only on a change");
-    let faded = session.handle(Input::VoiceActivity(Activity::SpeechFaded), now);
+    assert!(
+        session.handle(Input::Voice(VoiceInput::Activity(Activity::SpeechStarted)), now).is_empty(),
+        "only on a change"
+    );
+    let faded = session.handle(Input::Voice(VoiceInput::Activity(Activity::SpeechFaded)), now);
     assert!(
         matches!(
             sent(&faded)[..],
@@ -193,8 +196,8 @@ fn a_voice_session_shows_the_callers_speech_and_what_is_audible() {
         ),
         "noise: no turn for the model"
     );
-    session.handle(Input::VoiceActivity(Activity::SpeechStarted), now);
-    let stopped = session.handle(Input::VoiceActivity(Activity::SpeechStopped), now);
+    session.handle(Input::Voice(VoiceInput::Activity(Activity::SpeechStarted)), now);
+    let stopped = session.handle(Input::Voice(VoiceInput::Activity(Activity::SpeechStopped)), now);
     assert!(
         matches!(
             sent(&stopped)[..],
@@ -202,40 +205,47 @@ fn a_voice_session_shows_the_callers_speech_and_what_is_audible() {
         ),
         "the model works on the turn"
     );
-    let heard = session.handle(Input::VoiceUserFinal("hello".into()), now);
+    let heard = session.handle(Input::Voice(VoiceInput::UserFinal("hello".into())), now);
     assert!(states(&heard).is_empty(), "still processing");
-    let speaking = session.handle(Input::VoiceActivity(Activity::ReplyAudioStarted), now);
+    let speaking = session.handle(Input::Voice(VoiceInput::Activity(Activity::ReplyAudioStarted)), now);
     assert_eq!(states(&speaking), [SessionState::Speaking]);
-    let barge = session.handle(Input::VoiceInterrupted, now);
+    let barge = session.handle(Input::Voice(VoiceInput::Interrupted), now);
     assert!(
         sent(&barge).iter().any(|m| matches!(m, ServerMessage::BidiSpeechStarted {})),
         "the model heard the caller"
     );
     assert_eq!(states(&barge), [SessionState::Listening]);
-    let heard = session.handle(Input::VoiceUserFinal("wait".into()), now);
+    let heard = session.handle(Input::Voice(VoiceInput::UserFinal("wait".into())), now);
     assert!(sent(&heard).iter().any(|m| matches!(m, ServerMessage::BidiSpeechStopped {})));
     assert_eq!(states(&heard), [SessionState::Processing]);
-    session.handle(Input::VoiceActivity(Activity::ReplyAudioStarted), now);
-    let ended = session.handle(Input::VoiceActivity(Activity::ReplyAudioEnded), now);
+    session.handle(Input::Voice(VoiceInput::Activity(Activity::ReplyAudioStarted)), now);
+    let ended = session.handle(Input::Voice(VoiceInput::Activity(Activity::ReplyAudioEnded)), now);
     assert_eq!(states(&ended), [SessionState::Ready]);
-    assert!(states(&session.handle(Input::VoiceCompletionEnd { stop_reason: StopReason::EndTurn }, now)).is_empty());
+    assert!(
+        states(&session.handle(Input::Voice(VoiceInput::CompletionEnd { stop_reason: StopReason::EndTurn }), now))
+            .is_empty()
+    );
 }
 
 #[test]
 fn a_spoken_yes_answers_the_consent_the_model_was_asked_to_put_in_words() {
     let now = Instant::now();
     let (mut session, _) = voice("disputes");
-    session.handle(Input::VoiceUserFinal("dispute payment tx-1003".into()), now);
-    let asked = session.handle(Input::VoiceToolUse(call("t1", "open_dispute", dispute())), now);
+    session.handle(Input::Voice(VoiceInput::UserFinal("dispute payment tx-1003".into())), now);
+    let asked = session.handle(Input::Voice(VoiceInput::ToolUse(call("t1", "open_dispute", dispute()))), now);
     assert_eq!(consent_requests(&asked), 1);
-    let ask = asked.iter().find_map(|e| if let Effect::SendVoiceText(t) = e { Some(t.clone()) } else { None });
+    let ask =
+        asked.iter().find_map(|e| if let Effect::Voice(VoiceEffect::SendText(t)) = e { Some(t.clone()) } else { None });
     let ask = ask.expect("the model is asked to put the question to the caller");
     assert!(ask.contains("open_dispute"), "{ask}");
-    assert!(session.handle(Input::VoiceUserFinal(ask), now).is_empty(), "its echo is not the caller's answer");
-    let unclear = session.handle(Input::VoiceUserFinal("hmm, what is that".into()), now);
+    assert!(
+        session.handle(Input::Voice(VoiceInput::UserFinal(ask)), now).is_empty(),
+        "its echo is not the caller's answer"
+    );
+    let unclear = session.handle(Input::Voice(VoiceInput::UserFinal("hmm, what is that".into())), now);
     assert!(executions(&unclear).is_empty());
     assert_eq!(consent_requests(&unclear), 1, "shown again");
-    let yes = session.handle(Input::VoiceUserFinal("yes please".into()), now);
+    let yes = session.handle(Input::Voice(VoiceInput::UserFinal("yes please".into())), now);
     assert_eq!(executions(&yes).len(), 1);
     assert_eq!(states(&yes), [SessionState::ExecutingTool]);
 }
@@ -245,8 +255,8 @@ fn a_cancelled_voice_reply_is_silenced_until_the_caller_speaks_again() {
     let now = Instant::now();
     let (mut session, _) = voice("idv");
     assert_eq!(errors(&session.handle(Input::Cancel, now)), [(ErrorCode::NothingToCancel, None)]);
-    session.handle(Input::VoiceUserFinal("tell me a story".into()), now);
-    session.handle(Input::VoiceActivity(Activity::ReplyAudioStarted), now);
+    session.handle(Input::Voice(VoiceInput::UserFinal("tell me a story".into())), now);
+    session.handle(Input::Voice(VoiceInput::Activity(Activity::ReplyAudioStarted)), now);
     let cancelled = session.handle(Input::Cancel, now);
     assert!(cancelled.contains(&Effect::Cancel));
     assert!(sent(&cancelled).iter().any(|m| matches!(m, ServerMessage::BidiInterruption {})));
@@ -254,12 +264,12 @@ fn a_cancelled_voice_reply_is_silenced_until_the_caller_speaks_again() {
     assert_eq!(states(&cancelled), [SessionState::Ready]);
     assert!(session.output_muted());
     let before = session.messages().len();
-    assert!(session.handle(Input::VoiceAssistantFinal("and then".into()), now).is_empty(), "not heard");
-    assert!(session.handle(Input::VoiceActivity(Activity::ReplyAudioStarted), now).is_empty());
+    assert!(session.handle(Input::Voice(VoiceInput::AssistantFinal("and then".into())), now).is_empty(), "not heard");
+    assert!(session.handle(Input::Voice(VoiceInput::Activity(Activity::ReplyAudioStarted)), now).is_empty());
     assert_eq!(session.messages().len(), before);
-    session.handle(Input::VoiceActivity(Activity::SpeechStarted), now);
+    session.handle(Input::Voice(VoiceInput::Activity(Activity::SpeechStarted)), now);
     assert!(session.output_muted(), "what the model says over the caller is still the cancelled reply");
-    session.handle(Input::VoiceUserFinal("what are your hours".into()), now);
+    session.handle(Input::Voice(VoiceInput::UserFinal("what are your hours".into())), now);
     assert!(!session.output_muted(), "the caller's words reached the model");
 }
 
@@ -267,13 +277,13 @@ fn a_cancelled_voice_reply_is_silenced_until_the_caller_speaks_again() {
 fn a_voice_cancel_answers_the_calls_under_way() {
     let now = Instant::now();
     let (mut session, _) = voice("disputes");
-    session.handle(Input::VoiceUserFinal("dispute payment tx-1003".into()), now);
-    session.handle(Input::VoiceToolUse(call("t1", "open_dispute", dispute())), now);
+    session.handle(Input::Voice(VoiceInput::UserFinal("dispute payment tx-1003".into())), now);
+    session.handle(Input::Voice(VoiceInput::ToolUse(call("t1", "open_dispute", dispute()))), now);
     let cancelled = session.handle(Input::Cancel, now);
     assert_eq!(tool_errors(&cancelled), ["cancelled"]);
     let results: Vec<_> = cancelled
         .iter()
-        .filter_map(|e| if let Effect::SendToolResult(r) = e { Some(r.status) } else { None })
+        .filter_map(|e| if let Effect::Voice(VoiceEffect::SendToolResult(r)) = e { Some(r.status) } else { None })
         .collect();
     assert_eq!(results, [ToolResultStatus::Error], "the model does not wait for the result");
     assert!(!session.awaits_consent() && session.next_deadline().is_none());
@@ -282,11 +292,11 @@ fn a_voice_cancel_answers_the_calls_under_way() {
 /// A random input of a voice session, the new ones included.
 fn voice_input() -> impl Strategy<Value = Input> {
     prop_oneof![
-        "[a-z ]{1,12}".prop_map(Input::VoiceUserFinal),
-        prop_oneof![Just("yes"), Just("no"), Just("maybe")].prop_map(|t| Input::VoiceUserFinal(t.into())),
-        "[a-z ]{1,12}".prop_map(Input::VoiceAssistantFinal),
+        "[a-z ]{1,12}".prop_map(|x| Input::Voice(VoiceInput::UserFinal(x))),
+        prop_oneof![Just("yes"), Just("no"), Just("maybe")].prop_map(|t| Input::Voice(VoiceInput::UserFinal(t.into()))),
+        "[a-z ]{1,12}".prop_map(|x| Input::Voice(VoiceInput::AssistantFinal(x))),
         "[a-z ]{1,12}".prop_map(Input::user_text),
-        Just(Input::VoiceInterrupted),
+        Just(Input::Voice(VoiceInput::Interrupted)),
         Just(Input::Cancel),
         Just(Input::Tick),
         prop_oneof![
@@ -296,11 +306,15 @@ fn voice_input() -> impl Strategy<Value = Input> {
             Just(Activity::ReplyAudioStarted),
             Just(Activity::ReplyAudioEnded)
         ]
-        .prop_map(Input::VoiceActivity),
+        .prop_map(|x| Input::Voice(VoiceInput::Activity(x))),
         prop_oneof![Just("end_turn"), Just("tool_use")]
-            .prop_map(|s| Input::VoiceCompletionEnd { stop_reason: s.into() }),
-        (0u8..3).prop_map(|n| Input::VoiceToolUse(call(&format!("t{n}"), "open_dispute", dispute()))),
-        (0u8..3).prop_map(|n| Input::VoiceToolUse(call(&format!("t{n}"), "get_transactions", serde_json::json!({})))),
+            .prop_map(|s| Input::Voice(VoiceInput::CompletionEnd { stop_reason: s.into() })),
+        (0u8..3).prop_map(|n| Input::Voice(VoiceInput::ToolUse(call(&format!("t{n}"), "open_dispute", dispute())))),
+        (0u8..3).prop_map(|n| Input::Voice(VoiceInput::ToolUse(call(
+            &format!("t{n}"),
+            "get_transactions",
+            serde_json::json!({})
+        )))),
         (0u8..3, any::<bool>()).prop_map(|(n, approved)| Input::Consent { tool_use_id: format!("t{n}"), approved }),
         (0u8..3).prop_map(|n| Input::ToolFinished { tool_use_id: format!("t{n}"), outcome: Ok(serde_json::json!({})) }),
     ]
@@ -324,9 +338,9 @@ proptest! {
             now += Duration::from_secs(step);
             match &input {
                 Input::Consent { approved: true, .. } => approvals += 1,
-                Input::VoiceUserFinal(t) | Input::UserText { text: t, .. }
+                Input::Voice(VoiceInput::UserFinal(t)) | Input::UserText { text: t, .. }
                     if switchboard_core::consent::classify(t) == switchboard_core::consent::Answer::Yes => approvals += 1,
-                Input::VoiceToolUse(_) => calls_seen += 1,
+                Input::Voice(VoiceInput::ToolUse(_)) => calls_seen += 1,
                 _ => {}
             }
             let effects = session.handle(input, now);
@@ -342,7 +356,7 @@ proptest! {
                 }
             }
             disputes_run += executions(&effects).iter().filter(|(_, tool, _)| tool == "open_dispute").count();
-            answered += effects.iter().filter(|e| matches!(e, Effect::SendToolResult(_))).count();
+            answered += effects.iter().filter(|e| matches!(e, Effect::Voice(VoiceEffect::SendToolResult(_)))).count();
             prop_assert!(disputes_run <= approvals, "{disputes_run} disputes opened on {approvals} approvals");
             prop_assert!(answered <= calls_seen, "{answered} results for {calls_seen} calls");
             prop_assert_eq!(session.state_now(), last, "the client knows the state");

@@ -86,8 +86,8 @@ proptest! {
 /// at that node; a position of another agent or an unknown node starts at the entry.
 #[test]
 fn a_reopened_session_goes_on_where_it_was_in_the_workflow() {
+    use switchboard_core::Session;
     use switchboard_core::handoff::WorkflowSnapshot;
-    use switchboard_core::{Session, SessionInit};
     let at = |agent: &str, node: &str| {
         let workflow = Some(WorkflowSnapshot {
             agent: agent.into(),
@@ -95,7 +95,8 @@ fn a_reopened_session_goes_on_where_it_was_in_the_workflow() {
             visited: vec!["collect".into(), "verify".into(), node.into()],
             skills: Vec::new(),
         });
-        let init = SessionInit { workflow, ..common::init(common::verified_memory("12345678")) };
+        let mut init = common::init(common::verified_memory("12345678"));
+        init.carried.workflow = workflow;
         Session::start(common::core("idv"), init).0.workflow().clone()
     };
     let resumed = at("idv", "choose");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use switchboard_core::model::{ContentBlock, ModelRequest, ToolResultStatus};
-use switchboard_core::{AgentCore, Effect, Input, Session};
+use switchboard_core::{AgentCore, Effect, Input, Session, VoiceEffect, VoiceInput};
 use switchboard_crds::RuntimeSpec;
 use switchboard_crds::agent::{ContextSource, Skill, ToolPolicy};
 
@@ -190,12 +190,14 @@ fn a_voice_session_gets_the_skill_in_the_tool_result() {
     let core = Arc::new(AgentCore::new(common::spec("banking")).expect("runnable"));
     let (mut session, _) = Session::start_voice(core, init(verified_memory("12345678")));
     let now = Instant::now();
-    let effects =
-        session.handle(Input::VoiceToolUse(call("u1", "use_skill", serde_json::json!({ "skill": "fees" }))), now);
+    let effects = session.handle(
+        Input::Voice(VoiceInput::ToolUse(call("u1", "use_skill", serde_json::json!({ "skill": "fees" })))),
+        now,
+    );
     let result = effects
         .iter()
         .find_map(|e| match e {
-            Effect::SendToolResult(r) => Some(r.content.clone()),
+            Effect::Voice(VoiceEffect::SendToolResult(r)) => Some(r.content.clone()),
             _ => None,
         })
         .expect("a tool result for the stream");

@@ -8,7 +8,9 @@ use std::time::Instant;
 use proptest::prelude::*;
 use switchboard_core::model::{ContentBlock, Role, ToolResultStatus};
 use switchboard_core::protocol::{ServerMessage, TranscriptRole};
-use switchboard_core::{Effect, HandoffContext, HandoffKind, Input, Session, WorkflowSnapshot};
+use switchboard_core::{
+    Effect, HandoffContext, HandoffKind, Input, Session, VoiceEffect, VoiceInput, WorkflowSnapshot,
+};
 
 use crate::common::{self, call};
 
@@ -20,7 +22,7 @@ fn tool_results(effects: &[Effect]) -> Vec<(String, ToolResultStatus, serde_json
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::SendToolResult(r) => Some((r.tool_use_id.clone(), r.status, r.content.clone())),
+            Effect::Voice(VoiceEffect::SendToolResult(r)) => Some((r.tool_use_id.clone(), r.status, r.content.clone())),
             _ => None,
         })
         .collect()
@@ -42,10 +44,11 @@ fn a_voice_identity_check_runs_the_tool_pipeline_and_answers_into_the_stream() {
     assert!(
         matches!(sent(&first)[0], ServerMessage::BidiConnectionStart { model, .. } if model == "amazon.nova-2-sonic-v1:0")
     );
-    let heard = idv.handle(Input::VoiceUserFinal("My name is Ada Lovelace".into()), now);
+    let heard = idv.handle(Input::Voice(VoiceInput::UserFinal("My name is Ada Lovelace".into())), now);
     assert!(sent(&heard).iter().any(|m| matches!(m, ServerMessage::BidiResponseStart { turn: 1 })));
-    idv.handle(Input::VoiceAssistantFinal("Thanks Ada, let me check.".into()), now);
-    let planned = idv.handle(Input::VoiceToolUse(call("t1", "perform_idv_check", idv_details("12345678"))), now);
+    idv.handle(Input::Voice(VoiceInput::AssistantFinal("Thanks Ada, let me check.".into())), now);
+    let planned =
+        idv.handle(Input::Voice(VoiceInput::ToolUse(call("t1", "perform_idv_check", idv_details("12345678")))), now);
     assert_eq!(common::executions(&planned).len(), 1);
     let result =
         serde_json::json!({ "verified": true, "user": { "name": "Ada Lovelace", "accountNumber": "12345678" } });
@@ -58,8 +61,8 @@ fn a_voice_identity_check_runs_the_tool_pipeline_and_answers_into_the_stream() {
         "the memorySet condition moves the workflow on: {done:?}"
     );
     assert_eq!(idv.memory().get("verifiedUser").map(|u| u["accountNumber"].clone()), Some("12345678".into()));
-    idv.handle(Input::VoiceAssistantFinal("You're verified.".into()), now);
-    let end = idv.handle(Input::VoiceCompletionEnd { stop_reason: "end_turn".into() }, now);
+    idv.handle(Input::Voice(VoiceInput::AssistantFinal("You're verified.".into())), now);
+    let end = idv.handle(Input::Voice(VoiceInput::CompletionEnd { stop_reason: "end_turn".into() }), now);
     assert!(sent(&end).iter().any(|m| matches!(m, ServerMessage::BidiResponseComplete { turn: 1, .. })));
     // The conversation: the user's words, the assistant's final text with its call, the
     // result, the final reply.
@@ -72,13 +75,17 @@ fn a_voice_identity_check_runs_the_tool_pipeline_and_answers_into_the_stream() {
 fn a_voice_transfer_hands_off_instead_of_answering_the_stream() {
     let now = Instant::now();
     let (mut idv, _) = voice("idv", BTreeMap::new());
-    idv.handle(Input::VoiceToolUse(call("t0", "perform_idv_check", idv_details("12345678"))), now);
+    idv.handle(Input::Voice(VoiceInput::ToolUse(call("t0", "perform_idv_check", idv_details("12345678")))), now);
     let result =
         serde_json::json!({ "verified": true, "user": { "name": "Ada Lovelace", "accountNumber": "12345678" } });
     idv.handle(Input::ToolFinished { tool_use_id: "t0".into(), outcome: Ok(result) }, now);
-    idv.handle(Input::VoiceUserFinal("My balance please".into()), now);
+    idv.handle(Input::Voice(VoiceInput::UserFinal("My balance please".into())), now);
     let effects = idv.handle(
-        Input::VoiceToolUse(call("t1", "transfer_to_banking", serde_json::json!({ "reason": "balance" }))),
+        Input::Voice(VoiceInput::ToolUse(call(
+            "t1",
+            "transfer_to_banking",
+            serde_json::json!({ "reason": "balance" }),
+        ))),
         now,
     );
     let request = effects.iter().find_map(|e| if let Effect::Handoff(r) = e { Some(r.clone()) } else { None });
@@ -94,10 +101,10 @@ fn typed_text_in_a_voice_session_goes_into_the_stream_once() {
     let now = Instant::now();
     let (mut triage, _) = voice("triage", BTreeMap::new());
     let typed = triage.handle(Input::user_text("What are your opening hours?".into()), now);
-    assert!(typed.contains(&Effect::SendVoiceText("What are your opening hours?".into())));
+    assert!(typed.contains(&Effect::Voice(VoiceEffect::SendText("What are your opening hours?".into()))));
     assert!(common::model_calls(&typed).is_empty());
     // The model's echo of the typed text is not a second user message.
-    let echo = triage.handle(Input::VoiceUserFinal("What are your opening hours?".into()), now);
+    let echo = triage.handle(Input::Voice(VoiceInput::UserFinal("What are your opening hours?".into())), now);
     assert!(echo.is_empty(), "{echo:?}");
     assert_eq!(triage.messages().len(), 1);
 }
@@ -124,7 +131,7 @@ fn typed_text_in_a_voice_session_is_acknowledged_by_its_id() {
 #[test]
 fn arriving_by_handoff_sends_the_carried_request_as_text_after_the_history() {
     let mut init = common::init(BTreeMap::new());
-    init.handoff = Some(HandoffContext {
+    init.carried.handoff = Some(HandoffContext {
         from_agent: "triage".into(),
         kind: HandoffKind::Transfer,
         reason: "balance".into(),
@@ -143,7 +150,7 @@ fn arriving_by_handoff_sends_the_carried_request_as_text_after_the_history() {
         ],
     });
     let (idv, first) = Session::start_voice(common::core("idv"), init);
-    assert!(first.contains(&Effect::SendVoiceText("I'd like to check my balance".into())), "{first:?}");
+    assert!(first.contains(&Effect::Voice(VoiceEffect::SendText("I'd like to check my balance".into()))), "{first:?}");
     assert!(common::model_calls(&first).is_empty());
     let history = idv.voice_history();
     assert_eq!(history.len(), 2, "{history:?}");
@@ -158,9 +165,9 @@ fn arriving_by_handoff_sends_the_carried_request_as_text_after_the_history() {
 fn a_consent_tool_waits_for_the_user_and_a_refused_one_answers_the_stream_with_an_error() {
     let now = Instant::now();
     let (mut disputes, _) = voice("disputes", common::verified_memory("12345678"));
-    disputes.handle(Input::VoiceUserFinal("dispute payment tx-1".into()), now);
+    disputes.handle(Input::Voice(VoiceInput::UserFinal("dispute payment tx-1".into())), now);
     let input = serde_json::json!({ "transactionId": "tx-1", "reason": "not me" });
-    let asked = disputes.handle(Input::VoiceToolUse(call("t1", "open_dispute", input)), now);
+    let asked = disputes.handle(Input::Voice(VoiceInput::ToolUse(call("t1", "open_dispute", input))), now);
     assert!(
         sent(&asked)
             .iter()
@@ -177,18 +184,22 @@ fn a_consent_tool_waits_for_the_user_and_a_refused_one_answers_the_stream_with_a
 /// A random voice input.
 fn voice_input() -> impl Strategy<Value = Input> {
     prop_oneof![
-        "[a-z ]{1,20}".prop_map(Input::VoiceUserFinal),
-        "[a-z ]{1,20}".prop_map(Input::VoiceAssistantFinal),
+        "[a-z ]{1,20}".prop_map(|x| Input::Voice(VoiceInput::UserFinal(x))),
+        "[a-z ]{1,20}".prop_map(|x| Input::Voice(VoiceInput::AssistantFinal(x))),
         "[a-z ]{1,20}".prop_map(Input::user_text),
-        Just(Input::VoiceInterrupted),
+        Just(Input::Voice(VoiceInput::Interrupted)),
         prop_oneof![Just("end_turn"), Just("interrupted"), Just("tool_use")]
-            .prop_map(|s| Input::VoiceCompletionEnd { stop_reason: s.into() }),
-        (0u8..4, "[0-9]{8}").prop_map(|(n, account)| Input::VoiceToolUse(call(
+            .prop_map(|s| Input::Voice(VoiceInput::CompletionEnd { stop_reason: s.into() })),
+        (0u8..4, "[0-9]{8}").prop_map(|(n, account)| Input::Voice(VoiceInput::ToolUse(call(
             &format!("t{n}"),
             "perform_idv_check",
             idv_details(&account)
-        ))),
-        (0u8..4).prop_map(|n| Input::VoiceToolUse(call(&format!("t{n}"), "check_balance", serde_json::json!({})))),
+        )))),
+        (0u8..4).prop_map(|n| Input::Voice(VoiceInput::ToolUse(call(
+            &format!("t{n}"),
+            "check_balance",
+            serde_json::json!({})
+        )))),
         (0u8..4).prop_map(|n| Input::ToolFinished {
             tool_use_id: format!("t{n}"),
             outcome: Ok(serde_json::json!({ "verified": false }))
@@ -211,8 +222,8 @@ proptest! {
         let (mut started, mut completed) = (0u64, 0u64);
         for input in inputs {
             match &input {
-                Input::VoiceUserFinal(t) | Input::VoiceAssistantFinal(t) | Input::UserText { text: t, .. } => said.push(t.clone()),
-                Input::VoiceToolUse(_) => calls_seen += 1,
+                Input::Voice(VoiceInput::UserFinal(t)) | Input::Voice(VoiceInput::AssistantFinal(t)) | Input::UserText { text: t, .. } => said.push(t.clone()),
+                Input::Voice(VoiceInput::ToolUse(_)) => calls_seen += 1,
                 _ => {}
             }
             let effects = session.handle(input, now);

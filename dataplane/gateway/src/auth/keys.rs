@@ -29,18 +29,55 @@ use super::scope::Scope;
 /// A key's entry.
 #[derive(Clone, Debug)]
 pub(super) struct KeyEntry {
-    pub(super) name: String,
+    name: String,
     /// Most live sessions: `None` where the line sets none (the gateway's default applies),
     /// `Some(None)` for `sessions=-` (no cap).
-    pub(super) max_sessions: Option<Option<usize>>,
+    max_sessions: Option<Option<usize>>,
     /// The key's message budget, shared by its sessions.
-    pub(super) rate: Option<Arc<Mutex<Bucket>>>,
+    rate: Option<Arc<Mutex<Bucket>>>,
     /// The Agents it may reach.
-    pub(super) scope: Arc<Scope>,
+    scope: Arc<Scope>,
     /// It may read the conversation record.
-    pub(super) records: bool,
+    records: bool,
     /// It may open test sessions on candidate pods.
-    pub(super) candidates: bool,
+    candidates: bool,
+}
+
+/// What a key's session is held with: its name, its cap on live sessions, its message
+/// budget, the Agents it may reach and whether it may open test sessions.
+#[derive(Debug)]
+pub(super) struct KeySession {
+    /// The key's name (its live sessions are counted under it).
+    pub name: String,
+    /// Most live sessions (`None`: no cap).
+    pub max: Option<usize>,
+    /// The key's message budget, shared by its sessions.
+    pub rate: Option<Arc<Mutex<Bucket>>>,
+    /// The Agents it may reach, and whether it may reach candidate pods.
+    pub scope: (Arc<Scope>, bool),
+}
+
+impl KeyEntry {
+    /// The key's name.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The Agents whose conversation record the key may read; none when it may read none.
+    pub(super) fn records_scope(&self) -> Option<Arc<Scope>> {
+        self.records.then(|| self.scope.clone())
+    }
+
+    /// What a session of this key is held with; `default_max` caps its live sessions where
+    /// its line sets no cap of its own.
+    pub(super) fn session(self, default_max: Option<usize>) -> KeySession {
+        KeySession {
+            max: self.max_sessions.unwrap_or(default_max),
+            rate: self.rate,
+            scope: (self.scope, self.candidates),
+            name: self.name,
+        }
+    }
 }
 
 /// A problem in the API keys file.

@@ -123,15 +123,16 @@ impl Auth {
         let entry =
             self.keys.as_ref().and_then(|keys| keys.get(&<[u8; 32]>::from(Sha256::digest(presented.as_bytes()))));
         match entry {
-            Some(entry) if entry.records => Ok(entry.scope.clone()),
-            Some(entry) => Err(refused(
-                403,
-                "records_not_allowed",
-                format!(
-                    "the API key {:?} may not read the conversation record (its line in the keys file needs records=read)",
-                    entry.name
-                ),
-            )),
+            Some(entry) => entry.records_scope().ok_or_else(|| {
+                refused(
+                    403,
+                    "records_not_allowed",
+                    format!(
+                        "the API key {:?} may not read the conversation record (its line in the keys file needs records=read)",
+                        entry.name()
+                    ),
+                )
+            }),
             None => Err(refused(401, "unknown_key", "the API key is not valid here".into())),
         }
     }

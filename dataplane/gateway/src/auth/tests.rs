@@ -425,3 +425,29 @@ fn credentials_that_set_no_session_cap_get_the_default_one() {
     assert!(refusal.message.contains("already has its 10 sessions open"), "{}", refusal.message);
     drop(held);
 }
+
+#[test]
+fn a_key_entry_says_what_its_sessions_are_held_with_and_whether_it_reads_records() {
+    let file = format!(
+        "web {} sessions=2 rate=5 records=read agents=bank/*\nbatch {} sessions=-\njobs {} candidates=test\n",
+        digest("w-key"),
+        digest("b-key"),
+        digest("j-key")
+    );
+    let keys = keys::parse(&file).expect("valid file");
+    let entry = |key: &str| {
+        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        keys.get(&digest).cloned().expect("listed")
+    };
+    let web = entry("w-key");
+    assert_eq!(web.name(), "web");
+    assert!(web.records_scope().is_some(), "records=read");
+    let held = web.session(Some(7));
+    assert_eq!((held.name.as_str(), held.max, held.rate.is_some(), held.scope.1), ("web", Some(2), true, false));
+    let batch = entry("b-key").session(Some(7));
+    assert_eq!((batch.max, batch.rate.is_none()), (None, true), "sessions=-: no cap, whatever the default");
+    let jobs = entry("j-key");
+    assert!(jobs.records_scope().is_none(), "no records=read");
+    let jobs = jobs.session(Some(7));
+    assert_eq!((jobs.max, jobs.scope.1), (Some(7), true), "the default cap; candidates=test");
+}

@@ -29,9 +29,9 @@ pub const RESTORE_WAIT: Duration = Duration::from_secs(1);
 /// Adds what the store keeps of the verified caller of `opening` (if any) to its memory;
 /// the caller's id in the store, when there is a verified caller.
 pub async fn restore(recorder: &Recorder, opening: &mut Opening<'_>) -> Option<String> {
-    let memory = match opening.handoff.as_mut() {
+    let memory = match opening.carried.handoff.as_mut() {
         Some(handoff) => &mut handoff.memory,
-        None => &mut opening.memory,
+        None => &mut opening.carried.memory,
     };
     let caller = memory.get(IDENTITY_KEY).filter(|caller| !caller.is_null())?;
     let id = callers::caller_id(opening.namespace, caller);

@@ -345,7 +345,7 @@ async fn open(
     state: &mut State,
 ) -> Result<std::net::SocketAddr, OpenError> {
     state.upstream = None;
-    let OpenRequest { target, avoid, handoff, memory, history, return_to, workflow, summary } = request;
+    let OpenRequest { target, avoid, carried } = request;
     let Some(lease) = gateway.balancer.pick(&target.ready, avoid) else {
         return Err(OpenError::NoReadyPod { agent: target.route.name.clone() });
     };
@@ -358,12 +358,7 @@ async fn open(
         modalities: machine.modalities().to_vec(),
         model: machine.model_for(&target.route.name),
         audio: machine.audio().cloned(),
-        memory,
-        history,
-        handoff,
-        return_to,
-        workflow,
-        summary,
+        carried,
         // The relay runs in the session's span (see `super::serve`): the runtime's joins it.
         traceparent: switchboard_telemetry::context::traceparent(&tracing::Span::current()),
     };

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use switchboard_core::handoff::{HandoffContext, HistoryTurn, WorkflowSnapshot};
+use switchboard_core::grant::Carried;
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
@@ -324,18 +324,11 @@ pub struct OpenRequest {
     pub target: Target,
     /// A pod not to pick if another is ready.
     pub avoid: Option<SocketAddr>,
-    /// The handoff that brings the session, signed into its context.
-    pub handoff: Option<HandoffContext>,
-    /// Session memory (empty with a handoff: it carries its own).
-    pub memory: std::collections::BTreeMap<String, serde_json::Value>,
-    /// Earlier conversation (idem).
-    pub history: Vec<HistoryTurn>,
-    /// The agent the session may return to (without a handoff).
-    pub return_to: Option<String>,
-    /// Where the session is in the agent's workflow (without a handoff).
-    pub workflow: Option<WorkflowSnapshot>,
-    /// What came before the conversation carried, summarised (a continued session).
-    pub summary: String,
+    /// What the session carries there, signed into its grant: the handoff that brings it
+    /// (with its own memory and history), or what the session kept ([`Kept::carried`]).
+    ///
+    /// [`Kept::carried`]: super::kept::Kept::carried
+    pub carried: Carried,
 }
 
 /// Where the task and the machine meet: the current time and routing.

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use switchboard_core::grant::Carried;
 use switchboard_core::handoff::{HandoffContext, HandoffKind, HistoryTurn, WorkflowSnapshot};
 use switchboard_core::protocol::{
     ClientMessage, ErrorCode, ServerKind, ServerMessage, StopReason, TranscriptRole, decode_client,
@@ -314,6 +315,27 @@ impl Kept {
         self.history.iter().map(|t| t.text.len()).sum::<usize>()
             + self.memory.iter().map(|(k, v)| entry_bytes(k, v)).sum::<usize>()
             + self.in_flight.iter().map(|t| t.bytes()).sum::<usize>()
+    }
+
+    /// What the session carries into a runtime session opened for it on the same agent (a
+    /// new pod, a resume): its memory, conversation, return target, workflow position and
+    /// summary. The one place what is kept becomes a [`Carried`].
+    pub fn carried(&self) -> Carried {
+        Carried {
+            memory: (*self.memory).clone(),
+            history: self.history.iter().map(|line| (**line).clone()).collect(),
+            handoff: None,
+            return_to: self.return_to.clone(),
+            workflow: self.workflow.clone(),
+            summary: self.summary.clone(),
+        }
+    }
+
+    /// What the session carries into the runtime session of a handoff's target: the
+    /// handoff (with its own memory and history) and the summary; the target's position
+    /// and return target come from the handoff.
+    pub fn carried_by(&self, handoff: HandoffContext) -> Carried {
+        Carried { handoff: Some(handoff), summary: self.summary.clone(), ..Carried::default() }
     }
 
     /// The session moves on with `context`: its memory and history are the handing-over

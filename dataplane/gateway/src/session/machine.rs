@@ -26,7 +26,8 @@
 //! opening a runtime session and what each purpose does with it ([`open`]), handoffs
 //! ([`handoff`]), moving between pods ([`moves`]), parking and resuming ([`park`]), the
 //! verified caller's identity assertion ([`identity`]), and what the driver reads
-//! ([`accessors`]).
+//! ([`accessors`]). Every field is private to this module tree; the session's tests read
+//! and set what they need through `test_access` (compiled for tests only).
 
 mod accessors;
 mod client;
@@ -38,7 +39,9 @@ mod open;
 mod park;
 mod runtime;
 mod settings;
-pub(super) mod state;
+mod state;
+#[cfg(test)]
+mod test_access;
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -70,22 +73,22 @@ use state::Purpose;
 #[derive(Debug)]
 pub struct Machine {
     /// The limits and timings it applies.
-    pub(super) limits: Limits,
+    limits: Limits,
     /// The session's id.
-    pub(super) id: String,
+    id: String,
     /// The client's identity (its key's name): resume tokens are bound to it.
-    pub(super) identity: String,
+    identity: String,
     /// The Agent serving the session now.
-    pub(super) target: Target,
+    target: Target,
     /// What its runtime sessions open with: voice, modalities, model, audio, reach
     /// ([`settings`]).
     settings: Settings,
     /// Memory, history, return target, announced handoff, inputs in flight.
-    pub(super) kept: Kept,
+    kept: Kept,
     /// The messages sent to the client, numbered, for replay.
-    pub(super) replay: Replay,
+    replay: Replay,
     /// The runtime connection: its pod, when it was heard, what waits for it ([`runtime`]).
-    pub(super) runtime: RuntimeSide,
+    runtime: RuntimeSide,
     /// The client: when it was heard, its rate, its resume key ([`client`]).
     client: ClientSide,
     /// The handoffs of the turn and the gap of the last ([`hops`]).
@@ -116,7 +119,7 @@ impl Machine {
         machine
     }
 
-    pub(super) fn blank(
+    fn blank(
         limits: Limits,
         id: String,
         identity: String,

@@ -25,12 +25,12 @@ use super::moves::MAX_RECOVERIES;
 use crate::directory::Directory;
 use crate::resume::Frame;
 
-pub(super) fn addr(last: u8) -> SocketAddr {
+fn addr(last: u8) -> SocketAddr {
     SocketAddr::from(([10, 0, 0, last], 8080))
 }
 
 /// The pod `last` refused the session.
-pub(super) fn refused(last: u8) -> OpenError {
+fn refused(last: u8) -> OpenError {
     OpenError::Connect(crate::upstream::ConnectError { addr: addr(last), message: "refused".into() })
 }
 
@@ -57,7 +57,7 @@ pub(super) fn directory() -> Directory {
     directory_with(&[("triage", &[1, 2]), ("idv", &[3]), ("banking", &[])])
 }
 
-pub(super) fn directory_with(agents: &[(&str, &[u8])]) -> Directory {
+fn directory_with(agents: &[(&str, &[u8])]) -> Directory {
     let table = RoutingTable::new(agents.iter().map(|(name, _)| route(name, *name != "idv")).collect());
     let endpoints: HashMap<_, _> = agents
         .iter()
@@ -66,7 +66,7 @@ pub(super) fn directory_with(agents: &[(&str, &[u8])]) -> Directory {
     Directory::new(Arc::new(table), Arc::new(endpoints), None)
 }
 
-pub(super) fn limits() -> Limits {
+fn limits() -> Limits {
     Limits {
         replay_messages: 100,
         replay_bytes: 64 * 1024,
@@ -128,7 +128,7 @@ impl Drive {
 
     pub fn opening(&self) -> Option<(String, Option<SocketAddr>, bool)> {
         match self.machine.phase() {
-            Phase::Opening(request) => Some((request.target.key(), request.avoid, request.handoff.is_some())),
+            Phase::Opening(request) => Some((request.target.key(), request.avoid, request.carried.handoff.is_some())),
             _ => None,
         }
     }
@@ -142,20 +142,20 @@ impl Drive {
 }
 
 /// A server message as runtimes write it (`type` first).
-pub(super) fn wire(message: serde_json::Value) -> String {
+fn wire(message: serde_json::Value) -> String {
     serde_json::from_value::<ServerMessage>(message).expect("a server message").to_json()
 }
 
-pub(super) fn say(role: &str, text: &str) -> serde_json::Value {
+fn say(role: &str, text: &str) -> serde_json::Value {
     json!({"type": "bidi_transcript_stream", "role": role, "text": text, "delta": false, "is_final": true})
 }
 
-pub(super) fn complete() -> serde_json::Value {
+fn complete() -> serde_json::Value {
     json!({"type": "bidi_response_complete", "turn": 1, "stop_reason": "end_turn"})
 }
 
 /// The messages the effects send the client, decoded.
-pub(super) fn to_client(effects: &[Effect]) -> Vec<ServerMessage> {
+fn to_client(effects: &[Effect]) -> Vec<ServerMessage> {
     effects
         .iter()
         .filter_map(|e| match e {
@@ -166,7 +166,7 @@ pub(super) fn to_client(effects: &[Effect]) -> Vec<ServerMessage> {
 }
 
 /// The messages the effects send the runtime, decoded.
-pub(super) fn to_runtime(effects: &[Effect]) -> Vec<ClientMessage> {
+fn to_runtime(effects: &[Effect]) -> Vec<ClientMessage> {
     effects
         .iter()
         .filter_map(|e| match e {
@@ -177,11 +177,11 @@ pub(super) fn to_runtime(effects: &[Effect]) -> Vec<ClientMessage> {
 }
 
 /// A typed input as the gateway sends it a runtime: with the gateway's `id` for it.
-pub(super) fn typed(text: &str, id: &str) -> ClientMessage {
+fn typed(text: &str, id: &str) -> ClientMessage {
     ClientMessage::BidiTextInput { text: text.into(), id: Some(id.into()) }
 }
 
-pub(super) fn error_codes(effects: &[Effect]) -> Vec<ErrorCode> {
+fn error_codes(effects: &[Effect]) -> Vec<ErrorCode> {
     to_client(effects)
         .into_iter()
         .filter_map(|m| match m {
@@ -191,7 +191,7 @@ pub(super) fn error_codes(effects: &[Effect]) -> Vec<ErrorCode> {
         .collect()
 }
 
-pub(super) fn handoff(to: &str) -> serde_json::Value {
+fn handoff(to: &str) -> serde_json::Value {
     json!({"type": "handoff", "from": "triage", "to": to, "kind": "transfer", "context": {
         "from_agent": "triage", "kind": "transfer", "reason": "balance",
         "workflow_state": {"agent": "triage", "node": "greet", "visited": ["greet"]},
@@ -239,7 +239,7 @@ fn every_start_gets_a_fresh_token_and_number_and_frames_are_numbered_once() {
     assert_eq!(previous, &first_key, "the older key is released");
     assert!(matches!(&to_client(&effects)[..], [ServerMessage::BidiConnectionStart { seq: Some(3), .. }]));
     // Only the transcript line is kept: a resumed client gets a new start.
-    let missed = drive.machine.replay.since(Some(0));
+    let missed = drive.machine.replay().since(Some(0));
     assert_eq!(missed.frames.len(), 1);
 }
 
@@ -298,13 +298,13 @@ fn a_handoff_opens_the_target_with_the_context_and_counts_the_gap() {
     assert_eq!(drive.opening(), Some(("bank/idv".into(), None, true)), "not exposed, reached by handoff");
     let effects = drive.on(Event::Opened(Ok(addr(3))));
     assert!(effects.contains_or(&Note::Handoff { from: "bank/triage".into(), to: "bank/idv".into() }));
-    assert_eq!(drive.machine.kept.return_to.as_deref(), Some("triage"));
-    assert_eq!(drive.machine.kept.memory["intent"], "balance", "the context's memory is the session's");
+    assert_eq!(drive.machine.kept().return_to.as_deref(), Some("triage"));
+    assert_eq!(drive.machine.kept().memory["intent"], "balance", "the context's memory is the session's");
     let effects = drive.runtime(say("assistant", "I'll verify you."));
     assert!(effects.iter().any(|e| matches!(e, Effect::Note(Note::HandoffGap { .. }))));
 }
 
-pub(super) trait Contains {
+trait Contains {
     fn contains_or(&self, note: &Note) -> bool;
 }
 
@@ -326,7 +326,7 @@ fn a_handoff_that_cannot_happen_keeps_the_caller_with_the_source_and_tells_it() 
         assert_eq!(error_codes(&effects), ["handoff_failed"], "to {to}");
         assert!(effects.contains_or(&Note::Refused("handoff_failed")));
         assert_eq!(drive.opening(), Some(("bank/triage".into(), None, false)), "back with the source");
-        let last = drive.machine.kept.history.last().expect("a line");
+        let last = drive.machine.kept().history.last().expect("a line");
         assert!(last.text.contains(&format!("transfer to {to} did not happen")), "{}", last.text);
         let effects = drive.on(Event::Opened(Ok(addr(2))));
         assert!(matches!(

@@ -14,7 +14,7 @@
 //!
 //! After a transfer the receiving agent greets too when its Persona speaks first (the core
 //! puts its greeting line before the carried request): its stream says the greeting in
-//! its own voice first, and the carried request ([`Effect::SendVoiceText`]) is held too
+//! its own voice first, and the carried request ([`VoiceEffect::SendText`]) is held too
 //! and sent into the stream once the greeting's reply has ended, so the model answers it
 //! after the greeting rather than over it. The greeting's end does not close the core's
 //! turn (it is the carried request's). Should the caller speak over the greeting, their
@@ -23,7 +23,7 @@
 //! they do not speak first.
 
 use switchboard_core::protocol::{ServerMessage, StopReason, TranscriptRole};
-use switchboard_core::{Effect, Input};
+use switchboard_core::{Effect, Input, VoiceEffect, VoiceInput};
 use switchboard_crds::persona::PersonaSpec;
 use switchboard_models::sonic::SPEAK_FIRST_PREFIX;
 
@@ -57,7 +57,8 @@ impl Greeting {
         if entry {
             held.push(effects.remove(line));
         }
-        let (request, rest) = std::mem::take(effects).into_iter().partition(|e| matches!(e, Effect::SendVoiceText(_)));
+        let (request, rest) =
+            std::mem::take(effects).into_iter().partition(|e| matches!(e, Effect::Voice(VoiceEffect::SendText(_))));
         *effects = rest;
         Some(Self { text: greeting.to_owned(), held, request })
     }
@@ -80,14 +81,16 @@ impl Greeting {
             match input {
                 // The greeting's reply is over: the model answers the request next. This end
                 // is not the end of the request's turn.
-                Input::VoiceCompletionEnd { stop_reason } if *stop_reason != StopReason::Interrupted => {
+                Input::Voice(VoiceInput::CompletionEnd { stop_reason }) if *stop_reason != StopReason::Interrupted => {
                     return (self.release_request(), false);
                 }
                 // A tool called instead of greeting: the request goes in now.
-                Input::VoiceToolUse(_) => return (self.release_request(), true),
-                Input::VoiceUserFinal(heard) if is_echo(heard) => return (Vec::new(), false),
+                Input::Voice(VoiceInput::ToolUse(_)) => return (self.release_request(), true),
+                Input::Voice(VoiceInput::UserFinal(heard)) if is_echo(heard) => return (Vec::new(), false),
                 // The caller spoke over the greeting: what they say is their request.
-                Input::VoiceUserFinal(_) | Input::VoiceInterrupted | Input::VoiceCompletionEnd { .. } => {
+                Input::Voice(VoiceInput::UserFinal(_))
+                | Input::Voice(VoiceInput::Interrupted)
+                | Input::Voice(VoiceInput::CompletionEnd { .. }) => {
                     self.request.clear();
                 }
                 _ => {}
@@ -97,7 +100,7 @@ impl Greeting {
             return (Vec::new(), true);
         }
         match input {
-            Input::VoiceAssistantFinal(said) => {
+            Input::Voice(VoiceInput::AssistantFinal(said)) => {
                 let said = said.trim();
                 let mut held = std::mem::take(&mut self.held);
                 if !said.is_empty() {
@@ -111,11 +114,11 @@ impl Greeting {
                 }
                 (held, false)
             }
-            Input::VoiceUserFinal(heard) if is_echo(heard) => (Vec::new(), false),
-            Input::VoiceUserFinal(_)
-            | Input::VoiceInterrupted
-            | Input::VoiceCompletionEnd { .. }
-            | Input::VoiceToolUse(_) => (std::mem::take(&mut self.held), true),
+            Input::Voice(VoiceInput::UserFinal(heard)) if is_echo(heard) => (Vec::new(), false),
+            Input::Voice(VoiceInput::UserFinal(_))
+            | Input::Voice(VoiceInput::Interrupted)
+            | Input::Voice(VoiceInput::CompletionEnd { .. })
+            | Input::Voice(VoiceInput::ToolUse(_)) => (std::mem::take(&mut self.held), true),
             _ => (Vec::new(), true),
         }
     }
@@ -181,14 +184,17 @@ mod tests {
         let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
         assert_eq!(effects, vec![Effect::Send(ServerMessage::BidiInterruption {})]);
         assert_eq!(greeting.text(), HELLO);
-        assert_eq!(greeting.on_input(&Input::VoiceActivity(switchboard_core::Activity::ReplyAudioStarted)).0, vec![]);
-        let echo = Input::VoiceUserFinal(switchboard_models::sonic::speak_first_prompt(HELLO));
+        assert_eq!(
+            greeting.on_input(&Input::Voice(VoiceInput::Activity(switchboard_core::Activity::ReplyAudioStarted))).0,
+            vec![]
+        );
+        let echo = Input::Voice(VoiceInput::UserFinal(switchboard_models::sonic::speak_first_prompt(HELLO)));
         assert_eq!(greeting.on_input(&echo), (vec![], false), "the instruction's echo is not the caller's");
         let said = "Hello, you are through to Example Bank.";
-        let (held, pass) = greeting.on_input(&Input::VoiceAssistantFinal(said.into()));
+        let (held, pass) = greeting.on_input(&Input::Voice(VoiceInput::AssistantFinal(said.into())));
         assert_eq!((held, pass), (vec![line(said), entry(said)], false));
         assert!(!greeting.pending());
-        let after = Input::VoiceAssistantFinal("Anything else?".into());
+        let after = Input::Voice(VoiceInput::AssistantFinal("Anything else?".into()));
         assert_eq!(greeting.on_input(&after), (vec![], true), "later replies go to the core");
     }
 
@@ -196,16 +202,16 @@ mod tests {
     fn a_greeting_cut_short_is_shown_as_configured_and_the_input_still_counts() {
         let mut effects = opening();
         let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
-        let end = Input::VoiceCompletionEnd { stop_reason: StopReason::Interrupted };
+        let end = Input::Voice(VoiceInput::CompletionEnd { stop_reason: StopReason::Interrupted });
         assert_eq!(greeting.on_input(&end), (vec![line(HELLO), entry(HELLO)], true));
-        assert_eq!(greeting.on_input(&Input::VoiceInterrupted), (vec![], true));
+        assert_eq!(greeting.on_input(&Input::Voice(VoiceInput::Interrupted)), (vec![], true));
     }
 
     /// After a transfer: the greeting line, then the turn of the carried request.
     fn arrival() -> Vec<Effect> {
         let mut effects = opening();
         effects.push(Effect::Send(ServerMessage::BidiResponseStart { turn: 1 }));
-        effects.push(Effect::SendVoiceText(ASK.into()));
+        effects.push(Effect::Voice(VoiceEffect::SendText(ASK.into())));
         effects
     }
 
@@ -217,14 +223,14 @@ mod tests {
         let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
         let start = Effect::Send(ServerMessage::BidiResponseStart { turn: 1 });
         assert_eq!(effects, vec![Effect::Send(ServerMessage::BidiInterruption {}), start]);
-        let echo = Input::VoiceUserFinal(switchboard_models::sonic::speak_first_prompt(HELLO));
+        let echo = Input::Voice(VoiceInput::UserFinal(switchboard_models::sonic::speak_first_prompt(HELLO)));
         assert_eq!(greeting.on_input(&echo), (vec![], false));
-        let (held, pass) = greeting.on_input(&Input::VoiceAssistantFinal(HELLO.into()));
+        let (held, pass) = greeting.on_input(&Input::Voice(VoiceInput::AssistantFinal(HELLO.into())));
         assert_eq!((held, pass), (vec![line(HELLO), entry(HELLO)], false));
         assert!(greeting.pending(), "the request still waits for the greeting's end");
-        let end = Input::VoiceCompletionEnd { stop_reason: StopReason::EndTurn };
+        let end = Input::Voice(VoiceInput::CompletionEnd { stop_reason: StopReason::EndTurn });
         let (sent, pass) = greeting.on_input(&end);
-        assert_eq!(sent, vec![Effect::SendVoiceText(ASK.into())]);
+        assert_eq!(sent, vec![Effect::Voice(VoiceEffect::SendText(ASK.into()))]);
         assert!(!pass, "the greeting's end does not close the request's turn");
         assert!(!greeting.pending());
         assert_eq!(greeting.on_input(&end), (vec![], true), "the answer's end closes it");
@@ -234,11 +240,11 @@ mod tests {
     fn a_caller_who_speaks_over_the_greeting_after_a_transfer_replaces_the_carried_request() {
         let mut effects = arrival();
         let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
-        assert_eq!(greeting.on_input(&Input::VoiceInterrupted), (vec![line(HELLO), entry(HELLO)], true));
+        assert_eq!(greeting.on_input(&Input::Voice(VoiceInput::Interrupted)), (vec![line(HELLO), entry(HELLO)], true));
         assert!(!greeting.pending(), "the carried request is dropped");
-        let end = Input::VoiceCompletionEnd { stop_reason: StopReason::Interrupted };
+        let end = Input::Voice(VoiceInput::CompletionEnd { stop_reason: StopReason::Interrupted });
         assert_eq!(greeting.on_input(&end), (vec![], true));
-        assert_eq!(greeting.on_input(&Input::VoiceUserFinal("Hello?".into())), (vec![], true));
+        assert_eq!(greeting.on_input(&Input::Voice(VoiceInput::UserFinal("Hello?".into()))), (vec![], true));
     }
 
     #[test]

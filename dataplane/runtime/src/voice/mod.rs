@@ -48,7 +48,7 @@ use super::trace::SessionTrace;
 use relay::Relay;
 use switchboard_core::audio::Format;
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage};
-use switchboard_core::{Activity, Effect, Input, Session};
+use switchboard_core::{Activity, Effect, Input, Session, VoiceEffect, VoiceInput};
 use switchboard_models::sonic::{SonicEvents, SonicSession};
 
 /// How long sending a message to a client that does not read may block the session.
@@ -277,7 +277,7 @@ impl Voice<'_> {
             audio::Speech::Stopped => Activity::SpeechStopped,
             audio::Speech::Faded => Activity::SpeechFaded,
         };
-        let effects = session.handle(Input::VoiceActivity(activity), Instant::now());
+        let effects = session.handle(Input::Voice(VoiceInput::Activity(activity)), Instant::now());
         self.apply(session, effects).await
     }
 
@@ -306,7 +306,9 @@ impl Voice<'_> {
             ClientMessage::ToolConsent { tool_use_id, approved } => Input::Consent { tool_use_id, approved },
             ClientMessage::Close {} => Input::End,
             ClientMessage::BidiCancel {} => Input::Cancel,
-            ClientMessage::BidiAudioPlayed { audio_played_ms } => Input::AudioPlayed { ms: audio_played_ms },
+            ClientMessage::BidiAudioPlayed { audio_played_ms } => {
+                Input::Voice(VoiceInput::AudioPlayed { ms: audio_played_ms })
+            }
             ClientMessage::BidiAudioInputEnd {} => return self.end_of_input(session).await,
             ClientMessage::SessionUpdate(update) => return self.update(update).await,
             ClientMessage::SessionStart(_) => {
@@ -390,10 +392,10 @@ impl Voice<'_> {
             return Some(Exit::Closed(format!("the voice model failed ({label})")));
         }
         for input in relayed.inputs {
-            if matches!(input, Input::VoiceActivity(Activity::SpeechStopped)) {
+            if matches!(input, Input::Voice(VoiceInput::Activity(Activity::SpeechStopped))) {
                 self.speech.heard_end();
             }
-            if matches!(&input, Input::VoiceUserFinal(text) if filler::is_instruction(text)) {
+            if matches!(&input, Input::Voice(VoiceInput::UserFinal(text)) if filler::is_instruction(text)) {
                 continue;
             }
             let (greeted, pass) = self.greeting.on_input(&input);
@@ -442,12 +444,12 @@ impl Voice<'_> {
                         return Some(gone);
                     }
                 }
-                Medium::SendToolResult(result) => {
+                Medium::Voice(VoiceEffect::SendToolResult(result)) => {
                     if self.stream.send_tool_result(result.tool_use_id, result.content).await.is_err() {
                         return Some(Exit::Closed("the voice model session ended".into()));
                     }
                 }
-                Medium::SendVoiceText(text) => {
+                Medium::Voice(VoiceEffect::SendText(text)) => {
                     if self.stream.send_text(text).await.is_err() {
                         return Some(Exit::Closed("the voice model session ended".into()));
                     }
@@ -456,7 +458,7 @@ impl Voice<'_> {
                     self.tools.cancel();
                     self.fillers.clear();
                 }
-                Medium::ForgetVoiceHistory { bytes } => {
+                Medium::Voice(VoiceEffect::ForgetHistory { bytes }) => {
                     if self.stream.forget_history(bytes).await.is_err() {
                         return Some(Exit::Closed("the voice model session ended".into()));
                     }

@@ -9,7 +9,7 @@
 //! Nova Sonic's 24 kHz PCM16 passes as it came, any other format is converted
 //! ([`Encoder`]); each chunk says its format. A reply cut off by a barge-in is reported to
 //! the core with its SPECULATIVE text, the audio sent of it and the voice's pace measured
-//! on the session's whole replies ([`Input::VoiceReplyCut`]), so the part heard is kept.
+//! on the session's whole replies ([`VoiceInput::ReplyCut`]), so the part heard is kept.
 //! A reply cut because the model's stream was lost ([`SonicEvent::ReplyCut`]) is another
 //! matter: the client is told to stop playing it (`bidi_interruption`, not a barge-in: no
 //! speech started, none counted), nothing of it enters the conversation, and the turn goes
@@ -23,7 +23,7 @@ use switchboard_core::audio::{Encoder, Format};
 use switchboard_core::protocol::{
     AudioFormat, ErrorCode, ServerMessage, StopReason as Stop, TokensByModality, TranscriptRole,
 };
-use switchboard_core::{Activity, Input};
+use switchboard_core::{Activity, Input, VoiceInput};
 use switchboard_models::ToolUse;
 use switchboard_models::sonic::{ContentKind, GenerationStage, Role, SonicEvent, StopReason};
 
@@ -127,7 +127,7 @@ impl Relay {
             SonicEvent::ContentStart { content_id, kind: ContentKind::Text, role, stage } => {
                 if role == Role::User {
                     // The model took the caller's turn as ended: their transcript follows.
-                    out.inputs.push(Input::VoiceActivity(Activity::SpeechStopped));
+                    out.inputs.push(Input::Voice(VoiceInput::Activity(Activity::SpeechStopped)));
                 }
                 if matches!(role, Role::User | Role::Assistant) {
                     self.texts.insert(content_id, OpenText { user: role == Role::User, stage, text: String::new() });
@@ -136,13 +136,13 @@ impl Relay {
             SonicEvent::ContentStart { content_id, kind: ContentKind::Audio, role: Role::Assistant, .. } => {
                 self.audio = Some(content_id);
                 if !self.muted {
-                    out.inputs.push(Input::VoiceActivity(Activity::ReplyAudioStarted));
+                    out.inputs.push(Input::Voice(VoiceInput::Activity(Activity::ReplyAudioStarted)));
                 }
             }
             SonicEvent::ContentEnd { content_id, kind: ContentKind::Audio, .. } => {
                 if self.audio.as_ref() == Some(&content_id) {
                     self.audio = None;
-                    out.inputs.push(Input::VoiceActivity(Activity::ReplyAudioEnded));
+                    out.inputs.push(Input::Voice(VoiceInput::Activity(Activity::ReplyAudioEnded)));
                 }
             }
             SonicEvent::Text { content_id, text, .. } => {
@@ -163,7 +163,7 @@ impl Relay {
             SonicEvent::ContentEnd { content_id, stop_reason, .. } => {
                 if let Some(open) = self.texts.remove(&content_id) {
                     if open.user {
-                        out.inputs.push(Input::VoiceUserFinal(open.text));
+                        out.inputs.push(Input::Voice(VoiceInput::UserFinal(open.text)));
                     } else if open.stage == Some(GenerationStage::Final) && stop_reason != StopReason::Interrupted {
                         // A whole reply: its pace, and nothing of it is cut any more.
                         let (_, samples) = std::mem::take(&mut self.segment);
@@ -171,7 +171,7 @@ impl Relay {
                             self.pace.0 += open.text.trim().chars().count() as u64;
                             self.pace.1 += samples;
                         }
-                        out.inputs.push(Input::VoiceAssistantFinal(open.text));
+                        out.inputs.push(Input::Voice(VoiceInput::AssistantFinal(open.text)));
                     }
                 }
             }
@@ -191,7 +191,7 @@ impl Relay {
                 out.send.push(ServerMessage::BidiAudioStream { audio, format: Some(self.format.clone()) });
             }
             SonicEvent::ToolUse { tool_use_id, name, input } => {
-                out.inputs.push(Input::VoiceToolUse(ToolUse { id: tool_use_id, name, input }));
+                out.inputs.push(Input::Voice(VoiceInput::ToolUse(ToolUse { id: tool_use_id, name, input })));
             }
             SonicEvent::Interrupted => {
                 // The interrupted reply's texts will never be FINAL.
@@ -200,9 +200,13 @@ impl Relay {
                 let (text, samples) = std::mem::take(&mut self.segment);
                 if !text.trim().is_empty() {
                     let sent_ms = samples * 1000 / u64::from(Format::MODEL_OUTPUT.rate);
-                    out.inputs.push(Input::VoiceReplyCut { text, sent_ms, us_per_char: self.us_per_char() });
+                    out.inputs.push(Input::Voice(VoiceInput::ReplyCut {
+                        text,
+                        sent_ms,
+                        us_per_char: self.us_per_char(),
+                    }));
                 }
-                out.inputs.push(Input::VoiceInterrupted);
+                out.inputs.push(Input::Voice(VoiceInput::Interrupted));
             }
             SonicEvent::Usage(report) => {
                 let d = report.delta;
@@ -223,7 +227,7 @@ impl Relay {
                 out.usage = Some(tokens);
             }
             SonicEvent::CompletionEnd { stop_reason, .. } => {
-                out.inputs.push(Input::VoiceCompletionEnd { stop_reason: stop_label(&stop_reason) });
+                out.inputs.push(Input::Voice(VoiceInput::CompletionEnd { stop_reason: stop_label(&stop_reason) }));
             }
             SonicEvent::ReplyCut { reasked } => {
                 // The stream is gone: what was open on it will not be completed, and what
@@ -232,13 +236,13 @@ impl Relay {
                 self.texts.clear();
                 self.segment = (String::new(), 0);
                 if self.audio.take().is_some() {
-                    out.inputs.push(Input::VoiceActivity(Activity::ReplyAudioEnded));
+                    out.inputs.push(Input::Voice(VoiceInput::Activity(Activity::ReplyAudioEnded)));
                 }
                 if under_way && !self.muted {
                     out.send.push(ServerMessage::BidiInterruption {});
                 }
                 if !reasked {
-                    out.inputs.push(Input::VoiceCompletionEnd { stop_reason: Stop::Interrupted });
+                    out.inputs.push(Input::Voice(VoiceInput::CompletionEnd { stop_reason: Stop::Interrupted }));
                 }
                 out.reply_cut = Some(reasked);
             }
@@ -247,7 +251,7 @@ impl Relay {
                 self.texts.clear();
                 self.segment = (String::new(), 0);
                 if self.audio.take().is_some() {
-                    out.inputs.push(Input::VoiceActivity(Activity::ReplyAudioEnded));
+                    out.inputs.push(Input::Voice(VoiceInput::Activity(Activity::ReplyAudioEnded)));
                 }
                 let label = reason.label();
                 out.send.push(ServerMessage::BidiConnectionRestart { reason: label.to_owned(), generation });
@@ -298,18 +302,24 @@ mod tests {
         assert!(relay.event(end("s", StopReason::PartialTurn)).inputs.is_empty());
         relay.event(start("f", Role::Assistant, Some(GenerationStage::Final)));
         assert!(relay.event(text("f", "Hello")).send.is_empty());
-        assert_eq!(relay.event(end("f", StopReason::EndTurn)).inputs, vec![Input::VoiceAssistantFinal("Hello".into())]);
+        assert_eq!(
+            relay.event(end("f", StopReason::EndTurn)).inputs,
+            vec![Input::Voice(VoiceInput::AssistantFinal("Hello".into()))]
+        );
         relay.event(start("g", Role::Assistant, Some(GenerationStage::Final)));
         relay.event(text("g", "cut"));
         assert!(relay.event(end("g", StopReason::Interrupted)).inputs.is_empty());
         let heard = relay.event(start("u", Role::User, None));
         assert_eq!(
             heard.inputs,
-            vec![Input::VoiceActivity(Activity::SpeechStopped)],
+            vec![Input::Voice(VoiceInput::Activity(Activity::SpeechStopped))],
             "the model took the turn as ended"
         );
         relay.event(text("u", "hi"));
-        assert_eq!(relay.event(end("u", StopReason::EndTurn)).inputs, vec![Input::VoiceUserFinal("hi".into())]);
+        assert_eq!(
+            relay.event(end("u", StopReason::EndTurn)).inputs,
+            vec![Input::Voice(VoiceInput::UserFinal("hi".into()))]
+        );
     }
 
     #[test]
@@ -330,9 +340,15 @@ mod tests {
             kind: ContentKind::Audio,
             stop_reason: StopReason::EndTurn,
         };
-        assert_eq!(relay.event(audio_start()).inputs, vec![Input::VoiceActivity(Activity::ReplyAudioStarted)]);
+        assert_eq!(
+            relay.event(audio_start()).inputs,
+            vec![Input::Voice(VoiceInput::Activity(Activity::ReplyAudioStarted))]
+        );
         assert_eq!(relay.event(audio()).send.len(), 1);
-        assert_eq!(relay.event(audio_end()).inputs, vec![Input::VoiceActivity(Activity::ReplyAudioEnded)]);
+        assert_eq!(
+            relay.event(audio_end()).inputs,
+            vec![Input::Voice(VoiceInput::Activity(Activity::ReplyAudioEnded))]
+        );
         relay.set_muted(true);
         assert!(relay.event(audio_start()).inputs.is_empty(), "a muted reply is not audible");
         assert!(relay.event(audio()).send.is_empty());
@@ -362,9 +378,14 @@ mod tests {
         relay.event(audio(200));
         relay.event(audio(100));
         let cut = relay.event(SonicEvent::Interrupted).inputs;
-        let expected = Input::VoiceReplyCut { text: "Once upon a time".into(), sent_ms: 300, us_per_char: 50_000 };
-        assert_eq!(cut, vec![expected, Input::VoiceInterrupted]);
-        assert_eq!(relay.event(SonicEvent::Interrupted).inputs, vec![Input::VoiceInterrupted], "reported once");
+        let expected =
+            Input::Voice(VoiceInput::ReplyCut { text: "Once upon a time".into(), sent_ms: 300, us_per_char: 50_000 });
+        assert_eq!(cut, vec![expected, Input::Voice(VoiceInput::Interrupted)]);
+        assert_eq!(
+            relay.event(SonicEvent::Interrupted).inputs,
+            vec![Input::Voice(VoiceInput::Interrupted)],
+            "reported once"
+        );
     }
 
     #[test]
@@ -381,16 +402,27 @@ mod tests {
         relay.event(audio_start);
         let cut = relay.event(SonicEvent::ReplyCut { reasked: true });
         assert_eq!(cut.send, vec![ServerMessage::BidiInterruption {}], "stop playing it");
-        assert_eq!(cut.inputs, vec![Input::VoiceActivity(Activity::ReplyAudioEnded)], "no barge-in, no cut kept");
+        assert_eq!(
+            cut.inputs,
+            vec![Input::Voice(VoiceInput::Activity(Activity::ReplyAudioEnded))],
+            "no barge-in, no cut kept"
+        );
         assert_eq!(cut.reply_cut, Some(true));
         // Nothing of the reply under way any more: a second cut has nothing to stop.
         let again = relay.event(SonicEvent::ReplyCut { reasked: false });
         assert!(again.send.is_empty(), "{:?}", again.send);
-        assert_eq!(again.inputs, vec![Input::VoiceCompletionEnd { stop_reason: Stop::Interrupted }], "the turn ends");
+        assert_eq!(
+            again.inputs,
+            vec![Input::Voice(VoiceInput::CompletionEnd { stop_reason: Stop::Interrupted })],
+            "the turn ends"
+        );
         relay.event(start("f", Role::Assistant, Some(GenerationStage::Final)));
         relay.event(text("f", "We are open from nine to five."));
         let done = relay.event(end("f", StopReason::EndTurn));
-        assert_eq!(done.inputs, vec![Input::VoiceAssistantFinal("We are open from nine to five.".into())]);
+        assert_eq!(
+            done.inputs,
+            vec![Input::Voice(VoiceInput::AssistantFinal("We are open from nine to five.".into()))]
+        );
     }
 
     #[test]

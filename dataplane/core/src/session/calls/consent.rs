@@ -46,15 +46,13 @@ impl Calls {
             input: call.input.clone(),
         };
         let mut effects = vec![Effect::Send(request)];
-        if cx.drive.is_voice() {
-            let ask = format!(
+        effects.extend(cx.drive.ask_caller(|| {
+            format!(
                 "(Before the {} tool runs, the caller must allow it: {}. Ask the caller in one short question whether to go ahead, and wait for a yes or a no.)",
                 call.name,
                 description.trim_end_matches('.')
-            );
-            cx.drive.remember_typed(&ask);
-            effects.push(Effect::SendVoiceText(ask));
-        }
+            )
+        }));
         self.calls[index].deadline = Some(deadline);
         effects
     }

@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::events::VoiceEffect;
 use crate::model::ToolResultStatus;
 use crate::session::common::Common;
 use crate::session::drive::Drive;
@@ -84,7 +85,7 @@ fn words_answer_the_earliest_request_and_a_voice_model_is_asked_in_words() {
     with_calls("disputes", true, |calls, cx| {
         let now = Instant::now();
         let asked = calls.start(vec![use_of("t1", "open_dispute", dispute())], cx, now);
-        assert!(asked.iter().any(|e| matches!(e, Effect::SendVoiceText(_))), "voice: asked in words");
+        assert!(asked.iter().any(|e| matches!(e, Effect::Voice(VoiceEffect::SendText(_)))), "voice: asked in words");
         let unclear = calls.spoken_consent("hmm, what is that", cx, now);
         assert!(calls.awaits_consent(), "still waiting: {unclear:?}");
         let no = calls.spoken_consent("no thanks", cx, now);

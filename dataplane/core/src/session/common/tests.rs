@@ -21,15 +21,22 @@ fn context(kind: HandoffKind, return_to: Option<&str>) -> HandoffContext {
     }
 }
 
+/// [`init`], carrying what `change` sets.
+fn carrying(change: impl FnOnce(&mut Carried)) -> SessionInit {
+    let mut init = init();
+    change(&mut init.carried);
+    init
+}
+
 #[test]
 fn a_handoff_brings_its_memory_history_and_return_target() {
-    let arrival = SessionInit { handoff: Some(context(HandoffKind::Transfer, Some("triage"))), ..init() };
+    let arrival = carrying(|carried| carried.handoff = Some(context(HandoffKind::Transfer, Some("triage"))));
     let (common, conversation) = Common::new(core("idv"), arrival);
     assert!(common.arrived());
     assert_eq!(common.return_to(), Some("triage"));
     assert!(common.memory().get("intent").is_some() && common.memory().get("verifiedUser").is_some());
     assert_eq!(conversation.messages().len(), 1, "the carried request");
-    let returned = SessionInit { handoff: Some(context(HandoffKind::Return, Some("triage"))), ..init() };
+    let returned = carrying(|carried| carried.handoff = Some(context(HandoffKind::Return, Some("triage"))));
     assert_eq!(Common::new(core("triage"), returned).0.return_to(), None, "a return goes back to no one");
 }
 
@@ -38,9 +45,9 @@ fn a_resumed_position_is_kept_for_this_agent_only() {
     let core = core("triage");
     let node = core.spec().workflow.spec.nodes.last().map(|n| n.id.clone()).expect("nodes");
     let at = |agent: &str| WorkflowSnapshot { agent: agent.into(), node: node.clone(), ..WorkflowSnapshot::default() };
-    let resumed = Common::new(core.clone(), SessionInit { workflow: Some(at("triage")), ..init() }).0;
+    let resumed = Common::new(core.clone(), carrying(|carried| carried.workflow = Some(at("triage")))).0;
     assert_eq!(resumed.workflow().node(), node);
-    let elsewhere = Common::new(core.clone(), SessionInit { workflow: Some(at("idv")), ..init() }).0;
+    let elsewhere = Common::new(core.clone(), carrying(|carried| carried.workflow = Some(at("idv")))).0;
     assert_eq!(elsewhere.workflow().node(), core.spec().workflow.spec.entry);
 }
 

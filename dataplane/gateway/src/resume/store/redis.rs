@@ -81,7 +81,7 @@ pub enum Renewal {
 
 /// The Redis store's connection, key and health.
 pub struct Shared {
-    pub(super) conn: redis::aio::ConnectionManager,
+    conn: redis::aio::ConnectionManager,
     signer: GatewaySigner,
     /// When Redis last failed in a way that says it is unreachable.
     failed_at: Mutex<Option<Instant>>,

@@ -11,7 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::{Event, Gateway, Machine, RuntimeFrame, State, Upstream, feed};
 
 /// How long a runtime may take to accept one message (the clients' deadline too).
-pub(super) const SLOW_RUNTIME: Duration = switchboard_serve::ws::SLOW_PEER;
+const SLOW_RUNTIME: Duration = switchboard_serve::ws::SLOW_PEER;
 
 /// How a send to the runtime went.
 #[derive(Debug, PartialEq, Eq)]

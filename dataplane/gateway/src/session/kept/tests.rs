@@ -64,6 +64,30 @@ fn a_failed_handoff_is_the_last_line_the_source_agent_reads() {
     );
 }
 
+#[test]
+fn what_is_kept_is_carried_to_the_next_runtime_and_a_handoff_carries_its_own() {
+    let mut kept = Kept { agent: "idv".into(), return_to: Some("triage".into()), ..Kept::default() };
+    kept.observe(&json!({"type": "memory_update", "key": "intent", "value": "balance"}).to_string());
+    kept.observe(&say("user", "my balance please"));
+    kept.workflow = Some(WorkflowSnapshot { agent: "idv".into(), node: "verify".into(), ..Default::default() });
+    kept.summary = "user: an earlier visit".into();
+    let carried = kept.carried();
+    assert_eq!(carried.memory, *kept.memory);
+    assert_eq!(carried.history, vec![HistoryTurn { role: TranscriptRole::User, text: "my balance please".into() }]);
+    assert_eq!((carried.return_to.as_deref(), carried.workflow.as_ref()), (Some("triage"), kept.workflow.as_ref()));
+    assert_eq!((carried.summary.as_str(), carried.handoff.as_ref()), ("user: an earlier visit", None));
+
+    let context: HandoffContext = serde_json::from_value(json!({
+        "from_agent": "idv", "kind": "transfer", "reason": "balance",
+        "workflow_state": {"agent": "idv", "node": "verify", "visited": []},
+        "memory": {"intent": "balance"}, "history": [{"role": "user", "text": "my balance please"}]
+    }))
+    .expect("a handoff context");
+    let handed = kept.carried_by(context.clone());
+    let expected = Carried { handoff: Some(context), summary: kept.summary.clone(), ..Carried::default() };
+    assert_eq!(handed, expected, "memory, history, position and return target come with the handoff");
+}
+
 fn texts(kept: &Kept) -> Vec<&str> {
     kept.in_flight.iter().map(|t| t.text.as_str()).collect()
 }
@@ -211,6 +235,7 @@ fn observe_all(kept: &mut Kept, effects: &[switchboard_core::Effect]) {
 fn skills_in_use_survive_a_resume_and_a_new_step_puts_them_down() {
     use std::sync::Arc;
     use std::time::Instant;
+    use switchboard_core::grant::Carried;
     use switchboard_core::model::ToolUse;
     use switchboard_core::{AgentCore, Effect, Input, ModelReply, Session, SessionInit};
     const FEE: &str = "International transfer: 15.00 GBP per transfer";
@@ -237,13 +262,15 @@ fn skills_in_use_survive_a_resume_and_a_new_step_puts_them_down() {
     assert_eq!((position.agent.as_str(), position.skills.as_slice()), ("banking", ["fees".to_owned()].as_slice()));
 
     // Opened again from what the gateway kept: the fee schedule is still in the prompt.
-    let init_again = SessionInit { workflow: Some(position.clone()), ..init() };
+    let init_again =
+        SessionInit { carried: Carried { workflow: Some(position.clone()), ..Carried::default() }, ..init() };
     let (mut resumed, _) = Session::start(core.clone(), init_again);
     let effects = resumed.handle(Input::user_text("And the ATM limit?".into()), now);
     assert!(prompt(&effects).is_some_and(|p| p.contains(FEE)), "{:?}", prompt(&effects));
     // Without the kept skills (as before this was kept), it is not.
     let forgotten = WorkflowSnapshot { skills: Vec::new(), ..position };
-    let (mut plain, _) = Session::start(core, SessionInit { workflow: Some(forgotten), ..init() });
+    let carried = Carried { workflow: Some(forgotten), ..Carried::default() };
+    let (mut plain, _) = Session::start(core, SessionInit { carried, ..init() });
     assert!(
         !prompt(&plain.handle(Input::user_text("And the ATM limit?".into()), now)).unwrap_or_default().contains(FEE)
     );

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use super::Note;
+use crate::session::events::Note;
 
 /// The handoffs of a session, as far as the rules count them.
 #[derive(Debug, Default)]

@@ -124,7 +124,7 @@ impl Machine {
 
     /// Ends a session whose Agent is no longer in the routing table (deleted, or no longer
     /// accepted): the client is told why and closed with 4404.
-    pub(super) fn end_removed(&mut self) {
+    fn end_removed(&mut self) {
         self.note(Note::AgentRemoved);
         let message =
             format!("the agent {} was removed from this cluster; start a new session", self.target.route.name);

@@ -17,30 +17,11 @@ impl Machine {
     pub(super) fn open(&mut self, purpose: Purpose, avoid: Option<SocketAddr>, handoff: Option<HandoffContext>) {
         // A handed-over session carries memory and history inside the handoff context;
         // one that stays with its agent goes on where it was in the workflow.
-        let request = if handoff.is_some() {
-            OpenRequest {
-                target: self.target.clone(),
-                avoid,
-                handoff,
-                memory: Default::default(),
-                history: Vec::new(),
-                return_to: None,
-                workflow: None,
-                summary: self.kept.summary.clone(),
-            }
-        } else {
-            OpenRequest {
-                target: self.target.clone(),
-                avoid,
-                handoff: None,
-                memory: (*self.kept.memory).clone(),
-                history: self.kept.history.iter().map(|line| (**line).clone()).collect(),
-                return_to: self.kept.return_to.clone(),
-                workflow: self.kept.workflow.clone(),
-                summary: self.kept.summary.clone(),
-            }
+        let carried = match handoff {
+            Some(handoff) => self.kept.carried_by(handoff),
+            None => self.kept.carried(),
         };
-        self.state.open(request, purpose);
+        self.state.open(OpenRequest { target: self.target.clone(), avoid, carried }, purpose);
     }
 
     pub(super) fn opened(&mut self, result: Result<SocketAddr, OpenError>, cx: &Cx<'_>) {
@@ -50,7 +31,7 @@ impl Machine {
         };
         match result {
             Ok(addr) => {
-                self.attached(addr, request.handoff.is_some(), cx);
+                self.attached(addr, request.carried.handoff.is_some(), cx);
                 self.identity_granted(cx);
                 self.opened_for(purpose, cx);
             }

@@ -135,7 +135,7 @@ impl RuntimeSide {
 
     /// What waits for the next connection.
     #[cfg(test)]
-    pub(in crate::session) fn unsent(&self) -> &[UpMessage] {
+    pub(super) fn unsent(&self) -> &[UpMessage] {
         &self.unsent
     }
 }

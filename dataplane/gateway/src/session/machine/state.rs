@@ -9,9 +9,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Ending, OpenRequest, Phase};
 use crate::directory::Target;
 use crate::resume::Missed;
+use crate::session::events::{Ending, OpenRequest, Phase};
 
 /// Where a session is, with what belongs to that phase alone.
 #[derive(Debug)]
@@ -191,16 +191,7 @@ mod tests {
     fn request() -> OpenRequest {
         let directory = crate::session::tests::directory();
         let target = Directory::for_client(&directory, None, crate::directory::Reach::Live).expect("triage");
-        OpenRequest {
-            target,
-            avoid: None,
-            handoff: None,
-            memory: Default::default(),
-            history: Vec::new(),
-            return_to: None,
-            workflow: None,
-            summary: String::new(),
-        }
+        OpenRequest { target, avoid: None, carried: Default::default() }
     }
 
     #[test]

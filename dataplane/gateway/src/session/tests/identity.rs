@@ -71,7 +71,7 @@ fn a_new_runtime_session_gets_the_assertion_in_its_grant_not_in_a_frame() {
     drive.now += Duration::from_secs(REFRESH_AFTER_SECS - 1);
     drive.on(Event::Runtime(RuntimeFrame::Lost));
     let Phase::Opening(request) = drive.machine.phase() else { panic!("reopening: {:?}", drive.machine.phase()) };
-    assert_eq!(request.memory.get("verifiedUser"), Some(&ada()), "the grant is signed with the caller");
+    assert_eq!(request.carried.memory.get("verifiedUser"), Some(&ada()), "the grant is signed with the caller");
     let effects = drive.on(Event::Opened(Ok(addr(2))));
     assert!(asserted(&effects).is_empty(), "the grant carries it");
     assert!(asserted(&later(&mut drive, 5)).is_empty(), "the grant's assertion is fresh");
@@ -91,7 +91,7 @@ fn a_clients_identity_assertion_is_refused_and_never_reaches_a_runtime() {
         assert!(to_runtime(&effects).is_empty(), "not relayed: {frame}");
         assert!(matches!(drive.machine.phase(), Phase::Live), "the session goes on");
     }
-    assert!(drive.machine.runtime.unsent().is_empty(), "nor kept for the next runtime");
+    assert!(drive.machine.unsent().is_empty(), "nor kept for the next runtime");
     // Sent instead of session_start, it is refused once the session opens.
     let first = r#"{"type":"identity_assertion","assertion":"eyJ.eyJ.sig"}"#;
     let mut drive = Drive::starting(Some(first.into()));

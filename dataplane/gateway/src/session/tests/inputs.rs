@@ -52,7 +52,7 @@ fn two_identical_inputs_in_flight_across_a_move_are_each_taken_up_once() {
     let second = drive.runtime(echo("yes", "3"));
     assert_eq!(echoes(&to_client(&first)), [("yes".to_owned(), Some("a".to_owned()))]);
     assert_eq!(echoes(&to_client(&second)), [("yes".to_owned(), None)], "no id given, none back");
-    assert!(drive.machine.kept.in_flight.is_empty());
+    assert!(drive.machine.kept().in_flight.is_empty());
     assert_eq!(drive.machine.turn(), 3);
     // Nothing is left to send again after another move.
     drive.on(Event::Runtime(RuntimeFrame::Lost));

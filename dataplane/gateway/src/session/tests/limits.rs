@@ -1,7 +1,7 @@
 //! Limits and liveness, through the machine's events: rates and key budgets, sizes, a
 //! slow client, the idle timeout, and pings that find a silent client or runtime.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 
@@ -19,7 +19,7 @@ fn client_limits_end_the_session_with_their_codes() {
     assert_eq!(drive.ending(), Some(&Ending::Close((close_code::RATE_LIMITED, "key rate".into()))));
 
     let mut drive = Drive::live();
-    drive.machine.limits.session_rate = 1;
+    drive.machine.limits_mut().session_rate = 1;
     drive.machine = rebuild_bucket(drive.machine);
     drive.client(ClientFrame::Binary(vec![0; 4].into()));
     drive.client(ClientFrame::Binary(vec![0; 4].into()));
@@ -37,17 +37,7 @@ fn client_limits_end_the_session_with_their_codes() {
 }
 
 fn rebuild_bucket(machine: Machine) -> Machine {
-    let mut fresh = Machine::blank(
-        machine.limits.clone(),
-        machine.id.clone(),
-        machine.identity.clone(),
-        machine.target.clone(),
-        None,
-        vec![],
-        Instant::now(),
-    );
-    fresh.runtime = machine.runtime;
-    fresh
+    machine.with_fresh_client()
 }
 
 #[test]

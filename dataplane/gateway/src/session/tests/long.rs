@@ -80,7 +80,7 @@ fn a_session_older_than_two_hours_keeps_its_caller_asserted_parks_and_resumes() 
     let interval = limits.ping_interval;
     assert!(TURN_EVERY < limits.idle_timeout && LIVED > 10 * limits.idle_timeout);
     let mut drive = Drive::live();
-    drive.machine.limits = limits.clone();
+    *drive.machine.limits_mut() = limits.clone();
     let began = drive.now;
     let at = |drive: &Drive| drive.now.saturating_duration_since(began).as_secs();
     let mut seen = Seen::default();
@@ -156,10 +156,10 @@ fn a_session_older_than_two_hours_keeps_its_caller_asserted_parks_and_resumes() 
     let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     let mut machine = Machine::resume(limits, "key".into(), parked, target, Some(client_had), &cx);
     let Phase::Opening(request) = machine.phase() else { panic!("reopening: {:?}", machine.phase()) };
-    assert_eq!(request.memory.get(IDENTITY_KEY), Some(&ada()), "the new grant asserts the caller");
+    assert_eq!(request.carried.memory.get(IDENTITY_KEY), Some(&ada()), "the new grant asserts the caller");
     let lines = 2 * turns as usize;
-    assert_eq!(request.history.len(), lines, "every turn of {lived} s is carried");
-    assert_eq!(request.history.last().map(|l| l.text.as_str()), Some(format!("answer {turns}").as_str()));
+    assert_eq!(request.carried.history.len(), lines, "every turn of {lived} s is carried");
+    assert_eq!(request.carried.history.last().map(|l| l.text.as_str()), Some(format!("answer {turns}").as_str()));
     machine.handle(Event::Opened(Ok(addr(2))), &cx);
     let effects: Vec<Effect> = std::iter::from_fn(|| machine.next_effect()).collect();
     assert!(effects.contains_or(&Note::Resumed), "{effects:?}");

@@ -84,7 +84,7 @@ fn a_draining_gateway_moves_its_sessions_when_the_store_is_shared() {
     assert!(matches!(&effects[..], [Effect::CloseClient((close_code::GOING_AWAY, _))]));
     assert_eq!(drive.ending(), Some(&Ending::Park));
     let mut drive = Drive::live();
-    drive.machine.limits.movable = false;
+    drive.machine.limits_mut().movable = false;
     assert!(drive.on(Event::Draining).is_empty());
     assert!(matches!(drive.machine.phase(), Phase::Live), "it drains in place");
     drive.on(Event::Shutdown);
@@ -111,7 +111,7 @@ fn a_resumed_session_reopens_then_sends_what_was_missed_and_says_what_is_gone() 
     let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     let mut machine = Machine::resume(limits(), "key".into(), parked, target, Some(1), &cx);
     assert!(
-        matches!(machine.phase(), Phase::Opening(request) if request.handoff.is_none() && request.history.len() == 5)
+        matches!(machine.phase(), Phase::Opening(request) if request.carried.handoff.is_none() && request.carried.history.len() == 5)
     );
     machine.handle(Event::Opened(Ok(addr(2))), &cx);
     let effects: Vec<Effect> = std::iter::from_fn(|| machine.next_effect()).collect();
@@ -150,14 +150,14 @@ fn a_handoff_made_while_the_client_was_away_happens_on_resume_or_is_told_to_the_
         let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
         let mut machine = Machine::resume(limits(), "key".into(), parked, target, None, &cx);
         assert!(
-            matches!(machine.phase(), Phase::Opening(r) if r.target.key() == expected && r.handoff.is_some() == target_ok)
+            matches!(machine.phase(), Phase::Opening(r) if r.target.key() == expected && r.carried.handoff.is_some() == target_ok)
         );
         machine.handle(Event::Opened(Ok(addr(3))), &cx);
         let effects: Vec<Effect> = std::iter::from_fn(|| machine.next_effect()).collect();
         assert!(effects.contains_or(&Note::Resumed));
         assert!(matches!(machine.phase(), Phase::Live));
         if !target_ok {
-            let last = machine.kept.history.last().expect("a line");
+            let last = machine.kept().history.last().expect("a line");
             assert!(last.text.contains("transfer to idv did not happen"), "{}", last.text);
         }
     }
@@ -172,7 +172,7 @@ fn a_resumed_voice_client_gets_the_audio_of_the_reply_in_progress_only() {
         drive.runtime(audio(n));
     }
     drive.runtime(complete());
-    let played = drive.machine.replay.seq;
+    let played = drive.machine.replay().seq;
     drive.runtime(json!({"type": "bidi_response_start", "turn": 2}));
     drive.runtime(audio(100));
     drive.client(ClientFrame::Gone);

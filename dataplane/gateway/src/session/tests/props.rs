@@ -145,8 +145,8 @@ impl World {
                 }
             }
         }
-        prop_assert!(drive.machine.replay.seq >= self.last_seq, "kept numbers only grow");
-        self.last_seq = drive.machine.replay.seq;
+        prop_assert!(drive.machine.replay().seq >= self.last_seq, "kept numbers only grow");
+        self.last_seq = drive.machine.replay().seq;
         if matches!(drive.machine.phase(), Phase::Live) {
             // Everything kept so far was sent while relaying.
             self.received = self.last_seq;
@@ -164,12 +164,12 @@ impl World {
     /// open, in its inbox.
     fn check_inputs(&self, drive: &Drive) -> Result<(), TestCaseError> {
         for id in &self.typed {
-            let waits = drive.machine.kept.in_flight.iter().any(|t| t.id == *id)
+            let waits = drive.machine.kept().in_flight.iter().any(|t| t.id == *id)
                 && (self.open.is_none() || self.inbox.iter().any(|(i, _)| i == id) || drive.ending().is_some());
             prop_assert!(
                 self.taken.contains(id) || self.refused.contains(id) || waits,
                 "{id} was lost (in flight: {:?}, inbox: {:?})",
-                drive.machine.kept.in_flight,
+                drive.machine.kept().in_flight,
                 self.inbox
             );
         }

@@ -47,7 +47,9 @@ fn a_session_is_snapshotted_with_each_typed_input_each_turn_end_and_a_handoff_un
     let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     let last_seq = snapshot.replay.seq;
     let mut machine = Machine::resume(limits(), "key".into(), snapshot, target, Some(last_seq), &cx);
-    assert!(matches!(machine.phase(), Phase::Opening(r) if r.target.key() == "bank/idv" && r.handoff.is_some()));
+    assert!(
+        matches!(machine.phase(), Phase::Opening(r) if r.target.key() == "bank/idv" && r.carried.handoff.is_some())
+    );
     machine.handle(Event::Opened(Ok(addr(4))), &cx);
     let effects: Vec<Effect> = std::iter::from_fn(|| machine.next_effect()).collect();
     assert!(to_client(&effects).iter().all(|m| !matches!(m, ServerMessage::BidiError { .. })), "{effects:?}");
@@ -56,7 +58,7 @@ fn a_session_is_snapshotted_with_each_typed_input_each_turn_end_and_a_handoff_un
 #[test]
 fn without_a_shared_store_nothing_is_snapshotted() {
     let mut drive = Drive::live();
-    drive.machine.limits.movable = false;
+    drive.machine.limits_mut().movable = false;
     let mut effects = drive.typed("hello");
     effects.extend(drive.runtime(say("user", "hello")));
     effects.extend(drive.runtime(complete()));
@@ -83,7 +85,7 @@ fn a_client_that_received_more_than_the_snapshot_holds_is_told_and_numbers_go_on
             if code == "session_restored" && message.contains(&format!("to {last}"))),
         "{told:?}"
     );
-    assert_eq!(machine.replay.seq, last + 1, "the notice is numbered after what the client has");
+    assert_eq!(machine.replay().seq, last + 1, "the notice is numbered after what the client has");
 }
 
 #[test]
@@ -132,11 +134,11 @@ fn full_session() -> Drive {
 #[test]
 fn a_snapshot_shares_the_sessions_history_memory_and_inputs_instead_of_copying_them() {
     let mut drive = full_session();
-    assert!(drive.machine.kept.bytes() > 150_000, "a full session: {} bytes", drive.machine.kept.bytes());
+    assert!(drive.machine.kept().bytes() > 150_000, "a full session: {} bytes", drive.machine.kept().bytes());
     let effects = drive.typed("hello");
     let taken = snapshots(&effects);
     assert_eq!(taken.len(), 1);
-    let (kept, snapshot) = (&drive.machine.kept, &taken[0].kept);
+    let (kept, snapshot) = (drive.machine.kept(), &taken[0].kept);
     let shared = kept.history.iter().zip(&snapshot.history).all(|(a, b)| std::sync::Arc::ptr_eq(a, b));
     assert!(shared && kept.history.len() == snapshot.history.len(), "history lines shared, not copied");
     assert!(std::sync::Arc::ptr_eq(&kept.memory, &snapshot.memory), "memory shared, not copied");
@@ -146,7 +148,7 @@ fn a_snapshot_shares_the_sessions_history_memory_and_inputs_instead_of_copying_t
     // The session goes on; the snapshot keeps what it was.
     let before = snapshot.clone();
     drive.runtime(say("user", "hello"));
-    assert_eq!(drive.machine.kept.history.len(), before.history.len() + 1);
+    assert_eq!(drive.machine.kept().history.len(), before.history.len() + 1);
     assert_eq!(taken[0].kept, before, "a snapshot taken is not changed by the session going on");
 }
 
@@ -170,6 +172,6 @@ fn typed_input_cost() {
     let per = start.elapsed() / rounds;
     println!(
         "typed_input_cost: {per:?} per typed input (and its line) on a session of {} bytes",
-        drive.machine.kept.bytes()
+        drive.machine.kept().bytes()
     );
 }
