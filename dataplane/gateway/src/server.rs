@@ -19,11 +19,13 @@ use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use switchboard_crds::contract;
 use switchboard_serve::frames::{self, Upgrade};
 use tokio::net::TcpListener;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::Gateway;
-use crate::auth::Refusal;
+use crate::auth::{Admission, Refusal};
+use crate::session::ClientIo;
 
 pub use switchboard_serve::ServeError;
 
@@ -88,6 +90,36 @@ async fn session(
     let limit = gateway.config.max_message_bytes;
     // Session slots and keys are checked before the upgrade; the refusal is told over the
     // socket, with its close code, so a client sees why.
+    let (permit, admitted) = admit(&gateway, &headers, query.access_token.as_deref());
+    let tracker = gateway.tracker.clone();
+    let limits = frames::Limits { max_message: limit, max_frame: limit };
+    upgrade.on_upgrade(limits, move |mut socket| async move {
+        let admission = match admitted {
+            Ok(admission) => admission,
+            Err(refusal) => {
+                gateway.metrics.refused.with_label_values(&[refusal.reason.metric_label()]).inc();
+                let reason = Utf8Bytes::from(refusal.reason.as_str().replace('_', " "));
+                let message = ServerMessage::error(refusal.reason, refusal.message, false);
+                let _ = socket.send(Message::text(message.to_json())).await;
+                let _ = socket.close(Some(CloseFrame { code: refusal.code.into(), reason })).await;
+                return;
+            }
+        };
+        let socket = socket.map_io(ClientIo::Socket);
+        tracker.track_future(crate::session::serve(socket, gateway, query.agent, admission)).await;
+        drop(permit);
+    })
+}
+
+/// Admits a client: a session slot of the gateway (none while draining, at the session
+/// limit or over the memory budget), then its credential and Origin ([`crate::auth`]). Every
+/// channel takes its sessions through here: the WebSocket before its upgrade, the WebRTC
+/// edge before it answers an offer.
+pub(crate) fn admit(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    query_token: Option<&str>,
+) -> (Option<OwnedSemaphorePermit>, Result<Admission, Refusal>) {
     let permit = gateway.sessions.clone().try_acquire_owned().ok();
     let admitted = if gateway.draining.is_cancelled() {
         Err(try_again("the gateway is draining; reconnect to another instance"))
@@ -103,25 +135,9 @@ async fn session(
             ))
         })
     } else {
-        gateway.auth.admit(&headers, query.access_token.as_deref())
+        gateway.auth.admit(headers, query_token)
     };
-    let tracker = gateway.tracker.clone();
-    let limits = frames::Limits { max_message: limit, max_frame: limit };
-    upgrade.on_upgrade(limits, move |mut socket| async move {
-        let admission = match admitted {
-            Ok(admission) => admission,
-            Err(refusal) => {
-                gateway.metrics.refused.with_label_values(&[refusal.reason.metric_label()]).inc();
-                let reason = Utf8Bytes::from(refusal.reason.as_str().replace('_', " "));
-                let message = ServerMessage::error(refusal.reason, refusal.message, false);
-                let _ = socket.send(Message::text(message.to_json())).await;
-                let _ = socket.close(Some(CloseFrame { code: refusal.code.into(), reason })).await;
-                return;
-            }
-        };
-        tracker.track_future(crate::session::serve(socket, gateway, query.agent, admission)).await;
-        drop(permit);
-    })
+    (permit, admitted)
 }
 
 fn try_again(why: &str) -> Refusal {
