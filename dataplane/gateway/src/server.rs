@@ -1,4 +1,5 @@
-//! The gateway's HTTP side: `/v1/session` (WebSocket, the session protocol), `/healthz`,
+//! The gateway's HTTP side: `/v1/session` (WebSocket, the session protocol), `/v1/webrtc`
+//! (the WebRTC edge's signalling, [`crate::webrtc`]), `/healthz`,
 //! `/readyz` (a routing table is loaded and the gateway is not draining) and `/metrics`;
 //! the session cap, taken before the upgrade; and the drain on shutdown — readiness false,
 //! new sessions refused with 1013 (the listener stays open for the shutdown delay, so a
@@ -164,6 +165,8 @@ pub struct Server {
     gateway: Arc<Gateway>,
     extra: Option<Router>,
     more_metrics: Option<MoreMetrics>,
+    /// The WebRTC edge, when configured.
+    edge: Option<Arc<crate::webrtc::Edge>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -173,15 +176,29 @@ impl std::fmt::Debug for Server {
             .field("gateway", &self.gateway)
             .field("extra_routes", &self.extra.is_some())
             .field("more_metrics", &self.more_metrics.is_some())
+            .field("webrtc", &self.edge.as_ref().map(|e| e.advertised()))
             .finish()
     }
 }
 
 impl Server {
-    /// Binds `addr`.
+    /// Binds `addr`, and the WebRTC edge's UDP socket when the gateway has one.
     pub async fn bind(addr: SocketAddr, gateway: Arc<Gateway>) -> Result<Self, ServeError> {
         let listener = switchboard_serve::drain::bind(addr).await?;
-        Ok(Self { listener, gateway, extra: None, more_metrics: None })
+        let edge = match &gateway.config.webrtc {
+            Some(config) => Some(
+                crate::webrtc::Edge::bind(config, gateway.config.max_message_bytes)
+                    .await
+                    .map_err(|e| ServeError::Serve(e.to_string()))?,
+            ),
+            None => None,
+        };
+        Ok(Self { listener, gateway, extra: None, more_metrics: None, edge })
+    }
+
+    /// Where WebRTC clients reach the edge (the address in its answers), when on.
+    pub fn webrtc_addr(&self) -> Option<SocketAddr> {
+        self.edge.as_ref().map(|e| e.advertised())
     }
 
     /// Also serves `routes` (local mode's web page).
@@ -205,6 +222,10 @@ impl Server {
     pub async fn run(self, stop: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
         let gateway = self.gateway;
         let mut routes = app(gateway.clone(), self.more_metrics);
+        if let Some(edge) = &self.edge {
+            tokio::spawn(edge.clone().receive(gateway.shutdown.clone()));
+        }
+        routes = routes.merge(crate::webrtc::http::routes(gateway.clone(), self.edge));
         if let Some(extra) = self.extra {
             routes = routes.merge(extra);
         }
