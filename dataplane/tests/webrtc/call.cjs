@@ -209,6 +209,8 @@ async function main() {
       }
       await new Promise((done) => setTimeout(done, 100));
     }
+    result.metrics = (await (await fetch(`${url}metrics`)).text()).split("\n")
+      .filter((l) => l.startsWith("switchboard_gateway_webrtc_"));
   } finally {
     result.errors = errors;
     await browser.close();

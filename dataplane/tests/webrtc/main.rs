@@ -6,7 +6,8 @@
 //! `session_start` and brings the session protocol's messages; the spoken request reaches
 //! the agent (its transcript comes back) and the agent's spoken reply plays on the remote
 //! track (energy above silence, from a Web Audio analyser and WebRTC's own stats);
-//! `DELETE` ends the call and its session, which the record holds as ended. Refusals, with
+//! `DELETE` ends the call and its session, which the record holds as ended (and the
+//! gateway's metrics count as a call `ended`). Refusals, with
 //! offers Chromium made: a wrong or missing key at a gateway that wants one (401, no
 //! answer), an Origin it does not allow (403), malformed SDP and offers without a data
 //! channel or without audio (400 naming what is wrong), a body that is not SDP (415). The
@@ -172,6 +173,9 @@ async fn chromium_calls_an_agent_over_webrtc_and_bad_offers_are_refused() {
     refusals(&result);
     call(&result["call"]);
     record(&result);
+    let metrics: Vec<&str> = result["metrics"].as_array().expect("metrics").iter().filter_map(Value::as_str).collect();
+    assert!(metrics.contains(&"switchboard_gateway_webrtc_calls_total{outcome=\"ended\"} 1"), "{metrics:?}");
+    assert!(metrics.contains(&"switchboard_gateway_webrtc_calls_live 0"), "{metrics:?}");
     assert_eq!(result["errors"], serde_json::json!([]), "no page errors");
 }
 

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
-use switchboard_core::protocol::{ClientMessage, SessionStart, close_code, decode_client};
+use switchboard_core::protocol::{AudioSettings, ClientMessage, SessionStart, close_code, decode_client};
 use switchboard_serve::frames::{Conn, Limits, Message, Role};
 use switchboard_webrtc::{Call, CallEvent, CloseReason, Protocol};
 use tokio::io::DuplexStream;
@@ -86,13 +86,23 @@ struct Task {
     call: Call,
     agent: Option<String>,
     session: Session,
+    /// How the call ended, for the metric (`ended` unless something else ends it).
+    outcome: &'static str,
 }
 
 /// Runs the call until it and its session are over.
 pub async fn run(setup: Setup) {
     let Setup { gateway, edge, id, number, call, agent, admission, permit, slot, mut datagrams, mut commands } = setup;
     let start_by = tokio::time::Instant::now() + gateway.config.start_timeout;
-    let mut task = Task { gateway, edge: edge.clone(), call, agent, session: Session::Waiting(admission, permit) };
+    gateway.metrics.webrtc_live.inc();
+    let mut task = Task {
+        gateway: gateway.clone(),
+        edge: edge.clone(),
+        call,
+        agent,
+        session: Session::Waiting(admission, permit),
+        outcome: "ended",
+    };
     tracing::debug!(call = %id, "WebRTC call answered");
     loop {
         task.pump();
@@ -124,6 +134,7 @@ pub async fn run(setup: Setup) {
             () = tokio::time::sleep_until(start_by), if waiting => {
                 tracing::info!(call = %id, "no session_start on the data channel in time: the call ends");
                 task.call.close(Instant::now());
+                task.outcome = "no_session_start";
             }
         }
     }
@@ -135,7 +146,9 @@ pub async fn run(setup: Setup) {
         let _ = tokio::time::timeout(Duration::from_secs(1), conn.flush()).await;
     }
     drop(slot);
-    tracing::debug!(call = %id, "WebRTC call over");
+    gateway.metrics.webrtc_live.dec();
+    gateway.metrics.webrtc_calls.with_label_values(&[task.outcome]).inc();
+    tracing::debug!(call = %id, outcome = task.outcome, "WebRTC call over");
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {
@@ -201,21 +214,7 @@ impl Task {
     /// Opens the session with the client's first message (`session_start`, adjusted).
     fn open(&mut self, first: String) {
         let Session::Waiting(admission, permit) = std::mem::replace(&mut self.session, Session::Done) else { return };
-        let audio = Some(self.edge.call_config.audio_settings());
-        let (start, then) = match decode_client(&first) {
-            Ok(ClientMessage::SessionStart(mut start)) => {
-                start.audio = audio;
-                if start.modalities.is_empty() {
-                    start.modalities = vec!["audio".into(), "text".into()];
-                }
-                (encode(start), None)
-            }
-            // Another message first: the session starts as a WebSocket's would without a
-            // session_start, in the format the call speaks, then gets it.
-            Ok(_) => (encode(SessionStart { audio, ..SessionStart::default() }), Some(first)),
-            // The session refuses it as it refuses a WebSocket's (a bidi_error, then a close).
-            Err(_) => (first, None),
-        };
+        let (start, then) = first_messages(first, self.edge.call_config.audio_settings());
         let (edge_end, session_end) = tokio::io::duplex(PIPE_BYTES);
         let limit = self.gateway.config.max_message_bytes;
         let limits = Limits { max_message: limit, max_frame: limit };
@@ -270,6 +269,15 @@ impl Task {
 
     /// The call is over: its session is told as a WebSocket's would be.
     fn closed(&mut self, reason: CloseReason) {
+        if self.outcome == "ended" {
+            self.outcome = match &reason {
+                CloseReason::Local => "ended",
+                CloseReason::Remote => "client_closed",
+                CloseReason::IceFailed => "ice_failed",
+                CloseReason::Failed(_) => "failed",
+                CloseReason::TooLarge(_) => "too_large",
+            };
+        }
         let Session::Open(conn) = &mut self.session else {
             self.session = Session::Done;
             return;
@@ -290,6 +298,25 @@ impl Task {
     }
 }
 
+/// What the session gets for the client's first data-channel message: `session_start` with
+/// `audio` set to what the call transcodes (whatever the client asked: its audio is the Opus
+/// track) and modalities audio and text where it named none; another message after such a
+/// session_start; text that is no message as it came (the session refuses it as a
+/// WebSocket's).
+fn first_messages(first: String, audio: AudioSettings) -> (String, Option<String>) {
+    match decode_client(&first) {
+        Ok(ClientMessage::SessionStart(mut start)) => {
+            start.audio = Some(audio);
+            if start.modalities.is_empty() {
+                start.modalities = vec!["audio".into(), "text".into()];
+            }
+            (encode(start), None)
+        }
+        Ok(_) => (encode(SessionStart { audio: Some(audio), ..SessionStart::default() }), Some(first)),
+        Err(_) => (first, None),
+    }
+}
+
 fn encode(start: SessionStart) -> String {
     serde_json::to_string(&ClientMessage::SessionStart(start)).unwrap_or_default()
 }
@@ -304,4 +331,50 @@ fn is_interruption(text: &str) -> bool {
     // Cheap first: most messages are not.
     text.contains("bidi_interruption")
         && serde_json::from_str::<Kind<'_>>(text).is_ok_and(|k| k.kind == "bidi_interruption")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn audio() -> AudioSettings {
+        switchboard_webrtc::CallConfig::default().audio_settings()
+    }
+
+    fn start_of(text: &str) -> SessionStart {
+        match decode_client(text) {
+            Ok(ClientMessage::SessionStart(start)) => start,
+            other => panic!("a session_start: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn session_start_gets_the_calls_audio_and_keeps_the_rest() {
+        let first = r#"{"type":"session_start","agent":"triage","voice":"matthew","audio":{"input":{"encoding":"pcmu","sample_rate":8000}}}"#;
+        let (start, then) = first_messages(first.into(), audio());
+        let start = start_of(&start);
+        assert_eq!(start.audio, Some(audio()), "the client's own audio settings are replaced");
+        assert_eq!((start.agent.as_deref(), start.voice.as_deref()), (Some("triage"), Some("matthew")));
+        assert_eq!(start.modalities, ["audio", "text"], "a call speaks");
+        assert_eq!(then, None);
+        let text_only = r#"{"type":"session_start","modalities":["text"]}"#;
+        assert_eq!(start_of(&first_messages(text_only.into(), audio()).0).modalities, ["text"], "as asked");
+    }
+
+    #[test]
+    fn another_first_message_follows_a_session_start_and_garbage_goes_as_it_came() {
+        let first = r#"{"type":"bidi_text_input","text":"hello"}"#;
+        let (start, then) = first_messages(first.into(), audio());
+        assert_eq!(start_of(&start).audio, Some(audio()));
+        assert_eq!(then.as_deref(), Some(first));
+        let (start, then) = first_messages("{\"type\":\"nope\"}".into(), audio());
+        assert_eq!((start.as_str(), then), ("{\"type\":\"nope\"}", None));
+    }
+
+    #[test]
+    fn only_a_bidi_interruption_flushes_reply_audio() {
+        assert!(is_interruption(r#"{"type":"bidi_interruption","seq":4}"#));
+        assert!(!is_interruption(r#"{"type":"bidi_transcript_stream","text":"bidi_interruption"}"#));
+        assert!(!is_interruption(r#"{"type":"bidi_interruption""#));
+    }
 }
