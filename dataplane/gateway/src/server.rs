@@ -201,6 +201,12 @@ impl Server {
         self.edge.as_ref().map(|e| e.advertised())
     }
 
+    /// Where the WebRTC edge's socket is bound, when on (not the advertised address behind
+    /// a NAT).
+    pub fn webrtc_bound(&self) -> Option<SocketAddr> {
+        self.edge.as_ref().map(|e| e.bound())
+    }
+
     /// Also serves `routes` (local mode's web page).
     pub fn with_routes(mut self, routes: Router) -> Self {
         self.extra = Some(routes);

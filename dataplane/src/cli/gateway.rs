@@ -473,6 +473,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             listen,
             advertise: webrtc_advertise,
             max_calls: webrtc_max_calls,
+            ..switchboard_gateway::webrtc::WebrtcConfig::default()
         }),
         ..GatewayConfig::default()
     };

@@ -1,6 +1,6 @@
 // A real WebRTC call from headless Chromium (playwright-core) to the gateway's WebRTC edge;
 // prints what happened as one JSON line. Usage:
-//   node call.cjs <playwright-core dir> <local url> <microphone wav> <chromium> <keyed url> <key>
+//   node call.cjs <playwright-core dir> <local url> <microphone wav> <chromium> <keyed url> <key> <details Hz>
 // 1. refusals, with offers Chromium made: a wrong key at a gateway that wants one (401,
 //    nothing answered), an Origin it does not allow (403); malformed SDP, an offer with no
 //    data channel and one with no audio, at local mode (400 each, naming what is wrong);
@@ -8,9 +8,15 @@
 //    connect, the data channel carries session_start and brings the server's messages
 //    (connection start, transcripts of what the microphone said, responses); the agent's
 //    reply audio plays on the remote track (its energy read from WebRTC's stats and from
-//    a Web Audio analyser); DELETE ends it.
+//    a Web Audio analyser); an ICE restart PATCHed mid-call; DELETE ends it;
+// 3. a client that vanishes: a call to the keyed gateway through the test's UDP relay, cut
+//    after the greeting ("event cut" on stdout; the test answers "parked" on stdin once the
+//    gateway parked the session), then a new call resuming it with the newest token.
 "use strict";
-const [playwrightDir, url, wav, executablePath, keyedUrl, key] = process.argv.slice(2);
+const [playwrightDir, url, wav, executablePath, keyedUrl, key, detailsHz] = process.argv.slice(2);
+const readline = require("readline");
+const told = readline.createInterface({ input: process.stdin });
+const nextWord = () => new Promise((done) => told.once("line", done));
 const { chromium } = require(playwrightDir);
 const PATIENCE = 45000;
 
@@ -179,6 +185,86 @@ async function call(page) {
   }, PATIENCE);
 }
 
+/** In a page of the keyed gateway: helpers for calls with its key. */
+async function install(page) {
+  await page.evaluate((PATIENCE) => {
+    window.until = (what, test, seen) => new Promise((done, fail) => {
+      const timer = setTimeout(() => fail(new Error(`timed out waiting for ${what}: ${JSON.stringify(seen.messages)}`)), PATIENCE);
+      const check = () => { if (test()) { clearTimeout(timer); done(); } else setTimeout(check, 50); };
+      check();
+    });
+    window.startCall = async (key, start, voice) => {
+      const seen = { messages: [] };
+      const pc = new RTCPeerConnection();
+      const mic = voice || await navigator.mediaDevices.getUserMedia({ audio: true });
+      for (const track of mic.getAudioTracks()) pc.addTrack(track, mic);
+      const channel = pc.createDataChannel("session");
+      channel.addEventListener("message", (event) => seen.messages.push(JSON.parse(event.data)));
+      channel.addEventListener("open", () => channel.send(JSON.stringify(start)));
+      await pc.setLocalDescription(await pc.createOffer());
+      const response = await fetch("/v1/webrtc", { method: "POST", body: pc.localDescription.sdp,
+        headers: { "content-type": "application/sdp", authorization: `Bearer ${key}` } });
+      seen.status = response.status;
+      seen.location = response.headers.get("location");
+      const answer = await response.text();
+      if (response.status !== 201) throw new Error(`POST answered ${response.status}: ${answer}`);
+      await pc.setRemoteDescription({ type: "answer", sdp: answer });
+      return { pc, seen };
+    };
+  }, PATIENCE);
+}
+
+/** A call to the keyed gateway whose client vanishes (the test cuts its relay) after the
+ * greeting; once the gateway parked the session, a new call resumes it and speaks. */
+async function resume(browser, result) {
+  const page = await browser.newPage();
+  // A page of its origin (the gateway serves no console): /healthz.
+  await page.goto(`${keyedUrl}healthz`);
+  await install(page);
+  const r = {};
+  r.first = await page.evaluate(async (key) => {
+    window.a = await startCall(key, { type: "session_start", agent: "triage" });
+    const seen = window.a.seen;
+    await until("bidi_connection_start", () => seen.messages.some((m) => m.type === "bidi_connection_start"), seen);
+    await until("the greeting", () => seen.messages.some((m) => m.type === "bidi_response_complete"), seen);
+    // The newest token (a handoff brings a new bidi_connection_start) and the last number.
+    const at = seen.messages.map((m) => m.type).lastIndexOf("bidi_connection_start");
+    const start = seen.messages[at];
+    return { status: seen.status, session_id: start.session_id, token: start.resume_token, agent: start.agent,
+      last_seq: start.seq + (seen.messages.length - at - 1) };
+  }, key);
+  process.stdout.write("event cut\n");
+  r.parked = await nextWord();
+  r.second = await page.evaluate(async ({ key, first, detailsHz }) => {
+    window.a.pc.close();
+    // The new call's microphone: the details' phrase tone, played once the session is back
+    // (the fake capture device's WAV is shared by the page and has run on meanwhile).
+    const context = new AudioContext();
+    const tone = context.createOscillator();
+    tone.frequency.value = detailsHz;
+    const gain = context.createGain();
+    gain.gain.value = 0;
+    const voice = context.createMediaStreamDestination();
+    tone.connect(gain).connect(voice);
+    tone.start();
+    window.b = await startCall(key, { type: "session_start", resume_token: first.token, last_seq: first.last_seq }, voice.stream);
+    const seen = window.b.seen;
+    await until("bidi_connection_start", () => seen.messages.some((m) => m.type === "bidi_connection_start"), seen);
+    const start = seen.messages.find((m) => m.type === "bidi_connection_start");
+    await new Promise((done) => setTimeout(done, 1000));
+    gain.gain.setValueAtTime(0.25, context.currentTime);
+    gain.gain.setValueAtTime(0, context.currentTime + 1.5);
+    await until("the details heard on the new call", () => seen.messages.some((m) => m.type === "bidi_transcript_stream"
+      && /user/i.test(m.role) && /Lovelace/.test(m.text || "")), seen);
+    const ended = await fetch(seen.location, { method: "DELETE" });
+    window.b.pc.close();
+    return { status: seen.status, session_id: start.session_id, heard: true, deleted: ended.status,
+      types: seen.messages.map((m) => m.type) };
+  }, { key, first: r.first, detailsHz: Number(detailsHz) });
+  result.resume = r;
+  await page.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath, headless: true,
@@ -209,6 +295,7 @@ async function main() {
       }
       await new Promise((done) => setTimeout(done, 100));
     }
+    await resume(browser, result);
     result.metrics = (await (await fetch(`${url}metrics`)).text()).split("\n")
       .filter((l) => l.startsWith("switchboard_gateway_webrtc_"));
   } finally {
@@ -216,6 +303,7 @@ async function main() {
     await browser.close();
   }
   process.stdout.write(JSON.stringify(result) + "\n");
+  told.close();
 }
 
 main().catch((e) => {

@@ -10,16 +10,25 @@
 //! gateway's metrics count as a call `ended`). Refusals, with
 //! offers Chromium made: a wrong or missing key at a gateway that wants one (401, no
 //! answer), an Origin it does not allow (403), malformed SDP and offers without a data
-//! channel or without audio (400 naming what is wrong), a body that is not SDP (415). The
-//! browser's part is call.cjs.
+//! channel or without audio (400 naming what is wrong), a body that is not SDP (415). And a
+//! client that vanishes: a call to a second gateway (which wants a key, in front of the same
+//! runtime) through a UDP relay the test cuts after the greeting — the call ends after the
+//! ICE grace, its session parks as a WebSocket's dropped without a goodbye, and a new call's
+//! `session_start` with the newest resume token continues the same session, the details
+//! spoken on it heard. The browser's part is call.cjs.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
+use switchboard_core::grant::GatewaySigner;
+use switchboard_crds::routing::{Route, RoutingTable, SESSION_PATH};
+use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_dataplane::local::{self, LocalOptions};
 use switchboard_dataplane::runtime::ServerConfig;
 use switchboard_gateway::auth::Auth;
@@ -29,7 +38,7 @@ use switchboard_gateway::webrtc::WebrtcConfig;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use switchboard_sim::BANKING_SCRIPT_YAML;
 use switchboard_sim::sonic::audio::silence;
-use switchboard_sim::sonic::phrase_tone;
+use switchboard_sim::sonic::{phrase_frequency, phrase_tone};
 
 /// Phrase 1: the request that makes triage hand over to identity verification.
 const BALANCE_REQUEST: u32 = 1;
@@ -95,26 +104,146 @@ fn digest(key: &str) -> String {
     sha2::Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A gateway that wants an API key (and allows one Origin), with its WebRTC edge on: only
-/// its refusals are asked of it, so it routes nowhere.
-async fn keyed_gateway(key: &str) -> String {
+/// A UDP relay between WebRTC clients and an edge, as a NAT: each client address gets its
+/// own inside socket (its address at the edge); the test can cut it both ways (a client's
+/// network gone).
+struct Relay {
+    outside: SocketAddr,
+    cut: Arc<AtomicBool>,
+}
+
+impl Relay {
+    async fn start(edge: SocketAddr, outside: tokio::net::UdpSocket) -> Self {
+        let outside = Arc::new(outside);
+        let cut = Arc::new(AtomicBool::new(false));
+        let address = outside.local_addr().expect("addr");
+        let relay_cut = cut.clone();
+        tokio::spawn(async move {
+            let mut inside: HashMap<SocketAddr, Arc<tokio::net::UdpSocket>> = HashMap::new();
+            let mut buffer = vec![0; 2048];
+            while let Ok((n, client)) = outside.recv_from(&mut buffer).await {
+                if relay_cut.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let socket = match inside.get(&client) {
+                    Some(socket) => socket.clone(),
+                    None => {
+                        let socket = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("binds"));
+                        inside.insert(client, socket.clone());
+                        let (back, out, cut) = (socket.clone(), outside.clone(), relay_cut.clone());
+                        tokio::spawn(async move {
+                            let mut buffer = vec![0; 2048];
+                            while let Ok((n, _)) = back.recv_from(&mut buffer).await {
+                                if !cut.load(Ordering::SeqCst) {
+                                    let _ = out.send_to(&buffer[..n], client).await;
+                                }
+                            }
+                        });
+                        socket
+                    }
+                };
+                let _ = socket.send_to(&buffer[..n], edge).await;
+            }
+        });
+        Self { outside: address, cut }
+    }
+}
+
+/// A gateway that wants an API key (pages of its own origin and one other allowed), in front
+/// of local mode's runtime (which trusts its key), its WebRTC edge reached through a
+/// [`Relay`] (its advertised address), a client gone 2 s before its call ends.
+async fn keyed_gateway(
+    key: &str,
+    signer: GatewaySigner,
+    runtime: SocketAddr,
+    specs: &[RuntimeSpec],
+) -> (String, Arc<Gateway>, Relay) {
     let keys = format!("caller {}\n", digest(key));
-    let auth = Auth::new(Some(&keys), vec!["https://bank.example".into()]).expect("keys");
-    let table = switchboard_crds::routing::RoutingTable::new(Vec::new());
-    let directory = switchboard_gateway::Directory::new(Arc::new(table), Arc::default(), None);
+    let auth = Auth::new(Some(&keys), vec!["https://bank.example".into()]).expect("keys").with_own_page();
+    let routes: Vec<Route> = specs
+        .iter()
+        .map(|spec| Route {
+            name: spec.agent.name.clone(),
+            namespace: spec.agent.namespace.clone(),
+            mode: spec.mode,
+            service: "127.0.0.1".into(),
+            port: 0,
+            path: SESSION_PATH.to_owned(),
+            handoffs: spec.handoffs.iter().map(|h| h.agent.clone()).collect(),
+            expose: spec.gateway.expose,
+            default: spec.gateway.default,
+            ready: true,
+            ready_replicas: 1,
+            redact: spec.record.redact.clone(),
+            identity_keys: spec.identity_keys.clone(),
+        })
+        .collect();
+    let endpoints = routes.iter().map(|r| ((r.namespace.clone(), r.name.clone()), vec![runtime])).collect();
+    let directory = switchboard_gateway::Directory::new(Arc::new(RoutingTable::new(routes)), Arc::new(endpoints), None);
     let (routes, receiver) = tokio::sync::watch::channel(directory);
     std::mem::forget(routes);
-    let config = GatewayConfig { webrtc: Some(WebrtcConfig::on([127, 0, 0, 1].into())), ..GatewayConfig::default() };
-    let signer = switchboard_core::grant::GatewaySigner::from_seed(&[7; 32]);
+    let outside = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("binds the relay");
+    let webrtc = WebrtcConfig {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        advertise: Some(outside.local_addr().expect("addr")),
+        disconnect_grace: Duration::from_secs(2),
+        ..WebrtcConfig::default()
+    };
+    let config = GatewayConfig { webrtc: Some(webrtc), ..GatewayConfig::default() };
     let gateway = Gateway::new(config, receiver, signer, auth, Default::default()).expect("a gateway");
-    let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), gateway).await.expect("binds");
+    let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), gateway.clone()).await.expect("binds");
     let url = format!("http://{}/", server.local_addr().expect("addr"));
+    let relay = Relay::start(server.webrtc_bound().expect("the edge"), outside).await;
+    assert_eq!(server.webrtc_addr(), Some(relay.outside), "the edge advertises the relay");
     tokio::spawn(server.run(std::future::pending()));
-    url
+    (url, gateway, relay)
+}
+
+/// Runs the driver: its `event cut` line cuts the relay; once the gateway has parked the
+/// session the relay is restored and the driver told (`parked`). Its last line is the result.
+fn drive(mut command: Command, relay: &Relay, gateway: &Gateway) -> (Value, String) {
+    use std::io::{BufRead, Write};
+    let mut child =
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("runs node");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stderr = child.stderr.take().expect("stderr");
+    let errors = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let mut last = String::new();
+    for line in std::io::BufReader::new(child.stdout.take().expect("stdout")).lines() {
+        let line = line.expect("a line");
+        if line == "event cut" {
+            relay.cut.store(true, Ordering::SeqCst);
+            // The session parks at whichever Agent it was with (triage, or idv after a handoff).
+            let parked = || {
+                let parked = &gateway.metrics.parked;
+                parked.with_label_values(&["default/triage"]).get() + parked.with_label_values(&["default/idv"]).get()
+            };
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while parked() < 1.0 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            relay.cut.store(false, Ordering::SeqCst);
+            let word = if parked() >= 1.0 { "parked" } else { "not-parked" };
+            if parked() < 1.0 {
+                eprintln!("not parked; the gateway's metrics:\n{}", gateway.metrics.render());
+            }
+            writeln!(stdin, "{word}").expect("tells the driver");
+        } else {
+            last = line;
+        }
+    }
+    let status = child.wait().expect("node ends");
+    let errors = errors.join().unwrap_or_default();
+    assert!(status.success(), "the browser run failed: {errors}");
+    (
+        serde_json::from_str(&last)
+            .unwrap_or_else(|e| panic!("the driver's last line is JSON ({e}): {last}\n{errors}")),
+        errors,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chromium_calls_an_agent_over_webrtc_and_bad_offers_are_refused() {
+async fn chromium_calls_an_agent_over_webrtc_resumes_after_vanishing_and_bad_offers_are_refused() {
     let bin = tools_bin();
     let dir = std::env::temp_dir().join(format!("switchboard-webrtc-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -131,6 +260,8 @@ async fn chromium_calls_an_agent_over_webrtc_and_bad_offers_are_refused() {
     std::fs::write(&wav_path, wav(&pcm)).expect("writes the WAV");
 
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+    // Local mode's runtime trusts this key: the second gateway's too.
+    let signer = GatewaySigner::from_seed(&[7; 32]);
     let options = LocalOptions {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         bedrock: false,
@@ -138,41 +269,33 @@ async fn chromium_calls_an_agent_over_webrtc_and_bad_offers_are_refused() {
         transcripts: None,
         server: ServerConfig::default(),
         ca_file: None,
-        gateway_key: None,
+        gateway_key: Some(signer.clone()),
     };
     let local = local::start_recording(&examples, options, Some(recorder(&dir))).await.expect("local mode starts");
     let url = format!("http://{}/", local.server.local_addr().expect("addr"));
+    let runtime = local.server.runtime_addr().expect("the runtime");
     let server = local.server;
     tokio::spawn(async move { server.run(std::future::pending()).await });
     let key = "the-right-key";
-    let keyed = keyed_gateway(key).await;
+    let catalog = Catalog::load_paths(&[&examples]).expect("the banking example loads");
+    let specs: Vec<RuntimeSpec> = catalog.agents().map(|a| catalog.resolve_agent(a).expect("resolves")).collect();
+    let (keyed, gateway, relay) = keyed_gateway(key, signer, runtime, &specs).await;
 
     let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/webrtc/call.cjs");
     let playwright = bin.join("../node_modules/playwright-core");
     let chromium = which("chromium");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(driver)
-            .arg(playwright)
-            .arg(&url)
-            .arg(&wav_path)
-            .arg(chromium)
-            .arg(&keyed)
-            .arg(key)
-            .output()
-            .expect("runs node")
-    })
-    .await
-    .expect("the driver finishes");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the browser run failed: {stderr}");
-    let result: Value = serde_json::from_slice(out.stdout.trim_ascii()).expect("the driver prints one JSON line");
+    let mut command = Command::new("node");
+    command.arg(driver).arg(playwright).arg(&url).arg(&wav_path).arg(chromium).arg(&keyed).arg(key);
+    command.arg(phrase_frequency(IDV_DETAILS).to_string());
+    let watched = gateway.clone();
+    let (result, _) = tokio::task::spawn_blocking(move || drive(command, &relay, &watched)).await.expect("driven");
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!("{}", serde_json::to_string_pretty(&result["call"]["inbound"]).unwrap_or_default());
 
     refusals(&result);
     call(&result["call"]);
     record(&result);
+    resumed(&result["resume"], &gateway);
     let metrics: Vec<&str> = result["metrics"].as_array().expect("metrics").iter().filter_map(Value::as_str).collect();
     assert!(metrics.contains(&"switchboard_gateway_webrtc_calls_total{outcome=\"ended\"} 1"), "{metrics:?}");
     assert!(metrics.contains(&"switchboard_gateway_webrtc_calls_live 0"), "{metrics:?}");
@@ -272,6 +395,23 @@ fn record(result: &Value) {
         events.iter().any(|e| e["kind"] == "user" && e.to_string().contains("balance")),
         "the caller's words are in the record: {events:?}"
     );
+}
+
+/// A call whose client vanished (its network cut): the call ends after the ICE grace and
+/// its session parks, as a WebSocket's dropped without a goodbye; a new call resumes it with
+/// its token and the conversation goes on (the details spoken on the new call heard).
+fn resumed(resume: &Value, gateway: &Gateway) {
+    assert_eq!(resume["first"]["status"], 201, "{resume}");
+    assert_eq!(resume["parked"], "parked", "the vanished client's session parked: {resume}");
+    assert_eq!(resume["second"]["status"], 201, "{resume}");
+    let first = resume["first"]["session_id"].as_str().expect("a session id");
+    assert_eq!(resume["second"]["session_id"], first, "the same session resumed: {resume}");
+    assert_eq!(resume["second"]["heard"], true, "the resumed call's audio reaches the agent: {resume}");
+    let metrics = &gateway.metrics;
+    let resumed = ["default/triage", "default/idv"].map(|a| metrics.resumed.with_label_values(&[a]).get());
+    assert_eq!(resumed.iter().sum::<f64>(), 1.0, "one resume: {resumed:?}");
+    assert_eq!(metrics.webrtc_calls.with_label_values(&["ice_failed"]).get(), 1.0, "the vanished call");
+    assert_eq!(metrics.webrtc_calls.with_label_values(&["ended"]).get(), 1.0, "the resumed call, deleted");
 }
 
 fn which(program: &str) -> PathBuf {

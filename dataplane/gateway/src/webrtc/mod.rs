@@ -44,6 +44,10 @@ pub struct WebrtcConfig {
     pub advertise: Option<SocketAddr>,
     /// Most calls at once; more offers are answered 503.
     pub max_calls: usize,
+    /// How long a call whose client stopped answering ICE (15 s without a consent check)
+    /// waits for it (an ICE restart within it keeps the call) before it ends and its
+    /// session parks for resume.
+    pub disconnect_grace: std::time::Duration,
 }
 
 impl WebrtcConfig {
@@ -55,7 +59,19 @@ impl WebrtcConfig {
             IpAddr::V6(v6) if v6.is_unspecified() => Some(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0))),
             _ => None,
         };
-        Self { listen: SocketAddr::new(ip, 0), advertise, max_calls: DEFAULT_MAX_CALLS }
+        Self { listen: SocketAddr::new(ip, 0), advertise, ..Self::default() }
+    }
+}
+
+impl Default for WebrtcConfig {
+    /// Every address, port 3478, 1000 calls, the call's default grace (15 s).
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([0, 0, 0, 0], 3478)),
+            advertise: None,
+            max_calls: DEFAULT_MAX_CALLS,
+            disconnect_grace: CallConfig::default().disconnect_grace,
+        }
     }
 }
 
@@ -94,6 +110,8 @@ pub enum Command {
 #[derive(Debug)]
 pub struct Edge {
     socket: UdpSocket,
+    /// Where the socket is bound.
+    bound: SocketAddr,
     /// Where clients reach the socket.
     advertised: SocketAddr,
     /// Every call's setup (the advertised address, a DTLS certificate made once).
@@ -123,12 +141,14 @@ impl Edge {
         let call_config = CallConfig {
             udp: vec![advertised],
             max_message_bytes,
+            disconnect_grace: config.disconnect_grace,
             dtls_cert: switchboard_webrtc::generate_dtls_cert(),
             ..CallConfig::default()
         };
         tracing::info!(%bound, %advertised, "WebRTC edge on UDP");
         Ok(Arc::new(Self {
             socket,
+            bound,
             advertised,
             call_config,
             demux: Demux::default(),
@@ -142,6 +162,11 @@ impl Edge {
     /// The address clients reach the edge at.
     pub fn advertised(&self) -> SocketAddr {
         self.advertised
+    }
+
+    /// The address the edge's socket is bound to.
+    pub fn bound(&self) -> SocketAddr {
+        self.bound
     }
 
     /// Reads the socket until `stop`, handing each datagram to its call's queue (dropped
