@@ -131,6 +131,9 @@ pub async fn run(setup: Setup) {
             }
             frame = next_frame(&mut task.session) => task.session_frame(frame),
             () = sleep_until(timeout) => task.call.handle_timeout(Instant::now()),
+            // The gateway stops: a call whose session is open ends with it (the session is
+            // closed by the gateway's drain); one still waiting for its session_start ends now.
+            () = gateway.shutdown.cancelled(), if waiting => task.call.close(Instant::now()),
             () = tokio::time::sleep_until(start_by), if waiting => {
                 tracing::info!(call = %id, "no session_start on the data channel in time: the call ends");
                 task.call.close(Instant::now());
