@@ -10,6 +10,8 @@
 
 FROM docker.io/library/rust:1.95-bookworm AS build
 WORKDIR /src
+# cmake: the `opus` crate builds libopus (the gateway's WebRTC edge) from its bundled source.
+RUN apt-get update && apt-get install -y --no-install-recommends cmake && rm -rf /var/lib/apt/lists/*
 COPY . .
 # Whole-program LTO for the data plane, size-optimised operator: see Cargo.toml's profiles.
 RUN cargo build --locked --profile release-dataplane -p switchboard-dataplane --no-default-features --bin switchboard \

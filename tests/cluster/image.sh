@@ -26,6 +26,8 @@ OUT="$CACHE/image"
 log() { echo "[cluster/image] $*" >&2; }
 
 command -v buildah >/dev/null || { log "installing buildah"; apt-get update -qq >&2; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah >&2; }
+# The gateway's WebRTC edge links libopus, which the `opus` crate builds with CMake.
+command -v cmake >/dev/null || { log "installing cmake"; apt-get update -qq >&2; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cmake >&2; }
 
 # The profile each binary is built with, and the folder cargo puts it in.
 if [ "$PROFILE" = shipping ]; then

@@ -22,6 +22,7 @@ pub mod session;
 pub mod static_routes;
 pub mod upstream;
 pub mod watch;
+pub mod webrtc;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -83,6 +84,8 @@ pub struct GatewayConfig {
     /// (WebSockets included; more are answered 503 and closed). Default: 10 s, and
     /// `max_sessions` plus [`CONNECTION_HEADROOM`].
     pub http: switchboard_serve::Limits,
+    /// The WebRTC edge ([`webrtc`]); none: off.
+    pub webrtc: Option<webrtc::WebrtcConfig>,
 }
 
 /// Connections a gateway takes beyond its session limit by default: clients told why they
@@ -120,6 +123,7 @@ impl Default for GatewayConfig {
                 max_connections: max_sessions + CONNECTION_HEADROOM,
                 ..switchboard_serve::Limits::default()
             },
+            webrtc: None,
         }
     }
 }

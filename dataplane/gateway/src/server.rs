@@ -1,4 +1,5 @@
-//! The gateway's HTTP side: `/v1/session` (WebSocket, the session protocol), `/healthz`,
+//! The gateway's HTTP side: `/v1/session` (WebSocket, the session protocol), `/v1/webrtc`
+//! (the WebRTC edge's signalling, [`crate::webrtc`]), `/healthz`,
 //! `/readyz` (a routing table is loaded and the gateway is not draining) and `/metrics`;
 //! the session cap, taken before the upgrade; and the drain on shutdown — readiness false,
 //! new sessions refused with 1013 (the listener stays open for the shutdown delay, so a
@@ -19,11 +20,13 @@ use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use switchboard_crds::contract;
 use switchboard_serve::frames::{self, Upgrade};
 use tokio::net::TcpListener;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::Gateway;
-use crate::auth::Refusal;
+use crate::auth::{Admission, Refusal};
+use crate::session::ClientIo;
 
 pub use switchboard_serve::ServeError;
 
@@ -88,6 +91,36 @@ async fn session(
     let limit = gateway.config.max_message_bytes;
     // Session slots and keys are checked before the upgrade; the refusal is told over the
     // socket, with its close code, so a client sees why.
+    let (permit, admitted) = admit(&gateway, &headers, query.access_token.as_deref());
+    let tracker = gateway.tracker.clone();
+    let limits = frames::Limits { max_message: limit, max_frame: limit };
+    upgrade.on_upgrade(limits, move |mut socket| async move {
+        let admission = match admitted {
+            Ok(admission) => admission,
+            Err(refusal) => {
+                gateway.metrics.refused.with_label_values(&[refusal.reason.metric_label()]).inc();
+                let reason = Utf8Bytes::from(refusal.reason.as_str().replace('_', " "));
+                let message = ServerMessage::error(refusal.reason, refusal.message, false);
+                let _ = socket.send(Message::text(message.to_json())).await;
+                let _ = socket.close(Some(CloseFrame { code: refusal.code.into(), reason })).await;
+                return;
+            }
+        };
+        let socket = socket.map_io(ClientIo::Socket);
+        tracker.track_future(crate::session::serve(socket, gateway, query.agent, admission)).await;
+        drop(permit);
+    })
+}
+
+/// Admits a client: a session slot of the gateway (none while draining, at the session
+/// limit or over the memory budget), then its credential and Origin ([`crate::auth`]). Every
+/// channel takes its sessions through here: the WebSocket before its upgrade, the WebRTC
+/// edge before it answers an offer.
+pub(crate) fn admit(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    query_token: Option<&str>,
+) -> (Option<OwnedSemaphorePermit>, Result<Admission, Refusal>) {
     let permit = gateway.sessions.clone().try_acquire_owned().ok();
     let admitted = if gateway.draining.is_cancelled() {
         Err(try_again("the gateway is draining; reconnect to another instance"))
@@ -103,25 +136,9 @@ async fn session(
             ))
         })
     } else {
-        gateway.auth.admit(&headers, query.access_token.as_deref())
+        gateway.auth.admit(headers, query_token)
     };
-    let tracker = gateway.tracker.clone();
-    let limits = frames::Limits { max_message: limit, max_frame: limit };
-    upgrade.on_upgrade(limits, move |mut socket| async move {
-        let admission = match admitted {
-            Ok(admission) => admission,
-            Err(refusal) => {
-                gateway.metrics.refused.with_label_values(&[refusal.reason.metric_label()]).inc();
-                let reason = Utf8Bytes::from(refusal.reason.as_str().replace('_', " "));
-                let message = ServerMessage::error(refusal.reason, refusal.message, false);
-                let _ = socket.send(Message::text(message.to_json())).await;
-                let _ = socket.close(Some(CloseFrame { code: refusal.code.into(), reason })).await;
-                return;
-            }
-        };
-        tracker.track_future(crate::session::serve(socket, gateway, query.agent, admission)).await;
-        drop(permit);
-    })
+    (permit, admitted)
 }
 
 fn try_again(why: &str) -> Refusal {
@@ -148,6 +165,8 @@ pub struct Server {
     gateway: Arc<Gateway>,
     extra: Option<Router>,
     more_metrics: Option<MoreMetrics>,
+    /// The WebRTC edge, when configured.
+    edge: Option<Arc<crate::webrtc::Edge>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -157,15 +176,35 @@ impl std::fmt::Debug for Server {
             .field("gateway", &self.gateway)
             .field("extra_routes", &self.extra.is_some())
             .field("more_metrics", &self.more_metrics.is_some())
+            .field("webrtc", &self.edge.as_ref().map(|e| e.advertised()))
             .finish()
     }
 }
 
 impl Server {
-    /// Binds `addr`.
+    /// Binds `addr`, and the WebRTC edge's UDP socket when the gateway has one.
     pub async fn bind(addr: SocketAddr, gateway: Arc<Gateway>) -> Result<Self, ServeError> {
         let listener = switchboard_serve::drain::bind(addr).await?;
-        Ok(Self { listener, gateway, extra: None, more_metrics: None })
+        let edge = match &gateway.config.webrtc {
+            Some(config) => Some(
+                crate::webrtc::Edge::bind(config, gateway.config.max_message_bytes)
+                    .await
+                    .map_err(|e| ServeError::Serve(e.to_string()))?,
+            ),
+            None => None,
+        };
+        Ok(Self { listener, gateway, extra: None, more_metrics: None, edge })
+    }
+
+    /// Where WebRTC clients reach the edge (the address in its answers), when on.
+    pub fn webrtc_addr(&self) -> Option<SocketAddr> {
+        self.edge.as_ref().map(|e| e.advertised())
+    }
+
+    /// Where the WebRTC edge's socket is bound, when on (not the advertised address behind
+    /// a NAT).
+    pub fn webrtc_bound(&self) -> Option<SocketAddr> {
+        self.edge.as_ref().map(|e| e.bound())
     }
 
     /// Also serves `routes` (local mode's web page).
@@ -189,6 +228,10 @@ impl Server {
     pub async fn run(self, stop: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
         let gateway = self.gateway;
         let mut routes = app(gateway.clone(), self.more_metrics);
+        if let Some(edge) = &self.edge {
+            tokio::spawn(edge.clone().receive(gateway.shutdown.clone()));
+        }
+        routes = routes.merge(crate::webrtc::http::routes(gateway.clone(), self.edge));
         if let Some(extra) = self.extra {
             routes = routes.merge(extra);
         }

@@ -143,6 +143,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         }
     }
 
+    /// The same connection over `f(io)`: a wrapper of the socket (the gateway's session takes
+    /// its clients' sockets and its in-process edges' pipes as one type). What was read and
+    /// queued stays.
+    pub fn map_io<T>(self, f: impl FnOnce(IO) -> T) -> Conn<T> {
+        let Self { io, role, limits, read, partial, out, read_done, sent_close, write_failed, pong } = self;
+        Conn { io: f(io), role, limits, read, partial, out, read_done, sent_close, write_failed, pong }
+    }
+
     /// Queues `message` to be written with the next [`Conn::flush`].
     pub fn feed(&mut self, message: Message) -> Result<(), Error> {
         if self.sent_close || self.write_failed {

@@ -253,8 +253,30 @@ pub struct GatewayArgs {
     #[arg(long, env = "SWITCHBOARD_MEMORY_BUDGET_BYTES")]
     memory_budget_bytes: Option<usize>,
 
+    /// The WebRTC edge (`POST /v1/webrtc`): the UDP address its one socket binds, every
+    /// call multiplexed on it (e.g. `0.0.0.0:3478`). Off when not given.
+    #[arg(long, env = "SWITCHBOARD_WEBRTC_UDP")]
+    webrtc_udp: Option<SocketAddr>,
+
+    /// The address WebRTC clients reach that socket at, put in the SDP answers' candidates:
+    /// an IP (the bound port) or IP:port, for pods behind a NAT or a load balancer. Default:
+    /// the bound address (which then must be a specific IP).
+    #[arg(long, env = "SWITCHBOARD_WEBRTC_ADVERTISE", value_parser = parse_advertise)]
+    webrtc_advertise: Option<SocketAddr>,
+
+    /// Most WebRTC calls at once; more offers are answered 503.
+    #[arg(long, env = "SWITCHBOARD_WEBRTC_MAX_CALLS", default_value_t = switchboard_gateway::webrtc::DEFAULT_MAX_CALLS)]
+    webrtc_max_calls: usize,
+
     #[command(flatten)]
     record: super::record::RecordArgs,
+}
+
+/// `--webrtc-advertise`: IP:port, or an IP (port 0: the bound port).
+fn parse_advertise(text: &str) -> Result<SocketAddr, String> {
+    text.parse::<SocketAddr>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(|ip| SocketAddr::new(ip, 0)))
+        .map_err(|_| format!("{text:?} is neither an IP address nor IP:port"))
 }
 
 /// Serves until SIGTERM/SIGINT, then drains.
@@ -301,8 +323,13 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         ping_seconds,
         ping_timeout_seconds,
         memory_budget_bytes,
+        webrtc_udp,
+        webrtc_advertise,
+        webrtc_max_calls,
         record,
     } = args;
+    anyhow::ensure!(webrtc_advertise.is_none() || webrtc_udp.is_some(), "--webrtc-advertise needs --webrtc-udp");
+    anyhow::ensure!(webrtc_max_calls > 0, "--webrtc-max-calls must be above 0");
     anyhow::ensure!(
         jwks_file.is_some() || jwks_url.is_some() || (jwt_issuer.is_none() && jwt_audience.is_none()),
         "--jwt-issuer and --jwt-audience need --jwks-file or --jwks-url"
@@ -442,6 +469,12 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             max_connections: max_connections
                 .unwrap_or_else(|| default_max_connections(max_sessions, budget::container_memory_limit())),
         },
+        webrtc: webrtc_udp.map(|listen| switchboard_gateway::webrtc::WebrtcConfig {
+            listen,
+            advertise: webrtc_advertise,
+            max_calls: webrtc_max_calls,
+            ..switchboard_gateway::webrtc::WebrtcConfig::default()
+        }),
         ..GatewayConfig::default()
     };
     match config.memory_budget {

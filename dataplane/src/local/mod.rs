@@ -370,6 +370,8 @@ fn gateway(
         max_sessions: options.server.max_sessions,
         drain_timeout: options.server.drain_timeout,
         idle_timeout: options.server.idle_timeout,
+        // The WebRTC edge on the machine's own address, any free UDP port.
+        webrtc: Some(switchboard_gateway::webrtc::WebrtcConfig::on(options.listen.ip())),
         ..GatewayConfig::default()
     };
     let store = switchboard_gateway::resume::Store::default();

@@ -376,13 +376,22 @@ impl Call {
         Ok(answer)
     }
 
-    /// Ends the call (`DELETE`, or the session ended): DTLS is closed towards the client.
+    /// Ends the call (`DELETE`, or the session ended), telling the client: its data channel
+    /// is closed (an SCTP stream reset: the browser's `close` event), then the association
+    /// (SCTP shutdown, RTCP BYE) and DTLS (`close_notify`); the datagrams that say so are
+    /// the last [`Call::poll_transmit`] gives.
     pub fn close(&mut self, now: Instant) {
         if self.closed {
             return;
         }
-        self.rtc.disconnect();
         self.drive(now);
+        if let Some(id) = self.channel {
+            self.rtc.direct_api().close_data_channel(id);
+        }
+        if let Err(error) = self.rtc.close() {
+            tracing::debug!(%error, "the call's close was refused");
+        }
+        self.drain_transmits();
         self.finish(CloseReason::Local);
     }
 

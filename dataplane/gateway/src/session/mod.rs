@@ -42,7 +42,66 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 /// The client's WebSocket.
-type Client = Conn<Upgraded>;
+type Client = Conn<ClientIo>;
+
+/// What a client's WebSocket runs over: a socket the HTTP server upgraded, or (a channel at
+/// the edge, WebRTC's among them) one end of an in-process pipe whose other end the edge's
+/// call task writes frames into. One session implementation for every channel; a match per
+/// read or write of the socket is all it costs the WebSocket path (hyper's upgraded
+/// socket is itself a boxed trait object).
+#[derive(Debug)]
+pub enum ClientIo {
+    /// A client's upgraded HTTP connection.
+    Socket(Upgraded),
+    /// An edge's in-process end.
+    Edge(tokio::io::DuplexStream),
+}
+
+impl tokio::io::AsyncRead for ClientIo {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Socket(io) => std::pin::Pin::new(io).poll_read(cx, buf),
+            Self::Edge(io) => std::pin::Pin::new(io).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for ClientIo {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Self::Socket(io) => std::pin::Pin::new(io).poll_write(cx, buf),
+            Self::Edge(io) => std::pin::Pin::new(io).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Socket(io) => std::pin::Pin::new(io).poll_flush(cx),
+            Self::Edge(io) => std::pin::Pin::new(io).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Socket(io) => std::pin::Pin::new(io).poll_shutdown(cx),
+            Self::Edge(io) => std::pin::Pin::new(io).poll_shutdown(cx),
+        }
+    }
+}
 
 /// How long a send to the client may block before the client counts as gone.
 const SLOW_CLIENT: Duration = switchboard_serve::ws::SLOW_PEER;
@@ -52,7 +111,12 @@ const SLOW_CLIENT: Duration = switchboard_serve::ws::SLOW_PEER;
 /// credential's scope bounds where it may start or resume, and its message budget
 /// applies. The key's session slot is given back before the client is told the session
 /// ended, so a client that reconnects at once is not refused.
-pub async fn serve(mut client: Client, gateway: Arc<Gateway>, query_agent: Option<String>, admission: Admission) {
+pub async fn serve(
+    mut client: Conn<ClientIo>,
+    gateway: Arc<Gateway>,
+    query_agent: Option<String>,
+    admission: Admission,
+) {
     match admit(&gateway, query_agent, &admission, &mut client).await {
         Ok((mut machine, parked)) => {
             let span = session_span(&machine, parked.as_ref().map(|(_, parked)| parked.traceparent.as_deref()));

@@ -103,7 +103,7 @@ impl Call {
     }
 
     /// Queues what str0m has to send now, ignoring its events (the call is ending).
-    fn drain_transmits(&mut self) {
+    pub(super) fn drain_transmits(&mut self) {
         while let Ok(output) = self.rtc.poll_output() {
             match output {
                 Output::Transmit(t) => self.transmits.push_back(Datagram {

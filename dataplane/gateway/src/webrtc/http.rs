@@ -1,0 +1,220 @@
+//! Signalling over HTTP, as WHIP (RFC 9725) has it: `POST /v1/webrtc` with an SDP offer
+//! (`application/sdp`; `?agent=` and `?access_token=` as on `/v1/session`) is answered
+//! `201 Created` with the SDP answer and the call's resource in `Location`; `PATCH` on it
+//! with `application/trickle-ice-sdpfrag` adds candidates (`204`) or restarts ICE (`200`
+//! with the edge's new credentials as a fragment); `DELETE` ends the call and its session.
+//!
+//! An offer is admitted before it is read: the gateway's session slots, then credentials
+//! and Origin by [`crate::server::admit`] — the code `/v1/session` runs, so the rules are
+//! one — each refusal an HTTP status with a JSON body `{"code", "message"}` (`401` for a
+//! missing or wrong credential, `403` an Origin, `429` a credential's limits, `503` the
+//! gateway's). Then the offer is checked ([`switchboard_webrtc::Offer::parse`]): `400`
+//! naming what is wrong. The Agent and the credential's scope are checked when the data
+//! channel's `session_start` opens the session, as on a WebSocket (refusals arrive there).
+//! The resource's id is a random 128-bit name: holding it is what `PATCH` and `DELETE`
+//! ask, as WHIP's resource URLs.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{patch, post};
+use serde::Deserialize;
+use switchboard_core::protocol::ErrorCode;
+use switchboard_webrtc::offer::MAX_OFFER_BYTES;
+use switchboard_webrtc::trickle::MAX_FRAGMENT_BYTES;
+use switchboard_webrtc::{Call, CallError, Fragment, Offer};
+use tokio::sync::{mpsc, oneshot};
+
+use super::call::{self, Setup};
+use super::demux::ufrag_of;
+use super::{Command, Edge, WEBRTC_PATH};
+use crate::Gateway;
+use crate::auth::Refusal;
+
+/// Commands queued per call: a few PATCHes and a DELETE.
+const COMMANDS: usize = 8;
+/// Datagrams queued per call before the socket task drops them (about a second of audio
+/// and data both ways at 50 packets a second).
+const DATAGRAMS: usize = 256;
+
+#[derive(Clone, Debug)]
+struct EdgeState {
+    gateway: Arc<Gateway>,
+    edge: Arc<Edge>,
+}
+
+/// The edge's routes; without an edge, each answers 404 saying how to turn it on.
+pub fn routes(gateway: Arc<Gateway>, edge: Option<Arc<Edge>>) -> Router {
+    let resource = format!("{WEBRTC_PATH}/{{id}}");
+    let Some(edge) = edge else {
+        let off = || async {
+            error(StatusCode::NOT_FOUND, "webrtc_off", "WebRTC is off on this gateway: start it with --webrtc-udp")
+        };
+        return Router::new().route(WEBRTC_PATH, post(off)).route(&resource, patch(off).delete(off));
+    };
+    Router::new()
+        .route(WEBRTC_PATH, post(offer).layer(DefaultBodyLimit::max(MAX_OFFER_BYTES)))
+        .route(&resource, patch(trickle).delete(end).layer(DefaultBodyLimit::max(MAX_FRAGMENT_BYTES)))
+        .with_state(EdgeState { gateway, edge })
+}
+
+#[derive(Debug, Deserialize)]
+struct OfferQuery {
+    agent: Option<String>,
+    access_token: Option<String>,
+}
+
+async fn offer(
+    State(EdgeState { gateway, edge }): State<EdgeState>,
+    Query(query): Query<OfferQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    // Who may call, before anything of the offer is read.
+    let (permit, admitted) = crate::server::admit(&gateway, &headers, query.access_token.as_deref());
+    let (permit, admission) = match (permit, admitted) {
+        (Some(permit), Ok(admission)) => (permit, admission),
+        (_, Err(refusal)) => return refused(&gateway, refusal),
+        (None, Ok(_)) => {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "at_capacity", "no session slot; try again later");
+        }
+    };
+    if !content_type_is(&headers, "application/sdp") {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "not_sdp",
+            "POST an SDP offer with Content-Type: application/sdp",
+        );
+    }
+    let Ok(slot) = edge.slots.clone().try_acquire_owned() else {
+        gateway.metrics.refused.with_label_values(&["webrtc_calls"]).inc();
+        let message = format!("the gateway is at its limit of {} WebRTC calls; try again later", edge.max_calls);
+        return error(StatusCode::SERVICE_UNAVAILABLE, "at_capacity", &message);
+    };
+    let offer = match Offer::parse(&body, edge.call_config.rules) {
+        Ok(offer) => offer,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
+    };
+    let (call, answer) = match Call::accept(offer, edge.call_config.clone(), Instant::now()) {
+        Ok(accepted) => accepted,
+        Err(CallError::Offer(e)) => return error(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
+        Err(e) => {
+            tracing::warn!(error = %e, "a WebRTC call could not be set up");
+            return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &format!("the call could not be set up: {e}"));
+        }
+    };
+    let Some(ufrag) = ufrag_of(&answer) else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the answer has no ICE credentials");
+    };
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let number = edge.next_call.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (datagrams_tx, datagrams) = mpsc::channel(DATAGRAMS);
+    let (commands_tx, commands) = mpsc::channel(COMMANDS);
+    edge.demux.add(number, ufrag, datagrams_tx);
+    edge.register(id.clone(), commands_tx);
+    let setup = Setup {
+        gateway: gateway.clone(),
+        edge,
+        id: id.clone(),
+        number,
+        call,
+        agent: query.agent,
+        admission,
+        permit,
+        slot,
+        datagrams,
+        commands,
+    };
+    gateway.tracker.spawn(call::run(setup));
+    let location = format!("{WEBRTC_PATH}/{id}");
+    let mut response = (StatusCode::CREATED, answer).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/sdp"));
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        headers.insert(header::LOCATION, location);
+    }
+    response
+}
+
+async fn trickle(
+    State(EdgeState { edge, .. }): State<EdgeState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(commands) = edge.commands(&id) else { return unknown() };
+    if !content_type_is(&headers, "application/trickle-ice-sdpfrag") {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "not_sdpfrag",
+            "PATCH ICE candidates or an ICE restart with Content-Type: application/trickle-ice-sdpfrag",
+        );
+    }
+    let fragment = match Fragment::parse(&body) {
+        Ok(fragment) => fragment,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "malformed_sdpfrag", &e.to_string()),
+    };
+    let (reply, answer) = oneshot::channel();
+    if commands.send(Command::Patch(fragment, reply)).await.is_err() {
+        return unknown();
+    }
+    match tokio::time::timeout(Duration::from_secs(5), answer).await {
+        Ok(Ok(Ok(None))) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Ok(Ok(Some(fragment)))) => {
+            let mut response = (StatusCode::OK, fragment).into_response();
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/trickle-ice-sdpfrag"));
+            response
+        }
+        Ok(Ok(Err(why))) => error(StatusCode::BAD_REQUEST, "patch_refused", &why),
+        Ok(Err(_)) => unknown(),
+        Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "busy", "the call did not answer in time; try again"),
+    }
+}
+
+async fn end(State(EdgeState { edge, .. }): State<EdgeState>, Path(id): Path<String>) -> Response {
+    let Some(commands) = edge.commands(&id) else { return unknown() };
+    if commands.send(Command::End).await.is_err() {
+        return unknown();
+    }
+    StatusCode::OK.into_response()
+}
+
+fn unknown() -> Response {
+    error(StatusCode::NOT_FOUND, "unknown_call", "no such WebRTC call: it ended, or never was")
+}
+
+/// A refused admission as HTTP: the status for its reason, counted as the WebSocket's are.
+fn refused(gateway: &Gateway, refusal: Refusal) -> Response {
+    gateway.metrics.refused.with_label_values(&[refusal.reason.metric_label()]).inc();
+    let status = match refusal.reason {
+        ErrorCode::MissingKey | ErrorCode::UnknownKey | ErrorCode::InvalidToken => StatusCode::UNAUTHORIZED,
+        ErrorCode::KeySessions | ErrorCode::KeyRate => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::AtCapacity | ErrorCode::MemoryBudget => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::FORBIDDEN,
+    };
+    let mut response = error(status, refusal.reason.as_str(), &refusal.message);
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = serde_json::json!({ "code": code, "message": message });
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+fn content_type_is(headers: &HeaderMap, wanted: &str) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(wanted))
+}

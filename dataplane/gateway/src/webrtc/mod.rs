@@ -1,0 +1,221 @@
+//! The gateway's WebRTC edge (issue 47): browsers and apps call an agent with an Opus track
+//! each way and the session protocol's JSON on a data channel. It is a *client* of the
+//! gateway's session machine, not a second one: each call opens one ordinary session
+//! through [`crate::session::serve`], over an in-process pipe instead of a socket
+//! ([`crate::session::ClientIo::Edge`]), so routing, handoffs, resume, scopes, the record,
+//! traces and metrics are the WebSocket's.
+//!
+//! - [`http`]: signalling, WHIP-style — `POST /v1/webrtc` (an SDP offer, admitted by the
+//!   gateway's own admission code: credentials, Origin, session slots; then checked),
+//!   `PATCH` (trickle ICE, ICE restart), `DELETE`;
+//! - [`demux`]: which call a datagram on the one UDP port is for;
+//! - [`call`]: one task per call, around the sans-I/O [`switchboard_webrtc::Call`]: it
+//!   moves datagrams, timers and the session's frames, and decides nothing the crate does.
+//!
+//! The socket: one UDP port per gateway, every call on it (`--webrtc-udp`); the address in
+//! the answers' candidates is `--webrtc-advertise` where clients reach the pod through a
+//! NAT or a load balancer. Off unless configured.
+
+pub mod call;
+pub mod demux;
+pub mod http;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use switchboard_webrtc::CallConfig;
+use tokio::net::UdpSocket;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use demux::Demux;
+
+/// The WebRTC path: `POST` here, `PATCH` and `DELETE` on `/v1/webrtc/<id>`.
+pub const WEBRTC_PATH: &str = "/v1/webrtc";
+
+/// How the edge is set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebrtcConfig {
+    /// The UDP address the edge's one socket binds (`0.0.0.0:3478`; port 0: any).
+    pub listen: SocketAddr,
+    /// The address clients reach that socket at, put in the answers' candidates; port 0:
+    /// the bound port. None: the bound address, which then must be a specific IP.
+    pub advertise: Option<SocketAddr>,
+    /// Most calls at once; more offers are answered 503.
+    pub max_calls: usize,
+    /// How long a call whose client stopped answering ICE (15 s without a consent check)
+    /// waits for it (an ICE restart within it keeps the call) before it ends and its
+    /// session parks for resume.
+    pub disconnect_grace: std::time::Duration,
+}
+
+impl WebrtcConfig {
+    /// The edge on `ip`, any free port, as local mode runs it. On every address (`0.0.0.0`)
+    /// it advertises the loopback one: calls from this machine.
+    pub fn on(ip: IpAddr) -> Self {
+        let advertise = match ip {
+            IpAddr::V4(v4) if v4.is_unspecified() => Some(SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0))),
+            IpAddr::V6(v6) if v6.is_unspecified() => Some(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0))),
+            _ => None,
+        };
+        Self { listen: SocketAddr::new(ip, 0), advertise, ..Self::default() }
+    }
+}
+
+impl Default for WebrtcConfig {
+    /// Every address, port 3478, 1000 calls, the call's default grace (15 s).
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([0, 0, 0, 0], 3478)),
+            advertise: None,
+            max_calls: DEFAULT_MAX_CALLS,
+            disconnect_grace: CallConfig::default().disconnect_grace,
+        }
+    }
+}
+
+/// The default of [`WebrtcConfig::max_calls`].
+pub const DEFAULT_MAX_CALLS: usize = 1000;
+
+/// Why the edge could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EdgeError {
+    /// The socket.
+    #[error("the WebRTC UDP socket cannot bind {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Bound to every address, with none to advertise.
+    #[error(
+        "the WebRTC socket binds {0}, which clients cannot be told to reach: give --webrtc-advertise the address they reach this pod at"
+    )]
+    NoAddress(SocketAddr),
+}
+
+/// What a call's task is asked from the HTTP side.
+#[derive(Debug)]
+pub enum Command {
+    /// A `PATCH`: trickled candidates or an ICE restart; the answer fragment, if any, or why not.
+    Patch(switchboard_webrtc::Fragment, tokio::sync::oneshot::Sender<Result<Option<String>, String>>),
+    /// A `DELETE`: the call and its session end.
+    End,
+}
+
+/// The edge of one gateway: its socket and calls.
+#[derive(Debug)]
+pub struct Edge {
+    socket: UdpSocket,
+    /// Where the socket is bound.
+    bound: SocketAddr,
+    /// Where clients reach the socket.
+    advertised: SocketAddr,
+    /// Every call's setup (the advertised address, a DTLS certificate made once).
+    call_config: CallConfig,
+    demux: Demux,
+    /// The live calls' command queues, by resource id.
+    calls: Mutex<HashMap<String, mpsc::Sender<Command>>>,
+    /// Call slots.
+    slots: Arc<Semaphore>,
+    max_calls: usize,
+    next_call: std::sync::atomic::AtomicU64,
+}
+
+impl Edge {
+    /// Binds the socket. `max_message_bytes`: the data channel's limit, the WebSocket's.
+    pub async fn bind(config: &WebrtcConfig, max_message_bytes: usize) -> Result<Arc<Self>, EdgeError> {
+        let socket = UdpSocket::bind(config.listen)
+            .await
+            .map_err(|source| EdgeError::Bind { address: config.listen, source })?;
+        let bound = socket.local_addr().map_err(|source| EdgeError::Bind { address: config.listen, source })?;
+        let advertised = match config.advertise {
+            Some(a) if a.port() == 0 => SocketAddr::new(a.ip(), bound.port()),
+            Some(a) => a,
+            None if bound.ip().is_unspecified() => return Err(EdgeError::NoAddress(bound)),
+            None => bound,
+        };
+        let call_config = CallConfig {
+            udp: vec![advertised],
+            max_message_bytes,
+            disconnect_grace: config.disconnect_grace,
+            dtls_cert: switchboard_webrtc::generate_dtls_cert(),
+            ..CallConfig::default()
+        };
+        tracing::info!(%bound, %advertised, "WebRTC edge on UDP");
+        Ok(Arc::new(Self {
+            socket,
+            bound,
+            advertised,
+            call_config,
+            demux: Demux::default(),
+            calls: Mutex::default(),
+            slots: Arc::new(Semaphore::new(config.max_calls)),
+            max_calls: config.max_calls,
+            next_call: std::sync::atomic::AtomicU64::new(1),
+        }))
+    }
+
+    /// The address clients reach the edge at.
+    pub fn advertised(&self) -> SocketAddr {
+        self.advertised
+    }
+
+    /// The address the edge's socket is bound to.
+    pub fn bound(&self) -> SocketAddr {
+        self.bound
+    }
+
+    /// Reads the socket until `stop`, handing each datagram to its call's queue (dropped
+    /// when the queue is full, as a network drops it; or when no call is its).
+    pub async fn receive(self: Arc<Self>, stop: CancellationToken) {
+        // A datagram larger than this is no WebRTC packet (they are kept under the MTU).
+        let mut buffer = vec![0; 2048];
+        loop {
+            let received = tokio::select! {
+                () = stop.cancelled() => return,
+                received = self.socket.recv_from(&mut buffer) => received,
+            };
+            let (size, source) = match received {
+                Ok(received) => received,
+                // An ICMP error of an earlier send (a client gone), reported on this socket.
+                Err(error) => {
+                    tracing::debug!(%error, "WebRTC socket");
+                    continue;
+                }
+            };
+            let contents = &buffer[..size];
+            if let Some(queue) = self.demux.route(source, contents) {
+                let _ = queue.try_send(demux::Incoming { source, contents: contents.to_vec() });
+            }
+        }
+    }
+
+    /// Sends a datagram; one the socket cannot take now is dropped (UDP: the peer's
+    /// retransmissions and loss concealment cover it).
+    fn send(&self, destination: SocketAddr, contents: &[u8]) {
+        if let Err(error) = self.socket.try_send_to(contents, destination) {
+            tracing::debug!(%error, %destination, "a WebRTC datagram was not sent");
+        }
+    }
+
+    fn register(&self, id: String, commands: mpsc::Sender<Command>) {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner).insert(id, commands);
+    }
+
+    fn forget(&self, id: &str) {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
+    }
+
+    fn commands(&self, id: &str) -> Option<mpsc::Sender<Command>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner).get(id).cloned()
+    }
+
+    /// Live calls.
+    pub fn live(&self) -> usize {
+        self.max_calls - self.slots.available_permits()
+    }
+}
