@@ -85,7 +85,7 @@ pub struct SessionContext {
 }
 
 /// A [`SessionContext`] as sent: its JSON text and the MAC over it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SignedContext {
     /// The context's JSON text, exactly as signed.
     pub payload: String,

@@ -13,6 +13,7 @@
 //! reasons ([`StopReason`]) — are catalogued in one place each (`codes`), their wire names
 //! unchanged.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::handoff::{HandoffContext, HandoffKind};
@@ -21,6 +22,7 @@ mod audio;
 mod codes;
 mod for_people;
 mod kind;
+pub mod schema;
 mod session;
 /// Who produced a piece of transcript (defined beside the transcript entries, which the
 /// handoff context's history shares without depending on the wire types).
@@ -31,10 +33,16 @@ pub use for_people::ErrorForPeople;
 pub use kind::ServerKind;
 pub use session::{Modalities, Refusal, SessionStart, SessionState, SessionUpdate};
 
+/// The version of the session protocol these types define, in the published schema's `$id`
+/// and title ([`schema`]) and the client libraries built from it. Semantic versioning: a
+/// new optional field, message or code is a minor version (peers ignore what they do not
+/// know); removing or changing the meaning of one is a major version.
+pub const PROTOCOL_VERSION: &str = "1.0.0";
+
 /// A message from the client.
 // Messages are decoded and consumed one at a time: boxing the large variant would only add an allocation.
 #[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientMessage {
     /// Opens the session. Must be the first message; a session that sends something else
@@ -42,6 +50,7 @@ pub enum ClientMessage {
     SessionStart(SessionStart),
     /// A piece of the user's speech: base64 PCM16, 16 kHz, mono, little-endian (voice and
     /// hybrid only). Binary WebSocket frames may carry the same audio as raw bytes.
+    #[schemars(transform = schema::audio_or_data)]
     BidiAudioInput {
         /// Base64-encoded audio; `data` is read as the same field.
         #[serde(alias = "data")]
@@ -94,6 +103,8 @@ pub enum ClientMessage {
     /// ([`crate::assertion`]), sent when a caller is verified during the session (and
     /// refreshed while it lasts). A gateway refuses it from clients; a runtime takes only one
     /// that verifies with its gateway public key and names its session.
+    // Not part of the published schema: no client may send it.
+    #[schemars(skip)]
     IdentityAssertion {
         /// The compact JWS.
         assertion: String,
@@ -101,7 +112,7 @@ pub enum ClientMessage {
 }
 
 /// Token counts by direction and modality.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TokensByModality {
     /// Speech tokens read.
     pub input_speech: u64,
@@ -114,7 +125,7 @@ pub struct TokensByModality {
 }
 
 /// A message to the client.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMessage {
     /// The session is open.
