@@ -55,6 +55,44 @@ pub fn schema_text() -> String {
     text
 }
 
+/// Checks messages against a schema of the protocol (the published file, or [`schema`]):
+/// what a test of a client or a server uses to prove the messages it saw are described.
+#[derive(Debug)]
+pub struct Checker {
+    client: jsonschema::Validator,
+    server: jsonschema::Validator,
+}
+
+impl Checker {
+    /// Validators of the schema's `ClientMessage` and `ServerMessage`; an error says why the
+    /// schema cannot be used.
+    pub fn new(schema: &Value) -> Result<Self, String> {
+        let of = |def: &str| {
+            let mut root = schema.clone();
+            if let Value::Object(map) = &mut root {
+                map.remove("oneOf");
+                map.insert("$ref".into(), json!(format!("#/$defs/{def}")));
+            }
+            jsonschema::validator_for(&root).map_err(|e| format!("the schema's {def} cannot be used: {e}"))
+        };
+        Ok(Self { client: of("ClientMessage")?, server: of("ServerMessage")? })
+    }
+
+    /// What is wrong with `message` as a client message (nothing: valid).
+    pub fn client_errors(&self, message: &Value) -> Vec<String> {
+        Self::errors(&self.client, message)
+    }
+
+    /// What is wrong with `message` as a server message (nothing: valid).
+    pub fn server_errors(&self, message: &Value) -> Vec<String> {
+        Self::errors(&self.server, message)
+    }
+
+    fn errors(validator: &jsonschema::Validator, message: &Value) -> Vec<String> {
+        validator.iter_errors(message).map(|e| format!("{e} (at {})", e.instance_path())).collect()
+    }
+}
+
 /// `bidi_audio_input`'s audio under either of its names (serde's `alias`, which the derive
 /// does not see): `audio` or `data`, exactly one.
 pub(super) fn audio_or_data(schema: &mut schemars::Schema) {

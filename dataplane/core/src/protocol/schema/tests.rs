@@ -238,6 +238,16 @@ fn every_server_message_this_version_writes_is_valid() {
 }
 
 #[test]
+fn the_checker_tells_client_and_server_messages_apart() {
+    let checker = Checker::new(&schema()).expect("usable");
+    let start = json!({"type": "session_start", "agent": "triage"});
+    let state = json!({"type": "bidi_session_state", "state": "ready"});
+    assert!(checker.client_errors(&start).is_empty() && checker.server_errors(&state).is_empty());
+    assert!(!checker.server_errors(&start).is_empty(), "a client message is no server message");
+    assert!(!checker.client_errors(&state).is_empty(), "and the other way round");
+}
+
+#[test]
 fn descriptions_read_as_text() {
     assert_eq!(
         plain("One\nparagraph [`ErrorCode`].\n\nTwo [`x`](crate::x)."),
