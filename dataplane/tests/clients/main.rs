@@ -82,3 +82,11 @@ fn the_typescript_client_works_against_local_mode_and_its_messages_match_the_sch
     let expected = [COMMON, &["bidi_session_updated", "bidi_connection_restart"]].concat();
     check_against_schema("typescript", &messages, &expected);
 }
+
+#[test]
+fn the_python_client_works_against_local_mode_and_its_messages_match_the_schema() {
+    let messages = run_suite("python");
+    // Its voice session takes reply audio as base64 JSON and barges in; its consent is declined.
+    let expected = [COMMON, &["bidi_audio_stream", "bidi_interruption", "tool_error"]].concat();
+    check_against_schema("python", &messages, &expected);
+}
