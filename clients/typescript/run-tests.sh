@@ -5,7 +5,12 @@
 # then clients-typescript-<hash>) and links it as node_modules; checks the generated types
 # match the schema, type-checks, builds and runs `node --test`.
 #
-# Env: SWITCHBOARD_BIN  the `switchboard` binary (default: built with cargo, dev profile)
+# `run-tests.sh --browser` runs the browser test instead (test-browser/: Microphone and
+# Player in headless Chromium), built into dist-browser/ so both may run at once.
+#
+# Env: SWITCHBOARD_BIN         the `switchboard` binary (default: built with cargo, dev profile)
+#      SWITCHBOARD_PLAYWRIGHT  (--browser) playwright-core's directory; tests/tools/install.sh
+#                              installs it and Debian's chromium
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -31,4 +36,11 @@ if [ -z "${SWITCHBOARD_BIN:-}" ]; then
 fi
 export SWITCHBOARD_BIN
 cd "$HERE"
-npm test --silent
+if [ "${1:-}" = "--browser" ]; then
+  : "${SWITCHBOARD_PLAYWRIGHT:?set it to the playwright-core directory that tests/tools/install.sh installs}"
+  chromium="$(command -v chromium)" || { echo "chromium is not on PATH; tests/tools/install.sh installs it" >&2; exit 1; }
+  node_modules/.bin/tsc -p tsconfig.json --outDir dist-browser
+  node test-browser/run.mjs "$SWITCHBOARD_PLAYWRIGHT" "$chromium" "$SWITCHBOARD_BIN" dist-browser
+else
+  npm test --silent
+fi

@@ -45,7 +45,7 @@ export function floatToPcm16(samples: Float32Array): Uint8Array {
 }
 
 /** PCM16 little-endian bytes to float samples (-1..1); an odd last byte is ignored. */
-export function pcm16ToFloat(bytes: Uint8Array): Float32Array {
+export function pcm16ToFloat(bytes: Uint8Array): Float32Array<ArrayBuffer> {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const out = new Float32Array(bytes.byteLength >> 1);
   for (let i = 0; i < out.length; i++) out[i] = view.getInt16(i * 2, true) / 0x8000;

@@ -2,3 +2,4 @@
 export * from "./protocol.js";
 export * from "./audio.js";
 export * from "./session.js";
+export * from "./browser.js";

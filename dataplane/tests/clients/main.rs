@@ -4,7 +4,10 @@
 //! as an app would — text through handoffs, consent, resume after a cut connection, the
 //! server's errors, voice. Every text frame those sessions received is written to a file
 //! and checked here against the published schema (`schema/protocol.schema.json`), with the
-//! message types each suite must have seen, so the schema is proven on real sessions.
+//! message types each suite must have seen, so the schema is proven on real sessions. The
+//! TypeScript client's browser parts (Microphone, Player) run in headless Chromium with a WAV
+//! as the microphone: a voice turn, the reply played, a barge-in that stops it and reports
+//! what was heard.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -89,4 +92,28 @@ fn the_python_client_works_against_local_mode_and_its_messages_match_the_schema(
     // Its voice session takes reply audio as base64 JSON and barges in; its consent is declined.
     let expected = [COMMON, &["bidi_audio_stream", "bidi_interruption", "tool_error"]].concat();
     check_against_schema("python", &messages, &expected);
+}
+
+/// The test tools' bin directory (tests/tools/install.sh: Chromium and playwright-core).
+fn tools_bin() -> PathBuf {
+    let script = root().join("tests/tools/install.sh");
+    let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
+    assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim())
+}
+
+#[test]
+fn the_typescript_clients_microphone_and_player_work_in_chromium() {
+    let playwright = tools_bin().join("../node_modules/playwright-core");
+    let out = Command::new("bash")
+        .arg(root().join("clients/typescript/run-tests.sh"))
+        .arg("--browser")
+        .env("SWITCHBOARD_BIN", env!("CARGO_BIN_EXE_switchboard"))
+        .env("SWITCHBOARD_PLAYWRIGHT", playwright)
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .output()
+        .expect("runs the browser test");
+    let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the browser test failed:\n{output}");
+    eprintln!("{output}");
 }
