@@ -6,10 +6,13 @@ the published schema."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
+import secrets
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +58,42 @@ def local() -> Iterator[str]:
     yield address
     process.terminate()
     process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def gateway() -> Iterator[tuple[str, str]]:
+    """`$SWITCHBOARD_BIN gateway` with an API keys file of one key and an empty routing table
+    (a gateway without Kubernetes): it authenticates every client, then refuses every agent
+    as unknown. Its host:port and the key."""
+    binary = os.environ["SWITCHBOARD_BIN"]
+    with tempfile.TemporaryDirectory(prefix="switchboard-client-gateway-") as scratch:
+        folder = Path(scratch)
+        key = f"key-{secrets.token_hex(12)}"
+        subprocess.run(
+            ["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(folder / "gateway.pem")], check=True
+        )
+        (folder / "keys").write_text(f"clients {hashlib.sha256(key.encode()).hexdigest()}\n")
+        routes = {"apiVersion": "switchboard.dev/v1alpha1", "kind": "RoutingTable", "routes": []}
+        (folder / "routes.json").write_text(json.dumps(routes))
+        args = [binary, "gateway", "--listen", "127.0.0.1:0", "--gateway-key-file", str(folder / "gateway.pem")]
+        args += ["--routes-file", str(folder / "routes.json"), "--api-keys-file", str(folder / "keys")]
+        env = {**os.environ, "SWITCHBOARD_LOG": "info", "NO_PROXY": "127.0.0.1,localhost"}
+        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        address = None
+        assert process.stderr is not None
+        seen = []
+        for line in process.stderr:
+            seen.append(line)
+            if found := re.search(r"gateway serving /v1/session addr=(\S+)", line):
+                address = found.group(1)
+                break
+        if address is None:
+            process.kill()
+            pytest.fail(f"switchboard gateway did not start: {''.join(seen)}")
+        threading.Thread(target=lambda: [None for _ in process.stderr or []], daemon=True).start()
+        yield address, key
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def url(address: str) -> str:

@@ -2,8 +2,11 @@
 // tests, and a TCP relay between a client and it whose connections a test can cut.
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { appendFileSync } from "node:fs";
+import { createHash, generateKeyPairSync, randomBytes } from "node:crypto";
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import WebSocket from "ws";
@@ -134,4 +137,59 @@ export function connect(options: Omit<SessionOptions, "webSocket">): Promise<Ses
       return socket as unknown as WebSocketLike;
     },
   });
+}
+
+export interface Gateway {
+  url: string;
+  /** The API key its keys file holds. */
+  apiKey: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * `$SWITCHBOARD_BIN gateway` with an API keys file of one key and an empty routing table (a
+ * gateway without Kubernetes): it authenticates every client, then refuses every agent as
+ * unknown — enough to prove how a client presents its credential.
+ */
+export async function startGateway(): Promise<Gateway> {
+  const bin = process.env.SWITCHBOARD_BIN;
+  if (!bin) throw new Error("SWITCHBOARD_BIN is not set");
+  const dir = mkdtempSync(join(tmpdir(), "switchboard-client-gateway-"));
+  const apiKey = `key-${randomBytes(12).toString("hex")}`;
+  const { privateKey } = generateKeyPairSync("ed25519");
+  writeFileSync(join(dir, "gateway.pem"), privateKey.export({ type: "pkcs8", format: "pem" }));
+  writeFileSync(join(dir, "keys"), `clients ${createHash("sha256").update(apiKey).digest("hex")}\n`);
+  writeFileSync(join(dir, "routes.json"), JSON.stringify({ apiVersion: "switchboard.dev/v1alpha1", kind: "RoutingTable", routes: [] }));
+  const child = spawn(
+    bin,
+    ["gateway", "--listen", "127.0.0.1:0", "--gateway-key-file", join(dir, "gateway.pem"), "--routes-file", join(dir, "routes.json"), "--api-keys-file", join(dir, "keys")],
+    { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, SWITCHBOARD_LOG: "info", NO_PROXY: "127.0.0.1,localhost" } },
+  );
+  const address = await new Promise<string>((resolve, reject) => {
+    let err = "";
+    const timer = setTimeout(() => reject(new Error(`switchboard gateway did not start in 60 s: ${err}`)), 60000);
+    child.stderr?.on("data", (chunk) => {
+      err += chunk;
+      const found = /gateway serving \/v1\/session addr=(\S+)/.exec(err);
+      if (found?.[1]) {
+        clearTimeout(timer);
+        resolve(found[1]);
+      }
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`switchboard gateway exited (${code}): ${err}`));
+    });
+  });
+  return {
+    url: `ws://${address}/v1/session`,
+    apiKey,
+    async stop() {
+      if (child.exitCode === null) {
+        child.kill("SIGTERM");
+        await once(child, "exit");
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
