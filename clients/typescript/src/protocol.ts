@@ -135,7 +135,7 @@ export type ToolConsentMessage = {
 };
 
 /**
- * Ends the session.
+ * Ends the session now: the server closes the socket with 1000, and the session cannot be resumed (a dropped connection can: see `session_start.resume_token`).
  */
 export type CloseMessage = {
   type: "close";
@@ -254,7 +254,7 @@ export type HistoryTurn = {
 export type ReturnStatus = "completed" | "failed" | "cancelled";
 
 /**
- * The session is open.
+ * The session is open on `agent`: the first message of a session, and again after every handoff (after the `handoff` message, on the same socket), every move of the session to another pod, and every resume. Through a gateway it brings a fresh `resume_token` and the message's number `seq`.
  */
 export type BidiConnectionStartMessage = {
   /**
@@ -266,7 +266,7 @@ export type BidiConnectionStartMessage = {
    */
   candidate?: boolean;
   /**
-   * `voice`, `text` or `hybrid`.
+   * The agent's mode: `voice` (speech to speech), `text`, or `hybrid` (speech and typed text). A session without `audio` in its modalities runs over the text model whatever the mode.
    */
   mode: string;
   /**
@@ -318,7 +318,7 @@ export type BidiTranscriptStreamMessage = {
 };
 
 /**
- * The agent started answering a user turn.
+ * The agent's answer to a user turn begins (`bidi_response_complete` ends it).
  */
 export type BidiResponseStartMessage = {
   /**
@@ -329,7 +329,7 @@ export type BidiResponseStartMessage = {
 };
 
 /**
- * The agent finished answering a user turn.
+ * The agent's answer to a user turn is over; `stop_reason` says how it ended.
  */
 export type BidiResponseCompleteMessage = {
   /**
@@ -448,7 +448,7 @@ export type BidiConnectionRestartMessage = {
 };
 
 /**
- * A tool call started.
+ * A tool call started (a handoff or a workflow move is one too); `tool_complete` or `tool_error` with the same `tool_use_id` ends it.
  */
 export type ToolStartMessage = {
   /**
@@ -471,7 +471,7 @@ export type ToolStartMessage = {
 };
 
 /**
- * A long tool call is still running.
+ * A long tool call says how it is going (the tool server's progress notifications).
  */
 export type ToolProgressMessage = {
   /**
@@ -575,7 +575,7 @@ export type ConsentRequestMessage = {
 };
 
 /**
- * The session moves to another agent (transfer) or back to the caller (return).
+ * The session moves to another agent (`transfer`), or back to the agent that transferred it (`return`); that agent's `bidi_connection_start` follows on the same socket.
  */
 export type HandoffMessage = {
   /**
@@ -598,7 +598,7 @@ export type HandoffMessage = {
 };
 
 /**
- * Session memory changed (a gateway keeps its copy in sync).
+ * Session memory changed: a key set, or removed (`null`). A gateway keeps its copy in sync; a client may show it (the web console does).
  */
 export type MemoryUpdateMessage = {
   /**
@@ -613,7 +613,7 @@ export type MemoryUpdateMessage = {
 };
 
 /**
- * The workflow moved to another node.
+ * The agent's workflow moved from one node (step) to another.
  */
 export type WorkflowTransitionMessage = {
   /**
@@ -674,7 +674,7 @@ export type BidiConnectionDrainingMessage = {
 };
 
 /**
- * The server is closing the session.
+ * The server is ending the session (the agent ended the conversation, or the client sent `close`); the socket closes after it and the session cannot be resumed.
  */
 export type BidiConnectionCloseMessage = {
   /**

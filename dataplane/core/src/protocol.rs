@@ -97,7 +97,8 @@ pub enum ClientMessage {
         /// True when the user allows the tool to run.
         approved: bool,
     },
-    /// Ends the session.
+    /// Ends the session now: the server closes the socket with 1000, and the session cannot
+    /// be resumed (a dropped connection can: see `session_start.resume_token`).
     Close {},
     /// Gateway to runtime only: the verified caller's identity assertion
     /// ([`crate::assertion`]), sent when a caller is verified during the session (and
@@ -128,13 +129,18 @@ pub struct TokensByModality {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMessage {
-    /// The session is open.
+    /// The session is open on `agent`: the first message of a session, and again after every
+    /// handoff (after the `handoff` message, on the same socket), every move of the session
+    /// to another pod, and every resume. Through a gateway it brings a fresh `resume_token`
+    /// and the message's number `seq`.
     BidiConnectionStart {
         /// The session's id (logs and transcripts use it).
         session_id: String,
         /// The agent now serving the session.
         agent: String,
-        /// `voice`, `text` or `hybrid`.
+        /// The agent's mode: `voice` (speech to speech), `text`, or `hybrid` (speech and typed
+        /// text). A session without `audio` in its modalities runs over the text model
+        /// whatever the mode.
         mode: String,
         /// The model the agent uses.
         model: String,
@@ -178,12 +184,12 @@ pub enum ServerMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         input_id: Option<String>,
     },
-    /// The agent started answering a user turn.
+    /// The agent's answer to a user turn begins (`bidi_response_complete` ends it).
     BidiResponseStart {
         /// Counts the turns of this session from 1.
         turn: u64,
     },
-    /// The agent finished answering a user turn.
+    /// The agent's answer to a user turn is over; `stop_reason` says how it ended.
     BidiResponseComplete {
         /// The turn that completed.
         turn: u64,
@@ -250,7 +256,8 @@ pub enum ServerMessage {
         /// The new stream's number in this session (1 is the first).
         generation: u64,
     },
-    /// A tool call started.
+    /// A tool call started (a handoff or a workflow move is one too); `tool_complete` or
+    /// `tool_error` with the same `tool_use_id` ends it.
     ToolStart {
         /// The model's id of the call.
         tool_use_id: String,
@@ -263,7 +270,7 @@ pub enum ServerMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         description: Option<String>,
     },
-    /// A long tool call is still running.
+    /// A long tool call says how it is going (the tool server's progress notifications).
     ToolProgress {
         /// The call.
         tool_use_id: String,
@@ -324,7 +331,9 @@ pub enum ServerMessage {
         /// The input it would run with.
         input: serde_json::Value,
     },
-    /// The session moves to another agent (transfer) or back to the caller (return).
+    /// The session moves to another agent (`transfer`), or back to the agent that
+    /// transferred it (`return`); that agent's `bidi_connection_start` follows on the same
+    /// socket.
     Handoff {
         /// The agent handing over.
         from: String,
@@ -335,14 +344,15 @@ pub enum ServerMessage {
         /// Everything the next agent needs (memory, history, reason, status, summary).
         context: Box<HandoffContext>,
     },
-    /// Session memory changed (a gateway keeps its copy in sync).
+    /// Session memory changed: a key set, or removed (`null`). A gateway keeps its copy in
+    /// sync; a client may show it (the web console does).
     MemoryUpdate {
         /// The key, e.g. `verifiedUser`.
         key: String,
         /// The new value; `null` when removed.
         value: serde_json::Value,
     },
-    /// The workflow moved to another node.
+    /// The agent's workflow moved from one node (step) to another.
     WorkflowTransition {
         /// The node left.
         from: String,
@@ -381,7 +391,8 @@ pub enum ServerMessage {
         /// The longest the server goes on serving.
         seconds: u64,
     },
-    /// The server is closing the session.
+    /// The server is ending the session (the agent ended the conversation, or the client
+    /// sent `close`); the socket closes after it and the session cannot be resumed.
     BidiConnectionClose {
         /// Why.
         reason: String,

@@ -362,7 +362,8 @@ class ToolConsentMessage(TypedDict):
 
 
 class CloseMessage(TypedDict):
-    """Ends the session.
+    """Ends the session now: the server closes the socket with 1000, and the session cannot be resumed
+    (a dropped connection can: see `session_start.resume_token`).
     """
     type: Literal["close"]
 
@@ -395,7 +396,9 @@ CLIENT_MESSAGE_TYPES: tuple[str, ...] = (
 
 
 class BidiConnectionStartMessage(TypedDict):
-    """The session is open.
+    """The session is open on `agent`: the first message of a session, and again after every handoff
+    (after the `handoff` message, on the same socket), every move of the session to another pod, and
+    every resume. Through a gateway it brings a fresh `resume_token` and the message's number `seq`.
     """
     agent: str
     """The agent now serving the session.
@@ -405,7 +408,8 @@ class BidiConnectionStartMessage(TypedDict):
     candidate pods (its held rollout's edited spec) serve it. Absent otherwise: its live pods do.
     """
     mode: str
-    """`voice`, `text` or `hybrid`.
+    """The agent's mode: `voice` (speech to speech), `text`, or `hybrid` (speech and typed text). A
+    session without `audio` in its modalities runs over the text model whatever the mode.
     """
     model: str
     """The model the agent uses.
@@ -457,7 +461,7 @@ class BidiTranscriptStreamMessage(TypedDict):
 
 
 class BidiResponseStartMessage(TypedDict):
-    """The agent started answering a user turn.
+    """The agent's answer to a user turn begins (`bidi_response_complete` ends it).
     """
     turn: int
     """Counts the turns of this session from 1.
@@ -466,7 +470,7 @@ class BidiResponseStartMessage(TypedDict):
 
 
 class BidiResponseCompleteMessage(TypedDict):
-    """The agent finished answering a user turn.
+    """The agent's answer to a user turn is over; `stop_reason` says how it ended.
     """
     stop_reason: StopReason
     """Why the answer ended (`end_turn`, `handoff`, `interrupted`, ...).
@@ -572,7 +576,8 @@ class BidiConnectionRestartMessage(TypedDict):
 
 
 class ToolStartMessage(TypedDict):
-    """A tool call started.
+    """A tool call started (a handoff or a workflow move is one too); `tool_complete` or `tool_error`
+    with the same `tool_use_id` ends it.
     """
     description: NotRequired[str | None]
     """What the tool does, for people: the `description` of the Agent's tool spec (or of the handoff it
@@ -591,7 +596,7 @@ class ToolStartMessage(TypedDict):
 
 
 class ToolProgressMessage(TypedDict):
-    """A long tool call is still running.
+    """A long tool call says how it is going (the tool server's progress notifications).
     """
     message: str
     """What is happening.
@@ -677,7 +682,8 @@ class ConsentRequestMessage(TypedDict):
     type: Literal["consent_request"]
 
 
-# The session moves to another agent (transfer) or back to the caller (return).
+# The session moves to another agent (`transfer`), or back to the agent that transferred it
+# (`return`); that agent's `bidi_connection_start` follows on the same socket.
 HandoffMessage = TypedDict(
     "HandoffMessage",
     {
@@ -691,7 +697,8 @@ HandoffMessage = TypedDict(
 
 
 class MemoryUpdateMessage(TypedDict):
-    """Session memory changed (a gateway keeps its copy in sync).
+    """Session memory changed: a key set, or removed (`null`). A gateway keeps its copy in sync; a
+    client may show it (the web console does).
     """
     key: str
     """The key, e.g. `verifiedUser`.
@@ -702,7 +709,7 @@ class MemoryUpdateMessage(TypedDict):
     """
 
 
-# The workflow moved to another node.
+# The agent's workflow moved from one node (step) to another.
 WorkflowTransitionMessage = TypedDict(
     "WorkflowTransitionMessage",
     {
@@ -755,7 +762,8 @@ class BidiConnectionDrainingMessage(TypedDict):
 
 
 class BidiConnectionCloseMessage(TypedDict):
-    """The server is closing the session.
+    """The server is ending the session (the agent ended the conversation, or the client sent `close`);
+    the socket closes after it and the session cannot be resumed.
     """
     reason: str
     """Why.
