@@ -311,15 +311,18 @@ export class Session {
     const timeoutMs = this.options.startTimeoutMs ?? 15000;
     await new Promise<void>((resolve, reject) => {
       let settled = false;
+      let opened = false;
       const settle = (error?: Error) => {
         if (settled) return;
         settled = true;
+        opened = !error;
         clearTimeout(timer);
         if (error) reject(error);
         else resolve();
       };
       const timer = setTimeout(() => {
         settle(new SessionRefused(`the session did not start within ${timeoutMs} ms`, 0));
+        socket.onmessage = null;
         socket.close();
       }, timeoutMs);
       socket.onopen = () => socket.send(JSON.stringify(start));
@@ -334,7 +337,8 @@ export class Session {
           settle(new SessionRefused(`the session was refused (${event.code}): ${why}`, event.code, this.lastError));
           return;
         }
-        this.dropped(socket, event.code, event.reason);
+        // A connection whose start failed (timed out) was reported by `open` already.
+        if (opened) this.dropped(socket, event.code, event.reason);
       };
     });
   }

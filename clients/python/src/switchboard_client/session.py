@@ -304,10 +304,14 @@ class Session:
         self._started = asyncio.get_running_loop().create_future()
         self._last_error = None
         self._reader = asyncio.create_task(self._read(socket, self._started))
-        await socket.send(json.dumps(start))
+        # A server that refuses at once (a credential, an agent) may close before this is
+        # sent: the refusal is read from what it sent and said in `_started`.
+        with contextlib.suppress(ConnectionClosed):
+            await socket.send(json.dumps(start))
         try:
-            await asyncio.wait_for(asyncio.shield(self._started), self._start_timeout)
+            await asyncio.wait_for(self._started, self._start_timeout)
         except TimeoutError:
+            self._reader.cancel()
             await socket.close()
             raise SessionRefused(f"the session did not start within {self._start_timeout} s", 0) from None
 
@@ -325,6 +329,8 @@ class Session:
                 SessionRefused(f"the session was refused ({code}): {why}", code or 1006, self._last_error)
             )
             return
+        if started.cancelled() or started.exception() is not None:
+            return  # this connection never started (a start that timed out): `_open` said so
         if socket is not self._socket or self._over is not None:
             return
         if self._ending or code not in _RESUMABLE or not self.resume_token or not self._resume_pauses:
