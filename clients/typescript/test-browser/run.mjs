@@ -3,10 +3,14 @@
 // with a real `switchboard local` (which allows that origin), its Microphone sends the fake
 // microphone (a WAV: silence, a tone, silence) through an AudioWorklet, the simulator hears
 // a turn and answers, and its Player schedules and plays the reply. Checks what the page
-// reports and that the credential went in the access_token query parameter (a browser
-// cannot set headers on a WebSocket). Prints one JSON line.
+// reports, a barge-in (a tone sent over the reply once some of it played) that stops the
+// player and reports what was heard, and that the credential went in the access_token query parameter (a browser
+// cannot set headers on a WebSocket); then, against a real `switchboard gateway` that asks for
+// API keys and allows the page's origin, that the key from the URL is taken (refused only by
+// the gateway's empty routing table, 4404) and its absence is not (4401). Prints one JSON line.
 //   node test-browser/run.mjs <playwright-core dir> <chromium> <switchboard binary> [built dir, default dist]
 import { spawn } from "node:child_process";
+import { createHash, generateKeyPairSync } from "node:crypto";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -90,14 +94,41 @@ async function startLocal(origin) {
   return { child, address };
 }
 
+/** A gateway with one API key, no routes, and the page's origin allowed. */
+async function startGateway(dir, origin, apiKey) {
+  writeFileSync(join(dir, "gateway.pem"), generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }));
+  writeFileSync(join(dir, "keys"), `page ${createHash("sha256").update(apiKey).digest("hex")}\n`);
+  writeFileSync(join(dir, "routes.json"), JSON.stringify({ apiVersion: "switchboard.dev/v1alpha1", kind: "RoutingTable", routes: [] }));
+  const child = spawn(bin, ["gateway", "--listen", "127.0.0.1:0", "--gateway-key-file", join(dir, "gateway.pem"),
+    "--routes-file", join(dir, "routes.json"), "--api-keys-file", join(dir, "keys"), "--allowed-origin", origin], {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, SWITCHBOARD_LOG: "info", NO_PROXY: "127.0.0.1,localhost" },
+  });
+  let err = "";
+  const address = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`switchboard gateway did not start: ${err}`)), 60000);
+    child.stderr.on("data", (c) => {
+      err += c;
+      const found = /gateway serving \/v1\/session addr=(\S+)/.exec(err);
+      if (found) {
+        clearTimeout(timer);
+        resolve(found[1]);
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`switchboard gateway exited (${code}): ${err}`)));
+  });
+  return { child, address };
+}
+
 const dir = mkdtempSync(join(tmpdir(), "switchboard-client-browser-"));
 const microphone = join(dir, "microphone.wav");
-// Silence, a turn, silence while the agent starts answering (about 2 s after the turn ends,
-// with a reply of about 6.5 s), then a tone over the reply's middle: a barge-in.
-writeFileSync(microphone, wav(Buffer.concat([tone(1500, 0), tone(1200, 0.5), tone(4800, 0), tone(1200, 0.5), tone(8000, 0)])));
+// Silence, a turn, then silence (the page barges in on the reply itself, once some of it
+// played, so the test does not hang on when the reply starts).
+writeFileSync(microphone, wav(Buffer.concat([tone(1500, 0), tone(1200, 0.5), tone(20000, 0)])));
 const server = await serve();
 const origin = `http://127.0.0.1:${server.address().port}`;
 const local = await startLocal(origin);
+const gateway = await startGateway(dir, origin, "page-key");
 const browser = await chromium.launch({
   executablePath: chromiumPath,
   headless: true,
@@ -128,28 +159,36 @@ try {
   await page.waitForFunction(() => window.ready === true);
   result = await page.evaluate((url) => window.voiceTurn(url), `ws://${local.address}/v1/session`);
   result.sockets = sockets;
+  const gatewayUrl = `ws://${gateway.address}/v1/session`;
+  result.withKey = await page.evaluate(([url, key]) => window.refusal(url, key), [gatewayUrl, "page-key"]);
+  result.withoutKey = await page.evaluate(([url]) => window.refusal(url), [gatewayUrl]);
   result.played = sent.map((f) => JSON.parse(f)).filter((m) => m.type === "bidi_audio_played");
 } finally {
   result = { ...result, errors };
   await browser.close();
   server.close();
   local.child.kill("SIGTERM");
+  gateway.child.kill("SIGTERM");
   rmSync(dir, { recursive: true, force: true });
 }
 process.stdout.write(`${JSON.stringify(result)}\n`);
 
 assert.deepEqual(result.errors, [], "no page errors");
 assert.equal(result.mode, "hybrid");
-assert.equal(result.sockets.length, 1);
-assert.equal(new URL(result.sockets[0]).searchParams.get("access_token"), "page-key", "the credential is in the URL");
+assert.equal(result.sockets.length, 3, "the voice session, then two at the gateway");
+for (const socket of result.sockets.slice(0, 2)) {
+  assert.equal(new URL(socket).searchParams.get("access_token"), "page-key", "the credential is in the URL");
+}
+assert.deepEqual(result.withKey, { code: 4404, error: "unknown_agent" }, "the key from the URL was taken");
+assert.deepEqual(result.withoutKey, { code: 4401, error: "missing_key" });
 assert.ok(result.framesSent >= 100, `the microphone sent its frames: ${result.framesSent}`);
 for (const event of ["bidi_speech_started", "bidi_response_start"]) {
   assert.ok(result.events.includes(event), `${event} among ${result.events}`);
 }
 assert.ok(result.chunks > 0 && result.scheduledMs > 200, `reply audio scheduled: ${result.chunks} chunks, ${result.scheduledMs} ms`);
 assert.equal(result.playback, "running", "the playback clock runs");
-assert.ok(result.events.includes("bidi_interruption"), "the second tone barged in");
-assert.ok(result.playedAtInterruption > 0 && result.playedAtInterruption < result.scheduledMs, `cut part way: ${result.playedAtInterruption} of ${result.scheduledMs} ms`);
+assert.ok(result.events.includes("bidi_interruption"), "the tone barged in");
+assert.ok(result.playedAtInterruption >= 800 && result.playedAtInterruption <= result.scheduledMs, `cut part way: ${result.playedAtInterruption} of ${result.scheduledMs} ms`);
 assert.equal(result.playedAfter, 0, "the player stopped and dropped the rest");
 assert.equal(result.played.length, 1, "one bidi_audio_played");
 assert.ok(Math.abs(result.played[0].audio_played_ms - result.playedAtInterruption) <= 100, `it reports what was heard: ${JSON.stringify(result.played)}`);
