@@ -56,7 +56,7 @@ def local() -> Iterator[str]:
         pytest.fail(f"switchboard local did not start: {''.join(stderr)}")
     threading.Thread(target=lambda: [None for _ in process.stdout or []], daemon=True).start()
     yield address
-    process.terminate()
+    process.kill()  # its graceful drain (5 s) is not under test here
     process.wait(timeout=30)
 
 

@@ -54,8 +54,9 @@ export async function startLocal(): Promise<Local> {
     url: `ws://${address}/v1/session`,
     address,
     async stop() {
+      // SIGKILL: its graceful drain (5 s) is not under test here.
       if (child.exitCode === null) {
-        child.kill("SIGTERM");
+        child.kill("SIGKILL");
         await once(child, "exit");
       }
     },
