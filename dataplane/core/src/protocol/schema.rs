@@ -3,7 +3,8 @@
 //! message a server sends ([`ServerMessage`]), derived from the types, with their docs as
 //! descriptions and [`PROTOCOL_VERSION`] in its `$id` and title. The `protocol-schema`
 //! binary writes it to `schema/protocol.schema.json`, which the client libraries
-//! (`clients/`) generate their types from; a test fails when the file and the types differ.
+//! (`clients/`) generate their types from, and the reference for people generated from it
+//! to `schema/protocol.md` ([`reference()`]); a test fails when the files and the types differ.
 //!
 //! The schema describes what this version reads: fields a server may leave out are
 //! optional, and a code a newer peer sends (`bidi_error.code`, `stop_reason`) is any string
@@ -13,6 +14,9 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use super::{ClientMessage, PROTOCOL_VERSION, ServerMessage};
+
+mod reference;
+pub use reference::{REFERENCE_PATH, reference};
 
 /// Where the schema is written, relative to the repository root.
 pub const SCHEMA_PATH: &str = "schema/protocol.schema.json";

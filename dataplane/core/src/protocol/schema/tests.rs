@@ -37,6 +37,30 @@ fn the_committed_schema_is_what_the_types_generate() {
 }
 
 #[test]
+fn the_committed_reference_is_what_the_schema_generates() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(REFERENCE_PATH);
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == reference(&schema()),
+        "{} differs from what the protocol types generate; run `{REGENERATE}` and commit the result",
+        path.display()
+    );
+}
+
+#[test]
+fn the_reference_has_every_message_and_its_fields() {
+    let text = reference(&schema());
+    for kind in ServerKind::ALL {
+        assert!(text.contains(&format!("#### `{}`\n", kind.as_str())), "{} is in the reference", kind.as_str());
+    }
+    assert!(text.contains("#### `session_start`\n") && text.contains("#### `tool_consent`\n"));
+    assert!(text.contains("| `resume_token` | string or null | no |"), "session_start lists its fields");
+    assert!(text.contains("| `code` | [ErrorCode](#errorcode) | yes |"), "bidi_error links its code");
+    assert!(text.contains("| `busy` |"), "the codes are listed with their meaning");
+    assert!(text.contains("| `audio` | string | one of these |"), "bidi_audio_input: audio or data");
+}
+
+#[test]
 fn the_schema_is_a_valid_draft_2020_12_schema_naming_its_version() {
     let schema = schema();
     jsonschema::meta::validate(&schema).expect("valid against the 2020-12 meta-schema");
