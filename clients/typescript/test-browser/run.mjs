@@ -179,8 +179,13 @@ assert.equal(result.sockets.length, 3, "the voice session, then two at the gatew
 for (const socket of result.sockets.slice(0, 2)) {
   assert.equal(new URL(socket).searchParams.get("access_token"), "page-key", "the credential is in the URL");
 }
-assert.deepEqual(result.withKey, { code: 4404, error: "unknown_agent" }, "the key from the URL was taken");
-assert.deepEqual(result.withoutKey, { code: 4401, error: "missing_key" });
+// The refusal is the gateway's bidi_error. Its close code is 4404/4401, or 1006 where Chromium
+// lost the close frame: the gateway closes a refused socket without reading the page's
+// session_start, and the reset that follows can drop the frame (1 run in ~20 under load).
+assert.equal(result.withKey.error, "unknown_agent", "the key from the URL was taken");
+assert.ok([4404, 1006].includes(result.withKey.code), `closed ${result.withKey.code}`);
+assert.equal(result.withoutKey.error, "missing_key");
+assert.ok([4401, 1006].includes(result.withoutKey.code), `closed ${result.withoutKey.code}`);
 assert.ok(result.framesSent >= 100, `the microphone sent its frames: ${result.framesSent}`);
 for (const event of ["bidi_speech_started", "bidi_response_start"]) {
   assert.ok(result.events.includes(event), `${event} among ${result.events}`);
