@@ -184,8 +184,9 @@ for (const socket of result.sockets.slice(0, 2)) {
 // session_start, and the reset that follows can drop the frame (1 run in ~20 under load).
 assert.equal(result.withKey.error, "unknown_agent", "the key from the URL was taken");
 assert.ok([4404, 1006].includes(result.withKey.code), `closed ${result.withKey.code}`);
-assert.equal(result.withoutKey.error, "missing_key");
 assert.ok([4401, 1006].includes(result.withoutKey.code), `closed ${result.withoutKey.code}`);
+// Refused before the start is read: the reset may also beat the bidi_error.
+if (result.withoutKey.code === 4401 || result.withoutKey.error) assert.equal(result.withoutKey.error, "missing_key");
 assert.ok(result.framesSent >= 100, `the microphone sent its frames: ${result.framesSent}`);
 for (const event of ["bidi_speech_started", "bidi_response_start"]) {
   assert.ok(result.events.includes(event), `${event} among ${result.events}`);
