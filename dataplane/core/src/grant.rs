@@ -161,7 +161,7 @@ impl Serialize for SessionContext {
 }
 
 /// A [`SessionContext`] as sent: its JSON text and the MAC over it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SignedContext {
     /// The context's JSON text, exactly as signed.
     pub payload: String,

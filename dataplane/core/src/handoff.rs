@@ -8,10 +8,11 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Transfer to another agent, or return to the caller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HandoffKind {
     /// `transfer_to_<agent>`.
@@ -21,7 +22,7 @@ pub enum HandoffKind {
 }
 
 /// How the work of a returning agent ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReturnStatus {
     /// The agent did what it was handed the session for.
@@ -33,7 +34,7 @@ pub enum ReturnStatus {
 }
 
 /// One turn of carried conversation, reduced to text.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HistoryTurn {
     /// `user` or `assistant`.
     pub role: crate::transcript::TranscriptRole,
@@ -42,7 +43,7 @@ pub struct HistoryTurn {
 }
 
 /// Where the session was in the handing-over agent's workflow.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct WorkflowSnapshot {
     /// The handing-over agent.
     pub agent: String,
@@ -57,7 +58,7 @@ pub struct WorkflowSnapshot {
 }
 
 /// Everything a receiving agent is told about a handed-over session.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HandoffContext {
     /// The agent handing over.
     pub from_agent: String,

@@ -13,6 +13,7 @@
 //! reasons ([`StopReason`]) — are catalogued in one place each (`codes`), their wire names
 //! unchanged.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::handoff::{HandoffContext, HandoffKind};
@@ -21,6 +22,7 @@ mod audio;
 mod codes;
 mod for_people;
 mod kind;
+pub mod schema;
 mod session;
 /// Who produced a piece of transcript (defined beside the transcript entries, which the
 /// handoff context's history shares without depending on the wire types).
@@ -31,10 +33,16 @@ pub use for_people::ErrorForPeople;
 pub use kind::ServerKind;
 pub use session::{Modalities, Refusal, SessionStart, SessionState, SessionUpdate};
 
+/// The version of the session protocol these types define, in the published schema's `$id`
+/// and title ([`schema`]) and the client libraries built from it. Semantic versioning: a
+/// new optional field, message or code is a minor version (peers ignore what they do not
+/// know); removing or changing the meaning of one is a major version.
+pub const PROTOCOL_VERSION: &str = "1.0.0";
+
 /// A message from the client.
 // Messages are decoded and consumed one at a time: boxing the large variant would only add an allocation.
 #[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientMessage {
     /// Opens the session. Must be the first message; a session that sends something else
@@ -42,6 +50,7 @@ pub enum ClientMessage {
     SessionStart(SessionStart),
     /// A piece of the user's speech: base64 PCM16, 16 kHz, mono, little-endian (voice and
     /// hybrid only). Binary WebSocket frames may carry the same audio as raw bytes.
+    #[schemars(transform = schema::audio_or_data)]
     BidiAudioInput {
         /// Base64-encoded audio; `data` is read as the same field.
         #[serde(alias = "data")]
@@ -88,12 +97,15 @@ pub enum ClientMessage {
         /// True when the user allows the tool to run.
         approved: bool,
     },
-    /// Ends the session.
+    /// Ends the session now: the server closes the socket with 1000, and the session cannot
+    /// be resumed (a dropped connection can: see `session_start.resume_token`).
     Close {},
     /// Gateway to runtime only: the verified caller's identity assertion
     /// ([`crate::assertion`]), sent when a caller is verified during the session (and
     /// refreshed while it lasts). A gateway refuses it from clients; a runtime takes only one
     /// that verifies with its gateway public key and names its session.
+    // Not part of the published schema: no client may send it.
+    #[schemars(skip)]
     IdentityAssertion {
         /// The compact JWS.
         assertion: String,
@@ -101,7 +113,7 @@ pub enum ClientMessage {
 }
 
 /// Token counts by direction and modality.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TokensByModality {
     /// Speech tokens read.
     pub input_speech: u64,
@@ -114,16 +126,21 @@ pub struct TokensByModality {
 }
 
 /// A message to the client.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMessage {
-    /// The session is open.
+    /// The session is open on `agent`: the first message of a session, and again after every
+    /// handoff (after the `handoff` message, on the same socket), every move of the session
+    /// to another pod, and every resume. Through a gateway it brings a fresh `resume_token`
+    /// and the message's number `seq`.
     BidiConnectionStart {
         /// The session's id (logs and transcripts use it).
         session_id: String,
         /// The agent now serving the session.
         agent: String,
-        /// `voice`, `text` or `hybrid`.
+        /// The agent's mode: `voice` (speech to speech), `text`, or `hybrid` (speech and typed
+        /// text). A session without `audio` in its modalities runs over the text model
+        /// whatever the mode.
         mode: String,
         /// The model the agent uses.
         model: String,
@@ -167,12 +184,12 @@ pub enum ServerMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         input_id: Option<String>,
     },
-    /// The agent started answering a user turn.
+    /// The agent's answer to a user turn begins (`bidi_response_complete` ends it).
     BidiResponseStart {
         /// Counts the turns of this session from 1.
         turn: u64,
     },
-    /// The agent finished answering a user turn.
+    /// The agent's answer to a user turn is over; `stop_reason` says how it ended.
     BidiResponseComplete {
         /// The turn that completed.
         turn: u64,
@@ -239,7 +256,8 @@ pub enum ServerMessage {
         /// The new stream's number in this session (1 is the first).
         generation: u64,
     },
-    /// A tool call started.
+    /// A tool call started (a handoff or a workflow move is one too); `tool_complete` or
+    /// `tool_error` with the same `tool_use_id` ends it.
     ToolStart {
         /// The model's id of the call.
         tool_use_id: String,
@@ -252,7 +270,7 @@ pub enum ServerMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         description: Option<String>,
     },
-    /// A long tool call is still running.
+    /// A long tool call says how it is going (the tool server's progress notifications).
     ToolProgress {
         /// The call.
         tool_use_id: String,
@@ -313,7 +331,9 @@ pub enum ServerMessage {
         /// The input it would run with.
         input: serde_json::Value,
     },
-    /// The session moves to another agent (transfer) or back to the caller (return).
+    /// The session moves to another agent (`transfer`), or back to the agent that
+    /// transferred it (`return`); that agent's `bidi_connection_start` follows on the same
+    /// socket.
     Handoff {
         /// The agent handing over.
         from: String,
@@ -324,14 +344,15 @@ pub enum ServerMessage {
         /// Everything the next agent needs (memory, history, reason, status, summary).
         context: Box<HandoffContext>,
     },
-    /// Session memory changed (a gateway keeps its copy in sync).
+    /// Session memory changed: a key set, or removed (`null`). A gateway keeps its copy in
+    /// sync; a client may show it (the web console does).
     MemoryUpdate {
         /// The key, e.g. `verifiedUser`.
         key: String,
         /// The new value; `null` when removed.
         value: serde_json::Value,
     },
-    /// The workflow moved to another node.
+    /// The agent's workflow moved from one node (step) to another.
     WorkflowTransition {
         /// The node left.
         from: String,
@@ -370,7 +391,8 @@ pub enum ServerMessage {
         /// The longest the server goes on serving.
         seconds: u64,
     },
-    /// The server is closing the session.
+    /// The server is ending the session (the agent ended the conversation, or the client
+    /// sent `close`); the socket closes after it and the session cannot be resumed.
     BidiConnectionClose {
         /// Why.
         reason: String,

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Who produced a piece of transcript.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TranscriptRole {
     /// The person.

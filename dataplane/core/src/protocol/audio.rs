@@ -4,6 +4,7 @@
 //! `bidi_audio_stream.format` says what a chunk holds ([`AudioFormat`]). What is supported
 //! and the conversions are in [`crate::audio`].
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// `session_start.audio`: the formats a client sends and wants, and how it wants reply
@@ -15,7 +16,7 @@ use serde::{Deserialize, Serialize};
 ///  "output": {"encoding": "mulaw", "sample_rate": 8000},
 ///  "binary_output": true}
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AudioSettings {
     /// The caller's audio (`bidi_audio_input` and binary frames). Default PCM16 16 kHz.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,7 +32,7 @@ pub struct AudioSettings {
 }
 
 /// An audio format: an encoding and a sample rate, mono.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AudioFormat {
     /// `pcm16` (16-bit signed little-endian linear), `mulaw` (G.711 μ-law; also `ulaw`,
     /// `g711_ulaw`) or `alaw` (G.711 A-law; also `g711_alaw`).

@@ -54,8 +54,8 @@ pub mod close_code {
 /// does not know), every named variant, the name, a bounded metric label, and conversions.
 /// Each variant's wire name is written out beside it, and a test holds serde to it.
 macro_rules! catalogue {
-    ($(#[$meta:meta])* $name:ident { $($(#[doc = $doc:literal])* $variant:ident = $wire:literal,)* }) => {
-        $(#[$meta])*
+    ($(#[doc = $edoc:literal])* $name:ident { $($(#[doc = $doc:literal])* $variant:ident = $wire:literal,)* }) => {
+        $(#[doc = $edoc])*
         #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
         #[serde(rename_all = "snake_case")]
         pub enum $name {
@@ -88,6 +88,29 @@ macro_rules! catalogue {
             }
         }
 
+        /// In the published schema: one `const` per named variant, with its doc as the
+        /// description, or any other string (a name newer than this version).
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                let mut any_of = vec![$(schemars::json_schema!({
+                    "const": $wire,
+                    "description": doc_text(&[$($doc),*]),
+                })),*];
+                any_of.push(schemars::json_schema!({
+                    "type": "string",
+                    "description": "A name this version of the protocol does not know, from a newer peer: read it as an unknown value, never as an error.",
+                }));
+                schemars::json_schema!({
+                    "description": doc_text(&[$($edoc),*]),
+                    "anyOf": any_of,
+                })
+            }
+        }
+
         impl From<&str> for $name {
             fn from(name: &str) -> Self {
                 match name {
@@ -115,6 +138,12 @@ macro_rules! catalogue {
             }
         }
     };
+}
+
+/// Doc comment lines as one text, as the derive writes a type's docs (the published
+/// schema's descriptions are tidied in one place, `schema`).
+fn doc_text(lines: &[&str]) -> String {
+    lines.iter().map(|line| line.strip_prefix(' ').unwrap_or(line)).collect::<Vec<_>>().join("\n")
 }
 
 catalogue! {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::AudioSettings;
@@ -19,7 +20,7 @@ use crate::handoff::{HandoffContext, HistoryTurn};
 /// little longer). While a `consent_request` waits for the user's answer the session is
 /// `ready`: it is the user's turn. `ended` comes once, before the session closes; a
 /// session handed to another agent sends no `ended` (the next agent's state follows).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionState {
     /// Waiting for the user.
@@ -56,7 +57,7 @@ impl SessionState {
 
 /// The settings `session_update` may change mid-session. Every field is optional; the
 /// ones given are applied together, or — when one is unknown or cannot apply — none is.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionUpdate {
     /// A voice of the agent's Nova Sonic model (sessions with audio): the next turn is
     /// spoken with it (`bidi_connection_restart`, reason `voice_change`). Holds for the
@@ -270,7 +271,7 @@ mod tests {
 }
 
 /// The contents of `session_start`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionStart {
     /// The agent to talk to (local mode and the gateway); a runtime pod serves one agent
     /// and ignores it unless it names another agent, which is refused.
