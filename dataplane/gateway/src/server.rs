@@ -103,6 +103,10 @@ async fn session(
                 let message = ServerMessage::error(refusal.reason, refusal.message, false);
                 let _ = socket.send(Message::text(message.to_json())).await;
                 let _ = socket.close(Some(CloseFrame { code: refusal.code.into(), reason })).await;
+                // Read what the client already sent (its `session_start`) until its close:
+                // dropped unread, the socket is reset and the reset can overtake the close
+                // frame, so the client sees 1006 instead of why it was refused.
+                socket.linger(crate::session::REFUSAL_LINGER).await;
                 return;
             }
         };

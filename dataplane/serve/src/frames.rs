@@ -207,6 +207,23 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         self.io.shutdown().await.map_err(Error::Io)
     }
 
+    /// After [`Conn::close`], reads and drops what the peer still sends until its close
+    /// frame or the end of its stream, for at most `wait`. A socket dropped with bytes unread
+    /// (a refused client's `session_start`) is reset by the kernel, and the reset can overtake
+    /// the close frame the peer has not read yet: the peer then sees an abnormal closure
+    /// (1006) instead of the code it was sent. Returns whether the peer closed within `wait`.
+    pub async fn linger(&mut self, wait: std::time::Duration) -> bool {
+        use futures_util::StreamExt;
+        let peer_closed = async {
+            while let Some(Ok(message)) = self.next().await {
+                if matches!(message, Message::Close(_)) {
+                    break;
+                }
+            }
+        };
+        tokio::time::timeout(wait, peer_closed).await.is_ok()
+    }
+
     fn put(&mut self, opcode: u8, payload: &[u8]) {
         let mask = (self.role == Role::Client).then(mask_key);
         put_frame(&mut self.out, 0x80 | opcode, payload, mask);

@@ -103,6 +103,11 @@ impl tokio::io::AsyncWrite for ClientIo {
     }
 }
 
+/// How long a refused client is given to answer the close frame. The refusal's socket is
+/// read meanwhile: closed with bytes unread, the kernel resets it, and a reset can reach the
+/// client before the close frame is read, turning its code (4401, 4404, 1008...) into 1006.
+pub(crate) const REFUSAL_LINGER: Duration = Duration::from_secs(2);
+
 /// How long a send to the client may block before the client counts as gone.
 const SLOW_CLIENT: Duration = switchboard_serve::ws::SLOW_PEER;
 
@@ -127,6 +132,9 @@ pub async fn serve(
         Err(close) => {
             drop(admission);
             close_client(&mut client, close).await;
+            // Refused before its session began: what it sent meanwhile is read until its
+            // close, so the close frame is not overtaken by a reset (see `REFUSAL_LINGER`).
+            client.linger(REFUSAL_LINGER).await;
         }
     }
 }

@@ -196,6 +196,31 @@ async fn a_close_is_echoed_once_and_reading_ends_after_it() {
 }
 
 #[tokio::test]
+async fn lingering_after_a_close_reads_what_the_peer_sent_until_its_close_and_no_longer() {
+    // A refused client had already sent its first message: lingering reads it (so the
+    // socket is not dropped with bytes unread) and returns as soon as the peer's close comes.
+    let (mut conn, mut peer) = server();
+    peer.write_all(&frame(0x81, br#"{"type":"session_start"}"#, Some(KEY))).await.expect("write");
+    conn.close(Some(CloseFrame { code: CloseCode::from(4401), reason: "missing key".into() })).await.expect("closes");
+    assert_eq!(sent(&mut peer).await[0].0, 0x88, "the close frame went first");
+    peer.write_all(&frame(0x88, &4401u16.to_be_bytes(), Some(KEY))).await.expect("write");
+    let started = std::time::Instant::now();
+    assert!(conn.linger(Duration::from_secs(30)).await, "the peer's close ends the wait");
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+
+    // A peer that never closes is waited for `wait`, not longer.
+    let (mut conn, _peer) = server();
+    conn.close(None).await.expect("closes");
+    assert!(!conn.linger(Duration::from_millis(200)).await, "no close came");
+
+    // A peer whose stream ends without a close ends the wait too.
+    let (mut conn, peer) = server();
+    drop(peer);
+    let _ = conn.close(None).await;
+    assert!(conn.linger(Duration::from_secs(30)).await, "the end of the stream ends the wait");
+}
+
+#[tokio::test]
 async fn a_peer_that_pings_and_does_not_read_gets_one_pong_queued_not_one_per_ping() {
     // Room for a few frames each way: the peer's reads are what let pongs out.
     let (ours, mut theirs) = tokio::io::duplex(256);
