@@ -6,7 +6,8 @@
 //! record with its agent and ends when the phone hangs up; the agent's side ending (local
 //! mode stopped) hangs the phone up. Calls to an unknown, an unexposed and a text-only agent
 //! are refused with 404, 403 and 488 and the gateway's reason; garbage sent to the edge's
-//! SIP and RTP ports during a call does not disturb it. The tools come from
+//! SIP and RTP ports during a call does not disturb it; a call signalled over TCP works as
+//! one over UDP. The tools come from
 //! tests/tools/install.sh.
 
 use std::net::{SocketAddr, UdpSocket};
@@ -129,6 +130,11 @@ impl Phone {
     /// (phrase 1) and `silence` seconds of silence; hangs up at the end of the file and
     /// quits after `quit` seconds.
     fn dial(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32) -> Self {
+        Self::dial_over(stack, name, user, silence, quit, "udp")
+    }
+
+    /// [`Phone::dial`] over `transport` (`udp` or `tcp`).
+    fn dial_over(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32, transport: &str) -> Self {
         let dir = stack.dir.join(name);
         std::fs::create_dir_all(dir.join("snd")).expect("a folder");
         let sox = stack.tools.join("sox");
@@ -166,13 +172,13 @@ impl Phone {
              snd_path {d}/snd\n"
         );
         std::fs::write(dir.join("config"), config).expect("config");
-        let account = format!("<sip:caller@127.0.0.1:{port};transport=udp>;regint=0;audio_codecs=PCMU\n");
+        let account = format!("<sip:caller@127.0.0.1:{port};transport={transport}>;regint=0;audio_codecs=PCMU\n");
         std::fs::write(dir.join("accounts"), account).expect("accounts");
         let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
         let child = Command::new(stack.tools.join("baresip"))
             .arg("-f")
             .arg(&dir)
-            .args(["-e", &format!("/dial sip:{user}@{}", stack.sip), "-t", &quit.to_string()])
+            .args(["-e", &format!("/dial sip:{user}@{};transport={transport}", stack.sip), "-t", &quit.to_string()])
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -350,6 +356,23 @@ fn a_phone_call_reaches_a_voice_agent_hears_its_reply_survives_garbage_and_is_re
     let user_lines: Vec<&str> = shown.lines().filter(|l| l.contains(" user ")).collect();
     assert_eq!(user_lines.len(), 1, "one utterance heard: {shown}");
     assert!(user_lines[0].contains("phrase 1"), "the agent heard the caller's tone: {shown}");
+}
+
+#[test]
+fn a_call_over_tcp_is_answered_heard_and_hung_up() {
+    let stack = stack("tcp");
+    let phone = Phone::dial_over(&stack, "caller", "triage", 8, 30, "tcp");
+    phone.wait_over(Duration::from_secs(40));
+    let log = phone.log();
+    assert!(log.contains("Call established"), "{log}\n--- edge ---\n{}", stack.edge.log_text());
+    let (_, windows) = phone.heard(&stack.tools.join("sox"));
+    let voiced = windows.iter().filter(|rms| **rms > 0.02).count();
+    assert!(voiced >= 4, "the phone heard the agent over TCP signalling: {windows:?}");
+    let edge = stack.edge.log_text();
+    assert!(
+        edge.contains(r#"end="the phone side: RemoteHangUp""#),
+        "the caller's BYE over TCP ended the call:\n{edge}"
+    );
 }
 
 #[test]

@@ -488,6 +488,47 @@ mod tests {
         }
     }
 
+    fn negotiated(direction: Direction) -> Negotiated {
+        Negotiated {
+            remote: "127.0.0.1:4000".parse().expect("addr"),
+            codec: Codec::Pcmu,
+            payload_type: 0,
+            telephone_event: None,
+            remote_ptime: None,
+            direction,
+            rtcp_mux: false,
+        }
+    }
+
+    #[test]
+    fn silent_rtp_times_the_call_out_unless_the_phone_is_not_sending() {
+        let settings = MediaSettings { timeout: Duration::from_millis(50), ..MediaSettings::default() };
+        let mut relay = Relay::new(Arc::new(settings), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
+        assert!(!relay.timed_out(), "no media yet");
+        relay.media(negotiated(Direction::SendRecv));
+        assert!(!relay.timed_out());
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(relay.timed_out(), "nothing from the phone for longer than the timeout");
+        let mut phone = switchboard_sip::media::rtp::RtpSender::new(7, 1, 1);
+        relay.rtp("127.0.0.1:4000".parse().expect("addr"), &phone.media(0, false, &[0xFF; 160], 160), false);
+        assert!(!relay.timed_out(), "a packet from the phone resets it");
+        relay.media(negotiated(Direction::SendOnly));
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(!relay.timed_out(), "a phone on hold (the edge only sends) is not expected to send");
+    }
+
+    #[test]
+    fn rtp_from_a_stranger_is_ignored_and_never_latched() {
+        let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "10.0.0.1".parse().expect("ip"));
+        relay.media(negotiated(Direction::SendRecv));
+        let mut stranger = switchboard_sip::media::rtp::RtpSender::new(9, 1, 1);
+        relay.rtp("192.0.2.77:4000".parse().expect("addr"), &stranger.media(0, false, &[0x00; 160], 160), false);
+        assert_eq!((relay.counts.rtp_in, relay.counts.ignored, relay.latched), (0, 1, false));
+        // The phone's SIP address on another port: latched once.
+        relay.rtp("10.0.0.1:5000".parse().expect("addr"), &stranger.media(0, false, &[0xFF; 160], 160), false);
+        assert_eq!((relay.counts.rtp_in, relay.latched), (1, true));
+    }
+
     #[test]
     fn an_interruption_drops_the_queued_reply_at_once() {
         let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
@@ -495,15 +536,7 @@ mod tests {
         assert_eq!(relay.pending.len(), 1600, "held until the media is settled");
         relay.interrupted();
         assert!(relay.pending.is_empty());
-        let media = Negotiated {
-            remote: "127.0.0.1:4000".parse().expect("addr"),
-            codec: Codec::Pcmu,
-            payload_type: 0,
-            telephone_event: None,
-            remote_ptime: None,
-            direction: Direction::SendRecv,
-            rtcp_mux: false,
-        };
+        let media = negotiated(Direction::SendRecv);
         relay.agent_audio(&[0x10; 800]);
         relay.media(media);
         let (_, send) = relay.tick();

@@ -6,7 +6,7 @@
 //! The tasks:
 //!
 //! - [`signalling`]: one task owns the UDP SIP socket and the
-//!   [`Endpoint`](switchboard_sip::endpoint::Endpoint) (flood guard per source, stateless
+//!   [`Endpoint`] (flood guard per source, stateless
 //!   answers, the call machines); it takes an RTP port pair for each new INVITE
 //!   ([`ports`]), starts a call task when the INVITE can be answered, hands each call its
 //!   events and performs its commands.
@@ -28,8 +28,11 @@
 //! gets the endpoint's answer (400/413/505 with the reason) or nothing; RTP from an
 //! address not in the dialogue, or not the settled codec, is ignored.
 //!
-//! Not here yet: TCP and TLS transports (the endpoint takes stream messages; no listener
-//! feeds it), trunks (every source is untrusted: a caller's number is not vouched for to
+//! SIP over TCP ([`tcp`]) is served on the same port as UDP when asked for
+//! ([`EdgeConfig::tcp`]): one task per connection cuts its stream into messages for the same
+//! endpoint, and what the endpoint sends to a TCP peer goes back on its connection.
+//!
+//! Not here yet: TLS, trunks (every source is untrusted: a caller's number is not vouched for to
 //! the gateway), telephone numbers routed to Agents, DTMF to the agent (needs a protocol
 //! message), transfers, outbound calls, and metrics.
 
@@ -37,13 +40,14 @@ pub mod call;
 pub mod gateway;
 pub mod ports;
 mod signalling;
+pub mod tcp;
 
 use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use switchboard_sip::endpoint::{Endpoint, EndpointConfig};
-use tokio::net::UdpSocket;
+use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -55,6 +59,8 @@ pub use gateway::GatewayConfig;
 pub struct EdgeConfig {
     /// Where to listen for SIP over UDP (port 0: any free port, see [`Edge::local_addr`]).
     pub listen: SocketAddr,
+    /// Listen for SIP over TCP too, on the same address and port.
+    pub tcp: bool,
     /// The address phones reach the edge at: SDP's `c=` line and the Contact header.
     pub advertise: IpAddr,
     /// The RTP ports: one even port (RTP) and the next (RTCP) per call.
@@ -71,7 +77,7 @@ pub struct EdgeConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum EdgeError {
     /// The SIP address cannot be bound.
-    #[error("cannot listen for SIP on udp://{address}: {source}")]
+    #[error("cannot listen for SIP on {address} (UDP, or TCP on the same port): {source}")]
     Bind {
         /// The address.
         address: SocketAddr,
@@ -95,13 +101,24 @@ impl Edge {
     /// Binds the SIP socket and prepares the port range (the RTP sockets bind on the
     /// listen address, per call).
     pub async fn bind(config: EdgeConfig) -> Result<Self, EdgeError> {
-        let EdgeConfig { listen, advertise, rtp_ports, gateway, max_calls, media } = config;
+        let EdgeConfig { listen, tcp, advertise, rtp_ports, gateway, max_calls, media } = config;
         let socket = UdpSocket::bind(listen).await.map_err(|source| EdgeError::Bind { address: listen, source })?;
         let local = socket.local_addr().map_err(|source| EdgeError::Bind { address: listen, source })?;
+        // TCP on the same port as UDP (the one chosen, when the port asked for was 0).
+        let tcp = if tcp {
+            let listener =
+                TcpListener::bind(local).await.map_err(|source| EdgeError::Bind { address: local, source })?;
+            Some(listener)
+        } else {
+            None
+        };
         let ports = ports::Ports::new(listen.ip(), rtp_ports)?;
-        let endpoint = Endpoint::new(EndpointConfig { max_calls, ..EndpointConfig::default() });
+        let endpoint_config = EndpointConfig { max_calls, ..EndpointConfig::default() };
+        let endpoint = Endpoint::new(endpoint_config);
         let signalling = signalling::Signalling {
             socket,
+            tcp,
+            limits: endpoint_config.limits,
             endpoint,
             advertise,
             ports,

@@ -1,6 +1,7 @@
-//! The SIP task: the one owner of the UDP SIP socket and the sans-I/O
-//! [`Endpoint`](switchboard_sip::endpoint::Endpoint). It feeds the endpoint every datagram
-//! with its source and the time, runs its timers, performs what comes out (datagrams to
+//! The SIP task: the one owner of the UDP SIP socket, the TCP listener (its connections'
+//! tasks are in [`crate::tcp`]) and the sans-I/O
+//! [`Endpoint`]. It feeds the endpoint every datagram
+//! and every message cut from a TCP stream with its source and the time, runs its timers, performs what comes out (datagrams to
 //! send; a call's events to that call's task, a new task for each admitted INVITE) and
 //! takes the call tasks' commands (the answer to an INVITE, a hang-up). A new INVITE gets
 //! its RTP port pair here, before it is answered, so the SDP answer can name it; a range
@@ -15,7 +16,8 @@ use std::time::Instant;
 use switchboard_sip::call::{CallConfig, CallEvent, Timers, Transport};
 use switchboard_sip::endpoint::{Endpoint, Output, Source};
 use switchboard_sip::sdp::{Codec, LocalMedia};
-use tokio::net::UdpSocket;
+use switchboard_sip::sip::Limits;
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -23,6 +25,7 @@ use tokio_util::task::TaskTracker;
 use crate::call::{Call, Command, MediaSettings};
 use crate::gateway::GatewayConfig;
 use crate::ports::{PortPair, Ports};
+use crate::tcp::{Connections, FromConnection};
 
 /// Events queued for one call's task at most; past it the call is hung up (its task is
 /// stuck, and the endpoint must not wait for it).
@@ -36,6 +39,10 @@ const TELEPHONE_EVENT: u8 = 101;
 #[derive(Debug)]
 pub(crate) struct Signalling {
     pub socket: UdpSocket,
+    /// SIP over TCP on the same address, when listening.
+    pub tcp: Option<TcpListener>,
+    /// The limits on each message (the endpoint's).
+    pub limits: Limits,
     pub endpoint: Endpoint,
     pub advertise: IpAddr,
     pub ports: Ports,
@@ -64,27 +71,36 @@ impl Signalling {
         let mut fresh: Option<(PortPair, String)> = None;
         let mut buf = vec![0u8; MAX_DATAGRAM];
         let mut draining: Option<tokio::time::Instant> = None;
+        let mut connections = Connections::default();
+        let (inbound_tx, mut inbound) = mpsc::channel::<FromConnection>(1024);
         loop {
             let timer = self.endpoint.poll_timeout().map(tokio::time::Instant::from_std);
             tokio::select! {
                 received = self.socket.recv_from(&mut buf) => match received {
                     Ok((n, from)) => {
                         let source = Source { address: from, transport: Transport::Udp, trusted: false };
-                        let (ports, advertise) = (&self.ports, self.advertise);
-                        let allow_new = draining.is_none();
-                        self.endpoint.handle_datagram(Instant::now(), source, &buf[..n], || {
-                            if !allow_new {
-                                return None;
-                            }
-                            let pair = ports.take()?;
-                            let config = call_config(local, advertise, pair.port);
-                            fresh = Some((pair, config.local_tag.clone()));
-                            Some(config)
-                        });
+                        let (ports, advertise, open) = (&self.ports, self.advertise, draining.is_none());
+                        let new_call = || new_call(ports, local, advertise, open, &mut fresh);
+                        self.endpoint.handle_datagram(Instant::now(), source, &buf[..n], new_call);
                     }
                     // ICMP port unreachable from an earlier send surfaces here on some
                     // systems: nothing to do but read on.
                     Err(error) => tracing::debug!(%error, "reading the SIP socket"),
+                },
+                accepted = accept(self.tcp.as_ref()), if draining.is_none() => match accepted {
+                    Ok((stream, peer)) => connections.accept(
+                        stream, peer, self.limits, inbound_tx.clone(), &self.tasks, self.shutdown.clone(),
+                    ),
+                    Err(error) => tracing::debug!(%error, "accepting a SIP connection"),
+                },
+                Some(from) = inbound.recv() => match from {
+                    FromConnection::Message(peer, parsed) => {
+                        let source = Source { address: peer, transport: Transport::Tcp, trusted: false };
+                        let (ports, advertise, open) = (&self.ports, self.advertise, draining.is_none());
+                        let new_call = || new_call(ports, local, advertise, open, &mut fresh);
+                        self.endpoint.handle_message(Instant::now(), source, parsed, new_call);
+                    }
+                    FromConnection::Closed(peer) => connections.closed(peer),
                 },
                 Some(command) = commands.recv() => match command {
                     Command::Admit { call_id, admission } => self.endpoint.admit(Instant::now(), &call_id, admission),
@@ -101,7 +117,7 @@ impl Signalling {
                 }
                 () = sleep_until(draining), if draining.is_some() => break,
             }
-            self.perform(&mut calls, &mut fresh, &commands_tx).await;
+            self.perform(&mut calls, &mut fresh, &mut connections, &commands_tx).await;
             if draining.is_some() && self.endpoint.calls() == 0 {
                 break;
             }
@@ -113,15 +129,19 @@ impl Signalling {
         &mut self,
         calls: &mut HashMap<String, Live>,
         fresh: &mut Option<(PortPair, String)>,
+        connections: &mut Connections,
         commands: &mpsc::Sender<Command>,
     ) {
         while let Some(output) = self.endpoint.poll() {
             match output {
-                Output::Transmit(transmit) => {
-                    if transmit.transport == Transport::Udp
-                        && let Err(error) = self.socket.send_to(&transmit.bytes, transmit.to).await
-                    {
+                Output::Transmit(transmit) if transmit.transport == Transport::Udp => {
+                    if let Err(error) = self.socket.send_to(&transmit.bytes, transmit.to).await {
                         tracing::debug!(to = %transmit.to, %error, "sending a SIP datagram");
+                    }
+                }
+                Output::Transmit(transmit) => {
+                    if !connections.send(transmit.to, transmit.bytes) {
+                        tracing::debug!(to = %transmit.to, open = connections.len(), "no SIP connection to send on");
                     }
                 }
                 Output::Event { call_id, event: CallEvent::Incoming(incoming) } => {
@@ -167,6 +187,31 @@ impl Signalling {
         // An INVITE that was refused before its task started (a 488 for its codecs, a 400)
         // gives its port pair back.
         fresh.take();
+    }
+}
+
+/// The configuration of a call a new INVITE starts, with its port pair kept in `fresh`
+/// until the call's task takes it; `None` (503) while draining or with no pair left.
+fn new_call(
+    ports: &Ports,
+    local: SocketAddr,
+    advertise: IpAddr,
+    open: bool,
+    fresh: &mut Option<(PortPair, String)>,
+) -> Option<CallConfig> {
+    if !open {
+        return None;
+    }
+    let pair = ports.take()?;
+    let config = call_config(local, advertise, pair.port);
+    *fresh = Some((pair, config.local_tag.clone()));
+    Some(config)
+}
+
+async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -30,7 +30,9 @@
 //! [`media::session::MediaSession`], ticking it every 20 ms.
 //!
 //! That edge is the crate `switchboard-sip-edge` (dataplane/sip-edge), run as
-//! `switchboard sip`: one tokio task owns the UDP SIP socket and the endpoint, one task per
+//! `switchboard sip`: one tokio task owns the UDP SIP socket, the TCP listener on the same
+//! port (a task per connection cuts its stream with [`sip::StreamDecoder`]) and the
+//! endpoint, one task per
 //! call owns its RTP/RTCP socket pair (from a configured port range) and its WebSocket
 //! session at the gateway (`session_start` with `mulaw`/`alaw` at 8000 both ways, binary
 //! frames: no transcoding). A call to `sip:<agent>@host` is answered with what the

@@ -15,9 +15,14 @@ use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings};
 /// Options of `switchboard sip`.
 #[derive(Debug, Args)]
 pub struct SipArgs {
-    /// Where to listen for SIP over UDP (`0` as the port: any free one, logged at start).
+    /// Where to listen for SIP over UDP (and TCP, see --tcp; `0` as the port: any free one,
+    /// logged at start).
     #[arg(long, env = "SWITCHBOARD_SIP_LISTEN", default_value = "0.0.0.0:5060")]
     listen: SocketAddr,
+
+    /// Listen for SIP over TCP too, on the same address and port (`false`: UDP only).
+    #[arg(long, env = "SWITCHBOARD_SIP_TCP", default_value_t = true, action = clap::ArgAction::Set)]
+    tcp: bool,
 
     /// The RTP port range, `FIRST-LAST`: each call takes an even port (RTP) and the next
     /// (RTCP), bound on the listen address. Its size bounds the calls at once (a pair per
@@ -74,6 +79,7 @@ fn port_range(text: &str) -> Result<RangeInclusive<u16>, String> {
 pub async fn run(args: SipArgs) -> anyhow::Result<()> {
     let SipArgs {
         listen,
+        tcp,
         rtp_ports,
         advertise,
         gateway,
@@ -106,6 +112,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
     let media = MediaSettings { timeout: Duration::from_secs(media_timeout_seconds), ..MediaSettings::default() };
     let config = EdgeConfig {
         listen,
+        tcp,
         advertise,
         rtp_ports: rtp_ports.clone(),
         gateway: GatewayConfig {
@@ -122,8 +129,9 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         %advertise,
         rtp = format!("{}-{}", rtp_ports.start(), rtp_ports.end()),
         gateway,
-        "SIP edge ready: listening on udp://{}",
-        edge.local_addr()
+        "SIP edge ready: listening on udp://{}{}",
+        edge.local_addr(),
+        if tcp { " and tcp" } else { "" }
     );
     edge.run(shutdown).await;
     tracing::info!("SIP edge stopped");
