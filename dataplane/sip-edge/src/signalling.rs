@@ -168,8 +168,10 @@ impl Signalling {
                 Output::Event { call_id, event } => {
                     tracing::trace!(call = %call_id, ?event, known = calls.contains_key(&call_id), "call event");
                     let ended = matches!(event, CallEvent::Ended(_));
+                    // A task that is gone (its call refused, or its session over and
+                    // hanging up) needs no more events; one that is full is stuck.
                     if let Some(live) = calls.get(&call_id)
-                        && live.events.try_send(event).is_err()
+                        && let Err(mpsc::error::TrySendError::Full(_)) = live.events.try_send(event)
                         && !ended
                     {
                         tracing::warn!(call = %call_id, "the call's task is not keeping up; hanging up");
