@@ -53,6 +53,7 @@ use tokio_util::task::TaskTracker;
 
 pub use call::MediaSettings;
 pub use gateway::GatewayConfig;
+pub use switchboard_sip::endpoint::rate::RateConfig;
 
 /// How the edge runs.
 #[derive(Clone, Debug)]
@@ -69,6 +70,10 @@ pub struct EdgeConfig {
     pub gateway: GatewayConfig,
     /// Calls at once; a new INVITE past it gets 503.
     pub max_calls: usize,
+    /// The flood guard: SIP messages one source address may send (past it they are
+    /// dropped unanswered). A trunk or a benchmark that carries many calls from one
+    /// address needs more than the default.
+    pub rate: RateConfig,
     /// Media behaviour.
     pub media: MediaSettings,
 }
@@ -101,7 +106,7 @@ impl Edge {
     /// Binds the SIP socket and prepares the port range (the RTP sockets bind on the
     /// listen address, per call).
     pub async fn bind(config: EdgeConfig) -> Result<Self, EdgeError> {
-        let EdgeConfig { listen, tcp, advertise, rtp_ports, gateway, max_calls, media } = config;
+        let EdgeConfig { listen, tcp, advertise, rtp_ports, gateway, max_calls, rate, media } = config;
         let socket = UdpSocket::bind(listen).await.map_err(|source| EdgeError::Bind { address: listen, source })?;
         let local = socket.local_addr().map_err(|source| EdgeError::Bind { address: listen, source })?;
         // TCP on the same port as UDP (the one chosen, when the port asked for was 0).
@@ -113,7 +118,7 @@ impl Edge {
             None
         };
         let ports = ports::Ports::new(listen.ip(), rtp_ports)?;
-        let endpoint_config = EndpointConfig { max_calls, ..EndpointConfig::default() };
+        let endpoint_config = EndpointConfig { max_calls, rate, ..EndpointConfig::default() };
         let endpoint = Endpoint::new(endpoint_config);
         let signalling = signalling::Signalling {
             socket,

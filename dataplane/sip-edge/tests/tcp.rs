@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings};
+use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, RateConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
@@ -25,6 +25,7 @@ async fn edge() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::J
             open_timeout: Duration::from_secs(1),
         },
         max_calls: 4,
+        rate: RateConfig::default(),
         media: MediaSettings::default(),
     };
     let edge = Edge::bind(config).await.expect("the edge binds");

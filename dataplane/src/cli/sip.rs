@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings};
+use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, RateConfig};
 
 /// Options of `switchboard sip`.
 #[derive(Debug, Args)]
@@ -121,6 +121,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
             open_timeout: Duration::from_secs(gateway_timeout_seconds),
         },
         max_calls: max_calls as usize,
+        rate: RateConfig::default(),
         media,
     };
     let edge = Edge::bind(config).await?;
