@@ -63,7 +63,7 @@ forbid() { # package, forbidden dependency, [cargo tree flags...]
     exit 1
   fi
 }
-for pkg in switchboard-crds switchboard-core switchboard-webrtc; do
+for pkg in switchboard-crds switchboard-core switchboard-webrtc switchboard-sip; do
   for dep in tokio hyper aws-sdk-bedrockruntime; do forbid "$pkg" "$dep"; done
 done
 forbid switchboard-dataplane switchboard-sim --no-default-features
@@ -74,7 +74,7 @@ forbid switchboard-dataplane rcgen --no-default-features
 for dep in switchboard-sim rcgen aws-sdk-polly switchboard-gateway; do forbid switchboard-runtime "$dep"; done
 # The operator hands runtime pods the gateway's public key as text; it needs no agent core.
 forbid switchboard-operator switchboard-core
-echo "crds, core and webrtc: no tokio, hyper or AWS SDK; the shipping dataplane and the runtime: no simulator (the runtime: no scenario runner or gateway either); the operator: no agent core"
+echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the shipping dataplane and the runtime: no simulator (the runtime: no scenario runner or gateway either); the operator: no agent core"
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

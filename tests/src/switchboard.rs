@@ -75,6 +75,13 @@ impl Process {
         }
     }
 
+    /// Sends it SIGTERM (a graceful stop: servers drain), leaving it to exit by itself.
+    pub fn terminate(&self) -> anyhow::Result<()> {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status()?;
+        anyhow::ensure!(status.success(), "kill -TERM {} failed", self.child.id());
+        Ok(())
+    }
+
     /// Its output so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -15,6 +15,9 @@
 #   directory; the conversation record's tests start their own server in a temp folder.
 # - Debian's `prometheus` (apt, without recommends): `promtool` and `prometheus` linked into
 #   the bin directory; the chart's alerting rules are unit-tested with promtool.
+# - Debian's `baresip-core` and `sox` (apt): a real SIP phone, headless, for the SIP edge's
+#   tests (tests/tests/sip_phone.rs): it dials, plays a WAV and writes what it hears to a WAV,
+#   which sox measures. Linked into the bin directory.
 # - Debian's `cmake`: the `opus` crate (switchboard-webrtc) builds libopus from its bundled
 #   source with CMake and the C compiler; nothing is linked from the system at run time.
 # - mdBook (crates.io, pinned, built with `cargo install --locked`; ~1.5 minutes on 2 busy
@@ -148,6 +151,16 @@ install_mdbook() {
   rm -rf "$tmp"
 }
 
+# The SIP edge's tests dial it with a real SIP phone (baresip, headless) and measure what
+# the phone heard with sox.
+install_sip_phone() {
+  if ! command -v baresip >/dev/null || ! command -v sox >/dev/null; then
+    echo "[tools] installing baresip-core and sox" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends baresip-core sox >&2
+  fi
+}
+
 install_cmake
 if ! { [ -x "$BIN/kubectl" ] && [ -x "$BIN/helm" ]; }; then install_kubectl_helm; fi
 if ! [ -x "$VENV/bin/kubernetes-validate" ]; then install_kubernetes_validate; fi
@@ -158,6 +171,7 @@ install_redis
 install_postgres
 install_prometheus
 install_netns_tools
+install_sip_phone
 # Tests run this script at once (each server a test starts asks it where its bin directory
 # is): every link is made beside its name and renamed over it, never removed first, so a
 # concurrent test never finds one missing.
@@ -170,6 +184,7 @@ link() { # target, name
 link "$(command -v redis-server)" "$BIN/redis-server"
 pg_bin="$(dirname "$(compgen -G "/usr/lib/postgresql/*/bin/initdb" | sort -V | tail -n1)")"
 for b in initdb pg_ctl postgres; do link "$pg_bin/$b" "$BIN/$b"; done
+for b in baresip sox; do link "$(command -v "$b")" "$BIN/$b"; done
 for b in promtool prometheus; do link "$(command -v "$b")" "$BIN/$b"; done
 link "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"
 link "$MDBOOK/bin/mdbook" "$BIN/mdbook"

@@ -28,6 +28,19 @@
 //! [`endpoint::Endpoint::admit`]; on [`call::CallEvent::Established`] it opens the
 //! session at the gateway with the call's G.711 law and starts a
 //! [`media::session::MediaSession`], ticking it every 20 ms.
+//!
+//! That edge is the crate `switchboard-sip-edge` (dataplane/sip-edge), run as
+//! `switchboard sip`: one tokio task owns the UDP SIP socket, the TCP listener on the same
+//! port (a task per connection cuts its stream with [`sip::StreamDecoder`]) and the
+//! endpoint, one task per
+//! call owns its RTP/RTCP socket pair (from a configured port range) and its WebSocket
+//! session at the gateway (`session_start` with `mulaw`/`alaw` at 8000 both ways, binary
+//! frames: no transcoding). A call to `sip:<agent>@host` is answered with what the
+//! gateway says (200; 404 unknown agent, 403 not exposed, 488 text-only, 503 busy or
+//! unreachable). The edge latches a call's media to where the phone's RTP really comes
+//! from when that is the SDP's address or the phone's SIP address on another port (NAT,
+//! or a phone that writes another of its interfaces in its SDP), so this crate's check
+//! that RTP comes from the dialogue's address holds for everything else.
 
 pub mod call;
 pub mod endpoint;

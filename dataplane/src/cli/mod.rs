@@ -12,6 +12,7 @@ mod runtime;
 mod sessions;
 #[cfg(feature = "local")]
 mod sim;
+mod sip;
 mod test;
 mod watch;
 
@@ -83,6 +84,9 @@ pub enum Command {
     Sessions(sessions::SessionsArgs),
     /// The callers the record keeps across sessions: `delete` forgets one on request.
     Callers(callers::CallersArgs),
+    /// The SIP edge: phones and trunks call `sip:<agent>@host`, each call one session at
+    /// the gateway.
+    Sip(Box<sip::SipArgs>),
 }
 
 impl Command {
@@ -100,6 +104,7 @@ impl Command {
             Self::Test(args) => test::run(*args).await,
             Self::Sessions(args) => sessions::run(args).await,
             Self::Callers(args) => callers::run(args).await,
+            Self::Sip(args) => sip::run(*args).await,
         }
     }
 

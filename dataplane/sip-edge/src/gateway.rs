@@ -1,0 +1,244 @@
+//! One call's session at the gateway: an ordinary client of the session protocol
+//! (`/v1/session`), so routing, handoffs, resume, the record and traces treat a call as any
+//! other session. [`open`] connects (with the edge's API key), sends `session_start` for
+//! the agent the call is for with audio in the call's G.711 law both ways as binary
+//! frames (no transcoding when the phone speaks the same law), and waits for
+//! `bidi_connection_start`. What the gateway refuses becomes the SIP answer
+//! ([`Refused::admission`]): an unknown agent 404, one not open to the edge 403, a
+//! text-only agent 488, the gateway busy or unreachable 503.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use switchboard_core::protocol::{AudioFormat, AudioSettings, ClientMessage, ServerMessage, SessionStart, close_code};
+use switchboard_sip::call::Admission;
+use switchboard_sip::media::g711::Law;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// A session's WebSocket.
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// The largest message taken from the gateway: reply audio comes in frames of well under
+/// this; anything larger is a broken peer.
+const MAX_MESSAGE: usize = 1 << 20;
+
+/// Where the gateway is and how the edge authenticates.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// The session endpoint, e.g. `ws://gateway:8080/v1/session`.
+    pub url: String,
+    /// The edge's API key (sent as `Authorization: Bearer`), if the gateway wants one.
+    pub api_key: Option<String>,
+    /// How long connecting and the gateway's answer to `session_start` may take.
+    pub open_timeout: Duration,
+}
+
+/// Why the gateway did not open a session for a call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// No agent by that name (close 4404).
+    #[error("no agent {agent}: {message}")]
+    UnknownAgent {
+        /// The agent asked for.
+        agent: String,
+        /// What the gateway said.
+        message: String,
+    },
+    /// The agent is not open to the edge's credential (close 4403).
+    #[error("agent {agent} is not open to the SIP edge: {message}")]
+    NotExposed {
+        /// The agent asked for.
+        agent: String,
+        /// What the gateway said.
+        message: String,
+    },
+    /// The agent only types: it cannot take a call.
+    #[error("agent {agent} is text-only and takes no calls")]
+    TextOnly {
+        /// The agent.
+        agent: String,
+    },
+    /// The gateway refused the edge's credential (close 4401): the edge is misconfigured.
+    #[error("the gateway refused the SIP edge's API key: {0}")]
+    Unauthorized(String),
+    /// The gateway or the agent has no room now (1013, 4429, 4503).
+    #[error("the gateway has no room for the call now: {0}")]
+    Busy(String),
+    /// The gateway could not be reached or did not answer in time.
+    #[error("the gateway at {url} cannot be reached: {reason}")]
+    Unreachable {
+        /// The gateway's URL.
+        url: String,
+        /// What failed.
+        reason: String,
+    },
+    /// Any other refusal, with the close code.
+    #[error("the gateway refused the session (close {code}): {message}")]
+    Other {
+        /// The close code.
+        code: u16,
+        /// What the gateway said.
+        message: String,
+    },
+}
+
+impl Refused {
+    /// The SIP answer to the call (RFC 3261 §21): the agent's absence 404, a refusal to
+    /// the edge 403, a text-only agent 488, and 503 where another edge or a later try may
+    /// do better (the gateway busy, unreachable, or refusing the edge itself).
+    pub fn admission(&self) -> Admission {
+        let reason = self.to_string();
+        match self {
+            Self::UnknownAgent { .. } => Admission::NotFound(reason),
+            Self::NotExposed { .. } => Admission::Forbidden(reason),
+            Self::TextOnly { .. } => Admission::NotAcceptable(reason),
+            Self::Busy(_) | Self::Unreachable { .. } | Self::Unauthorized(_) => Admission::Refuse(503, reason),
+            Self::Other { .. } => Admission::Refuse(500, reason),
+        }
+    }
+
+    /// A bounded label for logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::UnknownAgent { .. } => "unknown_agent",
+            Self::NotExposed { .. } => "not_exposed",
+            Self::TextOnly { .. } => "text_only",
+            Self::Unauthorized(_) => "unauthorized",
+            Self::Busy(_) => "busy",
+            Self::Unreachable { .. } => "unreachable",
+            Self::Other { .. } => "other",
+        }
+    }
+}
+
+/// An open session: its socket, and what `bidi_connection_start` said.
+#[derive(Debug)]
+pub struct Session {
+    /// The socket, past `bidi_connection_start`.
+    pub socket: Socket,
+    /// The session's id.
+    pub id: String,
+}
+
+/// The `session_start` of a call to `agent` whose audio is G.711 in `law`.
+pub fn session_start(agent: &str, law: Law) -> SessionStart {
+    let encoding = match law {
+        Law::Ulaw => "mulaw",
+        Law::Alaw => "alaw",
+    };
+    let format = || AudioFormat { encoding: encoding.to_owned(), sample_rate: Some(8000) };
+    SessionStart {
+        agent: Some(agent.to_owned()),
+        modalities: vec!["audio".to_owned()],
+        audio: Some(AudioSettings { input: Some(format()), output: Some(format()), binary_output: true }),
+        ..SessionStart::default()
+    }
+}
+
+/// Opens the call's session (see the module docs), within `config.open_timeout`.
+pub async fn open(config: &GatewayConfig, agent: &str, law: Law) -> Result<Session, Refused> {
+    let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
+    match tokio::time::timeout(config.open_timeout, open_now(config, agent, law)).await {
+        Ok(result) => result,
+        Err(_) => Err(unreachable(format!("no answer within {:?}", config.open_timeout))),
+    }
+}
+
+async fn open_now(config: &GatewayConfig, agent: &str, law: Law) -> Result<Session, Refused> {
+    let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
+    let mut request = config.url.as_str().into_client_request().map_err(|e| unreachable(e.to_string()))?;
+    if let Some(key) = &config.api_key {
+        let value = HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|_| unreachable("the API key holds characters a header cannot".into()))?;
+        request.headers_mut().insert("authorization", value);
+    }
+    let limits = WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE)).max_frame_size(Some(MAX_MESSAGE));
+    let (mut socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(limits), true)
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    let start = serde_json::to_string(&ClientMessage::SessionStart(session_start(agent, law)))
+        .map_err(|e| unreachable(e.to_string()))?;
+    socket.send(Message::text(start)).await.map_err(|e| unreachable(e.to_string()))?;
+    // The gateway's last words before a close: its bidi_error says why.
+    let mut said = String::new();
+    while let Some(frame) = socket.next().await {
+        match frame {
+            Ok(Message::Text(text)) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
+                Ok(ServerMessage::BidiConnectionStart { session_id, mode, .. }) if mode == "text" => {
+                    let _ = close(&mut socket).await;
+                    tracing::debug!(session = %session_id, agent, "text-only agent: its session closed");
+                    return Err(Refused::TextOnly { agent: agent.to_owned() });
+                }
+                Ok(ServerMessage::BidiConnectionStart { session_id, .. }) => {
+                    return Ok(Session { socket, id: session_id });
+                }
+                Ok(ServerMessage::BidiError { message, .. }) => said = message,
+                _ => {}
+            },
+            Ok(Message::Close(frame)) => {
+                let (code, reason) =
+                    frame.map(|f| (u16::from(f.code), f.reason.to_string())).unwrap_or((1005, String::new()));
+                let message = if said.is_empty() { reason } else { said };
+                return Err(refusal(agent, code, message));
+            }
+            Ok(_) => {}
+            Err(error) => return Err(unreachable(error.to_string())),
+        }
+    }
+    Err(unreachable("the gateway closed the connection without an answer".into()))
+}
+
+/// The refusal a close code before `bidi_connection_start` stands for.
+fn refusal(agent: &str, code: u16, message: String) -> Refused {
+    let agent = agent.to_owned();
+    match code {
+        close_code::UNKNOWN_AGENT => Refused::UnknownAgent { agent, message },
+        close_code::NOT_EXPOSED => Refused::NotExposed { agent, message },
+        close_code::UNAUTHORIZED => Refused::Unauthorized(message),
+        close_code::TRY_AGAIN_LATER | close_code::TOO_MANY_SESSIONS | close_code::NO_READY_POD => {
+            Refused::Busy(message)
+        }
+        code => Refused::Other { code, message },
+    }
+}
+
+/// Ends the session as a client does: `close`, then the WebSocket close.
+pub async fn close(socket: &mut Socket) -> Result<(), tungstenite::Error> {
+    let text = serde_json::to_string(&ClientMessage::Close {}).unwrap_or_default();
+    socket.send(Message::text(text)).await?;
+    socket.close(Some(tungstenite::protocol::CloseFrame { code: CloseCode::Normal, reason: "hung up".into() })).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_become_the_sip_answers_a_caller_understands() {
+        let status = |code, message: &str| refusal("triage", code, message.into()).admission().refusal().map(|r| r.0);
+        assert_eq!(status(4404, "no agent"), Some(404));
+        assert_eq!(status(4403, "not exposed"), Some(403));
+        assert_eq!(status(4401, "bad key"), Some(503), "the edge's own credential: another edge may do");
+        assert_eq!(status(1013, "full"), Some(503));
+        assert_eq!(status(4503, "no pod"), Some(503));
+        assert_eq!(status(4400, "bad start"), Some(500));
+        let text = Refused::TextOnly { agent: "disputes".into() };
+        assert_eq!(text.admission(), Admission::NotAcceptable("agent disputes is text-only and takes no calls".into()));
+    }
+
+    #[test]
+    fn the_session_start_asks_for_the_calls_law_both_ways_as_binary_frames() {
+        let json = serde_json::to_value(ClientMessage::SessionStart(session_start("triage", Law::Alaw))).expect("json");
+        assert_eq!(json["agent"], "triage");
+        assert_eq!(json["modalities"], serde_json::json!(["audio"]));
+        assert_eq!(json["audio"]["input"], serde_json::json!({"encoding": "alaw", "sample_rate": 8000}));
+        assert_eq!(json["audio"]["output"], serde_json::json!({"encoding": "alaw", "sample_rate": 8000}));
+        assert_eq!(json["audio"]["binary_output"], true);
+    }
+}

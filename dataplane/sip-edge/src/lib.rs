@@ -1,0 +1,162 @@
+//! Switchboard's SIP edge with I/O: thin tokio tasks around the sans-I/O
+//! [`switchboard_sip`]. Phones and trunks call `sip:<agent>@<edge>`; each call becomes one
+//! ordinary session at the gateway (DESIGN.md, "Channels at the edge"), so routing,
+//! handoffs, resume, the record and traces treat calls as they treat WebSocket clients.
+//!
+//! The tasks:
+//!
+//! - [`signalling`]: one task owns the UDP SIP socket and the
+//!   [`Endpoint`] (flood guard per source, stateless
+//!   answers, the call machines); it takes an RTP port pair for each new INVITE
+//!   ([`ports`]), starts a call task when the INVITE can be answered, hands each call its
+//!   events and performs its commands.
+//! - [`call`]: one task per call. It opens the session at the gateway ([`gateway`]) for
+//!   the agent the Request-URI names, with audio in the call's G.711 law both ways as
+//!   binary frames (no transcoding), and answers the INVITE with what the gateway said:
+//!   200, or 404 (no such agent), 403 (not open to the edge), 488 (a text-only agent), 503
+//!   (the gateway busy or unreachable). Then it relays: RTP -> jitter buffer -> one binary
+//!   frame every 20 ms to the gateway; the agent's binary frames -> one RTP packet every
+//!   20 ms to the phone, the queue dropped at once on `bidi_interruption`; RTCP reports
+//!   every 5 s on the RTCP port. The caller's BYE closes the session (`close`); the session
+//!   ending sends BYE; RTP silent past [`call::MediaSettings::timeout`] ends the call.
+//!
+//! Everything is bounded: calls ([`EdgeConfig::max_calls`], and the RTP port range: a
+//! new INVITE past either gets 503), each source's SIP message rate (the endpoint's flood
+//! guard: past it messages are dropped unanswered), each call's queue of events (a task
+//! that falls behind is hung up), of reply audio (10 s, oldest dropped) and of frames to
+//! the gateway (dropped when the gateway does not read). A datagram that does not parse
+//! gets the endpoint's answer (400/413/505 with the reason) or nothing; RTP from an
+//! address not in the dialogue, or not the settled codec, is ignored.
+//!
+//! SIP over TCP ([`tcp`]) is served on the same port as UDP when asked for
+//! ([`EdgeConfig::tcp`]): one task per connection cuts its stream into messages for the same
+//! endpoint, and what the endpoint sends to a TCP peer goes back on its connection.
+//!
+//! Not here yet: TLS, trunks (every source is untrusted: a caller's number is not vouched for to
+//! the gateway), telephone numbers routed to Agents, DTMF to the agent (needs a protocol
+//! message), transfers, outbound calls, and metrics.
+
+pub mod call;
+pub mod gateway;
+pub mod ports;
+mod signalling;
+pub mod tcp;
+
+use std::net::{IpAddr, SocketAddr};
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+
+use switchboard_sip::endpoint::{Endpoint, EndpointConfig};
+use tokio::net::{TcpListener, UdpSocket};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use call::MediaSettings;
+pub use gateway::GatewayConfig;
+pub use switchboard_sip::endpoint::rate::RateConfig;
+
+/// How the edge runs.
+#[derive(Clone, Debug)]
+pub struct EdgeConfig {
+    /// Where to listen for SIP over UDP (port 0: any free port, see [`Edge::local_addr`]).
+    pub listen: SocketAddr,
+    /// Listen for SIP over TCP too, on the same address and port.
+    pub tcp: bool,
+    /// The address phones reach the edge at: SDP's `c=` line and the Contact header.
+    pub advertise: IpAddr,
+    /// The RTP ports: one even port (RTP) and the next (RTCP) per call.
+    pub rtp_ports: RangeInclusive<u16>,
+    /// The gateway each call opens its session at.
+    pub gateway: GatewayConfig,
+    /// Calls at once; a new INVITE past it gets 503.
+    pub max_calls: usize,
+    /// The flood guard: SIP messages one source address may send (past it they are
+    /// dropped unanswered). A trunk or a benchmark that carries many calls from one
+    /// address needs more than the default.
+    pub rate: RateConfig,
+    /// Media behaviour.
+    pub media: MediaSettings,
+}
+
+/// Why the edge cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum EdgeError {
+    /// The SIP address cannot be bound.
+    #[error("cannot listen for SIP on {address} (UDP, or TCP on the same port): {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The RTP port range is unusable.
+    #[error(transparent)]
+    Ports(#[from] ports::PortsError),
+}
+
+/// A bound edge, ready to [`Edge::run`].
+#[derive(Debug)]
+pub struct Edge {
+    signalling: signalling::Signalling,
+    local: SocketAddr,
+}
+
+impl Edge {
+    /// Binds the SIP socket and prepares the port range (the RTP sockets bind on the
+    /// listen address, per call).
+    pub async fn bind(config: EdgeConfig) -> Result<Self, EdgeError> {
+        let EdgeConfig { listen, tcp, advertise, rtp_ports, gateway, max_calls, rate, media } = config;
+        let socket = UdpSocket::bind(listen).await.map_err(|source| EdgeError::Bind { address: listen, source })?;
+        let local = socket.local_addr().map_err(|source| EdgeError::Bind { address: listen, source })?;
+        // TCP on the same port as UDP (the one chosen, when the port asked for was 0).
+        let tcp = if tcp {
+            let listener =
+                TcpListener::bind(local).await.map_err(|source| EdgeError::Bind { address: local, source })?;
+            Some(listener)
+        } else {
+            None
+        };
+        let ports = ports::Ports::new(listen.ip(), rtp_ports)?;
+        let endpoint_config = EndpointConfig { max_calls, rate, ..EndpointConfig::default() };
+        let endpoint = Endpoint::new(endpoint_config);
+        let signalling = signalling::Signalling {
+            socket,
+            tcp,
+            limits: endpoint_config.limits,
+            endpoint,
+            advertise,
+            ports,
+            gateway: Arc::new(gateway),
+            settings: Arc::new(media),
+            tasks: TaskTracker::new(),
+            shutdown: CancellationToken::new(),
+        };
+        Ok(Self { signalling, local })
+    }
+
+    /// The bound SIP address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Serves calls until `shutdown` resolves; then every call is hung up, and this
+    /// returns once their tasks are done (a few seconds at most).
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        let token = self.signalling.shutdown.clone();
+        let tasks = self.signalling.tasks.clone();
+        let mut signalling = tokio::spawn(self.signalling.run());
+        tokio::select! {
+            () = shutdown => {
+                token.cancel();
+                let _ = signalling.await;
+            }
+            ended = &mut signalling => {
+                tracing::error!(?ended, "the SIP task ended by itself");
+                token.cancel();
+            }
+        }
+        tasks.close();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), tasks.wait()).await;
+    }
+}

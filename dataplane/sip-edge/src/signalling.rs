@@ -1,0 +1,242 @@
+//! The SIP task: the one owner of the UDP SIP socket, the TCP listener (its connections'
+//! tasks are in [`crate::tcp`]) and the sans-I/O
+//! [`Endpoint`]. It feeds the endpoint every datagram
+//! and every message cut from a TCP stream with its source and the time, runs its timers, performs what comes out (datagrams to
+//! send; a call's events to that call's task, a new task for each admitted INVITE) and
+//! takes the call tasks' commands (the answer to an INVITE, a hang-up). A new INVITE gets
+//! its RTP port pair here, before it is answered, so the SDP answer can name it; a range
+//! with no pair left is 503. Bad datagrams are the endpoint's to answer or drop: nothing
+//! here parses them.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
+
+use switchboard_sip::call::{CallConfig, CallEvent, Timers, Transport};
+use switchboard_sip::endpoint::{Endpoint, Output, Source};
+use switchboard_sip::sdp::{Codec, LocalMedia};
+use switchboard_sip::sip::Limits;
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::call::{Call, Command, MediaSettings};
+use crate::gateway::GatewayConfig;
+use crate::ports::{PortPair, Ports};
+use crate::tcp::{Connections, FromConnection};
+
+/// Events queued for one call's task at most; past it the call is hung up (its task is
+/// stuck, and the endpoint must not wait for it).
+const CALL_QUEUE: usize = 16;
+/// The largest datagram read; a longer one is cut and the endpoint answers it as malformed.
+const MAX_DATAGRAM: usize = 65_535;
+/// The RFC 4733 payload type the edge offers.
+const TELEPHONE_EVENT: u8 = 101;
+
+/// What the SIP task works with.
+#[derive(Debug)]
+pub(crate) struct Signalling {
+    pub socket: UdpSocket,
+    /// SIP over TCP on the same address, when listening.
+    pub tcp: Option<TcpListener>,
+    /// The limits on each message (the endpoint's).
+    pub limits: Limits,
+    pub endpoint: Endpoint,
+    pub advertise: IpAddr,
+    pub ports: Ports,
+    pub gateway: Arc<GatewayConfig>,
+    pub settings: Arc<MediaSettings>,
+    pub tasks: TaskTracker,
+    pub shutdown: CancellationToken,
+}
+
+/// A call in progress, as the SIP task sees it.
+struct Live {
+    events: mpsc::Sender<CallEvent>,
+}
+
+impl Signalling {
+    /// Runs until `shutdown`, then hangs up every call and waits (a few seconds at most)
+    /// for their BYEs to be answered.
+    pub(crate) async fn run(mut self) {
+        let local = match self.socket.local_addr() {
+            Ok(addr) => SocketAddr::new(self.advertise, addr.port()),
+            Err(error) => return tracing::error!(%error, "the SIP socket has no address"),
+        };
+        let (commands_tx, mut commands) = mpsc::channel::<Command>(256);
+        let mut calls: HashMap<String, Live> = HashMap::new();
+        // The port pair and tag of the INVITE being handled, until its Incoming event.
+        let mut fresh: Option<(PortPair, String)> = None;
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut draining: Option<tokio::time::Instant> = None;
+        let mut connections = Connections::default();
+        let (inbound_tx, mut inbound) = mpsc::channel::<FromConnection>(1024);
+        loop {
+            let timer = self.endpoint.poll_timeout().map(tokio::time::Instant::from_std);
+            tokio::select! {
+                received = self.socket.recv_from(&mut buf) => match received {
+                    Ok((n, from)) => {
+                        let source = Source { address: from, transport: Transport::Udp, trusted: false };
+                        let (ports, advertise, open) = (&self.ports, self.advertise, draining.is_none());
+                        let new_call = || new_call(ports, local, advertise, open, &mut fresh);
+                        self.endpoint.handle_datagram(Instant::now(), source, &buf[..n], new_call);
+                    }
+                    // ICMP port unreachable from an earlier send surfaces here on some
+                    // systems: nothing to do but read on.
+                    Err(error) => tracing::debug!(%error, "reading the SIP socket"),
+                },
+                accepted = accept(self.tcp.as_ref()), if draining.is_none() => match accepted {
+                    Ok((stream, peer)) => connections.accept(
+                        stream, peer, self.limits, inbound_tx.clone(), &self.tasks, self.shutdown.clone(),
+                    ),
+                    Err(error) => tracing::debug!(%error, "accepting a SIP connection"),
+                },
+                Some(from) = inbound.recv() => match from {
+                    FromConnection::Message(peer, parsed) => {
+                        let source = Source { address: peer, transport: Transport::Tcp, trusted: false };
+                        let (ports, advertise, open) = (&self.ports, self.advertise, draining.is_none());
+                        let new_call = || new_call(ports, local, advertise, open, &mut fresh);
+                        self.endpoint.handle_message(Instant::now(), source, parsed, new_call);
+                    }
+                    FromConnection::Closed(peer) => connections.closed(peer),
+                },
+                Some(command) = commands.recv() => match command {
+                    Command::Admit { call_id, admission } => self.endpoint.admit(Instant::now(), &call_id, admission),
+                    Command::HangUp { call_id } => self.endpoint.hang_up(Instant::now(), &call_id),
+                },
+                () = sleep_until(timer) => self.endpoint.handle_timeout(Instant::now()),
+                () = self.shutdown.cancelled(), if draining.is_none() => {
+                    tracing::info!(calls = calls.len(), "SIP edge shutting down: hanging up every call");
+                    draining = Some(tokio::time::Instant::now() + std::time::Duration::from_secs(5));
+                    let ids: Vec<String> = calls.keys().cloned().collect();
+                    for id in ids {
+                        self.endpoint.hang_up(Instant::now(), &id);
+                    }
+                }
+                () = sleep_until(draining), if draining.is_some() => break,
+            }
+            self.perform(&mut calls, &mut fresh, &mut connections, &commands_tx).await;
+            if draining.is_some() && self.endpoint.calls() == 0 {
+                break;
+            }
+        }
+    }
+
+    /// Sends what the endpoint wants sent and hands call events to their tasks.
+    async fn perform(
+        &mut self,
+        calls: &mut HashMap<String, Live>,
+        fresh: &mut Option<(PortPair, String)>,
+        connections: &mut Connections,
+        commands: &mpsc::Sender<Command>,
+    ) {
+        while let Some(output) = self.endpoint.poll() {
+            match output {
+                Output::Transmit(transmit) if transmit.transport == Transport::Udp => {
+                    if let Err(error) = self.socket.send_to(&transmit.bytes, transmit.to).await {
+                        tracing::debug!(to = %transmit.to, %error, "sending a SIP datagram");
+                    }
+                }
+                Output::Transmit(transmit) => {
+                    if !connections.send(transmit.to, transmit.bytes) {
+                        tracing::debug!(to = %transmit.to, open = connections.len(), "no SIP connection to send on");
+                    }
+                }
+                Output::Event { call_id, event: CallEvent::Incoming(incoming) } => {
+                    let Some((ports, _tag)) = fresh.take() else {
+                        tracing::warn!(call = %call_id, "an INVITE without its port pair; refusing it");
+                        let refusal = switchboard_sip::call::Admission::Refuse(500, "No media port".into());
+                        self.endpoint.admit(Instant::now(), &call_id, refusal);
+                        continue;
+                    };
+                    let (events, receiver) = mpsc::channel(CALL_QUEUE);
+                    calls.insert(call_id.clone(), Live { events });
+                    let call = Call {
+                        call_id,
+                        incoming,
+                        ports,
+                        gateway: Arc::clone(&self.gateway),
+                        settings: Arc::clone(&self.settings),
+                        events: receiver,
+                        commands: commands.clone(),
+                        shutdown: self.shutdown.clone(),
+                    };
+                    self.tasks.spawn(call.run());
+                }
+                Output::Event { call_id, event } => {
+                    tracing::trace!(call = %call_id, ?event, known = calls.contains_key(&call_id), "call event");
+                    let ended = matches!(event, CallEvent::Ended(_));
+                    // A task that is gone (its call refused, or its session over and
+                    // hanging up) needs no more events; one that is full is stuck.
+                    if let Some(live) = calls.get(&call_id)
+                        && let Err(mpsc::error::TrySendError::Full(_)) = live.events.try_send(event)
+                        && !ended
+                    {
+                        tracing::warn!(call = %call_id, "the call's task is not keeping up; hanging up");
+                        self.endpoint.hang_up(Instant::now(), &call_id);
+                    }
+                    if ended {
+                        calls.remove(&call_id);
+                    }
+                }
+                Output::Dropped { source, reason } => {
+                    tracing::debug!(%source, ?reason, "SIP message dropped");
+                }
+            }
+        }
+        // An INVITE that was refused before its task started (a 488 for its codecs, a 400)
+        // gives its port pair back.
+        fresh.take();
+    }
+}
+
+/// The configuration of a call a new INVITE starts, with its port pair kept in `fresh`
+/// until the call's task takes it; `None` (503) while draining or with no pair left.
+fn new_call(
+    ports: &Ports,
+    local: SocketAddr,
+    advertise: IpAddr,
+    open: bool,
+    fresh: &mut Option<(PortPair, String)>,
+) -> Option<CallConfig> {
+    if !open {
+        return None;
+    }
+    let pair = ports.take()?;
+    let config = call_config(local, advertise, pair.port);
+    *fresh = Some((pair, config.local_tag.clone()));
+    Some(config)
+}
+
+async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The call's configuration: the edge's SIP address, its media on `port`, and a fresh tag.
+fn call_config(local: SocketAddr, advertise: IpAddr, port: u16) -> CallConfig {
+    CallConfig {
+        local,
+        media: LocalMedia {
+            address: advertise,
+            port,
+            session_id: fastrand::u64(..u64::MAX / 2),
+            version: 1,
+            codecs: vec![Codec::Pcmu, Codec::Pcma],
+            telephone_event: TELEPHONE_EVENT,
+        },
+        local_tag: uuid::Uuid::new_v4().simple().to_string(),
+        timers: Timers::default(),
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

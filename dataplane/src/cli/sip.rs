@@ -1,0 +1,153 @@
+//! `switchboard sip`: the SIP edge (switchboard-sip-edge) as its own process. Phones and
+//! trunks call `sip:<agent>@<advertised address>`; each call opens one session at the
+//! gateway named by --gateway, with the edge's API key, so calls are routed, handed off,
+//! resumed and recorded as every other session is.
+
+use std::net::{IpAddr, SocketAddr};
+use std::ops::RangeInclusive;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, RateConfig};
+
+/// Options of `switchboard sip`.
+#[derive(Debug, Args)]
+pub struct SipArgs {
+    /// Where to listen for SIP over UDP (and TCP, see --tcp; `0` as the port: any free one,
+    /// logged at start).
+    #[arg(long, env = "SWITCHBOARD_SIP_LISTEN", default_value = "0.0.0.0:5060")]
+    listen: SocketAddr,
+
+    /// Listen for SIP over TCP too, on the same address and port (`false`: UDP only).
+    #[arg(long, env = "SWITCHBOARD_SIP_TCP", default_value_t = true, action = clap::ArgAction::Set)]
+    tcp: bool,
+
+    /// The RTP port range, `FIRST-LAST`: each call takes an even port (RTP) and the next
+    /// (RTCP), bound on the listen address. Its size bounds the calls at once (a pair per
+    /// call); open it in the firewall with the SIP port.
+    #[arg(long, env = "SWITCHBOARD_SIP_RTP_PORTS", default_value = "20000-20999", value_parser = port_range)]
+    rtp_ports: RangeInclusive<u16>,
+
+    /// The address phones and trunks reach the edge at, written in SDP (`c=`) and the
+    /// Contact header. Default: the listen address, which must then not be 0.0.0.0.
+    #[arg(long, env = "SWITCHBOARD_SIP_ADVERTISE")]
+    advertise: Option<IpAddr>,
+
+    /// The gateway's session endpoint, e.g. `ws://gateway:8080/v1/session` (local mode:
+    /// the URL it prints, without `?agent=`).
+    #[arg(long, env = "SWITCHBOARD_SIP_GATEWAY")]
+    gateway: String,
+
+    /// A file holding the edge's API key for the gateway (sent as `Authorization: Bearer`;
+    /// a trailing newline is dropped). Without it the edge sends none (local mode needs
+    /// none).
+    #[arg(long, env = "SWITCHBOARD_SIP_API_KEY_FILE")]
+    api_key_file: Option<PathBuf>,
+
+    /// Calls at once; a new call past it is answered 503.
+    #[arg(long, env = "SWITCHBOARD_SIP_MAX_CALLS", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_calls: u32,
+
+    /// Seconds without RTP from a phone (that should be sending) after which its call is
+    /// hung up.
+    #[arg(long, env = "SWITCHBOARD_SIP_MEDIA_TIMEOUT_SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    media_timeout_seconds: u64,
+
+    /// Seconds the gateway may take to open a call's session (connecting and answering
+    /// `session_start`); past it the call is answered 503.
+    #[arg(long, env = "SWITCHBOARD_SIP_GATEWAY_TIMEOUT_SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=120))]
+    gateway_timeout_seconds: u64,
+}
+
+/// `FIRST-LAST`, both ports, FIRST <= LAST.
+fn port_range(text: &str) -> Result<RangeInclusive<u16>, String> {
+    let (first, last) = text.split_once('-').ok_or_else(|| format!("{text:?} is not FIRST-LAST"))?;
+    let port = |p: &str| p.trim().parse::<u16>().map_err(|_| format!("{p:?} is not a port (1-65535)"));
+    let (first, last) = (port(first)?, port(last)?);
+    if first == 0 || first > last {
+        return Err(format!("{text:?}: the first port must be 1 or more and not above the last"));
+    }
+    Ok(first..=last)
+}
+
+/// Serves calls until SIGTERM or Ctrl-C, then hangs every call up.
+pub async fn run(args: SipArgs) -> anyhow::Result<()> {
+    let SipArgs {
+        listen,
+        tcp,
+        rtp_ports,
+        advertise,
+        gateway,
+        api_key_file,
+        max_calls,
+        media_timeout_seconds,
+        gateway_timeout_seconds,
+    } = args;
+    let shutdown = super::shutdown_signal()?;
+    let advertise = match advertise {
+        Some(address) => address,
+        None if !listen.ip().is_unspecified() => listen.ip(),
+        None => bail!("--advertise is needed when --listen is {listen}: phones must be told an address they reach"),
+    };
+    if !(gateway.starts_with("ws://") || gateway.starts_with("wss://")) {
+        bail!("--gateway {gateway:?} is not a ws:// or wss:// URL");
+    }
+    let api_key = match api_key_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read the API key file {}", path.display()))?;
+            let key = text.strip_suffix('\n').unwrap_or(&text).trim_end_matches('\r').to_owned();
+            if key.is_empty() {
+                bail!("the API key file {} is empty", path.display());
+            }
+            Some(key)
+        }
+        None => None,
+    };
+    let media = MediaSettings { timeout: Duration::from_secs(media_timeout_seconds), ..MediaSettings::default() };
+    let config = EdgeConfig {
+        listen,
+        tcp,
+        advertise,
+        rtp_ports: rtp_ports.clone(),
+        gateway: GatewayConfig {
+            url: gateway.clone(),
+            api_key,
+            open_timeout: Duration::from_secs(gateway_timeout_seconds),
+        },
+        max_calls: max_calls as usize,
+        rate: RateConfig::default(),
+        media,
+    };
+    let edge = Edge::bind(config).await?;
+    tracing::info!(
+        sip = %edge.local_addr(),
+        %advertise,
+        rtp = format!("{}-{}", rtp_ports.start(), rtp_ports.end()),
+        gateway,
+        "SIP edge ready: listening on udp://{}{}",
+        edge.local_addr(),
+        if tcp { " and tcp" } else { "" }
+    );
+    edge.run(shutdown).await;
+    tracing::info!("SIP edge stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::port_range;
+
+    #[test]
+    fn port_ranges_read_first_to_last() {
+        assert_eq!(port_range("20000-20999"), Ok(20000..=20999));
+        for bad in ["20000", "0-10", "10-5", "a-b", "1-70000"] {
+            assert!(port_range(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! A real SIP phone calls the agents: Debian's `baresip` (headless: it dials, plays a WAV and
+//! writes what it hears to a WAV) calls `switchboard sip`, the SIP edge, in front of a real
+//! `switchboard local` (its gateway, runtimes and the Bedrock simulator, offline). The phone
+//! says a phrase tone (500 Hz: the simulator hears "phrase 1"), the voice agent's reply is
+//! heard in the phone's recording (measured with sox), the session is in the conversation
+//! record with its agent and ends when the phone hangs up; the agent's side ending (local
+//! mode stopped) hangs the phone up. Calls to an unknown, an unexposed and a text-only agent
+//! are refused with 404, 403 and 488 and the gateway's reason; garbage sent to the edge's
+//! SIP and RTP ports during a call does not disturb it; a call signalled over TCP works as
+//! one over UDP. The tools come from
+//! tests/tools/install.sh.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use switchboard_tests::cluster::tools_bin;
+use switchboard_tests::repo_root;
+use switchboard_tests::switchboard::{Process, switchboard_binary};
+
+/// RTP ports the edge may use in one test (five pairs).
+const RTP_PORTS: u16 = 10;
+
+/// `switchboard local` (with the Example Bank, `disputes` exposed as a text-only agent a
+/// caller can name) and `switchboard sip` in front of it, in a folder of their own.
+struct Stack {
+    dir: PathBuf,
+    tools: PathBuf,
+    binary: PathBuf,
+    record: String,
+    sip: SocketAddr,
+    rtp: (u16, u16),
+    edge: Process,
+    local: Process,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("a folder");
+    for entry in std::fs::read_dir(from).expect("the examples") {
+        let entry = entry.expect("an entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("a copy");
+        }
+    }
+}
+
+/// An even UDP port with `count - 1` after it, free now.
+fn free_udp_range(count: u16) -> (u16, u16) {
+    loop {
+        let probe = UdpSocket::bind("127.0.0.1:0").expect("a port");
+        let first = probe.local_addr().expect("addr").port() & !1;
+        drop(probe);
+        let Some(last) = first.checked_add(count - 1) else { continue };
+        if (first..=last).all(|p| UdpSocket::bind(("127.0.0.1", p)).is_ok()) {
+            return (first, last);
+        }
+    }
+}
+
+fn stack(name: &str) -> Stack {
+    let tools = tools_bin().expect("tests/tools/install.sh");
+    let binary = switchboard_binary().expect("the switchboard binary");
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let agents = dir.join("agents");
+    copy_dir(&repo_root().join("examples/banking"), &agents);
+    let disputes = agents.join("disputes.yaml");
+    let text = std::fs::read_to_string(&disputes).expect("disputes.yaml");
+    assert!(text.contains("expose: false"), "disputes.yaml is not exposed: the test exposes it");
+    std::fs::write(&disputes, text.replace("expose: false", "expose: true")).expect("write");
+    let record = format!("sqlite:{}", dir.join("record.db").display());
+    let agents_arg = agents.to_string_lossy().into_owned();
+    let local = Process::start(
+        &binary,
+        "local",
+        &["local", &agents_arg, "--port", "0", "--record-database-url", &record],
+        &[],
+        "Chat with: switchboard chat ws://",
+    )
+    .expect("switchboard local starts");
+    let log = local.log_text();
+    let gateway = log
+        .lines()
+        .find_map(|l| l.split_once("Chat with: switchboard chat ").map(|(_, url)| url.trim().to_owned()))
+        .expect("local mode prints its session URL");
+    let rtp = free_udp_range(RTP_PORTS);
+    let edge = Process::start(
+        &binary,
+        "sip",
+        &["sip", "--listen", "127.0.0.1:0", "--rtp-ports", &format!("{}-{}", rtp.0, rtp.1), "--gateway", &gateway],
+        &[("SWITCHBOARD_LOG", "info,switchboard_sip_edge=debug")],
+        "SIP edge ready",
+    )
+    .expect("switchboard sip starts");
+    let sip = edge
+        .log_text()
+        .lines()
+        .find_map(|l| l.split_once("listening on udp://").and_then(|(_, a)| a.split_whitespace().next()?.parse().ok()))
+        .expect("the edge logs its SIP address");
+    Stack { dir, tools, binary, record, sip, rtp, edge, local }
+}
+
+/// A baresip instance dialling one URI.
+struct Phone {
+    dir: PathBuf,
+    child: Child,
+}
+
+impl Drop for Phone {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Phone {
+    /// Dials `sip:<user>@<edge>` playing half a second of silence, 1.5 s of a 500 Hz tone
+    /// (phrase 1) and `silence` seconds of silence; hangs up at the end of the file and
+    /// quits after `quit` seconds.
+    fn dial(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32) -> Self {
+        Self::dial_over(stack, name, user, silence, quit, "udp")
+    }
+
+    /// [`Phone::dial`] over `transport` (`udp` or `tcp`).
+    fn dial_over(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32, transport: &str) -> Self {
+        let dir = stack.dir.join(name);
+        std::fs::create_dir_all(dir.join("snd")).expect("a folder");
+        let sox = stack.tools.join("sox");
+        let part = |file: &str, args: &[&str]| {
+            let status = Command::new(&sox)
+                .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
+                .arg(dir.join(file))
+                .args(args)
+                .status()
+                .expect("sox runs");
+            assert!(status.success(), "sox made {file}");
+        };
+        part("lead.wav", &["trim", "0", "0.5"]);
+        part("tone.wav", &["synth", "1.5", "sine", "500", "vol", "0.5"]);
+        part("tail.wav", &["trim", "0", &silence.to_string()]);
+        let status = Command::new(&sox)
+            .args([dir.join("lead.wav"), dir.join("tone.wav"), dir.join("tail.wav"), dir.join("say.wav")])
+            .status()
+            .expect("sox runs");
+        assert!(status.success(), "sox joined the WAV");
+        // baresip listens on a port and the next (TLS): both free.
+        let port = loop {
+            let port = free_udp_range(2).0;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+                && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
+            {
+                break port;
+            }
+        };
+        let d = dir.display();
+        let config = format!(
+            "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
+             module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
+             audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
+             snd_path {d}/snd\n"
+        );
+        std::fs::write(dir.join("config"), config).expect("config");
+        let account = format!("<sip:caller@127.0.0.1:{port};transport={transport}>;regint=0;audio_codecs=PCMU\n");
+        std::fs::write(dir.join("accounts"), account).expect("accounts");
+        let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
+        let child = Command::new(stack.tools.join("baresip"))
+            .arg("-f")
+            .arg(&dir)
+            .args(["-e", &format!("/dial sip:{user}@{};transport={transport}", stack.sip), "-t", &quit.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("baresip starts");
+        Self { dir, child }
+    }
+
+    fn log(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(self.dir.join("baresip.log")).unwrap_or_default()).into_owned()
+    }
+
+    /// Waits for the call to be over (answered and hung up, or refused) within `limit`; its
+    /// recordings are closed then.
+    fn wait_over(&self, limit: Duration) {
+        let over = || {
+            let log = self.log();
+            log.contains("terminated") || log.contains("session closed")
+        };
+        wait_for("the call is over", limit, over, || self.log());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    /// What the phone heard (its `-dec.wav`): its length in seconds (sox stat) and the RMS
+    /// of each 250 ms of it (0..1 of full scale).
+    fn heard(&self, sox: &Path) -> (f64, Vec<f64>) {
+        let dec = std::fs::read_dir(self.dir.join("snd"))
+            .expect("the recordings")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with("-dec.wav"))
+            .unwrap_or_else(|| panic!("baresip wrote no -dec.wav:\n{}", self.log()));
+        let stat = Command::new(sox).arg(&dec).args(["-n", "stat"]).output().expect("sox stat");
+        let text = String::from_utf8_lossy(&stat.stderr);
+        let length = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Length (seconds):"))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("sox stat: {text}"));
+        let raw = Command::new(sox)
+            .arg(&dec)
+            .args(["-t", "raw", "-e", "signed-integer", "-b", "16", "-c", "1", "-r", "8000", "-"])
+            .output()
+            .expect("sox converts");
+        let samples: Vec<f64> =
+            raw.stdout.chunks_exact(2).map(|b| f64::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0).collect();
+        let windows = samples.chunks(2000).map(|w| (w.iter().map(|s| s * s).sum::<f64>() / w.len() as f64).sqrt());
+        (length, windows.collect())
+    }
+}
+
+fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool, context: impl Fn() -> String) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}:\n{}", context());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn sessions(stack: &Stack, args: &[&str]) -> String {
+    let out = Command::new(&stack.binary)
+        .args(["sessions"])
+        .args(args)
+        .args(["--record-database-url", &stack.record])
+        .output()
+        .expect("switchboard sessions");
+    assert!(out.status.success(), "switchboard sessions {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Sends what a broken or hostile peer might to the edge's SIP port and every port of its
+/// RTP range: random bytes, a request with no headers, an oversized datagram, RTP from an
+/// address not in any dialogue (loud, were it played), and a BYE for no dialogue. Returns
+/// the answers that came back to the sending socket.
+fn garbage(stack: &Stack) -> Vec<String> {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    let port = socket.local_addr().expect("addr").port();
+    // Bytes from a fixed xorshift sequence: the same garbage every run.
+    let mut state = 0x2545_f491_u32;
+    let mut byte = move || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state.to_le_bytes()[0]
+    };
+    let mut junk: Vec<Vec<u8>> = (0..8).map(|i| (0..(37 * i + 5)).map(|_| byte()).collect()).collect();
+    junk.push(b"INVITE sip:triage@127.0.0.1 SIP/2.0\r\n\r\n".to_vec());
+    junk.push(vec![b'A'; 20_000]);
+    // RTP version 2, payload type 0 (PCMU), 160 bytes of the loudest μ-law code.
+    let mut rtp = vec![0x80, 0x00, 0x00, 0x01, 0, 0, 0, 160, 0xde, 0xad, 0xbe, 0xef];
+    rtp.extend([0x00; 160]);
+    for _ in 0..5 {
+        junk.push(rtp.clone());
+    }
+    for datagram in &junk {
+        let _ = socket.send_to(datagram, stack.sip);
+        for p in stack.rtp.0..=stack.rtp.1 {
+            let _ = socket.send_to(datagram, ("127.0.0.1", p));
+        }
+    }
+    let bye = format!(
+        "BYE sip:triage@{sip} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{port};branch=z9hG4bKjunk1\r\n\
+         From: <sip:junk@127.0.0.1>;tag=j1\r\nTo: <sip:triage@127.0.0.1>;tag=nobody\r\nCall-ID: junk-call\r\n\
+         CSeq: 2 BYE\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n",
+        sip = stack.sip
+    );
+    socket.send_to(bye.as_bytes(), stack.sip).expect("send");
+    socket.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+    let mut answers = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok((n, _)) = socket.recv_from(&mut buf) {
+        answers.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        socket.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
+    }
+    answers
+}
+
+#[test]
+fn a_phone_call_reaches_a_voice_agent_hears_its_reply_survives_garbage_and_is_recorded() {
+    let stack = stack("call");
+    let phone = Phone::dial(&stack, "caller", "triage", 12, 30);
+    wait_for(
+        "the edge answers the call",
+        Duration::from_secs(20),
+        || stack.edge.log_text().contains("call answered"),
+        || format!("{}\n--- baresip ---\n{}", stack.edge.log_text(), phone.log()),
+    );
+    let answered = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    let sent_at = answered.elapsed().as_secs_f64();
+    let answers = garbage(&stack);
+    assert!(
+        answers.iter().any(|a| a.starts_with("SIP/2.0 481")),
+        "a BYE for no dialogue is answered 481 while the call goes on: {answers:?}"
+    );
+    phone.wait_over(Duration::from_secs(45));
+    let (length, windows) = phone.heard(&stack.tools.join("sox"));
+    let log = phone.log();
+    assert!(log.contains("Call established"), "{log}");
+    assert!((12.0..20.0).contains(&length), "the call lasted as long as the phone's WAV: {length} s\n{log}");
+    // The agent's reply: at least a second of it heard well above silence, after the
+    // garbage was sent (so the call survived it).
+    let after = ((sent_at + 0.5) * 4.0) as usize;
+    let voiced = windows.iter().skip(after).filter(|rms| **rms > 0.02).count();
+    let loudest = windows.iter().copied().fold(0.0, f64::max);
+    assert!(
+        voiced >= 4 && loudest > 0.05,
+        "the phone heard the agent after the garbage: {voiced} voiced windows, loudest {loudest:.3}: {windows:?}"
+    );
+    assert!(loudest < 0.9, "no loud garbage RTP was played: loudest {loudest:.3} (the agent's voice is about 0.1-0.3)");
+    let edge = stack.edge.log_text();
+    assert!(edge.contains(r#"end="the phone side: RemoteHangUp""#), "the caller's BYE ended the call:\n{edge}");
+    // The garbage reached the call's media ports (15 datagrams to each) and was ignored there.
+    let ignored: u64 = edge
+        .lines()
+        .find_map(|l| l.split_once(" ignored=").and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok()))
+        .unwrap_or_else(|| panic!("the edge logs what it relayed:\n{edge}"));
+    assert!(ignored >= 15, "the garbage on the media ports was ignored, not played: ignored={ignored}\n{edge}");
+
+    // The record: one session with the voice agent, ended (close 1000) when the phone hung
+    // up, in which the agent heard the caller's tone as "phrase 1" once (the garbage RTP was
+    // not heard as a second utterance).
+    let list: serde_json::Value = serde_json::from_str(&sessions(&stack, &["list", "--json"])).expect("JSON");
+    let list = list.as_array().expect("a list");
+    assert_eq!(list.len(), 1, "one session for one call: {list:?}");
+    let session = &list[0];
+    assert_eq!(session["first_agent"], "default/triage", "{session}");
+    assert_eq!(session["outcome"], "ended", "{session}");
+    assert_eq!(session["close_code"], 1000, "{session}");
+    let (started, ended) = (session["started_at"].as_f64().expect("start"), session["ended_at"].as_f64().expect("end"));
+    let seconds = (ended - started) / 1000.0;
+    assert!((seconds - length).abs() < 5.0, "the session ended with the call: {seconds} s vs {length} s");
+    let id = session["id"].as_str().expect("an id");
+    let shown = sessions(&stack, &["show", id]);
+    let user_lines: Vec<&str> = shown.lines().filter(|l| l.contains(" user ")).collect();
+    assert_eq!(user_lines.len(), 1, "one utterance heard: {shown}");
+    assert!(user_lines[0].contains("phrase 1"), "the agent heard the caller's tone: {shown}");
+}
+
+#[test]
+fn a_call_over_tcp_is_answered_heard_and_hung_up() {
+    let stack = stack("tcp");
+    let phone = Phone::dial_over(&stack, "caller", "triage", 8, 30, "tcp");
+    phone.wait_over(Duration::from_secs(40));
+    let log = phone.log();
+    assert!(log.contains("Call established"), "{log}\n--- edge ---\n{}", stack.edge.log_text());
+    let (_, windows) = phone.heard(&stack.tools.join("sox"));
+    let voiced = windows.iter().filter(|rms| **rms > 0.02).count();
+    assert!(voiced >= 4, "the phone heard the agent over TCP signalling: {windows:?}");
+    let edge = stack.edge.log_text();
+    assert!(
+        edge.contains(r#"end="the phone side: RemoteHangUp""#),
+        "the caller's BYE over TCP ended the call:\n{edge}"
+    );
+}
+
+#[test]
+fn calls_to_an_unknown_a_hidden_or_a_text_only_agent_are_refused_with_the_reason() {
+    let stack = stack("refused");
+    for (user, answer) in [
+        ("nobody", "404 no agent nobody"),
+        ("disputes", "488 agent disputes is text-only and takes no calls"),
+        ("idv", "403 agent idv is not open to the SIP edge"),
+    ] {
+        let phone = Phone::dial(&stack, user, user, 1, 20);
+        phone.wait_over(Duration::from_secs(20));
+        let log = phone.log();
+        assert!(
+            log.contains(answer),
+            "a call to {user} is answered {answer:?}:\n{log}\n--- edge ---\n{}",
+            stack.edge.log_text()
+        );
+        assert!(!log.contains("Call established"), "{log}");
+    }
+    let list = sessions(&stack, &["list", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(&list).expect("JSON");
+    let agents: Vec<&str> = list.as_array().expect("a list").iter().filter_map(|s| s["first_agent"].as_str()).collect();
+    assert!(
+        !agents.iter().any(|a| a.ends_with("/triage") || a.ends_with("/idv")),
+        "no voice session opened: {agents:?}"
+    );
+}
+
+#[test]
+fn the_agents_side_ending_hangs_the_phone_up() {
+    let stack = stack("bye");
+    let phone = Phone::dial(&stack, "caller", "triage", 40, 60);
+    wait_for(
+        "the edge answers the call",
+        Duration::from_secs(20),
+        || stack.edge.log_text().contains("call answered"),
+        || format!("{}\n--- baresip ---\n{}", stack.edge.log_text(), phone.log()),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    // Local mode stops: its gateway drains (5 s) and closes the session (1001); the edge
+    // sends BYE and the phone hangs up long before its WAV ends.
+    stack.local.terminate().expect("SIGTERM");
+    let stopped = Instant::now();
+    wait_for(
+        "the phone is hung up",
+        Duration::from_secs(20),
+        || phone.log().contains("terminated"),
+        || format!("{}\n--- baresip ---\n{}", stack.edge.log_text(), phone.log()),
+    );
+    let took = stopped.elapsed();
+    assert!(took < Duration::from_secs(15), "hung up {took:?} after the session's end began");
+    let edge = stack.edge.log_text();
+    assert!(edge.contains(r#"end="the session ended (1001"#), "the session's close ended the call:\n{edge}");
+}
