@@ -460,7 +460,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     let stop = super::shutdown_signal()?;
     let mut server = Server::bind(listen, gateway.clone()).await?;
     if console {
-        server = server.with_routes(switchboard_dataplane::console::gateway::routes(gateway));
+        server = server.with_routes(switchboard_console::gateway::routes(gateway));
         tracing::info!("the web console is served at /");
     }
     tracing::info!(addr = %server.local_addr()?, "gateway serving /v1/session");

@@ -15,11 +15,11 @@
 //! when a session asks for audio (see [`crate::runtime::connection`]). The demo tool servers
 //! verify the gateway's identity assertion as a bank's would: their account endpoints act
 //! only for the caller it names, for the folder's Agents (their namespaces are the ones the
-//! servers trust; [`crate::demo_tools`]). Bound to loopback, local mode serves its record,
+//! servers trust; [`switchboard_demo_tools`]). Bound to loopback, local mode serves its record,
 //! agent list, metrics and page without credentials, but only to requests that name it by
 //! address or as `localhost` (`hosts`): not to a web page that pointed its own name here.
 
-pub use crate::console::{agents, web};
+pub use switchboard_console::{agents, web};
 
 mod hosts;
 
@@ -38,10 +38,10 @@ use switchboard_gateway::server::Server as GatewayServer;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use tokio::sync::watch;
 
-use crate::demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use crate::runtime::transcript::TranscriptSink;
 use crate::runtime::{self, Directory, Metrics, Server, ServerConfig, Shared};
 use crate::tools::{Executor, ExecutorOptions};
+use switchboard_demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use switchboard_models::RetryPolicy;
 use switchboard_models::bedrock::BedrockConfig;
 use switchboard_models::net::Trust;
@@ -253,7 +253,7 @@ pub async fn start_redacting(
     let runtime = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), state).await.map_err(start_error)?;
     let (gateway, routes) = gateway(&options, key, table, runtime.local_addr().map_err(start_error)?, record)?;
     let runtime_state = runtime.state();
-    let live = crate::console::live::routes(gateway.clone());
+    let live = switchboard_console::live::routes(gateway.clone());
     let own = hosts::this_machine_only(web::routes(list).merge(live), gateway.clone());
     let gateway = GatewayServer::bind(options.listen, gateway)
         .await

@@ -47,7 +47,7 @@ pub struct LocalTarget {
     #[cfg(feature = "local")]
     sim: Option<switchboard_sim::SimHandle>,
     #[cfg(feature = "local")]
-    _demo_tools: Vec<(String, crate::demo_tools::DemoTools)>,
+    _demo_tools: Vec<(String, switchboard_demo_tools::DemoTools)>,
 }
 
 impl LocalTarget {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde_json::json;
 use switchboard_core::assertion::{self, IdentityClaims};
 use switchboard_core::grant::GatewaySigner;
-use switchboard_dataplane::demo_tools::{Accounts, Callers, DemoTools, Trusted};
+use switchboard_demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// POSTs `body` to `path` with the identity assertion `identity`; (status, body).

@@ -71,7 +71,7 @@ fn refuse(status: StatusCode, code: &str, message: impl Into<String>) -> Respons
 }
 
 async fn price(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Query(query): Query<PriceQuery>) -> Response {
-    if let Err(refused) = super::gateway::admit(&gateway, &headers, query.access_token.as_deref()) {
+    if let Err(refused) = crate::admission::admit(&gateway, &headers, query.access_token.as_deref()) {
         return refused.into_response();
     }
     if query.model.is_empty() || query.model.len() > 256 {
@@ -116,7 +116,7 @@ async fn redact(
     Query(credential): Query<Credential>,
     body: Result<Json<RedactRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let scope = match super::gateway::admit(&gateway, &headers, credential.access_token.as_deref()) {
+    let scope = match crate::admission::admit(&gateway, &headers, credential.access_token.as_deref()) {
         Ok(scope) => scope,
         Err(refused) => return refused.into_response(),
     };
