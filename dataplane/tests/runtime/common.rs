@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart};
-use switchboard_dataplane::local::{self, LocalOptions};
 use switchboard_dataplane::runtime::{AppState, ServerConfig};
+use switchboard_local::{self as local, LocalOptions};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Message;

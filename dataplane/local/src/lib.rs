@@ -12,7 +12,7 @@
 //! client may start a session only with an exposed agent (or the default, by naming none);
 //! the others are reached by handoff (the gateway refuses them with 4403 `not_exposed`).
 //! Every agent is served over text; voice and hybrid agents also speak over Nova Sonic
-//! when a session asks for audio (see [`crate::runtime::connection`]). The demo tool servers
+//! when a session asks for audio (see [`switchboard_runtime::connection`]). The demo tool servers
 //! verify the gateway's identity assertion as a bank's would: their account endpoints act
 //! only for the caller it names, for the folder's Agents (their namespaces are the ones the
 //! servers trust; [`switchboard_demo_tools`]). Bound to loopback, local mode serves its record,
@@ -38,13 +38,13 @@ use switchboard_gateway::server::Server as GatewayServer;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use tokio::sync::watch;
 
-use crate::runtime::transcript::TranscriptSink;
-use crate::runtime::{self, Directory, Metrics, Server, ServerConfig, Shared};
-use crate::tools::{Executor, ExecutorOptions};
 use switchboard_demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use switchboard_models::RetryPolicy;
 use switchboard_models::bedrock::BedrockConfig;
 use switchboard_models::net::Trust;
+use switchboard_runtime::tools::{Executor, ExecutorOptions};
+use switchboard_runtime::transcript::TranscriptSink;
+use switchboard_runtime::{self as runtime, Directory, Metrics, Server, ServerConfig, Shared};
 use switchboard_sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
 
 /// The file local mode reads, relative to the folder. It sits in a subfolder because
@@ -200,7 +200,7 @@ pub async fn start_redacting(
     let trust = Trust::from_file(options.ca_file.as_deref()).map_err(start_error)?;
     let http = trust.client().map_err(start_error)?;
     // Tools' secretHeaders read their values from <dir>/tools/secrets/<secret>/<key>.
-    let secrets = crate::tools::secrets::SecretFiles::new(dir.join(SECRETS_FOLDER));
+    let secrets = switchboard_runtime::tools::secrets::SecretFiles::new(dir.join(SECRETS_FOLDER));
     let executor = Executor::new(ExecutorOptions { trust, aliases, secrets, ..ExecutorOptions::default() })
         .map_err(start_error)?;
     let executor = Arc::new(executor);
