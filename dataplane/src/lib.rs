@@ -15,5 +15,4 @@
 
 pub mod jwks;
 pub use switchboard_runtime as runtime;
-pub mod scenario;
 pub use switchboard_runtime::tools;
