@@ -11,7 +11,6 @@ use clap::Args;
 use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::contract;
 use switchboard_crds::gateway_key::PublicKey;
-use switchboard_dataplane::jwks;
 use switchboard_gateway::auth::{Auth, Jwt, SubjectLimits};
 use switchboard_gateway::publish;
 use switchboard_gateway::resume::Store;
@@ -20,6 +19,8 @@ use switchboard_gateway::static_routes;
 use switchboard_gateway::watch::{self, Sources};
 use switchboard_gateway::{Gateway, GatewayConfig, budget};
 use switchboard_models::net::Trust;
+
+use crate::jwks;
 
 /// Options of `switchboard gateway`.
 #[derive(Debug, Args)]

@@ -5,8 +5,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::Args;
-use switchboard_dataplane::runtime::ServerConfig;
 use switchboard_local::{self as local, LocalOptions};
+use switchboard_runtime::ServerConfig;
 
 /// Options of `switchboard local`.
 #[derive(Debug, Args)]
