@@ -172,7 +172,7 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
 pub async fn start_recording(
     dir: &Path,
     options: LocalOptions,
-    record: Option<Arc<switchboard_gateway::record::Recorder>>,
+    record: Option<Arc<switchboard_record::Recorder>>,
 ) -> Result<Local, LocalError> {
     let redact = record.as_ref().map(|record| record.redactor.clone()).unwrap_or_default();
     start_redacting(dir, options, record, redact).await
@@ -184,8 +184,8 @@ pub async fn start_recording(
 pub async fn start_redacting(
     dir: &Path,
     options: LocalOptions,
-    record: Option<Arc<switchboard_gateway::record::Recorder>>,
-    redact: switchboard_gateway::record::Redactor,
+    record: Option<Arc<switchboard_record::Recorder>>,
+    redact: switchboard_record::Redactor,
 ) -> Result<Local, LocalError> {
     let specs = load_specs(dir)?;
     let (local, base) = read_local_file(dir)?;
@@ -355,7 +355,7 @@ fn gateway(
     key: GatewaySigner,
     table: RoutingTable,
     runtime: SocketAddr,
-    record: Option<Arc<switchboard_gateway::record::Recorder>>,
+    record: Option<Arc<switchboard_record::Recorder>>,
 ) -> Result<(Arc<Gateway>, watch::Sender<switchboard_gateway::Directory>), LocalError> {
     let endpoints = table.routes.iter().map(|r| ((r.namespace.clone(), r.name.clone()), vec![runtime])).collect();
     let directory = switchboard_gateway::Directory::new(Arc::new(table), Arc::new(endpoints), None);

@@ -158,7 +158,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         record_redact,
         voice: voice_options,
     } = args;
-    let redact = switchboard_gateway::record::Redactor::new(&record_redact)
+    let redact = switchboard_core::redact::Redactor::new(&record_redact)
         .map_err(|e| anyhow::anyhow!("{e}; check --record-redact (the operator's --runtime-record-redact)"))?;
     let trust = Trust::from_file(ca_file.as_deref())?;
     let secrets = switchboard_runtime::tools::secrets::SecretFiles::new(secrets_dir);
