@@ -67,14 +67,35 @@ for pkg in switchboard-crds switchboard-core switchboard-webrtc switchboard-sip;
   for dep in tokio hyper aws-sdk-bedrockruntime; do forbid "$pkg" "$dep"; done
 done
 forbid switchboard-dataplane switchboard-sim --no-default-features
-forbid switchboard-dataplane rcgen --no-default-features
+# A certificate generator ships only for WebRTC's DTLS (a self-signed certificate per edge,
+# its fingerprint in the SDP answer, as WebRTC requires): rcgen comes in through str0m's
+# DTLS (dimpl) and nothing else — not the simulator's TLS.
+rcgen_users="$(cargo tree -p switchboard-dataplane --no-default-features -e normal -i rcgen --depth 1 --prefix none --locked | tail -n +2)"
+if printf '%s\n' "$rcgen_users" | grep -v '^dimpl ' | grep -q .; then
+  echo "layering: the shipping dataplane links rcgen other than through WebRTC's DTLS (dimpl):" >&2
+  echo "$rcgen_users" >&2
+  exit 1
+fi
 # The runtime server stands below the binary's other concepts, which use it: no simulator
 # (local mode's), no Polly client (the scenario runner's), no gateway (handoffs are the
 # gateway's; the runtime only checks what it signed).
 for dep in switchboard-sim rcgen aws-sdk-polly switchboard-gateway; do forbid switchboard-runtime "$dep"; done
+# Nor the concepts that stand on it: local mode, the scenario runner, the demo tool server,
+# the web console.
+for dep in switchboard-local switchboard-scenario switchboard-demo-tools switchboard-console; do
+  forbid switchboard-runtime "$dep"
+done
+# The scenario runner without its `local` feature (the shipping binary's `switchboard test
+# --gateway`) needs neither local mode nor the simulator; the shipping binary has no local mode.
+for dep in switchboard-local switchboard-sim rcgen; do forbid switchboard-scenario "$dep"; done
+forbid switchboard-dataplane switchboard-local --no-default-features
+# The web console stands on the gateway, not on local mode or the simulator; the demo tool
+# server is a leaf that needs neither the gateway nor the runtime.
+for dep in switchboard-local switchboard-sim; do forbid switchboard-console "$dep"; done
+for dep in switchboard-gateway switchboard-runtime switchboard-sim; do forbid switchboard-demo-tools "$dep"; done
 # The operator hands runtime pods the gateway's public key as text; it needs no agent core.
 forbid switchboard-operator switchboard-core
-echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the shipping dataplane and the runtime: no simulator (the runtime: no scenario runner or gateway either); the operator: no agent core"
+echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the shipping dataplane and the runtime: no simulator (the runtime: no local mode, scenario runner, demo tools, console or gateway either); the scenario runner without \`local\`: no local mode or simulator; the operator: no agent core"
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

@@ -1,8 +1,18 @@
 //! `switchboard`: the data plane's single binary. Each subcommand lives in its own module
 //! under `cli/`; this file only parses arguments, sets up logging (and traces, when the
 //! `OTEL_*` variables ask for them) and runs one.
+//!
+//! The subcommands are thin: what they run lives in crates of its own, each named after its
+//! concept — `switchboard-runtime` (`runtime`: the runtime server and its tool executors),
+//! `switchboard-gateway` (`gateway`, and the record behind `sessions`, `callers`),
+//! `switchboard-console` (`gateway --console`), `switchboard-demo-tools` (`demo-tools`),
+//! `switchboard-scenario` (`test`) and, with the default `local` feature, `switchboard-local`
+//! (`local`) and `switchboard-sim` (`sim`); the shipping build (`--no-default-features`)
+//! leaves those two out. The one piece kept here is [`jwks`], the gateway command's fetch of
+//! its JWT issuer's key set.
 
 mod cli;
+mod jwks;
 
 use std::process::ExitCode;
 

@@ -1,12 +1,12 @@
 //! MCP server answers as the runtime's MCP client reads them
-//! (`switchboard_dataplane::tools::mcp::decode_tool_answer`): a JSON body or an event
+//! (`switchboard_runtime::tools::mcp::decode_tool_answer`): a JSON body or an event
 //! stream (progress notifications, pings, other responses and the answer), then the
 //! `tools/call` result (structured content, text content, `isError`, JSON-RPC errors).
 //! The first byte picks the body kind and the piece size the stream arrives in.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use switchboard_dataplane::tools::mcp::decode_tool_answer;
+use switchboard_runtime::tools::mcp::decode_tool_answer;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, body)) = data.split_first() else { return };

@@ -166,7 +166,7 @@ async fn the_table_carries_what_the_console_shows_of_each_agent() {
     println!("persona change in the table after {:?}", changed.elapsed());
 
     // The gateway's own watch of the table reads the summaries (what its console's
-    // /v1/agents serves: dataplane/src/local/console.rs, tests/web/gateway.rs).
+    // /v1/agents serves: dataplane/console/src/gateway.rs, tests/web/gateway.rs).
     let sources = switchboard_gateway::watch::Sources {
         routes_namespace: n.clone(),
         routes_name: switchboard_crds::routing::DEFAULT_ROUTES_NAME.into(),

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
-use switchboard_dataplane::runtime::voice::audio;
+use switchboard_runtime::voice::audio;
 use switchboard_sim::converse::pace;
 use tokio_tungstenite::tungstenite::Message;
 

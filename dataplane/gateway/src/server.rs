@@ -31,7 +31,7 @@ use crate::session::ClientIo;
 pub use switchboard_serve::ServeError;
 
 /// The conversation record's API ([`crate::record::api`]).
-pub const RECORD_PATH: &str = "/v1/sessions";
+pub use crate::record::RECORD_PATH;
 
 /// Metrics of another part of the process, rendered after the gateway's own on `/metrics`
 /// (local mode adds its runtime's).

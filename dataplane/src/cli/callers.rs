@@ -7,7 +7,7 @@
 //! Whoever can reach that database may delete; there is no gateway API for it.
 
 use clap::{Args, Subcommand};
-use switchboard_gateway::record::store::callers;
+use switchboard_record::store::callers;
 
 /// Options of `switchboard callers`.
 #[derive(Debug, Args)]

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use switchboard_core::gateway_keys::GatewayKeys;
-use switchboard_dataplane::demo_tools::{Accounts, Callers, DemoTools, Trusted};
+use switchboard_demo_tools::{Accounts, Callers, DemoTools, Trusted};
 
 /// Options of `switchboard demo-tools`.
 #[derive(Debug, Args)]

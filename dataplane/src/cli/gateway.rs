@@ -11,7 +11,6 @@ use clap::Args;
 use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::contract;
 use switchboard_crds::gateway_key::PublicKey;
-use switchboard_dataplane::jwks;
 use switchboard_gateway::auth::{Auth, Jwt, SubjectLimits};
 use switchboard_gateway::publish;
 use switchboard_gateway::resume::Store;
@@ -20,6 +19,8 @@ use switchboard_gateway::static_routes;
 use switchboard_gateway::watch::{self, Sources};
 use switchboard_gateway::{Gateway, GatewayConfig, budget};
 use switchboard_models::net::Trust;
+
+use crate::jwks;
 
 /// Options of `switchboard gateway`.
 #[derive(Debug, Args)]
@@ -493,7 +494,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     let stop = super::shutdown_signal()?;
     let mut server = Server::bind(listen, gateway.clone()).await?;
     if console {
-        server = server.with_routes(switchboard_dataplane::console::gateway::routes(gateway));
+        server = server.with_routes(switchboard_console::gateway::routes(gateway));
         tracing::info!("the web console is served at /");
     }
     tracing::info!(addr = %server.local_addr()?, "gateway serving /v1/session");

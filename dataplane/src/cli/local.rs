@@ -1,12 +1,12 @@
 //! `switchboard local <dir>`: runs every agent of a folder on this machine (see
-//! [`switchboard_dataplane::local`]).
+//! [`switchboard_local`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::Args;
-use switchboard_dataplane::local::{self, LocalOptions};
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_local::{self as local, LocalOptions};
+use switchboard_runtime::ServerConfig;
 
 /// Options of `switchboard local`.
 #[derive(Debug, Args)]

@@ -32,7 +32,7 @@ use switchboard_telemetry::LogFormat;
 #[command(name = "switchboard", version)]
 pub struct Cli {
     /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or
-    /// `switchboard_dataplane=debug,info`. `RUST_LOG` takes precedence when set.
+    /// `switchboard_runtime=debug,info`. `RUST_LOG` takes precedence when set.
     #[arg(long, env = "SWITCHBOARD_LOG", default_value = "info", global = true)]
     pub log: String,
 

@@ -1,16 +1,16 @@
 //! The conversation record's options, shared by `gateway` and `local`, and its writer task
-//! (see [`switchboard_gateway::record`]).
+//! (see [`switchboard_record`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use switchboard_gateway::record::reporting;
-use switchboard_gateway::record::summary::SummaryConfig;
-use switchboard_gateway::record::webhook::WebhookConfig;
-use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Store};
 use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
+use switchboard_record::reporting;
+use switchboard_record::summary::SummaryConfig;
+use switchboard_record::webhook::WebhookConfig;
+use switchboard_record::{RecordConfig, RecordMetrics, Recorder, Store};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -137,7 +137,7 @@ pub fn default_local_file() -> Option<PathBuf> {
 
 /// The record at `database_url` (default: local mode's file), opened to read or delete:
 /// reading makes no database, so a missing SQLite file is a wrong path (or no session yet).
-pub async fn open_existing(database_url: Option<String>) -> anyhow::Result<switchboard_gateway::record::Store> {
+pub async fn open_existing(database_url: Option<String>) -> anyhow::Result<switchboard_record::Store> {
     let url = match database_url {
         Some(url) => url,
         None => {
@@ -145,24 +145,23 @@ pub async fn open_existing(database_url: Option<String>) -> anyhow::Result<switc
             format!("sqlite:{}", file.display())
         }
     };
-    if let Some(file) = switchboard_gateway::record::store::sqlite_file(&url) {
+    if let Some(file) = switchboard_record::store::sqlite_file(&url) {
         anyhow::ensure!(
             file.exists(),
             "no record at {} (local mode creates it when it starts); check --record-database-url",
             file.display()
         );
     }
-    let store = switchboard_gateway::record::Store::open(&url)
-        .map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;
+    let store =
+        switchboard_record::Store::open(&url).map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;
     store.migrate().await.map_err(|e| anyhow::anyhow!("{e} ({})", store.display))?;
     Ok(store)
 }
 
 impl RecordArgs {
     /// The built-in detectors with `--record-redact`'s rules.
-    pub fn redactor(&self) -> anyhow::Result<switchboard_gateway::record::Redactor> {
-        switchboard_gateway::record::Redactor::new(&self.redact)
-            .map_err(|e| anyhow::anyhow!("{e}; check --record-redact"))
+    pub fn redactor(&self) -> anyhow::Result<switchboard_record::Redactor> {
+        switchboard_record::Redactor::new(&self.redact).map_err(|e| anyhow::anyhow!("{e}; check --record-redact"))
     }
 
     /// The database URL: the one given, or `default` (`None`, or `off`: no record).
@@ -187,8 +186,8 @@ impl RecordArgs {
             return Ok(None);
         };
         let redactor = self.redactor()?;
-        let prices = switchboard_gateway::record::Prices::with(&self.prices)
-            .map_err(|e| anyhow::anyhow!("{e}; check --record-price"))?;
+        let prices =
+            switchboard_record::Prices::with(&self.prices).map_err(|e| anyhow::anyhow!("{e}; check --record-price"))?;
         let store = Store::open(&url).map_err(|e| anyhow::anyhow!("{e}; check --record-database-url"))?;
         let config = RecordConfig {
             backlog: self.backlog,
@@ -261,9 +260,9 @@ mod tests {
         ])
         .expect("parses");
         assert_eq!(cli.record.redact.len(), 2);
-        let redactor = switchboard_gateway::record::Redactor::new(&cli.record.redact).expect("rules");
+        let redactor = switchboard_record::Redactor::new(&cli.record.redact).expect("rules");
         assert_eq!(redactor.text("12345678 at 12-34-56"), "[redacted:account] at [redacted:sort-code]");
-        let prices = switchboard_gateway::record::Prices::with(&cli.record.prices).expect("prices");
+        let prices = switchboard_record::Prices::with(&cli.record.prices).expect("prices");
         assert_eq!(prices.of("amazon.nova-lite-v1:0").map(|p| p.input), Some(0.5));
         assert_eq!(prices.of("amazon.nova-sonic-v1:0").map(|p| p.speech_output), Some(13.6));
         assert_eq!(cli.record.url(Some("off".into())), None);

@@ -12,13 +12,13 @@ use clap::Args;
 use switchboard_core::gateway_keys::GatewayKeys;
 use switchboard_crds::agent::Provider;
 use switchboard_crds::contract;
-use switchboard_dataplane::runtime::transcript::TranscriptSink;
-use switchboard_dataplane::runtime::{self, Metrics, Server, ServerConfig, Shared};
-use switchboard_dataplane::tools::{Executor, ExecutorOptions};
 use switchboard_models::RetryPolicy;
 use switchboard_models::bedrock::BedrockConfig;
 use switchboard_models::bedrock::credential_files::CredentialFiles;
 use switchboard_models::net::Trust;
+use switchboard_runtime::tools::{Executor, ExecutorOptions};
+use switchboard_runtime::transcript::TranscriptSink;
+use switchboard_runtime::{self as runtime, Metrics, Server, ServerConfig, Shared};
 
 /// Options of `switchboard runtime`.
 #[derive(Debug, Args)]
@@ -158,10 +158,10 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         record_redact,
         voice: voice_options,
     } = args;
-    let redact = switchboard_gateway::record::Redactor::new(&record_redact)
+    let redact = switchboard_core::redact::Redactor::new(&record_redact)
         .map_err(|e| anyhow::anyhow!("{e}; check --record-redact (the operator's --runtime-record-redact)"))?;
     let trust = Trust::from_file(ca_file.as_deref())?;
-    let secrets = switchboard_dataplane::tools::secrets::SecretFiles::new(secrets_dir);
+    let secrets = switchboard_runtime::tools::secrets::SecretFiles::new(secrets_dir);
     let executor = Executor::new(ExecutorOptions { trust: trust.clone(), secrets, ..ExecutorOptions::default() })?;
     let spec = runtime::load_spec(&spec)?;
     if let Some(mode) = mode

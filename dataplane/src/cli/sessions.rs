@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use clap::{Args, Subcommand};
-use switchboard_gateway::record::store::{EventRow, Filter, SessionRecord, Summary};
+use switchboard_record::store::{EventRow, Filter, SessionRecord, Summary};
 
 /// Options of `switchboard sessions`.
 #[derive(Debug, Args)]

@@ -1,5 +1,5 @@
 //! `switchboard test <folder or files>`: runs scenario tests of agents' behaviour (see
-//! [`switchboard_dataplane::scenario`]) against local mode started in this process — the
+//! [`switchboard_scenario`]) against local mode started in this process — the
 //! simulator by default — or against a running gateway, prints a report, optionally writes
 //! JUnit XML, and fails when any scenario fails.
 
@@ -10,13 +10,13 @@ use std::time::Duration;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use clap::Args;
 use switchboard_crds::contract;
-use switchboard_dataplane::scenario::judge::Judge;
-use switchboard_dataplane::scenario::polly::{self, PollySettings};
-use switchboard_dataplane::scenario::report::{self, Totals};
-use switchboard_dataplane::scenario::target::LocalSettings;
-use switchboard_dataplane::scenario::{self, SuiteOptions, junit, summary};
 use switchboard_models::bedrock::credential_files::CredentialFiles;
 use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
+use switchboard_scenario::judge::Judge;
+use switchboard_scenario::polly::{self, PollySettings};
+use switchboard_scenario::report::{self, Totals};
+use switchboard_scenario::target::LocalSettings;
+use switchboard_scenario::{self as scenario, SuiteOptions, junit, summary};
 
 /// Options of `switchboard test`.
 #[derive(Debug, Args)]

@@ -11,9 +11,9 @@ use std::time::Duration;
 use serde_json::json;
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart};
 use switchboard_gateway::GatewayConfig;
-use switchboard_gateway::record::store::callers::{CallerState, caller_id_of};
-use switchboard_gateway::record::{Entry, RecordConfig, Store, Update, now_us};
 use switchboard_gateway::resume::Store as ResumeStore;
+use switchboard_record::store::callers::{CallerState, caller_id_of};
+use switchboard_record::{Entry, RecordConfig, Store, Update, now_us};
 use switchboard_sim::banking_script;
 use switchboard_sim::script::Rule;
 

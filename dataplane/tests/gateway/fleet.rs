@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use switchboard_crds::routing::{Route, RoutingTable, SESSION_PATH};
 use switchboard_crds::{Catalog, RuntimeSpec, contract};
-use switchboard_dataplane::demo_tools::{Accounts, Callers, DemoTools, Trusted};
+use switchboard_demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use switchboard_gateway::auth::Auth;
-use switchboard_gateway::record::Recorder;
 use switchboard_gateway::resume::Store;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::{Directory, Gateway, GatewayConfig};
+use switchboard_record::Recorder;
 use switchboard_sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
 use tokio::sync::{oneshot, watch};
 

@@ -14,12 +14,12 @@ use sha2::Digest as _;
 use switchboard_core::protocol::{ClientMessage, ServerMessage};
 use switchboard_gateway::GatewayConfig;
 use switchboard_gateway::auth::Auth;
-use switchboard_gateway::record::reporting;
-use switchboard_gateway::record::store::SessionRecord;
-use switchboard_gateway::record::summary::SummaryConfig;
-use switchboard_gateway::record::webhook::{Report, WebhookConfig};
-use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
 use switchboard_gateway::resume::Store as ResumeStore;
+use switchboard_record::reporting;
+use switchboard_record::store::SessionRecord;
+use switchboard_record::summary::SummaryConfig;
+use switchboard_record::webhook::{Report, WebhookConfig};
+use switchboard_record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
 use switchboard_sim::banking_script;
 use tokio_util::sync::CancellationToken;
 

@@ -11,12 +11,12 @@ use std::time::Duration;
 use switchboard_core::protocol::{ClientMessage, ServerMessage};
 use switchboard_gateway::GatewayConfig;
 use switchboard_gateway::auth::{Auth, Jwt, SubjectLimits};
-use switchboard_gateway::record::store::SessionRecord;
-use switchboard_gateway::record::summary::SummaryConfig;
-use switchboard_gateway::record::webhook::{Report, WebhookConfig};
-use switchboard_gateway::record::{RecordConfig, Recorder, Store};
 use switchboard_gateway::resume::Store as ResumeStore;
 use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
+use switchboard_record::store::SessionRecord;
+use switchboard_record::summary::SummaryConfig;
+use switchboard_record::webhook::{Report, WebhookConfig};
+use switchboard_record::{RecordConfig, Recorder, Store};
 use switchboard_sim::{Script, SimConfig, Simulator, banking_script};
 
 use crate::client::{Client, get_with};

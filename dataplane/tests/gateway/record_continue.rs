@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
 use switchboard_gateway::GatewayConfig;
-use switchboard_gateway::record::store::SessionRecord;
-use switchboard_gateway::record::{RecordConfig, Store};
 use switchboard_gateway::resume::Store as ResumeStore;
+use switchboard_record::store::SessionRecord;
+use switchboard_record::{RecordConfig, Store};
 use switchboard_sim::banking_script;
 use switchboard_sim::script::Rule;
 

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use switchboard_core::protocol::{ClientMessage, ServerMessage};
-use switchboard_gateway::record::webhook::{Report, WebhookConfig};
-use switchboard_gateway::record::{RecordConfig, Store};
+use switchboard_record::webhook::{Report, WebhookConfig};
+use switchboard_record::{RecordConfig, Store};
 
 use crate::client::Client;
 use crate::fleet::Fleet;

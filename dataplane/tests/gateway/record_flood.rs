@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use switchboard_core::protocol::{ServerMessage, TranscriptRole};
-use switchboard_gateway::record::log::SessionLog;
-use switchboard_gateway::record::{RecordConfig, Store};
+use switchboard_record::log::SessionLog;
+use switchboard_record::{RecordConfig, Store};
 
 use crate::postgres::Postgres;
 use crate::record::recorder_with;
@@ -20,7 +20,7 @@ const PENDING: usize = 8 << 20;
 /// `sessions` sessions of `lines` user lines of `bytes` bytes each, from start to end;
 /// `prefix` names them.
 fn converse(
-    recorder: &std::sync::Arc<switchboard_gateway::record::Recorder>,
+    recorder: &std::sync::Arc<switchboard_record::Recorder>,
     prefix: &str,
     sessions: usize,
     lines: usize,
@@ -104,7 +104,7 @@ async fn a_flood_while_the_database_is_down_stays_within_its_bytes_and_loses_not
     assert_eq!(written + dropped_all, pushed, "every entry written or counted as dropped: {metrics}");
     // Every session has its start and its end.
     let ended = store
-        .list(&switchboard_gateway::record::store::Filter { limit: Some(1000), ..Default::default() })
+        .list(&switchboard_record::store::Filter { limit: Some(1000), ..Default::default() })
         .await
         .expect("lists");
     assert_eq!(ended.len(), 600, "every session recorded");

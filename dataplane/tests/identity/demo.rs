@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde_json::json;
 use switchboard_core::assertion::{self, IdentityClaims};
 use switchboard_core::grant::GatewaySigner;
-use switchboard_dataplane::demo_tools::{Accounts, Callers, DemoTools, Trusted};
+use switchboard_demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// POSTs `body` to `path` with the identity assertion `identity`; (status, body).
@@ -29,7 +29,7 @@ async fn post(addr: SocketAddr, path: &str, body: serde_json::Value, identity: O
 
 fn assert_for(key: &GatewaySigner, account: &str) -> String {
     let caller = json!({"name": "Ada Lovelace", "accountNumber": account});
-    let now = switchboard_dataplane::runtime::grants::now_ms() / 1000;
+    let now = switchboard_runtime::grants::now_ms() / 1000;
     let claims = IdentityClaims::new(caller, "bank", "banking", "gw-1", now);
     assertion::sign_identity(key, &claims).expect("signed")
 }

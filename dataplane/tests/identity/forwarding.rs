@@ -14,7 +14,7 @@ use crate::client::{Client, signed_start};
 use crate::teller::{Received, Teller, ada};
 
 fn now() -> u64 {
-    switchboard_dataplane::runtime::grants::now_ms() / 1000
+    switchboard_runtime::grants::now_ms() / 1000
 }
 
 /// The one request to `path` in `received`.

@@ -14,8 +14,8 @@ use axum::http::{HeaderMap, Uri};
 use serde_json::{Value, json};
 use switchboard_core::assertion::HEADER;
 use switchboard_core::grant::GatewaySigner;
-use switchboard_dataplane::local::{self, LocalOptions};
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_local::{self as local, LocalOptions};
+use switchboard_runtime::ServerConfig;
 
 /// One request the tool server received.
 #[derive(Clone, Debug)]

@@ -23,7 +23,7 @@ mod voice;
 use std::collections::BTreeSet;
 
 use switchboard_core::protocol::ServerMessage;
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_runtime::ServerConfig;
 
 use common::{Client, metric_sum};
 

@@ -5,7 +5,7 @@
 //! GBP) and Alan Turing (87654321, 310.02 GBP).
 
 use switchboard_core::protocol::ServerMessage;
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_runtime::ServerConfig;
 
 use crate::common::{self, Client, replies};
 

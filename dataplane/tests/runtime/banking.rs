@@ -4,7 +4,7 @@
 
 use switchboard_core::HandoffKind;
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole, close_code};
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_runtime::ServerConfig;
 
 use crate::common::{self, Client, replies};
 

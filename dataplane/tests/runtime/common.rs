@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart};
-use switchboard_dataplane::local::{self, LocalOptions};
-use switchboard_dataplane::runtime::{AppState, ServerConfig};
+use switchboard_local::{self as local, LocalOptions};
+use switchboard_runtime::{AppState, ServerConfig};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Message;
@@ -409,7 +409,7 @@ pub fn signed_start(
 ) -> SessionStart {
     use switchboard_core::assertion::{IdentityClaims, sign_identity};
     let session_id = format!("gw-{}", uuid::Uuid::new_v4());
-    let now_ms = switchboard_dataplane::runtime::grants::now_ms();
+    let now_ms = switchboard_runtime::grants::now_ms();
     // The examples name no namespace: they are the default namespace's.
     let identity = memory.get("verifiedUser").map(|caller| {
         let claims = IdentityClaims::new(caller.clone(), "default", agent, &session_id, now_ms / 1000);

@@ -13,10 +13,10 @@ use axum::routing::post;
 use switchboard_core::FailureKind;
 use switchboard_core::protocol::{ClientMessage, ServerMessage};
 use switchboard_crds::agent::HttpTool;
-use switchboard_dataplane::runtime::ServerConfig;
-use switchboard_dataplane::tools::Aliases;
-use switchboard_dataplane::tools::http::HttpToolClient;
 use switchboard_models::net::Trust;
+use switchboard_runtime::ServerConfig;
+use switchboard_runtime::tools::Aliases;
+use switchboard_runtime::tools::http::HttpToolClient;
 
 use crate::common::{self, Client, replies};
 

@@ -4,7 +4,7 @@
 //! drain on shutdown.
 
 use switchboard_core::protocol::{ClientMessage, ServerMessage, close_code};
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_runtime::ServerConfig;
 
 use crate::common::{self, Client, replies};
 

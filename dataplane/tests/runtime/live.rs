@@ -5,7 +5,7 @@
 //! runtime's health endpoint counting live sessions.
 
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionState, SessionUpdate, StopReason};
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_runtime::ServerConfig;
 
 use crate::common::{self, Client, replies};
 

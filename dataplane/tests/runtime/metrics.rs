@@ -1,7 +1,7 @@
 //! Metrics scraped after a conversation show the tokens and turns that happened.
 
 use switchboard_core::protocol::ServerMessage;
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_runtime::ServerConfig;
 
 use crate::common::{self, Client, metric_sum};
 

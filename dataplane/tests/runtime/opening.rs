@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ServerMessage, close_code};
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_runtime::ServerConfig;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::common::{self, PATIENCE, replies};

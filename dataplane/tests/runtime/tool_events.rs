@@ -13,7 +13,7 @@ use axum::routing::post;
 use switchboard_core::FailureKind;
 use switchboard_core::protocol::ServerMessage;
 use switchboard_crds::Catalog;
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_runtime::ServerConfig;
 
 use crate::common::{self, Client};
 

@@ -5,8 +5,8 @@
 use switchboard_core::grant::{Carried, GatewaySigner, SessionContext};
 use switchboard_core::handoff::{HandoffContext, HandoffKind, WorkflowSnapshot};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, close_code};
-use switchboard_dataplane::runtime::ServerConfig;
-use switchboard_dataplane::runtime::grants::now_ms;
+use switchboard_runtime::ServerConfig;
+use switchboard_runtime::grants::now_ms;
 
 use crate::common::{self, Client, replies};
 

@@ -222,7 +222,7 @@ fn granted_for(key: &GatewaySigner, pod: Option<&str>) -> SessionStart {
         session_id: format!("gw-{}", uuid::Uuid::new_v4()),
         namespace: "default".into(),
         agent: "banking".into(),
-        issued_at_ms: switchboard_dataplane::runtime::grants::now_ms(),
+        issued_at_ms: switchboard_runtime::grants::now_ms(),
         nonce: uuid::Uuid::new_v4().to_string(),
         pod: pod.map(str::to_owned),
         ..Default::default()

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use switchboard_crds::agent::ToolSpec;
-use switchboard_dataplane::tools::{Executor, ExecutorOptions};
+use switchboard_runtime::tools::{Executor, ExecutorOptions};
 
 /// The interpreter with the `mcp` package, from tests/tools/install.sh.
 pub fn mcp_python() -> PathBuf {

@@ -9,8 +9,8 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::json;
 use switchboard_core::FailureKind;
-use switchboard_dataplane::tools::{Executor, ExecutorOptions, ToolExecutor};
 use switchboard_models::net::Trust;
+use switchboard_runtime::tools::{Executor, ExecutorOptions, ToolExecutor};
 use switchboard_sim::tls::self_signed;
 
 /// An HTTPS tool server echoing the JSON it is sent under `"echo"`; returns its port and CA.

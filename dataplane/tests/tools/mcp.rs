@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use switchboard_core::FailureKind;
-use switchboard_dataplane::tools::{CallContext, Progress, ToolExecutor};
+use switchboard_runtime::tools::{CallContext, Progress, ToolExecutor};
 
 use crate::common::{McpServer, executor, mcp_tool};
 
@@ -100,8 +100,8 @@ async fn an_unreachable_server_is_a_connection_failure() {
 
 #[tokio::test]
 async fn secret_headers_reach_the_server_from_the_mounted_secret_and_rotate_without_a_restart() {
-    use switchboard_dataplane::tools::secrets::SecretFiles;
-    use switchboard_dataplane::tools::{Executor, ExecutorOptions};
+    use switchboard_runtime::tools::secrets::SecretFiles;
+    use switchboard_runtime::tools::{Executor, ExecutorOptions};
     let server = McpServer::start().await;
     let dir = std::env::temp_dir().join(format!("switchboard-mcp-secrets-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("crm")).expect("dir");

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
-use switchboard_dataplane::local::{self, LocalOptions};
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_local::{self as local, LocalOptions};
+use switchboard_runtime::ServerConfig;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::common::McpServer;

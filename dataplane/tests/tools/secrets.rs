@@ -2,8 +2,8 @@
 
 use axum::routing::post;
 use serde_json::json;
-use switchboard_dataplane::tools::secrets::SecretFiles;
-use switchboard_dataplane::tools::{Executor, ExecutorOptions, ToolExecutor};
+use switchboard_runtime::tools::secrets::SecretFiles;
+use switchboard_runtime::tools::{Executor, ExecutorOptions, ToolExecutor};
 
 #[tokio::test]
 async fn an_http_tool_sends_its_secret_and_plain_headers() {

@@ -19,7 +19,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use switchboard_crds::routing::{Route, RoutingTable, SESSION_PATH};
 use switchboard_crds::{Catalog, contract};
-use switchboard_dataplane::demo_tools::{Accounts, Callers, DemoTools, Trusted};
+use switchboard_demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use switchboard_sim::{SimConfig, SimHandle, Simulator, banking_script};
 
 /// The seed of the gateway's signing key.

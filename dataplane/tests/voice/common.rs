@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart};
-use switchboard_dataplane::local::{self, LocalOptions};
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_local::{self as local, LocalOptions};
+use switchboard_runtime::ServerConfig;
 use switchboard_sim::sonic::{frame_fingerprint, phrase_tone};
 use switchboard_sim::{BANKING_SCRIPT_YAML, SimHandle};
 use tokio::sync::{mpsc, oneshot};

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use switchboard_core::protocol::ServerMessage;
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_runtime::ServerConfig;
 use switchboard_sim::Operation;
 
 use crate::common::{self, Call, Encoding, is_final_reply};

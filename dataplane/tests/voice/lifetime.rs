@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchboard_core::protocol::{ServerMessage, TranscriptRole, close_code};
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_runtime::ServerConfig;
 use switchboard_sim::Operation;
 
 use crate::common::{self, Call, Encoding, finals, is_final_reply, summary};

@@ -228,7 +228,7 @@ pub fn conversation(result: &Value) {
 /// record's table), as its tokens say: in the figures line and the turns table.
 fn cost(result: &Value, figures: &[&str]) {
     let model = result["price"]["model"].as_str().unwrap_or_default();
-    let want = switchboard_gateway::record::Prices::default().of(model).unwrap_or_else(|| panic!("{model} is priced"));
+    let want = switchboard_record::Prices::default().of(model).unwrap_or_else(|| panic!("{model} is priced"));
     let price = &result["price"]["price"];
     assert_eq!(price["input"].as_f64(), Some(want.input), "the price of {model}: {price}");
     assert_eq!(price["output"].as_f64(), Some(want.output), "the price of {model}: {price}");

@@ -15,8 +15,8 @@ use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::contract::SESSION_PATH;
 use switchboard_crds::routing::summary::AgentSummary;
 use switchboard_crds::routing::{Route, RoutingTable};
-use switchboard_dataplane::local::{self, LocalOptions};
-use switchboard_dataplane::runtime::ServerConfig;
+use switchboard_local::{self as local, LocalOptions};
+use switchboard_runtime::ServerConfig;
 
 const KEY: &str = "console-test-key";
 

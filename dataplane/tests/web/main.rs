@@ -27,9 +27,9 @@ mod checks;
 mod gateway;
 
 use switchboard_crds::{Catalog, RuntimeSpec};
-use switchboard_dataplane::local::{self, LocalOptions};
-use switchboard_dataplane::runtime::ServerConfig;
-use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
+use switchboard_local::{self as local, LocalOptions};
+use switchboard_record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
+use switchboard_runtime::ServerConfig;
 use switchboard_sim::BANKING_SCRIPT_YAML;
 use switchboard_sim::sonic::audio::silence;
 use switchboard_sim::sonic::phrase_tone;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::*;
 
 fn examples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/banking")
 }
 
 fn banking() -> Facts {

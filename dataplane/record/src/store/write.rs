@@ -2,7 +2,7 @@
 //! ([`Update`]) and its event; and marking sessions whose client never came back.
 
 use super::{Store, StoreError};
-use crate::record::{Entry, Update};
+use crate::{Entry, Update};
 
 impl Store {
     /// Writes `batch` in one transaction: all of it or none.
@@ -53,7 +53,7 @@ impl Store {
              WHERE outcome = 'parked' AND ended_at < $1 RETURNING id",
         )
         .bind(before)
-        .bind(self.report_grace_ms.map(|_| crate::record::now_us() / 1000))
+        .bind(self.report_grace_ms.map(|_| crate::now_us() / 1000))
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.iter().map(|row| sqlx::Row::try_get::<String, _>(row, "id")).collect::<Result<_, _>>()?)

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use switchboard_core::assertion::{self, IdentityClaims};
 use switchboard_core::gateway_keys::GatewayKeys;
 
-use super::DemoToolsError;
+use crate::error::DemoToolsError;
 
 /// Whom the account endpoints (`/balance`, `/transactions`, `/disputes`) act for.
 #[derive(Clone, Debug)]

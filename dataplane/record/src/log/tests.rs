@@ -1,7 +1,7 @@
 use switchboard_core::protocol::ServerMessage;
 
 use super::*;
-use crate::record::{Prices, RecordConfig, RecordMetrics, Store};
+use crate::{Prices, RecordConfig, RecordMetrics, Store};
 
 #[tokio::test]
 async fn a_fallbacks_tokens_are_counted_and_priced_as_the_model_that_answered() {

@@ -129,7 +129,7 @@ mod tests {
     use switchboard_crds::Catalog;
 
     fn banking() -> Vec<RuntimeSpec> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/banking");
         let catalog = Catalog::load_paths(&[dir.as_path()]).expect("the banking example loads");
         catalog.agents().map(|agent| catalog.resolve_agent(agent).expect("resolves")).collect()
     }

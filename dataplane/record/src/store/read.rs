@@ -136,7 +136,7 @@ fn summary(row: &AnyRow) -> Result<Summary, sqlx::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Entry, Update};
+    use crate::{Entry, Update};
 
     fn start(id: &str, agent: &str, at_ms: i64) -> Entry {
         Entry {

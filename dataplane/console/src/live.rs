@@ -2,7 +2,7 @@
 //! gateway --console` alike (both behind the gateway's own admission, as `/v1/agents`):
 //!
 //! - `GET /v1/console/price?model=<id>`: the model's price from the record's price table
-//!   ([`switchboard_gateway::record::Prices`]: `--record-price` over the defaults), so the
+//!   ([`switchboard_record::Prices`]: `--record-price` over the defaults), so the
 //!   page shows each live turn's cost as the record will count it; 404 `unpriced` for a
 //!   model the table does not know.
 //! - `POST /v1/console/redact` `{"agents": [...], "values": {key: value}}`: the values
@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use switchboard_crds::agent::RedactRule;
 use switchboard_gateway::Gateway;
 use switchboard_gateway::auth::Scope;
-use switchboard_gateway::record::{Prices, Redactor};
+use switchboard_record::{Prices, Redactor};
 
 /// The most bytes a redaction request may carry (memory values are bounded by the runtime
 /// far below this).
@@ -71,7 +71,7 @@ fn refuse(status: StatusCode, code: &str, message: impl Into<String>) -> Respons
 }
 
 async fn price(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Query(query): Query<PriceQuery>) -> Response {
-    if let Err(refused) = super::gateway::admit(&gateway, &headers, query.access_token.as_deref()) {
+    if let Err(refused) = crate::admission::admit(&gateway, &headers, query.access_token.as_deref()) {
         return refused.into_response();
     }
     if query.model.is_empty() || query.model.len() > 256 {
@@ -116,7 +116,7 @@ async fn redact(
     Query(credential): Query<Credential>,
     body: Result<Json<RedactRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let scope = match super::gateway::admit(&gateway, &headers, credential.access_token.as_deref()) {
+    let scope = match crate::admission::admit(&gateway, &headers, credential.access_token.as_deref()) {
         Ok(scope) => scope,
         Err(refused) => return refused.into_response(),
     };

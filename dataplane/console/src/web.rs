@@ -1,6 +1,6 @@
-//! Local mode's web console: `GET /` serves the page and `GET /ui/<file>` its script and
-//! styles, all compiled into the binary (no external assets, no build step, so it works
-//! offline). It talks to the folder's agents by text, and by voice with the browser's
+//! The console's page: `GET /` serves the page and `GET /ui/<file>` its script and styles
+//! (the files under `ui/`), all compiled into the binary (no external assets, no build step,
+//! so it works offline). It talks to the folder's agents by text, and by voice with the browser's
 //! microphone for voice and hybrid agents; shows each reply under the agent's name, handoffs,
 //! tool calls, consent requests, memory, the workflow node, the session state and per-turn
 //! figures; and opens and replays past sessions from the conversation record
@@ -8,8 +8,9 @@
 //! agents it offers to start with (exposed ones and the default) and, apart, those reached
 //! only by handoff (`gateway.expose: false`), which the page shows but does not let a user
 //! pick; each with what the Agents panel and the workflow graph show (the `agents` module).
-//! The live view's prices and redacted memory come from the gateway ([`crate::console::live`]).
-//! Only local mode serves these; runtime pods do not.
+//! The live view's prices and redacted memory come from the gateway ([`crate::live`]).
+//! Local mode serves these with its own agent list ([`routes`]); the gateway with
+//! `--console` with a list from its routing table ([`crate::gateway`]); runtime pods do not.
 
 use axum::Json;
 use axum::Router;
@@ -17,10 +18,10 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-pub use super::agents::{AgentEntry, AgentList};
+pub use crate::agents::{AgentEntry, AgentList};
 
 /// The page.
-pub const PAGE: &str = include_str!("page.html");
+pub const PAGE: &str = include_str!("../ui/page.html");
 
 /// The page's scripts and styles, served at `/ui/<name>`: drawing a conversation
 /// (render.js), voice capture and playback (voice.js), the Agents panel (agents.js), the
@@ -29,14 +30,14 @@ pub const PAGE: &str = include_str!("page.html");
 /// (console.css). Plain files, no framework or graph library: the page is small enough that
 /// one would cost more than it saves.
 pub const ASSETS: [(&str, &str, &str); 8] = [
-    ("render.js", JAVASCRIPT, include_str!("render.js")),
-    ("voice.js", JAVASCRIPT, include_str!("voice.js")),
-    ("agents.js", JAVASCRIPT, include_str!("agents.js")),
-    ("graph.js", JAVASCRIPT, include_str!("graph.js")),
-    ("app.js", JAVASCRIPT, include_str!("app.js")),
-    ("talk.js", JAVASCRIPT, include_str!("talk.js")),
-    ("history.js", JAVASCRIPT, include_str!("history.js")),
-    ("console.css", "text/css; charset=utf-8", include_str!("console.css")),
+    ("render.js", JAVASCRIPT, include_str!("../ui/render.js")),
+    ("voice.js", JAVASCRIPT, include_str!("../ui/voice.js")),
+    ("agents.js", JAVASCRIPT, include_str!("../ui/agents.js")),
+    ("graph.js", JAVASCRIPT, include_str!("../ui/graph.js")),
+    ("app.js", JAVASCRIPT, include_str!("../ui/app.js")),
+    ("talk.js", JAVASCRIPT, include_str!("../ui/talk.js")),
+    ("history.js", JAVASCRIPT, include_str!("../ui/history.js")),
+    ("console.css", "text/css; charset=utf-8", include_str!("../ui/console.css")),
 ];
 
 const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
@@ -47,7 +48,7 @@ pub fn routes(list: AgentList) -> Router {
 }
 
 /// The page and its assets only (the gateway's console adds its own agent list:
-/// [`super::gateway`]).
+/// [`crate::gateway`]).
 pub fn page_routes() -> Router {
     let mut router = Router::new().route("/", get(|| async { serve("text/html; charset=utf-8", PAGE) }));
     for (name, content_type, body) in ASSETS {

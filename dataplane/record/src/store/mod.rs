@@ -317,7 +317,7 @@ impl Store {
 
     /// Takes the state saved for continuing session `id`, if saved since `since` (unix
     /// ms) for the holder of the resume token whose store key is `token`
-    /// ([`crate::resume::store_key`]): the token is used up in the same statement, so of
+    /// (the gateway's `resume::store_key`): the token is used up in the same statement, so of
     /// two claims with one token exactly one gets the state.
     pub async fn claim_state(&self, id: &str, token: &str, since: i64) -> Result<Option<SavedState>, StoreError> {
         if token.is_empty() {

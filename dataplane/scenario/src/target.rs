@@ -1,6 +1,6 @@
 //! What the scenarios talk to: a gateway already running (a cluster's, given by URL), or
 //! local mode started in this process for a folder of agents — the same
-//! [`crate::local::start`] that `switchboard local` runs, against the Bedrock simulator by
+//! [`switchboard_local::start`] that `switchboard local` runs, against the Bedrock simulator by
 //! default, on a free loopback port, stopped when the scenarios are done.
 
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ pub enum TargetError {
         dir: PathBuf,
         /// Why.
         #[source]
-        source: Box<crate::local::LocalError>,
+        source: Box<switchboard_local::LocalError>,
     },
     /// This build has no local mode, so scenarios need a gateway URL.
     #[error(
@@ -43,19 +43,19 @@ pub struct LocalTarget {
     #[cfg(feature = "local")]
     stop: tokio::sync::oneshot::Sender<()>,
     #[cfg(feature = "local")]
-    done: tokio::task::JoinHandle<Result<(), crate::local::LocalError>>,
+    done: tokio::task::JoinHandle<Result<(), switchboard_local::LocalError>>,
     #[cfg(feature = "local")]
     sim: Option<switchboard_sim::SimHandle>,
     #[cfg(feature = "local")]
-    _demo_tools: Vec<(String, crate::demo_tools::DemoTools)>,
+    _demo_tools: Vec<(String, switchboard_demo_tools::DemoTools)>,
 }
 
 impl LocalTarget {
     /// Starts local mode for `dir` on a free loopback port.
     #[cfg(feature = "local")]
     pub async fn start(dir: &Path, settings: &LocalSettings) -> Result<Self, TargetError> {
-        use crate::local::{self, LocalOptions};
-        use crate::runtime::ServerConfig;
+        use switchboard_local::{self as local, LocalOptions};
+        use switchboard_runtime::ServerConfig;
         let options = LocalOptions {
             listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
             bedrock: settings.bedrock,

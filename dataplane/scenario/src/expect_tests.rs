@@ -5,8 +5,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::scenario::file::{ConsentAnswer, Expect};
-use crate::scenario::observe::{ConsentSeen, Event, SessionView, Turn, TurnEnd};
+use crate::file::{ConsentAnswer, Expect};
+use crate::observe::{ConsentSeen, Event, SessionView, Turn, TurnEnd};
 
 /// A turn of `messages` (protocol JSON), the n-th arriving at n * 100 ms, ended by the last.
 fn turn(messages: &[serde_json::Value]) -> Turn {

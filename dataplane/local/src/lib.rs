@@ -12,14 +12,14 @@
 //! client may start a session only with an exposed agent (or the default, by naming none);
 //! the others are reached by handoff (the gateway refuses them with 4403 `not_exposed`).
 //! Every agent is served over text; voice and hybrid agents also speak over Nova Sonic
-//! when a session asks for audio (see [`crate::runtime::connection`]). The demo tool servers
+//! when a session asks for audio (see [`switchboard_runtime::connection`]). The demo tool servers
 //! verify the gateway's identity assertion as a bank's would: their account endpoints act
 //! only for the caller it names, for the folder's Agents (their namespaces are the ones the
-//! servers trust; [`crate::demo_tools`]). Bound to loopback, local mode serves its record,
+//! servers trust; [`switchboard_demo_tools`]). Bound to loopback, local mode serves its record,
 //! agent list, metrics and page without credentials, but only to requests that name it by
 //! address or as `localhost` (`hosts`): not to a web page that pointed its own name here.
 
-pub use crate::console::{agents, web};
+pub use switchboard_console::{agents, web};
 
 mod hosts;
 
@@ -38,13 +38,13 @@ use switchboard_gateway::server::Server as GatewayServer;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use tokio::sync::watch;
 
-use crate::demo_tools::{Accounts, Callers, DemoTools, Trusted};
-use crate::runtime::transcript::TranscriptSink;
-use crate::runtime::{self, Directory, Metrics, Server, ServerConfig, Shared};
-use crate::tools::{Executor, ExecutorOptions};
+use switchboard_demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use switchboard_models::RetryPolicy;
 use switchboard_models::bedrock::BedrockConfig;
 use switchboard_models::net::Trust;
+use switchboard_runtime::tools::{Executor, ExecutorOptions};
+use switchboard_runtime::transcript::TranscriptSink;
+use switchboard_runtime::{self as runtime, Directory, Metrics, Server, ServerConfig, Shared};
 use switchboard_sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
 
 /// The file local mode reads, relative to the folder. It sits in a subfolder because
@@ -172,7 +172,7 @@ pub async fn start(dir: &Path, options: LocalOptions) -> Result<Local, LocalErro
 pub async fn start_recording(
     dir: &Path,
     options: LocalOptions,
-    record: Option<Arc<switchboard_gateway::record::Recorder>>,
+    record: Option<Arc<switchboard_record::Recorder>>,
 ) -> Result<Local, LocalError> {
     let redact = record.as_ref().map(|record| record.redactor.clone()).unwrap_or_default();
     start_redacting(dir, options, record, redact).await
@@ -184,8 +184,8 @@ pub async fn start_recording(
 pub async fn start_redacting(
     dir: &Path,
     options: LocalOptions,
-    record: Option<Arc<switchboard_gateway::record::Recorder>>,
-    redact: switchboard_gateway::record::Redactor,
+    record: Option<Arc<switchboard_record::Recorder>>,
+    redact: switchboard_record::Redactor,
 ) -> Result<Local, LocalError> {
     let specs = load_specs(dir)?;
     let (local, base) = read_local_file(dir)?;
@@ -200,7 +200,7 @@ pub async fn start_redacting(
     let trust = Trust::from_file(options.ca_file.as_deref()).map_err(start_error)?;
     let http = trust.client().map_err(start_error)?;
     // Tools' secretHeaders read their values from <dir>/tools/secrets/<secret>/<key>.
-    let secrets = crate::tools::secrets::SecretFiles::new(dir.join(SECRETS_FOLDER));
+    let secrets = switchboard_runtime::tools::secrets::SecretFiles::new(dir.join(SECRETS_FOLDER));
     let executor = Executor::new(ExecutorOptions { trust, aliases, secrets, ..ExecutorOptions::default() })
         .map_err(start_error)?;
     let executor = Arc::new(executor);
@@ -253,7 +253,7 @@ pub async fn start_redacting(
     let runtime = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), state).await.map_err(start_error)?;
     let (gateway, routes) = gateway(&options, key, table, runtime.local_addr().map_err(start_error)?, record)?;
     let runtime_state = runtime.state();
-    let live = crate::console::live::routes(gateway.clone());
+    let live = switchboard_console::live::routes(gateway.clone());
     let own = hosts::this_machine_only(web::routes(list).merge(live), gateway.clone());
     let gateway = GatewayServer::bind(options.listen, gateway)
         .await
@@ -355,7 +355,7 @@ fn gateway(
     key: GatewaySigner,
     table: RoutingTable,
     runtime: SocketAddr,
-    record: Option<Arc<switchboard_gateway::record::Recorder>>,
+    record: Option<Arc<switchboard_record::Recorder>>,
 ) -> Result<(Arc<Gateway>, watch::Sender<switchboard_gateway::Directory>), LocalError> {
     let endpoints = table.routes.iter().map(|r| ((r.namespace.clone(), r.name.clone()), vec![runtime])).collect();
     let directory = switchboard_gateway::Directory::new(Arc::new(table), Arc::new(endpoints), None);

@@ -202,7 +202,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::record::store::{EventRow, Summary};
+    use crate::store::{EventRow, Summary};
 
     fn record(events: &[(&str, &str, serde_json::Value)]) -> SessionRecord {
         let summary: Summary = serde_json::from_value(json!({

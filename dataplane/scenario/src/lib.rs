@@ -5,11 +5,11 @@
 //!
 //! The parts, in the order they are used: [`mod@file`] parses a scenario (refusing unknown
 //! keys), [`check`] refuses expectations that could never match the folder's agents (with
-//! [`locate`] finding their lines), [`target`] starts local mode in-process (or takes a
-//! gateway URL), [`run`] plays each scenario over the session protocol, [`observe`] and
-//! [`expect`] hold and judge what came back, [`report`], [`junit`] and [`summary`] tell the results.
-//! This module finds the files, groups them by their folder of agents and runs them,
-//! several at once.
+//! [`locate`] finding their lines), [`target`] starts local mode in-process (with the
+//! `local` feature: `switchboard-local` and the simulator) or takes a gateway URL, [`run`]
+//! plays each scenario over the session protocol, [`observe`] and [`expect`] hold and judge
+//! what came back, [`report`], [`junit`] and [`summary`] tell the results. This module finds
+//! the files, groups them by their folder of agents and runs them, several at once.
 //!
 //! Where the agents are: a folder given is the agents' folder when it has a `tests/`
 //! subfolder (its scenarios are `tests/*.yaml`), otherwise a folder of scenarios whose

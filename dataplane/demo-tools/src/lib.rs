@@ -35,7 +35,9 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+mod error;
 pub mod trust;
+pub use error::DemoToolsError;
 pub use trust::{Callers, Trusted};
 
 /// The fixture data.
@@ -67,42 +69,6 @@ pub struct Account {
     /// Newest first.
     #[serde(default)]
     pub transactions: Vec<serde_json::Value>,
-}
-
-/// The demo tool server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum DemoToolsError {
-    /// The data file cannot be read.
-    #[error("cannot read demo tool data {path}: {message}")]
-    Data {
-        /// The file.
-        path: String,
-        /// Why.
-        message: String,
-    },
-    /// Assertions would be trusted from every namespace.
-    #[error(
-        "trust at least one namespace (--trusted-namespace): the gateway signs identity assertions for every \
-         tenant's Agents, so a server that trusts them all serves any tenant's callers"
-    )]
-    NoTrustedNamespace,
-    /// Trusting every request's account number, on an address others reach.
-    #[error(
-        "{addr} is not a loopback address: a server that trusts the account number in each request \
-         (--insecure-no-identity) serves only this machine; give it --gateway-public-key and --trusted-namespace"
-    )]
-    AnyoneBeyondLoopback {
-        /// The address asked for.
-        addr: SocketAddr,
-    },
-    /// The address cannot be bound.
-    #[error("cannot listen on {addr}: {message}")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        message: String,
-    },
 }
 
 impl Accounts {

@@ -125,7 +125,7 @@ impl Report {
             summaries,
             tool_calls: count("tool_start"),
             tool_errors: count("tool_error"),
-            record: format!("{}/{}", crate::server::RECORD_PATH, s.id),
+            record: format!("{}/{}", crate::RECORD_PATH, s.id),
         }
     }
 }

@@ -16,12 +16,11 @@
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use switchboard_core::protocol::{ErrorCode, close_code};
 use switchboard_crds::routing::RoutingTable;
 use switchboard_crds::routing::summary::AgentSummary;
 use switchboard_gateway::Gateway;
@@ -61,7 +60,7 @@ pub struct Handoff {
     pub agent: String,
 }
 
-/// What `GET /v1/agents` answers on a cluster (the shape of [`super::web::AgentList`]).
+/// What `GET /v1/agents` answers on a cluster (the shape of [`crate::web::AgentList`]).
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct ClusterAgents {
     /// The Agents a session may start with (exposed), the default first.
@@ -99,10 +98,10 @@ impl ClusterAgents {
 }
 
 /// The console's routes on the gateway: the page, its assets, the Agents list, and what
-/// the live view asks for ([`super::live`]).
+/// the live view asks for ([`crate::live`]).
 pub fn routes(gateway: Arc<Gateway>) -> Router {
-    super::web::page_routes()
-        .merge(super::live::routes(gateway.clone()))
+    crate::web::page_routes()
+        .merge(crate::live::routes(gateway.clone()))
         .merge(Router::new().route("/v1/agents", get(agents)).with_state(gateway))
 }
 
@@ -112,33 +111,12 @@ struct Credential {
 }
 
 async fn agents(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Query(query): Query<Credential>) -> Response {
-    let scope = match admit(&gateway, &headers, query.access_token.as_deref()) {
+    let scope = match crate::admission::admit(&gateway, &headers, query.access_token.as_deref()) {
         Ok(scope) => scope,
         Err(refused) => return refused.into_response(),
     };
     let list = ClusterAgents::new(gateway.directory.borrow().table(), &scope);
     Json(list).into_response()
-}
-
-/// The check a session's WebSocket gets (the slot it holds is let go at once): the
-/// credential's scope, or the answer that refuses it.
-pub(crate) fn admit(
-    gateway: &Gateway,
-    headers: &HeaderMap,
-    token: Option<&str>,
-) -> Result<Arc<Scope>, (StatusCode, Json<serde_json::Value>)> {
-    match gateway.auth.admit(headers, token) {
-        Ok(admission) => Ok(admission.scope.clone()),
-        Err(refusal) => {
-            let status = match refusal.reason {
-                ErrorCode::Origin => StatusCode::FORBIDDEN,
-                _ if refusal.code == close_code::TOO_MANY_SESSIONS => StatusCode::TOO_MANY_REQUESTS,
-                _ => StatusCode::UNAUTHORIZED,
-            };
-            let body = serde_json::json!({ "code": refusal.reason.as_str(), "message": refusal.message });
-            Err((status, Json(body)))
-        }
-    }
 }
 
 #[cfg(test)]
@@ -189,14 +167,14 @@ mod tests {
 
     #[test]
     fn an_agent_with_a_summary_is_listed_as_local_mode_lists_it() {
-        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/banking");
         let catalog = switchboard_crds::Catalog::load_paths(&[dir.as_path()]).expect("the banking example loads");
         let spec = catalog.agents().find(|a| a.metadata.name.as_deref() == Some("banking")).expect("banking");
         let spec = catalog.resolve_agent(spec).expect("resolves");
         let (table, _) = RoutingTable::new(vec![route(&spec.agent.namespace, "banking", true, false)])
             .with_summaries([(format!("{}/banking", spec.agent.namespace), AgentSummary::of(&spec))]);
         let cluster = serde_json::to_value(ClusterAgents::new(&table, &Scope::unrestricted())).expect("json");
-        let local = serde_json::to_value(crate::console::agents::AgentEntry::from_spec(&spec)).expect("json");
+        let local = serde_json::to_value(crate::agents::AgentEntry::from_spec(&spec)).expect("json");
         let entry = &cluster["agents"][0];
         for key in ["role", "description"] {
             assert_eq!(entry[key], local[key], "{key}");

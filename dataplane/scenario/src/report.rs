@@ -146,7 +146,7 @@ pub fn render(results: &[ScenarioResult], elapsed: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::expect::Divergence;
+    use crate::expect::Divergence;
 
     fn result(outcome: Outcome) -> ScenarioResult {
         ScenarioResult {
