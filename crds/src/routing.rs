@@ -123,6 +123,27 @@ fn is_default_identity_keys(keys: &[String]) -> bool {
 }
 
 impl Route {
+    /// The route to a resolved Agent's runtimes at `service:port`, ready with one replica:
+    /// how a process that runs the runtimes itself (local mode, tests) routes to them. The
+    /// operator builds its routes from the Agent and its status instead.
+    pub fn ready_at(spec: &crate::RuntimeSpec, service: impl Into<String>, port: u16) -> Self {
+        Self {
+            name: spec.agent.name.clone(),
+            namespace: spec.agent.namespace.clone(),
+            mode: spec.mode,
+            service: service.into(),
+            port,
+            path: SESSION_PATH.to_owned(),
+            handoffs: spec.handoffs.iter().map(|h| h.agent.clone()).collect(),
+            expose: spec.gateway.expose,
+            default: spec.gateway.default,
+            ready: true,
+            ready_replicas: 1,
+            redact: spec.record.redact.clone(),
+            identity_keys: spec.identity_keys.clone(),
+        }
+    }
+
     /// `ws://<service>:<port><path>`, the URL the gateway dials for a session.
     pub fn url(&self) -> String {
         format!("ws://{}:{}{}", self.service, self.port, self.path)

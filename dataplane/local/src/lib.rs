@@ -30,7 +30,6 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use switchboard_core::grant::GatewaySigner;
-use switchboard_crds::contract::SESSION_PATH;
 use switchboard_crds::routing::{Route, RoutingTable};
 use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_gateway::auth::Auth;
@@ -327,21 +326,7 @@ fn routing_table(agents: &BTreeMap<String, Arc<runtime::AgentRuntime>>, default_
         .values()
         .map(|agent| {
             let spec = agent.core.spec();
-            Route {
-                name: spec.agent.name.clone(),
-                namespace: spec.agent.namespace.clone(),
-                mode: spec.mode,
-                service: "127.0.0.1".into(),
-                port: 0,
-                path: SESSION_PATH.to_owned(),
-                handoffs: spec.handoffs.iter().map(|h| h.agent.clone()).collect(),
-                expose: spec.gateway.expose,
-                default: default_agent == Some(spec.agent.name.as_str()),
-                ready: true,
-                ready_replicas: 1,
-                redact: spec.record.redact.clone(),
-                identity_keys: spec.identity_keys.clone(),
-            }
+            Route { default: default_agent == Some(spec.agent.name.as_str()), ..Route::ready_at(spec, "127.0.0.1", 0) }
         })
         .collect();
     RoutingTable::new(routes)

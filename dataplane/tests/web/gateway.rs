@@ -12,7 +12,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use switchboard_core::grant::GatewaySigner;
-use switchboard_crds::contract::SESSION_PATH;
 use switchboard_crds::routing::summary::AgentSummary;
 use switchboard_crds::routing::{Route, RoutingTable};
 use switchboard_local::{self as local, LocalOptions};
@@ -42,24 +41,8 @@ async fn the_gateway_serves_the_console_behind_its_api_keys() {
     let local = local::start(&examples, options).await.expect("local mode starts");
     let runtime = local.server.runtime_addr().expect("the runtime's address");
     let specs = super::banking_specs(&examples);
-    let routes: Vec<Route> = specs
-        .iter()
-        .map(|spec| Route {
-            name: spec.agent.name.clone(),
-            namespace: spec.agent.namespace.clone(),
-            mode: spec.mode,
-            service: runtime.ip().to_string(),
-            port: runtime.port(),
-            path: SESSION_PATH.into(),
-            handoffs: spec.handoffs.iter().map(|h| h.agent.clone()).collect(),
-            expose: spec.gateway.expose,
-            default: spec.gateway.default,
-            ready: true,
-            ready_replicas: 1,
-            redact: spec.record.redact.clone(),
-            identity_keys: spec.identity_keys.clone(),
-        })
-        .collect();
+    let routes: Vec<Route> =
+        specs.iter().map(|spec| Route::ready_at(spec, runtime.ip().to_string(), runtime.port())).collect();
     let dir = std::env::temp_dir().join(format!("switchboard-console-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     // The summaries as the operator makes them from each Agent's resolved resources.

@@ -20,82 +20,20 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
-use std::time::Duration;
 
 mod checks;
 mod gateway;
 
 use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_local::{self as local, LocalOptions};
-use switchboard_record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
 use switchboard_runtime::ServerConfig;
-use switchboard_sim::BANKING_SCRIPT_YAML;
 use switchboard_sim::sonic::audio::silence;
 use switchboard_sim::sonic::phrase_tone;
 
-/// Phrase 1: the request that makes triage hand over to identity verification.
-const BALANCE_REQUEST: u32 = 1;
-/// Phrase 2: the identity details, as the banking rules expect them.
-const IDV_DETAILS: u32 = 2;
+#[path = "../support/browser.rs"]
+mod browser;
 
-/// The test tools' bin directory. install.sh runs once for this binary's tests: two runs at
-/// once race on the wrapper it rewrites (`rm -f` then `chmod` of `mcp-python`).
-fn tools_bin() -> PathBuf {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
-        let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
-        assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim())
-    })
-    .clone()
-}
-
-/// A 16 kHz mono PCM16 WAV file of `pcm`.
-fn wav(pcm: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(44 + pcm.len());
-    let len = u32::try_from(pcm.len()).expect("small");
-    out.extend_from_slice(b"RIFF");
-    out.extend_from_slice(&(36 + len).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&16u32.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    out.extend_from_slice(&1u16.to_le_bytes()); // mono
-    out.extend_from_slice(&16_000u32.to_le_bytes());
-    out.extend_from_slice(&32_000u32.to_le_bytes()); // byte rate
-    out.extend_from_slice(&2u16.to_le_bytes()); // block align
-    out.extend_from_slice(&16u16.to_le_bytes()); // bits
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(pcm);
-    out
-}
-
-fn script() -> String {
-    format!(
-        r#"{BANKING_SCRIPT_YAML}
-sonic:
-  turnDetection: {{ silenceMs: {{ high: 400, medium: 400, low: 400 }} }}
-  phrases:
-    {BALANCE_REQUEST}: "I'd like to check my balance"
-    {IDV_DETAILS}: "My name is Ada Lovelace, account 12345678, sort code 12-34-56"
-  speech: {{ msPerChar: 4, chunkMs: 40, responseDelayMs: 50 }}
-"#
-    )
-}
-
-/// A recorder writing to a fresh SQLite file in `dir` (nothing left by other runs), with
-/// one redaction rule of the gateway's own (`--record-redact`): an account's status.
-fn recorder(dir: &std::path::Path) -> Arc<Recorder> {
-    let store = Store::file(&dir.join("record.db")).expect("the record's SQLite file");
-    let config = RecordConfig { flush_interval: Duration::from_millis(50), ..RecordConfig::default() };
-    let redactor = Redactor::new(&[r"account-status=\bactive\b".to_owned()]).expect("a valid rule");
-    let metrics = RecordMetrics::new().expect("metrics");
-    let (recorder, writer) = Recorder::new(store, config, redactor, Default::default(), metrics);
-    tokio::spawn(writer.run(tokio_util::sync::CancellationToken::new()));
-    recorder
-}
+use browser::{BALANCE_REQUEST, IDV_DETAILS, recorder, script, tools_bin, wav};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_chats_by_text_and_voice_and_opens_past_sessions_in_a_real_browser() {
@@ -124,7 +62,10 @@ async fn the_console_chats_by_text_and_voice_and_opens_past_sessions_in_a_real_b
         ca_file: None,
         gateway_key: None,
     };
-    let local = local::start_recording(&examples, options, Some(recorder(&dir))).await.expect("local mode starts");
+    let local =
+        local::start_recording(&examples, options, Some(recorder(&dir, &[r"account-status=\bactive\b".to_owned()])))
+            .await
+            .expect("local mode starts");
     assert_eq!(local.by_handoff, ["banking", "disputes", "idv"], "the agents a client cannot start with");
     let url = format!("http://{}/", local.server.local_addr().expect("addr"));
     let server = local.server;

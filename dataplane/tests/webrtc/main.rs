@@ -27,77 +27,21 @@ use std::time::Duration;
 
 use serde_json::Value;
 use switchboard_core::grant::GatewaySigner;
-use switchboard_crds::routing::{Route, RoutingTable, SESSION_PATH};
+use switchboard_crds::routing::{Route, RoutingTable};
 use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_gateway::auth::Auth;
-use switchboard_gateway::record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
 use switchboard_gateway::server::Server;
 use switchboard_gateway::webrtc::WebrtcConfig;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use switchboard_local::{self as local, LocalOptions};
 use switchboard_runtime::ServerConfig;
-use switchboard_sim::BANKING_SCRIPT_YAML;
 use switchboard_sim::sonic::audio::silence;
 use switchboard_sim::sonic::{phrase_frequency, phrase_tone};
 
-/// Phrase 1: the request that makes triage hand over to identity verification.
-const BALANCE_REQUEST: u32 = 1;
-/// Phrase 2: the identity details, as the banking rules expect them.
-const IDV_DETAILS: u32 = 2;
+#[path = "../support/browser.rs"]
+mod browser;
 
-fn tools_bin() -> PathBuf {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
-    let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
-    assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim())
-}
-
-/// A 16 kHz mono PCM16 WAV file of `pcm`.
-fn wav(pcm: &[u8]) -> Vec<u8> {
-    let len = u32::try_from(pcm.len()).expect("small");
-    let mut out = Vec::with_capacity(44 + pcm.len());
-    out.extend_from_slice(b"RIFF");
-    out.extend_from_slice(&(36 + len).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&16u32.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes());
-    out.extend_from_slice(&16_000u32.to_le_bytes());
-    out.extend_from_slice(&32_000u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&16u16.to_le_bytes());
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(pcm);
-    out
-}
-
-fn script() -> String {
-    format!(
-        r#"{BANKING_SCRIPT_YAML}
-sonic:
-  turnDetection: {{ silenceMs: {{ high: 400, medium: 400, low: 400 }} }}
-  phrases:
-    {BALANCE_REQUEST}: "I'd like to check my balance"
-    {IDV_DETAILS}: "My name is Ada Lovelace, account 12345678, sort code 12-34-56"
-  speech: {{ msPerChar: 4, chunkMs: 40, responseDelayMs: 50 }}
-"#
-    )
-}
-
-fn recorder(dir: &std::path::Path) -> Arc<Recorder> {
-    let store = Store::file(&dir.join("record.db")).expect("the record's SQLite file");
-    let config = RecordConfig { flush_interval: Duration::from_millis(50), ..RecordConfig::default() };
-    let (recorder, writer) = Recorder::new(
-        store,
-        config,
-        Redactor::new(&[]).expect("no rules"),
-        Default::default(),
-        RecordMetrics::new().expect("metrics"),
-    );
-    tokio::spawn(writer.run(tokio_util::sync::CancellationToken::new()));
-    recorder
-}
+use browser::{BALANCE_REQUEST, IDV_DETAILS, recorder, script, tools_bin, wav};
 
 fn digest(key: &str) -> String {
     use sha2::Digest;
@@ -160,24 +104,7 @@ async fn keyed_gateway(
 ) -> (String, Arc<Gateway>, Relay) {
     let keys = format!("caller {}\n", digest(key));
     let auth = Auth::new(Some(&keys), vec!["https://bank.example".into()]).expect("keys").with_own_page();
-    let routes: Vec<Route> = specs
-        .iter()
-        .map(|spec| Route {
-            name: spec.agent.name.clone(),
-            namespace: spec.agent.namespace.clone(),
-            mode: spec.mode,
-            service: "127.0.0.1".into(),
-            port: 0,
-            path: SESSION_PATH.to_owned(),
-            handoffs: spec.handoffs.iter().map(|h| h.agent.clone()).collect(),
-            expose: spec.gateway.expose,
-            default: spec.gateway.default,
-            ready: true,
-            ready_replicas: 1,
-            redact: spec.record.redact.clone(),
-            identity_keys: spec.identity_keys.clone(),
-        })
-        .collect();
+    let routes: Vec<Route> = specs.iter().map(|spec| Route::ready_at(spec, "127.0.0.1", 0)).collect();
     let endpoints = routes.iter().map(|r| ((r.namespace.clone(), r.name.clone()), vec![runtime])).collect();
     let directory = switchboard_gateway::Directory::new(Arc::new(RoutingTable::new(routes)), Arc::new(endpoints), None);
     let (routes, receiver) = tokio::sync::watch::channel(directory);
@@ -271,7 +198,7 @@ async fn chromium_calls_an_agent_over_webrtc_resumes_after_vanishing_and_bad_off
         ca_file: None,
         gateway_key: Some(signer.clone()),
     };
-    let local = local::start_recording(&examples, options, Some(recorder(&dir))).await.expect("local mode starts");
+    let local = local::start_recording(&examples, options, Some(recorder(&dir, &[]))).await.expect("local mode starts");
     let url = format!("http://{}/", local.server.local_addr().expect("addr"));
     let runtime = local.server.runtime_addr().expect("the runtime");
     let server = local.server;

@@ -1,0 +1,77 @@
+//! What the browser suites (`web`: the console; `webrtc`: the WebRTC edge) share: the test
+//! tools' bin directory, the simulator's script of the two spoken phrases, the WAV file a
+//! browser takes as its microphone, and a conversation record in a fresh SQLite file.
+//! Included by each suite with `#[path]`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchboard_record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
+use switchboard_sim::BANKING_SCRIPT_YAML;
+
+/// Phrase 1: the request that makes triage hand over to identity verification.
+pub const BALANCE_REQUEST: u32 = 1;
+/// Phrase 2: the identity details, as the banking rules expect them.
+pub const IDV_DETAILS: u32 = 2;
+
+/// The test tools' bin directory. install.sh runs once per test binary: two runs at once
+/// race on the wrapper it rewrites (`mcp-python`).
+pub fn tools_bin() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
+        let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
+        assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim())
+    })
+    .clone()
+}
+
+/// A 16 kHz mono PCM16 WAV file of `pcm`.
+pub fn wav(pcm: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(pcm.len()).expect("small");
+    let mut out = Vec::with_capacity(44 + pcm.len());
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + len).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    out.extend_from_slice(&1u16.to_le_bytes()); // mono
+    out.extend_from_slice(&16_000u32.to_le_bytes());
+    out.extend_from_slice(&32_000u32.to_le_bytes()); // byte rate
+    out.extend_from_slice(&2u16.to_le_bytes()); // block align
+    out.extend_from_slice(&16u16.to_le_bytes()); // bits
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(pcm);
+    out
+}
+
+/// The simulator's banking script with the two phrases a caller speaks, quick replies and
+/// a short end of turn.
+pub fn script() -> String {
+    format!(
+        r#"{BANKING_SCRIPT_YAML}
+sonic:
+  turnDetection: {{ silenceMs: {{ high: 400, medium: 400, low: 400 }} }}
+  phrases:
+    {BALANCE_REQUEST}: "I'd like to check my balance"
+    {IDV_DETAILS}: "My name is Ada Lovelace, account 12345678, sort code 12-34-56"
+  speech: {{ msPerChar: 4, chunkMs: 40, responseDelayMs: 50 }}
+"#
+    )
+}
+
+/// A recorder writing to a fresh SQLite file in `dir` (nothing left by other runs), with the
+/// gateway's own redaction `rules` (`--record-redact`).
+pub fn recorder(dir: &Path, rules: &[String]) -> Arc<Recorder> {
+    let store = Store::file(&dir.join("record.db")).expect("the record's SQLite file");
+    let config = RecordConfig { flush_interval: Duration::from_millis(50), ..RecordConfig::default() };
+    let redactor = Redactor::new(rules).expect("valid rules");
+    let metrics = RecordMetrics::new().expect("metrics");
+    let (recorder, writer) = Recorder::new(store, config, redactor, Default::default(), metrics);
+    tokio::spawn(writer.run(tokio_util::sync::CancellationToken::new()));
+    recorder
+}
