@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use switchboard_record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
 use switchboard_sim::BANKING_SCRIPT_YAML;
+use switchboard_sim::sonic::audio::silence;
+use switchboard_sim::sonic::phrase_tone;
 
 /// Phrase 1: the request that makes triage hand over to identity verification.
 pub const BALANCE_REQUEST: u32 = 1;
@@ -74,4 +76,31 @@ pub fn recorder(dir: &Path, rules: &[String]) -> Arc<Recorder> {
     let (recorder, writer) = Recorder::new(store, config, redactor, Default::default(), metrics);
     tokio::spawn(writer.run(tokio_util::sync::CancellationToken::new()));
     recorder
+}
+
+/// A suite's fresh folder `switchboard-<suite>-<uuid>` under the temp dir, with the
+/// simulator's [`script`] (`script.yaml`) and the browser's microphone (`microphone.wav`):
+/// silence for `lead` ms, the balance request, silence for `gap` ms, the identity details,
+/// then silence for `tail` ms (each phrase `request_ms` / `details_ms` long). Returns the
+/// folder, the script's path and the WAV's path.
+pub fn call_files(
+    suite: &str,
+    lead: u64,
+    request_ms: u64,
+    gap: u64,
+    details_ms: u64,
+    tail: u64,
+) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("switchboard-{suite}-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let script_path = dir.join("script.yaml");
+    std::fs::write(&script_path, script()).expect("writes the script");
+    let mut pcm = silence(lead);
+    pcm.extend(phrase_tone(BALANCE_REQUEST, request_ms, 8000));
+    pcm.extend(silence(gap));
+    pcm.extend(phrase_tone(IDV_DETAILS, details_ms, 8000));
+    pcm.extend(silence(tail));
+    let wav_path = dir.join("microphone.wav");
+    std::fs::write(&wav_path, wav(&pcm)).expect("writes the WAV");
+    (dir, script_path, wav_path)
 }

@@ -27,30 +27,18 @@ mod gateway;
 use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_local::{self as local, LocalOptions};
 use switchboard_runtime::ServerConfig;
-use switchboard_sim::sonic::audio::silence;
-use switchboard_sim::sonic::phrase_tone;
 
 #[path = "../support/browser.rs"]
 mod browser;
 
-use browser::{BALANCE_REQUEST, IDV_DETAILS, recorder, script, tools_bin, wav};
+use browser::{call_files, recorder, tools_bin};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_chats_by_text_and_voice_and_opens_past_sessions_in_a_real_browser() {
     let bin = tools_bin();
-    let dir = std::env::temp_dir().join(format!("switchboard-web-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let script_path = dir.join("script.yaml");
-    std::fs::write(&script_path, script()).expect("writes the script");
     // The microphone: silence (triage greets), the request, silence while triage answers
     // and hands over and idv asks for the details, the details, then silence for the reply.
-    let mut pcm = silence(1500);
-    pcm.extend(phrase_tone(BALANCE_REQUEST, 1000, 8000));
-    pcm.extend(silence(5000));
-    pcm.extend(phrase_tone(IDV_DETAILS, 1200, 8000));
-    pcm.extend(silence(8000));
-    let wav_path = dir.join("microphone.wav");
-    std::fs::write(&wav_path, wav(&pcm)).expect("writes the WAV");
+    let (dir, script_path, wav_path) = call_files("web", 1500, 1000, 5000, 1200, 8000);
 
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     let options = LocalOptions {

@@ -35,13 +35,12 @@ use switchboard_gateway::webrtc::WebrtcConfig;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use switchboard_local::{self as local, LocalOptions};
 use switchboard_runtime::ServerConfig;
-use switchboard_sim::sonic::audio::silence;
-use switchboard_sim::sonic::{phrase_frequency, phrase_tone};
+use switchboard_sim::sonic::phrase_frequency;
 
 #[path = "../support/browser.rs"]
 mod browser;
 
-use browser::{BALANCE_REQUEST, IDV_DETAILS, recorder, script, tools_bin, wav};
+use browser::{IDV_DETAILS, call_files, recorder, tools_bin};
 
 fn digest(key: &str) -> String {
     use sha2::Digest;
@@ -172,19 +171,9 @@ fn drive(mut command: Command, relay: &Relay, gateway: &Gateway) -> (Value, Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_calls_an_agent_over_webrtc_resumes_after_vanishing_and_bad_offers_are_refused() {
     let bin = tools_bin();
-    let dir = std::env::temp_dir().join(format!("switchboard-webrtc-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let script_path = dir.join("script.yaml");
-    std::fs::write(&script_path, script()).expect("writes the script");
     // The microphone: silence while triage greets, the request, silence while triage hands
     // over, idv asks and the call restarts ICE, the details, then silence for the reply.
-    let mut pcm = silence(3000);
-    pcm.extend(phrase_tone(BALANCE_REQUEST, 1200, 8000));
-    pcm.extend(silence(8000));
-    pcm.extend(phrase_tone(IDV_DETAILS, 1500, 8000));
-    pcm.extend(silence(20_000));
-    let wav_path = dir.join("microphone.wav");
-    std::fs::write(&wav_path, wav(&pcm)).expect("writes the WAV");
+    let (dir, script_path, wav_path) = call_files("webrtc", 3000, 1200, 8000, 1500, 20_000);
 
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     // Local mode's runtime trusts this key: the second gateway's too.
