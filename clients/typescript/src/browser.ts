@@ -30,18 +30,44 @@ class SwitchboardCapture extends AudioWorkletProcessor {
 }
 registerProcessor("switchboard-capture", SwitchboardCapture);`;
 
+/** The browser's processing of the microphone, each on or off. */
+export interface AudioProcessing {
+  echoCancellation?: boolean;
+  noiseSuppression?: boolean;
+  autoGainControl?: boolean;
+}
+
 export interface MicrophoneOptions {
-  /** Echo cancellation, noise suppression, auto gain (default on: an agent heard through
-   * speakers should not interrupt itself). */
-  processing?: boolean;
-  /** Called with each frame's peak level (0..1), for a meter. */
+  /** Echo cancellation, noise suppression, auto gain: all (`true`, the default: an agent
+   * heard through speakers should not interrupt itself), none (`false`), or each as given
+   * (one left out is on). */
+  processing?: boolean | AudioProcessing;
+  /** Called with each frame's peak level (0..1), for a meter; paused frames too. */
   level?: (peak: number) => void;
+  /** Starts paused (`Microphone.paused`): for push-to-talk, opened before the talk key. */
+  paused?: boolean;
+}
+
+/** `processing` as getUserMedia's constraints. */
+function processingConstraints(processing: boolean | AudioProcessing | undefined): Required<AudioProcessing> {
+  if (typeof processing === "object") {
+    return {
+      echoCancellation: processing.echoCancellation ?? true,
+      noiseSuppression: processing.noiseSuppression ?? true,
+      autoGainControl: processing.autoGainControl ?? true,
+    };
+  }
+  const on = processing ?? true;
+  return { echoCancellation: on, noiseSuppression: on, autoGainControl: on };
 }
 
 /** The microphone, sent into a session while it runs. */
 export class Microphone {
   /** Frames sent so far. */
   framesSent = 0;
+  /** While true the microphone is captured (its `level` reported) but nothing is sent:
+   * push-to-talk between presses. */
+  paused = false;
 
   private constructor(
     private readonly context: AudioContext,
@@ -52,9 +78,8 @@ export class Microphone {
   /** Opens the microphone (the page must be allowed to) and sends it into `session` in the
    * session's input format, 20 ms a frame. */
   static async start(session: Session, options: MicrophoneOptions = {}): Promise<Microphone> {
-    const processing = options.processing ?? true;
     const stream = await navigator.mediaDevices.getUserMedia({
-      audio: { channelCount: 1, echoCancellation: processing, noiseSuppression: processing, autoGainControl: processing },
+      audio: { channelCount: 1, ...processingConstraints(options.processing) },
     });
     const format = session.inputFormat;
     const context = new AudioContext({ sampleRate: format.sampleRate });
@@ -68,6 +93,7 @@ export class Microphone {
       processorOptions: { frame: Math.round(format.sampleRate / 50) },
     });
     const microphone = new Microphone(context, stream, node);
+    microphone.paused = options.paused ?? false;
     node.port.onmessage = (event: MessageEvent<ArrayBuffer>) => {
       const pcm = new Uint8Array(event.data);
       if (options.level) {
@@ -76,6 +102,7 @@ export class Microphone {
         for (const s of samples) peak = Math.max(peak, Math.abs(s) / 32768);
         options.level(peak);
       }
+      if (microphone.paused) return;
       try {
         session.sendAudio(encodePcm16(pcm, format));
         microphone.framesSent += 1;
@@ -85,6 +112,12 @@ export class Microphone {
     };
     context.createMediaStreamSource(stream).connect(node);
     return microphone;
+  }
+
+  /** What the browser applied to the microphone's track (its processing, rate, device), or
+   * null where it does not say. */
+  get settings(): MediaTrackSettings | null {
+    return this.stream.getAudioTracks()[0]?.getSettings?.() ?? null;
   }
 
   /** Stops sending and releases the microphone. */
@@ -98,8 +131,9 @@ export class Microphone {
 
 /** Reply audio played back to back in a page. */
 export class Player {
-  /** Chunks received and milliseconds of audio scheduled so far. */
+  /** Chunks, samples (at each chunk's rate) and milliseconds of audio scheduled so far. */
   chunks = 0;
+  scheduledSamples = 0;
   scheduledMs = 0;
   private context: AudioContext | undefined;
   private at = 0;
@@ -112,15 +146,28 @@ export class Player {
   attach(session: Session): () => void {
     const offs = [
       session.on("audio", (chunk) => this.play(chunk)),
-      session.on("bidi_response_start", () => {
-        this.reply = [];
-      }),
-      session.on("bidi_interruption", () => {
-        const played = this.stop();
-        if (played !== null) session.audioPlayed(played);
-      }),
+      session.on("bidi_response_start", () => this.newReply()),
+      session.on("bidi_interruption", () => this.interrupted(session)),
     ];
     return () => offs.forEach((off) => off());
+  }
+
+  /** A new reply starts (`bidi_response_start`): what plays from now on is its audio, for
+   * `playedMs`. `attach` calls it; call it yourself when you dispatch messages yourself. */
+  newReply(): void {
+    this.reply = [];
+  }
+
+  /**
+   * Barge-in (`bidi_interruption`): stops playback, drops what is queued and tells `session`
+   * how much of the cut reply was played (`bidi_audio_played`), so the conversation keeps
+   * only what the caller heard. Returns those milliseconds, or null (nothing reported) when
+   * nothing was ever played. `attach` calls it.
+   */
+  interrupted(session: Session): number | null {
+    const played = this.stop();
+    if (played !== null) session.audioPlayed(played);
+    return played;
   }
 
   /** Schedules a chunk after the ones before it. */
@@ -140,6 +187,7 @@ export class Player {
     this.sources.add(source);
     source.onended = () => this.sources.delete(source);
     this.chunks += 1;
+    this.scheduledSamples += samples.length;
     this.scheduledMs += buffer.duration * 1000;
   }
 

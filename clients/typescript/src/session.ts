@@ -71,6 +71,22 @@ export interface SessionOptions {
   resumePausesMs?: number[];
   /** How long to wait for the socket to open and the session to start (ms). Default 15 s. */
   startTimeoutMs?: number;
+  /**
+   * Resumes this earlier session instead of starting one: `session_start` carries its
+   * `resume_token` and `last_seq` (a session's `resumeToken` and `lastSeq` when it ended),
+   * and the messages missed since arrive before its `resumed`. For a page that resumes when
+   * its user asks (a Reconnect button, with `resumePausesMs: []`) rather than by itself.
+   * `start` is not sent: the session keeps its agent and settings.
+   */
+  resumeFrom?: ResumeFrom;
+}
+
+/** Where a session left off: enough to resume it (`SessionOptions.resumeFrom`). */
+export interface ResumeFrom {
+  /** The newest resume token the session had (`Session.resumeToken`). */
+  resumeToken: string;
+  /** The number of the last message it read (`Session.lastSeq`). */
+  lastSeq?: number;
 }
 
 /** A chunk of reply audio, from a binary frame or a `bidi_audio_stream`. */
@@ -108,6 +124,8 @@ export class SessionRefused extends Error {
     message: string,
     readonly code: number,
     readonly error?: BidiErrorMessage,
+    /** The close frame's reason ("" when none came). */
+    readonly reason = "",
   ) {
     super(message);
     this.name = "SessionRefused";
@@ -124,10 +142,11 @@ const RESUMABLE = new Set([1005, 1006, 1001, 1013]);
 type Handler<T> = (value: T) => void;
 
 /**
- * One session. `Session.connect` opens it; `on` subscribes to its messages; the send methods
- * write client messages. A connection that drops is resumed by itself (`reconnecting`,
- * then `resumed`): the messages missed arrive first, and what is sent meanwhile is sent
- * once the session is back.
+ * One session. `Session.connect` opens it (or `Session.create`, `on`, then `start`, to hear
+ * every message from the first); `on` subscribes to its messages; the send methods write
+ * client messages. A connection that drops is resumed by itself (`reconnecting`, then
+ * `resumed`): the messages missed arrive first, and what is sent meanwhile is sent once the
+ * session is back.
  */
 export class Session {
   /** The session's id (`bidi_connection_start.session_id`). */
@@ -153,6 +172,7 @@ export class Session {
   private over: Closed | undefined;
   private lastError: BidiErrorMessage | undefined;
   private resuming = false;
+  private opening = false;
   private readonly closedWaiters: Handler<Closed>[] = [];
 
   private constructor(private readonly options: SessionOptions) {
@@ -160,11 +180,54 @@ export class Session {
     this.outputFormat = resolveFormat(options.start?.audio?.output, DEFAULT_OUTPUT);
   }
 
-  /** Opens a session: connects, sends `session_start` and waits for `bidi_connection_start`. */
+  /**
+   * Opens a session: connects, sends `session_start` (or resumes `resumeFrom`) and waits for
+   * `bidi_connection_start`. Rejects with `SessionRefused` when it does not start.
+   */
   static async connect(options: SessionOptions): Promise<Session> {
-    const session = new Session(options);
-    await session.open({ type: "session_start", ...(options.start ?? {}) });
+    const session = Session.create(options);
+    await session.start();
     return session;
+  }
+
+  /**
+   * A session not yet open: subscribe with `on`, then `start()` it. Nothing is missed that
+   * way: the messages before and with `bidi_connection_start` (a resumed session's missed
+   * ones too) reach the handlers.
+   */
+  static create(options: SessionOptions): Session {
+    return new Session(options);
+  }
+
+  /**
+   * Opens a session made with `create`: as `connect`, but a session that does not start also
+   * emits `closed` (with the close's code and reason, and its `bidi_error`) before this
+   * rejects. Once only.
+   */
+  async start(): Promise<void> {
+    if (this.opening || this.over) throw new Error("the session was started already");
+    this.opening = true;
+    const from = this.options.resumeFrom;
+    let start: ClientMessage = { type: "session_start", ...(this.options.start ?? {}) };
+    if (from) {
+      this.resumeToken = from.resumeToken;
+      this.lastSeq = from.lastSeq;
+      this.resuming = true;
+      start = { type: "session_start", resume_token: from.resumeToken, ...(from.lastSeq === undefined ? {} : { last_seq: from.lastSeq }) };
+    }
+    try {
+      await this.open(start);
+    } catch (error) {
+      const refused = error instanceof SessionRefused ? error : undefined;
+      this.finish({ code: refused?.code ?? 0, reason: refused?.reason ?? String(error), ...(refused?.error ? { error: refused.error } : {}) });
+      throw error;
+    }
+  }
+
+  /** Whether messages go out now: the connection is open and the session started on it
+   * (false while connecting, resuming, and once over; what is sent meanwhile is queued). */
+  get connected(): boolean {
+    return !this.over && !this.resuming && this.started && this.socket?.readyState === 1;
   }
 
   /** Calls `handler` with each `event`; returns what unsubscribes it. */
@@ -272,8 +335,17 @@ export class Session {
   async close(): Promise<Closed> {
     if (!this.over) {
       this.ending = true;
-      if (this.socket?.readyState === 1) this.send({ type: "close" });
-      else this.finish({ code: 1000, reason: "closed by the client" });
+      if (this.connected) this.send({ type: "close" });
+      else {
+        // Still connecting (or resuming): the socket is dropped, the session is over now.
+        const socket = this.socket;
+        this.finish({ code: 1000, reason: "closed by the client" });
+        try {
+          socket?.close(1000, "closed by the client");
+        } catch {
+          // a socket that had not opened yet
+        }
+      }
     }
     return this.closed();
   }
@@ -334,7 +406,7 @@ export class Session {
       socket.onclose = (event) => {
         if (!settled) {
           const why = this.lastError?.message ?? (event.reason || "the connection closed");
-          settle(new SessionRefused(`the session was refused (${event.code}): ${why}`, event.code, this.lastError));
+          settle(new SessionRefused(`the session was refused (${event.code}): ${why}`, event.code, this.lastError, event.reason));
           return;
         }
         // A connection whose start failed (timed out) was reported by `open` already.

@@ -2,7 +2,8 @@
 // both from tests/tools/install.sh): a page served from its own origin opens a voice session
 // with a real `switchboard local` (which allows that origin), its Microphone sends the fake
 // microphone (a WAV: silence, a tone, silence) through an AudioWorklet, the simulator hears
-// a turn and answers, and its Player schedules and plays the reply. Checks what the page
+// a turn and answers, and its Player schedules and plays the reply. The microphone opens
+// paused (measured, nothing sent) with the browser's processing off, as asked. Checks what the page
 // reports, a barge-in (a tone sent over the reply once some of it played) that stops the
 // player and reports what was heard, and that the credential went in the access_token query parameter (a browser
 // cannot set headers on a WebSocket); then, against a real `switchboard gateway` that asks for
@@ -188,10 +189,14 @@ assert.ok([4401, 1006].includes(result.withoutKey.code), `closed ${result.withou
 // Refused before the start is read: the reset may also beat the bidi_error.
 if (result.withoutKey.code === 4401 || result.withoutKey.error) assert.equal(result.withoutKey.error, "missing_key");
 assert.ok(result.framesSent >= 100, `the microphone sent its frames: ${result.framesSent}`);
+assert.equal(result.paused.frames, 0, "nothing sent while paused");
+assert.ok(result.paused.levels >= 5, `the level is measured while paused: ${result.paused.levels} frames`);
+assert.equal(result.echoCancellation, false, "the processing asked for, as the browser applied it");
 for (const event of ["bidi_speech_started", "bidi_response_start"]) {
   assert.ok(result.events.includes(event), `${event} among ${result.events}`);
 }
 assert.ok(result.chunks > 0 && result.scheduledMs > 200, `reply audio scheduled: ${result.chunks} chunks, ${result.scheduledMs} ms`);
+assert.ok(Math.abs(result.scheduledSamples / 24 - result.scheduledMs) < 1, `samples and ms agree at 24 kHz: ${result.scheduledSamples}, ${result.scheduledMs}`);
 assert.equal(result.playback, "running", "the playback clock runs");
 assert.ok(result.events.includes("bidi_interruption"), "the tone barged in");
 assert.ok(result.playedAtInterruption >= 800 && result.playedAtInterruption <= result.scheduledMs, `cut part way: ${result.playedAtInterruption} of ${result.scheduledMs} ms`);

@@ -124,9 +124,16 @@ export const LINES = {
  * frame the server sends, as it came, to the file `$SWITCHBOARD_PROTOCOL_LOG` (one a line)
  * when set: the Rust side checks each against the published schema.
  */
-export function connect(options: Omit<SessionOptions, "webSocket">): Promise<Session> {
+export async function connect(options: Omit<SessionOptions, "webSocket">): Promise<Session> {
+  const session = create(options);
+  await session.start();
+  return session;
+}
+
+/** As `connect`, a session not yet started (`Session.create`): subscribe, then `start()`. */
+export function create(options: Omit<SessionOptions, "webSocket">): Session {
   const log = process.env.SWITCHBOARD_PROTOCOL_LOG;
-  return Session.connect({
+  return Session.create({
     ...options,
     webSocket: (url, headers) => {
       const socket = new WebSocket(url, { headers });

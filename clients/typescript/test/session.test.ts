@@ -1,6 +1,6 @@
 // The client against a real `switchboard local` of examples/banking: a text conversation
 // through two handoffs to a balance, a tool call with consent, a resume after the network
-// dropped, the server's specific errors for bad messages, refusals, a voice turn with
+// dropped (by itself, and when asked: a page's Reconnect), the server's specific errors for bad messages, refusals, a voice turn with
 // binary audio both ways, and closing.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -13,7 +13,7 @@ import {
   type ServerMessageOf,
   floatToPcm16,
 } from "../dist/index.js";
-import { LINES, type Local, connect, relay, startLocal } from "./harness.js";
+import { LINES, type Local, connect, create, relay, startLocal } from "./harness.js";
 
 // The sessions are independent: they run at once, against one local mode.
 describe("against switchboard local", { concurrency: true }, () => {
@@ -128,6 +128,67 @@ describe("against switchboard local", { concurrency: true }, () => {
     } finally {
       cutter.close();
     }
+  });
+
+  test("with auto-resume off a dropped session ends; resumeFrom resumes it when asked: same session, nothing lost", async () => {
+    const cutter = await relay(local.address);
+    try {
+      const first = create({ url: cutter.url, resumePausesMs: [] });
+      // Subscribed before it starts: the session's first message is heard too.
+      const started = first.next("bidi_connection_start");
+      assert.equal(first.connected, false, "not connected before start");
+      await first.start();
+      assert.equal((await started).agent, "triage");
+      assert.equal(first.connected, true);
+      await say(first, LINES.balance);
+      await say(first, LINES.details);
+      assert.equal(first.agent, "idv");
+      const closed = first.closed();
+      let reconnecting = false;
+      first.on("reconnecting", () => (reconnecting = true));
+      cutter.cut();
+      const ended = await closed;
+      assert.equal(ended.code, 1006, "a dropped connection, not resumed by itself");
+      assert.equal(reconnecting, false);
+      assert.equal(first.connected, false);
+      const from = { resumeToken: first.resumeToken ?? "", lastSeq: first.lastSeq ?? 0 };
+      assert.ok(from.resumeToken && from.lastSeq > 0, `where it left off: ${JSON.stringify(from)}`);
+      assert.throws(() => first.sendText("too late"), /over/);
+
+      const again = create({ url: cutter.url, resumeFrom: from, resumePausesMs: [] });
+      const seen = record(again);
+      const resumed = again.next("resumed");
+      await again.start();
+      const back = await resumed;
+      assert.equal(back.session_id, first.sessionId, "the same session");
+      assert.equal(again.sessionId, first.sessionId);
+      assert.equal(back.agent, "idv", "where it was");
+      assert.ok((again.lastSeq ?? 0) > from.lastSeq, `numbering goes on: ${again.lastSeq} after ${from.lastSeq}`);
+      await say(again, LINES.myBalance);
+      assert.ok(replies(seen).some((r) => r.includes("1234.56")), "memory kept: the balance without verifying again");
+      assert.equal(cutter.connections, 2, "the first connection and the one resume");
+      await again.close();
+      assert.equal(again.connected, false);
+    } finally {
+      cutter.close();
+    }
+  });
+
+  test("a started session that is refused emits closed with the refusal, then rejects", async () => {
+    const session = create({ url: local.url, start: { agent: "banking" } });
+    const closed = session.next("closed");
+    await assert.rejects(session.start(), (e: unknown) => e instanceof SessionRefused && e.code === 4403);
+    const ended = await closed;
+    assert.equal(ended.code, 4403);
+    assert.equal(ended.error?.code, "not_exposed");
+    await assert.rejects(session.start(), /started already/, "a session starts once");
+    // Resuming from a token the server does not know is refused as such, not retried.
+    const stale = create({ url: local.url, resumeFrom: { resumeToken: "not-a-token", lastSeq: 3 } });
+    const staleClosed = stale.next("closed");
+    await assert.rejects(stale.start(), (e: unknown) => e instanceof SessionRefused && e.code === 4410);
+    const staleEnd = await staleClosed;
+    assert.equal(staleEnd.code, 4410, "closed with the server's code");
+    assert.equal(staleEnd.error?.code, "resume_refused");
   });
 
   test("bad messages get the server's specific errors and the session goes on", async () => {

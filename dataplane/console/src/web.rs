@@ -1,6 +1,9 @@
-//! The console's page: `GET /` serves the page and `GET /ui/<file>` its script and styles
-//! (the files under `ui/`), all compiled into the binary (no external assets, no build step,
-//! so it works offline). It talks to the folder's agents by text, and by voice with the browser's
+//! The console's page: `GET /` serves the page, `GET /ui/<file>` its script and styles
+//! (the files under `ui/`) and `GET /ui/client/<file>` the TypeScript client it speaks the
+//! session protocol through (`clients/typescript`, compiled to browser ES modules and
+//! committed under `ui/client/` by its `npm run vendor`; its tests fail when that copy
+//! differs from its sources), all compiled into the binary (no external assets, no build
+//! step, so it works offline). It talks to the folder's agents by text, and by voice with the browser's
 //! microphone for voice and hybrid agents; shows each reply under the agent's name, handoffs,
 //! tool calls, consent requests, memory, the workflow node, the session state and per-turn
 //! figures; and opens and replays past sessions from the conversation record
@@ -24,7 +27,7 @@ pub use crate::agents::{AgentEntry, AgentList};
 pub const PAGE: &str = include_str!("../ui/page.html");
 
 /// The page's scripts and styles, served at `/ui/<name>`: drawing a conversation
-/// (render.js), voice capture and playback (voice.js), the Agents panel (agents.js), the
+/// (render.js), voice capture and playback with the client's Microphone and Player (voice.js), the Agents panel (agents.js), the
 /// workflow graph in plain SVG (graph.js), the live session (app.js), the microphone and
 /// push-to-talk (talk.js), past sessions and their replay (history.js), the look
 /// (console.css). Plain files, no framework or graph library: the page is small enough that
@@ -38,6 +41,17 @@ pub const ASSETS: [(&str, &str, &str); 8] = [
     ("talk.js", JAVASCRIPT, include_str!("../ui/talk.js")),
     ("history.js", JAVASCRIPT, include_str!("../ui/history.js")),
     ("console.css", "text/css; charset=utf-8", include_str!("../ui/console.css")),
+];
+
+/// The TypeScript client's modules, served at `/ui/client/<name>` (page.html imports
+/// index.js): the page's one implementation of the session protocol — `Session` (the
+/// WebSocket, `session_start`, resume, typed messages), `Microphone` and `Player`.
+pub const CLIENT: [(&str, &str); 5] = [
+    ("index.js", include_str!("../ui/client/index.js")),
+    ("protocol.js", include_str!("../ui/client/protocol.js")),
+    ("audio.js", include_str!("../ui/client/audio.js")),
+    ("session.js", include_str!("../ui/client/session.js")),
+    ("browser.js", include_str!("../ui/client/browser.js")),
 ];
 
 const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
@@ -54,6 +68,9 @@ pub fn page_routes() -> Router {
     for (name, content_type, body) in ASSETS {
         router = router.route(&format!("/ui/{name}"), get(move || async move { serve(content_type, body) }));
     }
+    for (name, body) in CLIENT {
+        router = router.route(&format!("/ui/client/{name}"), get(move || async move { serve(JAVASCRIPT, body) }));
+    }
     router
 }
 
@@ -65,32 +82,66 @@ fn serve(content_type: &'static str, body: &'static str) -> axum::response::Resp
 mod tests {
     use super::*;
 
+    fn console_scripts() -> String {
+        ASSETS.iter().filter(|(name, _, _)| name.ends_with(".js")).map(|(_, _, body)| *body).collect()
+    }
+
+    fn client_modules() -> String {
+        CLIENT.iter().map(|(_, body)| *body).collect()
+    }
+
+    /// The protocol itself (the socket, the start and resume, the client messages' framing,
+    /// the credential in the URL, barge-in's report) is the client's.
     #[test]
-    fn the_page_speaks_the_session_protocol() {
-        let scripts: String = ASSETS.iter().map(|(_, _, body)| *body).collect();
+    fn the_client_speaks_the_session_protocol() {
+        let client = client_modules();
         for needle in [
             "session_start",
             "resume_token",
             "last_seq",
+            "bidi_connection_start",
             "bidi_text_input",
             "bidi_audio_stream",
-            "bidi_interruption",
+            "bidi_audio_input_end",
+            "bidi_audio_played",
             "tool_consent",
+            "access_token",
+            "new WebSocket",
+            "AudioWorkletNode",
+        ] {
+            assert!(client.contains(needle), "the client handles {needle}");
+        }
+    }
+
+    /// The console's scripts use the client for all of it, and handle what the page draws
+    /// and asks of the gateway themselves.
+    #[test]
+    fn the_page_uses_the_client_and_draws_the_session() {
+        let scripts = console_scripts();
+        for needle in [
+            "client.Session.create",
+            "resumeFrom",
+            "client.Microphone.start",
+            "client.Player",
+            "sendText",
+            "consent(",
+            "endAudioInput",
+            "bidi_interruption",
             "by_handoff",
             "memory_update",
             "workflow_transition",
             "bidi_session_state",
             "bidi_usage",
             "/v1/sessions",
-            "bidi_audio_input_end",
             "at_us",
-            "access_token",
             "Authorization",
-            "bidi_audio_played",
             "/v1/console/price",
             "/v1/console/redact",
         ] {
             assert!(scripts.contains(needle), "the page handles {needle}");
+        }
+        for own in ["new WebSocket", "resume_token", "last_seq", "AudioWorklet", "atob("] {
+            assert!(!scripts.contains(own), "the page leaves {own} to the client");
         }
     }
 
@@ -99,5 +150,25 @@ mod tests {
         for (name, _, _) in ASSETS {
             assert!(PAGE.contains(&format!("/ui/{name}")), "page.html loads {name}");
         }
+        assert!(PAGE.contains("/ui/client/index.js"), "page.html imports the client");
+        let index = CLIENT[0].1;
+        for (name, _) in &CLIENT[1..] {
+            assert!(index.contains(&format!("\"./{name}\"")), "the client's index.js imports {name}");
+        }
+    }
+
+    /// Every module `npm run vendor` wrote is compiled in and served (one added to the
+    /// client's src/ must be listed in [`CLIENT`]).
+    #[test]
+    fn every_vendored_module_is_served() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ui/client");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .expect("ui/client")
+            .map(|entry| entry.expect("an entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let mut served: Vec<String> = CLIENT.iter().map(|(name, _)| (*name).to_owned()).collect();
+        served.sort();
+        assert_eq!(on_disk, served, "ui/client/ and CLIENT list the same modules");
     }
 }

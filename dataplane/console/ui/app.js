@@ -1,18 +1,20 @@
 "use strict";
-// The live session: the session protocol of DESIGN.md over one WebSocket (text in
-// bidi_text_input with an id, voice as binary PCM16 frames; replies as transcripts, audio and
-// events), drawn by render.js; the side panel (agent, workflow node, caller, memory, turns);
-// a banner with Reconnect (resume with the newest resume_token and the last message number)
-// and New conversation when the session fails; the current agent's workflow graph; the
-// gateway's credential when it wants one; each turn's cost at the record's prices and the
-// memory redacted as the record is, both asked of the gateway (/v1/console/price and
-// /v1/console/redact: its rules, one implementation). Voice controls are in talk.js.
+// The live session: the session protocol spoken by the TypeScript client's Session
+// (`client`, loaded by page.html from /ui/client/: the WebSocket, session_start, resume,
+// message numbering; text in bidi_text_input with an id, voice as binary PCM16 frames;
+// replies as transcripts, audio and events), drawn by render.js; the side panel (agent,
+// workflow node, caller, memory, turns); a banner with Reconnect (the client resumes from the
+// newest resume token and the last message number, when the user asks: it does not resume
+// by itself here) and New conversation when the session fails; the current agent's
+// workflow graph; the gateway's credential when it wants one; each turn's cost at the
+// record's prices and the memory redacted as the record is, both asked of the gateway
+// (/v1/console/price and /v1/console/redact: its rules, one implementation). Voice controls are in talk.js.
 // `window.switchboard` exposes state for tests.
 
 const $ = (id) => document.getElementById(id);
 const live = new Transcript($("log"));
 const state = Object.assign(window.switchboard, {
-  ws: null, agents: [], defaultAgent: null, events: [], sessionId: null, agent: null, resumeToken: null,
+  session: null, agents: [], defaultAgent: null, events: [], sessionId: null, agent: null, resumeToken: null,
   lastSeq: null, inputs: 0, turn: null, turns: [], totals: { input: 0, output: 0 }, memory: {}, path: [],
   model: null, prices: new Map(), usages: [], reached: [], memorySeq: {}, audioPlayed: [],
   voiceSession: false, leaving: false, pttMode: false, talking: false, inputEnds: 0, speechEnd: null, lastVoiceAt: null,
@@ -94,59 +96,62 @@ function resetView() {
   renderNow();
 }
 
-/** Opens a session; `resume`: the one the banner offers to resume. */
+/** Opens a session; `resume`: the one the banner offers to resume (from where it left off). */
 function connect({ withAudio = state.voiceSession, resume = false } = {}) {
   hideBanner();
-  if (state.ws) leave();
+  const from = resume && state.resumeToken ? { resumeToken: state.resumeToken, lastSeq: state.lastSeq ?? undefined } : null;
+  if (state.session) leave();
   if (!resume) resetView();
+  const start = {};
+  // The default agent is asked for by naming none (it may be reached by handoff too).
+  if ($("agent").value !== state.defaultAgent) start.agent = $("agent").value;
+  if (withAudio) start.modalities = ["audio", "text"];
   const key = credential();
-  const query = key ? `?access_token=${encodeURIComponent(key)}` : "";
-  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/session${query}`);
-  ws.binaryType = "arraybuffer";
-  state.ws = ws;
+  const session = client.Session.create({
+    url: `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/session`,
+    // In the access_token query parameter: a page cannot set headers on a WebSocket.
+    ...(key ? { credentials: { token: key } } : {}),
+    start,
+    ...(from ? { resumeFrom: from } : {}),
+    // A dropped connection is the banner's to offer to resume (Reconnect), not resumed unasked.
+    resumePausesMs: [],
+  });
+  state.session = session;
   sessionState("connecting", "connecting…");
-  ws.onopen = () => {
-    const start = { type: "session_start" };
-    if (resume && state.resumeToken) {
-      start.resume_token = state.resumeToken;
-      if (state.lastSeq != null) start.last_seq = state.lastSeq;
-    } else if ($("agent").value !== state.defaultAgent) {
-      // The default agent is asked for by naming none (it may be reached by handoff too).
-      start.agent = $("agent").value;
-    }
-    if (withAudio) start.modalities = ["audio", "text"];
-    ws.send(JSON.stringify(start));
+  session.on("message", (message) => state.session === session && handle(message));
+  session.on("audio", (chunk) => state.session === session && voice.play(chunk));
+  session.on("closed", (closed) => ended(session, closed));
+  session.start().then(() => {
+    if (state.session !== session) return;
     $("text").disabled = $("send").disabled = false;
     $("new").disabled = false;
     $("mic").disabled = $("talk").disabled = agentMode() === "text";
-  };
-  ws.onmessage = (event) => {
-    if (typeof event.data !== "string") return;
-    const message = JSON.parse(event.data);
-    if (state.lastSeq != null && message.type !== "bidi_connection_start") state.lastSeq++;
-    handle(message);
-  };
-  ws.onclose = (event) => {
-    if (state.ws !== ws) return;
-    state.ws = null;
-    $("text").disabled = $("send").disabled = true;
-    stopVoice();
-    if (state.leaving) return;
-    if (event.code === 4401) askCredential(event.reason);
-    sessionState("closed");
-    status(`closed${event.reason ? ": " + event.reason : ""} (${event.code})`);
-    showBanner(`The connection closed${event.reason ? ": " + event.reason : ""} (code ${event.code}).`);
-    past.refresh();
-  };
+  }, () => {}); // a session that did not start is `closed` too: ended() shows why
+}
+
+/** `session` is over: unless the page left it, the banner says why and offers to resume it
+ * (when it has a resume token) or start again. */
+function ended(session, { code, reason }) {
+  if (state.session !== session) return;
+  state.session = null;
+  state.resumeToken = session.resumeToken ?? null;
+  state.lastSeq = session.lastSeq ?? null;
+  $("text").disabled = $("send").disabled = true;
+  stopVoice();
+  if (state.leaving) return;
+  if (code === 4401) askCredential(reason);
+  sessionState("closed");
+  status(`closed${reason ? ": " + reason : ""} (${code})`);
+  showBanner(`The connection closed${reason ? ": " + reason : ""} (code ${code}).`);
+  past.refresh();
 }
 
 /** Ends the current session on purpose (no banner). */
 function leave() {
-  const ws = state.ws;
-  state.ws = null;
-  if (!ws) return;
-  if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "close" }));
-  ws.close(1000, "client left");
+  const session = state.session;
+  state.session = null;
+  if (!session) return;
+  session.close();
   stopVoice();
   setTimeout(() => past.refresh(), 500);
 }
@@ -168,8 +173,8 @@ function handle(m) {
       reach(m.agent);
       state.model = m.model;
       loadPrice(m.model);
-      if (m.resume_token) state.resumeToken = m.resume_token;
-      if (m.seq != null) state.lastSeq = m.seq;
+      // For a banner shown before the session ends (a bidi_error that ends it): Reconnect.
+      state.resumeToken = state.session?.resumeToken ?? null;
       status(`${m.agent} · ${m.mode} · ${m.model} · session ${m.session_id.slice(0, 8)}`);
       if ($("state").dataset.state === "connecting") sessionState("ready");
       renderNow();
@@ -193,15 +198,13 @@ function handle(m) {
       break;
     case "bidi_response_complete": completeTurn(m); break;
     case "bidi_usage": usage(m); break;
-    case "bidi_audio_stream": firstToken(); firstAudio(); voice.play(m.audio); break;
+    // The audio itself reaches voice.play through the session's `audio` event.
+    case "bidi_audio_stream": firstToken(); firstAudio(); break;
     case "bidi_interruption": {
       state.interruptions++;
       // Playback stops at once; the runtime is told how much of the cut reply was heard.
-      const played = voice.flush();
-      if (played != null) {
-        state.audioPlayed.push(played);
-        send({ type: "bidi_audio_played", audio_played_ms: played });
-      }
+      const played = voice.interrupted(state.session);
+      if (played != null) state.audioPlayed.push(played);
       live.interrupted();
       break;
     }
@@ -216,8 +219,7 @@ function handle(m) {
     case "tool_complete": live.toolComplete(m.tool_use_id, m.name, m.result, m.cached); break;
     case "tool_error": live.toolError(m.tool_use_id, m.name, m.kind, m.message); break;
     case "consent_request":
-      live.consent(m.tool_use_id, m.name, m.description, m.input, (approved) =>
-        send({ type: "tool_consent", tool_use_id: m.tool_use_id, approved }));
+      live.consent(m.tool_use_id, m.name, m.description, m.input, (approved) => state.session?.consent(m.tool_use_id, approved));
       break;
     case "handoff":
       live.handoff(m.from, m.to, m.context && m.context.reason, m.kind);
@@ -243,10 +245,6 @@ function handle(m) {
       break;
     case "bidi_connection_close": live.note(`session closed: ${m.reason}`); break;
   }
-}
-
-function send(message) {
-  if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(message));
 }
 
 function firstToken() {
@@ -415,14 +413,13 @@ $("restart").onclick = () => connect();
 $("reconnect").onclick = () => connect({ resume: true });
 $("agent").onchange = () => {
   $("mic").disabled = $("talk").disabled = agentMode() === "text";
-  if (!state.ws) drawGraph();
+  if (!state.session) drawGraph();
 };
 $("form").onsubmit = (event) => {
   event.preventDefault();
   const text = $("text").value.trim();
-  if (!text || !state.ws) return;
-  const id = `in-${++state.inputs}`;
-  send({ type: "bidi_text_input", text, id });
+  if (!text || !state.session) return;
+  const id = state.session.sendText(text, `in-${++state.inputs}`);
   live.typed(text, id);
   $("text").value = "";
 };

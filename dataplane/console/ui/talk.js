@@ -3,7 +3,7 @@
 // the button, or Space outside text fields and controls: frames go only while held, and the
 // release ends the caller's turn with bidi_audio_input_end), the input level, and each voice
 // turn's first-audio time: from the caller's last spoken frame (the end of their speech) to
-// the first reply audio. Uses the live session's state and socket (app.js).
+// the first reply audio. Uses the live session (app.js) and the client's Microphone (voice.js).
 
 /** Peak level (0..1) above which a microphone frame counts as the caller speaking. */
 const SPEAKING_LEVEL = 0.02;
@@ -27,26 +27,29 @@ function firstAudio() {
 }
 
 // --- voice --------------------------------------------------------------------------------
+/** Whether the microphone's frames go to the session now: always with the microphone open,
+ * only while held with push-to-talk. */
+const sending = () => !state.pttMode || state.talking;
+/** Pauses or resumes sending as `sending` says. */
+function gate() { voice.setPaused(!sending()); }
+
 /** Opens the microphone; `ptt`: frames go only while the talk button (or Space) is held. */
 async function startVoice({ ptt = false } = {}) {
   state.pttMode = ptt;
-  if (!state.voiceSession || !state.ws) {
+  if (!state.voiceSession || !state.session) {
     state.voiceSession = true;
     connect({ withAudio: true });
   }
-  await voice.start(
-    (frame) => {
-      if (state.pttMode && !state.talking) return;
-      if (state.ws && state.ws.readyState === WebSocket.OPEN) {
-        state.ws.send(frame);
-        state.framesSent++;
-      }
-    },
-    (peak) => {
+  await voice.start(state.session, {
+    paused: !sending(),
+    level: (peak) => {
       $("level").value = peak;
-      if (peak > SPEAKING_LEVEL && (!state.pttMode || state.talking)) state.lastVoiceAt = performance.now();
+      if (peak > SPEAKING_LEVEL && sending()) state.lastVoiceAt = performance.now();
     },
-    { echoCancellation: $("aec").checked, noiseSuppression: $("ns").checked, autoGainControl: $("agc").checked });
+    processing: { echoCancellation: $("aec").checked, noiseSuppression: $("ns").checked, autoGainControl: $("agc").checked },
+  });
+  if (!voice.active()) return; // stopped while it opened
+  gate();
   $("mic").textContent = "Stop voice";
   $("mic").classList.add("on");
 }
@@ -70,15 +73,17 @@ function talkStart() {
   $("talk").classList.add("on");
   if (!voice.active()) startVoice({ ptt: true }).catch((e) => live.note(`microphone: ${e}`, "error"));
   else state.pttMode = true;
+  gate();
 }
 
 /** Released: the caller's turn ends now. */
 function talkEnd() {
   if (!state.talking) return;
   state.talking = false;
+  gate();
   $("talk").setAttribute("aria-pressed", "false");
   $("talk").classList.remove("on");
-  send({ type: "bidi_audio_input_end" });
+  state.session?.endAudioInput();
   state.inputEnds++;
   speechEnded();
 }

@@ -81,13 +81,14 @@ async function openMic(context, url, outDir, errors) {
     const errors = () => s.events.filter((t) => t === "bidi_error").length;
     const before = errors();
     voice.newReply();
-    const chunk = btoa(String.fromCharCode(...new Uint8Array(2400 * 2))); // 100 ms at 24 kHz
+    // 100 ms at 24 kHz, as the session's `audio` event gives it.
+    const chunk = { data: new Uint8Array(2400 * 2), format: { encoding: "pcm16", sampleRate: 24000 } };
     for (let i = 0; i < 10; i++) voice.play(chunk);
     await new Promise((r) => setTimeout(r, 500));
     handle({ type: "bidi_interruption" });
     const played = s.audioPlayed[s.audioPlayed.length - 1];
     await new Promise((r) => setTimeout(r, 1000));
-    return { played, scheduledMs: 1000, open: s.ws !== null && s.ws.readyState === WebSocket.OPEN, newErrors: errors() - before };
+    return { played, scheduledMs: 1000, open: s.session !== null && s.session.connected, newErrors: errors() - before };
   });
   await page.close();
   return result;
@@ -164,8 +165,8 @@ async function reconnect(context, url, outDir, errors) {
     result.focused = await page.evaluate(() => document.activeElement?.id);
     await shot(page, outDir, "6-dropped");
     await page.keyboard.press("Enter"); // the banner focused Reconnect
-    await page.waitForFunction(() => document.querySelector("#banner").hidden && window.switchboard.ws
-      && window.switchboard.ws.readyState === 1 && !document.querySelector("#text").disabled
+    await page.waitForFunction(() => document.querySelector("#banner").hidden && window.switchboard.session
+      && window.switchboard.session.connected && !document.querySelector("#text").disabled
       && window.switchboard.events.filter((t) => t === "bidi_connection_start").length >= 2,
     null, { timeout: PATIENCE });
     result.after = await page.evaluate(() => window.switchboard.sessionId);
