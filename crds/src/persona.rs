@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::ResourceStatus;
 
+pub mod turn_taking;
+
+pub use turn_taking::TurnTaking;
+
 /// How an agent sounds and speaks: its name, system prompt, voice, language and style.
 /// Several Agents may share one Persona.
 // kube's printcolumn(...) arguments repeat `type_ = "string"`, which clippy mistakes for duplicates.
@@ -75,6 +79,14 @@ pub struct PersonaSpec {
     /// allows long, structured answers (text mode).
     #[serde(default)]
     pub response_style: ResponseStyle,
+
+    /// How the agent takes turns on a call (sessions with audio): how long the caller must
+    /// speak over it before it stops (shorter backchannels such as "mm-hm" do not cut a
+    /// reply), whether the greeting is played whole, what it does when the line goes quiet
+    /// (re-prompts, then a polite end), and the longest a call may last (a spoken warning,
+    /// then a polite end). The defaults suit a phone line; see the field docs.
+    #[serde(default, skip_serializing_if = "TurnTaking::is_default")]
+    pub turn_taking: TurnTaking,
 }
 
 /// How an agent phrases its replies.

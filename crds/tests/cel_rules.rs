@@ -192,3 +192,75 @@ proptest! {
         prop_assert_eq!(cel_ok, problems.is_empty(), "CEL: {:?}; validator: {:?}", cel(&a), problems);
     }
 }
+
+fn persona(turn_taking: serde_json::Value) -> switchboard_crds::Persona {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "switchboard.dev/v1alpha1", "kind": "Persona", "metadata": {"name": "p"},
+        "spec": {"displayName": "P", "systemPrompt": "x", "turnTaking": turn_taking}
+    }))
+    .expect("persona")
+}
+
+fn persona_problems(p: &switchboard_crds::Persona) -> Vec<String> {
+    switchboard_crds::validate::validate_persona(&p.spec)
+        .iter()
+        .map(|p| format!("{}: {}", p.field, p.message))
+        .collect()
+}
+
+#[test]
+fn each_turn_taking_rule_fails_with_its_message_and_the_validator_says_what_to_change() {
+    let defaults = persona(serde_json::json!({}));
+    assert_eq!(cel(&defaults), Ok(()));
+    assert!(persona_problems(&defaults).is_empty());
+    assert_eq!(defaults.spec.turn_taking, switchboard_crds::persona::TurnTaking::default());
+    for (turn_taking, rule, field) in [
+        (
+            serde_json::json!({"maxCall": {"seconds": 60, "warningSeconds": 60}}),
+            "warningSeconds must be less",
+            "maxCall.warningSeconds",
+        ),
+        (serde_json::json!({"maxCall": {"seconds": 5, "warningSeconds": 0}}), "at least 10", "maxCall.seconds"),
+        (
+            serde_json::json!({"silence": {"afterSeconds": 5, "prompt": "  "}}),
+            "silence.prompt must say something",
+            "silence.prompt",
+        ),
+    ] {
+        let p = persona(turn_taking.clone());
+        let refused = cel(&p).expect_err("CEL refuses");
+        assert!(refused.contains(rule), "{turn_taking}: {refused}");
+        let problems = persona_problems(&p);
+        assert!(
+            problems.iter().any(|m| m.starts_with(&format!("spec.turnTaking.{field}"))),
+            "{turn_taking}: {problems:?}"
+        );
+    }
+    // Off is fine: no limit, no silence handling, whatever the lines.
+    let off = persona(
+        serde_json::json!({"maxCall": {"seconds": 0, "warningSeconds": 60}, "silence": {"afterSeconds": 0, "prompt": ""}}),
+    );
+    assert_eq!((cel(&off), persona_problems(&off)), (Ok(()), Vec::<String>::new()));
+    let quoted = persona(serde_json::json!({"silence": {"prompt": "Say \"yes\" if you're there"}}));
+    let problems = persona_problems(&quoted);
+    assert!(problems.iter().any(|m| m.contains("double quote")), "{problems:?}");
+    let long = persona(serde_json::json!({"minInterruptionMs": 9000}));
+    let problems = persona_problems(&long);
+    assert!(
+        problems.iter().any(|m| m.starts_with("spec.turnTaking.minInterruptionMs") && m.contains("could not stop")),
+        "{problems:?}"
+    );
+}
+
+proptest! {
+    /// The CEL rules and the validator agree on every call limit and warning.
+    #[test]
+    fn cel_and_the_validator_agree_on_call_limits(seconds in 0..100u32, warning in 0..100u32, after in 0..3u32, blank in any::<bool>()) {
+        let prompt = if blank { " " } else { "Hello?" };
+        let p = persona(serde_json::json!({
+            "maxCall": {"seconds": seconds, "warningSeconds": warning},
+            "silence": {"afterSeconds": after, "prompt": prompt},
+        }));
+        prop_assert_eq!(cel(&p).is_ok(), persona_problems(&p).is_empty(), "{:?} {:?}", cel(&p), persona_problems(&p));
+    }
+}

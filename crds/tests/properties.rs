@@ -59,6 +59,7 @@ fn persona() -> PersonaSpec {
         greeting: None,
         speak_first: false,
         response_style: Default::default(),
+        turn_taking: Default::default(),
     }
 }
 

@@ -1,7 +1,10 @@
 //! Checks of a Persona on its own.
 
 use super::{Problem, Reason};
-use crate::persona::{PersonaSpec, TEMPLATE_PLACEHOLDERS};
+use crate::persona::turn_taking::{
+    MAX_CALL_SECONDS, MAX_LINE_CHARS, MAX_MIN_INTERRUPTION_MS, MAX_PROMPTS, MAX_SILENCE_SECONDS, MIN_CALL_SECONDS,
+};
+use crate::persona::{PersonaSpec, TEMPLATE_PLACEHOLDERS, TurnTaking};
 
 /// Every problem with a Persona spec.
 pub fn validate_persona(spec: &PersonaSpec) -> Vec<Problem> {
@@ -32,7 +35,90 @@ pub fn validate_persona(spec: &PersonaSpec) -> Vec<Problem> {
             format!("{:?} is not a Nova Sonic voice id (lowercase, e.g. \"matthew\")", spec.voice),
         ));
     }
+    check_turn_taking(&spec.turn_taking, &mut problems);
     problems
+}
+
+/// `spec.turnTaking`: the limits the schema states, checked again for specs that did not
+/// pass through the API server (local mode, the operator's own reads).
+fn check_turn_taking(turn_taking: &TurnTaking, problems: &mut Vec<Problem>) {
+    let mut invalid = |field: &str, message: String| {
+        problems.push(Problem::new(Reason::InvalidField, format!("spec.turnTaking.{field}"), message));
+    };
+    if turn_taking.min_interruption_ms > MAX_MIN_INTERRUPTION_MS {
+        invalid(
+            "minInterruptionMs",
+            format!(
+                "{} ms is more than {MAX_MIN_INTERRUPTION_MS} ms: a caller could not stop the agent; use 0 to {MAX_MIN_INTERRUPTION_MS} (default 400)",
+                turn_taking.min_interruption_ms
+            ),
+        );
+    }
+    let silence = &turn_taking.silence;
+    if silence.after_seconds > MAX_SILENCE_SECONDS {
+        invalid(
+            "silence.afterSeconds",
+            format!(
+                "{} s is more than {MAX_SILENCE_SECONDS} s; use 1 to {MAX_SILENCE_SECONDS}, or 0 to turn silence handling off",
+                silence.after_seconds
+            ),
+        );
+    }
+    if silence.max_prompts > MAX_PROMPTS {
+        invalid(
+            "silence.maxPrompts",
+            format!("{} is more than {MAX_PROMPTS}; use 0 to {MAX_PROMPTS}", silence.max_prompts),
+        );
+    }
+    if silence.after_seconds > 0 && silence.prompt.trim().is_empty() {
+        invalid("silence.prompt", "is empty: write what the agent asks after a quiet period (e.g. \"Are you still there?\"), or set silence.afterSeconds to 0".into());
+    }
+    let max_call = &turn_taking.max_call;
+    if max_call.seconds != 0 && !(MIN_CALL_SECONDS..=MAX_CALL_SECONDS).contains(&max_call.seconds) {
+        invalid(
+            "maxCall.seconds",
+            format!(
+                "{} s is outside {MIN_CALL_SECONDS} to {MAX_CALL_SECONDS} s; set a limit in that range, or 0 for none",
+                max_call.seconds
+            ),
+        );
+    }
+    if max_call.seconds != 0 && max_call.warning_seconds >= max_call.seconds {
+        invalid(
+            "maxCall.warningSeconds",
+            format!(
+                "{} s is not less than maxCall.seconds ({} s): the warning would come before the call starts; make it shorter, or 0 for no warning",
+                max_call.warning_seconds, max_call.seconds
+            ),
+        );
+    }
+    for (field, line) in [
+        ("silence.prompt", &silence.prompt),
+        ("silence.goodbye", &silence.goodbye),
+        ("maxCall.warning", &max_call.warning),
+        ("maxCall.goodbye", &max_call.goodbye),
+    ] {
+        if line.chars().count() > MAX_LINE_CHARS as usize {
+            invalid(
+                field,
+                format!("is longer than {MAX_LINE_CHARS} characters; a line the agent says on a call should be short"),
+            );
+        } else if line.contains('"') {
+            invalid(
+                field,
+                "contains a double quote (\"): the line is quoted to the voice model; use single quotes".into(),
+            );
+        }
+    }
+    for (field, line) in [
+        ("silence.goodbye", &silence.goodbye),
+        ("maxCall.warning", &max_call.warning),
+        ("maxCall.goodbye", &max_call.goodbye),
+    ] {
+        if line.trim().is_empty() {
+            invalid(field, "is empty: write the line the agent says".into());
+        }
+    }
 }
 
 fn check_template(template: &str) -> Result<(), String> {

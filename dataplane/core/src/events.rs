@@ -81,6 +81,12 @@ pub enum Input {
     Tick,
     /// The session ends (the client closed it, or the server is stopping).
     End,
+    /// The agent ends the call itself (a silent caller, the call's time limit — see
+    /// [`crate::turn_taking`]): `reason` goes in the record's `end` entry and the close.
+    Hangup {
+        /// Why, for the record.
+        reason: String,
+    },
 }
 
 /// What happened in a voice session's stream or audio: inputs only a session driven by a

@@ -132,6 +132,15 @@ pub struct Metrics {
     pub fillers: IntCounterVec,
     /// Voice: waits of more than 2 s for the agent's audio in its turn (dead air).
     pub silences: IntCounterVec,
+    /// Voice: the caller speaking over the agent, by `outcome`: `ignored` (shorter than the
+    /// Persona's `turnTaking.minInterruptionMs`, or over a line played whole: the reply went
+    /// on) or `taken` (the reply stopped).
+    pub caller_interruptions: IntCounterVec,
+    /// Voice: re-prompts after a quiet period ("Are you still there?").
+    pub reprompts: IntCounterVec,
+    /// Voice: calls the agent ended itself, by `reason`: `idle` (silent through every
+    /// re-prompt) or `max_duration` (the call's time limit).
+    pub calls_ended: IntCounterVec,
     /// Model calls (text) and stream openings (voice) that moved on to a fallback model,
     /// by the model left (`from`), the one tried next (`to`) and why (`reason`).
     pub fallbacks: IntCounterVec,
@@ -267,6 +276,21 @@ impl Metrics {
             "Voice: waits of more than 2 s for the agent's audio in its turn (dead air).",
             &["agent"],
         )?;
+        let caller_interruptions = b.counter(
+            "switchboard_voice_interruptions_total",
+            "Voice: the caller speaking over the agent, by outcome (ignored: too short or over a line played whole; taken: the reply stopped).",
+            &["agent", "outcome"],
+        )?;
+        let reprompts = b.counter(
+            "switchboard_voice_reprompts_total",
+            "Voice: re-prompts the agent said after a quiet period.",
+            &["agent"],
+        )?;
+        let calls_ended = b.counter(
+            "switchboard_voice_calls_ended_total",
+            "Voice: calls the agent ended itself, by reason (idle, max_duration).",
+            &["agent", "reason"],
+        )?;
         let fallbacks = b.counter(
             "switchboard_model_fallbacks_total",
             "Model calls (text) and stream openings (voice) that moved on to a fallback model, by from, to and reason.",
@@ -334,6 +358,9 @@ impl Metrics {
             replies_cut,
             fillers,
             silences,
+            caller_interruptions,
+            reprompts,
+            calls_ended,
             fallbacks,
             summaries,
             gen_ai_token_usage,

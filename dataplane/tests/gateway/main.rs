@@ -30,6 +30,7 @@ mod scopes;
 mod sessions;
 mod settings;
 mod stuck_runtime;
+mod turn_taking;
 mod voice;
 #[path = "../voice/common.rs"]
 #[allow(dead_code)]

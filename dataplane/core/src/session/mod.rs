@@ -158,6 +158,7 @@ impl Session {
             Input::Cancel => self.cancel(now),
             Input::Tick => self.tick(now),
             Input::End => self.end("the session was closed"),
+            Input::Hangup { reason } => self.end(&reason),
             Input::Voice(input) => self.voice_input(input, now),
         };
         self.push_state(&mut effects);

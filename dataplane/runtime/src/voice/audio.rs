@@ -232,6 +232,19 @@ pub fn silence_frames(ms: u64) -> Vec<Bytes> {
     (0..ms.div_ceil(100)).map(|_| Bytes::from(frame.clone())).collect()
 }
 
+/// `ms` of PCM16 16 kHz silence in frames of at most 100 ms (in place of caller audio the
+/// barge-in gate kept from the model, so the model's audio time goes on).
+pub fn silence_frames_ms(ms: u64) -> Vec<Bytes> {
+    let mut left = usize::try_from(samples(ms) * 2).unwrap_or(0);
+    let mut frames = Vec::with_capacity(left.div_ceil(3200));
+    while left > 0 {
+        let take = left.min(3200);
+        frames.push(Bytes::from(vec![0u8; take]));
+        left -= take;
+    }
+    frames
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -285,6 +298,9 @@ mod tests {
         assert_eq!(detector.push(&vec![0u8; 2 * samples(QUIET_STOP_MS - 20) as usize]), None);
         assert_eq!(detector.push(&quiet), Some(Speech::Faded), "long silence unheard by the model");
         assert_eq!(silence_frames(END_OF_TURN_SILENCE_MS).iter().map(Bytes::len).sum::<usize>(), 64_000);
+        let held = silence_frames_ms(460);
+        assert_eq!((held.len(), held.iter().map(Bytes::len).sum::<usize>()), (5, 14_720));
+        assert!(silence_frames_ms(0).is_empty());
     }
 
     #[test]

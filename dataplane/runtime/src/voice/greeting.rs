@@ -152,6 +152,7 @@ mod tests {
             greeting: greeting.map(str::to_owned),
             speak_first,
             response_style: Default::default(),
+            turn_taking: Default::default(),
         }
     }
 

@@ -26,6 +26,7 @@ mod gate;
 pub mod greeting;
 mod model;
 pub mod relay;
+mod turns;
 
 pub use gate::{AudioGate, BinaryAudio, Gate};
 pub use model::{MAX_CLIENTS, STREAMS_PER_CLIENT, VoiceModel};
@@ -101,6 +102,7 @@ pub async fn drive(
         audio_on: true,
         fillers: filler::Fillers::default(),
         dead_air: filler::DeadAir::default(),
+        turns: turns::Turns::new(&agent.core.spec().persona.spec.turn_taking, Instant::now()),
         summaries: Summaries::default(),
     };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
@@ -143,6 +145,8 @@ struct Voice<'a> {
     dead_air: filler::DeadAir,
     /// Model summaries of compacted turns under way.
     summaries: Summaries,
+    /// Barge-in, lines played whole, re-prompts and the call's time limit.
+    turns: turns::Turns,
 }
 
 impl Voice<'_> {
@@ -165,6 +169,9 @@ impl Voice<'_> {
             }
         }
         if let Some(greeting) = greeting {
+            if self.agent.core.spec().persona.spec.turn_taking.uninterruptible_greeting {
+                self.turns.protect(Instant::now());
+            }
             if self.stream.speak_first(greeting.text()).await.is_err() {
                 return Exit::Closed("the voice model session ended".into());
             }
@@ -188,6 +195,7 @@ impl Voice<'_> {
                     self.apply(session, effects).await
                 }
                 () = super::driver::sleep_until(self.fillers.deadline()) => self.filler().await,
+                () = super::driver::sleep_until(self.turns.deadline()) => self.clock_due(session).await,
                 summary = self.summaries.next() => {
                     let effects = session.handle(summary, Instant::now());
                     self.apply(session, effects).await
@@ -232,6 +240,7 @@ impl Voice<'_> {
             return Ok(());
         }
         self.heard(&message);
+        self.turns.state(&message, self.audio_on, Instant::now());
         match self.outbound.try_send(message) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(Exit::ClientGone),
@@ -260,12 +269,16 @@ impl Voice<'_> {
         if !self.audio_on {
             return None;
         }
-        if audio::rms(&pcm) >= audio::VOICED_RMS {
+        let voiced = audio::rms(&pcm) >= audio::VOICED_RMS;
+        if voiced {
             self.relay.user_input(Instant::now());
         }
-        let speech = self.speech.push(&pcm);
-        if self.stream.send_audio(pcm).await.is_err() {
-            return Some(Exit::Closed("the voice model session ended".into()));
+        let mut speech = self.speech.push(&pcm);
+        match self.gated_audio(pcm, voiced).await {
+            // The model will not hear it: the caller's speech is over for the client too.
+            Ok(true) => speech = self.speech.end().map(|_| audio::Speech::Faded).or(speech),
+            Ok(false) => {}
+            Err(exit) => return Some(exit),
         }
         self.speech_changed(session, speech).await
     }
@@ -395,6 +408,10 @@ impl Voice<'_> {
             if matches!(input, Input::Voice(VoiceInput::Activity(Activity::SpeechStopped))) {
                 self.speech.heard_end();
             }
+            if matches!(input, Input::Voice(VoiceInput::Interrupted)) {
+                self.count_interruption("taken");
+            }
+            self.turns.observe(&input, Instant::now());
             if matches!(&input, Input::Voice(VoiceInput::UserFinal(text)) if filler::is_instruction(text)) {
                 continue;
             }

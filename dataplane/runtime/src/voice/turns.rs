@@ -1,0 +1,136 @@
+//! Turn-taking on a call (the Persona's `turnTaking`), the adapter's side of
+//! [`switchboard_core::turn_taking`]: the caller's audio passes the barge-in gate on its way
+//! to the model (a backchannel over the agent's reply is replaced by silence; speech long
+//! enough goes through whole and interrupts as before), lines to be played whole shut the
+//! caller's audio out while they are spoken, and the call clock's re-prompts, time warning
+//! and goodbyes are said by the model in the agent's own voice — each asked for as a line
+//! to say now (see [`super::filler`]: its echo is not the caller's) — before the agent ends
+//! the call with its reason in the record.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use switchboard_core::protocol::{ServerMessage, SessionState};
+use switchboard_core::turn_taking::{BargeIn, CallClock, ClockSettings, Due, Gated, Speaker};
+use switchboard_core::{Activity, Input, Session, VoiceInput};
+
+use super::super::agent::Exit;
+use super::{Voice, audio, filler};
+
+/// The call's turn-taking state.
+#[derive(Debug)]
+pub struct Turns {
+    gate: BargeIn<Bytes>,
+    speaker: Speaker,
+    clock: CallClock,
+}
+
+impl Turns {
+    /// For a call with `settings` (the Persona's `turnTaking`) starting at `now`.
+    pub fn new(settings: &switchboard_crds::persona::TurnTaking, now: Instant) -> Self {
+        Self {
+            gate: BargeIn::new(u64::from(settings.min_interruption_ms)),
+            speaker: Speaker::default(),
+            clock: CallClock::new(ClockSettings::from(settings), now),
+        }
+    }
+
+    /// The next line the agent says is played whole (the greeting, when asked).
+    pub fn protect(&mut self, now: Instant) {
+        self.speaker.protect(now);
+    }
+
+    /// When the call clock has something due.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.clock.deadline()
+    }
+
+    /// What a model input says about who speaks.
+    pub fn observe(&mut self, input: &Input, now: Instant) {
+        match input {
+            Input::Voice(VoiceInput::Activity(Activity::ReplyAudioStarted)) => {
+                self.speaker.reply_started();
+                self.clock.reply_started();
+            }
+            Input::Voice(VoiceInput::Activity(Activity::ReplyAudioEnded)) => self.speaker.reply_ended(),
+            // A goodbye is over once its completion ends: its FINAL text came too.
+            Input::Voice(VoiceInput::CompletionEnd { .. }) => self.clock.reply_ended(now),
+            Input::Voice(VoiceInput::UserFinal(text)) if !filler::is_instruction(text) => self.clock.caller_spoke(),
+            _ => {}
+        }
+    }
+
+    /// What the client is told of the session's state: the line is quiet while it is
+    /// `ready` (and the client listens to audio).
+    pub fn state(&mut self, message: &ServerMessage, audio_on: bool, now: Instant) {
+        if let ServerMessage::BidiSessionState { state } = message {
+            self.clock.idle(audio_on && *state == SessionState::Ready, now);
+        }
+    }
+}
+
+/// The instruction to say `line` now, in the agent's voice, and nothing else.
+pub fn say_prompt(why: &str, line: &str) -> String {
+    format!("{why} Do not answer anything else. {} \"{}\"", filler::SAY_NOW, line.trim())
+}
+
+impl Voice<'_> {
+    /// A checked frame of the caller's audio through the barge-in gate to the model; true
+    /// when speech held back was dropped (an interruption ignored).
+    pub(super) async fn gated_audio(&mut self, pcm: Bytes, voiced: bool) -> Result<bool, Exit> {
+        let ms = (pcm.len() / 32) as u64;
+        let agent = self.turns.speaker.agent(Instant::now());
+        let mut ignored = false;
+        let frames = match self.turns.gate.push(pcm, ms, voiced, agent) {
+            Gated::Forward(frames) => frames,
+            Gated::Held => return Ok(false),
+            Gated::Dropped { ms, speech } => {
+                if speech {
+                    self.count_interruption("ignored");
+                }
+                ignored = speech;
+                audio::silence_frames_ms(ms)
+            }
+        };
+        for frame in frames {
+            if self.stream.send_audio(frame).await.is_err() {
+                return Err(Exit::Closed("the voice model session ended".into()));
+            }
+        }
+        Ok(ignored)
+    }
+
+    /// Counts the caller speaking over the agent.
+    pub(super) fn count_interruption(&self, outcome: &str) {
+        let agent = self.agent.core.name();
+        self.shared.metrics.caller_interruptions.with_label_values(&[agent, outcome]).inc();
+    }
+
+    /// The call clock's deadline passed: a re-prompt, a warning, a goodbye or the end.
+    pub(super) async fn clock_due(&mut self, session: &mut Session) -> Option<Exit> {
+        let now = Instant::now();
+        while let Some(due) = self.turns.clock.poll(now) {
+            let agent = self.agent.core.name();
+            let metrics = &self.shared.metrics;
+            let prompt = match due {
+                Due::Reprompt(line) => {
+                    metrics.reprompts.with_label_values(&[agent]).inc();
+                    say_prompt("The caller has been silent for a while.", &line)
+                }
+                Due::Warn(line) => say_prompt("The call is close to its time limit.", &line),
+                Due::Goodbye(line, _) => say_prompt("The call is ending now.", &line),
+                Due::End(reason, text) => {
+                    metrics.calls_ended.with_label_values(&[agent, reason.label()]).inc();
+                    tracing::info!(agent, session_id = self.trace.session_id(), "the agent ends the call: {text}");
+                    let effects = session.handle(Input::Hangup { reason: text }, now);
+                    return self.apply(session, effects).await;
+                }
+            };
+            self.turns.speaker.protect(now);
+            if self.stream.send_text(prompt).await.is_err() {
+                return Some(Exit::Closed("the voice model session ended".into()));
+            }
+        }
+        None
+    }
+}
