@@ -436,6 +436,7 @@ mod tests {
         "idle_timeout",
         "memory_budget",
         "at_capacity",
+        "capacity_full",
         "no_runtime",
         "agent_removed",
         "handoff_failed",
