@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::common::ObjectRef;
 
 mod authority;
+mod capacity;
 mod knowledge;
 mod model;
 mod policy;
@@ -20,12 +21,15 @@ mod text_models;
 mod tool;
 
 pub use authority::{MAX_KEY_LEN, MemoryPath, MemoryPathError, VERIFIED_USER, default_identity_keys, is_memory_key};
+pub use capacity::{CapacitySettings, DEFAULT_ACCOUNT, PRIORITY_RANGE, WhenFull};
 
 pub use knowledge::{
     ConfigMapKeyRef, ConfigMaps, ContextSource, DEFAULT_KNOWLEDGE_BYTES, Knowledge, MAX_INLINE_BYTES,
     MAX_KNOWLEDGE_BYTES, referenced_config_maps,
 };
-pub use model::{FallbackModel, ModelSettings, Provider, Reasoning, ReasoningEffort, TurnDetection, VoiceFallback};
+pub use model::{
+    DEFAULT_REGION, FallbackModel, ModelSettings, Provider, Reasoning, ReasoningEffort, TurnDetection, VoiceFallback,
+};
 pub use policy::{ToolPolicy, glob_match, is_pattern, is_valid_pattern, matches_any};
 pub use record::{MAX_REDACT_PATTERN_LEN, MAX_REDACT_RULES, RecordSettings, RedactRule};
 pub use skill::{Example, Skill, USE_SKILL_TOOL};
@@ -166,6 +170,12 @@ pub struct AgentSpec {
     /// What the conversation record keeps of its sessions (its own redaction rules).
     #[serde(default, skip_serializing_if = "RecordSettings::is_empty")]
     pub record: RecordSettings,
+
+    /// The Agent's place in the shared model quota: the provider account its streams count
+    /// against (with `model.region`), its priority in the queue, and whether a new session
+    /// waits or is refused when the quota is full.
+    #[serde(default, skip_serializing_if = "CapacitySettings::is_default")]
+    pub capacity: CapacitySettings,
 }
 
 /// How users talk with an agent.

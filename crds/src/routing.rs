@@ -116,6 +116,47 @@ pub struct Route {
     /// them: the caller is verified again.
     #[serde(default = "default_identity_keys", skip_serializing_if = "is_default_identity_keys")]
     pub identity_keys: Vec<String>,
+    /// Where the Agent's model streams count against a quota and how its new sessions wait
+    /// (`spec.capacity` with `spec.model.region`; absent: the defaults).
+    #[serde(default, skip_serializing_if = "RouteCapacity::is_default")]
+    pub capacity: RouteCapacity,
+}
+
+/// A route's share of the model quota: the pool its streams count in and how its sessions
+/// wait for a slot (see `switchboard_gateway::capacity`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteCapacity {
+    /// `<account>/<region>`: the provider account (`spec.capacity.account`, default
+    /// `default`) and the model's region (`spec.model.region`, as the runtime resolves it).
+    pub pool: String,
+    /// Priority among waiting sessions (`spec.capacity.priority`).
+    #[serde(default)]
+    pub priority: i32,
+    /// Queue or refuse when the quota is full.
+    #[serde(default)]
+    pub when_full: crate::agent::WhenFull,
+}
+
+impl Default for RouteCapacity {
+    fn default() -> Self {
+        Self::of(&crate::agent::CapacitySettings::default(), crate::agent::DEFAULT_REGION)
+    }
+}
+
+impl RouteCapacity {
+    /// The capacity of an Agent with `settings` whose model runs in `region`.
+    pub fn of(settings: &crate::agent::CapacitySettings, region: &str) -> Self {
+        Self {
+            pool: format!("{}/{region}", settings.account()),
+            priority: settings.priority,
+            when_full: settings.when_full,
+        }
+    }
+
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 fn is_default_identity_keys(keys: &[String]) -> bool {
@@ -141,6 +182,7 @@ impl Route {
             ready_replicas: 1,
             redact: spec.record.redact.clone(),
             identity_keys: spec.identity_keys.clone(),
+            capacity: RouteCapacity::of(&spec.capacity, &spec.model.region),
         }
     }
 
@@ -296,6 +338,7 @@ mod tests {
             ready_replicas: 0,
             redact: Vec::new(),
             identity_keys: crate::agent::default_identity_keys(),
+            capacity: RouteCapacity::default(),
         }
     }
 

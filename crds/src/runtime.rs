@@ -64,6 +64,9 @@ pub struct RuntimeSpec {
     /// What the gateway's record keeps (its redaction rules; local mode routes with them).
     #[serde(default, skip_serializing_if = "RecordSettings::is_empty")]
     pub record: RecordSettings,
+    /// The Agent's place in the shared model quota (local mode routes with it).
+    #[serde(default, skip_serializing_if = "crate::agent::CapacitySettings::is_default")]
+    pub capacity: crate::agent::CapacitySettings,
 }
 
 /// Name and namespace of an Agent.

@@ -171,7 +171,7 @@ export const CLIENT_MESSAGE_TYPES = [
 /**
  * The code of a `bidi_error`: what went wrong, stable for programs (the message says it for people). Unless said otherwise an error is recoverable (`recoverable: true`): the session goes on. A refusal at the start of a session, or one that ends it, comes with its close code (`close_code`).
  */
-export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "busy" | "no_consent_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
+export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "busy" | "no_consent_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
 
 /**
  * Everything a receiving agent is told about a handed-over session.
@@ -652,6 +652,10 @@ export type BidiErrorMessage = {
    */
   recoverable: boolean;
   /**
+   * When trying again later is the remedy (`capacity_full`): how many seconds from now a new attempt is likely to find room, an estimate.
+   */
+  retry_after_seconds?: number | null;
+  /**
    * What they can do about it, from the same table.
    */
   suggestion?: string;
@@ -660,6 +664,21 @@ export type BidiErrorMessage = {
    * What went wrong, for the person in the conversation: a sentence a client can show or say, one per `code` from one table (`ErrorCode::for_people`). Empty (and not written) from servers older than the table.
    */
   user_message?: string;
+};
+
+/**
+ * The gateway's model quota is full and the new session waits for a slot (the Agent queues rather than refuses, `spec.capacity.whenFull`): sent on arrival and whenever the position changes. The session starts (`bidi_connection_start`) when its turn comes; a client that leaves gives up its place.
+ */
+export type BidiSessionQueuedMessage = {
+  /**
+   * How long the wait is likely to be, in seconds, from how long sessions have held their slots lately: an estimate, not a promise.
+   */
+  estimated_wait_seconds: number;
+  /**
+   * Sessions ahead of this one, plus one: 1 is next.
+   */
+  position: number;
+  type: "bidi_session_queued";
 };
 
 /**
@@ -709,6 +728,7 @@ export type ServerMessage =
   | MemoryUpdateMessage
   | WorkflowTransitionMessage
   | BidiErrorMessage
+  | BidiSessionQueuedMessage
   | BidiConnectionDrainingMessage
   | BidiConnectionCloseMessage;
 
@@ -735,6 +755,7 @@ export const SERVER_MESSAGE_TYPES = [
   "memory_update",
   "workflow_transition",
   "bidi_error",
+  "bidi_session_queued",
   "bidi_connection_draining",
   "bidi_connection_close",
 ] as const;

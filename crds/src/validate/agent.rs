@@ -72,6 +72,9 @@ pub fn validate_agent(name: &str, namespace: &str, spec: &AgentSpec, refs: Refer
     check_scaling_and_model(spec, &mut problems);
     super::model::check_model(spec, refs.persona, &mut problems);
     check_voice(spec, refs.persona, &mut problems);
+    if let Err(message) = spec.capacity.check() {
+        problems.push(Problem::new(Reason::InvalidField, "spec.capacity", message));
+    }
     problems
 }
 

@@ -382,6 +382,21 @@ pub enum ServerMessage {
         /// when it had one. The input was not taken up; send it again later if it matters.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         input_id: Option<String>,
+        /// When trying again later is the remedy (`capacity_full`): how many seconds from
+        /// now a new attempt is likely to find room, an estimate.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_seconds: Option<u64>,
+    },
+    /// The gateway's model quota is full and the new session waits for a slot (the Agent
+    /// queues rather than refuses, `spec.capacity.whenFull`): sent on arrival and whenever
+    /// the position changes. The session starts (`bidi_connection_start`) when its turn
+    /// comes; a client that leaves gives up its place.
+    BidiSessionQueued {
+        /// Sessions ahead of this one, plus one: 1 is next.
+        position: u32,
+        /// How long the wait is likely to be, in seconds, from how long sessions have held
+        /// their slots lately: an estimate, not a promise.
+        estimated_wait_seconds: u64,
     },
     /// The server (a runtime pod) is shutting down and serves this session for at most
     /// `seconds` more. A gateway moves the session to another pod at the next turn

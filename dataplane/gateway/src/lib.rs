@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod balancer;
 pub mod budget;
+pub mod capacity;
 pub mod directory;
 pub mod metrics;
 mod origin;
@@ -86,6 +87,8 @@ pub struct GatewayConfig {
     pub http: switchboard_serve::Limits,
     /// The WebRTC edge ([`webrtc`]); none: off.
     pub webrtc: Option<webrtc::WebrtcConfig>,
+    /// The model quota shared across gateways and tenants ([`capacity`]).
+    pub capacity: capacity::CapacityConfig,
 }
 
 /// Connections a gateway takes beyond its session limit by default: clients told why they
@@ -124,8 +127,20 @@ impl Default for GatewayConfig {
                 ..switchboard_serve::Limits::default()
             },
             webrtc: None,
+            capacity: capacity::CapacityConfig::default(),
         }
     }
+}
+
+/// A gateway could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// A metric could not be registered.
+    #[error("gateway metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    /// The capacity settings are unusable (the Redis URL).
+    #[error(transparent)]
+    Capacity(#[from] capacity::CapacityError),
 }
 
 /// Everything the sessions of one gateway share.
@@ -160,6 +175,8 @@ pub struct Gateway {
     pub budget: budget::MemoryBudget,
     /// The conversation record, when kept.
     pub record: Option<Arc<record::Recorder>>,
+    /// Slots of the model quota ([`capacity`]).
+    pub capacity: Arc<capacity::Capacity>,
 }
 
 impl Gateway {
@@ -171,7 +188,7 @@ impl Gateway {
         key: GatewaySigner,
         auth: auth::Auth,
         store: resume::Store,
-    ) -> Result<Arc<Self>, prometheus::Error> {
+    ) -> Result<Arc<Self>, GatewayError> {
         Ok(Arc::new(Self::build(config, directory, key, auth, store, None)?))
     }
 
@@ -183,7 +200,7 @@ impl Gateway {
         auth: auth::Auth,
         store: resume::Store,
         record: Arc<record::Recorder>,
-    ) -> Result<Arc<Self>, prometheus::Error> {
+    ) -> Result<Arc<Self>, GatewayError> {
         Ok(Arc::new(Self::build(config, directory, key, auth, store, Some(record))?))
     }
 
@@ -194,14 +211,16 @@ impl Gateway {
         auth: auth::Auth,
         store: resume::Store,
         record: Option<Arc<record::Recorder>>,
-    ) -> Result<Self, prometheus::Error> {
+    ) -> Result<Self, GatewayError> {
         let budget = budget::MemoryBudget::new(config.memory_budget, config.session_bound());
         // What waits for the record's store is the sessions' too.
         let budget = match &record {
             Some(record) => budget.counting(record.pending()),
             None => budget,
         };
+        let capacity = capacity::Capacity::new(config.capacity.clone())?;
         Ok(Self {
+            capacity,
             budget,
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
             config,

@@ -56,7 +56,9 @@ fn app(gateway: Arc<Gateway>, more_metrics: Option<MoreMetrics>) -> Router {
         for (agent, ready) in gateway.directory.borrow().ready_pods() {
             gateway.metrics.agent_ready_pods.with_label_values(&[&agent]).set(ready as f64);
         }
+        gateway.capacity.observe().await;
         let mut text = gateway.metrics.render();
+        text.push_str(&gateway.capacity.metrics.render());
         if let Some(record) = &gateway.record {
             text.push_str(&record.metrics.render());
         }

@@ -227,6 +227,9 @@ fn print_message(message: &ServerMessage, live: bool) {
         ServerMessage::MemoryUpdate { key, value } => println!("  [memory {key} = {value}]"),
         ServerMessage::WorkflowTransition { from, to, by } => println!("  [step {from} -> {to} ({by})]"),
         ServerMessage::BidiError { message, code, .. } => println!("  [error {code}: {message}]"),
+        ServerMessage::BidiSessionQueued { position, estimated_wait_seconds } => {
+            println!("[waiting for a free line: position {position}, about {estimated_wait_seconds} s]")
+        }
         ServerMessage::BidiConnectionClose { reason } => println!("[session closed: {reason}]"),
         ServerMessage::BidiConnectionDraining { seconds } => {
             println!("  [the server shuts down within {seconds} s; reconnect when convenient]")

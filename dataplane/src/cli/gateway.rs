@@ -271,6 +271,9 @@ pub struct GatewayArgs {
 
     #[command(flatten)]
     record: super::record::RecordArgs,
+
+    #[command(flatten)]
+    capacity: super::capacity::CapacityArgs,
 }
 
 /// `--webrtc-advertise`: IP:port, or an IP (port 0: the bound port).
@@ -328,6 +331,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         webrtc_advertise,
         webrtc_max_calls,
         record,
+        capacity,
     } = args;
     anyhow::ensure!(webrtc_advertise.is_none() || webrtc_udp.is_some(), "--webrtc-advertise needs --webrtc-udp");
     anyhow::ensure!(webrtc_max_calls > 0, "--webrtc-max-calls must be above 0");
@@ -425,14 +429,17 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             watch::start(client, sources)
         }
     };
+    let redis_ca =
+        match &redis_ca_file {
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                anyhow::anyhow!("cannot read the Redis CA {}: {e}; check --redis-ca-file", path.display())
+            })?),
+            None => None,
+        };
+    let capacity = capacity.config(redis_url.clone().map(|url| (url, redis_ca.clone())))?;
     let store = match &redis_url {
         Some(url) => {
-            let ca = match &redis_ca_file {
-                Some(path) => Some(std::fs::read(path).map_err(|e| {
-                    anyhow::anyhow!("cannot read the Redis CA {}: {e}; check --redis-ca-file", path.display())
-                })?),
-                None => None,
-            };
+            let ca = redis_ca;
             let store = Store::redis(url, key.clone(), ca).map_err(|e| anyhow::anyhow!("{e}; check --redis-url"))?;
             let probe = store.clone();
             tokio::spawn(async move {
@@ -476,6 +483,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             max_calls: webrtc_max_calls,
             ..switchboard_gateway::webrtc::WebrtcConfig::default()
         }),
+        capacity,
         ..GatewayConfig::default()
     };
     match config.memory_budget {

@@ -2,6 +2,7 @@
 //! and shutdown signals shared by the long-running subcommands.
 
 mod callers;
+mod capacity;
 mod chat;
 mod demo_tools;
 mod gateway;

@@ -201,7 +201,7 @@ impl Fleet {
             }
             routes.push(Route {
                 name: name.clone(),
-                namespace: "bank".into(),
+                namespace: spec.agent.namespace.clone(),
                 mode: spec.mode,
                 service: format!("{name}.bank.svc"),
                 port: contract::RUNTIME_PORT,
@@ -213,11 +213,13 @@ impl Fleet {
                 ready_replicas: i32::try_from(count).unwrap_or(1),
                 redact: spec.record.redact.clone(),
                 identity_keys: spec.identity_keys.clone(),
+                capacity: switchboard_crds::routing::RouteCapacity::of(&spec.capacity, &spec.model.region),
             });
         }
         let mut endpoints: HashMap<(String, String), Vec<SocketAddr>> = HashMap::new();
         for pod in &pods {
-            endpoints.entry(("bank".into(), pod.agent.clone())).or_default().push(pod.addr);
+            let namespace = routes.iter().find(|r| r.name == pod.agent).map_or("bank", |r| r.namespace.as_str());
+            endpoints.entry((namespace.to_owned(), pod.agent.clone())).or_default().push(pod.addr);
         }
         let (directory, rx) =
             watch::channel(Directory::new(Arc::new(RoutingTable::new(routes)), Arc::new(endpoints), None));

@@ -5,6 +5,7 @@
 mod budget;
 mod callers;
 mod candidates;
+mod capacity;
 mod chat;
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]

@@ -53,7 +53,7 @@ class AudioSettings(TypedDict):
 # people). Unless said otherwise an error is recoverable (`recoverable: true`): the session goes
 # on. A refusal at the start of a session, or one that ends it, comes with its close code
 # (`close_code`).
-ErrorCode = Literal["invalid_json", "unknown_type", "malformed_message", "already_started", "unsupported_modality", "unsupported_frame", "invalid_voice", "model_not_allowed", "invalid_audio_base64", "invalid_audio_length", "empty_audio", "audio_too_large", "empty_text", "busy", "no_consent_pending", "session_over", "identity_refused", "model_error", "empty_reply", "tool_rounds_exceeded", "model_throttled", "model_service_unavailable", "model_stream_interrupted", "model_timeout", "model_connection", "model_access_denied", "model_validation", "model_model_not_found", "model_credentials", "model_invalid_tool_input", "model_config", "model_protocol", "context_refused", "origin", "missing_key", "invalid_token", "unknown_key", "key_sessions", "key_rate", "agent_not_allowed", "candidate_not_allowed", "no_default", "unknown_agent", "ambiguous_agent", "not_exposed", "no_ready_pod", "handoff_not_allowed", "session_rate", "idle_timeout", "memory_budget", "at_capacity", "no_runtime", "agent_removed", "handoff_failed", "replay_gap", "session_restored", "session_attached", "resume_refused", "store_unavailable", "nothing_to_cancel", "unknown_setting", "consent_unclear", "unsupported_audio_format", "fixed_setting"] | str
+ErrorCode = Literal["invalid_json", "unknown_type", "malformed_message", "already_started", "unsupported_modality", "unsupported_frame", "invalid_voice", "model_not_allowed", "invalid_audio_base64", "invalid_audio_length", "empty_audio", "audio_too_large", "empty_text", "busy", "no_consent_pending", "session_over", "identity_refused", "model_error", "empty_reply", "tool_rounds_exceeded", "model_throttled", "model_service_unavailable", "model_stream_interrupted", "model_timeout", "model_connection", "model_access_denied", "model_validation", "model_model_not_found", "model_credentials", "model_invalid_tool_input", "model_config", "model_protocol", "context_refused", "origin", "missing_key", "invalid_token", "unknown_key", "key_sessions", "key_rate", "agent_not_allowed", "candidate_not_allowed", "no_default", "unknown_agent", "ambiguous_agent", "not_exposed", "no_ready_pod", "handoff_not_allowed", "session_rate", "idle_timeout", "memory_budget", "at_capacity", "capacity_full", "no_runtime", "agent_removed", "handoff_failed", "replay_gap", "session_restored", "session_attached", "resume_refused", "store_unavailable", "nothing_to_cancel", "unknown_setting", "consent_unclear", "unsupported_audio_format", "fixed_setting"] | str
 
 
 class HandoffContext(TypedDict):
@@ -738,6 +738,10 @@ class BidiErrorMessage(TypedDict):
     recoverable: bool
     """Whether the session continues.
     """
+    retry_after_seconds: NotRequired[int | None]
+    """When trying again later is the remedy (`capacity_full`): how many seconds from now a new attempt
+    is likely to find room, an estimate.
+    """
     suggestion: NotRequired[str]
     """What they can do about it, from the same table.
     """
@@ -747,6 +751,22 @@ class BidiErrorMessage(TypedDict):
     per `code` from one table (`ErrorCode::for_people`). Empty (and not written) from servers older
     than the table.
     """
+
+
+class BidiSessionQueuedMessage(TypedDict):
+    """The gateway's model quota is full and the new session waits for a slot (the Agent queues rather
+    than refuses, `spec.capacity.whenFull`): sent on arrival and whenever the position changes. The
+    session starts (`bidi_connection_start`) when its turn comes; a client that leaves gives up its
+    place.
+    """
+    estimated_wait_seconds: int
+    """How long the wait is likely to be, in seconds, from how long sessions have held their slots
+    lately: an estimate, not a promise.
+    """
+    position: int
+    """Sessions ahead of this one, plus one: 1 is next.
+    """
+    type: Literal["bidi_session_queued"]
 
 
 class BidiConnectionDrainingMessage(TypedDict):
@@ -794,6 +814,7 @@ ServerMessage = Union[
     MemoryUpdateMessage,
     WorkflowTransitionMessage,
     BidiErrorMessage,
+    BidiSessionQueuedMessage,
     BidiConnectionDrainingMessage,
     BidiConnectionCloseMessage,
 ]
@@ -821,6 +842,7 @@ SERVER_MESSAGE_TYPES: tuple[str, ...] = (
     "memory_update",
     "workflow_transition",
     "bidi_error",
+    "bidi_session_queued",
     "bidi_connection_draining",
     "bidi_connection_close",
 )

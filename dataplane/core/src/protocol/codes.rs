@@ -284,6 +284,10 @@ catalogue! {
         MemoryBudget = "memory_budget",
         /// The gateway is at its session limit or draining; close 1013. Try again later.
         AtCapacity = "at_capacity",
+        /// The model quota the Agent's streams count against is full and the Agent refuses
+        /// rather than queues (`spec.capacity.whenFull: refuse`), or the queue is full;
+        /// close 1013. Try again after `retry_after_seconds`.
+        CapacityFull = "capacity_full",
         /// No runtime pod could take the session (not recoverable). Try again, or resume,
         /// shortly.
         NoRuntime = "no_runtime",
@@ -432,6 +436,7 @@ mod tests {
         "idle_timeout",
         "memory_budget",
         "at_capacity",
+        "capacity_full",
         "no_runtime",
         "agent_removed",
         "handoff_failed",

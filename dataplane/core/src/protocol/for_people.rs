@@ -141,7 +141,7 @@ impl ErrorCode {
             Self::IdleTimeout => {
                 ("The conversation ended because nothing was said for a while.", "Start a new conversation when ready.")
             }
-            Self::MemoryBudget | Self::AtCapacity => BUSY_NOW,
+            Self::MemoryBudget | Self::AtCapacity | Self::CapacityFull => BUSY_NOW,
             Self::NoRuntime => (
                 "The assistant could not be reached right now.",
                 "Try again in a moment; the conversation can go on where it stopped.",
@@ -202,6 +202,7 @@ impl ServerMessage {
             code,
             recoverable,
             input_id,
+            retry_after_seconds: None,
         }
     }
 }

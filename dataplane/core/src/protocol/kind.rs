@@ -51,6 +51,8 @@ pub enum ServerKind {
     WorkflowTransition,
     /// `bidi_error`
     Error,
+    /// `bidi_session_queued`
+    SessionQueued,
     /// `bidi_connection_draining`
     ConnectionDraining,
     /// `bidi_connection_close`
@@ -59,7 +61,7 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind.
-    pub const ALL: [Self; 23] = [
+    pub const ALL: [Self; 24] = [
         Self::ConnectionStart,
         Self::TranscriptStream,
         Self::ResponseStart,
@@ -81,6 +83,7 @@ impl ServerKind {
         Self::MemoryUpdate,
         Self::WorkflowTransition,
         Self::Error,
+        Self::SessionQueued,
         Self::ConnectionDraining,
         Self::ConnectionClose,
     ];
@@ -109,6 +112,7 @@ impl ServerKind {
             Self::MemoryUpdate => "memory_update",
             Self::WorkflowTransition => "workflow_transition",
             Self::Error => "bidi_error",
+            Self::SessionQueued => "bidi_session_queued",
             Self::ConnectionDraining => "bidi_connection_draining",
             Self::ConnectionClose => "bidi_connection_close",
         }
@@ -141,6 +145,7 @@ impl ServerKind {
             "memory_update" => Self::MemoryUpdate,
             "workflow_transition" => Self::WorkflowTransition,
             "bidi_error" => Self::Error,
+            "bidi_session_queued" => Self::SessionQueued,
             "bidi_connection_draining" => Self::ConnectionDraining,
             "bidi_connection_close" => Self::ConnectionClose,
             _ => return None,
@@ -209,6 +214,7 @@ impl ServerMessage {
             Self::MemoryUpdate { .. } => ServerKind::MemoryUpdate,
             Self::WorkflowTransition { .. } => ServerKind::WorkflowTransition,
             Self::BidiError { .. } => ServerKind::Error,
+            Self::BidiSessionQueued { .. } => ServerKind::SessionQueued,
             Self::BidiConnectionDraining { .. } => ServerKind::ConnectionDraining,
             Self::BidiConnectionClose { .. } => ServerKind::ConnectionClose,
         }
@@ -312,6 +318,7 @@ mod tests {
             ServerMessage::MemoryUpdate { key: "k".into(), value: json!(null) },
             ServerMessage::WorkflowTransition { from: "a".into(), to: "b".into(), by: "model".into() },
             ServerMessage::error(ErrorCode::Busy, "m", true),
+            ServerMessage::BidiSessionQueued { position: 2, estimated_wait_seconds: 40 },
             ServerMessage::BidiConnectionDraining { seconds: 3 },
             ServerMessage::BidiConnectionClose { reason: "bye".into() },
         ]

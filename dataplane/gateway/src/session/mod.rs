@@ -123,11 +123,24 @@ pub async fn serve(
     admission: Admission,
 ) {
     match admit(&gateway, query_agent, &admission, &mut client).await {
-        Ok((mut machine, parked)) => {
+        Ok((mut machine, parked, under_way)) => {
+            // A slot of the model quota before the first stream opens, held to the end
+            // (handoffs and moves keep it; a park gives it back).
+            let route = machine.target().route.clone();
+            let slot = match crate::capacity::admit(&gateway, &route, under_way, &mut client).await {
+                Ok(slot) => slot,
+                Err(close) => {
+                    drop(admission);
+                    close_client(&mut client, close).await;
+                    client.linger(REFUSAL_LINGER).await;
+                    return;
+                }
+            };
             let span = session_span(&machine, parked.as_ref().map(|(_, parked)| parked.traceparent.as_deref()));
             machine.set_traceparent(switchboard_telemetry::context::traceparent(&span));
             let relay = driver::Relay { gateway, machine, parked, client, admission, span };
             driver::run(relay).await;
+            drop(slot);
         }
         Err(close) => {
             drop(admission);
@@ -168,13 +181,14 @@ async fn close_client(client: &mut Client, (code, reason): Close) {
 
 /// Reads the client's first message: a new session on the Agent it asks for (the machine
 /// opens it), or the parked session its resume token names (also returned, to go back to
-/// the store if it cannot be opened).
+/// the store if it cannot be opened). The flag: the session was under way (resumed or
+/// continued), so it does not wait for capacity.
 async fn admit(
     gateway: &Arc<Gateway>,
     query_agent: Option<String>,
     admission: &Admission,
     client: &mut Client,
-) -> Result<(Machine, Option<(String, Parked)>), Close> {
+) -> Result<(Machine, Option<(String, Parked)>, bool), Close> {
     let identity = admission.key.as_deref().unwrap_or_default();
     let first = match tokio::time::timeout(gateway.config.start_timeout, client.next()).await {
         Err(_) => return Err((close_code::NORMAL, "no session_start in time".into())),
@@ -214,14 +228,14 @@ async fn admit(
         let directory = gateway.directory.borrow().clone();
         let cx = Cx { now: Instant::now(), directory: &directory };
         let machine = Machine::resume(limits, identity.to_owned(), parked.clone(), target, start.last_seq, &cx);
-        return Ok((machine, Some((key, parked))));
+        return Ok((machine, Some((key, parked)), true));
     }
     if let Some(from) = &start.continue_from {
         let token = start.continue_token.as_deref().unwrap_or_default();
         let (parked, target) = continued(gateway, from, token, identity, admission, client).await?;
         let directory = gateway.directory.borrow().clone();
         let cx = Cx { now: Instant::now(), directory: &directory };
-        return Ok((Machine::resume(limits, identity.to_owned(), parked, target, None, &cx), None));
+        return Ok((Machine::resume(limits, identity.to_owned(), parked, target, None, &cx), None, true));
     }
     let reach = if start.candidate { Reach::Candidates } else { Reach::Live };
     if start.candidate
@@ -248,7 +262,7 @@ async fn admit(
             .with_model(start.model)
             .with_reach(reach);
     machine.set_audio(audio);
-    Ok((machine, None))
+    Ok((machine, None, false))
 }
 
 /// The ended session `from` to continue, from the conversation record's state for it, with
