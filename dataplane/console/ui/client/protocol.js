@@ -39,6 +39,7 @@ export const SERVER_MESSAGE_TYPES = [
     "memory_update",
     "workflow_transition",
     "bidi_error",
+    "bidi_session_queued",
     "bidi_connection_draining",
     "bidi_connection_close",
 ];
