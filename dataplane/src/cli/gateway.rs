@@ -19,6 +19,7 @@ use switchboard_gateway::static_routes;
 use switchboard_gateway::watch::{self, Sources};
 use switchboard_gateway::{Gateway, GatewayConfig, budget};
 use switchboard_models::net::Trust;
+use switchboard_webrtc_edge::Edge;
 
 use crate::jwks;
 
@@ -266,7 +267,7 @@ pub struct GatewayArgs {
     webrtc_advertise: Option<SocketAddr>,
 
     /// Most WebRTC calls at once; more offers are answered 503.
-    #[arg(long, env = "SWITCHBOARD_WEBRTC_MAX_CALLS", default_value_t = switchboard_gateway::webrtc::DEFAULT_MAX_CALLS)]
+    #[arg(long, env = "SWITCHBOARD_WEBRTC_MAX_CALLS", default_value_t = switchboard_webrtc_edge::DEFAULT_MAX_CALLS)]
     webrtc_max_calls: usize,
 
     #[command(flatten)]
@@ -470,12 +471,6 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             max_connections: max_connections
                 .unwrap_or_else(|| default_max_connections(max_sessions, budget::container_memory_limit())),
         },
-        webrtc: webrtc_udp.map(|listen| switchboard_gateway::webrtc::WebrtcConfig {
-            listen,
-            advertise: webrtc_advertise,
-            max_calls: webrtc_max_calls,
-            ..switchboard_gateway::webrtc::WebrtcConfig::default()
-        }),
         ..GatewayConfig::default()
     };
     match config.memory_budget {
@@ -492,7 +487,17 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         None => Gateway::new(config, directory, key, auth, store)?,
     };
     let stop = super::shutdown_signal()?;
+    let webrtc = webrtc_udp.map(|listen| switchboard_webrtc_edge::WebrtcConfig {
+        listen,
+        advertise: webrtc_advertise,
+        max_calls: webrtc_max_calls,
+        ..switchboard_webrtc_edge::WebrtcConfig::default()
+    });
     let mut server = Server::bind(listen, gateway.clone()).await?;
+    server = match webrtc {
+        Some(webrtc) => server.with_channel(Edge::bind(&webrtc, gateway.config.max_message_bytes).await?),
+        None => server.with_routes(switchboard_webrtc_edge::off_routes()),
+    };
     if console {
         server = server.with_routes(switchboard_console::gateway::routes(gateway));
         tracing::info!("the web console is served at /");

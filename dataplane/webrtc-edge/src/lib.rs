@@ -1,16 +1,18 @@
 //! The gateway's WebRTC edge (issue 47): browsers and apps call an agent with an Opus track
 //! each way and the session protocol's JSON on a data channel. It is a *client* of the
 //! gateway's session machine, not a second one: each call opens one ordinary session
-//! through [`crate::session::serve`], over an in-process pipe instead of a socket
-//! ([`crate::session::ClientIo::Edge`]), so routing, handoffs, resume, scopes, the record,
-//! traces and metrics are the WebSocket's.
+//! through [`switchboard_gateway::session::serve`], over an in-process pipe instead of a
+//! socket ([`switchboard_gateway::session::ClientIo::Edge`]), so routing, handoffs, resume,
+//! scopes, the record, traces and metrics are the WebSocket's. The gateway serves it as a
+//! [`Channel`] (`Server::with_channel`); the gateway's crate does not depend on this one.
 //!
 //! - [`http`]: signalling, WHIP-style — `POST /v1/webrtc` (an SDP offer, admitted by the
 //!   gateway's own admission code: credentials, Origin, session slots; then checked),
 //!   `PATCH` (trickle ICE, ICE restart), `DELETE`;
 //! - [`demux`]: which call a datagram on the one UDP port is for;
 //! - [`call`]: one task per call, around the sans-I/O [`switchboard_webrtc::Call`]: it
-//!   moves datagrams, timers and the session's frames, and decides nothing the crate does.
+//!   moves datagrams, timers and the session's frames, and decides nothing the crate does;
+//! - [`metrics`]: calls by outcome, calls live.
 //!
 //! The socket: one UDP port per gateway, every call on it (`--webrtc-udp`); the address in
 //! the answers' candidates is `--webrtc-advertise` where clients reach the pod through a
@@ -19,17 +21,24 @@
 pub mod call;
 pub mod demux;
 pub mod http;
+pub mod metrics;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use axum::Router;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use switchboard_gateway::Gateway;
+use switchboard_gateway::channels::Channel;
 use switchboard_webrtc::CallConfig;
 use tokio::net::UdpSocket;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use demux::Demux;
+pub use metrics::Metrics;
 
 /// The WebRTC path: `POST` here, `PATCH` and `DELETE` on `/v1/webrtc/<id>`.
 pub const WEBRTC_PATH: &str = "/v1/webrtc";
@@ -95,6 +104,9 @@ pub enum EdgeError {
         "the WebRTC socket binds {0}, which clients cannot be told to reach: give --webrtc-advertise the address they reach this pod at"
     )]
     NoAddress(SocketAddr),
+    /// Its metrics.
+    #[error("the WebRTC edge's metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
 }
 
 /// What a call's task is asked from the HTTP side.
@@ -123,10 +135,13 @@ pub struct Edge {
     slots: Arc<Semaphore>,
     max_calls: usize,
     next_call: std::sync::atomic::AtomicU64,
+    /// Its metrics.
+    pub metrics: Metrics,
 }
 
 impl Edge {
-    /// Binds the socket. `max_message_bytes`: the data channel's limit, the WebSocket's.
+    /// Binds the socket. `max_message_bytes`: the data channel's limit, the WebSocket's (the
+    /// gateway's `config.max_message_bytes`).
     pub async fn bind(config: &WebrtcConfig, max_message_bytes: usize) -> Result<Arc<Self>, EdgeError> {
         let socket = UdpSocket::bind(config.listen)
             .await
@@ -156,6 +171,7 @@ impl Edge {
             slots: Arc::new(Semaphore::new(config.max_calls)),
             max_calls: config.max_calls,
             next_call: std::sync::atomic::AtomicU64::new(1),
+            metrics: Metrics::new()?,
         }))
     }
 
@@ -218,4 +234,25 @@ impl Edge {
     pub fn live(&self) -> usize {
         self.max_calls - self.slots.available_permits()
     }
+}
+
+/// The gateway serves the edge: its signalling routes, its socket's reader (until the
+/// gateway's shutdown), its metrics.
+impl Channel for Edge {
+    fn routes(self: Arc<Self>, gateway: Arc<Gateway>) -> Router {
+        http::routes(gateway, self)
+    }
+
+    fn run(self: Arc<Self>, gateway: Arc<Gateway>) -> BoxFuture<'static, ()> {
+        self.receive(gateway.shutdown.clone()).boxed()
+    }
+
+    fn render_metrics(&self) -> String {
+        self.metrics.render()
+    }
+}
+
+/// The routes of a gateway without the edge: each answers 404 saying how to turn it on.
+pub fn off_routes() -> Router {
+    http::off()
 }

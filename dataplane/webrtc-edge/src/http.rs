@@ -33,8 +33,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::call::{self, Setup};
 use super::demux::ufrag_of;
 use super::{Command, Edge, WEBRTC_PATH};
-use crate::Gateway;
-use crate::auth::Refusal;
+use switchboard_gateway::Gateway;
+use switchboard_gateway::auth::Refusal;
 
 /// Commands queued per call: a few PATCHes and a DELETE.
 const COMMANDS: usize = 8;
@@ -48,19 +48,22 @@ struct EdgeState {
     edge: Arc<Edge>,
 }
 
-/// The edge's routes; without an edge, each answers 404 saying how to turn it on.
-pub fn routes(gateway: Arc<Gateway>, edge: Option<Arc<Edge>>) -> Router {
+/// The edge's routes.
+pub fn routes(gateway: Arc<Gateway>, edge: Arc<Edge>) -> Router {
     let resource = format!("{WEBRTC_PATH}/{{id}}");
-    let Some(edge) = edge else {
-        let off = || async {
-            error(StatusCode::NOT_FOUND, "webrtc_off", "WebRTC is off on this gateway: start it with --webrtc-udp")
-        };
-        return Router::new().route(WEBRTC_PATH, post(off)).route(&resource, patch(off).delete(off));
-    };
     Router::new()
         .route(WEBRTC_PATH, post(offer).layer(DefaultBodyLimit::max(MAX_OFFER_BYTES)))
         .route(&resource, patch(trickle).delete(end).layer(DefaultBodyLimit::max(MAX_FRAGMENT_BYTES)))
         .with_state(EdgeState { gateway, edge })
+}
+
+/// The routes without an edge: each answers 404 saying how to turn it on.
+pub fn off() -> Router {
+    let resource = format!("{WEBRTC_PATH}/{{id}}");
+    let off = || async {
+        error(StatusCode::NOT_FOUND, "webrtc_off", "WebRTC is off on this gateway: start it with --webrtc-udp")
+    };
+    Router::new().route(WEBRTC_PATH, post(off)).route(&resource, patch(off).delete(off))
 }
 
 #[derive(Debug, Deserialize)]
@@ -76,7 +79,7 @@ async fn offer(
     body: Bytes,
 ) -> Response {
     // Who may call, before anything of the offer is read.
-    let (permit, admitted) = crate::server::admit(&gateway, &headers, query.access_token.as_deref());
+    let (permit, admitted) = switchboard_gateway::server::admit(&gateway, &headers, query.access_token.as_deref());
     let (permit, admission) = match (permit, admitted) {
         (Some(permit), Ok(admission)) => (permit, admission),
         (_, Err(refusal)) => return refused(&gateway, refusal),
