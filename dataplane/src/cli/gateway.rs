@@ -271,6 +271,9 @@ pub struct GatewayArgs {
     webrtc_max_calls: usize,
 
     #[command(flatten)]
+    turn: super::turn::TurnArgs,
+
+    #[command(flatten)]
     record: super::record::RecordArgs,
 }
 
@@ -328,10 +331,13 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         webrtc_udp,
         webrtc_advertise,
         webrtc_max_calls,
+        turn,
         record,
     } = args;
     anyhow::ensure!(webrtc_advertise.is_none() || webrtc_udp.is_some(), "--webrtc-advertise needs --webrtc-udp");
     anyhow::ensure!(webrtc_max_calls > 0, "--webrtc-max-calls must be above 0");
+    let turn = turn.turn()?;
+    anyhow::ensure!(turn.urls.is_empty() || webrtc_udp.is_some(), "--webrtc-turn needs --webrtc-udp");
     anyhow::ensure!(
         jwks_file.is_some() || jwks_url.is_some() || (jwt_issuer.is_none() && jwt_audience.is_none()),
         "--jwt-issuer and --jwt-audience need --jwks-file or --jwks-url"
@@ -491,6 +497,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         listen,
         advertise: webrtc_advertise,
         max_calls: webrtc_max_calls,
+        turn,
         ..switchboard_webrtc_edge::WebrtcConfig::default()
     });
     let mut server = Server::bind(listen, gateway.clone()).await?;

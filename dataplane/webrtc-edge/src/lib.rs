@@ -12,7 +12,8 @@
 //! - [`demux`]: which call a datagram on the one UDP port is for;
 //! - [`call`]: one task per call, around the sans-I/O [`switchboard_webrtc::Call`]: it
 //!   moves datagrams, timers and the session's frames, and decides nothing the crate does;
-//! - [`metrics`]: calls by outcome, calls live.
+//! - [`metrics`]: calls by outcome, calls live;
+//! - [`turn`]: the TURN servers each caller is told of, with a credential of its own.
 //!
 //! The socket: one UDP port per gateway, every call on it (`--webrtc-udp`); the address in
 //! the answers' candidates is `--webrtc-advertise` where clients reach the pod through a
@@ -22,6 +23,7 @@ pub mod call;
 pub mod demux;
 pub mod http;
 pub mod metrics;
+pub mod turn;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -57,6 +59,8 @@ pub struct WebrtcConfig {
     /// waits for it (an ICE restart within it keeps the call) before it ends and its
     /// session parks for resume.
     pub disconnect_grace: std::time::Duration,
+    /// TURN servers handed to callers ([`turn`]); none by default.
+    pub turn: turn::Turn,
 }
 
 impl WebrtcConfig {
@@ -80,6 +84,7 @@ impl Default for WebrtcConfig {
             advertise: None,
             max_calls: DEFAULT_MAX_CALLS,
             disconnect_grace: CallConfig::default().disconnect_grace,
+            turn: turn::Turn::default(),
         }
     }
 }
@@ -104,6 +109,9 @@ pub enum EdgeError {
         "the WebRTC socket binds {0}, which clients cannot be told to reach: give --webrtc-advertise the address they reach this pod at"
     )]
     NoAddress(SocketAddr),
+    /// Its TURN servers.
+    #[error("the WebRTC edge's TURN servers: {0}")]
+    Turn(#[from] turn::TurnError),
     /// Its metrics.
     #[error("the WebRTC edge's metrics: {0}")]
     Metrics(#[from] prometheus::Error),
@@ -135,6 +143,8 @@ pub struct Edge {
     slots: Arc<Semaphore>,
     max_calls: usize,
     next_call: std::sync::atomic::AtomicU64,
+    /// TURN servers handed to callers.
+    turn: turn::Turn,
     /// Its metrics.
     pub metrics: Metrics,
 }
@@ -143,6 +153,7 @@ impl Edge {
     /// Binds the socket. `max_message_bytes`: the data channel's limit, the WebSocket's (the
     /// gateway's `config.max_message_bytes`).
     pub async fn bind(config: &WebrtcConfig, max_message_bytes: usize) -> Result<Arc<Self>, EdgeError> {
+        config.turn.validate()?;
         let socket = UdpSocket::bind(config.listen)
             .await
             .map_err(|source| EdgeError::Bind { address: config.listen, source })?;
@@ -171,6 +182,7 @@ impl Edge {
             slots: Arc::new(Semaphore::new(config.max_calls)),
             max_calls: config.max_calls,
             next_call: std::sync::atomic::AtomicU64::new(1),
+            turn: config.turn.clone(),
             metrics: Metrics::new()?,
         }))
     }
