@@ -29,6 +29,8 @@ use switchboard_runtime::ServerConfig;
 use switchboard_webrtc_edge::turn::{Credential, Turn};
 use switchboard_webrtc_edge::{Edge, WebrtcConfig};
 
+// Shared by the browser suites; this one keeps no conversation record (its `recorder`).
+#[allow(dead_code)]
 #[path = "../support/browser.rs"]
 mod browser;
 
