@@ -69,7 +69,7 @@ done
 forbid switchboard-dataplane switchboard-sim --no-default-features
 # A certificate generator ships only for WebRTC's DTLS (a self-signed certificate per edge,
 # its fingerprint in the SDP answer, as WebRTC requires): rcgen comes in through str0m's
-# DTLS (dimpl) and nothing else — not the simulator's TLS.
+# DTLS (dimpl), under switchboard-webrtc-edge, and nothing else — not the simulator's TLS.
 rcgen_users="$(cargo tree -p switchboard-dataplane --no-default-features -e normal -i rcgen --depth 1 --prefix none --locked | tail -n +2)"
 if printf '%s\n' "$rcgen_users" | grep -v '^dimpl ' | grep -q .; then
   echo "layering: the shipping dataplane links rcgen other than through WebRTC's DTLS (dimpl):" >&2
@@ -93,9 +93,14 @@ forbid switchboard-dataplane switchboard-local --no-default-features
 # server is a leaf that needs neither the gateway nor the runtime.
 for dep in switchboard-local switchboard-sim; do forbid switchboard-console "$dep"; done
 for dep in switchboard-gateway switchboard-runtime switchboard-sim; do forbid switchboard-demo-tools "$dep"; done
+# The gateway knows no client channel: the WebRTC edge stands on it (through its channel
+# hook), never the reverse, so the gateway links no WebRTC stack and no certificate generator.
+for dep in switchboard-webrtc-edge switchboard-webrtc str0m rcgen; do forbid switchboard-gateway "$dep"; done
+# The edge is a client of the gateway alone: no runtime, local mode or simulator under it.
+for dep in switchboard-runtime switchboard-local switchboard-sim; do forbid switchboard-webrtc-edge "$dep"; done
 # The operator hands runtime pods the gateway's public key as text; it needs no agent core.
 forbid switchboard-operator switchboard-core
-echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the shipping dataplane and the runtime: no simulator (the runtime: no local mode, scenario runner, demo tools, console or gateway either); the scenario runner without \`local\`: no local mode or simulator; the operator: no agent core"
+echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the gateway: no WebRTC edge, stack or rcgen; the edge: no runtime, local mode or simulator; the shipping dataplane and the runtime: no simulator (the runtime: no local mode, scenario runner, demo tools, console or gateway either); the scenario runner without \`local\`: no local mode or simulator; the operator: no agent core"
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

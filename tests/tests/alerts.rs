@@ -358,7 +358,6 @@ fn metrics_md_lists_exactly_the_gateways_and_the_operators_series() {
     gateway.parked.with_label_values(&["bank/triage"]).inc();
     gateway.resumed.with_label_values(&["bank/triage"]).inc();
     gateway.agent_ready_pods.with_label_values(&["bank/triage"]).set(2.0);
-    gateway.webrtc_calls.with_label_values(&["ended"]).inc();
     // The conversation record's series, which the gateway serves after its own.
     let record = switchboard_gateway::record::RecordMetrics::new().expect("record metrics");
     record.dropped.with_label_values(&["queue_full"]).inc();
@@ -367,7 +366,10 @@ fn metrics_md_lists_exactly_the_gateways_and_the_operators_series() {
     record.unpriced.with_label_values(&["some-model"]).inc();
     record.webhook.with_label_values(&["delivered"]).inc();
     record.summaries.with_label_values(&["written"]).inc();
-    assert_table("Gateway", &(gateway.render() + &record.render()));
+    // The WebRTC edge's, which the gateway serves as a channel's.
+    let webrtc = switchboard_webrtc_edge::Metrics::new().expect("WebRTC edge metrics");
+    webrtc.calls.with_label_values(&["ended"]).inc();
+    assert_table("Gateway", &(gateway.render() + &record.render() + &webrtc.render()));
 
     let operator = switchboard_operator::metrics::Metrics::new().expect("operator metrics");
     drop(operator.reconcile("Agent"));

@@ -28,6 +28,11 @@ fn the_chart_lints_and_renders_valid_manifests() {
         "gateway.ingress.enabled=true,gateway.ingress.host=agents.bank.example,gateway.ingress.className=nginx",
         "--set",
         "gateway.redis.url=redis://redis:6379,gateway.jwt.jwksConfigMap=jwks,gateway.jwt.issuer=https://idp.example,gateway.jwt.audience=switchboard",
+        // The WebRTC edge on the nodes' network, with TURN servers.
+        "--set",
+        "gateway.webrtc.enabled=true,gateway.webrtc.turn.existingSecret=turn",
+        "--set",
+        "gateway.webrtc.turn.urls={turn:turn.bank.example:3478?transport=udp}",
     ];
     for extra in [&[][..], &namespaced_with_options[..]] {
         let mut args = vec!["template", "sb", &chart, "--namespace", "switchboard-system"];
@@ -171,6 +176,101 @@ fn every_credential_has_a_session_cap_by_default() {
     assert_eq!(env(&[jwt], "SWITCHBOARD_JWT_MAX_SESSIONS_PER_SUBJECT").as_deref(), Some("10"));
     let lifted = [jwt, "gateway.jwt.maxSessionsPerSubject=0"];
     assert_eq!(env(&lifted, "SWITCHBOARD_JWT_MAX_SESSIONS_PER_SUBJECT").as_deref(), Some("0"));
+}
+
+/// The WebRTC edge's values: on the nodes' network (each pod advertising its node's IP, one
+/// a node) or behind a UDP load balancer (one replica, its external IP given); TURN servers
+/// with the shared secret or a static credential from a Secret; what cannot work is refused.
+#[test]
+fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Service;
+    let chart = chart();
+    let render = |sets: &[&str]| {
+        let mut args = vec!["template", "sb", chart.as_str()];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        helm(None, &args)
+    };
+    let gateway_of = |rendered: &str| -> Deployment {
+        serde_yaml::from_str(document(rendered, "Deployment", "sb-switchboard-gateway")).expect("gateway")
+    };
+    let (ok, off) = render(&[]);
+    assert!(ok && !off.contains("WEBRTC") && !off.contains("hostNetwork"), "off by default\n{off}");
+
+    let secret = "gateway.webrtc.turn.existingSecret=turn";
+    let urls = "gateway.webrtc.turn.urls={turn:turn.bank.example:3478?transport=udp,stun:stun.bank.example}";
+    let (ok, rendered) = render(&["gateway.webrtc.enabled=true", "gateway.redis.url=redis://r:6379", secret, urls]);
+    assert!(ok, "{rendered}");
+    let pod = gateway_of(&rendered).spec.and_then(|s| s.template.spec).expect("a pod");
+    assert_eq!(pod.host_network, Some(true));
+    assert_eq!(pod.dns_policy.as_deref(), Some("ClusterFirstWithHostNet"));
+    let anti = pod.affinity.and_then(|a| a.pod_anti_affinity).expect("one gateway a node");
+    let term = &anti.required_during_scheduling_ignored_during_execution.expect("required")[0];
+    assert_eq!(term.topology_key, "kubernetes.io/hostname");
+    let container = &pod.containers[0];
+    let env = |name: &str| container.env.iter().flatten().find(|e| e.name == name).cloned();
+    assert_eq!(env("SWITCHBOARD_WEBRTC_UDP").and_then(|e| e.value).as_deref(), Some("0.0.0.0:3478"));
+    let advertise = env("SWITCHBOARD_WEBRTC_ADVERTISE").and_then(|e| e.value_from).and_then(|v| v.field_ref);
+    assert_eq!(advertise.map(|f| f.field_path).as_deref(), Some("status.hostIP"), "each pod its node's IP");
+    assert_eq!(
+        env("SWITCHBOARD_WEBRTC_TURN").and_then(|e| e.value).as_deref(),
+        Some("turn:turn.bank.example:3478?transport=udp,stun:stun.bank.example")
+    );
+    let secret_file = env("SWITCHBOARD_WEBRTC_TURN_SECRET_FILE").and_then(|e| e.value).expect("the shared secret");
+    assert!(env("SWITCHBOARD_WEBRTC_TURN_USERNAME_FILE").is_none(), "time-limited credentials, not static ones");
+    let mount = container.volume_mounts.iter().flatten().find(|m| m.name == "turn-credential").expect("mounted");
+    assert_eq!(format!("{}/secret", mount.mount_path), secret_file);
+    let volume = pod.volumes.iter().flatten().find(|v| v.name == "turn-credential").expect("a volume");
+    let source = volume.secret.as_ref().expect("from the Secret");
+    assert_eq!(source.secret_name.as_deref(), Some("turn"));
+    assert_eq!(
+        source.items.as_ref().map(|i| (i[0].key.as_str(), i[0].path.as_str())),
+        Some(("static-auth-secret", "secret"))
+    );
+    let udp = container.ports.iter().flatten().find(|p| p.name.as_deref() == Some("webrtc")).expect("a UDP port");
+    assert_eq!((udp.container_port, udp.protocol.as_deref()), (3478, Some("UDP")));
+    assert!(!rendered.contains("sb-switchboard-gateway-webrtc"), "no load balancer on the nodes' network");
+
+    let lb = ["gateway.webrtc.enabled=true", "gateway.webrtc.exposure=loadBalancer", "gateway.webrtc.udpPort=3479"];
+    let (ok, refused) = render(&lb);
+    assert!(!ok && refused.contains("gateway.webrtc.advertise is required"), "{refused}");
+    let static_turn = [
+        "gateway.webrtc.turn.urls={turns:turn.bank.example:5349}",
+        secret,
+        "gateway.webrtc.turn.secretKey=",
+        "gateway.webrtc.turn.usernameKey=user",
+        "gateway.webrtc.turn.passwordKey=pass",
+    ];
+    let with_address: Vec<&str> =
+        lb.iter().copied().chain(["gateway.webrtc.advertise=203.0.113.7"]).chain(static_turn).collect();
+    let (ok, rendered) = render(&with_address);
+    assert!(ok, "{rendered}");
+    let service: Service =
+        serde_yaml::from_str(document(&rendered, "Service", "sb-switchboard-gateway-webrtc")).expect("svc");
+    let spec = service.spec.expect("spec");
+    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    let port = &spec.ports.expect("ports")[0];
+    assert_eq!((port.port, port.protocol.as_deref()), (3479, Some("UDP")));
+    let pod = gateway_of(&rendered).spec.and_then(|s| s.template.spec).expect("a pod");
+    assert_eq!(pod.host_network, None);
+    let env =
+        |name: &str| pod.containers[0].env.iter().flatten().find(|e| e.name == name).and_then(|e| e.value.clone());
+    assert_eq!(env("SWITCHBOARD_WEBRTC_ADVERTISE").as_deref(), Some("203.0.113.7"));
+    assert!(
+        env("SWITCHBOARD_WEBRTC_TURN_USERNAME_FILE").is_some()
+            && env("SWITCHBOARD_WEBRTC_TURN_PASSWORD_FILE").is_some()
+    );
+    assert!(env("SWITCHBOARD_WEBRTC_TURN_SECRET_FILE").is_none());
+
+    let two: Vec<&str> = with_address.iter().copied().chain(["gateway.redis.url=redis://r:6379"]).collect();
+    let (ok, refused) = render(&two);
+    assert!(!ok && refused.contains("a replica other than the one that answered"), "{refused}");
+    let (ok, refused) = render(&["gateway.webrtc.enabled=true", urls]);
+    assert!(!ok && refused.contains("needs gateway.webrtc.turn.existingSecret"), "{refused}");
+    let (ok, refused) = render(&["gateway.webrtc.enabled=true", "gateway.webrtc.exposure=nodePort"]);
+    assert!(!ok && refused.contains("use hostNetwork or loadBalancer"), "{refused}");
 }
 
 /// The rendered document of `kind` named `name`.

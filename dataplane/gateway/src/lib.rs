@@ -6,12 +6,15 @@
 //! off a lost or draining pod, and owning the session's memory, which it gives runtimes
 //! signed ([`upstream`]; see `switchboard_core::grant`). One session is one task
 //! ([`session`]); the axum app, limits and drain are in [`server`]. On a cluster it
-//! publishes its public key for the operator to give runtime pods ([`publish`]).
+//! publishes its public key for the operator to give runtime pods ([`publish`]). Other
+//! client channels (the WebRTC edge) plug in through [`channels`] without this crate
+//! knowing them.
 
 pub mod auth;
 pub mod balancer;
 pub mod budget;
 pub mod capacity;
+pub mod channels;
 pub mod directory;
 pub mod metrics;
 mod origin;
@@ -23,7 +26,6 @@ pub mod session;
 pub mod static_routes;
 pub mod upstream;
 pub mod watch;
-pub mod webrtc;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -85,8 +87,6 @@ pub struct GatewayConfig {
     /// (WebSockets included; more are answered 503 and closed). Default: 10 s, and
     /// `max_sessions` plus [`CONNECTION_HEADROOM`].
     pub http: switchboard_serve::Limits,
-    /// The WebRTC edge ([`webrtc`]); none: off.
-    pub webrtc: Option<webrtc::WebrtcConfig>,
     /// The model quota shared across gateways and tenants ([`capacity`]).
     pub capacity: capacity::CapacityConfig,
 }
@@ -126,7 +126,6 @@ impl Default for GatewayConfig {
                 max_connections: max_sessions + CONNECTION_HEADROOM,
                 ..switchboard_serve::Limits::default()
             },
-            webrtc: None,
             capacity: capacity::CapacityConfig::default(),
         }
     }

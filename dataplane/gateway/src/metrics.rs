@@ -29,10 +29,6 @@ pub struct Metrics {
     pub memory_budget: IntGauge,
     /// Ready runtime pods of every routed Agent, as this gateway sees them (set at scrape).
     pub agent_ready_pods: GaugeVec,
-    /// WebRTC calls answered and ended, by how they ended ([`crate::webrtc`]).
-    pub webrtc_calls: CounterVec,
-    /// WebRTC calls under way.
-    pub webrtc_live: IntGauge,
 }
 
 impl Metrics {
@@ -91,13 +87,6 @@ impl Metrics {
             &["agent"],
         )?;
         registry.register(Box::new(agent_ready_pods.clone()))?;
-        let webrtc_calls = counter(
-            "switchboard_gateway_webrtc_calls_total",
-            "WebRTC calls ended, by outcome (ended, client_closed, ice_failed, failed, too_large, no_session_start).",
-            &["outcome"],
-        )?;
-        let webrtc_live = IntGauge::new("switchboard_gateway_webrtc_calls_live", "WebRTC calls under way.")?;
-        registry.register(Box::new(webrtc_live.clone()))?;
         Ok(Self {
             registry,
             live,
@@ -111,8 +100,6 @@ impl Metrics {
             memory_held,
             memory_budget,
             agent_ready_pods,
-            webrtc_calls,
-            webrtc_live,
         })
     }
 

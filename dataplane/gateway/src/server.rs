@@ -1,5 +1,5 @@
-//! The gateway's HTTP side: `/v1/session` (WebSocket, the session protocol), `/v1/webrtc`
-//! (the WebRTC edge's signalling, [`crate::webrtc`]), `/healthz`,
+//! The gateway's HTTP side: `/v1/session` (WebSocket, the session protocol), the routes of
+//! other client channels ([`crate::channels`]: the WebRTC edge's `/v1/webrtc`), `/healthz`,
 //! `/readyz` (a routing table is loaded and the gateway is not draining) and `/metrics`;
 //! the session cap, taken before the upgrade; and the drain on shutdown — readiness false,
 //! new sessions refused with 1013 (the listener stays open for the shutdown delay, so a
@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::Gateway;
 use crate::auth::{Admission, Refusal};
+use crate::channels::Channel;
 use crate::session::ClientIo;
 
 pub use switchboard_serve::ServeError;
@@ -121,8 +122,9 @@ async fn session(
 /// Admits a client: a session slot of the gateway (none while draining, at the session
 /// limit or over the memory budget), then its credential and Origin ([`crate::auth`]). Every
 /// channel takes its sessions through here: the WebSocket before its upgrade, the WebRTC
-/// edge before it answers an offer.
-pub(crate) fn admit(
+/// edge before it answers an offer ([`crate::channels`]). The permit, when there is one, is
+/// the session's slot: held until its session ends.
+pub fn admit(
     gateway: &Gateway,
     headers: &HeaderMap,
     query_token: Option<&str>,
@@ -171,8 +173,8 @@ pub struct Server {
     gateway: Arc<Gateway>,
     extra: Option<Router>,
     more_metrics: Option<MoreMetrics>,
-    /// The WebRTC edge, when configured.
-    edge: Option<Arc<crate::webrtc::Edge>>,
+    /// Client channels beside the WebSocket.
+    channels: Vec<Arc<dyn Channel>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -182,40 +184,30 @@ impl std::fmt::Debug for Server {
             .field("gateway", &self.gateway)
             .field("extra_routes", &self.extra.is_some())
             .field("more_metrics", &self.more_metrics.is_some())
-            .field("webrtc", &self.edge.as_ref().map(|e| e.advertised()))
+            .field("channels", &self.channels)
             .finish()
     }
 }
 
 impl Server {
-    /// Binds `addr`, and the WebRTC edge's UDP socket when the gateway has one.
+    /// Binds `addr`.
     pub async fn bind(addr: SocketAddr, gateway: Arc<Gateway>) -> Result<Self, ServeError> {
         let listener = switchboard_serve::drain::bind(addr).await?;
-        let edge = match &gateway.config.webrtc {
-            Some(config) => Some(
-                crate::webrtc::Edge::bind(config, gateway.config.max_message_bytes)
-                    .await
-                    .map_err(|e| ServeError::Serve(e.to_string()))?,
-            ),
-            None => None,
-        };
-        Ok(Self { listener, gateway, extra: None, more_metrics: None, edge })
+        Ok(Self { listener, gateway, extra: None, more_metrics: None, channels: Vec::new() })
     }
 
-    /// Where WebRTC clients reach the edge (the address in its answers), when on.
-    pub fn webrtc_addr(&self) -> Option<SocketAddr> {
-        self.edge.as_ref().map(|e| e.advertised())
-    }
-
-    /// Where the WebRTC edge's socket is bound, when on (not the advertised address behind
-    /// a NAT).
-    pub fn webrtc_bound(&self) -> Option<SocketAddr> {
-        self.edge.as_ref().map(|e| e.bound())
-    }
-
-    /// Also serves `routes` (local mode's web page).
+    /// Also serves `routes` (local mode's web page); each call adds to the last.
     pub fn with_routes(mut self, routes: Router) -> Self {
-        self.extra = Some(routes);
+        self.extra = Some(match self.extra.take() {
+            Some(extra) => extra.merge(routes),
+            None => routes,
+        });
+        self
+    }
+
+    /// Also serves `channel` (its routes, its task, its metrics).
+    pub fn with_channel(mut self, channel: Arc<dyn Channel>) -> Self {
+        self.channels.push(channel);
         self
     }
 
@@ -233,11 +225,25 @@ impl Server {
     /// Serves until `stop` resolves, then drains (see the module docs).
     pub async fn run(self, stop: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
         let gateway = self.gateway;
-        let mut routes = app(gateway.clone(), self.more_metrics);
-        if let Some(edge) = &self.edge {
-            tokio::spawn(edge.clone().receive(gateway.shutdown.clone()));
+        let channels = self.channels;
+        let more_metrics = match (self.more_metrics, channels.is_empty()) {
+            (more, true) => more,
+            (more, false) => {
+                let channels = channels.clone();
+                Some(Arc::new(move || {
+                    let mut text: String = channels.iter().map(|c| c.render_metrics()).collect();
+                    if let Some(more) = &more {
+                        text.push_str(&more());
+                    }
+                    text
+                }) as MoreMetrics)
+            }
+        };
+        let mut routes = app(gateway.clone(), more_metrics);
+        for channel in channels {
+            tokio::spawn(channel.clone().run(gateway.clone()));
+            routes = routes.merge(channel.routes(gateway.clone()));
         }
-        routes = routes.merge(crate::webrtc::http::routes(gateway.clone(), self.edge));
         if let Some(extra) = self.extra {
             routes = routes.merge(extra);
         }

@@ -35,6 +35,7 @@ use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_gateway::auth::Auth;
 use switchboard_gateway::server::Server as GatewayServer;
 use switchboard_gateway::{Gateway, GatewayConfig};
+use switchboard_webrtc_edge::{Edge, WebrtcConfig};
 use tokio::sync::watch;
 
 use switchboard_demo_tools::{Accounts, Callers, DemoTools, Trusted};
@@ -254,9 +255,13 @@ pub async fn start_redacting(
     let runtime_state = runtime.state();
     let live = switchboard_console::live::routes(gateway.clone());
     let own = hosts::this_machine_only(web::routes(list).merge(live), gateway.clone());
+    // The WebRTC edge on the machine's own address, any free UDP port.
+    let webrtc = WebrtcConfig::on(options.listen.ip());
+    let edge = Edge::bind(&webrtc, gateway.config.max_message_bytes).await.map_err(start_error)?;
     let gateway = GatewayServer::bind(options.listen, gateway)
         .await
         .map_err(start_error)?
+        .with_channel(edge)
         .with_routes(own)
         .with_more_metrics(Arc::new(move || runtime_state.shared.metrics.render()));
     Ok(Local {
@@ -355,8 +360,6 @@ fn gateway(
         max_sessions: options.server.max_sessions,
         drain_timeout: options.server.drain_timeout,
         idle_timeout: options.server.idle_timeout,
-        // The WebRTC edge on the machine's own address, any free UDP port.
-        webrtc: Some(switchboard_gateway::webrtc::WebrtcConfig::on(options.listen.ip())),
         ..GatewayConfig::default()
     };
     let store = switchboard_gateway::resume::Store::default();

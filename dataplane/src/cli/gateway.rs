@@ -19,6 +19,7 @@ use switchboard_gateway::static_routes;
 use switchboard_gateway::watch::{self, Sources};
 use switchboard_gateway::{Gateway, GatewayConfig, budget};
 use switchboard_models::net::Trust;
+use switchboard_webrtc_edge::Edge;
 
 use crate::jwks;
 
@@ -266,8 +267,11 @@ pub struct GatewayArgs {
     webrtc_advertise: Option<SocketAddr>,
 
     /// Most WebRTC calls at once; more offers are answered 503.
-    #[arg(long, env = "SWITCHBOARD_WEBRTC_MAX_CALLS", default_value_t = switchboard_gateway::webrtc::DEFAULT_MAX_CALLS)]
+    #[arg(long, env = "SWITCHBOARD_WEBRTC_MAX_CALLS", default_value_t = switchboard_webrtc_edge::DEFAULT_MAX_CALLS)]
     webrtc_max_calls: usize,
+
+    #[command(flatten)]
+    turn: super::turn::TurnArgs,
 
     #[command(flatten)]
     record: super::record::RecordArgs,
@@ -330,11 +334,14 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         webrtc_udp,
         webrtc_advertise,
         webrtc_max_calls,
+        turn,
         record,
         capacity,
     } = args;
     anyhow::ensure!(webrtc_advertise.is_none() || webrtc_udp.is_some(), "--webrtc-advertise needs --webrtc-udp");
     anyhow::ensure!(webrtc_max_calls > 0, "--webrtc-max-calls must be above 0");
+    let turn = turn.turn()?;
+    anyhow::ensure!(turn.urls.is_empty() || webrtc_udp.is_some(), "--webrtc-turn needs --webrtc-udp");
     anyhow::ensure!(
         jwks_file.is_some() || jwks_url.is_some() || (jwt_issuer.is_none() && jwt_audience.is_none()),
         "--jwt-issuer and --jwt-audience need --jwks-file or --jwks-url"
@@ -477,12 +484,6 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             max_connections: max_connections
                 .unwrap_or_else(|| default_max_connections(max_sessions, budget::container_memory_limit())),
         },
-        webrtc: webrtc_udp.map(|listen| switchboard_gateway::webrtc::WebrtcConfig {
-            listen,
-            advertise: webrtc_advertise,
-            max_calls: webrtc_max_calls,
-            ..switchboard_gateway::webrtc::WebrtcConfig::default()
-        }),
         capacity,
         ..GatewayConfig::default()
     };
@@ -500,7 +501,18 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         None => Gateway::new(config, directory, key, auth, store)?,
     };
     let stop = super::shutdown_signal()?;
+    let webrtc = webrtc_udp.map(|listen| switchboard_webrtc_edge::WebrtcConfig {
+        listen,
+        advertise: webrtc_advertise,
+        max_calls: webrtc_max_calls,
+        turn,
+        ..switchboard_webrtc_edge::WebrtcConfig::default()
+    });
     let mut server = Server::bind(listen, gateway.clone()).await?;
+    server = match webrtc {
+        Some(webrtc) => server.with_channel(Edge::bind(&webrtc, gateway.config.max_message_bytes).await?),
+        None => server.with_routes(switchboard_webrtc_edge::off_routes()),
+    };
     if console {
         server = server.with_routes(switchboard_console::gateway::routes(gateway));
         tracing::info!("the web console is served at /");

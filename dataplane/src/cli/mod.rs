@@ -15,6 +15,7 @@ mod sessions;
 mod sim;
 mod sip;
 mod test;
+mod turn;
 mod watch;
 
 use clap::{Args, Parser, Subcommand};

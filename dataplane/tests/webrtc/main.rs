@@ -31,11 +31,11 @@ use switchboard_crds::routing::{Route, RoutingTable};
 use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_gateway::auth::Auth;
 use switchboard_gateway::server::Server;
-use switchboard_gateway::webrtc::WebrtcConfig;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use switchboard_local::{self as local, LocalOptions};
 use switchboard_runtime::ServerConfig;
 use switchboard_sim::sonic::phrase_frequency;
+use switchboard_webrtc_edge::{Edge, WebrtcConfig};
 
 #[path = "../support/browser.rs"]
 mod browser;
@@ -100,7 +100,7 @@ async fn keyed_gateway(
     signer: GatewaySigner,
     runtime: SocketAddr,
     specs: &[RuntimeSpec],
-) -> (String, Arc<Gateway>, Relay) {
+) -> (String, Arc<Gateway>, Arc<Edge>, Relay) {
     let keys = format!("caller {}\n", digest(key));
     let auth = Auth::new(Some(&keys), vec!["https://bank.example".into()]).expect("keys").with_own_page();
     let routes: Vec<Route> = specs.iter().map(|spec| Route::ready_at(spec, "127.0.0.1", 0)).collect();
@@ -115,14 +115,16 @@ async fn keyed_gateway(
         disconnect_grace: Duration::from_secs(2),
         ..WebrtcConfig::default()
     };
-    let config = GatewayConfig { webrtc: Some(webrtc), ..GatewayConfig::default() };
-    let gateway = Gateway::new(config, receiver, signer, auth, Default::default()).expect("a gateway");
+    let gateway =
+        Gateway::new(GatewayConfig::default(), receiver, signer, auth, Default::default()).expect("a gateway");
+    let edge = Edge::bind(&webrtc, gateway.config.max_message_bytes).await.expect("the edge binds");
     let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), gateway.clone()).await.expect("binds");
+    let server = server.with_channel(edge.clone());
     let url = format!("http://{}/", server.local_addr().expect("addr"));
-    let relay = Relay::start(server.webrtc_bound().expect("the edge"), outside).await;
-    assert_eq!(server.webrtc_addr(), Some(relay.outside), "the edge advertises the relay");
+    let relay = Relay::start(edge.bound(), outside).await;
+    assert_eq!(edge.advertised(), relay.outside, "the edge advertises the relay");
     tokio::spawn(server.run(std::future::pending()));
-    (url, gateway, relay)
+    (url, gateway, edge, relay)
 }
 
 /// Runs the driver: its `event cut` line cuts the relay; once the gateway has parked the
@@ -195,7 +197,7 @@ async fn chromium_calls_an_agent_over_webrtc_resumes_after_vanishing_and_bad_off
     let key = "the-right-key";
     let catalog = Catalog::load_paths(&[&examples]).expect("the banking example loads");
     let specs: Vec<RuntimeSpec> = catalog.agents().map(|a| catalog.resolve_agent(a).expect("resolves")).collect();
-    let (keyed, gateway, relay) = keyed_gateway(key, signer, runtime, &specs).await;
+    let (keyed, gateway, edge, relay) = keyed_gateway(key, signer, runtime, &specs).await;
 
     let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/webrtc/call.cjs");
     let playwright = bin.join("../node_modules/playwright-core");
@@ -211,7 +213,7 @@ async fn chromium_calls_an_agent_over_webrtc_resumes_after_vanishing_and_bad_off
     refusals(&result);
     call(&result["call"]);
     record(&result);
-    resumed(&result["resume"], &gateway);
+    resumed(&result["resume"], &gateway, &edge);
     let metrics: Vec<&str> = result["metrics"].as_array().expect("metrics").iter().filter_map(Value::as_str).collect();
     assert!(metrics.contains(&"switchboard_gateway_webrtc_calls_total{outcome=\"ended\"} 1"), "{metrics:?}");
     assert!(metrics.contains(&"switchboard_gateway_webrtc_calls_live 0"), "{metrics:?}");
@@ -316,7 +318,7 @@ fn record(result: &Value) {
 /// A call whose client vanished (its network cut): the call ends after the ICE grace and
 /// its session parks, as a WebSocket's dropped without a goodbye; a new call resumes it with
 /// its token and the conversation goes on (the details spoken on the new call heard).
-fn resumed(resume: &Value, gateway: &Gateway) {
+fn resumed(resume: &Value, gateway: &Gateway, edge: &Edge) {
     assert_eq!(resume["first"]["status"], 201, "{resume}");
     assert_eq!(resume["parked"], "parked", "the vanished client's session parked: {resume}");
     assert_eq!(resume["second"]["status"], 201, "{resume}");
@@ -326,8 +328,9 @@ fn resumed(resume: &Value, gateway: &Gateway) {
     let metrics = &gateway.metrics;
     let resumed = ["default/triage", "default/idv"].map(|a| metrics.resumed.with_label_values(&[a]).get());
     assert_eq!(resumed.iter().sum::<f64>(), 1.0, "one resume: {resumed:?}");
-    assert_eq!(metrics.webrtc_calls.with_label_values(&["ice_failed"]).get(), 1.0, "the vanished call");
-    assert_eq!(metrics.webrtc_calls.with_label_values(&["ended"]).get(), 1.0, "the resumed call, deleted");
+    let calls = &edge.metrics.calls;
+    assert_eq!(calls.with_label_values(&["ice_failed"]).get(), 1.0, "the vanished call");
+    assert_eq!(calls.with_label_values(&["ended"]).get(), 1.0, "the resumed call, deleted");
 }
 
 fn which(program: &str) -> PathBuf {

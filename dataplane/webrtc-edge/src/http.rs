@@ -4,6 +4,13 @@
 //! with `application/trickle-ice-sdpfrag` adds candidates (`204`) or restarts ICE (`200`
 //! with the edge's new credentials as a fragment); `DELETE` ends the call and its session.
 //!
+//! The JSON form, for clients that prefer it: the same `POST` with `application/json`
+//! `{"type": "offer", "sdp": "..."}` is answered `201` with `{"type": "answer", "sdp",
+//! "location", "ice_servers"}` (`ice_servers` as the browser's `RTCIceServer`s). Either
+//! form's `201` carries the TURN servers configured for callers ([`crate::turn`]), each with
+//! a credential of this call's, as `Link: <turn:...>; rel="ice-server"; username=...;
+//! credential=...` headers (RFC 9725, 4.6).
+//!
 //! An offer is admitted before it is read: the gateway's session slots, then credentials
 //! and Origin by [`crate::server::admit`] — the code `/v1/session` runs, so the rules are
 //! one — each refusal an HTTP status with a JSON body `{"code", "message"}` (`401` for a
@@ -15,7 +22,7 @@
 //! ask, as WHIP's resource URLs.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -33,8 +40,9 @@ use tokio::sync::{mpsc, oneshot};
 use super::call::{self, Setup};
 use super::demux::ufrag_of;
 use super::{Command, Edge, WEBRTC_PATH};
-use crate::Gateway;
-use crate::auth::Refusal;
+use crate::turn::IceServer;
+use switchboard_gateway::Gateway;
+use switchboard_gateway::auth::Refusal;
 
 /// Commands queued per call: a few PATCHes and a DELETE.
 const COMMANDS: usize = 8;
@@ -48,19 +56,22 @@ struct EdgeState {
     edge: Arc<Edge>,
 }
 
-/// The edge's routes; without an edge, each answers 404 saying how to turn it on.
-pub fn routes(gateway: Arc<Gateway>, edge: Option<Arc<Edge>>) -> Router {
+/// The edge's routes.
+pub fn routes(gateway: Arc<Gateway>, edge: Arc<Edge>) -> Router {
     let resource = format!("{WEBRTC_PATH}/{{id}}");
-    let Some(edge) = edge else {
-        let off = || async {
-            error(StatusCode::NOT_FOUND, "webrtc_off", "WebRTC is off on this gateway: start it with --webrtc-udp")
-        };
-        return Router::new().route(WEBRTC_PATH, post(off)).route(&resource, patch(off).delete(off));
-    };
     Router::new()
         .route(WEBRTC_PATH, post(offer).layer(DefaultBodyLimit::max(MAX_OFFER_BYTES)))
         .route(&resource, patch(trickle).delete(end).layer(DefaultBodyLimit::max(MAX_FRAGMENT_BYTES)))
         .with_state(EdgeState { gateway, edge })
+}
+
+/// The routes without an edge: each answers 404 saying how to turn it on.
+pub fn off() -> Router {
+    let resource = format!("{WEBRTC_PATH}/{{id}}");
+    let off = || async {
+        error(StatusCode::NOT_FOUND, "webrtc_off", "WebRTC is off on this gateway: start it with --webrtc-udp")
+    };
+    Router::new().route(WEBRTC_PATH, post(off)).route(&resource, patch(off).delete(off))
 }
 
 #[derive(Debug, Deserialize)]
@@ -76,7 +87,7 @@ async fn offer(
     body: Bytes,
 ) -> Response {
     // Who may call, before anything of the offer is read.
-    let (permit, admitted) = crate::server::admit(&gateway, &headers, query.access_token.as_deref());
+    let (permit, admitted) = switchboard_gateway::server::admit(&gateway, &headers, query.access_token.as_deref());
     let (permit, admission) = match (permit, admitted) {
         (Some(permit), Ok(admission)) => (permit, admission),
         (_, Err(refusal)) => return refused(&gateway, refusal),
@@ -84,13 +95,29 @@ async fn offer(
             return error(StatusCode::SERVICE_UNAVAILABLE, "at_capacity", "no session slot; try again later");
         }
     };
-    if !content_type_is(&headers, "application/sdp") {
+    let json = content_type_is(&headers, "application/json");
+    if !json && !content_type_is(&headers, "application/sdp") {
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "not_sdp",
-            "POST an SDP offer with Content-Type: application/sdp",
+            "POST an SDP offer with Content-Type: application/sdp (or {\"type\":\"offer\",\"sdp\":...} as application/json)",
         );
     }
+    let body = if json {
+        match serde_json::from_slice::<JsonOffer>(&body) {
+            Ok(JsonOffer { kind, sdp }) if kind == "offer" => Bytes::from(sdp),
+            Ok(JsonOffer { kind, .. }) => {
+                let message = format!("the JSON form's type is {kind:?}: POST an \"offer\"");
+                return error(StatusCode::BAD_REQUEST, "not_an_offer", &message);
+            }
+            Err(e) => {
+                let message = format!("the JSON form is {{\"type\":\"offer\",\"sdp\":\"...\"}}: {e}");
+                return error(StatusCode::BAD_REQUEST, "malformed_json", &message);
+            }
+        }
+    } else {
+        body
+    };
     let Ok(slot) = edge.slots.clone().try_acquire_owned() else {
         gateway.metrics.refused.with_label_values(&["webrtc_calls"]).inc();
         let message = format!("the gateway is at its limit of {} WebRTC calls; try again later", edge.max_calls);
@@ -112,6 +139,7 @@ async fn offer(
         return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the answer has no ICE credentials");
     };
     let id = uuid::Uuid::new_v4().simple().to_string();
+    let ice_servers = edge.turn.servers(&id, SystemTime::now());
     let number = edge.next_call.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (datagrams_tx, datagrams) = mpsc::channel(DATAGRAMS);
     let (commands_tx, commands) = mpsc::channel(COMMANDS);
@@ -132,13 +160,38 @@ async fn offer(
     };
     gateway.tracker.spawn(call::run(setup));
     let location = format!("{WEBRTC_PATH}/{id}");
-    let mut response = (StatusCode::CREATED, answer).into_response();
+    let mut response = if json {
+        let body = serde_json::json!({
+            "type": "answer",
+            "sdp": answer,
+            "location": location,
+            "ice_servers": ice_servers,
+        });
+        (StatusCode::CREATED, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    } else {
+        let mut response = (StatusCode::CREATED, answer).into_response();
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/sdp"));
+        response
+    };
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/sdp"));
     if let Ok(location) = HeaderValue::from_str(&location) {
         headers.insert(header::LOCATION, location);
     }
+    // Validated at start: every link is a header value.
+    for link in ice_servers.iter().flat_map(IceServer::links) {
+        if let Ok(link) = HeaderValue::from_str(&link) {
+            headers.append(header::LINK, link);
+        }
+    }
     response
+}
+
+/// The JSON form of an offer.
+#[derive(Debug, Deserialize)]
+struct JsonOffer {
+    #[serde(rename = "type")]
+    kind: String,
+    sdp: String,
 }
 
 async fn trickle(

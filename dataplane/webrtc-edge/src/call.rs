@@ -34,9 +34,9 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 
 use super::demux::{Incoming, ufrag_of};
 use super::{Command, Edge};
-use crate::Gateway;
-use crate::auth::Admission;
-use crate::session::ClientIo;
+use switchboard_gateway::Gateway;
+use switchboard_gateway::auth::Admission;
+use switchboard_gateway::session::ClientIo;
 
 /// Bytes the pipe between a call and its session buffers each way.
 const PIPE_BYTES: usize = 64 * 1024;
@@ -94,7 +94,7 @@ struct Task {
 pub async fn run(setup: Setup) {
     let Setup { gateway, edge, id, number, call, agent, admission, permit, slot, mut datagrams, mut commands } = setup;
     let start_by = tokio::time::Instant::now() + gateway.config.start_timeout;
-    gateway.metrics.webrtc_live.inc();
+    edge.metrics.live.inc();
     let mut task = Task {
         gateway: gateway.clone(),
         edge: edge.clone(),
@@ -149,8 +149,8 @@ pub async fn run(setup: Setup) {
         let _ = tokio::time::timeout(Duration::from_secs(1), conn.flush()).await;
     }
     drop(slot);
-    gateway.metrics.webrtc_live.dec();
-    gateway.metrics.webrtc_calls.with_label_values(&[task.outcome]).inc();
+    edge.metrics.live.dec();
+    edge.metrics.calls.with_label_values(&[task.outcome]).inc();
     tracing::debug!(call = %id, outcome = task.outcome, "WebRTC call over");
 }
 
@@ -231,7 +231,7 @@ impl Task {
         let gateway = self.gateway.clone();
         let agent = self.agent.take();
         self.gateway.tracker.spawn(async move {
-            crate::session::serve(server, gateway, agent, admission).await;
+            switchboard_gateway::session::serve(server, gateway, agent, admission).await;
             drop(permit);
         });
         self.session = Session::Open(client);

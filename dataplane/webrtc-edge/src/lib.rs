@@ -1,16 +1,19 @@
 //! The gateway's WebRTC edge (issue 47): browsers and apps call an agent with an Opus track
 //! each way and the session protocol's JSON on a data channel. It is a *client* of the
 //! gateway's session machine, not a second one: each call opens one ordinary session
-//! through [`crate::session::serve`], over an in-process pipe instead of a socket
-//! ([`crate::session::ClientIo::Edge`]), so routing, handoffs, resume, scopes, the record,
-//! traces and metrics are the WebSocket's.
+//! through [`switchboard_gateway::session::serve`], over an in-process pipe instead of a
+//! socket ([`switchboard_gateway::session::ClientIo::Edge`]), so routing, handoffs, resume,
+//! scopes, the record, traces and metrics are the WebSocket's. The gateway serves it as a
+//! [`Channel`] (`Server::with_channel`); the gateway's crate does not depend on this one.
 //!
 //! - [`http`]: signalling, WHIP-style — `POST /v1/webrtc` (an SDP offer, admitted by the
 //!   gateway's own admission code: credentials, Origin, session slots; then checked),
 //!   `PATCH` (trickle ICE, ICE restart), `DELETE`;
 //! - [`demux`]: which call a datagram on the one UDP port is for;
 //! - [`call`]: one task per call, around the sans-I/O [`switchboard_webrtc::Call`]: it
-//!   moves datagrams, timers and the session's frames, and decides nothing the crate does.
+//!   moves datagrams, timers and the session's frames, and decides nothing the crate does;
+//! - [`metrics`]: calls by outcome, calls live;
+//! - [`turn`]: the TURN servers each caller is told of, with a credential of its own.
 //!
 //! The socket: one UDP port per gateway, every call on it (`--webrtc-udp`); the address in
 //! the answers' candidates is `--webrtc-advertise` where clients reach the pod through a
@@ -19,17 +22,25 @@
 pub mod call;
 pub mod demux;
 pub mod http;
+pub mod metrics;
+pub mod turn;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use axum::Router;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use switchboard_gateway::Gateway;
+use switchboard_gateway::channels::Channel;
 use switchboard_webrtc::CallConfig;
 use tokio::net::UdpSocket;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use demux::Demux;
+pub use metrics::Metrics;
 
 /// The WebRTC path: `POST` here, `PATCH` and `DELETE` on `/v1/webrtc/<id>`.
 pub const WEBRTC_PATH: &str = "/v1/webrtc";
@@ -48,6 +59,8 @@ pub struct WebrtcConfig {
     /// waits for it (an ICE restart within it keeps the call) before it ends and its
     /// session parks for resume.
     pub disconnect_grace: std::time::Duration,
+    /// TURN servers handed to callers ([`turn`]); none by default.
+    pub turn: turn::Turn,
 }
 
 impl WebrtcConfig {
@@ -71,6 +84,7 @@ impl Default for WebrtcConfig {
             advertise: None,
             max_calls: DEFAULT_MAX_CALLS,
             disconnect_grace: CallConfig::default().disconnect_grace,
+            turn: turn::Turn::default(),
         }
     }
 }
@@ -95,6 +109,12 @@ pub enum EdgeError {
         "the WebRTC socket binds {0}, which clients cannot be told to reach: give --webrtc-advertise the address they reach this pod at"
     )]
     NoAddress(SocketAddr),
+    /// Its TURN servers.
+    #[error("the WebRTC edge's TURN servers: {0}")]
+    Turn(#[from] turn::TurnError),
+    /// Its metrics.
+    #[error("the WebRTC edge's metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
 }
 
 /// What a call's task is asked from the HTTP side.
@@ -123,11 +143,17 @@ pub struct Edge {
     slots: Arc<Semaphore>,
     max_calls: usize,
     next_call: std::sync::atomic::AtomicU64,
+    /// TURN servers handed to callers.
+    turn: turn::Turn,
+    /// Its metrics.
+    pub metrics: Metrics,
 }
 
 impl Edge {
-    /// Binds the socket. `max_message_bytes`: the data channel's limit, the WebSocket's.
+    /// Binds the socket. `max_message_bytes`: the data channel's limit, the WebSocket's (the
+    /// gateway's `config.max_message_bytes`).
     pub async fn bind(config: &WebrtcConfig, max_message_bytes: usize) -> Result<Arc<Self>, EdgeError> {
+        config.turn.validate()?;
         let socket = UdpSocket::bind(config.listen)
             .await
             .map_err(|source| EdgeError::Bind { address: config.listen, source })?;
@@ -156,6 +182,8 @@ impl Edge {
             slots: Arc::new(Semaphore::new(config.max_calls)),
             max_calls: config.max_calls,
             next_call: std::sync::atomic::AtomicU64::new(1),
+            turn: config.turn.clone(),
+            metrics: Metrics::new()?,
         }))
     }
 
@@ -218,4 +246,25 @@ impl Edge {
     pub fn live(&self) -> usize {
         self.max_calls - self.slots.available_permits()
     }
+}
+
+/// The gateway serves the edge: its signalling routes, its socket's reader (until the
+/// gateway's shutdown), its metrics.
+impl Channel for Edge {
+    fn routes(self: Arc<Self>, gateway: Arc<Gateway>) -> Router {
+        http::routes(gateway, self)
+    }
+
+    fn run(self: Arc<Self>, gateway: Arc<Gateway>) -> BoxFuture<'static, ()> {
+        self.receive(gateway.shutdown.clone()).boxed()
+    }
+
+    fn render_metrics(&self) -> String {
+        self.metrics.render()
+    }
+}
+
+/// The routes of a gateway without the edge: each answers 404 saying how to turn it on.
+pub fn off_routes() -> Router {
+    http::off()
 }

@@ -1,0 +1,41 @@
+//! The edge's metrics, served on the gateway's `/metrics` after its own
+//! ([`switchboard_gateway::channels::Channel::render_metrics`]); named as the gateway's, whose
+//! WebRTC edge this is. Refused offers count in the gateway's
+//! `switchboard_gateway_sessions_refused_total`, beside the WebSocket's refusals.
+
+use prometheus::{CounterVec, Encoder, IntGauge, Opts, Registry, TextEncoder};
+
+/// The edge's registry.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// WebRTC calls answered and ended, by how they ended.
+    pub calls: CounterVec,
+    /// WebRTC calls under way.
+    pub live: IntGauge,
+}
+
+impl Metrics {
+    /// A fresh registry with every metric.
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let calls = CounterVec::new(
+            Opts::new(
+                "switchboard_gateway_webrtc_calls_total",
+                "WebRTC calls ended, by outcome (ended, client_closed, ice_failed, failed, too_large, no_session_start).",
+            ),
+            &["outcome"],
+        )?;
+        registry.register(Box::new(calls.clone()))?;
+        let live = IntGauge::new("switchboard_gateway_webrtc_calls_live", "WebRTC calls under way.")?;
+        registry.register(Box::new(live.clone()))?;
+        Ok(Self { registry, calls, live })
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
