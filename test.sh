@@ -89,6 +89,12 @@ done
 # --gateway`) needs neither local mode nor the simulator; the shipping binary has no local mode.
 for dep in switchboard-local switchboard-sim rcgen; do forbid switchboard-scenario "$dep"; done
 forbid switchboard-dataplane switchboard-local --no-default-features
+# The load generator is a client of the session protocol, as the scenario runner is (whose
+# scenario files, WAV reader and Polly rendering it uses): no gateway, runtime, local mode
+# or simulator under it.
+for dep in switchboard-gateway switchboard-runtime switchboard-local switchboard-sim rcgen; do
+  forbid switchboard-load "$dep"
+done
 # The web console stands on the gateway, not on local mode or the simulator; the demo tool
 # server is a leaf that needs neither the gateway nor the runtime.
 for dep in switchboard-local switchboard-sim; do forbid switchboard-console "$dep"; done
@@ -100,7 +106,7 @@ for dep in switchboard-webrtc-edge switchboard-webrtc str0m rcgen; do forbid swi
 for dep in switchboard-runtime switchboard-local switchboard-sim; do forbid switchboard-webrtc-edge "$dep"; done
 # The operator hands runtime pods the gateway's public key as text; it needs no agent core.
 forbid switchboard-operator switchboard-core
-echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the gateway: no WebRTC edge, stack or rcgen; the edge: no runtime, local mode or simulator; the shipping dataplane and the runtime: no simulator (the runtime: no local mode, scenario runner, demo tools, console or gateway either); the scenario runner without \`local\`: no local mode or simulator; the operator: no agent core"
+echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the gateway: no WebRTC edge, stack or rcgen; the edge: no runtime, local mode or simulator; the shipping dataplane and the runtime: no simulator (the runtime: no local mode, scenario runner, demo tools, console or gateway either); the scenario runner without \`local\`: no local mode or simulator; the load generator: no gateway, runtime, local mode or simulator; the operator: no agent core"
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

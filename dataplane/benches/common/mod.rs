@@ -24,10 +24,9 @@ pub use measure::*;
 
 pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// 20 ms of 16 kHz PCM16 mono.
-pub const FRAME_BYTES: usize = 640;
-/// Audio frame period.
-pub const FRAME: Duration = Duration::from_millis(20);
+/// 20 ms of 16 kHz PCM16 mono, and the audio frame period: a caller's, as the load
+/// generator sends them.
+pub use switchboard_load::caller::{FRAME, FRAME_BYTES};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()

@@ -72,14 +72,8 @@ pub fn steal_percent(before: (u64, u64), after: (u64, u64)) -> f64 {
     after.0.saturating_sub(before.0) as f64 * 100.0 / total
 }
 
-/// The `p` quantile of sorted values.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
+/// The value at quantile `p` of `sorted` (ascending), nearest rank: the load generator's.
+pub use switchboard_load::report::percentile;
 
 /// The sessions' samples minus `minus_ms`, in milliseconds, sorted: the overhead of each
 /// turn over what the simulator was told to take.

@@ -7,6 +7,7 @@
 //! InvokeModelWithBidirectionalStream ([`sonic`]). Replies come from a [`Script`] of
 //! rules with pacing and fault injection. Besides Bedrock, Amazon Polly's SynthesizeSpeech
 //! ([`polly`]) renders a text as a phrase tone its Nova Sonic side then hears as that text.
+//! `GET /stats` ([`STATS_PATH`]) answers its counters.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), switchboard_sim::SimError> {
@@ -44,6 +45,12 @@ pub use state::{Operation, SimStats};
 pub use tls::DEFAULT_CERT_NAMES;
 
 use state::SimState;
+
+/// `GET` here answers the simulator's counters as JSON: `operations` ([`SimStats`]: requests
+/// per operation, model calls, faults) and `sonic` ([`sonic::SonicCounters`]: streams,
+/// utterances heard, replies sent, ...), so a load test run against a gateway whose models
+/// are this simulator can compare what it reports with what the models saw.
+pub const STATS_PATH: &str = "/stats";
 
 /// How to run a simulator.
 #[derive(Clone, Debug)]

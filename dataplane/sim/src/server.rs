@@ -1,7 +1,7 @@
 //! The simulator's network side: the accept loop (TLS or plain), one task per connection
 //! serving HTTP/1.1 and HTTP/2 (hyper-util's auto builder), a cap on connections,
 //! graceful shutdown that waits for every connection, and routing of requests to the
-//! operations.
+//! operations, `GET /ping` and `GET /stats` ([`STATS_PATH`]).
 //!
 //! Each connection has a "kill" token: a scripted connection drop cancels it, and the
 //! connection task then drops the connection, which closes the socket abruptly.
@@ -20,6 +20,8 @@ use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
+
+use crate::STATS_PATH;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -147,6 +149,13 @@ async fn route(
     let path = request.uri().path().to_owned();
     if request.method() == http::Method::GET && path == "/ping" {
         return http::Response::new(full_body(Bytes::from_static(b"ok")));
+    }
+    if request.method() == http::Method::GET && path == STATS_PATH {
+        // What this simulator saw, for a load test to compare its report with.
+        let stats = serde_json::json!({ "operations": state.stats(), "sonic": state.sonic.counters() });
+        let mut response = http::Response::new(full_body(Bytes::from(stats.to_string())));
+        response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+        return response;
     }
     if request.method() == http::Method::POST && path == polly::PATH {
         // Amazon Polly's SynthesizeSpeech, for `switchboard test`'s `speech:` steps.

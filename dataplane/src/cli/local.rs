@@ -95,7 +95,12 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let local = local::start_redacting(&dir, options, recorder, redact).await?;
     let addr = local.server.local_addr()?;
     match &local.sim {
-        Some(sim) => println!("Bedrock simulator on {}", sim.endpoint_url()),
+        // The certificate is named, as `switchboard sim` names it: Polly clients pointed at
+        // the simulator (`switchboard test`/`load --speech-endpoint-url`) trust it.
+        Some(sim) => match sim.ca_cert_path() {
+            Some(cert) => println!("Bedrock simulator on {} (trust {})", sim.endpoint_url(), cert.display()),
+            None => println!("Bedrock simulator on {}", sim.endpoint_url()),
+        },
         None => println!("Using Amazon Bedrock with the default AWS credential chain"),
     }
     for (host, tools) in &local.demo_tools {

@@ -6,6 +6,7 @@ mod capacity;
 mod chat;
 mod demo_tools;
 mod gateway;
+mod load;
 #[cfg(feature = "local")]
 mod local;
 mod record;
@@ -27,7 +28,8 @@ use switchboard_telemetry::LogFormat;
 /// clients talk to on a cluster,
 /// `local` runs a folder of agents on this machine against the Bedrock simulator, `sim`
 /// runs the simulator alone, `chat` talks to an agent from the terminal, `demo-tools` serves
-/// the Example Bank's tool server, `test` runs scenario tests of agents' behaviour. (`local`
+/// the Example Bank's tool server, `test` runs scenario tests of agents' behaviour, `load`
+/// load-tests a gateway with simulated callers. (`local`
 /// and `sim` exist in builds with the `local` feature, the default; the shipping image
 /// leaves them out, and its `test` needs `--gateway`.)
 #[derive(Debug, Parser)]
@@ -89,6 +91,11 @@ pub enum Command {
     /// The SIP edge: phones and trunks call `sip:<agent>@host`, each call one session at
     /// the gateway.
     Sip(Box<sip::SipArgs>),
+    /// Load-test a gateway: simulated voice or text callers play scenario files at an
+    /// arrival rate; reports time to first audio and token, handoff gaps, sessions
+    /// completed, errors by code and capacity refusals; exits non-zero when a session did
+    /// not complete.
+    Load(Box<load::LoadArgs>),
 }
 
 impl Command {
@@ -107,6 +114,7 @@ impl Command {
             Self::Sessions(args) => sessions::run(args).await,
             Self::Callers(args) => callers::run(args).await,
             Self::Sip(args) => sip::run(*args).await,
+            Self::Load(args) => load::run(*args).await,
         }
     }
 
@@ -114,7 +122,7 @@ impl Command {
     /// given: `test` prints a report on stdout, so only warnings are logged.
     pub fn default_log(&self) -> Option<&'static str> {
         match self {
-            Self::Test(_) | Self::Sessions(_) | Self::Callers(_) => Some("warn"),
+            Self::Test(_) | Self::Load(_) | Self::Sessions(_) | Self::Callers(_) => Some("warn"),
             _ => None,
         }
     }

@@ -165,6 +165,29 @@ pub struct SonicStats {
     pub history: VecDeque<(u64, String, String)>,
 }
 
+/// The bidirectional operation's counters, as `GET /stats` reports them (the fields of
+/// [`SonicStats`] that are counts).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SonicCounters {
+    /// Streams opened.
+    pub streams: u64,
+    /// Audio input frames a live stream received.
+    pub audio_frames: u64,
+    /// Utterances detected.
+    pub utterances: u64,
+    /// Replies sent complete.
+    pub replies_sent: u64,
+    /// Tool results received.
+    pub tool_results: u64,
+    /// Barge-ins.
+    pub interruptions: u64,
+    /// Input sequences refused as invalid.
+    pub validation_errors: u64,
+    /// Streams closed by the script's `close` or `cutReply` fault.
+    pub scripted_closes: u64,
+}
+
 /// How many history entries [`SonicStats::history`] keeps.
 pub const KEPT_HISTORY: usize = 256;
 
@@ -192,6 +215,21 @@ impl SonicState {
     /// The counters now.
     pub fn snapshot(&self) -> SonicStats {
         self.with(|s| s.clone())
+    }
+
+    /// The counters alone (no per-frame, per-reply or per-stream records): what
+    /// `GET /stats` reports.
+    pub fn counters(&self) -> SonicCounters {
+        self.with(|s| SonicCounters {
+            streams: s.streams,
+            audio_frames: s.audio_frames,
+            utterances: s.utterances,
+            replies_sent: s.replies_sent,
+            tool_results: s.tool_results,
+            interruptions: s.interruptions,
+            validation_errors: s.validation_errors,
+            scripted_closes: s.scripted_closes,
+        })
     }
 
     fn next_stream(&self) -> u64 {
