@@ -58,5 +58,6 @@ pub fn resolve(agent: &Agent, persona: &Persona, workflow: &Workflow, config_map
         sessions: spec.sessions.clone(),
         gateway: spec.gateway.clone(),
         record: spec.record.clone(),
+        telephony: spec.telephony.clone(),
     }
 }

@@ -116,6 +116,11 @@ pub struct Route {
     /// them: the caller is verified again.
     #[serde(default = "default_identity_keys", skip_serializing_if = "is_default_identity_keys")]
     pub identity_keys: Vec<String>,
+    /// The phone numbers (E.164) the Agent answers (`spec.telephony.numbers`): a call the
+    /// SIP edge takes for one of them reaches this Agent. The operator lists a number under
+    /// one route only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub numbers: Vec<String>,
 }
 
 fn is_default_identity_keys(keys: &[String]) -> bool {
@@ -141,6 +146,7 @@ impl Route {
             ready_replicas: 1,
             redact: spec.record.redact.clone(),
             identity_keys: spec.identity_keys.clone(),
+            numbers: spec.telephony.numbers.clone(),
         }
     }
 
@@ -275,6 +281,12 @@ impl RoutingTable {
     pub fn route(&self, namespace: &str, name: &str) -> Option<&Route> {
         self.routes.iter().find(|r| r.namespace == namespace && r.name == name)
     }
+
+    /// Every route that claims the phone `number` (E.164): one in a table the operator
+    /// wrote; more only in a hand-written one.
+    pub fn by_number(&self, number: &str) -> Vec<&Route> {
+        self.routes.iter().filter(|r| r.numbers.iter().any(|n| n == number)).collect()
+    }
 }
 
 #[cfg(test)]
@@ -296,6 +308,7 @@ mod tests {
             ready_replicas: 0,
             redact: Vec::new(),
             identity_keys: crate::agent::default_identity_keys(),
+            numbers: vec![],
         }
     }
 

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{
-    GatewaySettings, Mode, ModelSettings, RecordSettings, SessionSettings, Skill, ToolPolicy, ToolSpec,
+    GatewaySettings, Mode, ModelSettings, RecordSettings, SessionSettings, Skill, Telephony, ToolPolicy, ToolSpec,
 };
 use crate::persona::PersonaSpec;
 use crate::workflow::WorkflowSpec;
@@ -64,6 +64,9 @@ pub struct RuntimeSpec {
     /// What the gateway's record keeps (its redaction rules; local mode routes with them).
     #[serde(default, skip_serializing_if = "RecordSettings::is_empty")]
     pub record: RecordSettings,
+    /// The phone numbers the Agent answers (local mode routes calls with them).
+    #[serde(default, skip_serializing_if = "Telephony::is_empty")]
+    pub telephony: Telephony,
 }
 
 /// Name and namespace of an Agent.

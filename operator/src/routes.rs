@@ -115,6 +115,7 @@ fn route(agent: &Agent) -> Option<Route> {
         ready_replicas: status.ready_replicas.unwrap_or(0),
         redact: agent.spec.record.redact.clone(),
         identity_keys: agent.spec.identity_keys.clone(),
+        numbers: agent.spec.telephony.numbers.clone(),
     })
 }
 

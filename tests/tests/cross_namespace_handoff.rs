@@ -190,6 +190,7 @@ fn route(ns: &str, runtime: &Runtime, handoffs: &[&str], expose: bool) -> Route 
         ready_replicas: 1,
         redact: Vec::new(),
         identity_keys: switchboard_crds::agent::default_identity_keys(),
+        numbers: vec![],
     }
 }
 

@@ -38,6 +38,7 @@ fn table(ns: &str, names: &[&str]) -> String {
             ready_replicas: 1,
             redact: Vec::new(),
             identity_keys: switchboard_crds::agent::default_identity_keys(),
+            numbers: vec![],
         })
         .collect();
     RoutingTable::new(routes).to_json()

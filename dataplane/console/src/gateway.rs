@@ -140,6 +140,7 @@ mod tests {
             ready_replicas: 1,
             redact: Vec::new(),
             identity_keys: switchboard_crds::agent::default_identity_keys(),
+            numbers: vec![],
         }
     }
 

@@ -198,6 +198,7 @@ mod tests {
             ready_replicas: 1,
             redact,
             identity_keys: switchboard_crds::agent::default_identity_keys(),
+            numbers: vec![],
         }
     }
 

@@ -213,6 +213,7 @@ impl Fleet {
                 ready_replicas: i32::try_from(count).unwrap_or(1),
                 redact: spec.record.redact.clone(),
                 identity_keys: spec.identity_keys.clone(),
+                numbers: spec.telephony.numbers.clone(),
             });
         }
         let mut endpoints: HashMap<(String, String), Vec<SocketAddr>> = HashMap::new();

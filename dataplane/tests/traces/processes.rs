@@ -110,6 +110,7 @@ impl Bank {
                 ready_replicas: 1,
                 redact: Vec::new(),
                 identity_keys: switchboard_crds::agent::default_identity_keys(),
+                numbers: vec![],
             });
         }
         std::fs::write(dir.join("routes.json"), RoutingTable::new(routes).to_json()).expect("routes");

@@ -49,6 +49,7 @@ fn route(name: &str, expose: bool) -> Route {
         ready_replicas: 1,
         redact: Vec::new(),
         identity_keys: switchboard_crds::agent::default_identity_keys(),
+        numbers: vec![],
     }
 }
 
