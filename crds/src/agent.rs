@@ -17,6 +17,7 @@ mod policy;
 mod record;
 mod skill;
 mod sonic;
+mod telephony;
 mod text_models;
 mod tool;
 
@@ -34,6 +35,7 @@ pub use policy::{ToolPolicy, glob_match, is_pattern, is_valid_pattern, matches_a
 pub use record::{MAX_REDACT_PATTERN_LEN, MAX_REDACT_RULES, RecordSettings, RedactRule};
 pub use skill::{Example, Skill, USE_SKILL_TOOL};
 pub use sonic::{SONIC_MODELS, SonicModel, check_sonic_voice, sonic_model};
+pub use telephony::{E164_PATTERN, MAX_NUMBERS, Telephony, is_e164};
 pub use text_models::{
     DEFAULT_WINDOW_SHARE, FALLBACK_CONTEXT_TOKENS, ReasoningStyle, TEXT_MODELS, TextModel, default_context_tokens,
     text_model,
@@ -176,6 +178,9 @@ pub struct AgentSpec {
     /// waits or is refused when the quota is full.
     #[serde(default, skip_serializing_if = "CapacitySettings::is_default")]
     pub capacity: CapacitySettings,
+    /// Phone calls: the numbers this Agent answers through the SIP edge.
+    #[serde(default, skip_serializing_if = "Telephony::is_empty")]
+    pub telephony: Telephony,
 }
 
 /// How users talk with an agent.

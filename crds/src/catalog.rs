@@ -184,12 +184,34 @@ impl Catalog {
         let workflow = self.workflows.get(&key(&ns, &agent.spec.workflow_ref.name)).map(|(w, _)| &w.spec);
         let agent_exists = |name: &str| self.agents.contains_key(&key(&ns, name));
         let config_maps = self.config_maps_of(agent);
-        validate_agent(
+        let mut problems = validate_agent(
             &agent.name_any(),
             &ns,
             &agent.spec,
             References { persona, workflow, agent_exists: &agent_exists, config_maps: &config_maps },
-        )
+        );
+        problems.extend(self.numbers_taken(&key(&ns, &agent.name_any()), agent));
+        problems
+    }
+
+    /// A phone number is one Agent's: of the folder's Agents that list it, the first by
+    /// `namespace/name` keeps it (a cluster's operator goes by creation time instead).
+    fn numbers_taken(&self, me: &Key, agent: &Agent) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        for number in &agent.spec.telephony.numbers {
+            let first = self.agents.iter().find(|(k, (a, _))| a.spec.telephony.numbers.contains(number) && *k < me);
+            if let Some(((namespace, name), _)) = first {
+                problems.push(Problem::new(
+                    crate::validate::Reason::DuplicateName,
+                    "spec.telephony.numbers",
+                    format!(
+                        "{number} is claimed by Agent {namespace}/{name} too: a call to a number reaches one Agent; \
+                         remove it from one of them"
+                    ),
+                ));
+            }
+        }
+        problems
     }
 
     /// The RuntimeSpec of an Agent, or every problem that prevents it.

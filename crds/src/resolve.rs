@@ -59,5 +59,6 @@ pub fn resolve(agent: &Agent, persona: &Persona, workflow: &Workflow, config_map
         gateway: spec.gateway.clone(),
         record: spec.record.clone(),
         capacity: spec.capacity.clone(),
+        telephony: spec.telephony.clone(),
     }
 }

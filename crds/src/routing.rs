@@ -120,6 +120,11 @@ pub struct Route {
     /// (`spec.capacity` with `spec.model.region`; absent: the defaults).
     #[serde(default, skip_serializing_if = "RouteCapacity::is_default")]
     pub capacity: RouteCapacity,
+    /// The phone numbers (E.164) the Agent answers (`spec.telephony.numbers`): a call the
+    /// SIP edge takes for one of them reaches this Agent. The operator lists a number under
+    /// one route only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub numbers: Vec<String>,
 }
 
 /// A route's share of the model quota: the pool its streams count in and how its sessions
@@ -183,6 +188,7 @@ impl Route {
             redact: spec.record.redact.clone(),
             identity_keys: spec.identity_keys.clone(),
             capacity: RouteCapacity::of(&spec.capacity, &spec.model.region),
+            numbers: spec.telephony.numbers.clone(),
         }
     }
 
@@ -317,6 +323,12 @@ impl RoutingTable {
     pub fn route(&self, namespace: &str, name: &str) -> Option<&Route> {
         self.routes.iter().find(|r| r.namespace == namespace && r.name == name)
     }
+
+    /// Every route that claims the phone `number` (E.164): one in a table the operator
+    /// wrote; more only in a hand-written one.
+    pub fn by_number(&self, number: &str) -> Vec<&Route> {
+        self.routes.iter().filter(|r| r.numbers.iter().any(|n| n == number)).collect()
+    }
 }
 
 #[cfg(test)]
@@ -339,6 +351,7 @@ mod tests {
             redact: Vec::new(),
             identity_keys: crate::agent::default_identity_keys(),
             capacity: RouteCapacity::default(),
+            numbers: vec![],
         }
     }
 

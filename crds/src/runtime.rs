@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{
-    GatewaySettings, Mode, ModelSettings, RecordSettings, SessionSettings, Skill, ToolPolicy, ToolSpec,
+    GatewaySettings, Mode, ModelSettings, RecordSettings, SessionSettings, Skill, Telephony, ToolPolicy, ToolSpec,
 };
 use crate::persona::PersonaSpec;
 use crate::workflow::WorkflowSpec;
@@ -67,6 +67,9 @@ pub struct RuntimeSpec {
     /// The Agent's place in the shared model quota (local mode routes with it).
     #[serde(default, skip_serializing_if = "crate::agent::CapacitySettings::is_default")]
     pub capacity: crate::agent::CapacitySettings,
+    /// The phone numbers the Agent answers (local mode routes calls with them).
+    #[serde(default, skip_serializing_if = "Telephony::is_empty")]
+    pub telephony: Telephony,
 }
 
 /// Name and namespace of an Agent.

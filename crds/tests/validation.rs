@@ -377,3 +377,29 @@ fn only_identity_providers_remember_into_identity_keys() {
     let twice = AGENT.replace("  mode: text", "  mode: text\n  identityKeys: [caller, caller]");
     assert_eq!(reasons(&[PERSONA, WORKFLOW, &twice]), [Reason::DuplicateName]);
 }
+
+#[test]
+fn phone_numbers_are_e164_on_load_and_one_agents_each_in_a_folder() {
+    let voice = AGENT.replace("mode: text", "mode: voice");
+    let claiming = |name: &str, number: &str| {
+        format!(
+            "{}  telephony: {{ numbers: [\"{number}\"] }}\n",
+            voice.replace("metadata: { name: a }", &format!("metadata: {{ name: {name} }}"))
+        )
+    };
+    let e = Catalog::new().add_yaml(&claiming("a", "020 7946 0000"), "a.yaml").expect_err("not E.164").to_string();
+    assert!(e.contains("spec.telephony.numbers") && e.contains("does not match"), "{e}");
+    let c = common::catalog(&[PERSONA, WORKFLOW, &claiming("a", "+442079460000"), &claiming("b", "+442079460000")]);
+    let by_name = |n: &str| c.agents().find(|a| a.metadata.name.as_deref() == Some(n)).expect("agent");
+    assert!(c.validate_agent(by_name("a")).is_empty(), "{:?}", c.validate_agent(by_name("a")));
+    let taken = c.validate_agent(by_name("b"));
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    assert_eq!((taken[0].reason, taken[0].field.as_str()), (Reason::DuplicateName, "spec.telephony.numbers"));
+    assert!(taken[0].message.contains("+442079460000 is claimed by Agent default/a"), "{}", taken[0].message);
+    let spec = c.resolve_agent(by_name("a")).expect("resolves");
+    assert_eq!(
+        spec.telephony.numbers,
+        ["+442079460000"],
+        "the numbers reach the RuntimeSpec (local mode routes with them)"
+    );
+}

@@ -116,6 +116,7 @@ fn route(agent: &Agent) -> Option<Route> {
         redact: agent.spec.record.redact.clone(),
         identity_keys: agent.spec.identity_keys.clone(),
         capacity: switchboard_crds::routing::RouteCapacity::of(&agent.spec.capacity, &agent.spec.model.region),
+        numbers: agent.spec.telephony.numbers.clone(),
     })
 }
 

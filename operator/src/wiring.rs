@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::build::hpa::api_resource;
 use crate::controller::status::{Replicas, replicas};
-use crate::controller::{Context, Error, agent, error_policy};
+use crate::controller::{Context, Error, agent, error_policy, numbers};
 use crate::lean::{LeanConfigMap, LeanDeployment, LeanService};
 use crate::own_writes::{OwnWrites, Seen};
 use crate::run::{owned_watch_config, scoped, watch_config};
@@ -54,6 +54,20 @@ pub fn agent_stream(
         if let Ok(Change::New(a) | Change::Deleted(a)) = change {
             for r in handoff_referrers(&agents, a.namespace(), &a.name_any()) {
                 if triggers.try_send(r).is_err() {
+                    overflow.inc();
+                }
+            }
+        }
+        // A number claimed, changed or freed: the Agents it may block or free decide again
+        // (an Agent without numbers that appears or goes touches none: no scan).
+        let touched = match change {
+            Ok(Change::New(a) | Change::Deleted(a)) if !a.spec.telephony.numbers.is_empty() => Some(a),
+            Ok(Change::Changed(a)) => Some(a),
+            _ => None,
+        };
+        if let Some(a) = touched {
+            for r in numbers::claimants(a, &agents.state()) {
+                if triggers.try_send(ObjectRef::from_obj(r.as_ref())).is_err() {
                     overflow.inc();
                 }
             }

@@ -191,6 +191,7 @@ fn route(ns: &str, runtime: &Runtime, handoffs: &[&str], expose: bool) -> Route 
         redact: Vec::new(),
         identity_keys: switchboard_crds::agent::default_identity_keys(),
         capacity: Default::default(),
+        numbers: vec![],
     }
 }
 

@@ -39,6 +39,7 @@ fn table(ns: &str, names: &[&str]) -> String {
             redact: Vec::new(),
             identity_keys: switchboard_crds::agent::default_identity_keys(),
             capacity: Default::default(),
+            numbers: vec![],
         })
         .collect();
     RoutingTable::new(routes).to_json()

@@ -1,7 +1,8 @@
 //! No privilege borrowed through the operator, on the real control plane: an Agent cannot
 //! make the operator overwrite an object of its name that it does not own (the routing
 //! table, or anyone's ConfigMap), nor run its pods as a ServiceAccount the platform team did
-//! not open to Agents (annotation or `--agent-service-accounts`).
+//! not open to Agents (annotation or `--agent-service-accounts`); and a phone number is one
+//! Agent's: the later claim is refused (`NumberTaken`) until the first goes.
 
 mod common;
 
@@ -163,4 +164,51 @@ async fn an_agent_gets_only_the_secrets_the_platform_listed() {
         );
         assert!(absent::<Deployment>(&ns, name).await, "no pods for {name}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phone_number_is_one_agents_and_the_later_claim_waits_for_it() {
+    let ns = namespace("op-numbers").await;
+    let _op = Operator::start(&ns, "numbers").expect("operator");
+    let voice = |name: &str, numbers: &str| {
+        agent(name, "p", "wf", &format!("  telephony: {{numbers: [{numbers}]}}\n")).replace("mode: text", "mode: voice")
+    };
+    // `answering` claims first (and sorts first: the same creation second would agree).
+    let first = objects("p", "wf") + &voice("answering", "\"+442079460000\"");
+    apply_yaml(&ns.client(), &ns.name, &first).await.expect("apply");
+    wait_accepted(&ns, "answering").await;
+    apply_yaml(&ns.client(), &ns.name, &voice("later", "\"+15551234567\", \"+442079460000\"")).await.expect("apply");
+    let message = wait_refused(&ns, "later", "NumberTaken").await;
+    assert!(
+        message.contains(&format!("+442079460000 is claimed by Agent {}/answering", ns.name))
+            && message.contains("remove the number")
+            && !message.contains("+15551234567"),
+        "the reason names the number, who has it and what to do: {message}"
+    );
+    // The routing table gives the number to the first claim only.
+    let table = until("the routing table with the number", Duration::from_secs(10), || async {
+        Ok::<_, anyhow::Error>(routing_table(&ns).await?.filter(|t| t.routes.iter().any(|r| !r.numbers.is_empty())))
+    })
+    .await
+    .expect("published");
+    let claims: Vec<(&str, &[String])> = table.routes.iter().map(|r| (r.name.as_str(), r.numbers.as_slice())).collect();
+    assert_eq!(claims, [("answering", &["+442079460000".to_owned()][..])], "{table:?}");
+
+    // A number not E.164: the API server refuses it (the CRD's pattern).
+    let bad = apply_yaml(&ns.client(), &ns.name, &voice("national", "\"020 7946 0000\"")).await;
+    let bad = format!("{:#}", bad.expect_err("not E.164"));
+    assert!(bad.contains("spec.telephony.numbers") && bad.contains("should match"), "{bad}");
+
+    // The first claim goes: the later one is accepted now, and routed with both numbers.
+    let agents: Api<Agent> = Api::namespaced(ns.client(), &ns.name);
+    agents.delete("answering", &Default::default()).await.expect("delete");
+    wait_accepted(&ns, "later").await;
+    until("the number moves to the later claim", Duration::from_secs(10), || async {
+        Ok::<_, anyhow::Error>(routing_table(&ns).await?.filter(|t| {
+            t.routes.iter().any(|r| r.name == "later" && r.numbers == ["+15551234567", "+442079460000"])
+                && !t.routes.iter().any(|r| r.name == "answering")
+        }))
+    })
+    .await
+    .expect("the later claim is routed");
 }

@@ -5,7 +5,9 @@
 //! heard in the phone's recording (measured with sox), the session is in the conversation
 //! record with its agent and ends when the phone hangs up; the agent's side ending (local
 //! mode stopped) hangs the phone up. Calls to an unknown, an unexposed and a text-only agent
-//! are refused with 404, 403 and 488 and the gateway's reason; garbage sent to the edge's
+//! are refused with 404, 403 and 488 and the gateway's reason; a call to the number triage
+//! claims (`spec.telephony.numbers`) reaches triage, one to a number nobody claims gets
+//! 404; garbage sent to the edge's
 //! SIP and RTP ports during a call does not disturb it; a call signalled over TCP works as
 //! one over UDP. The tools come from
 //! tests/tools/install.sh.
@@ -18,6 +20,9 @@ use std::time::{Duration, Instant};
 use switchboard_tests::cluster::tools_bin;
 use switchboard_tests::repo_root;
 use switchboard_tests::switchboard::{Process, switchboard_binary};
+
+/// The number triage claims in the test's copy of the Example Bank.
+const TRIAGE_NUMBER: &str = "+442079460000";
 
 /// RTP ports the edge may use in one test (five pairs).
 const RTP_PORTS: u16 = 10;
@@ -70,6 +75,11 @@ fn free_udp_range(count: u16) -> (u16, u16) {
 }
 
 fn stack(name: &str) -> Stack {
+    stack_with(name, &[])
+}
+
+/// [`stack`] with more flags for `switchboard sip` (trunks, say).
+fn stack_with(name: &str, edge_args: &[&str]) -> Stack {
     let tools = tools_bin().expect("tests/tools/install.sh");
     let binary = switchboard_binary().expect("the switchboard binary");
     let dir = std::env::temp_dir().join(format!("switchboard-sip-{name}-{}", std::process::id()));
@@ -80,6 +90,16 @@ fn stack(name: &str) -> Stack {
     let text = std::fs::read_to_string(&disputes).expect("disputes.yaml");
     assert!(text.contains("expose: false"), "disputes.yaml is not exposed: the test exposes it");
     std::fs::write(&disputes, text.replace("expose: false", "expose: true")).expect("write");
+    // triage answers a phone number too (in this copy: the Example Bank runs in several
+    // namespaces in other tests, where one number would be two claims).
+    let triage = agents.join("triage.yaml");
+    let text = std::fs::read_to_string(&triage).expect("triage.yaml");
+    let claimed = text.replace(
+        "  gateway:\n    default: true",
+        &format!("  gateway:\n    default: true\n  telephony:\n    numbers: [\"{TRIAGE_NUMBER}\"]"),
+    );
+    assert_ne!(claimed, text, "triage.yaml's gateway block moved: the test adds its number there");
+    std::fs::write(&triage, claimed).expect("write");
     let record = format!("sqlite:{}", dir.join("record.db").display());
     let agents_arg = agents.to_string_lossy().into_owned();
     let local = Process::start(
@@ -99,7 +119,12 @@ fn stack(name: &str) -> Stack {
     let edge = Process::start(
         &binary,
         "sip",
-        &["sip", "--listen", "127.0.0.1:0", "--rtp-ports", &format!("{}-{}", rtp.0, rtp.1), "--gateway", &gateway],
+        &[
+            &["sip", "--listen", "127.0.0.1:0", "--rtp-ports", &format!("{}-{}", rtp.0, rtp.1), "--gateway", &gateway]
+                [..],
+            edge_args,
+        ]
+        .concat(),
         &[("SWITCHBOARD_LOG", "info,switchboard_sip_edge=debug")],
         "SIP edge ready",
     )
@@ -135,6 +160,11 @@ impl Phone {
 
     /// [`Phone::dial`] over `transport` (`udp` or `tcp`).
     fn dial_over(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32, transport: &str) -> Self {
+        Self::dial_as(stack, name, user, silence, quit, transport, "")
+    }
+
+    /// [`Phone::dial_over`] with more account parameters (`;auth_user=..;auth_pass=..`).
+    fn dial_as(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32, transport: &str, account: &str) -> Self {
         let dir = stack.dir.join(name);
         std::fs::create_dir_all(dir.join("snd")).expect("a folder");
         let sox = stack.tools.join("sox");
@@ -172,7 +202,8 @@ impl Phone {
              snd_path {d}/snd\n"
         );
         std::fs::write(dir.join("config"), config).expect("config");
-        let account = format!("<sip:caller@127.0.0.1:{port};transport={transport}>;regint=0;audio_codecs=PCMU\n");
+        let account =
+            format!("<sip:caller@127.0.0.1:{port};transport={transport}>;regint=0;audio_codecs=PCMU{account}\n");
         std::fs::write(dir.join("accounts"), account).expect("accounts");
         let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
         let child = Command::new(stack.tools.join("baresip"))
@@ -359,6 +390,20 @@ fn a_phone_call_reaches_a_voice_agent_hears_its_reply_survives_garbage_and_is_re
 }
 
 #[test]
+fn a_call_to_a_claimed_number_reaches_the_agent_that_claims_it() {
+    let stack = stack("number");
+    let phone = Phone::dial(&stack, "caller", TRIAGE_NUMBER, 6, 30);
+    phone.wait_over(Duration::from_secs(40));
+    let log = phone.log();
+    assert!(log.contains("Call established"), "{log}\n--- edge ---\n{}", stack.edge.log_text());
+    let (_, windows) = phone.heard(&stack.tools.join("sox"));
+    assert!(windows.iter().filter(|rms| **rms > 0.02).count() >= 4, "the phone heard the agent: {windows:?}");
+    let list: serde_json::Value = serde_json::from_str(&sessions(&stack, &["list", "--json"])).expect("JSON");
+    let agents: Vec<&str> = list.as_array().expect("a list").iter().filter_map(|s| s["first_agent"].as_str()).collect();
+    assert_eq!(agents, ["default/triage"], "the number's call is a session with triage");
+}
+
+#[test]
 fn a_call_over_tcp_is_answered_heard_and_hung_up() {
     let stack = stack("tcp");
     let phone = Phone::dial_over(&stack, "caller", "triage", 8, 30, "tcp");
@@ -380,6 +425,7 @@ fn calls_to_an_unknown_a_hidden_or_a_text_only_agent_are_refused_with_the_reason
     let stack = stack("refused");
     for (user, answer) in [
         ("nobody", "404 no agent nobody"),
+        ("+15550000000", "404 no agent +15550000000: no agent answers +15550000000"),
         ("disputes", "488 agent disputes is text-only and takes no calls"),
         ("idv", "403 agent idv is not open to the SIP edge"),
     ] {
@@ -427,4 +473,39 @@ fn the_agents_side_ending_hangs_the_phone_up() {
     assert!(took < Duration::from_secs(15), "hung up {took:?} after the session's end began");
     let edge = stack.edge.log_text();
     assert!(edge.contains(r#"end="the session ended (1001"#), "the session's close ended the call:\n{edge}");
+}
+
+#[test]
+fn with_trunks_configured_only_a_trunk_calls_and_digest_credentials_are_challenged() {
+    // The phone is on 127.0.0.1: outside the PBX trunk's addresses; the carrier trunk takes
+    // any address that proves its digest credentials (MD5 challenges only: Debian's
+    // baresip gives up at a SHA-256 challenge rather than take the next).
+    let secret = std::env::temp_dir().join(format!("switchboard-sip-credentials-{}", std::process::id()));
+    std::fs::create_dir_all(&secret).expect("a folder");
+    std::fs::write(secret.join("username"), "bank\n").expect("username");
+    std::fs::write(secret.join("password"), "s3cret\n").expect("password");
+    let credentials = format!("carrier={}", secret.display());
+    let pbx_only = stack_with("stranger", &["--trunk", "pbx=192.0.2.0/24"]);
+    let phone = Phone::dial(&pbx_only, "stranger", "triage", 1, 15);
+    phone.wait_over(Duration::from_secs(20));
+    let log = phone.log();
+    assert!(log.contains("403 Forbidden: not from a trunk's addresses"), "{log}");
+    assert!(!log.contains("Call established"), "{log}");
+    drop(pbx_only);
+
+    let stack = stack_with(
+        "trunk",
+        &["--trunk", "pbx=192.0.2.0/24", "--trunk-credentials", &credentials, "--digest-algorithms", "MD5"],
+    );
+    let wrong = Phone::dial_as(&stack, "wrong", "triage", 1, 15, "udp", ";auth_user=bank;auth_pass=guess");
+    wrong.wait_over(Duration::from_secs(20));
+    let log = wrong.log();
+    assert!(log.contains("403 Forbidden: wrong trunk credentials"), "a wrong password is refused: {log}");
+    let right = Phone::dial_as(&stack, "right", "triage", 4, 30, "udp", ";auth_user=bank;auth_pass=s3cret");
+    right.wait_over(Duration::from_secs(40));
+    let log = right.log();
+    assert!(log.contains("Call established"), "{log}\n--- edge ---\n{}", stack.edge.log_text());
+    let (_, windows) = right.heard(&stack.tools.join("sox"));
+    assert!(windows.iter().filter(|rms| **rms > 0.02).count() >= 4, "the trunk's call heard the agent: {windows:?}");
+    let _ = std::fs::remove_dir_all(&secret);
 }

@@ -65,6 +65,7 @@ pub fn validate_agent(name: &str, namespace: &str, spec: &AgentSpec, refs: Refer
     problems.extend(super::knowledge::gather_knowledge(spec, namespace, refs.config_maps).problems);
     super::authority::check_authority(spec, &mut problems);
     super::record::check_record(spec, &mut problems);
+    super::telephony::check_telephony(spec, &mut problems);
     check_handoffs(name, namespace, spec, refs, &mut problems);
     if let Some(workflow) = refs.workflow {
         check_workflow_fits(spec, workflow, &mut problems);

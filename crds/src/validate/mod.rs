@@ -12,6 +12,7 @@ mod knowledge;
 mod model;
 mod persona;
 mod record;
+mod telephony;
 mod workflow;
 
 pub use agent::{References, validate_agent};

@@ -141,6 +141,7 @@ mod tests {
             redact: Vec::new(),
             identity_keys: switchboard_crds::agent::default_identity_keys(),
             capacity: Default::default(),
+            numbers: vec![],
         }
     }
 

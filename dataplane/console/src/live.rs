@@ -199,6 +199,7 @@ mod tests {
             redact,
             identity_keys: switchboard_crds::agent::default_identity_keys(),
             capacity: Default::default(),
+            numbers: vec![],
         }
     }
 

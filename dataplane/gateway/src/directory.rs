@@ -61,6 +61,17 @@ pub enum RouteError {
     /// No Agent of that name (or not accepted by the operator).
     #[error("unknown agent {0:?}; check the name, and that the Agent is Accepted (kubectl get agents)")]
     Unknown(String),
+    /// No Accepted Agent claims this phone number.
+    #[error("no agent answers {0} (no Accepted Agent lists it in spec.telephony.numbers)")]
+    UnknownNumber(String),
+    /// A phone number several routes claim (only a hand-written table can).
+    #[error("the number {number} is claimed by several agents ({agents}); a number answers one")]
+    NumberClaimedTwice {
+        /// The number.
+        number: String,
+        /// `namespace/name` of each.
+        agents: String,
+    },
     /// A bare name several namespaces have.
     #[error("agent {name:?} exists in several namespaces ({namespaces}); ask for <namespace>/{name}")]
     Ambiguous {
@@ -97,7 +108,11 @@ impl RouteError {
     /// The WebSocket close code for this refusal.
     pub fn close_code(&self) -> u16 {
         match self {
-            Self::NoDefault | Self::Unknown(_) | Self::Ambiguous { .. } => close_code::UNKNOWN_AGENT,
+            Self::NoDefault
+            | Self::Unknown(_)
+            | Self::UnknownNumber(_)
+            | Self::Ambiguous { .. }
+            | Self::NumberClaimedTwice { .. } => close_code::UNKNOWN_AGENT,
             Self::NotExposed(_) => close_code::NOT_EXPOSED,
             Self::NoReadyPod(_) | Self::NoReadyCandidate(_) => close_code::NO_READY_POD,
             Self::HandoffNotAllowed { .. } => close_code::NOT_EXPOSED,
@@ -108,8 +123,8 @@ impl RouteError {
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::NoDefault => ErrorCode::NoDefault,
-            Self::Unknown(_) => ErrorCode::UnknownAgent,
-            Self::Ambiguous { .. } => ErrorCode::AmbiguousAgent,
+            Self::Unknown(_) | Self::UnknownNumber(_) => ErrorCode::UnknownAgent,
+            Self::Ambiguous { .. } | Self::NumberClaimedTwice { .. } => ErrorCode::AmbiguousAgent,
             Self::NotExposed(_) => ErrorCode::NotExposed,
             Self::NoReadyPod(_) | Self::NoReadyCandidate(_) => ErrorCode::NoReadyPod,
             Self::HandoffNotAllowed { .. } => ErrorCode::HandoffNotAllowed,
@@ -243,6 +258,9 @@ impl Directory {
     }
 
     fn find(&self, name: &str) -> Result<&Route, RouteError> {
+        if name.starts_with('+') {
+            return self.by_number(name);
+        }
         if let Some((namespace, name)) = name.split_once('/') {
             return self.table.route(namespace, name).ok_or_else(|| RouteError::Unknown(format!("{namespace}/{name}")));
         }
@@ -254,6 +272,20 @@ impl Directory {
         }
         let namespaces = std::iter::once(first.namespace.as_str()).chain(others).collect::<Vec<_>>().join(", ");
         Err(RouteError::Ambiguous { name: name.to_owned(), namespaces })
+    }
+
+    /// The Agent that claims the phone `number` (`spec.telephony.numbers`). The operator
+    /// lets one Agent claim a number; two in a table (a hand-written one) answer neither.
+    fn by_number(&self, number: &str) -> Result<&Route, RouteError> {
+        let mut claims = self.table.by_number(number).into_iter();
+        let first = claims.next().ok_or_else(|| RouteError::UnknownNumber(number.to_owned()))?;
+        let others: Vec<String> = claims.map(|r| format!("{}/{}", r.namespace, r.name)).collect();
+        if others.is_empty() {
+            return Ok(first);
+        }
+        let namespaces =
+            std::iter::once(format!("{}/{}", first.namespace, first.name)).chain(others).collect::<Vec<_>>();
+        Err(RouteError::NumberClaimedTwice { number: number.to_owned(), agents: namespaces.join(", ") })
     }
 
     fn table_default(&self) -> Result<&Route, RouteError> {
@@ -293,6 +325,7 @@ mod tests {
             redact: Vec::new(),
             identity_keys: switchboard_crds::agent::default_identity_keys(),
             capacity: Default::default(),
+            numbers: vec![],
         }
     }
 
@@ -312,6 +345,26 @@ mod tests {
         ]
         .into();
         Directory::new(Arc::new(table), Arc::new(endpoints), None)
+    }
+
+    #[test]
+    fn a_phone_number_reaches_the_agent_that_claims_it_and_an_unknown_one_none() {
+        let mut table = directory().table().clone();
+        table.routes.iter_mut().find(|r| r.namespace == "bank" && r.name == "triage").expect("triage").numbers =
+            vec!["+442079460000".into()];
+        table.routes.iter_mut().find(|r| r.name == "idv").expect("idv").numbers = vec!["+442079460001".into()];
+        let d = directory().with_table(Arc::new(table.clone()));
+        assert_eq!(d.for_client(Some("+442079460000"), Reach::Live).map(|t| t.key()), Ok("bank/triage".into()));
+        let unknown = d.for_client(Some("+15550000000"), Reach::Live).expect_err("nobody claims it");
+        assert_eq!((unknown.close_code(), unknown.code()), (close_code::UNKNOWN_AGENT, ErrorCode::UnknownAgent));
+        assert!(unknown.to_string().contains("spec.telephony.numbers"), "{unknown}");
+        // A number does not open an Agent that is not exposed.
+        assert_eq!(d.for_client(Some("+442079460001"), Reach::Live), Err(RouteError::NotExposed("idv".into())));
+        // Two claims (a hand-written table): neither answers.
+        table.routes.iter_mut().find(|r| r.name == "banking").expect("banking").numbers = vec!["+442079460000".into()];
+        let d = directory().with_table(Arc::new(table));
+        let twice = d.for_client(Some("+442079460000"), Reach::Live).expect_err("claimed twice");
+        assert!(matches!(twice, RouteError::NumberClaimedTwice { .. }), "{twice}");
     }
 
     #[test]

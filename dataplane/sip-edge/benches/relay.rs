@@ -179,6 +179,7 @@ fn run(calls: usize, seconds: u64) {
                 // Every phone is on 127.0.0.1: one source, like a trunk.
                 rate: RateConfig { per_second: 1e6, burst: 1e6, ..RateConfig::default() },
                 media: MediaSettings::default(),
+                trunks: Default::default(),
             };
             let edge = Edge::bind(config).await.expect("edge");
             ready_tx.send((edge.local_addr(), tid)).expect("ready");

@@ -77,13 +77,22 @@ pub(crate) struct Call {
 const MAX_AGENT: usize = 253;
 
 /// The agent a call is for: the Request-URI's user part, a Kubernetes name (lowercase
-/// letters, digits, `-` and `.`), or why no agent can answer it.
+/// letters, digits, `-` and `.`) or an E.164 number (the gateway routes it to the Agent
+/// that claims it), or why no agent can answer it.
 pub(crate) fn agent_of(incoming: &Incoming) -> Result<String, String> {
     let Some(user) = incoming.dialled.as_deref().filter(|u| !u.is_empty()) else {
         return Err("the Request-URI names no agent (call sip:<agent>@host)".to_owned());
     };
-    if user.starts_with('+') {
-        return Err("no agent answers this number (numbers are not routed yet: call sip:<agent>@host)".to_owned());
+    if let Some(digits) = user.strip_prefix('+') {
+        // A number: the gateway finds the Agent that claims it (spec.telephony.numbers).
+        let e164 =
+            (2..=15).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit()) && !digits.starts_with('0');
+        if !e164 {
+            return Err(
+                "no agent answers this number (a dialled number is E.164: '+' and at most 15 digits)".to_owned()
+            );
+        }
+        return Ok(user.to_owned());
     }
     let valid = user.len() <= MAX_AGENT
         && user.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
@@ -470,7 +479,9 @@ mod tests {
     fn the_request_uri_user_names_the_agent() {
         assert_eq!(agent_of(&incoming(Some("triage"))), Ok("triage".to_owned()));
         assert_eq!(agent_of(&incoming(Some("bank.triage-2"))), Ok("bank.triage-2".to_owned()));
-        for bad in [None, Some(""), Some("Triage"), Some("a b"), Some("x/../y"), Some("+4930123456")] {
+        assert_eq!(agent_of(&incoming(Some("+4930123456"))), Ok("+4930123456".to_owned()), "a number: the gateway's");
+        let bad_numbers = [Some("+"), Some("+0301234"), Some("+1234567890123456"), Some("+44 20"), Some("+44x")];
+        for bad in bad_numbers.into_iter().chain([None, Some(""), Some("Triage"), Some("a b"), Some("x/../y")]) {
             assert!(agent_of(&incoming(bad)).is_err(), "{bad:?}");
         }
         assert!(agent_of(&incoming(Some(&"a".repeat(254)))).is_err());

@@ -32,8 +32,11 @@
 //! ([`EdgeConfig::tcp`]): one task per connection cuts its stream into messages for the same
 //! endpoint, and what the endpoint sends to a TCP peer goes back on its connection.
 //!
-//! Not here yet: TLS, trunks (every source is untrusted: a caller's number is not vouched for to
-//! the gateway), telephone numbers routed to Agents, DTMF to the agent (needs a protocol
+//! Trunks ([`EdgeConfig::trunks`]): when configured, new INVITEs are taken only from a
+//! trunk's source addresses and/or with its digest credentials (401 challenges), others get
+//! 403; see [`switchboard_sip::trunk`].
+//!
+//! Not here yet: TLS, the caller's number in the session context, DTMF to the agent (needs a protocol
 //! message), transfers, outbound calls, and metrics.
 
 pub mod call;
@@ -54,6 +57,14 @@ use tokio_util::task::TaskTracker;
 pub use call::MediaSettings;
 pub use gateway::GatewayConfig;
 pub use switchboard_sip::endpoint::rate::RateConfig;
+pub use switchboard_sip::trunk;
+use switchboard_sip::trunk::Trunks;
+
+/// A random secret for [`Trunks::new`] to make its digest nonces from (a v4 UUID's 122
+/// random bits).
+pub fn nonce_secret() -> [u8; 16] {
+    uuid::Uuid::new_v4().into_bytes()
+}
 
 /// How the edge runs.
 #[derive(Clone, Debug)]
@@ -76,6 +87,8 @@ pub struct EdgeConfig {
     pub rate: RateConfig,
     /// Media behaviour.
     pub media: MediaSettings,
+    /// Who may call (none configured: anyone, untrusted).
+    pub trunks: Trunks,
 }
 
 /// Why the edge cannot start.
@@ -106,7 +119,7 @@ impl Edge {
     /// Binds the SIP socket and prepares the port range (the RTP sockets bind on the
     /// listen address, per call).
     pub async fn bind(config: EdgeConfig) -> Result<Self, EdgeError> {
-        let EdgeConfig { listen, tcp, advertise, rtp_ports, gateway, max_calls, rate, media } = config;
+        let EdgeConfig { listen, tcp, advertise, rtp_ports, gateway, max_calls, rate, media, trunks } = config;
         let socket = UdpSocket::bind(listen).await.map_err(|source| EdgeError::Bind { address: listen, source })?;
         let local = socket.local_addr().map_err(|source| EdgeError::Bind { address: listen, source })?;
         // TCP on the same port as UDP (the one chosen, when the port asked for was 0).
@@ -119,7 +132,7 @@ impl Edge {
         };
         let ports = ports::Ports::new(listen.ip(), rtp_ports)?;
         let endpoint_config = EndpointConfig { max_calls, rate, ..EndpointConfig::default() };
-        let endpoint = Endpoint::new(endpoint_config);
+        let endpoint = Endpoint::new(endpoint_config).with_trunks(trunks);
         let signalling = signalling::Signalling {
             socket,
             tcp,

@@ -27,6 +27,7 @@ async fn edge() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::J
         max_calls: 4,
         rate: RateConfig::default(),
         media: MediaSettings::default(),
+        trunks: Default::default(),
     };
     let edge = Edge::bind(config).await.expect("the edge binds");
     let addr = edge.local_addr();

@@ -47,3 +47,4 @@ pub mod endpoint;
 pub mod media;
 pub mod sdp;
 pub mod sip;
+pub mod trunk;

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use switchboard_sip_edge::trunk::digest::Algorithm;
+use switchboard_sip_edge::trunk::{Cidr, Credentials, Trunk, Trunks};
 use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, RateConfig};
 
 /// Options of `switchboard sip`.
@@ -62,6 +64,76 @@ pub struct SipArgs {
     #[arg(long, env = "SWITCHBOARD_SIP_GATEWAY_TIMEOUT_SECONDS", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=120))]
     gateway_timeout_seconds: u64,
+
+    /// A trunk by its source addresses, `NAME=CIDR[,CIDR...]` (repeatable): INVITEs from
+    /// those addresses are taken and trusted (their caller's number is believed). With any
+    /// trunk configured, INVITEs from anything else are refused (403); with none, every
+    /// source is taken, untrusted.
+    #[arg(long = "trunk", env = "SWITCHBOARD_SIP_TRUNKS", value_delimiter = ';', value_name = "NAME=CIDR,...")]
+    trunks: Vec<String>,
+
+    /// A trunk's SIP digest credentials, `NAME=DIR` (repeatable): DIR holds the files
+    /// `username` and `password` (a Kubernetes Secret mounted as a folder). INVITEs for that
+    /// trunk are challenged (401, SHA-256 and MD5) until they prove them. A trunk named only
+    /// here may call from any address.
+    #[arg(
+        long = "trunk-credentials",
+        env = "SWITCHBOARD_SIP_TRUNK_CREDENTIALS",
+        value_delimiter = ';',
+        value_name = "NAME=DIR"
+    )]
+    trunk_credentials: Vec<String>,
+
+    /// The digest algorithms challenges offer, most preferred first (`SHA-256`, `MD5`): one
+    /// challenge each (RFC 8760). A UA that gives up at a first challenge it cannot compute
+    /// (older equipment that knows only MD5) needs `MD5` alone.
+    #[arg(long, env = "SWITCHBOARD_SIP_DIGEST_ALGORITHMS", value_delimiter = ',', default_value = "SHA-256,MD5",
+          value_parser = algorithm)]
+    digest_algorithms: Vec<Algorithm>,
+
+    /// The realm named in digest challenges.
+    #[arg(long, env = "SWITCHBOARD_SIP_REALM", default_value = "switchboard")]
+    realm: String,
+}
+
+/// The trunks `--trunk` and `--trunk-credentials` describe, credentials read from their
+/// folders.
+fn trunks(sources: &[String], credentials: &[String]) -> anyhow::Result<Vec<Trunk>> {
+    let mut trunks: Vec<Trunk> = Vec::new();
+    let entry = |trunks: &mut Vec<Trunk>, name: &str| -> usize {
+        if let Some(i) = trunks.iter().position(|t| t.name == name) {
+            return i;
+        }
+        trunks.push(Trunk { name: name.to_owned(), sources: Vec::new(), credentials: None });
+        trunks.len() - 1
+    };
+    for spec in sources {
+        let Some((name, cidrs)) = spec.split_once('=') else { bail!("--trunk {spec:?} is not NAME=CIDR[,CIDR...]") };
+        let parsed = cidrs.split(',').map(|c| c.trim().parse::<Cidr>()).collect::<Result<Vec<_>, _>>()?;
+        let i = entry(&mut trunks, name.trim());
+        trunks[i].sources.extend(parsed);
+    }
+    for spec in credentials {
+        let Some((name, dir)) = spec.split_once('=') else { bail!("--trunk-credentials {spec:?} is not NAME=DIR") };
+        let read = |file: &str| -> anyhow::Result<String> {
+            let path = std::path::Path::new(dir.trim()).join(file);
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("trunk {name}: cannot read {}", path.display()))?;
+            let value = text.trim_end_matches(['\n', '\r']).to_owned();
+            if value.is_empty() || value.len() > 256 {
+                bail!("trunk {name}: {} is empty or longer than 256 bytes", path.display());
+            }
+            Ok(value)
+        };
+        let found = Credentials { username: read("username")?, password: read("password")? };
+        let i = entry(&mut trunks, name.trim());
+        trunks[i].credentials = Some(found);
+    }
+    Ok(trunks)
+}
+
+fn algorithm(text: &str) -> Result<Algorithm, String> {
+    Algorithm::parse(text.trim()).ok_or_else(|| format!("{text:?} is not SHA-256 or MD5"))
 }
 
 /// `FIRST-LAST`, both ports, FIRST <= LAST.
@@ -87,7 +159,19 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         max_calls,
         media_timeout_seconds,
         gateway_timeout_seconds,
+        trunks: trunk_sources,
+        trunk_credentials,
+        realm,
+        digest_algorithms,
     } = args;
+    let trunks = trunks(&trunk_sources, &trunk_credentials)?;
+    let names: Vec<String> = trunks.iter().map(|t| t.name.clone()).collect();
+    let trunks = Trunks::new(trunks, realm, switchboard_sip_edge::nonce_secret())?.with_algorithms(digest_algorithms);
+    if names.is_empty() {
+        tracing::warn!("no trunks configured: calls are taken from any address, and no caller's number is trusted");
+    } else {
+        tracing::info!(trunks = ?names, "calls are taken only from these trunks");
+    }
     let shutdown = super::shutdown_signal()?;
     let advertise = match advertise {
         Some(address) => address,
@@ -123,6 +207,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         max_calls: max_calls as usize,
         rate: RateConfig::default(),
         media,
+        trunks,
     };
     let edge = Edge::bind(config).await?;
     tracing::info!(

@@ -214,6 +214,7 @@ impl Fleet {
                 redact: spec.record.redact.clone(),
                 identity_keys: spec.identity_keys.clone(),
                 capacity: switchboard_crds::routing::RouteCapacity::of(&spec.capacity, &spec.model.region),
+                numbers: spec.telephony.numbers.clone(),
             });
         }
         let mut endpoints: HashMap<(String, String), Vec<SocketAddr>> = HashMap::new();

@@ -111,6 +111,7 @@ impl Bank {
                 redact: Vec::new(),
                 identity_keys: switchboard_crds::agent::default_identity_keys(),
                 capacity: Default::default(),
+                numbers: vec![],
             });
         }
         std::fs::write(dir.join("routes.json"), RoutingTable::new(routes).to_json()).expect("routes");

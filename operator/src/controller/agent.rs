@@ -21,7 +21,7 @@ use switchboard_crds::{Agent, AgentStatus, resolve};
 use super::apply::{apply_candidate, apply_children, apply_status};
 use super::rollout::{self, Decision, Gated};
 use super::status::{Verdict, accepted, agent_status, replicas};
-use super::{Context, Error, key_of, knowledge, network_policy, policy};
+use super::{Context, Error, key_of, knowledge, network_policy, numbers, policy};
 use crate::build::{Desired, build, candidate, service};
 use crate::gateway_key::{KeyMissing, REASON_KEY_MISSING};
 use crate::lean::LeanDeployment;
@@ -79,6 +79,11 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
         // Persona or Workflow, a ConfigMap it reads, or a handoff target appearing).
         return reject(agent, ctx, &verdict, Action::await_change()).await;
     };
+
+    // What the validator cannot see: is one of its phone numbers another Agent's?
+    if let Some(refused) = numbers::taken(agent, &known.state()) {
+        return reject(agent, ctx, &refused, Action::await_change()).await;
+    }
 
     // What the validator cannot see: may this Agent have what it asks the operator for?
     let account = agent.spec.credentials.as_ref().and_then(|c| c.service_account_name.as_deref());

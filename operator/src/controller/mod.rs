@@ -11,6 +11,7 @@ pub mod agent_test_status;
 pub mod apply;
 pub mod knowledge;
 pub mod network_policy;
+pub mod numbers;
 pub mod policy;
 pub mod resources;
 pub mod rollout;

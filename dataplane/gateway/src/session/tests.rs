@@ -50,6 +50,7 @@ fn route(name: &str, expose: bool) -> Route {
         redact: Vec::new(),
         identity_keys: switchboard_crds::agent::default_identity_keys(),
         capacity: Default::default(),
+        numbers: vec![],
     }
 }
 

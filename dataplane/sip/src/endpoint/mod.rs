@@ -25,6 +25,7 @@ use crate::call::{
 };
 use crate::sip::parse::parse_datagram;
 use crate::sip::{Limits, Message, Method, ParseError, Request};
+use crate::trunk::{Trunks, Verdict};
 use rate::{RateConfig, RateLimiter};
 
 /// How the endpoint behaves.
@@ -108,6 +109,8 @@ pub struct Endpoint {
     limiter: RateLimiter,
     calls: HashMap<String, Call>,
     out: VecDeque<Output>,
+    /// Who may call (none configured: anyone, untrusted).
+    trunks: Option<Trunks>,
 }
 
 /// A To-tag for stateless answers, the same for the same Call-ID (FNV-1a).
@@ -120,7 +123,21 @@ fn stateless_tag(request: &Request) -> String {
 impl Endpoint {
     /// An endpoint with no calls.
     pub fn new(config: EndpointConfig) -> Self {
-        Self { limiter: RateLimiter::new(config.rate), config, calls: HashMap::new(), out: VecDeque::new() }
+        Self {
+            limiter: RateLimiter::new(config.rate),
+            config,
+            calls: HashMap::new(),
+            out: VecDeque::new(),
+            trunks: None,
+        }
+    }
+
+    /// Takes new INVITEs only from `trunks` ([`Trunks::admit`]): a stranger's is answered
+    /// 403, one that must prove a trunk's credentials 401 with the challenges; a call
+    /// through a trunk is trusted (its caller's number may be vouched for).
+    pub fn with_trunks(mut self, trunks: Trunks) -> Self {
+        self.trunks = (!trunks.is_empty()).then_some(trunks);
+        self
     }
 
     /// The flood guard, to give a trunk its own rate.
@@ -283,6 +300,24 @@ impl Endpoint {
         id: &str,
         new_call: impl FnOnce() -> Option<CallConfig>,
     ) {
+        let mut source = source;
+        if let Some(trunks) = &mut self.trunks {
+            match trunks.admit(now, source.address.ip(), invite) {
+                Verdict::Open => {}
+                Verdict::Trunk(_) => source.trusted = true,
+                Verdict::Challenge(challenges) => {
+                    let mut response = invite.response(401, Some(&stateless_tag(invite)));
+                    for challenge in challenges {
+                        response.headers.push("WWW-Authenticate", challenge);
+                    }
+                    return self.send(source, Message::Response(response));
+                }
+                Verdict::Forbidden(reason) => {
+                    let response = invite.response(403, Some(&stateless_tag(invite)));
+                    return self.send(source, Message::Response(response.with_reason(&format!("Forbidden: {reason}"))));
+                }
+            }
+        }
         let config = if self.calls.len() < self.config.max_calls { new_call() } else { None };
         let Some(config) = config else {
             let mut response =

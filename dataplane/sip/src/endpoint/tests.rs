@@ -204,3 +204,40 @@ fn a_placed_call_is_routed_like_an_answered_one() {
     let Some(Output::Transmit(t)) = e.poll() else { panic!("no BYE") };
     assert!(String::from_utf8_lossy(&t.bytes).starts_with("BYE "));
 }
+
+#[test]
+fn with_trunks_a_stranger_gets_403_a_credentialed_trunk_401_and_a_trunk_a_trusted_call() {
+    use crate::trunk::{Credentials, Trunk, Trunks};
+    let t0 = Instant::now();
+    let list = vec![
+        Trunk { name: "pbx".into(), sources: vec!["10.0.0.0/8".parse().unwrap()], credentials: None },
+        Trunk {
+            name: "carrier".into(),
+            sources: vec![],
+            credentials: Some(Credentials { username: "u".into(), password: "p".into() }),
+        },
+    ];
+    let trunks = |list: Vec<Trunk>| Trunks::new(list, "switchboard", [1; 16]).unwrap();
+    // Only the PBX: 127.0.0.1 is a stranger, refused statelessly without a call.
+    let mut e = Endpoint::new(EndpointConfig::default()).with_trunks(trunks(list[..1].to_vec()));
+    e.handle_datagram(t0, source(), INVITE, || panic!("no call is configured for a stranger"));
+    let (sent, events, _) = drain(&mut e);
+    assert_eq!(statuses(&sent), [403]);
+    assert_eq!(sent[0].reason, "Forbidden: not from a trunk's addresses");
+    assert!(events.is_empty() && e.calls() == 0);
+    // The carrier may call from anywhere with its credentials: challenged first.
+    let mut e = Endpoint::new(EndpointConfig::default()).with_trunks(trunks(list.clone()));
+    e.handle_datagram(t0, source(), INVITE, || panic!("no call before the credentials"));
+    let (sent, _, _) = drain(&mut e);
+    assert_eq!(statuses(&sent), [401]);
+    let challenges: Vec<&str> = sent[0].headers.all("WWW-Authenticate").collect();
+    assert_eq!(challenges.len(), 2, "{challenges:?}");
+    assert!(challenges[0].contains("SHA-256") && challenges[1].contains("MD5"), "{challenges:?}");
+    // From the PBX's addresses: a call, its caller trusted.
+    let mut e = Endpoint::new(EndpointConfig::default()).with_trunks(trunks(list));
+    let pbx = Source { address: "10.1.2.3:5060".parse().unwrap(), ..source() };
+    e.handle_datagram(t0, pbx, INVITE, call_config);
+    let (_, events, _) = drain(&mut e);
+    let Some(CallEvent::Incoming(incoming)) = events.first() else { panic!("an incoming call: {events:?}") };
+    assert!(incoming.caller_asserted, "a trunk's call is trusted");
+}
