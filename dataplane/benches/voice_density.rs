@@ -18,7 +18,12 @@
 //! ```
 //!
 //! Environment: `BENCH_STEPS` (session counts, default `50,100,200,300,400,600,800,1000`),
-//! `BENCH_WINDOW_S` (measurement per step, default 10).
+//! `BENCH_WINDOW_S` (measurement per step, default 10), `BENCH_BIN` (another `switchboard`
+//! build to run: `benchmarks/ab.sh` alternates a baseline build with this one).
+//!
+//! Besides the table: the runtime's RSS before any session (its base memory), and per step
+//! the runtime's CPU per call-minute (`rt cs/call-min`: core-seconds per minute of one live
+//! call), the figure `benchmarks/ab.sh` compares.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -142,13 +147,14 @@ default: { text: "Your account is in good standing. Your last three payments wen
         window.as_secs()
     );
     println!(
-        "{:>8} {:>10} {:>10} {:>10} {:>9} {:>11} {:>12} {:>9} {:>9} {:>8} {:>12} {:>7}",
+        "{:>8} {:>10} {:>10} {:>10} {:>9} {:>11} {:>14} {:>12} {:>9} {:>9} {:>8} {:>12} {:>7}",
         "sessions",
         "jit p50",
         "jit p99",
         "late p99",
         "rt CPU%",
         "rt %/sess",
+        "rt cs/call-min",
         "rt us/frame",
         "sim CPU%",
         "bench%",
@@ -157,6 +163,7 @@ default: { text: "Your account is in good standing. Your last three payments wen
         "errors"
     );
     let baseline = common::rss_kib(stack.runtime_pid);
+    println!("runtime RSS before any session: {baseline} KiB");
     let samples = Arc::new(Mutex::new(Samples::default()));
     let stop = tokio_util::sync::CancellationToken::new();
     let mut tasks = Vec::new();
@@ -201,12 +208,14 @@ default: { text: "Your account is in good standing. Your last three payments wen
         late.sort_by(f64::total_cmp);
         let p99 = percentile(&jitter, 0.99);
         println!(
-            "{n:>8} {:>10.2} {:>10.2} {:>10.2} {:>9.0} {:>11.3} {:>12.1} {:>9.0} {:>9.0} {:>8.0} {:>12.0} {:>7}",
+            "{n:>8} {:>10.2} {:>10.2} {:>10.2} {:>9.0} {:>11.3} {:>14.4} {:>12.1} {:>9.0} {:>9.0} {:>8.0} {:>12.0} {:>7}",
             percentile(&jitter, 0.5),
             p99,
             percentile(&late, 0.99),
             percent(rt0, rt1),
             percent(rt0, rt1) / n as f64,
+            // % of a core per session, as core-seconds per minute of one call.
+            percent(rt0, rt1) / n as f64 * 0.6,
             rt1.saturating_sub(rt0) as f64 / ticks_per_second * 1e6 / frames as f64,
             percent(sim0, sim1),
             percent(me0, me1),
