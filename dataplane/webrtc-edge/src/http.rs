@@ -12,7 +12,7 @@
 //! credential=...` headers (RFC 9725, 4.6).
 //!
 //! An offer is admitted before it is read: the gateway's session slots, then credentials
-//! and Origin by [`crate::server::admit`] — the code `/v1/session` runs, so the rules are
+//! and Origin by [`switchboard_gateway::server::admit`] — the code `/v1/session` runs, so the rules are
 //! one — each refusal an HTTP status with a JSON body `{"code", "message"}` (`401` for a
 //! missing or wrong credential, `403` an Origin, `429` a credential's limits, `503` the
 //! gateway's). Then the offer is checked ([`switchboard_webrtc::Offer::parse`]): `400`
