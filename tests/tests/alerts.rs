@@ -369,7 +369,15 @@ fn metrics_md_lists_exactly_the_gateways_and_the_operators_series() {
     // The WebRTC edge's, which the gateway serves as a channel's.
     let webrtc = switchboard_webrtc_edge::Metrics::new().expect("WebRTC edge metrics");
     webrtc.calls.with_label_values(&["ended"]).inc();
-    assert_table("Gateway", &(gateway.render() + &record.render() + &webrtc.render()));
+    // The shared model quota's, which the gateway serves after its own.
+    let capacity = switchboard_gateway::capacity::metrics::CapacityMetrics::new().expect("capacity metrics");
+    capacity.quota.with_label_values(&["default/us-east-1"]).set(40.0);
+    capacity.guaranteed.with_label_values(&["default/us-east-1", "bank"]).set(10.0);
+    capacity.in_use.with_label_values(&["default/us-east-1", "bank"]).set(1.0);
+    capacity.queued.with_label_values(&["default/us-east-1", "bank"]).set(0.0);
+    capacity.wait.with_label_values(&["bank", "served"]).observe(0.5);
+    capacity.refused.with_label_values(&["bank", "queue_full"]).inc();
+    assert_table("Gateway", &(gateway.render() + &record.render() + &webrtc.render() + &capacity.render()));
 
     let operator = switchboard_operator::metrics::Metrics::new().expect("operator metrics");
     drop(operator.reconcile("Agent"));

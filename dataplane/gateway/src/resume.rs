@@ -38,6 +38,7 @@ use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use crate::session::kept::Kept;
 
 mod store;
+pub(crate) use store::connect_lazily;
 pub use store::{BACKOFF as STORE_BACKOFF, Entry, Renewal, Store, StoreError, Taken, open_text, seal_text};
 
 /// What a session's continuation state is sealed for: the session and the credential that

@@ -97,6 +97,22 @@ pub struct LocalOptions {
     pub gateway_key: Option<GatewaySigner>,
 }
 
+impl Default for LocalOptions {
+    /// An ephemeral loopback port, the simulator with its bundled banking script, no
+    /// transcripts, the default limits, no extra CA certificates and a fresh gateway key.
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            bedrock: false,
+            sim_script: None,
+            transcripts: None,
+            server: ServerConfig::default(),
+            ca_file: None,
+            gateway_key: None,
+        }
+    }
+}
+
 /// Local mode could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {

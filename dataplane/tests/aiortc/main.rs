@@ -25,7 +25,6 @@ use switchboard_gateway::auth::Auth;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use switchboard_local::{self as local, LocalOptions};
-use switchboard_runtime::ServerConfig;
 use switchboard_webrtc_edge::turn::{Credential, Turn};
 use switchboard_webrtc_edge::{Edge, WebrtcConfig};
 
@@ -174,15 +173,8 @@ async fn aiortc_calls_an_agent_through_a_lossy_network_and_gets_turn_credentials
     std::fs::write(&script_path, slower).expect("writes the script");
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     let signer = GatewaySigner::from_seed(&[9; 32]);
-    let options = LocalOptions {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        bedrock: false,
-        sim_script: Some(script_path),
-        transcripts: None,
-        server: ServerConfig::default(),
-        ca_file: None,
-        gateway_key: Some(signer.clone()),
-    };
+    let options =
+        LocalOptions { sim_script: Some(script_path), gateway_key: Some(signer.clone()), ..LocalOptions::default() };
     let local = local::start(&examples, options).await.expect("local mode starts");
     let runtime = local.server.runtime_addr().expect("the runtime");
     let server = local.server;

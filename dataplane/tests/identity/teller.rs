@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use switchboard_core::assertion::HEADER;
 use switchboard_core::grant::GatewaySigner;
 use switchboard_local::{self as local, LocalOptions};
-use switchboard_runtime::ServerConfig;
 
 /// One request the tool server received.
 #[derive(Clone, Debug)]
@@ -152,15 +151,8 @@ impl Teller {
         let script = dir.join("script.yaml.txt");
         std::fs::write(&script, SCRIPT).expect("script");
         let key = GatewaySigner::from_seed(&[23; 32]);
-        let options = LocalOptions {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            bedrock: false,
-            sim_script: Some(script),
-            transcripts: None,
-            server: ServerConfig::default(),
-            ca_file: None,
-            gateway_key: Some(key.clone()),
-        };
+        let options =
+            LocalOptions { sim_script: Some(script), gateway_key: Some(key.clone()), ..LocalOptions::default() };
         let local = local::start(&dir, options).await.expect("local mode starts");
         let url = format!("ws://{}/v1/session", local.server.local_addr().expect("addr"));
         let runtime_url = format!("ws://{}/v1/session", local.server.runtime_addr().expect("addr"));

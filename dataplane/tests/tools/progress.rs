@@ -2,12 +2,9 @@
 //! against the simulator; a real WebSocket client sees `tool_start`, the server's progress
 //! lines as `tool_progress`, then `tool_complete` and the model's answer.
 
-use std::net::SocketAddr;
-
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, TranscriptRole};
 use switchboard_local::{self as local, LocalOptions};
-use switchboard_runtime::ServerConfig;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::common::McpServer;
@@ -70,15 +67,7 @@ rules:
 async fn mcp_progress_reaches_the_client_between_tool_start_and_tool_complete() {
     let server = McpServer::start().await;
     let dir = agent_folder(&server.url());
-    let options = LocalOptions {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        bedrock: false,
-        sim_script: Some(dir.with_extension("script.yaml")),
-        transcripts: None,
-        server: ServerConfig::default(),
-        ca_file: None,
-        gateway_key: None,
-    };
+    let options = LocalOptions { sim_script: Some(dir.with_extension("script.yaml")), ..LocalOptions::default() };
     let local = local::start(&dir, options).await.expect("local mode starts");
     let url = format!("ws://{}/v1/session?agent=reporter", local.server.local_addr().expect("addr"));
     let running = local.server;

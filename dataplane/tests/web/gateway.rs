@@ -15,7 +15,6 @@ use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::routing::summary::AgentSummary;
 use switchboard_crds::routing::{Route, RoutingTable};
 use switchboard_local::{self as local, LocalOptions};
-use switchboard_runtime::ServerConfig;
 
 const KEY: &str = "console-test-key";
 
@@ -29,15 +28,7 @@ async fn the_gateway_serves_the_console_behind_its_api_keys() {
     let bin = super::tools_bin();
     let signer = GatewaySigner::from_seed(&[7; 32]);
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
-    let options = LocalOptions {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        bedrock: false,
-        sim_script: None,
-        transcripts: None,
-        server: ServerConfig::default(),
-        ca_file: None,
-        gateway_key: Some(signer.clone()),
-    };
+    let options = LocalOptions { gateway_key: Some(signer.clone()), ..LocalOptions::default() };
     let local = local::start(&examples, options).await.expect("local mode starts");
     let runtime = local.server.runtime_addr().expect("the runtime's address");
     let specs = super::banking_specs(&examples);

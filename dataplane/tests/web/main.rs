@@ -17,7 +17,6 @@
 //! states are saved under the test's temp folder in target/ (the path is printed). The
 //! checks are in checks.rs; the browser scenes in drive.cjs, scenes.cjs and helpers.cjs.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -26,7 +25,6 @@ mod gateway;
 
 use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_local::{self as local, LocalOptions};
-use switchboard_runtime::ServerConfig;
 
 #[path = "../support/browser.rs"]
 mod browser;
@@ -41,15 +39,7 @@ async fn the_console_chats_by_text_and_voice_and_opens_past_sessions_in_a_real_b
     let (dir, script_path, wav_path) = call_files("web", 1500, 1000, 5000, 1200, 8000);
 
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
-    let options = LocalOptions {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        bedrock: false,
-        sim_script: Some(script_path),
-        transcripts: None,
-        server: ServerConfig::default(),
-        ca_file: None,
-        gateway_key: None,
-    };
+    let options = LocalOptions { sim_script: Some(script_path), ..LocalOptions::default() };
     let local =
         local::start_recording(&examples, options, Some(recorder(&dir, &[r"account-status=\bactive\b".to_owned()])))
             .await

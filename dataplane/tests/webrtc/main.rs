@@ -33,7 +33,6 @@ use switchboard_gateway::auth::Auth;
 use switchboard_gateway::server::Server;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use switchboard_local::{self as local, LocalOptions};
-use switchboard_runtime::ServerConfig;
 use switchboard_sim::sonic::phrase_frequency;
 use switchboard_webrtc_edge::{Edge, WebrtcConfig};
 
@@ -180,15 +179,8 @@ async fn chromium_calls_an_agent_over_webrtc_resumes_after_vanishing_and_bad_off
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     // Local mode's runtime trusts this key: the second gateway's too.
     let signer = GatewaySigner::from_seed(&[7; 32]);
-    let options = LocalOptions {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        bedrock: false,
-        sim_script: Some(script_path),
-        transcripts: None,
-        server: ServerConfig::default(),
-        ca_file: None,
-        gateway_key: Some(signer.clone()),
-    };
+    let options =
+        LocalOptions { sim_script: Some(script_path), gateway_key: Some(signer.clone()), ..LocalOptions::default() };
     let local = local::start_recording(&examples, options, Some(recorder(&dir, &[]))).await.expect("local mode starts");
     let url = format!("http://{}/", local.server.local_addr().expect("addr"));
     let runtime = local.server.runtime_addr().expect("the runtime");

@@ -74,18 +74,7 @@ fn now_ms() -> u64 {
 impl Backend {
     /// Redis at `url` (`rediss://` trusting `ca` when given); connects on first use.
     pub fn redis(url: &str, ca: Option<Vec<u8>>) -> Result<Self, StoreError> {
-        let client = match ca {
-            Some(root_cert) => redis::Client::build_with_tls(
-                url,
-                redis::TlsCertificates { client_tls: None, root_cert: Some(root_cert) },
-            )?,
-            None => redis::Client::open(url)?,
-        };
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(1);
-        Ok(Self::Redis(redis::aio::ConnectionManager::new_lazy_with_config(client, config)?))
+        Ok(Self::Redis(crate::resume::connect_lazily(url, ca)?))
     }
 
     /// Applies `change` to pool `name` at the store's time (ms), atomically; returns what

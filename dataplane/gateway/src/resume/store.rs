@@ -25,6 +25,7 @@ use super::Parked;
 use crate::budget::Account;
 
 mod redis;
+pub(crate) use redis::connect_lazily;
 mod seal;
 
 use redis::Shared;

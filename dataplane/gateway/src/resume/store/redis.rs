@@ -103,22 +103,27 @@ fn snapshot_seal_key(key: &str) -> String {
     format!("snapshot:{key}")
 }
 
+/// A connection to Redis at `url` (`rediss://` trusting `ca` when given), made on first use
+/// and remade after a failure, with 2 s connection and response timeouts: what both the
+/// resume store and the capacity store (`crate::capacity`) talk to Redis through.
+pub(crate) fn connect_lazily(url: &str, ca: Option<Vec<u8>>) -> redis::RedisResult<redis::aio::ConnectionManager> {
+    let client = match ca {
+        Some(root_cert) => {
+            redis::Client::build_with_tls(url, redis::TlsCertificates { client_tls: None, root_cert: Some(root_cert) })?
+        }
+        None => redis::Client::open(url)?,
+    };
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(Duration::from_secs(2)))
+        .set_number_of_retries(1);
+    redis::aio::ConnectionManager::new_lazy_with_config(client, config)
+}
+
 impl Shared {
     /// A store at `url` (see [`super::Store::redis`]).
     pub(super) fn open(url: &str, signer: GatewaySigner, ca: Option<Vec<u8>>) -> Result<Self, StoreError> {
-        let client = match ca {
-            Some(root_cert) => redis::Client::build_with_tls(
-                url,
-                redis::TlsCertificates { client_tls: None, root_cert: Some(root_cert) },
-            )?,
-            None => redis::Client::open(url)?,
-        };
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(1);
-        let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, config)?;
-        Ok(Self { conn, signer, failed_at: Mutex::default() })
+        Ok(Self { conn: connect_lazily(url, ca)?, signer, failed_at: Mutex::default() })
     }
 
     /// A connection to use now, or why not.
