@@ -41,7 +41,10 @@ pub enum Agent {
 /// What to do with the caller's audio now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Gated<F> {
-    /// Send these frames to the model, in order.
+    /// Send this frame to the model (nothing was held): the common case, every frame of a
+    /// call the agent is not speaking over, with no list made for it.
+    Pass(F),
+    /// Send these frames to the model, in order (what was held, then this one).
     Forward(Vec<F>),
     /// Nothing yet: the frame is held.
     Held,
@@ -104,7 +107,7 @@ impl<F> BargeIn<F> {
         // The agent speaks and may be interrupted.
         if self.held.is_empty() && !voiced {
             self.voiced_ms = 0;
-            return Gated::Forward(vec![frame]);
+            return Gated::Pass(frame);
         }
         self.held.push(frame);
         self.held_ms += ms;
@@ -122,6 +125,9 @@ impl<F> BargeIn<F> {
     /// Passes `frame` after anything held (the agent stopped while the caller spoke: what
     /// they said is theirs).
     fn forward(&mut self, frame: F) -> Gated<F> {
+        if self.held.is_empty() {
+            return Gated::Pass(frame);
+        }
         self.held.push(frame);
         self.forward_held()
     }

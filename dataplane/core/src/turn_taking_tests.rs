@@ -10,6 +10,7 @@ fn run(gate: &mut BargeIn<u32>, frames: &[(bool, Agent)]) -> (Vec<u32>, u64, u32
     let (mut forwarded, mut dropped, mut ignored) = (Vec::new(), 0, 0);
     for (n, (voiced, agent)) in frames.iter().enumerate() {
         match gate.push(u32::try_from(n).unwrap_or(0), 20, *voiced, *agent) {
+            Gated::Pass(frame) => forwarded.push(frame),
             Gated::Forward(frames) => forwarded.extend(frames),
             Gated::Held => {}
             Gated::Dropped { ms, speech } => {
@@ -64,7 +65,7 @@ fn with_no_minimum_or_no_reply_every_frame_passes_at_once() {
     for (min, agent) in [(0, Agent::Speaking), (400, Agent::Quiet)] {
         let mut gate = BargeIn::new(min);
         for n in 0..50u32 {
-            assert_eq!(gate.push(n, 20, n % 3 == 0, agent), Gated::Forward(vec![n]));
+            assert_eq!(gate.push(n, 20, n % 3 == 0, agent), Gated::Pass(n));
         }
     }
 }
@@ -93,6 +94,7 @@ proptest! {
         let mut seen = Vec::new();
         for (n, (voiced, agent)) in frames.iter().enumerate() {
             match gate.push(n, 20, *voiced, *agent) {
+                Gated::Pass(f) => { out += 20; seen.push(f); held_ms = 0; }
                 Gated::Forward(f) => { out += 20 * f.len() as u64; seen.extend(f); held_ms = 0; }
                 Gated::Held => { held_ms += 20; }
                 Gated::Dropped { ms, .. } => { out += ms; held_ms = 0; }

@@ -81,23 +81,30 @@ impl Voice<'_> {
         let ms = (pcm.len() / 32) as u64;
         let agent = self.turns.speaker.agent(Instant::now());
         let mut ignored = false;
-        let frames = match self.turns.gate.push(pcm, ms, voiced, agent) {
-            Gated::Forward(frames) => frames,
-            Gated::Held => return Ok(false),
+        match self.turns.gate.push(pcm, ms, voiced, agent) {
+            Gated::Pass(frame) => self.send_to_model(frame).await?,
+            Gated::Forward(frames) => {
+                for frame in frames {
+                    self.send_to_model(frame).await?;
+                }
+            }
+            Gated::Held => {}
             Gated::Dropped { ms, speech } => {
                 if speech {
                     self.count_interruption("ignored");
                 }
                 ignored = speech;
-                audio::silence_frames_ms(ms)
-            }
-        };
-        for frame in frames {
-            if self.stream.send_audio(frame).await.is_err() {
-                return Err(Exit::Closed("the voice model session ended".into()));
+                for frame in audio::silence_frames_ms(ms) {
+                    self.send_to_model(frame).await?;
+                }
             }
         }
         Ok(ignored)
+    }
+
+    /// One frame of the caller's audio to the model.
+    async fn send_to_model(&mut self, frame: Bytes) -> Result<(), Exit> {
+        self.stream.send_audio(frame).await.map_err(|_| Exit::Closed("the voice model session ended".into()))
     }
 
     /// Counts the caller speaking over the agent.
