@@ -185,8 +185,14 @@ fn samples(ms: u64) -> u64 {
 impl SpeechDetector {
     /// Feeds one checked PCM16 frame.
     pub fn push(&mut self, pcm: &[u8]) -> Option<Speech> {
-        let count = (pcm.len() / 2) as u64;
-        if rms(pcm) >= VOICED_RMS {
+        self.push_frame((pcm.len() / 2) as u64, rms(pcm) >= VOICED_RMS)
+    }
+
+    /// Feeds one frame of `count` samples already found voiced (its RMS at least
+    /// [`VOICED_RMS`]) or not: the voice loop measures each frame once for the barge-in gate
+    /// and this detector.
+    pub fn push_frame(&mut self, count: u64, voiced: bool) -> Option<Speech> {
+        if voiced {
             self.quiet = 0;
             self.voiced += count;
             if !self.speaking && self.voiced >= samples(MIN_SPEECH_MS) {

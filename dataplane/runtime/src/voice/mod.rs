@@ -273,7 +273,7 @@ impl Voice<'_> {
         if voiced {
             self.relay.user_input(Instant::now());
         }
-        let mut speech = self.speech.push(&pcm);
+        let mut speech = self.speech.push_frame((pcm.len() / 2) as u64, voiced);
         match self.gated_audio(pcm, voiced).await {
             // The model will not hear it: the caller's speech is over for the client too.
             Ok(true) => speech = self.speech.end().map(|_| audio::Speech::Faded).or(speech),
