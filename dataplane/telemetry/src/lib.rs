@@ -104,8 +104,8 @@ pub fn init_for(service: &str, filter: &str, format: LogFormat) -> Telemetry {
             },
             Err(error) => (None, Some(error.to_string())),
         };
-        let layer = traces.as_ref().map(traces::Traces::layer);
-        tracing_subscriber::registry().with(logs).with(layer).init();
+        let layer = traces.as_ref().map(|traces| traces.layer().boxed());
+        subscriber(logs, layer).init();
         quiet_log_crate(filter);
         if let Some(problem) = problem {
             tracing::warn!("traces are off: {problem}");
@@ -117,13 +117,25 @@ pub fn init_for(service: &str, filter: &str, format: LogFormat) -> Telemetry {
     #[cfg(not(feature = "otlp"))]
     {
         let _ = service;
-        tracing_subscriber::registry().with(logs).init();
+        subscriber(logs, None).init();
         quiet_log_crate(filter);
         Telemetry::default()
     }
 }
 
 type BoxedLayer = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
+
+/// The log lines' layer and, when traces are exported, the traces' layer, over one registry.
+///
+/// The two layers are one list, not `registry().with(logs).with(traces)` with `traces` an
+/// `Option`: an absent layer (`None`) counts as a layer that wants every span and event, so
+/// every `debug_span!`/`trace_span!` of every crate (h2's per-poll spans, hyper's, the AWS
+/// SDK's) was built, entered and closed although nothing wrote it — 8 % of a voice runtime's
+/// CPU samples (issue 45).
+fn subscriber(logs: BoxedLayer, traces: Option<BoxedLayer>) -> impl tracing::Subscriber + Send + Sync {
+    let layers: Vec<BoxedLayer> = std::iter::once(logs).chain(traces).collect();
+    tracing_subscriber::registry().with(layers)
+}
 
 /// Lets through the `log` crate's macros (tungstenite's and rustls's, bridged into
 /// tracing) only up to the most verbose level the log filter can write. `init` sets the
@@ -245,6 +257,29 @@ mod tests {
         assert_eq!(line["span"]["session_id"], "gw-1", "{line}");
         assert_eq!(line["span"]["trace_id"], "abc", "{line}");
         assert_eq!(line["fields"]["message"], "the runtime answers nothing");
+    }
+
+    /// Spans and events no layer writes are not built: an `info` log without traces leaves
+    /// other crates' debug and trace spans disabled (they were all enabled by an absent
+    /// traces layer: issue 45), and the traces' own filter adds only what it takes.
+    #[test]
+    fn what_no_layer_writes_is_not_built() {
+        let quiet = |traces: Option<BoxedLayer>| {
+            let logs = log_layer_to("info", LogFormat::Text, std::io::sink, false);
+            tracing::subscriber::with_default(subscriber(logs, traces), || {
+                let h2 = tracing::debug_span!(target: "h2::proto::connection", "Connection");
+                let poll = tracing::trace_span!(target: "h2::proto::connection", "poll");
+                let session = tracing::info_span!(target: "switchboard_runtime::connection", "runtime.session");
+                let debug_event = tracing::enabled!(target: "h2::codec", tracing::Level::DEBUG);
+                (h2.is_disabled(), poll.is_disabled(), session.is_disabled(), debug_event)
+            })
+        };
+        assert_eq!(quiet(None), (true, true, false, false), "logs only: a session span, nothing of h2's");
+        let traces = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(tracing_subscriber::filter::Targets::new().with_target("switchboard", tracing::Level::INFO))
+            .boxed();
+        assert_eq!(quiet(Some(traces)), (true, true, false, false), "with traces: the same");
     }
 
     #[test]
