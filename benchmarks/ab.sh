@@ -21,6 +21,7 @@
 #   AB_WINDOW_S   [20]     measured seconds per run (after 3 s of settling)
 #   AB_THRESHOLD  [10]     percent above the baseline that fails
 #   AB_BASE_BIN, AB_HEAD_BIN   already built `switchboard` binaries: skip that build
+#   AB_BENCH_EXE  [unset]  an already built `voice_density` bench executable: skip its build
 #   AB_KEEP       [unset]  a folder to copy both binaries into (base/, head/)
 #   CARGO_TARGET_DIR       shared by both builds, one after the other (their third-party
 #                          crates are built once)
@@ -29,7 +30,7 @@
 # compared here, never figures of another hour.
 set -euo pipefail
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [[ $# -eq 1 && $1 != -h && $1 != --help ]] || usage
 
 root=$(git rev-parse --show-toplevel)
@@ -72,7 +73,7 @@ for line in sys.stdin:
 }
 
 echo "== this tree ($(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD || echo ', with uncommitted changes')), profile $profile" >&2
-bench_exe=$(build "$root/dataplane" voice_density)
+bench_exe=${AB_BENCH_EXE:-$(build "$root/dataplane" voice_density)}
 [[ -x $bench_exe ]] || { echo "ab.sh: no voice_density bench executable was built" >&2; exit 2; }
 cp "$bench_exe" "$work/voice_density"
 if [[ -n ${AB_HEAD_BIN:-} ]]; then
