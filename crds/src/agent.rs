@@ -20,6 +20,7 @@ mod sonic;
 mod telephony;
 mod text_models;
 mod tool;
+mod variant;
 
 pub use authority::{MAX_KEY_LEN, MemoryPath, MemoryPathError, VERIFIED_USER, default_identity_keys, is_memory_key};
 pub use capacity::{CapacitySettings, DEFAULT_ACCOUNT, PRIORITY_RANGE, WhenFull};
@@ -44,6 +45,7 @@ pub use tool::{
     BuiltinKind, BuiltinTool, CREDENTIAL_HEADERS, Consent, HttpTool, McpTool, SecretHeader, SecretKeyRef, ToolMemory,
     ToolSpec, ToolTarget,
 };
+pub use variant::{MAX_VARIANTS, TOTAL_WEIGHT, Variant, pick as pick_variant};
 
 /// An AI agent that talks with people by voice, text or both. The operator resolves its
 /// Persona and Workflow into a runtime configuration and runs it as pods behind the
@@ -70,6 +72,7 @@ pub use tool::{
     validation = Rule::new("!(has(self.replicas) && has(self.autoscaling))").message("set either replicas or autoscaling, not both"),
     validation = Rule::new("!has(self.skills) || self.skills.all(s, !has(s.delegatesTo) || s.delegatesTo.all(d, d != s.name && self.skills.exists(o, o.name == d)))").message("a skill's delegatesTo must name other skills of spec.skills"),
     validation = Rule::new("!has(self.skills) || self.skills.all(s, !has(s.tools) || s.tools.all(n, has(self.tools) && self.tools.exists(t, t.name == n)))").message("a skill's tools must be tools of spec.tools"),
+    validation = Rule::new("!has(self.variants) || size(self.variants) == 0 || self.variants.map(v, v.weight).sum() == 100").message("the weights of spec.variants must add up to 100"),
     validation = Rule::new("!has(self.tools) || self.tools.all(t, !has(t.remember) || (has(t.identityProvider) && t.identityProvider) || !(t.remember.key in (has(self.identityKeys) ? self.identityKeys : ['verifiedUser'])))").message("only a tool with identityProvider: true may remember into an identity key (spec.identityKeys, default [verifiedUser])")
 )]
 #[serde(rename_all = "camelCase")]
@@ -178,6 +181,14 @@ pub struct AgentSpec {
     /// waits or is refused when the quota is full.
     #[serde(default, skip_serializing_if = "CapacitySettings::is_default")]
     pub capacity: CapacitySettings,
+    /// Variants compared on live traffic: each a different Persona, Workflow, text model
+    /// or system prompt, with the percent of new sessions it gets (the weights add up to
+    /// 100). A session keeps its variant; a verified caller keeps theirs across sessions
+    /// while the weights stay. Changing only the weights redeploys nothing. Names are unique.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub variants: Vec<Variant>,
     /// Phone calls: the numbers this Agent answers through the SIP edge.
     #[serde(default, skip_serializing_if = "Telephony::is_empty")]
     pub telephony: Telephony,

@@ -12,8 +12,8 @@ use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 
 use crate::agent::{ConfigMaps, referenced_config_maps};
-use crate::resolve::DEFAULT_NAMESPACE;
-use crate::validate::{Problem, References, validate_agent};
+use crate::resolve::{DEFAULT_NAMESPACE, resolve_variants};
+use crate::validate::{Problem, References, VariantRefs, check_variants, validate_agent};
 use crate::{Agent, Persona, RuntimeSpec, Workflow, manifests, resolve};
 
 /// Why a set of files could not be read.
@@ -191,7 +191,18 @@ impl Catalog {
             References { persona, workflow, agent_exists: &agent_exists, config_maps: &config_maps },
         );
         problems.extend(self.numbers_taken(&key(&ns, &agent.name_any()), agent));
+        problems.extend(check_variants(&ns, &agent.spec, &self.variant_refs(agent)));
         problems
+    }
+
+    /// The Personas and Workflows of this catalog that `agent`'s variants reference.
+    fn variant_refs(&self, agent: &Agent) -> VariantRefs {
+        let ns = namespace_of(agent);
+        VariantRefs::gather(
+            &agent.spec,
+            |name| self.personas.get(&key(&ns, name)).map(|(p, _)| p.spec.clone()),
+            |name| self.workflows.get(&key(&ns, name)).map(|(w, _)| w.spec.clone()),
+        )
     }
 
     /// A phone number is one Agent's: of the folder's Agents that list it, the first by
@@ -223,7 +234,9 @@ impl Catalog {
         let ns = namespace_of(agent);
         let persona = &self.personas[&key(&ns, &agent.spec.persona_ref.name)].0;
         let workflow = &self.workflows[&key(&ns, &agent.spec.workflow_ref.name)].0;
-        Ok(resolve(agent, persona, workflow, &self.config_maps_of(agent)))
+        let mut spec = resolve(agent, persona, workflow, &self.config_maps_of(agent));
+        spec.variants = resolve_variants(&agent.spec, &self.variant_refs(agent));
+        Ok(spec)
     }
 }
 

@@ -4,13 +4,13 @@
 
 use kube::ResourceExt;
 
-use crate::agent::{Agent, ConfigMaps};
+use crate::agent::{Agent, AgentSpec, ConfigMaps};
 use crate::persona::Persona;
 use crate::runtime::{
     AgentIdentity, NamedPersona, NamedWorkflow, Profile, RUNTIME_SPEC_KIND, ResolvedHandoff, RuntimeSpec,
-    transfer_tool_name,
+    RuntimeVariant, transfer_tool_name,
 };
-use crate::validate::gather_knowledge;
+use crate::validate::{VariantRefs, gather_knowledge};
 use crate::workflow::Workflow;
 
 /// The namespace assumed for objects that name none (as `kubectl apply` does).
@@ -60,5 +60,26 @@ pub fn resolve(agent: &Agent, persona: &Persona, workflow: &Workflow, config_map
         record: spec.record.clone(),
         capacity: spec.capacity.clone(),
         telephony: spec.telephony.clone(),
+        variants: Vec::new(),
     }
+}
+
+/// The variants of `spec` (`spec.variants`), each with the Persona and Workflow it names
+/// from `refs`. Call it on an Agent whose variants passed [`crate::validate::check_variants`];
+/// a reference missing from `refs` resolves to the Agent's own.
+pub fn resolve_variants(spec: &AgentSpec, refs: &VariantRefs) -> Vec<RuntimeVariant> {
+    spec.variants
+        .iter()
+        .map(|v| RuntimeVariant {
+            name: v.name.clone(),
+            persona: v.persona_ref.as_ref().and_then(|r| {
+                refs.personas.get(&r.name).map(|p| NamedPersona { name: r.name.clone(), spec: p.clone() })
+            }),
+            workflow: v.workflow_ref.as_ref().and_then(|r| {
+                refs.workflows.get(&r.name).map(|w| NamedWorkflow { name: r.name.clone(), spec: w.clone() })
+            }),
+            text_model_id: v.text_model_id.clone(),
+            system_prompt: v.system_prompt.clone(),
+        })
+        .collect()
 }

@@ -80,6 +80,21 @@ pub struct RoutingTable {
     /// session may reach them; a client's sessions never do.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub candidates: BTreeMap<String, String>,
+    /// The variants of each Agent that runs some (`spec.variants`), by `namespace/name`,
+    /// with their weights: the gateway picks one per new session. The weights live here
+    /// alone, so changing them changes no pod.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub variants: BTreeMap<String, Vec<RouteVariant>>,
+}
+
+/// One variant of an Agent and its share of new sessions.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteVariant {
+    /// The variant's name (`spec.variants[].name`).
+    pub name: String,
+    /// Its percent of new sessions.
+    pub weight: u32,
 }
 
 /// Where and how the gateway reaches one Agent.
@@ -235,6 +250,7 @@ impl RoutingTable {
             routes,
             agents: BTreeMap::new(),
             candidates: BTreeMap::new(),
+            variants: BTreeMap::new(),
         }
     }
 
@@ -298,6 +314,13 @@ impl RoutingTable {
             self.agents.clear();
         }
         (self, left_out)
+    }
+
+    /// The variant a session of Agent `namespace/name` whose stickiness key is `key` gets
+    /// (see [`crate::agent::pick_variant`]); none when the Agent runs no variants.
+    pub fn pick_variant(&self, namespace: &str, name: &str, key: &str) -> Option<String> {
+        let variants = self.variants.get(&format!("{namespace}/{name}"))?;
+        crate::agent::pick_variant(variants.iter().map(|v| (v.name.as_str(), v.weight)), key).map(str::to_owned)
     }
 
     /// The console's summary of Agent `namespace/name`, if the table carries one.

@@ -70,6 +70,30 @@ pub struct RuntimeSpec {
     /// The phone numbers the Agent answers (local mode routes calls with them).
     #[serde(default, skip_serializing_if = "Telephony::is_empty")]
     pub telephony: Telephony,
+    /// The Agent's variants, resolved (left out when it has none). Their weights are not
+    /// here but in the gateway's routing table: a change of weights changes no pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<RuntimeVariant>,
+}
+
+/// One variant of the Agent, resolved: what it holds differs from the Agent's own.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeVariant {
+    /// The variant's name.
+    pub name: String,
+    /// Its Persona, when not the Agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persona: Option<NamedPersona>,
+    /// Its Workflow, when not the Agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<NamedWorkflow>,
+    /// Its text model, when not the Agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_model_id: Option<String>,
+    /// Its system prompt template, when not its Persona's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
 }
 
 /// Name and namespace of an Agent.
@@ -206,6 +230,27 @@ impl RuntimeSpec {
             return Err(RuntimeSpecError::Version { found: spec.api_version, kind: spec.kind });
         }
         Ok(spec)
+    }
+
+    /// The spec of variant `name`: this one with the variant's Persona, Workflow, text
+    /// model and prompt in place (and no variants of its own). None when there is no such
+    /// variant.
+    pub fn variant(&self, name: &str) -> Option<RuntimeSpec> {
+        let variant = self.variants.iter().find(|v| v.name == name)?;
+        let mut spec = RuntimeSpec { variants: Vec::new(), ..self.clone() };
+        if let Some(persona) = &variant.persona {
+            spec.persona = persona.clone();
+        }
+        if let Some(workflow) = &variant.workflow {
+            spec.workflow = workflow.clone();
+        }
+        if let Some(model) = &variant.text_model_id {
+            spec.model.text_model_id = model.clone();
+        }
+        if let Some(prompt) = &variant.system_prompt {
+            spec.persona.spec.system_prompt = prompt.clone();
+        }
+        Some(spec)
     }
 
     /// Canonical JSON: stable for equal specs, so a hash of it changes only when the spec does.

@@ -73,6 +73,9 @@ fn remembering(mut tool: serde_json::Value, key: &str, provider: bool) -> serde_
 fn each_agent_rule_fails_with_its_message() {
     let base = serde_json::json!({"mode": "text", "personaRef": {"name": "p"}, "workflowRef": {"name": "w"}});
     assert_eq!(cel(&agent(base.clone())), Ok(()));
+    let mut varied = base.clone();
+    varied["variants"] = serde_json::json!([{"name": "a", "weight": 95}, {"name": "b", "weight": 5}]);
+    assert_eq!(cel(&agent(varied)), Ok(()), "weights that add up to 100 pass");
     let cases = [
         (
             serde_json::json!({"replicas": 1, "autoscaling": {"minReplicas": 1, "maxReplicas": 2}}),
@@ -116,6 +119,10 @@ fn each_agent_rule_fails_with_its_message() {
         (
             serde_json::json!({"skills": [{"name": "fees", "description": "d", "dataContext": {}}]}),
             "set exactly one of text and configMapRef",
+        ),
+        (
+            serde_json::json!({"variants": [{"name": "a", "weight": 60}, {"name": "b", "weight": 30}]}),
+            "the weights of spec.variants must add up to 100",
         ),
     ];
     for (extra, message) in cases {

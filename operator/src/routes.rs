@@ -22,7 +22,7 @@ use kube::{Api, Client, ResourceExt};
 use switchboard_crds::catalog::namespace_of;
 use switchboard_crds::common::{CONDITION_ACCEPTED, CONDITION_READY, find_condition};
 use switchboard_crds::routing::summary::AgentSummary;
-use switchboard_crds::routing::{ROUTES_KEY, RUNTIME_PORT, Route, RoutingTable, SESSION_PATH};
+use switchboard_crds::routing::{ROUTES_KEY, RUNTIME_PORT, Route, RouteVariant, RoutingTable, SESSION_PATH};
 use switchboard_crds::{Agent, Persona, Workflow, resolve};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -59,21 +59,28 @@ impl PublishError {
 
 /// The routing table of the Agents in `agents`: every Agent whose `Accepted` is `True`.
 /// An Agent whose rollout is held until its AgentTests pass also gets a test-only route
-/// to its candidate pods' Service ([`RoutingTable::candidates`]).
+/// to its candidate pods' Service ([`RoutingTable::candidates`]); one running variants, their
+/// weights ([`RoutingTable::variants`]: only here, so a change of weights rolls no pod).
 pub fn table<'a>(agents: impl IntoIterator<Item = &'a Agent>) -> RoutingTable {
     let mut candidates = std::collections::BTreeMap::new();
+    let mut variants = std::collections::BTreeMap::new();
     let routes = agents
         .into_iter()
         .filter_map(|agent| {
             let route = route(agent)?;
+            let key = format!("{}/{}", route.namespace, route.name);
             if crate::controller::rollout::is_held(agent.status.as_ref()) {
-                let host = candidate::host(&route.name, &route.namespace);
-                candidates.insert(format!("{}/{}", route.namespace, route.name), host);
+                candidates.insert(key.clone(), candidate::host(&route.name, &route.namespace));
+            }
+            if !agent.spec.variants.is_empty() {
+                let weights =
+                    agent.spec.variants.iter().map(|v| RouteVariant { name: v.name.clone(), weight: v.weight });
+                variants.insert(key, weights.collect());
             }
             Some(route)
         })
         .collect();
-    RoutingTable { candidates, ..RoutingTable::new(routes) }
+    RoutingTable { candidates, variants, ..RoutingTable::new(routes) }
 }
 
 /// The console's summaries of `agents` (`namespace/name` -> summary), for those whose
@@ -272,5 +279,20 @@ mod tests {
         let cm = config_map("ops", "routes", &t);
         let data = cm.data.expect("data");
         assert_eq!(RoutingTable::parse(&data[ROUTES_KEY]).expect("parses"), t);
+    }
+
+    #[test]
+    fn an_agents_variant_weights_are_in_the_table() {
+        let mut varied = agent("b", Some("True"), "True");
+        varied.spec.variants = serde_json::from_value(serde_json::json!([
+            {"name": "control", "weight": 95}, {"name": "brief", "weight": 5, "systemPrompt": "Be brief."}
+        ]))
+        .expect("variants");
+        let t = table([&varied, &agent("a", Some("True"), "True")]);
+        let weights: Vec<_> = t.variants["bank/b"].iter().map(|v| (v.name.as_str(), v.weight)).collect();
+        assert_eq!(weights, [("control", 95), ("brief", 5)]);
+        assert!(!t.variants.contains_key("bank/a"), "an Agent without variants has no entry");
+        assert!(t.pick_variant("bank", "b", "caller").is_some() && t.pick_variant("bank", "a", "caller").is_none());
+        assert_eq!(RoutingTable::parse(&t.to_json()).expect("parses"), t);
     }
 }

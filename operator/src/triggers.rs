@@ -126,14 +126,20 @@ pub fn deployment_key(d: &LeanDeployment) -> u64 {
     hash_of(&(d.metadata.generation, wanted, available))
 }
 
-/// Agents in `namespace` whose Persona is `name`.
+/// Agents in `namespace` whose Persona (or a variant's) is `name`.
 pub fn persona_referrers(agents: &Store<Agent>, namespace: Option<String>, name: &str) -> Vec<ObjectRef<Agent>> {
-    referrers(agents, namespace, |a| a.spec.persona_ref.name == name)
+    referrers(agents, namespace, |a| {
+        a.spec.persona_ref.name == name
+            || a.spec.variants.iter().any(|v| v.persona_ref.as_ref().is_some_and(|p| p.name == name))
+    })
 }
 
-/// Agents in `namespace` whose Workflow is `name`.
+/// Agents in `namespace` whose Workflow (or a variant's) is `name`.
 pub fn workflow_referrers(agents: &Store<Agent>, namespace: Option<String>, name: &str) -> Vec<ObjectRef<Agent>> {
-    referrers(agents, namespace, |a| a.spec.workflow_ref.name == name)
+    referrers(agents, namespace, |a| {
+        a.spec.workflow_ref.name == name
+            || a.spec.variants.iter().any(|v| v.workflow_ref.as_ref().is_some_and(|w| w.name == name))
+    })
 }
 
 /// Agents in `namespace` that hand off to the Agent `name`.

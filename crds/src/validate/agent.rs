@@ -66,6 +66,7 @@ pub fn validate_agent(name: &str, namespace: &str, spec: &AgentSpec, refs: Refer
     super::authority::check_authority(spec, &mut problems);
     super::record::check_record(spec, &mut problems);
     super::telephony::check_telephony(spec, &mut problems);
+    super::variant::check_fields(spec, &mut problems);
     check_handoffs(name, namespace, spec, refs, &mut problems);
     if let Some(workflow) = refs.workflow {
         check_workflow_fits(spec, workflow, &mut problems);
@@ -285,7 +286,7 @@ fn check_handoffs(name: &str, namespace: &str, spec: &AgentSpec, refs: Reference
 }
 
 /// The Workflow may only use tools and handoff targets the Agent defines.
-fn check_workflow_fits(spec: &AgentSpec, workflow: &WorkflowSpec, problems: &mut Vec<Problem>) {
+pub(super) fn check_workflow_fits(spec: &AgentSpec, workflow: &WorkflowSpec, problems: &mut Vec<Problem>) {
     let tools: BTreeSet<&str> = spec.tools.iter().map(|t| t.name.as_str()).collect();
     let targets: BTreeSet<&str> = spec.handoffs.iter().map(|h| h.agent.as_str()).collect();
     let wf = &spec.workflow_ref.name;

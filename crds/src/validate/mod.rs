@@ -13,12 +13,14 @@ mod model;
 mod persona;
 mod record;
 mod telephony;
+mod variant;
 mod workflow;
 
 pub use agent::{References, validate_agent};
 pub use knowledge::{Gathered, gather_knowledge};
 pub use persona::validate_persona;
 pub use record::rule_problems as redact_rule_problems;
+pub use variant::{VariantRefs, check_variants};
 pub use workflow::validate_workflow;
 
 use std::fmt;

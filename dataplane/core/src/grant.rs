@@ -105,6 +105,11 @@ pub struct SessionContext {
     /// older than this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    /// The variant of the Agent (`spec.variants`) the session runs, as the gateway picked
+    /// it: the runtime serves the session with that variant's core. Absent for an Agent
+    /// without variants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
 }
 
 impl Serialize for SessionContext {
@@ -138,6 +143,8 @@ impl Serialize for SessionContext {
             summary: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             pod: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            variant: Option<&'a str>,
         }
         let carried = &self.carried;
         Wire {
@@ -155,6 +162,7 @@ impl Serialize for SessionContext {
             traceparent: self.traceparent.as_deref(),
             summary: Some(carried.summary.as_str()).filter(|summary| !summary.is_empty()),
             pod: self.pod.as_deref(),
+            variant: self.variant.as_deref(),
         }
         .serialize(serializer)
     }

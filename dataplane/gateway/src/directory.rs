@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use switchboard_core::protocol::{ErrorCode, close_code};
 use switchboard_crds::contract::CANDIDATE_SUFFIX;
-use switchboard_crds::routing::{Route, RoutingTable};
+use switchboard_crds::routing::{Route, RouteVariant, RoutingTable};
 
 /// A route resolved for a session: the Agent and the ready pod addresses it has now.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,6 +32,8 @@ pub struct Target {
     /// Whether those are its candidate pods (a test session at an Agent whose rollout waits
     /// for its tests).
     pub candidate: bool,
+    /// The Agent's variants and their weights now (empty: it runs none).
+    pub variants: Vec<RouteVariant>,
 }
 
 /// Which pods a session reaches.
@@ -49,6 +51,13 @@ impl Target {
     /// `<namespace>/<name>`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.route.namespace, self.route.name)
+    }
+
+    /// The variant a session whose stickiness key is `key` gets, by the weights now
+    /// ([`switchboard_crds::agent::pick_variant`]); none when the Agent runs no variants.
+    pub fn pick_variant(&self, key: &str) -> Option<String> {
+        let weights = self.variants.iter().map(|v| (v.name.as_str(), v.weight));
+        switchboard_crds::agent::pick_variant(weights, key).map(str::to_owned)
     }
 }
 
@@ -232,12 +241,18 @@ impl Directory {
         self.ready(route, reach)
     }
 
+    /// The variants of `route`'s Agent, with their weights.
+    fn variants_of(&self, route: &Route) -> Vec<RouteVariant> {
+        self.table.variants.get(&format!("{}/{}", route.namespace, route.name)).cloned().unwrap_or_default()
+    }
+
     /// `namespace/name` (any exposure), whether or not it has a ready pod (of those `reach`
     /// allows).
     pub fn lookup(&self, namespace: &str, name: &str, reach: Reach) -> Option<Target> {
         let route = self.table.route(namespace, name)?;
         let (ready, candidate) = self.pods(route, reach);
-        Some(Target { route: route.clone(), ready, candidate })
+        let variants = self.variants_of(route);
+        Some(Target { route: route.clone(), ready, candidate, variants })
     }
 
     fn ready(&self, route: &Route, reach: Reach) -> Result<Target, RouteError> {
@@ -246,7 +261,8 @@ impl Directory {
             let name = route.name.clone();
             return Err(if candidate { RouteError::NoReadyCandidate(name) } else { RouteError::NoReadyPod(name) });
         }
-        Ok(Target { route: route.clone(), ready, candidate })
+        let variants = self.variants_of(route);
+        Ok(Target { route: route.clone(), ready, candidate, variants })
     }
 
     /// The ready pods `reach` allows of `route`'s Agent, and whether they are its candidate's.

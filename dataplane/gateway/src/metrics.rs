@@ -1,5 +1,5 @@
-//! The gateway's Prometheus metrics. Labels are bounded: Agents (`namespace/name`) and
-//! fixed reasons, never a session.
+//! The gateway's Prometheus metrics. Labels are bounded: Agents (`namespace/name`), their
+//! variants (at most 8 each) and fixed reasons, never a session.
 
 use prometheus::{CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntGauge, Opts, Registry, TextEncoder};
 
@@ -11,6 +11,8 @@ pub struct Metrics {
     pub live: GaugeVec,
     /// Sessions routed, by Agent.
     pub routed: CounterVec,
+    /// Sessions that reached an Agent running variants, by Agent and variant.
+    pub variant_sessions: CounterVec,
     /// Sessions refused (and handoffs that failed), by reason.
     pub refused: CounterVec,
     /// Handoffs across pods, by source and target Agent.
@@ -44,6 +46,11 @@ impl Metrics {
             GaugeVec::new(Opts::new("switchboard_gateway_sessions_live", "Live sessions by agent."), &["agent"])?;
         registry.register(Box::new(live.clone()))?;
         let routed = counter("switchboard_gateway_sessions_routed_total", "Sessions routed to an agent.", &["agent"])?;
+        let variant_sessions = counter(
+            "switchboard_gateway_variant_sessions_total",
+            "Sessions that reached an agent running variants, by agent and the variant they run.",
+            &["agent", "variant"],
+        )?;
         let refused =
             counter("switchboard_gateway_sessions_refused_total", "Sessions refused, by reason.", &["reason"])?;
         let handoffs =
@@ -91,6 +98,7 @@ impl Metrics {
             registry,
             live,
             routed,
+            variant_sessions,
             refused,
             handoffs,
             handoff_gap,

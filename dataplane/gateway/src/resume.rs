@@ -269,6 +269,10 @@ pub struct Parked {
     /// A test session reaches candidate pods, wherever it resumes.
     #[serde(default, skip_serializing_if = "is_live")]
     pub reach: crate::directory::Reach,
+    /// The variant the session runs of each Agent it reached that runs variants, by
+    /// `namespace/name`: a resumed session keeps them.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub variants: std::collections::BTreeMap<String, String>,
 }
 
 fn is_live(reach: &crate::directory::Reach) -> bool {

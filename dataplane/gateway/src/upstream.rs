@@ -44,6 +44,8 @@ pub struct Opening<'a> {
     pub audio: Option<switchboard_core::protocol::AudioSettings>,
     /// What the session carries into the runtime session, signed into its grant.
     pub carried: Carried,
+    /// The Agent's variant the session runs (signed into its grant).
+    pub variant: Option<String>,
     /// The W3C `traceparent` of the gateway's session span (none when not traced).
     pub traceparent: Option<String>,
 }
@@ -86,6 +88,7 @@ pub async fn open(
         identity: None,
         traceparent: opening.traceparent,
         pod: Some(addr.ip().to_string()),
+        variant: opening.variant,
     };
     context.identity = verified_caller(&context)
         .and_then(|caller| identity(key, caller, &context.namespace, &context.agent, &context.session_id));

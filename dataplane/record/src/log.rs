@@ -141,6 +141,12 @@ impl SessionLog {
         self.push_plain(agent, "agent_joined", json!({ "from": from }), Some(Update::Agent));
     }
 
+    /// The session runs `variant` of `agent` (its `spec.variants`): written when the session
+    /// first reaches the Agent, so every session of an Agent with variants names its own.
+    pub fn variant(&self, agent: &str, variant: &str) {
+        self.push_plain(agent, "variant", json!({ "variant": variant }), None);
+    }
+
     /// The session moved to another pod of its Agent.
     pub fn moved(&self, agent: &str, reason: &str) {
         self.push_plain(agent, "moved", json!({ "reason": reason }), None);

@@ -22,9 +22,25 @@ pub struct AgentRuntime {
     pub model: Arc<dyn TextModel>,
     /// Its tool executor.
     pub executor: Arc<dyn ToolExecutor>,
+    /// The variant this is (`spec.variants[].name`), when it is one.
+    pub variant: Option<String>,
+    /// The Agent's variants, by name (each with its own core and text model, the voice
+    /// model shared): the gateway names the session's in its grant.
+    pub variants: std::collections::BTreeMap<String, Arc<AgentRuntime>>,
 }
 
 impl AgentRuntime {
+    /// The variant of this agent a session granted for `variant` runs on: that variant's
+    /// runtime, or this one (the Agent's own) when the grant names none. A variant this
+    /// pod does not know — the routing table names it before a rolling update brought it
+    /// here — is served by the Agent's own, and said (`Err`, with this one inside).
+    pub fn variant(self: &Arc<Self>, variant: Option<&str>) -> Result<Arc<Self>, Arc<Self>> {
+        match variant {
+            None => Ok(self.clone()),
+            Some(name) => self.variants.get(name).cloned().ok_or_else(|| self.clone()),
+        }
+    }
+
     /// Label values `[agent, mode, model]`.
     pub fn labels(&self) -> [&str; 3] {
         let spec = self.core.spec();

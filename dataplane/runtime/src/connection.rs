@@ -172,6 +172,19 @@ async fn run(
             return Some((close_code::BAD_START, reason.to_owned()));
         }
     };
+    let agent = match agent.variant(granted.variant.as_deref()) {
+        Ok(agent) => agent,
+        Err(own) => {
+            let variant = granted.variant.as_deref().unwrap_or_default();
+            state.shared.metrics.errors.with_label_values(&[own.core.name(), "unknown_variant"]).inc();
+            tracing::warn!(
+                agent = own.core.name(),
+                variant,
+                "the session's variant is not one this pod runs (yet): the agent's own serves it"
+            );
+            own
+        }
+    };
     if let Some(refused) = refused_model(&agent, start.model.as_deref()) {
         state.shared.metrics.errors.with_label_values(&[agent.core.name(), "model_not_allowed"]).inc();
         let _ = outbound.send(ServerMessage::error(ErrorCode::ModelNotAllowed, refused, false)).await;

@@ -197,7 +197,36 @@ pub fn agent_runtime(
     executor: Arc<dyn ToolExecutor>,
 ) -> Result<Arc<AgentRuntime>, RuntimeError> {
     let core = Arc::new(AgentCore::new(spec)?);
-    Ok(Arc::new(AgentRuntime { core, model, executor }))
+    Ok(Arc::new(AgentRuntime { core, model, executor, variant: None, variants: Default::default() }))
+}
+
+/// The runtimes of `spec`'s variants, by name: each its own core, and its own text model
+/// when it names another (`model`, the Agent's, otherwise).
+async fn variant_runtimes(
+    spec: &RuntimeSpec,
+    model: &Arc<dyn TextModel>,
+    bedrock: &BedrockConfig,
+    http: &HttpClient,
+    executor: &Arc<dyn ToolExecutor>,
+) -> Result<std::collections::BTreeMap<String, Arc<AgentRuntime>>, RuntimeError> {
+    let mut variants = std::collections::BTreeMap::new();
+    for variant in &spec.variants {
+        let Some(varied) = spec.variant(&variant.name) else { continue };
+        let model = match variant.text_model_id {
+            Some(_) => build_model(&varied, bedrock, http).await?,
+            None => model.clone(),
+        };
+        let core = Arc::new(AgentCore::new(varied)?);
+        let runtime = AgentRuntime {
+            core,
+            model,
+            executor: executor.clone(),
+            variant: Some(variant.name.clone()),
+            variants: Default::default(),
+        };
+        variants.insert(variant.name.clone(), Arc::new(runtime));
+    }
+    Ok(variants)
 }
 
 /// The state of a server for one agent, as a runtime pod serves it: `spec`'s text model
@@ -220,7 +249,9 @@ pub async fn single_agent(
             .map_err(|source| RuntimeError::Model { agent: name.clone(), source })?;
         voice.insert(name.clone(), Arc::new(model));
     }
-    let agent = agent_runtime(spec, model, executor)?;
+    let variants = variant_runtimes(&spec, &model, bedrock, http, &executor).await?;
+    let core = Arc::new(AgentCore::new(spec)?);
+    let agent = Arc::new(AgentRuntime { core, model, executor, variant: None, variants });
     let directory = Directory {
         agents: [(name.clone(), agent)].into_iter().collect(),
         default_agent: Some(name),

@@ -47,6 +47,7 @@ pub fn session_span(agent: &AgentRuntime, session_id: &str, traceparent: Option<
         session_id,
         agent = %spec.agent.name,
         namespace = %spec.agent.namespace,
+        variant = agent.variant.as_deref().unwrap_or_default(),
         mode = if voice { "voice" } else { "text" },
         trace_id = Empty,
     );

@@ -32,6 +32,7 @@ mod sessions;
 mod settings;
 mod stuck_runtime;
 mod turn_taking;
+mod variants;
 mod voice;
 #[path = "../voice/common.rs"]
 #[allow(dead_code)]

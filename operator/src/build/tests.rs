@@ -343,6 +343,35 @@ fn config_hash_changes_when_and_only_when_the_runtime_spec_changes() {
 }
 
 #[test]
+fn variant_weights_change_no_pod_and_a_variants_prompt_does() {
+    let with = |weights: (u32, u32), prompt: &str| {
+        let agent = AGENT.replace(
+            "  replicas: 3\n",
+            &format!(
+                "  replicas: 3\n  variants:\n    - {{name: control, weight: {}}}\n    - {{name: brief, weight: {}, systemPrompt: \"{prompt}\"}}\n",
+                weights.0, weights.1
+            ),
+        );
+        let (agent, spec) = resolved(&agent, PERSONA);
+        let desired = build(&agent, &spec, &BuildSettings::default());
+        (spec, desired.deployment, desired.config_map)
+    };
+    let (spec, deployment, config_map) = with((90, 10), "You are {name}. Be brief.");
+    assert_eq!(spec.variants.len(), 2);
+    let brief = spec.variant("brief").expect("the variant's spec");
+    assert_eq!(brief.persona.spec.system_prompt, "You are {name}. Be brief.");
+    assert!(brief.variants.is_empty());
+    assert_eq!(spec.variant("control").expect("control").persona, spec.persona, "control is the Agent's own");
+    // Promoting the variant (weights only) leaves the pods and their spec as they were.
+    let (_, promoted, promoted_config) = with((0, 100), "You are {name}. Be brief.");
+    assert_eq!(promoted, deployment, "weights are the routing table's, not the pods'");
+    assert_eq!(promoted_config, config_map);
+    // A variant's prompt is the pods' to hold: it rolls them.
+    let (_, changed, _) = with((90, 10), "You are {name}. Be very brief.");
+    assert_ne!(changed, deployment);
+}
+
+#[test]
 fn render_yaml_is_the_built_objects() {
     let (_, d) = desired(AGENT);
     let text = crate::render::to_yaml(&d).expect("renders");

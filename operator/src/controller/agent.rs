@@ -15,7 +15,8 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use switchboard_crds::common::{CONDITION_ACCEPTED, CONDITION_ROLLOUT_HELD, find_condition};
-use switchboard_crds::validate::{References, validate_agent};
+use switchboard_crds::resolve::resolve_variants;
+use switchboard_crds::validate::{References, VariantRefs, check_variants, validate_agent};
 use switchboard_crds::{Agent, AgentStatus, resolve};
 
 use super::apply::{apply_candidate, apply_children, apply_status};
@@ -71,7 +72,13 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
         agent_exists: &agent_exists,
         config_maps: &config_maps,
     };
-    let problems = validate_agent(&name, &namespace, &agent.spec, refs);
+    let mut problems = validate_agent(&name, &namespace, &agent.spec, refs);
+    let variant_refs = VariantRefs::gather(
+        &agent.spec,
+        |n| ctx.stores.personas.get(&ObjectRef::new(n).within(&namespace)).map(|p| p.spec.clone()),
+        |n| ctx.stores.workflows.get(&ObjectRef::new(n).within(&namespace)).map(|w| w.spec.clone()),
+    );
+    problems.extend(check_variants(&namespace, &agent.spec, &variant_refs));
     let verdict = accepted(&problems);
 
     let (Some(persona), Some(workflow), true) = (persona, workflow, verdict.ok) else {
@@ -105,7 +112,8 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     };
 
     // Build and apply.
-    let spec = resolve(agent, persona.as_ref(), workflow.as_ref(), &config_maps);
+    let mut spec = resolve(agent, persona.as_ref(), workflow.as_ref(), &config_maps);
+    spec.variants = resolve_variants(&agent.spec, &variant_refs);
     let desired = build(agent, &spec, &ctx.settings.with_gateway_key(key));
     // The namespace's NetworkPolicy first: no runtime pod runs without it.
     if let Some(refused) = network_policy::ensure(ctx, &namespace, agent).await? {

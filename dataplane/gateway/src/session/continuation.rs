@@ -193,6 +193,7 @@ mod tests {
             replay: crate::resume::Replay::default(),
             traceparent: None,
             reach: crate::directory::Reach::Live,
+            variants: Default::default(),
         };
         let forgotten = forget_identity(&mut parked, ["customer", "verifiedUser", "unset"]);
         assert_eq!(forgotten, ["customer", "verifiedUser"]);

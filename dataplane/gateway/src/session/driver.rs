@@ -345,7 +345,7 @@ async fn open(
     state: &mut State,
 ) -> Result<std::net::SocketAddr, OpenError> {
     state.upstream = None;
-    let OpenRequest { target, avoid, carried } = request;
+    let OpenRequest { target, avoid, carried, variant } = request;
     let Some(lease) = gateway.balancer.pick(&target.ready, avoid) else {
         return Err(OpenError::NoReadyPod { agent: target.route.name.clone() });
     };
@@ -359,6 +359,7 @@ async fn open(
         model: machine.model_for(&target.route.name),
         audio: machine.audio().cloned(),
         carried,
+        variant,
         // The relay runs in the session's span (see `super::serve`): the runtime's joins it.
         traceparent: switchboard_telemetry::context::traceparent(&tracing::Span::current()),
     };
@@ -374,6 +375,16 @@ async fn open(
     Ok(addr)
 }
 
+/// Counts and records the variant of `agent` the session runs, as it reaches the Agent.
+fn reached_variant(machine: &Machine, state: &State, metrics: &crate::metrics::Metrics, agent: &str) {
+    let Some(variant) = machine.variant() else { return };
+    metrics.variant_sessions.with_label_values(&[agent, variant]).inc();
+    tracing::info!(session_id = %machine.id(), %agent, variant, "variant");
+    if let Some(log) = &state.log {
+        log.variant(agent, variant);
+    }
+}
+
 /// Metrics and logs for a note of the machine.
 fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) {
     let metrics = &gateway.metrics;
@@ -382,6 +393,7 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
         Note::Routed => {
             metrics.routed.with_label_values(&[&agent]).inc();
             metrics.live.with_label_values(&[&agent]).inc();
+            reached_variant(machine, state, metrics, &agent);
             state.live = Some(agent);
         }
         Note::Resumed => {
@@ -396,6 +408,7 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
             }
             metrics.live.with_label_values(&[&to]).inc();
             metrics.handoffs.with_label_values(&[&from, &to]).inc();
+            reached_variant(machine, state, metrics, &to);
             tracing::info!(session_id = %id, turn, %from, %to, "handoff");
             if let Some(log) = state.log.as_mut() {
                 log.reached(&machine.target().route.redact);

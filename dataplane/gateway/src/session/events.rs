@@ -329,6 +329,8 @@ pub struct OpenRequest {
     ///
     /// [`Kept::carried`]: super::kept::Kept::carried
     pub carried: Carried,
+    /// The variant of the Agent the session runs, when it runs variants.
+    pub variant: Option<String>,
 }
 
 /// Where the task and the machine meet: the current time and routing.

@@ -8,6 +8,7 @@ mod long;
 mod park;
 mod props;
 mod snapshot;
+mod variants;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -32,6 +32,7 @@ fn parked() -> Parked {
         replay: Replay::default(),
         traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
         reach: crate::directory::Reach::Candidates,
+        variants: [("bank/triage".to_owned(), "warm".to_owned())].into(),
     }
 }
 
@@ -42,6 +43,7 @@ fn a_sealed_session_opens_only_unchanged_at_its_key_with_the_key_that_sealed_it(
     let opened = open(&signer, "k", &value).expect("opens");
     assert_eq!((opened.agent.as_str(), opened.traceparent), ("triage", parked().traceparent));
     assert_eq!(opened.reach, crate::directory::Reach::Candidates, "a test session stays one");
+    assert_eq!(opened.variants, parked().variants, "a session keeps its variants");
     let changed = String::from_utf8_lossy(&value[SEAL_BYTES..]).replace("triage", "banking");
     let forged = [&value[..SEAL_BYTES], changed.as_bytes()].concat();
     assert!(matches!(open(&signer, "k", &forged), Err(StoreError::Tampered)), "changed");

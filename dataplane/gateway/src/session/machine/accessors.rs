@@ -14,6 +14,11 @@ impl Machine {
         &self.id
     }
 
+    /// The variant of the Agent serving the session it runs, if that Agent runs variants.
+    pub fn variant(&self) -> Option<&str> {
+        self.settings.variants().get(&self.target.key()).map(String::as_str)
+    }
+
     /// The Agent serving the session.
     pub fn target(&self) -> &Target {
         &self.target

@@ -21,7 +21,25 @@ impl Machine {
             Some(handoff) => self.kept.carried_by(handoff),
             None => self.kept.carried(),
         };
-        self.state.open(OpenRequest { target: self.target.clone(), avoid, carried }, purpose);
+        let variant = self.settings.variant_for(&self.target, &self.stickiness(&carried));
+        self.state.open(OpenRequest { target: self.target.clone(), avoid, carried, variant }, purpose);
+    }
+
+    /// What the session's variant of the current Agent is picked by: the verified caller
+    /// the session carries, so a caller keeps their variant across sessions (while the
+    /// weights stay); else the session's id (a random pick by weight). With the Agent's
+    /// name, so one caller's variants of two Agents are picked independently.
+    fn stickiness(&self, carried: &switchboard_core::grant::Carried) -> String {
+        let handed = carried.handoff.as_ref().map(|handoff| &handoff.memory);
+        let caller = [Some(&carried.memory), handed]
+            .into_iter()
+            .flatten()
+            .find_map(|memory| memory.get(switchboard_core::assertion::IDENTITY_KEY))
+            .filter(|caller| !caller.is_null());
+        match caller {
+            Some(caller) => format!("{}\ncaller:{caller}", self.target.key()),
+            None => format!("{}\nsession:{}", self.target.key(), self.id),
+        }
     }
 
     pub(super) fn opened(&mut self, result: Result<SocketAddr, OpenError>, cx: &Cx<'_>) {

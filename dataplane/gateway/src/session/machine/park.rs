@@ -30,10 +30,12 @@ impl Machine {
         cx: &Cx<'_>,
     ) -> Self {
         let model = parked.model.clone();
-        let Parked { session_id, voice, modalities, audio, handoff, kept, generation, replay, reach, .. } = parked;
+        let Parked { session_id, voice, modalities, audio, handoff, kept, generation, replay, reach, variants, .. } =
+            parked;
         let mut machine = Self::blank(limits, session_id, identity, target, voice, modalities, cx.now);
         machine.settings.set_audio(audio);
         machine.settings.set_reach(reach);
+        machine.settings.set_variants(variants);
         let missed = replay.since(last_seq);
         machine.kept = kept;
         machine.settings.set_model(model);
@@ -176,6 +178,7 @@ impl Machine {
             replay,
             traceparent: self.traceparent.clone(),
             reach: self.settings.reach(),
+            variants: self.settings.variants().clone(),
         }
     }
 

@@ -4,7 +4,11 @@
 //! pods the session reaches (a test session: its Agents' candidates). [`Settings`] owns
 //! them; they go with the session when it parks.
 
+use std::collections::BTreeMap;
+
 use switchboard_core::protocol::{AudioSettings, ServerMessage};
+
+use crate::directory::Target;
 
 use crate::directory::Reach;
 
@@ -22,12 +26,16 @@ pub(super) struct Settings {
     model: Option<(String, String)>,
     /// The client's audio formats (`session_start.audio`), passed to every runtime.
     audio: Option<AudioSettings>,
+    /// The variant the session runs of each Agent it reached that runs variants, by
+    /// `namespace/name`: picked when the session first opens on the Agent, then kept
+    /// (moves, handoffs back, resumes) whatever the weights do.
+    variants: BTreeMap<String, String>,
 }
 
 impl Settings {
     /// A live session's, with the client's `voice` and `modalities`.
     pub(super) fn new(voice: Option<String>, modalities: Vec<String>) -> Self {
-        Self { reach: Reach::Live, voice, modalities, model: None, audio: None }
+        Self { reach: Reach::Live, voice, modalities, model: None, audio: None, variants: BTreeMap::new() }
     }
 
     /// Which pods the session reaches.
@@ -68,6 +76,30 @@ impl Settings {
     /// The text model the client chose, if it chose one for `agent`.
     pub(super) fn model_for(&self, agent: &str) -> Option<String> {
         self.model.as_ref().filter(|(chosen_for, _)| chosen_for == agent).map(|(_, model)| model.clone())
+    }
+
+    /// The session's variants, as the store keeps them.
+    pub(super) fn variants(&self) -> &BTreeMap<String, String> {
+        &self.variants
+    }
+
+    /// The session's variants, as the store kept them.
+    pub(super) fn set_variants(&mut self, variants: BTreeMap<String, String>) {
+        self.variants = variants;
+    }
+
+    /// The variant of `target`'s Agent the session runs: the one it has, or one picked by
+    /// the weights now with `key` (the verified caller, so they keep theirs across
+    /// sessions; else the session id) and kept. None when the Agent runs no variants; a
+    /// kept one stays even if the Agent dropped it (its pods serve it as the Agent's own).
+    pub(super) fn variant_for(&mut self, target: &Target, key: &str) -> Option<String> {
+        let agent = target.key();
+        if let Some(kept) = self.variants.get(&agent) {
+            return Some(kept.clone());
+        }
+        let picked = target.pick_variant(key)?;
+        self.variants.insert(agent, picked.clone());
+        Some(picked)
     }
 
     /// A runtime applied the client's `session_update` (`text`, its

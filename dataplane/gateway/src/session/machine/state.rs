@@ -191,7 +191,7 @@ mod tests {
     fn request() -> OpenRequest {
         let directory = crate::session::tests::directory();
         let target = Directory::for_client(&directory, None, crate::directory::Reach::Live).expect("triage");
-        OpenRequest { target, avoid: None, carried: Default::default() }
+        OpenRequest { target, avoid: None, carried: Default::default(), variant: None }
     }
 
     #[test]
