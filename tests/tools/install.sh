@@ -21,6 +21,9 @@
 # - Debian's `baresip-core` and `sox` (apt): a real SIP phone, headless, for the SIP edge's
 #   tests (tests/tests/sip_phone.rs): it dials, plays a WAV and writes what it hears to a WAV,
 #   which sox measures. Linked into the bin directory.
+# - Debian's `coturn` (apt, without recommends): a real TURN server, `turnserver` linked into
+#   the bin directory; dataplane/tests/aiortc runs one with the REST-secret scheme the WebRTC
+#   edge issues credentials for and calls through its relay candidates only.
 # - Debian's `cmake`: the `opus` crate (switchboard-webrtc) builds libopus from its bundled
 #   source with CMake and the C compiler; nothing is linked from the system at run time.
 # - mdBook (crates.io, pinned, built with `cargo install --locked`; ~1.5 minutes on 2 busy
@@ -171,6 +174,15 @@ install_sip_phone() {
   fi
 }
 
+# The WebRTC edge's TURN test relays a call through a real TURN server.
+install_coturn() {
+  if ! command -v turnserver >/dev/null; then
+    echo "[tools] installing coturn" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends coturn >&2
+  fi
+}
+
 install_cmake
 if ! { [ -x "$BIN/kubectl" ] && [ -x "$BIN/helm" ]; }; then install_kubectl_helm; fi
 if ! [ -x "$VENV/bin/kubernetes-validate" ]; then install_kubernetes_validate; fi
@@ -183,6 +195,7 @@ install_postgres
 install_prometheus
 install_netns_tools
 install_sip_phone
+install_coturn
 # Tests run this script at once (each server a test starts asks it where its bin directory
 # is): every link is made beside its name and renamed over it, never removed first, so a
 # concurrent test never finds one missing.
@@ -195,6 +208,7 @@ link() { # target, name
 link "$(command -v redis-server)" "$BIN/redis-server"
 pg_bin="$(dirname "$(compgen -G "/usr/lib/postgresql/*/bin/initdb" | sort -V | tail -n1)")"
 for b in initdb pg_ctl postgres; do link "$pg_bin/$b" "$BIN/$b"; done
+link "$(command -v turnserver)" "$BIN/turnserver"
 for b in baresip sox; do link "$(command -v "$b")" "$BIN/$b"; done
 for b in promtool prometheus; do link "$(command -v "$b")" "$BIN/$b"; done
 link "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"

@@ -8,8 +8,12 @@
 //! (its transcript back on the data channel), the reply heard on the remote track; `DELETE`
 //! ends it. The call goes through a UDP relay that drops 5 % of the RTP packets each way and
 //! holds back another 5 % behind the next packet (reordered): the edge's reorder buffer, Opus
-//! FEC and loss concealment, and the agent's reply, still get through. The client's part is
-//! call.py.
+//! FEC and loss concealment, and the agent's reply, still get through; the edge counts the
+//! call's ICE as connected through a peer-reflexive address (the relay is a NAT). The
+//! client's part is call.py.
+//!
+//! [`resume`]: a spoken conversation whose client vanishes and resumes it from a new
+//! process, through a real TURN server ([`coturn`]) with relay candidates only.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,6 +38,9 @@ use switchboard_webrtc_edge::{Edge, WebrtcConfig};
 mod browser;
 
 use browser::{call_files, tools_bin};
+
+mod coturn;
+mod resume;
 
 const TURN_SECRET: &str = "a-secret-shared-with-coturn";
 const TURN_URL: &str = "turn:turn.bank.example:3478?transport=udp";
@@ -124,13 +131,14 @@ async fn lossy_relay(outside: tokio::net::UdpSocket, edge: SocketAddr) -> Arc<[D
     damage
 }
 
-/// A gateway (no credentials) in front of local mode's runtime, its edge reached through a
-/// lossy relay and handing callers a TURN server with the shared secret's credentials.
-async fn gateway(
+/// A gateway (no credentials) in front of local mode's runtime, with its WebRTC edge as
+/// `webrtc` sets it up; its URL.
+async fn serve(
     signer: GatewaySigner,
     runtime: SocketAddr,
     specs: &[RuntimeSpec],
-) -> (String, Arc<Edge>, Arc<[Damage; 2]>) {
+    webrtc: &WebrtcConfig,
+) -> (String, Arc<Gateway>, Arc<Edge>) {
     let auth = Auth::new(None, Vec::new()).expect("auth");
     let routes: Vec<Route> = specs.iter().map(|spec| Route::ready_at(spec, "127.0.0.1", 0)).collect();
     let endpoints = routes.iter().map(|r| ((r.namespace.clone(), r.name.clone()), vec![runtime])).collect();
@@ -139,6 +147,32 @@ async fn gateway(
     std::mem::forget(routes);
     let gateway =
         Gateway::new(GatewayConfig::default(), receiver, signer, auth, Default::default()).expect("a gateway");
+    let edge = Edge::bind(webrtc, gateway.config.max_message_bytes).await.expect("the edge binds");
+    let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), gateway.clone()).await.expect("binds");
+    let server = server.with_channel(edge.clone());
+    let url = format!("http://{}/", server.local_addr().expect("addr"));
+    tokio::spawn(server.run(std::future::pending()));
+    (url, gateway, edge)
+}
+
+/// A gateway whose edge clients reach directly on loopback, handing them `turn`.
+async fn direct_gateway(
+    signer: GatewaySigner,
+    runtime: SocketAddr,
+    specs: &[RuntimeSpec],
+    turn: Turn,
+) -> (String, Arc<Gateway>, Arc<Edge>) {
+    let webrtc = WebrtcConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), turn, ..WebrtcConfig::default() };
+    serve(signer, runtime, specs, &webrtc).await
+}
+
+/// A gateway whose edge is reached through a lossy relay, handing callers a TURN server with
+/// the shared secret's credentials.
+async fn gateway(
+    signer: GatewaySigner,
+    runtime: SocketAddr,
+    specs: &[RuntimeSpec],
+) -> (String, Arc<Edge>, Arc<[Damage; 2]>) {
     // The relay's outside address is what the edge advertises.
     let outside = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("binds the relay");
     let webrtc = WebrtcConfig {
@@ -150,12 +184,8 @@ async fn gateway(
         },
         ..WebrtcConfig::default()
     };
-    let edge = Edge::bind(&webrtc, gateway.config.max_message_bytes).await.expect("the edge binds");
+    let (url, _, edge) = serve(signer, runtime, specs, &webrtc).await;
     let damage = lossy_relay(outside, edge.bound()).await;
-    let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), gateway.clone()).await.expect("binds");
-    let server = server.with_channel(edge.clone());
-    let url = format!("http://{}/", server.local_addr().expect("addr"));
-    tokio::spawn(server.run(std::future::pending()));
     (url, edge, damage)
 }
 
@@ -240,4 +270,7 @@ async fn aiortc_calls_an_agent_through_a_lossy_network_and_gets_turn_credentials
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(edge.metrics.calls.with_label_values(&["ended"]).get(), 1.0, "{}", edge.metrics.render());
     assert_eq!(edge.metrics.live.get(), 0);
+    // The relay is a NAT: the edge sends to an address the client's offer did not name.
+    let ice = edge.metrics.ice.with_label_values(&["connected", "prflx", "udp"]).get();
+    assert_eq!(ice, 1.0, "connected through a peer-reflexive address: {}", edge.metrics.render());
 }

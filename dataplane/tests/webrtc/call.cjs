@@ -227,11 +227,13 @@ async function resume(browser, result) {
     const seen = window.a.seen;
     await until("bidi_connection_start", () => seen.messages.some((m) => m.type === "bidi_connection_start"), seen);
     await until("the greeting", () => seen.messages.some((m) => m.type === "bidi_response_complete"), seen);
-    // The newest token (a handoff brings a new bidi_connection_start) and the last number.
+    // The newest token (a handoff brings a new bidi_connection_start) and the last number:
+    // on the data channel every message carries its seq (reply audio, numbered too, is on
+    // the track, so a WebRTC client cannot count).
     const at = seen.messages.map((m) => m.type).lastIndexOf("bidi_connection_start");
     const start = seen.messages[at];
     return { status: seen.status, session_id: start.session_id, token: start.resume_token, agent: start.agent,
-      last_seq: start.seq + (seen.messages.length - at - 1) };
+      last_seq: seen.messages[seen.messages.length - 1].seq };
   }, key);
   process.stdout.write("event cut\n");
   r.parked = await nextWord();

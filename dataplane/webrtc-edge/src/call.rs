@@ -88,6 +88,11 @@ struct Task {
     session: Session,
     /// How the call ended, for the metric (`ended` unless something else ends it).
     outcome: &'static str,
+    /// Whether media found a path yet (the ICE metric's `connected`, then `moved`).
+    connected_once: bool,
+    /// The number of the last message the session sent, as the gateway numbers them
+    /// ([`numbered`]); None until known.
+    seq: Option<u64>,
 }
 
 /// Runs the call until it and its session are over.
@@ -102,6 +107,8 @@ pub async fn run(setup: Setup) {
         agent,
         session: Session::Waiting(admission, permit),
         outcome: "ended",
+        connected_once: false,
+        seq: None,
     };
     tracing::debug!(call = %id, "WebRTC call answered");
     loop {
@@ -208,6 +215,18 @@ impl Task {
             }
             CallEvent::Closed(reason) => self.closed(reason),
             CallEvent::Connected => tracing::debug!("WebRTC call connected"),
+            CallEvent::Path(path) => {
+                let outcome = if self.connected_once { "moved" } else { "connected" };
+                self.connected_once = true;
+                tracing::debug!(
+                    candidate = path.candidate_label(),
+                    transport = path.transport_label(),
+                    outcome,
+                    "WebRTC media path"
+                );
+                let labels = [outcome, path.candidate_label(), path.transport_label()];
+                self.edge.metrics.ice.with_label_values(&labels).inc();
+            }
             CallEvent::Disconnected => tracing::debug!("WebRTC call lost its client; waiting for it"),
             CallEvent::Reconnected => tracing::debug!("WebRTC call found its client again"),
             CallEvent::ChannelOpen | CallEvent::Refused(_) => {}
@@ -218,6 +237,11 @@ impl Task {
     fn open(&mut self, first: String) {
         let Session::Waiting(admission, permit) = std::mem::replace(&mut self.session, Session::Done) else { return };
         let (start, then) = first_messages(first, self.edge.call_config.audio_settings());
+        // A resume's replay numbers on from the client's last_seq.
+        self.seq = match decode_client(&start) {
+            Ok(ClientMessage::SessionStart(SessionStart { resume_token: Some(_), last_seq, .. })) => last_seq,
+            _ => None,
+        };
         let (edge_end, session_end) = tokio::io::duplex(PIPE_BYTES);
         let limit = self.gateway.config.max_message_bytes;
         let limits = Limits { max_message: limit, max_frame: limit };
@@ -245,7 +269,9 @@ impl Task {
                 if is_interruption(text.as_str()) {
                     self.call.flush_audio();
                 }
-                if let Err(error) = self.call.send_text(now, text.as_str()) {
+                let (seq, text) = numbered(self.seq, text.as_str());
+                self.seq = seq;
+                if let Err(error) = self.call.send_text(now, &text) {
                     // The client does not read its data channel: it counts as gone, as a
                     // WebSocket client that does not read (the session parks).
                     tracing::info!(%error, "the WebRTC client does not read its data channel: the call ends");
@@ -254,6 +280,8 @@ impl Task {
                 }
             }
             Some(Ok(Message::Binary(data))) => {
+                // Reply audio is numbered too, though it goes on the track.
+                self.seq = self.seq.map(|n| n + 1);
                 if self.call.queued_audio() > MOST_REPLY_AUDIO {
                     tracing::debug!("reply audio over a minute queued: a chunk dropped");
                     return;
@@ -272,6 +300,13 @@ impl Task {
 
     /// The call is over: its session is told as a WebSocket's would be.
     fn closed(&mut self, reason: CloseReason) {
+        // ICE that never connected, or lost its client for good.
+        let path = self.call.path();
+        if path.is_none() || matches!(reason, CloseReason::IceFailed) {
+            let labels =
+                path.map_or(["failed", "none", "none"], |p| ["failed", p.candidate_label(), p.transport_label()]);
+            self.edge.metrics.ice.with_label_values(&labels).inc();
+        }
         if self.outcome == "ended" {
             self.outcome = match &reason {
                 CloseReason::Local => "ended",
@@ -324,6 +359,42 @@ fn encode(start: SessionStart) -> String {
     serde_json::to_string(&ClientMessage::SessionStart(start)).unwrap_or_default()
 }
 
+/// A session message for the data channel, numbered. The gateway numbers every message it
+/// sends a client, reply audio included, for resume (`session_start.last_seq`); a WebSocket
+/// client counts them from `bidi_connection_start.seq`, but a WebRTC client gets the audio
+/// on its track, where it cannot count messages. So the edge counts (from each
+/// `bidi_connection_start`'s `seq`, or a resume's `last_seq`, whose replay comes first) and
+/// gives every other message on the data channel its number as `seq`: a client resumes
+/// with the `seq` of the last message it received, and gets nothing twice. Returns the
+/// number of `text` (None while unknown: before the first start of a resume without
+/// `last_seq`) and the text to send.
+fn numbered(last: Option<u64>, text: &str) -> (Option<u64>, std::borrow::Cow<'_, str>) {
+    #[derive(serde::Deserialize)]
+    struct Start {
+        seq: Option<u64>,
+    }
+    if text.contains("bidi_connection_start")
+        && let Ok(ClientOrServer::BidiConnectionStart(start)) = serde_json::from_str::<ClientOrServer<Start>>(text)
+    {
+        return (start.seq.or(last.map(|n| n + 1)), text.into());
+    }
+    let Some(seq) = last.map(|n| n + 1) else { return (None, text.into()) };
+    let numbered = match text.strip_prefix('{') {
+        Some(rest) if !rest.trim_start().starts_with('}') => format!("{{\"seq\":{seq},{rest}").into(),
+        _ => text.into(),
+    };
+    (Some(seq), numbered)
+}
+
+/// A server message's kind, for [`numbered`]: `bidi_connection_start` or another.
+#[derive(serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ClientOrServer<T> {
+    BidiConnectionStart(T),
+    #[serde(other)]
+    Other,
+}
+
 /// Whether a server message is `bidi_interruption` (barge-in).
 fn is_interruption(text: &str) -> bool {
     #[derive(serde::Deserialize)]
@@ -372,6 +443,25 @@ mod tests {
         assert_eq!(then.as_deref(), Some(first));
         let (start, then) = first_messages("{\"type\":\"nope\"}".into(), audio());
         assert_eq!((start.as_str(), then), ("{\"type\":\"nope\"}", None));
+    }
+
+    #[test]
+    fn messages_on_the_data_channel_carry_the_gateways_numbers() {
+        // Unknown until a start (a resume without last_seq): as they come.
+        let (seq, text) = numbered(None, r#"{"type":"bidi_response_start"}"#);
+        assert_eq!((seq, text.as_ref()), (None, r#"{"type":"bidi_response_start"}"#));
+        let start =
+            r#"{"type":"bidi_connection_start","session_id":"s","agent":"a","mode":"voice","model":"m","seq":7}"#;
+        let (seq, text) = numbered(None, start);
+        assert_eq!((seq, text.as_ref()), (Some(7), start), "a start is numbered already");
+        let (seq, text) = numbered(seq, r#"{"type":"bidi_transcript_stream","text":"{\"seq\":1}"}"#);
+        assert_eq!(seq, Some(8));
+        assert_eq!(text, r#"{"seq":8,"type":"bidi_transcript_stream","text":"{\"seq\":1}"}"#);
+        let parsed: serde_json::Value = serde_json::from_str(&text).expect("still JSON");
+        assert_eq!(parsed["seq"], 8);
+        // Not an object, or an empty one: as it came, still counted.
+        assert_eq!(numbered(Some(8), "[1]"), (Some(9), "[1]".into()));
+        assert_eq!(numbered(Some(9), "{ }"), (Some(10), "{ }".into()));
     }
 
     #[test]

@@ -13,6 +13,11 @@ pub struct Metrics {
     pub calls: CounterVec,
     /// WebRTC calls under way.
     pub live: IntGauge,
+    /// ICE outcomes, by the kind of the client's candidate media went to and its transport:
+    /// `connected` (a call's first path), `moved` (a later one: an ICE restart or a network
+    /// change), `failed` (a call that never connected — candidate `none` — or lost its
+    /// client past the grace).
+    pub ice: CounterVec,
 }
 
 impl Metrics {
@@ -29,7 +34,15 @@ impl Metrics {
         registry.register(Box::new(calls.clone()))?;
         let live = IntGauge::new("switchboard_gateway_webrtc_calls_live", "WebRTC calls under way.")?;
         registry.register(Box::new(live.clone()))?;
-        Ok(Self { registry, calls, live })
+        let ice = CounterVec::new(
+            Opts::new(
+                "switchboard_gateway_webrtc_ice_total",
+                "WebRTC ICE outcomes (connected, moved, failed) by the client's candidate kind (host, srflx, prflx, relay; none: never connected) and transport (udp, tcp).",
+            ),
+            &["outcome", "candidate", "transport"],
+        )?;
+        registry.register(Box::new(ice.clone()))?;
+        Ok(Self { registry, calls, live, ice })
     }
 
     /// The text exposition format.

@@ -8,13 +8,17 @@
 //!   audio dropped at once), [`Call::send_text`] (a session-protocol message for the client),
 //!   [`Call::patch`] (trickle ICE or an ICE restart), [`Call::close`].
 //! - Outputs, polled after every input until empty: [`Call::poll_transmit`] (datagrams to
-//!   send), [`Call::poll_event`] ([`CallEvent`]: connected, the data channel open, messages
-//!   and the caller's PCM at the runtime's input rate, disconnected, closed), then
+//!   send), [`Call::poll_event`] ([`CallEvent`]: connected, the path media takes, the data
+//!   channel open, messages and the caller's PCM at the runtime's input rate,
+//!   disconnected, closed), then
 //!   [`Call::poll_timeout`] (when to call [`Call::handle_timeout`] next).
 //!
 //! What str0m reports is turned into these outputs in `drive`.
 
 mod drive;
+mod path;
+
+pub use path::Path;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -167,6 +171,9 @@ pub enum CloseReason {
 pub enum CallEvent {
     /// ICE and DTLS are up.
     Connected,
+    /// Media goes a new way: the first path ICE nominated, or another after an ICE restart
+    /// or a network change ([`Call::path`]).
+    Path(Path),
     /// The data channel is open: the client may send `session_start`.
     ChannelOpen,
     /// A message from the client (checked JSON text within the limit).
@@ -193,14 +200,17 @@ pub struct Call {
     channel: Option<ChannelId>,
     inbound: Inbound,
     outbound: Outbound,
-    /// The offer (as last restarted) and its ICE ufrag.
+    /// The offer (as last restarted) and its ICE ufrag and password.
     offer_text: String,
     remote_ufrag: String,
+    remote_pwd: String,
     transmits: VecDeque<Datagram>,
     events: VecDeque<CallEvent>,
     rtc_timeout: Option<Instant>,
     /// Since when ICE is disconnected.
     disconnected_since: Option<Instant>,
+    /// The client's candidates and the way media goes.
+    paths: path::Paths,
     connected: bool,
     closed: bool,
 }
@@ -246,6 +256,9 @@ impl Call {
             rtc.add_local_candidate(candidate);
         }
         let remote_ufrag = ufrag_of(&offer.text);
+        let remote_pwd = pwd_of(&offer.text);
+        let mut paths = path::Paths::default();
+        paths.learn_sdp(&offer.text);
         let answer = rtc.sdp_api().accept_offer(offer.sdp).map_err(OfferError::Refused)?;
         let opus_pt = rtc
             .writer(audio_mid)
@@ -261,10 +274,12 @@ impl Call {
             channel: None,
             offer_text: offer.text,
             remote_ufrag,
+            remote_pwd,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             rtc_timeout: None,
             disconnected_since: None,
+            paths,
             connected: false,
             closed: false,
         };
@@ -361,12 +376,18 @@ impl Call {
                 let text = restart_offer(&self.offer_text, ufrag, pwd, &fragment.candidates);
                 let offer = Offer::parse(text.as_bytes(), self.config.rules)?;
                 let answer = self.rtc.sdp_api().accept_offer(offer.sdp).map_err(OfferError::Refused)?;
+                self.paths.learn_sdp(&text);
                 self.offer_text = text;
                 self.remote_ufrag = ufrag.to_owned();
+                pwd.clone_into(&mut self.remote_pwd);
                 Some(answer_fragment(&answer.to_sdp_string()))
+            }
+            Some((_, pwd)) if pwd != self.remote_pwd => {
+                return Err(crate::trickle::FragmentError::PasswordWithoutRestart.into());
             }
             _ => {
                 for candidate in &fragment.candidates {
+                    self.paths.learn(candidate);
                     self.rtc.add_remote_candidate(candidate.clone());
                 }
                 None
@@ -414,6 +435,11 @@ impl Call {
         [self.rtc_timeout, self.outbound.timeout(), grace].into_iter().flatten().min()
     }
 
+    /// The way media goes, once ICE nominated one.
+    pub fn path(&self) -> Option<Path> {
+        self.paths.current()
+    }
+
     /// Whether the call is over.
     pub fn is_closed(&self) -> bool {
         self.closed
@@ -454,9 +480,14 @@ impl Call {
 
 /// The first `a=ice-ufrag` of an SDP text.
 fn ufrag_of(sdp: &str) -> String {
-    sdp.lines()
-        .find_map(|l| l.trim_end_matches('\r').strip_prefix("a=ice-ufrag:"))
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
+    attribute_of(sdp, "a=ice-ufrag:")
+}
+
+/// The first `a=ice-pwd` of an SDP text.
+fn pwd_of(sdp: &str) -> String {
+    attribute_of(sdp, "a=ice-pwd:")
+}
+
+fn attribute_of(sdp: &str, prefix: &str) -> String {
+    sdp.lines().find_map(|l| l.trim_end_matches('\r').strip_prefix(prefix)).unwrap_or_default().trim().to_owned()
 }

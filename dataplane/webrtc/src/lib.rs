@@ -23,7 +23,7 @@ pub mod channel;
 pub mod offer;
 pub mod trickle;
 
-pub use call::{Call, CallConfig, CallError, CallEvent, CloseReason, Datagram, generate_dtls_cert};
+pub use call::{Call, CallConfig, CallError, CallEvent, CloseReason, Datagram, Path, generate_dtls_cert};
 pub use offer::{Offer, OfferError, OfferRules};
 /// str0m's transport protocol of a datagram (UDP, or ICE-TCP).
 pub use str0m::net::Protocol;

@@ -61,6 +61,27 @@ pub enum FragmentError {
     /// Only one of `a=ice-ufrag` and `a=ice-pwd`.
     #[error("an ICE restart needs both a=ice-ufrag and a=ice-pwd")]
     HalfCredentials,
+    /// An ICE credential out of RFC 8839's shape (5.4: `ice-char`s — letters, digits, `+`
+    /// and `/` — a ufrag 4 to 256 of them, a password 22 to 256).
+    #[error("a=ice-{name} must be {least} to 256 characters of letters, digits, + and /; found {found}")]
+    BadCredential {
+        /// `ufrag` or `pwd`.
+        name: &'static str,
+        /// The shortest allowed.
+        least: usize,
+        /// What it holds (shortened).
+        found: String,
+    },
+    /// Nothing to do: no candidates, no credentials, no end-of-candidates.
+    #[error(
+        "the fragment names no ICE credentials, candidates or end-of-candidates: PATCH a=candidate: lines to trickle, or a=ice-ufrag and a=ice-pwd to restart ICE"
+    )]
+    Empty,
+    /// The client's password changed under the same ufrag (an ICE restart changes both).
+    #[error(
+        "a=ice-pwd changed but a=ice-ufrag did not: an ICE restart needs a new ufrag and password (RFC 8839, 4.4.1.1.1)"
+    )]
+    PasswordWithoutRestart,
 }
 
 impl Fragment {
@@ -98,12 +119,29 @@ impl Fragment {
         if fragment.ufrag.is_some() != fragment.pwd.is_some() {
             return Err(FragmentError::HalfCredentials);
         }
+        if let Some((ufrag, pwd)) = fragment.credentials() {
+            check_credential("ufrag", 4, ufrag)?;
+            check_credential("pwd", 22, pwd)?;
+        }
+        if fragment.ufrag.is_none() && fragment.candidates.is_empty() && !fragment.end_of_candidates {
+            return Err(FragmentError::Empty);
+        }
         Ok(fragment)
     }
 
     /// The credentials, when the fragment names both.
     pub fn credentials(&self) -> Option<(&str, &str)> {
         Some((self.ufrag.as_deref()?, self.pwd.as_deref()?))
+    }
+}
+
+/// RFC 8839, 5.4: `least` to 256 `ice-char`s.
+fn check_credential(name: &'static str, least: usize, value: &str) -> Result<(), FragmentError> {
+    let ice_char = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/';
+    if (least..=256).contains(&value.len()) && value.chars().all(ice_char) {
+        Ok(())
+    } else {
+        Err(FragmentError::BadCredential { name, least, found: snippet(value) })
     }
 }
 
@@ -197,6 +235,17 @@ mod tests {
         assert!(matches!(error, FragmentError::NotUtf8(_)));
         let big = vec![b'a'; MAX_FRAGMENT_BYTES + 1];
         assert!(matches!(Fragment::parse(&big), Err(FragmentError::TooLarge { .. })));
+        let error =
+            Fragment::parse(b"a=ice-ufrag:ab\r\na=ice-pwd:0123456789012345678901\r\n").expect_err("short ufrag");
+        assert!(matches!(error, FragmentError::BadCredential { name: "ufrag", .. }), "{error}");
+        let error = Fragment::parse(b"a=ice-ufrag:abcd\r\na=ice-pwd:short\r\n").expect_err("short pwd");
+        assert!(error.to_string().contains("a=ice-pwd must be 22 to 256"), "{error}");
+        let error =
+            Fragment::parse(b"a=ice-ufrag:ab;d\r\na=ice-pwd:0123456789012345678901\r\n").expect_err("not ice-chars");
+        assert!(error.to_string().contains(r#"found "ab;d""#), "{error}");
+        assert!(matches!(Fragment::parse(b""), Err(FragmentError::Empty)));
+        assert!(matches!(Fragment::parse(b"a=mid:0\r\n"), Err(FragmentError::Empty)));
+        assert!(Fragment::parse(b"a=end-of-candidates\r\n").is_ok(), "the end of candidates alone is news");
     }
 
     #[test]

@@ -19,6 +19,14 @@ fn ice_dtls_and_sctp_connect_and_json_flows_both_ways() {
     let mut h = Harness::new(CallConfig::default());
     h.connect();
     assert!(h.call_events.iter().any(|(_, e)| matches!(e, CallEvent::Connected)));
+    // Media goes to the client's host candidate, the one its offer named.
+    let path = h.call.path().expect("a path");
+    assert_eq!(
+        (path.remote, path.candidate_label(), path.transport_label()),
+        (common::addr(common::CLIENT), "host", "udp")
+    );
+    let paths = h.call_events.iter().filter(|(_, e)| matches!(e, CallEvent::Path(_))).count();
+    assert_eq!(paths, 1, "one path reported");
     // A socket task on one port finds the call by what it accepts.
     let (client, server) = (common::addr(common::CLIENT), common::addr(common::SERVER));
     let stranger = common::addr("198.51.100.7:5000");
@@ -203,6 +211,16 @@ fn an_ice_restart_by_fragment_keeps_the_call() {
     h.run(Duration::from_millis(200));
     assert_eq!(h.call_texts().len(), 1);
     assert!(!h.call_audio().is_empty());
+    // A password changed under the same ufrag is no restart: refused, the call unchanged.
+    let same_ufrag = format!("a=ice-ufrag:{}\r\na=ice-pwd:{}x\r\n", creds.ufrag, creds.pass);
+    let refused = h.call.patch(h.now, &Fragment::parse(same_ufrag.as_bytes()).unwrap()).expect_err("refused");
+    assert!(refused.to_string().contains("a=ice-pwd changed but a=ice-ufrag did not"), "{refused}");
+    let same = format!("a=ice-ufrag:{}\r\na=ice-pwd:{}\r\na=end-of-candidates\r\n", creds.ufrag, creds.pass);
+    assert_eq!(h.call.patch(h.now, &Fragment::parse(same.as_bytes()).unwrap()).expect("taken"), None, "no restart");
+    assert!(!h.call.is_closed());
+    // Media still goes the one way it went: the client's address did not change.
+    let paths = h.call_events.iter().filter(|(_, e)| matches!(e, CallEvent::Path(_))).count();
+    assert_eq!(paths, 1, "one path: {:?}", h.call.path());
 }
 
 #[test]

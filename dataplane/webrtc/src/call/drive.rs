@@ -20,12 +20,17 @@ impl Call {
                     self.rtc_timeout = Some(at);
                     break;
                 }
-                Ok(Output::Transmit(t)) => self.transmits.push_back(Datagram {
-                    proto: t.proto,
-                    source: t.source,
-                    destination: t.destination,
-                    contents: t.contents.to_vec(),
-                }),
+                Ok(Output::Transmit(t)) => {
+                    if let Some(path) = self.paths.sent(t.proto, t.destination, &t.contents) {
+                        self.events.push_back(CallEvent::Path(path));
+                    }
+                    self.transmits.push_back(Datagram {
+                        proto: t.proto,
+                        source: t.source,
+                        destination: t.destination,
+                        contents: t.contents.to_vec(),
+                    });
+                }
                 Ok(Output::Event(event)) => self.event(now, event),
                 Err(error) => {
                     self.finish(CloseReason::Failed(error));

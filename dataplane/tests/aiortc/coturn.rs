@@ -1,0 +1,82 @@
+//! A real TURN server for the tests: Debian's coturn (`turnserver`, installed by
+//! tests/tools/install.sh) on loopback, with the TURN REST scheme (`use-auth-secret`) the
+//! WebRTC edge issues credentials for. Ended when dropped.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::browser::tools_bin;
+
+/// A running `turnserver`.
+pub struct Coturn {
+    child: Child,
+    /// Where it listens (UDP).
+    pub address: SocketAddr,
+    dir: PathBuf,
+}
+
+impl Coturn {
+    /// Starts one with `secret` as its shared secret, and waits until it answers STUN.
+    pub fn start(secret: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("switchboard-coturn-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        // A free port, given back for coturn to take.
+        let port = UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()).expect("a free port").port();
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        let log = std::fs::File::create(dir.join("turn.log")).expect("the log");
+        let child = Command::new(tools_bin().join("turnserver"))
+            .args(["-n", "--listening-ip=127.0.0.1", "--relay-ip=127.0.0.1", "--realm=switchboard.test"])
+            .arg(format!("--listening-port={port}"))
+            .args(["--use-auth-secret", &format!("--static-auth-secret={secret}")])
+            // The edge is on loopback too; coturn refuses to relay there unless told.
+            .args(["--allow-loopback-peers", "--no-tls", "--no-dtls", "--no-cli", "--no-tcp-relay"])
+            .args(["--log-file=stdout", "--simple-log", "--verbose"])
+            .arg(format!("--pidfile={}", dir.join("pid").display()))
+            .arg(format!("--userdb={}", dir.join("turndb").display()))
+            .stdout(Stdio::from(log.try_clone().expect("the log")))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("runs turnserver");
+        let mut coturn = Self { child, address, dir };
+        coturn.wait_until_answering();
+        coturn
+    }
+
+    /// A STUN binding request (no credentials needed) until coturn answers it.
+    fn wait_until_answering(&mut self) {
+        let probe = UdpSocket::bind("127.0.0.1:0").expect("a probe socket");
+        probe.set_read_timeout(Some(Duration::from_millis(200))).expect("a timeout");
+        let mut request = vec![0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42];
+        request.extend_from_slice(&[7; 12]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut buffer = [0u8; 512];
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("turnserver exited ({status}):\n{}", self.log());
+            }
+            let _ = probe.send_to(&request, self.address);
+            if let Ok((n, _)) = probe.recv_from(&mut buffer)
+                && n >= 20
+                && buffer[0..2] == [0x01, 0x01]
+            {
+                return;
+            }
+        }
+        panic!("turnserver did not answer STUN on {} in 10 s:\n{}", self.address, self.log());
+    }
+
+    /// What it logged.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("turn.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Coturn {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
