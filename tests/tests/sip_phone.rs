@@ -9,7 +9,8 @@
 //! claims (`spec.telephony.numbers`) reaches triage, one to a number nobody claims gets
 //! 404; garbage sent to the edge's
 //! SIP and RTP ports during a call does not disturb it; a call signalled over TCP works as
-//! one over UDP. The tools come from
+//! one over UDP; keys pressed on the phone (RFC 4733) reach the agent as the caller's input,
+//! told once at the `#`, and the edge logs how many, never which. The tools come from
 //! tests/tools/install.sh.
 
 use std::net::{SocketAddr, UdpSocket};
@@ -165,6 +166,41 @@ impl Phone {
 
     /// [`Phone::dial_over`] with more account parameters (`;auth_user=..;auth_pass=..`).
     fn dial_as(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32, transport: &str, account: &str) -> Self {
+        Self::dial_with(stack, name, user, silence, quit, transport, account, "")
+    }
+
+    /// [`Phone::dial`] with baresip's console listening on a UDP port ([`Phone::press`]
+    /// types keys into the call through it).
+    fn dial_with_keypad(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32) -> (Self, u16) {
+        let console = loop {
+            let port = free_udp_range(1).0;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                break port;
+            }
+        };
+        let config = format!("module cons.so\ncons_listen 127.0.0.1:{console}\n");
+        (Self::dial_with(stack, name, user, silence, quit, "udp", "", &config), console)
+    }
+
+    /// Presses `keys` on the phone in the call: baresip's `/sndcode` sends each as an RFC
+    /// 4733 telephone event.
+    fn press(console: u16, keys: &str) {
+        let socket = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+        socket.send_to(format!("/sndcode {keys}\n").as_bytes(), ("127.0.0.1", console)).expect("send");
+    }
+
+    /// [`Phone::dial_as`] with more lines for baresip's config.
+    #[allow(clippy::too_many_arguments)]
+    fn dial_with(
+        stack: &Stack,
+        name: &str,
+        user: &str,
+        silence: u32,
+        quit: u32,
+        transport: &str,
+        account: &str,
+        more_config: &str,
+    ) -> Self {
         let dir = stack.dir.join(name);
         std::fs::create_dir_all(dir.join("snd")).expect("a folder");
         let sox = stack.tools.join("sox");
@@ -199,7 +235,7 @@ impl Phone {
             "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
              module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
              audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
-             snd_path {d}/snd\n"
+             snd_path {d}/snd\n{more_config}"
         );
         std::fs::write(dir.join("config"), config).expect("config");
         let account =
@@ -511,4 +547,42 @@ fn with_trunks_configured_only_a_trunk_calls_and_digest_credentials_are_challeng
     let (_, windows) = right.heard(&stack.tools.join("sox"));
     assert!(windows.iter().filter(|rms| **rms > 0.02).count() >= 4, "the trunk's call heard the agent: {windows:?}");
     let _ = std::fs::remove_dir_all(&secret);
+}
+
+#[test]
+fn keys_pressed_on_the_phone_reach_the_agent_as_the_callers_input() {
+    let stack = stack("keys");
+    let (phone, console) = Phone::dial_with_keypad(&stack, "caller", "triage", 10, 30);
+    wait_for(
+        "the edge answers the call",
+        Duration::from_secs(20),
+        || stack.edge.log_text().contains("call answered"),
+        || format!("{}\n--- baresip ---\n{}", stack.edge.log_text(), phone.log()),
+    );
+    wait_for(
+        "the phone has the call",
+        Duration::from_secs(20),
+        || phone.log().contains("Call established"),
+        || format!("{}\n--- baresip ---\n{}", stack.edge.log_text(), phone.log()),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    Phone::press(console, "1234#");
+    phone.wait_over(Duration::from_secs(45));
+    let edge = stack.edge.log_text();
+    // Each key once, however many RFC 4733 packets carried it; the keys are not in the log.
+    let keys: u64 = edge
+        .lines()
+        .find_map(|l| l.split_once(" keys=").and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok()))
+        .unwrap_or_else(|| {
+            panic!("the edge logs how many keys it forwarded:\n{edge}\n--- baresip ---\n{}", phone.log())
+        });
+    assert_eq!(keys, 5, "five keys pressed, five forwarded:\n{edge}\n--- baresip ---\n{}", phone.log());
+    assert!(!edge.contains("bidi_dtmf") && !edge.contains("1234"), "the keys are not logged:\n{edge}");
+    // The agent was told them as the caller's input: the caller's line in the record.
+    let list: serde_json::Value = serde_json::from_str(&sessions(&stack, &["list", "--json"])).expect("JSON");
+    let id = list[0]["id"].as_str().expect("a session").to_owned();
+    let shown = sessions(&stack, &["show", &id]);
+    let told: Vec<&str> = shown.lines().filter(|l| l.contains(" user ") && l.contains("The caller pressed")).collect();
+    assert_eq!(told.len(), 1, "told once, at the '#': {shown}");
+    assert!(told[0].contains("The caller pressed 1 2 3 4 #"), "{shown}");
 }

@@ -120,6 +120,17 @@ export type BidiTextInputMessage = {
 };
 
 /**
+ * Keys the caller pressed on a phone's keypad (DTMF), in order: `0`-`9`, `*`, `#` and `A`-`D`, at most 32 a message (the SIP edge sends one message a key, as it is pressed). The agent is told them as the caller's input ("The caller pressed 1 2 3 #") when the caller ends them with `#`, pauses for 1.5 s, or has pressed 32; the line that tells them is the session's user transcript line, in the record like other caller input (the message itself is never recorded). Other characters, an empty or longer `digits`: `bidi_error` `invalid_dtmf`; more than a person can press (a burst of 32, then 10 a second): `bidi_error` `dtmf_rate`, the keys dropped.
+ */
+export type BidiDtmfMessage = {
+  /**
+   * The keys, e.g. `"1"` or `"1234#"`.
+   */
+  digits: string;
+  type: "bidi_dtmf";
+};
+
+/**
  * The user's answer to a `consent_request`. A typed or spoken clear "yes" or "no" while one is pending answers it too.
  */
 export type ToolConsentMessage = {
@@ -152,6 +163,7 @@ export type ClientMessage =
   | BidiAudioPlayedMessage
   | SessionUpdateMessage
   | BidiTextInputMessage
+  | BidiDtmfMessage
   | ToolConsentMessage
   | CloseMessage;
 
@@ -164,6 +176,7 @@ export const CLIENT_MESSAGE_TYPES = [
   "bidi_audio_played",
   "session_update",
   "bidi_text_input",
+  "bidi_dtmf",
   "tool_consent",
   "close",
 ] as const;
@@ -171,7 +184,7 @@ export const CLIENT_MESSAGE_TYPES = [
 /**
  * The code of a `bidi_error`: what went wrong, stable for programs (the message says it for people). Unless said otherwise an error is recoverable (`recoverable: true`): the session goes on. A refusal at the start of a session, or one that ends it, comes with its close code (`close_code`).
  */
-export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "busy" | "no_consent_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
+export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "invalid_dtmf" | "dtmf_rate" | "busy" | "no_consent_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
 
 /**
  * Everything a receiving agent is told about a handed-over session.

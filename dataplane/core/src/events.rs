@@ -34,6 +34,13 @@ pub enum Input {
         /// back (`input_id`), as does an error refusing it.
         id: Option<String>,
     },
+    /// The caller pressed keys on a phone's keypad (`bidi_dtmf`): unchecked as they came;
+    /// the session checks them ([`crate::dtmf`]) and tells the agent at `#`, a pause, or
+    /// [`crate::dtmf::MAX_DIGITS`] keys.
+    Dtmf {
+        /// The keys, in order.
+        digits: String,
+    },
     /// The model call asked for by [`Effect::CallModel`] finished.
     ModelReply(ModelReply),
     /// The model call failed; `code` is a short label, `message` says what to do.

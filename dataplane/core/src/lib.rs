@@ -31,6 +31,7 @@ pub mod audio;
 pub mod authority;
 pub mod consent;
 pub mod context;
+pub mod dtmf;
 mod events;
 pub mod gateway_keys;
 pub mod grant;

@@ -89,6 +89,18 @@ pub enum ClientMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<String>,
     },
+    /// Keys the caller pressed on a phone's keypad (DTMF), in order: `0`-`9`, `*`, `#`
+    /// and `A`-`D`, at most 32 a message (the SIP edge sends one message a key, as it is
+    /// pressed). The agent is told them as the caller's input ("The caller pressed 1 2 3
+    /// #") when the caller ends them with `#`, pauses for 1.5 s, or has pressed 32; the
+    /// line that tells them is the session's user transcript line, in the record like
+    /// other caller input (the message itself is never recorded). Other characters, an
+    /// empty or longer `digits`: `bidi_error` `invalid_dtmf`; more than a person can press
+    /// (a burst of 32, then 10 a second): `bidi_error` `dtmf_rate`, the keys dropped.
+    BidiDtmf {
+        /// The keys, e.g. `"1"` or `"1234#"`.
+        digits: String,
+    },
     /// The user's answer to a `consent_request`. A typed or spoken clear "yes" or "no"
     /// while one is pending answers it too.
     ToolConsent {
@@ -477,6 +489,7 @@ const CLIENT_TYPES: &[&str] = &[
     "bidi_audio_input",
     "bidi_audio_input_end",
     "bidi_text_input",
+    "bidi_dtmf",
     "bidi_cancel",
     "bidi_audio_played",
     "session_update",
@@ -513,6 +526,18 @@ pub fn is_session_start(text: &str) -> bool {
     }
     serde_json::from_str::<serde_json::Value>(text)
         .is_ok_and(|value| value.get("type").and_then(serde_json::Value::as_str) == Some("session_start"))
+}
+
+/// Whether a client frame is a `bidi_dtmf` (keys pressed), its `type` read as
+/// [`decode_client`] reads it: the gateway never records one (keys may be collected for a
+/// tool, a PIN), so whether a frame is one cannot hang on how its JSON is written. Frames
+/// that cannot name it — without the word and without a backslash — are not parsed.
+pub fn is_dtmf(text: &str) -> bool {
+    if !text.contains("bidi_dtmf") && !text.contains('\\') {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(text)
+        .is_ok_and(|value| value.get("type").and_then(serde_json::Value::as_str) == Some("bidi_dtmf"))
 }
 
 /// Parses one client text frame, telling bad JSON, unknown types and malformed messages apart.

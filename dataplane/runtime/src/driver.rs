@@ -159,6 +159,8 @@ impl Driver<'_> {
         Ok(match message {
             ClientMessage::BidiTextInput { text, id } => Some(Input::UserText { text, id }),
             ClientMessage::ToolConsent { tool_use_id, approved } => Some(Input::Consent { tool_use_id, approved }),
+            // Checked and gathered by the core; never logged here (keys may be a PIN).
+            ClientMessage::BidiDtmf { digits } => Some(Input::Dtmf { digits }),
             ClientMessage::Close {} => Some(Input::End),
             ClientMessage::BidiCancel {} => Some(Input::Cancel),
             // No audio was played in a text session.

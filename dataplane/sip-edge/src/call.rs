@@ -3,8 +3,9 @@
 //! until either side ends: the caller's RTP through the jitter buffer to the gateway as
 //! binary frames, one every 20 ms; the agent's reply audio from binary frames back as RTP
 //! paced in real time, its queue dropped at once on `bidi_interruption`; RTCP reports
-//! every 5 s. The caller's BYE closes the session; the session ending sends BYE; RTP that
-//! stops for longer than the media timeout ends the call.
+//! every 5 s; each key pressed (RFC 4733 or SIP INFO) as one `bidi_dtmf`. The caller's
+//! BYE closes the session; the session ending sends BYE; RTP that stops for longer than
+//! the media timeout ends the call.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -192,7 +193,10 @@ impl Call {
             tokio::select! {
                 event = self.events.recv() => match event {
                     Some(CallEvent::Established(media)) | Some(CallEvent::MediaChanged(media)) => relay.media(media),
-                    Some(CallEvent::Digit(_)) => tracing::debug!(call = %self.call_id, "a key was pressed (SIP INFO); not forwarded yet"),
+                    Some(CallEvent::Digit(event)) => {
+                        relay.pressed.push(event);
+                        relay.forward_keys(&to_gateway);
+                    }
                     Some(CallEvent::Ended(reason)) => break End::Caller(reason),
                     None => break End::Caller(EndReason::LocalHangUp),
                     Some(_) => {}
@@ -218,6 +222,7 @@ impl Call {
                     if let Ok((n, from)) = received {
                         relay.rtp(from, &rtp_buf[..n], false);
                     }
+                    relay.forward_keys(&to_gateway);
                 }
                 received = self.ports.rtcp.recv_from(&mut rtcp_buf) => {
                     if let Ok((n, from)) = received {
@@ -254,6 +259,8 @@ impl Call {
             frames_to_gateway = relay.counts.frames_to_gateway,
             dropped_to_gateway = relay.counts.dropped_to_gateway,
             agent_audio_ms = relay.counts.agent_bytes / 8,
+            keys = relay.counts.keys,
+            dropped_keys = relay.counts.dropped_keys,
             "media relayed"
         );
         match &end {
@@ -314,6 +321,8 @@ struct Relay {
     /// The agent's audio that came before the media was settled (its greeting).
     pending: VecDeque<u8>,
     last_rtp: Instant,
+    /// Keys pressed and not yet forwarded (RFC 4733 events, SIP INFO digits).
+    pressed: Vec<switchboard_sip::media::telephone::Event>,
     counts: Counts,
 }
 
@@ -330,6 +339,10 @@ struct Counts {
     dropped_to_gateway: u64,
     /// Bytes of the agent's audio (G.711: 8 a millisecond).
     agent_bytes: u64,
+    /// Keys forwarded to the gateway (`bidi_dtmf`; the keys themselves are never logged).
+    keys: u64,
+    /// Keys dropped because the gateway did not read.
+    dropped_keys: u64,
 }
 
 impl Relay {
@@ -342,7 +355,18 @@ impl Relay {
             latched: false,
             pending: VecDeque::new(),
             last_rtp: Instant::now(),
+            pressed: Vec::new(),
             counts: Counts::default(),
+        }
+    }
+
+    /// Sends each key pressed since the last call to the gateway, one `bidi_dtmf` each.
+    fn forward_keys(&mut self, to_gateway: &mpsc::Sender<Message>) {
+        for message in self.pressed.drain(..).filter_map(crate::keys::message) {
+            match to_gateway.try_send(message) {
+                Ok(()) => self.counts.keys += 1,
+                Err(_) => self.counts.dropped_keys += 1,
+            }
         }
     }
 
@@ -417,9 +441,17 @@ impl Relay {
         let received =
             if rtcp { session.receive_rtcp(now, from, datagram) } else { session.receive(now, from, datagram) };
         match received {
-            Received::Audio | Received::Telephone(_) => {
+            Received::Audio => {
                 self.last_rtp = now;
                 self.counts.rtp_in += 1;
+            }
+            Received::Telephone(told) => {
+                self.last_rtp = now;
+                self.counts.rtp_in += 1;
+                self.pressed.extend(told.into_iter().filter_map(|t| match t {
+                    switchboard_sip::media::telephone::Telephone::Pressed(event) => Some(event),
+                    switchboard_sip::media::telephone::Telephone::Released { .. } => None,
+                }));
             }
             Received::Rtcp(_) => {}
             Received::Ignored(why) => {
@@ -538,6 +570,31 @@ mod tests {
         // The phone's SIP address on another port: latched once.
         relay.rtp("10.0.0.1:5000".parse().expect("addr"), &stranger.media(0, false, &[0xFF; 160], 160), false);
         assert_eq!((relay.counts.rtp_in, relay.latched), (1, true));
+    }
+
+    #[test]
+    fn a_key_press_is_forwarded_once_however_its_packets_repeat() {
+        use switchboard_sip::media::telephone::{Payload, packets};
+        let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
+        let mut media = negotiated(Direction::SendRecv);
+        media.telephone_event = Some(101);
+        relay.media(media);
+        let (to_gateway, mut sent) = mpsc::channel(16);
+        let mut phone = switchboard_sip::media::rtp::RtpSender::new(7, 1, 1);
+        for (key, start) in [('4', 8000u32), ('#', 16000)] {
+            for planned in packets(switchboard_sip::media::telephone::Event::Digit(key), 120) {
+                let payload = Payload::to_bytes(planned.payload);
+                let packet = phone.packet(101, planned.marker, start, &payload);
+                relay.rtp("127.0.0.1:4000".parse().expect("addr"), &packet, false);
+                relay.forward_keys(&to_gateway);
+            }
+        }
+        let mut keys = Vec::new();
+        while let Ok(Message::Text(text)) = sent.try_recv() {
+            keys.push(text.to_string());
+        }
+        assert_eq!(keys, [r#"{"type":"bidi_dtmf","digits":"4"}"#, r##"{"type":"bidi_dtmf","digits":"#"}"##]);
+        assert_eq!(relay.counts.keys, 2);
     }
 
     #[test]

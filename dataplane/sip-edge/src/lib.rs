@@ -36,11 +36,14 @@
 //! trunk's source addresses and/or with its digest credentials (401 challenges), others get
 //! 403; see [`switchboard_sip::trunk`].
 //!
-//! Not here yet: TLS, the caller's number in the session context, DTMF to the agent (needs a protocol
-//! message), transfers, outbound calls, and metrics.
+//! Keys pressed ([`keys`]): each RFC 4733 telephone event (once per press) and SIP INFO
+//! digit goes to the gateway as one `bidi_dtmf`; the agent's core tells the model.
+//!
+//! Not here yet: TLS, the caller's number in the session context, transfers, outbound calls, and metrics.
 
 pub mod call;
 pub mod gateway;
+mod keys;
 pub mod ports;
 mod signalling;
 pub mod tcp;

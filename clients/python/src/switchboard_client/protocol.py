@@ -53,7 +53,7 @@ class AudioSettings(TypedDict):
 # people). Unless said otherwise an error is recoverable (`recoverable: true`): the session goes
 # on. A refusal at the start of a session, or one that ends it, comes with its close code
 # (`close_code`).
-ErrorCode = Literal["invalid_json", "unknown_type", "malformed_message", "already_started", "unsupported_modality", "unsupported_frame", "invalid_voice", "model_not_allowed", "invalid_audio_base64", "invalid_audio_length", "empty_audio", "audio_too_large", "empty_text", "busy", "no_consent_pending", "session_over", "identity_refused", "model_error", "empty_reply", "tool_rounds_exceeded", "model_throttled", "model_service_unavailable", "model_stream_interrupted", "model_timeout", "model_connection", "model_access_denied", "model_validation", "model_model_not_found", "model_credentials", "model_invalid_tool_input", "model_config", "model_protocol", "context_refused", "origin", "missing_key", "invalid_token", "unknown_key", "key_sessions", "key_rate", "agent_not_allowed", "candidate_not_allowed", "no_default", "unknown_agent", "ambiguous_agent", "not_exposed", "no_ready_pod", "handoff_not_allowed", "session_rate", "idle_timeout", "memory_budget", "at_capacity", "capacity_full", "no_runtime", "agent_removed", "handoff_failed", "replay_gap", "session_restored", "session_attached", "resume_refused", "store_unavailable", "nothing_to_cancel", "unknown_setting", "consent_unclear", "unsupported_audio_format", "fixed_setting"] | str
+ErrorCode = Literal["invalid_json", "unknown_type", "malformed_message", "already_started", "unsupported_modality", "unsupported_frame", "invalid_voice", "model_not_allowed", "invalid_audio_base64", "invalid_audio_length", "empty_audio", "audio_too_large", "empty_text", "invalid_dtmf", "dtmf_rate", "busy", "no_consent_pending", "session_over", "identity_refused", "model_error", "empty_reply", "tool_rounds_exceeded", "model_throttled", "model_service_unavailable", "model_stream_interrupted", "model_timeout", "model_connection", "model_access_denied", "model_validation", "model_model_not_found", "model_credentials", "model_invalid_tool_input", "model_config", "model_protocol", "context_refused", "origin", "missing_key", "invalid_token", "unknown_key", "key_sessions", "key_rate", "agent_not_allowed", "candidate_not_allowed", "no_default", "unknown_agent", "ambiguous_agent", "not_exposed", "no_ready_pod", "handoff_not_allowed", "session_rate", "idle_timeout", "memory_budget", "at_capacity", "capacity_full", "no_runtime", "agent_removed", "handoff_failed", "replay_gap", "session_restored", "session_attached", "resume_refused", "store_unavailable", "nothing_to_cancel", "unknown_setting", "consent_unclear", "unsupported_audio_format", "fixed_setting"] | str
 
 
 class HandoffContext(TypedDict):
@@ -348,6 +348,21 @@ class BidiTextInputMessage(TypedDict):
     type: Literal["bidi_text_input"]
 
 
+class BidiDtmfMessage(TypedDict):
+    """Keys the caller pressed on a phone's keypad (DTMF), in order: `0`-`9`, `*`, `#` and `A`-`D`, at
+    most 32 a message (the SIP edge sends one message a key, as it is pressed). The agent is told
+    them as the caller's input ("The caller pressed 1 2 3 #") when the caller ends them with `#`,
+    pauses for 1.5 s, or has pressed 32; the line that tells them is the session's user transcript
+    line, in the record like other caller input (the message itself is never recorded). Other
+    characters, an empty or longer `digits`: `bidi_error` `invalid_dtmf`; more than a person can
+    press (a burst of 32, then 10 a second): `bidi_error` `dtmf_rate`, the keys dropped.
+    """
+    digits: str
+    """The keys, e.g. `"1"` or `"1234#"`.
+    """
+    type: Literal["bidi_dtmf"]
+
+
 class ToolConsentMessage(TypedDict):
     """The user's answer to a `consent_request`. A typed or spoken clear "yes" or "no" while one is
     pending answers it too.
@@ -377,6 +392,7 @@ ClientMessage = Union[
     BidiAudioPlayedMessage,
     SessionUpdateMessage,
     BidiTextInputMessage,
+    BidiDtmfMessage,
     ToolConsentMessage,
     CloseMessage,
 ]
@@ -390,6 +406,7 @@ CLIENT_MESSAGE_TYPES: tuple[str, ...] = (
     "bidi_audio_played",
     "session_update",
     "bidi_text_input",
+    "bidi_dtmf",
     "tool_consent",
     "close",
 )

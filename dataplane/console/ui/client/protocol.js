@@ -13,6 +13,7 @@ export const CLIENT_MESSAGE_TYPES = [
     "bidi_audio_played",
     "session_update",
     "bidi_text_input",
+    "bidi_dtmf",
     "tool_consent",
     "close",
 ];

@@ -184,6 +184,12 @@ catalogue! {
         /// A blank typed input (voice and hybrid agents), named by `input_id`: not taken up.
         /// Type something.
         EmptyText = "empty_text",
+        /// A `bidi_dtmf` whose `digits` are empty, longer than 32, or hold a character
+        /// that is no keypad key: dropped. Send `0`-`9`, `*`, `#` or `A`-`D`.
+        InvalidDtmf = "invalid_dtmf",
+        /// Keys pressed faster than a person presses them (a burst of 32, then 10 a
+        /// second): the `bidi_dtmf` was dropped. Send keys as they are pressed.
+        DtmfRate = "dtmf_rate",
         /// Too many typed inputs wait for the agent's reply: the one named by `input_id` was
         /// refused, not taken up. Wait for the reply, then send it again.
         Busy = "busy",
@@ -398,6 +404,8 @@ mod tests {
         "empty_audio",
         "audio_too_large",
         "empty_text",
+        "invalid_dtmf",
+        "dtmf_rate",
         "busy",
         "no_consent_pending",
         "session_over",

@@ -65,6 +65,12 @@ impl ErrorCode {
                 ("No sound arrived from your microphone.", "Check that your microphone is on and not muted.")
             }
             Self::EmptyText => ("Your message was empty.", "Type something, then send it."),
+            Self::InvalidDtmf => {
+                ("A button press on your phone could not be read.", "Press the buttons on your phone again.")
+            }
+            Self::DtmfRate => {
+                ("Buttons were pressed faster than we can take them.", "Press the buttons again, one at a time.")
+            }
             Self::Busy => (
                 "The assistant is still answering your earlier messages.",
                 "Wait for the answer, then send this again.",

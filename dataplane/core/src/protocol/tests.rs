@@ -65,3 +65,15 @@ fn a_session_start_is_recognised_however_its_json_is_spelled() {
     assert!(!is_session_start(r#"{"type":"session_start""#), "not JSON");
     assert!(!is_session_start(r#"{"type":"bidi_audio_input","audio":"AAAA"}"#));
 }
+
+#[test]
+fn a_dtmf_frame_is_known_however_its_json_is_written() {
+    use super::{ClientMessage, decode_client, is_dtmf};
+    let plain = r#"{"type":"bidi_dtmf","digits":"12#"}"#;
+    assert!(is_dtmf(plain));
+    assert_eq!(decode_client(plain).ok(), Some(ClientMessage::BidiDtmf { digits: "12#".into() }));
+    assert!(is_dtmf(r#"{ "digits":"1", "type" : "bidi_\u0064tmf"}"#), "an escape, another order");
+    assert!(is_dtmf(r#"{"type":"bidi_text_input","type":"bidi_dtmf","digits":"1"}"#), "the last type counts");
+    assert!(!is_dtmf(r#"{"type":"bidi_dtmf","type":"bidi_text_input","text":"hi"}"#), "nor can it hide text");
+    assert!(!is_dtmf(r#"{"type":"bidi_text_input","text":"bidi_dtmf"}"#), "only the type counts");
+}

@@ -51,6 +51,32 @@ impl Session {
         effects
     }
 
+    /// The caller pressed keys (`bidi_dtmf`): checked and gathered ([`super::Keys`]); the
+    /// groups complete now are told to the agent as the caller's input, a refusal is a
+    /// recoverable `bidi_error` and takes none of them.
+    pub(super) fn dtmf(&mut self, digits: &str, now: Instant) -> Vec<Effect> {
+        match self.keys.press(digits, now) {
+            Ok(groups) => groups.into_iter().flat_map(|keys| self.tell_keys(&keys, now)).collect(),
+            Err(refused) => vec![Effect::Send(ServerMessage::error(refused.code(), refused.to_string(), true))],
+        }
+    }
+
+    /// Keys the caller paused after, told to the agent once the pause is over.
+    pub(super) fn keys_paused(&mut self, now: Instant) -> Vec<Effect> {
+        match self.keys.due(now) {
+            Some(keys) => self.tell_keys(&keys, now),
+            None => Vec::new(),
+        }
+    }
+
+    /// Tells the agent keys pressed, as the caller's input ("The caller pressed 1 2 #"):
+    /// into the voice stream as text, or as a typed input of a text session (queued
+    /// behind a turn in progress).
+    fn tell_keys(&mut self, keys: &str, now: Instant) -> Vec<Effect> {
+        let text = crate::dtmf::told(keys);
+        if self.drive.is_voice() { self.voice_typed(text, None, now) } else { self.user_text(text, None, now) }
+    }
+
     /// When every tool call of the round has its result, the round is answered.
     pub(super) fn settle(&mut self) -> Vec<Effect> {
         if self.turn.in_tools() && self.calls.all_answered() {

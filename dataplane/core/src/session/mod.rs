@@ -10,7 +10,8 @@
 //!   queued behind it;
 //! - [`Drive`] — text, or voice with its own state (echoes, a cut reply, the open turn, the
 //!   replay);
-//! - [`Live`] — what a client is shown: the state, the caller's speech.
+//! - [`Live`] — what a client is shown: the state, the caller's speech;
+//! - [`Keys`] — keys the caller pressed (`bidi_dtmf`) that the agent has not been told.
 //!
 //! The session's methods, by kind: getters (`id`, `memory`, `messages`, `state_now`, ...);
 //! events in through [`Session::handle`], dispatched to the text handlers (`text`), the
@@ -27,6 +28,7 @@ mod conversation;
 mod drive;
 mod flow;
 mod heard;
+mod keys;
 mod live;
 mod say;
 #[cfg(test)]
@@ -51,6 +53,7 @@ pub use carry::messages_from_history;
 use common::Common;
 use conversation::Conversation;
 use drive::Drive;
+use keys::Keys;
 use live::{Live, VoiceWork};
 use turn::Turn;
 pub use turn::{MAX_QUEUED_INPUTS, MAX_TOOL_ROUNDS};
@@ -64,6 +67,7 @@ pub struct Session {
     turn: Turn,
     drive: Drive,
     live: Live,
+    keys: Keys,
 }
 
 impl Session {
@@ -94,6 +98,7 @@ impl Session {
             turn: Turn::default(),
             drive: Drive::new(voice),
             live: Live::default(),
+            keys: Keys::default(),
         };
         let core = session.common.core().clone();
         let spec = core.spec();
@@ -156,7 +161,12 @@ impl Session {
             Input::ToolFinished { tool_use_id, outcome } => self.tool_finished(&tool_use_id, outcome, now),
             Input::Consent { tool_use_id, approved } => self.consent(&tool_use_id, approved, now),
             Input::Cancel => self.cancel(now),
-            Input::Tick => self.tick(now),
+            Input::Dtmf { digits } => self.dtmf(&digits, now),
+            Input::Tick => {
+                let mut effects = self.tick(now);
+                effects.extend(self.keys_paused(now));
+                effects
+            }
             Input::End => self.end("the session was closed"),
             Input::Hangup { reason } => self.end(&reason),
             Input::Voice(input) => self.voice_input(input, now),
@@ -280,9 +290,13 @@ impl Session {
     }
 
     /// The earliest moment something is due ([`Input::Tick`] then): the deadline of
-    /// the consent request that expires first.
+    /// the consent request that expires first, or the end of the caller's pause after
+    /// keys pressed.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.calls.next_deadline()
+        match (self.calls.next_deadline(), self.keys.deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The system prompt as it stands (rebuilt if the state changed since).

@@ -34,6 +34,7 @@ fn input() -> impl Strategy<Value = Input> {
         (id, any::<bool>()).prop_map(|(tool_use_id, approved)| Input::Consent { tool_use_id, approved }),
         Just(Input::Cancel),
         Just(Input::Tick),
+        "[0-9#*x]{0,4}".prop_map(|digits| Input::Dtmf { digits }),
         words.clone().prop_map(|x| Input::Voice(VoiceInput::UserFinal(x))),
         words.prop_map(|x| Input::Voice(VoiceInput::AssistantFinal(x))),
         tool_use.prop_map(|x| Input::Voice(VoiceInput::ToolUse(x))),

@@ -46,7 +46,7 @@ mod test_access;
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use switchboard_core::protocol::{ErrorCode, ServerKind, ServerMessage, close_code, gateway_only};
+use switchboard_core::protocol::{ErrorCode, ServerKind, ServerMessage, close_code, gateway_only, is_dtmf};
 use tokio_tungstenite::tungstenite::Message as UpMessage;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
@@ -238,7 +238,9 @@ impl Machine {
         }
         match frame {
             ClientFrame::Text(text) => {
-                if self.limits.record && !text.starts_with(r#"{"type":"bidi_audio_input""#) {
+                // Neither audio nor keys: keys may be collected for a tool (a PIN) and
+                // never recorded; those the agent is told are its user line in the record.
+                if self.limits.record && !unrecorded(text.as_str()) {
                     self.push(Effect::Record(Recorded::Client(text.clone())));
                 }
                 self.forward_text(text);
@@ -429,4 +431,11 @@ impl Machine {
     fn end(&mut self, close: Close) {
         self.state.finish(Ending::Close(close));
     }
+}
+
+/// Client frames the record never takes: audio (too large, and heard as the user's lines),
+/// and keys (`bidi_dtmf`): keys collected for a tool (a PIN) must never be recorded, and
+/// those the agent is told are in the record as its user line.
+fn unrecorded(text: &str) -> bool {
+    text.starts_with(r#"{"type":"bidi_audio_input""#) || is_dtmf(text)
 }

@@ -317,6 +317,9 @@ impl Voice<'_> {
                 return self.error(ErrorCode::UnsupportedModality, message.into()).await;
             }
             ClientMessage::ToolConsent { tool_use_id, approved } => Input::Consent { tool_use_id, approved },
+            // Checked and gathered by the core, which tells the model at `#` or a pause;
+            // never logged here (keys may be a PIN).
+            ClientMessage::BidiDtmf { digits } => Input::Dtmf { digits },
             ClientMessage::Close {} => Input::End,
             ClientMessage::BidiCancel {} => Input::Cancel,
             ClientMessage::BidiAudioPlayed { audio_played_ms } => {

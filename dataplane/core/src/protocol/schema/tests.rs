@@ -102,6 +102,7 @@ fn every_message_is_in_the_schema_with_its_docs() {
             "bidi_audio_played",
             "session_update",
             "bidi_text_input",
+            "bidi_dtmf",
             "tool_consent",
             "close"
         ],

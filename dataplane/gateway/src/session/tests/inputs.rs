@@ -69,3 +69,19 @@ fn inputs_typed_while_no_runtime_is_open_go_to_the_next_with_their_ids() {
     let effects = drive.on(Event::Opened(Ok(addr(2))));
     assert_eq!(to_runtime(&effects), [typed("yes", "1:a"), typed("yes", "2:b")]);
 }
+
+#[test]
+fn keys_pressed_go_to_the_runtime_as_they_came_and_never_into_the_record() {
+    use crate::session::machine::{Effect, Recorded};
+    let mut drive = Drive::live();
+    let keys = json!({"type": "bidi_dtmf", "digits": "4321#"}).to_string();
+    let effects = drive.client(ClientFrame::Text(keys.clone().into()));
+    assert_eq!(to_runtime(&effects), [ClientMessage::BidiDtmf { digits: "4321#".into() }]);
+    let recorded = |effects: &[Effect]| effects.iter().any(|e| matches!(e, Effect::Record(Recorded::Client(_))));
+    assert!(!recorded(&effects), "keys may be a PIN: never recorded: {effects:?}");
+    // However the type is written; and typed text still is recorded.
+    let escaped = r#"{"digits":"99","type":"bidi_\u0064tmf"}"#;
+    assert!(!recorded(&drive.client(ClientFrame::Text(escaped.into()))));
+    let text = json!({"type": "bidi_text_input", "text": "hello"}).to_string();
+    assert!(recorded(&drive.client(ClientFrame::Text(text.into()))));
+}
