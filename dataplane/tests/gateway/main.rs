@@ -18,6 +18,7 @@ mod keys_reload;
 mod liveness;
 mod long_session;
 mod netns;
+mod noise;
 mod postgres;
 mod process;
 mod record;

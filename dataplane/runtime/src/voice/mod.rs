@@ -269,6 +269,7 @@ impl Voice<'_> {
         if !self.audio_on {
             return None;
         }
+        let pcm = self.turns.clean(pcm);
         let voiced = audio::rms(&pcm) >= audio::VOICED_RMS;
         if voiced {
             self.relay.user_input(Instant::now());
