@@ -15,6 +15,7 @@ mod crash;
 mod fleet;
 mod handoff_greeting;
 mod keys_reload;
+mod languages;
 mod liveness;
 mod long_session;
 mod netns;
