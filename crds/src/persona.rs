@@ -6,8 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::ResourceStatus;
 
+pub mod languages;
 pub mod turn_taking;
 
+pub use languages::Language;
 pub use turn_taking::TurnTaking;
 
 /// How an agent sounds and speaks: its name, system prompt, voice, language and style.
@@ -54,6 +56,16 @@ pub struct PersonaSpec {
     #[serde(default = "default_language")]
     #[schemars(regex(pattern = r"^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,8})*$"))]
     pub language: String,
+
+    /// Other languages the agent speaks on a call, each with its Nova Sonic voice, e.g.
+    /// `[{code: es-US, voice: lupe}]`. A call starts in `language` with `voice`; when the
+    /// caller speaks one of these instead (told from their words), the agent switches to it
+    /// for the rest of the call — its voice, and its system prompt tells the model to speak
+    /// that language — and back the same way. At most 8; English, Spanish, French, German,
+    /// Italian, Portuguese and Hindi, each once, none the Persona's own `language`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub languages: Vec<Language>,
 
     /// What the agent says when a session starts, before the user says anything. When
     /// empty the agent waits for the user.

@@ -60,6 +60,7 @@ fn persona() -> PersonaSpec {
         speak_first: false,
         response_style: Default::default(),
         turn_taking: Default::default(),
+        languages: Vec::new(),
     }
 }
 

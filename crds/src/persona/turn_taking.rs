@@ -4,7 +4,8 @@
 //! The defaults suit a phone line: speech shorter than 400 ms while the agent speaks (an
 //! "mm-hm", a "yeah", a cough) does not cut the reply; after 10 s of quiet the agent asks
 //! whether the caller is still there, twice, then says goodbye and ends the call; a call
-//! ends after an hour, with a spoken warning a minute before. Every part applies to sessions
+//! ends after an hour, with a spoken warning a minute before; the caller's audio is not
+//! cleaned of noise unless `noiseSuppression` asks for it. Every part applies to sessions
 //! with audio (voice, or hybrid with `audio`); a text session ignores them.
 
 use kube::KubeSchema;
@@ -51,6 +52,33 @@ pub struct TurnTaking {
     /// The longest a call may last.
     #[serde(default)]
     pub max_call: MaxCall,
+
+    /// Noise suppression of the caller's audio before the barge-in gate and the voice model
+    /// hear it: `off` (the default) or `rnnoise` (RNNoise, a recurrent network that removes
+    /// steady and babble-like background noise — a street, a room full of talk, a fan —
+    /// from each 10 ms of audio). With it, background noise is far less often taken for
+    /// the caller interrupting. It costs CPU on every frame of a call (BENCHMARKS.md,
+    /// `noise_suppression`) and delays the caller's audio by about 13 ms.
+    #[serde(default, skip_serializing_if = "NoiseSuppression::is_off")]
+    pub noise_suppression: NoiseSuppression,
+}
+
+/// How the caller's audio is cleaned of background noise.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum NoiseSuppression {
+    /// The caller's audio is heard as it arrives.
+    #[default]
+    Off,
+    /// RNNoise (its pure-Rust port, nnnoiseless) on every frame of the caller's audio.
+    Rnnoise,
+}
+
+impl NoiseSuppression {
+    /// Whether suppression is off (the field is left out of a Persona written back).
+    pub fn is_off(&self) -> bool {
+        *self == Self::Off
+    }
 }
 
 impl Default for TurnTaking {
@@ -60,6 +88,7 @@ impl Default for TurnTaking {
             uninterruptible_greeting: false,
             silence: Silence::default(),
             max_call: MaxCall::default(),
+            noise_suppression: NoiseSuppression::Off,
         }
     }
 }
@@ -178,4 +207,27 @@ fn default_warning() -> String {
 }
 fn default_call_goodbye() -> String {
     "We've reached the time limit for this call. Thank you for calling, goodbye.".to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn noise_suppression_is_off_unless_asked_for_and_only_known_kinds_are_taken() {
+        let parse = |json: &str| serde_json::from_str::<TurnTaking>(json);
+        assert_eq!(parse("{}").expect("defaults").noise_suppression, NoiseSuppression::Off);
+        let on = parse(r#"{"noiseSuppression": "rnnoise"}"#).expect("rnnoise");
+        assert_eq!(on.noise_suppression, NoiseSuppression::Rnnoise);
+        assert!(!on.is_default(), "written back");
+        assert_eq!(serde_json::to_value(&on).expect("json")["noiseSuppression"], "rnnoise");
+        assert!(serde_json::to_value(TurnTaking::default()).expect("json").get("noiseSuppression").is_none());
+        let error = parse(r#"{"noiseSuppression": "loud"}"#).expect_err("not a kind");
+        assert!(error.to_string().contains("unknown variant `loud`, expected `off` or `rnnoise`"), "{error}");
+        let schema = serde_json::to_value(schemars::schema_for!(TurnTaking)).expect("schema");
+        assert!(
+            schema.to_string().contains(r#"["off","rnnoise"]"#) || schema.to_string().contains("rnnoise"),
+            "{schema}"
+        );
+    }
 }

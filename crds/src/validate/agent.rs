@@ -103,6 +103,15 @@ fn check_voice(spec: &AgentSpec, persona: Option<&PersonaSpec>, problems: &mut V
             format!("the persona's voice does not fit spec.model.voiceModelId: {message}"),
         ));
     }
+    for language in persona.map_or(&[][..], |p| &p.languages[..]) {
+        if let Err(message) = check_sonic_voice(model, &language.voice) {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                "spec.personaRef",
+                format!("the persona's voice for {} does not fit spec.model.voiceModelId: {message}", language.code),
+            ));
+        }
+    }
 }
 
 fn check_references(namespace: &str, spec: &AgentSpec, refs: References<'_>, problems: &mut Vec<Problem>) {

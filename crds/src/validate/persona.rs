@@ -1,6 +1,7 @@
 //! Checks of a Persona on its own.
 
 use super::{Problem, Reason};
+use crate::persona::languages::{MAX_LANGUAGES, SPOKEN_LANGUAGES, language_name, primary};
 use crate::persona::turn_taking::{
     MAX_CALL_SECONDS, MAX_LINE_CHARS, MAX_MIN_INTERRUPTION_MS, MAX_PROMPTS, MAX_SILENCE_SECONDS, MIN_CALL_SECONDS,
 };
@@ -36,7 +37,60 @@ pub fn validate_persona(spec: &PersonaSpec) -> Vec<Problem> {
         ));
     }
     check_turn_taking(&spec.turn_taking, &mut problems);
+    check_languages(spec, &mut problems);
     problems
+}
+
+/// `spec.languages`: known languages, each once, not the Persona's own; voice ids.
+fn check_languages(spec: &PersonaSpec, problems: &mut Vec<Problem>) {
+    let known = || SPOKEN_LANGUAGES.iter().map(|(tag, name)| format!("{name} ({tag})")).collect::<Vec<_>>().join(", ");
+    if spec.languages.len() > MAX_LANGUAGES {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "spec.languages",
+            format!("lists {} languages; at most {MAX_LANGUAGES}", spec.languages.len()),
+        ));
+    }
+    if !spec.languages.is_empty() && language_name(&spec.language).is_none() {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "spec.language",
+            format!(
+                "{:?} is not a language a call can switch back to, and spec.languages is set; use one of {} or remove spec.languages",
+                spec.language,
+                known()
+            ),
+        ));
+    }
+    let mut seen = vec![primary(&spec.language)];
+    for (n, language) in spec.languages.iter().enumerate() {
+        let field = format!("spec.languages[{n}]");
+        let tag = primary(&language.code);
+        if language_name(&language.code).is_none() {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("{field}.code"),
+                format!("{:?} is not a language the agent can switch to; use one of {}", language.code, known()),
+            ));
+        } else if seen.contains(&tag) {
+            let why = if seen.first() == Some(&tag) {
+                format!("is the Persona's own language ({}); list only the others", spec.language)
+            } else {
+                format!("lists {tag} a second time; each language once")
+            };
+            problems.push(Problem::new(Reason::InvalidField, format!("{field}.code"), why));
+        }
+        seen.push(tag);
+        if language.voice.is_empty()
+            || !language.voice.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("{field}.voice"),
+                format!("{:?} is not a Nova Sonic voice id (lowercase, e.g. \"lupe\")", language.voice),
+            ));
+        }
+    }
 }
 
 /// `spec.turnTaking`: the limits the schema states, checked again for specs that did not

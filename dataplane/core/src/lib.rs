@@ -36,6 +36,7 @@ mod events;
 pub mod gateway_keys;
 pub mod grant;
 pub mod handoff;
+pub mod language;
 pub mod memory;
 pub mod model;
 pub mod prompt;

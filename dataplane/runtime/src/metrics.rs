@@ -138,6 +138,9 @@ pub struct Metrics {
     pub caller_interruptions: IntCounterVec,
     /// Voice: re-prompts after a quiet period ("Are you still there?").
     pub reprompts: IntCounterVec,
+    /// Voice: calls that switched to another of the Persona's languages, by the `language`
+    /// switched to (a BCP 47 tag from the Persona: bounded).
+    pub language_switches: IntCounterVec,
     /// Voice: calls the agent ended itself, by `reason`: `idle` (silent through every
     /// re-prompt) or `max_duration` (the call's time limit).
     pub calls_ended: IntCounterVec,
@@ -286,6 +289,11 @@ impl Metrics {
             "Voice: re-prompts the agent said after a quiet period.",
             &["agent"],
         )?;
+        let language_switches = b.counter(
+            "switchboard_voice_language_switches_total",
+            "Voice: calls that switched to another of the Persona's languages (spec.languages), by the language switched to.",
+            &["agent", "language"],
+        )?;
         let calls_ended = b.counter(
             "switchboard_voice_calls_ended_total",
             "Voice: calls the agent ended itself, by reason (idle, max_duration).",
@@ -360,6 +368,7 @@ impl Metrics {
             silences,
             caller_interruptions,
             reprompts,
+            language_switches,
             calls_ended,
             fallbacks,
             summaries,

@@ -214,6 +214,8 @@ pub enum Encoding {
 
 enum Outgoing {
     Say(u32, u64),
+    /// PCM16 16 kHz audio to say as it is (a recording).
+    Play(Vec<u8>),
     /// Push-to-talk released: once what is queued was said, `bidi_audio_input_end` and no
     /// more audio until the next `Say`.
     Release,
@@ -300,6 +302,10 @@ impl Call {
                             pending.extend(phrase_tone(id, ms, 8000));
                             released = false;
                         }
+                        Outgoing::Play(pcm) => {
+                            pending.extend(pcm);
+                            released = false;
+                        }
                         Outgoing::Release => releasing = true,
                         Outgoing::Raw(message) => {
                             if sink.send(message).await.is_err() {
@@ -346,6 +352,13 @@ impl Call {
     /// Speaks phrase `id` for `ms` (after what is already queued).
     pub fn say(&self, id: u32, ms: u64) {
         let _ = self.out.send(Outgoing::Say(id, ms));
+    }
+
+    /// Plays `pcm` (PCM16 16 kHz, e.g. a WAV file's audio) into the microphone, in real
+    /// time, after what is already queued.
+    #[allow(dead_code)] // the gateway's noise test
+    pub fn play(&self, pcm: &[u8]) {
+        let _ = self.out.send(Outgoing::Play(pcm.to_vec()));
     }
 
     /// Push-to-talk: releases the button once what is queued was said (the microphone then

@@ -153,6 +153,7 @@ mod tests {
             speak_first,
             response_style: Default::default(),
             turn_taking: Default::default(),
+            languages: Vec::new(),
         }
     }
 

@@ -24,6 +24,7 @@ mod fallback;
 pub mod filler;
 mod gate;
 pub mod greeting;
+mod languages;
 mod model;
 pub mod relay;
 mod turns;
@@ -104,6 +105,7 @@ pub async fn drive(
         dead_air: filler::DeadAir::default(),
         turns: turns::Turns::new(&agent.core.spec().persona.spec.turn_taking, Instant::now()),
         summaries: Summaries::default(),
+        languages: switchboard_core::language::Languages::new(&agent.core.spec().persona.spec),
     };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
     let exit = voice.run(session, opening, formats.refused, &mut inputs).await;
@@ -147,6 +149,8 @@ struct Voice<'a> {
     summaries: Summaries,
     /// Barge-in, lines played whole, re-prompts and the call's time limit.
     turns: turns::Turns,
+    /// The languages the Persona speaks and the one the call is in (`None`: only its own).
+    languages: Option<switchboard_core::language::Languages>,
 }
 
 impl Voice<'_> {
@@ -161,6 +165,9 @@ impl Voice<'_> {
         let mut effects = opening.effects;
         let greeting = greeting::Greeting::take(&self.agent.core.spec().persona.spec, &mut effects);
         if let Some(exit) = self.apply(session, effects).await {
+            return exit;
+        }
+        if let Some(exit) = self.start_language(session).await {
             return exit;
         }
         for error in refused {
@@ -269,6 +276,7 @@ impl Voice<'_> {
         if !self.audio_on {
             return None;
         }
+        let pcm = self.turns.clean(pcm);
         let voiced = audio::rms(&pcm) >= audio::VOICED_RMS;
         if voiced {
             self.relay.user_input(Instant::now());
@@ -418,6 +426,11 @@ impl Voice<'_> {
             if matches!(&input, Input::Voice(VoiceInput::UserFinal(text)) if filler::is_instruction(text)) {
                 continue;
             }
+            if let Input::Voice(VoiceInput::UserFinal(text)) = &input
+                && let Some(exit) = self.heard_language(text).await
+            {
+                return Some(exit);
+            }
             let (greeted, pass) = self.greeting.on_input(&input);
             if !greeted.is_empty()
                 && let Some(exit) = self.apply(session, greeted).await
@@ -441,7 +454,7 @@ impl Voice<'_> {
     async fn apply(&mut self, session: &mut Session, effects: Vec<Effect>) -> Option<Exit> {
         if session.system_prompt_ref() != self.prompt {
             self.prompt = session.system_prompt();
-            if self.stream.update_system_prompt(self.prompt.clone()).await.is_err() {
+            if self.stream.update_system_prompt(self.stream_prompt()).await.is_err() {
                 return Some(Exit::Closed("the voice model session ended".into()));
             }
         }

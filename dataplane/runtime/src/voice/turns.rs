@@ -1,5 +1,6 @@
 //! Turn-taking on a call (the Persona's `turnTaking`), the adapter's side of
-//! [`switchboard_core::turn_taking`]: the caller's audio passes the barge-in gate on its way
+//! [`switchboard_core::turn_taking`]: the caller's audio is cleaned of noise when the
+//! Persona asks for it ([`switchboard_core::audio::noise`]), then passes the barge-in gate on its way
 //! to the model (a backchannel over the agent's reply is replaced by silence; speech long
 //! enough goes through whole and interrupts as before), lines to be played whole shut the
 //! caller's audio out while they are spoken, and the call clock's re-prompts, time warning
@@ -9,10 +10,12 @@
 
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use switchboard_core::audio::noise::NoiseSuppressor;
 use switchboard_core::protocol::{ServerMessage, SessionState};
 use switchboard_core::turn_taking::{BargeIn, CallClock, ClockSettings, Due, Gated, Speaker};
 use switchboard_core::{Activity, Input, Session, VoiceInput};
+use switchboard_crds::persona::turn_taking::NoiseSuppression;
 
 use super::super::agent::Exit;
 use super::{Voice, audio, filler};
@@ -23,6 +26,8 @@ pub struct Turns {
     gate: BargeIn<Bytes>,
     speaker: Speaker,
     clock: CallClock,
+    /// The caller's audio is cleaned of noise first (`turnTaking.noiseSuppression`).
+    noise: Option<NoiseSuppressor>,
 }
 
 impl Turns {
@@ -32,7 +37,22 @@ impl Turns {
             gate: BargeIn::new(u64::from(settings.min_interruption_ms)),
             speaker: Speaker::default(),
             clock: CallClock::new(ClockSettings::from(settings), now),
+            noise: match settings.noise_suppression {
+                NoiseSuppression::Off => None,
+                NoiseSuppression::Rnnoise => Some(NoiseSuppressor::new()),
+            },
         }
+    }
+
+    /// A checked frame of the caller's audio, cleaned of noise when the Persona asks for it
+    /// (in place: the frame the reader made is this call's alone, so nothing is copied).
+    pub fn clean(&mut self, pcm: Bytes) -> Bytes {
+        let Some(noise) = &mut self.noise else {
+            return pcm;
+        };
+        let mut frame = BytesMut::from(pcm);
+        noise.process(&mut frame);
+        frame.freeze()
     }
 
     /// The next line the agent says is played whole (the greeting, when asked).

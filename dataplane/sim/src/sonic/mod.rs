@@ -26,6 +26,7 @@
 
 pub mod audio;
 pub mod envelope;
+pub mod noise;
 pub mod output;
 pub mod protocol;
 pub mod script;
