@@ -41,8 +41,8 @@ pub use text_models::{
     text_model,
 };
 pub use tool::{
-    BuiltinKind, BuiltinTool, CREDENTIAL_HEADERS, Consent, HttpTool, McpTool, SecretHeader, SecretKeyRef, ToolMemory,
-    ToolSpec, ToolTarget,
+    BuiltinKind, BuiltinTool, CREDENTIAL_HEADERS, ClientTool, Consent, DEFAULT_CLIENT_TIMEOUT_SECONDS, HttpTool,
+    McpTool, SecretHeader, SecretKeyRef, ToolMemory, ToolSpec, ToolTarget,
 };
 
 /// An AI agent that talks with people by voice, text or both. The operator resolves its

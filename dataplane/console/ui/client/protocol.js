@@ -14,6 +14,7 @@ export const CLIENT_MESSAGE_TYPES = [
     "session_update",
     "bidi_text_input",
     "tool_consent",
+    "client_tool_result",
     "close",
 ];
 /** The `type` of every ServerMessage. */
@@ -35,6 +36,8 @@ export const SERVER_MESSAGE_TYPES = [
     "tool_complete",
     "tool_error",
     "consent_request",
+    "client_tool_call",
+    "display_card",
     "handoff",
     "memory_update",
     "workflow_transition",

@@ -155,6 +155,9 @@ impl Session {
             Input::Summary { id, outcome } => self.summary_arrived(id, outcome),
             Input::ToolFinished { tool_use_id, outcome } => self.tool_finished(&tool_use_id, outcome, now),
             Input::Consent { tool_use_id, approved } => self.consent(&tool_use_id, approved, now),
+            Input::ClientToolResult { tool_use_id, result, error } => {
+                self.client_tool_result(&tool_use_id, result, error, now)
+            }
             Input::Cancel => self.cancel(now),
             Input::Tick => self.tick(now),
             Input::End => self.end("the session was closed"),
@@ -279,8 +282,13 @@ impl Session {
         self.calls.awaits_consent()
     }
 
+    /// Whether a client tool call waits for the client's answer.
+    pub fn awaits_client(&self) -> bool {
+        self.calls.awaits_client()
+    }
+
     /// The earliest moment something is due ([`Input::Tick`] then): the deadline of
-    /// the consent request that expires first.
+    /// the consent request or client tool call that expires first.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.calls.next_deadline()
     }

@@ -31,7 +31,12 @@ fn input() -> impl Strategy<Value = Input> {
         Just(Input::ModelFailed { code: "throttled".into(), message: "busy".into() }),
         Just(Input::ContextTooLong { message: "too long".into() }),
         id.clone().prop_map(|tool_use_id| Input::ToolFinished { tool_use_id, outcome: Ok(serde_json::json!({})) }),
-        (id, any::<bool>()).prop_map(|(tool_use_id, approved)| Input::Consent { tool_use_id, approved }),
+        (id.clone(), any::<bool>()).prop_map(|(tool_use_id, approved)| Input::Consent { tool_use_id, approved }),
+        (id, any::<bool>(), any::<bool>()).prop_map(|(tool_use_id, result, error)| Input::ClientToolResult {
+            tool_use_id,
+            result: result.then(|| serde_json::json!({})),
+            error: error.then(|| "no handler".to_owned()),
+        }),
         Just(Input::Cancel),
         Just(Input::Tick),
         words.clone().prop_map(|x| Input::Voice(VoiceInput::UserFinal(x))),
@@ -87,4 +92,23 @@ fn states(effects: &[Effect]) -> Vec<SessionState> {
             _ => None,
         })
         .collect()
+}
+
+#[test]
+fn a_client_answer_with_neither_or_both_parts_is_refused_as_malformed() {
+    let (mut session, _) = Session::start(core("disputes"), init());
+    let now = Instant::now();
+    for (result, error) in [(None, None), (Some(serde_json::json!({})), Some("e".to_owned()))] {
+        let effects = session.handle(Input::ClientToolResult { tool_use_id: "t1".into(), result, error }, now);
+        assert!(
+            matches!(&effects[..], [Effect::Send(ServerMessage::BidiError { code, recoverable: true, .. })] if code == "malformed_message"),
+            "{effects:?}"
+        );
+    }
+    let stray = Input::ClientToolResult { tool_use_id: "t1".into(), result: Some(serde_json::json!(1)), error: None };
+    let effects = session.handle(stray, now);
+    assert!(
+        matches!(&effects[..], [Effect::Send(ServerMessage::BidiError { code, .. })] if code == "no_client_tool_pending"),
+        "{effects:?}"
+    );
 }

@@ -317,6 +317,9 @@ impl Voice<'_> {
                 return self.error(ErrorCode::UnsupportedModality, message.into()).await;
             }
             ClientMessage::ToolConsent { tool_use_id, approved } => Input::Consent { tool_use_id, approved },
+            ClientMessage::ClientToolResult { tool_use_id, result, error } => {
+                Input::ClientToolResult { tool_use_id, result, error }
+            }
             ClientMessage::Close {} => Input::End,
             ClientMessage::BidiCancel {} => Input::Cancel,
             ClientMessage::BidiAudioPlayed { audio_played_ms } => {
