@@ -112,3 +112,31 @@ fn a_client_answer_with_neither_or_both_parts_is_refused_as_malformed() {
         "{effects:?}"
     );
 }
+
+#[test]
+fn a_voice_models_client_tool_call_goes_to_the_client_and_its_result_into_the_stream() {
+    let (mut session, _) = Session::start_voice(super::test_agents::client_core(10), init());
+    let now = Instant::now();
+    let call = ToolUse { id: "v1".into(), name: "pick_account".into(), input: serde_json::json!({}) };
+    let effects = session.handle(Input::Voice(VoiceInput::ToolUse(call)), now);
+    assert!(
+        effects.iter().any(
+            |e| matches!(e, Effect::Send(ServerMessage::ClientToolCall { tool_use_id, .. }) if tool_use_id == "v1")
+        ),
+        "{effects:?}"
+    );
+    assert!(session.awaits_client() && session.next_deadline().is_some());
+    let answer = Input::ClientToolResult {
+        tool_use_id: "v1".into(),
+        result: Some(serde_json::json!({ "account": "12345678" })),
+        error: None,
+    };
+    let effects = session.handle(answer, now);
+    let streamed = effects.iter().find_map(|e| match e {
+        Effect::Voice(crate::events::VoiceEffect::SendToolResult(result)) => Some(result.clone()),
+        _ => None,
+    });
+    let streamed = streamed.expect("the result goes into the voice stream");
+    assert_eq!((streamed.tool_use_id.as_str(), &streamed.content["account"]), ("v1", &serde_json::json!("12345678")));
+    assert!(!session.awaits_client());
+}

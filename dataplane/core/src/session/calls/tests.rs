@@ -7,7 +7,7 @@ use crate::events::VoiceEffect;
 use crate::model::ToolResultStatus;
 use crate::session::common::Common;
 use crate::session::drive::Drive;
-use crate::session::test_agents::{core, init};
+use crate::session::test_agents::{client_core, core, init};
 
 fn use_of(id: &str, name: &str, input: serde_json::Value) -> ToolUse {
     ToolUse { id: id.into(), name: name.into(), input }
@@ -108,31 +108,6 @@ fn cancel_answers_every_open_call_and_drops_the_planned_handoff() {
         calls.cancel(cx, now);
         assert!(calls.take_handoff().is_none() && !calls.ending());
     });
-}
-
-/// The example bank's `banking` agent with a client tool `pick_account` (its result must
-/// name an account), offered at its `serve` step.
-fn client_core(timeout_seconds: u32) -> std::sync::Arc<crate::agent::AgentCore> {
-    let mut spec = core("banking").spec().clone();
-    let tool: switchboard_crds::agent::ToolSpec = serde_json::from_value(serde_json::json!({
-        "name": "pick_account",
-        "description": "Ask the app which of the customer's accounts they mean.",
-        "inputSchema": { "type": "object", "properties": { "question": { "type": "string" } } },
-        "client": {
-            "timeoutSeconds": timeout_seconds,
-            "outputSchema": {
-                "type": "object",
-                "properties": { "account": { "type": "string", "pattern": "^[0-9]{8}$" } },
-                "required": ["account"]
-            }
-        }
-    }))
-    .expect("a client tool");
-    spec.tools.push(tool);
-    for node in &mut spec.workflow.spec.nodes {
-        node.tools.push("pick_account".into());
-    }
-    std::sync::Arc::new(crate::agent::AgentCore::new(spec).expect("runnable"))
 }
 
 /// Runs `f` with calls and a context of a session of [`client_core`].
