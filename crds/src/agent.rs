@@ -42,8 +42,8 @@ pub use text_models::{
     text_model,
 };
 pub use tool::{
-    BuiltinKind, BuiltinTool, CREDENTIAL_HEADERS, Consent, HttpTool, McpTool, SecretHeader, SecretKeyRef, ToolMemory,
-    ToolSpec, ToolTarget,
+    BuiltinKind, BuiltinTool, CREDENTIAL_HEADERS, ClientTool, Consent, DEFAULT_CLIENT_TIMEOUT_SECONDS, HttpTool,
+    McpTool, SecretHeader, SecretKeyRef, ToolMemory, ToolSpec, ToolTarget,
 };
 pub use variant::{MAX_VARIANTS, TOTAL_WEIGHT, Variant, pick as pick_variant};
 

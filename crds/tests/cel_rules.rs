@@ -89,9 +89,23 @@ fn each_agent_rule_fails_with_its_message() {
             serde_json::json!({"model": {"provider": "openai"}}),
             "provider openai needs the server's base URL in endpoint",
         ),
-        (serde_json::json!({"tools": [tool("t", true, false, true)]}), "set exactly one of http, mcp and builtin"),
-        (serde_json::json!({"tools": [tool("t", false, false, false)]}), "set exactly one of http, mcp and builtin"),
+        (
+            serde_json::json!({"tools": [tool("t", true, false, true)]}),
+            "set exactly one of http, mcp, builtin and client",
+        ),
+        (
+            serde_json::json!({"tools": [tool("t", false, false, false)]}),
+            "set exactly one of http, mcp, builtin and client",
+        ),
         (serde_json::json!({"tools": [tool("return_to_x", true, false, false)]}), "reserved for handoffs"),
+        (
+            serde_json::json!({"tools": [{"name": "t", "description": "d", "client": {}, "cacheTtlSeconds": 60}]}),
+            "a client tool's answer comes from the user's app and is not trusted",
+        ),
+        (
+            serde_json::json!({"tools": [{"name": "t", "description": "d", "client": {}, "remember": {"key": "k"}}]}),
+            "a client tool's answer comes from the user's app and is not trusted",
+        ),
         (
             serde_json::json!({"tools": [remembering(tool("t", true, false, false), "verifiedUser", false)]}),
             "only a tool with identityProvider: true may remember into an identity key",

@@ -166,11 +166,35 @@ fn tool_schema_and_target_problems() {
         "http: { url: \"http://x\" }\n      builtin: { kind: currentTime }",
     );
     let p = problems(&[PERSONA, WORKFLOW, &two_targets]);
-    assert!(p[0].message.contains("exactly one of http, mcp and builtin"), "{p:?}");
+    assert!(p[0].message.contains("exactly one of http, mcp, builtin and client"), "{p:?}");
     let dup = AGENT.to_owned() + "    - name: lookup\n      description: again\n      builtin: { kind: currentTime }\n";
     assert_eq!(reasons(&[PERSONA, WORKFLOW, &dup]), [Reason::DuplicateName]);
     let reserved = AGENT.replace("name: lookup", "name: transfer_to_x");
     assert!(problems(&[PERSONA, WORKFLOW, &reserved]).iter().any(|p| p.message.contains("reserved for handoff")));
+}
+
+#[test]
+fn client_tool_problems() {
+    let client = |extra: &str| {
+        AGENT.replace(
+            r#"http: { url: "http://tools:8080/lookup" }"#,
+            &format!("client: {{ timeoutSeconds: 10 }}{extra}"),
+        )
+    };
+    assert!(problems(&[PERSONA, WORKFLOW, &client("")]).is_empty(), "a client tool is accepted");
+    let cached = client("\n      cacheTtlSeconds: 30");
+    let p = problems(&[PERSONA, WORKFLOW, &cached]);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!((p[0].reason, p[0].field.as_str()), (Reason::InvalidField, "spec.tools[0].cacheTtlSeconds"));
+    assert!(p[0].message.contains("runs in the client, whose answer is not trusted"), "{p:?}");
+    let provider = client("\n      identityProvider: true\n      remember: { key: verifiedUser }");
+    let fields: Vec<String> = problems(&[PERSONA, WORKFLOW, &provider]).into_iter().map(|p| p.field).collect();
+    assert!(fields.contains(&"spec.tools[0].identityProvider".to_owned()), "{fields:?}");
+    assert!(fields.contains(&"spec.tools[0].remember".to_owned()), "{fields:?}");
+    let schema =
+        AGENT.replace(r#"http: { url: "http://tools:8080/lookup" }"#, "client: { outputSchema: { type: 12 } }");
+    let p = problems(&[PERSONA, WORKFLOW, &schema]);
+    assert_eq!((p[0].reason, p[0].field.as_str()), (Reason::InvalidToolSchema, "spec.tools[0].client.outputSchema"));
 }
 
 #[test]
@@ -237,9 +261,9 @@ fn the_banking_examples_resolve() {
                 assert!(tools.is_empty());
                 for tool in &spec.tools {
                     assert_eq!(tool.required_memory(), ["verifiedUser"], "{}", tool.name);
-                    if tool.name == "save_preferences" {
+                    if tool.name == "save_preferences" || tool.name == "show_card" {
                         // The caller's own preferences, which the gateway keeps by the verified
-                        // caller: no account to bind.
+                        // caller, and the card banking shows them: no account to bind.
                         assert!(tool.bind.is_empty(), "{:?}", tool.bind);
                     } else {
                         assert_eq!(tool.bind["accountNumber"], "verifiedUser.accountNumber", "{}", tool.name);

@@ -47,6 +47,56 @@ export type AudioSettings = {
 };
 
 /**
+ * A card for the client to show.
+ */
+export type Card = {
+  /**
+   * Label/value pairs, in order (at most 12).
+   */
+  fields?: CardField[];
+  /**
+   * A web link (`http` or `https`).
+   */
+  link?: CardLink | null;
+  /**
+   * A line or two of text (at most 1,000 characters).
+   */
+  text?: string;
+  /**
+   * The card's title (1-120 characters).
+   */
+  title: string;
+};
+
+/**
+ * One label/value pair of a card.
+ */
+export type CardField = {
+  /**
+   * The label (1-60 characters).
+   */
+  label: string;
+  /**
+   * The value (at most 200 characters; a number the model gave is written as text).
+   */
+  value: string;
+};
+
+/**
+ * A card's link.
+ */
+export type CardLink = {
+  /**
+   * What the link says (at most 60 characters); empty: the URL.
+   */
+  label?: string;
+  /**
+   * Where it goes: an `http` or `https` URL of at most 2,048 characters.
+   */
+  url: string;
+};
+
+/**
  * Opens the session. Must be the first message; a session that sends something else first is started with defaults.
  */
 export type SessionStartMessage = SessionStart & {
@@ -120,17 +170,6 @@ export type BidiTextInputMessage = {
 };
 
 /**
- * Keys the caller pressed on a phone's keypad (DTMF), in order: `0`-`9`, `*`, `#` and `A`-`D`, at most 32 a message (the SIP edge sends one message a key, as it is pressed). The agent is told them as the caller's input ("The caller pressed 1 2 3 #") when the caller ends them with `#`, pauses for 1.5 s, or has pressed 32; the line that tells them is the session's user transcript line, in the record like other caller input (the message itself is never recorded). Other characters, an empty or longer `digits`: `bidi_error` `invalid_dtmf`; more than a person can press (a burst of 32, then 10 a second): `bidi_error` `dtmf_rate`, the keys dropped.
- */
-export type BidiDtmfMessage = {
-  /**
-   * The keys, e.g. `"1"` or `"1234#"`.
-   */
-  digits: string;
-  type: "bidi_dtmf";
-};
-
-/**
  * The user's answer to a `consent_request`. A typed or spoken clear "yes" or "no" while one is pending answers it too.
  */
 export type ToolConsentMessage = {
@@ -143,6 +182,25 @@ export type ToolConsentMessage = {
    */
   tool_use_id: string;
   type: "tool_consent";
+};
+
+/**
+ * The client's answer to a `client_tool_call`: exactly one of `result` (the tool's JSON result, checked against the tool's `outputSchema` when it has one) and `error` (why the client could not run it, e.g. it has no handler for the tool). The model gets either; a result that does not match the schema reaches it as a `client_bad_result` error. An answer for no waiting call gets `bidi_error` `no_client_tool_pending`.
+ */
+export type ClientToolResultMessage = {
+  /**
+   * Why the client did not run the tool, for the model (at most 1,000 characters are kept).
+   */
+  error?: string | null;
+  /**
+   * The tool's result (any JSON value).
+   */
+  result?: JsonValue;
+  /**
+   * The `tool_use_id` of the `client_tool_call` answered.
+   */
+  tool_use_id: string;
+  type: "client_tool_result";
 };
 
 /**
@@ -163,8 +221,8 @@ export type ClientMessage =
   | BidiAudioPlayedMessage
   | SessionUpdateMessage
   | BidiTextInputMessage
-  | BidiDtmfMessage
   | ToolConsentMessage
+  | ClientToolResultMessage
   | CloseMessage;
 
 /** The `type` of every ClientMessage. */
@@ -176,15 +234,15 @@ export const CLIENT_MESSAGE_TYPES = [
   "bidi_audio_played",
   "session_update",
   "bidi_text_input",
-  "bidi_dtmf",
   "tool_consent",
+  "client_tool_result",
   "close",
 ] as const;
 
 /**
  * The code of a `bidi_error`: what went wrong, stable for programs (the message says it for people). Unless said otherwise an error is recoverable (`recoverable: true`): the session goes on. A refusal at the start of a session, or one that ends it, comes with its close code (`close_code`).
  */
-export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "invalid_dtmf" | "dtmf_rate" | "busy" | "no_consent_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
+export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "busy" | "no_consent_pending" | "no_client_tool_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
 
 /**
  * Everything a receiving agent is told about a handed-over session.
@@ -588,6 +646,44 @@ export type ConsentRequestMessage = {
 };
 
 /**
+ * A tool the client runs (the Agent's tool has `client`): the client runs it with `input` and answers with `client_tool_result` within `timeout_ms`, or the call ends with `tool_error` `client_timeout` (a client without a handler for `name` should answer with an `error` at once). `tool_start` came before it; `tool_complete` or `tool_error` ends it.
+ */
+export type ClientToolCallMessage = {
+  /**
+   * Its input, valid against the tool's `inputSchema`.
+   */
+  input: JsonValue;
+  /**
+   * The tool.
+   */
+  name: string;
+  /**
+   * How long the answer is awaited, in milliseconds.
+   */
+  timeout_ms: number;
+  /**
+   * The call; the answer names it.
+   */
+  tool_use_id: string;
+  type: "client_tool_call";
+};
+
+/**
+ * A card for the client to show (display content): the agent called a `showCard` tool. A client shows it beside the conversation as it sees fit (title, text, the fields in order, the link); it is not part of what is said.
+ */
+export type DisplayCardMessage = {
+  /**
+   * The card, every size bounded (see `Card`).
+   */
+  card: Card;
+  /**
+   * The call that showed it.
+   */
+  tool_use_id: string;
+  type: "display_card";
+};
+
+/**
  * The session moves to another agent (`transfer`), or back to the agent that transferred it (`return`); that agent's `bidi_connection_start` follows on the same socket.
  */
 export type HandoffMessage = {
@@ -737,6 +833,8 @@ export type ServerMessage =
   | ToolCompleteMessage
   | ToolErrorMessage
   | ConsentRequestMessage
+  | ClientToolCallMessage
+  | DisplayCardMessage
   | HandoffMessage
   | MemoryUpdateMessage
   | WorkflowTransitionMessage
@@ -764,6 +862,8 @@ export const SERVER_MESSAGE_TYPES = [
   "tool_complete",
   "tool_error",
   "consent_request",
+  "client_tool_call",
+  "display_card",
   "handoff",
   "memory_update",
   "workflow_transition",

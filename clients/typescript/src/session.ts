@@ -18,6 +18,12 @@ import type {
   SessionUpdate,
 } from "./protocol.js";
 
+/**
+ * Runs a client tool (`client_tool_call`): resolves to the tool's result (any JSON but
+ * `null`), or throws to answer with an error (its message reaches the model).
+ */
+export type ClientToolHandler = (input: unknown, call: ServerMessageOf<"client_tool_call">) => unknown;
+
 /** The server message of `type` K. */
 export type ServerMessageOf<K extends ServerMessage["type"]> = Extract<ServerMessage, { type: K }>;
 
@@ -166,6 +172,7 @@ export class Session {
 
   private socket: WebSocketLike | undefined;
   private readonly handlers = new Map<string, Set<Handler<never>>>();
+  private readonly clientTools = new Map<string, ClientToolHandler>();
   private readonly queued: (string | Uint8Array)[] = [];
   private started = false;
   private ending = false;
@@ -321,6 +328,29 @@ export class Session {
     this.send({ type: "tool_consent", tool_use_id: toolUseId, approved });
   }
 
+  /**
+   * Runs client tool `name` with `handler` whenever the agent calls it (`client_tool_call`),
+   * answering with its result or its error; returns what removes it. A call of a tool with
+   * no handler here, when nothing listens to `client_tool_call` either, is answered with an
+   * error at once (rather than left to time out).
+   */
+  handleTool(name: string, handler: ClientToolHandler): () => void {
+    this.clientTools.set(name, handler);
+    return () => {
+      if (this.clientTools.get(name) === handler) this.clientTools.delete(name);
+    };
+  }
+
+  /** Answers a `client_tool_call` with the tool's result (any JSON but `null`). */
+  toolResult(toolUseId: string, result: unknown): void {
+    this.send({ type: "client_tool_result", tool_use_id: toolUseId, result: result as never });
+  }
+
+  /** Answers a `client_tool_call` with why the tool could not run (the model is told). */
+  toolFailed(toolUseId: string, error: string): void {
+    this.send({ type: "client_tool_result", tool_use_id: toolUseId, error: error.slice(0, 1000) });
+  }
+
   /** Stops the current reply, its tool calls and consent waits. */
   cancel(): void {
     this.send({ type: "bidi_cancel" });
@@ -415,6 +445,27 @@ export class Session {
     });
   }
 
+  /** A `client_tool_call`: its handler answers; without one (and no listener), an error does. */
+  private runClientTool(call: ServerMessageOf<"client_tool_call">): void {
+    const handler = this.clientTools.get(call.name);
+    if (!handler) {
+      if (!this.handlers.get("client_tool_call")?.size) {
+        this.toolFailed(call.tool_use_id, `this client has no handler for the tool ${call.name}`);
+      }
+      return;
+    }
+    Promise.resolve()
+      .then(() => handler(call.input, call))
+      .then(
+        (result) =>
+          result === undefined || result === null
+            ? this.toolFailed(call.tool_use_id, `the handler of ${call.name} returned no result`)
+            : this.toolResult(call.tool_use_id, result),
+        (error: unknown) =>
+          this.toolFailed(call.tool_use_id, error instanceof Error ? error.message : String(error)),
+      );
+  }
+
   /** Reads one frame: counts it, decodes it, emits it. */
   private receive(data: unknown): ServerMessage | undefined {
     if (this.lastSeq !== undefined) this.lastSeq += 1;
@@ -451,6 +502,9 @@ export class Session {
         this.emit("audio", { data: fromBase64(message.audio), format });
         break;
       }
+      case "client_tool_call":
+        this.runClientTool(message);
+        break;
       default:
     }
     this.emit(message.type, message as never);

@@ -8,10 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use super::authority::MemoryPath;
 
-/// A tool the model may call. Exactly one of `http`, `mcp` and `builtin` says how it runs.
+/// A tool the model may call. Exactly one of `http`, `mcp`, `builtin` and `client` says how
+/// it runs.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[x_kube(
-    validation = Rule::new("[has(self.http), has(self.mcp), has(self.builtin)].filter(x, x).size() == 1").message("set exactly one of http, mcp and builtin"),
+    validation = Rule::new("[has(self.http), has(self.mcp), has(self.builtin), has(self.client)].filter(x, x).size() == 1").message("set exactly one of http, mcp, builtin and client"),
+    validation = Rule::new("!has(self.client) || ((!has(self.cacheTtlSeconds) || self.cacheTtlSeconds == 0) && !has(self.remember) && (!has(self.identityProvider) || !self.identityProvider))").message("a client tool's answer comes from the user's app and is not trusted: it cannot be cached, remembered or be an identity provider"),
     validation = Rule::new("!self.name.startsWith('transfer_to_') && !self.name.startsWith('return_to_')").message("names starting with transfer_to_ or return_to_ are reserved for handoffs")
 )]
 #[serde(rename_all = "camelCase")]
@@ -42,6 +44,13 @@ pub struct ToolSpec {
     /// Use a tool built into the runtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub builtin: Option<BuiltinTool>,
+
+    /// Run the tool in the client (the app or page the user talks through): the call goes
+    /// to the client as a `client_tool_call`, its `client_tool_result` is the result. The
+    /// answer comes from outside the cluster and is not trusted: such a tool cannot be
+    /// cached, `remember` nothing and be no identity provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientTool>,
 
     /// `required` makes the runtime ask the user (a `consent_request`) and run the tool only
     /// after approval, whatever the model says. Default `never`.
@@ -103,6 +112,8 @@ pub enum ToolTarget<'a> {
     Mcp(&'a McpTool),
     /// A built-in tool.
     Builtin(&'a BuiltinTool),
+    /// A tool the client runs.
+    Client(&'a ClientTool),
 }
 
 impl ToolSpec {
@@ -120,12 +131,13 @@ impl ToolSpec {
         keys
     }
 
-    /// How the tool runs, when exactly one of `http`, `mcp`, `builtin` is set.
+    /// How the tool runs, when exactly one of `http`, `mcp`, `builtin`, `client` is set.
     pub fn target(&self) -> Option<ToolTarget<'_>> {
-        match (&self.http, &self.mcp, &self.builtin) {
-            (Some(h), None, None) => Some(ToolTarget::Http(h)),
-            (None, Some(m), None) => Some(ToolTarget::Mcp(m)),
-            (None, None, Some(b)) => Some(ToolTarget::Builtin(b)),
+        match (&self.http, &self.mcp, &self.builtin, &self.client) {
+            (Some(h), None, None, None) => Some(ToolTarget::Http(h)),
+            (None, Some(m), None, None) => Some(ToolTarget::Mcp(m)),
+            (None, None, Some(b), None) => Some(ToolTarget::Builtin(b)),
+            (None, None, None, Some(c)) => Some(ToolTarget::Client(c)),
             _ => None,
         }
     }
@@ -217,12 +229,14 @@ pub struct McpTool {
 }
 
 impl ToolSpec {
-    /// Where the tool runs, as listings name it: `http`, `mcp` or `builtin`.
+    /// Where the tool runs, as listings name it: `http`, `mcp`, `client` or `builtin`.
     pub fn runs(&self) -> &'static str {
         if self.http.is_some() {
             "http"
         } else if self.mcp.is_some() {
             "mcp"
+        } else if self.client.is_some() {
+            "client"
         } else {
             "builtin"
         }
@@ -233,7 +247,7 @@ impl ToolSpec {
         match self.target()? {
             ToolTarget::Http(h) => Some((&h.headers, &h.secret_headers)),
             ToolTarget::Mcp(m) => Some((&m.headers, &m.secret_headers)),
-            ToolTarget::Builtin(_) => None,
+            ToolTarget::Builtin(_) | ToolTarget::Client(_) => None,
         }
     }
 }
@@ -242,9 +256,43 @@ impl ToolSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BuiltinTool {
-    /// Which built-in: `currentTime` (the date and time now) or `endSession` (finish the
-    /// conversation politely).
+    /// Which built-in: `currentTime` (the date and time now), `endSession` (finish the
+    /// conversation politely) or `showCard` (show the client a card the model composes: a
+    /// title, text, fields and a link; its input schema is the card's, set by the runtime).
     pub kind: BuiltinKind,
+}
+
+/// A tool the client runs: the model's call goes to the client, and the client's answer
+/// (checked against `outputSchema` when given) goes back to the model.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientTool {
+    /// Seconds to wait for the client's answer; unanswered (a client with no handler for
+    /// the tool), the call ends with a `client_timeout` error the model can explain.
+    /// Default 15.
+    #[serde(default = "default_client_timeout")]
+    #[schemars(range(min = 1, max = 300))]
+    pub timeout_seconds: u32,
+    /// JSON Schema (draft 2020-12) the client's result must match; a result that does not
+    /// is refused (`client_bad_result`) and the model told so. Absent: any JSON result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_output_schema")]
+    pub output_schema: Option<serde_json::Value>,
+}
+
+/// The default of [`ClientTool::timeout_seconds`].
+pub const DEFAULT_CLIENT_TIMEOUT_SECONDS: u32 = 15;
+
+fn default_client_timeout() -> u32 {
+    DEFAULT_CLIENT_TIMEOUT_SECONDS
+}
+
+fn any_output_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "description": "JSON Schema (draft 2020-12) the client's result must match; a result that does not is refused (`client_bad_result`) and the model told so. Absent: any JSON result."
+    })
 }
 
 /// The built-in tools.
@@ -255,6 +303,9 @@ pub enum BuiltinKind {
     CurrentTime,
     /// Ends the session after the current reply.
     EndSession,
+    /// Shows the client a card (`display_card`) the model composes; the tool's input is
+    /// the card, checked against a fixed schema with bounded sizes.
+    ShowCard,
 }
 
 /// Whether a tool needs the user's approval before it runs.

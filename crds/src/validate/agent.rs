@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 
 use super::{Problem, Reason, duplicates, is_dns_label, summarize};
 use crate::agent::{
-    AgentSpec, CREDENTIAL_HEADERS, ConfigMaps, ContextSource, Provider, ToolSpec, check_sonic_voice, glob_match,
-    is_pattern, is_valid_pattern, sonic_model,
+    AgentSpec, CREDENTIAL_HEADERS, ClientTool, ConfigMaps, ContextSource, Provider, ToolSpec, check_sonic_voice,
+    glob_match, is_pattern, is_valid_pattern, sonic_model,
 };
 use crate::persona::PersonaSpec;
 use crate::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, transfer_tool_name};
@@ -187,8 +187,11 @@ fn check_tools(tools: &[ToolSpec], problems: &mut Vec<Problem>) {
             problems.push(Problem::new(
                 Reason::InvalidField,
                 field.clone(),
-                format!("tool {:?} must set exactly one of http, mcp and builtin", tool.name),
+                format!("tool {:?} must set exactly one of http, mcp, builtin and client", tool.name),
             ));
+        }
+        if let Some(client) = &tool.client {
+            check_client_tool(tool, client, &field, problems);
         }
         if let Err(msg) = check_input_schema(&tool.input_schema) {
             problems.push(Problem::new(
@@ -237,6 +240,57 @@ fn check_tools(tools: &[ToolSpec], problems: &mut Vec<Problem>) {
             }
         }
     }
+}
+
+/// A client tool: its answer comes from outside the cluster, so nothing trusts it (no
+/// cache, no memory, no identity), and its output schema must be usable.
+fn check_client_tool(tool: &ToolSpec, client: &ClientTool, field: &str, problems: &mut Vec<Problem>) {
+    let name = &tool.name;
+    if !(1..=300).contains(&client.timeout_seconds) {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            format!("{field}.client.timeoutSeconds"),
+            format!(
+                "tool {name:?}: timeoutSeconds must be between 1 and 300 (the client's answer is awaited that long)"
+            ),
+        ));
+    }
+    let untrusted = [
+        (tool.cache_ttl_seconds > 0, "cacheTtlSeconds", "set cacheTtlSeconds to 0"),
+        (tool.remember.is_some(), "remember", "remove remember; memory comes from tools the cluster runs"),
+        (
+            tool.identity_provider,
+            "identityProvider",
+            "remove identityProvider; a client cannot vouch for who the caller is",
+        ),
+    ];
+    for (set, part, fix) in untrusted {
+        if set {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("{field}.{part}"),
+                format!("tool {name:?} runs in the client, whose answer is not trusted: {fix}"),
+            ));
+        }
+    }
+    if let Some(schema) = &client.output_schema
+        && let Err(msg) = check_output_schema(schema)
+    {
+        problems.push(Problem::new(
+            Reason::InvalidToolSchema,
+            format!("{field}.client.outputSchema"),
+            format!("tool {name:?}: {msg}"),
+        ));
+    }
+}
+
+/// A client tool's output schema must be a valid JSON Schema.
+pub(crate) fn check_output_schema(schema: &serde_json::Value) -> Result<(), String> {
+    if !schema.is_object() {
+        return Err("outputSchema must be a JSON object".into());
+    }
+    jsonschema::meta::validate(schema).map_err(|e| format!("outputSchema is not a valid JSON Schema: {e}"))?;
+    jsonschema::validator_for(schema).map(|_| ()).map_err(|e| format!("outputSchema cannot be used: {e}"))
 }
 
 /// A tool input schema must be a valid JSON Schema whose top level describes an object.

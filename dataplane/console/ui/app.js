@@ -119,6 +119,9 @@ function connect({ withAudio = state.voiceSession, resume = false } = {}) {
   state.session = session;
   sessionState("connecting", "connecting…");
   session.on("message", (message) => state.session === session && handle(message));
+  // The person at the console answers client tool calls (a listener: the client does not
+  // answer them with "no handler" by itself).
+  session.on("client_tool_call", () => {});
   session.on("audio", (chunk) => state.session === session && voice.play(chunk));
   session.on("closed", (closed) => ended(session, closed));
   session.start().then(() => {
@@ -218,6 +221,11 @@ function handle(m) {
     case "tool_progress": live.toolProgress(m.tool_use_id, m.name, m.message); break;
     case "tool_complete": live.toolComplete(m.tool_use_id, m.name, m.result, m.cached); break;
     case "tool_error": live.toolError(m.tool_use_id, m.name, m.kind, m.message); break;
+    case "client_tool_call":
+      live.clientTool(m.tool_use_id, m.name, m.input, m.timeout_ms, (result, error) =>
+        error == null ? state.session?.toolResult(m.tool_use_id, result) : state.session?.toolFailed(m.tool_use_id, error));
+      break;
+    case "display_card": live.display(m.card); break;
     case "consent_request":
       live.consent(m.tool_use_id, m.name, m.description, m.input, (approved) => state.session?.consent(m.tool_use_id, approved));
       break;

@@ -88,6 +88,8 @@ const past = (() => {
       case "handoff": viewer.handoff(d.from, d.to, d.reason, d.kind); break;
       case "consent_request": viewer.consent(d.tool_use_id, d.name, d.description, d.input, null); break;
       case "consent_answer": viewer.consentAnswered(d.tool_use_id, d.approved); break;
+      case "client_tool_call": viewer.clientTool(d.tool_use_id, d.name, d.input, d.timeout_ms, null); break;
+      case "display_card": if (d.card) viewer.display(d.card); break;
       case "memory": viewer.note(`memory ${d.key} = ${JSON.stringify(d.value)}`); break;
       case "workflow": viewer.step(d.from, d.to, d.by); break;
       case "interruption": viewer.interrupted(); break;

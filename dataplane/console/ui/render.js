@@ -1,7 +1,8 @@
 "use strict";
 // Draws a conversation: one bubble per user message and per agent reply (named after the
 // agent speaking), handoffs as dividers, tool calls as collapsible cards, consent requests
-// with Allow / Deny, per-turn figures. The live session (app.js) and a past session opened
+// with Allow / Deny, client tool calls with a result to send (the console is the client),
+// per-turn figures. The live session (app.js) and a past session opened
 // from the record (History) draw with the same Transcript, so both read alike.
 
 /** Builds an element: `el("div", { class: "x", "aria-label": "y" }, child, "text")`. */
@@ -180,6 +181,56 @@ class Transcript {
     this.add(card);
     buttons.querySelector("button")?.focus();
     return card;
+  }
+
+  /** A client tool call (`client_tool_call`): the console is the client, so the person
+   * answers — a JSON result, or that the app cannot do it. `answer(result, error)` sends
+   * the answer (none: read-only). */
+  clientTool(id, name, input, timeoutMs, answer) {
+    this.reply = null;
+    const buttons = el("div", { class: "actions" });
+    const result = el("textarea", { class: "result", rows: 3, "aria-label": `Result of ${name}`, value: "{}" });
+    const problem = el("div", { class: "problem", role: "alert" });
+    const card = el("div", { class: "client-tool", role: "group", "aria-label": `Client tool ${name}`, "data-id": id, "data-tool": name },
+      el("div", { class: "name" }, `${name} runs in this client`),
+      el("div", { class: "label" }, `Input · answer within ${millis(timeoutMs)}`), el("pre", {}, pretty(input ?? {})),
+      answer ? result : null, problem, buttons);
+    card.buttons = buttons;
+    const done = (text) => buttons.replaceChildren(el("span", { class: "answered" }, text));
+    if (answer) {
+      buttons.append(
+        el("button", { type: "button", class: "allow", onclick: () => {
+          let value;
+          try { value = JSON.parse(result.value); } catch (e) { problem.textContent = `Not JSON: ${e.message}`; return; }
+          problem.textContent = "";
+          answer(value, null);
+          result.disabled = true;
+          done("Result sent");
+        } }, "Send result"),
+        el("button", { type: "button", class: "deny", onclick: () => {
+          answer(null, `the person at the console could not run ${name}`);
+          result.disabled = true;
+          done("Answered: cannot do it");
+        } }, "Cannot do it"));
+    }
+    this.add(card);
+    return card;
+  }
+
+  /** A card the agent shows (`display_card`): a title, text, fields and a link. */
+  display(card) {
+    this.reply = null;
+    const fields = (card.fields || []).map((f) => el("div", { class: "field" }, el("dt", {}, f.label), el("dd", {}, f.value)));
+    let link = null;
+    // Only web links are followed; the server checks them too.
+    if (card.link && /^https?:\/\//.test(card.link.url)) {
+      link = el("a", { href: card.link.url, target: "_blank", rel: "noopener noreferrer" }, card.link.label || card.link.url);
+    }
+    return this.add(el("section", { class: "display-card", role: "region", "aria-label": `Card ${card.title}` },
+      el("h3", {}, card.title),
+      card.text ? el("p", {}, card.text) : null,
+      fields.length ? el("dl", {}, ...fields) : null,
+      link));
   }
 
   consentAnswered(id, approved) {

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use switchboard_crds::RuntimeSpec;
-use switchboard_crds::agent::{MemoryPath, ToolSpec, USE_SKILL_TOOL, glob_match, is_pattern};
+use switchboard_crds::agent::{BuiltinKind, MemoryPath, ToolSpec, USE_SKILL_TOOL, glob_match, is_pattern};
 use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, return_tool_name};
 use switchboard_crds::workflow::NodeKind;
 
@@ -68,7 +68,7 @@ pub enum ConfigError {
         to: String,
     },
     /// A tool has no way to run, or more than one.
-    #[error("agent {agent}: tool {tool:?} must set exactly one of http, mcp or builtin")]
+    #[error("agent {agent}: tool {tool:?} must set exactly one of http, mcp, builtin or client")]
     ToolTarget {
         /// The agent.
         agent: String,
@@ -78,6 +78,16 @@ pub enum ConfigError {
     /// A tool's input schema cannot be compiled.
     #[error("agent {agent}: tool {tool:?} has an unusable inputSchema: {message}")]
     ToolSchema {
+        /// The agent.
+        agent: String,
+        /// The tool.
+        tool: String,
+        /// Why.
+        message: String,
+    },
+    /// A client tool's output schema cannot be compiled.
+    #[error("agent {agent}: client tool {tool:?} has an unusable outputSchema: {message}")]
+    OutputSchema {
         /// The agent.
         agent: String,
         /// The tool.
@@ -124,6 +134,8 @@ pub enum ConfigError {
 pub struct AgentCore {
     spec: RuntimeSpec,
     validators: HashMap<String, jsonschema::Validator>,
+    /// The output schemas of client tools that have one.
+    outputs: HashMap<String, jsonschema::Validator>,
     /// What [`AgentCore::offered_tools`] offers at each node, worked out once.
     offers: HashMap<String, Offer>,
 }
@@ -154,6 +166,7 @@ impl AgentCore {
             }
         }
         let mut validators = HashMap::new();
+        let mut outputs = HashMap::new();
         for tool in &spec.tools {
             let name = tool.name.clone();
             if name.starts_with(TRANSFER_PREFIX)
@@ -166,12 +179,23 @@ impl AgentCore {
             if tool.target().is_none() {
                 return Err(ConfigError::ToolTarget { agent, tool: name });
             }
-            let validator = jsonschema::validator_for(&tool.input_schema).map_err(|e| ConfigError::ToolSchema {
+            // A showCard tool's input is the card, whatever the Agent says (see `authority`).
+            let card = tool.builtin.as_ref().is_some_and(|b| b.kind == BuiltinKind::ShowCard);
+            let schema = if card { crate::protocol::card_schema() } else { tool.input_schema.clone() };
+            let validator = jsonschema::validator_for(&schema).map_err(|e| ConfigError::ToolSchema {
                 agent: agent.clone(),
                 tool: name.clone(),
                 message: e.to_string(),
             })?;
             check_bindings(&agent, tool)?;
+            if let Some(schema) = tool.client.as_ref().and_then(|c| c.output_schema.as_ref()) {
+                let output = jsonschema::validator_for(schema).map_err(|e| ConfigError::OutputSchema {
+                    agent: agent.clone(),
+                    tool: name.clone(),
+                    message: e.to_string(),
+                })?;
+                outputs.insert(name.clone(), output);
+            }
             validators.insert(name, validator);
         }
         for node in &workflow.nodes {
@@ -205,7 +229,7 @@ impl AgentCore {
                 });
             }
         }
-        let mut core = Self { spec, validators, offers: HashMap::new() };
+        let mut core = Self { spec, validators, outputs, offers: HashMap::new() };
         let offers = core.spec.workflow.spec.nodes.iter().map(|n| (n.id.clone(), core.offer_at(&n.id))).collect();
         core.offers = offers;
         Ok(core)
@@ -228,16 +252,13 @@ impl AgentCore {
 
     /// Checks `input` against tool `name`'s schema; the errors are for the model to read.
     pub fn validate_input(&self, name: &str, input: &serde_json::Value) -> Result<(), String> {
-        let Some(validator) = self.validators.get(name) else { return Ok(()) };
-        let errors: Vec<String> = validator
-            .iter_errors(input)
-            .take(5)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                if path.is_empty() { e.to_string() } else { format!("at {path}: {e}") }
-            })
-            .collect();
-        if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+        schema_errors(self.validators.get(name), input)
+    }
+
+    /// Checks a client's `result` for client tool `name` against its `outputSchema` (any
+    /// result passes when it has none); the errors are for the model to read.
+    pub fn validate_output(&self, name: &str, result: &serde_json::Value) -> Result<(), String> {
+        schema_errors(self.outputs.get(name), result)
     }
 
     /// Whether tool `name` may run at `node`: the node's lists allow it and the Agent's
@@ -450,4 +471,18 @@ fn goto_tool() -> ToolDefinition {
             "required": ["step"]
         }),
     }
+}
+
+/// The first five ways `value` breaks `validator`'s schema (none without a validator).
+fn schema_errors(validator: Option<&jsonschema::Validator>, value: &serde_json::Value) -> Result<(), String> {
+    let Some(validator) = validator else { return Ok(()) };
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .take(5)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() { e.to_string() } else { format!("at {path}: {e}") }
+        })
+        .collect();
+    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
 }

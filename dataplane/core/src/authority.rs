@@ -4,7 +4,7 @@
 //! model sees and filled from memory, and a call in which the model supplies one is
 //! refused; and only the Agent's identity providers may write its identity keys. Pure.
 
-use switchboard_crds::agent::{MemoryPath, ToolSpec};
+use switchboard_crds::agent::{BuiltinKind, MemoryPath, ToolSpec};
 
 use crate::memory::Memory;
 use crate::tools::{FailureKind, ToolFailure};
@@ -13,6 +13,9 @@ use crate::tools::{FailureKind, ToolFailure};
 /// from `properties` and `required`; a `required` left empty is dropped, as older JSON
 /// Schema drafts want it non-empty).
 pub fn model_schema(tool: &ToolSpec) -> serde_json::Value {
+    if tool.builtin.as_ref().is_some_and(|b| b.kind == BuiltinKind::ShowCard) {
+        return crate::protocol::card_schema();
+    }
     let mut schema = tool.input_schema.clone();
     if tool.bind.is_empty() {
         return schema;

@@ -64,6 +64,17 @@ pub enum Input {
         /// Whether the user approved.
         approved: bool,
     },
+    /// The client answered a `client_tool_call` (`client_tool_result`): exactly one of
+    /// `result` and `error` is expected; an answer with neither or both is refused
+    /// (`malformed_message`) and the call goes on waiting.
+    ClientToolResult {
+        /// The call.
+        tool_use_id: String,
+        /// The tool's result.
+        result: Option<serde_json::Value>,
+        /// Why the client could not run it.
+        error: Option<String>,
+    },
     /// What a voice model and the audio say (voice sessions; a text session ignores them).
     Voice(VoiceInput),
     /// The model call asked for by [`Effect::CallModel`] was refused because its context

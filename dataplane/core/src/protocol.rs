@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::handoff::{HandoffContext, HandoffKind};
 
 mod audio;
+mod card;
 mod codes;
 mod for_people;
 mod kind;
@@ -28,6 +29,7 @@ mod session;
 /// handoff context's history shares without depending on the wire types).
 pub use crate::transcript::TranscriptRole;
 pub use audio::{AudioFormat, AudioSettings};
+pub use card::{Card, CardField, CardLink, card_schema};
 pub use codes::{ErrorCode, StopReason, close_code};
 pub use for_people::ErrorForPeople;
 pub use kind::ServerKind;
@@ -108,6 +110,22 @@ pub enum ClientMessage {
         tool_use_id: String,
         /// True when the user allows the tool to run.
         approved: bool,
+    },
+    /// The client's answer to a `client_tool_call`: exactly one of `result` (the tool's JSON
+    /// result, checked against the tool's `outputSchema` when it has one) and `error` (why
+    /// the client could not run it, e.g. it has no handler for the tool). The model gets
+    /// either; a result that does not match the schema reaches it as a `client_bad_result`
+    /// error. An answer for no waiting call gets `bidi_error` `no_client_tool_pending`.
+    ClientToolResult {
+        /// The `tool_use_id` of the `client_tool_call` answered.
+        tool_use_id: String,
+        /// The tool's result (any JSON value).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<serde_json::Value>,
+        /// Why the client did not run the tool, for the model (at most 1,000 characters
+        /// are kept).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// Ends the session now: the server closes the socket with 1000, and the session cannot
     /// be resumed (a dropped connection can: see `session_start.resume_token`).
@@ -343,6 +361,30 @@ pub enum ServerMessage {
         /// The input it would run with.
         input: serde_json::Value,
     },
+    /// A tool the client runs (the Agent's tool has `client`): the client runs it with
+    /// `input` and answers with `client_tool_result` within `timeout_ms`, or the call ends
+    /// with `tool_error` `client_timeout` (a client without a handler for `name` should
+    /// answer with an `error` at once). `tool_start` came before it; `tool_complete` or
+    /// `tool_error` ends it.
+    ClientToolCall {
+        /// The call; the answer names it.
+        tool_use_id: String,
+        /// The tool.
+        name: String,
+        /// Its input, valid against the tool's `inputSchema`.
+        input: serde_json::Value,
+        /// How long the answer is awaited, in milliseconds.
+        timeout_ms: u64,
+    },
+    /// A card for the client to show (display content): the agent called a `showCard`
+    /// tool. A client shows it beside the conversation as it sees fit (title, text, the
+    /// fields in order, the link); it is not part of what is said.
+    DisplayCard {
+        /// The call that showed it.
+        tool_use_id: String,
+        /// The card, every size bounded (see `Card`).
+        card: Card,
+    },
     /// The session moves to another agent (`transfer`), or back to the agent that
     /// transferred it (`return`); that agent's `bidi_connection_start` follows on the same
     /// socket.
@@ -457,7 +499,7 @@ pub enum DecodeError {
     InvalidJson(String),
     /// JSON without a known `type`.
     #[error(
-        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, bidi_audio_input_end, bidi_cancel, bidi_audio_played, session_update, tool_consent or close"
+        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, bidi_audio_input_end, bidi_cancel, bidi_audio_played, session_update, tool_consent, client_tool_result or close"
     )]
     UnknownType(String),
     /// A known type with missing or wrong fields.
@@ -494,6 +536,7 @@ const CLIENT_TYPES: &[&str] = &[
     "bidi_audio_played",
     "session_update",
     "tool_consent",
+    "client_tool_result",
     "close",
     IDENTITY_ASSERTION,
 ];

@@ -74,6 +74,12 @@ pub enum FailureKind {
     RequirementUnmet,
     /// The model gave a value for an input the session fills in (`bind`).
     BoundInput,
+    /// A client tool: the client did not answer in time (it may have no handler for it).
+    ClientTimeout,
+    /// A client tool: the client's result does not match the tool's `outputSchema`.
+    ClientBadResult,
+    /// A client tool: the client answered that it could not run it (`error`).
+    ClientReported,
 }
 
 impl FailureKind {
@@ -94,6 +100,9 @@ impl FailureKind {
             Self::ToolReported => "tool_failed",
             Self::RequirementUnmet => "requirement_unmet",
             Self::BoundInput => "bound_input",
+            Self::ClientTimeout => "client_timeout",
+            Self::ClientBadResult => "client_bad_result",
+            Self::ClientReported => "client_error",
         }
     }
 }
@@ -151,6 +160,13 @@ impl FailureKind {
             Self::BoundInput => {
                 (true, "Some details are filled in for you and cannot be given here.", "Try again without them.")
             }
+            Self::ClientTimeout => {
+                (true, "Your app did not answer in time.", "Make sure the app is open and up to date, then try again.")
+            }
+            Self::ClientBadResult => {
+                (true, "Your app gave an answer that could not be used.", "Try again, or update the app.")
+            }
+            Self::ClientReported => (true, "Your app could not do that.", "Try again, or do it in the app yourself."),
         };
         ForPeople { recoverable, message, suggestion }
     }

@@ -283,6 +283,16 @@ impl SessionLog {
                     json!({ "tool_use_id": tool_use_id, "name": name, "description": description, "input": input });
                 self.push(agent, "consent_request", data, None);
             }
+            ServerMessage::ClientToolCall { tool_use_id, name, input, timeout_ms } => {
+                let data =
+                    json!({ "tool_use_id": tool_use_id, "name": name, "input": input, "timeout_ms": timeout_ms });
+                self.push(agent, "client_tool_call", data, None);
+            }
+            ServerMessage::DisplayCard { tool_use_id, card } => {
+                let mut data = json!({ "tool_use_id": tool_use_id, "card": card });
+                self.redactor.value(&mut data);
+                self.push(agent, "display_card", data, None);
+            }
             ServerMessage::Handoff { from, to, kind, context } => {
                 let data = json!({ "from": from, "to": to, "kind": kind, "reason": context.reason, "status": context.status, "summary": context.summary });
                 self.push(agent, "handoff", data, None);

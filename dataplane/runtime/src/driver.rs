@@ -161,6 +161,9 @@ impl Driver<'_> {
             ClientMessage::ToolConsent { tool_use_id, approved } => Some(Input::Consent { tool_use_id, approved }),
             // Checked and gathered by the core; never logged here (keys may be a PIN).
             ClientMessage::BidiDtmf { digits } => Some(Input::Dtmf { digits }),
+            ClientMessage::ClientToolResult { tool_use_id, result, error } => {
+                Some(Input::ClientToolResult { tool_use_id, result, error })
+            }
             ClientMessage::Close {} => Some(Input::End),
             ClientMessage::BidiCancel {} => Some(Input::Cancel),
             // No audio was played in a text session.

@@ -156,6 +156,7 @@ pub struct Metrics {
     tool_calls: IntCounterVec,
     tool_errors: IntCounterVec,
     consent_requests: IntCounterVec,
+    client_tool_calls: IntCounterVec,
     interruptions: IntCounterVec,
 }
 
@@ -344,6 +345,11 @@ impl Metrics {
             "Tool calls that waited for the user's consent.",
             &["agent", "tool"],
         )?;
+        let client_tool_calls = b.counter(
+            "switchboard_client_tool_calls_total",
+            "Calls of tools the client runs, by outcome (success, client_timeout, client_bad_result, client_error, ...).",
+            &["agent", "tool", "outcome"],
+        )?;
         let interruptions = b.counter(
             "switchboard_interruptions_total",
             "Barge-ins: the user spoke over the agent's answer, or cancelled it.",
@@ -378,6 +384,7 @@ impl Metrics {
             tool_calls,
             tool_errors,
             consent_requests,
+            client_tool_calls,
             interruptions,
         })
     }
@@ -418,11 +425,13 @@ impl Metrics {
             ServerMessage::ToolComplete { name, cached, .. } => {
                 let outcome = if *cached { "cached" } else { "success" };
                 self.tool_calls.with_label_values(&[agent, tool_label(spec, name), outcome]).inc();
+                self.client_tool_call(spec, name, "success");
             }
             ServerMessage::ToolError { name, kind, .. } => {
                 let tool = tool_label(spec, name);
                 self.tool_calls.with_label_values(&[agent, tool, "error"]).inc();
                 self.tool_errors.with_label_values(&[agent, tool, kind]).inc();
+                self.client_tool_call(spec, name, kind);
             }
             ServerMessage::ConsentRequest { name, .. } => {
                 self.consent_requests.with_label_values(&[agent, tool_label(spec, name)]).inc();
@@ -431,6 +440,14 @@ impl Metrics {
                 self.interruptions.with_label_values(&[agent, spec.mode.as_str()]).inc();
             }
             _ => {}
+        }
+    }
+
+    /// Counts a call of `name` that ended with `outcome`, when the agent's tool `name` runs
+    /// in the client.
+    fn client_tool_call(&self, spec: &RuntimeSpec, name: &str, outcome: &str) {
+        if spec.tools.iter().any(|t| t.name == name && t.client.is_some()) {
+            self.client_tool_calls.with_label_values(&[spec.agent.name.as_str(), name, outcome]).inc();
         }
     }
 

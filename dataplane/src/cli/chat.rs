@@ -105,6 +105,16 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                                     }
                                 }
                                 ServerMessage::ConsentRequest { tool_use_id, .. } => pending_consent = Some(tool_use_id.clone()),
+                                // The chat client runs no client tools: it says so at once
+                                // rather than leave the agent waiting.
+                                ServerMessage::ClientToolCall { tool_use_id, name, .. } => {
+                                    let answer = ClientMessage::ClientToolResult {
+                                        tool_use_id: tool_use_id.clone(),
+                                        result: None,
+                                        error: Some(format!("the chat client has no handler for the tool {name}")),
+                                    };
+                                    sink.send(Message::text(serde_json::to_string(&answer)?)).await?;
+                                }
                                 ServerMessage::BidiResponseStart { .. } => in_turn += 1,
                                 ServerMessage::BidiResponseComplete { .. } => {
                                     in_turn -= 1;
@@ -222,6 +232,21 @@ fn print_message(message: &ServerMessage, live: bool) {
         }
         ServerMessage::ConsentRequest { name, description, input, .. } => {
             println!("  [consent] {name}: {description}\n  input: {input}\n  Allow it? (y/n)");
+        }
+        ServerMessage::ClientToolCall { name, input, .. } => {
+            println!("  [client tool {name} asked with {input}: this client has no handler]")
+        }
+        ServerMessage::DisplayCard { card, .. } => {
+            println!("  [card] {}", card.title);
+            if !card.text.is_empty() {
+                println!("    {}", card.text);
+            }
+            for field in &card.fields {
+                println!("    {}: {}", field.label, field.value);
+            }
+            if let Some(link) = &card.link {
+                println!("    {} <{}>", if link.label.is_empty() { "link" } else { &link.label }, link.url);
+            }
         }
         ServerMessage::Handoff { from, to, kind, .. } => println!("  [handoff {kind:?}: {from} -> {to}]"),
         ServerMessage::MemoryUpdate { key, value } => println!("  [memory {key} = {value}]"),

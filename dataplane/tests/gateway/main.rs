@@ -10,8 +10,10 @@ mod chat;
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]
 mod client;
+mod client_tools;
 mod context;
 mod crash;
+mod display_card;
 mod fleet;
 mod handoff_greeting;
 mod keys_reload;

@@ -15,6 +15,7 @@ export const CLIENT_MESSAGE_TYPES = [
     "bidi_text_input",
     "bidi_dtmf",
     "tool_consent",
+    "client_tool_result",
     "close",
 ];
 /** The `type` of every ServerMessage. */
@@ -36,6 +37,8 @@ export const SERVER_MESSAGE_TYPES = [
     "tool_complete",
     "tool_error",
     "consent_request",
+    "client_tool_call",
+    "display_card",
     "handoff",
     "memory_update",
     "workflow_transition",

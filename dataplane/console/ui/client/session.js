@@ -48,6 +48,7 @@ export class Session {
     outputFormat;
     socket;
     handlers = new Map();
+    clientTools = new Map();
     queued = [];
     started = false;
     ending = false;
@@ -189,6 +190,27 @@ export class Session {
     consent(toolUseId, approved) {
         this.send({ type: "tool_consent", tool_use_id: toolUseId, approved });
     }
+    /**
+     * Runs client tool `name` with `handler` whenever the agent calls it (`client_tool_call`),
+     * answering with its result or its error; returns what removes it. A call of a tool with
+     * no handler here, when nothing listens to `client_tool_call` either, is answered with an
+     * error at once (rather than left to time out).
+     */
+    handleTool(name, handler) {
+        this.clientTools.set(name, handler);
+        return () => {
+            if (this.clientTools.get(name) === handler)
+                this.clientTools.delete(name);
+        };
+    }
+    /** Answers a `client_tool_call` with the tool's result (any JSON but `null`). */
+    toolResult(toolUseId, result) {
+        this.send({ type: "client_tool_result", tool_use_id: toolUseId, result: result });
+    }
+    /** Answers a `client_tool_call` with why the tool could not run (the model is told). */
+    toolFailed(toolUseId, error) {
+        this.send({ type: "client_tool_result", tool_use_id: toolUseId, error: error.slice(0, 1000) });
+    }
     /** Stops the current reply, its tool calls and consent waits. */
     cancel() {
         this.send({ type: "bidi_cancel" });
@@ -289,6 +311,21 @@ export class Session {
             };
         });
     }
+    /** A `client_tool_call`: its handler answers; without one (and no listener), an error does. */
+    runClientTool(call) {
+        const handler = this.clientTools.get(call.name);
+        if (!handler) {
+            if (!this.handlers.get("client_tool_call")?.size) {
+                this.toolFailed(call.tool_use_id, `this client has no handler for the tool ${call.name}`);
+            }
+            return;
+        }
+        Promise.resolve()
+            .then(() => handler(call.input, call))
+            .then((result) => result === undefined || result === null
+            ? this.toolFailed(call.tool_use_id, `the handler of ${call.name} returned no result`)
+            : this.toolResult(call.tool_use_id, result), (error) => this.toolFailed(call.tool_use_id, error instanceof Error ? error.message : String(error)));
+    }
     /** Reads one frame: counts it, decodes it, emits it. */
     receive(data) {
         if (this.lastSeq !== undefined)
@@ -329,6 +366,9 @@ export class Session {
                 this.emit("audio", { data: fromBase64(message.audio), format });
                 break;
             }
+            case "client_tool_call":
+                this.runClientTool(message);
+                break;
             default:
         }
         this.emit(message.type, message);

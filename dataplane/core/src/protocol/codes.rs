@@ -196,6 +196,10 @@ catalogue! {
         /// A `tool_consent` for no tool that waits for one. Answer a `consent_request`'s
         /// `tool_use_id` only.
         NoConsentPending = "no_consent_pending",
+        /// A `client_tool_result` for no call that waits for the client (unknown, answered
+        /// already, or expired). Answer each `client_tool_call` once, by its `tool_use_id`,
+        /// within its `timeout_ms`.
+        NoClientToolPending = "no_client_tool_pending",
         /// The session has ended or moved to another agent; nothing more is taken. Start a
         /// new session.
         SessionOver = "session_over",
@@ -408,6 +412,7 @@ mod tests {
         "dtmf_rate",
         "busy",
         "no_consent_pending",
+        "no_client_tool_pending",
         "session_over",
         "identity_refused",
         "model_error",

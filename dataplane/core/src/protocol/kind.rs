@@ -43,6 +43,10 @@ pub enum ServerKind {
     ToolError,
     /// `consent_request`
     ConsentRequest,
+    /// `client_tool_call`
+    ClientToolCall,
+    /// `display_card`
+    DisplayCard,
     /// `handoff`
     Handoff,
     /// `memory_update`
@@ -61,7 +65,7 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind.
-    pub const ALL: [Self; 24] = [
+    pub const ALL: [Self; 26] = [
         Self::ConnectionStart,
         Self::TranscriptStream,
         Self::ResponseStart,
@@ -79,6 +83,8 @@ impl ServerKind {
         Self::ToolComplete,
         Self::ToolError,
         Self::ConsentRequest,
+        Self::ClientToolCall,
+        Self::DisplayCard,
         Self::Handoff,
         Self::MemoryUpdate,
         Self::WorkflowTransition,
@@ -108,6 +114,8 @@ impl ServerKind {
             Self::ToolComplete => "tool_complete",
             Self::ToolError => "tool_error",
             Self::ConsentRequest => "consent_request",
+            Self::ClientToolCall => "client_tool_call",
+            Self::DisplayCard => "display_card",
             Self::Handoff => "handoff",
             Self::MemoryUpdate => "memory_update",
             Self::WorkflowTransition => "workflow_transition",
@@ -141,6 +149,8 @@ impl ServerKind {
             "tool_complete" => Self::ToolComplete,
             "tool_error" => Self::ToolError,
             "consent_request" => Self::ConsentRequest,
+            "client_tool_call" => Self::ClientToolCall,
+            "display_card" => Self::DisplayCard,
             "handoff" => Self::Handoff,
             "memory_update" => Self::MemoryUpdate,
             "workflow_transition" => Self::WorkflowTransition,
@@ -210,6 +220,8 @@ impl ServerMessage {
             Self::ToolComplete { .. } => ServerKind::ToolComplete,
             Self::ToolError { .. } => ServerKind::ToolError,
             Self::ConsentRequest { .. } => ServerKind::ConsentRequest,
+            Self::ClientToolCall { .. } => ServerKind::ClientToolCall,
+            Self::DisplayCard { .. } => ServerKind::DisplayCard,
             Self::Handoff { .. } => ServerKind::Handoff,
             Self::MemoryUpdate { .. } => ServerKind::MemoryUpdate,
             Self::WorkflowTransition { .. } => ServerKind::WorkflowTransition,
@@ -308,6 +320,21 @@ mod tests {
                 name: "n".into(),
                 description: "d".into(),
                 input: json!({}),
+            },
+            ServerMessage::ClientToolCall {
+                tool_use_id: "t".into(),
+                name: "n".into(),
+                input: json!({}),
+                timeout_ms: 15_000,
+            },
+            ServerMessage::DisplayCard {
+                tool_use_id: "t".into(),
+                card: crate::protocol::Card {
+                    title: "Recent transactions".into(),
+                    text: String::new(),
+                    fields: vec![crate::protocol::CardField { label: "Corner Cafe".into(), value: "-3.4".into() }],
+                    link: None,
+                },
             },
             ServerMessage::Handoff {
                 from: "triage".into(),

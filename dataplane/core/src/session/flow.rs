@@ -41,7 +41,35 @@ impl Session {
         effects
     }
 
-    /// Time passed: consent requests past their deadline end without running their tool.
+    /// The client answered a client tool call: exactly one of a result and an error.
+    pub(super) fn client_tool_result(
+        &mut self,
+        id: &str,
+        result: Option<serde_json::Value>,
+        error: Option<String>,
+        now: Instant,
+    ) -> Vec<Effect> {
+        let answer = match (result, error) {
+            (Some(result), None) => Ok(result),
+            (None, Some(error)) => Err(error),
+            (result, _) => {
+                let which = if result.is_some() { "both result and error" } else { "neither result nor error" };
+                return vec![Effect::Send(ServerMessage::error(
+                    ErrorCode::MalformedMessage,
+                    format!(
+                        "the client_tool_result for {id:?} has {which}; send exactly one (a null result counts as none); the call still waits"
+                    ),
+                    true,
+                ))];
+            }
+        };
+        let (calls, mut cx) = self.cx();
+        let mut effects = calls.client_answered(id, answer, &mut cx, now);
+        effects.extend(self.settle());
+        effects
+    }
+
+    /// Time passed: consent requests and client tool calls past their deadline end.
     pub(super) fn tick(&mut self, now: Instant) -> Vec<Effect> {
         let (calls, mut cx) = self.cx();
         let mut effects = calls.tick(&mut cx, now);

@@ -160,6 +160,9 @@ impl Session {
             Input::Summary { id, outcome } => self.summary_arrived(id, outcome),
             Input::ToolFinished { tool_use_id, outcome } => self.tool_finished(&tool_use_id, outcome, now),
             Input::Consent { tool_use_id, approved } => self.consent(&tool_use_id, approved, now),
+            Input::ClientToolResult { tool_use_id, result, error } => {
+                self.client_tool_result(&tool_use_id, result, error, now)
+            }
             Input::Cancel => self.cancel(now),
             Input::Dtmf { digits } => self.dtmf(&digits, now),
             Input::Tick => {
@@ -289,9 +292,14 @@ impl Session {
         self.calls.awaits_consent()
     }
 
+    /// Whether a client tool call waits for the client's answer.
+    pub fn awaits_client(&self) -> bool {
+        self.calls.awaits_client()
+    }
+
     /// The earliest moment something is due ([`Input::Tick`] then): the deadline of
-    /// the consent request that expires first, or the end of the caller's pause after
-    /// keys pressed.
+    /// the consent request or client tool call that expires first, or the end of the
+    /// caller's pause after keys pressed.
     pub fn next_deadline(&self) -> Option<Instant> {
         match (self.calls.next_deadline(), self.keys.deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -31,7 +31,12 @@ fn input() -> impl Strategy<Value = Input> {
         Just(Input::ModelFailed { code: "throttled".into(), message: "busy".into() }),
         Just(Input::ContextTooLong { message: "too long".into() }),
         id.clone().prop_map(|tool_use_id| Input::ToolFinished { tool_use_id, outcome: Ok(serde_json::json!({})) }),
-        (id, any::<bool>()).prop_map(|(tool_use_id, approved)| Input::Consent { tool_use_id, approved }),
+        (id.clone(), any::<bool>()).prop_map(|(tool_use_id, approved)| Input::Consent { tool_use_id, approved }),
+        (id, any::<bool>(), any::<bool>()).prop_map(|(tool_use_id, result, error)| Input::ClientToolResult {
+            tool_use_id,
+            result: result.then(|| serde_json::json!({})),
+            error: error.then(|| "no handler".to_owned()),
+        }),
         Just(Input::Cancel),
         Just(Input::Tick),
         "[0-9#*x]{0,4}".prop_map(|digits| Input::Dtmf { digits }),
@@ -88,4 +93,51 @@ fn states(effects: &[Effect]) -> Vec<SessionState> {
             _ => None,
         })
         .collect()
+}
+
+#[test]
+fn a_client_answer_with_neither_or_both_parts_is_refused_as_malformed() {
+    let (mut session, _) = Session::start(core("disputes"), init());
+    let now = Instant::now();
+    for (result, error) in [(None, None), (Some(serde_json::json!({})), Some("e".to_owned()))] {
+        let effects = session.handle(Input::ClientToolResult { tool_use_id: "t1".into(), result, error }, now);
+        assert!(
+            matches!(&effects[..], [Effect::Send(ServerMessage::BidiError { code, recoverable: true, .. })] if code == "malformed_message"),
+            "{effects:?}"
+        );
+    }
+    let stray = Input::ClientToolResult { tool_use_id: "t1".into(), result: Some(serde_json::json!(1)), error: None };
+    let effects = session.handle(stray, now);
+    assert!(
+        matches!(&effects[..], [Effect::Send(ServerMessage::BidiError { code, .. })] if code == "no_client_tool_pending"),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn a_voice_models_client_tool_call_goes_to_the_client_and_its_result_into_the_stream() {
+    let (mut session, _) = Session::start_voice(super::test_agents::client_core(10), init());
+    let now = Instant::now();
+    let call = ToolUse { id: "v1".into(), name: "pick_account".into(), input: serde_json::json!({}) };
+    let effects = session.handle(Input::Voice(VoiceInput::ToolUse(call)), now);
+    assert!(
+        effects.iter().any(
+            |e| matches!(e, Effect::Send(ServerMessage::ClientToolCall { tool_use_id, .. }) if tool_use_id == "v1")
+        ),
+        "{effects:?}"
+    );
+    assert!(session.awaits_client() && session.next_deadline().is_some());
+    let answer = Input::ClientToolResult {
+        tool_use_id: "v1".into(),
+        result: Some(serde_json::json!({ "account": "12345678" })),
+        error: None,
+    };
+    let effects = session.handle(answer, now);
+    let streamed = effects.iter().find_map(|e| match e {
+        Effect::Voice(crate::events::VoiceEffect::SendToolResult(result)) => Some(result.clone()),
+        _ => None,
+    });
+    let streamed = streamed.expect("the result goes into the voice stream");
+    assert_eq!((streamed.tool_use_id.as_str(), &streamed.content["account"]), ("v1", &serde_json::json!("12345678")));
+    assert!(!session.awaits_client());
 }

@@ -104,7 +104,7 @@ proptest! {
 }
 
 /// Every kind, once (a new kind fails to compile in `every_kind_is_listed`).
-const KINDS: [FailureKind; 14] = [
+const KINDS: [FailureKind; 17] = [
     FailureKind::UnknownTool,
     FailureKind::NotAllowed,
     FailureKind::InvalidInput,
@@ -119,6 +119,9 @@ const KINDS: [FailureKind; 14] = [
     FailureKind::ToolReported,
     FailureKind::RequirementUnmet,
     FailureKind::BoundInput,
+    FailureKind::ClientTimeout,
+    FailureKind::ClientBadResult,
+    FailureKind::ClientReported,
 ];
 
 #[test]
@@ -138,7 +141,10 @@ fn every_kind_is_listed() {
             | FailureKind::Cancelled
             | FailureKind::ToolReported
             | FailureKind::RequirementUnmet
-            | FailureKind::BoundInput => {}
+            | FailureKind::BoundInput
+            | FailureKind::ClientTimeout
+            | FailureKind::ClientBadResult
+            | FailureKind::ClientReported => {}
         }
     }
 }

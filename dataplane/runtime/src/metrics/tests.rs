@@ -131,3 +131,46 @@ fn messages_to_the_client_count_tools_consent_and_barge_ins_with_bounded_labels(
     }
     assert!(!out.contains("made_up_by_the_model"), "a tool name the model made up is no label value");
 }
+
+#[test]
+fn client_tool_calls_are_counted_by_outcome_and_other_tools_are_not() {
+    let metrics = Metrics::new().expect("metrics");
+    let mut spec = spec("banking");
+    let tool = serde_json::json!({ "name": "pick_account", "description": "d", "client": {} });
+    spec.tools.push(serde_json::from_value(tool).expect("a client tool"));
+    let error = |name: &str, kind: &str| ServerMessage::ToolError {
+        tool_use_id: "t1".into(),
+        name: name.into(),
+        kind: kind.into(),
+        message: "m".into(),
+        recoverable: true,
+        user_message: "u".into(),
+        suggestion: "s".into(),
+    };
+    let complete = |name: &str| ServerMessage::ToolComplete {
+        tool_use_id: "t2".into(),
+        name: name.into(),
+        result: serde_json::json!({}),
+        cached: false,
+        duration_ms: 3,
+    };
+    for message in [
+        complete("pick_account"),
+        complete("check_balance"),
+        error("pick_account", "client_timeout"),
+        error("pick_account", "client_timeout"),
+        error("pick_account", "client_bad_result"),
+        error("check_balance", "timeout"),
+    ] {
+        metrics.sent(&spec, &message);
+    }
+    let out = metrics.render();
+    for line in [
+        "switchboard_client_tool_calls_total{agent=\"banking\",outcome=\"success\",tool=\"pick_account\"} 1",
+        "switchboard_client_tool_calls_total{agent=\"banking\",outcome=\"client_timeout\",tool=\"pick_account\"} 2",
+        "switchboard_client_tool_calls_total{agent=\"banking\",outcome=\"client_bad_result\",tool=\"pick_account\"} 1",
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
+    }
+    assert!(!out.lines().any(|l| l.starts_with("switchboard_client_tool_calls_total") && l.contains("check_balance")));
+}

@@ -1,6 +1,6 @@
-//! Built-in tools: `currentTime` returns the date and time now (UTC); `endSession` is
-//! handled by the core itself (it ends the session after the reply) and only acknowledged
-//! here.
+//! Built-in tools: `currentTime` returns the date and time now (UTC); `endSession` and
+//! `showCard` are handled by the core itself (it ends the session after the reply, it sends
+//! the card) and only acknowledged here.
 
 use switchboard_crds::agent::BuiltinKind;
 
@@ -19,6 +19,8 @@ pub fn run(kind: BuiltinKind) -> Result<serde_json::Value, ToolFailure> {
             }))
         }
         BuiltinKind::EndSession => Ok(serde_json::json!({ "ending": true })),
+        // The session shows the card itself (`display_card`): acknowledged here only.
+        BuiltinKind::ShowCard => Ok(serde_json::json!({ "shown": true })),
     }
 }
 

@@ -154,12 +154,22 @@ impl Executor {
                 let kind = spec.kind;
                 Box::pin(async move { builtin::run(kind) })
             }
+            // The session asks the client for a client tool's result: it never reaches here.
+            Some(ToolTarget::Client(_)) => {
+                let name = tool.name.clone();
+                Box::pin(async move {
+                    Err(ToolFailure::new(
+                        FailureKind::Unsupported,
+                        format!("tool {name:?} runs in the client, not in the runtime"),
+                    ))
+                })
+            }
             None => {
                 let name = tool.name.clone();
                 Box::pin(async move {
                     Err(ToolFailure::new(
                         FailureKind::Unsupported,
-                        format!("tool {name:?} has no http, mcp or builtin target"),
+                        format!("tool {name:?} has no http, mcp, builtin or client target"),
                     ))
                 })
             }

@@ -328,6 +328,9 @@ impl Voice<'_> {
             // Checked and gathered by the core, which tells the model at `#` or a pause;
             // never logged here (keys may be a PIN).
             ClientMessage::BidiDtmf { digits } => Input::Dtmf { digits },
+            ClientMessage::ClientToolResult { tool_use_id, result, error } => {
+                Input::ClientToolResult { tool_use_id, result, error }
+            }
             ClientMessage::Close {} => Input::End,
             ClientMessage::BidiCancel {} => Input::Cancel,
             ClientMessage::BidiAudioPlayed { audio_played_ms } => {

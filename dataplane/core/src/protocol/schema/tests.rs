@@ -104,6 +104,7 @@ fn every_message_is_in_the_schema_with_its_docs() {
             "bidi_text_input",
             "bidi_dtmf",
             "tool_consent",
+            "client_tool_result",
             "close"
         ],
         "every client message but the gateway's identity_assertion"
@@ -136,6 +137,8 @@ const CLIENT_EXAMPLES: &[&str] = &[
     r#"{"type":"bidi_cancel"}"#,
     r#"{"type":"session_update","voice":"matthew","modalities":["audio","text"]}"#,
     r#"{"type":"tool_consent","tool_use_id":"t1","approved":true}"#,
+    r#"{"type":"client_tool_result","tool_use_id":"t4","result":{"account":"12345678"}}"#,
+    r#"{"type":"client_tool_result","tool_use_id":"t4","error":"no handler for pick_account"}"#,
     r#"{"type":"close"}"#,
 ];
 
@@ -156,6 +159,8 @@ fn broken_messages_are_not_valid() {
         r#"{"type":"bidi_text_input"}"#,
         r#"{"type":"bidi_text_input","text":3}"#,
         r#"{"type":"tool_consent","tool_use_id":"t1"}"#,
+        r#"{"type":"client_tool_result","result":{}}"#,
+        r#"{"type":"display_card","tool_use_id":"t5","card":{"text":"no title"}}"#,
         r#"{"type":"bidi_audio_played","audio_played_ms":-1}"#,
         r#"{"type":"dance"}"#,
         r#"{"text":"no type"}"#,

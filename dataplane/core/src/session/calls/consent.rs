@@ -25,12 +25,6 @@ fn patience(core: &AgentCore, call: &Call) -> Duration {
 }
 
 impl Calls {
-    /// The earliest moment something is due: the deadline of the consent request that
-    /// expires first.
-    pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.calls.iter().filter(|c| c.awaiting_consent).filter_map(|c| c.deadline).min()
-    }
-
     /// The consent request of call `index` goes out now; it expires after the tool's
     /// `consentTimeoutSeconds`. Voice: the model is asked to put the question to the caller
     /// in words (a voice model does not speak while it waits for a tool result).
@@ -129,7 +123,7 @@ impl Calls {
     }
 
     /// Time passed: consent requests past their deadline end without running their tool.
-    pub(crate) fn tick(&mut self, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
+    pub(super) fn expire_consents(&mut self, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
         let expired: Vec<usize> = (0..self.calls.len())
             .filter(|&i| self.calls[i].awaiting_consent && self.calls[i].deadline.is_some_and(|d| d <= now))
             .collect();

@@ -9,10 +9,12 @@
 //! filled from memory, see [`crate::authority`]) -> allowed here (policy, moving along the
 //! workflow when the tool belongs to a reachable step) -> input valid against the schema ->
 //! consent (a `consent: required` tool waits for the user's approval, see `consent`) ->
-//! cached result or execution -> truncation -> memory (`remember`, identity keys only from
+//! cached result, execution, or — a client tool — the client's answer (see `client`) ->
+//! truncation -> memory (`remember`, identity keys only from
 //! identity providers) -> result to the model. Every failure becomes an error result; the
 //! session goes on.
 
+mod client;
 mod consent;
 mod plan;
 
@@ -46,7 +48,10 @@ struct Call {
     name: String,
     input: serde_json::Value,
     awaiting_consent: bool,
-    /// When an unanswered consent request expires (see `consent`).
+    /// A client tool's call waits for the client's answer (see `client`).
+    awaiting_client: bool,
+    /// When an unanswered consent request, or a client's answer, is given up (see
+    /// `consent` and `client`).
     deadline: Option<Instant>,
     running: bool,
     /// When the tool started running (for `tool_complete.duration_ms`).
@@ -61,6 +66,7 @@ impl From<ToolUse> for Call {
             name: u.name,
             input: u.input,
             awaiting_consent: false,
+            awaiting_client: false,
             deadline: None,
             running: false,
             started: None,
@@ -125,16 +131,9 @@ impl Calls {
                 true,
             ))];
         };
-        let call = &mut self.calls[index];
-        call.awaiting_consent = false;
+        self.calls[index].awaiting_consent = false;
         if approved {
-            call.running = true;
-            call.started = Some(now);
-            return vec![Effect::ExecuteTool {
-                tool_use_id: call.id.clone(),
-                tool: call.name.clone(),
-                input: call.input.clone(),
-            }];
+            return self.run(index, cx, now);
         }
         let failure = ToolFailure::new(FailureKind::ConsentDeclined, "the user did not allow this tool to run");
         self.finish_call(index, Err(failure), cx, now)
@@ -149,11 +148,42 @@ impl Calls {
         for index in 0..self.calls.len() {
             if self.calls[index].result.is_none() {
                 self.calls[index].awaiting_consent = false;
+                self.calls[index].awaiting_client = false;
                 let failure =
                     ToolFailure::new(FailureKind::Cancelled, "the user cancelled this call; it did not finish");
                 effects.extend(self.finish_call(index, Err(failure), cx, now));
             }
         }
+        effects
+    }
+
+    /// Call `index` runs with its (authorised, valid) input: the adapter executes it, or —
+    /// a client tool — the client is asked for its result.
+    fn run(&mut self, index: usize, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
+        let client = cx.common.core().tool(&self.calls[index].name).and_then(|t| t.client.clone());
+        let call = &mut self.calls[index];
+        call.running = true;
+        call.started = Some(now);
+        match client {
+            Some(client) => self.ask_client(index, &client, now),
+            None => vec![Effect::ExecuteTool {
+                tool_use_id: call.id.clone(),
+                tool: call.name.clone(),
+                input: call.input.clone(),
+            }],
+        }
+    }
+
+    /// The earliest moment something is due: the deadline of the consent request or the
+    /// client's answer that expires first.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.calls.iter().filter(|c| c.awaiting_consent || c.awaiting_client).filter_map(|c| c.deadline).min()
+    }
+
+    /// Time passed: consent requests and client calls past their deadline end.
+    pub(crate) fn tick(&mut self, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
+        let mut effects = self.expire_consents(cx, now);
+        effects.extend(self.expire_client_calls(cx, now));
         effects
     }
 

@@ -11,16 +11,19 @@ use crate::agent::GOTO_TOOL;
 use crate::events::Effect;
 use crate::handoff::HandoffKind;
 use crate::model::{ToolResult, ToolResultStatus};
-use crate::protocol::ServerMessage;
+use crate::protocol::{Card, ServerMessage};
 use crate::skills::skill_data;
 use crate::tools::{self, FailureKind, ToolFailure};
 
 use super::{Calls, Cx};
 
 /// What becomes of a call; a tool to run carries the input it runs with (the model's, with
-/// the bound inputs filled in).
+/// the bound inputs filled in). A tool that runs goes to the adapter, or — a client tool —
+/// to the client.
 enum Step {
     Done(Result<serde_json::Value, ToolFailure>),
+    /// A `showCard` call: the card goes to the client, the model is told it was shown.
+    Show(Card),
     AskConsent(serde_json::Value),
     Execute(serde_json::Value),
 }
@@ -43,17 +46,18 @@ impl Calls {
         let step = self.plan_call(&name, &input, cx, now, &mut effects);
         match step {
             Step::Done(outcome) => effects.extend(self.finish_call(index, outcome, cx, now)),
+            Step::Show(card) => {
+                effects.push(Effect::Send(ServerMessage::DisplayCard { tool_use_id: id, card }));
+                effects.extend(self.finish_call(index, Ok(serde_json::json!({ "shown": true })), cx, now));
+            }
             Step::AskConsent(input) => {
                 self.calls[index].awaiting_consent = true;
                 self.calls[index].input = input;
                 effects.extend(self.ask_consent(index, cx, now));
             }
             Step::Execute(input) => {
-                let call = &mut self.calls[index];
-                call.running = true;
-                call.started = Some(now);
-                call.input = input.clone();
-                effects.push(Effect::ExecuteTool { tool_use_id: id, tool: name, input });
+                self.calls[index].input = input;
+                effects.extend(self.run(index, cx, now));
             }
         }
         effects
@@ -120,6 +124,14 @@ impl Calls {
         {
             self.ending = true;
             return Step::Done(Ok(serde_json::json!({ "ending": true })));
+        }
+        if let Some(builtin) = &tool.builtin
+            && builtin.kind == BuiltinKind::ShowCard
+        {
+            return match Card::from_input(&input) {
+                Ok(card) => Step::Show(card),
+                Err(message) => Step::Done(Err(ToolFailure::new(FailureKind::InvalidInput, message))),
+            };
         }
         let ttl = Duration::from_secs(u64::from(tool.cache_ttl_seconds));
         if tool.cache_ttl_seconds > 0
@@ -198,10 +210,15 @@ impl Calls {
                 if let Some(tool) = tool {
                     let ttl = Duration::from_secs(u64::from(tool.cache_ttl_seconds));
                     cached = !call.running && tool.cache_ttl_seconds > 0 && tool.builtin.is_none();
-                    if tool.cache_ttl_seconds > 0 && call.running {
+                    // A client's answer is not trusted: never cached, never remembered
+                    // (validation refuses such tools; this holds whatever the spec says).
+                    let trusted = tool.client.is_none();
+                    if trusted && tool.cache_ttl_seconds > 0 && call.running {
                         self.cache.put(&call.name, &call.input, value.clone(), ttl, now);
                     }
-                    effects.extend(cx.common.remember(tool, &value));
+                    if trusted {
+                        effects.extend(cx.common.remember(tool, &value));
+                    }
                     cx.common.record_tool(&call.name, true);
                     value = tools::truncate(value, tool.max_output_bytes as usize).0;
                 }
@@ -240,6 +257,7 @@ impl Calls {
             call.result = Some(ToolResult { tool_use_id: call.id.clone(), content, status });
             call.running = false;
             call.awaiting_consent = false;
+            call.awaiting_client = false;
         }
         effects
     }
