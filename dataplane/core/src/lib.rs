@@ -37,6 +37,7 @@ pub mod grant;
 pub mod handoff;
 pub mod memory;
 pub mod model;
+pub mod outbound;
 pub mod prompt;
 pub mod protocol;
 pub mod redact;
