@@ -586,3 +586,193 @@ fn keys_pressed_on_the_phone_reach_the_agent_as_the_callers_input() {
     assert_eq!(told.len(), 1, "told once, at the '#': {shown}");
     assert!(told[0].contains("The caller pressed 1 2 3 4 #"), "{shown}");
 }
+
+/// A baresip that takes calls (the callee of the edge's outbound calls) on `port`:
+/// `answermode` `auto` (answers at once, plays the phrase tone, records what it hears) or
+/// `manual` (rings until the caller gives up); `max_calls` calls at once (past it: 486 Max
+/// Calls). It hangs up when told to stop ([`Callee::hang_up`]).
+struct Callee {
+    phone: Phone,
+    port: u16,
+}
+
+/// A port for a baresip: it and the next free over UDP and TCP.
+fn free_phone_port() -> u16 {
+    loop {
+        let port = free_udp_range(2).0;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
+        {
+            return port;
+        }
+    }
+}
+
+impl Callee {
+    fn listen(stack: &Stack, name: &str, answermode: &str, max_calls: u32, port: u16) -> Self {
+        let dir = stack.dir.join(name);
+        std::fs::create_dir_all(dir.join("snd")).expect("a folder");
+        // Half a second of silence, the phrase tone (500 Hz, 1.5 s), then silence.
+        let status = Command::new(stack.tools.join("sox"))
+            .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
+            .arg(dir.join("say.wav"))
+            .args(["synth", "1.5", "sine", "500", "vol", "0.5", "pad", "0.5", "60"])
+            .status()
+            .expect("sox runs");
+        assert!(status.success(), "sox made the callee's WAV");
+        let d = dir.display();
+        let config = format!(
+            "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
+             module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
+             audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
+             snd_path {d}/snd\ncall_max_calls {max_calls}\n"
+        );
+        std::fs::write(dir.join("config"), config).expect("config");
+        let account =
+            format!("<sip:callee@127.0.0.1:{port};transport=udp>;regint=0;answermode={answermode};audio_codecs=PCMU\n");
+        std::fs::write(dir.join("accounts"), account).expect("accounts");
+        let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
+        let child = Command::new(stack.tools.join("baresip"))
+            .arg("-f")
+            .arg(&dir)
+            .args(["-t", "180"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("baresip starts");
+        let phone = Phone { dir, child };
+        wait_for(
+            "the callee listens",
+            Duration::from_secs(10),
+            || phone.log().contains("baresip is ready"),
+            || phone.log(),
+        );
+        Self { phone, port }
+    }
+
+    fn uri(&self) -> String {
+        format!("sip:callee@127.0.0.1:{}", self.port)
+    }
+
+    /// Stops baresip as a person hangs up: SIGTERM, it sends BYE and closes its recordings.
+    fn hang_up(&self) {
+        let status = Command::new("kill").args(["-TERM", &self.phone.child.id().to_string()]).status().expect("kill");
+        assert!(status.success(), "SIGTERM to the callee");
+    }
+}
+
+fn gateway_url(stack: &Stack) -> String {
+    stack
+        .local
+        .log_text()
+        .lines()
+        .find_map(|l| l.split_once("Chat with: switchboard chat ").map(|(_, url)| url.trim().to_owned()))
+        .expect("local mode prints its session URL")
+}
+
+/// `switchboard call` against the stack's gateway, on a thread: its exit status and what it
+/// printed.
+fn call(stack: &Stack, to: &str, vars: &[&str]) -> std::thread::JoinHandle<(bool, String)> {
+    let mut command = Command::new(&stack.binary);
+    command.args(["call", to, "--agent", "triage", "--gateway", &gateway_url(stack), "--follow-seconds", "120"]);
+    for var in vars {
+        command.args(["--var", var]);
+    }
+    std::thread::spawn(move || {
+        let out = command.output().expect("switchboard call runs");
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    })
+}
+
+/// The gateway's `/metrics` (local mode serves them to this machine).
+fn metrics(stack: &Stack) -> String {
+    use std::io::{Read, Write};
+    let url = gateway_url(stack);
+    let authority = url.trim_start_matches("ws://").split('/').next().expect("host:port").to_owned();
+    let mut stream = std::net::TcpStream::connect(&authority).expect("the gateway");
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").expect("request");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("metrics");
+    text
+}
+
+fn outbound_stack(name: &str, port: u16, ring_seconds: &str) -> Stack {
+    let trunk = format!("sip:127.0.0.1:{port}");
+    let stack = stack_with(
+        name,
+        &["--outbound-trunk", &trunk, "--caller-id", "+4930123456", "--ring-timeout-seconds", ring_seconds],
+    );
+    wait_for(
+        "the edge takes outbound calls",
+        Duration::from_secs(20),
+        || stack.edge.log_text().contains("taking outbound calls from the gateway"),
+        || stack.edge.log_text(),
+    );
+    stack
+}
+
+#[test]
+fn an_outbound_call_is_answered_by_a_phone_that_hears_the_agent() {
+    let port = free_phone_port();
+    let stack = outbound_stack("outbound", port, "20");
+    let callee = Callee::listen(&stack, "callee", "auto", 4, port);
+    let placed = call(&stack, &callee.uri(), &["customer=Ada", "reason=card_blocked"]);
+    let context = || format!("--- edge ---\n{}\n--- callee ---\n{}", stack.edge.log_text(), callee.phone.log());
+    wait_for(
+        "the call is answered",
+        Duration::from_secs(40),
+        || stack.edge.log_text().contains("outbound call answered"),
+        context,
+    );
+    // The callee says its phrase and hears the agent's reply; then it hangs up.
+    std::thread::sleep(Duration::from_secs(12));
+    callee.hang_up();
+    let (ok, printed) = placed.join().expect("switchboard call");
+    assert!(ok, "the call was answered: {printed}\n{}", context());
+    assert!(printed.contains("answered (SIP 200) session gw-"), "{printed}\n{}", context());
+    assert!(printed.contains("completed"), "{printed}\n{}", context());
+    callee.phone.wait_over(Duration::from_secs(10));
+    let (_, windows) = callee.phone.heard(&stack.tools.join("sox"));
+    let voiced = windows.iter().filter(|rms| **rms > 0.02).count();
+    assert!(voiced >= 4, "the callee heard the agent: {voiced} voiced windows: {windows:?}\n{}", context());
+    // One session with triage in the record, in which the agent heard the callee's tone.
+    let list: serde_json::Value = serde_json::from_str(&sessions(&stack, &["list", "--json"])).expect("JSON");
+    let list = list.as_array().expect("a list");
+    assert_eq!(list.len(), 1, "one session for the answered call: {list:?}");
+    assert_eq!(list[0]["first_agent"], "default/triage");
+    let shown = sessions(&stack, &["show", list[0]["id"].as_str().expect("an id")]);
+    assert!(shown.contains("phrase 1"), "the agent heard the callee: {shown}");
+    let metrics = metrics(&stack);
+    assert!(metrics.contains("switchboard_gateway_outbound_calls_total{outcome=\"completed\"} 1"), "{metrics}");
+}
+
+#[test]
+fn an_outbound_call_nobody_answers_is_no_answer_and_one_to_a_busy_phone_is_busy() {
+    let port = free_phone_port();
+    let stack = outbound_stack("busy", port, "8");
+    // Rings and never answers; one call at a time, so a second call meanwhile is refused 486.
+    let callee = Callee::listen(&stack, "callee", "manual", 1, port);
+    let uri = callee.uri();
+    let ringing = call(&stack, &uri, &[]);
+    let context = || format!("--- edge ---\n{}\n--- callee ---\n{}", stack.edge.log_text(), callee.phone.log());
+    wait_for("the callee rings", Duration::from_secs(15), || callee.phone.log().contains("Incoming call"), context);
+    let (ok, busy) = call(&stack, &uri, &[]).join().expect("the second call");
+    assert!(!ok, "a busy call is not answered: {busy}");
+    assert!(busy.contains("busy (SIP 486)"), "{busy}\n{}", context());
+    let (ok, unanswered) = ringing.join().expect("the first call");
+    assert!(!ok, "{unanswered}");
+    assert!(unanswered.contains("ringing (SIP 180)"), "{unanswered}\n{}", context());
+    assert!(unanswered.contains("no_answer"), "{unanswered}\n{}", context());
+    let metrics = metrics(&stack);
+    assert!(metrics.contains("switchboard_gateway_outbound_calls_total{outcome=\"busy\"} 1"), "{metrics}");
+    assert!(metrics.contains("switchboard_gateway_outbound_calls_total{outcome=\"no_answer\"} 1"), "{metrics}");
+    // Bad input is refused before anything is dialled.
+    let (ok, refused) = call(&stack, "0800 123", &[]).join().expect("a bad call");
+    assert!(!ok && refused.contains("400") && refused.contains("E.164"), "{refused}");
+    let list: serde_json::Value = serde_json::from_str(&sessions(&stack, &["list", "--json"])).expect("JSON");
+    assert_eq!(list.as_array().expect("a list").len(), 0, "no session for calls nobody answered");
+}

@@ -39,6 +39,7 @@ pub mod handoff;
 pub mod language;
 pub mod memory;
 pub mod model;
+pub mod outbound;
 pub mod prompt;
 pub mod protocol;
 pub mod redact;

@@ -27,10 +27,12 @@ use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
 use switchboard_core::protocol::{ErrorCode, close_code};
 
+mod calls;
 mod jwt;
 pub mod keys;
 mod records;
 mod scope;
+pub use calls::CallAccess;
 pub use jwt::{DEFAULT_CANDIDATES_SCOPE, DEFAULT_RECORDS_SCOPE, JwksError, Jwt, Verified};
 pub use keys::KeysFileError;
 pub use records::ReadRefusal;

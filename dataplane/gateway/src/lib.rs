@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod balancer;
 pub mod budget;
+pub mod calls;
 pub mod capacity;
 pub mod channels;
 pub mod directory;
@@ -89,6 +90,8 @@ pub struct GatewayConfig {
     pub http: switchboard_serve::Limits,
     /// The model quota shared across gateways and tenants ([`capacity`]).
     pub capacity: capacity::CapacityConfig,
+    /// The bounds on outbound calls ([`calls`]).
+    pub calls: calls::CallsConfig,
 }
 
 /// Connections a gateway takes beyond its session limit by default: clients told why they
@@ -127,6 +130,7 @@ impl Default for GatewayConfig {
                 ..switchboard_serve::Limits::default()
             },
             capacity: capacity::CapacityConfig::default(),
+            calls: calls::CallsConfig::default(),
         }
     }
 }
@@ -176,6 +180,8 @@ pub struct Gateway {
     pub record: Option<Arc<record::Recorder>>,
     /// Slots of the model quota ([`capacity`]).
     pub capacity: Arc<capacity::Capacity>,
+    /// Outbound calls placed through SIP edges ([`calls`]).
+    pub calls: calls::Calls,
 }
 
 impl Gateway {
@@ -218,7 +224,10 @@ impl Gateway {
             None => budget,
         };
         let capacity = capacity::Capacity::new(config.capacity.clone())?;
+        let metrics = Metrics::new()?;
+        let calls = calls::Calls::new(config.calls, metrics.outbound_calls.clone());
         Ok(Self {
+            calls,
             capacity,
             budget,
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
@@ -229,7 +238,7 @@ impl Gateway {
             auth,
             store,
             attached: Mutex::default(),
-            metrics: Metrics::new()?,
+            metrics,
             draining: CancellationToken::new(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),

@@ -31,6 +31,8 @@ pub struct Metrics {
     pub memory_budget: IntGauge,
     /// Ready runtime pods of every routed Agent, as this gateway sees them (set at scrape).
     pub agent_ready_pods: GaugeVec,
+    /// Outbound calls ended, by outcome.
+    pub outbound_calls: CounterVec,
 }
 
 impl Metrics {
@@ -94,7 +96,13 @@ impl Metrics {
             &["agent"],
         )?;
         registry.register(Box::new(agent_ready_pods.clone()))?;
+        let outbound_calls = counter(
+            "switchboard_gateway_outbound_calls_total",
+            "Outbound calls (POST /v1/calls) ended, by outcome: completed, busy, no_answer, failed.",
+            &["outcome"],
+        )?;
         Ok(Self {
+            outbound_calls,
             registry,
             live,
             routed,

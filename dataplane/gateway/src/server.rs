@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
+use switchboard_core::outbound;
 use switchboard_core::protocol::{ErrorCode, ServerMessage, close_code};
 use switchboard_crds::contract;
 use switchboard_serve::frames::{self, Upgrade};
@@ -73,6 +74,9 @@ fn app(gateway: Arc<Gateway>, more_metrics: Option<MoreMetrics>) -> Router {
         .route(contract::HEALTH_PATH, get(|| async { "ok" }))
         .route(contract::READY_PATH, get(readyz))
         .route(contract::METRICS_PATH, get(metrics))
+        .route(outbound::CALLS_PATH, axum::routing::post(crate::calls::api::place))
+        .route(outbound::EDGE_PATH, get(crate::calls::api::edge))
+        .route(&format!("{}/{{id}}", outbound::CALLS_PATH), get(crate::calls::api::show))
         .route(RECORD_PATH, get(crate::record::api::list))
         .route(&format!("{RECORD_PATH}/{{id}}"), get(crate::record::api::show))
         .with_state(gateway)
@@ -95,6 +99,28 @@ async fn session(
     // Session slots and keys are checked before the upgrade; the refusal is told over the
     // socket, with its close code, so a client sees why.
     let (permit, admitted) = admit(&gateway, &headers, query.access_token.as_deref());
+    // An answered outbound call's session: its SIP edge presents the call's one-time ticket
+    // (told to no one else), and the session starts with the call in its memory. A ticket
+    // that opens nothing is refused like client-set context.
+    let call = match (&admitted, headers.get(outbound::TICKET_HEADER)) {
+        (Ok(_), Some(ticket)) => match ticket.to_str().ok().and_then(|t| gateway.calls.redeem(t)) {
+            Some(call) => Some(Ok(call)),
+            None => Some(Err(())),
+        },
+        _ => None,
+    };
+    let admitted = match (admitted, &call) {
+        (Ok(_), Some(Err(()))) => Err(Refusal {
+            code: close_code::BAD_START,
+            message: format!(
+                "the {} header names no outbound call under way (its ticket is used once, by the SIP edge that                  placed the call)",
+                outbound::TICKET_HEADER
+            ),
+            reason: ErrorCode::ContextRefused,
+        }),
+        (admitted, _) => admitted,
+    };
+    let call = call.and_then(Result::ok);
     let tracker = gateway.tracker.clone();
     let limits = frames::Limits { max_message: limit, max_frame: limit };
     upgrade.on_upgrade(limits, move |mut socket| async move {
@@ -114,7 +140,7 @@ async fn session(
             }
         };
         let socket = socket.map_io(ClientIo::Socket);
-        tracker.track_future(crate::session::serve(socket, gateway, query.agent, admission)).await;
+        tracker.track_future(crate::session::serve_call(socket, gateway, query.agent, admission, call)).await;
         drop(permit);
     })
 }

@@ -180,6 +180,7 @@ fn run(calls: usize, seconds: u64) {
                 rate: RateConfig { per_second: 1e6, burst: 1e6, ..RateConfig::default() },
                 media: MediaSettings::default(),
                 trunks: Default::default(),
+                outbound: None,
             };
             let edge = Edge::bind(config).await.expect("edge");
             ready_tx.send((edge.local_addr(), tid)).expect("ready");

@@ -103,7 +103,7 @@ pub(crate) fn agent_of(incoming: &Incoming) -> Result<String, String> {
     Ok(user.to_owned())
 }
 
-fn law(codec: Codec) -> Law {
+pub(crate) fn law(codec: Codec) -> Law {
     match codec {
         Codec::Pcmu => Law::Ulaw,
         Codec::Pcma => Law::Alaw,
@@ -118,7 +118,7 @@ fn convert(from: Law, to: Law, audio: &[u8]) -> Vec<u8> {
 
 /// Why the relay stopped.
 #[derive(Debug)]
-enum End {
+pub(crate) enum End {
     Caller(EndReason),
     Session(String),
     MediaTimeout,
@@ -127,7 +127,7 @@ enum End {
 
 impl End {
     /// Who ended the call and why, for the log.
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Self::Caller(reason) => format!("the phone side: {reason:?}"),
             Self::Session(why) => format!("the session ended ({why})"),
@@ -177,7 +177,9 @@ impl Call {
         let _ = self.commands.send(Command::Admit { call_id: self.call_id.clone(), admission }).await;
     }
 
-    async fn relay(&mut self, session: Session, session_law: Law) -> End {
+    /// Relays media between the call and its open session until either ends (an outbound
+    /// call's task too, once answered: [`crate::outbound`]).
+    pub(crate) async fn relay(&mut self, session: Session, session_law: Law) -> End {
         let (sink, mut stream) = session.socket.split();
         let (to_gateway, outgoing) = mpsc::channel::<Message>(self.settings.gateway_queue);
         let writer = tokio::spawn(write(sink, outgoing));

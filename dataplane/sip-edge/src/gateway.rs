@@ -143,20 +143,43 @@ pub fn session_start(agent: &str, law: Law) -> SessionStart {
 
 /// Opens the call's session (see the module docs), within `config.open_timeout`.
 pub async fn open(config: &GatewayConfig, agent: &str, law: Law) -> Result<Session, Refused> {
+    open_for(config, agent, law, None).await
+}
+
+/// [`open`] for an answered outbound call: `ticket` (the gateway's, from
+/// [`ToEdge::Place`](switchboard_core::outbound::ToEdge)) goes in the
+/// [`TICKET_HEADER`](switchboard_core::outbound::TICKET_HEADER) header, and the session
+/// starts with the call's context in its memory.
+pub async fn open_call(config: &GatewayConfig, agent: &str, law: Law, ticket: &str) -> Result<Session, Refused> {
+    open_for(config, agent, law, Some(ticket)).await
+}
+
+async fn open_for(config: &GatewayConfig, agent: &str, law: Law, ticket: Option<&str>) -> Result<Session, Refused> {
     let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
-    match tokio::time::timeout(config.open_timeout, open_now(config, agent, law)).await {
+    match tokio::time::timeout(config.open_timeout, open_now(config, agent, law, ticket)).await {
         Ok(result) => result,
         Err(_) => Err(unreachable(format!("no answer within {:?}", config.open_timeout))),
     }
 }
 
-async fn open_now(config: &GatewayConfig, agent: &str, law: Law) -> Result<Session, Refused> {
-    let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
-    let mut request = config.url.as_str().into_client_request().map_err(|e| unreachable(e.to_string()))?;
-    if let Some(key) = &config.api_key {
+/// The request of a WebSocket to `url` with the edge's API key.
+pub(crate) fn request(url: &str, api_key: Option<&str>) -> Result<tungstenite::handshake::client::Request, String> {
+    let mut request = url.into_client_request().map_err(|e| e.to_string())?;
+    if let Some(key) = api_key {
         let value = HeaderValue::from_str(&format!("Bearer {key}"))
-            .map_err(|_| unreachable("the API key holds characters a header cannot".into()))?;
+            .map_err(|_| "the API key holds characters a header cannot".to_owned())?;
         request.headers_mut().insert("authorization", value);
+    }
+    Ok(request)
+}
+
+async fn open_now(config: &GatewayConfig, agent: &str, law: Law, ticket: Option<&str>) -> Result<Session, Refused> {
+    let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
+    let mut request = request(&config.url, config.api_key.as_deref()).map_err(unreachable)?;
+    if let Some(ticket) = ticket {
+        let value =
+            HeaderValue::from_str(ticket).map_err(|_| unreachable("the call's ticket is not a header".into()))?;
+        request.headers_mut().insert(switchboard_core::outbound::TICKET_HEADER, value);
     }
     let limits = WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE)).max_frame_size(Some(MAX_MESSAGE));
     let (mut socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(limits), true)

@@ -39,11 +39,20 @@
 //! Keys pressed ([`keys`]): each RFC 4733 telephone event (once per press) and SIP INFO
 //! digit goes to the gateway as one `bidi_dtmf`; the agent's core tells the model.
 //!
-//! Not here yet: TLS, the caller's number in the session context, transfers, outbound calls, and metrics.
+//! Outbound calls ([`EdgeConfig::outbound`], [`outbound`]): the edge holds a dispatch
+//! connection to the gateway ([`dispatch`], `/v1/calls/edge`) that brings the calls
+//! `POST /v1/calls` placed; it places each through the outbound trunk and reports its
+//! progress (dialing, ringing, answered, completed, busy, no answer, failed); an answered
+//! call opens its session with the call's ticket and is relayed as an inbound one.
+//!
+//! Not here yet: TLS, the caller's number in the session context, transfers,
+//! answering-machine detection, and metrics.
 
 pub mod call;
+pub mod dispatch;
 pub mod gateway;
 mod keys;
+pub mod outbound;
 pub mod ports;
 mod signalling;
 pub mod tcp;
@@ -59,6 +68,7 @@ use tokio_util::task::TaskTracker;
 
 pub use call::MediaSettings;
 pub use gateway::GatewayConfig;
+pub use outbound::Outbound;
 pub use switchboard_sip::endpoint::rate::RateConfig;
 pub use switchboard_sip::trunk;
 use switchboard_sip::trunk::Trunks;
@@ -92,6 +102,9 @@ pub struct EdgeConfig {
     pub media: MediaSettings,
     /// Who may call (none configured: anyone, untrusted).
     pub trunks: Trunks,
+    /// Where the calls the gateway asks for are placed; `None`: the edge places no calls
+    /// (and holds no dispatch connection).
+    pub outbound: Option<Outbound>,
 }
 
 /// Why the edge cannot start.
@@ -116,13 +129,24 @@ pub enum EdgeError {
 pub struct Edge {
     signalling: signalling::Signalling,
     local: SocketAddr,
+    /// The dispatch task's parts, when the edge places calls.
+    dispatch: Option<Dispatch>,
+}
+
+#[derive(Debug)]
+struct Dispatch {
+    outbound: Outbound,
+    placements: tokio::sync::mpsc::Sender<outbound::Placement>,
+    reports: tokio::sync::mpsc::Receiver<switchboard_core::outbound::FromEdge>,
+    report_tx: tokio::sync::mpsc::Sender<switchboard_core::outbound::FromEdge>,
 }
 
 impl Edge {
     /// Binds the SIP socket and prepares the port range (the RTP sockets bind on the
     /// listen address, per call).
     pub async fn bind(config: EdgeConfig) -> Result<Self, EdgeError> {
-        let EdgeConfig { listen, tcp, advertise, rtp_ports, gateway, max_calls, rate, media, trunks } = config;
+        let EdgeConfig { listen, tcp, advertise, rtp_ports, gateway, max_calls, rate, media, trunks, outbound } =
+            config;
         let socket = UdpSocket::bind(listen).await.map_err(|source| EdgeError::Bind { address: listen, source })?;
         let local = socket.local_addr().map_err(|source| EdgeError::Bind { address: listen, source })?;
         // TCP on the same port as UDP (the one chosen, when the port asked for was 0).
@@ -136,7 +160,21 @@ impl Edge {
         let ports = ports::Ports::new(listen.ip(), rtp_ports)?;
         let endpoint_config = EndpointConfig { max_calls, rate, ..EndpointConfig::default() };
         let endpoint = Endpoint::new(endpoint_config).with_trunks(trunks);
+        let (dispatch, placing) = match outbound {
+            Some(outbound) => {
+                let (placements, placement_rx) = tokio::sync::mpsc::channel(64);
+                let (report_tx, reports) = tokio::sync::mpsc::channel(1024);
+                let placing = signalling::Placing {
+                    placements: placement_rx,
+                    reports: report_tx.clone(),
+                    outbound: outbound.clone(),
+                };
+                (Some(Dispatch { outbound, placements, reports, report_tx }), Some(placing))
+            }
+            None => (None, None),
+        };
         let signalling = signalling::Signalling {
+            placing,
             socket,
             tcp,
             limits: endpoint_config.limits,
@@ -148,7 +186,7 @@ impl Edge {
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),
         };
-        Ok(Self { signalling, local })
+        Ok(Self { signalling, local, dispatch })
     }
 
     /// The bound SIP address.
@@ -161,6 +199,10 @@ impl Edge {
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         let token = self.signalling.shutdown.clone();
         let tasks = self.signalling.tasks.clone();
+        if let Some(Dispatch { outbound, placements, reports, report_tx }) = self.dispatch {
+            let gateway = Arc::clone(&self.signalling.gateway);
+            tasks.spawn(dispatch::run(gateway, outbound, placements, reports, report_tx, token.clone()));
+        }
         let mut signalling = tokio::spawn(self.signalling.run());
         tokio::select! {
             () = shutdown => {

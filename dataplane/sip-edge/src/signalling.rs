@@ -13,10 +13,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
-use switchboard_sip::call::{CallConfig, CallEvent, Timers, Transport};
+use switchboard_sip::call::{CallConfig, CallEvent, Callee, ClientAuth, Timers, Transport};
 use switchboard_sip::endpoint::{Endpoint, Output, Source};
 use switchboard_sip::sdp::{Codec, LocalMedia};
 use switchboard_sip::sip::Limits;
+use switchboard_sip::trunk::outbound::Destination;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -24,8 +25,10 @@ use tokio_util::task::TaskTracker;
 
 use crate::call::{Call, Command, MediaSettings};
 use crate::gateway::GatewayConfig;
+use crate::outbound::{Outbound, PlacedCall, Placement};
 use crate::ports::{PortPair, Ports};
 use crate::tcp::{Connections, FromConnection};
+use switchboard_core::outbound::{CallState, FromEdge};
 
 /// Events queued for one call's task at most; past it the call is hung up (its task is
 /// stuck, and the endpoint must not wait for it).
@@ -38,6 +41,8 @@ const TELEPHONE_EVENT: u8 = 101;
 /// What the SIP task works with.
 #[derive(Debug)]
 pub(crate) struct Signalling {
+    /// Placing the calls the gateway asks for, when the edge places calls.
+    pub placing: Option<Placing>,
     pub socket: UdpSocket,
     /// SIP over TCP on the same address, when listening.
     pub tcp: Option<TcpListener>,
@@ -50,6 +55,15 @@ pub(crate) struct Signalling {
     pub settings: Arc<MediaSettings>,
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
+}
+
+/// What placing calls takes: the calls to place (from [`crate::dispatch`]), where their
+/// reports go, and the outbound trunk.
+#[derive(Debug)]
+pub(crate) struct Placing {
+    pub placements: mpsc::Receiver<Placement>,
+    pub reports: mpsc::Sender<FromEdge>,
+    pub outbound: Outbound,
 }
 
 /// A call in progress, as the SIP task sees it.
@@ -102,6 +116,9 @@ impl Signalling {
                     }
                     FromConnection::Closed(peer) => connections.closed(peer),
                 },
+                Some(placement) = next_placement(self.placing.as_mut()), if draining.is_none() => {
+                    self.place(placement, local, &mut calls, &commands_tx);
+                }
                 Some(command) = commands.recv() => match command {
                     Command::Admit { call_id, admission } => self.endpoint.admit(Instant::now(), &call_id, admission),
                     Command::HangUp { call_id } => self.endpoint.hang_up(Instant::now(), &call_id),
@@ -189,6 +206,71 @@ impl Signalling {
         // An INVITE that was refused before its task started (a 488 for its codecs, a 400)
         // gives its port pair back.
         fresh.take();
+    }
+}
+
+impl Signalling {
+    /// Places a call the gateway asked for: a port pair, the INVITE through the trunk, and
+    /// the call's task; or the report of why not.
+    fn place(
+        &mut self,
+        placement: Placement,
+        local: SocketAddr,
+        calls: &mut HashMap<String, Live>,
+        commands: &mpsc::Sender<Command>,
+    ) {
+        let Some(placing) = &self.placing else { return };
+        let failed = |why: &str, status| {
+            crate::outbound::report(&placing.reports, &placement.id, CallState::Failed, status, Some(why.to_owned()));
+        };
+        let Ok(to) = Destination::parse(&placement.to) else {
+            return failed("not a number or SIP URI to call", None);
+        };
+        let Some(ports) = self.ports.take() else {
+            return failed("no RTP port pair is free on the SIP edge", Some(503));
+        };
+        let trunk = &placing.outbound.trunk;
+        let config = call_config(local, self.advertise, ports.port);
+        let call_id = format!("{}@switchboard", uuid::Uuid::new_v4().simple());
+        let auth = trunk.credentials.as_ref().map(|c| ClientAuth {
+            username: c.username.clone(),
+            password: c.password.clone(),
+            cnonce: uuid::Uuid::new_v4().simple().to_string(),
+        });
+        let callee = Callee {
+            call_id: call_id.clone(),
+            uri: trunk.request_uri(&to),
+            from: trunk.from_uri(local),
+            peer: placement.peer,
+            transport: Transport::Udp,
+            ring_timeout: placing.outbound.ring_timeout,
+            auth,
+        };
+        if let Err(error) = self.endpoint.place(Instant::now(), config, callee) {
+            return failed(&error.to_string(), Some(503));
+        }
+        tracing::info!(call = %placement.id, sip_call = %call_id, to = %placement.to, "placing an outbound call");
+        let (events, receiver) = mpsc::channel(CALL_QUEUE);
+        calls.insert(call_id.clone(), Live { events });
+        let task = PlacedCall {
+            placement,
+            call_id,
+            ports,
+            gateway: Arc::clone(&self.gateway),
+            settings: Arc::clone(&self.settings),
+            events: receiver,
+            commands: commands.clone(),
+            reports: placing.reports.clone(),
+            shutdown: self.shutdown.clone(),
+        };
+        self.tasks.spawn(task.run());
+    }
+}
+
+async fn next_placement(placing: Option<&mut Placing>) -> Option<Placement> {
+    match placing {
+        Some(placing) => placing.placements.recv().await,
+        None => std::future::pending().await,
     }
 }
 

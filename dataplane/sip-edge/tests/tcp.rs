@@ -28,6 +28,7 @@ async fn edge() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::J
         rate: RateConfig::default(),
         media: MediaSettings::default(),
         trunks: Default::default(),
+        outbound: None,
     };
     let edge = Edge::bind(config).await.expect("the edge binds");
     let addr = edge.local_addr();

@@ -83,6 +83,18 @@ pub struct GatewayArgs {
     #[arg(long, env = "SWITCHBOARD_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
 
+    /// Outbound calls (`POST /v1/calls`) under way at once on this replica; more are
+    /// answered 429.
+    #[arg(long, env = "SWITCHBOARD_MAX_OUTBOUND_CALLS", default_value_t = 50,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_outbound_calls: u64,
+
+    /// Outbound calls one API key may place a minute (bursts of as many); more are
+    /// answered 429.
+    #[arg(long, env = "SWITCHBOARD_OUTBOUND_CALLS_PER_MINUTE", default_value_t = 30,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    outbound_calls_per_minute: u32,
+
     /// Seconds a connection has to send a whole HTTP request head, from its start or from
     /// its previous response (so also how long an idle keep-alive connection stays open);
     /// slower ones are closed.
@@ -337,6 +349,8 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         turn,
         record,
         capacity,
+        max_outbound_calls,
+        outbound_calls_per_minute,
     } = args;
     anyhow::ensure!(webrtc_advertise.is_none() || webrtc_udp.is_some(), "--webrtc-advertise needs --webrtc-udp");
     anyhow::ensure!(webrtc_max_calls > 0, "--webrtc-max-calls must be above 0");
@@ -485,6 +499,10 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|| default_max_connections(max_sessions, budget::container_memory_limit())),
         },
         capacity,
+        calls: switchboard_gateway::calls::CallsConfig {
+            max_live: usize::try_from(max_outbound_calls).unwrap_or(usize::MAX),
+            per_minute: outbound_calls_per_minute,
+        },
         ..GatewayConfig::default()
     };
     match config.memory_budget {

@@ -1,6 +1,7 @@
 //! The command line: global options, the subcommands (one module each), logging setup
 //! and shutdown signals shared by the long-running subcommands.
 
+mod call;
 mod callers;
 mod capacity;
 mod chat;
@@ -91,6 +92,9 @@ pub enum Command {
     /// The SIP edge: phones and trunks call `sip:<agent>@host`, each call one session at
     /// the gateway.
     Sip(Box<sip::SipArgs>),
+    /// Place an outbound call through a gateway and its SIP edge (`POST /v1/calls`), and
+    /// print its progress until it is over.
+    Call(Box<call::CallArgs>),
     /// Load-test a gateway: simulated voice or text callers play scenario files at an
     /// arrival rate; reports time to first audio and token, handoff gaps, sessions
     /// completed, errors by code and capacity refusals; exits non-zero when a session did
@@ -114,6 +118,7 @@ impl Command {
             Self::Sessions(args) => sessions::run(args).await,
             Self::Callers(args) => callers::run(args).await,
             Self::Sip(args) => sip::run(*args).await,
+            Self::Call(args) => call::run(*args).await,
             Self::Load(args) => load::run(*args).await,
         }
     }
@@ -122,7 +127,7 @@ impl Command {
     /// given: `test` prints a report on stdout, so only warnings are logged.
     pub fn default_log(&self) -> Option<&'static str> {
         match self {
-            Self::Test(_) | Self::Load(_) | Self::Sessions(_) | Self::Callers(_) => Some("warn"),
+            Self::Test(_) | Self::Load(_) | Self::Sessions(_) | Self::Callers(_) | Self::Call(_) => Some("warn"),
             _ => None,
         }
     }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use switchboard_sip_edge::trunk::digest::Algorithm;
+use switchboard_sip_edge::trunk::outbound::OutboundTrunk;
 use switchboard_sip_edge::trunk::{Cidr, Credentials, Trunk, Trunks};
 use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, RateConfig};
 
@@ -94,6 +95,62 @@ pub struct SipArgs {
     /// The realm named in digest challenges.
     #[arg(long, env = "SWITCHBOARD_SIP_REALM", default_value = "switchboard")]
     realm: String,
+
+    /// Where outbound calls go (`POST /v1/calls` at the gateway, `switchboard call`): the
+    /// trunk's SIP URI, `sip:HOST[:PORT]` (UDP). With it the edge holds a dispatch
+    /// connection to the gateway (`/v1/calls/edge`; its API key needs `calls=edge`) and
+    /// places the calls it is given; without it the edge places none.
+    #[arg(long, env = "SWITCHBOARD_SIP_OUTBOUND_TRUNK", value_name = "SIP URI")]
+    outbound_trunk: Option<String>,
+
+    /// The outbound trunk's digest credentials for its 401/407 challenges: a folder with the
+    /// files `username` and `password` (a Kubernetes Secret mounted as a folder).
+    #[arg(long, env = "SWITCHBOARD_SIP_OUTBOUND_CREDENTIALS", value_name = "DIR", requires = "outbound_trunk")]
+    outbound_credentials: Option<PathBuf>,
+
+    /// The number (E.164) or SIP user outbound calls come from (the From header); needed
+    /// with --outbound-trunk.
+    #[arg(long, env = "SWITCHBOARD_SIP_CALLER_ID", requires = "outbound_trunk")]
+    caller_id: Option<String>,
+
+    /// Seconds an outbound call may ring before it is cancelled (outcome `no_answer`).
+    #[arg(long, env = "SWITCHBOARD_SIP_RING_TIMEOUT_SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    ring_timeout_seconds: u64,
+}
+
+/// The outbound trunk the flags describe, its credentials read from their folder.
+fn outbound(
+    trunk: Option<&str>,
+    credentials: Option<&std::path::Path>,
+    caller_id: Option<&str>,
+    ring_timeout: Duration,
+) -> anyhow::Result<Option<switchboard_sip_edge::Outbound>> {
+    let Some(uri) = trunk else { return Ok(None) };
+    let Some(caller_id) = caller_id else {
+        bail!("--outbound-trunk needs --caller-id: the number (E.164) or SIP user outbound calls come from")
+    };
+    let credentials = match credentials {
+        Some(dir) => Some(read_credentials("the outbound trunk", dir)?),
+        None => None,
+    };
+    let trunk = OutboundTrunk::new(uri, caller_id, credentials)?;
+    Ok(Some(switchboard_sip_edge::Outbound { trunk, ring_timeout }))
+}
+
+/// The `username` and `password` files of `dir`, each one line of 1-256 bytes.
+fn read_credentials(whose: &str, dir: &std::path::Path) -> anyhow::Result<Credentials> {
+    let read = |file: &str| -> anyhow::Result<String> {
+        let path = dir.join(file);
+        let text =
+            std::fs::read_to_string(&path).with_context(|| format!("{whose}: cannot read {}", path.display()))?;
+        let value = text.trim_end_matches(['\n', '\r']).to_owned();
+        if value.is_empty() || value.len() > 256 {
+            bail!("{whose}: {} is empty or longer than 256 bytes", path.display());
+        }
+        Ok(value)
+    };
+    Ok(Credentials { username: read("username")?, password: read("password")? })
 }
 
 /// The trunks `--trunk` and `--trunk-credentials` describe, credentials read from their
@@ -115,17 +172,7 @@ fn trunks(sources: &[String], credentials: &[String]) -> anyhow::Result<Vec<Trun
     }
     for spec in credentials {
         let Some((name, dir)) = spec.split_once('=') else { bail!("--trunk-credentials {spec:?} is not NAME=DIR") };
-        let read = |file: &str| -> anyhow::Result<String> {
-            let path = std::path::Path::new(dir.trim()).join(file);
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("trunk {name}: cannot read {}", path.display()))?;
-            let value = text.trim_end_matches(['\n', '\r']).to_owned();
-            if value.is_empty() || value.len() > 256 {
-                bail!("trunk {name}: {} is empty or longer than 256 bytes", path.display());
-            }
-            Ok(value)
-        };
-        let found = Credentials { username: read("username")?, password: read("password")? };
+        let found = read_credentials(&format!("trunk {name}"), std::path::Path::new(dir.trim()))?;
         let i = entry(&mut trunks, name.trim());
         trunks[i].credentials = Some(found);
     }
@@ -163,7 +210,20 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         trunk_credentials,
         realm,
         digest_algorithms,
+        outbound_trunk,
+        outbound_credentials,
+        caller_id,
+        ring_timeout_seconds,
     } = args;
+    let outbound = outbound(
+        outbound_trunk.as_deref(),
+        outbound_credentials.as_deref(),
+        caller_id.as_deref(),
+        Duration::from_secs(ring_timeout_seconds),
+    )?;
+    if let Some(outbound) = &outbound {
+        tracing::info!(trunk = ?outbound.trunk, "outbound calls go through this trunk");
+    }
     let trunks = trunks(&trunk_sources, &trunk_credentials)?;
     let names: Vec<String> = trunks.iter().map(|t| t.name.clone()).collect();
     let trunks = Trunks::new(trunks, realm, switchboard_sip_edge::nonce_secret())?.with_algorithms(digest_algorithms);
@@ -208,6 +268,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         rate: RateConfig::default(),
         media,
         trunks,
+        outbound,
     };
     let edge = Edge::bind(config).await?;
     tracing::info!(
@@ -226,7 +287,29 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::port_range;
+    use super::{outbound, port_range};
+    use std::time::Duration;
+
+    #[test]
+    fn the_outbound_trunk_needs_a_caller_id_and_readable_credentials() {
+        let ring = Duration::from_secs(30);
+        assert!(outbound(None, None, None, ring).expect("none").is_none());
+        let error = outbound(Some("sip:trunk.example.com"), None, None, ring).expect_err("no caller-id");
+        assert!(error.to_string().contains("--caller-id"), "{error}");
+        let error = outbound(Some("trunk.example.com"), None, Some("+4930123"), ring).expect_err("not a URI");
+        assert!(error.to_string().contains("not a SIP URI"), "{error}");
+        let found = outbound(Some("sip:10.0.0.1:5070"), None, Some("+4930123"), ring).expect("valid").expect("some");
+        assert_eq!((found.trunk.host.as_str(), found.trunk.port), ("10.0.0.1", 5070));
+        let dir = std::env::temp_dir().join(format!("sb-outbound-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("username"), "acme\n").expect("write");
+        let error = outbound(Some("sip:trunk"), Some(&dir), Some("+4930123"), ring).expect_err("no password");
+        assert!(error.to_string().contains("password"), "{error}");
+        std::fs::write(dir.join("password"), "pw\n").expect("write");
+        let found = outbound(Some("sip:trunk"), Some(&dir), Some("+4930123"), ring).expect("valid").expect("some");
+        assert_eq!(found.trunk.credentials.expect("credentials").username, "acme");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn port_ranges_read_first_to_last() {

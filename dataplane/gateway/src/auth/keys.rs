@@ -16,7 +16,9 @@
 //! read the conversation record, `/v1/sessions`, of sessions in the namespaces its scope
 //! reaches; no session key needs it, an operator's tool does), `candidates=test` (its
 //! sessions may ask for the candidate pods of Agents whose rollout waits for their
-//! AgentTests, `session_start.candidate`: the key the AgentTest Jobs use). The older positional
+//! AgentTests, `session_start.candidate`: the key the AgentTest Jobs use), `calls=place` (it
+//! may place outbound calls, `POST /v1/calls`, to the Agents its scope reaches) or
+//! `calls=edge` (it is a SIP edge's key: it takes the calls to place, `/v1/calls/edge`). The older positional
 //! form, `[max sessions] [max messages per second]` with `-` for none, still reads.
 //! `#` starts a comment.
 
@@ -41,6 +43,17 @@ pub(super) struct KeyEntry {
     records: bool,
     /// It may open test sessions on candidate pods.
     candidates: bool,
+    /// Its part in outbound calls, if any.
+    calls: Option<CallAccess>,
+}
+
+/// A key's part in outbound calls (`calls=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallAccess {
+    /// `calls=place`: it places calls (`POST /v1/calls`).
+    Place,
+    /// `calls=edge`: a SIP edge's key, which takes the calls to place.
+    Edge,
 }
 
 /// What a key's session is held with: its name, its cap on live sessions, its message
@@ -68,6 +81,16 @@ impl KeyEntry {
         self.records.then(|| self.scope.clone())
     }
 
+    /// The key's part in outbound calls.
+    pub(super) fn calls(&self) -> Option<CallAccess> {
+        self.calls
+    }
+
+    /// The Agents the key reaches.
+    pub(super) fn scope(&self) -> Arc<Scope> {
+        self.scope.clone()
+    }
+
     /// What a session of this key is held with; `default_max` caps its live sessions where
     /// its line sets no cap of its own.
     pub(super) fn session(self, default_max: Option<usize>) -> KeySession {
@@ -83,7 +106,7 @@ impl KeyEntry {
 /// A problem in the API keys file.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "API keys file, line {line}: {message}; expected `<name> <sha256 hex> [sessions=N] [rate=N] [agents=<ns>/<agent>,...] [records=read] [candidates=test]`"
+    "API keys file, line {line}: {message}; expected `<name> <sha256 hex> [sessions=N] [rate=N] [agents=<ns>/<agent>,...] [records=read] [candidates=test] [calls=place|edge]`"
 )]
 pub struct KeysFileError {
     /// The line number (from 1).
@@ -145,6 +168,7 @@ pub(super) fn parse(text: &str) -> Result<HashMap<[u8; 32], KeyEntry>, KeysFileE
             scope: Arc::new(options.scope),
             records: options.records,
             candidates: options.candidates,
+            calls: options.calls,
         };
         if keys.insert(digest, entry).is_some() {
             return Err(error("the same key is listed twice".into()));
@@ -161,6 +185,7 @@ struct Options {
     scope: Scope,
     records: bool,
     candidates: bool,
+    calls: Option<CallAccess>,
 }
 
 impl Options {
@@ -190,7 +215,16 @@ impl Options {
                 "records" => return Err(format!("records {value:?}: the one access is `records=read`")),
                 "candidates" if value == "test" => options.candidates = true,
                 "candidates" => return Err(format!("candidates {value:?}: the one access is `candidates=test`")),
-                other => return Err(format!("unknown option {other:?} (sessions, rate, agents, records, candidates)")),
+                "calls" if value == "place" => options.calls = Some(CallAccess::Place),
+                "calls" if value == "edge" => options.calls = Some(CallAccess::Edge),
+                "calls" => {
+                    return Err(format!("calls {value:?}: `calls=place` (places calls) or `calls=edge` (a SIP edge)"));
+                }
+                other => {
+                    return Err(format!(
+                        "unknown option {other:?} (sessions, rate, agents, records, candidates, calls)"
+                    ));
+                }
             }
         }
         if options.records && options.scope.is_unrestricted() {

@@ -119,6 +119,26 @@ impl Machine {
         machine
     }
 
+    /// [`Machine::start`] with the memory the session starts with: context only the gateway
+    /// vouches for (an outbound call and its variables, [`crate::calls`]), carried into the
+    /// first runtime session's signed grant like any memory.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_with_memory(
+        limits: Limits,
+        id: String,
+        identity: String,
+        target: Target,
+        voice: Option<String>,
+        modalities: Vec<String>,
+        memory: std::collections::BTreeMap<String, serde_json::Value>,
+        now: Instant,
+    ) -> Self {
+        let mut machine = Self::blank(limits, id, identity, target, voice, modalities, now);
+        machine.kept.memory = std::sync::Arc::new(memory);
+        machine.open(Purpose::Start { pending: None }, None, None);
+        machine
+    }
+
     fn blank(
         limits: Limits,
         id: String,

@@ -116,13 +116,25 @@ const SLOW_CLIENT: Duration = switchboard_serve::ws::SLOW_PEER;
 /// credential's scope bounds where it may start or resume, and its message budget
 /// applies. The key's session slot is given back before the client is told the session
 /// ended, so a client that reconnects at once is not refused.
-pub async fn serve(
+pub async fn serve(client: Conn<ClientIo>, gateway: Arc<Gateway>, query_agent: Option<String>, admission: Admission) {
+    serve_call(client, gateway, query_agent, admission, None).await;
+}
+
+/// An outbound call's context for the session its SIP edge opens: the Agent
+/// (`namespace/name`) the call is for and the memory value ([`switchboard_core::outbound::MEMORY_KEY`]).
+pub type CallContext = (String, serde_json::Value);
+
+/// [`serve`] for the session of an answered outbound call, whose ticket the gateway took
+/// ([`crate::calls::Calls::redeem`]): it must start (not resume) at the call's Agent, and its
+/// memory starts with the call.
+pub async fn serve_call(
     mut client: Conn<ClientIo>,
     gateway: Arc<Gateway>,
     query_agent: Option<String>,
     admission: Admission,
+    call: Option<CallContext>,
 ) {
-    match admit(&gateway, query_agent, &admission, &mut client).await {
+    match admit(&gateway, query_agent, &admission, &mut client, call).await {
         Ok((mut machine, parked, under_way)) => {
             // A slot of the model quota before the first stream opens, held to the end
             // (handoffs and moves keep it; a park gives it back).
@@ -188,6 +200,7 @@ async fn admit(
     query_agent: Option<String>,
     admission: &Admission,
     client: &mut Client,
+    call: Option<CallContext>,
 ) -> Result<(Machine, Option<(String, Parked)>, bool), Close> {
     let identity = admission.key.as_deref().unwrap_or_default();
     let first = match tokio::time::timeout(gateway.config.start_timeout, client.next()).await {
@@ -213,6 +226,14 @@ async fn admit(
     }
     let mut limits = Limits::new(&gateway.config, gateway.store.is_shared());
     limits.record = gateway.record.is_some();
+    if call.is_some() && (start.resume_token.is_some() || start.continue_from.is_some() || start.candidate) {
+        let message = ServerMessage::error(
+            ErrorCode::ContextRefused,
+            "an outbound call's session starts new: no resume_token, continue_from or candidate",
+            false,
+        );
+        return Err(refuse(gateway, client, "context_refused", message, close_code::BAD_START).await);
+    }
     if let Some(token) = &start.resume_token {
         let key = resume::store_key(identity, token);
         let parked = take_parked(gateway, &key, client).await?;
@@ -257,10 +278,25 @@ async fn admit(
     }
     let id = format!("gw-{}", uuid::Uuid::new_v4());
     let audio = start.audio.clone();
-    let mut machine =
-        Machine::start(limits, id, identity.to_owned(), target, start.voice, start.modalities, pending, Instant::now())
-            .with_model(start.model)
-            .with_reach(reach);
+    let (voice, modalities, now) = (start.voice, start.modalities, Instant::now());
+    let machine = match call {
+        Some((agent, context)) => {
+            let routed = format!("{}/{}", target.route.namespace, target.route.name);
+            if routed != agent {
+                let message = ServerMessage::error(
+                    ErrorCode::ContextRefused,
+                    format!("this outbound call is for {agent}, not {routed}"),
+                    false,
+                );
+                return Err(refuse(gateway, client, "context_refused", message, close_code::BAD_START).await);
+            }
+            let memory =
+                std::collections::BTreeMap::from([(switchboard_core::outbound::MEMORY_KEY.to_owned(), context)]);
+            Machine::start_with_memory(limits, id, identity.to_owned(), target, voice, modalities, memory, now)
+        }
+        None => Machine::start(limits, id, identity.to_owned(), target, voice, modalities, pending, now),
+    };
+    let mut machine = machine.with_model(start.model).with_reach(reach);
     machine.set_audio(audio);
     Ok((machine, None, false))
 }

@@ -25,7 +25,7 @@ mod uas;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-pub use uac::{Callee, OutboundCall, OutboundState};
+pub use uac::{Callee, ClientAuth, OutboundCall, OutboundState};
 pub(crate) use uas::phrase;
 pub use uas::{CallError, InboundCall, State, digit_of_info};
 

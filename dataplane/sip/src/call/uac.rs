@@ -1,7 +1,11 @@
 //! The outbound call (RFC 3261 UAC): the edge's INVITE with its SDP offer, resent over
 //! UDP until an answer (Timer A, giving up at Timer B), provisional answers told to the
 //! owner, the ACK to the 2xx (resent for each retransmitted 2xx) or to a refusal, CANCEL
-//! before the answer, BYE either way, and a ring timeout. Driven like [`InboundCall`](
+//! before the answer, BYE either way, and a ring timeout. A trunk that challenges the
+//! INVITE (401 `WWW-Authenticate`, 407 `Proxy-Authenticate`) is answered once with the
+//! callee's [`Callee::auth`] credentials: the challenge is acknowledged and the INVITE sent
+//! again with the next CSeq and an `Authorization` / `Proxy-Authorization`; a second
+//! challenge (the credentials are wrong) ends the call as rejected. Driven like [`InboundCall`](
 //! super::InboundCall): `handle_*` in, [`OutboundCall::poll`] and
 //! [`OutboundCall::poll_timeout`] out.
 
@@ -30,6 +34,26 @@ pub struct Callee {
     pub transport: Transport,
     /// How long it may ring before the edge cancels.
     pub ring_timeout: Duration,
+    /// Digest credentials for a trunk that challenges the INVITE; `None`: a challenge
+    /// ends the call as rejected (401/407).
+    pub auth: Option<ClientAuth>,
+}
+
+/// The edge's digest credentials for one outbound call.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientAuth {
+    /// The user name.
+    pub username: String,
+    /// The password.
+    pub password: String,
+    /// The client nonce of the answer (random, drawn by the owner).
+    pub cnonce: String,
+}
+
+impl std::fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientAuth").field("username", &self.username).finish_non_exhaustive()
+    }
 }
 
 /// Where an outbound call is.
@@ -75,19 +99,18 @@ pub struct OutboundCall {
     negotiated: Option<Negotiated>,
     ended: bool,
     effects: VecDeque<Effect>,
+    /// The credentials, until a challenge used them.
+    auth: Option<ClientAuth>,
 }
 
 impl OutboundCall {
     /// Places a call: the INVITE with the edge's offer is queued at once.
     pub fn new(now: Instant, config: CallConfig, callee: Callee) -> Self {
         let mut dialog = Dialog::outgoing(&config, &callee);
-        let mut invite = dialog.request(Method::Invite);
-        invite.headers.push("Contact", dialog.contact());
-        invite.headers.push("Allow", ALLOW);
-        invite.headers.push("Content-Type", "application/sdp");
-        invite.body = config.media.offer().into_bytes();
+        let invite = Self::invite(&mut dialog, &config);
         let invite_cseq = dialog.local_cseq;
         let mut call = Self {
+            auth: callee.auth.clone(),
             dialog,
             invite_cseq,
             inner: Inner::Terminated,
@@ -105,6 +128,45 @@ impl OutboundCall {
         let transmit = call.transmit(Message::Request(invite).to_bytes());
         call.inner = Inner::Calling(Retransmit::invite(now, transmit, &call.config.timers));
         call
+    }
+
+    /// A new INVITE of the dialogue (the next CSeq, a new branch) with the edge's offer.
+    fn invite(dialog: &mut Dialog, config: &CallConfig) -> Request {
+        let mut invite = dialog.request(Method::Invite);
+        invite.headers.push("Contact", dialog.contact());
+        invite.headers.push("Allow", ALLOW);
+        invite.headers.push("Content-Type", "application/sdp");
+        invite.body = config.media.offer().into_bytes();
+        invite
+    }
+
+    /// Answers a 401/407 to the INVITE with the credentials (once): the challenge was
+    /// acknowledged; the INVITE goes again with the next CSeq and the answer. Whether it
+    /// did (`false`: no credentials left, or no challenge the edge can answer).
+    fn authenticate(&mut self, now: Instant, response: &Response) -> bool {
+        let (challenge_header, answer_header) = match response.status {
+            401 => ("WWW-Authenticate", "Authorization"),
+            407 => ("Proxy-Authenticate", "Proxy-Authorization"),
+            _ => return false,
+        };
+        if self.cancel_wanted || self.ended {
+            return false;
+        }
+        let Some(auth) = self.auth.take() else { return false };
+        // The first challenge the edge can answer (a trunk may offer SHA-256 and MD5).
+        let Some(challenge) =
+            response.headers.all(challenge_header).find_map(|value| crate::trunk::digest::Challenge::parse(value).ok())
+        else {
+            return false;
+        };
+        let mut invite = Self::invite(&mut self.dialog, &self.config);
+        let value = challenge.authorization("INVITE", &invite.uri, &auth.username, &auth.password, &auth.cnonce, 1);
+        invite.headers.push(answer_header, value);
+        self.invite_cseq = self.dialog.local_cseq;
+        self.invite = invite.clone();
+        let transmit = self.transmit(Message::Request(invite).to_bytes());
+        self.inner = Inner::Calling(Retransmit::invite(now, transmit, &self.config.timers));
+        true
     }
 
     /// Where the call is.
@@ -248,6 +310,9 @@ impl OutboundCall {
             _ => {
                 if matches!(self.inner, Inner::Calling(_) | Inner::Proceeding(_)) {
                     self.ack_refusal(response);
+                    if self.authenticate(now, response) {
+                        return;
+                    }
                     self.cancel = None;
                     let reason = EndReason::Rejected { status: response.status, reason: response.reason.clone() };
                     self.end(reason);

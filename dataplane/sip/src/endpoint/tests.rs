@@ -177,6 +177,7 @@ fn a_placed_call_is_routed_like_an_answered_one() {
         peer: trunk.address,
         transport: Transport::Udp,
         ring_timeout: std::time::Duration::from_secs(60),
+        auth: None,
     };
     e.place(t0, call_config().unwrap(), callee.clone()).unwrap();
     assert_eq!(e.place(t0, call_config().unwrap(), callee.clone()), Err(PlaceError::AtCapacity(1)));

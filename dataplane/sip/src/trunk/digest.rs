@@ -2,6 +2,10 @@
 //! SIP): the challenge the edge sends and the check of a UA's answer. Only `qop=auth` and
 //! no `qop` (RFC 2069) are taken; `auth-int` and the `-sess` algorithms are refused.
 //! Everything read from a header is bounded ([`MAX_PARAMS`], [`MAX_VALUE`]).
+//!
+//! The other way round, for calls the edge places through a trunk that challenges its
+//! INVITE (401 or 407): [`Challenge::parse`] reads a `WWW-Authenticate` /
+//! `Proxy-Authenticate` value and [`Challenge::authorization`] computes the answer.
 
 use md5::Md5;
 use sha2::{Digest, Sha256};
@@ -140,6 +144,89 @@ impl Answer {
     }
 }
 
+/// A challenge the edge got from a trunk (`WWW-Authenticate` of a 401, `Proxy-Authenticate`
+/// of a 407), read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Challenge {
+    /// `realm`.
+    pub realm: String,
+    /// `nonce`.
+    pub nonce: String,
+    /// `opaque`, echoed back when present.
+    pub opaque: Option<String>,
+    /// `algorithm` (absent: MD5).
+    pub algorithm: Algorithm,
+    /// Whether `qop` offers `auth` (then the answer uses it); `false`: RFC 2069.
+    pub qop_auth: bool,
+}
+
+impl Challenge {
+    /// Reads `Digest realm=..., nonce=..., ...`; a challenge with an algorithm or only a qop
+    /// the edge cannot answer is refused.
+    pub fn parse(header: &str) -> Result<Self, AnswerError> {
+        let rest = header.trim_start();
+        let rest = match rest.get(..6) {
+            Some(scheme) if scheme.eq_ignore_ascii_case("digest") => &rest[6..],
+            _ => return Err(AnswerError::NotDigest),
+        };
+        let params = params(rest)?;
+        let get = |name: &str| params.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
+        let algorithm = match get("algorithm") {
+            None => Algorithm::Md5,
+            Some(name) => Algorithm::parse(&name).ok_or(AnswerError::Unsupported("algorithm"))?,
+        };
+        let qop_auth = match get("qop") {
+            None => false,
+            Some(qop) if qop.split(',').any(|q| q.trim().eq_ignore_ascii_case("auth")) => true,
+            Some(_) => return Err(AnswerError::Unsupported("qop")),
+        };
+        Ok(Self {
+            realm: get("realm").ok_or(AnswerError::Malformed("realm"))?,
+            nonce: get("nonce").filter(|n| !n.is_empty()).ok_or(AnswerError::Malformed("nonce"))?,
+            opaque: get("opaque"),
+            algorithm,
+            qop_auth,
+        })
+    }
+
+    /// The `Authorization` (or `Proxy-Authorization`) value answering this challenge for
+    /// `method` to `uri` with `username`/`password`; `cnonce` is the owner's random value
+    /// (this crate draws nothing), `nc` the count of answers to this nonce (from 1).
+    pub fn authorization(
+        &self,
+        method: &str,
+        uri: &str,
+        username: &str,
+        password: &str,
+        cnonce: &str,
+        nc: u32,
+    ) -> String {
+        let h = |s: &str| self.algorithm.hex(s);
+        let ha1 = h(&format!("{username}:{}:{password}", self.realm));
+        let ha2 = h(&format!("{method}:{uri}"));
+        let quote = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut value = format!(
+            "Digest username=\"{}\", realm=\"{}\", nonce=\"{}\", uri=\"{}\", algorithm={}",
+            quote(username),
+            quote(&self.realm),
+            quote(&self.nonce),
+            quote(uri),
+            self.algorithm.name()
+        );
+        let response = if self.qop_auth {
+            value.push_str(&format!(", qop=auth, nc={nc:08x}, cnonce=\"{}\"", quote(cnonce)));
+            h(&format!("{ha1}:{}:{nc:08x}:{cnonce}:auth:{ha2}", self.nonce))
+        } else {
+            h(&format!("{ha1}:{}:{ha2}", self.nonce))
+        };
+        value.push_str(&format!(", response=\"{response}\""));
+        if let Some(opaque) = &self.opaque {
+            value.push_str(&format!(", opaque=\"{}\"", quote(opaque)));
+        }
+        value
+    }
+}
+
 /// Compares without stopping at the first difference.
 fn equal(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -246,5 +333,45 @@ mod tests {
         let many: String = (0..20).map(|i| format!(", p{i}=v")).collect();
         assert_eq!(Answer::parse(&format!("{ok}{many}")), Err(AnswerError::TooLarge));
         assert_eq!(Answer::parse("Digest username=\"unterminated"), Err(AnswerError::Malformed("parameters")));
+    }
+    #[test]
+    fn the_edge_answers_a_trunks_challenge_so_that_the_trunk_verifies_it() {
+        for algorithm in [Algorithm::Sha256, Algorithm::Md5] {
+            let header = challenge("carrier", "n0nce", algorithm, false);
+            let read = Challenge::parse(&header).expect("reads");
+            assert_eq!((read.algorithm, read.qop_auth, read.realm.as_str()), (algorithm, true, "carrier"));
+            let value = read.authorization("INVITE", "sip:+4420@trunk", "acme", "s3cret \"x\"", "c1", 1);
+            let answer = Answer::parse(&value).expect("the answer reads");
+            assert_eq!(answer.qop, Some((1, "c1".to_owned())));
+            assert!(answer.verifies("INVITE", "s3cret \"x\""), "{value}");
+            assert!(!answer.verifies("INVITE", "wrong"));
+        }
+        // RFC 2069 (no qop) with an opaque echoed back.
+        let read = Challenge::parse("Digest realm=\"r\", nonce=\"n\", opaque=\"o\"").expect("reads");
+        assert_eq!((read.algorithm, read.qop_auth), (Algorithm::Md5, false));
+        let value = read.authorization("INVITE", "sip:x@y", "u", "p", "c", 1);
+        assert!(value.ends_with(", opaque=\"o\"") && !value.contains("qop"), "{value}");
+        assert!(Answer::parse(&value).expect("reads").verifies("INVITE", "p"));
+    }
+
+    #[test]
+    fn challenges_the_edge_cannot_answer_are_refused() {
+        assert_eq!(Challenge::parse("Basic realm=\"r\""), Err(AnswerError::NotDigest));
+        assert_eq!(Challenge::parse("Digest realm=\"r\""), Err(AnswerError::Malformed("nonce")));
+        assert_eq!(Challenge::parse("Digest nonce=\"n\""), Err(AnswerError::Malformed("realm")));
+        assert_eq!(
+            Challenge::parse("Digest realm=\"r\", nonce=\"n\", algorithm=SHA-512-256"),
+            Err(AnswerError::Unsupported("algorithm"))
+        );
+        assert_eq!(
+            Challenge::parse("Digest realm=\"r\", nonce=\"n\", qop=\"auth-int\""),
+            Err(AnswerError::Unsupported("qop"))
+        );
+        let both = Challenge::parse("Digest realm=\"r\", nonce=\"n\", qop=\"auth-int,auth\"").expect("auth offered");
+        assert!(both.qop_auth);
+        assert_eq!(
+            Challenge::parse(&format!("Digest realm=\"r\", nonce=\"{}\"", "n".repeat(300))),
+            Err(AnswerError::TooLarge)
+        );
     }
 }

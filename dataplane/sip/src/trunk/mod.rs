@@ -12,6 +12,7 @@
 //! first), and each answer's `nc` must grow (a replayed answer is challenged again).
 
 pub mod digest;
+pub mod outbound;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;

@@ -18,6 +18,10 @@ fn media(address: &str, port: u16, codecs: Vec<Codec>) -> LocalMedia {
 }
 
 fn place(t0: Instant, transport: Transport) -> (OutboundCall, Request) {
+    place_as(t0, transport, None)
+}
+
+fn place_as(t0: Instant, transport: Transport, auth: Option<ClientAuth>) -> (OutboundCall, Request) {
     let config = CallConfig {
         local: "192.0.2.1:5060".parse().unwrap(),
         media: media("192.0.2.1", 20000, vec![Codec::Pcmu, Codec::Pcma]),
@@ -31,6 +35,7 @@ fn place(t0: Instant, transport: Transport) -> (OutboundCall, Request) {
         peer: trunk(),
         transport,
         ring_timeout: Duration::from_secs(60),
+        auth,
     };
     let mut call = OutboundCall::new(t0, config, callee);
     let (sent, _) = drain(&mut call);
@@ -104,6 +109,71 @@ fn ringing_then_answered_gets_an_ack_and_the_media() {
     call.handle_response(t0, &ok(&invite));
     assert_eq!(methods(&drain(&mut call).0), ["ACK"], "a retransmitted 200 gets the ACK again");
     assert_eq!(call.state(), OutboundState::Confirmed);
+}
+
+/// A trunk's challenge (401 or 407) to `invite`, as a `Trunks` would send it.
+fn challenge(invite: &Request, status: u16) -> Response {
+    let header = if status == 401 { "WWW-Authenticate" } else { "Proxy-Authenticate" };
+    let mut response = invite.response(status, Some("trunk1"));
+    response
+        .headers
+        .push(header, crate::trunk::digest::challenge("carrier", "n1", crate::trunk::digest::Algorithm::Sha256, false));
+    response
+        .headers
+        .push(header, crate::trunk::digest::challenge("carrier", "n1", crate::trunk::digest::Algorithm::Md5, false));
+    response
+}
+
+#[test]
+fn a_challenged_invite_is_sent_again_once_with_the_credentials() {
+    for (status, answer_header) in [(401, "Authorization"), (407, "Proxy-Authorization")] {
+        let t0 = Instant::now();
+        let auth = ClientAuth { username: "acme".into(), password: "pw".into(), cnonce: "c0ffee".into() };
+        let (mut call, invite) = place_as(t0, Transport::Udp, Some(auth));
+        call.handle_response(t0, &challenge(&invite, status));
+        let (sent, events) = drain(&mut call);
+        assert!(events.is_empty(), "a challenge is not the end: {events:?}");
+        let [Message::Request(ack), Message::Request(again)] = &sent[..] else { panic!("{sent:?}") };
+        assert_eq!((ack.method.clone(), ack.branch().unwrap()), (Method::Ack, invite.branch().unwrap()));
+        assert_eq!(again.method, Method::Invite);
+        assert_eq!(again.cseq().unwrap().seq, invite.cseq().unwrap().seq + 1, "the next CSeq");
+        assert_ne!(again.branch().unwrap(), invite.branch().unwrap(), "a new transaction");
+        assert_eq!(again.call_id().unwrap(), invite.call_id().unwrap(), "the same call");
+        assert_eq!(again.from().unwrap().tag(), Some("sbout"));
+        let answer = crate::trunk::digest::Answer::parse(again.headers.get(answer_header).expect("an answer")).unwrap();
+        assert_eq!(answer.algorithm, crate::trunk::digest::Algorithm::Sha256, "the first challenge it can answer");
+        assert!(answer.verifies("INVITE", "pw"), "the trunk can verify it");
+        assert_eq!(answer.uri, invite.uri);
+        assert_eq!(call.state(), OutboundState::Calling);
+        // Resent over UDP until answered, like the first INVITE.
+        call.handle_timeout(t0 + Duration::from_millis(500));
+        assert_eq!(methods(&drain(&mut call).0), ["INVITE"]);
+        // Answered: the ACK carries the new CSeq.
+        call.handle_response(t0, &ok(again));
+        let (sent, events) = drain(&mut call);
+        let [Message::Request(ack)] = &sent[..] else { panic!("{sent:?}") };
+        assert_eq!(ack.cseq().unwrap().seq, again.cseq().unwrap().seq);
+        assert!(matches!(events[..], [CallEvent::Established(_)]), "{events:?}");
+    }
+}
+
+#[test]
+fn a_second_challenge_or_none_to_answer_with_ends_the_call_as_rejected() {
+    let t0 = Instant::now();
+    let auth = ClientAuth { username: "acme".into(), password: "wrong".into(), cnonce: "c".into() };
+    let (mut call, invite) = place_as(t0, Transport::Udp, Some(auth));
+    call.handle_response(t0, &challenge(&invite, 407));
+    let (sent, _) = drain(&mut call);
+    let Some(Message::Request(again)) = sent.last() else { panic!("{sent:?}") };
+    call.handle_response(t0, &challenge(again, 407));
+    let (sent, events) = drain(&mut call);
+    assert_eq!(methods(&sent), ["ACK"], "no third INVITE");
+    assert!(matches!(&events[..], [CallEvent::Ended(EndReason::Rejected { status: 407, .. })]), "{events:?}");
+    // Without credentials the first challenge ends it.
+    let (mut call, invite) = place(t0, Transport::Udp);
+    call.handle_response(t0, &challenge(&invite, 401));
+    let (_, events) = drain(&mut call);
+    assert!(matches!(&events[..], [CallEvent::Ended(EndReason::Rejected { status: 401, .. })]), "{events:?}");
 }
 
 #[test]

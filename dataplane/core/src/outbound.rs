@@ -1,0 +1,187 @@
+//! Outbound calls between the gateway and the SIP edge: the one type of each message on the
+//! edge's dispatch connection (`GET /v1/calls/edge`, a WebSocket the edge opens to the
+//! gateway with its credential) and the states a call goes through.
+//!
+//! The gateway takes `POST /v1/calls`, picks a connected edge and sends it [`ToEdge::Place`]
+//! with a one-time `ticket`. The edge places the call through its outbound trunk and reports
+//! each step as [`FromEdge::Progress`]; once the callee answers it opens an ordinary session
+//! at `/v1/session` for the agent, presenting the ticket in the [`TICKET_HEADER`] header of
+//! its WebSocket request. The gateway takes the ticket once and seeds the session's memory
+//! with the call ([`MEMORY_KEY`]: its id, whom it called and the variables the API request
+//! gave): context only the gateway vouches for, which no client of `/v1/session` can set.
+
+use serde::{Deserialize, Serialize};
+
+/// Where callers place calls (`POST`) and read one (`GET /v1/calls/{id}`).
+pub const CALLS_PATH: &str = "/v1/calls";
+/// The SIP edge's dispatch connection (WebSocket).
+pub const EDGE_PATH: &str = "/v1/calls/edge";
+/// The header of the edge's `/v1/session` request that carries a call's ticket.
+pub const TICKET_HEADER: &str = "x-switchboard-call";
+/// The memory key under which an answered call's session finds its call.
+pub const MEMORY_KEY: &str = "outboundCall";
+
+/// Where an outbound call is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallState {
+    /// Taken by the gateway, not yet with an edge.
+    Queued,
+    /// The edge sent the INVITE.
+    Dialing,
+    /// The callee's phone rings (180/183).
+    Ringing,
+    /// The callee answered: the session with the agent is open.
+    Answered,
+    /// Answered, and over (either side hung up).
+    Completed,
+    /// The callee was busy or declined (486, 600, 603).
+    Busy,
+    /// Nobody answered within the ring timeout.
+    NoAnswer,
+    /// It could not be placed or was refused on the way (the SIP status says why).
+    Failed,
+}
+
+impl CallState {
+    /// Whether the call is over.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Busy | Self::NoAnswer | Self::Failed)
+    }
+
+    /// The state's name (the metric's `outcome` label for final ones).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Dialing => "dialing",
+            Self::Ringing => "ringing",
+            Self::Answered => "answered",
+            Self::Completed => "completed",
+            Self::Busy => "busy",
+            Self::NoAnswer => "no_answer",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn rank(self) -> u8 {
+        match self {
+            Self::Queued => 0,
+            Self::Dialing => 1,
+            Self::Ringing => 2,
+            Self::Answered => 3,
+            _ => 4,
+        }
+    }
+
+    /// The state after a report of `next`: forward only, a final state is kept, and once
+    /// answered a call can only complete (or fail); `None` when the report is out of order
+    /// (ignored).
+    pub fn advance(self, next: Self) -> Option<Self> {
+        if self.is_final() || next.rank() < self.rank() || next == self {
+            return None;
+        }
+        if self == Self::Answered && matches!(next, Self::Busy | Self::NoAnswer) {
+            return None;
+        }
+        if next == Self::Completed && self != Self::Answered {
+            return None;
+        }
+        Some(next)
+    }
+}
+
+/// The state a refusal with this SIP status stands for: busy (486 Busy Here, 600 Busy
+/// Everywhere, 603 Decline), no answer (408 Request Timeout, 480 Temporarily Unavailable,
+/// 487 after the ring timeout's CANCEL), else failed.
+pub fn state_of_status(status: u16) -> CallState {
+    match status {
+        486 | 600 | 603 => CallState::Busy,
+        408 | 480 => CallState::NoAnswer,
+        _ => CallState::Failed,
+    }
+}
+
+/// From the gateway to an edge.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToEdge {
+    /// Place a call.
+    Place {
+        /// The call's id.
+        id: String,
+        /// Whom to call: an E.164 number or a SIP URI (validated by the gateway).
+        to: String,
+        /// The agent that talks when the callee answers.
+        agent: String,
+        /// The one-time ticket the edge presents when it opens the session.
+        ticket: String,
+    },
+}
+
+/// From an edge to the gateway.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromEdge {
+    /// A call moved on.
+    Progress {
+        /// The call's id.
+        id: String,
+        /// Where it is now.
+        state: CallState,
+        /// The SIP status that moved it (180, 200, 486, 503...), when there was one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        /// What happened, in words (a refusal's reason phrase, why it failed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// The session the answered call opened.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CallState::*;
+    use super::*;
+
+    #[test]
+    fn a_call_only_moves_forward_and_stays_over() {
+        assert_eq!(Queued.advance(Dialing), Some(Dialing));
+        assert_eq!(Dialing.advance(Ringing), Some(Ringing));
+        assert_eq!(Ringing.advance(Answered), Some(Answered));
+        assert_eq!(Dialing.advance(Answered), Some(Answered), "answered without ringing");
+        assert_eq!(Answered.advance(Completed), Some(Completed));
+        assert_eq!(Ringing.advance(Dialing), None, "a late report is ignored");
+        assert_eq!(Answered.advance(Busy), None);
+        assert_eq!(Answered.advance(Failed), Some(Failed));
+        assert_eq!(Ringing.advance(Completed), None, "only an answered call completes");
+        for last in [Completed, Busy, NoAnswer, Failed] {
+            for next in [Queued, Dialing, Ringing, Answered, Completed, Busy, NoAnswer, Failed] {
+                assert_eq!(last.advance(next), None, "{last:?} then {next:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn refusals_read_as_busy_no_answer_or_failed() {
+        assert_eq!(state_of_status(486), Busy);
+        assert_eq!(state_of_status(603), Busy);
+        assert_eq!(state_of_status(480), NoAnswer);
+        assert_eq!(state_of_status(404), Failed);
+        assert_eq!(state_of_status(503), Failed);
+    }
+
+    #[test]
+    fn the_dispatch_messages_read_as_they_are_written() {
+        let place = ToEdge::Place { id: "c1".into(), to: "+4420".into(), agent: "triage".into(), ticket: "t".into() };
+        let text = serde_json::to_string(&place).expect("json");
+        assert_eq!(text, r#"{"type":"place","id":"c1","to":"+4420","agent":"triage","ticket":"t"}"#);
+        let report: FromEdge =
+            serde_json::from_str(r#"{"type":"progress","id":"c1","state":"no_answer"}"#).expect("reads");
+        assert_eq!(
+            report,
+            FromEdge::Progress { id: "c1".into(), state: NoAnswer, status: None, reason: None, session_id: None }
+        );
+    }
+}

@@ -1,0 +1,410 @@
+//! Outbound calls (`POST /v1/calls`): the gateway's table of the calls it asked a SIP edge
+//! to place, the edges connected to take them, and the bounds on both. The wire types and
+//! the call's states are [`switchboard_core::outbound`]'s; the HTTP side is [`api`].
+//!
+//! A call is taken only within bounds: a credential's rate ([`CallsConfig::per_minute`],
+//! a token bucket per credential), the calls under way at once ([`CallsConfig::max_live`]),
+//! its destination (E.164 or a SIP URI, [`switchboard_sip::trunk::outbound::Destination`])
+//! and its variables ([`MAX_VARIABLES`], [`MAX_VARIABLE_BYTES`]). It goes to a connected
+//! edge (round robin); with none connected it is refused (503). Each step the edge reports
+//! moves it forward ([`CallState::advance`]); a call whose edge goes away before it is
+//! answered fails. The table keeps finished calls for [`KEEP_FINISHED`] (their status can
+//! be read) and at most [`MAX_FINISHED`] of them.
+//!
+//! The call's ticket is drawn here and told only to the edge; the session the edge opens
+//! with it ([`Calls::redeem`], once) starts with the call in its memory.
+
+pub mod api;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+use switchboard_core::outbound::{CallState, FromEdge, ToEdge};
+use switchboard_sip::trunk::outbound::Destination;
+use tokio::sync::mpsc;
+
+/// Variables of one call at most.
+pub const MAX_VARIABLES: usize = 32;
+/// Bytes of one variable's value at most (names: 1-64 letters, digits, `_`).
+pub const MAX_VARIABLE_BYTES: usize = 1024;
+/// How long a finished call's status stays readable.
+pub const KEEP_FINISHED: Duration = Duration::from_secs(3600);
+/// Finished calls kept at most (the oldest forgotten first).
+pub const MAX_FINISHED: usize = 10_000;
+/// Messages queued for one edge at most; past it a call is refused (the edge is stuck).
+const EDGE_QUEUE: usize = 64;
+
+/// The bounds on outbound calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallsConfig {
+    /// Calls under way at once on this gateway replica (not yet final).
+    pub max_live: usize,
+    /// Calls one credential may place a minute (bursts of that many).
+    pub per_minute: u32,
+}
+
+impl Default for CallsConfig {
+    fn default() -> Self {
+        Self { max_live: 50, per_minute: 30 }
+    }
+}
+
+/// What a caller asks for (`POST /v1/calls`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlaceRequest {
+    /// Whom to call: E.164 or a SIP URI.
+    pub to: String,
+    /// The agent that talks when the callee answers.
+    pub agent: String,
+    /// Variables for the session's context.
+    #[serde(default)]
+    pub variables: BTreeMap<String, String>,
+}
+
+/// A call as `GET /v1/calls/{id}` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CallStatus {
+    /// The call's id.
+    pub id: String,
+    /// Whom it calls.
+    pub to: String,
+    /// The agent (`namespace/name`).
+    pub agent: String,
+    /// Where it is.
+    pub state: CallState,
+    /// The SIP status of its last step, when there was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sip_status: Option<u16>,
+    /// What happened, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The session the answered call opened (in the conversation record).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// When it was placed, milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// When it last moved.
+    pub updated_at_ms: u64,
+}
+
+/// Why a call is not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The request is malformed (400).
+    #[error("{0}")]
+    Invalid(String),
+    /// The credential places calls faster than its rate (429).
+    #[error("this credential places more than {0} calls a minute; wait and try again")]
+    Rate(u32),
+    /// As many calls are under way as allowed (429).
+    #[error("{0} outbound calls are under way, the most this gateway places at once; try again when one ends")]
+    AtCapacity(usize),
+    /// No SIP edge that places calls is connected (503).
+    #[error(
+        "no SIP edge that places calls is connected to this gateway (start `switchboard sip` with --outbound-trunk \
+         and --gateway pointing here)"
+    )]
+    NoEdge,
+}
+
+impl CallError {
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::Invalid(_) => 400,
+            Self::Rate(_) | Self::AtCapacity(_) => 429,
+            Self::NoEdge => 503,
+        }
+    }
+
+    /// A stable code for the JSON error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Invalid(_) => "invalid_call",
+            Self::Rate(_) => "call_rate",
+            Self::AtCapacity(_) => "calls_at_capacity",
+            Self::NoEdge => "no_sip_edge",
+        }
+    }
+}
+
+struct Entry {
+    status: CallStatus,
+    owner: String,
+    edge: u64,
+    /// Until redeemed (the session opened) or the call is over.
+    ticket: Option<String>,
+    variables: BTreeMap<String, String>,
+    finished: Option<Instant>,
+}
+
+#[derive(Default)]
+struct Inner {
+    calls: HashMap<String, Entry>,
+    finished: VecDeque<String>,
+    edges: Vec<(u64, mpsc::Sender<ToEdge>)>,
+    next_edge: u64,
+    turn: usize,
+    rates: HashMap<String, MinuteBucket>,
+}
+
+/// The outbound calls of one gateway (see the module docs).
+pub struct Calls {
+    config: CallsConfig,
+    inner: Mutex<Inner>,
+    /// Calls ended, by outcome (`switchboard_gateway_outbound_calls_total`).
+    outcomes: prometheus::CounterVec,
+}
+
+impl std::fmt::Debug for Calls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Calls").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
+}
+
+/// Checks the variables: names of 1-64 letters, digits and `_`, values of at most
+/// [`MAX_VARIABLE_BYTES`], at most [`MAX_VARIABLES`].
+pub fn check_variables(variables: &BTreeMap<String, String>) -> Result<(), CallError> {
+    if variables.len() > MAX_VARIABLES {
+        return Err(CallError::Invalid(format!("{} variables; at most {MAX_VARIABLES}", variables.len())));
+    }
+    for (name, value) in variables {
+        let good = (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !good {
+            let shown: String = name.chars().take(64).collect();
+            return Err(CallError::Invalid(format!("variable name {shown:?}: 1-64 letters, digits and '_'")));
+        }
+        if value.len() > MAX_VARIABLE_BYTES {
+            return Err(CallError::Invalid(format!("variable {name}: its value is over {MAX_VARIABLE_BYTES} bytes")));
+        }
+    }
+    Ok(())
+}
+
+impl Calls {
+    /// No calls; `outcomes` counts the finished ones.
+    pub fn new(config: CallsConfig, outcomes: prometheus::CounterVec) -> Self {
+        Self { config, inner: Mutex::default(), outcomes }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// An edge connected: its id and what to send it.
+    pub fn attach(&self) -> (u64, mpsc::Receiver<ToEdge>) {
+        let (sender, receiver) = mpsc::channel(EDGE_QUEUE);
+        let mut inner = self.lock();
+        inner.next_edge += 1;
+        let id = inner.next_edge;
+        inner.edges.push((id, sender));
+        (id, receiver)
+    }
+
+    /// The edge `id` went away: its calls not yet answered fail.
+    pub fn detach(&self, id: u64, now: Instant) {
+        let mut inner = self.lock();
+        inner.edges.retain(|(edge, _)| *edge != id);
+        let orphans: Vec<String> = inner
+            .calls
+            .iter()
+            .filter(|(_, e)| e.edge == id && e.status.state.rank_before_answer())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for call in orphans {
+            let report = progress(&call, CallState::Failed, None, "the SIP edge placing it went away");
+            self.apply(&mut inner, id, report, now);
+        }
+    }
+
+    /// Takes a call of `owner` (a credential) for `agent` (`namespace/name`, checked by the
+    /// caller) and hands it to an edge.
+    pub fn place(
+        &self,
+        owner: &str,
+        agent_route: (&str, &str),
+        request: PlaceRequest,
+        now: Instant,
+    ) -> Result<CallStatus, CallError> {
+        let destination = Destination::parse(request.to.trim()).map_err(|e| CallError::Invalid(e.to_string()))?;
+        check_variables(&request.variables)?;
+        let mut inner = self.lock();
+        self.sweep(&mut inner, now);
+        let live = inner.calls.values().filter(|e| !e.status.state.is_final()).count();
+        if live >= self.config.max_live {
+            return Err(CallError::AtCapacity(self.config.max_live));
+        }
+        let per_minute = self.config.per_minute;
+        let bucket = inner.rates.entry(owner.to_owned()).or_insert_with(|| MinuteBucket::new(per_minute, now));
+        if !bucket.take(now) {
+            return Err(CallError::Rate(per_minute));
+        }
+        if inner.edges.is_empty() {
+            return Err(CallError::NoEdge);
+        }
+        let id = format!("call-{}", uuid::Uuid::new_v4());
+        let ticket = uuid::Uuid::new_v4().simple().to_string();
+        let place = ToEdge::Place {
+            id: id.clone(),
+            to: destination.to_string(),
+            agent: format!("{}/{}", agent_route.0, agent_route.1),
+            ticket: ticket.clone(),
+        };
+        // Round robin over the edges; one whose queue is full (stuck) is passed over.
+        let count = inner.edges.len();
+        let mut chosen = None;
+        for step in 0..count {
+            let (edge, sender) = &inner.edges[(inner.turn + step) % count];
+            if sender.try_send(place.clone()).is_ok() {
+                chosen = Some((*edge, step));
+                break;
+            }
+        }
+        let Some((edge, step)) = chosen else { return Err(CallError::NoEdge) };
+        inner.turn = (inner.turn + step + 1) % count;
+        let at = now_ms();
+        let status = CallStatus {
+            id: id.clone(),
+            to: destination.to_string(),
+            agent: format!("{}/{}", agent_route.0, agent_route.1),
+            state: CallState::Queued,
+            sip_status: None,
+            reason: None,
+            session_id: None,
+            created_at_ms: at,
+            updated_at_ms: at,
+        };
+        let entry = Entry {
+            status: status.clone(),
+            owner: owner.to_owned(),
+            edge,
+            ticket: Some(ticket),
+            variables: request.variables,
+            finished: None,
+        };
+        inner.calls.insert(id, entry);
+        Ok(status)
+    }
+
+    /// The status of call `id`, if `owner` placed it.
+    pub fn status(&self, owner: &str, id: &str) -> Option<CallStatus> {
+        self.lock().calls.get(id).filter(|e| e.owner == owner).map(|e| e.status.clone())
+    }
+
+    /// A report of edge `edge`.
+    pub fn report(&self, edge: u64, report: FromEdge, now: Instant) {
+        let mut inner = self.lock();
+        self.apply(&mut inner, edge, report, now);
+    }
+
+    fn apply(&self, inner: &mut Inner, edge: u64, report: FromEdge, now: Instant) {
+        let FromEdge::Progress { id, state, status, reason, session_id } = report;
+        let Some(entry) = inner.calls.get_mut(&id).filter(|e| e.edge == edge) else { return };
+        let Some(next) = entry.status.state.advance(state) else { return };
+        entry.status.state = next;
+        entry.status.sip_status = status.or(entry.status.sip_status);
+        entry.status.reason = reason.map(|r| r.chars().take(256).collect()).or(entry.status.reason.take());
+        entry.status.session_id = session_id.or(entry.status.session_id.take());
+        entry.status.updated_at_ms = now_ms();
+        tracing::info!(call = %id, state = next.as_str(), sip_status = ?entry.status.sip_status, "outbound call");
+        if next.is_final() {
+            entry.ticket = None;
+            entry.finished = Some(now);
+            inner.finished.push_back(id);
+            self.outcomes.with_label_values(&[next.as_str()]).inc();
+        }
+    }
+
+    /// The context of the call whose ticket is `ticket`, once: its agent (`namespace/name`) and the
+    /// memory value its session starts with. `None`: no call under way has it.
+    pub fn redeem(&self, ticket: &str) -> Option<(String, serde_json::Value)> {
+        let mut inner = self.lock();
+        let entry = inner.calls.values_mut().find(|e| e.ticket.as_deref() == Some(ticket))?;
+        entry.ticket = None;
+        let value = serde_json::json!({
+            "id": entry.status.id,
+            "to": entry.status.to,
+            "variables": entry.variables,
+        });
+        Some((entry.status.agent.clone(), value))
+    }
+
+    /// Forgets finished calls past [`KEEP_FINISHED`] or [`MAX_FINISHED`], and rate buckets
+    /// that refilled.
+    fn sweep(&self, inner: &mut Inner, now: Instant) {
+        while let Some(id) = inner.finished.front() {
+            let old =
+                inner.calls.get(id).and_then(|e| e.finished).is_none_or(|at| now.duration_since(at) > KEEP_FINISHED);
+            if !old && inner.finished.len() <= MAX_FINISHED {
+                break;
+            }
+            if let Some(id) = inner.finished.pop_front() {
+                inner.calls.remove(&id);
+            }
+        }
+        if inner.rates.len() > 1024 {
+            inner.rates.retain(|_, bucket| !bucket.is_full(now));
+        }
+    }
+}
+
+/// A credential's calls: `per_minute` a minute, bursts of as many (the serve crate's token
+/// bucket counts whole tokens a second, too coarse for a few calls a minute).
+#[derive(Debug)]
+struct MinuteBucket {
+    per_minute: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl MinuteBucket {
+    fn new(per_minute: u32, now: Instant) -> Self {
+        let per_minute = f64::from(per_minute.max(1));
+        Self { per_minute, tokens: per_minute, last: now }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.per_minute / 60.0).min(self.per_minute);
+        self.last = now;
+    }
+
+    fn take(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn is_full(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        self.tokens >= self.per_minute
+    }
+}
+
+fn progress(id: &str, state: CallState, status: Option<u16>, reason: &str) -> FromEdge {
+    FromEdge::Progress { id: id.to_owned(), state, status, reason: Some(reason.to_owned()), session_id: None }
+}
+
+trait BeforeAnswer {
+    fn rank_before_answer(self) -> bool;
+}
+
+impl BeforeAnswer for CallState {
+    fn rank_before_answer(self) -> bool {
+        matches!(self, CallState::Queued | CallState::Dialing | CallState::Ringing)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,147 @@
+//! The edge's dispatch connection to the gateway (`/v1/calls/edge`, a WebSocket with the
+//! edge's API key), held while the edge places calls: the calls to place come down it
+//! ([`ToEdge::Place`]), each with its trunk's address resolved here before the SIP task
+//! places it; the calls' reports go up it. Lost, it is opened again (1 s, doubling to 10 s);
+//! reports made meanwhile are dropped (the gateway fails the calls of an edge it loses).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use switchboard_core::outbound::{CallState, EDGE_PATH, FromEdge, ToEdge};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::GatewayConfig;
+use crate::outbound::{Outbound, Placement, report};
+
+/// The largest message taken from the gateway (a call to place is well under it).
+const MAX_MESSAGE: usize = 16 * 1024;
+
+/// The dispatch URL of the gateway whose session URL is `session_url`: the same scheme and
+/// authority, the path [`EDGE_PATH`].
+pub fn dispatch_url(session_url: &str) -> Option<String> {
+    let (scheme, rest) = session_url.split_once("://")?;
+    let authority = rest.split(['/', '?']).next().filter(|a| !a.is_empty())?;
+    Some(format!("{scheme}://{authority}{EDGE_PATH}"))
+}
+
+/// The dispatch task: runs until `shutdown`.
+pub(crate) async fn run(
+    gateway: std::sync::Arc<GatewayConfig>,
+    outbound: Outbound,
+    placements: mpsc::Sender<Placement>,
+    mut reports: mpsc::Receiver<FromEdge>,
+    report_tx: mpsc::Sender<FromEdge>,
+    shutdown: CancellationToken,
+) {
+    let Some(url) = dispatch_url(&gateway.url) else {
+        return tracing::error!(url = gateway.url, "no dispatch URL for outbound calls from the gateway's URL");
+    };
+    let mut pause = Duration::from_secs(1);
+    loop {
+        let request = match crate::gateway::request(&url, gateway.api_key.as_deref()) {
+            Ok(request) => request,
+            Err(error) => return tracing::error!(url, "outbound calls cannot be taken: {error}"),
+        };
+        let limits = WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE)).max_frame_size(Some(MAX_MESSAGE));
+        let connected = tokio::select! {
+            connected = tokio_tungstenite::connect_async_with_config(request, Some(limits), true) => connected,
+            () = shutdown.cancelled() => return,
+        };
+        match connected {
+            Ok((socket, _)) => {
+                tracing::info!(url, trunk = %outbound.trunk.host, "taking outbound calls from the gateway");
+                pause = Duration::from_secs(1);
+                let (mut sink, mut stream) = socket.split();
+                loop {
+                    tokio::select! {
+                        frame = stream.next() => match frame {
+                            Some(Ok(Message::Text(text))) => match serde_json::from_str::<ToEdge>(text.as_str()) {
+                                Ok(ToEdge::Place { id, to, agent, ticket }) => {
+                                    place(&outbound, &placements, &report_tx, id, to, agent, ticket).await;
+                                }
+                                Err(error) => tracing::warn!("a message from the gateway does not read: {error}"),
+                            },
+                            Some(Ok(Message::Close(_))) | None => break,
+                            Some(Ok(_)) => {}
+                            Some(Err(error)) => {
+                                tracing::warn!(%error, "the dispatch connection failed");
+                                break;
+                            }
+                        },
+                        Some(report) = reports.recv() => {
+                            let Ok(text) = serde_json::to_string(&report) else { continue };
+                            if sink.send(Message::text(text)).await.is_err() {
+                                break;
+                            }
+                        }
+                        () = shutdown.cancelled() => {
+                            let _ = sink.close().await;
+                            return;
+                        }
+                    }
+                }
+                tracing::warn!(url, "the gateway's dispatch connection closed; opening it again");
+            }
+            Err(error) => tracing::warn!(url, %error, "cannot reach the gateway to take outbound calls; trying again"),
+        }
+        // Reports made while no connection is open are dropped.
+        while reports.try_recv().is_ok() {}
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = shutdown.cancelled() => return,
+        }
+        pause = (pause * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// Resolves the trunk and hands the call to the SIP task (or reports why it cannot be placed).
+async fn place(
+    outbound: &Outbound,
+    placements: &mpsc::Sender<Placement>,
+    reports: &mpsc::Sender<FromEdge>,
+    id: String,
+    to: String,
+    agent: String,
+    ticket: String,
+) {
+    let target = (outbound.trunk.host.as_str(), outbound.trunk.port);
+    let peer: Option<SocketAddr> = match tokio::net::lookup_host(target).await {
+        Ok(mut addresses) => addresses.next(),
+        Err(error) => {
+            tracing::warn!(host = %outbound.trunk.host, %error, "the outbound trunk does not resolve");
+            None
+        }
+    };
+    let Some(peer) = peer else {
+        let reason = format!("the outbound trunk {} does not resolve", outbound.trunk.host);
+        return report(reports, &id, CallState::Failed, None, Some(reason));
+    };
+    let placement = Placement { id: id.clone(), to, agent, ticket, peer };
+    if placements.try_send(placement).is_err() {
+        report(reports, &id, CallState::Failed, Some(503), Some("the SIP edge is too busy to place it".into()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dispatch_url;
+
+    #[test]
+    fn the_dispatch_url_is_the_gateways_with_the_edge_path() {
+        assert_eq!(
+            dispatch_url("ws://127.0.0.1:8080/v1/session").as_deref(),
+            Some("ws://127.0.0.1:8080/v1/calls/edge")
+        );
+        assert_eq!(
+            dispatch_url("wss://gw.example.com/v1/session?x=1").as_deref(),
+            Some("wss://gw.example.com/v1/calls/edge")
+        );
+        assert_eq!(dispatch_url("ws://gateway:8080").as_deref(), Some("ws://gateway:8080/v1/calls/edge"));
+        assert_eq!(dispatch_url("gateway"), None);
+        assert_eq!(dispatch_url("ws:///v1/session"), None);
+    }
+}
