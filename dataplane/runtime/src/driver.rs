@@ -159,6 +159,9 @@ impl Driver<'_> {
         Ok(match message {
             ClientMessage::BidiTextInput { text, id } => Some(Input::UserText { text, id }),
             ClientMessage::ToolConsent { tool_use_id, approved } => Some(Input::Consent { tool_use_id, approved }),
+            ClientMessage::TransferResult { tool_use_id, outcome, message } => {
+                Some(Input::TransferResult { tool_use_id, outcome, message })
+            }
             ClientMessage::Close {} => Some(Input::End),
             ClientMessage::BidiCancel {} => Some(Input::Cancel),
             // No audio was played in a text session.

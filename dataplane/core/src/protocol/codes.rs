@@ -190,6 +190,9 @@ catalogue! {
         /// A `tool_consent` for no tool that waits for one. Answer a `consent_request`'s
         /// `tool_use_id` only.
         NoConsentPending = "no_consent_pending",
+        /// A `transfer_result` for no transfer under way. Answer a `transfer_request`'s
+        /// `tool_use_id` only, once.
+        NoTransferPending = "no_transfer_pending",
         /// The session has ended or moved to another agent; nothing more is taken. Start a
         /// new session.
         SessionOver = "session_over",

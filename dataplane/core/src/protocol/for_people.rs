@@ -72,6 +72,9 @@ impl ErrorCode {
             Self::NoConsentPending => {
                 ("Nothing is waiting for your permission right now.", "Carry on with the conversation.")
             }
+            Self::NoTransferPending => {
+                ("No transfer to a person is under way right now.", "Carry on with the conversation.")
+            }
             Self::SessionOver => ("This conversation has ended.", "Start a new conversation."),
             Self::IdentityRefused => (
                 "We could not confirm who you are from what your app sent.",

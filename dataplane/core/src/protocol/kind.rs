@@ -43,6 +43,8 @@ pub enum ServerKind {
     ToolError,
     /// `consent_request`
     ConsentRequest,
+    /// `transfer_request`
+    TransferRequest,
     /// `handoff`
     Handoff,
     /// `memory_update`
@@ -61,7 +63,7 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind.
-    pub const ALL: [Self; 24] = [
+    pub const ALL: [Self; 25] = [
         Self::ConnectionStart,
         Self::TranscriptStream,
         Self::ResponseStart,
@@ -79,6 +81,7 @@ impl ServerKind {
         Self::ToolComplete,
         Self::ToolError,
         Self::ConsentRequest,
+        Self::TransferRequest,
         Self::Handoff,
         Self::MemoryUpdate,
         Self::WorkflowTransition,
@@ -108,6 +111,7 @@ impl ServerKind {
             Self::ToolComplete => "tool_complete",
             Self::ToolError => "tool_error",
             Self::ConsentRequest => "consent_request",
+            Self::TransferRequest => "transfer_request",
             Self::Handoff => "handoff",
             Self::MemoryUpdate => "memory_update",
             Self::WorkflowTransition => "workflow_transition",
@@ -141,6 +145,7 @@ impl ServerKind {
             "tool_complete" => Self::ToolComplete,
             "tool_error" => Self::ToolError,
             "consent_request" => Self::ConsentRequest,
+            "transfer_request" => Self::TransferRequest,
             "handoff" => Self::Handoff,
             "memory_update" => Self::MemoryUpdate,
             "workflow_transition" => Self::WorkflowTransition,
@@ -210,6 +215,7 @@ impl ServerMessage {
             Self::ToolComplete { .. } => ServerKind::ToolComplete,
             Self::ToolError { .. } => ServerKind::ToolError,
             Self::ConsentRequest { .. } => ServerKind::ConsentRequest,
+            Self::TransferRequest { .. } => ServerKind::TransferRequest,
             Self::Handoff { .. } => ServerKind::Handoff,
             Self::MemoryUpdate { .. } => ServerKind::MemoryUpdate,
             Self::WorkflowTransition { .. } => ServerKind::WorkflowTransition,
@@ -308,6 +314,13 @@ mod tests {
                 name: "n".into(),
                 description: "d".into(),
                 input: json!({}),
+            },
+            ServerMessage::TransferRequest {
+                tool_use_id: "t".into(),
+                person: "advisor".into(),
+                address: "+442079460001".into(),
+                reason: "r".into(),
+                timeout_seconds: 30,
             },
             ServerMessage::Handoff {
                 from: "triage".into(),

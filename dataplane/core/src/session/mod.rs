@@ -155,6 +155,9 @@ impl Session {
             Input::Summary { id, outcome } => self.summary_arrived(id, outcome),
             Input::ToolFinished { tool_use_id, outcome } => self.tool_finished(&tool_use_id, outcome, now),
             Input::Consent { tool_use_id, approved } => self.consent(&tool_use_id, approved, now),
+            Input::TransferResult { tool_use_id, outcome, message } => {
+                self.transfer_result(&tool_use_id, outcome, &message, now)
+            }
             Input::Cancel => self.cancel(now),
             Input::Tick => self.tick(now),
             Input::End => self.end("the session was closed"),

@@ -104,7 +104,7 @@ proptest! {
 }
 
 /// Every kind, once (a new kind fails to compile in `every_kind_is_listed`).
-const KINDS: [FailureKind; 14] = [
+const KINDS: [FailureKind; 20] = [
     FailureKind::UnknownTool,
     FailureKind::NotAllowed,
     FailureKind::InvalidInput,
@@ -119,6 +119,12 @@ const KINDS: [FailureKind; 14] = [
     FailureKind::ToolReported,
     FailureKind::RequirementUnmet,
     FailureKind::BoundInput,
+    FailureKind::TransferBusy,
+    FailureKind::TransferNoAnswer,
+    FailureKind::TransferDeclined,
+    FailureKind::TransferUnreachable,
+    FailureKind::TransferRejected,
+    FailureKind::TransferFailed,
 ];
 
 #[test]
@@ -138,7 +144,13 @@ fn every_kind_is_listed() {
             | FailureKind::Cancelled
             | FailureKind::ToolReported
             | FailureKind::RequirementUnmet
-            | FailureKind::BoundInput => {}
+            | FailureKind::BoundInput
+            | FailureKind::TransferBusy
+            | FailureKind::TransferNoAnswer
+            | FailureKind::TransferDeclined
+            | FailureKind::TransferUnreachable
+            | FailureKind::TransferRejected
+            | FailureKind::TransferFailed => {}
         }
     }
 }

@@ -317,6 +317,9 @@ impl Voice<'_> {
                 return self.error(ErrorCode::UnsupportedModality, message.into()).await;
             }
             ClientMessage::ToolConsent { tool_use_id, approved } => Input::Consent { tool_use_id, approved },
+            ClientMessage::TransferResult { tool_use_id, outcome, message } => {
+                Input::TransferResult { tool_use_id, outcome, message }
+            }
             ClientMessage::Close {} => Input::End,
             ClientMessage::BidiCancel {} => Input::Cancel,
             ClientMessage::BidiAudioPlayed { audio_played_ms } => {

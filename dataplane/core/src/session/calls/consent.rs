@@ -28,7 +28,11 @@ impl Calls {
     /// The earliest moment something is due: the deadline of the consent request that
     /// expires first.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.calls.iter().filter(|c| c.awaiting_consent).filter_map(|c| c.deadline).min()
+        self.calls
+            .iter()
+            .filter(|c| c.awaiting_consent || (c.transfer.is_some() && c.result.is_none()))
+            .filter_map(|c| c.deadline)
+            .min()
     }
 
     /// The consent request of call `index` goes out now; it expires after the tool's
@@ -143,6 +147,7 @@ impl Calls {
             let failure = ToolFailure::new(FailureKind::ConsentTimeout, message);
             effects.extend(self.finish_call(index, Err(failure), cx, now));
         }
+        effects.extend(self.expire_transfers(cx, now));
         effects
     }
 }

@@ -9,12 +9,17 @@
 //! filled from memory, see [`crate::authority`]) -> allowed here (policy, moving along the
 //! workflow when the tool belongs to a reachable step) -> input valid against the schema ->
 //! consent (a `consent: required` tool waits for the user's approval, see `consent`) ->
+//! (`transfer_to_person`: a request to the client, answered by its `transfer_result`, see
+//! `transfer`) ->
 //! cached result or execution -> truncation -> memory (`remember`, identity keys only from
 //! identity providers) -> result to the model. Every failure becomes an error result; the
 //! session goes on.
 
 mod consent;
 mod plan;
+mod transfer;
+
+pub(crate) use transfer::{Reported, no_transfer_pending};
 
 use std::time::Instant;
 
@@ -49,6 +54,9 @@ struct Call {
     /// When an unanswered consent request expires (see `consent`).
     deadline: Option<Instant>,
     running: bool,
+    /// A transfer to this person waits for the client's `transfer_result` (until
+    /// `deadline`); see [`crate::transfer`].
+    transfer: Option<String>,
     /// When the tool started running (for `tool_complete.duration_ms`).
     started: Option<Instant>,
     result: Option<ToolResult>,
@@ -63,6 +71,7 @@ impl From<ToolUse> for Call {
             awaiting_consent: false,
             deadline: None,
             running: false,
+            transfer: None,
             started: None,
             result: None,
         }

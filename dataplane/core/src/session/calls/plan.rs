@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use switchboard_crds::agent::{BuiltinKind, Consent, USE_SKILL_TOOL};
+use switchboard_crds::agent::{BuiltinKind, Consent, TRANSFER_TO_PERSON_TOOL, USE_SKILL_TOOL};
 use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX};
 
 use crate::agent::GOTO_TOOL;
@@ -19,10 +19,11 @@ use super::{Calls, Cx};
 
 /// What becomes of a call; a tool to run carries the input it runs with (the model's, with
 /// the bound inputs filled in).
-enum Step {
+pub(super) enum Step {
     Done(Result<serde_json::Value, ToolFailure>),
     AskConsent(serde_json::Value),
     Execute(serde_json::Value),
+    Transfer(crate::transfer::Planned),
 }
 
 impl Calls {
@@ -55,6 +56,7 @@ impl Calls {
                 call.input = input.clone();
                 effects.push(Effect::ExecuteTool { tool_use_id: id, tool: name, input });
             }
+            Step::Transfer(planned) => effects.extend(self.request_transfer(index, planned, cx, now)),
         }
         effects
     }
@@ -67,6 +69,10 @@ impl Calls {
         now: Instant,
         effects: &mut Vec<Effect>,
     ) -> Step {
+        // Before the handoff prefix: `transfer_to_person` starts with it too.
+        if name == TRANSFER_TO_PERSON_TOOL && !cx.common.core().spec().telephony.people.is_empty() {
+            return self.plan_transfer(input, cx);
+        }
         if let Some(target) = name.strip_prefix(TRANSFER_PREFIX) {
             return Step::Done(self.plan_handoff(target, HandoffKind::Transfer, input, cx, effects));
         }
