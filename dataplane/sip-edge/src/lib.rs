@@ -36,14 +36,19 @@
 //! trunk's source addresses and/or with its digest credentials (401 challenges), others get
 //! 403; see [`switchboard_sip::trunk`].
 //!
+//! Transfers ([`transfer`]): the agent's `transfer_request` becomes a REFER to the caller's
+//! side; the NOTIFYs' final answer becomes the session's `transfer_result`.
+//!
 //! Not here yet: TLS, the caller's number in the session context, DTMF to the agent (needs a protocol
-//! message), transfers, outbound calls, and metrics.
+//! message), dialling the person and bridging where the trunk takes no REFER, outbound
+//! calls, and metrics.
 
 pub mod call;
 pub mod gateway;
 pub mod ports;
 mod signalling;
 pub mod tcp;
+mod transfer;
 
 use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;

@@ -44,6 +44,9 @@ pub enum TransferEnd {
     TimedOut,
     /// The subscription ended (`Subscription-State: terminated`) without a final answer.
     Abandoned(String),
+    /// The REFER could not be sent (the call not established, a target that is no SIP
+    /// URI): the owner's, from [`super::TransferError`].
+    NotStarted(String),
 }
 
 /// Why a NOTIFY for a transfer cannot be taken; each is the status of the answer.
