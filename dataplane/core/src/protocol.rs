@@ -534,7 +534,7 @@ pub enum DecodeError {
     InvalidJson(String),
     /// JSON without a known `type`.
     #[error(
-        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, bidi_audio_input_end, bidi_cancel, bidi_audio_played, session_update, tool_consent or close"
+        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, bidi_audio_input_end, bidi_cancel, bidi_audio_played, session_update, tool_consent, transfer_result or close"
     )]
     UnknownType(String),
     /// A known type with missing or wrong fields.
@@ -570,6 +570,7 @@ const CLIENT_TYPES: &[&str] = &[
     "bidi_audio_played",
     "session_update",
     "tool_consent",
+    "transfer_result",
     "close",
     IDENTITY_ASSERTION,
 ];
