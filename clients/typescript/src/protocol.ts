@@ -135,6 +135,25 @@ export type ToolConsentMessage = {
 };
 
 /**
+ * How a `transfer_request` ended. `transferred`: the caller is with the person and the session ends (the record says to whom); any other outcome comes back to the agent's model as a `tool_error` of kind `transfer_<outcome>`, and the session goes on. A client that cannot transfer calls answers `rejected`.
+ */
+export type TransferResultMessage = {
+  /**
+   * What happened, for the model and the record (`486 Busy Here`), optional.
+   */
+  message?: string;
+  /**
+   * What became of it.
+   */
+  outcome: TransferOutcome;
+  /**
+   * The `tool_use_id` of the `transfer_request` answered.
+   */
+  tool_use_id: string;
+  type: "transfer_result";
+};
+
+/**
  * Ends the session now: the server closes the socket with 1000, and the session cannot be resumed (a dropped connection can: see `session_start.resume_token`).
  */
 export type CloseMessage = {
@@ -153,6 +172,7 @@ export type ClientMessage =
   | SessionUpdateMessage
   | BidiTextInputMessage
   | ToolConsentMessage
+  | TransferResultMessage
   | CloseMessage;
 
 /** The `type` of every ClientMessage. */
@@ -165,13 +185,14 @@ export const CLIENT_MESSAGE_TYPES = [
   "session_update",
   "bidi_text_input",
   "tool_consent",
+  "transfer_result",
   "close",
 ] as const;
 
 /**
  * The code of a `bidi_error`: what went wrong, stable for programs (the message says it for people). Unless said otherwise an error is recoverable (`recoverable: true`): the session goes on. A refusal at the start of a session, or one that ends it, comes with its close code (`close_code`).
  */
-export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "busy" | "no_consent_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
+export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "busy" | "no_consent_pending" | "no_transfer_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
 
 /**
  * Everything a receiving agent is told about a handed-over session.
@@ -575,6 +596,33 @@ export type ConsentRequestMessage = {
 };
 
 /**
+ * The agent puts the caller through to a person (`transfer_to_person`, a cold transfer: the caller leaves the agent). The client performs it — the SIP edge transfers the call (SIP REFER) — and answers with `transfer_result`. Unanswered for `timeout_seconds` plus 15 s, the transfer ends as `no_answer`.
+ */
+export type TransferRequestMessage = {
+  /**
+   * Where the person is: an E.164 number or a SIP URI.
+   */
+  address: string;
+  /**
+   * The person's name (`spec.telephony.people`).
+   */
+  person: string;
+  /**
+   * Why, in the model's words.
+   */
+  reason: string;
+  /**
+   * How long the person's phone may ring before the transfer counts as unanswered.
+   */
+  timeout_seconds: number;
+  /**
+   * The tool call; `transfer_result` names it.
+   */
+  tool_use_id: string;
+  type: "transfer_request";
+};
+
+/**
  * The session moves to another agent (`transfer`), or back to the agent that transferred it (`return`); that agent's `bidi_connection_start` follows on the same socket.
  */
 export type HandoffMessage = {
@@ -724,6 +772,7 @@ export type ServerMessage =
   | ToolCompleteMessage
   | ToolErrorMessage
   | ConsentRequestMessage
+  | TransferRequestMessage
   | HandoffMessage
   | MemoryUpdateMessage
   | WorkflowTransitionMessage
@@ -751,6 +800,7 @@ export const SERVER_MESSAGE_TYPES = [
   "tool_complete",
   "tool_error",
   "consent_request",
+  "transfer_request",
   "handoff",
   "memory_update",
   "workflow_transition",
@@ -891,6 +941,11 @@ export type TokensByModality = {
  * Who produced a piece of transcript.
  */
 export type TranscriptRole = "user" | "assistant";
+
+/**
+ * How a transfer to a person ended (`transfer_result.outcome`).
+ */
+export type TransferOutcome = "transferred" | "busy" | "no_answer" | "declined" | "unreachable" | "rejected" | "failed";
 
 /**
  * Where the session was in the handing-over agent's workflow.

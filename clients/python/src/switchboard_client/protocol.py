@@ -53,7 +53,7 @@ class AudioSettings(TypedDict):
 # people). Unless said otherwise an error is recoverable (`recoverable: true`): the session goes
 # on. A refusal at the start of a session, or one that ends it, comes with its close code
 # (`close_code`).
-ErrorCode = Literal["invalid_json", "unknown_type", "malformed_message", "already_started", "unsupported_modality", "unsupported_frame", "invalid_voice", "model_not_allowed", "invalid_audio_base64", "invalid_audio_length", "empty_audio", "audio_too_large", "empty_text", "busy", "no_consent_pending", "session_over", "identity_refused", "model_error", "empty_reply", "tool_rounds_exceeded", "model_throttled", "model_service_unavailable", "model_stream_interrupted", "model_timeout", "model_connection", "model_access_denied", "model_validation", "model_model_not_found", "model_credentials", "model_invalid_tool_input", "model_config", "model_protocol", "context_refused", "origin", "missing_key", "invalid_token", "unknown_key", "key_sessions", "key_rate", "agent_not_allowed", "candidate_not_allowed", "no_default", "unknown_agent", "ambiguous_agent", "not_exposed", "no_ready_pod", "handoff_not_allowed", "session_rate", "idle_timeout", "memory_budget", "at_capacity", "capacity_full", "no_runtime", "agent_removed", "handoff_failed", "replay_gap", "session_restored", "session_attached", "resume_refused", "store_unavailable", "nothing_to_cancel", "unknown_setting", "consent_unclear", "unsupported_audio_format", "fixed_setting"] | str
+ErrorCode = Literal["invalid_json", "unknown_type", "malformed_message", "already_started", "unsupported_modality", "unsupported_frame", "invalid_voice", "model_not_allowed", "invalid_audio_base64", "invalid_audio_length", "empty_audio", "audio_too_large", "empty_text", "busy", "no_consent_pending", "no_transfer_pending", "session_over", "identity_refused", "model_error", "empty_reply", "tool_rounds_exceeded", "model_throttled", "model_service_unavailable", "model_stream_interrupted", "model_timeout", "model_connection", "model_access_denied", "model_validation", "model_model_not_found", "model_credentials", "model_invalid_tool_input", "model_config", "model_protocol", "context_refused", "origin", "missing_key", "invalid_token", "unknown_key", "key_sessions", "key_rate", "agent_not_allowed", "candidate_not_allowed", "no_default", "unknown_agent", "ambiguous_agent", "not_exposed", "no_ready_pod", "handoff_not_allowed", "session_rate", "idle_timeout", "memory_budget", "at_capacity", "capacity_full", "no_runtime", "agent_removed", "handoff_failed", "replay_gap", "session_restored", "session_attached", "resume_refused", "store_unavailable", "nothing_to_cancel", "unknown_setting", "consent_unclear", "unsupported_audio_format", "fixed_setting"] | str
 
 
 class HandoffContext(TypedDict):
@@ -257,6 +257,10 @@ class TokensByModality(TypedDict):
 TranscriptRole = Literal["user", "assistant"]
 
 
+# How a transfer to a person ended (`transfer_result.outcome`).
+TransferOutcome = Literal["transferred", "busy", "no_answer", "declined", "unreachable", "rejected", "failed"]
+
+
 class WorkflowSnapshot(TypedDict):
     """Where the session was in the handing-over agent's workflow.
     """
@@ -361,6 +365,24 @@ class ToolConsentMessage(TypedDict):
     type: Literal["tool_consent"]
 
 
+class TransferResultMessage(TypedDict):
+    """How a `transfer_request` ended. `transferred`: the caller is with the person and the session
+    ends (the record says to whom); any other outcome comes back to the agent's model as a
+    `tool_error` of kind `transfer_<outcome>`, and the session goes on. A client that cannot
+    transfer calls answers `rejected`.
+    """
+    message: NotRequired[str]
+    """What happened, for the model and the record (`486 Busy Here`), optional.
+    """
+    outcome: TransferOutcome
+    """What became of it.
+    """
+    tool_use_id: str
+    """The `tool_use_id` of the `transfer_request` answered.
+    """
+    type: Literal["transfer_result"]
+
+
 class CloseMessage(TypedDict):
     """Ends the session now: the server closes the socket with 1000, and the session cannot be resumed
     (a dropped connection can: see `session_start.resume_token`).
@@ -378,6 +400,7 @@ ClientMessage = Union[
     SessionUpdateMessage,
     BidiTextInputMessage,
     ToolConsentMessage,
+    TransferResultMessage,
     CloseMessage,
 ]
 
@@ -391,6 +414,7 @@ CLIENT_MESSAGE_TYPES: tuple[str, ...] = (
     "session_update",
     "bidi_text_input",
     "tool_consent",
+    "transfer_result",
     "close",
 )
 
@@ -682,6 +706,30 @@ class ConsentRequestMessage(TypedDict):
     type: Literal["consent_request"]
 
 
+class TransferRequestMessage(TypedDict):
+    """The agent puts the caller through to a person (`transfer_to_person`, a cold transfer: the caller
+    leaves the agent). The client performs it — the SIP edge transfers the call (SIP REFER) — and
+    answers with `transfer_result`. Unanswered for `timeout_seconds` plus 15 s, the transfer ends as
+    `no_answer`.
+    """
+    address: str
+    """Where the person is: an E.164 number or a SIP URI.
+    """
+    person: str
+    """The person's name (`spec.telephony.people`).
+    """
+    reason: str
+    """Why, in the model's words.
+    """
+    timeout_seconds: int
+    """How long the person's phone may ring before the transfer counts as unanswered.
+    """
+    tool_use_id: str
+    """The tool call; `transfer_result` names it.
+    """
+    type: Literal["transfer_request"]
+
+
 # The session moves to another agent (`transfer`), or back to the agent that transferred it
 # (`return`); that agent's `bidi_connection_start` follows on the same socket.
 HandoffMessage = TypedDict(
@@ -810,6 +858,7 @@ ServerMessage = Union[
     ToolCompleteMessage,
     ToolErrorMessage,
     ConsentRequestMessage,
+    TransferRequestMessage,
     HandoffMessage,
     MemoryUpdateMessage,
     WorkflowTransitionMessage,
@@ -838,6 +887,7 @@ SERVER_MESSAGE_TYPES: tuple[str, ...] = (
     "tool_complete",
     "tool_error",
     "consent_request",
+    "transfer_request",
     "handoff",
     "memory_update",
     "workflow_transition",

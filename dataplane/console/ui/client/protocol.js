@@ -14,6 +14,7 @@ export const CLIENT_MESSAGE_TYPES = [
     "session_update",
     "bidi_text_input",
     "tool_consent",
+    "transfer_result",
     "close",
 ];
 /** The `type` of every ServerMessage. */
@@ -35,6 +36,7 @@ export const SERVER_MESSAGE_TYPES = [
     "tool_complete",
     "tool_error",
     "consent_request",
+    "transfer_request",
     "handoff",
     "memory_update",
     "workflow_transition",
