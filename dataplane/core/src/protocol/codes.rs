@@ -403,6 +403,7 @@ mod tests {
         "empty_text",
         "busy",
         "no_consent_pending",
+        "no_transfer_pending",
         "session_over",
         "identity_refused",
         "model_error",

@@ -169,7 +169,13 @@ fn the_table_speaks_to_the_caller_not_to_developers() {
     }
     // Trying again cannot help where the caller said no, or the agent cannot do it at all.
     let hopeless: Vec<FailureKind> = KINDS.into_iter().filter(|k| !k.for_people().recoverable).collect();
-    let expected =
-        [FailureKind::UnknownTool, FailureKind::ConsentDeclined, FailureKind::Unsupported, FailureKind::Cancelled];
+    // A transfer the trunk or client cannot make will not succeed on a second try either.
+    let expected = [
+        FailureKind::UnknownTool,
+        FailureKind::ConsentDeclined,
+        FailureKind::Unsupported,
+        FailureKind::Cancelled,
+        FailureKind::TransferRejected,
+    ];
     assert_eq!(hopeless, expected);
 }

@@ -103,6 +103,7 @@ fn every_message_is_in_the_schema_with_its_docs() {
             "session_update",
             "bidi_text_input",
             "tool_consent",
+            "transfer_result",
             "close"
         ],
         "every client message but the gateway's identity_assertion"
