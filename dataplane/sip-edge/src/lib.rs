@@ -36,7 +36,7 @@
 //! trunk's source addresses and/or with its digest credentials (401 challenges), others get
 //! 403; see [`switchboard_sip::trunk`].
 //!
-//! Transfers ([`transfer`]): the agent's `transfer_request` becomes a REFER to the caller's
+//! Transfers (the `transfer` module): the agent's `transfer_request` becomes a REFER to the caller's
 //! side; the NOTIFYs' final answer becomes the session's `transfer_result`.
 //!
 //! Not here yet: TLS, the caller's number in the session context, DTMF to the agent (needs a protocol
