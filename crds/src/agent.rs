@@ -36,7 +36,10 @@ pub use policy::{ToolPolicy, glob_match, is_pattern, is_valid_pattern, matches_a
 pub use record::{MAX_REDACT_PATTERN_LEN, MAX_REDACT_RULES, RecordSettings, RedactRule};
 pub use skill::{Example, Skill, USE_SKILL_TOOL};
 pub use sonic::{SONIC_MODELS, SonicModel, check_sonic_voice, sonic_model};
-pub use telephony::{E164_PATTERN, MAX_NUMBERS, Telephony, is_e164};
+pub use telephony::{
+    DEFAULT_TRANSFER_TIMEOUT_SECONDS, E164_PATTERN, MAX_NUMBERS, MAX_PEOPLE, PERSON_ADDRESS_PATTERN, Person,
+    TRANSFER_TO_PERSON_TOOL, Telephony, is_e164, is_person_address,
+};
 pub use text_models::{
     DEFAULT_WINDOW_SHARE, FALLBACK_CONTEXT_TOKENS, ReasoningStyle, TEXT_MODELS, TextModel, default_context_tokens,
     text_model,

@@ -81,6 +81,12 @@ fn stack(name: &str) -> Stack {
 
 /// [`stack`] with more flags for `switchboard sip` (trunks, say).
 fn stack_with(name: &str, edge_args: &[&str]) -> Stack {
+    stack_custom(name, edge_args, "", &[])
+}
+
+/// [`stack_with`] with more of triage's `spec.telephony` (`triage_telephony`: YAML lines
+/// indented by four spaces) and more flags for `switchboard local` (a simulator script).
+fn stack_custom(name: &str, edge_args: &[&str], triage_telephony: &str, local_args: &[&str]) -> Stack {
     let tools = tools_bin().expect("tests/tools/install.sh");
     let binary = switchboard_binary().expect("the switchboard binary");
     let dir = std::env::temp_dir().join(format!("switchboard-sip-{name}-{}", std::process::id()));
@@ -97,7 +103,7 @@ fn stack_with(name: &str, edge_args: &[&str]) -> Stack {
     let text = std::fs::read_to_string(&triage).expect("triage.yaml");
     let claimed = text.replace(
         "  gateway:\n    default: true",
-        &format!("  gateway:\n    default: true\n  telephony:\n    numbers: [\"{TRIAGE_NUMBER}\"]"),
+        &format!("  gateway:\n    default: true\n  telephony:\n    numbers: [\"{TRIAGE_NUMBER}\"]\n{triage_telephony}"),
     );
     assert_ne!(claimed, text, "triage.yaml's gateway block moved: the test adds its number there");
     std::fs::write(&triage, claimed).expect("write");
@@ -106,7 +112,7 @@ fn stack_with(name: &str, edge_args: &[&str]) -> Stack {
     let local = Process::start(
         &binary,
         "local",
-        &["local", &agents_arg, "--port", "0", "--record-database-url", &record],
+        &[&["local", &agents_arg, "--port", "0", "--record-database-url", &record][..], local_args].concat(),
         &[],
         "Chat with: switchboard chat ws://",
     )
@@ -201,9 +207,46 @@ impl Phone {
         account: &str,
         more_config: &str,
     ) -> Self {
-        let dir = stack.dir.join(name);
+        let dial = format!("/dial sip:{user}@{};transport={transport}", stack.sip);
+        Self::start(
+            &stack.dir,
+            &stack.tools,
+            name,
+            "caller",
+            silence,
+            quit,
+            transport,
+            account,
+            more_config,
+            Some(&dial),
+        )
+        .0
+    }
+
+    /// A phone that answers calls to `sip:<user>@127.0.0.1:<its port>` at once (it plays
+    /// the same WAV as a caller and records what it hears); returns it with its port.
+    fn answering(dir: &Path, tools: &Path, name: &str, user: &str, quit: u32) -> (Self, u16) {
+        Self::start(dir, tools, name, user, 20, quit, "udp", ";answermode=auto", "", None)
+    }
+
+    /// A baresip instance with account `<user>` and `more_config` lines in its config,
+    /// running `command` at start.
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        root: &Path,
+        tools: &Path,
+        name: &str,
+        user: &str,
+        silence: u32,
+        quit: u32,
+        transport: &str,
+        account: &str,
+        more_config: &str,
+        command: Option<&str>,
+    ) -> (Self, u16) {
+        let dir = root.join(name);
         std::fs::create_dir_all(dir.join("snd")).expect("a folder");
-        let sox = stack.tools.join("sox");
+        let sox = tools.join("sox");
         let part = |file: &str, args: &[&str]| {
             let status = Command::new(&sox)
                 .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
@@ -239,19 +282,22 @@ impl Phone {
         );
         std::fs::write(dir.join("config"), config).expect("config");
         let account =
-            format!("<sip:caller@127.0.0.1:{port};transport={transport}>;regint=0;audio_codecs=PCMU{account}\n");
+            format!("<sip:{user}@127.0.0.1:{port};transport={transport}>;regint=0;audio_codecs=PCMU{account}\n");
         std::fs::write(dir.join("accounts"), account).expect("accounts");
         let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
-        let child = Command::new(stack.tools.join("baresip"))
-            .arg("-f")
-            .arg(&dir)
-            .args(["-e", &format!("/dial sip:{user}@{};transport={transport}", stack.sip), "-t", &quit.to_string()])
+        let mut baresip = Command::new(tools.join("baresip"));
+        baresip.arg("-f").arg(&dir);
+        if let Some(command) = command {
+            baresip.args(["-e", command]);
+        }
+        let child = baresip
+            .args(["-t", &quit.to_string()])
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn()
             .expect("baresip starts");
-        Self { dir, child }
+        (Self { dir, child }, port)
     }
 
     fn log(&self) -> String {
@@ -775,4 +821,123 @@ fn an_outbound_call_nobody_answers_is_no_answer_and_one_to_a_busy_phone_is_busy(
     assert!(!ok && refused.contains("400") && refused.contains("E.164"), "{refused}");
     let list: serde_json::Value = serde_json::from_str(&sessions(&stack, &["list", "--json"])).expect("JSON");
     assert_eq!(list.as_array().expect("a list").len(), 0, "no session for calls nobody answered");
+}
+
+/// A simulator script for the transfer tests: the caller's tone (phrase 1) asks for
+/// `person`; the agent calls `transfer_to_person`, and says sorry when it fails.
+fn transfer_script(stack_dir: &Path, person: &str) -> PathBuf {
+    let script = format!(
+        "sonic:\n  phrases:\n    1: \"Put me through to the {person} please\"\n\
+         rules:\n\
+         \x20 - name: transfer\n\
+         \x20   when: {{ userText: \"(?i)through to the (?P<who>[a-z]+)\" }}\n\
+         \x20   reply: {{ toolUse: {{ name: transfer_to_person, input: {{ person: \"{{who}}\", reason: \"the caller asked\" }} }} }}\n\
+         \x20 - name: transfer-failed\n\
+         \x20   when: {{ toolResult: {{ name: transfer_to_person, status: error }} }}\n\
+         \x20   reply: {{ text: \"Sorry, nobody could take your call right now.\" }}\n\
+         default: {{ text: \"Hello from the bank.\" }}\n"
+    );
+    std::fs::create_dir_all(stack_dir).expect("a folder");
+    let path = stack_dir.join("transfer-script.yaml");
+    std::fs::write(&path, script).expect("the script");
+    path
+}
+
+/// The people triage may put a caller through to: `advisor` at `advisor`'s phone, and
+/// `nobody` at a port where nothing answers.
+fn people(advisor: u16, nobody: u16) -> String {
+    format!(
+        "    transferTimeoutSeconds: 10\n    people:\n\
+         \x20     - {{ name: advisor, address: \"sip:advisor@127.0.0.1:{advisor}\", description: Accounts }}\n\
+         \x20     - {{ name: nobody, address: \"sip:nobody@127.0.0.1:{nobody}\" }}\n"
+    )
+}
+
+/// A free UDP port (nothing listens on it when the test uses it).
+fn dead_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").expect("a port").local_addr().expect("addr").port()
+}
+
+/// The record of the one session: its `sessions show` text.
+fn the_session(stack: &Stack) -> String {
+    let list: serde_json::Value = serde_json::from_str(&sessions(stack, &["list", "--json"])).expect("JSON");
+    let list = list.as_array().expect("a list");
+    assert_eq!(list.len(), 1, "one session: {list:?}");
+    sessions(stack, &["show", list[0]["id"].as_str().expect("an id")])
+}
+
+#[test]
+fn the_agent_transfers_the_caller_to_a_person_whose_phone_rings_and_answers() {
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-transfer-script-{}", std::process::id()));
+    let script = transfer_script(&dir, "advisor");
+    let script_arg = script.to_string_lossy().into_owned();
+    // The person's phone first (its port goes into the Agent), in a stack-less folder.
+    let tools = tools_bin().expect("tests/tools/install.sh");
+    let (person, port) = Phone::answering(&dir, &tools, "advisor", "advisor", 60);
+    let stack = stack_custom("transfer", &[], &people(port, dead_port()), &["--sim-script", &script_arg]);
+    let caller = Phone::dial(&stack, "caller", "triage", 25, 60);
+    let context =
+        || format!("{}\n--- caller ---\n{}\n--- person ---\n{}", stack.edge.log_text(), caller.log(), person.log());
+    wait_for(
+        "the transfer ends",
+        Duration::from_secs(40),
+        || stack.edge.log_text().contains("transfer ended"),
+        context,
+    );
+    let edge = stack.edge.log_text();
+    assert!(edge.contains("outcome=\"transferred\""), "the person answered: {}", context());
+    wait_for(
+        "the person's phone took the call",
+        Duration::from_secs(10),
+        || person.log().contains("Call established"),
+        context,
+    );
+    let caller_log = caller.log();
+    assert!(
+        caller_log.contains("menu: transferring call") && caller_log.contains("Call established: sip:advisor@"),
+        "the caller's phone was referred and is in a call with the person: {caller_log}"
+    );
+    // The agent's leg ends: the session ends saying to whom, and the edge hangs its leg up.
+    wait_for(
+        "the agent's session ends",
+        Duration::from_secs(10),
+        || stack.edge.log_text().contains("call ended"),
+        context,
+    );
+    // The record is written behind the session: wait for its end.
+    wait_for(
+        "the record says the caller was transferred, and to whom",
+        Duration::from_secs(20),
+        || the_session(&stack).contains("transferred to advisor"),
+        || the_session(&stack),
+    );
+    let shown = the_session(&stack);
+    assert!(shown.contains("transfer_to_person"), "the tool call is in the record: {shown}");
+    drop(person);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_person_who_cannot_be_reached_comes_back_to_the_agent_as_a_typed_result() {
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-transfer-nobody-{}", std::process::id()));
+    let script = transfer_script(&dir, "nobody");
+    let script_arg = script.to_string_lossy().into_owned();
+    let stack = stack_custom("nobody", &[], &people(dead_port(), dead_port()), &["--sim-script", &script_arg]);
+    let caller = Phone::dial(&stack, "caller", "triage", 25, 60);
+    let context = || format!("{}\n--- caller ---\n{}", stack.edge.log_text(), caller.log());
+    wait_for(
+        "the transfer ends",
+        Duration::from_secs(40),
+        || stack.edge.log_text().contains("transfer ended"),
+        context,
+    );
+    let edge = stack.edge.log_text();
+    assert!(!edge.contains("outcome=\"transferred\""), "nobody answered: {}", context());
+    // The caller is still with the agent, which heard why and said sorry.
+    caller.wait_over(Duration::from_secs(45));
+    let shown = the_session(&stack);
+    assert!(shown.contains("transfer_"), "the model got a transfer_<outcome> error: {shown}");
+    assert!(shown.contains("Sorry, nobody could take your call"), "the agent told the caller: {shown}");
+    assert!(!shown.contains("transferred to"), "{shown}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -170,6 +170,17 @@ export type BidiTextInputMessage = {
 };
 
 /**
+ * Keys the caller pressed on a phone's keypad (DTMF), in order: `0`-`9`, `*`, `#` and `A`-`D`, at most 32 a message (the SIP edge sends one message a key, as it is pressed). The agent is told them as the caller's input ("The caller pressed 1 2 3 #") when the caller ends them with `#`, pauses for 1.5 s, or has pressed 32; the line that tells them is the session's user transcript line, in the record like other caller input (the message itself is never recorded). Other characters, an empty or longer `digits`: `bidi_error` `invalid_dtmf`; more than a person can press (a burst of 32, then 10 a second): `bidi_error` `dtmf_rate`, the keys dropped.
+ */
+export type BidiDtmfMessage = {
+  /**
+   * The keys, e.g. `"1"` or `"1234#"`.
+   */
+  digits: string;
+  type: "bidi_dtmf";
+};
+
+/**
  * The user's answer to a `consent_request`. A typed or spoken clear "yes" or "no" while one is pending answers it too.
  */
 export type ToolConsentMessage = {
@@ -204,6 +215,25 @@ export type ClientToolResultMessage = {
 };
 
 /**
+ * How a `transfer_request` ended. `transferred`: the caller is with the person and the session ends (the record says to whom); any other outcome comes back to the agent's model as a `tool_error` of kind `transfer_<outcome>`, and the session goes on. A client that cannot transfer calls answers `rejected`.
+ */
+export type TransferResultMessage = {
+  /**
+   * What happened, for the model and the record (`486 Busy Here`), optional.
+   */
+  message?: string;
+  /**
+   * What became of it.
+   */
+  outcome: TransferOutcome;
+  /**
+   * The `tool_use_id` of the `transfer_request` answered.
+   */
+  tool_use_id: string;
+  type: "transfer_result";
+};
+
+/**
  * Ends the session now: the server closes the socket with 1000, and the session cannot be resumed (a dropped connection can: see `session_start.resume_token`).
  */
 export type CloseMessage = {
@@ -221,8 +251,10 @@ export type ClientMessage =
   | BidiAudioPlayedMessage
   | SessionUpdateMessage
   | BidiTextInputMessage
+  | BidiDtmfMessage
   | ToolConsentMessage
   | ClientToolResultMessage
+  | TransferResultMessage
   | CloseMessage;
 
 /** The `type` of every ClientMessage. */
@@ -234,15 +266,17 @@ export const CLIENT_MESSAGE_TYPES = [
   "bidi_audio_played",
   "session_update",
   "bidi_text_input",
+  "bidi_dtmf",
   "tool_consent",
   "client_tool_result",
+  "transfer_result",
   "close",
 ] as const;
 
 /**
  * The code of a `bidi_error`: what went wrong, stable for programs (the message says it for people). Unless said otherwise an error is recoverable (`recoverable: true`): the session goes on. A refusal at the start of a session, or one that ends it, comes with its close code (`close_code`).
  */
-export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "busy" | "no_consent_pending" | "no_client_tool_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
+export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "invalid_dtmf" | "dtmf_rate" | "busy" | "no_consent_pending" | "no_client_tool_pending" | "no_transfer_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
 
 /**
  * Everything a receiving agent is told about a handed-over session.
@@ -684,6 +718,33 @@ export type DisplayCardMessage = {
 };
 
 /**
+ * The agent puts the caller through to a person (`transfer_to_person`, a cold transfer: the caller leaves the agent). The client performs it — the SIP edge transfers the call (SIP REFER) — and answers with `transfer_result`. Unanswered for `timeout_seconds` plus 15 s, the transfer ends as `no_answer`.
+ */
+export type TransferRequestMessage = {
+  /**
+   * Where the person is: an E.164 number or a SIP URI.
+   */
+  address: string;
+  /**
+   * The person's name (`spec.telephony.people`).
+   */
+  person: string;
+  /**
+   * Why, in the model's words.
+   */
+  reason: string;
+  /**
+   * How long the person's phone may ring before the transfer counts as unanswered.
+   */
+  timeout_seconds: number;
+  /**
+   * The tool call; `transfer_result` names it.
+   */
+  tool_use_id: string;
+  type: "transfer_request";
+};
+
+/**
  * The session moves to another agent (`transfer`), or back to the agent that transferred it (`return`); that agent's `bidi_connection_start` follows on the same socket.
  */
 export type HandoffMessage = {
@@ -835,6 +896,7 @@ export type ServerMessage =
   | ConsentRequestMessage
   | ClientToolCallMessage
   | DisplayCardMessage
+  | TransferRequestMessage
   | HandoffMessage
   | MemoryUpdateMessage
   | WorkflowTransitionMessage
@@ -864,6 +926,7 @@ export const SERVER_MESSAGE_TYPES = [
   "consent_request",
   "client_tool_call",
   "display_card",
+  "transfer_request",
   "handoff",
   "memory_update",
   "workflow_transition",
@@ -1004,6 +1067,11 @@ export type TokensByModality = {
  * Who produced a piece of transcript.
  */
 export type TranscriptRole = "user" | "assistant";
+
+/**
+ * How a transfer to a person ended (`transfer_result.outcome`).
+ */
+export type TransferOutcome = "transferred" | "busy" | "no_answer" | "declined" | "unreachable" | "rejected" | "failed";
 
 /**
  * Where the session was in the handing-over agent's workflow.

@@ -1,6 +1,8 @@
 //! `spec.telephony`: the phone numbers an Agent answers. A call the SIP edge takes for a
 //! number reaches the Agent that claims it; a number is one Agent's only, cluster-wide
 //! (the operator refuses the later claim, see `switchboard_operator`'s number check).
+//! And the people a caller may be put through to: an Agent that lists `people` gets the
+//! built-in [`TRANSFER_TO_PERSON_TOOL`].
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -11,6 +13,41 @@ pub const MAX_NUMBERS: usize = 64;
 /// An E.164 number: `+`, a country code that does not start with 0, at most 15 digits in
 /// all (ITU-T E.164 §6), nothing else (no spaces, dashes or extensions).
 pub const E164_PATTERN: &str = r"^\+[1-9][0-9]{1,14}$";
+
+/// The most people one Agent lists.
+pub const MAX_PEOPLE: usize = 32;
+
+/// The built-in tool an Agent with `spec.telephony.people` gets: it puts the caller
+/// through to one of them (the client performs it: a SIP edge transfers the call).
+pub const TRANSFER_TO_PERSON_TOOL: &str = "transfer_to_person";
+
+/// How long a transfer may ring before it counts as unanswered, by default (seconds).
+pub const DEFAULT_TRANSFER_TIMEOUT_SECONDS: u32 = 30;
+
+/// Where a person is reached: an E.164 number or a `sip:`/`sips:` URI with a user part.
+pub const PERSON_ADDRESS_PATTERN: &str = r#"^(\+[1-9][0-9]{1,14}|sips?:[^\s<>"@]+@[^\s<>"@;]+(;[^\s<>"]*)?)$"#;
+
+/// A person (or a team's line) the caller can be put through to.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Person {
+    /// The name the model asks for (`advisor`, `fraud-team`): lowercase letters, digits,
+    /// `-` and `_`, unique in the Agent.
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
+    pub name: String,
+    /// Where the person is: an E.164 number (`+442079460001`, dialled through the trunk
+    /// the call came from) or a SIP URI (`sip:advisor@pbx.example.com`).
+    #[schemars(
+        length(min = 3, max = 256),
+        regex(pattern = r#"^(\+[1-9][0-9]{1,14}|sips?:[^\s<>"@]+@[^\s<>"@;]+(;[^\s<>"]*)?)$"#)
+    )]
+    pub address: String,
+    /// When to put a caller through to this person, for the model (`Card disputes the
+    /// agent cannot settle`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 500))]
+    pub description: String,
+}
 
 /// How an Agent takes phone calls.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -23,13 +60,50 @@ pub struct Telephony {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64), inner(length(min = 3, max = 16), regex(pattern = r"^\+[1-9][0-9]{1,14}$")))]
     pub numbers: Vec<String>,
+    /// The people a caller may be put through to (a cold transfer: the caller leaves the
+    /// agent). With any listed, the Agent gets the built-in `transfer_to_person` tool,
+    /// which names them; a transfer that fails (busy, no answer, declined, unreachable)
+    /// comes back to the model as a tool error of that kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub people: Vec<Person>,
+    /// How long a transfer may ring before it counts as unanswered (5-300 s; default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 5, max = 300))]
+    pub transfer_timeout_seconds: Option<u32>,
 }
 
 impl Telephony {
     /// True when nothing is set (the field is left out of the spec).
     pub fn is_empty(&self) -> bool {
-        self.numbers.is_empty()
+        self.numbers.is_empty() && self.people.is_empty() && self.transfer_timeout_seconds.is_none()
     }
+
+    /// The person named `name`.
+    pub fn person(&self, name: &str) -> Option<&Person> {
+        self.people.iter().find(|p| p.name == name)
+    }
+
+    /// How long a transfer may ring (seconds).
+    pub fn transfer_timeout(&self) -> u32 {
+        self.transfer_timeout_seconds.unwrap_or(DEFAULT_TRANSFER_TIMEOUT_SECONDS)
+    }
+}
+
+/// Whether `address` is where a person can be reached, as [`PERSON_ADDRESS_PATTERN`]
+/// says: an E.164 number, or `sip:`/`sips:`, a user, `@`, a host and optional parameters,
+/// with no spaces, angle brackets or quotes.
+pub fn is_person_address(address: &str) -> bool {
+    if address.len() > 256 || address.chars().any(|c| c.is_whitespace() || c.is_control() || "<>\"".contains(c)) {
+        return false;
+    }
+    if address.starts_with('+') {
+        return is_e164(address);
+    }
+    let Some(rest) = address.strip_prefix("sip:").or_else(|| address.strip_prefix("sips:")) else { return false };
+    let Some((user, host)) = rest.split_once('@') else { return false };
+    let host = host.split(';').next().unwrap_or_default();
+    !user.is_empty() && !host.is_empty() && !host.contains('@') && !user.contains('@')
 }
 
 /// Whether `number` is E.164 as [`E164_PATTERN`] says.
@@ -41,6 +115,36 @@ pub fn is_e164(number: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_person_is_a_number_or_a_sip_uri_with_a_user() {
+        for good in
+            ["+442079460001", "sip:advisor@pbx.example.com", "sips:a.b@10.0.0.1:5061", "sip:7001@pbx;transport=tcp"]
+        {
+            assert!(is_person_address(good), "{good}");
+        }
+        for bad in [
+            "",
+            "advisor",
+            "sip:pbx.example.com",
+            "sip:@pbx",
+            "sip:a@",
+            "tel:+44",
+            "sip:a b@pbx",
+            "sip:a@b@c",
+            "+0123",
+            "sip:<a>@pbx",
+            "http://x@y",
+        ] {
+            assert!(!is_person_address(bad), "{bad}");
+        }
+        let regex = regex::Regex::new(PERSON_ADDRESS_PATTERN).expect("the pattern compiles");
+        for address in
+            ["+442079460001", "sip:advisor@pbx.example.com", "sip:7001@pbx;transport=tcp", "sip:pbx", "x", "sip:a b@c"]
+        {
+            assert_eq!(regex.is_match(address), is_person_address(address), "{address}");
+        }
+    }
 
     #[test]
     fn e164_is_a_plus_a_country_code_and_at_most_fifteen_digits() {

@@ -1,12 +1,16 @@
 //! Checks of `spec.telephony`: each number E.164 and claimed once, at most
 //! [`MAX_NUMBERS`], and only by an Agent that can take a call (voice or hybrid). Whether
 //! another Agent claimed a number first is the operator's check: it sees every Agent.
+//! The people a caller may be put through to: named once each, reachable at an E.164
+//! number or a SIP URI, at most [`MAX_PEOPLE`], with no tool of the Agent's own under the
+//! built-in tool's name.
 
 use super::{Problem, Reason, duplicates};
-use crate::agent::{AgentSpec, MAX_NUMBERS, is_e164};
+use crate::agent::{AgentSpec, MAX_NUMBERS, MAX_PEOPLE, TRANSFER_TO_PERSON_TOOL, is_e164, is_person_address};
 
-/// Problems with the Agent's phone numbers.
+/// Problems with the Agent's phone numbers and people.
 pub(crate) fn check_telephony(spec: &AgentSpec, problems: &mut Vec<Problem>) {
+    check_people(spec, problems);
     let numbers = &spec.telephony.numbers;
     if numbers.is_empty() {
         return;
@@ -46,6 +50,87 @@ pub(crate) fn check_telephony(spec: &AgentSpec, problems: &mut Vec<Problem>) {
     }
 }
 
+/// Problems with `spec.telephony.people` and `transferTimeoutSeconds`.
+fn check_people(spec: &AgentSpec, problems: &mut Vec<Problem>) {
+    let telephony = &spec.telephony;
+    if let Some(seconds) = telephony.transfer_timeout_seconds
+        && !(5..=300).contains(&seconds)
+    {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "spec.telephony.transferTimeoutSeconds",
+            format!("{seconds} s; a transfer rings between 5 and 300 s before it counts as unanswered"),
+        ));
+    }
+    let people = &telephony.people;
+    if people.is_empty() {
+        return;
+    }
+    if people.len() > MAX_PEOPLE {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "spec.telephony.people",
+            format!("{} people; one Agent lists at most {MAX_PEOPLE}", people.len()),
+        ));
+    }
+    for (i, person) in people.iter().enumerate() {
+        let name_ok = (1..=63).contains(&person.name.len())
+            && person.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+            && !person.name.starts_with(['-', '_']);
+        if !name_ok {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("spec.telephony.people[{i}].name"),
+                format!(
+                    "{:?} is not a person's name here: lowercase letters, digits, '-' and '_', at most 63, starting \
+                     with a letter or digit (the model asks for it by this name)",
+                    person.name
+                ),
+            ));
+        }
+        if !is_person_address(&person.address) {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("spec.telephony.people[{i}].address"),
+                format!(
+                    "{:?} is not where a person can be reached: write an E.164 number (+442079460001) or a SIP URI \
+                     with a user (sip:advisor@pbx.example.com), without spaces, angle brackets or quotes",
+                    person.address
+                ),
+            ));
+        }
+        if person.description.chars().count() > 500 {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("spec.telephony.people[{i}].description"),
+                "longer than 500 characters; say in a sentence when to put a caller through",
+            ));
+        }
+    }
+    for dup in duplicates(people.iter().map(|p| p.name.as_str())) {
+        problems.push(Problem::new(
+            Reason::DuplicateName,
+            "spec.telephony.people",
+            format!("{dup} is listed more than once; name each person once"),
+        ));
+    }
+    if let Some(i) = spec.tools.iter().position(|t| t.name == TRANSFER_TO_PERSON_TOOL) {
+        problems.push(Problem::new(
+            Reason::DuplicateName,
+            format!("spec.tools[{i}].name"),
+            format!("{TRANSFER_TO_PERSON_TOOL:?} is the built-in tool that puts a caller through to spec.telephony.people; rename this tool"),
+        ));
+    }
+    if !spec.mode.has_audio() {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "spec.telephony.people",
+            "a text-only Agent takes no phone calls, so it cannot put a caller through: set mode voice or hybrid, or \
+             remove its people",
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,6 +143,50 @@ mod tests {
         let mut out = Vec::new();
         check_telephony(&spec, &mut out);
         out.into_iter().map(|p| p.to_string()).collect()
+    }
+
+    fn people_problems(mode: &str, people: &str) -> Vec<String> {
+        let spec: AgentSpec = serde_yaml::from_str(&format!(
+            "mode: {mode}\npersonaRef: {{name: p}}\nworkflowRef: {{name: w}}\ntelephony: {{ people: {people} }}\n"
+        ))
+        .expect("spec");
+        let mut out = Vec::new();
+        check_telephony(&spec, &mut out);
+        out.into_iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn people_are_named_once_and_reachable_at_a_number_or_a_sip_uri() {
+        let good = "[{name: advisor, address: '+442079460001'}, {name: fraud-team, address: 'sip:fraud@pbx.example.com', description: Fraud}]";
+        assert!(people_problems("voice", good).is_empty(), "{:?}", people_problems("voice", good));
+        let bad = people_problems("voice", "[{name: Advisor, address: '02079460001'}]");
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(bad[0].contains("people[0].name") && bad[0].contains("lowercase"), "{bad:?}");
+        assert!(bad[1].contains("people[0].address") && bad[1].contains("E.164"), "{bad:?}");
+        let dup = people_problems("voice", "[{name: a, address: '+442079460001'}, {name: a, address: 'sip:a@b'}]");
+        assert!(dup.len() == 1 && dup[0].contains("more than once"), "{dup:?}");
+        let text = people_problems("text", "[{name: a, address: '+442079460001'}]");
+        assert!(text.len() == 1 && text[0].contains("text-only"), "{text:?}");
+        let mut spec: AgentSpec = serde_yaml::from_str(
+            "mode: voice\npersonaRef: {name: p}\nworkflowRef: {name: w}\ntelephony: {transferTimeoutSeconds: 2}\n",
+        )
+        .expect("spec");
+        let mut out = Vec::new();
+        check_telephony(&spec, &mut out);
+        assert!(out[0].to_string().contains("between 5 and 300"), "{out:?}");
+        spec.telephony.transfer_timeout_seconds = Some(20);
+        spec.telephony.people = vec![crate::agent::Person {
+            name: "a".into(),
+            address: "+442079460001".into(),
+            description: String::new(),
+        }];
+        spec.tools = vec![
+            serde_yaml::from_str("{name: transfer_to_person, description: d, builtin: {kind: currentTime}}")
+                .expect("tool"),
+        ];
+        let mut out = Vec::new();
+        check_telephony(&spec, &mut out);
+        assert!(out.len() == 1 && out[0].to_string().contains("built-in tool"), "{out:?}");
     }
 
     #[test]

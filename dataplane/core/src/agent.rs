@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 
 use switchboard_crds::RuntimeSpec;
-use switchboard_crds::agent::{BuiltinKind, MemoryPath, ToolSpec, USE_SKILL_TOOL, glob_match, is_pattern};
+use switchboard_crds::agent::{
+    BuiltinKind, MemoryPath, TRANSFER_TO_PERSON_TOOL, ToolSpec, USE_SKILL_TOOL, glob_match, is_pattern,
+};
 use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, return_tool_name};
 use switchboard_crds::workflow::NodeKind;
 
@@ -320,6 +322,7 @@ impl AgentCore {
                 .cloned(),
         );
         offered.extend(self.use_skill_tool());
+        offered.extend(crate::transfer::tool(&self.spec.telephony));
         if let Some(caller) = return_to
             && offer.returns
         {
@@ -377,6 +380,7 @@ impl AgentCore {
             .map(ToolDefinition::from)
             .collect();
         tools.extend(self.use_skill_tool());
+        tools.extend(crate::transfer::tool(&self.spec.telephony));
         for handoff in &self.spec.handoffs {
             tools.push(handoff_tool(&handoff.tool, &handoff.description, false));
         }
@@ -401,6 +405,11 @@ impl AgentCore {
         }
         if name == USE_SKILL_TOOL
             && let Some(tool) = self.use_skill_tool()
+        {
+            return tool;
+        }
+        if name == TRANSFER_TO_PERSON_TOOL
+            && let Some(tool) = crate::transfer::tool(&self.spec.telephony)
         {
             return tool;
         }

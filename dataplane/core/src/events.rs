@@ -75,6 +75,15 @@ pub enum Input {
         /// Why the client could not run it.
         error: Option<String>,
     },
+    /// The client says how a `transfer_request` ended (`transfer_result`).
+    TransferResult {
+        /// The call of `transfer_to_person`.
+        tool_use_id: String,
+        /// How it ended.
+        outcome: crate::protocol::TransferOutcome,
+        /// What happened, in the client's words (untrusted; cut to 300 characters).
+        message: String,
+    },
     /// What a voice model and the audio say (voice sessions; a text session ignores them).
     Voice(VoiceInput),
     /// The model call asked for by [`Effect::CallModel`] was refused because its context

@@ -48,6 +48,7 @@ mod skills;
 pub mod summary;
 pub mod tools;
 pub mod transcript;
+pub mod transfer;
 pub mod turn_taking;
 pub mod workflow;
 

@@ -127,6 +127,19 @@ pub enum ClientMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// How a `transfer_request` ended. `transferred`: the caller is with the person and
+    /// the session ends (the record says to whom); any other outcome comes back to the
+    /// agent's model as a `tool_error` of kind `transfer_<outcome>`, and the session goes
+    /// on. A client that cannot transfer calls answers `rejected`.
+    TransferResult {
+        /// The `tool_use_id` of the `transfer_request` answered.
+        tool_use_id: String,
+        /// What became of it.
+        outcome: TransferOutcome,
+        /// What happened, for the model and the record (`486 Busy Here`), optional.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+    },
     /// Ends the session now: the server closes the socket with 1000, and the session cannot
     /// be resumed (a dropped connection can: see `session_start.resume_token`).
     Close {},
@@ -140,6 +153,66 @@ pub enum ClientMessage {
         /// The compact JWS.
         assertion: String,
     },
+}
+
+/// How a transfer to a person ended (`transfer_result.outcome`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferOutcome {
+    /// The caller is with the person: the session ends.
+    Transferred,
+    /// The person's line is busy (SIP 486, 600).
+    Busy,
+    /// Nobody answered within the timeout (SIP 408, 480, 487, or no final answer).
+    NoAnswer,
+    /// The person declined the call (SIP 603).
+    Declined,
+    /// The person cannot be reached (SIP 404, 410, 484, 5xx, or no route).
+    Unreachable,
+    /// The transfer was refused before the person was called: the trunk takes no REFER,
+    /// or the client cannot transfer calls.
+    Rejected,
+    /// Anything else.
+    Failed,
+}
+
+impl TransferOutcome {
+    /// Every outcome.
+    pub const ALL: [Self; 7] = [
+        Self::Transferred,
+        Self::Busy,
+        Self::NoAnswer,
+        Self::Declined,
+        Self::Unreachable,
+        Self::Rejected,
+        Self::Failed,
+    ];
+
+    /// The snake_case name (the wire, metric labels).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Transferred => "transferred",
+            Self::Busy => "busy",
+            Self::NoAnswer => "no_answer",
+            Self::Declined => "declined",
+            Self::Unreachable => "unreachable",
+            Self::Rejected => "rejected",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// The outcome of a SIP final status for the person's call (a REFER's NOTIFY, or the
+    /// answer to the REFER itself).
+    pub fn of_sip_status(status: u16) -> Self {
+        match status {
+            200..=299 => Self::Transferred,
+            486 | 600 => Self::Busy,
+            408 | 480 | 487 => Self::NoAnswer,
+            603 => Self::Declined,
+            404 | 410 | 484 | 485 | 500..=599 | 604 => Self::Unreachable,
+            _ => Self::Failed,
+        }
+    }
 }
 
 /// Token counts by direction and modality.
@@ -385,6 +458,22 @@ pub enum ServerMessage {
         /// The card, every size bounded (see `Card`).
         card: Card,
     },
+    /// The agent puts the caller through to a person (`transfer_to_person`, a cold
+    /// transfer: the caller leaves the agent). The client performs it — the SIP edge
+    /// transfers the call (SIP REFER) — and answers with `transfer_result`. Unanswered
+    /// for `timeout_seconds` plus 15 s, the transfer ends as `no_answer`.
+    TransferRequest {
+        /// The tool call; `transfer_result` names it.
+        tool_use_id: String,
+        /// The person's name (`spec.telephony.people`).
+        person: String,
+        /// Where the person is: an E.164 number or a SIP URI.
+        address: String,
+        /// Why, in the model's words.
+        reason: String,
+        /// How long the person's phone may ring before the transfer counts as unanswered.
+        timeout_seconds: u32,
+    },
     /// The session moves to another agent (`transfer`), or back to the agent that
     /// transferred it (`return`); that agent's `bidi_connection_start` follows on the same
     /// socket.
@@ -499,7 +588,7 @@ pub enum DecodeError {
     InvalidJson(String),
     /// JSON without a known `type`.
     #[error(
-        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, bidi_audio_input_end, bidi_cancel, bidi_audio_played, session_update, tool_consent, client_tool_result or close"
+        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, bidi_audio_input_end, bidi_cancel, bidi_audio_played, session_update, tool_consent, client_tool_result, transfer_result or close"
     )]
     UnknownType(String),
     /// A known type with missing or wrong fields.
@@ -537,6 +626,7 @@ const CLIENT_TYPES: &[&str] = &[
     "session_update",
     "tool_consent",
     "client_tool_result",
+    "transfer_result",
     "close",
     IDENTITY_ASSERTION,
 ];

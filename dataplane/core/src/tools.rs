@@ -80,6 +80,19 @@ pub enum FailureKind {
     ClientBadResult,
     /// A client tool: the client answered that it could not run it (`error`).
     ClientReported,
+    /// A transfer to a person: the line was busy.
+    TransferBusy,
+    /// A transfer to a person: nobody answered in time.
+    TransferNoAnswer,
+    /// A transfer to a person: the person declined the call.
+    TransferDeclined,
+    /// A transfer to a person: the person could not be reached.
+    TransferUnreachable,
+    /// A transfer to a person: refused before the person was called (the trunk or the
+    /// client cannot transfer).
+    TransferRejected,
+    /// A transfer to a person failed otherwise.
+    TransferFailed,
 }
 
 impl FailureKind {
@@ -103,7 +116,27 @@ impl FailureKind {
             Self::ClientTimeout => "client_timeout",
             Self::ClientBadResult => "client_bad_result",
             Self::ClientReported => "client_error",
+            Self::TransferBusy => "transfer_busy",
+            Self::TransferNoAnswer => "transfer_no_answer",
+            Self::TransferDeclined => "transfer_declined",
+            Self::TransferUnreachable => "transfer_unreachable",
+            Self::TransferRejected => "transfer_rejected",
+            Self::TransferFailed => "transfer_failed",
         }
+    }
+
+    /// The failure of a transfer that ended with `outcome`; `None` for `transferred`.
+    pub fn of_transfer(outcome: crate::protocol::TransferOutcome) -> Option<Self> {
+        use crate::protocol::TransferOutcome as O;
+        Some(match outcome {
+            O::Transferred => return None,
+            O::Busy => Self::TransferBusy,
+            O::NoAnswer => Self::TransferNoAnswer,
+            O::Declined => Self::TransferDeclined,
+            O::Unreachable => Self::TransferUnreachable,
+            O::Rejected => Self::TransferRejected,
+            O::Failed => Self::TransferFailed,
+        })
     }
 }
 
@@ -167,6 +200,20 @@ impl FailureKind {
                 (true, "Your app gave an answer that could not be used.", "Try again, or update the app.")
             }
             Self::ClientReported => (true, "Your app could not do that.", "Try again, or do it in the app yourself."),
+            Self::TransferBusy => (true, "The person you asked for is on another call.", "Try again in a few minutes."),
+            Self::TransferNoAnswer => {
+                (true, "Nobody answered that line in time.", "Try again later, or ask for a call back.")
+            }
+            Self::TransferDeclined => {
+                (true, "The person could not take your call just now.", "Try again later, or ask for a call back.")
+            }
+            Self::TransferUnreachable => {
+                (true, "That line could not be reached.", "Ask for someone else, or try again later.")
+            }
+            Self::TransferRejected => {
+                (false, "Your call cannot be put through from here.", "Ask how else to reach a person.")
+            }
+            Self::TransferFailed => (true, "Your call could not be put through.", "Try again in a moment."),
         };
         ForPeople { recoverable, message, suggestion }
     }

@@ -164,6 +164,9 @@ impl Driver<'_> {
             ClientMessage::ClientToolResult { tool_use_id, result, error } => {
                 Some(Input::ClientToolResult { tool_use_id, result, error })
             }
+            ClientMessage::TransferResult { tool_use_id, outcome, message } => {
+                Some(Input::TransferResult { tool_use_id, outcome, message })
+            }
             ClientMessage::Close {} => Some(Input::End),
             ClientMessage::BidiCancel {} => Some(Input::Cancel),
             // No audio was played in a text session.

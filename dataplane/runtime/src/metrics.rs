@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 use switchboard_core::GOTO_TOOL;
-use switchboard_core::protocol::ServerMessage;
-use switchboard_crds::agent::Provider;
+use switchboard_core::protocol::{ServerMessage, TransferOutcome};
+use switchboard_crds::agent::{Provider, TRANSFER_TO_PERSON_TOOL};
 use switchboard_crds::runtime::{RETURN_PREFIX, RuntimeSpec};
 
 /// Buckets of `gen_ai.server.time_to_first_token` (seconds).
@@ -157,6 +157,7 @@ pub struct Metrics {
     tool_errors: IntCounterVec,
     consent_requests: IntCounterVec,
     client_tool_calls: IntCounterVec,
+    transfers: IntCounterVec,
     interruptions: IntCounterVec,
 }
 
@@ -350,6 +351,11 @@ impl Metrics {
             "Calls of tools the client runs, by outcome (success, client_timeout, client_bad_result, client_error, ...).",
             &["agent", "tool", "outcome"],
         )?;
+        let transfers = b.counter(
+            "switchboard_transfers_total",
+            "Transfers of a caller to a person (transfer_to_person), by outcome: transferred, busy, no_answer, declined, unreachable, rejected, failed.",
+            &["agent", "outcome"],
+        )?;
         let interruptions = b.counter(
             "switchboard_interruptions_total",
             "Barge-ins: the user spoke over the agent's answer, or cancelled it.",
@@ -385,6 +391,7 @@ impl Metrics {
             tool_errors,
             consent_requests,
             client_tool_calls,
+            transfers,
             interruptions,
         })
     }
@@ -426,9 +433,20 @@ impl Metrics {
                 let outcome = if *cached { "cached" } else { "success" };
                 self.tool_calls.with_label_values(&[agent, tool_label(spec, name), outcome]).inc();
                 self.client_tool_call(spec, name, "success");
+                if name == TRANSFER_TO_PERSON_TOOL {
+                    self.transfers.with_label_values(&[agent, TransferOutcome::Transferred.as_str()]).inc();
+                }
             }
             ServerMessage::ToolError { name, kind, .. } => {
                 let tool = tool_label(spec, name);
+                // A transfer's outcome is its error kind (`transfer_busy`, ...); the
+                // tool's other errors (an unknown person) transferred nobody.
+                if name == TRANSFER_TO_PERSON_TOOL
+                    && let Some(outcome) =
+                        TransferOutcome::ALL.iter().find(|o| kind.strip_prefix("transfer_") == Some(o.as_str()))
+                {
+                    self.transfers.with_label_values(&[agent, outcome.as_str()]).inc();
+                }
                 self.tool_calls.with_label_values(&[agent, tool, "error"]).inc();
                 self.tool_errors.with_label_values(&[agent, tool, kind]).inc();
                 self.client_tool_call(spec, name, kind);
@@ -470,8 +488,10 @@ impl Metrics {
 /// transfer tool, or `workflow_goto`), `return_to_caller` for its return tool, `unknown`
 /// otherwise, so a tool name the model made up adds no series.
 fn tool_label<'a>(spec: &RuntimeSpec, name: &'a str) -> &'a str {
-    let known =
-        name == GOTO_TOOL || spec.tools.iter().any(|t| t.name == name) || spec.handoffs.iter().any(|h| h.tool == name);
+    let known = name == GOTO_TOOL
+        || (name == TRANSFER_TO_PERSON_TOOL && !spec.telephony.people.is_empty())
+        || spec.tools.iter().any(|t| t.name == name)
+        || spec.handoffs.iter().any(|h| h.tool == name);
     if known {
         name
     } else if name.starts_with(RETURN_PREFIX) {

@@ -42,6 +42,15 @@ pub(crate) enum Command {
         /// The call.
         call_id: String,
     },
+    /// The agent puts the caller through to a person: send REFER (see [`crate::transfer`]).
+    Transfer {
+        /// The call.
+        call_id: String,
+        /// The SIP URI of the person.
+        target: String,
+        /// How long it may ring.
+        timeout: Duration,
+    },
 }
 
 /// How calls' media behave.
@@ -189,6 +198,7 @@ impl Call {
         let mut report = tokio::time::interval(Duration::from_secs(5));
         let cname =
             format!("switchboard-sip@{}", self.ports.rtp.local_addr().map(|a| a.ip().to_string()).unwrap_or_default());
+        let mut transfer = crate::transfer::Transfers::default();
         let mut rtp_buf = vec![0u8; 2048];
         let mut rtcp_buf = vec![0u8; rtcp::MAX_PACKET];
         let end = loop {
@@ -199,6 +209,11 @@ impl Call {
                         relay.pressed.push(event);
                         relay.forward_keys(&to_gateway);
                     }
+                    Some(CallEvent::Transfer(progress)) => {
+                        if let Some(result) = transfer.progress(&self.call_id, progress) {
+                            let _ = to_gateway.send(Message::text(result)).await;
+                        }
+                    }
                     Some(CallEvent::Ended(reason)) => break End::Caller(reason),
                     None => break End::Caller(EndReason::LocalHangUp),
                     Some(_) => {}
@@ -207,6 +222,12 @@ impl Call {
                     Some(Ok(Message::Binary(audio))) => relay.agent_audio(&audio),
                     Some(Ok(Message::Text(text))) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
                         Ok(ServerMessage::BidiInterruption {}) => relay.interrupted(),
+                        Ok(ServerMessage::TransferRequest { tool_use_id, person, address, timeout_seconds, .. }) => {
+                            match transfer.start(&self.call_id, tool_use_id, person, &address, self.incoming.source, timeout_seconds) {
+                                Ok(command) => { let _ = self.commands.send(command).await; }
+                                Err(result) => { let _ = to_gateway.send(Message::text(result)).await; }
+                            }
+                        }
                         Ok(ServerMessage::BidiConnectionClose { reason }) => tracing::debug!(call = %self.call_id, reason, "the session is closing"),
                         Ok(ServerMessage::BidiError { code, message, recoverable: false, .. }) => {
                             tracing::warn!(call = %self.call_id, %code, message, "the session failed");

@@ -45,8 +45,11 @@
 //! progress (dialing, ringing, answered, completed, busy, no answer, failed); an answered
 //! call opens its session with the call's ticket and is relayed as an inbound one.
 //!
-//! Not here yet: TLS, the caller's number in the session context, transfers,
-//! answering-machine detection, and metrics.
+//! Transfers (the `transfer` module): the agent's `transfer_request` becomes a REFER to the caller's
+//! side; the NOTIFYs' final answer becomes the session's `transfer_result`.
+//!
+//! Not here yet: TLS, the caller's number in the session context, dialling the person and
+//! bridging where the trunk takes no REFER, answering-machine detection, and metrics.
 
 pub mod call;
 pub mod dispatch;
@@ -56,6 +59,7 @@ pub mod outbound;
 pub mod ports;
 mod signalling;
 pub mod tcp;
+mod transfer;
 
 use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;

@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
+use switchboard_sip::call::refer::{TransferEnd, TransferProgress};
 use switchboard_sip::call::{CallConfig, CallEvent, Callee, ClientAuth, Timers, Transport};
 use switchboard_sip::endpoint::{Endpoint, Output, Source};
 use switchboard_sip::sdp::{Codec, LocalMedia};
@@ -122,6 +123,14 @@ impl Signalling {
                 Some(command) = commands.recv() => match command {
                     Command::Admit { call_id, admission } => self.endpoint.admit(Instant::now(), &call_id, admission),
                     Command::HangUp { call_id } => self.endpoint.hang_up(Instant::now(), &call_id),
+                    Command::Transfer { call_id, target, timeout } => {
+                        if let Err(error) = self.endpoint.transfer(Instant::now(), &call_id, &target, timeout)
+                            && let Some(live) = calls.get(&call_id)
+                        {
+                            let end = TransferEnd::NotStarted(error.to_string());
+                            let _ = live.events.try_send(CallEvent::Transfer(TransferProgress::Ended(end)));
+                        }
+                    }
                 },
                 () = sleep_until(timer) => self.endpoint.handle_timeout(Instant::now()),
                 () = self.shutdown.cancelled(), if draining.is_none() => {

@@ -271,5 +271,10 @@ fn print_message(message: &ServerMessage, live: bool) {
             println!("  [updated:{}]", voice.chain(modalities).collect::<String>());
         }
         ServerMessage::BidiConnectionRestart { reason, .. } => println!("  [model stream restarted: {reason}]"),
+        // A text chat cannot put anyone through: the transfer ends unanswered after its
+        // timeout, and the agent says so.
+        ServerMessage::TransferRequest { person, address, .. } => {
+            println!("  [the agent asks to put you through to {person} ({address}); this client cannot transfer]")
+        }
     }
 }

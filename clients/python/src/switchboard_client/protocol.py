@@ -49,11 +49,50 @@ class AudioSettings(TypedDict):
     """
 
 
+class Card(TypedDict):
+    """A card for the client to show.
+    """
+    fields: NotRequired[list[CardField]]
+    """Label/value pairs, in order (at most 12).
+    """
+    link: NotRequired[CardLink | None]
+    """A web link (`http` or `https`).
+    """
+    text: NotRequired[str]
+    """A line or two of text (at most 1,000 characters).
+    """
+    title: str
+    """The card's title (1-120 characters).
+    """
+
+
+class CardField(TypedDict):
+    """One label/value pair of a card.
+    """
+    label: str
+    """The label (1-60 characters).
+    """
+    value: str
+    """The value (at most 200 characters; a number the model gave is written as text).
+    """
+
+
+class CardLink(TypedDict):
+    """A card's link.
+    """
+    label: NotRequired[str]
+    """What the link says (at most 60 characters); empty: the URL.
+    """
+    url: str
+    """Where it goes: an `http` or `https` URL of at most 2,048 characters.
+    """
+
+
 # The code of a `bidi_error`: what went wrong, stable for programs (the message says it for
 # people). Unless said otherwise an error is recoverable (`recoverable: true`): the session goes
 # on. A refusal at the start of a session, or one that ends it, comes with its close code
 # (`close_code`).
-ErrorCode = Literal["invalid_json", "unknown_type", "malformed_message", "already_started", "unsupported_modality", "unsupported_frame", "invalid_voice", "model_not_allowed", "invalid_audio_base64", "invalid_audio_length", "empty_audio", "audio_too_large", "empty_text", "invalid_dtmf", "dtmf_rate", "busy", "no_consent_pending", "session_over", "identity_refused", "model_error", "empty_reply", "tool_rounds_exceeded", "model_throttled", "model_service_unavailable", "model_stream_interrupted", "model_timeout", "model_connection", "model_access_denied", "model_validation", "model_model_not_found", "model_credentials", "model_invalid_tool_input", "model_config", "model_protocol", "context_refused", "origin", "missing_key", "invalid_token", "unknown_key", "key_sessions", "key_rate", "agent_not_allowed", "candidate_not_allowed", "no_default", "unknown_agent", "ambiguous_agent", "not_exposed", "no_ready_pod", "handoff_not_allowed", "session_rate", "idle_timeout", "memory_budget", "at_capacity", "capacity_full", "no_runtime", "agent_removed", "handoff_failed", "replay_gap", "session_restored", "session_attached", "resume_refused", "store_unavailable", "nothing_to_cancel", "unknown_setting", "consent_unclear", "unsupported_audio_format", "fixed_setting"] | str
+ErrorCode = Literal["invalid_json", "unknown_type", "malformed_message", "already_started", "unsupported_modality", "unsupported_frame", "invalid_voice", "model_not_allowed", "invalid_audio_base64", "invalid_audio_length", "empty_audio", "audio_too_large", "empty_text", "invalid_dtmf", "dtmf_rate", "busy", "no_consent_pending", "no_client_tool_pending", "no_transfer_pending", "session_over", "identity_refused", "model_error", "empty_reply", "tool_rounds_exceeded", "model_throttled", "model_service_unavailable", "model_stream_interrupted", "model_timeout", "model_connection", "model_access_denied", "model_validation", "model_model_not_found", "model_credentials", "model_invalid_tool_input", "model_config", "model_protocol", "context_refused", "origin", "missing_key", "invalid_token", "unknown_key", "key_sessions", "key_rate", "agent_not_allowed", "candidate_not_allowed", "no_default", "unknown_agent", "ambiguous_agent", "not_exposed", "no_ready_pod", "handoff_not_allowed", "session_rate", "idle_timeout", "memory_budget", "at_capacity", "capacity_full", "no_runtime", "agent_removed", "handoff_failed", "replay_gap", "session_restored", "session_attached", "resume_refused", "store_unavailable", "nothing_to_cancel", "unknown_setting", "consent_unclear", "unsupported_audio_format", "fixed_setting"] | str
 
 
 class HandoffContext(TypedDict):
@@ -257,6 +296,10 @@ class TokensByModality(TypedDict):
 TranscriptRole = Literal["user", "assistant"]
 
 
+# How a transfer to a person ended (`transfer_result.outcome`).
+TransferOutcome = Literal["transferred", "busy", "no_answer", "declined", "unreachable", "rejected", "failed"]
+
+
 class WorkflowSnapshot(TypedDict):
     """Where the session was in the handing-over agent's workflow.
     """
@@ -376,6 +419,43 @@ class ToolConsentMessage(TypedDict):
     type: Literal["tool_consent"]
 
 
+class ClientToolResultMessage(TypedDict):
+    """The client's answer to a `client_tool_call`: exactly one of `result` (the tool's JSON result,
+    checked against the tool's `outputSchema` when it has one) and `error` (why the client could not
+    run it, e.g. it has no handler for the tool). The model gets either; a result that does not
+    match the schema reaches it as a `client_bad_result` error. An answer for no waiting call gets
+    `bidi_error` `no_client_tool_pending`.
+    """
+    error: NotRequired[str | None]
+    """Why the client did not run the tool, for the model (at most 1,000 characters are kept).
+    """
+    result: NotRequired[JsonValue]
+    """The tool's result (any JSON value).
+    """
+    tool_use_id: str
+    """The `tool_use_id` of the `client_tool_call` answered.
+    """
+    type: Literal["client_tool_result"]
+
+
+class TransferResultMessage(TypedDict):
+    """How a `transfer_request` ended. `transferred`: the caller is with the person and the session
+    ends (the record says to whom); any other outcome comes back to the agent's model as a
+    `tool_error` of kind `transfer_<outcome>`, and the session goes on. A client that cannot
+    transfer calls answers `rejected`.
+    """
+    message: NotRequired[str]
+    """What happened, for the model and the record (`486 Busy Here`), optional.
+    """
+    outcome: TransferOutcome
+    """What became of it.
+    """
+    tool_use_id: str
+    """The `tool_use_id` of the `transfer_request` answered.
+    """
+    type: Literal["transfer_result"]
+
+
 class CloseMessage(TypedDict):
     """Ends the session now: the server closes the socket with 1000, and the session cannot be resumed
     (a dropped connection can: see `session_start.resume_token`).
@@ -394,6 +474,8 @@ ClientMessage = Union[
     BidiTextInputMessage,
     BidiDtmfMessage,
     ToolConsentMessage,
+    ClientToolResultMessage,
+    TransferResultMessage,
     CloseMessage,
 ]
 
@@ -408,6 +490,8 @@ CLIENT_MESSAGE_TYPES: tuple[str, ...] = (
     "bidi_text_input",
     "bidi_dtmf",
     "tool_consent",
+    "client_tool_result",
+    "transfer_result",
     "close",
 )
 
@@ -699,6 +783,65 @@ class ConsentRequestMessage(TypedDict):
     type: Literal["consent_request"]
 
 
+class ClientToolCallMessage(TypedDict):
+    """A tool the client runs (the Agent's tool has `client`): the client runs it with `input` and
+    answers with `client_tool_result` within `timeout_ms`, or the call ends with `tool_error`
+    `client_timeout` (a client without a handler for `name` should answer with an `error` at once).
+    `tool_start` came before it; `tool_complete` or `tool_error` ends it.
+    """
+    input: JsonValue
+    """Its input, valid against the tool's `inputSchema`.
+    """
+    name: str
+    """The tool.
+    """
+    timeout_ms: int
+    """How long the answer is awaited, in milliseconds.
+    """
+    tool_use_id: str
+    """The call; the answer names it.
+    """
+    type: Literal["client_tool_call"]
+
+
+class DisplayCardMessage(TypedDict):
+    """A card for the client to show (display content): the agent called a `showCard` tool. A client
+    shows it beside the conversation as it sees fit (title, text, the fields in order, the link); it
+    is not part of what is said.
+    """
+    card: Card
+    """The card, every size bounded (see `Card`).
+    """
+    tool_use_id: str
+    """The call that showed it.
+    """
+    type: Literal["display_card"]
+
+
+class TransferRequestMessage(TypedDict):
+    """The agent puts the caller through to a person (`transfer_to_person`, a cold transfer: the caller
+    leaves the agent). The client performs it — the SIP edge transfers the call (SIP REFER) — and
+    answers with `transfer_result`. Unanswered for `timeout_seconds` plus 15 s, the transfer ends as
+    `no_answer`.
+    """
+    address: str
+    """Where the person is: an E.164 number or a SIP URI.
+    """
+    person: str
+    """The person's name (`spec.telephony.people`).
+    """
+    reason: str
+    """Why, in the model's words.
+    """
+    timeout_seconds: int
+    """How long the person's phone may ring before the transfer counts as unanswered.
+    """
+    tool_use_id: str
+    """The tool call; `transfer_result` names it.
+    """
+    type: Literal["transfer_request"]
+
+
 # The session moves to another agent (`transfer`), or back to the agent that transferred it
 # (`return`); that agent's `bidi_connection_start` follows on the same socket.
 HandoffMessage = TypedDict(
@@ -827,6 +970,9 @@ ServerMessage = Union[
     ToolCompleteMessage,
     ToolErrorMessage,
     ConsentRequestMessage,
+    ClientToolCallMessage,
+    DisplayCardMessage,
+    TransferRequestMessage,
     HandoffMessage,
     MemoryUpdateMessage,
     WorkflowTransitionMessage,
@@ -855,6 +1001,9 @@ SERVER_MESSAGE_TYPES: tuple[str, ...] = (
     "tool_complete",
     "tool_error",
     "consent_request",
+    "client_tool_call",
+    "display_card",
+    "transfer_request",
     "handoff",
     "memory_update",
     "workflow_transition",

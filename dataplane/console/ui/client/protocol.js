@@ -16,6 +16,7 @@ export const CLIENT_MESSAGE_TYPES = [
     "bidi_dtmf",
     "tool_consent",
     "client_tool_result",
+    "transfer_result",
     "close",
 ];
 /** The `type` of every ServerMessage. */
@@ -39,6 +40,7 @@ export const SERVER_MESSAGE_TYPES = [
     "consent_request",
     "client_tool_call",
     "display_card",
+    "transfer_request",
     "handoff",
     "memory_update",
     "workflow_transition",

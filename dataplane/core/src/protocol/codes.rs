@@ -200,6 +200,9 @@ catalogue! {
         /// already, or expired). Answer each `client_tool_call` once, by its `tool_use_id`,
         /// within its `timeout_ms`.
         NoClientToolPending = "no_client_tool_pending",
+        /// A `transfer_result` for no transfer under way. Answer a `transfer_request`'s
+        /// `tool_use_id` only, once.
+        NoTransferPending = "no_transfer_pending",
         /// The session has ended or moved to another agent; nothing more is taken. Start a
         /// new session.
         SessionOver = "session_over",
@@ -413,6 +416,7 @@ mod tests {
         "busy",
         "no_consent_pending",
         "no_client_tool_pending",
+        "no_transfer_pending",
         "session_over",
         "identity_refused",
         "model_error",

@@ -81,6 +81,9 @@ impl ErrorCode {
             Self::NoClientToolPending => {
                 ("Your app answered a request that is no longer waiting.", "Carry on with the conversation.")
             }
+            Self::NoTransferPending => {
+                ("No transfer to a person is under way right now.", "Carry on with the conversation.")
+            }
             Self::SessionOver => ("This conversation has ended.", "Start a new conversation."),
             Self::IdentityRefused => (
                 "We could not confirm who you are from what your app sent.",

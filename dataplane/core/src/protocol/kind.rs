@@ -47,6 +47,8 @@ pub enum ServerKind {
     ClientToolCall,
     /// `display_card`
     DisplayCard,
+    /// `transfer_request`
+    TransferRequest,
     /// `handoff`
     Handoff,
     /// `memory_update`
@@ -65,7 +67,7 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind.
-    pub const ALL: [Self; 26] = [
+    pub const ALL: [Self; 27] = [
         Self::ConnectionStart,
         Self::TranscriptStream,
         Self::ResponseStart,
@@ -85,6 +87,7 @@ impl ServerKind {
         Self::ConsentRequest,
         Self::ClientToolCall,
         Self::DisplayCard,
+        Self::TransferRequest,
         Self::Handoff,
         Self::MemoryUpdate,
         Self::WorkflowTransition,
@@ -116,6 +119,7 @@ impl ServerKind {
             Self::ConsentRequest => "consent_request",
             Self::ClientToolCall => "client_tool_call",
             Self::DisplayCard => "display_card",
+            Self::TransferRequest => "transfer_request",
             Self::Handoff => "handoff",
             Self::MemoryUpdate => "memory_update",
             Self::WorkflowTransition => "workflow_transition",
@@ -151,6 +155,7 @@ impl ServerKind {
             "consent_request" => Self::ConsentRequest,
             "client_tool_call" => Self::ClientToolCall,
             "display_card" => Self::DisplayCard,
+            "transfer_request" => Self::TransferRequest,
             "handoff" => Self::Handoff,
             "memory_update" => Self::MemoryUpdate,
             "workflow_transition" => Self::WorkflowTransition,
@@ -222,6 +227,7 @@ impl ServerMessage {
             Self::ConsentRequest { .. } => ServerKind::ConsentRequest,
             Self::ClientToolCall { .. } => ServerKind::ClientToolCall,
             Self::DisplayCard { .. } => ServerKind::DisplayCard,
+            Self::TransferRequest { .. } => ServerKind::TransferRequest,
             Self::Handoff { .. } => ServerKind::Handoff,
             Self::MemoryUpdate { .. } => ServerKind::MemoryUpdate,
             Self::WorkflowTransition { .. } => ServerKind::WorkflowTransition,
@@ -335,6 +341,13 @@ mod tests {
                     fields: vec![crate::protocol::CardField { label: "Corner Cafe".into(), value: "-3.4".into() }],
                     link: None,
                 },
+            },
+            ServerMessage::TransferRequest {
+                tool_use_id: "t".into(),
+                person: "advisor".into(),
+                address: "+442079460001".into(),
+                reason: "r".into(),
+                timeout_seconds: 30,
             },
             ServerMessage::Handoff {
                 from: "triage".into(),

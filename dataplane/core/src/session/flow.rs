@@ -69,7 +69,28 @@ impl Session {
         effects
     }
 
-    /// Time passed: consent requests and client tool calls past their deadline end.
+    /// The client's answer to a `transfer_request`: the caller is with the person (the
+    /// session ends, saying to whom), or the transfer failed and the model hears why.
+    pub(super) fn transfer_result(
+        &mut self,
+        id: &str,
+        outcome: crate::protocol::TransferOutcome,
+        message: &str,
+        now: Instant,
+    ) -> Vec<Effect> {
+        use super::calls::Reported;
+        let (calls, mut cx) = self.cx();
+        let Some((mut effects, reported)) = calls.transfer_result(id, outcome, message, &mut cx, now) else {
+            return vec![super::calls::no_transfer_pending(id)];
+        };
+        match reported {
+            Reported::Transferred(person) => effects.extend(self.end(&format!("transferred to {person}"))),
+            Reported::Failed => effects.extend(self.settle()),
+        }
+        effects
+    }
+
+    /// Time passed: consent requests, client tool calls and transfers past their deadline end.
     pub(super) fn tick(&mut self, now: Instant) -> Vec<Effect> {
         let (calls, mut cx) = self.cx();
         let mut effects = calls.tick(&mut cx, now);

@@ -163,6 +163,9 @@ impl Session {
             Input::ClientToolResult { tool_use_id, result, error } => {
                 self.client_tool_result(&tool_use_id, result, error, now)
             }
+            Input::TransferResult { tool_use_id, outcome, message } => {
+                self.transfer_result(&tool_use_id, outcome, &message, now)
+            }
             Input::Cancel => self.cancel(now),
             Input::Dtmf { digits } => self.dtmf(&digits, now),
             Input::Tick => {

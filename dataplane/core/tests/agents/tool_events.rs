@@ -104,7 +104,7 @@ proptest! {
 }
 
 /// Every kind, once (a new kind fails to compile in `every_kind_is_listed`).
-const KINDS: [FailureKind; 17] = [
+const KINDS: [FailureKind; 23] = [
     FailureKind::UnknownTool,
     FailureKind::NotAllowed,
     FailureKind::InvalidInput,
@@ -122,6 +122,12 @@ const KINDS: [FailureKind; 17] = [
     FailureKind::ClientTimeout,
     FailureKind::ClientBadResult,
     FailureKind::ClientReported,
+    FailureKind::TransferBusy,
+    FailureKind::TransferNoAnswer,
+    FailureKind::TransferDeclined,
+    FailureKind::TransferUnreachable,
+    FailureKind::TransferRejected,
+    FailureKind::TransferFailed,
 ];
 
 #[test]
@@ -144,7 +150,13 @@ fn every_kind_is_listed() {
             | FailureKind::BoundInput
             | FailureKind::ClientTimeout
             | FailureKind::ClientBadResult
-            | FailureKind::ClientReported => {}
+            | FailureKind::ClientReported
+            | FailureKind::TransferBusy
+            | FailureKind::TransferNoAnswer
+            | FailureKind::TransferDeclined
+            | FailureKind::TransferUnreachable
+            | FailureKind::TransferRejected
+            | FailureKind::TransferFailed => {}
         }
     }
 }
@@ -163,7 +175,13 @@ fn the_table_speaks_to_the_caller_not_to_developers() {
     }
     // Trying again cannot help where the caller said no, or the agent cannot do it at all.
     let hopeless: Vec<FailureKind> = KINDS.into_iter().filter(|k| !k.for_people().recoverable).collect();
-    let expected =
-        [FailureKind::UnknownTool, FailureKind::ConsentDeclined, FailureKind::Unsupported, FailureKind::Cancelled];
+    // A transfer the trunk or client cannot make will not succeed on a second try either.
+    let expected = [
+        FailureKind::UnknownTool,
+        FailureKind::ConsentDeclined,
+        FailureKind::Unsupported,
+        FailureKind::Cancelled,
+        FailureKind::TransferRejected,
+    ];
     assert_eq!(hopeless, expected);
 }

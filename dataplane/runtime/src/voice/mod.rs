@@ -331,6 +331,9 @@ impl Voice<'_> {
             ClientMessage::ClientToolResult { tool_use_id, result, error } => {
                 Input::ClientToolResult { tool_use_id, result, error }
             }
+            ClientMessage::TransferResult { tool_use_id, outcome, message } => {
+                Input::TransferResult { tool_use_id, outcome, message }
+            }
             ClientMessage::Close {} => Input::End,
             ClientMessage::BidiCancel {} => Input::Cancel,
             ClientMessage::BidiAudioPlayed { audio_played_ms } => {

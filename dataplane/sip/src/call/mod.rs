@@ -14,10 +14,14 @@
 //! machine's: it asks with [`CallEvent::Incoming`] and its owner answers with an
 //! [`Admission`].
 //!
+//! An inbound call can be transferred (REFER, RFC 3515: [`InboundCall::transfer`]); what
+//! the edge reads of the NOTIFYs that report it is in [`refer`].
+//!
 //! An [`OutboundCall`] is a call the edge places (RFC 3261 UAC): the INVITE client
 //! transaction with its offer, provisional answers, the ACK, CANCEL, and BYE either way.
 
 mod dialog;
+pub mod refer;
 mod retransmit;
 mod uac;
 mod uas;
@@ -27,7 +31,7 @@ use std::time::Duration;
 
 pub use uac::{Callee, ClientAuth, OutboundCall, OutboundState};
 pub(crate) use uas::phrase;
-pub use uas::{CallError, InboundCall, State, digit_of_info};
+pub use uas::{CallError, InboundCall, State, TransferError, digit_of_info};
 
 use crate::media::telephone::Event;
 use crate::sdp::{LocalMedia, Negotiated};
@@ -167,6 +171,8 @@ pub enum CallEvent {
     MediaChanged(Negotiated),
     /// A key pressed, sent as SIP INFO (application/dtmf-relay) rather than RTP.
     Digit(Event),
+    /// How a transfer the edge asked for ([`InboundCall::transfer`]) goes.
+    Transfer(refer::TransferProgress),
     /// The call is over; the owner may drop it once [`InboundCall::is_terminated`].
     Ended(EndReason),
 }
@@ -212,7 +218,9 @@ impl Admission {
 }
 
 /// The methods the edge takes inside a dialogue (the Allow header).
-pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, INFO, UPDATE";
+pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, INFO, UPDATE, NOTIFY";
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transfer_tests;

@@ -15,7 +15,7 @@ const BARESIP_INVITE: &[u8] = include_bytes!("../../tests/fixtures/baresip_invit
 const CANCEL: &[u8] = include_bytes!("../../tests/fixtures/baresip_cancel.sip");
 const CARRIER_INVITE: &[u8] = include_bytes!("../../tests/fixtures/carrier_invite.sip");
 
-fn phone() -> SocketAddr {
+pub(super) fn phone() -> SocketAddr {
     "127.0.0.1:5080".parse().unwrap()
 }
 
@@ -47,7 +47,7 @@ fn invite() -> Request {
 }
 
 /// A request inside the call's dialogue, as baresip writes it.
-fn in_dialog(method: &str, cseq: u32, branch: &str, extra: &str, body: &str) -> Request {
+pub(super) fn in_dialog(method: &str, cseq: u32, branch: &str, extra: &str, body: &str) -> Request {
     let text = format!(
         "{method} sip:switchboard@192.0.2.1:5070 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5080;branch={branch};rport\r\n\
          To: <sip:+4930123456@127.0.0.1:5070>;tag=sb7f3a\r\nFrom: <sip:caller@127.0.0.1:5080>;tag=8d6f4cba1a3c2e07\r\n\
@@ -62,7 +62,7 @@ fn ack() -> Request {
 }
 
 /// Drains the effects: the responses sent (status, reason) and the events.
-fn drain(call: &mut InboundCall) -> (Vec<Message>, Vec<CallEvent>) {
+pub(super) fn drain(call: &mut InboundCall) -> (Vec<Message>, Vec<CallEvent>) {
     let (mut sent, mut events) = (Vec::new(), Vec::new());
     while let Some(effect) = call.poll() {
         match effect {
@@ -73,7 +73,7 @@ fn drain(call: &mut InboundCall) -> (Vec<Message>, Vec<CallEvent>) {
     (sent, events)
 }
 
-fn statuses(sent: &[Message]) -> Vec<u16> {
+pub(super) fn statuses(sent: &[Message]) -> Vec<u16> {
     sent.iter().filter_map(|m| if let Message::Response(r) = m { Some(r.status) } else { None }).collect()
 }
 
@@ -84,13 +84,13 @@ fn response(message: &Message) -> &Response {
     }
 }
 
-fn new_call(t0: Instant) -> (InboundCall, Vec<Message>, Vec<CallEvent>) {
+pub(super) fn new_call(t0: Instant) -> (InboundCall, Vec<Message>, Vec<CallEvent>) {
     let mut call = InboundCall::new(t0, config(), &invite(), phone(), Transport::Udp, false).unwrap();
     let (sent, events) = drain(&mut call);
     (call, sent, events)
 }
 
-fn answered(t0: Instant) -> InboundCall {
+pub(super) fn answered(t0: Instant) -> InboundCall {
     let (mut call, _, _) = new_call(t0);
     call.admit(t0, Admission::Accept);
     call.handle_request(t0, phone(), &ack());

@@ -73,6 +73,8 @@ pub struct InboundCall {
     kept: VecDeque<(String, Method, Transmit)>,
     hang_up_after_ack: bool,
     ended: bool,
+    /// A transfer (REFER) under way.
+    transfer: Option<transfer::Transfer>,
     effects: VecDeque<Effect>,
 }
 
@@ -136,6 +138,7 @@ impl InboundCall {
             kept: VecDeque::new(),
             hang_up_after_ack: false,
             ended: false,
+            transfer: None,
             effects: VecDeque::new(),
         };
         let trying = call.respond(source, &call.invite.clone(), invite.response(100, None));
@@ -249,7 +252,8 @@ impl InboundCall {
             _ => None,
         };
         let reinvite = self.reinvite.as_ref().map(|(_, r)| r.deadline());
-        state.into_iter().chain(reinvite).min()
+        let transfer = self.transfer.as_ref().map(transfer::Transfer::deadline);
+        state.into_iter().chain(reinvite).chain(transfer).min()
     }
 
     /// The owner's answer to [`CallEvent::Incoming`]. Ignored unless the call is waiting
@@ -423,4 +427,6 @@ impl InboundCall {
 }
 
 mod in_dialog;
+mod transfer;
 pub use in_dialog::digit_of_info;
+pub use transfer::TransferError;

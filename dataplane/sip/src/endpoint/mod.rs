@@ -202,6 +202,24 @@ impl Endpoint {
         });
     }
 
+    /// Transfers an inbound call to `target` by REFER (see [`InboundCall::transfer`]);
+    /// its progress comes as the call's [`CallEvent::Transfer`] events.
+    pub fn transfer(
+        &mut self,
+        now: Instant,
+        call_id: &str,
+        target: &str,
+        timeout: std::time::Duration,
+    ) -> Result<(), crate::call::TransferError> {
+        let mut outcome = Err(crate::call::TransferError::NotEstablished);
+        self.with_call(call_id, |call| {
+            if let Call::Inbound(call) = call {
+                outcome = call.transfer(now, target, timeout);
+            }
+        });
+        outcome
+    }
+
     /// The edge ends a call.
     pub fn hang_up(&mut self, now: Instant, call_id: &str) {
         self.with_call(call_id, |call| call.hang_up(now));

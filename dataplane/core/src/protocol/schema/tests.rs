@@ -105,6 +105,7 @@ fn every_message_is_in_the_schema_with_its_docs() {
             "bidi_dtmf",
             "tool_consent",
             "client_tool_result",
+            "transfer_result",
             "close"
         ],
         "every client message but the gateway's identity_assertion"

@@ -137,6 +137,7 @@ impl Calls {
             let failure = ToolFailure::new(FailureKind::ConsentTimeout, message);
             effects.extend(self.finish_call(index, Err(failure), cx, now));
         }
+        effects.extend(self.expire_transfers(cx, now));
         effects
     }
 }

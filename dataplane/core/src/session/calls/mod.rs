@@ -9,6 +9,8 @@
 //! filled from memory, see [`crate::authority`]) -> allowed here (policy, moving along the
 //! workflow when the tool belongs to a reachable step) -> input valid against the schema ->
 //! consent (a `consent: required` tool waits for the user's approval, see `consent`) ->
+//! (`transfer_to_person`: a request to the client, answered by its `transfer_result`, see
+//! `transfer`) ->
 //! cached result, execution, or — a client tool — the client's answer (see `client`) ->
 //! truncation -> memory (`remember`, identity keys only from
 //! identity providers) -> result to the model. Every failure becomes an error result; the
@@ -17,6 +19,9 @@
 mod client;
 mod consent;
 mod plan;
+mod transfer;
+
+pub(crate) use transfer::{Reported, no_transfer_pending};
 
 use std::time::Instant;
 
@@ -54,6 +59,9 @@ struct Call {
     /// `consent` and `client`).
     deadline: Option<Instant>,
     running: bool,
+    /// A transfer to this person waits for the client's `transfer_result` (until
+    /// `deadline`); see [`crate::transfer`].
+    transfer: Option<String>,
     /// When the tool started running (for `tool_complete.duration_ms`).
     started: Option<Instant>,
     result: Option<ToolResult>,
@@ -69,6 +77,7 @@ impl From<ToolUse> for Call {
             awaiting_client: false,
             deadline: None,
             running: false,
+            transfer: None,
             started: None,
             result: None,
         }
@@ -174,13 +183,17 @@ impl Calls {
         }
     }
 
-    /// The earliest moment something is due: the deadline of the consent request or the
-    /// client's answer that expires first.
+    /// The earliest moment something is due: the deadline of the consent request, the
+    /// client's answer or the transfer that expires first.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.calls.iter().filter(|c| c.awaiting_consent || c.awaiting_client).filter_map(|c| c.deadline).min()
+        self.calls
+            .iter()
+            .filter(|c| c.awaiting_consent || c.awaiting_client || (c.transfer.is_some() && c.result.is_none()))
+            .filter_map(|c| c.deadline)
+            .min()
     }
 
-    /// Time passed: consent requests and client calls past their deadline end.
+    /// Time passed: consent requests, client calls and transfers past their deadline end.
     pub(crate) fn tick(&mut self, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
         let mut effects = self.expire_consents(cx, now);
         effects.extend(self.expire_client_calls(cx, now));

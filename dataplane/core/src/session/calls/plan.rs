@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use switchboard_crds::agent::{BuiltinKind, Consent, USE_SKILL_TOOL};
+use switchboard_crds::agent::{BuiltinKind, Consent, TRANSFER_TO_PERSON_TOOL, USE_SKILL_TOOL};
 use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX};
 
 use crate::agent::GOTO_TOOL;
@@ -20,12 +20,13 @@ use super::{Calls, Cx};
 /// What becomes of a call; a tool to run carries the input it runs with (the model's, with
 /// the bound inputs filled in). A tool that runs goes to the adapter, or — a client tool —
 /// to the client.
-enum Step {
+pub(super) enum Step {
     Done(Result<serde_json::Value, ToolFailure>),
     /// A `showCard` call: the card goes to the client, the model is told it was shown.
     Show(Card),
     AskConsent(serde_json::Value),
     Execute(serde_json::Value),
+    Transfer(crate::transfer::Planned),
 }
 
 impl Calls {
@@ -59,6 +60,7 @@ impl Calls {
                 self.calls[index].input = input;
                 effects.extend(self.run(index, cx, now));
             }
+            Step::Transfer(planned) => effects.extend(self.request_transfer(index, planned, cx, now)),
         }
         effects
     }
@@ -71,6 +73,10 @@ impl Calls {
         now: Instant,
         effects: &mut Vec<Effect>,
     ) -> Step {
+        // Before the handoff prefix: `transfer_to_person` starts with it too.
+        if name == TRANSFER_TO_PERSON_TOOL && !cx.common.core().spec().telephony.people.is_empty() {
+            return self.plan_transfer(input, cx);
+        }
         if let Some(target) = name.strip_prefix(TRANSFER_PREFIX) {
             return Step::Done(self.plan_handoff(target, HandoffKind::Transfer, input, cx, effects));
         }

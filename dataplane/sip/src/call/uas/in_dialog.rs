@@ -54,6 +54,7 @@ impl InboundCall {
                 let ok = request.response(200, Some(&self.dialog.local_tag));
                 self.respond(source, request, ok);
             }
+            Method::Notify => self.on_notify(source, request),
             Method::Options => {
                 let mut ok = request.response(200, Some(&self.dialog.local_tag));
                 ok.headers.push("Allow", ALLOW);
@@ -118,8 +119,11 @@ impl InboundCall {
         }
     }
 
-    /// Handles a response to the edge's own BYE.
+    /// Handles a response to the edge's own BYE or REFER.
     pub fn handle_response(&mut self, _now: Instant, response: &Response) {
+        if self.transfer_response(response) {
+            return;
+        }
         let Inner::Ending(_) = self.inner else { return };
         let ours = response.cseq().is_ok_and(|c| c.method == Method::Bye && c.seq == self.dialog.local_cseq);
         if ours && response.status >= 200 {
@@ -130,6 +134,7 @@ impl InboundCall {
 
     /// Runs the timers due at `now`: retransmissions, giving up, the end of lingering.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.transfer_timeout(now);
         if let Some((_, r)) = &mut self.reinvite {
             match r.on_timeout(now) {
                 Due::Resend(t) => self.effects.push_back(Effect::Transmit(t)),
