@@ -651,7 +651,7 @@ export type ToolErrorMessage = {
   tool_use_id: string;
   type: "tool_error";
   /**
-   * What went wrong, for the caller: a sentence a client can show or say, from one table of failure kinds (`crate::FailureKind::for_people`).
+   * What went wrong, for the caller: a sentence a client can show or say, from one table of failure kinds (`switchboard_core::FailureKind::for_people`).
    */
   user_message?: string;
 };
@@ -953,7 +953,7 @@ export type SessionStart = {
    */
   candidate?: boolean;
   /**
-   * Session context from the gateway — memory, history, handoff — signed with the key the gateway shares with the runtimes (`crate::grant`). A runtime restores what it can verify and refuses the session otherwise.
+   * Session context from the gateway — memory, history, handoff — signed with the key the gateway shares with the runtimes (`switchboard_core::grant`). A runtime restores what it can verify and refuses the session otherwise.
    */
   context?: SignedContext | null;
   /**
@@ -1023,7 +1023,7 @@ export type SessionUpdate = {
 };
 
 /**
- * A `SessionContext` as sent: its JSON text and the MAC over it.
+ * A session context (the core's `grant::SessionContext`) as sent: its JSON text and the MAC over it.
  */
 export type SignedContext = {
   /**

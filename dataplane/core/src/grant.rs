@@ -168,14 +168,7 @@ impl Serialize for SessionContext {
     }
 }
 
-/// A [`SessionContext`] as sent: its JSON text and the MAC over it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct SignedContext {
-    /// The context's JSON text, exactly as signed.
-    pub payload: String,
-    /// The gateway's Ed25519 signature of `payload`, lower-case hex.
-    pub signature: String,
-}
+pub use switchboard_protocol::SignedContext;
 
 /// Why a runtime refuses a grant. The messages are for logs and the gateway's operator;
 /// each says what to check.

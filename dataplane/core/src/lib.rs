@@ -41,7 +41,8 @@ pub mod memory;
 pub mod model;
 pub mod outbound;
 pub mod prompt;
-pub mod protocol;
+/// The session protocol (its own crate, `switchboard-protocol`), under the path it always had.
+pub use switchboard_protocol as protocol;
 pub mod redact;
 mod session;
 mod skills;

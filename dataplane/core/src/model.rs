@@ -221,3 +221,28 @@ impl StopReason {
         }
     }
 }
+
+impl From<&StopReason> for crate::protocol::StopReason {
+    fn from(reason: &StopReason) -> Self {
+        match reason {
+            StopReason::EndTurn => Self::EndTurn,
+            StopReason::ToolUse => Self::ToolUse,
+            StopReason::MaxTokens => Self::MaxTokens,
+            // The provider's reason verbatim (stop sequence, content filter, ...).
+            StopReason::Other(other) => Self::from(other.as_str()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod stop_reason_tests {
+    use super::StopReason;
+
+    #[test]
+    fn a_provider_stop_reason_goes_on_the_wire_as_itself() {
+        use crate::protocol::StopReason as Wire;
+        assert_eq!(Wire::from(&StopReason::Other("stop_sequence".into())), Wire::Other("stop_sequence".into()));
+        assert_eq!(Wire::from(&StopReason::MaxTokens), Wire::MaxTokens);
+        assert_eq!(Wire::from(&StopReason::EndTurn), Wire::EndTurn);
+    }
+}

@@ -176,8 +176,8 @@ class SessionStart(TypedDict):
     """
     context: NotRequired[SignedContext | None]
     """Session context from the gateway — memory, history, handoff — signed with the key the gateway
-    shares with the runtimes (`crate::grant`). A runtime restores what it can verify and refuses the
-    session otherwise.
+    shares with the runtimes (`switchboard_core::grant`). A runtime restores what it can verify and
+    refuses the session otherwise.
     """
     continue_from: NotRequired[str | None]
     """Continues a session that ended, or whose resume window passed (gateway, with its conversation
@@ -261,7 +261,8 @@ class SessionUpdate(TypedDict):
 
 
 class SignedContext(TypedDict):
-    """A `SessionContext` as sent: its JSON text and the MAC over it.
+    """A session context (the core's `grant::SessionContext`) as sent: its JSON text and the MAC over
+    it.
     """
     payload: str
     """The context's JSON text, exactly as signed.
@@ -759,7 +760,7 @@ class ToolErrorMessage(TypedDict):
     type: Literal["tool_error"]
     user_message: NotRequired[str]
     """What went wrong, for the caller: a sentence a client can show or say, from one table of failure
-    kinds (`crate::FailureKind::for_people`).
+    kinds (`switchboard_core::FailureKind::for_people`).
     """
 
 

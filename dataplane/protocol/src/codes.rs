@@ -376,18 +376,6 @@ catalogue! {
     }
 }
 
-impl From<&crate::model::StopReason> for StopReason {
-    fn from(reason: &crate::model::StopReason) -> Self {
-        match reason {
-            crate::model::StopReason::EndTurn => Self::EndTurn,
-            crate::model::StopReason::ToolUse => Self::ToolUse,
-            crate::model::StopReason::MaxTokens => Self::MaxTokens,
-            // The provider's reason verbatim (stop sequence, content filter, ...).
-            crate::model::StopReason::Other(other) => Self::from(other.as_str()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -509,9 +497,6 @@ mod tests {
     #[test]
     fn every_stop_reason_is_on_the_wire_the_string_it_was() {
         same_wire(StopReason::ALL, STOP_REASONS);
-        let provider = crate::model::StopReason::Other("stop_sequence".into());
-        assert_eq!(StopReason::from(&provider), StopReason::Other("stop_sequence".into()));
-        assert_eq!(StopReason::from(&crate::model::StopReason::MaxTokens), StopReason::MaxTokens);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! bank's caller, a chat user): a sentence a client can show or say, and what they can do.
 //! `bidi_error.message` stays for developers; `user_message` and `suggestion` come from here
 //! (the source design's error translation; tool failures have theirs in
-//! [`crate::FailureKind::for_people`]).
+//! `switchboard_core::FailureKind::for_people`).
 
 use super::{ErrorCode, ServerMessage};
 

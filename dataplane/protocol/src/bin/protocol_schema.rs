@@ -1,14 +1,14 @@
 //! Writes the session protocol's JSON Schema, generated from the types in
-//! `switchboard_core::protocol`, to `schema/protocol.schema.json` at the repository root, and
+//! `switchboard_protocol`, to `schema/protocol.schema.json` at the repository root, and
 //! the reference generated from it to `schema/protocol.md`; or to the files given as the
 //! first and second arguments.
 
 use std::path::{Path, PathBuf};
 
-use switchboard_core::protocol::schema::{REFERENCE_PATH, SCHEMA_PATH, reference, schema, schema_text};
+use switchboard_protocol::schema::{REFERENCE_PATH, SCHEMA_PATH, reference, schema, schema_text};
 
 fn main() -> std::io::Result<()> {
-    // dataplane/core -> the repository root.
+    // dataplane/protocol -> the repository root.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap_or(Path::new("."));
     let mut args = std::env::args_os().skip(1).map(PathBuf::from);
     let schema_path = args.next().unwrap_or_else(|| root.join(SCHEMA_PATH));

@@ -247,7 +247,7 @@ mod tests {
 
     use super::*;
     use crate::handoff::{HandoffContext, HandoffKind, WorkflowSnapshot};
-    use crate::protocol::{ErrorCode, StopReason, TranscriptRole};
+    use crate::{ErrorCode, StopReason, TranscriptRole};
 
     /// One message of every kind.
     fn every_message() -> Vec<ServerMessage> {
@@ -295,7 +295,7 @@ mod tests {
             ServerMessage::BidiInterruption {},
             ServerMessage::BidiSpeechStarted {},
             ServerMessage::BidiSpeechStopped {},
-            ServerMessage::BidiSessionState { state: crate::protocol::SessionState::ExecutingTool },
+            ServerMessage::BidiSessionState { state: crate::SessionState::ExecutingTool },
             ServerMessage::BidiSessionUpdated { voice: Some("matthew".into()), modalities: None },
             ServerMessage::BidiConnectionRestart { reason: "rotation".into(), generation: 2 },
             ServerMessage::ToolStart {
@@ -335,10 +335,10 @@ mod tests {
             },
             ServerMessage::DisplayCard {
                 tool_use_id: "t".into(),
-                card: crate::protocol::Card {
+                card: crate::Card {
                     title: "Recent transactions".into(),
                     text: String::new(),
-                    fields: vec![crate::protocol::CardField { label: "Corner Cafe".into(), value: "-3.4".into() }],
+                    fields: vec![crate::CardField { label: "Corner Cafe".into(), value: "-3.4".into() }],
                     link: None,
                 },
             },

@@ -20,10 +20,10 @@ fn client_messages_round_trip_with_type_tags() {
     let transfer = r#"{"type":"transfer_result","tool_use_id":"t4","outcome":"no_answer"}"#;
     assert!(matches!(
         decode_client(transfer),
-        Ok(ClientMessage::TransferResult { outcome: crate::protocol::TransferOutcome::NoAnswer, .. })
+        Ok(ClientMessage::TransferResult { outcome: crate::TransferOutcome::NoAnswer, .. })
     ));
     let bad = decode_client(r#"{"type":"transfer_result","tool_use_id":"t4","outcome":"maybe"}"#);
-    assert!(matches!(bad, Err(crate::protocol::DecodeError::Malformed { .. })), "{bad:?}");
+    assert!(matches!(bad, Err(crate::DecodeError::Malformed { .. })), "{bad:?}");
     let start = r#"{"type":"session_start","agent":"triage"}"#;
     assert!(matches!(decode_client(start), Ok(ClientMessage::SessionStart(s)) if s.agent.as_deref() == Some("triage")));
 }

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::AudioSettings;
-use crate::grant::SignedContext;
+use crate::SignedContext;
 use crate::handoff::{HandoffContext, HistoryTurn};
 
 /// What the session is doing, as a client shows it (`bidi_session_state`). Sent when it
@@ -186,7 +186,7 @@ impl SessionUpdate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{ClientMessage, decode_client};
+    use crate::{ClientMessage, decode_client};
 
     #[test]
     fn an_update_keeps_what_it_does_not_know_apart() {
@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn an_update_is_checked_before_any_of_it_applies() {
-        use crate::protocol::ErrorCode;
+        use crate::ErrorCode;
         let refused = |text: &str| update(text).check().expect_err(text);
         let (code, message) = refused(r#"{"type":"session_update","voice":"amy","audio":{},"model":"m","x":1}"#);
         assert_eq!(code, ErrorCode::FixedSetting, "a fixed setting is named first: {message}");
@@ -330,7 +330,7 @@ pub struct SessionStart {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio: Option<AudioSettings>,
     /// Session context from the gateway — memory, history, handoff — signed with the key
-    /// the gateway shares with the runtimes ([`crate::grant`]). A runtime restores what it
+    /// the gateway shares with the runtimes (`switchboard_core::grant`). A runtime restores what it
     /// can verify and refuses the session otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<SignedContext>,

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::handoff::{HandoffContext, HandoffKind, HistoryTurn, ReturnStatus, WorkflowSnapshot};
-use crate::protocol::{
+use crate::{
     AudioFormat, ErrorCode, ServerKind, SessionState, StopReason, TokensByModality, TranscriptRole, decode_client,
 };
 

@@ -1,8 +1,9 @@
 //! The session protocol of DESIGN.md: JSON messages over a WebSocket between a client,
 //! the gateway and a runtime, the same for every mode. Every message is an object whose
 //! `type` field names it. [`ClientMessage`] flows client -> server, [`ServerMessage`]
-//! server -> client. The runtime, the chat client, local mode (and later the gateway and
-//! voice) share these types.
+//! server -> client. The runtime, the gateway, the edges, local mode and the clients share
+//! these types; this crate holds only them (no I/O, no signing), so a client or an edge
+//! depends on the protocol without the agent core.
 //!
 //! Typed inputs are acknowledged by id: a `bidi_text_input` may carry an `id`, and the
 //! final user transcript line that takes it up carries the same as `input_id` (a
@@ -22,18 +23,23 @@ mod audio;
 mod card;
 mod codes;
 mod for_people;
+pub mod handoff;
 mod kind;
 pub mod schema;
 mod session;
-/// Who produced a piece of transcript (defined beside the transcript entries, which the
-/// handoff context's history shares without depending on the wire types).
-pub use crate::transcript::TranscriptRole;
+mod signed;
+pub mod transcript;
+
 pub use audio::{AudioFormat, AudioSettings};
 pub use card::{Card, CardField, CardLink, card_schema};
 pub use codes::{ErrorCode, StopReason, close_code};
 pub use for_people::ErrorForPeople;
 pub use kind::ServerKind;
 pub use session::{Modalities, Refusal, SessionStart, SessionState, SessionUpdate};
+pub use signed::SignedContext;
+/// Who produced a piece of transcript (defined beside the transcript entries, which the
+/// handoff context's history shares without depending on the wire types).
+pub use transcript::TranscriptRole;
 
 /// The version of the session protocol these types define, in the published schema's `$id`
 /// and title ([`schema`]) and the client libraries built from it. Semantic versioning: a
@@ -144,7 +150,7 @@ pub enum ClientMessage {
     /// be resumed (a dropped connection can: see `session_start.resume_token`).
     Close {},
     /// Gateway to runtime only: the verified caller's identity assertion
-    /// ([`crate::assertion`]), sent when a caller is verified during the session (and
+    /// (`switchboard_core::assertion`), sent when a caller is verified during the session (and
     /// refreshed while it lasts). A gateway refuses it from clients; a runtime takes only one
     /// that verifies with its gateway public key and names its session.
     // Not part of the published schema: no client may send it.
@@ -413,7 +419,7 @@ pub enum ServerMessage {
         #[serde(default = "yes")]
         recoverable: bool,
         /// What went wrong, for the caller: a sentence a client can show or say, from one
-        /// table of failure kinds ([`crate::FailureKind::for_people`]).
+        /// table of failure kinds (`switchboard_core::FailureKind::for_people`).
         #[serde(default)]
         user_message: String,
         /// What the caller can do about it.

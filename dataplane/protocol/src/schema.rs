@@ -22,7 +22,7 @@ pub use reference::{REFERENCE_PATH, reference};
 pub const SCHEMA_PATH: &str = "schema/protocol.schema.json";
 
 /// The command that writes [`SCHEMA_PATH`] (for messages that ask for it).
-pub const REGENERATE: &str = "cargo run -p switchboard-core --bin protocol-schema";
+pub const REGENERATE: &str = "cargo run -p switchboard-protocol --bin protocol-schema";
 
 /// The schema's `$id`: names the protocol version.
 pub fn schema_id() -> String {
@@ -43,7 +43,7 @@ pub fn schema() -> Value {
             per WebSocket text frame, each named by its `type`. `ClientMessage` flows client -> server, \
             `ServerMessage` server -> client. Binary frames carry raw audio in the session's formats \
             (`session_start.audio`): the caller's audio from the client, and reply audio from the server \
-            when `binary_output` is set. Generated from the Rust types in dataplane/core/src/protocol.rs.",
+            when `binary_output` is set. Generated from the Rust types of the switchboard-protocol crate (dataplane/protocol).",
         "x-protocol-version": PROTOCOL_VERSION,
         "oneOf": [client, server],
         "$defs": defs,
