@@ -45,7 +45,7 @@ pub use transcript::TranscriptRole;
 /// and title ([`schema`]) and the client libraries built from it. Semantic versioning: a
 /// new optional field, message or code is a minor version (peers ignore what they do not
 /// know); removing or changing the meaning of one is a major version.
-pub const PROTOCOL_VERSION: &str = "1.0.0";
+pub const PROTOCOL_VERSION: &str = "1.1.0";
 
 /// A message from the client.
 // Messages are decoded and consumed one at a time: boxing the large variant would only add an allocation.

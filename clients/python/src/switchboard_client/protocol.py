@@ -1,4 +1,4 @@
-"""The session protocol's types (Switchboard session protocol 1.0.0): https://switchboard.dev/schema/protocol/1.0.0/protocol.schema.json
+"""The session protocol's types (Switchboard session protocol 1.1.0): https://switchboard.dev/schema/protocol/1.1.0/protocol.schema.json
 
 Generated from schema/protocol.schema.json by generate.py. Do not edit.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict, Union
 
 #: The version of the session protocol these types describe.
-PROTOCOL_VERSION = "1.0.0"
+PROTOCOL_VERSION = "1.1.0"
 
 #: Any JSON value.
 JsonValue = Any
