@@ -169,8 +169,9 @@ fn music(count: usize, rng: &mut Rng) -> Vec<f64> {
     for start in (0..count).step_by(beat) {
         let root = (rng.unit() * 7.0) as usize % 7;
         let notes = [SCALE[root], SCALE[(root + 2) % 7] * 1.0, SCALE[(root + 4) % 7]];
-        for n in start..(start + beat).min(count) {
-            let t = (n - start) as f64 / f64::from(RATE);
+        let end = (start + beat).min(count);
+        for (i, sample) in out[start..end].iter_mut().enumerate() {
+            let t = i as f64 / f64::from(RATE);
             let decay = (-t * 2.0).exp();
             let chord: f64 = notes
                 .iter()
@@ -179,7 +180,7 @@ fn music(count: usize, rng: &mut Rng) -> Vec<f64> {
             let kick = (-t * 30.0).exp() * (2.0 * PI * 60.0 * t).sin() * 3.0;
             let off = t - 0.25;
             let hihat = if off >= 0.0 { (-off * 60.0).exp() * hat.next(rng.signed()) * 8.0 } else { 0.0 };
-            out[n] = 0.4 * decay * chord + kick + hihat;
+            *sample = 0.4 * decay * chord + kick + hihat;
         }
     }
     out
