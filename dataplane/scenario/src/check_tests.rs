@@ -67,7 +67,7 @@ steps:
          banking, disputes, idv, triage",
         "s.yaml:10: steps[0].expect.tools[1].name: no agent of the folder has a tool \"transfer_money\"; the tools: \
          check_balance, get_transactions, open_dispute, perform_idv_check, return_to_idv, return_to_triage, \
-         save_preferences, transfer_to_banking, transfer_to_disputes, transfer_to_idv, use_skill",
+         save_preferences, show_card, transfer_to_banking, transfer_to_disputes, transfer_to_idv, use_skill",
         "s.yaml:10: steps[0].expect.tools[1]: give `args` (partial) or `argsExact`, not both",
         "s.yaml:14: steps[0].expect.consent[0].tool: \"check_balance\" never asks for consent (no tool of the folder named \
          so has `consent: required`); tools that ask: open_dispute",
