@@ -90,6 +90,7 @@ fuzz_target!(|data: &[u8]| {
                     peer: source.address,
                     transport: source.transport,
                     ring_timeout: Duration::from_secs(60),
+                    auth: None,
                 };
                 let _ = endpoint.place(now, config(calls), callee.clone());
                 placed.push(callee.call_id);
