@@ -142,11 +142,10 @@ async fn call(fleet: &Fleet, pcm: &[u8]) -> Outcome {
     }
 }
 
-// Not run: with RNNoise on, the caller's first request — at the very start of the call —
-// came back from the simulator as "(inaudible)" in both runs of session 25 (false
-// interruptions were fewer: 3 -> 1 and 3 -> 2), so "the caller's requests are still heard"
-// does not hold yet. Kept strict, as the proof to make pass (issue 42); the docs say so.
-#[ignore = "issue 42: with RNNoise the call's first request is misheard (RNNoise starting cold?); not fixed yet"]
+// With RNNoise on, the caller's first request — at the very start of the call — used to
+// come back from the simulator as "(inaudible)": RNNoise, cold, passed the line's hiss,
+// which its delay put into the request's first and last frames (see
+// `switchboard_core::audio::noise`, "Quiet is silence"). Every request must be heard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_noisy_caller_is_taken_for_an_interruption_less_often_with_noise_suppression() {
     let wav = recording();

@@ -14,6 +14,15 @@
 //! behind for the rest of the call, which no later frame can run short of. Add the filters'
 //! and RNNoise's own delay (about 3 ms and 10 ms).
 //!
+//! **Quiet is silence** ([`QUIET_RMS`]): RNNoise starts a call cold — for its first second
+//! it passes a line's faint hiss nearly whole, and it takes about two to learn it and leave
+//! nothing of it. So what it leaves of a quiet moment, every 2.5 ms below -60 dBFS, is made
+//! silence: the same from the call's first frame as later. Without it the first words of a
+//! call came out wrong: the delay above moves them off the caller's 20 ms frames, so their
+//! first and last frames also hold the quiet before and after — hiss, while RNNoise was
+//! cold — and a phrase tone heard by the simulator by its zero crossings was heard 40 to 50
+//! Hz too high (issue 42: the call's first request was "(inaudible)" with suppression on).
+//!
 //! One [`NoiseSuppressor`] per call (the network's state is the call's recent audio); the
 //! network's weights are shared by every call. After the first frames it allocates
 //! nothing: its buffers are reused.
@@ -32,6 +41,14 @@ pub const DENOISE_RATE: u32 = 48_000;
 const FRAME: usize = DenoiseState::FRAME_SIZE;
 /// The same 10 ms at the model's 16 kHz.
 pub const CHUNK: usize = FRAME * MODEL_INPUT_RATE as usize / DENOISE_RATE as usize;
+
+/// Samples (2.5 ms at 16 kHz) of denoised audio judged quiet or not as one.
+const QUIET_BLOCK: usize = 40;
+
+/// Denoised audio whose RMS over a block (PCM16 units) is below this is made silent: -60 dBFS, far below
+/// speech (the voice loop counts 500 as voiced) and what RNNoise leaves of a line's hiss
+/// once it has learned it — but not in a call's first seconds (see the module docs).
+pub const QUIET_RMS: f64 = 32.0;
 
 /// RNNoise's trained weights (built into the crate), parsed once for every call.
 static MODEL: LazyLock<RnnModel> = LazyLock::new(RnnModel::default);
@@ -148,8 +165,20 @@ impl NoiseSuppressor {
         self.denoised.extend(self.output.iter().map(|&value| value.round().clamp(-32768.0, 32767.0) as i16));
         self.narrow.clear();
         self.down.process(&self.denoised, &mut self.narrow);
+        // What RNNoise left of a quiet moment: silence (see the module docs).
+        for block in self.narrow.chunks_mut(QUIET_BLOCK) {
+            if quiet(block) {
+                block.fill(0);
+            }
+        }
         self.ready.extend(self.narrow.iter().copied());
     }
+}
+
+/// Whether a block of denoised audio is below [`QUIET_RMS`].
+fn quiet(chunk: &[i16]) -> bool {
+    let sum: f64 = chunk.iter().map(|&s| f64::from(s) * f64::from(s)).sum();
+    sum < QUIET_RMS * QUIET_RMS * chunk.len() as f64
 }
 
 #[cfg(test)]

@@ -145,3 +145,68 @@ fn noise_cost() {
         );
     }
 }
+
+/// `frames` of 20 ms: the line's faint hiss (RMS about 11, as a quiet phone line or the
+/// tests' microphone has), then a 700 ms phrase tone of 800 Hz over the same hiss, then
+/// 700 ms of hiss.
+fn phrase_after(frames: usize, seed: u64) -> Vec<i16> {
+    let mut rng = Noise(seed);
+    let mut hiss = |n: usize| -> Vec<i16> { (0..n).map(|_| (rng.next() * 20.0) as i16).collect() };
+    let mut input = hiss(frames * 320);
+    let tone = signal(700, 800.0, 8000.0, 0.0, 1);
+    let over = hiss(tone.len());
+    input.extend(tone.iter().zip(over).map(|(t, h)| t.saturating_add(h)));
+    input.extend(hiss(700 * 16));
+    input
+}
+
+/// The frequency of the voiced 20 ms frames of `frames` as the simulator estimates it (it
+/// hears phrase tones within 25 Hz): zero crossings of frames with RMS >= 500 over the
+/// span from the first crossing to the last.
+fn estimated_hz(frames: &[&[i16]]) -> f64 {
+    let (mut crossings, mut first, mut last, mut voiced) = (0u64, None, 0u64, 0u64);
+    let mut last_sign: Option<bool> = None;
+    for frame in frames {
+        if rms(frame) < 500.0 {
+            last_sign = None;
+            continue;
+        }
+        for (at, sample) in (voiced..).zip(frame.iter()) {
+            let sign = *sample >= 0;
+            if last_sign.is_some_and(|l| l != sign) {
+                crossings += 1;
+                first.get_or_insert(at);
+                last = at;
+            }
+            last_sign = Some(sign);
+        }
+        voiced += frame.len() as u64;
+    }
+    let span = last.saturating_sub(first.unwrap_or(0)).max(1);
+    crossings.saturating_sub(1) as f64 / 2.0 / (span as f64 / 16_000.0)
+}
+
+#[test]
+fn a_calls_first_moments_are_as_quiet_as_its_later_ones() {
+    // RNNoise starts cold: it passes a line's faint hiss nearly whole for its first second
+    // and takes about two to learn it. What it leaves of a quiet moment is silence from
+    // the first frame on, as it is once it has learned the hiss.
+    let hiss = phrase_after(100, 9);
+    let out = denoise(&hiss, 320);
+    assert!(rms(&hiss[..16_000]) > 10.0, "the hiss is there: {:.1}", rms(&hiss[..16_000]));
+    assert!(out[..32_000].iter().all(|&s| s == 0), "quiet, from the call's first frame");
+}
+
+#[test]
+fn a_phrase_at_the_start_of_a_call_keeps_its_pitch() {
+    // Issue 42's first request misheard: RNNoise's delay (about 13 ms) moves a phrase off
+    // the 20 ms frame grid, so its first and last frames also hold the quiet around it;
+    // while RNNoise was cold that quiet was hiss, whose zero crossings raised the pitch
+    // the simulator heard from 800 Hz to 840-850 Hz, outside its 25 Hz.
+    for frames in [0, 5, 25, 100] {
+        let out = denoise(&phrase_after(frames, 9), 320);
+        let frames_out: Vec<&[i16]> = out.chunks(320).skip(frames).take(40).collect();
+        let hz = estimated_hz(&frames_out);
+        assert!((hz - 800.0).abs() < 10.0, "after {frames} frames of hiss: {hz:.1} Hz");
+    }
+}
