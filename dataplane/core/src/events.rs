@@ -257,6 +257,12 @@ pub enum VoiceEffect {
     /// Send the user's typed text (or a question the model is to put to the caller) into
     /// the voice stream as text content.
     SendText(String),
+    /// The session's state changed under the live stream (a memory value set, a step the
+    /// workflow took): tell the stream now, as text it takes in without answering (Nova 2
+    /// Sonic: a `TEXT` content, role `USER`, `interactive: false`). The stream's SYSTEM
+    /// prompt is fixed for its life; streams opened later are given the new prompt instead,
+    /// so a notice that finds no stream to take it may be dropped. See `session::notice`.
+    StateChanged(String),
     /// The conversation's oldest turns were compacted into the summary (in the system
     /// prompt from now on): streams opened from now on replay the history without its
     /// oldest `bytes` of text (about what the session cut off).

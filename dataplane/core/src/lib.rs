@@ -58,7 +58,8 @@ pub use events::Activity;
 pub use handoff::{HandoffContext, HandoffKind, HandoffRequest, HistoryTurn, ReturnStatus, WorkflowSnapshot};
 pub use session::messages_from_history;
 pub use session::{
-    Effect, Input, MAX_QUEUED_INPUTS, MAX_TOOL_ROUNDS, ModelReply, Session, SessionInit, VoiceEffect, VoiceInput,
+    Effect, Input, MAX_QUEUED_INPUTS, MAX_TOOL_ROUNDS, ModelReply, NOTICE_PREFIX, Session, SessionInit, VoiceEffect,
+    VoiceInput,
 };
 pub use tools::{FailureKind, ForPeople, ToolFailure};
 pub use transcript::TranscriptEntry;

@@ -18,6 +18,7 @@ mod fleet;
 mod handoff_greeting;
 mod keys_reload;
 mod languages;
+mod live_state;
 mod liveness;
 mod long_session;
 mod netns;

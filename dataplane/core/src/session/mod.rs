@@ -13,6 +13,9 @@
 //! - [`Live`] — what a client is shown: the state, the caller's speech;
 //! - [`Keys`] — keys the caller pressed (`bidi_dtmf`) that the agent has not been told.
 //!
+//! In a voice session, a state change (memory, workflow step) is also told to the live
+//! stream the moment it happens ([`notice`]).
+//!
 //! The session's methods, by kind: getters (`id`, `memory`, `messages`, `state_now`, ...);
 //! events in through [`Session::handle`], dispatched to the text handlers (`text`), the
 //! voice handlers (`voice`) and the turn's course shared by both (`flow`) — coordination
@@ -30,6 +33,7 @@ mod flow;
 mod heard;
 mod keys;
 mod live;
+mod notice;
 mod say;
 #[cfg(test)]
 mod test_agents;
@@ -55,6 +59,7 @@ use conversation::Conversation;
 use drive::Drive;
 use keys::Keys;
 use live::{Live, VoiceWork};
+pub use notice::NOTICE_PREFIX;
 use turn::Turn;
 pub use turn::{MAX_QUEUED_INPUTS, MAX_TOOL_ROUNDS};
 
@@ -177,6 +182,7 @@ impl Session {
             Input::Hangup { reason } => self.end(&reason),
             Input::Voice(input) => self.voice_input(input, now),
         };
+        self.tell_stream(&mut effects);
         self.push_state(&mut effects);
         effects
     }
@@ -324,6 +330,19 @@ impl Session {
     fn push_state(&mut self, effects: &mut Vec<Effect>) {
         if let Some(state) = self.state_now() {
             self.live.push_state(state, effects);
+        }
+    }
+
+    /// Voice: tells the live stream of the state changes among `effects` at once (see
+    /// [`notice`]); the model's echo of the notice, should it come, is not the caller's.
+    fn tell_stream(&mut self, effects: &mut Vec<Effect>) {
+        if self.turn.is_over() {
+            return;
+        }
+        let Some(voice) = self.drive.voice_mut() else { return };
+        let core = self.common.core().clone();
+        if let Some(text) = notice::tell(effects, &core.spec().workflow.spec, self.common.workflow().node()) {
+            voice.remember_typed(&text);
         }
     }
 

@@ -248,3 +248,49 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_state_change_is_told_to_the_live_stream_before_the_tool_result_and_a_text_session_is_not_told() {
+    let now = Instant::now();
+    let result =
+        serde_json::json!({ "verified": true, "user": { "name": "Ada Lovelace", "accountNumber": "12345678" } });
+    let notices = |effects: &[Effect]| -> Vec<String> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Voice(VoiceEffect::StateChanged(text)) => Some(text.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (mut idv, first) = voice("idv", BTreeMap::new());
+    assert!(notices(&first).is_empty(), "a new stream opens with the state in its prompt");
+    idv.handle(Input::Voice(VoiceInput::UserFinal("My name is Ada Lovelace".into())), now);
+    let planned =
+        idv.handle(Input::Voice(VoiceInput::ToolUse(call("t1", "perform_idv_check", idv_details("12345678")))), now);
+    // The call moves the workflow to the step that allows it: told too.
+    assert!(notices(&planned).iter().all(|n| !n.contains("verifiedUser")), "{planned:?}");
+    let done = idv.handle(Input::ToolFinished { tool_use_id: "t1".into(), outcome: Ok(result.clone()) }, now);
+    let told = notices(&done);
+    assert_eq!(told.len(), 1, "one notice for the input's changes: {done:?}");
+    assert!(told[0].starts_with(switchboard_core::NOTICE_PREFIX), "{}", told[0]);
+    assert!(told[0].contains("verifiedUser") && told[0].contains("Ada Lovelace"), "{}", told[0]);
+    assert!(told[0].contains("The workflow is now at step \"choose\""), "{}", told[0]);
+    let notice_at = done.iter().position(|e| matches!(e, Effect::Voice(VoiceEffect::StateChanged(_))));
+    let result_at = done.iter().position(|e| matches!(e, Effect::Voice(VoiceEffect::SendToolResult(_))));
+    assert!(notice_at < result_at, "told before the tool result: {done:?}");
+    // Should the model echo the notice as the caller's words, it is not taken as theirs.
+    let echo = idv.handle(Input::Voice(VoiceInput::UserFinal(told[0].clone())), now);
+    assert!(!sent(&echo).iter().any(|m| matches!(m, ServerMessage::BidiTranscriptStream { .. })), "{echo:?}");
+
+    let (mut text, _) = Session::start(common::core("idv"), common::init(BTreeMap::new()));
+    text.handle(Input::user_text("My name is Ada Lovelace".into()), now);
+    let reply = switchboard_core::ModelReply {
+        tool_uses: vec![call("t1", "perform_idv_check", idv_details("12345678"))],
+        ..Default::default()
+    };
+    text.handle(Input::ModelReply(reply), now);
+    let done = text.handle(Input::ToolFinished { tool_use_id: "t1".into(), outcome: Ok(result) }, now);
+    assert!(sent(&done).iter().any(|m| matches!(m, ServerMessage::MemoryUpdate { .. })));
+    assert!(notices(&done).is_empty(), "a text model call reads the new prompt: no notice");
+}

@@ -173,6 +173,16 @@ impl Connection {
         Ok(())
     }
 
+    /// Sends a notice the model takes in without answering: a non-interactive USER text
+    /// content, after the interactive contents began (see [`super::SonicSession::tell`]).
+    pub async fn notice(&mut self, text: &str) -> Result<(), ModelError> {
+        let name = self.next_content();
+        for event in wire::text_content(&self.prompt, &name, "USER", false, text) {
+            self.send(event).await?;
+        }
+        Ok(())
+    }
+
     /// Sends a tool result.
     pub async fn tool_result(&mut self, tool_use_id: &str, result: &Value) -> Result<(), ModelError> {
         let name = self.next_content();

@@ -3,7 +3,8 @@
 //! client (build it with [`crate::bedrock::build_client`]).
 //!
 //! A [`SonicSession`] is one conversation. Its input side takes 16 kHz PCM16 audio frames,
-//! typed text (hybrid mode), tool results, a voice change and close; its output is a
+//! typed text (hybrid mode), tool results, notices of the session's state (non-interactive
+//! text the model takes in without answering), a voice change and close; its output is a
 //! stream of typed [`SonicEvent`]s (transcripts with SPECULATIVE/FINAL stage, 24 kHz
 //! audio, tool calls, interruptions, usage, restarts, a fatal error).
 //!
@@ -213,6 +214,7 @@ pub struct SessionClosed;
 enum Command {
     Audio(Bytes),
     Text(String),
+    Notice(String),
     ToolResult { tool_use_id: String, result: serde_json::Value },
     ChangeVoice(String),
     SystemPrompt(String),
@@ -274,6 +276,16 @@ impl SonicSession {
     /// Sends typed user text into the conversation (hybrid mode).
     pub async fn send_text(&self, text: impl Into<String>) -> Result<(), SessionClosed> {
         self.command(Command::Text(text.into())).await
+    }
+
+    /// Tells the live stream something it takes in without answering (the session's state
+    /// changed under it: a memory value, a workflow step): a non-interactive USER text
+    /// content, sent between the stream's other input. It is not history — a stream opened
+    /// later is given the state in its SYSTEM prompt ([`SonicSession::update_system_prompt`],
+    /// to be sent first) — so while no stream takes input (one is being replaced) the
+    /// notice is dropped: the replacement opens with the new prompt.
+    pub async fn tell(&self, notice: impl Into<String>) -> Result<(), SessionClosed> {
+        self.command(Command::Notice(notice.into())).await
     }
 
     /// Asks the model to speak first, saying `greeting` as the assistant's opening turn

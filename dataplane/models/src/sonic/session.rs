@@ -204,6 +204,15 @@ impl Supervisor {
                     ),
                 }
             }
+            Command::Notice(text) => match self.current.as_mut().filter(|_| self.deferred.is_empty()) {
+                Some(current) => {
+                    if let Err(error) = current.notice(&text).await {
+                        return self.stream_failed(RestartReason::StreamError(error.metric_label()), error).await;
+                    }
+                }
+                // The stream that takes the input held now opens with the new SYSTEM prompt.
+                None => tracing::debug!("no stream takes input now; the notice is in the next stream's prompt"),
+            },
             Command::ForgetHistory(bytes) => self.history.forget_oldest(bytes),
             Command::ChangeVoice(voice) => {
                 if voice != self.voice {

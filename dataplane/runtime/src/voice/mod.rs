@@ -456,7 +456,8 @@ impl Voice<'_> {
 
     /// Performs `effects`; returns how the session ended if it did. A state change that
     /// changed the system prompt (memory, workflow step) is passed on for the streams
-    /// that replace the current one.
+    /// that replace the current one — first, so that a notice of it for the live stream
+    /// ([`VoiceEffect::StateChanged`]) that finds none to take it is in the next one's prompt.
     async fn apply(&mut self, session: &mut Session, effects: Vec<Effect>) -> Option<Exit> {
         if session.system_prompt_ref() != self.prompt {
             self.prompt = session.system_prompt();
@@ -490,6 +491,11 @@ impl Voice<'_> {
                 }
                 Medium::Voice(VoiceEffect::SendText(text)) => {
                     if self.stream.send_text(text).await.is_err() {
+                        return Some(Exit::Closed("the voice model session ended".into()));
+                    }
+                }
+                Medium::Voice(VoiceEffect::StateChanged(notice)) => {
+                    if self.stream.tell(notice).await.is_err() {
                         return Some(Exit::Closed("the voice model session ended".into()));
                     }
                 }

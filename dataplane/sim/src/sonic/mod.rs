@@ -15,7 +15,10 @@
 //! paced 24 kHz audio, usage, FINAL text and tool calls — all in one completion per prompt
 //! — and stops speaking with an `INTERRUPTED` content end when the user talks over it.
 //! Interactive USER text (typed text, or words a client asks again) is answered the same
-//! way, without a transcript. Script faults end streams after a while (`close`), in the
+//! way, without a transcript; non-interactive USER text once the conversation started (a
+//! client's notice of what changed) is taken in without an answer: recorded
+//! ([`SonicStats::notices`]) and read by the rules' `system` conditions from then on, as
+//! the model would know it. Script faults end streams after a while (`close`), in the
 //! middle of a reply being spoken (`cutReply`), or fail them at an utterance
 //! (`streamError`); see [`script::SonicFaults`].
 //! Where the service's behaviour is undocumented, [`protocol`] (input) and `session`
@@ -164,6 +167,24 @@ pub struct SonicStats {
     /// The replayed history each stream was given (stream, role, text), in order: the last
     /// [`KEPT_HISTORY`] entries.
     pub history: VecDeque<(u64, String, String)>,
+    /// Non-interactive USER texts a stream took in mid-session without answering (a
+    /// client's notices, context), in order: the last [`KEPT_HISTORY`].
+    pub notices: VecDeque<NoticeRecord>,
+}
+
+/// A non-interactive USER text a stream took in after its interactive input began.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NoticeRecord {
+    /// The stream (0-based) that took it in.
+    pub stream: u64,
+    /// The text.
+    pub text: String,
+    /// The tools whose results the stream still awaited when it arrived (sorted): a
+    /// notice sent before a tool's result names that tool.
+    pub awaiting_tools: Vec<String>,
+    /// Replies planned (all streams) when it arrived.
+    pub replies_before: usize,
 }
 
 /// The bidirectional operation's counters, as `GET /stats` reports them (the fields of
@@ -322,6 +343,17 @@ impl SonicState {
                 s.history.pop_front();
             }
             s.history.push_back((stream, role.to_owned(), text.to_owned()));
+        });
+    }
+
+    fn record_notice(&self, stream: u64, text: &str, awaiting_tools: Vec<String>) {
+        self.with(|s| {
+            if s.notices.len() >= KEPT_HISTORY {
+                s.notices.pop_front();
+            }
+            let record =
+                NoticeRecord { stream, text: text.to_owned(), awaiting_tools, replies_before: s.replies.len() };
+            s.notices.push_back(record);
         });
     }
 

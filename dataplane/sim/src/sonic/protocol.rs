@@ -39,8 +39,10 @@
 //! - **Non-interactive USER text after interactive input started** is context the model
 //!   takes in without answering (the documentation only describes history before the
 //!   audio). Source: Pipecat 1.14 (`llm.py`, `_handle_messages_append` and intermediate
-//!   async-tool results) sends such text mid-session "for it to take in". Non-interactive
-//!   ASSISTANT text is still refused once the conversation started.
+//!   async-tool results) sends such text mid-session "for it to take in", and so does
+//!   Switchboard's runtime to tell a live stream that the session's state changed. Non-interactive
+//!   ASSISTANT text is still refused once the conversation started, and so is a second
+//!   SYSTEM content: the documentation has one SYSTEM prompt, first, per prompt.
 //! - **`toolResultInputConfiguration.type` / `textInputConfiguration`** and
 //!   **`interactive: false` on TOOL contents** are accepted as Pipecat and Strands send
 //!   them; a TOOL content is interactive input whatever the flag says.

@@ -199,3 +199,28 @@ fn typed_text_mid_session_is_answered_and_plain_user_text_is_context() {
     let error = protocol.accept(&text("ASSISTANT", "late", false)).expect_err("assistant history after audio");
     assert!(error.0.contains("before the first interactive content"), "{error}");
 }
+
+#[test]
+fn a_notice_mid_session_is_context_and_a_second_system_prompt_is_refused() {
+    let mut protocol = started();
+    protocol.accept(&audio_start("a")).expect("ok");
+    protocol.accept(&text("USER", "n1", false)).expect("ok");
+    protocol
+        .accept(&ev("textInput", json!({"promptName": "p", "contentName": "n1", "content": "verified: Ada"})))
+        .expect("ok");
+    assert_eq!(
+        protocol.accept(&ev("contentEnd", json!({"promptName": "p", "contentName": "n1"}))).expect("ok"),
+        Some(Input::Context("verified: Ada".into()))
+    );
+    let error = protocol.accept(&text("SYSTEM", "s2", false)).expect_err("a second SYSTEM content");
+    assert!(error.0.contains("Only one SYSTEM content"), "{error}");
+    let mut protocol = started();
+    protocol.accept(&audio_start("a")).expect("ok");
+    protocol.accept(&text("USER", "n2", false)).expect("ok");
+    let empty = protocol.accept(&ev("textInput", json!({"promptName": "p", "contentName": "n2", "content": ""})));
+    assert!(empty.expect_err("empty text").0.contains("non-empty string field \"content\""));
+    let mut protocol = started();
+    protocol.accept(&audio_start("a")).expect("ok");
+    let wrong = protocol.accept(&ev("textInput", json!({"promptName": "p", "contentName": "a", "content": "x"})));
+    assert!(wrong.expect_err("text into the audio content").0.contains("needs a TEXT content"));
+}

@@ -263,7 +263,16 @@ impl Session {
                 self.state.sonic.record_history(self.stream, &role, &text);
                 self.total.input_text += input_tokens(&role, &text);
             }
-            Input::Context(text) => self.total.input_text += input_tokens("USER", &text),
+            Input::Context(text) => {
+                // Taken in, not answered: what the model knows from now on (the rules'
+                // `system` conditions read it).
+                let mut awaiting: Vec<String> = self.pending_tools.values().cloned().collect();
+                awaiting.sort();
+                self.state.sonic.record_notice(self.stream, &text, awaiting);
+                self.total.input_text += input_tokens("USER", &text);
+                self.system.push('\n');
+                self.system.push_str(&text);
+            }
             Input::Audio(pcm) => self.on_audio(&pcm).await,
             Input::AudioEnd => {}
             Input::PromptEnd => self.end_prompt().await,
