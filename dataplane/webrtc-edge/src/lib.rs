@@ -78,8 +78,7 @@ impl WebrtcConfig {
             IpAddr::V6(v6) if v6.is_unspecified() => Some(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0))),
             _ => None,
         };
-        let any = SocketAddr::new(ip, 0);
-        Self { listen: any, advertise, tcp: Some(any), ..Self::default() }
+        Self { listen: SocketAddr::new(ip, 0), advertise, ..Self::default() }
     }
 }
 

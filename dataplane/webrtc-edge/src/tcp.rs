@@ -38,6 +38,8 @@ pub const MAX_FRAME: usize = 4096;
 pub const FIRST_FRAME: Duration = Duration::from_secs(10);
 /// How long a connection may stay silent (ICE consent checks come every 5 s or so).
 pub const IDLE: Duration = Duration::from_secs(30);
+/// How long a connection that ends may take to send what is queued for it.
+pub const FLUSH: Duration = Duration::from_secs(1);
 /// Frames queued for one connection to send; more are dropped.
 pub const WRITE_QUEUE: usize = 256;
 
@@ -215,8 +217,12 @@ impl TcpSide {
                 connections.remove(&peer);
             }
         }
+        // What the call sent last (its DTLS close among it) still goes out, for a moment.
         drop(queue);
-        written.abort();
+        let mut written = written;
+        if tokio::time::timeout(FLUSH, &mut written).await.is_err() {
+            written.abort();
+        }
     }
 
     fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<SocketAddr, mpsc::Sender<Vec<u8>>>> {
