@@ -231,6 +231,10 @@ fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
     );
     let udp = container.ports.iter().flatten().find(|p| p.name.as_deref() == Some("webrtc")).expect("a UDP port");
     assert_eq!((udp.container_port, udp.protocol.as_deref()), (3478, Some("UDP")));
+    // ICE-TCP beside it, on by default.
+    assert_eq!(env("SWITCHBOARD_WEBRTC_TCP").and_then(|e| e.value).as_deref(), Some("0.0.0.0:3478"));
+    let tcp = container.ports.iter().flatten().find(|p| p.name.as_deref() == Some("webrtc-tcp")).expect("a TCP port");
+    assert_eq!((tcp.container_port, tcp.protocol.as_deref()), (3478, Some("TCP")));
     assert!(!rendered.contains("sb-switchboard-gateway-webrtc"), "no load balancer on the nodes' network");
 
     let lb = ["gateway.webrtc.enabled=true", "gateway.webrtc.exposure=loadBalancer", "gateway.webrtc.udpPort=3479"];
@@ -251,8 +255,13 @@ fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
         serde_yaml::from_str(document(&rendered, "Service", "sb-switchboard-gateway-webrtc")).expect("svc");
     let spec = service.spec.expect("spec");
     assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
-    let port = &spec.ports.expect("ports")[0];
-    assert_eq!((port.port, port.protocol.as_deref()), (3479, Some("UDP")));
+    let ports = spec.ports.expect("ports");
+    assert_eq!((ports[0].port, ports[0].protocol.as_deref()), (3479, Some("UDP")));
+    assert_eq!(
+        (ports[1].name.as_deref(), ports[1].port, ports[1].protocol.as_deref()),
+        (Some("webrtc-tcp"), 3478, Some("TCP")),
+        "ICE-TCP on the same load balancer"
+    );
     let pod = gateway_of(&rendered).spec.and_then(|s| s.template.spec).expect("a pod");
     assert_eq!(pod.host_network, None);
     let env =
@@ -269,6 +278,8 @@ fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
     assert!(!ok && refused.contains("a replica other than the one that answered"), "{refused}");
     let (ok, refused) = render(&["gateway.webrtc.enabled=true", urls]);
     assert!(!ok && refused.contains("needs gateway.webrtc.turn.existingSecret"), "{refused}");
+    let (ok, no_tcp) = render(&["gateway.webrtc.enabled=true", "gateway.webrtc.tcpPort=0"]);
+    assert!(ok && !no_tcp.contains("SWITCHBOARD_WEBRTC_TCP") && !no_tcp.contains("webrtc-tcp"), "{no_tcp}");
     let (ok, refused) = render(&["gateway.webrtc.enabled=true", "gateway.webrtc.exposure=nodePort"]);
     assert!(!ok && refused.contains("use hostNetwork or loadBalancer"), "{refused}");
 }

@@ -278,6 +278,12 @@ pub struct GatewayArgs {
     #[arg(long, env = "SWITCHBOARD_WEBRTC_ADVERTISE", value_parser = parse_advertise)]
     webrtc_advertise: Option<SocketAddr>,
 
+    /// ICE-TCP, the fallback for clients whose network blocks UDP: the TCP address the edge
+    /// listens on beside its UDP socket (e.g. `0.0.0.0:3478`), offered in every answer as a
+    /// passive TCP candidate at the advertised IP and this port. Off when not given.
+    #[arg(long, env = "SWITCHBOARD_WEBRTC_TCP")]
+    webrtc_tcp: Option<SocketAddr>,
+
     /// Most WebRTC calls at once; more offers are answered 503.
     #[arg(long, env = "SWITCHBOARD_WEBRTC_MAX_CALLS", default_value_t = switchboard_webrtc_edge::DEFAULT_MAX_CALLS)]
     webrtc_max_calls: usize,
@@ -345,6 +351,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         memory_budget_bytes,
         webrtc_udp,
         webrtc_advertise,
+        webrtc_tcp,
         webrtc_max_calls,
         turn,
         record,
@@ -353,6 +360,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         outbound_calls_per_minute,
     } = args;
     anyhow::ensure!(webrtc_advertise.is_none() || webrtc_udp.is_some(), "--webrtc-advertise needs --webrtc-udp");
+    anyhow::ensure!(webrtc_tcp.is_none() || webrtc_udp.is_some(), "--webrtc-tcp needs --webrtc-udp");
     anyhow::ensure!(webrtc_max_calls > 0, "--webrtc-max-calls must be above 0");
     let turn = turn.turn()?;
     anyhow::ensure!(turn.urls.is_empty() || webrtc_udp.is_some(), "--webrtc-turn needs --webrtc-udp");
@@ -522,6 +530,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     let webrtc = webrtc_udp.map(|listen| switchboard_webrtc_edge::WebrtcConfig {
         listen,
         advertise: webrtc_advertise,
+        tcp: webrtc_tcp,
         max_calls: webrtc_max_calls,
         turn,
         ..switchboard_webrtc_edge::WebrtcConfig::default()

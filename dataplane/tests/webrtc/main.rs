@@ -16,13 +16,21 @@
 //! ICE grace, its session parks as a WebSocket's dropped without a goodbye, and a new call's
 //! `session_start` with the newest resume token continues the same session, the details
 //! spoken on it heard. The browser's part is call.cjs.
+//!
+//! ICE-TCP (RFC 6544, RFC 4571 framing) as the fallback where UDP is blocked: a call to a
+//! gateway whose edge also listens on TCP, its UDP reached only through the test's relay,
+//! cut from the start (every datagram Chromium sends there dropped). Chromium tries the UDP
+//! candidate, gets nothing back, and connects over TCP to the passive candidate: the session
+//! opens on the data channel, the spoken request is heard, the reply's audio comes back,
+//! and both ends say the media went over TCP (Chromium's selected candidate pair, and the
+//! edge's ICE metric — none over UDP). The browser's part is tcp.cjs.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -52,18 +60,23 @@ fn digest(key: &str) -> String {
 struct Relay {
     outside: SocketAddr,
     cut: Arc<AtomicBool>,
+    /// Datagrams that came from clients, cut or not.
+    from_clients: Arc<AtomicUsize>,
 }
 
 impl Relay {
     async fn start(edge: SocketAddr, outside: tokio::net::UdpSocket) -> Self {
         let outside = Arc::new(outside);
         let cut = Arc::new(AtomicBool::new(false));
+        let from_clients = Arc::new(AtomicUsize::new(0));
         let address = outside.local_addr().expect("addr");
         let relay_cut = cut.clone();
+        let counted = from_clients.clone();
         tokio::spawn(async move {
             let mut inside: HashMap<SocketAddr, Arc<tokio::net::UdpSocket>> = HashMap::new();
             let mut buffer = vec![0; 2048];
             while let Ok((n, client)) = outside.recv_from(&mut buffer).await {
+                counted.fetch_add(1, Ordering::SeqCst);
                 if relay_cut.load(Ordering::SeqCst) {
                     continue;
                 }
@@ -87,18 +100,20 @@ impl Relay {
                 let _ = socket.send_to(&buffer[..n], edge).await;
             }
         });
-        Self { outside: address, cut }
+        Self { outside: address, cut, from_clients }
     }
 }
 
 /// A gateway that wants an API key (pages of its own origin and one other allowed), in front
 /// of local mode's runtime (which trusts its key), its WebRTC edge reached through a
-/// [`Relay`] (its advertised address), a client gone 2 s before its call ends.
+/// [`Relay`] (its advertised address), a client gone 2 s before its call ends; `tcp`: with
+/// ICE-TCP, on any port.
 async fn keyed_gateway(
     key: &str,
     signer: GatewaySigner,
     runtime: SocketAddr,
     specs: &[RuntimeSpec],
+    tcp: bool,
 ) -> (String, Arc<Gateway>, Arc<Edge>, Relay) {
     let keys = format!("caller {}\n", digest(key));
     let auth = Auth::new(Some(&keys), vec!["https://bank.example".into()]).expect("keys").with_own_page();
@@ -112,6 +127,7 @@ async fn keyed_gateway(
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         advertise: Some(outside.local_addr().expect("addr")),
         disconnect_grace: Duration::from_secs(2),
+        tcp: tcp.then(|| SocketAddr::from(([127, 0, 0, 1], 0))),
         ..WebrtcConfig::default()
     };
     let gateway =
@@ -189,7 +205,7 @@ async fn chromium_calls_an_agent_over_webrtc_resumes_after_vanishing_and_bad_off
     let key = "the-right-key";
     let catalog = Catalog::load_paths(&[&examples]).expect("the banking example loads");
     let specs: Vec<RuntimeSpec> = catalog.agents().map(|a| catalog.resolve_agent(a).expect("resolves")).collect();
-    let (keyed, gateway, edge, relay) = keyed_gateway(key, signer, runtime, &specs).await;
+    let (keyed, gateway, edge, relay) = keyed_gateway(key, signer, runtime, &specs, false).await;
 
     let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/webrtc/call.cjs");
     let playwright = bin.join("../node_modules/playwright-core");
@@ -210,6 +226,94 @@ async fn chromium_calls_an_agent_over_webrtc_resumes_after_vanishing_and_bad_off
     assert!(metrics.contains(&"switchboard_gateway_webrtc_calls_total{outcome=\"ended\"} 1"), "{metrics:?}");
     assert!(metrics.contains(&"switchboard_gateway_webrtc_calls_live 0"), "{metrics:?}");
     assert_eq!(result["errors"], serde_json::json!([]), "no page errors");
+}
+
+/// ICE-TCP as the fallback: UDP to the edge is blocked (its relay cut from the start), so
+/// Chromium's media and data channel can only go over TCP, and the test fails if they did not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_falls_back_to_ice_tcp_when_udp_is_blocked() {
+    let bin = tools_bin();
+    // The microphone: silence while triage greets, the request, then silence for the reply.
+    let (dir, script_path, wav_path) = call_files("webrtc-tcp", 3000, 1200, 8000, 1500, 5000);
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+    let signer = GatewaySigner::from_seed(&[7; 32]);
+    let options =
+        LocalOptions { sim_script: Some(script_path), gateway_key: Some(signer.clone()), ..LocalOptions::default() };
+    let local = local::start(&examples, options).await.expect("local mode starts");
+    let runtime = local.server.runtime_addr().expect("the runtime");
+    let server = local.server;
+    tokio::spawn(async move { server.run(std::future::pending()).await });
+    let key = "the-right-key";
+    let catalog = Catalog::load_paths(&[&examples]).expect("the banking example loads");
+    let specs: Vec<RuntimeSpec> = catalog.agents().map(|a| catalog.resolve_agent(a).expect("resolves")).collect();
+    let (keyed, gateway, edge, relay) = keyed_gateway(key, signer, runtime, &specs, true).await;
+    let (tcp_bound, tcp_advertised) = edge.tcp().expect("the edge listens on TCP");
+    assert_eq!(tcp_bound, tcp_advertised, "bound on a specific address: advertised as bound");
+    // UDP blocked: whatever reaches the edge's UDP candidate is dropped, both ways.
+    relay.cut.store(true, Ordering::SeqCst);
+
+    let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/webrtc/tcp.cjs");
+    let playwright = bin.join("../node_modules/playwright-core");
+    let mut command = Command::new("node");
+    command.arg(driver).arg(playwright).arg(&keyed).arg(&wav_path).arg(which("chromium")).arg(key);
+    let watched = gateway.clone();
+    let tried = relay.from_clients.clone();
+    let (result, _) = tokio::task::spawn_blocking(move || drive(command, &relay, &watched)).await.expect("driven");
+    let _ = std::fs::remove_dir_all(&dir);
+    let call = &result["call"];
+    eprintln!("selected: {}\ninbound: {}\nstates: {}", call["selected"], call["inbound"], call["states"]);
+
+    assert_eq!(call["status"], 201, "{call}");
+    let candidates: Vec<&str> =
+        call["answerCandidates"].as_array().expect("candidates").iter().filter_map(Value::as_str).collect();
+    let passive = format!(" {} {} typ host tcptype passive", tcp_advertised.ip(), tcp_advertised.port());
+    assert!(
+        candidates.iter().any(|c| c.contains(" tcp ") && c.contains(&passive)),
+        "a passive TCP candidate ({passive}): {candidates:?}"
+    );
+    assert!(candidates.iter().any(|c| c.contains(" udp ")), "the UDP candidate is offered too: {candidates:?}");
+    assert!(tried.load(Ordering::SeqCst) > 0, "Chromium tried the UDP candidate first (and it was dropped)");
+    // Both ends agree the call went over TCP, to the edge's TCP port.
+    let selected = &call["selected"];
+    assert_eq!(selected["local"]["protocol"], "tcp", "Chromium's side of the selected pair: {selected}");
+    assert_eq!(selected["remote"]["protocol"], "tcp", "{selected}");
+    assert_eq!(selected["remote"]["port"], tcp_advertised.port(), "the edge's TCP port: {selected}");
+    let ice = &edge.metrics.ice;
+    let over = |transport: &str| {
+        ["host", "srflx", "prflx", "relay"]
+            .iter()
+            .map(|c| ice.with_label_values(&["connected", c, transport]).get())
+            .sum::<f64>()
+    };
+    assert_eq!(
+        (over("tcp"), over("udp")),
+        (1.0, 0.0),
+        "the edge's media path: TCP, never UDP\n{}",
+        edge.metrics.render()
+    );
+    // The session over it: the data channel, the caller heard, the reply's audio back.
+    assert_eq!(call["opened"], true, "the data channel opened over TCP");
+    let messages = call["messages"].as_array().expect("messages");
+    let types: Vec<&str> = messages.iter().filter_map(|m| m["type"].as_str()).collect();
+    assert_eq!(types.first(), Some(&"bidi_connection_start"), "{types:?}");
+    assert!(!types.contains(&"bidi_error"), "no errors: {messages:?}");
+    let heard = messages.iter().any(|m| {
+        m["type"] == "bidi_transcript_stream"
+            && m["role"].as_str().unwrap_or_default().eq_ignore_ascii_case("user")
+            && m["text"].as_str().unwrap_or_default().contains("balance")
+    });
+    assert!(heard, "the microphone's request reached the agent over TCP: {messages:?}");
+    let inbound = &call["inbound"];
+    assert!(inbound["packets"].as_u64().unwrap_or_default() >= 20, "Opus packets received over TCP: {inbound}");
+    assert!(inbound["energy"].as_f64().unwrap_or_default() > 0.0, "reply audio energy: {inbound}");
+    assert!(call["outbound"]["packets"].as_u64().unwrap_or_default() > 50, "the microphone was sent: {call}");
+    assert_eq!(call["deleted"], 200, "DELETE ends the call");
+    assert_eq!(result["errors"], serde_json::json!([]), "no page errors");
+    let ended = std::time::Instant::now() + Duration::from_secs(10);
+    while edge.live() > 0 && std::time::Instant::now() < ended {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(edge.metrics.calls.with_label_values(&["ended"]).get(), 1.0, "{}", edge.metrics.render());
 }
 
 /// `{"code", "message"}` of a refusal, checked for its status and code.

@@ -26,7 +26,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use switchboard_core::protocol::{AudioSettings, ClientMessage, SessionStart, close_code, decode_client};
 use switchboard_serve::frames::{Conn, Limits, Message, Role};
-use switchboard_webrtc::{Call, CallEvent, CloseReason, Protocol};
+use switchboard_webrtc::{Call, CallEvent, CloseReason};
 use tokio::io::DuplexStream;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_tungstenite::tungstenite::Utf8Bytes;
@@ -133,8 +133,10 @@ pub async fn run(setup: Setup) {
                 Some(Command::End) | None => task.call.close(Instant::now()),
             },
             datagram = datagrams.recv() => {
-                let Some(Incoming { source, contents }) = datagram else { break };
-                task.call.handle_datagram(Instant::now(), Protocol::Udp, source, edge.advertised, &contents);
+                let Some(Incoming { proto, source, contents }) = datagram else { break };
+                if let Some(local) = edge.local(proto) {
+                    task.call.handle_datagram(Instant::now(), proto, source, local, &contents);
+                }
             }
             frame = next_frame(&mut task.session) => task.session_frame(frame),
             () = sleep_until(timeout) => task.call.handle_timeout(Instant::now()),
@@ -181,7 +183,7 @@ impl Task {
     fn pump(&mut self) {
         loop {
             while let Some(datagram) = self.call.poll_transmit() {
-                self.edge.send(datagram.destination, &datagram.contents);
+                self.edge.send(&datagram);
             }
             let Some(event) = self.call.poll_event() else { break };
             self.event(event);

@@ -5,11 +5,16 @@
 //! address it came from is then the call's. DTLS, SRTP and SCTP follow from that address.
 //! The call's `str0m` checks the request's integrity with its password; here a datagram
 //! only finds its queue. Bounded: a call keeps at most [`MAX_ADDRESSES`] addresses.
+//!
+//! ICE-TCP connections ([`crate::tcp`]) are found the same way, by their first frame's ufrag
+//! ([`Demux::call_for`]), and then keep their call for as long as they last: they need no
+//! address here.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 
+use switchboard_webrtc::Protocol;
 use tokio::sync::mpsc;
 
 /// The most client addresses one call is reached from (a client's host, reflexive and
@@ -19,6 +24,8 @@ pub const MAX_ADDRESSES: usize = 16;
 /// A datagram for a call.
 #[derive(Debug)]
 pub struct Incoming {
+    /// UDP, or TCP (a frame of an ICE-TCP connection).
+    pub proto: Protocol,
     /// Where it came from.
     pub source: SocketAddr,
     /// Its bytes.
@@ -65,6 +72,13 @@ impl Demux {
         maps.by_ufrag.retain(|_, r| r.call != call);
         maps.by_address.retain(|_, r| r.call != call);
         maps.addresses.remove(&call);
+    }
+
+    /// The queue of the call whose ICE ufrag a STUN check names (an ICE-TCP connection's
+    /// first frame), if any.
+    pub fn call_for(&self, contents: &[u8]) -> Option<mpsc::Sender<Incoming>> {
+        let ufrag = stun_recipient(contents)?;
+        self.maps().by_ufrag.get(ufrag).map(|r| r.tx.clone())
     }
 
     /// The queue of the call `contents` from `source` is for, if any.
@@ -169,14 +183,18 @@ mod tests {
         let client: SocketAddr = "192.0.2.10:40000".parse().expect("addr");
         assert!(demux.route(client, b"\x16\xfe\xfd dtls").is_none(), "an unknown address before its check");
         let route = demux.route(client, &binding_request("abcd:wxyz")).expect("the call");
-        route.try_send(Incoming { source: client, contents: vec![] }).expect("queued");
+        route.try_send(Incoming { proto: Protocol::Udp, source: client, contents: vec![] }).expect("queued");
         assert!(rx.try_recv().is_ok());
         assert!(demux.route(client, b"\x16\xfe\xfd dtls").is_some(), "the address is the call's now");
         assert!(demux.route(client, &binding_request("zzzz:wxyz")).is_some(), "by address still");
         demux.rename(1, "efgh".into());
         let moved: SocketAddr = "198.51.100.7:5000".parse().expect("addr");
         assert!(demux.route(moved, &binding_request("efgh:wxyz")).is_some(), "after a restart");
+        assert!(demux.call_for(&binding_request("abcd:wxyz")).is_some(), "a TCP connection's first check");
+        assert!(demux.call_for(b"\x16\xfe\xfd dtls").is_none(), "a first frame that is no check");
+        assert!(demux.call_for(&binding_request("zzzz:wxyz")).is_none(), "a check for no call");
         demux.remove(1);
+        assert!(demux.call_for(&binding_request("abcd:wxyz")).is_none(), "the call gone");
         assert!(demux.route(client, b"\x16\xfe\xfd dtls").is_none());
         assert!(demux.route(moved, &binding_request("efgh:wxyz")).is_none());
     }

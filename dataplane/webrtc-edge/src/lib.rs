@@ -10,19 +10,22 @@
 //!   gateway's own admission code: credentials, Origin, session slots; then checked),
 //!   `PATCH` (trickle ICE, ICE restart), `DELETE`;
 //! - [`demux`]: which call a datagram on the one UDP port is for;
+//! - [`tcp`]: ICE-TCP, the fallback where UDP is blocked: one TCP port, RFC 4571 framing;
 //! - [`call`]: one task per call, around the sans-I/O [`switchboard_webrtc::Call`]: it
 //!   moves datagrams, timers and the session's frames, and decides nothing the crate does;
 //! - [`metrics`]: calls by outcome, calls live;
 //! - [`turn`]: the TURN servers each caller is told of, with a credential of its own.
 //!
-//! The socket: one UDP port per gateway, every call on it (`--webrtc-udp`); the address in
-//! the answers' candidates is `--webrtc-advertise` where clients reach the pod through a
-//! NAT or a load balancer. Off unless configured.
+//! The socket: one UDP port per gateway, every call on it (`--webrtc-udp`), and optionally
+//! one TCP port beside it for ICE-TCP (`--webrtc-tcp`); the address in the answers'
+//! candidates is `--webrtc-advertise` where clients reach the pod through a NAT or a load
+//! balancer (the TCP candidate: its IP, and the TCP port). Off unless configured.
 
 pub mod call;
 pub mod demux;
 pub mod http;
 pub mod metrics;
+pub mod tcp;
 pub mod turn;
 
 use std::collections::HashMap;
@@ -35,7 +38,7 @@ use futures_util::future::BoxFuture;
 use switchboard_gateway::Gateway;
 use switchboard_gateway::channels::Channel;
 use switchboard_webrtc::CallConfig;
-use tokio::net::UdpSocket;
+use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -53,6 +56,9 @@ pub struct WebrtcConfig {
     /// The address clients reach that socket at, put in the answers' candidates; port 0:
     /// the bound port. None: the bound address, which then must be a specific IP.
     pub advertise: Option<SocketAddr>,
+    /// The TCP address of the ICE-TCP listener (port 0: any); None: no ICE-TCP. Its candidate
+    /// in the answers is the advertised IP (or the bound one) with this port as bound.
+    pub tcp: Option<SocketAddr>,
     /// Most calls at once; more offers are answered 503.
     pub max_calls: usize,
     /// How long a call whose client stopped answering ICE (15 s without a consent check)
@@ -77,11 +83,12 @@ impl WebrtcConfig {
 }
 
 impl Default for WebrtcConfig {
-    /// Every address, port 3478, 1000 calls, the call's default grace (15 s).
+    /// Every address, UDP port 3478, no ICE-TCP, 1000 calls, the call's default grace (15 s).
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([0, 0, 0, 0], 3478)),
             advertise: None,
+            tcp: None,
             max_calls: DEFAULT_MAX_CALLS,
             disconnect_grace: CallConfig::default().disconnect_grace,
             turn: turn::Turn::default(),
@@ -92,12 +99,24 @@ impl Default for WebrtcConfig {
 /// The default of [`WebrtcConfig::max_calls`].
 pub const DEFAULT_MAX_CALLS: usize = 1000;
 
+/// ICE-TCP connections the edge holds at most, per call slot.
+pub const TCP_CONNECTIONS_PER_CALL: usize = 2;
+
 /// Why the edge could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum EdgeError {
     /// The socket.
     #[error("the WebRTC UDP socket cannot bind {address}: {source}")]
     Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The ICE-TCP listener.
+    #[error("the WebRTC ICE-TCP listener cannot bind {address}: {source}")]
+    BindTcp {
         /// The address.
         address: SocketAddr,
         /// Why.
@@ -136,7 +155,9 @@ pub struct Edge {
     advertised: SocketAddr,
     /// Every call's setup (the advertised address, a DTLS certificate made once).
     call_config: CallConfig,
-    demux: Demux,
+    demux: Arc<Demux>,
+    /// The ICE-TCP port, if any.
+    tcp: Option<Arc<tcp::TcpSide>>,
     /// The live calls' command queues, by resource id.
     calls: Mutex<HashMap<String, mpsc::Sender<Command>>>,
     /// Call slots.
@@ -164,8 +185,22 @@ impl Edge {
             None if bound.ip().is_unspecified() => return Err(EdgeError::NoAddress(bound)),
             None => bound,
         };
+        let tcp = match config.tcp {
+            Some(address) => {
+                let bind_error = |source| EdgeError::BindTcp { address, source };
+                let listener = TcpListener::bind(address).await.map_err(bind_error)?;
+                let bound = listener.local_addr().map_err(bind_error)?;
+                let advertised = SocketAddr::new(advertised.ip(), bound.port());
+                // A client may hold a few connections (an ICE restart, a second interface).
+                let slots = config.max_calls.saturating_mul(TCP_CONNECTIONS_PER_CALL);
+                tracing::info!(%bound, %advertised, "WebRTC edge on TCP (ICE-TCP)");
+                Some(Arc::new(tcp::TcpSide::new(listener, bound, advertised, slots)))
+            }
+            None => None,
+        };
         let call_config = CallConfig {
             udp: vec![advertised],
+            tcp: tcp.iter().map(|t| t.advertised).collect(),
             max_message_bytes,
             disconnect_grace: config.disconnect_grace,
             dtls_cert: switchboard_webrtc::generate_dtls_cert(),
@@ -177,7 +212,8 @@ impl Edge {
             bound,
             advertised,
             call_config,
-            demux: Demux::default(),
+            demux: Arc::default(),
+            tcp,
             calls: Mutex::default(),
             slots: Arc::new(Semaphore::new(config.max_calls)),
             max_calls: config.max_calls,
@@ -195,6 +231,32 @@ impl Edge {
     /// The address the edge's socket is bound to.
     pub fn bound(&self) -> SocketAddr {
         self.bound
+    }
+
+    /// Where the ICE-TCP listener is bound and where clients reach it, if there is one.
+    pub fn tcp(&self) -> Option<(SocketAddr, SocketAddr)> {
+        self.tcp.as_ref().map(|t| (t.bound, t.advertised))
+    }
+
+    /// The address a call's datagrams of `proto` arrive at, as its candidates name it.
+    fn local(&self, proto: switchboard_webrtc::Protocol) -> Option<SocketAddr> {
+        match proto {
+            switchboard_webrtc::Protocol::Udp => Some(self.advertised),
+            switchboard_webrtc::Protocol::Tcp => self.tcp.as_ref().map(|t| t.advertised),
+            _ => None,
+        }
+    }
+
+    /// Reads the socket and takes ICE-TCP connections until `stop`.
+    pub async fn serve(self: Arc<Self>, stop: CancellationToken) {
+        let tcp = self.tcp.clone().map(|tcp| tcp.accept(self.demux.clone(), stop.clone()));
+        let udp = self.receive(stop);
+        match tcp {
+            Some(tcp) => {
+                tokio::join!(udp, tcp);
+            }
+            None => udp.await,
+        }
     }
 
     /// Reads the socket until `stop`, handing each datagram to its call's queue (dropped
@@ -217,14 +279,23 @@ impl Edge {
             };
             let contents = &buffer[..size];
             if let Some(queue) = self.demux.route(source, contents) {
-                let _ = queue.try_send(demux::Incoming { source, contents: contents.to_vec() });
+                let incoming =
+                    demux::Incoming { proto: switchboard_webrtc::Protocol::Udp, source, contents: contents.to_vec() };
+                let _ = queue.try_send(incoming);
             }
         }
     }
 
-    /// Sends a datagram; one the socket cannot take now is dropped (UDP: the peer's
-    /// retransmissions and loss concealment cover it).
-    fn send(&self, destination: SocketAddr, contents: &[u8]) {
+    /// Sends a datagram, on the UDP socket or (TCP) its connection; one that cannot go now
+    /// is dropped (the peer's retransmissions and loss concealment cover it).
+    fn send(&self, datagram: &switchboard_webrtc::Datagram) {
+        let (destination, contents) = (datagram.destination, &datagram.contents);
+        if datagram.proto != switchboard_webrtc::Protocol::Udp {
+            if let Some(tcp) = &self.tcp {
+                tcp.send(destination, contents);
+            }
+            return;
+        }
         if let Err(error) = self.socket.try_send_to(contents, destination) {
             tracing::debug!(%error, %destination, "a WebRTC datagram was not sent");
         }
@@ -256,7 +327,7 @@ impl Channel for Edge {
     }
 
     fn run(self: Arc<Self>, gateway: Arc<Gateway>) -> BoxFuture<'static, ()> {
-        self.receive(gateway.shutdown.clone()).boxed()
+        self.serve(gateway.shutdown.clone()).boxed()
     }
 
     fn render_metrics(&self) -> String {

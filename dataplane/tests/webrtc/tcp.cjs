@@ -1,0 +1,107 @@
+// A WebRTC call from headless Chromium (playwright-core) to a gateway's edge whose UDP port
+// the test blocks: ICE must fall back to the passive TCP candidate (RFC 6544). Prints what
+// happened as one JSON line. Usage:
+//   node tcp.cjs <playwright-core dir> <gateway url> <microphone wav> <chromium> <key>
+// The WAV is the microphone; the call opens the session on its data channel, waits for the
+// spoken request's transcript and the agent's answer, then reads WebRTC's own statistics:
+// the selected candidate pair (whose protocol says which transport carried the call), the
+// audio received and sent. DELETE ends it.
+"use strict";
+const [playwrightDir, url, wav, executablePath, key] = process.argv.slice(2);
+const { chromium } = require(playwrightDir);
+const PATIENCE = 45000;
+
+/** In the page: the call. Returns what it saw. */
+async function call(page) {
+  return page.evaluate(async ({ key, PATIENCE }) => {
+    const seen = { messages: [], states: [] };
+    const until = (what, test) => new Promise((done, fail) => {
+      const timer = setTimeout(() => fail(new Error(`timed out waiting for ${what}: ${JSON.stringify(seen)}`)), PATIENCE);
+      const check = () => { if (test()) { clearTimeout(timer); done(); } else setTimeout(check, 50); };
+      check();
+    });
+    const pc = new RTCPeerConnection();
+    pc.addEventListener("connectionstatechange", () => seen.states.push(pc.connectionState));
+    const mic = await navigator.mediaDevices.getUserMedia({ audio: true });
+    for (const track of mic.getAudioTracks()) pc.addTrack(track, mic);
+    pc.addEventListener("track", (event) => {
+      const audio = new Audio();
+      audio.srcObject = event.streams[0] || new MediaStream([event.track]);
+      audio.play().catch(() => {});
+    });
+    const channel = pc.createDataChannel("session");
+    channel.addEventListener("message", (event) => seen.messages.push(JSON.parse(event.data)));
+    channel.addEventListener("open", () => {
+      seen.opened = true;
+      channel.send(JSON.stringify({ type: "session_start", agent: "triage" }));
+    });
+    await pc.setLocalDescription(await pc.createOffer());
+    const response = await fetch("/v1/webrtc", { method: "POST", body: pc.localDescription.sdp,
+      headers: { "content-type": "application/sdp", authorization: `Bearer ${key}` } });
+    seen.status = response.status;
+    seen.location = response.headers.get("location");
+    const answer = await response.text();
+    if (response.status !== 201) throw new Error(`POST answered ${response.status}: ${answer}`);
+    seen.answerCandidates = answer.split(/\r?\n/).filter((l) => l.startsWith("a=candidate"));
+    await pc.setRemoteDescription({ type: "answer", sdp: answer });
+    await until("the connection", () => pc.connectionState === "connected");
+    await until("bidi_connection_start", () => seen.messages.some((m) => m.type === "bidi_connection_start"));
+    await until("the caller's transcript", () => seen.messages.some((m) => m.type === "bidi_transcript_stream"
+      && /user/i.test(m.role) && /balance/i.test(m.text || "")));
+    await until("the answer", () => seen.messages.filter((m) => m.type === "bidi_response_complete").length >= 2);
+    await new Promise((done) => setTimeout(done, 1000));
+    const stats = await pc.getStats();
+    let pairId;
+    stats.forEach((s) => {
+      if (s.type === "transport" && s.selectedCandidatePairId) pairId = s.selectedCandidatePairId;
+      if (s.type === "inbound-rtp" && s.kind === "audio") {
+        seen.inbound = { packets: s.packetsReceived, energy: s.totalAudioEnergy, lost: s.packetsLost };
+      }
+      if (s.type === "outbound-rtp" && s.kind === "audio") seen.outbound = { packets: s.packetsSent };
+    });
+    const pair = pairId && stats.get(pairId);
+    if (pair) {
+      const local = stats.get(pair.localCandidateId);
+      const remote = stats.get(pair.remoteCandidateId);
+      seen.selected = {
+        local: { protocol: local.protocol, tcpType: local.tcpType, type: local.candidateType },
+        remote: { protocol: remote.protocol, address: remote.address, port: remote.port, type: remote.candidateType },
+        bytesSent: pair.bytesSent, bytesReceived: pair.bytesReceived,
+      };
+    }
+    const ended = await fetch(seen.location, { method: "DELETE" });
+    seen.deleted = ended.status;
+    pc.close();
+    return seen;
+  }, { key, PATIENCE });
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath, headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync",
+      "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+      `--use-file-for-fake-audio-capture=${wav}%noloop`,
+      "--autoplay-policy=no-user-gesture-required",
+      "--allow-loopback-in-peer-connection"],
+  });
+  const result = {};
+  const errors = [];
+  try {
+    const page = await browser.newPage();
+    page.on("pageerror", (e) => errors.push(String(e)));
+    // A page of the gateway's origin (it serves no console): /healthz.
+    await page.goto(`${url}healthz`);
+    result.call = await call(page);
+  } finally {
+    result.errors = errors;
+    await browser.close();
+  }
+  process.stdout.write(JSON.stringify(result) + "\n");
+}
+
+main().catch((e) => {
+  process.stderr.write(`${e.stack || e}\n`);
+  process.exit(1);
+});
