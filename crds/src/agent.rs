@@ -33,7 +33,10 @@ pub use model::{
     DEFAULT_REGION, FallbackModel, ModelSettings, Provider, Reasoning, ReasoningEffort, TurnDetection, VoiceFallback,
 };
 pub use policy::{ToolPolicy, glob_match, is_pattern, is_valid_pattern, matches_any};
-pub use record::{MAX_REDACT_PATTERN_LEN, MAX_REDACT_RULES, RecordSettings, RedactRule};
+pub use record::{
+    AnalysisField, AnalysisFieldType, AnalysisSettings, MAX_ANALYSIS_DESCRIPTION_LEN, MAX_ANALYSIS_FIELDS,
+    MAX_ANALYSIS_VALUES, MAX_REDACT_PATTERN_LEN, MAX_REDACT_RULES, RESOLVED_FIELD, RecordSettings, RedactRule,
+};
 pub use skill::{Example, Skill, USE_SKILL_TOOL};
 pub use sonic::{SONIC_MODELS, SonicModel, check_sonic_voice, sonic_model};
 pub use telephony::{
@@ -76,6 +79,8 @@ pub use variant::{MAX_VARIANTS, TOTAL_WEIGHT, Variant, pick as pick_variant};
     validation = Rule::new("!has(self.skills) || self.skills.all(s, !has(s.delegatesTo) || s.delegatesTo.all(d, d != s.name && self.skills.exists(o, o.name == d)))").message("a skill's delegatesTo must name other skills of spec.skills"),
     validation = Rule::new("!has(self.skills) || self.skills.all(s, !has(s.tools) || s.tools.all(n, has(self.tools) && self.tools.exists(t, t.name == n)))").message("a skill's tools must be tools of spec.tools"),
     validation = Rule::new("!has(self.variants) || size(self.variants) == 0 || self.variants.map(v, v.weight).sum() == 100").message("the weights of spec.variants must add up to 100"),
+    validation = Rule::new("!has(self.record) || !has(self.record.analysis) || self.record.analysis.fields.all(f, (f.type == 'enum') == (has(f.values) && size(f.values) > 0))").message("an enum field of spec.record.analysis lists its values, and only an enum field has values"),
+    validation = Rule::new("!has(self.record) || !has(self.record.analysis) || self.record.analysis.fields.all(f, self.record.analysis.fields.exists_one(g, g.name == f.name))").message("each field of spec.record.analysis has its own name"),
     validation = Rule::new("!has(self.tools) || self.tools.all(t, !has(t.remember) || (has(t.identityProvider) && t.identityProvider) || !(t.remember.key in (has(self.identityKeys) ? self.identityKeys : ['verifiedUser'])))").message("only a tool with identityProvider: true may remember into an identity key (spec.identityKeys, default [verifiedUser])")
 )]
 #[serde(rename_all = "camelCase")]

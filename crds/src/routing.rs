@@ -140,6 +140,9 @@ pub struct Route {
     /// one route only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub numbers: Vec<String>,
+    /// What a model fills in after each session that started here (`spec.record.analysis`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<crate::agent::AnalysisSettings>,
 }
 
 /// A route's share of the model quota: the pool its streams count in and how its sessions
@@ -204,6 +207,7 @@ impl Route {
             identity_keys: spec.identity_keys.clone(),
             capacity: RouteCapacity::of(&spec.capacity, &spec.model.region),
             numbers: spec.telephony.numbers.clone(),
+            analysis: spec.record.analysis.clone(),
         }
     }
 
@@ -375,6 +379,7 @@ mod tests {
             identity_keys: crate::agent::default_identity_keys(),
             capacity: RouteCapacity::default(),
             numbers: vec![],
+            analysis: None,
         }
     }
 

@@ -368,6 +368,8 @@ fn metrics_md_lists_exactly_the_gateways_and_the_operators_series() {
     record.unpriced.with_label_values(&["some-model"]).inc();
     record.webhook.with_label_values(&["delivered"]).inc();
     record.summaries.with_label_values(&["written"]).inc();
+    record.analyses.with_label_values(&["written"]).inc();
+    record.resolved.with_label_values(&["bank/triage", "concise", "true"]).inc();
     // The WebRTC edge's, which the gateway serves as a channel's.
     let webrtc = switchboard_webrtc_edge::Metrics::new().expect("WebRTC edge metrics");
     webrtc.calls.with_label_values(&["ended"]).inc();

@@ -220,7 +220,11 @@ impl Gateway {
         let budget = budget::MemoryBudget::new(config.memory_budget, config.session_bound());
         // What waits for the record's store is the sessions' too.
         let budget = match &record {
-            Some(record) => budget.counting(record.pending()),
+            Some(record) => {
+                // Sessions are analysed by the settings of the Agents this gateway routes.
+                record::analyse_by_routes(record, directory.clone());
+                budget.counting(record.pending())
+            }
             None => budget,
         };
         let capacity = capacity::Capacity::new(config.capacity.clone())?;

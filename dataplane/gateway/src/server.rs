@@ -79,6 +79,7 @@ fn app(gateway: Arc<Gateway>, more_metrics: Option<MoreMetrics>) -> Router {
         .route(&format!("{}/{{id}}", outbound::CALLS_PATH), get(crate::calls::api::show))
         .route(RECORD_PATH, get(crate::record::api::list))
         .route(&format!("{RECORD_PATH}/{{id}}"), get(crate::record::api::show))
+        .route(crate::record::VARIANTS_PATH, get(crate::record::api::compare))
         .with_state(gateway)
 }
 

@@ -12,6 +12,7 @@
 pub mod bedrock;
 mod error;
 pub mod fallback;
+pub mod judge;
 pub mod net;
 pub mod openai;
 pub mod pool;

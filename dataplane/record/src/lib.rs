@@ -29,6 +29,8 @@
 //! it always had (`switchboard_gateway::record::...`). `switchboard sessions` and
 //! `switchboard callers` read the store directly.
 
+pub mod analysis;
+pub mod compare;
 pub mod log;
 pub mod price;
 /// Redaction lives in the agent core: runtimes redact what they put into traces with it.
@@ -84,7 +86,7 @@ impl Entry {
             Some(Update::State { credential, token, sealed }) => credential.len() + token.len() + sealed.len(),
             Some(Update::CallerMemory { caller, key, value }) => caller.len() + key.len() + json_bytes(value),
             Some(Update::CallerSeen { caller, namespace }) => caller.len() + namespace.len(),
-            Some(Update::Caller(caller)) => caller.len(),
+            Some(Update::Caller(caller) | Update::Variant(caller)) => caller.len(),
             Some(Update::Start { credential }) => credential.len(),
             _ => 0,
         };
@@ -132,6 +134,11 @@ pub enum Update {
     },
     /// A user turn was answered.
     Turn,
+    /// The session runs this variant of `Entry::agent` (kept on its row when that is the
+    /// Agent it started at: variants are compared by it).
+    Variant(String),
+    /// The caller was put through to a person (`transfer_result` of outcome `transferred`).
+    Transferred,
     /// What continuing the session later needs (sealed; not an event of the record).
     State {
         /// The credential that may continue it.
@@ -243,6 +250,10 @@ pub struct RecordMetrics {
     pub webhook: IntCounterVec,
     /// Session summaries by outcome.
     pub summaries: IntCounterVec,
+    /// Session analyses by outcome ([`analysis`]).
+    pub analyses: IntCounterVec,
+    /// Analysed sessions by Agent, variant and the answer of their `resolved` field.
+    pub resolved: IntCounterVec,
 }
 
 impl RecordMetrics {
@@ -303,6 +314,16 @@ impl RecordMetrics {
                 "Session summaries by outcome: written, empty (nothing said, or an empty reply), failed (the model or the store), timeout, unknown_session.",
                 &["outcome"],
             )?,
+            analyses: vec(
+                "switchboard_gateway_record_analyses_total",
+                "Session analyses by outcome: written, empty (nothing said), no_model, model_error, timeout, malformed (the answer was not the declared fields), store_error, unknown_session. Every outcome but written and empty keeps its error in the record.",
+                &["outcome"],
+            )?,
+            resolved: vec(
+                "switchboard_gateway_analysis_resolved_total",
+                "Analysed sessions by the agent they started at (namespace/name), its variant (empty: it runs none) and the analysis's resolved field (true, false): the resolution rate per agent and variant.",
+                &["agent", "variant", "resolved"],
+            )?,
         })
     }
 }
@@ -328,6 +349,9 @@ pub struct Recorder {
     pub metrics: RecordMetrics,
     /// Where the record is kept (the API reads it).
     pub store: Store,
+    /// Which Agents' sessions are analysed ([`analysis`]): the gateway sets it from its
+    /// routing table.
+    pub analyses: analysis::AnalysisBook,
     ord: AtomicU64,
     dropped: AtomicU64,
     state_ttl: Duration,
@@ -364,6 +388,7 @@ impl Recorder {
             prices,
             metrics,
             store,
+            analyses: analysis::AnalysisBook::default(),
             ord: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             state_ttl,

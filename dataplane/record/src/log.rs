@@ -41,6 +41,9 @@ pub struct SessionLog {
     /// Consent requests the runtime sent that no answer was recorded for yet (at most
     /// [`MAX_OPEN_CONSENTS`], oldest dropped): only an answer to one of them is recorded.
     consents: Vec<String>,
+    /// Transfers to a person the runtime asked for that no result was recorded for yet
+    /// (bounded as `consents`): only a result of one of them is recorded.
+    transfers: Vec<String>,
     /// Bytes of what was said and done that the session's record kept so far; past
     /// [`Recorder::session_bytes`] it keeps no more (`truncated`).
     kept_bytes: usize,
@@ -65,6 +68,7 @@ impl SessionLog {
             caller: None,
             caller_keys: Vec::new(),
             consents: Vec::new(),
+            transfers: Vec::new(),
             kept_bytes: 0,
             truncated: false,
         }
@@ -144,7 +148,7 @@ impl SessionLog {
     /// The session runs `variant` of `agent` (its `spec.variants`): written when the session
     /// first reaches the Agent, so every session of an Agent with variants names its own.
     pub fn variant(&self, agent: &str, variant: &str) {
-        self.push_plain(agent, "variant", json!({ "variant": variant }), None);
+        self.push_plain(agent, "variant", json!({ "variant": variant }), Some(Update::Variant(variant.to_owned())));
     }
 
     /// The session moved to another pod of its Agent.
@@ -170,6 +174,9 @@ impl SessionLog {
     /// other `tool_consent` — an id the runtime never asked about, one answered already —
     /// is not the record's: a client cannot write to it without a model turn.
     pub fn client(&mut self, agent: &str, text: &str) {
+        if text.contains("transfer_result") {
+            return self.transfer_result(agent, text);
+        }
         if !text.contains("tool_consent") {
             return;
         }
@@ -179,6 +186,22 @@ impl SessionLog {
             self.consents.remove(open);
             self.push(agent, "consent_answer", json!({ "tool_use_id": tool_use_id, "approved": approved }), None);
         }
+    }
+
+    /// How a transfer to a person ended, as the client (the SIP edge) answered it: kept
+    /// when it answers a transfer the runtime asked for; `transferred` marks the session's
+    /// row (variants are compared on it).
+    fn transfer_result(&mut self, agent: &str, text: &str) {
+        let Ok(ClientMessage::TransferResult { tool_use_id, outcome, message }) = serde_json::from_str(text) else {
+            return;
+        };
+        let Some(open) = self.transfers.iter().position(|id| *id == tool_use_id) else { return };
+        self.transfers.remove(open);
+        let update =
+            (outcome == switchboard_core::protocol::TransferOutcome::Transferred).then_some(Update::Transferred);
+        let message: String = message.chars().take(200).collect();
+        let data = json!({ "tool_use_id": tool_use_id, "outcome": outcome.as_str(), "message": message });
+        self.push(agent, "transfer_result", data, update);
     }
 
     /// A runtime text frame delivered to the client.
@@ -304,6 +327,17 @@ impl SessionLog {
                 let update = caller.map(|c| Update::Caller(self.redactor.text(&c).into_owned()));
                 self.push_kept(agent, "memory", data, update);
                 self.caller_memory(agent, key, value);
+            }
+            ServerMessage::TransferRequest { tool_use_id, person, address, reason, .. } => {
+                if !self.transfers.contains(&tool_use_id) {
+                    if self.transfers.len() >= MAX_OPEN_CONSENTS {
+                        self.transfers.remove(0);
+                    }
+                    self.transfers.push(tool_use_id.clone());
+                }
+                let data =
+                    json!({ "tool_use_id": tool_use_id, "person": person, "address": address, "reason": reason });
+                self.push(agent, "transfer_request", data, None);
             }
             ServerMessage::WorkflowTransition { from, to, by } => {
                 self.push(agent, "workflow", json!({ "from": from, "to": to, "by": by }), None);

@@ -86,6 +86,16 @@ pub struct Report {
     pub cost_usd: f64,
     /// What happened, in a few sentences by a model (with `--record-summary-model`).
     pub summary: Option<String>,
+    /// The variant of the Agent it started at, when that Agent runs variants.
+    #[serde(default)]
+    pub variant: Option<String>,
+    /// Whether the caller was put through to a person.
+    #[serde(default)]
+    pub transferred: bool,
+    /// The analysis (`spec.record.analysis`): `{"model", "fields"}`, or `{"model", "error"}`
+    /// when it failed; with its tokens and cost. Absent when the Agent asks for none.
+    #[serde(default)]
+    pub analysis: Option<serde_json::Value>,
     /// The agents' own summaries of what they did (return handoffs), oldest first.
     pub summaries: Vec<String>,
     /// Tool calls made, and how many failed.
@@ -122,6 +132,9 @@ impl Report {
             output_tokens: s.output_tokens,
             cost_usd: s.cost_usd,
             summary: s.summary.clone(),
+            variant: s.variant.clone(),
+            transferred: s.transferred,
+            analysis: s.analysis.clone(),
             summaries,
             tool_calls: count("tool_start"),
             tool_errors: count("tool_error"),

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use switchboard_core::protocol::ServerMessage;
-use switchboard_models::{Message, ModelRequest, TextModel, collect_reply};
+use switchboard_models::TextModel;
+use switchboard_models::judge::{Question, ask};
 
 use super::expect::Divergence;
 use super::observe::describe;
@@ -68,22 +69,14 @@ impl Judge {
 
     /// Whether `rubric` holds for the last turn of `earlier` and `turn` (transcript lines).
     pub async fn verdict(&self, rubric: &str, earlier: &[String], turn: &[String]) -> Result<Verdict, String> {
-        let mut request =
-            ModelRequest::new(self.model_id.clone(), vec![Message::user_text(prompt(rubric, earlier, turn))]);
-        request.system = INSTRUCTIONS.to_owned();
-        request.max_tokens = 200;
-        request.temperature = 0.0;
-        let reply = match tokio::time::timeout(TIMEOUT, collect_reply(self.model.stream(&request))).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(error)) => return Err(format!("the judge model {} failed: {error}", self.model_id)),
-            Err(_) => {
-                return Err(format!(
-                    "the judge model {} gave no verdict within {} s",
-                    self.model_id,
-                    TIMEOUT.as_secs()
-                ));
-            }
+        let question = Question {
+            model_id: &self.model_id,
+            instructions: INSTRUCTIONS,
+            prompt: prompt(rubric, earlier, turn),
+            max_tokens: 200,
+            timeout: TIMEOUT,
         };
+        let reply = ask(self.model.as_ref(), question).await.map_err(|error| error.to_string())?;
         parse(&reply.text).map_err(|e| format!("the judge model {}: {e}", self.model_id))
     }
 }

@@ -18,6 +18,7 @@ mod sim;
 mod sip;
 mod test;
 mod turn;
+mod variants;
 mod watch;
 
 use clap::{Args, Parser, Subcommand};
@@ -89,6 +90,9 @@ pub enum Command {
     Sessions(sessions::SessionsArgs),
     /// The callers the record keeps across sessions: `delete` forgets one on request.
     Callers(callers::CallersArgs),
+    /// An Agent's variants (`spec.variants`) compared from the record: resolved,
+    /// transferred to a person, duration, cost and the analysis's answers.
+    Variants(variants::VariantsArgs),
     /// The SIP edge: phones and trunks call `sip:<agent>@host`, each call one session at
     /// the gateway.
     Sip(Box<sip::SipArgs>),
@@ -117,6 +121,7 @@ impl Command {
             Self::Test(args) => test::run(*args).await,
             Self::Sessions(args) => sessions::run(args).await,
             Self::Callers(args) => callers::run(args).await,
+            Self::Variants(args) => variants::run(args).await,
             Self::Sip(args) => sip::run(*args).await,
             Self::Call(args) => call::run(*args).await,
             Self::Load(args) => load::run(*args).await,
@@ -127,7 +132,12 @@ impl Command {
     /// given: `test` prints a report on stdout, so only warnings are logged.
     pub fn default_log(&self) -> Option<&'static str> {
         match self {
-            Self::Test(_) | Self::Load(_) | Self::Sessions(_) | Self::Callers(_) | Self::Call(_) => Some("warn"),
+            Self::Test(_)
+            | Self::Load(_)
+            | Self::Sessions(_)
+            | Self::Callers(_)
+            | Self::Variants(_)
+            | Self::Call(_) => Some("warn"),
             _ => None,
         }
     }

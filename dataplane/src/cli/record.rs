@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use switchboard_models::bedrock::{BedrockConfig, BedrockTextModel};
+use switchboard_record::analysis::AnalysisConfig;
 use switchboard_record::reporting;
 use switchboard_record::summary::SummaryConfig;
 use switchboard_record::webhook::WebhookConfig;
@@ -87,6 +88,24 @@ pub struct RecordArgs {
     /// when given.
     #[arg(long = "record-summary-endpoint-url", env = "SWITCHBOARD_RECORD_SUMMARY_ENDPOINT_URL")]
     pub summary_endpoint_url: Option<String>,
+
+    /// A Bedrock text model that analyses each ended session of an Agent with
+    /// `spec.record.analysis` (filling the fields it declares from the redacted record),
+    /// unless the Agent names its own (`spec.record.analysis.model`). Without it, such
+    /// sessions keep an analysis error saying so. It costs a model call per analysed
+    /// session, added to the session's tokens and cost.
+    #[arg(long = "record-analysis-model", env = "SWITCHBOARD_RECORD_ANALYSIS_MODEL")]
+    pub analysis_model: Option<String>,
+
+    /// The analysis model's AWS region. Default: `AWS_REGION`, else `us-east-1`.
+    #[arg(long = "record-analysis-region", env = "SWITCHBOARD_RECORD_ANALYSIS_REGION")]
+    pub analysis_region: Option<String>,
+
+    /// An endpoint for the analysis model's calls instead of the region's public one (a VPC
+    /// endpoint; `switchboard sim` offline). Its certificate is checked against --ca-file
+    /// when given.
+    #[arg(long = "record-analysis-endpoint-url", env = "SWITCHBOARD_RECORD_ANALYSIS_ENDPOINT_URL")]
+    pub analysis_endpoint_url: Option<String>,
 }
 
 /// The record's writer, running.
@@ -104,6 +123,20 @@ impl RecordTask {
         self.stop.cancel();
         let _ = self.writer.await;
     }
+}
+
+/// A Bedrock text model client in `region` (default: `AWS_REGION`, else `us-east-1`), at
+/// `endpoint` when given, trusting `ca_file` besides the system's roots.
+async fn text_model(
+    region: Option<&String>,
+    endpoint: &Option<String>,
+    ca_file: Option<&std::path::Path>,
+) -> anyhow::Result<Arc<dyn switchboard_models::TextModel>> {
+    let region = region.cloned().or_else(|| std::env::var("AWS_REGION").ok()).unwrap_or_else(|| "us-east-1".into());
+    let mut bedrock = BedrockConfig::new(region);
+    bedrock.endpoint_url = endpoint.clone();
+    bedrock.ca_cert_file = ca_file.map(std::path::Path::to_path_buf);
+    Ok(Arc::new(BedrockTextModel::connect(&bedrock).await?))
 }
 
 fn webhook_config(url: &str, secret_file: &std::path::Path) -> anyhow::Result<WebhookConfig> {
@@ -180,8 +213,8 @@ impl RecordArgs {
     ) -> anyhow::Result<Option<RecordTask>> {
         let Some(url) = self.url(default) else {
             anyhow::ensure!(
-                self.webhook_url.is_none() && self.summary_model.is_none(),
-                "--record-webhook-url and --record-summary-model need the record: give --record-database-url"
+                self.webhook_url.is_none() && self.summary_model.is_none() && self.analysis_model.is_none(),
+                "--record-webhook-url, --record-summary-model and --record-analysis-model need the record: give --record-database-url"
             );
             return Ok(None);
         };
@@ -210,24 +243,29 @@ impl RecordArgs {
         };
         let summary = match &self.summary_model {
             Some(model_id) => {
-                let region = self
-                    .summary_region
-                    .clone()
-                    .or_else(|| std::env::var("AWS_REGION").ok())
-                    .unwrap_or_else(|| "us-east-1".into());
-                let mut bedrock = BedrockConfig::new(region);
-                bedrock.endpoint_url = self.summary_endpoint_url.clone();
-                bedrock.ca_cert_file = ca_file.map(std::path::Path::to_path_buf);
-                let model = BedrockTextModel::connect(&bedrock)
+                let model = text_model(self.summary_region.as_ref(), &self.summary_endpoint_url, ca_file)
                     .await
                     .map_err(|e| anyhow::anyhow!("--record-summary-model: {e}"))?;
-                tracing::info!(model = %model_id, region = %bedrock.region, "a model summarises every ended session");
-                let model: Arc<dyn switchboard_models::TextModel> = Arc::new(model);
+                tracing::info!(model = %model_id, "a model summarises every ended session");
                 Some((model, SummaryConfig::new(model_id.clone())))
             }
             None => None,
         };
-        if let Some(ended) = reporting::start(&recorder, &store, webhook, summary) {
+        // The analyst always runs with a record: an Agent that asks for analysis while the
+        // gateway has no model gets an error in its sessions' record, not silence.
+        let analysis_model = match &self.analysis_model {
+            Some(model_id) => {
+                let model = text_model(self.analysis_region.as_ref(), &self.analysis_endpoint_url, ca_file)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("--record-analysis-model: {e}"))?;
+                tracing::info!(model = %model_id, "a model analyses the ended sessions of Agents with spec.record.analysis");
+                Some(model)
+            }
+            None => None,
+        };
+        let analysis = AnalysisConfig { default_model: self.analysis_model.clone(), ..AnalysisConfig::default() };
+        let followers = reporting::Followers { webhook, summary, analysis: Some((analysis_model, analysis)) };
+        if let Some(ended) = reporting::start(&recorder, &store, followers) {
             writer = writer.reporting_to(ended);
         }
         let stop = CancellationToken::new();

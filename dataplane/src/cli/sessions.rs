@@ -94,7 +94,7 @@ pub async fn run(args: SessionsArgs) -> anyhow::Result<()> {
 }
 
 /// Unix ms of an RFC 3339 time or of now minus an age (`90s`, `30m`, `24h`, `7d`).
-fn parse_time(text: &str) -> anyhow::Result<i64> {
+pub(super) fn parse_time(text: &str) -> anyhow::Result<i64> {
     if let Ok(at) = text.parse::<jiff::Timestamp>() {
         return Ok(at.as_millisecond());
     }
@@ -173,11 +173,42 @@ fn show_text(out: &mut String, record: &SessionRecord) {
     if let Some(summary) = &s.summary {
         let _ = writeln!(out, "summary   {summary}");
     }
+    if let Some(variant) = &s.variant {
+        let _ = writeln!(out, "variant   {variant}");
+    }
+    if s.transferred {
+        let _ = writeln!(out, "person    put through to a person");
+    }
+    if let Some(analysis) = &s.analysis {
+        let _ = writeln!(out, "analysis  {}", analysis_text(analysis));
+    }
     out.push('\n');
     for event in &record.events {
         let at = jiff::Timestamp::from_microsecond(event.at_us)
             .map_or_else(|_| event.at_us.to_string(), |t| t.strftime("%H:%M:%S%.3f").to_string());
         let _ = writeln!(out, "{at}  {:<14} {:<16} {}", event.agent, event.kind, describe(event));
+    }
+}
+
+/// A session's analysis in one line: its fields (`name=value`) or its error, and the model.
+fn analysis_text(analysis: &serde_json::Value) -> String {
+    let model = analysis["model"].as_str().unwrap_or_default();
+    let figures = format!(
+        "{} tokens in, {} out, {} USD",
+        analysis["input_tokens"], analysis["output_tokens"], analysis["cost_usd"]
+    );
+    match (analysis["fields"].as_object(), analysis["error"].as_str()) {
+        (Some(fields), _) => {
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|(name, value)| {
+                    format!("{name}={}", value.as_str().map_or_else(|| value.to_string(), str::to_owned))
+                })
+                .collect();
+            format!("{} (by {model}; {figures})", fields.join(", "))
+        }
+        (None, Some(error)) => format!("FAILED: {error} ({figures})"),
+        _ => analysis.to_string(),
     }
 }
 
@@ -214,6 +245,9 @@ fn describe(event: &EventRow) -> String {
         }
         "error" => format!("{}: {}", s("code"), s("message")),
         "session_end" => format!("{} {}", s("close_code"), s("reason")),
+        "analysis" => analysis_text(d),
+        "transfer_request" => format!("to {} ({}): {}", s("person"), s("address"), s("reason")),
+        "transfer_result" => format!("{} {}", s("outcome"), s("message")),
         _ => d.to_string(),
     }
 }

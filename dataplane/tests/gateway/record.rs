@@ -53,7 +53,8 @@ pub(crate) fn recorder_with(
     let (recorder, mut writer) = Recorder::new(store.clone(), config, redactor, Default::default(), metrics);
     let client = || switchboard_models::net::client::Trust::system().client().expect("client");
     let webhook = webhook.map(|webhook| (webhook, client()));
-    if let Some(ended) = reporting::start(&recorder, &store, webhook, summary) {
+    let followers = reporting::Followers { webhook, summary, analysis: None };
+    if let Some(ended) = reporting::start(&recorder, &store, followers) {
         writer = writer.reporting_to(ended);
     }
     let stop = CancellationToken::new();

@@ -1,6 +1,8 @@
 //! The record's HTTP API on the gateway, for an operator's tools and the web page:
 //! `GET /v1/sessions` (filters as query parameters: `since`, `until` in unix ms, `agent`
-//! as `namespace/name`, `caller`, `outcome`, `limit`) and `GET /v1/sessions/{id}`, JSON.
+//! as `namespace/name`, `caller`, `outcome`, `limit`), `GET /v1/sessions/{id}`, and
+//! `GET /v1/variants?agent=<namespace/name>[&since=&until=]` (an Agent's variants compared:
+//! [`switchboard_record::compare`]), JSON.
 //! Only a credential allowed to read the record gets an answer ([`crate::auth::Auth::records_reader`]),
 //! and only about sessions that started in a namespace its scope reaches; where the record is
 //! open without one (local mode on loopback), only a request that names the server by address
@@ -14,6 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use super::compare::CompareQuery;
 use super::store::Filter;
 use crate::Gateway;
 use crate::auth::Scope;
@@ -46,6 +49,34 @@ pub async fn show(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Path(
         Ok(Some(session)) if in_scope(&scope, &session.summary.first_agent) => Json(session).into_response(),
         // Another namespace's session is not there, as far as this reader knows.
         Ok(_) => error(StatusCode::NOT_FOUND, "unknown_session", &format!("no recorded session {id}")),
+        Err(error) => unavailable(&error),
+    }
+}
+
+/// `GET /v1/variants`: the variants of an Agent in the reader's scope compared.
+pub async fn compare(
+    State(gateway): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    Query(query): Query<CompareQuery>,
+) -> Response {
+    let (record, scope) = match reader(&gateway, &headers) {
+        Ok(reader) => reader,
+        Err(response) => return *response,
+    };
+    let well_formed = query.agent.split_once('/').is_some_and(|(namespace, name)| {
+        !namespace.is_empty() && !name.is_empty() && !name.contains('/') && query.agent.len() <= 253
+    });
+    if !well_formed {
+        let message = format!("agent must be namespace/name (e.g. bank/triage); got {:?}", query.agent);
+        return error(StatusCode::BAD_REQUEST, "invalid_agent", &message);
+    }
+    if !in_scope(&scope, &query.agent) {
+        // Another namespace's Agent has no sessions, as far as this reader knows.
+        let message = format!("no sessions of {} are in this credential's scope", query.agent);
+        return error(StatusCode::NOT_FOUND, "unknown_agent", &message);
+    }
+    match record.store.compare_variants(&query).await {
+        Ok(comparison) => Json(comparison).into_response(),
         Err(error) => unavailable(&error),
     }
 }

@@ -8,4 +8,35 @@
 pub mod api;
 pub mod callers;
 
+use std::sync::Arc;
+
 pub use switchboard_record::*;
+use tokio::sync::watch;
+
+use crate::directory::Directory;
+
+/// Where the gateway serves an Agent's variants compared ([`api::compare`]).
+pub const VARIANTS_PATH: &str = "/v1/variants";
+
+/// The analysis settings of the Agents in the gateway's routing table, as it is now: the
+/// record's analyst reads them when a session ends ([`analysis::AnalysisBook`]).
+#[derive(Debug)]
+pub struct RoutedAnalyses(pub watch::Receiver<Directory>);
+
+impl analysis::AnalysisSource for RoutedAnalyses {
+    fn of(&self, agent: &str) -> Option<switchboard_crds::agent::AnalysisSettings> {
+        let (namespace, name) = agent.split_once('/')?;
+        let directory = self.0.borrow();
+        let route = directory.table().routes.iter().find(|r| r.namespace == namespace && r.name == name)?;
+        route.analysis.clone()
+    }
+
+    fn any(&self) -> bool {
+        self.0.borrow().table().routes.iter().any(|r| r.analysis.is_some())
+    }
+}
+
+/// Analyses the sessions of `recorder` by the Agents `directory` routes.
+pub fn analyse_by_routes(recorder: &Recorder, directory: watch::Receiver<Directory>) {
+    recorder.analyses.set(Arc::new(RoutedAnalyses(directory)));
+}

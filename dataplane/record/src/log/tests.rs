@@ -146,3 +146,56 @@ async fn a_sessions_record_and_what_waits_for_the_store_are_bounded_in_bytes() {
     assert_eq!(record.summary.outcome, "ended");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A transfer to a person is recorded when the client answers one the runtime asked for; a
+/// `transferred` answer marks the session's row (variants are compared on it), other outcomes
+/// and answers to transfers never asked for do not. The variant of the Agent the session
+/// started at is kept on its row; a later Agent's is only its event.
+#[tokio::test]
+async fn a_transfer_to_a_person_and_the_first_agents_variant_mark_the_sessions_row() {
+    let dir = std::env::temp_dir().join(format!("switchboard-log-{}", uuid::Uuid::new_v4()));
+    let store = Store::file(&dir.join("record.db")).expect("store");
+    let metrics = RecordMetrics::new().expect("metrics");
+    let config = RecordConfig { flush_interval: std::time::Duration::from_millis(10), ..RecordConfig::default() };
+    let (recorder, writer) = Recorder::new(store.clone(), config, Redactor::default(), Prices::default(), metrics);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let writing = tokio::spawn(writer.run(stop.clone()));
+    let result = |id: &str, outcome: &str| {
+        serde_json::json!({"type": "transfer_result", "tool_use_id": id, "outcome": outcome, "message": "486 Busy Here"})
+            .to_string()
+    };
+    let request = |id: &str| ServerMessage::TransferRequest {
+        tool_use_id: id.into(),
+        person: "fraud team".into(),
+        address: "+44 20 7946 0000".into(),
+        reason: "a card was stolen".into(),
+        timeout_seconds: 30,
+    };
+    for (session, outcomes) in [("gw-busy", ["busy", "busy"]), ("gw-put-through", ["busy", "transferred"])] {
+        let mut log = SessionLog::new(recorder.clone(), session);
+        log.started("bank/triage", "web", false, None, &[]);
+        log.variant("bank/triage", "zoe");
+        log.handed_off("bank/triage", "bank/banking");
+        log.variant("bank/banking", "brief");
+        // An answer to a transfer never asked for is not the record's.
+        log.client("bank/banking", &result("t-0", "transferred"));
+        log.message("bank/banking", request("t-1"));
+        log.client("bank/banking", &result("t-1", outcomes[0]));
+        log.message("bank/banking", request("t-2"));
+        log.client("bank/banking", &result("t-2", outcomes[1]));
+        log.ended("bank/banking", "ended", None);
+    }
+    drop(recorder);
+    writing.await.expect("the writer ends with its last recorder");
+    let busy = store.show("gw-busy").await.expect("store").expect("recorded");
+    let through = store.show("gw-put-through").await.expect("store").expect("recorded");
+    assert!(!busy.summary.transferred && through.summary.transferred, "{:?} {:?}", busy.summary, through.summary);
+    assert_eq!(busy.summary.variant.as_deref(), Some("zoe"), "the first Agent's variant");
+    let results: Vec<&serde_json::Value> =
+        through.events.iter().filter(|e| e.kind == "transfer_result").map(|e| &e.data["outcome"]).collect();
+    assert_eq!(results, ["busy", "transferred"], "{:?}", through.events);
+    let requested = through.events.iter().find(|e| e.kind == "transfer_request").expect("the request");
+    assert_eq!(requested.data["address"], "[redacted:phone]", "the person's number is redacted");
+    stop.cancel();
+    let _ = std::fs::remove_dir_all(dir);
+}

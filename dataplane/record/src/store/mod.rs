@@ -78,6 +78,11 @@ const ADDED_COLUMNS: &[(&str, &str)] = &[
     ("replica", "TEXT"),
     ("report_due", "BIGINT"),
     ("report_attempts", "BIGINT NOT NULL DEFAULT 0"),
+    // The variant of the Agent the session started at; whether the caller was put through
+    // to a person; the analysis of the session (JSON: `analysis`).
+    ("variant", "TEXT"),
+    ("transferred", "BIGINT NOT NULL DEFAULT 0"),
+    ("analysis", "TEXT"),
 ];
 
 /// A store that cannot be used.
@@ -96,7 +101,7 @@ pub enum StoreError {
 /// The record's database.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: AnyPool,
+    pub(crate) pool: AnyPool,
     postgres: bool,
     /// Where it is, without credentials (logs).
     pub display: String,
@@ -167,6 +172,16 @@ pub struct Summary {
     /// What happened, in a few sentences by a model ([`super::summary`]), once written.
     #[serde(default)]
     pub summary: Option<String>,
+    /// The variant of the Agent it started at, when that Agent runs variants.
+    #[serde(default)]
+    pub variant: Option<String>,
+    /// Whether the caller was put through to a person.
+    #[serde(default)]
+    pub transferred: bool,
+    /// The analysis of the session ([`super::analysis`]), once made: `{"model", "fields"}`,
+    /// or `{"model", "error"}` when it failed.
+    #[serde(default)]
+    pub analysis: Option<serde_json::Value>,
 }
 
 /// One thing that happened.

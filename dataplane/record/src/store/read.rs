@@ -10,7 +10,7 @@ use super::{EventRow, Filter, SessionRecord, Store, StoreError, Summary};
 
 /// The columns of a session's row, as [`summary`] reads them.
 const COLUMNS: &str = "id, started_at, ended_at, credential, caller, first_agent, last_agent, outcome, close_code,
-                    turns, input_tokens, output_tokens, cost_usd, summary";
+                    turns, input_tokens, output_tokens, cost_usd, summary, variant, transferred, analysis";
 
 impl Store {
     /// Sessions matching `filter`, newest first.
@@ -130,6 +130,11 @@ fn summary(row: &AnyRow) -> Result<Summary, sqlx::Error> {
         output_tokens: row.try_get("output_tokens")?,
         cost_usd: row.try_get("cost_usd")?,
         summary: row.try_get("summary")?,
+        variant: row.try_get("variant")?,
+        transferred: row.try_get::<i64, _>("transferred")? != 0,
+        analysis: row
+            .try_get::<Option<String>, _>("analysis")?
+            .map(|text| serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))),
     })
 }
 

@@ -43,6 +43,43 @@ impl Store {
         Ok(())
     }
 
+    /// Keeps session `id`'s analysis (`analysis`: JSON, the fields or the error), its event
+    /// (at `agent`, the Agent whose analysis it is) and what the analysis cost, added to the
+    /// session's tokens and cost, in one transaction.
+    pub async fn set_analysis(
+        &self,
+        id: &str,
+        agent: &str,
+        analysis: &serde_json::Value,
+        (input, output, cost): (i64, i64, f64),
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE switchboard_sessions SET analysis = $2, input_tokens = input_tokens + $3,
+             output_tokens = output_tokens + $4, cost_usd = cost_usd + $5 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(analysis.to_string())
+        .bind(input)
+        .bind(output)
+        .bind(cost)
+        .execute(&mut *tx)
+        .await?;
+        // After every event of the session (it ended): its own time, its own order.
+        sqlx::query(
+            "INSERT INTO switchboard_session_events (session_id, at_us, ord, agent, kind, data)
+             VALUES ($1, $2, 0, $3, 'analysis', $4) ON CONFLICT DO NOTHING",
+        )
+        .bind(id)
+        .bind(crate::now_us())
+        .bind(agent)
+        .bind(analysis.to_string())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Sessions parked (their client went) before `before` (unix ms) and never resumed:
     /// marked `abandoned` (their reports due at once, when reports are sent), and their ids
     /// returned — to one caller only, when several
@@ -107,6 +144,23 @@ async fn update_session(
             .bind(*cost)
             .execute(&mut **tx)
             .await?;
+        }
+        Update::Variant(variant) => {
+            // The variant of the Agent the session started at (a later Agent's is its event).
+            sqlx::query(
+                "UPDATE switchboard_sessions SET variant = $2 WHERE id = $1 AND first_agent = $3 AND variant IS NULL",
+            )
+            .bind(id)
+            .bind(variant.as_str())
+            .bind(entry.agent.as_str())
+            .execute(&mut **tx)
+            .await?;
+        }
+        Update::Transferred => {
+            sqlx::query("UPDATE switchboard_sessions SET transferred = 1 WHERE id = $1")
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
         }
         Update::Turn => {
             sqlx::query("UPDATE switchboard_sessions SET turns = turns + 1 WHERE id = $1")
