@@ -1064,7 +1064,7 @@ fn keypad_script(dir: &Path) -> PathBuf {
 fn a_trunks_caller_number_and_a_card_number_typed_on_the_keypad_reach_the_tool_and_nothing_else() {
     const CALLER: &str = "+442079460018";
     const CARD: &str = "4929123412341234";
-    let dir = std::env::temp_dir().join(format!("switchboard-sip-keypad-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-keypad-script-{}", std::process::id()));
     let script = keypad_script(&dir);
     let script_arg = script.to_string_lossy().into_owned();
     std::fs::write(dir.join("username"), "bank\n").expect("username");
