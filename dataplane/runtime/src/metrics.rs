@@ -475,10 +475,8 @@ impl Metrics {
             return;
         }
         let name = entry.data["name"].as_str().unwrap_or_default();
-        let outcome = match entry.data["outcome"].as_str() {
-            Some(known @ ("collected" | "timeout" | "too_short" | "invalid")) => known,
-            _ => "other",
-        };
+        let known = ["collected", "timeout", "too_short", "invalid"];
+        let outcome = entry.data["outcome"].as_str().filter(|o| known.contains(o)).unwrap_or("other");
         let values = [spec.agent.name.as_str(), tool_label(spec, name), outcome];
         self.keypad_inputs.with_label_values(&values).inc();
     }
