@@ -22,7 +22,9 @@ mod text_models;
 mod tool;
 mod variant;
 
-pub use authority::{MAX_KEY_LEN, MemoryPath, MemoryPathError, VERIFIED_USER, default_identity_keys, is_memory_key};
+pub use authority::{
+    GATEWAY_KEYS, MAX_KEY_LEN, MemoryPath, MemoryPathError, VERIFIED_USER, default_identity_keys, is_memory_key,
+};
 pub use capacity::{CapacitySettings, DEFAULT_ACCOUNT, PRIORITY_RANGE, WhenFull};
 
 pub use knowledge::{
@@ -49,7 +51,7 @@ pub use text_models::{
 };
 pub use tool::{
     BuiltinKind, BuiltinTool, CREDENTIAL_HEADERS, ClientTool, Consent, DEFAULT_CLIENT_TIMEOUT_SECONDS, HttpTool,
-    McpTool, SecretHeader, SecretKeyRef, ToolMemory, ToolSpec, ToolTarget,
+    KeypadInput, McpTool, SecretHeader, SecretKeyRef, ToolMemory, ToolSpec, ToolTarget,
 };
 pub use variant::{MAX_VARIANTS, TOTAL_WEIGHT, Variant, pick as pick_variant};
 

@@ -69,6 +69,18 @@ fn remembering(mut tool: serde_json::Value, key: &str, provider: bool) -> serde_
     tool
 }
 
+/// `tool` collecting an input by keypad as `spec` says.
+fn keypad(mut tool: serde_json::Value, spec: serde_json::Value) -> serde_json::Value {
+    tool["inputSchema"] = serde_json::json!({"type": "object", "properties": {"pin": {"type": "string"}}});
+    tool["keypad"] = spec;
+    tool
+}
+
+fn with(mut tool: serde_json::Value, field: &str, value: serde_json::Value) -> serde_json::Value {
+    tool[field] = value;
+    tool
+}
+
 #[test]
 fn each_agent_rule_fails_with_its_message() {
     let base = serde_json::json!({"mode": "text", "personaRef": {"name": "p"}, "workflowRef": {"name": "w"}});
@@ -137,6 +149,22 @@ fn each_agent_rule_fails_with_its_message() {
         (
             serde_json::json!({"variants": [{"name": "a", "weight": 60}, {"name": "b", "weight": 30}]}),
             "the weights of spec.variants must add up to 100",
+        ),
+        (
+            serde_json::json!({"tools": [keypad(tool("t", false, false, true), serde_json::json!({"input": "pin"}))]}),
+            "keypad collects an input of an http or mcp tool",
+        ),
+        (
+            serde_json::json!({"tools": [with(keypad(tool("t", true, false, false), serde_json::json!({"input": "pin"})), "cacheTtlSeconds", serde_json::json!(60))]}),
+            "a tool with a keypad input is not cached",
+        ),
+        (
+            serde_json::json!({"tools": [with(keypad(tool("t", true, false, false), serde_json::json!({"input": "pin"})), "bind", serde_json::json!({"pin": "verifiedUser.pin"}))]}),
+            "keypad.input is also bound",
+        ),
+        (
+            serde_json::json!({"tools": [keypad(tool("t", true, false, false), serde_json::json!({"input": "pin", "minDigits": 6, "maxDigits": 4}))]}),
+            "keypad.minDigits is more than keypad.maxDigits",
         ),
     ];
     for (extra, message) in cases {

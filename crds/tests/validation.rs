@@ -384,6 +384,39 @@ fn a_bound_input_must_be_a_property_with_a_readable_memory_path() {
 }
 
 #[test]
+fn a_keypad_input_is_a_string_property_of_an_uncached_unbound_tool_with_bounds_it_can_meet() {
+    let keyed = with_tool_fields("      keypad: { input: q, minDigits: 4, maxDigits: 8 }");
+    let c = catalog(&[PERSONA, WORKFLOW, &keyed]);
+    let spec = c.resolve_agent(c.agent("default", "a").expect("agent")).expect("valid");
+    let keypad = spec.tools[0].keypad.as_ref().expect("the keypad reaches the RuntimeSpec");
+    assert_eq!(
+        (keypad.min_digits, keypad.max_digits, keypad.timeout_seconds, keypad.inter_digit_timeout_seconds),
+        (4, 8, 30, 5)
+    );
+
+    let fields = |found: Vec<Problem>| found.into_iter().map(|p| (p.field, p.message)).collect::<Vec<_>>();
+    let unknown = fields(unchecked_problems(&with_tool_fields("      keypad: { input: pin }")));
+    assert_eq!(unknown.len(), 1, "{unknown:?}");
+    assert_eq!(unknown[0].0, "spec.tools[0].keypad.input");
+    assert!(
+        unknown[0].1.contains("not a property of its inputSchema") && unknown[0].1.contains("type: string"),
+        "{unknown:?}"
+    );
+    let number = with_tool_fields("      keypad: { input: q }").replace("q: { type: string }", "q: { type: integer }");
+    let found = fields(unchecked_problems(&number));
+    assert!(found[0].1.contains("a leading zero counts"), "{found:?}");
+    let all_wrong = with_tool_fields(
+        "      keypad: { input: q, minDigits: 9, maxDigits: 4 }
+      cacheTtlSeconds: 60
+      bind: { q: verifiedUser.q }",
+    );
+    let found: Vec<String> = fields(unchecked_problems(&all_wrong)).into_iter().map(|(f, _)| f).collect();
+    for field in ["spec.tools[0].keypad.input", "spec.tools[0].cacheTtlSeconds", "spec.tools[0].keypad.minDigits"] {
+        assert!(found.iter().any(|f| f == field), "{field}: {found:?}");
+    }
+}
+
+#[test]
 fn only_identity_providers_remember_into_identity_keys() {
     let remember = "      remember: { key: verifiedUser, value: /user, when: /verified }";
     let found = problems(&[PERSONA, WORKFLOW, &with_tool_fields(remember)]);

@@ -10,7 +10,10 @@
 //! 404; garbage sent to the edge's
 //! SIP and RTP ports during a call does not disturb it; a call signalled over TCP works as
 //! one over UDP; keys pressed on the phone (RFC 4733) reach the agent as the caller's input,
-//! told once at the `#`, and the edge logs how many, never which. The tools come from
+//! told once at the `#`, and the edge logs how many, never which. A call through a trunk
+//! (digest credentials) carries the caller's number and the number dialled into the session
+//! (a tool bound to them receives them), and a keypad input typed on the phone reaches the
+//! tool and nothing else (not the model, not the record, not a log). The tools come from
 //! tests/tools/install.sh.
 
 use std::net::{SocketAddr, UdpSocket};
@@ -87,6 +90,17 @@ fn stack_with(name: &str, edge_args: &[&str]) -> Stack {
 /// [`stack_with`] with more of triage's `spec.telephony` (`triage_telephony`: YAML lines
 /// indented by four spaces) and more flags for `switchboard local` (a simulator script).
 fn stack_custom(name: &str, edge_args: &[&str], triage_telephony: &str, local_args: &[&str]) -> Stack {
+    stack_edited(name, edge_args, triage_telephony, local_args, |triage| triage)
+}
+
+/// [`stack_custom`] with triage.yaml (its test copy, number claimed) edited by `edit`.
+fn stack_edited(
+    name: &str,
+    edge_args: &[&str],
+    triage_telephony: &str,
+    local_args: &[&str],
+    edit: impl Fn(String) -> String,
+) -> Stack {
     let tools = tools_bin().expect("tests/tools/install.sh");
     let binary = switchboard_binary().expect("the switchboard binary");
     let dir = std::env::temp_dir().join(format!("switchboard-sip-{name}-{}", std::process::id()));
@@ -106,7 +120,7 @@ fn stack_custom(name: &str, edge_args: &[&str], triage_telephony: &str, local_ar
         &format!("  gateway:\n    default: true\n  telephony:\n    numbers: [\"{TRIAGE_NUMBER}\"]\n{triage_telephony}"),
     );
     assert_ne!(claimed, text, "triage.yaml's gateway block moved: the test adds its number there");
-    std::fs::write(&triage, claimed).expect("write");
+    std::fs::write(&triage, edit(claimed)).expect("write");
     let record = format!("sqlite:{}", dir.join("record.db").display());
     let agents_arg = agents.to_string_lossy().into_owned();
     let local = Process::start(
@@ -939,5 +953,204 @@ fn a_person_who_cannot_be_reached_comes_back_to_the_agent_as_a_typed_result() {
     assert!(shown.contains("transfer_"), "the model got a transfer_<outcome> error: {shown}");
     assert!(shown.contains("Sorry, nobody could take your call"), "the agent told the caller: {shown}");
     assert!(!shown.contains("transferred to"), "{shown}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A tool server of the test's own (real HTTP over TCP, one request a connection): every
+/// POST is answered `{"checked": true}` and its JSON body kept.
+struct ToolServer {
+    port: u16,
+    bodies: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+impl ToolServer {
+    fn start() -> Self {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let port = listener.local_addr().expect("addr").port();
+        let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = std::sync::Arc::clone(&bodies);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().expect("a clone"));
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length.min(1 << 20)];
+                if reader.read_exact(&mut body).is_ok()
+                    && let Ok(json) = serde_json::from_slice(&body)
+                {
+                    kept.lock().expect("the bodies").push(json);
+                }
+                let answer = r#"{"checked": true}"#;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        Self { port, bodies }
+    }
+
+    fn bodies(&self) -> Vec<serde_json::Value> {
+        self.bodies.lock().expect("the bodies").clone()
+    }
+}
+
+/// triage's test copy with `check_card`: the card number typed on the keypad (16-19 digits),
+/// the caller's number and the number dialled bound from the call the edge vouched for.
+fn with_keypad_tool(port: u16) -> impl Fn(String) -> String {
+    move |triage: String| {
+        let tool = format!(
+            "  tools:\n\
+             \x20   - name: check_card\n\
+             \x20     description: Check the caller's card; the caller types its number on the keypad.\n\
+             \x20     inputSchema:\n\
+             \x20       type: object\n\
+             \x20       properties:\n\
+             \x20         cardNumber: {{ type: string, pattern: \"^[0-9]{{16,19}}$\" }}\n\
+             \x20         caller: {{ type: string }}\n\
+             \x20         dialled: {{ type: string }}\n\
+             \x20       required: [cardNumber, caller, dialled]\n\
+             \x20     http: {{ url: \"http://127.0.0.1:{port}/check\" }}\n\
+             \x20     bind: {{ caller: phoneCall.caller, dialled: phoneCall.dialled }}\n\
+             \x20     keypad: {{ input: cardNumber, minDigits: 16, maxDigits: 19, timeoutSeconds: 30 }}\n\
+             \x20 gateway:\n    default: true"
+        );
+        let edited = triage.replacen("  gateway:\n    default: true", &tool, 1).replacen(
+            "      kind: message\n      instruction: Greet",
+            "      kind: message\n      tools: [check_card]\n      instruction: Greet",
+            1,
+        );
+        assert!(edited.contains("tools: [check_card]") && edited.contains("keypad:"), "triage.yaml moved: {edited}");
+        edited
+    }
+}
+
+/// The simulator's script for the keypad test: the caller's tone (phrase 1) asks to check
+/// the card; the agent calls `check_card` (the caller then types the number), and thanks or
+/// apologises by its result.
+fn keypad_script(dir: &Path) -> PathBuf {
+    let script = "sonic:\n  phrases:\n    1: \"Please check my card\"\n\
+         rules:\n\
+         \x20 - name: check\n\
+         \x20   when: { userText: \"(?i)check my card\" }\n\
+         \x20   reply: { toolUse: { name: check_card, input: {} } }\n\
+         \x20 - name: checked\n\
+         \x20   when: { toolResult: { name: check_card, status: success } }\n\
+         \x20   reply: { text: \"Thank you, your card is fine.\" }\n\
+         \x20 - name: failed\n\
+         \x20   when: { toolResult: { name: check_card, status: error } }\n\
+         \x20   reply: { text: \"Sorry, that did not work.\" }\n\
+         default: { text: \"Hello from the bank.\" }\n";
+    std::fs::create_dir_all(dir).expect("a folder");
+    let path = dir.join("keypad-script.yaml");
+    std::fs::write(&path, script).expect("the script");
+    path
+}
+
+#[test]
+fn a_trunks_caller_number_and_a_card_number_typed_on_the_keypad_reach_the_tool_and_nothing_else() {
+    const CALLER: &str = "+442079460018";
+    const CARD: &str = "4929123412341234";
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-keypad-script-{}", std::process::id()));
+    let script = keypad_script(&dir);
+    let script_arg = script.to_string_lossy().into_owned();
+    std::fs::write(dir.join("username"), "bank\n").expect("username");
+    std::fs::write(dir.join("password"), "s3cret\n").expect("password");
+    let credentials = format!("carrier={}", dir.display());
+    let server = ToolServer::start();
+    let stack = stack_edited(
+        "keypad",
+        &["--trunk-credentials", &credentials, "--digest-algorithms", "MD5"],
+        "",
+        &["--sim-script", &script_arg],
+        with_keypad_tool(server.port),
+    );
+    // The caller is the carrier's trunk (it proves the digest credentials), calling from
+    // CALLER to the number triage claims; it can type keys through baresip's console.
+    let console = loop {
+        let port = free_udp_range(1).0;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            break port;
+        }
+    };
+    let dial = format!("/dial sip:{TRIAGE_NUMBER}@{};transport=udp", stack.sip);
+    let config = format!("module cons.so\ncons_listen 127.0.0.1:{console}\n");
+    let (phone, _) = Phone::start(
+        &stack.dir,
+        &stack.tools,
+        "caller",
+        CALLER,
+        20,
+        60,
+        "udp",
+        ";auth_user=bank;auth_pass=s3cret",
+        &config,
+        Some(&dial),
+    );
+    let context = || {
+        format!(
+            "{}\n--- local ---\n{}\n--- baresip ---\n{}",
+            stack.edge.log_text(),
+            stack.local.log_text(),
+            phone.log()
+        )
+    };
+    wait_for(
+        "the agent's tool waits for the keypad",
+        Duration::from_secs(40),
+        || stack.local.log_text().contains("outcome=\"waiting\""),
+        context,
+    );
+    assert!(server.bodies().is_empty(), "the tool waits for the keys: {:?}", server.bodies());
+    Phone::press(console, &format!("{CARD}#"));
+    wait_for("the tool runs", Duration::from_secs(20), || !server.bodies().is_empty(), context);
+    let bodies = server.bodies();
+    assert_eq!(
+        bodies,
+        [serde_json::json!({ "cardNumber": CARD, "caller": CALLER, "dialled": TRIAGE_NUMBER })],
+        "the keys typed and the call's numbers reached the tool: {}",
+        context()
+    );
+    wait_for(
+        "the tool's success is in the log",
+        Duration::from_secs(10),
+        || stack.local.log_text().contains("outcome=\"collected\""),
+        context,
+    );
+    // The phone hangs up at the end of its WAV; the record is written behind the session.
+    phone.wait_over(Duration::from_secs(40));
+    wait_for(
+        "the record has the session",
+        Duration::from_secs(30),
+        || sessions(&stack, &["list", "--json"]).contains("\"id\""),
+        || sessions(&stack, &["list", "--json"]),
+    );
+    let list: serde_json::Value = serde_json::from_str(&sessions(&stack, &["list", "--json"])).expect("JSON");
+    let id = list[0]["id"].as_str().expect("a session").to_owned();
+    let shown = sessions(&stack, &["show", &id]);
+    assert!(shown.contains("check_card"), "the tool call is in the record: {shown}");
+    // The card number is nowhere but the tool: not the record (not even as keys the model
+    // was told), not the edge's log, not local mode's (gateway, runtime) log.
+    assert!(!shown.contains("The caller pressed"), "the keys were not told to the model: {shown}");
+    for (what, text) in [
+        ("the record", shown.as_str()),
+        ("the edge's log", &stack.edge.log_text()),
+        ("local mode's log", &stack.local.log_text()),
+    ] {
+        assert!(!text.contains(CARD) && !text.contains(&CARD[..8]), "{what} holds the card number: {text}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

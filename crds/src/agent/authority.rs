@@ -86,6 +86,11 @@ fn is_segment(segment: &str) -> bool {
     !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Memory keys only the gateway sets, from what a SIP edge vouches for: an inbound call
+/// (`phoneCall`: the caller's number from a trunk, the number dialled) and an answered
+/// outbound call (`outboundCall`). No tool may `remember` into them.
+pub const GATEWAY_KEYS: [&str; 2] = ["phoneCall", "outboundCall"];
+
 /// The identity keys of an Agent that names none: `[verifiedUser]`.
 pub fn default_identity_keys() -> Vec<String> {
     vec![VERIFIED_USER.to_owned()]

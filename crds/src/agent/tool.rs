@@ -14,7 +14,10 @@ use super::authority::MemoryPath;
 #[x_kube(
     validation = Rule::new("[has(self.http), has(self.mcp), has(self.builtin), has(self.client)].filter(x, x).size() == 1").message("set exactly one of http, mcp, builtin and client"),
     validation = Rule::new("!has(self.client) || ((!has(self.cacheTtlSeconds) || self.cacheTtlSeconds == 0) && !has(self.remember) && (!has(self.identityProvider) || !self.identityProvider))").message("a client tool's answer comes from the user's app and is not trusted: it cannot be cached, remembered or be an identity provider"),
-    validation = Rule::new("!self.name.startsWith('transfer_to_') && !self.name.startsWith('return_to_')").message("names starting with transfer_to_ or return_to_ are reserved for handoffs")
+    validation = Rule::new("!self.name.startsWith('transfer_to_') && !self.name.startsWith('return_to_')").message("names starting with transfer_to_ or return_to_ are reserved for handoffs"),
+    validation = Rule::new("!has(self.keypad) || has(self.http) || has(self.mcp)").message("keypad collects an input of an http or mcp tool: a builtin or client tool takes no keypad input"),
+    validation = Rule::new("!has(self.keypad) || !has(self.cacheTtlSeconds) || self.cacheTtlSeconds == 0").message("a tool with a keypad input is not cached (the keys typed are the input): set cacheTtlSeconds to 0 or remove keypad"),
+    validation = Rule::new("!has(self.keypad) || !has(self.bind) || !(self.keypad.input in self.bind)").message("keypad.input is also bound (bind): an input comes from memory or from the keypad, not both")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSpec {
@@ -101,6 +104,62 @@ pub struct ToolSpec {
     /// (`verifiedUser` unless the Agent lists others). Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub identity_provider: bool,
+
+    /// An input the caller types on the phone's keypad (an account number, a PIN), never
+    /// spoken to or heard by the model: when the model calls the tool, the keys the caller
+    /// presses go straight into this input and the tool runs; the model, the conversation,
+    /// the record, traces and logs never hold them. The model asks ("type your PIN, then
+    /// hash") and calls the tool without this input (it is left out of the schema it sees).
+    /// Only for `http` and `mcp` tools, never cached, never also bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keypad: Option<KeypadInput>,
+}
+
+/// How a tool input is collected from the keypad: the keys `0`-`9` pressed after the model
+/// called the tool, until `#`, `maxDigits` keys, or a pause of `interDigitTimeoutSeconds`.
+/// `*` starts the entry again. Fewer than `minDigits` keys, or none within
+/// `timeoutSeconds`, end the call with an error the model can explain (`keypad_too_short`,
+/// `keypad_timeout`), and no key reaches it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[x_kube(validation = Rule::new("self.minDigits <= self.maxDigits").message("keypad.minDigits is more than keypad.maxDigits: no entry could be taken"))]
+#[serde(rename_all = "camelCase")]
+pub struct KeypadInput {
+    /// The input field collected: a property of `inputSchema` of type string (digits are
+    /// text: a leading zero counts).
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[a-zA-Z][a-zA-Z0-9_]*$"))]
+    pub input: String,
+    /// Fewest keys taken. Default 1.
+    #[serde(default = "default_min_digits")]
+    #[schemars(range(min = 1, max = 32))]
+    pub min_digits: u32,
+    /// Most keys: the entry ends at this many without `#`. Default 32.
+    #[serde(default = "default_max_digits")]
+    #[schemars(range(min = 1, max = 32))]
+    pub max_digits: u32,
+    /// Seconds the caller has for the whole entry, from the tool call. Default 30.
+    #[serde(default = "default_keypad_timeout")]
+    #[schemars(range(min = 3, max = 300))]
+    pub timeout_seconds: u32,
+    /// Seconds of pause after a key that end the entry. Default 5.
+    #[serde(default = "default_inter_digit")]
+    #[schemars(range(min = 1, max = 60))]
+    pub inter_digit_timeout_seconds: u32,
+}
+
+fn default_min_digits() -> u32 {
+    1
+}
+
+fn default_max_digits() -> u32 {
+    32
+}
+
+fn default_keypad_timeout() -> u32 {
+    30
+}
+
+fn default_inter_digit() -> u32 {
+    5
 }
 
 /// Which of the three ways a tool runs.

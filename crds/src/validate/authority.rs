@@ -3,7 +3,7 @@
 //! `remember` into the Agent's `identityKeys`.
 
 use super::{Problem, Reason, duplicates};
-use crate::agent::{AgentSpec, MAX_KEY_LEN, MemoryPath, ToolSpec, is_memory_key};
+use crate::agent::{AgentSpec, GATEWAY_KEYS, KeypadInput, MAX_KEY_LEN, MemoryPath, ToolSpec, is_memory_key};
 
 /// Every problem with the identity keys and the tools' `bind`, `requires` and `remember`.
 pub(super) fn check_authority(spec: &AgentSpec, problems: &mut Vec<Problem>) {
@@ -22,10 +22,25 @@ pub(super) fn check_authority(spec: &AgentSpec, problems: &mut Vec<Problem>) {
     for (i, tool) in spec.tools.iter().enumerate() {
         let field = format!("spec.tools[{i}]");
         check_bindings(tool, &field, problems);
+        if let Some(keypad) = &tool.keypad {
+            check_keypad(tool, keypad, &field, problems);
+        }
         for (j, key) in tool.requires.iter().enumerate() {
             if !is_memory_key(key) {
                 problems.push(not_a_key(format!("{field}.requires[{j}]"), key));
             }
+        }
+        if let Some(memory) = &tool.remember
+            && GATEWAY_KEYS.contains(&memory.key.as_str())
+        {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("{field}.remember.key"),
+                format!(
+                    "tool {:?} remembers {:?}, which only the gateway sets (the phone call a SIP edge vouches for); remember this result under another key",
+                    tool.name, memory.key
+                ),
+            ));
         }
         if let Some(memory) = &tool.remember
             && !tool.identity_provider
@@ -40,6 +55,66 @@ pub(super) fn check_authority(spec: &AgentSpec, problems: &mut Vec<Problem>) {
                 ),
             ));
         }
+    }
+}
+
+/// A keypad input: a string property of the tool's input schema, of an HTTP or MCP tool
+/// that is not cached, not bound, with bounds that can be met.
+fn check_keypad(tool: &ToolSpec, keypad: &KeypadInput, field: &str, problems: &mut Vec<Problem>) {
+    let (name, input) = (&tool.name, &keypad.input);
+    let mut problem = |at: &str, message: String| {
+        problems.push(Problem::new(Reason::InvalidField, format!("{field}.{at}"), message));
+    };
+    let property = tool.input_schema.get("properties").and_then(|p| p.get(input));
+    match property.map(|p| p.get("type")) {
+        None => problem(
+            "keypad.input",
+            format!(
+                "tool {name:?} collects {input:?} by keypad, which is not a property of its inputSchema; add {input:?} under inputSchema.properties with type: string"
+            ),
+        ),
+        Some(Some(kind)) if kind != "string" => problem(
+            "keypad.input",
+            format!(
+                "tool {name:?} collects {input:?} by keypad, but its inputSchema gives it type {kind}; keys are text (a leading zero counts): make it type: string"
+            ),
+        ),
+        Some(_) => {}
+    }
+    if tool.bind.contains_key(input) {
+        problem(
+            "keypad.input",
+            format!("tool {name:?} both binds {input:?} and collects it by keypad; remove one of the two"),
+        );
+    }
+    if tool.http.is_none() && tool.mcp.is_none() {
+        problem("keypad", format!("tool {name:?} is not an http or mcp tool: only those take keypad inputs"));
+    }
+    if tool.cache_ttl_seconds > 0 {
+        problem(
+            "cacheTtlSeconds",
+            format!("tool {name:?} collects {input:?} by keypad and cannot be cached: set cacheTtlSeconds to 0"),
+        );
+    }
+    let bounds = [
+        ("keypad.minDigits", keypad.min_digits, 1, 32),
+        ("keypad.maxDigits", keypad.max_digits, 1, 32),
+        ("keypad.timeoutSeconds", keypad.timeout_seconds, 3, 300),
+        ("keypad.interDigitTimeoutSeconds", keypad.inter_digit_timeout_seconds, 1, 60),
+    ];
+    for (at, value, min, max) in bounds {
+        if !(min..=max).contains(&value) {
+            problem(at, format!("tool {name:?}: {at} is {value}; it must be between {min} and {max}"));
+        }
+    }
+    if keypad.min_digits > keypad.max_digits {
+        problem(
+            "keypad.minDigits",
+            format!(
+                "tool {name:?}: keypad.minDigits ({}) is more than keypad.maxDigits ({}), so no entry could be taken; lower minDigits or raise maxDigits",
+                keypad.min_digits, keypad.max_digits
+            ),
+        );
     }
 }
 

@@ -138,6 +138,8 @@ pub struct AgentCore {
     validators: HashMap<String, jsonschema::Validator>,
     /// The output schemas of client tools that have one.
     outputs: HashMap<String, jsonschema::Validator>,
+    /// The input schemas of tools with a keypad input, without it: what the model gives.
+    before_keys: HashMap<String, jsonschema::Validator>,
     /// What [`AgentCore::offered_tools`] offers at each node, worked out once.
     offers: HashMap<String, Offer>,
 }
@@ -169,6 +171,7 @@ impl AgentCore {
         }
         let mut validators = HashMap::new();
         let mut outputs = HashMap::new();
+        let mut before_keys = HashMap::new();
         for tool in &spec.tools {
             let name = tool.name.clone();
             if name.starts_with(TRANSFER_PREFIX)
@@ -197,6 +200,16 @@ impl AgentCore {
                     message: e.to_string(),
                 })?;
                 outputs.insert(name.clone(), output);
+            }
+            // The model's part of a keypad tool's input is checked before the keys are typed.
+            if tool.keypad.is_some() {
+                let schema = crate::authority::without_keypad(tool, tool.input_schema.clone());
+                let partial = jsonschema::validator_for(&schema).map_err(|e| ConfigError::ToolSchema {
+                    agent: agent.clone(),
+                    tool: name.clone(),
+                    message: e.to_string(),
+                })?;
+                before_keys.insert(name.clone(), partial);
             }
             validators.insert(name, validator);
         }
@@ -231,7 +244,7 @@ impl AgentCore {
                 });
             }
         }
-        let mut core = Self { spec, validators, outputs, offers: HashMap::new() };
+        let mut core = Self { spec, validators, outputs, before_keys, offers: HashMap::new() };
         let offers = core.spec.workflow.spec.nodes.iter().map(|n| (n.id.clone(), core.offer_at(&n.id))).collect();
         core.offers = offers;
         Ok(core)
@@ -255,6 +268,15 @@ impl AgentCore {
     /// Checks `input` against tool `name`'s schema; the errors are for the model to read.
     pub fn validate_input(&self, name: &str, input: &serde_json::Value) -> Result<(), String> {
         schema_errors(self.validators.get(name), input)
+    }
+
+    /// Checks the input the model gave tool `name` (with bound inputs filled): against its
+    /// schema, but for a keypad input (typed later, then checked by [`Self::validate_input`]).
+    pub fn validate_model_input(&self, name: &str, input: &serde_json::Value) -> Result<(), String> {
+        match self.before_keys.get(name) {
+            Some(partial) => schema_errors(Some(partial), input),
+            None => self.validate_input(name, input),
+        }
     }
 
     /// Checks a client's `result` for client tool `name` against its `outputSchema` (any

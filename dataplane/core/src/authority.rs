@@ -4,28 +4,39 @@
 //! model sees and filled from memory, and a call in which the model supplies one is
 //! refused; and only the Agent's identity providers may write its identity keys. Pure.
 
-use switchboard_crds::agent::{BuiltinKind, MemoryPath, ToolSpec};
+use switchboard_crds::agent::{BuiltinKind, GATEWAY_KEYS, MemoryPath, ToolSpec};
 
 use crate::memory::Memory;
 use crate::tools::{FailureKind, ToolFailure};
 
-/// The input schema the model sees for `tool`: its own, without the bound fields (removed
-/// from `properties` and `required`; a `required` left empty is dropped, as older JSON
-/// Schema drafts want it non-empty).
+/// The input schema the model sees for `tool`: its own, without the bound fields and the
+/// keypad input (removed from `properties` and `required`; see [`without`]).
 pub fn model_schema(tool: &ToolSpec) -> serde_json::Value {
     if tool.builtin.as_ref().is_some_and(|b| b.kind == BuiltinKind::ShowCard) {
         return crate::protocol::card_schema();
     }
-    let mut schema = tool.input_schema.clone();
-    if tool.bind.is_empty() {
-        return schema;
+    let schema = without(tool.input_schema.clone(), |name| tool.bind.contains_key(name));
+    without_keypad(tool, schema)
+}
+
+/// `schema` without `tool`'s keypad input (the caller types it: the model never gives it).
+pub fn without_keypad(tool: &ToolSpec, schema: serde_json::Value) -> serde_json::Value {
+    match &tool.keypad {
+        Some(keypad) => without(schema, |name| name == keypad.input),
+        None => schema,
     }
+}
+
+/// `schema` without the properties `gone` names (removed from `properties` and
+/// `required`; a `required` left empty is dropped, as older JSON Schema drafts want it
+/// non-empty).
+fn without(mut schema: serde_json::Value, gone: impl Fn(&str) -> bool) -> serde_json::Value {
     let Some(top) = schema.as_object_mut() else { return schema };
     if let Some(properties) = top.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
-        properties.retain(|name, _| !tool.bind.contains_key(name));
+        properties.retain(|name, _| !gone(name));
     }
     if let Some(required) = top.get_mut("required").and_then(serde_json::Value::as_array_mut) {
-        required.retain(|name| name.as_str().is_none_or(|n| !tool.bind.contains_key(n)));
+        required.retain(|name| name.as_str().is_none_or(|n| !gone(n)));
         if required.is_empty() {
             top.remove("required");
         }
@@ -53,6 +64,17 @@ pub fn authorize(
             FailureKind::RequirementUnmet,
             format!(
                 "{name} runs only once this session knows {key} (for example, once the caller's identity is verified), and it does not yet; do not call {name} now"
+            ),
+        ));
+    }
+    if let Some(keypad) = &tool.keypad
+        && input.get(&keypad.input).is_some()
+    {
+        return Err(ToolFailure::new(
+            FailureKind::BoundInput,
+            format!(
+                "{} must not be given: the caller types it on the phone's keypad after you call {name}; ask them to type it, then call {name} again without it",
+                keypad.input
             ),
         ));
     }
@@ -94,6 +116,9 @@ pub fn authorize(
 /// Whether `tool` may store its result under memory `key`: any tool may, but an identity
 /// key (one of `identity_keys`) only from an identity provider.
 pub fn may_remember(tool: &ToolSpec, key: &str, identity_keys: &[String]) -> bool {
+    if GATEWAY_KEYS.contains(&key) {
+        return false;
+    }
     tool.identity_provider || !identity_keys.iter().any(|k| k == key)
 }
 
@@ -178,6 +203,10 @@ mod tests {
         let keys = vec!["verifiedUser".to_owned()];
         let mut tool = balance_tool();
         assert!(!may_remember(&tool, "verifiedUser", &keys));
+        for key in [crate::phone::MEMORY_KEY, crate::outbound::MEMORY_KEY] {
+            assert!(GATEWAY_KEYS.contains(&key), "{key} is one of the gateway's keys");
+            assert!(!may_remember(&ToolSpec { identity_provider: true, ..tool.clone() }, key, &keys), "{key}");
+        }
         assert!(may_remember(&tool, "intent", &keys));
         tool.identity_provider = true;
         assert!(may_remember(&tool, "verifiedUser", &keys));

@@ -40,6 +40,7 @@ pub mod language;
 pub mod memory;
 pub mod model;
 pub mod outbound;
+pub mod phone;
 pub mod prompt;
 /// The session protocol (its own crate, `switchboard-protocol`), under the path it always had.
 pub use switchboard_protocol as protocol;

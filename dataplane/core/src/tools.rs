@@ -93,6 +93,12 @@ pub enum FailureKind {
     TransferRejected,
     /// A transfer to a person failed otherwise.
     TransferFailed,
+    /// A keypad input (`keypad`): the caller typed nothing within its time.
+    KeypadTimeout,
+    /// A keypad input: the caller typed fewer keys than it takes (`minDigits`).
+    KeypadTooShort,
+    /// A keypad input: the keys typed do not match the input's schema (its pattern, say).
+    KeypadInvalid,
 }
 
 impl FailureKind {
@@ -122,6 +128,9 @@ impl FailureKind {
             Self::TransferUnreachable => "transfer_unreachable",
             Self::TransferRejected => "transfer_rejected",
             Self::TransferFailed => "transfer_failed",
+            Self::KeypadTimeout => "keypad_timeout",
+            Self::KeypadTooShort => "keypad_too_short",
+            Self::KeypadInvalid => "keypad_invalid",
         }
     }
 
@@ -214,6 +223,15 @@ impl FailureKind {
                 (false, "Your call cannot be put through from here.", "Ask how else to reach a person.")
             }
             Self::TransferFailed => (true, "Your call could not be put through.", "Try again in a moment."),
+            Self::KeypadTimeout => {
+                (true, "No keys were pressed in time.", "Type the number on your keypad when asked.")
+            }
+            Self::KeypadTooShort => {
+                (true, "Fewer keys were pressed than are needed.", "Type the whole number, then press hash.")
+            }
+            Self::KeypadInvalid => {
+                (true, "The keys pressed are not in the expected form.", "Check the number and type it again.")
+            }
         };
         ForPeople { recoverable, message, suggestion }
     }

@@ -19,6 +19,7 @@ pub mod channels;
 pub mod directory;
 pub mod metrics;
 mod origin;
+mod phone;
 pub mod publish;
 pub mod record;
 pub mod resume;

@@ -122,6 +122,9 @@ async fn session(
         (admitted, _) => admitted,
     };
     let call = call.and_then(Result::ok);
+    // An inbound call's session: its SIP edge vouches for the caller's number and the number
+    // dialled (ignored from anyone else, see `crate::phone`).
+    let phone = if admitted.is_ok() { crate::phone::vouched(&gateway.auth, &headers) } else { None };
     let tracker = gateway.tracker.clone();
     let limits = frames::Limits { max_message: limit, max_frame: limit };
     upgrade.on_upgrade(limits, move |mut socket| async move {
@@ -141,7 +144,7 @@ async fn session(
             }
         };
         let socket = socket.map_io(ClientIo::Socket);
-        tracker.track_future(crate::session::serve_call(socket, gateway, query.agent, admission, call)).await;
+        tracker.track_future(crate::session::serve_call(socket, gateway, query.agent, admission, call, phone)).await;
         drop(permit);
     })
 }

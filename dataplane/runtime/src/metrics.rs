@@ -157,6 +157,7 @@ pub struct Metrics {
     tool_errors: IntCounterVec,
     consent_requests: IntCounterVec,
     client_tool_calls: IntCounterVec,
+    keypad_inputs: IntCounterVec,
     transfers: IntCounterVec,
     interruptions: IntCounterVec,
 }
@@ -351,6 +352,11 @@ impl Metrics {
             "Calls of tools the client runs, by outcome (success, client_timeout, client_bad_result, client_error, ...).",
             &["agent", "tool", "outcome"],
         )?;
+        let keypad_inputs = b.counter(
+            "switchboard_keypad_inputs_total",
+            "Tool inputs typed on a phone's keypad (a tool's keypad), by outcome: collected (the tool ran with them), timeout, too_short, invalid (the schema refused them).",
+            &["agent", "tool", "outcome"],
+        )?;
         let transfers = b.counter(
             "switchboard_transfers_total",
             "Transfers of a caller to a person (transfer_to_person), by outcome: transferred, busy, no_answer, declined, unreachable, rejected, failed.",
@@ -391,6 +397,7 @@ impl Metrics {
             tool_errors,
             consent_requests,
             client_tool_calls,
+            keypad_inputs,
             transfers,
             interruptions,
         })
@@ -459,6 +466,19 @@ impl Metrics {
             }
             _ => {}
         }
+    }
+
+    /// Counts what a transcript line of `spec`'s agent says happened: the end of a keypad
+    /// input's entry (`keypad`, whose outcome is one of the few the core writes).
+    pub fn transcribed(&self, spec: &RuntimeSpec, entry: &switchboard_core::TranscriptEntry) {
+        if entry.event != "keypad" || entry.data["outcome"] == "waiting" {
+            return;
+        }
+        let name = entry.data["name"].as_str().unwrap_or_default();
+        let known = ["collected", "timeout", "too_short", "invalid"];
+        let outcome = entry.data["outcome"].as_str().filter(|o| known.contains(o)).unwrap_or("other");
+        let values = [spec.agent.name.as_str(), tool_label(spec, name), outcome];
+        self.keypad_inputs.with_label_values(&values).inc();
     }
 
     /// Counts a call of `name` that ended with `outcome`, when the agent's tool `name` runs

@@ -74,6 +74,13 @@ impl Performer<'_> {
             }
             Effect::Handoff(request) => Performed::Ends(self.shared.handoff(self.agent, request)),
             Effect::Transcript(entry) => {
+                if entry.event == "keypad" {
+                    // How many keys, never which (the transcript line holds no more).
+                    let (tool, outcome) = (entry.data["name"].as_str(), entry.data["outcome"].as_str());
+                    let keys = entry.data["keys"].as_u64();
+                    tracing::info!(session_id = %entry.session_id, tool, outcome, keys, "keypad input");
+                }
+                self.shared.metrics.transcribed(self.agent.core.spec(), &entry);
                 self.shared.transcript(entry);
                 Performed::Done
             }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures_util::{SinkExt, StreamExt};
+use switchboard_core::phone::PhoneCall;
 use switchboard_core::protocol::ServerMessage;
 use switchboard_sip::call::{Admission, CallEvent, EndReason, Incoming};
 use switchboard_sip::media::g711::Law;
@@ -112,6 +113,17 @@ pub(crate) fn agent_of(incoming: &Incoming) -> Result<String, String> {
     Ok(user.to_owned())
 }
 
+/// What the edge vouches for to the gateway about a call: the caller's number only when
+/// the call came through an authenticated trunk, and the number dialled.
+pub(crate) fn phone_call(incoming: &Incoming) -> PhoneCall {
+    PhoneCall::of(
+        incoming.caller.as_deref(),
+        incoming.caller_asserted,
+        incoming.dialled.as_deref(),
+        incoming.caller_private,
+    )
+}
+
 pub(crate) fn law(codec: Codec) -> Law {
     match codec {
         Codec::Pcmu => Law::Ulaw,
@@ -161,8 +173,9 @@ impl Call {
         let session_law = self.incoming.media.as_ref().map_or(Law::Ulaw, |m| law(m.codec));
         let gateway = Arc::clone(&self.gateway);
         let shutdown = self.shutdown.clone();
+        let phone = phone_call(&self.incoming);
         let opened = tokio::select! {
-            opened = gateway::open(&gateway, &agent, session_law) => opened,
+            opened = gateway::open(&gateway, &agent, session_law, &phone) => opened,
             () = wait_for_end(&mut self.events) => return,
             () = shutdown.cancelled() => {
                 return self.admit(Admission::Refuse(503, "The edge is shutting down".into())).await;
@@ -540,6 +553,21 @@ mod tests {
             assert!(agent_of(&incoming(bad)).is_err(), "{bad:?}");
         }
         assert!(agent_of(&incoming(Some(&"a".repeat(254)))).is_err());
+    }
+
+    #[test]
+    fn the_callers_number_is_vouched_for_only_from_a_trunk() {
+        let mut call = Incoming {
+            caller: Some("+442079460018".into()),
+            caller_asserted: true,
+            caller_private: true,
+            ..incoming(Some("+442079460000"))
+        };
+        let header = phone_call(&call).to_header();
+        assert_eq!(header, r#"{"caller":"+442079460018","dialled":"+442079460000","withheld":true}"#);
+        call.caller_asserted = false;
+        assert_eq!(phone_call(&call), PhoneCall { dialled: Some("+442079460000".into()), ..PhoneCall::default() });
+        assert!(phone_call(&incoming(Some("triage"))).is_empty(), "a call by the agent's name dialled no number");
     }
 
     #[test]

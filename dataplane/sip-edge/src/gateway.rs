@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use switchboard_core::phone::{PHONE_HEADER, PhoneCall};
 use switchboard_core::protocol::{AudioFormat, AudioSettings, ClientMessage, ServerMessage, SessionStart, close_code};
 use switchboard_sip::call::Admission;
 use switchboard_sip::media::g711::Law;
@@ -141,9 +142,13 @@ pub fn session_start(agent: &str, law: Law) -> SessionStart {
     }
 }
 
-/// Opens the call's session (see the module docs), within `config.open_timeout`.
-pub async fn open(config: &GatewayConfig, agent: &str, law: Law) -> Result<Session, Refused> {
-    open_for(config, agent, law, None).await
+/// Opens the call's session (see the module docs), within `config.open_timeout`, vouching
+/// for `phone` (the caller's number from a trunk, the number dialled) in the
+/// [`PHONE_HEADER`](switchboard_core::phone::PHONE_HEADER) header: the gateway takes it from
+/// the edge's credential only ([`switchboard_core::phone`]).
+pub async fn open(config: &GatewayConfig, agent: &str, law: Law, phone: &PhoneCall) -> Result<Session, Refused> {
+    let header = (!phone.is_empty()).then(|| (PHONE_HEADER, phone.to_header()));
+    open_for(config, agent, law, header).await
 }
 
 /// [`open`] for an answered outbound call: `ticket` (the gateway's, from
@@ -151,12 +156,15 @@ pub async fn open(config: &GatewayConfig, agent: &str, law: Law) -> Result<Sessi
 /// [`TICKET_HEADER`](switchboard_core::outbound::TICKET_HEADER) header, and the session
 /// starts with the call's context in its memory.
 pub async fn open_call(config: &GatewayConfig, agent: &str, law: Law, ticket: &str) -> Result<Session, Refused> {
-    open_for(config, agent, law, Some(ticket)).await
+    open_for(config, agent, law, Some((switchboard_core::outbound::TICKET_HEADER, ticket.to_owned()))).await
 }
 
-async fn open_for(config: &GatewayConfig, agent: &str, law: Law, ticket: Option<&str>) -> Result<Session, Refused> {
+/// A header only the edge sends: its name and value.
+type Vouched = (&'static str, String);
+
+async fn open_for(config: &GatewayConfig, agent: &str, law: Law, header: Option<Vouched>) -> Result<Session, Refused> {
     let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
-    match tokio::time::timeout(config.open_timeout, open_now(config, agent, law, ticket)).await {
+    match tokio::time::timeout(config.open_timeout, open_now(config, agent, law, header)).await {
         Ok(result) => result,
         Err(_) => Err(unreachable(format!("no answer within {:?}", config.open_timeout))),
     }
@@ -173,13 +181,13 @@ pub(crate) fn request(url: &str, api_key: Option<&str>) -> Result<tungstenite::h
     Ok(request)
 }
 
-async fn open_now(config: &GatewayConfig, agent: &str, law: Law, ticket: Option<&str>) -> Result<Session, Refused> {
+async fn open_now(config: &GatewayConfig, agent: &str, law: Law, header: Option<Vouched>) -> Result<Session, Refused> {
     let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
     let mut request = request(&config.url, config.api_key.as_deref()).map_err(unreachable)?;
-    if let Some(ticket) = ticket {
+    if let Some((name, value)) = header {
         let value =
-            HeaderValue::from_str(ticket).map_err(|_| unreachable("the call's ticket is not a header".into()))?;
-        request.headers_mut().insert(switchboard_core::outbound::TICKET_HEADER, value);
+            HeaderValue::from_str(&value).map_err(|_| unreachable(format!("the call's {name} is not a header")))?;
+        request.headers_mut().insert(name, value);
     }
     let limits = WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE)).max_frame_size(Some(MAX_MESSAGE));
     let (mut socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(limits), true)

@@ -24,6 +24,7 @@ mod liveness;
 mod long_session;
 mod netns;
 mod noise;
+mod phone;
 mod postgres;
 mod process;
 mod record;

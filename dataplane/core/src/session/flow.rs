@@ -102,8 +102,21 @@ impl Session {
 
     /// The caller pressed keys (`bidi_dtmf`): checked and gathered ([`super::Keys`]); the
     /// groups complete now are told to the agent as the caller's input, a refusal is a
-    /// recoverable `bidi_error` and takes none of them.
+    /// recoverable `bidi_error` and takes none of them. While a tool call collects a keypad
+    /// input the keys go to it instead (`calls::keypad`), and the agent is told none.
     pub(super) fn dtmf(&mut self, digits: &str, now: Instant) -> Vec<Effect> {
+        if self.calls.takes_keys(digits, now) {
+            // A keypad input is being typed: the keys go to the tool call, never to the agent.
+            if let Err(refused) = self.keys.take(digits, now) {
+                return vec![Effect::Send(ServerMessage::error(refused.code(), refused.to_string(), true))];
+            }
+            let (calls, mut cx) = self.cx();
+            let mut effects = calls.keypad_keys(digits, &mut cx, now);
+            if !effects.is_empty() {
+                effects.extend(self.settle());
+            }
+            return effects;
+        }
         match self.keys.press(digits, now) {
             Ok(groups) => groups.into_iter().flat_map(|keys| self.tell_keys(&keys, now)).collect(),
             Err(refused) => vec![Effect::Send(ServerMessage::error(refused.code(), refused.to_string(), true))],

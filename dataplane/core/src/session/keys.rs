@@ -35,6 +35,14 @@ impl Keys {
         Ok(told)
     }
 
+    /// Checks the keys of one `bidi_dtmf` pressed at `now` and counts them against the
+    /// rate, without gathering them: keys a keypad input collects (they never reach the
+    /// agent). A refused message takes none.
+    pub(crate) fn take(&mut self, digits: &str, now: Instant) -> Result<(), DtmfError> {
+        check(digits)?;
+        self.rate.take(digits.chars().count(), now)
+    }
+
     /// The keys to tell the agent because the caller paused after them, if the pause is
     /// over by `now`.
     pub(crate) fn due(&mut self, now: Instant) -> Option<String> {

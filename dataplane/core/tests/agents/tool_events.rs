@@ -104,7 +104,7 @@ proptest! {
 }
 
 /// Every kind, once (a new kind fails to compile in `every_kind_is_listed`).
-const KINDS: [FailureKind; 23] = [
+const KINDS: [FailureKind; 26] = [
     FailureKind::UnknownTool,
     FailureKind::NotAllowed,
     FailureKind::InvalidInput,
@@ -128,6 +128,9 @@ const KINDS: [FailureKind; 23] = [
     FailureKind::TransferUnreachable,
     FailureKind::TransferRejected,
     FailureKind::TransferFailed,
+    FailureKind::KeypadTimeout,
+    FailureKind::KeypadTooShort,
+    FailureKind::KeypadInvalid,
 ];
 
 #[test]
@@ -156,7 +159,10 @@ fn every_kind_is_listed() {
             | FailureKind::TransferDeclined
             | FailureKind::TransferUnreachable
             | FailureKind::TransferRejected
-            | FailureKind::TransferFailed => {}
+            | FailureKind::TransferFailed
+            | FailureKind::KeypadTimeout
+            | FailureKind::KeypadTooShort
+            | FailureKind::KeypadInvalid => {}
         }
     }
 }

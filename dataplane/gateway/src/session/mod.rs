@@ -27,6 +27,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use switchboard_core::phone::PhoneCall;
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionStart, close_code, decode_client};
 
 use crate::Gateway;
@@ -117,24 +118,26 @@ const SLOW_CLIENT: Duration = switchboard_serve::ws::SLOW_PEER;
 /// applies. The key's session slot is given back before the client is told the session
 /// ended, so a client that reconnects at once is not refused.
 pub async fn serve(client: Conn<ClientIo>, gateway: Arc<Gateway>, query_agent: Option<String>, admission: Admission) {
-    serve_call(client, gateway, query_agent, admission, None).await;
+    serve_call(client, gateway, query_agent, admission, None, None).await;
 }
 
 /// An outbound call's context for the session its SIP edge opens: the Agent
 /// (`namespace/name`) the call is for and the memory value ([`switchboard_core::outbound::MEMORY_KEY`]).
 pub type CallContext = (String, serde_json::Value);
 
-/// [`serve`] for the session of an answered outbound call, whose ticket the gateway took
-/// ([`crate::calls::Calls::redeem`]): it must start (not resume) at the call's Agent, and its
-/// memory starts with the call.
+/// [`serve`] for the session of a phone call: an answered outbound call, whose ticket the
+/// gateway took ([`crate::calls::Calls::redeem`]), must start (not resume) at the call's
+/// Agent, and its memory starts with the call; an inbound call its SIP edge vouched for
+/// (`phone`, [`crate::phone`]) starts new too, with the call (`phoneCall`) in its memory.
 pub async fn serve_call(
     mut client: Conn<ClientIo>,
     gateway: Arc<Gateway>,
     query_agent: Option<String>,
     admission: Admission,
     call: Option<CallContext>,
+    phone: Option<PhoneCall>,
 ) {
-    match admit(&gateway, query_agent, &admission, &mut client, call).await {
+    match admit(&gateway, query_agent, &admission, &mut client, call, phone).await {
         Ok((mut machine, parked, under_way)) => {
             // A slot of the model quota before the first stream opens, held to the end
             // (handoffs and moves keep it; a park gives it back).
@@ -201,6 +204,7 @@ async fn admit(
     admission: &Admission,
     client: &mut Client,
     call: Option<CallContext>,
+    phone: Option<PhoneCall>,
 ) -> Result<(Machine, Option<(String, Parked)>, bool), Close> {
     let identity = admission.key.as_deref().unwrap_or_default();
     let first = match tokio::time::timeout(gateway.config.start_timeout, client.next()).await {
@@ -226,10 +230,12 @@ async fn admit(
     }
     let mut limits = Limits::new(&gateway.config, gateway.store.is_shared());
     limits.record = gateway.record.is_some();
-    if call.is_some() && (start.resume_token.is_some() || start.continue_from.is_some() || start.candidate) {
+    if (call.is_some() || phone.is_some())
+        && (start.resume_token.is_some() || start.continue_from.is_some() || start.candidate)
+    {
         let message = ServerMessage::error(
             ErrorCode::ContextRefused,
-            "an outbound call's session starts new: no resume_token, continue_from or candidate",
+            "a phone call's session starts new: no resume_token, continue_from or candidate",
             false,
         );
         return Err(refuse(gateway, client, "context_refused", message, close_code::BAD_START).await);
@@ -279,6 +285,10 @@ async fn admit(
     let id = format!("gw-{}", uuid::Uuid::new_v4());
     let audio = start.audio.clone();
     let (voice, modalities, now) = (start.voice, start.modalities, Instant::now());
+    let mut memory = std::collections::BTreeMap::new();
+    if let Some(phone) = phone {
+        memory.insert(switchboard_core::phone::MEMORY_KEY.to_owned(), phone.memory_value());
+    }
     let machine = match call {
         Some((agent, context)) => {
             let routed = format!("{}/{}", target.route.namespace, target.route.name);
@@ -290,8 +300,10 @@ async fn admit(
                 );
                 return Err(refuse(gateway, client, "context_refused", message, close_code::BAD_START).await);
             }
-            let memory =
-                std::collections::BTreeMap::from([(switchboard_core::outbound::MEMORY_KEY.to_owned(), context)]);
+            memory.insert(switchboard_core::outbound::MEMORY_KEY.to_owned(), context);
+            Machine::start_with_memory(limits, id, identity.to_owned(), target, voice, modalities, memory, now)
+        }
+        None if !memory.is_empty() => {
             Machine::start_with_memory(limits, id, identity.to_owned(), target, voice, modalities, memory, now)
         }
         None => Machine::start(limits, id, identity.to_owned(), target, voice, modalities, pending, now),

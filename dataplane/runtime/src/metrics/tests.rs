@@ -174,3 +174,34 @@ fn client_tool_calls_are_counted_by_outcome_and_other_tools_are_not() {
     }
     assert!(!out.lines().any(|l| l.starts_with("switchboard_client_tool_calls_total") && l.contains("check_balance")));
 }
+
+#[test]
+fn keypad_entries_are_counted_by_outcome_with_bounded_labels() {
+    let metrics = Metrics::new().expect("metrics");
+    let spec = spec("banking");
+    let line = |event: &str, name: &str, outcome: &str| switchboard_core::TranscriptEntry {
+        session_id: "s".into(),
+        agent: "banking".into(),
+        event: event.into(),
+        data: serde_json::json!({ "id": "t1", "name": name, "input": "pin", "outcome": outcome, "keys": 4 }),
+    };
+    for entry in [
+        line("keypad", "check_balance", "waiting"),
+        line("keypad", "check_balance", "collected"),
+        line("keypad", "check_balance", "timeout"),
+        line("keypad", "made_up", "1234"),
+        line("tool_call", "check_balance", "collected"),
+    ] {
+        metrics.transcribed(&spec, &entry);
+    }
+    let out = metrics.render();
+    for line in [
+        "switchboard_keypad_inputs_total{agent=\"banking\",outcome=\"collected\",tool=\"check_balance\"} 1",
+        "switchboard_keypad_inputs_total{agent=\"banking\",outcome=\"timeout\",tool=\"check_balance\"} 1",
+        "switchboard_keypad_inputs_total{agent=\"banking\",outcome=\"other\",tool=\"unknown\"} 1",
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
+    }
+    assert!(!out.contains("1234"), "no label holds what was typed");
+    assert!(!out.contains("waiting"), "an entry's start is no outcome");
+}

@@ -18,6 +18,7 @@
 
 mod client;
 mod consent;
+mod keypad;
 mod plan;
 mod transfer;
 
@@ -64,6 +65,8 @@ struct Call {
     transfer: Option<String>,
     /// When the tool started running (for `tool_complete.duration_ms`).
     started: Option<Instant>,
+    /// A keypad input being typed (see `keypad`); the caller's keys come here.
+    keypad: Option<keypad::Collecting>,
     result: Option<ToolResult>,
 }
 
@@ -79,6 +82,7 @@ impl From<ToolUse> for Call {
             running: false,
             transfer: None,
             started: None,
+            keypad: None,
             result: None,
         }
     }
@@ -93,6 +97,9 @@ pub(crate) struct Calls {
     /// A call asked to end the session after the turn.
     ending: bool,
     cache: ToolCache,
+    /// Until when a `#` ends the keypad entry that just ended at its `maxDigits` (see
+    /// `keypad`).
+    trailing_hash: Option<Instant>,
 }
 
 impl Calls {
@@ -169,10 +176,14 @@ impl Calls {
     /// Call `index` runs with its (authorised, valid) input: the adapter executes it, or —
     /// a client tool — the client is asked for its result.
     fn run(&mut self, index: usize, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
-        let client = cx.common.core().tool(&self.calls[index].name).and_then(|t| t.client.clone());
+        let tool = cx.common.core().tool(&self.calls[index].name);
+        let (client, keypad) = (tool.and_then(|t| t.client.clone()), tool.and_then(|t| t.keypad.clone()));
         let call = &mut self.calls[index];
         call.running = true;
         call.started = Some(now);
+        if let Some(keypad) = keypad {
+            return self.collect_keys(index, &keypad, cx, now);
+        }
         match client {
             Some(client) => self.ask_client(index, &client, now),
             None => vec![Effect::ExecuteTool {
@@ -186,10 +197,12 @@ impl Calls {
     /// The earliest moment something is due: the deadline of the consent request, the
     /// client's answer or the transfer that expires first.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        let keypad = self.calls.iter().filter_map(|c| c.keypad.as_ref().map(keypad::Collecting::deadline));
         self.calls
             .iter()
             .filter(|c| c.awaiting_consent || c.awaiting_client || (c.transfer.is_some() && c.result.is_none()))
             .filter_map(|c| c.deadline)
+            .chain(keypad)
             .min()
     }
 
@@ -197,6 +210,7 @@ impl Calls {
     pub(crate) fn tick(&mut self, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
         let mut effects = self.expire_consents(cx, now);
         effects.extend(self.expire_client_calls(cx, now));
+        effects.extend(self.expire_keypad(cx, now));
         effects
     }
 

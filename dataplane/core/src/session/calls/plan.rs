@@ -114,7 +114,7 @@ impl Calls {
             );
             return Step::Done(Err(ToolFailure::new(FailureKind::NotAllowed, message)));
         };
-        if let Err(message) = core.validate_input(name, &input) {
+        if let Err(message) = core.validate_model_input(name, &input) {
             return Step::Done(Err(ToolFailure::new(
                 FailureKind::InvalidInput,
                 format!("the input does not match the schema: {message}"),
@@ -140,7 +140,9 @@ impl Calls {
             };
         }
         let ttl = Duration::from_secs(u64::from(tool.cache_ttl_seconds));
+        // A keypad input is typed after the call: no result is cached for what the model gave.
         if tool.cache_ttl_seconds > 0
+            && tool.keypad.is_none()
             && let Some(hit) = self.cache.get(name, &input, ttl, now)
         {
             return Step::Done(Ok(hit.clone()));
@@ -219,7 +221,7 @@ impl Calls {
                     // A client's answer is not trusted: never cached, never remembered
                     // (validation refuses such tools; this holds whatever the spec says).
                     let trusted = tool.client.is_none();
-                    if trusted && tool.cache_ttl_seconds > 0 && call.running {
+                    if trusted && tool.cache_ttl_seconds > 0 && call.running && tool.keypad.is_none() {
                         self.cache.put(&call.name, &call.input, value.clone(), ttl, now);
                     }
                     if trusted {
@@ -264,6 +266,7 @@ impl Calls {
             call.running = false;
             call.awaiting_consent = false;
             call.awaiting_client = false;
+            call.keypad = None;
         }
         effects
     }
