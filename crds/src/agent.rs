@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::ObjectRef;
 
+mod app_context;
 mod authority;
 mod capacity;
 mod knowledge;
@@ -22,6 +23,7 @@ mod text_models;
 mod tool;
 mod variant;
 
+pub use app_context::{AppContext, MAX_APP_MEMORY_KEYS};
 pub use authority::{MAX_KEY_LEN, MemoryPath, MemoryPathError, VERIFIED_USER, default_identity_keys, is_memory_key};
 pub use capacity::{CapacitySettings, DEFAULT_ACCOUNT, PRIORITY_RANGE, WhenFull};
 
@@ -76,6 +78,7 @@ pub use variant::{MAX_VARIANTS, TOTAL_WEIGHT, Variant, pick as pick_variant};
     validation = Rule::new("!has(self.skills) || self.skills.all(s, !has(s.delegatesTo) || s.delegatesTo.all(d, d != s.name && self.skills.exists(o, o.name == d)))").message("a skill's delegatesTo must name other skills of spec.skills"),
     validation = Rule::new("!has(self.skills) || self.skills.all(s, !has(s.tools) || s.tools.all(n, has(self.tools) && self.tools.exists(t, t.name == n)))").message("a skill's tools must be tools of spec.tools"),
     validation = Rule::new("!has(self.variants) || size(self.variants) == 0 || self.variants.map(v, v.weight).sum() == 100").message("the weights of spec.variants must add up to 100"),
+    validation = Rule::new("!has(self.appContext) || !has(self.appContext.memory) || self.appContext.memory.all(k, !(k in (has(self.identityKeys) ? self.identityKeys : ['verifiedUser'])))").message("spec.appContext.memory may not list an identity key (spec.identityKeys, default [verifiedUser]): the caller from the app is taken with spec.appContext.identity: true"),
     validation = Rule::new("!has(self.tools) || self.tools.all(t, !has(t.remember) || (has(t.identityProvider) && t.identityProvider) || !(t.remember.key in (has(self.identityKeys) ? self.identityKeys : ['verifiedUser'])))").message("only a tool with identityProvider: true may remember into an identity key (spec.identityKeys, default [verifiedUser])")
 )]
 #[serde(rename_all = "camelCase")]
@@ -141,6 +144,12 @@ pub struct AgentSpec {
     #[serde(default = "default_identity_keys")]
     #[schemars(length(max = 16), inner(length(min = 1, max = 63), regex(pattern = r"^[a-zA-Z][a-zA-Z0-9_]*$")))]
     pub identity_keys: Vec<String>,
+
+    /// What the Agent takes from the host app's backend when a session starts with it
+    /// (`session_start.app_context`, a token the gateway checks): other memory keys, and the
+    /// logged-in customer only when `identity` is true. Nothing by default.
+    #[serde(default, skip_serializing_if = "AppContext::is_default")]
+    pub app_context: AppContext,
 
     /// Agents this one may transfer a session to. Each becomes a `transfer_to_<agent>`
     /// tool; the receiving agent gets a `return_to_<caller>` tool for the way back.

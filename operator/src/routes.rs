@@ -124,6 +124,7 @@ fn route(agent: &Agent) -> Option<Route> {
         identity_keys: agent.spec.identity_keys.clone(),
         capacity: switchboard_crds::routing::RouteCapacity::of(&agent.spec.capacity, &agent.spec.model.region),
         numbers: agent.spec.telephony.numbers.clone(),
+        app_context: agent.spec.app_context.clone(),
     })
 }
 

@@ -192,6 +192,7 @@ fn route(ns: &str, runtime: &Runtime, handoffs: &[&str], expose: bool) -> Route 
         identity_keys: switchboard_crds::agent::default_identity_keys(),
         capacity: Default::default(),
         numbers: vec![],
+        app_context: Default::default(),
     }
 }
 

@@ -40,6 +40,7 @@ fn table(ns: &str, names: &[&str]) -> String {
             identity_keys: switchboard_crds::agent::default_identity_keys(),
             capacity: Default::default(),
             numbers: vec![],
+            app_context: Default::default(),
         })
         .collect();
     RoutingTable::new(routes).to_json()

@@ -200,6 +200,7 @@ mod tests {
             identity_keys: switchboard_crds::agent::default_identity_keys(),
             capacity: Default::default(),
             numbers: vec![],
+            app_context: Default::default(),
         }
     }
 

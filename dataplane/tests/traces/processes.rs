@@ -112,6 +112,7 @@ impl Bank {
                 identity_keys: switchboard_crds::agent::default_identity_keys(),
                 capacity: Default::default(),
                 numbers: vec![],
+                app_context: Default::default(),
             });
         }
         std::fs::write(dir.join("routes.json"), RoutingTable::new(routes).to_json()).expect("routes");

@@ -52,6 +52,7 @@ fn route(name: &str, expose: bool) -> Route {
         identity_keys: switchboard_crds::agent::default_identity_keys(),
         capacity: Default::default(),
         numbers: vec![],
+        app_context: Default::default(),
     }
 }
 
