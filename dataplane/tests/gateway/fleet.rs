@@ -215,6 +215,7 @@ impl Fleet {
                 identity_keys: spec.identity_keys.clone(),
                 capacity: switchboard_crds::routing::RouteCapacity::of(&spec.capacity, &spec.model.region),
                 numbers: spec.telephony.numbers.clone(),
+                app_context: spec.app_context.clone(),
             });
         }
         let mut endpoints: HashMap<(String, String), Vec<SocketAddr>> = HashMap::new();

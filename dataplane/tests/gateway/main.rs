@@ -2,6 +2,7 @@
 //! Example Bank agent, each signing-key protected, against the simulator: the client talks
 //! to the gateway only.
 
+mod app_context;
 mod budget;
 mod callers;
 mod candidates;
