@@ -250,7 +250,10 @@ fn the_banking_examples_resolve() {
         voices.insert(spec.persona.spec.voice.clone());
         let tools: Vec<&str> = spec.handoffs.iter().map(|h| h.tool.as_str()).collect();
         match spec.agent.name.as_str() {
-            "triage" => assert_eq!(tools, ["transfer_to_idv"]),
+            "triage" => {
+                assert_eq!(tools, ["transfer_to_idv", "transfer_to_banking"]);
+                assert!(spec.app_context.identity, "the front desk takes the app's signed-in customer");
+            }
             "idv" => {
                 assert_eq!(tools, ["transfer_to_banking", "transfer_to_disputes"]);
                 assert_eq!(spec.tools[0].name, "perform_idv_check");
