@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::ObjectRef;
 
+mod app_context;
 mod authority;
 mod capacity;
 mod knowledge;
@@ -22,6 +23,7 @@ mod text_models;
 mod tool;
 mod variant;
 
+pub use app_context::{AppContext, MAX_APP_MEMORY_KEYS};
 pub use authority::{
     GATEWAY_KEYS, MAX_KEY_LEN, MemoryPath, MemoryPathError, VERIFIED_USER, default_identity_keys, is_memory_key,
 };
@@ -83,6 +85,7 @@ pub use variant::{MAX_VARIANTS, TOTAL_WEIGHT, Variant, pick as pick_variant};
     validation = Rule::new("!has(self.variants) || size(self.variants) == 0 || self.variants.map(v, v.weight).sum() == 100").message("the weights of spec.variants must add up to 100"),
     validation = Rule::new("!has(self.record) || !has(self.record.analysis) || self.record.analysis.fields.all(f, (f.type == 'enum') == (has(f.values) && size(f.values) > 0))").message("an enum field of spec.record.analysis lists its values, and only an enum field has values"),
     validation = Rule::new("!has(self.record) || !has(self.record.analysis) || self.record.analysis.fields.all(f, self.record.analysis.fields.exists_one(g, g.name == f.name))").message("each field of spec.record.analysis has its own name"),
+    validation = Rule::new("!has(self.appContext) || !has(self.appContext.memory) || self.appContext.memory.all(k, !(k in (has(self.identityKeys) ? self.identityKeys : ['verifiedUser'])))").message("spec.appContext.memory may not list an identity key (spec.identityKeys, default [verifiedUser]): the caller from the app is taken with spec.appContext.identity: true"),
     validation = Rule::new("!has(self.tools) || self.tools.all(t, !has(t.remember) || (has(t.identityProvider) && t.identityProvider) || !(t.remember.key in (has(self.identityKeys) ? self.identityKeys : ['verifiedUser'])))").message("only a tool with identityProvider: true may remember into an identity key (spec.identityKeys, default [verifiedUser])")
 )]
 #[serde(rename_all = "camelCase")]
@@ -148,6 +151,12 @@ pub struct AgentSpec {
     #[serde(default = "default_identity_keys")]
     #[schemars(length(max = 16), inner(length(min = 1, max = 63), regex(pattern = r"^[a-zA-Z][a-zA-Z0-9_]*$")))]
     pub identity_keys: Vec<String>,
+
+    /// What the Agent takes from the host app's backend when a session starts with it
+    /// (`session_start.app_context`, a token the gateway checks): other memory keys, and the
+    /// logged-in customer only when `identity` is true. Nothing by default.
+    #[serde(default, skip_serializing_if = "AppContext::is_default")]
+    pub app_context: AppContext,
 
     /// Agents this one may transfer a session to. Each becomes a `transfer_to_<agent>`
     /// tool; the receiving agent gets a `return_to_<caller>` tool for the way back.

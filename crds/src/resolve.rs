@@ -60,6 +60,7 @@ pub fn resolve(agent: &Agent, persona: &Persona, workflow: &Workflow, config_map
         record: spec.record.clone(),
         capacity: spec.capacity.clone(),
         telephony: spec.telephony.clone(),
+        app_context: spec.app_context.clone(),
         variants: Vec::new(),
     }
 }

@@ -135,6 +135,10 @@ pub struct Route {
     /// (`spec.capacity` with `spec.model.region`; absent: the defaults).
     #[serde(default, skip_serializing_if = "RouteCapacity::is_default")]
     pub capacity: RouteCapacity,
+    /// What the Agent takes from the host app's backend when a session starts with it
+    /// (`spec.appContext`; absent: nothing).
+    #[serde(default, skip_serializing_if = "crate::agent::AppContext::is_default")]
+    pub app_context: crate::agent::AppContext,
     /// The phone numbers (E.164) the Agent answers (`spec.telephony.numbers`): a call the
     /// SIP edge takes for one of them reaches this Agent. The operator lists a number under
     /// one route only.
@@ -208,6 +212,7 @@ impl Route {
             capacity: RouteCapacity::of(&spec.capacity, &spec.model.region),
             numbers: spec.telephony.numbers.clone(),
             analysis: spec.record.analysis.clone(),
+            app_context: spec.app_context.clone(),
         }
     }
 
@@ -380,6 +385,7 @@ mod tests {
             capacity: RouteCapacity::default(),
             numbers: vec![],
             analysis: None,
+            app_context: Default::default(),
         }
     }
 

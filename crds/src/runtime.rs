@@ -67,6 +67,10 @@ pub struct RuntimeSpec {
     /// The Agent's place in the shared model quota (local mode routes with it).
     #[serde(default, skip_serializing_if = "crate::agent::CapacitySettings::is_default")]
     pub capacity: crate::agent::CapacitySettings,
+    /// What the Agent takes from the host app's backend (the gateway applies it; local mode
+    /// routes with it; left out when nothing).
+    #[serde(default, skip_serializing_if = "crate::agent::AppContext::is_default")]
+    pub app_context: crate::agent::AppContext,
     /// The phone numbers the Agent answers (local mode routes calls with them).
     #[serde(default, skip_serializing_if = "Telephony::is_empty")]
     pub telephony: Telephony,

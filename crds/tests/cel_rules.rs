@@ -127,6 +127,14 @@ fn each_agent_rule_fails_with_its_message() {
             "only a tool with identityProvider: true may remember into an identity key",
         ),
         (
+            serde_json::json!({"appContext": {"memory": ["page", "verifiedUser"]}}),
+            "spec.appContext.memory may not list an identity key",
+        ),
+        (
+            serde_json::json!({"identityKeys": ["caller"], "appContext": {"identity": true, "memory": ["caller"]}}),
+            "spec.appContext.memory may not list an identity key",
+        ),
+        (
             serde_json::json!({"skills": [{"name": "fees", "description": "d", "delegatesTo": ["limits"]}]}),
             "a skill's delegatesTo must name other skills of spec.skills",
         ),

@@ -250,7 +250,10 @@ fn the_banking_examples_resolve() {
         voices.insert(spec.persona.spec.voice.clone());
         let tools: Vec<&str> = spec.handoffs.iter().map(|h| h.tool.as_str()).collect();
         match spec.agent.name.as_str() {
-            "triage" => assert_eq!(tools, ["transfer_to_idv"]),
+            "triage" => {
+                assert_eq!(tools, ["transfer_to_idv", "transfer_to_banking"]);
+                assert!(spec.app_context.identity, "the front desk takes the app's signed-in customer");
+            }
             "idv" => {
                 assert_eq!(tools, ["transfer_to_banking", "transfer_to_disputes"]);
                 assert_eq!(spec.tools[0].name, "perform_idv_check");
@@ -433,6 +436,24 @@ fn only_identity_providers_remember_into_identity_keys() {
     assert_eq!(problems(&[PERSONA, WORKFLOW, &own(&caller)])[0].field, "spec.tools[0].remember.key");
     let twice = AGENT.replace("  mode: text", "  mode: text\n  identityKeys: [caller, caller]");
     assert_eq!(reasons(&[PERSONA, WORKFLOW, &twice]), [Reason::DuplicateName]);
+}
+
+#[test]
+fn an_agent_takes_from_the_app_only_keys_that_are_not_identity_keys_and_says_how_to_take_the_caller() {
+    let with = |app: &str| AGENT.replace("  mode: text", &format!("  mode: text\n  appContext: {app}"));
+    assert!(problems(&[PERSONA, WORKFLOW, &with("{ identity: true, memory: [page, orderId] }")]).is_empty());
+    // The CRD schema refuses an identity key under memory (CEL); the operator's check says
+    // the same with what to do, for specs that bypass the schema.
+    let identity = with("{ memory: [page, verifiedUser] }");
+    let found = unchecked_problems(&identity);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!((found[0].reason, found[0].field.as_str()), (Reason::InvalidField, "spec.appContext.memory[1]"));
+    assert!(found[0].message.contains("spec.appContext.identity: true"), "{}", found[0].message);
+    let found = unchecked_problems(&with("{ memory: [page, page, \"no good\"] }"));
+    let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(fields, ["spec.appContext.memory[2]", "spec.appContext.memory"], "{found:?}");
+    let e = Catalog::new().add_yaml(&with("{ memory: [\"no good\"] }"), "a.yaml").expect_err("schema").to_string();
+    assert!(e.contains("spec.appContext.memory") && e.contains("does not match"), "{e}");
 }
 
 #[test]

@@ -125,6 +125,7 @@ fn route(agent: &Agent) -> Option<Route> {
         capacity: switchboard_crds::routing::RouteCapacity::of(&agent.spec.capacity, &agent.spec.model.region),
         numbers: agent.spec.telephony.numbers.clone(),
         analysis: agent.spec.record.analysis.clone(),
+        app_context: agent.spec.app_context.clone(),
     })
 }
 

@@ -19,6 +19,7 @@ pub(super) fn check_authority(spec: &AgentSpec, problems: &mut Vec<Problem>) {
             format!("identity key {dup:?} is listed more than once"),
         ));
     }
+    check_app_context(spec, problems);
     for (i, tool) in spec.tools.iter().enumerate() {
         let field = format!("spec.tools[{i}]");
         check_bindings(tool, &field, problems);
@@ -115,6 +116,43 @@ fn check_keypad(tool: &ToolSpec, keypad: &KeypadInput, field: &str, problems: &m
                 keypad.min_digits, keypad.max_digits
             ),
         );
+    }
+}
+
+/// `spec.appContext.memory`: memory keys, each once, none an identity key (the caller from
+/// the app is taken with `spec.appContext.identity`).
+fn check_app_context(spec: &AgentSpec, problems: &mut Vec<Problem>) {
+    let keys = &spec.app_context.memory;
+    if keys.len() > crate::agent::MAX_APP_MEMORY_KEYS {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "spec.appContext.memory",
+            format!(
+                "{} keys, more than {}: take fewer keys from the app's backend (put related values under one key)",
+                keys.len(),
+                crate::agent::MAX_APP_MEMORY_KEYS
+            ),
+        ));
+    }
+    for (j, key) in keys.iter().enumerate() {
+        if !is_memory_key(key) {
+            problems.push(not_a_key(format!("spec.appContext.memory[{j}]"), key));
+        } else if spec.identity_keys.contains(key) {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                format!("spec.appContext.memory[{j}]"),
+                format!(
+                    "{key:?} is an identity key (spec.identityKeys): the logged-in customer from the app is taken with spec.appContext.identity: true, not listed under memory; remove it here, and set identity: true if this Agent trusts the app's sign-in"
+                ),
+            ));
+        }
+    }
+    for dup in duplicates(keys.iter().map(String::as_str)) {
+        problems.push(Problem::new(
+            Reason::DuplicateName,
+            "spec.appContext.memory",
+            format!("memory key {dup:?} is listed more than once"),
+        ));
     }
 }
 

@@ -27,11 +27,13 @@ use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
 use switchboard_core::protocol::{ErrorCode, close_code};
 
+mod app_context;
 mod calls;
 mod jwt;
 pub mod keys;
 mod records;
 mod scope;
+pub use app_context::{AppClaims, AppContextError, AppContextKeys, MAX_LIFETIME_SECS, MAX_TOKEN_BYTES, Taken};
 pub use calls::CallAccess;
 pub use jwt::{DEFAULT_CANDIDATES_SCOPE, DEFAULT_RECORDS_SCOPE, JwksError, Jwt, Verified};
 pub use keys::KeysFileError;
@@ -110,6 +112,8 @@ pub struct Auth {
     /// Whether, without credentials, any client may open test sessions on candidate pods
     /// ([`Auth::with_open_tests`]).
     open_tests: bool,
+    /// The app backends whose context tokens sessions may start with, when configured.
+    app_context: Option<Arc<AppContextKeys>>,
     live: LiveMap,
 }
 
@@ -283,6 +287,25 @@ impl Auth {
     pub fn with_own_page(mut self) -> Self {
         self.own_page = true;
         self
+    }
+
+    /// Trusts the context tokens of the app backends `keys` holds
+    /// (`session_start.app_context`; see [`AppContextKeys`]).
+    pub fn with_app_context(mut self, keys: Arc<AppContextKeys>) -> Self {
+        self.app_context = Some(keys);
+        self
+    }
+
+    /// Checks a new session's `session_start.app_context` token.
+    pub fn app_context(&self, token: &str) -> Result<AppClaims, AppContextError> {
+        let Some(keys) = &self.app_context else {
+            return Err(AppContextError::NotAccepted(
+                "session_start.app_context: this gateway trusts no app backend's context (it has no app-context keys: \
+                 --app-context-jwks-file, chart gateway.appContext); leave it out, or configure the keys"
+                    .into(),
+            ));
+        };
+        keys.verify(token)
     }
 
     /// Lets any client open test sessions on candidate pods when no credentials are required

@@ -33,6 +33,9 @@ pub struct Metrics {
     pub agent_ready_pods: GaugeVec,
     /// Outbound calls ended, by outcome.
     pub outbound_calls: CounterVec,
+    /// Sessions started with context from the host app's backend, by Agent and what became
+    /// of the caller it vouched for (`verified`, `not_trusted`, `none`).
+    pub app_context: CounterVec,
 }
 
 impl Metrics {
@@ -101,8 +104,14 @@ impl Metrics {
             "Outbound calls (POST /v1/calls) ended, by outcome: completed, busy, no_answer, failed.",
             &["outcome"],
         )?;
+        let app_context = counter(
+            "switchboard_gateway_app_context_sessions_total",
+            "Sessions started with context from the host app's backend (session_start.app_context), by agent and what became of the caller it vouched for: verified (the Agent trusts the app for identity), not_trusted (left out: verified as usual), none (no caller in it).",
+            &["agent", "caller"],
+        )?;
         Ok(Self {
             outbound_calls,
+            app_context,
             registry,
             live,
             routed,

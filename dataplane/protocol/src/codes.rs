@@ -259,6 +259,24 @@ catalogue! {
         /// The token is not valid (signature, expiry, issuer, audience); close 4401. Get a
         /// new one.
         InvalidToken = "invalid_token",
+        /// `session_start.app_context` is not a token the gateway trusts: not a JWT, signed
+        /// by no key of the gateway's app-context key set (or the signature does not verify),
+        /// from another issuer, for another audience, or without the claims it needs; close
+        /// 4401. Have the app's backend mint a new one with its configured key.
+        AppContextInvalid = "app_context_invalid",
+        /// `session_start.app_context` has expired (or is not valid yet), or lives longer
+        /// than the gateway accepts; close 4401. Have the app's backend mint a fresh one.
+        AppContextExpired = "app_context_expired",
+        /// `session_start.app_context` was used already (its `jti`): each token opens one
+        /// session; close 4401. Mint one token per session.
+        AppContextReplayed = "app_context_replayed",
+        /// `session_start.app_context` is larger than the gateway reads (8 KiB); close
+        /// 4400. Put less in it.
+        AppContextTooLarge = "app_context_too_large",
+        /// `session_start.app_context` on a gateway that trusts no app backend, or on a
+        /// resumed, continued or outbound-call session (it opens new sessions only); close
+        /// 4400. Leave it out, or configure the gateway's app-context keys.
+        AppContextNotAccepted = "app_context_not_accepted",
         /// The API key is unknown; close 4401. Use a valid key.
         UnknownKey = "unknown_key",
         /// The credential already has its most sessions open; close 4429. Close one, or
@@ -426,6 +444,11 @@ mod tests {
         "origin",
         "missing_key",
         "invalid_token",
+        "app_context_invalid",
+        "app_context_expired",
+        "app_context_replayed",
+        "app_context_too_large",
+        "app_context_not_accepted",
         "unknown_key",
         "key_sessions",
         "key_rate",

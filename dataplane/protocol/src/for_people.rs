@@ -119,6 +119,17 @@ impl ErrorCode {
                 ("This page is not allowed to talk to the assistant.", "Open the assistant from its official page.")
             }
             Self::MissingKey => ("You are not signed in.", "Sign in, then try again."),
+            Self::AppContextInvalid | Self::AppContextReplayed | Self::AppContextNotAccepted => (
+                "The conversation could not start: your app's sign-in details were not accepted.",
+                "Reload the page or app and try again.",
+            ),
+            Self::AppContextExpired => {
+                ("Your app's sign-in details have expired.", "Reload the page or app and try again.")
+            }
+            Self::AppContextTooLarge => (
+                "The conversation could not start: your app sent too many details.",
+                "Update the app, or contact whoever provides it.",
+            ),
             Self::InvalidToken => ("Your sign-in is no longer valid.", "Sign in again, then try again."),
             Self::UnknownKey => ("Your sign-in was not recognised.", "Check your sign-in details, then try again."),
             Self::KeySessions => (

@@ -334,6 +334,17 @@ pub struct SessionStart {
     /// can verify and refuses the session otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<SignedContext>,
+    /// Context from the host app's backend (gateway): a JWT the app's backend minted for
+    /// this session with a key the gateway trusts (its app-context key set), carrying a
+    /// `memory` claim — what the app knows (the page, an order), and the logged-in customer
+    /// under the Agent's identity keys (`verifiedUser`). The gateway checks it (signature,
+    /// issuer, audience, expiry, at most 8 KiB, each `jti` once) and makes it session
+    /// memory, as far as the Agent the session starts at accepts it
+    /// (`spec.appContext`): the customer counts as verified only where the Agent trusts
+    /// the app for identity. A refused token gets an `app_context_*` error. New sessions
+    /// only. Clients pass it through; they cannot read or forge what it vouches for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_context: Option<String>,
     /// Never accepted: memory is the gateway's to give, signed, in `context`. A server
     /// refuses a `session_start` that carries it (close code 4400), so a client cannot
     /// claim, say, a verified identity.

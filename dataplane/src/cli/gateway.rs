@@ -296,6 +296,9 @@ pub struct GatewayArgs {
 
     #[command(flatten)]
     capacity: super::capacity::CapacityArgs,
+
+    #[command(flatten)]
+    app_context: super::app_context::AppContextArgs,
 }
 
 /// `--webrtc-advertise`: IP:port, or an IP (port 0: the bound port).
@@ -356,6 +359,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         turn,
         record,
         capacity,
+        app_context,
         max_outbound_calls,
         outbound_calls_per_minute,
     } = args;
@@ -424,6 +428,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         jwks::keep_fresh(client, url, jwt.clone(), Duration::from_secs(jwks_refresh_seconds));
         auth = auth.with_jwt(jwt, limits);
     }
+    auth = app_context.apply(auth)?;
     if console {
         auth = auth.with_own_page();
     }

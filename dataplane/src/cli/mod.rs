@@ -1,6 +1,7 @@
 //! The command line: global options, the subcommands (one module each), logging setup
 //! and shutdown signals shared by the long-running subcommands.
 
+mod app_context;
 mod call;
 mod callers;
 mod capacity;

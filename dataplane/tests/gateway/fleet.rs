@@ -216,6 +216,7 @@ impl Fleet {
                 capacity: switchboard_crds::routing::RouteCapacity::of(&spec.capacity, &spec.model.region),
                 numbers: spec.telephony.numbers.clone(),
                 analysis: spec.record.analysis.clone(),
+                app_context: spec.app_context.clone(),
             });
         }
         let mut endpoints: HashMap<(String, String), Vec<SocketAddr>> = HashMap::new();

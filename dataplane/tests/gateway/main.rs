@@ -3,6 +3,7 @@
 //! to the gateway only.
 
 mod analysis;
+mod app_context;
 mod budget;
 mod callers;
 mod candidates;

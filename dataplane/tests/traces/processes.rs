@@ -113,6 +113,7 @@ impl Bank {
                 capacity: Default::default(),
                 numbers: vec![],
                 analysis: None,
+                app_context: Default::default(),
             });
         }
         std::fs::write(dir.join("routes.json"), RoutingTable::new(routes).to_json()).expect("routes");

@@ -92,7 +92,7 @@ class CardLink(TypedDict):
 # people). Unless said otherwise an error is recoverable (`recoverable: true`): the session goes
 # on. A refusal at the start of a session, or one that ends it, comes with its close code
 # (`close_code`).
-ErrorCode = Literal["invalid_json", "unknown_type", "malformed_message", "already_started", "unsupported_modality", "unsupported_frame", "invalid_voice", "model_not_allowed", "invalid_audio_base64", "invalid_audio_length", "empty_audio", "audio_too_large", "empty_text", "invalid_dtmf", "dtmf_rate", "busy", "no_consent_pending", "no_client_tool_pending", "no_transfer_pending", "session_over", "identity_refused", "model_error", "empty_reply", "tool_rounds_exceeded", "model_throttled", "model_service_unavailable", "model_stream_interrupted", "model_timeout", "model_connection", "model_access_denied", "model_validation", "model_model_not_found", "model_credentials", "model_invalid_tool_input", "model_config", "model_protocol", "context_refused", "origin", "missing_key", "invalid_token", "unknown_key", "key_sessions", "key_rate", "agent_not_allowed", "candidate_not_allowed", "no_default", "unknown_agent", "ambiguous_agent", "not_exposed", "no_ready_pod", "handoff_not_allowed", "session_rate", "idle_timeout", "memory_budget", "at_capacity", "capacity_full", "no_runtime", "agent_removed", "handoff_failed", "replay_gap", "session_restored", "session_attached", "resume_refused", "store_unavailable", "nothing_to_cancel", "unknown_setting", "consent_unclear", "unsupported_audio_format", "fixed_setting"] | str
+ErrorCode = Literal["invalid_json", "unknown_type", "malformed_message", "already_started", "unsupported_modality", "unsupported_frame", "invalid_voice", "model_not_allowed", "invalid_audio_base64", "invalid_audio_length", "empty_audio", "audio_too_large", "empty_text", "invalid_dtmf", "dtmf_rate", "busy", "no_consent_pending", "no_client_tool_pending", "no_transfer_pending", "session_over", "identity_refused", "model_error", "empty_reply", "tool_rounds_exceeded", "model_throttled", "model_service_unavailable", "model_stream_interrupted", "model_timeout", "model_connection", "model_access_denied", "model_validation", "model_model_not_found", "model_credentials", "model_invalid_tool_input", "model_config", "model_protocol", "context_refused", "origin", "missing_key", "invalid_token", "app_context_invalid", "app_context_expired", "app_context_replayed", "app_context_too_large", "app_context_not_accepted", "unknown_key", "key_sessions", "key_rate", "agent_not_allowed", "candidate_not_allowed", "no_default", "unknown_agent", "ambiguous_agent", "not_exposed", "no_ready_pod", "handoff_not_allowed", "session_rate", "idle_timeout", "memory_budget", "at_capacity", "capacity_full", "no_runtime", "agent_removed", "handoff_failed", "replay_gap", "session_restored", "session_attached", "resume_refused", "store_unavailable", "nothing_to_cancel", "unknown_setting", "consent_unclear", "unsupported_audio_format", "fixed_setting"] | str
 
 
 class HandoffContext(TypedDict):
@@ -161,6 +161,16 @@ class SessionStart(TypedDict):
     agent: NotRequired[str | None]
     """The agent to talk to (local mode and the gateway); a runtime pod serves one agent and ignores it
     unless it names another agent, which is refused.
+    """
+    app_context: NotRequired[str | None]
+    """Context from the host app's backend (gateway): a JWT the app's backend minted for this session
+    with a key the gateway trusts (its app-context key set), carrying a `memory` claim — what the
+    app knows (the page, an order), and the logged-in customer under the Agent's identity keys
+    (`verifiedUser`). The gateway checks it (signature, issuer, audience, expiry, at most 8 KiB,
+    each `jti` once) and makes it session memory, as far as the Agent the session starts at accepts
+    it (`spec.appContext`): the customer counts as verified only where the Agent trusts the app for
+    identity. A refused token gets an `app_context_*` error. New sessions only. Clients pass it
+    through; they cannot read or forge what it vouches for.
     """
     audio: NotRequired[AudioSettings | None]
     """The audio formats of a session with audio (`AudioSettings`): PCM16 at 8, 16 or 24 kHz, or G.711

@@ -178,7 +178,7 @@ struct Claims {
     rest: serde_json::Map<String, serde_json::Value>,
 }
 
-fn parse_jwks(text: &str) -> Result<JwkSet, JwksError> {
+pub(super) fn parse_jwks(text: &str) -> Result<JwkSet, JwksError> {
     let set: JwkSet = serde_json::from_str(text).map_err(|e| JwksError(e.to_string()))?;
     if set.keys.is_empty() {
         return Err(JwksError("it has no keys".into()));

@@ -120,8 +120,9 @@ impl Machine {
     }
 
     /// [`Machine::start`] with the memory the session starts with: context only the gateway
-    /// vouches for (an outbound call and its variables, [`crate::calls`]), carried into the
-    /// first runtime session's signed grant like any memory.
+    /// vouches for (an outbound call and its variables, [`crate::calls`]; what the Agent
+    /// takes of the app backend's checked context, [`crate::auth::AppContextKeys`]), carried
+    /// into the first runtime session's signed grant like any memory.
     #[allow(clippy::too_many_arguments)]
     pub fn start_with_memory(
         limits: Limits,

@@ -230,6 +230,16 @@ async fn admit(
     }
     let mut limits = Limits::new(&gateway.config, gateway.store.is_shared());
     limits.record = gateway.record.is_some();
+    if start.app_context.is_some()
+        && (call.is_some() || phone.is_some() || start.resume_token.is_some() || start.continue_from.is_some())
+    {
+        let error = crate::auth::AppContextError::NotAccepted(
+            "session_start.app_context opens a new session only: a resumed or continued session keeps its memory, \
+             and an outbound call's context is the gateway's; leave it out"
+                .into(),
+        );
+        return Err(refuse_app_context(gateway, client, error).await);
+    }
     if (call.is_some() || phone.is_some())
         && (start.resume_token.is_some() || start.continue_from.is_some() || start.candidate)
     {
@@ -306,11 +316,57 @@ async fn admit(
         None if !memory.is_empty() => {
             Machine::start_with_memory(limits, id, identity.to_owned(), target, voice, modalities, memory, now)
         }
-        None => Machine::start(limits, id, identity.to_owned(), target, voice, modalities, pending, now),
+        None => match start.app_context.as_deref() {
+            Some(token) => {
+                let memory = match app_memory(gateway, &target, &id, token) {
+                    Ok(memory) => memory,
+                    Err(error) => return Err(refuse_app_context(gateway, client, error).await),
+                };
+                Machine::start_with_memory(limits, id, identity.to_owned(), target, voice, modalities, memory, now)
+            }
+            None => Machine::start(limits, id, identity.to_owned(), target, voice, modalities, pending, now),
+        },
     };
     let mut machine = machine.with_model(start.model).with_reach(reach);
     machine.set_audio(audio);
     Ok((machine, None, false))
+}
+
+/// The session memory a new session at `target` starts with from the app backend's
+/// context `token`: what the Agent takes of it (`spec.appContext`), the caller only where
+/// it trusts the app for identity. Counted by what became of the caller.
+fn app_memory(
+    gateway: &Gateway,
+    target: &crate::directory::Target,
+    session_id: &str,
+    token: &str,
+) -> Result<std::collections::BTreeMap<String, serde_json::Value>, crate::auth::AppContextError> {
+    let claims = gateway.auth.app_context(token)?;
+    let route = &target.route;
+    let taken = {
+        let directory = gateway.directory.borrow();
+        claims.taken(&route.app_context, &route.identity_keys, directory.table().identity_keys(&route.namespace))
+    };
+    let agent = format!("{}/{}", route.namespace, route.name);
+    let caller = match (taken.caller, taken.caller_left_out) {
+        (true, _) => "verified",
+        (false, true) => "not_trusted",
+        (false, false) => "none",
+    };
+    gateway.metrics.app_context.with_label_values(&[&agent, caller]).inc();
+    tracing::info!(
+        %session_id, %agent, caller, taken = ?taken.memory.keys().collect::<Vec<_>>(), left_out = ?taken.left_out,
+        "session context from the app's backend"
+    );
+    Ok(taken.memory)
+}
+
+/// Refuses a session whose `session_start.app_context` is not taken.
+async fn refuse_app_context(gateway: &Gateway, client: &mut Client, error: crate::auth::AppContextError) -> Close {
+    let code = error.code();
+    let reason = code.metric_label();
+    let message = ServerMessage::error(code, error.to_string(), false);
+    refuse(gateway, client, reason, message, error.close_code()).await
 }
 
 /// The ended session `from` to continue, from the conversation record's state for it, with

@@ -53,6 +53,7 @@ fn route(name: &str, expose: bool) -> Route {
         capacity: Default::default(),
         numbers: vec![],
         analysis: None,
+        app_context: Default::default(),
     }
 }
 
