@@ -136,7 +136,9 @@ impl OutageSettings {
                 let known = if people.is_empty() { "it lists none".to_owned() } else { people.join(", ") };
                 problem(
                     "fallback.person",
-                    format!("{person:?} is not a person of spec.telephony.people ({known}); add them there or name one of them"),
+                    format!(
+                        "{person:?} is not a person of spec.telephony.people ({known}); add them there or name one of them"
+                    ),
                 );
             }
         }
@@ -145,7 +147,10 @@ impl OutageSettings {
         {
             problem(
                 "fallback.message",
-                format!("the message must be 1 to {MAX_FALLBACK_MESSAGE} bytes of text, not blank ({} now)", message.len()),
+                format!(
+                    "the message must be 1 to {MAX_FALLBACK_MESSAGE} bytes of text, not blank ({} now)",
+                    message.len()
+                ),
             );
         }
         let b = &self.breaker;

@@ -19,6 +19,7 @@ pub mod channels;
 pub mod directory;
 pub mod metrics;
 mod origin;
+pub mod outage;
 pub mod publish;
 pub mod record;
 pub mod resume;
@@ -182,6 +183,8 @@ pub struct Gateway {
     pub capacity: Arc<capacity::Capacity>,
     /// Outbound calls placed through SIP edges ([`calls`]).
     pub calls: calls::Calls,
+    /// Outage mode: each Agent's breaker ([`outage`]).
+    pub outages: outage::Outages,
 }
 
 impl Gateway {
@@ -228,6 +231,7 @@ impl Gateway {
         let calls = calls::Calls::new(config.calls, metrics.outbound_calls.clone());
         Ok(Self {
             calls,
+            outages: outage::Outages::new()?,
             capacity,
             budget,
             sessions: Arc::new(Semaphore::new(config.max_sessions)),

@@ -22,6 +22,7 @@ mod liveness;
 mod long_session;
 mod netns;
 mod noise;
+mod outage;
 mod postgres;
 mod process;
 mod record;
