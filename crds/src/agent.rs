@@ -14,6 +14,7 @@ mod authority;
 mod capacity;
 mod knowledge;
 mod model;
+mod outage;
 mod policy;
 mod record;
 mod skill;
@@ -36,6 +37,7 @@ pub use knowledge::{
 pub use model::{
     DEFAULT_REGION, FallbackModel, ModelSettings, Provider, Reasoning, ReasoningEffort, TurnDetection, VoiceFallback,
 };
+pub use outage::{Breaker, Fallback, MAX_FALLBACK_MESSAGE, MAX_RAMP_STEPS, OutageSettings};
 pub use policy::{ToolPolicy, glob_match, is_pattern, is_valid_pattern, matches_any};
 pub use record::{
     AnalysisField, AnalysisFieldType, AnalysisSettings, MAX_ANALYSIS_DESCRIPTION_LEN, MAX_ANALYSIS_FIELDS,
@@ -211,6 +213,12 @@ pub struct AgentSpec {
     /// Phone calls: the numbers this Agent answers through the SIP edge.
     #[serde(default, skip_serializing_if = "Telephony::is_empty")]
     pub telephony: Telephony,
+    /// Outage mode: where new sessions go when the model service fails (a circuit breaker
+    /// over model errors and time to first audio, in the gateway) or when `active` is
+    /// switched on — a person of `telephony.people`, a message, or both — and how traffic
+    /// ramps back. Absent: no outage mode. Changing it rolls no pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outage: Option<OutageSettings>,
 }
 
 /// How users talk with an agent.

@@ -85,6 +85,44 @@ pub struct RoutingTable {
     /// alone, so changing them changes no pod.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub variants: BTreeMap<String, Vec<RouteVariant>>,
+    /// Outage mode of each Agent that has one (`spec.outage`), by `namespace/name`: the
+    /// switch, the fallback and the breaker the gateway applies to its new sessions. It
+    /// lives here alone, so flipping the switch changes no pod.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outages: BTreeMap<String, RouteOutage>,
+}
+
+/// An Agent's outage mode as the gateway applies it (`spec.outage`, its person resolved
+/// from `spec.telephony.people`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteOutage {
+    /// The switch: every new session goes to the fallback.
+    #[serde(default)]
+    pub active: bool,
+    /// The person new sessions are put through to, with their address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person: Option<crate::agent::Person>,
+    /// What the caller is told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the gateway trips outage mode by itself.
+    #[serde(default)]
+    pub breaker: crate::agent::Breaker,
+}
+
+impl RouteOutage {
+    /// The outage mode of an Agent with `spec`, if it has one.
+    pub fn of(spec: &crate::AgentSpec) -> Option<Self> {
+        let outage = spec.outage.as_ref()?;
+        let person = outage.fallback.person.as_deref().and_then(|name| spec.telephony.person(name)).cloned();
+        Some(Self {
+            active: outage.active,
+            person,
+            message: outage.fallback.message.clone(),
+            breaker: outage.breaker.clone(),
+        })
+    }
 }
 
 /// One variant of an Agent and its share of new sessions.
@@ -260,7 +298,13 @@ impl RoutingTable {
             agents: BTreeMap::new(),
             candidates: BTreeMap::new(),
             variants: BTreeMap::new(),
+            outages: BTreeMap::new(),
         }
+    }
+
+    /// The outage mode of Agent `namespace/name`, if it has one.
+    pub fn outage(&self, namespace: &str, name: &str) -> Option<&RouteOutage> {
+        self.outages.get(&format!("{namespace}/{name}"))
     }
 
     /// The redaction rules of every Agent of `namespace` (`spec.record.redact`), each once,

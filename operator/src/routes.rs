@@ -64,6 +64,7 @@ impl PublishError {
 pub fn table<'a>(agents: impl IntoIterator<Item = &'a Agent>) -> RoutingTable {
     let mut candidates = std::collections::BTreeMap::new();
     let mut variants = std::collections::BTreeMap::new();
+    let mut outages = std::collections::BTreeMap::new();
     let routes = agents
         .into_iter()
         .filter_map(|agent| {
@@ -71,6 +72,9 @@ pub fn table<'a>(agents: impl IntoIterator<Item = &'a Agent>) -> RoutingTable {
             let key = format!("{}/{}", route.namespace, route.name);
             if crate::controller::rollout::is_held(agent.status.as_ref()) {
                 candidates.insert(key.clone(), candidate::host(&route.name, &route.namespace));
+            }
+            if let Some(outage) = switchboard_crds::routing::RouteOutage::of(&agent.spec) {
+                outages.insert(key.clone(), outage);
             }
             if !agent.spec.variants.is_empty() {
                 let weights =
@@ -80,7 +84,7 @@ pub fn table<'a>(agents: impl IntoIterator<Item = &'a Agent>) -> RoutingTable {
             Some(route)
         })
         .collect();
-    RoutingTable { candidates, variants, ..RoutingTable::new(routes) }
+    RoutingTable { candidates, variants, outages, ..RoutingTable::new(routes) }
 }
 
 /// The console's summaries of `agents` (`namespace/name` -> summary), for those whose

@@ -382,7 +382,15 @@ fn metrics_md_lists_exactly_the_gateways_and_the_operators_series() {
     capacity.queued.with_label_values(&["default/us-east-1", "bank"]).set(0.0);
     capacity.wait.with_label_values(&["bank", "served"]).observe(0.5);
     capacity.refused.with_label_values(&["bank", "queue_full"]).inc();
-    assert_table("Gateway", &(gateway.render() + &record.render() + &webrtc.render() + &capacity.render()));
+    // Outage mode's, which the gateway serves after capacity's.
+    let outage = switchboard_gateway::outage::OutageMetrics::new().expect("outage metrics");
+    outage.state.with_label_values(&["bank/triage"]).set(2.0);
+    outage.trips.with_label_values(&["bank/triage", "errors"]).inc();
+    outage.recoveries.with_label_values(&["bank/triage"]).inc();
+    outage.fallbacks.with_label_values(&["bank/triage", "breaker"]).inc();
+    outage.turns.with_label_values(&["bank/triage", "good"]).inc();
+    let rendered = gateway.render() + &record.render() + &webrtc.render() + &capacity.render() + &outage.render();
+    assert_table("Gateway", &rendered);
 
     let operator = switchboard_operator::metrics::Metrics::new().expect("operator metrics");
     drop(operator.reconcile("Agent"));

@@ -279,6 +279,20 @@ export const CLIENT_MESSAGE_TYPES = [
 export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "invalid_dtmf" | "dtmf_rate" | "busy" | "no_consent_pending" | "no_client_tool_pending" | "no_transfer_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "app_context_invalid" | "app_context_expired" | "app_context_replayed" | "app_context_too_large" | "app_context_not_accepted" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
 
 /**
+ * The person an outage fallback puts the caller through to (`bidi_session_fallback`).
+ */
+export type FallbackPerson = {
+  /**
+   * Where they are: an E.164 number or a `sip:`/`sips:` URI.
+   */
+  address: string;
+  /**
+   * Their name in the Agent (`spec.telephony.people[].name`).
+   */
+  name: string;
+};
+
+/**
  * Everything a receiving agent is told about a handed-over session.
  */
 export type HandoffContext = {
@@ -852,6 +866,33 @@ export type BidiSessionQueuedMessage = {
 };
 
 /**
+ * The Agent is in outage mode (its model service is failing, or an operator switched it on) and the new session goes to the Agent's fallback instead: a person to put the caller through to (a SIP edge transfers the call; another client shows or dials `person.address`) and/or a message for the caller. Sent before any `bidi_connection_start`; the socket then closes with 4513. Try again after `retry_after_seconds`, or follow the fallback.
+ */
+export type BidiSessionFallbackMessage = {
+  /**
+   * The Agent the session asked for (`namespace/name`).
+   */
+  agent: string;
+  /**
+   * Why: `switch` (an operator turned outage mode on) or `breaker` (the model service failed past the Agent's threshold, or traffic is still ramping back).
+   */
+  cause: string;
+  /**
+   * What to tell the caller (the Agent's `spec.outage.fallback.message`, or a default).
+   */
+  message: string;
+  /**
+   * The person to put the caller through to, when the Agent names one.
+   */
+  person?: FallbackPerson | null;
+  /**
+   * When a new session may be served again, an estimate in seconds (the breaker's next probe); absent while the switch is on.
+   */
+  retry_after_seconds?: number | null;
+  type: "bidi_session_fallback";
+};
+
+/**
  * The server (a runtime pod) is shutting down and serves this session for at most `seconds` more. A gateway moves the session to another pod at the next turn boundary (the client sees `bidi_connection_restart`, reason `runtime_draining`); a client connected directly should reconnect when convenient.
  */
 export type BidiConnectionDrainingMessage = {
@@ -902,6 +943,7 @@ export type ServerMessage =
   | WorkflowTransitionMessage
   | BidiErrorMessage
   | BidiSessionQueuedMessage
+  | BidiSessionFallbackMessage
   | BidiConnectionDrainingMessage
   | BidiConnectionCloseMessage;
 
@@ -932,6 +974,7 @@ export const SERVER_MESSAGE_TYPES = [
   "workflow_transition",
   "bidi_error",
   "bidi_session_queued",
+  "bidi_session_fallback",
   "bidi_connection_draining",
   "bidi_connection_close",
 ] as const;

@@ -77,6 +77,12 @@ pub fn validate_agent(name: &str, namespace: &str, spec: &AgentSpec, refs: Refer
     if let Err(message) = spec.capacity.check() {
         problems.push(Problem::new(Reason::InvalidField, "spec.capacity", message));
     }
+    if let Some(outage) = &spec.outage {
+        let people = spec.telephony.people.iter().map(|p| p.name.as_str());
+        for (field, message) in outage.problems(people) {
+            problems.push(Problem::new(Reason::InvalidField, field, message));
+        }
+    }
     problems
 }
 

@@ -20,6 +20,7 @@ pub mod directory;
 pub mod metrics;
 mod origin;
 mod phone;
+pub mod outage;
 pub mod publish;
 pub mod record;
 pub mod resume;
@@ -183,6 +184,8 @@ pub struct Gateway {
     pub capacity: Arc<capacity::Capacity>,
     /// Outbound calls placed through SIP edges ([`calls`]).
     pub calls: calls::Calls,
+    /// Outage mode: each Agent's breaker ([`outage`]).
+    pub outages: outage::Outages,
 }
 
 impl Gateway {
@@ -233,6 +236,7 @@ impl Gateway {
         let calls = calls::Calls::new(config.calls, metrics.outbound_calls.clone());
         Ok(Self {
             calls,
+            outages: outage::Outages::new()?,
             capacity,
             budget,
             sessions: Arc::new(Semaphore::new(config.max_sessions)),

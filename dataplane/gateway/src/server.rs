@@ -59,8 +59,10 @@ fn app(gateway: Arc<Gateway>, more_metrics: Option<MoreMetrics>) -> Router {
             gateway.metrics.agent_ready_pods.with_label_values(&[&agent]).set(ready as f64);
         }
         gateway.capacity.observe().await;
+        gateway.outages.observe(&gateway.directory.borrow().table().outages);
         let mut text = gateway.metrics.render();
         text.push_str(&gateway.capacity.metrics.render());
+        text.push_str(&gateway.outages.metrics.render());
         if let Some(record) = &gateway.record {
             text.push_str(&record.metrics.render());
         }

@@ -48,6 +48,9 @@ pub mod close_code {
     /// The resume token is unknown, expired (past the resume window) or another key's;
     /// start a new session.
     pub const RESUME_REFUSED: u16 = 4410;
+    /// The Agent is in outage mode: the `bidi_session_fallback` before the close says
+    /// where the caller goes instead (a person, a message) and when to try again.
+    pub const OUTAGE: u16 = 4513;
 }
 
 /// A catalogue: the enum (snake_case names on the wire, an untagged `Other` for names it

@@ -59,6 +59,8 @@ pub enum ServerKind {
     Error,
     /// `bidi_session_queued`
     SessionQueued,
+    /// `bidi_session_fallback`
+    SessionFallback,
     /// `bidi_connection_draining`
     ConnectionDraining,
     /// `bidi_connection_close`
@@ -67,7 +69,7 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind.
-    pub const ALL: [Self; 27] = [
+    pub const ALL: [Self; 28] = [
         Self::ConnectionStart,
         Self::TranscriptStream,
         Self::ResponseStart,
@@ -93,6 +95,7 @@ impl ServerKind {
         Self::WorkflowTransition,
         Self::Error,
         Self::SessionQueued,
+        Self::SessionFallback,
         Self::ConnectionDraining,
         Self::ConnectionClose,
     ];
@@ -125,6 +128,7 @@ impl ServerKind {
             Self::WorkflowTransition => "workflow_transition",
             Self::Error => "bidi_error",
             Self::SessionQueued => "bidi_session_queued",
+            Self::SessionFallback => "bidi_session_fallback",
             Self::ConnectionDraining => "bidi_connection_draining",
             Self::ConnectionClose => "bidi_connection_close",
         }
@@ -161,6 +165,7 @@ impl ServerKind {
             "workflow_transition" => Self::WorkflowTransition,
             "bidi_error" => Self::Error,
             "bidi_session_queued" => Self::SessionQueued,
+            "bidi_session_fallback" => Self::SessionFallback,
             "bidi_connection_draining" => Self::ConnectionDraining,
             "bidi_connection_close" => Self::ConnectionClose,
             _ => return None,
@@ -233,6 +238,7 @@ impl ServerMessage {
             Self::WorkflowTransition { .. } => ServerKind::WorkflowTransition,
             Self::BidiError { .. } => ServerKind::Error,
             Self::BidiSessionQueued { .. } => ServerKind::SessionQueued,
+            Self::BidiSessionFallback { .. } => ServerKind::SessionFallback,
             Self::BidiConnectionDraining { .. } => ServerKind::ConnectionDraining,
             Self::BidiConnectionClose { .. } => ServerKind::ConnectionClose,
         }
@@ -359,6 +365,13 @@ mod tests {
             ServerMessage::WorkflowTransition { from: "a".into(), to: "b".into(), by: "model".into() },
             ServerMessage::error(ErrorCode::Busy, "m", true),
             ServerMessage::BidiSessionQueued { position: 2, estimated_wait_seconds: 40 },
+            ServerMessage::BidiSessionFallback {
+                agent: "bank/triage".into(),
+                cause: "breaker".into(),
+                message: "Putting you through to an advisor.".into(),
+                person: Some(crate::FallbackPerson { name: "advisor".into(), address: "+442079460001".into() }),
+                retry_after_seconds: Some(30),
+            },
             ServerMessage::BidiConnectionDraining { seconds: 3 },
             ServerMessage::BidiConnectionClose { reason: "bye".into() },
         ]

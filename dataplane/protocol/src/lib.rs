@@ -234,6 +234,15 @@ pub struct TokensByModality {
     pub output_text: u64,
 }
 
+/// The person an outage fallback puts the caller through to (`bidi_session_fallback`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FallbackPerson {
+    /// Their name in the Agent (`spec.telephony.people[].name`).
+    pub name: String,
+    /// Where they are: an E.164 number or a `sip:`/`sips:` URI.
+    pub address: String,
+}
+
 /// A message to the client.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -546,6 +555,28 @@ pub enum ServerMessage {
         /// How long the wait is likely to be, in seconds, from how long sessions have held
         /// their slots lately: an estimate, not a promise.
         estimated_wait_seconds: u64,
+    },
+    /// The Agent is in outage mode (its model service is failing, or an operator switched
+    /// it on) and the new session goes to the Agent's fallback instead: a person to put the
+    /// caller through to (a SIP edge transfers the call; another client shows or dials
+    /// `person.address`) and/or a message for the caller. Sent before any
+    /// `bidi_connection_start`; the socket then closes with 4513. Try again after
+    /// `retry_after_seconds`, or follow the fallback.
+    BidiSessionFallback {
+        /// The Agent the session asked for (`namespace/name`).
+        agent: String,
+        /// Why: `switch` (an operator turned outage mode on) or `breaker` (the model
+        /// service failed past the Agent's threshold, or traffic is still ramping back).
+        cause: String,
+        /// What to tell the caller (the Agent's `spec.outage.fallback.message`, or a default).
+        message: String,
+        /// The person to put the caller through to, when the Agent names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        person: Option<FallbackPerson>,
+        /// When a new session may be served again, an estimate in seconds (the breaker's
+        /// next probe); absent while the switch is on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_seconds: Option<u64>,
     },
     /// The server (a runtime pod) is shutting down and serves this session for at most
     /// `seconds` more. A gateway moves the session to another pod at the next turn

@@ -255,6 +255,15 @@ fn print_message(message: &ServerMessage, live: bool) {
         ServerMessage::BidiSessionQueued { position, estimated_wait_seconds } => {
             println!("[waiting for a free line: position {position}, about {estimated_wait_seconds} s]")
         }
+        ServerMessage::BidiSessionFallback { agent, message, person, retry_after_seconds, .. } => {
+            println!("[{agent} is in outage mode: {message}]");
+            if let Some(person) = person {
+                println!("[reach {} at {}]", person.name, person.address);
+            }
+            if let Some(seconds) = retry_after_seconds {
+                println!("[try again in about {seconds} s]");
+            }
+        }
         ServerMessage::BidiConnectionClose { reason } => println!("[session closed: {reason}]"),
         ServerMessage::BidiConnectionDraining { seconds } => {
             println!("  [the server shuts down within {seconds} s; reconnect when convenient]")

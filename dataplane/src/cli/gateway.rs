@@ -444,6 +444,8 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     })?;
     let key = GatewaySigner::from_pem(&pem).map_err(|e| anyhow::anyhow!("{}: {e}", gateway_key_file.display()))?;
     tracing::info!(public_key = %key.public(), "runtimes verify this gateway's session context with its public key");
+    // On a cluster: the client the outage Events go out through.
+    let mut events_client = None;
     let directory = match routes_file {
         Some(path) => {
             if let Some(name) = &public_key_config_map {
@@ -460,6 +462,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
                 publish::spawn(client.clone(), routes_namespace.clone(), name, public);
             }
             let sources = Sources { routes_namespace, routes_name, namespace: watch_namespace, default_agent };
+            events_client = Some(client.clone());
             watch::start(client, sources)
         }
     };
@@ -531,6 +534,11 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         Some(task) => Gateway::recording(config, directory, key, auth, store, task.recorder.clone())?,
         None => Gateway::new(config, directory, key, auth, store)?,
     };
+    if let Some(client) = events_client {
+        // Each breaker change of an Agent's outage mode is an Event on the Agent.
+        let instance = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_default();
+        tokio::spawn(switchboard_gateway::outage::publish_events(client, instance, gateway.outages.events()));
+    }
     let stop = super::shutdown_signal()?;
     let webrtc = webrtc_udp.map(|listen| switchboard_webrtc_edge::WebrtcConfig {
         listen,

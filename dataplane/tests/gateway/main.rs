@@ -26,6 +26,7 @@ mod long_session;
 mod netns;
 mod noise;
 mod phone;
+mod outage;
 mod postgres;
 mod process;
 mod record;

@@ -22,7 +22,7 @@ use switchboard_crds::{Agent, AgentStatus, resolve};
 use super::apply::{apply_candidate, apply_children, apply_status};
 use super::rollout::{self, Decision, Gated};
 use super::status::{Verdict, accepted, agent_status, replicas};
-use super::{Context, Error, key_of, knowledge, network_policy, numbers, policy};
+use super::{Context, Error, key_of, knowledge, network_policy, numbers, outage, policy};
 use crate::build::{Desired, build, candidate, service};
 use crate::gateway_key::{KeyMissing, REASON_KEY_MISSING};
 use crate::lean::LeanDeployment;
@@ -150,12 +150,29 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     let mut status =
         agent_status(agent.metadata.generation, previous, &verdict, deployment, Some(service::endpoint(agent)), now);
     status.conditions.extend(rollout::held_condition(&gated.decision, previous, agent.metadata.generation, now));
+    let switched = outage_condition(agent, &mut status, now);
     // An Event when a rejected spec becomes valid (not on every first acceptance: that
     // would be one more write per new Agent, and `kubectl get agents` shows it anyway).
     if write_status(agent, &agents, &status, ctx).await? && was_rejected(agent.status.as_ref()) {
         ctx.event(agent, EventType::Normal, "Accepted", "accepted now; runtime children applied".into()).await;
     }
+    if let Some((kind, reason, note)) = switched {
+        ctx.event(agent, kind, reason, note).await;
+    }
     Ok(Action::requeue(ctx.resync))
+}
+
+/// Adds the `OutageMode` condition to `status`; the Event to publish once it is written,
+/// when the switch flipped.
+fn outage_condition(
+    agent: &Agent,
+    status: &mut AgentStatus,
+    now: Timestamp,
+) -> Option<(EventType, &'static str, String)> {
+    let condition = outage::condition(&agent.spec, agent.status.as_ref(), agent.metadata.generation, now);
+    let switched = outage::flip(agent.status.as_ref(), condition.as_ref());
+    status.conditions.extend(condition);
+    switched
 }
 
 /// Held (`gated`): the live children stay as they are; the status says why (written
@@ -177,9 +194,13 @@ async fn hold(
         previous.and_then(|s| find_condition(&s.conditions, CONDITION_ROLLOUT_HELD)).map(|c| c.message.clone());
     let note = held.as_ref().map(|c| c.message.clone()).filter(|m| before.as_ref() != Some(m));
     status.conditions.extend(held);
+    let switched = outage_condition(agent, &mut status, now);
     write_status(agent, &agents, &status, ctx).await?;
     if let Some(note) = note {
         ctx.event(agent, EventType::Normal, "RolloutHeld", note).await;
+    }
+    if let Some((kind, reason, note)) = switched {
+        ctx.event(agent, kind, reason, note).await;
     }
     match apply_candidate(ctx, &namespace, &candidate::build(&name, desired, 1)).await {
         Ok(()) => Ok(Action::requeue(ctx.resync)),

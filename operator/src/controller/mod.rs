@@ -12,6 +12,7 @@ pub mod apply;
 pub mod knowledge;
 pub mod network_policy;
 pub mod numbers;
+pub mod outage;
 pub mod policy;
 pub mod resources;
 pub mod rollout;

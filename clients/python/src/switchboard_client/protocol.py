@@ -95,6 +95,17 @@ class CardLink(TypedDict):
 ErrorCode = Literal["invalid_json", "unknown_type", "malformed_message", "already_started", "unsupported_modality", "unsupported_frame", "invalid_voice", "model_not_allowed", "invalid_audio_base64", "invalid_audio_length", "empty_audio", "audio_too_large", "empty_text", "invalid_dtmf", "dtmf_rate", "busy", "no_consent_pending", "no_client_tool_pending", "no_transfer_pending", "session_over", "identity_refused", "model_error", "empty_reply", "tool_rounds_exceeded", "model_throttled", "model_service_unavailable", "model_stream_interrupted", "model_timeout", "model_connection", "model_access_denied", "model_validation", "model_model_not_found", "model_credentials", "model_invalid_tool_input", "model_config", "model_protocol", "context_refused", "origin", "missing_key", "invalid_token", "app_context_invalid", "app_context_expired", "app_context_replayed", "app_context_too_large", "app_context_not_accepted", "unknown_key", "key_sessions", "key_rate", "agent_not_allowed", "candidate_not_allowed", "no_default", "unknown_agent", "ambiguous_agent", "not_exposed", "no_ready_pod", "handoff_not_allowed", "session_rate", "idle_timeout", "memory_budget", "at_capacity", "capacity_full", "no_runtime", "agent_removed", "handoff_failed", "replay_gap", "session_restored", "session_attached", "resume_refused", "store_unavailable", "nothing_to_cancel", "unknown_setting", "consent_unclear", "unsupported_audio_format", "fixed_setting"] | str
 
 
+class FallbackPerson(TypedDict):
+    """The person an outage fallback puts the caller through to (`bidi_session_fallback`).
+    """
+    address: str
+    """Where they are: an E.164 number or a `sip:`/`sips:` URI.
+    """
+    name: str
+    """Their name in the Agent (`spec.telephony.people[].name`).
+    """
+
+
 class HandoffContext(TypedDict):
     """Everything a receiving agent is told about a handed-over session.
     """
@@ -940,6 +951,33 @@ class BidiSessionQueuedMessage(TypedDict):
     type: Literal["bidi_session_queued"]
 
 
+class BidiSessionFallbackMessage(TypedDict):
+    """The Agent is in outage mode (its model service is failing, or an operator switched it on) and
+    the new session goes to the Agent's fallback instead: a person to put the caller through to (a
+    SIP edge transfers the call; another client shows or dials `person.address`) and/or a message
+    for the caller. Sent before any `bidi_connection_start`; the socket then closes with 4513. Try
+    again after `retry_after_seconds`, or follow the fallback.
+    """
+    agent: str
+    """The Agent the session asked for (`namespace/name`).
+    """
+    cause: str
+    """Why: `switch` (an operator turned outage mode on) or `breaker` (the model service failed past
+    the Agent's threshold, or traffic is still ramping back).
+    """
+    message: str
+    """What to tell the caller (the Agent's `spec.outage.fallback.message`, or a default).
+    """
+    person: NotRequired[FallbackPerson | None]
+    """The person to put the caller through to, when the Agent names one.
+    """
+    retry_after_seconds: NotRequired[int | None]
+    """When a new session may be served again, an estimate in seconds (the breaker's next probe);
+    absent while the switch is on.
+    """
+    type: Literal["bidi_session_fallback"]
+
+
 class BidiConnectionDrainingMessage(TypedDict):
     """The server (a runtime pod) is shutting down and serves this session for at most `seconds` more.
     A gateway moves the session to another pod at the next turn boundary (the client sees
@@ -989,6 +1027,7 @@ ServerMessage = Union[
     WorkflowTransitionMessage,
     BidiErrorMessage,
     BidiSessionQueuedMessage,
+    BidiSessionFallbackMessage,
     BidiConnectionDrainingMessage,
     BidiConnectionCloseMessage,
 ]
@@ -1020,6 +1059,7 @@ SERVER_MESSAGE_TYPES: tuple[str, ...] = (
     "workflow_transition",
     "bidi_error",
     "bidi_session_queued",
+    "bidi_session_fallback",
     "bidi_connection_draining",
     "bidi_connection_close",
 )

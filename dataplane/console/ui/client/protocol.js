@@ -46,6 +46,7 @@ export const SERVER_MESSAGE_TYPES = [
     "workflow_transition",
     "bidi_error",
     "bidi_session_queued",
+    "bidi_session_fallback",
     "bidi_connection_draining",
     "bidi_connection_close",
 ];

@@ -83,6 +83,8 @@ struct State {
     credential: String,
     /// The session's hold in the store (stopped before the session parks or ends).
     keeper: Option<Keeper>,
+    /// The turns' clock for the Agent's outage breaker ([`crate::outage::turns`]).
+    turns: crate::outage::Turns,
 }
 
 /// Runs the session until it ends or is parked.
@@ -112,6 +114,7 @@ pub(super) async fn run(relay: Relay) {
         log,
         credential,
         keeper: None,
+        turns: crate::outage::Turns::default(),
     };
     let keeper = span.in_scope(|| Keeper::start(gateway.store.clone(), &gateway.config, machine.id()));
     let taken = keeper.taken.clone();
@@ -201,8 +204,42 @@ pub(super) async fn run(relay: Relay) {
                 return;
             }
         };
+        if state.turns.watching() {
+            watch_turn(&gateway, &machine, &mut state, &event);
+        }
         feed(&gateway, &mut machine, event);
     }
+}
+
+/// Shows the turns' clock what is relayed; a turn it settles goes to the Agent's breaker.
+fn watch_turn(gateway: &Gateway, machine: &Machine, state: &mut State, event: &Event) {
+    let now = Instant::now();
+    let turn = match event {
+        Event::Client(ClientFrame::Text(text), _) => {
+            state.turns.client_text(text.as_str(), now);
+            None
+        }
+        Event::Runtime(RuntimeFrame::Text(text)) => state.turns.runtime_text(text.as_str(), now),
+        Event::Runtime(RuntimeFrame::Binary(_)) => state.turns.runtime_binary(now),
+        Event::PingDue => state.turns.tick(now),
+        _ => None,
+    };
+    let Some(turn) = turn else { return };
+    let route = &machine.target().route;
+    let outage = gateway.directory.borrow().table().outage(&route.namespace, &route.name).cloned();
+    if let Some(outage) = outage {
+        gateway.outages.record(route, &outage, turn, now);
+    }
+}
+
+/// The turns' clock for the session's Agent now: its `firstAudioSeconds` when its breaker
+/// is on.
+fn watch_agent(gateway: &Gateway, machine: &Machine, state: &mut State) {
+    let route = &machine.target().route;
+    let limit = gateway.directory.borrow().table().outage(&route.namespace, &route.name).and_then(|outage| {
+        outage.breaker.enabled.then(|| Duration::from_secs(u64::from(outage.breaker.first_audio_seconds)))
+    });
+    state.turns.agent(limit);
 }
 
 fn feed(gateway: &Gateway, machine: &mut Machine, event: Event) {
@@ -395,12 +432,14 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
             metrics.live.with_label_values(&[&agent]).inc();
             reached_variant(machine, state, metrics, &agent);
             state.live = Some(agent);
+            watch_agent(gateway, machine, state);
         }
         Note::Resumed => {
             metrics.resumed.with_label_values(&[&agent]).inc();
             metrics.live.with_label_values(&[&agent]).inc();
             tracing::info!(session_id = %id, %agent, "resumed");
             state.live = Some(agent);
+            watch_agent(gateway, machine, state);
         }
         Note::Handoff { from, to } => {
             if let Some(live) = state.live.replace(to.clone()) {
@@ -409,6 +448,7 @@ fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) 
             metrics.live.with_label_values(&[&to]).inc();
             metrics.handoffs.with_label_values(&[&from, &to]).inc();
             reached_variant(machine, state, metrics, &to);
+            watch_agent(gateway, machine, state);
             tracing::info!(session_id = %id, turn, %from, %to, "handoff");
             if let Some(log) = state.log.as_mut() {
                 log.reached(&machine.target().route.redact);

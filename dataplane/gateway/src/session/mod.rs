@@ -139,9 +139,17 @@ pub async fn serve_call(
 ) {
     match admit(&gateway, query_agent, &admission, &mut client, call, phone).await {
         Ok((mut machine, parked, under_way)) => {
+            let route = machine.target().route.clone();
+            // An Agent in outage mode sends a new session to its fallback, before it takes a
+            // slot of the quota.
+            if let Err(close) = crate::outage::admit(&gateway, &route, under_way, &mut client).await {
+                drop(admission);
+                close_client(&mut client, close).await;
+                client.linger(REFUSAL_LINGER).await;
+                return;
+            }
             // A slot of the model quota before the first stream opens, held to the end
             // (handoffs and moves keep it; a park gives it back).
-            let route = machine.target().route.clone();
             let slot = match crate::capacity::admit(&gateway, &route, under_way, &mut client).await {
                 Ok(slot) => slot,
                 Err(close) => {

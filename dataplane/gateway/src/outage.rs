@@ -1,0 +1,328 @@
+//! Outage mode: when an Agent's model service fails beyond its threshold, or a person
+//! switches it on (`spec.outage.active`), new sessions of that Agent go to its fallback — a
+//! person to put the caller through to and/or a message — instead of a runtime that cannot
+//! answer them; traffic ramps back when the service is healthy again.
+//!
+//! - **Where it comes from.** The Agent's `spec.outage`, as the operator publishes it in
+//!   the routing table (`RoutingTable::outages`; the switch and the breaker's settings live
+//!   there alone, so flipping the switch rolls no pod). An Agent without it has no outage
+//!   mode and costs nothing here.
+//! - **The breaker** ([`breaker`]) is this gateway's, per Agent: each replica judges from
+//!   the turns it relays ([`turns`]: model errors from the runtimes, and the time from the
+//!   caller's turn ending to the reply's first audio). Replicas trip on their own, each
+//!   within the same window of the same failing service.
+//! - **A session that falls back** gets `bidi_session_fallback` (the Agent, the cause —
+//!   `switch` or `breaker` — the message, the person, and when a new session may be served)
+//!   before any `bidi_connection_start`, then close 4513: never an accepted, silent socket.
+//!   Sessions under way, resumed or continued go on; handoffs are not diverted.
+//! - **Told**: every change of a breaker (tripped, ramping, reopened, recovered) is a log
+//!   line, a metric and — on a cluster — a Kubernetes Event on the Agent ([`Outages::events`]);
+//!   the switch's Events are the operator's.
+
+pub mod breaker;
+pub mod turns;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use breaker::{Breaker, Change, Mode, Verdict};
+use prometheus::core::Collector;
+use prometheus::{CounterVec, Encoder, GaugeVec, Opts, Registry, TextEncoder};
+use switchboard_core::protocol::{FallbackPerson, ServerMessage, close_code};
+use switchboard_crds::routing::{Route, RouteOutage};
+use switchboard_serve::frames::Conn;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::Gateway;
+use crate::session::ClientIo;
+use crate::session::machine::Close;
+
+pub use turns::{Turn, Turns};
+
+/// What the client is told when the Agent names no message.
+pub const DEFAULT_MESSAGE: &str = "The assistant is unavailable at the moment.";
+/// How many changes wait for the Event publisher; more are dropped (and logged).
+pub const EVENT_QUEUE: usize = 256;
+
+/// A change of an Agent's breaker, for a Kubernetes Event on the Agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutageEvent {
+    /// The Agent's namespace.
+    pub namespace: String,
+    /// Its name.
+    pub agent: String,
+    /// `OutageTripped`, `OutageReopened`, `OutageRamping` or `OutageRecovered`.
+    pub reason: &'static str,
+    /// Whether it is a warning (a trip) or normal (the way back).
+    pub warning: bool,
+    /// What happened, for people.
+    pub note: String,
+}
+
+/// The outage side of a gateway: a breaker per Agent with outage mode, and its metrics.
+#[derive(Debug)]
+pub struct Outages {
+    breakers: Mutex<HashMap<String, Breaker>>,
+    events: OnceLock<mpsc::Sender<OutageEvent>>,
+    /// Outage metrics.
+    pub metrics: OutageMetrics,
+}
+
+impl Outages {
+    /// No breaker yet.
+    pub fn new() -> Result<Self, prometheus::Error> {
+        Ok(Self { breakers: Mutex::default(), events: OnceLock::new(), metrics: OutageMetrics::new()? })
+    }
+
+    /// Sends every change from now on to `events` (a cluster's Event publisher); the
+    /// receiver is [`publish_events`]'s.
+    pub fn events(&self) -> mpsc::Receiver<OutageEvent> {
+        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+        let _ = self.events.set(tx);
+        rx
+    }
+
+    /// The verdict for a new session of `route` whose Agent has `outage`.
+    pub fn admit(&self, route: &Route, outage: &RouteOutage, now: Instant) -> Result<(), Diverted> {
+        let key = format!("{}/{}", route.namespace, route.name);
+        if outage.active {
+            self.metrics.fallbacks.with_label_values(&[&key, "switch"]).inc();
+            return Err(Diverted { cause: "switch", retry_after: None });
+        }
+        if !outage.breaker.enabled {
+            return Ok(());
+        }
+        let roll = u32::from(uuid::Uuid::new_v4().as_bytes()[0]) * 100 / 256;
+        let (verdict, change) = {
+            let mut breakers = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
+            let breaker = breakers.entry(key.clone()).or_default();
+            breaker.admit(&outage.breaker, now, roll)
+        };
+        if let Some(change) = change {
+            self.changed(route, change);
+        }
+        match verdict {
+            Verdict::Serve => Ok(()),
+            Verdict::Fallback(after) => {
+                self.metrics.fallbacks.with_label_values(&[&key, "breaker"]).inc();
+                Err(Diverted { cause: "breaker", retry_after: Some(after) })
+            }
+        }
+    }
+
+    /// A turn of a session of `route`'s Agent went as `turn`.
+    pub fn record(&self, route: &Route, outage: &RouteOutage, turn: Turn, now: Instant) {
+        let key = format!("{}/{}", route.namespace, route.name);
+        let label = match turn {
+            Turn::Good => "good",
+            Turn::Error => "error",
+            Turn::Slow => "slow",
+        };
+        self.metrics.turns.with_label_values(&[&key, label]).inc();
+        if !outage.breaker.enabled {
+            return;
+        }
+        let change = {
+            let mut breakers = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
+            breakers.entry(key).or_default().record(&outage.breaker, now, turn)
+        };
+        if let Some(change) = change {
+            self.changed(route, change);
+        }
+    }
+
+    /// Sets the state gauge of every Agent in `outages` (at scrape): 0 closed, 1 ramping
+    /// back, 2 open, 3 switched on. Agents without outage mode have no series.
+    pub fn observe<'a>(&self, outages: impl IntoIterator<Item = (&'a String, &'a RouteOutage)>) {
+        self.metrics.state.reset();
+        let breakers = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
+        for (key, outage) in outages {
+            let state = if outage.active {
+                3.0
+            } else {
+                match breakers.get(key).map(Breaker::mode) {
+                    None | Some(Mode::Closed) => 0.0,
+                    Some(Mode::Ramping { .. }) => 1.0,
+                    Some(Mode::Open { .. }) => 2.0,
+                }
+            };
+            self.metrics.state.with_label_values(&[key]).set(state);
+        }
+    }
+
+    fn changed(&self, route: &Route, change: Change) {
+        let key = format!("{}/{}", route.namespace, route.name);
+        let (reason, warning, note) = match &change {
+            Change::Tripped { cause, failed, total } => {
+                self.metrics.trips.with_label_values(&[key.as_str(), cause]).inc();
+                let what = if *cause == "errors" { "model errors" } else { "slow first audio" };
+                let note = format!(
+                    "outage mode on: {failed} of the last {total} turns failed ({what}); new sessions go to the fallback"
+                );
+                ("OutageTripped", true, note)
+            }
+            Change::Reopened => {
+                self.metrics.trips.with_label_values(&[&key, "probe_failed"]).inc();
+                ("OutageReopened", true, "a turn failed while traffic ramped back: outage mode on again".to_owned())
+            }
+            Change::Ramped(percent) => {
+                ("OutageRamping", false, format!("ramping back: {percent} % of new sessions are served"))
+            }
+            Change::Recovered => {
+                self.metrics.recoveries.with_label_values(&[&key]).inc();
+                ("OutageRecovered", false, "recovered: every new session is served again".to_owned())
+            }
+        };
+        if warning {
+            tracing::warn!(agent = %key, reason, "{note}");
+        } else {
+            tracing::info!(agent = %key, reason, "{note}");
+        }
+        if let Some(events) = self.events.get() {
+            let event =
+                OutageEvent { namespace: route.namespace.clone(), agent: route.name.clone(), reason, warning, note };
+            if events.try_send(event).is_err() {
+                tracing::warn!(agent = %key, reason, "the outage Event queue is full; this change has no Event");
+            }
+        }
+    }
+}
+
+/// A new session goes to the fallback instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Diverted {
+    /// `switch` or `breaker`.
+    pub cause: &'static str,
+    /// When a new session may be served (none while the switch is on).
+    pub retry_after: Option<Duration>,
+}
+
+/// Lets a new session of `route`'s Agent through (`Ok`), or tells its client the fallback
+/// and returns the close (4513). Sessions under way (resumed, continued) always go on.
+pub async fn admit(
+    gateway: &Gateway,
+    route: &Route,
+    under_way: bool,
+    client: &mut Conn<ClientIo>,
+) -> Result<(), Close> {
+    if under_way {
+        return Ok(());
+    }
+    let Some(outage) = gateway.directory.borrow().table().outage(&route.namespace, &route.name).cloned() else {
+        return Ok(());
+    };
+    let Err(diverted) = gateway.outages.admit(route, &outage, Instant::now()) else { return Ok(()) };
+    let message = fallback(route, &outage, diverted);
+    gateway.metrics.refused.with_label_values(&["outage"]).inc();
+    let _ = tokio::time::timeout(Duration::from_secs(5), client.send(Message::text(message.to_json()))).await;
+    Err((close_code::OUTAGE, "outage: see bidi_session_fallback".into()))
+}
+
+/// The `bidi_session_fallback` of a diverted session.
+pub fn fallback(route: &Route, outage: &RouteOutage, diverted: Diverted) -> ServerMessage {
+    ServerMessage::BidiSessionFallback {
+        agent: format!("{}/{}", route.namespace, route.name),
+        cause: diverted.cause.to_owned(),
+        message: outage.message.clone().unwrap_or_else(|| DEFAULT_MESSAGE.to_owned()),
+        person: outage.person.as_ref().map(|p| FallbackPerson { name: p.name.clone(), address: p.address.clone() }),
+        retry_after_seconds: diverted.retry_after.map(|d| d.as_secs().max(1)),
+    }
+}
+
+/// Publishes each change as a Kubernetes Event on its Agent (as `switchboard-gateway`),
+/// until the sender goes. A failure to publish is logged, never fatal.
+pub async fn publish_events(client: kube::Client, instance: String, mut changes: mpsc::Receiver<OutageEvent>) {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let reporter = Reporter { controller: "switchboard-gateway".to_owned(), instance: Some(instance) };
+    let recorder = Recorder::new(client, reporter);
+    while let Some(change) = changes.recv().await {
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(switchboard_crds::API_VERSION.to_owned()),
+            kind: Some("Agent".to_owned()),
+            namespace: Some(change.namespace.clone()),
+            name: Some(change.agent.clone()),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: if change.warning { EventType::Warning } else { EventType::Normal },
+            reason: change.reason.to_owned(),
+            note: Some(change.note),
+            action: "Outage".to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = recorder.publish(&event, &reference).await {
+            tracing::warn!(agent = %change.agent, namespace = %change.namespace, "cannot publish the outage Event {}: {error}", change.reason);
+        }
+    }
+}
+
+/// The outage metrics of one gateway, by Agent (`namespace/name`; only Agents with outage
+/// mode) and bounded causes.
+#[derive(Clone, Debug)]
+pub struct OutageMetrics {
+    registry: Registry,
+    /// 0 closed, 1 ramping back, 2 open (tripped), 3 switched on.
+    pub state: GaugeVec,
+    /// Trips, by Agent and cause.
+    pub trips: CounterVec,
+    /// Recoveries, by Agent.
+    pub recoveries: CounterVec,
+    /// New sessions sent to the fallback, by Agent and cause.
+    pub fallbacks: CounterVec,
+    /// Turns judged, by Agent and outcome.
+    pub turns: CounterVec,
+}
+
+impl OutageMetrics {
+    /// A registry of its own with every outage metric.
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        fn register<C: Collector + Clone + 'static>(registry: &Registry, c: C) -> Result<C, prometheus::Error> {
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        }
+        let state = register(
+            &registry,
+            GaugeVec::new(
+                Opts::new(
+                    "switchboard_gateway_outage_state",
+                    "Outage mode of each Agent that has one: 0 serving, 1 ramping back, 2 tripped (every new session falls back), 3 switched on.",
+                ),
+                &["agent"],
+            )?,
+        )?;
+        let counter = |name: &str, help: &str, labels: &[&str]| -> Result<CounterVec, prometheus::Error> {
+            register(&registry, CounterVec::new(Opts::new(name, help), labels)?)
+        };
+        let trips = counter(
+            "switchboard_gateway_outage_trips_total",
+            "Times an Agent's breaker turned outage mode on, by cause (errors, slow_first_audio, probe_failed).",
+            &["agent", "cause"],
+        )?;
+        let recoveries = counter(
+            "switchboard_gateway_outage_recoveries_total",
+            "Times an Agent's breaker ramped all the way back.",
+            &["agent"],
+        )?;
+        let fallbacks = counter(
+            "switchboard_gateway_outage_fallbacks_total",
+            "New sessions sent to the Agent's fallback, by cause (switch, breaker).",
+            &["agent", "cause"],
+        )?;
+        let turns = counter(
+            "switchboard_gateway_outage_turns_total",
+            "Turns of Agents with outage mode as the breaker judged them (good, error, slow).",
+            &["agent", "outcome"],
+        )?;
+        Ok(Self { registry, state, trips, recoveries, fallbacks, turns })
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}

@@ -1,0 +1,203 @@
+//! Outage mode ([`switchboard_gateway::outage`]) with real runtimes on the simulator:
+//!
+//! - The simulator's injected failures (its first model requests answer
+//!   `ServiceUnavailableException`) fail triage's turns; past the threshold the breaker
+//!   trips and a new session gets `bidi_session_fallback` (the person, the message, a retry
+//!   hint) and close 4513 — never a silent socket. Once the open time is over, a share of new
+//!   sessions is served; their good turns ramp it back until every session is served again.
+//! - The switch (`active`): every new session goes to the fallback at once, told the cause
+//!   `switch`; turned off, sessions are served again. Sessions under way go on.
+
+use std::time::{Duration, Instant};
+
+use switchboard_core::protocol::{ErrorCode, ServerMessage};
+use switchboard_crds::agent::{Breaker, Person};
+use switchboard_crds::routing::RouteOutage;
+use switchboard_gateway::GatewayConfig;
+use switchboard_gateway::auth::Auth;
+use switchboard_gateway::resume::Store;
+use switchboard_sim::service_error::ErrorKind;
+use switchboard_sim::{Script, banking_script};
+
+use crate::client::{Client, metric_sum};
+use crate::fleet::Fleet;
+
+/// How many model requests fail before the simulator answers again: two turns (the runtime
+/// tries each model call three times).
+const FAILING_REQUESTS: u64 = 6;
+
+fn outage(active: bool) -> RouteOutage {
+    RouteOutage {
+        active,
+        person: Some(Person { name: "advisor".into(), address: "+442079460001".into(), description: String::new() }),
+        message: Some("Our assistant is unavailable; putting you through to an advisor.".into()),
+        breaker: Breaker {
+            error_percent: 50,
+            min_turns: 2,
+            window_seconds: 60,
+            first_audio_seconds: 10,
+            open_seconds: 2,
+            ramp_percent: vec![50],
+            probe_turns: 2,
+            ..Breaker::default()
+        },
+    }
+}
+
+/// Gives triage outage mode `outage` in the fleet's table.
+fn set_outage(fleet: &mut Fleet, outage: RouteOutage) {
+    let mut table = fleet.directory.borrow().table().clone();
+    table.outages.insert("bank/triage".into(), outage);
+    fleet.publish(table);
+}
+
+/// A session's first outcome: `Ok` with what it read up to its greeting's end (or its
+/// failure), or `Err` with the fallback and the close.
+async fn session(fleet: &Fleet) -> Result<(Client, Vec<ServerMessage>), (ServerMessage, u16)> {
+    let mut client = Client::start(&fleet.url, Some("triage")).await;
+    match client.next().await {
+        Some(Ok(fallback @ ServerMessage::BidiSessionFallback { .. })) => {
+            let (code, _) = client.closed().await;
+            Err((fallback, code))
+        }
+        Some(Ok(first @ ServerMessage::BidiConnectionStart { .. })) => Ok((client, vec![first])),
+        other => panic!("a session start or a fallback first: {other:?}"),
+    }
+}
+
+/// Asks something and reads to the end of the turn, or to the model's failure.
+async fn ask(client: &mut Client) -> Vec<ServerMessage> {
+    client.say("What are your opening hours?").await;
+    let mut got = Vec::new();
+    loop {
+        match client.next().await {
+            Some(Ok(message)) => {
+                let done = matches!(
+                    &message,
+                    ServerMessage::BidiResponseComplete { .. } | ServerMessage::BidiError { recoverable: false, .. }
+                );
+                got.push(message);
+                if done {
+                    return got;
+                }
+            }
+            Some(Err(_)) | None => return got,
+        }
+    }
+}
+
+fn metrics(fleet: &Fleet) -> String {
+    fleet.gateway.outages.observe(&fleet.directory.borrow().table().outages);
+    fleet.gateway.outages.metrics.render()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_trip_outage_mode_the_fallback_answers_and_recovery_ramps_back() {
+    let mut script: Script = banking_script().expect("script");
+    script.faults.error = Some(switchboard_sim::script::ErrorFault {
+        kind: ErrorKind::ServiceUnavailable,
+        first: Some(FAILING_REQUESTS),
+        message: None,
+    });
+    let mut fleet = Fleet::with_script(&[], Auth::default(), GatewayConfig::default(), Store::default(), script).await;
+    set_outage(&mut fleet, outage(false));
+
+    // The model service fails: the sessions' turns fail, until the breaker trips.
+    let mut failed_sessions = 0;
+    let tripped = loop {
+        match session(&fleet).await {
+            Ok((mut client, mut seen)) => {
+                seen.extend(ask(&mut client).await);
+                println!("served while failing: {seen:?}");
+                failed_sessions += 1;
+                assert!(failed_sessions <= 4, "the breaker trips after 2 failed turns: {seen:?}");
+            }
+            Err(fallback) => break fallback,
+        }
+    };
+    let (fallback, code) = tripped;
+    println!("tripped after {failed_sessions} failing sessions: {fallback:?}");
+    assert_eq!(code, 4513, "the fallback's close");
+    let ServerMessage::BidiSessionFallback { agent, cause, message, person, retry_after_seconds } = fallback else {
+        unreachable!()
+    };
+    assert_eq!((agent.as_str(), cause.as_str()), ("bank/triage", "breaker"));
+    assert!(message.contains("advisor"), "{message}");
+    assert_eq!(person.map(|p| p.address).as_deref(), Some("+442079460001"));
+    assert!(retry_after_seconds.is_some_and(|s| (1..=2).contains(&s)), "{retry_after_seconds:?}");
+    let text = metrics(&fleet);
+    assert_eq!(metric_sum(&text, "switchboard_gateway_outage_state", &[("agent", "bank/triage")]), 2.0, "{text}");
+    assert_eq!(metric_sum(&text, "switchboard_gateway_outage_trips_total", &[("cause", "errors")]), 1.0);
+    // Other Agents are not touched: idv has no outage mode.
+    assert_eq!(metric_sum(&text, "switchboard_gateway_outage_state", &[("agent", "bank/idv")]), 0.0);
+
+    // The service is healthy again (the simulator's failures are spent); after the open
+    // time, half the new sessions are served, and their good turns ramp it back.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (mut served, mut diverted) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "recovered within a minute: served {served}, diverted {diverted}");
+        match session(&fleet).await {
+            Ok((mut client, _)) => {
+                served += 1;
+                let turn = ask(&mut client).await;
+                assert!(
+                    turn.iter().any(|m| matches!(m, ServerMessage::BidiResponseComplete { .. })),
+                    "served and answered: {turn:?}"
+                );
+                client.close().await;
+            }
+            Err((ServerMessage::BidiSessionFallback { cause, .. }, 4513)) => {
+                assert_eq!(cause, "breaker");
+                diverted += 1;
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+        let text = metrics(&fleet);
+        if metric_sum(&text, "switchboard_gateway_outage_recoveries_total", &[("agent", "bank/triage")]) >= 1.0 {
+            break;
+        }
+    }
+    println!("ramped back: {served} sessions served, {diverted} diverted on the way");
+    assert!(served >= 2, "two good turns in a row close it");
+    // Recovered: every new session is served.
+    for _ in 0..5 {
+        let (client, _) = session(&fleet).await.expect("served after recovery");
+        client.close().await;
+    }
+    let text = metrics(&fleet);
+    assert_eq!(metric_sum(&text, "switchboard_gateway_outage_state", &[("agent", "bank/triage")]), 0.0);
+    assert!(metric_sum(&text, "switchboard_gateway_outage_turns_total", &[("outcome", "good")]) >= 2.0);
+    assert!(metric_sum(&text, "switchboard_gateway_outage_fallbacks_total", &[("cause", "breaker")]) >= 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_switch_sends_new_sessions_to_the_fallback_and_back() {
+    let mut fleet = Fleet::start(&[]).await;
+    // A session under way before the switch.
+    let (mut under_way, _) = session(&fleet).await.expect("served");
+    set_outage(&mut fleet, outage(true));
+    match session(&fleet).await {
+        Err((ServerMessage::BidiSessionFallback { cause, person, retry_after_seconds, .. }, 4513)) => {
+            assert_eq!(cause, "switch");
+            assert_eq!(person.map(|p| p.name).as_deref(), Some("advisor"));
+            assert_eq!(retry_after_seconds, None, "no estimate while the switch is on");
+        }
+        other => panic!("the fallback while switched on: {:?}", other.map(|(_, seen)| seen)),
+    }
+    let text = metrics(&fleet);
+    assert_eq!(metric_sum(&text, "switchboard_gateway_outage_state", &[("agent", "bank/triage")]), 3.0);
+    assert_eq!(metric_sum(&text, "switchboard_gateway_outage_fallbacks_total", &[("cause", "switch")]), 1.0);
+    // The session under way goes on.
+    let turn = ask(&mut under_way).await;
+    assert!(turn.iter().any(|m| matches!(m, ServerMessage::BidiResponseComplete { .. })), "{turn:?}");
+    assert!(
+        !turn.iter().any(|m| matches!(m, ServerMessage::BidiError { code: ErrorCode::ModelServiceUnavailable, .. }))
+    );
+
+    set_outage(&mut fleet, outage(false));
+    let (client, _) = session(&fleet).await.expect("served once switched off");
+    client.close().await;
+    assert_eq!(metric_sum(&metrics(&fleet), "switchboard_gateway_outage_state", &[("agent", "bank/triage")]), 0.0);
+}
