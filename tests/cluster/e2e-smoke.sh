@@ -92,12 +92,6 @@ gateway:
       sort-code: '\b\d{2}-\d{2}-\d{2}\b'
 YAML
 
-# The SIP edge takes calls only through a trunk: this machine's address with digest
-# credentials from a Secret (MD5: baresip 1.0 gives up at a first SHA-256 challenge).
-SIP_TRUNK_PASSWORD="$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-k create namespace "$RNS" --dry-run=client -o yaml | k apply -f - >/dev/null
-k -n "$RNS" create secret generic e2e-sip-trunk --from-literal=username=e2e-trunk \
-  --from-literal=password="$SIP_TRUNK_PASSWORD" --dry-run=client -o yaml | k apply -f - >/dev/null
 URL="$("$HERE/install.sh" --set "runtime.bedrock.endpoint=https://$NODE_IP:$SIM_PORT" \
   --set-file "runtime.bedrock.caBundle=$PKI/ca.pem" \
   --set "gateway.redis.url=redis://:$REDIS_PASSWORD@$NODE_IP:$REDIS_PORT" \
@@ -106,9 +100,7 @@ URL="$("$HERE/install.sh" --set "runtime.bedrock.endpoint=https://$NODE_IP:$SIM_
   --set "operator.agentSecrets[1]=$NS/agent-test-aws" \
   --set gateway.openTestSessions=true \
   --set sip.enabled=true --set sip.port="$SIP_PORT" --set sip.logFormat=text \
-  --set sip.rtpPorts.first="$SIP_RTP_FIRST" --set sip.rtpPorts.last="$((SIP_RTP_FIRST + 19))" \
-  --set 'sip.trunks[0].name=e2e' --set "sip.trunks[0].sources={$NODE_IP}" \
-  --set 'sip.trunks[0].credentialsSecret=e2e-sip-trunk' --set 'sip.digestAlgorithms={MD5}' | tail -n1)"
+  --set sip.rtpPorts.first="$SIP_RTP_FIRST" --set sip.rtpPorts.last="$((SIP_RTP_FIRST + 19))" | tail -n1)"
 export KUBECONFIG="$DIR/kubeconfig"
 k create namespace "$NS" >/dev/null
 # The simulator ignores signatures, but the pods' AWS SDK wants credentials to sign with.
@@ -194,10 +186,8 @@ fi
 log "ok: conversations on real pods"
 
 # A phone call through the chart's SIP edge (sip.enabled, on the node's network): Debian's
-# baresip on this machine dials triage's number at the node's address, through the trunk
-# the chart's values make of this machine (its address, and digest credentials from a
-# Secret: the phone answers the edge's 401); the edge pod takes it, opens a session at the
-# gateway's Service for the Agent that claims the number, and the
+# baresip on this machine dials triage's number at the node's address; the edge pod takes
+# it, opens a session at the gateway's Service for the Agent that claims the number, and the
 # phone hears the triage pod's reply (the Bedrock simulator on this machine, which the pods
 # call, hears the phone's 500 Hz tone as "phrase 1"). The phone hangs up at the end of its
 # WAV; the edge logs the call answered and ended by the phone; the record has the session.
@@ -229,8 +219,8 @@ for p in range(26100, 26200, 2):
         print(p); break
     except OSError: pass')"
 [ -n "$phone_port" ] || die "no free port pair for the phone"
-# dial PASSWORD SECONDS: baresip calls triage's number with the trunk's user name and
-# PASSWORD, playing say.wav; over when the call ends (or is refused), or after SECONDS.
+# dial SECONDS: baresip calls triage's number, playing say.wav; over when the call ends
+# (or is refused), or after SECONDS.
 dial() {
   rm -rf "$PHONE_DIR/snd" && mkdir -p "$PHONE_DIR/snd"
   cat >"$PHONE_DIR/config" <<CFG
@@ -247,11 +237,11 @@ audio_player aufile,$PHONE_DIR/play.wav
 audio_alert aufile,$PHONE_DIR/say.wav
 snd_path $PHONE_DIR/snd
 CFG
-  echo "<sip:caller@$NODE_IP:$phone_port;transport=udp>;regint=0;audio_codecs=PCMU;auth_user=e2e-trunk;auth_pass=$1" \
+  echo "<sip:caller@$NODE_IP:$phone_port;transport=udp>;regint=0;audio_codecs=PCMU" \
     >"$PHONE_DIR/accounts"
-  "$BIN/baresip" -f "$PHONE_DIR" -e "/dial sip:$TRIAGE_NUMBER@$NODE_IP:$SIP_PORT;transport=udp" -t "$2" \
+  "$BIN/baresip" -f "$PHONE_DIR" -e "/dial sip:$TRIAGE_NUMBER@$NODE_IP:$SIP_PORT;transport=udp" -t "$1" \
     </dev/null >"$PHONE_DIR/baresip.log" 2>&1 &
-  local phone_pid=$! deadline=$((SECONDS + $2))
+  local phone_pid=$! deadline=$((SECONDS + $1))
   until grep -q "terminated\|session closed" "$PHONE_DIR/baresip.log"; do
     [ "$SECONDS" -lt "$deadline" ] && kill -0 "$phone_pid" 2>/dev/null || break
     sleep 0.5
@@ -259,11 +249,7 @@ CFG
   sleep 0.5
   kill "$phone_pid" 2>/dev/null || true; wait "$phone_pid" 2>/dev/null || true
 }
-# A wrong password is refused: the trunk's credentials are the Secret's.
-dial not-the-password 15
-grep -q "403 Forbidden: wrong trunk credentials" "$PHONE_DIR/baresip.log" \
-  || die "a wrong trunk password was not refused: $(cat "$PHONE_DIR/baresip.log")"
-dial "$SIP_TRUNK_PASSWORD" 45
+dial 45
 sip_logs() { k -n "$RNS" logs -l app.kubernetes.io/name=switchboard-sip --tail=200 2>&1 || true; }
 grep -q "Call established" "$PHONE_DIR/baresip.log" \
   || die "the call was not answered: $(cat "$PHONE_DIR/baresip.log") -- the SIP edge: $(sip_logs)"
