@@ -321,7 +321,7 @@ fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_bala
         "sip.trunks[2].name=roaming",
         "sip.trunks[2].credentialsSecret=roaming-sip",
         "sip.outbound.trunk=sip:10.0.0.1:5070",
-        "sip.outbound.callerId=+442079460000",
+        "sip.outbound.callerId=bank-outbound",
         "sip.outbound.credentialsSecret=carrier-out",
     ];
     let (ok, rendered) = render(&trunks);
@@ -345,7 +345,7 @@ fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_bala
         Some("pbx=/etc/switchboard-sip/trunks/pbx;roaming=/etc/switchboard-sip/trunks/roaming")
     );
     assert_eq!(env("SWITCHBOARD_SIP_OUTBOUND_TRUNK").as_deref(), Some("sip:10.0.0.1:5070"));
-    assert_eq!(env("SWITCHBOARD_SIP_CALLER_ID").as_deref(), Some("+442079460000"));
+    assert_eq!(env("SWITCHBOARD_SIP_CALLER_ID").as_deref(), Some("bank-outbound"));
     // Every file the edge reads is a Secret's, mounted where its variable points.
     let mounted = |variable: &str, file: &str, secret: &str, key: &str| {
         let path = env(variable).unwrap_or_else(|| panic!("{variable} in {rendered}"));
@@ -409,6 +409,8 @@ fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_bala
             "never from values",
         ),
         (&["sip.outbound.trunk=sip:10.0.0.1"], "needs sip.outbound.callerId"),
+        // --set reads +442079460000 as a number: refused rather than sent without its +.
+        (&["sip.outbound.trunk=sip:10.0.0.1", "sip.outbound.callerId=+442079460000"], "must be a string"),
     ] {
         let sets: Vec<&str> = ["sip.enabled=true"].into_iter().chain(sets.iter().copied()).collect();
         let (ok, refused) = render(&sets);
