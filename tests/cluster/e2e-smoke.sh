@@ -10,8 +10,9 @@
 # voice -> banking -> back to triage on one socket, a runtime pod deleted mid-session, a
 # Persona edit rolling the pods under a live voice call, a gateway replica deleted and its
 # client resuming on another, AgentTests run as Jobs (one gating a rollout, one judged and
-# spoken, its judge and Amazon Polly the simulator, trusted through the same caBundle); the
-# operator's NetworkPolicy applied; the operator's leader pod
+# spoken, its judge and Amazon Polly the simulator, trusted through the same caBundle); a
+# phone call (baresip) through the chart's SIP edge on the node's network to triage's number,
+# its reply heard; the operator's NetworkPolicy applied; the operator's leader pod
 # deleted, the other replica taking over. The gateway records every session into a
 # PostgreSQL on this machine (gateway.record): the conversations above are in it, with the
 # Agents they went through, read back with `switchboard sessions`.
@@ -26,12 +27,18 @@ RNS="${SWITCHBOARD_NAMESPACE:-switchboard-system}"
 SIM_PORT="${SWITCHBOARD_E2E_SIM_PORT:-28443}"
 REDIS_PORT="${SWITCHBOARD_E2E_REDIS_PORT:-26379}"
 PG_PORT="${SWITCHBOARD_E2E_PG_PORT:-25432}"
+# The chart's SIP edge on the node's network (sip.exposure hostNetwork): its SIP port and
+# RTP range are this machine's.
+SIP_PORT="${SWITCHBOARD_E2E_SIP_PORT:-25060}"
+SIP_RTP_FIRST="${SWITCHBOARD_E2E_SIP_RTP_FIRST:-25100}"
 eval "$(SWITCHBOARD_REAL_NODE=1 "$HERE/up.sh" | tail -n1)"
 NODE_IP="$(sed -n 's/^NODE_IP=//p' "$DIR/node/env")"
 BIN="$("$ROOT/tests/tools/install.sh" | tail -n1)"
 k() { "$BIN/kubectl" "$@"; }
 NS="e2e-$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 REDIS_PID=""
+SIM_PID=""
+PHONE_DIR="$DIR/e2e-phone"
 PG_DIR="$DIR/e2e-pg"
 pg() { # runs a PostgreSQL tool as the postgres user (it refuses root)
   local tool; tool="$(readlink -f "$BIN/$1")"; shift
@@ -40,6 +47,7 @@ pg() { # runs a PostgreSQL tool as the postgres user (it refuses root)
 cleanup() {
   k delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
   [ -z "$REDIS_PID" ] || kill "$REDIS_PID" 2>/dev/null || true
+  [ -z "$SIM_PID" ] || kill "$SIM_PID" 2>/dev/null || true
   [ ! -d "$PG_DIR/data" ] || pg pg_ctl -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -90,7 +98,9 @@ URL="$("$HERE/install.sh" --set "runtime.bedrock.endpoint=https://$NODE_IP:$SIM_
   --set "gateway.record.databaseUrl=$RECORD_URL" -f "$DIR/e2e-record-values.yaml" \
   --set "operator.agentSecrets[0]=$NS/bedrock-credentials" \
   --set "operator.agentSecrets[1]=$NS/agent-test-aws" \
-  --set gateway.openTestSessions=true | tail -n1)"
+  --set gateway.openTestSessions=true \
+  --set sip.enabled=true --set sip.port="$SIP_PORT" --set sip.logFormat=text \
+  --set sip.rtpPorts.first="$SIP_RTP_FIRST" --set sip.rtpPorts.last="$((SIP_RTP_FIRST + 19))" | tail -n1)"
 export KUBECONFIG="$DIR/kubeconfig"
 k create namespace "$NS" >/dev/null
 # The simulator ignores signatures, but the pods' AWS SDK wants credentials to sign with.
@@ -112,9 +122,17 @@ until KEY_CM="$(k -n "$RNS" get configmap -o name | sed -n 's|^configmap/\(.*-ga
 done
 k -n "$NS" create configmap switchboard-gateway-public-key --from-literal=public-key="$GATEWAY_KEY" >/dev/null
 k -n "$NS" apply -k "$ROOT/examples/banking/tools" >/dev/null
+# triage also answers a phone number of this run's (spec.telephony.numbers), for the call
+# through the chart's SIP edge below; patched with the credentials, in the same rollout.
+TRIAGE_NUMBER="+4420794$(od -An -N4 -tu4 /dev/urandom | tr -d ' ' | tail -c 7)"
 for agent in $(k -n "$NS" get agents -o name); do
-  k -n "$NS" patch "$agent" --type merge -p '{"spec":{"credentials":{"secretRef":{"name":"bedrock-credentials"}}}}' >/dev/null
+  telephony=""
+  [ "$agent" != agent.switchboard.dev/triage ] || telephony=",\"telephony\":{\"numbers\":[\"$TRIAGE_NUMBER\"]}"
+  k -n "$NS" patch "$agent" --type merge \
+    -p "{\"spec\":{\"credentials\":{\"secretRef\":{\"name\":\"bedrock-credentials\"}}$telephony}}" >/dev/null
 done
+k -n "$NS" get agent triage -o jsonpath='{.spec.telephony.numbers[0]}' | grep -qx "$TRIAGE_NUMBER" \
+  || die "triage does not claim $TRIAGE_NUMBER"
 log "waiting for the Example Bank's Agents and its tool server in $NS"
 k -n "$NS" wait --for=condition=Ready agents --all --timeout=180s >&2 || { k -n "$NS" get agents,pods >&2; die "Agents not Ready"; }
 # Ready means a ready pod; the credentials above also rolled every Deployment, and the
@@ -166,6 +184,92 @@ else
     || { k -n "$NS" get pods -o wide >&2; die "conversations on real pods failed"; }
 fi
 log "ok: conversations on real pods"
+
+# A phone call through the chart's SIP edge (sip.enabled, on the node's network): Debian's
+# baresip on this machine dials triage's number at the node's address; the edge pod takes
+# it, opens a session at the gateway's Service for the Agent that claims the number, and the
+# phone hears the triage pod's reply (the Bedrock simulator on this machine, which the pods
+# call, hears the phone's 500 Hz tone as "phrase 1"). The phone hangs up at the end of its
+# WAV; the edge logs the call answered and ended by the phone; the record has the session.
+log "a phone call through the chart's SIP edge to $TRIAGE_NUMBER (triage)"
+k -n "$RNS" wait --for=condition=Available deployment -l app.kubernetes.io/name=switchboard-sip --timeout=60s >&2 \
+  || die "the SIP edge's Deployment is not available"
+# The simulator: the workspace's build of `switchboard` has it, the image's build (which
+# image.sh left in its place) does not; built again here only when it is missing.
+"$CHAT" sim --help >/dev/null 2>&1 || (cd "$ROOT" && cargo build --locked --profile "${SWITCHBOARD_PROFILE:-dev}" \
+  -p switchboard-dataplane --bin switchboard >&2) || die "cannot build switchboard with its simulator"
+"$CHAT" sim --listen "$NODE_IP:$SIM_PORT" --tls-cert "$PKI/sim.pem" --tls-key "$PKI/sim.key" \
+  >"$DIR/e2e-sim.log" 2>&1 &
+SIM_PID=$!
+triage_sessions() { "$CHAT" sessions --record-database-url "$RECORD_URL" list --since 1h --agent "$NS/triage" --limit 200 --json \
+  | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
+before="$(triage_sessions)" || die "cannot read the record"
+rm -rf "$PHONE_DIR" && mkdir -p "$PHONE_DIR"
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/lead.wav" trim 0 0.5
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/tone.wav" synth 1.5 sine 500 vol 0.5
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/tail.wav" trim 0 9
+"$BIN/sox" "$PHONE_DIR/lead.wav" "$PHONE_DIR/tone.wav" "$PHONE_DIR/tail.wav" "$PHONE_DIR/say.wav"
+# baresip takes its port and the next (TLS): two free ports.
+phone_port="$(python3 -c 'import socket
+for p in range(26100, 26200, 2):
+    try:
+        for q in (p, p + 1):
+            for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+                s = socket.socket(socket.AF_INET, kind); s.bind(("'"$NODE_IP"'", q)); s.close()
+        print(p); break
+    except OSError: pass')"
+[ -n "$phone_port" ] || die "no free port pair for the phone"
+# dial SECONDS: baresip calls triage's number, playing say.wav; over when the call ends
+# (or is refused), or after SECONDS.
+dial() {
+  rm -rf "$PHONE_DIR/snd" && mkdir -p "$PHONE_DIR/snd"
+  cat >"$PHONE_DIR/config" <<CFG
+sip_listen $NODE_IP:$phone_port
+module_path /usr/lib/baresip/modules
+module stdio.so
+module g711.so
+module aufile.so
+module sndfile.so
+module account.so
+module menu.so
+audio_source aufile,$PHONE_DIR/say.wav
+audio_player aufile,$PHONE_DIR/play.wav
+audio_alert aufile,$PHONE_DIR/say.wav
+snd_path $PHONE_DIR/snd
+CFG
+  echo "<sip:caller@$NODE_IP:$phone_port;transport=udp>;regint=0;audio_codecs=PCMU" \
+    >"$PHONE_DIR/accounts"
+  "$BIN/baresip" -f "$PHONE_DIR" -e "/dial sip:$TRIAGE_NUMBER@$NODE_IP:$SIP_PORT;transport=udp" -t "$1" \
+    </dev/null >"$PHONE_DIR/baresip.log" 2>&1 &
+  local phone_pid=$! deadline=$((SECONDS + $1))
+  until grep -q "terminated\|session closed" "$PHONE_DIR/baresip.log"; do
+    [ "$SECONDS" -lt "$deadline" ] && kill -0 "$phone_pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  sleep 0.5
+  kill "$phone_pid" 2>/dev/null || true; wait "$phone_pid" 2>/dev/null || true
+}
+dial 45
+sip_logs() { k -n "$RNS" logs -l app.kubernetes.io/name=switchboard-sip --tail=200 2>&1 || true; }
+grep -q "Call established" "$PHONE_DIR/baresip.log" \
+  || die "the call was not answered: $(cat "$PHONE_DIR/baresip.log") -- the SIP edge: $(sip_logs)"
+dec="$(ls "$PHONE_DIR"/snd/*-dec.wav 2>/dev/null | head -n1)"
+[ -n "$dec" ] || die "the phone recorded nothing: $(cat "$PHONE_DIR/baresip.log")"
+heard="$("$BIN/sox" "$dec" -n stat 2>&1)"
+rms="$(echo "$heard" | sed -n 's/^RMS *amplitude: *//p')"
+length="$(echo "$heard" | sed -n 's/^Length (seconds): *//p')"
+python3 -c "import sys; sys.exit(0 if float('$rms') > 0.01 else 1)" \
+  || die "the phone heard silence (RMS $rms over $length s): $(sip_logs) -- the simulator: $(tail -n 20 "$DIR/e2e-sim.log")"
+edge_log="$(sip_logs)"
+echo "$edge_log" | grep -q "call answered" || die "the SIP edge logged no answered call: $edge_log"
+echo "$edge_log" | grep -q "RemoteHangUp" || die "the phone's BYE did not end the call at the edge: $edge_log"
+kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""
+deadline=$((SECONDS + 20))
+until after="$(triage_sessions)" && [ "$after" -gt "$before" ]; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the call's session is not in the record ($before triage sessions before, ${after:-?} after)"
+  sleep 1
+done
+log "ok: a phone call through the chart's SIP edge pod reached a triage pod; heard RMS $rms over $length s; recorded"
 
 # Every one of those sessions is in the record, through whichever gateway replica served it.
 sessions() { "$CHAT" sessions --record-database-url "$RECORD_URL" "$@"; }

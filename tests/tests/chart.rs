@@ -33,6 +33,12 @@ fn the_chart_lints_and_renders_valid_manifests() {
         "gateway.webrtc.enabled=true,gateway.webrtc.turn.existingSecret=turn",
         "--set",
         "gateway.webrtc.turn.urls={turn:turn.bank.example:3478?transport=udp}",
+        // The SIP edge with a trunk known by address and digest credentials, and its key
+        // for the gateway (which asks for JWTs here).
+        "--set",
+        "sip.enabled=true,sip.gatewayKey.existingSecret=sip-key,sip.trunks[0].name=carrier",
+        "--set",
+        "sip.trunks[0].sources={203.0.113.0/24},sip.trunks[0].credentialsSecret=carrier-sip",
     ];
     for extra in [&[][..], &namespaced_with_options[..]] {
         let mut args = vec!["template", "sb", &chart, "--namespace", "switchboard-system"];
@@ -68,6 +74,9 @@ fn the_chart_lints_and_renders_valid_manifests() {
         let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success() && !text.contains("ERROR"), "{text}");
         assert!(text.contains("passed for resource deployment/sb-switchboard"), "{text}");
+        if !extra.is_empty() {
+            assert!(text.contains("passed for resource deployment/sb-switchboard-sip"), "{text}");
+        }
     }
 }
 
@@ -325,6 +334,142 @@ fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
     assert!(ok && !no_tcp.contains("SWITCHBOARD_WEBRTC_TCP") && !no_tcp.contains("webrtc-tcp"), "{no_tcp}");
     let (ok, refused) = render(&["gateway.webrtc.enabled=true", "gateway.webrtc.exposure=nodePort"]);
     assert!(!ok && refused.contains("use hostNetwork or loadBalancer"), "{refused}");
+}
+
+/// The SIP edge's values: its own Deployment and Service, a client of the gateway's Service
+/// (with its API key from a Secret when the gateway asks for credentials); trunks by source
+/// addresses and by digest credentials mounted from Secrets, never values; on the nodes'
+/// network (each pod advertising its node's IP, one a node) or behind a UDP load balancer
+/// that carries the SIP port and every RTP port (one replica, its external IP given); an
+/// outbound trunk; what cannot work is refused.
+#[test]
+fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_balancer() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{PodSpec, Service};
+    let chart = chart();
+    let render = |sets: &[&str]| {
+        let mut args = vec!["template", "sb", chart.as_str(), "--namespace", "voice"];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        helm(None, &args)
+    };
+    let pod_of = |rendered: &str| -> PodSpec {
+        let deployment: Deployment =
+            serde_yaml::from_str(document(rendered, "Deployment", "sb-switchboard-sip")).expect("the SIP edge");
+        deployment.spec.and_then(|s| s.template.spec).expect("a pod")
+    };
+    let env_of = |pod: &PodSpec, name: &str| pod.containers[0].env.iter().flatten().find(|e| e.name == name).cloned();
+    let (ok, off) = render(&[]);
+    assert!(ok && !off.contains("switchboard-sip") && !off.contains("SWITCHBOARD_SIP"), "off by default\n{off}");
+
+    let trunks = [
+        "sip.enabled=true",
+        "gateway.apiKeysSecret=api-keys",
+        "sip.gatewayKey.existingSecret=sip-edge-key",
+        "sip.trunks[0].name=carrier",
+        "sip.trunks[0].sources={203.0.113.0/24,198.51.100.7}",
+        "sip.trunks[1].name=pbx",
+        "sip.trunks[1].sources={10.20.0.0/16}",
+        "sip.trunks[1].credentialsSecret=pbx-sip",
+        "sip.trunks[2].name=roaming",
+        "sip.trunks[2].credentialsSecret=roaming-sip",
+        "sip.outbound.trunk=sip:10.0.0.1:5070",
+        "sip.outbound.callerId=bank-outbound",
+        "sip.outbound.credentialsSecret=carrier-out",
+    ];
+    let (ok, rendered) = render(&trunks);
+    assert!(ok, "{rendered}");
+    let pod = pod_of(&rendered);
+    let env = |name: &str| env_of(&pod, name).and_then(|e| e.value);
+    assert_eq!(pod.containers[0].command.as_deref(), Some(&["switchboard".to_owned(), "sip".to_owned()][..]));
+    assert_eq!(pod.host_network, Some(true));
+    assert_eq!(pod.dns_policy.as_deref(), Some("ClusterFirstWithHostNet"));
+    let anti = pod.affinity.as_ref().and_then(|a| a.pod_anti_affinity.as_ref()).expect("one edge a node");
+    let term = &anti.required_during_scheduling_ignored_during_execution.as_ref().expect("required")[0];
+    assert_eq!(term.topology_key, "kubernetes.io/hostname");
+    let advertise = env_of(&pod, "SWITCHBOARD_SIP_ADVERTISE").and_then(|e| e.value_from).and_then(|v| v.field_ref);
+    assert_eq!(advertise.map(|f| f.field_path).as_deref(), Some("status.hostIP"), "each pod its node's IP");
+    assert_eq!(env("SWITCHBOARD_SIP_LISTEN").as_deref(), Some("0.0.0.0:5060"));
+    assert_eq!(env("SWITCHBOARD_SIP_RTP_PORTS").as_deref(), Some("20000-20999"));
+    assert_eq!(env("SWITCHBOARD_SIP_GATEWAY").as_deref(), Some("ws://sb-switchboard-gateway.voice.svc:80/v1/session"));
+    assert_eq!(env("SWITCHBOARD_SIP_TRUNKS").as_deref(), Some("carrier=203.0.113.0/24,198.51.100.7;pbx=10.20.0.0/16"));
+    assert_eq!(
+        env("SWITCHBOARD_SIP_TRUNK_CREDENTIALS").as_deref(),
+        Some("pbx=/etc/switchboard-sip/trunks/pbx;roaming=/etc/switchboard-sip/trunks/roaming")
+    );
+    assert_eq!(env("SWITCHBOARD_SIP_OUTBOUND_TRUNK").as_deref(), Some("sip:10.0.0.1:5070"));
+    assert_eq!(env("SWITCHBOARD_SIP_CALLER_ID").as_deref(), Some("bank-outbound"));
+    // Every file the edge reads is a Secret's, mounted where its variable points.
+    let mounted = |variable: &str, file: &str, secret: &str, key: &str| {
+        let path = env(variable).unwrap_or_else(|| panic!("{variable} in {rendered}"));
+        let path = path.split(';').find_map(|p| p.split_once('=').map(|(_, d)| d.to_owned())).unwrap_or(path);
+        let dir = path.strip_suffix(&format!("/{file}")).unwrap_or(&path);
+        let mount = pod.containers[0].volume_mounts.iter().flatten().find(|m| m.mount_path == dir).expect("mounted");
+        let volume = pod.volumes.iter().flatten().find(|v| v.name == mount.name).expect("a volume");
+        let source = volume.secret.as_ref().expect("from a Secret");
+        assert_eq!(source.secret_name.as_deref(), Some(secret));
+        let items = source.items.as_ref().expect("items");
+        assert!(items.iter().any(|i| i.key == key && i.path == file), "{variable}: {items:?}");
+    };
+    mounted("SWITCHBOARD_SIP_API_KEY_FILE", "api-key", "sip-edge-key", "api-key");
+    mounted("SWITCHBOARD_SIP_TRUNK_CREDENTIALS", "password", "pbx-sip", "password");
+    mounted("SWITCHBOARD_SIP_OUTBOUND_CREDENTIALS", "username", "carrier-out", "username");
+    let sip = document(&rendered, "Deployment", "sb-switchboard-sip");
+    assert!(!sip.contains("password:") && !sip.contains("username:"), "no credentials in values:\n{sip}");
+    let ports: Vec<_> =
+        pod.containers[0].ports.iter().flatten().map(|p| (p.container_port, p.protocol.clone().unwrap())).collect();
+    assert_eq!(ports, [(5060, "UDP".to_owned()), (5060, "TCP".to_owned())]);
+    let service: Service = serde_yaml::from_str(document(&rendered, "Service", "sb-switchboard-sip")).expect("svc");
+    let spec = service.spec.expect("spec");
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"), "the nodes' addresses, not a load balancer");
+    assert_eq!(spec.ports.map(|p| p.len()), Some(2), "SIP only: RTP goes to the advertised node");
+
+    let lb = ["sip.enabled=true", "sip.exposure=loadBalancer", "sip.rtpPorts.first=30000", "sip.rtpPorts.last=30009"];
+    let (ok, refused) = render(&lb);
+    assert!(!ok && refused.contains("sip.advertise is required"), "{refused}");
+    let with_address: Vec<&str> = lb.iter().copied().chain(["sip.advertise=203.0.113.9", "sip.tcp=false"]).collect();
+    let (ok, rendered) = render(&with_address);
+    assert!(ok, "{rendered}");
+    let pod = pod_of(&rendered);
+    assert_eq!(pod.host_network, None);
+    assert!(pod.containers[0].readiness_probe.is_none() && pod.containers[0].volume_mounts.is_none());
+    let env = |name: &str| env_of(&pod, name).and_then(|e| e.value);
+    assert_eq!(env("SWITCHBOARD_SIP_ADVERTISE").as_deref(), Some("203.0.113.9"));
+    assert_eq!(env("SWITCHBOARD_SIP_TCP").as_deref(), Some("false"));
+    assert!(env("SWITCHBOARD_SIP_API_KEY_FILE").is_none() && env("SWITCHBOARD_SIP_TRUNKS").is_none());
+    let service: Service = serde_yaml::from_str(document(&rendered, "Service", "sb-switchboard-sip")).expect("svc");
+    let spec = service.spec.expect("spec");
+    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    assert_eq!(spec.external_traffic_policy.as_deref(), Some("Local"), "callers' addresses kept");
+    let ports: Vec<(i32, String)> =
+        spec.ports.expect("ports").into_iter().map(|p| (p.port, p.protocol.unwrap_or_default())).collect();
+    let mut expected = vec![(5060, "UDP".to_owned())];
+    expected.extend((30000..=30009).map(|p| (p, "UDP".to_owned())));
+    assert_eq!(ports, expected, "the SIP port and every RTP port");
+
+    for (sets, why) in [
+        (&["sip.exposure=nodePort"][..], "use hostNetwork or loadBalancer"),
+        (&["sip.rtpPorts.first=20001"], "first must be even"),
+        (&["sip.port=20100"], "lies inside sip.rtpPorts"),
+        (&["sip.exposure=loadBalancer", "sip.advertise=203.0.113.9", "sip.replicas=2"], "a replica other than"),
+        (&["sip.exposure=loadBalancer", "sip.advertise=203.0.113.9", "sip.rtpPorts.last=29999"], "at most 1000"),
+        (&["gateway.apiKeysSecret=api-keys"], "needs sip.gatewayKey.existingSecret"),
+        (&["gateway.enabled=false"], "needs sip.gatewayUrl"),
+        (&["sip.trunks[0].name=Carrier", "sip.trunks[0].sources={10.0.0.1}"], "lower-case"),
+        (&["sip.trunks[0].name=carrier"], "give its sources"),
+        (
+            &["sip.trunks[0].name=carrier", "sip.trunks[0].sources={10.0.0.1}", "sip.trunks[0].password=x"],
+            "never from values",
+        ),
+        (&["sip.outbound.trunk=sip:10.0.0.1"], "needs sip.outbound.callerId"),
+        // --set reads +442079460000 as a number: refused rather than sent without its +.
+        (&["sip.outbound.trunk=sip:10.0.0.1", "sip.outbound.callerId=+442079460000"], "must be a string"),
+    ] {
+        let sets: Vec<&str> = ["sip.enabled=true"].into_iter().chain(sets.iter().copied()).collect();
+        let (ok, refused) = render(&sets);
+        assert!(!ok && refused.contains(why), "{sets:?}: {refused}");
+    }
 }
 
 /// The rendered document of `kind` named `name`.

@@ -81,3 +81,16 @@ metadata:
 {{- if and .webhook.url .webhook.existingSecret (or .databaseUrl .existingSecret) }}true{{ end -}}
 {{- end -}}
 {{- end }}
+
+{{- define "switchboard.sipSelectorLabels" -}}
+app.kubernetes.io/name: switchboard-sip
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "switchboard.sipLabels" -}}
+{{ include "switchboard.sipSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: switchboard
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}

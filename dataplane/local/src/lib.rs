@@ -18,6 +18,12 @@
 //! servers trust; [`switchboard_demo_tools`]). Bound to loopback, local mode serves its record,
 //! agent list, metrics and page without credentials, but only to requests that name it by
 //! address or as `localhost` (`hosts`): not to a web page that pointed its own name here.
+//!
+//! Phones too, when asked ([`Servers::serve_sip`]): the SIP edge ([`switchboard_sip_edge`])
+//! runs in this process as on a cluster, a client of this gateway's `/v1/session` on
+//! loopback, so a softphone calls `sip:<agent>@<address>` and talks to the same YAML
+//! offline. No trunks are configured: any caller that reaches the address may call (it is
+//! loopback unless asked otherwise), and no caller's number is trusted.
 
 pub use switchboard_console::{agents, web};
 
@@ -281,7 +287,7 @@ pub async fn start_redacting(
         .with_routes(own)
         .with_more_metrics(Arc::new(move || runtime_state.shared.metrics.render()));
     Ok(Local {
-        server: Servers { gateway, runtime, _routes: routes },
+        server: Servers { gateway, runtime, _routes: routes, sip: None },
         agents: names,
         by_handoff,
         default_agent,
@@ -290,13 +296,29 @@ pub async fn start_redacting(
     })
 }
 
-/// The gateway and the runtime server of local mode.
+/// The gateway and the runtime server of local mode (and its SIP edge, when asked).
 #[derive(Debug)]
 pub struct Servers {
     gateway: GatewayServer,
     runtime: Server,
     /// Holds the gateway's directory open (it never changes here).
     _routes: watch::Sender<switchboard_gateway::Directory>,
+    sip: Option<switchboard_sip_edge::Edge>,
+}
+
+/// Local mode's SIP edge ([`Servers::serve_sip`]).
+#[derive(Clone, Debug)]
+pub struct LocalSip {
+    /// Where to listen for SIP over UDP and TCP (port 0: any free one). Not an unspecified
+    /// address (0.0.0.0): it is also the address written in SDP, which phones send RTP to.
+    pub listen: SocketAddr,
+    /// The RTP ports: one even port and the next per call, bound on the listen address.
+    pub rtp_ports: std::ops::RangeInclusive<u16>,
+}
+
+impl LocalSip {
+    /// Local mode's default SIP address (`switchboard local` without `--sip-listen`).
+    pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5060);
 }
 
 impl Servers {
@@ -316,6 +338,48 @@ impl Servers {
         self.runtime.state()
     }
 
+    /// Answers phone calls too: binds the SIP edge on `sip.listen`, a client of this
+    /// gateway's `/v1/session` (on loopback, with no credential: local mode asks for
+    /// none), taking calls from any address with no trunk. Served by [`Servers::run`] with
+    /// the rest, and stopped with it (calls are hung up). Returns the bound SIP address.
+    pub async fn serve_sip(&mut self, sip: &LocalSip) -> Result<SocketAddr, LocalError> {
+        use switchboard_sip_edge::{EdgeConfig, GatewayConfig, MediaSettings, RateConfig, trunk::Trunks};
+        if sip.listen.ip().is_unspecified() {
+            return Err(LocalError::Start(format!(
+                "cannot listen for SIP on {}: name the address phones reach (it is written in SDP), e.g. 127.0.0.1:5060 or this machine's LAN address",
+                sip.listen
+            )));
+        }
+        let gateway = self.local_addr()?;
+        let host = if gateway.ip().is_unspecified() {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), gateway.port())
+        } else {
+            gateway
+        };
+        let trunks = Trunks::new(Vec::new(), "switchboard".to_owned(), switchboard_sip_edge::nonce_secret())
+            .map_err(start_error)?;
+        let config = EdgeConfig {
+            listen: sip.listen,
+            tcp: true,
+            advertise: sip.listen.ip(),
+            rtp_ports: sip.rtp_ports.clone(),
+            gateway: GatewayConfig {
+                url: format!("ws://{host}{}", switchboard_crds::contract::SESSION_PATH),
+                api_key: None,
+                open_timeout: std::time::Duration::from_secs(10),
+            },
+            max_calls: 100,
+            rate: RateConfig::default(),
+            media: MediaSettings::default(),
+            trunks,
+            outbound: None,
+        };
+        let edge = switchboard_sip_edge::Edge::bind(config).await.map_err(start_error)?;
+        let addr = edge.local_addr();
+        self.sip = Some(edge);
+        Ok(addr)
+    }
+
     /// Serves until `stop` resolves; then the gateway drains (clients are told to
     /// reconnect), then the runtime.
     pub async fn run(self, stop: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), LocalError> {
@@ -324,7 +388,23 @@ impl Servers {
         let runtime = tokio::spawn(self.runtime.run(async move {
             let _ = runtime_stop.await;
         }));
-        let gateway = self.gateway.run(stop).await;
+        // The SIP edge stops with the gateway: its calls are hung up while the gateway drains.
+        let (sip_stop, sip_stopped) = tokio::sync::oneshot::channel::<()>();
+        let sip = self.sip.map(|edge| {
+            tokio::spawn(edge.run(async move {
+                let _ = sip_stopped.await;
+            }))
+        });
+        let gateway = self
+            .gateway
+            .run(async move {
+                stop.await;
+                let _ = sip_stop.send(());
+            })
+            .await;
+        if let Some(sip) = sip {
+            let _ = sip.await;
+        }
         let _ = stopped.send(());
         let runtime = runtime.await.map_err(|e| LocalError::Serve(e.to_string()))?;
         gateway.map_err(|e| LocalError::Serve(e.to_string()))?;

@@ -49,11 +49,46 @@ pub struct LocalArgs {
     #[arg(long = "allowed-origin", env = "SWITCHBOARD_ALLOWED_ORIGINS", value_delimiter = ',')]
     allowed_origins: Vec<String>,
 
+    /// Where to answer phone calls (SIP over UDP and TCP; the SIP edge runs in this
+    /// process): a softphone calls `sip:<agent>@<address>`. `off`: no SIP. Default
+    /// 127.0.0.1:5060, skipped with a warning when that port is taken; an address given
+    /// here must be free. Port 0: any free port (printed). Not 0.0.0.0: the address is
+    /// written in SDP for the phone's RTP, so name one it reaches.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_LISTEN", value_name = "ADDRESS|off", value_parser = sip_listen)]
+    sip_listen: Option<SipListen>,
+
+    /// The RTP ports of phone calls, `FIRST-LAST`: an even port and the next per call.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_RTP_PORTS", default_value = "20000-20999",
+          value_parser = super::sip::port_range)]
+    sip_rtp_ports: std::ops::RangeInclusive<u16>,
+
     #[command(flatten)]
     voice: super::VoiceArgs,
 
     #[command(flatten)]
     record: super::record::RecordArgs,
+}
+
+/// `--sip-listen`: an address, or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SipListen {
+    Off,
+    On(SocketAddr),
+}
+
+fn sip_listen(text: &str) -> Result<SipListen, String> {
+    if text.trim().eq_ignore_ascii_case("off") {
+        return Ok(SipListen::Off);
+    }
+    let addr: SocketAddr =
+        text.trim().parse().map_err(|_| format!("{text:?} is not an address (IP:PORT, e.g. 127.0.0.1:5060) or off"))?;
+    if addr.ip().is_unspecified() {
+        return Err(format!(
+            "{text:?}: name the address phones reach (it is written in SDP for their RTP), not {}",
+            addr.ip()
+        ));
+    }
+    Ok(SipListen::On(addr))
 }
 
 /// Runs until Ctrl-C.
@@ -68,6 +103,8 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         max_sessions,
         ca_file,
         allowed_origins,
+        sip_listen,
+        sip_rtp_ports,
         voice,
         record,
     } = args;
@@ -92,8 +129,26 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let record = record.start(default_record, options.ca_file.as_deref(), resume_window).await?;
     let recorder = record.as_ref().map(|task| task.recorder.clone());
     let stop = super::shutdown_signal()?;
-    let local = local::start_redacting(&dir, options, recorder, redact).await?;
+    let mut local = local::start_redacting(&dir, options, recorder, redact).await?;
     let addr = local.server.local_addr()?;
+    // Phones: the SIP edge in this process. The default address is tried and skipped with
+    // a warning when taken (another local mode, a softphone); one asked for must be free.
+    let sip = match sip_listen {
+        Some(SipListen::Off) => None,
+        Some(SipListen::On(listen)) => {
+            Some(local.server.serve_sip(&local::LocalSip { listen, rtp_ports: sip_rtp_ports }).await?)
+        }
+        None => {
+            let sip = local::LocalSip { listen: local::LocalSip::DEFAULT_LISTEN, rtp_ports: sip_rtp_ports };
+            match local.server.serve_sip(&sip).await {
+                Ok(addr) => Some(addr),
+                Err(error) => {
+                    tracing::warn!(%error, "phone calls are not answered: --sip-listen to choose another address, off to silence this");
+                    None
+                }
+            }
+        }
+    };
     match &local.sim {
         // The certificate is named, as `switchboard sim` names it: Polly clients pointed at
         // the simulator (`switchboard test`/`load --speech-endpoint-url`) trust it.
@@ -113,6 +168,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     for agent in &local.by_handoff {
         println!("Agent {agent}: reached by handoff (gateway.expose: false)");
     }
+    if let Some(sip) = sip {
+        let agent = local.default_agent.as_deref().or_else(|| local.agents.first().map(String::as_str));
+        println!("Phone calls: sip:{}@{sip} (UDP and TCP)", agent.unwrap_or("<agent>"));
+    }
     println!("Web page: http://{addr}/");
     if let Some(record) = &record {
         println!("Sessions recorded in {} (switchboard sessions list)", record.recorder.store.display);
@@ -126,4 +185,18 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         record.finish().await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SipListen, sip_listen};
+
+    #[test]
+    fn sip_listen_is_an_address_phones_reach_or_off() {
+        assert_eq!(sip_listen("off"), Ok(SipListen::Off));
+        assert_eq!(sip_listen("127.0.0.1:5070"), Ok(SipListen::On("127.0.0.1:5070".parse().expect("addr"))));
+        let error = sip_listen("0.0.0.0:5060").expect_err("unspecified");
+        assert!(error.contains("name the address phones reach"), "{error}");
+        assert!(sip_listen("localhost").expect_err("no port").contains("not an address"));
+    }
 }

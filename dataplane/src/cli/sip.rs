@@ -184,7 +184,7 @@ fn algorithm(text: &str) -> Result<Algorithm, String> {
 }
 
 /// `FIRST-LAST`, both ports, FIRST <= LAST.
-fn port_range(text: &str) -> Result<RangeInclusive<u16>, String> {
+pub(super) fn port_range(text: &str) -> Result<RangeInclusive<u16>, String> {
     let (first, last) = text.split_once('-').ok_or_else(|| format!("{text:?} is not FIRST-LAST"))?;
     let port = |p: &str| p.trim().parse::<u16>().map_err(|_| format!("{p:?} is not a port (1-65535)"));
     let (first, last) = (port(first)?, port(last)?);
