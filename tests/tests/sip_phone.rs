@@ -1152,6 +1152,8 @@ fn a_trunks_caller_number_and_a_card_number_typed_on_the_keypad_reach_the_tool_a
     ] {
         assert!(!text.contains(CARD) && !text.contains(&CARD[..8]), "{what} holds the card number: {text}");
     }
+}
+
 /// Local mode answers phones itself (`switchboard local --sip-listen`): the SIP edge runs in
 /// its process, with no `switchboard sip` beside it, so the same folder of YAML answers a
 /// softphone offline. The call reaches triage, the phone hears its reply, and the session is
