@@ -1,14 +1,15 @@
-//! One WebSocket connection: a reader task (size limit, per-session rate limit, idle
-//! timeout, JSON decoding with `bidi_error` for bad frames), a writer task fed by a
-//! bounded channel, and the session loop that starts the agent's session and drives it
+//! One WebSocket connection: its socket task ([`super::socket`]: the client's frames through
+//! the [`Reader`] — size limit, per-session rate limit, idle timeout, JSON decoding with
+//! `bidi_error` for bad frames — and the session's messages out, from a bounded channel),
+//! and the session loop that starts the agent's session and drives it
 //! until it closes or hands off (the gateway then opens the target's session).
 //!
 //! Voice sessions ([`super::voice`]) also take audio: raw PCM16 in binary frames or
-//! base64 in `bidi_audio_input`, checked by the reader (a bad frame gets a recoverable
+//! base64 in `bidi_audio_input`, checked by the [`Reader`] (a bad frame gets a recoverable
 //! `bidi_error`), limited by an audio byte rate instead of the message rate, and passed
 //! in order on a separate bounded channel. Text sessions refuse audio as before. A session
 //! whose `session_start.audio` asks for binary output gets its reply audio as binary
-//! frames: the writer sends `bidi_audio_stream`'s bytes raw ([`BinaryAudio`]).
+//! frames: the socket sends `bidi_audio_stream`'s bytes raw ([`BinaryAudio`]).
 //!
 //! A connection comes with a place among those still opening ([`Slots`]); it takes a
 //! session slot only once its first message passed the grant check, and must send that
@@ -16,9 +17,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::ws::WebSocket;
 use bytes::Bytes;
-use futures_util::StreamExt;
+use switchboard_serve::frames::{CloseFrame, Conn, Upgraded, Utf8Bytes};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tracing::Instrument;
 
@@ -26,11 +26,11 @@ use super::agent::{AgentRuntime, Exit};
 use super::driver::{self, Link, Opening};
 use super::grants::RefusedContext;
 use super::identity::{Binding, SessionIdentity};
-use super::reader::{AudioIn, CLOSE_DRAIN, read_loop};
+use super::reader::{AudioIn, Reader};
+use super::socket::{self, CLOSE_DRAIN, Out, Outgoing};
 use super::state::AppState;
 use super::trace;
 use super::voice::{self, AudioGate, BinaryAudio, Gate};
-use super::writer::{Out, write_loop};
 use switchboard_core::assertion::IDENTITY_KEY;
 use switchboard_core::audio::{FormatError, Negotiated, negotiate};
 use switchboard_core::grant::SessionContext;
@@ -73,31 +73,25 @@ impl Slots {
 /// Serves one upgraded socket until it closes. `opening` is the place the server took for
 /// it among the connections still opening.
 pub async fn serve(
-    socket: WebSocket,
+    mut socket: Conn<Upgraded>,
     state: Arc<AppState>,
     query_agent: Option<String>,
     opening: OwnedSemaphorePermit,
 ) {
-    let (sink, stream) = socket.split();
-    let (out_tx, out_rx) = mpsc::channel::<Out>(OUTBOUND_BUFFER);
-    // The session's messages come on their own channel straight to the writer (no
-    // forwarding task between them).
-    let (msg_tx, msg_rx) = mpsc::channel::<ServerMessage>(OUTBOUND_BUFFER);
     let slow = state.config.slow_client_timeout;
-    let binary = BinaryAudio::default();
-    let writer = tokio::spawn(write_loop(sink, msg_rx, out_rx, slow, binary.clone(), state.shared.metrics.clone()));
-    let close = |code: u16, reason: String| {
-        let out_tx = out_tx.clone();
-        async move {
-            let _ = out_tx.send(Out::Close(code, reason)).await;
-        }
-    };
     if state.draining.is_cancelled() {
-        close(close_code::TRY_AGAIN_LATER, "the server is draining; connect to another instance".into()).await;
-        drop((out_tx, msg_tx));
-        let _ = writer.await;
+        let reason = Utf8Bytes::from_static("the server is draining; connect to another instance");
+        let frame = CloseFrame { code: close_code::TRY_AGAIN_LATER.into(), reason };
+        if let Ok(Ok(())) = tokio::time::timeout(slow, socket.close(Some(frame))).await {
+            socket.linger(CLOSE_DRAIN).await;
+        }
         return;
     }
+    let (out_tx, out_rx) = mpsc::channel::<Out>(OUTBOUND_BUFFER);
+    // The session's messages come on their own channel straight to the socket (no
+    // forwarding task between them).
+    let (msg_tx, msg_rx) = mpsc::channel::<ServerMessage>(OUTBOUND_BUFFER);
+    let binary = BinaryAudio::default();
     let mut slots = Slots { opening: Some(opening), session: None };
     // When the server starts draining, the session hears it (a gateway then moves it to
     // another pod at its next turn boundary).
@@ -113,11 +107,13 @@ pub async fn serve(
     let (audio_tx, mut audio_rx) = mpsc::channel::<Bytes>(AUDIO_BUFFER);
     let gate = AudioGate::default();
     let audio_in = AudioIn { tx: audio_tx, gate: gate.clone() };
-    let (limits, metrics) = (state.config.read_limits(), state.shared.metrics.clone());
-    let reader = tokio::spawn(read_loop(stream, in_tx, audio_in, out_tx.clone(), limits, metrics));
+    let metrics = state.shared.metrics.clone();
+    let reader = Reader::new(in_tx, audio_in, state.config.read_limits(), metrics.clone());
+    let outgoing = Outgoing { messages: msg_rx, out: out_rx };
+    let io = tokio::spawn(socket::run(socket, reader, outgoing, slow, binary.clone(), metrics));
     let audio = AudioOut { gate, binary, frames: &mut audio_rx };
     let outcome = run(&state, query_agent, &mut in_rx, audio, &msg_tx, &mut slots).await;
-    // The writer sends what the session queued before anything queued after this.
+    // The socket writes what the session queued before anything queued after this.
     drop(msg_tx);
     let (code, reason) = match outcome {
         Some(close) => close,
@@ -127,12 +123,9 @@ pub async fn serve(
     let _ = out_tx.send(Out::Close(code, reason)).await;
     drop(out_tx);
     notice.abort();
-    let _ = writer.await;
-    // The reader ends when the client acknowledges the close; do not wait forever.
-    let reader_abort = reader.abort_handle();
-    if tokio::time::timeout(CLOSE_DRAIN, reader).await.is_err() {
-        reader_abort.abort();
-    }
+    // The socket ends once the client acknowledges the close (within CLOSE_DRAIN), or at
+    // once when it is gone.
+    let _ = io.await;
     drop(slots);
 }
 

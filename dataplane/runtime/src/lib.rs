@@ -5,8 +5,8 @@
 //! runner, local mode or the Bedrock simulator (the layering stage of `test.sh` holds that).
 //!
 //! Its modules, from the top: [`server`] is the axum app with limits and drain, [`state`]
-//! what every request shares, [`connection`] serves one WebSocket through a reader and a
-//! writer that own its framing and limits; [`driver`] drives a text session and [`voice`] a voice
+//! what every request shares, [`connection`] serves one WebSocket through its socket task
+//! (on the shared frame layer) and a reader that own its framing and limits; [`driver`] drives a text session and [`voice`] a voice
 //! session, both performing the core's effects through one performer (`perform`) with what
 //! [`agent`] holds (the agent, what every
 //! session shares, how a session ends), [`tool_calls`], the session's [`trace`] and its
@@ -23,6 +23,7 @@ pub mod metrics;
 mod perform;
 mod reader;
 pub mod server;
+mod socket;
 pub mod state;
 mod summaries;
 pub mod tool_calls;
@@ -30,7 +31,6 @@ pub mod tools;
 pub mod trace;
 pub mod transcript;
 pub mod voice;
-mod writer;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,30 +1,22 @@
-//! The reading half of a session's WebSocket: every frame the client sends passes here
-//! first. It enforces the idle timeout, the message size limit, the message rate (token
-//! bucket) and, for voice, the audio byte rate; it checks audio frames (raw samples in
+//! What a session's WebSocket reads: every frame the client sends passes here first
+//! ([`super::socket`] reads them). It enforces the message size limit, the message rate
+//! (token bucket) and, for voice, the audio byte rate; it checks audio frames (raw samples in
 //! binary frames or base64 in `bidi_audio_input`, in the format `session_start.audio`
-//! chose), converts them to the voice model's 16 kHz PCM16, and decodes JSON messages. A bad frame
-//! gets a recoverable `bidi_error` and reading goes on; a broken limit sends the close
-//! with its own code, and the rest of the client's frames are read and dropped until it
-//! acknowledges the close, so the TCP connection is not reset under frames the client
-//! already sent (which would lose the close frame).
+//! chose), converts them to the voice model's 16 kHz PCM16, and decodes JSON messages. A bad
+//! frame gets a recoverable `bidi_error` ([`Verdict::Tell`]) and reading goes on; a broken
+//! limit is [`Verdict::Fatal`]: the socket closes with its own code.
 
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{Message, WebSocket};
 use bytes::Bytes;
-use futures_util::StreamExt;
-use futures_util::stream::SplitStream;
 use switchboard_serve::TokenBucket;
+use switchboard_serve::frames::{self, Message};
 use tokio::sync::mpsc;
 
 use super::metrics::Metrics;
 use super::voice::{AudioGate, Gate, audio};
-use super::writer::Out;
 use switchboard_core::audio::{Decoder, Format, negotiate};
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, close_code, decode_client};
-
-/// How long to read (and drop) frames after a close, waiting for the client's answer.
-pub const CLOSE_DRAIN: Duration = Duration::from_secs(2);
 
 /// The limits the reader holds a client to (the server's, [`super::ServerConfig`]).
 #[derive(Debug, Clone, Copy)]
@@ -48,62 +40,23 @@ pub struct AudioIn {
     pub gate: AudioGate,
 }
 
-/// Reads frames until the client closes, goes away or breaks a limit.
-pub async fn read_loop(
-    stream: SplitStream<WebSocket>,
-    in_tx: mpsc::Sender<ClientMessage>,
-    audio_in: AudioIn,
-    out_tx: mpsc::Sender<Out>,
-    limits: ReadLimits,
-    metrics: Metrics,
-) {
-    let mut reader = Reader {
-        in_tx,
-        audio_in,
-        out_tx,
-        bucket: TokenBucket::new(limits.rate_per_second, limits.rate_burst),
-        audio_bucket: audio::AudioBucket::default(),
-        limits,
-        metrics,
-        started: false,
-        decoder: Decoder::new(Format::MODEL_INPUT),
-    };
-    let mut stream = stream;
-    loop {
-        let frame = match tokio::time::timeout(limits.idle_timeout, stream.next()).await {
-            Err(_) => {
-                let reason = format!("no message for {} s; the session was closed", limits.idle_timeout.as_secs());
-                Verdict::Fatal(close_code::IDLE_TIMEOUT, reason, "idle_timeout")
-            }
-            Ok(None) => Verdict::Stop,
-            Ok(Some(Err(error))) => reader.read_error(&error),
-            Ok(Some(Ok(frame))) => reader.frame(frame).await,
-        };
-        match frame {
-            Verdict::Next => {}
-            Verdict::Stop => return,
-            Verdict::Fatal(code, reason, kind) => {
-                reader.fatal(code, reason, kind).await;
-                return drain(stream).await;
-            }
-        }
-    }
-}
-
 /// What to do after a frame.
-enum Verdict {
+#[derive(Debug)]
+pub(super) enum Verdict {
     /// Read the next one.
     Next,
+    /// Tell the client this (a recoverable error about its frame), and read the next one.
+    Tell(ServerMessage),
     /// Stop reading: the client closed or went away, or the session is gone.
     Stop,
     /// Close with this code and reason (and metric kind), then drain.
     Fatal(u16, String, &'static str),
 }
 
-struct Reader {
+/// The client's side of a session: its frames, checked, to the session.
+pub(super) struct Reader {
     in_tx: mpsc::Sender<ClientMessage>,
     audio_in: AudioIn,
-    out_tx: mpsc::Sender<Out>,
     bucket: TokenBucket,
     audio_bucket: audio::AudioBucket,
     limits: ReadLimits,
@@ -116,6 +69,36 @@ struct Reader {
 }
 
 impl Reader {
+    /// A reader passing what it reads to `in_tx` (messages) and `audio_in` (audio).
+    pub(super) fn new(
+        in_tx: mpsc::Sender<ClientMessage>,
+        audio_in: AudioIn,
+        limits: ReadLimits,
+        metrics: Metrics,
+    ) -> Self {
+        Self {
+            in_tx,
+            audio_in,
+            bucket: TokenBucket::new(limits.rate_per_second, limits.rate_burst),
+            audio_bucket: audio::AudioBucket::default(),
+            limits,
+            metrics,
+            started: false,
+            decoder: Decoder::new(Format::MODEL_INPUT),
+        }
+    }
+
+    /// No client message for this long closes the session.
+    pub(super) fn idle_timeout(&self) -> Duration {
+        self.limits.idle_timeout
+    }
+
+    /// The close for a client that sent nothing for [`Reader::idle_timeout`].
+    pub(super) fn idle(&self) -> Verdict {
+        let reason = format!("no message for {} s; the session was closed", self.limits.idle_timeout.as_secs());
+        Verdict::Fatal(close_code::IDLE_TIMEOUT, reason, "idle_timeout")
+    }
+
     /// A message over the configured limit ends the session with 1009; the first may be a
     /// signed `session_start` up to [`switchboard_core::grant::MAX_START_BYTES`] (the
     /// socket refuses anything larger).
@@ -135,16 +118,18 @@ impl Reader {
         })
     }
 
-    /// A frame that could not be read: too big (its own close code), or the connection broke.
-    fn read_error(&self, error: &axum::Error) -> Verdict {
-        if switchboard_serve::ws::oversized(error) {
+    /// A frame that could not be read: too big (its own close code), or the connection broke
+    /// (a frame that broke the protocol was already answered with its close, 1002 or 1007).
+    pub(super) fn read_error(&self, error: &frames::Error) -> Verdict {
+        if matches!(error, frames::Error::TooLong { .. }) {
             let reason = format!("a message exceeded the limit of {} bytes", self.limits.max_message_bytes);
             return Verdict::Fatal(close_code::TOO_BIG, reason, "message_too_big");
         }
         Verdict::Stop
     }
 
-    async fn frame(&mut self, frame: Message) -> Verdict {
+    /// What to do with the client's next frame.
+    pub(super) fn frame(&mut self, frame: Message) -> Verdict {
         if let Some(verdict) = self.over_limit(&frame) {
             return verdict;
         }
@@ -166,32 +151,32 @@ impl Reader {
             _ => None,
         };
         if let Some(checked) = audio_frame {
-            return self.audio(checked).await;
+            return self.audio(checked);
         }
         match frame {
-            Message::Text(text) => self.text(text.as_str()).await,
+            Message::Text(text) => self.text(text.as_str()),
             Message::Binary(_) => {
                 let error = ServerMessage::error(
                     ErrorCode::UnsupportedFrame,
                     "binary frames carry audio; text sessions take JSON text frames",
                     true,
                 );
-                self.tell(error).await
+                Verdict::Tell(error)
             }
             Message::Close(_) => Verdict::Stop,
-            Message::Ping(_) | Message::Pong(_) => Verdict::Next,
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => Verdict::Next,
         }
     }
 
     /// A checked audio frame: converted to the model's format, to the voice session, within
     /// the audio byte rate.
-    async fn audio(&mut self, checked: Result<Bytes, audio::AudioError>) -> Verdict {
+    fn audio(&mut self, checked: Result<Bytes, audio::AudioError>) -> Verdict {
         let pcm = match checked {
             Ok(frame) if self.decoder.is_passthrough() => frame,
             Ok(frame) => Bytes::from(self.decoder.decode(&frame)),
             Err(error) => {
                 self.count(error.code().metric_label());
-                return self.tell(ServerMessage::error(error.code(), error.to_string(), true)).await;
+                return Verdict::Tell(ServerMessage::error(error.code(), error.to_string(), true));
             }
         };
         if pcm.is_empty() {
@@ -214,7 +199,7 @@ impl Reader {
     }
 
     /// A JSON message: within the message rate, decoded, to the session.
-    async fn text(&mut self, text: &str) -> Verdict {
+    fn text(&mut self, text: &str) -> Verdict {
         let config = &self.limits;
         if !self.bucket.take(Instant::now()) {
             let reason = format!(
@@ -240,7 +225,7 @@ impl Reader {
             }
             Err(error) => {
                 self.count(error.code().metric_label());
-                self.tell(ServerMessage::error(error.code(), error.to_string(), true)).await
+                Verdict::Tell(ServerMessage::error(error.code(), error.to_string(), true))
             }
         }
     }
@@ -255,38 +240,14 @@ impl Reader {
         }
     }
 
-    /// Tells the client about its frame; once the writer is gone (the client left, or was
-    /// closed for not reading), reading stops too, so the session ends.
-    async fn tell(&self, message: ServerMessage) -> Verdict {
-        match self.out_tx.send(Out::Message(message)).await {
-            Ok(()) => Verdict::Next,
-            Err(_) => Verdict::Stop,
-        }
-    }
-
     fn count(&self, kind: &str) {
         self.metrics.errors.with_label_values(&["", kind]).inc();
     }
 
-    /// Counts the problem and sends the close, then ends the session's input (in that
-    /// order: the close must be queued before the session sees its client gone and
-    /// queues its own).
-    async fn fatal(self, code: u16, reason: String, kind: &'static str) {
+    /// Counts a broken limit; the socket then closes, and the reader (and with it the
+    /// session's input) is dropped after the close is queued, so the session sees its
+    /// client gone only once the close is on its way.
+    pub(super) fn fatal(&self, kind: &'static str) {
         self.count(kind);
-        let _ = self.out_tx.send(Out::Close(code, reason)).await;
-        drop(self.in_tx);
     }
-}
-
-/// Reads and drops frames until the client acknowledges the close, for at most
-/// [`CLOSE_DRAIN`].
-async fn drain(mut stream: SplitStream<WebSocket>) {
-    let _ = tokio::time::timeout(CLOSE_DRAIN, async {
-        while let Some(Ok(frame)) = stream.next().await {
-            if matches!(frame, Message::Close(_)) {
-                break;
-            }
-        }
-    })
-    .await;
 }

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::ws::{CloseFrame, Message, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -33,7 +32,10 @@ use tokio::net::TcpListener;
 pub use super::state::{AppState, CONNECTION_HEADROOM, Directory, ServerConfig};
 
 pub use switchboard_serve::ServeError;
-use switchboard_serve::ws::WS_READ_BUFFER;
+use switchboard_serve::frames::{self, CloseFrame, Message, Upgrade, Utf8Bytes};
+
+/// How long a refused client's socket is kept to send it why.
+const REFUSAL_LINGER: Duration = Duration::from_secs(2);
 
 /// The router of a runtime server.
 pub fn router(state: Arc<AppState>) -> Router {
@@ -54,11 +56,12 @@ async fn session(
     State(state): State<Arc<AppState>>,
     Query(query): Query<SessionQuery>,
     headers: axum::http::HeaderMap,
-    upgrade: WebSocketUpgrade,
+    upgrade: Upgrade,
 ) -> Response {
     // The socket's limit lets the first message be a signed session_start as large as a
     // gateway may send; the reader holds every later message to the configured limit.
     let limit = state.config.max_message_bytes.max(switchboard_core::grant::MAX_START_BYTES);
+    let limits = frames::Limits { max_message: limit, max_frame: limit };
     let tracker = state.tracker.clone();
     // Connections still opening are capped before the upgrade: past the cap a flood costs
     // an HTTP answer, not a WebSocket each.
@@ -72,23 +75,26 @@ async fn session(
     };
     if let Some(origin) = foreign_origin(&headers, &state.config.allowed_origins) {
         state.shared.metrics.errors.with_label_values(&["", "origin"]).inc();
-        return upgrade.on_upgrade(move |mut socket| async move {
+        return upgrade.on_upgrade(limits, move |mut socket| async move {
             let _opening = opening;
             let message = format!(
                 "pages from {origin} may not open sessions here; start the server with --allowed-origin {origin} to allow it"
             );
             let error = ServerMessage::error(ErrorCode::Origin, message, false);
-            let _ = socket.send(Message::text(error.to_json())).await;
-            let close = CloseFrame { code: close_code::ORIGIN_NOT_ALLOWED, reason: "origin not allowed".into() };
-            let _ = socket.send(Message::Close(Some(close))).await;
+            let _ = socket.feed(Message::text(error.to_json()));
+            let reason = Utf8Bytes::from_static("origin not allowed");
+            let close = CloseFrame { code: close_code::ORIGIN_NOT_ALLOWED.into(), reason };
+            if let Ok(Ok(())) = tokio::time::timeout(REFUSAL_LINGER, socket.close(Some(close))).await {
+                // Read what the client already sent until its close: dropped unread, the
+                // socket is reset and the reset can overtake the close frame.
+                socket.linger(REFUSAL_LINGER).await;
+            }
         });
     }
     // The session slot is taken only after the grant check (`connection`).
-    upgrade.max_message_size(limit).max_frame_size(limit).read_buffer_size(WS_READ_BUFFER).on_upgrade(
-        move |socket| async move {
-            tracker.track_future(super::connection::serve(socket, state, query.agent, opening)).await;
-        },
-    )
+    upgrade.on_upgrade(limits, move |socket| async move {
+        tracker.track_future(super::connection::serve(socket, state, query.agent, opening)).await;
+    })
 }
 
 /// The request's `Origin`, when it is a browser page's from another site: not the server's

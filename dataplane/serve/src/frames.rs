@@ -34,11 +34,11 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio_tungstenite::tungstenite::Utf8Bytes;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 pub use tokio_tungstenite::tungstenite::Message;
+/// A close frame and a text payload, as [`Message`] carries them.
+pub use tokio_tungstenite::tungstenite::{Utf8Bytes, protocol::CloseFrame};
 
 mod handshake;
 #[cfg(test)]

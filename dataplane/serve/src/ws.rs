@@ -1,29 +1,11 @@
-//! WebSocket limits and sends with a deadline.
+//! Sends with a deadline, for WebSocket peers that may stop reading.
 
 use std::future::Future;
 use std::time::Duration;
 
-/// The WebSocket read buffer of a connection (client, gateway and runtime side).
-/// tungstenite's default (128 KiB) is zero-filled before every socket read — a 128 KiB
-/// memset per frame — and stays resident per connection; messages are small and still grow
-/// it as needed. Measured (`benches/gateway.rs`): 262 KiB of gateway memory per idle
-/// session with the default.
-pub const WS_READ_BUFFER: usize = 8 * 1024;
-
 /// How long a peer may leave a message unread before it counts as gone (a client that
 /// stopped reading, a runtime that hangs).
 pub const SLOW_PEER: Duration = Duration::from_secs(5);
-
-/// Whether a WebSocket read failed because a message or frame exceeded the size limit,
-/// by the error's type (tungstenite's capacity error, which axum wraps).
-pub fn oversized(error: &axum::Error) -> bool {
-    use std::error::Error as _;
-    use tokio_tungstenite::tungstenite::error::{CapacityError, Error};
-    matches!(
-        error.source().and_then(|e| e.downcast_ref::<Error>()),
-        Some(Error::Capacity(CapacityError::MessageTooLong { .. }))
-    )
-}
 
 /// `send` (a send into a socket or a channel), given `deadline` to complete; `Err` when
 /// it did not. Most sends complete at once (there is room): only one that waits gets a

@@ -5,12 +5,12 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use axum::extract::ws::WebSocketUpgrade;
 use axum::routing::get;
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
+use crate::frames::{self, Upgrade};
 
 /// The most a test waits for the server to close a connection: generous, as the machine
 /// may be busy; the timeouts under test are a fraction of it.
@@ -28,8 +28,9 @@ async fn start(limits: Limits) -> Running {
     let addr = listener.local_addr().expect("addr");
     let app = Router::new().route("/", get(|| async { "ok" })).route(
         "/ws",
-        get(|upgrade: WebSocketUpgrade| async move {
-            upgrade.on_upgrade(|mut socket| async move { while let Some(Ok(_)) = socket.next().await {} })
+        get(|upgrade: Upgrade| async move {
+            let limits = frames::Limits { max_message: 1 << 16, max_frame: 1 << 16 };
+            upgrade.on_upgrade(limits, |mut socket| async move { while let Some(Ok(_)) = socket.next().await {} })
         }),
     );
     let stop = CancellationToken::new();
