@@ -144,7 +144,7 @@ pub fn session_start(agent: &str, law: Law) -> SessionStart {
 
 /// Opens the call's session (see the module docs), within `config.open_timeout`, vouching
 /// for `phone` (the caller's number from a trunk, the number dialled) in the
-/// [`PHONE_HEADER`](switchboard_core::phone::PHONE_HEADER) header: the gateway takes it from
+/// [`PHONE_HEADER`] header: the gateway takes it from
 /// the edge's credential only ([`switchboard_core::phone`]).
 pub async fn open(config: &GatewayConfig, agent: &str, law: Law, phone: &PhoneCall) -> Result<Session, Refused> {
     let header = (!phone.is_empty()).then(|| (PHONE_HEADER, phone.to_header()));
