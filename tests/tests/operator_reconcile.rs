@@ -128,7 +128,9 @@ async fn banking_examples_become_children_with_owners_and_accepted_statuses() {
     .expect("routing table");
     let triage_route = table.route(&ns.name, "triage").expect("triage route");
     assert_eq!(triage_route.service, format!("triage.{}.svc", ns.name));
-    assert_eq!(triage_route.handoffs, ["idv"]);
+    // idv for callers who must prove who they are; banking for a customer the bank app
+    // vouches for (spec.appContext.identity).
+    assert_eq!(triage_route.handoffs, ["idv", "banking"]);
 
     let (ok, out) = ns.kubectl(&["get", "agents"]).expect("kubectl");
     assert!(ok, "{out}");
