@@ -21,6 +21,9 @@
 #   AB_WINDOW_S   [20]     measured seconds per run (after 3 s of settling)
 #   AB_THRESHOLD  [10]     percent above the baseline that fails
 #   AB_BASE_BIN, AB_HEAD_BIN   already built `switchboard` binaries: skip that build
+#   AB_BASE_EXAMPLES  [the baseline's own examples/banking]  the Example Bank folder the
+#                          baseline runs with (a baseline older than this tree's examples
+#                          may not know their newer fields); with AB_BASE_BIN, this tree's
 #   AB_BENCH_EXE  [unset]  an already built `voice_density` bench executable: skip its build
 #   AB_KEEP       [unset]  a folder to copy both binaries into (base/, head/)
 #   CARGO_TARGET_DIR       shared by both builds, one after the other (their third-party
@@ -30,7 +33,7 @@
 # compared here, never figures of another hour.
 set -euo pipefail
 
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [[ $# -eq 1 && $1 != -h && $1 != --help ]] || usage
 
 root=$(git rev-parse --show-toplevel)
@@ -88,7 +91,9 @@ else
     echo "== baseline $(git -C "$root" rev-parse --short "$rev"), profile $profile" >&2
     git -C "$root" worktree add --detach "$base_src" "$rev" >/dev/null
     cp "$(build "$base_src/dataplane" | tail -n1)" "$work/base/switchboard"
+    base_examples=${AB_BASE_EXAMPLES:-$base_src/examples/banking}
 fi
+base_examples=${base_examples:-${AB_BASE_EXAMPLES:-$root/examples/banking}}
 if [[ -n ${AB_KEEP:-} ]]; then
     mkdir -p "$AB_KEEP/base" "$AB_KEEP/head"
     cp "$work/base/switchboard" "$AB_KEEP/base/"
@@ -99,7 +104,9 @@ fi
 run() {
     local side=$1 load out row rss
     load=$(cut -d' ' -f1-3 /proc/loadavg)
-    out=$(BENCH_BIN="$work/$side/switchboard" BENCH_STEPS=$sessions BENCH_WINDOW_S=$window \
+    local examples=$root/examples/banking
+    [[ $side == base ]] && examples=$base_examples
+    out=$(BENCH_BIN="$work/$side/switchboard" BENCH_EXAMPLES=$examples BENCH_STEPS=$sessions BENCH_WINDOW_S=$window \
         "$work/voice_density" --bench 2>&1) || { echo "$out" >&2; return 1; }
     rss=$(sed -n 's/^runtime RSS before any session: \([0-9]*\) KiB$/\1/p' <<<"$out")
     # sessions jit-p50 jit-p99 late-p99 rt-CPU% rt-%/sess rt-cs/call-min ... errors

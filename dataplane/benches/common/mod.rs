@@ -4,7 +4,7 @@
 //! own from /proc, each with `BENCH_WORKERS` async worker threads (default 1, as the
 //! operator sizes a pod with the default CPU request); WebSocket sessions that ask for
 //! audio; percentiles. `BENCH_BIN` names another `switchboard` binary to run instead of
-//! this build's (e.g. an older build).
+//! this build's (e.g. an older build), and `BENCH_EXAMPLES` the Example Bank folder it runs with.
 
 #![allow(dead_code)]
 
@@ -272,7 +272,11 @@ fn spawn_runtime(
     max_sessions: u32,
     env: &[(&str, &str)],
 ) -> (Child, String) {
-    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
+    // A baseline binary (`BENCH_BIN`, benchmarks/ab.sh) may predate this tree's examples:
+    // it runs with its own tree's (`BENCH_EXAMPLES`, the banking folder).
+    let examples = std::env::var_os("BENCH_EXAMPLES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking"));
     let catalog = Catalog::load_paths(&[examples]).expect("examples load");
     let resource = catalog.agents().find(|a| a.metadata.name.as_deref() == Some(agent)).expect("the agent");
     let mut spec = catalog.resolve_agent(resource).expect("resolves");
