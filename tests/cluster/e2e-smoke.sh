@@ -242,7 +242,8 @@ CFG
   "$BIN/baresip" -f "$PHONE_DIR" -e "/dial sip:$TRIAGE_NUMBER@$NODE_IP:$SIP_PORT;transport=udp" -t "$1" \
     </dev/null >"$PHONE_DIR/baresip.log" 2>&1 &
   local phone_pid=$! deadline=$((SECONDS + $1))
-  until grep -q "terminated\|session closed" "$PHONE_DIR/baresip.log"; do
+  # -s: the background job may not have opened its log yet.
+  until grep -qs "terminated\|session closed" "$PHONE_DIR/baresip.log"; do
     [ "$SECONDS" -lt "$deadline" ] && kill -0 "$phone_pid" 2>/dev/null || break
     sleep 0.5
   done
