@@ -63,7 +63,7 @@ forbid() { # package, forbidden dependency, [cargo tree flags...]
     exit 1
   fi
 }
-for pkg in switchboard-crds switchboard-protocol switchboard-core switchboard-webrtc switchboard-sip; do
+for pkg in switchboard-crds switchboard-protocol switchboard-audio switchboard-core switchboard-webrtc switchboard-sip; do
   for dep in tokio hyper aws-sdk-bedrockruntime; do forbid "$pkg" "$dep"; done
 done
 forbid switchboard-dataplane switchboard-sim --no-default-features

@@ -27,7 +27,8 @@
 
 pub mod agent;
 pub mod assertion;
-pub mod audio;
+/// Audio formats and conversions (their own crate, `switchboard-audio`), under the path they always had.
+pub use switchboard_audio as audio;
 pub mod authority;
 pub mod consent;
 pub mod context;

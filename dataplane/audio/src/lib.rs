@@ -9,8 +9,8 @@ pub mod g711;
 pub mod noise;
 pub mod resample;
 
-use crate::protocol::{AudioFormat, AudioSettings};
 use resample::Resampler;
+use switchboard_protocol::{AudioFormat, AudioSettings};
 
 /// The voice model's input: 16 kHz PCM16.
 pub const MODEL_INPUT_RATE: u32 = 16_000;

@@ -101,7 +101,7 @@ fn thread_cpu() -> Option<std::time::Duration> {
 /// frame anyway), alternated three times; CPU time of this thread, and wall time. Run with
 /// `--release`.
 #[test]
-#[ignore = "a benchmark: cargo test -p switchboard-core --release --lib -- --ignored --nocapture noise_cost"]
+#[ignore = "a benchmark: cargo test -p switchboard-audio --release --lib -- --ignored --nocapture noise_cost"]
 fn noise_cost() {
     let mut audio = Vec::new();
     for second in 0..60 {
