@@ -20,8 +20,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{DecodingKey, Validation};
-use switchboard_core::protocol::{ErrorCode, close_code};
 use switchboard_crds::agent::{AppContext, is_memory_key};
+use switchboard_protocol::{ErrorCode, close_code};
 
 use super::jwt::JwksError;
 

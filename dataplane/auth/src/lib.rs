@@ -25,12 +25,13 @@ use std::time::Instant;
 
 use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
-use switchboard_core::protocol::{ErrorCode, close_code};
+use switchboard_protocol::{ErrorCode, close_code};
 
 mod app_context;
 mod calls;
 mod jwt;
 pub mod keys;
+mod origin;
 mod records;
 mod scope;
 pub use app_context::{AppClaims, AppContextError, AppContextKeys, MAX_LIFETIME_SECS, MAX_TOKEN_BYTES, Taken};

@@ -10,7 +10,7 @@
 use axum::http::HeaderMap;
 
 /// Whether `origin` is this server's own page: `http(s)://` + the request's `Host`, and
-/// that host an IP address or `localhost` (see [`crate::auth::Auth::with_own_page`]).
+/// that host an IP address or `localhost` (see [`crate::Auth::with_own_page`]).
 pub(crate) fn own_page(origin: &str, headers: &HeaderMap) -> bool {
     let Some(host) = host(headers) else { return false };
     let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {

@@ -10,7 +10,8 @@
 //! client channels (the WebRTC edge) plug in through [`channels`] without this crate
 //! knowing them.
 
-pub mod auth;
+/// Who may open a session (its own crate, `switchboard-auth`), under the path it always had.
+pub use switchboard_auth as auth;
 pub mod balancer;
 pub mod budget;
 pub mod calls;
@@ -18,7 +19,6 @@ pub mod capacity;
 pub mod channels;
 pub mod directory;
 pub mod metrics;
-mod origin;
 pub mod outage;
 mod phone;
 pub mod publish;
