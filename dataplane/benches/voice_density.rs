@@ -140,11 +140,12 @@ default: { text: "Your account is in good standing. Your last three payments wen
     let stack = Stack::start(script, "idv", (max + 50) as u32).await;
     let ticks_per_second = 100.0;
     println!(
-        "switchboard runtime (release) pid {}, simulator pid {}, bench pid {}; {} s per step; 2 cores shared by all three",
+        "switchboard runtime (release) pid {}, simulator pid {}, bench pid {}; {} s per step; {} cores shared by all three",
         stack.runtime_pid,
         stack.sim_pid,
         std::process::id(),
-        window.as_secs()
+        window.as_secs(),
+        std::thread::available_parallelism().map_or(0, usize::from)
     );
     println!(
         "{:>8} {:>10} {:>10} {:>10} {:>9} {:>11} {:>14} {:>12} {:>9} {:>9} {:>8} {:>12} {:>7}",
