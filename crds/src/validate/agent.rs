@@ -5,12 +5,12 @@ use std::collections::BTreeSet;
 use super::{Problem, Reason, duplicates, is_dns_label, summarize};
 use crate::agent::{
     AgentSpec, CREDENTIAL_HEADERS, ClientTool, ConfigMaps, ContextSource, Provider, ToolSpec, check_sonic_voice,
-    glob_match, is_pattern, is_valid_pattern, sonic_model,
+    is_valid_pattern, sonic_model,
 };
 use crate::persona::PersonaSpec;
 use crate::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, transfer_tool_name};
 use crate::validate::{validate_persona, validate_workflow};
-use crate::workflow::{NodeKind, WorkflowSpec};
+use crate::workflow::WorkflowSpec;
 
 /// What an Agent references, as found by the caller (a cluster cache or a folder of files).
 #[derive(Clone, Copy)]
@@ -69,7 +69,7 @@ pub fn validate_agent(name: &str, namespace: &str, spec: &AgentSpec, refs: Refer
     super::variant::check_fields(spec, &mut problems);
     check_handoffs(name, namespace, spec, refs, &mut problems);
     if let Some(workflow) = refs.workflow {
-        check_workflow_fits(spec, workflow, &mut problems);
+        super::fits::check_workflow_fits(spec, workflow, &mut problems);
     }
     check_scaling_and_model(spec, &mut problems);
     super::model::check_model(spec, refs.persona, &mut problems);
@@ -350,53 +350,6 @@ fn check_handoffs(name: &str, namespace: &str, spec: &AgentSpec, refs: Reference
                     h.agent
                 ),
             ));
-        }
-    }
-}
-
-/// The Workflow may only use tools and handoff targets the Agent defines.
-pub(super) fn check_workflow_fits(spec: &AgentSpec, workflow: &WorkflowSpec, problems: &mut Vec<Problem>) {
-    let tools: BTreeSet<&str> = spec.tools.iter().map(|t| t.name.as_str()).collect();
-    let targets: BTreeSet<&str> = spec.handoffs.iter().map(|h| h.agent.as_str()).collect();
-    let wf = &spec.workflow_ref.name;
-    let unknown_tool = |node: &str, tool: &str| {
-        Problem::new(
-            Reason::UnknownTool,
-            "spec.tools",
-            format!(
-                "workflow {wf:?} node {node:?} uses tool {tool:?}, which this agent does not define; add it to spec.tools or remove it from the node"
-            ),
-        )
-    };
-    for node in &workflow.nodes {
-        for tool in &node.tools {
-            let known = if is_pattern(tool) {
-                tools.iter().any(|t| glob_match(tool, t))
-            } else {
-                tools.contains(tool.as_str())
-            };
-            if !known {
-                problems.push(unknown_tool(&node.id, tool));
-            }
-        }
-        if let (NodeKind::Handoff, Some(target)) = (node.kind, &node.handoff_to)
-            && !targets.contains(target.as_str())
-        {
-            problems.push(Problem::new(
-                Reason::HandoffTargetNotFound,
-                "spec.handoffs",
-                format!(
-                    "workflow {wf:?} node {:?} hands off to {target:?}, which is not among this agent's spec.handoffs",
-                    node.id
-                ),
-            ));
-        }
-    }
-    for edge in &workflow.edges {
-        for tool in edge.when.iter().flat_map(|w| w.tools()) {
-            if !tools.contains(tool) {
-                problems.push(unknown_tool(&format!("{} -> {}", edge.from, edge.to), tool));
-            }
         }
     }
 }

@@ -8,6 +8,7 @@
 
 mod agent;
 mod authority;
+mod fits;
 mod knowledge;
 mod model;
 mod persona;

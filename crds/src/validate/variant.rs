@@ -131,7 +131,7 @@ pub fn check_variants(namespace: &str, spec: &AgentSpec, refs: &VariantRefs) -> 
                     problems.extend(found);
                     let mut with = spec.clone();
                     with.workflow_ref = workflow.clone();
-                    super::agent::check_workflow_fits(&with, w, &mut problems);
+                    super::fits::check_workflow_fits(&with, w, &mut problems);
                 }
             }
         }
