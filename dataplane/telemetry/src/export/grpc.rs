@@ -14,7 +14,7 @@ use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
 use super::{ExportThread, read_pem};
-use crate::traces::{StartError, TraceSettings};
+use crate::traces::settings::{StartError, TraceSettings};
 
 /// The tonic exporter, run on the export thread.
 #[derive(Debug)]
