@@ -19,8 +19,6 @@
 //! Spans go through a batch processor to an exporter whose HTTP requests run on a thread of
 //! their own, so exporting never takes a worker thread from sessions.
 
-use std::time::Duration;
-
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
@@ -117,6 +115,8 @@ fn resource(service: &str) -> Resource {
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
+
+    use std::time::Duration;
 
     use super::settings::DEFAULT_TIMEOUT;
     use super::*;
