@@ -13,7 +13,8 @@
 //! agent is voice or hybrid, and this runtime has a voice model for it.
 //!
 //! A Persona with `speakFirst` opens a new session by saying its greeting, and greets a caller
-//! transferred to it before it answers their request ([`greeting`]).
+//! transferred to it before it answers their request ([`greeting`]); a workflow node's
+//! `say` line is said on entering the node (`lines`).
 //!
 //! Audio formats (`session_start.audio`): the reader converts the caller's audio to the
 //! model's, the [`relay`] the reply audio to the client's; formats not offered get a
@@ -27,6 +28,7 @@ pub mod filler;
 mod gate;
 pub mod greeting;
 mod languages;
+mod lines;
 mod model;
 pub mod relay;
 mod turns;
@@ -106,6 +108,7 @@ pub async fn drive(
         turns: turns::Turns::new(&agent.core.spec().persona.spec.turn_taking, Instant::now()),
         summaries: Summaries::default(),
         languages: switchboard_core::language::Languages::new(&agent.core.spec().persona.spec),
+        lines: lines::Lines::default(),
     };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
     let exit = voice.run(session, opening, formats.refused, &mut inputs).await;
@@ -151,6 +154,8 @@ struct Voice<'a> {
     turns: turns::Turns,
     /// The languages the Persona speaks and the one the call is in (`None`: only its own).
     languages: Option<switchboard_core::language::Languages>,
+    /// Workflow nodes' lines, due or being said.
+    lines: lines::Lines,
 }
 
 impl Voice<'_> {
@@ -248,6 +253,7 @@ impl Voice<'_> {
         }
         self.heard(&message);
         self.turns.state(&message, self.audio_on, Instant::now());
+        self.lines.sent(&message, &self.agent.core.spec().workflow.spec);
         match self.outbound.try_send(message) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(Exit::ClientGone),
@@ -366,6 +372,7 @@ impl Voice<'_> {
                 self.count_interruption("taken");
             }
             self.turns.observe(&input, Instant::now());
+            self.lines.heard(&input);
             if matches!(&input, Input::Voice(VoiceInput::UserFinal(text)) if filler::is_instruction(text)) {
                 continue;
             }
@@ -388,7 +395,7 @@ impl Voice<'_> {
                 return Some(exit);
             }
         }
-        None
+        self.line_ended(session).await
     }
 
     /// Performs `effects`; returns how the session ended if it did. A state change that
@@ -449,7 +456,10 @@ impl Voice<'_> {
             }
         }
         self.relay.set_muted(session.output_muted());
-        exit
+        if exit.is_some() {
+            return exit;
+        }
+        self.say_line(session).await
     }
 
     /// What the [`Performer`] borrows of this driver.
