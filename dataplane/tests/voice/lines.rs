@@ -4,13 +4,14 @@
 //! opens with a disclosure marked `uninterruptible`: the model moves there
 //! (`workflow_goto`), answers, then says the disclosure; the caller talking over it does not
 //! cut it, and the transcript says it was played whole. A reply after it is interrupted as
-//! before.
+//! before. The step taken is told to the live stream and counted
+//! (`switchboard_voice_state_notices_total`).
 
 use std::time::Duration;
 
 use switchboard_core::protocol::{ServerMessage, TranscriptRole};
 
-use crate::common::{self, Call, Encoding, audio_bytes, finals, is_final_reply, summary};
+use crate::common::{self, Call, Encoding, audio_bytes, finals, is_final_reply, metric_sum, summary};
 
 /// The disclosure: about three seconds of speech at 30 ms a character.
 const DISCLOSURE: &str =
@@ -88,6 +89,16 @@ async fn a_disclosure_on_entering_a_step_is_played_whole_and_a_later_reply_can_b
     let answer = stopped.iter().position(|m| is_final_reply(m, "Sure."));
     assert!(cut.is_some() && cut < answer, "interrupted, then answered: {:#?}", summary(&stopped));
     call.hang_up().await;
+
+    // The move to `route` was told to the live stream, and counted as the stream took it.
+    let told = running.sim.sonic_stats().notices.len();
+    let counted = metric_sum(
+        &common::metrics(running.addr).await,
+        "switchboard_voice_state_notices_total",
+        &[("agent", "triage")],
+    );
+    assert!(told >= 1, "the step taken was told to the live stream");
+    assert_eq!(counted, told as f64, "every notice the stream took is counted");
 
     // The transcript says the line was played whole (the writer is a background task).
     let mut lines = Vec::new();

@@ -442,6 +442,7 @@ impl Voice<'_> {
                     if self.stream.tell(notice).await.is_err() {
                         return Some(Exit::Closed("the voice model session ended".into()));
                     }
+                    self.shared.metrics.state_notices.with_label_values(&[self.agent.core.name()]).inc();
                 }
                 Medium::Cancel => {
                     self.tools.cancel();
