@@ -86,6 +86,34 @@ pub struct WorkflowNode {
     /// handed it over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff_to: Option<String>,
+
+    /// A line the agent says aloud, word for word, each time the session moves into this
+    /// node (a legal disclosure, a notice before a payment), once the reply under way is
+    /// over. Sessions with audio only (voice, or hybrid with `audio`); the session's start
+    /// in the entry node is greeted by the Persona's `greeting` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub say: Option<NodeLine>,
+}
+
+/// Longest [`NodeLine::text`], in characters: about half a minute of speech.
+pub const MAX_NODE_LINE_CHARS: usize = 512;
+
+/// A line the agent says on entering a workflow node.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[x_kube(validation = Rule::new("size(self.text.trim()) > 0").message("say.text must say something"))]
+#[x_kube(validation = Rule::new("!self.text.contains('\"')").message("say.text must not contain a double quote (the line is quoted to the voice model); use single quotes"))]
+#[serde(rename_all = "camelCase")]
+pub struct NodeLine {
+    /// The words, as the agent is to say them (at most 512 characters, no double quotes).
+    #[schemars(length(min = 1, max = 512))]
+    pub text: String,
+
+    /// Whether the line is played whole: while it is spoken the caller's audio does not
+    /// reach the model (as for the Persona's `turnTaking.uninterruptibleGreeting`), so
+    /// talking over it does not cut it; the speech is counted as an interruption ignored.
+    /// Otherwise the caller may interrupt it as any reply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub uninterruptible: bool,
 }
 
 impl WorkflowNode {

@@ -189,7 +189,7 @@ fn each_agent_rule_fails_with_its_message() {
 
 #[test]
 fn each_workflow_rule_fails_with_its_message() {
-    let ok = serde_json::json!({"entry": "s", "nodes": [{"id": "s"}, {"id": "t", "kind": "tool", "tools": ["x"]}],
+    let ok = serde_json::json!({"entry": "s", "nodes": [{"id": "s", "say": {"text": "Calls are recorded.", "uninterruptible": true}}, {"id": "t", "kind": "tool", "tools": ["x"]}],
         "edges": [{"from": "s", "to": "t", "when": {"memorySet": "k"}}]});
     assert_eq!(cel(&workflow(ok)), Ok(()));
     let cases = [
@@ -205,6 +205,14 @@ fn each_workflow_rule_fails_with_its_message() {
         (
             serde_json::json!({"entry": "s", "nodes": [{"id": "s"}], "edges": [{"from": "s", "to": "s", "when": {}}]}),
             "set at least one of",
+        ),
+        (
+            serde_json::json!({"entry": "s", "nodes": [{"id": "s", "say": {"text": "  "}}]}),
+            "say.text must say something",
+        ),
+        (
+            serde_json::json!({"entry": "s", "nodes": [{"id": "s", "say": {"text": "say \"this\"", "uninterruptible": true}}]}),
+            "say.text must not contain a double quote",
         ),
     ];
     for (spec, message) in cases {

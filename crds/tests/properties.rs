@@ -8,7 +8,15 @@ use switchboard_crds::workflow::{NodeKind, WorkflowEdge, WorkflowNode, WorkflowS
 use switchboard_crds::{Agent, Persona, RuntimeSpec, Workflow, resolve};
 
 fn node(id: String, kind: NodeKind) -> WorkflowNode {
-    WorkflowNode { id, kind, instruction: String::new(), tools: vec![], deny_tools: vec![], handoff_to: None }
+    WorkflowNode {
+        id,
+        kind,
+        instruction: String::new(),
+        tools: vec![],
+        deny_tools: vec![],
+        handoff_to: None,
+        say: None,
+    }
 }
 
 fn edge(from: &str, to: &str) -> WorkflowEdge {

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{Problem, Reason, duplicates};
-use crate::workflow::{NodeKind, WorkflowSpec};
+use crate::workflow::{MAX_NODE_LINE_CHARS, NodeKind, WorkflowSpec};
 
 /// Every problem with a Workflow spec's graph.
 pub fn validate_workflow(spec: &WorkflowSpec) -> Vec<Problem> {
@@ -65,6 +65,9 @@ pub fn validate_workflow(spec: &WorkflowSpec) -> Vec<Problem> {
                 }
             }
         }
+        if let Some(line) = &node.say {
+            check_line(&mut problems, &field, &node.id, &line.text);
+        }
         for dup in duplicates(node.tools.iter().map(String::as_str)) {
             problems.push(Problem::new(
                 Reason::DuplicateName,
@@ -118,6 +121,29 @@ pub fn validate_workflow(spec: &WorkflowSpec) -> Vec<Problem> {
         }
     }
     problems
+}
+
+/// The text of node `id`'s `say` line is something to say, short, and can be quoted.
+fn check_line(problems: &mut Vec<Problem>, field: &str, id: &str, text: &str) {
+    let problem = if text.trim().is_empty() {
+        Some("is empty: write the line the agent says on entering the node, or remove `say`".to_owned())
+    } else if text.chars().count() > MAX_NODE_LINE_CHARS {
+        Some(format!(
+            "is {} characters long, more than {MAX_NODE_LINE_CHARS}; a line said on a call should be short",
+            text.chars().count()
+        ))
+    } else if text.contains('"') {
+        Some("contains a double quote (\"): the line is quoted to the voice model; use single quotes".to_owned())
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            format!("{field}.say.text"),
+            format!("node {id:?}: {problem}"),
+        ));
+    }
 }
 
 /// The ids of the nodes reachable from the entry node along edges.

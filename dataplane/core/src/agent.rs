@@ -1,25 +1,23 @@
 //! One agent, prepared for running sessions: its RuntimeSpec checked for what the core
 //! needs (missing configuration is an error here, never a crash later), tool input
-//! schemas compiled, and the tools offered at each workflow position worked out.
+//! schemas compiled, and the tools offered at each workflow position worked out
+//! (module `offer`).
 //!
 //! Tool policy: a tool may run at a workflow node when one of the node's `tools` entries
 //! (a name or a glob such as `crm_*`) matches it, none of its `denyTools` does, and the
 //! Agent's `toolPolicy.deny` does not refuse it. A tool that a skill lists is moreover held
 //! back until the model uses that skill (the built-in `use_skill` tool).
 
+mod offer;
+
 use std::collections::HashMap;
 
 use switchboard_crds::RuntimeSpec;
-use switchboard_crds::agent::{
-    BuiltinKind, MemoryPath, TRANSFER_TO_PERSON_TOOL, ToolSpec, USE_SKILL_TOOL, glob_match, is_pattern,
-};
-use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX, return_tool_name};
+use switchboard_crds::agent::{BuiltinKind, MemoryPath, ToolSpec, USE_SKILL_TOOL, glob_match, is_pattern};
+use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX};
 use switchboard_crds::workflow::NodeKind;
 
-use super::authority::{may_remember, missing_requirement};
-use super::memory::Memory;
-use super::workflow::{WorkflowState, reachable};
-use crate::model::ToolDefinition;
+use offer::Offer;
 
 /// The name of the tool that moves the workflow to another step.
 pub const GOTO_TOOL: &str = "workflow_goto";
@@ -142,18 +140,6 @@ pub struct AgentCore {
     before_keys: HashMap<String, jsonschema::Validator>,
     /// What [`AgentCore::offered_tools`] offers at each node, worked out once.
     offers: HashMap<String, Offer>,
-}
-
-/// The tools offered at one workflow node, but for the return (whose name and description
-/// depend on the session's caller).
-#[derive(Debug)]
-struct Offer {
-    /// The tools of the nodes reachable from this one, then the reachable transfers.
-    tools: Vec<ToolDefinition>,
-    /// Whether a return to the caller is offered when the session has one.
-    returns: bool,
-    /// `workflow_goto`, when the node has a choosable move.
-    goto: Option<ToolDefinition>,
 }
 
 impl AgentCore {
@@ -315,129 +301,6 @@ impl AgentCore {
     pub fn governs_return(&self) -> bool {
         self.spec.workflow.spec.nodes.iter().any(|n| n.kind == NodeKind::Handoff && n.handoff_to.is_none())
     }
-
-    /// The tools offered to the model at `state`: those of the current node and of the
-    /// nodes the model can move to without a condition (but a tool whose required memory
-    /// is not set in `memory`), the transfers and return reachable that way, and
-    /// `workflow_goto` when the current node has a choosable move.
-    pub fn offered_tools(
-        &self,
-        state: &WorkflowState,
-        return_to: Option<&str>,
-        memory: &Memory,
-    ) -> Vec<ToolDefinition> {
-        let worked_out;
-        let offer = match self.offers.get(state.node()) {
-            Some(offer) => offer,
-            None => {
-                worked_out = self.offer_at(state.node());
-                &worked_out
-            }
-        };
-        let mut offered = Vec::with_capacity(offer.tools.len() + 3);
-        offered.extend(
-            offer
-                .tools
-                .iter()
-                .filter(|d| self.tool(&d.name).is_none_or(|t| missing_requirement(t, memory).is_none()))
-                .filter(|d| self.skill_allows(state, &d.name))
-                .cloned(),
-        );
-        offered.extend(self.use_skill_tool());
-        offered.extend(crate::transfer::tool(&self.spec.telephony));
-        if let Some(caller) = return_to
-            && offer.returns
-        {
-            offered.push(return_tool(caller));
-        }
-        offered.extend(offer.goto.clone());
-        offered
-    }
-
-    /// Works out what is offered at `node`.
-    fn offer_at(&self, node: &str) -> Offer {
-        let workflow = &self.spec.workflow.spec;
-        let nodes = reachable(workflow, node);
-        let mut tools: Vec<ToolDefinition> = self
-            .spec
-            .tools
-            .iter()
-            .filter(|t| nodes.iter().any(|n| self.tool_allowed_at(n, &t.name)))
-            .map(ToolDefinition::from)
-            .collect();
-        for handoff in &self.spec.handoffs {
-            if !self.governs_transfer(&handoff.agent) || nodes.iter().any(|n| self.is_transfer_node(n, &handoff.agent))
-            {
-                tools.push(handoff_tool(&handoff.tool, &handoff.description, false));
-            }
-        }
-        Offer {
-            tools,
-            returns: !self.governs_return() || nodes.iter().any(|n| self.is_return_node(n)),
-            goto: workflow.edges.iter().any(|e| e.from == node && e.when.is_none()).then(goto_tool),
-        }
-    }
-}
-
-impl AgentCore {
-    /// Every tool the agent may use in a session that may return to `return_to`: its own
-    /// tools, its transfers, the return, and `workflow_goto` when the workflow has a
-    /// choosable move. For models whose tool list is fixed for a whole stream (Nova Sonic);
-    /// the workflow still allows or refuses each call. A tool whose required memory is
-    /// neither in `memory` nor written by one of the agent's own tools is left out (it could
-    /// never run in this stream); one whose memory may come later is offered, and refused
-    /// until then.
-    pub fn all_tools(&self, return_to: Option<&str>, memory: &Memory) -> Vec<ToolDefinition> {
-        let obtainable = |key: &str| {
-            memory.get(key).is_some_and(|v| !v.is_null())
-                || self.spec.tools.iter().any(|t| {
-                    t.remember.as_ref().is_some_and(|r| r.key == key && may_remember(t, key, &self.spec.identity_keys))
-                })
-        };
-        let mut tools: Vec<ToolDefinition> = self
-            .spec
-            .tools
-            .iter()
-            .filter(|t| t.required_memory().into_iter().all(obtainable) && !self.spec.tool_policy.denies(&t.name))
-            .map(ToolDefinition::from)
-            .collect();
-        tools.extend(self.use_skill_tool());
-        tools.extend(crate::transfer::tool(&self.spec.telephony));
-        for handoff in &self.spec.handoffs {
-            tools.push(handoff_tool(&handoff.tool, &handoff.description, false));
-        }
-        if let Some(caller) = return_to {
-            tools.push(return_tool(caller));
-        }
-        if self.spec.workflow.spec.edges.iter().any(|e| e.when.is_none()) {
-            tools.push(goto_tool());
-        }
-        tools
-    }
-
-    /// A definition for a tool the conversation already used: Bedrock refuses requests
-    /// whose history holds tool blocks but that offer no tools, so when nothing is offered
-    /// at a step these are sent (calling them is still refused by the workflow).
-    pub fn definition_of(&self, name: &str) -> ToolDefinition {
-        if let Some(tool) = self.tool(name) {
-            return ToolDefinition::from(tool);
-        }
-        if name == GOTO_TOOL {
-            return goto_tool();
-        }
-        if name == USE_SKILL_TOOL
-            && let Some(tool) = self.use_skill_tool()
-        {
-            return tool;
-        }
-        if name == TRANSFER_TO_PERSON_TOOL
-            && let Some(tool) = crate::transfer::tool(&self.spec.telephony)
-        {
-            return tool;
-        }
-        let is_return = name.starts_with(RETURN_PREFIX);
-        handoff_tool(name, "Not available at this step.", is_return)
-    }
 }
 
 /// Every `bind` of `tool` names a property of its input schema and a readable memory path
@@ -460,48 +323,6 @@ fn check_bindings(agent: &str, tool: &ToolSpec) -> Result<(), ConfigError> {
         }
     }
     Ok(())
-}
-
-/// The tool that returns the session to `caller`.
-fn return_tool(caller: &str) -> ToolDefinition {
-    let description = format!("Return the customer to the {caller} agent when your part is done or cannot be done.");
-    handoff_tool(&return_tool_name(caller), &description, true)
-}
-
-fn handoff_tool(name: &str, description: &str, is_return: bool) -> ToolDefinition {
-    let input_schema = if is_return {
-        serde_json::json!({
-            "type": "object",
-            "properties": {
-                "status": { "type": "string", "enum": ["completed", "failed", "cancelled"], "description": "How your part ended." },
-                "summary": { "type": "string", "description": "What was done, for the next agent." }
-            },
-            "required": ["summary"]
-        })
-    } else {
-        serde_json::json!({
-            "type": "object",
-            "properties": {
-                "reason": { "type": "string", "description": "Why the customer is transferred." },
-                "intent": { "type": "string", "description": "What the customer wants, in a few words." }
-            },
-            "required": ["reason"]
-        })
-    };
-    ToolDefinition { name: name.to_owned(), description: description.to_owned(), input_schema }
-}
-
-fn goto_tool() -> ToolDefinition {
-    ToolDefinition {
-        name: GOTO_TOOL.to_owned(),
-        description: "Move the conversation to another workflow step that can be reached from the current one."
-            .to_owned(),
-        input_schema: serde_json::json!({
-            "type": "object",
-            "properties": { "step": { "type": "string", "description": "The id of the step to move to." } },
-            "required": ["step"]
-        }),
-    }
 }
 
 /// The first five ways `value` breaks `validator`'s schema (none without a validator).

@@ -138,6 +138,9 @@ pub struct Metrics {
     pub caller_interruptions: IntCounterVec,
     /// Voice: re-prompts after a quiet period ("Are you still there?").
     pub reprompts: IntCounterVec,
+    /// Voice: notices of a session state change (memory set, workflow step) handed to the
+    /// live Nova Sonic stream (`VoiceEffect::StateChanged`).
+    pub state_notices: IntCounterVec,
     /// Voice: calls that switched to another of the Persona's languages, by the `language`
     /// switched to (a BCP 47 tag from the Persona: bounded).
     pub language_switches: IntCounterVec,
@@ -292,6 +295,11 @@ impl Metrics {
             "Voice: re-prompts the agent said after a quiet period.",
             &["agent"],
         )?;
+        let state_notices = b.counter(
+            "switchboard_voice_state_notices_total",
+            "Voice: notices of a session state change (memory set, workflow step) handed to the live Nova Sonic stream.",
+            &["agent"],
+        )?;
         let language_switches = b.counter(
             "switchboard_voice_language_switches_total",
             "Voice: calls that switched to another of the Persona's languages (spec.languages), by the language switched to.",
@@ -386,6 +394,7 @@ impl Metrics {
             silences,
             caller_interruptions,
             reprompts,
+            state_notices,
             language_switches,
             calls_ended,
             fallbacks,

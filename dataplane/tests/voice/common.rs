@@ -120,7 +120,7 @@ pub async fn banking(yaml: &str) -> Running {
 /// [`banking`] with `server`'s settings.
 pub async fn banking_with(yaml: &str, server: ServerConfig) -> Running {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
-    local_mode(&dir, yaml, server).await
+    local_mode(&dir, yaml, server, None).await
 }
 
 /// [`banking`] with triage's Persona set to `speakFirst: speak_first` (a copy of the
@@ -144,11 +144,29 @@ pub async fn banking_edited(yaml: &str, edit: impl FnOnce(&std::path::Path)) -> 
 
 /// [`banking_edited`] with `server`'s settings.
 pub async fn banking_edited_with(yaml: &str, edit: impl FnOnce(&std::path::Path), server: ServerConfig) -> Running {
+    banking_copy(yaml, edit, server, None).await
+}
+
+/// [`banking_edited`] writing the sessions' transcripts into `transcripts`.
+pub async fn banking_edited_transcribed(
+    yaml: &str,
+    edit: impl FnOnce(&std::path::Path),
+    transcripts: PathBuf,
+) -> Running {
+    banking_copy(yaml, edit, ServerConfig::default(), Some(transcripts)).await
+}
+
+async fn banking_copy(
+    yaml: &str,
+    edit: impl FnOnce(&std::path::Path),
+    server: ServerConfig,
+    transcripts: Option<PathBuf>,
+) -> Running {
     let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     let copy = std::env::temp_dir().join(format!("switchboard-voice-banking-{}", uuid::Uuid::new_v4()));
     copy_dir(&example, &copy);
     edit(&copy);
-    let mut running = local_mode(&copy, yaml, server).await;
+    let mut running = local_mode(&copy, yaml, server, transcripts).await;
     running._keep.push(Box::new(TempDir(copy)));
     running
 }
@@ -174,15 +192,16 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-/// Local mode on the agent definitions in `dir` with the simulator running `yaml`.
-async fn local_mode(dir: &std::path::Path, yaml: &str, server: ServerConfig) -> Running {
+/// Local mode on the agent definitions in `dir` with the simulator running `yaml`
+/// (writing transcripts into `transcripts` when given).
+async fn local_mode(dir: &std::path::Path, yaml: &str, server: ServerConfig, transcripts: Option<PathBuf>) -> Running {
     let path = std::env::temp_dir().join(format!("switchboard-voice-test-{}.yaml", uuid::Uuid::new_v4()));
     std::fs::write(&path, yaml).expect("writes the script");
     let options = LocalOptions {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         bedrock: false,
         sim_script: Some(path.clone()),
-        transcripts: None,
+        transcripts,
         server,
         ca_file: None,
         gateway_key: None,

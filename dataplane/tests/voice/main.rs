@@ -11,6 +11,7 @@ mod filler;
 mod formats;
 mod heard;
 mod lifetime;
+mod lines;
 mod live;
 mod reask;
 mod speak_first;

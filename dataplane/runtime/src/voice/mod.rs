@@ -5,26 +5,30 @@
 //! calls, barge-ins and completion ends go through the core, whose effects this adapter
 //! performs — tools run concurrently while audio keeps flowing both ways, and their
 //! results go back into the stream. Hybrid sessions also take typed text into the same
-//! stream. Audio input is checked in [`audio`].
+//! stream. Audio input is checked in [`audio`]; the client's other messages are handled
+//! in `client`.
 //!
 //! Which sessions are voice sessions is decided where a connection starts its session
 //! ([`super::connection`]): the client's `session_start.modalities` includes `audio`, the
 //! agent is voice or hybrid, and this runtime has a voice model for it.
 //!
 //! A Persona with `speakFirst` opens a new session by saying its greeting, and greets a caller
-//! transferred to it before it answers their request ([`greeting`]).
+//! transferred to it before it answers their request ([`greeting`]); a workflow node's
+//! `say` line is said on entering the node (`lines`).
 //!
 //! Audio formats (`session_start.audio`): the reader converts the caller's audio to the
 //! model's, the [`relay`] the reply audio to the client's; formats not offered get a
 //! recoverable `bidi_error` once the session has started.
 
 pub mod audio;
+mod client;
 mod controls;
 mod fallback;
 pub mod filler;
 mod gate;
 pub mod greeting;
 mod languages;
+mod lines;
 mod model;
 pub mod relay;
 mod turns;
@@ -35,7 +39,6 @@ pub use model::{MAX_CLIENTS, STREAMS_PER_CLIENT, VoiceModel};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use switchboard_crds::Mode;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -48,7 +51,6 @@ use super::summaries::Summaries;
 use super::tool_calls::{ToolCalls, ToolEvent};
 use super::trace::SessionTrace;
 use relay::Relay;
-use switchboard_core::audio::Format;
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage};
 use switchboard_core::{Activity, Effect, Input, Session, VoiceEffect, VoiceInput};
 use switchboard_models::sonic::{SonicEvents, SonicSession};
@@ -106,6 +108,7 @@ pub async fn drive(
         turns: turns::Turns::new(&agent.core.spec().persona.spec.turn_taking, Instant::now()),
         summaries: Summaries::default(),
         languages: switchboard_core::language::Languages::new(&agent.core.spec().persona.spec),
+        lines: lines::Lines::default(),
     };
     let mut inputs = Inputs { inbound, audio, events: &mut events, shutdown };
     let exit = voice.run(session, opening, formats.refused, &mut inputs).await;
@@ -151,6 +154,8 @@ struct Voice<'a> {
     turns: turns::Turns,
     /// The languages the Persona speaks and the one the call is in (`None`: only its own).
     languages: Option<switchboard_core::language::Languages>,
+    /// Workflow nodes' lines, due or being said.
+    lines: lines::Lines,
 }
 
 impl Voice<'_> {
@@ -248,6 +253,7 @@ impl Voice<'_> {
         }
         self.heard(&message);
         self.turns.state(&message, self.audio_on, Instant::now());
+        self.lines.sent(&message, &self.agent.core.spec().workflow.spec);
         match self.outbound.try_send(message) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(Exit::ClientGone),
@@ -299,69 +305,6 @@ impl Voice<'_> {
             audio::Speech::Faded => Activity::SpeechFaded,
         };
         let effects = session.handle(Input::Voice(VoiceInput::Activity(activity)), Instant::now());
-        self.apply(session, effects).await
-    }
-
-    /// Push-to-talk: the caller's turn ends now. The model hears the silence that ends a
-    /// turn at once (audio time), instead of waiting for it in real time.
-    async fn end_of_input(&mut self, session: &mut Session) -> Option<Exit> {
-        let speech = self.speech.end();
-        for frame in audio::silence_frames(audio::END_OF_TURN_SILENCE_MS) {
-            if self.stream.send_audio(frame).await.is_err() {
-                return Some(Exit::Closed("the voice model session ended".into()));
-            }
-        }
-        self.speech_changed(session, speech).await
-    }
-
-    async fn client_message(&mut self, session: &mut Session, message: ClientMessage) -> Option<Exit> {
-        let input = match message {
-            ClientMessage::BidiTextInput { text, id } if self.agent.core.spec().mode == Mode::Hybrid => {
-                self.relay.user_input(Instant::now());
-                Input::UserText { text, id }
-            }
-            ClientMessage::BidiTextInput { .. } => {
-                let message = "this agent runs in voice mode: speak (bidi_audio_input or binary PCM frames); typed text needs a hybrid agent";
-                return self.error(ErrorCode::UnsupportedModality, message.into()).await;
-            }
-            ClientMessage::ToolConsent { tool_use_id, approved } => Input::Consent { tool_use_id, approved },
-            // Checked and gathered by the core, which tells the model at `#` or a pause;
-            // never logged here (keys may be a PIN).
-            ClientMessage::BidiDtmf { digits } => Input::Dtmf { digits },
-            ClientMessage::ClientToolResult { tool_use_id, result, error } => {
-                Input::ClientToolResult { tool_use_id, result, error }
-            }
-            ClientMessage::TransferResult { tool_use_id, outcome, message } => {
-                Input::TransferResult { tool_use_id, outcome, message }
-            }
-            ClientMessage::Close {} => Input::End,
-            ClientMessage::BidiCancel {} => Input::Cancel,
-            ClientMessage::BidiAudioPlayed { audio_played_ms } => {
-                Input::Voice(VoiceInput::AudioPlayed { ms: audio_played_ms })
-            }
-            ClientMessage::BidiAudioInputEnd {} => return self.end_of_input(session).await,
-            ClientMessage::SessionUpdate(update) => return self.update(update).await,
-            ClientMessage::SessionStart(_) => {
-                return self.error(ErrorCode::AlreadyStarted, "the session has already started".into()).await;
-            }
-            ClientMessage::IdentityAssertion { assertion } => {
-                let refused = self.identity.accept(&assertion).err()?;
-                if refused.is_quiet() {
-                    tracing::debug!("an identity assertion was not used: {refused}");
-                    return None;
-                }
-                let (agent, session_id) = (self.agent.core.name(), self.trace.session_id());
-                tracing::warn!(agent, session_id, "an identity assertion was refused: {refused}");
-                return self.error(ErrorCode::IdentityRefused, refused.to_string()).await;
-            }
-            // The reader turns audio messages into checked frames on the audio channel.
-            // (Only audio sent before `session_start` comes here: the default format.)
-            ClientMessage::BidiAudioInput { audio } => match audio::decode_base64(&audio, Format::MODEL_INPUT) {
-                Ok(pcm) => return self.audio(session, pcm).await,
-                Err(error) => return self.error(error.code(), error.to_string()).await,
-            },
-        };
-        let effects = session.handle(input, Instant::now());
         self.apply(session, effects).await
     }
 
@@ -429,6 +372,7 @@ impl Voice<'_> {
                 self.count_interruption("taken");
             }
             self.turns.observe(&input, Instant::now());
+            self.lines.heard(&input);
             if matches!(&input, Input::Voice(VoiceInput::UserFinal(text)) if filler::is_instruction(text)) {
                 continue;
             }
@@ -451,7 +395,7 @@ impl Voice<'_> {
                 return Some(exit);
             }
         }
-        None
+        self.line_ended(session).await
     }
 
     /// Performs `effects`; returns how the session ended if it did. A state change that
@@ -498,6 +442,7 @@ impl Voice<'_> {
                     if self.stream.tell(notice).await.is_err() {
                         return Some(Exit::Closed("the voice model session ended".into()));
                     }
+                    self.shared.metrics.state_notices.with_label_values(&[self.agent.core.name()]).inc();
                 }
                 Medium::Cancel => {
                     self.tools.cancel();
@@ -512,7 +457,10 @@ impl Voice<'_> {
             }
         }
         self.relay.set_muted(session.output_muted());
-        exit
+        if exit.is_some() {
+            return exit;
+        }
+        self.say_line(session).await
     }
 
     /// What the [`Performer`] borrows of this driver.
