@@ -19,6 +19,10 @@ pub struct RouteCapacity {
     /// Queue or refuse when the quota is full.
     #[serde(default)]
     pub when_full: crate::agent::WhenFull,
+    /// What a session waiting for a slot is told (`spec.capacity.holdMessage`; absent: the
+    /// gateway's sentence with its place and the estimated wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_message: Option<String>,
 }
 
 impl Default for RouteCapacity {
@@ -34,6 +38,7 @@ impl RouteCapacity {
             pool: format!("{}/{region}", settings.account()),
             priority: settings.priority,
             when_full: settings.when_full,
+            hold_message: settings.hold_message.clone(),
         }
     }
 
