@@ -28,7 +28,7 @@ pub use app_context::{AppContext, MAX_APP_MEMORY_KEYS};
 pub use authority::{
     GATEWAY_KEYS, MAX_KEY_LEN, MemoryPath, MemoryPathError, VERIFIED_USER, default_identity_keys, is_memory_key,
 };
-pub use capacity::{CapacitySettings, DEFAULT_ACCOUNT, PRIORITY_RANGE, WhenFull};
+pub use capacity::{CapacitySettings, DEFAULT_ACCOUNT, MAX_HOLD_MESSAGE, PRIORITY_RANGE, WhenFull};
 
 pub use knowledge::{
     ConfigMapKeyRef, ConfigMaps, ContextSource, DEFAULT_KNOWLEDGE_BYTES, Knowledge, MAX_INLINE_BYTES,

@@ -47,8 +47,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::{Mode, RedactRule, default_identity_keys};
 
+pub mod capacity;
 pub mod summary;
 
+pub use capacity::RouteCapacity;
 use summary::{AgentSummary, SUMMARY_BUDGET};
 
 /// `kind` of a serialised routing table.
@@ -185,43 +187,6 @@ pub struct Route {
     /// What a model fills in after each session that started here (`spec.record.analysis`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<crate::agent::AnalysisSettings>,
-}
-
-/// A route's share of the model quota: the pool its streams count in and how its sessions
-/// wait for a slot (see `switchboard_gateway::capacity`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RouteCapacity {
-    /// `<account>/<region>`: the provider account (`spec.capacity.account`, default
-    /// `default`) and the model's region (`spec.model.region`, as the runtime resolves it).
-    pub pool: String,
-    /// Priority among waiting sessions (`spec.capacity.priority`).
-    #[serde(default)]
-    pub priority: i32,
-    /// Queue or refuse when the quota is full.
-    #[serde(default)]
-    pub when_full: crate::agent::WhenFull,
-}
-
-impl Default for RouteCapacity {
-    fn default() -> Self {
-        Self::of(&crate::agent::CapacitySettings::default(), crate::agent::DEFAULT_REGION)
-    }
-}
-
-impl RouteCapacity {
-    /// The capacity of an Agent with `settings` whose model runs in `region`.
-    pub fn of(settings: &crate::agent::CapacitySettings, region: &str) -> Self {
-        Self {
-            pool: format!("{}/{region}", settings.account()),
-            priority: settings.priority,
-            when_full: settings.when_full,
-        }
-    }
-
-    fn is_default(&self) -> bool {
-        *self == Self::default()
-    }
 }
 
 fn is_default_identity_keys(keys: &[String]) -> bool {

@@ -859,6 +859,10 @@ export type BidiSessionQueuedMessage = {
    */
   estimated_wait_seconds: number;
   /**
+   * What to tell the person waiting, a sentence a client shows and a phone edge may speak: the Agent's `spec.capacity.holdMessage`, or the gateway's own with the place and the estimate. Empty (and not written) from servers older than it.
+   */
+  message?: string;
+  /**
    * Sessions ahead of this one, plus one: 1 is next.
    */
   position: number;

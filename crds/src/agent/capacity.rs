@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_ACCOUNT: &str = "default";
 /// The lowest and highest priority an Agent may have.
 pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = -100..=100;
+/// The longest hold message, in bytes.
+pub const MAX_HOLD_MESSAGE: usize = 500;
 
 /// An Agent's place in the shared model quota (`spec.capacity`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
@@ -34,6 +36,13 @@ pub struct CapacitySettings {
     /// `capacity_full` and a retry hint).
     #[serde(default, skip_serializing_if = "WhenFull::is_default")]
     pub when_full: WhenFull,
+    /// What a person waiting in the queue is told (`All our advisers are busy; please stay
+    /// on the line.`), up to 500 bytes: `bidi_session_queued.message`, which a client shows
+    /// and a phone edge may speak. Default: a sentence with the caller's place and the
+    /// estimated wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 500))]
+    pub hold_message: Option<String>,
 }
 
 fn is_zero(n: &i32) -> bool {
@@ -71,6 +80,14 @@ impl CapacitySettings {
                 ));
             }
         }
+        if let Some(message) = &self.hold_message
+            && (message.trim().is_empty() || message.len() > MAX_HOLD_MESSAGE)
+        {
+            return Err(format!(
+                "spec.capacity.holdMessage must be 1 to {MAX_HOLD_MESSAGE} bytes of text, not blank ({} now)",
+                message.len()
+            ));
+        }
         Ok(())
     }
 }
@@ -106,11 +123,21 @@ mod tests {
             let s = CapacitySettings { account: Some(bad.into()), ..Default::default() };
             assert!(s.check().is_err(), "{bad:?}");
         }
-        let ok = CapacitySettings { account: Some("bank-prod".into()), priority: -100, when_full: WhenFull::Refuse };
+        for bad in [" ", &"a".repeat(MAX_HOLD_MESSAGE + 1)] {
+            let s = CapacitySettings { hold_message: Some(bad.into()), ..Default::default() };
+            assert!(s.check().unwrap_err().contains("holdMessage"), "{bad:?}");
+        }
+        let ok = CapacitySettings {
+            account: Some("bank-prod".into()),
+            priority: -100,
+            when_full: WhenFull::Refuse,
+            hold_message: Some("Please hold.".into()),
+        };
         assert!(ok.check().is_ok());
-        let yaml = "account: bank-prod\npriority: 5\nwhenFull: refuse\n";
+        let yaml = "account: bank-prod\npriority: 5\nwhenFull: refuse\nholdMessage: Please hold.\n";
         let read: CapacitySettings = serde_yaml::from_str(yaml).expect("reads");
         assert_eq!(read.when_full, WhenFull::Refuse);
         assert_eq!(read.priority, 5);
+        assert_eq!(read.hold_message.as_deref(), Some("Please hold."));
     }
 }

@@ -19,8 +19,9 @@
 //!   (`--capacity-share <namespace>=<fraction>`) and may burst into what others leave
 //!   unused; when a slot frees, namespaces under their guarantee are served first, then
 //!   by the Agent's priority, then in arrival order ([`policy`]).
-//! - **Full.** A new session past the quota waits in a bounded queue, told its position
-//!   and an estimate (`bidi_session_queued`, again whenever its position changes), or — if
+//! - **Full.** A new session past the quota waits in a bounded queue, told its position,
+//!   an estimate and a hold message (`bidi_session_queued`, again whenever its position
+//!   changes; the message is the Agent's `spec.capacity.holdMessage` or the gateway's), or — if
 //!   its Agent says `whenFull: refuse`, or the queue is full — is refused with
 //!   `capacity_full` (close 1013) and `retry_after_seconds`. Never accepted and left
 //!   silent. A client that leaves the queue frees its place.

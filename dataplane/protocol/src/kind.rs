@@ -364,7 +364,11 @@ mod tests {
             ServerMessage::MemoryUpdate { key: "k".into(), value: json!(null) },
             ServerMessage::WorkflowTransition { from: "a".into(), to: "b".into(), by: "model".into() },
             ServerMessage::error(ErrorCode::Busy, "m", true),
-            ServerMessage::BidiSessionQueued { position: 2, estimated_wait_seconds: 40 },
+            ServerMessage::BidiSessionQueued {
+                position: 2,
+                estimated_wait_seconds: 40,
+                message: "All our advisers are busy; please stay on the line.".into(),
+            },
             ServerMessage::BidiSessionFallback {
                 agent: "bank/triage".into(),
                 cause: "breaker".into(),

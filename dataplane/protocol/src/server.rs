@@ -340,6 +340,11 @@ pub enum ServerMessage {
         /// How long the wait is likely to be, in seconds, from how long sessions have held
         /// their slots lately: an estimate, not a promise.
         estimated_wait_seconds: u64,
+        /// What to tell the person waiting, a sentence a client shows and a phone edge may
+        /// speak: the Agent's `spec.capacity.holdMessage`, or the gateway's own with the
+        /// place and the estimate. Empty (and not written) from servers older than it.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
     },
     /// The Agent is in outage mode (its model service is failing, or an operator switched
     /// it on) and the new session goes to the Agent's fallback instead: a person to put the

@@ -252,8 +252,11 @@ fn print_message(message: &ServerMessage, live: bool) {
         ServerMessage::MemoryUpdate { key, value } => println!("  [memory {key} = {value}]"),
         ServerMessage::WorkflowTransition { from, to, by } => println!("  [step {from} -> {to} ({by})]"),
         ServerMessage::BidiError { message, code, .. } => println!("  [error {code}: {message}]"),
-        ServerMessage::BidiSessionQueued { position, estimated_wait_seconds } => {
-            println!("[waiting for a free line: position {position}, about {estimated_wait_seconds} s]")
+        ServerMessage::BidiSessionQueued { position, estimated_wait_seconds, message } => {
+            println!("[waiting for a free line: position {position}, about {estimated_wait_seconds} s]");
+            if !message.is_empty() {
+                println!("[{message}]");
+            }
         }
         ServerMessage::BidiSessionFallback { agent, message, person, retry_after_seconds, .. } => {
             println!("[{agent} is in outage mode: {message}]");

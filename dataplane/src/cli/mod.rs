@@ -8,6 +8,7 @@ mod capacity;
 mod chat;
 mod demo_tools;
 mod gateway;
+mod gateway_auth;
 mod load;
 #[cfg(feature = "local")]
 mod local;

@@ -2,7 +2,9 @@
 //! in front of real runtimes on the simulator ([`switchboard_gateway::capacity`]):
 //!
 //! - A burst over the quota queues across both gateways — each waiting client told its
-//!   position — and is served in arrival order as slots free, on whichever gateway.
+//!   position and the Agent's hold message — and is served in arrival order as slots free,
+//!   on whichever gateway. Agents without a hold message tell the place in the gateway's
+//!   sentence.
 //! - A gateway killed with SIGKILL stops renewing its leases: once they lapse, its slots go
 //!   to the sessions waiting at the other.
 //! - Two tenants (namespaces `bank` and `retail`, each guaranteed half): bank bursts into
@@ -31,11 +33,34 @@ fn started(m: &ServerMessage) -> bool {
     matches!(m, ServerMessage::BidiConnectionStart { .. })
 }
 
-/// The next message: `bidi_session_queued`'s position, or 0 for the session's start.
+/// What the Agent of the two-gateway test tells a waiting caller.
+const HOLD: &str = "All our advisers are busy; please stay on the line.";
+
+/// The next message: `bidi_session_queued`'s position, or 0 for the session's start. The
+/// hold message is the gateway's sentence with the place.
 async fn place(client: &mut Client) -> u32 {
+    queued(client, None).await
+}
+
+/// [`place`] at an Agent whose hold message is [`HOLD`].
+async fn held(client: &mut Client) -> u32 {
+    queued(client, Some(HOLD)).await
+}
+
+async fn queued(client: &mut Client, hold: Option<&str>) -> u32 {
     match client.next().await {
-        Some(Ok(ServerMessage::BidiSessionQueued { position, estimated_wait_seconds })) => {
+        Some(Ok(ServerMessage::BidiSessionQueued { position, estimated_wait_seconds, message })) => {
             assert!(estimated_wait_seconds > 0, "an estimate comes with the place");
+            match hold {
+                Some(hold) => assert_eq!(message, hold, "the Agent's hold message"),
+                None => {
+                    let said = match position {
+                        1 => "You are next in line".to_owned(),
+                        n => format!("You are number {n} in line"),
+                    };
+                    assert!(message.contains(&said), "a hold message with the place: {message:?}");
+                }
+            }
             position
         }
         Some(Ok(m)) if started(&m) => 0,
@@ -74,35 +99,39 @@ async fn gateway(dir: &Path, redis: &Redis, pool: &str, quota: u32) -> GatewayPr
 async fn two_gateways_share_one_quota_queue_in_order_and_a_dead_ones_slots_lapse() {
     let redis = Redis::start();
     let fleet = Fleet::start(&[]).await;
-    let (pool, dir) = routes(&fleet, |_| {});
+    let (pool, dir) = routes(&fleet, |table| {
+        for route in &mut table.routes {
+            route.capacity.hold_message = Some(HOLD.into());
+        }
+    });
     let a = gateway(&dir, &redis, &pool, 2).await;
     let mut b = gateway(&dir, &redis, &pool, 2).await;
 
     // Two sessions fill the quota, one through each gateway.
     let mut first = Client::start(&a.url(), None).await;
-    assert_eq!(place(&mut first).await, 0);
+    assert_eq!(held(&mut first).await, 0);
     let mut second = Client::start(&b.url(), None).await;
-    assert_eq!(place(&mut second).await, 0);
+    assert_eq!(held(&mut second).await, 0);
     // The burst: three more, alternating gateways, each told its place in the one queue.
     let mut third = Client::start(&b.url(), None).await;
-    assert_eq!(place(&mut third).await, 1);
+    assert_eq!(held(&mut third).await, 1);
     let mut fourth = Client::start(&a.url(), None).await;
-    assert_eq!(place(&mut fourth).await, 2);
+    assert_eq!(held(&mut fourth).await, 2);
     let mut fifth = Client::start(&b.url(), None).await;
-    assert_eq!(place(&mut fifth).await, 3);
+    assert_eq!(held(&mut fifth).await, 3);
     let (_, metrics) = get(a.addr, "/metrics").await;
     assert_eq!(metric_sum(&metrics, "switchboard_gateway_capacity_in_use", &[("namespace", "bank")]), 2.0);
     assert_eq!(metric_sum(&metrics, "switchboard_gateway_capacity_queued", &[("namespace", "bank")]), 3.0);
 
     // A waiting client that leaves frees its place: the fifth moves up.
     fourth.close().await;
-    assert_eq!(place(&mut fifth).await, 2, "the place behind the one that left moves up");
+    assert_eq!(held(&mut fifth).await, 2, "the place behind the one that left moves up");
 
     // The first session ends: the first in line (at the other gateway) starts; the rest
     // move up.
     first.close().await;
-    assert_eq!(place(&mut third).await, 0, "the first in line takes the freed slot");
-    assert_eq!(place(&mut fifth).await, 1);
+    assert_eq!(held(&mut third).await, 0, "the first in line takes the freed slot");
+    assert_eq!(held(&mut fifth).await, 1);
     let turn = third.until(|m| matches!(m, ServerMessage::BidiTranscriptStream { is_final: true, .. })).await;
     assert!(!turn.is_empty(), "the queued session is served: the greeting");
 
@@ -110,12 +139,12 @@ async fn two_gateways_share_one_quota_queue_in_order_and_a_dead_ones_slots_lapse
     // the waiting session on a takes one. fifth was at b too — it goes with b; so one more
     // waits at a.
     let mut sixth = Client::start(&a.url(), None).await;
-    assert_eq!(place(&mut sixth).await, 2, "behind fifth");
+    assert_eq!(held(&mut sixth).await, 2, "behind fifth");
     b.kill();
     let killed = Instant::now();
     drop((second, third, fifth));
     loop {
-        match place(&mut sixth).await {
+        match held(&mut sixth).await {
             0 => break,
             n => assert!(n >= 1),
         }

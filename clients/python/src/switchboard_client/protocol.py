@@ -945,6 +945,11 @@ class BidiSessionQueuedMessage(TypedDict):
     """How long the wait is likely to be, in seconds, from how long sessions have held their slots
     lately: an estimate, not a promise.
     """
+    message: NotRequired[str]
+    """What to tell the person waiting, a sentence a client shows and a phone edge may speak: the
+    Agent's `spec.capacity.holdMessage`, or the gateway's own with the place and the estimate. Empty
+    (and not written) from servers older than it.
+    """
     position: int
     """Sessions ahead of this one, plus one: 1 is next.
     """

@@ -3,6 +3,8 @@
 //! socket watched (a client that closes or goes silent leaves, freeing its place) — or a
 //! refusal with `capacity_full` and `retry_after_seconds`. The queue's messages come
 //! before the session's `bidi_connection_start`, so they are not numbered for resume.
+//! Each `bidi_session_queued` carries what to tell the person waiting ([`hold_message`]):
+//! the Agent's `spec.capacity.holdMessage`, or a sentence with the place and the wait.
 
 use std::time::{Duration, Instant};
 
@@ -43,7 +45,8 @@ pub async fn admit(
                 let seconds = started.elapsed().as_secs_f64();
                 capacity.metrics.wait.with_label_values(&[&route.namespace, outcome]).observe(seconds);
             };
-            let outcome = queued(gateway, client, status, place).await;
+            let hold = settings.hold_message.as_deref();
+            let outcome = queued(gateway, client, status, place, hold).await;
             match &outcome {
                 Ok(()) => waited("served"),
                 Err(_) => waited("left"),
@@ -60,8 +63,9 @@ async fn queued(
     client: &mut Conn<ClientIo>,
     mut status: tokio::sync::watch::Receiver<Status>,
     place: Place,
+    hold: Option<&str>,
 ) -> Result<(), Close> {
-    tell(client, place).await;
+    tell(client, place, hold).await;
     let mut last = place.position;
     let config = &gateway.config;
     let mut ping = tokio::time::interval(config.ping_interval);
@@ -78,7 +82,7 @@ async fn queued(
                     Status::Granted => return Ok(()),
                     Status::Queued(place) if place.position != last => {
                         last = place.position;
-                        tell(client, place).await;
+                        tell(client, place, hold).await;
                     }
                     Status::Queued(_) => {}
                     Status::Gone => return Err(lost(gateway, client).await),
@@ -114,10 +118,11 @@ async fn queued(
     }
 }
 
-async fn tell(client: &mut Conn<ClientIo>, place: Place) {
+async fn tell(client: &mut Conn<ClientIo>, place: Place, hold: Option<&str>) {
     let message = ServerMessage::BidiSessionQueued {
         position: place.position,
         estimated_wait_seconds: place.wait_ms.div_ceil(1000),
+        message: hold_message(hold, place),
     };
     let _ = tokio::time::timeout(Duration::from_secs(5), client.send(Message::text(message.to_json()))).await;
 }
@@ -149,4 +154,44 @@ async fn send_refusal(gateway: &Gateway, client: &mut Conn<ClientIo>, message: S
     gateway.metrics.refused.with_label_values(&["capacity_full"]).inc();
     let _ = tokio::time::timeout(Duration::from_secs(5), client.send(Message::text(error.to_json()))).await;
     (close_code::TRY_AGAIN_LATER, "capacity full".into())
+}
+
+/// What a person waiting at `place` is told: the Agent's own message (`hold`), or a
+/// sentence a phone can speak with the place and the wait, rounded up (seconds under two
+/// minutes, then minutes).
+pub fn hold_message(hold: Option<&str>, place: Place) -> String {
+    if let Some(hold) = hold {
+        return hold.to_owned();
+    }
+    let place_words = match place.position {
+        1 => "You are next in line".to_owned(),
+        n => format!("You are number {n} in line"),
+    };
+    let seconds = place.wait_ms.div_ceil(1000).max(1);
+    let wait = match seconds {
+        1 => "about a second".to_owned(),
+        2..120 => format!("about {seconds} seconds"),
+        _ => format!("about {} minutes", seconds.div_ceil(60)),
+    };
+    format!("All our lines are busy at the moment. {place_words}; the wait is {wait}. Please stay with us.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hold_message_is_the_agents_or_says_the_place_and_the_wait() {
+        let place = |position, wait_ms| Place { position, wait_ms };
+        assert_eq!(hold_message(Some("Please hold."), place(3, 90_000)), "Please hold.");
+        assert_eq!(
+            hold_message(None, place(1, 40_000)),
+            "All our lines are busy at the moment. You are next in line; the wait is about 40 seconds. Please stay with us."
+        );
+        let later = hold_message(None, place(4, 150_001));
+        assert!(later.contains("number 4 in line; the wait is about 3 minutes."), "{later}");
+        assert!(hold_message(None, place(2, 0)).contains("about a second"));
+        assert!(hold_message(None, place(2, 119_000)).contains("about 119 seconds"));
+        assert!(hold_message(None, place(2, 120_000)).contains("about 2 minutes"));
+    }
 }
