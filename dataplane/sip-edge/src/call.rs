@@ -9,8 +9,11 @@
 //!
 //! The call's parts: [`route`] (which agent the call is for, what the edge vouches for about
 //! it) and [`media`] (the media state apart from the sockets); this module owns the task
-//! that moves bytes between the sockets, the gateway and the SIP task.
+//! that moves bytes between the sockets, the gateway and the SIP task. A call to an Agent
+//! in outage mode whose fallback is a person is answered and put through to that person
+//! ([`fallback`]).
 
+mod fallback;
 mod media;
 mod route;
 
@@ -27,7 +30,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::{self, GatewayConfig, Session};
+use crate::gateway::{self, GatewayConfig, Refused, Session};
 use crate::ports::PortPair;
 use media::Relay;
 pub(crate) use media::law;
@@ -136,6 +139,11 @@ impl Call {
         let session = match opened {
             Ok(session) => session,
             Err(refused) => {
+                if let Refused::Outage(fallback) = &refused
+                    && let Some(person) = &fallback.person
+                {
+                    return self.divert(&agent, fallback, person).await;
+                }
                 tracing::info!(call = %self.call_id, agent, outcome = refused.label(), "call refused: {refused}");
                 return self.admit(refused.admission()).await;
             }

@@ -19,12 +19,14 @@
 //! One module per concept: [`stack`] starts what a call reaches (local mode and the edge)
 //! and reads what it recorded; [`phone`] drives the baresip phones (callers and callees);
 //! the tests are grouped by what they prove: [`calls`] (inbound calls, refusals, hang-ups,
-//! hostile input), [`trunks`], [`keypad`], [`outbound`], [`transfer`] and [`local`] (local
-//! mode's own edge).
+//! hostile input), [`trunks`], [`keypad`], [`outbound`], [`transfer`], [`outage`] (an Agent
+//! in outage mode: the call goes to its fallback person) and [`local`] (local mode's own
+//! edge).
 
 mod calls;
 mod keypad;
 mod local;
+mod outage;
 mod outbound;
 mod phone;
 mod stack;
