@@ -19,7 +19,7 @@
 # - Debian's `prometheus` (apt, without recommends): `promtool` and `prometheus` linked into
 #   the bin directory; the chart's alerting rules are unit-tested with promtool.
 # - Debian's `baresip-core` and `sox` (apt): a real SIP phone, headless, for the SIP edge's
-#   tests (tests/tests/sip_phone.rs): it dials, plays a WAV and writes what it hears to a WAV,
+#   tests (tests/tests/sip_phone/): it dials, plays a WAV and writes what it hears to a WAV,
 #   which sox measures. Linked into the bin directory.
 # - Debian's `coturn` (apt, without recommends): a real TURN server, `turnserver` linked into
 #   the bin directory; dataplane/tests/aiortc runs one with the REST-secret scheme the WebRTC

@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use switchboard_core::grant::GatewaySigner;
-use switchboard_crds::routing::{Route, RoutingTable};
+use switchboard_crds::routing::{Route, RouteOutage, RoutingTable};
 use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_gateway::auth::Auth;
 use switchboard_gateway::server::Server as GatewayServer;
@@ -209,7 +209,7 @@ pub async fn start_redacting(
     record: Option<Arc<switchboard_record::Recorder>>,
     redact: switchboard_record::Redactor,
 ) -> Result<Local, LocalError> {
-    let specs = load_specs(dir)?;
+    let (specs, outages) = load_specs(dir)?;
     let (local, base) = read_local_file(dir)?;
     let key = match options.gateway_key.clone() {
         Some(key) => key,
@@ -257,7 +257,7 @@ pub async fn start_redacting(
         names.retain(|n| n != default);
         names.insert(0, default.clone());
     }
-    let table = routing_table(&agents, default_agent.as_deref());
+    let table = routing_table(&agents, default_agent.as_deref(), outages);
     // The gateway decides exposure; the runtime serves whatever agent its signed grant names.
     let directory = Directory { agents, default_agent: default_agent.clone(), allow_unexposed: true };
     let metrics = Metrics::new().map_err(start_error)?;
@@ -421,8 +421,12 @@ fn fresh_key() -> Result<GatewaySigner, LocalError> {
 
 /// The routing table of local mode: every agent, at the runtime server (whose address the
 /// gateway's directory gives), as the operator would publish it: exposed to clients as its
-/// `gateway.expose` says.
-fn routing_table(agents: &BTreeMap<String, Arc<runtime::AgentRuntime>>, default_agent: Option<&str>) -> RoutingTable {
+/// `gateway.expose` says, with the outage mode of each Agent that has one.
+fn routing_table(
+    agents: &BTreeMap<String, Arc<runtime::AgentRuntime>>,
+    default_agent: Option<&str>,
+    outages: BTreeMap<String, RouteOutage>,
+) -> RoutingTable {
     let routes = agents
         .values()
         .map(|agent| {
@@ -430,7 +434,7 @@ fn routing_table(agents: &BTreeMap<String, Arc<runtime::AgentRuntime>>, default_
             Route { default: default_agent == Some(spec.agent.name.as_str()), ..Route::ready_at(spec, "127.0.0.1", 0) }
         })
         .collect();
-    RoutingTable::new(routes)
+    RoutingTable { outages, ..RoutingTable::new(routes) }
 }
 
 /// The in-process gateway: `table`'s agents all at `runtime`, the local limits, no client
@@ -471,21 +475,27 @@ fn start_error(error: impl std::fmt::Display) -> LocalError {
     LocalError::Start(error.to_string())
 }
 
-/// Every Agent of `dir`, resolved; every problem of an invalid one.
-fn load_specs(dir: &Path) -> Result<Vec<RuntimeSpec>, LocalError> {
+/// Every Agent of `dir`, resolved; every problem of an invalid one. With them, the outage
+/// mode of each Agent that has one (`spec.outage`), by `namespace/name`, as the operator
+/// publishes it in the routing table.
+fn load_specs(dir: &Path) -> Result<(Vec<RuntimeSpec>, BTreeMap<String, RouteOutage>), LocalError> {
     let catalog = Catalog::load_paths(&[dir])?;
     let mut specs = Vec::new();
+    let mut outages = BTreeMap::new();
     for agent in catalog.agents() {
         let spec = catalog.resolve_agent(agent).map_err(|problems| LocalError::Invalid {
             agent: agent.metadata.name.clone().unwrap_or_default(),
             problems: problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"),
         })?;
+        if let Some(outage) = RouteOutage::of(&agent.spec) {
+            outages.insert(format!("{}/{}", spec.agent.namespace, spec.agent.name), outage);
+        }
         specs.push(spec);
     }
     if specs.is_empty() {
         return Err(LocalError::NoAgents(dir.display().to_string()));
     }
-    Ok(specs)
+    Ok((specs, outages))
 }
 
 /// Starts the demo tool servers `local` names, acting for the callers that the identity

@@ -5,13 +5,18 @@
 //! frames (no transcoding when the phone speaks the same law), and waits for
 //! `bidi_connection_start`. What the gateway refuses becomes the SIP answer
 //! ([`Refused::admission`]): an unknown agent 404, one not open to the edge 403, a
-//! text-only agent 488, the gateway busy or unreachable 503.
+//! text-only agent 488, the gateway busy or unreachable 503. An Agent in outage mode
+//! (`bidi_session_fallback`, then close 4513) is [`Refused::Outage`] with its fallback: the
+//! call task puts the caller through to the fallback's person ([`crate::call`]), or, with
+//! only a message, the call is refused 503 with the message as its reason.
 
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::phone::{PHONE_HEADER, PhoneCall};
-use switchboard_core::protocol::{AudioFormat, AudioSettings, ClientMessage, ServerMessage, SessionStart, close_code};
+use switchboard_core::protocol::{
+    AudioFormat, AudioSettings, ClientMessage, FallbackPerson, ServerMessage, SessionStart, close_code,
+};
 use switchboard_sip::call::Admission;
 use switchboard_sip::media::g711::Law;
 use tokio::net::TcpStream;
@@ -79,6 +84,9 @@ pub enum Refused {
         /// What failed.
         reason: String,
     },
+    /// The Agent is in outage mode (close 4513): the session went to its fallback.
+    #[error("agent {} is in outage mode ({}): {}", .0.agent, .0.cause, .0.message)]
+    Outage(Box<Fallback>),
     /// Any other refusal, with the close code.
     #[error("the gateway refused the session (close {code}): {message}")]
     Other {
@@ -87,6 +95,22 @@ pub enum Refused {
         /// What the gateway said.
         message: String,
     },
+}
+
+/// What an Agent in outage mode offers instead of itself (its `bidi_session_fallback`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    /// The Agent (`namespace/name`, as the gateway names it).
+    pub agent: String,
+    /// `switch` or `breaker` (see the protocol); `unknown` when the gateway closed 4513
+    /// without saying.
+    pub cause: String,
+    /// What the caller is told.
+    pub message: String,
+    /// The person to put the caller through to, when the Agent names one.
+    pub person: Option<FallbackPerson>,
+    /// When a new session may be served again, in seconds (the gateway's estimate).
+    pub retry_after_seconds: Option<u64>,
 }
 
 impl Refused {
@@ -100,6 +124,9 @@ impl Refused {
             Self::NotExposed { .. } => Admission::Forbidden(reason),
             Self::TextOnly { .. } => Admission::NotAcceptable(reason),
             Self::Busy(_) | Self::Unreachable { .. } | Self::Unauthorized(_) => Admission::Refuse(503, reason),
+            // What the Agent tells its callers, as the reason (a person, when it names one,
+            // is the call task's: it answers and transfers instead).
+            Self::Outage(fallback) => Admission::Refuse(503, fallback.message.clone()),
             Self::Other { .. } => Admission::Refuse(500, reason),
         }
     }
@@ -113,6 +140,7 @@ impl Refused {
             Self::Unauthorized(_) => "unauthorized",
             Self::Busy(_) => "busy",
             Self::Unreachable { .. } => "unreachable",
+            Self::Outage(_) => "outage",
             Self::Other { .. } => "other",
         }
     }
@@ -196,8 +224,10 @@ async fn open_now(config: &GatewayConfig, agent: &str, law: Law, header: Option<
     let start = serde_json::to_string(&ClientMessage::SessionStart(session_start(agent, law)))
         .map_err(|e| unreachable(e.to_string()))?;
     socket.send(Message::text(start)).await.map_err(|e| unreachable(e.to_string()))?;
-    // The gateway's last words before a close: its bidi_error says why.
+    // The gateway's last words before a close: its bidi_error says why, or its
+    // bidi_session_fallback what to do instead.
     let mut said = String::new();
+    let mut fallback = None;
     while let Some(frame) = socket.next().await {
         match frame {
             Ok(Message::Text(text)) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
@@ -210,11 +240,17 @@ async fn open_now(config: &GatewayConfig, agent: &str, law: Law, header: Option<
                     return Ok(Session { socket, id: session_id });
                 }
                 Ok(ServerMessage::BidiError { message, .. }) => said = message,
+                Ok(ServerMessage::BidiSessionFallback { agent, cause, message, person, retry_after_seconds }) => {
+                    fallback = Some(Fallback { agent, cause, message, person, retry_after_seconds });
+                }
                 _ => {}
             },
             Ok(Message::Close(frame)) => {
                 let (code, reason) =
                     frame.map(|f| (u16::from(f.code), f.reason.to_string())).unwrap_or((1005, String::new()));
+                if code == close_code::OUTAGE {
+                    return Err(outage(agent, fallback, reason));
+                }
                 let message = if said.is_empty() { reason } else { said };
                 return Err(refusal(agent, code, message));
             }
@@ -239,6 +275,19 @@ fn refusal(agent: &str, code: u16, message: String) -> Refused {
     }
 }
 
+/// The refusal of a close 4513: the fallback the gateway sent before it, or (a gateway that
+/// closed 4513 without one) a fallback with no person and the close's reason.
+fn outage(agent: &str, fallback: Option<Fallback>, reason: String) -> Refused {
+    let fallback = fallback.unwrap_or_else(|| Fallback {
+        agent: agent.to_owned(),
+        cause: "unknown".to_owned(),
+        message: if reason.is_empty() { "The assistant is unavailable at the moment.".to_owned() } else { reason },
+        person: None,
+        retry_after_seconds: None,
+    });
+    Refused::Outage(Box::new(fallback))
+}
+
 /// Ends the session as a client does: `close`, then the WebSocket close.
 pub async fn close(socket: &mut Socket) -> Result<(), tungstenite::Error> {
     let text = serde_json::to_string(&ClientMessage::Close {}).unwrap_or_default();
@@ -261,6 +310,25 @@ mod tests {
         assert_eq!(status(4400, "bad start"), Some(500));
         let text = Refused::TextOnly { agent: "disputes".into() };
         assert_eq!(text.admission(), Admission::NotAcceptable("agent disputes is text-only and takes no calls".into()));
+    }
+
+    #[test]
+    fn an_outage_is_refused_503_with_the_agents_message_unless_a_person_takes_the_call() {
+        let person = FallbackPerson { name: "advisor".into(), address: "+442079460001".into() };
+        let said = Fallback {
+            agent: "bank/triage".into(),
+            cause: "switch".into(),
+            message: "Please call back later.".into(),
+            person: Some(person.clone()),
+            retry_after_seconds: None,
+        };
+        let refused = outage("triage", Some(said.clone()), "outage: see bidi_session_fallback".into());
+        assert_eq!(refused, Refused::Outage(Box::new(said)), "the fallback as the gateway sent it");
+        assert_eq!(refused.label(), "outage");
+        assert_eq!(refused.admission(), Admission::Refuse(503, "Please call back later.".into()));
+        let Refused::Outage(bare) = outage("triage", None, String::new()) else { panic!("an outage") };
+        assert_eq!((bare.cause.as_str(), bare.person), ("unknown", None), "a 4513 that said nothing more");
+        assert!(!bare.message.is_empty(), "the caller is told something");
     }
 
     #[test]

@@ -48,6 +48,10 @@
 //! Transfers (the `transfer` module): the agent's `transfer_request` becomes a REFER to the caller's
 //! side; the NOTIFYs' final answer becomes the session's `transfer_result`.
 //!
+//! Outage mode: a call to an Agent whose session the gateway diverts (`bidi_session_fallback`,
+//! close 4513) is answered and put through to the fallback's person with the same REFER, or,
+//! with only a message, refused 503 with the message as the reason.
+//!
 //! Not here yet: TLS, the caller's number in the session context, dialling the person and
 //! bridging where the trunk takes no REFER, answering-machine detection, and metrics.
 

@@ -1,0 +1,355 @@
+//! A call's media apart from its sockets ([`Relay`]): the media session with the phone
+//! (settled, changed, latched to where the phone's RTP really comes from), the agent's
+//! audio held until the media is settled, keys pressed not yet forwarded, the law each side
+//! speaks, and what the media did ([`Counts`], for the call's last log line).
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use switchboard_sip::media::g711::Law;
+use switchboard_sip::media::jitter::Playout;
+use switchboard_sip::media::session::{MediaSession, Received};
+use switchboard_sip::sdp::{Codec, Direction, Negotiated};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::MediaSettings;
+
+/// The G.711 law of a settled codec.
+pub(crate) fn law(codec: Codec) -> Law {
+    match codec {
+        Codec::Pcmu => Law::Ulaw,
+        Codec::Pcma => Law::Alaw,
+    }
+}
+
+/// G.711 from one law to the other (only when the phone's law changed mid-call, or a
+/// delayed offer settled on the other law than the session's).
+fn convert(from: Law, to: Law, audio: &[u8]) -> Vec<u8> {
+    if from == to { audio.to_vec() } else { audio.iter().map(|c| to.encode(from.decode(*c))).collect() }
+}
+
+/// A datagram for the phone and where to send it.
+type Packet = (SocketAddr, Vec<u8>);
+
+/// The media state of a call, apart from the sockets.
+pub(super) struct Relay {
+    settings: Arc<MediaSettings>,
+    session_law: Law,
+    session: Option<(MediaSession, Law, Negotiated)>,
+    /// The phone's SIP address: RTP from it (another port) may move the media there.
+    signalling_ip: IpAddr,
+    /// Whether the media moved to where the phone's RTP really comes from.
+    latched: bool,
+    /// The agent's audio that came before the media was settled (its greeting).
+    pending: VecDeque<u8>,
+    last_rtp: Instant,
+    /// Keys pressed and not yet forwarded (RFC 4733 events, SIP INFO digits).
+    pressed: Vec<switchboard_sip::media::telephone::Event>,
+    counts: Counts,
+}
+
+/// What a call's media did, for its last log line.
+#[derive(Debug, Default)]
+struct Counts {
+    /// RTP packets taken (audio and telephone events).
+    rtp_in: u64,
+    /// Datagrams ignored (not the dialogue's address, codec, malformed, late).
+    ignored: u64,
+    /// Frames of the caller's audio sent to the gateway.
+    frames_to_gateway: u64,
+    /// Frames dropped because the gateway did not read.
+    dropped_to_gateway: u64,
+    /// Bytes of the agent's audio (G.711: 8 a millisecond).
+    agent_bytes: u64,
+    /// Keys forwarded to the gateway (`bidi_dtmf`; the keys themselves are never logged).
+    keys: u64,
+    /// Keys dropped because the gateway did not read.
+    dropped_keys: u64,
+}
+
+impl Relay {
+    pub(super) fn new(settings: Arc<MediaSettings>, session_law: Law, signalling_ip: IpAddr) -> Self {
+        Self {
+            settings,
+            session_law,
+            session: None,
+            signalling_ip,
+            latched: false,
+            pending: VecDeque::new(),
+            last_rtp: Instant::now(),
+            pressed: Vec::new(),
+            counts: Counts::default(),
+        }
+    }
+
+    /// Whether the media with the phone is settled (the clocks run only then).
+    pub(super) fn is_settled(&self) -> bool {
+        self.session.is_some()
+    }
+
+    /// A key pressed (a SIP INFO digit), forwarded with the next [`Relay::forward_keys`].
+    pub(super) fn pressed(&mut self, event: switchboard_sip::media::telephone::Event) {
+        self.pressed.push(event);
+    }
+
+    /// Queues the caller's frame for the gateway; dropped (and counted) when the gateway
+    /// does not read.
+    pub(super) fn frame_to_gateway(&mut self, frame: Vec<u8>, to_gateway: &mpsc::Sender<Message>) {
+        match to_gateway.try_send(Message::binary(frame)) {
+            Ok(()) => self.counts.frames_to_gateway += 1,
+            Err(_) => self.counts.dropped_to_gateway += 1,
+        }
+    }
+
+    /// The call's last log line about its media.
+    pub(super) fn log_counts(&self, call_id: &str) {
+        let counts = &self.counts;
+        tracing::info!(
+            call = %call_id,
+            rtp_in = counts.rtp_in,
+            ignored = counts.ignored,
+            frames_to_gateway = counts.frames_to_gateway,
+            dropped_to_gateway = counts.dropped_to_gateway,
+            agent_audio_ms = counts.agent_bytes / 8,
+            keys = counts.keys,
+            dropped_keys = counts.dropped_keys,
+            "media relayed"
+        );
+    }
+
+    /// Sends each key pressed since the last call to the gateway, one `bidi_dtmf` each.
+    pub(super) fn forward_keys(&mut self, to_gateway: &mpsc::Sender<Message>) {
+        for message in self.pressed.drain(..).filter_map(crate::keys::message) {
+            match to_gateway.try_send(message) {
+                Ok(()) => self.counts.keys += 1,
+                Err(_) => self.counts.dropped_keys += 1,
+            }
+        }
+    }
+
+    pub(super) fn media(&mut self, media: Negotiated) {
+        let phone_law = law(media.codec);
+        match &mut self.session {
+            Some((session, current, negotiated)) => {
+                self.latched = false;
+                session.update(media.clone());
+                *current = phone_law;
+                *negotiated = media;
+            }
+            None => {
+                let mut session = MediaSession::new(
+                    self.settings.media,
+                    media.clone(),
+                    fastrand::u32(..),
+                    fastrand::u16(..),
+                    fastrand::u32(..),
+                );
+                let pending: Vec<u8> = self.pending.drain(..).collect();
+                session.queue_audio(&convert(self.session_law, phone_law, &pending));
+                self.session = Some((session, phone_law, media));
+                self.last_rtp = Instant::now();
+            }
+        }
+    }
+
+    pub(super) fn agent_audio(&mut self, audio: &[u8]) {
+        self.counts.agent_bytes += audio.len() as u64;
+        match &mut self.session {
+            Some((session, phone_law, _)) => {
+                session.queue_audio(&convert(self.session_law, *phone_law, audio));
+            }
+            None => {
+                self.pending.extend(audio);
+                let over = self.pending.len().saturating_sub(self.settings.media.max_outgoing);
+                self.pending.drain(..over);
+            }
+        }
+    }
+
+    pub(super) fn interrupted(&mut self) {
+        self.pending.clear();
+        if let Some((session, ..)) = &mut self.session {
+            session.clear_audio();
+        }
+    }
+
+    pub(super) fn rtp(&mut self, from: SocketAddr, datagram: &[u8], rtcp: bool) {
+        let Some((session, _, negotiated)) = &mut self.session else {
+            self.counts.ignored += 1;
+            return;
+        };
+        // Symmetric RTP (RFC 4961) and latching: a phone behind NAT, or one that writes
+        // another of its addresses in its SDP (baresip names its default interface), sends
+        // from where it can. The media moves to the first RTP source that is the SDP's
+        // address or the phone's SIP address, once per offer/answer; any other address
+        // stays ignored.
+        if !rtcp
+            && !self.latched
+            && from != negotiated.remote
+            && (from.ip() == self.signalling_ip || from.ip() == negotiated.remote.ip())
+            && switchboard_sip::media::rtp::parse(datagram).is_ok()
+        {
+            tracing::debug!(sdp = %negotiated.remote, %from, "media latched to where the phone's RTP comes from");
+            negotiated.remote = from;
+            session.update(negotiated.clone());
+            self.latched = true;
+        }
+        let now = Instant::now();
+        let received =
+            if rtcp { session.receive_rtcp(now, from, datagram) } else { session.receive(now, from, datagram) };
+        match received {
+            Received::Audio => {
+                self.last_rtp = now;
+                self.counts.rtp_in += 1;
+            }
+            Received::Telephone(told) => {
+                self.last_rtp = now;
+                self.counts.rtp_in += 1;
+                self.pressed.extend(told.into_iter().filter_map(|t| match t {
+                    switchboard_sip::media::telephone::Telephone::Pressed(event) => Some(event),
+                    switchboard_sip::media::telephone::Telephone::Released { .. } => None,
+                }));
+            }
+            Received::Rtcp(_) => {}
+            Received::Ignored(why) => {
+                if self.counts.ignored == 0 {
+                    tracing::debug!(%from, ?why, "first datagram ignored on the call's media port");
+                }
+                self.counts.ignored += 1;
+            }
+        }
+    }
+
+    /// The caller's frame for the gateway (in the session's law) and the packet for the phone.
+    pub(super) fn tick(&mut self) -> (Option<Vec<u8>>, Option<Packet>) {
+        let Some((session, phone_law, _)) = &mut self.session else { return (None, None) };
+        let tick = session.tick();
+        let play = match tick.play {
+            Playout::Frame(frame) | Playout::Concealed(frame) => Some(convert(*phone_law, self.session_law, &frame)),
+            Playout::Waiting => None,
+        };
+        (play, tick.send)
+    }
+
+    /// Whether the phone, which should be sending, has sent nothing for the timeout.
+    pub(super) fn timed_out(&self) -> bool {
+        let Some((_, _, media)) = &self.session else { return false };
+        let phone_sends = matches!(media.direction, Direction::SendRecv | Direction::RecvOnly)
+            && media.remote.port() != 0
+            && !media.remote.ip().is_unspecified();
+        phone_sends && self.last_rtp.elapsed() > self.settings.timeout
+    }
+
+    pub(super) fn report(&mut self, cname: &str) -> Option<Packet> {
+        let (session, ..) = self.session.as_mut()?;
+        let wall = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        session.report(Instant::now(), wall, cname)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn laws_convert_only_when_they_differ() {
+        let ulaw = [0xFF, 0x80, 0x00, 0x7F];
+        assert_eq!(convert(Law::Ulaw, Law::Ulaw, &ulaw), ulaw);
+        let alaw = convert(Law::Ulaw, Law::Alaw, &ulaw);
+        let back = convert(Law::Alaw, Law::Ulaw, &alaw);
+        for (a, b) in ulaw.iter().zip(&back) {
+            let (a, b) = (i32::from(Law::Ulaw.decode(*a)), i32::from(Law::Ulaw.decode(*b)));
+            assert!((a - b).abs() <= a.abs() / 8 + 16, "{a} vs {b}");
+        }
+    }
+
+    fn negotiated(direction: Direction) -> Negotiated {
+        Negotiated {
+            remote: "127.0.0.1:4000".parse().expect("addr"),
+            codec: Codec::Pcmu,
+            payload_type: 0,
+            telephone_event: None,
+            remote_ptime: None,
+            direction,
+            rtcp_mux: false,
+        }
+    }
+
+    #[test]
+    fn silent_rtp_times_the_call_out_unless_the_phone_is_not_sending() {
+        let settings = MediaSettings { timeout: Duration::from_millis(50), ..MediaSettings::default() };
+        let mut relay = Relay::new(Arc::new(settings), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
+        assert!(!relay.timed_out(), "no media yet");
+        relay.media(negotiated(Direction::SendRecv));
+        assert!(!relay.timed_out());
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(relay.timed_out(), "nothing from the phone for longer than the timeout");
+        let mut phone = switchboard_sip::media::rtp::RtpSender::new(7, 1, 1);
+        relay.rtp("127.0.0.1:4000".parse().expect("addr"), &phone.media(0, false, &[0xFF; 160], 160), false);
+        assert!(!relay.timed_out(), "a packet from the phone resets it");
+        relay.media(negotiated(Direction::SendOnly));
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(!relay.timed_out(), "a phone on hold (the edge only sends) is not expected to send");
+    }
+
+    #[test]
+    fn rtp_from_a_stranger_is_ignored_and_never_latched() {
+        let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "10.0.0.1".parse().expect("ip"));
+        relay.media(negotiated(Direction::SendRecv));
+        let mut stranger = switchboard_sip::media::rtp::RtpSender::new(9, 1, 1);
+        relay.rtp("192.0.2.77:4000".parse().expect("addr"), &stranger.media(0, false, &[0x00; 160], 160), false);
+        assert_eq!((relay.counts.rtp_in, relay.counts.ignored, relay.latched), (0, 1, false));
+        // The phone's SIP address on another port: latched once.
+        relay.rtp("10.0.0.1:5000".parse().expect("addr"), &stranger.media(0, false, &[0xFF; 160], 160), false);
+        assert_eq!((relay.counts.rtp_in, relay.latched), (1, true));
+    }
+
+    #[test]
+    fn a_key_press_is_forwarded_once_however_its_packets_repeat() {
+        use switchboard_sip::media::telephone::{Payload, packets};
+        let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
+        let mut media = negotiated(Direction::SendRecv);
+        media.telephone_event = Some(101);
+        relay.media(media);
+        let (to_gateway, mut sent) = mpsc::channel(16);
+        let mut phone = switchboard_sip::media::rtp::RtpSender::new(7, 1, 1);
+        for (key, start) in [('4', 8000u32), ('#', 16000)] {
+            for planned in packets(switchboard_sip::media::telephone::Event::Digit(key), 120) {
+                let payload = Payload::to_bytes(planned.payload);
+                let packet = phone.packet(101, planned.marker, start, &payload);
+                relay.rtp("127.0.0.1:4000".parse().expect("addr"), &packet, false);
+                relay.forward_keys(&to_gateway);
+            }
+        }
+        let mut keys = Vec::new();
+        while let Ok(Message::Text(text)) = sent.try_recv() {
+            keys.push(text.to_string());
+        }
+        assert_eq!(keys, [r#"{"type":"bidi_dtmf","digits":"4"}"#, r##"{"type":"bidi_dtmf","digits":"#"}"##]);
+        assert_eq!(relay.counts.keys, 2);
+    }
+
+    #[test]
+    fn an_interruption_drops_the_queued_reply_at_once() {
+        let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
+        relay.agent_audio(&[0x10; 1600]);
+        assert_eq!(relay.pending.len(), 1600, "held until the media is settled");
+        relay.interrupted();
+        assert!(relay.pending.is_empty());
+        let media = negotiated(Direction::SendRecv);
+        relay.agent_audio(&[0x10; 800]);
+        relay.media(media);
+        let (_, send) = relay.tick();
+        let (to, packet) = send.expect("a packet");
+        assert_eq!((to.port(), packet[12..].iter().all(|b| *b == 0x10)), (4000, true), "the greeting is played first");
+        relay.agent_audio(&[0x20; 1600]);
+        relay.interrupted();
+        let (_, send) = relay.tick();
+        assert!(send.expect("silence").1[12..].iter().all(|b| *b == 0xFF), "silence after the interruption");
+    }
+}

@@ -1,0 +1,34 @@
+//! A real SIP phone calls the agents: Debian's `baresip` (headless: it dials, plays a WAV and
+//! writes what it hears to a WAV) calls `switchboard sip`, the SIP edge, in front of a real
+//! `switchboard local` (its gateway, runtimes and the Bedrock simulator, offline). The phone
+//! says a phrase tone (500 Hz: the simulator hears "phrase 1"), the voice agent's reply is
+//! heard in the phone's recording (measured with sox), the session is in the conversation
+//! record with its agent and ends when the phone hangs up; the agent's side ending (local
+//! mode stopped) hangs the phone up. Calls to an unknown, an unexposed and a text-only agent
+//! are refused with 404, 403 and 488 and the gateway's reason; a call to the number triage
+//! claims (`spec.telephony.numbers`) reaches triage, one to a number nobody claims gets
+//! 404; garbage sent to the edge's
+//! SIP and RTP ports during a call does not disturb it; a call signalled over TCP works as
+//! one over UDP; keys pressed on the phone (RFC 4733) reach the agent as the caller's input,
+//! told once at the `#`, and the edge logs how many, never which. A call through a trunk
+//! (digest credentials) carries the caller's number and the number dialled into the session
+//! (a tool bound to them receives them), and a keypad input typed on the phone reaches the
+//! tool and nothing else (not the model, not the record, not a log). The tools come from
+//! tests/tools/install.sh.
+//!
+//! One module per concept: [`stack`] starts what a call reaches (local mode and the edge)
+//! and reads what it recorded; [`phone`] drives the baresip phones (callers and callees);
+//! the tests are grouped by what they prove: [`calls`] (inbound calls, refusals, hang-ups,
+//! hostile input), [`trunks`], [`keypad`], [`outbound`], [`transfer`], [`outage`] (an Agent
+//! in outage mode: the call goes to its fallback person) and [`local`] (local mode's own
+//! edge).
+
+mod calls;
+mod keypad;
+mod local;
+mod outage;
+mod outbound;
+mod phone;
+mod stack;
+mod transfer;
+mod trunks;

@@ -1,0 +1,292 @@
+//! The phones: a baresip that dials the edge ([`Phone`]: it plays a WAV, records what it
+//! hears, presses keys through its console) and one that takes calls ([`Callee`]: the
+//! person of a transfer's far side, the callee of an outbound call).
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::stack::{Stack, free_udp_range, wait_for};
+
+/// A baresip instance dialling one URI.
+pub(crate) struct Phone {
+    dir: PathBuf,
+    child: Child,
+}
+
+impl Drop for Phone {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Phone {
+    /// Dials `sip:<user>@<edge>` playing half a second of silence, 1.5 s of a 500 Hz tone
+    /// (phrase 1) and `silence` seconds of silence; hangs up at the end of the file and
+    /// quits after `quit` seconds.
+    pub(crate) fn dial(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32) -> Self {
+        Self::dial_over(stack, name, user, silence, quit, "udp")
+    }
+
+    /// [`Phone::dial`] over `transport` (`udp` or `tcp`).
+    pub(crate) fn dial_over(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32, transport: &str) -> Self {
+        Self::dial_as(stack, name, user, silence, quit, transport, "")
+    }
+
+    /// [`Phone::dial_over`] with more account parameters (`;auth_user=..;auth_pass=..`).
+    pub(crate) fn dial_as(
+        stack: &Stack,
+        name: &str,
+        user: &str,
+        silence: u32,
+        quit: u32,
+        transport: &str,
+        account: &str,
+    ) -> Self {
+        Self::dial_with(stack, name, user, silence, quit, transport, account, "")
+    }
+
+    /// [`Phone::dial`] with baresip's console listening on a UDP port ([`Phone::press`]
+    /// types keys into the call through it).
+    pub(crate) fn dial_with_keypad(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32) -> (Self, u16) {
+        let console = loop {
+            let port = free_udp_range(1).0;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                break port;
+            }
+        };
+        let config = format!("module cons.so\ncons_listen 127.0.0.1:{console}\n");
+        (Self::dial_with(stack, name, user, silence, quit, "udp", "", &config), console)
+    }
+
+    /// Presses `keys` on the phone in the call: baresip's `/sndcode` sends each as an RFC
+    /// 4733 telephone event.
+    pub(crate) fn press(console: u16, keys: &str) {
+        let socket = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+        socket.send_to(format!("/sndcode {keys}\n").as_bytes(), ("127.0.0.1", console)).expect("send");
+    }
+
+    /// [`Phone::dial_as`] with more lines for baresip's config.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn dial_with(
+        stack: &Stack,
+        name: &str,
+        user: &str,
+        silence: u32,
+        quit: u32,
+        transport: &str,
+        account: &str,
+        more_config: &str,
+    ) -> Self {
+        let dial = format!("/dial sip:{user}@{};transport={transport}", stack.sip);
+        Self::start(
+            &stack.dir,
+            &stack.tools,
+            name,
+            "caller",
+            silence,
+            quit,
+            transport,
+            account,
+            more_config,
+            Some(&dial),
+        )
+        .0
+    }
+
+    /// A phone that answers calls to `sip:<user>@127.0.0.1:<its port>` at once (it plays
+    /// the same WAV as a caller and records what it hears); returns it with its port.
+    pub(crate) fn answering(dir: &Path, tools: &Path, name: &str, user: &str, quit: u32) -> (Self, u16) {
+        Self::start(dir, tools, name, user, 20, quit, "udp", ";answermode=auto", "", None)
+    }
+
+    /// A baresip instance with account `<user>` and `more_config` lines in its config,
+    /// running `command` at start.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start(
+        root: &Path,
+        tools: &Path,
+        name: &str,
+        user: &str,
+        silence: u32,
+        quit: u32,
+        transport: &str,
+        account: &str,
+        more_config: &str,
+        command: Option<&str>,
+    ) -> (Self, u16) {
+        let dir = root.join(name);
+        std::fs::create_dir_all(dir.join("snd")).expect("a folder");
+        let sox = tools.join("sox");
+        let part = |file: &str, args: &[&str]| {
+            let status = Command::new(&sox)
+                .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
+                .arg(dir.join(file))
+                .args(args)
+                .status()
+                .expect("sox runs");
+            assert!(status.success(), "sox made {file}");
+        };
+        part("lead.wav", &["trim", "0", "0.5"]);
+        part("tone.wav", &["synth", "1.5", "sine", "500", "vol", "0.5"]);
+        part("tail.wav", &["trim", "0", &silence.to_string()]);
+        let status = Command::new(&sox)
+            .args([dir.join("lead.wav"), dir.join("tone.wav"), dir.join("tail.wav"), dir.join("say.wav")])
+            .status()
+            .expect("sox runs");
+        assert!(status.success(), "sox joined the WAV");
+        // baresip listens on a port and the next (TLS): both free.
+        let port = loop {
+            let port = free_udp_range(2).0;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+                && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
+            {
+                break port;
+            }
+        };
+        let d = dir.display();
+        let config = format!(
+            "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
+             module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
+             audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
+             snd_path {d}/snd\n{more_config}"
+        );
+        std::fs::write(dir.join("config"), config).expect("config");
+        let account =
+            format!("<sip:{user}@127.0.0.1:{port};transport={transport}>;regint=0;audio_codecs=PCMU{account}\n");
+        std::fs::write(dir.join("accounts"), account).expect("accounts");
+        let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
+        let mut baresip = Command::new(tools.join("baresip"));
+        baresip.arg("-f").arg(&dir);
+        if let Some(command) = command {
+            baresip.args(["-e", command]);
+        }
+        let child = baresip
+            .args(["-t", &quit.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("baresip starts");
+        (Self { dir, child }, port)
+    }
+
+    pub(crate) fn log(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(self.dir.join("baresip.log")).unwrap_or_default()).into_owned()
+    }
+
+    /// Waits for the call to be over (answered and hung up, or refused) within `limit`; its
+    /// recordings are closed then.
+    pub(crate) fn wait_over(&self, limit: Duration) {
+        let over = || {
+            let log = self.log();
+            log.contains("terminated") || log.contains("session closed")
+        };
+        wait_for("the call is over", limit, over, || self.log());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    /// What the phone heard (its `-dec.wav`): its length in seconds (sox stat) and the RMS
+    /// of each 250 ms of it (0..1 of full scale).
+    pub(crate) fn heard(&self, sox: &Path) -> (f64, Vec<f64>) {
+        let dec = std::fs::read_dir(self.dir.join("snd"))
+            .expect("the recordings")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with("-dec.wav"))
+            .unwrap_or_else(|| panic!("baresip wrote no -dec.wav:\n{}", self.log()));
+        let stat = Command::new(sox).arg(&dec).args(["-n", "stat"]).output().expect("sox stat");
+        let text = String::from_utf8_lossy(&stat.stderr);
+        let length = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Length (seconds):"))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("sox stat: {text}"));
+        let raw = Command::new(sox)
+            .arg(&dec)
+            .args(["-t", "raw", "-e", "signed-integer", "-b", "16", "-c", "1", "-r", "8000", "-"])
+            .output()
+            .expect("sox converts");
+        let samples: Vec<f64> =
+            raw.stdout.chunks_exact(2).map(|b| f64::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0).collect();
+        let windows = samples.chunks(2000).map(|w| (w.iter().map(|s| s * s).sum::<f64>() / w.len() as f64).sqrt());
+        (length, windows.collect())
+    }
+}
+
+/// A baresip that takes calls (the callee of the edge's outbound calls) on `port`:
+/// `answermode` `auto` (answers at once, plays the phrase tone, records what it hears) or
+/// `manual` (rings until the caller gives up); `max_calls` calls at once (past it: 486 Max
+/// Calls). It hangs up when told to stop ([`Callee::hang_up`]).
+pub(crate) struct Callee {
+    pub(crate) phone: Phone,
+    port: u16,
+}
+
+/// A port for a baresip: it and the next free over UDP and TCP.
+pub(crate) fn free_phone_port() -> u16 {
+    loop {
+        let port = free_udp_range(2).0;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
+        {
+            return port;
+        }
+    }
+}
+
+impl Callee {
+    pub(crate) fn listen(stack: &Stack, name: &str, answermode: &str, max_calls: u32, port: u16) -> Self {
+        let dir = stack.dir.join(name);
+        std::fs::create_dir_all(dir.join("snd")).expect("a folder");
+        // Half a second of silence, the phrase tone (500 Hz, 1.5 s), then silence.
+        let status = Command::new(stack.tools.join("sox"))
+            .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
+            .arg(dir.join("say.wav"))
+            .args(["synth", "1.5", "sine", "500", "vol", "0.5", "pad", "0.5", "60"])
+            .status()
+            .expect("sox runs");
+        assert!(status.success(), "sox made the callee's WAV");
+        let d = dir.display();
+        let config = format!(
+            "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
+             module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
+             audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
+             snd_path {d}/snd\ncall_max_calls {max_calls}\n"
+        );
+        std::fs::write(dir.join("config"), config).expect("config");
+        let account =
+            format!("<sip:callee@127.0.0.1:{port};transport=udp>;regint=0;answermode={answermode};audio_codecs=PCMU\n");
+        std::fs::write(dir.join("accounts"), account).expect("accounts");
+        let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
+        let child = Command::new(stack.tools.join("baresip"))
+            .arg("-f")
+            .arg(&dir)
+            .args(["-t", "180"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("baresip starts");
+        let phone = Phone { dir, child };
+        wait_for(
+            "the callee listens",
+            Duration::from_secs(10),
+            || phone.log().contains("baresip is ready"),
+            || phone.log(),
+        );
+        Self { phone, port }
+    }
+
+    pub(crate) fn uri(&self) -> String {
+        format!("sip:callee@127.0.0.1:{}", self.port)
+    }
+
+    /// Stops baresip as a person hangs up: SIGTERM, it sends BYE and closes its recordings.
+    pub(crate) fn hang_up(&self) {
+        let status = Command::new("kill").args(["-TERM", &self.phone.child.id().to_string()]).status().expect("kill");
+        assert!(status.success(), "SIGTERM to the callee");
+    }
+}

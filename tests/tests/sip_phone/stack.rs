@@ -1,0 +1,197 @@
+//! What a call reaches: `switchboard local` (the Example Bank's test copy) and `switchboard
+//! sip` in front of it, each test's in a folder of its own; and what they recorded and
+//! counted (the record through `switchboard sessions`, the gateway's metrics).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use switchboard_tests::cluster::tools_bin;
+use switchboard_tests::repo_root;
+use switchboard_tests::switchboard::{Process, switchboard_binary};
+
+/// The number triage claims in the test's copy of the Example Bank.
+pub(crate) const TRIAGE_NUMBER: &str = "+442079460000";
+
+/// RTP ports the edge may use in one test (five pairs).
+pub(crate) const RTP_PORTS: u16 = 10;
+
+/// `switchboard local` (with the Example Bank, `disputes` exposed as a text-only agent a
+/// caller can name) and `switchboard sip` in front of it, in a folder of their own.
+pub(crate) struct Stack {
+    pub(crate) dir: PathBuf,
+    pub(crate) tools: PathBuf,
+    pub(crate) binary: PathBuf,
+    pub(crate) record: String,
+    pub(crate) sip: SocketAddr,
+    pub(crate) rtp: (u16, u16),
+    pub(crate) edge: Process,
+    pub(crate) local: Process,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("a folder");
+    for entry in std::fs::read_dir(from).expect("the examples") {
+        let entry = entry.expect("an entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("a copy");
+        }
+    }
+}
+
+/// An even UDP port with `count - 1` after it, free now.
+pub(crate) fn free_udp_range(count: u16) -> (u16, u16) {
+    loop {
+        let probe = UdpSocket::bind("127.0.0.1:0").expect("a port");
+        let first = probe.local_addr().expect("addr").port() & !1;
+        drop(probe);
+        let Some(last) = first.checked_add(count - 1) else { continue };
+        if (first..=last).all(|p| UdpSocket::bind(("127.0.0.1", p)).is_ok()) {
+            return (first, last);
+        }
+    }
+}
+
+pub(crate) fn stack(name: &str) -> Stack {
+    stack_with(name, &[])
+}
+
+/// [`stack`] with more flags for `switchboard sip` (trunks, say).
+pub(crate) fn stack_with(name: &str, edge_args: &[&str]) -> Stack {
+    stack_custom(name, edge_args, "", &[])
+}
+
+/// [`stack_with`] with more of triage's `spec.telephony` (`triage_telephony`: YAML lines
+/// indented by four spaces) and more flags for `switchboard local` (a simulator script).
+pub(crate) fn stack_custom(name: &str, edge_args: &[&str], triage_telephony: &str, local_args: &[&str]) -> Stack {
+    stack_edited(name, edge_args, triage_telephony, local_args, |triage| triage)
+}
+
+/// [`stack_custom`] with triage.yaml (its test copy, number claimed) edited by `edit`.
+pub(crate) fn stack_edited(
+    name: &str,
+    edge_args: &[&str],
+    triage_telephony: &str,
+    local_args: &[&str],
+    edit: impl Fn(String) -> String,
+) -> Stack {
+    let tools = tools_bin().expect("tests/tools/install.sh");
+    let binary = switchboard_binary().expect("the switchboard binary");
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let agents = dir.join("agents");
+    copy_dir(&repo_root().join("examples/banking"), &agents);
+    let disputes = agents.join("disputes.yaml");
+    let text = std::fs::read_to_string(&disputes).expect("disputes.yaml");
+    assert!(text.contains("expose: false"), "disputes.yaml is not exposed: the test exposes it");
+    std::fs::write(&disputes, text.replace("expose: false", "expose: true")).expect("write");
+    // triage answers a phone number too (in this copy: the Example Bank runs in several
+    // namespaces in other tests, where one number would be two claims).
+    let triage = agents.join("triage.yaml");
+    let text = std::fs::read_to_string(&triage).expect("triage.yaml");
+    let claimed = text.replace(
+        "  gateway:\n    default: true",
+        &format!("  gateway:\n    default: true\n  telephony:\n    numbers: [\"{TRIAGE_NUMBER}\"]\n{triage_telephony}"),
+    );
+    assert_ne!(claimed, text, "triage.yaml's gateway block moved: the test adds its number there");
+    std::fs::write(&triage, edit(claimed)).expect("write");
+    let record = format!("sqlite:{}", dir.join("record.db").display());
+    let agents_arg = agents.to_string_lossy().into_owned();
+    let local = Process::start(
+        &binary,
+        "local",
+        &[&["local", &agents_arg, "--port", "0", "--record-database-url", &record][..], local_args].concat(),
+        &[],
+        "Chat with: switchboard chat ws://",
+    )
+    .expect("switchboard local starts");
+    let log = local.log_text();
+    let gateway = log
+        .lines()
+        .find_map(|l| l.split_once("Chat with: switchboard chat ").map(|(_, url)| url.trim().to_owned()))
+        .expect("local mode prints its session URL");
+    let rtp = free_udp_range(RTP_PORTS);
+    let edge = Process::start(
+        &binary,
+        "sip",
+        &[
+            &["sip", "--listen", "127.0.0.1:0", "--rtp-ports", &format!("{}-{}", rtp.0, rtp.1), "--gateway", &gateway]
+                [..],
+            edge_args,
+        ]
+        .concat(),
+        &[("SWITCHBOARD_LOG", "info,switchboard_sip_edge=debug")],
+        "SIP edge ready",
+    )
+    .expect("switchboard sip starts");
+    let sip = edge
+        .log_text()
+        .lines()
+        .find_map(|l| l.split_once("listening on udp://").and_then(|(_, a)| a.split_whitespace().next()?.parse().ok()))
+        .expect("the edge logs its SIP address");
+    Stack { dir, tools, binary, record, sip, rtp, edge, local }
+}
+
+pub(crate) fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool, context: impl Fn() -> String) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}:\n{}", context());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub(crate) fn sessions(stack: &Stack, args: &[&str]) -> String {
+    let out = Command::new(&stack.binary)
+        .args(["sessions"])
+        .args(args)
+        .args(["--record-database-url", &stack.record])
+        .output()
+        .expect("switchboard sessions");
+    assert!(out.status.success(), "switchboard sessions {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+pub(crate) fn gateway_url(stack: &Stack) -> String {
+    stack
+        .local
+        .log_text()
+        .lines()
+        .find_map(|l| l.split_once("Chat with: switchboard chat ").map(|(_, url)| url.trim().to_owned()))
+        .expect("local mode prints its session URL")
+}
+
+/// The gateway's `/metrics` (local mode serves them to this machine).
+pub(crate) fn metrics(stack: &Stack) -> String {
+    use std::io::{Read, Write};
+    let url = gateway_url(stack);
+    let authority = url.trim_start_matches("ws://").split('/').next().expect("host:port").to_owned();
+    let mut stream = std::net::TcpStream::connect(&authority).expect("the gateway");
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").expect("request");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("metrics");
+    text
+}
+
+/// A free UDP port (nothing listens on it when the test uses it).
+pub(crate) fn dead_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").expect("a port").local_addr().expect("addr").port()
+}
+
+/// The record of the one session: its `sessions show` text.
+pub(crate) fn the_session(stack: &Stack) -> String {
+    let list: serde_json::Value = serde_json::from_str(&sessions(stack, &["list", "--json"])).expect("JSON");
+    let list = list.as_array().expect("a list");
+    assert_eq!(list.len(), 1, "one session: {list:?}");
+    sessions(stack, &["show", list[0]["id"].as_str().expect("an id")])
+}
