@@ -38,7 +38,7 @@ use futures_util::future::BoxFuture;
 use switchboard_gateway::Gateway;
 use switchboard_gateway::channels::Channel;
 use switchboard_webrtc::CallConfig;
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::UdpSocket;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -175,6 +175,7 @@ impl Edge {
     /// gateway's `config.max_message_bytes`).
     pub async fn bind(config: &WebrtcConfig, max_message_bytes: usize) -> Result<Arc<Self>, EdgeError> {
         config.turn.validate()?;
+        let metrics = Metrics::new()?;
         let socket = UdpSocket::bind(config.listen)
             .await
             .map_err(|source| EdgeError::Bind { address: config.listen, source })?;
@@ -188,13 +189,13 @@ impl Edge {
         let tcp = match config.tcp {
             Some(address) => {
                 let bind_error = |source| EdgeError::BindTcp { address, source };
-                let listener = TcpListener::bind(address).await.map_err(bind_error)?;
+                let listener = tcp::listen(address).map_err(bind_error)?;
                 let bound = listener.local_addr().map_err(bind_error)?;
                 let advertised = SocketAddr::new(advertised.ip(), bound.port());
                 // A client may hold a few connections (an ICE restart, a second interface).
                 let slots = config.max_calls.saturating_mul(TCP_CONNECTIONS_PER_CALL);
                 tracing::info!(%bound, %advertised, "WebRTC edge on TCP (ICE-TCP)");
-                Some(Arc::new(tcp::TcpSide::new(listener, bound, advertised, slots)))
+                Some(Arc::new(tcp::TcpSide::new(listener, bound, advertised, slots, metrics.clone())))
             }
             None => None,
         };
@@ -219,7 +220,7 @@ impl Edge {
             max_calls: config.max_calls,
             next_call: std::sync::atomic::AtomicU64::new(1),
             turn: config.turn.clone(),
-            metrics: Metrics::new()?,
+            metrics,
         }))
     }
 
@@ -247,10 +248,11 @@ impl Edge {
         }
     }
 
-    /// Reads the socket and takes ICE-TCP connections until `stop`.
-    pub async fn serve(self: Arc<Self>, stop: CancellationToken) {
-        let tcp = self.tcp.clone().map(|tcp| tcp.accept(self.demux.clone(), stop.clone()));
-        let udp = self.receive(stop);
+    /// Reads the socket and takes ICE-TCP connections (their buffers counted in the
+    /// `gateway`'s memory budget) until the gateway shuts down.
+    pub async fn serve(self: Arc<Self>, gateway: Arc<Gateway>) {
+        let tcp = self.tcp.clone().map(|tcp| tcp.accept(self.demux.clone(), gateway.clone()));
+        let udp = self.receive(gateway.shutdown.clone());
         match tcp {
             Some(tcp) => {
                 tokio::join!(udp, tcp);
@@ -327,7 +329,7 @@ impl Channel for Edge {
     }
 
     fn run(self: Arc<Self>, gateway: Arc<Gateway>) -> BoxFuture<'static, ()> {
-        self.serve(gateway.shutdown.clone()).boxed()
+        self.serve(gateway).boxed()
     }
 
     fn render_metrics(&self) -> String {
