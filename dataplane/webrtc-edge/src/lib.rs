@@ -99,6 +99,16 @@ impl Default for WebrtcConfig {
 /// The default of [`WebrtcConfig::max_calls`].
 pub const DEFAULT_MAX_CALLS: usize = 1000;
 
+/// The kernel receive buffer asked for the edge's one UDP socket. Every call's datagrams queue
+/// there while the socket task is not running; the kernel's default (208 KiB on Linux, some
+/// 200 small datagrams) is a few tens of milliseconds of 10 calls' traffic, so any pause of
+/// the gateway longer than that dropped whole bursts of every call's packets (the `webrtc`
+/// benchmark's stall at 10 calls, with the kernel's UDP "receive buffer errors" rising). The
+/// kernel caps it at `net.core.rmem_max`; the edge warns when it got less.
+pub const UDP_RECEIVE_BUFFER: usize = 4 << 20;
+/// The kernel send buffer asked for the edge's UDP socket (replies to every call leave by it).
+pub const UDP_SEND_BUFFER: usize = 1 << 20;
+
 /// ICE-TCP connections the edge holds at most, per call slot.
 pub const TCP_CONNECTIONS_PER_CALL: usize = 2;
 
@@ -180,6 +190,7 @@ impl Edge {
             .await
             .map_err(|source| EdgeError::Bind { address: config.listen, source })?;
         let bound = socket.local_addr().map_err(|source| EdgeError::Bind { address: config.listen, source })?;
+        size_buffers(&socket);
         let advertised = match config.advertise {
             Some(a) if a.port() == 0 => SocketAddr::new(a.ip(), bound.port()),
             Some(a) => a,
@@ -318,6 +329,22 @@ impl Edge {
     /// Live calls.
     pub fn live(&self) -> usize {
         self.max_calls - self.slots.available_permits()
+    }
+}
+
+/// Asks the kernel for [`UDP_RECEIVE_BUFFER`] and [`UDP_SEND_BUFFER`] on `socket`; warns when
+/// it gives less (Linux reports twice what it grants).
+fn size_buffers(socket: &UdpSocket) {
+    let socket = socket2::SockRef::from(socket);
+    let _ = socket.set_recv_buffer_size(UDP_RECEIVE_BUFFER);
+    let _ = socket.set_send_buffer_size(UDP_SEND_BUFFER);
+    let granted = socket.recv_buffer_size().unwrap_or(0);
+    if granted < UDP_RECEIVE_BUFFER {
+        tracing::warn!(
+            asked = UDP_RECEIVE_BUFFER,
+            granted,
+            "the WebRTC UDP socket's receive buffer is smaller than asked: raise net.core.rmem_max, or bursts of datagrams are dropped under load"
+        );
     }
 }
 
