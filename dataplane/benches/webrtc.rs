@@ -224,7 +224,13 @@ async fn webrtc_call(
     tokio::time::sleep(Duration::from_micros((i as u64 * 997) % 40_000)).await;
     let socket = UdpSocket::bind("127.0.0.1:0").await.expect("binds");
     let local = socket.local_addr().expect("addr");
-    let mut rtc = Rtc::builder().build(Instant::now());
+    // As a browser's jitter buffer plays on past a lost packet, the client's str0m gives up on
+    // one after 60 ms (as the edge's does): by default it holds what follows a lost packet
+    // until 15 more came, and a reply of 14 packets after a loss was never heard.
+    let mut rtc = Rtc::builder()
+        .set_reordering_size_audio(3)
+        .set_reordering_timeout_audio(Some(Duration::from_millis(60)))
+        .build(Instant::now());
     rtc.add_local_candidate(Candidate::host(local, "udp").expect("a candidate"));
     let mut change = rtc.sdp_api();
     let mid = change.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
@@ -243,10 +249,34 @@ async fn webrtc_call(
     let (mut frame, mut end_of_speech, mut first_audio) = (0usize, None::<Instant>, None::<Instant>);
     let (mut complete, mut last_audio) = (false, Instant::now());
     let deadline = Instant::now() + Duration::from_secs(120);
+    let begun = Instant::now();
+    let mut seen: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let mut note = |what: String| {
+        if seen.len() == 40 {
+            seen.pop_front();
+        }
+        seen.push_back(format!("{:.3} {what}", begun.elapsed().as_secs_f64()));
+    };
+    let mut media = 0u64;
     while latencies.len() < turns {
-        assert!(Instant::now() < deadline, "call {i}: {} of {turns} turns in 120 s", latencies.len());
+        assert!(
+            Instant::now() < deadline,
+            "call {i}: {} of {turns} turns in 120 s; frame {frame}, complete {complete}, first audio {first_audio:?}, last audio {:?} ago, media {media}, state {:?}\n{}",
+            latencies.len(),
+            last_audio.elapsed(),
+            peer.rtc.is_connected(),
+            seen.iter().cloned().collect::<Vec<_>>().join("\n")
+        );
         let (events, timeout) = peer.poll();
         for event in events {
+            match &event {
+                Event::MediaData(_) => media += 1,
+                Event::ChannelData(data) => note(format!(
+                    "frame {frame} media {media}: {}",
+                    String::from_utf8_lossy(&data.data).chars().take(90).collect::<String>()
+                )),
+                other => note(format!("frame {frame}: {other:?}").chars().take(120).collect()),
+            }
             match event {
                 Event::ChannelOpen(..) => {
                     let start = br#"{"type":"session_start","modalities":["audio"]}"#;
@@ -263,6 +293,11 @@ async fn webrtc_call(
                         panic!("call {i} failed: {text}");
                     }
                 }
+                Event::Closed => panic!(
+                    "call {i}: the call was closed at turn {} of {turns}\n{}",
+                    latencies.len() + 1,
+                    seen.iter().cloned().collect::<Vec<_>>().join("\n")
+                ),
                 Event::MediaData(_) => {
                     last_audio = Instant::now();
                     // The reply may begin before the client's last frame of silence left

@@ -374,6 +374,9 @@ fn metrics_md_lists_exactly_the_gateways_and_the_operators_series() {
     // The WebRTC edge's, which the gateway serves as a channel's.
     let webrtc = switchboard_webrtc_edge::Metrics::new().expect("WebRTC edge metrics");
     webrtc.calls.with_label_values(&["ended"]).inc();
+    webrtc.ice.with_label_values(&["connected", "host", "tcp"]).inc();
+    webrtc.tcp_refused.with_label_values(&["memory_budget"]).inc();
+    webrtc.tcp_bytes.with_label_values(&["in"]).inc_by(100);
     // The shared model quota's, which the gateway serves after its own.
     let capacity = switchboard_gateway::capacity::metrics::CapacityMetrics::new().expect("capacity metrics");
     capacity.quota.with_label_values(&["default/us-east-1"]).set(40.0);

@@ -38,7 +38,7 @@ use futures_util::future::BoxFuture;
 use switchboard_gateway::Gateway;
 use switchboard_gateway::channels::Channel;
 use switchboard_webrtc::CallConfig;
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::UdpSocket;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -98,6 +98,16 @@ impl Default for WebrtcConfig {
 
 /// The default of [`WebrtcConfig::max_calls`].
 pub const DEFAULT_MAX_CALLS: usize = 1000;
+
+/// The kernel receive buffer asked for the edge's one UDP socket. Every call's datagrams queue
+/// there while the socket task is not running; the kernel's default (208 KiB on Linux, some
+/// 200 small datagrams) is a few tens of milliseconds of 10 calls' traffic, so any pause of
+/// the gateway longer than that dropped whole bursts of every call's packets (the `webrtc`
+/// benchmark's stall at 10 calls, with the kernel's UDP "receive buffer errors" rising). The
+/// kernel caps it at `net.core.rmem_max`; the edge warns when it got less.
+pub const UDP_RECEIVE_BUFFER: usize = 4 << 20;
+/// The kernel send buffer asked for the edge's UDP socket (replies to every call leave by it).
+pub const UDP_SEND_BUFFER: usize = 1 << 20;
 
 /// ICE-TCP connections the edge holds at most, per call slot.
 pub const TCP_CONNECTIONS_PER_CALL: usize = 2;
@@ -175,10 +185,12 @@ impl Edge {
     /// gateway's `config.max_message_bytes`).
     pub async fn bind(config: &WebrtcConfig, max_message_bytes: usize) -> Result<Arc<Self>, EdgeError> {
         config.turn.validate()?;
+        let metrics = Metrics::new()?;
         let socket = UdpSocket::bind(config.listen)
             .await
             .map_err(|source| EdgeError::Bind { address: config.listen, source })?;
         let bound = socket.local_addr().map_err(|source| EdgeError::Bind { address: config.listen, source })?;
+        size_buffers(&socket);
         let advertised = match config.advertise {
             Some(a) if a.port() == 0 => SocketAddr::new(a.ip(), bound.port()),
             Some(a) => a,
@@ -188,13 +200,13 @@ impl Edge {
         let tcp = match config.tcp {
             Some(address) => {
                 let bind_error = |source| EdgeError::BindTcp { address, source };
-                let listener = TcpListener::bind(address).await.map_err(bind_error)?;
+                let listener = tcp::listen(address).map_err(bind_error)?;
                 let bound = listener.local_addr().map_err(bind_error)?;
                 let advertised = SocketAddr::new(advertised.ip(), bound.port());
                 // A client may hold a few connections (an ICE restart, a second interface).
                 let slots = config.max_calls.saturating_mul(TCP_CONNECTIONS_PER_CALL);
                 tracing::info!(%bound, %advertised, "WebRTC edge on TCP (ICE-TCP)");
-                Some(Arc::new(tcp::TcpSide::new(listener, bound, advertised, slots)))
+                Some(Arc::new(tcp::TcpSide::new(listener, bound, advertised, slots, metrics.clone())))
             }
             None => None,
         };
@@ -219,7 +231,7 @@ impl Edge {
             max_calls: config.max_calls,
             next_call: std::sync::atomic::AtomicU64::new(1),
             turn: config.turn.clone(),
-            metrics: Metrics::new()?,
+            metrics,
         }))
     }
 
@@ -247,10 +259,11 @@ impl Edge {
         }
     }
 
-    /// Reads the socket and takes ICE-TCP connections until `stop`.
-    pub async fn serve(self: Arc<Self>, stop: CancellationToken) {
-        let tcp = self.tcp.clone().map(|tcp| tcp.accept(self.demux.clone(), stop.clone()));
-        let udp = self.receive(stop);
+    /// Reads the socket and takes ICE-TCP connections (their buffers counted in the
+    /// `gateway`'s memory budget) until the gateway shuts down.
+    pub async fn serve(self: Arc<Self>, gateway: Arc<Gateway>) {
+        let tcp = self.tcp.clone().map(|tcp| tcp.accept(self.demux.clone(), gateway.clone()));
+        let udp = self.receive(gateway.shutdown.clone());
         match tcp {
             Some(tcp) => {
                 tokio::join!(udp, tcp);
@@ -319,6 +332,22 @@ impl Edge {
     }
 }
 
+/// Asks the kernel for [`UDP_RECEIVE_BUFFER`] and [`UDP_SEND_BUFFER`] on `socket`; warns when
+/// it gives less (Linux reports twice what it grants).
+fn size_buffers(socket: &UdpSocket) {
+    let socket = socket2::SockRef::from(socket);
+    let _ = socket.set_recv_buffer_size(UDP_RECEIVE_BUFFER);
+    let _ = socket.set_send_buffer_size(UDP_SEND_BUFFER);
+    let granted = socket.recv_buffer_size().unwrap_or(0);
+    if granted < UDP_RECEIVE_BUFFER {
+        tracing::warn!(
+            asked = UDP_RECEIVE_BUFFER,
+            granted,
+            "the WebRTC UDP socket's receive buffer is smaller than asked: raise net.core.rmem_max, or bursts of datagrams are dropped under load"
+        );
+    }
+}
+
 /// The gateway serves the edge: its signalling routes, its socket's reader (until the
 /// gateway's shutdown), its metrics.
 impl Channel for Edge {
@@ -327,7 +356,7 @@ impl Channel for Edge {
     }
 
     fn run(self: Arc<Self>, gateway: Arc<Gateway>) -> BoxFuture<'static, ()> {
-        self.serve(gateway.shutdown.clone()).boxed()
+        self.serve(gateway).boxed()
     }
 
     fn render_metrics(&self) -> String {

@@ -3,7 +3,7 @@
 //! WebRTC edge this is. Refused offers count in the gateway's
 //! `switchboard_gateway_sessions_refused_total`, beside the WebSocket's refusals.
 
-use prometheus::{CounterVec, Encoder, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{CounterVec, Encoder, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 
 /// The edge's registry.
 #[derive(Clone, Debug)]
@@ -18,6 +18,16 @@ pub struct Metrics {
     /// change), `failed` (a call that never connected — candidate `none` — or lost its
     /// client past the grace).
     pub ice: CounterVec,
+    /// ICE-TCP connections open ([`crate::tcp`]): accepted and holding their bytes of the
+    /// gateway's memory budget, whether or not their first frame has found a call yet.
+    pub tcp_connections: IntGauge,
+    /// ICE-TCP connections refused, by reason: `slots` (every connection slot taken),
+    /// `memory_budget` (its buffers would pass the gateway's memory budget), `no_call` (its
+    /// first frame was no STUN check for a live call, or none came in time).
+    pub tcp_refused: IntCounterVec,
+    /// Bytes of the frames carried over ICE-TCP, by direction (`in`: from clients, `out`: to
+    /// them); the 2-byte framing not counted.
+    pub tcp_bytes: IntCounterVec,
 }
 
 impl Metrics {
@@ -42,7 +52,28 @@ impl Metrics {
             &["outcome", "candidate", "transport"],
         )?;
         registry.register(Box::new(ice.clone()))?;
-        Ok(Self { registry, calls, live, ice })
+        let tcp_connections = IntGauge::new(
+            "switchboard_gateway_webrtc_tcp_connections",
+            "ICE-TCP connections open, each holding its buffers' bytes of the gateway's memory budget.",
+        )?;
+        registry.register(Box::new(tcp_connections.clone()))?;
+        let tcp_refused = IntCounterVec::new(
+            Opts::new(
+                "switchboard_gateway_webrtc_tcp_refused_total",
+                "ICE-TCP connections refused, by reason (slots, memory_budget, no_call).",
+            ),
+            &["reason"],
+        )?;
+        registry.register(Box::new(tcp_refused.clone()))?;
+        let tcp_bytes = IntCounterVec::new(
+            Opts::new(
+                "switchboard_gateway_webrtc_tcp_bytes_total",
+                "Bytes of frames carried over ICE-TCP connections, by direction (in, out).",
+            ),
+            &["direction"],
+        )?;
+        registry.register(Box::new(tcp_bytes.clone()))?;
+        Ok(Self { registry, calls, live, ice, tcp_connections, tcp_refused, tcp_bytes })
     }
 
     /// The text exposition format.

@@ -13,23 +13,40 @@
 //!
 //! Bounded: [`TcpSide::new`]'s connection slots (a connection over them is closed at once),
 //! frames of at most [`MAX_FRAME`] bytes (a longer one closes the connection: WebRTC keeps
-//! its packets under the path's MTU), [`WRITE_QUEUE`] frames queued to send (more are dropped,
-//! as a network drops them), and [`IDLE`] without a frame (a client's consent checks come
-//! every few seconds) ends a connection. It ends with its call too.
+//! its packets under the path's MTU), [`WRITE_QUEUE_BYTES`] of frames queued to send (more
+//! are dropped, as a network drops them), the kernel's buffers of each connection held at
+//! [`SOCKET_BUFFER`] (set on the listener, whose connections inherit them: left alone, the
+//! kernel grows them with the traffic to megabytes), and [`IDLE`] without a frame (a
+//! client's consent checks come every few seconds) ends a connection. It ends with its call
+//! too.
+//!
+//! Counted: each open connection holds [`CONNECTION_BYTES`] of the gateway's memory budget
+//! (its buffers at their bounds, user space and kernel) from its accept to its end, beside
+//! what the sessions hold, so ICE-TCP clients make new sessions and calls be refused
+//! (`memory_budget`) as sessions do. A connection that would pass the budget is refused:
+//! closed at once, counted in `switchboard_gateway_webrtc_tcp_refused_total{reason=
+//! "memory_budget"}` and logged (a warning at most every [`WARN_EVERY`]); its client's ICE
+//! goes on over UDP or fails that pair. Connections open and their bytes are metrics too
+//! ([`crate::metrics`]).
 //!
 //! [`Demux::call_for`]: crate::demux::Demux::call_for
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use prometheus::{IntCounter, IntGauge};
+use switchboard_gateway::Gateway;
+use switchboard_gateway::budget::{Account, MemoryBudget};
 use switchboard_webrtc::Protocol;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use crate::Metrics;
 use crate::demux::{Demux, Incoming};
 
 /// The largest frame taken (RFC 4571 allows 65535; WebRTC packets are kept under the MTU).
@@ -42,6 +59,20 @@ pub const IDLE: Duration = Duration::from_secs(30);
 pub const FLUSH: Duration = Duration::from_secs(1);
 /// Frames queued for one connection to send; more are dropped.
 pub const WRITE_QUEUE: usize = 256;
+/// Bytes of frames queued for one connection to send (about a second of a call's audio and
+/// data over a link that stalls); more are dropped.
+pub const WRITE_QUEUE_BYTES: usize = 32 * 1024;
+/// The kernel's send and receive buffer sizes asked for each connection (Linux doubles the
+/// value it is given, for its bookkeeping). A call sends some 10-20 kB a second.
+pub const SOCKET_BUFFER: u32 = 16 * 1024;
+/// What one connection may hold, counted toward the gateway's memory budget while it is open:
+/// its read buffer, its write queue, its socket's kernel buffers (twice [`SOCKET_BUFFER`]
+/// each way), and its two tasks, channel and map entry (an estimate that errs high).
+pub const CONNECTION_BYTES: usize = MAX_FRAME + WRITE_QUEUE_BYTES + 4 * SOCKET_BUFFER as usize + 4 * 1024;
+/// The backlog of the listener.
+const BACKLOG: u32 = 1024;
+/// At most one warning about refused connections this often.
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// Why a connection's frame could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +119,56 @@ pub fn frame(contents: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// A TCP listener on `address` whose connections' kernel buffers are [`SOCKET_BUFFER`] (they
+/// inherit the listener's).
+pub fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.set_send_buffer_size(SOCKET_BUFFER)?;
+    socket.set_recv_buffer_size(SOCKET_BUFFER)?;
+    socket.bind(address)?;
+    socket.listen(BACKLOG)
+}
+
+/// A connection's queue of frames to send, bounded in frames and bytes.
+#[derive(Clone, Debug)]
+struct Outgoing {
+    frames: mpsc::Sender<Vec<u8>>,
+    /// Bytes of the frames queued and not yet written.
+    queued: Arc<AtomicUsize>,
+}
+
+impl Outgoing {
+    /// Queues `frame`, unless it would pass a bound.
+    fn push(&self, frame: Vec<u8>) -> bool {
+        let size = frame.len();
+        if self.queued.load(Ordering::Relaxed).saturating_add(size) > WRITE_QUEUE_BYTES {
+            return false;
+        }
+        self.queued.fetch_add(size, Ordering::Relaxed);
+        if self.frames.try_send(frame).is_err() {
+            self.queued.fetch_sub(size, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+/// What an open connection holds until it ends: its slot, its bytes of the memory budget, and
+/// its place in the gauge.
+#[derive(Debug)]
+struct Held {
+    _slot: OwnedSemaphorePermit,
+    _account: Account,
+    open: IntGauge,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.open.dec();
+    }
+}
+
 /// The edge's TCP port: its listener, and the connections calls send on, by peer.
 #[derive(Debug)]
 pub struct TcpSide {
@@ -96,19 +177,37 @@ pub struct TcpSide {
     pub bound: SocketAddr,
     /// Where clients reach it: the candidate in every answer.
     pub advertised: SocketAddr,
-    connections: Mutex<HashMap<SocketAddr, mpsc::Sender<Vec<u8>>>>,
+    connections: Mutex<HashMap<SocketAddr, Outgoing>>,
     slots: Arc<Semaphore>,
+    metrics: Metrics,
+    bytes_in: IntCounter,
+    bytes_out: IntCounter,
+    /// When the last warning about refused connections was logged (ms since `started`).
+    warned: AtomicU64,
+    started: Instant,
 }
 
 impl TcpSide {
-    /// Around a bound `listener`, advertised at `advertised`, with `max_connections` slots.
-    pub fn new(listener: TcpListener, bound: SocketAddr, advertised: SocketAddr, max_connections: usize) -> Self {
+    /// Around a bound `listener` ([`listen`]), advertised at `advertised`, with
+    /// `max_connections` slots, counting in the edge's `metrics`.
+    pub fn new(
+        listener: TcpListener,
+        bound: SocketAddr,
+        advertised: SocketAddr,
+        max_connections: usize,
+        metrics: Metrics,
+    ) -> Self {
         Self {
             listener,
             bound,
             advertised,
             connections: Mutex::default(),
             slots: Arc::new(Semaphore::new(max_connections)),
+            bytes_in: metrics.tcp_bytes.with_label_values(&["in"]),
+            bytes_out: metrics.tcp_bytes.with_label_values(&["out"]),
+            metrics,
+            warned: AtomicU64::new(0),
+            started: Instant::now(),
         }
     }
 
@@ -119,7 +218,7 @@ impl TcpSide {
         let connection = self.connections().get(&destination).cloned();
         match connection {
             Some(queue) => {
-                if queue.try_send(frame).is_err() {
+                if !queue.push(frame) {
                     tracing::debug!(%destination, "an ICE-TCP frame was not sent: the connection is full or gone");
                 }
             }
@@ -128,8 +227,10 @@ impl TcpSide {
     }
 
     /// Accepts connections until `stop`, each served on its own task until it, its call or
-    /// the edge ends.
-    pub async fn accept(self: Arc<Self>, demux: Arc<Demux>, stop: CancellationToken) {
+    /// the edge ends; each holds [`CONNECTION_BYTES`] of the `gateway`'s memory budget while it
+    /// is open. `stop`: the gateway's shutdown.
+    pub async fn accept(self: Arc<Self>, demux: Arc<Demux>, gateway: Arc<Gateway>) {
+        let stop = gateway.shutdown.clone();
         loop {
             let accepted = tokio::select! {
                 () = stop.cancelled() => return,
@@ -145,15 +246,48 @@ impl TcpSide {
                     continue;
                 }
             };
-            let Ok(slot) = self.slots.clone().try_acquire_owned() else {
-                tracing::debug!(%peer, "ICE-TCP: every connection slot is taken; a connection closed");
-                continue;
-            };
+            let Some(held) = self.admit(peer, &gateway.budget) else { continue };
             let (side, demux, stop) = (self.clone(), demux.clone(), stop.clone());
             tokio::spawn(async move {
                 side.serve(stream, peer, &demux, stop).await;
-                drop(slot);
+                drop(held);
             });
+        }
+    }
+
+    /// A slot and the connection's bytes of `budget`, or the refusal (the caller drops the
+    /// stream: it closes).
+    fn admit(&self, peer: SocketAddr, budget: &MemoryBudget) -> Option<Held> {
+        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+            self.refuse(peer, "slots", "every ICE-TCP connection slot is taken");
+            return None;
+        };
+        let fits = budget.limit().is_none_or(|limit| budget.held().saturating_add(CONNECTION_BYTES) <= limit);
+        if !fits {
+            self.refuse(peer, "memory_budget", "its buffers would pass the gateway's memory budget");
+            return None;
+        }
+        let mut account = budget.account();
+        account.set(CONNECTION_BYTES);
+        self.metrics.tcp_connections.inc();
+        Some(Held { _slot: slot, _account: account, open: self.metrics.tcp_connections.clone() })
+    }
+
+    /// Counts a refused connection, with a warning now and then (a flood must not flood the log).
+    fn refuse(&self, peer: SocketAddr, reason: &'static str, why: &str) {
+        let refused = self.metrics.tcp_refused.with_label_values(&[reason]);
+        refused.inc();
+        if reason == "no_call" {
+            tracing::debug!(%peer, "ICE-TCP: a connection closed: {why}");
+            return;
+        }
+        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let last = self.warned.load(Ordering::Relaxed);
+        let due = last == 0 || now.saturating_sub(last) >= WARN_EVERY.as_millis() as u64;
+        if due && self.warned.compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            tracing::warn!(%peer, reason, refused = refused.get(), "ICE-TCP connection refused: {why}");
+        } else {
+            tracing::debug!(%peer, reason, "ICE-TCP connection refused: {why}");
         }
     }
 
@@ -168,33 +302,30 @@ impl TcpSide {
         };
         let first = match first {
             Ok(Ok(Some(first))) => first.to_vec(),
-            Ok(Ok(None)) => return,
-            Ok(Err(error)) => {
-                tracing::debug!(%peer, %error, "ICE-TCP: a connection's first frame");
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(%peer, "ICE-TCP: no first frame in time; the connection closed");
-                return;
-            }
+            Ok(Ok(None)) => return self.refuse(peer, "no_call", "it ended before its first frame"),
+            Ok(Err(error)) => return self.refuse(peer, "no_call", &format!("its first frame: {error}")),
+            Err(_) => return self.refuse(peer, "no_call", "no first frame in time"),
         };
         let Some(call) = demux.call_for(&first) else {
-            tracing::debug!(%peer, "ICE-TCP: the first frame is no STUN check for a call; the connection closed");
-            return;
+            return self.refuse(peer, "no_call", "its first frame is no STUN check for a live call");
         };
-        let (queue, frames) = mpsc::channel(WRITE_QUEUE);
+        self.bytes_in.inc_by(first.len() as u64);
+        let (frames_tx, frames) = mpsc::channel(WRITE_QUEUE);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let queue = Outgoing { frames: frames_tx, queued: queued.clone() };
         self.connections().insert(peer, queue.clone());
-        let written = tokio::spawn(write_frames(writer, frames));
+        let written = tokio::spawn(write_frames(writer, frames, queued, self.bytes_out.clone()));
         let _ = call.try_send(Incoming { proto: Protocol::Tcp, source: peer, contents: first });
         loop {
             let read = tokio::select! {
                 () = stop.cancelled() => break,
                 () = call.closed() => break,
-                () = queue.closed() => break,
+                () = queue.frames.closed() => break,
                 read = tokio::time::timeout(IDLE, read_frame(&mut reader, &mut buffer)) => read,
             };
             match read {
                 Ok(Ok(Some(contents))) => {
+                    self.bytes_in.inc_by(contents.len() as u64);
                     let incoming = Incoming { proto: Protocol::Tcp, source: peer, contents: contents.to_vec() };
                     if let Err(mpsc::error::TrySendError::Closed(_)) = call.try_send(incoming) {
                         break;
@@ -213,7 +344,7 @@ impl TcpSide {
         }
         {
             let mut connections = self.connections();
-            if connections.get(&peer).is_some_and(|q| q.same_channel(&queue)) {
+            if connections.get(&peer).is_some_and(|q| q.frames.same_channel(&queue.frames)) {
                 connections.remove(&peer);
             }
         }
@@ -225,18 +356,27 @@ impl TcpSide {
         }
     }
 
-    fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<SocketAddr, mpsc::Sender<Vec<u8>>>> {
+    fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<SocketAddr, Outgoing>> {
         self.connections.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// Writes the queued frames until the queue closes or the socket fails.
-async fn write_frames<W: AsyncWrite + Unpin>(mut writer: W, mut frames: mpsc::Receiver<Vec<u8>>) {
+/// Writes the queued frames until the queue closes or the socket fails, giving back each
+/// frame's bytes of `queued` once written and counting its payload in `out`.
+async fn write_frames<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut frames: mpsc::Receiver<Vec<u8>>,
+    queued: Arc<AtomicUsize>,
+    out: IntCounter,
+) {
     while let Some(frame) = frames.recv().await {
-        if let Err(error) = writer.write_all(&frame).await {
+        let written = writer.write_all(&frame).await;
+        queued.fetch_sub(frame.len(), Ordering::Relaxed);
+        if let Err(error) = written {
             tracing::debug!(%error, "ICE-TCP: writing the connection");
             return;
         }
+        out.inc_by(frame.len().saturating_sub(2) as u64);
     }
     let _ = writer.shutdown().await;
 }
@@ -267,5 +407,39 @@ mod tests {
         assert!(read_frame(&mut server, &mut buffer).await.is_err(), "a frame cut short");
         assert!(read_frame(&mut server, &mut buffer).await.expect("the end").is_none());
         assert_eq!(frame(&vec![0; 70_000]), None, "no frame over 65535");
+    }
+
+    #[tokio::test]
+    async fn connections_inherit_the_listeners_small_kernel_buffers() {
+        let listener = listen(SocketAddr::from(([127, 0, 0, 1], 0))).expect("listens");
+        let address = listener.local_addr().expect("addr");
+        let _client = TcpStream::connect(address).await.expect("connects");
+        let (accepted, _) = listener.accept().await.expect("accepts");
+        let socket = TcpSocket::from_std_stream(accepted.into_std().expect("a std stream"));
+        // Linux doubles what it is given; its defaults are larger (a receive buffer of 128 KiB,
+        // grown further with the traffic).
+        let most = 2 * SOCKET_BUFFER;
+        assert!(socket.recv_buffer_size().expect("reads") <= most, "the receive buffer");
+        assert!(socket.send_buffer_size().expect("reads") <= most, "the send buffer");
+    }
+
+    #[test]
+    fn the_write_queue_is_bounded_in_bytes() {
+        let (frames, mut receiver) = mpsc::channel(WRITE_QUEUE);
+        let queue = Outgoing { frames, queued: Arc::default() };
+        let packet = frame(&[0; 1198]).expect("short");
+        let fit = WRITE_QUEUE_BYTES / packet.len();
+        for _ in 0..fit {
+            assert!(queue.push(packet.clone()));
+        }
+        assert!(!queue.push(packet.clone()), "one more would pass {WRITE_QUEUE_BYTES} bytes");
+        assert!(queue.push(frame(&[1; 10]).expect("short")), "a small one still fits");
+        // Written frames give their bytes back.
+        let written = receiver.try_recv().expect("queued");
+        queue.queued.fetch_sub(written.len(), Ordering::Relaxed);
+        assert!(queue.push(packet));
+        drop(receiver);
+        assert!(!queue.push(frame(&[2; 10]).expect("short")), "a closed connection takes nothing");
+        assert!(queue.queued.load(Ordering::Relaxed) <= WRITE_QUEUE_BYTES);
     }
 }
