@@ -91,7 +91,7 @@ impl Books {
         };
         let Some(turn) = turn else { return };
         let route = &machine.target().route;
-        let outage = gateway.directory.borrow().table().outage(&route.namespace, &route.name).cloned();
+        let outage = gateway.directory.borrow().table().outage_in_effect(&route.namespace, &route.name);
         if let Some(outage) = outage {
             gateway.outages.record(route, &outage, turn, now);
         }
@@ -101,9 +101,10 @@ impl Books {
     /// breaker is on.
     fn watch_agent(&mut self, gateway: &Gateway, machine: &Machine) {
         let route = &machine.target().route;
-        let limit = gateway.directory.borrow().table().outage(&route.namespace, &route.name).and_then(|outage| {
-            outage.breaker.enabled.then(|| Duration::from_secs(u64::from(outage.breaker.first_audio_seconds)))
-        });
+        let limit =
+            gateway.directory.borrow().table().outage_in_effect(&route.namespace, &route.name).and_then(|outage| {
+                outage.breaker.enabled.then(|| Duration::from_secs(u64::from(outage.breaker.first_audio_seconds)))
+            });
         self.turns.agent(limit);
     }
 
