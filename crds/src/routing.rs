@@ -92,6 +92,52 @@ pub struct RoutingTable {
     /// lives here alone, so flipping the switch changes no pod.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outages: BTreeMap<String, RouteOutage>,
+    /// The namespaces switched into outage mode as a whole (the ConfigMap
+    /// [`OUTAGE_SWITCH_CONFIG_MAP`] with `active: "true"`), by namespace: every Agent of
+    /// one sends its new sessions to its fallback, and an Agent without `spec.outage`
+    /// to this message.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub namespace_outages: BTreeMap<String, NamespaceOutage>,
+}
+
+/// The name of the ConfigMap that switches a whole namespace into outage mode: in the
+/// namespace, `data.active: "true"` (or `"false"`), and an optional `data.message`.
+pub const OUTAGE_SWITCH_CONFIG_MAP: &str = "switchboard-outage";
+
+/// A namespace switched into outage mode as a whole.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceOutage {
+    /// What the callers of an Agent that names no fallback message are told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl NamespaceOutage {
+    /// The switch of a namespace from its [`OUTAGE_SWITCH_CONFIG_MAP`]'s `data`: `Ok(None)`
+    /// while off, `Err` with what a person has to fix when `active` is neither `"true"` nor
+    /// `"false"` or the message is blank or too long (the switch then counts as off).
+    pub fn from_data(data: &BTreeMap<String, String>) -> Result<Option<Self>, String> {
+        let message = data.get("message").map(|m| m.trim().to_owned());
+        if let Some(m) = &message
+            && (m.is_empty() || m.len() > crate::agent::MAX_FALLBACK_MESSAGE)
+        {
+            return Err(format!(
+                "data.message must be 1 to {} bytes of text, not blank ({} now)",
+                crate::agent::MAX_FALLBACK_MESSAGE,
+                m.len()
+            ));
+        }
+        match data.get("active").map(|a| a.trim()) {
+            Some("true") => Ok(Some(Self { message })),
+            Some("false") => Ok(None),
+            Some(other) => Err(format!("data.active must be \"true\" or \"false\", not {other:?}")),
+            None => {
+                Err("data.active is missing: set it to \"true\" (every Agent of the namespace falls back) or \"false\""
+                    .to_owned())
+            }
+        }
+    }
 }
 
 /// An Agent's outage mode as the gateway applies it (`spec.outage`, its person resolved
@@ -264,12 +310,40 @@ impl RoutingTable {
             candidates: BTreeMap::new(),
             variants: BTreeMap::new(),
             outages: BTreeMap::new(),
+            namespace_outages: BTreeMap::new(),
         }
     }
 
-    /// The outage mode of Agent `namespace/name`, if it has one.
+    /// The outage mode of Agent `namespace/name`, if it has one (`spec.outage`).
     pub fn outage(&self, namespace: &str, name: &str) -> Option<&RouteOutage> {
         self.outages.get(&format!("{namespace}/{name}"))
+    }
+
+    /// The outage mode the gateway applies to Agent `namespace/name`: its own, switched on
+    /// while its namespace is ([`Self::namespace_outages`]); in such a namespace an Agent
+    /// without outage mode gets the namespace's (the switch on, its message, no breaker).
+    pub fn outage_in_effect(&self, namespace: &str, name: &str) -> Option<RouteOutage> {
+        let own = self.outage(namespace, name);
+        let Some(switched) = self.namespace_outages.get(namespace) else { return own.cloned() };
+        let mut outage = own.cloned().unwrap_or_else(|| RouteOutage {
+            active: true,
+            person: None,
+            message: switched.message.clone(),
+            breaker: crate::agent::Breaker { enabled: false, ..crate::agent::Breaker::default() },
+        });
+        outage.active = true;
+        Some(outage)
+    }
+
+    /// Every routed Agent (`namespace/name`) with an outage mode in effect
+    /// ([`Self::outage_in_effect`]).
+    pub fn outages_in_effect(&self) -> Vec<(String, RouteOutage)> {
+        self.routes
+            .iter()
+            .filter_map(|r| {
+                Some((format!("{}/{}", r.namespace, r.name), self.outage_in_effect(&r.namespace, &r.name)?))
+            })
+            .collect()
     }
 
     /// The redaction rules of every Agent of `namespace` (`spec.record.redact`), each once,
@@ -396,6 +470,54 @@ mod tests {
             analysis: None,
             app_context: Default::default(),
         }
+    }
+
+    #[test]
+    fn a_namespace_switch_puts_every_agent_of_it_into_outage_mode_and_no_other() {
+        let person = crate::agent::Person {
+            name: "advisor".into(),
+            address: "+442079460001".into(),
+            description: String::new(),
+        };
+        let own = RouteOutage {
+            active: false,
+            person: Some(person),
+            message: None,
+            breaker: crate::agent::Breaker::default(),
+        };
+        let mut table = RoutingTable::new(vec![route("bank", "triage"), route("bank", "idv"), route("retail", "shop")]);
+        table.outages.insert("bank/triage".into(), own.clone());
+        assert_eq!(table.outage_in_effect("bank", "triage"), Some(own.clone()), "off: the Agent's own");
+        assert_eq!(table.outage_in_effect("bank", "idv"), None, "off: none without spec.outage");
+
+        table.namespace_outages.insert("bank".into(), NamespaceOutage { message: Some("Closed today.".into()) });
+        let triage = table.outage_in_effect("bank", "triage").expect("its own, switched on");
+        assert_eq!(triage, RouteOutage { active: true, ..own }, "its own fallback and breaker");
+        let idv = table.outage_in_effect("bank", "idv").expect("the namespace's");
+        assert!(idv.active && !idv.breaker.enabled, "{idv:?}");
+        assert_eq!((idv.person, idv.message.as_deref()), (None, Some("Closed today.")));
+        assert_eq!(table.outage_in_effect("retail", "shop"), None, "another namespace is not touched");
+        let keys: Vec<_> = table.outages_in_effect().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["bank/idv", "bank/triage"]);
+        // The table carries the switch through JSON.
+        assert_eq!(RoutingTable::parse(&table.to_json()).expect("parses"), table);
+    }
+
+    #[test]
+    fn the_namespace_switch_reads_true_or_false_and_says_what_else_is_wrong() {
+        let data = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        assert_eq!(NamespaceOutage::from_data(&data(&[("active", "true")])), Ok(Some(NamespaceOutage::default())));
+        assert_eq!(
+            NamespaceOutage::from_data(&data(&[("active", " true\n"), ("message", "Closed.")])),
+            Ok(Some(NamespaceOutage { message: Some("Closed.".into()) }))
+        );
+        assert_eq!(NamespaceOutage::from_data(&data(&[("active", "false")])), Ok(None));
+        let wrong = NamespaceOutage::from_data(&data(&[("active", "yes")])).expect_err("not a boolean");
+        assert!(wrong.contains("\"yes\""), "{wrong}");
+        assert!(NamespaceOutage::from_data(&data(&[])).expect_err("missing").contains("data.active"));
+        let long = "x".repeat(crate::agent::MAX_FALLBACK_MESSAGE + 1);
+        assert!(NamespaceOutage::from_data(&data(&[("active", "true"), ("message", &long)])).is_err());
+        assert!(NamespaceOutage::from_data(&data(&[("active", "true"), ("message", "  ")])).is_err());
     }
 
     #[test]

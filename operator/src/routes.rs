@@ -61,7 +61,12 @@ impl PublishError {
 /// An Agent whose rollout is held until its AgentTests pass also gets a test-only route
 /// to its candidate pods' Service ([`RoutingTable::candidates`]); one running variants, their
 /// weights ([`RoutingTable::variants`]: only here, so a change of weights rolls no pod).
-pub fn table<'a>(agents: impl IntoIterator<Item = &'a Agent>) -> RoutingTable {
+/// The namespaces switched into outage mode as a whole go in as they are (`switched`,
+/// [`crate::controller::outage::namespace`]).
+pub fn table<'a>(
+    agents: impl IntoIterator<Item = &'a Agent>,
+    switched: std::collections::BTreeMap<String, switchboard_crds::routing::NamespaceOutage>,
+) -> RoutingTable {
     let mut candidates = std::collections::BTreeMap::new();
     let mut variants = std::collections::BTreeMap::new();
     let mut outages = std::collections::BTreeMap::new();
@@ -84,7 +89,7 @@ pub fn table<'a>(agents: impl IntoIterator<Item = &'a Agent>) -> RoutingTable {
             Some(route)
         })
         .collect();
-    RoutingTable { candidates, variants, outages, ..RoutingTable::new(routes) }
+    RoutingTable { candidates, variants, outages, namespace_outages: switched, ..RoutingTable::new(routes) }
 }
 
 /// The console's summaries of `agents` (`namespace/name` -> summary), for those whose
@@ -163,6 +168,8 @@ pub struct Sources {
     pub personas: Store<Persona>,
     /// Workflows (the console's summaries).
     pub workflows: Store<Workflow>,
+    /// The namespaces' outage switches (`switchboard-outage` ConfigMaps).
+    pub switches: Store<ConfigMap>,
 }
 
 impl std::fmt::Debug for Sources {
@@ -183,13 +190,15 @@ pub async fn publish(
 ) {
     // The response is read as metadata only: the table can be large.
     let api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client, &namespace);
-    let Sources { agents, personas, workflows } = sources;
+    let Sources { agents, personas, workflows, switches } = sources;
     let ready = (
         crate::controller::wait_ready(&agents).await,
         crate::controller::wait_ready(&personas).await,
         crate::controller::wait_ready(&workflows).await,
+        // Never a table without a namespace's switch that is on.
+        crate::controller::wait_ready(&switches).await,
     );
-    if ready != (Some(()), Some(()), Some(())) {
+    if ready != (Some(()), Some(()), Some(()), Some(())) {
         return;
     }
     let mut last: Option<RoutingTable> = None;
@@ -197,7 +206,7 @@ pub async fn publish(
     let mut warned = 0;
     loop {
         let state: Vec<Arc<Agent>> = agents.state();
-        let routes = table(state.iter().map(Arc::as_ref));
+        let routes = table(state.iter().map(Arc::as_ref), crate::controller::outage::namespace::switched(&switches));
         let (current, left_out) =
             routes.with_summaries(summaries(state.iter().map(Arc::as_ref), &personas, &workflows));
         if left_out != warned {
@@ -266,7 +275,7 @@ mod tests {
             agent("rejected", Some("False"), "True"),
             agent("new", None, "False"),
         ];
-        let t = table(agents.iter());
+        let t = table(agents.iter(), Default::default());
         let names: Vec<_> = t.routes.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["a", "b"], "sorted, Accepted only");
         let b = t.route("bank", "b").expect("b");
@@ -279,7 +288,7 @@ mod tests {
         let condition = serde_json::json!({"type": "RolloutHeld", "status": "True", "reason": "TestsPending",
             "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"});
         held.status.as_mut().expect("status").conditions.push(serde_json::from_value(condition).expect("condition"));
-        let with = table([&agents[0], &held]);
+        let with = table([&agents[0], &held], Default::default());
         assert_eq!(with.candidate("bank", "held"), Some("held-candidate.bank.svc"));
         assert_eq!((with.candidate("bank", "b"), with.routes.len()), (None, 2), "a candidate is no route of its own");
         let cm = config_map("ops", "routes", &t);
@@ -294,7 +303,7 @@ mod tests {
             {"name": "control", "weight": 95}, {"name": "brief", "weight": 5, "systemPrompt": "Be brief."}
         ]))
         .expect("variants");
-        let t = table([&varied, &agent("a", Some("True"), "True")]);
+        let t = table([&varied, &agent("a", Some("True"), "True")], Default::default());
         let weights: Vec<_> = t.variants["bank/b"].iter().map(|v| (v.name.as_str(), v.weight)).collect();
         assert_eq!(weights, [("control", 95), ("brief", 5)]);
         assert!(!t.variants.contains_key("bank/a"), "an Agent without variants has no entry");

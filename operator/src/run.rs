@@ -234,7 +234,7 @@ async fn controllers(
     let hpa_writer = Writer::new(hpa_resource);
     let (gateway_key, key_watch) = gateway_key(args, &client, &metrics, stop.clone());
     let (network_policies, network_policy_writer) = reflector::store::<PartialObjectMeta<NetworkPolicy>>();
-    let sources = routes::Sources { agents: agents.clone(), personas: personas.clone(), workflows: workflows.clone() };
+    let (persona_store, workflow_store) = (personas.clone(), workflows.clone());
     let stores = Stores {
         agents: agents.clone(),
         personas,
@@ -253,6 +253,11 @@ async fn controllers(
         policy,
     ));
     let (notify, notified) = watch::channel(());
+    // A namespace's outage switch reaches the table (and flips are Events on its ConfigMap).
+    let (switches, switch_watch) =
+        crate::controller::outage::namespace::run(&client, ns, notify.clone(), ctx.clone(), stop.clone());
+    let sources =
+        routes::Sources { agents: agents.clone(), personas: persona_store, workflows: workflow_store, switches };
     // A Persona's or Workflow's change reaches the table's console summaries.
     let (persona_notify, workflow_notify) = (notify.clone(), notify.clone());
     let (triggers, triggered) = mpsc::channel::<ObjectRef<Agent>>(TRIGGER_QUEUE);
@@ -319,7 +324,8 @@ async fn controllers(
         key_watch,
         policy_watch,
         knowledge_watch,
-        agent_tests
+        agent_tests,
+        switch_watch
     );
 }
 

@@ -5,6 +5,11 @@
 //! records a Warning Event, flipping it off a Normal one — and neither rolls a pod. The
 //! gateway's own Events for its breaker's trips go out through the same API server
 //! (`switchboard_gateway::outage::publish_events`) and land on the Agent.
+//!
+//! The namespace's switch (the `switchboard-outage` ConfigMap): on, the routing table
+//! carries it and every Agent of the namespace — one without `spec.outage` too — is in
+//! outage mode as the gateway applies it; each flip is an Event on the ConfigMap, a value
+//! the operator cannot read a Warning saying what to fix (and counts as off); no pod rolls.
 
 mod common;
 
@@ -152,5 +157,91 @@ async fn the_switch_moves_an_agent_to_its_fallback_and_back_with_events_and_no_r
     wait_event(&events, "OutageRamping", "Normal").await;
     wait_event(&events, "OutageRecovered", "Normal").await;
     publisher.abort();
+    assert!(!op.is_finished(), "the same operator throughout");
+}
+
+/// Writes the namespace's switch ConfigMap with `data`.
+async fn switch(api: &Api<k8s_openapi::api::core::v1::ConfigMap>, data: serde_json::Value) {
+    let cm = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": switchboard_crds::routing::OUTAGE_SWITCH_CONFIG_MAP},
+        "data": data,
+    });
+    let params = kube::api::PatchParams::apply("switchboard-test").force();
+    api.patch(switchboard_crds::routing::OUTAGE_SWITCH_CONFIG_MAP, &params, &kube::api::Patch::Apply(&cm))
+        .await
+        .expect("the switch ConfigMap");
+}
+
+/// Waits until the routing table's switch of the test namespace is `on` (its message).
+async fn wait_namespace_switch(
+    ns: &switchboard_tests::cluster::TestNamespace,
+    on: Option<Option<&str>>,
+) -> switchboard_crds::routing::RoutingTable {
+    until(&format!("the routing table's namespace switch {on:?}"), Duration::from_secs(20), || async {
+        let table = routing_table(ns).await?.filter(|t| t.route(&ns.name, "front").is_some());
+        Ok::<_, anyhow::Error>(table.filter(|t| t.namespace_outages.get(&ns.name).map(|o| o.message.as_deref()) == on))
+    })
+    .await
+    .expect("routing table")
+}
+
+async fn wait_switch_event(events: &Api<Event>, reason: &str, kind: &str) -> Event {
+    until(&format!("a {kind} Event {reason} on the switch ConfigMap"), Duration::from_secs(20), || async {
+        let list = events.list(&ListParams::default()).await?;
+        Ok::<_, kube::Error>(list.items.into_iter().find(|e| {
+            e.involved_object.kind.as_deref() == Some("ConfigMap")
+                && e.involved_object.name.as_deref() == Some(switchboard_crds::routing::OUTAGE_SWITCH_CONFIG_MAP)
+                && e.reason.as_deref() == Some(reason)
+                && e.type_.as_deref() == Some(kind)
+        }))
+    })
+    .await
+    .expect("event")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_namespace_switch_puts_every_agent_of_it_into_outage_mode_with_events_and_no_rollout() {
+    let (ns, op) = setup("op-outage-ns").await;
+    let client = ns.client();
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns.name);
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    apply_yaml(&client, &ns.name, &common::objects("clerk", "desk")).await.expect("persona and workflow");
+    // An Agent without outage mode of its own.
+    apply_yaml(&client, &ns.name, &agent("front", "clerk", "desk", "")).await.expect("apply");
+    wait_accepted(&ns, "front").await;
+    let table = wait_namespace_switch(&ns, None).await;
+    assert_eq!(table.outage_in_effect(&ns.name, "front"), None, "no outage mode while the switch is off");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let before = config_hash(&deployments.get("front").await.expect("deployment"));
+
+    // On, with a message: the table carries it; the Agent is switched on with it.
+    let flipped = Instant::now();
+    switch(&config_maps, serde_json::json!({"active": "true", "message": "We are closed today."})).await;
+    let table = wait_namespace_switch(&ns, Some(Some("We are closed today."))).await;
+    println!("the namespace switch reached the routing table {} ms after the apply", flipped.elapsed().as_millis());
+    let front = table.outage_in_effect(&ns.name, "front").expect("front is in outage mode");
+    assert!(front.active && !front.breaker.enabled, "{front:?}");
+    assert_eq!(front.message.as_deref(), Some("We are closed today."));
+    let on = wait_switch_event(&events, "OutageSwitchedOn", "Warning").await;
+    assert!(on.message.as_deref().is_some_and(|m| m.contains("every Agent of this namespace")), "{on:?}");
+
+    // A value the operator cannot read: a Warning saying what to fix; it counts as off.
+    switch(&config_maps, serde_json::json!({"active": "yes"})).await;
+    wait_namespace_switch(&ns, None).await;
+    let invalid = wait_switch_event(&events, "OutageSwitchInvalid", "Warning").await;
+    assert!(invalid.message.as_deref().is_some_and(|m| m.contains("\"yes\"")), "{invalid:?}");
+
+    // On again, then the ConfigMap deleted: off, a Normal Event.
+    switch(&config_maps, serde_json::json!({"active": "true"})).await;
+    wait_namespace_switch(&ns, Some(None)).await;
+    config_maps
+        .delete(switchboard_crds::routing::OUTAGE_SWITCH_CONFIG_MAP, &Default::default())
+        .await
+        .expect("delete the switch");
+    wait_namespace_switch(&ns, None).await;
+    wait_switch_event(&events, "OutageSwitchedOff", "Normal").await;
+    let after = config_hash(&deployments.get("front").await.expect("deployment"));
+    assert_eq!(after, before, "flipping the namespace's switch rolls no pod");
     assert!(!op.is_finished(), "the same operator throughout");
 }

@@ -5,12 +5,16 @@
 //!
 //! - **Where it comes from.** The Agent's `spec.outage`, as the operator publishes it in
 //!   the routing table (`RoutingTable::outages`; the switch and the breaker's settings live
-//!   there alone, so flipping the switch rolls no pod). An Agent without it has no outage
-//!   mode and costs nothing here.
+//!   there alone, so flipping the switch rolls no pod), and its namespace's switch
+//!   (`RoutingTable::namespace_outages`, from the `switchboard-outage` ConfigMap): while
+//!   that is on, every Agent of the namespace is switched on, one without `spec.outage`
+//!   with the namespace's message (`RoutingTable::outage_in_effect`). An Agent with
+//!   neither has no outage mode and costs nothing here.
 //! - **The breaker** ([`breaker`]) is this gateway's, per Agent: each replica judges from
 //!   the turns it relays ([`turns`]: model errors from the runtimes, and the time from the
-//!   caller's turn ending to the reply's first audio). Replicas trip on their own, each
-//!   within the same window of the same failing service.
+//!   caller's turn ending to the reply's first audio). With a shared store (`--redis-url`)
+//!   a replica's trip reaches the others within a poll ([`shared`]), which open theirs for
+//!   the time left; each ramps back on its own.
 //! - **A session that falls back** gets `bidi_session_fallback` (the Agent, the cause —
 //!   `switch` or `breaker` — the message, the person, and when a new session may be served)
 //!   before any `bidi_connection_start`, then close 4513: never an accepted, silent socket.
@@ -20,6 +24,7 @@
 //!   the switch's Events are the operator's.
 
 pub mod breaker;
+pub mod shared;
 pub mod turns;
 
 use std::collections::HashMap;
@@ -66,6 +71,10 @@ pub struct OutageEvent {
 pub struct Outages {
     breakers: Mutex<HashMap<String, Breaker>>,
     events: OnceLock<mpsc::Sender<OutageEvent>>,
+    /// This replica's trips, for the other replicas ([`shared`]).
+    shared: OnceLock<mpsc::Sender<shared::Tripped>>,
+    /// This process among the replicas (a random id).
+    replica: String,
     /// Outage metrics.
     pub metrics: OutageMetrics,
 }
@@ -73,7 +82,49 @@ pub struct Outages {
 impl Outages {
     /// No breaker yet.
     pub fn new() -> Result<Self, prometheus::Error> {
-        Ok(Self { breakers: Mutex::default(), events: OnceLock::new(), metrics: OutageMetrics::new()? })
+        Ok(Self {
+            breakers: Mutex::default(),
+            events: OnceLock::new(),
+            shared: OnceLock::new(),
+            replica: uuid::Uuid::new_v4().simple().to_string(),
+            metrics: OutageMetrics::new()?,
+        })
+    }
+
+    /// Sends every trip from now on to the returned receiver ([`shared::spawn`]'s).
+    pub fn share(&self) -> mpsc::Receiver<shared::Tripped> {
+        let (tx, rx) = mpsc::channel(shared::QUEUE);
+        let _ = self.shared.set(tx);
+        rx
+    }
+
+    /// This process among the replicas.
+    pub fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    /// Another replica's `trip` of `agent`'s breaker, holding for `remaining`: this
+    /// replica's opens too (see [`Breaker::learn`]). Whether it opened.
+    pub fn learn(
+        &self,
+        agent: &str,
+        rules: &switchboard_crds::agent::Breaker,
+        trip: &shared::Trip,
+        remaining: Duration,
+        now: Instant,
+    ) -> bool {
+        let opened = {
+            let mut breakers = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
+            breakers.entry(agent.to_owned()).or_default().learn(rules, now, remaining)
+        };
+        if opened {
+            self.metrics.learned.with_label_values(&[agent]).inc();
+            tracing::warn!(
+                %agent, cause = %trip.cause, remaining_ms = remaining.as_millis() as u64,
+                "outage mode on: another gateway replica's breaker tripped; new sessions go to the fallback"
+            );
+        }
+        opened
     }
 
     /// Sends every change from now on to `events` (a cluster's Event publisher); the
@@ -101,7 +152,7 @@ impl Outages {
             breaker.admit(&outage.breaker, now, roll)
         };
         if let Some(change) = change {
-            self.changed(route, change);
+            self.changed(route, change, &outage.breaker);
         }
         match verdict {
             Verdict::Serve => Ok(()),
@@ -129,7 +180,7 @@ impl Outages {
             breakers.entry(key).or_default().record(&outage.breaker, now, turn)
         };
         if let Some(change) = change {
-            self.changed(route, change);
+            self.changed(route, change, &outage.breaker);
         }
     }
 
@@ -152,8 +203,24 @@ impl Outages {
         }
     }
 
-    fn changed(&self, route: &Route, change: Change) {
+    fn changed(&self, route: &Route, change: Change, rules: &switchboard_crds::agent::Breaker) {
         let key = format!("{}/{}", route.namespace, route.name);
+        let cause = match &change {
+            Change::Tripped { cause, .. } => Some(*cause),
+            Change::Reopened => Some("probe_failed"),
+            _ => None,
+        };
+        if let (Some(cause), Some(shared)) = (cause, self.shared.get()) {
+            let trip = shared::Trip {
+                id: uuid::Uuid::new_v4().simple().to_string(),
+                replica: self.replica.clone(),
+                cause: cause.to_owned(),
+            };
+            let holds = Duration::from_secs(u64::from(rules.open_seconds));
+            if shared.try_send((key.clone(), trip, holds)).is_err() {
+                tracing::warn!(agent = %key, "the shared outage queue is full: the other replicas will not learn this trip");
+            }
+        }
         let (reason, warning, note) = match &change {
             Change::Tripped { cause, failed, total } => {
                 self.metrics.trips.with_label_values(&[key.as_str(), cause]).inc();
@@ -210,7 +277,7 @@ pub async fn admit(
     if under_way {
         return Ok(());
     }
-    let Some(outage) = gateway.directory.borrow().table().outage(&route.namespace, &route.name).cloned() else {
+    let Some(outage) = gateway.directory.borrow().table().outage_in_effect(&route.namespace, &route.name) else {
         return Ok(());
     };
     let Err(diverted) = gateway.outages.admit(route, &outage, Instant::now()) else { return Ok(()) };
@@ -273,6 +340,8 @@ pub struct OutageMetrics {
     pub fallbacks: CounterVec,
     /// Turns judged, by Agent and outcome.
     pub turns: CounterVec,
+    /// Trips learned from another replica, by Agent.
+    pub learned: CounterVec,
 }
 
 impl OutageMetrics {
@@ -316,7 +385,12 @@ impl OutageMetrics {
             "Turns of Agents with outage mode as the breaker judged them (good, error, slow).",
             &["agent", "outcome"],
         )?;
-        Ok(Self { registry, state, trips, recoveries, fallbacks, turns })
+        let learned = counter(
+            "switchboard_gateway_outage_learned_total",
+            "Times an Agent's breaker opened because another gateway replica's tripped (through the shared store).",
+            &["agent"],
+        )?;
+        Ok(Self { registry, state, trips, recoveries, fallbacks, turns, learned })
     }
 
     /// The text exposition format.

@@ -59,7 +59,8 @@ fn app(gateway: Arc<Gateway>, more_metrics: Option<MoreMetrics>) -> Router {
             gateway.metrics.agent_ready_pods.with_label_values(&[&agent]).set(ready as f64);
         }
         gateway.capacity.observe().await;
-        gateway.outages.observe(&gateway.directory.borrow().table().outages);
+        let in_effect = gateway.directory.borrow().table().outages_in_effect();
+        gateway.outages.observe(in_effect.iter().map(|(agent, outage)| (agent, outage)));
         let mut text = gateway.metrics.render();
         text.push_str(&gateway.capacity.metrics.render());
         text.push_str(&gateway.outages.metrics.render());

@@ -124,8 +124,9 @@ pub struct GatewayArgs {
     open_test_sessions: bool,
 
     /// Redis (`redis://host:6379`, `rediss://` for TLS) shared by every gateway replica:
-    /// a client resumes its session through any of them, and a draining replica moves its
-    /// sessions at once. Without it, sessions wait for resume in this process only.
+    /// a client resumes its session through any of them, a draining replica moves its
+    /// sessions at once, and an Agent's outage breaker tripped by one replica opens on the
+    /// others too. Without it, sessions wait for resume in this process only.
     /// Credentials go in the URL (`redis://:password@host:6379`, or `user:password@` with
     /// Redis ACLs; the chart reads it from a Secret). The gateway starts and serves new
     /// sessions while Redis is down; resumes are refused with 1013 until it answers.
@@ -320,6 +321,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             None => None,
         };
     let capacity = capacity.config(redis_url.clone().map(|url| (url, redis_ca.clone())))?;
+    let outage_ca = redis_ca.clone();
     let store = match &redis_url {
         Some(url) => {
             let ca = redis_ca;
@@ -380,6 +382,11 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         Some(task) => Gateway::recording(config, directory, key, auth, store, task.recorder.clone())?,
         None => Gateway::new(config, directory, key, auth, store)?,
     };
+    if let Some(url) = &redis_url {
+        // A breaker's trip reaches the other replicas through the same Redis.
+        switchboard_gateway::outage::shared::spawn(&gateway, url, outage_ca)
+            .map_err(|e| anyhow::anyhow!("{e}; check --redis-url"))?;
+    }
     if let Some(client) = events_client {
         // Each breaker change of an Agent's outage mode is an Event on the Agent.
         let instance = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_default();

@@ -7,6 +7,9 @@
 //!   sessions is served; their good turns ramp it back until every session is served again.
 //! - The switch (`active`): every new session goes to the fallback at once, told the cause
 //!   `switch`; turned off, sessions are served again. Sessions under way go on.
+//! - The namespace's switch (`namespaceOutages`, from its `switchboard-outage` ConfigMap):
+//!   every Agent of the namespace falls back — one without outage mode with the namespace's
+//!   message — and another namespace's are not touched.
 
 use std::time::{Duration, Instant};
 
@@ -200,4 +203,43 @@ async fn the_switch_sends_new_sessions_to_the_fallback_and_back() {
     let (client, _) = session(&fleet).await.expect("served once switched off");
     client.close().await;
     assert_eq!(metric_sum(&metrics(&fleet), "switchboard_gateway_outage_state", &[("agent", "bank/triage")]), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_namespace_switch_sends_every_agents_new_sessions_to_the_fallback() {
+    let mut fleet = Fleet::start(&[]).await;
+    let (mut under_way, _) = session(&fleet).await.expect("served");
+    // Triage has no outage mode of its own: the namespace's message is what it falls back to.
+    let mut table = fleet.directory.borrow().table().clone();
+    assert!(table.outage("bank", "triage").is_none());
+    table.namespace_outages.insert(
+        "bank".into(),
+        switchboard_crds::routing::NamespaceOutage { message: Some("The bank's assistants are closed today.".into()) },
+    );
+    // Another namespace's switch touches nobody here.
+    table.namespace_outages.insert("retail".into(), switchboard_crds::routing::NamespaceOutage::default());
+    fleet.publish(table.clone());
+    match session(&fleet).await {
+        Err((ServerMessage::BidiSessionFallback { agent, cause, message, person, retry_after_seconds }, 4513)) => {
+            assert_eq!((agent.as_str(), cause.as_str()), ("bank/triage", "switch"));
+            assert_eq!(message, "The bank's assistants are closed today.");
+            assert_eq!((person, retry_after_seconds), (None, None));
+        }
+        other => panic!("the fallback while the namespace is switched on: {:?}", other.map(|(_, seen)| seen)),
+    }
+    let in_effect = fleet.directory.borrow().table().outages_in_effect();
+    fleet.gateway.outages.observe(in_effect.iter().map(|(agent, outage)| (agent, outage)));
+    let text = fleet.gateway.outages.metrics.render();
+    for agent in ["bank/triage", "bank/idv", "bank/banking", "bank/disputes"] {
+        assert_eq!(metric_sum(&text, "switchboard_gateway_outage_state", &[("agent", agent)]), 3.0, "{agent}: {text}");
+    }
+    // The session under way goes on.
+    let turn = ask(&mut under_way).await;
+    assert!(turn.iter().any(|m| matches!(m, ServerMessage::BidiResponseComplete { .. })), "{turn:?}");
+
+    // Switched off: served again.
+    table.namespace_outages.clear();
+    fleet.publish(table);
+    let (client, _) = session(&fleet).await.expect("served once the namespace is switched off");
+    client.close().await;
 }

@@ -3,7 +3,10 @@
 //! Agent's fallback) and an Event at every flip — `OutageSwitchedOn` (Warning) and
 //! `OutageSwitchedOff` (Normal). The switch itself reaches the gateways through the routing
 //! table (`RoutingTable::outages`, `crate::routes`); the breaker's automatic trips are the
-//! gateways' own Events. Pure: the reconcile writes what these return.
+//! gateways' own Events. Pure: the reconcile writes what these return. The switch of a
+//! whole namespace is [`namespace`]'s.
+
+pub mod namespace;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;

@@ -156,6 +156,19 @@ impl Breaker {
         }
     }
 
+    /// Another replica's breaker for this Agent tripped ([`super::shared`]): open here too
+    /// for `remaining` (at most `openSeconds`: what the store says cannot hold it open
+    /// longer), unless it is open for longer already. Whether it opened.
+    pub fn learn(&mut self, rules: &Rules, now: Instant, remaining: Duration) -> bool {
+        let until = now + remaining.min(Duration::from_secs(u64::from(rules.open_seconds)));
+        if matches!(self.mode, Mode::Open { until: open } if open >= until) || remaining.is_zero() {
+            return false;
+        }
+        self.mode = Mode::Open { until };
+        self.turns.clear();
+        true
+    }
+
     fn keep(&mut self, rules: &Rules, now: Instant, turn: Turn) {
         let window = Duration::from_secs(u64::from(rules.window_seconds));
         while self.turns.front().is_some_and(|(at, _)| now.saturating_duration_since(*at) > window) {
@@ -265,6 +278,26 @@ mod tests {
         b.record(&rules, t1, Turn::Good);
         assert_eq!(b.record(&rules, t1, Turn::Slow), Some(Change::Reopened));
         assert_eq!(b.admit(&rules, t1, 0).0, Verdict::Fallback(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn a_trip_learned_from_another_replica_opens_it_for_the_time_left_and_no_longer() {
+        let (rules, t0) = (rules(), Instant::now());
+        let mut b = Breaker::default();
+        b.record(&rules, t0, Turn::Error);
+        assert!(b.learn(&rules, t0, Duration::from_secs(12)), "closed: opens");
+        assert_eq!(b.mode(), Mode::Open { until: t0 + Duration::from_secs(12) });
+        assert_eq!(b.admit(&rules, t0, 0).0, Verdict::Fallback(Duration::from_secs(12)));
+        assert!(!b.learn(&rules, t0, Duration::from_secs(5)), "open for longer already");
+        assert!(b.learn(&rules, t0, Duration::from_secs(3600)), "a later trip extends it");
+        assert_eq!(b.mode(), Mode::Open { until: t0 + Duration::from_secs(30) }, "but never past openSeconds");
+        assert!(!b.learn(&rules, t0, Duration::ZERO), "an expired trip is nothing");
+        // It ramps back on its own, and a learned trip while ramping opens it again.
+        let t1 = t0 + Duration::from_secs(31);
+        assert_eq!(b.admit(&rules, t1, 0), (Verdict::Serve, Some(Change::Ramped(10))));
+        assert!(b.learn(&rules, t1, Duration::from_secs(10)));
+        assert!(matches!(b.admit(&rules, t1, 0).0, Verdict::Fallback(_)));
+        assert!(b.turns.is_empty(), "the window starts over");
     }
 
     #[test]

@@ -13,17 +13,16 @@ use tokio_tungstenite::tungstenite::Message;
 use tracing::Instrument;
 
 use super::machine::{
-    ClientFrame, Cx, Effect, Event, Machine, Note, OpenError, OpenRequest, Phase, Recorded, RuntimeFrame, SendFailure,
+    ClientFrame, Cx, Effect, Event, Machine, OpenError, OpenRequest, Phase, Recorded, RuntimeFrame, SendFailure,
 };
 use super::{Client, close_client};
 use crate::Gateway;
 use crate::auth::Admission;
 use crate::balancer::Lease;
-use crate::budget::{Account, SESSION_OVERHEAD};
-use crate::record::SessionLog;
 use crate::resume::Parked;
 use crate::upstream::{self, Opening, Socket};
 
+mod books;
 mod ending;
 mod gate;
 pub(crate) mod keeper;
@@ -31,24 +30,41 @@ mod signals;
 mod to_client;
 mod to_runtime;
 
+use books::Books;
 use ending::finish;
 use gate::Gate;
 use keeper::Keeper;
 use signals::Signals;
+use to_client::ClientSide;
 
 /// A session's relay: the machine and everything it does I/O with.
 pub(super) struct Relay {
-    pub(super) gateway: Arc<Gateway>,
-    pub(super) machine: Machine,
+    gateway: Arc<Gateway>,
+    machine: Machine,
     /// A resumed session as it was taken out of the store, with its key: put back if it
     /// cannot be opened.
-    pub(super) parked: Option<(String, Parked)>,
-    pub(super) client: Client,
-    pub(super) admission: Admission,
+    parked: Option<(String, Parked)>,
+    client: Client,
+    admission: Admission,
     /// The session's span. The relay enters it for what it logs or traces (opening a
     /// runtime session, notes, the store, the end), not for every frame it relays: entered
     /// at every poll it cost about 4 % of a voice relay's CPU (BENCHMARKS.md, `gateway`).
-    pub(super) span: tracing::Span,
+    span: tracing::Span,
+}
+
+impl Relay {
+    /// The relay of `machine`'s session with `client`, admitted under `admission`; `parked`:
+    /// the resumed session as it was taken out of the store, with its key.
+    pub(super) fn new(
+        gateway: Arc<Gateway>,
+        machine: Machine,
+        parked: Option<(String, Parked)>,
+        client: Client,
+        admission: Admission,
+        span: tracing::Span,
+    ) -> Self {
+        Self { gateway, machine, parked, client, admission, span }
+    }
 }
 
 /// The runtime connection of a session, with its hold on the pod. One socket, not split
@@ -60,62 +76,21 @@ struct Upstream {
     _lease: Lease,
 }
 
-/// What the relay holds besides the machine.
+/// What the relay holds besides the machine, each part owning its fields.
 struct State {
     upstream: Option<Upstream>,
-    /// The Agent counted in the live-sessions gauge.
-    live: Option<String>,
-    /// The client's socket was closed (moved elsewhere) or failed: no more sends.
-    client_done: bool,
-    /// Messages for the client wait in its socket's buffer, to be written together with
-    /// those of the runtime's frames already read ([`more_for_client`]). Not the same as
-    /// the socket having bytes queued: the socket's own answers (pongs, a close echo) go
-    /// out with its reads, and the relay does not wait on a client that reads nothing for
-    /// them.
-    client_queued: bool,
-    admission: Option<Admission>,
-    /// What the session holds, toward the gateway's memory budget (refreshed at every
-    /// ping interval; cheap enough, but not for every frame).
-    account: Account,
-    /// The session's part of the conversation record, when kept.
-    log: Option<SessionLog>,
-    /// The client's credential (its key's name, `jwt:<subject>`; empty without checks).
-    credential: String,
+    client: ClientSide,
+    books: Books,
     /// The session's hold in the store (stopped before the session parks or ends).
     keeper: Option<Keeper>,
-    /// The turns' clock for the Agent's outage breaker ([`crate::outage::turns`]).
-    turns: crate::outage::Turns,
 }
 
 /// Runs the session until it ends or is parked.
 pub(super) async fn run(relay: Relay) {
     let Relay { gateway, mut machine, parked, mut client, admission, span } = relay;
-    let mut account = gateway.budget.account();
-    account.set(SESSION_OVERHEAD + machine.held_bytes());
     let credential = admission.key.clone().unwrap_or_default();
-    let log = gateway.record.as_ref().map(|recorder| {
-        let mut log = SessionLog::new(recorder.clone(), machine.id());
-        // Every rule of the namespace from the first line: what is said at triage is as
-        // secret as what is said at the Agent that declares the rule.
-        let namespace = &machine.target().route.namespace;
-        log.reached(&gateway.directory.borrow().table().redact_rules(namespace));
-        log.reached(&machine.target().route.redact);
-        let agent = machine.target().key();
-        log.started(&agent, &credential, parked.is_some(), machine.voice().as_deref(), machine.modalities());
-        log
-    });
-    let mut state = State {
-        upstream: None,
-        live: None,
-        client_done: false,
-        client_queued: false,
-        admission: Some(admission),
-        account,
-        log,
-        credential,
-        keeper: None,
-        turns: crate::outage::Turns::default(),
-    };
+    let books = Books::open(&gateway, &machine, credential, parked.is_some());
+    let mut state = State { upstream: None, client: ClientSide::new(admission), books, keeper: None };
     let keeper = span.in_scope(|| Keeper::start(gateway.store.clone(), &gateway.config, machine.id()));
     let taken = keeper.taken.clone();
     state.keeper = Some(keeper);
@@ -135,13 +110,12 @@ pub(super) async fn run(relay: Relay) {
     let mut signals = Signals::watch(draining, superseded.clone(), taken, gateway.shutdown.clone());
     loop {
         carry_out(&gateway, &mut machine, &mut state, &mut client, &superseded, &span).await;
-        if state.client_queued && !more_for_client(&machine, &state, &client) {
-            state.client_queued = false;
-            if let Err(failure) = to_client::flush(&mut client).await {
-                state.client_done = true;
-                feed(&gateway, &mut machine, Event::ClientSendFailed(failure));
-                continue;
-            }
+        if state.client.queued()
+            && !more_for_client(&machine, &state, &client)
+            && let Err(failure) = state.client.flush(&mut client).await
+        {
+            feed(&gateway, &mut machine, Event::ClientSendFailed(failure));
+            continue;
         }
         let event = match machine.phase() {
             Phase::Opening(request) => {
@@ -176,7 +150,7 @@ pub(super) async fn run(relay: Relay) {
                             if gateway.budget.over() {
                                 machine.shed_replay();
                             }
-                            state.account.set(SESSION_OVERHEAD + machine.held_bytes());
+                            state.books.held(&machine);
                             Event::PingDue
                         } else {
                             // The machine tells a deadline that moved on from one that passed.
@@ -188,11 +162,7 @@ pub(super) async fn run(relay: Relay) {
                     frame = client_gate.next(&mut client) => {
                         let frame = client_frame(frame);
                         let counted = matches!(frame, ClientFrame::Text(_) | ClientFrame::Binary(_));
-                        let budget = match &state.admission {
-                            Some(admission) if counted => admission.allow_message(),
-                            _ => Ok(()),
-                        };
-                        Event::Client(frame, budget)
+                        Event::Client(frame, state.client.allow(counted))
                     }
                     frame = up.gate.next(&mut up.ws) => runtime_event(runtime_frame(frame), &mut state),
                 }
@@ -204,42 +174,9 @@ pub(super) async fn run(relay: Relay) {
                 return;
             }
         };
-        if state.turns.watching() {
-            watch_turn(&gateway, &machine, &mut state, &event);
-        }
+        state.books.watch(&gateway, &machine, &event);
         feed(&gateway, &mut machine, event);
     }
-}
-
-/// Shows the turns' clock what is relayed; a turn it settles goes to the Agent's breaker.
-fn watch_turn(gateway: &Gateway, machine: &Machine, state: &mut State, event: &Event) {
-    let now = Instant::now();
-    let turn = match event {
-        Event::Client(ClientFrame::Text(text), _) => {
-            state.turns.client_text(text.as_str(), now);
-            None
-        }
-        Event::Runtime(RuntimeFrame::Text(text)) => state.turns.runtime_text(text.as_str(), now),
-        Event::Runtime(RuntimeFrame::Binary(_)) => state.turns.runtime_binary(now),
-        Event::PingDue => state.turns.tick(now),
-        _ => None,
-    };
-    let Some(turn) = turn else { return };
-    let route = &machine.target().route;
-    let outage = gateway.directory.borrow().table().outage(&route.namespace, &route.name).cloned();
-    if let Some(outage) = outage {
-        gateway.outages.record(route, &outage, turn, now);
-    }
-}
-
-/// The turns' clock for the session's Agent now: its `firstAudioSeconds` when its breaker
-/// is on.
-fn watch_agent(gateway: &Gateway, machine: &Machine, state: &mut State) {
-    let route = &machine.target().route;
-    let limit = gateway.directory.borrow().table().outage(&route.namespace, &route.name).and_then(|outage| {
-        outage.breaker.enabled.then(|| Duration::from_secs(u64::from(outage.breaker.first_audio_seconds)))
-    });
-    state.turns.agent(limit);
 }
 
 fn feed(gateway: &Gateway, machine: &mut Machine, event: Event) {
@@ -267,20 +204,12 @@ async fn carry_out(
     while let Some(effect) = machine.next_effect() {
         match effect {
             Effect::Client(frame) => {
-                if state.client_done {
-                    continue;
-                }
-                if client.feed(frame.into_message()).is_ok() {
-                    state.client_queued = true;
-                } else {
-                    state.client_done = true;
+                if !state.client.done() && !state.client.feed(client, frame.into_message()) {
                     feed(gateway, machine, Event::ClientSendFailed(SendFailure::Gone));
                 }
             }
             Effect::CloseClient(close) => {
-                // The key's session slot first, so a client that reconnects at once gets in.
-                state.admission = None;
-                state.client_done = true;
+                state.client.closing();
                 close_client(client, close).instrument(span.clone()).await;
             }
             Effect::Runtime { message, keep } => {
@@ -302,10 +231,7 @@ async fn carry_out(
                 }
             }
             Effect::PingClient => {
-                if !state.client_done
-                    && let Err(failure) = to_client::send(client, Message::Ping(Bytes::new())).await
-                {
-                    state.client_done = true;
+                if let Err(failure) = state.client.send(client, Message::Ping(Bytes::new())).await {
                     feed(gateway, machine, Event::ClientSendFailed(failure));
                 }
             }
@@ -360,9 +286,9 @@ async fn carry_out(
                     keeper.snapshot(snapshot);
                 }
             }
-            Effect::Note(note) => span.in_scope(|| observe(gateway, machine, state, note)),
+            Effect::Note(note) => span.in_scope(|| state.books.observe(gateway, machine, note)),
             Effect::Record(recorded) => {
-                if let Some(log) = state.log.as_mut() {
+                if let Some(log) = state.books.log_mut() {
                     let agent = machine.target().key();
                     span.in_scope(|| match recorded {
                         Recorded::Server(text) => log.server(&agent, text.as_str()),
@@ -402,7 +328,7 @@ async fn open(
     };
     if let Some(record) = &gateway.record
         && let Some(caller) = crate::record::callers::restore(record, &mut opening).await
-        && let Some(log) = state.log.as_mut()
+        && let Some(log) = state.books.log_mut()
     {
         log.verified(&target.key(), caller);
     }
@@ -410,81 +336,6 @@ async fn open(
     let ws = upstream::open(addr, opening, &gateway.key, gateway.config.connect_timeout).await?;
     state.upstream = Some(Upstream { ws, gate: Gate::new(), _lease: lease });
     Ok(addr)
-}
-
-/// Counts and records the variant of `agent` the session runs, as it reaches the Agent.
-fn reached_variant(machine: &Machine, state: &State, metrics: &crate::metrics::Metrics, agent: &str) {
-    let Some(variant) = machine.variant() else { return };
-    metrics.variant_sessions.with_label_values(&[agent, variant]).inc();
-    tracing::info!(session_id = %machine.id(), %agent, variant, "variant");
-    if let Some(log) = &state.log {
-        log.variant(agent, variant);
-    }
-}
-
-/// Metrics and logs for a note of the machine.
-fn observe(gateway: &Gateway, machine: &Machine, state: &mut State, note: Note) {
-    let metrics = &gateway.metrics;
-    let (id, turn, agent) = (machine.id(), machine.turn(), machine.target().key());
-    match note {
-        Note::Routed => {
-            metrics.routed.with_label_values(&[&agent]).inc();
-            metrics.live.with_label_values(&[&agent]).inc();
-            reached_variant(machine, state, metrics, &agent);
-            state.live = Some(agent);
-            watch_agent(gateway, machine, state);
-        }
-        Note::Resumed => {
-            metrics.resumed.with_label_values(&[&agent]).inc();
-            metrics.live.with_label_values(&[&agent]).inc();
-            tracing::info!(session_id = %id, %agent, "resumed");
-            state.live = Some(agent);
-            watch_agent(gateway, machine, state);
-        }
-        Note::Handoff { from, to } => {
-            if let Some(live) = state.live.replace(to.clone()) {
-                metrics.live.with_label_values(&[&live]).dec();
-            }
-            metrics.live.with_label_values(&[&to]).inc();
-            metrics.handoffs.with_label_values(&[&from, &to]).inc();
-            reached_variant(machine, state, metrics, &to);
-            watch_agent(gateway, machine, state);
-            tracing::info!(session_id = %id, turn, %from, %to, "handoff");
-            if let Some(log) = state.log.as_mut() {
-                log.reached(&machine.target().route.redact);
-                log.handed_off(&from, &to);
-            }
-        }
-        Note::HandoffGap { from, to, seconds } => {
-            metrics.handoff_gap.with_label_values(&[&from, &to]).observe(seconds);
-        }
-        Note::HandoffFailed { from, to, error } => {
-            tracing::warn!(session_id = %id, turn, %from, %to, %error, "handoff failed");
-        }
-        Note::Migrated { reason, from } => {
-            metrics.migrated.with_label_values(&[&agent, &reason]).inc();
-            if let Some(log) = &state.log {
-                log.moved(&agent, &reason);
-            }
-            if let Some(addr) = from {
-                tracing::info!(session_id = %id, turn, %agent, %addr, %reason, "moving the session to another pod");
-            }
-        }
-        Note::Refused(reason) => metrics.refused.with_label_values(&[reason]).inc(),
-        Note::OpenFailed(error) => tracing::warn!(session_id = %id, %agent, "{error}"),
-        Note::AgentRemoved => {
-            tracing::info!(session_id = %id, turn, %agent, "the agent was removed; ending the session");
-        }
-        Note::ClientSilent(silent) => {
-            tracing::info!(session_id = %id, %agent, silent_ms = silent.as_millis() as u64, "the client answers nothing, not even pings: it counts as gone");
-        }
-        Note::RuntimeSilent(silent) => {
-            tracing::warn!(session_id = %id, %agent, silent_ms = silent.as_millis() as u64, "the runtime answers nothing, not even pings: moving the session");
-        }
-        Note::WaitingForPod => {
-            tracing::info!(session_id = %id, %agent, "the pod drains and no other is ready yet; the session stays until one is");
-        }
-    }
 }
 
 fn client_frame(frame: Option<Result<Message, frames::Error>>) -> ClientFrame {

@@ -12,18 +12,22 @@
 //! parks every session at once and tells its clients to resume elsewhere.
 //!
 //! Every rule is in the I/O-free [`machine::Machine`]; this module admits the session
-//! (its first message, a resume's store lookup) and [`driver`] moves the bytes. Session
+//! (its first message; [`resumed`] finds a session under way in the resume store or the
+//! record), [`client_io`] is what the client's socket runs over, and [`driver`] moves the
+//! bytes. Session
 //! context from clients is refused, as on runtimes.
 
+mod client_io;
 mod continuation;
 mod driver;
 pub mod events;
 pub mod kept;
 pub mod machine;
+mod resumed;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -33,76 +37,18 @@ use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, Sessio
 use crate::Gateway;
 use crate::auth::Admission;
 use crate::directory::Reach;
-use crate::resume::{self, Parked, Taken};
+use crate::resume::{self, Parked};
+pub use client_io::ClientIo;
 pub use machine::moves::MAX_RECOVERIES;
 use machine::{Close, Cx, Limits, Machine};
 #[cfg(test)]
 use machine::{handoff, moves};
-use switchboard_serve::frames::{Conn, Upgraded};
+use switchboard_serve::frames::Conn;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 /// The client's WebSocket.
 type Client = Conn<ClientIo>;
-
-/// What a client's WebSocket runs over: a socket the HTTP server upgraded, or (a channel at
-/// the edge, WebRTC's among them) one end of an in-process pipe whose other end the edge's
-/// call task writes frames into. One session implementation for every channel; a match per
-/// read or write of the socket is all it costs the WebSocket path (hyper's upgraded
-/// socket is itself a boxed trait object).
-#[derive(Debug)]
-pub enum ClientIo {
-    /// A client's upgraded HTTP connection.
-    Socket(Upgraded),
-    /// An edge's in-process end.
-    Edge(tokio::io::DuplexStream),
-}
-
-impl tokio::io::AsyncRead for ClientIo {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Socket(io) => std::pin::Pin::new(io).poll_read(cx, buf),
-            Self::Edge(io) => std::pin::Pin::new(io).poll_read(cx, buf),
-        }
-    }
-}
-
-impl tokio::io::AsyncWrite for ClientIo {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Self::Socket(io) => std::pin::Pin::new(io).poll_write(cx, buf),
-            Self::Edge(io) => std::pin::Pin::new(io).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Socket(io) => std::pin::Pin::new(io).poll_flush(cx),
-            Self::Edge(io) => std::pin::Pin::new(io).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Socket(io) => std::pin::Pin::new(io).poll_shutdown(cx),
-            Self::Edge(io) => std::pin::Pin::new(io).poll_shutdown(cx),
-        }
-    }
-}
 
 /// How long a refused client is given to answer the close frame. The refusal's socket is
 /// read meanwhile: closed with bytes unread, the kernel resets it, and a reset can reach the
@@ -161,7 +107,7 @@ pub async fn serve_call(
             };
             let span = session_span(&machine, parked.as_ref().map(|(_, parked)| parked.traceparent.as_deref()));
             machine.set_traceparent(switchboard_telemetry::context::traceparent(&span));
-            let relay = driver::Relay { gateway, machine, parked, client, admission, span };
+            let relay = driver::Relay::new(gateway, machine, parked, client, admission, span);
             driver::run(relay).await;
             drop(slot);
         }
@@ -260,8 +206,8 @@ async fn admit(
     }
     if let Some(token) = &start.resume_token {
         let key = resume::store_key(identity, token);
-        let parked = take_parked(gateway, &key, client).await?;
-        if let Err(refusal) = allowed(admission, &parked) {
+        let parked = resumed::take_parked(gateway, &key, client).await?;
+        if let Err(refusal) = resumed::allowed(admission, &parked) {
             return Err(refuse_as(gateway, client, refusal).await);
         }
         let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent, parked.reach) else {
@@ -277,7 +223,7 @@ async fn admit(
     }
     if let Some(from) = &start.continue_from {
         let token = start.continue_token.as_deref().unwrap_or_default();
-        let (parked, target) = continued(gateway, from, token, identity, admission, client).await?;
+        let (parked, target) = resumed::continued(gateway, from, token, identity, admission, client).await?;
         let directory = gateway.directory.borrow().clone();
         let cx = Cx { now: Instant::now(), directory: &directory };
         return Ok((Machine::resume(limits, identity.to_owned(), parked, target, None, &cx), None, true));
@@ -375,146 +321,6 @@ async fn refuse_app_context(gateway: &Gateway, client: &mut Client, error: crate
     let reason = code.metric_label();
     let message = ServerMessage::error(code, error.to_string(), false);
     refuse(gateway, client, reason, message, error.close_code()).await
-}
-
-/// The ended session `from` to continue, from the conversation record's state for it, with
-/// the Agent it was with: only for the credential that held it and with `token`, the newest
-/// resume token its client received, which this uses up (a refusal says the same whether
-/// the session is unknown, expired, another's or the token wrong or used), within its
-/// scope. Who the caller was does not come back ([`continuation::forget_identity`]).
-async fn continued(
-    gateway: &Gateway,
-    from: &str,
-    token: &str,
-    identity: &str,
-    admission: &Admission,
-    client: &mut Client,
-) -> Result<(Parked, crate::directory::Target), Close> {
-    let unknown = || {
-        ServerMessage::error(
-            ErrorCode::ResumeRefused,
-            format!(
-                "session {from} cannot be continued: it is unknown, its state has expired, it is not this credential's, \
-                 or session_start.continue_token is not the newest resume_token that session's client received \
-                 (each works once); start a new session"
-            ),
-            false,
-        )
-    };
-    let Some(record) = &gateway.record else {
-        let message = ServerMessage::error(
-            ErrorCode::ResumeRefused,
-            "this gateway keeps no conversation record, so sessions cannot be continued; start a new session",
-            false,
-        );
-        return Err(refuse(gateway, client, "continue_refused", message, close_code::RESUME_REFUSED).await);
-    };
-    // No token, no continuing (and nothing asked of the store).
-    if token.is_empty() || (identity.is_empty() && !gateway.auth.continues_without_credential()) {
-        return Err(refuse(gateway, client, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
-    }
-    let since = crate::record::now_us() / 1000 - i64::try_from(record.state_ttl().as_millis()).unwrap_or(i64::MAX);
-    let saved = match record.store.claim_state(from, &resume::store_key(identity, token), since).await {
-        Ok(Some(saved)) if saved.credential == identity => saved,
-        Ok(_) => {
-            return Err(refuse(gateway, client, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
-        }
-        Err(error) => {
-            tracing::warn!("continue: {error}");
-            let message =
-                ServerMessage::error(ErrorCode::StoreUnavailable, format!("{error}; try again shortly"), false);
-            return Err(refuse(gateway, client, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await);
-        }
-    };
-    let mut parked: Parked = match resume::open_text(&gateway.key, &resume::continue_key(from, identity), &saved.sealed)
-    {
-        Ok(parked) => parked,
-        Err(error) => {
-            tracing::warn!(session_id = %from, "continue refused: {error}");
-            gateway.metrics.refused.with_label_values(&["session_tampered"]).inc();
-            return Err(refuse(gateway, client, "continue_refused", unknown(), close_code::RESUME_REFUSED).await);
-        }
-    };
-    continuation::restore(&mut parked.kept, saved.summary.as_deref(), continuation::CONTINUE_TURNS);
-    let forgotten = {
-        let directory = gateway.directory.borrow();
-        let namespace = parked.namespace.clone();
-        continuation::forget_identity(&mut parked, directory.table().identity_keys(&namespace))
-    };
-    if !forgotten.is_empty() {
-        tracing::info!(session_id = %from, keys = ?forgotten, "continued: the caller is verified again");
-    }
-    if let Err(refusal) = allowed(admission, &parked) {
-        return Err(refuse_as(gateway, client, refusal).await);
-    }
-    let Some(target) = gateway.directory.borrow().lookup(&parked.namespace, &parked.agent, parked.reach) else {
-        let message = format!("the agent {}/{} this session was with no longer exists", parked.namespace, parked.agent);
-        let message = ServerMessage::error(ErrorCode::UnknownAgent, message, false);
-        return Err(refuse(gateway, client, "unknown_agent", message, close_code::UNKNOWN_AGENT).await);
-    };
-    Ok((parked, target))
-}
-
-/// Whether the credential may resume or continue `parked`: a session of a namespace its
-/// scope reaches, and a test session only if it may still test.
-fn allowed(admission: &Admission, parked: &Parked) -> Result<(), crate::auth::Refusal> {
-    admission.allow_namespace(&parked.namespace)?;
-    if parked.reach == Reach::Candidates {
-        admission.allow_candidates()?;
-    }
-    Ok(())
-}
-
-/// Takes the session parked under `key` out of the store. A session still attached here
-/// whose client is back on a new socket is detached (the old socket is dead); one still
-/// held or finishing its turn is waited for.
-async fn take_parked(gateway: &Gateway, key: &str, client: &mut Client) -> Result<Parked, Close> {
-    // A token that rotated since (a handoff) names the session by its newest key.
-    let key = match gateway.store.resolve(key).await {
-        Ok(key) => key,
-        Err(error) => return Err(store_failed(gateway, client, error).await),
-    };
-    if let Some(attached) = gateway.attached.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
-        attached.cancel();
-    }
-    let config = &gateway.config;
-    // Long enough for the holder to park it, or — should the holder have died — for its
-    // hold's lease to lapse.
-    let wait = (config.park_grace + Duration::from_secs(5)).max(driver::keeper::lease(config) + Duration::from_secs(2));
-    match gateway.store.take(&key, wait).await {
-        Ok(Taken::Parked(parked)) => Ok(*parked),
-        Ok(Taken::Held) => {
-            let message =
-                "the session is still attached to another connection of yours; close it, or resume again shortly";
-            let message = ServerMessage::error(ErrorCode::SessionAttached, message, false);
-            Err(refuse(gateway, client, "session_attached", message, close_code::TRY_AGAIN_LATER).await)
-        }
-        Ok(Taken::Unknown) => {
-            let message = format!(
-                "the resume token is unknown or expired (a session waits {} s for its client, and each \
-                 bidi_connection_start brings a new token); start a new session without resume_token",
-                config.resume_window.as_secs()
-            );
-            let message = ServerMessage::error(ErrorCode::ResumeRefused, message, false);
-            Err(refuse(gateway, client, "resume_refused", message, close_code::RESUME_REFUSED).await)
-        }
-        Err(error) => Err(store_failed(gateway, client, error).await),
-    }
-}
-
-/// Refuses a resume the store failed: a tampered entry for good, an unavailable store
-/// for now.
-async fn store_failed(gateway: &Gateway, client: &mut Client, error: resume::StoreError) -> Close {
-    if let resume::StoreError::Tampered = error {
-        tracing::warn!("resume refused: {error}");
-        gateway.metrics.refused.with_label_values(&["session_tampered"]).inc();
-        let message = format!("{error}; start a new session without resume_token");
-        let message = ServerMessage::error(ErrorCode::ResumeRefused, message, false);
-        return refuse(gateway, client, "resume_refused", message, close_code::RESUME_REFUSED).await;
-    }
-    tracing::warn!("resume: {error}");
-    let message = ServerMessage::error(ErrorCode::StoreUnavailable, format!("{error}; try again shortly"), false);
-    refuse(gateway, client, "store_unavailable", message, close_code::TRY_AGAIN_LATER).await
 }
 
 /// The context fields a client's `session_start` tried to set, if any.

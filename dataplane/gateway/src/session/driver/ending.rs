@@ -26,21 +26,19 @@ pub(super) async fn finish(
     if let Some(keeper) = state.keeper.take() {
         keeper.stop().await;
     }
-    if let Some(live) = state.live.take() {
-        gateway.metrics.live.with_label_values(&[&live]).dec();
-    }
+    state.books.leave(gateway);
     if let Some(mut up) = state.upstream.take() {
         let _ = up.ws.close(None).await;
     }
-    if let Some(log) = &state.log {
+    if let Some(log) = state.books.log() {
         let agent = machine.target().key();
         if !matches!(ending, Ending::ResumeFailed(_) | Ending::TakenOver) {
             // Kept for continuing the session later, by the same credential only, and only
             // with the newest resume token its client received (none yet: by nobody).
-            let key = crate::resume::continue_key(machine.id(), &state.credential);
+            let key = crate::resume::continue_key(machine.id(), state.books.credential());
             let token = machine.key().unwrap_or_default();
             match crate::resume::seal_text(&gateway.key, &key, &machine.continuation()) {
-                Ok(sealed) => log.state(&agent, &state.credential, token, sealed),
+                Ok(sealed) => log.state(&agent, state.books.credential(), token, sealed),
                 Err(error) => {
                     tracing::warn!(session_id = %machine.id(), "cannot keep the session for continuing: {error}")
                 }
@@ -90,9 +88,9 @@ pub(super) async fn finish(
             Some((close_code::TRY_AGAIN_LATER, "no runtime".to_owned()))
         }
     };
-    drop(state.admission.take());
+    state.client.release();
     if let Some(close) = close
-        && !state.client_done
+        && !state.client.done()
     {
         close_client(client, close).await;
     }
