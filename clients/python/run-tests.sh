@@ -4,6 +4,10 @@
 # hash ($SWITCHBOARD_CACHE, default ~/.cache/switchboard, then clients-python-<hash>), checks
 # the generated types match the schema, type-checks the package (mypy --strict) and runs
 # pytest.
+# `run-tests.sh --package` tests the package as it is published instead: an sdist and a
+# wheel built with `python -m build` from a copy of the package (so nothing is written
+# here), each installed into a fresh virtualenv; the wheel's holds one text turn with a real
+# `switchboard local` (test-package/turn.py).
 #
 # Env: SWITCHBOARD_BIN  the `switchboard` binary (default: built with cargo, dev profile)
 set -euo pipefail
@@ -30,6 +34,9 @@ if [ -z "${SWITCHBOARD_BIN:-}" ]; then
 fi
 export SWITCHBOARD_BIN
 cd "$HERE"
+if [ "${1:-}" = "--package" ]; then
+  exec bash "$HERE/test-package/run.sh" "$ROOT" "$VENV"
+fi
 "$VENV/bin/python" generate.py --check
 "$VENV/bin/mypy" --cache-dir "$VENV/.mypy_cache"
 PYTHONPATH="$HERE/src" "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests

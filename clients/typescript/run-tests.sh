@@ -7,6 +7,9 @@
 #
 # `run-tests.sh --browser` runs the browser test instead (test-browser/: Microphone and
 # Player in headless Chromium), built into dist-browser/ so both may run at once.
+# `run-tests.sh --package` tests the package as it is published instead: `npm pack` of a
+# copy of the package (so nothing is written here), installed with `ws` into a fresh npm
+# project, holds one text turn with a real `switchboard local` (test-package/turn.mjs).
 #
 # Env: SWITCHBOARD_BIN         the `switchboard` binary (default: built with cargo, dev profile)
 #      SWITCHBOARD_PLAYWRIGHT  (--browser) playwright-core's directory; tests/tools/install.sh
@@ -36,7 +39,9 @@ if [ -z "${SWITCHBOARD_BIN:-}" ]; then
 fi
 export SWITCHBOARD_BIN
 cd "$HERE"
-if [ "${1:-}" = "--browser" ]; then
+if [ "${1:-}" = "--package" ]; then
+  exec bash "$HERE/test-package/run.sh" "$ROOT"
+elif [ "${1:-}" = "--browser" ]; then
   : "${SWITCHBOARD_PLAYWRIGHT:?set it to the playwright-core directory that tests/tools/install.sh installs}"
   chromium="$(command -v chromium)" || { echo "chromium is not on PATH; tests/tools/install.sh installs it" >&2; exit 1; }
   node_modules/.bin/tsc -p tsconfig.json --outDir dist-browser

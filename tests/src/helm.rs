@@ -1,5 +1,6 @@
-//! The Helm chart from the tests: its path, the pinned `helm` binary, and the lock that keeps
-//! a cluster-wide operator away from tests that must not meet one.
+//! The Helm chart from the tests: its path, the pinned `helm` binary, a rendered document by
+//! kind and name, and the lock that keeps a cluster-wide operator away from tests that must
+//! not meet one.
 
 use std::path::Path;
 use std::process::Command;
@@ -40,4 +41,12 @@ pub fn cluster_wide_operator_turn(alone: bool) -> std::fs::File {
     let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).expect("lock file");
     if alone { file.lock() } else { file.lock_shared() }.expect("a turn with respect to a cluster-wide operator");
     file
+}
+
+/// The rendered document of `kind` named `name`.
+pub fn document<'a>(rendered: &'a str, kind: &str, name: &str) -> &'a str {
+    rendered
+        .split("\n---")
+        .find(|d| d.contains(&format!("\nkind: {kind}\n")) && d.contains(&format!("\n  name: {name}\n")))
+        .unwrap_or_else(|| panic!("no {kind} {name} in:\n{rendered}"))
 }

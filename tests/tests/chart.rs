@@ -1,13 +1,13 @@
 //! The Helm chart, rendered: it lints, renders manifests valid for a current Kubernetes,
 //! gives only the gateway its private key, refuses gateway replicas that would lose
 //! sessions, and renders no NetworkPolicy: it gives the operator its gateway's namespace and
-//! labels, and the operator keeps the policy where the Agents run. Installed on the real
-//! control plane: `chart_install.rs`.
+//! labels, and the operator keeps the policy where the Agents run. The gateway's callers'
+//! credentials: `chart_credentials.rs`; installed on the real control plane: `chart_install.rs`.
 
 use std::process::Command;
 
 use switchboard_tests::cluster::tools_bin;
-use switchboard_tests::helm::{chart, helm};
+use switchboard_tests::helm::{chart, document, helm};
 use switchboard_tests::{operator, repo_root};
 
 #[test]
@@ -160,74 +160,6 @@ fn gateway_replicas_without_redis_are_refused_unless_acknowledged() {
     assert!(!ok && refused.contains("without gateway.redis"), "{refused}");
     let (ok, accepted) = replicas(&["gateway.replicas=3", "gateway.replicasWithoutRedis=true"]);
     assert!(ok && accepted.contains("\n  replicas: 3\n"), "{accepted}");
-}
-
-/// A fresh install caps each credential's live sessions: an API key that sets none, and each
-/// JWT subject; 0 lifts a cap.
-#[test]
-fn every_credential_has_a_session_cap_by_default() {
-    let chart = chart();
-    let env = |sets: &[&str], name: &str| {
-        let mut args = vec!["template", "sb", chart.as_str()];
-        for set in sets {
-            args.extend(["--set", set]);
-        }
-        let (ok, rendered) = helm(None, &args);
-        assert!(ok, "{rendered}");
-        let gateway = document(&rendered, "Deployment", "sb-switchboard-gateway");
-        let deployment: k8s_openapi::api::apps::v1::Deployment = serde_yaml::from_str(gateway).expect("gateway");
-        let env = deployment.spec.and_then(|s| s.template.spec).and_then(|p| p.containers[0].env.clone());
-        env.unwrap_or_default().into_iter().find(|e| e.name == name).and_then(|e| e.value)
-    };
-    assert_eq!(env(&[], "SWITCHBOARD_MAX_SESSIONS_PER_KEY").as_deref(), Some("1000"));
-    assert_eq!(env(&["gateway.maxSessionsPerKey=0"], "SWITCHBOARD_MAX_SESSIONS_PER_KEY").as_deref(), Some("0"));
-    let jwt = "gateway.jwt.jwksConfigMap=jwks,gateway.jwt.issuer=https://idp.example,gateway.jwt.audience=sb";
-    assert_eq!(env(&[jwt], "SWITCHBOARD_JWT_MAX_SESSIONS_PER_SUBJECT").as_deref(), Some("10"));
-    let lifted = [jwt, "gateway.jwt.maxSessionsPerSubject=0"];
-    assert_eq!(env(&lifted, "SWITCHBOARD_JWT_MAX_SESSIONS_PER_SUBJECT").as_deref(), Some("0"));
-}
-
-/// The host app's context keys: from a Secret, mounted where the gateway reads them, with
-/// the issuer and audience it needs; without them nothing is set, and a Secret without an
-/// issuer or audience is refused at render.
-#[test]
-fn app_context_keys_come_from_a_secret_with_their_issuer_and_audience() {
-    let render = |sets: &[&str]| {
-        let chart = chart();
-        let mut args = vec!["template", "sb", chart.as_str()];
-        for set in sets {
-            args.extend(["--set", set]);
-        }
-        helm(None, &args)
-    };
-    let (ok, off) = render(&[]);
-    assert!(ok && !off.contains("APP_CONTEXT"), "nothing by default\n{off}");
-    let keys = "gateway.appContext.jwksSecret=bank-app-keys";
-    let (ok, missing) = render(&[keys]);
-    assert!(!ok && missing.contains("gateway.appContext.issuer is required"), "{missing}");
-    let (ok, rendered) =
-        render(&[keys, "gateway.appContext.issuer=https://app.bank.example", "gateway.appContext.audience=sb"]);
-    assert!(ok, "{rendered}");
-    let gateway: k8s_openapi::api::apps::v1::Deployment =
-        serde_yaml::from_str(document(&rendered, "Deployment", "sb-switchboard-gateway")).expect("gateway");
-    let pod = gateway.spec.and_then(|s| s.template.spec).expect("pod");
-    let env = pod.containers[0].env.clone().unwrap_or_default();
-    let value = |name: &str| env.iter().find(|e| e.name == name).and_then(|e| e.value.clone());
-    assert_eq!(
-        value("SWITCHBOARD_APP_CONTEXT_JWKS_FILE").as_deref(),
-        Some("/etc/switchboard-gateway-app-context/jwks.json")
-    );
-    assert_eq!(value("SWITCHBOARD_APP_CONTEXT_ISSUER").as_deref(), Some("https://app.bank.example"));
-    assert_eq!(value("SWITCHBOARD_APP_CONTEXT_AUDIENCE").as_deref(), Some("sb"));
-    assert_eq!(value("SWITCHBOARD_APP_CONTEXT_RELOAD_SECONDS").as_deref(), Some("10"));
-    let volume = pod.volumes.unwrap_or_default().into_iter().find(|v| v.name == "app-context-keys").expect("volume");
-    let secret = volume.secret.expect("from a Secret");
-    assert_eq!(secret.secret_name.as_deref(), Some("bank-app-keys"));
-    assert_eq!(secret.items.expect("items")[0].key, "jwks.json");
-    let mounts = pod.containers[0].volume_mounts.clone().unwrap_or_default();
-    assert!(
-        mounts.iter().any(|m| m.name == "app-context-keys" && m.mount_path == "/etc/switchboard-gateway-app-context")
-    );
 }
 
 /// The WebRTC edge's values: on the nodes' network (each pod advertising its node's IP, one
@@ -470,14 +402,6 @@ fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_bala
         let (ok, refused) = render(&sets);
         assert!(!ok && refused.contains(why), "{sets:?}: {refused}");
     }
-}
-
-/// The rendered document of `kind` named `name`.
-fn document<'a>(rendered: &'a str, kind: &str, name: &str) -> &'a str {
-    rendered
-        .split("\n---")
-        .find(|d| d.contains(&format!("\nkind: {kind}\n")) && d.contains(&format!("\n  name: {name}\n")))
-        .unwrap_or_else(|| panic!("no {kind} {name} in:\n{rendered}"))
 }
 
 /// Only the gateway mounts its private key; the operator follows the public key's

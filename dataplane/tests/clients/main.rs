@@ -7,7 +7,9 @@
 //! message types each suite must have seen, so the schema is proven on real sessions. The
 //! TypeScript client's browser parts (Microphone, Player) run in headless Chromium with a WAV
 //! as the microphone: a voice turn, the reply played, a barge-in that stops it and reports
-//! what was heard.
+//! what was heard. Both packages carry the protocol's version, and install as published
+//! (`npm pack`; `python -m build`'s sdist and wheel) into fresh projects where they hold a
+//! text turn with the real binary.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -116,4 +118,51 @@ fn the_typescript_clients_microphone_and_player_work_in_chromium() {
     let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "the browser test failed:\n{output}");
     eprintln!("{output}");
+}
+
+/// Runs `clients/<client>/run-tests.sh --package` against the binary under test.
+fn run_package_test(client: &str) {
+    let out = Command::new("bash")
+        .arg(root().join("clients").join(client).join("run-tests.sh"))
+        .arg("--package")
+        .env("SWITCHBOARD_BIN", env!("CARGO_BIN_EXE_switchboard"))
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .output()
+        .expect("runs the package test");
+    let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the {client} package test failed:\n{output}");
+    assert!(output.contains("triage -> idv"), "{output}");
+    eprintln!("{output}");
+}
+
+#[test]
+fn the_typescript_package_installs_from_its_tarball_and_holds_a_text_turn() {
+    run_package_test("typescript");
+}
+
+#[test]
+fn the_python_package_installs_from_its_sdist_and_wheel_and_holds_a_text_turn() {
+    run_package_test("python");
+}
+
+/// The packages' versions are the protocol's (the schema's `x-protocol-version`): a client
+/// release says which protocol it speaks.
+#[test]
+fn the_packages_are_versioned_with_the_protocol() {
+    let read = |path: &str| std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let json = |path: &str| -> serde_json::Value { serde_json::from_str(&read(path)).expect("JSON") };
+    let schema = json(SCHEMA_PATH);
+    let protocol = schema["x-protocol-version"].as_str().expect("the schema's x-protocol-version");
+    let package = json("clients/typescript/package.json");
+    assert_eq!(package["version"], protocol, "clients/typescript/package.json");
+    let lock = json("clients/typescript/package-lock.json");
+    assert_eq!(lock["version"], protocol, "clients/typescript/package-lock.json");
+    assert_eq!(lock["packages"][""]["version"], protocol, "clients/typescript/package-lock.json's own package");
+    let pyproject = read("clients/python/pyproject.toml");
+    let versions: Vec<&str> =
+        pyproject.lines().filter_map(|l| l.strip_prefix("version = \"")?.strip_suffix('"')).collect();
+    assert_eq!(versions, [protocol], "clients/python/pyproject.toml's [project] version");
+    for readme in ["clients/typescript/README.md", "clients/python/README.md"] {
+        assert!(read(readme).contains(&format!("(version {protocol})")), "{readme} names the protocol's version");
+    }
 }
