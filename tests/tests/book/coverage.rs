@@ -79,6 +79,7 @@ pub(crate) const NOT_RUN: &[(&str, &str, Handling)] = &[
         Flags("the gateway's key file, in the chart's pod"),
     ),
     ("concepts/handoffs.md", "- agent: idv", Exempt(FRAGMENT)),
+    ("concepts/workflows.md", "- id: advice", Exempt(FRAGMENT)),
     ("concepts/turn-taking.md", "languages:", Exempt(FRAGMENT)),
     ("clients/sip.md", "switchboard sip --listen 0.0.0.0:5060", Flags("a SIP trunk, port 5060 and a gateway")),
     ("clients/sip.md", "sip:\n  enabled: true", ChartValues),
@@ -118,6 +119,14 @@ pub(crate) const NOT_RUN: &[(&str, &str, Handling)] = &[
     ("operating/record.md", "switchboard callers delete", Flags("a record with that caller")),
     ("operating/record.md", "analysis:", Exempt(FRAGMENT)),
     ("operating/reliability.md", "outage:", Exempt(FRAGMENT)),
+    (
+        "operating/reliability.md",
+        "kubectl -n bank create configmap switchboard-outage",
+        Exempt(
+            "the namespace's outage switch: tests/tests/operator_outage.rs creates, changes and deletes this \
+             ConfigMap on the real control plane and checks the routing table and the Events",
+        ),
+    ),
     (
         "operating/values.md",
         "{{#include ../../../charts/switchboard/values.yaml}}",
