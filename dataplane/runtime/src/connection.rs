@@ -416,7 +416,8 @@ impl Conversation<'_> {
         };
         let opened = match state.voice.get(name) {
             Some(model) => {
-                model.open(spec, session, Some(&voice_id), state.config.voice_rotate_after, &state.shared.metrics).await
+                let streams = (state.config.voice_rotate_after, state.config.voice_audio_chunk);
+                model.open(spec, session, Some(&voice_id), streams, &state.shared.metrics).await
             }
             None => Err(ModelError::Config { message: format!("agent {name} has no voice model") }),
         };

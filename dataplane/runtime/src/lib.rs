@@ -41,7 +41,7 @@ use switchboard_crds::agent::Provider;
 pub use agent::{AgentRuntime, Exit, Shared};
 pub use metrics::Metrics;
 pub use server::Server;
-pub use state::{AppState, Directory, ServerConfig};
+pub use state::{AppState, DEFAULT_VOICE_AUDIO_CHUNK, Directory, ServerConfig};
 
 use crate::tools::ToolExecutor;
 use switchboard_core::{AgentCore, ConfigError};

@@ -24,75 +24,18 @@ use std::time::Duration;
 use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 use switchboard_core::GOTO_TOOL;
 use switchboard_core::protocol::{ServerMessage, TransferOutcome};
-use switchboard_crds::agent::{Provider, TRANSFER_TO_PERSON_TOOL};
+use switchboard_crds::agent::TRANSFER_TO_PERSON_TOOL;
 use switchboard_crds::runtime::{RETURN_PREFIX, RuntimeSpec};
 
-/// Buckets of `gen_ai.server.time_to_first_token` (seconds).
-pub const TTFT_BUCKETS: &[f64] =
-    &[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
-/// Buckets of `gen_ai.client.operation.duration` (seconds).
-pub const DURATION_BUCKETS: &[f64] =
-    &[0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
-/// Buckets of `gen_ai.client.token.usage` (tokens).
-pub const TOKEN_BUCKETS: &[f64] = &[
-    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
-    67108864.0,
-];
-/// `gen_ai.operation.name` of every model call here: Converse streams and Nova Sonic's
-/// bidirectional streams are both chats.
-pub const OPERATION: &str = "chat";
+mod gen_ai;
 
-/// The labels of the GenAI series, in order.
-const GEN_AI: &[&str; 4] = &["agent", "gen_ai_operation_name", "gen_ai_system", "gen_ai_request_model"];
+use gen_ai::GEN_AI;
+pub use gen_ai::{DURATION_BUCKETS, ModelLabels, OPERATION, TOKEN_BUCKETS, TTFT_BUCKETS, gen_ai_system};
 
 /// A metric could not be registered (a programming error: duplicate names).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot register metric: {0}")]
 pub struct MetricsError(#[from] prometheus::Error);
-
-/// `gen_ai.system` of a model provider.
-pub fn gen_ai_system(provider: Provider) -> &'static str {
-    match provider {
-        Provider::Bedrock => "aws.bedrock",
-        Provider::Openai => "openai",
-    }
-}
-
-/// The labels of one agent's model calls: ours (`agent`, `mode`, `model`) and the GenAI
-/// conventions' (`gen_ai_system`, `gen_ai_request_model`).
-#[derive(Clone, Copy, Debug)]
-pub struct ModelLabels<'a> {
-    /// The Agent's name.
-    pub agent: &'a str,
-    /// voice, text or hybrid.
-    pub mode: &'static str,
-    /// The model id asked for.
-    pub model: &'a str,
-    /// `gen_ai.system`.
-    pub system: &'static str,
-}
-
-impl<'a> ModelLabels<'a> {
-    /// The labels of `spec`'s text model calls.
-    pub fn text(spec: &'a RuntimeSpec) -> Self {
-        let system = gen_ai_system(spec.model.provider);
-        Self { agent: &spec.agent.name, mode: spec.mode.as_str(), model: &spec.model.text_model_id, system }
-    }
-
-    /// The labels of `spec`'s Nova Sonic streams.
-    pub fn voice(spec: &'a RuntimeSpec) -> Self {
-        let (agent, mode, model) = (&spec.agent.name, spec.mode.as_str(), &spec.model.voice_model_id);
-        Self { agent, mode, model, system: gen_ai_system(Provider::Bedrock) }
-    }
-
-    fn ours(&self) -> [&str; 3] {
-        [self.agent, self.mode, self.model]
-    }
-
-    fn gen_ai(&self) -> [&str; 4] {
-        [self.agent, OPERATION, self.system, self.model]
-    }
-}
 
 /// Every metric of a runtime process.
 #[derive(Clone, Debug)]

@@ -54,6 +54,11 @@ pub struct ServerConfig {
     /// Age at which a voice session's Nova Sonic stream is replaced (at the next turn
     /// boundary, history replayed), ahead of the service's 8-minute stream limit.
     pub voice_rotate_after: Duration,
+    /// The caller's audio per event to the voice model (Nova Sonic `audioInput`): frames are
+    /// gathered and sent together once this much has come or the first has waited this
+    /// long (fewer events and wake-ups per call; each frame reaches the model at most this
+    /// much later). Zero: each frame is its own event.
+    pub voice_audio_chunk: Duration,
     /// The gateway's public keys (one, or the old and the new during a rotation): session
     /// context (memory, history, handoff) is accepted only when the gateway signed it with
     /// one of them. `None`: no context is accepted from anyone.
@@ -62,6 +67,11 @@ pub struct ServerConfig {
     /// refused. `None` (local mode, a runtime on a VM): not checked.
     pub pod_ip: Option<std::net::IpAddr>,
 }
+
+/// [`ServerConfig::voice_audio_chunk`] by default: three 20 ms frames per event, about the
+/// 1,024 samples (64 ms) of AWS's Nova Sonic examples; a frame waits at most 40 ms more
+/// when frames come in real time.
+pub const DEFAULT_VOICE_AUDIO_CHUNK: Duration = Duration::from_millis(60);
 
 /// Connections a runtime takes beyond its sessions and the connections opening, by default:
 /// health probes, metrics scrapes, and clients answered 503.
@@ -103,6 +113,7 @@ impl Default for ServerConfig {
             slow_client_timeout: Duration::from_secs(10),
             allowed_origins: Vec::new(),
             voice_rotate_after: Duration::from_secs(6 * 60),
+            voice_audio_chunk: DEFAULT_VOICE_AUDIO_CHUNK,
             gateway_key: None,
             pod_ip: None,
         }

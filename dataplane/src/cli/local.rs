@@ -117,6 +117,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             drain_timeout: std::time::Duration::from_secs(5),
             max_sessions,
             voice_rotate_after: voice.rotate_after(),
+            voice_audio_chunk: voice.audio_chunk(),
             allowed_origins,
             ..ServerConfig::default()
         },

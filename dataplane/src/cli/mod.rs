@@ -154,12 +154,25 @@ pub struct VoiceArgs {
     #[arg(long, env = "SWITCHBOARD_VOICE_ROTATE_AFTER_SECONDS", default_value_t = 360,
           value_parser = clap::value_parser!(u64).range(1..=470))]
     voice_rotate_after_seconds: u64,
+    /// Milliseconds of the caller's audio sent to the voice model per event: frames are
+    /// gathered until this much has come or the first has waited this long (fewer events
+    /// per call, less CPU; each frame reaches the model at most this much later). 0 sends
+    /// each frame as it comes.
+    #[arg(long, env = "SWITCHBOARD_VOICE_AUDIO_CHUNK_MS",
+          default_value_t = switchboard_runtime::DEFAULT_VOICE_AUDIO_CHUNK.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(0..=200))]
+    voice_audio_chunk_ms: u64,
 }
 
 impl VoiceArgs {
     /// The stream age at which to rotate.
     pub fn rotate_after(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.voice_rotate_after_seconds)
+    }
+
+    /// The caller's audio per event to the voice model.
+    pub fn audio_chunk(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.voice_audio_chunk_ms)
     }
 }
 

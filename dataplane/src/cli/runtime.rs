@@ -194,6 +194,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         drain_timeout: Duration::from_secs(u64::from(spec.sessions.drain_timeout_seconds)),
         idle_timeout: Duration::from_secs(u64::from(spec.sessions.idle_timeout_seconds)),
         voice_rotate_after: voice_options.rotate_after(),
+        voice_audio_chunk: voice_options.audio_chunk(),
         gateway_key,
         pod_ip,
         ..ServerConfig::default()

@@ -47,6 +47,7 @@
 //! back, so the user's words are reported once. The rules are in `reask.rs`, each with its
 //! unit test.
 
+mod chunk;
 mod connection;
 pub mod events;
 pub mod history;
@@ -137,6 +138,12 @@ pub struct SonicConfig {
     /// Most audio frames buffered while no stream is usable; older ones are dropped
     /// beyond it (and logged). Default 3,000 (a minute of 20 ms frames).
     pub max_buffered_frames: usize,
+    /// Audio per `audioInput` event: the caller's frames are gathered and sent together
+    /// once this much has arrived, or once the first of them has waited this long, and
+    /// before any other input (fewer events, the same audio in the same order). A frame
+    /// reaches the stream at most this much later than alone. Zero (the default): each
+    /// frame is its own event.
+    pub audio_chunk: Duration,
 }
 
 impl SonicConfig {
@@ -160,6 +167,7 @@ impl SonicConfig {
             stable_after: Duration::from_secs(10),
             open_timeout: Duration::from_secs(10),
             max_buffered_frames: 3000,
+            audio_chunk: Duration::ZERO,
         }
     }
 
@@ -268,7 +276,8 @@ impl SonicSession {
     }
 
     /// Sends a frame of user audio: 16 kHz, 16-bit, mono PCM, little-endian. Each call is
-    /// one `audioInput` event (20-100 ms frames are typical).
+    /// one `audioInput` event (20-100 ms frames are typical), or part of one when
+    /// [`SonicConfig::audio_chunk`] gathers frames.
     pub async fn send_audio(&self, pcm: Bytes) -> Result<(), SessionClosed> {
         self.command(Command::Audio(pcm)).await
     }

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::chunk::AudioChunker;
 use super::connection::{Connection, StreamOutput, int, stream_span};
 use super::events::{RestartReason, SonicEvent};
 use super::history::History;
@@ -59,6 +60,8 @@ pub struct Supervisor {
     next: Next,
     opening: Option<Opening>,
     deferred: VecDeque<Deferred>,
+    /// The caller's audio gathered for the current stream's next `audioInput` event.
+    chunker: AudioChunker,
     history: History,
     turn: TurnState,
     /// The user's words the next stream is asked again (after its history).
@@ -85,6 +88,7 @@ impl Supervisor {
     ) -> Result<(), ModelError> {
         let (outputs_tx, outputs) = mpsc::channel(256);
         let rng = config.retry.jitter_seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
+        let chunker = AudioChunker::new(config.audio_chunk);
         let mut supervisor = Self {
             voice: config.voice_id.clone(),
             history: History::new(config.history.clone()),
@@ -99,6 +103,7 @@ impl Supervisor {
             next: Next::Idle,
             opening: None,
             deferred: VecDeque::new(),
+            chunker,
             turn: TurnState::default(),
             reask: None,
             echo: EchoGuard::default(),
@@ -152,6 +157,7 @@ impl Supervisor {
                 _ => None,
             };
             let ready = matches!(self.next, Next::Ready { .. });
+            let flush_at = self.chunker.deadline();
             let keep_going = tokio::select! {
                 command = self.commands.recv() => match command {
                     None | Some(Command::Close) => false,
@@ -173,6 +179,7 @@ impl Supervisor {
                     true
                 }
                 () = tokio::time::sleep(BOUNDARY_POLL), if ready => true,
+                () = sleep_until(flush_at), if flush_at.is_some() => self.flush_audio().await,
             };
             if !keep_going {
                 break;
@@ -182,13 +189,15 @@ impl Supervisor {
     }
 
     async fn on_command(&mut self, command: Command) -> bool {
+        if let Command::Audio(pcm) = command {
+            return self.on_audio(pcm).await;
+        }
+        // Audio gathered before this input goes first.
+        if !self.flush_audio().await {
+            return false;
+        }
         match command {
-            Command::Audio(pcm) => {
-                if is_voiced(&pcm, self.config.voice_threshold) {
-                    self.turn.voiced();
-                }
-                return self.route(Deferred::Audio(pcm)).await;
-            }
+            Command::Audio(_) => {}
             Command::Text(text) => return self.route(Deferred::Text(text)).await,
             Command::ToolResult { tool_use_id, result } => {
                 let known = self.turn.answer_tool_call(&tool_use_id);
@@ -237,6 +246,29 @@ impl Supervisor {
             Command::Close => return false,
         }
         true
+    }
+
+    /// A frame of the caller's audio: gathered into the current stream's next event
+    /// ([`AudioChunker`]); held on its own (in order) while no stream takes input.
+    async fn on_audio(&mut self, pcm: Bytes) -> bool {
+        if is_voiced(&pcm, self.config.voice_threshold) {
+            self.turn.voiced();
+        }
+        if self.current.is_none() || !self.deferred.is_empty() {
+            return self.flush_audio().await && self.route(Deferred::Audio(pcm)).await;
+        }
+        match self.chunker.push(pcm, Instant::now()) {
+            Some(audio) => self.route(Deferred::Audio(audio)).await,
+            None => true,
+        }
+    }
+
+    /// Sends the audio gathered so far. Returns false when the session must end.
+    async fn flush_audio(&mut self) -> bool {
+        match self.chunker.take() {
+            Some(audio) => self.route(Deferred::Audio(audio)).await,
+            None => true,
+        }
     }
 
     /// Sends input to the current stream, or holds it (in order) while there is none.
@@ -339,6 +371,12 @@ impl Supervisor {
     }
 
     async fn shutdown(&mut self) {
+        // The audio gathered last still goes to the stream before it is closed.
+        if let (Some(audio), Some(current)) = (self.chunker.take(), &self.current)
+            && self.deferred.is_empty()
+        {
+            let _ = current.audio(&audio).await;
+        }
         self.cancel_next().await;
         if let Some(current) = self.current.take() {
             current.close().await;

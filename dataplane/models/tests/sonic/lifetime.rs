@@ -71,6 +71,17 @@ fn assert_exactly_once(sent: &[u64], received: &[u64]) {
 
 #[tokio::test]
 async fn streams_closed_every_few_seconds_lose_no_frame_and_repeat_no_reply() {
+    closed_streams_lose_no_frame(Duration::ZERO).await;
+}
+
+/// The same with the caller's audio gathered into 60 ms events: a chunk pending when its
+/// stream goes reaches the next one, and the simulator hears every 20 ms frame once.
+#[tokio::test]
+async fn with_audio_in_60_ms_events_closed_streams_lose_no_frame_and_repeat_no_reply() {
+    closed_streams_lose_no_frame(Duration::from_millis(60)).await;
+}
+
+async fn closed_streams_lose_no_frame(audio_chunk: Duration) {
     let sim = start(&format!(
         r#"
 sonic:
@@ -83,7 +94,9 @@ default: {{ text: "You said {{text}}." }}
 "#
     ))
     .await;
-    let (session, mut events) = session(&sim, config()).await;
+    let mut config = config();
+    config.audio_chunk = audio_chunk;
+    let (session, mut events) = session(&sim, config).await;
     let mic = Microphone::start(session.clone());
     // A phrase every 1.5 s: an utterance (400 ms), the silence that ends it (300 ms) and
     // its reply (about 300 ms) end half a second before the next phrase, so a slow machine
@@ -100,7 +113,16 @@ default: {{ text: "You said {{text}}." }}
     assert!(stats.scripted_closes >= 3, "{stats:?}");
     // Frames in flight when a stream was closed reached it but no model heard them.
     assert_eq!(stats.audio_frames + stats.frames_after_close, sent.len() as u64);
-    eprintln!("{} frames sent; {} arrived after their stream's close", sent.len(), stats.frames_after_close);
+    eprintln!(
+        "{} frames sent in {} events; {} arrived after their stream's close",
+        sent.len(),
+        stats.audio_events,
+        stats.frames_after_close
+    );
+    if !audio_chunk.is_zero() {
+        // Three frames per event but for chunks cut short by a deadline or other input.
+        assert!(stats.audio_events * 2 <= sent.len() as u64, "{} events for {} frames", stats.audio_events, sent.len());
+    }
     let ended = restarts(&seen).iter().filter(|r| **r == RestartReason::StreamEnded).count();
     assert!(ended >= 3, "{:?}", restarts(&seen));
     // No utterance heard twice, nor answered twice as seen by the client (words a stream

@@ -3,6 +3,7 @@
 //! `aws-sdk-bedrockruntime` client over TLS and HTTP/2. Audio is generated here:
 //! phrase tones (the simulator's phrase-id convention), silence and faint noise.
 
+mod chunks;
 mod common;
 mod errors;
 mod lifetime;

@@ -59,7 +59,8 @@ impl VoiceModel {
 
     /// Opens the Nova Sonic session for `session`: the agent's model settings, the
     /// persona's voice (or `voice` from `session_start`), the core's system prompt and
-    /// tools, and the carried history; its streams are replaced once `rotate_after` old.
+    /// tools, and the carried history; its streams are replaced once `rotate_after` old, and
+    /// the caller's audio goes to them in events of `audio_chunk` ([`SonicConfig::audio_chunk`]).
     /// When the agent's model is throttled or unavailable, the voice fallback opens it
     /// (counted in `metrics`).
     pub async fn open(
@@ -67,12 +68,13 @@ impl VoiceModel {
         spec: &RuntimeSpec,
         session: &mut Session,
         voice: Option<&str>,
-        rotate_after: Duration,
+        (rotate_after, audio_chunk): (Duration, Duration),
         metrics: &crate::Metrics,
     ) -> Result<(SonicSession, SonicEvents), ModelError> {
         let voice = voice.unwrap_or(&spec.persona.spec.voice);
         let mut config = SonicConfig::from_settings(&spec.model, session.system_prompt(), voice);
         config.rotate_after = rotate_after;
+        config.audio_chunk = audio_chunk;
         config.tools = session.voice_tools();
         config.history = session
             .voice_history()

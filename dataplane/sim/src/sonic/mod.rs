@@ -117,6 +117,11 @@ pub struct ReplyRecord {
     pub tool: Option<String>,
 }
 
+/// The simulator hears its input audio 20 ms at a time, whatever the size of the events
+/// it comes in (as the service does not depend on how a client cuts its audio): PCM16 at
+/// 16 kHz.
+pub const INPUT_FRAME_BYTES: usize = 640;
+
 /// An audio input frame the simulator received.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -135,10 +140,14 @@ pub struct FrameRecord {
 pub struct SonicStats {
     /// Streams opened (accepted requests).
     pub streams: u64,
-    /// Audio input frames (`audioInput` events) a live stream received.
+    /// Audio input frames a live stream received: 20 ms each ([`INPUT_FRAME_BYTES`]), so
+    /// an `audioInput` event that carries several frames counts as that many (a shorter
+    /// rest as one).
     pub audio_frames: u64,
     /// Audio frames that arrived after the stream's output had ended (heard by no model).
     pub frames_after_close: u64,
+    /// `audioInput` events received (each of one frame or more).
+    pub audio_events: u64,
     /// Every received frame, in arrival order, when the script's `recordFrames` is on.
     pub frames: Vec<FrameRecord>,
     /// Utterances detected.
@@ -289,6 +298,10 @@ impl SonicState {
 
     fn count_cut(&self) {
         self.with(|s| s.replies_cut += 1);
+    }
+
+    fn count_audio_event(&self) {
+        self.with(|s| s.audio_events += 1);
     }
 
     fn count_frame(&self, frame: FrameRecord, record: bool) {

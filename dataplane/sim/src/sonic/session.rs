@@ -226,7 +226,10 @@ impl Session {
         if self.out.is_none() {
             if let Some(content) = event.pointer("/event/audioInput/content").and_then(Value::as_str) {
                 let pcm = aws_smithy_types::base64::decode(content).unwrap_or_default();
-                self.record_frame(&pcm, false);
+                self.state.sonic.count_audio_event();
+                for frame in pcm.chunks(super::INPUT_FRAME_BYTES) {
+                    self.record_frame(frame, false);
+                }
             }
             return;
         }
@@ -295,14 +298,22 @@ impl Session {
     }
 
     async fn on_audio(&mut self, pcm: &[u8]) {
-        self.record_frame(pcm, true);
-        let Some(detector) = self.detector.as_mut() else {
-            return;
-        };
-        match detector.push(pcm) {
-            Some(Detection::SpeechStarted) if self.speaking.is_some() => self.interrupt().await,
-            Some(Detection::UtteranceEnded(utterance)) => self.on_utterance(utterance).await,
-            _ => {}
+        self.state.sonic.count_audio_event();
+        for frame in pcm.chunks(super::INPUT_FRAME_BYTES) {
+            // An utterance that ended in an earlier frame may have closed the stream.
+            let heard = self.out.is_some();
+            self.record_frame(frame, heard);
+            if !heard {
+                continue;
+            }
+            let Some(detector) = self.detector.as_mut() else {
+                continue;
+            };
+            match detector.push(frame) {
+                Some(Detection::SpeechStarted) if self.speaking.is_some() => self.interrupt().await,
+                Some(Detection::UtteranceEnded(utterance)) => self.on_utterance(utterance).await,
+                _ => {}
+            }
         }
     }
 
