@@ -1,0 +1,65 @@
+//! Local mode's SIP edge: phone calls to the agents of a folder, with no trunk and no
+//! credential, over this gateway on loopback ([`Servers::serve_sip`]).
+
+use std::net::SocketAddr;
+
+use super::{LocalError, Servers, start_error};
+
+/// Local mode's SIP edge ([`Servers::serve_sip`]).
+#[derive(Clone, Debug)]
+pub struct LocalSip {
+    /// Where to listen for SIP over UDP and TCP (port 0: any free one). Not an unspecified
+    /// address (0.0.0.0): it is also the address written in SDP, which phones send RTP to.
+    pub listen: SocketAddr,
+    /// The RTP ports: one even port and the next per call, bound on the listen address.
+    pub rtp_ports: std::ops::RangeInclusive<u16>,
+}
+
+impl LocalSip {
+    /// Local mode's default SIP address (`switchboard local` without `--sip-listen`).
+    pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5060);
+}
+
+impl Servers {
+    /// Answers phone calls too: binds the SIP edge on `sip.listen`, a client of this
+    /// gateway's `/v1/session` (on loopback, with no credential: local mode asks for
+    /// none), taking calls from any address with no trunk. Served by [`Servers::run`] with
+    /// the rest, and stopped with it (calls are hung up). Returns the bound SIP address.
+    pub async fn serve_sip(&mut self, sip: &LocalSip) -> Result<SocketAddr, LocalError> {
+        use switchboard_sip_edge::{EdgeConfig, GatewayConfig, MediaSettings, RateConfig, trunk::Trunks};
+        if sip.listen.ip().is_unspecified() {
+            return Err(LocalError::Start(format!(
+                "cannot listen for SIP on {}: name the address phones reach (it is written in SDP), e.g. 127.0.0.1:5060 or this machine's LAN address",
+                sip.listen
+            )));
+        }
+        let gateway = self.local_addr()?;
+        let host = if gateway.ip().is_unspecified() {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), gateway.port())
+        } else {
+            gateway
+        };
+        let trunks = Trunks::new(Vec::new(), "switchboard".to_owned(), switchboard_sip_edge::nonce_secret())
+            .map_err(start_error)?;
+        let config = EdgeConfig {
+            listen: sip.listen,
+            tcp: true,
+            advertise: sip.listen.ip(),
+            rtp_ports: sip.rtp_ports.clone(),
+            gateway: GatewayConfig {
+                url: format!("ws://{host}{}", switchboard_crds::contract::SESSION_PATH),
+                api_key: None,
+                open_timeout: std::time::Duration::from_secs(10),
+            },
+            max_calls: 100,
+            rate: RateConfig::default(),
+            media: MediaSettings::default(),
+            trunks,
+            outbound: None,
+        };
+        let edge = switchboard_sip_edge::Edge::bind(config).await.map_err(start_error)?;
+        let addr = edge.local_addr();
+        self.sip = Some(edge);
+        Ok(addr)
+    }
+}
