@@ -41,7 +41,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::Gateway;
-use crate::session::ClientIo;
+use crate::session::client_io::ClientIo;
 use crate::session::machine::Close;
 
 pub use turns::{Turn, Turns};

@@ -17,7 +17,7 @@
 //! bytes. Session
 //! context from clients is refused, as on runtimes.
 
-mod client_io;
+pub(crate) mod client_io;
 mod continuation;
 mod driver;
 pub mod events;
