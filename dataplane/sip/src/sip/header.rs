@@ -117,7 +117,7 @@ impl CSeq {
             return Err(bad());
         };
         let seq: u32 = seq.parse().map_err(|_| bad())?;
-        if seq >= 1 << 31 || !super::parse::is_token(method) {
+        if seq >= 1 << 31 || !is_token(method) {
             return Err(bad());
         }
         Ok(Self { seq, method: Method::from_token(method) })
@@ -189,4 +189,9 @@ pub fn uri_user(uri: &str) -> Option<&str> {
         return None;
     };
     (!user.is_empty()).then_some(user)
+}
+
+/// Whether `s` is a non-empty RFC 3261 token.
+pub fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.!%*_+`'~".contains(&b))
 }

@@ -5,6 +5,7 @@
 //! [`ParseError`] with the status a server answers it with ([`ParseError::status`]),
 //! and, once a request's head has been read, the head to answer it from.
 
+use super::header::is_token;
 use super::{Header, HeaderError, Headers, Message, Method, Request, Response, header};
 
 /// How big a message may be. A message past a limit is refused, never buffered.
@@ -130,11 +131,6 @@ impl ParseError {
             _ => None,
         }
     }
-}
-
-/// Whether `s` is a non-empty RFC 3261 token.
-pub fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.!%*_+`'~".contains(&b))
 }
 
 /// Parses one message from a datagram. Bytes past Content-Length are discarded (RFC 3261
