@@ -36,31 +36,7 @@ use media::Relay;
 pub(crate) use media::law;
 use route::{agent_of, phone_call};
 
-/// What a call's task asks of the SIP task.
-#[derive(Debug)]
-pub(crate) enum Command {
-    /// The answer to the call's INVITE.
-    Admit {
-        /// The call.
-        call_id: String,
-        /// Accept, or the refusal.
-        admission: Admission,
-    },
-    /// The session ended: send BYE.
-    HangUp {
-        /// The call.
-        call_id: String,
-    },
-    /// The agent puts the caller through to a person: send REFER (see [`crate::transfer`]).
-    Transfer {
-        /// The call.
-        call_id: String,
-        /// The SIP URI of the person.
-        target: String,
-        /// How long it may ring.
-        timeout: Duration,
-    },
-}
+pub(crate) use crate::command::Command;
 
 /// How calls' media behave.
 #[derive(Clone, Debug)]

@@ -56,6 +56,7 @@
 //! bridging where the trunk takes no REFER, answering-machine detection, and metrics.
 
 pub mod call;
+mod command;
 pub mod dispatch;
 pub mod gateway;
 mod keys;

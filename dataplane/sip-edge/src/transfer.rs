@@ -23,7 +23,7 @@ use std::time::Duration;
 use switchboard_core::protocol::{ClientMessage, TransferOutcome};
 use switchboard_sip::call::refer::{TransferEnd, TransferProgress};
 
-use crate::call::Command;
+use crate::command::Command;
 
 /// The transfer under way in one call, if any.
 #[derive(Debug, Default)]

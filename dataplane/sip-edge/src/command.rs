@@ -1,0 +1,32 @@
+//! What a call's task asks of the SIP task (which alone owns the signalling endpoint): answer
+//! the INVITE, hang up, transfer. The call, the transfer and outbound calls send these.
+
+use std::time::Duration;
+
+use switchboard_sip::call::Admission;
+
+/// What a call's task asks of the SIP task.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// The answer to the call's INVITE.
+    Admit {
+        /// The call.
+        call_id: String,
+        /// Accept, or the refusal.
+        admission: Admission,
+    },
+    /// The session ended: send BYE.
+    HangUp {
+        /// The call.
+        call_id: String,
+    },
+    /// The agent puts the caller through to a person: send REFER (see [`crate::transfer`]).
+    Transfer {
+        /// The call.
+        call_id: String,
+        /// The SIP URI of the person.
+        target: String,
+        /// How long it may ring.
+        timeout: Duration,
+    },
+}
