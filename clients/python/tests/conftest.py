@@ -34,14 +34,15 @@ LINES = {
 }
 
 
-@pytest.fixture(scope="session")
-def local() -> Iterator[str]:
-    """`$SWITCHBOARD_BIN local examples/banking` on a free port: its host:port."""
+def _local(extra: list[str]) -> Iterator[str]:
+    """`$SWITCHBOARD_BIN local examples/banking` (and `extra` arguments) on a free port: its
+    host:port."""
     binary = os.environ.get("SWITCHBOARD_BIN")
     if not binary:
         pytest.fail("SWITCHBOARD_BIN is not set: run ./run-tests.sh, or set it to a built switchboard binary")
     env = {**os.environ, "SWITCHBOARD_LOG": "warn", "NO_PROXY": "127.0.0.1,localhost"}
     args = [binary, "local", str(ROOT / "examples/banking"), "--port", "0", "--record-database-url", "off"]
+    args += ["--sip-listen", "off", *extra]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     stderr: list[str] = []
     threading.Thread(target=lambda: stderr.extend(process.stderr or []), daemon=True).start()
@@ -58,6 +59,19 @@ def local() -> Iterator[str]:
     yield address
     process.kill()  # its graceful drain (5 s) is not under test here
     process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def local() -> Iterator[str]:
+    """`$SWITCHBOARD_BIN local examples/banking` on a free port: its host:port."""
+    yield from _local([])
+
+
+@pytest.fixture(scope="session")
+def local_one_slot() -> Iterator[str]:
+    """Local mode whose model quota allows one live session (the Example Bank's Agents run in
+    `default/us-east-1`): its host:port."""
+    yield from _local(["--capacity-quota", "default/us-east-1=1", "--capacity-poll-ms", "50"])
 
 
 @pytest.fixture(scope="session")

@@ -75,7 +75,9 @@ export interface SessionOptions {
    * Default about 30 s in all, the gateway's resume window.
    */
   resumePausesMs?: number[];
-  /** How long to wait for the socket to open and the session to start (ms). Default 15 s. */
+  /** How long to wait for the socket to open and the session to start (ms). Default 15 s.
+   * A session the gateway queues (`bidi_session_queued`: the model quota is full) waits
+   * for its turn beyond it, as long as the gateway keeps its place; `close()` leaves. */
   startTimeoutMs?: number;
   /**
    * Resumes this earlier session instead of starting one: `session_start` carries its
@@ -432,6 +434,10 @@ export class Session {
       socket.onmessage = (event) => {
         const message = this.receive(event.data);
         if (message?.type === "bidi_connection_start") settle();
+        // Waiting in the gateway's queue for a slot of the model quota: the start timeout
+        // stops (the gateway keeps the place while the connection lives and says each new
+        // position); `close()` leaves the queue.
+        else if (message?.type === "bidi_session_queued") clearTimeout(timer);
       };
       socket.onclose = (event) => {
         if (!settled) {

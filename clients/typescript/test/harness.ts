@@ -23,13 +23,14 @@ export interface Local {
   stop(): Promise<void>;
 }
 
-/** Starts `$SWITCHBOARD_BIN local examples/banking` on a free port; resolves once it serves. */
-export async function startLocal(): Promise<Local> {
+/** Starts `$SWITCHBOARD_BIN local examples/banking` (and `extra` arguments) on a free port;
+ * resolves once it serves. */
+export async function startLocal(extra: string[] = []): Promise<Local> {
   const bin = process.env.SWITCHBOARD_BIN;
   if (!bin) throw new Error("SWITCHBOARD_BIN is not set: run ./run-tests.sh, or set it to a built switchboard binary");
   const child: ChildProcess = spawn(
     bin,
-    ["local", `${root}examples/banking`, "--port", "0", "--record-database-url", "off"],
+    ["local", `${root}examples/banking`, "--port", "0", "--record-database-url", "off", "--sip-listen", "off", ...extra],
     { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, SWITCHBOARD_LOG: "warn", NO_PROXY: "127.0.0.1,localhost" } },
   );
   let stderr = "";

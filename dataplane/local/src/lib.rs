@@ -103,6 +103,8 @@ pub struct LocalOptions {
     /// The key the in-process gateway signs session context with; `None` makes a fresh
     /// one (tests pass theirs to sign context for the runtime themselves).
     pub gateway_key: Option<GatewaySigner>,
+    /// The model quota of the in-process gateway (none by default: sessions are not counted).
+    pub capacity: switchboard_gateway::capacity::CapacityConfig,
 }
 
 impl Default for LocalOptions {
@@ -117,6 +119,7 @@ impl Default for LocalOptions {
             server: ServerConfig::default(),
             ca_file: None,
             gateway_key: None,
+            capacity: switchboard_gateway::capacity::CapacityConfig::default(),
         }
     }
 }
@@ -405,6 +408,7 @@ fn gateway(
         max_sessions: options.server.max_sessions,
         drain_timeout: options.server.drain_timeout,
         idle_timeout: options.server.idle_timeout,
+        capacity: options.capacity.clone(),
         ..GatewayConfig::default()
     };
     let store = switchboard_gateway::resume::Store::default();

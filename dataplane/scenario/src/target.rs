@@ -64,6 +64,7 @@ impl LocalTarget {
             server: ServerConfig { drain_timeout: std::time::Duration::from_secs(2), ..ServerConfig::default() },
             ca_file: None,
             gateway_key: None,
+            capacity: Default::default(),
         };
         let error = |source| TargetError::Local { dir: dir.to_owned(), source: Box::new(source) };
         let local = local::start(dir, options).await.map_err(error)?;

@@ -67,6 +67,11 @@ pub struct LocalArgs {
 
     #[command(flatten)]
     record: super::record::RecordArgs,
+
+    /// The model quota, as `switchboard gateway` takes it (this process's count: local mode
+    /// has no Redis); try a full pool's queue or refusal on a laptop.
+    #[command(flatten)]
+    capacity: super::capacity::CapacityArgs,
 }
 
 /// `--sip-listen`: an address, or `off`.
@@ -107,6 +112,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         sip_rtp_ports,
         voice,
         record,
+        capacity,
     } = args;
     let options = LocalOptions {
         listen: SocketAddr::new(host, port),
@@ -123,6 +129,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         },
         ca_file,
         gateway_key: None,
+        capacity: capacity.config(None)?,
     };
     let default_record = super::record::default_local_file().map(|file| format!("sqlite:{}", file.display()));
     let resume_window = switchboard_gateway::GatewayConfig::default().resume_window;

@@ -167,6 +167,7 @@ pub async fn start_in(
         server: config,
         ca_file: None,
         gateway_key: Some(key.clone()),
+        capacity: Default::default(),
     };
     let local = local::start(dir, options).await.expect("local mode starts");
     let addr = local.server.local_addr().expect("bound");

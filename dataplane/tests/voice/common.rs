@@ -205,6 +205,7 @@ async fn local_mode(dir: &std::path::Path, yaml: &str, server: ServerConfig, tra
         server,
         ca_file: None,
         gateway_key: None,
+        capacity: Default::default(),
     };
     let mut local = local::start(dir, options).await.expect("local mode starts");
     let addr = local.server.local_addr().expect("bound");

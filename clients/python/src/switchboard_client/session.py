@@ -19,7 +19,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from .audio import DEFAULT_INPUT, DEFAULT_OUTPUT, Format, resolve_format
-from .protocol import BidiErrorMessage, ClientMessage, ServerMessage, SessionStart
+from .protocol import BidiErrorMessage, BidiSessionQueuedMessage, ClientMessage, ServerMessage, SessionStart
 
 #: Pauses (seconds) between attempts to resume a dropped connection, as `switchboard chat`
 #: makes them: about 30 s in all, the gateway's resume window.
@@ -119,6 +119,8 @@ class Session:
         self._inbox: asyncio.Queue[ServerMessage | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self._started: asyncio.Future[None] | None = None
+        # Set when the gateway queues the starting session (`bidi_session_queued`).
+        self._in_queue = asyncio.Event()
         self._resuming = False
         self._ending = False
         self._last_error: BidiErrorMessage | None = None
@@ -135,16 +137,24 @@ class Session:
         start: SessionStart | None = None,
         resume_pauses: Sequence[float] = DEFAULT_RESUME_PAUSES,
         start_timeout: float = 15.0,
+        on_queued: Callable[[BidiSessionQueuedMessage], None] | None = None,
     ) -> Session:
         """Opens a session: connects, sends `session_start`, waits for `bidi_connection_start`.
 
         `api_key` or `token` (a JWT) go as `Authorization: Bearer`, when the gateway asks for
         one. `start` holds `session_start`'s settings (agent, modalities, voice, model, audio).
         Raises `SessionRefused` with the close code and the server's `bidi_error`.
+
+        A session the gateway queues for a slot of the model quota (`bidi_session_queued`)
+        waits for its turn past `start_timeout`, as long as the gateway keeps its place;
+        `on_queued` is called with each of those messages (its place, the estimate, what to
+        tell the person waiting). Cancelling the call leaves the queue.
         """
         session = cls(
             url, api_key=api_key, token=token, start=start, resume_pauses=resume_pauses, start_timeout=start_timeout
         )
+        if on_queued is not None:
+            session.on("bidi_session_queued", on_queued)
         await session._open(cast(ClientMessage, {"type": "session_start", **session._start}))
         return session
 
@@ -303,17 +313,29 @@ class Session:
         self._socket = socket
         self._started = asyncio.get_running_loop().create_future()
         self._last_error = None
+        self._in_queue = asyncio.Event()
         self._reader = asyncio.create_task(self._read(socket, self._started))
         # A server that refuses at once (a credential, an agent) may close before this is
         # sent: the refusal is read from what it sent and said in `_started`.
         with contextlib.suppress(ConnectionClosed):
             await socket.send(json.dumps(start))
+        # The start timeout ends when the session starts, or when the gateway queues it for a
+        # slot of the model quota: it then waits for its turn as long as the gateway keeps its
+        # place. Cancelled (or timed out), the connection closes and the place is given up.
+        queued = asyncio.ensure_future(self._in_queue.wait())
+        either: set[asyncio.Future[Any]] = {self._started, queued}
         try:
-            await asyncio.wait_for(self._started, self._start_timeout)
-        except TimeoutError:
-            self._reader.cancel()
-            await socket.close()
-            raise SessionRefused(f"the session did not start within {self._start_timeout} s", 0) from None
+            done, _ = await asyncio.wait(either, timeout=self._start_timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                raise SessionRefused(f"the session did not start within {self._start_timeout} s", 0)
+            await asyncio.shield(self._started)
+        except (SessionRefused, asyncio.CancelledError):
+            if not self._started.done():
+                self._reader.cancel()
+                await socket.close()
+            raise
+        finally:
+            queued.cancel()
 
     async def _read(self, socket: ClientConnection, started: asyncio.Future[None]) -> None:
         try:
@@ -366,6 +388,9 @@ class Session:
             if resumed:
                 self._emit("resumed", message)
             asyncio.get_running_loop().create_task(self._flush())
+        elif message["type"] == "bidi_session_queued":
+            if not started.done():
+                self._in_queue.set()
         elif message["type"] == "bidi_error":
             self._last_error = message
         elif message["type"] == "bidi_audio_stream":

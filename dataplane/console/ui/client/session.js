@@ -298,6 +298,11 @@ export class Session {
                 const message = this.receive(event.data);
                 if (message?.type === "bidi_connection_start")
                     settle();
+                // Waiting in the gateway's queue for a slot of the model quota: the start timeout
+                // stops (the gateway keeps the place while the connection lives and says each new
+                // position); `close()` leaves the queue.
+                else if (message?.type === "bidi_session_queued")
+                    clearTimeout(timer);
             };
             socket.onclose = (event) => {
                 if (!settled) {
