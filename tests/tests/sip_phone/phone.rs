@@ -173,6 +173,23 @@ impl Phone {
         (Self { dir, child }, port)
     }
 
+    /// This caller's phone was referred to `person` (answering as `user`) and is in a call
+    /// with it: the person's phone took the call within 10 s.
+    pub(crate) fn put_through_to(&self, person: &Phone, user: &str, context: impl Fn() -> String) {
+        wait_for(
+            "the person's phone took the call",
+            Duration::from_secs(10),
+            || person.log().contains("Call established"),
+            context,
+        );
+        let caller_log = self.log();
+        assert!(
+            caller_log.contains("menu: transferring call")
+                && caller_log.contains(&format!("Call established: sip:{user}@")),
+            "the caller's phone was referred and is in a call with the person: {caller_log}"
+        );
+    }
+
     pub(crate) fn log(&self) -> String {
         String::from_utf8_lossy(&std::fs::read(self.dir.join("baresip.log")).unwrap_or_default()).into_owned()
     }
