@@ -170,3 +170,38 @@ fn is_node_id(id: &str) -> bool {
         && id.as_bytes()[0].is_ascii_lowercase()
         && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Reason, validate_workflow};
+    use crate::workflow::WorkflowSpec;
+
+    #[test]
+    fn a_node_line_must_be_short_sayable_and_quotable() {
+        let spec: WorkflowSpec = serde_yaml::from_str(
+            r#"
+entry: start
+nodes:
+  - { id: start }
+  - id: disclose
+    say: { text: "Calls are recorded.", uninterruptible: true }
+edges:
+  - { from: start, to: disclose }
+"#,
+        )
+        .expect("a workflow spec");
+        let fine = validate_workflow(&spec);
+        assert!(fine.is_empty(), "{fine:?}");
+        // What the schema also refuses (the catalog checks it), the operator's checks say too.
+        let long = "a".repeat(513);
+        for (text, said) in [("  ", "is empty"), (long.as_str(), "more than 512"), ("say \"this\"", "double quote")] {
+            let mut spec = spec.clone();
+            spec.nodes[1].say.as_mut().expect("a line").text = text.to_owned();
+            let got = validate_workflow(&spec);
+            assert_eq!(got.len(), 1, "{text}: {got:?}");
+            assert_eq!(got[0].reason, Reason::InvalidField);
+            assert_eq!(got[0].field, "spec.nodes[1].say.text", "{got:?}");
+            assert!(got[0].message.contains("\"disclose\"") && got[0].message.contains(said), "{said}: {got:?}");
+        }
+    }
+}
