@@ -150,22 +150,41 @@ struct Dispatch {
     report_tx: tokio::sync::mpsc::Sender<switchboard_core::outbound::FromEdge>,
 }
 
+/// How many port-0 picks [`bind_sip`] tries before giving up: the kernel picks a free UDP
+/// port, and another process may hold TCP on that number.
+const PORT_PICKS: usize = 16;
+
+/// Binds UDP on `listen` and, when `tcp`, TCP on the same port. With port 0 the kernel picks
+/// the UDP port, whose number may be taken for TCP by another process: then another pick,
+/// up to [`PORT_PICKS`] times. A port asked for by number is tried once.
+async fn bind_sip(listen: SocketAddr, tcp: bool) -> Result<(UdpSocket, SocketAddr, Option<TcpListener>), EdgeError> {
+    let mut picks = 0;
+    loop {
+        picks += 1;
+        let socket = UdpSocket::bind(listen).await.map_err(|source| EdgeError::Bind { address: listen, source })?;
+        let local = socket.local_addr().map_err(|source| EdgeError::Bind { address: listen, source })?;
+        if !tcp {
+            return Ok((socket, local, None));
+        }
+        match TcpListener::bind(local).await {
+            Ok(listener) => return Ok((socket, local, Some(listener))),
+            Err(source)
+                if listen.port() == 0 && source.kind() == std::io::ErrorKind::AddrInUse && picks < PORT_PICKS =>
+            {
+                tracing::debug!(port = local.port(), "TCP holds the port UDP was given; picking another");
+            }
+            Err(source) => return Err(EdgeError::Bind { address: local, source }),
+        }
+    }
+}
+
 impl Edge {
     /// Binds the SIP socket and prepares the port range (the RTP sockets bind on the
     /// listen address, per call).
     pub async fn bind(config: EdgeConfig) -> Result<Self, EdgeError> {
         let EdgeConfig { listen, tcp, advertise, rtp_ports, gateway, max_calls, rate, media, trunks, outbound } =
             config;
-        let socket = UdpSocket::bind(listen).await.map_err(|source| EdgeError::Bind { address: listen, source })?;
-        let local = socket.local_addr().map_err(|source| EdgeError::Bind { address: listen, source })?;
-        // TCP on the same port as UDP (the one chosen, when the port asked for was 0).
-        let tcp = if tcp {
-            let listener =
-                TcpListener::bind(local).await.map_err(|source| EdgeError::Bind { address: local, source })?;
-            Some(listener)
-        } else {
-            None
-        };
+        let (socket, local, tcp) = bind_sip(listen, tcp).await?;
         let ports = ports::Ports::new(listen.ip(), rtp_ports)?;
         let endpoint_config = EndpointConfig { max_calls, rate, ..EndpointConfig::default() };
         let endpoint = Endpoint::new(endpoint_config).with_trunks(trunks);
@@ -225,5 +244,37 @@ impl Edge {
         }
         tasks.close();
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), tasks.wait()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn port_zero_gets_udp_and_tcp_on_one_port() {
+        let (socket, local, tcp) = bind_sip("127.0.0.1:0".parse().unwrap(), true).await.expect("binds");
+        assert_eq!(socket.local_addr().unwrap(), local);
+        assert_eq!(tcp.expect("TCP asked for").local_addr().unwrap(), local);
+    }
+
+    #[tokio::test]
+    async fn a_numbered_port_whose_tcp_is_taken_is_a_bind_error_naming_it() {
+        // A port held for TCP whose UDP twin is free (another pick while it is not).
+        let (_held, asked) = (0..64)
+            .find_map(|_| {
+                let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let asked = held.local_addr().unwrap();
+                std::net::UdpSocket::bind(asked).ok().map(|_| (held, asked))
+            })
+            .expect("a TCP port whose UDP twin is free");
+        match bind_sip(asked, true).await {
+            Err(EdgeError::Bind { address, source }) => {
+                assert_eq!(address, asked);
+                assert_eq!(source.kind(), std::io::ErrorKind::AddrInUse);
+            }
+            Ok(_) => panic!("TCP {asked} is held, the bind must fail"),
+            Err(other) => panic!("not a bind error: {other}"),
+        }
     }
 }
