@@ -169,6 +169,7 @@ fn gateway_replicas_without_redis_are_refused_unless_acknowledged() {
 fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     let chart = chart();
     let render = |sets: &[&str]| {
         let mut args = vec!["template", "sb", chart.as_str()];
@@ -187,7 +188,12 @@ fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
     let urls = "gateway.webrtc.turn.urls={turn:turn.bank.example:3478?transport=udp,stun:stun.bank.example}";
     let (ok, rendered) = render(&["gateway.webrtc.enabled=true", "gateway.redis.url=redis://r:6379", secret, urls]);
     assert!(ok, "{rendered}");
-    let pod = gateway_of(&rendered).spec.and_then(|s| s.template.spec).expect("a pod");
+    let spec = gateway_of(&rendered).spec.expect("a spec");
+    // Two replicas on two nodes' ports: a surge pod would find no node with them free.
+    let rolling = spec.strategy.and_then(|s| s.rolling_update).expect("a rolling update");
+    assert_eq!(rolling.max_surge, Some(IntOrString::Int(0)), "no surge on the nodes' ports");
+    assert_eq!(rolling.max_unavailable, Some(IntOrString::Int(1)));
+    let pod = spec.template.spec.expect("a pod");
     assert_eq!(pod.host_network, Some(true));
     assert_eq!(pod.dns_policy.as_deref(), Some("ClusterFirstWithHostNet"));
     let anti = pod.affinity.and_then(|a| a.pod_anti_affinity).expect("one gateway a node");
@@ -246,7 +252,9 @@ fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
         (Some("webrtc-tcp"), 3478, Some("TCP")),
         "ICE-TCP on the same load balancer"
     );
-    let pod = gateway_of(&rendered).spec.and_then(|s| s.template.spec).expect("a pod");
+    let spec = gateway_of(&rendered).spec.expect("a spec");
+    assert_eq!(spec.strategy, None, "behind a load balancer the default rollout surges");
+    let pod = spec.template.spec.expect("a pod");
     assert_eq!(pod.host_network, None);
     let env =
         |name: &str| pod.containers[0].env.iter().flatten().find(|e| e.name == name).and_then(|e| e.value.clone());
