@@ -24,6 +24,7 @@ die() { log "FAIL: $*"; exit 1; }
 
 DIR="${SWITCHBOARD_CLUSTER_DIR:-/tmp/switchboard-cluster}"
 RNS="${SWITCHBOARD_NAMESPACE:-switchboard-system}"
+RELEASE="${SWITCHBOARD_RELEASE:-switchboard}"
 SIM_PORT="${SWITCHBOARD_E2E_SIM_PORT:-28443}"
 REDIS_PORT="${SWITCHBOARD_E2E_REDIS_PORT:-26379}"
 PG_PORT="${SWITCHBOARD_E2E_PG_PORT:-25432}"
@@ -48,6 +49,7 @@ cleanup() {
   k delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
   [ -z "$REDIS_PID" ] || kill "$REDIS_PID" 2>/dev/null || true
   [ -z "$SIM_PID" ] || kill "$SIM_PID" 2>/dev/null || true
+  iptables -D INPUT -p udp -d "$NODE_IP" --dport "${WEBRTC_PORT:-0}" -j DROP 2>/dev/null || true
   [ ! -d "$PG_DIR/data" ] || pg pg_ctl -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -282,6 +284,73 @@ shown="$(sessions show "$id")" || die "cannot show $id: $shown"
 echo "$shown" | grep -q "perform_idv_check" || die "the recorded session has no identity check: $shown"
 if echo "$shown" | grep -q "12345678"; then die "an account number is in the record: $shown"; fi
 log "ok: $(echo "$recorded" | tail -n +2 | wc -l) sessions through banking recorded in PostgreSQL; $id: $(echo "$shown" | sed -n 's/^agents *//p')"
+
+# WebRTC through the chart's gateway on the node's network (gateway.webrtc.exposure
+# hostNetwork, one replica): its UDP port and ICE-TCP port are the node's, advertised at the
+# node's address (status.hostIP). The release is upgraded to it: a rollout that replaces the
+# pod without surging (a second pod could not take the node's ports). An aiortc caller
+# (tests/cluster/webrtc-call.py) offers through the gateway's Service, its media go to the
+# node's UDP port, and it hears triage's pod. Then, with UDP to that port dropped on this
+# machine (iptables), headless Chromium (dataplane/tests/webrtc/tcp.cjs) falls back to
+# ICE-TCP: its selected candidate pair is TCP to the node's port, the caller's words reach
+# the agent and its answers come back. Both calls are in the record.
+WEBRTC_PORT="${SWITCHBOARD_E2E_WEBRTC_PORT:-23478}"
+HTTP_URL="http://${URL#ws://}"
+ORIGIN="${HTTP_URL%:80}"
+log "the gateway's WebRTC edge on the node's network ($NODE_IP:$WEBRTC_PORT, UDP and ICE-TCP)"
+"$BIN/helm" upgrade "$RELEASE" "$ROOT/charts/switchboard" --namespace "$RNS" --reuse-values \
+  --set gateway.replicas=1 --set gateway.webrtc.enabled=true --set gateway.webrtc.exposure=hostNetwork \
+  --set gateway.webrtc.udpPort="$WEBRTC_PORT" --set gateway.webrtc.tcpPort="$WEBRTC_PORT" \
+  --set "gateway.allowedOrigins={$ORIGIN}" --wait --timeout 180s >&2 \
+  || { k -n "$RNS" get pods -o wide >&2; die "the gateway did not roll onto the node's network"; }
+gateway_pods() { k -n "$RNS" get pods -l app.kubernetes.io/name=switchboard-gateway -o jsonpath="$1"; }
+deadline=$((SECONDS + 120))
+until [ "$(gateway_pods '{range .items[*]}{.spec.hostNetwork}{" "}{.status.phase}{"\n"}{end}')" = "true Running" ]; do
+  [ "$SECONDS" -lt "$deadline" ] || { k -n "$RNS" get pods -o wide >&2; die "not one gateway pod on the node's network"; }
+  sleep 2
+done
+gateway_logs() { k -n "$RNS" logs -l app.kubernetes.io/name=switchboard-gateway --tail=100 2>&1 || true; }
+"$CHAT" sim --listen "$NODE_IP:$SIM_PORT" --tls-cert "$PKI/sim.pem" --tls-key "$PKI/sim.key" \
+  >"$DIR/e2e-sim.log" 2>&1 &
+SIM_PID=$!
+before="$(triage_sessions)" || die "cannot read the record"
+called="$("$BIN/aiortc-python" "$HERE/webrtc-call.py" "$HTTP_URL" "$NS/triage" "$PHONE_DIR/say.wav" \
+  2>"$DIR/e2e-webrtc.err" | tail -n1)" \
+  || die "the aiortc call failed: $called $(tail -n 5 "$DIR/e2e-webrtc.err") -- the gateway: $(gateway_logs)"
+echo "$called" | NODE_IP="$NODE_IP" PORT="$WEBRTC_PORT" python3 -c '
+import json, os, sys
+r = json.load(sys.stdin)
+node = os.environ["NODE_IP"] + " " + os.environ["PORT"]
+assert any(" udp " in c and node in c for c in r["candidates"]), "no UDP candidate at the node: %s" % r["candidates"]
+assert "triage" in r["agent"], r["agent"]
+assert r["deleted"] == 200, r["deleted"]
+' || die "the aiortc call: $called"
+log "ok: an aiortc caller reached triage over WebRTC at the node's UDP port: $(echo "$called" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["audio"]["loud"], "frames of reply audio heard")')"
+"$BIN/sox" -n -r 16000 -c 1 -b 16 "$PHONE_DIR/tone16.wav" synth 1.5 sine 500 vol 0.5
+"$BIN/sox" -n -r 16000 -c 1 -b 16 "$PHONE_DIR/quiet16.wav" trim 0 8
+"$BIN/sox" "$PHONE_DIR/quiet16.wav" "$PHONE_DIR/tone16.wav" "$PHONE_DIR/quiet16.wav" "$PHONE_DIR/mic.wav"
+UDP_DROP=(INPUT -p udp -d "$NODE_IP" --dport "$WEBRTC_PORT" -j DROP)
+iptables -I "${UDP_DROP[@]}" || die "cannot drop UDP to $NODE_IP:$WEBRTC_PORT with iptables"
+browsed="$(node "$ROOT/dataplane/tests/webrtc/tcp.cjs" "$BIN/../node_modules/playwright-core" "$HTTP_URL/" \
+  "$PHONE_DIR/mic.wav" "$(command -v chromium)" none "$NS/triage" 2>"$DIR/e2e-chromium.err" | tail -n1)" \
+  || { iptables -D "${UDP_DROP[@]}"; die "the Chromium call failed: $(tail -n 20 "$DIR/e2e-chromium.err") -- the gateway: $(gateway_logs)"; }
+iptables -D "${UDP_DROP[@]}"
+echo "$browsed" | NODE_IP="$NODE_IP" PORT="$WEBRTC_PORT" python3 -c '
+import json, os, sys
+call = json.load(sys.stdin)["call"]
+remote = call["selected"]["remote"]
+assert remote["protocol"] == "tcp", "not over TCP: %s" % call["selected"]
+assert (remote["address"], str(remote["port"])) == (os.environ["NODE_IP"], os.environ["PORT"]), remote
+assert call["inbound"]["packets"] > 50 and call["deleted"] == 200, call
+' || die "the Chromium call over ICE-TCP: $browsed"
+log "ok: Chromium with UDP blocked reached triage over ICE-TCP at the node's TCP port $WEBRTC_PORT"
+kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""
+deadline=$((SECONDS + 20))
+until after="$(triage_sessions)" && [ "$after" -ge $((before + 2)) ]; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the WebRTC calls' sessions are not in the record ($before triage sessions before, ${after:-?} after)"
+  sleep 1
+done
+log "ok: both WebRTC calls recorded"
 
 # The operator runs as the chart's two pods and one of them holds the Lease. Its pod
 # deleted, the other replica takes over and reconciles an Agent created after that.

@@ -1,19 +1,20 @@
 // A WebRTC call from headless Chromium (playwright-core) to a gateway's edge whose UDP port
 // the test blocks: ICE must fall back to the passive TCP candidate (RFC 6544). Prints what
 // happened as one JSON line. Usage:
-//   node tcp.cjs <playwright-core dir> <gateway url> <microphone wav> <chromium> <key>
+//   node tcp.cjs <playwright-core dir> <gateway url> <microphone wav> <chromium> <key> [agent]
+// (agent: triage by default; tests/cluster/e2e-smoke.sh names its namespace's).
 // The WAV is the microphone; the call opens the session on its data channel, waits for the
 // spoken request's transcript and the agent's answer, then reads WebRTC's own statistics:
 // the selected candidate pair (whose protocol says which transport carried the call), the
 // audio received and sent. DELETE ends it.
 "use strict";
-const [playwrightDir, url, wav, executablePath, key] = process.argv.slice(2);
+const [playwrightDir, url, wav, executablePath, key, agent = "triage"] = process.argv.slice(2);
 const { chromium } = require(playwrightDir);
 const PATIENCE = 45000;
 
 /** In the page: the call. Returns what it saw. */
 async function call(page) {
-  return page.evaluate(async ({ key, PATIENCE }) => {
+  return page.evaluate(async ({ key, agent, PATIENCE }) => {
     const seen = { messages: [], states: [] };
     const until = (what, test) => new Promise((done, fail) => {
       const timer = setTimeout(() => fail(new Error(`timed out waiting for ${what}: ${JSON.stringify(seen)}`)), PATIENCE);
@@ -33,7 +34,7 @@ async function call(page) {
     channel.addEventListener("message", (event) => seen.messages.push(JSON.parse(event.data)));
     channel.addEventListener("open", () => {
       seen.opened = true;
-      channel.send(JSON.stringify({ type: "session_start", agent: "triage" }));
+      channel.send(JSON.stringify({ type: "session_start", agent }));
     });
     await pc.setLocalDescription(await pc.createOffer());
     const response = await fetch("/v1/webrtc", { method: "POST", body: pc.localDescription.sdp,
@@ -73,7 +74,7 @@ async function call(page) {
     seen.deleted = ended.status;
     pc.close();
     return seen;
-  }, { key, PATIENCE });
+  }, { key, agent, PATIENCE });
 }
 
 async function main() {
