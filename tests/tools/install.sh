@@ -21,6 +21,8 @@
 # - Debian's `baresip-core` and `sox` (apt): a real SIP phone, headless, for the SIP edge's
 #   tests (tests/tests/sip_phone/): it dials, plays a WAV and writes what it hears to a WAV,
 #   which sox measures. Linked into the bin directory.
+# - Debian's `kamailio` (apt, without recommends): a real SIP proxy, linked into the bin
+#   directory; tests/tests/sip_phone/proxy.rs puts it between a phone and the SIP edge.
 # - Debian's `coturn` (apt, without recommends): a real TURN server, `turnserver` linked into
 #   the bin directory; dataplane/tests/aiortc runs one with the REST-secret scheme the WebRTC
 #   edge issues credentials for and calls through its relay candidates only.
@@ -174,6 +176,15 @@ install_sip_phone() {
   fi
 }
 
+# The SIP edge's proxy test puts a real SIP proxy between the phone and the edge.
+install_kamailio() {
+  if ! command -v kamailio >/dev/null; then
+    echo "[tools] installing kamailio" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kamailio >&2
+  fi
+}
+
 # The WebRTC edge's TURN test relays a call through a real TURN server.
 install_coturn() {
   if ! command -v turnserver >/dev/null; then
@@ -195,6 +206,7 @@ install_postgres
 install_prometheus
 install_netns_tools
 install_sip_phone
+install_kamailio
 install_coturn
 # Tests run this script at once (each server a test starts asks it where its bin directory
 # is): every link is made beside its name and renamed over it, never removed first, so a
@@ -209,7 +221,7 @@ link "$(command -v redis-server)" "$BIN/redis-server"
 pg_bin="$(dirname "$(compgen -G "/usr/lib/postgresql/*/bin/initdb" | sort -V | tail -n1)")"
 for b in initdb pg_ctl postgres; do link "$pg_bin/$b" "$BIN/$b"; done
 link "$(command -v turnserver)" "$BIN/turnserver"
-for b in baresip sox; do link "$(command -v "$b")" "$BIN/$b"; done
+for b in baresip sox kamailio; do link "$(command -v "$b")" "$BIN/$b"; done
 for b in promtool prometheus; do link "$(command -v "$b")" "$BIN/$b"; done
 link "$VENV/bin/kubernetes-validate" "$BIN/kubernetes-validate"
 link "$MDBOOK/bin/mdbook" "$BIN/mdbook"

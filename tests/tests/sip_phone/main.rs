@@ -20,7 +20,8 @@
 //! and reads what it recorded; [`phone`] drives the baresip phones (callers and callees);
 //! the tests are grouped by what they prove: [`calls`] (inbound calls, refusals, hang-ups,
 //! hostile input), [`trunks`], [`keypad`], [`outbound`], [`transfer`], [`outage`] (an Agent
-//! in outage mode: the call goes to its fallback person) and [`local`] (local mode's own
+//! in outage mode: the call goes to its fallback person), [`proxy`] (a carrier's SIP proxy,
+//! Debian's kamailio, between the phone and the edge) and [`local`] (local mode's own
 //! edge).
 
 mod calls;
@@ -29,6 +30,7 @@ mod local;
 mod outage;
 mod outbound;
 mod phone;
+mod proxy;
 mod stack;
 mod transfer;
 mod trunks;

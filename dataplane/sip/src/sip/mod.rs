@@ -258,7 +258,8 @@ impl Request {
 
     /// A response to this request (RFC 3261 §8.2.6): every Via in order, From, To,
     /// Call-ID and CSeq copied; `to_tag` added to To on every status but 100 when To has
-    /// no tag yet. The reason phrase is the usual one for the status.
+    /// no tag yet; on a 101–299 to an INVITE, every Record-Route in order (§12.1.1). The
+    /// reason phrase is the usual one for the status.
     pub fn response(&self, status: u16, to_tag: Option<&str>) -> Response {
         let mut headers = Headers::new();
         for via in self.headers.all("Via") {
@@ -277,6 +278,14 @@ impl Request {
         for name in ["Call-ID", "CSeq"] {
             if let Some(value) = self.headers.get(name) {
                 headers.push(name, value);
+            }
+        }
+        // A response that establishes a dialogue (101–299 to an INVITE) carries every
+        // Record-Route in order (§12.1.1): the proxies that asked to stay on the dialogue's
+        // path (a carrier's, for its billing or NAT) then see its ACK and BYE.
+        if self.method == Method::Invite && (101..300).contains(&status) {
+            for route in self.headers.all("Record-Route") {
+                headers.push("Record-Route", route);
             }
         }
         Response { status, reason: reason_phrase(status).to_owned(), headers, body: Vec::new() }

@@ -53,6 +53,24 @@ fn a_response_copies_every_via_from_to_call_id_and_cseq_and_tags_to() {
 }
 
 #[test]
+fn a_response_that_makes_a_dialogue_keeps_the_proxies_record_route_in_order() {
+    let routed = INVITE.replace(
+        "Max-Forwards: 70\r\n",
+        "Max-Forwards: 70\r\nRecord-Route: <sip:10.0.0.2;lr>\r\nRecord-Route: <sip:10.0.0.1;lr;ftag=a1>, <sip:10.0.0.9;lr>\r\n",
+    );
+    let r = request(&routed);
+    let routes = ["<sip:10.0.0.2;lr>", "<sip:10.0.0.1;lr;ftag=a1>, <sip:10.0.0.9;lr>"];
+    for status in [180, 183, 200] {
+        assert_eq!(r.response(status, Some("sb1")).headers.all("Record-Route").collect::<Vec<_>>(), routes, "{status}");
+    }
+    for status in [100, 486, 603] {
+        assert_eq!(r.response(status, Some("sb1")).headers.all("Record-Route").count(), 0, "{status}");
+    }
+    let bye = request(&routed.replace("INVITE sip:", "BYE sip:").replace("7 INVITE", "8 BYE"));
+    assert_eq!(bye.response(200, Some("sb1")).headers.all("Record-Route").count(), 0, "only an INVITE's");
+}
+
+#[test]
 fn a_to_tag_already_there_is_kept() {
     let r = request(&INVITE.replace("To: <sip:+4930123@edge.example.com>", "To: <sip:x@y>;tag=old"));
     assert_eq!(r.response(200, Some("new")).to().unwrap().tag(), Some("old"));

@@ -1,0 +1,196 @@
+//! A carrier's SIP proxy between the trunk and the edge: Debian's `kamailio`, stateful and
+//! record-routing, relays every new request to the edge. The trunk's digest credentials are
+//! challenged by the edge through it (the 407 and the retried INVITE cross the proxy, two
+//! Vias deep), and the dialogue keeps the proxy on its path both ways: the phone's ACK and
+//! BYE, and the edge's BYE when the agent's side ends, go through it (the edge's 200 OK
+//! carries the proxy's Record-Route, RFC 3261 §12.1.1; its own requests carry the route set).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::phone::Phone;
+use crate::stack::{Stack, stack_with, wait_for};
+
+/// A kamailio proxying to one edge, on 127.0.0.2 (the phone is on 127.0.0.1).
+struct Proxy {
+    child: Child,
+    address: SocketAddr,
+    log: PathBuf,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proxy {
+    fn start(stack: &Stack) -> Self {
+        let dir = stack.dir.join("kamailio");
+        std::fs::create_dir_all(&dir).expect("a folder");
+        let address = {
+            let socket = UdpSocket::bind("127.0.0.2:0").expect("a port on 127.0.0.2");
+            socket.local_addr().expect("bound")
+        };
+        let modules = modules().expect("kamailio's modules under /usr/lib/<arch>/kamailio/modules");
+        let config = format!(
+            r#"#!KAMAILIO
+debug=2
+log_stderror=yes
+children=1
+auto_aliases=no
+listen=udp:{address}
+mpath="{modules}/"
+loadmodule "tm.so"
+loadmodule "sl.so"
+loadmodule "rr.so"
+loadmodule "pv.so"
+loadmodule "maxfwd.so"
+loadmodule "siputils.so"
+loadmodule "textops.so"
+loadmodule "xlog.so"
+modparam("rr", "enable_full_lr", 1)
+
+request_route {{
+    if (!mf_process_maxfwd_header("10")) {{ sl_send_reply("483", "Too Many Hops"); exit; }}
+    if (is_method("CANCEL")) {{ if (t_check_trans()) {{ t_relay(); }} exit; }}
+    if (has_totag()) {{
+        if (loose_route()) {{
+            xlog("L_NOTICE", "proxy: $rm in dialogue from $si:$sp\n");
+            t_relay();
+            exit;
+        }}
+        if (is_method("ACK")) {{ if (t_check_trans()) {{ t_relay(); }} exit; }}
+        sl_send_reply("404", "Not here");
+        exit;
+    }}
+    if (is_method("INVITE")) {{ record_route(); }}
+    xlog("L_NOTICE", "proxy: $rm from $si:$sp to the edge\n");
+    $du = "sip:{edge}";
+    t_relay();
+    exit;
+}}
+"#,
+            modules = modules.display(),
+            edge = stack.sip,
+        );
+        let config_path = dir.join("kamailio.cfg");
+        std::fs::write(&config_path, config).expect("config");
+        let log = dir.join("kamailio.log");
+        let out = std::fs::File::create(&log).expect("a log");
+        let child = Command::new(stack.tools.join("kamailio"))
+            .arg("-f")
+            .arg(&config_path)
+            .args(["-DD", "-E", "-w"])
+            .arg(&dir)
+            .arg("-P")
+            .arg(dir.join("kamailio.pid"))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            .spawn()
+            .expect("kamailio starts");
+        let proxy = Self { child, address, log };
+        wait_for(
+            "kamailio listens",
+            Duration::from_secs(15),
+            || proxy.log_text().contains("Listening on"),
+            || proxy.log_text(),
+        );
+        proxy
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The lines the config's `xlog` wrote (`proxy: ...`).
+    fn relayed(&self) -> Vec<String> {
+        self.log_text().lines().filter_map(|l| l.split_once("proxy: ").map(|(_, r)| r.to_owned())).collect()
+    }
+}
+
+/// Debian's kamailio modules folder (`/usr/lib/<arch>/kamailio/modules`).
+fn modules() -> Option<PathBuf> {
+    std::fs::read_dir("/usr/lib")
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("kamailio/modules"))
+        .find(|p| p.join("tm.so").is_file())
+}
+
+fn credentials(dir: &Path) -> String {
+    std::fs::create_dir_all(dir).expect("a folder");
+    std::fs::write(dir.join("username"), "bank\n").expect("username");
+    std::fs::write(dir.join("password"), "s3cret\n").expect("password");
+    format!("carrier={}", dir.display())
+}
+
+#[test]
+fn a_call_through_a_carriers_proxy_is_challenged_through_it_and_keeps_it_on_the_dialogues_path() {
+    let secret = std::env::temp_dir().join(format!("switchboard-sip-proxy-credentials-{}", std::process::id()));
+    let carrier = credentials(&secret);
+    // Only the carrier's credentials open a call (MD5: Debian's baresip gives up at SHA-256).
+    let stack = stack_with("proxy", &["--trunk-credentials", &carrier, "--digest-algorithms", "MD5"]);
+    let proxy = Proxy::start(&stack);
+    let context = |phone: &Phone| {
+        format!(
+            "--- baresip ---\n{}\n--- kamailio ---\n{}\n--- edge ---\n{}",
+            phone.log(),
+            proxy.log_text(),
+            stack.edge.log_text()
+        )
+    };
+    let dial = |name: &str, silence: u32, quit: u32| {
+        let dial = format!("/dial sip:triage@{};transport=udp", proxy.address);
+        let account = ";auth_user=bank;auth_pass=s3cret";
+        // Its SDP names the loopback interface its RTP comes from: the edge takes media only
+        // from the SDP's address or the SIP peer's (the proxy's, here), and baresip would
+        // otherwise name the machine's default interface.
+        let config = "net_interface 127.0.0.1\n";
+        Phone::start(&stack.dir, &stack.tools, name, "caller", silence, quit, "udp", account, config, Some(&dial)).0
+    };
+
+    // The phone hangs up at the end of its WAV.
+    let phone = dial("through-proxy", 4, 30);
+    phone.wait_over(Duration::from_secs(40));
+    let log = phone.log();
+    assert!(log.contains("Call established"), "{}", context(&phone));
+    let (_, windows) = phone.heard(&stack.tools.join("sox"));
+    assert!(windows.iter().filter(|rms| **rms > 0.02).count() >= 4, "the agent was heard: {windows:?}");
+    let relayed = proxy.relayed();
+    let from_phone = |method: &str| relayed.iter().filter(|r| r.starts_with(method)).count();
+    assert_eq!(from_phone("INVITE from 127.0.0.1"), 2, "challenged, then with credentials: {relayed:?}");
+    assert!(from_phone("ACK in dialogue from 127.0.0.1") >= 1, "the ACK took the route: {}", context(&phone));
+    assert!(from_phone("BYE in dialogue from 127.0.0.1") >= 1, "the BYE took the route: {}", context(&phone));
+    wait_for(
+        "the edge ends the call on the phone's BYE",
+        Duration::from_secs(10),
+        || stack.edge.log_text().contains("RemoteHangUp"),
+        || context(&phone),
+    );
+
+    // The agent's side ends (local mode stops): the edge's BYE goes through the proxy too.
+    let phone = dial("agent-ends", 40, 60);
+    wait_for(
+        "the second call is answered",
+        Duration::from_secs(20),
+        || stack.edge.log_text().matches("call answered").count() == 2,
+        || context(&phone),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    stack.local.terminate().expect("SIGTERM");
+    wait_for(
+        "the phone is hung up",
+        Duration::from_secs(20),
+        || phone.log().contains("terminated"),
+        || context(&phone),
+    );
+    // The edge sends from its SIP socket.
+    let bye = format!("BYE in dialogue from {}", stack.sip);
+    assert!(proxy.relayed().iter().any(|r| r.starts_with(&bye)), "the edge's BYE took the route: {}", context(&phone));
+    let _ = std::fs::remove_dir_all(&secret);
+}
