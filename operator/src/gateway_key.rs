@@ -26,7 +26,7 @@ use switchboard_crds::gateway_key::{CONFIG_MAP_KEY, PublicKeys};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::Error;
+use crate::controller::error::Error;
 use crate::controller::status::Verdict;
 
 /// `Accepted` reason: the operator has no gateway public key for the Agent's pods yet.

@@ -22,4 +22,5 @@ pub mod run;
 pub mod settings;
 pub mod traces;
 pub mod triggers;
+pub mod watch;
 pub mod wiring;

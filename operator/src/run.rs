@@ -12,8 +12,8 @@ use futures_util::future::BoxFuture;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{ListParams, PartialObjectMeta};
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector;
 use kube::runtime::reflector::{ObjectRef, store::Writer};
-use kube::runtime::{reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use switchboard_crds::{Agent, Persona, Workflow};
@@ -30,6 +30,7 @@ use crate::http::{Health, ServeError, bind};
 use crate::leader::LeaderElector;
 use crate::metrics::Metrics;
 use crate::settings::RunArgs;
+use crate::watch::scoped;
 use crate::wiring::Referrers;
 use crate::{routes, triggers, wiring};
 
@@ -158,17 +159,6 @@ async fn lead(
     }
     tracing::info!("stopped");
     Ok(())
-}
-
-/// An Api for every namespace, or for `namespace` only.
-pub fn scoped<K>(client: Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client, ns),
-        None => Api::all(client),
-    }
 }
 
 async fn check_crds(client: &Client, namespace: Option<&str>) -> Result<(), RunError> {
@@ -353,25 +343,4 @@ fn gateway_key(
         ),
     }
     (GatewayKey::Fixed(key), std::future::ready(()).boxed())
-}
-
-/// Objects per page of a watch's initial list (and relist). The default, 500, means
-/// holding 500 parsed objects at once per watch at start-up; smaller pages cost a few more
-/// requests and keep the start-up memory peak low.
-pub const LIST_PAGE_SIZE: u32 = 100;
-
-/// The watch configuration of Agents, Personas and Workflows.
-pub fn watch_config() -> watcher::Config {
-    watcher::Config::default().page_size(LIST_PAGE_SIZE)
-}
-
-/// The watch configuration of the owned children: only objects the operator labelled as
-/// an Agent's (so not its own routing-table ConfigMap, whose every write would otherwise
-/// come back through the ConfigMap watch).
-pub fn owned_watch_config() -> watcher::Config {
-    watch_config().labels(&format!(
-        "app.kubernetes.io/managed-by={},{}",
-        crate::build::MANAGED_BY,
-        crate::build::AGENT_LABEL
-    ))
 }

@@ -86,7 +86,7 @@ pub struct BuildSettings {
     /// The session gateway's URL for AgentTest Jobs (`ws://`, e.g.
     /// `ws://sb-switchboard-gateway.sb.svc:80`): they run `switchboard test` in the runtime
     /// image against it. Unset: AgentTests are not accepted (reason `NoGateway`).
-    #[arg(long, env = "SWITCHBOARD_AGENT_TEST_GATEWAY", value_parser = crate::controller::agent_test_build::parse_gateway_url)]
+    #[arg(long, env = "SWITCHBOARD_AGENT_TEST_GATEWAY", value_parser = parse_gateway_url)]
     pub agent_test_gateway: Option<String>,
 }
 
@@ -215,6 +215,17 @@ fn parse_ca_bundle(text: &str) -> Result<CaBundle, String> {
         return Err("holds no -----BEGIN CERTIFICATE----- block".to_owned());
     }
     Ok(CaBundle(text.to_owned()))
+}
+
+/// Checks the gateway URL test Jobs use (`--agent-test-gateway`): `ws://` with a host
+/// (`switchboard test` speaks plain WebSocket only, as the gateway's in-cluster Service does).
+pub fn parse_gateway_url(url: &str) -> Result<String, String> {
+    match url.strip_prefix("ws://") {
+        Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(char::is_whitespace) => {
+            Ok(url.to_owned())
+        }
+        _ => Err(format!("{url:?} is not a ws:// URL with a host (e.g. ws://sb-switchboard-gateway.sb.svc:80)")),
+    }
 }
 
 /// `name=regex`, checked as an Agent's `spec.record.redact` rules are.
@@ -361,6 +372,15 @@ mod ca_tests {
         assert!(bad.contains("\"account\"") && bad.contains("not a valid regular expression"), "{bad}");
         assert!(parse_redact_rule("x=a*").expect_err("empty match").contains("matches the empty string"));
         assert!(parse_redact_rule("a b=x").expect_err("name").contains("its name"));
+    }
+
+    #[test]
+    fn gateway_urls_are_checked() {
+        assert!(parse_gateway_url("ws://sb-gateway.sb.svc:80").is_ok());
+        assert!(parse_gateway_url("ws://gw.example.com/v1/session").is_ok());
+        for bad in ["http://gw:80", "wss://gw:443", "ws://", "ws:///x", "gw:80", "ws://a b"] {
+            assert!(parse_gateway_url(bad).is_err(), "{bad}");
+        }
     }
 }
 

@@ -31,11 +31,11 @@ use crate::controller::status::{Replicas, replicas};
 use crate::controller::{Context, Error, agent, error_policy, numbers};
 use crate::lean::{LeanConfigMap, LeanDeployment, LeanService};
 use crate::own_writes::{OwnWrites, Seen};
-use crate::run::{owned_watch_config, scoped, watch_config};
 use crate::settings::RunArgs;
 use crate::triggers::{
     Change, FirstSight, changes, config_map_key, deployment_key, generation, handoff_referrers, objects, service_key,
 };
+use crate::watch::{owned_watch_config, scoped, watch_config};
 
 /// The Agent watch: cached in `writer`, notifying the publisher, queueing handoff
 /// referrers, and filtered to the changes the Agent controller acts on.

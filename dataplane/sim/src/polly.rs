@@ -27,8 +27,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 
 use super::http::{Body, full_body};
+use super::script::sonic::MAX_PHRASE_ID;
 use super::sonic::audio::phrase_tone;
-use super::sonic::script::MAX_PHRASE_ID;
 
 /// The operation's path.
 pub const PATH: &str = "/v1/speech";

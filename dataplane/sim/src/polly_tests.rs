@@ -52,7 +52,7 @@ fn bad_requests_get_the_error_polly_gives() {
 
 /// The phrase id the turn detector hears in `pcm` (16 kHz) followed by silence.
 fn heard(pcm: &[u8]) -> Option<u32> {
-    let mut detector = TurnDetector::new(&crate::sonic::script::TurnDetection::default(), 500);
+    let mut detector = TurnDetector::new(&crate::script::sonic::TurnDetection::default(), 500);
     let mut audio = pcm.to_vec();
     audio.resize(audio.len() + 64_000, 0);
     let detections: Vec<Detection> = audio.chunks(640).flat_map(|frame| detector.push(frame)).collect();

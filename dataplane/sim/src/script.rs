@@ -19,11 +19,16 @@
 //! calls a tool the request does not offer answers with its `fallbackText` instead, or,
 //! without one, is skipped (a real model cannot call a tool it was not given).
 
+pub mod error;
+pub mod sonic;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
+
+pub use error::ScriptError;
 
 use super::service_error::{ErrorKind, StreamExceptionKind};
 
@@ -56,9 +61,9 @@ pub struct Script {
     /// default) accepts every model id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub known_models: Vec<String>,
-    /// The bidirectional (Nova Sonic) operation's behaviour; see [`super::sonic::script`].
+    /// The bidirectional (Nova Sonic) operation's behaviour; see [`sonic`].
     #[serde(default)]
-    pub sonic: super::sonic::SonicScript,
+    pub sonic: sonic::SonicScript,
     /// The most input tokens (system prompt, messages and tools, as the simulator counts
     /// them) a Converse or ConverseStream request may carry: a longer one is refused as
     /// Bedrock refuses a request beyond the model's context window — HTTP 400
@@ -87,7 +92,7 @@ impl Script {
             default: default_reply(),
             default_tool_result: default_tool_result_reply(),
             known_models: Vec::new(),
-            sonic: super::sonic::SonicScript::default(),
+            sonic: sonic::SonicScript::default(),
             context_window: None,
         }
     }
@@ -144,25 +149,6 @@ impl Default for Script {
     fn default() -> Self {
         Self::echo()
     }
-}
-
-/// A script that could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ScriptError {
-    /// The file could not be read.
-    #[error("cannot read simulator script {path}: {message}")]
-    Read {
-        /// The file.
-        path: String,
-        /// Why.
-        message: String,
-    },
-    /// Not valid YAML/JSON, or not a script (unknown field, bad regex, ...).
-    #[error("simulator script is not valid: {0}")]
-    Parse(String),
-    /// Well-formed but inconsistent.
-    #[error("simulator script is not valid: {0}")]
-    Invalid(String),
 }
 
 /// Reply pacing.

@@ -71,7 +71,7 @@ pub struct SimState {
     /// Largest request body accepted, in bytes.
     pub max_request_bytes: usize,
     /// The bidirectional operation's counters.
-    pub sonic: super::sonic::SonicState,
+    pub sonic: super::sonic::stats::SonicState,
     /// The texts `SynthesizeSpeech` rendered, by phrase id.
     pub spoken: super::polly::Spoken,
     requests: [AtomicU64; Operation::ALL.len()],
@@ -92,7 +92,7 @@ impl SimState {
         Self {
             script,
             max_request_bytes,
-            sonic: super::sonic::SonicState::default(),
+            sonic: super::sonic::stats::SonicState::default(),
             spoken: super::polly::Spoken::default(),
             requests: Default::default(),
             model_calls: AtomicU64::new(0),

@@ -95,7 +95,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     // What the validator cannot see: may this Agent have what it asks the operator for?
     let account = agent.spec.credentials.as_ref().and_then(|c| c.service_account_name.as_deref());
     if let Some(account) = account
-        && let Some(refused) = policy::service_account(ctx, &namespace, account).await?
+        && let Some(refused) = policy::service_account(&ctx.client, &ctx.policy, &namespace, account).await?
     {
         return reject(agent, ctx, &refused, Action::requeue(POLICY_RECHECK)).await;
     }

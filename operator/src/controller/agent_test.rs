@@ -40,9 +40,9 @@ use super::status::{Verdict, accepted};
 use super::{Context, Error, error_policy, key_of, policy};
 use crate::build::FIELD_MANAGER;
 use crate::build::candidate;
-use crate::run::{owned_watch_config, scoped, watch_config};
 use crate::settings::RunArgs;
 use crate::triggers::{FirstSight, changes, generation, objects};
+use crate::watch::{owned_watch_config, scoped, watch_config};
 
 /// The metrics label of AgentTest reconciles.
 pub const KIND: &str = "agent_test";

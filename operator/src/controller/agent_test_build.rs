@@ -371,17 +371,6 @@ fn item(key: &str) -> KeyToPath {
     KeyToPath { key: key.to_owned(), path: key.to_owned(), mode: None }
 }
 
-/// Checks the gateway URL test Jobs use (`--agent-test-gateway`): `ws://` with a host
-/// (`switchboard test` speaks plain WebSocket only, as the gateway's in-cluster Service does).
-pub fn parse_gateway_url(url: &str) -> Result<String, String> {
-    match url.strip_prefix("ws://") {
-        Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(char::is_whitespace) => {
-            Ok(url.to_owned())
-        }
-        _ => Err(format!("{url:?} is not a ws:// URL with a host (e.g. ws://sb-switchboard-gateway.sb.svc:80)")),
-    }
-}
-
 #[cfg(test)]
 #[path = "agent_test_build_tests.rs"]
 mod tests;

@@ -116,15 +116,6 @@ fn the_config_map_holds_each_scenario_as_a_file_in_order() {
 }
 
 #[test]
-fn gateway_urls_are_checked() {
-    assert!(parse_gateway_url("ws://sb-gateway.sb.svc:80").is_ok());
-    assert!(parse_gateway_url("ws://gw.example.com/v1/session").is_ok());
-    for bad in ["http://gw:80", "wss://gw:443", "ws://", "ws:///x", "gw:80", "ws://a b"] {
-        assert!(parse_gateway_url(bad).is_err(), "{bad}");
-    }
-}
-
-#[test]
 fn a_judge_reaches_the_command_line_and_its_credentials_only_the_pod() {
     let mut t = test();
     t.spec.judge = Some(

@@ -59,8 +59,8 @@ pub fn run(
     (triggers, overflow): (mpsc::Sender<ObjectRef<Agent>>, IntCounter),
     stop: CancellationToken,
 ) -> BoxFuture<'static, ()> {
-    let api: Api<PartialObjectMeta<ConfigMap>> = crate::run::scoped(client.clone(), namespace);
-    let events = watcher(api, crate::run::watch_config()).default_backoff();
+    let api: Api<PartialObjectMeta<ConfigMap>> = crate::watch::scoped(client.clone(), namespace);
+    let events = watcher(api, crate::watch::watch_config()).default_backoff();
     Box::pin(async move {
         let mut events = std::pin::pin!(events.take_until(stop.cancelled_owned()));
         while let Some(event) = events.next().await {

@@ -1,6 +1,6 @@
 //! The controllers: Agents (fetch -> validate -> build -> apply -> prune -> status; their
 //! namespace's NetworkPolicy before their children), the `Accepted` status of Personas
-//! and Workflows, and AgentTests (their scenarios run as Jobs, `agent_test.rs`). Shared here: the context every reconcile gets, the error type, and the
+//! and Workflows, and AgentTests (their scenarios run as Jobs, `agent_test.rs`). Shared here: the context every reconcile gets, the error type (`error.rs`), and the
 //! error policy (invalid specs are not errors — they get `Accepted=False` and wait for a
 //! change; API failures back off exponentially per object).
 
@@ -9,6 +9,7 @@ pub mod agent_test;
 pub mod agent_test_build;
 pub mod agent_test_status;
 pub mod apply;
+pub mod error;
 pub mod knowledge;
 pub mod network_policy;
 pub mod numbers;
@@ -33,54 +34,7 @@ use switchboard_crds::{Agent, Persona, Workflow};
 use crate::metrics::Metrics;
 use crate::own_writes::OwnWrites;
 use crate::settings::BuildSettings;
-
-/// Why a reconcile failed (transient: it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An API request failed.
-    #[error("{action}: {source}")]
-    Kube {
-        /// What the operator was doing, e.g. `applying Deployment bank/triage`.
-        action: String,
-        /// The cause.
-        source: kube::Error,
-    },
-    /// An object the API returned could not be used.
-    #[error("{0}")]
-    Unexpected(String),
-    /// A child's name is taken by an object the Agent does not own (not retried with
-    /// backoff: the Agent gets `Accepted=False`, see `policy.rs`).
-    #[error("{kind} {namespace}/{name} exists and is not owned by this Agent")]
-    NotOwned {
-        /// The child's kind.
-        kind: String,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-    },
-}
-
-impl Error {
-    /// A short, bounded label for metrics and logs.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Error::Kube { source: kube::Error::Api(s), .. } if s.code == 409 => "conflict",
-            Error::Kube { source: kube::Error::Api(s), .. } if s.code == 403 => "forbidden",
-            Error::Kube { source: kube::Error::Api(s), .. } if s.code == 404 => "not_found",
-            Error::Kube { source: kube::Error::Api(s), .. } if s.code == 422 => "invalid",
-            Error::Kube { source: kube::Error::Api(_), .. } => "api",
-            Error::Kube { .. } => "transport",
-            Error::Unexpected(_) => "unexpected",
-            Error::NotOwned { .. } => "name_taken",
-        }
-    }
-
-    /// An error from `source` while doing `action`.
-    pub fn kube(action: impl Into<String>, source: kube::Error) -> Self {
-        Error::Kube { action: action.into(), source }
-    }
-}
+pub use error::Error;
 
 /// The caches reconciles read instead of the API. Each is filled by the watch whose events
 /// also trigger the reconciles that depend on it, so a reconcile never sees a cache older
@@ -156,7 +110,7 @@ pub struct Context {
     /// What the operator last wrote to each child (to skip its own watch events).
     pub own_writes: OwnWrites,
     /// What it last wrote to each namespace's NetworkPolicy.
-    pub network_policies: network_policy::NetworkPolicies,
+    pub network_policies: network_policy::ledger::NetworkPolicies,
     backoff: Mutex<HashMap<String, u32>>,
     /// The Agent controller's trigger queue (set once the controllers are wired): the
     /// AgentTest reconcile wakes the Agents whose held rollout a finished run decides.

@@ -24,12 +24,12 @@
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::PartialObjectMeta;
-use kube::{Api, Resource};
+use kube::{Api, Client, Resource};
 use switchboard_crds::agent::AgentSpec;
 use switchboard_crds::agent_test::AgentTestSpec;
 
+use super::error::Error;
 use super::status::Verdict;
-use super::{Context, Error};
 
 /// The annotation by which a ServiceAccount's owner lets Agents in its namespace use it.
 pub const AGENT_USABLE_ANNOTATION: &str = "switchboard.dev/agent-usable";
@@ -170,12 +170,18 @@ fn unlisted<'a>(
     })
 }
 
-/// `Accepted=False` when an Agent in `namespace` may not use ServiceAccount `name`.
-pub async fn service_account(ctx: &Context, namespace: &str, name: &str) -> Result<Option<Verdict>, Error> {
-    if ctx.policy.allows(namespace, name) {
+/// `Accepted=False` when an Agent in `namespace` may not use ServiceAccount `name`: not
+/// allowed by `policy`, so its annotation is read through `client`.
+pub async fn service_account(
+    client: &Client,
+    policy: &Policy,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Verdict>, Error> {
+    if policy.allows(namespace, name) {
         return Ok(None);
     }
-    let api: Api<PartialObjectMeta<ServiceAccount>> = Api::namespaced(ctx.client.clone(), namespace);
+    let api: Api<PartialObjectMeta<ServiceAccount>> = Api::namespaced(client.clone(), namespace);
     let account = api
         .get_metadata_opt(name)
         .await

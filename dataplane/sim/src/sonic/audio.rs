@@ -8,7 +8,12 @@
 //! within 25 Hz of a phrase tone; noise and speech-like audio carry no id.
 //! [`phrase_tone`] makes such audio.
 
-use super::script::{MAX_PHRASE_ID, PHRASE_BASE_HZ, PHRASE_STEP_HZ, TurnDetection};
+use crate::script::sonic::{MAX_PHRASE_ID, PHRASE_BASE_HZ, PHRASE_STEP_HZ, TurnDetection};
+
+/// The simulator hears its input audio 20 ms at a time, whatever the size of the events
+/// it comes in (as the service does not depend on how a client cuts its audio): PCM16 at
+/// 16 kHz.
+pub const INPUT_FRAME_BYTES: usize = 640;
 
 /// Input sample rate.
 pub const INPUT_RATE: u32 = 16_000;

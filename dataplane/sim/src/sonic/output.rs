@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::audio::{OUTPUT_RATE, speech_ms};
-use super::script::Speech;
+use crate::script::sonic::Speech;
 
 /// Where a request to speak first names its greeting: after this marker, in double quotes
 /// that end the text.

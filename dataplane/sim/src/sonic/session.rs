@@ -53,7 +53,7 @@ use super::audio::{Detection, TurnDetector, Utterance, frame_fingerprint};
 use super::envelope::{Envelope, EnvelopeDecoder, encode_event};
 use super::output::{Event, Ids, Marker, Planned, Usage, input_tokens, instructed_line, speech_tokens};
 use super::protocol::{Input, Protocol};
-use super::sleep_until;
+use super::stats::{FrameRecord, ReplyRecord};
 use crate::engine::{ToolResultView, Trigger, Turn, decide};
 use crate::script::ResultStatus;
 use crate::service_error::StreamExceptionKind;
@@ -227,7 +227,7 @@ impl Session {
             if let Some(content) = event.pointer("/event/audioInput/content").and_then(Value::as_str) {
                 let pcm = aws_smithy_types::base64::decode(content).unwrap_or_default();
                 self.state.sonic.count_audio_event();
-                for frame in pcm.chunks(super::INPUT_FRAME_BYTES) {
+                for frame in pcm.chunks(super::audio::INPUT_FRAME_BYTES) {
                     self.record_frame(frame, false);
                 }
             }
@@ -299,7 +299,7 @@ impl Session {
 
     async fn on_audio(&mut self, pcm: &[u8]) {
         self.state.sonic.count_audio_event();
-        for frame in pcm.chunks(super::INPUT_FRAME_BYTES) {
+        for frame in pcm.chunks(super::audio::INPUT_FRAME_BYTES) {
             // An utterance that ended in an earlier frame may have closed the stream.
             let heard = self.out.is_some();
             self.record_frame(frame, heard);
@@ -318,7 +318,7 @@ impl Session {
     }
 
     fn record_frame(&self, pcm: &[u8], heard: bool) {
-        let frame = super::FrameRecord { stream: self.stream, fingerprint: frame_fingerprint(pcm), heard };
+        let frame = FrameRecord { stream: self.stream, fingerprint: frame_fingerprint(pcm), heard };
         self.state.sonic.count_frame(frame, self.state.script.sonic.record_frames);
     }
 
@@ -370,14 +370,7 @@ impl Session {
         self.ensure_completion(at);
         let (stream, text) = (self.stream, Some(greeting.clone()));
         let rule = Some(rule.to_owned());
-        self.state.sonic.record_reply(super::ReplyRecord {
-            stream,
-            heard: None,
-            spoken: false,
-            rule,
-            text,
-            tool: None,
-        });
+        self.state.sonic.record_reply(ReplyRecord { stream, heard: None, spoken: false, rule, text, tool: None });
         let mut total = std::mem::take(&mut self.total);
         self.planner().reply(at, Some(&greeting), None, input, &mut total);
         self.total = total;
@@ -417,7 +410,7 @@ impl Session {
         let tool_use_id = format!("tooluse-sim-{:08}", self.state.sonic.next_tool_use());
         let tool = decision.reply.tool_use.as_ref().map(|call| (tool_use_id.as_str(), call.name.as_str(), &call.input));
         let text = decision.reply.text.clone();
-        self.state.sonic.record_reply(super::ReplyRecord {
+        self.state.sonic.record_reply(ReplyRecord {
             stream: self.stream,
             heard,
             spoken,
@@ -438,5 +431,13 @@ impl Session {
             let end = self.ids.completion_end("END_TURN");
             self.send_encoded([encode_event(&end)]).await;
         }
+    }
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

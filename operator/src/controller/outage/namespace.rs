@@ -103,8 +103,8 @@ pub fn run(
     ctx: Arc<Context>,
     stop: CancellationToken,
 ) -> (Store<ConfigMap>, BoxFuture<'static, ()>) {
-    let api = crate::run::scoped::<ConfigMap>(client.clone(), namespace);
-    let config = crate::run::watch_config().fields(&format!("metadata.name={OUTAGE_SWITCH_CONFIG_MAP}"));
+    let api = crate::watch::scoped::<ConfigMap>(client.clone(), namespace);
+    let config = crate::watch::watch_config().fields(&format!("metadata.name={OUTAGE_SWITCH_CONFIG_MAP}"));
     let (store, writer) = reflector::store();
     let events = watcher(api, config).default_backoff().reflect(writer);
     let task = Box::pin(async move {

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::script::ScriptError;
+use super::error::ScriptError;
 use crate::service_error::StreamExceptionKind;
 
 /// Base frequency of phrase tones: phrase `id` is a tone of `PHRASE_BASE_HZ + id * PHRASE_STEP_HZ`.
@@ -274,7 +274,7 @@ pub struct StreamErrorFault {
 
 #[cfg(test)]
 mod tests {
-    use crate::script::Script;
+    use super::super::Script;
 
     #[test]
     fn a_reply_cut_is_scripted_by_its_reply_and_time_and_bounded() {
