@@ -68,12 +68,11 @@ pub struct ServerConfig {
     pub pod_ip: Option<std::net::IpAddr>,
 }
 
-/// [`ServerConfig::voice_audio_chunk`] by default: none, each 20 ms frame its own event.
-/// Gathering frames (60 ms: three frames per event, about the 1,024 samples of AWS's Nova
-/// Sonic examples) is opt-in until its CPU saving is measured and the runtime's stream
-/// lifetime test has been run green with it on a quiet machine (it lost 7 of 542 frames
-/// once under load; the cause is not known).
-pub const DEFAULT_VOICE_AUDIO_CHUNK: Duration = Duration::ZERO;
+/// [`ServerConfig::voice_audio_chunk`] by default: three 20 ms frames per event, about the
+/// 1,024 samples (64 ms) of AWS's Nova Sonic examples; a fifth less CPU per call than an
+/// event per frame (BENCHMARKS.md), and a frame waits at most 40 ms more when frames come in
+/// real time.
+pub const DEFAULT_VOICE_AUDIO_CHUNK: Duration = Duration::from_millis(60);
 
 /// Connections a runtime takes beyond its sessions and the connections opening, by default:
 /// health probes, metrics scrapes, and clients answered 503.

@@ -62,6 +62,9 @@ async fn streams_closed_every_two_seconds_lose_no_frame_and_repeat_no_reply() {
     );
     let stats = running.sim.sonic_stats();
     assert!(stats.scripted_closes >= 3, "{stats:?}");
+    // The runtime gathers the caller's frames into 60 ms events by default: three frames an
+    // event but for chunks cut short by a stream's loss, other input or the hang-up.
+    assert!(stats.audio_events * 2 <= sent.len() as u64, "{} events for {} frames", stats.audio_events, sent.len());
     let restarts = seen.iter().filter(|m| matches!(m, ServerMessage::BidiConnectionRestart { .. })).count();
     assert!(restarts >= 3, "the client is told of each restart: {:#?}", summary(&seen));
     // No utterance heard twice by the simulator, nor answered twice as the client saw it

@@ -72,6 +72,9 @@ pub struct Supervisor {
     failures: u32,
     /// The current stream has shown it works (output, or a long enough life).
     current_healthy: bool,
+    /// The session failed ([`SonicEvent::Failed`] was sent): what is held is not handed
+    /// to another stream at the end.
+    failed: bool,
     rng: fastrand::Rng,
     /// The span the session started in (the runtime's session span): the task runs in it,
     /// and each stream's span is its child.
@@ -110,6 +113,7 @@ impl Supervisor {
             generation: 0,
             failures: 0,
             current_healthy: false,
+            failed: false,
             rng,
             trace: tracing::Span::current(),
         };
@@ -359,6 +363,7 @@ impl Supervisor {
                 self.stream_failed(RestartReason::StreamError(error.metric_label()), error).await
             }
             StreamOutput::Error(error) => {
+                self.failed = true;
                 let _ = self.events.send(SonicEvent::Failed(error)).await;
                 false
             }
@@ -370,17 +375,93 @@ impl Supervisor {
         }
     }
 
+    /// Ends the session: the audio gathered last goes to the current stream, or after the
+    /// input held for the next one; input held while the session ends goes to the next
+    /// stream ([`Supervisor::hand_over_held`]); then every stream is closed.
     async fn shutdown(&mut self) {
-        // The audio gathered last still goes to the stream before it is closed.
-        if let (Some(audio), Some(current)) = (self.chunker.take(), &self.current)
-            && self.deferred.is_empty()
-        {
-            let _ = current.audio(&audio).await;
+        if let Some(audio) = self.chunker.take() {
+            match self.current.as_ref().filter(|_| self.deferred.is_empty()) {
+                Some(current) => {
+                    if current.audio(&audio).await.is_err()
+                        && let Some(lost) = self.current.take()
+                    {
+                        // Its input side is gone: the audio is held for the next stream.
+                        tokio::spawn(lost.close());
+                        self.defer(Deferred::Audio(audio));
+                    }
+                }
+                None => self.defer(Deferred::Audio(audio)),
+            }
+        }
+        if !self.deferred.is_empty() && !self.failed {
+            self.hand_over_held().await;
         }
         self.cancel_next().await;
         if let Some(current) = self.current.take() {
             current.close().await;
         }
+    }
+
+    /// The session ends while input is held for a stream that is not there yet (the
+    /// current one was lost and the next is opening, or waiting out a backoff): the next
+    /// stream is opened now if it is not under way (one attempt, bounded by
+    /// `open_timeout`), takes the history and the held input, and is closed with the
+    /// session — every frame the caller sent reaches a stream once, whenever the call
+    /// ends. Nothing is asked again (nobody is left to hear an answer), and the client is
+    /// not told of the switch. Should the stream not open, the held input is dropped (and
+    /// logged).
+    async fn hand_over_held(&mut self) {
+        self.reask = None;
+        let mut next = match std::mem::replace(&mut self.next, Next::Idle) {
+            Next::Ready { connection, .. } => Some(connection),
+            state => {
+                match state {
+                    Next::Waiting { reason, .. } => self.begin_opening(reason),
+                    Next::Idle => self.begin_opening(RestartReason::StreamEnded),
+                    Next::Opening { .. } | Next::Ready { .. } => {}
+                }
+                self.next = Next::Idle;
+                match self.opening.take() {
+                    Some(opening) => match opening.await {
+                        Ok(Ok(connection)) => Some(connection),
+                        Ok(Err(error)) => {
+                            tracing::info!(%error, "the stream to take the session's last input did not open");
+                            None
+                        }
+                        Err(_) => None,
+                    },
+                    None => None,
+                }
+            }
+        };
+        let held = self.deferred.len();
+        let handed = match next.as_mut() {
+            Some(next) => self.send_held(next).await,
+            None => false,
+        };
+        if !handed {
+            tracing::warn!(held, "the session ended while no Nova Sonic stream could take its last input; dropping it");
+        }
+        if let Some(next) = next {
+            next.close().await;
+        }
+    }
+
+    /// Sends the history and the held input to `next`, a stream opened to take them.
+    async fn send_held(&mut self, next: &mut Connection) -> bool {
+        if next.begin(&self.history.replay()).await.is_err() {
+            return false;
+        }
+        for input in std::mem::take(&mut self.deferred) {
+            let sent = match &input {
+                Deferred::Audio(pcm) => next.audio(pcm).await,
+                Deferred::Text(text) => next.text(text).await,
+            };
+            if sent.is_err() {
+                return false;
+            }
+        }
+        true
     }
 }
 

@@ -155,6 +155,62 @@ fn counts_of(items: &[String]) -> BTreeMap<&str, usize> {
     counts
 }
 
+/// The session ends while its stream is being replaced: the first stream fails before it
+/// worked, so its replacement waits out a backoff (1-2 s here), and the session is closed
+/// in the middle of it. The audio held meanwhile — the chunk being gathered when the
+/// stream failed and every frame after it — still reaches a stream, once: the replacement
+/// is opened to take it and closed with the session.
+#[tokio::test]
+async fn a_session_closed_while_its_stream_is_replaced_loses_no_frame() {
+    closed_during_replacement(Duration::ZERO).await;
+}
+
+/// The same with the caller's audio gathered into 60 ms events.
+#[tokio::test]
+async fn with_audio_in_60_ms_events_a_session_closed_while_its_stream_is_replaced_loses_no_frame() {
+    closed_during_replacement(Duration::from_millis(60)).await;
+}
+
+async fn closed_during_replacement(audio_chunk: Duration) {
+    let sim = start(
+        r#"
+sonic:
+  faults: { close: { afterMs: 300, exception: internalServer, first: 1 } }
+  recordFrames: true
+"#,
+    )
+    .await;
+    let mut config = config();
+    config.audio_chunk = audio_chunk;
+    // The backoff before the replacement: at least 1 s (half of it is fixed).
+    config.retry.initial_backoff = Duration::from_secs(2);
+    let (session, mut events) = session(&sim, config).await;
+    let mic = Microphone::start(session.clone());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while sim.sonic_stats().scripted_closes == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the simulator closes the first stream");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Well inside the backoff: no stream takes input now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = mic.stop().await;
+    session.close().await.expect("open");
+    let received = frames_arrived(&sim, sent.len()).await;
+
+    assert_exactly_once(&sent, &received);
+    let stats = sim.sonic_stats();
+    assert_eq!(stats.streams, 2, "the replacement opened to take the held audio: {stats:?}");
+    // The first stream heard the frames before its close; the rest went to the second.
+    let on_second = stats.frames.iter().filter(|f| f.stream == 1).count();
+    assert!(on_second >= 10, "{on_second} of {} frames went to the replacement", sent.len());
+    while let Ok(Some(event)) = tokio::time::timeout(Duration::from_secs(5), events.recv()).await {
+        assert!(
+            !matches!(event, SonicEvent::Restarted { .. } | SonicEvent::Failed(_)),
+            "the client is not told of a stream that only took the last input: {event:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn proactive_rotation_and_a_voice_change_hand_over_at_turn_boundaries() {
     let sim = start(&format!(

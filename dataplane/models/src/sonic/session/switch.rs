@@ -59,6 +59,7 @@ impl Supervisor {
         self.turn.new_stream();
         if self.failures >= self.config.retry.max_attempts {
             tracing::warn!(%error, attempts = self.failures, "Nova Sonic streams keep failing; giving up");
+            self.failed = true;
             let _ = self.events.send(SonicEvent::Failed(error)).await;
             return false;
         }
@@ -104,6 +105,7 @@ impl Supervisor {
             }
             Err(error) if error.is_retryable() => self.retry_later(reason, Some(error)),
             Err(error) => {
+                self.failed = true;
                 let events = self.events.clone();
                 tokio::spawn(async move { events.send(SonicEvent::Failed(error)).await });
                 false
@@ -119,6 +121,7 @@ impl Supervisor {
             let error = error.unwrap_or_else(|| ModelError::StreamInterrupted {
                 message: format!("no stream could be opened in {} attempts", self.failures),
             });
+            self.failed = true;
             let events = self.events.clone();
             tokio::spawn(async move { events.send(SonicEvent::Failed(error)).await });
             return false;
