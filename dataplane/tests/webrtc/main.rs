@@ -342,19 +342,17 @@ async fn over_tcp(result: &Value, edge: &Edge, tcp_advertised: SocketAddr) {
         "the edge's media path: TCP, never UDP\n{}",
         edge.metrics.render()
     );
-    // The bytes themselves: what Chromium's pair counted (read before DELETE) went through
-    // the edge's TCP port (the edge counts payloads without their 2-byte framing: 9/10 leaves
-    // room for a stack that counts the framing too).
+    // The bytes themselves went through the edge's TCP port: some 50 Opus packets a second
+    // each way for seconds (about 30 kB in, 20 kB out where measured). Chromium's own pair
+    // counters are printed, not compared: the pair it reports selected at the end is not
+    // always the one that carried the call (once it reported 0 bytes received there).
     let bytes = |direction: &str| edge.metrics.tcp_bytes.with_label_values(&[direction]).get();
     let (into, out) = (bytes("in"), bytes("out"));
-    let (sent, received) =
-        (selected["bytesSent"].as_u64().unwrap_or_default(), selected["bytesReceived"].as_u64().unwrap_or_default());
-    eprintln!("ICE-TCP bytes: edge in {into} out {out}; Chromium's pair sent {sent} received {received}");
-    assert!(sent > 10_000 && received > 10_000, "the call's media on the pair: {selected}");
-    assert!(
-        into >= sent * 9 / 10 && out >= received * 9 / 10,
-        "the edge's TCP byte counter saw the call: in {into}, out {out}"
+    eprintln!(
+        "ICE-TCP bytes: edge in {into} out {out}; Chromium's selected pair sent {} received {}",
+        selected["bytesSent"], selected["bytesReceived"]
     );
+    assert!(into > 10_000 && out > 10_000, "the edge's TCP byte counter saw the call: in {into}, out {out}");
     // The session over it: the data channel, the caller heard, the reply's audio back.
     assert_eq!(call["opened"], true, "the data channel opened over TCP");
     let messages = call["messages"].as_array().expect("messages");
