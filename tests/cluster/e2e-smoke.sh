@@ -332,7 +332,7 @@ log "ok: an aiortc caller reached triage over WebRTC at the node's UDP port: $(e
 UDP_DROP=(INPUT -p udp -d "$NODE_IP" --dport "$WEBRTC_PORT" -j DROP)
 iptables -I "${UDP_DROP[@]}" || die "cannot drop UDP to $NODE_IP:$WEBRTC_PORT with iptables"
 browsed="$(node "$ROOT/dataplane/tests/webrtc/tcp.cjs" "$BIN/../node_modules/playwright-core" "$HTTP_URL/" \
-  "$PHONE_DIR/mic.wav" "$(command -v chromium)" none "$NS/triage" 2>"$DIR/e2e-chromium.err" | tail -n1)" \
+  "$PHONE_DIR/mic.wav" "$(command -v chromium)" "" "" "$NS/triage" 2>"$DIR/e2e-chromium.err" | tail -n1)" \
   || { iptables -D "${UDP_DROP[@]}"; die "the Chromium call failed: $(tail -n 20 "$DIR/e2e-chromium.err") -- the gateway: $(gateway_logs)"; }
 iptables -D "${UDP_DROP[@]}"
 echo "$browsed" | NODE_IP="$NODE_IP" PORT="$WEBRTC_PORT" python3 -c '

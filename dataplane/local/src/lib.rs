@@ -105,11 +105,16 @@ pub struct LocalOptions {
     pub gateway_key: Option<GatewaySigner>,
     /// The model quota of the in-process gateway (none by default: sessions are not counted).
     pub capacity: switchboard_gateway::capacity::CapacityConfig,
+    /// The WebRTC edge's ICE-TCP listener, the fallback for clients whose network blocks UDP
+    /// (the gateway's `--webrtc-tcp`; port 0: any free port); `None`: UDP only. Its candidate
+    /// is at the address UDP's is (the loopback one where `listen` is every address).
+    pub webrtc_tcp: Option<SocketAddr>,
 }
 
 impl Default for LocalOptions {
     /// An ephemeral loopback port, the simulator with its bundled banking script, no
-    /// transcripts, the default limits, no extra CA certificates and a fresh gateway key.
+    /// transcripts, the default limits, no extra CA certificates, a fresh gateway key, and
+    /// ICE-TCP on beside WebRTC's UDP, on any free loopback port.
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -120,6 +125,7 @@ impl Default for LocalOptions {
             ca_file: None,
             gateway_key: None,
             capacity: switchboard_gateway::capacity::CapacityConfig::default(),
+            webrtc_tcp: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         }
     }
 }
@@ -173,6 +179,8 @@ pub struct Local {
     pub sim: Option<SimHandle>,
     /// Demo tool servers started.
     pub demo_tools: Vec<(String, DemoTools)>,
+    /// The WebRTC edge (`POST /v1/webrtc`): its UDP and ICE-TCP addresses, its metrics.
+    pub webrtc: Arc<Edge>,
 }
 
 /// Reads `dir`'s `tools/local.yaml`, if present; returns it with the folder its relative
@@ -282,13 +290,13 @@ pub async fn start_redacting(
     let runtime_state = runtime.state();
     let live = switchboard_console::live::routes(gateway.clone());
     let own = hosts::this_machine_only(web::routes(list).merge(live), gateway.clone());
-    // The WebRTC edge on the machine's own address, any free UDP port.
-    let webrtc = WebrtcConfig::on(options.listen.ip());
+    // The WebRTC edge on the machine's own address, any free UDP port, and ICE-TCP as asked.
+    let webrtc = WebrtcConfig { tcp: options.webrtc_tcp, ..WebrtcConfig::on(options.listen.ip()) };
     let edge = Edge::bind(&webrtc, gateway.config.max_message_bytes).await.map_err(start_error)?;
     let gateway = GatewayServer::bind(options.listen, gateway)
         .await
         .map_err(start_error)?
-        .with_channel(edge)
+        .with_channel(edge.clone())
         .with_routes(own)
         .with_more_metrics(Arc::new(move || runtime_state.shared.metrics.render()));
     Ok(Local {
@@ -298,6 +306,7 @@ pub async fn start_redacting(
         default_agent,
         sim,
         demo_tools: demo,
+        webrtc: edge,
     })
 }
 

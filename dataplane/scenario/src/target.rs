@@ -65,6 +65,8 @@ impl LocalTarget {
             ca_file: None,
             gateway_key: None,
             capacity: Default::default(),
+            // No WebRTC client here: UDP alone.
+            webrtc_tcp: None,
         };
         let error = |source| TargetError::Local { dir: dir.to_owned(), source: Box::new(source) };
         let local = local::start(dir, options).await.map_err(error)?;

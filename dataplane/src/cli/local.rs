@@ -62,6 +62,13 @@ pub struct LocalArgs {
           value_parser = super::sip::port_range)]
     sip_rtp_ports: std::ops::RangeInclusive<u16>,
 
+    /// ICE-TCP, the WebRTC fallback for clients whose network blocks UDP (as `switchboard
+    /// gateway --webrtc-tcp`): the TCP address the edge listens on beside its UDP socket,
+    /// offered in every answer as a passive TCP candidate. Default: on, any free port on
+    /// --host's address. `off`: UDP only.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_WEBRTC_TCP", value_name = "ADDRESS|off", value_parser = webrtc_tcp)]
+    webrtc_tcp: Option<WebrtcTcp>,
+
     #[command(flatten)]
     voice: super::VoiceArgs,
 
@@ -96,6 +103,23 @@ fn sip_listen(text: &str) -> Result<SipListen, String> {
     Ok(SipListen::On(addr))
 }
 
+/// `--webrtc-tcp`: an address, or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WebrtcTcp {
+    Off,
+    On(SocketAddr),
+}
+
+fn webrtc_tcp(text: &str) -> Result<WebrtcTcp, String> {
+    if text.trim().eq_ignore_ascii_case("off") {
+        return Ok(WebrtcTcp::Off);
+    }
+    text.trim()
+        .parse()
+        .map(WebrtcTcp::On)
+        .map_err(|_| format!("{text:?} is not an address (IP:PORT, e.g. 127.0.0.1:3478; port 0: any) or off"))
+}
+
 /// Runs until Ctrl-C.
 pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let LocalArgs {
@@ -110,6 +134,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         allowed_origins,
         sip_listen,
         sip_rtp_ports,
+        webrtc_tcp,
         voice,
         record,
         capacity,
@@ -130,6 +155,11 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         ca_file,
         gateway_key: None,
         capacity: capacity.config(None)?,
+        webrtc_tcp: match webrtc_tcp {
+            Some(WebrtcTcp::Off) => None,
+            Some(WebrtcTcp::On(address)) => Some(address),
+            None => Some(SocketAddr::new(host, 0)),
+        },
     };
     let default_record = super::record::default_local_file().map(|file| format!("sqlite:{}", file.display()));
     let resume_window = switchboard_gateway::GatewayConfig::default().resume_window;
@@ -180,6 +210,11 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         let agent = local.default_agent.as_deref().or_else(|| local.agents.first().map(String::as_str));
         println!("Phone calls: sip:{}@{sip} (UDP and TCP)", agent.unwrap_or("<agent>"));
     }
+    let udp = local.webrtc.advertised();
+    match local.webrtc.tcp() {
+        Some((_, tcp)) => println!("WebRTC: POST http://{addr}/v1/webrtc (media on UDP {udp}, ICE-TCP {tcp})"),
+        None => println!("WebRTC: POST http://{addr}/v1/webrtc (media on UDP {udp})"),
+    }
     println!("Web page: http://{addr}/");
     if let Some(record) = &record {
         println!("Sessions recorded in {} (switchboard sessions list)", record.recorder.store.display);
@@ -197,7 +232,15 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{SipListen, sip_listen};
+    use super::{SipListen, WebrtcTcp, sip_listen, webrtc_tcp};
+
+    #[test]
+    fn webrtc_tcp_is_an_address_or_off() {
+        assert_eq!(webrtc_tcp("off"), Ok(WebrtcTcp::Off));
+        assert_eq!(webrtc_tcp(" OFF "), Ok(WebrtcTcp::Off));
+        assert_eq!(webrtc_tcp("0.0.0.0:3478"), Ok(WebrtcTcp::On("0.0.0.0:3478".parse().expect("addr"))));
+        assert!(webrtc_tcp("3478").expect_err("no IP").contains("not an address"));
+    }
 
     #[test]
     fn sip_listen_is_an_address_phones_reach_or_off() {

@@ -168,6 +168,7 @@ pub async fn start_in(
         ca_file: None,
         gateway_key: Some(key.clone()),
         capacity: Default::default(),
+        ..LocalOptions::default()
     };
     let local = local::start(dir, options).await.expect("local mode starts");
     let addr = local.server.local_addr().expect("bound");

@@ -206,6 +206,7 @@ async fn local_mode(dir: &std::path::Path, yaml: &str, server: ServerConfig, tra
         ca_file: None,
         gateway_key: None,
         capacity: Default::default(),
+        ..LocalOptions::default()
     };
     let mut local = local::start(dir, options).await.expect("local mode starts");
     let addr = local.server.local_addr().expect("bound");

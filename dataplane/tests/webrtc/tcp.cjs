@@ -1,20 +1,22 @@
-// A WebRTC call from headless Chromium (playwright-core) to a gateway's edge whose UDP port
-// the test blocks: ICE must fall back to the passive TCP candidate (RFC 6544). Prints what
-// happened as one JSON line. Usage:
-//   node tcp.cjs <playwright-core dir> <gateway url> <microphone wav> <chromium> <key> [agent]
+// A WebRTC call from headless Chromium (playwright-core) over ICE-TCP (RFC 6544): to a
+// gateway's edge whose UDP port the test blocks (ICE must fall back to the passive TCP
+// candidate), or, with `tcp-only`, to an edge whose answer's UDP candidates the page removes
+// before Chromium sees them (TCP is the only way it is told of). Prints what happened as one
+// JSON line. Usage:
+//   node tcp.cjs <playwright-core dir> <gateway url> <microphone wav> <chromium> <key|""> [tcp-only|""] [agent]
 // (agent: triage by default; tests/cluster/e2e-smoke.sh names its namespace's).
 // The WAV is the microphone; the call opens the session on its data channel, waits for the
 // spoken request's transcript and the agent's answer, then reads WebRTC's own statistics:
 // the selected candidate pair (whose protocol says which transport carried the call), the
-// audio received and sent. DELETE ends it.
+// audio received and sent. DELETE ends it, and the data channel must close with it.
 "use strict";
-const [playwrightDir, url, wav, executablePath, key, agent = "triage"] = process.argv.slice(2);
+const [playwrightDir, url, wav, executablePath, key, mode, agent = "triage"] = process.argv.slice(2);
 const { chromium } = require(playwrightDir);
 const PATIENCE = 45000;
 
 /** In the page: the call. Returns what it saw. */
 async function call(page) {
-  return page.evaluate(async ({ key, agent, PATIENCE }) => {
+  return page.evaluate(async ({ key, tcpOnly, agent, PATIENCE }) => {
     const seen = { messages: [], states: [] };
     const until = (what, test) => new Promise((done, fail) => {
       const timer = setTimeout(() => fail(new Error(`timed out waiting for ${what}: ${JSON.stringify(seen)}`)), PATIENCE);
@@ -36,15 +38,22 @@ async function call(page) {
       seen.opened = true;
       channel.send(JSON.stringify({ type: "session_start", agent }));
     });
+    channel.addEventListener("close", () => { seen.channelClosed = true; });
     await pc.setLocalDescription(await pc.createOffer());
-    const response = await fetch("/v1/webrtc", { method: "POST", body: pc.localDescription.sdp,
-      headers: { "content-type": "application/sdp", authorization: `Bearer ${key}` } });
+    const headers = { "content-type": "application/sdp" };
+    if (key) headers.authorization = `Bearer ${key}`;
+    const response = await fetch("/v1/webrtc", { method: "POST", body: pc.localDescription.sdp, headers });
     seen.status = response.status;
     seen.location = response.headers.get("location");
     const answer = await response.text();
     if (response.status !== 201) throw new Error(`POST answered ${response.status}: ${answer}`);
     seen.answerCandidates = answer.split(/\r?\n/).filter((l) => l.startsWith("a=candidate"));
-    await pc.setRemoteDescription({ type: "answer", sdp: answer });
+    // TCP only: the UDP candidates are not given to Chromium (the edge is ICE-lite and sends
+    // no checks of its own, so Chromium learns of no other address).
+    const udp = (l) => l.startsWith("a=candidate") && l.split(" ")[2].toLowerCase() === "udp";
+    const told = tcpOnly ? answer.split("\r\n").filter((l) => !udp(l)).join("\r\n") : answer;
+    seen.toldCandidates = told.split(/\r?\n/).filter((l) => l.startsWith("a=candidate"));
+    await pc.setRemoteDescription({ type: "answer", sdp: told });
     await until("the connection", () => pc.connectionState === "connected");
     await until("bidi_connection_start", () => seen.messages.some((m) => m.type === "bidi_connection_start"));
     await until("the caller's transcript", () => seen.messages.some((m) => m.type === "bidi_transcript_stream"
@@ -72,9 +81,11 @@ async function call(page) {
     }
     const ended = await fetch(seen.location, { method: "DELETE" });
     seen.deleted = ended.status;
+    // The edge's close (SCTP stream reset, DTLS close_notify) reaches Chromium over TCP.
+    await until("the data channel's close", () => seen.channelClosed).catch(() => {});
     pc.close();
     return seen;
-  }, { key, agent, PATIENCE });
+  }, { key, tcpOnly: mode === "tcp-only", agent, PATIENCE });
 }
 
 async function main() {

@@ -18,6 +18,7 @@
 mod drive;
 mod path;
 
+pub use drive::MOST_AUDIO_MS;
 pub use path::Path;
 
 use std::collections::VecDeque;
@@ -180,7 +181,8 @@ pub enum CallEvent {
     Text(String),
     /// A message from the client was refused; the call told the client (a `bidi_error`).
     Refused(ChannelError),
-    /// The caller's PCM16 at the runtime's input rate.
+    /// The caller's PCM16 at the runtime's input rate, at most [`MOST_AUDIO_MS`] of it (a
+    /// gap filled comes in several).
     Audio(Vec<i16>),
     /// ICE lost the client (no consent); it may come back, or restart ICE.
     Disconnected,

@@ -8,7 +8,11 @@
 //! A DTX pause is filled by the decoder's concealment, which after a DTX frame is comfort
 //! noise. Gaps longer than [`MAX_FILL`] (a muted microphone, a stalled network) are not
 //! filled: the stream picks up where the next packet is. A packet older than one already
-//! played, or a repeat, is dropped.
+//! played, or a repeat, is dropped — but only within [`LATE_PACKETS`]: a packet whose number
+//! is further behind, or whose RTP time went back while its number went on, is a sender that
+//! started its stream again (a new SSRC after renegotiation, a restarted encoder) and the
+//! stream picks up from it; dropping it, and all that follows, left the caller unheard for
+//! the rest of the call.
 
 use switchboard_core::audio::resample::Resampler;
 
@@ -16,6 +20,9 @@ use super::{AudioError, FRAME_SAMPLES, OPUS_RATE, resampler};
 
 /// The longest gap filled, in 48 kHz samples (one second).
 pub const MAX_FILL: u64 = OPUS_RATE as u64;
+/// How far behind the next expected packet one may be and still be taken as late (reordered
+/// or repeated: dropped) rather than as a stream started again (~2 s of 20 ms packets).
+pub const LATE_PACKETS: u64 = 100;
 /// The most samples one Opus packet decodes to (120 ms at 48 kHz).
 const MAX_PACKET_SAMPLES: usize = 5760;
 
@@ -32,6 +39,9 @@ pub struct InboundStats {
     pub concealed_samples: u64,
     /// Packets dropped: late, repeated, or that would not decode.
     pub dropped: u64,
+    /// Times the sender started its stream again (its sequence number far behind, or its RTP
+    /// time gone back): the stream picked up from there.
+    pub restarts: u64,
 }
 
 /// Decoder, concealment and resampler of one caller's audio.
@@ -63,15 +73,21 @@ impl Inbound {
     /// One packet: its extended sequence number, RTP time (48 kHz) and Opus payload.
     pub fn packet(&mut self, seq: u64, time: u64, payload: &[u8]) {
         let (next_seq, next_time) = self.next.unwrap_or((seq, time));
-        if seq < next_seq || time < next_time {
+        let late = seq < next_seq && next_seq - seq <= LATE_PACKETS;
+        if late {
             self.stats.dropped += 1;
             return;
         }
-        let lost = seq - next_seq;
-        let gap = time - next_time;
-        self.stats.lost += lost;
-        if gap > 0 && gap <= MAX_FILL {
-            self.fill(gap, (lost > 0).then_some(payload));
+        if seq < next_seq || time < next_time {
+            // Started again: no gap to fill, no loss to count.
+            self.stats.restarts += 1;
+        } else {
+            let lost = seq - next_seq;
+            let gap = time - next_time;
+            self.stats.lost += lost;
+            if gap > 0 && gap <= MAX_FILL {
+                self.fill(gap, (lost > 0).then_some(payload));
+            }
         }
         let samples = match self.decoder.decode(payload, &mut self.decoded, false) {
             Ok(samples) => samples,

@@ -9,6 +9,10 @@ use str0m::media::{Frequency, MediaData};
 use str0m::{Event, IceConnectionState, Output};
 
 use super::{Call, CallEvent, CloseReason, Datagram};
+
+/// The most caller audio in one [`CallEvent::Audio`], in milliseconds (clients of the
+/// session protocol send frames of 20-100 ms; the runtime takes at most a second in one).
+pub const MOST_AUDIO_MS: u32 = 100;
 use crate::channel::check_incoming;
 
 impl Call {
@@ -131,8 +135,17 @@ impl Call {
         let time = data.time.rebase(Frequency::FORTY_EIGHT_KHZ).numer();
         self.inbound.packet(seq, time, &data.data);
         let pcm = self.inbound.take();
-        if !pcm.is_empty() {
-            self.events.push_back(CallEvent::Audio(pcm));
+        // A gap filled comes with the packet after it, up to a second and a frame at once:
+        // more than the runtime takes in one frame (a second). In pieces, as clients send.
+        let most = (self.config.input_rate / 1000 * MOST_AUDIO_MS) as usize;
+        if pcm.len() <= most {
+            if !pcm.is_empty() {
+                self.events.push_back(CallEvent::Audio(pcm));
+            }
+            return;
+        }
+        for piece in pcm.chunks(most.max(1)) {
+            self.events.push_back(CallEvent::Audio(piece.to_vec()));
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct Net {
     pub loss: f64,
     /// Drops everything, both ways (a network gone).
     pub down: bool,
+    /// The next this many RTP packets from the client are lost (a burst of loss).
+    pub drop_rtp: usize,
     rng: fastrand::Rng,
     flight: Vec<InFlight>,
 }
@@ -62,6 +64,8 @@ pub struct Harness {
     pub call_events: Vec<(Instant, CallEvent)>,
     pub net: Net,
     pub answer: String,
+    /// Frames the client has sent: its RTP clock runs on across [`Harness::client_speaks`].
+    pub client_frames: u64,
 }
 
 /// A client offering Opus audio (sendrecv) and a data channel: its offer and pending state.
@@ -98,10 +102,11 @@ impl Harness {
             jitter: Duration::ZERO,
             loss: 0.0,
             down: false,
+            drop_rtp: 0,
             rng: fastrand::Rng::with_seed(47),
             flight: Vec::new(),
         };
-        Self { start, now: start, client, call, call_events: Vec::new(), net, answer }
+        Self { start, now: start, client, call, call_events: Vec::new(), net, answer, client_frames: 0 }
     }
 
     /// Runs the clock forward by `duration`, a millisecond at a time.
@@ -247,9 +252,10 @@ impl Harness {
         encoder.set_inband_fec(true).unwrap();
         encoder.set_packet_loss_perc(10).unwrap();
         let pt = self.client_opus_pt();
-        for (i, frame) in pcm.chunks_exact(960).enumerate() {
+        for frame in pcm.chunks_exact(960) {
             let packet = encoder.encode_vec(frame, 1500).unwrap();
-            let time = MediaTime::new(i as u64 * 960, Frequency::FORTY_EIGHT_KHZ);
+            let time = MediaTime::new(self.client_frames * 960, Frequency::FORTY_EIGHT_KHZ);
+            self.client_frames += 1;
             let now = self.now;
             self.client.rtc.writer(self.client.mid).unwrap().write(pt, now, time, packet).unwrap();
             self.drain();
@@ -266,6 +272,13 @@ impl Harness {
 impl Net {
     fn send(&mut self, now: Instant, to_server: bool, source: SocketAddr, destination: SocketAddr, contents: Vec<u8>) {
         if self.down || (self.loss > 0.0 && self.rng.f64() < self.loss) {
+            return;
+        }
+        // RTP (RFC 7983: 128-191), not RTCP (payload types 200-206 in the second byte).
+        let rtp = contents.first().is_some_and(|b| (128..192).contains(b))
+            && contents.get(1).is_some_and(|b| !(200..=206).contains(b));
+        if to_server && rtp && self.drop_rtp > 0 {
+            self.drop_rtp -= 1;
             return;
         }
         let jitter = self.jitter.mul_f64(self.rng.f64());
