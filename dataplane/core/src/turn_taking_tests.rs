@@ -84,7 +84,7 @@ fn speech_over_a_line_played_whole_is_withheld_in_order_and_a_click_is_not() {
     assert_eq!(withheld, expected, "the speech, in order, once");
     // A click (under 100 ms voiced) over the line is dropped, not kept for later.
     let click = [speech(40, line), quiet(BACKCHANNEL_GAP_MS, line)].concat();
-    let (forwarded, dropped, ignored) = run(&mut gate, &click);
+    let (forwarded, dropped, ignored) = run(&mut BargeIn::new(400), &click);
     assert_eq!((forwarded.len(), dropped, ignored), (0, 40 + BACKCHANNEL_GAP_MS, 0));
 }
 
