@@ -110,7 +110,8 @@ pub struct NodeLine {
 
     /// Whether the line is played whole: while it is spoken the caller's audio does not
     /// reach the model (as for the Persona's `turnTaking.uninterruptibleGreeting`), so
-    /// talking over it does not cut it; the speech is counted as an interruption ignored.
+    /// talking over it does not cut it; the speech is counted as an interruption ignored,
+    /// and the model hears it once the line is over.
     /// Otherwise the caller may interrupt it as any reply.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub uninterruptible: bool,

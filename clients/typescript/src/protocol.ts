@@ -368,6 +368,11 @@ export type HistoryTurn = {
 };
 
 /**
+ * How a workflow node's spoken line went (`workflow_line`).
+ */
+export type LinePlayed = "whole" | "cut" | "abandoned";
+
+/**
  * How the work of a returning agent ended.
  */
 export type ReturnStatus = "completed" | "failed" | "cancelled";
@@ -816,6 +821,33 @@ export type WorkflowTransitionMessage = {
 };
 
 /**
+ * A workflow node's spoken line (its `say`, e.g. a legal disclosure) is over: said whole, cut by the caller, or abandoned when it did not end in time. Sent once per line, after its transcript; the gateway keeps it in the session's record.
+ */
+export type WorkflowLineMessage = {
+  /**
+   * The node whose line it is.
+   */
+  node: string;
+  /**
+   * How it went.
+   */
+  played: LinePlayed;
+  /**
+   * Why it was abandoned; absent otherwise.
+   */
+  reason?: string | null;
+  /**
+   * The line's text, as the Workflow has it.
+   */
+  text: string;
+  type: "workflow_line";
+  /**
+   * Whether it was to be played whole (the caller cannot cut it).
+   */
+  uninterruptible: boolean;
+};
+
+/**
  * Something went wrong. When `recoverable`, the session continues.
  */
 export type BidiErrorMessage = {
@@ -945,6 +977,7 @@ export type ServerMessage =
   | HandoffMessage
   | MemoryUpdateMessage
   | WorkflowTransitionMessage
+  | WorkflowLineMessage
   | BidiErrorMessage
   | BidiSessionQueuedMessage
   | BidiSessionFallbackMessage
@@ -976,6 +1009,7 @@ export const SERVER_MESSAGE_TYPES = [
   "handoff",
   "memory_update",
   "workflow_transition",
+  "workflow_line",
   "bidi_error",
   "bidi_session_queued",
   "bidi_session_fallback",

@@ -40,8 +40,9 @@ pub struct TurnTaking {
     pub min_interruption_ms: u32,
 
     /// Whether the spoken greeting (`speakFirst`) is played whole: while it is spoken the
-    /// caller's audio does not reach the model, so talking over it does not cut it. The
-    /// agent's re-prompts, time warnings and goodbyes are always played whole.
+    /// caller's audio does not reach the model, so talking over it does not cut it; the
+    /// model hears what they said over it once it is over. The agent's re-prompts, time
+    /// warnings and goodbyes are always played whole.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub uninterruptible_greeting: bool,
 

@@ -10,7 +10,9 @@
 //! hears the caller from their first word and stops, as before); if the caller falls quiet
 //! for [`BACKCHANNEL_GAP_MS`] first, it was a backchannel ("mm-hm") or a cough, and the
 //! model is sent as much silence instead — the reply goes on. While a line that must be
-//! played whole is spoken, the caller's audio never reaches the model.
+//! played whole is spoken, the caller's audio does not reach the model: it gets silence in
+//! its place, and the caller's speech is withheld ([`Gated::Withheld`]) for the adapter to
+//! send once the line is over, so what the caller said over it is heard after it.
 
 use std::time::{Duration, Instant};
 
@@ -48,6 +50,14 @@ pub enum Gated<F> {
     Forward(Vec<F>),
     /// Nothing yet: the frame is held.
     Held,
+    /// The caller spoke over a line played whole: send `ms` of silence now instead, and
+    /// these frames (the speech, in order, with its trailing pause) once the line is over.
+    Withheld {
+        /// Milliseconds of audio withheld.
+        ms: u64,
+        /// The frames.
+        frames: Vec<F>,
+    },
     /// Send `ms` of silence instead of what was held (it did not interrupt).
     Dropped {
         /// Milliseconds of audio dropped.
@@ -95,7 +105,7 @@ impl<F> BargeIn<F> {
             self.taken = false;
             self.held.push(frame);
             self.held_ms += ms;
-            return if burst_over || !self.voiced() { self.drop_held() } else { Gated::Held };
+            return if burst_over || !self.voiced() { self.withhold_held() } else { Gated::Held };
         }
         if self.taken || agent == Agent::Quiet || self.min_ms == 0 {
             if burst_over {
@@ -135,6 +145,17 @@ impl<F> BargeIn<F> {
     fn forward_held(&mut self) -> Gated<F> {
         self.held_ms = 0;
         Gated::Forward(std::mem::take(&mut self.held))
+    }
+
+    /// What was held over a line played whole: speech is withheld, anything else dropped.
+    fn withhold_held(&mut self) -> Gated<F> {
+        if self.voiced_ms < MIN_SPEECH_MS {
+            return self.drop_held();
+        }
+        let ms = self.held_ms;
+        self.held_ms = 0;
+        self.voiced_ms = 0;
+        Gated::Withheld { ms, frames: std::mem::take(&mut self.held) }
     }
 
     fn drop_held(&mut self) -> Gated<F> {
@@ -185,6 +206,14 @@ impl Speaker {
             self.protected = false;
             self.protected_started = false;
         }
+    }
+
+    /// The line played whole no longer is (it was abandoned): the caller may speak over
+    /// what the agent says from now on.
+    pub fn unprotect(&mut self) {
+        self.protected = false;
+        self.protected_started = false;
+        self.protect_by = None;
     }
 
     /// Whether a protected line is asked for or being spoken.

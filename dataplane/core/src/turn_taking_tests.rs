@@ -17,6 +17,10 @@ fn run(gate: &mut BargeIn<u32>, frames: &[(bool, Agent)]) -> (Vec<u32>, u64, u32
                 dropped += ms;
                 ignored += u32::from(speech);
             }
+            Gated::Withheld { ms, .. } => {
+                dropped += ms;
+                ignored += 1;
+            }
         }
     }
     (forwarded, dropped, ignored)
@@ -53,11 +57,35 @@ fn speech_long_enough_is_passed_whole_from_its_first_frame_and_then_as_it_comes(
 }
 
 #[test]
-fn speech_over_a_line_played_whole_is_dropped_however_long() {
+fn speech_over_a_line_played_whole_is_replaced_by_silence_however_long() {
     let mut gate = BargeIn::new(400);
     let frames = [speech(3000, Agent::Uninterruptible), quiet(400, Agent::Uninterruptible)].concat();
     let (forwarded, dropped, ignored) = run(&mut gate, &frames);
     assert_eq!((forwarded.len(), dropped, ignored), (0, 3400, 1));
+}
+
+#[test]
+fn speech_over_a_line_played_whole_is_withheld_in_order_and_a_click_is_not() {
+    let mut gate = BargeIn::new(400);
+    let line = Agent::Uninterruptible;
+    let frames = [quiet(100, line), speech(1000, line), quiet(BACKCHANNEL_GAP_MS, line)].concat();
+    let mut withheld = Vec::new();
+    for (n, (voiced, agent)) in frames.iter().enumerate() {
+        match gate.push(n, 20, *voiced, *agent) {
+            Gated::Withheld { ms, frames } => {
+                assert_eq!(ms, 1000 + BACKCHANNEL_GAP_MS, "the speech and its pause");
+                withheld.extend(frames);
+            }
+            Gated::Dropped { speech, .. } => assert!(!speech, "the quiet before it is dropped"),
+            other => assert!(matches!(other, Gated::Held), "{other:?}"),
+        }
+    }
+    let expected: Vec<usize> = (5..frames.len()).collect();
+    assert_eq!(withheld, expected, "the speech, in order, once");
+    // A click (under 100 ms voiced) over the line is dropped, not kept for later.
+    let click = [speech(40, line), quiet(BACKCHANNEL_GAP_MS, line)].concat();
+    let (forwarded, dropped, ignored) = run(&mut BargeIn::new(400), &click);
+    assert_eq!((forwarded.len(), dropped, ignored), (0, 40 + BACKCHANNEL_GAP_MS, 0));
 }
 
 #[test]
@@ -97,7 +125,7 @@ proptest! {
                 Gated::Pass(f) => { out += 20; seen.push(f); held_ms = 0; }
                 Gated::Forward(f) => { out += 20 * f.len() as u64; seen.extend(f); held_ms = 0; }
                 Gated::Held => { held_ms += 20; }
-                Gated::Dropped { ms, .. } => { out += ms; held_ms = 0; }
+                Gated::Dropped { ms, .. } | Gated::Withheld { ms, .. } => { out += ms; held_ms = 0; }
             }
         }
         let pending = if gate.holding() { held_ms } else { 0 };
@@ -200,4 +228,11 @@ fn a_protected_line_is_uninterruptible_until_its_audio_ends() {
     // A line the model never says does not shut the caller out.
     speaker.protect(now);
     assert_eq!(speaker.agent(now + PROTECT_PATIENCE), Agent::Quiet);
+    // Nor does one that started and never ended, once it is abandoned.
+    speaker.protect(now);
+    speaker.reply_started();
+    speaker.unprotect();
+    assert_eq!(speaker.agent(now), Agent::Speaking, "an interruptible reply from now on");
+    speaker.reply_ended();
+    assert_eq!(speaker.agent(now), Agent::Quiet);
 }

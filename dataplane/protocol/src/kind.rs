@@ -55,6 +55,8 @@ pub enum ServerKind {
     MemoryUpdate,
     /// `workflow_transition`
     WorkflowTransition,
+    /// `workflow_line`
+    WorkflowLine,
     /// `bidi_error`
     Error,
     /// `bidi_session_queued`
@@ -69,7 +71,7 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind.
-    pub const ALL: [Self; 28] = [
+    pub const ALL: [Self; 29] = [
         Self::ConnectionStart,
         Self::TranscriptStream,
         Self::ResponseStart,
@@ -93,6 +95,7 @@ impl ServerKind {
         Self::Handoff,
         Self::MemoryUpdate,
         Self::WorkflowTransition,
+        Self::WorkflowLine,
         Self::Error,
         Self::SessionQueued,
         Self::SessionFallback,
@@ -126,6 +129,7 @@ impl ServerKind {
             Self::Handoff => "handoff",
             Self::MemoryUpdate => "memory_update",
             Self::WorkflowTransition => "workflow_transition",
+            Self::WorkflowLine => "workflow_line",
             Self::Error => "bidi_error",
             Self::SessionQueued => "bidi_session_queued",
             Self::SessionFallback => "bidi_session_fallback",
@@ -163,6 +167,7 @@ impl ServerKind {
             "handoff" => Self::Handoff,
             "memory_update" => Self::MemoryUpdate,
             "workflow_transition" => Self::WorkflowTransition,
+            "workflow_line" => Self::WorkflowLine,
             "bidi_error" => Self::Error,
             "bidi_session_queued" => Self::SessionQueued,
             "bidi_session_fallback" => Self::SessionFallback,
@@ -236,6 +241,7 @@ impl ServerMessage {
             Self::Handoff { .. } => ServerKind::Handoff,
             Self::MemoryUpdate { .. } => ServerKind::MemoryUpdate,
             Self::WorkflowTransition { .. } => ServerKind::WorkflowTransition,
+            Self::WorkflowLine { .. } => ServerKind::WorkflowLine,
             Self::BidiError { .. } => ServerKind::Error,
             Self::BidiSessionQueued { .. } => ServerKind::SessionQueued,
             Self::BidiSessionFallback { .. } => ServerKind::SessionFallback,
@@ -363,6 +369,13 @@ mod tests {
             },
             ServerMessage::MemoryUpdate { key: "k".into(), value: json!(null) },
             ServerMessage::WorkflowTransition { from: "a".into(), to: "b".into(), by: "model".into() },
+            ServerMessage::WorkflowLine {
+                node: "route".into(),
+                text: "Calls are recorded.".into(),
+                uninterruptible: true,
+                played: crate::LinePlayed::Abandoned,
+                reason: Some("not said within 10 s".into()),
+            },
             ServerMessage::error(ErrorCode::Busy, "m", true),
             ServerMessage::BidiSessionQueued {
                 position: 2,

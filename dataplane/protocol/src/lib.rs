@@ -34,7 +34,7 @@ pub use card::{Card, CardField, CardLink, card_schema};
 pub use codes::{ErrorCode, StopReason, close_code};
 pub use for_people::ErrorForPeople;
 pub use kind::ServerKind;
-pub use server::{FallbackPerson, ServerMessage, TokensByModality};
+pub use server::{FallbackPerson, LinePlayed, ServerMessage, TokensByModality};
 pub use session::{Modalities, Refusal, SessionStart, SessionState, SessionUpdate};
 pub use signed::SignedContext;
 /// Who produced a piece of transcript (defined beside the transcript entries, which the

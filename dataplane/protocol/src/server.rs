@@ -28,6 +28,30 @@ pub struct FallbackPerson {
     pub address: String,
 }
 
+/// How a workflow node's spoken line went (`workflow_line`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LinePlayed {
+    /// Said to the end (its FINAL text came).
+    Whole,
+    /// The caller interrupted it.
+    Cut,
+    /// It did not end within its time limit (the model did not say it, or not to the end):
+    /// later lines are said, and `reason` says why.
+    Abandoned,
+}
+
+impl LinePlayed {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Whole => "whole",
+            Self::Cut => "cut",
+            Self::Abandoned => "abandoned",
+        }
+    }
+}
+
 /// A message to the client.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -303,6 +327,22 @@ pub enum ServerMessage {
         to: String,
         /// `model` (the model chose it) or `condition` (a `when` condition held).
         by: String,
+    },
+    /// A workflow node's spoken line (its `say`, e.g. a legal disclosure) is over: said
+    /// whole, cut by the caller, or abandoned when it did not end in time. Sent once per
+    /// line, after its transcript; the gateway keeps it in the session's record.
+    WorkflowLine {
+        /// The node whose line it is.
+        node: String,
+        /// The line's text, as the Workflow has it.
+        text: String,
+        /// Whether it was to be played whole (the caller cannot cut it).
+        uninterruptible: bool,
+        /// How it went.
+        played: LinePlayed,
+        /// Why it was abandoned; absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// Something went wrong. When `recoverable`, the session continues.
     BidiError {

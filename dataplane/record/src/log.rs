@@ -342,6 +342,13 @@ impl SessionLog {
             ServerMessage::WorkflowTransition { from, to, by } => {
                 self.push(agent, "workflow", json!({ "from": from, "to": to, "by": by }), None);
             }
+            ServerMessage::WorkflowLine { node, text, uninterruptible, played, reason } => {
+                let data = json!({
+                    "node": node, "text": text, "uninterruptible": uninterruptible,
+                    "played": played.as_str(), "reason": reason,
+                });
+                self.push(agent, "workflow_line", data, None);
+            }
             ServerMessage::BidiError { message, code, recoverable, input_id, .. } => {
                 let data =
                     json!({ "code": code, "message": message, "recoverable": recoverable, "input_id": input_id });

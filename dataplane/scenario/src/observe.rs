@@ -143,6 +143,7 @@ pub fn describe(message: &ServerMessage) -> Option<String> {
         ServerMessage::Handoff { from, to, kind, .. } => format!("[handoff {kind:?}: {from} -> {to}]"),
         ServerMessage::MemoryUpdate { key, value } => format!("[memory {key} = {value}]"),
         ServerMessage::WorkflowTransition { from, to, by } => format!("[step {from} -> {to} ({by})]"),
+        ServerMessage::WorkflowLine { node, played, .. } => format!("[line of {node}: {}]", played.as_str()),
         ServerMessage::BidiError { message, code, .. } => format!("[error {code}: {message}]"),
         ServerMessage::BidiConnectionClose { reason } => format!("[session closed: {reason}]"),
         ServerMessage::BidiConnectionRestart { reason, .. } => format!("[connection restarted: {reason}]"),

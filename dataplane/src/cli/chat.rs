@@ -251,6 +251,7 @@ fn print_message(message: &ServerMessage, live: bool) {
         ServerMessage::Handoff { from, to, kind, .. } => println!("  [handoff {kind:?}: {from} -> {to}]"),
         ServerMessage::MemoryUpdate { key, value } => println!("  [memory {key} = {value}]"),
         ServerMessage::WorkflowTransition { from, to, by } => println!("  [step {from} -> {to} ({by})]"),
+        ServerMessage::WorkflowLine { node, played, .. } => println!("  [line of {node}: {}]", played.as_str()),
         ServerMessage::BidiError { message, code, .. } => println!("  [error {code}: {message}]"),
         ServerMessage::BidiSessionQueued { position, estimated_wait_seconds, message } => {
             println!("[waiting for a free line: position {position}, about {estimated_wait_seconds} s]");

@@ -3,7 +3,8 @@
 //! against an output schema); the simulated model calls it when asked which account; the
 //! client — a real WebSocket client of the gateway — gets the `client_tool_call`, answers
 //! (or does not), and the model goes on from the result or from a typed error. The runtime
-//! counts the calls by outcome.
+//! counts the calls by outcome. In a voice call the caller asks aloud, the app answers
+//! the call while the microphone streams, and the agent says the answer.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,7 @@ use switchboard_sim::{Script, banking_script};
 
 use crate::client::{Client, get, metric_sum, replies};
 use crate::fleet::Fleet;
+use crate::voice_common::{self, Call, Encoding, audio_bytes, is_final_reply};
 
 /// The rules that call `pick_account` and answer its outcome, before the bank's own.
 const RULES: &str = r#"
@@ -39,8 +41,31 @@ fn script() -> Script {
     script
 }
 
+/// The phrase a caller asks which account with, in a voice call.
+const WHICH_ACCOUNT: u32 = 7;
+
+/// The voice script (Nova Sonic phrases, a person's pace) with the client tool's rules
+/// first.
+fn voice_script() -> Script {
+    let yaml = voice_common::script("", "").replacen(
+        "    6: \"What are your opening hours?\"\n",
+        &format!("    6: \"What are your opening hours?\"\n    {WHICH_ACCOUNT}: \"Which account is this about?\"\n"),
+        1,
+    );
+    let mut script = Script::parse(&yaml).expect("the voice script");
+    let mut ours = Script::parse(RULES).expect("the client tool rules").rules;
+    ours.append(&mut script.rules);
+    script.rules = ours;
+    script
+}
+
 /// A fleet whose triage has the client tool `pick_account`, awaited `timeout_seconds`.
 async fn fleet(timeout_seconds: u32) -> Fleet {
+    fleet_with(timeout_seconds, script()).await
+}
+
+/// [`fleet`] with the simulator running `script`.
+async fn fleet_with(timeout_seconds: u32, script: Script) -> Fleet {
     let edit = move |spec: &mut RuntimeSpec| {
         if spec.agent.name != "triage" {
             return;
@@ -63,7 +88,7 @@ async fn fleet(timeout_seconds: u32) -> Fleet {
             node.tools.push("pick_account".into());
         }
     };
-    Fleet::edited(&[], Auth::default(), GatewayConfig::default(), Store::default(), script(), None, edit).await
+    Fleet::edited(&[], Auth::default(), GatewayConfig::default(), Store::default(), script, None, edit).await
 }
 
 /// A text session with triage that asked which account: the `client_tool_call`'s id.
@@ -124,6 +149,47 @@ async fn a_client_tool_round_trips_through_the_gateway_and_the_model_goes_on() {
     let refused = client.until(|m| matches!(m, ServerMessage::BidiError { .. })).await;
     assert!(matches!(refused.last(), Some(ServerMessage::BidiError { code, recoverable: true, .. })
         if code == "no_client_tool_pending"));
+    assert_eq!(client_calls(&triage_metrics(&fleet).await, "success"), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_voice_call_the_app_answers_a_client_tool_and_the_agent_says_the_answer() {
+    let fleet = fleet_with(20, voice_script()).await;
+    let mut call = Call::start(&fleet.url, "triage", &["audio"], Encoding::Binary).await;
+    call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    call.say(WHICH_ACCOUNT, 700);
+    let seen = call.until(|m| matches!(m, ServerMessage::ClientToolCall { .. })).await;
+    let Some(ServerMessage::ClientToolCall { tool_use_id: id, name, input, .. }) = seen.last().cloned() else {
+        unreachable!("until returns the match last")
+    };
+    assert_eq!((name.as_str(), &input["question"]), ("pick_account", &serde_json::json!("Which account do you mean?")));
+    assert!(
+        seen.iter().any(|m| matches!(m, ServerMessage::ToolStart { tool_use_id, .. } if *tool_use_id == id)),
+        "tool_start came first: {:#?}",
+        voice_common::summary(&seen)
+    );
+    // The app answers while the microphone keeps streaming.
+    let answer = serde_json::json!({ "account": "12345678" });
+    call.send(&ClientMessage::ClientToolResult { tool_use_id: id.clone(), result: Some(answer), error: None });
+    let said = call.until(|m| is_final_reply(m, "You chose account 12345678.")).await;
+    assert!(
+        said.iter().any(|m| matches!(m, ServerMessage::ToolComplete { tool_use_id, result, .. }
+            if *tool_use_id == id && result["account"] == "12345678")),
+        "{:#?}",
+        voice_common::summary(&said)
+    );
+    assert!(audio_bytes(&said) > 0, "the agent said the answer aloud");
+    // A second answer is refused and changes nothing; the call goes on.
+    call.send(&ClientMessage::ClientToolResult { tool_use_id: id, result: Some(serde_json::json!({})), error: None });
+    let refused = call.until(|m| matches!(m, ServerMessage::BidiError { .. })).await;
+    assert!(
+        matches!(refused.last(), Some(ServerMessage::BidiError { code, recoverable: true, .. }) if code == "no_client_tool_pending"),
+        "{:#?}",
+        voice_common::summary(&refused)
+    );
+    call.say(voice_common::HOURS, 700);
+    call.until(|m| is_final_reply(m, "We are open from nine to five.")).await;
+    call.hang_up().await;
     assert_eq!(client_calls(&triage_metrics(&fleet).await, "success"), 1.0);
 }
 

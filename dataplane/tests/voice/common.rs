@@ -120,7 +120,7 @@ pub async fn banking(yaml: &str) -> Running {
 /// [`banking`] with `server`'s settings.
 pub async fn banking_with(yaml: &str, server: ServerConfig) -> Running {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
-    local_mode(&dir, yaml, server, None).await
+    local_mode(&dir, yaml, server, None, None).await
 }
 
 /// [`banking`] with triage's Persona set to `speakFirst: speak_first` (a copy of the
@@ -144,16 +144,18 @@ pub async fn banking_edited(yaml: &str, edit: impl FnOnce(&std::path::Path)) -> 
 
 /// [`banking_edited`] with `server`'s settings.
 pub async fn banking_edited_with(yaml: &str, edit: impl FnOnce(&std::path::Path), server: ServerConfig) -> Running {
-    banking_copy(yaml, edit, server, None).await
+    banking_copy(yaml, edit, server, None, None).await
 }
 
-/// [`banking_edited`] writing the sessions' transcripts into `transcripts`.
-pub async fn banking_edited_transcribed(
+/// [`banking_edited`] writing the sessions' transcripts into `transcripts` and keeping the
+/// gateway's record with `record` (local mode serves it at `/v1/sessions` on loopback).
+pub async fn banking_edited_recorded(
     yaml: &str,
     edit: impl FnOnce(&std::path::Path),
     transcripts: PathBuf,
+    record: std::sync::Arc<switchboard_record::Recorder>,
 ) -> Running {
-    banking_copy(yaml, edit, ServerConfig::default(), Some(transcripts)).await
+    banking_copy(yaml, edit, ServerConfig::default(), Some(transcripts), Some(record)).await
 }
 
 async fn banking_copy(
@@ -161,12 +163,13 @@ async fn banking_copy(
     edit: impl FnOnce(&std::path::Path),
     server: ServerConfig,
     transcripts: Option<PathBuf>,
+    record: Option<std::sync::Arc<switchboard_record::Recorder>>,
 ) -> Running {
     let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking");
     let copy = std::env::temp_dir().join(format!("switchboard-voice-banking-{}", uuid::Uuid::new_v4()));
     copy_dir(&example, &copy);
     edit(&copy);
-    let mut running = local_mode(&copy, yaml, server, transcripts).await;
+    let mut running = local_mode(&copy, yaml, server, transcripts, record).await;
     running._keep.push(Box::new(TempDir(copy)));
     running
 }
@@ -193,8 +196,14 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 }
 
 /// Local mode on the agent definitions in `dir` with the simulator running `yaml`
-/// (writing transcripts into `transcripts` when given).
-async fn local_mode(dir: &std::path::Path, yaml: &str, server: ServerConfig, transcripts: Option<PathBuf>) -> Running {
+/// (writing transcripts into `transcripts` and keeping the record with `record` when given).
+async fn local_mode(
+    dir: &std::path::Path,
+    yaml: &str,
+    server: ServerConfig,
+    transcripts: Option<PathBuf>,
+    record: Option<std::sync::Arc<switchboard_record::Recorder>>,
+) -> Running {
     let path = std::env::temp_dir().join(format!("switchboard-voice-test-{}.yaml", uuid::Uuid::new_v4()));
     std::fs::write(&path, yaml).expect("writes the script");
     let options = LocalOptions {
@@ -208,7 +217,7 @@ async fn local_mode(dir: &std::path::Path, yaml: &str, server: ServerConfig, tra
         capacity: Default::default(),
         ..LocalOptions::default()
     };
-    let mut local = local::start(dir, options).await.expect("local mode starts");
+    let mut local = local::start_recording(dir, options, record).await.expect("local mode starts");
     let addr = local.server.local_addr().expect("bound");
     let sim = local.sim.take().expect("the simulator runs");
     let (tx, rx) = oneshot::channel::<()>();

@@ -57,13 +57,19 @@ pub fn is_final_reply(message: &ServerMessage, text: &str) -> bool {
 
 /// GETs `/metrics` over a real TCP connection.
 pub async fn metrics(addr: SocketAddr) -> String {
+    http_get(addr, "/metrics").await.1
+}
+
+/// `GET path` from `addr` with no credential: the status and the body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connects");
-    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("writes");
     let mut response = String::new();
     stream.read_to_string(&mut response).await.expect("reads");
-    response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
 }
 
 /// The sum of the samples of metric `name` whose labels contain every `labels` pair.

@@ -162,6 +162,10 @@ class HistoryTurn(TypedDict):
     """
 
 
+# How a workflow node's spoken line went (`workflow_line`).
+LinePlayed = Literal["whole", "cut", "abandoned"]
+
+
 # How the work of a returning agent ended.
 ReturnStatus = Literal["completed", "failed", "cancelled"]
 
@@ -903,6 +907,29 @@ WorkflowTransitionMessage = TypedDict(
 )
 
 
+class WorkflowLineMessage(TypedDict):
+    """A workflow node's spoken line (its `say`, e.g. a legal disclosure) is over: said whole, cut by
+    the caller, or abandoned when it did not end in time. Sent once per line, after its transcript;
+    the gateway keeps it in the session's record.
+    """
+    node: str
+    """The node whose line it is.
+    """
+    played: LinePlayed
+    """How it went.
+    """
+    reason: NotRequired[str | None]
+    """Why it was abandoned; absent otherwise.
+    """
+    text: str
+    """The line's text, as the Workflow has it.
+    """
+    type: Literal["workflow_line"]
+    uninterruptible: bool
+    """Whether it was to be played whole (the caller cannot cut it).
+    """
+
+
 class BidiErrorMessage(TypedDict):
     """Something went wrong. When `recoverable`, the session continues.
     """
@@ -1030,6 +1057,7 @@ ServerMessage = Union[
     HandoffMessage,
     MemoryUpdateMessage,
     WorkflowTransitionMessage,
+    WorkflowLineMessage,
     BidiErrorMessage,
     BidiSessionQueuedMessage,
     BidiSessionFallbackMessage,
@@ -1062,6 +1090,7 @@ SERVER_MESSAGE_TYPES: tuple[str, ...] = (
     "handoff",
     "memory_update",
     "workflow_transition",
+    "workflow_line",
     "bidi_error",
     "bidi_session_queued",
     "bidi_session_fallback",

@@ -44,6 +44,7 @@ export const SERVER_MESSAGE_TYPES = [
     "handoff",
     "memory_update",
     "workflow_transition",
+    "workflow_line",
     "bidi_error",
     "bidi_session_queued",
     "bidi_session_fallback",

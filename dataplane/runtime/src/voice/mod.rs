@@ -208,6 +208,7 @@ impl Voice<'_> {
                 }
                 () = super::driver::sleep_until(self.fillers.deadline()) => self.filler().await,
                 () = super::driver::sleep_until(self.turns.deadline()) => self.clock_due(session).await,
+                () = super::driver::sleep_until(self.lines.deadline()) => self.line_overdue(session).await,
                 summary = self.summaries.next() => {
                     let effects = session.handle(summary, Instant::now());
                     self.apply(session, effects).await
@@ -395,7 +396,11 @@ impl Voice<'_> {
                 return Some(exit);
             }
         }
-        self.line_ended(session).await
+        if let Some(exit) = self.line_ended(session).await {
+            return Some(exit);
+        }
+        // A line played whole that just ended lets the caller's speech over it through.
+        self.release_withheld().await
     }
 
     /// Performs `effects`; returns how the session ended if it did. A state change that

@@ -3,22 +3,63 @@
 //! Persona asks for it ([`switchboard_core::audio::noise`]), then passes the barge-in gate on its way
 //! to the model (a backchannel over the agent's reply is replaced by silence; speech long
 //! enough goes through whole and interrupts as before), lines to be played whole shut the
-//! caller's audio out while they are spoken, and the call clock's re-prompts, time warning
+//! caller's audio out while they are spoken — the model hears silence in its place, and
+//! the caller's speech over the line ([`Withheld`], at most [`MAX_WITHHELD_MS`]) once the
+//! line is over, so what they said is answered after it —, and the call clock's re-prompts, time warning
 //! and goodbyes are said by the model in the agent's own voice — each asked for as a line
 //! to say now (see [`super::filler`]: its echo is not the caller's) — before the agent ends
 //! the call with its reason in the record.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use switchboard_core::audio::noise::NoiseSuppressor;
 use switchboard_core::protocol::{ServerMessage, SessionState};
-use switchboard_core::turn_taking::{BargeIn, CallClock, ClockSettings, Due, Gated, Speaker};
+use switchboard_core::turn_taking::{Agent, BargeIn, CallClock, ClockSettings, Due, Gated, Speaker};
 use switchboard_core::{Activity, Input, Session, VoiceInput};
 use switchboard_crds::persona::turn_taking::NoiseSuppression;
 
 use super::super::agent::Exit;
 use super::{Voice, audio, filler};
+
+/// The most caller speech over a line played whole kept for the model to hear after it:
+/// a minute of audio (the longest Workflow line is about half a minute); past it the
+/// rest is dropped, counted and logged.
+pub const MAX_WITHHELD_MS: u64 = 60_000;
+
+/// The caller's speech over a line played whole, in order, until the line is over.
+#[derive(Debug, Default)]
+pub struct Withheld {
+    frames: VecDeque<Bytes>,
+    ms: u64,
+    /// Milliseconds of speech that did not fit.
+    dropped_ms: u64,
+}
+
+impl Withheld {
+    /// Keeps `frames` (`ms` long) while they fit under [`MAX_WITHHELD_MS`]; what does not
+    /// fit is counted as dropped.
+    pub fn keep(&mut self, frames: Vec<Bytes>, ms: u64) {
+        if self.ms.saturating_add(ms) > MAX_WITHHELD_MS {
+            self.dropped_ms = self.dropped_ms.saturating_add(ms);
+            return;
+        }
+        self.ms += ms;
+        self.frames.extend(frames);
+    }
+
+    /// Everything kept, in order, and the milliseconds dropped; empty afterwards.
+    pub fn take(&mut self) -> (Vec<Bytes>, u64) {
+        self.ms = 0;
+        (self.frames.drain(..).collect(), std::mem::take(&mut self.dropped_ms))
+    }
+
+    /// Whether nothing is kept (nor was dropped).
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty() && self.dropped_ms == 0
+    }
+}
 
 /// The call's turn-taking state.
 #[derive(Debug)]
@@ -28,6 +69,8 @@ pub struct Turns {
     clock: CallClock,
     /// The caller's audio is cleaned of noise first (`turnTaking.noiseSuppression`).
     noise: Option<NoiseSuppressor>,
+    /// The caller's speech over the line played whole now.
+    withheld: Withheld,
 }
 
 impl Turns {
@@ -41,6 +84,7 @@ impl Turns {
                 NoiseSuppression::Off => None,
                 NoiseSuppression::Rnnoise => Some(NoiseSuppressor::new()),
             },
+            withheld: Withheld::default(),
         }
     }
 
@@ -58,6 +102,11 @@ impl Turns {
     /// The next line the agent says is played whole (the greeting, when asked).
     pub fn protect(&mut self, now: Instant) {
         self.speaker.protect(now);
+    }
+
+    /// The line played whole was abandoned: the caller may speak over the agent again.
+    pub fn unprotect(&mut self) {
+        self.speaker.unprotect();
     }
 
     /// When the call clock has something due.
@@ -100,6 +149,9 @@ impl Voice<'_> {
     pub(super) async fn gated_audio(&mut self, pcm: Bytes, voiced: bool) -> Result<bool, Exit> {
         let ms = (pcm.len() / 32) as u64;
         let agent = self.turns.speaker.agent(Instant::now());
+        if agent != Agent::Uninterruptible {
+            self.send_withheld().await?;
+        }
         let mut ignored = false;
         match self.turns.gate.push(pcm, ms, voiced, agent) {
             Gated::Pass(frame) => self.send_to_model(frame).await?,
@@ -118,8 +170,45 @@ impl Voice<'_> {
                     self.send_to_model(frame).await?;
                 }
             }
+            Gated::Withheld { ms, frames } => {
+                self.count_interruption("ignored");
+                ignored = true;
+                self.turns.withheld.keep(frames, ms);
+                for frame in audio::silence_frames_ms(ms) {
+                    self.send_to_model(frame).await?;
+                }
+            }
         }
         Ok(ignored)
+    }
+
+    /// The caller's speech over the line played whole, now that it is over: to the model,
+    /// in order (before anything the caller says next), so that it hears and answers it.
+    async fn send_withheld(&mut self) -> Result<(), Exit> {
+        if self.turns.withheld.is_empty() {
+            return Ok(());
+        }
+        let (frames, dropped_ms) = self.turns.withheld.take();
+        if dropped_ms > 0 {
+            tracing::warn!(
+                agent = self.agent.core.name(),
+                session_id = self.trace.session_id(),
+                dropped_ms,
+                "the caller spoke over a line played whole for longer than is kept; the rest was dropped"
+            );
+        }
+        for frame in frames {
+            self.send_to_model(frame).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the caller's speech withheld over a line played whole once no line is.
+    pub(super) async fn release_withheld(&mut self) -> Option<Exit> {
+        if self.turns.withheld.is_empty() || self.turns.speaker.agent(Instant::now()) == Agent::Uninterruptible {
+            return None;
+        }
+        self.send_withheld().await.err()
     }
 
     /// One frame of the caller's audio to the model.

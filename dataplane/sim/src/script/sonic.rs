@@ -12,6 +12,7 @@
 //!     close: { afterMs: 3000 }                       # end every stream after 3 s
 //!     cutReply: { afterMs: 300, atReply: 0 }         # end the stream 300 ms into reply 0
 //!     streamError: { kind: modelStreamError, atUtterance: 2, first: 1 }
+//!     unsaidLines: ["Calls are recorded"]            # lines asked for with these words are not said
 //!   recordFrames: true                               # keep a fingerprint of every audio frame
 //!   echoText: true                                   # a USER transcript of text input first
 //! ```
@@ -88,6 +89,11 @@ impl SonicScript {
         }
         if !speech.pace.is_finite() || speech.pace < 0.0 {
             return Err(ScriptError::Invalid("sonic.speech.pace must be a number >= 0".into()));
+        }
+        if self.faults.unsaid_lines.iter().any(|l| l.trim().is_empty()) {
+            return Err(ScriptError::Invalid(
+                "sonic.faults.unsaidLines: an entry is empty (it would match every line)".into(),
+            ));
         }
         if self.faults.close.as_ref().is_some_and(|c| c.after_ms == 0) {
             return Err(ScriptError::Invalid("sonic.faults.close.afterMs must be at least 1".into()));
@@ -219,6 +225,12 @@ pub struct SonicFaults {
     /// End a stream in the middle of a reply it is speaking.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut_reply: Option<CutReplyFault>,
+    /// Lines the model is asked to say at once (a greeting, a filler, a workflow step's
+    /// line: `Speak first:` / `Say now, briefly:`) that it does not say: one containing any
+    /// of these texts is taken in and not answered at all, as a model that ignores an
+    /// instruction would.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsaid_lines: Vec<String>,
 }
 
 /// Ends a stream's output `afterMs` into the audio of a reply — as the service's time
@@ -285,5 +297,13 @@ mod tests {
         let error = Script::parse("sonic:\n  faults: { cutReply: { afterMs: 3600001 } }\n").expect_err("too long");
         assert!(error.to_string().contains("cutReply.afterMs"), "{error}");
         assert!(Script::parse("sonic:\n  faults: { cutReply: { atReply: 1 } }\n").is_err(), "afterMs is required");
+    }
+
+    #[test]
+    fn unsaid_lines_are_scripted_and_an_empty_one_is_refused() {
+        let script = Script::parse("sonic:\n  faults: { unsaidLines: [\"Calls are recorded\"] }\n").expect("valid");
+        assert_eq!(script.sonic.faults.unsaid_lines, ["Calls are recorded"]);
+        let error = Script::parse("sonic:\n  faults: { unsaidLines: [\" \"] }\n").expect_err("empty");
+        assert!(error.to_string().contains("unsaidLines"), "{error}");
     }
 }

@@ -283,6 +283,7 @@ impl Session {
                 self.state.sonic.record_typed(&text);
                 let usage = Usage { input_text: crate::tokens::estimate_tokens(&text), ..Usage::default() };
                 match instructed_line(&text) {
+                    Some((_, line)) if self.unsaid(line) => self.total.input_text += usage.input_text,
                     Some((rule, line)) => self.greet(rule, line.to_owned(), &usage),
                     None => self.answer_user(text, usage, false).await,
                 }
@@ -365,6 +366,11 @@ impl Session {
     }
 
     /// Asked to speak first or to say a line now (`rule`): the line is the reply.
+    /// Whether the script has the model not say `line` (`sonic.faults.unsaidLines`).
+    fn unsaid(&self, line: &str) -> bool {
+        self.state.script.sonic.faults.unsaid_lines.iter().any(|words| line.contains(words.as_str()))
+    }
+
     fn greet(&mut self, rule: &str, greeting: String, input: &Usage) {
         let at = self.reply_start();
         self.ensure_completion(at);
