@@ -20,8 +20,9 @@
 //! and reads what it recorded; [`phone`] drives the baresip phones (callers and callees);
 //! the tests are grouped by what they prove: [`calls`] (inbound calls, refusals, hang-ups,
 //! hostile input), [`trunks`], [`keypad`], [`outbound`], [`transfer`], [`outage`] (an Agent
-//! in outage mode: the call goes to its fallback person) and [`local`] (local mode's own
-//! edge).
+//! in outage mode: the call goes to its fallback person), [`queue`] (the gateway's capacity
+//! queue: 182 Queued while a call waits, 503 with Retry-After when refused) and [`local`]
+//! (local mode's own edge).
 
 mod calls;
 mod keypad;
@@ -29,6 +30,7 @@ mod local;
 mod outage;
 mod outbound;
 mod phone;
+mod queue;
 mod stack;
 mod transfer;
 mod trunks;
