@@ -42,7 +42,7 @@ fn a_call_waiting_for_the_model_quota_hears_182_queued_and_is_answered_when_its_
     wait_for(
         "the second call hears 182 Queued",
         Duration::from_secs(20),
-        || second.log().contains("SIP/2.0 182 All our lines are busy at the moment. You are number 1 in line"),
+        || second.log().contains("SIP/2.0 182 All our lines are busy at the moment. You are next in line"),
         context,
     );
     let queued_at = std::time::Instant::now();
