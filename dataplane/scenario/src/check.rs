@@ -214,6 +214,11 @@ impl Checker<'_> {
         }
         for (i, step) in scenario.steps.iter().enumerate() {
             let at = root.key("steps").index(i);
+            if let Some(keys) = &step.keys
+                && let Err(error) = switchboard_core::dtmf::check(keys)
+            {
+                self.problem(at.key("keys"), keys_problem(keys, &error));
+            }
             let given = [step.say.is_some(), step.speech.is_some(), step.audio.is_some()];
             if given.iter().filter(|g| **g).count() > 1 {
                 self.problem(at.clone(), "give one of `say:`, `speech:` and `audio:` per step");
@@ -226,8 +231,11 @@ impl Checker<'_> {
                 if text.trim().is_empty() {
                     self.problem(at.key("speech"), "the step speaks no words: give what the caller says");
                 }
-            } else if step.say.as_deref().is_none_or(|s| s.trim().is_empty()) {
-                self.problem(at.clone(), "the step says nothing: add `say:` with what the caller types");
+            } else if step.keys.is_none() && step.say.as_deref().is_none_or(|s| s.trim().is_empty()) {
+                self.problem(
+                    at.clone(),
+                    "the step says nothing: add `say:` with what the caller types (or `keys:` with what it presses)",
+                );
             }
             self.expect(at.key("expect"), &step.expect);
         }
@@ -395,3 +403,19 @@ impl Checker<'_> {
 #[cfg(test)]
 #[path = "check_tests.rs"]
 mod tests;
+
+/// What is wrong with a step's `keys:`, as the scenario's author can fix it (the protocol's
+/// rules for `bidi_dtmf`, [`switchboard_core::dtmf::check`]).
+fn keys_problem(keys: &str, error: &switchboard_core::dtmf::DtmfError) -> String {
+    use switchboard_core::dtmf::{DtmfError, MAX_DIGITS};
+    match error {
+        DtmfError::Empty => "no keys: give the keys the caller presses, e.g. keys: \"1234#\"".to_owned(),
+        DtmfError::NotAKey(bad) => {
+            format!("{keys:?} holds {bad:?}, which is no key on a phone's keypad: press 0-9, *, # or A-D (no spaces)")
+        }
+        DtmfError::TooLong(count) => {
+            format!("{count} keys in one step, more than {MAX_DIGITS}: split them over steps")
+        }
+        DtmfError::TooFast => error.to_string(),
+    }
+}

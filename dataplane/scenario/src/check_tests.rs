@@ -67,7 +67,8 @@ steps:
          banking, disputes, idv, triage",
         "s.yaml:10: steps[0].expect.tools[1].name: no agent of the folder has a tool \"transfer_money\"; the tools: \
          check_balance, get_transactions, open_dispute, perform_idv_check, return_to_idv, return_to_triage, \
-         save_preferences, show_card, transfer_to_banking, transfer_to_disputes, transfer_to_idv, use_skill",
+         save_preferences, show_card, transfer_to_banking, transfer_to_disputes, transfer_to_idv, use_skill, \
+         verify_by_keypad",
         "s.yaml:10: steps[0].expect.tools[1]: give `args` (partial) or `argsExact`, not both",
         "s.yaml:14: steps[0].expect.consent[0].tool: \"check_balance\" never asks for consent (no tool of the folder named \
          so has `consent: required`); tools that ask: open_dispute",
@@ -78,7 +79,7 @@ steps:
         "s.yaml:20: steps[0].expect.transcript.matches[1]: the regular expression \"(unclosed\" does not compile: \
          unclosed group",
         "s.yaml:21: steps[1]: give one of `say:`, `speech:` and `audio:` per step",
-        "s.yaml:22: steps[2]: the step says nothing: add `say:` with what the caller types",
+        "s.yaml:22: steps[2]: the step says nothing: add `say:` with what the caller types (or `keys:` with what it presses)",
         "s.yaml:23: steps[3].audio: nowhere.wav: cannot read it: No such file or directory (os error 2)",
     ];
     assert_eq!(found, expected);
@@ -109,5 +110,32 @@ fn without_agents_only_the_checks_that_need_none_are_made() {
     assert_eq!(
         problems("name: n\nsteps: []\n", None),
         ["s.yaml:2: steps: no steps: add at least one `- say: ...` with what the caller types"]
+    );
+}
+
+#[test]
+fn keys_a_keypad_cannot_press_are_refused_with_their_line() {
+    let yaml = "name: n\nsteps:\n  - keys: \"12 3\"\n  - keys: \"\"\n  - keys: \"1x\"\n  - keys: \"123456789012345678901234567890123\"\n  - keys: \"0123456789*#ABCD\"\n  - keys: \"1\"\n    say: one\n";
+    let found = problems(yaml, None);
+    assert_eq!(
+        found,
+        [
+            "s.yaml:3: steps[0].keys: \"12 3\" holds ' ', which is no key on a phone's keypad: press 0-9, *, # or A-D (no spaces)",
+            "s.yaml:4: steps[1].keys: no keys: give the keys the caller presses, e.g. keys: \"1234#\"",
+            "s.yaml:5: steps[2].keys: \"1x\" holds 'x', which is no key on a phone's keypad: press 0-9, *, # or A-D (no spaces)",
+            "s.yaml:6: steps[3].keys: 33 keys in one step, more than 32: split them over steps",
+        ],
+        "keys alone, or with what the caller says (pressed when the agent starts a tool), are taken"
+    );
+}
+
+#[test]
+fn keys_with_what_is_said_are_taken_and_an_empty_say_without_them_is_not() {
+    assert!(problems("name: n\nsteps:\n  - say: I'll type it\n    keys: \"1234#\"\n", None).is_empty());
+    assert_eq!(
+        problems("name: n\nsteps:\n  - say: \"\"\n", None),
+        [
+            "s.yaml:3: steps[0]: the step says nothing: add `say:` with what the caller types (or `keys:` with what it presses)"
+        ]
     );
 }

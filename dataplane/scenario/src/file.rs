@@ -26,7 +26,12 @@
 //! Every mapping refuses keys it does not know (`deny_unknown_fields`), so a typo is an
 //! error with its line, never an expectation silently skipped. A step may speak instead of
 //! typing: `speech:` (text rendered to speech: the simulator's phrase tones, or Amazon Polly)
-//! or `audio:` (a WAV file); see [`super::speech`].
+//! or `audio:` (a WAV file); see [`super::speech`]. A step may press keys: `keys: "1#"` sends
+//! them as a phone's keypad does (`bidi_dtmf`, what the SIP edge sends for each RFC 4733
+//! telephone event or SIP INFO digit): `0`-`9`, `*`, `#`, `A`-`D`, 1 to 32. Alone, they are
+//! the turn's input (the agent is told them as the caller's); with what the caller says,
+//! they are pressed when the turn's first tool starts (a tool whose input is typed on the
+//! keypad starts, then waits for them; the keys go to it and never to the model).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -109,6 +114,12 @@ pub struct Step {
     /// Amazon Polly against real Nova Sonic or a gateway (see [`super::speech`]).
     #[serde(default)]
     pub speech: Option<String>,
+    /// Keys the caller presses on a phone's keypad (`0`-`9`, `*`, `#`, `A`-`D`, 1 to
+    /// 32), sent as the SIP edge sends them: one `bidi_dtmf` a key, a phone's pace apart
+    /// ([`super::run::KEY_GAP`]). Alone: the turn's input. With `say:`, `speech:` or
+    /// `audio:`: pressed when the turn's first `tool_start` arrives.
+    #[serde(default, deserialize_with = "keys")]
+    pub keys: Option<String>,
     /// What must hold once the agent has answered.
     #[serde(default)]
     pub expect: Expect,
@@ -305,6 +316,28 @@ impl<'de> Deserialize<'de> for Strings {
     }
 }
 
+/// `keys:` as a string; a number (`keys: 1234`, which YAML reads as an integer and would
+/// lose a leading 0) is refused with what to write instead.
+fn keys<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    struct Keys;
+    impl Visitor<'_> for Keys {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("the keys pressed as a string, e.g. keys: \"1234#\"")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_owned()))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Err(E::custom(format!("keys: {v} is a number to YAML: quote the keys pressed, keys: \"{v}\"")))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Err(E::custom(format!("keys: {v} is a number to YAML: quote the keys pressed, keys: \"{v}\"")))
+        }
+    }
+    deserializer.deserialize_any(Keys)
+}
+
 /// A parsed scenario file: the scenario, the file and its text (for line numbers).
 #[derive(Clone, Debug)]
 pub struct ScenarioFile {
@@ -380,6 +413,11 @@ mod tests {
         assert!(error.to_string().contains("unknown variant `maybe`"), "{error}");
         let error = parse("name: n\nsteps: []\nextra: 1\n").expect_err("refused");
         assert!(error.to_string().contains("unknown field `extra`"), "{error}");
+        let error = parse("name: n\nsteps:\n  - keys: 12\n").expect_err("refused");
+        assert!(error.to_string().starts_with("t.yaml:3: "), "{error}");
+        assert!(error.to_string().contains(r#"quote the keys pressed, keys: "12""#), "{error}");
+        let file = parse("name: n\nsteps:\n  - keys: \"0042#\"\n").expect("parses");
+        assert_eq!(file.scenario.steps[0].keys.as_deref(), Some("0042#"));
         let error = parse("steps: []\n").expect_err("refused");
         assert!(error.to_string().contains("missing field `name`"), "{error}");
     }

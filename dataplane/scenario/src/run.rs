@@ -1,6 +1,7 @@
 //! Runs one scenario as a client of the session protocol: opens a session at a gateway
 //! (local mode's or a cluster's), reads the opening, then for each step sends the caller's
-//! text or speech ([`super::speech`]), answers the consent requests the step lists, reads until the turn ends, and checks
+//! text, speech ([`super::speech`]) or keys pressed (one `bidi_dtmf` a key, [`KEY_GAP`] apart, as the
+//! SIP edge forwards a phone's RFC 4733 telephone events), answers the consent requests the step lists, reads until the turn ends, and checks
 //! the step's expectations. The scenario stops at its first step with a divergence.
 //!
 //! A turn ends with `bidi_response_complete` whose `stop_reason` is not `handoff` (a handoff
@@ -37,6 +38,9 @@ pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(30);
 /// ready pod (4503), or while an agent under test is served by its live pods (a gateway
 /// that has not yet seen the routing table listing its candidate).
 pub const START_PATIENCE: Duration = Duration::from_secs(30);
+/// The time between two keys of a `keys:` step: a quick person's pace on a keypad, well
+/// inside the core's rate (10 keys a second) and its pause that ends an entry (1.5 s).
+pub const KEY_GAP: Duration = Duration::from_millis(120);
 /// The pause between two such starts.
 const START_PAUSE: Duration = Duration::from_secs(1);
 
@@ -91,6 +95,8 @@ enum Input {
     Text(String),
     /// Speech: 16 kHz PCM16, trailing silence included.
     Audio(Vec<u8>),
+    /// Keys pressed on a keypad (checked: [`switchboard_core::dtmf::check`]).
+    Keys(String),
 }
 
 /// The input of step `i` of `file`, and how the report names it.
@@ -108,6 +114,9 @@ fn input(file: &ScenarioFile, i: usize, step: &Step, phrases: &Phrases) -> Resul
         let path = file.path.parent().unwrap_or(std::path::Path::new(".")).join(wav);
         let pcm = speech::read_wav(&path).map_err(|e| RunError::Request(e.to_string()))?;
         return Ok((Input::Audio(speech::with_trailing_silence(pcm)), format!("(audio) {wav}")));
+    }
+    if let (Some(keys), None) = (&step.keys, &step.say) {
+        return Ok((Input::Keys(keys.clone()), format!("(keys) {keys}")));
     }
     let said = step.say.clone().unwrap_or_default();
     Ok((Input::Text(said.clone()), said))
@@ -216,7 +225,9 @@ async fn drive(
             let divergence = closed("an open session to send the step to", *code, reason);
             return Ok(Some(Failure { step: Some(i), line, said, divergences: vec![divergence], lines: Vec::new() }));
         }
-        let turn = session.turn(sent, &said, &step.expect.consent, patience).await?;
+        // Keys given with what the caller says are pressed when the agent starts a tool.
+        let keys_on_tool = step.keys.as_deref().filter(|_| !matches!(sent, Input::Keys(_)));
+        let turn = session.turn(sent, &said, &step.expect.consent, keys_on_tool, patience).await?;
         let mut divergences = expect::check(&step.expect, &turn, &session.view)?;
         divergences.extend(off_candidate(&session.view));
         let lines = judge::transcript(turn.messages());
@@ -391,14 +402,20 @@ impl Session {
 
     /// Sends `input` (as the report calls it, `said`) and reads the turn, answering consent
     /// requests as `consent` lists. Audio goes as binary frames of raw PCM, [`speech::CHUNK_MS`]
-    /// each, at four times real time; the turn's clock starts once the last frame is sent.
+    /// each, at four times real time; keys as one `bidi_dtmf` each, [`KEY_GAP`] apart; the
+    /// turn's clock starts once the last frame or key is sent.
+    ///
+    /// `keys_on_tool`: keys pressed once the turn's first `tool_start` arrives (a tool whose
+    /// input is typed on the keypad starts, then waits for them).
     async fn turn(
         &mut self,
         input: Input,
         said: &str,
         consent: &[ConsentExpect],
+        keys_on_tool: Option<&str>,
         patience: Duration,
     ) -> Result<Turn, RunError> {
+        let mut keys_on_tool = keys_on_tool;
         match input {
             Input::Text(text) => self.send(&ClientMessage::BidiTextInput { text, id: None }).await?,
             Input::Audio(pcm) => {
@@ -409,6 +426,7 @@ impl Session {
                     tokio::time::sleep(Duration::from_millis(speech::CHUNK_MS / 4)).await;
                 }
             }
+            Input::Keys(keys) => self.press(&keys).await?,
         }
         let began = Instant::now();
         let deadline = began + patience;
@@ -445,6 +463,11 @@ impl Session {
                 }
                 Some(ServerMessage::BidiError { recoverable, .. }) => ends = !recoverable || !answering,
                 Some(ServerMessage::BidiConnectionRestart { .. }) => ends = handing_off && !answering,
+                Some(ServerMessage::ToolStart { .. }) => {
+                    if let Some(keys) = keys_on_tool.take() {
+                        self.press(keys).await?;
+                    }
+                }
                 Some(ServerMessage::ConsentRequest { tool_use_id, name, .. }) => {
                     let answer = consent
                         .get(turn.consents.len())
@@ -462,6 +485,18 @@ impl Session {
             }
             turn.events.push(event);
         }
+    }
+
+    /// Presses `keys` as a phone's keypad does through the SIP edge: one `bidi_dtmf` a key,
+    /// [`KEY_GAP`] apart.
+    async fn press(&mut self, keys: &str) -> Result<(), RunError> {
+        for (i, key) in keys.chars().enumerate() {
+            if i > 0 {
+                tokio::time::sleep(KEY_GAP).await;
+            }
+            self.send(&ClientMessage::BidiDtmf { digits: key.to_string() }).await?;
+        }
+        Ok(())
     }
 
     /// Ends the session politely; the server's answer is not waited for long.

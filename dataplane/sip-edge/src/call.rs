@@ -5,7 +5,11 @@
 //! paced in real time, its queue dropped at once on `bidi_interruption`; RTCP reports
 //! every 5 s; each key pressed (RFC 4733 or SIP INFO) as one `bidi_dtmf`. The caller's
 //! BYE closes the session; the session ending sends BYE; RTP that stops for longer than
-//! the media timeout ends the call.
+//! the media timeout ends the call. While the gateway holds the session in its capacity
+//! queue, the phone gets `182 Queued` with the hold message (again at each new place, and
+//! every half minute: [`switchboard_sip::call::Timers::provisional`]); the call is answered
+//! when its turn comes, or refused 503 with `Retry-After` when the gateway refuses it for
+//! capacity; a caller who hangs up (CANCEL) leaves the queue.
 //!
 //! The call's parts: [`route`] (which agent the call is for, what the edge vouches for about
 //! it) and [`media`] (the media state apart from the sockets); this module owns the task
@@ -30,7 +34,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::{self, GatewayConfig, Refused, Session};
+use crate::gateway::{self, GatewayConfig, Queued, Refused, Session};
 use crate::ports::PortPair;
 use media::Relay;
 pub(crate) use media::law;
@@ -105,11 +109,35 @@ impl Call {
         let gateway = Arc::clone(&self.gateway);
         let shutdown = self.shutdown.clone();
         let phone = phone_call(&self.incoming);
-        let opened = tokio::select! {
-            opened = gateway::open(&gateway, &agent, session_law, &phone) => opened,
-            () = wait_for_end(&mut self.events) => return,
-            () = shutdown.cancelled() => {
-                return self.admit(Admission::Refuse(503, "The edge is shutting down".into())).await;
+        // The gateway's capacity queue: each new place becomes a 182 Queued to the phone.
+        let (queued_tx, mut queued_rx) = tokio::sync::watch::channel(None::<Queued>);
+        let mut on_queued = move |queued: Queued| {
+            queued_tx.send_replace(Some(queued));
+        };
+        let open = gateway::open(&gateway, &agent, session_law, &phone, &mut on_queued);
+        tokio::pin!(open);
+        let opened = loop {
+            tokio::select! {
+                opened = &mut open => break opened,
+                Ok(()) = queued_rx.changed() => {
+                    let queued = queued_rx.borrow_and_update().clone();
+                    if let Some(queued) = queued {
+                        tracing::info!(
+                            call = %self.call_id, agent, position = queued.position,
+                            estimated_wait_seconds = queued.estimated_wait_seconds,
+                            "call queued: the agent's model quota is full"
+                        );
+                        let command = Command::Queued { call_id: self.call_id.clone(), reason: queued.phrase() };
+                        let _ = self.commands.send(command).await;
+                    }
+                }
+                () = wait_for_end(&mut self.events) => {
+                    tracing::info!(call = %self.call_id, agent, "the caller gave up before the call was answered");
+                    return;
+                }
+                () = shutdown.cancelled() => {
+                    return self.admit(Admission::Refuse(503, "The edge is shutting down".into())).await;
+                }
             }
         };
         let session = match opened {

@@ -1,5 +1,5 @@
-//! What a call's task asks of the SIP task (which alone owns the signalling endpoint): answer
-//! the INVITE, hang up, transfer. The call, the transfer and outbound calls send these.
+//! What a call's task asks of the SIP task (which alone owns the signalling endpoint): hold
+//! the INVITE in the queue, answer it, hang up, transfer. The call, the transfer and outbound calls send these.
 
 use std::time::Duration;
 
@@ -14,6 +14,14 @@ pub(crate) enum Command {
         call_id: String,
         /// Accept, or the refusal.
         admission: Admission,
+    },
+    /// The call's session waits in the gateway's capacity queue: send `182 Queued` with
+    /// `reason` (the hold message), repeated until the call is answered.
+    Queued {
+        /// The call.
+        call_id: String,
+        /// What the caller is told.
+        reason: String,
     },
     /// The session ended: send BYE.
     HangUp {

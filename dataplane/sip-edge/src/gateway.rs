@@ -8,14 +8,23 @@
 //! text-only agent 488, the gateway busy or unreachable 503. An Agent in outage mode
 //! (`bidi_session_fallback`, then close 4513) is [`Refused::Outage`] with its fallback: the
 //! call task puts the caller through to the fallback's person ([`crate::call`]), or, with
-//! only a message, the call is refused 503 with the message as its reason.
+//! only a message, the call is refused 503 with the message as its reason and `Retry-After`
+//! from the fallback's hint.
+//!
+//! The capacity queue: when the Agent's model quota is full and it queues, the gateway
+//! answers `bidi_session_queued` (again at every new place) before the session starts. [`open`]
+//! hands each to the call ([`Queued`]; the call task sends `182 Queued` with the hold message)
+//! and waits on past `open_timeout`, for as long as the gateway keeps the place and is heard
+//! from (it pings a waiting client every few seconds; [`QUEUE_SILENCE`] without a word ends
+//! the wait as unreachable). A refusal for capacity (`capacity_full`, close 1013) becomes 503
+//! with `Retry-After` from its `retry_after_seconds`.
 
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::phone::{PHONE_HEADER, PhoneCall};
 use switchboard_core::protocol::{
-    AudioFormat, AudioSettings, ClientMessage, FallbackPerson, ServerMessage, SessionStart, close_code,
+    AudioFormat, AudioSettings, ClientMessage, ErrorCode, FallbackPerson, ServerMessage, SessionStart, close_code,
 };
 use switchboard_sip::call::Admission;
 use switchboard_sip::media::g711::Law;
@@ -33,6 +42,35 @@ pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 /// The largest message taken from the gateway: reply audio comes in frames of well under
 /// this; anything larger is a broken peer.
 const MAX_MESSAGE: usize = 1 << 20;
+
+/// How long a call waiting in the gateway's capacity queue may go without a word from the
+/// gateway (a message or a ping; it pings waiting clients every 5 s by default) before the
+/// edge takes it for gone and refuses the call 503.
+pub const QUEUE_SILENCE: Duration = Duration::from_secs(60);
+
+/// The gateway's word that a call's session waits for room (its `bidi_session_queued`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queued {
+    /// The place in the queue: 1 is next.
+    pub position: u32,
+    /// The gateway's estimate of the wait, in seconds.
+    pub estimated_wait_seconds: u64,
+    /// What to tell the caller (the Agent's hold message, or the gateway's sentence); empty
+    /// from gateways older than it.
+    pub message: String,
+}
+
+impl Queued {
+    /// What the caller's phone is told in the `182 Queued` reason phrase: the gateway's
+    /// message, or (an older gateway) the place and the wait.
+    pub fn phrase(&self) -> String {
+        if self.message.trim().is_empty() {
+            format!("Queued: number {} in line, about {} s", self.position, self.estimated_wait_seconds)
+        } else {
+            self.message.clone()
+        }
+    }
+}
 
 /// Where the gateway is and how the edge authenticates.
 #[derive(Clone, Debug)]
@@ -76,7 +114,17 @@ pub enum Refused {
     /// The gateway or the agent has no room now (1013, 4429, 4503).
     #[error("the gateway has no room for the call now: {0}")]
     Busy(String),
-    /// The gateway could not be reached or did not answer in time.
+    /// The Agent's model quota is full and it does not queue, or its queue is full
+    /// (`capacity_full`, close 1013).
+    #[error("{message}")]
+    CapacityFull {
+        /// What the gateway said.
+        message: String,
+        /// When a new call is likely to find room, in seconds (the gateway's estimate).
+        retry_after_seconds: Option<u64>,
+    },
+    /// The gateway could not be reached or did not answer in time (or fell silent while
+    /// the call waited in its queue).
     #[error("the gateway at {url} cannot be reached: {reason}")]
     Unreachable {
         /// The gateway's URL.
@@ -124,9 +172,14 @@ impl Refused {
             Self::NotExposed { .. } => Admission::Forbidden(reason),
             Self::TextOnly { .. } => Admission::NotAcceptable(reason),
             Self::Busy(_) | Self::Unreachable { .. } | Self::Unauthorized(_) => Admission::Refuse(503, reason),
+            Self::CapacityFull { retry_after_seconds, .. } => {
+                Admission::Unavailable { reason, retry_after: *retry_after_seconds }
+            }
             // What the Agent tells its callers, as the reason (a person, when it names one,
             // is the call task's: it answers and transfers instead).
-            Self::Outage(fallback) => Admission::Refuse(503, fallback.message.clone()),
+            Self::Outage(fallback) => {
+                Admission::Unavailable { reason: fallback.message.clone(), retry_after: fallback.retry_after_seconds }
+            }
             Self::Other { .. } => Admission::Refuse(500, reason),
         }
     }
@@ -139,6 +192,7 @@ impl Refused {
             Self::TextOnly { .. } => "text_only",
             Self::Unauthorized(_) => "unauthorized",
             Self::Busy(_) => "busy",
+            Self::CapacityFull { .. } => "capacity_full",
             Self::Unreachable { .. } => "unreachable",
             Self::Outage(_) => "outage",
             Self::Other { .. } => "other",
@@ -170,32 +224,52 @@ pub fn session_start(agent: &str, law: Law) -> SessionStart {
     }
 }
 
-/// Opens the call's session (see the module docs), within `config.open_timeout`, vouching
-/// for `phone` (the caller's number from a trunk, the number dialled) in the
-/// [`PHONE_HEADER`] header: the gateway takes it from
-/// the edge's credential only ([`switchboard_core::phone`]).
-pub async fn open(config: &GatewayConfig, agent: &str, law: Law, phone: &PhoneCall) -> Result<Session, Refused> {
+/// Opens the call's session (see the module docs), vouching for `phone` (the caller's
+/// number from a trunk, the number dialled) in the [`PHONE_HEADER`] header: the gateway
+/// takes it from the edge's credential only ([`switchboard_core::phone`]). The gateway must
+/// answer within `config.open_timeout`; an answer that the session waits in the capacity
+/// queue goes to `queued` (each new place), and the wait goes on past that timeout.
+pub async fn open(
+    config: &GatewayConfig,
+    agent: &str,
+    law: Law,
+    phone: &PhoneCall,
+    queued: &mut (dyn FnMut(Queued) + Send),
+) -> Result<Session, Refused> {
     let header = (!phone.is_empty()).then(|| (PHONE_HEADER, phone.to_header()));
-    open_for(config, agent, law, header).await
+    open_for(config, agent, law, header, Some(queued)).await
 }
 
 /// [`open`] for an answered outbound call: `ticket` (the gateway's, from
 /// [`ToEdge::Place`](switchboard_core::outbound::ToEdge)) goes in the
 /// [`TICKET_HEADER`](switchboard_core::outbound::TICKET_HEADER) header, and the session
 /// starts with the call's context in its memory.
+///
+/// The callee is on the line: a wait in the capacity queue counts within
+/// `config.open_timeout` (nobody hears a 182 on an answered call).
 pub async fn open_call(config: &GatewayConfig, agent: &str, law: Law, ticket: &str) -> Result<Session, Refused> {
-    open_for(config, agent, law, Some((switchboard_core::outbound::TICKET_HEADER, ticket.to_owned()))).await
+    open_for(config, agent, law, Some((switchboard_core::outbound::TICKET_HEADER, ticket.to_owned())), None).await
 }
 
 /// A header only the edge sends: its name and value.
 type Vouched = (&'static str, String);
 
-async fn open_for(config: &GatewayConfig, agent: &str, law: Law, header: Option<Vouched>) -> Result<Session, Refused> {
+/// A callback for the capacity queue's messages.
+type OnQueued<'a> = Option<&'a mut (dyn FnMut(Queued) + Send)>;
+
+async fn open_for(
+    config: &GatewayConfig,
+    agent: &str,
+    law: Law,
+    header: Option<Vouched>,
+    queued: OnQueued<'_>,
+) -> Result<Session, Refused> {
+    let deadline = tokio::time::Instant::now() + config.open_timeout;
     let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
-    match tokio::time::timeout(config.open_timeout, open_now(config, agent, law, header)).await {
-        Ok(result) => result,
-        Err(_) => Err(unreachable(format!("no answer within {:?}", config.open_timeout))),
-    }
+    let no_answer = || unreachable(format!("no answer within {:?}", config.open_timeout));
+    let socket =
+        tokio::time::timeout_at(deadline, start(config, agent, law, header)).await.map_err(|_| no_answer())??;
+    answer(config, agent, socket, deadline, queued).await
 }
 
 /// The request of a WebSocket to `url` with the edge's API key.
@@ -209,7 +283,8 @@ pub(crate) fn request(url: &str, api_key: Option<&str>) -> Result<tungstenite::h
     Ok(request)
 }
 
-async fn open_now(config: &GatewayConfig, agent: &str, law: Law, header: Option<Vouched>) -> Result<Session, Refused> {
+/// Connects and sends the call's `session_start`.
+async fn start(config: &GatewayConfig, agent: &str, law: Law, header: Option<Vouched>) -> Result<Socket, Refused> {
     let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
     let mut request = request(&config.url, config.api_key.as_deref()).map_err(unreachable)?;
     if let Some((name, value)) = header {
@@ -224,11 +299,45 @@ async fn open_now(config: &GatewayConfig, agent: &str, law: Law, header: Option<
     let start = serde_json::to_string(&ClientMessage::SessionStart(session_start(agent, law)))
         .map_err(|e| unreachable(e.to_string()))?;
     socket.send(Message::text(start)).await.map_err(|e| unreachable(e.to_string()))?;
-    // The gateway's last words before a close: its bidi_error says why, or its
-    // bidi_session_fallback what to do instead.
-    let mut said = String::new();
-    let mut fallback = None;
-    while let Some(frame) = socket.next().await {
+    Ok(socket)
+}
+
+/// What the gateway said before a close: its `bidi_error` (why), or its
+/// `bidi_session_fallback` (what to do instead).
+#[derive(Default)]
+struct LastWords {
+    message: String,
+    code: Option<ErrorCode>,
+    retry_after_seconds: Option<u64>,
+    fallback: Option<Fallback>,
+}
+
+/// Reads the gateway's answer to `session_start`: by `deadline`, or, once the session waits
+/// in the capacity queue and `queued` takes its messages, for as long as the gateway is
+/// heard from at least every [`QUEUE_SILENCE`].
+async fn answer(
+    config: &GatewayConfig,
+    agent: &str,
+    mut socket: Socket,
+    deadline: tokio::time::Instant,
+    mut queued: OnQueued<'_>,
+) -> Result<Session, Refused> {
+    let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
+    let mut said = LastWords::default();
+    let mut waiting = false;
+    loop {
+        let next = if waiting {
+            tokio::time::timeout(QUEUE_SILENCE, socket.next()).await.map_err(|_| {
+                unreachable(format!(
+                    "no word from the gateway for {QUEUE_SILENCE:?} while the call waited in its queue"
+                ))
+            })?
+        } else {
+            tokio::time::timeout_at(deadline, socket.next())
+                .await
+                .map_err(|_| unreachable(format!("no answer within {:?}", config.open_timeout)))?
+        };
+        let Some(frame) = next else { break };
         match frame {
             Ok(Message::Text(text)) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
                 Ok(ServerMessage::BidiConnectionStart { session_id, mode, .. }) if mode == "text" => {
@@ -239,9 +348,19 @@ async fn open_now(config: &GatewayConfig, agent: &str, law: Law, header: Option<
                 Ok(ServerMessage::BidiConnectionStart { session_id, .. }) => {
                     return Ok(Session { socket, id: session_id });
                 }
-                Ok(ServerMessage::BidiError { message, .. }) => said = message,
+                Ok(ServerMessage::BidiError { message, code, retry_after_seconds, .. }) => {
+                    said.message = message;
+                    said.code = Some(code);
+                    said.retry_after_seconds = retry_after_seconds;
+                }
                 Ok(ServerMessage::BidiSessionFallback { agent, cause, message, person, retry_after_seconds }) => {
-                    fallback = Some(Fallback { agent, cause, message, person, retry_after_seconds });
+                    said.fallback = Some(Fallback { agent, cause, message, person, retry_after_seconds });
+                }
+                Ok(ServerMessage::BidiSessionQueued { position, estimated_wait_seconds, message }) => {
+                    if let Some(queued) = queued.as_deref_mut() {
+                        waiting = true;
+                        queued(Queued { position, estimated_wait_seconds, message });
+                    }
                 }
                 _ => {}
             },
@@ -249,9 +368,12 @@ async fn open_now(config: &GatewayConfig, agent: &str, law: Law, header: Option<
                 let (code, reason) =
                     frame.map(|f| (u16::from(f.code), f.reason.to_string())).unwrap_or((1005, String::new()));
                 if code == close_code::OUTAGE {
-                    return Err(outage(agent, fallback, reason));
+                    return Err(outage(agent, said.fallback, reason));
                 }
-                let message = if said.is_empty() { reason } else { said };
+                let message = if said.message.is_empty() { reason } else { said.message };
+                if said.code == Some(ErrorCode::CapacityFull) {
+                    return Err(Refused::CapacityFull { message, retry_after_seconds: said.retry_after_seconds });
+                }
                 return Err(refusal(agent, code, message));
             }
             Ok(_) => {}
@@ -325,10 +447,48 @@ mod tests {
         let refused = outage("triage", Some(said.clone()), "outage: see bidi_session_fallback".into());
         assert_eq!(refused, Refused::Outage(Box::new(said)), "the fallback as the gateway sent it");
         assert_eq!(refused.label(), "outage");
-        assert_eq!(refused.admission(), Admission::Refuse(503, "Please call back later.".into()));
+        assert_eq!(
+            refused.admission(),
+            Admission::Unavailable { reason: "Please call back later.".into(), retry_after: None }
+        );
+        let hinted = Fallback { retry_after_seconds: Some(120), person: None, ..said_without_person() };
+        let admission = Refused::Outage(Box::new(hinted)).admission();
+        assert_eq!((admission.refusal().map(|r| r.0), admission.retry_after()), (Some(503), Some(120)));
         let Refused::Outage(bare) = outage("triage", None, String::new()) else { panic!("an outage") };
         assert_eq!((bare.cause.as_str(), bare.person), ("unknown", None), "a 4513 that said nothing more");
         assert!(!bare.message.is_empty(), "the caller is told something");
+    }
+
+    fn said_without_person() -> Fallback {
+        Fallback {
+            agent: "bank/triage".into(),
+            cause: "breaker".into(),
+            message: "Please call back later.".into(),
+            person: None,
+            retry_after_seconds: None,
+        }
+    }
+
+    #[test]
+    fn a_capacity_refusal_is_503_with_the_retry_hint() {
+        let full = Refused::CapacityFull {
+            message: "the model quota of default/us-east-1 is full".into(),
+            retry_after_seconds: Some(40),
+        };
+        assert_eq!(full.label(), "capacity_full");
+        let admission = full.admission();
+        assert_eq!(admission.refusal(), Some((503, "the model quota of default/us-east-1 is full")));
+        assert_eq!(admission.retry_after(), Some(40));
+        let unhinted = Refused::CapacityFull { message: "full".into(), retry_after_seconds: None }.admission();
+        assert_eq!(unhinted.retry_after(), None);
+    }
+
+    #[test]
+    fn the_182_says_the_hold_message_or_else_the_place_and_the_wait() {
+        let queued = Queued { position: 2, estimated_wait_seconds: 40, message: "Please stay on the line.".into() };
+        assert_eq!(queued.phrase(), "Please stay on the line.");
+        let older = Queued { message: String::new(), ..queued };
+        assert_eq!(older.phrase(), "Queued: number 2 in line, about 40 s");
     }
 
     #[test]

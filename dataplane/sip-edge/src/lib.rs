@@ -50,7 +50,13 @@
 //!
 //! Outage mode: a call to an Agent whose session the gateway diverts (`bidi_session_fallback`,
 //! close 4513) is answered and put through to the fallback's person with the same REFER, or,
-//! with only a message, refused 503 with the message as the reason.
+//! with only a message, refused 503 with the message as the reason (and `Retry-After` when
+//! the gateway gives a hint).
+//!
+//! The capacity queue: a call whose session the gateway queues (`bidi_session_queued`) gets
+//! `182 Queued` with the hold message, again at every new place and every half minute, and is
+//! answered when its turn comes; a refusal for capacity (`capacity_full`) is 503 with
+//! `Retry-After` from the gateway's hint ([`gateway`]).
 //!
 //! Not here yet: TLS, the caller's number in the session context, dialling the person and
 //! bridging where the trunk takes no REFER, answering-machine detection, and metrics.

@@ -122,6 +122,7 @@ impl Signalling {
                 }
                 Some(command) = commands.recv() => match command {
                     Command::Admit { call_id, admission } => self.endpoint.admit(Instant::now(), &call_id, admission),
+                    Command::Queued { call_id, reason } => self.endpoint.queued(Instant::now(), &call_id, &reason),
                     Command::HangUp { call_id } => self.endpoint.hang_up(Instant::now(), &call_id),
                     Command::Transfer { call_id, target, timeout } => {
                         if let Err(error) = self.endpoint.transfer(Instant::now(), &call_id, &target, timeout)

@@ -60,8 +60,9 @@ pub struct SipArgs {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     media_timeout_seconds: u64,
 
-    /// Seconds the gateway may take to open a call's session (connecting and answering
-    /// `session_start`); past it the call is answered 503.
+    /// Seconds the gateway may take to answer a call's session (connecting and answering
+    /// `session_start`); past it the call is answered 503. A call the gateway queues for
+    /// capacity (182 Queued) waits on past it, as long as the gateway keeps its place.
     #[arg(long, env = "SWITCHBOARD_SIP_GATEWAY_TIMEOUT_SECONDS", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=120))]
     gateway_timeout_seconds: u64,

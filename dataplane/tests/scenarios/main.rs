@@ -113,17 +113,18 @@ fn the_example_bank_scenarios_pass_offline_within_a_minute() {
         "dispute-declined",
         "failed-verification",
         "fees",
+        "keypad-verification",
         "return-to-triage",
         "unknown-request",
         "voice-balance",
     ] {
         assert!(stdout.contains(&format!("PASS  examples/banking/tests/{name}.yaml")), "{name}: {stdout}");
     }
-    assert!(stdout.contains("ok: 8 scenario(s), 8 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("ok: 9 scenario(s), 9 passed, 0 failed"), "{stdout}");
     assert!(elapsed < Duration::from_secs(60), "the suite took {elapsed:?}");
     let report = parse_junit(&junit);
-    assert_eq!((report.tests.as_deref(), report.failures.as_deref()), (Some("8"), Some("0")), "{report:?}");
-    assert_eq!((report.cases, report.failure_elements), (8, 0));
+    assert_eq!((report.tests.as_deref(), report.failures.as_deref()), (Some("9"), Some("0")), "{report:?}");
+    assert_eq!((report.cases, report.failure_elements), (9, 0));
     let _ = std::fs::remove_file(&junit);
 }
 
@@ -279,7 +280,58 @@ fn bad_scenario_files_are_refused_with_file_and_line_before_anything_runs() {
     // --check reads and checks the same way without running anything.
     let out = switchboard_test(&["examples/banking", "--check"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("8 scenario file(s) checked: no problems"));
+    assert!(text(&out.stdout).contains("9 scenario file(s) checked: no problems"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const KEYS_PRESSED: &str = "\
+name: Keys pressed reach the agent as the caller's input
+agent: triage
+steps:
+  - keys: \"42#\"
+    expect:
+      agent: triage
+      transcript: { contains: 'You said: \"The caller pressed 4 2 #\"' }
+      noError: true
+";
+
+const BAD_KEYS: &str = "\
+name: Keys no keypad has
+steps:
+  - keys: \"12 3#\"
+  - keys: 1234
+";
+
+#[test]
+fn key_steps_press_keys_as_the_sip_edge_forwards_them_and_bad_keys_are_refused_with_their_line() {
+    // The keys reach the agent as the caller's input: the simulator's default answer echoes it.
+    let dir = scenario_dir(&[("keys.yaml", KEYS_PRESSED)]);
+    let out = switchboard_test(&[dir.to_str().expect("utf-8"), "--agents", "examples/banking"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("ok: 1 scenario(s), 1 passed, 0 failed"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Keys no keypad has, and keys YAML reads as a number, are refused before anything runs.
+    let dir = scenario_dir(&[("bad-keys.yaml", BAD_KEYS)]);
+    let out = switchboard_test(&[dir.to_str().expect("utf-8"), "--agents", "examples/banking"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success() && !stdout.contains("Running"), "nothing runs: {stdout}\n{stderr}");
+    let bad = dir.join("bad-keys.yaml").display().to_string();
+    assert!(
+        stderr.contains(&format!("{bad}:4: ")) && stderr.contains(r#"quote the keys pressed, keys: "1234""#),
+        "a number for keys is refused with its line and what to write: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let dir = scenario_dir(&[("bad-keys.yaml", "name: n\nsteps:\n  - keys: \"12 3#\"\n")]);
+    let out = switchboard_test(&[dir.to_str().expect("utf-8"), "--agents", "examples/banking"]);
+    let stderr = text(&out.stderr);
+    let bad = dir.join("bad-keys.yaml").display().to_string();
+    assert!(
+        stderr.contains(&format!(
+            "{bad}:3: steps[0].keys: \"12 3#\" holds ' ', which is no key on a phone's keypad: press 0-9, *, # or A-D"
+        )),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

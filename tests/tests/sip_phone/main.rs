@@ -21,8 +21,9 @@
 //! the tests are grouped by what they prove: [`calls`] (inbound calls, refusals, hang-ups,
 //! hostile input), [`trunks`], [`keypad`], [`outbound`], [`transfer`], [`outage`] (an Agent
 //! in outage mode: the call goes to its fallback person), [`proxy`] (a carrier's SIP proxy,
-//! Debian's kamailio, between the phone and the edge) and [`local`] (local mode's own
-//! edge).
+//! Debian's kamailio, between the phone and the edge), [`queue`] (the gateway's capacity
+//! queue: 182 Queued while a call waits, 503 with Retry-After when refused) and [`local`]
+//! (local mode's own edge).
 
 mod calls;
 mod keypad;
@@ -31,6 +32,7 @@ mod outage;
 mod outbound;
 mod phone;
 mod proxy;
+mod queue;
 mod stack;
 mod transfer;
 mod trunks;

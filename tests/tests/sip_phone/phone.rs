@@ -9,6 +9,13 @@ use std::time::Duration;
 
 use crate::stack::{Stack, free_udp_range, wait_for};
 
+/// How a baresip instance runs, beyond its config.
+#[derive(Clone, Copy, Debug, Default)]
+struct Options {
+    /// SIP trace (`-s`): every SIP message in the log.
+    trace: bool,
+}
+
 /// A baresip instance dialling one URI.
 pub(crate) struct Phone {
     dir: PathBuf,
@@ -102,6 +109,14 @@ impl Phone {
         Self::start(dir, tools, name, user, 20, quit, "udp", ";answermode=auto", "", None)
     }
 
+    /// [`Phone::dial`] with baresip's SIP trace on (`-s`): every SIP message it sends and
+    /// receives is in its log, headers and all.
+    pub(crate) fn dial_traced(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32) -> Self {
+        let dial = format!("/dial sip:{user}@{};transport=udp", stack.sip);
+        let options = Options { trace: true };
+        Self::start_with(&stack.dir, &stack.tools, name, "caller", silence, quit, "udp", "", "", Some(&dial), options).0
+    }
+
     /// A baresip instance with account `<user>` and `more_config` lines in its config,
     /// running `command` at start.
     #[allow(clippy::too_many_arguments)]
@@ -116,6 +131,25 @@ impl Phone {
         account: &str,
         more_config: &str,
         command: Option<&str>,
+    ) -> (Self, u16) {
+        let options = Options::default();
+        Self::start_with(root, tools, name, user, silence, quit, transport, account, more_config, command, options)
+    }
+
+    /// [`Phone::start`] with `options`.
+    #[allow(clippy::too_many_arguments)]
+    fn start_with(
+        root: &Path,
+        tools: &Path,
+        name: &str,
+        user: &str,
+        silence: u32,
+        quit: u32,
+        transport: &str,
+        account: &str,
+        more_config: &str,
+        command: Option<&str>,
+        options: Options,
     ) -> (Self, u16) {
         let dir = root.join(name);
         std::fs::create_dir_all(dir.join("snd")).expect("a folder");
@@ -162,6 +196,9 @@ impl Phone {
         baresip.arg("-f").arg(&dir);
         if let Some(command) = command {
             baresip.args(["-e", command]);
+        }
+        if options.trace {
+            baresip.arg("-s");
         }
         let child = baresip
             .args(["-t", &quit.to_string()])

@@ -72,11 +72,21 @@ pub struct Timers {
     pub t2: Duration,
     /// How long a message may stay in the network (5 s).
     pub t4: Duration,
+    /// How often a call held unanswered ([`InboundCall::queued`]) sends its provisional
+    /// answer again (30 s): RFC 3261 §13.3.1.1 asks for one at least every minute, lest a
+    /// proxy cancel the INVITE after three minutes of silence; twice a minute also keeps a
+    /// NAT's UDP binding towards the phone open (many expire after 30 to 60 s).
+    pub provisional: Duration,
 }
 
 impl Default for Timers {
     fn default() -> Self {
-        Self { t1: Duration::from_millis(500), t2: Duration::from_secs(4), t4: Duration::from_secs(5) }
+        Self {
+            t1: Duration::from_millis(500),
+            t2: Duration::from_secs(4),
+            t4: Duration::from_secs(5),
+            provisional: Duration::from_secs(30),
+        }
     }
 }
 
@@ -199,6 +209,14 @@ pub enum Admission {
     NotAcceptable(String),
     /// 486 Busy Here: no capacity now.
     Busy(String),
+    /// 503 Service Unavailable: no room now (the gateway's capacity, an outage), with
+    /// `Retry-After` (RFC 3261 §20.33) when there is a hint of when to try again.
+    Unavailable {
+        /// The reason phrase.
+        reason: String,
+        /// Seconds until a new call is likely to find room.
+        retry_after: Option<u64>,
+    },
     /// Any other final status, 300-699, with a reason.
     Refuse(u16, String),
 }
@@ -212,7 +230,16 @@ impl Admission {
             Self::NotFound(r) => Some((404, r)),
             Self::NotAcceptable(r) => Some((488, r)),
             Self::Busy(r) => Some((486, r)),
+            Self::Unavailable { reason, .. } => Some((503, reason)),
             Self::Refuse(status, r) => Some(((*status).clamp(300, 699), r)),
+        }
+    }
+
+    /// The `Retry-After` seconds of a refusal, when it has a hint.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            Self::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
         }
     }
 }
@@ -220,6 +247,8 @@ impl Admission {
 /// The methods the edge takes inside a dialogue (the Allow header).
 pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, INFO, UPDATE, NOTIFY";
 
+#[cfg(test)]
+mod queue_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

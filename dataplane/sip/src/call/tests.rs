@@ -35,14 +35,14 @@ fn config() -> CallConfig {
     }
 }
 
-fn request(bytes: &[u8]) -> Request {
+pub(super) fn request(bytes: &[u8]) -> Request {
     match parse_datagram(bytes, &Limits::default()) {
         Ok(Message::Request(r)) => r,
         other => panic!("{other:?}"),
     }
 }
 
-fn invite() -> Request {
+pub(super) fn invite() -> Request {
     request(BARESIP_INVITE)
 }
 
@@ -57,7 +57,7 @@ pub(super) fn in_dialog(method: &str, cseq: u32, branch: &str, extra: &str, body
     request(text.as_bytes())
 }
 
-fn ack() -> Request {
+pub(super) fn ack() -> Request {
     in_dialog("ACK", 14871, "z9hG4bKack1", "", "")
 }
 
@@ -77,7 +77,7 @@ pub(super) fn statuses(sent: &[Message]) -> Vec<u16> {
     sent.iter().filter_map(|m| if let Message::Response(r) = m { Some(r.status) } else { None }).collect()
 }
 
-fn response(message: &Message) -> &Response {
+pub(super) fn response(message: &Message) -> &Response {
     match message {
         Message::Response(r) => r,
         Message::Request(r) => panic!("a request: {r:?}"),

@@ -75,6 +75,9 @@ pub struct InboundCall {
     ended: bool,
     /// A transfer (REFER) under way.
     transfer: Option<transfer::Transfer>,
+    /// While the call is held unanswered ([`InboundCall::queued`]): when its provisional
+    /// answer is sent again.
+    provisional_due: Option<Instant>,
     effects: VecDeque<Effect>,
 }
 
@@ -139,6 +142,7 @@ impl InboundCall {
             hang_up_after_ack: false,
             ended: false,
             transfer: None,
+            provisional_due: None,
             effects: VecDeque::new(),
         };
         let trying = call.respond(source, &call.invite.clone(), invite.response(100, None));
@@ -253,7 +257,28 @@ impl InboundCall {
         };
         let reinvite = self.reinvite.as_ref().map(|(_, r)| r.deadline());
         let transfer = self.transfer.as_ref().map(transfer::Transfer::deadline);
-        state.into_iter().chain(reinvite).chain(transfer).min()
+        let provisional = self.provisional_due.filter(|_| matches!(self.inner, Inner::Proceeding));
+        state.into_iter().chain(reinvite).chain(transfer).chain(provisional).min()
+    }
+
+    /// The owner holds the call unanswered while its session waits for room (a capacity
+    /// queue): `182 Queued` (RFC 3261 §21.1.5) with `reason` as its phrase — what the caller
+    /// is told, e.g. their place and the wait — now, and again every
+    /// [`Timers::provisional`](super::Timers) until the call is answered, refused or
+    /// cancelled; a retransmitted INVITE gets the latest. Called again (a new place in the
+    /// queue), it sends the new phrase at once. Ignored unless the call waits for its
+    /// [`Admission`].
+    pub fn queued(&mut self, now: Instant, reason: &str) {
+        if !matches!(self.inner, Inner::Proceeding) {
+            return;
+        }
+        let reason = phrase(reason);
+        let reason = if reason.trim().is_empty() { "Queued".to_owned() } else { reason };
+        let mut response = self.invite.response(182, Some(&self.dialog.local_tag)).with_reason(&reason);
+        response.headers.push("Contact", self.dialog.contact());
+        let transmit = self.respond(self.dialog.peer, &self.invite.clone(), response);
+        self.invite_response = Some(transmit);
+        self.provisional_due = Some(now + self.config.timers.provisional);
     }
 
     /// The owner's answer to [`CallEvent::Incoming`]. Ignored unless the call is waiting
@@ -270,8 +295,11 @@ impl InboundCall {
             self.inner = Inner::Answered(Retransmit::new(now, transmit, &self.config.timers));
             return;
         };
-        let reason = reason.to_owned();
-        self.refuse(now, status, &reason, None);
+        let mut response = self.invite.response(status, Some(&self.dialog.local_tag)).with_reason(&phrase(reason));
+        if let Some(seconds) = admission.retry_after() {
+            response.headers.push("Retry-After", seconds.to_string());
+        }
+        self.send_final(now, response, EndReason::Refused(status));
     }
 
     /// The edge ends the call: a BYE once answered (after the ACK if it has not come

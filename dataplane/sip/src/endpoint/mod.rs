@@ -202,6 +202,16 @@ impl Endpoint {
         });
     }
 
+    /// Holds an inbound call unanswered while its session waits for room: `182 Queued`
+    /// with `reason`, repeated until it is admitted (see [`InboundCall::queued`]).
+    pub fn queued(&mut self, now: Instant, call_id: &str, reason: &str) {
+        self.with_call(call_id, |call| {
+            if let Call::Inbound(call) = call {
+                call.queued(now, reason);
+            }
+        });
+    }
+
     /// Transfers an inbound call to `target` by REFER (see [`InboundCall::transfer`]);
     /// its progress comes as the call's [`CallEvent::Transfer`] events.
     pub fn transfer(

@@ -322,6 +322,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
     match status {
         100 => "Trying",
         180 => "Ringing",
+        182 => "Queued",
         183 => "Session Progress",
         200 => "OK",
         400 => "Bad Request",

@@ -135,6 +135,15 @@ impl InboundCall {
     /// Runs the timers due at `now`: retransmissions, giving up, the end of lingering.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.transfer_timeout(now);
+        if matches!(self.inner, Inner::Proceeding)
+            && let Some(due) = self.provisional_due
+            && now >= due
+        {
+            if let Some(last) = self.invite_response.clone() {
+                self.effects.push_back(Effect::Transmit(last));
+            }
+            self.provisional_due = Some(now + self.config.timers.provisional);
+        }
         if let Some((_, r)) = &mut self.reinvite {
             match r.on_timeout(now) {
                 Due::Resend(t) => self.effects.push_back(Effect::Transmit(t)),
