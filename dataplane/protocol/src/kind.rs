@@ -61,6 +61,8 @@ pub enum ServerKind {
     SessionQueued,
     /// `bidi_session_fallback`
     SessionFallback,
+    /// `bidi_session_outage`
+    SessionOutage,
     /// `bidi_connection_draining`
     ConnectionDraining,
     /// `bidi_connection_close`
@@ -69,7 +71,7 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind.
-    pub const ALL: [Self; 28] = [
+    pub const ALL: [Self; 29] = [
         Self::ConnectionStart,
         Self::TranscriptStream,
         Self::ResponseStart,
@@ -96,6 +98,7 @@ impl ServerKind {
         Self::Error,
         Self::SessionQueued,
         Self::SessionFallback,
+        Self::SessionOutage,
         Self::ConnectionDraining,
         Self::ConnectionClose,
     ];
@@ -129,6 +132,7 @@ impl ServerKind {
             Self::Error => "bidi_error",
             Self::SessionQueued => "bidi_session_queued",
             Self::SessionFallback => "bidi_session_fallback",
+            Self::SessionOutage => "bidi_session_outage",
             Self::ConnectionDraining => "bidi_connection_draining",
             Self::ConnectionClose => "bidi_connection_close",
         }
@@ -166,6 +170,7 @@ impl ServerKind {
             "bidi_error" => Self::Error,
             "bidi_session_queued" => Self::SessionQueued,
             "bidi_session_fallback" => Self::SessionFallback,
+            "bidi_session_outage" => Self::SessionOutage,
             "bidi_connection_draining" => Self::ConnectionDraining,
             "bidi_connection_close" => Self::ConnectionClose,
             _ => return None,
@@ -239,6 +244,7 @@ impl ServerMessage {
             Self::BidiError { .. } => ServerKind::Error,
             Self::BidiSessionQueued { .. } => ServerKind::SessionQueued,
             Self::BidiSessionFallback { .. } => ServerKind::SessionFallback,
+            Self::BidiSessionOutage { .. } => ServerKind::SessionOutage,
             Self::BidiConnectionDraining { .. } => ServerKind::ConnectionDraining,
             Self::BidiConnectionClose { .. } => ServerKind::ConnectionClose,
         }
@@ -375,6 +381,13 @@ mod tests {
                 message: "Putting you through to an advisor.".into(),
                 person: Some(crate::FallbackPerson { name: "advisor".into(), address: "+442079460001".into() }),
                 retry_after_seconds: Some(30),
+            },
+            ServerMessage::BidiSessionOutage {
+                agent: "bank/triage".into(),
+                active: true,
+                cause: "switch".into(),
+                message: "Putting you through to an advisor.".into(),
+                person: Some(crate::FallbackPerson { name: "advisor".into(), address: "+442079460001".into() }),
             },
             ServerMessage::BidiConnectionDraining { seconds: 3 },
             ServerMessage::BidiConnectionClose { reason: "bye".into() },
