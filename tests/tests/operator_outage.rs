@@ -10,6 +10,8 @@
 //! carries it and every Agent of the namespace — one without `spec.outage` too — is in
 //! outage mode as the gateway applies it; each flip is an Event on the ConfigMap, a value
 //! the operator cannot read a Warning saying what to fix (and counts as off); no pod rolls.
+//! The Agent's `OutageMode` condition follows it (`True`, reason `NamespaceSwitchedOn`, then
+//! `False`), with its own Events.
 
 mod common;
 
@@ -225,22 +227,34 @@ async fn the_namespace_switch_puts_every_agent_of_it_into_outage_mode_with_event
     assert_eq!(front.message.as_deref(), Some("We are closed today."));
     let on = wait_switch_event(&events, "OutageSwitchedOn", "Warning").await;
     assert!(on.message.as_deref().is_some_and(|m| m.contains("every Agent of this namespace")), "{on:?}");
+    // The Agent says so too: its condition, and an Event on it.
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns.name);
+    let condition = outage_condition(&agents, "True").await;
+    assert_eq!(condition.reason, "NamespaceSwitchedOn", "{condition:?}");
+    assert!(condition.message.contains("We are closed today."), "{condition:?}");
+    let agent_on = wait_event(&events, "OutageSwitchedOn", "Warning").await;
+    assert_eq!(agent_on.involved_object.kind.as_deref(), Some("Agent"));
 
     // A value the operator cannot read: a Warning saying what to fix; it counts as off.
     switch(&config_maps, serde_json::json!({"active": "yes"})).await;
     wait_namespace_switch(&ns, None).await;
     let invalid = wait_switch_event(&events, "OutageSwitchInvalid", "Warning").await;
     assert!(invalid.message.as_deref().is_some_and(|m| m.contains("\"yes\"")), "{invalid:?}");
+    assert_eq!(outage_condition(&agents, "False").await.reason, "SwitchedOff");
 
     // On again, then the ConfigMap deleted: off, a Normal Event.
     switch(&config_maps, serde_json::json!({"active": "true"})).await;
     wait_namespace_switch(&ns, Some(None)).await;
+    assert_eq!(outage_condition(&agents, "True").await.reason, "NamespaceSwitchedOn");
     config_maps
         .delete(switchboard_crds::routing::OUTAGE_SWITCH_CONFIG_MAP, &Default::default())
         .await
         .expect("delete the switch");
     wait_namespace_switch(&ns, None).await;
     wait_switch_event(&events, "OutageSwitchedOff", "Normal").await;
+    assert_eq!(outage_condition(&agents, "False").await.reason, "SwitchedOff");
+    let agent_off = wait_event(&events, "OutageSwitchedOff", "Normal").await;
+    assert_eq!(agent_off.involved_object.kind.as_deref(), Some("Agent"));
     let after = config_hash(&deployments.get("front").await.expect("deployment"));
     assert_eq!(after, before, "flipping the namespace's switch rolls no pod");
     assert!(!op.is_finished(), "the same operator throughout");

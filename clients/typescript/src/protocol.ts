@@ -929,6 +929,33 @@ export type BidiSessionFallbackMessage = {
 };
 
 /**
+ * The Agent serving this session was switched into outage mode while the session was under way (`active: true`; an operator turned its switch, or its namespace's, on), or switched out of it again (`active: false`). The session goes on: nobody is cut off mid-sentence. `message` and `person` are the fallback new sessions now get, for the client to tell the caller or offer them (put them through to `person.address`). Also sent after `bidi_connection_start` when a session reaches an Agent already switched on (a handoff or a resume). Automatic trips of the breaker are not told here.
+ */
+export type BidiSessionOutageMessage = {
+  /**
+   * Whether outage mode is on (`true`) or was switched off again (`false`).
+   */
+  active: boolean;
+  /**
+   * The Agent serving the session (`namespace/name`).
+   */
+  agent: string;
+  /**
+   * Why: `switch` (the Agent's own switch or its namespace's).
+   */
+  cause: string;
+  /**
+   * What to tell the caller while it is on (the Agent's fallback message, the namespace's, or a default); empty (and not written) once it is off.
+   */
+  message?: string;
+  /**
+   * The person new sessions go to, when the Agent names one (only while it is on).
+   */
+  person?: FallbackPerson | null;
+  type: "bidi_session_outage";
+};
+
+/**
  * The server (a runtime pod) is shutting down and serves this session for at most `seconds` more. A gateway moves the session to another pod at the next turn boundary (the client sees `bidi_connection_restart`, reason `runtime_draining`); a client connected directly should reconnect when convenient.
  */
 export type BidiConnectionDrainingMessage = {
@@ -981,6 +1008,7 @@ export type ServerMessage =
   | BidiErrorMessage
   | BidiSessionQueuedMessage
   | BidiSessionFallbackMessage
+  | BidiSessionOutageMessage
   | BidiConnectionDrainingMessage
   | BidiConnectionCloseMessage;
 
@@ -1013,6 +1041,7 @@ export const SERVER_MESSAGE_TYPES = [
   "bidi_error",
   "bidi_session_queued",
   "bidi_session_fallback",
+  "bidi_session_outage",
   "bidi_connection_draining",
   "bidi_connection_close",
 ] as const;

@@ -19,11 +19,14 @@
 //!   `switch` or `breaker` — the message, the person, and when a new session may be served)
 //!   before any `bidi_connection_start`, then close 4513: never an accepted, silent socket.
 //!   Sessions under way, resumed or continued go on; handoffs are not diverted.
+//! - **Sessions under way** go on when a switch flips, and are told ([`notice`]:
+//!   `bidi_session_outage`, on and off again); a breaker's trip is not told to them.
 //! - **Told**: every change of a breaker (tripped, ramping, reopened, recovered) is a log
 //!   line, a metric and — on a cluster — a Kubernetes Event on the Agent ([`Outages::events`]);
 //!   the switch's Events are the operator's.
 
 pub mod breaker;
+pub mod notice;
 pub mod shared;
 pub mod turns;
 
@@ -46,8 +49,7 @@ use crate::session::machine::Close;
 
 pub use turns::{Turn, Turns};
 
-/// What the client is told when the Agent names no message.
-pub const DEFAULT_MESSAGE: &str = "The assistant is unavailable at the moment.";
+pub use notice::DEFAULT_MESSAGE;
 /// How many changes wait for the Event publisher; more are dropped (and logged).
 pub const EVENT_QUEUE: usize = 256;
 
@@ -75,6 +77,8 @@ pub struct Outages {
     shared: OnceLock<mpsc::Sender<shared::Tripped>>,
     /// This process among the replicas (a random id).
     replica: String,
+    /// Which Agents are switched on, for the sessions under way ([`notice`]).
+    pub switches: notice::Switches,
     /// Outage metrics.
     pub metrics: OutageMetrics,
 }
@@ -87,6 +91,7 @@ impl Outages {
             events: OnceLock::new(),
             shared: OnceLock::new(),
             replica: uuid::Uuid::new_v4().simple().to_string(),
+            switches: notice::Switches::default(),
             metrics: OutageMetrics::new()?,
         })
     }

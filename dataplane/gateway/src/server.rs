@@ -272,6 +272,11 @@ impl Server {
                 }) as MoreMetrics)
             }
         };
+        // Sessions under way hear of outage switches through this one follower.
+        let follower = gateway.clone();
+        tokio::spawn(async move {
+            follower.outages.switches.follow(follower.directory.clone(), follower.shutdown.clone()).await;
+        });
         let mut routes = app(gateway.clone(), more_metrics);
         for channel in channels {
             tokio::spawn(channel.clone().run(gateway.clone()));

@@ -28,6 +28,7 @@
 pub use switchboard_console::{agents, web};
 
 mod hosts;
+pub mod outage;
 mod sip;
 pub use sip::LocalSip;
 
@@ -287,6 +288,8 @@ pub async fn start_redacting(
     let by_handoff = list.by_handoff.iter().map(|agent| agent.name.clone()).collect();
     let runtime = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), state).await.map_err(start_error)?;
     let (gateway, routes) = gateway(&options, key, table, runtime.local_addr().map_err(start_error)?, record)?;
+    let routes = Arc::new(routes);
+    outage::watch(dir, &routes);
     let runtime_state = runtime.state();
     let live = switchboard_console::live::routes(gateway.clone());
     let own = hosts::this_machine_only(web::routes(list).merge(live), gateway.clone());
@@ -315,8 +318,8 @@ pub async fn start_redacting(
 pub struct Servers {
     gateway: GatewayServer,
     runtime: Server,
-    /// Holds the gateway's directory open (it never changes here).
-    _routes: watch::Sender<switchboard_gateway::Directory>,
+    /// Holds the gateway's directory open (only the outage switch file changes it, [`outage`]).
+    _routes: Arc<watch::Sender<switchboard_gateway::Directory>>,
     sip: Option<switchboard_sip_edge::Edge>,
 }
 

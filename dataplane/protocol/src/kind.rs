@@ -63,6 +63,8 @@ pub enum ServerKind {
     SessionQueued,
     /// `bidi_session_fallback`
     SessionFallback,
+    /// `bidi_session_outage`
+    SessionOutage,
     /// `bidi_connection_draining`
     ConnectionDraining,
     /// `bidi_connection_close`
@@ -99,6 +101,7 @@ impl ServerKind {
         Self::Error,
         Self::SessionQueued,
         Self::SessionFallback,
+        Self::SessionOutage,
         Self::ConnectionDraining,
         Self::ConnectionClose,
     ];
@@ -133,6 +136,7 @@ impl ServerKind {
             Self::Error => "bidi_error",
             Self::SessionQueued => "bidi_session_queued",
             Self::SessionFallback => "bidi_session_fallback",
+            Self::SessionOutage => "bidi_session_outage",
             Self::ConnectionDraining => "bidi_connection_draining",
             Self::ConnectionClose => "bidi_connection_close",
         }
@@ -171,6 +175,7 @@ impl ServerKind {
             "bidi_error" => Self::Error,
             "bidi_session_queued" => Self::SessionQueued,
             "bidi_session_fallback" => Self::SessionFallback,
+            "bidi_session_outage" => Self::SessionOutage,
             "bidi_connection_draining" => Self::ConnectionDraining,
             "bidi_connection_close" => Self::ConnectionClose,
             _ => return None,
@@ -245,6 +250,7 @@ impl ServerMessage {
             Self::BidiError { .. } => ServerKind::Error,
             Self::BidiSessionQueued { .. } => ServerKind::SessionQueued,
             Self::BidiSessionFallback { .. } => ServerKind::SessionFallback,
+            Self::BidiSessionOutage { .. } => ServerKind::SessionOutage,
             Self::BidiConnectionDraining { .. } => ServerKind::ConnectionDraining,
             Self::BidiConnectionClose { .. } => ServerKind::ConnectionClose,
         }
@@ -388,6 +394,13 @@ mod tests {
                 message: "Putting you through to an advisor.".into(),
                 person: Some(crate::FallbackPerson { name: "advisor".into(), address: "+442079460001".into() }),
                 retry_after_seconds: Some(30),
+            },
+            ServerMessage::BidiSessionOutage {
+                agent: "bank/triage".into(),
+                active: true,
+                cause: "switch".into(),
+                message: "Putting you through to an advisor.".into(),
+                person: Some(crate::FallbackPerson { name: "advisor".into(), address: "+442079460001".into() }),
             },
             ServerMessage::BidiConnectionDraining { seconds: 3 },
             ServerMessage::BidiConnectionClose { reason: "bye".into() },

@@ -408,6 +408,28 @@ pub enum ServerMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry_after_seconds: Option<u64>,
     },
+    /// The Agent serving this session was switched into outage mode while the session was
+    /// under way (`active: true`; an operator turned its switch, or its namespace's, on), or
+    /// switched out of it again (`active: false`). The session goes on: nobody is cut off
+    /// mid-sentence. `message` and `person` are the fallback new sessions now get, for the
+    /// client to tell the caller or offer them (put them through to `person.address`). Also
+    /// sent after `bidi_connection_start` when a session reaches an Agent already switched
+    /// on (a handoff or a resume). Automatic trips of the breaker are not told here.
+    BidiSessionOutage {
+        /// The Agent serving the session (`namespace/name`).
+        agent: String,
+        /// Whether outage mode is on (`true`) or was switched off again (`false`).
+        active: bool,
+        /// Why: `switch` (the Agent's own switch or its namespace's).
+        cause: String,
+        /// What to tell the caller while it is on (the Agent's fallback message, the
+        /// namespace's, or a default); empty (and not written) once it is off.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+        /// The person new sessions go to, when the Agent names one (only while it is on).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        person: Option<FallbackPerson>,
+    },
     /// The server (a runtime pod) is shutting down and serves this session for at most
     /// `seconds` more. A gateway moves the session to another pod at the next turn
     /// boundary (the client sees `bidi_connection_restart`, reason `runtime_draining`);

@@ -268,6 +268,15 @@ fn print_message(message: &ServerMessage, live: bool) {
                 println!("[try again in about {seconds} s]");
             }
         }
+        ServerMessage::BidiSessionOutage { agent, active: true, message, person, .. } => {
+            println!("[{agent} was switched into outage mode; this session goes on: {message}]");
+            if let Some(person) = person {
+                println!("[or reach {} at {}]", person.name, person.address);
+            }
+        }
+        ServerMessage::BidiSessionOutage { agent, active: false, .. } => {
+            println!("[{agent} is out of outage mode again]")
+        }
         ServerMessage::BidiConnectionClose { reason } => println!("[session closed: {reason}]"),
         ServerMessage::BidiConnectionDraining { seconds } => {
             println!("  [the server shuts down within {seconds} s; reconnect when convenient]")

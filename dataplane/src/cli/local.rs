@@ -220,6 +220,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         println!("Sessions recorded in {} (switchboard sessions list)", record.recorder.store.display);
     }
     println!("Chat with: switchboard chat ws://{addr}/v1/session");
+    println!(
+        "Outage mode: write {} (`active: true`, or `agents: [<name>]`) to switch it on; delete it to switch off",
+        dir.join(switchboard_local::outage::OUTAGE_FILE).display()
+    );
     local.server.run(stop).await?;
     if let Some(sim) = local.sim {
         sim.shutdown().await;

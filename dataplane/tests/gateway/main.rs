@@ -26,6 +26,7 @@ mod long_session;
 mod netns;
 mod noise;
 mod outage;
+mod outage_local;
 mod outage_shared;
 mod phone;
 mod postgres;

@@ -6,7 +6,8 @@
 //!   hint) and close 4513 — never a silent socket. Once the open time is over, a share of new
 //!   sessions is served; their good turns ramp it back until every session is served again.
 //! - The switch (`active`): every new session goes to the fallback at once, told the cause
-//!   `switch`; turned off, sessions are served again. Sessions under way go on.
+//!   `switch`; turned off, sessions are served again. A session under way goes on — the turn
+//!   it is in ends as it would — and is told (`bidi_session_outage`, on, then off again).
 //! - The namespace's switch (`namespaceOutages`, from its `switchboard-outage` ConfigMap):
 //!   every Agent of the namespace falls back — one without outage mode with the namespace's
 //!   message — and another namespace's are not touched.
@@ -87,6 +88,26 @@ async fn ask(client: &mut Client) -> Vec<ServerMessage> {
             Some(Err(_)) | None => return got,
         }
     }
+}
+
+/// Reads `client` until its turn has ended and it was told its Agent's outage switch is
+/// `active`: what it was told, and everything read.
+async fn turn_and_notice(client: &mut Client, active: bool) -> (ServerMessage, Vec<ServerMessage>) {
+    let (mut notice, mut ended, mut got) = (None, false, Vec::new());
+    while notice.is_none() || !ended {
+        match client.next().await {
+            Some(Ok(message)) => {
+                ended |= matches!(message, ServerMessage::BidiResponseComplete { .. });
+                if matches!(&message, ServerMessage::BidiSessionOutage { active: a, .. } if *a == active) {
+                    notice = Some(message.clone());
+                }
+                assert!(!matches!(message, ServerMessage::BidiError { recoverable: false, .. }), "{message:?}");
+                got.push(message);
+            }
+            other => panic!("the session under way goes on: {other:?} after {got:?}"),
+        }
+    }
+    (notice.expect("told"), got)
 }
 
 fn metrics(fleet: &Fleet) -> String {
@@ -178,9 +199,16 @@ async fn failures_trip_outage_mode_the_fallback_answers_and_recovery_ramps_back(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_switch_sends_new_sessions_to_the_fallback_and_back() {
     let mut fleet = Fleet::start(&[]).await;
-    // A session under way before the switch.
+    // A session under way before the switch, in a turn when it flips.
     let (mut under_way, _) = session(&fleet).await.expect("served");
+    under_way.say("What are your opening hours?").await;
     set_outage(&mut fleet, outage(true));
+    // Its turn ends as it would, and it is told, with the fallback new sessions get.
+    let (told, _) = turn_and_notice(&mut under_way, true).await;
+    let ServerMessage::BidiSessionOutage { agent, cause, message, person, .. } = told else { unreachable!() };
+    assert_eq!((agent.as_str(), cause.as_str()), ("bank/triage", "switch"));
+    assert_eq!(message, "Our assistant is unavailable; putting you through to an advisor.");
+    assert_eq!(person.map(|p| p.address).as_deref(), Some("+442079460001"));
     match session(&fleet).await {
         Err((ServerMessage::BidiSessionFallback { cause, person, retry_after_seconds, .. }, 4513)) => {
             assert_eq!(cause, "switch");
@@ -200,9 +228,18 @@ async fn the_switch_sends_new_sessions_to_the_fallback_and_back() {
     );
 
     set_outage(&mut fleet, outage(false));
+    // Told it is off again, and served on.
+    under_way.say("And on Saturdays?").await;
+    let (told, _) = turn_and_notice(&mut under_way, false).await;
+    assert!(matches!(&told, ServerMessage::BidiSessionOutage { message, person: None, .. } if message.is_empty()));
     let (client, _) = session(&fleet).await.expect("served once switched off");
     client.close().await;
     assert_eq!(metric_sum(&metrics(&fleet), "switchboard_gateway_outage_state", &[("agent", "bank/triage")]), 0.0);
+    // Told once each way: a later turn hears nothing more of it.
+    let turn = ask(&mut under_way).await;
+    assert!(!turn.iter().any(|m| matches!(m, ServerMessage::BidiSessionOutage { .. })), "{turn:?}");
+    let notices = under_way.seen.iter().filter(|m| matches!(m, ServerMessage::BidiSessionOutage { .. })).count();
+    assert_eq!(notices, 2, "{:?}", under_way.seen);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,9 +270,13 @@ async fn the_namespace_switch_sends_every_agents_new_sessions_to_the_fallback() 
     for agent in ["bank/triage", "bank/idv", "bank/banking", "bank/disputes"] {
         assert_eq!(metric_sum(&text, "switchboard_gateway_outage_state", &[("agent", agent)]), 3.0, "{agent}: {text}");
     }
-    // The session under way goes on.
-    let turn = ask(&mut under_way).await;
-    assert!(turn.iter().any(|m| matches!(m, ServerMessage::BidiResponseComplete { .. })), "{turn:?}");
+    // The session under way goes on, told with the namespace's message.
+    under_way.say("What are your opening hours?").await;
+    let (told, _) = turn_and_notice(&mut under_way, true).await;
+    assert!(
+        matches!(&told, ServerMessage::BidiSessionOutage { message, .. } if message == "The bank's assistants are closed today."),
+        "{told:?}"
+    );
 
     // Switched off: served again.
     table.namespace_outages.clear();

@@ -150,7 +150,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     let mut status =
         agent_status(agent.metadata.generation, previous, &verdict, deployment, Some(service::endpoint(agent)), now);
     status.conditions.extend(rollout::held_condition(&gated.decision, previous, agent.metadata.generation, now));
-    let switched = outage_condition(agent, &mut status, now);
+    let switched = outage_condition(agent, ctx, &mut status, now);
     // An Event when a rejected spec becomes valid (not on every first acceptance: that
     // would be one more write per new Agent, and `kubectl get agents` shows it anyway).
     if write_status(agent, &agents, &status, ctx).await? && was_rejected(agent.status.as_ref()) {
@@ -166,10 +166,12 @@ async fn reconcile_inner(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
 /// when the switch flipped.
 fn outage_condition(
     agent: &Agent,
+    ctx: &Context,
     status: &mut AgentStatus,
     now: Timestamp,
 ) -> Option<(EventType, &'static str, String)> {
-    let condition = outage::condition(&agent.spec, agent.status.as_ref(), agent.metadata.generation, now);
+    let namespace = ctx.namespace_switch(&agent.namespace().unwrap_or_default());
+    let condition = outage::condition(&agent.spec, &namespace, agent.status.as_ref(), agent.metadata.generation, now);
     let switched = outage::flip(agent.status.as_ref(), condition.as_ref());
     status.conditions.extend(condition);
     switched
@@ -194,7 +196,7 @@ async fn hold(
         previous.and_then(|s| find_condition(&s.conditions, CONDITION_ROLLOUT_HELD)).map(|c| c.message.clone());
     let note = held.as_ref().map(|c| c.message.clone()).filter(|m| before.as_ref() != Some(m));
     status.conditions.extend(held);
-    let switched = outage_condition(agent, &mut status, now);
+    let switched = outage_condition(agent, ctx, &mut status, now);
     write_status(agent, &agents, &status, ctx).await?;
     if let Some(note) = note {
         ctx.event(agent, EventType::Normal, "RolloutHeld", note).await;

@@ -115,6 +115,8 @@ pub struct Context {
     /// The Agent controller's trigger queue (set once the controllers are wired): the
     /// AgentTest reconcile wakes the Agents whose held rollout a finished run decides.
     pub agent_triggers: std::sync::OnceLock<(tokio::sync::mpsc::Sender<ObjectRef<Agent>>, prometheus::IntCounter)>,
+    /// The namespaces' outage switches (set once their watch starts, [`outage::namespace`]).
+    pub outage_switches: std::sync::OnceLock<Arc<outage::namespace::Switches>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -146,7 +148,13 @@ impl Context {
             network_policies: Default::default(),
             backoff: Mutex::default(),
             agent_triggers: std::sync::OnceLock::new(),
+            outage_switches: std::sync::OnceLock::new(),
         }
+    }
+
+    /// `namespace`'s outage switch as known (unknown before its watch has listed).
+    pub fn namespace_switch(&self, namespace: &str) -> outage::NamespaceSwitch {
+        self.outage_switches.get().map_or(outage::NamespaceSwitch::Unknown, |switches| switches.of(namespace))
     }
 
     /// Wakes the reconcile of Agent `namespace/name` (no-op before the controllers are

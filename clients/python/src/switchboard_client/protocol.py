@@ -1010,6 +1010,34 @@ class BidiSessionFallbackMessage(TypedDict):
     type: Literal["bidi_session_fallback"]
 
 
+class BidiSessionOutageMessage(TypedDict):
+    """The Agent serving this session was switched into outage mode while the session was under way
+    (`active: true`; an operator turned its switch, or its namespace's, on), or switched out of it
+    again (`active: false`). The session goes on: nobody is cut off mid-sentence. `message` and
+    `person` are the fallback new sessions now get, for the client to tell the caller or offer them
+    (put them through to `person.address`). Also sent after `bidi_connection_start` when a session
+    reaches an Agent already switched on (a handoff or a resume). Automatic trips of the breaker are
+    not told here.
+    """
+    active: bool
+    """Whether outage mode is on (`true`) or was switched off again (`false`).
+    """
+    agent: str
+    """The Agent serving the session (`namespace/name`).
+    """
+    cause: str
+    """Why: `switch` (the Agent's own switch or its namespace's).
+    """
+    message: NotRequired[str]
+    """What to tell the caller while it is on (the Agent's fallback message, the namespace's, or a
+    default); empty (and not written) once it is off.
+    """
+    person: NotRequired[FallbackPerson | None]
+    """The person new sessions go to, when the Agent names one (only while it is on).
+    """
+    type: Literal["bidi_session_outage"]
+
+
 class BidiConnectionDrainingMessage(TypedDict):
     """The server (a runtime pod) is shutting down and serves this session for at most `seconds` more.
     A gateway moves the session to another pod at the next turn boundary (the client sees
@@ -1061,6 +1089,7 @@ ServerMessage = Union[
     BidiErrorMessage,
     BidiSessionQueuedMessage,
     BidiSessionFallbackMessage,
+    BidiSessionOutageMessage,
     BidiConnectionDrainingMessage,
     BidiConnectionCloseMessage,
 ]
@@ -1094,6 +1123,7 @@ SERVER_MESSAGE_TYPES: tuple[str, ...] = (
     "bidi_error",
     "bidi_session_queued",
     "bidi_session_fallback",
+    "bidi_session_outage",
     "bidi_connection_draining",
     "bidi_connection_close",
 )

@@ -48,6 +48,7 @@ export const SERVER_MESSAGE_TYPES = [
     "bidi_error",
     "bidi_session_queued",
     "bidi_session_fallback",
+    "bidi_session_outage",
     "bidi_connection_draining",
     "bidi_connection_close",
 ];

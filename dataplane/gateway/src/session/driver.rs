@@ -107,7 +107,8 @@ pub(super) async fn run(relay: Relay) {
     // Every read of the client's socket goes through it.
     let client_gate = Gate::new();
     let draining = gateway.store.is_shared().then(|| gateway.draining.clone());
-    let mut signals = Signals::watch(draining, superseded.clone(), taken, gateway.shutdown.clone());
+    let switches = gateway.outages.switches.subscribe();
+    let mut signals = Signals::watch(draining, superseded.clone(), taken, gateway.shutdown.clone(), switches);
     loop {
         carry_out(&gateway, &mut machine, &mut state, &mut client, &superseded, &span).await;
         if state.client.queued()

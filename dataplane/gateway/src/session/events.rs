@@ -123,6 +123,9 @@ pub enum Event {
     RetryDue,
     /// The routing directory changed.
     DirectoryChanged,
+    /// An Agent's outage switch (or a namespace's) flipped, or its fallback changed
+    /// ([`crate::outage::notice`]): the session tells its client if its Agent's did.
+    OutageSwitched,
     /// The gateway drains.
     Draining,
     /// The client resumed on another socket while this one seemed alive.

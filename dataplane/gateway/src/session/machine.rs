@@ -25,7 +25,8 @@
 //! The rules that span them are `impl Machine` blocks by concept: the relay of frames here,
 //! opening a runtime session and what each purpose does with it ([`open`]), handoffs
 //! ([`handoff`]), moving between pods ([`moves`]), parking and resuming ([`park`]), the
-//! verified caller's identity assertion ([`identity`]), and what the driver reads
+//! verified caller's identity assertion ([`identity`]), telling the client of its Agent's
+//! outage switch ([`outage`]), and what the driver reads
 //! ([`accessors`]). Every field is private to this module tree; the session's tests read
 //! and set what they need through `test_access` (compiled for tests only).
 
@@ -36,6 +37,7 @@ mod hops;
 mod identity;
 pub(super) mod moves;
 mod open;
+mod outage;
 mod park;
 mod runtime;
 mod settings;
@@ -99,6 +101,9 @@ pub struct Machine {
     out: VecDeque<Effect>,
     /// The W3C `traceparent` of the session's span (none when not traced).
     traceparent: Option<String>,
+    /// The Agent (`namespace/name`) whose switched-on outage mode the client was told of,
+    /// with what it was told ([`outage`]).
+    outage_told: Option<(String, ServerMessage)>,
 }
 
 impl Machine {
@@ -163,6 +168,7 @@ impl Machine {
             state: state::State::default(),
             out: VecDeque::new(),
             traceparent: None,
+            outage_told: None,
         }
     }
 
@@ -197,6 +203,7 @@ impl Machine {
                     self.move_if_between_turns(cx);
                 }
             }
+            Event::OutageSwitched => self.outage_check(cx),
             Event::Draining if self.limits.movable => {
                 let close = (close_code::GOING_AWAY, "the gateway is restarting; resume with your token".into());
                 self.push(Effect::CloseClient(close));
@@ -325,7 +332,10 @@ impl Machine {
                     }
                     return self.move_if_between_turns(cx);
                 }
-                Some(ServerKind::ConnectionStart) if self.stamp_start(text.as_str(), cx) => return,
+                Some(ServerKind::ConnectionStart) if self.stamp_start(text.as_str(), cx) => {
+                    // An Agent already switched into outage mode says so after its start.
+                    return self.outage_check(cx);
+                }
                 kind => {
                     self.new_reply(kind);
                     // Only a memory update (or a text of no known kind) may change the caller.

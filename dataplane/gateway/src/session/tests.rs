@@ -5,6 +5,7 @@ mod identity;
 mod inputs;
 mod limits;
 mod long;
+mod outage;
 mod park;
 mod props;
 mod snapshot;

@@ -14,9 +14,15 @@
 //! (`OutageSwitchedOn` Warning, `OutageSwitchedOff` Normal), and a value the operator cannot
 //! read is a Warning `OutageSwitchInvalid` saying what to fix (the switch then counts as
 //! off). The initial list tells nothing: a restarted operator does not repeat old flips.
+//!
+//! Every Agent of the namespace reports the switch in its `OutageMode` condition (reason
+//! `NamespaceSwitchedOn`, [`super::condition`]): a change wakes their reconciles, and the
+//! first full list wakes those it switches on or whose condition said it was on. Until that
+//! list, what a condition says of the namespace's switch stays ([`Switches::of`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -29,7 +35,55 @@ use switchboard_crds::routing::{NamespaceOutage, OUTAGE_SWITCH_CONFIG_MAP};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::{CONDITION_OUTAGE, NamespaceSwitch, REASON_NAMESPACE_ON};
 use crate::controller::Context;
+
+/// The namespaces' switches as the Agent reconcile reads them.
+pub struct Switches {
+    store: Store<ConfigMap>,
+    /// Whether the switch ConfigMaps were listed since the operator started.
+    listed: AtomicBool,
+}
+
+impl Switches {
+    /// `namespace`'s switch (unreadable counts as off); unknown before the first list.
+    pub fn of(&self, namespace: &str) -> NamespaceSwitch {
+        if !self.listed.load(Ordering::Acquire) {
+            return NamespaceSwitch::Unknown;
+        }
+        let key = reflector::ObjectRef::new(OUTAGE_SWITCH_CONFIG_MAP).within(namespace);
+        match Switch::of(self.store.get(&key).as_deref()) {
+            Switch::On(outage) => NamespaceSwitch::On(outage),
+            Switch::Off | Switch::Invalid(_) => NamespaceSwitch::Off,
+        }
+    }
+}
+
+impl std::fmt::Debug for Switches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Switches").field("listed", &self.listed).finish_non_exhaustive()
+    }
+}
+
+/// Wakes the reconcile of every Agent of `namespace` (every namespace: `None`) for which
+/// `wake` holds.
+fn wake_agents(ctx: &Context, namespace: Option<&str>, wake: impl Fn(&switchboard_crds::Agent) -> bool) {
+    for agent in ctx.stores.agents.state() {
+        let ns = agent.namespace().unwrap_or_default();
+        if namespace.is_none_or(|n| n == ns) && wake(&agent) {
+            ctx.trigger_agent(&ns, &agent.name_any());
+        }
+    }
+}
+
+/// Whether `agent`'s condition says its namespace's switch is on.
+fn said_on(agent: &switchboard_crds::Agent) -> bool {
+    agent
+        .status
+        .as_ref()
+        .and_then(|s| switchboard_crds::common::find_condition(&s.conditions, CONDITION_OUTAGE))
+        .is_some_and(|c| c.reason == REASON_NAMESPACE_ON)
+}
 
 /// How a namespace's switch reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +160,8 @@ pub fn run(
     let api = crate::watch::scoped::<ConfigMap>(client.clone(), namespace);
     let config = crate::watch::watch_config().fields(&format!("metadata.name={OUTAGE_SWITCH_CONFIG_MAP}"));
     let (store, writer) = reflector::store();
+    let switches = Arc::new(Switches { store: store.clone(), listed: AtomicBool::new(false) });
+    let _ = ctx.outage_switches.set(switches.clone());
     let events = watcher(api, config).default_backoff().reflect(writer);
     let task = Box::pin(async move {
         let mut events = std::pin::pin!(events.take_until(stop.cancelled_owned()));
@@ -115,8 +171,16 @@ pub fn run(
             let (config_map, now) = match event {
                 Ok(watcher::Event::Init) => continue,
                 Ok(watcher::Event::InitDone) => {
-                    listed = true;
                     notify.send_replace(());
+                    if !listed {
+                        listed = true;
+                        switches.listed.store(true, Ordering::Release);
+                        // The conditions catch up with what changed while no operator watched.
+                        wake_agents(&ctx, None, |agent| {
+                            said_on(agent)
+                                || switches.of(&agent.namespace().unwrap_or_default()) != NamespaceSwitch::Off
+                        });
+                    }
                     continue;
                 }
                 Ok(watcher::Event::InitApply(cm)) => {
@@ -138,6 +202,9 @@ pub fn run(
             let was = known.insert(ns.clone(), now.clone()).unwrap_or(Switch::Off);
             if !listed {
                 continue;
+            }
+            if was != now {
+                wake_agents(&ctx, Some(&ns), |_| true);
             }
             if let Some((kind, reason, note)) = flip(&was, &now) {
                 if kind == EventType::Warning {
