@@ -36,6 +36,7 @@ mod record_continue;
 mod record_delivery;
 mod record_flood;
 mod redis;
+mod region;
 mod resume;
 mod scopes;
 mod sessions;
