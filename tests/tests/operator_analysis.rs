@@ -43,6 +43,10 @@ fn fields(route: &Route) -> Vec<String> {
     route.analysis.iter().flat_map(|a| a.fields.iter().map(|f| f.name.clone())).collect()
 }
 
+/// A change of the Agent's spec (the lines added to it), what it is, and what the routing
+/// table then says.
+type Step = (String, &'static str, fn(&Route) -> bool);
+
 fn config_hash(d: &Deployment) -> String {
     d.spec
         .as_ref()
@@ -76,7 +80,7 @@ async fn analysis_and_capacity_settings_reach_the_routing_table_and_roll_no_pod(
 
     // Analysis on, its fields changed, capacity settings changed, analysis off: each reaches
     // the table; the pods' spec and template never change.
-    let steps: [(String, &str, fn(&Route) -> bool); 4] = [
+    let steps: [Step; 4] = [
         (analysis(&["resolved"]), "analysis with resolved", |r| fields(r) == ["resolved"]),
         (analysis(&["resolved", "follow_up"]), "analysis with follow_up", |r| fields(r) == ["resolved", "follow_up"]),
         (
