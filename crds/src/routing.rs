@@ -187,7 +187,7 @@ impl Route {
             ready_replicas: 1,
             redact: spec.record.redact.clone(),
             identity_keys: spec.identity_keys.clone(),
-            capacity: RouteCapacity::of(&spec.capacity, &spec.model.region),
+            capacity: RouteCapacity::of(&spec.capacity, &spec.model, spec.mode),
             numbers: spec.telephony.numbers.clone(),
             analysis: spec.record.analysis.clone(),
             app_context: spec.app_context.clone(),

@@ -131,7 +131,11 @@ fn route(agent: &Agent) -> Option<Route> {
         ready_replicas: status.ready_replicas.unwrap_or(0),
         redact: agent.spec.record.redact.clone(),
         identity_keys: agent.spec.identity_keys.clone(),
-        capacity: switchboard_crds::routing::RouteCapacity::of(&agent.spec.capacity, &agent.spec.model.region),
+        capacity: switchboard_crds::routing::RouteCapacity::of(
+            &agent.spec.capacity,
+            &agent.spec.model,
+            agent.spec.mode,
+        ),
         numbers: agent.spec.telephony.numbers.clone(),
         analysis: agent.spec.record.analysis.clone(),
         app_context: agent.spec.app_context.clone(),

@@ -110,6 +110,12 @@ pub struct SessionContext {
     /// without variants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    /// The model region the session's Nova Sonic streams open in, when the gateway placed
+    /// the session on the Agent's fallback region (`spec.model.voiceFallback.region`: its
+    /// own region was full or failing). A runtime honours only that region; absent: the
+    /// Agent's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
 }
 
 impl Serialize for SessionContext {
@@ -145,6 +151,8 @@ impl Serialize for SessionContext {
             pod: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             variant: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            region: Option<&'a str>,
         }
         let carried = &self.carried;
         Wire {
@@ -163,6 +171,7 @@ impl Serialize for SessionContext {
             summary: Some(carried.summary.as_str()).filter(|summary| !summary.is_empty()),
             pod: self.pod.as_deref(),
             variant: self.variant.as_deref(),
+            region: self.region.as_deref(),
         }
         .serialize(serializer)
     }

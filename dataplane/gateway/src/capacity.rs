@@ -31,6 +31,17 @@
 //!   waiting.
 //! - **Store down.** A session is admitted uncounted (and the failure logged and counted):
 //!   an unreachable Redis must not stop calls.
+//! - **Region fallback.** An Agent with a fallback region (a voice or hybrid Agent's
+//!   `spec.model.voiceFallback.region`) sends a new session there — to the pool
+//!   `<account>/<fallbackRegion>`, its Nova Sonic streams opened in that region — when its
+//!   own pool has no free slot but the fallback's has (cause `full`), or when its own region
+//!   is failing (cause `failing`): `--capacity-region-failures` model failures
+//!   (`model_throttled`, `model_service_unavailable`, ...) relayed from its sessions within
+//!   `--capacity-region-failure-window-seconds` mark it so for
+//!   `--capacity-region-failover-seconds`, for every gateway (the mark is in the pool's
+//!   shared state). With neither free, the session waits in its own pool's queue as before.
+//!   The placement is a metric (`switchboard_gateway_capacity_region_fallbacks_total`) and
+//!   a `region` entry in the session's record.
 
 pub mod metrics;
 pub mod policy;
@@ -41,11 +52,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use policy::{Outcome, Place, Refusal, Request, Rules, Status};
+use policy::{Failover, Outcome, Place, Refusal, Request, Rules, Status};
 use store::Backend;
 use tokio::sync::watch;
 
-pub use wait::admit;
+pub use wait::{Placed, Slot, admit};
 
 /// The capacity side could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +87,8 @@ pub struct CapacityConfig {
     pub initial_hold: Duration,
     /// Redis shared by the replicas (`url`, optional CA); none: this process only.
     pub redis: Option<(String, Option<Vec<u8>>)>,
+    /// When a pool's region counts as failing (new sessions go to their fallback region).
+    pub failover: Failover,
 }
 
 impl Default for CapacityConfig {
@@ -88,6 +101,7 @@ impl Default for CapacityConfig {
             poll: Duration::from_millis(250),
             initial_hold: Duration::from_secs(180),
             redis: None,
+            failover: Failover { failures: 3, window_ms: 30_000, hold_ms: 60_000 },
         }
     }
 }
@@ -260,6 +274,41 @@ impl Capacity {
         let local = Local { pool: pool.to_owned(), status: tx };
         self.local.lock().unwrap_or_else(PoisonError::into_inner).insert(id.clone(), local);
         Some(Ticket { id, capacity: Arc::downgrade(self) })
+    }
+
+    /// Whether the region of `pool` counts as failing now (any gateway's sessions there
+    /// failed often enough lately); false when the store cannot tell.
+    pub async fn failing(&self, pool: &str) -> bool {
+        match self.backend.update(pool, |p, now| p.failing(now)).await {
+            Ok(failing) => failing,
+            Err(error) => {
+                tracing::warn!(%pool, "{error}; the region is taken as healthy");
+                self.metrics.store_errors.inc();
+                false
+            }
+        }
+    }
+
+    /// A session in `pool` met a model failure of its region (a throttled or unavailable
+    /// service): counted towards marking the region failing, for every gateway.
+    pub async fn model_failed(&self, pool: &str) {
+        let rules = self.config.failover;
+        match self.backend.update(pool, |p, now| p.failed(&rules, now)).await {
+            Ok(true) => {
+                self.metrics.region_failing.with_label_values(&[pool]).inc();
+                tracing::warn!(
+                    %pool,
+                    failures = rules.failures,
+                    hold_seconds = rules.hold_ms / 1000,
+                    "the region of this pool is failing: new sessions of Agents with a fallback region go there"
+                );
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(%pool, "{error}; a model failure of the region was not counted");
+                self.metrics.store_errors.inc();
+            }
+        }
     }
 
     async fn release(&self, pool: &str, id: &str) {

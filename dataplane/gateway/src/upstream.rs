@@ -46,6 +46,8 @@ pub struct Opening<'a> {
     pub carried: Carried,
     /// The Agent's variant the session runs (signed into its grant).
     pub variant: Option<String>,
+    /// The fallback region the session's streams open in (signed into its grant).
+    pub region: Option<String>,
     /// The W3C `traceparent` of the gateway's session span (none when not traced).
     pub traceparent: Option<String>,
 }
@@ -89,6 +91,7 @@ pub async fn open(
         traceparent: opening.traceparent,
         pod: Some(addr.ip().to_string()),
         variant: opening.variant,
+        region: opening.region,
     };
     context.identity = verified_caller(&context)
         .and_then(|caller| identity(key, caller, &context.namespace, &context.agent, &context.session_id));

@@ -242,6 +242,7 @@ pub async fn start_redacting(
     let executor = Arc::new(executor);
     let mut agents = BTreeMap::new();
     let mut voice_models = BTreeMap::new();
+    let mut voice_regions = BTreeMap::new();
     let mut default_agent = None;
     for mut spec in specs {
         if !options.bedrock {
@@ -260,6 +261,13 @@ pub async fn start_redacting(
                 .await
                 .map_err(|e| LocalError::Start(format!("agent {}: {e}", spec.agent.name)))?;
             voice_models.insert(spec.agent.name.clone(), Arc::new(voice));
+            // A session the gateway places on the Agent's fallback region opens there.
+            let regional = runtime::fallback_region(&spec, &bedrock)
+                .await
+                .map_err(|e| LocalError::Start(format!("agent {}: {e}", spec.agent.name)))?;
+            if let Some(regional) = regional {
+                voice_regions.insert(spec.agent.name.clone(), regional);
+            }
         }
         let model = runtime::build_model(&spec, &bedrock, &http).await.map_err(start_error)?;
         let name = spec.agent.name.clone();
@@ -283,7 +291,7 @@ pub async fn start_redacting(
     };
     // Only the gateway talks to the runtime: it accepts the context the gateway signs.
     let runtime_config = ServerConfig { gateway_key: Some(key.public().into()), ..options.server.clone() };
-    let state = runtime::AppState::with_voice(directory, runtime_config, shared, voice_models);
+    let state = runtime::AppState::with_regions(directory, runtime_config, shared, voice_models, voice_regions);
     let list = agent_list(&state, &names, default_agent.clone());
     let by_handoff = list.by_handoff.iter().map(|agent| agent.name.clone()).collect();
     let runtime = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), state).await.map_err(start_error)?;

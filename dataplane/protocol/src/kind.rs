@@ -73,7 +73,7 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind.
-    pub const ALL: [Self; 29] = [
+    pub const ALL: [Self; 30] = [
         Self::ConnectionStart,
         Self::TranscriptStream,
         Self::ResponseStart,

@@ -1,5 +1,6 @@
 //! Variants compared: for one Agent running variants (`spec.variants`), the sessions that
-//! started at it over a time window, grouped by the variant they ran, side by side on what a
+//! reached it over a time window (started there, or handed to it), grouped by the variant
+//! of that Agent they ran, side by side on what a
 //! team decides a promotion on — how many were resolved (the analysis's `resolved` field),
 //! how many were put through to a person, how long they lasted, what they cost — and the
 //! rest of the analysis: each `boolean` or short text answer counted by value (an `enum`'s
@@ -29,7 +30,7 @@ const MAX_VALUE_LEN: usize = 63;
 /// What to compare.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct CompareQuery {
-    /// The Agent (`namespace/name`): its sessions are those that started at it.
+    /// The Agent (`namespace/name`): its sessions are those that reached it.
     pub agent: String,
     /// Started at or after (unix ms).
     pub since: Option<i64>,
@@ -120,7 +121,7 @@ fn is_zero(n: &u64) -> bool {
 /// One session as the comparison reads it.
 #[derive(Clone, Debug, Default)]
 pub struct SessionFacts {
-    /// Its variant.
+    /// The variant of the compared Agent it ran.
     pub variant: Option<String>,
     /// `ended`, `abandoned`, `live`, ...
     pub outcome: String,
@@ -140,10 +141,15 @@ impl Store {
     /// The variants of `query.agent` compared over the window.
     pub async fn compare_variants(&self, query: &CompareQuery) -> Result<Comparison, StoreError> {
         let since = query.since.unwrap_or(0);
+        // Each session that reached the Agent, with the variant it ran there: kept on the
+        // session's line for the Agent; for rows written before that was kept, the row's
+        // own (the variant of the Agent it started at).
         let rows = sqlx::query(
-            "SELECT variant, outcome, started_at, ended_at, cost_usd, transferred, analysis FROM switchboard_sessions
-             WHERE first_agent = $1 AND started_at >= $2 AND started_at < $3
-             ORDER BY started_at DESC LIMIT $4",
+            "SELECT COALESCE(a.variant, CASE WHEN s.first_agent = a.agent THEN s.variant END) AS variant,
+                    s.outcome, s.started_at, s.ended_at, s.cost_usd, s.transferred, s.analysis
+             FROM switchboard_session_agents a JOIN switchboard_sessions s ON s.id = a.session_id
+             WHERE a.agent = $1 AND s.started_at >= $2 AND s.started_at < $3
+             ORDER BY s.started_at DESC LIMIT $4",
         )
         .bind(query.agent.as_str())
         .bind(since)
@@ -336,5 +342,88 @@ mod tests {
         let counts = &compare("x/y", &rows).variants[0].fields["reason"].counts;
         assert_eq!(counts.len(), MAX_VALUES + 1);
         assert_eq!(counts["(other)"], 40 - MAX_VALUES as u64);
+    }
+
+    fn entry(id: &str, agent: &str, at_ms: i64, kind: &'static str, update: crate::Update) -> crate::Entry {
+        crate::Entry {
+            session: id.into(),
+            at_us: at_ms * 1000,
+            ord: 0,
+            agent: agent.into(),
+            kind,
+            data: Value::Null,
+            update: Some(update),
+        }
+    }
+
+    fn variant(id: &str, agent: &str, at_ms: i64, name: &str) -> crate::Entry {
+        entry(id, agent, at_ms, "variant", crate::Update::Variant(name.into()))
+    }
+
+    /// Each Agent a session reached keeps the variant it ran there: a session handed from
+    /// triage to idv is compared under triage's variant at triage and idv's at idv (it was
+    /// only the first Agent's before); rows from before keep the first Agent's.
+    #[tokio::test]
+    async fn every_agent_a_session_reached_is_compared_by_its_own_variant() {
+        let dir = std::env::temp_dir().join(format!("switchboard-compare-{}", uuid::Uuid::new_v4()));
+        let store = Store::file(&dir.join("record.db")).expect("store");
+        store.migrate().await.expect("migrates");
+        let start = |id: &str, agent: &str, at| {
+            entry(id, agent, at, "session_start", crate::Update::Start { credential: "web".into() })
+        };
+        let batch = vec![
+            // Handed off: idv's variant is recorded before the handoff's own line.
+            start("s1", "bank/triage", 1_000),
+            variant("s1", "bank/triage", 1_001, "brief"),
+            variant("s1", "bank/idv", 1_002, "strict"),
+            entry("s1", "bank/idv", 1_003, "agent_joined", crate::Update::Agent),
+            // A second variant of idv's is kept as the first: a session keeps its variant.
+            variant("s1", "bank/idv", 1_004, "lenient"),
+            entry(
+                "s1",
+                "bank/idv",
+                1_005,
+                "session_end",
+                crate::Update::End { outcome: "ended", close_code: Some(1000) },
+            ),
+            // Started at idv.
+            start("s2", "bank/idv", 2_000),
+            variant("s2", "bank/idv", 2_001, "lenient"),
+        ];
+        store.write(&batch).await.expect("writes");
+
+        let compared = |agent: &str| CompareQuery { agent: agent.into(), since: None, until: None };
+        let idv = store.compare_variants(&compared("bank/idv")).await.expect("compares");
+        let by: Vec<(Option<&str>, u64)> = idv.variants.iter().map(|v| (v.variant.as_deref(), v.sessions)).collect();
+        assert_eq!(by, [(Some("lenient"), 1), (Some("strict"), 1)], "{idv:?}");
+        assert_eq!(idv.variants[1].finished, 1, "the handed-off session ended");
+        let triage = store.compare_variants(&compared("bank/triage")).await.expect("compares");
+        let by: Vec<(Option<&str>, u64)> = triage.variants.iter().map(|v| (v.variant.as_deref(), v.sessions)).collect();
+        assert_eq!(by, [(Some("brief"), 1)]);
+
+        let shown = store.show("s1").await.expect("shows").expect("recorded").summary;
+        assert_eq!(shown.variant.as_deref(), Some("brief"), "the row keeps the first Agent's");
+        let want = BTreeMap::from([
+            ("bank/idv".to_owned(), "strict".to_owned()),
+            ("bank/triage".to_owned(), "brief".to_owned()),
+        ]);
+        assert_eq!(shown.variants, want);
+        let listed = store.list(&crate::store::Filter::default()).await.expect("lists");
+        let s1 = listed.iter().find(|s| s.id == "s1").expect("listed");
+        assert_eq!(s1.variants, want);
+
+        // A row from before the Agents' variants were kept apart: its own variant, at its
+        // first Agent only.
+        store.write(&[start("old", "bank/triage", 3_000)]).await.expect("writes");
+        sqlx::query("UPDATE switchboard_sessions SET variant = 'control' WHERE id = 'old'")
+            .execute(&store.pool)
+            .await
+            .expect("an old row");
+        let triage = store.compare_variants(&compared("bank/triage")).await.expect("compares");
+        let by: Vec<(Option<&str>, u64)> = triage.variants.iter().map(|v| (v.variant.as_deref(), v.sessions)).collect();
+        assert_eq!(by, [(Some("brief"), 1), (Some("control"), 1)]);
+        let old = store.show("old").await.expect("shows").expect("recorded").summary;
+        assert_eq!(old.variants, BTreeMap::from([("bank/triage".to_owned(), "control".to_owned())]));
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

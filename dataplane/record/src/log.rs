@@ -151,6 +151,12 @@ impl SessionLog {
         self.push_plain(agent, "variant", json!({ "variant": variant }), Some(Update::Variant(variant.to_owned())));
     }
 
+    /// The session was placed on `agent`'s fallback region (`cause`: its own region's
+    /// pool was `full`, or its region was `failing`): its model streams run in `region`.
+    pub fn region(&self, agent: &str, region: &str, cause: &str) {
+        self.push_plain(agent, "region", json!({ "region": region, "cause": cause }), None);
+    }
+
     /// The session moved to another pod of its Agent.
     pub fn moved(&self, agent: &str, reason: &str) {
         self.push_plain(agent, "moved", json!({ "reason": reason }), None);

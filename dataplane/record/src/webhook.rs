@@ -89,6 +89,9 @@ pub struct Report {
     /// The variant of the Agent it started at, when that Agent runs variants.
     #[serde(default)]
     pub variant: Option<String>,
+    /// The variant each Agent it reached ran, by Agent, for those that run variants.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub variants: std::collections::BTreeMap<String, String>,
     /// Whether the caller was put through to a person.
     #[serde(default)]
     pub transferred: bool,
@@ -133,6 +136,7 @@ impl Report {
             cost_usd: s.cost_usd,
             summary: s.summary.clone(),
             variant: s.variant.clone(),
+            variants: s.variants.clone(),
             transferred: s.transferred,
             analysis: s.analysis.clone(),
             summaries,

@@ -178,6 +178,7 @@ async fn run(
             own
         }
     };
+    let region = granted_region(state, &agent, granted.region);
     if let Some(refused) = refused_model(&agent, start.model.as_deref()) {
         state.shared.metrics.errors.with_label_values(&[agent.core.name(), "model_not_allowed"]).inc();
         let _ = outbound.send(ServerMessage::error(ErrorCode::ModelNotAllowed, refused, false)).await;
@@ -213,9 +214,32 @@ async fn run(
         identity,
         formats,
         refused_formats,
+        region,
     };
     let opening = Opening { effects, first: pending.into_iter().collect() };
     Some(conversation.run(agent, session, opening).instrument(span).await)
+}
+
+/// The region a session's streams open in, as its grant names it: the agent's fallback
+/// region, when this pod has clients there; its own region (none) otherwise — a region
+/// this pod does not serve is logged, counted (`unknown_region`) and not used.
+fn granted_region(state: &AppState, agent: &AgentRuntime, region: Option<String>) -> Option<String> {
+    let region = region?;
+    let spec = agent.core.spec();
+    if region == spec.model.region {
+        return None;
+    }
+    if state.voice_regions.get(agent.core.name()).is_some_and(|r| r.region == region) {
+        return Some(region);
+    }
+    state.shared.metrics.errors.with_label_values(&[agent.core.name(), "unknown_region"]).inc();
+    let shown: String = region.chars().take(32).collect();
+    tracing::warn!(
+        agent = agent.core.name(),
+        region = %shown,
+        "the session's region is not one this pod serves (yet): the agent's own serves it"
+    );
+    None
 }
 
 /// Why `session_start.model` cannot be this session's text model, if it cannot: only the
@@ -310,6 +334,9 @@ struct Conversation<'a> {
     formats: Negotiated,
     /// The formats it asked for that are not offered: told once a voice session starts.
     refused_formats: Vec<FormatError>,
+    /// The gateway placed the session on the agent's fallback region: its streams open
+    /// there ([`granted_region`]).
+    region: Option<String>,
 }
 
 impl Conversation<'_> {
@@ -414,12 +441,25 @@ impl Conversation<'_> {
             },
             None => persona_voice.clone(),
         };
-        let opened = match state.voice.get(name) {
-            Some(model) => {
-                let streams = (state.config.voice_rotate_after, state.config.voice_audio_chunk);
-                model.open(spec, session, Some(&voice_id), streams, &state.shared.metrics).await
+        let streams = (state.config.voice_rotate_after, state.config.voice_audio_chunk);
+        let regional =
+            self.region.as_ref().and_then(|region| state.voice_regions.get(name).filter(|r| r.region == *region));
+        let opened = match (regional, state.voice.get(name)) {
+            (Some(regional), _) => {
+                // The agent's spec with the fallback's model and region (and no fallback of
+                // its own: it is the fallback).
+                let mut there = spec.clone();
+                there.model.region.clone_from(&regional.region);
+                there.model.voice_model_id.clone_from(&regional.model_id);
+                there.model.voice_fallback = None;
+                let to = format!("{}@{}", regional.model_id, regional.region);
+                let labels = [name, spec.mode.as_str(), spec.model.voice_model_id.as_str(), to.as_str(), "placed"];
+                state.shared.metrics.fallbacks.with_label_values(&labels).inc();
+                tracing::info!(agent = name, region = %regional.region, "the gateway placed the session on the fallback region");
+                regional.model.open(&there, session, Some(&voice_id), streams, &state.shared.metrics).await
             }
-            None => Err(ModelError::Config { message: format!("agent {name} has no voice model") }),
+            (None, Some(model)) => model.open(spec, session, Some(&voice_id), streams, &state.shared.metrics).await,
+            (None, None) => Err(ModelError::Config { message: format!("agent {name} has no voice model") }),
         };
         let sonic = match opened {
             Ok(sonic) => sonic,

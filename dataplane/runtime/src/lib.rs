@@ -249,6 +249,11 @@ pub async fn single_agent(
             .map_err(|source| RuntimeError::Model { agent: name.clone(), source })?;
         voice.insert(name.clone(), Arc::new(model));
     }
+    let regions = match fallback_region(&spec, bedrock).await {
+        Ok(Some(regional)) => [(name.clone(), regional)].into_iter().collect(),
+        Ok(None) => std::collections::BTreeMap::new(),
+        Err(source) => return Err(RuntimeError::Model { agent: name.clone(), source }),
+    };
     let variants = variant_runtimes(&spec, &model, bedrock, http, &executor).await?;
     let core = Arc::new(AgentCore::new(spec)?);
     let agent = Arc::new(AgentRuntime { core, model, executor, variant: None, variants });
@@ -257,5 +262,29 @@ pub async fn single_agent(
         default_agent: Some(name),
         allow_unexposed: true,
     };
-    Ok(AppState::with_voice(directory, config, shared, voice))
+    Ok(AppState::with_regions(directory, config, shared, voice, regions))
+}
+
+/// The Nova Sonic clients of a voice or hybrid `spec` in its fallback region
+/// (`model.voiceFallback.region`, when it is another region): a session the gateway placed
+/// there opens its streams with them, with the fallback's model, and no further fallback.
+pub async fn fallback_region(
+    spec: &RuntimeSpec,
+    bedrock: &BedrockConfig,
+) -> Result<Option<state::RegionalVoice>, switchboard_models::ModelError> {
+    let Some(fallback) = spec.model.voice_fallback.as_ref().filter(|_| spec.mode.has_audio()) else {
+        return Ok(None);
+    };
+    let Some(region) = fallback.region.clone().filter(|region| *region != spec.model.region) else {
+        return Ok(None);
+    };
+    let model_id = fallback.model_id.clone().unwrap_or_else(|| spec.model.voice_model_id.clone());
+    let mut there = spec.clone();
+    there.model.region = region.clone();
+    there.model.voice_model_id = model_id.clone();
+    // The endpoint override belongs to the agent's own region; no fallback from the fallback.
+    there.model.endpoint = None;
+    there.model.voice_fallback = None;
+    let model = voice::VoiceModel::connect(&there, bedrock).await?;
+    Ok(Some(state::RegionalVoice { region, model_id, model: Arc::new(model) }))
 }

@@ -178,6 +178,10 @@ pub struct AppState {
     /// Nova Sonic clients of the voice and hybrid agents, by agent name; sessions of an
     /// agent without one are served as text.
     pub voice: BTreeMap<String, Arc<super::voice::VoiceModel>>,
+    /// The Nova Sonic clients of each voice and hybrid agent in its fallback region
+    /// (`model.voiceFallback.region`), by agent name: a session the gateway placed there
+    /// (its grant names the region) opens its streams with them.
+    pub voice_regions: BTreeMap<String, RegionalVoice>,
     /// Checks the session context the gateway signed.
     pub grants: super::grants::Grants,
 }
@@ -196,8 +200,20 @@ impl AppState {
         shared: Shared,
         voice: BTreeMap<String, Arc<super::voice::VoiceModel>>,
     ) -> Arc<Self> {
+        Self::with_regions(directory, config, shared, voice, BTreeMap::new())
+    }
+
+    /// [`Self::with_voice`], with the agents' Nova Sonic clients in their fallback regions.
+    pub fn with_regions(
+        directory: Directory,
+        config: ServerConfig,
+        shared: Shared,
+        voice: BTreeMap<String, Arc<super::voice::VoiceModel>>,
+        voice_regions: BTreeMap<String, RegionalVoice>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             voice,
+            voice_regions,
             grants: super::grants::Grants::new(config.gateway_key.clone(), config.pod_ip),
             sessions: Arc::new(Semaphore::new(config.max_sessions)),
             opening: Arc::new(Semaphore::new(config.max_opening_connections)),
@@ -209,4 +225,15 @@ impl AppState {
             tracker: TaskTracker::new(),
         })
     }
+}
+
+/// An agent's Nova Sonic clients in its fallback region, and the model it runs there.
+#[derive(Debug)]
+pub struct RegionalVoice {
+    /// The region (`model.voiceFallback.region`).
+    pub region: String,
+    /// The Nova Sonic model there (`model.voiceFallback.modelId`, default the agent's).
+    pub model_id: String,
+    /// The clients, at that region's endpoint (or the Bedrock endpoint override).
+    pub model: Arc<super::voice::VoiceModel>,
 }

@@ -51,6 +51,10 @@ pub struct SimStats {
     /// `Authorization` header; signatures themselves are not checked). At most
     /// [`MAX_ACCESS_KEYS`] keys are counted.
     pub access_keys: BTreeMap<String, u64>,
+    /// Requests per region they were signed for (the region of a SigV4 credential scope:
+    /// one simulator plays every region a client signs for). At most [`MAX_ACCESS_KEYS`]
+    /// regions are counted.
+    pub regions: BTreeMap<String, u64>,
 }
 
 /// Most distinct access key ids the simulator counts.
@@ -82,6 +86,7 @@ pub struct SimState {
     http2_requests: AtomicU64,
     request_ids: AtomicU64,
     access_keys: Mutex<BTreeMap<String, u64>>,
+    regions: Mutex<BTreeMap<String, u64>>,
 }
 
 impl SimState {
@@ -102,6 +107,7 @@ impl SimState {
             http2_requests: AtomicU64::new(0),
             request_ids: AtomicU64::new(0),
             access_keys: Mutex::default(),
+            regions: Mutex::default(),
         }
     }
 
@@ -115,6 +121,12 @@ impl SimState {
             let mut keys = self.access_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if keys.len() < MAX_ACCESS_KEYS || keys.contains_key(key) {
                 *keys.entry(key.to_owned()).or_default() += 1;
+            }
+        }
+        if let Some(region) = authorization.and_then(credential_region) {
+            let mut regions = self.regions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if regions.len() < MAX_ACCESS_KEYS || regions.contains_key(region) {
+                *regions.entry(region.to_owned()).or_default() += 1;
             }
         }
     }
@@ -172,6 +184,7 @@ impl SimState {
             faults_injected: self.faults_injected.load(Ordering::Relaxed),
             http2_requests: self.http2_requests.load(Ordering::Relaxed),
             access_keys: self.access_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
+            regions: self.regions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
         }
     }
 }

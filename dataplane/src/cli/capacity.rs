@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchboard_gateway::capacity::CapacityConfig;
+use switchboard_gateway::capacity::policy::Failover;
 
 /// Capacity flags of `switchboard gateway`.
 #[derive(Debug, clap::Args)]
@@ -41,6 +42,22 @@ pub struct CapacityArgs {
     /// estimates of the wait; then it is learnt).
     #[arg(long, env = "SWITCHBOARD_CAPACITY_HOLD_SECONDS", default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..))]
     capacity_hold_seconds: u64,
+
+    /// Model failures of a pool's sessions (throttled, unavailable, unreachable, timed out)
+    /// within --capacity-region-failure-window-seconds that mark its region failing: new
+    /// sessions of Agents with a fallback region (`spec.model.voiceFallback.region`) go
+    /// there meanwhile. With --redis-url every replica sees the mark.
+    #[arg(long, env = "SWITCHBOARD_CAPACITY_REGION_FAILURES", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    capacity_region_failures: u32,
+
+    /// The window in which --capacity-region-failures failures mark a region failing.
+    #[arg(long, env = "SWITCHBOARD_CAPACITY_REGION_FAILURE_WINDOW_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    capacity_region_failure_window_seconds: u64,
+
+    /// How long a region marked failing sends new sessions to fallback regions (failures
+    /// meanwhile extend it); then they go to it again.
+    #[arg(long, env = "SWITCHBOARD_CAPACITY_REGION_FAILOVER_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    capacity_region_failover_seconds: u64,
 }
 
 fn parse_quota(text: &str) -> Result<(String, u32), String> {
@@ -73,6 +90,9 @@ impl CapacityArgs {
             capacity_lease_seconds,
             capacity_poll_ms,
             capacity_hold_seconds,
+            capacity_region_failures,
+            capacity_region_failure_window_seconds,
+            capacity_region_failover_seconds,
         } = self;
         let total: f64 = shares.iter().map(|(_, s)| s).sum();
         anyhow::ensure!(
@@ -87,6 +107,11 @@ impl CapacityArgs {
             poll: Duration::from_millis(capacity_poll_ms),
             initial_hold: Duration::from_secs(capacity_hold_seconds),
             redis,
+            failover: Failover {
+                failures: capacity_region_failures,
+                window_ms: capacity_region_failure_window_seconds * 1000,
+                hold_ms: capacity_region_failover_seconds * 1000,
+            },
         })
     }
 }

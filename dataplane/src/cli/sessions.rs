@@ -173,7 +173,12 @@ fn show_text(out: &mut String, record: &SessionRecord) {
     if let Some(summary) = &s.summary {
         let _ = writeln!(out, "summary   {summary}");
     }
-    if let Some(variant) = &s.variant {
+    // Each Agent's variant when the session reached more than the one it started at.
+    let others = s.variants.keys().any(|agent| *agent != s.first_agent);
+    if others {
+        let each: Vec<String> = s.variants.iter().map(|(agent, variant)| format!("{variant} at {agent}")).collect();
+        let _ = writeln!(out, "variants  {}", each.join(", "));
+    } else if let Some(variant) = &s.variant {
         let _ = writeln!(out, "variant   {variant}");
     }
     if s.transferred {

@@ -27,7 +27,8 @@ pub struct VariantsArgs {
 /// What to do.
 #[derive(Debug, Subcommand)]
 enum VariantsCommand {
-    /// The variants of one Agent compared over the sessions that started at it: sessions,
+    /// The variants of one Agent compared over the sessions that reached it (started there
+    /// or were handed to it), each under the variant it ran at that Agent: sessions,
     /// resolution rate (the analysis's `resolved` field), transfers to a person, duration,
     /// cost, and each analysis field's answers.
     Compare {

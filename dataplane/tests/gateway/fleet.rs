@@ -213,7 +213,7 @@ impl Fleet {
                 ready_replicas: i32::try_from(count).unwrap_or(1),
                 redact: spec.record.redact.clone(),
                 identity_keys: spec.identity_keys.clone(),
-                capacity: switchboard_crds::routing::RouteCapacity::of(&spec.capacity, &spec.model.region),
+                capacity: switchboard_crds::routing::RouteCapacity::of(&spec.capacity, &spec.model, spec.mode),
                 numbers: spec.telephony.numbers.clone(),
                 analysis: spec.record.analysis.clone(),
                 app_context: spec.app_context.clone(),

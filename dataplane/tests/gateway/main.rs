@@ -37,6 +37,7 @@ mod record_continue;
 mod record_delivery;
 mod record_flood;
 mod redis;
+mod region;
 mod resume;
 mod scopes;
 mod sessions;

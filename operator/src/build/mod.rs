@@ -71,8 +71,21 @@ fn pod_config_hash(spec: &RuntimeSpec, settings: &BuildSettings) -> String {
     }
 }
 
+/// What the runtime pods are given of `spec`: all of it but what only the gateway reads,
+/// which the routing table carries to it — the call analysis (`record.analysis`), the
+/// capacity settings and the app context. So changing those rewrites the table and rolls
+/// no pod (as the variants' weights do not), and the pods' spec holds nothing they ignore.
+pub fn pods_spec(spec: &RuntimeSpec) -> RuntimeSpec {
+    let mut pods = spec.clone();
+    pods.record.analysis = None;
+    pods.capacity = Default::default();
+    pods.app_context = Default::default();
+    pods
+}
+
 /// Builds the children of `agent`, whose Persona and Workflow resolved to `spec`.
 pub fn build(agent: &Agent, spec: &RuntimeSpec, settings: &BuildSettings) -> Desired {
+    let spec = &pods_spec(spec);
     let hash = pod_config_hash(spec, settings);
     Desired {
         config_map: config_map::build(agent, spec, settings),

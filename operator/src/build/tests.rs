@@ -340,6 +340,18 @@ fn config_hash_changes_when_and_only_when_the_runtime_spec_changes() {
     assert_ne!(base, hash_of(AGENT, &PERSONA.replace("displayName: Sam", "displayName: Kim")));
     assert_ne!(base, hash_of(&AGENT.replace("drainTimeoutSeconds: 120", "drainTimeoutSeconds: 60"), PERSONA));
     assert_ne!(base, hash_of(&AGENT.replace("mode: voice", "mode: text"), PERSONA));
+    // Only the gateway reads them (the routing table carries them): the call analysis, the
+    // capacity settings, the app context. The pods' spec leaves them out.
+    let gateway_only = AGENT.to_owned()
+        + "  record:\n    analysis:\n      fields:\n        - {name: resolved, type: boolean, description: done}\n"
+        + "  capacity: {account: bank-prod, priority: 7, whenFull: refuse, holdMessage: Please hold.}\n"
+        + "  appContext: {memory: [page]}\n";
+    assert_eq!(base, hash_of(&gateway_only, PERSONA), "analysis, capacity and app context roll no pod");
+    let (agent, spec) = resolved(&gateway_only, PERSONA);
+    assert!(spec.record.analysis.is_some() && spec.capacity.priority == 7 && !spec.app_context.is_default());
+    let built = build(&agent, &spec, &BuildSettings::default());
+    let pods = RuntimeSpec::parse(&built.config_map.data.as_ref().expect("data")["runtime.json"]).expect("spec");
+    assert_eq!(pods, pods_spec(&resolved(AGENT, PERSONA).1), "the pods' spec is the Agent's without them");
 }
 
 #[test]

@@ -26,6 +26,11 @@ pub struct CapacityMetrics {
     pub refused: CounterVec,
     /// Capacity store failures (the session went on uncounted).
     pub store_errors: IntCounter,
+    /// New sessions placed on their Agent's fallback region, by pool, fallback pool and
+    /// cause (`full`, `failing`).
+    pub region_fallbacks: CounterVec,
+    /// Times a pool's region was marked failing (by this gateway).
+    pub region_failing: CounterVec,
 }
 
 impl CapacityMetrics {
@@ -75,7 +80,34 @@ impl CapacityMetrics {
             "Capacity store failures; the session concerned went on uncounted.",
         )?;
         registry.register(Box::new(store_errors.clone()))?;
-        Ok(Self { registry, quota, guaranteed, in_use, queued, wait, refused, store_errors })
+        let region_fallbacks = CounterVec::new(
+            Opts::new(
+                "switchboard_gateway_capacity_region_fallbacks_total",
+                "New sessions placed on their Agent's fallback region, by pool, the fallback's pool and cause (full: no slot in the pool; failing: its region failed lately).",
+            ),
+            &["pool", "to", "cause"],
+        )?;
+        registry.register(Box::new(region_fallbacks.clone()))?;
+        let region_failing = CounterVec::new(
+            Opts::new(
+                "switchboard_gateway_capacity_region_failing_total",
+                "Times this gateway marked a pool's region failing (model failures of its sessions past --capacity-region-failures).",
+            ),
+            &["pool"],
+        )?;
+        registry.register(Box::new(region_failing.clone()))?;
+        Ok(Self {
+            registry,
+            quota,
+            guaranteed,
+            in_use,
+            queued,
+            wait,
+            refused,
+            store_errors,
+            region_fallbacks,
+            region_failing,
+        })
     }
 
     /// Shows `pool` as `seen`.

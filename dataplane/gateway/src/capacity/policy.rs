@@ -87,6 +87,30 @@ pub struct Pool {
     /// 0 before the first ended).
     #[serde(default)]
     pub hold_ms: u64,
+    /// When the pool's region failed sessions lately (ms; model failures the gateways
+    /// relayed, at most [`Failover::failures`] of them, oldest first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<u64>,
+    /// Until when the pool's region counts as failing (ms; 0: it does not): new sessions of
+    /// Agents with a fallback region go there meanwhile.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failing_until: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// When a pool's region counts as failing: `failures` model failures within `window_ms`
+/// mark it so for `hold_ms` (and again, from then, while they go on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Failover {
+    /// Model failures that mark the region failing.
+    pub failures: u32,
+    /// Within this long (ms).
+    pub window_ms: u64,
+    /// For this long (ms).
+    pub hold_ms: u64,
 }
 
 /// What a request for a slot got.
@@ -160,6 +184,38 @@ impl Pool {
     /// Slots held.
     pub fn used(&self) -> u32 {
         u32::try_from(self.leases.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Whether nothing is held, queued or remembered of failures (a store may forget it).
+    pub fn is_idle(&self) -> bool {
+        self.leases.is_empty() && self.queue.is_empty() && self.failures.is_empty() && self.failing_until == 0
+    }
+
+    /// A session of the pool's region failed at `now` (a model failure a gateway relayed);
+    /// true when that marks the region failing (it was not before).
+    pub fn failed(&mut self, rules: &Failover, now: u64) -> bool {
+        let threshold = rules.failures.max(1) as usize;
+        self.failures.retain(|at| now.saturating_sub(*at) < rules.window_ms);
+        self.failures.push(now);
+        if self.failures.len() > threshold {
+            let extra = self.failures.len() - threshold;
+            self.failures.drain(..extra);
+        }
+        if self.failures.len() < threshold {
+            return false;
+        }
+        let newly = !self.failing(now);
+        self.failing_until = self.failing_until.max(now.saturating_add(rules.hold_ms));
+        self.failures.clear();
+        newly
+    }
+
+    /// Whether the pool's region counts as failing at `now` (a lapsed mark is forgotten).
+    pub fn failing(&mut self, now: u64) -> bool {
+        if self.failing_until != 0 && self.failing_until <= now {
+            self.failing_until = 0;
+        }
+        self.failing_until > now
     }
 
     /// `gw` is alive until `now + ttl`.

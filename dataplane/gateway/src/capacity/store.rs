@@ -85,7 +85,7 @@ impl Backend {
                 let mut pools = pools.lock().unwrap_or_else(PoisonError::into_inner);
                 let pool = pools.entry(name.to_owned()).or_default();
                 let out = change(pool, now_ms());
-                if pool.leases.is_empty() && pool.queue.is_empty() {
+                if pool.is_idle() {
                     pools.remove(name);
                 }
                 Ok(out)
@@ -99,11 +99,7 @@ impl Backend {
                     let now = secs.saturating_mul(1000).saturating_add(micros / 1000);
                     let mut pool: Pool = if old.is_empty() { Pool::default() } else { serde_json::from_str(&old)? };
                     let out = change(&mut pool, now);
-                    let new = if pool.leases.is_empty() && pool.queue.is_empty() {
-                        String::new()
-                    } else {
-                        serde_json::to_string(&pool)?
-                    };
+                    let new = if pool.is_idle() { String::new() } else { serde_json::to_string(&pool)? };
                     if new == old {
                         return Ok(out);
                     }

@@ -21,24 +21,72 @@ use crate::Gateway;
 use crate::session::ClientIo;
 use crate::session::machine::Close;
 
-/// A slot for a session with `route`'s Agent: `Ok(None)` when its pool is not counted.
-/// A session `under_way` (resumed, continued) takes one without waiting.
+/// What admission gave a new session: its slot (none when its pool is not counted) and,
+/// when it was placed on its Agent's fallback region, where and why.
+#[derive(Debug, Default)]
+pub struct Slot {
+    /// The slot, given back when dropped.
+    pub ticket: Option<Ticket>,
+    /// The fallback region the session runs in, if it was placed there.
+    pub placed: Option<Placed>,
+}
+
+/// A session placed on its Agent's fallback region.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// The region its Nova Sonic streams open in.
+    pub region: String,
+    /// The pool its slot is in (`<account>/<region>`).
+    pub pool: String,
+    /// `full` (its own pool had no free slot) or `failing` (its own region failed lately).
+    pub cause: &'static str,
+}
+
+/// A slot for a session with `route`'s Agent: `ticket: None` when its pool is not counted.
+/// A session `under_way` (resumed, continued) takes one without waiting, in its Agent's own
+/// pool. An Agent with a fallback region sends a new session there when its own region is
+/// failing, or when its own pool is full and the fallback's has a slot free; otherwise the
+/// session waits for (or is refused) a slot of its own pool.
 pub async fn admit(
     gateway: &Gateway,
     route: &Route,
     under_way: bool,
     client: &mut Conn<ClientIo>,
-) -> Result<Option<Ticket>, Close> {
+) -> Result<Slot, Close> {
     let capacity = &gateway.capacity;
     let settings = &route.capacity;
     if under_way {
-        return Ok(capacity.force(&settings.pool, &route.namespace).await);
+        return Ok(Slot { ticket: capacity.force(&settings.pool, &route.namespace).await, placed: None });
+    }
+    let mut pool = settings.pool.as_str();
+    let mut placed = None;
+    if let (Some(region), Some(fallback)) = (&settings.fallback_region, settings.fallback_pool()) {
+        let place = |cause| Placed { region: region.clone(), pool: fallback.clone(), cause };
+        if capacity.failing(&settings.pool).await {
+            placed = Some(place("failing"));
+        } else {
+            match capacity.request(&settings.pool, &route.namespace, settings.priority, false).await {
+                Admitted::Uncounted => return Ok(Slot::default()),
+                Admitted::Granted(ticket) => return Ok(Slot { ticket: Some(ticket), placed: None }),
+                Admitted::Queued(..) | Admitted::Refused(_) => {
+                    // No free slot of its own: the fallback's, if it has one now.
+                    match capacity.request(&fallback, &route.namespace, settings.priority, false).await {
+                        Admitted::Uncounted => return Ok(placing(gateway, route, None, place("full"))),
+                        Admitted::Granted(ticket) => return Ok(placing(gateway, route, Some(ticket), place("full"))),
+                        Admitted::Queued(..) | Admitted::Refused(_) => {}
+                    }
+                }
+            }
+        }
+        if let Some(placed) = &placed {
+            pool = placed.pool.as_str();
+        }
     }
     let queue = settings.when_full == WhenFull::Queue;
-    match capacity.request(&settings.pool, &route.namespace, settings.priority, queue).await {
-        Admitted::Uncounted => Ok(None),
-        Admitted::Granted(ticket) => Ok(Some(ticket)),
-        Admitted::Refused(refusal) => Err(refuse(gateway, client, &settings.pool, refusal).await),
+    let ticket = match capacity.request(pool, &route.namespace, settings.priority, queue).await {
+        Admitted::Uncounted => None,
+        Admitted::Granted(ticket) => Some(ticket),
+        Admitted::Refused(refusal) => return Err(refuse(gateway, client, pool, refusal).await),
         Admitted::Queued(ticket, status, place) => {
             let started = Instant::now();
             let waited = |outcome: &str| {
@@ -51,9 +99,28 @@ pub async fn admit(
                 Ok(()) => waited("served"),
                 Err(_) => waited("left"),
             }
-            outcome.map(|()| Some(ticket))
+            outcome?;
+            Some(ticket)
         }
-    }
+    };
+    Ok(match placed {
+        Some(placed) => placing(gateway, route, ticket, placed),
+        None => Slot { ticket, placed: None },
+    })
+}
+
+/// A session of `route` placed on its fallback region: counted and logged.
+fn placing(gateway: &Gateway, route: &Route, ticket: Option<Ticket>, placed: Placed) -> Slot {
+    let values = [route.capacity.pool.as_str(), placed.pool.as_str(), placed.cause];
+    gateway.capacity.metrics.region_fallbacks.with_label_values(&values).inc();
+    tracing::info!(
+        agent = %format!("{}/{}", route.namespace, route.name),
+        from = %route.capacity.pool,
+        to = %placed.pool,
+        cause = placed.cause,
+        "a new session goes to the Agent's fallback region"
+    );
+    Slot { ticket, placed: Some(placed) }
 }
 
 /// Waits in the queue until the slot comes (`Ok`), or the client leaves, the gateway

@@ -309,7 +309,7 @@ async fn open(
     state: &mut State,
 ) -> Result<std::net::SocketAddr, OpenError> {
     state.upstream = None;
-    let OpenRequest { target, avoid, carried, variant } = request;
+    let OpenRequest { target, avoid, carried, variant, region } = request;
     let Some(lease) = gateway.balancer.pick(&target.ready, avoid) else {
         return Err(OpenError::NoReadyPod { agent: target.route.name.clone() });
     };
@@ -324,6 +324,7 @@ async fn open(
         audio: machine.audio().cloned(),
         carried,
         variant,
+        region,
         // The relay runs in the session's span (see `super::serve`): the runtime's joins it.
         traceparent: switchboard_telemetry::context::traceparent(&tracing::Span::current()),
     };

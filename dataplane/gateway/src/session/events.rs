@@ -334,6 +334,8 @@ pub struct OpenRequest {
     pub carried: Carried,
     /// The variant of the Agent the session runs, when it runs variants.
     pub variant: Option<String>,
+    /// The fallback region the session's streams open in, when it was placed there.
+    pub region: Option<String>,
 }
 
 /// Where the task and the machine meet: the current time and routing.

@@ -105,6 +105,10 @@ pub async fn serve_call(
                     return;
                 }
             };
+            // A session placed on its Agent's fallback region opens its streams there.
+            if let Some(placed) = &slot.placed {
+                machine.place(&route, placed.region.clone(), placed.cause);
+            }
             let span = session_span(&machine, parked.as_ref().map(|(_, parked)| parked.traceparent.as_deref()));
             machine.set_traceparent(switchboard_telemetry::context::traceparent(&span));
             let relay = driver::Relay::new(gateway, machine, parked, client, admission, span);

@@ -70,19 +70,21 @@ const SCHEMA: &[&str] = &[
     )",
 ];
 
-/// Columns of `switchboard_sessions` added after it was first made, and their types: the
+/// Columns added to the tables after they were first made (table, column, type): the
 /// summary; the replica that holds a live session, when its report is due (unix ms; none:
 /// delivered, or nothing to deliver) and how many deliveries were tried ([`delivery`]).
-const ADDED_COLUMNS: &[(&str, &str)] = &[
-    ("summary", "TEXT"),
-    ("replica", "TEXT"),
-    ("report_due", "BIGINT"),
-    ("report_attempts", "BIGINT NOT NULL DEFAULT 0"),
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    ("switchboard_sessions", "summary", "TEXT"),
+    ("switchboard_sessions", "replica", "TEXT"),
+    ("switchboard_sessions", "report_due", "BIGINT"),
+    ("switchboard_sessions", "report_attempts", "BIGINT NOT NULL DEFAULT 0"),
     // The variant of the Agent the session started at; whether the caller was put through
     // to a person; the analysis of the session (JSON: `analysis`).
-    ("variant", "TEXT"),
-    ("transferred", "BIGINT NOT NULL DEFAULT 0"),
-    ("analysis", "TEXT"),
+    ("switchboard_sessions", "variant", "TEXT"),
+    ("switchboard_sessions", "transferred", "BIGINT NOT NULL DEFAULT 0"),
+    ("switchboard_sessions", "analysis", "TEXT"),
+    // The variant each Agent the session reached ran (variants are compared per Agent).
+    ("switchboard_session_agents", "variant", "TEXT"),
 ];
 
 /// A store that cannot be used.
@@ -175,6 +177,10 @@ pub struct Summary {
     /// The variant of the Agent it started at, when that Agent runs variants.
     #[serde(default)]
     pub variant: Option<String>,
+    /// The variant each Agent it reached ran, by Agent (`namespace/name`), for those that
+    /// run variants: a session handed from one Agent to another carries both.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub variants: std::collections::BTreeMap<String, String>,
     /// Whether the caller was put through to a person.
     #[serde(default)]
     pub transferred: bool,
@@ -281,19 +287,18 @@ impl Store {
         }
         // Columns added since the table was first made (names and types: this file's
         // constants, so the statements built from them are safe).
-        for (column, kind) in ADDED_COLUMNS {
+        for (table, column, kind) in ADDED_COLUMNS {
             if self.postgres {
-                let add = format!("ALTER TABLE switchboard_sessions ADD COLUMN IF NOT EXISTS {column} {kind}");
+                let add = format!("ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}");
                 sqlx::query(sqlx::AssertSqlSafe(add)).execute(&mut *tx).await?;
             } else {
-                let found: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM pragma_table_info('switchboard_sessions') WHERE name = $1",
-                )
-                .bind(*column)
-                .fetch_one(&mut *tx)
-                .await?;
+                let found: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pragma_table_info($1) WHERE name = $2")
+                    .bind(*table)
+                    .bind(*column)
+                    .fetch_one(&mut *tx)
+                    .await?;
                 if found == 0 {
-                    let add = format!("ALTER TABLE switchboard_sessions ADD COLUMN {column} {kind}");
+                    let add = format!("ALTER TABLE {table} ADD COLUMN {column} {kind}");
                     sqlx::query(sqlx::AssertSqlSafe(add)).execute(&mut *tx).await?;
                 }
             }

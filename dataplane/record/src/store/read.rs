@@ -1,7 +1,7 @@
 //! Reading the record: a list of sessions (narrowed, newest first, each with the Agents it
 //! reached, in two queries whatever the number of rows) and one session with its events.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -48,9 +48,12 @@ impl Store {
         }
         let rows = query.fetch_all(&self.pool).await?;
         let mut sessions: Vec<Summary> = rows.iter().map(summary).collect::<Result<_, _>>()?;
-        let mut agents = self.agents_of(sessions.iter().map(|s| s.id.as_str())).await?;
+        let ids: Vec<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
+        let mut agents = self.agents_of(ids.iter().copied()).await?;
+        let mut variants = self.variants_of(&ids).await?;
         for session in &mut sessions {
             session.agents = agents.remove(&session.id).unwrap_or_default();
+            session.variants = variants.remove(&session.id).unwrap_or_default();
         }
         Ok(sessions)
     }
@@ -64,6 +67,7 @@ impl Store {
         let Some(row) = row else { return Ok(None) };
         let mut summary = summary(&row)?;
         summary.agents = self.agents_of([id]).await?.remove(id).unwrap_or_default();
+        summary.variants = self.variants_of(&[id]).await?.remove(id).unwrap_or_default();
         let rows = sqlx::query(
             "SELECT at_us, agent, kind, data FROM switchboard_session_events WHERE session_id = $1 ORDER BY at_us, ord",
         )
@@ -111,6 +115,35 @@ impl Store {
         }
         Ok(agents)
     }
+
+    /// The variant each Agent ran in each of `ids`, by session and Agent, in one query
+    /// (rows written before Agents' variants were kept apart: the first Agent's, from the
+    /// session's row).
+    async fn variants_of(&self, ids: &[&str]) -> Result<HashMap<String, BTreeMap<String, String>>, StoreError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT a.session_id, a.agent, a.variant FROM switchboard_session_agents a
+             WHERE a.session_id IN ({0}) AND a.variant IS NOT NULL
+             UNION
+             SELECT s.id AS session_id, s.first_agent AS agent, s.variant FROM switchboard_sessions s
+             WHERE s.id IN ({0}) AND s.variant IS NOT NULL",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for id in ids {
+            query = query.bind(*id);
+        }
+        let mut variants: HashMap<String, BTreeMap<String, String>> = HashMap::new();
+        for row in query.fetch_all(&self.pool).await? {
+            let agents = variants.entry(row.try_get("session_id")?).or_default();
+            // Both lines name the first Agent's once it is kept apart: the same variant.
+            agents.entry(row.try_get("agent")?).or_insert(row.try_get("variant")?);
+        }
+        Ok(variants)
+    }
 }
 
 fn summary(row: &AnyRow) -> Result<Summary, sqlx::Error> {
@@ -131,6 +164,7 @@ fn summary(row: &AnyRow) -> Result<Summary, sqlx::Error> {
         cost_usd: row.try_get("cost_usd")?,
         summary: row.try_get("summary")?,
         variant: row.try_get("variant")?,
+        variants: BTreeMap::new(),
         transferred: row.try_get::<i64, _>("transferred")? != 0,
         analysis: row
             .try_get::<Option<String>, _>("analysis")?

@@ -146,13 +146,26 @@ async fn update_session(
             .await?;
         }
         Update::Variant(variant) => {
-            // The variant of the Agent the session started at (a later Agent's is its event).
+            // The variant of the Agent the session started at, on its row (the end-of-call
+            // report's); and every Agent's on its line of the session's Agents (the first
+            // kept: a session keeps its variant), which the comparison reads. The line may
+            // come before the handoff's `Agent` update: either writes it first.
             sqlx::query(
                 "UPDATE switchboard_sessions SET variant = $2 WHERE id = $1 AND first_agent = $3 AND variant IS NULL",
             )
             .bind(id)
             .bind(variant.as_str())
             .bind(entry.agent.as_str())
+            .execute(&mut **tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO switchboard_session_agents (session_id, agent, variant) VALUES ($1, $2, $3)
+                 ON CONFLICT (session_id, agent)
+                 DO UPDATE SET variant = COALESCE(switchboard_session_agents.variant, excluded.variant)",
+            )
+            .bind(id)
+            .bind(entry.agent.as_str())
+            .bind(variant.as_str())
             .execute(&mut **tx)
             .await?;
         }

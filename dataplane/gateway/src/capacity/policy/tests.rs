@@ -235,3 +235,32 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn failures_within_the_window_mark_the_region_failing_for_a_while() {
+    let rules = Failover { failures: 3, window_ms: 10_000, hold_ms: 60_000 };
+    let mut p = Pool::default();
+    assert!(p.is_idle());
+    // Two, then a third after the window: not enough together.
+    assert!(!p.failed(&rules, 1_000));
+    assert!(!p.failed(&rules, 2_000));
+    assert!(!p.failed(&rules, 12_500), "the first two are outside the window");
+    assert!(!p.is_idle(), "failures are remembered");
+    assert!(!p.failing(12_500));
+    assert!(!p.failed(&rules, 13_000));
+    assert!(p.failed(&rules, 14_000), "three within ten seconds");
+    assert!(p.failing(14_000) && p.failing(73_999));
+    // More failures while it fails extend the mark, without calling it new.
+    for at in [20_000, 21_000] {
+        assert!(!p.failed(&rules, at));
+    }
+    assert!(!p.failed(&rules, 22_000), "already failing");
+    assert!(p.failing(81_999));
+    assert!(!p.failing(82_000), "it lapses");
+    assert_eq!(p.failing_until, 0, "a lapsed mark is forgotten");
+    assert!(p.is_idle());
+    // The state round-trips through the store's JSON, and old state reads as healthy.
+    let old: Pool =
+        serde_json::from_str(r#"{"leases":{},"queue":{},"gateways":{},"seq":3,"hold_ms":0}"#).expect("old state");
+    assert_eq!((old.failures.len(), old.failing_until), (0, 0));
+}

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::super::machine::{ClientFrame, Event, Machine, Note, RuntimeFrame};
 use crate::Gateway;
+use switchboard_core::protocol::{ErrorCode, ServerKind};
+
 use crate::budget::{Account, SESSION_OVERHEAD};
 use crate::outage::Turns;
 use crate::record::SessionLog;
@@ -75,6 +77,9 @@ impl Books {
     /// Shows the turns' clock `event` (when it watches one); a turn it settles goes to the
     /// Agent's breaker.
     pub(super) fn watch(&mut self, gateway: &Gateway, machine: &Machine, event: &Event) {
+        if let Event::Runtime(RuntimeFrame::Text(text)) = event {
+            region_failure(gateway, machine, text.as_str());
+        }
         if !self.turns.watching() {
             return;
         }
@@ -94,6 +99,14 @@ impl Books {
         let outage = gateway.directory.borrow().table().outage_in_effect(&route.namespace, &route.name);
         if let Some(outage) = outage {
             gateway.outages.record(route, &outage, turn, now);
+        }
+    }
+
+    /// The session was placed on its Agent's fallback region: the record says where and why.
+    fn reached_region(&self, machine: &Machine, agent: &str) {
+        let Some((region, cause)) = machine.placed() else { return };
+        if let Some(log) = &self.log {
+            log.region(agent, region, cause);
         }
     }
 
@@ -127,6 +140,7 @@ impl Books {
                 metrics.routed.with_label_values(&[&agent]).inc();
                 metrics.live.with_label_values(&[&agent]).inc();
                 self.reached_variant(machine, metrics, &agent);
+                self.reached_region(machine, &agent);
                 self.live = Some(agent);
                 self.watch_agent(gateway, machine);
             }
@@ -182,4 +196,38 @@ impl Books {
             }
         }
     }
+}
+
+/// The model failures that count against a region: its service throttled, unavailable,
+/// unreachable or too slow (not a broken stream or a bad request).
+const REGION_FAILURES: &[ErrorCode] = &[
+    ErrorCode::ModelThrottled,
+    ErrorCode::ModelServiceUnavailable,
+    ErrorCode::ModelConnection,
+    ErrorCode::ModelTimeout,
+];
+
+/// A runtime's `text` that says the model service of the session's region failed counts
+/// towards marking that region's pool failing ([`crate::capacity`]), for Agents with a
+/// fallback region to go to.
+fn region_failure(gateway: &Gateway, machine: &Machine, text: &str) {
+    if ServerKind::peek(text) != Some(ServerKind::Error) {
+        return;
+    }
+    #[derive(serde::Deserialize)]
+    struct Error {
+        code: ErrorCode,
+    }
+    let Ok(error) = serde_json::from_str::<Error>(text) else { return };
+    if !REGION_FAILURES.contains(&error.code) {
+        return;
+    }
+    let route = &machine.target().route;
+    let pool = match machine.placed() {
+        Some(_) => route.capacity.fallback_pool(),
+        None => Some(route.capacity.pool.clone()),
+    };
+    let Some(pool) = pool else { return };
+    let capacity = gateway.capacity.clone();
+    tokio::spawn(async move { capacity.model_failed(&pool).await });
 }

@@ -19,6 +19,21 @@ impl Machine {
         self.settings.variants().get(&self.target.key()).map(String::as_str)
     }
 
+    /// The session was placed on `route`'s fallback `region` (its own was full or failing,
+    /// `cause`): that Agent's runtime sessions open their streams there.
+    pub fn place(&mut self, route: &switchboard_crds::routing::Route, region: String, cause: &'static str) {
+        let agent = format!("{}/{}", route.namespace, route.name);
+        // The first runtime session is asked for as the machine is made: it opens there too.
+        self.state.open_in(&agent, &region);
+        self.settings.place(agent, region, cause);
+    }
+
+    /// The fallback region the Agent serving the session runs it in, and why, if the
+    /// session was placed there.
+    pub fn placed(&self) -> Option<(&str, &'static str)> {
+        self.settings.placed_for(&self.target)
+    }
+
     /// The Agent serving the session.
     pub fn target(&self) -> &Target {
         &self.target

@@ -22,7 +22,8 @@ impl Machine {
             None => self.kept.carried(),
         };
         let variant = self.settings.variant_for(&self.target, &self.stickiness(&carried));
-        self.state.open(OpenRequest { target: self.target.clone(), avoid, carried, variant }, purpose);
+        let region = self.settings.placed_for(&self.target).map(|(region, _)| region.to_owned());
+        self.state.open(OpenRequest { target: self.target.clone(), avoid, carried, variant, region }, purpose);
     }
 
     /// What the session's variant of the current Agent is picked by: the verified caller

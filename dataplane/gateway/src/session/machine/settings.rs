@@ -30,12 +30,25 @@ pub(super) struct Settings {
     /// `namespace/name`: picked when the session first opens on the Agent, then kept
     /// (moves, handoffs back, resumes) whatever the weights do.
     variants: BTreeMap<String, String>,
+    /// The fallback region the session was placed on, the Agent (`namespace/name`) it was
+    /// placed for and why (`full`, `failing`): that Agent's runtime sessions open their
+    /// streams there (the slot is in that region's pool). Not kept when the session parks:
+    /// a resumed session takes its slot, and opens, in its Agent's own region.
+    placed: Option<(String, String, &'static str)>,
 }
 
 impl Settings {
     /// A live session's, with the client's `voice` and `modalities`.
     pub(super) fn new(voice: Option<String>, modalities: Vec<String>) -> Self {
-        Self { reach: Reach::Live, voice, modalities, model: None, audio: None, variants: BTreeMap::new() }
+        Self {
+            reach: Reach::Live,
+            voice,
+            modalities,
+            model: None,
+            audio: None,
+            variants: BTreeMap::new(),
+            placed: None,
+        }
     }
 
     /// Which pods the session reaches.
@@ -76,6 +89,18 @@ impl Settings {
     /// The text model the client chose, if it chose one for `agent`.
     pub(super) fn model_for(&self, agent: &str) -> Option<String> {
         self.model.as_ref().filter(|(chosen_for, _)| chosen_for == agent).map(|(_, model)| model.clone())
+    }
+
+    /// The session was placed on `agent`'s fallback `region` (for `cause`).
+    pub(super) fn place(&mut self, agent: String, region: String, cause: &'static str) {
+        self.placed = Some((agent, region, cause));
+    }
+
+    /// The fallback region `target`'s runtime sessions open their streams in, and why, if
+    /// the session was placed there.
+    pub(super) fn placed_for(&self, target: &Target) -> Option<(&str, &'static str)> {
+        let (agent, region, cause) = self.placed.as_ref()?;
+        (*agent == target.key()).then_some((region.as_str(), *cause))
     }
 
     /// The session's variants, as the store keeps them.

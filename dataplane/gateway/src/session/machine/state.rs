@@ -138,6 +138,17 @@ impl State {
         *self = Self::Opening { request: Box::new(request), purpose };
     }
 
+    /// The runtime session being opened for `agent` (`namespace/name`), if one is: its
+    /// streams open in `region` (the session was placed on the Agent's fallback region
+    /// after the machine asked for it).
+    pub(in crate::session) fn open_in(&mut self, agent: &str, region: &str) {
+        if let Self::Opening { request, .. } = self
+            && request.target.key() == agent
+        {
+            request.region = Some(region.to_owned());
+        }
+    }
+
     /// The runtime session asked for was opened (or not): what it was for, and the session
     /// relays again. `None` when none was being opened (the result is not for this phase).
     pub(in crate::session) fn opened(&mut self) -> Option<(Box<OpenRequest>, Purpose)> {
@@ -191,7 +202,7 @@ mod tests {
     fn request() -> OpenRequest {
         let directory = crate::session::tests::directory();
         let target = Directory::for_client(&directory, None, crate::directory::Reach::Live).expect("triage");
-        OpenRequest { target, avoid: None, carried: Default::default(), variant: None }
+        OpenRequest { target, avoid: None, carried: Default::default(), variant: None, region: None }
     }
 
     #[test]
