@@ -1,7 +1,7 @@
 //! What a session under way is told when its Agent's outage switch flips
 //! (`bidi_session_outage`), and what the gateway follows to know when that is: the set of
 //! switched-on Agents in the routing table ([`switched`]). A leaf: the session machine and
-//! the gateway's follower task ([`super::follow_switches`]) both use it.
+//! the gateway's follower task ([`Switches::follow`]) both use it.
 
 use std::collections::BTreeMap;
 
