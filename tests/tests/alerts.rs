@@ -385,6 +385,8 @@ fn metrics_md_lists_exactly_the_gateways_and_the_operators_series() {
     capacity.queued.with_label_values(&["default/us-east-1", "bank"]).set(0.0);
     capacity.wait.with_label_values(&["bank", "served"]).observe(0.5);
     capacity.refused.with_label_values(&["bank", "queue_full"]).inc();
+    capacity.region_fallbacks.with_label_values(&["default/us-east-1", "default/us-west-2", "full"]).inc();
+    capacity.region_failing.with_label_values(&["default/us-east-1"]).inc();
     // Outage mode's, which the gateway serves after capacity's.
     let outage = switchboard_gateway::outage::OutageMetrics::new().expect("outage metrics");
     outage.state.with_label_values(&["bank/triage"]).set(2.0);

@@ -121,6 +121,14 @@ pub(crate) const NOT_RUN: &[(&str, &str, Handling)] = &[
     ("operating/reliability.md", "outage:", Exempt(FRAGMENT)),
     (
         "operating/reliability.md",
+        "active: true                                   # every Agent of the folder",
+        Exempt(
+            "local mode's outage file (tools/outage.yaml), not a resource: dataplane/tests/gateway/outage_local.rs \
+             writes its keys (active, message, agents) under a live `switchboard local` and checks each",
+        ),
+    ),
+    (
+        "operating/reliability.md",
         "kubectl -n bank create configmap switchboard-outage",
         Exempt(
             "the namespace's outage switch: tests/tests/operator_outage.rs creates, changes and deletes this \
@@ -144,6 +152,14 @@ pub(crate) const NOT_RUN: &[(&str, &str, Handling)] = &[
         Exempt("every kind of expectation, for show; examples/banking/tests holds runnable ones, run by tour.md"),
     ),
     ("testing/scenarios.md", "--junit report.xml", Flags("a cluster's gateway for the last line")),
+    (
+        "testing/scenarios.md",
+        "keys: \"12345678#\"",
+        Exempt(
+            "the steps of examples/banking/tests/keypad-verification.yaml, which the Example Bank's suite runs \
+             (the tour's `switchboard test examples/banking` and the scenarios tests)",
+        ),
+    ),
     ("testing/simulator.md", "-- sim            #", Flags("port 8443, fixed; the tests start it on free ports")),
 ];
 
