@@ -310,8 +310,13 @@ until [ "$(gateway_pods '{range .items[*]}{.spec.hostNetwork}{" "}{.status.phase
   sleep 2
 done
 gateway_logs() { k -n "$RNS" logs -l app.kubernetes.io/name=switchboard-gateway --tail=100 2>&1 || true; }
+# The simulator's Example Bank script, hearing the 500 Hz tone (phrase 1) as the balance
+# request that tcp.cjs waits for, and ending turns after 400 ms of silence.
+{ cat "$ROOT/dataplane/sim/banking.yaml"
+  printf 'sonic:\n  turnDetection: { silenceMs: { high: 400, medium: 400, low: 400 } }\n'
+  printf '  phrases:\n    1: "I'"'"'d like to check my balance"\n'; } >"$DIR/e2e-webrtc-sim.yaml"
 "$CHAT" sim --listen "$NODE_IP:$SIM_PORT" --tls-cert "$PKI/sim.pem" --tls-key "$PKI/sim.key" \
-  >"$DIR/e2e-sim.log" 2>&1 &
+  --script "$DIR/e2e-webrtc-sim.yaml" >"$DIR/e2e-sim.log" 2>&1 &
 SIM_PID=$!
 before="$(triage_sessions)" || die "cannot read the record"
 called="$("$BIN/aiortc-python" "$HERE/webrtc-call.py" "$HTTP_URL" "$NS/triage" "$PHONE_DIR/say.wav" \

@@ -96,7 +96,10 @@ async function main() {
       "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
       `--use-file-for-fake-audio-capture=${wav}%noloop`,
       "--autoplay-policy=no-user-gesture-required",
-      "--allow-loopback-in-peer-connection"],
+      "--allow-loopback-in-peer-connection",
+      // The microphone needs a secure context: a gateway reached over plain HTTP at an
+      // address other than localhost (the real node's Service) is treated as one.
+      `--unsafely-treat-insecure-origin-as-secure=${new URL(url).origin}`],
   });
   const result = {};
   const errors = [];
