@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::phone::Phone;
-use crate::stack::{TRIAGE_NUMBER, free_udp_range, sessions, stack, stack_edited, wait_for};
+use crate::stack::{TRIAGE_NUMBER, free_udp_tcp_ports, sessions, stack, stack_edited, wait_for};
 
 #[test]
 fn keys_pressed_on_the_phone_reach_the_agent_as_the_callers_input() {
@@ -169,12 +169,7 @@ fn a_trunks_caller_number_and_a_card_number_typed_on_the_keypad_reach_the_tool_a
     );
     // The caller is the carrier's trunk (it proves the digest credentials), calling from
     // CALLER to the number triage claims; it can type keys through baresip's console.
-    let console = loop {
-        let port = free_udp_range(1).0;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            break port;
-        }
-    };
+    let console = free_udp_tcp_ports(1);
     let dial = format!("/dial sip:{TRIAGE_NUMBER}@{};transport=udp", stack.sip);
     let config = format!("module cons.so\ncons_listen 127.0.0.1:{console}\n");
     let (phone, _) = Phone::start(

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::stack::{Stack, free_udp_range, wait_for};
+use crate::stack::{Stack, free_udp_tcp_ports, wait_for};
 
 /// How a baresip instance runs, beyond its config.
 #[derive(Clone, Copy, Debug, Default)]
@@ -58,12 +58,7 @@ impl Phone {
     /// [`Phone::dial`] with baresip's console listening on a UDP port ([`Phone::press`]
     /// types keys into the call through it).
     pub(crate) fn dial_with_keypad(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32) -> (Self, u16) {
-        let console = loop {
-            let port = free_udp_range(1).0;
-            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-                break port;
-            }
-        };
+        let console = free_udp_tcp_ports(1);
         let config = format!("module cons.so\ncons_listen 127.0.0.1:{console}\n");
         (Self::dial_with(stack, name, user, silence, quit, "udp", "", &config), console)
     }
@@ -172,14 +167,7 @@ impl Phone {
             .expect("sox runs");
         assert!(status.success(), "sox joined the WAV");
         // baresip listens on a port and the next (TLS): both free.
-        let port = loop {
-            let port = free_udp_range(2).0;
-            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
-                && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
-            {
-                break port;
-            }
-        };
+        let port = free_phone_port();
         let d = dir.display();
         let config = format!(
             "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
@@ -281,14 +269,7 @@ pub(crate) struct Callee {
 
 /// A port for a baresip: it and the next free over UDP and TCP.
 pub(crate) fn free_phone_port() -> u16 {
-    loop {
-        let port = free_udp_range(2).0;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
-            && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
-        {
-            return port;
-        }
-    }
+    free_udp_tcp_ports(2)
 }
 
 impl Callee {

@@ -51,6 +51,16 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// The first of `count` ports in a row, each free now over UDP and TCP (an even first).
+pub(crate) fn free_udp_tcp_ports(count: u16) -> u16 {
+    loop {
+        let (first, last) = free_udp_range(count);
+        if (first..=last).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+            return first;
+        }
+    }
+}
+
 /// An even UDP port with `count - 1` after it, free now.
 pub(crate) fn free_udp_range(count: u16) -> (u16, u16) {
     loop {
