@@ -5,9 +5,9 @@
 // replies as transcripts, audio and events), drawn by render.js; the side panel (agent,
 // workflow node, caller, memory, turns); a banner with Reconnect (the client resumes from the
 // newest resume token and the last message number, when the user asks: it does not resume
-// by itself here) and New conversation when the session fails; the current agent's
-// workflow graph; the gateway's credential when it wants one; each turn's cost at the
-// record's prices and the memory redacted as the record is, both asked of the gateway
+// by itself here) and New conversation when the session fails (an outage fallback's message
+// when the agent is in outage mode); the current agent's workflow graph; the gateway's
+// credential when it wants one; each turn's cost at the record's prices and the memory redacted as the record is, both asked of the gateway
 // (/v1/console/price and /v1/console/redact: its rules, one implementation). Voice controls are in talk.js.
 // `window.switchboard` exposes state for tests.
 
@@ -88,6 +88,7 @@ function agentMode() {
 function resetView() {
   live.clear();
   Object.assign(state, { sessionId: null, agent: null, resumeToken: null, lastSeq: null, turn: null, turns: [], memory: {}, path: [],
+    fallback: null,
     speechEnd: null, lastVoiceAt: null, firstAudio: null, reached: [], memorySeq: {}, usages: [] });
   state.totals = { input: 0, output: 0 };
   $("memory").tBodies[0].replaceChildren();
@@ -145,7 +146,8 @@ function ended(session, { code, reason }) {
   if (code === 4401) askCredential(reason);
   sessionState("closed");
   status(`closed${reason ? ": " + reason : ""} (${code})`);
-  showBanner(`The connection closed${reason ? ": " + reason : ""} (code ${code}).`);
+  if (state.fallback) showBanner(fallbackWords(state.fallback));
+  else showBanner(`The connection closed${reason ? ": " + reason : ""} (code ${code}).`);
   past.refresh();
 }
 
@@ -166,6 +168,20 @@ function showBanner(text) {
   ($("reconnect").hidden ? $("restart") : $("reconnect")).focus();
 }
 function hideBanner() { $("banner").hidden = true; }
+
+/** A new session went to the agent's outage fallback (`bidi_session_fallback`; the socket
+ * closes with 4513): the conversation and the banner say what to tell the caller. */
+function fallback(m) {
+  state.fallback = m;
+  live.note(fallbackWords(m), "notice fallback");
+}
+
+function fallbackWords(m) {
+  const why = m.cause === "switch" ? "is switched into outage mode" : "is failing, so it is in outage mode";
+  const retry = m.retry_after_seconds != null ? ` Try again in about ${m.retry_after_seconds} s.` : "";
+  const person = m.person ? ` Put the caller through to ${m.person.name} (${m.person.address}).` : "";
+  return `${agentName(m.agent)} ${why}: ${m.message}${person}${retry}`;
+}
 
 function handle(m) {
   state.events.push(m.type);
@@ -219,8 +235,14 @@ function handle(m) {
       break;
     case "tool_start": live.toolStart(m.tool_use_id, m.name, m.input); break;
     case "tool_progress": live.toolProgress(m.tool_use_id, m.name, m.message); break;
-    case "tool_complete": live.toolComplete(m.tool_use_id, m.name, m.result, m.cached); break;
-    case "tool_error": live.toolError(m.tool_use_id, m.name, m.kind, m.message); break;
+    case "tool_complete":
+      live.toolComplete(m.tool_use_id, m.name, m.result, m.cached);
+      live.clientToolEnded(m.tool_use_id, "ok");
+      break;
+    case "tool_error":
+      live.toolError(m.tool_use_id, m.name, m.kind, m.message);
+      live.clientToolEnded(m.tool_use_id, m.kind, m.message);
+      break;
     case "client_tool_call":
       live.clientTool(m.tool_use_id, m.name, m.input, m.timeout_ms, (result, error) =>
         error == null ? state.session?.toolResult(m.tool_use_id, result) : state.session?.toolFailed(m.tool_use_id, error));
@@ -245,6 +267,9 @@ function handle(m) {
       renderNow();
       break;
     }
+    case "workflow_line": live.line(m.node, m.text, m.uninterruptible, m.played, m.reason); break;
+    case "bidi_session_outage": live.outage(m.agent, m.active, m.message, m.person); break;
+    case "bidi_session_fallback": fallback(m); break;
     case "bidi_connection_restart": live.note(`model stream restarted (${m.reason})`); break;
     case "bidi_error":
       if (m.input_id != null) live.refused(m.input_id, m.message);

@@ -83,8 +83,14 @@ const past = (() => {
       case "user": viewer.user(d.text); break;
       case "assistant": viewer.assistant(agent, d.text); break;
       case "tool_start": viewer.toolStart(d.tool_use_id, d.name, d.input); break;
-      case "tool_complete": viewer.toolComplete(d.tool_use_id, d.name, d.result, d.cached, d.duration_ms ?? 0); break;
-      case "tool_error": viewer.toolError(d.tool_use_id, d.name, d.kind, d.message, d.duration_ms ?? 0); break;
+      case "tool_complete":
+        viewer.toolComplete(d.tool_use_id, d.name, d.result, d.cached, d.duration_ms ?? 0);
+        viewer.clientToolEnded(d.tool_use_id, "ok");
+        break;
+      case "tool_error":
+        viewer.toolError(d.tool_use_id, d.name, d.kind, d.message, d.duration_ms ?? 0);
+        viewer.clientToolEnded(d.tool_use_id, d.kind, d.message);
+        break;
       case "handoff": viewer.handoff(d.from, d.to, d.reason, d.kind); break;
       case "consent_request": viewer.consent(d.tool_use_id, d.name, d.description, d.input, null); break;
       case "consent_answer": viewer.consentAnswered(d.tool_use_id, d.approved); break;
@@ -92,6 +98,7 @@ const past = (() => {
       case "display_card": if (d.card) viewer.display(d.card); break;
       case "memory": viewer.note(`memory ${d.key} = ${JSON.stringify(d.value)}`); break;
       case "workflow": viewer.step(d.from, d.to, d.by); break;
+      case "workflow_line": viewer.line(d.node, d.text, d.uninterruptible, d.played, d.reason); break;
       case "interruption": viewer.interrupted(); break;
       case "error": viewer.note(`${d.code}: ${d.message}`, "error"); break;
       case "usage":

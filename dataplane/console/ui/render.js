@@ -1,8 +1,10 @@
 "use strict";
 // Draws a conversation: one bubble per user message and per agent reply (named after the
 // agent speaking), handoffs as dividers, tool calls as collapsible cards, consent requests
-// with Allow / Deny, client tool calls with a result to send (the console is the client),
-// per-turn figures. The live session (app.js) and a past session opened
+// with Allow / Deny, client tool calls with a result to send (the console is the client)
+// and how each ended, the agent's display cards, workflow lines (said whole, cut or
+// skipped), outage notices, per-turn figures. Everything from the server is drawn as text
+// (never as markup); a card's link is followed only when it is an http or https URL. The live session (app.js) and a past session opened
 // from the record (History) draw with the same Transcript, so both read alike.
 
 /** Builds an element: `el("div", { class: "x", "aria-label": "y" }, child, "text")`. */
@@ -35,6 +37,7 @@ class Transcript {
     this.reply = null; // the agent's bubble being streamed into
     this.tools = new Map(); // tool_use_id -> card
     this.consents = new Map(); // tool_use_id -> consent card
+    this.clientTools = new Map(); // tool_use_id -> client tool card
     this.pending = new Map(); // typed input id -> its bubble, until the agent takes it up
   }
 
@@ -196,6 +199,7 @@ class Transcript {
       el("div", { class: "label" }, `Input · answer within ${millis(timeoutMs)}`), el("pre", {}, pretty(input ?? {})),
       answer ? result : null, problem, buttons);
     card.buttons = buttons;
+    card.result = result;
     const done = (text) => buttons.replaceChildren(el("span", { class: "answered" }, text));
     if (answer) {
       buttons.append(
@@ -213,24 +217,73 @@ class Transcript {
           done("Answered: cannot do it");
         } }, "Cannot do it"));
     }
+    this.clientTools.set(id, card);
     this.add(card);
     return card;
+  }
+
+  /** How a client tool call ended, as the agent's tool_complete or tool_error says: the
+   * result taken, refused (client_bad_result), the client's error, or no answer in time
+   * (client_timeout: nobody here answered, so the server's timeout applied). */
+  clientToolEnded(id, kind, message) {
+    const card = this.clientTools.get(id);
+    if (!card) return;
+    const words = {
+      ok: "The agent took the result.",
+      client_bad_result: `The agent refused the result: ${message}`,
+      client_error: "The agent was told the client could not do it.",
+      client_timeout: "Nobody answered in time: the agent was told the client has no answer.",
+    };
+    card.dataset.outcome = kind;
+    card.classList.add(kind === "ok" ? "settled" : "unsettled");
+    card.result.disabled = true;
+    card.buttons.replaceChildren(el("span", { class: "answered" }, words[kind] || `${kind}: ${message}`));
   }
 
   /** A card the agent shows (`display_card`): a title, text, fields and a link. */
   display(card) {
     this.reply = null;
-    const fields = (card.fields || []).map((f) => el("div", { class: "field" }, el("dt", {}, f.label), el("dd", {}, f.value)));
+    const text = (value) => (value == null ? "" : String(value));
+    const fields = (card.fields || []).map((f) => el("div", { class: "field" }, el("dt", {}, text(f.label)), el("dd", {}, text(f.value))));
     let link = null;
-    // Only web links are followed; the server checks them too.
-    if (card.link && /^https?:\/\//.test(card.link.url)) {
-      link = el("a", { href: card.link.url, target: "_blank", rel: "noopener noreferrer" }, card.link.label || card.link.url);
-    }
-    return this.add(el("section", { class: "display-card", role: "region", "aria-label": `Card ${card.title}` },
-      el("h3", {}, card.title),
-      card.text ? el("p", {}, card.text) : null,
+    // Only web links are followed (the server checks them too); anything else is shown as
+    // text, not as a link.
+    const url = webUrl(card.link?.url);
+    if (url) link = el("a", { href: url, target: "_blank", rel: "noopener noreferrer" }, text(card.link.label) || url);
+    else if (card.link) link = el("p", { class: "bad-link" }, `(a link that is not a web address: ${text(card.link.url)})`);
+    return this.add(el("section", { class: "display-card", role: "region", "aria-label": `Card ${text(card.title)}` },
+      el("h3", {}, text(card.title)),
+      card.text ? el("p", {}, text(card.text)) : null,
       fields.length ? el("dl", {}, ...fields) : null,
       link));
+  }
+
+  /** A workflow node's spoken line is over (`workflow_line`): said whole, cut by the
+   * caller, or skipped because it was not said in time. */
+  line(node, text, uninterruptible, played, reason) {
+    this.reply = null;
+    const words = {
+      whole: uninterruptible ? `The agent said the ${node} step's line in full; the caller could not cut it:`
+        : `The agent said the ${node} step's line in full:`,
+      cut: `The caller cut short the ${node} step's line:`,
+      abandoned: `The ${node} step's line was not said in time, so it was skipped${reason ? ` (${reason})` : ""}:`,
+    };
+    return this.add(el("div", { class: `note line ${played}`, "data-node": node, "data-played": played },
+      words[played] || `The ${node} step's line (${played}):`, " ", el("q", {}, text)));
+  }
+
+  /** The Agent serving the session went into outage mode (`active`) or out of it
+   * (`bidi_session_outage`): this conversation goes on; new ones go to the fallback. */
+  outage(agent, active, message, person) {
+    this.reply = null;
+    const name = agentName(agent);
+    const words = active
+      ? [el("strong", {}, `${name} is in outage mode.`), " This conversation goes on; new conversations go to the fallback.",
+        message ? el("div", {}, "Tell the caller: ", el("q", {}, message)) : null,
+        person ? el("div", {}, `Or put them through to ${person.name} (${person.address}).`) : null]
+      : [el("strong", {}, `${name} is out of outage mode.`), " New conversations are served again."];
+    return this.add(el("div", { class: `notice outage ${active ? "on" : "off"}`, role: "status", "data-active": String(active) },
+      ...words));
   }
 
   consentAnswered(id, approved) {
@@ -263,6 +316,17 @@ class Transcript {
 
   note(text, cls = "note") {
     return this.add(el("div", { class: cls }, text));
+  }
+}
+
+/** `url` when it is an http or https URL, else null. */
+function webUrl(url) {
+  if (typeof url !== "string") return null;
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === "https:" || parsed.protocol === "http:" ? parsed.href : null;
+  } catch {
+    return null;
   }
 }
 

@@ -79,6 +79,10 @@ pub struct Metrics {
     /// Persona's `turnTaking.minInterruptionMs`, or over a line played whole: the reply went
     /// on) or `taken` (the reply stopped).
     pub caller_interruptions: IntCounterVec,
+    /// Voice: lines played whole the caller spoke over, their speech held back and sent to
+    /// the model once the line was over, by `outcome`: `heard` (all of it) or `truncated`
+    /// (past a minute: the rest was dropped).
+    pub withheld_speech: IntCounterVec,
     /// Voice: re-prompts after a quiet period ("Are you still there?").
     pub reprompts: IntCounterVec,
     /// Voice: notices of a session state change (memory set, workflow step) handed to the
@@ -233,6 +237,11 @@ impl Metrics {
             "Voice: the caller speaking over the agent, by outcome (ignored: too short or over a line played whole; taken: the reply stopped).",
             &["agent", "outcome"],
         )?;
+        let withheld_speech = b.counter(
+            "switchboard_voice_withheld_speech_total",
+            "Voice: lines played whole the caller spoke over, their speech sent to the model after the line, by outcome (heard: all of it; truncated: past a minute, the rest dropped).",
+            &["agent", "outcome"],
+        )?;
         let reprompts = b.counter(
             "switchboard_voice_reprompts_total",
             "Voice: re-prompts the agent said after a quiet period.",
@@ -336,6 +345,7 @@ impl Metrics {
             fillers,
             silences,
             caller_interruptions,
+            withheld_speech,
             reprompts,
             state_notices,
             language_switches,

@@ -3,7 +3,8 @@
 //! as Nova Sonic does, stops its reply as soon as it hears speech. Triage's `route` step
 //! opens with a disclosure marked `uninterruptible`: the model moves there
 //! (`workflow_goto`), answers, then says the disclosure; the caller talking over it does not
-//! cut it, the model hears what they said once it is over and answers it, and the gateway's
+//! cut it, the model hears what they said once it is over and answers it (counted in
+//! `switchboard_voice_withheld_speech_total`), and the gateway's
 //! record (its API) and the transcript say it was played whole. A reply after it is
 //! interrupted as before. The step taken is told to the live stream and counted
 //! (`switchboard_voice_state_notices_total`). A line the model never says is abandoned
@@ -189,13 +190,16 @@ async fn a_disclosure_is_played_whole_what_was_said_over_it_is_heard_after_it_an
 
     // The move to `route` was told to the live stream, and counted as the stream took it.
     let notices = running.sim.sonic_stats().notices.len();
-    let counted = metric_sum(
-        &common::metrics(running.addr).await,
-        "switchboard_voice_state_notices_total",
-        &[("agent", "triage")],
-    );
+    let metrics = common::metrics(running.addr).await;
+    let counted = metric_sum(&metrics, "switchboard_voice_state_notices_total", &[("agent", "triage")]);
     assert!(notices >= 1, "the step taken was told to the live stream");
     assert_eq!(counted, notices as f64, "every notice the stream took is counted");
+    // The speech held back over the disclosure, sent to the model after it, is counted.
+    let withheld = |outcome| {
+        metric_sum(&metrics, "switchboard_voice_withheld_speech_total", &[("agent", "triage"), ("outcome", outcome)])
+    };
+    assert!(withheld("heard") >= 1.0, "the speech over the line reached the model after it");
+    assert_eq!(withheld("truncated"), 0.0, "a second and a half is kept whole");
 
     // The gateway's record (its API) and the runtime's transcript say it was played whole.
     let recorded = recorded_lines(running.addr, &id).await;

@@ -25,7 +25,8 @@ use super::{Voice, audio, filler};
 
 /// The most caller speech over a line played whole kept for the model to hear after it:
 /// a minute of audio (the longest Workflow line is about half a minute); past it the
-/// rest is dropped, counted and logged.
+/// rest is dropped, counted (`switchboard_voice_withheld_speech_total{outcome="truncated"}`)
+/// and logged.
 pub const MAX_WITHHELD_MS: u64 = 60_000;
 
 /// The caller's speech over a line played whole, in order, until the line is over.
@@ -189,6 +190,8 @@ impl Voice<'_> {
             return Ok(());
         }
         let (frames, dropped_ms) = self.turns.withheld.take();
+        let outcome = if dropped_ms > 0 { "truncated" } else { "heard" };
+        self.shared.metrics.withheld_speech.with_label_values(&[self.agent.core.name(), outcome]).inc();
         if dropped_ms > 0 {
             tracing::warn!(
                 agent = self.agent.core.name(),
@@ -248,5 +251,31 @@ impl Voice<'_> {
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(n: usize) -> Vec<Bytes> {
+        (0..n).map(|i| Bytes::from(vec![u8::try_from(i).expect("a few"); 640])).collect()
+    }
+
+    #[test]
+    fn speech_over_a_line_is_kept_in_order_up_to_a_minute_and_the_rest_counted_as_dropped() {
+        let mut withheld = Withheld::default();
+        assert!(withheld.is_empty());
+        withheld.keep(frames(3), MAX_WITHHELD_MS - 100);
+        withheld.keep(frames(2), 100);
+        withheld.keep(frames(1), 20);
+        assert!(!withheld.is_empty());
+        let (kept, dropped_ms) = withheld.take();
+        let order: Vec<u8> = kept.iter().map(|frame| frame[0]).collect();
+        assert_eq!(order, [0, 1, 2, 0, 1], "what fits, in order");
+        assert_eq!(dropped_ms, 20, "what did not fit");
+        assert!(withheld.is_empty(), "taken whole");
+        withheld.keep(frames(1), 20);
+        assert_eq!(withheld.take(), (frames(1), 0), "a minute again after a take");
     }
 }
