@@ -73,7 +73,7 @@ async function cardAndTools(context, result, errors) {
     new Transcript(root).display({ title: "t", link: { label: "Click", url: "javascript:alert(1)" } });
     return { links: root.querySelectorAll("a").length, text: root.textContent };
   });
-  await shot(page, outDir, "10-card");
+  await shot(page, outDir, "11-card");
   const field = (card) => card.getByLabel("Result of pick_account");
   result.tools = [
     await clientCall(page, 0, async (card) => {
@@ -87,7 +87,7 @@ async function cardAndTools(context, result, errors) {
     await clientCall(page, 2, (card) => card.getByRole("button", { name: "Cannot do it" }).click()),
     await clientCall(page, 3, async () => {}),
   ];
-  await shot(page, outDir, "11-client-tools");
+  await shot(page, outDir, "12-client-tools");
   await page.close();
 }
 
@@ -101,7 +101,7 @@ async function voiceLine(context, result, errors) {
   line.live = await read("#log .note.line[data-node=choose]");
   line.heard = await page.evaluate(() => window.switchboard.scheduledSamples);
   const sessionId = await page.evaluate(() => window.switchboard.sessionId);
-  await shot(page, outDir, "12-workflow-line");
+  await shot(page, outDir, "13-workflow-line");
   await page.close();
   const viewer = await open(context, url, errors);
   const item = viewer.locator(`#history button[data-session="${sessionId}"]`);
@@ -141,12 +141,12 @@ async function outage(context, result, errors) {
   await other.waitForFunction(() => !document.querySelector("#banner").hidden, null, { timeout: PATIENCE });
   seen.banner = await other.textContent("#banner-text");
   seen.status = await other.textContent("#status");
-  await shot(other, outDir, "13-outage-fallback");
+  await shot(other, outDir, "14-outage-fallback");
   await other.close();
   fs.unlinkSync(switchFile);
   await page.waitForFunction(() => document.querySelector("#log .notice.outage.off"), null, { timeout: PATIENCE });
   seen.off = await page.textContent("#log .notice.outage.off");
-  await shot(page, outDir, "14-outage-notices");
+  await shot(page, outDir, "15-outage-notices");
   // The conversation under way went on throughout: it answers.
   const before = await page.$$eval("#log .figures", (f) => f.length);
   await say(page, "What are your opening hours?", (n) => document.querySelectorAll("#log .figures").length > n, before);
