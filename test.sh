@@ -104,9 +104,14 @@ for dep in switchboard-gateway switchboard-runtime switchboard-sim; do forbid sw
 for dep in switchboard-webrtc-edge switchboard-webrtc str0m rcgen; do forbid switchboard-gateway "$dep"; done
 # The edge is a client of the gateway alone: no runtime, local mode or simulator under it.
 for dep in switchboard-runtime switchboard-local switchboard-sim; do forbid switchboard-webrtc-edge "$dep"; done
+# The model quota is counted below the gateway, knowing no session: no gateway, agent core
+# (the session protocol), runtime, local mode, simulator or HTTP server under it.
+for dep in switchboard-gateway switchboard-core switchboard-runtime switchboard-local switchboard-sim axum hyper; do
+  forbid switchboard-capacity "$dep"
+done
 # The operator hands runtime pods the gateway's public key as text; it needs no agent core.
 forbid switchboard-operator switchboard-core
-echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the gateway: no WebRTC edge, stack or rcgen; the edge: no runtime, local mode or simulator; the shipping dataplane and the runtime: no simulator (the runtime: no local mode, scenario runner, demo tools, console or gateway either); the scenario runner without \`local\`: no local mode or simulator; the load generator: no gateway, runtime, local mode or simulator; the operator: no agent core"
+echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the gateway: no WebRTC edge, stack or rcgen; the edge: no runtime, local mode or simulator; the shipping dataplane and the runtime: no simulator (the runtime: no local mode, scenario runner, demo tools, console or gateway either); the scenario runner without \`local\`: no local mode or simulator; the load generator: no gateway, runtime, local mode or simulator; capacity: no gateway, agent core, runtime, local mode, simulator or HTTP server; the operator: no agent core"
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

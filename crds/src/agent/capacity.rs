@@ -2,7 +2,7 @@
 //! model streams count against (beside the model's region, `spec.model.region`), its
 //! priority among sessions waiting for a slot, and what a new session meets when the quota
 //! is full — a place in the queue, or a refusal with a retry hint. The gateway enforces
-//! it (`switchboard_gateway::capacity`); the quota and each namespace's guaranteed share
+//! it (`switchboard_capacity`); the quota and each namespace's guaranteed share
 //! are the gateway's settings (one platform decision, not each Agent's).
 
 use schemars::JsonSchema;

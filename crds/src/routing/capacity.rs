@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::Mode;
 
 /// A route's share of the model quota: the pool its streams count in and how its sessions
-/// wait for a slot (see `switchboard_gateway::capacity`).
+/// wait for a slot (see `switchboard_capacity`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteCapacity {

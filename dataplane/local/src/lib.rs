@@ -27,27 +27,29 @@
 
 pub use switchboard_console::{agents, web};
 
+mod folder;
 mod hosts;
 pub mod outage;
-mod sip;
-pub use sip::LocalSip;
+mod servers;
+pub use folder::{DemoToolServer, LOCAL_FILE, LocalFile, SECRETS_FOLDER, read_local_file};
+pub use servers::{LocalSip, Servers};
+
+use folder::{load_specs, start_demo_tools};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::Deserialize;
 use switchboard_core::grant::GatewaySigner;
 use switchboard_crds::routing::{Route, RouteOutage, RoutingTable};
-use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_gateway::auth::Auth;
 use switchboard_gateway::server::Server as GatewayServer;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use switchboard_webrtc_edge::{Edge, WebrtcConfig};
 use tokio::sync::watch;
 
-use switchboard_demo_tools::{Accounts, Callers, DemoTools, Trusted};
+use switchboard_demo_tools::{DemoTools, Trusted};
 use switchboard_models::RetryPolicy;
 use switchboard_models::bedrock::BedrockConfig;
 use switchboard_models::net::Trust;
@@ -55,36 +57,6 @@ use switchboard_runtime::tools::{Executor, ExecutorOptions};
 use switchboard_runtime::transcript::TranscriptSink;
 use switchboard_runtime::{self as runtime, Directory, Metrics, Server, ServerConfig, Shared};
 use switchboard_sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
-
-/// The file local mode reads, relative to the folder. It sits in a subfolder because
-/// `kubectl apply -f <dir>` takes every top-level YAML file as a Kubernetes object.
-pub const LOCAL_FILE: &str = "tools/local.yaml";
-
-/// Where local mode reads the values of tools' `secretHeaders`, relative to the folder:
-/// `tools/secrets/<secret>/<key>`, one file per key, as a pod sees its mounted Secrets.
-pub const SECRETS_FOLDER: &str = "tools/secrets";
-
-/// `tools/local.yaml`: tool servers to start and host routes.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LocalFile {
-    /// Demo tool servers to start.
-    #[serde(default)]
-    pub demo_tool_servers: Vec<DemoToolServer>,
-    /// Tool host -> `host:port`.
-    #[serde(default)]
-    pub host_aliases: BTreeMap<String, String>,
-}
-
-/// A demo tool server of `local.yaml`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DemoToolServer {
-    /// The host name tool URLs use for it.
-    pub host: String,
-    /// Its fixture data, relative to the folder of `local.yaml`.
-    pub data: PathBuf,
-}
 
 /// How to run local mode.
 #[derive(Clone, Debug)]
@@ -182,20 +154,6 @@ pub struct Local {
     pub demo_tools: Vec<(String, DemoTools)>,
     /// The WebRTC edge (`POST /v1/webrtc`): its UDP and ICE-TCP addresses, its metrics.
     pub webrtc: Arc<Edge>,
-}
-
-/// Reads `dir`'s `tools/local.yaml`, if present; returns it with the folder its relative
-/// paths start from.
-pub fn read_local_file(dir: &Path) -> Result<(LocalFile, PathBuf), LocalError> {
-    let path = dir.join(LOCAL_FILE);
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.to_path_buf());
-    if !path.exists() {
-        return Ok((LocalFile::default(), base));
-    }
-    let error = |message: String| LocalError::LocalFile { path: path.display().to_string(), message };
-    let text = std::fs::read_to_string(&path).map_err(|e| error(e.to_string()))?;
-    let file = serde_yaml::from_str(&text).map_err(|e| error(e.to_string()))?;
-    Ok((file, base))
 }
 
 /// Loads `dir`, starts the simulator (unless `bedrock`), demo tool servers and binds the server.
@@ -311,7 +269,7 @@ pub async fn start_redacting(
         .with_routes(own)
         .with_more_metrics(Arc::new(move || runtime_state.shared.metrics.render()));
     Ok(Local {
-        server: Servers { gateway, runtime, _routes: routes, sip: None },
+        server: Servers::new(gateway, runtime, routes),
         agents: names,
         by_handoff,
         default_agent,
@@ -319,65 +277,6 @@ pub async fn start_redacting(
         demo_tools: demo,
         webrtc: edge,
     })
-}
-
-/// The gateway and the runtime server of local mode (and its SIP edge, when asked).
-#[derive(Debug)]
-pub struct Servers {
-    gateway: GatewayServer,
-    runtime: Server,
-    /// Holds the gateway's directory open (only the outage switch file changes it, [`outage`]).
-    _routes: Arc<watch::Sender<switchboard_gateway::Directory>>,
-    sip: Option<switchboard_sip_edge::Edge>,
-}
-
-impl Servers {
-    /// Where clients connect: the gateway (`/v1/session`, the web page, `/metrics` with the
-    /// runtime's metrics after the gateway's).
-    pub fn local_addr(&self) -> Result<SocketAddr, LocalError> {
-        self.gateway.local_addr().map_err(start_error)
-    }
-
-    /// The runtime server's loopback address (the gateway's only upstream).
-    pub fn runtime_addr(&self) -> Result<SocketAddr, LocalError> {
-        self.runtime.local_addr().map_err(start_error)
-    }
-
-    /// The runtime's shared state (metrics, session slots).
-    pub fn state(&self) -> Arc<runtime::AppState> {
-        self.runtime.state()
-    }
-
-    /// Serves until `stop` resolves; then the gateway drains (clients are told to
-    /// reconnect), then the runtime.
-    pub async fn run(self, stop: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), LocalError> {
-        let (stopped, runtime_stop) = tokio::sync::oneshot::channel::<()>();
-        let _routes = self._routes;
-        let runtime = tokio::spawn(self.runtime.run(async move {
-            let _ = runtime_stop.await;
-        }));
-        // The SIP edge stops with the gateway: its calls are hung up while the gateway drains.
-        let (sip_stop, sip_stopped) = tokio::sync::oneshot::channel::<()>();
-        let sip = self.sip.map(|edge| {
-            tokio::spawn(edge.run(async move {
-                let _ = sip_stopped.await;
-            }))
-        });
-        let gateway = self
-            .gateway
-            .run(async move {
-                stop.await;
-                let _ = sip_stop.send(());
-            })
-            .await;
-        if let Some(sip) = sip {
-            let _ = sip.await;
-        }
-        let _ = stopped.send(());
-        let runtime = runtime.await.map_err(|e| LocalError::Serve(e.to_string()))?;
-        gateway.map_err(|e| LocalError::Serve(e.to_string()))?;
-        runtime.map_err(|e| LocalError::Serve(e.to_string()))
-    }
 }
 
 /// A signing key from the operating system's randomness.
@@ -442,50 +341,6 @@ fn gateway(
 
 fn start_error(error: impl std::fmt::Display) -> LocalError {
     LocalError::Start(error.to_string())
-}
-
-/// Every Agent of `dir`, resolved; every problem of an invalid one. With them, the outage
-/// mode of each Agent that has one (`spec.outage`), by `namespace/name`, as the operator
-/// publishes it in the routing table.
-fn load_specs(dir: &Path) -> Result<(Vec<RuntimeSpec>, BTreeMap<String, RouteOutage>), LocalError> {
-    let catalog = Catalog::load_paths(&[dir])?;
-    let mut specs = Vec::new();
-    let mut outages = BTreeMap::new();
-    for agent in catalog.agents() {
-        let spec = catalog.resolve_agent(agent).map_err(|problems| LocalError::Invalid {
-            agent: agent.metadata.name.clone().unwrap_or_default(),
-            problems: problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"),
-        })?;
-        if let Some(outage) = RouteOutage::of(&agent.spec) {
-            outages.insert(format!("{}/{}", spec.agent.namespace, spec.agent.name), outage);
-        }
-        specs.push(spec);
-    }
-    if specs.is_empty() {
-        return Err(LocalError::NoAgents(dir.display().to_string()));
-    }
-    Ok((specs, outages))
-}
-
-/// Starts the demo tool servers `local` names, acting for the callers that the identity
-/// assertions `trusted` accepts name (the in-process gateway's, for the folder's Agents);
-/// returns the host aliases that route the agents' tool URLs to them, and the servers.
-async fn start_demo_tools(
-    local: &LocalFile,
-    base: &Path,
-    trusted: Trusted,
-) -> Result<(BTreeMap<String, String>, Vec<(String, DemoTools)>), LocalError> {
-    let mut aliases = local.host_aliases.clone();
-    let mut demo = Vec::new();
-    for server in &local.demo_tool_servers {
-        let accounts = Accounts::load(&base.join(&server.data)).map_err(start_error)?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-        let callers = Callers::Verified(trusted.clone());
-        let tools = DemoTools::start(accounts, addr, callers).await.map_err(start_error)?;
-        aliases.insert(server.host.clone(), tools.addr.to_string());
-        demo.push((server.host.clone(), tools));
-    }
-    Ok((aliases, demo))
 }
 
 /// The Bedrock settings: real Bedrock (`--bedrock`), or a simulator started here.

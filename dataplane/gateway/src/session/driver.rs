@@ -92,7 +92,7 @@ pub(super) async fn run(relay: Relay) {
     let books = Books::open(&gateway, &machine, credential, parked.is_some());
     let mut state = State { upstream: None, client: ClientSide::new(admission), books, keeper: None };
     let keeper = span.in_scope(|| Keeper::start(gateway.store.clone(), &gateway.config, machine.id()));
-    let taken = keeper.taken.clone();
+    let taken = keeper.taken();
     state.keeper = Some(keeper);
     let superseded = tokio_util::sync::CancellationToken::new();
     let mut directory = gateway.directory.clone();

@@ -1,16 +1,16 @@
-//! The frame layer: its rules on hand-made bytes, and whole conversations with
-//! tungstenite's client and server (the library the gateway's clients and runtimes use).
+//! The frame layer: its rules on hand-made bytes; whole conversations with tungstenite's
+//! client and server (the library the gateway's clients and runtimes use) in `peers`, and
+//! the reader's property in `properties`.
 
 use std::time::Duration;
 
-use axum::Router;
-use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use tokio::net::TcpListener;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::*;
+
+mod peers;
+mod properties;
 
 const LIMITS: Limits = Limits { max_message: 64 * 1024, max_frame: 32 * 1024 };
 /// For whole conversations, every length form included.
@@ -268,238 +268,11 @@ async fn a_socket_that_ends_without_a_close_ends_the_stream() {
     assert!(next(&mut conn).await.is_none());
 }
 
-/// A server on the gateway's stack (axum, hyper's upgrade) that echoes what it reads
-/// until the client closes, then closes with 1000 "done".
-async fn echo_server() -> std::net::SocketAddr {
-    let app = Router::new().route(
-        "/ws",
-        get(|upgrade: Upgrade| async move {
-            upgrade.on_upgrade(BIG, |mut conn| async move {
-                while let Some(Ok(message)) = conn.next().await {
-                    match message {
-                        Message::Text(_) | Message::Binary(_) => conn.send(message).await.expect("echo"),
-                        Message::Close(_) => break,
-                        _ => {}
-                    }
-                }
-                let _ = conn.close(None).await;
-            })
-        }),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
-}
-
-/// Asserts two messages are the same, naming only their kinds and lengths if not.
-fn same(got: &Message, want: &Message) {
-    assert!(got == want, "got a {}-byte {:?}, want a {}-byte {:?}", got.len(), kind(got), want.len(), kind(want));
-}
-
 fn kind(message: &Message) -> &'static str {
     match message {
         Message::Text(_) => "text",
         Message::Binary(_) => "binary",
         Message::Close(_) => "close",
         _ => "control",
-    }
-}
-
-fn sizes() -> Vec<Message> {
-    [0, 1, 125, 126, 127, 1300, 65_535]
-        .into_iter()
-        .flat_map(|n| [Message::text("ü".repeat(n / 2)), Message::binary(vec![n as u8; n])])
-        .collect()
-}
-
-#[tokio::test]
-async fn tungstenites_client_talks_to_the_server_side_at_every_length_form() {
-    let addr = echo_server().await;
-    let config = WebSocketConfig::default().max_frame_size(Some(1 << 20));
-    let (mut client, _) = tokio_tungstenite::connect_async_with_config(format!("ws://{addr}/ws"), Some(config), false)
-        .await
-        .expect("connects");
-    for message in sizes() {
-        client.send(message.clone()).await.expect("send");
-        same(&client.next().await.expect("an echo").expect("valid"), &message);
-    }
-    client.send(Message::Ping("p".into())).await.expect("ping");
-    assert_eq!(client.next().await.expect("a pong").expect("valid"), Message::Pong("p".into()));
-    client.close(None).await.expect("close");
-    while let Some(Ok(_)) = client.next().await {}
-
-    // A request that is not an upgrade is refused with a status that says why.
-    let response = plain_get(addr).await;
-    assert!(response.starts_with("HTTP/1.1 400") && response.contains("Connection header"), "{response}");
-}
-
-/// A plain GET of the WebSocket path, its response as text.
-async fn plain_get(addr: std::net::SocketAddr) -> String {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    stream.write_all(b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("read");
-    response
-}
-
-#[tokio::test]
-async fn the_client_side_talks_to_tungstenites_server_and_masks_what_it_sends() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let server = tokio::spawn(async move {
-        let (stream, _) = listener.accept().await.expect("accept");
-        // tungstenite's server refuses unmasked client frames.
-        let config = WebSocketConfig::default().max_frame_size(Some(1 << 20));
-        let mut ws = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await.expect("handshake");
-        // Something sent at once, with the handshake's answer, is read too.
-        ws.send(Message::text("hello")).await.expect("send");
-        // Until the client's close, which tungstenite answers while reading on.
-        while let Some(Ok(message)) = ws.next().await {
-            if message.is_text() || message.is_binary() {
-                ws.send(message).await.expect("echo");
-            }
-        }
-    });
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let mut conn = connect(stream, &addr.to_string(), "/", BIG).await.expect("handshake");
-    assert_eq!(conn.next().await.expect("hello").expect("valid"), Message::text("hello"));
-    for message in sizes() {
-        conn.send(message.clone()).await.expect("send");
-        same(&conn.next().await.expect("an echo").expect("valid"), &message);
-    }
-    conn.close(Some(CloseFrame { code: CloseCode::Away, reason: "bye".into() })).await.expect("close");
-    match conn.next().await {
-        Some(Ok(Message::Close(Some(frame)))) => assert_eq!(frame.code, CloseCode::Away),
-        other => panic!("a close, not {other:?}"),
-    }
-    server.await.expect("the server ends");
-}
-
-#[tokio::test]
-async fn a_server_that_does_not_upgrade_is_refused_with_its_status() {
-    let app = Router::new().route("/", get(|| async { "not a websocket" }));
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let error = connect(stream, &addr.to_string(), "/", LIMITS).await.expect_err("refused").to_string();
-    assert!(error.contains("HTTP 200"), "{error}");
-}
-
-mod properties {
-    use std::pin::pin;
-    use std::task::{Context, Poll, Waker};
-
-    use proptest::prelude::*;
-
-    use super::*;
-
-    /// A data message as a peer may send it: text or binary, cut into fragments at the
-    /// given points, with a ping after the fragments named.
-    #[derive(Clone, Debug)]
-    struct Sent {
-        text: bool,
-        payload: Vec<u8>,
-        cuts: Vec<usize>,
-        ping_after: Vec<usize>,
-    }
-
-    fn sent() -> impl Strategy<Value = Sent> {
-        (any::<bool>(), 0usize..3000).prop_flat_map(|(text, len)| {
-            let payload = if text {
-                // UTF-8 of any kind, cut to about `len` bytes at a character.
-                "\\PC{0,1000}".prop_map(|s: String| s.into_bytes()).boxed()
-            } else {
-                proptest::collection::vec(any::<u8>(), len).boxed()
-            };
-            (payload, proptest::collection::vec(0usize..3000, 0..4), proptest::collection::vec(0usize..4, 0..3))
-                .prop_map(move |(payload, cuts, ping_after)| Sent { text, payload, cuts, ping_after })
-        })
-    }
-
-    /// The bytes a client writes for `messages`, fragments and pings included.
-    fn wire(messages: &[Sent]) -> Vec<u8> {
-        let mut out = BytesMut::new();
-        for (i, message) in messages.iter().enumerate() {
-            let mut cuts: Vec<usize> = message.cuts.iter().map(|c| c % (message.payload.len() + 1)).collect();
-            cuts.sort_unstable();
-            cuts.dedup();
-            let mut bounds = vec![0];
-            bounds.extend(cuts);
-            bounds.push(message.payload.len());
-            bounds.dedup();
-            let parts: Vec<&[u8]> = if bounds.len() < 2 {
-                vec![&message.payload[..]]
-            } else {
-                bounds.windows(2).map(|w| &message.payload[w[0]..w[1]]).collect()
-            };
-            for (n, part) in parts.iter().enumerate() {
-                let opcode = if n > 0 {
-                    0
-                } else if message.text {
-                    1
-                } else {
-                    2
-                };
-                let fin = if n + 1 == parts.len() { 0x80 } else { 0 };
-                let key = [i as u8, n as u8, 0x5a, 0xc3];
-                put_frame(&mut out, fin | opcode, part, Some(key));
-                if message.ping_after.contains(&n) && n + 1 < parts.len() {
-                    put_frame(&mut out, 0x80 | opcode::PING, b"between", Some(key));
-                }
-            }
-        }
-        out.to_vec()
-    }
-
-    /// Reads `bytes`, delivered in chunks of the given sizes, as a server: every message.
-    fn read(bytes: &[u8], chunks: &[usize]) -> Vec<Message> {
-        let (ours, mut theirs) = tokio::io::duplex(1 << 22);
-        let mut conn = Conn::new(ours, Role::Server, BIG, BytesMut::new());
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut got = Vec::new();
-        let mut at = 0;
-        let mut sizes = chunks.iter().copied().cycle();
-        loop {
-            match pin!(conn.next()).poll(&mut cx) {
-                Poll::Ready(Some(Ok(message))) => got.push(message),
-                Poll::Ready(other) => panic!("the stream ended: {other:?}"),
-                Poll::Pending if at == bytes.len() => return got,
-                Poll::Pending => {
-                    let n = sizes.next().unwrap_or(1).clamp(1, bytes.len() - at);
-                    let mut write = pin!(theirs.write_all(&bytes[at..at + n]));
-                    assert!(write.as_mut().poll(&mut cx).is_ready(), "room in the pipe");
-                    at += n;
-                }
-            }
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(200))]
-
-        #[test]
-        fn messages_come_whole_and_in_order_however_they_are_fragmented_and_delivered(
-            messages in proptest::collection::vec(sent(), 1..6),
-            chunks in proptest::collection::vec(1usize..2000, 1..8),
-        ) {
-            let got: Vec<Message> = read(&wire(&messages), &chunks)
-                .into_iter()
-                .filter(|m| !matches!(m, Message::Ping(_)))
-                .collect();
-            let want: Vec<Message> = messages
-                .iter()
-                .map(|m| if m.text {
-                    Message::text(String::from_utf8(m.payload.clone()).expect("utf-8"))
-                } else {
-                    Message::binary(m.payload.clone())
-                })
-                .collect();
-            prop_assert_eq!(got.len(), want.len());
-            for (got, want) in got.iter().zip(&want) {
-                prop_assert!(got == want, "a {}-byte {} message came as a {}-byte {}", want.len(), kind(want), got.len(), kind(got));
-            }
-        }
     }
 }

@@ -103,22 +103,9 @@ fn snapshot_seal_key(key: &str) -> String {
     format!("snapshot:{key}")
 }
 
-/// A connection to Redis at `url` (`rediss://` trusting `ca` when given), made on first use
-/// and remade after a failure, with 2 s connection and response timeouts: what both the
-/// resume store and the capacity store (`crate::capacity`) talk to Redis through.
-pub(crate) fn connect_lazily(url: &str, ca: Option<Vec<u8>>) -> redis::RedisResult<redis::aio::ConnectionManager> {
-    let client = match ca {
-        Some(root_cert) => {
-            redis::Client::build_with_tls(url, redis::TlsCertificates { client_tls: None, root_cert: Some(root_cert) })?
-        }
-        None => redis::Client::open(url)?,
-    };
-    let config = redis::aio::ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(Duration::from_secs(2)))
-        .set_number_of_retries(1);
-    redis::aio::ConnectionManager::new_lazy_with_config(client, config)
-}
+/// How the session store connects to Redis: as the capacity store does (one helper, in the
+/// capacity crate, the lowest that talks to Redis).
+pub(crate) use switchboard_capacity::store::connect_lazily;
 
 impl Shared {
     /// A store at `url` (see [`super::Store::redis`]).

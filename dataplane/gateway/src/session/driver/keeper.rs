@@ -44,7 +44,7 @@ pub(super) struct Keeper {
     jobs: mpsc::Sender<Job>,
     task: tokio::task::JoinHandle<()>,
     /// Cancelled when a resume elsewhere took the session.
-    pub(super) taken: CancellationToken,
+    taken: CancellationToken,
 }
 
 impl Keeper {
@@ -65,6 +65,11 @@ impl Keeper {
         let every = config.ping_interval.max(Duration::from_millis(100));
         let task = tokio::spawn(run.run(queue, every));
         Self { jobs, task, taken }
+    }
+
+    /// Cancelled when a resume elsewhere took the session: this gateway lets it go.
+    pub(super) fn taken(&self) -> CancellationToken {
+        self.taken.clone()
     }
 
     /// Registers the session under `key` (its newest token's), with its `snapshot` (a

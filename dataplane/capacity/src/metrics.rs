@@ -6,7 +6,7 @@
 use prometheus::core::Collector;
 use prometheus::{CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, Opts, Registry, TextEncoder};
 
-use super::policy::{Pool, Rules};
+use crate::policy::{Pool, Rules};
 
 /// The capacity metrics of one gateway.
 #[derive(Clone, Debug)]

@@ -3,7 +3,8 @@
 
 use std::net::SocketAddr;
 
-use super::{LocalError, Servers, start_error};
+use super::Servers;
+use crate::{LocalError, start_error};
 
 /// Local mode's SIP edge ([`Servers::serve_sip`]).
 #[derive(Clone, Debug)]

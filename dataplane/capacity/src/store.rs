@@ -1,6 +1,6 @@
 //! Where each pool's state lives: in this process (one gateway), or in Redis, shared by
 //! every replica (the same `--redis-url` as the session store). Every change reads the
-//! pool's state and the store's clock, applies a [`super::policy`] step, and writes it back
+//! pool's state and the store's clock, applies a [`crate::policy`] step, and writes it back
 //! only if nobody wrote in between (compare-and-set in one Lua script; a conflict reads and
 //! tries again), so the policy is the same code in both places and every replica sees one
 //! queue in one order. Time is the store's: Redis' `TIME` (gateways' clocks may differ),
@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::policy::Pool;
+use crate::policy::Pool;
 
 const PREFIX: &str = "switchboard:capacity:";
 /// How long an untouched pool's state stays in Redis.
@@ -51,7 +51,7 @@ pub enum StoreError {
 }
 
 /// Where the pools live.
-pub enum Backend {
+pub(crate) enum Backend {
     /// This process.
     Memory(Mutex<BTreeMap<String, Pool>>),
     /// Redis, shared by every replica.
@@ -71,10 +71,27 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// A connection to Redis at `url` (`rediss://` trusting `ca` when given), made on first use
+/// and remade after a failure, with 2 s connection and response timeouts: what the capacity
+/// pools here, and the gateway's session store and outage switches, talk to Redis through.
+pub fn connect_lazily(url: &str, ca: Option<Vec<u8>>) -> redis::RedisResult<redis::aio::ConnectionManager> {
+    let client = match ca {
+        Some(root_cert) => {
+            redis::Client::build_with_tls(url, redis::TlsCertificates { client_tls: None, root_cert: Some(root_cert) })?
+        }
+        None => redis::Client::open(url)?,
+    };
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(Duration::from_secs(2)))
+        .set_number_of_retries(1);
+    redis::aio::ConnectionManager::new_lazy_with_config(client, config)
+}
+
 impl Backend {
     /// Redis at `url` (`rediss://` trusting `ca` when given); connects on first use.
     pub fn redis(url: &str, ca: Option<Vec<u8>>) -> Result<Self, StoreError> {
-        Ok(Self::Redis(crate::resume::connect_lazily(url, ca)?))
+        Ok(Self::Redis(connect_lazily(url, ca)?))
     }
 
     /// Applies `change` to pool `name` at the store's time (ms), atomically; returns what
@@ -117,10 +134,5 @@ impl Backend {
                 Err(StoreError::Contended(name.to_owned()))
             }
         }
-    }
-
-    /// Whether pools are shared with other replicas.
-    pub fn is_shared(&self) -> bool {
-        matches!(self, Self::Redis(_))
     }
 }

@@ -1,6 +1,6 @@
 //! The fair-share policy over one pool's state, without I/O: time is an input (ms), every
 //! change is a method, and the same code runs on the in-process state and on the state
-//! read from Redis ([`super::store`]).
+//! read from Redis ([`crate::store`]).
 //!
 //! A pool has a quota of live model streams. Each namespace (tenant) has a guaranteed
 //! number of them (its share of the quota, [`Rules::guaranteed`]) and may burst beyond it
