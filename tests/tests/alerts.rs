@@ -3,7 +3,7 @@
 //! check rules` and the unit tests of every alert (`promtool test rules` on
 //! tests/tests/promtool/alerts_test.yaml, each alert firing and silent); the rules and every
 //! dashboard query name only series METRICS.md lists, and METRICS.md's gateway (with its
-//! conversation record) and operator tables list exactly the series those processes
+//! conversation record), SIP edge and operator tables list exactly the series those processes
 //! register (the runtime's table is held to its registry by a unit test in
 //! dataplane/runtime/src/metrics.rs).
 
@@ -307,6 +307,25 @@ fn the_dashboard_and_pod_monitors_render_and_name_only_documented_series() {
     let rendered = helm_template(&["monitoring.podMonitor.enabled=true", "operator.watchNamespace=bank"]);
     let agents = objects(&rendered, "PodMonitor").pop().expect("the agents' PodMonitor");
     assert_eq!(agents["spec"]["namespaceSelector"]["matchNames"][0].as_str(), Some("bank"));
+
+    // With the SIP edge, a fourth: its pods' port `metrics`, selected as its Deployment's.
+    let rendered = helm_template(&["monitoring.podMonitor.enabled=true", "sip.enabled=true"]);
+    let sip = objects(&rendered, "PodMonitor").pop().expect("the SIP edge's PodMonitor");
+    assert_eq!(sip["metadata"]["name"].as_str(), Some("sb-switchboard-sip"));
+    assert_eq!(port(&sip).as_deref(), Some("metrics"));
+    let deployment = objects(&rendered, "Deployment")
+        .into_iter()
+        .find(|d| d["metadata"]["name"].as_str() == Some("sb-switchboard-sip"))
+        .expect("the SIP edge's Deployment");
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    let selector = sip["spec"]["selector"]["matchLabels"].as_mapping().expect("matchLabels");
+    assert!(!selector.is_empty());
+    for (key, value) in selector {
+        assert_eq!(&pod_labels[key], value, "the PodMonitor selects the edge's pods");
+    }
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let ports = container["ports"].as_sequence().expect("ports");
+    assert!(ports.iter().any(|p| p["name"].as_str() == Some("metrics")), "the pod names the port: {ports:?}");
 }
 
 /// The families a process's registry renders: name -> (type, label names in order of
@@ -346,7 +365,7 @@ fn assert_table(section: &str, text: &str) {
 }
 
 #[test]
-fn metrics_md_lists_exactly_the_gateways_and_the_operators_series() {
+fn metrics_md_lists_exactly_the_gateways_the_sip_edges_and_the_operators_series() {
     // Every labelled family gets a sample, so that it renders.
     let gateway = switchboard_gateway::metrics::Metrics::new().expect("gateway metrics");
     gateway.live.with_label_values(&["bank/triage"]).inc();
@@ -396,6 +415,22 @@ fn metrics_md_lists_exactly_the_gateways_and_the_operators_series() {
     outage.turns.with_label_values(&["bank/triage", "good"]).inc();
     let rendered = gateway.render() + &record.render() + &webrtc.render() + &capacity.render() + &outage.render();
     assert_table("Gateway", &rendered);
+
+    // The SIP edge's (`switchboard sip`, or local mode's edge after the runtime's).
+    let sip = switchboard_sip_edge::Metrics::new().expect("SIP edge metrics");
+    sip.refused_by_gateway(&switchboard_sip_edge::gateway::Refused::Outage(Box::new(
+        switchboard_sip_edge::gateway::Fallback {
+            agent: "bank/triage".into(),
+            cause: "switch".into(),
+            message: "We are closed".into(),
+            person: None,
+            retry_after_seconds: None,
+        },
+    )));
+    drop(sip.answered(switchboard_sip_edge::metrics::Direction::Inbound));
+    sip.transfer(switchboard_sip_edge::metrics::TransferOutcome::Busy);
+    sip.dropped(&switchboard_sip_edge::metrics::Dropped::RateLimited);
+    assert_table("SIP edge", &sip.render());
 
     let operator = switchboard_operator::metrics::Metrics::new().expect("operator metrics");
     drop(operator.reconcile("Agent"));

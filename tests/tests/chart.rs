@@ -281,7 +281,8 @@ fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
 /// addresses and by digest credentials mounted from Secrets, never values; on the nodes'
 /// network (each pod advertising its node's IP, one a node) or behind a UDP load balancer
 /// that carries the SIP port and every RTP port (one replica, its external IP given); an
-/// outbound trunk; what cannot work is refused.
+/// outbound trunk; its metrics on a port of their own, on the pod but not the Service; what
+/// cannot work is refused.
 #[test]
 fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_balancer() {
     use k8s_openapi::api::apps::v1::Deployment;
@@ -359,11 +360,15 @@ fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_bala
     assert!(!sip.contains("password:") && !sip.contains("username:"), "no credentials in values:\n{sip}");
     let ports: Vec<_> =
         pod.containers[0].ports.iter().flatten().map(|p| (p.container_port, p.protocol.clone().unwrap())).collect();
-    assert_eq!(ports, [(5060, "UDP".to_owned()), (5060, "TCP".to_owned())]);
+    assert_eq!(ports, [(5060, "UDP".to_owned()), (5060, "TCP".to_owned()), (9060, "TCP".to_owned())]);
+    // The metrics port, named for the PodMonitor, where the edge is told to serve them.
+    let named = pod.containers[0].ports.iter().flatten().find(|p| p.name.as_deref() == Some("metrics"));
+    assert_eq!(named.map(|p| p.container_port), Some(9060));
+    assert_eq!(env("SWITCHBOARD_SIP_METRICS_LISTEN").as_deref(), Some("0.0.0.0:9060"));
     let service: Service = serde_yaml::from_str(document(&rendered, "Service", "sb-switchboard-sip")).expect("svc");
     let spec = service.spec.expect("spec");
     assert_eq!(spec.type_.as_deref(), Some("ClusterIP"), "the nodes' addresses, not a load balancer");
-    assert_eq!(spec.ports.map(|p| p.len()), Some(2), "SIP only: RTP goes to the advertised node");
+    assert_eq!(spec.ports.map(|p| p.len()), Some(2), "SIP only: RTP goes to the advertised node, metrics are scraped");
 
     let lb = ["sip.enabled=true", "sip.exposure=loadBalancer", "sip.rtpPorts.first=30000", "sip.rtpPorts.last=30009"];
     let (ok, refused) = render(&lb);
@@ -386,12 +391,25 @@ fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_bala
         spec.ports.expect("ports").into_iter().map(|p| (p.port, p.protocol.unwrap_or_default())).collect();
     let mut expected = vec![(5060, "UDP".to_owned())];
     expected.extend((30000..=30009).map(|p| (p, "UDP".to_owned())));
-    assert_eq!(ports, expected, "the SIP port and every RTP port");
+    assert_eq!(
+        ports, expected,
+        "the SIP port and every RTP port; not the metrics, which a load balancer would publish"
+    );
+    let with_port: Vec<&str> = with_address.iter().copied().chain(["sip.metricsPort=9100"]).collect();
+    let (ok, rendered) = render(&with_port);
+    assert!(ok, "{rendered}");
+    let pod = pod_of(&rendered);
+    let metrics = env_of(&pod, "SWITCHBOARD_SIP_METRICS_LISTEN").and_then(|e| e.value);
+    assert_eq!(metrics.as_deref(), Some("0.0.0.0:9100"));
+    let ports: Vec<i32> = pod.containers[0].ports.iter().flatten().map(|p| p.container_port).collect();
+    assert_eq!(ports, [5060, 9100], "SIP over UDP only (tcp false), and the metrics");
 
     for (sets, why) in [
         (&["sip.exposure=nodePort"][..], "use hostNetwork or loadBalancer"),
         (&["sip.rtpPorts.first=20001"], "first must be even"),
         (&["sip.port=20100"], "lies inside sip.rtpPorts"),
+        (&["sip.metricsPort=20100"], "sip.metricsPort 20100: a port (1-65535) other than sip.port"),
+        (&["sip.metricsPort=5060"], "other than sip.port"),
         (&["sip.exposure=loadBalancer", "sip.advertise=203.0.113.9", "sip.replicas=2"], "a replica other than"),
         (&["sip.exposure=loadBalancer", "sip.advertise=203.0.113.9", "sip.rtpPorts.last=29999"], "at most 1000"),
         (&["gateway.apiKeysSecret=api-keys"], "needs sip.gatewayKey.existingSecret"),

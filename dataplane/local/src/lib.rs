@@ -23,7 +23,8 @@
 //! runs in this process as on a cluster, a client of this gateway's `/v1/session` on
 //! loopback, so a softphone calls `sip:<agent>@<address>` and talks to the same YAML
 //! offline. No trunks are configured: any caller that reaches the address may call (it is
-//! loopback unless asked otherwise), and no caller's number is trusted.
+//! loopback unless asked otherwise), and no caller's number is trusted. The edge's metrics
+//! (`switchboard_sip_*`) are served on the gateway's `/metrics` after the runtime's.
 
 pub use switchboard_console::{agents, web};
 
@@ -262,14 +263,20 @@ pub async fn start_redacting(
     // The WebRTC edge on the machine's own address, any free UDP port, and ICE-TCP as asked.
     let webrtc = WebrtcConfig { tcp: options.webrtc_tcp, ..WebrtcConfig::on(options.listen.ip()) };
     let edge = Edge::bind(&webrtc, gateway.config.max_message_bytes).await.map_err(start_error)?;
+    // The SIP edge's metrics, once [`Servers::serve_sip`] starts it, after the runtime's.
+    let sip_metrics: Arc<std::sync::OnceLock<switchboard_sip_edge::Metrics>> = Arc::default();
+    let sip_rendered = sip_metrics.clone();
     let gateway = GatewayServer::bind(options.listen, gateway)
         .await
         .map_err(start_error)?
         .with_channel(edge.clone())
         .with_routes(own)
-        .with_more_metrics(Arc::new(move || runtime_state.shared.metrics.render()));
+        .with_more_metrics(Arc::new(move || {
+            let sip = sip_rendered.get().map(switchboard_sip_edge::Metrics::render).unwrap_or_default();
+            runtime_state.shared.metrics.render() + &sip
+        }));
     Ok(Local {
-        server: Servers::new(gateway, runtime, routes),
+        server: Servers::new(gateway, runtime, routes, sip_metrics),
         agents: names,
         by_handoff,
         default_agent,

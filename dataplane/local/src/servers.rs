@@ -21,20 +21,24 @@ pub struct Servers {
     /// Holds the gateway's directory open (only the outage switch file changes it, [`crate::outage`]).
     _routes: Arc<watch::Sender<switchboard_gateway::Directory>>,
     sip: Option<switchboard_sip_edge::Edge>,
+    /// Where the SIP edge's metrics go once it runs (the gateway's `/metrics` renders them).
+    sip_metrics: Arc<std::sync::OnceLock<switchboard_sip_edge::Metrics>>,
 }
 
 impl Servers {
-    /// `gateway` in front of `runtime`, the gateway's directory held open by `routes`.
+    /// `gateway` in front of `runtime`, the gateway's directory held open by `routes`; the
+    /// SIP edge's metrics go to `sip_metrics` once [`Servers::serve_sip`] starts it.
     pub(crate) fn new(
         gateway: GatewayServer,
         runtime: Server,
         routes: Arc<watch::Sender<switchboard_gateway::Directory>>,
+        sip_metrics: Arc<std::sync::OnceLock<switchboard_sip_edge::Metrics>>,
     ) -> Self {
-        Self { gateway, runtime, _routes: routes, sip: None }
+        Self { gateway, runtime, _routes: routes, sip: None, sip_metrics }
     }
 
     /// Where clients connect: the gateway (`/v1/session`, the web page, `/metrics` with the
-    /// runtime's metrics after the gateway's).
+    /// runtime's metrics after the gateway's, and the SIP edge's when it runs).
     pub fn local_addr(&self) -> Result<SocketAddr, LocalError> {
         self.gateway.local_addr().map_err(start_error)
     }

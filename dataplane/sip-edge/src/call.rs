@@ -70,6 +70,8 @@ pub(crate) struct Call {
     pub events: mpsc::Receiver<CallEvent>,
     pub commands: mpsc::Sender<Command>,
     pub shutdown: CancellationToken,
+    /// The edge's metrics.
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// Why the relay stopped.
@@ -100,6 +102,7 @@ impl Call {
             Ok(agent) => agent,
             Err(reason) => {
                 tracing::info!(call = %self.call_id, outcome = "not_found", "call refused: {reason}");
+                self.metrics.refused_not_found();
                 return self.admit(Admission::NotFound(reason)).await;
             }
         };
@@ -133,9 +136,10 @@ impl Call {
                 }
                 () = wait_for_end(&mut self.events) => {
                     tracing::info!(call = %self.call_id, agent, "the caller gave up before the call was answered");
-                    return;
+                    return self.metrics.cancelled();
                 }
                 () = shutdown.cancelled() => {
+                    self.metrics.refused_shutdown();
                     return self.admit(Admission::Refuse(503, "The edge is shutting down".into())).await;
                 }
             }
@@ -149,13 +153,16 @@ impl Call {
                     return self.divert(&agent, fallback, person).await;
                 }
                 tracing::info!(call = %self.call_id, agent, outcome = refused.label(), "call refused: {refused}");
+                self.metrics.refused_by_gateway(&refused);
                 return self.admit(refused.admission()).await;
             }
         };
         tracing::info!(call = %self.call_id, agent, session = %session.id, "call answered");
         self.admit(Admission::Accept).await;
         let id = session.id.clone();
+        let live = self.metrics.answered(crate::metrics::Direction::Inbound);
         let end = self.relay(session, session_law).await;
+        live.ended(&end);
         tracing::info!(call = %self.call_id, agent, session = %id, end = end.describe(), "call ended");
     }
 
@@ -175,7 +182,8 @@ impl Call {
         let mut report = tokio::time::interval(Duration::from_secs(5));
         let cname =
             format!("switchboard-sip@{}", self.ports.rtp.local_addr().map(|a| a.ip().to_string()).unwrap_or_default());
-        let mut transfer = crate::transfer::Transfers::default();
+        let mut transfer = crate::transfer::Transfers::new(self.metrics.clone());
+        let mut rtp = crate::metrics::RtpReadings::default();
         let mut rtp_buf = vec![0u8; 2048];
         let mut rtcp_buf = vec![0u8; rtcp::MAX_PACKET];
         let end = loop {
@@ -245,11 +253,13 @@ impl Call {
                     if let Some((to, packet)) = relay.report(&cname) {
                         let _ = self.ports.rtcp.send_to(&packet, to).await;
                     }
+                    rtp.read(&self.metrics, relay.receiver_stats());
                 }
                 () = self.shutdown.cancelled() => break End::Shutdown,
             }
         };
         relay.log_counts(&self.call_id);
+        rtp.read(&self.metrics, relay.receiver_stats());
         match &end {
             End::Caller(_) => {
                 // The caller hung up: the session ends as a client ends it.

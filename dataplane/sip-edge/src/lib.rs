@@ -58,14 +58,19 @@
 //! answered when its turn comes; a refusal for capacity (`capacity_full`) is 503 with
 //! `Retry-After` from the gateway's hint ([`gateway`]).
 //!
+//! Metrics ([`metrics`]): calls by direction and outcome, refusals by reason, calls under
+//! way, transfers, outage fallbacks, the phones' RTP (packets, losses, jitter) and messages
+//! dropped (the flood guard's); [`Edge::metrics`] renders them for a `/metrics` endpoint.
+//!
 //! Not here yet: TLS, the caller's number in the session context, dialling the person and
-//! bridging where the trunk takes no REFER, answering-machine detection, and metrics.
+//! bridging where the trunk takes no REFER, and answering-machine detection.
 
 pub mod call;
 mod command;
 pub mod dispatch;
 pub mod gateway;
 mod keys;
+pub mod metrics;
 pub mod outbound;
 pub mod ports;
 mod signalling;
@@ -83,6 +88,7 @@ use tokio_util::task::TaskTracker;
 
 pub use call::MediaSettings;
 pub use gateway::GatewayConfig;
+pub use metrics::Metrics;
 pub use outbound::Outbound;
 pub use switchboard_sip::endpoint::rate::RateConfig;
 pub use switchboard_sip::trunk;
@@ -137,6 +143,9 @@ pub enum EdgeError {
     /// The RTP port range is unusable.
     #[error(transparent)]
     Ports(#[from] ports::PortsError),
+    /// The metrics' registry refused a family (a bug: the names are fixed).
+    #[error("cannot register the SIP edge's metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
 }
 
 /// A bound edge, ready to [`Edge::run`].
@@ -208,6 +217,7 @@ impl Edge {
             None => (None, None),
         };
         let signalling = signalling::Signalling {
+            metrics: Metrics::new()?,
             placing,
             socket,
             tcp,
@@ -226,6 +236,11 @@ impl Edge {
     /// The bound SIP address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The edge's metrics (a handle on its one registry: render it for `/metrics`).
+    pub fn metrics(&self) -> Metrics {
+        self.signalling.metrics.clone()
     }
 
     /// Serves calls until `shutdown` resolves; then every call is hung up, and this

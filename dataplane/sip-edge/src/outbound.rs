@@ -86,6 +86,8 @@ pub(crate) struct PlacedCall {
     pub commands: mpsc::Sender<Command>,
     pub reports: mpsc::Sender<FromEdge>,
     pub shutdown: CancellationToken,
+    /// The edge's metrics.
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl PlacedCall {
@@ -104,13 +106,18 @@ impl PlacedCall {
                     Some(CallEvent::Ended(reason)) => {
                         let (state, status, why) = outcome(&reason);
                         tracing::info!(call = %id, state = state.as_str(), ?status, "outbound call not answered: {why}");
+                        self.metrics.outbound(state);
                         return report(&self.reports, &id, state, status, Some(why));
                     }
                     Some(_) => {}
-                    None => return report(&self.reports, &id, CallState::Failed, None, Some("the SIP task ended".into())),
+                    None => {
+                        self.metrics.outbound(CallState::Failed);
+                        return report(&self.reports, &id, CallState::Failed, None, Some("the SIP task ended".into()));
+                    }
                 },
                 () = self.shutdown.cancelled() => {
                     self.hang_up().await;
+                    self.metrics.outbound(CallState::Failed);
                     return report(&self.reports, &id, CallState::Failed, None, Some("the edge is shutting down".into()));
                 }
             }
@@ -129,6 +136,7 @@ impl PlacedCall {
             opened = gateway::open_call(&self.gateway, &self.placement.agent, session_law, &self.placement.ticket) => opened,
             () = self.shutdown.cancelled() => {
                 self.hang_up().await;
+                self.metrics.outbound(CallState::Failed);
                 return report(&self.reports, &id, CallState::Failed, None, Some("the edge is shutting down".into()));
             }
         };
@@ -137,6 +145,7 @@ impl PlacedCall {
             Err(refused) => {
                 tracing::warn!(call = %id, agent = %self.placement.agent, "answered, but no session: {refused}");
                 self.hang_up().await;
+                self.metrics.outbound(CallState::Failed);
                 return report(&self.reports, &id, CallState::Failed, Some(200), Some(refused.to_string()));
             }
         };
@@ -173,7 +182,9 @@ impl PlacedCall {
             source: self.placement.peer,
             media: Some(media),
         };
+        let live = self.metrics.answered(crate::metrics::Direction::Outbound);
         let mut call = Call {
+            metrics: self.metrics,
             call_id: self.call_id,
             incoming,
             ports: self.ports,
@@ -184,6 +195,7 @@ impl PlacedCall {
             shutdown: self.shutdown,
         };
         let end = call.relay(session, session_law).await;
+        live.ended(&end);
         let ended = end.describe();
         tracing::info!(call = %id, session = %session_id, end = %ended, "outbound call ended");
         report(&self.reports, &id, CallState::Completed, None, Some(ended));

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use switchboard_sip::call::refer::{TransferEnd, TransferProgress};
-use switchboard_sip::call::{CallConfig, CallEvent, Callee, ClientAuth, Timers, Transport};
+use switchboard_sip::call::{CallConfig, CallEvent, Callee, ClientAuth, EndReason, Timers, Transport};
 use switchboard_sip::endpoint::{Endpoint, Output, Source};
 use switchboard_sip::sdp::{Codec, LocalMedia};
 use switchboard_sip::sip::Limits;
@@ -42,6 +42,8 @@ const TELEPHONE_EVENT: u8 = 101;
 /// What the SIP task works with.
 #[derive(Debug)]
 pub(crate) struct Signalling {
+    /// The edge's metrics, handed to each call.
+    pub metrics: crate::metrics::Metrics,
     /// Placing the calls the gateway asks for, when the edge places calls.
     pub placing: Option<Placing>,
     pub socket: UdpSocket,
@@ -181,6 +183,7 @@ impl Signalling {
                     let (events, receiver) = mpsc::channel(CALL_QUEUE);
                     calls.insert(call_id.clone(), Live { events });
                     let call = Call {
+                        metrics: self.metrics.clone(),
                         call_id,
                         incoming,
                         ports,
@@ -195,6 +198,10 @@ impl Signalling {
                 Output::Event { call_id, event } => {
                     tracing::trace!(call = %call_id, ?event, known = calls.contains_key(&call_id), "call event");
                     let ended = matches!(event, CallEvent::Ended(_));
+                    let refused = match &event {
+                        CallEvent::Ended(EndReason::Refused(status)) => Some(*status),
+                        _ => None,
+                    };
                     // A task that is gone (its call refused, or its session over and
                     // hanging up) needs no more events; one that is full is stuck.
                     if let Some(live) = calls.get(&call_id)
@@ -205,11 +212,22 @@ impl Signalling {
                         self.endpoint.hang_up(Instant::now(), &call_id);
                     }
                     if ended {
-                        calls.remove(&call_id);
+                        // A call refused before it had a task (its offer, the INVITE's
+                        // checks) is counted here; a task counts its own call.
+                        if calls.remove(&call_id).is_none()
+                            && let Some(status) = refused
+                        {
+                            self.metrics.refused_with_status(status);
+                        }
                     }
                 }
                 Output::Dropped { source, reason } => {
+                    self.metrics.dropped(&reason);
                     tracing::debug!(%source, ?reason, "SIP message dropped");
+                }
+                Output::Refused { source, refusal } => {
+                    self.metrics.refused_by_endpoint(refusal);
+                    tracing::info!(%source, ?refusal, "call refused");
                 }
             }
         }
@@ -263,6 +281,7 @@ impl Signalling {
         let (events, receiver) = mpsc::channel(CALL_QUEUE);
         calls.insert(call_id.clone(), Live { events });
         let task = PlacedCall {
+            metrics: self.metrics.clone(),
             placement,
             call_id,
             ports,

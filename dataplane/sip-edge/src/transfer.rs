@@ -26,10 +26,12 @@ use switchboard_sip::call::refer::{TransferEnd, TransferProgress};
 use crate::command::Command;
 
 /// The transfer under way in one call, if any.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Transfers {
     /// The tool call and the person.
     current: Option<(String, String)>,
+    /// Where each transfer's outcome is counted.
+    metrics: crate::metrics::Metrics,
 }
 
 /// The SIP URI the REFER names for a person's `address` (an E.164 number goes to the
@@ -68,6 +70,11 @@ fn result(tool_use_id: String, outcome: TransferOutcome, message: String) -> Str
 }
 
 impl Transfers {
+    /// No transfer under way yet; outcomes counted in `metrics`.
+    pub(crate) fn new(metrics: crate::metrics::Metrics) -> Self {
+        Self { current: None, metrics }
+    }
+
     /// The agent's `transfer_request`: the command for the SIP task, or at once the
     /// `transfer_result` refusing it (another transfer under way).
     pub(crate) fn start(
@@ -81,6 +88,7 @@ impl Transfers {
     ) -> Result<Command, String> {
         if self.current.is_some() {
             let message = "another transfer of this call is under way".to_owned();
+            self.metrics.transfer(TransferOutcome::Rejected);
             return Err(result(tool_use_id, TransferOutcome::Rejected, message));
         }
         let target = target_uri(address, caller);
@@ -99,6 +107,7 @@ impl Transfers {
         let (tool_use_id, person) = self.current.take()?;
         let (outcome, message) = outcome(&end);
         tracing::info!(call = %call_id, person, outcome = outcome.as_str(), message, "transfer ended");
+        self.metrics.transfer(outcome);
         Some(result(tool_use_id, outcome, message))
     }
 }
@@ -142,7 +151,8 @@ mod tests {
     #[test]
     fn one_transfer_at_a_time_and_its_end_is_the_result() {
         let caller: SocketAddr = "127.0.0.1:5080".parse().expect("addr");
-        let mut transfers = Transfers::default();
+        let metrics = crate::metrics::Metrics::new().expect("metrics");
+        let mut transfers = Transfers::new(metrics.clone());
         assert_eq!(transfers.progress("c", TransferProgress::Ended(TransferEnd::TimedOut)), None, "none under way");
         let command = transfers.start("c", "t1".into(), "advisor".into(), "sip:a@b", caller, 20).expect("a REFER");
         assert!(
@@ -156,5 +166,10 @@ mod tests {
         let done: serde_json::Value = serde_json::from_str(&done.expect("a result")).expect("JSON");
         assert_eq!(done["type"], "transfer_result");
         assert_eq!((done["tool_use_id"].as_str(), done["outcome"].as_str()), (Some("t1"), Some("busy")));
+        let counted = metrics.render();
+        for outcome in ["busy", "rejected"] {
+            let line = format!("switchboard_sip_transfers_total{{outcome=\"{outcome}\"}} 1");
+            assert!(counted.contains(&line), "{line} in {counted}");
+        }
     }
 }

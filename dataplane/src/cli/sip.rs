@@ -118,6 +118,34 @@ pub struct SipArgs {
     #[arg(long, env = "SWITCHBOARD_SIP_RING_TIMEOUT_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=300))]
     ring_timeout_seconds: u64,
+
+    /// Where to serve the edge's Prometheus metrics, `GET /metrics` over HTTP (METRICS.md,
+    /// "SIP edge"; `0` as the port: any free one, logged at start).
+    #[arg(long, env = "SWITCHBOARD_SIP_METRICS_LISTEN", default_value = "0.0.0.0:9060")]
+    metrics_listen: SocketAddr,
+}
+
+/// Serves `metrics` on `GET /metrics` at `listen` until `stop`; returns the bound address.
+async fn serve_metrics(
+    listen: SocketAddr,
+    metrics: switchboard_sip_edge::Metrics,
+    stop: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    use axum::response::IntoResponse;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot serve the SIP edge's metrics on {listen}: pick another --metrics-listen"))?;
+    let bound = listener.local_addr().context("the metrics listener has no address")?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = metrics.render();
+            async move { ([("content-type", "text/plain; version=0.0.4")], text).into_response() }
+        }),
+    );
+    let limits = switchboard_serve::Limits { max_connections: 64, ..switchboard_serve::Limits::default() };
+    let serve = switchboard_serve::server::serve(listener, app, limits, switchboard_serve::OnRefused::default(), stop);
+    Ok((bound, tokio::spawn(serve)))
 }
 
 /// The outbound trunk the flags describe, its credentials read from their folder.
@@ -215,6 +243,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         outbound_credentials,
         caller_id,
         ring_timeout_seconds,
+        metrics_listen,
     } = args;
     let outbound = outbound(
         outbound_trunk.as_deref(),
@@ -272,6 +301,9 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         outbound,
     };
     let edge = Edge::bind(config).await?;
+    let stop_metrics = tokio_util::sync::CancellationToken::new();
+    let (metrics_at, metrics_served) = serve_metrics(metrics_listen, edge.metrics(), stop_metrics.clone()).await?;
+    tracing::info!(metrics = %metrics_at, "SIP edge metrics on http://{metrics_at}/metrics");
     tracing::info!(
         sip = %edge.local_addr(),
         %advertise,
@@ -282,14 +314,36 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         if tcp { " and tcp" } else { "" }
     );
     edge.run(shutdown).await;
+    stop_metrics.cancel();
+    let _ = metrics_served.await;
     tracing::info!("SIP edge stopped");
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{outbound, port_range};
+    use super::{outbound, port_range, serve_metrics};
     use std::time::Duration;
+
+    #[tokio::test]
+    async fn the_metrics_are_served_and_a_taken_address_is_refused_by_name() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let metrics = switchboard_sip_edge::Metrics::new().expect("metrics");
+        metrics.refused_not_found();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let any = "127.0.0.1:0".parse().expect("addr");
+        let (at, served) = serve_metrics(any, metrics.clone(), stop.clone()).await.expect("served");
+        let mut stream = tokio::net::TcpStream::connect(at).await.expect("connects");
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n").await.expect("asks");
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await.expect("reads");
+        assert!(text.starts_with("HTTP/1.1 200") && text.contains("text/plain; version=0.0.4"), "{text}");
+        assert!(text.contains(r#"switchboard_sip_calls_refused_total{reason="not_found"} 1"#), "{text}");
+        let error = serve_metrics(at, metrics, stop.clone()).await.expect_err("the address is taken");
+        assert!(error.to_string().contains(&format!("on {at}: pick another --metrics-listen")), "{error}");
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(10), served).await.expect("stops").expect("the task");
+    }
 
     #[test]
     fn the_outbound_trunk_needs_a_caller_id_and_readable_credentials() {

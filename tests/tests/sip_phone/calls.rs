@@ -1,13 +1,13 @@
 //! Inbound calls: a phone reaches a voice agent by name or by the number it claims (over
 //! UDP or TCP), hears its reply and is recorded; hostile datagrams do not disturb a call;
 //! calls no agent may answer are refused with the gateway's reason; the agent's side ending
-//! hangs the phone up.
+//! hangs the phone up. The edge's own metrics count each of these as it happened.
 
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use crate::phone::Phone;
-use crate::stack::{Stack, TRIAGE_NUMBER, sessions, stack, wait_for};
+use crate::stack::{Stack, TRIAGE_NUMBER, edge_metrics, sample, sessions, stack, wait_for, wait_for_edge_sample};
 
 /// Sends what a broken or hostile peer might to the edge's SIP port and every port of its
 /// RTP range: random bytes, a request with no headers, an oversized datagram, RTP from an
@@ -101,6 +101,32 @@ fn a_phone_call_reaches_a_voice_agent_hears_its_reply_survives_garbage_and_is_re
         .unwrap_or_else(|| panic!("the edge logs what it relayed:\n{edge}"));
     assert!(ignored >= 15, "the garbage on the media ports was ignored, not played: ignored={ignored}\n{edge}");
 
+    // The edge's metrics: one inbound call answered, ended by the phone's BYE, none under
+    // way now; the phone's RTP counted with its jitter; the garbage's unreadable datagrams
+    // dropped unanswered.
+    let counted = wait_for_edge_sample(
+        &stack,
+        r#"switchboard_sip_calls_ended_total{direction="inbound",outcome="phone_hung_up"}"#,
+        1.0,
+    );
+    let series = |name: &str| sample(&counted, name);
+    assert_eq!(
+        series(r#"switchboard_sip_calls_total{direction="inbound",outcome="answered"}"#),
+        Some(1.0),
+        "{counted}"
+    );
+    assert_eq!(series(r#"switchboard_sip_calls_active{direction="inbound"}"#), Some(0.0), "{counted}");
+    let received = series("switchboard_sip_rtp_packets_received_total").unwrap_or_default();
+    let lost = series("switchboard_sip_rtp_packets_lost_total").expect("the losses counted");
+    // 50 packets a second for the 12 s the phone played (a busy machine's baresip sends
+    // fewer, never none); on loopback next to none are lost.
+    assert!(received >= 100.0 && lost * 20.0 <= received, "received {received}, lost {lost}: {counted}");
+    let jitters = series("switchboard_sip_rtp_jitter_seconds_count").unwrap_or_default();
+    assert!(jitters >= 1.0, "the call's jitter observed at least at its end: {counted}");
+    let unreadable = series(r#"switchboard_sip_messages_dropped_total{reason="unreadable"}"#).unwrap_or_default();
+    assert!(unreadable >= 1.0, "the random datagrams were dropped as unreadable: {counted}");
+    assert_eq!(series(r#"switchboard_sip_calls_total{direction="inbound",outcome="refused"}"#), None, "{counted}");
+
     // The record: one session with the voice agent, ended (close 1000) when the phone hung
     // up, in which the agent heard the caller's tone as "phrase 1" once (the garbage RTP was
     // not heard as a second utterance).
@@ -177,6 +203,43 @@ fn calls_to_an_unknown_a_hidden_or_a_text_only_agent_are_refused_with_the_reason
     assert!(
         !agents.iter().any(|a| a.ends_with("/triage") || a.ends_with("/idv")),
         "no voice session opened: {agents:?}"
+    );
+    // The edge counted each refusal by its reason, and answered nothing.
+    let counted =
+        wait_for_edge_sample(&stack, r#"switchboard_sip_calls_total{direction="inbound",outcome="refused"}"#, 4.0);
+    for (reason, calls) in [("not_found", 2.0), ("not_acceptable", 1.0), ("not_exposed", 1.0)] {
+        let series = format!("switchboard_sip_calls_refused_total{{reason=\"{reason}\"}}");
+        assert_eq!(sample(&counted, &series), Some(calls), "{series}: {counted}");
+    }
+    assert_eq!(sample(&counted, r#"switchboard_sip_calls_total{direction="inbound",outcome="answered"}"#), None);
+
+    // A flood from one address: past its burst, the flood guard drops the OPTIONS
+    // unanswered, and counts each one it dropped.
+    let flood = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    let port = flood.local_addr().expect("addr").port();
+    const SENT: usize = 150;
+    for n in 0..SENT {
+        let options = format!(
+            "OPTIONS sip:triage@{sip} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{port};branch=z9hG4bKflood{n}\r\n\
+             From: <sip:flood@127.0.0.1>;tag=f{n}\r\nTo: <sip:triage@127.0.0.1>\r\nCall-ID: flood-{n}\r\n\
+             CSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n",
+            sip = stack.sip
+        );
+        flood.send_to(options.as_bytes(), stack.sip).expect("send");
+    }
+    flood.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+    let mut answered = 0;
+    let mut buf = [0u8; 4096];
+    while let Ok((n, _)) = flood.recv_from(&mut buf) {
+        assert!(buf[..n].starts_with(b"SIP/2.0 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+        answered += 1;
+    }
+    let counted = edge_metrics(&stack);
+    let limited =
+        sample(&counted, r#"switchboard_sip_messages_dropped_total{reason="rate_limited"}"#).unwrap_or_default();
+    assert!(
+        answered < SENT && limited >= 1.0 && answered + limited as usize <= SENT,
+        "{answered} of {SENT} OPTIONS answered, {limited} counted as rate-limited: {counted}"
     );
 }
 

@@ -9,12 +9,13 @@ use switchboard_tests::repo_root;
 use switchboard_tests::switchboard::{Process, switchboard_binary};
 
 use crate::phone::Phone;
-use crate::stack::{RTP_PORTS, copy_dir, free_udp_range};
+use crate::stack::{RTP_PORTS, copy_dir, free_udp_range, get_metrics, sample, wait_for};
 
 /// Local mode answers phones itself (`switchboard local --sip-listen`): the SIP edge runs in
 /// its process, with no `switchboard sip` beside it, so the same folder of YAML answers a
-/// softphone offline. The call reaches triage, the phone hears its reply, and the session is
-/// in local mode's record.
+/// softphone offline. The call reaches triage, the phone hears its reply, the session is in
+/// local mode's record, and the edge's metrics are on local mode's `/metrics` with the
+/// gateway's.
 #[test]
 fn local_mode_answers_a_phone_call_in_process() {
     let tools = tools_bin().expect("tests/tools/install.sh");
@@ -65,6 +66,25 @@ fn local_mode_answers_a_phone_call_in_process() {
     let list = list.as_array().expect("a list");
     assert_eq!(list.len(), 1, "one session for the call: {list:?}");
     assert_eq!(list[0]["first_agent"], "default/triage", "{list:?}");
+    let gateway = printed
+        .lines()
+        .find_map(|l| l.split_once("Chat with: switchboard chat ws://").and_then(|(_, url)| url.split('/').next()))
+        .expect("local mode prints its session URL")
+        .to_owned();
+    let ended = r#"switchboard_sip_calls_ended_total{direction="inbound",outcome="phone_hung_up"}"#;
+    let mut text = String::new();
+    wait_for(
+        "local mode's /metrics counts the call's end",
+        Duration::from_secs(10),
+        || {
+            text = get_metrics(&gateway);
+            sample(&text, ended) == Some(1.0)
+        },
+        || format!("{}\n--- local ---\n{}", get_metrics(&gateway), local.log_text()),
+    );
+    assert_eq!(sample(&text, r#"switchboard_sip_calls_total{direction="inbound",outcome="answered"}"#), Some(1.0));
+    assert_eq!(sample(&text, r#"switchboard_sip_calls_active{direction="inbound"}"#), Some(0.0));
+    assert!(text.contains("# TYPE switchboard_gateway_sessions_live gauge"), "the gateway's beside them: {text}");
     drop(local);
     let _ = std::fs::remove_dir_all(&dir);
 }

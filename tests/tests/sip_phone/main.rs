@@ -13,8 +13,10 @@
 //! told once at the `#`, and the edge logs how many, never which. A call through a trunk
 //! (digest credentials) carries the caller's number and the number dialled into the session
 //! (a tool bound to them receives them), and a keypad input typed on the phone reaches the
-//! tool and nothing else (not the model, not the record, not a log). The tools come from
-//! tests/tools/install.sh.
+//! tool and nothing else (not the model, not the record, not a log). The edge's own
+//! `/metrics` (`--metrics-listen`) count what the phones did: calls answered and how they
+//! ended, refusals by reason, the phones' RTP, the flood guard's drops, outage fallbacks.
+//! The tools come from tests/tools/install.sh.
 //!
 //! One module per concept: [`stack`] starts what a call reaches (local mode and the edge)
 //! and reads what it recorded; [`phone`] drives the baresip phones (callers and callees);

@@ -2,14 +2,15 @@
 //! (`spec.outage.active`) never reaches the agent; its fallback takes the call instead. A
 //! person: the edge answers and puts the caller through to them (the person's phone rings
 //! and answers, as in an agent's transfer). Only a message: the call is refused 503 with
-//! the message as its reason. The gateway counts each diverted session.
+//! the message as its reason. The gateway counts each diverted session, and the edge how
+//! each fallback went.
 
 use std::time::Duration;
 
 use switchboard_tests::cluster::tools_bin;
 
 use crate::phone::Phone;
-use crate::stack::{dead_port, metrics, sessions, stack_custom, wait_for};
+use crate::stack::{dead_port, metrics, sample, sessions, stack_custom, wait_for, wait_for_edge_sample};
 
 /// What triage's callers are told while it is in outage mode.
 const MESSAGE: &str = "Our assistant is unavailable; please call back later.";
@@ -65,6 +66,10 @@ fn a_call_to_an_agent_in_outage_mode_is_put_through_to_its_fallback_person() {
     let metrics = metrics(&stack);
     assert_eq!(fallbacks(&metrics), Some(1), "one session went to the fallback:\n{metrics}");
     assert!(metrics.contains("switchboard_gateway_sessions_refused_total{reason=\"outage\"} 1"), "{metrics}");
+    // The edge: the call diverted (not answered by an agent), its fallback transferred.
+    let counted = wait_for_edge_sample(&stack, r#"switchboard_sip_outage_fallbacks_total{outcome="transferred"}"#, 1.0);
+    assert_eq!(sample(&counted, r#"switchboard_sip_calls_total{direction="inbound",outcome="diverted"}"#), Some(1.0));
+    assert_eq!(sample(&counted, r#"switchboard_sip_calls_total{direction="inbound",outcome="answered"}"#), None);
     drop(person);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -83,4 +88,6 @@ fn a_call_to_an_agent_in_outage_mode_with_only_a_message_is_refused_with_it() {
     assert!(!log.contains("Call established"), "{log}");
     assert!(stack.edge.log_text().contains("outcome=\"outage\""), "{}", stack.edge.log_text());
     assert_eq!(fallbacks(&metrics(&stack)), Some(1), "one session went to the fallback");
+    let counted = wait_for_edge_sample(&stack, r#"switchboard_sip_outage_fallbacks_total{outcome="message"}"#, 1.0);
+    assert_eq!(sample(&counted, r#"switchboard_sip_calls_refused_total{reason="outage"}"#), Some(1.0), "{counted}");
 }

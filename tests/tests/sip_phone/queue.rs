@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::phone::Phone;
-use crate::stack::{stack_custom, stack_edited, wait_for};
+use crate::stack::{stack_custom, stack_edited, wait_for, wait_for_edge_sample};
 
 /// One model stream in the pool of triage (`default` account, `us-east-1`).
 const ONE_STREAM: [&str; 2] = ["--capacity-quota", "default/us-east-1=1"];
@@ -105,4 +105,5 @@ fn a_call_refused_for_the_model_quota_gets_503_with_retry_after() {
     );
     assert!(!log.contains("Call established") && !log.contains("SIP/2.0 182"), "{}", context());
     assert!(stack.edge.log_text().contains("outcome=\"capacity_full\""), "{}", context());
+    wait_for_edge_sample(&stack, r#"switchboard_sip_calls_refused_total{reason="capacity_full"}"#, 1.0);
 }

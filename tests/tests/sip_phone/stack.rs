@@ -1,6 +1,6 @@
 //! What a call reaches: `switchboard local` (the Example Bank's test copy) and `switchboard
 //! sip` in front of it, each test's in a folder of its own; and what they recorded and
-//! counted (the record through `switchboard sessions`, the gateway's metrics).
+//! counted (the record through `switchboard sessions`, the gateway's and the edge's metrics).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -137,8 +137,17 @@ pub(crate) fn stack_edited(
         &binary,
         "sip",
         &[
-            &["sip", "--listen", "127.0.0.1:0", "--rtp-ports", &format!("{}-{}", rtp.0, rtp.1), "--gateway", &gateway]
-                [..],
+            &[
+                "sip",
+                "--listen",
+                "127.0.0.1:0",
+                "--rtp-ports",
+                &format!("{}-{}", rtp.0, rtp.1),
+                "--gateway",
+                &gateway,
+                "--metrics-listen",
+                "127.0.0.1:0",
+            ][..],
             edge_args,
         ]
         .concat(),
@@ -183,13 +192,50 @@ pub(crate) fn gateway_url(stack: &Stack) -> String {
 
 /// The gateway's `/metrics` (local mode serves them to this machine).
 pub(crate) fn metrics(stack: &Stack) -> String {
-    use std::io::{Read, Write};
     let url = gateway_url(stack);
-    let authority = url.trim_start_matches("ws://").split('/').next().expect("host:port").to_owned();
-    let mut stream = std::net::TcpStream::connect(&authority).expect("the gateway");
+    get_metrics(url.trim_start_matches("ws://").split('/').next().expect("host:port"))
+}
+
+/// `GET /metrics` of `authority` (host:port), the whole answer.
+pub(crate) fn get_metrics(authority: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(authority).expect("the metrics endpoint");
     write!(stream, "GET /metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").expect("request");
     let mut text = String::new();
     stream.read_to_string(&mut text).expect("metrics");
+    assert!(text.starts_with("HTTP/1.1 200"), "GET /metrics at {authority}: {text}");
+    text
+}
+
+/// The edge's own `/metrics` (`--metrics-listen`, where it logs it serves them).
+pub(crate) fn edge_metrics(stack: &Stack) -> String {
+    let log = stack.edge.log_text();
+    let authority = log
+        .lines()
+        .find_map(|l| l.split_once("metrics on http://").and_then(|(_, a)| a.split('/').next()))
+        .unwrap_or_else(|| panic!("the edge logs where it serves its metrics:\n{log}"))
+        .to_owned();
+    get_metrics(&authority)
+}
+
+/// The value of one series (`name{labels}` exactly as rendered) in a `/metrics` text.
+pub(crate) fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Waits until the edge's `series` reads `value` (a call's task counts its end a moment
+/// after the phone has hung up); returns the metrics then.
+pub(crate) fn wait_for_edge_sample(stack: &Stack, series: &str, value: f64) -> String {
+    let mut text = String::new();
+    wait_for(
+        &format!("the edge's {series} is {value}"),
+        Duration::from_secs(10),
+        || {
+            text = edge_metrics(stack);
+            sample(&text, series) == Some(value)
+        },
+        || format!("{}\n--- edge ---\n{}", edge_metrics(stack), stack.edge.log_text()),
+    );
     text
 }
 

@@ -1,9 +1,16 @@
-//! Trunks: with trunks configured only a trunk's addresses or digest credentials may call.
+//! Trunks: with trunks configured only a trunk's addresses or digest credentials may call;
+//! the edge counts the others' calls refused as `forbidden`.
 
 use std::time::Duration;
 
 use crate::phone::Phone;
-use crate::stack::stack_with;
+use crate::stack::{Stack, edge_metrics, sample, stack_with};
+
+/// The calls the edge counted refused as `forbidden` (each 403 is counted before it is sent;
+/// a phone that retransmits its INVITE before the answer comes is refused, and counted, again).
+fn forbidden(stack: &Stack) -> f64 {
+    sample(&edge_metrics(stack), r#"switchboard_sip_calls_refused_total{reason="forbidden"}"#).unwrap_or_default()
+}
 
 #[test]
 fn with_trunks_configured_only_a_trunk_calls_and_digest_credentials_are_challenged() {
@@ -21,6 +28,7 @@ fn with_trunks_configured_only_a_trunk_calls_and_digest_credentials_are_challeng
     let log = phone.log();
     assert!(log.contains("403 Forbidden: not from a trunk's addresses"), "{log}");
     assert!(!log.contains("Call established"), "{log}");
+    assert!(forbidden(&pbx_only) >= 1.0, "the stranger's call counted: {}", edge_metrics(&pbx_only));
     drop(pbx_only);
 
     let stack = stack_with(
@@ -31,6 +39,7 @@ fn with_trunks_configured_only_a_trunk_calls_and_digest_credentials_are_challeng
     wrong.wait_over(Duration::from_secs(20));
     let log = wrong.log();
     assert!(log.contains("403 Forbidden: wrong trunk credentials"), "a wrong password is refused: {log}");
+    assert!(forbidden(&stack) >= 1.0, "the wrong password counted: {}", edge_metrics(&stack));
     let right = Phone::dial_as(&stack, "right", "triage", 4, 30, "udp", ";auth_user=bank;auth_pass=s3cret");
     right.wait_over(Duration::from_secs(40));
     let log = right.log();

@@ -25,7 +25,8 @@ impl Servers {
     /// Answers phone calls too: binds the SIP edge on `sip.listen`, a client of this
     /// gateway's `/v1/session` (on loopback, with no credential: local mode asks for
     /// none), taking calls from any address with no trunk. Served by [`Servers::run`] with
-    /// the rest, and stopped with it (calls are hung up). Returns the bound SIP address.
+    /// the rest, and stopped with it (calls are hung up); its metrics are served on the
+    /// gateway's `/metrics`. Returns the bound SIP address.
     pub async fn serve_sip(&mut self, sip: &LocalSip) -> Result<SocketAddr, LocalError> {
         use switchboard_sip_edge::{EdgeConfig, GatewayConfig, MediaSettings, RateConfig, trunk::Trunks};
         if sip.listen.ip().is_unspecified() {
@@ -60,6 +61,8 @@ impl Servers {
         };
         let edge = switchboard_sip_edge::Edge::bind(config).await.map_err(start_error)?;
         let addr = edge.local_addr();
+        // Served on this gateway's `/metrics`, after the runtime's (one edge a process).
+        let _ = self.sip_metrics.set(edge.metrics());
         self.sip = Some(edge);
         Ok(addr)
     }

@@ -46,6 +46,7 @@ impl Call {
             "the agent is in outage mode: putting the caller through to its fallback person"
         );
         self.admit(Admission::Accept).await;
+        self.metrics.diverted();
         let diverted = self.put_through(person).await;
         let (outcome, why) = match &diverted {
             Diverted::Transfer(outcome, why) => (*outcome, why.as_str()),
@@ -56,6 +57,7 @@ impl Call {
         tracing::info!(
             call = %self.call_id, agent, person = person.name, outcome, why, "outage fallback ended"
         );
+        self.metrics.fallback(outcome);
         if diverted != Diverted::CallerLeft {
             let _ = self.commands.send(Command::HangUp { call_id: self.call_id.clone() }).await;
         }

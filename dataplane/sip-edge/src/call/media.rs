@@ -243,6 +243,11 @@ impl Relay {
         phone_sends && self.last_rtp.elapsed() > self.settings.timeout
     }
 
+    /// The statistics of the phone's stream, for the metrics.
+    pub(super) fn receiver_stats(&self) -> Option<&switchboard_sip::media::rtcp::ReceiverStats> {
+        self.session.as_ref()?.0.receiver_stats()
+    }
+
     pub(super) fn report(&mut self, cname: &str) -> Option<Packet> {
         let (session, ..) = self.session.as_mut()?;
         let wall = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();

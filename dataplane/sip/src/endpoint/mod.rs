@@ -100,6 +100,26 @@ pub enum Output {
         /// Why.
         reason: Dropped,
     },
+    /// A new INVITE was refused by the endpoint itself, before it became a call (its
+    /// response is a [`Output::Transmit`] beside this; for logs and metrics). A call's own
+    /// refusals (its offer, the owner's [`Admission`]) end as [`CallEvent::Ended`] instead.
+    Refused {
+        /// Where it came from.
+        source: SocketAddr,
+        /// Why.
+        refusal: Refusal,
+    },
+}
+
+/// Why the endpoint refused a new INVITE itself ([`Output::Refused`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// 403: no trunk takes it (its source, or its credentials).
+    Forbidden,
+    /// 503: the edge holds as many calls as it may, or has no media port left.
+    AtCapacity,
+    /// 400: it does not make a call (a dialogue that cannot be set up from it).
+    Malformed,
 }
 
 /// The SIP endpoint (see the module docs).
@@ -342,6 +362,7 @@ impl Endpoint {
                 }
                 Verdict::Forbidden(reason) => {
                     let response = invite.response(403, Some(&stateless_tag(invite)));
+                    self.refused(source, Refusal::Forbidden);
                     return self.send(source, Message::Response(response.with_reason(&format!("Forbidden: {reason}"))));
                 }
             }
@@ -351,6 +372,7 @@ impl Endpoint {
             let mut response =
                 invite.response(503, Some(&stateless_tag(invite))).with_reason("The edge is at capacity");
             response.headers.push("Retry-After", "5");
+            self.refused(source, Refusal::AtCapacity);
             return self.send(source, Message::Response(response));
         };
         match InboundCall::new(now, config, invite, source.address, source.transport, source.trusted) {
@@ -360,6 +382,7 @@ impl Endpoint {
             }
             Err(error) => {
                 let response = invite.response(400, Some(&stateless_tag(invite)));
+                self.refused(source, Refusal::Malformed);
                 self.send(source, Message::Response(response.with_reason(&crate::call::phrase(&error.to_string()))));
             }
         }
@@ -383,6 +406,10 @@ impl Endpoint {
     fn send(&mut self, source: Source, message: Message) {
         let transmit = Transmit { to: source.address, transport: source.transport, bytes: message.to_bytes() };
         self.out.push_back(Output::Transmit(transmit));
+    }
+
+    fn refused(&mut self, source: Source, refusal: Refusal) {
+        self.out.push_back(Output::Refused { source: source.address, refusal });
     }
 
     fn drop_message(&mut self, source: Source, reason: Dropped) {

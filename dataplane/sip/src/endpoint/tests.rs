@@ -35,7 +35,13 @@ fn call_config() -> Option<CallConfig> {
 
 /// Drains the outputs into the responses sent, the events and the drops.
 fn drain(endpoint: &mut Endpoint) -> (Vec<Response>, Vec<CallEvent>, Vec<Dropped>) {
-    let (mut sent, mut events, mut dropped) = (Vec::new(), Vec::new(), Vec::new());
+    let (sent, events, dropped, _) = drain_all(endpoint);
+    (sent, events, dropped)
+}
+
+/// [`drain`], with the INVITEs the endpoint refused itself.
+fn drain_all(endpoint: &mut Endpoint) -> (Vec<Response>, Vec<CallEvent>, Vec<Dropped>, Vec<Refusal>) {
+    let (mut sent, mut events, mut dropped, mut refused) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     while let Some(output) = endpoint.poll() {
         match output {
             Output::Transmit(t) => match parse_datagram(&t.bytes, &Limits::default()) {
@@ -44,9 +50,10 @@ fn drain(endpoint: &mut Endpoint) -> (Vec<Response>, Vec<CallEvent>, Vec<Dropped
             },
             Output::Event { event, .. } => events.push(event),
             Output::Dropped { reason, .. } => dropped.push(reason),
+            Output::Refused { refusal, .. } => refused.push(refusal),
         }
     }
-    (sent, events, dropped)
+    (sent, events, dropped, refused)
 }
 
 fn statuses(sent: &[Response]) -> Vec<u16> {
@@ -131,11 +138,13 @@ fn past_capacity_an_invite_gets_503() {
     drain(&mut e);
     let second = String::from_utf8(INVITE.to_vec()).unwrap().replace("Call-ID: 5a6e3f1b0f2c4d1e", "Call-ID: another");
     e.handle_datagram(t0, source(), second.as_bytes(), call_config);
-    let (sent, _, _) = drain(&mut e);
+    let (sent, _, _, refused) = drain_all(&mut e);
     assert_eq!((sent[0].status, sent[0].headers.get("Retry-After")), (503, Some("5")));
+    assert_eq!(refused, [Refusal::AtCapacity], "reported for the edge's metrics");
     let mut none_left = Endpoint::new(EndpointConfig::default());
     none_left.handle_datagram(t0, source(), INVITE, || None);
-    assert_eq!(statuses(&drain(&mut none_left).0), [503]);
+    let (sent, _, _, refused) = drain_all(&mut none_left);
+    assert_eq!((statuses(&sent), refused), (vec![503], vec![Refusal::AtCapacity]));
 }
 
 #[test]
@@ -222,15 +231,17 @@ fn with_trunks_a_stranger_gets_403_a_credentialed_trunk_401_and_a_trunk_a_truste
     // Only the PBX: 127.0.0.1 is a stranger, refused statelessly without a call.
     let mut e = Endpoint::new(EndpointConfig::default()).with_trunks(trunks(list[..1].to_vec()));
     e.handle_datagram(t0, source(), INVITE, || panic!("no call is configured for a stranger"));
-    let (sent, events, _) = drain(&mut e);
+    let (sent, events, _, refused) = drain_all(&mut e);
     assert_eq!(statuses(&sent), [403]);
+    assert_eq!(refused, [Refusal::Forbidden]);
     assert_eq!(sent[0].reason, "Forbidden: not from a trunk's addresses");
     assert!(events.is_empty() && e.calls() == 0);
     // The carrier may call from anywhere with its credentials: challenged first.
     let mut e = Endpoint::new(EndpointConfig::default()).with_trunks(trunks(list.clone()));
     e.handle_datagram(t0, source(), INVITE, || panic!("no call before the credentials"));
-    let (sent, _, _) = drain(&mut e);
+    let (sent, _, _, refused) = drain_all(&mut e);
     assert_eq!(statuses(&sent), [401]);
+    assert!(refused.is_empty(), "a challenge is no refusal: the phone answers it");
     let challenges: Vec<&str> = sent[0].headers.all("WWW-Authenticate").collect();
     assert_eq!(challenges.len(), 2, "{challenges:?}");
     assert!(challenges[0].contains("SHA-256") && challenges[1].contains("MD5"), "{challenges:?}");

@@ -151,6 +151,22 @@ impl ReceiverStats {
         self.ssrc
     }
 
+    /// Packets received so far (duplicates included, as RFC 3550 counts them).
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Packets lost so far: expected (by the highest sequence number) less received; below
+    /// zero when duplicates outnumber the losses.
+    pub fn lost(&self) -> i64 {
+        (self.highest - self.base + 1) as i64 - self.received as i64
+    }
+
+    /// The interarrival jitter estimate now (RFC 3550 §6.4.1), in seconds at `clock_rate`.
+    pub fn jitter_seconds(&self, clock_rate: u32) -> f64 {
+        self.jitter / f64::from(clock_rate.max(1))
+    }
+
     /// Counts a packet that arrived at `now` (sequence number and RTP timestamp).
     pub fn on_packet(&mut self, now: Instant, sequence: u16, timestamp: u32, clock_rate: u32) {
         let candidate = (self.highest & !0xFFFF) | u64::from(sequence);

@@ -211,6 +211,12 @@ impl MediaSession {
         self.outgoing.clear();
     }
 
+    /// The statistics of the stream the phone sends (its current SSRC), once a packet of
+    /// it came: what the RTCP reports carry, for the owner's metrics.
+    pub fn receiver_stats(&self) -> Option<&ReceiverStats> {
+        self.stats.as_ref()
+    }
+
     /// Bytes of the agent's audio waiting to be sent.
     pub fn queued(&self) -> usize {
         self.outgoing.len()

@@ -68,6 +68,7 @@ fn loss_is_counted_over_the_whole_stream_and_the_interval() {
     for seq in [65530u16, 65531, 65533, 65534, 0, 1, 2, 4, 5, 6] {
         stats.on_packet(t0, seq, 0, 8000);
     }
+    assert_eq!((stats.received(), stats.lost()), (10, 3), "what the owner's metrics read, as the report says");
     let report = stats.report(t0);
     assert_eq!(report.highest_sequence, 0x2_0006, "one wrap of the sequence");
     assert_eq!(report.cumulative_lost, 3, "65532, 65535 and 3");
@@ -89,8 +90,11 @@ fn jitter_follows_the_variation_of_transit_time() {
         shaky.on_packet(late, n as u16, n * 160, 8000);
     }
     assert_eq!(steady.report(t0).jitter, 0);
+    let seconds = shaky.jitter_seconds(8000);
     let jitter = shaky.report(t0).jitter;
     assert!((70..=80).contains(&jitter), "about 10 ms (80 units) of jitter: {jitter}");
+    assert!((seconds - f64::from(jitter) / 8000.0).abs() < 0.000_2, "the same in seconds: {seconds}");
+    assert_eq!(steady.jitter_seconds(8000), 0.0);
 }
 
 #[test]
