@@ -86,6 +86,7 @@ pub(crate) struct PlacedCall {
     pub commands: mpsc::Sender<Command>,
     pub reports: mpsc::Sender<FromEdge>,
     pub shutdown: CancellationToken,
+    pub dialling: Arc<crate::bridge::Dialling>,
 }
 
 impl PlacedCall {
@@ -182,6 +183,7 @@ impl PlacedCall {
             events: receiver,
             commands: self.commands,
             shutdown: self.shutdown,
+            dialling: self.dialling,
         };
         let end = call.relay(session, session_law).await;
         let ended = end.describe();

@@ -13,7 +13,7 @@ use clap::Args;
 use switchboard_sip_edge::trunk::digest::Algorithm;
 use switchboard_sip_edge::trunk::outbound::OutboundTrunk;
 use switchboard_sip_edge::trunk::{Cidr, Credentials, Trunk, Trunks};
-use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, RateConfig};
+use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, RateConfig, TransferMethod};
 
 /// Options of `switchboard sip`.
 #[derive(Debug, Args)]
@@ -118,6 +118,15 @@ pub struct SipArgs {
     #[arg(long, env = "SWITCHBOARD_SIP_RING_TIMEOUT_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=300))]
     ring_timeout_seconds: u64,
+
+    /// How a caller is put through to a person (`transfer_to_person`): `refer` sends SIP
+    /// REFER to the caller's side, and where it refuses the REFER (405, 501, 403, ...) the
+    /// edge dials the person itself and bridges the two calls; `dial` always dials and
+    /// bridges (a trunk known not to take REFER). A person's number is dialled through
+    /// --outbound-trunk when there is one, else through the caller's side; a SIP URI at its
+    /// host.
+    #[arg(long, env = "SWITCHBOARD_SIP_TRANSFER_METHOD", default_value = "refer", value_name = "refer|dial")]
+    transfer_method: TransferMethod,
 }
 
 /// The outbound trunk the flags describe, its credentials read from their folder.
@@ -215,6 +224,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         outbound_credentials,
         caller_id,
         ring_timeout_seconds,
+        transfer_method,
     } = args;
     let outbound = outbound(
         outbound_trunk.as_deref(),
@@ -270,6 +280,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         media,
         trunks,
         outbound,
+        transfer: transfer_method,
     };
     let edge = Edge::bind(config).await?;
     tracing::info!(
