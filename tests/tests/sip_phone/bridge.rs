@@ -93,7 +93,7 @@ fn bridged_both_ways(stack: &Stack, caller: &Phone, person: &Phone, context: &dy
 
 #[test]
 fn told_to_dial_the_edge_calls_the_person_and_bridges_the_caller_to_them() {
-    let dir = std::env::temp_dir().join(format!("switchboard-sip-bridge-dial-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-dial-person-{}", std::process::id()));
     let script = transfer_script(&dir, "advisor");
     let script_arg = script.to_string_lossy().into_owned();
     let (person, port) = person(&dir);
@@ -114,7 +114,7 @@ fn told_to_dial_the_edge_calls_the_person_and_bridges_the_caller_to_them() {
 
 #[test]
 fn a_refer_the_carrier_refuses_has_the_edge_dial_the_person_and_bridge() {
-    let dir = std::env::temp_dir().join(format!("switchboard-sip-bridge-refused-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-refused-person-{}", std::process::id()));
     let script = transfer_script(&dir, "advisor");
     let script_arg = script.to_string_lossy().into_owned();
     let (person, port) = person(&dir);
@@ -140,7 +140,7 @@ fn a_refer_the_carrier_refuses_has_the_edge_dial_the_person_and_bridge() {
 
 #[test]
 fn a_busy_person_comes_back_to_the_agent_as_busy() {
-    let dir = std::env::temp_dir().join(format!("switchboard-sip-bridge-busy-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-busy-person-{}", std::process::id()));
     let script = transfer_script(&dir, "advisor");
     let script_arg = script.to_string_lossy().into_owned();
     let tools = tools_bin().expect("tests/tools/install.sh");
