@@ -341,6 +341,7 @@ fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_bala
     );
     assert_eq!(env("SWITCHBOARD_SIP_OUTBOUND_TRUNK").as_deref(), Some("sip:10.0.0.1:5070"));
     assert_eq!(env("SWITCHBOARD_SIP_CALLER_ID").as_deref(), Some("bank-outbound"));
+    assert_eq!(env("SWITCHBOARD_SIP_TRANSFER_METHOD").as_deref(), Some("refer"), "REFER first by default");
     // Every file the edge reads is a Secret's, mounted where its variable points.
     let mounted = |variable: &str, file: &str, secret: &str, key: &str| {
         let path = env(variable).unwrap_or_else(|| panic!("{variable} in {rendered}"));
@@ -406,6 +407,7 @@ fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_bala
 
     for (sets, why) in [
         (&["sip.exposure=nodePort"][..], "use hostNetwork or loadBalancer"),
+        (&["sip.transferMethod=bridge"], "use refer (REFER, dialling the person where it is refused) or dial"),
         (&["sip.rtpPorts.first=20001"], "first must be even"),
         (&["sip.port=20100"], "lies inside sip.rtpPorts"),
         (&["sip.metricsPort=20100"], "sip.metricsPort 20100: a port (1-65535) other than sip.port"),

@@ -181,6 +181,7 @@ fn run(calls: usize, seconds: u64) {
                 media: MediaSettings::default(),
                 trunks: Default::default(),
                 outbound: None,
+                transfer: switchboard_sip_edge::TransferMethod::default(),
             };
             let edge = Edge::bind(config).await.expect("edge");
             ready_tx.send((edge.local_addr(), tid)).expect("ready");

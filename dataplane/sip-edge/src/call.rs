@@ -72,6 +72,8 @@ pub(crate) struct Call {
     pub shutdown: CancellationToken,
     /// The edge's metrics.
     pub metrics: crate::metrics::Metrics,
+    /// How transfers to a person are made.
+    pub dialling: Arc<crate::bridge::Dialling>,
 }
 
 /// Why the relay stopped.
@@ -81,6 +83,9 @@ pub(crate) enum End {
     Session(String),
     MediaTimeout,
     Shutdown,
+    /// The session ended with the caller put through to a person the edge dialled; the
+    /// bridge between them ended so.
+    Bridged(&'static str),
 }
 
 impl End {
@@ -91,6 +96,7 @@ impl End {
             Self::Session(why) => format!("the session ended ({why})"),
             Self::MediaTimeout => "no RTP from the phone for the media timeout".to_owned(),
             Self::Shutdown => "the edge is shutting down".to_owned(),
+            Self::Bridged(how) => format!("bridged to the person the edge dialled; then {how}"),
         }
     }
 }
@@ -195,9 +201,8 @@ impl Call {
                         relay.forward_keys(&to_gateway);
                     }
                     Some(CallEvent::Transfer(progress)) => {
-                        if let Some(result) = transfer.progress(&self.call_id, progress) {
-                            let _ = to_gateway.send(Message::text(result)).await;
-                        }
+                        let steps = transfer.progress(&self.call_id, progress);
+                        crate::bridge::perform(self, &mut transfer, steps, &to_gateway).await;
                     }
                     Some(CallEvent::Ended(reason)) => break End::Caller(reason),
                     None => break End::Caller(EndReason::LocalHangUp),
@@ -208,8 +213,9 @@ impl Call {
                     Some(Ok(Message::Text(text))) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
                         Ok(ServerMessage::BidiInterruption {}) => relay.interrupted(),
                         Ok(ServerMessage::TransferRequest { tool_use_id, person, address, timeout_seconds, .. }) => {
-                            match transfer.start(&self.call_id, tool_use_id, person, &address, self.incoming.source, timeout_seconds) {
-                                Ok(command) => { let _ = self.commands.send(command).await; }
+                            let method = self.dialling.method;
+                            match transfer.start(&self.call_id, tool_use_id, person, address, method, timeout_seconds) {
+                                Ok(steps) => { crate::bridge::perform(self, &mut transfer, steps, &to_gateway).await; }
                                 Err(result) => { let _ = to_gateway.send(Message::text(result)).await; }
                             }
                         }
@@ -226,6 +232,10 @@ impl Call {
                     Some(Err(error)) => break End::Session(error.to_string()),
                     None => break End::Session("the gateway closed the connection".into()),
                 },
+                event = transfer.person_event() => {
+                    let steps = transfer.person(&event);
+                    crate::bridge::perform(self, &mut transfer, steps, &to_gateway).await;
+                }
                 received = self.ports.rtp.recv_from(&mut rtp_buf) => {
                     if let Ok((n, from)) = received {
                         relay.rtp(from, &rtp_buf[..n], false);
@@ -260,6 +270,20 @@ impl Call {
         };
         relay.log_counts(&self.call_id);
         rtp.read(&self.metrics, relay.receiver_stats());
+        // A transfer under way: the session's end bridges an answered person's leg; any
+        // other end lets the person's leg go.
+        let steps = if matches!(end, End::Session(_)) { transfer.session_ended() } else { transfer.caller_ended() };
+        let bridge = crate::bridge::perform(self, &mut transfer, steps, &to_gateway).await;
+        let bridge = match (bridge, transfer.take_leg()) {
+            (Some(media), Some(leg)) => match relay.take_session() {
+                Some(caller) => Some((media, leg, caller)),
+                None => {
+                    let _ = self.commands.send(Command::HangUp { call_id: leg.call_id.clone() }).await;
+                    None
+                }
+            },
+            _ => None,
+        };
         match &end {
             End::Caller(_) => {
                 // The caller hung up: the session ends as a client ends it.
@@ -268,8 +292,10 @@ impl Call {
                 let _ = to_gateway.send(Message::text(close)).await;
                 let _ = to_gateway.send(Message::Close(None)).await;
             }
-            End::Session(_) | End::MediaTimeout | End::Shutdown => {
-                let _ = self.commands.send(Command::HangUp { call_id: self.call_id.clone() }).await;
+            End::Session(_) | End::MediaTimeout | End::Shutdown | End::Bridged(_) => {
+                if bridge.is_none() {
+                    let _ = self.commands.send(Command::HangUp { call_id: self.call_id.clone() }).await;
+                }
                 if !matches!(end, End::Session(_)) {
                     let _ = to_gateway.send(Message::Close(None)).await;
                 }
@@ -277,7 +303,10 @@ impl Call {
         }
         drop(to_gateway);
         let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
-        end
+        match bridge {
+            Some((media, leg, caller)) => crate::bridge::bridged(self, caller, leg, media).await,
+            None => end,
+        }
     }
 }
 

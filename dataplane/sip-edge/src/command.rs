@@ -1,5 +1,5 @@
 //! What a call's task asks of the SIP task (which alone owns the signalling endpoint): hold
-//! the INVITE in the queue, answer it, hang up, transfer. The call, the transfer and outbound calls send these.
+//! the INVITE in the queue, answer it, hang up, transfer (REFER, or dialling the person). The call, the transfer and outbound calls send these.
 
 use std::time::Duration;
 
@@ -28,6 +28,9 @@ pub(crate) enum Command {
         /// The call.
         call_id: String,
     },
+    /// Dial a person for a transfer (dial and bridge): a new outbound leg whose events go to
+    /// the caller's task ([`crate::bridge`]).
+    Dial(crate::bridge::DialRequest),
     /// The agent puts the caller through to a person: send REFER (see [`crate::transfer`]).
     Transfer {
         /// The call.

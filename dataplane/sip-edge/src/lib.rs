@@ -46,7 +46,10 @@
 //! call opens its session with the call's ticket and is relayed as an inbound one.
 //!
 //! Transfers (the `transfer` module): the agent's `transfer_request` becomes a REFER to the caller's
-//! side; the NOTIFYs' final answer becomes the session's `transfer_result`.
+//! side; the NOTIFYs' final answer becomes the session's `transfer_result`. Where the
+//! caller's side refuses the REFER (405, 501, ...), or with [`TransferMethod::Dial`], the
+//! edge dials the person itself and, once they answer and the agent's session ends,
+//! bridges the caller and the person (the `bridge` module).
 //!
 //! Outage mode: a call to an Agent whose session the gateway diverts (`bidi_session_fallback`,
 //! close 4513) is answered and put through to the fallback's person with the same REFER, or,
@@ -62,9 +65,10 @@
 //! way, transfers, outage fallbacks, the phones' RTP (packets, losses, jitter) and messages
 //! dropped (the flood guard's); [`Edge::metrics`] renders them for a `/metrics` endpoint.
 //!
-//! Not here yet: TLS, the caller's number in the session context, dialling the person and
-//! bridging where the trunk takes no REFER, and answering-machine detection.
+//! Not here yet: TLS, the caller's number in the session context, a warm transfer, and
+//! answering-machine detection.
 
+mod bridge;
 pub mod call;
 mod command;
 pub mod dispatch;
@@ -86,6 +90,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use bridge::TransferMethod;
 pub use call::MediaSettings;
 pub use gateway::GatewayConfig;
 pub use metrics::Metrics;
@@ -124,8 +129,12 @@ pub struct EdgeConfig {
     /// Who may call (none configured: anyone, untrusted).
     pub trunks: Trunks,
     /// Where the calls the gateway asks for are placed; `None`: the edge places no calls
-    /// (and holds no dispatch connection).
+    /// (and holds no dispatch connection). A person's number in a dialled transfer goes
+    /// through it too.
     pub outbound: Option<Outbound>,
+    /// How a caller is put through to a person: REFER (dialling the person and bridging
+    /// where the caller's side refuses it), or always dialling.
+    pub transfer: TransferMethod,
 }
 
 /// Why the edge cannot start.
@@ -197,8 +206,20 @@ impl Edge {
     /// Binds the SIP socket and prepares the port range (the RTP sockets bind on the
     /// listen address, per call).
     pub async fn bind(config: EdgeConfig) -> Result<Self, EdgeError> {
-        let EdgeConfig { listen, tcp, advertise, rtp_ports, gateway, max_calls, rate, media, trunks, outbound } =
-            config;
+        let EdgeConfig {
+            listen,
+            tcp,
+            advertise,
+            rtp_ports,
+            gateway,
+            max_calls,
+            rate,
+            media,
+            trunks,
+            outbound,
+            transfer,
+        } = config;
+        let dialling = Arc::new(bridge::Dialling { method: transfer, outbound: outbound.clone() });
         let (socket, local, tcp) = bind_sip(listen, tcp).await?;
         let ports = ports::Ports::new(listen.ip(), rtp_ports)?;
         let endpoint_config = EndpointConfig { max_calls, rate, ..EndpointConfig::default() };
@@ -227,6 +248,7 @@ impl Edge {
             ports,
             gateway: Arc::new(gateway),
             settings: Arc::new(media),
+            dialling,
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),
         };

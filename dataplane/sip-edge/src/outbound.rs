@@ -88,6 +88,7 @@ pub(crate) struct PlacedCall {
     pub shutdown: CancellationToken,
     /// The edge's metrics.
     pub metrics: crate::metrics::Metrics,
+    pub dialling: Arc<crate::bridge::Dialling>,
 }
 
 impl PlacedCall {
@@ -193,6 +194,7 @@ impl PlacedCall {
             events: receiver,
             commands: self.commands,
             shutdown: self.shutdown,
+            dialling: self.dialling,
         };
         let end = call.relay(session, session_law).await;
         live.ended(&end);

@@ -33,7 +33,7 @@ use switchboard_core::outbound::{CallState, FromEdge};
 
 /// Events queued for one call's task at most; past it the call is hung up (its task is
 /// stuck, and the endpoint must not wait for it).
-const CALL_QUEUE: usize = 16;
+pub(crate) const CALL_QUEUE: usize = 16;
 /// The largest datagram read; a longer one is cut and the endpoint answers it as malformed.
 const MAX_DATAGRAM: usize = 65_535;
 /// The RFC 4733 payload type the edge offers.
@@ -56,6 +56,8 @@ pub(crate) struct Signalling {
     pub ports: Ports,
     pub gateway: Arc<GatewayConfig>,
     pub settings: Arc<MediaSettings>,
+    /// How calls are transferred to a person.
+    pub dialling: Arc<crate::bridge::Dialling>,
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
 }
@@ -70,8 +72,8 @@ pub(crate) struct Placing {
 }
 
 /// A call in progress, as the SIP task sees it.
-struct Live {
-    events: mpsc::Sender<CallEvent>,
+pub(crate) struct Live {
+    pub(crate) events: mpsc::Sender<CallEvent>,
 }
 
 impl Signalling {
@@ -126,6 +128,7 @@ impl Signalling {
                     Command::Admit { call_id, admission } => self.endpoint.admit(Instant::now(), &call_id, admission),
                     Command::Queued { call_id, reason } => self.endpoint.queued(Instant::now(), &call_id, &reason),
                     Command::HangUp { call_id } => self.endpoint.hang_up(Instant::now(), &call_id),
+                    Command::Dial(request) => self.dial(request, local, &mut calls),
                     Command::Transfer { call_id, target, timeout } => {
                         if let Err(error) = self.endpoint.transfer(Instant::now(), &call_id, &target, timeout)
                             && let Some(live) = calls.get(&call_id)
@@ -192,6 +195,7 @@ impl Signalling {
                         events: receiver,
                         commands: commands.clone(),
                         shutdown: self.shutdown.clone(),
+                        dialling: Arc::clone(&self.dialling),
                     };
                     self.tasks.spawn(call.run());
                 }
@@ -291,6 +295,7 @@ impl Signalling {
             commands: commands.clone(),
             reports: placing.reports.clone(),
             shutdown: self.shutdown.clone(),
+            dialling: Arc::clone(&self.dialling),
         };
         self.tasks.spawn(task.run());
     }
@@ -329,7 +334,7 @@ async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, S
 }
 
 /// The call's configuration: the edge's SIP address, its media on `port`, and a fresh tag.
-fn call_config(local: SocketAddr, advertise: IpAddr, port: u16) -> CallConfig {
+pub(crate) fn call_config(local: SocketAddr, advertise: IpAddr, port: u16) -> CallConfig {
     CallConfig {
         local,
         media: LocalMedia {

@@ -29,6 +29,7 @@ async fn edge() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::J
         media: MediaSettings::default(),
         trunks: Default::default(),
         outbound: None,
+        transfer: switchboard_sip_edge::TransferMethod::default(),
     };
     let edge = Edge::bind(config).await.expect("the edge binds");
     let addr = edge.local_addr();

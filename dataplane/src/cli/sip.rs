@@ -13,7 +13,7 @@ use clap::Args;
 use switchboard_sip_edge::trunk::digest::Algorithm;
 use switchboard_sip_edge::trunk::outbound::OutboundTrunk;
 use switchboard_sip_edge::trunk::{Cidr, Credentials, Trunk, Trunks};
-use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, RateConfig};
+use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, RateConfig, TransferMethod};
 
 /// Options of `switchboard sip`.
 #[derive(Debug, Args)]
@@ -123,6 +123,14 @@ pub struct SipArgs {
     /// "SIP edge"; `0` as the port: any free one, logged at start).
     #[arg(long, env = "SWITCHBOARD_SIP_METRICS_LISTEN", default_value = "0.0.0.0:9060")]
     metrics_listen: SocketAddr,
+    /// How a caller is put through to a person (`transfer_to_person`): `refer` sends SIP
+    /// REFER to the caller's side, and where it refuses the REFER (405, 501, 403, ...) the
+    /// edge dials the person itself and bridges the two calls; `dial` always dials and
+    /// bridges (a trunk known not to take REFER). A person's number is dialled through
+    /// --outbound-trunk when there is one, else through the caller's side; a SIP URI at its
+    /// host.
+    #[arg(long, env = "SWITCHBOARD_SIP_TRANSFER_METHOD", default_value = "refer", value_name = "refer|dial")]
+    transfer_method: TransferMethod,
 }
 
 /// Serves `metrics` on `GET /metrics` at `listen` until `stop`; returns the bound address.
@@ -244,6 +252,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         caller_id,
         ring_timeout_seconds,
         metrics_listen,
+        transfer_method,
     } = args;
     let outbound = outbound(
         outbound_trunk.as_deref(),
@@ -299,6 +308,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         media,
         trunks,
         outbound,
+        transfer: transfer_method,
     };
     let edge = Edge::bind(config).await?;
     let stop_metrics = tokio_util::sync::CancellationToken::new();

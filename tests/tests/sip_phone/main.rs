@@ -21,12 +21,14 @@
 //! One module per concept: [`stack`] starts what a call reaches (local mode and the edge)
 //! and reads what it recorded; [`phone`] drives the baresip phones (callers and callees);
 //! the tests are grouped by what they prove: [`calls`] (inbound calls, refusals, hang-ups,
-//! hostile input), [`trunks`], [`keypad`], [`outbound`], [`transfer`], [`outage`] (an Agent
+//! hostile input), [`trunks`], [`keypad`], [`outbound`], [`transfer`], [`bridge`] (a transfer
+//! the edge dials and bridges itself where REFER is not taken), [`outage`] (an Agent
 //! in outage mode: the call goes to its fallback person), [`proxy`] (a carrier's SIP proxy,
 //! Debian's kamailio, between the phone and the edge), [`queue`] (the gateway's capacity
 //! queue: 182 Queued while a call waits, 503 with Retry-After when refused) and [`local`]
 //! (local mode's own edge).
 
+mod bridge;
 mod calls;
 mod keypad;
 mod local;

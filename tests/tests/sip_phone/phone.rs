@@ -11,9 +11,15 @@ use crate::stack::{Stack, free_udp_tcp_ports, wait_for};
 
 /// How a baresip instance runs, beyond its config.
 #[derive(Clone, Copy, Debug, Default)]
-struct Options {
+pub(crate) struct Options {
     /// SIP trace (`-s`): every SIP message in the log.
-    trace: bool,
+    pub(crate) trace: bool,
+    /// Its tone: how many seconds, at what frequency (default 1.5 s of 500 Hz, phrase 1).
+    pub(crate) tone: Option<(f64, u32)>,
+    /// After the silence, a second tone: its frequency and seconds.
+    pub(crate) then: Option<(u32, u32)>,
+    /// The one codec it offers and takes (default `PCMU`).
+    pub(crate) codec: Option<&'static str>,
 }
 
 /// A baresip instance dialling one URI.
@@ -108,7 +114,7 @@ impl Phone {
     /// receives is in its log, headers and all.
     pub(crate) fn dial_traced(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32) -> Self {
         let dial = format!("/dial sip:{user}@{};transport=udp", stack.sip);
-        let options = Options { trace: true };
+        let options = Options { trace: true, ..Options::default() };
         Self::start_with(&stack.dir, &stack.tools, name, "caller", silence, quit, "udp", "", "", Some(&dial), options).0
     }
 
@@ -133,7 +139,7 @@ impl Phone {
 
     /// [`Phone::start`] with `options`.
     #[allow(clippy::too_many_arguments)]
-    fn start_with(
+    pub(crate) fn start_with(
         root: &Path,
         tools: &Path,
         name: &str,
@@ -159,12 +165,15 @@ impl Phone {
             assert!(status.success(), "sox made {file}");
         };
         part("lead.wav", &["trim", "0", "0.5"]);
-        part("tone.wav", &["synth", "1.5", "sine", "500", "vol", "0.5"]);
+        let (seconds, hz) = options.tone.unwrap_or((1.5, 500));
+        part("tone.wav", &["synth", &seconds.to_string(), "sine", &hz.to_string(), "vol", "0.5"]);
         part("tail.wav", &["trim", "0", &silence.to_string()]);
-        let status = Command::new(&sox)
-            .args([dir.join("lead.wav"), dir.join("tone.wav"), dir.join("tail.wav"), dir.join("say.wav")])
-            .status()
-            .expect("sox runs");
+        let mut parts = vec![dir.join("lead.wav"), dir.join("tone.wav"), dir.join("tail.wav")];
+        if let Some((hz, seconds)) = options.then {
+            part("then.wav", &["synth", &seconds.to_string(), "sine", &hz.to_string(), "vol", "0.5"]);
+            parts.push(dir.join("then.wav"));
+        }
+        let status = Command::new(&sox).args(&parts).arg(dir.join("say.wav")).status().expect("sox runs");
         assert!(status.success(), "sox joined the WAV");
         // baresip listens on a port and the next (TLS): both free.
         let port = free_phone_port();
@@ -176,8 +185,9 @@ impl Phone {
              snd_path {d}/snd\n{more_config}"
         );
         std::fs::write(dir.join("config"), config).expect("config");
+        let codec = options.codec.unwrap_or("PCMU");
         let account =
-            format!("<sip:{user}@127.0.0.1:{port};transport={transport}>;regint=0;audio_codecs=PCMU{account}\n");
+            format!("<sip:{user}@127.0.0.1:{port};transport={transport}>;regint=0;audio_codecs={codec}{account}\n");
         std::fs::write(dir.join("accounts"), account).expect("accounts");
         let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
         let mut baresip = Command::new(tools.join("baresip"));
@@ -230,15 +240,52 @@ impl Phone {
         std::thread::sleep(Duration::from_millis(300));
     }
 
-    /// What the phone heard (its `-dec.wav`): its length in seconds (sox stat) and the RMS
-    /// of each 250 ms of it (0..1 of full scale).
-    pub(crate) fn heard(&self, sox: &Path) -> (f64, Vec<f64>) {
-        let dec = std::fs::read_dir(self.dir.join("snd"))
+    /// How strongly the phone heard a tone of `hz` in each 250 ms of its recording (the
+    /// tone's amplitude, 0..1 of full scale, by the Goertzel algorithm): a sine of another
+    /// frequency — an agent's voice, another phone's tone — barely registers.
+    pub(crate) fn heard_tone(&self, sox: &Path, hz: f64) -> Vec<f64> {
+        let samples = self.samples(sox);
+        samples
+            .chunks_exact(2000)
+            .map(|window| {
+                let w = 2.0 * std::f64::consts::PI * hz / 8000.0;
+                let (mut s1, mut s2) = (0.0f64, 0.0f64);
+                for x in window {
+                    let s0 = x + 2.0 * w.cos() * s1 - s2;
+                    s2 = s1;
+                    s1 = s0;
+                }
+                let power = s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2;
+                2.0 * power.max(0.0).sqrt() / window.len() as f64
+            })
+            .collect()
+    }
+
+    /// The samples of what the phone heard (its `-dec.wav`), -1..1.
+    fn samples(&self, sox: &Path) -> Vec<f64> {
+        let dec = self.recording();
+        let raw = Command::new(sox)
+            .arg(&dec)
+            .args(["-t", "raw", "-e", "signed-integer", "-b", "16", "-c", "1", "-r", "8000", "-"])
+            .output()
+            .expect("sox converts");
+        raw.stdout.chunks_exact(2).map(|b| f64::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0).collect()
+    }
+
+    /// Its recording of what it heard (`-dec.wav`).
+    fn recording(&self) -> PathBuf {
+        std::fs::read_dir(self.dir.join("snd"))
             .expect("the recordings")
             .filter_map(Result::ok)
             .map(|e| e.path())
             .find(|p| p.to_string_lossy().ends_with("-dec.wav"))
-            .unwrap_or_else(|| panic!("baresip wrote no -dec.wav:\n{}", self.log()));
+            .unwrap_or_else(|| panic!("baresip wrote no -dec.wav:\n{}", self.log()))
+    }
+
+    /// What the phone heard (its `-dec.wav`): its length in seconds (sox stat) and the RMS
+    /// of each 250 ms of it (0..1 of full scale).
+    pub(crate) fn heard(&self, sox: &Path) -> (f64, Vec<f64>) {
+        let dec = self.recording();
         let stat = Command::new(sox).arg(&dec).args(["-n", "stat"]).output().expect("sox stat");
         let text = String::from_utf8_lossy(&stat.stderr);
         let length = text
@@ -246,13 +293,7 @@ impl Phone {
             .find_map(|l| l.strip_prefix("Length (seconds):"))
             .and_then(|v| v.trim().parse::<f64>().ok())
             .unwrap_or_else(|| panic!("sox stat: {text}"));
-        let raw = Command::new(sox)
-            .arg(&dec)
-            .args(["-t", "raw", "-e", "signed-integer", "-b", "16", "-c", "1", "-r", "8000", "-"])
-            .output()
-            .expect("sox converts");
-        let samples: Vec<f64> =
-            raw.stdout.chunks_exact(2).map(|b| f64::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0).collect();
+        let samples = self.samples(sox);
         let windows = samples.chunks(2000).map(|w| (w.iter().map(|s| s * s).sum::<f64>() / w.len() as f64).sqrt());
         (length, windows.collect())
     }

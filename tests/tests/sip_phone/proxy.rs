@@ -14,9 +14,9 @@ use crate::phone::Phone;
 use crate::stack::{Stack, stack_with, wait_for};
 
 /// A kamailio proxying to one edge, on 127.0.0.2 (the phone is on 127.0.0.1).
-struct Proxy {
+pub(crate) struct Proxy {
     child: Child,
-    address: SocketAddr,
+    pub(crate) address: SocketAddr,
     log: PathBuf,
 }
 
@@ -29,6 +29,17 @@ impl Drop for Proxy {
 
 impl Proxy {
     fn start(stack: &Stack) -> Self {
+        Self::start_with(stack, false)
+    }
+
+    /// A proxy that, when `refuse_refer`, answers every REFER itself `501 Not Implemented`
+    /// (a carrier that takes no REFER) instead of relaying it.
+    pub(crate) fn start_with(stack: &Stack, refuse_refer: bool) -> Self {
+        let refer = if refuse_refer {
+            "if (is_method(\"REFER\")) { xlog(\"L_NOTICE\", \"proxy: REFER refused\\n\"); sl_send_reply(\"501\", \"Not Implemented\"); exit; }"
+        } else {
+            ""
+        };
         let dir = stack.dir.join("kamailio");
         std::fs::create_dir_all(&dir).expect("a folder");
         let address = {
@@ -58,6 +69,7 @@ request_route {{
     if (!mf_process_maxfwd_header("10")) {{ sl_send_reply("483", "Too Many Hops"); exit; }}
     if (is_method("CANCEL")) {{ if (t_check_trans()) {{ t_relay(); }} exit; }}
     if (has_totag()) {{
+        {refer}
         if (loose_route()) {{
             xlog("L_NOTICE", "proxy: $rm in dialogue from $si:$sp\n");
             t_relay();
@@ -103,12 +115,12 @@ request_route {{
         proxy
     }
 
-    fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The lines the config's `xlog` wrote (`proxy: ...`).
-    fn relayed(&self) -> Vec<String> {
+    pub(crate) fn relayed(&self) -> Vec<String> {
         self.log_text().lines().filter_map(|l| l.split_once("proxy: ").map(|(_, r)| r.to_owned())).collect()
     }
 }

@@ -11,7 +11,7 @@ use crate::stack::{dead_port, stack_custom, the_session, wait_for};
 
 /// A simulator script for the transfer tests: the caller's tone (phrase 1) asks for
 /// `person`; the agent calls `transfer_to_person`, and says sorry when it fails.
-fn transfer_script(stack_dir: &Path, person: &str) -> PathBuf {
+pub(crate) fn transfer_script(stack_dir: &Path, person: &str) -> PathBuf {
     let script = format!(
         "sonic:\n  phrases:\n    1: \"Put me through to the {person} please\"\n\
          rules:\n\
@@ -31,7 +31,7 @@ fn transfer_script(stack_dir: &Path, person: &str) -> PathBuf {
 
 /// The people triage may put a caller through to: `advisor` at `advisor`'s phone, and
 /// `nobody` at a port where nothing answers.
-fn people(advisor: u16, nobody: u16) -> String {
+pub(crate) fn people(advisor: u16, nobody: u16) -> String {
     format!(
         "    transferTimeoutSeconds: 10\n    people:\n\
          \x20     - {{ name: advisor, address: \"sip:advisor@127.0.0.1:{advisor}\", description: Accounts }}\n\

@@ -58,6 +58,7 @@ impl Servers {
             media: MediaSettings::default(),
             trunks,
             outbound: None,
+            transfer: switchboard_sip_edge::TransferMethod::default(),
         };
         let edge = switchboard_sip_edge::Edge::bind(config).await.map_err(start_error)?;
         let addr = edge.local_addr();

@@ -169,6 +169,11 @@ impl Relay {
         }
     }
 
+    /// The media session with the phone, taken (the bridge to a person carries it on).
+    pub(super) fn take_session(&mut self) -> Option<switchboard_sip::media::session::MediaSession> {
+        self.session.take().map(|(session, ..)| session)
+    }
+
     pub(super) fn interrupted(&mut self) {
         self.pending.clear();
         if let Some((session, ..)) = &mut self.session {

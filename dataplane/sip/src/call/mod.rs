@@ -19,7 +19,11 @@
 //!
 //! An [`OutboundCall`] is a call the edge places (RFC 3261 UAC): the INVITE client
 //! transaction with its offer, provisional answers, the ACK, CANCEL, and BYE either way.
+//!
+//! Where the caller's side takes no REFER, the edge dials the person itself and bridges the
+//! two legs: the transfer's rules are in [`bridge`].
 
+pub mod bridge;
 mod dialog;
 pub mod refer;
 mod retransmit;

@@ -114,6 +114,11 @@ impl MediaSession {
         }
     }
 
+    /// What offer/answer settled (the remote address as latched).
+    pub fn media(&self) -> &Negotiated {
+        &self.media
+    }
+
     /// A re-INVITE or UPDATE moved the media (hold, a new address or codec).
     pub fn update(&mut self, media: Negotiated) {
         if media.codec != self.media.codec {

@@ -119,6 +119,16 @@ impl Destination {
         }
         Ok(Self::Uri(text.to_owned()))
     }
+
+    /// Where a SIP URI's host is, `(HOST, PORT)` (5060 when the URI names none): the edge
+    /// reaches a person at a SIP URI there directly. `None` for a number (it goes through a
+    /// trunk).
+    pub fn host_port(&self) -> Option<(String, u16)> {
+        match self {
+            Self::Number(_) => None,
+            Self::Uri(uri) => host_port(uri.strip_prefix("sip:")?.split_once('@')?.1),
+        }
+    }
 }
 
 impl fmt::Display for Destination {
@@ -186,6 +196,12 @@ mod tests {
         assert_eq!(trunk.request_uri(&number), "sip:+442079460018@trunk.example.com:5060;user=phone");
         assert_eq!(trunk.from_uri("192.0.2.1:5060".parse().unwrap()), "sip:+4930123456@192.0.2.1:5060");
         let uri = Destination::parse("sip:alice@pbx.example.com:5080").expect("a SIP URI");
+        assert_eq!(uri.host_port(), Some(("pbx.example.com".to_owned(), 5080)));
+        assert_eq!(
+            Destination::parse("sip:bob@[2001:db8::2]").expect("v6").host_port(),
+            Some(("2001:db8::2".to_owned(), 5060))
+        );
+        assert_eq!(number.host_port(), None);
         assert_eq!(trunk.request_uri(&uri), "sip:alice@pbx.example.com:5080", "a URI goes as it is");
         let trunk = OutboundTrunk::new("sip:127.0.0.1:5090;transport=udp", "switchboard", None).expect("valid");
         assert_eq!((trunk.host.as_str(), trunk.port), ("127.0.0.1", 5090));
