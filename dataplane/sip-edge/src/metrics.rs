@@ -297,6 +297,7 @@ fn end_outcome(end: &End) -> &'static str {
         End::Session(_) => "agent_hung_up",
         End::MediaTimeout => "rtp_timeout",
         End::Shutdown => "shutdown",
+        End::Bridged(_) => "bridged",
     }
 }
 
