@@ -119,6 +119,15 @@ impl Destination {
         }
         Ok(Self::Uri(text.to_owned()))
     }
+
+    /// Where a SIP URI is, `HOST` and `PORT` (5060 when absent), to call it with no trunk
+    /// between; `None` for a number, which only a trunk can route.
+    pub fn host_port(&self) -> Option<(String, u16)> {
+        match self {
+            Self::Number(_) => None,
+            Self::Uri(uri) => host_port(uri.strip_prefix("sip:")?.split_once('@')?.1),
+        }
+    }
 }
 
 impl fmt::Display for Destination {
@@ -187,6 +196,12 @@ mod tests {
         assert_eq!(trunk.from_uri("192.0.2.1:5060".parse().unwrap()), "sip:+4930123456@192.0.2.1:5060");
         let uri = Destination::parse("sip:alice@pbx.example.com:5080").expect("a SIP URI");
         assert_eq!(trunk.request_uri(&uri), "sip:alice@pbx.example.com:5080", "a URI goes as it is");
+        assert_eq!(uri.host_port(), Some(("pbx.example.com".to_owned(), 5080)), "where it is called with no trunk");
+        assert_eq!(
+            Destination::parse("sip:bob@[2001:db8::2]").expect("v6").host_port(),
+            Some(("2001:db8::2".into(), 5060))
+        );
+        assert_eq!(number.host_port(), None, "a number needs a trunk");
         let trunk = OutboundTrunk::new("sip:127.0.0.1:5090;transport=udp", "switchboard", None).expect("valid");
         assert_eq!((trunk.host.as_str(), trunk.port), ("127.0.0.1", 5090));
         let v6 = OutboundTrunk::new("sip:[2001:db8::1]:5062", "bank", None).expect("IPv6");
