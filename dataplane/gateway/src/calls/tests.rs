@@ -25,7 +25,9 @@ fn a_call_goes_to_a_connected_edge_and_moves_with_its_reports() {
     let (edge, mut to_edge) = calls.attach();
     let placed = calls.place("k", ("bank", "triage"), request("+442079460018"), now).expect("placed");
     assert_eq!((placed.state, placed.agent.as_str()), (CallState::Queued, "bank/triage"));
-    let Ok(ToEdge::Place { id, to, agent, ticket }) = to_edge.try_recv() else { panic!("nothing sent to the edge") };
+    let Ok(ToEdge::Place { id, to, agent, ticket, answering_machine: None }) = to_edge.try_recv() else {
+        panic!("nothing sent to the edge (without detection)")
+    };
     assert_eq!((id.as_str(), to.as_str(), agent.as_str()), (placed.id.as_str(), "+442079460018", "bank/triage"));
     calls.report(edge, report(&id, CallState::Ringing, Some(180)), now);
     assert_eq!(calls.status("k", &id).expect("status").state, CallState::Ringing);
