@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::ObjectRef;
 
+mod answering_machine;
 mod app_context;
 mod authority;
 mod capacity;
@@ -24,6 +25,10 @@ mod text_models;
 mod tool;
 mod variant;
 
+pub use answering_machine::{
+    AnsweringMachine, BEEP_TIMEOUT_SECONDS, DECISION_TIMEOUT_MILLIS, GREETING_MAX_MILLIS, OnMachine,
+    SILENCE_AFTER_GREETING_MILLIS,
+};
 pub use app_context::{AppContext, MAX_APP_MEMORY_KEYS};
 pub use authority::{
     GATEWAY_KEYS, MAX_KEY_LEN, MemoryPath, MemoryPathError, VERIFIED_USER, default_identity_keys, is_memory_key,

@@ -162,6 +162,10 @@ pub struct Route {
     /// What a model fills in after each session that started here (`spec.record.analysis`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<crate::agent::AnalysisSettings>,
+    /// Answering-machine detection on the Agent's outbound calls
+    /// (`spec.telephony.answeringMachine`), handed to the SIP edge with each call it places.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answering_machine: Option<crate::agent::AnsweringMachine>,
 }
 
 fn is_default_identity_keys(keys: &[String]) -> bool {
@@ -191,6 +195,7 @@ impl Route {
             numbers: spec.telephony.numbers.clone(),
             analysis: spec.record.analysis.clone(),
             app_context: spec.app_context.clone(),
+            answering_machine: spec.telephony.answering_machine.clone(),
         }
     }
 
@@ -365,6 +370,7 @@ mod tests {
             capacity: RouteCapacity::default(),
             numbers: vec![],
             analysis: None,
+            answering_machine: None,
             app_context: Default::default(),
         }
     }

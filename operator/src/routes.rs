@@ -139,6 +139,7 @@ fn route(agent: &Agent) -> Option<Route> {
         numbers: agent.spec.telephony.numbers.clone(),
         analysis: agent.spec.record.analysis.clone(),
         app_context: agent.spec.app_context.clone(),
+        answering_machine: agent.spec.telephony.answering_machine.clone(),
     })
 }
 

@@ -193,6 +193,7 @@ fn route(ns: &str, runtime: &Runtime, handoffs: &[&str], expose: bool) -> Route 
         capacity: Default::default(),
         numbers: vec![],
         analysis: None,
+        answering_machine: None,
         app_context: Default::default(),
     }
 }

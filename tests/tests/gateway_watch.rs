@@ -41,6 +41,7 @@ fn table(ns: &str, names: &[&str]) -> String {
             capacity: Default::default(),
             numbers: vec![],
             analysis: None,
+            answering_machine: None,
             app_context: Default::default(),
         })
         .collect();

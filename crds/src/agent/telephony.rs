@@ -71,12 +71,20 @@ pub struct Telephony {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 5, max = 300))]
     pub transfer_timeout_seconds: Option<u32>,
+    /// Answering-machine detection on the Agent's outbound calls (`POST /v1/calls`) and
+    /// what a call does when a machine answers: leave the agent's message after the beep,
+    /// or hang up. Absent: no detection, the agent talks as soon as the call is answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answering_machine: Option<super::AnsweringMachine>,
 }
 
 impl Telephony {
     /// True when nothing is set (the field is left out of the spec).
     pub fn is_empty(&self) -> bool {
-        self.numbers.is_empty() && self.people.is_empty() && self.transfer_timeout_seconds.is_none()
+        self.numbers.is_empty()
+            && self.people.is_empty()
+            && self.transfer_timeout_seconds.is_none()
+            && self.answering_machine.is_none()
     }
 
     /// The person named `name`.

@@ -3,7 +3,8 @@
 //! another Agent claimed a number first is the operator's check: it sees every Agent.
 //! The people a caller may be put through to: named once each, reachable at an E.164
 //! number or a SIP URI, at most [`MAX_PEOPLE`], with no tool of the Agent's own under the
-//! built-in tool's name.
+//! built-in tool's name. Answering-machine detection: each threshold in its range, the
+//! longest greeting shorter than the decision timeout, and only on an Agent with audio.
 
 use super::{Problem, Reason, duplicates};
 use crate::agent::{AgentSpec, MAX_NUMBERS, MAX_PEOPLE, TRANSFER_TO_PERSON_TOOL, is_e164, is_person_address};
@@ -11,6 +12,7 @@ use crate::agent::{AgentSpec, MAX_NUMBERS, MAX_PEOPLE, TRANSFER_TO_PERSON_TOOL, 
 /// Problems with the Agent's phone numbers and people.
 pub(crate) fn check_telephony(spec: &AgentSpec, problems: &mut Vec<Problem>) {
     check_people(spec, problems);
+    check_answering_machine(spec, problems);
     let numbers = &spec.telephony.numbers;
     if numbers.is_empty() {
         return;
@@ -131,6 +133,62 @@ fn check_people(spec: &AgentSpec, problems: &mut Vec<Problem>) {
     }
 }
 
+/// Problems with `spec.telephony.answeringMachine`.
+fn check_answering_machine(spec: &AgentSpec, problems: &mut Vec<Problem>) {
+    use crate::agent::{
+        BEEP_TIMEOUT_SECONDS, DECISION_TIMEOUT_MILLIS, GREETING_MAX_MILLIS, SILENCE_AFTER_GREETING_MILLIS,
+    };
+    let Some(amd) = &spec.telephony.answering_machine else { return };
+    let field = |name: &str| format!("spec.telephony.answeringMachine.{name}");
+    let ranges = [
+        (
+            "greetingMaxMillis",
+            amd.greeting_max_millis,
+            GREETING_MAX_MILLIS,
+            "ms of speech that make a machine's greeting",
+        ),
+        (
+            "silenceAfterGreetingMillis",
+            amd.silence_after_greeting_millis,
+            SILENCE_AFTER_GREETING_MILLIS,
+            "ms of silence that end a person's greeting",
+        ),
+        ("decisionTimeoutMillis", amd.decision_timeout_millis, DECISION_TIMEOUT_MILLIS, "ms to decide in"),
+        ("beepTimeoutSeconds", amd.beep_timeout_seconds, BEEP_TIMEOUT_SECONDS, "s to wait for the beep"),
+    ];
+    for (name, value, range, what) in ranges {
+        if let Some(value) = value
+            && !range.contains(&value)
+        {
+            problems.push(Problem::new(
+                Reason::InvalidField,
+                field(name),
+                format!("{value}: the {what} is between {} and {}", range.start(), range.end()),
+            ));
+        }
+    }
+    let greeting = amd.greeting_max_millis.unwrap_or(2500);
+    let timeout = amd.decision_timeout_millis.unwrap_or(5000);
+    if greeting >= timeout {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            field("decisionTimeoutMillis"),
+            format!(
+                "{timeout} ms is not longer than the longest greeting ({greeting} ms): no call could ever be found a \
+                 machine; raise decisionTimeoutMillis or lower greetingMaxMillis"
+            ),
+        ));
+    }
+    if !spec.mode.has_audio() {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "spec.telephony.answeringMachine",
+            "a text-only Agent places no phone calls, so it detects no answering machines: set mode voice or hybrid, \
+             or remove answeringMachine",
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,5 +262,35 @@ mod tests {
         let many: Vec<String> = (0..65).map(|i| format!("+4420794600{i:02}")).collect();
         let many: Vec<&str> = many.iter().map(String::as_str).collect();
         assert!(problems("voice", &many)[0].contains("at most 64"));
+    }
+
+    fn amd_problems(mode: &str, amd: &str) -> Vec<String> {
+        let spec: AgentSpec = serde_yaml::from_str(&format!(
+            "mode: {mode}\npersonaRef: {{name: p}}\nworkflowRef: {{name: w}}\ntelephony: {{ answeringMachine: {amd} }}\n"
+        ))
+        .expect("spec");
+        let mut out = Vec::new();
+        check_telephony(&spec, &mut out);
+        out.into_iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn answering_machine_settings_are_in_range_and_only_on_agents_that_call() {
+        assert!(amd_problems("voice", "{}").is_empty());
+        assert!(
+            amd_problems("voice", "{onMachine: hangUp, greetingMaxMillis: 3000, beepTimeoutSeconds: 10}").is_empty()
+        );
+        let bad = amd_problems("voice", "{silenceAfterGreetingMillis: 50, beepTimeoutSeconds: 600}");
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(bad[0].contains("silenceAfterGreetingMillis") && bad[0].contains("between 300 and 3000"), "{bad:?}");
+        assert!(bad[1].contains("beepTimeoutSeconds") && bad[1].contains("between 1 and 120"), "{bad:?}");
+        let never = amd_problems("voice", "{greetingMaxMillis: 6000}");
+        assert!(never.len() == 1 && never[0].contains("could ever be found a machine"), "{never:?}");
+        let text = amd_problems("text", "{onMachine: leaveMessage}");
+        assert!(text.len() == 1 && text[0].contains("text-only"), "{text:?}");
+        let unknown: Result<AgentSpec, _> = serde_yaml::from_str(
+            "mode: voice\npersonaRef: {name: p}\nworkflowRef: {name: w}\ntelephony: {answeringMachine: {onMachine: hold}}\n",
+        );
+        assert!(unknown.is_err(), "an unknown action is refused when read");
     }
 }

@@ -143,6 +143,7 @@ mod tests {
             capacity: Default::default(),
             numbers: vec![],
             analysis: None,
+            answering_machine: None,
             app_context: Default::default(),
         }
     }

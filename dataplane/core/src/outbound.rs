@@ -9,8 +9,12 @@
 //! its WebSocket request. The gateway takes the ticket once and seeds the session's memory
 //! with the call ([`MEMORY_KEY`]: its id, whom it called and the variables the API request
 //! gave): context only the gateway vouches for, which no client of `/v1/session` can set.
+//! An Agent with answering-machine detection has it in the [`ToEdge::Place`]; the edge
+//! reports who answered ([`FromEdge::Detected`]) and when the callee first heard the agent
+//! ([`FromEdge::Heard`]).
 
 use serde::{Deserialize, Serialize};
+pub use switchboard_crds::agent::{AnsweringMachine, OnMachine};
 
 /// Where callers place calls (`POST`) and read one (`GET /v1/calls/{id}`).
 pub const CALLS_PATH: &str = "/v1/calls";
@@ -115,7 +119,34 @@ pub enum ToEdge {
         agent: String,
         /// The one-time ticket the edge presents when it opens the session.
         ticket: String,
+        /// The Agent's answering-machine detection (`spec.telephony.answeringMachine`);
+        /// absent: none, the agent talks as soon as the call is answered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answering_machine: Option<AnsweringMachine>,
     },
+}
+
+/// Who answered an outbound call, as answering-machine detection found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnsweredBy {
+    /// A person: the agent talks at once.
+    Human,
+    /// An answering machine or voicemail.
+    Machine,
+    /// Detection could not tell in time: the agent talks, as to a person.
+    Unknown,
+}
+
+impl AnsweredBy {
+    /// Its name (the `answered_by` of a call's status; the metric's label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Human => "human",
+            Self::Machine => "machine",
+            Self::Unknown => "unknown",
+        }
+    }
 }
 
 /// From an edge to the gateway.
@@ -137,6 +168,23 @@ pub enum FromEdge {
         /// The session the answered call opened.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_id: Option<String>,
+    },
+    /// Answering-machine detection decided who answered (in whatever state the call is).
+    Detected {
+        /// The call's id.
+        id: String,
+        /// Who answered.
+        answered_by: AnsweredBy,
+        /// How long after the answer it was decided, in milliseconds.
+        after_ms: u64,
+    },
+    /// The callee first heard the agent: the agent's first audio went out this long after
+    /// the answer (the delay AMD, the session's opening and the greeting add together).
+    Heard {
+        /// The call's id.
+        id: String,
+        /// Milliseconds from the answer (200 OK) to the agent's first audio.
+        after_ms: u64,
     },
 }
 
@@ -174,7 +222,13 @@ mod tests {
 
     #[test]
     fn the_dispatch_messages_read_as_they_are_written() {
-        let place = ToEdge::Place { id: "c1".into(), to: "+4420".into(), agent: "triage".into(), ticket: "t".into() };
+        let place = ToEdge::Place {
+            id: "c1".into(),
+            to: "+4420".into(),
+            agent: "triage".into(),
+            ticket: "t".into(),
+            answering_machine: None,
+        };
         let text = serde_json::to_string(&place).expect("json");
         assert_eq!(text, r#"{"type":"place","id":"c1","to":"+4420","agent":"triage","ticket":"t"}"#);
         let report: FromEdge =
@@ -182,6 +236,17 @@ mod tests {
         assert_eq!(
             report,
             FromEdge::Progress { id: "c1".into(), state: NoAnswer, status: None, reason: None, session_id: None }
+        );
+        let place: ToEdge = serde_json::from_str(
+            r#"{"type":"place","id":"c1","to":"+4420","agent":"a","ticket":"t","answering_machine":{"onMachine":"hangUp"}}"#,
+        )
+        .expect("reads");
+        let ToEdge::Place { answering_machine: Some(amd), .. } = place else { panic!("{place:?}") };
+        assert_eq!(amd.on_machine, OnMachine::HangUp);
+        let detected = FromEdge::Detected { id: "c1".into(), answered_by: AnsweredBy::Machine, after_ms: 2820 };
+        assert_eq!(
+            serde_json::to_string(&detected).expect("json"),
+            r#"{"type":"detected","id":"c1","answered_by":"machine","after_ms":2820}"#
         );
     }
 }

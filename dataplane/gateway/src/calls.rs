@@ -21,7 +21,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
-use switchboard_core::outbound::{CallState, FromEdge, ToEdge};
+use switchboard_core::outbound::{AnsweredBy, AnsweringMachine, CallState, FromEdge, ToEdge};
 use switchboard_sip::trunk::outbound::Destination;
 use tokio::sync::mpsc;
 
@@ -84,6 +84,16 @@ pub struct CallStatus {
     /// The session the answered call opened (in the conversation record).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// Who answered, when the Agent detects answering machines: `human`, `machine` or
+    /// `unknown`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<AnsweredBy>,
+    /// How long after the answer detection decided, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detected_after_ms: Option<u64>,
+    /// How long after the answer the callee first heard the agent, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_heard_after_ms: Option<u64>,
     /// When it was placed, milliseconds since the Unix epoch.
     pub created_at_ms: u64,
     /// When it last moved.
@@ -157,6 +167,8 @@ pub struct Calls {
     inner: Mutex<Inner>,
     /// Calls ended, by outcome (`switchboard_gateway_outbound_calls_total`).
     outcomes: prometheus::CounterVec,
+    /// Who answered (`switchboard_gateway_outbound_answered_by_total`).
+    answered_by: prometheus::CounterVec,
 }
 
 impl std::fmt::Debug for Calls {
@@ -189,9 +201,10 @@ pub fn check_variables(variables: &BTreeMap<String, String>) -> Result<(), CallE
 }
 
 impl Calls {
-    /// No calls; `outcomes` counts the finished ones.
-    pub fn new(config: CallsConfig, outcomes: prometheus::CounterVec) -> Self {
-        Self { config, inner: Mutex::default(), outcomes }
+    /// No calls; `outcomes` counts the finished ones, `answered_by` who answered those the
+    /// edge listened to.
+    pub fn new(config: CallsConfig, outcomes: prometheus::CounterVec, answered_by: prometheus::CounterVec) -> Self {
+        Self { config, inner: Mutex::default(), outcomes, answered_by }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -233,6 +246,19 @@ impl Calls {
         request: PlaceRequest,
         now: Instant,
     ) -> Result<CallStatus, CallError> {
+        self.place_with(owner, agent_route, None, request, now)
+    }
+
+    /// [`Calls::place`] for an Agent with answering-machine detection
+    /// (`spec.telephony.answeringMachine`), which the edge is told with the call.
+    pub fn place_with(
+        &self,
+        owner: &str,
+        agent_route: (&str, &str),
+        answering_machine: Option<AnsweringMachine>,
+        request: PlaceRequest,
+        now: Instant,
+    ) -> Result<CallStatus, CallError> {
         let destination = Destination::parse(request.to.trim()).map_err(|e| CallError::Invalid(e.to_string()))?;
         check_variables(&request.variables)?;
         let mut inner = self.lock();
@@ -256,6 +282,7 @@ impl Calls {
             to: destination.to_string(),
             agent: format!("{}/{}", agent_route.0, agent_route.1),
             ticket: ticket.clone(),
+            answering_machine,
         };
         // Round robin over the edges; one whose queue is full (stuck) is passed over.
         let count = inner.edges.len();
@@ -278,6 +305,9 @@ impl Calls {
             sip_status: None,
             reason: None,
             session_id: None,
+            answered_by: None,
+            detected_after_ms: None,
+            agent_heard_after_ms: None,
             created_at_ms: at,
             updated_at_ms: at,
         };
@@ -305,7 +335,27 @@ impl Calls {
     }
 
     fn apply(&self, inner: &mut Inner, edge: u64, report: FromEdge, now: Instant) {
-        let FromEdge::Progress { id, state, status, reason, session_id } = report;
+        let (id, state, status, reason, session_id) = match report {
+            FromEdge::Progress { id, state, status, reason, session_id } => (id, state, status, reason, session_id),
+            FromEdge::Detected { id, answered_by, after_ms } => {
+                let Some(entry) = inner.calls.get_mut(&id).filter(|e| e.edge == edge) else { return };
+                if entry.status.answered_by.is_none() {
+                    self.answered_by.with_label_values(&[answered_by.as_str()]).inc();
+                }
+                entry.status.answered_by = Some(answered_by);
+                entry.status.detected_after_ms = Some(after_ms);
+                entry.status.updated_at_ms = now_ms();
+                tracing::info!(call = %id, answered_by = answered_by.as_str(), after_ms, "outbound call: who answered");
+                return;
+            }
+            FromEdge::Heard { id, after_ms } => {
+                let Some(entry) = inner.calls.get_mut(&id).filter(|e| e.edge == edge) else { return };
+                entry.status.agent_heard_after_ms.get_or_insert(after_ms);
+                entry.status.updated_at_ms = now_ms();
+                tracing::info!(call = %id, after_ms, "outbound call: the callee first heard the agent");
+                return;
+            }
+        };
         let Some(entry) = inner.calls.get_mut(&id).filter(|e| e.edge == edge) else { return };
         let Some(next) = entry.status.state.advance(state) else { return };
         entry.status.state = next;

@@ -233,7 +233,8 @@ impl Gateway {
         };
         let capacity = capacity::Capacity::new(config.capacity.clone())?;
         let metrics = Metrics::new()?;
-        let calls = calls::Calls::new(config.calls, metrics.outbound_calls.clone());
+        let calls =
+            calls::Calls::new(config.calls, metrics.outbound_calls.clone(), metrics.outbound_answered_by.clone());
         Ok(Self {
             calls,
             outages: outage::Outages::new()?,

@@ -33,6 +33,8 @@ pub struct Metrics {
     pub agent_ready_pods: GaugeVec,
     /// Outbound calls ended, by outcome.
     pub outbound_calls: CounterVec,
+    /// Outbound calls by who answered them, as the edge's answering-machine detection found.
+    pub outbound_answered_by: CounterVec,
     /// Sessions started with context from the host app's backend, by Agent and what became
     /// of the caller it vouched for (`verified`, `not_trusted`, `none`).
     pub app_context: CounterVec,
@@ -104,6 +106,11 @@ impl Metrics {
             "Outbound calls (POST /v1/calls) ended, by outcome: completed, busy, no_answer, failed.",
             &["outcome"],
         )?;
+        let outbound_answered_by = counter(
+            "switchboard_gateway_outbound_answered_by_total",
+            "Outbound calls of Agents with answering-machine detection, by who answered: human, machine, unknown.",
+            &["answered_by"],
+        )?;
         let app_context = counter(
             "switchboard_gateway_app_context_sessions_total",
             "Sessions started with context from the host app's backend (session_start.app_context), by agent and what became of the caller it vouched for: verified (the Agent trusts the app for identity), not_trusted (left out: verified as usual), none (no caller in it).",
@@ -111,6 +118,7 @@ impl Metrics {
         )?;
         Ok(Self {
             outbound_calls,
+            outbound_answered_by,
             app_context,
             registry,
             live,

@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::gateway::{self, GatewayConfig, Queued, Refused, Session};
 use crate::ports::PortPair;
-use media::Relay;
+pub(crate) use media::Relay;
 pub(crate) use media::law;
 use route::{agent_of, phone_call};
 
@@ -179,10 +179,22 @@ impl Call {
     /// Relays media between the call and its open session until either ends (an outbound
     /// call's task too, once answered: [`crate::outbound`]).
     pub(crate) async fn relay(&mut self, session: Session, session_law: Law) -> End {
+        let relay = Relay::new(self.settings.clone(), session_law, self.incoming.source.ip());
+        self.relay_from(session, relay, None).await
+    }
+
+    /// [`Call::relay`] with the call's media already under way in `relay` (an outbound
+    /// call listened to for answering-machine detection first); `heard` is told when the
+    /// agent's first audio comes, the moment the phone starts hearing it.
+    pub(crate) async fn relay_from(
+        &mut self,
+        session: Session,
+        mut relay: Relay,
+        mut heard: Option<tokio::sync::oneshot::Sender<std::time::Instant>>,
+    ) -> End {
         let (sink, mut stream) = session.socket.split();
         let (to_gateway, outgoing) = mpsc::channel::<Message>(self.settings.gateway_queue);
         let writer = tokio::spawn(write(sink, outgoing));
-        let mut relay = Relay::new(self.settings.clone(), session_law, self.incoming.source.ip());
         let mut tick = tokio::time::interval(Duration::from_millis(u64::from(FRAME_MS)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut report = tokio::time::interval(Duration::from_secs(5));
@@ -209,7 +221,12 @@ impl Call {
                     Some(_) => {}
                 },
                 frame = stream.next() => match frame {
-                    Some(Ok(Message::Binary(audio))) => relay.agent_audio(&audio),
+                    Some(Ok(Message::Binary(audio))) => {
+                        relay.agent_audio(&audio);
+                        if let Some(heard) = heard.take_if(|_| !audio.is_empty()) {
+                            let _ = heard.send(std::time::Instant::now());
+                        }
+                    }
                     Some(Ok(Message::Text(text))) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
                         Ok(ServerMessage::BidiInterruption {}) => relay.interrupted(),
                         Ok(ServerMessage::TransferRequest { tool_use_id, person, address, timeout_seconds, .. }) => {

@@ -60,9 +60,7 @@ pub(crate) async fn run(
                     tokio::select! {
                         frame = stream.next() => match frame {
                             Some(Ok(Message::Text(text))) => match serde_json::from_str::<ToEdge>(text.as_str()) {
-                                Ok(ToEdge::Place { id, to, agent, ticket }) => {
-                                    place(&outbound, &placements, &report_tx, id, to, agent, ticket).await;
-                                }
+                                Ok(call) => place(&outbound, &placements, &report_tx, call).await,
                                 Err(error) => tracing::warn!("a message from the gateway does not read: {error}"),
                             },
                             Some(Ok(Message::Close(_))) | None => break,
@@ -103,32 +101,63 @@ async fn place(
     outbound: &Outbound,
     placements: &mpsc::Sender<Placement>,
     reports: &mpsc::Sender<FromEdge>,
-    id: String,
-    to: String,
-    agent: String,
-    ticket: String,
+    call: ToEdge,
 ) {
-    let target = (outbound.trunk.host.as_str(), outbound.trunk.port);
-    let peer: Option<SocketAddr> = match tokio::net::lookup_host(target).await {
+    let ToEdge::Place { id, to, agent, ticket, answering_machine } = call;
+    let (host, port, what) = match target(outbound, &to) {
+        Ok(target) => target,
+        Err(why) => return report(reports, &id, CallState::Failed, None, Some(why)),
+    };
+    let peer: Option<SocketAddr> = match tokio::net::lookup_host((host.as_str(), port)).await {
         Ok(mut addresses) => addresses.next(),
         Err(error) => {
-            tracing::warn!(host = %outbound.trunk.host, %error, "the outbound trunk does not resolve");
+            tracing::warn!(%host, %error, "{what} does not resolve");
             None
         }
     };
     let Some(peer) = peer else {
-        let reason = format!("the outbound trunk {} does not resolve", outbound.trunk.host);
+        let reason = format!("{what} {host} does not resolve");
         return report(reports, &id, CallState::Failed, None, Some(reason));
     };
-    let placement = Placement { id: id.clone(), to, agent, ticket, peer };
+    let placement = Placement { id: id.clone(), to, agent, ticket, peer, answering_machine };
     if placements.try_send(placement).is_err() {
         report(reports, &id, CallState::Failed, Some(503), Some("the SIP edge is too busy to place it".into()));
     }
 }
 
+/// Where the INVITE of a call to `to` goes: the trunk, or with none ([`Outbound::direct`])
+/// the SIP URI's own host; and what that is, for the log.
+fn target(outbound: &Outbound, to: &str) -> Result<(String, u16, &'static str), String> {
+    if !outbound.direct {
+        return Ok((outbound.trunk.host.clone(), outbound.trunk.port, "the outbound trunk"));
+    }
+    let destination = switchboard_sip::trunk::outbound::Destination::parse(to).map_err(|e| e.to_string())?;
+    match destination.host_port() {
+        Some((host, port)) => Ok((host, port, "the callee's host")),
+        None => Err(format!(
+            "no outbound trunk routes the number {to}: call a SIP URI (sip:USER@HOST[:PORT]), or give local mode a \
+             trunk (--sip-outbound-trunk sip:HOST[:PORT])"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::dispatch_url;
+    use super::{dispatch_url, target};
+    use crate::Outbound;
+    use switchboard_sip::trunk::outbound::OutboundTrunk;
+
+    #[test]
+    fn with_no_trunk_a_uri_is_called_at_its_host_and_a_number_is_refused() {
+        let trunk = OutboundTrunk::new("sip:10.0.0.9:5070", "switchboard", None).expect("trunk");
+        let mut outbound = Outbound { trunk, ring_timeout: std::time::Duration::from_secs(5), direct: false };
+        assert_eq!(target(&outbound, "+442079460018"), Ok(("10.0.0.9".into(), 5070, "the outbound trunk")));
+        assert_eq!(target(&outbound, "sip:a@127.0.0.1:5090"), Ok(("10.0.0.9".into(), 5070, "the outbound trunk")));
+        outbound.direct = true;
+        assert_eq!(target(&outbound, "sip:a@127.0.0.1:5090"), Ok(("127.0.0.1".into(), 5090, "the callee's host")));
+        let refused = target(&outbound, "+442079460018").expect_err("a number needs a trunk");
+        assert!(refused.contains("--sip-outbound-trunk"), "{refused}");
+    }
 
     #[test]
     fn the_dispatch_url_is_the_gateways_with_the_edge_path() {

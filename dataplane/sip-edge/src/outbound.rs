@@ -9,19 +9,30 @@
 //! 603), `no_answer` (no final answer within the ring timeout: the INVITE is cancelled) or
 //! `failed` with the SIP status and reason; a session the gateway will not open hangs the
 //! answered call up and is `failed`.
+//!
+//! An Agent with answering-machine detection has its calls listened to first ([`listen`]):
+//! who answered is reported ([`FromEdge::Detected`]); a machine is hung up on
+//! (`onMachine: hangUp`: `answered` then `completed`, no session) or left a message (the
+//! session opens once the beep ends). Every answered call reports when the callee first
+//! heard the agent ([`FromEdge::Heard`]): the delay from the answer to the agent's first
+//! audio, detection, the session's opening and the greeting together.
+
+mod listen;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use switchboard_core::outbound::{CallState, FromEdge, state_of_status};
+use switchboard_core::outbound::{AnsweringMachine, CallState, FromEdge, OnMachine, state_of_status};
 use switchboard_sip::call::{CallEvent, EndReason, Incoming};
+use switchboard_sip::media::amd::Verdict;
+use switchboard_sip::media::g711::Law;
 use switchboard_sip::sdp::Negotiated;
 use switchboard_sip::trunk::outbound::OutboundTrunk;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::call::{Call, Command, MediaSettings, law};
+use crate::call::{Call, Command, MediaSettings, Relay, law};
 use crate::gateway::{self, GatewayConfig};
 use crate::ports::PortPair;
 
@@ -32,6 +43,10 @@ pub struct Outbound {
     pub trunk: OutboundTrunk,
     /// How long a call may ring before it is cancelled (`no_answer`).
     pub ring_timeout: Duration,
+    /// No trunk (local mode without `--sip-outbound-trunk`): a SIP URI is called at its own
+    /// host and port, a number is refused (`failed`: no trunk routes it); `trunk` then only
+    /// names the caller-id.
+    pub direct: bool,
 }
 
 /// A call the gateway asked for, its trunk's address resolved.
@@ -47,6 +62,8 @@ pub(crate) struct Placement {
     pub ticket: String,
     /// The trunk's address now.
     pub peer: SocketAddr,
+    /// The Agent's answering-machine detection, if it has it.
+    pub answering_machine: Option<AnsweringMachine>,
 }
 
 /// Sends a report to the gateway; one that cannot be queued is dropped (the gateway fails
@@ -130,9 +147,17 @@ impl PlacedCall {
         let _ = self.commands.send(Command::HangUp { call_id: self.call_id.clone() }).await;
     }
 
-    async fn answered(self, media: Negotiated) {
+    async fn answered(mut self, media: Negotiated) {
+        let answered_at = Instant::now();
         let id = self.placement.id.clone();
         let session_law = law(media.codec);
+        let mut relay = Relay::new(Arc::clone(&self.settings), session_law, self.placement.peer.ip());
+        relay.media(media);
+        if let Some(amd) = self.placement.answering_machine.clone()
+            && !self.detect(&amd, &mut relay, session_law).await
+        {
+            return;
+        }
         let opened = tokio::select! {
             opened = gateway::open_call(&self.gateway, &self.placement.agent, session_law, &self.placement.ticket) => opened,
             () = self.shutdown.cancelled() => {
@@ -152,27 +177,7 @@ impl PlacedCall {
         };
         let session_id = session.id.clone();
         tracing::info!(call = %id, agent = %self.placement.agent, session = %session_id, "outbound call answered");
-        let answered = FromEdge::Progress {
-            id: id.clone(),
-            state: CallState::Answered,
-            status: Some(200),
-            reason: None,
-            session_id: Some(session_id.clone()),
-        };
-        if self.reports.try_send(answered).is_err() {
-            tracing::warn!(call = %id, "the answered report to the gateway was dropped");
-        }
-        // The relay learns the media from the event that settled it, then takes the rest.
-        let (events, receiver) = mpsc::channel(16);
-        let _ = events.try_send(CallEvent::Established(media.clone()));
-        let mut rest = self.events;
-        tokio::spawn(async move {
-            while let Some(event) = rest.recv().await {
-                if events.send(event).await.is_err() {
-                    break;
-                }
-            }
-        });
+        answered(&self.reports, &id, Some(session_id.clone()));
         let incoming = Incoming {
             call_id: self.call_id.clone(),
             dialled: Some(self.placement.agent.clone()),
@@ -181,7 +186,7 @@ impl PlacedCall {
             caller_private: false,
             display_name: None,
             source: self.placement.peer,
-            media: Some(media),
+            media: None,
         };
         let live = self.metrics.answered(crate::metrics::Direction::Outbound);
         let mut call = Call {
@@ -191,17 +196,99 @@ impl PlacedCall {
             ports: self.ports,
             gateway: self.gateway,
             settings: self.settings,
-            events: receiver,
+            events: self.events,
             commands: self.commands,
             shutdown: self.shutdown,
             dialling: self.dialling,
         };
-        let end = call.relay(session, session_law).await;
+        let (heard_tx, heard_rx) = tokio::sync::oneshot::channel::<Instant>();
+        let reports = self.reports.clone();
+        let heard = async {
+            if let Ok(at) = heard_rx.await {
+                let after_ms = millis(at.saturating_duration_since(answered_at));
+                tracing::info!(call = %id, after_ms, "the callee first heard the agent");
+                send(&reports, &id, FromEdge::Heard { id: id.clone(), after_ms });
+            }
+        };
+        let (end, ()) = tokio::join!(call.relay_from(session, relay, Some(heard_tx)), heard);
         live.ended(&end);
         let ended = end.describe();
         tracing::info!(call = %id, session = %session_id, end = %ended, "outbound call ended");
         report(&self.reports, &id, CallState::Completed, None, Some(ended));
     }
+
+    /// Answering-machine detection (see [`listen`]): reports who answered; false when the
+    /// call is over (hung up on a machine, the callee gone, the edge shutting down).
+    async fn detect(&mut self, amd: &AnsweringMachine, relay: &mut Relay, session_law: Law) -> bool {
+        let id = self.placement.id.clone();
+        let leave_message = amd.on_machine == OnMachine::LeaveMessage;
+        let listening = listen::Listening {
+            relay,
+            ports: &self.ports,
+            events: &mut self.events,
+            session_law,
+            shutdown: &self.shutdown,
+        };
+        let over = |why: String| {
+            answered(&self.reports, &id, None);
+            report(&self.reports, &id, CallState::Completed, None, Some(why));
+        };
+        match listening.run(listen::config(amd), leave_message).await {
+            listen::Listened::Decided { verdict, after, message } => {
+                let answered_by = listen::answered_by(verdict);
+                let after_ms = millis(after);
+                tracing::info!(call = %id, answered_by = answered_by.as_str(), after_ms, "answering-machine detection");
+                send(&self.reports, &id, FromEdge::Detected { id: id.clone(), answered_by, after_ms });
+                if let Some((start, at)) = message {
+                    tracing::info!(call = %id, ?start, after_ms = millis(at), "the message to the machine starts");
+                }
+                if verdict == Verdict::Machine && !leave_message {
+                    self.hang_up().await;
+                    over("answered by a machine: hung up (onMachine: hangUp)".to_owned());
+                    return false;
+                }
+                true
+            }
+            listen::Listened::Ended(reason) => {
+                over(format!("the phone side, during answering-machine detection: {reason:?}"));
+                false
+            }
+            listen::Listened::MediaTimeout => {
+                self.hang_up().await;
+                over("no RTP from the callee during answering-machine detection".to_owned());
+                false
+            }
+            listen::Listened::Shutdown => {
+                self.hang_up().await;
+                report(&self.reports, &id, CallState::Failed, None, Some("the edge is shutting down".into()));
+                false
+            }
+        }
+    }
+}
+
+/// Milliseconds of `duration`, saturated.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Queues a report for the gateway; one that cannot be queued is dropped.
+fn send(reports: &mpsc::Sender<FromEdge>, id: &str, report: FromEdge) {
+    if reports.try_send(report).is_err() {
+        tracing::warn!(call = id, "a call's report to the gateway was dropped");
+    }
+}
+
+/// Reports the call answered (with its session, once open).
+fn answered(reports: &mpsc::Sender<FromEdge>, id: &str, session_id: Option<String>) {
+    let answered = FromEdge::Progress {
+        id: id.to_owned(),
+        state: CallState::Answered,
+        status: Some(200),
+        reason: None,
+        session_id,
+    };
+    send(reports, id, answered);
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! `switchboard call`: places an outbound call through a gateway (`POST /v1/calls`; its SIP
 //! edge dials through the outbound trunk) and prints its progress (`GET /v1/calls/{id}`)
 //! until it is over: ringing, answered (with the session's id), then completed, busy,
-//! no answer or failed with the SIP status. Exits 0 when the call was answered.
+//! no answer or failed with the SIP status. Exits 0 when the call was answered. With the
+//! Agent's answering-machine detection: who answered (`human`, `machine`, `unknown`); and
+//! for every answered call, how long after the answer the callee first heard the agent.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -130,11 +132,23 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(follow_seconds);
     let mut last = placed["state"].as_str().unwrap_or_default().to_owned();
     let mut answered = false;
+    let (mut detected, mut heard) = (false, false);
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let (status, read) = request(&client, http::Method::GET, &format!("{url}/{id}"), key.as_deref(), None).await?;
         if status != 200 {
             bail!("reading call {id}: {status} {}", read["message"].as_str().unwrap_or(""));
+        }
+        if let (false, Some(who)) = (detected, read["answered_by"].as_str()) {
+            detected = true;
+            println!(
+                "answered by: {who} (decided {} ms after the answer)",
+                read["detected_after_ms"].as_u64().unwrap_or(0)
+            );
+        }
+        if let (false, Some(after)) = (heard, read["agent_heard_after_ms"].as_u64()) {
+            heard = true;
+            println!("the callee first heard the agent {after} ms after the answer");
         }
         let state = read["state"].as_str().unwrap_or_default().to_owned();
         if state != last {

@@ -62,6 +62,17 @@ pub struct LocalArgs {
           value_parser = super::sip::port_range)]
     sip_rtp_ports: std::ops::RangeInclusive<u16>,
 
+    /// Where the agents' outbound calls go (`switchboard call`, `POST /v1/calls`): a trunk's
+    /// SIP URI, `sip:HOST[:PORT]` (UDP), which routes numbers and SIP URIs. Default: no
+    /// trunk; a SIP URI (`sip:me@127.0.0.1:5062`, a softphone on this machine) is called at
+    /// its own address, and a number is refused.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_TRUNK", value_name = "SIP URI")]
+    sip_outbound_trunk: Option<String>,
+
+    /// The number (E.164) or SIP user outbound calls come from (the From header).
+    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_CALLER_ID", default_value = local::LocalSip::DEFAULT_CALLER_ID)]
+    sip_caller_id: String,
+
     /// ICE-TCP, the WebRTC fallback for clients whose network blocks UDP (as `switchboard
     /// gateway --webrtc-tcp`): the TCP address the edge listens on beside its UDP socket,
     /// offered in every answer as a passive TCP candidate. Default: on, any free port on
@@ -134,6 +145,8 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         allowed_origins,
         sip_listen,
         sip_rtp_ports,
+        sip_outbound_trunk,
+        sip_caller_id,
         webrtc_tcp,
         voice,
         record,
@@ -171,13 +184,24 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let addr = local.server.local_addr()?;
     // Phones: the SIP edge in this process. The default address is tried and skipped with
     // a warning when taken (another local mode, a softphone); one asked for must be free.
+    // Bad outbound settings stop local mode (never a silent phone-less start).
+    let trunk_uri = sip_outbound_trunk.as_deref().unwrap_or("sip:127.0.0.1");
+    switchboard_sip_edge::trunk::outbound::OutboundTrunk::new(trunk_uri, &sip_caller_id, None)?;
+    let outbound_trunk = sip_outbound_trunk.clone();
+    let caller_id = sip_caller_id;
     let sip = match sip_listen {
         Some(SipListen::Off) => None,
         Some(SipListen::On(listen)) => {
-            Some(local.server.serve_sip(&local::LocalSip { listen, rtp_ports: sip_rtp_ports }).await?)
+            let sip = local::LocalSip { listen, rtp_ports: sip_rtp_ports, outbound_trunk, caller_id };
+            Some(local.server.serve_sip(&sip).await?)
         }
         None => {
-            let sip = local::LocalSip { listen: local::LocalSip::DEFAULT_LISTEN, rtp_ports: sip_rtp_ports };
+            let sip = local::LocalSip {
+                listen: local::LocalSip::DEFAULT_LISTEN,
+                rtp_ports: sip_rtp_ports,
+                outbound_trunk,
+                caller_id,
+            };
             match local.server.serve_sip(&sip).await {
                 Ok(addr) => Some(addr),
                 Err(error) => {
@@ -208,7 +232,16 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     }
     if let Some(sip) = sip {
         let agent = local.default_agent.as_deref().or_else(|| local.agents.first().map(String::as_str));
-        println!("Phone calls: sip:{}@{sip} (UDP and TCP)", agent.unwrap_or("<agent>"));
+        let agent = agent.unwrap_or("<agent>");
+        println!("Phone calls: sip:{agent}@{sip} (UDP and TCP)");
+        match &sip_outbound_trunk {
+            Some(trunk) => println!(
+                "Outbound calls through {trunk}: switchboard call <number or sip:USER@HOST:PORT> --agent {agent} --gateway http://{addr}"
+            ),
+            None => println!(
+                "Outbound calls: switchboard call sip:USER@HOST:PORT --agent {agent} --gateway http://{addr} (no trunk: --sip-outbound-trunk to call numbers)"
+            ),
+        }
     }
     let udp = local.webrtc.advertised();
     match local.webrtc.tcp() {

@@ -172,7 +172,7 @@ fn outbound(
         None => None,
     };
     let trunk = OutboundTrunk::new(uri, caller_id, credentials)?;
-    Ok(Some(switchboard_sip_edge::Outbound { trunk, ring_timeout }))
+    Ok(Some(switchboard_sip_edge::Outbound { trunk, ring_timeout, direct: false }))
 }
 
 /// The `username` and `password` files of `dir`, each one line of 1-256 bytes.

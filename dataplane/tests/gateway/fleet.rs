@@ -217,6 +217,7 @@ impl Fleet {
                 numbers: spec.telephony.numbers.clone(),
                 analysis: spec.record.analysis.clone(),
                 app_context: spec.app_context.clone(),
+                answering_machine: spec.telephony.answering_machine.clone(),
             });
         }
         let mut endpoints: HashMap<(String, String), Vec<SocketAddr>> = HashMap::new();

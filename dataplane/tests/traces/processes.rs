@@ -113,6 +113,7 @@ impl Bank {
                 capacity: Default::default(),
                 numbers: vec![],
                 analysis: None,
+                answering_machine: None,
                 app_context: Default::default(),
             });
         }

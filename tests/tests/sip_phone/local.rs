@@ -1,4 +1,5 @@
-//! Local mode's own SIP edge (`switchboard local --sip-listen`).
+//! Local mode's own SIP edge (`switchboard local --sip-listen`): answering calls, and
+//! placing them with no trunk.
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -8,7 +9,7 @@ use switchboard_tests::cluster::tools_bin;
 use switchboard_tests::repo_root;
 use switchboard_tests::switchboard::{Process, switchboard_binary};
 
-use crate::phone::Phone;
+use crate::phone::{Callee, Phone, free_phone_port};
 use crate::stack::{RTP_PORTS, copy_dir, free_udp_range, get_metrics, sample, wait_for};
 
 /// Local mode answers phones itself (`switchboard local --sip-listen`): the SIP edge runs in
@@ -85,6 +86,86 @@ fn local_mode_answers_a_phone_call_in_process() {
     assert_eq!(sample(&text, r#"switchboard_sip_calls_total{direction="inbound",outcome="answered"}"#), Some(1.0));
     assert_eq!(sample(&text, r#"switchboard_sip_calls_active{direction="inbound"}"#), Some(0.0));
     assert!(text.contains("# TYPE switchboard_gateway_sessions_live gauge"), "the gateway's beside them: {text}");
+    drop(local);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Local mode places calls too, with no trunk: `switchboard call sip:USER@HOST:PORT` rings a
+/// softphone on this machine at its own address through local mode's own edge, and the
+/// agent talks when it answers; a number, which only a trunk routes, fails with what to do.
+#[test]
+fn local_mode_calls_a_softphone_with_no_trunk() {
+    let tools = tools_bin().expect("tests/tools/install.sh");
+    let binary = switchboard_binary().expect("the switchboard binary");
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-local-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let agents = dir.join("agents");
+    copy_dir(&repo_root().join("examples/banking"), &agents);
+    let record = format!("sqlite:{}", dir.join("record.db").display());
+    let rtp = free_udp_range(RTP_PORTS);
+    let local = Process::start(
+        &binary,
+        "local-sip-out",
+        &[
+            "local",
+            &agents.to_string_lossy(),
+            "--port",
+            "0",
+            "--record-database-url",
+            &record,
+            "--sip-listen",
+            "127.0.0.1:0",
+            "--sip-rtp-ports",
+            &format!("{}-{}", rtp.0, rtp.1),
+        ],
+        &[],
+        "Chat with: switchboard chat ws://",
+    )
+    .expect("switchboard local starts");
+    let printed = local.log_text();
+    assert!(printed.contains("Outbound calls: switchboard call sip:USER@HOST:PORT --agent triage"), "{printed}");
+    let gateway = printed
+        .lines()
+        .find_map(|l| l.split_once("Chat with: switchboard chat ").map(|(_, url)| url.trim().to_owned()))
+        .expect("local mode prints its session URL");
+    let port = free_phone_port();
+    let phrase: &[&str] = &["synth", "1.5", "sine", "500", "vol", "0.5", "pad", "0.5", "60"];
+    let callee = Callee::listen_saying(&dir, &tools, "callee", "auto", 1, port, &[phrase]);
+    let call = |to: &str| {
+        let mut command = Command::new(&binary);
+        command.args(["call", to, "--agent", "triage", "--gateway", &gateway, "--follow-seconds", "60"]);
+        std::thread::spawn(move || {
+            let out = command.output().expect("switchboard call runs");
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            (out.status.success(), text)
+        })
+    };
+    let placed = call(&callee.uri());
+    let context = || format!("--- local ---\n{}\n--- callee ---\n{}", local.log_text(), callee.phone.log());
+    wait_for(
+        "the softphone answers",
+        Duration::from_secs(30),
+        || callee.phone.log().contains("Call established"),
+        context,
+    );
+    // The callee says its phrase and hears triage's reply; then it hangs up.
+    std::thread::sleep(Duration::from_secs(12));
+    callee.hang_up();
+    let (ok, out) = placed.join().expect("switchboard call");
+    assert!(ok && out.contains("answered (SIP 200) session gw-") && out.contains("completed"), "{out}\n{}", context());
+    assert!(out.contains("the callee first heard the agent"), "{out}");
+    callee.phone.wait_over(Duration::from_secs(10));
+    let (_, windows) = callee.phone.heard(&tools.join("sox"));
+    let voiced = windows.iter().filter(|rms| **rms > 0.02).count();
+    assert!(voiced >= 4, "the softphone heard triage: {windows:?}\n{}", context());
+    let (ok, refused) = call("+442079460018").join().expect("a number");
+    assert!(!ok && refused.contains("no outbound trunk routes the number"), "{refused}");
+    let out = Command::new(&binary)
+        .args(["sessions", "list", "--json", "--record-database-url", &record])
+        .output()
+        .expect("switchboard sessions");
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(list.as_array().expect("a list").len(), 1, "one session for the answered call: {list}");
     drop(local);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -25,9 +25,12 @@
 //! the edge dials and bridges itself where REFER is not taken), [`outage`] (an Agent
 //! in outage mode: the call goes to its fallback person), [`proxy`] (a carrier's SIP proxy,
 //! Debian's kamailio, between the phone and the edge), [`queue`] (the gateway's capacity
-//! queue: 182 Queued while a call waits, 503 with Retry-After when refused) and [`local`]
-//! (local mode's own edge).
+//! queue: 182 Queued while a call waits, 503 with Retry-After when refused), [`amd`]
+//! (answering-machine detection on outbound calls: a person, a machine left a message
+//! after its beep, a machine hung up on) and [`local`] (local mode's own edge, answering
+//! and placing calls).
 
+mod amd;
 mod bridge;
 mod calls;
 mod keypad;

@@ -9,7 +9,7 @@ use crate::stack::{Stack, gateway_url, metrics, sessions, stack_with, wait_for};
 
 /// `switchboard call` against the stack's gateway, on a thread: its exit status and what it
 /// printed.
-fn call(stack: &Stack, to: &str, vars: &[&str]) -> std::thread::JoinHandle<(bool, String)> {
+pub(crate) fn call(stack: &Stack, to: &str, vars: &[&str]) -> std::thread::JoinHandle<(bool, String)> {
     let mut command = Command::new(&stack.binary);
     command.args(["call", to, "--agent", "triage", "--gateway", &gateway_url(stack), "--follow-seconds", "120"]);
     for var in vars {

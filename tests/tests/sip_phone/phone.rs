@@ -315,16 +315,43 @@ pub(crate) fn free_phone_port() -> u16 {
 
 impl Callee {
     pub(crate) fn listen(stack: &Stack, name: &str, answermode: &str, max_calls: u32, port: u16) -> Self {
-        let dir = stack.dir.join(name);
-        std::fs::create_dir_all(dir.join("snd")).expect("a folder");
         // Half a second of silence, the phrase tone (500 Hz, 1.5 s), then silence.
-        let status = Command::new(stack.tools.join("sox"))
-            .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
-            .arg(dir.join("say.wav"))
-            .args(["synth", "1.5", "sine", "500", "vol", "0.5", "pad", "0.5", "60"])
-            .status()
-            .expect("sox runs");
-        assert!(status.success(), "sox made the callee's WAV");
+        let phrase: &[&str] = &["synth", "1.5", "sine", "500", "vol", "0.5", "pad", "0.5", "60"];
+        Self::listen_saying(&stack.dir, &stack.tools, name, answermode, max_calls, port, &[phrase])
+    }
+
+    /// [`Callee::listen`] in `dir` (not a [`Stack`]'s), saying the parts that sox makes
+    /// from each list of `synth` effects (`sox -n ... PART <effects>`), one after another.
+    pub(crate) fn listen_saying(
+        dir: &Path,
+        tools: &Path,
+        name: &str,
+        answermode: &str,
+        max_calls: u32,
+        port: u16,
+        parts: &[&[&str]],
+    ) -> Self {
+        let dir = dir.join(name);
+        std::fs::create_dir_all(dir.join("snd")).expect("a folder");
+        let sox = tools.join("sox");
+        let mut files = Vec::new();
+        for (i, effects) in parts.iter().enumerate() {
+            let part = dir.join(format!("part{i}.wav"));
+            let status = Command::new(&sox)
+                .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
+                .arg(&part)
+                .args(*effects)
+                .status()
+                .expect("sox runs");
+            assert!(status.success(), "sox made the callee's part {effects:?}");
+            files.push(part);
+        }
+        let status = if files.len() == 1 {
+            Command::new(&sox).arg(&files[0]).arg(dir.join("say.wav")).status()
+        } else {
+            Command::new(&sox).args(&files).arg(dir.join("say.wav")).status()
+        };
+        assert!(status.expect("sox runs").success(), "sox made the callee's WAV");
         let d = dir.display();
         let config = format!(
             "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
@@ -337,7 +364,7 @@ impl Callee {
             format!("<sip:callee@127.0.0.1:{port};transport=udp>;regint=0;answermode={answermode};audio_codecs=PCMU\n");
         std::fs::write(dir.join("accounts"), account).expect("accounts");
         let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
-        let child = Command::new(stack.tools.join("baresip"))
+        let child = Command::new(tools.join("baresip"))
             .arg("-f")
             .arg(&dir)
             .args(["-t", "180"])

@@ -122,7 +122,12 @@ pub(crate) fn stack_edited(
     let local = Process::start(
         &binary,
         "local",
-        &[&["local", &agents_arg, "--port", "0", "--record-database-url", &record][..], local_args].concat(),
+        // Its own SIP edge off: the test's `switchboard sip` answers and places the calls.
+        &[
+            &["local", &agents_arg, "--port", "0", "--record-database-url", &record, "--sip-listen", "off"][..],
+            local_args,
+        ]
+        .concat(),
         &[],
         "Chat with: switchboard chat ws://",
     )

@@ -60,7 +60,13 @@ pub async fn place(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body
         let message = format!("this credential may not reach {}/{}; it may reach {scope}", route.namespace, route.name);
         return error(403, "agent_not_allowed", message);
     }
-    match gateway.calls.place(&owner, (&route.namespace, &route.name), request, Instant::now()) {
+    match gateway.calls.place_with(
+        &owner,
+        (&route.namespace, &route.name),
+        route.answering_machine.clone(),
+        request,
+        Instant::now(),
+    ) {
         Ok(status) => (StatusCode::CREATED, Json(status)).into_response(),
         Err(refused) => {
             tracing::info!(code = refused.code(), "outbound call refused: {refused}");

@@ -4,7 +4,8 @@ use super::*;
 
 fn calls(config: CallsConfig) -> (Calls, prometheus::CounterVec) {
     let outcomes = prometheus::CounterVec::new(prometheus::Opts::new("o", "o"), &["outcome"]).expect("metric");
-    (Calls::new(config, outcomes.clone()), outcomes)
+    let answered_by = prometheus::CounterVec::new(prometheus::Opts::new("a", "a"), &["answered_by"]).expect("metric");
+    (Calls::new(config, outcomes.clone(), answered_by), outcomes)
 }
 
 fn request(to: &str) -> PlaceRequest {
@@ -24,7 +25,9 @@ fn a_call_goes_to_a_connected_edge_and_moves_with_its_reports() {
     let (edge, mut to_edge) = calls.attach();
     let placed = calls.place("k", ("bank", "triage"), request("+442079460018"), now).expect("placed");
     assert_eq!((placed.state, placed.agent.as_str()), (CallState::Queued, "bank/triage"));
-    let Ok(ToEdge::Place { id, to, agent, ticket }) = to_edge.try_recv() else { panic!("nothing sent to the edge") };
+    let Ok(ToEdge::Place { id, to, agent, ticket, answering_machine: None }) = to_edge.try_recv() else {
+        panic!("nothing sent to the edge (without detection)")
+    };
     assert_eq!((id.as_str(), to.as_str(), agent.as_str()), (placed.id.as_str(), "+442079460018", "bank/triage"));
     calls.report(edge, report(&id, CallState::Ringing, Some(180)), now);
     assert_eq!(calls.status("k", &id).expect("status").state, CallState::Ringing);
@@ -117,4 +120,32 @@ fn calls_of_an_edge_that_goes_away_fail_unless_answered() {
     assert_eq!(calls.status("k", &answered.id).expect("status").state, CallState::Answered, "its session goes on");
     assert_eq!(outcomes.with_label_values(&["failed"]).get(), 1.0);
     assert_eq!(calls.place("k", ("b", "t"), request("+4420"), now), Err(CallError::NoEdge));
+}
+
+#[test]
+fn the_agents_detection_goes_to_the_edge_and_who_answered_comes_back_into_the_status() {
+    let (calls, _) = calls(CallsConfig::default());
+    let now = Instant::now();
+    let (edge, mut to_edge) = calls.attach();
+    let amd = AnsweringMachine { on_machine: switchboard_core::outbound::OnMachine::HangUp, ..Default::default() };
+    let placed =
+        calls.place_with("k", ("bank", "triage"), Some(amd.clone()), request("+442079460018"), now).expect("placed");
+    let Ok(ToEdge::Place { answering_machine, .. }) = to_edge.try_recv() else { panic!("nothing sent to the edge") };
+    assert_eq!(answering_machine, Some(amd), "the edge is told the Agent's detection");
+    let read = calls.status("k", &placed.id).expect("status");
+    assert_eq!((read.answered_by, read.agent_heard_after_ms), (None, None));
+    let detected = FromEdge::Detected { id: placed.id.clone(), answered_by: AnsweredBy::Human, after_ms: 2840 };
+    calls.report(edge + 1, detected.clone(), now);
+    assert_eq!(calls.status("k", &placed.id).expect("status").answered_by, None, "another edge's report is ignored");
+    calls.report(edge, detected, now);
+    calls.report(edge, FromEdge::Heard { id: placed.id.clone(), after_ms: 3900 }, now);
+    calls.report(edge, FromEdge::Heard { id: placed.id.clone(), after_ms: 9000 }, now);
+    let read = calls.status("k", &placed.id).expect("status");
+    assert_eq!(
+        (read.answered_by, read.detected_after_ms, read.agent_heard_after_ms),
+        (Some(AnsweredBy::Human), Some(2840), Some(3900)),
+        "the first time the callee heard the agent is kept"
+    );
+    let json = serde_json::to_value(&read).expect("json");
+    assert_eq!((json["answered_by"].as_str(), json["agent_heard_after_ms"].as_u64()), (Some("human"), Some(3900)));
 }

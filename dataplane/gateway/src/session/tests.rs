@@ -54,6 +54,7 @@ fn route(name: &str, expose: bool) -> Route {
         capacity: Default::default(),
         numbers: vec![],
         analysis: None,
+        answering_machine: None,
         app_context: Default::default(),
     }
 }

@@ -1,5 +1,7 @@
 //! Local mode's SIP edge: phone calls to the agents of a folder, with no trunk and no
-//! credential, over this gateway on loopback ([`Servers::serve_sip`]).
+//! credential, over this gateway on loopback ([`Servers::serve_sip`]); and the calls the
+//! agents place (`POST /v1/calls`, `switchboard call`): to a SIP URI at its own host (a
+//! softphone on the laptop) with no trunk, or through one ([`LocalSip::outbound_trunk`]).
 
 use std::net::SocketAddr;
 
@@ -14,19 +16,41 @@ pub struct LocalSip {
     pub listen: SocketAddr,
     /// The RTP ports: one even port and the next per call, bound on the listen address.
     pub rtp_ports: std::ops::RangeInclusive<u16>,
+    /// Where outbound calls go: a trunk's URI, `sip:HOST[:PORT]` (numbers and URIs through
+    /// it), or `None`: a SIP URI is called at its own host, a number is refused.
+    pub outbound_trunk: Option<String>,
+    /// The number (E.164) or SIP user outbound calls come from (the From's user).
+    pub caller_id: String,
 }
 
 impl LocalSip {
     /// Local mode's default SIP address (`switchboard local` without `--sip-listen`).
     pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5060);
+    /// The caller-id of outbound calls with no trunk (the From's user).
+    pub const DEFAULT_CALLER_ID: &str = "switchboard";
+    /// How long an outbound call rings before it is `no_answer`.
+    pub const RING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+    /// How the edge places calls: through the trunk, or with none straight to a URI's host.
+    fn outbound(&self) -> Result<switchboard_sip_edge::Outbound, LocalError> {
+        use switchboard_sip_edge::trunk::outbound::OutboundTrunk;
+        // With no trunk, one that is never dialled (`direct`): only its caller-id is used.
+        let (uri, direct) = match &self.outbound_trunk {
+            Some(uri) => (uri.as_str(), false),
+            None => ("sip:127.0.0.1", true),
+        };
+        let trunk = OutboundTrunk::new(uri, &self.caller_id, None).map_err(start_error)?;
+        Ok(switchboard_sip_edge::Outbound { trunk, ring_timeout: Self::RING_TIMEOUT, direct })
+    }
 }
 
 impl Servers {
     /// Answers phone calls too: binds the SIP edge on `sip.listen`, a client of this
     /// gateway's `/v1/session` (on loopback, with no credential: local mode asks for
-    /// none), taking calls from any address with no trunk. Served by [`Servers::run`] with
-    /// the rest, and stopped with it (calls are hung up); its metrics are served on the
-    /// gateway's `/metrics`. Returns the bound SIP address.
+    /// none), taking calls from any address with no trunk, and placing the calls this
+    /// gateway takes (`POST /v1/calls`, over its `/v1/calls/edge` on loopback). Served by
+    /// [`Servers::run`] with the rest, and stopped with it (calls are hung up); its metrics
+    /// are served on the gateway's `/metrics`. Returns the bound SIP address.
     pub async fn serve_sip(&mut self, sip: &LocalSip) -> Result<SocketAddr, LocalError> {
         use switchboard_sip_edge::{EdgeConfig, GatewayConfig, MediaSettings, RateConfig, trunk::Trunks};
         if sip.listen.ip().is_unspecified() {
@@ -57,7 +81,7 @@ impl Servers {
             rate: RateConfig::default(),
             media: MediaSettings::default(),
             trunks,
-            outbound: None,
+            outbound: Some(sip.outbound()?),
             transfer: switchboard_sip_edge::TransferMethod::default(),
         };
         let edge = switchboard_sip_edge::Edge::bind(config).await.map_err(start_error)?;

@@ -35,7 +35,7 @@ fn convert(from: Law, to: Law, audio: &[u8]) -> Vec<u8> {
 type Packet = (SocketAddr, Vec<u8>);
 
 /// The media state of a call, apart from the sockets.
-pub(super) struct Relay {
+pub(crate) struct Relay {
     settings: Arc<MediaSettings>,
     session_law: Law,
     session: Option<(MediaSession, Law, Negotiated)>,
@@ -71,7 +71,7 @@ struct Counts {
 }
 
 impl Relay {
-    pub(super) fn new(settings: Arc<MediaSettings>, session_law: Law, signalling_ip: IpAddr) -> Self {
+    pub(crate) fn new(settings: Arc<MediaSettings>, session_law: Law, signalling_ip: IpAddr) -> Self {
         Self {
             settings,
             session_law,
@@ -86,7 +86,7 @@ impl Relay {
     }
 
     /// Whether the media with the phone is settled (the clocks run only then).
-    pub(super) fn is_settled(&self) -> bool {
+    pub(crate) fn is_settled(&self) -> bool {
         self.session.is_some()
     }
 
@@ -130,7 +130,7 @@ impl Relay {
         }
     }
 
-    pub(super) fn media(&mut self, media: Negotiated) {
+    pub(crate) fn media(&mut self, media: Negotiated) {
         let phone_law = law(media.codec);
         match &mut self.session {
             Some((session, current, negotiated)) => {
@@ -155,7 +155,7 @@ impl Relay {
         }
     }
 
-    pub(super) fn agent_audio(&mut self, audio: &[u8]) {
+    pub(crate) fn agent_audio(&mut self, audio: &[u8]) {
         self.counts.agent_bytes += audio.len() as u64;
         match &mut self.session {
             Some((session, phone_law, _)) => {
@@ -181,7 +181,7 @@ impl Relay {
         }
     }
 
-    pub(super) fn rtp(&mut self, from: SocketAddr, datagram: &[u8], rtcp: bool) {
+    pub(crate) fn rtp(&mut self, from: SocketAddr, datagram: &[u8], rtcp: bool) {
         let Some((session, _, negotiated)) = &mut self.session else {
             self.counts.ignored += 1;
             return;
@@ -229,7 +229,7 @@ impl Relay {
     }
 
     /// The caller's frame for the gateway (in the session's law) and the packet for the phone.
-    pub(super) fn tick(&mut self) -> (Option<Vec<u8>>, Option<Packet>) {
+    pub(crate) fn tick(&mut self) -> (Option<Vec<u8>>, Option<Packet>) {
         let Some((session, phone_law, _)) = &mut self.session else { return (None, None) };
         let tick = session.tick();
         let play = match tick.play {
@@ -240,7 +240,7 @@ impl Relay {
     }
 
     /// Whether the phone, which should be sending, has sent nothing for the timeout.
-    pub(super) fn timed_out(&self) -> bool {
+    pub(crate) fn timed_out(&self) -> bool {
         let Some((_, _, media)) = &self.session else { return false };
         let phone_sends = matches!(media.direction, Direction::SendRecv | Direction::RecvOnly)
             && media.remote.port() != 0
@@ -253,7 +253,7 @@ impl Relay {
         self.session.as_ref()?.0.receiver_stats()
     }
 
-    pub(super) fn report(&mut self, cname: &str) -> Option<Packet> {
+    pub(crate) fn report(&mut self, cname: &str) -> Option<Packet> {
         let (session, ..) = self.session.as_mut()?;
         let wall = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
         session.report(Instant::now(), wall, cname)
