@@ -220,7 +220,8 @@ pub struct AgentSpec {
     pub telephony: Telephony,
     /// Outage mode: where new sessions go when the model service fails (a circuit breaker
     /// over model errors and time to first audio, in the gateway) or when `active` is
-    /// switched on — a person of `telephony.people`, a message, or both — and how traffic
+    /// switched on — a person of `telephony.people`, a message, or both; for a voice or
+    /// hybrid agent also a text-only reply to clients that read text — and how traffic
     /// ramps back. Absent: no outage mode. Changing it rolls no pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outage: Option<OutageSettings>,

@@ -387,6 +387,7 @@ mod tests {
             person: Some(person),
             message: None,
             breaker: crate::agent::Breaker::default(),
+            text: false,
         };
         let mut table = RoutingTable::new(vec![route("bank", "triage"), route("bank", "idv"), route("retail", "shop")]);
         table.outages.insert("bank/triage".into(), own.clone());

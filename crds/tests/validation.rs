@@ -481,3 +481,20 @@ fn phone_numbers_are_e164_on_load_and_one_agents_each_in_a_folder() {
         "the numbers reach the RuntimeSpec (local mode routes with them)"
     );
 }
+
+#[test]
+fn a_text_reply_in_an_outage_is_for_agents_that_speak() {
+    let with = |mode: &str, fallback: &str| {
+        let agent = AGENT.replace("mode: text", &format!("mode: {mode}\n  outage: {{ fallback: {fallback} }}"));
+        problems(&[PERSONA, WORKFLOW, &agent])
+    };
+    assert!(with("voice", "{ message: Sorry, text: true }").is_empty());
+    assert!(with("hybrid", "{ message: Sorry, text: true }").is_empty());
+    let text = with("text", "{ message: Sorry, text: true }");
+    assert_eq!(text.len(), 1, "{text:?}");
+    assert_eq!((text[0].reason, text[0].field.as_str()), (Reason::InvalidField, "spec.outage.fallback.text"));
+    assert!(text[0].message.contains("remove text: true"), "{text:?}");
+    let alone = with("voice", "{ text: true }");
+    assert_eq!(alone.len(), 1, "{alone:?}");
+    assert_eq!(alone[0].field, "spec.outage.fallback");
+}

@@ -414,6 +414,8 @@ fn metrics_md_lists_exactly_the_gateways_the_sip_edges_and_the_operators_series(
     outage.recoveries.with_label_values(&["bank/triage"]).inc();
     outage.fallbacks.with_label_values(&["bank/triage", "breaker"]).inc();
     outage.turns.with_label_values(&["bank/triage", "good"]).inc();
+    outage.text.with_label_values(&["bank/triage", "breaker"]).inc();
+    outage.learned.with_label_values(&["bank/triage"]).inc();
     let rendered = gateway.render() + &record.render() + &webrtc.render() + &capacity.render() + &outage.render();
     assert_table("Gateway", &rendered);
 

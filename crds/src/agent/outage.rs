@@ -13,13 +13,17 @@
 //!   step needs `probeTurns` good turns in a row, and any failed turn trips it again.
 //! - **The fallback**: a person to put the caller through to (one of
 //!   `spec.telephony.people`; a SIP edge transfers the call, another client is told the
-//!   address) and/or a message for the caller.
+//!   address) and/or a message for the caller; and, for a voice or hybrid Agent, `text`:
+//!   a new session whose client reads text is served in text through the Agent's text
+//!   model instead (a phone call still gets the person or the message).
 //!
 //! None of it reaches the runtime pods: flipping the switch or tuning the breaker rolls
 //! nothing.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::Mode;
 
 /// The longest fallback message, in bytes.
 pub const MAX_FALLBACK_MESSAGE: usize = 500;
@@ -43,7 +47,8 @@ pub struct OutageSettings {
 }
 
 /// What a new session gets instead of the agent: a person, a message, or both (the
-/// message first). At least one.
+/// message first). At least one; with `text`, a client that reads text is served in text
+/// instead.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Fallback {
@@ -56,6 +61,13 @@ pub struct Fallback {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 500))]
     pub message: Option<String>,
+    /// A text-only reply: a new session whose client reads text (`text` among its
+    /// `session_start.modalities`, or no `audio`) is served in text through the Agent's text model
+    /// (`model.textModelId`) rather than sent away, and is told so
+    /// (`bidi_session_outage`, `text_only: true`). Clients that only speak — a phone call —
+    /// still get the person or the message. Voice and hybrid Agents only. Default false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub text: bool,
 }
 
 /// The circuit breaker over the Agent's model turns.
@@ -115,19 +127,33 @@ impl Default for Breaker {
 }
 
 impl OutageSettings {
-    /// Every problem with these settings, as `(field, message)`, for a person to fix; the
-    /// people are the Agent's `spec.telephony.people` names. (The schema says the ranges
-    /// for the API server; this is for every spec, local mode's too, and the cross-field
-    /// rules.)
-    pub fn problems<'a>(&self, people: impl IntoIterator<Item = &'a str>) -> Vec<(String, String)> {
+    /// Every problem with these settings, as `(field, message)`, for a person to fix, for
+    /// an Agent of `mode`; the people are the Agent's `spec.telephony.people` names. (The
+    /// schema says the ranges for the API server; this is for every spec, local mode's
+    /// too, and the cross-field rules.)
+    pub fn problems<'a>(&self, mode: Mode, people: impl IntoIterator<Item = &'a str>) -> Vec<(String, String)> {
         let mut problems = Vec::new();
         let mut problem = |field: &str, message: String| problems.push((format!("spec.outage.{field}"), message));
         let fallback = &self.fallback;
         if fallback.person.is_none() && fallback.message.is_none() {
+            let also =
+                if fallback.text { " (callers who cannot read text, such as phone calls, get those)" } else { "" };
             problem(
                 "fallback",
-                "name a person (one of spec.telephony.people), a message, or both: what a new session gets in an outage"
-                    .into(),
+                format!(
+                    "name a person (one of spec.telephony.people), a message, or both: what a new session gets in an \
+                     outage{also}"
+                ),
+            );
+        }
+        if fallback.text && !mode.has_audio() {
+            problem(
+                "fallback.text",
+                format!(
+                    "a {mode} Agent's sessions already run on its text model, the one an outage takes away: \
+                     text: true serves a voice or hybrid Agent's sessions in text while its voice model is out; \
+                     remove text: true (a text Agent falls back to its person or message)"
+                ),
             );
         }
         if let Some(person) = &fallback.person {
@@ -221,9 +247,9 @@ mod tests {
         let read = settings("fallback: { message: Sorry }\n");
         assert_eq!(read.breaker, Breaker::default());
         assert!(!read.active);
-        assert!(read.problems([]).is_empty(), "{:?}", read.problems([]));
+        assert!(read.problems(Mode::Voice, []).is_empty(), "{:?}", read.problems(Mode::Voice, []));
         let none = settings("fallback: {}\n");
-        let problems = none.problems([]);
+        let problems = none.problems(Mode::Voice, []);
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].0, "spec.outage.fallback");
     }
@@ -231,11 +257,11 @@ mod tests {
     #[test]
     fn the_person_must_be_one_of_the_agents_people() {
         let read = settings("active: true\nfallback: { person: advisor }\n");
-        assert!(read.problems(["advisor", "fraud"]).is_empty());
-        let problems = read.problems(["fraud"]);
+        assert!(read.problems(Mode::Voice, ["advisor", "fraud"]).is_empty());
+        let problems = read.problems(Mode::Voice, ["fraud"]);
         assert_eq!(problems[0].0, "spec.outage.fallback.person");
         assert!(problems[0].1.contains("fraud"), "{problems:?}");
-        assert!(read.problems([])[0].1.contains("lists none"));
+        assert!(read.problems(Mode::Voice, [])[0].1.contains("lists none"));
     }
 
     #[test]
@@ -243,7 +269,7 @@ mod tests {
         let read = settings(
             "fallback: { message: ' ' }\nbreaker: { errorPercent: 0, windowSeconds: 1, rampPercent: [50, 10] }\n",
         );
-        let fields: Vec<String> = read.problems([]).into_iter().map(|(f, _)| f).collect();
+        let fields: Vec<String> = read.problems(Mode::Voice, []).into_iter().map(|(f, _)| f).collect();
         assert_eq!(
             fields,
             [
@@ -255,9 +281,30 @@ mod tests {
         );
         for bad in ["[]", "[100]", "[0, 10]", "[10, 10]", "[1,2,3,4,5,6,7,8,9]"] {
             let read = settings(&format!("fallback: {{ message: m }}\nbreaker: {{ rampPercent: {bad} }}\n"));
-            assert_eq!(read.problems([]).len(), 1, "{bad}");
+            assert_eq!(read.problems(Mode::Voice, []).len(), 1, "{bad}");
         }
         let long = settings(&format!("fallback: {{ message: {} }}\n", "a".repeat(501)));
-        assert_eq!(long.problems([]).len(), 1);
+        assert_eq!(long.problems(Mode::Voice, []).len(), 1);
+    }
+
+    #[test]
+    fn a_text_reply_is_for_voice_and_hybrid_agents_and_needs_a_person_or_message_too() {
+        let read = settings("fallback: { message: Sorry, text: true }\n");
+        assert!(read.fallback.text);
+        assert!(read.problems(Mode::Voice, []).is_empty());
+        assert!(read.problems(Mode::Hybrid, []).is_empty());
+        let problems = read.problems(Mode::Text, []);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, "spec.outage.fallback.text");
+        assert!(problems[0].1.contains("voice or hybrid"), "{problems:?}");
+        let alone = settings("fallback: { text: true }\n");
+        let problems = alone.problems(Mode::Voice, []);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, "spec.outage.fallback");
+        assert!(problems[0].1.contains("phone calls"), "{problems:?}");
+        // Off unless asked for, and not written when off.
+        let plain = settings("fallback: { message: Sorry }\n");
+        assert!(!plain.fallback.text);
+        assert!(!serde_json::to_string(&plain).expect("json").contains("text"));
     }
 }

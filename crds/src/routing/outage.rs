@@ -66,6 +66,10 @@ pub struct RouteOutage {
     /// When the gateway trips outage mode by itself.
     #[serde(default)]
     pub breaker: crate::agent::Breaker,
+    /// A text-only reply (`spec.outage.fallback.text`): a new session whose client reads
+    /// text is served in text through the Agent's text model instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub text: bool,
 }
 
 impl RouteOutage {
@@ -78,6 +82,7 @@ impl RouteOutage {
             person,
             message: outage.fallback.message.clone(),
             breaker: outage.breaker.clone(),
+            text: outage.fallback.text && spec.mode.has_audio(),
         })
     }
 }
@@ -99,6 +104,7 @@ impl RoutingTable {
             person: None,
             message: switched.message.clone(),
             breaker: crate::agent::Breaker { enabled: false, ..crate::agent::Breaker::default() },
+            text: false,
         });
         outage.active = true;
         Some(outage)

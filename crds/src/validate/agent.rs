@@ -79,7 +79,7 @@ pub fn validate_agent(name: &str, namespace: &str, spec: &AgentSpec, refs: Refer
     }
     if let Some(outage) = &spec.outage {
         let people = spec.telephony.people.iter().map(|p| p.name.as_str());
-        for (field, message) in outage.problems(people) {
+        for (field, message) in outage.problems(spec.mode, people) {
             problems.push(Problem::new(Reason::InvalidField, field, message));
         }
     }

@@ -19,13 +19,20 @@
 //!   `switch` or `breaker` — the message, the person, and when a new session may be served)
 //!   before any `bidi_connection_start`, then close 4513: never an accepted, silent socket.
 //!   Sessions under way, resumed or continued go on; handoffs are not diverted.
-//! - **Sessions under way** go on when a switch flips, and are told ([`notice`]:
-//!   `bidi_session_outage`, on and off again); a breaker's trip is not told to them.
+//! - **A text-only reply** (`spec.outage.fallback.text`, voice and hybrid Agents): a new
+//!   session whose client reads text is served instead of sent away, in text through the
+//!   Agent's text model ([`serves_text`]; the session machine drops its `audio` modality and
+//!   its audio frames, and tells the client `bidi_session_outage` with `text_only`). Its
+//!   turns are not the breaker's: they say nothing of the voice model.
+//! - **Sessions under way** go on when a switch flips or the breaker trips, and are told
+//!   ([`notice`]: `bidi_session_outage`, on, and off again when the switch goes off or the
+//!   breaker recovers), once each.
 //! - **Told**: every change of a breaker (tripped, ramping, reopened, recovered) is a log
 //!   line, a metric and — on a cluster — a Kubernetes Event on the Agent ([`Outages::events`]);
 //!   the switch's Events are the operator's.
 
 pub mod breaker;
+pub mod metrics;
 pub mod notice;
 pub mod shared;
 pub mod turns;
@@ -35,8 +42,6 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use breaker::{Breaker, Change, Mode, Verdict};
-use prometheus::core::Collector;
-use prometheus::{CounterVec, Encoder, GaugeVec, Opts, Registry, TextEncoder};
 use switchboard_core::protocol::{FallbackPerson, ServerMessage, close_code};
 use switchboard_crds::routing::{Route, RouteOutage};
 use switchboard_serve::frames::Conn;
@@ -47,6 +52,7 @@ use crate::Gateway;
 use crate::session::client_io::ClientIo;
 use crate::session::machine::Close;
 
+pub use metrics::OutageMetrics;
 pub use turns::{Turn, Turns};
 
 pub use notice::DEFAULT_MESSAGE;
@@ -124,6 +130,7 @@ impl Outages {
         };
         if opened {
             self.metrics.learned.with_label_values(&[agent]).inc();
+            self.switches.breaker(agent, true);
             tracing::warn!(
                 %agent, cause = %trip.cause, remaining_ms = remaining.as_millis() as u64,
                 "outage mode on: another gateway replica's breaker tripped; new sessions go to the fallback"
@@ -226,6 +233,11 @@ impl Outages {
                 tracing::warn!(agent = %key, "the shared outage queue is full: the other replicas will not learn this trip");
             }
         }
+        match &change {
+            Change::Tripped { .. } | Change::Reopened => self.switches.breaker(&key, true),
+            Change::Recovered => self.switches.breaker(&key, false),
+            Change::Ramped(_) => {}
+        }
         let (reason, warning, note) = match &change {
             Change::Tripped { cause, failed, total } => {
                 self.metrics.trips.with_label_values(&[key.as_str(), cause]).inc();
@@ -271,25 +283,44 @@ pub struct Diverted {
     pub retry_after: Option<Duration>,
 }
 
-/// Lets a new session of `route`'s Agent through (`Ok`), or tells its client the fallback
-/// and returns the close (4513). Sessions under way (resumed, continued) always go on.
+/// Lets a new session of `route`'s Agent through (`Ok(None)`), serves it in text
+/// (`Ok(Some(cause))`: the Agent's fallback has `text`, the Agent speaks, and the client
+/// reads text, [`serves_text`]), or
+/// tells its client the fallback and returns the close (4513). Sessions under way (resumed,
+/// continued) always go on.
 pub async fn admit(
     gateway: &Gateway,
     route: &Route,
     under_way: bool,
+    modalities: &[String],
     client: &mut Conn<ClientIo>,
-) -> Result<(), Close> {
+) -> Result<Option<&'static str>, Close> {
     if under_way {
-        return Ok(());
+        return Ok(None);
     }
     let Some(outage) = gateway.directory.borrow().table().outage_in_effect(&route.namespace, &route.name) else {
-        return Ok(());
+        return Ok(None);
     };
-    let Err(diverted) = gateway.outages.admit(route, &outage, Instant::now()) else { return Ok(()) };
+    let Err(diverted) = gateway.outages.admit(route, &outage, Instant::now()) else { return Ok(None) };
+    if serves_text(route, &outage, modalities) {
+        let agent = format!("{}/{}", route.namespace, route.name);
+        gateway.outages.metrics.text.with_label_values(&[&agent, diverted.cause]).inc();
+        tracing::info!(%agent, cause = diverted.cause, "outage mode: the new session is served in text by the text model");
+        return Ok(Some(diverted.cause));
+    }
     let message = fallback(route, &outage, diverted);
     gateway.metrics.refused.with_label_values(&["outage"]).inc();
     let _ = tokio::time::timeout(Duration::from_secs(5), client.send(Message::text(message.to_json()))).await;
     Err((close_code::OUTAGE, "outage: see bidi_session_fallback".into()))
+}
+
+/// Whether a diverted new session of `route`'s Agent is served in text: the Agent's
+/// fallback says so, the Agent speaks (a text Agent's text model is what fails), and the
+/// client reads text — `text` among its `modalities`, or no `audio` (a session without it
+/// is a text session); a phone call's session asks for `audio` alone.
+pub fn serves_text(route: &Route, outage: &RouteOutage, modalities: &[String]) -> bool {
+    let has = |name: &str| modalities.iter().any(|m| m.eq_ignore_ascii_case(name));
+    outage.text && route.mode.has_audio() && (has("text") || !has("audio"))
 }
 
 /// The `bidi_session_fallback` of a diverted session.
@@ -330,78 +361,37 @@ pub async fn publish_events(client: kube::Client, instance: String, mut changes:
     }
 }
 
-/// The outage metrics of one gateway, by Agent (`namespace/name`; only Agents with outage
-/// mode) and bounded causes.
-#[derive(Clone, Debug)]
-pub struct OutageMetrics {
-    registry: Registry,
-    /// 0 closed, 1 ramping back, 2 open (tripped), 3 switched on.
-    pub state: GaugeVec,
-    /// Trips, by Agent and cause.
-    pub trips: CounterVec,
-    /// Recoveries, by Agent.
-    pub recoveries: CounterVec,
-    /// New sessions sent to the fallback, by Agent and cause.
-    pub fallbacks: CounterVec,
-    /// Turns judged, by Agent and outcome.
-    pub turns: CounterVec,
-    /// Trips learned from another replica, by Agent.
-    pub learned: CounterVec,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl OutageMetrics {
-    /// A registry of its own with every outage metric.
-    pub fn new() -> Result<Self, prometheus::Error> {
-        let registry = Registry::new();
-        fn register<C: Collector + Clone + 'static>(registry: &Registry, c: C) -> Result<C, prometheus::Error> {
-            registry.register(Box::new(c.clone()))?;
-            Ok(c)
-        }
-        let state = register(
-            &registry,
-            GaugeVec::new(
-                Opts::new(
-                    "switchboard_gateway_outage_state",
-                    "Outage mode of each Agent that has one: 0 serving, 1 ramping back, 2 tripped (every new session falls back), 3 switched on.",
-                ),
-                &["agent"],
-            )?,
-        )?;
-        let counter = |name: &str, help: &str, labels: &[&str]| -> Result<CounterVec, prometheus::Error> {
-            register(&registry, CounterVec::new(Opts::new(name, help), labels)?)
-        };
-        let trips = counter(
-            "switchboard_gateway_outage_trips_total",
-            "Times an Agent's breaker turned outage mode on, by cause (errors, slow_first_audio, probe_failed).",
-            &["agent", "cause"],
-        )?;
-        let recoveries = counter(
-            "switchboard_gateway_outage_recoveries_total",
-            "Times an Agent's breaker ramped all the way back.",
-            &["agent"],
-        )?;
-        let fallbacks = counter(
-            "switchboard_gateway_outage_fallbacks_total",
-            "New sessions sent to the Agent's fallback, by cause (switch, breaker).",
-            &["agent", "cause"],
-        )?;
-        let turns = counter(
-            "switchboard_gateway_outage_turns_total",
-            "Turns of Agents with outage mode as the breaker judged them (good, error, slow).",
-            &["agent", "outcome"],
-        )?;
-        let learned = counter(
-            "switchboard_gateway_outage_learned_total",
-            "Times an Agent's breaker opened because another gateway replica's tripped (through the shared store).",
-            &["agent"],
-        )?;
-        Ok(Self { registry, state, trips, recoveries, fallbacks, turns, learned })
+    fn route(mode: &str) -> Route {
+        serde_json::from_value(serde_json::json!({
+            "namespace": "bank", "name": "triage", "mode": mode, "service": "triage.bank.svc",
+            "port": 8080, "path": "/v1/session", "handoffs": [], "expose": true, "default": true,
+            "ready": true, "readyReplicas": 1
+        }))
+        .expect("a route")
     }
 
-    /// The text exposition format.
-    pub fn render(&self) -> String {
-        let mut out = Vec::new();
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
-        String::from_utf8(out).unwrap_or_default()
+    #[test]
+    fn only_clients_that_read_text_of_agents_that_speak_are_served_in_text() {
+        let outage = RouteOutage {
+            active: true,
+            person: None,
+            message: Some("Sorry.".into()),
+            breaker: switchboard_crds::agent::Breaker::default(),
+            text: true,
+        };
+        let of = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        let voice = route("voice");
+        assert!(serves_text(&voice, &outage, &of(&["audio", "text"])), "a web client");
+        assert!(serves_text(&voice, &outage, &of(&["text"])));
+        assert!(serves_text(&voice, &outage, &of(&[])), "no audio: a text session");
+        assert!(!serves_text(&voice, &outage, &of(&["audio"])), "a phone call");
+        assert!(serves_text(&route("hybrid"), &outage, &of(&["audio", "text"])));
+        assert!(!serves_text(&route("text"), &outage, &of(&["text"])), "a text Agent's text model is what fails");
+        let without = RouteOutage { text: false, ..outage };
+        assert!(!serves_text(&voice, &without, &of(&["audio", "text"])));
     }
 }

@@ -273,6 +273,10 @@ pub struct Parked {
     /// `namespace/name`: a resumed session keeps them.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub variants: std::collections::BTreeMap<String, String>,
+    /// Why the session is served in text only (an outage's `switch` or `breaker`), if it
+    /// is: a resumed session stays so, and its notices say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_only: Option<String>,
 }
 
 fn is_live(reach: &crate::directory::Reach) -> bool {

@@ -80,6 +80,7 @@ pub fn apply(base: &RoutingTable, file: &OutageFile) -> Result<RoutingTable, Str
             person: None,
             message: switched.message.clone(),
             breaker: Breaker { enabled: false, ..Breaker::default() },
+            text: false,
         });
         outage.active = true;
     }
@@ -165,7 +166,13 @@ mod tests {
         let mut table = RoutingTable::new(vec![route("triage"), route("idv")]);
         table.outages.insert(
             "bank/triage".into(),
-            RouteOutage { active: false, person: None, message: Some("Own.".into()), breaker: Breaker::default() },
+            RouteOutage {
+                active: false,
+                person: None,
+                message: Some("Own.".into()),
+                breaker: Breaker::default(),
+                text: false,
+            },
         );
         table
     }

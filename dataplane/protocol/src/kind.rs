@@ -398,9 +398,10 @@ mod tests {
             ServerMessage::BidiSessionOutage {
                 agent: "bank/triage".into(),
                 active: true,
-                cause: "switch".into(),
+                cause: "breaker".into(),
                 message: "Putting you through to an advisor.".into(),
                 person: Some(crate::FallbackPerson { name: "advisor".into(), address: "+442079460001".into() }),
+                text_only: true,
             },
             ServerMessage::BidiConnectionDraining { seconds: 3 },
             ServerMessage::BidiConnectionClose { reason: "bye".into() },

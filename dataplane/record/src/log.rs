@@ -157,6 +157,12 @@ impl SessionLog {
         self.push_plain(agent, "region", json!({ "region": region, "cause": cause }), None);
     }
 
+    /// The new session was served in text only, through `agent`'s text model, because the
+    /// Agent was in outage mode (`cause`: `switch` or `breaker`) and its fallback says so.
+    pub fn text_only(&self, agent: &str, cause: &str) {
+        self.push_plain(agent, "outage_text_only", json!({ "cause": cause }), None);
+    }
+
     /// The session moved to another pod of its Agent.
     pub fn moved(&self, agent: &str, reason: &str) {
         self.push_plain(agent, "moved", json!({ "reason": reason }), None);

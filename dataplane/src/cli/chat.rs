@@ -268,8 +268,13 @@ fn print_message(message: &ServerMessage, live: bool) {
                 println!("[try again in about {seconds} s]");
             }
         }
-        ServerMessage::BidiSessionOutage { agent, active: true, message, person, .. } => {
-            println!("[{agent} was switched into outage mode; this session goes on: {message}]");
+        ServerMessage::BidiSessionOutage { agent, active: true, message, person, cause, text_only } => {
+            let why = if cause == "breaker" { "its model service is failing" } else { "an operator switched it on" };
+            if *text_only {
+                println!("[{agent} is in outage mode ({why}): this session is served in text only: {message}]");
+            } else {
+                println!("[{agent} is in outage mode ({why}); this session goes on: {message}]");
+            }
             if let Some(person) = person {
                 println!("[or reach {} at {}]", person.name, person.address);
             }

@@ -28,6 +28,7 @@ mod noise;
 mod outage;
 mod outage_local;
 mod outage_shared;
+mod outage_text;
 mod phone;
 mod postgres;
 mod process;

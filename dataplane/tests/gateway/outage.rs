@@ -5,6 +5,8 @@
 //!   trips and a new session gets `bidi_session_fallback` (the person, the message, a retry
 //!   hint) and close 4513 — never a silent socket. Once the open time is over, a share of new
 //!   sessions is served; their good turns ramp it back until every session is served again.
+//!   A session under way all along goes on and is told of the trip and of the recovery
+//!   (`bidi_session_outage`, cause `breaker`), once each.
 //! - The switch (`active`): every new session goes to the fallback at once, told the cause
 //!   `switch`; turned off, sessions are served again. A session under way goes on — the turn
 //!   it is in ends as it would — and is told (`bidi_session_outage`, on, then off again).
@@ -45,6 +47,7 @@ fn outage(active: bool) -> RouteOutage {
             probe_turns: 2,
             ..Breaker::default()
         },
+        text: false,
     }
 }
 
@@ -90,6 +93,32 @@ async fn ask(client: &mut Client) -> Vec<ServerMessage> {
     }
 }
 
+/// Reads `client` on a task of its own (so it answers the gateway's pings while the test
+/// drives other sessions) and sends each outage notice it is told; it must not end.
+fn watch_notices(mut client: Client) -> tokio::sync::mpsc::UnboundedReceiver<ServerMessage> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            match client.next_within(Duration::from_secs(600)).await {
+                Some(Some(Ok(notice @ ServerMessage::BidiSessionOutage { .. }))) => {
+                    let _ = tx.send(notice);
+                }
+                Some(Some(Ok(_))) => {}
+                other => panic!("the session under way goes on: {other:?} after {:?}", client.seen),
+            }
+        }
+    });
+    rx
+}
+
+/// The next outage notice the watched session is told, within a few seconds.
+async fn notice(notices: &mut tokio::sync::mpsc::UnboundedReceiver<ServerMessage>) -> ServerMessage {
+    tokio::time::timeout(Duration::from_secs(5), notices.recv())
+        .await
+        .expect("told within seconds")
+        .expect("the watcher runs")
+}
+
 /// Reads `client` until its turn has ended and it was told its Agent's outage switch is
 /// `active`: what it was told, and everything read.
 async fn turn_and_notice(client: &mut Client, active: bool) -> (ServerMessage, Vec<ServerMessage>) {
@@ -125,6 +154,9 @@ async fn failures_trip_outage_mode_the_fallback_answers_and_recovery_ramps_back(
     });
     let mut fleet = Fleet::with_script(&[], Auth::default(), GatewayConfig::default(), Store::default(), script).await;
     set_outage(&mut fleet, outage(false));
+    // A session under way through it all, idle: it only listens.
+    let (under_way, _) = session(&fleet).await.expect("served before the failures");
+    let mut notices = watch_notices(under_way);
 
     // The model service fails: the sessions' turns fail, until the breaker trips.
     let mut failed_sessions = 0;
@@ -154,6 +186,15 @@ async fn failures_trip_outage_mode_the_fallback_answers_and_recovery_ramps_back(
     assert_eq!(metric_sum(&text, "switchboard_gateway_outage_trips_total", &[("cause", "errors")]), 1.0);
     // Other Agents are not touched: idv has no outage mode.
     assert_eq!(metric_sum(&text, "switchboard_gateway_outage_state", &[("agent", "bank/idv")]), 0.0);
+    // The session under way is told, with the fallback new sessions get, and goes on.
+    let ServerMessage::BidiSessionOutage { agent, active, cause, message, person, text_only } =
+        notice(&mut notices).await
+    else {
+        unreachable!()
+    };
+    assert_eq!((agent.as_str(), active, cause.as_str(), text_only), ("bank/triage", true, "breaker", false));
+    assert!(message.contains("advisor"), "{message}");
+    assert_eq!(person.map(|p| p.address).as_deref(), Some("+442079460001"));
 
     // The service is healthy again (the simulator's failures are spent); after the open
     // time, half the new sessions are served, and their good turns ramp it back.
@@ -185,6 +226,13 @@ async fn failures_trip_outage_mode_the_fallback_answers_and_recovery_ramps_back(
     }
     println!("ramped back: {served} sessions served, {diverted} diverted on the way");
     assert!(served >= 2, "two good turns in a row close it");
+    // Recovered: the session under way is told so, once; the ramp's steps told it nothing.
+    let recovered = notice(&mut notices).await;
+    assert!(
+        matches!(&recovered, ServerMessage::BidiSessionOutage { active: false, cause, message, person: None, .. }
+            if cause == "breaker" && message.is_empty()),
+        "{recovered:?}"
+    );
     // Recovered: every new session is served.
     for _ in 0..5 {
         let (client, _) = session(&fleet).await.expect("served after recovery");
@@ -194,6 +242,7 @@ async fn failures_trip_outage_mode_the_fallback_answers_and_recovery_ramps_back(
     assert_eq!(metric_sum(&text, "switchboard_gateway_outage_state", &[("agent", "bank/triage")]), 0.0);
     assert!(metric_sum(&text, "switchboard_gateway_outage_turns_total", &[("outcome", "good")]) >= 2.0);
     assert!(metric_sum(&text, "switchboard_gateway_outage_fallbacks_total", &[("cause", "breaker")]) >= 1.0);
+    assert!(notices.try_recv().is_err(), "told once each way");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,6 +44,7 @@ fn outage() -> RouteOutage {
             probe_turns: 1,
             ..Breaker::default()
         },
+        text: false,
     }
 }
 

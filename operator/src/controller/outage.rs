@@ -95,12 +95,14 @@ pub fn condition(
 /// message, or (an Agent without outage mode under its namespace's switch) the
 /// namespace's message.
 fn fallback(spec: &AgentSpec, person: Option<&str>, namespace_message: Option<&str>) -> String {
-    match (person, &spec.outage, namespace_message) {
+    let to = match (person, &spec.outage, namespace_message) {
         (Some(person), _, _) => format!("the person {person:?}"),
         (None, Some(_), _) => "its message".to_owned(),
         (None, None, Some(message)) => format!("the namespace's message {message:?}"),
         (None, None, None) => "the default message".to_owned(),
-    }
+    };
+    let text = spec.outage.as_ref().is_some_and(|o| o.fallback.text) && spec.mode.has_audio();
+    if text { format!("{to}; clients that read text are served in text by the text model") } else { to }
 }
 
 /// The Event of a flip from `previous` to `now`: `(type, reason, note)`, or none when the
@@ -148,6 +150,10 @@ mod tests {
         let c = condition(&on, &NamespaceSwitch::Off, None, Some(2), now).expect("a condition");
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", REASON_ON));
         assert!(c.message.contains("advisor"), "{}", c.message);
+        assert!(!c.message.contains("served in text"), "{}", c.message);
+        let text = spec("outage: { active: true, fallback: { person: advisor, text: true } }\n");
+        let t = condition(&text, &NamespaceSwitch::Off, None, Some(2), now).expect("a condition");
+        assert!(t.message.contains("\"advisor\"; clients that read text are served in text"), "{}", t.message);
         let (kind, reason, _) = flip(None, Some(&c)).expect("switched on");
         assert_eq!((kind, reason), (EventType::Warning, "OutageSwitchedOn"));
         let was = status(vec![c.clone()]);

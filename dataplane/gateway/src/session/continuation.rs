@@ -194,6 +194,7 @@ mod tests {
             traceparent: None,
             reach: crate::directory::Reach::Live,
             variants: Default::default(),
+            text_only: None,
         };
         let forgotten = forget_identity(&mut parked, ["customer", "verifiedUser", "unset"]);
         assert_eq!(forgotten, ["customer", "verifiedUser"]);

@@ -182,7 +182,7 @@ pub(super) async fn run(relay: Relay) {
 
 fn feed(gateway: &Gateway, machine: &mut Machine, event: Event) {
     let directory = gateway.directory.borrow();
-    machine.handle(event, &Cx { now: Instant::now(), directory: &directory });
+    machine.handle(event, &Cx { now: Instant::now(), directory: &directory, outages: &gateway.outages.switches });
 }
 
 /// A runtime frame: the connection is gone once it closed or broke.

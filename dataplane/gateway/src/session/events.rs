@@ -123,8 +123,9 @@ pub enum Event {
     RetryDue,
     /// The routing directory changed.
     DirectoryChanged,
-    /// An Agent's outage switch (or a namespace's) flipped, or its fallback changed
-    /// ([`crate::outage::notice`]): the session tells its client if its Agent's did.
+    /// An Agent's outage switch (or a namespace's) flipped, its fallback changed, or a
+    /// breaker tripped or recovered ([`crate::outage::notice`]): the session tells its
+    /// client if its Agent's did.
     OutageSwitched,
     /// The gateway drains.
     Draining,
@@ -345,6 +346,9 @@ pub struct Cx<'a> {
     pub now: Instant,
     /// The latest routing directory.
     pub directory: &'a Directory,
+    /// Which Agents' breakers are tripped here, for the sessions under way
+    /// ([`crate::outage::notice`]).
+    pub outages: &'a crate::outage::notice::Switches,
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@
 //! opening a runtime session and what each purpose does with it ([`open`]), handoffs
 //! ([`handoff`]), moving between pods ([`moves`]), parking and resuming ([`park`]), the
 //! verified caller's identity assertion ([`identity`]), telling the client of its Agent's
-//! outage switch ([`outage`]), and what the driver reads
+//! outage mode and serving it in text in one ([`outage`]), and what the driver reads
 //! ([`accessors`]). Every field is private to this module tree; the session's tests read
 //! and set what they need through `test_access` (compiled for tests only).
 
@@ -101,9 +101,8 @@ pub struct Machine {
     out: VecDeque<Effect>,
     /// The W3C `traceparent` of the session's span (none when not traced).
     traceparent: Option<String>,
-    /// The Agent (`namespace/name`) whose switched-on outage mode the client was told of,
-    /// with what it was told ([`outage`]).
-    outage_told: Option<(String, ServerMessage)>,
+    /// What the client was told of its Agents' outage mode ([`outage`]).
+    outage_told: outage::Told,
 }
 
 impl Machine {
@@ -168,7 +167,7 @@ impl Machine {
             state: state::State::default(),
             out: VecDeque::new(),
             traceparent: None,
-            outage_told: None,
+            outage_told: outage::Told::default(),
         }
     }
 
@@ -265,6 +264,9 @@ impl Machine {
             }
         }
         match frame {
+            // A session served in text because of an outage: its audio goes nowhere.
+            ClientFrame::Binary(_) if self.text_only().is_some() => {}
+            ClientFrame::Text(text) if self.dropped_audio(text.as_str()) => {}
             ClientFrame::Text(text) => {
                 // Neither audio nor keys: keys may be collected for a tool (a PIN) and
                 // never recorded; those the agent is told are its user line in the record.

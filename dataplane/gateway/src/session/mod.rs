@@ -87,16 +87,28 @@ pub async fn serve_call(
         Ok((mut machine, parked, under_way)) => {
             let route = machine.target().route.clone();
             // An Agent in outage mode sends a new session to its fallback, before it takes a
-            // slot of the quota.
-            if let Err(close) = crate::outage::admit(&gateway, &route, under_way, &mut client).await {
-                drop(admission);
-                close_client(&mut client, close).await;
-                client.linger(REFUSAL_LINGER).await;
-                return;
+            // slot of the quota; or serves it in text, on its text model (no voice stream,
+            // so no slot of the voice model's quota).
+            let modalities = machine.modalities().to_vec();
+            let text_only = match crate::outage::admit(&gateway, &route, under_way, &modalities, &mut client).await {
+                Ok(text_only) => text_only,
+                Err(close) => {
+                    drop(admission);
+                    close_client(&mut client, close).await;
+                    client.linger(REFUSAL_LINGER).await;
+                    return;
+                }
+            };
+            if let Some(cause) = text_only {
+                machine.serve_text_only(cause);
             }
             // A slot of the model quota before the first stream opens, held to the end
             // (handoffs and moves keep it; a park gives it back).
-            let slot = match crate::capacity::admit(&gateway, &route, under_way, &mut client).await {
+            let slot = match text_only {
+                Some(_) => Ok(Default::default()),
+                None => crate::capacity::admit(&gateway, &route, under_way, &mut client).await,
+            };
+            let slot = match slot {
                 Ok(slot) => slot,
                 Err(close) => {
                     drop(admission);
@@ -221,7 +233,7 @@ async fn admit(
             return Err(refuse(gateway, client, "unknown_agent", message, close_code::UNKNOWN_AGENT).await);
         };
         let directory = gateway.directory.borrow().clone();
-        let cx = Cx { now: Instant::now(), directory: &directory };
+        let cx = Cx { now: Instant::now(), directory: &directory, outages: &gateway.outages.switches };
         let machine = Machine::resume(limits, identity.to_owned(), parked.clone(), target, start.last_seq, &cx);
         return Ok((machine, Some((key, parked)), true));
     }
@@ -229,7 +241,7 @@ async fn admit(
         let token = start.continue_token.as_deref().unwrap_or_default();
         let (parked, target) = resumed::continued(gateway, from, token, identity, admission, client).await?;
         let directory = gateway.directory.borrow().clone();
-        let cx = Cx { now: Instant::now(), directory: &directory };
+        let cx = Cx { now: Instant::now(), directory: &directory, outages: &gateway.outages.switches };
         return Ok((Machine::resume(limits, identity.to_owned(), parked, target, None, &cx), None, true));
     }
     let reach = if start.candidate { Reach::Candidates } else { Reach::Live };

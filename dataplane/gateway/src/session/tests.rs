@@ -93,6 +93,8 @@ pub(super) struct Drive {
     pub machine: Machine,
     pub directory: Directory,
     pub now: Instant,
+    /// The breakers tripped (the gateway's [`crate::outage::notice::Switches`]).
+    pub outages: crate::outage::notice::Switches,
 }
 
 impl Drive {
@@ -109,11 +111,11 @@ impl Drive {
         let target = directory.for_client(None, crate::directory::Reach::Live).expect("triage");
         let now = Instant::now();
         let machine = Machine::start(limits(), "gw-1".into(), "key".into(), target, None, vec![], pending, now);
-        Self { machine, directory, now }
+        Self { machine, directory, now, outages: Default::default() }
     }
 
     pub fn on(&mut self, event: Event) -> Vec<Effect> {
-        self.machine.handle(event, &Cx { now: self.now, directory: &self.directory });
+        self.machine.handle(event, &Cx { now: self.now, directory: &self.directory, outages: &self.outages });
         std::iter::from_fn(|| self.machine.next_effect()).collect()
     }
 

@@ -19,6 +19,7 @@ fn continuation_state_opens_only_untouched_for_its_key_and_signer() {
 
 fn parked() -> Parked {
     Parked {
+        text_only: None,
         session_id: "s".into(),
         namespace: "bank".into(),
         agent: "triage".into(),

@@ -42,6 +42,9 @@ impl Books {
             log.reached(&machine.target().route.redact);
             let agent = machine.target().key();
             log.started(&agent, &credential, resumed, machine.voice().as_deref(), machine.modalities());
+            if let Some(cause) = machine.text_only().filter(|_| !resumed) {
+                log.text_only(&agent, cause);
+            }
             log
         });
         Self { live: None, account, log, credential, turns: Turns::default() }
@@ -111,13 +114,17 @@ impl Books {
     }
 
     /// The turns' clock for the session's Agent now: its `firstAudioSeconds` when its
-    /// breaker is on.
+    /// breaker is on. A session served in text because of an outage is not watched: its
+    /// turns run on the text model and say nothing of the voice model the breaker judges.
     fn watch_agent(&mut self, gateway: &Gateway, machine: &Machine) {
         let route = &machine.target().route;
-        let limit =
-            gateway.directory.borrow().table().outage_in_effect(&route.namespace, &route.name).and_then(|outage| {
-                outage.breaker.enabled.then(|| Duration::from_secs(u64::from(outage.breaker.first_audio_seconds)))
-            });
+        let outage = match machine.text_only() {
+            Some(_) => None,
+            None => gateway.directory.borrow().table().outage_in_effect(&route.namespace, &route.name),
+        };
+        let limit = outage.and_then(|outage| {
+            outage.breaker.enabled.then(|| Duration::from_secs(u64::from(outage.breaker.first_audio_seconds)))
+        });
         self.turns.agent(limit);
     }
 

@@ -30,9 +30,24 @@ impl Machine {
         cx: &Cx<'_>,
     ) -> Self {
         let model = parked.model.clone();
-        let Parked { session_id, voice, modalities, audio, handoff, kept, generation, replay, reach, variants, .. } =
-            parked;
+        let Parked {
+            session_id,
+            voice,
+            modalities,
+            audio,
+            handoff,
+            kept,
+            generation,
+            replay,
+            reach,
+            variants,
+            text_only,
+            ..
+        } = parked;
         let mut machine = Self::blank(limits, session_id, identity, target, voice, modalities, cx.now);
+        if let Some(cause) = text_only {
+            machine.resume_text_only(&cause);
+        }
         machine.settings.set_audio(audio);
         machine.settings.set_reach(reach);
         machine.settings.set_variants(variants);
@@ -179,6 +194,7 @@ impl Machine {
             traceparent: self.traceparent.clone(),
             reach: self.settings.reach(),
             variants: self.settings.variants().clone(),
+            text_only: self.settings.text_only().map(str::to_owned),
         }
     }
 

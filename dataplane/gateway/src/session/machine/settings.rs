@@ -35,6 +35,8 @@ pub(super) struct Settings {
     /// streams there (the slot is in that region's pool). Not kept when the session parks:
     /// a resumed session takes its slot, and opens, in its Agent's own region.
     placed: Option<(String, String, &'static str)>,
+    /// Why the session is served in text only (an outage: `switch` or `breaker`), if it is.
+    text_only: Option<&'static str>,
 }
 
 impl Settings {
@@ -48,6 +50,7 @@ impl Settings {
             audio: None,
             variants: BTreeMap::new(),
             placed: None,
+            text_only: None,
         }
     }
 
@@ -89,6 +92,21 @@ impl Settings {
     /// The text model the client chose, if it chose one for `agent`.
     pub(super) fn model_for(&self, agent: &str) -> Option<String> {
         self.model.as_ref().filter(|(chosen_for, _)| chosen_for == agent).map(|(_, model)| model.clone())
+    }
+
+    /// The session is served in text only, for an outage (`cause`): its runtime sessions
+    /// open without `audio`.
+    pub(super) fn serve_text_only(&mut self, cause: &'static str) {
+        self.modalities.retain(|m| !m.eq_ignore_ascii_case("audio"));
+        if self.modalities.is_empty() {
+            self.modalities.push("text".to_owned());
+        }
+        self.text_only = Some(cause);
+    }
+
+    /// Why the session is served in text only, if it is.
+    pub(super) fn text_only(&self) -> Option<&'static str> {
+        self.text_only
     }
 
     /// The session was placed on `agent`'s fallback `region` (for `cause`).

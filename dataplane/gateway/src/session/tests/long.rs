@@ -152,7 +152,7 @@ fn a_session_older_than_two_hours_keeps_its_caller_asserted_parks_and_resumes() 
     // Resumed within the window (on another pod): it opens and goes on where it stopped.
     let resumed_at = drive.now + config.resume_window / 2;
     let directory = drive.directory.clone();
-    let cx = Cx { now: resumed_at, directory: &directory };
+    let cx = Cx { now: resumed_at, directory: &directory, outages: &Default::default() };
     let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     let mut machine = Machine::resume(limits, "key".into(), parked, target, Some(client_had), &cx);
     let Phase::Opening(request) = machine.phase() else { panic!("reopening: {:?}", machine.phase()) };
@@ -165,7 +165,7 @@ fn a_session_older_than_two_hours_keeps_its_caller_asserted_parks_and_resumes() 
     assert!(effects.contains_or(&Note::Resumed), "{effects:?}");
     assert!(to_client(&effects).is_empty(), "nothing missed, nothing sent twice: {effects:?}");
     assert!(matches!(machine.phase(), Phase::Live));
-    let mut drive = Drive { machine, directory, now: resumed_at };
+    let mut drive = Drive { machine, directory, now: resumed_at, outages: Default::default() };
     let effects = drive.runtime(start.clone());
     assert!(effects.iter().any(|e| matches!(e, Effect::Hold { .. })), "a new token, held: {effects:?}");
     assert!(matches!(

@@ -107,7 +107,7 @@ fn a_resumed_session_reopens_then_sends_what_was_missed_and_says_what_is_gone() 
     }
     parked.replay = replay;
     let directory = directory();
-    let cx = Cx { now: Instant::now(), directory: &directory };
+    let cx = Cx { now: Instant::now(), directory: &directory, outages: &Default::default() };
     let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     let mut machine = Machine::resume(limits(), "key".into(), parked, target, Some(1), &cx);
     assert!(
@@ -146,7 +146,7 @@ fn a_handoff_made_while_the_client_was_away_happens_on_resume_or_is_told_to_the_
         drive.closed(close_code::HANDOFF);
         let parked = drive.machine.take_parked();
         let directory = if target_ok { directory() } else { directory_with(&[("triage", &[1])]) };
-        let cx = Cx { now: Instant::now(), directory: &directory };
+        let cx = Cx { now: Instant::now(), directory: &directory, outages: &Default::default() };
         let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
         let mut machine = Machine::resume(limits(), "key".into(), parked, target, None, &cx);
         assert!(

@@ -217,7 +217,7 @@ fn run(steps: Vec<Step>, open_ok: Vec<bool>) -> Result<(), TestCaseError> {
                 world.closed();
                 let parked = drive.machine.take_parked();
                 let target = drive.directory.lookup(&parked.namespace, &parked.agent, parked.reach).expect("routed");
-                let cx = Cx { now: drive.now, directory: &drive.directory };
+                let cx = Cx { now: drive.now, directory: &drive.directory, outages: &drive.outages };
                 drive.machine = Machine::resume(limits(), "key".into(), parked, target, Some(world.received), &cx);
                 continue;
             }

@@ -43,7 +43,7 @@ fn a_session_is_snapshotted_with_each_typed_input_each_turn_end_and_a_handoff_un
 
     // This gateway dies: a resume elsewhere takes the snapshot and makes the handoff.
     let directory = directory();
-    let cx = Cx { now: Instant::now(), directory: &directory };
+    let cx = Cx { now: Instant::now(), directory: &directory, outages: &Default::default() };
     let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     let last_seq = snapshot.replay.seq;
     let mut machine = Machine::resume(limits(), "key".into(), snapshot, target, Some(last_seq), &cx);
@@ -72,7 +72,7 @@ fn a_client_that_received_more_than_the_snapshot_holds_is_told_and_numbers_go_on
     drive.runtime(say("user", "hello"));
     let snapshot = snapshots(&drive.runtime(complete()))[0].clone();
     let directory = directory();
-    let cx = Cx { now: Instant::now(), directory: &directory };
+    let cx = Cx { now: Instant::now(), directory: &directory, outages: &Default::default() };
     let target = directory.lookup("bank", "triage", crate::directory::Reach::Live).expect("triage");
     // The client got 5 more messages after the snapshot before the gateway died.
     let last = snapshot.replay.seq + 5;

@@ -26,7 +26,7 @@ fn start(directory: &Directory, id: &str) -> Drive {
     let target = directory.for_client(None, Reach::Live).expect("triage");
     let now = Instant::now();
     let machine = Machine::start(limits(), id.into(), "key".into(), target, None, vec![], None, now);
-    Drive { machine, directory: directory.clone(), now }
+    Drive { machine, directory: directory.clone(), now, outages: Default::default() }
 }
 
 /// The variant the runtime session being opened is asked for.
@@ -60,9 +60,10 @@ fn sessions_split_by_weight_and_keep_their_variant_across_a_move_new_weights_and
     let parked = drive.machine.take_parked();
     assert_eq!(parked.variants.get("bank/triage"), Some(&mine));
     let target = drive.directory.lookup("bank", "triage", Reach::Live).expect("triage");
-    let cx = Cx { now: drive.now, directory: &drive.directory };
+    let cx = Cx { now: drive.now, directory: &drive.directory, outages: &drive.outages };
     let resumed = Machine::resume(limits(), "key".into(), parked, target, None, &cx);
-    let resumed = Drive { machine: resumed, directory: drive.directory.clone(), now: drive.now };
+    let resumed =
+        Drive { machine: resumed, directory: drive.directory.clone(), now: drive.now, outages: Default::default() };
     assert_eq!(asked(&resumed), Some(mine), "resumed on its variant");
 }
 
