@@ -136,12 +136,13 @@ fn delta(before: &serde_json::Value, after: &serde_json::Value, path: &[&str]) -
 fn voice_and_text_callers_load_local_mode_and_the_report_matches_what_the_simulator_saw() {
     let local = local(&[]);
     let before = sim_stats(&local);
-    // Voice callers, 10 a second, at most 10 at once, each asking for its balance aloud:
-    // triage hands over to identity verification, which answers. (Local mode, its
-    // simulator and the callers share the machine with the rest of the suite: 200 callers
-    // at once on a loaded two-core machine did not all complete — the gateway, behind on
-    // their frames, took the backlog for floods and closed sessions with 1008.)
-    const CALLERS: u64 = 10;
+    // 200 voice callers, 4 a second, at most 40 at once, each asking for its balance aloud:
+    // triage hands over to identity verification, which answers. Local mode (a debug build),
+    // its simulator and the callers share a two-core machine with the rest of the suite: the
+    // gateway and the runtime fall behind on the callers' frames at times, and read a
+    // backlog at once, which their rate limits must not take for a flood (they judge a
+    // frame by when it could have arrived, switchboard_serve::bucket).
+    const CALLERS: u64 = 200;
     let aws = [("AWS_ACCESS_KEY_ID", "AKIDLOADTEST"), ("AWS_SECRET_ACCESS_KEY", "not-a-secret")];
     let callers = CALLERS.to_string();
     let args = [
@@ -151,9 +152,9 @@ fn voice_and_text_callers_load_local_mode_and_the_report_matches_what_the_simula
         "--callers",
         &callers,
         "--rate",
-        "10",
+        "4",
         "--concurrency",
-        "10",
+        "40",
         // Generous: this checks what was counted, not how fast (a loaded machine is slow).
         "--turn-timeout",
         "90",
@@ -165,7 +166,7 @@ fn voice_and_text_callers_load_local_mode_and_the_report_matches_what_the_simula
     let (code, report, stderr, took) = load(&args, &aws);
     let after = sim_stats(&local);
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
-    assert!(took < Duration::from_secs(180), "{CALLERS} voice callers took {took:?}");
+    assert!(took < Duration::from_secs(150), "{CALLERS} voice callers took {took:?}");
     let sessions = &report["sessions"];
     assert_eq!((count(&sessions["started"]), count(&sessions["completed"])), (CALLERS, CALLERS), "{report:#}");
     assert_eq!(count(&report["turns"]["spoken"]), CALLERS, "{report:#}");

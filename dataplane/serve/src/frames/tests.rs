@@ -503,3 +503,5 @@ mod properties {
         }
     }
 }
+
+mod arrival;
