@@ -150,7 +150,11 @@ mod tests {
         // Caught up again: saving is capped at the burst from here.
         bucket.caught_up(at(30_001));
         bucket.caught_up(at(90_000));
-        assert_eq!((0..1000).filter(|_| bucket.take_read(at(90_000))).count(), 400, "a minute idle saves the burst only");
+        assert_eq!(
+            (0..1000).filter(|_| bucket.take_read(at(90_000))).count(),
+            400,
+            "a minute idle saves the burst only"
+        );
         // A flood while the reader keeps up: refused past the burst and the rate.
         let mut flood = TokenBucket::new(200, 400);
         let mut taken = 0;

@@ -161,8 +161,20 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     /// its clients' sockets and its in-process edges' pipes as one type). What was read and
     /// queued stays.
     pub fn map_io<T>(self, f: impl FnOnce(IO) -> T) -> Conn<T> {
-        let Self { io, role, limits, read, partial, out, read_done, sent_close, write_failed, pong, empty_since, arrival } =
-            self;
+        let Self {
+            io,
+            role,
+            limits,
+            read,
+            partial,
+            out,
+            read_done,
+            sent_close,
+            write_failed,
+            pong,
+            empty_since,
+            arrival,
+        } = self;
         Conn {
             io: f(io),
             role,

@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use switchboard_core::audio::{Encoding, Format};
-use switchboard_serve::TokenBucket;
 use switchboard_core::protocol::ErrorCode;
+use switchboard_serve::TokenBucket;
 
 /// Sample rate of user audio.
 pub const INPUT_RATE: u32 = 16_000;
