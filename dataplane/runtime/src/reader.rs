@@ -1,6 +1,8 @@
 //! What a session's WebSocket reads: every frame the client sends passes here first
 //! ([`super::socket`] reads them). It enforces the message size limit, the message rate
-//! (token bucket) and, for voice, the audio byte rate; it checks audio frames (raw samples in
+//! (token bucket) and, for voice, the audio byte rate — both judged by when the frames could
+//! have arrived ([`Reader::caught_up`]), so a socket task that fell behind does not take its
+//! backlog for a flood; it checks audio frames (raw samples in
 //! binary frames or base64 in `bidi_audio_input`, in the format `session_start.audio`
 //! chose), converts them to the voice model's 16 kHz PCM16, and decodes JSON messages. A bad
 //! frame gets a recoverable `bidi_error` ([`Verdict::Tell`]) and reading goes on; a broken
@@ -51,6 +53,10 @@ pub(super) enum Verdict {
     Stop,
     /// Close with this code and reason (and metric kind), then drain.
     Fatal(u16, String, &'static str),
+    /// The session's audio queue is full (the session is behind, not the client: its rate
+    /// was checked): the frame waits for room, and nothing more is read meanwhile, so what
+    /// the client sends waits in its socket — backpressure, not a close.
+    Hold(Bytes),
 }
 
 /// The client's side of a session: its frames, checked, to the session.
@@ -86,6 +92,14 @@ impl Reader {
             started: false,
             decoder: Decoder::new(Format::MODEL_INPUT),
         }
+    }
+
+    /// The socket was found empty at `at` (everything that had arrived was read): the
+    /// rates judge what is read next from there, not from when the socket task got to it
+    /// ([`switchboard_serve::bucket`]).
+    pub(super) fn caught_up(&mut self, at: Instant) {
+        self.bucket.caught_up(at);
+        self.audio_bucket.caught_up(at);
     }
 
     /// No client message for this long closes the session.
@@ -183,17 +197,14 @@ impl Reader {
             // A frame shorter than one sample of the model's rate: the converter holds it.
             return Verdict::Next;
         }
-        if !self.audio_bucket.take(pcm.len(), Instant::now()) {
+        if !self.audio_bucket.take_read(pcm.len(), Instant::now()) {
             let reason =
                 format!("audio arrives faster than {}x real time; send it as it is recorded", audio::AUDIO_RATE_FACTOR);
             return Verdict::Fatal(close_code::RATE_LIMITED, reason, "audio_rate_limited");
         }
         match self.audio_in.tx.try_send(pcm) {
             Ok(()) => Verdict::Next,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                let reason = "too much audio is waiting for the session; slow down".to_owned();
-                Verdict::Fatal(close_code::RATE_LIMITED, reason, "audio_flood")
-            }
+            Err(mpsc::error::TrySendError::Full(pcm)) => Verdict::Hold(pcm),
             Err(mpsc::error::TrySendError::Closed(_)) => Verdict::Stop,
         }
     }
@@ -201,7 +212,7 @@ impl Reader {
     /// A JSON message: within the message rate, decoded, to the session.
     fn text(&mut self, text: &str) -> Verdict {
         let config = &self.limits;
-        if !self.bucket.take(Instant::now()) {
+        if !self.bucket.take_read(Instant::now()) {
             let reason = format!(
                 "more than {} messages per second (burst {}); slow down",
                 config.rate_per_second, config.rate_burst
@@ -238,6 +249,11 @@ impl Reader {
             }
             Err(mpsc::error::TrySendError::Closed(_)) => Verdict::Stop,
         }
+    }
+
+    /// The session's audio queue, for a frame [`Verdict::Hold`] keeps waiting.
+    pub(super) fn audio_queue(&self) -> &mpsc::Sender<Bytes> {
+        &self.audio_in.tx
     }
 
     fn count(&self, kind: &str) {

@@ -8,6 +8,10 @@
 //! audio goes as binary frames of raw bytes when the session asked for them
 //! (`session_start.audio.binary_output`, [`BinaryAudio`]); everything else is JSON.
 //!
+//! When the session's audio queue is full (the session is behind), the frame waits for room
+//! and reading pauses: the client's frames wait in its socket, as TCP holds them, and the
+//! rate limits judge them by when they arrived, not by when they are read.
+//!
 //! After a close this side sent (a broken limit, the session's end), the client's frames
 //! are read and dropped until it acknowledges the close, for at most [`CLOSE_DRAIN`], so the
 //! TCP connection is not reset under frames the client already sent (which would lose the
@@ -17,6 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use switchboard_serve::Arrival;
 use switchboard_serve::frames::{CloseFrame, Conn, Message, Upgraded, Utf8Bytes};
 use switchboard_serve::ws::within;
 use tokio::sync::mpsc;
@@ -63,6 +68,8 @@ enum Event {
     Idle,
     /// Nothing more will be written (the connection's senders are gone).
     Done,
+    /// The session took no more audio: it is gone.
+    Gone,
 }
 
 /// Serves the socket until the session's close is sent (or the client is gone, or does
@@ -85,6 +92,9 @@ pub(super) async fn run(
     let mut last_frame = Instant::now();
     let idle_timer = tokio::time::sleep(idle);
     tokio::pin!(idle_timer);
+    // An audio frame waiting for room in the session's queue ([`Verdict::Hold`]): nothing
+    // more is read until it is taken, while the session's messages still go out.
+    let mut held: Option<Bytes> = None;
     let closed = loop {
         let event = tokio::select! {
             biased;
@@ -100,7 +110,18 @@ pub(super) async fn run(
                 Some(Out::Close(code, reason)) => Event::Close(code, reason),
                 None => Event::Done,
             },
-            frame = conn.next(), if reader.is_some() => Event::Frame(frame),
+            room = async { reader.as_ref().expect("reading").audio_queue().reserve().await },
+                if held.is_some() && reader.is_some() =>
+            {
+                match room {
+                    Ok(permit) => {
+                        permit.send(held.take().expect("a held frame"));
+                        continue;
+                    }
+                    Err(mpsc::error::SendError(())) => Event::Gone,
+                }
+            }
+            frame = conn.next(), if reader.is_some() && held.is_none() => Event::Frame(frame),
             () = &mut idle_timer, if reader.is_some() => Event::Idle,
         };
         let verdict = match event {
@@ -112,6 +133,10 @@ pub(super) async fn run(
             }
             Event::Close(code, reason) => break close(&mut conn, code, reason, slow).await,
             Event::Done => break false,
+            Event::Gone => {
+                held = None;
+                Verdict::Stop
+            }
             Event::Idle => {
                 let due = last_frame + idle;
                 if Instant::now() < due {
@@ -122,6 +147,9 @@ pub(super) async fn run(
             }
             Event::Frame(frame) => {
                 last_frame = Instant::now();
+                if let (Arrival::After(at), Some(reader)) = (conn.arrival(), reader.as_mut()) {
+                    reader.caught_up(at);
+                }
                 match (frame, reader.as_mut()) {
                     (Some(Ok(frame)), Some(reader)) => reader.frame(frame),
                     (Some(Err(error)), Some(reader)) => reader.read_error(&error),
@@ -139,6 +167,7 @@ pub(super) async fn run(
             // The session sees its client gone; what it still sends is written while the
             // socket takes it.
             Verdict::Stop => reader = None,
+            Verdict::Hold(pcm) => held = Some(pcm),
             Verdict::Fatal(code, reason, kind) => {
                 if let Some(reader) = &reader {
                     reader.fatal(kind);

@@ -26,15 +26,23 @@
 //! Pings are answered with a pong at once (queued, and written with the next read or write);
 //! a close is answered with a close echoing its code, and after it reading ends. A send after
 //! this side's close is refused.
+//!
+//! Each message read comes with when it could have arrived ([`Conn::arrival`]): after the
+//! instant the read last found the socket empty, if it waited for it, or with what was
+//! already waiting. A rate limit judges the peer by that, not by when the reader got to it
+//! ([`crate::bucket`]).
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use crate::bucket::Arrival;
 
 pub use tokio_tungstenite::tungstenite::Message;
 /// A close frame and a text payload, as [`Message`] carries them.
@@ -123,6 +131,10 @@ pub struct Conn<IO> {
     /// only the most recent ping needs one (RFC 6455, 5.5.3), so a peer that pings and does
     /// not read cannot grow what is queued.
     pong: Option<Bytes>,
+    /// The first instant a read found the socket empty since the last message.
+    empty_since: Option<Instant>,
+    /// When the last message read could have arrived.
+    arrival: Arrival,
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
@@ -140,6 +152,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             sent_close: false,
             write_failed: false,
             pong: None,
+            empty_since: None,
+            arrival: Arrival::Queued,
         }
     }
 
@@ -147,8 +161,34 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     /// its clients' sockets and its in-process edges' pipes as one type). What was read and
     /// queued stays.
     pub fn map_io<T>(self, f: impl FnOnce(IO) -> T) -> Conn<T> {
-        let Self { io, role, limits, read, partial, out, read_done, sent_close, write_failed, pong } = self;
-        Conn { io: f(io), role, limits, read, partial, out, read_done, sent_close, write_failed, pong }
+        let Self {
+            io,
+            role,
+            limits,
+            read,
+            partial,
+            out,
+            read_done,
+            sent_close,
+            write_failed,
+            pong,
+            empty_since,
+            arrival,
+        } = self;
+        Conn {
+            io: f(io),
+            role,
+            limits,
+            read,
+            partial,
+            out,
+            read_done,
+            sent_close,
+            write_failed,
+            pong,
+            empty_since,
+            arrival,
+        }
     }
 
     /// Queues `message` to be written with the next [`Conn::flush`].
@@ -179,6 +219,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         !self.read_done
             && matches!(parse_header(&self.read), Ok(Some(header))
                 if self.read.len() >= header.frame_len() && (header.fin || header.is_control()))
+    }
+
+    /// When the message read last could have arrived: [`Arrival::After`] the instant a read
+    /// first found the socket empty before it (the reader waited for it), or
+    /// [`Arrival::Queued`] (it was already there: the reader was behind, or it came in one
+    /// read with the one before). A rate limit judges the peer by this
+    /// ([`crate::TokenBucket::caught_up`]).
+    pub fn arrival(&self) -> Arrival {
+        self.arrival
     }
 
     /// The bytes queued and not yet written.
@@ -287,7 +336,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 return Poll::Ready(None);
             }
             match self.next_message() {
-                Ok(Some(message)) => return Poll::Ready(Some(Ok(message))),
+                Ok(Some(message)) => {
+                    self.arrival = self.empty_since.take().map_or(Arrival::Queued, Arrival::After);
+                    return Poll::Ready(Some(Ok(message)));
+                }
                 Ok(None) => {}
                 Err(error) => {
                     self.read_done = true;
@@ -301,7 +353,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             // room leaves the socket readable, and costs another read to learn it is not).
             // With nothing else holding the buffer, this reuses it from its start.
             self.read.reserve(READ_CHUNK);
-            match ready!(tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.read)) {
+            let read = tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.read);
+            if read.is_pending() && self.empty_since.is_none() {
+                // Everything that had arrived is read: what comes next comes after this.
+                self.empty_since = Some(Instant::now());
+            }
+            match ready!(read) {
                 Ok(0) => {
                     // An end without a close is the peer gone; one after it, the end.
                     self.read_done = true;

@@ -9,7 +9,8 @@
 //!   read failures) and sends with a deadline, for peers that stop reading.
 //! - [`frames`]: a WebSocket connection at the frame level, with both handshakes, for
 //!   the gateway's relay.
-//! - [`bucket`]: the token bucket behind every message rate limit.
+//! - [`bucket`]: the token bucket behind every message rate limit, judging a socket's reader
+//!   by when its frames could have arrived ([`Arrival`]), not by when it got to them.
 
 pub mod bucket;
 pub mod drain;
@@ -17,6 +18,6 @@ pub mod frames;
 pub mod server;
 pub mod ws;
 
-pub use bucket::TokenBucket;
+pub use bucket::{Arrival, TokenBucket};
 pub use drain::{Drain, ServeError};
 pub use server::{Limits, OnRefused};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use switchboard_core::protocol::ClientMessage;
-use switchboard_serve::frames;
+use switchboard_serve::{Arrival, frames};
 use tokio_tungstenite::tungstenite::Message;
 use tracing::Instrument;
 
@@ -143,6 +143,18 @@ pub(super) async fn run(relay: Relay) {
                     biased;
                     event = signals.next() => event,
                     Ok(()) = directory.changed(), if machine.pod_draining() => Event::DirectoryChanged,
+                    frame = client_gate.next(&mut client) => {
+                        if let Arrival::After(at) = client.arrival() {
+                            machine.client_caught_up(at);
+                        }
+                        let frame = client_frame(frame);
+                        let counted = matches!(frame, ClientFrame::Text(_) | ClientFrame::Binary(_));
+                        Event::Client(frame, state.client.allow(counted))
+                    }
+                    frame = up.gate.next(&mut up.ws) => runtime_event(runtime_frame(frame), &mut state),
+                    // Last: what waits on either socket is read before a deadline is judged,
+                    // so a relay that fell behind (a slow handoff, a busy machine) does not
+                    // take a client or runtime whose frames it has not read yet for silent.
                     () = &mut timer => {
                         let now = Instant::now();
                         let event = if now >= next_ping {
@@ -160,12 +172,6 @@ pub(super) async fn run(relay: Relay) {
                         timer.as_mut().reset(machine.idle_deadline().min(next_ping).into());
                         event
                     }
-                    frame = client_gate.next(&mut client) => {
-                        let frame = client_frame(frame);
-                        let counted = matches!(frame, ClientFrame::Text(_) | ClientFrame::Binary(_));
-                        Event::Client(frame, state.client.allow(counted))
-                    }
-                    frame = up.gate.next(&mut up.ws) => runtime_event(runtime_frame(frame), &mut state),
                 }
             }
             Phase::Done(ending) => {

@@ -13,6 +13,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use switchboard_core::audio::{Encoding, Format};
 use switchboard_core::protocol::ErrorCode;
+use switchboard_serve::TokenBucket;
 
 /// Sample rate of user audio.
 pub const INPUT_RATE: u32 = 16_000;
@@ -89,37 +90,35 @@ pub fn decode_base64(audio: &str, format: Format) -> Result<Bytes, AudioError> {
     check_frame(Bytes::from(bytes), format)
 }
 
-/// A token bucket over audio bytes.
+/// A token bucket over audio bytes ([`TokenBucket`] in bytes): [`AUDIO_RATE_FACTOR`] times
+/// real time on average, [`AUDIO_BURST_SECONDS`] ahead in a burst.
 #[derive(Debug, Clone)]
-pub struct AudioBucket {
-    rate: f64,
-    burst: f64,
-    tokens: f64,
-    last: Option<Instant>,
-}
+pub struct AudioBucket(TokenBucket);
 
 impl Default for AudioBucket {
     fn default() -> Self {
-        let rate = f64::from(REAL_TIME_BYTES_PER_SECOND * AUDIO_RATE_FACTOR);
-        let burst = f64::from(REAL_TIME_BYTES_PER_SECOND * AUDIO_BURST_SECONDS);
-        Self { rate, burst, tokens: burst, last: None }
+        Self(TokenBucket::new(
+            REAL_TIME_BYTES_PER_SECOND * AUDIO_RATE_FACTOR,
+            REAL_TIME_BYTES_PER_SECOND * AUDIO_BURST_SECONDS,
+        ))
     }
 }
 
 impl AudioBucket {
     /// Takes `bytes` at `now`; false when the client sends faster than allowed.
     pub fn take(&mut self, bytes: usize, now: Instant) -> bool {
-        if let Some(last) = self.last {
-            let elapsed = now.saturating_duration_since(last).as_secs_f64();
-            self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
-        }
-        self.last = Some(now);
-        if self.tokens >= bytes as f64 {
-            self.tokens -= bytes as f64;
-            true
-        } else {
-            false
-        }
+        self.0.take_n(bytes as f64, now)
+    }
+
+    /// The client's socket was found empty at `at`: what is read next came after it.
+    pub fn caught_up(&mut self, at: Instant) {
+        self.0.caught_up(at);
+    }
+
+    /// Takes `bytes` read from the socket at `now`, judged by the time since the socket was
+    /// last found empty ([`TokenBucket::take_read`]): a reader behind on it is no flood.
+    pub fn take_read(&mut self, bytes: usize, now: Instant) -> bool {
+        self.0.take_read_n(bytes as f64, now)
     }
 }
 

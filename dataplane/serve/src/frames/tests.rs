@@ -11,6 +11,7 @@ use super::*;
 
 mod peers;
 mod properties;
+mod arrival;
 
 const LIMITS: Limits = Limits { max_message: 64 * 1024, max_frame: 32 * 1024 };
 /// For whole conversations, every length form included.

@@ -1,5 +1,6 @@
 //! What the driver reads of a session machine (its id, Agent, settings, phase, key and
-//! deadlines) and the few settings it gives it after the start.
+//! deadlines) and the few settings it gives it after the start (and when it last caught
+//! up with the client's socket).
 
 use std::time::Instant;
 
@@ -49,6 +50,14 @@ impl Machine {
     /// the gap) until the pressure is gone.
     pub fn shed_replay(&mut self) {
         self.replay.trim(self.limits.replay_messages, self.limits.replay_bytes / 8);
+    }
+
+    /// The driver found the client's socket empty at `at` (it had read everything that had
+    /// arrived): the frames it reads next came after `at`, and the session's message rate
+    /// judges them from there, not from when the driver got to them
+    /// ([`switchboard_serve::bucket`]).
+    pub fn client_caught_up(&mut self, at: Instant) {
+        self.client.caught_up(at);
     }
 
     /// The voice the client asked for.

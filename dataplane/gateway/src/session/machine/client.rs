@@ -17,7 +17,9 @@ pub(in crate::session) struct ClientSide {
     heard: Instant,
     /// The last frame either way (pings and pongs aside): the idle deadline runs from it.
     last_activity: Instant,
-    /// The session's own message rate.
+    /// The session's own message rate, judged by when the client's frames could have
+    /// arrived: a driver behind on the socket (busy, or opening the next runtime session)
+    /// reads at once what came over seconds.
     bucket: Bucket,
     /// The store key of the newest resume token the client was given.
     key: Option<String>,
@@ -61,9 +63,15 @@ impl ClientSide {
         self.last_activity + timeout
     }
 
-    /// A message of the client, within the session's rate or refused.
+    /// The client's socket was found empty at `at`: what is read next came after it.
+    pub(super) fn caught_up(&mut self, at: Instant) {
+        self.bucket.caught_up(at);
+    }
+
+    /// A message of the client read at `now`, within the session's rate since the socket
+    /// was last found empty ([`ClientSide::caught_up`]) or refused.
     pub(super) fn take_message(&mut self, now: Instant) -> Result<(), Refusal> {
-        if self.bucket.take(now) {
+        if self.bucket.take_read(now) {
             return Ok(());
         }
         let message = format!("more than {} messages a second on this session; send fewer", self.bucket.per_second());

@@ -36,6 +36,31 @@ fn client_limits_end_the_session_with_their_codes() {
     assert!(matches!(drive.ending(), Some(Ending::Close((close_code::SLOW_CLIENT, _)))));
 }
 
+/// A driver behind on the client's socket (a slow handoff, a busy machine) reads at once
+/// what came over that time: judged by when it could have arrived, that is no flood; the
+/// same frames sent at once are.
+#[test]
+fn a_backlog_read_at_once_is_no_flood_but_a_burst_sent_at_once_is() {
+    let mut drive = Drive::live();
+    drive.machine.limits_mut().session_rate = 50;
+    drive.machine = rebuild_bucket(drive.machine);
+    let audio = || ClientFrame::Binary(vec![0; 640].into());
+    drive.machine.client_caught_up(drive.now);
+    // 20 s of a voice client's frames (50 a second), read 20 s later, all at once: 1,000
+    // frames against a burst of 100.
+    drive.now += Duration::from_secs(20);
+    for n in 0..1000 {
+        assert!(error_codes(&drive.client(audio())).is_empty(), "frame {n} of the backlog");
+    }
+    assert_eq!(drive.ending(), None);
+    // Caught up: a burst sent at once is judged as it is, twice the rate and no more.
+    drive.machine.client_caught_up(drive.now);
+    for n in 0..100 {
+        assert!(error_codes(&drive.client(audio())).is_empty(), "frame {n} of the burst");
+    }
+    assert_eq!(error_codes(&drive.client(audio())), ["session_rate"]);
+}
+
 fn rebuild_bucket(machine: Machine) -> Machine {
     machine.with_fresh_client()
 }
