@@ -929,7 +929,7 @@ export type BidiSessionFallbackMessage = {
 };
 
 /**
- * The Agent serving this session was switched into outage mode while the session was under way (`active: true`; an operator turned its switch, or its namespace's, on), or switched out of it again (`active: false`). The session goes on: nobody is cut off mid-sentence. `message` and `person` are the fallback new sessions now get, for the client to tell the caller or offer them (put them through to `person.address`). Also sent after `bidi_connection_start` when a session reaches an Agent already switched on (a handoff or a resume). Automatic trips of the breaker are not told here.
+ * The Agent serving this session went into outage mode while the session was under way (`active: true`; an operator turned its switch, or its namespace's, on, or the gateway's breaker tripped over model failures), or out of it again (`active: false`: switched off, or the breaker recovered). The session goes on: nobody is cut off mid-sentence. `message` and `person` are the fallback new sessions now get, for the client to tell the caller or offer them (put them through to `person.address`). Also sent after `bidi_connection_start` when a session reaches an Agent already in outage mode (a handoff, a resume, or a new session served in text: `text_only`). Each change is told once.
  */
 export type BidiSessionOutageMessage = {
   /**
@@ -941,7 +941,7 @@ export type BidiSessionOutageMessage = {
    */
   agent: string;
   /**
-   * Why: `switch` (the Agent's own switch or its namespace's).
+   * Why: `switch` (the Agent's own switch or its namespace's) or `breaker` (the gateway's circuit breaker over model failures and late first audio).
    */
   cause: string;
   /**
@@ -952,6 +952,10 @@ export type BidiSessionOutageMessage = {
    * The person new sessions go to, when the Agent names one (only while it is on).
    */
   person?: FallbackPerson | null;
+  /**
+   * This session is served in text only because of the outage (the Agent's `spec.outage.fallback.text`): it started while the voice model was out, so it runs on the Agent's text model — no audio is played or listened to for the rest of the session, even once outage mode is over; type with `bidi_text_input` and read the transcripts. Absent (false) otherwise.
+   */
+  text_only?: boolean;
   type: "bidi_session_outage";
 };
 

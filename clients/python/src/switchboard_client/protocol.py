@@ -1011,13 +1011,14 @@ class BidiSessionFallbackMessage(TypedDict):
 
 
 class BidiSessionOutageMessage(TypedDict):
-    """The Agent serving this session was switched into outage mode while the session was under way
-    (`active: true`; an operator turned its switch, or its namespace's, on), or switched out of it
-    again (`active: false`). The session goes on: nobody is cut off mid-sentence. `message` and
-    `person` are the fallback new sessions now get, for the client to tell the caller or offer them
-    (put them through to `person.address`). Also sent after `bidi_connection_start` when a session
-    reaches an Agent already switched on (a handoff or a resume). Automatic trips of the breaker are
-    not told here.
+    """The Agent serving this session went into outage mode while the session was under way (`active:
+    true`; an operator turned its switch, or its namespace's, on, or the gateway's breaker tripped
+    over model failures), or out of it again (`active: false`: switched off, or the breaker
+    recovered). The session goes on: nobody is cut off mid-sentence. `message` and `person` are the
+    fallback new sessions now get, for the client to tell the caller or offer them (put them through
+    to `person.address`). Also sent after `bidi_connection_start` when a session reaches an Agent
+    already in outage mode (a handoff, a resume, or a new session served in text: `text_only`). Each
+    change is told once.
     """
     active: bool
     """Whether outage mode is on (`true`) or was switched off again (`false`).
@@ -1026,7 +1027,8 @@ class BidiSessionOutageMessage(TypedDict):
     """The Agent serving the session (`namespace/name`).
     """
     cause: str
-    """Why: `switch` (the Agent's own switch or its namespace's).
+    """Why: `switch` (the Agent's own switch or its namespace's) or `breaker` (the gateway's circuit
+    breaker over model failures and late first audio).
     """
     message: NotRequired[str]
     """What to tell the caller while it is on (the Agent's fallback message, the namespace's, or a
@@ -1034,6 +1036,13 @@ class BidiSessionOutageMessage(TypedDict):
     """
     person: NotRequired[FallbackPerson | None]
     """The person new sessions go to, when the Agent names one (only while it is on).
+    """
+    text_only: NotRequired[bool]
+    """This session is served in text only because of the outage (the Agent's
+    `spec.outage.fallback.text`): it started while the voice model was out, so it runs on the
+    Agent's text model — no audio is played or listened to for the rest of the session, even once
+    outage mode is over; type with `bidi_text_input` and read the transcripts. Absent (false)
+    otherwise.
     """
     type: Literal["bidi_session_outage"]
 
