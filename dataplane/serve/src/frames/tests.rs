@@ -9,9 +9,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 use super::*;
 
+mod arrival;
 mod peers;
 mod properties;
-mod arrival;
 
 const LIMITS: Limits = Limits { max_message: 64 * 1024, max_frame: 32 * 1024 };
 /// For whole conversations, every length form included.
