@@ -16,6 +16,11 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="${SWITCHBOARD_CACHE:-$HOME/.cache/switchboard}"
 key="$(sha256sum "$HERE/requirements-test.txt" | cut -c1-12)"
 VENV="$CACHE/clients-python-$key"
+# One install at a time (the suite runs this script's tests and --package at once: a second
+# run's `rm -rf` would pull the virtualenv from under the first's pip).
+mkdir -p "$CACHE"
+exec 9>"$CACHE/clients-python.lock"
+flock 9
 if ! [ -f "$VENV/.installed" ]; then
   python3 -c 'import venv, ensurepip' 2>/dev/null || {
     apt-get update -qq >&2
@@ -27,6 +32,7 @@ if ! [ -f "$VENV/.installed" ]; then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$HERE/requirements-test.txt" >&2
   touch "$VENV/.installed"
 fi
+flock -u 9
 
 if [ -z "${SWITCHBOARD_BIN:-}" ]; then
   (cd "$ROOT" && cargo build --quiet --locked -p switchboard-dataplane --bin switchboard)

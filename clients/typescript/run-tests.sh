@@ -20,6 +20,11 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="${SWITCHBOARD_CACHE:-$HOME/.cache/switchboard}"
 key="$(sha256sum "$HERE/package-lock.json" | cut -c1-12)"
 DEPS="$CACHE/clients-typescript-$key"
+# One install at a time (the suite runs this script's modes at once: a second run's
+# `rm -rf` would pull the dependencies from under the first's npm).
+mkdir -p "$CACHE"
+exec 9>"$CACHE/clients-typescript.lock"
+flock 9
 if ! [ -f "$DEPS/.installed" ]; then
   echo "[clients/typescript] installing the dev dependencies into $DEPS" >&2
   rm -rf "$DEPS"
@@ -28,6 +33,7 @@ if ! [ -f "$DEPS/.installed" ]; then
   (cd "$DEPS" && npm ci --silent --no-audit --no-fund >&2)
   touch "$DEPS/.installed"
 fi
+flock -u 9
 # Linked beside its name and renamed over it: a concurrent run never finds it missing.
 tmp="$HERE/.node_modules.$$"
 ln -sfn "$DEPS/node_modules" "$tmp"

@@ -115,7 +115,9 @@ async fn in_outage_mode_clients_that_read_text_are_served_in_text_and_a_phone_ge
         let mut client = start(&fleet, &[]).await;
         let mut seen = client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
         seen.extend(ask(&mut client).await);
-        if !notices(&seen).is_empty() {
+        // The session whose failed turn trips the breaker is told of it as a session under
+        // way (not text-only: it started before); the next one starts in text.
+        if notices(&seen).iter().any(|(_, _, text_only)| *text_only) {
             break (client, seen);
         }
         println!("served while failing: {seen:?}");
