@@ -21,31 +21,7 @@ use crate::stack::{RTP_PORTS, copy_dir, free_udp_range, get_metrics, sample, wai
 fn local_mode_answers_a_phone_call_in_process() {
     let tools = tools_bin().expect("tests/tools/install.sh");
     let binary = switchboard_binary().expect("the switchboard binary");
-    let dir = std::env::temp_dir().join(format!("switchboard-sip-local-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let agents = dir.join("agents");
-    copy_dir(&repo_root().join("examples/banking"), &agents);
-    let record = format!("sqlite:{}", dir.join("record.db").display());
-    let rtp = free_udp_range(RTP_PORTS);
-    let local = Process::start(
-        &binary,
-        "local-sip",
-        &[
-            "local",
-            &agents.to_string_lossy(),
-            "--port",
-            "0",
-            "--record-database-url",
-            &record,
-            "--sip-listen",
-            "127.0.0.1:0",
-            "--sip-rtp-ports",
-            &format!("{}-{}", rtp.0, rtp.1),
-        ],
-        &[],
-        "Chat with: switchboard chat ws://",
-    )
-    .expect("switchboard local starts");
+    let (dir, record, local) = start_local(&binary, "switchboard-sip-local", "local-sip");
     let printed = local.log_text();
     let sip: SocketAddr = printed
         .lines()
@@ -97,31 +73,7 @@ fn local_mode_answers_a_phone_call_in_process() {
 fn local_mode_calls_a_softphone_with_no_trunk() {
     let tools = tools_bin().expect("tests/tools/install.sh");
     let binary = switchboard_binary().expect("the switchboard binary");
-    let dir = std::env::temp_dir().join(format!("switchboard-sip-local-out-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let agents = dir.join("agents");
-    copy_dir(&repo_root().join("examples/banking"), &agents);
-    let record = format!("sqlite:{}", dir.join("record.db").display());
-    let rtp = free_udp_range(RTP_PORTS);
-    let local = Process::start(
-        &binary,
-        "local-sip-out",
-        &[
-            "local",
-            &agents.to_string_lossy(),
-            "--port",
-            "0",
-            "--record-database-url",
-            &record,
-            "--sip-listen",
-            "127.0.0.1:0",
-            "--sip-rtp-ports",
-            &format!("{}-{}", rtp.0, rtp.1),
-        ],
-        &[],
-        "Chat with: switchboard chat ws://",
-    )
-    .expect("switchboard local starts");
+    let (dir, record, local) = start_local(&binary, "switchboard-sip-local-out", "local-sip-out");
     let printed = local.log_text();
     assert!(printed.contains("Outbound calls: switchboard call sip:USER@HOST:PORT --agent triage"), "{printed}");
     let gateway = printed
@@ -168,4 +120,36 @@ fn local_mode_calls_a_softphone_with_no_trunk() {
     assert_eq!(list.as_array().expect("a list").len(), 1, "one session for the answered call: {list}");
     drop(local);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `switchboard local` of a copy of the Example Bank in a fresh temp folder named `name`,
+/// answering SIP on loopback (any free port) with a free RTP range and its record in the
+/// folder: the folder, the record's URL and the process (logged as `process`).
+fn start_local(binary: &std::path::Path, name: &str, process: &str) -> (std::path::PathBuf, String, Process) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let agents = dir.join("agents");
+    copy_dir(&repo_root().join("examples/banking"), &agents);
+    let record = format!("sqlite:{}", dir.join("record.db").display());
+    let rtp = free_udp_range(RTP_PORTS);
+    let local = Process::start(
+        binary,
+        process,
+        &[
+            "local",
+            &agents.to_string_lossy(),
+            "--port",
+            "0",
+            "--record-database-url",
+            &record,
+            "--sip-listen",
+            "127.0.0.1:0",
+            "--sip-rtp-ports",
+            &format!("{}-{}", rtp.0, rtp.1),
+        ],
+        &[],
+        "Chat with: switchboard chat ws://",
+    )
+    .expect("switchboard local starts");
+    (dir, record, local)
 }

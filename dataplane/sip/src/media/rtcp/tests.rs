@@ -94,7 +94,11 @@ fn jitter_follows_the_variation_of_transit_time() {
     let jitter = shaky.report(t0).jitter;
     assert!((70..=80).contains(&jitter), "about 10 ms (80 units) of jitter: {jitter}");
     assert!((seconds - f64::from(jitter) / 8000.0).abs() < 0.000_2, "the same in seconds: {seconds}");
-    assert!(steady.jitter_seconds(8000).abs() < 1e-9, "no jitter, up to float rounding: {}", steady.jitter_seconds(8000));
+    assert!(
+        steady.jitter_seconds(8000).abs() < 1e-9,
+        "no jitter, up to float rounding: {}",
+        steady.jitter_seconds(8000)
+    );
 }
 
 #[test]
