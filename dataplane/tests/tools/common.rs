@@ -23,25 +23,38 @@ pub struct McpServer {
 }
 
 impl McpServer {
-    /// Starts `mcp_server.py` on a free port and waits until it accepts connections.
+    /// Starts `mcp_server.py` on a free port and waits until it answers HTTP.
     pub async fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-        Self::start_on(port).await
+        Self::serve(std::net::TcpListener::bind("127.0.0.1:0").expect("binds a free port")).await
     }
 
+    /// Starts it on `port` (a restarted server on its old address).
     pub async fn start_on(port: u16) -> Self {
+        Self::serve(std::net::TcpListener::bind(("127.0.0.1", port)).expect("binds the port again")).await
+    }
+
+    /// The test binds the listener and hands it to the server as its standard input: no
+    /// other process can take the port between choosing it and serving on it.
+    async fn serve(listener: std::net::TcpListener) -> Self {
+        let addr = listener.local_addr().expect("the listener's address");
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/tools/mcp_server.py");
-        let child = Command::new(mcp_python())
+        let mut child = Command::new(mcp_python())
             .arg(script)
-            .arg(port.to_string())
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::inherit())
             .spawn()
             .expect("starts the MCP server");
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(addr).await.is_err() {
-            assert!(Instant::now() < deadline, "the MCP server did not start listening on {addr}");
+        // Connections queue on the listener from now on; one request answered means served.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().expect("the MCP server's status") {
+                panic!("the MCP server exited before serving on {addr}: {status}");
+            }
+            assert!(Instant::now() < deadline, "the MCP server did not answer on {addr}");
+            if answers_http(addr).await {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Self { addr, child }
@@ -77,4 +90,17 @@ pub fn mcp_tool(name: &str, url: &str, timeout_ms: u32) -> ToolSpec {
 
 pub fn executor() -> Executor {
     Executor::new(ExecutorOptions::default()).expect("an executor")
+}
+
+/// Whether `addr` answers an HTTP request within a few seconds (any status will do).
+async fn answers_http(addr: SocketAddr) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let attempt = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+        stream.write_all(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").await.ok()?;
+        let mut head = [0_u8; 8];
+        stream.read_exact(&mut head).await.ok()?;
+        Some(head.starts_with(b"HTTP/1."))
+    };
+    tokio::time::timeout(Duration::from_secs(5), attempt).await.ok().flatten().unwrap_or(false)
 }

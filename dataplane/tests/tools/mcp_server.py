@@ -1,8 +1,12 @@
 """A real MCP server (the official Python SDK, Streamable HTTP transport) for Switchboard's
-tool tests. Usage: mcp_server.py <port>. Serves http://127.0.0.1:<port>/mcp."""
+tool tests. Usage: mcp_server.py, with a listening TCP socket as its standard input (the test
+binds it, so no other process can take the port between choosing it and serving on it).
+Serves http://<that address>/mcp."""
 
 import asyncio
-import sys
+import socket
+
+import uvicorn
 
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -58,4 +62,11 @@ async def traceparent(ctx: Context) -> str:
     return request.headers.get("traceparent", "") if request is not None else ""
 
 
-app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+async def serve() -> None:
+    listener = socket.socket(fileno=0)
+    host = listener.getsockname()[0]
+    config = uvicorn.Config(app.streamable_http_app(host=host), log_level="warning")
+    await uvicorn.Server(config).serve(sockets=[listener])
+
+
+asyncio.run(serve())

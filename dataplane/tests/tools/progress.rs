@@ -95,10 +95,10 @@ async fn mcp_progress_reaches_the_client_between_tool_start_and_tool_complete() 
         }
     }
     let position = |pred: &dyn Fn(&ServerMessage) -> bool| events.iter().position(pred);
-    let started =
-        position(&|m| matches!(m, ServerMessage::ToolStart { name, .. } if name == "slow_report")).expect("tool_start");
+    let started = position(&|m| matches!(m, ServerMessage::ToolStart { name, .. } if name == "slow_report"))
+        .unwrap_or_else(|| panic!("no tool_start for slow_report among {events:#?}"));
     let completed = position(&|m| matches!(m, ServerMessage::ToolComplete { name, .. } if name == "slow_report"))
-        .expect("tool_complete");
+        .unwrap_or_else(|| panic!("no tool_complete for slow_report among {events:#?}"));
     let progress: Vec<(usize, &str)> = events
         .iter()
         .enumerate()
