@@ -243,7 +243,10 @@ impl Session<'_> {
             let heard = match message {
                 Some(Ok(Message::Text(text))) => hear(text.as_str()),
                 Some(Ok(Message::Close(frame))) => {
-                    return Err(format!("close {}", frame.map_or(1005, |f| u16::from(f.code))));
+                    let code = frame.as_ref().map_or(1005, |f| u16::from(f.code));
+                    let reason = frame.as_ref().map(|f| f.reason.as_str()).unwrap_or_default();
+                    tracing::warn!(code, reason, "the server closed a session before its scenario ended");
+                    return Err(format!("close {code}"));
                 }
                 Some(Ok(_)) => continue,
                 Some(Err(_)) | None => return Err("connection lost".into()),

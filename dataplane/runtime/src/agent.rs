@@ -90,4 +90,15 @@ pub enum Exit {
     ClientGone,
     /// The server is shutting down.
     Shutdown,
+    /// The session ended on a failure, closed with this code (never 1000: a client must
+    /// not read a failure as the conversation's end) and reason.
+    Failed(u16, String),
+}
+
+impl Exit {
+    /// The voice model's stream is gone (its events ended or it takes nothing more): the
+    /// session ends as a server failure, 1011.
+    pub fn model_gone() -> Self {
+        Self::Failed(switchboard_core::protocol::close_code::INTERNAL, "the voice model session ended".into())
+    }
 }

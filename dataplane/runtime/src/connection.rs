@@ -356,6 +356,7 @@ impl Conversation<'_> {
         gauge.dec();
         match exit {
             Ok(Exit::Closed(reason)) => (close_code::NORMAL, reason),
+            Ok(Exit::Failed(code, reason)) => (code, reason),
             Ok(Exit::ClientGone) => (close_code::NORMAL, "the client went away".into()),
             Ok(Exit::Shutdown) => (close_code::GOING_AWAY, "the server is shutting down; reconnect".into()),
             Ok(Exit::Handoff(request)) => (close_code::HANDOFF, format!("handed off to {}", request.target)),

@@ -178,7 +178,7 @@ async fn admit(
 ) -> Result<(Machine, Option<(String, Parked)>, bool), Close> {
     let identity = admission.key.as_deref().unwrap_or_default();
     let first = match tokio::time::timeout(gateway.config.start_timeout, client.next()).await {
-        Err(_) => return Err((close_code::NORMAL, "no session_start in time".into())),
+        Err(_) => return Err((close_code::IDLE_TIMEOUT, "no session_start in time".into())),
         Ok(Some(Ok(Message::Text(text)))) => decode_client(text.as_str()),
         Ok(_) => return Err((close_code::NORMAL, String::new())),
     };

@@ -20,7 +20,7 @@ impl Voice<'_> {
         let speech = self.speech.end();
         for frame in audio::silence_frames(audio::END_OF_TURN_SILENCE_MS) {
             if self.stream.send_audio(frame).await.is_err() {
-                return Some(Exit::Closed("the voice model session ended".into()));
+                return Some(Exit::model_gone());
             }
         }
         self.speech_changed(session, speech).await

@@ -34,7 +34,7 @@ impl Voice<'_> {
         let description = spec.tools.iter().find(|t| t.name == tool).map_or("", |t| t.description.as_str());
         let prompt = filler::filler_prompt(&tool, description);
         self.shared.metrics.fillers.with_label_values(&[spec.agent.name.as_str()]).inc();
-        self.stream.send_text(prompt).await.err().map(|_| Exit::Closed("the voice model session ended".into()))
+        self.stream.send_text(prompt).await.err().map(|_| Exit::model_gone())
     }
 
     /// `session_update`: every setting it names applies, or none does (with a
@@ -59,7 +59,7 @@ impl Voice<'_> {
         if let Some(voice) = &update.voice
             && self.stream.change_voice(voice.clone()).await.is_err()
         {
-            return Some(Exit::Closed("the voice model session ended".into()));
+            return Some(Exit::model_gone());
         }
         if let Some(modalities) = modalities {
             self.audio_on = modalities.audio;

@@ -61,7 +61,7 @@ impl Voice<'_> {
         if self.stream.update_system_prompt(self.stream_prompt()).await.is_err()
             || self.stream.change_voice(voice).await.is_err()
         {
-            return Some(Exit::Closed("the voice model session ended".into()));
+            return Some(Exit::model_gone());
         }
         None
     }

@@ -199,7 +199,7 @@ impl Voice<'_> {
             self.turns.protect(Instant::now());
         }
         let prompt = say_prompt(WHY, &line.text);
-        self.stream.send_text(prompt).await.err().map(|_| Exit::Closed("the voice model session ended".into()))
+        self.stream.send_text(prompt).await.err().map(|_| Exit::model_gone())
     }
 
     /// Once the line being said is over (after the core took the model's inputs that ended

@@ -39,6 +39,7 @@ pub use model::{MAX_CLIENTS, STREAMS_PER_CLIENT, VoiceModel};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use switchboard_core::protocol::close_code;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -185,7 +186,7 @@ impl Voice<'_> {
                 self.turns.protect(Instant::now());
             }
             if self.stream.speak_first(greeting.text()).await.is_err() {
-                return Exit::Closed("the voice model session ended".into());
+                return Exit::model_gone();
             }
             self.greeting = greeting;
         }
@@ -222,7 +223,7 @@ impl Voice<'_> {
                 },
                 event = events.recv() => match event {
                     Some(event) => self.model_event(session, event).await,
-                    None => Some(Exit::Closed("the voice model session ended".into())),
+                    None => Some(Exit::model_gone()),
                 },
                 message = inbound.recv() => match message {
                     Some(message) => self.client_message(session, message).await,
@@ -264,7 +265,7 @@ impl Voice<'_> {
                     Ok(Err(_)) => Err(Exit::ClientGone),
                     Err(_) => {
                         self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), "slow_client"]).inc();
-                        Err(Exit::Closed(format!(
+                        Err(Exit::Failed(close_code::SLOW_CLIENT, format!(
                             "the client did not read the session's audio for {} s; closing",
                             SLOW_CLIENT.as_secs()
                         )))
@@ -363,7 +364,7 @@ impl Voice<'_> {
             );
             let _ = self.send(ServerMessage::error(code, format!("the voice model failed: {message}"), false)).await;
             session.handle(Input::End, Instant::now());
-            return Some(Exit::Closed(format!("the voice model failed ({label})")));
+            return Some(Exit::Failed(close_code::INTERNAL, format!("the voice model failed ({label})")));
         }
         for input in relayed.inputs {
             if matches!(input, Input::Voice(VoiceInput::Activity(Activity::SpeechStopped))) {
@@ -411,7 +412,7 @@ impl Voice<'_> {
         if session.system_prompt_ref() != self.prompt {
             self.prompt = session.system_prompt();
             if self.stream.update_system_prompt(self.stream_prompt()).await.is_err() {
-                return Some(Exit::Closed("the voice model session ended".into()));
+                return Some(Exit::model_gone());
             }
         }
         let mut exit = None;
@@ -435,17 +436,17 @@ impl Voice<'_> {
                 }
                 Medium::Voice(VoiceEffect::SendToolResult(result)) => {
                     if self.stream.send_tool_result(result.tool_use_id, result.content).await.is_err() {
-                        return Some(Exit::Closed("the voice model session ended".into()));
+                        return Some(Exit::model_gone());
                     }
                 }
                 Medium::Voice(VoiceEffect::SendText(text)) => {
                     if self.stream.send_text(text).await.is_err() {
-                        return Some(Exit::Closed("the voice model session ended".into()));
+                        return Some(Exit::model_gone());
                     }
                 }
                 Medium::Voice(VoiceEffect::StateChanged(notice)) => {
                     if self.stream.tell(notice).await.is_err() {
-                        return Some(Exit::Closed("the voice model session ended".into()));
+                        return Some(Exit::model_gone());
                     }
                     self.shared.metrics.state_notices.with_label_values(&[self.agent.core.name()]).inc();
                 }
@@ -455,7 +456,7 @@ impl Voice<'_> {
                 }
                 Medium::Voice(VoiceEffect::ForgetHistory { bytes }) => {
                     if self.stream.forget_history(bytes).await.is_err() {
-                        return Some(Exit::Closed("the voice model session ended".into()));
+                        return Some(Exit::model_gone());
                     }
                 }
                 Medium::CallModel(_) => tracing::warn!("a voice session asked for a text model call; ignored"),

@@ -216,7 +216,7 @@ impl Voice<'_> {
 
     /// One frame of the caller's audio to the model.
     async fn send_to_model(&mut self, frame: Bytes) -> Result<(), Exit> {
-        self.stream.send_audio(frame).await.map_err(|_| Exit::Closed("the voice model session ended".into()))
+        self.stream.send_audio(frame).await.map_err(|_| Exit::model_gone())
     }
 
     /// Counts the caller speaking over the agent.
@@ -247,7 +247,7 @@ impl Voice<'_> {
             };
             self.turns.speaker.protect(now);
             if self.stream.send_text(prompt).await.is_err() {
-                return Some(Exit::Closed("the voice model session ended".into()));
+                return Some(Exit::model_gone());
             }
         }
         None
