@@ -3,9 +3,9 @@
 # itself: Debian packages, a real Kubernetes control plane (kube-apiserver and
 # kube-controller-manager built from Debian's source package, etcd from Debian; cached in
 # ~/.cache/switchboard after the first run), pinned kubectl, helm and mdBook. Then it checks
-# formatting, lints, builds the book in docs/, checks the crates' layering, runs the whole test suite, three
-# third-party Nova Sonic clients against the simulator and every fuzz target briefly, and
-# last starts a real node
+# formatting, lints, builds the book in docs/, checks the crates' layering, runs the whole
+# test suite, 200 voice callers through `switchboard load`, three third-party Nova Sonic
+# clients against the simulator and every fuzz target briefly, and last starts a real node
 # (kubelet, kube-scheduler, kube-proxy from the same source package; containerd) and runs
 # a pod on it.
 #
@@ -118,6 +118,15 @@ if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast
 else
   cargo test --workspace --locked --no-fail-fast
+fi
+step "load (200 voice callers)"
+# `switchboard load`: 200 simulated voice callers against local mode and its simulator
+# (issue 43's load test), alone on the machine: among the suite a debug build's 200 sessions
+# time out on two cores.
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --run-ignored only -E 'binary(load)' --no-capture
+else
+  cargo test --locked -p switchboard-dataplane --test load -- --ignored --nocapture
 fi
 step "Nova Sonic clients"
 # Pipecat, Strands and LiveKit Agents, stock, each through a spoken conversation with the

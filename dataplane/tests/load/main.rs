@@ -132,28 +132,23 @@ fn delta(before: &serde_json::Value, after: &serde_json::Value, path: &[&str]) -
     n(at(after)) - n(at(before))
 }
 
-#[test]
-fn voice_and_text_callers_load_local_mode_and_the_report_matches_what_the_simulator_saw() {
-    let local = local(&[]);
-    let before = sim_stats(&local);
-    // Voice callers, 10 a second, at most 10 at once, each asking for its balance aloud:
-    // triage hands over to identity verification, which answers. (Local mode, its
-    // simulator and the callers share the machine with the rest of the suite: 200 callers
-    // at once on a loaded two-core machine did not all complete — the gateway, behind on
-    // their frames, took the backlog for floods and closed sessions with 1008.)
-    const CALLERS: u64 = 10;
+/// `callers` voice callers, `rate` a second, at most `concurrency` at once, each asking for
+/// its balance aloud: triage hands over to identity verification, which answers. Checks the
+/// report and that the simulator heard every spoken turn once.
+fn voice_callers(local: &Local, callers: u64, rate: u32, concurrency: u32) {
+    let before = sim_stats(local);
     let aws = [("AWS_ACCESS_KEY_ID", "AKIDLOADTEST"), ("AWS_SECRET_ACCESS_KEY", "not-a-secret")];
-    let callers = CALLERS.to_string();
+    let (count_s, rate_s, concurrency_s) = (callers.to_string(), rate.to_string(), concurrency.to_string());
     let args = [
         local.gateway.as_str(),
         "--scenario",
         "dataplane/tests/load/transfer-by-voice.yaml",
         "--callers",
-        &callers,
+        &count_s,
         "--rate",
-        "10",
+        &rate_s,
         "--concurrency",
-        "10",
+        &concurrency_s,
         // Generous: this checks what was counted, not how fast (a loaded machine is slow).
         "--turn-timeout",
         "90",
@@ -163,23 +158,41 @@ fn voice_and_text_callers_load_local_mode_and_the_report_matches_what_the_simula
         &local.cert,
     ];
     let (code, report, stderr, took) = load(&args, &aws);
-    let after = sim_stats(&local);
+    let after = sim_stats(local);
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
-    assert!(took < Duration::from_secs(180), "{CALLERS} voice callers took {took:?}");
+    eprintln!("{callers} voice callers took {took:?}: {report}");
     let sessions = &report["sessions"];
-    assert_eq!((count(&sessions["started"]), count(&sessions["completed"])), (CALLERS, CALLERS), "{report:#}");
-    assert_eq!(count(&report["turns"]["spoken"]), CALLERS, "{report:#}");
-    assert_eq!(count(&report["handoffs"]), CALLERS, "{report:#}");
-    assert_eq!(count(&report["time_to_first_audio_ms"]["count"]), CALLERS, "{report:#}");
-    assert_eq!(count(&report["handoff_gap_ms"]["count"]), CALLERS, "{report:#}");
+    assert_eq!((count(&sessions["started"]), count(&sessions["completed"])), (callers, callers), "{report:#}");
+    assert_eq!(count(&report["turns"]["spoken"]), callers, "{report:#}");
+    assert_eq!(count(&report["handoffs"]), callers, "{report:#}");
+    assert_eq!(count(&report["time_to_first_audio_ms"]["count"]), callers, "{report:#}");
+    assert_eq!(count(&report["handoff_gap_ms"]["count"]), callers, "{report:#}");
     assert!(report["errors"].as_object().is_some_and(|e| e.is_empty()), "{report:#}");
     // The simulator heard every spoken turn, once: its utterances are the report's turns,
     // its replies sent the turns answered, and it opened a Nova Sonic stream per session and
     // one more per handoff.
     let grew = |path: &[&str]| delta(&before, &after, path);
-    assert_eq!(grew(&["sonic", "utterances"]), CALLERS, "{before}\n{after}");
-    assert_eq!(grew(&["sonic", "streams"]), 2 * CALLERS, "{before}\n{after}");
-    assert_eq!(grew(&["sonic", "repliesSent"]), CALLERS, "{before}\n{after}");
+    assert_eq!(grew(&["sonic", "utterances"]), callers, "{before}\n{after}");
+    assert_eq!(grew(&["sonic", "streams"]), 2 * callers, "{before}\n{after}");
+    assert_eq!(grew(&["sonic", "repliesSent"]), callers, "{before}\n{after}");
+}
+
+/// Issue 43's load test: 200 voice callers against local mode, 4 new a second, at most 40
+/// at once. It needs the machine to itself (a debug build's 200 sessions cost about 72
+/// core-seconds: among the rest of the suite on two cores they time out), so `./test.sh`
+/// runs it in a stage of its own after the suite (`--run-ignored only -E 'binary(load)'`).
+#[test]
+#[ignore = "needs the machine to itself: ./test.sh runs it in its own stage"]
+fn two_hundred_voice_callers_load_local_mode_and_the_report_matches_what_the_simulator_saw() {
+    let local = local(&[]);
+    voice_callers(&local, 200, 4, 40);
+}
+
+#[test]
+fn voice_and_text_callers_load_local_mode_and_the_report_matches_what_the_simulator_saw() {
+    let local = local(&[]);
+    // Ten voice callers beside the rest of the suite (two hundred have a stage of their own).
+    voice_callers(&local, 10, 10, 10);
 
     // Text callers type the balance conversation: three turns, two handoffs each.
     let before = sim_stats(&local);
