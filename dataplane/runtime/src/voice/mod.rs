@@ -265,10 +265,13 @@ impl Voice<'_> {
                     Ok(Err(_)) => Err(Exit::ClientGone),
                     Err(_) => {
                         self.shared.metrics.errors.with_label_values(&[self.agent.core.name(), "slow_client"]).inc();
-                        Err(Exit::Failed(close_code::SLOW_CLIENT, format!(
-                            "the client did not read the session's audio for {} s; closing",
-                            SLOW_CLIENT.as_secs()
-                        )))
+                        Err(Exit::Failed(
+                            close_code::SLOW_CLIENT,
+                            format!(
+                                "the client did not read the session's audio for {} s; closing",
+                                SLOW_CLIENT.as_secs()
+                            ),
+                        ))
                     }
                 }
             }
