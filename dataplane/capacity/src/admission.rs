@@ -69,14 +69,13 @@ pub struct Waiting {
 impl Capacity {
     /// A slot for a session with `route`'s Agent (`ticket: None` when its pool is not
     /// counted). A session `under_way` (resumed, continued) takes one without waiting, in
-    /// its Agent's own pool. An Agent with a fallback region sends a new session there when
+    /// its Agent's own pool ([`Capacity::resume`] keeps a placement). An Agent with a fallback region sends a new session there when
     /// its own region is failing, or when its own pool is full and the fallback's has a slot
     /// free; otherwise the session waits for (or is refused) a slot of its own pool.
     pub async fn admit(self: &Arc<Self>, route: &Route, under_way: bool) -> Admission {
         let settings = &route.capacity;
         if under_way {
-            let ticket = self.force(&settings.pool, &route.namespace).await;
-            return Admission::Admitted(Slot { ticket, placed: None });
+            return Admission::Admitted(self.resume(route, None).await);
         }
         let mut pool = settings.pool.as_str();
         let mut placed = None;
@@ -115,6 +114,21 @@ impl Capacity {
             Admitted::Refused(refusal) => Admission::Refused { pool: pool.to_owned(), refusal },
             Admitted::Queued(ticket, status, place) => Admission::Waiting(Waiting { ticket, status, place, placed }),
         }
+    }
+
+    /// A slot for a session under way (resumed, continued) of `route`, taken without
+    /// waiting: in the pool of the fallback region it was placed on (`placed`, when it is
+    /// still `route`'s fallback region), else in its Agent's own pool. Not counted as a new
+    /// placement.
+    pub async fn resume(self: &Arc<Self>, route: &Route, placed: Option<Placed>) -> Slot {
+        let settings = &route.capacity;
+        let placed = placed.filter(|p| {
+            settings.fallback_region.as_deref() == Some(p.region.as_str())
+                && settings.fallback_pool().as_deref() == Some(p.pool.as_str())
+        });
+        let pool = placed.as_ref().map_or(settings.pool.as_str(), |p| p.pool.as_str());
+        let ticket = self.force(pool, &route.namespace).await;
+        Slot { ticket, placed }
     }
 
     /// The slot of a session of `route` holding `ticket`; one placed on its fallback region

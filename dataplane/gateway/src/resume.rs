@@ -234,6 +234,24 @@ impl Replay {
     }
 }
 
+/// Where a parked session was placed ([`Parked::placed`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// The Agent (`namespace/name`) it was placed for: only its streams open there.
+    pub agent: String,
+    /// The fallback region.
+    pub region: String,
+    /// Why: `full` or `failing`.
+    pub cause: String,
+}
+
+impl Placement {
+    /// The cause as the machine keeps it; `None` for one this version does not know.
+    pub fn cause(&self) -> Option<&'static str> {
+        ["full", "failing"].into_iter().find(|c| *c == self.cause)
+    }
+}
+
 /// A session waiting for its client.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Parked {
@@ -277,6 +295,11 @@ pub struct Parked {
     /// is: a resumed session stays so, and its notices say so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_only: Option<String>,
+    /// The fallback region the session was placed on (its Agent's own was full or
+    /// failing), if it was: a resumed session opens that Agent's streams there again and
+    /// takes its slot in that region's pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed: Option<Placement>,
 }
 
 fn is_live(reach: &crate::directory::Reach) -> bool {

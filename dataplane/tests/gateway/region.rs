@@ -201,3 +201,45 @@ async fn a_failing_region_sends_new_sessions_to_the_fallback_region_across_gatew
     assert_eq!(fallbacks(&b, "failing").await, 1.0);
     assert_eq!(streams_in(&fleet, "us-east-1"), east, "no new stream tried the failing region");
 }
+
+/// A session placed on the fallback region that drops and resumes through the other
+/// gateway opens its stream in the fallback region again and takes its slot there: with
+/// one stream allowed in each region, us-east-1's stays the first call's and us-west-2's the
+/// resumed one's (before, the resume took a slot of its Agent's own region and opened its
+/// stream there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_placed_on_the_fallback_region_resumes_there_through_the_other_gateway() {
+    let redis = Redis::start();
+    let fleet = fleet("").await;
+    let dir = routes(&fleet);
+    let quotas = ["--capacity-quota", &format!("{OWN}=1"), "--capacity-quota", &format!("{FALLBACK}=1")];
+    let shared = ["--redis-url", redis.url.as_str(), "--capacity-poll-ms", "50"];
+    let a = GatewayProcess::start(&dir, &[&quotas[..], &shared[..]].concat()).await;
+    let b = GatewayProcess::start(&dir, &[&quotas[..], &shared[..]].concat()).await;
+
+    let mut first = Call::start(&a.url(), "triage", &["audio"], Encoding::Binary).await;
+    first.until(started).await;
+    greeted(&mut first).await;
+    until_streams(&fleet, "us-east-1", 1).await;
+    let mut second = Call::start(&b.url(), "triage", &["audio"], Encoding::Binary).await;
+    second.until(started).await;
+    until_streams(&fleet, "us-west-2", 1).await;
+    greeted(&mut second).await;
+
+    // The second call's network goes; it resumes at the other gateway, and talks on.
+    let (token, last_seq) = crate::resume::position(&second.seen);
+    second.vanish().await;
+    let mut resumed = Call::resume(&a.url(), &token, last_seq, Encoding::Binary).await;
+    resumed.until(started).await;
+    resumed.say(common::HOURS, 600);
+    let hours = resumed.until(|m| common::is_final_reply(m, "We are open")).await;
+    assert!(common::audio_bytes(&hours) > 0, "answered aloud: {:#?}", common::summary(&hours));
+    assert_eq!(streams_in(&fleet, "us-west-2"), 2, "its stream opened in the fallback region again");
+    assert_eq!(streams_in(&fleet, "us-east-1"), 1, "none in its Agent's own region");
+    let (_, metrics) = get(a.addr, "/metrics").await;
+    let in_use = |pool| metric_sum(&metrics, "switchboard_gateway_capacity_in_use", &[("pool", pool)]);
+    assert_eq!((in_use(OWN), in_use(FALLBACK)), (1.0, 1.0), "one slot in each region:\n{metrics}");
+    assert_eq!(fallbacks(&a, "full").await, 0.0, "a resume is not a new placement");
+    resumed.hang_up().await;
+    drop(first);
+}

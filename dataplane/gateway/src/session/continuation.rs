@@ -195,6 +195,7 @@ mod tests {
             reach: crate::directory::Reach::Live,
             variants: Default::default(),
             text_only: None,
+            placed: None,
         };
         let forgotten = forget_identity(&mut parked, ["customer", "verifiedUser", "unset"]);
         assert_eq!(forgotten, ["customer", "verifiedUser"]);

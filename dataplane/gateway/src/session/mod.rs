@@ -106,7 +106,9 @@ pub async fn serve_call(
             // (handoffs and moves keep it; a park gives it back).
             let slot = match text_only {
                 Some(_) => Ok(Default::default()),
-                None => crate::capacity::admit(&gateway, &route, under_way, &mut client).await,
+                // A session under way takes its slot at once, where it was placed.
+                None if under_way => Ok(gateway.capacity.resume(&route, kept_placement(&machine, &route)).await),
+                None => crate::capacity::admit(&gateway, &route, false, &mut client).await,
             };
             let slot = match slot {
                 Ok(slot) => slot,
@@ -135,6 +137,14 @@ pub async fn serve_call(
             client.linger(REFUSAL_LINGER).await;
         }
     }
+}
+
+/// Where a session under way was placed for `route`'s Agent, if it was: its fallback
+/// region's pool, for its slot.
+fn kept_placement(machine: &Machine, route: &switchboard_crds::routing::Route) -> Option<switchboard_capacity::Placed> {
+    let (region, cause) = machine.placed()?;
+    let pool = route.capacity.fallback_pool()?;
+    Some(switchboard_capacity::Placed { region: region.to_owned(), pool, cause })
 }
 
 /// The session's span, the root of its trace: ids, the Agent it starts with and its

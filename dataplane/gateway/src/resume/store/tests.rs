@@ -34,6 +34,11 @@ fn parked() -> Parked {
         traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
         reach: crate::directory::Reach::Candidates,
         variants: [("bank/triage".to_owned(), "warm".to_owned())].into(),
+        placed: Some(crate::resume::Placement {
+            agent: "bank/triage".into(),
+            region: "us-west-2".into(),
+            cause: "full".into(),
+        }),
     }
 }
 
@@ -43,6 +48,7 @@ fn a_sealed_session_opens_only_unchanged_at_its_key_with_the_key_that_sealed_it(
     let value = seal(&signer, "k", &parked()).expect("sealed");
     let opened = open(&signer, "k", &value).expect("opens");
     assert_eq!((opened.agent.as_str(), opened.traceparent), ("triage", parked().traceparent));
+    assert_eq!(opened.placed, parked().placed, "where it was placed is kept");
     assert_eq!(opened.reach, crate::directory::Reach::Candidates, "a test session stays one");
     assert_eq!(opened.variants, parked().variants, "a session keeps its variants");
     let changed = String::from_utf8_lossy(&value[SEAL_BYTES..]).replace("triage", "banking");

@@ -15,7 +15,7 @@ use super::{Cx, Ending, Limits, Machine, Phase, Purpose, RuntimeFrame};
 use crate::directory::Target;
 use switchboard_core::handoff::HandoffContext;
 
-use crate::resume::{Frame, Missed, Parked, Replay};
+use crate::resume::{Frame, Missed, Parked, Placement, Replay};
 use crate::session::kept::Kept;
 
 impl Machine {
@@ -42,9 +42,14 @@ impl Machine {
             reach,
             variants,
             text_only,
+            placed,
             ..
         } = parked;
         let mut machine = Self::blank(limits, session_id, identity, target, voice, modalities, cx.now);
+        // A session placed on a fallback region opens that Agent's streams there again.
+        if let Some((placed, cause)) = placed.and_then(|p| p.cause().map(|cause| (p, cause))) {
+            machine.settings.place(placed.agent, placed.region, cause);
+        }
         if let Some(cause) = text_only {
             machine.resume_text_only(&cause);
         }
@@ -195,6 +200,11 @@ impl Machine {
             reach: self.settings.reach(),
             variants: self.settings.variants().clone(),
             text_only: self.settings.text_only().map(str::to_owned),
+            placed: self.settings.placement().map(|(agent, region, cause)| Placement {
+                agent: agent.to_owned(),
+                region: region.to_owned(),
+                cause: cause.to_owned(),
+            }),
         }
     }
 

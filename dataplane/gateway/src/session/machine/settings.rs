@@ -114,6 +114,11 @@ impl Settings {
         self.placed = Some((agent, region, cause));
     }
 
+    /// The Agent the session was placed for, the fallback region and why, if it was.
+    pub(super) fn placement(&self) -> Option<(&str, &str, &'static str)> {
+        self.placed.as_ref().map(|(agent, region, cause)| (agent.as_str(), region.as_str(), *cause))
+    }
+
     /// The fallback region `target`'s runtime sessions open their streams in, and why, if
     /// the session was placed there.
     pub(super) fn placed_for(&self, target: &Target) -> Option<(&str, &'static str)> {
