@@ -70,4 +70,21 @@ fn app_context_keys_come_from_a_secret_with_their_issuer_and_audience() {
     assert!(
         mounts.iter().any(|m| m.name == "app-context-keys" && m.mount_path == "/etc/switchboard-gateway-app-context")
     );
+    assert_eq!(value("SWITCHBOARD_APP_CONTEXT_BIND_SUBJECT"), None, "tokens are not bound to their client by default");
+
+    // Bound to their client: only where clients present credentials.
+    let bound = [
+        keys,
+        "gateway.appContext.issuer=https://app.bank.example",
+        "gateway.appContext.audience=sb",
+        "gateway.appContext.bindSubject=true",
+    ];
+    let (ok, refused) = render(&bound);
+    assert!(!ok && refused.contains("gateway.appContext.bindSubject binds each token"), "{refused}");
+    let (ok, rendered) = render(&[&bound[..], &["gateway.apiKeysSecret=api-keys"]].concat());
+    assert!(ok, "{rendered}");
+    let gateway: k8s_openapi::api::apps::v1::Deployment =
+        serde_yaml::from_str(document(&rendered, "Deployment", "sb-switchboard-gateway")).expect("gateway");
+    let env = gateway.spec.and_then(|s| s.template.spec).expect("pod").containers[0].env.clone().unwrap_or_default();
+    assert!(env.iter().any(|e| e.name == "SWITCHBOARD_APP_CONTEXT_BIND_SUBJECT" && e.value.as_deref() == Some("true")));
 }

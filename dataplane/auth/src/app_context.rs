@@ -10,12 +10,17 @@
 //! a token over [`MAX_TOKEN_BYTES`] (`app_context_too_large`); one that is not a JWT, not
 //! signed by a key of the set, from another issuer or for another audience, or whose claims
 //! are malformed (`app_context_invalid`); expired, not valid yet, or living longer than
-//! [`MAX_LIFETIME_SECS`] (`app_context_expired`); and one whose `jti` this gateway replica
-//! has taken already (`app_context_replayed`): each token opens one session.
+//! [`MAX_LIFETIME_SECS`] (`app_context_expired`); one bound to another client
+//! (`app_context_wrong_subject`: with [`AppContextKeys::with_bound_subject`], the token's
+//! `sub` must be the subject of the credential the client connected with — a JWT's `sub`,
+//! an API key's name); and one whose `jti` was taken already (`app_context_replayed`): each
+//! token opens one session. [`AppContextKeys::check`] checks a token and leaves its id to
+//! be taken: by the gateway in the store its replicas share (once across all of them), or
+//! in this process by [`AppContextKeys::take_here`] (once on this replica).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::JwkSet;
@@ -31,7 +36,7 @@ pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
 /// the session about to open, so the replay check needs to remember it only this long.
 pub const MAX_LIFETIME_SECS: u64 = 600;
 /// Clock skew allowed between the app's backend and the gateway.
-const LEEWAY_SECS: u64 = 30;
+pub const LEEWAY_SECS: u64 = 30;
 /// Most token ids remembered (each until its token expires); past this, new tokens are
 /// refused for a moment rather than remembered without bound.
 const MAX_REMEMBERED: usize = 200_000;
@@ -47,6 +52,28 @@ pub struct AppContextKeys {
     audience: String,
     /// `jti` -> its token's `exp`.
     used: Mutex<HashMap<String, u64>>,
+    /// Whether a token must name its client (`sub`: see [`AppContextKeys::with_bound_subject`]).
+    bound_subject: bool,
+}
+
+/// A token that passed every check but the replay check: what it vouches for, and the id
+/// that must not open another session while the token lives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    /// What it vouches for.
+    pub claims: AppClaims,
+    /// Its `jti`.
+    pub jti: String,
+    /// Its `exp` (seconds since the Unix epoch).
+    pub expires_at: u64,
+}
+
+impl Checked {
+    /// How long from `now_secs` its id must be remembered: as long as the token is taken
+    /// (its `exp`, with the clock skew allowed), at least a second.
+    pub fn remember_for(&self, now_secs: u64) -> Duration {
+        Duration::from_secs((self.expires_at + LEEWAY_SECS).saturating_sub(now_secs).max(1))
+    }
 }
 
 /// A token the gateway refused.
@@ -71,6 +98,16 @@ pub enum AppContextError {
     /// Too many unexpired tokens remembered.
     #[error("the gateway remembers as many app-context tokens as it may; try again shortly")]
     Busy,
+    /// Bound to another client than the one presenting it (or bound to none where the
+    /// gateway requires it).
+    #[error("session_start.app_context {0}")]
+    WrongSubject(String),
+    /// The shared store that makes each token single-use across the gateway's replicas
+    /// did not answer: refused rather than risk a replay.
+    #[error(
+        "the gateway cannot check that session_start.app_context was not used already: {0}; try again shortly with the same token"
+    )]
+    Unavailable(String),
     /// The gateway has no app-context keys, or the session is not a new one.
     #[error("{0}")]
     NotAccepted(String),
@@ -86,15 +123,17 @@ impl AppContextError {
             Self::Replayed => ErrorCode::AppContextReplayed,
             Self::Busy => ErrorCode::AtCapacity,
             Self::NotAccepted(_) => ErrorCode::AppContextNotAccepted,
+            Self::WrongSubject(_) => ErrorCode::AppContextWrongSubject,
+            Self::Unavailable(_) => ErrorCode::StoreUnavailable,
         }
     }
 
     /// The WebSocket close code.
     pub fn close_code(&self) -> u16 {
         match self {
-            Self::Invalid(_) | Self::Expired(_) | Self::Replayed => close_code::UNAUTHORIZED,
+            Self::Invalid(_) | Self::Expired(_) | Self::Replayed | Self::WrongSubject(_) => close_code::UNAUTHORIZED,
             Self::TooLarge(_) | Self::NotAccepted(_) => close_code::BAD_START,
-            Self::Busy => close_code::TRY_AGAIN_LATER,
+            Self::Busy | Self::Unavailable(_) => close_code::TRY_AGAIN_LATER,
         }
     }
 }
@@ -157,13 +196,35 @@ struct Claims {
     jti: String,
     #[serde(default)]
     memory: Option<serde_json::Value>,
+    #[serde(default)]
+    sub: Option<String>,
 }
 
 impl AppContextKeys {
     /// Trusts tokens signed by a key of `jwks` (a JWKS's JSON text), from `issuer` for
     /// `audience`.
     pub fn new(jwks: &str, issuer: String, audience: String) -> Result<Self, JwksError> {
-        Ok(Self { keys: RwLock::new(Arc::new(parse(jwks)?)), issuer, audience, used: Mutex::default() })
+        Ok(Self {
+            keys: RwLock::new(Arc::new(parse(jwks)?)),
+            issuer,
+            audience,
+            used: Mutex::default(),
+            bound_subject: false,
+        })
+    }
+
+    /// Takes only tokens bound to the client presenting them: a token's `sub` must be the
+    /// subject of the client's credential (a JWT's `sub`, an API key's name); a token
+    /// without `sub`, or a client without a credential, is refused
+    /// (`app_context_wrong_subject`). Without it, `sub` is not read.
+    pub fn with_bound_subject(mut self) -> Self {
+        self.bound_subject = true;
+        self
+    }
+
+    /// Whether tokens must name their client ([`AppContextKeys::with_bound_subject`]).
+    pub fn binds_subject(&self) -> bool {
+        self.bound_subject
     }
 
     /// Replaces the keys (a rotated set); returns how many there are now.
@@ -174,8 +235,18 @@ impl AppContextKeys {
         Ok(count)
     }
 
-    /// Checks `token` and takes its id (it opens no other session here).
-    pub fn verify(&self, token: &str) -> Result<AppClaims, AppContextError> {
+    /// Checks `token` for a client whose credential's subject is `client` (see
+    /// [`AppContextKeys::with_bound_subject`]) and takes its id in this process (it opens no
+    /// other session on this replica).
+    pub fn verify(&self, token: &str, client: Option<&str>) -> Result<AppClaims, AppContextError> {
+        let checked = self.check(token, client)?;
+        self.take_here(&checked)?;
+        Ok(checked.claims)
+    }
+
+    /// Checks `token` for a client whose credential's subject is `client`, leaving its id
+    /// to be taken ([`AppContextKeys::take_here`], or a store the gateway's replicas share).
+    pub fn check(&self, token: &str, client: Option<&str>) -> Result<Checked, AppContextError> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(AppContextError::TooLarge(token.len()));
         }
@@ -229,12 +300,16 @@ impl AppContextKeys {
             return Err(invalid(format!("its jti must be 1 to {MAX_JTI_LEN} characters, unique per token")));
         }
         let memory = memory(claims.memory).map_err(invalid)?;
-        self.take_id(claims.jti, claims.exp, now)?;
-        Ok(AppClaims { memory })
+        if self.bound_subject {
+            bound_to(claims.sub.as_deref(), client)?;
+        }
+        Ok(Checked { claims: AppClaims { memory }, jti: claims.jti, expires_at: claims.exp })
     }
 
-    /// Remembers `jti` until `exp`; `Err` when it was used already.
-    fn take_id(&self, jti: String, exp: u64, now: u64) -> Result<(), AppContextError> {
+    /// Takes the id of a `checked` token in this process: remembered until it expires;
+    /// `Err` when it was taken already.
+    pub fn take_here(&self, checked: &Checked) -> Result<(), AppContextError> {
+        let (jti, exp, now) = (checked.jti.clone(), checked.expires_at, now_secs());
         let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
         if used.contains_key(&jti) {
             return Err(AppContextError::Replayed);
@@ -247,6 +322,27 @@ impl AppContextKeys {
         }
         used.insert(jti, exp);
         Ok(())
+    }
+}
+
+/// Whether a token naming `sub` is the client's whose credential's subject is `client`.
+fn bound_to(sub: Option<&str>, client: Option<&str>) -> Result<(), AppContextError> {
+    let wrong = |message: String| Err(AppContextError::WrongSubject(message));
+    match (sub, client) {
+        (None, _) => wrong(
+            "names no client (sub), and this gateway takes only tokens bound to the client presenting them; have the \
+             app's backend set sub to the client's credential subject (its JWT's sub, or its API key's name)"
+                .into(),
+        ),
+        (Some(_), None) => wrong(
+            "is bound to a client (sub), and this client presented no credential; connect with the credential the \
+             token was minted for"
+                .into(),
+        ),
+        (Some(sub), Some(client)) if sub != client => wrong(format!(
+            "was minted for the client {sub:?}, not {client:?}, which presents it; each client gets its own token"
+        )),
+        (Some(_), Some(_)) => Ok(()),
     }
 }
 

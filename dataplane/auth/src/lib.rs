@@ -34,7 +34,9 @@ pub mod keys;
 mod origin;
 mod records;
 mod scope;
-pub use app_context::{AppClaims, AppContextError, AppContextKeys, MAX_LIFETIME_SECS, MAX_TOKEN_BYTES, Taken};
+pub use app_context::{
+    AppClaims, AppContextError, AppContextKeys, Checked, LEEWAY_SECS, MAX_LIFETIME_SECS, MAX_TOKEN_BYTES, Taken,
+};
 pub use calls::CallAccess;
 pub use jwt::{DEFAULT_CANDIDATES_SCOPE, DEFAULT_RECORDS_SCOPE, JwksError, Jwt, Verified};
 pub use keys::KeysFileError;
@@ -232,6 +234,12 @@ impl Admission {
         }
     }
 
+    /// The subject of the client's credential: a JWT's `sub`, an API key's name; none
+    /// without a credential. An app-context token bound to its client names it (`sub`).
+    pub fn subject(&self) -> Option<&str> {
+        self.key.as_deref().map(|key| key.strip_prefix("jwt:").unwrap_or(key))
+    }
+
     fn who(&self) -> String {
         match self.key.as_deref() {
             Some(jwt) if jwt.starts_with("jwt:") => format!("the token's subject {:?}", &jwt[4..]),
@@ -297,8 +305,10 @@ impl Auth {
         self
     }
 
-    /// Checks a new session's `session_start.app_context` token.
-    pub fn app_context(&self, token: &str) -> Result<AppClaims, AppContextError> {
+    /// Checks a new session's `session_start.app_context` token, presented by a client
+    /// whose credential's subject is `client` ([`Admission::subject`]), leaving its id to be
+    /// taken ([`Auth::take_app_context_here`], or the store the gateway's replicas share).
+    pub fn app_context(&self, token: &str, client: Option<&str>) -> Result<Checked, AppContextError> {
         let Some(keys) = &self.app_context else {
             return Err(AppContextError::NotAccepted(
                 "session_start.app_context: this gateway trusts no app backend's context (it has no app-context keys: \
@@ -306,7 +316,16 @@ impl Auth {
                     .into(),
             ));
         };
-        keys.verify(token)
+        keys.check(token, client)
+    }
+
+    /// Takes the id of a `checked` app-context token in this process (a gateway without a
+    /// shared store: once on this replica).
+    pub fn take_app_context_here(&self, checked: &Checked) -> Result<(), AppContextError> {
+        match &self.app_context {
+            Some(keys) => keys.take_here(checked),
+            None => Err(AppContextError::NotAccepted("this gateway trusts no app backend's context".into())),
+        }
     }
 
     /// Lets any client open test sessions on candidate pods when no credentials are required

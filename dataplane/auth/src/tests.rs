@@ -21,6 +21,7 @@ fn keys_are_checked_by_digest_and_limited_per_key() {
     let auth = Auth::new(Some(&file), vec![]).expect("valid file");
     let first = auth.admit(&headers(&[("authorization", "Bearer a-key")]), None).expect("admitted");
     assert_eq!(first.key.as_deref(), Some("alpha"));
+    assert_eq!(first.subject(), Some("alpha"), "an API key's subject is its name");
     let second = auth.admit(&headers(&[("x-api-key", "a-key")]), None).expect_err("over its limit");
     assert_eq!((second.code, second.reason), (close_code::TOO_MANY_SESSIONS, ErrorCode::KeySessions));
     drop(first);
@@ -138,6 +139,7 @@ fn jwts_are_checked_for_signature_key_issuer_audience_and_expiry() {
     let good = token(&key, "k1", claims("https://idp.example", "switchboard", 300));
     let admitted = auth.admit(&headers(&[("authorization", &format!("Bearer {good}"))]), None).expect("valid");
     assert_eq!(admitted.key.as_deref(), Some("jwt:user-7"));
+    assert_eq!(admitted.subject(), Some("user-7"), "a JWT's subject is its sub");
     assert!(auth.admit(&headers(&[]), Some(&good)).is_ok(), "a browser's access_token query parameter");
     let refused = |token: &str, why: &str| {
         let refusal = auth.admit(&headers(&[]), Some(token)).expect_err(why);

@@ -34,6 +34,13 @@ pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 /// long), its signature and the other fields. The gateway never sends a larger one, and a
 /// runtime always reads one this large: the two limits agree.
 pub const MAX_START_BYTES: usize = 2 * MAX_PAYLOAD_BYTES + 4096;
+/// How far before its grant a carried call start ([`Carried::call_started_at_ms`]) is read
+/// as it is: a day, twice the longest `turnTaking.maxCall` (twelve hours). An older start
+/// is read as this long ago (the call's limit has passed either way, and no clock gains from
+/// a larger number); one later than the grant by more than [`MAX_AGE_MS`] (clocks that
+/// disagree a little) is refused ([`GrantError::CallStart`]), a later one within it read as
+/// the grant's own time.
+pub const MAX_CALL_AGE_MS: u64 = 24 * 3600 * 1000;
 
 /// The session context the gateway carries into a runtime session: what a session
 /// started there is given of the session so far. One type from the gateway's open request
@@ -65,6 +72,13 @@ pub struct Carried {
     /// compacted turns does; empty when none.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub summary: String,
+    /// When the call started, milliseconds since the Unix epoch (the gateway's clock, at
+    /// the session's `session_start`): a call handed to another agent, or resumed on another
+    /// pod, keeps its clock — `turnTaking.maxCall` and its warning count from here, not from
+    /// the runtime session's start. Absent (an older gateway): the runtime session's start.
+    /// Checked by [`GatewayPublicKey::verify`]: see [`MAX_CALL_AGE_MS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_started_at_ms: Option<u64>,
 }
 
 /// What the gateway tells a runtime about the session it opens there.
@@ -153,6 +167,8 @@ impl Serialize for SessionContext {
             variant: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             region: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            call_started_at_ms: Option<u64>,
         }
         let carried = &self.carried;
         Wire {
@@ -172,6 +188,7 @@ impl Serialize for SessionContext {
             pod: self.pod.as_deref(),
             variant: self.variant.as_deref(),
             region: self.region.as_deref(),
+            call_started_at_ms: carried.call_started_at_ms,
         }
         .serialize(serializer)
     }
@@ -209,6 +226,15 @@ pub enum GrantError {
     /// A key that cannot be read.
     #[error("the gateway key is not usable: {0}")]
     BadKey(String),
+    /// The call it carries started after the grant was made (by more than clocks may
+    /// disagree): a gateway's clock is wrong, or the grant was not made by a gateway.
+    #[error(
+        "the session context says its call started {ahead_ms} ms after the context was issued, more than the {MAX_AGE_MS} ms clocks may disagree; check the gateways' clocks"
+    )]
+    CallStart {
+        /// How far after the grant's `issuedAtMs`.
+        ahead_ms: u64,
+    },
 }
 
 /// The gateway's private key: it signs. Its `Debug` output never shows the key.
@@ -328,8 +354,23 @@ impl GatewayPublicKey {
         if age_ms > MAX_AGE_MS {
             return Err(GrantError::Stale { age_ms });
         }
+        let mut context = context;
+        context.carried.call_started_at_ms = call_start(context.carried.call_started_at_ms, context.issued_at_ms)?;
         Ok(context)
     }
+}
+
+/// A carried call start, bounded against the grant's `issued_at_ms` (see [`MAX_CALL_AGE_MS`]).
+fn call_start(started_ms: Option<u64>, issued_at_ms: u64) -> Result<Option<u64>, GrantError> {
+    let Some(started) = started_ms else { return Ok(None) };
+    if started > issued_at_ms {
+        let ahead_ms = started - issued_at_ms;
+        if ahead_ms > MAX_AGE_MS {
+            return Err(GrantError::CallStart { ahead_ms });
+        }
+        return Ok(Some(issued_at_ms));
+    }
+    Ok(Some(started.max(issued_at_ms.saturating_sub(MAX_CALL_AGE_MS))))
 }
 
 #[cfg(test)]

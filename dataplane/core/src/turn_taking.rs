@@ -318,7 +318,10 @@ struct Ending {
 #[derive(Clone, Debug)]
 pub struct CallClock {
     settings: ClockSettings,
+    /// When this runtime session of the call started.
     started: Instant,
+    /// How long the call had lasted before it (across handoffs and resumes).
+    before: Duration,
     /// Since when the line is quiet (nobody speaks, nothing is being worked on).
     idle_since: Option<Instant>,
     /// Re-prompts since the caller last spoke.
@@ -331,7 +334,38 @@ pub struct CallClock {
 impl CallClock {
     /// A call that started at `now`.
     pub fn new(settings: ClockSettings, now: Instant) -> Self {
-        Self { settings, started: now, idle_since: None, prompts: 0, warned: false, ending: None, over: false }
+        Self::going_on(settings, now, Duration::ZERO)
+    }
+
+    /// A call that had lasted `before` when this session of it started at `now` (it was
+    /// handed over, or resumed): its limit and warning count from the call's start. A
+    /// warning whose time passed before is not said again (the session before said it);
+    /// a limit that passed ends the call at once. The silence re-prompts start afresh: a
+    /// handoff is not the caller's silence.
+    pub fn going_on(settings: ClockSettings, now: Instant, before: Duration) -> Self {
+        let mut clock = Self {
+            settings,
+            started: now,
+            before,
+            idle_since: None,
+            prompts: 0,
+            warned: false,
+            ending: None,
+            over: false,
+        };
+        clock.warned = clock.warning_at().is_some_and(|at| at <= now) && before > Duration::ZERO;
+        clock
+    }
+
+    /// When the call reaches its limit.
+    fn limit(&self) -> Option<Instant> {
+        self.settings.max_call.map(|max| self.started + max.saturating_sub(self.before))
+    }
+
+    /// When the warning is due (said or not).
+    fn warning_at(&self) -> Option<Instant> {
+        let (max, before) = (self.settings.max_call?, self.settings.warning?);
+        Some(self.started + max.saturating_sub(before).saturating_sub(self.before))
     }
 
     /// Whether the line is quiet now (the session is ready: nobody speaks, nothing runs).
@@ -383,11 +417,8 @@ impl CallClock {
         if let Some(ending) = self.ending {
             return Some(ending.by);
         }
-        let limit = self.settings.max_call.map(|max| self.started + max);
-        let warning = match (limit, self.settings.warning) {
-            (Some(limit), Some(before)) if !self.warned => Some(limit - before),
-            _ => None,
-        };
+        let limit = self.limit();
+        let warning = self.warning_at().filter(|_| !self.warned);
         let quiet = self.settings.silence.zip(self.idle_since).map(|(after, since)| since + after);
         [limit, warning, quiet].into_iter().flatten().min()
     }
@@ -404,15 +435,10 @@ impl CallClock {
             self.over = true;
             return Some(Due::End(ending.reason, self.reason(ending.reason)));
         }
-        if let Some(max) = self.settings.max_call
-            && now >= self.started + max
-        {
+        if self.limit().is_some_and(|limit| now >= limit) {
             return Some(self.goodbye(EndReason::MaxDuration, now));
         }
-        if let (Some(max), Some(before)) = (self.settings.max_call, self.settings.warning)
-            && !self.warned
-            && now >= self.started + max - before
-        {
+        if !self.warned && self.warning_at().is_some_and(|at| now >= at) {
             self.warned = true;
             return Some(Due::Warn(self.settings.warning_line.clone()));
         }

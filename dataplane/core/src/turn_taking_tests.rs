@@ -210,6 +210,46 @@ fn a_long_call_is_warned_then_ended() {
     assert!(reason.contains("20 s"), "{reason}");
 }
 
+fn twenty_seconds_warned_at_fifteen() -> ClockSettings {
+    let mut tt = TurnTaking::default();
+    tt.max_call.seconds = 20;
+    tt.max_call.warning_seconds = 5;
+    tt.silence.after_seconds = 0;
+    ClockSettings::from(&tt)
+}
+
+#[test]
+fn a_call_handed_over_keeps_its_clock_and_is_not_warned_twice() {
+    let t0 = Instant::now();
+    let s = |n: u64| t0 + Duration::from_secs(n);
+    // Eight seconds into the call: the warning at 15 s and the end at 20 s are 7 and 12 s away.
+    let mut clock = CallClock::going_on(twenty_seconds_warned_at_fifteen(), t0, Duration::from_secs(8));
+    assert_eq!(clock.deadline(), Some(s(7)));
+    assert_eq!(clock.poll(s(7)), Some(Due::Warn("We're almost out of time on this call.".into())));
+    assert_eq!(clock.deadline(), Some(s(12)));
+    assert!(matches!(clock.poll(s(12)), Some(Due::Goodbye(_, EndReason::MaxDuration))));
+    // Sixteen seconds in: the session before warned; the end is 4 s away.
+    let mut late = CallClock::going_on(twenty_seconds_warned_at_fifteen(), t0, Duration::from_secs(16));
+    assert_eq!(late.deadline(), Some(s(4)));
+    assert_eq!(late.poll(s(3)), None, "no second warning");
+    assert!(matches!(late.poll(s(4)), Some(Due::Goodbye(_, EndReason::MaxDuration))));
+    // Past its limit already: the goodbye at once.
+    let mut over = CallClock::going_on(twenty_seconds_warned_at_fifteen(), t0, Duration::from_secs(25));
+    assert!(matches!(over.poll(t0), Some(Due::Goodbye(_, EndReason::MaxDuration))));
+}
+
+#[test]
+fn the_re_prompts_start_afresh_after_a_handoff() {
+    let t0 = Instant::now();
+    let s = |n: u64| t0 + Duration::from_secs(n);
+    let mut clock = CallClock::going_on(settings(), t0, Duration::from_secs(300));
+    assert_eq!(clock.prompts(), 0);
+    assert_eq!(clock.deadline(), Some(s(3600 - 60 - 300)), "only the warning is due before the line goes quiet");
+    clock.idle(true, t0);
+    assert_eq!(clock.poll(s(9)), None, "a handoff is not the caller's silence");
+    assert!(matches!(clock.poll(s(10)), Some(Due::Reprompt(_))));
+}
+
 #[test]
 fn a_protected_line_is_uninterruptible_until_its_audio_ends() {
     let now = Instant::now();

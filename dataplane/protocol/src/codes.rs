@@ -280,6 +280,13 @@ catalogue! {
         /// resumed, continued or outbound-call session (it opens new sessions only); close
         /// 4400. Leave it out, or configure the gateway's app-context keys.
         AppContextNotAccepted = "app_context_not_accepted",
+        /// `session_start.app_context` is bound to another client than the one presenting
+        /// it: on a gateway that binds tokens to their client (chart
+        /// `gateway.appContext.bindSubject`), its `sub` is not the subject of the client's
+        /// credential (its JWT's `sub`, its API key's name), or it has no `sub`, or the client
+        /// presented no credential; close 4401. Have the app's backend mint the token for
+        /// this client.
+        AppContextWrongSubject = "app_context_wrong_subject",
         /// The API key is unknown; close 4401. Use a valid key.
         UnknownKey = "unknown_key",
         /// The credential already has its most sessions open; close 4429. Close one, or

@@ -119,7 +119,10 @@ impl ErrorCode {
                 ("This page is not allowed to talk to the assistant.", "Open the assistant from its official page.")
             }
             Self::MissingKey => ("You are not signed in.", "Sign in, then try again."),
-            Self::AppContextInvalid | Self::AppContextReplayed | Self::AppContextNotAccepted => (
+            Self::AppContextInvalid
+            | Self::AppContextReplayed
+            | Self::AppContextNotAccepted
+            | Self::AppContextWrongSubject => (
                 "The conversation could not start: your app's sign-in details were not accepted.",
                 "Reload the page or app and try again.",
             ),

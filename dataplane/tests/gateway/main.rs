@@ -4,6 +4,7 @@
 
 mod analysis;
 mod app_context;
+mod app_context_shared;
 mod budget;
 mod callers;
 mod candidates;

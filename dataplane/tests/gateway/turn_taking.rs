@@ -4,8 +4,9 @@
 //! while the agent speaks does not cut its reply and a real interruption does; a greeting
 //! played whole is not cut however long the caller talks over it; a silent caller is
 //! re-prompted, then told goodbye and the call is ended with its reason in the record; a
-//! call that reaches its time limit is warned, then ended. The timeouts are the Persona's
-//! settings, short here.
+//! call that reaches its time limit is warned, then ended — by the call's clock, which a
+//! handoff to another agent does not restart. The timeouts are the Persona's settings,
+//! short here.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -191,4 +192,66 @@ async fn a_call_at_its_time_limit_is_warned_then_ended() {
     let ends =
         metric_sum(&text, "switchboard_voice_calls_ended_total", &[("agent", "triage"), ("reason", "max_duration")]);
     assert_eq!(ends, 1.0, "{text}");
+}
+
+/// A call handed from triage to idv keeps its clock: `maxCall` counts from the call's
+/// start (the gateway carries it in each runtime session's grant), so idv warns and ends
+/// the call when the call's limit comes — not a full `maxCall` after the handoff, as a
+/// clock started afresh by idv's session would. The margins are wide: the handoff comes
+/// ten seconds in, so a fresh clock would warn and end at least ten seconds later than the
+/// call's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_handed_to_another_agent_ends_at_its_own_limit_not_a_fresh_one() {
+    const LIMIT: Duration = Duration::from_secs(24);
+    const WARNING: Duration = Duration::from_secs(6);
+    let both = |spec: &mut RuntimeSpec| {
+        if ["triage", "idv"].contains(&spec.agent.name.as_str()) {
+            let turn_taking = &mut spec.persona.spec.turn_taking;
+            *turn_taking = TurnTaking::default();
+            turn_taking.silence.after_seconds = 0;
+            turn_taking.max_call.seconds = LIMIT.as_secs() as u32;
+            turn_taking.max_call.warning_seconds = WARNING.as_secs() as u32;
+        }
+    };
+    let (auth, config, store) = (Auth::default(), GatewayConfig::default(), ResumeStore::default());
+    let fleet = Fleet::edited(&[], auth, config, store, script(4), None, both).await;
+    let started = Instant::now();
+    let mut call = Call::start(&fleet.url, "triage", &["audio"], Encoding::Binary).await;
+    call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    tokio::time::sleep(Duration::from_secs(10).saturating_sub(started.elapsed())).await;
+    call.say(common::BALANCE_REQUEST, 700);
+    let to_idv = within(call.until(|m| is_final_reply(m, "To verify your identity"))).await;
+    assert!(
+        to_idv.iter().any(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "idv")),
+        "{:#?}",
+        common::summary(&to_idv)
+    );
+    let handed_at = started.elapsed();
+    assert!(handed_at < LIMIT - WARNING, "the handoff came before the warning was due: {handed_at:?}");
+
+    let warned = within(call.until(|m| is_final_reply(m, "almost out of time"))).await;
+    let warned_at = started.elapsed();
+    assert!(audio_bytes(&warned) > 0, "said aloud, by idv");
+    assert!(
+        warned_at < handed_at + (LIMIT - WARNING) - Duration::from_secs(5),
+        "warned {warned_at:?} into the call: by the call's clock (due at {:?}), not idv's (at {:?} or later)",
+        LIMIT - WARNING,
+        handed_at + (LIMIT - WARNING)
+    );
+    within(call.until(|m| is_final_reply(m, "time limit for this call"))).await;
+    let (code, reason) = call.closed().await;
+    let ended_at = started.elapsed();
+    assert_eq!(code, 1000);
+    assert!(reason.starts_with("max_duration:"), "{reason}");
+    assert!(ended_at >= LIMIT - Duration::from_millis(500), "not before the call's limit: {ended_at:?}");
+    assert!(
+        ended_at < handed_at + LIMIT - Duration::from_secs(5),
+        "ended {ended_at:?} into the call: at the call's limit ({LIMIT:?}), not a fresh one after the handoff (at {:?} or later)",
+        handed_at + LIMIT
+    );
+    let pod = fleet.pods.iter().find(|p| p.agent == "idv").expect("idv's pod");
+    let text = metrics(pod.addr).await;
+    let ends =
+        metric_sum(&text, "switchboard_voice_calls_ended_total", &[("agent", "idv"), ("reason", "max_duration")]);
+    assert_eq!(ends, 1.0, "idv ended it: {text}");
 }

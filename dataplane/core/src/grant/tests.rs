@@ -166,3 +166,47 @@ fn what_a_grant_carries_reads_as_one_carried_context_whatever_the_key_order() {
         assert_eq!(whole.get(key), Some(value), "{key} is on the wire as the carried context writes it");
     }
 }
+
+/// A grant carrying a call that started at `started` (ms since the epoch), issued at
+/// 1 000 000 000 ms.
+fn with_call_start(started: u64) -> SignedContext {
+    let mut context = context();
+    context.issued_at_ms = 1_000_000_000;
+    context.carried.call_started_at_ms = Some(started);
+    signer(7).sign(&context)
+}
+
+fn call_start_read(started: u64) -> Result<Option<u64>, GrantError> {
+    let issued = 1_000_000_000;
+    signer(7)
+        .public()
+        .verify(&with_call_start(started), "bank", "banking", issued)
+        .map(|c| c.carried.call_started_at_ms)
+}
+
+#[test]
+fn a_carried_call_start_is_written_after_the_older_fields_and_reads_back() {
+    let mut context = full_context();
+    context.carried.call_started_at_ms = Some(999_000);
+    let json = serde_json::to_string(&context).expect("serialises");
+    assert_eq!(json, FULL_JSON.replace(r#""pod":"10.0.0.7"}"#, r#""pod":"10.0.0.7","callStartedAtMs":999000}"#));
+    assert_eq!(serde_json::from_str::<SessionContext>(&json).expect("reads"), context);
+}
+
+#[test]
+fn a_carried_call_start_is_kept_bounded_or_refused_when_in_the_future() {
+    let issued = 1_000_000_000;
+    assert_eq!(call_start_read(issued - 90_000), Ok(Some(issued - 90_000)), "a call 90 s old keeps its start");
+    assert_eq!(call_start_read(issued + 2_000), Ok(Some(issued)), "a little ahead (clocks): read as the grant's time");
+    assert_eq!(
+        call_start_read(issued + MAX_AGE_MS + 1),
+        Err(GrantError::CallStart { ahead_ms: MAX_AGE_MS + 1 }),
+        "a start after the grant by more than clocks disagree is refused"
+    );
+    assert_eq!(call_start_read(1), Ok(Some(issued - MAX_CALL_AGE_MS)), "an absurdly old start is read as a day ago");
+    let none = signer(7).sign(&SessionContext { issued_at_ms: issued, ..context() });
+    assert_eq!(
+        signer(7).public().verify(&none, "bank", "banking", issued).map(|c| c.carried.call_started_at_ms),
+        Ok(None)
+    );
+}

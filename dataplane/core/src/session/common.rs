@@ -40,6 +40,8 @@ pub(crate) struct Common {
     model_id: String,
     /// The system prompt, until the state it is built from changes.
     prompt: Option<String>,
+    /// When the call started (ms since the Unix epoch), as the gateway carried it.
+    call_started_at_ms: Option<u64>,
 }
 
 impl Common {
@@ -47,7 +49,15 @@ impl Common {
     /// conversation it carries (the handoff's, or the one handed over).
     pub(crate) fn new(core: Arc<AgentCore>, init: SessionInit) -> (Self, Conversation) {
         let SessionInit { session_id, today, model: chosen_model, carried } = init;
-        let Carried { memory, history, handoff, return_to: resumed_return_to, workflow: position, summary } = carried;
+        let Carried {
+            memory,
+            history,
+            handoff,
+            return_to: resumed_return_to,
+            workflow: position,
+            summary,
+            call_started_at_ms,
+        } = carried;
         let mut values = memory;
         let turns = match &handoff {
             Some(context) => {
@@ -81,6 +91,7 @@ impl Common {
             return_to,
             model_id,
             prompt: None,
+            call_started_at_ms,
         };
         (common, Conversation::from_history(&turns, summary))
     }
@@ -108,6 +119,11 @@ impl Common {
     /// The agent this session may return to.
     pub(crate) fn return_to(&self) -> Option<&str> {
         self.return_to.as_deref()
+    }
+
+    /// When the call started (ms since the Unix epoch), when a gateway said.
+    pub(crate) fn call_started_at_ms(&self) -> Option<u64> {
+        self.call_started_at_ms
     }
 
     /// The session's text model.

@@ -227,6 +227,14 @@ impl Session {
         self.common.return_to()
     }
 
+    /// When the call started, milliseconds since the Unix epoch, as the gateway carried it
+    /// ([`crate::grant::Carried::call_started_at_ms`]; checked with the grant): the call's
+    /// clock (`turnTaking.maxCall`) counts from here across handoffs and resumes. `None`: no
+    /// gateway said (the clock starts with this session).
+    pub fn call_started_at_ms(&self) -> Option<u64> {
+        self.common.call_started_at_ms()
+    }
+
     /// Whether a turn is in progress.
     pub fn is_busy(&self) -> bool {
         self.turn.is_busy()

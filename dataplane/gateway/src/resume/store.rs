@@ -74,6 +74,9 @@ pub enum StoreError {
         "a parked session in the store is not sealed with the gateway's key (changed, moved, or written by someone else); it is refused"
     )]
     Tampered,
+    /// A mark for every replica asked of a store only this replica sees.
+    #[error("the gateway has no shared store (--redis-url) to keep marks every replica sees")]
+    NotShared,
 }
 
 /// Where parked sessions wait.
@@ -123,6 +126,17 @@ impl Store {
         match self {
             Self::Memory(_) => Ok(()),
             Self::Redis(shared) => shared.ping().await,
+        }
+    }
+
+    /// Marks `key` taken for `ttl` if no one took it yet (`SET NX`): `true` for the first
+    /// taker of every replica sharing the store, `false` afterwards while the mark lasts.
+    /// Only a shared store keeps such marks: the in-memory store answers
+    /// [`StoreError::NotShared`] (a replica alone keeps its own, where it knows what they mean).
+    pub async fn take_once(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+        match self {
+            Self::Memory(_) => Err(StoreError::NotShared),
+            Self::Redis(shared) => shared.take_once(key, ttl).await,
         }
     }
 

@@ -84,6 +84,12 @@ pub struct Kept {
     /// the conversation record (`session_start.continue_from`; see `super::continuation`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub summary: String,
+    /// When the call started, ms since the Unix epoch (this gateway's clock at its
+    /// `session_start`): carried into each runtime session, so that the call's time limit
+    /// counts from here across handoffs, pods and resumes. `None` in a session parked by an
+    /// older gateway (set when it resumes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_started_at_ms: Option<u64>,
 }
 
 /// A typed input in flight: its id (the gateway's) and text.
@@ -318,8 +324,8 @@ impl Kept {
     }
 
     /// What the session carries into a runtime session opened for it on the same agent (a
-    /// new pod, a resume): its memory, conversation, return target, workflow position and
-    /// summary. The one place what is kept becomes a [`Carried`].
+    /// new pod, a resume): its memory, conversation, return target, workflow position,
+    /// summary and the call's start. The one place what is kept becomes a [`Carried`].
     pub fn carried(&self) -> Carried {
         Carried {
             memory: (*self.memory).clone(),
@@ -328,14 +334,20 @@ impl Kept {
             return_to: self.return_to.clone(),
             workflow: self.workflow.clone(),
             summary: self.summary.clone(),
+            call_started_at_ms: self.call_started_at_ms,
         }
     }
 
     /// What the session carries into the runtime session of a handoff's target: the
-    /// handoff (with its own memory and history) and the summary; the target's position
+    /// handoff (with its own memory and history), the summary and the call's start; the target's position
     /// and return target come from the handoff.
     pub fn carried_by(&self, handoff: HandoffContext) -> Carried {
-        Carried { handoff: Some(handoff), summary: self.summary.clone(), ..Carried::default() }
+        Carried {
+            handoff: Some(handoff),
+            summary: self.summary.clone(),
+            call_started_at_ms: self.call_started_at_ms,
+            ..Carried::default()
+        }
     }
 
     /// The session moves on with `context`: its memory and history are the handing-over

@@ -106,7 +106,9 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// A new session for `target`, opening on it at once.
+    /// A new session for `target`, opening on it at once; the call started at
+    /// `call_started_at_ms` (ms since the Unix epoch: its clock counts from there in every
+    /// runtime session it opens).
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         limits: Limits,
@@ -117,8 +119,10 @@ impl Machine {
         modalities: Vec<String>,
         pending: Option<String>,
         now: Instant,
+        call_started_at_ms: u64,
     ) -> Self {
         let mut machine = Self::blank(limits, id, identity, target, voice, modalities, now);
+        machine.kept.call_started_at_ms = Some(call_started_at_ms);
         machine.open(Purpose::Start { pending }, None, None);
         machine
     }
@@ -137,9 +141,11 @@ impl Machine {
         modalities: Vec<String>,
         memory: std::collections::BTreeMap<String, serde_json::Value>,
         now: Instant,
+        call_started_at_ms: u64,
     ) -> Self {
         let mut machine = Self::blank(limits, id, identity, target, voice, modalities, now);
         machine.kept.memory = std::sync::Arc::new(memory);
+        machine.kept.call_started_at_ms = Some(call_started_at_ms);
         machine.open(Purpose::Start { pending: None }, None, None);
         machine
     }

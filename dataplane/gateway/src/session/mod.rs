@@ -17,6 +17,7 @@
 //! bytes. Session
 //! context from clients is refused, as on runtimes.
 
+mod app_context;
 pub(crate) mod client_io;
 mod continuation;
 mod driver;
@@ -218,7 +219,7 @@ async fn admit(
              and an outbound call's context is the gateway's; leave it out"
                 .into(),
         );
-        return Err(refuse_app_context(gateway, client, error).await);
+        return Err(app_context::refuse(gateway, client, error).await);
     }
     if (call.is_some() || phone.is_some())
         && (start.resume_token.is_some() || start.continue_from.is_some() || start.candidate)
@@ -244,12 +245,18 @@ async fn admit(
         };
         let directory = gateway.directory.borrow().clone();
         let cx = Cx { now: Instant::now(), directory: &directory, outages: &gateway.outages.switches };
-        let machine = Machine::resume(limits, identity.to_owned(), parked.clone(), target, start.last_seq, &cx);
+        // The call goes on: its clock too (one parked by an older gateway starts it now).
+        let mut resuming = parked.clone();
+        resuming.kept.call_started_at_ms.get_or_insert_with(wall_ms);
+        let machine = Machine::resume(limits, identity.to_owned(), resuming, target, start.last_seq, &cx);
         return Ok((machine, Some((key, parked)), true));
     }
     if let Some(from) = &start.continue_from {
         let token = start.continue_token.as_deref().unwrap_or_default();
-        let (parked, target) = resumed::continued(gateway, from, token, identity, admission, client).await?;
+        let (mut parked, target) = resumed::continued(gateway, from, token, identity, admission, client).await?;
+        // A session continued from the record is a new call (the caller came back): its
+        // clock starts now.
+        parked.kept.call_started_at_ms = Some(wall_ms());
         let directory = gateway.directory.borrow().clone();
         let cx = Cx { now: Instant::now(), directory: &directory, outages: &gateway.outages.switches };
         return Ok((Machine::resume(limits, identity.to_owned(), parked, target, None, &cx), None, true));
@@ -274,7 +281,7 @@ async fn admit(
     }
     let id = format!("gw-{}", uuid::Uuid::new_v4());
     let audio = start.audio.clone();
-    let (voice, modalities, now) = (start.voice, start.modalities, Instant::now());
+    let (voice, modalities, now, started_ms) = (start.voice, start.modalities, Instant::now(), wall_ms());
     let mut memory = std::collections::BTreeMap::new();
     if let Some(phone) = phone {
         memory.insert(switchboard_core::phone::MEMORY_KEY.to_owned(), phone.memory_value());
@@ -291,62 +298,55 @@ async fn admit(
                 return Err(refuse(gateway, client, "context_refused", message, close_code::BAD_START).await);
             }
             memory.insert(switchboard_core::outbound::MEMORY_KEY.to_owned(), context);
-            Machine::start_with_memory(limits, id, identity.to_owned(), target, voice, modalities, memory, now)
+            Machine::start_with_memory(
+                limits,
+                id,
+                identity.to_owned(),
+                target,
+                voice,
+                modalities,
+                memory,
+                now,
+                started_ms,
+            )
         }
-        None if !memory.is_empty() => {
-            Machine::start_with_memory(limits, id, identity.to_owned(), target, voice, modalities, memory, now)
-        }
+        None if !memory.is_empty() => Machine::start_with_memory(
+            limits,
+            id,
+            identity.to_owned(),
+            target,
+            voice,
+            modalities,
+            memory,
+            now,
+            started_ms,
+        ),
         None => match start.app_context.as_deref() {
             Some(token) => {
-                let memory = match app_memory(gateway, &target, &id, token) {
+                let memory = match app_context::memory(gateway, admission, &target, &id, token).await {
                     Ok(memory) => memory,
-                    Err(error) => return Err(refuse_app_context(gateway, client, error).await),
+                    Err(error) => return Err(app_context::refuse(gateway, client, error).await),
                 };
-                Machine::start_with_memory(limits, id, identity.to_owned(), target, voice, modalities, memory, now)
+                Machine::start_with_memory(
+                    limits,
+                    id,
+                    identity.to_owned(),
+                    target,
+                    voice,
+                    modalities,
+                    memory,
+                    now,
+                    started_ms,
+                )
             }
-            None => Machine::start(limits, id, identity.to_owned(), target, voice, modalities, pending, now),
+            None => {
+                Machine::start(limits, id, identity.to_owned(), target, voice, modalities, pending, now, started_ms)
+            }
         },
     };
     let mut machine = machine.with_model(start.model).with_reach(reach);
     machine.set_audio(audio);
     Ok((machine, None, false))
-}
-
-/// The session memory a new session at `target` starts with from the app backend's
-/// context `token`: what the Agent takes of it (`spec.appContext`), the caller only where
-/// it trusts the app for identity. Counted by what became of the caller.
-fn app_memory(
-    gateway: &Gateway,
-    target: &crate::directory::Target,
-    session_id: &str,
-    token: &str,
-) -> Result<std::collections::BTreeMap<String, serde_json::Value>, crate::auth::AppContextError> {
-    let claims = gateway.auth.app_context(token)?;
-    let route = &target.route;
-    let taken = {
-        let directory = gateway.directory.borrow();
-        claims.taken(&route.app_context, &route.identity_keys, directory.table().identity_keys(&route.namespace))
-    };
-    let agent = format!("{}/{}", route.namespace, route.name);
-    let caller = match (taken.caller, taken.caller_left_out) {
-        (true, _) => "verified",
-        (false, true) => "not_trusted",
-        (false, false) => "none",
-    };
-    gateway.metrics.app_context.with_label_values(&[&agent, caller]).inc();
-    tracing::info!(
-        %session_id, %agent, caller, taken = ?taken.memory.keys().collect::<Vec<_>>(), left_out = ?taken.left_out,
-        "session context from the app's backend"
-    );
-    Ok(taken.memory)
-}
-
-/// Refuses a session whose `session_start.app_context` is not taken.
-async fn refuse_app_context(gateway: &Gateway, client: &mut Client, error: crate::auth::AppContextError) -> Close {
-    let code = error.code();
-    let reason = code.metric_label();
-    let message = ServerMessage::error(code, error.to_string(), false);
-    refuse(gateway, client, reason, message, error.close_code()).await
 }
 
 /// The context fields a client's `session_start` tried to set, if any.
@@ -370,4 +370,11 @@ async fn refuse(gateway: &Gateway, client: &mut Client, reason: &str, message: S
     gateway.metrics.refused.with_label_values(&[reason]).inc();
     let _ = client.send(Message::text(message.to_json())).await;
     (code, reason.replace('_', " "))
+}
+
+/// Milliseconds since the Unix epoch (when a call starts: carried to every runtime session).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -110,7 +110,7 @@ impl Drive {
         let directory = directory();
         let target = directory.for_client(None, crate::directory::Reach::Live).expect("triage");
         let now = Instant::now();
-        let machine = Machine::start(limits(), "gw-1".into(), "key".into(), target, None, vec![], pending, now);
+        let machine = Machine::start(limits(), "gw-1".into(), "key".into(), target, None, vec![], pending, now, 1_000);
         Self { machine, directory, now, outages: Default::default() }
     }
 

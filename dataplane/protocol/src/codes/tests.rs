@@ -51,6 +51,7 @@ const ERROR_CODES: &[&str] = &[
     "app_context_replayed",
     "app_context_too_large",
     "app_context_not_accepted",
+    "app_context_wrong_subject",
     "unknown_key",
     "key_sessions",
     "key_rate",

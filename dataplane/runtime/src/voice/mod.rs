@@ -106,7 +106,12 @@ pub async fn drive(
         audio_on: true,
         fillers: filler::Fillers::default(),
         dead_air: filler::DeadAir::default(),
-        turns: turns::Turns::new(&agent.core.spec().persona.spec.turn_taking, Instant::now()),
+        turns: turns::Turns::new(
+            &agent.core.spec().persona.spec.turn_taking,
+            Instant::now(),
+            session.call_started_at_ms(),
+            crate::grants::now_ms(),
+        ),
         summaries: Summaries::default(),
         languages: switchboard_core::language::Languages::new(&agent.core.spec().persona.spec),
         lines: lines::Lines::default(),

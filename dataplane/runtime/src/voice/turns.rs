@@ -11,7 +11,7 @@
 //! the call with its reason in the record.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use switchboard_core::audio::noise::NoiseSuppressor;
@@ -75,12 +75,21 @@ pub struct Turns {
 }
 
 impl Turns {
-    /// For a call with `settings` (the Persona's `turnTaking`) starting at `now`.
-    pub fn new(settings: &switchboard_crds::persona::TurnTaking, now: Instant) -> Self {
+    /// For a call with `settings` (the Persona's `turnTaking`) whose session here starts at
+    /// `now`, the call having started at `call_started_at_ms` (ms since the Unix epoch, as
+    /// the gateway carried it across handoffs and resumes; `None`: now) — the clock says
+    /// `now_ms` now.
+    pub fn new(
+        settings: &switchboard_crds::persona::TurnTaking,
+        now: Instant,
+        call_started_at_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Self {
+        let before = Duration::from_millis(call_started_at_ms.map_or(0, |started| now_ms.saturating_sub(started)));
         Self {
             gate: BargeIn::new(u64::from(settings.min_interruption_ms)),
             speaker: Speaker::default(),
-            clock: CallClock::new(ClockSettings::from(settings), now),
+            clock: CallClock::going_on(ClockSettings::from(settings), now, before),
             noise: match settings.noise_suppression {
                 NoiseSuppression::Off => None,
                 NoiseSuppression::Rnnoise => Some(NoiseSuppressor::new()),

@@ -16,6 +16,9 @@
 //! - `switchboard:alias:<key>`: the newer key of a session whose token rotated (every
 //!   `bidi_connection_start` brings a new one, a handoff included), so a client that
 //!   dropped before it read the new token resumes with the old one.
+//!
+//! Marks taken once across replicas ([`Shared::take_once`]) live beside them: the ids of
+//! spent app-context tokens (`switchboard:app-context:jti:<jti>`, while the token lives).
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -246,6 +249,15 @@ impl Shared {
             Some(value) => Ok((Some(open(&self.signer, &snapshot_seal_key(key), &value)?), false)),
             None => Ok((None, false)),
         }
+    }
+
+    /// Sets `key` for `ttl` unless it is set (`SET key 1 NX PX ttl`): whether this call set it.
+    pub(super) async fn take_once(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let mut conn = self.conn()?;
+        let mut set = redis::cmd("SET");
+        set.arg(key).arg(1).arg("NX").arg("PX").arg(millis(ttl));
+        let answer: Option<String> = self.note(set.query_async(&mut conn).await)?;
+        Ok(answer.is_some())
     }
 
     /// Whether Redis answers.

@@ -83,8 +83,15 @@ fn what_is_kept_is_carried_to_the_next_runtime_and_a_handoff_carries_its_own() {
         "memory": {"intent": "balance"}, "history": [{"role": "user", "text": "my balance please"}]
     }))
     .expect("a handoff context");
+    kept.call_started_at_ms = Some(1_700_000_000_000);
     let handed = kept.carried_by(context.clone());
-    let expected = Carried { handoff: Some(context), summary: kept.summary.clone(), ..Carried::default() };
+    let expected = Carried {
+        handoff: Some(context),
+        summary: kept.summary.clone(),
+        call_started_at_ms: Some(1_700_000_000_000),
+        ..Carried::default()
+    };
+    assert_eq!(kept.carried().call_started_at_ms, Some(1_700_000_000_000), "the call's clock goes to a new pod too");
     assert_eq!(handed, expected, "memory, history, position and return target come with the handoff");
 }
 

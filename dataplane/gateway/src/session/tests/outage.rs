@@ -187,7 +187,7 @@ fn text_only_session() -> Drive {
     let target = drive.directory.for_client(None, crate::directory::Reach::Live).expect("triage");
     let modalities = vec!["audio".to_owned(), "text".to_owned()];
     let mut machine =
-        Machine::start(super::limits(), "gw-2".into(), "key".into(), target, None, modalities, None, drive.now);
+        Machine::start(super::limits(), "gw-2".into(), "key".into(), target, None, modalities, None, drive.now, 1_000);
     machine.serve_text_only("breaker");
     drive.machine = machine;
     drive

@@ -25,7 +25,7 @@ fn weighted(directory: &Directory, agent: &str, weights: &[(&str, u32)]) -> Dire
 fn start(directory: &Directory, id: &str) -> Drive {
     let target = directory.for_client(None, Reach::Live).expect("triage");
     let now = Instant::now();
-    let machine = Machine::start(limits(), id.into(), "key".into(), target, None, vec![], None, now);
+    let machine = Machine::start(limits(), id.into(), "key".into(), target, None, vec![], None, now, 1_000);
     Drive { machine, directory: directory.clone(), now, outages: Default::default() }
 }
 
