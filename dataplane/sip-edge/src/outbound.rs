@@ -12,9 +12,9 @@
 //!
 //! An Agent with answering-machine detection has its calls listened to first ([`listen`]):
 //! who answered is reported ([`FromEdge::Detected`]); a machine is hung up on
-//! (`onMachine: hangUp`: `answered` then `completed`, no session) or left a message (the
-//! session opens once the beep ends). Every answered call reports when the callee first
-//! heard the agent ([`FromEdge::Heard`]): the delay from the answer to the agent's first
+//! (`onMachine: hangUp`: `answered` then `completed`, no session; counted
+//! `machine_hung_up`) or left a message (the session opens once the beep ends). Every
+//! answered call reports when the callee first heard the agent ([`FromEdge::Heard`]): the delay from the answer to the agent's first
 //! audio, detection, the session's opening and the greeting together.
 
 mod listen;
@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::{Call, Command, MediaSettings, Relay, law};
 use crate::gateway::{self, GatewayConfig};
+use crate::metrics::OverInDetection;
 use crate::ports::PortPair;
 
 /// Where and how the edge places calls.
@@ -229,7 +230,9 @@ impl PlacedCall {
             session_law,
             shutdown: &self.shutdown,
         };
-        let over = |why: String| {
+        let metrics = self.metrics.clone();
+        let over = |counted: OverInDetection, why: String| {
+            metrics.over_in_detection(counted);
             answered(&self.reports, &id, None);
             report(&self.reports, &id, CallState::Completed, None, Some(why));
         };
@@ -244,22 +247,32 @@ impl PlacedCall {
                 }
                 if verdict == Verdict::Machine && !leave_message {
                     self.hang_up().await;
-                    over("answered by a machine: hung up (onMachine: hangUp)".to_owned());
+                    over(
+                        OverInDetection::MachineHungUp,
+                        "answered by a machine: hung up (onMachine: hangUp)".to_owned(),
+                    );
                     return false;
                 }
                 true
             }
             listen::Listened::Ended(reason) => {
-                over(format!("the phone side, during answering-machine detection: {reason:?}"));
+                over(
+                    OverInDetection::CalleeLeft,
+                    format!("the phone side, during answering-machine detection: {reason:?}"),
+                );
                 false
             }
             listen::Listened::MediaTimeout => {
                 self.hang_up().await;
-                over("no RTP from the callee during answering-machine detection".to_owned());
+                over(
+                    OverInDetection::CalleeLeft,
+                    "no RTP from the callee during answering-machine detection".to_owned(),
+                );
                 false
             }
             listen::Listened::Shutdown => {
                 self.hang_up().await;
+                self.metrics.outbound(CallState::Failed);
                 report(&self.reports, &id, CallState::Failed, None, Some("the edge is shutting down".into()));
                 false
             }

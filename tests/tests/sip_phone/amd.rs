@@ -2,14 +2,15 @@
 //! `spec.telephony.answeringMachine`, its Persona speaking first): a callee who says a
 //! short greeting and waits is a person, and the agent talks; one that plays a long
 //! monologue and a beep is a machine, left the agent's message after the beep
-//! (`leaveMessage`) or hung up on (`hangUp`). The callee is a real baresip playing a WAV
-//! sox made; what it heard is measured with sox.
+//! (`leaveMessage`) or hung up on (`hangUp`: the edge's `/metrics` count it as
+//! `machine_hung_up`). The callee is a real baresip playing a WAV sox made; what it heard
+//! is measured with sox.
 
 use std::time::Duration;
 
 use crate::outbound::call;
 use crate::phone::{Callee, free_phone_port};
-use crate::stack::{Stack, sessions, stack_edited, wait_for};
+use crate::stack::{Stack, sample, sessions, stack_edited, wait_for, wait_for_edge_sample};
 
 /// The seconds of the callee's WAV at which its beep ends (0.3 s of silence, a 4 s
 /// monologue, 0.2 s of silence, a 0.5 s beep at 1000 Hz).
@@ -95,6 +96,10 @@ fn a_person_who_says_hello_and_waits_is_human_and_hears_the_agent() {
     assert!(first >= 2.5, "nothing from the agent while it listened: first sound at {first} s: {windows:?}");
     let list: serde_json::Value = serde_json::from_str(&sessions(&stack, &["list", "--json"])).expect("JSON");
     assert_eq!(list.as_array().expect("a list").len(), 1, "one session with triage: {list}");
+    let text =
+        wait_for_edge_sample(&stack, r#"switchboard_sip_calls_total{direction="outbound",outcome="answered"}"#, 1.0);
+    let machine = r#"switchboard_sip_calls_total{direction="outbound",outcome="machine_hung_up"}"#;
+    assert_eq!(sample(&text, machine), None, "{text}");
 }
 
 #[test]
@@ -153,4 +158,10 @@ fn a_machine_is_hung_up_on_with_hang_up() {
     assert_eq!(first_voiced(&windows), None, "the machine recorded nothing: {windows:?}");
     let list: serde_json::Value = serde_json::from_str(&sessions(&stack, &["list", "--json"])).expect("JSON");
     assert_eq!(list.as_array().expect("a list").len(), 0, "no session for a machine hung up on: {list}");
+    // The edge counts the call by its outcome: answered by a machine and hung up on, never
+    // `answered` (that is a call with a session), nor under way.
+    let series = |outcome: &str| format!(r#"switchboard_sip_calls_total{{direction="outbound",outcome="{outcome}"}}"#);
+    let text = wait_for_edge_sample(&stack, &series("machine_hung_up"), 1.0);
+    assert_eq!(sample(&text, &series("answered")), None, "{text}");
+    assert_eq!(sample(&text, r#"switchboard_sip_calls_active{direction="outbound"}"#), None, "{text}");
 }
