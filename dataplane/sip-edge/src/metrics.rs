@@ -4,7 +4,8 @@
 //!
 //! What is counted where: each inbound call once, at how its INVITE was settled
 //! (`answered`, `refused` with a reason, `cancelled`, `diverted`), and each outbound call at
-//! its outcome; each answered call again when it ends, by who or what ended it; the calls
+//! its outcome (one answered and over during answering-machine detection, with no session,
+//! too: [`OverInDetection`]); each answered call again when it ends, by who or what ended it; the calls
 //! under way; the agents' transfers and outage fallbacks by outcome; the RTP the edge
 //! received (packets, losses, jitter from the RTCP statistics of
 //! [`switchboard_sip::media::rtcp::ReceiverStats`]); and SIP messages dropped unanswered
@@ -42,6 +43,27 @@ impl Direction {
     }
 }
 
+/// How an answered outbound call ended before its session opened, while answering-machine
+/// detection listened (`switchboard_sip_calls_total{direction="outbound"}`'s outcomes for
+/// calls answered with no session).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverInDetection {
+    /// A machine answered and the Agent's `onMachine: hangUp` had the edge hang up.
+    MachineHungUp,
+    /// The callee hung up, or sent no RTP for the media timeout, before detection decided
+    /// (or, for a machine to be left a message, before its beep).
+    CalleeLeft,
+}
+
+impl OverInDetection {
+    fn label(self) -> &'static str {
+        match self {
+            Self::MachineHungUp => "machine_hung_up",
+            Self::CalleeLeft => "left_in_detection",
+        }
+    }
+}
+
 /// The jitter histogram's buckets, in seconds: 1 ms to 320 ms (a packet is 20 ms of
 /// audio; the jitter buffer holds 60 ms).
 const JITTER_BUCKETS: [f64; 9] = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32];
@@ -75,7 +97,7 @@ impl Metrics {
         let calls = counter_vec(
             &registry,
             "switchboard_sip_calls_total",
-            "SIP calls by direction and outcome: inbound answered, refused, cancelled, diverted; outbound answered, busy, no_answer, failed.",
+            "SIP calls by direction and outcome: inbound answered, refused, cancelled, diverted; outbound answered, busy, no_answer, failed, and with answering-machine detection machine_hung_up, left_in_detection.",
             &["direction", "outcome"],
         )?;
         let refused = counter_vec(
@@ -211,6 +233,12 @@ impl Metrics {
             _ => "failed",
         };
         self.calls.with_label_values(&["outbound", outcome]).inc();
+    }
+
+    /// An outbound call answered and over while answering-machine detection listened, with
+    /// no session: hung up on a machine, or left by the callee.
+    pub fn over_in_detection(&self, over: OverInDetection) {
+        self.calls.with_label_values(&["outbound", over.label()]).inc();
     }
 
     /// A call answered with a session: counted, and under way until the guard is ended

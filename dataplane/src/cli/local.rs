@@ -73,6 +73,15 @@ pub struct LocalArgs {
     #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_CALLER_ID", default_value = local::LocalSip::DEFAULT_CALLER_ID)]
     sip_caller_id: String,
 
+    /// How a caller is put through to a person (`transfer_to_person`), as `switchboard sip
+    /// --transfer-method`: `refer` sends SIP REFER to the caller's phone, and where it
+    /// refuses the REFER (405, 501, 403, ...) the edge dials the person itself and bridges
+    /// the two calls; `dial` always dials and bridges (a phone or PBX known not to take
+    /// REFER). A person's SIP URI is called at its own host; a number through
+    /// --sip-outbound-trunk, else through the caller's side.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_TRANSFER_METHOD", default_value = "refer", value_name = "refer|dial")]
+    sip_transfer_method: switchboard_sip_edge::TransferMethod,
+
     /// ICE-TCP, the WebRTC fallback for clients whose network blocks UDP (as `switchboard
     /// gateway --webrtc-tcp`): the TCP address the edge listens on beside its UDP socket,
     /// offered in every answer as a passive TCP candidate. Default: on, any free port on
@@ -147,6 +156,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         sip_rtp_ports,
         sip_outbound_trunk,
         sip_caller_id,
+        sip_transfer_method,
         webrtc_tcp,
         voice,
         record,
@@ -192,7 +202,13 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let sip = match sip_listen {
         Some(SipListen::Off) => None,
         Some(SipListen::On(listen)) => {
-            let sip = local::LocalSip { listen, rtp_ports: sip_rtp_ports, outbound_trunk, caller_id };
+            let sip = local::LocalSip {
+                listen,
+                rtp_ports: sip_rtp_ports,
+                outbound_trunk,
+                caller_id,
+                transfer: sip_transfer_method,
+            };
             Some(local.server.serve_sip(&sip).await?)
         }
         None => {
@@ -201,6 +217,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 rtp_ports: sip_rtp_ports,
                 outbound_trunk,
                 caller_id,
+                transfer: sip_transfer_method,
             };
             match local.server.serve_sip(&sip).await {
                 Ok(addr) => Some(addr),

@@ -40,6 +40,7 @@ mod record_delivery;
 mod record_flood;
 mod redis;
 mod region;
+mod region_local;
 mod resume;
 mod scopes;
 mod sessions;

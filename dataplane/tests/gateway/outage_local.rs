@@ -15,10 +15,20 @@ use switchboard_core::protocol::ServerMessage;
 use crate::client::Client;
 
 /// `switchboard local`, killed (and waited for) when dropped.
-struct Local {
+pub(crate) struct Local {
     child: Child,
-    url: String,
-    dir: PathBuf,
+    /// Its session URL, `ws://<addr>/v1/session`.
+    pub(crate) url: String,
+    /// The folder of its copy of the Example Bank (`agents/`) and whatever the test keeps.
+    pub(crate) dir: PathBuf,
+}
+
+impl Local {
+    /// The address it serves on (sessions, `/metrics`).
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        let authority = self.url.trim_start_matches("ws://").split('/').next().expect("an address");
+        authority.parse().expect("IP:PORT")
+    }
 }
 
 impl Drop for Local {
@@ -43,11 +53,19 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 async fn start() -> Local {
+    start_with("outage", &[], |_| {}).await
+}
+
+/// `switchboard local` (no SIP) of a copy of the Example Bank in a fresh folder named after
+/// `name`, the copy's folder handed to `edit` first, with more flags (`args`).
+pub(crate) async fn start_with(name: &str, args: &[&str], edit: impl FnOnce(&Path)) -> Local {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_owned();
-    let dir = std::env::temp_dir().join(format!("switchboard-outage-local-{}", uuid::Uuid::new_v4()));
+    let dir = std::env::temp_dir().join(format!("switchboard-{name}-local-{}", uuid::Uuid::new_v4()));
     copy_dir(&root.join("examples/banking"), &dir.join("agents"));
+    edit(&dir.join("agents"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .args(["local", "--port", "0", "--sip-listen", "off"])
+        .args(args)
         .arg(dir.join("agents"))
         .env("XDG_DATA_HOME", &dir)
         .env("SWITCHBOARD_LOG", "warn")

@@ -60,12 +60,12 @@ fn routes(fleet: &Fleet) -> std::path::PathBuf {
     dir
 }
 
-fn started(m: &ServerMessage) -> bool {
+pub(crate) fn started(m: &ServerMessage) -> bool {
     matches!(m, ServerMessage::BidiConnectionStart { .. })
 }
 
 /// Triage's greeting, spoken: its stream answers.
-async fn greeted(call: &mut Call) {
+pub(crate) async fn greeted(call: &mut Call) {
     let heard = call.until(|m| common::is_final_reply(m, "through to Example Bank")).await;
     assert!(common::audio_bytes(&heard) > 0, "the greeting is spoken: {:#?}", common::summary(&heard));
 }
@@ -90,7 +90,7 @@ async fn fallbacks(gateway: &GatewayProcess, cause: &str) -> f64 {
 }
 
 /// The `region` entries of the recorded sessions in `db`.
-async fn recorded_regions(db: &std::path::Path) -> Vec<serde_json::Value> {
+pub(crate) async fn recorded_regions(db: &std::path::Path) -> Vec<serde_json::Value> {
     let store = switchboard_record::store::Store::file(db).expect("record");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {

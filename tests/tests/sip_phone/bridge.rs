@@ -7,6 +7,7 @@
 //! takes only A-law while the caller's speaks μ-law, so the edge transcodes); the caller
 //! hanging up hangs the person up. A busy person comes back to the agent as `busy`.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use switchboard_tests::cluster::tools_bin;
@@ -25,20 +26,19 @@ const PERSON_HZ: f64 = 500.0;
 /// A phone answering as `advisor` at once, playing half a second of silence, 30 s of its
 /// tone and 30 s of silence (it outlasts the caller's WAV: the caller hangs up first), taking
 /// only A-law.
-fn person(dir: &std::path::Path) -> (Phone, u16) {
+pub(crate) fn person(dir: &Path) -> (Phone, u16) {
     let tools = tools_bin().expect("tests/tools/install.sh");
     let options = Options { tone: Some((30.0, PERSON_HZ as u32)), codec: Some("PCMA"), ..Options::default() };
     Phone::start_with(dir, &tools, "advisor", "advisor", 30, 150, "udp", ";answermode=auto", "", None, options)
 }
 
-/// The caller's phone: phrase 1 (asking for the advisor), 15 s of silence (the transfer),
-/// then 20 s of [`CALLER_HZ`]; it hangs up at the end of its WAV. It dials `uri` with
-/// `config` lines in its config.
-fn caller(stack: &Stack, uri: &str, config: &str) -> Phone {
+/// The caller's phone (in `dir`, baresip from `tools`): phrase 1 (asking for the advisor),
+/// 15 s of silence (the transfer), then 20 s of [`CALLER_HZ`]; it hangs up at the end of
+/// its WAV. It dials `uri` with `config` lines in its config.
+pub(crate) fn caller(dir: &Path, tools: &Path, uri: &str, config: &str) -> Phone {
     let dial = format!("/dial {uri}");
     let options = Options { then: Some((CALLER_HZ as u32, 20)), ..Options::default() };
-    let tools = &stack.tools;
-    Phone::start_with(&stack.dir, tools, "caller", "caller", 15, 90, "udp", "", config, Some(&dial), options).0
+    Phone::start_with(dir, tools, "caller", "caller", 15, 90, "udp", "", config, Some(&dial), options).0
 }
 
 /// 250 ms windows in which a tone was heard clearly.
@@ -46,23 +46,28 @@ fn windows_with(tone: &[f64]) -> usize {
     tone.iter().filter(|amplitude| **amplitude > 0.1).count()
 }
 
+/// Where a bridged transfer is seen: the log of the process the edge runs in (`switchboard
+/// sip`, or local mode's with its own edge), the one session's record (`sessions show`),
+/// and sox.
+pub(crate) struct Seen<'a> {
+    pub(crate) edge_log: &'a dyn Fn() -> String,
+    pub(crate) session: &'a dyn Fn() -> String,
+    pub(crate) sox: PathBuf,
+}
+
 /// The transfer was made by dialling: the person answered, the agent's session ended
 /// `transferred`, the legs were bridged and the caller's phone was never referred; then both
 /// phones heard each other, and the caller's hang-up ended the person's call.
-fn bridged_both_ways(stack: &Stack, caller: &Phone, person: &Phone, context: &dyn Fn() -> String) {
-    wait_for(
-        "the transfer ends",
-        Duration::from_secs(60),
-        || stack.edge.log_text().contains("transfer ended"),
-        context,
-    );
-    let edge = stack.edge.log_text();
+pub(crate) fn bridged_both_ways(seen: &Seen, caller: &Phone, person: &Phone, context: &dyn Fn() -> String) {
+    let log = seen.edge_log;
+    wait_for("the transfer ends", Duration::from_secs(60), || log().contains("transfer ended"), context);
+    let edge = log();
     assert!(edge.contains("dialling the person"), "{}", context());
     assert!(edge.contains("outcome=\"transferred\""), "the person answered: {}", context());
     wait_for(
         "the caller and the person are bridged",
         Duration::from_secs(20),
-        || stack.edge.log_text().contains("the caller and the person are bridged"),
+        || log().contains("the caller and the person are bridged"),
         context,
     );
     assert!(person.log().contains("Call established"), "{}", context());
@@ -72,23 +77,28 @@ fn bridged_both_ways(stack: &Stack, caller: &Phone, person: &Phone, context: &dy
     wait_for(
         "the bridge ends with the caller's hang-up",
         Duration::from_secs(60),
-        || stack.edge.log_text().contains("bridge ended"),
+        || log().contains("bridge ended"),
         context,
     );
-    assert!(stack.edge.log_text().contains("then the caller hung up"), "{}", context());
+    assert!(log().contains("then the caller hung up"), "{}", context());
     caller.wait_over(Duration::from_secs(10));
     person.wait_over(Duration::from_secs(10));
-    let sox = stack.tools.join("sox");
-    let person_heard = person.heard_tone(&sox, CALLER_HZ);
+    let person_heard = person.heard_tone(&seen.sox, CALLER_HZ);
     assert!(windows_with(&person_heard) >= 8, "the person heard the caller's tone: {person_heard:?}\n{}", context());
-    let caller_heard = caller.heard_tone(&sox, PERSON_HZ);
+    let caller_heard = caller.heard_tone(&seen.sox, PERSON_HZ);
     assert!(windows_with(&caller_heard) >= 8, "the caller heard the person's tone: {caller_heard:?}\n{}", context());
+    let session = seen.session;
     wait_for(
         "the record says the caller was transferred, and to whom",
         Duration::from_secs(20),
-        || the_session(stack).contains("transferred to advisor"),
-        || the_session(stack),
+        || session().contains("transferred to advisor"),
+        session,
     );
+}
+
+/// What `stack` shows: its `switchboard sip`'s log and the one session's record.
+fn seen_in(stack: &Stack) -> (impl Fn() -> String + '_, impl Fn() -> String + '_) {
+    (move || stack.edge.log_text(), move || the_session(stack))
 }
 
 #[test]
@@ -103,10 +113,12 @@ fn told_to_dial_the_edge_calls_the_person_and_bridges_the_caller_to_them() {
         &people(port, dead_port()),
         &["--sim-script", &script_arg],
     );
-    let caller = caller(&stack, &format!("sip:triage@{};transport=udp", stack.sip), "");
+    let caller = caller(&stack.dir, &stack.tools, &format!("sip:triage@{};transport=udp", stack.sip), "");
     let context =
         || format!("{}\n--- caller ---\n{}\n--- person ---\n{}", stack.edge.log_text(), caller.log(), person.log());
-    bridged_both_ways(&stack, &caller, &person, &context);
+    let (edge_log, session) = seen_in(&stack);
+    let seen = Seen { edge_log: &edge_log, session: &session, sox: stack.tools.join("sox") };
+    bridged_both_ways(&seen, &caller, &person, &context);
     assert!(!stack.edge.log_text().contains("(REFER)"), "no REFER was sent: {}", context());
     drop(person);
     let _ = std::fs::remove_dir_all(&dir);
@@ -121,7 +133,8 @@ fn a_refer_the_carrier_refuses_has_the_edge_dial_the_person_and_bridge() {
     let stack = stack_custom("bridge-refused", &[], &people(port, dead_port()), &["--sim-script", &script_arg]);
     let proxy = Proxy::start_with(&stack, true);
     // Its SDP names the loopback interface its RTP comes from (the SIP peer is the proxy).
-    let caller = caller(&stack, &format!("sip:triage@{};transport=udp", proxy.address), "net_interface 127.0.0.1\n");
+    let uri = format!("sip:triage@{};transport=udp", proxy.address);
+    let caller = caller(&stack.dir, &stack.tools, &uri, "net_interface 127.0.0.1\n");
     let context = || {
         format!(
             "{}\n--- caller ---\n{}\n--- person ---\n{}\n--- kamailio ---\n{}",
@@ -131,7 +144,9 @@ fn a_refer_the_carrier_refuses_has_the_edge_dial_the_person_and_bridge() {
             proxy.log_text()
         )
     };
-    bridged_both_ways(&stack, &caller, &person, &context);
+    let (edge_log, session) = seen_in(&stack);
+    let seen = Seen { edge_log: &edge_log, session: &session, sox: stack.tools.join("sox") };
+    bridged_both_ways(&seen, &caller, &person, &context);
     assert!(proxy.relayed().iter().any(|r| r == "REFER refused"), "the carrier refused the REFER: {}", context());
     assert!(stack.edge.log_text().contains("501"), "the edge saw the REFER refused before it dialled: {}", context());
     drop(person);

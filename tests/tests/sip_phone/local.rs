@@ -1,7 +1,9 @@
-//! Local mode's own SIP edge (`switchboard local --sip-listen`): answering calls, and
-//! placing them with no trunk.
+//! Local mode's own SIP edge (`switchboard local --sip-listen`): answering calls, placing
+//! them with no trunk, and putting a caller through to a person by dialling and bridging
+//! (`--sip-transfer-method dial`).
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -9,8 +11,10 @@ use switchboard_tests::cluster::tools_bin;
 use switchboard_tests::repo_root;
 use switchboard_tests::switchboard::{Process, switchboard_binary};
 
+use crate::bridge::{Seen, bridged_both_ways, caller, person};
 use crate::phone::{Callee, Phone, free_phone_port};
-use crate::stack::{RTP_PORTS, copy_dir, free_udp_range, get_metrics, sample, wait_for};
+use crate::stack::{RTP_PORTS, copy_dir, dead_port, free_udp_range, get_metrics, sample, wait_for};
+use crate::transfer::{people, transfer_script};
 
 /// Local mode answers phones itself (`switchboard local --sip-listen`): the SIP edge runs in
 /// its process, with no `switchboard sip` beside it, so the same folder of YAML answers a
@@ -23,10 +27,7 @@ fn local_mode_answers_a_phone_call_in_process() {
     let binary = switchboard_binary().expect("the switchboard binary");
     let (dir, record, local) = start_local(&binary, "switchboard-sip-local", "local-sip");
     let printed = local.log_text();
-    let sip: SocketAddr = printed
-        .lines()
-        .find_map(|l| l.strip_prefix("Phone calls: sip:triage@")?.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("local mode prints where phones call triage:\n{printed}"));
+    let sip = sip_address(&local);
     let dial = format!("/dial sip:triage@{sip};transport=udp");
     let (phone, _) = Phone::start(&dir, &tools, "caller", "caller", 8, 30, "udp", "", "", Some(&dial));
     phone.wait_over(Duration::from_secs(40));
@@ -122,34 +123,114 @@ fn local_mode_calls_a_softphone_with_no_trunk() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Local mode's own edge told to dial (`--sip-transfer-method dial`, as `switchboard sip
+/// --transfer-method dial`): the agent's `transfer_to_person` has the edge in local mode's
+/// process dial the person (a second baresip, taking only A-law) and bridge the caller to
+/// them, never sending the caller's phone a REFER; the two phones hear each other through
+/// it, the caller's hang-up ends the person's call, and local mode's record says to whom the
+/// caller was transferred.
+#[test]
+fn local_mode_told_to_dial_calls_the_person_and_bridges_the_caller_to_them() {
+    let tools = tools_bin().expect("tests/tools/install.sh");
+    let binary = switchboard_binary().expect("the switchboard binary");
+    // The person's phone and the simulator's script, in a folder of their own (the person's
+    // port goes into triage's YAML before local mode starts).
+    let people_dir = std::env::temp_dir().join(format!("switchboard-sip-local-dial-people-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&people_dir);
+    let script = transfer_script(&people_dir, "advisor");
+    let (person, port) = person(&people_dir);
+    let people = people(port, dead_port());
+    let extra = ["--sim-script", &script.to_string_lossy(), "--sip-transfer-method", "dial"];
+    let (dir, record, local) =
+        start_local_with(&binary, "switchboard-sip-local-dial", "local-sip-dial", &extra, |triage| {
+            let told = triage.replacen(
+                "  gateway:\n    default: true\n",
+                &format!("  gateway:\n    default: true\n  telephony:\n{people}"),
+                1,
+            );
+            assert_ne!(told, triage, "triage.yaml's gateway block moved: the test adds its people there");
+            told
+        });
+    let sip = sip_address(&local);
+    let caller = caller(&dir, &tools, &format!("sip:triage@{sip};transport=udp"), "");
+    let context =
+        || format!("{}\n--- caller ---\n{}\n--- person ---\n{}", local.log_text(), caller.log(), person.log());
+    let edge_log = || local.log_text();
+    let session = || the_session(&binary, &record);
+    let seen = Seen { edge_log: &edge_log, session: &session, sox: tools.join("sox") };
+    bridged_both_ways(&seen, &caller, &person, &context);
+    drop(person);
+    drop(local);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&people_dir);
+}
+
+/// Where local mode prints that phones call triage.
+fn sip_address(local: &Process) -> SocketAddr {
+    let printed = local.log_text();
+    printed
+        .lines()
+        .find_map(|l| l.strip_prefix("Phone calls: sip:triage@")?.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("local mode prints where phones call triage:\n{printed}"))
+}
+
+/// The record of the one session in `record`: its `sessions show` text.
+fn the_session(binary: &Path, record: &str) -> String {
+    let sessions = |args: &[&str]| {
+        let out = Command::new(binary)
+            .arg("sessions")
+            .args(args)
+            .args(["--record-database-url", record])
+            .output()
+            .expect("switchboard sessions");
+        assert!(out.status.success(), "switchboard sessions {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let list: serde_json::Value = serde_json::from_str(&sessions(&["list", "--json"])).expect("JSON");
+    let list = list.as_array().expect("a list");
+    assert_eq!(list.len(), 1, "one session: {list:?}");
+    sessions(&["show", list[0]["id"].as_str().expect("an id")])
+}
+
 /// `switchboard local` of a copy of the Example Bank in a fresh temp folder named `name`,
 /// answering SIP on loopback (any free port) with a free RTP range and its record in the
 /// folder: the folder, the record's URL and the process (logged as `process`).
-fn start_local(binary: &std::path::Path, name: &str, process: &str) -> (std::path::PathBuf, String, Process) {
+fn start_local(binary: &Path, name: &str, process: &str) -> (PathBuf, String, Process) {
+    start_local_with(binary, name, process, &[], |triage| triage)
+}
+
+/// [`start_local`] with more flags for `switchboard local`, and triage.yaml (its copy)
+/// edited by `edit`.
+fn start_local_with(
+    binary: &Path,
+    name: &str,
+    process: &str,
+    more: &[&str],
+    edit: impl Fn(String) -> String,
+) -> (PathBuf, String, Process) {
     let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let agents = dir.join("agents");
     copy_dir(&repo_root().join("examples/banking"), &agents);
+    let triage = agents.join("triage.yaml");
+    let text = std::fs::read_to_string(&triage).expect("triage.yaml");
+    std::fs::write(&triage, edit(text)).expect("write");
     let record = format!("sqlite:{}", dir.join("record.db").display());
     let rtp = free_udp_range(RTP_PORTS);
-    let local = Process::start(
-        binary,
-        process,
-        &[
-            "local",
-            &agents.to_string_lossy(),
-            "--port",
-            "0",
-            "--record-database-url",
-            &record,
-            "--sip-listen",
-            "127.0.0.1:0",
-            "--sip-rtp-ports",
-            &format!("{}-{}", rtp.0, rtp.1),
-        ],
-        &[],
-        "Chat with: switchboard chat ws://",
-    )
-    .expect("switchboard local starts");
+    let (agents, rtp) = (agents.to_string_lossy().into_owned(), format!("{}-{}", rtp.0, rtp.1));
+    let args = [
+        "local",
+        &agents,
+        "--port",
+        "0",
+        "--record-database-url",
+        &record,
+        "--sip-listen",
+        "127.0.0.1:0",
+        "--sip-rtp-ports",
+        &rtp,
+    ];
+    let local = Process::start(binary, process, &[&args[..], more].concat(), &[], "Chat with: switchboard chat ws://")
+        .expect("switchboard local starts");
     (dir, record, local)
 }

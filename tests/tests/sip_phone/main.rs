@@ -28,7 +28,7 @@
 //! queue: 182 Queued while a call waits, 503 with Retry-After when refused), [`amd`]
 //! (answering-machine detection on outbound calls: a person, a machine left a message
 //! after its beep, a machine hung up on) and [`local`] (local mode's own edge, answering
-//! and placing calls).
+//! and placing calls, and dialling a person to bridge a caller to).
 
 mod amd;
 mod bridge;

@@ -21,6 +21,10 @@ pub struct LocalSip {
     pub outbound_trunk: Option<String>,
     /// The number (E.164) or SIP user outbound calls come from (the From's user).
     pub caller_id: String,
+    /// How a caller is put through to a person (`transfer_to_person`): REFER, dialling the
+    /// person and bridging where the phone refuses it; or always dial and bridge (as
+    /// `switchboard sip --transfer-method`).
+    pub transfer: switchboard_sip_edge::TransferMethod,
 }
 
 impl LocalSip {
@@ -82,7 +86,7 @@ impl Servers {
             media: MediaSettings::default(),
             trunks,
             outbound: Some(sip.outbound()?),
-            transfer: switchboard_sip_edge::TransferMethod::default(),
+            transfer: sip.transfer,
         };
         let edge = switchboard_sip_edge::Edge::bind(config).await.map_err(start_error)?;
         let addr = edge.local_addr();

@@ -121,6 +121,12 @@ fn outbound_outcomes_transfers_and_drops_have_fixed_labels() {
     m.outbound(CallState::Completed);
     let outbound = |outcome| m.calls.with_label_values(&["outbound", outcome]).get();
     assert_eq!((outbound("busy"), outbound("no_answer"), outbound("failed")), (1, 1, 2));
+    // Answered, but over before a session opened: never counted `answered` (no session).
+    m.over_in_detection(OverInDetection::MachineHungUp);
+    m.over_in_detection(OverInDetection::CalleeLeft);
+    m.over_in_detection(OverInDetection::CalleeLeft);
+    assert_eq!((outbound("machine_hung_up"), outbound("left_in_detection"), outbound("answered")), (1, 2, 0));
+    assert_eq!(m.active.with_label_values(&["outbound"]).get(), 0, "no call under way");
     for outcome in TransferOutcome::ALL {
         m.transfer(outcome);
     }
