@@ -109,9 +109,15 @@ for dep in switchboard-runtime switchboard-local switchboard-sim; do forbid swit
 for dep in switchboard-gateway switchboard-core switchboard-runtime switchboard-local switchboard-sim axum hyper; do
   forbid switchboard-capacity "$dep"
 done
+# Outage mode is judged below the gateway too, knowing no socket: no gateway, agent core,
+# runtime, local mode, simulator, HTTP server or Kubernetes client under it (the gateway
+# performs the fallback on the client's socket and publishes the Events).
+for dep in switchboard-gateway switchboard-core switchboard-runtime switchboard-local switchboard-sim axum hyper kube-client; do
+  forbid switchboard-outage "$dep"
+done
 # The operator hands runtime pods the gateway's public key as text; it needs no agent core.
 forbid switchboard-operator switchboard-core
-echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the gateway: no WebRTC edge, stack or rcgen; the edge: no runtime, local mode or simulator; the shipping dataplane and the runtime: no simulator (the runtime: no local mode, scenario runner, demo tools, console or gateway either); the scenario runner without \`local\`: no local mode or simulator; the load generator: no gateway, runtime, local mode or simulator; capacity: no gateway, agent core, runtime, local mode, simulator or HTTP server; the operator: no agent core"
+echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the gateway: no WebRTC edge, stack or rcgen; the edge: no runtime, local mode or simulator; the shipping dataplane and the runtime: no simulator (the runtime: no local mode, scenario runner, demo tools, console or gateway either); the scenario runner without \`local\`: no local mode or simulator; the load generator: no gateway, runtime, local mode or simulator; capacity: no gateway, agent core, runtime, local mode, simulator or HTTP server; outage: no gateway, agent core, runtime, local mode, simulator, HTTP server or Kubernetes client; the operator: no agent core"
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

@@ -185,7 +185,7 @@ pub struct Gateway {
     /// Outbound calls placed through SIP edges ([`calls`]).
     pub calls: calls::Calls,
     /// Outage mode: each Agent's breaker ([`outage`]).
-    pub outages: outage::Outages,
+    pub outages: Arc<outage::Outages>,
 }
 
 impl Gateway {
@@ -237,7 +237,7 @@ impl Gateway {
             calls::Calls::new(config.calls, metrics.outbound_calls.clone(), metrics.outbound_answered_by.clone());
         Ok(Self {
             calls,
-            outages: outage::Outages::new()?,
+            outages: Arc::new(outage::Outages::new()?),
             capacity,
             budget,
             sessions: Arc::new(Semaphore::new(config.max_sessions)),

@@ -17,6 +17,7 @@
 //! in outage mode whose fallback is a person is answered and put through to that person
 //! ([`fallback`]).
 
+mod bridge;
 mod fallback;
 mod media;
 mod route;
@@ -41,6 +42,7 @@ pub(crate) use media::law;
 use route::{agent_of, phone_call};
 
 pub(crate) use crate::command::Command;
+use crate::end::End;
 
 /// How calls' media behave.
 #[derive(Clone, Debug)]
@@ -73,32 +75,7 @@ pub(crate) struct Call {
     /// The edge's metrics.
     pub metrics: crate::metrics::Metrics,
     /// How transfers to a person are made.
-    pub dialling: Arc<crate::bridge::Dialling>,
-}
-
-/// Why the relay stopped.
-#[derive(Debug)]
-pub(crate) enum End {
-    Caller(EndReason),
-    Session(String),
-    MediaTimeout,
-    Shutdown,
-    /// The session ended with the caller put through to a person the edge dialled; the
-    /// bridge between them ended so.
-    Bridged(&'static str),
-}
-
-impl End {
-    /// Who ended the call and why, for the log.
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            Self::Caller(reason) => format!("the phone side: {reason:?}"),
-            Self::Session(why) => format!("the session ended ({why})"),
-            Self::MediaTimeout => "no RTP from the phone for the media timeout".to_owned(),
-            Self::Shutdown => "the edge is shutting down".to_owned(),
-            Self::Bridged(how) => format!("bridged to the person the edge dialled; then {how}"),
-        }
-    }
+    pub dialling: Arc<crate::dialling::Dialling>,
 }
 
 impl Call {
@@ -214,7 +191,7 @@ impl Call {
                     }
                     Some(CallEvent::Transfer(progress)) => {
                         let steps = transfer.progress(&self.call_id, progress);
-                        crate::bridge::perform(self, &mut transfer, steps, &to_gateway).await;
+                        self.perform(&mut transfer, steps, &to_gateway).await;
                     }
                     Some(CallEvent::Ended(reason)) => break End::Caller(reason),
                     None => break End::Caller(EndReason::LocalHangUp),
@@ -232,7 +209,7 @@ impl Call {
                         Ok(ServerMessage::TransferRequest { tool_use_id, person, address, timeout_seconds, .. }) => {
                             let method = self.dialling.method;
                             match transfer.start(&self.call_id, tool_use_id, person, address, method, timeout_seconds) {
-                                Ok(steps) => { crate::bridge::perform(self, &mut transfer, steps, &to_gateway).await; }
+                                Ok(steps) => { self.perform(&mut transfer, steps, &to_gateway).await; }
                                 Err(result) => { let _ = to_gateway.send(Message::text(result)).await; }
                             }
                         }
@@ -251,7 +228,7 @@ impl Call {
                 },
                 event = transfer.person_event() => {
                     let steps = transfer.person(&event);
-                    crate::bridge::perform(self, &mut transfer, steps, &to_gateway).await;
+                    self.perform(&mut transfer, steps, &to_gateway).await;
                 }
                 received = self.ports.rtp.recv_from(&mut rtp_buf) => {
                     if let Ok((n, from)) = received {
@@ -290,7 +267,7 @@ impl Call {
         // A transfer under way: the session's end bridges an answered person's leg; any
         // other end lets the person's leg go.
         let steps = if matches!(end, End::Session(_)) { transfer.session_ended() } else { transfer.caller_ended() };
-        let bridge = crate::bridge::perform(self, &mut transfer, steps, &to_gateway).await;
+        let bridge = self.perform(&mut transfer, steps, &to_gateway).await;
         let bridge = match (bridge, transfer.take_leg()) {
             (Some(media), Some(leg)) => match relay.take_session() {
                 Some(caller) => Some((media, leg, caller)),
@@ -321,7 +298,7 @@ impl Call {
         drop(to_gateway);
         let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
         match bridge {
-            Some((media, leg, caller)) => crate::bridge::bridged(self, caller, leg, media).await,
+            Some((media, leg, caller)) => self.bridged(caller, leg, media).await,
             None => end,
         }
     }

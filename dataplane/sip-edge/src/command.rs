@@ -1,9 +1,15 @@
 //! What a call's task asks of the SIP task (which alone owns the signalling endpoint): hold
-//! the INVITE in the queue, answer it, hang up, transfer (REFER, or dialling the person). The call, the transfer and outbound calls send these.
+//! the INVITE in the queue, answer it, hang up, transfer (REFER, or dialling the person). The
+//! call, the transfer and outbound calls send these; a person's leg placed for a transfer
+//! ([`PersonLeg`]) comes back to the caller's task.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use switchboard_sip::call::Admission;
+use switchboard_sip::call::{Admission, CallEvent, ClientAuth};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::ports::PortPair;
 
 /// What a call's task asks of the SIP task.
 #[derive(Debug)]
@@ -29,8 +35,8 @@ pub(crate) enum Command {
         call_id: String,
     },
     /// Dial a person for a transfer (dial and bridge): a new outbound leg whose events go to
-    /// the caller's task ([`crate::bridge`]).
-    Dial(crate::bridge::DialRequest),
+    /// the caller's task (the call's `bridge`).
+    Dial(DialRequest),
     /// The agent puts the caller through to a person: send REFER (see [`crate::transfer`]).
     Transfer {
         /// The call.
@@ -40,4 +46,46 @@ pub(crate) enum Command {
         /// How long it may ring.
         timeout: Duration,
     },
+}
+
+/// What the SIP task needs to place a person's leg.
+#[derive(Debug)]
+pub(crate) struct DialRequest {
+    pub call_id: String,
+    pub uri: String,
+    pub peer: SocketAddr,
+    /// The From user (the outbound trunk's caller-id; `switchboard` without one).
+    pub caller_id: Option<String>,
+    pub auth: Option<ClientAuth>,
+    pub ring_timeout: Duration,
+    pub reply: oneshot::Sender<Result<PersonLeg, String>>,
+}
+
+/// A person's leg placed for a transfer: its ports, its events, and where it was sent.
+#[derive(Debug)]
+pub(crate) struct PersonLeg {
+    pub call_id: String,
+    pub ports: PortPair,
+    pub events: Option<mpsc::Receiver<CallEvent>>,
+    pub peer: SocketAddr,
+}
+
+impl PersonLeg {
+    /// The leg's next event; pending when its events are over.
+    pub(crate) async fn next_event(&mut self) -> CallEvent {
+        next_event(&mut self.events).await
+    }
+}
+
+/// A leg's next event from `events`; pending once they are over.
+pub(crate) async fn next_event(events: &mut Option<mpsc::Receiver<CallEvent>>) -> CallEvent {
+    let Some(receiver) = events.as_mut() else { return std::future::pending().await };
+    match receiver.recv().await {
+        Some(event) => event,
+        None => {
+            // The SIP task let the leg go (it ended): told once.
+            *events = None;
+            CallEvent::Ended(switchboard_sip::call::EndReason::LocalHangUp)
+        }
+    }
 }

@@ -49,7 +49,7 @@
 //! side; the NOTIFYs' final answer becomes the session's `transfer_result`. Where the
 //! caller's side refuses the REFER (405, 501, ...), or with [`TransferMethod::Dial`], the
 //! edge dials the person itself and, once they answer and the agent's session ends,
-//! bridges the caller and the person (the `bridge` module).
+//! bridges the caller and the person (the call's `bridge` module).
 //!
 //! Outage mode: a call to an Agent whose session the gateway diverts (`bidi_session_fallback`,
 //! close 4513) is answered and put through to the fallback's person with the same REFER, or,
@@ -68,10 +68,11 @@
 //! Not here yet: TLS, the caller's number in the session context, a warm transfer, and
 //! answering-machine detection.
 
-mod bridge;
 pub mod call;
 mod command;
+mod dialling;
 pub mod dispatch;
+mod end;
 pub mod gateway;
 mod keys;
 pub mod metrics;
@@ -90,8 +91,8 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use bridge::TransferMethod;
 pub use call::MediaSettings;
+pub use dialling::TransferMethod;
 pub use gateway::GatewayConfig;
 pub use metrics::Metrics;
 pub use outbound::Outbound;
@@ -219,7 +220,7 @@ impl Edge {
             outbound,
             transfer,
         } = config;
-        let dialling = Arc::new(bridge::Dialling { method: transfer, outbound: outbound.clone() });
+        let dialling = Arc::new(dialling::Dialling { method: transfer, outbound: outbound.clone() });
         let (socket, local, tcp) = bind_sip(listen, tcp).await?;
         let ports = ports::Ports::new(listen.ip(), rtp_ports)?;
         let endpoint_config = EndpointConfig { max_calls, rate, ..EndpointConfig::default() };

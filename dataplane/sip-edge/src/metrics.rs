@@ -22,7 +22,7 @@ use switchboard_sip::call::EndReason;
 pub use switchboard_sip::endpoint::{Dropped, Refusal};
 use switchboard_sip::media::rtcp::ReceiverStats;
 
-use crate::call::End;
+use crate::end::End;
 use crate::gateway::Refused;
 
 /// Which way a call goes.

@@ -29,27 +29,14 @@ use switchboard_sip::call::{CallEvent, EndReason, Incoming};
 use switchboard_sip::media::amd::Verdict;
 use switchboard_sip::media::g711::Law;
 use switchboard_sip::sdp::Negotiated;
-use switchboard_sip::trunk::outbound::OutboundTrunk;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{Call, Command, MediaSettings, Relay, law};
+pub use crate::dialling::Outbound;
 use crate::gateway::{self, GatewayConfig};
 use crate::metrics::OverInDetection;
 use crate::ports::PortPair;
-
-/// Where and how the edge places calls.
-#[derive(Clone, Debug)]
-pub struct Outbound {
-    /// The outbound trunk.
-    pub trunk: OutboundTrunk,
-    /// How long a call may ring before it is cancelled (`no_answer`).
-    pub ring_timeout: Duration,
-    /// No trunk (local mode without `--sip-outbound-trunk`): a SIP URI is called at its own
-    /// host and port, a number is refused (`failed`: no trunk routes it); `trunk` then only
-    /// names the caller-id.
-    pub direct: bool,
-}
 
 /// A call the gateway asked for, its trunk's address resolved.
 #[derive(Debug)]
@@ -107,7 +94,7 @@ pub(crate) struct PlacedCall {
     pub shutdown: CancellationToken,
     /// The edge's metrics.
     pub metrics: crate::metrics::Metrics,
-    pub dialling: Arc<crate::bridge::Dialling>,
+    pub dialling: Arc<crate::dialling::Dialling>,
 }
 
 impl PlacedCall {

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::call::{Call, Command, MediaSettings};
+use crate::command::{DialRequest, PersonLeg};
 use crate::gateway::GatewayConfig;
 use crate::outbound::{Outbound, PlacedCall, Placement};
 use crate::ports::{PortPair, Ports};
@@ -57,7 +58,7 @@ pub(crate) struct Signalling {
     pub gateway: Arc<GatewayConfig>,
     pub settings: Arc<MediaSettings>,
     /// How calls are transferred to a person.
-    pub dialling: Arc<crate::bridge::Dialling>,
+    pub dialling: Arc<crate::dialling::Dialling>,
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
 }
@@ -354,5 +355,32 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+impl Signalling {
+    /// Places a person's leg: a port pair and the INVITE; the leg (or why not) goes back to
+    /// the caller's task.
+    pub(crate) fn dial(&mut self, request: DialRequest, local: SocketAddr, calls: &mut HashMap<String, Live>) {
+        let DialRequest { call_id, uri, peer, caller_id, auth, ring_timeout, reply } = request;
+        let Some(ports) = self.ports.take() else {
+            let _ = reply.send(Err("no RTP port pair is free on the SIP edge".to_owned()));
+            return;
+        };
+        let config = call_config(local, self.advertise, ports.port);
+        let from = format!("sip:{}@{local}", caller_id.as_deref().unwrap_or("switchboard"));
+        let callee =
+            Callee { call_id: call_id.clone(), uri, from, peer, transport: Transport::Udp, ring_timeout, auth };
+        if let Err(error) = self.endpoint.place(Instant::now(), config, callee) {
+            let _ = reply.send(Err(error.to_string()));
+            return;
+        }
+        let (events, receiver) = mpsc::channel(CALL_QUEUE);
+        calls.insert(call_id.clone(), Live { events });
+        let leg = PersonLeg { call_id: call_id.clone(), ports, events: Some(receiver), peer };
+        if reply.send(Ok(leg)).is_err() {
+            // The caller's task is gone: the leg goes too.
+            self.endpoint.hang_up(Instant::now(), &call_id);
+        }
     }
 }

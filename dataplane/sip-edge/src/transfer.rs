@@ -11,7 +11,7 @@
 //! | 408, 480, 487, or no final answer in the timeout | `no_answer` |
 //! | 603 | `declined` |
 //! | 404, 410, 484, 485, 5xx, 604 | `unreachable` |
-//! | the REFER refused (405, 501, 403, ...): the edge dials the person ([`crate::bridge`]) | the person's answer, by this table |
+//! | the REFER refused (405, 501, 403, ...): the edge dials the person (the call's `bridge`) | the person's answer, by this table |
 //! | the REFER not sendable | `rejected` |
 //! | anything else | `failed` |
 //!
@@ -20,7 +20,7 @@
 //!
 //! Where the caller's side refuses the REFER as something it does not take (405, 501, 403,
 //! 420, 488, 489), or the edge is told to dial (`--transfer-method dial`), the edge dials
-//! the person itself and bridges the legs ([`crate::bridge`]); the person's answer is then
+//! the person itself and bridges the legs (the call's `bridge`); the person's answer is then
 //! the outcome by the same table (their phone answering 200 is `transferred`, 486 `busy`,
 //! no answer within the timeout `no_answer`, ...).
 
@@ -32,7 +32,7 @@ use switchboard_sip::call::CallEvent;
 use switchboard_sip::call::bridge::{Method, Step, Transfer};
 use switchboard_sip::call::refer::{TransferEnd, TransferProgress};
 
-use crate::bridge::PersonLeg;
+use crate::command::PersonLeg;
 
 /// The transfer under way in one call, if any.
 #[derive(Debug)]

@@ -384,7 +384,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     };
     if let Some(url) = &redis_url {
         // A breaker's trip reaches the other replicas through the same Redis.
-        switchboard_gateway::outage::shared::spawn(&gateway, url, outage_ca)
+        switchboard_gateway::outage::share(&gateway, url, outage_ca)
             .map_err(|e| anyhow::anyhow!("{e}; check --redis-url"))?;
     }
     if let Some(client) = events_client {

@@ -47,13 +47,31 @@ pub(crate) struct Conversation {
 #[derive(Debug)]
 pub(crate) struct Compacted {
     /// Messages cut off.
-    pub(crate) count: usize,
+    count: usize,
     /// Its summary request's id.
-    pub(crate) id: u64,
+    id: u64,
     /// The model summary to ask for.
-    pub(crate) request: ModelRequest,
+    request: ModelRequest,
     /// Bytes of what was said (user and assistant text) in what was cut off.
-    pub(crate) spoken_bytes: usize,
+    spoken_bytes: usize,
+}
+
+impl Compacted {
+    /// How many messages were cut off.
+    pub(crate) fn messages_cut(&self) -> usize {
+        self.count
+    }
+
+    /// Bytes of what was said (user and assistant text) in what was cut off: what a voice
+    /// stream forgets.
+    pub(crate) fn spoken_bytes(&self) -> usize {
+        self.spoken_bytes
+    }
+
+    /// The model summary to ask for, with the id its answer comes back under.
+    pub(crate) fn into_summary_request(self) -> (u64, ModelRequest) {
+        (self.id, self.request)
+    }
 }
 
 impl Conversation {

@@ -240,11 +240,13 @@ impl Session {
         let fixed = self.system_prompt_ref().len();
         let model_id = self.common.model_id().to_owned();
         let Some(compacted) = self.conversation.compact(hard, budget, fixed, &model_id) else { return Vec::new() };
-        let forgotten = self.drive.forget(compacted.count, compacted.spoken_bytes);
+        let cut = compacted.messages_cut();
+        let forgotten = self.drive.forget(cut, compacted.spoken_bytes());
         self.common.invalidate_prompt();
+        let (id, request) = compacted.into_summary_request();
         let mut effects = vec![
-            self.common.transcript("compaction", serde_json::json!({ "messages": compacted.count, "hard": hard })),
-            Effect::Summarize { id: compacted.id, request: compacted.request },
+            self.common.transcript("compaction", serde_json::json!({ "messages": cut, "hard": hard })),
+            Effect::Summarize { id, request },
         ];
         effects.extend(forgotten);
         effects

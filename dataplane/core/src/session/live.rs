@@ -33,11 +33,20 @@ pub(crate) struct Live {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct VoiceWork {
     /// A tool call runs.
-    pub(crate) running: bool,
+    running: bool,
     /// A user turn is open.
-    pub(crate) turn_open: bool,
+    turn_open: bool,
     /// A tool call waits for the user's consent.
-    pub(crate) awaits_consent: bool,
+    awaits_consent: bool,
+}
+
+impl VoiceWork {
+    /// The rest of the session now: whether a tool call runs (`tool_running`), a user turn
+    /// is open (`turn_open`), and a tool call waits for the user's consent
+    /// (`awaits_consent`).
+    pub(crate) fn new(tool_running: bool, turn_open: bool, awaits_consent: bool) -> Self {
+        Self { running: tool_running, turn_open, awaits_consent }
+    }
 }
 
 impl Live {

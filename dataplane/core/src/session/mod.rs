@@ -285,8 +285,7 @@ impl Session {
         }
         let running = self.calls.running();
         if self.drive.is_voice() {
-            let work =
-                VoiceWork { running, turn_open: self.drive.turn_open(), awaits_consent: self.calls.awaits_consent() };
+            let work = VoiceWork::new(running, self.drive.turn_open(), self.calls.awaits_consent());
             return Some(self.live.voice_state(work));
         }
         Some(if self.turn.in_model() {

@@ -124,7 +124,7 @@ pub enum Event {
     /// The routing directory changed.
     DirectoryChanged,
     /// An Agent's outage switch (or a namespace's) flipped, its fallback changed, or a
-    /// breaker tripped or recovered ([`crate::outage::notice`]): the session tells its
+    /// breaker tripped or recovered ([`switchboard_outage::notice`]): the session tells its
     /// client if its Agent's did.
     OutageSwitched,
     /// The gateway drains.
@@ -347,8 +347,8 @@ pub struct Cx<'a> {
     /// The latest routing directory.
     pub directory: &'a Directory,
     /// Which Agents' breakers are tripped here, for the sessions under way
-    /// ([`crate::outage::notice`]).
-    pub outages: &'a crate::outage::notice::Switches,
+    /// ([`switchboard_outage::notice`]).
+    pub outages: &'a switchboard_outage::notice::Switches,
 }
 
 #[cfg(test)]

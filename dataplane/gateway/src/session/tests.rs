@@ -93,8 +93,8 @@ pub(super) struct Drive {
     pub machine: Machine,
     pub directory: Directory,
     pub now: Instant,
-    /// The breakers tripped (the gateway's [`crate::outage::notice::Switches`]).
-    pub outages: crate::outage::notice::Switches,
+    /// The breakers tripped (the gateway's [`switchboard_outage::notice::Switches`]).
+    pub outages: switchboard_outage::notice::Switches,
 }
 
 impl Drive {

@@ -10,8 +10,8 @@ use crate::Gateway;
 use switchboard_core::protocol::{ErrorCode, ServerKind};
 
 use crate::budget::{Account, SESSION_OVERHEAD};
-use crate::outage::Turns;
 use crate::record::SessionLog;
+use switchboard_outage::Turns;
 
 /// The session's books.
 pub(super) struct Books {
@@ -24,7 +24,7 @@ pub(super) struct Books {
     log: Option<SessionLog>,
     /// The client's credential (its key's name, `jwt:<subject>`; empty without checks).
     credential: String,
-    /// The turns' clock for the Agent's outage breaker ([`crate::outage::turns`]).
+    /// The turns' clock for the Agent's outage breaker ([`switchboard_outage::turns`]).
     turns: Turns,
 }
 

@@ -1,7 +1,7 @@
 //! What a live session reacts to besides its sockets and timers: the gateway draining (when
 //! sessions can move to another replica) or shutting down, the session resumed on another
 //! socket (superseded), or taken over by another replica — and, any number of times, an
-//! outage switch flipping ([`crate::outage::notice::Switches`]). A task of their own waits
+//! outage switch flipping ([`switchboard_outage::notice::Switches`]). A task of their own waits
 //! on them and tells the relay, so the relay polls one cheap future per wake-up instead of
 //! the four tokens and the switches (each poll of a token's future locks two mutexes,
 //! two of them shared by every session: about 3 % of a voice relay's CPU, BENCHMARKS.md,

@@ -1,6 +1,6 @@
 //! Outage notices: a session under way whose Agent goes into outage mode — switched on
 //! (its own switch or its namespace's) or its breaker tripped here
-//! ([`crate::outage::notice::in_effect`]) — is told so once (`bidi_session_outage`,
+//! ([`switchboard_outage::notice::in_effect`]) — is told so once (`bidi_session_outage`,
 //! `active: true`, the cause, with the fallback new sessions get) and goes on: a live
 //! conversation is not cut off mid-sentence; the client may offer the caller the fallback.
 //! It is told again when the switch goes off or the breaker recovers (`active: false`, the
@@ -16,7 +16,7 @@
 use switchboard_core::protocol::{ClientMessage, ServerMessage, decode_client};
 
 use super::{Cx, Machine};
-use crate::outage::notice;
+use switchboard_outage::notice;
 
 /// What the session was told of outage mode.
 #[derive(Debug, Default)]

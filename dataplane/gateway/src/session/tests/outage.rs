@@ -103,7 +103,7 @@ fn the_namespace_switch_is_told_with_its_message_and_a_changed_fallback_again() 
     drive.directory = with_namespace_switch(&drive.directory, None);
     assert_eq!(
         outage_notices(&drive.on(Event::OutageSwitched)),
-        [("bank/triage".into(), true, crate::outage::DEFAULT_MESSAGE.into(), None)]
+        [("bank/triage".into(), true, switchboard_outage::DEFAULT_MESSAGE.into(), None)]
     );
 }
 

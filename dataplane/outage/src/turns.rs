@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use switchboard_core::protocol::{ErrorCode, ServerKind, TranscriptRole};
+use switchboard_protocol::{ErrorCode, ServerKind, TranscriptRole};
 
 pub use super::breaker::Turn;
 

@@ -8,12 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};
 
-use switchboard_core::protocol::{FallbackPerson, ServerMessage};
 use switchboard_crds::routing::{RouteOutage, RoutingTable};
+use switchboard_protocol::{FallbackPerson, ServerMessage};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-
-use crate::directory::Directory;
 
 /// What the client is told when the Agent names no message.
 pub const DEFAULT_MESSAGE: &str = "The assistant is unavailable at the moment.";
@@ -108,15 +106,16 @@ impl Switches {
         }
     }
 
-    /// Follows `directory` until `stop` is cancelled or the directory's sender goes.
-    pub async fn follow(&self, mut directory: watch::Receiver<Directory>, stop: CancellationToken) {
-        let mut last = switched(directory.borrow_and_update().table());
+    /// Follows the routing view `directory` (the gateway's: anything that holds the routing
+    /// table) until `stop` is cancelled or the directory's sender goes.
+    pub async fn follow<D: AsRef<RoutingTable>>(&self, mut directory: watch::Receiver<D>, stop: CancellationToken) {
+        let mut last = switched(directory.borrow_and_update().as_ref());
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
                 changed = directory.changed() => if changed.is_err() { return },
             }
-            let now = switched(directory.borrow_and_update().table());
+            let now = switched(directory.borrow_and_update().as_ref());
             if now != last {
                 tracing::info!(
                     switched_on = ?now.keys().collect::<Vec<_>>(),

@@ -21,10 +21,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::Value;
+use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+use switchboard_crds::routing::RoutingTable;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
-use crate::Gateway;
+use crate::Outages;
 
 /// The keys' prefix.
 pub const PREFIX: &str = "switchboard:outage:";
@@ -51,28 +54,36 @@ pub struct Trip {
 /// A trip for the store: the Agent (`namespace/name`), the trip, how long it holds.
 pub type Tripped = (String, Trip, Duration);
 
-/// Starts sharing `gateway`'s trips through Redis at `url` (`ca`: trusted for
-/// `rediss://`) until the gateway shuts down. Connects on first use.
-pub fn spawn(gateway: &Arc<Gateway>, url: &str, ca: Option<Vec<u8>>) -> redis::RedisResult<()> {
-    let conn = crate::resume::connect_lazily(url, ca)?;
-    let trips = gateway.outages.share();
-    tokio::spawn(run(gateway.clone(), conn, trips));
-    Ok(())
+/// Starts sharing `outages`' trips through Redis (`conn`, which may connect on first use)
+/// until `stop` is cancelled, learning the others' for the Agents of the routing view
+/// `routes` (the gateway's directory: anything that holds the routing table).
+pub fn spawn<D>(outages: Arc<Outages>, routes: watch::Receiver<D>, conn: ConnectionManager, stop: CancellationToken)
+where
+    D: AsRef<RoutingTable> + Send + Sync + 'static,
+{
+    let trips = outages.share();
+    tokio::spawn(run(outages, routes, conn, trips, stop));
 }
 
-async fn run(gateway: Arc<Gateway>, mut conn: redis::aio::ConnectionManager, mut trips: mpsc::Receiver<Tripped>) {
+async fn run<D: AsRef<RoutingTable>>(
+    outages: Arc<Outages>,
+    routes: watch::Receiver<D>,
+    mut conn: ConnectionManager,
+    mut trips: mpsc::Receiver<Tripped>,
+    stop: CancellationToken,
+) {
     let mut poll = tokio::time::interval(POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut learned: HashMap<String, String> = HashMap::new();
     let mut failing = false;
     loop {
         let result = tokio::select! {
-            () = gateway.shutdown.cancelled() => return,
+            () = stop.cancelled() => return,
             trip = trips.recv() => match trip {
                 Some(trip) => tell(&mut conn, trip).await,
                 None => return,
             },
-            _ = poll.tick() => learn(&gateway, &mut conn, &mut learned).await,
+            _ = poll.tick() => learn(&outages, &routes, &mut conn, &mut learned).await,
         };
         match result {
             Err(error) if !failing => {
@@ -89,7 +100,7 @@ async fn run(gateway: Arc<Gateway>, mut conn: redis::aio::ConnectionManager, mut
 }
 
 /// Writes a trip of this replica, expiring when it stops holding.
-async fn tell(conn: &mut redis::aio::ConnectionManager, (agent, trip, holds): Tripped) -> redis::RedisResult<()> {
+async fn tell(conn: &mut ConnectionManager, (agent, trip, holds): Tripped) -> redis::RedisResult<()> {
     let Ok(value) = serde_json::to_string(&trip) else { return Ok(()) };
     let ms = u64::try_from(holds.as_millis()).unwrap_or(u64::MAX).max(1);
     redis::cmd("SET").arg(format!("{PREFIX}{agent}")).arg(value).arg("PX").arg(ms).query_async::<()>(conn).await
@@ -97,14 +108,15 @@ async fn tell(conn: &mut redis::aio::ConnectionManager, (agent, trip, holds): Tr
 
 /// Reads the trips of the Agents whose breaker is on, and opens this replica's breakers
 /// for those it has not learned yet.
-async fn learn(
-    gateway: &Gateway,
-    conn: &mut redis::aio::ConnectionManager,
+async fn learn<D: AsRef<RoutingTable>>(
+    outages: &Outages,
+    routes: &watch::Receiver<D>,
+    conn: &mut ConnectionManager,
     learned: &mut HashMap<String, String>,
 ) -> redis::RedisResult<()> {
     let watched: Vec<(String, switchboard_crds::agent::Breaker)> = {
-        let directory = gateway.directory.borrow();
-        let table = directory.table();
+        let directory = routes.borrow();
+        let table = directory.as_ref();
         // Only Agents whose breaker is on and that no switch holds open anyway.
         let watched = table.outages.iter().filter(|(agent, outage)| {
             let namespace = agent.split_once('/').map_or("", |(namespace, _)| namespace);
@@ -127,12 +139,12 @@ async fn learn(
         let [entry, left] = reply else { continue };
         let Some(trip) = trip(entry) else { continue };
         let left = redis::from_redis_value_ref::<i64>(left).unwrap_or(0);
-        if trip.replica == gateway.outages.replica() || learned.get(agent) == Some(&trip.id) || left <= 0 {
+        if trip.replica == outages.replica() || learned.get(agent) == Some(&trip.id) || left <= 0 {
             continue;
         }
         learned.insert(agent.clone(), trip.id.clone());
         let remaining = Duration::from_millis(u64::try_from(left).unwrap_or(0));
-        gateway.outages.learn(agent, rules, &trip, remaining, now);
+        outages.learn(agent, rules, &trip, remaining, now);
     }
     Ok(())
 }
