@@ -6,7 +6,8 @@
 //!
 //! - [`Call::dial`]: the call's task works out where the person is — a SIP URI is called at its
 //!   host directly; an E.164 number through the outbound trunk when the edge has one
-//!   (`--outbound-trunk`, its caller-id and credentials), else through the caller's side as
+//!   (`--outbound-trunk`, its caller-id and credentials; not local mode's stand-in with no
+//!   trunk, [`Outbound::direct`](crate::Outbound)), else through the caller's side as
 //!   `sip:<number>@<the caller's address>;user=phone` — and asks the SIP task
 //!   ([`Command::Dial`]) for a new outbound leg: an RTP port pair and an INVITE
 //!   ([`switchboard_sip::call::OutboundCall`], the outbound-call code), whose events come
@@ -100,8 +101,10 @@ impl Call {
         let call = self;
         let destination = Destination::parse(address).map_err(|error| TransferEnd::NotStarted(error.to_string()))?;
         let caller = call.incoming.source;
-        let outbound = call.dialling.outbound.as_ref().map(|o| &o.trunk);
-        let (uri, (host, port), caller_id, auth) = match (&destination, outbound) {
+        let outbound = call.dialling.outbound.as_ref();
+        // A trunk routes numbers; local mode's stand-in (`direct`) names only the caller-id.
+        let trunk = outbound.filter(|o| !o.direct).map(|o| &o.trunk);
+        let (uri, (host, port), caller_id, auth) = match (&destination, trunk) {
             (Destination::Number(_), Some(trunk)) => {
                 let auth = trunk.credentials.as_ref().map(|c| ClientAuth {
                     username: c.username.clone(),
@@ -119,7 +122,7 @@ impl Call {
                 let Some(target) = destination.host_port() else {
                     return Err(TransferEnd::NotStarted(format!("{uri} names no host to call")));
                 };
-                (uri.clone(), target, outbound.map(|t| t.caller_id.clone()), None)
+                (uri.clone(), target, outbound.map(|o| o.trunk.caller_id.clone()), None)
             }
         };
         let unresolved =
