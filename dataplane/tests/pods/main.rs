@@ -80,7 +80,7 @@ impl Cluster {
         self.kubectl_in(&self.namespace, args)
     }
 
-    /// Names of the pods in `namespace` matching `selector` that are not terminating.
+    /// Names of the pods in `namespace` matching `selector` that run and are not terminating.
     fn running(&self, namespace: &str, selector: &str) -> Vec<String> {
         let template = "{range .items[?(@.metadata.deletionTimestamp)]}{.metadata.name}{\"\\n\"}{end}";
         let terminating: Vec<String> = self
@@ -88,11 +88,17 @@ impl Cluster {
             .lines()
             .map(str::to_owned)
             .collect();
-        self.kubectl_in(namespace, &["get", "pods", "-l", selector, "-o", "jsonpath={.items[*].metadata.name}"])
-            .split_whitespace()
-            .filter(|name| !terminating.iter().any(|t| t == name))
-            .map(str::to_owned)
-            .collect()
+        // Running only: a pod evicted or failed earlier (an object that stays, with no
+        // address) is not one.
+        let names = "jsonpath={.items[*].metadata.name}";
+        self.kubectl_in(
+            namespace,
+            &["get", "pods", "-l", selector, "--field-selector=status.phase=Running", "-o", names],
+        )
+        .split_whitespace()
+        .filter(|name| !terminating.iter().any(|t| t == name))
+        .map(str::to_owned)
+        .collect()
     }
 
     /// Names of the running (not terminating) pods of `agent`.
