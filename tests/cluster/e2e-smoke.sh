@@ -303,7 +303,11 @@ log "the gateway's WebRTC edge on the node's network ($NODE_IP:$WEBRTC_PORT, UDP
   --set gateway.webrtc.udpPort="$WEBRTC_PORT" --set gateway.webrtc.tcpPort="$WEBRTC_PORT" \
   --set "gateway.allowedOrigins={$ORIGIN}" --wait --timeout 180s >&2 \
   || { k -n "$RNS" get pods -o wide >&2; die "the gateway did not roll onto the node's network"; }
-gateway_pods() { k -n "$RNS" get pods -l app.kubernetes.io/name=switchboard-gateway -o jsonpath="$1"; }
+# (Failed pods aside: one evicted earlier stays as an object, and is no gateway.)
+gateway_pods() {
+  k -n "$RNS" get pods -l app.kubernetes.io/name=switchboard-gateway --field-selector=status.phase!=Failed \
+    -o jsonpath="$1"
+}
 deadline=$((SECONDS + 120))
 until [ "$(gateway_pods '{range .items[*]}{.spec.hostNetwork}{" "}{.status.phase}{"\n"}{end}')" = "true Running" ]; do
   [ "$SECONDS" -lt "$deadline" ] || { k -n "$RNS" get pods -o wide >&2; die "not one gateway pod on the node's network"; }
