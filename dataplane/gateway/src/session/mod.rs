@@ -286,7 +286,9 @@ async fn admit(
     if let Some(phone) = phone {
         memory.insert(switchboard_core::phone::MEMORY_KEY.to_owned(), phone.memory_value());
     }
-    let machine = match call {
+    // The memory the session starts with: an outbound call's context, the phone call's, or
+    // the host app's; none at all starts it plainly (with the input sent before its start).
+    let memory = match call {
         Some((agent, context)) => {
             let routed = format!("{}/{}", target.route.namespace, target.route.name);
             if routed != agent {
@@ -298,51 +300,23 @@ async fn admit(
                 return Err(refuse(gateway, client, "context_refused", message, close_code::BAD_START).await);
             }
             memory.insert(switchboard_core::outbound::MEMORY_KEY.to_owned(), context);
-            Machine::start_with_memory(
-                limits,
-                id,
-                identity.to_owned(),
-                target,
-                voice,
-                modalities,
-                memory,
-                now,
-                started_ms,
-            )
+            Some(memory)
         }
-        None if !memory.is_empty() => Machine::start_with_memory(
-            limits,
-            id,
-            identity.to_owned(),
-            target,
-            voice,
-            modalities,
-            memory,
-            now,
-            started_ms,
-        ),
+        None if !memory.is_empty() => Some(memory),
         None => match start.app_context.as_deref() {
-            Some(token) => {
-                let memory = match app_context::memory(gateway, admission, &target, &id, token).await {
-                    Ok(memory) => memory,
-                    Err(error) => return Err(app_context::refuse(gateway, client, error).await),
-                };
-                Machine::start_with_memory(
-                    limits,
-                    id,
-                    identity.to_owned(),
-                    target,
-                    voice,
-                    modalities,
-                    memory,
-                    now,
-                    started_ms,
-                )
-            }
-            None => {
-                Machine::start(limits, id, identity.to_owned(), target, voice, modalities, pending, now, started_ms)
-            }
+            Some(token) => match app_context::memory(gateway, admission, &target, &id, token).await {
+                Ok(memory) => Some(memory),
+                Err(error) => return Err(app_context::refuse(gateway, client, error).await),
+            },
+            None => None,
         },
+    };
+    let identity = identity.to_owned();
+    let machine = match memory {
+        Some(memory) => {
+            Machine::start_with_memory(limits, id, identity, target, voice, modalities, memory, now, started_ms)
+        }
+        None => Machine::start(limits, id, identity, target, voice, modalities, pending, now, started_ms),
     };
     let mut machine = machine.with_model(start.model).with_reach(reach);
     machine.set_audio(audio);
