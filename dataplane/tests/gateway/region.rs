@@ -60,6 +60,22 @@ fn routes(fleet: &Fleet) -> std::path::PathBuf {
     dir
 }
 
+/// The simulator's faults: us-east-1 throttles every Nova Sonic stream.
+pub(crate) fn east_throttles() -> String {
+    let model = switchboard_crds::agent::ModelSettings::default().voice_model_id;
+    format!("modelFaults:\n  - {{model: \"{model}\", region: us-east-1, error: {{kind: throttling}}}}\n")
+}
+
+/// Two failures within a minute mark a region failing for a minute.
+pub(crate) const FAILOVER: [&str; 6] = [
+    "--capacity-region-failures",
+    "2",
+    "--capacity-region-failure-window-seconds",
+    "60",
+    "--capacity-region-failover-seconds",
+    "60",
+];
+
 pub(crate) fn started(m: &ServerMessage) -> bool {
     matches!(m, ServerMessage::BidiConnectionStart { .. })
 }
@@ -153,20 +169,9 @@ async fn a_full_region_sends_new_sessions_to_the_fallback_region_across_gateways
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_region_sends_new_sessions_to_the_fallback_region_across_gateways() {
     let redis = Redis::start();
-    let model = switchboard_crds::agent::ModelSettings::default().voice_model_id;
-    let faults = format!("modelFaults:\n  - {{model: \"{model}\", region: us-east-1, error: {{kind: throttling}}}}\n");
-    let fleet = fleet(&faults).await;
+    let fleet = fleet(&east_throttles()).await;
     let dir = routes(&fleet);
-    // Two failures within a minute mark a region failing for a minute.
-    let failover = [
-        "--capacity-region-failures",
-        "2",
-        "--capacity-region-failure-window-seconds",
-        "60",
-        "--capacity-region-failover-seconds",
-        "60",
-    ];
-    let args = [&["--redis-url", redis.url.as_str()][..], &failover[..]].concat();
+    let args = [&["--redis-url", redis.url.as_str()][..], &FAILOVER[..]].concat();
     let a = GatewayProcess::start(&dir, &args).await;
     let b = GatewayProcess::start(&dir, &args).await;
 

@@ -116,20 +116,9 @@ async fn local_mode_places_a_session_on_the_fallback_region_when_its_own_is_full
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_mode_places_new_sessions_on_the_fallback_region_while_its_own_fails() {
-    let model = switchboard_crds::agent::ModelSettings::default().voice_model_id;
-    let faults = format!("modelFaults:\n  - {{model: \"{model}\", region: us-east-1, error: {{kind: throttling}}}}\n");
     let script = std::env::temp_dir().join(format!("switchboard-region-failing-{}.yaml", uuid::Uuid::new_v4()));
-    std::fs::write(&script, common::script("", &faults)).expect("the script");
-    let args = [
-        "--sim-script",
-        script.to_str().expect("a path"),
-        "--capacity-region-failures",
-        "2",
-        "--capacity-region-failure-window-seconds",
-        "60",
-        "--capacity-region-failover-seconds",
-        "60",
-    ];
+    std::fs::write(&script, common::script("", &crate::region::east_throttles())).expect("the script");
+    let args = [&["--sim-script", script.to_str().expect("a path")][..], &crate::region::FAILOVER[..]].concat();
     let (local, db) = local("region-failing", &args, true).await;
 
     // Two idv calls fail: us-east-1 throttles, and idv has nowhere else to go.
