@@ -67,16 +67,13 @@ pub struct Waiting {
 }
 
 impl Capacity {
-    /// A slot for a session with `route`'s Agent (`ticket: None` when its pool is not
-    /// counted). A session `under_way` (resumed, continued) takes one without waiting, in
-    /// its Agent's own pool ([`Capacity::resume`] keeps a placement). An Agent with a fallback region sends a new session there when
-    /// its own region is failing, or when its own pool is full and the fallback's has a slot
-    /// free; otherwise the session waits for (or is refused) a slot of its own pool.
-    pub async fn admit(self: &Arc<Self>, route: &Route, under_way: bool) -> Admission {
+    /// A slot for a new session with `route`'s Agent (`ticket: None` when its pool is not
+    /// counted; a session under way takes one with [`Capacity::resume`]). An Agent with a
+    /// fallback region sends a new session there when its own region is failing, or when its
+    /// own pool is full and the fallback's has a slot free; otherwise the session waits for
+    /// (or is refused) a slot of its own pool.
+    pub async fn admit(self: &Arc<Self>, route: &Route) -> Admission {
         let settings = &route.capacity;
-        if under_way {
-            return Admission::Admitted(self.resume(route, None).await);
-        }
         let mut pool = settings.pool.as_str();
         let mut placed = None;
         if let (Some(region), Some(fallback)) = (&settings.fallback_region, settings.fallback_pool()) {

@@ -20,18 +20,13 @@ use crate::Gateway;
 use crate::session::ClientIo;
 use crate::session::machine::Close;
 
-/// A slot for a session with `route`'s Agent (see
+/// A slot for a new session with `route`'s Agent (see
 /// [`Capacity::admit`](switchboard_capacity::Capacity::admit)): at once, after waiting in
 /// the queue on `client`'s socket, or `Err` with the close to send (refused, or the client
 /// left the queue).
-pub async fn admit(
-    gateway: &Gateway,
-    route: &Route,
-    under_way: bool,
-    client: &mut Conn<ClientIo>,
-) -> Result<Slot, Close> {
+pub async fn admit(gateway: &Gateway, route: &Route, client: &mut Conn<ClientIo>) -> Result<Slot, Close> {
     let capacity = &gateway.capacity;
-    match capacity.admit(route, under_way).await {
+    match capacity.admit(route).await {
         Admission::Admitted(slot) => Ok(slot),
         Admission::Refused { pool, refusal } => Err(refuse(gateway, client, &pool, refusal).await),
         Admission::Waiting(Waiting { ticket, status, place, placed }) => {

@@ -109,7 +109,7 @@ pub async fn serve_call(
                 Some(_) => Ok(Default::default()),
                 // A session under way takes its slot at once, where it was placed.
                 None if under_way => Ok(gateway.capacity.resume(&route, kept_placement(&machine, &route)).await),
-                None => crate::capacity::admit(&gateway, &route, false, &mut client).await,
+                None => crate::capacity::admit(&gateway, &route, &mut client).await,
             };
             let slot = match slot {
                 Ok(slot) => slot,
