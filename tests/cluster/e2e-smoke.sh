@@ -85,19 +85,25 @@ echo "host all all 0.0.0.0/0 scram-sha-256" >>"$PG_DIR/data/pg_hba.conf"
 pg pg_ctl -D "$PG_DIR/data" -w -l "$PG_DIR/log" \
   -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=$NODE_IP -c fsync=off" start >/dev/null
 RECORD_URL="postgres://switchboard:$PG_PASSWORD@$NODE_IP:$PG_PORT/postgres"
-# The Example Bank's redaction rules (account numbers, sort codes), as a platform team sets them.
-cat >"$DIR/e2e-record-values.yaml" <<'YAML'
+# The Example Bank's redaction rules (account numbers, sort codes), as a platform team sets
+# them; and one live model stream in the pool QUOTA_POOL, which no Agent is in until the pods
+# test of the quota the two gateway replicas share moves triage there (dataplane/tests/pods/quota.rs).
+QUOTA_POOL="e2e-quota/us-east-1"
+cat >"$DIR/e2e-values.yaml" <<YAML
 gateway:
   record:
     redact:
       account: '\b\d{8}\b'
       sort-code: '\b\d{2}-\d{2}-\d{2}\b'
+  capacity:
+    quotas:
+      "$QUOTA_POOL": 1
 YAML
 
 URL="$("$HERE/install.sh" --set "runtime.bedrock.endpoint=https://$NODE_IP:$SIM_PORT" \
   --set-file "runtime.bedrock.caBundle=$PKI/ca.pem" \
   --set "gateway.redis.url=redis://:$REDIS_PASSWORD@$NODE_IP:$REDIS_PORT" \
-  --set "gateway.record.databaseUrl=$RECORD_URL" -f "$DIR/e2e-record-values.yaml" \
+  --set "gateway.record.databaseUrl=$RECORD_URL" -f "$DIR/e2e-values.yaml" \
   --set "operator.agentSecrets[0]=$NS/bedrock-credentials" \
   --set "operator.agentSecrets[1]=$NS/agent-test-aws" \
   --set gateway.openTestSessions=true \
@@ -176,7 +182,8 @@ log "ok: NetworkPolicy applied in $NS (not enforced by this node's bridge networ
 log "conversations on real pods (switchboard-dataplane's pods tests)"
 export SWITCHBOARD_E2E_GATEWAY="$URL" SWITCHBOARD_E2E_NAMESPACE="$NS" SWITCHBOARD_E2E_RELEASE_NAMESPACE="$RNS" \
   SWITCHBOARD_E2E_SIM_LISTEN="$NODE_IP:$SIM_PORT" SWITCHBOARD_E2E_SIM_CERT="$PKI/sim.pem" \
-  SWITCHBOARD_E2E_SIM_KEY="$PKI/sim.key" SWITCHBOARD_E2E_KUBECTL="$BIN/kubectl"
+  SWITCHBOARD_E2E_SIM_KEY="$PKI/sim.key" SWITCHBOARD_E2E_KUBECTL="$BIN/kubectl" \
+  SWITCHBOARD_E2E_QUOTA_POOL="$QUOTA_POOL"
 # The workspace's build (as the tests stage made it), only the pods binary, one at a time.
 if cargo nextest --version >/dev/null 2>&1; then
   (cd "$ROOT" && cargo nextest run --workspace --locked --run-ignored only -E 'binary(pods)' -j 1 >&2) \

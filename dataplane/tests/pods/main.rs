@@ -18,6 +18,7 @@ mod agent_test;
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]
 mod client;
+mod quota;
 #[path = "../voice/common.rs"]
 #[allow(dead_code)]
 mod voice_common;
