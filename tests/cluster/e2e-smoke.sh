@@ -368,6 +368,54 @@ until after="$(triage_sessions)" && [ "$after" -ge $((before + 2)) ]; do
 done
 log "ok: both WebRTC calls recorded"
 
+# The same edge behind the chart's other exposure, a UDP Service of type LoadBalancer
+# (gateway.webrtc.exposure loadBalancer, tcpPort 0: Kubernetes 1.20 takes no Service mixing
+# UDP and TCP). No load balancer runs here, so the test does what a load balancer's
+# controller does (MetalLB, a cloud's): it writes the Service's status.loadBalancer.ingress,
+# an address of its own (the node's), and the real kube-proxy forwards that address's UDP
+# port to the gateway pod. The chart is told the address (`advertise`) as its values say, the
+# pod is on the pod network, and an aiortc caller reaches triage at the load balancer's
+# address and port, not the pod's.
+WEBRTC_LB_PORT="${SWITCHBOARD_E2E_WEBRTC_LB_PORT:-23479}"
+log "the gateway's WebRTC edge behind a UDP LoadBalancer Service ($NODE_IP:$WEBRTC_LB_PORT)"
+"$BIN/helm" upgrade "$RELEASE" "$ROOT/charts/switchboard" --namespace "$RNS" --reuse-values \
+  --set gateway.webrtc.exposure=loadBalancer --set gateway.webrtc.udpPort="$WEBRTC_LB_PORT" \
+  --set gateway.webrtc.tcpPort=0 --set gateway.webrtc.advertise="$NODE_IP" --wait --timeout 180s >&2 \
+  || { k -n "$RNS" get pods,svc -o wide >&2; die "the gateway did not roll behind the LoadBalancer Service"; }
+deadline=$((SECONDS + 120))
+until [ "$(gateway_pods '{range .items[*]}{.spec.hostNetwork}{" "}{.status.phase}{"\n"}{end}')" = " Running" ]; do
+  [ "$SECONDS" -lt "$deadline" ] || { k -n "$RNS" get pods -o wide >&2; die "not one gateway pod on the pod network"; }
+  sleep 2
+done
+LB_SVC="$(k -n "$RNS" get svc -l app.kubernetes.io/name=switchboard-gateway \
+  -o jsonpath='{range .items[?(@.spec.type=="LoadBalancer")]}{.metadata.name}{"\n"}{end}')"
+[ "$(echo "$LB_SVC" | wc -w)" = 1 ] || die "not one LoadBalancer Service of the gateway: $LB_SVC"
+k -n "$RNS" patch svc "$LB_SVC" --subresource=status --type=merge \
+  -p "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"$NODE_IP\"}]}}}" >/dev/null \
+  || die "cannot write $LB_SVC's load balancer status"
+"$CHAT" sim --listen "$NODE_IP:$SIM_PORT" --tls-cert "$PKI/sim.pem" --tls-key "$PKI/sim.key" \
+  --script "$DIR/e2e-webrtc-sim.yaml" >"$DIR/e2e-sim.log" 2>&1 &
+SIM_PID=$!
+# kube-proxy programs the address within its sync period: the first calls may find no rule.
+deadline=$((SECONDS + 60))
+until called="$("$BIN/aiortc-python" "$HERE/webrtc-call.py" "$HTTP_URL" "$NS/triage" "$PHONE_DIR/say.wav" \
+  2>"$DIR/e2e-webrtc.err" | tail -n1)"; do
+  [ "$SECONDS" -lt "$deadline" ] \
+    || die "the aiortc call through the LoadBalancer failed: $called $(tail -n 5 "$DIR/e2e-webrtc.err") -- the gateway: $(gateway_logs)"
+  sleep 5
+done
+echo "$called" | NODE_IP="$NODE_IP" PORT="$WEBRTC_LB_PORT" python3 -c '
+import json, os, sys
+r = json.load(sys.stdin)
+lb = os.environ["NODE_IP"] + " " + os.environ["PORT"]
+assert any(" udp " in c and lb in c for c in r["candidates"]), "no UDP candidate at the load balancer: %s" % r["candidates"]
+assert "triage" in r["agent"], r["agent"]
+assert r["deleted"] == 200, r["deleted"]
+assert r["audio"]["loud"] > 0, r["audio"]
+' || die "the aiortc call through the LoadBalancer: $called"
+log "ok: an aiortc caller reached triage through the LoadBalancer Service at $NODE_IP:$WEBRTC_LB_PORT: $(echo "$called" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["audio"]["loud"], "frames of reply audio heard")')"
+kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""
+
 # The operator runs as the chart's two pods and one of them holds the Lease. Its pod
 # deleted, the other replica takes over and reconciles an Agent created after that.
 lease_holder() { k -n "$RNS" get lease switchboard-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true; }

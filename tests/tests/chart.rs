@@ -193,17 +193,27 @@ fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
     let rolling = spec.strategy.and_then(|s| s.rolling_update).expect("a rolling update");
     assert_eq!(rolling.max_surge, Some(IntOrString::Int(0)), "no surge on the nodes' ports");
     assert_eq!(rolling.max_unavailable, Some(IntOrString::Int(1)));
+    let labels = spec.template.metadata.and_then(|m| m.labels).expect("labels");
     let pod = spec.template.spec.expect("a pod");
     assert_eq!(pod.host_network, Some(true));
     assert_eq!(pod.dns_policy.as_deref(), Some("ClusterFirstWithHostNet"));
     let anti = pod.affinity.and_then(|a| a.pod_anti_affinity).expect("one gateway a node");
     let term = &anti.required_during_scheduling_ignored_during_execution.expect("required")[0];
     assert_eq!(term.topology_key, "kubernetes.io/hostname");
+    // Only pods on the nodes' network repel each other: an upgrade to the load balancer's
+    // pod (without the label) starts beside the old one (tests/cluster/e2e-smoke.sh).
+    let selected = term.label_selector.as_ref().and_then(|s| s.match_labels.clone()).expect("match labels");
+    assert_eq!(selected.get("switchboard.dev/node-network").map(String::as_str), Some("true"));
+    assert!(selected.iter().all(|(k, v)| labels.get(k) == Some(v)), "the pods select each other: {selected:?}");
     let container = &pod.containers[0];
     let env = |name: &str| container.env.iter().flatten().find(|e| e.name == name).cloned();
     assert_eq!(env("SWITCHBOARD_WEBRTC_UDP").and_then(|e| e.value).as_deref(), Some("0.0.0.0:3478"));
-    let advertise = env("SWITCHBOARD_WEBRTC_ADVERTISE").and_then(|e| e.value_from).and_then(|v| v.field_ref);
-    assert_eq!(advertise.map(|f| f.field_path).as_deref(), Some("status.hostIP"), "each pod its node's IP");
+    // Each pod its node's IP, through a variable of its own (the advertised address stays a
+    // plain value, so an upgrade between exposures patches a value: tests/cluster/e2e-smoke.sh).
+    let node_ip = env("SWITCHBOARD_NODE_IP").and_then(|e| e.value_from).and_then(|v| v.field_ref);
+    assert_eq!(node_ip.map(|f| f.field_path).as_deref(), Some("status.hostIP"), "each pod its node's IP");
+    let advertise = env("SWITCHBOARD_WEBRTC_ADVERTISE").expect("the advertised address");
+    assert_eq!((advertise.value.as_deref(), advertise.value_from), (Some("$(SWITCHBOARD_NODE_IP)"), None));
     assert_eq!(
         env("SWITCHBOARD_WEBRTC_TURN").and_then(|e| e.value).as_deref(),
         Some("turn:turn.bank.example:3478?transport=udp,stun:stun.bank.example")
@@ -225,6 +235,9 @@ fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
     assert_eq!(env("SWITCHBOARD_WEBRTC_TCP").and_then(|e| e.value).as_deref(), Some("0.0.0.0:3478"));
     let tcp = container.ports.iter().flatten().find(|p| p.name.as_deref() == Some("webrtc-tcp")).expect("a TCP port");
     assert_eq!((tcp.container_port, tcp.protocol.as_deref()), (3478, Some("TCP")));
+    // Each port the node's, in the manifest: an upgrade off the node's network removes them.
+    let host_ports: Vec<_> = container.ports.iter().flatten().map(|p| (p.container_port, p.host_port)).collect();
+    assert_eq!(host_ports, [(8080, Some(8080)), (3478, Some(3478)), (3478, Some(3478))]);
     assert!(!rendered.contains("sb-switchboard-gateway-webrtc"), "no load balancer on the nodes' network");
 
     let lb = ["gateway.webrtc.enabled=true", "gateway.webrtc.exposure=loadBalancer", "gateway.webrtc.udpPort=3479"];
@@ -256,6 +269,7 @@ fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
     assert_eq!(spec.strategy, None, "behind a load balancer the default rollout surges");
     let pod = spec.template.spec.expect("a pod");
     assert_eq!(pod.host_network, None);
+    assert!(pod.containers[0].ports.iter().flatten().all(|p| p.host_port.is_none()), "no node port on the pod network");
     let env =
         |name: &str| pod.containers[0].env.iter().flatten().find(|e| e.name == name).and_then(|e| e.value.clone());
     assert_eq!(env("SWITCHBOARD_WEBRTC_ADVERTISE").as_deref(), Some("203.0.113.7"));
@@ -329,8 +343,10 @@ fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_bala
     let anti = pod.affinity.as_ref().and_then(|a| a.pod_anti_affinity.as_ref()).expect("one edge a node");
     let term = &anti.required_during_scheduling_ignored_during_execution.as_ref().expect("required")[0];
     assert_eq!(term.topology_key, "kubernetes.io/hostname");
-    let advertise = env_of(&pod, "SWITCHBOARD_SIP_ADVERTISE").and_then(|e| e.value_from).and_then(|v| v.field_ref);
-    assert_eq!(advertise.map(|f| f.field_path).as_deref(), Some("status.hostIP"), "each pod its node's IP");
+    let node_ip = env_of(&pod, "SWITCHBOARD_NODE_IP").and_then(|e| e.value_from).and_then(|v| v.field_ref);
+    assert_eq!(node_ip.map(|f| f.field_path).as_deref(), Some("status.hostIP"), "each pod its node's IP");
+    let advertise = env_of(&pod, "SWITCHBOARD_SIP_ADVERTISE").expect("the advertised address");
+    assert_eq!((advertise.value.as_deref(), advertise.value_from), (Some("$(SWITCHBOARD_NODE_IP)"), None));
     assert_eq!(env("SWITCHBOARD_SIP_LISTEN").as_deref(), Some("0.0.0.0:5060"));
     assert_eq!(env("SWITCHBOARD_SIP_RTP_PORTS").as_deref(), Some("20000-20999"));
     assert_eq!(env("SWITCHBOARD_SIP_GATEWAY").as_deref(), Some("ws://sb-switchboard-gateway.voice.svc:80/v1/session"));
