@@ -146,8 +146,10 @@ else
 fi
 step "Nova Sonic clients"
 # Pipecat, Strands and LiveKit Agents, stock, each through a spoken conversation with the
-# simulator (Python 3.12 environments cached in ~/.cache/switchboard/conformance).
-tests/conformance/run.sh
+# simulator (Python 3.12 environments cached in ~/.cache/switchboard/conformance). The
+# binary the tests stage built: `cargo build -p switchboard-dataplane` would resolve other
+# features than the workspace's test build and compile it and its dependencies again.
+SWITCHBOARD_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/switchboard" tests/conformance/run.sh
 
 step "fuzz (smoke)"
 # Every cargo-fuzz target of fuzz/ built (stable toolchain, unoptimised: the optimised
