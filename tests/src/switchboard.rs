@@ -105,7 +105,8 @@ impl Process {
         let log = self.log_text();
         let line = log.lines().find(|l| l.contains(marker));
         let addr = line.and_then(|l| l.split_once("addr=")).and_then(|(_, rest)| rest.split_whitespace().next());
-        addr.and_then(|a| a.parse().ok()).with_context(|| format!("{}: no `{marker}` line with addr=:\n{log}", self.name))
+        addr.and_then(|a| a.parse().ok())
+            .with_context(|| format!("{}: no `{marker}` line with addr=:\n{log}", self.name))
     }
 }
 

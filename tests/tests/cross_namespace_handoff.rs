@@ -226,7 +226,13 @@ impl Simulator {
     fn start(bin: &Path, dir: &Path) -> Self {
         let cert = dir.join("sim.pem").to_str().expect("utf-8 path").to_owned();
         let process = tokio::task::block_in_place(|| {
-            Process::start(bin, "sim", &["sim", "--listen", "127.0.0.1:0", "--cert-out", &cert], &[], "Bedrock simulator on")
+            Process::start(
+                bin,
+                "sim",
+                &["sim", "--listen", "127.0.0.1:0", "--cert-out", &cert],
+                &[],
+                "Bedrock simulator on",
+            )
         })
         .expect("the simulator starts");
         let log = process.log_text();

@@ -100,7 +100,7 @@ async fn a_token_opens_one_session_across_replicas_sharing_redis_and_none_while_
     assert_eq!(opened(&two.url(), &[], Some(&mint(None))).await, Ok(()), "another token opens at replica 2");
 
     // Redis goes down: no token is taken (its id cannot be checked), the rest is served.
-    let socket = redis.socket.clone();
+    let port = redis.port;
     drop(redis);
     let token = mint(None);
     let (code, message, close) = opened(&one.url(), &[], Some(&token)).await.expect_err("refused while Redis is down");
@@ -109,7 +109,7 @@ async fn a_token_opens_one_session_across_replicas_sharing_redis_and_none_while_
     assert_eq!(opened(&one.url(), &[], None).await, Ok(()), "a session without app context still opens");
 
     // Redis is back (empty): the same token, never taken, opens one session, once.
-    let _redis = Redis::start_at(&socket);
+    let _redis = Redis::start_on(port);
     assert_eq!(once_redis_answers(&one.url(), &token).await, Ok(()), "the token was not spent while Redis was down");
     let (code, ..) = once_redis_answers(&two.url(), &token).await.expect_err("replayed at replica 2");
     assert_eq!(code, "app_context_replayed");

@@ -254,8 +254,8 @@ async fn a_parked_session_changed_in_redis_is_refused_on_resume() {
 /// failing the session; once Redis answers, sessions park and resume through it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_serves_while_its_redis_is_down_and_resumes_once_it_is_back() {
-    let socket = Redis::fresh_socket();
-    let store = Store::redis(&Redis::url_of(&socket), fleet_key(), None).expect("a lazy store");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let store = Store::redis(&format!("redis://127.0.0.1:{port}"), fleet_key(), None).expect("a lazy store");
     assert!(store.ping().await.is_err(), "nothing listens yet");
     let fleet = Fleet::with(&[], keys(), GatewayConfig::default(), store).await;
 
@@ -273,7 +273,7 @@ async fn a_gateway_serves_while_its_redis_is_down_and_resumes_once_it_is_back() 
         back.seen
     );
 
-    let _redis = Redis::start_at(&socket);
+    let _redis = Redis::start_on(port);
     tokio::time::sleep(switchboard_gateway::resume::STORE_BACKOFF + Duration::from_millis(500)).await;
     assert!(store_answers(&fleet).await, "the store reconnects by itself");
     let mut client = alice_at_idv(&fleet.url).await;
@@ -290,13 +290,13 @@ async fn a_gateway_serves_while_its_redis_is_down_and_resumes_once_it_is_back() 
     assert!(replies(&balance).iter().any(|r| r.contains("1234.56 GBP")), "resumed through Redis: {balance:?}");
 }
 
-/// Chaos: Redis restarts (killed, an empty one started on its socket) under a live session.
+/// Chaos: Redis restarts (killed, an empty one started on its port) under a live session.
 /// The session goes on through it — a turn while Redis is down, a handoff after it is back —
 /// and once Redis answers again the session parks and resumes through the new server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_session_rides_out_a_redis_restart_and_resumes_through_the_new_one() {
     let redis = Redis::start();
-    let socket = redis.socket.clone();
+    let port = redis.port;
     let store = Store::redis(&redis.url, fleet_key(), None).expect("store");
     let fleet = Fleet::with(&[], keys(), GatewayConfig::default(), store).await;
     let mut client = alice_at_idv(&fleet.url).await;
@@ -309,7 +309,7 @@ async fn a_live_session_rides_out_a_redis_restart_and_resumes_through_the_new_on
         "served while Redis is down: {verified:?}"
     );
 
-    let _redis = Redis::start_at(&socket);
+    let _redis = Redis::start_on(port);
     assert!(store_answers(&fleet).await, "the store reconnects to the new server by itself");
     client.say("My balance please").await;
     client.until(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, .. } if agent == "banking")).await;

@@ -53,7 +53,8 @@ impl Prometheus {
         std::fs::write(dir.join("prometheus.yml"), config).expect("config");
         let storage = dir.join("data").display().to_string();
         for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+            let port =
+                std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
             let log = std::fs::File::create(dir.join("prometheus.log")).expect("log file");
             let child = Command::new(bin())
