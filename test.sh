@@ -18,13 +18,23 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # builds this script makes once (a CI run ran out of disk building the fuzz targets).
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
-step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS"; }
+# Each stage's start ($SECONDS), printed as it begins and as a table of durations at the
+# end, on failure too (the EXIT trap), so a slow run shows where its time went.
+source tests/tools/stages.sh
+down_cluster=""
+on_exit() {
+  local rc=$?
+  stage_table "$rc"
+  if [ -n "$down_cluster" ]; then tests/cluster/down.sh; fi
+  return "$rc"
+}
+trap on_exit EXIT
 
 step "control plane"
 up_err="$(mktemp)"
 eval "$(tests/cluster/up.sh 2>"$up_err" | tail -n1)" || { cat "$up_err" >&2; exit 1; }
 if ! grep -q "already up" "$up_err" && [ -z "${SWITCHBOARD_KEEP_CLUSTER:-}" ]; then
-  trap 'tests/cluster/down.sh' EXIT
+  down_cluster=1
 fi
 rm -f "$up_err"
 echo "KUBECONFIG=$KUBECONFIG"
@@ -136,8 +146,10 @@ else
 fi
 step "Nova Sonic clients"
 # Pipecat, Strands and LiveKit Agents, stock, each through a spoken conversation with the
-# simulator (Python 3.12 environments cached in ~/.cache/switchboard/conformance).
-tests/conformance/run.sh
+# simulator (Python 3.12 environments cached in ~/.cache/switchboard/conformance). The
+# binary the tests stage built: `cargo build -p switchboard-dataplane` would resolve other
+# features than the workspace's test build and compile it and its dependencies again.
+SWITCHBOARD_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/switchboard" tests/conformance/run.sh
 
 step "fuzz (smoke)"
 # Every cargo-fuzz target of fuzz/ built (stable toolchain, unoptimised: the optimised
@@ -165,5 +177,3 @@ tests/cluster/image-smoke.sh
 # conversations through the gateway's Service against a simulator on this machine, pods and
 # replicas deleted and rolled under live sessions (tests/TESTING.md says what this proves).
 tests/cluster/e2e-smoke.sh
-
-step "done"

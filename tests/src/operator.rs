@@ -102,20 +102,10 @@ pub async fn routing_table(ns: &TestNamespace) -> anyhow::Result<Option<RoutingT
     Ok(Some(RoutingTable::parse(&text)?))
 }
 
-/// The built `switchboard-operator` binary (built now if needed).
+/// The built `switchboard-operator` binary (built now if needed, as the suite built it:
+/// [`crate::switchboard::workspace_binary`]).
 pub fn operator_binary() -> anyhow::Result<PathBuf> {
-    let root = crate::repo_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let out = Command::new(cargo)
-        .current_dir(&root)
-        .args(["build", "--quiet", "-p", "switchboard-operator", "--bin", "switchboard-operator"])
-        .output()
-        .context("running cargo build")?;
-    if !out.status.success() {
-        bail!("building switchboard-operator failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
-    Ok(target.join("debug/switchboard-operator"))
+    crate::switchboard::workspace_binary("switchboard-operator")
 }
 
 /// The Cargo profile the operator ships with (workspace `Cargo.toml`: built for size, since

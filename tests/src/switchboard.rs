@@ -2,30 +2,42 @@
 //! Bedrock simulator — for tests that run them against the control plane: built on demand,
 //! each process's output in a log file, killed on drop. Also what such tests need around
 //! them: this machine's non-loopback address (the API server refuses loopback addresses in
-//! Endpoints, so runtimes listen on it), free ports, and a plain HTTP GET.
+//! Endpoints, so runtimes listen on it), where a process bound (it listens on port 0 and logs the
+//! address: no free port to race for), and a plain HTTP GET.
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-/// The built `switchboard` binary (built now if needed).
+/// The built `switchboard` binary (built now if needed): see [`workspace_binary`].
 pub fn switchboard_binary() -> anyhow::Result<PathBuf> {
+    workspace_binary("switchboard")
+}
+
+/// The workspace's binary `name` (dev profile), built now if needed with the features the
+/// test suite's own build gave it (`cargo nextest run --workspace` builds every package's
+/// tests, whose dev-dependencies add features, e.g. tokio's `test-util`): the suite has
+/// built it already and this takes a second. `cargo build -p <package> --bin <name>`
+/// instead resolved other features and rebuilt the binary and most of its dependencies
+/// (about 100 s on two cores, the bulk of the book tests' time), and left that build
+/// where the suite's had been.
+pub fn workspace_binary(name: &str) -> anyhow::Result<PathBuf> {
     let root = crate::repo_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let out = Command::new(cargo)
         .current_dir(&root)
-        .args(["build", "--quiet", "-p", "switchboard-dataplane", "--bin", "switchboard"])
+        .args(["build", "--quiet", "--locked", "--workspace", "--tests", "--bin", name])
         .output()
         .context("running cargo build")?;
     if !out.status.success() {
-        bail!("building switchboard failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!("building {name} failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
-    Ok(target.join("debug/switchboard"))
+    Ok(target.join("debug").join(name))
 }
 
 /// A running `switchboard` process; killed (and its log removed) on drop.
@@ -86,6 +98,16 @@ impl Process {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// The address named (`addr=`) on its log line containing `marker`, e.g. `gateway
+    /// serving` or `runtime serving`: where a process told to listen on port 0 bound.
+    pub fn served_addr(&self, marker: &str) -> anyhow::Result<SocketAddr> {
+        let log = self.log_text();
+        let line = log.lines().find(|l| l.contains(marker));
+        let addr = line.and_then(|l| l.split_once("addr=")).and_then(|(_, rest)| rest.split_whitespace().next());
+        addr.and_then(|a| a.parse().ok())
+            .with_context(|| format!("{}: no `{marker}` line with addr=:\n{log}", self.name))
+    }
 }
 
 impl Drop for Process {
@@ -109,11 +131,6 @@ pub fn node_ip() -> anyhow::Result<IpAddr> {
     words.by_ref().find(|w| *w == "src");
     let src = words.next().with_context(|| format!("no `src` in `ip -4 route get 1.1.1.1`: {text}"))?;
     src.parse().with_context(|| format!("`{src}` is not an address"))
-}
-
-/// A port free on `ip` now.
-pub fn free_port(ip: IpAddr) -> anyhow::Result<u16> {
-    Ok(TcpListener::bind((ip, 0))?.local_addr()?.port())
 }
 
 /// GETs `path` from `addr` over plain HTTP/1.1; returns the status and the body.

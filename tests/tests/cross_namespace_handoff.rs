@@ -16,7 +16,7 @@
 //! No kubelet is needed: the runtimes are processes on this machine, listening on its
 //! non-loopback address (the API server refuses loopback addresses in Endpoints).
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ use switchboard_crds::{Catalog, Mode};
 use switchboard_tests::cluster::{TestNamespace, cluster};
 use switchboard_tests::manifests::apply_yaml;
 use switchboard_tests::operator::metric_value;
-use switchboard_tests::switchboard::{Process, free_port, http_get, node_ip, switchboard_binary};
+use switchboard_tests::switchboard::{Process, http_get, node_ip, switchboard_binary};
 use switchboard_tests::wait::until;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -76,9 +76,8 @@ async fn a_handoff_never_leaves_its_namespace_and_a_runtime_serves_no_session_wi
 
     let key_file = dir.join("gateway-key.pem");
     std::fs::write(&key_file, GATEWAY_KEY).expect("key file");
-    let gateway_addr =
-        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), free_port(Ipv4Addr::LOCALHOST.into()).expect("port"));
-    let listen = gateway_addr.to_string();
+    // Port 0: the gateway binds a free port itself and logs it (no port to race for).
+    let listen = "127.0.0.1:0";
     let kubeconfig = cluster.kubeconfig.to_str().expect("utf-8 path").to_owned();
     let gateway = tokio::task::block_in_place(|| {
         Process::start(
@@ -87,7 +86,7 @@ async fn a_handoff_never_leaves_its_namespace_and_a_runtime_serves_no_session_wi
             &[
                 "gateway",
                 "--listen",
-                &listen,
+                listen,
                 "--gateway-key-file",
                 key_file.to_str().expect("utf-8 path"),
                 "--routes-namespace",
@@ -103,6 +102,7 @@ async fn a_handoff_never_leaves_its_namespace_and_a_runtime_serves_no_session_wi
     })
     .expect("the gateway starts");
     assert!(gateway.log_text().contains(GATEWAY_PUBLIC_KEY), "the runtimes trust this gateway's key");
+    let gateway_addr = gateway.served_addr("gateway serving").expect("where the gateway serves");
     let url = format!("ws://{gateway_addr}{SESSION_PATH}");
 
     // The attack: a caller at evil/triage asks for a balance; triage hands off to `idv`.
@@ -225,9 +225,14 @@ struct Simulator {
 impl Simulator {
     fn start(bin: &Path, dir: &Path) -> Self {
         let cert = dir.join("sim.pem").to_str().expect("utf-8 path").to_owned();
-        let listen = format!("127.0.0.1:{}", free_port(Ipv4Addr::LOCALHOST.into()).expect("port"));
         let process = tokio::task::block_in_place(|| {
-            Process::start(bin, "sim", &["sim", "--listen", &listen, "--cert-out", &cert], &[], "Bedrock simulator on")
+            Process::start(
+                bin,
+                "sim",
+                &["sim", "--listen", "127.0.0.1:0", "--cert-out", &cert],
+                &[],
+                "Bedrock simulator on",
+            )
         })
         .expect("the simulator starts");
         let log = process.log_text();
@@ -268,8 +273,8 @@ impl Runtimes<'_> {
         spec.agent.namespace = ns.to_owned();
         let path = self.dir.join(format!("{ns}-{agent}.json"));
         std::fs::write(&path, spec.to_canonical_json()).expect("spec");
-        let addr = SocketAddr::new(self.ip, free_port(self.ip).expect("port"));
-        let listen = addr.to_string();
+        // Port 0: the runtime binds a free port itself and logs it (no port to race for).
+        let listen = SocketAddr::new(self.ip, 0).to_string();
         let env = [
             (contract::env::RUNTIME_SPEC, path.to_str().expect("utf-8 path")),
             (contract::env::MODE, spec.mode.as_str()),
@@ -284,6 +289,7 @@ impl Runtimes<'_> {
         let process =
             tokio::task::block_in_place(|| Process::start(self.bin, &name, &["runtime"], &env, "runtime serving"))
                 .expect("the runtime starts");
+        let addr = process.served_addr("runtime serving").expect("where the runtime serves");
         Runtime { agent: agent.to_owned(), mode: spec.mode, addr, _process: process }
     }
 }

@@ -34,7 +34,7 @@ mod measure;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -53,6 +53,7 @@ use serde::de::DeserializeOwned;
 use switchboard_crds::{Agent, Persona, Workflow};
 use switchboard_tests::cluster::TestNamespace;
 use switchboard_tests::operator::{metric_value, operator_binary, operator_binary_release, peak_rss_kib};
+use switchboard_tests::process::{log_filter, spawn_serving};
 use tokio::task::JoinHandle;
 
 fn env_or(name: &str, default: usize) -> usize {
@@ -205,15 +206,14 @@ fn rss_split(pid: u32) -> Option<[u64; 2]> {
 
 impl OperatorProcess {
     async fn start(ns: &TestNamespace, kubeconfig: &Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-        let child = Command::new(binary())
-            .args(["run", "--namespace", &ns.name, "--operator-namespace", &ns.name, "--identity", "bench"])
-            .args(["--lease-seconds", "3", "--metrics-addr", &format!("127.0.0.1:{port}")])
-            .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "warn")
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("operator");
+        let (child, port, _log) = spawn_serving(
+            Command::new(binary())
+                .args(["run", "--namespace", &ns.name, "--operator-namespace", &ns.name, "--identity", "bench"])
+                .args(["--lease-seconds", "3", "--metrics-addr", "127.0.0.1:0"])
+                .env("KUBECONFIG", kubeconfig)
+                .env("RUST_LOG", log_filter("warn")),
+        )
+        .expect("operator");
         let peaks: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let (pid, sampled) = (child.id(), peaks.clone());
         std::thread::spawn(move || {

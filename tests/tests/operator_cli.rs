@@ -9,7 +9,7 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::{namespace, wait_accepted};
@@ -18,6 +18,7 @@ use kube::Api;
 use switchboard_tests::cluster::{BareCluster, tools_bin};
 use switchboard_tests::manifests::apply_yaml;
 use switchboard_tests::operator::operator_binary;
+use switchboard_tests::process::{log_filter, spawn_serving};
 use switchboard_tests::repo_root;
 use switchboard_tests::wait::until;
 
@@ -122,15 +123,14 @@ fn get(port: u16, path: &str) -> Option<(u16, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_health_and_metrics_and_stops_on_sigterm() {
     let ns = namespace("op-binary").await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-    let mut child = Command::new(operator_binary().expect("binary"))
-        .args(["run", "--namespace", &ns.name, "--operator-namespace", &ns.name])
-        .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--identity", "binary"])
-        .env("KUBECONFIG", &ns.cluster().kubeconfig)
-        .env("RUST_LOG", "warn")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("operator starts");
+    let (mut child, port, log) = spawn_serving(
+        Command::new(operator_binary().expect("binary"))
+            .args(["run", "--namespace", &ns.name, "--operator-namespace", &ns.name])
+            .args(["--metrics-addr", "127.0.0.1:0", "--identity", "binary"])
+            .env("KUBECONFIG", &ns.cluster().kubeconfig)
+            .env("RUST_LOG", log_filter("warn")),
+    )
+    .expect("operator starts");
     until("/readyz 200", Duration::from_secs(20), || async {
         Ok::<_, ()>(get(port, "/readyz").filter(|(c, _)| *c == 200))
     })
@@ -162,10 +162,7 @@ async fn the_binary_serves_health_and_metrics_and_stops_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let exit = exit.expect("the operator exits within 20 s of SIGTERM");
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut stderr);
-    }
+    let stderr = log.lock().expect("the log").clone();
     assert!(exit.success(), "exit {exit:?}: {stderr}");
     let leases: Api<Lease> = Api::namespaced(ns.client(), &ns.name);
     let lease = leases.get("switchboard-operator").await.expect("lease");

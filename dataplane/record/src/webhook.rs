@@ -35,8 +35,6 @@ const QUEUE: usize = 1024;
 pub const IN_FLIGHT: usize = 8;
 /// How long one attempt may take.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often due reports are taken from the store.
-const POLL: Duration = Duration::from_secs(2);
 /// The longest pause between two attempts at one report.
 const LONGEST_PAUSE: Duration = Duration::from_secs(300);
 /// How long a claimed report is not due for anyone else: longer than an attempt (reading
@@ -53,6 +51,24 @@ pub struct WebhookConfig {
     pub url: http::Uri,
     /// The HMAC key.
     pub secret: Vec<u8>,
+    /// When a failed report is tried again.
+    pub retry: Retry,
+}
+
+/// When a failed report is tried again: after `first_pause`, doubling with each failure up
+/// to five minutes, taken from the store (by any replica) at its next `poll` once due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retry {
+    /// The pause after the first failed attempt (1 s).
+    pub first_pause: Duration,
+    /// How often due reports are taken from the store (2 s).
+    pub poll: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self { first_pause: Duration::from_secs(1), poll: Duration::from_secs(2) }
+    }
 }
 
 /// The report.
@@ -156,10 +172,10 @@ pub fn signature(secret: &[u8], t: u64, body: &[u8]) -> String {
     format!("t={t},v1={}", hex::encode(tag.as_ref()))
 }
 
-/// The pause after the `attempt`th failed attempt: 1 s doubling, at most [`LONGEST_PAUSE`].
-fn pause_after(attempt: i64) -> Duration {
+/// The pause after the `attempt`th failed attempt: `first` doubling, at most [`LONGEST_PAUSE`].
+fn pause_after(first: Duration, attempt: i64) -> Duration {
     let doublings = u32::try_from(attempt.saturating_sub(1).clamp(0, 16)).unwrap_or(16);
-    Duration::from_secs(1u64 << doublings).min(LONGEST_PAUSE)
+    first.saturating_mul(1u32 << doublings).min(LONGEST_PAUSE)
 }
 
 fn ms(duration: Duration) -> i64 {
@@ -211,7 +227,7 @@ impl Webhook {
     /// due in the store as they come due.
     pub async fn run(mut self) {
         let mut tasks = tokio::task::JoinSet::new();
-        let mut poll = tokio::time::interval(POLL);
+        let mut poll = tokio::time::interval(self.sender.config.retry.poll);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -275,7 +291,7 @@ impl Sender {
         let done = match outcome {
             Attempt::Delivered | Attempt::Refused | Attempt::Unknown => self.store.report_done(id).await,
             Attempt::Failed => {
-                let at = super::now_us() / 1000 + ms(pause_after(attempt));
+                let at = super::now_us() / 1000 + ms(pause_after(self.config.retry.first_pause, attempt));
                 self.store.report_again(id, at).await
             }
         };
@@ -304,7 +320,7 @@ impl Sender {
             Ok(status) => format!("answered {status}"),
             Err(error) => error,
         };
-        let pause = pause_after(attempt).as_secs();
+        let pause = pause_after(self.config.retry.first_pause, attempt).as_secs_f64();
         if attempt % 5 == 0 {
             tracing::warn!(session_id = %id, attempt, "the end-of-call webhook failed: {failed}; trying again in {pause} s");
         } else {
@@ -338,10 +354,14 @@ mod tests {
 
     #[test]
     fn attempts_pause_one_second_doubling_to_five_minutes() {
-        let pauses: Vec<u64> = (1..=11).map(|n| pause_after(n).as_secs()).collect();
+        let first = Retry::default().first_pause;
+        let pauses: Vec<u64> = (1..=11).map(|n| pause_after(first, n).as_secs()).collect();
         assert_eq!(pauses, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
-        assert_eq!(pause_after(i64::MAX), LONGEST_PAUSE);
-        assert_eq!(pause_after(0).as_secs(), 1);
+        assert_eq!(pause_after(first, i64::MAX), LONGEST_PAUSE);
+        assert_eq!(pause_after(first, 0).as_secs(), 1);
+        let tenth = Duration::from_millis(100);
+        let pauses: Vec<u128> = (1..=4).map(|n| pause_after(tenth, n).as_millis()).collect();
+        assert_eq!(pauses, [100, 200, 400, 800], "a shorter first pause doubles the same way");
     }
 
     #[test]

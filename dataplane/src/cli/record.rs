@@ -156,7 +156,7 @@ fn webhook_config(url: &str, secret_file: &std::path::Path) -> anyhow::Result<We
         secret_file.display(),
         secret.len()
     );
-    Ok(WebhookConfig { url: uri, secret })
+    Ok(WebhookConfig { url: uri, secret, retry: Default::default() })
 }
 
 /// The user's data directory's record file: what `local` writes and `sessions` reads by default.

@@ -95,7 +95,11 @@ fn recorder(
     let config = RecordConfig { flush_interval: Duration::from_millis(50), ..RecordConfig::default() };
     let metrics = RecordMetrics::new().expect("metrics");
     let (recorder, mut writer) = Recorder::new(store.clone(), config, Redactor::default(), Default::default(), metrics);
-    let webhook = WebhookConfig { url: hook.parse().expect("url"), secret: b"sixteen or more bytes".to_vec() };
+    let webhook = WebhookConfig {
+        url: hook.parse().expect("url"),
+        secret: b"sixteen or more bytes".to_vec(),
+        retry: Default::default(),
+    };
     let client = switchboard_models::net::client::Trust::system().client().expect("client");
     let analysis = AnalysisConfig { default_model: Some(ANALYST.into()), ..AnalysisConfig::default() };
     let followers =

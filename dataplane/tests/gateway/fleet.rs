@@ -3,10 +3,9 @@
 //! The runtimes' warnings and errors are printed; with `FLEET_DEBUG` set, all their logs.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +19,8 @@ use switchboard_gateway::{Directory, Gateway, GatewayConfig};
 use switchboard_record::Recorder;
 use switchboard_sim::{Script, SimConfig, SimHandle, Simulator, banking_script};
 use tokio::sync::{oneshot, watch};
+
+use crate::served;
 
 /// The seed of the fleet gateway's private key.
 pub const KEY: [u8; 32] = [7; 32];
@@ -285,36 +286,26 @@ fn write_spec(dir: &std::path::Path, name: &str, spec: &RuntimeSpec, tools: Sock
 }
 
 fn spawn(agent: &str, mode: &str, spec: &std::path::Path, public_key: &str, sim: &SimHandle) -> Pod {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    command
         .arg("runtime")
         .env(contract::env::RUNTIME_SPEC, spec)
         .env(contract::env::MODE, mode)
-        .env(contract::env::LISTEN, addr.to_string())
+        // Port 0: the runtime binds a free port itself and logs it (no port to race for).
+        .env(contract::env::LISTEN, "127.0.0.1:0")
         .env(contract::env::GATEWAY_PUBLIC_KEY, public_key)
         .env("SWITCHBOARD_BEDROCK_ENDPOINT", sim.endpoint_url())
         .env("SWITCHBOARD_BEDROCK_CA_FILE", sim.ca_cert_path().expect("cert"))
         .env("AWS_ACCESS_KEY_ID", "AKIDTEST")
         .env("AWS_SECRET_ACCESS_KEY", "not-a-secret")
         .env("SWITCHBOARD_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starts the runtime");
-    let stderr = child.stderr.take().expect("stderr");
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        .env_remove("SWITCHBOARD_LOG_FORMAT")
+        .env("NO_COLOR", "1");
     let name = agent.to_owned();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("runtime serving") {
-                let _ = ready_tx.send(());
-            }
-            if line.contains("ERROR") || line.contains("WARN") || std::env::var_os("FLEET_DEBUG").is_some() {
-                eprintln!("[{name}] {line}");
-            }
+    let (child, addr) = served::spawn_serving(command, "runtime serving", Duration::from_secs(60), move |line| {
+        if line.contains("ERROR") || line.contains("WARN") || std::env::var_os("FLEET_DEBUG").is_some() {
+            eprintln!("[{name}] {line}");
         }
     });
-    ready_rx.recv_timeout(Duration::from_secs(60)).expect("the runtime starts");
     Pod { agent: agent.to_owned(), addr, child }
 }

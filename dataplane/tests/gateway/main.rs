@@ -43,6 +43,9 @@ mod region;
 mod region_local;
 mod resume;
 mod scopes;
+#[path = "../support/served.rs"]
+#[allow(dead_code)]
+mod served;
 mod sessions;
 mod settings;
 mod stuck_runtime;

@@ -1,17 +1,25 @@
 //! A real PostgreSQL server for the record's tests.
+//!
+//! It serves on a Unix socket in its own folder and on no TCP port: a port chosen free and
+//! released before PostgreSQL binds it may be taken by another process meanwhile (and a
+//! restart on the same port has that window again), while no other process uses our
+//! folder. `pg_ctl -w` waits for this data directory's own server to accept connections.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// A real PostgreSQL server (Debian's, from tests/tools/install.sh) in a temporary folder,
-/// on a free port; stopped on drop. As root it runs as the `postgres` user (it refuses root).
+/// on a Unix socket there; stopped on drop. As root it runs as the `postgres` user (it refuses root).
 pub struct Postgres {
-    /// Its URL (user `switchboard`, trusted; database `postgres`).
+    /// Its URL (user `switchboard`, trusted; database `postgres`; the socket's folder as
+    /// `host`, which sqlx reads as a Unix socket).
     pub url: String,
     dir: PathBuf,
     bin: PathBuf,
-    port: u16,
 }
+
+/// The port number in the socket's name (`.s.PGSQL.5432`); no TCP port is opened.
+const PORT: u16 = 5432;
 
 impl Postgres {
     /// Initialises and starts one.
@@ -25,8 +33,8 @@ impl Postgres {
         if is_root() {
             run(Command::new("chown").args(["postgres:postgres"]).arg(&dir));
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-        let pg = Self { url: format!("postgres://switchboard@127.0.0.1:{port}/postgres"), dir, bin, port };
+        let url = format!("postgres://switchboard@localhost/postgres?host={}&port={PORT}", dir.display());
+        let pg = Self { url, dir, bin };
         run(pg.command("initdb").args(["-U", "switchboard", "--auth=trust", "-E", "UTF8", "-D"]).arg(pg.data()));
         pg.start_again();
         pg
@@ -50,7 +58,7 @@ impl Postgres {
 
     /// Starts it (again).
     pub fn start_again(&self) {
-        let options = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", self.port, self.dir.display());
+        let options = format!("-p {PORT} -k {} -c listen_addresses='' -c fsync=off", self.dir.display());
         let log = self.dir.join("log");
         run(self
             .command("pg_ctl")

@@ -11,6 +11,7 @@ use switchboard_crds::routing::{RoutingTable, SESSION_PATH};
 
 use crate::client::get;
 use crate::fleet::{Fleet, KEY};
+use crate::served;
 
 /// A gateway process, killed (and waited for) when dropped.
 pub struct GatewayProcess {
@@ -22,22 +23,29 @@ impl GatewayProcess {
     /// Starts a gateway with the routes file and key in `dir` (see [`write_routes`]) and
     /// the extra `args`; returns once it is ready.
     pub async fn start(dir: &Path, args: &[&str]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .args(["gateway", "--listen", &addr.to_string()])
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        // Port 0: the gateway binds a free port itself and logs it (no port to race for).
+        command
+            .args(["gateway", "--listen", "127.0.0.1:0"])
             .arg("--gateway-key-file")
             .arg(dir.join("gateway.pem"))
             .arg("--routes-file")
             .arg(dir.join("routes.json"))
             .args(args)
-            .env("SWITCHBOARD_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("starts the gateway");
+            .env("SWITCHBOARD_LOG", served::log_filter("warn"))
+            .env_remove("SWITCHBOARD_LOG_FORMAT")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null());
+        let marker = "gateway serving /v1/session";
+        let (child, addr) = served::spawn_serving(command, marker, Duration::from_secs(30), move |line| {
+            if !line.contains(marker) {
+                eprintln!("{line}");
+            }
+        });
         let process = Self { child, addr };
+        // The address is the one this process bound; ready when its /readyz says so.
         for _ in 0..200 {
-            if tokio::net::TcpStream::connect(addr).await.is_ok() && get(addr, "/readyz").await.0 == 200 {
+            if get(addr, "/readyz").await.0 == 200 {
                 return process;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

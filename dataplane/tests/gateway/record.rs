@@ -272,7 +272,7 @@ async fn a_conversation_across_three_agents_leaves_one_redacted_record_in_sqlite
     let store = Store::file(&file).expect("store");
     let (hook, mut posts) = receiver().await;
     let secret = b"a shared secret of the bank's".to_vec();
-    let webhook = WebhookConfig { url: hook.parse().expect("url"), secret: secret.clone() };
+    let webhook = WebhookConfig { url: hook.parse().expect("url"), secret: secret.clone(), retry: Default::default() };
     let (recorder, stop) = recorder(store.clone(), Some(webhook));
     let fleet = fleet(recorder.clone(), keys()).await;
     let id = conversation(&fleet.url, &[("x-api-key", "web-key")], || async {}).await.id;

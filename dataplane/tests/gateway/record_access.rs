@@ -186,7 +186,11 @@ async fn a_session_whose_client_never_comes_back_is_abandoned_and_reported() {
     let dir = std::env::temp_dir().join(format!("switchboard-record-abandoned-{}", uuid::Uuid::new_v4()));
     let store = Store::file(&dir.join("record.db")).expect("store");
     let (hook, mut posts) = receiver().await;
-    let webhook = WebhookConfig { url: hook.parse().expect("url"), secret: b"sixteen or more bytes".to_vec() };
+    let webhook = WebhookConfig {
+        url: hook.parse().expect("url"),
+        secret: b"sixteen or more bytes".to_vec(),
+        retry: Default::default(),
+    };
     // A 1 s resume window; parked sessions are given up 3 s after they parked.
     let config = RecordConfig { abandon_after: Duration::from_secs(3), ..RecordConfig::default() };
     let (recorder, stop) = recorder_with(store.clone(), Some(webhook), config, None);
@@ -238,7 +242,11 @@ async fn a_model_summarises_each_ended_session_from_its_redacted_record() {
     let dir = std::env::temp_dir().join(format!("switchboard-record-summary-{}", uuid::Uuid::new_v4()));
     let store = Store::file(&dir.join("record.db")).expect("store");
     let (hook, mut posts) = receiver().await;
-    let webhook = WebhookConfig { url: hook.parse().expect("url"), secret: b"sixteen or more bytes".to_vec() };
+    let webhook = WebhookConfig {
+        url: hook.parse().expect("url"),
+        secret: b"sixteen or more bytes".to_vec(),
+        retry: Default::default(),
+    };
     let (_sim, summary) = echo_summariser().await;
     let (recorder, stop) = recorder_with(store.clone(), Some(webhook), RecordConfig::default(), Some(summary));
     let fleet = fleet(recorder.clone(), Auth::default(), GatewayConfig::default()).await;

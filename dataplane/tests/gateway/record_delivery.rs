@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use switchboard_core::protocol::{ClientMessage, ServerMessage};
-use switchboard_record::webhook::{Report, WebhookConfig};
+use switchboard_record::webhook::{Report, Retry, WebhookConfig};
 use switchboard_record::{RecordConfig, Store};
 
 use crate::client::Client;
@@ -17,8 +17,13 @@ use crate::record::{
 };
 
 fn webhook(url: &str) -> WebhookConfig {
-    WebhookConfig { url: url.parse().expect("url"), secret: b"the bank's secret".to_vec() }
+    WebhookConfig { url: url.parse().expect("url"), secret: b"the bank's secret".to_vec(), retry: Retry::default() }
 }
+
+/// The pauses of [`a_report_is_tried_until_the_receiver_takes_it`]: the product's backoff
+/// (doubling) from a tenth of its first second, polled as often, so that five failures take
+/// 3.1 s of pauses instead of 31 s.
+const QUICK: Retry = Retry { first_pause: Duration::from_millis(100), poll: Duration::from_millis(100) };
 
 /// The receiver fails five times in a row (the old sender's every attempt, about 15 s):
 /// the report is tried again, with backoff, until it is taken.
@@ -27,7 +32,7 @@ async fn a_report_is_tried_until_the_receiver_takes_it() {
     let dir = std::env::temp_dir().join(format!("switchboard-delivery-{}", uuid::Uuid::new_v4()));
     let store = Store::file(&dir.join("record.db")).expect("store");
     let (hook, mut posts) = receiver_failing(5).await;
-    let (recorder, stop) = recorder(store.clone(), Some(webhook(&hook)));
+    let (recorder, stop) = recorder(store.clone(), Some(WebhookConfig { retry: QUICK, ..webhook(&hook) }));
     let fleet = fleet(recorder.clone(), keys()).await;
     let id = conversation(&fleet.url, &[("x-api-key", "web-key")], || async {}).await.id;
     ended(&store, &id).await;
@@ -40,14 +45,17 @@ async fn a_report_is_tried_until_the_receiver_takes_it() {
         let report: Report = serde_json::from_str(&body).expect("a report");
         assert_eq!(report.session_id, id);
     }
-    // Backoff: 1 + 2 + 4 + 8 + 16 s of pauses at least.
-    assert!(started.elapsed() >= Duration::from_secs(25), "{:?}", started.elapsed());
+    // Backoff: each pause counts from the failure before it, so the five of them (0.1 +
+    // 0.2 + 0.4 + 0.8 + 1.6 s, doubling) passed in full.
+    let pauses: Duration = (0..5).map(|n| QUICK.first_pause * (1 << n)).sum();
+    assert!(started.elapsed() >= pauses, "{:?} for pauses of {pauses:?}", started.elapsed());
     let delivered = r#"switchboard_gateway_webhook_deliveries_total{outcome="delivered"} 1"#;
     let retried = r#"switchboard_gateway_webhook_deliveries_total{outcome="retried"} 5"#;
     let metrics = metrics_showing(&recorder, delivered).await;
     assert!(metrics.contains(delivered) && metrics.contains(retried), "{metrics}");
-    // Nothing is due any more: no second delivery.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Nothing is due any more: no second delivery in 3.5 s (past the pause a sixth failure
+    // would have had, 3.2 s, and 35 polls).
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
     assert!(posts.try_recv().is_err(), "delivered once");
     stop.cancel();
     let _ = std::fs::remove_dir_all(dir);

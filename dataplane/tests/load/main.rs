@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt;
 
+#[path = "../support/served.rs"]
+#[allow(dead_code)]
+mod served;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -222,9 +226,9 @@ fn voice_and_text_callers_load_local_mode_and_the_report_matches_what_the_simula
 
 #[test]
 fn a_gateway_that_is_down_or_full_gives_codes_and_a_non_zero_exit() {
-    // Down: nothing listens on the port.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a port").port();
-    let gateway = format!("ws://127.0.0.1:{port}");
+    // Down: nothing listens on the port (held: no other process can take it meanwhile).
+    let closed = served::ClosedPort::new();
+    let gateway = format!("ws://{}", closed.addr());
     let args = [&gateway, "--scenario", "examples/banking/tests/balance.yaml", "--mode", "text", "--callers", "3"];
     let (code, report, stderr, took) = load(&[&args[..], &["--rate", "20"]].concat(), &[]);
     assert_eq!(code, Some(1), "{report:#}\n{stderr}");

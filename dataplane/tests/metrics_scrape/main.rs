@@ -60,7 +60,7 @@ fn documented() -> BTreeSet<String> {
 async fn a_conversation_shows_in_the_gen_ai_series_and_in_every_dashboard_query_on_a_real_prometheus() {
     let running = common::banking(ServerConfig::default()).await;
     // In local mode the gateway's /metrics serves the runtime's series too: one target.
-    let prometheus = prometheus::Prometheus::start(running.addr);
+    let prometheus = prometheus::Prometheus::start(running.addr).await;
     prometheus.wait_for_scrape().await;
     let client = converse(&running).await;
     let session_id = client.seen.iter().find_map(|m| match m {

@@ -36,8 +36,14 @@ fn bin() -> PathBuf {
 
 impl Prometheus {
     /// Starts Prometheus scraping `target`'s `/metrics` every second, with the `namespace`
-    /// label a PodMonitor scrape would add.
-    pub fn start(target: SocketAddr) -> Self {
+    /// label a PodMonitor scrape would add; returns once it answers, as itself.
+    ///
+    /// Prometheus cannot bind port 0 and say which port it got: it is given a port free a
+    /// moment before, and when another process took that port meanwhile (its log says the
+    /// address is in use and it exits) it is started again on another. Ready means its
+    /// `/api/v1/status/flags` names our storage folder: this Prometheus answers, not
+    /// another test's.
+    pub async fn start(target: SocketAddr) -> Self {
         let dir = std::env::temp_dir().join(format!("switchboard-prometheus-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("scratch dir");
         let config = format!(
@@ -45,18 +51,52 @@ impl Prometheus {
              static_configs:\n      - targets: ['{target}']\n        labels: {{ namespace: bank }}\n"
         );
         std::fs::write(dir.join("prometheus.yml"), config).expect("config");
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let log = std::fs::File::create(dir.join("prometheus.log")).expect("log file");
-        let child = Command::new(bin())
-            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-            .arg(format!("--web.listen-address={addr}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("prometheus starts");
-        Self { child, dir, addr }
+        let storage = dir.join("data").display().to_string();
+        for _ in 0..5 {
+            let port =
+                std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            let log = std::fs::File::create(dir.join("prometheus.log")).expect("log file");
+            let child = Command::new(bin())
+                .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+                .arg(format!("--storage.tsdb.path={storage}"))
+                .arg(format!("--web.listen-address={addr}"))
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("prometheus starts");
+            // Killed and removed on every path from here, the panic included.
+            let mut prometheus = Self { child, dir: dir.clone(), addr };
+            let deadline = Instant::now() + PATIENCE;
+            loop {
+                if let Ok(Some(status)) = prometheus.child.try_wait() {
+                    let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+                    if log.contains("address already in use") {
+                        break;
+                    }
+                    panic!("prometheus exited ({status}):\n{log}");
+                }
+                if prometheus.flag("storage.tsdb.path").await.as_deref() == Some(storage.as_str()) {
+                    return prometheus;
+                }
+                assert!(Instant::now() < deadline, "prometheus did not answer on {addr} in {PATIENCE:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            // Its port was taken: it has exited; its folder stays for the next try.
+            let _ = prometheus.child.wait();
+            std::mem::forget(prometheus);
+        }
+        panic!("prometheus found its port taken five times");
+    }
+
+    /// The value of command-line flag `name` as this Prometheus reports it, once it answers.
+    async fn flag(&self, name: &str) -> Option<String> {
+        let (status, body) = fetch(self.addr, "/api/v1/status/flags").await?;
+        if status != "200" {
+            return None;
+        }
+        let answer: serde_json::Value = serde_json::from_str(&body).ok()?;
+        answer["data"][name].as_str().map(str::to_owned)
     }
 
     /// Waits until Prometheus has scraped the target once more after now.
@@ -91,17 +131,23 @@ impl Prometheus {
 /// Prometheus is not listening or not ready (503). Panics on any other answer (a query it
 /// refuses: 400, with the reason).
 async fn get(addr: SocketAddr, path: &str) -> Option<String> {
+    let (status, body) = fetch(addr, path).await?;
+    match status.as_str() {
+        "200" => Some(body),
+        "503" => None,
+        _ => panic!("GET {path}: {status}\n{body}"),
+    }
+}
+
+/// GETs `path` over HTTP/1.0: the status code and the body; None while nothing answers.
+async fn fetch(addr: SocketAddr, path: &str) -> Option<(String, String)> {
     let mut stream = TcpStream::connect(addr).await.ok()?;
     let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
     stream.write_all(request.as_bytes()).await.ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).await.ok()?;
     let (head, body) = response.split_once("\r\n\r\n")?;
-    match head.split_whitespace().nth(1) {
-        Some("200") => Some(body.to_owned()),
-        Some("503") => None,
-        _ => panic!("GET {path}: {head}\n{body}"),
-    }
+    Some((head.split_whitespace().nth(1)?.to_owned(), body.to_owned()))
 }
 
 /// Percent-encodes a query parameter.

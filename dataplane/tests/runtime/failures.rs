@@ -181,8 +181,9 @@ async fn http_tool_client_classifies_timeouts_and_unreachable_servers() {
         |url: String, timeout_ms| HttpTool { url, timeout_ms, headers: Default::default(), secret_headers: vec![] };
     let timeout = client.call(&tool(format!("http://{silent}/x"), 200), serde_json::json!({}), None, None).await;
     assert_eq!(timeout.map_err(|e| e.kind).err(), Some(FailureKind::Timeout));
-    // A port with nothing listening.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("binds").local_addr().expect("addr");
+    // A port with nothing listening (held: no other process can take it meanwhile).
+    let closed_port = crate::served::ClosedPort::new();
+    let closed = closed_port.addr();
     let refused = client.call(&tool(format!("http://{closed}/x"), 2000), serde_json::json!({}), None, None).await;
     assert_eq!(refused.map_err(|e| e.kind).err(), Some(FailureKind::Connection));
     let ftp = client.call(&tool("ftp://example.invalid/x".into(), 2000), serde_json::json!({}), None, None).await;

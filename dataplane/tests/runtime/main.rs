@@ -10,5 +10,8 @@ mod limits;
 mod live;
 mod metrics;
 mod opening;
+#[path = "../support/served.rs"]
+#[allow(dead_code)]
+mod served;
 mod tool_events;
 mod trust;

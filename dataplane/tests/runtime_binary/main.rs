@@ -5,8 +5,7 @@
 //! Its gateway public keys: during a rotation of the gateway's key it trusts the old and the
 //! new, and serves grants signed by either.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -15,6 +14,10 @@ use switchboard_core::protocol::{ClientMessage, ServerMessage, SessionStart, Tra
 use switchboard_crds::{Catalog, contract};
 use switchboard_sim::{SimConfig, Simulator, banking_script};
 use tokio_tungstenite::tungstenite::Message;
+
+#[path = "../support/served.rs"]
+#[allow(dead_code)]
+mod served;
 
 type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -43,42 +46,26 @@ fn banking_spec() -> std::path::PathBuf {
 /// `switchboard runtime` for the spec in `dir` against `sim`, with the operator's variables
 /// and `env`; returns the process and its address once it serves.
 fn spawn_runtime(dir: &std::path::Path, sim: &switchboard_sim::SimHandle, env: &[(&str, &str)]) -> (Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-    let addr = format!("127.0.0.1:{port}");
     let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
     command
         .arg("runtime")
         .env(contract::env::RUNTIME_SPEC, dir.join("runtime.json"))
         .env(contract::env::MODE, "text")
-        .env(contract::env::LISTEN, &addr)
+        // Port 0: the runtime binds a free port itself and logs it (no port to race for).
+        .env(contract::env::LISTEN, "127.0.0.1:0")
         .env("SWITCHBOARD_BEDROCK_ENDPOINT", sim.endpoint_url())
         .env("SWITCHBOARD_BEDROCK_CA_FILE", sim.ca_cert_path().expect("cert"))
         .env_remove("AWS_ACCESS_KEY_ID")
         .env_remove("AWS_SECRET_ACCESS_KEY")
         .env_remove("AWS_SESSION_TOKEN")
         .env("SWITCHBOARD_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stderr(Stdio::piped());
+        .env_remove("SWITCHBOARD_LOG_FORMAT")
+        .env("NO_COLOR", "1");
     for (name, value) in env {
         command.env(name, value);
     }
-    let mut child = command.spawn().expect("starts the runtime");
-    let stderr = child.stderr.take().expect("stderr");
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut log = Vec::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("runtime serving") {
-                let _ = ready_tx.send(Ok(()));
-            }
-            log.push(line);
-        }
-        let _ = ready_tx.send(Err(log.join("\n")));
-    });
-    match ready_rx.recv_timeout(Duration::from_secs(30)).expect("the runtime starts or exits") {
-        Ok(()) => (child, addr),
-        Err(log) => panic!("the runtime exited: {log}"),
-    }
+    let (child, addr) = served::spawn_serving(command, "runtime serving", Duration::from_secs(30), |_| {});
+    (child, addr.to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

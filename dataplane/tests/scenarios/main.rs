@@ -16,6 +16,9 @@ mod fleet;
 mod gateway_url;
 mod inputs;
 mod judged;
+#[path = "../support/served.rs"]
+#[allow(dead_code)]
+mod served;
 mod speech;
 
 fn root() -> PathBuf {

@@ -48,7 +48,8 @@ async fn speech_steps_at_a_gateway_are_rendered_by_polly_and_its_failures_name_t
     assert!(fleet.sim.spoken_phrases().is_empty(), "nothing was rendered");
 
     // An endpoint where nothing listens: the connection's error, at the same step.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port");
+    let closed_port = crate::served::ClosedPort::new();
+    let closed = closed_port.addr();
     let (code, out) = run(&fleet.url, &format!("http://{closed}"), None, "Joanna").await;
     assert_eq!(code, Some(1), "{out}");
     let expected =

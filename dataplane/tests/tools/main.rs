@@ -7,3 +7,6 @@ mod https;
 mod mcp;
 mod progress;
 mod secrets;
+#[path = "../support/served.rs"]
+#[allow(dead_code)]
+mod served;

@@ -90,9 +90,10 @@ async fn a_restarted_server_gets_a_new_session_transparently() {
 
 #[tokio::test]
 async fn an_unreachable_server_is_a_connection_failure() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    // Nothing listens there, and no other process can take the port meanwhile.
+    let closed = crate::served::ClosedPort::new();
     let failure = executor()
-        .execute(&mcp_tool("lookup_account", &format!("http://127.0.0.1:{port}/mcp"), 5_000), json!({}))
+        .execute(&mcp_tool("lookup_account", &format!("http://{}/mcp", closed.addr()), 5_000), json!({}))
         .await
         .expect_err("fails");
     assert_eq!(failure.kind, FailureKind::Connection, "{}", failure.message);

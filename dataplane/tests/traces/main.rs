@@ -18,6 +18,9 @@ mod receiver;
 #[path = "../gateway/redis.rs"]
 #[allow(dead_code)]
 mod redis;
+#[path = "../support/served.rs"]
+#[allow(dead_code)]
+mod served;
 #[path = "../voice/common.rs"]
 #[allow(dead_code)]
 mod voice;

@@ -22,6 +22,8 @@ use switchboard_crds::{Catalog, contract};
 use switchboard_demo_tools::{Accounts, Callers, DemoTools, Trusted};
 use switchboard_sim::{SimConfig, SimHandle, Simulator, banking_script};
 
+use crate::served;
+
 /// The seed of the gateway's signing key.
 const KEY: [u8; 32] = [24; 32];
 
@@ -93,9 +95,9 @@ impl Bank {
             let json = spec.to_canonical_json().replace("banking-tools:8080", &proxy.to_string());
             let spec_path = dir.join(format!("{name}.json"));
             std::fs::write(&spec_path, json).expect("spec");
-            let addr = free_addr();
-            let command = runtime_command(&spec_path, spec.mode.as_str(), addr, &key.public().to_string(), &sim);
-            processes.push(spawn(command, &otel, &name, &logs, "runtime serving"));
+            let command = runtime_command(&spec_path, spec.mode.as_str(), &key.public().to_string(), &sim);
+            let (process, addr) = spawn(command, &otel, &name, &logs, "runtime serving");
+            processes.push(process);
             routes.push(Route {
                 name: name.clone(),
                 namespace: "bank".into(),
@@ -121,10 +123,9 @@ impl Bank {
         std::fs::write(dir.join("gateway.pem"), key.to_pem().expect("pem")).expect("key");
         let mut urls = Vec::new();
         for name in if redis.is_some() { &["gateway", "gateway-2"][..] } else { &["gateway"][..] } {
-            let addr = free_addr();
             let mut gateway = Command::new(env!("CARGO_BIN_EXE_switchboard"));
             gateway
-                .args(["gateway", "--listen", &addr.to_string()])
+                .args(["gateway", "--listen", "127.0.0.1:0"])
                 .arg("--gateway-key-file")
                 .arg(dir.join("gateway.pem"))
                 .arg("--routes-file")
@@ -132,8 +133,8 @@ impl Bank {
             if let Some(redis) = redis {
                 gateway.args(["--redis-url", redis]);
             }
-            processes.push(spawn(gateway, &otel, name, &logs, "gateway serving"));
-            wait_ready(addr).await;
+            let (process, addr) = spawn(gateway, &otel, name, &logs, "gateway serving");
+            processes.push(process);
             urls.push(format!("ws://{addr}{SESSION_PATH}"));
         }
         let (url, second_url) = (urls[0].clone(), urls.get(1).cloned());
@@ -148,18 +149,14 @@ impl Bank {
     }
 }
 
-fn free_addr() -> SocketAddr {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
-
-fn runtime_command(spec: &Path, mode: &str, addr: SocketAddr, public_key: &str, sim: &SimHandle) -> Command {
+/// `switchboard runtime` for `spec`, on a port it binds itself (0) and logs.
+fn runtime_command(spec: &Path, mode: &str, public_key: &str, sim: &SimHandle) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
     command
         .arg("runtime")
         .env(contract::env::RUNTIME_SPEC, spec)
         .env(contract::env::MODE, mode)
-        .env(contract::env::LISTEN, addr.to_string())
+        .env(contract::env::LISTEN, "127.0.0.1:0")
         .env(contract::env::GATEWAY_PUBLIC_KEY, public_key)
         .env("SWITCHBOARD_BEDROCK_ENDPOINT", sim.endpoint_url())
         .env("SWITCHBOARD_BEDROCK_CA_FILE", sim.ca_cert_path().expect("cert"))
@@ -168,37 +165,20 @@ fn runtime_command(spec: &Path, mode: &str, addr: SocketAddr, public_key: &str, 
     command
 }
 
-/// Starts `command` with the trace variables `otel` and JSON logs kept in `logs` under
-/// `name`; waits for the line containing `ready`.
-fn spawn(mut command: Command, otel: &[(&str, &str)], name: &str, logs: &Logs, ready: &str) -> Process {
+/// Starts `command` (a server told to listen on port 0) with the trace variables `otel`
+/// and JSON logs kept in `logs` under `name`; returns it and the address its line
+/// containing `ready` names (the port it bound: ours, no other process's).
+fn spawn(mut command: Command, otel: &[(&str, &str)], name: &str, logs: &Logs, ready: &str) -> (Process, SocketAddr) {
     command.envs(otel.iter().copied()).env("SWITCHBOARD_LOG", "info").env("SWITCHBOARD_LOG_FORMAT", "json");
-    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let (name, logs, ready) = (name.to_owned(), logs.clone(), ready.to_owned());
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains(&ready) {
-                let _ = ready_tx.send(());
-            }
-            if std::env::var_os("TRACES_DEBUG").is_some() {
-                eprintln!("[{name}] {line}");
-            }
-            logs.lock().expect("lock").push(format!("[{name}] {line}"));
+    command.stdout(Stdio::null());
+    let (name, logs) = (name.to_owned(), logs.clone());
+    let (child, addr) = served::spawn_serving(command, ready, Duration::from_secs(60), move |line| {
+        if std::env::var_os("TRACES_DEBUG").is_some() {
+            eprintln!("[{name}] {line}");
         }
+        logs.lock().expect("lock").push(format!("[{name}] {line}"));
     });
-    ready_rx.recv_timeout(Duration::from_secs(60)).expect("the process starts");
-    Process(child)
-}
-
-async fn wait_ready(addr: SocketAddr) {
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the gateway does not listen");
+    (Process(child), addr)
 }
 
 /// A proxy in front of the tool server at `upstream` that records each request's path and

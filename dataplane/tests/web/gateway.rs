@@ -16,6 +16,8 @@ use switchboard_crds::routing::summary::AgentSummary;
 use switchboard_crds::routing::{Route, RoutingTable};
 use switchboard_local::{self as local, LocalOptions};
 
+use crate::served;
+
 const KEY: &str = "console-test-key";
 
 fn digest(key: &str) -> String {
@@ -118,28 +120,45 @@ impl Drop for Process {
     }
 }
 
-/// `switchboard gateway --console` with the files of `dir`, ready.
+/// `switchboard gateway --console` with the files of `dir`, on a port it binds itself (0)
+/// and logs; ready once its `/readyz` answers there.
 async fn start_gateway(dir: &Path) -> (Process, SocketAddr) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["gateway", "--console", "--listen", &addr.to_string()])
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    command
+        .args(["gateway", "--console", "--listen", "127.0.0.1:0"])
         .arg("--gateway-key-file")
         .arg(dir.join("gateway.pem"))
         .arg("--routes-file")
         .arg(dir.join("routes.json"))
         .arg("--api-keys-file")
         .arg(dir.join("keys"))
-        .env("SWITCHBOARD_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("starts the gateway");
+        .env("SWITCHBOARD_LOG", served::log_filter("warn"))
+        .env_remove("SWITCHBOARD_LOG_FORMAT")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null());
+    let marker = "gateway serving /v1/session";
+    let (child, addr) = served::spawn_serving(command, marker, Duration::from_secs(30), move |line| {
+        if !line.contains(marker) {
+            eprintln!("{line}");
+        }
+    });
     let process = Process(child);
     for _ in 0..300 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+        if readyz(addr).await {
             return (process, addr);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("the gateway did not listen on {addr}");
+    panic!("the gateway on {addr} did not become ready");
+}
+
+/// Whether `GET /readyz` at `addr` answers 200.
+async fn readyz(addr: SocketAddr) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else { return false };
+    let request = format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut response = String::new();
+    stream.write_all(request.as_bytes()).await.is_ok()
+        && stream.read_to_string(&mut response).await.is_ok()
+        && response.starts_with("HTTP/1.1 200")
 }

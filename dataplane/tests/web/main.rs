@@ -31,6 +31,9 @@ use switchboard_local::{self as local, LocalOptions};
 
 #[path = "../support/browser.rs"]
 mod browser;
+#[path = "../support/served.rs"]
+#[allow(dead_code)]
+mod served;
 
 use browser::{call_files, recorder, tools_bin};
 
