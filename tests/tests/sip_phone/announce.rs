@@ -78,7 +78,8 @@ fn a_call_waiting_for_the_model_quota_hears_the_hold_announcement_then_the_agent
         || stack.edge.log_text().contains("call answered"),
         || context(None),
     );
-    let second = Phone::dial_traced(&stack, "second", "triage", 3, 40);
+    // baresip plays its WAV from the early media on, and hangs up at its end: a long one.
+    let second = Phone::dial_traced(&stack, "second", "triage", 16, 60);
     let context = || context(Some(&second));
     wait_for(
         "the second call gets early media",
@@ -176,7 +177,8 @@ fn a_recording_that_is_not_a_usable_wav_stops_the_edge_at_start_with_its_name() 
 
 #[test]
 fn a_call_under_way_when_outage_mode_comes_on_hears_the_outage_announcement_and_is_hung_up() {
-    let outage = recordings("under-way", &[("outage.wav", "8000", "1", &["synth", "1.5", "sine", "2200", "vol", "0.5"])]);
+    let outage =
+        recordings("under-way", &[("outage.wav", "8000", "1", &["synth", "1.5", "sine", "2200", "vol", "0.5"])]);
     let dir = outage.0.to_string_lossy().into_owned();
     let stack = stack_custom("announce-under-way", &["--announcements", &dir], "", &[]);
     // The phone says phrase 1 and would stay 25 s more: the edge hangs up first.
@@ -197,7 +199,8 @@ fn a_call_under_way_when_outage_mode_comes_on_hears_the_outage_announcement_and_
     caller.wait_over(Duration::from_secs(25));
     assert!(answered.elapsed() < Duration::from_secs(20), "the edge hung up, not the phone: {}", context());
     let edge = stack.edge.log_text();
-    for said in ["announcing it at the next turn boundary", "playing the outage announcement", "outage fallback ended"] {
+    for said in ["announcing it at the next turn boundary", "playing the outage announcement", "outage fallback ended"]
+    {
         assert!(edge.contains(said), "{said}: {}", context());
     }
     let heard = windows_with(&caller, OUTAGE_HZ);
