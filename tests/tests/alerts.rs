@@ -432,6 +432,7 @@ fn metrics_md_lists_exactly_the_gateways_the_sip_edges_and_the_operators_series(
     )));
     drop(sip.answered(switchboard_sip_edge::metrics::Direction::Inbound));
     sip.transfer(switchboard_sip_edge::metrics::TransferOutcome::Busy);
+    sip.announcement(switchboard_sip_edge::announce::Purpose::Hold);
     sip.dropped(&switchboard_sip_edge::metrics::Dropped::RateLimited);
     assert_table("SIP edge", &sip.render());
 

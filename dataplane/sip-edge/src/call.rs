@@ -15,8 +15,11 @@
 //! it) and [`media`] (the media state apart from the sockets); this module owns the task
 //! that moves bytes between the sockets, the gateway and the SIP task. A call to an Agent
 //! in outage mode whose fallback is a person is answered and put through to that person
-//! ([`fallback`]).
+//! ([`fallback`]). The edge's own recordings ([`announced`]): the hold announcement as early
+//! media while the call waits in the queue, the outage announcement to a call outage mode
+//! turns away or interrupts.
 
+mod announced;
 mod bridge;
 mod fallback;
 mod media;
@@ -35,8 +38,10 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
+use crate::announce::Purpose;
 use crate::gateway::{self, GatewayConfig, Queued, Refused, Session};
 use crate::ports::PortPair;
+use announced::{Hold, Interrupt};
 pub(crate) use media::Relay;
 pub(crate) use media::law;
 use route::{agent_of, phone_call};
@@ -54,11 +59,18 @@ pub struct MediaSettings {
     /// Frames to the gateway queued at most; past it a frame is dropped (a slow gateway
     /// must not grow memory).
     pub gateway_queue: usize,
+    /// The recordings the edge plays to callers itself (hold, outage; none by default).
+    pub announcements: crate::announce::Announcements,
 }
 
 impl Default for MediaSettings {
     fn default() -> Self {
-        Self { media: MediaConfig::default(), timeout: Duration::from_secs(30), gateway_queue: 64 }
+        Self {
+            media: MediaConfig::default(),
+            timeout: Duration::from_secs(30),
+            gateway_queue: 64,
+            announcements: crate::announce::Announcements::default(),
+        }
     }
 }
 
@@ -102,6 +114,8 @@ impl Call {
         };
         let open = gateway::open(&gateway, &agent, session_law, &phone, &mut on_queued);
         tokio::pin!(open);
+        // The hold announcement, as early media, once the call is queued (if there is one).
+        let mut hold: Option<Hold> = None;
         let opened = loop {
             tokio::select! {
                 opened = &mut open => break opened,
@@ -113,10 +127,17 @@ impl Call {
                             estimated_wait_seconds = queued.estimated_wait_seconds,
                             "call queued: the agent's model quota is full"
                         );
-                        let command = Command::Queued { call_id: self.call_id.clone(), reason: queued.phrase() };
+                        if hold.is_none() && let Some(started) = Hold::new(&self.settings, &self.incoming, session_law, &agent) {
+                            tracing::info!(call = %self.call_id, file = started.file(), "playing the hold announcement");
+                            self.metrics.announcement(crate::announce::Purpose::Hold);
+                            hold = Some(started);
+                        }
+                        let (call_id, reason) = (self.call_id.clone(), queued.phrase());
+                        let command = if hold.is_some() { Command::EarlyMedia { call_id, reason } } else { Command::Queued { call_id, reason } };
                         let _ = self.commands.send(command).await;
                     }
                 }
+                () = Hold::play(&mut hold, &self.ports) => {}
                 () = wait_for_end(&mut self.events) => {
                     tracing::info!(call = %self.call_id, agent, "the caller gave up before the call was answered");
                     return self.metrics.cancelled();
@@ -135,6 +156,11 @@ impl Call {
                 {
                     return self.divert(&agent, fallback, person).await;
                 }
+                if let Refused::Outage(fallback) = &refused
+                    && let Some(recording) = self.settings.announcements.for_agent(Purpose::Outage, &fallback.agent)
+                {
+                    return self.announce_outage(&agent, fallback, recording).await;
+                }
                 tracing::info!(call = %self.call_id, agent, outcome = refused.label(), "call refused: {refused}");
                 self.metrics.refused_by_gateway(&refused);
                 return self.admit(refused.admission()).await;
@@ -144,7 +170,10 @@ impl Call {
         self.admit(Admission::Accept).await;
         let id = session.id.clone();
         let live = self.metrics.answered(crate::metrics::Direction::Inbound);
-        let end = self.relay(session, session_law).await;
+        let end = match hold {
+            Some(hold) => self.relay_from(session, hold.into_relay(), None).await,
+            None => self.relay(session, session_law).await,
+        };
         live.ended(&end);
         tracing::info!(call = %self.call_id, agent, session = %id, end = end.describe(), "call ended");
     }
@@ -179,6 +208,7 @@ impl Call {
             format!("switchboard-sip@{}", self.ports.rtp.local_addr().map(|a| a.ip().to_string()).unwrap_or_default());
         let mut transfer = crate::transfer::Transfers::new(self.metrics.clone());
         let mut rtp = crate::metrics::RtpReadings::default();
+        let mut outage = Interrupt::default();
         let mut rtp_buf = vec![0u8; 2048];
         let mut rtcp_buf = vec![0u8; rtcp::MAX_PACKET];
         let end = loop {
@@ -198,6 +228,7 @@ impl Call {
                     Some(_) => {}
                 },
                 frame = stream.next() => match frame {
+                    Some(Ok(Message::Binary(_))) if !outage.agent_audio() => {}
                     Some(Ok(Message::Binary(audio))) => {
                         relay.agent_audio(&audio);
                         if let Some(heard) = heard.take_if(|_| !audio.is_empty()) {
@@ -205,7 +236,10 @@ impl Call {
                         }
                     }
                     Some(Ok(Message::Text(text))) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
-                        Ok(ServerMessage::BidiInterruption {}) => relay.interrupted(),
+                        Ok(ServerMessage::BidiInterruption {}) if !outage.announcing() => relay.interrupted(),
+                        Ok(ServerMessage::BidiSessionOutage { agent, active: true, person, .. }) => {
+                            outage.told(&self.settings.announcements, &self.call_id, &agent, person);
+                        }
                         Ok(ServerMessage::TransferRequest { tool_use_id, person, address, timeout_seconds, .. }) => {
                             let method = self.dialling.method;
                             match transfer.start(&self.call_id, tool_use_id, person, address, method, timeout_seconds) {
@@ -242,8 +276,11 @@ impl Call {
                     }
                 }
                 _ = tick.tick(), if relay.is_settled() => {
+                    if let Some(end) = outage.tick(&mut relay, &self.call_id, &self.metrics) {
+                        break end;
+                    }
                     let (play, send) = relay.tick();
-                    if let Some(frame) = play {
+                    if let Some(frame) = play.filter(|_| !outage.announcing()) {
                         relay.frame_to_gateway(frame, &to_gateway);
                     }
                     if let Some((to, packet)) = send {
@@ -279,8 +316,9 @@ impl Call {
             _ => None,
         };
         match &end {
-            End::Caller(_) => {
-                // The caller hung up: the session ends as a client ends it.
+            End::Caller(_) | End::Outage(_) => {
+                // The caller hung up (or goes to the outage fallback): the session ends as
+                // a client ends it.
                 let close =
                     serde_json::to_string(&switchboard_core::protocol::ClientMessage::Close {}).unwrap_or_default();
                 let _ = to_gateway.send(Message::text(close)).await;
@@ -299,7 +337,12 @@ impl Call {
         let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
         match bridge {
             Some((media, leg, caller)) => self.bridged(caller, leg, media).await,
-            None => end,
+            None => {
+                if let End::Outage(person) = &end {
+                    self.after_outage(person.as_ref()).await;
+                }
+                end
+            }
         }
     }
 }

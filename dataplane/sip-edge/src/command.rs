@@ -29,6 +29,15 @@ pub(crate) enum Command {
         /// What the caller is told.
         reason: String,
     },
+    /// The call's session waits in the capacity queue and the caller hears the hold
+    /// announcement: send `183 Session Progress` with the SDP answer (early media) and
+    /// `reason`, repeated until the call is answered.
+    EarlyMedia {
+        /// The call.
+        call_id: String,
+        /// What the caller is told (the hold message).
+        reason: String,
+    },
     /// The session ended: send BYE.
     HangUp {
         /// The call.

@@ -13,6 +13,9 @@ pub(crate) enum End {
     /// The session ended with the caller put through to a person the edge dialled; the
     /// bridge between them ended so.
     Bridged(&'static str),
+    /// The Agent went into outage mode; the caller heard the outage announcement and goes
+    /// to the Agent's fallback: its person, if it names one.
+    Outage(Option<switchboard_core::protocol::FallbackPerson>),
 }
 
 impl End {
@@ -24,6 +27,7 @@ impl End {
             Self::MediaTimeout => "no RTP from the phone for the media timeout".to_owned(),
             Self::Shutdown => "the edge is shutting down".to_owned(),
             Self::Bridged(how) => format!("bridged to the person the edge dialled; then {how}"),
+            Self::Outage(_) => "outage mode: the outage announcement played, then the Agent's fallback".to_owned(),
         }
     }
 }

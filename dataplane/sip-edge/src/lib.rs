@@ -53,13 +53,18 @@
 //!
 //! Outage mode: a call to an Agent whose session the gateway diverts (`bidi_session_fallback`,
 //! close 4513) is answered and put through to the fallback's person with the same REFER, or,
-//! with only a message, refused 503 with the message as the reason (and `Retry-After` when
-//! the gateway gives a hint).
+//! with only a message, answered to hear the outage announcement and hung up when there is
+//! one ([`announce`]), else refused 503 with the message as the reason (and `Retry-After`
+//! when the gateway gives a hint). A call under way told its Agent went into outage mode
+//! (`bidi_session_outage`) hears the outage announcement at the next turn boundary and goes
+//! to the fallback (its person, or the call's end); without an announcement it goes on.
 //!
 //! The capacity queue: a call whose session the gateway queues (`bidi_session_queued`) gets
 //! `182 Queued` with the hold message, again at every new place and every half minute, and is
-//! answered when its turn comes; a refusal for capacity (`capacity_full`) is 503 with
-//! `Retry-After` from the gateway's hint ([`gateway`]).
+//! answered when its turn comes; with a hold announcement ([`announce`]) it gets `183
+//! Session Progress` with the SDP answer instead and hears the recording, repeated, as early
+//! media. A refusal for capacity (`capacity_full`) is 503 with `Retry-After` from the
+//! gateway's hint ([`gateway`]).
 //!
 //! Metrics ([`metrics`]): calls by direction and outcome, refusals by reason, calls under
 //! way, transfers, outage fallbacks, the phones' RTP (packets, losses, jitter) and messages
@@ -68,6 +73,7 @@
 //! Not here yet: TLS, the caller's number in the session context, a warm transfer, and
 //! answering-machine detection.
 
+pub mod announce;
 pub mod call;
 mod command;
 mod dialling;
@@ -91,6 +97,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use announce::Announcements;
 pub use call::MediaSettings;
 pub use dialling::TransferMethod;
 pub use gateway::GatewayConfig;

@@ -78,6 +78,7 @@ pub struct Metrics {
     active: IntGaugeVec,
     transfers: IntCounterVec,
     fallbacks: IntCounterVec,
+    announcements: IntCounterVec,
     rtp_received: IntCounter,
     rtp_lost: IntCounter,
     jitter: Histogram,
@@ -97,7 +98,7 @@ impl Metrics {
         let calls = counter_vec(
             &registry,
             "switchboard_sip_calls_total",
-            "SIP calls by direction and outcome: inbound answered, refused, cancelled, diverted; outbound answered, busy, no_answer, failed, and with answering-machine detection machine_hung_up, left_in_detection.",
+            "SIP calls by direction and outcome: inbound answered, refused, cancelled, diverted, announced (outage mode: answered to hear the outage announcement); outbound answered, busy, no_answer, failed, and with answering-machine detection machine_hung_up, left_in_detection.",
             &["direction", "outcome"],
         )?;
         let refused = counter_vec(
@@ -109,7 +110,7 @@ impl Metrics {
         let ended = counter_vec(
             &registry,
             "switchboard_sip_calls_ended_total",
-            "Answered SIP calls ended, by direction and outcome (phone_hung_up, agent_hung_up, rtp_timeout, no_ack, shutdown, failed).",
+            "Answered SIP calls ended, by direction and outcome (phone_hung_up, agent_hung_up, rtp_timeout, no_ack, shutdown, bridged, outage, failed).",
             &["direction", "outcome"],
         )?;
         let active = IntGaugeVec::new(
@@ -126,8 +127,14 @@ impl Metrics {
         let fallbacks = counter_vec(
             &registry,
             "switchboard_sip_outage_fallbacks_total",
-            "Calls to Agents in outage mode, by outcome: message (refused 503 with the Agent's message), the transfer to the fallback person's outcome, caller_left, no_ack, shutdown.",
+            "Calls to Agents in outage mode, by outcome: message (refused 503 with the Agent's message), announced (the outage announcement played, then hung up), the transfer to the fallback person's outcome, caller_left, no_ack, shutdown.",
             &["outcome"],
+        )?;
+        let announcements = counter_vec(
+            &registry,
+            "switchboard_sip_announcements_total",
+            "Recorded announcements the edge played to callers, by purpose: hold (a call waiting in the capacity queue, counted once a call), outage (a call turned away or interrupted by outage mode).",
+            &["purpose"],
         )?;
         let rtp_received =
             IntCounter::new("switchboard_sip_rtp_packets_received_total", "RTP packets received from phones.")?;
@@ -159,6 +166,7 @@ impl Metrics {
             active,
             transfers,
             fallbacks,
+            announcements,
             rtp_received,
             rtp_lost,
             jitter,
@@ -217,6 +225,16 @@ impl Metrics {
     /// An inbound call answered and put through to an Agent's fallback person.
     pub fn diverted(&self) {
         self.calls.with_label_values(&["inbound", "diverted"]).inc();
+    }
+
+    /// An inbound call answered by the edge to hear the outage announcement.
+    pub fn announced_outage(&self) {
+        self.calls.with_label_values(&["inbound", "announced"]).inc();
+    }
+
+    /// A recorded announcement played to a caller (a hold announcement once a call).
+    pub fn announcement(&self, purpose: crate::announce::Purpose) {
+        self.announcements.with_label_values(&[purpose.label()]).inc();
     }
 
     /// An outage fallback's outcome (`message`, a [`TransferOutcome`]'s, `caller_left`,
@@ -326,6 +344,7 @@ fn end_outcome(end: &End) -> &'static str {
         End::MediaTimeout => "rtp_timeout",
         End::Shutdown => "shutdown",
         End::Bridged(_) => "bridged",
+        End::Outage(_) => "outage",
     }
 }
 

@@ -128,6 +128,9 @@ impl Signalling {
                 Some(command) = commands.recv() => match command {
                     Command::Admit { call_id, admission } => self.endpoint.admit(Instant::now(), &call_id, admission),
                     Command::Queued { call_id, reason } => self.endpoint.queued(Instant::now(), &call_id, &reason),
+                    Command::EarlyMedia { call_id, reason } => {
+                        self.endpoint.early_media(Instant::now(), &call_id, &reason);
+                    }
                     Command::HangUp { call_id } => self.endpoint.hang_up(Instant::now(), &call_id),
                     Command::Dial(request) => self.dial(request, local, &mut calls),
                     Command::Transfer { call_id, target, timeout } => {

@@ -82,6 +82,14 @@ pub struct LocalArgs {
     #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_TRANSFER_METHOD", default_value = "refer", value_name = "refer|dial")]
     sip_transfer_method: switchboard_sip_edge::TransferMethod,
 
+    /// A folder of recorded announcements phone callers hear, as `switchboard sip
+    /// --announcements`: `hold.wav` while a call waits for the model quota (try it with
+    /// --capacity-quota), `outage.wav` when outage mode turns a call away or interrupts it,
+    /// and an Agent's own as `<namespace>.<agent>.hold.wav` / `.outage.wav` (local mode's
+    /// namespace is `default`). A file that is not a usable WAV stops local mode with its name.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_ANNOUNCEMENTS", value_name = "DIR")]
+    sip_announcements: Option<PathBuf>,
+
     /// ICE-TCP, the WebRTC fallback for clients whose network blocks UDP (as `switchboard
     /// gateway --webrtc-tcp`): the TCP address the edge listens on beside its UDP socket,
     /// offered in every answer as a passive TCP candidate. Default: on, any free port on
@@ -157,6 +165,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         sip_outbound_trunk,
         sip_caller_id,
         sip_transfer_method,
+        sip_announcements,
         webrtc_tcp,
         voice,
         record,
@@ -184,6 +193,8 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             None => Some(SocketAddr::new(host, 0)),
         },
     };
+    // Before anything starts: a bad recording stops local mode with its name.
+    let announcements = super::sip::announcements(sip_announcements.as_deref())?;
     let default_record = super::record::default_local_file().map(|file| format!("sqlite:{}", file.display()));
     let resume_window = switchboard_gateway::GatewayConfig::default().resume_window;
     let redact = record.redactor()?;
@@ -208,6 +219,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 outbound_trunk,
                 caller_id,
                 transfer: sip_transfer_method,
+                announcements,
             };
             Some(local.server.serve_sip(&sip).await?)
         }
@@ -218,6 +230,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 outbound_trunk,
                 caller_id,
                 transfer: sip_transfer_method,
+                announcements,
             };
             match local.server.serve_sip(&sip).await {
                 Ok(addr) => Some(addr),

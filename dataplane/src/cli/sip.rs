@@ -131,6 +131,27 @@ pub struct SipArgs {
     /// host.
     #[arg(long, env = "SWITCHBOARD_SIP_TRANSFER_METHOD", default_value = "refer", value_name = "refer|dial")]
     transfer_method: TransferMethod,
+
+    /// A folder of recorded announcements the edge plays to callers: `hold.wav` (early
+    /// media while a call waits in the capacity queue), `outage.wav` (a call outage mode
+    /// turns away or interrupts), and an Agent's own as `<namespace>.<agent>.hold.wav` /
+    /// `<namespace>.<agent>.outage.wav`. WAV, 16-bit PCM, mono, 8 or 16 kHz, at most 60 s;
+    /// read at start, and a file that is not one stops the edge with its name. Without it
+    /// the edge plays none (182 Queued in silence; outage refusals are 503).
+    #[arg(long, env = "SWITCHBOARD_SIP_ANNOUNCEMENTS", value_name = "DIR")]
+    announcements: Option<PathBuf>,
+}
+
+/// The announcements in `dir` (none without one), logged.
+pub(super) fn announcements(dir: Option<&std::path::Path>) -> anyhow::Result<switchboard_sip_edge::Announcements> {
+    let Some(dir) = dir else { return Ok(switchboard_sip_edge::Announcements::default()) };
+    let loaded = switchboard_sip_edge::Announcements::load(dir)?;
+    if loaded.is_empty() {
+        tracing::warn!(dir = %dir.display(), "the announcements folder holds no recording: callers hear none");
+    } else {
+        tracing::info!(dir = %dir.display(), files = ?loaded.files(), "announcements loaded");
+    }
+    Ok(loaded)
 }
 
 /// Serves `metrics` on `GET /metrics` at `listen` until `stop`; returns the bound address.
@@ -253,7 +274,9 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         ring_timeout_seconds,
         metrics_listen,
         transfer_method,
+        announcements: announcements_dir,
     } = args;
+    let announcements = announcements(announcements_dir.as_deref())?;
     let outbound = outbound(
         outbound_trunk.as_deref(),
         outbound_credentials.as_deref(),
@@ -292,7 +315,11 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let media = MediaSettings { timeout: Duration::from_secs(media_timeout_seconds), ..MediaSettings::default() };
+    let media = MediaSettings {
+        timeout: Duration::from_secs(media_timeout_seconds),
+        announcements,
+        ..MediaSettings::default()
+    };
     let config = EdgeConfig {
         listen,
         tcp,

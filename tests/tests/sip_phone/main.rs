@@ -31,6 +31,7 @@
 //! and placing calls, and dialling a person to bridge a caller to).
 
 mod amd;
+mod announce;
 mod bridge;
 mod calls;
 mod keypad;

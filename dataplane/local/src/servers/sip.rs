@@ -25,6 +25,8 @@ pub struct LocalSip {
     /// person and bridging where the phone refuses it; or always dial and bridge (as
     /// `switchboard sip --transfer-method`).
     pub transfer: switchboard_sip_edge::TransferMethod,
+    /// The recordings callers hear (`switchboard sip --announcements`; none: silence).
+    pub announcements: switchboard_sip_edge::Announcements,
 }
 
 impl LocalSip {
@@ -83,7 +85,7 @@ impl Servers {
             },
             max_calls: 100,
             rate: RateConfig::default(),
-            media: MediaSettings::default(),
+            media: MediaSettings { announcements: sip.announcements.clone(), ..MediaSettings::default() },
             trunks,
             outbound: Some(sip.outbound()?),
             transfer: sip.transfer,

@@ -13,6 +13,7 @@ use std::time::Duration;
 use switchboard_core::protocol::FallbackPerson;
 use switchboard_sip::call::refer::TransferProgress;
 use switchboard_sip::call::{Admission, CallEvent};
+use switchboard_sip::sdp::Negotiated;
 
 use super::{Call, Command};
 use crate::gateway::Fallback;
@@ -65,25 +66,33 @@ impl Call {
 
     /// Waits for the ACK, sends the REFER and waits for its end.
     async fn put_through(&mut self, person: &FallbackPerson) -> Diverted {
+        match self.acknowledged().await {
+            Ok(_) => self.refer(person).await,
+            Err(diverted) => diverted,
+        }
+    }
+
+    /// Waits for the ACK of the call's answer: the media it settled.
+    pub(super) async fn acknowledged(&mut self) -> Result<Negotiated, Diverted> {
         let shutdown = self.shutdown.clone();
         let established = tokio::time::timeout(ACK_TIMEOUT, async {
             loop {
                 match self.events.recv().await {
-                    Some(CallEvent::Established(_)) => return Ok(()),
+                    Some(CallEvent::Established(media)) => return Ok(media),
                     Some(CallEvent::Ended(_)) | None => return Err(Diverted::CallerLeft),
                     Some(_) => {}
                 }
             }
         });
-        let established = tokio::select! {
-            established = established => established,
-            () = shutdown.cancelled() => return Diverted::Shutdown,
-        };
-        match established {
-            Ok(Ok(())) => {}
-            Ok(Err(left)) => return left,
-            Err(_) => return Diverted::NoAck,
+        tokio::select! {
+            established = established => established.unwrap_or(Err(Diverted::NoAck)),
+            () = shutdown.cancelled() => Err(Diverted::Shutdown),
         }
+    }
+
+    /// Sends the REFER to `person` and waits for its end.
+    pub(super) async fn refer(&mut self, person: &FallbackPerson) -> Diverted {
+        let shutdown = self.shutdown.clone();
         let target = target_uri(&person.address, self.incoming.source);
         let transfer = Command::Transfer { call_id: self.call_id.clone(), target, timeout: RING_TIMEOUT };
         let _ = self.commands.send(transfer).await;

@@ -169,6 +169,24 @@ impl Relay {
         }
     }
 
+    /// The law the phone speaks, once the media is settled.
+    pub(crate) fn phone_law(&self) -> Option<Law> {
+        self.session.as_ref().map(|(_, law, _)| *law)
+    }
+
+    /// Queues a frame of one of the edge's announcements (in the phone's law; not the
+    /// agent's audio, not counted as it).
+    pub(crate) fn queue_announcement(&mut self, frame: &[u8]) {
+        if let Some((session, ..)) = &mut self.session {
+            session.queue_audio(frame);
+        }
+    }
+
+    /// Bytes of audio waiting to be sent to the phone.
+    pub(crate) fn queued_audio(&self) -> usize {
+        self.session.as_ref().map_or(self.pending.len(), |(session, ..)| session.queued())
+    }
+
     /// The media session with the phone, taken (the bridge to a person carries it on).
     pub(super) fn take_session(&mut self) -> Option<switchboard_sip::media::session::MediaSession> {
         self.session.take().map(|(session, ..)| session)

@@ -169,3 +169,21 @@ fn rtp_readings_add_only_what_is_new_and_a_new_stream_starts_again() {
     assert_eq!((m.rtp_received.get(), m.rtp_lost.get()), (12, 3));
     assert_eq!(m.jitter.get_sample_count(), 4, "one jitter observation a reading");
 }
+
+#[test]
+fn announcements_are_counted_by_purpose_and_an_outage_end_by_its_outcome() {
+    let m = metrics();
+    m.announcement(crate::announce::Purpose::Hold);
+    m.announcement(crate::announce::Purpose::Outage);
+    m.announced_outage();
+    m.answered(Direction::Inbound).ended(&End::Outage(None));
+    let text = m.render();
+    for series in [
+        r#"switchboard_sip_announcements_total{purpose="hold"} 1"#,
+        r#"switchboard_sip_announcements_total{purpose="outage"} 1"#,
+        r#"switchboard_sip_calls_total{direction="inbound",outcome="announced"} 1"#,
+        r#"switchboard_sip_calls_ended_total{direction="inbound",outcome="outage"} 1"#,
+    ] {
+        assert!(text.contains(series), "{series}: {text}");
+    }
+}

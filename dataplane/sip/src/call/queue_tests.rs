@@ -88,3 +88,39 @@ fn an_unavailable_refusal_is_503_with_retry_after_when_there_is_a_hint() {
     }
     assert_eq!(Admission::Busy("x".into()).retry_after(), None);
 }
+
+#[test]
+fn early_media_is_183_with_the_sdp_answer_the_200_repeats() {
+    let t0 = Instant::now();
+    let (mut call, _, _) = new_call(t0);
+    assert!(call.early_media(t0, HOLD), "the INVITE had an offer: early media");
+    let (sent, events) = drain(&mut call);
+    assert!(events.is_empty(), "{events:?}");
+    let progress = response(&sent[0]);
+    assert_eq!((progress.status, progress.reason.as_str()), (183, HOLD));
+    assert_eq!(progress.headers.get("Content-Type"), Some("application/sdp"));
+    let early_sdp = progress.body.clone();
+    assert!(String::from_utf8_lossy(&early_sdp).contains("m=audio 20000 RTP/AVP"), "the answer's port");
+    let refresh = t0 + Timers::default().provisional;
+    call.handle_timeout(refresh);
+    assert_eq!(statuses(&drain(&mut call).0), [183], "kept alive as a 182 is");
+    call.admit(refresh, Admission::Accept);
+    let (sent, _) = drain(&mut call);
+    let ok = response(&sent[0]);
+    assert_eq!(ok.status, 200);
+    assert_eq!(ok.body, early_sdp, "the 200 carries the answer the early media used");
+}
+
+#[test]
+fn a_call_without_an_offer_gets_182_instead_of_early_media() {
+    let t0 = Instant::now();
+    let mut no_offer = invite();
+    no_offer.body.clear();
+    no_offer.headers.remove("Content-Type");
+    let mut call = InboundCall::new(t0, super::tests::config(), &no_offer, phone(), Transport::Udp, false).unwrap();
+    drain(&mut call);
+    assert!(!call.early_media(t0, HOLD), "no offer: no early media");
+    let (sent, _) = drain(&mut call);
+    let queued = response(&sent[0]);
+    assert_eq!((queued.status, queued.body.is_empty()), (182, true));
+}

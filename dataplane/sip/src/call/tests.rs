@@ -19,7 +19,7 @@ pub(super) fn phone() -> SocketAddr {
     "127.0.0.1:5080".parse().unwrap()
 }
 
-fn config() -> CallConfig {
+pub(super) fn config() -> CallConfig {
     CallConfig {
         local: "192.0.2.1:5070".parse().unwrap(),
         media: LocalMedia {

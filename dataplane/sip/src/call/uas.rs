@@ -269,13 +269,36 @@ impl InboundCall {
     /// queue), it sends the new phrase at once. Ignored unless the call waits for its
     /// [`Admission`].
     pub fn queued(&mut self, now: Instant, reason: &str) {
+        self.hold(now, 182, reason, None);
+    }
+
+    /// [`InboundCall::queued`] with early media (RFC 3960's gateway model): `183 Session
+    /// Progress` carrying the SDP answer, so the phone plays the RTP the owner sends before
+    /// the call is answered (a hold announcement); the 200 OK later carries the same answer.
+    /// A call whose INVITE had no offer (a delayed offer) cannot take early media without
+    /// reliable provisional answers, which the edge does not do: it gets `182 Queued` and
+    /// this returns `false`.
+    pub fn early_media(&mut self, now: Instant, reason: &str) -> bool {
+        match self.answer.clone().filter(|_| self.negotiated.is_some()) {
+            Some(answer) => self.hold(now, 183, reason, Some(answer)),
+            None => self.hold(now, 182, reason, None),
+        }
+        self.negotiated.is_some()
+    }
+
+    /// A provisional answer held until the call is admitted (see [`InboundCall::queued`]).
+    fn hold(&mut self, now: Instant, status: u16, reason: &str, sdp: Option<String>) {
         if !matches!(self.inner, Inner::Proceeding) {
             return;
         }
         let reason = phrase(reason);
-        let reason = if reason.trim().is_empty() { "Queued".to_owned() } else { reason };
-        let mut response = self.invite.response(182, Some(&self.dialog.local_tag)).with_reason(&reason);
+        let fallback = if status == 183 { "Session Progress" } else { "Queued" };
+        let reason = if reason.trim().is_empty() { fallback.to_owned() } else { reason };
+        let mut response = self.invite.response(status, Some(&self.dialog.local_tag)).with_reason(&reason);
         response.headers.push("Contact", self.dialog.contact());
+        if let Some(sdp) = sdp {
+            response = response.with_body("application/sdp", sdp.into_bytes());
+        }
         let transmit = self.respond(self.dialog.peer, &self.invite.clone(), response);
         self.invite_response = Some(transmit);
         self.provisional_due = Some(now + self.config.timers.provisional);

@@ -232,6 +232,19 @@ impl Endpoint {
         });
     }
 
+    /// Holds an inbound call unanswered with early media: `183 Session Progress` with the
+    /// SDP answer, repeated until it is admitted (see [`InboundCall::early_media`]; a call
+    /// without an offer gets `182 Queued`). Whether the phone takes early media.
+    pub fn early_media(&mut self, now: Instant, call_id: &str, reason: &str) -> bool {
+        let mut early = false;
+        self.with_call(call_id, |call| {
+            if let Call::Inbound(call) = call {
+                early = call.early_media(now, reason);
+            }
+        });
+        early
+    }
+
     /// Transfers an inbound call to `target` by REFER (see [`InboundCall::transfer`]);
     /// its progress comes as the call's [`CallEvent::Transfer`] events.
     pub fn transfer(
