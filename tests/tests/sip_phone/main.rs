@@ -41,5 +41,6 @@ mod phone;
 mod proxy;
 mod queue;
 mod stack;
+mod tls;
 mod transfer;
 mod trunks;

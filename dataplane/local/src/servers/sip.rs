@@ -25,6 +25,8 @@ pub struct LocalSip {
     /// person and bridging where the phone refuses it; or always dial and bridge (as
     /// `switchboard sip --transfer-method`).
     pub transfer: switchboard_sip_edge::TransferMethod,
+    /// SIP over TLS too, on its own address (`--sip-tls-listen`); `None`: no TLS.
+    pub tls: Option<switchboard_sip_edge::TlsConfig>,
 }
 
 impl LocalSip {
@@ -74,6 +76,7 @@ impl Servers {
         let config = EdgeConfig {
             listen: sip.listen,
             tcp: true,
+            tls: sip.tls.clone(),
             advertise: sip.listen.ip(),
             rtp_ports: sip.rtp_ports.clone(),
             gateway: GatewayConfig {
@@ -94,5 +97,10 @@ impl Servers {
         let _ = self.sip_metrics.set(edge.metrics());
         self.sip = Some(edge);
         Ok(addr)
+    }
+
+    /// The SIP edge's TLS address, when it listens for TLS ([`LocalSip::tls`]).
+    pub fn sip_tls_addr(&self) -> Option<SocketAddr> {
+        self.sip.as_ref().and_then(switchboard_sip_edge::Edge::tls_addr)
     }
 }
