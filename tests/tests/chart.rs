@@ -39,6 +39,9 @@ fn the_chart_lints_and_renders_valid_manifests() {
         "sip.enabled=true,sip.gatewayKey.existingSecret=sip-key,sip.trunks[0].name=carrier",
         "--set",
         "sip.trunks[0].sources={203.0.113.0/24},sip.trunks[0].credentialsSecret=carrier-sip",
+        // SIP over TLS, its certificate from a TLS Secret.
+        "--set",
+        "sip.tls.enabled=true,sip.tls.secretName=sip-tls",
     ];
     for extra in [&[][..], &namespaced_with_options[..]] {
         let mut args = vec!["template", "sb", &chart, "--namespace", "switchboard-system"];

@@ -168,6 +168,7 @@ fn run(calls: usize, seconds: u64) {
             let config = EdgeConfig {
                 listen: "127.0.0.1:0".parse().expect("addr"),
                 tcp: false,
+                tls: None,
                 advertise: "127.0.0.1".parse().expect("ip"),
                 rtp_ports: base.saturating_sub(2000)..=base.saturating_sub(2000) + 2 * calls as u16 + 200,
                 gateway: GatewayConfig {

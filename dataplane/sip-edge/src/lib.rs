@@ -32,6 +32,11 @@
 //! ([`EdgeConfig::tcp`]): one task per connection cuts its stream into messages for the same
 //! endpoint, and what the endpoint sends to a TCP peer goes back on its connection.
 //!
+//! SIP over TLS ([`tls`]) is served on an address of its own when configured
+//! ([`EdgeConfig::tls`], 5061 by custom): each connection's handshake is bounded in time and
+//! the connections one address may hold at once are bounded, then it is served as TCP's;
+//! its dialogues say TLS (`sips:` where the caller's URI did) in their Via and Contact.
+//!
 //! Trunks ([`EdgeConfig::trunks`]): when configured, new INVITEs are taken only from a
 //! trunk's source addresses and/or with its digest credentials (401 challenges), others get
 //! 403; see [`switchboard_sip::trunk`].
@@ -70,7 +75,7 @@
 //! way, transfers, outage fallbacks, the phones' RTP (packets, losses, jitter) and messages
 //! dropped (the flood guard's); [`Edge::metrics`] renders them for a `/metrics` endpoint.
 //!
-//! Not here yet: TLS, the caller's number in the session context, a warm transfer, and
+//! Not here yet: the caller's number in the session context, a warm transfer, and
 //! answering-machine detection.
 
 pub mod announce;
@@ -86,6 +91,7 @@ pub mod outbound;
 pub mod ports;
 mod signalling;
 pub mod tcp;
+pub mod tls;
 mod transfer;
 
 use std::net::{IpAddr, SocketAddr};
@@ -106,6 +112,7 @@ pub use outbound::Outbound;
 pub use switchboard_sip::endpoint::rate::RateConfig;
 pub use switchboard_sip::trunk;
 use switchboard_sip::trunk::Trunks;
+pub use tls::TlsConfig;
 
 /// A random secret for [`Trunks::new`] to make its digest nonces from (a v4 UUID's 122
 /// random bits).
@@ -120,6 +127,8 @@ pub struct EdgeConfig {
     pub listen: SocketAddr,
     /// Listen for SIP over TCP too, on the same address and port.
     pub tcp: bool,
+    /// Listen for SIP over TLS too, on its own address; `None`: no TLS.
+    pub tls: Option<TlsConfig>,
     /// The address phones reach the edge at: SDP's `c=` line and the Contact header.
     pub advertise: IpAddr,
     /// The RTP ports: one even port (RTP) and the next (RTCP) per call.
@@ -157,6 +166,15 @@ pub enum EdgeError {
         #[source]
         source: std::io::Error,
     },
+    /// The TLS address cannot be bound.
+    #[error("cannot listen for SIP over TLS on {address}: {source}")]
+    BindTls {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The RTP port range is unusable.
     #[error(transparent)]
     Ports(#[from] ports::PortsError),
@@ -170,6 +188,7 @@ pub enum EdgeError {
 pub struct Edge {
     signalling: signalling::Signalling,
     local: SocketAddr,
+    tls_local: Option<SocketAddr>,
     /// The dispatch task's parts, when the edge places calls.
     dispatch: Option<Dispatch>,
 }
@@ -217,6 +236,7 @@ impl Edge {
         let EdgeConfig {
             listen,
             tcp,
+            tls,
             advertise,
             rtp_ports,
             gateway,
@@ -229,6 +249,21 @@ impl Edge {
         } = config;
         let dialling = Arc::new(dialling::Dialling { method: transfer, outbound: outbound.clone() });
         let (socket, local, tcp) = bind_sip(listen, tcp).await?;
+        let tls = match tls {
+            Some(config) => {
+                let address = config.listen;
+                Some(tls::Listener::bind(config).await.map_err(|source| EdgeError::BindTls { address, source })?)
+            }
+            None => None,
+        };
+        let tls_local = match &tls {
+            Some(tls) => Some(
+                tls.listener
+                    .local_addr()
+                    .map_err(|source| EdgeError::BindTls { address: tls.config.listen, source })?,
+            ),
+            None => None,
+        };
         let ports = ports::Ports::new(listen.ip(), rtp_ports)?;
         let endpoint_config = EndpointConfig { max_calls, rate, ..EndpointConfig::default() };
         let endpoint = Endpoint::new(endpoint_config).with_trunks(trunks);
@@ -250,6 +285,7 @@ impl Edge {
             placing,
             socket,
             tcp,
+            tls,
             limits: endpoint_config.limits,
             endpoint,
             advertise,
@@ -260,12 +296,17 @@ impl Edge {
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),
         };
-        Ok(Self { signalling, local, dispatch })
+        Ok(Self { signalling, local, tls_local, dispatch })
     }
 
     /// The bound SIP address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The bound SIP over TLS address, when listening for TLS.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_local
     }
 
     /// The edge's metrics (a handle on its one registry: render it for `/metrics`).

@@ -83,6 +83,36 @@ pub struct Metrics {
     rtp_lost: IntCounter,
     jitter: Histogram,
     dropped: IntCounterVec,
+    tls: IntCounterVec,
+}
+
+/// What came of a TCP connection to the TLS listener
+/// (`switchboard_sip_tls_connections_total`'s outcomes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsConnection {
+    /// The handshake completed: SIP is served on it.
+    Established,
+    /// The handshake failed (not TLS, a protocol error, no common cipher, the client
+    /// refused the certificate).
+    HandshakeFailed,
+    /// The client did not finish the handshake within its time.
+    HandshakeTimeout,
+    /// Closed at once: the edge's TLS connections are all taken.
+    TooMany,
+    /// Closed at once: its address holds as many TLS connections as one address may.
+    TooManyFromAddress,
+}
+
+impl TlsConnection {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Established => "established",
+            Self::HandshakeFailed => "handshake_failed",
+            Self::HandshakeTimeout => "handshake_timeout",
+            Self::TooMany => "too_many",
+            Self::TooManyFromAddress => "too_many_from_address",
+        }
+    }
 }
 
 fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<IntCounterVec> {
@@ -158,6 +188,13 @@ impl Metrics {
             "SIP messages dropped unanswered, by reason (rate_limited: the flood guard; unreadable; stray).",
             &["reason"],
         )?;
+        let tls = counter_vec(
+            &registry,
+            "switchboard_sip_tls_connections_total",
+            "Connections to the SIP TLS listener, by outcome (established; handshake_failed; handshake_timeout; \
+             too_many and too_many_from_address: closed at once).",
+            &["outcome"],
+        )?;
         Ok(Self {
             registry,
             calls,
@@ -171,6 +208,7 @@ impl Metrics {
             rtp_lost,
             jitter,
             dropped,
+            tls,
         })
     }
 
@@ -282,6 +320,11 @@ impl Metrics {
             Dropped::KeepAlive => return,
         };
         self.dropped.with_label_values(&[label]).inc();
+    }
+
+    /// What came of a connection to the TLS listener.
+    pub fn tls_connection(&self, outcome: TlsConnection) {
+        self.tls.with_label_values(&[outcome.label()]).inc();
     }
 }
 

@@ -1,5 +1,5 @@
 //! The SIP task: the one owner of the UDP SIP socket, the TCP listener (its connections'
-//! tasks are in [`crate::tcp`]) and the sans-I/O
+//! tasks are in [`crate::tcp`]), the TLS listener ([`crate::tls`]) and the sans-I/O
 //! [`Endpoint`]. It feeds the endpoint every datagram
 //! and every message cut from a TCP stream with its source and the time, runs its timers, performs what comes out (datagrams to
 //! send; a call's events to that call's task, a new task for each admitted INVITE) and
@@ -29,7 +29,7 @@ use crate::command::{DialRequest, PersonLeg};
 use crate::gateway::GatewayConfig;
 use crate::outbound::{Outbound, PlacedCall, Placement};
 use crate::ports::{PortPair, Ports};
-use crate::tcp::{Connections, FromConnection};
+use crate::tcp::{Connections, FromConnection, Streams};
 use switchboard_core::outbound::{CallState, FromEdge};
 
 /// Events queued for one call's task at most; past it the call is hung up (its task is
@@ -50,6 +50,8 @@ pub(crate) struct Signalling {
     pub socket: UdpSocket,
     /// SIP over TCP on the same address, when listening.
     pub tcp: Option<TcpListener>,
+    /// SIP over TLS, on its own address, when listening.
+    pub tls: Option<crate::tls::Listener>,
     /// The limits on each message (the endpoint's).
     pub limits: Limits,
     pub endpoint: Endpoint,
@@ -85,13 +87,20 @@ impl Signalling {
             Ok(addr) => SocketAddr::new(self.advertise, addr.port()),
             Err(error) => return tracing::error!(%error, "the SIP socket has no address"),
         };
+        // The address the dialogues over TLS name (Via, Contact): the TLS listener's port.
+        let tls_local = match self.tls.as_ref().map(|tls| tls.listener.local_addr()) {
+            Some(Ok(addr)) => SocketAddr::new(self.advertise, addr.port()),
+            Some(Err(error)) => return tracing::error!(%error, "the SIP TLS listener has no address"),
+            None => local,
+        };
         let (commands_tx, mut commands) = mpsc::channel::<Command>(256);
         let mut calls: HashMap<String, Live> = HashMap::new();
         // The port pair and tag of the INVITE being handled, until its Incoming event.
         let mut fresh: Option<(PortPair, String)> = None;
         let mut buf = vec![0u8; MAX_DATAGRAM];
         let mut draining: Option<tokio::time::Instant> = None;
-        let mut connections = Connections::default();
+        let per_address = self.tls.as_ref().map_or(1, |tls| tls.config.max_per_address);
+        let mut connections = Streams { tcp: Connections::default(), tls: Connections::per_address(per_address) };
         let (inbound_tx, mut inbound) = mpsc::channel::<FromConnection>(1024);
         loop {
             let timer = self.endpoint.poll_timeout().map(tokio::time::Instant::from_std);
@@ -108,19 +117,33 @@ impl Signalling {
                     Err(error) => tracing::debug!(%error, "reading the SIP socket"),
                 },
                 accepted = accept(self.tcp.as_ref()), if draining.is_none() => match accepted {
-                    Ok((stream, peer)) => connections.accept(
+                    Ok((stream, peer)) => connections.tcp.accept(
                         stream, peer, self.limits, inbound_tx.clone(), &self.tasks, self.shutdown.clone(),
                     ),
                     Err(error) => tracing::debug!(%error, "accepting a SIP connection"),
                 },
+                accepted = accept(self.tls.as_ref().map(|tls| &tls.listener)), if draining.is_none() => match accepted {
+                    Ok((stream, peer)) => if let Some(tls) = &self.tls {
+                        let serving = crate::tls::Serving {
+                            limits: self.limits,
+                            inbound: &inbound_tx,
+                            tasks: &self.tasks,
+                            shutdown: &self.shutdown,
+                            metrics: &self.metrics,
+                        };
+                        crate::tls::accept(&mut connections.tls, &tls.config, stream, peer, serving);
+                    },
+                    Err(error) => tracing::debug!(%error, "accepting a SIP TLS connection"),
+                },
                 Some(from) = inbound.recv() => match from {
-                    FromConnection::Message(peer, parsed) => {
-                        let source = Source { address: peer, transport: Transport::Tcp, trusted: false };
+                    FromConnection::Message(transport, peer, parsed) => {
+                        let source = Source { address: peer, transport, trusted: false };
+                        let local = if transport == Transport::Tls { tls_local } else { local };
                         let (ports, advertise, open) = (&self.ports, self.advertise, draining.is_none());
                         let new_call = || new_call(ports, local, advertise, open, &mut fresh);
                         self.endpoint.handle_message(Instant::now(), source, parsed, new_call);
                     }
-                    FromConnection::Closed(peer) => connections.closed(peer),
+                    FromConnection::Closed(transport, peer) => connections.of(transport).closed(peer),
                 },
                 Some(placement) = next_placement(self.placing.as_mut()), if draining.is_none() => {
                     self.place(placement, local, &mut calls, &commands_tx);
@@ -165,7 +188,7 @@ impl Signalling {
         &mut self,
         calls: &mut HashMap<String, Live>,
         fresh: &mut Option<(PortPair, String)>,
-        connections: &mut Connections,
+        connections: &mut Streams,
         commands: &mpsc::Sender<Command>,
     ) {
         while let Some(output) = self.endpoint.poll() {
@@ -176,8 +199,10 @@ impl Signalling {
                     }
                 }
                 Output::Transmit(transmit) => {
-                    if !connections.send(transmit.to, transmit.bytes) {
-                        tracing::debug!(to = %transmit.to, open = connections.len(), "no SIP connection to send on");
+                    let open = connections.of(transmit.transport);
+                    if !open.send(transmit.to, transmit.bytes) {
+                        let (transport, open) = (transmit.transport.as_str(), open.len());
+                        tracing::debug!(to = %transmit.to, transport, open, "no SIP connection to send on");
                     }
                 }
                 Output::Event { call_id, event: CallEvent::Incoming(incoming) } => {

@@ -6,15 +6,18 @@
 //! connections at once ([`MAX_CONNECTIONS`], more are closed on accept), each one's queue of
 //! writes (a peer that does not read is disconnected), an idle connection's life
 //! ([`IDLE`]), and a stream that loses its framing is answered (when its head reads) and
-//! closed.
+//! closed. SIP over TLS ([`crate::tls`]) serves its connections with the same [`serve`]
+//! once their handshake is done, in a [`Connections`] of its own that also bounds the
+//! connections from one address.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use switchboard_sip::call::Transport;
 use switchboard_sip::sip::parse::StreamItem;
 use switchboard_sip::sip::{Limits, Message, ParseError, StreamDecoder};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -32,18 +35,36 @@ const WRITE_QUEUE: usize = 64;
 #[derive(Debug)]
 pub(crate) enum FromConnection {
     /// A message, or why the stream could not be read (then the connection is closing).
-    Message(SocketAddr, Result<Message, ParseError>),
+    Message(Transport, SocketAddr, Result<Message, ParseError>),
     /// The connection is gone.
-    Closed(SocketAddr),
+    Closed(Transport, SocketAddr),
 }
 
-/// The SIP task's side of its TCP connections: where to write to each peer.
+/// Why a connection just accepted was closed at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// [`MAX_CONNECTIONS`] are open.
+    TooMany,
+    /// Its address has as many open as [`Connections::per_address`] allows.
+    TooManyFromAddress,
+}
+
+/// The SIP task's side of its TCP (or TLS) connections: where to write to each peer.
 #[derive(Debug, Default)]
 pub(crate) struct Connections {
     writers: HashMap<SocketAddr, mpsc::Sender<Vec<u8>>>,
+    /// Connections open from each address, when they are bounded per address.
+    per_ip: HashMap<IpAddr, usize>,
+    /// The most connections one address may hold; `None`: only [`MAX_CONNECTIONS`] bounds.
+    per_address: Option<usize>,
 }
 
 impl Connections {
+    /// Connections bounded per address too: at most `limit` from one IP address.
+    pub(crate) fn per_address(limit: usize) -> Self {
+        Self { per_address: Some(limit), ..Self::default() }
+    }
+
     /// Starts the task of a connection just accepted, or closes it when there are too many.
     pub(crate) fn accept(
         &mut self,
@@ -54,13 +75,44 @@ impl Connections {
         tasks: &TaskTracker,
         shutdown: CancellationToken,
     ) {
+        match self.open(peer) {
+            Ok(writes) => {
+                tasks.spawn(serve(stream, Transport::Tcp, peer, limits, inbound, writes, shutdown));
+            }
+            Err(_) => {
+                tracing::warn!(%peer, limit = MAX_CONNECTIONS, "too many SIP connections: closing the new one");
+            }
+        }
+    }
+
+    /// Counts a connection from `peer` in, when there is room for it: the queue its writes
+    /// come from, for its task.
+    pub(crate) fn open(&mut self, peer: SocketAddr) -> Result<mpsc::Receiver<Vec<u8>>, Refused> {
         if self.writers.len() >= MAX_CONNECTIONS {
-            tracing::warn!(%peer, limit = MAX_CONNECTIONS, "too many SIP connections: closing the new one");
-            return;
+            return Err(Refused::TooMany);
+        }
+        if let Some(limit) = self.per_address {
+            let open = self.per_ip.entry(peer.ip()).or_default();
+            if *open >= limit {
+                return Err(Refused::TooManyFromAddress);
+            }
+            *open += 1;
         }
         let (writer, writes) = mpsc::channel(WRITE_QUEUE);
-        self.writers.insert(peer, writer);
-        tasks.spawn(serve(stream, peer, limits, inbound, writes, shutdown));
+        if self.writers.insert(peer, writer).is_some() {
+            // The same address and port again: the old connection's count goes with it.
+            self.uncount(peer.ip());
+        }
+        Ok(writes)
+    }
+
+    fn uncount(&mut self, ip: IpAddr) {
+        if let Some(open) = self.per_ip.get_mut(&ip) {
+            *open = open.saturating_sub(1);
+            if *open == 0 {
+                self.per_ip.remove(&ip);
+            }
+        }
     }
 
     /// Sends `bytes` on the connection to `peer`; false when there is none (or it is not
@@ -71,13 +123,15 @@ impl Connections {
             return true;
         }
         tracing::warn!(%peer, "a SIP connection is not reading: closing it");
-        self.writers.remove(&peer);
+        self.closed(peer);
         false
     }
 
     /// Forgets a connection that closed.
     pub(crate) fn closed(&mut self, peer: SocketAddr) {
-        self.writers.remove(&peer);
+        if self.writers.remove(&peer).is_some() {
+            self.uncount(peer.ip());
+        }
     }
 
     /// Connections open.
@@ -86,17 +140,37 @@ impl Connections {
     }
 }
 
-/// Reads and writes one connection until either side ends it, it idles past [`IDLE`], its
-/// framing is lost, or the edge shuts down.
-async fn serve(
-    stream: TcpStream,
+/// The SIP task's stream connections: TCP's and TLS's, each its own map (a peer's address
+/// names one connection per transport).
+#[derive(Debug)]
+pub(crate) struct Streams {
+    pub(crate) tcp: Connections,
+    pub(crate) tls: Connections,
+}
+
+impl Streams {
+    /// The connections of `transport` (UDP has none: TCP's, unused).
+    pub(crate) fn of(&mut self, transport: Transport) -> &mut Connections {
+        match transport {
+            Transport::Tls => &mut self.tls,
+            Transport::Tcp | Transport::Udp => &mut self.tcp,
+        }
+    }
+}
+
+/// Reads and writes one connection (TCP, or TLS once its handshake is done) until either
+/// side ends it, it idles past [`IDLE`], its framing is lost, or the edge shuts down; then
+/// tells the SIP task it is closed.
+pub(crate) async fn serve<S: AsyncRead + AsyncWrite>(
+    stream: S,
+    transport: Transport,
     peer: SocketAddr,
     limits: Limits,
     inbound: mpsc::Sender<FromConnection>,
     mut writes: mpsc::Receiver<Vec<u8>>,
     shutdown: CancellationToken,
 ) {
-    let (mut reader, mut writer) = stream.into_split();
+    let (mut reader, mut writer) = tokio::io::split(stream);
     let mut decoder = StreamDecoder::new(limits);
     let mut buf = vec![0u8; 8192];
     loop {
@@ -115,12 +189,12 @@ async fn serve(
                     match decoder.next_item() {
                         None => break,
                         Some(Ok(StreamItem::Ping)) => {
-                            if writer.write_all(b"\r\n").await.is_err() {
+                            if send_all(&mut writer, b"\r\n").await.is_err() {
                                 failed = Some(ParseError::Empty);
                             }
                         }
                         Some(Ok(StreamItem::Message(message))) => {
-                            if inbound.send(FromConnection::Message(peer, Ok(message))).await.is_err() {
+                            if inbound.send(FromConnection::Message(transport, peer, Ok(message))).await.is_err() {
                                 failed = Some(ParseError::Empty);
                             }
                         }
@@ -130,10 +204,10 @@ async fn serve(
                 if let Some(error) = failed {
                     if !matches!(error, ParseError::Empty) {
                         tracing::debug!(%peer, %error, "SIP stream unreadable: answering and closing it");
-                        let _ = inbound.send(FromConnection::Message(peer, Err(error))).await;
+                        let _ = inbound.send(FromConnection::Message(transport, peer, Err(error))).await;
                         // Let the answer go out before the connection closes.
                         if let Ok(Some(answer)) = tokio::time::timeout(Duration::from_secs(1), writes.recv()).await {
-                            let _ = writer.write_all(&answer).await;
+                            let _ = send_all(&mut writer, &answer).await;
                         }
                     }
                     break;
@@ -141,7 +215,7 @@ async fn serve(
             }
             write = writes.recv() => match write {
                 Some(bytes) => {
-                    if writer.write_all(&bytes).await.is_err() {
+                    if send_all(&mut writer, &bytes).await.is_err() {
                         break;
                     }
                 }
@@ -150,7 +224,7 @@ async fn serve(
             () = shutdown.cancelled() => {
                 // Let the BYEs of the calls being hung up go out first.
                 while let Ok(Some(bytes)) = tokio::time::timeout(Duration::from_secs(2), writes.recv()).await {
-                    if writer.write_all(&bytes).await.is_err() {
+                    if send_all(&mut writer, &bytes).await.is_err() {
                         break;
                     }
                 }
@@ -159,5 +233,12 @@ async fn serve(
         }
     }
     let _ = writer.shutdown().await;
-    let _ = inbound.send(FromConnection::Closed(peer)).await;
+    let _ = inbound.send(FromConnection::Closed(transport, peer)).await;
+}
+
+/// Writes `bytes` and flushes them: over TLS a write may leave records in the session's
+/// buffer until the stream is flushed (over TCP flushing is free).
+async fn send_all(writer: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> std::io::Result<()> {
+    writer.write_all(bytes).await?;
+    writer.flush().await
 }

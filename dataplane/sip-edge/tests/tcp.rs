@@ -17,6 +17,7 @@ async fn edge() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::J
     let config = EdgeConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         tcp: true,
+        tls: None,
         advertise: "127.0.0.1".parse().expect("ip"),
         rtp_ports: base..=base + 3,
         gateway: GatewayConfig {

@@ -57,6 +57,20 @@ pub struct LocalArgs {
     #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_LISTEN", value_name = "ADDRESS|off", value_parser = sip_listen)]
     sip_listen: Option<SipListen>,
 
+    /// Where local mode's SIP edge listens for SIP over TLS too (a softphone calls
+    /// `sip:<agent>@<address>;transport=tls`), e.g. 127.0.0.1:5061; needs --sip-tls-cert
+    /// and --sip-tls-key. Default: no TLS.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_TLS_LISTEN", requires_all = ["sip_tls_cert", "sip_tls_key"])]
+    sip_tls_listen: Option<SocketAddr>,
+
+    /// The SIP TLS certificate chain, PEM, leaf first (as `switchboard sip --tls-cert`).
+    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_TLS_CERT", requires = "sip_tls_listen")]
+    sip_tls_cert: Option<PathBuf>,
+
+    /// The SIP TLS certificate's private key, PEM (as `switchboard sip --tls-key`).
+    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_TLS_KEY", requires = "sip_tls_listen")]
+    sip_tls_key: Option<PathBuf>,
+
     /// The RTP ports of phone calls, `FIRST-LAST`: an even port and the next per call.
     #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_RTP_PORTS", default_value = "20000-20999",
           value_parser = super::sip::port_range)]
@@ -161,6 +175,9 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         ca_file,
         allowed_origins,
         sip_listen,
+        sip_tls_listen,
+        sip_tls_cert,
+        sip_tls_key,
         sip_rtp_ports,
         sip_outbound_trunk,
         sip_caller_id,
@@ -209,8 +226,18 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let trunk_uri = sip_outbound_trunk.as_deref().unwrap_or("sip:127.0.0.1");
     switchboard_sip_edge::trunk::outbound::OutboundTrunk::new(trunk_uri, &sip_caller_id, None)?;
     let outbound_trunk = sip_outbound_trunk.clone();
+    let tls = match (sip_tls_listen, sip_tls_cert, sip_tls_key) {
+        (Some(listen), Some(cert), Some(key)) => {
+            Some(switchboard_sip_edge::TlsConfig::from_pem_files(listen, &cert, &key)?)
+        }
+        (Some(_), _, _) => anyhow::bail!("--sip-tls-listen needs --sip-tls-cert and --sip-tls-key"),
+        _ => None,
+    };
     let caller_id = sip_caller_id;
     let sip = match sip_listen {
+        Some(SipListen::Off) if tls.is_some() => {
+            anyhow::bail!("--sip-tls-listen needs local mode's SIP edge: drop --sip-listen off")
+        }
         Some(SipListen::Off) => None,
         Some(SipListen::On(listen)) => {
             let sip = local::LocalSip {
@@ -220,6 +247,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 caller_id,
                 transfer: sip_transfer_method,
                 announcements,
+                tls,
             };
             Some(local.server.serve_sip(&sip).await?)
         }
@@ -231,6 +259,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 caller_id,
                 transfer: sip_transfer_method,
                 announcements,
+                tls,
             };
             match local.server.serve_sip(&sip).await {
                 Ok(addr) => Some(addr),
@@ -264,6 +293,9 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         let agent = local.default_agent.as_deref().or_else(|| local.agents.first().map(String::as_str));
         let agent = agent.unwrap_or("<agent>");
         println!("Phone calls: sip:{agent}@{sip} (UDP and TCP)");
+        if let Some(tls) = local.server.sip_tls_addr() {
+            println!("Phone calls over TLS: sip:{agent}@{tls};transport=tls");
+        }
         match &sip_outbound_trunk {
             Some(trunk) => println!(
                 "Outbound calls through {trunk}: switchboard call <number or sip:USER@HOST:PORT> --agent {agent} --gateway http://{addr}"

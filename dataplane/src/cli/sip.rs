@@ -27,6 +27,32 @@ pub struct SipArgs {
     #[arg(long, env = "SWITCHBOARD_SIP_TCP", default_value_t = true, action = clap::ArgAction::Set)]
     tcp: bool,
 
+    /// Where to listen for SIP over TLS (phones and trunks call
+    /// `sip:<agent>@<address>:<port>;transport=tls` or `sips:`), e.g. `0.0.0.0:5061`, the
+    /// custom port. Needs --tls-cert and --tls-key. Default: no TLS.
+    #[arg(long, env = "SWITCHBOARD_SIP_TLS_LISTEN", requires_all = ["tls_cert", "tls_key"])]
+    tls_listen: Option<SocketAddr>,
+
+    /// The TLS certificate chain, PEM, leaf first (a Kubernetes TLS Secret's `tls.crt`).
+    #[arg(long, env = "SWITCHBOARD_SIP_TLS_CERT", requires = "tls_listen")]
+    tls_cert: Option<PathBuf>,
+
+    /// The TLS certificate's private key, PEM: PKCS#8, PKCS#1 or SEC1 (a TLS Secret's `tls.key`).
+    #[arg(long, env = "SWITCHBOARD_SIP_TLS_KEY", requires = "tls_listen")]
+    tls_key: Option<PathBuf>,
+
+    /// Seconds a client has to finish its TLS handshake; past it the connection is closed
+    /// (and counted: `switchboard_sip_tls_connections_total{outcome="handshake_timeout"}`).
+    #[arg(long, env = "SWITCHBOARD_SIP_TLS_HANDSHAKE_TIMEOUT_SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=120))]
+    tls_handshake_timeout_seconds: u64,
+
+    /// TLS connections one IP address may hold at once (a handshake under way counts); more
+    /// are closed as they are accepted. A trunk's proxy that opens many needs more.
+    #[arg(long, env = "SWITCHBOARD_SIP_TLS_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    tls_max_connections_per_address: u32,
+
     /// The RTP port range, `FIRST-LAST`: each call takes an even port (RTP) and the next
     /// (RTCP), bound on the listen address. Its size bounds the calls at once (a pair per
     /// call); open it in the firewall with the SIP port.
@@ -177,6 +203,24 @@ async fn serve_metrics(
     Ok((bound, tokio::spawn(serve)))
 }
 
+/// The TLS listener the flags describe, its certificate and key read from their files.
+fn tls(
+    listen: Option<SocketAddr>,
+    cert: Option<&std::path::Path>,
+    key: Option<&std::path::Path>,
+    handshake_timeout: Duration,
+    max_per_address: u32,
+) -> anyhow::Result<Option<switchboard_sip_edge::TlsConfig>> {
+    let Some(listen) = listen else { return Ok(None) };
+    let (Some(cert), Some(key)) = (cert, key) else {
+        bail!("--tls-listen needs --tls-cert and --tls-key: the PEM files of the edge's certificate and its key")
+    };
+    let mut config = switchboard_sip_edge::TlsConfig::from_pem_files(listen, cert, key)?;
+    config.handshake_timeout = handshake_timeout;
+    config.max_per_address = max_per_address as usize;
+    Ok(Some(config))
+}
+
 /// The outbound trunk the flags describe, its credentials read from their folder.
 fn outbound(
     trunk: Option<&str>,
@@ -257,6 +301,11 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
     let SipArgs {
         listen,
         tcp,
+        tls_listen,
+        tls_cert,
+        tls_key,
+        tls_handshake_timeout_seconds,
+        tls_max_connections_per_address,
         rtp_ports,
         advertise,
         gateway,
@@ -286,6 +335,13 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
     if let Some(outbound) = &outbound {
         tracing::info!(trunk = ?outbound.trunk, "outbound calls go through this trunk");
     }
+    let tls = tls(
+        tls_listen,
+        tls_cert.as_deref(),
+        tls_key.as_deref(),
+        Duration::from_secs(tls_handshake_timeout_seconds),
+        tls_max_connections_per_address,
+    )?;
     let trunks = trunks(&trunk_sources, &trunk_credentials)?;
     let names: Vec<String> = trunks.iter().map(|t| t.name.clone()).collect();
     let trunks = Trunks::new(trunks, realm, switchboard_sip_edge::nonce_secret())?.with_algorithms(digest_algorithms);
@@ -323,6 +379,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
     let config = EdgeConfig {
         listen,
         tcp,
+        tls,
         advertise,
         rtp_ports: rtp_ports.clone(),
         gateway: GatewayConfig {
@@ -338,6 +395,9 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         transfer: transfer_method,
     };
     let edge = Edge::bind(config).await?;
+    if let Some(tls) = edge.tls_addr() {
+        tracing::info!(%tls, "SIP over TLS on {tls}");
+    }
     let stop_metrics = tokio_util::sync::CancellationToken::new();
     let (metrics_at, metrics_served) = serve_metrics(metrics_listen, edge.metrics(), stop_metrics.clone()).await?;
     tracing::info!(metrics = %metrics_at, "SIP edge metrics on http://{metrics_at}/metrics");
@@ -359,7 +419,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{outbound, port_range, serve_metrics};
+    use super::{outbound, port_range, serve_metrics, tls};
     use std::time::Duration;
 
     #[tokio::test]
@@ -400,6 +460,23 @@ mod tests {
         std::fs::write(dir.join("password"), "pw\n").expect("write");
         let found = outbound(Some("sip:trunk"), Some(&dir), Some("+4930123"), ring).expect("valid").expect("some");
         assert_eq!(found.trunk.credentials.expect("credentials").username, "acme");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_tls_listener_needs_a_readable_certificate_and_key() {
+        let timeout = Duration::from_secs(10);
+        assert!(tls(None, None, None, timeout, 16).expect("none").is_none());
+        let listen = Some("127.0.0.1:0".parse().expect("addr"));
+        let error = tls(listen, None, None, timeout, 16).expect_err("no files");
+        assert!(error.to_string().contains("--tls-cert and --tls-key"), "{error}");
+        let dir = std::env::temp_dir().join(format!("sb-sip-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        std::fs::write(&cert, "not a certificate").expect("write");
+        std::fs::write(&key, "not a key").expect("write");
+        let error = tls(listen, Some(&cert), Some(&key), timeout, 16).expect_err("unreadable");
+        assert!(error.to_string().contains("certificate PEM"), "{error}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -89,6 +89,11 @@ pub(crate) const NOT_RUN: &[(&str, &str, Handling)] = &[
         Flags("port 5060 for SIP; tour.md runs local mode"),
     ),
     ("clients/sip.md", "--trunk pbx=", Flags("SIP trunks and their credentials files")),
+    (
+        "clients/sip.md",
+        "--tls-listen 0.0.0.0:5061",
+        Flags("a certificate for the edge's name, port 5061 and a gateway"),
+    ),
     ("clients/sip.md", "name: check_card", Exempt(FRAGMENT)),
     ("clients/sip.md", "mode: hybrid          # a text-only Agent", Exempt(FRAGMENT)),
     ("clients/sip.md", "--outbound-trunk", Flags("an outbound SIP trunk and a gateway with an operator's key")),

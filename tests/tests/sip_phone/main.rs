@@ -42,5 +42,6 @@ mod phone;
 mod proxy;
 mod queue;
 mod stack;
+mod tls;
 mod transfer;
 mod trunks;

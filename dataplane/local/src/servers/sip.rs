@@ -27,6 +27,8 @@ pub struct LocalSip {
     pub transfer: switchboard_sip_edge::TransferMethod,
     /// The recordings callers hear (`switchboard sip --announcements`; none: silence).
     pub announcements: switchboard_sip_edge::Announcements,
+    /// SIP over TLS too, on its own address (`--sip-tls-listen`); `None`: no TLS.
+    pub tls: Option<switchboard_sip_edge::TlsConfig>,
 }
 
 impl LocalSip {
@@ -76,6 +78,7 @@ impl Servers {
         let config = EdgeConfig {
             listen: sip.listen,
             tcp: true,
+            tls: sip.tls.clone(),
             advertise: sip.listen.ip(),
             rtp_ports: sip.rtp_ports.clone(),
             gateway: GatewayConfig {
@@ -96,5 +99,10 @@ impl Servers {
         let _ = self.sip_metrics.set(edge.metrics());
         self.sip = Some(edge);
         Ok(addr)
+    }
+
+    /// The SIP edge's TLS address, when it listens for TLS ([`LocalSip::tls`]).
+    pub fn sip_tls_addr(&self) -> Option<SocketAddr> {
+        self.sip.as_ref().and_then(switchboard_sip_edge::Edge::tls_addr)
     }
 }

@@ -1,7 +1,9 @@
 //! The dialogue of a call (RFC 3261 §12): its identifiers, the parties as the INVITE
 //! named them, the remote target and route set, and both CSeq counters; and the
 //! requests the edge sends inside it (BYE), which swap From and To, go to the remote
-//! target through the route set (loose routing), and each open a new branch.
+//! target through the route set (loose routing), and each open a new branch. The edge's
+//! Contact names the transport the dialogue runs on (RFC 3261 §8.1.1.8): `sips:` where the
+//! dialogue's URI was `sips:` (then it is TLS), else `sip:` with `;transport=`.
 
 use std::net::SocketAddr;
 
@@ -26,8 +28,16 @@ pub(super) struct Dialog {
     pub(super) remote_cseq: u32,
     pub(super) peer: SocketAddr,
     pub(super) transport: Transport,
+    /// The dialogue is `sips:` (its Request-URI, or the callee's URI, was): the edge's
+    /// Contact is `sips:` too (§8.1.1.8).
+    secure: bool,
     local: SocketAddr,
     branches: u32,
+}
+
+/// Whether `uri` is a `sips:` URI.
+fn is_sips(uri: &str) -> bool {
+    uri.get(..5).is_some_and(|scheme| scheme.eq_ignore_ascii_case("sips:"))
 }
 
 impl Dialog {
@@ -57,6 +67,7 @@ impl Dialog {
             remote_cseq: invite.cseq()?.seq,
             peer,
             transport,
+            secure: transport == Transport::Tls && is_sips(&invite.uri),
             local,
             branches: 0,
         })
@@ -79,6 +90,7 @@ impl Dialog {
             remote_cseq: 0,
             peer: callee.peer,
             transport: callee.transport,
+            secure: callee.transport == Transport::Tls && is_sips(&callee.uri),
             local: config.local,
             branches: 0,
         }
@@ -107,8 +119,12 @@ impl Dialog {
         ack
     }
 
-    /// The edge's Contact header value.
+    /// The edge's Contact header value: where the peer sends its requests in this
+    /// dialogue, over its transport (a TLS dialogue's `sips:` URI implies TLS).
     pub(super) fn contact(&self) -> String {
+        if self.secure {
+            return format!("<sips:switchboard@{}>", self.local);
+        }
         let transport = self.transport.as_str().to_ascii_lowercase();
         format!("<sip:switchboard@{};transport={transport}>", self.local)
     }
@@ -144,5 +160,49 @@ impl Dialog {
         headers.push("Call-ID", self.call_id.as_str());
         headers.push("CSeq", format!("{} {method}", self.local_cseq));
         Request { method, uri: self.remote_target.clone(), headers, body: Vec::new() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Dialog, Transport};
+    use crate::sip::{Message, Request};
+
+    fn invite(uri: &str, via: &str) -> Request {
+        let text = format!(
+            "INVITE {uri} SIP/2.0\r\nVia: SIP/2.0/{via} 192.0.2.7:40000;branch=z9hG4bKt1\r\n\
+             From: <sip:caller@192.0.2.7>;tag=c1\r\nTo: <{uri}>\r\nCall-ID: tls-1\r\nCSeq: 1 INVITE\r\n\
+             Contact: <sip:caller@192.0.2.7:40001;transport=tls>\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+        );
+        match crate::sip::parse::parse_datagram(text.as_bytes(), &crate::sip::Limits::default()) {
+            Ok(Message::Request(request)) => request,
+            other => panic!("an INVITE: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_contact_and_via_name_the_dialogues_transport_and_sips_where_the_uri_was_sips() {
+        let local = "198.51.100.1:5061".parse().expect("addr");
+        let peer = "192.0.2.7:40000".parse().expect("addr");
+        let cases = [
+            (
+                "sip:triage@198.51.100.1:5061;transport=tls",
+                Transport::Tls,
+                "<sip:switchboard@198.51.100.1:5061;transport=tls>",
+            ),
+            ("sips:triage@198.51.100.1:5061", Transport::Tls, "<sips:switchboard@198.51.100.1:5061>"),
+            ("sip:triage@198.51.100.1:5061", Transport::Tcp, "<sip:switchboard@198.51.100.1:5061;transport=tcp>"),
+            // sips: over a transport that is not TLS cannot be kept: the Contact says what it is.
+            ("sips:triage@198.51.100.1:5061", Transport::Udp, "<sip:switchboard@198.51.100.1:5061;transport=udp>"),
+        ];
+        for (uri, transport, contact) in cases {
+            let via = transport.as_str();
+            let mut dialog =
+                Dialog::from_invite(&invite(uri, via), local, "edge1", peer, transport).expect("a dialogue");
+            assert_eq!(dialog.contact(), contact, "{uri} over {via}");
+            let bye = dialog.request(crate::sip::Method::Bye);
+            let sent = bye.headers.get("Via").expect("a Via");
+            assert!(sent.starts_with(&format!("SIP/2.0/{via} 198.51.100.1:5061;")), "{sent}");
+        }
     }
 }
