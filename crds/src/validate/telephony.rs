@@ -237,6 +237,7 @@ mod tests {
             name: "a".into(),
             address: "+442079460001".into(),
             description: String::new(),
+            transfer: Default::default(),
         }];
         spec.tools = vec![
             serde_yaml::from_str("{name: transfer_to_person, description: d, builtin: {kind: currentTime}}")

@@ -362,3 +362,6 @@ impl Session {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+#[path = "warm_tests.rs"]
+mod warm_tests;
