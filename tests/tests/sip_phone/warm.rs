@@ -66,7 +66,8 @@ fn chime_windows(phone: &Phone, sox: &std::path::Path) -> Vec<usize> {
 
 #[test]
 fn a_warm_transfer_holds_the_caller_briefs_the_person_then_puts_them_through() {
-    let dir = std::env::temp_dir().join(format!("switchboard-sip-warm-{}", std::process::id()));
+    // Beside the stack's own folder, which it empties as it starts.
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-warm-script-{}", std::process::id()));
     let script = warm_script(&dir, "advisor");
     let script_arg = script.to_string_lossy().into_owned();
     let tools = tools_bin().expect("tests/tools/install.sh");
@@ -126,7 +127,7 @@ fn a_warm_transfer_holds_the_caller_briefs_the_person_then_puts_them_through() {
 
 #[test]
 fn a_warm_transfer_nobody_answers_comes_back_to_the_agent_off_hold() {
-    let dir = std::env::temp_dir().join(format!("switchboard-sip-warm-nobody-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("switchboard-sip-warm-nobody-script-{}", std::process::id()));
     let script = warm_script(&dir, "nobody");
     let script_arg = script.to_string_lossy().into_owned();
     let stack =
