@@ -26,7 +26,7 @@ mod tool;
 mod variant;
 
 pub use answering_machine::{
-    AnsweringMachine, BEEP_TIMEOUT_SECONDS, DECISION_TIMEOUT_MILLIS, GREETING_MAX_MILLIS, OnMachine,
+    AnsweringMachine, BEEP_TIMEOUT_SECONDS, DECISION_TIMEOUT_MILLIS, GREETING_MAX_MILLIS, MESSAGE_MAX_CHARS, OnMachine,
     SILENCE_AFTER_GREETING_MILLIS,
 };
 pub use app_context::{AppContext, MAX_APP_MEMORY_KEYS};

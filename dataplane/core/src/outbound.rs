@@ -30,6 +30,13 @@ pub const ANSWERED_BY_HEADER: &str = "x-switchboard-answered-by";
 /// The memory key under which an answered call's session finds its call.
 pub const MEMORY_KEY: &str = "outboundCall";
 
+/// Whether `memory` holds an outbound call its edge found a machine answered (the call's
+/// `answeredBy`, [`ANSWERED_BY_HEADER`]).
+pub fn answered_by_machine(memory: &crate::memory::Memory) -> bool {
+    let by = memory.get(MEMORY_KEY).and_then(|call| call.get("answeredBy")).and_then(serde_json::Value::as_str);
+    by == Some(AnsweredBy::Machine.as_str())
+}
+
 /// Where an outbound call is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -5,8 +5,9 @@
 //! (`leaveMessage`) or hung up on (`hangUp`: the edge's `/metrics` count it as
 //! `machine_hung_up`). The session knows who answered: the simulated model answers the
 //! callee's next words by a rule that reads `answeredBy` from its system prompt, and the
-//! message a machine is left is the Persona's greeting. The callee is a real baresip playing
-//! a WAV sox made; what it heard is measured with sox.
+//! message a machine is left is the Agent's `answeringMachine.message` (a person hears the
+//! Persona's greeting instead). The callee is a real baresip playing a WAV sox made; what it
+//! heard is measured with sox.
 
 use std::time::Duration;
 
@@ -21,8 +22,11 @@ const PHRASE_2: &[&str] = &["synth", "1.5", "sine", "600", "vol", "0.5"];
 /// monologue, 0.2 s of silence, a 0.5 s beep at 1000 Hz).
 const BEEP_ENDS: f64 = 5.0;
 
-/// Triage's greeting in the Example Bank: the message a machine records.
+/// Triage's greeting in the Example Bank: what a person hears first.
 const GREETING: &str = "Hello, you're through to Example Bank. I'm Ava. How can I help you today?";
+
+/// The message triage's test copy leaves on machines (`answeringMachine.message`).
+const MESSAGE: &str = "This is Example Bank about your card. Please call us back today.";
 
 /// What the simulated model answers to the callee's second phrase (its tone at 600 Hz), by
 /// who answered as its system prompt says (the call in memory: `outboundCall`).
@@ -49,11 +53,12 @@ fn knows_who_answered(name: &str) -> std::path::PathBuf {
 }
 
 /// A stack whose edge places calls to `port`, and whose triage detects answering machines
-/// (`on_machine`) and speaks first (its greeting is the message a machine records), on the
+/// (`on_machine`; with `leaveMessage` it leaves [`MESSAGE`]) and speaks first, on the
 /// simulator running [`knows_who_answered`].
 fn amd_stack(name: &str, port: u16, on_machine: &str) -> Stack {
     let trunk = format!("sip:127.0.0.1:{port}");
-    let telephony = format!("    answeringMachine:\n      onMachine: {on_machine}\n");
+    let message = if on_machine == "leaveMessage" { format!("      message: \"{MESSAGE}\"\n") } else { String::new() };
+    let telephony = format!("    answeringMachine:\n      onMachine: {on_machine}\n{message}");
     let script = knows_who_answered(name);
     let stack = stack_edited(
         name,
@@ -105,7 +110,7 @@ fn first_voiced(windows: &[f64]) -> Option<f64> {
 #[test]
 fn a_person_who_says_hello_and_waits_is_human_and_hears_the_agent() {
     let port = free_phone_port();
-    let stack = amd_stack("amd-human", port, "hangUp");
+    let stack = amd_stack("amd-human", port, "leaveMessage");
     // Half a second of silence, the phrase tone (1.5 s), then silence: a person's "Hello?";
     // 12 s later (the agent has greeted them) they ask who is calling (phrase 2).
     let hello: &[&str] = &["synth", "1.5", "sine", "500", "vol", "0.5", "pad", "0.5", "12"];
@@ -140,6 +145,10 @@ fn a_person_who_says_hello_and_waits_is_human_and_hears_the_agent() {
     // The session knew a person answered: the model's rule for a person answered them.
     let shown = told(&stack, TO_A_PERSON);
     assert!(!shown.contains(TO_A_MACHINE) && !shown.contains("I do not know who answered"), "{shown}");
+    assert!(
+        shown.contains(GREETING) && !shown.contains(MESSAGE),
+        "a person hears the greeting, not the message: {shown}"
+    );
     let text =
         wait_for_edge_sample(&stack, r#"switchboard_sip_calls_total{direction="outbound",outcome="answered"}"#, 1.0);
     let machine = r#"switchboard_sip_calls_total{direction="outbound",outcome="machine_hung_up"}"#;
@@ -181,11 +190,12 @@ fn a_machine_is_left_the_agents_message_after_its_beep() {
     );
     let voiced = windows.iter().filter(|rms| **rms > 0.02).count();
     assert!(voiced >= 4, "the agent's message is on the machine: {windows:?}\n{}", context());
-    // The message left is the one the Agent declares (its Persona's greeting, said first),
+    // The message left is the one the Agent declares (answeringMachine.message, said first),
     // and the session knew it talked to a machine: the model's rule for one answered.
     let shown = told(&stack, TO_A_MACHINE);
-    let (message, known) = (shown.find(GREETING), shown.find(TO_A_MACHINE));
-    assert!(message.is_some_and(|m| known.is_some_and(|k| m < k)), "the greeting first, then the answer: {shown}");
+    let (message, known) = (shown.find(MESSAGE), shown.find(TO_A_MACHINE));
+    assert!(message.is_some_and(|m| known.is_some_and(|k| m < k)), "the message first, then the answer: {shown}");
+    assert!(!shown.contains(GREETING), "the machine is left the message, not the greeting: {shown}");
     assert!(!shown.contains(TO_A_PERSON), "{shown}");
 }
 
