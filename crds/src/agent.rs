@@ -26,7 +26,7 @@ mod tool;
 mod variant;
 
 pub use answering_machine::{
-    AnsweringMachine, BEEP_TIMEOUT_SECONDS, DECISION_TIMEOUT_MILLIS, GREETING_MAX_MILLIS, OnMachine,
+    AnsweringMachine, BEEP_TIMEOUT_SECONDS, DECISION_TIMEOUT_MILLIS, GREETING_MAX_MILLIS, MESSAGE_MAX_CHARS, OnMachine,
     SILENCE_AFTER_GREETING_MILLIS,
 };
 pub use app_context::{AppContext, MAX_APP_MEMORY_KEYS};
@@ -52,7 +52,7 @@ pub use skill::{Example, Skill, USE_SKILL_TOOL};
 pub use sonic::{SONIC_MODELS, SonicModel, check_sonic_voice, sonic_model};
 pub use telephony::{
     DEFAULT_TRANSFER_TIMEOUT_SECONDS, E164_PATTERN, MAX_NUMBERS, MAX_PEOPLE, PERSON_ADDRESS_PATTERN, Person,
-    TRANSFER_TO_PERSON_TOOL, Telephony, is_e164, is_person_address,
+    TRANSFER_TO_PERSON_TOOL, Telephony, TransferMode, is_e164, is_person_address,
 };
 pub use text_models::{
     DEFAULT_WINDOW_SHARE, FALLBACK_CONTEXT_TOKENS, ReasoningStyle, TEXT_MODELS, TextModel, default_context_tokens,

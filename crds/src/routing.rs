@@ -381,6 +381,7 @@ mod tests {
             name: "advisor".into(),
             address: "+442079460001".into(),
             description: String::new(),
+            transfer: Default::default(),
         };
         let own = RouteOutage {
             active: false,

@@ -14,6 +14,8 @@ pub const SILENCE_AFTER_GREETING_MILLIS: std::ops::RangeInclusive<u32> = 300..=3
 pub const DECISION_TIMEOUT_MILLIS: std::ops::RangeInclusive<u32> = 2000..=15_000;
 /// See [`AnsweringMachine::beep_timeout_seconds`].
 pub const BEEP_TIMEOUT_SECONDS: std::ops::RangeInclusive<u32> = 1..=120;
+/// The longest [`AnsweringMachine::message`], in characters.
+pub const MESSAGE_MAX_CHARS: usize = 1000;
 
 /// What an outbound call does when a machine answers it.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -25,6 +27,13 @@ pub enum OnMachine {
     LeaveMessage,
     /// Hang up (BYE) without starting a session.
     HangUp,
+}
+
+impl AnsweringMachine {
+    /// The message to leave on a machine, when the Agent declares one and leaves messages.
+    pub fn message_to_leave(&self) -> Option<&str> {
+        self.message.as_deref().filter(|_| self.on_machine == OnMachine::LeaveMessage)
+    }
 }
 
 impl OnMachine {
@@ -45,9 +54,15 @@ impl OnMachine {
 #[serde(rename_all = "camelCase")]
 pub struct AnsweringMachine {
     /// What to do when a machine answers: `leaveMessage` (default: the agent starts after
-    /// the beep, so its greeting is the message) or `hangUp`.
+    /// the beep and says `message`, or its Persona's greeting without one) or `hangUp`.
     #[serde(default)]
     pub on_machine: OnMachine,
+    /// With `leaveMessage`: what the agent says on the machine after the beep, in place of
+    /// its Persona's greeting (at most 1000 characters; absent: the greeting is the message).
+    /// A person who answers hears the greeting as usual.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1000))]
+    pub message: Option<String>,
     /// Speech that goes on this long (ms) is a machine's greeting (1000-10000; default
     /// 2500).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -47,6 +47,38 @@ pub struct Person {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 500))]
     pub description: String,
+    /// How the caller is put through: `cold` (the default: the caller goes straight to the
+    /// person) or `warm` (the caller hears hold audio while the person's phone rings; when
+    /// the person answers the agent tells them who is calling and why, then the caller is
+    /// put through and the agent leaves the call).
+    #[serde(default, skip_serializing_if = "TransferMode::is_cold")]
+    pub transfer: TransferMode,
+}
+
+/// How a caller is put through to a person.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum TransferMode {
+    /// The caller goes straight to the person; the agent leaves when the person answers.
+    #[default]
+    Cold,
+    /// The caller is on hold while the agent briefs the person, then put through.
+    Warm,
+}
+
+impl TransferMode {
+    /// Whether this is the default, a cold transfer.
+    pub fn is_cold(&self) -> bool {
+        *self == Self::Cold
+    }
+
+    /// `cold` or `warm`, as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cold => "cold",
+            Self::Warm => "warm",
+        }
+    }
 }
 
 /// How an Agent takes phone calls.
@@ -60,8 +92,8 @@ pub struct Telephony {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64), inner(length(min = 3, max = 16), regex(pattern = r"^\+[1-9][0-9]{1,14}$")))]
     pub numbers: Vec<String>,
-    /// The people a caller may be put through to (a cold transfer: the caller leaves the
-    /// agent). With any listed, the Agent gets the built-in `transfer_to_person` tool,
+    /// The people a caller may be put through to (by default a cold transfer: the caller
+    /// leaves the agent; `transfer: warm`, the agent briefs the person first). With any listed, the Agent gets the built-in `transfer_to_person` tool,
     /// which names them; a transfer that fails (busy, no answer, declined, unreachable)
     /// comes back to the model as a tool error of that kind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

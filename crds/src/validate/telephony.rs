@@ -179,6 +179,32 @@ fn check_answering_machine(spec: &AgentSpec, problems: &mut Vec<Problem>) {
             ),
         ));
     }
+    if let Some(message) = &amd.message {
+        let chars = message.chars().count();
+        let why = if message.trim().is_empty() {
+            Some(
+                "is empty: write what the agent says on the machine, or leave message out to leave the Persona's \
+                  greeting"
+                    .to_owned(),
+            )
+        } else if chars > crate::agent::MESSAGE_MAX_CHARS {
+            Some(format!(
+                "is {chars} characters long: a voicemail message is at most {} (about a minute spoken)",
+                crate::agent::MESSAGE_MAX_CHARS
+            ))
+        } else if amd.on_machine == crate::agent::OnMachine::HangUp {
+            Some(
+                "is left only with onMachine: leaveMessage (this Agent hangs up on machines): remove message, or \
+                  set onMachine: leaveMessage"
+                    .to_owned(),
+            )
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            problems.push(Problem::new(Reason::InvalidField, field("message"), format!("the message {why}")));
+        }
+    }
     if !spec.mode.has_audio() {
         problems.push(Problem::new(
             Reason::InvalidField,
@@ -237,6 +263,7 @@ mod tests {
             name: "a".into(),
             address: "+442079460001".into(),
             description: String::new(),
+            transfer: Default::default(),
         }];
         spec.tools = vec![
             serde_yaml::from_str("{name: transfer_to_person, description: d, builtin: {kind: currentTime}}")
@@ -292,5 +319,19 @@ mod tests {
             "mode: voice\npersonaRef: {name: p}\nworkflowRef: {name: w}\ntelephony: {answeringMachine: {onMachine: hold}}\n",
         );
         assert!(unknown.is_err(), "an unknown action is refused when read");
+    }
+
+    #[test]
+    fn a_voicemail_message_is_some_words_left_only_by_an_agent_that_leaves_messages() {
+        assert!(amd_problems("voice", "{message: \"Please call Example Bank back.\"}").is_empty());
+        let empty = amd_problems("voice", "{message: \"  \"}");
+        assert!(
+            empty.len() == 1 && empty[0].contains("answeringMachine.message") && empty[0].contains("empty"),
+            "{empty:?}"
+        );
+        let long = amd_problems("voice", &format!("{{message: \"{}\"}}", "a".repeat(1001)));
+        assert!(long.len() == 1 && long[0].contains("1001 characters") && long[0].contains("at most 1000"), "{long:?}");
+        let hang_up = amd_problems("voice", "{onMachine: hangUp, message: \"Call us back.\"}");
+        assert!(hang_up.len() == 1 && hang_up[0].contains("only with onMachine: leaveMessage"), "{hang_up:?}");
     }
 }

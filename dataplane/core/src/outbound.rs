@@ -11,7 +11,9 @@
 //! gave): context only the gateway vouches for, which no client of `/v1/session` can set.
 //! An Agent with answering-machine detection has it in the [`ToEdge::Place`]; the edge
 //! reports who answered ([`FromEdge::Detected`]) and when the callee first heard the agent
-//! ([`FromEdge::Heard`]).
+//! ([`FromEdge::Heard`]), and opens the session saying who answered
+//! ([`ANSWERED_BY_HEADER`]): the session's call then has `answeredBy`, so the model knows
+//! whether it talks to a person or leaves its message on a machine.
 
 use serde::{Deserialize, Serialize};
 pub use switchboard_crds::agent::{AnsweringMachine, OnMachine};
@@ -22,8 +24,18 @@ pub const CALLS_PATH: &str = "/v1/calls";
 pub const EDGE_PATH: &str = "/v1/calls/edge";
 /// The header of the edge's `/v1/session` request that carries a call's ticket.
 pub const TICKET_HEADER: &str = "x-switchboard-call";
+/// The header of the edge's `/v1/session` request (beside [`TICKET_HEADER`]) that says who
+/// answered, when the Agent has answering-machine detection: [`AnsweredBy::as_str`].
+pub const ANSWERED_BY_HEADER: &str = "x-switchboard-answered-by";
 /// The memory key under which an answered call's session finds its call.
 pub const MEMORY_KEY: &str = "outboundCall";
+
+/// Whether `memory` holds an outbound call its edge found a machine answered (the call's
+/// `answeredBy`, [`ANSWERED_BY_HEADER`]).
+pub fn answered_by_machine(memory: &crate::memory::Memory) -> bool {
+    let by = memory.get(MEMORY_KEY).and_then(|call| call.get("answeredBy")).and_then(serde_json::Value::as_str);
+    by == Some(AnsweredBy::Machine.as_str())
+}
 
 /// Where an outbound call is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -146,6 +158,11 @@ impl AnsweredBy {
             Self::Machine => "machine",
             Self::Unknown => "unknown",
         }
+    }
+
+    /// The one named `text` ([`AnsweredBy::as_str`]'s words), if any.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Human, Self::Machine, Self::Unknown].into_iter().find(|by| by.as_str() == text)
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use switchboard_crds::agent::{TRANSFER_TO_PERSON_TOOL, Telephony};
+use switchboard_crds::agent::{TRANSFER_TO_PERSON_TOOL, Telephony, TransferMode};
 
 use crate::model::ToolDefinition;
 use crate::protocol::ServerMessage;
@@ -27,13 +27,21 @@ pub fn tool(telephony: &Telephony) -> Option<ToolDefinition> {
     let list: Vec<String> = telephony
         .people
         .iter()
-        .map(|p| if p.description.is_empty() { p.name.clone() } else { format!("{}: {}", p.name, p.description) })
+        .map(|p| {
+            let warm = if p.transfer == TransferMode::Warm { " (warm: you brief them first)" } else { "" };
+            if p.description.is_empty() {
+                format!("{}{warm}", p.name)
+            } else {
+                format!("{}{warm}: {}", p.name, p.description)
+            }
+        })
         .collect();
     Some(ToolDefinition {
         name: TRANSFER_TO_PERSON_TOOL.to_owned(),
         description: format!(
             "Put the caller through to a person when they ask for one or you cannot help. Tell the caller first; \
-             the call leaves you if the person answers. If it fails (busy, no answer, declined, unreachable) you get \
+             the call leaves you if the person answers (for a warm transfer, once you have told the person who \
+             is calling and why). If it fails (busy, no answer, declined, unreachable) you get \
              an error saying which: tell the caller and offer what you can. People: {}",
             list.join("; ")
         ),
@@ -84,6 +92,7 @@ pub fn plan(telephony: &Telephony, tool_use_id: &str, input: &serde_json::Value)
             address: person.address.clone(),
             reason,
             timeout_seconds,
+            warm: person.transfer == TransferMode::Warm,
         },
         patience: Duration::from_secs(u64::from(timeout_seconds)) + REPORT_GRACE,
     })
@@ -98,8 +107,18 @@ mod tests {
     fn telephony() -> Telephony {
         Telephony {
             people: vec![
-                Person { name: "advisor".into(), address: "+442079460001".into(), description: "Accounts".into() },
-                Person { name: "fraud".into(), address: "sip:fraud@pbx".into(), description: String::new() },
+                Person {
+                    name: "advisor".into(),
+                    address: "+442079460001".into(),
+                    description: "Accounts".into(),
+                    transfer: Default::default(),
+                },
+                Person {
+                    name: "fraud".into(),
+                    address: "sip:fraud@pbx".into(),
+                    description: String::new(),
+                    transfer: Default::default(),
+                },
             ],
             transfer_timeout_seconds: Some(20),
             ..Telephony::default()
@@ -128,6 +147,7 @@ mod tests {
                 address: "+442079460001".into(),
                 reason: "asked".into(),
                 timeout_seconds: 20,
+                warm: false,
             }
         );
         let refused = plan(&telephony(), "t2", &serde_json::json!({"person": "boss"})).expect_err("unknown");

@@ -373,16 +373,20 @@ impl Calls {
     }
 
     /// The context of the call whose ticket is `ticket`, once: its agent (`namespace/name`) and the
-    /// memory value its session starts with. `None`: no call under way has it.
-    pub fn redeem(&self, ticket: &str) -> Option<(String, serde_json::Value)> {
+    /// memory value its session starts with — with `answeredBy` when the edge that holds the
+    /// ticket said who answered (answering-machine detection). `None`: no call under way has it.
+    pub fn redeem(&self, ticket: &str, answered_by: Option<AnsweredBy>) -> Option<(String, serde_json::Value)> {
         let mut inner = self.lock();
         let entry = inner.calls.values_mut().find(|e| e.ticket.as_deref() == Some(ticket))?;
         entry.ticket = None;
-        let value = serde_json::json!({
+        let mut value = serde_json::json!({
             "id": entry.status.id,
             "to": entry.status.to,
             "variables": entry.variables,
         });
+        if let Some(by) = answered_by {
+            value["answeredBy"] = serde_json::Value::from(by.as_str());
+        }
         Some((entry.status.agent.clone(), value))
     }
 

@@ -105,23 +105,26 @@ async fn session(
     let (permit, admitted) = admit(&gateway, &headers, query.access_token.as_deref());
     // An answered outbound call's session: its SIP edge presents the call's one-time ticket
     // (told to no one else), and the session starts with the call in its memory. A ticket
-    // that opens nothing is refused like client-set context.
+    // that opens nothing is refused like client-set context. With answering-machine
+    // detection the edge says who answered beside the ticket (a value that names nobody is
+    // refused as a bad ticket is; without a ticket the header is ignored).
     let call = match (&admitted, headers.get(outbound::TICKET_HEADER)) {
-        (Ok(_), Some(ticket)) => match ticket.to_str().ok().and_then(|t| gateway.calls.redeem(t)) {
-            Some(call) => Some(Ok(call)),
-            None => Some(Err(())),
+        (Ok(_), Some(ticket)) => match answered_by(&headers) {
+            Ok(by) => match ticket.to_str().ok().and_then(|t| gateway.calls.redeem(t, by)) {
+                Some(call) => Some(Ok(call)),
+                None => Some(Err(format!(
+                    "the {} header names no outbound call under way (its ticket is used once, by the SIP edge that placed the call)",
+                    outbound::TICKET_HEADER
+                ))),
+            },
+            Err(message) => Some(Err(message)),
         },
         _ => None,
     };
     let admitted = match (admitted, &call) {
-        (Ok(_), Some(Err(()))) => Err(Refusal {
-            code: close_code::BAD_START,
-            message: format!(
-                "the {} header names no outbound call under way (its ticket is used once, by the SIP edge that                  placed the call)",
-                outbound::TICKET_HEADER
-            ),
-            reason: ErrorCode::ContextRefused,
-        }),
+        (Ok(_), Some(Err(message))) => {
+            Err(Refusal { code: close_code::BAD_START, message: message.clone(), reason: ErrorCode::ContextRefused })
+        }
         (admitted, _) => admitted,
     };
     let call = call.and_then(Result::ok);
@@ -149,6 +152,16 @@ async fn session(
         let socket = socket.map_io(ClientIo::Socket);
         tracker.track_future(crate::session::serve_call(socket, gateway, query.agent, admission, call, phone)).await;
         drop(permit);
+    })
+}
+
+/// Who answered an outbound call, as its edge's [`outbound::ANSWERED_BY_HEADER`] says
+/// (absent: the Agent has no answering-machine detection); a value that names nobody is an
+/// error saying what it should be.
+fn answered_by(headers: &HeaderMap) -> Result<Option<outbound::AnsweredBy>, String> {
+    let Some(value) = headers.get(outbound::ANSWERED_BY_HEADER) else { return Ok(None) };
+    value.to_str().ok().and_then(outbound::AnsweredBy::parse).map(Some).ok_or_else(|| {
+        format!("the {} header is not human, machine or unknown: {value:?}", outbound::ANSWERED_BY_HEADER)
     })
 }
 
@@ -300,5 +313,21 @@ impl Server {
             },
         };
         drain.serve(self.listener, routes, stop).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn who_answered_is_one_of_three_words_or_absent() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(answered_by(&headers), Ok(None));
+        headers.insert(outbound::ANSWERED_BY_HEADER, "machine".parse().expect("a value"));
+        assert_eq!(answered_by(&headers), Ok(Some(outbound::AnsweredBy::Machine)));
+        headers.insert(outbound::ANSWERED_BY_HEADER, "robot".parse().expect("a value"));
+        let error = answered_by(&headers).expect_err("names nobody");
+        assert!(error.contains("x-switchboard-answered-by header is not human, machine or unknown"), "{error}");
     }
 }

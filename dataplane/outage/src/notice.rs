@@ -176,6 +176,7 @@ mod tests {
                 name: "advisor".into(),
                 address: "+442079460001".into(),
                 description: String::new(),
+                transfer: Default::default(),
             }),
             message: None,
             breaker: switchboard_crds::agent::Breaker::default(),

@@ -366,6 +366,7 @@ mod tests {
                 address: "+442079460001".into(),
                 reason: "r".into(),
                 timeout_seconds: 30,
+                warm: true,
             },
             ServerMessage::Handoff {
                 from: "triage".into(),

@@ -340,15 +340,15 @@ impl SessionLog {
                 self.push_kept(agent, "memory", data, update);
                 self.caller_memory(agent, key, value);
             }
-            ServerMessage::TransferRequest { tool_use_id, person, address, reason, .. } => {
+            ServerMessage::TransferRequest { tool_use_id, person, address, reason, warm, .. } => {
                 if !self.transfers.contains(&tool_use_id) {
                     if self.transfers.len() >= MAX_OPEN_CONSENTS {
                         self.transfers.remove(0);
                     }
                     self.transfers.push(tool_use_id.clone());
                 }
-                let data =
-                    json!({ "tool_use_id": tool_use_id, "person": person, "address": address, "reason": reason });
+                let mode = if warm { "warm" } else { "cold" };
+                let data = json!({ "tool_use_id": tool_use_id, "person": person, "address": address, "reason": reason, "mode": mode });
                 self.push(agent, "transfer_request", data, None);
             }
             ServerMessage::WorkflowTransition { from, to, by } => {

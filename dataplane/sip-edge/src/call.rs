@@ -17,13 +17,14 @@
 //! in outage mode whose fallback is a person is answered and put through to that person
 //! ([`fallback`]). The edge's own recordings ([`announced`]): the hold announcement as early
 //! media while the call waits in the queue, the outage announcement to a call outage mode
-//! turns away or interrupts.
+//! turns away or interrupts. A warm transfer's hold chime and brief are [`warm`]'s.
 
 mod announced;
 mod bridge;
 mod fallback;
 mod media;
 mod route;
+pub(crate) mod warm;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -207,10 +208,24 @@ impl Call {
         let cname =
             format!("switchboard-sip@{}", self.ports.rtp.local_addr().map(|a| a.ip().to_string()).unwrap_or_default());
         let mut transfer = crate::transfer::Transfers::new(self.metrics.clone());
+        let mut warm = warm::Warm::default();
         let mut rtp = crate::metrics::RtpReadings::default();
         let mut outage = Interrupt::default();
         let mut rtp_buf = vec![0u8; 2048];
         let mut rtcp_buf = vec![0u8; rtcp::MAX_PACKET];
+        let (mut person_rtp, mut person_rtcp) = (vec![0u8; 2048], vec![0u8; rtcp::MAX_PACKET]);
+        let session_law = relay.session_law();
+        // The media steps of a transfer: a warm one's hold and brief now, the bridge at the end.
+        let mut bridge_media = None;
+        macro_rules! perform {
+            ($steps:expr) => {{
+                let steps = self.perform(&mut transfer, $steps, &to_gateway).await;
+                let settings = Arc::clone(&self.settings);
+                if let Some(media) = warm.apply(steps, &mut relay, &transfer, &settings, session_law) {
+                    bridge_media = Some(media);
+                }
+            }};
+        }
         let end = loop {
             tokio::select! {
                 event = self.events.recv() => match event {
@@ -221,7 +236,7 @@ impl Call {
                     }
                     Some(CallEvent::Transfer(progress)) => {
                         let steps = transfer.progress(&self.call_id, progress);
-                        self.perform(&mut transfer, steps, &to_gateway).await;
+                        perform!(steps);
                     }
                     Some(CallEvent::Ended(reason)) => break End::Caller(reason),
                     None => break End::Caller(EndReason::LocalHangUp),
@@ -230,20 +245,20 @@ impl Call {
                 frame = stream.next() => match frame {
                     Some(Ok(Message::Binary(_))) if !outage.agent_audio() => {}
                     Some(Ok(Message::Binary(audio))) => {
-                        relay.agent_audio(&audio);
+                        warm.agent_audio(&mut relay, &audio);
                         if let Some(heard) = heard.take_if(|_| !audio.is_empty()) {
                             let _ = heard.send(std::time::Instant::now());
                         }
                     }
                     Some(Ok(Message::Text(text))) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
-                        Ok(ServerMessage::BidiInterruption {}) if !outage.announcing() => relay.interrupted(),
+                        Ok(ServerMessage::BidiInterruption {}) if !outage.announcing() => warm.interrupted(&mut relay),
                         Ok(ServerMessage::BidiSessionOutage { agent, active: true, person, .. }) => {
                             outage.told(&self.settings.announcements, &self.call_id, &agent, person);
                         }
-                        Ok(ServerMessage::TransferRequest { tool_use_id, person, address, timeout_seconds, .. }) => {
+                        Ok(ServerMessage::TransferRequest { tool_use_id, person, address, timeout_seconds, warm: is_warm, .. }) => {
                             let method = self.dialling.method;
-                            match transfer.start(&self.call_id, tool_use_id, person, address, method, timeout_seconds) {
-                                Ok(steps) => { self.perform(&mut transfer, steps, &to_gateway).await; }
+                            match transfer.start(&self.call_id, tool_use_id, person, address, method, is_warm, timeout_seconds) {
+                                Ok(steps) => perform!(steps),
                                 Err(result) => { let _ = to_gateway.send(Message::text(result)).await; }
                             }
                         }
@@ -261,14 +276,23 @@ impl Call {
                     None => break End::Session("the gateway closed the connection".into()),
                 },
                 event = transfer.person_event() => {
+                    warm.person_event(&event);
                     let steps = transfer.person(&event);
-                    self.perform(&mut transfer, steps, &to_gateway).await;
+                    perform!(steps);
                 }
+                received = warm.recv(&mut person_rtp, false) => if let Ok((n, from)) = received {
+                    warm.receive(from, &person_rtp[..n], false);
+                },
+                received = warm.recv(&mut person_rtcp, true) => if let Ok((n, from)) = received {
+                    warm.receive(from, &person_rtcp[..n], true);
+                },
                 received = self.ports.rtp.recv_from(&mut rtp_buf) => {
                     if let Ok((n, from)) = received {
                         relay.rtp(from, &rtp_buf[..n], false);
                     }
-                    relay.forward_keys(&to_gateway);
+                    if !warm.briefing() {
+                        relay.forward_keys(&to_gateway);
+                    }
                 }
                 received = self.ports.rtcp.recv_from(&mut rtcp_buf) => {
                     if let Ok((n, from)) = received {
@@ -280,14 +304,22 @@ impl Call {
                         break end;
                     }
                     let (play, send) = relay.tick();
-                    if let Some(frame) = play.filter(|_| !outage.announcing()) {
+                    // During a brief the caller is on hold: the agent hears the person instead;
+                    // during an announcement the caller is not heard.
+                    if let Some(frame) = play.filter(|_| !outage.announcing() && !warm.briefing()) {
                         relay.frame_to_gateway(frame, &to_gateway);
                     }
                     if let Some((to, packet)) = send {
                         let _ = self.ports.rtp.send_to(&packet, to).await;
                     }
+                    warm.tick(&to_gateway).await;
                     if relay.timed_out() {
                         break End::MediaTimeout;
+                    }
+                    if warm.too_long() {
+                        tracing::info!(call = %self.call_id, "the agent's brief went on too long: the edge puts the caller through");
+                        let _ = to_gateway.send(Message::Close(None)).await;
+                        break End::Session("the brief went on past its limit".to_owned());
                     }
                 }
                 _ = report.tick(), if relay.is_settled() => {
@@ -304,8 +336,12 @@ impl Call {
         // A transfer under way: the session's end bridges an answered person's leg; any
         // other end lets the person's leg go.
         let steps = if matches!(end, End::Session(_)) { transfer.session_ended() } else { transfer.caller_ended() };
-        let bridge = self.perform(&mut transfer, steps, &to_gateway).await;
-        let bridge = match (bridge, transfer.take_leg()) {
+        perform!(steps);
+        if bridge_media.is_some() {
+            // A warm transfer's brief is over: the agent's last words reach the person first.
+            warm.drain(&mut relay, &self.ports.rtp).await;
+        }
+        let bridge = match (bridge_media, transfer.take_leg()) {
             (Some(media), Some(leg)) => match relay.take_session() {
                 Some(caller) => Some((media, leg, caller)),
                 None => {

@@ -74,7 +74,8 @@ pub(crate) struct DialRequest {
 #[derive(Debug)]
 pub(crate) struct PersonLeg {
     pub call_id: String,
-    pub ports: PortPair,
+    /// Shared with a warm transfer's brief, which relays the leg's media to the session.
+    pub ports: std::sync::Arc<PortPair>,
     pub events: Option<mpsc::Receiver<CallEvent>>,
     pub peer: SocketAddr,
 }

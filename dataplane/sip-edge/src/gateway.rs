@@ -22,6 +22,7 @@
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use switchboard_core::outbound::AnsweredBy;
 use switchboard_core::phone::{PHONE_HEADER, PhoneCall};
 use switchboard_core::protocol::{
     AudioFormat, AudioSettings, ClientMessage, ErrorCode, FallbackPerson, ServerMessage, SessionStart, close_code,
@@ -236,19 +237,30 @@ pub async fn open(
     phone: &PhoneCall,
     queued: &mut (dyn FnMut(Queued) + Send),
 ) -> Result<Session, Refused> {
-    let header = (!phone.is_empty()).then(|| (PHONE_HEADER, phone.to_header()));
-    open_for(config, agent, law, header, Some(queued)).await
+    let headers: Vec<Vouched> = if phone.is_empty() { Vec::new() } else { vec![(PHONE_HEADER, phone.to_header())] };
+    open_for(config, agent, law, headers, Some(queued)).await
 }
 
 /// [`open`] for an answered outbound call: `ticket` (the gateway's, from
 /// [`ToEdge::Place`](switchboard_core::outbound::ToEdge)) goes in the
 /// [`TICKET_HEADER`](switchboard_core::outbound::TICKET_HEADER) header, and the session
-/// starts with the call's context in its memory.
+/// starts with the call's context in its memory; with answering-machine detection, who
+/// answered goes in the [`ANSWERED_BY_HEADER`](switchboard_core::outbound::ANSWERED_BY_HEADER)
+/// header, and into that context.
 ///
 /// The callee is on the line: a wait in the capacity queue counts within
 /// `config.open_timeout` (nobody hears a 182 on an answered call).
-pub async fn open_call(config: &GatewayConfig, agent: &str, law: Law, ticket: &str) -> Result<Session, Refused> {
-    open_for(config, agent, law, Some((switchboard_core::outbound::TICKET_HEADER, ticket.to_owned())), None).await
+pub async fn open_call(
+    config: &GatewayConfig,
+    agent: &str,
+    law: Law,
+    ticket: &str,
+    answered_by: Option<AnsweredBy>,
+) -> Result<Session, Refused> {
+    use switchboard_core::outbound::{ANSWERED_BY_HEADER, TICKET_HEADER};
+    let mut headers = vec![(TICKET_HEADER, ticket.to_owned())];
+    headers.extend(answered_by.map(|by| (ANSWERED_BY_HEADER, by.as_str().to_owned())));
+    open_for(config, agent, law, headers, None).await
 }
 
 /// A header only the edge sends: its name and value.
@@ -261,14 +273,14 @@ async fn open_for(
     config: &GatewayConfig,
     agent: &str,
     law: Law,
-    header: Option<Vouched>,
+    headers: Vec<Vouched>,
     queued: OnQueued<'_>,
 ) -> Result<Session, Refused> {
     let deadline = tokio::time::Instant::now() + config.open_timeout;
     let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
     let no_answer = || unreachable(format!("no answer within {:?}", config.open_timeout));
     let socket =
-        tokio::time::timeout_at(deadline, start(config, agent, law, header)).await.map_err(|_| no_answer())??;
+        tokio::time::timeout_at(deadline, start(config, agent, law, headers)).await.map_err(|_| no_answer())??;
     answer(config, agent, socket, deadline, queued).await
 }
 
@@ -284,10 +296,10 @@ pub(crate) fn request(url: &str, api_key: Option<&str>) -> Result<tungstenite::h
 }
 
 /// Connects and sends the call's `session_start`.
-async fn start(config: &GatewayConfig, agent: &str, law: Law, header: Option<Vouched>) -> Result<Socket, Refused> {
+async fn start(config: &GatewayConfig, agent: &str, law: Law, headers: Vec<Vouched>) -> Result<Socket, Refused> {
     let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
     let mut request = request(&config.url, config.api_key.as_deref()).map_err(unreachable)?;
-    if let Some((name, value)) = header {
+    for (name, value) in headers {
         let value =
             HeaderValue::from_str(&value).map_err(|_| unreachable(format!("the call's {name} is not a header")))?;
         request.headers_mut().insert(name, value);

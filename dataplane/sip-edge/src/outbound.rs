@@ -11,10 +11,11 @@
 //! answered call up and is `failed`.
 //!
 //! An Agent with answering-machine detection has its calls listened to first ([`listen`]):
-//! who answered is reported ([`FromEdge::Detected`]); a machine is hung up on
-//! (`onMachine: hangUp`: `answered` then `completed`, no session; counted
-//! `machine_hung_up`) or left a message (the session opens once the beep ends). Every
-//! answered call reports when the callee first heard the agent ([`FromEdge::Heard`]): the delay from the answer to the agent's first
+//! who answered is reported ([`FromEdge::Detected`]) and told to the session as it opens
+//! (its call's `answeredBy`); a machine is hung up on (`onMachine: hangUp`: `answered`
+//! then `completed`, no session; counted `machine_hung_up`) or left a message (the
+//! session opens once the beep ends). Every answered call reports when the callee first
+//! heard the agent ([`FromEdge::Heard`]): the delay from the answer to the agent's first
 //! audio, detection, the session's opening and the greeting together.
 
 mod listen;
@@ -23,7 +24,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchboard_core::outbound::{AnsweringMachine, CallState, FromEdge, OnMachine, state_of_status};
+use switchboard_core::outbound::{AnsweredBy, AnsweringMachine, CallState, FromEdge, OnMachine, state_of_status};
 use switchboard_sip::call::{CallEvent, EndReason, Incoming};
 use switchboard_sip::media::amd::Verdict;
 use switchboard_sip::media::g711::Law;
@@ -141,13 +142,16 @@ impl PlacedCall {
         let session_law = law(media.codec);
         let mut relay = Relay::new(Arc::clone(&self.settings), session_law, self.placement.peer.ip());
         relay.media(media);
-        if let Some(amd) = self.placement.answering_machine.clone()
-            && !self.detect(&amd, &mut relay, session_law).await
-        {
-            return;
-        }
+        let answered_by = match self.placement.answering_machine.clone() {
+            Some(amd) => match self.detect(&amd, &mut relay, session_law).await {
+                Some(by) => Some(by),
+                None => return,
+            },
+            None => None,
+        };
+        let (agent, ticket) = (&self.placement.agent, &self.placement.ticket);
         let opened = tokio::select! {
-            opened = gateway::open_call(&self.gateway, &self.placement.agent, session_law, &self.placement.ticket) => opened,
+            opened = gateway::open_call(&self.gateway, agent, session_law, ticket, answered_by) => opened,
             () = self.shutdown.cancelled() => {
                 self.hang_up().await;
                 self.metrics.outbound(CallState::Failed);
@@ -205,9 +209,10 @@ impl PlacedCall {
         report(&self.reports, &id, CallState::Completed, None, Some(ended));
     }
 
-    /// Answering-machine detection (see [`listen`]): reports who answered; false when the
-    /// call is over (hung up on a machine, the callee gone, the edge shutting down).
-    async fn detect(&mut self, amd: &AnsweringMachine, relay: &mut Relay, session_law: Law) -> bool {
+    /// Answering-machine detection (see [`listen`]): reports who answered, and returns it
+    /// for the session; `None` when the call is over (hung up on a machine, the callee gone,
+    /// the edge shutting down).
+    async fn detect(&mut self, amd: &AnsweringMachine, relay: &mut Relay, session_law: Law) -> Option<AnsweredBy> {
         let id = self.placement.id.clone();
         let leave_message = amd.on_machine == OnMachine::LeaveMessage;
         let listening = listen::Listening {
@@ -238,16 +243,16 @@ impl PlacedCall {
                         OverInDetection::MachineHungUp,
                         "answered by a machine: hung up (onMachine: hangUp)".to_owned(),
                     );
-                    return false;
+                    return None;
                 }
-                true
+                Some(answered_by)
             }
             listen::Listened::Ended(reason) => {
                 over(
                     OverInDetection::CalleeLeft,
                     format!("the phone side, during answering-machine detection: {reason:?}"),
                 );
-                false
+                None
             }
             listen::Listened::MediaTimeout => {
                 self.hang_up().await;
@@ -255,13 +260,13 @@ impl PlacedCall {
                     OverInDetection::CalleeLeft,
                     "no RTP from the callee during answering-machine detection".to_owned(),
                 );
-                false
+                None
             }
             listen::Listened::Shutdown => {
                 self.hang_up().await;
                 self.metrics.outbound(CallState::Failed);
                 report(&self.reports, &id, CallState::Failed, None, Some("the edge is shutting down".into()));
-                false
+                None
             }
         }
     }

@@ -405,7 +405,8 @@ impl Signalling {
         }
         let (events, receiver) = mpsc::channel(CALL_QUEUE);
         calls.insert(call_id.clone(), Live { events });
-        let leg = PersonLeg { call_id: call_id.clone(), ports, events: Some(receiver), peer };
+        let leg =
+            PersonLeg { call_id: call_id.clone(), ports: std::sync::Arc::new(ports), events: Some(receiver), peer };
         if reply.send(Ok(leg)).is_err() {
             // The caller's task is gone: the leg goes too.
             self.endpoint.hang_up(Instant::now(), &call_id);

@@ -23,6 +23,11 @@
 //! the person itself and bridges the legs (the call's `bridge`); the person's answer is then
 //! the outcome by the same table (their phone answering 200 is `transferred`, 486 `busy`,
 //! no answer within the timeout `no_answer`, ...).
+//!
+//! A warm transfer (`transfer_request.warm`) always dials: the caller is held while the
+//! person's phone rings, `transferred` is reported when the person answers (the agent then
+//! briefs them: [`crate::call::warm`]), and a person who hangs up during the brief is a
+//! second report, `failed`, with the caller back with the agent.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -98,7 +103,9 @@ impl Transfers {
     }
 
     /// The agent's `transfer_request`: the first steps (a REFER, or dialling the person by
-    /// `method`), or at once the `transfer_result` refusing it (another transfer under way).
+    /// `method`; a `warm` one holds the caller and dials), or at once the `transfer_result`
+    /// refusing it (another transfer under way).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         &mut self,
         call_id: &str,
@@ -106,6 +113,7 @@ impl Transfers {
         person: String,
         address: String,
         method: Method,
+        warm: bool,
         timeout_seconds: u32,
     ) -> Result<Vec<Step>, String> {
         if self.current.is_some() {
@@ -113,8 +121,8 @@ impl Transfers {
             self.metrics.transfer(TransferOutcome::Rejected);
             return Err(result(tool_use_id, TransferOutcome::Rejected, message));
         }
-        tracing::info!(call = %call_id, person, ?method, "transferring the caller");
-        let (machine, steps) = Transfer::start(method);
+        tracing::info!(call = %call_id, person, ?method, warm, "transferring the caller");
+        let (machine, steps) = if warm { Transfer::warm() } else { Transfer::start(method) };
         let timeout = Duration::from_secs(u64::from(timeout_seconds.clamp(1, 600)));
         self.current = Some(Current { tool_use_id, person, address, timeout, machine, leg: None });
         Ok(steps)
@@ -182,6 +190,13 @@ impl Transfers {
         self.current.as_mut().and_then(|c| c.leg.take())
     }
 
+    /// The person's leg's sockets and address, when one is placed (a warm transfer's brief
+    /// relays its media).
+    pub(crate) fn leg_media(&self) -> Option<(std::sync::Arc<crate::ports::PortPair>, SocketAddr)> {
+        let leg = self.current.as_ref()?.leg.as_ref()?;
+        Some((std::sync::Arc::clone(&leg.ports), leg.peer))
+    }
+
     /// The person's leg's Call-ID, when one is placed.
     pub(crate) fn leg_id(&self) -> Option<String> {
         self.current.as_ref().and_then(|c| c.leg.as_ref()).map(|l| l.call_id.clone())
@@ -229,10 +244,10 @@ mod tests {
         let metrics = crate::metrics::Metrics::new().expect("metrics");
         let mut transfers = Transfers::new(metrics.clone());
         assert_eq!(transfers.progress("c", TransferProgress::Ended(TransferEnd::TimedOut)), [], "none under way");
-        let steps = transfers.start("c", "t1".into(), "advisor".into(), "sip:a@b".into(), Method::Refer, 20);
+        let steps = transfers.start("c", "t1".into(), "advisor".into(), "sip:a@b".into(), Method::Refer, false, 20);
         assert_eq!(steps.expect("a REFER"), [Step::Refer]);
         assert_eq!(transfers.current().map(|c| c.timeout), Some(Duration::from_secs(20)));
-        let refused = transfers.start("c", "t2".into(), "advisor".into(), "sip:a@b".into(), Method::Refer, 20);
+        let refused = transfers.start("c", "t2".into(), "advisor".into(), "sip:a@b".into(), Method::Refer, false, 20);
         let refused = refused.expect_err("busy");
         assert!(refused.contains(r#""outcome":"rejected""#) && refused.contains("t2"), "{refused}");
         assert_eq!(transfers.progress("c", TransferProgress::Accepted), []);
@@ -252,14 +267,24 @@ mod tests {
     }
 
     #[test]
+    fn a_warm_transfer_holds_the_caller_and_dials_whatever_the_method() {
+        let mut transfers = Transfers::new(crate::metrics::Metrics::new().expect("metrics"));
+        let steps = transfers.start("c", "t1".into(), "advisor".into(), "sip:a@b".into(), Method::Refer, true, 20);
+        assert_eq!(steps.expect("a warm transfer"), [Step::Hold, Step::Dial]);
+        let busy = TransferEnd::Target { status: 486, reason: "Busy Here".into() };
+        assert_eq!(transfers.dial_failed(busy.clone()), [Step::Unhold, Step::Report(busy)]);
+    }
+
+    #[test]
     fn a_refused_refer_or_the_dial_method_dials_the_person() {
         let mut transfers = Transfers::new(crate::metrics::Metrics::new().expect("metrics"));
-        let steps = transfers.start("c", "t1".into(), "advisor".into(), "sip:a@b".into(), Method::Refer, 20);
+        let steps = transfers.start("c", "t1".into(), "advisor".into(), "sip:a@b".into(), Method::Refer, false, 20);
         assert_eq!(steps.expect("a REFER"), [Step::Refer]);
         let refused = TransferEnd::Refused { status: 501, reason: "Not Implemented".into() };
         assert_eq!(transfers.progress("c", TransferProgress::Ended(refused)), [Step::Dial]);
         let mut transfers = Transfers::new(crate::metrics::Metrics::new().expect("metrics"));
-        let steps = transfers.start("c", "t1".into(), "advisor".into(), "+442079460001".into(), Method::Dial, 20);
+        let steps =
+            transfers.start("c", "t1".into(), "advisor".into(), "+442079460001".into(), Method::Dial, false, 20);
         assert_eq!(steps.expect("a dial"), [Step::Dial]);
         let unreachable = TransferEnd::Target { status: 404, reason: "no such host".into() };
         assert_eq!(transfers.dial_failed(unreachable.clone()), [Step::Report(unreachable.clone())]);

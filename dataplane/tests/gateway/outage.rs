@@ -35,7 +35,12 @@ const FAILING_REQUESTS: u64 = 6;
 fn outage(active: bool) -> RouteOutage {
     RouteOutage {
         active,
-        person: Some(Person { name: "advisor".into(), address: "+442079460001".into(), description: String::new() }),
+        person: Some(Person {
+            name: "advisor".into(),
+            address: "+442079460001".into(),
+            description: String::new(),
+            transfer: Default::default(),
+        }),
         message: Some("Our assistant is unavailable; putting you through to an advisor.".into()),
         breaker: Breaker {
             error_percent: 50,

@@ -32,7 +32,12 @@ const OPEN_SECONDS: u32 = 8;
 fn outage() -> RouteOutage {
     RouteOutage {
         active: false,
-        person: Some(Person { name: "advisor".into(), address: "+442079460001".into(), description: String::new() }),
+        person: Some(Person {
+            name: "advisor".into(),
+            address: "+442079460001".into(),
+            description: String::new(),
+            transfer: Default::default(),
+        }),
         message: Some("Putting you through to an advisor.".into()),
         breaker: Breaker {
             error_percent: 50,

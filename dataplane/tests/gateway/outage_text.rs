@@ -27,7 +27,12 @@ const FAILING_REQUESTS: u64 = 6;
 fn outage() -> RouteOutage {
     RouteOutage {
         active: false,
-        person: Some(Person { name: "advisor".into(), address: "+442079460001".into(), description: String::new() }),
+        person: Some(Person {
+            name: "advisor".into(),
+            address: "+442079460001".into(),
+            description: String::new(),
+            transfer: Default::default(),
+        }),
         message: Some("Our voice assistant is unavailable; we can carry on in writing.".into()),
         // Open long enough that no new session of this test is served by the ramp.
         breaker: Breaker { min_turns: 2, open_seconds: 120, ..Breaker::default() },

@@ -22,7 +22,8 @@
 //! and reads what it recorded; [`phone`] drives the baresip phones (callers and callees);
 //! the tests are grouped by what they prove: [`calls`] (inbound calls, refusals, hang-ups,
 //! hostile input), [`trunks`], [`keypad`], [`outbound`], [`transfer`], [`bridge`] (a transfer
-//! the edge dials and bridges itself where REFER is not taken), [`outage`] (an Agent
+//! the edge dials and bridges itself where REFER is not taken), [`warm`] (warm transfers: the
+//! caller on hold while the agent briefs the person), [`outage`] (an Agent
 //! in outage mode: the call goes to its fallback person), [`proxy`] (a carrier's SIP proxy,
 //! Debian's kamailio, between the phone and the edge), [`queue`] (the gateway's capacity
 //! queue: 182 Queued while a call waits, 503 with Retry-After when refused), [`amd`]
@@ -45,3 +46,4 @@ mod stack;
 mod tls;
 mod transfer;
 mod trunks;
+mod warm;

@@ -20,6 +20,8 @@ pub(crate) struct Options {
     pub(crate) then: Option<(u32, u32)>,
     /// The one codec it offers and takes (default `PCMU`).
     pub(crate) codec: Option<&'static str>,
+    /// Seconds of silence before its tone (default half a second).
+    pub(crate) lead: Option<u32>,
 }
 
 /// A baresip instance dialling one URI.
@@ -164,7 +166,8 @@ impl Phone {
                 .expect("sox runs");
             assert!(status.success(), "sox made {file}");
         };
-        part("lead.wav", &["trim", "0", "0.5"]);
+        let lead = options.lead.map_or_else(|| "0.5".to_owned(), |s| s.to_string());
+        part("lead.wav", &["trim", "0", &lead]);
         let (seconds, hz) = options.tone.unwrap_or((1.5, 500));
         part("tone.wav", &["synth", &seconds.to_string(), "sine", &hz.to_string(), "vol", "0.5"]);
         part("tail.wav", &["trim", "0", &silence.to_string()]);

@@ -128,7 +128,7 @@ pub(crate) fn stack_edited(
             local_args,
         ]
         .concat(),
-        &[],
+        &[("SWITCHBOARD_LOG", "info,switchboard_sim=debug")],
         "Chat with: switchboard chat ws://",
     )
     .expect("switchboard local starts");

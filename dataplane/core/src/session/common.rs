@@ -290,20 +290,48 @@ impl Common {
     /// own voice, before it answers the carried request. A return is not greeted: the caller
     /// has met that agent already. The greeting is not part of the conversation sent to the
     /// model (the model answers the caller, not its own greeting).
+    ///
+    /// An outbound call a machine answered, on an Agent that declares the message to leave
+    /// (`spec.telephony.answeringMachine.message`), opens with that message instead: its
+    /// session starts after the beep ([`crate::outbound`]), so the machine records it.
     pub(crate) fn greeting(&self) -> Vec<Effect> {
-        let persona = &self.core.spec().persona.spec;
-        let greets = match self.arrival.as_ref().map(|context| context.kind) {
-            None => true,
-            Some(HandoffKind::Transfer) => persona.speak_first,
-            Some(HandoffKind::Return) => false,
-        };
-        match persona.greeting.as_deref().filter(|g| greets && !g.trim().is_empty()) {
+        match self.opening_line().map(|(line, _)| line) {
             Some(greeting) => vec![
                 Effect::Send(final_text(TranscriptRole::Assistant, greeting, None)),
                 self.transcript("assistant", serde_json::json!({ "text": greeting })),
             ],
             None => Vec::new(),
         }
+    }
+
+    /// The line a session opens with (see [`Common::greeting`]), if any, and whether it is
+    /// the message left on a machine.
+    fn opening_line(&self) -> Option<(&str, bool)> {
+        let spec = self.core.spec();
+        let persona = &spec.persona.spec;
+        let greets = match self.arrival.as_ref().map(|context| context.kind) {
+            None => true,
+            Some(HandoffKind::Transfer) => persona.speak_first,
+            Some(HandoffKind::Return) => false,
+        };
+        if !greets {
+            return None;
+        }
+        if self.arrival.is_none()
+            && let Some(message) = spec.telephony.answering_machine.as_ref().and_then(|amd| amd.message_to_leave())
+            && crate::outbound::answered_by_machine(&self.memory)
+        {
+            return Some((message, true));
+        }
+        persona.greeting.as_deref().filter(|g| !g.trim().is_empty()).map(|greeting| (greeting, false))
+    }
+
+    /// The line the voice model is asked to say before the caller speaks, if any: the
+    /// message left on a machine (see [`Common::greeting`]) always; the greeting when the
+    /// Persona speaks first.
+    pub(crate) fn spoken_opening(&self) -> Option<&str> {
+        let (line, message) = self.opening_line()?;
+        (message || self.core.spec().persona.spec.speak_first).then_some(line)
     }
 
     /// The handoff request for a transfer to `target` or a return, built from this session

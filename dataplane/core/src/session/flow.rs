@@ -85,7 +85,15 @@ impl Session {
         };
         match reported {
             Reported::Transferred(person) => effects.extend(self.end(&format!("transferred to {person}"))),
-            Reported::Failed => effects.extend(self.settle()),
+            Reported::Briefing | Reported::Failed => effects.extend(self.settle()),
+            Reported::PersonLeft(told) => {
+                let told = if self.drive.is_voice() {
+                    self.voice_typed(told, None, now)
+                } else {
+                    self.user_text(told, None, now)
+                };
+                effects.extend(told);
+            }
         }
         effects
     }
@@ -201,6 +209,7 @@ impl Session {
     /// for it or the workflow is at its end; otherwise a queued input starts the next turn.
     pub(super) fn finish_turn(&mut self, stop: StopReason) -> Vec<Effect> {
         self.turn.enter_idle();
+        let spoken_over = stop == StopReason::Interrupted;
         let mut effects =
             vec![Effect::Send(ServerMessage::BidiResponseComplete { turn: self.turn.number(), stop_reason: stop })];
         // A voice stream's history is fixed while it speaks: it compacts between turns (a
@@ -208,7 +217,12 @@ impl Session {
         if self.drive.is_voice() {
             effects.extend(self.compact(false));
         }
-        if self.calls.ending() || self.common.at_end() {
+        // A warm transfer's brief is over once a reply to the person ended (not one the
+        // person spoke over: the agent answers them, and that reply ends it).
+        if let Some(person) = self.calls.briefing().filter(|_| !spoken_over) {
+            let reason = format!("transferred to {person} (warm: the agent briefed them first)");
+            effects.extend(self.end(&reason));
+        } else if self.calls.ending() || self.common.at_end() {
             effects.extend(self.end("the conversation is finished"));
         } else if let Some((next, id)) = self.turn.next_queued() {
             effects.extend(self.begin_turn(next, id));

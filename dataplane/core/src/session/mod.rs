@@ -328,6 +328,14 @@ impl Session {
         self.system_prompt_ref().to_owned()
     }
 
+    /// The line the voice model is to say as the session opens, before the caller speaks:
+    /// the Persona's greeting when it speaks first, or the message an outbound call leaves on
+    /// a machine (`spec.telephony.answeringMachine.message`). The opening effects hold its
+    /// final line; the voice adapter holds that back until the model said it.
+    pub fn spoken_opening(&self) -> Option<&str> {
+        self.common.spoken_opening()
+    }
+
     /// [`Session::system_prompt`], borrowed: rebuilt only after a state change.
     pub fn system_prompt_ref(&mut self) -> &str {
         self.common.prompt(self.conversation.summary())
@@ -362,3 +370,9 @@ impl Session {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+#[path = "voicemail_tests.rs"]
+mod voicemail_tests;
+#[cfg(test)]
+#[path = "warm_tests.rs"]
+mod warm_tests;

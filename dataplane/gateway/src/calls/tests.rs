@@ -33,11 +33,12 @@ fn a_call_goes_to_a_connected_edge_and_moves_with_its_reports() {
     assert_eq!(calls.status("k", &id).expect("status").state, CallState::Ringing);
     assert_eq!(calls.status("someone-else", &id), None, "only its credential reads it");
     // The session the edge opens takes the ticket once, with the variables.
-    let (agent, memory) = calls.redeem(&ticket).expect("the ticket");
+    let (agent, memory) = calls.redeem(&ticket, None).expect("the ticket");
     assert_eq!(agent, "bank/triage");
     assert_eq!(memory["variables"]["customer"], "Ada");
     assert_eq!(memory["to"], "+442079460018");
-    assert_eq!(calls.redeem(&ticket), None, "once");
+    assert_eq!(memory.get("answeredBy"), None, "no detection, no answeredBy");
+    assert_eq!(calls.redeem(&ticket, None), None, "once");
     let answered = FromEdge::Progress {
         id: id.clone(),
         state: CallState::Answered,
@@ -69,7 +70,7 @@ fn busy_no_answer_and_failed_are_final_and_counted() {
         calls.report(edge, report(&placed.id, CallState::Answered, Some(200)), now);
         let read = calls.status("k", &placed.id).expect("status");
         assert_eq!((read.state, read.sip_status), (state, status), "a final state stays");
-        assert_eq!(calls.redeem(&ticket), None, "a finished call's ticket opens nothing");
+        assert_eq!(calls.redeem(&ticket, None), None, "a finished call's ticket opens nothing");
         assert_eq!(outcomes.with_label_values(&[state.as_str()]).get(), 1.0);
     }
 }
@@ -148,4 +149,20 @@ fn the_agents_detection_goes_to_the_edge_and_who_answered_comes_back_into_the_st
     );
     let json = serde_json::to_value(&read).expect("json");
     assert_eq!((json["answered_by"].as_str(), json["agent_heard_after_ms"].as_u64()), (Some("human"), Some(3900)));
+}
+
+#[test]
+fn who_answered_enters_the_calls_memory_with_its_ticket() {
+    let (calls, _) = calls(CallsConfig::default());
+    let now = Instant::now();
+    let (_edge, mut to_edge) = calls.attach();
+    calls.place("k", ("bank", "triage"), request("+442079460018"), now).expect("placed");
+    let Ok(ToEdge::Place { ticket, .. }) = to_edge.try_recv() else { panic!("nothing sent to the edge") };
+    let (_, memory) = calls.redeem(&ticket, Some(AnsweredBy::Machine)).expect("the ticket");
+    assert_eq!(memory["answeredBy"], "machine", "{memory}");
+    assert_eq!(memory["variables"]["customer"], "Ada");
+    for by in [AnsweredBy::Human, AnsweredBy::Machine, AnsweredBy::Unknown] {
+        assert_eq!(AnsweredBy::parse(by.as_str()), Some(by));
+    }
+    assert_eq!(AnsweredBy::parse("Machine"), None, "only the exact words");
 }

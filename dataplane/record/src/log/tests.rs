@@ -170,6 +170,7 @@ async fn a_transfer_to_a_person_and_the_first_agents_variant_mark_the_sessions_r
         address: "+44 20 7946 0000".into(),
         reason: "a card was stolen".into(),
         timeout_seconds: 30,
+        warm: false,
     };
     for (session, outcomes) in [("gw-busy", ["busy", "busy"]), ("gw-put-through", ["busy", "transferred"])] {
         let mut log = SessionLog::new(recorder.clone(), session);

@@ -24,7 +24,6 @@
 
 use switchboard_core::protocol::{ServerMessage, StopReason, TranscriptRole};
 use switchboard_core::{Effect, Input, VoiceEffect, VoiceInput};
-use switchboard_crds::persona::PersonaSpec;
 use switchboard_models::sonic::SPEAK_FIRST_PREFIX;
 
 /// A greeting being spoken, and its transcript line held until it has been said.
@@ -40,10 +39,13 @@ pub struct Greeting {
 }
 
 impl Greeting {
-    /// For a new session of an agent with `persona`: when it speaks first and the core's
-    /// opening `effects` greet, takes the greeting's final line and record entry out of them.
-    pub fn take(persona: &PersonaSpec, effects: &mut Vec<Effect>) -> Option<Self> {
-        let greeting = persona.greeting.as_deref().filter(|g| persona.speak_first && !g.trim().is_empty())?;
+    /// For a new session whose opening line is `spoken` ([`Session::spoken_opening`]: the
+    /// greeting of a Persona that speaks first, or the message left on a machine): when the
+    /// core's opening `effects` say it, takes its final line and record entry out of them.
+    ///
+    /// [`Session::spoken_opening`]: switchboard_core::Session::spoken_opening
+    pub fn take(spoken: Option<&str>, effects: &mut Vec<Effect>) -> Option<Self> {
+        let greeting = spoken.filter(|g| !g.trim().is_empty())?;
         let line = effects.iter().position(|effect| {
             matches!(effect, Effect::Send(ServerMessage::BidiTranscriptStream {
                 role: TranscriptRole::Assistant, is_final: true, text, ..
@@ -140,6 +142,7 @@ fn is_echo(heard: &str) -> bool {
 mod tests {
     use super::*;
     use switchboard_core::TranscriptEntry;
+    use switchboard_crds::persona::PersonaSpec;
 
     const HELLO: &str = "Hello, you're through to Example Bank.";
 
@@ -176,6 +179,11 @@ mod tests {
         })
     }
 
+    /// What the core's session would ask to say first, for a Persona (no machine).
+    fn spoken(persona: &PersonaSpec) -> Option<&str> {
+        persona.greeting.as_deref().filter(|g| persona.speak_first && !g.trim().is_empty())
+    }
+
     fn opening() -> Vec<Effect> {
         vec![Effect::Send(ServerMessage::BidiInterruption {}), line(HELLO), entry(HELLO)]
     }
@@ -183,7 +191,7 @@ mod tests {
     #[test]
     fn a_persona_that_speaks_first_has_its_greeting_line_held_until_the_model_said_it() {
         let mut effects = opening();
-        let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
+        let mut greeting = Greeting::take(spoken(&spec(true, Some(HELLO))), &mut effects).expect("speaks first");
         assert_eq!(effects, vec![Effect::Send(ServerMessage::BidiInterruption {})]);
         assert_eq!(greeting.text(), HELLO);
         assert_eq!(
@@ -203,7 +211,7 @@ mod tests {
     #[test]
     fn a_greeting_cut_short_is_shown_as_configured_and_the_input_still_counts() {
         let mut effects = opening();
-        let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
+        let mut greeting = Greeting::take(spoken(&spec(true, Some(HELLO))), &mut effects).expect("speaks first");
         let end = Input::Voice(VoiceInput::CompletionEnd { stop_reason: StopReason::Interrupted });
         assert_eq!(greeting.on_input(&end), (vec![line(HELLO), entry(HELLO)], true));
         assert_eq!(greeting.on_input(&Input::Voice(VoiceInput::Interrupted)), (vec![], true));
@@ -222,7 +230,7 @@ mod tests {
     #[test]
     fn after_a_transfer_the_carried_request_goes_in_once_the_greeting_was_said() {
         let mut effects = arrival();
-        let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
+        let mut greeting = Greeting::take(spoken(&spec(true, Some(HELLO))), &mut effects).expect("speaks first");
         let start = Effect::Send(ServerMessage::BidiResponseStart { turn: 1 });
         assert_eq!(effects, vec![Effect::Send(ServerMessage::BidiInterruption {}), start]);
         let echo = Input::Voice(VoiceInput::UserFinal(switchboard_models::sonic::speak_first_prompt(HELLO)));
@@ -241,7 +249,7 @@ mod tests {
     #[test]
     fn a_caller_who_speaks_over_the_greeting_after_a_transfer_replaces_the_carried_request() {
         let mut effects = arrival();
-        let mut greeting = Greeting::take(&spec(true, Some(HELLO)), &mut effects).expect("speaks first");
+        let mut greeting = Greeting::take(spoken(&spec(true, Some(HELLO))), &mut effects).expect("speaks first");
         assert_eq!(greeting.on_input(&Input::Voice(VoiceInput::Interrupted)), (vec![line(HELLO), entry(HELLO)], true));
         assert!(!greeting.pending(), "the carried request is dropped");
         let end = Input::Voice(VoiceInput::CompletionEnd { stop_reason: StopReason::Interrupted });
@@ -253,18 +261,18 @@ mod tests {
     fn no_greeting_is_held_unless_the_persona_speaks_first_and_the_core_greeted() {
         for (speak_first, text) in [(false, Some(HELLO)), (true, None), (true, Some("  "))] {
             let mut effects = opening();
-            assert!(Greeting::take(&spec(speak_first, text), &mut effects).is_none());
+            assert!(Greeting::take(spoken(&spec(speak_first, text)), &mut effects).is_none());
             assert_eq!(effects, opening(), "{speak_first} {text:?}");
         }
         // A resumed session, a return, or a transfer to a Persona that does not speak
         // first: the core did not greet, and the carried request goes in at once.
         let mut effects = vec![Effect::Send(ServerMessage::BidiInterruption {})];
-        assert!(Greeting::take(&spec(true, Some(HELLO)), &mut effects).is_none());
+        assert!(Greeting::take(spoken(&spec(true, Some(HELLO))), &mut effects).is_none());
         let mut effects = arrival();
         effects
             .retain(|e| !matches!(e, Effect::Send(ServerMessage::BidiTranscriptStream { .. }) | Effect::Transcript(_)));
         let before = effects.clone();
-        assert!(Greeting::take(&spec(true, Some(HELLO)), &mut effects).is_none());
+        assert!(Greeting::take(spoken(&spec(true, Some(HELLO))), &mut effects).is_none());
         assert_eq!(effects, before);
     }
 }

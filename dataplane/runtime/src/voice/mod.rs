@@ -174,7 +174,7 @@ impl Voice<'_> {
     ) -> Exit {
         let Inputs { inbound, audio, events, shutdown } = inputs;
         let mut effects = opening.effects;
-        let greeting = greeting::Greeting::take(&self.agent.core.spec().persona.spec, &mut effects);
+        let greeting = greeting::Greeting::take(session.spoken_opening(), &mut effects);
         if let Some(exit) = self.apply(session, effects).await {
             return exit;
         }

@@ -259,6 +259,7 @@ impl Session {
                 self.ids.prompt_name = self.protocol.prompt_name().to_owned();
             }
             Input::System(text) => {
+                tracing::debug!(stream = self.stream, system = %text, "system prompt");
                 self.state.sonic.record_system_prompt(self.stream, &text);
                 self.system = text;
             }
@@ -349,6 +350,7 @@ impl Session {
     }
 
     async fn answer_user(&mut self, heard: String, input: Usage, spoken: bool) {
+        tracing::debug!(stream = self.stream, %heard, spoken, system_bytes = self.system.len(), "answering the user");
         self.last_heard = heard.clone();
         let turn = Turn {
             model_id: self.model_id.clone(),

@@ -18,6 +18,9 @@
 //!   differ, keys relayed) until either side hangs up; then BYE to the other. RTP that
 //!   stops on either leg for the media timeout ends both.
 //!
+//! A warm transfer takes the same path, with the agent's brief between the person's answer
+//! and the bridge ([`super::warm`]).
+//!
 //! A person's leg that cannot be placed ends the transfer like a REFER that fails: a host
 //! that does not resolve is `unreachable` (404), no RTP port free or the edge at its call
 //! limit is `unreachable` (503).
@@ -44,17 +47,19 @@ use crate::transfer::{Transfers, target_uri};
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Call {
-    /// Performs a transfer's steps (those that follow from them too); returns the person's
-    /// media when the legs are to be bridged.
+    /// Performs a transfer's signalling steps (those that follow from them too); returns the
+    /// media steps, for the call's task: [`Step::Bridge`] (the person's media, when the legs
+    /// are to be bridged), and a warm transfer's [`Step::Hold`], [`Step::Brief`] and
+    /// [`Step::Unhold`] (see [`super::warm`]).
     pub(super) async fn perform(
         &self,
         transfers: &mut Transfers,
         steps: Vec<Step>,
         to_gateway: &mpsc::Sender<Message>,
-    ) -> Option<Negotiated> {
+    ) -> Vec<Step> {
         let call = self;
         let mut queue: std::collections::VecDeque<Step> = steps.into();
-        let mut bridge = None;
+        let mut media = Vec::new();
         while let Some(step) = queue.pop_front() {
             match step {
                 Step::Refer => {
@@ -88,12 +93,12 @@ impl Call {
                 Step::HangUp(Leg::Caller) => {
                     let _ = call.commands.send(Command::HangUp { call_id: call.call_id.clone() }).await;
                 }
-                Step::Bridge(media) => bridge = Some(media),
+                step @ (Step::Bridge(_) | Step::Hold | Step::Brief(_) | Step::Unhold) => media.push(step),
             }
         }
         // A transfer that is over is forgotten (its person's leg, if any, let go).
         drop(transfers.settle());
-        bridge
+        media
     }
 
     /// Dials the person at `address` for this call (see the module docs).

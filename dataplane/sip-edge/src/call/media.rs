@@ -1,14 +1,17 @@
 //! A call's media apart from its sockets ([`Relay`]): the media session with the phone
 //! (settled, changed, latched to where the phone's RTP really comes from), the agent's
 //! audio held until the media is settled, keys pressed not yet forwarded, the law each side
-//! speaks, and what the media did ([`Counts`], for the call's last log line).
+//! speaks, the hold chime while a warm transfer holds the caller, and what the media did
+//! ([`Counts`], for the call's last log line).
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use switchboard_sip::media::FRAME_SAMPLES;
 use switchboard_sip::media::g711::Law;
+use switchboard_sip::media::hold::HoldTone;
 use switchboard_sip::media::jitter::Playout;
 use switchboard_sip::media::session::{MediaSession, Received};
 use switchboard_sip::sdp::{Codec, Direction, Negotiated};
@@ -48,6 +51,8 @@ pub(crate) struct Relay {
     last_rtp: Instant,
     /// Keys pressed and not yet forwarded (RFC 4733 events, SIP INFO digits).
     pressed: Vec<switchboard_sip::media::telephone::Event>,
+    /// A warm transfer holds the caller: the chime fills what the agent leaves silent.
+    hold: Option<HoldTone>,
     counts: Counts,
 }
 
@@ -81,8 +86,26 @@ impl Relay {
             pending: VecDeque::new(),
             last_rtp: Instant::now(),
             pressed: Vec::new(),
+            hold: None,
             counts: Counts::default(),
         }
+    }
+
+    /// Puts the phone on hold (the chime, in its law, wherever the agent says nothing) or
+    /// takes it off.
+    pub(crate) fn hold(&mut self, on: bool) {
+        let law = self.session.as_ref().map_or(self.session_law, |(_, law, _)| *law);
+        self.hold = on.then(|| HoldTone::new(law));
+    }
+
+    /// The law of the session's audio.
+    pub(crate) fn session_law(&self) -> Law {
+        self.session_law
+    }
+
+    /// Bytes of the agent's audio still to be sent to the phone.
+    pub(crate) fn queued(&self) -> usize {
+        self.session.as_ref().map_or(self.pending.len(), |(session, ..)| session.queued())
     }
 
     /// Whether the media with the phone is settled (the clocks run only then).
@@ -249,6 +272,14 @@ impl Relay {
     /// The caller's frame for the gateway (in the session's law) and the packet for the phone.
     pub(crate) fn tick(&mut self) -> (Option<Vec<u8>>, Option<Packet>) {
         let Some((session, phone_law, _)) = &mut self.session else { return (None, None) };
+        if let Some(hold) = &mut self.hold
+            && session.queued() < FRAME_SAMPLES
+        {
+            if hold.law() != *phone_law {
+                *hold = HoldTone::new(*phone_law);
+            }
+            session.queue_audio(&hold.frame());
+        }
         let tick = session.tick();
         let play = match tick.play {
             Playout::Frame(frame) | Playout::Concealed(frame) => Some(convert(*phone_law, self.session_law, &frame)),
@@ -360,6 +391,24 @@ mod tests {
         }
         assert_eq!(keys, [r#"{"type":"bidi_dtmf","digits":"4"}"#, r##"{"type":"bidi_dtmf","digits":"#"}"##]);
         assert_eq!(relay.counts.keys, 2);
+    }
+
+    #[test]
+    fn on_hold_the_chime_fills_what_the_agent_leaves_silent() {
+        let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
+        relay.media(negotiated(Direction::SendRecv));
+        relay.hold(true);
+        let mut chime = HoldTone::new(Law::Ulaw);
+        let (_, send) = relay.tick();
+        assert_eq!(send.expect("a packet").1[12..], chime.frame()[..], "the chime's first frame");
+        relay.agent_audio(&[0x10; 160]);
+        let (_, send) = relay.tick();
+        let (_, packet) = send.expect("a packet");
+        assert!(packet[12..].iter().all(|b| *b == 0x10), "the agent's audio first, the chime after");
+        relay.hold(false);
+        let (_, send) = relay.tick();
+        assert!(send.expect("silence").1[12..].iter().all(|b| *b == 0xFF), "off hold: silence again");
+        assert_eq!(relay.queued(), 0);
     }
 
     #[test]

@@ -150,6 +150,7 @@ mod tests {
     fn an_agents_settings_become_the_detectors_thresholds() {
         let settings = AnsweringMachine {
             on_machine: OnMachine::HangUp,
+            message: None,
             greeting_max_millis: Some(3000),
             silence_after_greeting_millis: None,
             decision_timeout_millis: Some(6000),

@@ -14,7 +14,19 @@
 //!
 //! The phases, in order: `Referring` → `Dialling` → `Ringing` → `Answered` (the agent told
 //! `transferred`, its session ending) → `Bridged` → `Over`; any of them may go straight to
-//! `Over`. Exactly one [`Step::Report`] is given per transfer.
+//! `Over`. Exactly one [`Step::Report`] is given per cold transfer.
+//!
+//! A warm transfer ([`Transfer::warm`]) always dials (a REFER cannot wait for the agent to
+//! brief the person): the caller is put on hold ([`Step::Hold`]: the edge's hold chime,
+//! [`crate::media::hold`]) while the person's phone rings. When the person answers, their
+//! leg takes the caller's place on the agent's session ([`Step::Brief`]: the agent's voice
+//! goes to the person, the person's to the agent; the caller stays on hold) and the agent is
+//! told `transferred`, so that it tells the person who is calling and why; its session ends
+//! when the brief is over, and the legs are bridged as after a cold dial. Phases: `Dialling`
+//! → `Ringing` → `Briefing` → `Bridged` → `Over`. A person who does not answer takes the
+//! caller off hold ([`Step::Unhold`]) with the one report; a person who hangs up during the
+//! brief does too, with a second report (`failed`: the person left), so that the agent,
+//! which still has the caller, tells them.
 
 use super::refer::{TransferEnd, TransferProgress};
 use super::{CallEvent, EndReason};
@@ -75,6 +87,9 @@ pub enum Phase {
     /// The person answered (with this media); the agent was told `transferred` and its
     /// session is ending.
     Answered(Negotiated),
+    /// A warm transfer's person answered (with this media) and is on the agent's session,
+    /// being briefed; the caller is on hold.
+    Briefing(Negotiated),
     /// The agent's session is over: the edge relays media between the legs.
     Bridged,
     /// Over (reported, and any leg that was to go hung up).
@@ -96,6 +111,15 @@ pub enum Step {
     Bridge(Negotiated),
     /// Hang this leg up (BYE, or CANCEL while it rings).
     HangUp(Leg),
+    /// A warm transfer: the caller hears the hold chime instead of the agent, and the agent
+    /// no longer hears the caller.
+    Hold,
+    /// A warm transfer: the person (with this media) takes the caller's place on the
+    /// agent's session, to be briefed.
+    Brief(Negotiated),
+    /// A warm transfer that did not happen: the caller is back with the agent (the hold
+    /// chime stops; the person's leg, if any, is off the session).
+    Unhold,
 }
 
 /// Whether a REFER refused with `status` means the caller's side takes no REFER (so the
@@ -121,15 +145,32 @@ pub fn end_of(reason: &EndReason) -> TransferEnd {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transfer {
     phase: Phase,
+    /// The agent briefs the person before the caller is put through.
+    warm: bool,
 }
 
 impl Transfer {
     /// Starts a transfer: the REFER, or the person's leg at once.
     pub fn start(method: Method) -> (Self, Vec<Step>) {
         match method {
-            Method::Refer => (Self { phase: Phase::Referring }, vec![Step::Refer]),
-            Method::Dial => (Self { phase: Phase::Dialling }, vec![Step::Dial]),
+            Method::Refer => (Self { phase: Phase::Referring, warm: false }, vec![Step::Refer]),
+            Method::Dial => (Self { phase: Phase::Dialling, warm: false }, vec![Step::Dial]),
         }
+    }
+
+    /// Starts a warm transfer: the caller on hold, and the person's leg at once.
+    pub fn warm() -> (Self, Vec<Step>) {
+        (Self { phase: Phase::Dialling, warm: true }, vec![Step::Hold, Step::Dial])
+    }
+
+    /// Whether the agent briefs the person first.
+    pub fn is_warm(&self) -> bool {
+        self.warm
+    }
+
+    /// Whether a warm transfer's person is on the agent's session now.
+    pub fn is_briefing(&self) -> bool {
+        matches!(self.phase, Phase::Briefing(_))
     }
 
     /// Where the transfer is.
@@ -144,12 +185,21 @@ impl Transfer {
 
     /// Whether a person's leg is placed and not yet over (its events are awaited).
     pub fn has_person(&self) -> bool {
-        matches!(self.phase, Phase::Dialling | Phase::Ringing | Phase::Answered(_) | Phase::Bridged)
+        matches!(
+            self.phase,
+            Phase::Dialling | Phase::Ringing | Phase::Answered(_) | Phase::Briefing(_) | Phase::Bridged
+        )
     }
 
     fn over(&mut self, steps: Vec<Step>) -> Vec<Step> {
         self.phase = Phase::Over;
         steps
+    }
+
+    /// A transfer that did not happen: a warm one takes the caller off hold first.
+    fn failed(&mut self, end: TransferEnd) -> Vec<Step> {
+        let steps = if self.warm { vec![Step::Unhold, Step::Report(end)] } else { vec![Step::Report(end)] };
+        self.over(steps)
     }
 
     /// How the REFER goes: a refusal that says the caller's side takes no REFER dials the
@@ -174,7 +224,7 @@ impl Transfer {
         if !matches!(self.phase, Phase::Dialling | Phase::Ringing) {
             return Vec::new();
         }
-        self.over(vec![Step::Report(end)])
+        self.failed(end)
     }
 
     /// What happened on the person's leg.
@@ -185,15 +235,27 @@ impl Transfer {
                 Vec::new()
             }
             (Phase::Dialling | Phase::Ringing, CallEvent::Established(media)) => {
+                let answered = Step::Report(TransferEnd::Target { status: 200, reason: "OK".to_owned() });
+                if self.warm {
+                    self.phase = Phase::Briefing(media.clone());
+                    return vec![Step::Brief(media.clone()), answered];
+                }
                 self.phase = Phase::Answered(media.clone());
-                vec![Step::Report(TransferEnd::Target { status: 200, reason: "OK".to_owned() })]
+                vec![answered]
             }
-            (Phase::Dialling | Phase::Ringing, CallEvent::Ended(reason)) => {
-                self.over(vec![Step::Report(end_of(reason))])
-            }
+            (Phase::Dialling | Phase::Ringing, CallEvent::Ended(reason)) => self.failed(end_of(reason)),
             (Phase::Answered(_), CallEvent::MediaChanged(media)) => {
                 self.phase = Phase::Answered(media.clone());
                 Vec::new()
+            }
+            (Phase::Briefing(_), CallEvent::MediaChanged(media)) => {
+                self.phase = Phase::Briefing(media.clone());
+                Vec::new()
+            }
+            // The person left during the brief: the caller is back with the agent, which
+            // was told `transferred` and now hears that the person left.
+            (Phase::Briefing(_), CallEvent::Ended(_)) => {
+                self.failed(TransferEnd::Abandoned("the person hung up while the agent briefed them".to_owned()))
             }
             // The person hung up once answered: the agent was already told `transferred`, so
             // the caller's leg goes too.
@@ -202,12 +264,12 @@ impl Transfer {
         }
     }
 
-    /// The agent's session ended: once the person answered, the legs are bridged; while the
-    /// person's phone still rings, its leg is cancelled (the caller's leg ends with the
-    /// session as any call does).
+    /// The agent's session ended: once the person answered (a warm transfer's brief is
+    /// over), the legs are bridged; while the person's phone still rings, its leg is
+    /// cancelled (the caller's leg ends with the session as any call does).
     pub fn session_ended(&mut self) -> Vec<Step> {
         match std::mem::replace(&mut self.phase, Phase::Over) {
-            Phase::Answered(media) => {
+            Phase::Answered(media) | Phase::Briefing(media) => {
                 self.phase = Phase::Bridged;
                 vec![Step::Bridge(media)]
             }
@@ -228,7 +290,7 @@ impl Transfer {
                 Step::HangUp(Leg::Person),
                 Step::Report(TransferEnd::Abandoned("the caller hung up while the person's phone rang".to_owned())),
             ]),
-            Phase::Answered(_) | Phase::Bridged => self.over(vec![Step::HangUp(Leg::Person)]),
+            Phase::Answered(_) | Phase::Briefing(_) | Phase::Bridged => self.over(vec![Step::HangUp(Leg::Person)]),
             Phase::Referring | Phase::Over => self.over(Vec::new()),
         }
     }

@@ -124,6 +124,64 @@ fn hanging_up_on_either_side_takes_the_other_leg_with_it() {
     assert_eq!(transfer.caller_ended(), []);
 }
 
+fn answered() -> Step {
+    Step::Report(TransferEnd::Target { status: 200, reason: "OK".into() })
+}
+
+#[test]
+fn a_warm_transfer_holds_the_caller_briefs_the_person_then_bridges() {
+    let (mut transfer, steps) = Transfer::warm();
+    assert_eq!(steps, [Step::Hold, Step::Dial], "the caller on hold, the person dialled at once");
+    assert!(transfer.is_warm() && !transfer.is_briefing());
+    assert_eq!(transfer.person(&CallEvent::Progress(180)), []);
+    let steps = transfer.person(&CallEvent::Established(media(4000)));
+    assert_eq!(steps, [Step::Brief(media(4000)), answered()], "the person takes the caller's place; the agent told");
+    assert!(transfer.is_briefing() && transfer.has_person());
+    assert_eq!(transfer.person(&CallEvent::MediaChanged(media(4002))), []);
+    // The brief is over: the session ends and the legs are bridged with the newer media.
+    assert_eq!(transfer.session_ended(), [Step::Bridge(media(4002))]);
+    assert_eq!(transfer.phase(), &Phase::Bridged);
+    assert_eq!(transfer.caller_ended(), [Step::HangUp(Leg::Person)]);
+    assert!(transfer.is_over());
+}
+
+#[test]
+fn a_warm_transfer_that_fails_takes_the_caller_off_hold_with_why() {
+    let cases = [
+        (rejected(486), TransferEnd::Target { status: 486, reason: "R".into() }),
+        (rejected(603), TransferEnd::Target { status: 603, reason: "R".into() }),
+        (CallEvent::Ended(EndReason::NoAnswer), TransferEnd::TimedOut),
+    ];
+    for (event, end) in cases {
+        let (mut transfer, _) = Transfer::warm();
+        transfer.person(&CallEvent::Progress(180));
+        assert_eq!(transfer.person(&event), [Step::Unhold, Step::Report(end)], "{event:?}");
+        assert!(transfer.is_over());
+    }
+    let (mut transfer, _) = Transfer::warm();
+    let unreachable = TransferEnd::Target { status: 404, reason: "no such host".into() };
+    assert_eq!(transfer.dial_failed(unreachable.clone()), [Step::Unhold, Step::Report(unreachable)]);
+    // The person hangs up during the brief: the caller is back, and the agent hears it.
+    let (mut transfer, _) = Transfer::warm();
+    transfer.person(&CallEvent::Established(media(4000)));
+    let steps = transfer.person(&CallEvent::Ended(EndReason::RemoteHangUp));
+    assert_eq!(steps[0], Step::Unhold);
+    assert!(matches!(&steps[1], Step::Report(TransferEnd::Abandoned(why)) if why.contains("briefed")), "{steps:?}");
+    assert_eq!(transfer.session_ended(), [], "no bridge: the person is gone");
+}
+
+#[test]
+fn a_caller_who_hangs_up_during_a_warm_transfer_takes_the_persons_leg_with_them() {
+    let (mut transfer, _) = Transfer::warm();
+    let steps = transfer.caller_ended();
+    assert_eq!(steps[0], Step::HangUp(Leg::Person));
+    assert!(matches!(&steps[1], Step::Report(TransferEnd::Abandoned(_))), "{steps:?}");
+    let (mut transfer, _) = Transfer::warm();
+    transfer.person(&CallEvent::Established(media(4000)));
+    assert_eq!(transfer.caller_ended(), [Step::HangUp(Leg::Person)], "during the brief: BYE to the person");
+    assert_eq!(transfer.session_ended(), []);
+}
+
 #[derive(Clone, Debug)]
 enum Input {
     Refer(u16),
@@ -158,11 +216,15 @@ fn person_event(kind: u8) -> CallEvent {
 proptest! {
     #[test]
     fn any_sequence_reports_at_most_once_and_bridges_only_what_answered(
-        dial in any::<bool>(),
+        kind in 0u8..3,
         inputs in proptest::collection::vec(input(), 0..24),
     ) {
-        let method = if dial { Method::Dial } else { Method::Refer };
-        let (mut transfer, mut all) = Transfer::start(method);
+        let (mut transfer, mut all) = match kind {
+            0 => Transfer::start(Method::Refer),
+            1 => Transfer::start(Method::Dial),
+            _ => Transfer::warm(),
+        };
+        let warm = transfer.is_warm();
         for input in inputs {
             let before = transfer.phase().clone();
             let steps = match input {
@@ -184,16 +246,29 @@ proptest! {
             }
             for step in &steps {
                 if let Step::Bridge(_) = step {
-                    prop_assert!(matches!(before, Phase::Answered(_)), "bridged from {before:?}");
+                    let from = if warm { matches!(before, Phase::Briefing(_)) } else { matches!(before, Phase::Answered(_)) };
+                    prop_assert!(from, "bridged from {before:?}");
                 }
                 if step == &Step::HangUp(Leg::Person) {
-                    prop_assert!(matches!(before, Phase::Dialling | Phase::Ringing | Phase::Answered(_) | Phase::Bridged));
+                    prop_assert!(transfer_had_person(&before), "{before:?}");
+                }
+                if matches!(step, Step::Hold | Step::Brief(_) | Step::Unhold) {
+                    prop_assert!(warm, "only a warm transfer holds or briefs: {step:?}");
                 }
             }
             all.extend(steps);
         }
         let reports = all.iter().filter(|s| matches!(s, Step::Report(_))).count();
-        prop_assert!(reports <= 1, "{all:?}");
+        // A warm transfer's person who leaves during the brief is a second report.
+        let briefed = all.iter().any(|s| matches!(s, Step::Brief(_)));
+        prop_assert!(reports <= if warm && briefed { 2 } else { 1 }, "{all:?}");
+        if warm {
+            let unholds = all.iter().filter(|s| **s == Step::Unhold).count();
+            prop_assert!(unholds <= 1, "{all:?}");
+            if let Some(i) = all.iter().position(|s| *s == Step::Unhold) {
+                prop_assert!(!all[i..].iter().any(|s| matches!(s, Step::Bridge(_))), "never bridged after unhold: {all:?}");
+            }
+        }
         let dials = all.iter().filter(|s| **s == Step::Dial).count();
         prop_assert!(dials <= 1, "one person's leg at most: {all:?}");
         if let Some(i) = all.iter().position(|s| matches!(s, Step::Bridge(_))) {
@@ -201,4 +276,8 @@ proptest! {
             prop_assert!(all[..i].contains(&answered), "bridged only after `transferred`: {all:?}");
         }
     }
+}
+
+fn transfer_had_person(phase: &Phase) -> bool {
+    matches!(phase, Phase::Dialling | Phase::Ringing | Phase::Answered(_) | Phase::Briefing(_) | Phase::Bridged)
 }

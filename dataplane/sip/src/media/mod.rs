@@ -1,14 +1,15 @@
 //! Media without I/O: RTP packets ([`rtp`]), RTCP reports and statistics ([`rtcp`]),
 //! RFC 4733 telephone events ([`telephone`]), G.711 μ-law and A-law ([`g711`]), a jitter
 //! buffer with loss concealment ([`jitter`]), and one call's media both ways put
-//! together ([`session`]), two calls' media joined ([`bridge`]), and answering-machine
-//! detection on outbound calls ([`amd`]).
+//! together ([`session`]), two calls' media joined ([`bridge`]), answering-machine
+//! detection on outbound calls ([`amd`]), and the hold chime of a warm transfer ([`hold`]).
 //! The edge's socket task hands datagrams in and sends what comes out; a tick every
 //! [`FRAME_MS`] drives playout and pacing.
 
 pub mod amd;
 pub mod bridge;
 pub mod g711;
+pub mod hold;
 pub mod jitter;
 pub mod rtcp;
 pub mod rtp;

@@ -63,6 +63,8 @@ struct Call {
     /// A transfer to this person waits for the client's `transfer_result` (until
     /// `deadline`); see [`crate::transfer`].
     transfer: Option<String>,
+    /// That transfer is warm: the agent briefs the person before the caller is put through.
+    warm: bool,
     /// When the tool started running (for `tool_complete.duration_ms`).
     started: Option<Instant>,
     /// A keypad input being typed (see `keypad`); the caller's keys come here.
@@ -81,6 +83,7 @@ impl From<ToolUse> for Call {
             deadline: None,
             running: false,
             transfer: None,
+            warm: false,
             started: None,
             keypad: None,
             result: None,
@@ -96,6 +99,9 @@ pub(crate) struct Calls {
     pending_handoff: Option<HandoffRequest>,
     /// A call asked to end the session after the turn.
     ending: bool,
+    /// A warm transfer's person answered: the agent briefs them, and the session ends when
+    /// that reply is over (see `transfer`).
+    briefing: Option<transfer::Briefing>,
     cache: ToolCache,
     /// Until when a `#` ends the keypad entry that just ended at its `maxDigits` (see
     /// `keypad`).
@@ -254,10 +260,16 @@ impl Calls {
         self.ending
     }
 
+    /// The person a warm transfer's agent is briefing now, if one is.
+    pub(crate) fn briefing(&self) -> Option<&str> {
+        self.briefing.as_ref().map(|b| b.person.as_str())
+    }
+
     /// The session ends: no call goes on, no result is cached.
     pub(crate) fn end(&mut self) {
         self.cache = ToolCache::default();
         self.calls.clear();
+        self.briefing = None;
     }
 }
 

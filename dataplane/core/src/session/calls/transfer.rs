@@ -3,6 +3,12 @@
 //! `transfer_result` — `transferred` answers the call and the session ends (the session's
 //! part), anything else answers it with a `transfer_<outcome>` error for the model — or
 //! for its deadline, past which it ends as `transfer_no_answer`.
+//!
+//! A warm transfer's `transferred` means the person answered and now hears the agent
+//! instead of the caller: the call's result tells the model to brief them ([`BRIEF`]), and
+//! the session ends when that reply is over ([`Calls::briefing`]; the session's part). A
+//! failure reported for it afterwards (the person hung up during the brief) is
+//! [`Reported::PersonLeft`]: the session goes on with the caller.
 
 use std::time::Instant;
 
@@ -13,11 +19,30 @@ use crate::tools::{FailureKind, ToolFailure};
 use super::plan::Step;
 use super::{Calls, Cx};
 
+/// What the model is told when a warm transfer's person answers.
+pub const BRIEF: &str = "The person answered and is on the line with you now; the caller is on hold and cannot hear \
+     either of you. Tell the person briefly who is calling and why, from the conversation so far (a sentence or \
+     two), then stop: when you finish, the caller is put through to them and the call leaves you.";
+
+/// A warm transfer whose person the agent is briefing.
+#[derive(Clone, Debug)]
+pub(crate) struct Briefing {
+    /// The transfer's tool call.
+    id: String,
+    /// Whom.
+    pub(crate) person: String,
+}
+
 /// What a `transfer_result` did.
 #[derive(Debug)]
 pub(crate) enum Reported {
     /// The caller is with this person: the session ends.
     Transferred(String),
+    /// A warm transfer's person answered: the agent briefs them (the session ends after).
+    Briefing,
+    /// A warm transfer's person hung up during the brief: the caller is back with the
+    /// agent, which is told so (this text).
+    PersonLeft(String),
     /// It failed: the call has its error result.
     Failed,
 }
@@ -53,10 +78,13 @@ impl Calls {
         call.deadline = Some(now + planned.patience);
         call.transfer = Some(planned.person.clone());
         let mut request = planned.request;
-        if let ServerMessage::TransferRequest { tool_use_id, .. } = &mut request {
+        if let ServerMessage::TransferRequest { tool_use_id, warm, .. } = &mut request {
             tool_use_id.clone_from(&call.id);
+            call.warm = *warm;
         }
-        let entry = serde_json::json!({ "id": call.id, "person": planned.person, "outcome": "requested" });
+        let mode = if call.warm { "warm" } else { "cold" };
+        let entry =
+            serde_json::json!({ "id": call.id, "person": planned.person, "outcome": "requested", "mode": mode });
         vec![cx.common.transcript("transfer", entry), Effect::Send(request)]
     }
 
@@ -70,12 +98,25 @@ impl Calls {
         cx: &mut Cx<'_>,
         now: Instant,
     ) -> Option<(Vec<Effect>, Reported)> {
-        let index = self.calls.iter().position(|c| c.id == id && c.transfer.is_some() && c.result.is_none())?;
-        let person = self.calls[index].transfer.clone().unwrap_or_default();
         let message: String = message.chars().filter(|c| !c.is_control()).take(300).collect();
-        let entry = serde_json::json!({ "id": id, "person": person, "outcome": outcome.as_str(), "message": message });
+        let Some(index) = self.calls.iter().position(|c| c.id == id && c.transfer.is_some() && c.result.is_none())
+        else {
+            return self.person_left(id, outcome, &message, cx);
+        };
+        let person = self.calls[index].transfer.clone().unwrap_or_default();
+        let warm = self.calls[index].warm;
+        let mode = if warm { "warm" } else { "cold" };
+        let entry = serde_json::json!({
+            "id": id, "person": person, "outcome": outcome.as_str(), "message": message, "mode": mode
+        });
         let mut effects = vec![cx.common.transcript("transfer", entry)];
         let Some(kind) = FailureKind::of_transfer(outcome) else {
+            if warm {
+                let result = serde_json::json!({ "answered": true, "person": person, "now": BRIEF });
+                effects.extend(self.finish_call(index, Ok(result), cx, now));
+                self.briefing = Some(Briefing { id: id.to_owned(), person });
+                return Some((effects, Reported::Briefing));
+            }
             let result = serde_json::json!({ "transferred": true, "person": person });
             effects.extend(self.finish_call(index, Ok(result), cx, now));
             return Some((effects, Reported::Transferred(person)));
@@ -90,6 +131,30 @@ impl Calls {
         );
         effects.extend(self.finish_call(index, Err(failure), cx, now));
         Some((effects, Reported::Failed))
+    }
+
+    /// A failure reported for the warm transfer being briefed: the person left, the brief is
+    /// off and the caller back. `None` for any other id or outcome.
+    fn person_left(
+        &mut self,
+        id: &str,
+        outcome: TransferOutcome,
+        message: &str,
+        cx: &mut Cx<'_>,
+    ) -> Option<(Vec<Effect>, Reported)> {
+        if outcome == TransferOutcome::Transferred || self.briefing.as_ref().is_none_or(|b| b.id != id) {
+            return None;
+        }
+        let person = self.briefing.take().map(|b| b.person).unwrap_or_default();
+        let entry = serde_json::json!({
+            "id": id, "person": person, "outcome": outcome.as_str(), "message": message, "mode": "warm"
+        });
+        let text = format!(
+            "(From the system, not the caller's words.) {person} hung up before the caller was put through ({message}). \
+             The caller is back on the line with you and heard none of it: tell them, and offer what you can \
+             (try again later, a call back)."
+        );
+        Some((vec![cx.common.transcript("transfer", entry)], Reported::PersonLeft(text)))
     }
 
     /// Transfers whose client did not answer by their deadline end as unanswered.

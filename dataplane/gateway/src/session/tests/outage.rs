@@ -17,7 +17,12 @@ use crate::session::machine::{ClientFrame, Effect, Event, Machine, Phase};
 fn outage(active: bool) -> RouteOutage {
     RouteOutage {
         active,
-        person: Some(Person { name: "advisor".into(), address: "+442079460001".into(), description: String::new() }),
+        person: Some(Person {
+            name: "advisor".into(),
+            address: "+442079460001".into(),
+            description: String::new(),
+            transfer: Default::default(),
+        }),
         message: Some("Putting you through to an advisor.".into()),
         breaker: Breaker::default(),
         text: false,
