@@ -737,7 +737,7 @@ export type DisplayCardMessage = {
 };
 
 /**
- * The agent puts the caller through to a person (`transfer_to_person`, a cold transfer: the caller leaves the agent). The client performs it — the SIP edge transfers the call (SIP REFER) — and answers with `transfer_result`. Unanswered for `timeout_seconds` plus 15 s, the transfer ends as `no_answer`.
+ * The agent puts the caller through to a person (`transfer_to_person`). The client performs it — the SIP edge transfers the call (SIP REFER, or it dials and bridges) — and answers with `transfer_result`. Unanswered for `timeout_seconds` plus 15 s, the transfer ends as `no_answer`. Cold (the default): `transferred` ends the session. Warm (`warm: true`): the client holds the caller and dials the person; `transferred` means the person answered and now hears the agent instead of the caller: the session goes on while the agent briefs them and ends when its reply is over, and the client then puts the caller through. A person who hangs up during the brief is a second `transfer_result` for the same call (`failed`): the caller is back.
  */
 export type TransferRequestMessage = {
   /**
@@ -761,6 +761,10 @@ export type TransferRequestMessage = {
    */
   tool_use_id: string;
   type: "transfer_request";
+  /**
+   * A warm transfer: the agent briefs the person before the caller is put through.
+   */
+  warm?: boolean;
 };
 
 /**

@@ -845,10 +845,14 @@ class DisplayCardMessage(TypedDict):
 
 
 class TransferRequestMessage(TypedDict):
-    """The agent puts the caller through to a person (`transfer_to_person`, a cold transfer: the caller
-    leaves the agent). The client performs it — the SIP edge transfers the call (SIP REFER) — and
-    answers with `transfer_result`. Unanswered for `timeout_seconds` plus 15 s, the transfer ends as
-    `no_answer`.
+    """The agent puts the caller through to a person (`transfer_to_person`). The client performs it —
+    the SIP edge transfers the call (SIP REFER, or it dials and bridges) — and answers with
+    `transfer_result`. Unanswered for `timeout_seconds` plus 15 s, the transfer ends as `no_answer`.
+    Cold (the default): `transferred` ends the session. Warm (`warm: true`): the client holds the
+    caller and dials the person; `transferred` means the person answered and now hears the agent
+    instead of the caller: the session goes on while the agent briefs them and ends when its reply
+    is over, and the client then puts the caller through. A person who hangs up during the brief is
+    a second `transfer_result` for the same call (`failed`): the caller is back.
     """
     address: str
     """Where the person is: an E.164 number or a SIP URI.
@@ -866,6 +870,9 @@ class TransferRequestMessage(TypedDict):
     """The tool call; `transfer_result` names it.
     """
     type: Literal["transfer_request"]
+    warm: NotRequired[bool]
+    """A warm transfer: the agent briefs the person before the caller is put through.
+    """
 
 
 # The session moves to another agent (`transfer`), or back to the agent that transferred it
