@@ -9,10 +9,11 @@
 # ignored `pods` tests of switchboard-dataplane, run here one at a time): triage -> idv by
 # voice -> banking -> back to triage on one socket, a runtime pod deleted mid-session, a
 # Persona edit rolling the pods under a live voice call, a gateway replica deleted and its
-# client resuming on another, AgentTests run as Jobs (one gating a rollout, one judged and
+# client resuming on another, one model quota shared by the two replicas, AgentTests run as Jobs (one gating a rollout, one judged and
 # spoken, its judge and Amazon Polly the simulator, trusted through the same caBundle); a
 # phone call (baresip) through the chart's SIP edge on the node's network to triage's number,
-# its reply heard; the operator's NetworkPolicy applied; the operator's leader pod
+# its reply heard; WebRTC calls to the gateway on the node's network (UDP and ICE-TCP) and
+# then behind a UDP LoadBalancer Service; the operator's NetworkPolicy applied; the operator's leader pod
 # deleted, the other replica taking over. The gateway records every session into a
 # PostgreSQL on this machine (gateway.record): the conversations above are in it, with the
 # Agents they went through, read back with `switchboard sessions`.
