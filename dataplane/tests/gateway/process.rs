@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use switchboard_crds::routing::{RoutingTable, SESSION_PATH};
@@ -31,17 +31,8 @@ impl GatewayProcess {
             .arg(dir.join("gateway.pem"))
             .arg("--routes-file")
             .arg(dir.join("routes.json"))
-            .args(args)
-            .env("SWITCHBOARD_LOG", served::log_filter("warn"))
-            .env_remove("SWITCHBOARD_LOG_FORMAT")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null());
-        let marker = "gateway serving /v1/session";
-        let (child, addr) = served::spawn_serving(command, marker, Duration::from_secs(30), move |line| {
-            if !line.contains(marker) {
-                eprintln!("{line}");
-            }
-        });
+            .args(args);
+        let (child, addr) = served::spawn_gateway(command);
         let process = Self { child, addr };
         // The address is the one this process bound; ready when its /readyz says so.
         for _ in 0..200 {

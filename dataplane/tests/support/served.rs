@@ -70,6 +70,23 @@ pub fn spawn_serving(
     }
 }
 
+/// Spawns `switchboard gateway` (its further arguments in `command`, which must include
+/// `--listen 127.0.0.1:0`) logging at `warn` as text, its stdout dropped; returns the
+/// process and the address it bound. Its other log lines go to the test's stderr.
+pub fn spawn_gateway(mut command: Command) -> (Child, SocketAddr) {
+    command
+        .env("SWITCHBOARD_LOG", log_filter("warn"))
+        .env_remove("SWITCHBOARD_LOG_FORMAT")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null());
+    let marker = "gateway serving /v1/session";
+    spawn_serving(command, marker, Duration::from_secs(30), move |line| {
+        if !line.contains(marker) {
+            eprintln!("{line}");
+        }
+    })
+}
+
 /// A TCP port on 127.0.0.1 bound and not listening, for as long as the value lives: a
 /// connection there is refused (nothing listens), and no other process can take the port
 /// meanwhile (a port chosen free and released could be anyone's a moment later).

@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use switchboard_core::grant::GatewaySigner;
@@ -131,17 +131,8 @@ async fn start_gateway(dir: &Path) -> (Process, SocketAddr) {
         .arg("--routes-file")
         .arg(dir.join("routes.json"))
         .arg("--api-keys-file")
-        .arg(dir.join("keys"))
-        .env("SWITCHBOARD_LOG", served::log_filter("warn"))
-        .env_remove("SWITCHBOARD_LOG_FORMAT")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null());
-    let marker = "gateway serving /v1/session";
-    let (child, addr) = served::spawn_serving(command, marker, Duration::from_secs(30), move |line| {
-        if !line.contains(marker) {
-            eprintln!("{line}");
-        }
-    });
+        .arg(dir.join("keys"));
+    let (child, addr) = served::spawn_gateway(command);
     let process = Process(child);
     for _ in 0..300 {
         if readyz(addr).await {
