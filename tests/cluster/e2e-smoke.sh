@@ -334,15 +334,22 @@ before="$(triage_sessions)" || die "cannot read the record"
 called="$("$BIN/aiortc-python" "$HERE/webrtc-call.py" "$HTTP_URL" "$NS/triage" "$PHONE_DIR/say.wav" \
   2>"$DIR/e2e-webrtc.err" | tail -n1)" \
   || die "the aiortc call failed: $called $(tail -n 5 "$DIR/e2e-webrtc.err") -- the gateway: $(gateway_logs)"
-echo "$called" | NODE_IP="$NODE_IP" PORT="$WEBRTC_PORT" python3 -c '
+# aiortc_call PORT: webrtc-call.py's result ($called) checked: a UDP candidate at the node's
+# address and PORT, triage's session, DELETE answered 200; prints the frames of reply audio
+# heard above silence.
+aiortc_call() {
+  echo "$called" | NODE_IP="$NODE_IP" PORT="$1" python3 -c '
 import json, os, sys
 r = json.load(sys.stdin)
-node = os.environ["NODE_IP"] + " " + os.environ["PORT"]
-assert any(" udp " in c and node in c for c in r["candidates"]), "no UDP candidate at the node: %s" % r["candidates"]
+at = os.environ["NODE_IP"] + " " + os.environ["PORT"]
+assert any(" udp " in c and at in c for c in r["candidates"]), "no UDP candidate at %s: %s" % (at, r["candidates"])
 assert "triage" in r["agent"], r["agent"]
 assert r["deleted"] == 200, r["deleted"]
-' || die "the aiortc call: $called"
-log "ok: an aiortc caller reached triage over WebRTC at the node's UDP port: $(echo "$called" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["audio"]["loud"], "frames of reply audio heard")')"
+print(r["audio"]["loud"])
+'
+}
+heard="$(aiortc_call "$WEBRTC_PORT")" || die "the aiortc call: $called"
+log "ok: an aiortc caller reached triage over WebRTC at the node's UDP port: $heard frames of reply audio heard"
 "$BIN/sox" -n -r 16000 -c 1 -b 16 "$PHONE_DIR/tone16.wav" synth 1.5 sine 500 vol 0.5
 "$BIN/sox" -n -r 16000 -c 1 -b 16 "$PHONE_DIR/quiet16.wav" trim 0 8
 "$BIN/sox" "$PHONE_DIR/quiet16.wav" "$PHONE_DIR/tone16.wav" "$PHONE_DIR/quiet16.wav" "$PHONE_DIR/mic.wav"
@@ -405,16 +412,9 @@ until called="$("$BIN/aiortc-python" "$HERE/webrtc-call.py" "$HTTP_URL" "$NS/tri
     || die "the aiortc call through the LoadBalancer failed: $called $(tail -n 5 "$DIR/e2e-webrtc.err") -- the gateway: $(gateway_logs)"
   sleep 5
 done
-echo "$called" | NODE_IP="$NODE_IP" PORT="$WEBRTC_LB_PORT" python3 -c '
-import json, os, sys
-r = json.load(sys.stdin)
-lb = os.environ["NODE_IP"] + " " + os.environ["PORT"]
-assert any(" udp " in c and lb in c for c in r["candidates"]), "no UDP candidate at the load balancer: %s" % r["candidates"]
-assert "triage" in r["agent"], r["agent"]
-assert r["deleted"] == 200, r["deleted"]
-assert r["audio"]["loud"] > 0, r["audio"]
-' || die "the aiortc call through the LoadBalancer: $called"
-log "ok: an aiortc caller reached triage through the LoadBalancer Service at $NODE_IP:$WEBRTC_LB_PORT: $(echo "$called" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["audio"]["loud"], "frames of reply audio heard")')"
+heard="$(aiortc_call "$WEBRTC_LB_PORT")" && [ "$heard" -gt 0 ] \
+  || die "the aiortc call through the LoadBalancer (at the load balancer's address, reply audio heard): $called"
+log "ok: an aiortc caller reached triage through the LoadBalancer Service at $NODE_IP:$WEBRTC_LB_PORT: $heard frames of reply audio heard"
 kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""
 
 # The operator runs as the chart's two pods and one of them holds the Lease. Its pod
