@@ -3,35 +3,17 @@
 //! its CRLF, a stream that loses its framing is answered and closed, and the UDP port
 //! answers the same as before beside it.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, RateConfig};
+use switchboard_sip_edge::Edge;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
 async fn edge() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let probe = std::net::UdpSocket::bind("127.0.0.1:0").expect("a port");
-    let base = probe.local_addr().expect("addr").port() & !1;
-    drop(probe);
-    let config = EdgeConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        tcp: true,
-        tls: None,
-        advertise: "127.0.0.1".parse().expect("ip"),
-        rtp_ports: base..=base + 3,
-        gateway: GatewayConfig {
-            url: "ws://127.0.0.1:9/v1/session".into(),
-            api_key: None,
-            open_timeout: Duration::from_secs(1),
-        },
-        max_calls: 4,
-        rate: RateConfig::default(),
-        media: MediaSettings::default(),
-        trunks: Default::default(),
-        outbound: None,
-        transfer: switchboard_sip_edge::TransferMethod::default(),
-    };
+    let config = common::config("127.0.0.1:0".parse().expect("addr"), true, None);
     let edge = Edge::bind(config).await.expect("the edge binds");
     let addr = edge.local_addr();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

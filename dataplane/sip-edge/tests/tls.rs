@@ -5,12 +5,14 @@
 //! past its bound are closed, logged and counted, while an established connection and UDP
 //! go on answering.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
-use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, Metrics, RateConfig, TlsConfig};
+use switchboard_sip_edge::{Edge, Metrics, TlsConfig};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 use tokio_rustls::TlsConnector;
@@ -39,32 +41,12 @@ struct Running {
 }
 
 async fn edge(handshake_timeout: Duration, max_per_address: usize) -> Running {
-    let probe = std::net::UdpSocket::bind("127.0.0.1:0").expect("a port");
-    let base = probe.local_addr().expect("addr").port() & !1;
-    drop(probe);
     let (cert, key, ca) = certificates();
     let listen = "127.0.0.1:0".parse().expect("addr");
     let mut tls = TlsConfig::from_pem(listen, cert.as_bytes(), key.as_bytes()).expect("the certificate serves");
     tls.handshake_timeout = handshake_timeout;
     tls.max_per_address = max_per_address;
-    let config = EdgeConfig {
-        listen,
-        tcp: false,
-        tls: Some(tls),
-        advertise: "127.0.0.1".parse().expect("ip"),
-        rtp_ports: base..=base + 3,
-        gateway: GatewayConfig {
-            url: "ws://127.0.0.1:9/v1/session".into(),
-            api_key: None,
-            open_timeout: Duration::from_secs(1),
-        },
-        max_calls: 4,
-        rate: RateConfig::default(),
-        media: MediaSettings::default(),
-        trunks: Default::default(),
-        outbound: None,
-        transfer: switchboard_sip_edge::TransferMethod::default(),
-    };
+    let config = common::config(listen, false, Some(tls));
     let edge = Edge::bind(config).await.expect("the edge binds");
     let (udp, tls, metrics) = (edge.local_addr(), edge.tls_addr().expect("a TLS address"), edge.metrics());
     assert_ne!(udp.port(), tls.port(), "TLS listens on a port of its own");

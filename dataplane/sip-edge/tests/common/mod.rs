@@ -1,0 +1,33 @@
+//! What the edge's socket tests share: an edge configuration with no gateway behind it
+//! (what they test is answered by the endpoint itself).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use switchboard_sip_edge::{EdgeConfig, GatewayConfig, MediaSettings, RateConfig, TlsConfig};
+
+/// An edge listening for UDP on `listen` (and TCP beside it with `tcp`, TLS with `tls`), its
+/// four RTP ports from an even port that was free a moment ago, its gateway a closed port.
+pub fn config(listen: SocketAddr, tcp: bool, tls: Option<TlsConfig>) -> EdgeConfig {
+    let probe = std::net::UdpSocket::bind("127.0.0.1:0").expect("a port");
+    let base = probe.local_addr().expect("addr").port() & !1;
+    drop(probe);
+    EdgeConfig {
+        listen,
+        tcp,
+        tls,
+        advertise: "127.0.0.1".parse().expect("ip"),
+        rtp_ports: base..=base + 3,
+        gateway: GatewayConfig {
+            url: "ws://127.0.0.1:9/v1/session".into(),
+            api_key: None,
+            open_timeout: Duration::from_secs(1),
+        },
+        max_calls: 4,
+        rate: RateConfig::default(),
+        media: MediaSettings::default(),
+        trunks: Default::default(),
+        outbound: None,
+        transfer: switchboard_sip_edge::TransferMethod::default(),
+    }
+}
