@@ -9,6 +9,35 @@ use std::time::{Duration, Instant};
 
 use crate::browser::tools_bin;
 
+/// A UDP port on loopback that is free now and that the kernel never hands out on its own:
+/// below Linux's ephemeral range (32768 and up by default) and below the NodePort range, so
+/// no socket bound to port 0 elsewhere in the run can take it between this check and
+/// coturn's bind. A port picked by binding port 0 and released was in that range, and once
+/// was some other test's by the time coturn came to bind it.
+fn free_port_below_ephemeral() -> u16 {
+    let (low, high) = ephemeral_range();
+    // Below 30000 too: 30000-32767 is where Kubernetes opens NodePorts when a node runs here.
+    let ceiling = low.min(30_000);
+    assert!(ceiling > 10_000, "the ephemeral range starts at {low}: no room below it ({low}-{high})");
+    for _ in 0..1000 {
+        let port = fastrand::u16(10_000..ceiling);
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free UDP port in 10000-{ceiling} after 1000 tries");
+}
+
+/// The kernel's ephemeral port range (`net.ipv4.ip_local_port_range`).
+fn ephemeral_range() -> (u16, u16) {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let mut ports = text.split_whitespace().filter_map(|p| p.parse().ok());
+    match (ports.next(), ports.next()) {
+        (Some(low), Some(high)) => (low, high),
+        _ => (32768, 60999),
+    }
+}
+
 /// A running `turnserver`.
 pub struct Coturn {
     child: Child,
@@ -22,8 +51,7 @@ impl Coturn {
     pub fn start(secret: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("switchboard-coturn-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        // A free port, given back for coturn to take.
-        let port = UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()).expect("a free port").port();
+        let port = free_port_below_ephemeral();
         let address = SocketAddr::from(([127, 0, 0, 1], port));
         let log = std::fs::File::create(dir.join("turn.log")).expect("the log");
         let child = Command::new(tools_bin().join("turnserver"))
@@ -31,7 +59,10 @@ impl Coturn {
             .arg(format!("--listening-port={port}"))
             .args(["--use-auth-secret", &format!("--static-auth-secret={secret}")])
             // The edge is on loopback too; coturn refuses to relay there unless told.
-            .args(["--allow-loopback-peers", "--no-tls", "--no-dtls", "--no-cli", "--no-tcp-relay"])
+            // UDP only: the tests hand out `?transport=udp`, and a TCP listener on the same
+            // port number is one more socket that some other process may already hold
+            // (coturn then retries its bind without ever answering on UDP).
+            .args(["--allow-loopback-peers", "--no-tcp", "--no-tls", "--no-dtls", "--no-cli", "--no-tcp-relay"])
             .args(["--log-file=stdout", "--simple-log", "--verbose"])
             .arg(format!("--pidfile={}", dir.join("pid").display()))
             .arg(format!("--userdb={}", dir.join("turndb").display()))
