@@ -2,26 +2,26 @@
 //! tests/tools/install.sh) on loopback, with the TURN REST scheme (`use-auth-secret`) the
 //! WebRTC edge issues credentials for. Ended when dropped.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::browser::tools_bin;
 
-/// A UDP port on loopback that is free now and that the kernel never hands out on its own:
+/// A UDP port on `ip` that is free now and that the kernel never hands out on its own:
 /// below Linux's ephemeral range (32768 and up by default) and below the NodePort range, so
 /// no socket bound to port 0 elsewhere in the run can take it between this check and
 /// coturn's bind. A port picked by binding port 0 and released was in that range, and once
 /// was some other test's by the time coturn came to bind it.
-fn free_port_below_ephemeral() -> u16 {
+fn free_port_below_ephemeral(ip: IpAddr) -> u16 {
     let (low, high) = ephemeral_range();
     // Below 30000 too: 30000-32767 is where Kubernetes opens NodePorts when a node runs here.
     let ceiling = low.min(30_000);
     assert!(ceiling > 10_000, "the ephemeral range starts at {low}: no room below it ({low}-{high})");
     for _ in 0..1000 {
         let port = fastrand::u16(10_000..ceiling);
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        if UdpSocket::bind((ip, port)).is_ok() {
             return port;
         }
     }
@@ -47,18 +47,20 @@ pub struct Coturn {
 }
 
 impl Coturn {
-    /// Starts one with `secret` as its shared secret, and waits until it answers STUN.
-    pub fn start(secret: &str) -> Self {
+    /// Starts one on `ip` (listening and relaying) with `secret` as its shared secret, and
+    /// waits until it answers STUN.
+    pub fn start(secret: &str, ip: IpAddr) -> Self {
         let dir = std::env::temp_dir().join(format!("switchboard-coturn-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let port = free_port_below_ephemeral();
-        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        let port = free_port_below_ephemeral(ip);
+        let address = SocketAddr::new(ip, port);
         let log = std::fs::File::create(dir.join("turn.log")).expect("the log");
         let child = Command::new(tools_bin().join("turnserver"))
-            .args(["-n", "--listening-ip=127.0.0.1", "--relay-ip=127.0.0.1", "--realm=switchboard.test"])
+            .args(["-n", &format!("--listening-ip={ip}"), &format!("--relay-ip={ip}"), "--realm=switchboard.test"])
             .arg(format!("--listening-port={port}"))
             .args(["--use-auth-secret", &format!("--static-auth-secret={secret}")])
-            // The edge is on loopback too; coturn refuses to relay there unless told.
+            // On a machine with no interface but loopback the edge is there too; coturn
+            // refuses to relay there unless told.
             // UDP only: the tests hand out `?transport=udp`, and a TCP listener on the same
             // port number is one more socket that some other process may already hold
             // (coturn then retries its bind without ever answering on UDP).
@@ -77,7 +79,7 @@ impl Coturn {
 
     /// A STUN binding request (no credentials needed) until coturn answers it.
     fn wait_until_answering(&mut self) {
-        let probe = UdpSocket::bind("127.0.0.1:0").expect("a probe socket");
+        let probe = UdpSocket::bind(SocketAddr::new(self.address.ip(), 0)).expect("a probe socket");
         probe.set_read_timeout(Some(Duration::from_millis(200))).expect("a timeout");
         let mut request = vec![0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42];
         request.extend_from_slice(&[7; 12]);

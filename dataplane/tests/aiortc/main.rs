@@ -14,8 +14,13 @@
 //!
 //! [`resume`]: a spoken conversation whose client vanishes and resumes it from a new
 //! process, through a real TURN server ([`coturn`]) with relay candidates only.
+//!
+//! What aiortc's side reaches (the relay's outside, the edge, coturn) is on this machine's
+//! own non-loopback address ([`machine_ip`]), never on loopback: aiortc gathers no loopback
+//! candidates, so it would send from its interfaces' addresses to 127.0.0.1, which a real
+//! node's kube-proxy on the same machine drops ("block incoming localnet connections").
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -44,6 +49,17 @@ mod resume;
 
 const TURN_SECRET: &str = "a-secret-shared-with-coturn";
 const TURN_URL: &str = "turn:turn.bank.example:3478?transport=udp";
+
+/// This machine's address on the interface of its default route (no packet is sent: a UDP
+/// socket is only connected), where aiortc's host candidates reach it whatever kube-proxy
+/// does to loopback; loopback only on a machine with no other interface.
+fn machine_ip() -> IpAddr {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").expect("a socket");
+    match socket.connect("192.0.2.1:9").and_then(|()| socket.local_addr()) {
+        Ok(local) if !local.ip().is_loopback() && !local.ip().is_unspecified() => local.ip(),
+        _ => IpAddr::V4(Ipv4Addr::LOCALHOST),
+    }
+}
 
 /// Whether a datagram is RTP or RTCP (RFC 7983: first byte 128-191); ICE and DTLS pass
 /// untouched, so the call sets up as it would on a lossy network that a handshake's
@@ -155,14 +171,14 @@ async fn serve(
     (url, gateway, edge)
 }
 
-/// A gateway whose edge clients reach directly on loopback, handing them `turn`.
+/// A gateway whose edge clients reach directly at [`machine_ip`], handing them `turn`.
 async fn direct_gateway(
     signer: GatewaySigner,
     runtime: SocketAddr,
     specs: &[RuntimeSpec],
     turn: Turn,
 ) -> (String, Arc<Gateway>, Arc<Edge>) {
-    let webrtc = WebrtcConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), turn, ..WebrtcConfig::default() };
+    let webrtc = WebrtcConfig { listen: SocketAddr::new(machine_ip(), 0), turn, ..WebrtcConfig::default() };
     serve(signer, runtime, specs, &webrtc).await
 }
 
@@ -173,8 +189,9 @@ async fn gateway(
     runtime: SocketAddr,
     specs: &[RuntimeSpec],
 ) -> (String, Arc<Edge>, Arc<[Damage; 2]>) {
-    // The relay's outside address is what the edge advertises.
-    let outside = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("binds the relay");
+    // The relay's outside address is what the edge advertises; inside, the relay and the
+    // edge talk on loopback.
+    let outside = tokio::net::UdpSocket::bind(SocketAddr::new(machine_ip(), 0)).await.expect("binds the relay");
     let webrtc = WebrtcConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         advertise: Some(outside.local_addr().expect("addr")),

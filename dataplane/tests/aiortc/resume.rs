@@ -126,7 +126,7 @@ async fn aiortc_vanishes_mid_conversation_and_resumes_it_with_its_memory() {
     tokio::spawn(async move { server.run(std::future::pending()).await });
     let catalog = Catalog::load_paths(&[&examples]).expect("the banking example loads");
     let specs: Vec<RuntimeSpec> = catalog.agents().map(|a| catalog.resolve_agent(a).expect("resolves")).collect();
-    let coturn = Coturn::start(SECRET);
+    let coturn = Coturn::start(SECRET, crate::machine_ip());
     let turn = Turn {
         urls: vec![format!("turn:{}?transport=udp", coturn.address)],
         credential: Credential::Shared { secret: SECRET.as_bytes().to_vec(), ttl: Duration::from_secs(600) },
