@@ -12,7 +12,8 @@
 # client resuming on another, one model quota shared by the two replicas, AgentTests run as Jobs (one gating a rollout, one judged and
 # spoken, its judge and Amazon Polly the simulator, trusted through the same caBundle); a
 # phone call (baresip) through the chart's SIP edge on the node's network to triage's number,
-# its reply heard; WebRTC calls to the gateway on the node's network (UDP and ICE-TCP) and
+# its reply heard, and again with the edge behind a UDP LoadBalancer Service, from a caller
+# in a network namespace of its own (an outside address, which the edge's trunk admits); WebRTC calls to the gateway on the node's network (UDP and ICE-TCP) and
 # then behind a UDP LoadBalancer Service; the operator's NetworkPolicy applied; the operator's leader pod
 # deleted, the other replica taking over. The gateway records every session into a
 # PostgreSQL on this machine (gateway.record): the conversations above are in it, with the
@@ -41,6 +42,11 @@ NS="e2e-$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 REDIS_PID=""
 SIM_PID=""
 PHONE_DIR="$DIR/e2e-phone"
+# A caller from outside this machine (the SIP edge behind a load balancer): a network
+# namespace of its own, joined to this machine by a veth pair on a /30 of PHONE_NET.
+PHONE_NETNS="sb-e2e-phone"
+PHONE_VETH="sbe2e-host"
+PHONE_NET="${SWITCHBOARD_E2E_PHONE_NET:-10.250.99}"
 PG_DIR="$DIR/e2e-pg"
 pg() { # runs a PostgreSQL tool as the postgres user (it refuses root)
   local tool; tool="$(readlink -f "$BIN/$1")"; shift
@@ -51,6 +57,8 @@ cleanup() {
   [ -z "$REDIS_PID" ] || kill "$REDIS_PID" 2>/dev/null || true
   [ -z "$SIM_PID" ] || kill "$SIM_PID" 2>/dev/null || true
   iptables -D INPUT -p udp -d "$NODE_IP" --dport "${WEBRTC_PORT:-0}" -j DROP 2>/dev/null || true
+  ip link del "$PHONE_VETH" 2>/dev/null || true
+  ip netns del "$PHONE_NETNS" 2>/dev/null || true
   [ ! -d "$PG_DIR/data" ] || pg pg_ctl -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -229,12 +237,17 @@ for p in range(26100, 26200, 2):
         print(p); break
     except OSError: pass')"
 [ -n "$phone_port" ] || die "no free port pair for the phone"
-# dial SECONDS: baresip calls triage's number, playing say.wav; over when the call ends
-# (or is refused), or after SECONDS.
+# dial SECONDS [AT]: baresip calls triage's number at AT (default: the edge on the node's
+# network), playing say.wav; over when the call ends (or is refused), or after SECONDS. The
+# phone is on this machine's network at the node's address, or where PHONE_IP and PHONE_IN
+# (a command prefix: a network namespace) put it.
+PHONE_IP="$NODE_IP"
+PHONE_IN=()
 dial() {
+  local at="${2:-$NODE_IP:$SIP_PORT}"
   rm -rf "$PHONE_DIR/snd" && mkdir -p "$PHONE_DIR/snd"
   cat >"$PHONE_DIR/config" <<CFG
-sip_listen $NODE_IP:$phone_port
+sip_listen $PHONE_IP:$phone_port
 module_path /usr/lib/baresip/modules
 module stdio.so
 module g711.so
@@ -247,9 +260,9 @@ audio_player aufile,$PHONE_DIR/play.wav
 audio_alert aufile,$PHONE_DIR/say.wav
 snd_path $PHONE_DIR/snd
 CFG
-  echo "<sip:caller@$NODE_IP:$phone_port;transport=udp>;regint=0;audio_codecs=PCMU" \
+  echo "<sip:caller@$PHONE_IP:$phone_port;transport=udp>;regint=0;audio_codecs=PCMU" \
     >"$PHONE_DIR/accounts"
-  "$BIN/baresip" -f "$PHONE_DIR" -e "/dial sip:$TRIAGE_NUMBER@$NODE_IP:$SIP_PORT;transport=udp" -t "$1" \
+  "${PHONE_IN[@]}" "$BIN/baresip" -f "$PHONE_DIR" -e "/dial sip:$TRIAGE_NUMBER@$at;transport=udp" -t "$1" \
     </dev/null >"$PHONE_DIR/baresip.log" 2>&1 &
   local phone_pid=$! deadline=$((SECONDS + $1))
   # -s: the background job may not have opened its log yet.
@@ -260,20 +273,26 @@ CFG
   sleep 0.5
   kill "$phone_pid" 2>/dev/null || true; wait "$phone_pid" 2>/dev/null || true
 }
-dial 45
 sip_logs() { k -n "$RNS" logs -l app.kubernetes.io/name=switchboard-sip --tail=200 2>&1 || true; }
-grep -q "Call established" "$PHONE_DIR/baresip.log" \
-  || die "the call was not answered: $(cat "$PHONE_DIR/baresip.log") -- the SIP edge: $(sip_logs)"
-dec="$(ls "$PHONE_DIR"/snd/*-dec.wav 2>/dev/null | head -n1)"
-[ -n "$dec" ] || die "the phone recorded nothing: $(cat "$PHONE_DIR/baresip.log")"
-heard="$("$BIN/sox" "$dec" -n stat 2>&1)"
-rms="$(echo "$heard" | sed -n 's/^RMS *amplitude: *//p')"
-length="$(echo "$heard" | sed -n 's/^Length (seconds): *//p')"
-python3 -c "import sys; sys.exit(0 if float('$rms') > 0.01 else 1)" \
-  || die "the phone heard silence (RMS $rms over $length s): $(sip_logs) -- the simulator: $(tail -n 20 "$DIR/e2e-sim.log")"
-edge_log="$(sip_logs)"
-echo "$edge_log" | grep -q "call answered" || die "the SIP edge logged no answered call: $edge_log"
-echo "$edge_log" | grep -q "RemoteHangUp" || die "the phone's BYE did not end the call at the edge: $edge_log"
+# heard: the last call was answered, the phone heard the agent (sets rms and length), and
+# the edge logged it answered and ended by the phone's BYE.
+heard() {
+  grep -q "Call established" "$PHONE_DIR/baresip.log" \
+    || die "the call was not answered: $(cat "$PHONE_DIR/baresip.log") -- the SIP edge: $(sip_logs)"
+  local dec stat edge_log
+  dec="$(ls "$PHONE_DIR"/snd/*-dec.wav 2>/dev/null | head -n1)"
+  [ -n "$dec" ] || die "the phone recorded nothing: $(cat "$PHONE_DIR/baresip.log")"
+  stat="$("$BIN/sox" "$dec" -n stat 2>&1)"
+  rms="$(echo "$stat" | sed -n 's/^RMS *amplitude: *//p')"
+  length="$(echo "$stat" | sed -n 's/^Length (seconds): *//p')"
+  python3 -c "import sys; sys.exit(0 if float('$rms') > 0.01 else 1)" \
+    || die "the phone heard silence (RMS $rms over $length s): $(sip_logs) -- the simulator: $(tail -n 20 "$DIR/e2e-sim.log")"
+  edge_log="$(sip_logs)"
+  echo "$edge_log" | grep -q "call answered" || die "the SIP edge logged no answered call: $edge_log"
+  echo "$edge_log" | grep -q "RemoteHangUp" || die "the phone's BYE did not end the call at the edge: $edge_log"
+}
+dial 45
+heard
 kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""
 deadline=$((SECONDS + 20))
 until after="$(triage_sessions)" && [ "$after" -gt "$before" ]; do
@@ -416,6 +435,81 @@ heard="$(aiortc_call "$WEBRTC_LB_PORT")" && [ "$heard" -gt 0 ] \
   || die "the aiortc call through the LoadBalancer (at the load balancer's address, reply audio heard): $called"
 log "ok: an aiortc caller reached triage through the LoadBalancer Service at $NODE_IP:$WEBRTC_LB_PORT: $heard frames of reply audio heard"
 kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""
+
+# The SIP edge behind the chart's other exposure, a Service of type LoadBalancer
+# (sip.exposure loadBalancer; UDP only, sip.tcp false: Kubernetes 1.20 takes no Service
+# mixing UDP and TCP) carrying the SIP port and every RTP port, externalTrafficPolicy Local.
+# As for WebRTC above, the test writes the Service's status.loadBalancer.ingress (the node's
+# address) and the real kube-proxy forwards it. The phone is a caller from outside: in a
+# network namespace of its own behind a veth pair (from this machine's own network its
+# packets to the node's address would be masqueraded to the node's, and the edge would see
+# the node, not the phone). The edge now takes calls from one trunk only, the phone's
+# subnet: a call is answered only if the edge sees the phone's own address, which the load
+# balancer keeps. The phone's RTP must reach the pod and the pod's come back through the
+# load balancer's address, which the edge advertises in its SDP: the phone hears triage.
+SIP_LB_PORT="${SWITCHBOARD_E2E_SIP_LB_PORT:-25070}"
+SIP_LB_RTP_FIRST="${SWITCHBOARD_E2E_SIP_LB_RTP_FIRST:-25300}"
+log "the SIP edge behind a UDP LoadBalancer Service ($NODE_IP:$SIP_LB_PORT), a caller from $PHONE_NET.2"
+"$BIN/helm" upgrade "$RELEASE" "$ROOT/charts/switchboard" --namespace "$RNS" --reuse-values \
+  --set sip.exposure=loadBalancer --set sip.tcp=false --set sip.port="$SIP_LB_PORT" \
+  --set sip.advertise="$NODE_IP" --set sip.rtpPorts.first="$SIP_LB_RTP_FIRST" \
+  --set sip.rtpPorts.last="$((SIP_LB_RTP_FIRST + 19))" \
+  --set "sip.trunks[0].name=outside" --set "sip.trunks[0].sources[0]=$PHONE_NET.0/30" \
+  --wait --timeout 180s >&2 \
+  || { k -n "$RNS" get pods,svc -o wide >&2; die "the SIP edge did not roll behind the LoadBalancer Service"; }
+deadline=$((SECONDS + 120))
+until [ "$(k -n "$RNS" get pods -l app.kubernetes.io/name=switchboard-sip --field-selector=status.phase!=Failed \
+  -o jsonpath='{range .items[*]}{.spec.hostNetwork}{" "}{.status.phase}{"\n"}{end}')" = " Running" ]; do
+  [ "$SECONDS" -lt "$deadline" ] || { k -n "$RNS" get pods -o wide >&2; die "not one SIP edge pod on the pod network"; }
+  sleep 2
+done
+SIP_SVC="$(k -n "$RNS" get svc -l app.kubernetes.io/name=switchboard-sip \
+  -o jsonpath='{range .items[?(@.spec.type=="LoadBalancer")]}{.metadata.name}{"\n"}{end}')"
+[ "$(echo "$SIP_SVC" | wc -w)" = 1 ] || die "not one LoadBalancer Service of the SIP edge: $SIP_SVC"
+k -n "$RNS" patch svc "$SIP_SVC" --subresource=status --type=merge \
+  -p "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"$NODE_IP\"}]}}}" >/dev/null \
+  || die "cannot write $SIP_SVC's load balancer status"
+[ "$(sysctl -n net.ipv4.ip_forward)" = 1 ] || die "this machine does not forward IPv4 (the real node should have turned it on)"
+ip netns add "$PHONE_NETNS" || die "cannot add the network namespace $PHONE_NETNS"
+ip link add "$PHONE_VETH" type veth peer name sbe2e-phone || die "cannot add a veth pair"
+ip link set sbe2e-phone netns "$PHONE_NETNS"
+ip addr add "$PHONE_NET.1/30" dev "$PHONE_VETH"
+ip link set "$PHONE_VETH" up
+ip netns exec "$PHONE_NETNS" ip addr add "$PHONE_NET.2/30" dev sbe2e-phone
+ip netns exec "$PHONE_NETNS" ip link set sbe2e-phone up
+ip netns exec "$PHONE_NETNS" ip link set lo up
+ip netns exec "$PHONE_NETNS" ip route add default via "$PHONE_NET.1"
+PHONE_IP="$PHONE_NET.2"
+PHONE_IN=(ip netns exec "$PHONE_NETNS")
+"$CHAT" sim --listen "$NODE_IP:$SIM_PORT" --tls-cert "$PKI/sim.pem" --tls-key "$PKI/sim.key" \
+  >"$DIR/e2e-sim.log" 2>&1 &
+SIM_PID=$!
+before="$(triage_sessions)" || die "cannot read the record"
+# kube-proxy programs the address within its sync period: a first call may find no rule
+# (the phone's INVITE then goes unanswered; it gives up within its -t seconds).
+deadline=$((SECONDS + 90))
+until dial 45 "$NODE_IP:$SIP_LB_PORT" && grep -q "Call established" "$PHONE_DIR/baresip.log"; do
+  [ "$SECONDS" -lt "$deadline" ] \
+    || die "the call through the LoadBalancer was not answered: $(cat "$PHONE_DIR/baresip.log") -- the SIP edge: $(sip_logs)"
+  # Refused (a 403 if the edge saw another address than the phone's): no use waiting.
+  ! grep -q "Forbidden\|Not Found\|Not Acceptable" "$PHONE_DIR/baresip.log" \
+    || die "the call through the LoadBalancer was refused: $(cat "$PHONE_DIR/baresip.log") -- the SIP edge: $(sip_logs)"
+  sleep 5
+done
+heard
+# The answer means the edge saw the phone's address: it takes calls from that trunk only.
+sip_logs | grep -q 'calls are taken only from these trunks trunks=\["outside"\]' \
+  || die "the SIP edge does not say it takes calls only from the trunk outside: $(sip_logs)"
+kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""
+deadline=$((SECONDS + 20))
+until after="$(triage_sessions)" && [ "$after" -gt "$before" ]; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the call's session is not in the record ($before triage sessions before, ${after:-?} after)"
+  sleep 1
+done
+log "ok: a caller from outside ($PHONE_IP, trunk outside) reached triage through the SIP edge's LoadBalancer at $NODE_IP:$SIP_LB_PORT; heard RMS $rms over $length s; recorded"
+ip link del "$PHONE_VETH"; ip netns del "$PHONE_NETNS"
+PHONE_IP="$NODE_IP"
+PHONE_IN=()
 
 # The operator runs as the chart's two pods and one of them holds the Lease. Its pod
 # deleted, the other replica takes over and reconciles an Agent created after that.

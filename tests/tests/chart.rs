@@ -398,7 +398,14 @@ fn the_sip_edge_is_its_own_deployment_exposed_by_host_network_or_a_udp_load_bala
     assert!(ok, "{rendered}");
     let pod = pod_of(&rendered);
     assert_eq!(pod.host_network, None);
-    assert!(pod.containers[0].readiness_probe.is_none() && pod.containers[0].volume_mounts.is_none());
+    assert!(pod.containers[0].volume_mounts.is_none());
+    // Probed on the metrics port with tcp: false too: an upgrade that dropped the probes
+    // (tcp: true to false) was refused by the API server on the real node.
+    for probe in [&pod.containers[0].readiness_probe, &pod.containers[0].liveness_probe] {
+        let get = probe.as_ref().and_then(|p| p.http_get.as_ref()).expect("an HTTP probe");
+        let metrics = k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("metrics".into());
+        assert_eq!(get.port, metrics, "{get:?}");
+    }
     let env = |name: &str| env_of(&pod, name).and_then(|e| e.value);
     assert_eq!(env("SWITCHBOARD_SIP_ADVERTISE").as_deref(), Some("203.0.113.9"));
     assert_eq!(env("SWITCHBOARD_SIP_TCP").as_deref(), Some("false"));

@@ -180,7 +180,10 @@ pub(super) fn announcements(dir: Option<&std::path::Path>) -> anyhow::Result<swi
     Ok(loaded)
 }
 
-/// Serves `metrics` on `GET /metrics` at `listen` until `stop`; returns the bound address.
+/// Serves `metrics` on `GET /metrics` at `listen` until `stop`, and `GET /healthz` and
+/// `GET /readyz` (200 `ok`) for the chart's probes: served only once the edge is bound and
+/// configured, and whether or not SIP over TCP is on (a probe on the SIP TCP port had none
+/// to check with `tcp: false`); returns the bound address.
 async fn serve_metrics(
     listen: SocketAddr,
     metrics: switchboard_sip_edge::Metrics,
@@ -191,13 +194,16 @@ async fn serve_metrics(
         .await
         .with_context(|| format!("cannot serve the SIP edge's metrics on {listen}: pick another --metrics-listen"))?;
     let bound = listener.local_addr().context("the metrics listener has no address")?;
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let text = metrics.render();
-            async move { ([("content-type", "text/plain; version=0.0.4")], text).into_response() }
-        }),
-    );
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let text = metrics.render();
+                async move { ([("content-type", "text/plain; version=0.0.4")], text).into_response() }
+            }),
+        )
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route("/readyz", axum::routing::get(|| async { "ok" }));
     let limits = switchboard_serve::Limits { max_connections: 64, ..switchboard_serve::Limits::default() };
     let serve = switchboard_serve::server::serve(listener, app, limits, switchboard_serve::OnRefused::default(), stop);
     Ok((bound, tokio::spawn(serve)))
@@ -436,6 +442,14 @@ mod tests {
         stream.read_to_string(&mut text).await.expect("reads");
         assert!(text.starts_with("HTTP/1.1 200") && text.contains("text/plain; version=0.0.4"), "{text}");
         assert!(text.contains(r#"switchboard_sip_calls_refused_total{reason="not_found"} 1"#), "{text}");
+        for probe in ["/healthz", "/readyz"] {
+            let mut stream = tokio::net::TcpStream::connect(at).await.expect("connects");
+            let ask = format!("GET {probe} HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n");
+            stream.write_all(ask.as_bytes()).await.expect("asks");
+            let mut text = String::new();
+            stream.read_to_string(&mut text).await.expect("reads");
+            assert!(text.starts_with("HTTP/1.1 200") && text.ends_with("ok"), "{probe}: {text}");
+        }
         let error = serve_metrics(at, metrics, stop.clone()).await.expect_err("the address is taken");
         assert!(error.to_string().contains(&format!("on {at}: pick another --metrics-listen")), "{error}");
         stop.cancel();
