@@ -397,6 +397,8 @@ fn metrics_md_lists_exactly_the_gateways_the_sip_edges_and_the_operators_series(
     webrtc.ice.with_label_values(&["connected", "host", "tcp"]).inc();
     webrtc.tcp_refused.with_label_values(&["memory_budget"]).inc();
     webrtc.tcp_bytes.with_label_values(&["in"]).inc_by(100);
+    webrtc.audio_packets.with_label_values(&["stale"]).inc();
+    webrtc.transcoding.with_label_values(&["in"]).inc_by(0.5);
     // The shared model quota's, which the gateway serves after its own.
     let capacity = switchboard_gateway::capacity::metrics::CapacityMetrics::new().expect("capacity metrics");
     capacity.quota.with_label_values(&["default/us-east-1"]).set(40.0);

@@ -33,6 +33,7 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 
 use super::demux::{Incoming, ufrag_of};
+use super::metrics::AudioReport;
 use super::{Command, Edge};
 use switchboard_gateway::Gateway;
 use switchboard_gateway::auth::Admission;
@@ -43,9 +44,12 @@ const PIPE_BYTES: usize = 64 * 1024;
 /// The largest message the session sends the call (a long reply's audio chunk is tens of
 /// KiB).
 const MAX_FROM_SESSION: usize = 4 * 1024 * 1024;
-/// Frames for the session the call queues while the session does not read; caller audio
-/// beyond it is dropped (its text never is).
-const MOST_QUEUED: usize = 256 * 1024;
+/// Bytes for the session the call queues while the session does not read; caller audio
+/// beyond it is dropped (its text never is): two seconds of 16 kHz PCM. Audio that waited
+/// longer would reach the agent too late to answer, as stale packets do before the decoder
+/// ([`switchboard_webrtc::audio::MAX_LATENESS`]); a quarter of a megabyte held eight
+/// seconds.
+const MOST_QUEUED: usize = 64 * 1024;
 /// Reply audio the call queues (48 kHz samples: a minute); more is dropped.
 const MOST_REPLY_AUDIO: usize = 48_000 * 60;
 
@@ -93,6 +97,8 @@ struct Task {
     /// The number of the last message the session sent, as the gateway numbers them
     /// ([`numbered`]); None until known.
     seq: Option<u64>,
+    /// What of the call's audio statistics the metrics have counted.
+    audio: AudioReport,
 }
 
 /// Runs the call until it and its session are over.
@@ -109,6 +115,7 @@ pub async fn run(setup: Setup) {
         outcome: "ended",
         connected_once: false,
         seq: None,
+        audio: AudioReport::default(),
     };
     tracing::debug!(call = %id, "WebRTC call answered");
     loop {
@@ -149,8 +156,10 @@ pub async fn run(setup: Setup) {
                 task.outcome = "no_session_start";
             }
         }
+        task.report_audio(false);
     }
     task.pump();
+    task.report_audio(true);
     edge.demux.remove(number);
     edge.forget(&id);
     if let Session::Open(mut conn) = std::mem::replace(&mut task.session, Session::Done) {
@@ -178,6 +187,12 @@ async fn next_frame(session: &mut Session) -> Option<Result<Message, switchboard
 }
 
 impl Task {
+    /// Adds the call's audio statistics to the metrics (every 5 s, and at its end).
+    fn report_audio(&mut self, last: bool) {
+        let (stats, out) = (self.call.inbound_stats(), self.call.outbound_transcoding());
+        self.edge.metrics.report_audio(&mut self.audio, stats, out, last);
+    }
+
     /// Sends what the call has to send and acts on its events, until it has nothing more;
     /// then writes what is queued for the session, as far as the pipe takes it now.
     fn pump(&mut self) {

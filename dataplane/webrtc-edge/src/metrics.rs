@@ -3,7 +3,13 @@
 //! WebRTC edge this is. Refused offers count in the gateway's
 //! `switchboard_gateway_sessions_refused_total`, beside the WebSocket's refusals.
 
-use prometheus::{CounterVec, Encoder, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use std::time::{Duration, Instant};
+
+use prometheus::{CounterVec, Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use switchboard_webrtc::audio::InboundStats;
+
+/// How often a call adds its audio statistics to the metrics (and at its end).
+const AUDIO_REPORT_EVERY: Duration = Duration::from_secs(5);
 
 /// The edge's registry.
 #[derive(Clone, Debug)]
@@ -28,6 +34,23 @@ pub struct Metrics {
     /// Bytes of the frames carried over ICE-TCP, by direction (`in`: from clients, `out`: to
     /// them); the 2-byte framing not counted.
     pub tcp_bytes: IntCounterVec,
+    /// The callers' audio packets, by outcome: `decoded`, `lost` (missing from the sequence:
+    /// concealed), `late` (behind one already played, repeated, or not decodable: dropped),
+    /// `stale` (reached the decoder past the lateness bound: dropped undecoded).
+    pub audio_packets: IntCounterVec,
+    /// Each call's interarrival jitter (RFC 3550), observed every 5 s while its audio comes.
+    pub jitter: Histogram,
+    /// Seconds spent transcoding, by direction: `in` (the caller's Opus decoded, concealed
+    /// and resampled), `out` (the reply resampled and encoded).
+    pub transcoding: CounterVec,
+}
+
+/// What of one call's audio statistics the metrics have counted so far.
+#[derive(Debug, Default)]
+pub struct AudioReport {
+    counted: InboundStats,
+    out: Duration,
+    at: Option<Instant>,
 }
 
 impl Metrics {
@@ -73,7 +96,69 @@ impl Metrics {
             &["direction"],
         )?;
         registry.register(Box::new(tcp_bytes.clone()))?;
-        Ok(Self { registry, calls, live, ice, tcp_connections, tcp_refused, tcp_bytes })
+        let audio_packets = IntCounterVec::new(
+            Opts::new(
+                "switchboard_gateway_webrtc_audio_packets_total",
+                "WebRTC callers' audio packets, by outcome (decoded, lost, late, stale).",
+            ),
+            &["outcome"],
+        )?;
+        registry.register(Box::new(audio_packets.clone()))?;
+        let jitter = Histogram::with_opts(
+            HistogramOpts::new(
+                "switchboard_gateway_webrtc_jitter_seconds",
+                "WebRTC callers' interarrival jitter (RFC 3550), each call observed every 5 s while its audio comes.",
+            )
+            .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32]),
+        )?;
+        registry.register(Box::new(jitter.clone()))?;
+        let transcoding = CounterVec::new(
+            Opts::new(
+                "switchboard_gateway_webrtc_transcoding_seconds_total",
+                "Seconds the WebRTC edge spent transcoding, by direction (in: callers' Opus to PCM; out: replies' PCM to Opus).",
+            ),
+            &["direction"],
+        )?;
+        registry.register(Box::new(transcoding.clone()))?;
+        Ok(Self {
+            registry,
+            calls,
+            live,
+            ice,
+            tcp_connections,
+            tcp_refused,
+            tcp_bytes,
+            audio_packets,
+            jitter,
+            transcoding,
+        })
+    }
+
+    /// Adds what a call's audio statistics gained since `report` last counted them, at most
+    /// every 5 s unless `last` (the call's end).
+    pub fn report_audio(&self, report: &mut AudioReport, stats: InboundStats, out: Duration, last: bool) {
+        let now = Instant::now();
+        if !last && report.at.is_some_and(|at| now.duration_since(at) < AUDIO_REPORT_EVERY) {
+            return;
+        }
+        let before = report.counted;
+        for (outcome, gained) in [
+            ("decoded", stats.packets.saturating_sub(before.packets)),
+            ("lost", stats.lost.saturating_sub(before.lost)),
+            ("late", stats.dropped.saturating_sub(before.dropped)),
+            ("stale", stats.stale.saturating_sub(before.stale)),
+        ] {
+            if gained > 0 {
+                self.audio_packets.with_label_values(&[outcome]).inc_by(gained);
+            }
+        }
+        if stats.packets + stats.stale > before.packets + before.stale {
+            self.jitter.observe(stats.jitter as f64 / f64::from(switchboard_webrtc::audio::OPUS_RATE));
+        }
+        let decoding = stats.transcoding.saturating_sub(before.transcoding);
+        self.transcoding.with_label_values(&["in"]).inc_by(decoding.as_secs_f64());
+        self.transcoding.with_label_values(&["out"]).inc_by(out.saturating_sub(report.out).as_secs_f64());
+        *report = AudioReport { counted: stats, out, at: Some(now) };
     }
 
     /// The text exposition format.

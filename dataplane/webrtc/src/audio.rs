@@ -9,7 +9,7 @@
 mod inbound;
 mod outbound;
 
-pub use inbound::{Inbound, InboundStats};
+pub use inbound::{Inbound, InboundStats, MAX_LATENESS};
 pub use outbound::{Frame, Outbound};
 
 /// Opus's clock and the rate the codec runs at here.
@@ -56,5 +56,7 @@ fn resampler(from: u32, to: u32) -> Result<switchboard_core::audio::resample::Re
     switchboard_core::audio::resample::Resampler::new(from, to).ok_or(AudioError::Rate { rate })
 }
 
+#[cfg(test)]
+mod lateness_tests;
 #[cfg(test)]
 mod tests;

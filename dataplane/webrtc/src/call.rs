@@ -360,6 +360,11 @@ impl Call {
         self.inbound.stats()
     }
 
+    /// Time spent resampling and encoding the reply so far.
+    pub fn outbound_transcoding(&self) -> std::time::Duration {
+        self.outbound.transcoding()
+    }
+
     /// A session-protocol message (JSON text) for the client, on the data channel.
     pub fn send_text(&mut self, now: Instant, text: &str) -> Result<(), CallError> {
         let id = self.channel.ok_or(CallError::ChannelNotOpen)?;

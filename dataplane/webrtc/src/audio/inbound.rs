@@ -13,10 +13,36 @@
 //! started its stream again (a new SSRC after renegotiation, a restarted encoder) and the
 //! stream picks up from it; dropping it, and all that follows, left the caller unheard for
 //! the rest of the call.
+//!
+//! **Stale audio is dropped undecoded.** A packet reaches the decoder some time after its
+//! place in the stream: the network's delay plus whatever it waited in queues on the way (the
+//! edge's socket, the call's queue). Against the fastest of the stream's recent packets
+//! ([`Lateness`]), a packet more than [`MAX_LATENESS`] behind is dropped, counted `stale`, and
+//! the stream goes on from the next one (no gap filled for it). A gateway starved of CPU
+//! otherwise let its socket's queue grow to seconds of every caller's audio: the agent
+//! heard each phrase seconds late, then nothing it could answer, while the client's ICE
+//! consent checks waited behind the same queue. Dropping what is too late to answer costs
+//! less than decoding it, so the queue drains and the call's delay comes back down.
+//!
+//! The interarrival jitter (RFC 3550 §6.4.1) is kept, and the time spent decoding and
+//! resampling.
+
+use std::time::{Duration, Instant};
 
 use switchboard_core::audio::resample::Resampler;
 
 use super::{AudioError, FRAME_SAMPLES, OPUS_RATE, resampler};
+
+/// How far behind the stream's fastest recent packet one may reach the decoder and still be
+/// decoded: two seconds. A network's burst or a pause of a busy node shorter than that
+/// delays the caller's words but loses none (the voice model takes audio faster than real
+/// time, so the delay does not last); past it the gateway is not keeping up, and what waited
+/// that long is too late to answer (libwebrtc's jitter buffer flushes past about four).
+pub const MAX_LATENESS: Duration = Duration::from_secs(2);
+/// How long the fastest packet stays the reference: the reference is the fastest of the last
+/// one to two windows, so a path that became slower for good (a new route) is followed after
+/// at most two.
+const LATENESS_WINDOW: Duration = Duration::from_secs(5);
 
 /// The longest gap filled, in 48 kHz samples (one second).
 pub const MAX_FILL: u64 = OPUS_RATE as u64;
@@ -42,6 +68,65 @@ pub struct InboundStats {
     /// Times the sender started its stream again (its sequence number far behind, or its RTP
     /// time gone back): the stream picked up from there.
     pub restarts: u64,
+    /// Packets dropped undecoded for reaching the decoder more than [`MAX_LATENESS`] behind
+    /// the stream.
+    pub stale: u64,
+    /// The interarrival jitter (RFC 3550 §6.4.1), in 48 kHz samples.
+    pub jitter: u64,
+    /// Time spent decoding, concealing and resampling.
+    pub transcoding: Duration,
+}
+
+/// How late packets reach the decoder, against the stream's fastest recent one: each
+/// packet's transit (its arrival minus its RTP time, on one scale) less the smallest transit of
+/// the current and the previous [`LATENESS_WINDOW`].
+#[derive(Debug, Default)]
+struct Lateness {
+    /// The first packet's arrival: the zero of the transit's scale.
+    epoch: Option<Instant>,
+    /// The smallest transit of the window under way, and of the one before (nanoseconds).
+    current: Option<i128>,
+    previous: Option<i128>,
+    window_ends: Option<Instant>,
+    /// The last packet's transit, for the jitter and to see the sender's clock jump.
+    last: Option<i128>,
+    /// RFC 3550's jitter estimate, in nanoseconds (scaled by 16, as its integer form).
+    jitter16: i128,
+}
+
+impl Lateness {
+    /// How far behind the reference the packet of RTP `time` (48 kHz) arriving at `arrived`
+    /// is (zero for the fastest); updates the reference and the jitter.
+    fn packet(&mut self, arrived: Instant, time: u64) -> Duration {
+        let epoch = *self.epoch.get_or_insert(arrived);
+        let since = arrived.saturating_duration_since(epoch).as_nanos() as i128;
+        let transit = since - (time as i128) * 1_000_000_000 / i128::from(OPUS_RATE);
+        // A sender's clock that jumps ahead (a DTX pause, packets lost) only makes packets
+        // early, which the reference takes; one that goes back is a stream started again
+        // ([`Lateness::restart`]).
+        if let Some(last) = self.last {
+            self.jitter16 += (transit - last).abs() - self.jitter16 / 16;
+        }
+        self.last = Some(transit);
+        let window_ends = *self.window_ends.get_or_insert(arrived + LATENESS_WINDOW);
+        if arrived >= window_ends {
+            self.previous = self.current.take();
+            self.window_ends = Some(arrived + LATENESS_WINDOW);
+        }
+        self.current = Some(self.current.map_or(transit, |c| c.min(transit)));
+        let reference = self.previous.map_or(transit, |p| p.min(transit)).min(self.current.unwrap_or(transit));
+        Duration::from_nanos((transit - reference).max(0) as u64)
+    }
+
+    /// The jitter, in 48 kHz samples.
+    fn jitter(&self) -> u64 {
+        (self.jitter16 / 16 * i128::from(OPUS_RATE) / 1_000_000_000) as u64
+    }
+
+    /// The sender started its stream again: its clock is a new one.
+    fn restart(&mut self) {
+        (self.current, self.previous, self.last) = (None, None, None);
+    }
 }
 
 /// Decoder, concealment and resampler of one caller's audio.
@@ -54,6 +139,7 @@ pub struct Inbound {
     decoded: Vec<i16>,
     out: Vec<i16>,
     stats: InboundStats,
+    lateness: Lateness,
 }
 
 impl Inbound {
@@ -67,18 +153,33 @@ impl Inbound {
             decoded: vec![0; MAX_PACKET_SAMPLES],
             out: Vec::new(),
             stats: InboundStats::default(),
+            lateness: Lateness::default(),
         })
     }
 
-    /// One packet: its extended sequence number, RTP time (48 kHz) and Opus payload.
-    pub fn packet(&mut self, seq: u64, time: u64, payload: &[u8]) {
+    /// One packet, which reached the call at `arrived`: its extended sequence number, RTP
+    /// time (48 kHz) and Opus payload.
+    pub fn packet(&mut self, arrived: Instant, seq: u64, time: u64, payload: &[u8]) {
         let (next_seq, next_time) = self.next.unwrap_or((seq, time));
         let late = seq < next_seq && next_seq - seq <= LATE_PACKETS;
         if late {
             self.stats.dropped += 1;
             return;
         }
-        if seq < next_seq || time < next_time {
+        let restarted = seq < next_seq || time < next_time;
+        if restarted {
+            self.lateness.restart();
+        }
+        let lateness = self.lateness.packet(arrived, time);
+        self.stats.jitter = self.lateness.jitter();
+        if lateness > MAX_LATENESS {
+            // Too late to answer: not decoded, and no gap filled for it after.
+            self.stats.stale += 1;
+            self.next = Some((seq + 1, time + FRAME_SAMPLES as u64));
+            return;
+        }
+        let began = Instant::now();
+        if restarted {
             // Started again: no gap to fill, no loss to count.
             self.stats.restarts += 1;
         } else {
@@ -99,6 +200,7 @@ impl Inbound {
         self.stats.packets += 1;
         self.emit(samples);
         self.next = Some((seq + 1, time + samples as u64));
+        self.stats.transcoding += began.elapsed();
     }
 
     /// The PCM decoded since the last call, at the runtime's rate.

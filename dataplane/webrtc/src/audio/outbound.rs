@@ -53,6 +53,8 @@ pub struct Outbound {
     /// times never overlap (a flush or a pause shorter than a frame would make them).
     last: Option<Instant>,
     dtx: bool,
+    /// Time spent resampling and encoding.
+    transcoding: std::time::Duration,
 }
 
 impl Outbound {
@@ -75,7 +77,13 @@ impl Outbound {
             epoch: None,
             last: None,
             dtx,
+            transcoding: std::time::Duration::ZERO,
         })
+    }
+
+    /// Time spent resampling and encoding so far.
+    pub fn transcoding(&self) -> std::time::Duration {
+        self.transcoding
     }
 
     /// Queues the agent's PCM (at the rate given to [`Outbound::new`]).
@@ -122,6 +130,13 @@ impl Outbound {
 
     /// The next frame, if one is due at `now`. Call until it returns `None`.
     pub fn poll(&mut self, now: Instant) -> Result<Option<Frame>, AudioError> {
+        let began = Instant::now();
+        let frame = self.next_frame(now);
+        self.transcoding += began.elapsed();
+        frame
+    }
+
+    fn next_frame(&mut self, now: Instant) -> Result<Option<Frame>, AudioError> {
         loop {
             self.stage();
             if self.staged.is_empty() {

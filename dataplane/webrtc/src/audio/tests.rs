@@ -34,6 +34,15 @@ fn frames(outbound: &mut Outbound, start: Instant, until: Duration) -> Vec<Frame
     out
 }
 
+/// Arrival times of a steady stream, 20 ms apart: packets that reach the call on time.
+fn on_time() -> impl FnMut() -> Instant {
+    let (start, mut n) = (Instant::now(), 0);
+    move || {
+        n += 1;
+        start + FRAME * n
+    }
+}
+
 #[test]
 fn a_tone_keeps_its_pitch_through_opus_and_both_resamplers() {
     let start = Instant::now();
@@ -42,8 +51,9 @@ fn a_tone_keeps_its_pitch_through_opus_and_both_resamplers() {
     let sent = frames(&mut outbound, start, Duration::from_millis(1100));
     assert_eq!(sent.len(), 50, "one second is 50 frames");
     let mut inbound = Inbound::new(16_000).expect("decoder");
+    let mut arrived = on_time();
     for (seq, frame) in sent.iter().enumerate() {
-        inbound.packet(seq as u64, frame.rtp_time, &frame.packet);
+        inbound.packet(arrived(), seq as u64, frame.rtp_time, &frame.packet);
     }
     let pcm = inbound.take();
     assert!((15_800..=16_000).contains(&pcm.len()), "about a second at 16 kHz: {}", pcm.len());
@@ -124,12 +134,13 @@ fn loss_is_concealed_with_fec_and_plc_keeping_time() {
     outbound.push(&tone(500.0, 16_000, 1.0));
     let sent = frames(&mut outbound, start, Duration::from_millis(1100));
     let mut inbound = Inbound::new(16_000).expect("decoder");
+    let mut arrived = on_time();
     for (seq, frame) in sent.iter().enumerate() {
         // Lose every 10th packet, and three in a row once.
         if seq % 10 == 5 || (20..23).contains(&seq) {
             continue;
         }
-        inbound.packet(seq as u64, frame.rtp_time, &frame.packet);
+        inbound.packet(arrived(), seq as u64, frame.rtp_time, &frame.packet);
     }
     let pcm = inbound.take();
     let stats = inbound.stats();
@@ -146,21 +157,22 @@ fn dtx_pauses_are_filled_long_gaps_are_not_and_late_packets_are_dropped() {
     outbound.push(&tone(500.0, 16_000, 0.1));
     let sent = frames(&mut outbound, Instant::now(), Duration::from_millis(100));
     let mut inbound = Inbound::new(16_000).expect("decoder");
-    inbound.packet(10, 0, &sent[0].packet);
+    let mut arrived = on_time();
+    inbound.packet(arrived(), 10, 0, &sent[0].packet);
     // Consecutive sequence numbers, 200 ms later: a DTX pause, filled.
-    inbound.packet(11, 960 + 9_600, &sent[1].packet);
+    inbound.packet(arrived(), 11, 960 + 9_600, &sent[1].packet);
     assert_eq!(inbound.take().len(), 320 * 12);
     assert_eq!(inbound.stats().lost, 0);
     // Two seconds later: not filled, the stream goes on from there.
-    inbound.packet(12, 960 * 12 + 96_000, &sent[2].packet);
+    inbound.packet(arrived(), 12, 960 * 12 + 96_000, &sent[2].packet);
     assert_eq!(inbound.take().len(), 320);
     // An older packet, and a repeat: dropped.
-    inbound.packet(11, 960, &sent[3].packet);
-    inbound.packet(12, 960 * 12 + 96_000, &sent[2].packet);
+    inbound.packet(arrived(), 11, 960, &sent[3].packet);
+    inbound.packet(arrived(), 12, 960 * 12 + 96_000, &sent[2].packet);
     assert_eq!(inbound.take().len(), 0);
     assert_eq!(inbound.stats().dropped, 2);
     // Garbage is concealed, not fatal.
-    inbound.packet(13, 960 * 13 + 96_000, &[0xff; 3]);
+    inbound.packet(arrived(), 13, 960 * 13 + 96_000, &[0xff; 3]);
     assert_eq!(inbound.take().len(), 320);
 }
 
@@ -173,24 +185,25 @@ fn a_stream_started_again_is_heard_at_once() {
     outbound.push(&tone(500.0, 16_000, 0.2));
     let sent = frames(&mut outbound, Instant::now(), Duration::from_millis(200));
     let mut inbound = Inbound::new(16_000).expect("decoder");
+    let mut arrived = on_time();
     let base = 5_000_000;
     for (i, frame) in sent[..4].iter().enumerate() {
-        inbound.packet(40_000 + i as u64, base + frame.rtp_time, &frame.packet);
+        inbound.packet(arrived(), 40_000 + i as u64, base + frame.rtp_time, &frame.packet);
     }
     assert_eq!(inbound.take().len(), 4 * 320);
     // The numbers go on, the clock went back by a minute.
-    inbound.packet(40_004, base - 48_000 * 60, &sent[4].packet);
-    inbound.packet(40_005, base - 48_000 * 60 + 960, &sent[5].packet);
+    inbound.packet(arrived(), 40_004, base - 48_000 * 60, &sent[4].packet);
+    inbound.packet(arrived(), 40_005, base - 48_000 * 60 + 960, &sent[5].packet);
     assert_eq!(inbound.take().len(), 2 * 320, "heard at once");
     // Numbers and clock both far behind (a new stream from its own random start).
-    inbound.packet(7, 1_000, &sent[6].packet);
-    inbound.packet(8, 1_960, &sent[7].packet);
+    inbound.packet(arrived(), 7, 1_000, &sent[6].packet);
+    inbound.packet(arrived(), 8, 1_960, &sent[7].packet);
     assert_eq!(inbound.take().len(), 2 * 320, "heard at once");
     let stats = inbound.stats();
     assert_eq!((stats.restarts, stats.lost, stats.dropped), (2, 0, 0), "{stats:?}");
     // Late and repeated packets of the stream as it is now are still dropped.
-    inbound.packet(6, 40, &sent[5].packet);
-    inbound.packet(8, 1_960, &sent[7].packet);
+    inbound.packet(arrived(), 6, 40, &sent[5].packet);
+    inbound.packet(arrived(), 8, 1_960, &sent[7].packet);
     assert_eq!(inbound.take().len(), 0);
     assert_eq!(inbound.stats().dropped, 2);
 }
@@ -291,13 +304,14 @@ mod properties {
             outbound.push(&tone(500.0, 16_000, 1.2));
             let sent = frames(&mut outbound, Instant::now(), Duration::from_millis(1300));
             let mut inbound = Inbound::new(16_000).expect("decoder");
+            let mut arrived = on_time();
             let mut total = 0usize;
             let mut newest = 0u64;
             for index in arrivals {
                 let Some(frame) = sent.get(index as usize) else { continue };
                 // A DTX-like jump of the sender's clock (0-2 s) after packet 30.
                 let time = frame.rtp_time + jump * 48_000 * u64::from(index > 30);
-                inbound.packet(index, time, &frame.packet);
+                inbound.packet(arrived(), index, time, &frame.packet);
                 total += inbound.take().len();
                 newest = newest.max(time + 960);
             }

@@ -133,7 +133,7 @@ impl Call {
         }
         let seq = **data.seq_range.start();
         let time = data.time.rebase(Frequency::FORTY_EIGHT_KHZ).numer();
-        self.inbound.packet(seq, time, &data.data);
+        self.inbound.packet(data.network_time, seq, time, &data.data);
         let pcm = self.inbound.take();
         // A gap filled comes with the packet after it, up to a second and a frame at once:
         // more than the runtime takes in one frame (a second). In pieces, as clients send.
