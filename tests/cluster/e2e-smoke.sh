@@ -395,6 +395,27 @@ until after="$(triage_sessions)" && [ "$after" -ge $((before + 2)) ]; do
 done
 log "ok: both WebRTC calls recorded"
 
+# on_pod_network APP: waits until APP's one pod (failed ones aside) runs, on the pod
+# network rather than the node's.
+on_pod_network() {
+  local deadline=$((SECONDS + 120))
+  until [ "$(k -n "$RNS" get pods -l app.kubernetes.io/name="$1" --field-selector=status.phase!=Failed \
+    -o jsonpath='{range .items[*]}{.spec.hostNetwork}{" "}{.status.phase}{"\n"}{end}')" = " Running" ]; do
+    [ "$SECONDS" -lt "$deadline" ] || { k -n "$RNS" get pods -o wide >&2; die "not one $1 pod on the pod network"; }
+    sleep 2
+  done
+}
+# load_balanced APP: writes the node's address into the status of APP's one Service of type
+# LoadBalancer, as a load balancer's controller would.
+load_balanced() {
+  local svc
+  svc="$(k -n "$RNS" get svc -l app.kubernetes.io/name="$1" \
+    -o jsonpath='{range .items[?(@.spec.type=="LoadBalancer")]}{.metadata.name}{"\n"}{end}')"
+  [ "$(echo "$svc" | wc -w)" = 1 ] || die "not one LoadBalancer Service of $1: $svc"
+  k -n "$RNS" patch svc "$svc" --subresource=status --type=merge \
+    -p "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"$NODE_IP\"}]}}}" >/dev/null \
+    || die "cannot write $svc's load balancer status"
+}
 # The same edge behind the chart's other exposure, a UDP Service of type LoadBalancer
 # (gateway.webrtc.exposure loadBalancer, tcpPort 0: Kubernetes 1.20 takes no Service mixing
 # UDP and TCP). No load balancer runs here, so the test does what a load balancer's
@@ -409,17 +430,8 @@ log "the gateway's WebRTC edge behind a UDP LoadBalancer Service ($NODE_IP:$WEBR
   --set gateway.webrtc.exposure=loadBalancer --set gateway.webrtc.udpPort="$WEBRTC_LB_PORT" \
   --set gateway.webrtc.tcpPort=0 --set gateway.webrtc.advertise="$NODE_IP" --wait --timeout 180s >&2 \
   || { k -n "$RNS" get pods,svc -o wide >&2; die "the gateway did not roll behind the LoadBalancer Service"; }
-deadline=$((SECONDS + 120))
-until [ "$(gateway_pods '{range .items[*]}{.spec.hostNetwork}{" "}{.status.phase}{"\n"}{end}')" = " Running" ]; do
-  [ "$SECONDS" -lt "$deadline" ] || { k -n "$RNS" get pods -o wide >&2; die "not one gateway pod on the pod network"; }
-  sleep 2
-done
-LB_SVC="$(k -n "$RNS" get svc -l app.kubernetes.io/name=switchboard-gateway \
-  -o jsonpath='{range .items[?(@.spec.type=="LoadBalancer")]}{.metadata.name}{"\n"}{end}')"
-[ "$(echo "$LB_SVC" | wc -w)" = 1 ] || die "not one LoadBalancer Service of the gateway: $LB_SVC"
-k -n "$RNS" patch svc "$LB_SVC" --subresource=status --type=merge \
-  -p "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"$NODE_IP\"}]}}}" >/dev/null \
-  || die "cannot write $LB_SVC's load balancer status"
+on_pod_network switchboard-gateway
+load_balanced switchboard-gateway
 "$CHAT" sim --listen "$NODE_IP:$SIM_PORT" --tls-cert "$PKI/sim.pem" --tls-key "$PKI/sim.key" \
   --script "$DIR/e2e-webrtc-sim.yaml" >"$DIR/e2e-sim.log" 2>&1 &
 SIM_PID=$!
@@ -457,18 +469,8 @@ log "the SIP edge behind a UDP LoadBalancer Service ($NODE_IP:$SIP_LB_PORT), a c
   --set "sip.trunks[0].name=outside" --set "sip.trunks[0].sources[0]=$PHONE_NET.0/30" \
   --wait --timeout 180s >&2 \
   || { k -n "$RNS" get pods,svc -o wide >&2; die "the SIP edge did not roll behind the LoadBalancer Service"; }
-deadline=$((SECONDS + 120))
-until [ "$(k -n "$RNS" get pods -l app.kubernetes.io/name=switchboard-sip --field-selector=status.phase!=Failed \
-  -o jsonpath='{range .items[*]}{.spec.hostNetwork}{" "}{.status.phase}{"\n"}{end}')" = " Running" ]; do
-  [ "$SECONDS" -lt "$deadline" ] || { k -n "$RNS" get pods -o wide >&2; die "not one SIP edge pod on the pod network"; }
-  sleep 2
-done
-SIP_SVC="$(k -n "$RNS" get svc -l app.kubernetes.io/name=switchboard-sip \
-  -o jsonpath='{range .items[?(@.spec.type=="LoadBalancer")]}{.metadata.name}{"\n"}{end}')"
-[ "$(echo "$SIP_SVC" | wc -w)" = 1 ] || die "not one LoadBalancer Service of the SIP edge: $SIP_SVC"
-k -n "$RNS" patch svc "$SIP_SVC" --subresource=status --type=merge \
-  -p "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"$NODE_IP\"}]}}}" >/dev/null \
-  || die "cannot write $SIP_SVC's load balancer status"
+on_pod_network switchboard-sip
+load_balanced switchboard-sip
 [ "$(sysctl -n net.ipv4.ip_forward)" = 1 ] || die "this machine does not forward IPv4 (the real node should have turned it on)"
 ip netns add "$PHONE_NETNS" || die "cannot add the network namespace $PHONE_NETNS"
 ip link add "$PHONE_VETH" type veth peer name sbe2e-phone || die "cannot add a veth pair"
