@@ -124,11 +124,12 @@ impl Call {
                     let queued = queued_rx.borrow_and_update().clone();
                     if let Some(queued) = queued {
                         tracing::info!(
-                            call = %self.call_id, agent, position = queued.position,
+                            call = %self.call_id, agent, waiting_for = queued.agent, position = queued.position,
                             estimated_wait_seconds = queued.estimated_wait_seconds,
                             "call queued: the agent's model quota is full"
                         );
-                        if hold.is_none() && let Some(started) = Hold::new(&self.settings, &self.incoming, session_law, &agent) {
+                        let waiting_for = queued.agent_or(&agent);
+                        if hold.is_none() && let Some(started) = Hold::new(&self.settings, &self.incoming, session_law, waiting_for) {
                             tracing::info!(call = %self.call_id, file = started.file(), "playing the hold announcement");
                             self.metrics.announcement(crate::announce::Purpose::Hold);
                             hold = Some(started);
