@@ -16,8 +16,9 @@
 //! that moves bytes between the sockets, the gateway and the SIP task. A call to an Agent
 //! in outage mode whose fallback is a person is answered and put through to that person
 //! ([`fallback`]). The edge's own recordings ([`announced`]): the hold announcement as early
-//! media while the call waits in the queue, the outage announcement to a call outage mode
-//! turns away or interrupts. A warm transfer's hold chime and brief are [`warm`]'s.
+//! media while the call waits in the queue (the Agent's own, which the gateway names), the
+//! outage announcement to a call outage mode turns away (before its person, or with none)
+//! or interrupts. A warm transfer's hold chime and brief are [`warm`]'s.
 
 mod announced;
 mod bridge;
