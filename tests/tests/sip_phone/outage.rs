@@ -146,7 +146,8 @@ fn a_call_to_an_agent_in_outage_mode_hears_its_outage_recording_then_is_put_thro
 fn a_caller_who_hangs_up_during_the_outage_recording_is_put_through_to_nobody() {
     let dir = std::env::temp_dir().join(format!("switchboard-sip-outage-left-person-{}", std::process::id()));
     // 12 s of recording; the caller's phone hangs up at the end of its 3 s WAV.
-    let played = recordings("outage-left", &[("outage.wav", "8000", "1", &["synth", "12", "sine", "2200", "vol", "0.5"])]);
+    let played =
+        recordings("outage-left", &[("outage.wav", "8000", "1", &["synth", "12", "sine", "2200", "vol", "0.5"])]);
     let announcements = played.0.to_string_lossy().into_owned();
     let tools = tools_bin().expect("tests/tools/install.sh");
     let (person, port) = Phone::answering(&dir, &tools, "advisor", "advisor", 40);
@@ -161,7 +162,11 @@ fn a_caller_who_hangs_up_during_the_outage_recording_is_put_through_to_nobody() 
         || stack.edge.log_text().contains("outage fallback ended"),
         context,
     );
-    assert!(dialled.elapsed() < Duration::from_secs(11), "ended by the hang-up, not the recording's end: {}", context());
+    assert!(
+        dialled.elapsed() < Duration::from_secs(11),
+        "ended by the hang-up, not the recording's end: {}",
+        context()
+    );
     let edge = stack.edge.log_text();
     assert!(edge.contains("playing the outage announcement"), "{}", context());
     assert!(edge.contains("outcome=\"caller_left\""), "{}", context());
