@@ -388,6 +388,7 @@ mod tests {
                 position: 2,
                 estimated_wait_seconds: 40,
                 message: "All our advisers are busy; please stay on the line.".into(),
+                agent: "bank/triage".into(),
             },
             ServerMessage::BidiSessionFallback {
                 agent: "bank/triage".into(),

@@ -393,6 +393,12 @@ pub enum ServerMessage {
         /// place and the estimate. Empty (and not written) from servers older than it.
         #[serde(default, skip_serializing_if = "String::is_empty")]
         message: String,
+        /// The Agent the session waits for (`namespace/name`): the one `session_start`
+        /// named, or the one that claims the number a phone call dialled. A phone edge picks
+        /// that Agent's own hold recording by it. Empty (and not written) from servers older
+        /// than it.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        agent: String,
     },
     /// The Agent is in outage mode (its model service is failing, or an operator switched
     /// it on) and the new session goes to the Agent's fallback instead: a person to put the

@@ -201,10 +201,11 @@ impl Announcements {
     }
 
     /// The recording for `purpose` that a caller of `agent` hears: the Agent's own, or the
-    /// default. `agent` is `namespace/name` when the gateway named it (an outage's fallback);
-    /// a bare name (what the caller dialled, a call waiting in the queue) matches an Agent's
-    /// own recording when exactly one namespace has one for that name; a number dialled
-    /// names no Agent (the default).
+    /// default. `agent` is `namespace/name` when the gateway named it (an outage's
+    /// fallback, a call waiting in the queue, also when the caller dialled a number the
+    /// Agent claims); a bare name (what the caller dialled, where an older gateway names no
+    /// Agent in the queue) matches an Agent's own recording when exactly one namespace has
+    /// one for that name; a number names no Agent (the default).
     pub fn for_agent(&self, purpose: Purpose, agent: &str) -> Option<Arc<Recording>> {
         let own = match agent.split_once('/') {
             Some((namespace, name)) => self.recordings.get(&(Some((namespace.to_owned(), name.to_owned())), purpose)),

@@ -16,8 +16,9 @@
 //! that moves bytes between the sockets, the gateway and the SIP task. A call to an Agent
 //! in outage mode whose fallback is a person is answered and put through to that person
 //! ([`fallback`]). The edge's own recordings ([`announced`]): the hold announcement as early
-//! media while the call waits in the queue, the outage announcement to a call outage mode
-//! turns away or interrupts. A warm transfer's hold chime and brief are [`warm`]'s.
+//! media while the call waits in the queue (the Agent's own, which the gateway names), the
+//! outage announcement to a call outage mode turns away (before its person, or with none)
+//! or interrupts. A warm transfer's hold chime and brief are [`warm`]'s.
 
 mod announced;
 mod bridge;
@@ -124,11 +125,12 @@ impl Call {
                     let queued = queued_rx.borrow_and_update().clone();
                     if let Some(queued) = queued {
                         tracing::info!(
-                            call = %self.call_id, agent, position = queued.position,
+                            call = %self.call_id, agent, waiting_for = queued.agent, position = queued.position,
                             estimated_wait_seconds = queued.estimated_wait_seconds,
                             "call queued: the agent's model quota is full"
                         );
-                        if hold.is_none() && let Some(started) = Hold::new(&self.settings, &self.incoming, session_law, &agent) {
+                        let waiting_for = queued.agent_or(&agent);
+                        if hold.is_none() && let Some(started) = Hold::new(&self.settings, &self.incoming, session_law, waiting_for) {
                             tracing::info!(call = %self.call_id, file = started.file(), "playing the hold announcement");
                             self.metrics.announcement(crate::announce::Purpose::Hold);
                             hold = Some(started);

@@ -59,6 +59,9 @@ pub struct Queued {
     /// What to tell the caller (the Agent's hold message, or the gateway's sentence); empty
     /// from gateways older than it.
     pub message: String,
+    /// The Agent the call waits for (`namespace/name`), also when the caller dialled a
+    /// number it claims; empty from gateways older than it.
+    pub agent: String,
 }
 
 impl Queued {
@@ -70,6 +73,12 @@ impl Queued {
         } else {
             self.message.clone()
         }
+    }
+
+    /// Whose hold recording the caller hears: the Agent the gateway named (also when the
+    /// caller dialled a number it claims), or, from an older gateway, what was `dialled`.
+    pub fn agent_or<'a>(&'a self, dialled: &'a str) -> &'a str {
+        if self.agent.is_empty() { dialled } else { &self.agent }
     }
 }
 
@@ -368,10 +377,10 @@ async fn answer(
                 Ok(ServerMessage::BidiSessionFallback { agent, cause, message, person, retry_after_seconds }) => {
                     said.fallback = Some(Fallback { agent, cause, message, person, retry_after_seconds });
                 }
-                Ok(ServerMessage::BidiSessionQueued { position, estimated_wait_seconds, message }) => {
+                Ok(ServerMessage::BidiSessionQueued { position, estimated_wait_seconds, message, agent }) => {
                     if let Some(queued) = queued.as_deref_mut() {
                         waiting = true;
-                        queued(Queued { position, estimated_wait_seconds, message });
+                        queued(Queued { position, estimated_wait_seconds, message, agent });
                     }
                 }
                 _ => {}

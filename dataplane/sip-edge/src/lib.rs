@@ -57,26 +57,26 @@
 //! bridges the caller and the person (the call's `bridge` module).
 //!
 //! Outage mode: a call to an Agent whose session the gateway diverts (`bidi_session_fallback`,
-//! close 4513) is answered and put through to the fallback's person with the same REFER, or,
-//! with only a message, answered to hear the outage announcement and hung up when there is
-//! one ([`announce`]), else refused 503 with the message as the reason (and `Retry-After`
-//! when the gateway gives a hint). A call under way told its Agent went into outage mode
-//! (`bidi_session_outage`) hears the outage announcement at the next turn boundary and goes
-//! to the fallback (its person, or the call's end); without an announcement it goes on.
+//! close 4513) is answered and put through to the fallback's person with the same REFER
+//! (after the outage announcement, when there is one; a caller who hangs up during it is
+//! put through to nobody), or, with only a message, answered to hear the outage
+//! announcement and hung up when there is one ([`announce`]), else refused 503 with the
+//! message as the reason (and `Retry-After` when the gateway gives a hint). A call under way
+//! told its Agent went into outage mode (`bidi_session_outage`) hears the outage
+//! announcement at the next turn boundary and goes to the fallback (its person, or the
+//! call's end); without an announcement it goes on.
 //!
 //! The capacity queue: a call whose session the gateway queues (`bidi_session_queued`) gets
 //! `182 Queued` with the hold message, again at every new place and every half minute, and is
 //! answered when its turn comes; with a hold announcement ([`announce`]) it gets `183
 //! Session Progress` with the SDP answer instead and hears the recording, repeated, as early
-//! media. A refusal for capacity (`capacity_full`) is 503 with `Retry-After` from the
-//! gateway's hint ([`gateway`]).
+//! media (the Agent's own when there is one: the gateway names the Agent waited for, also
+//! when a number was dialled). A refusal for capacity (`capacity_full`) is 503 with
+//! `Retry-After` from the gateway's hint ([`gateway`]).
 //!
 //! Metrics ([`metrics`]): calls by direction and outcome, refusals by reason, calls under
 //! way, transfers, outage fallbacks, the phones' RTP (packets, losses, jitter) and messages
 //! dropped (the flood guard's); [`Edge::metrics`] renders them for a `/metrics` endpoint.
-//!
-//! Not here yet: the caller's number in the session context, a warm transfer, and
-//! answering-machine detection.
 
 pub mod announce;
 pub mod call;

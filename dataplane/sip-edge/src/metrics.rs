@@ -163,7 +163,7 @@ impl Metrics {
         let announcements = counter_vec(
             &registry,
             "switchboard_sip_announcements_total",
-            "Recorded announcements the edge played to callers, by purpose: hold (a call waiting in the capacity queue, counted once a call), outage (a call turned away or interrupted by outage mode).",
+            "Recorded announcements the edge played to callers, by purpose: hold (a call waiting in the capacity queue, counted once a call), outage (a call turned away or interrupted by outage mode, also before it is put through to the fallback person).",
             &["purpose"],
         )?;
         let rtp_received =

@@ -253,7 +253,7 @@ fn print_message(message: &ServerMessage, live: bool) {
         ServerMessage::WorkflowTransition { from, to, by } => println!("  [step {from} -> {to} ({by})]"),
         ServerMessage::WorkflowLine { node, played, .. } => println!("  [line of {node}: {}]", played.as_str()),
         ServerMessage::BidiError { message, code, .. } => println!("  [error {code}: {message}]"),
-        ServerMessage::BidiSessionQueued { position, estimated_wait_seconds, message } => {
+        ServerMessage::BidiSessionQueued { position, estimated_wait_seconds, message, .. } => {
             println!("[waiting for a free line: position {position}, about {estimated_wait_seconds} s]");
             if !message.is_empty() {
                 println!("[{message}]");

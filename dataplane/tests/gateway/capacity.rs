@@ -49,8 +49,12 @@ async fn held(client: &mut Client) -> u32 {
 
 async fn queued(client: &mut Client, hold: Option<&str>) -> u32 {
     match client.next().await {
-        Some(Ok(ServerMessage::BidiSessionQueued { position, estimated_wait_seconds, message })) => {
+        Some(Ok(ServerMessage::BidiSessionQueued { position, estimated_wait_seconds, message, agent })) => {
             assert!(estimated_wait_seconds > 0, "an estimate comes with the place");
+            // Every session here waits for a triage (the default, or a tenant's).
+            let named =
+                agent.split_once('/').is_some_and(|(namespace, name)| !namespace.is_empty() && name == "triage");
+            assert!(named, "the place names the Agent waited for as namespace/name: {agent:?}");
             match hold {
                 Some(hold) => assert_eq!(message, hold, "the Agent's hold message"),
                 None => {

@@ -77,7 +77,7 @@ async fn open(url: &str, agent: &str) -> (Client, Option<(u32, String)>) {
         .send(&ClientMessage::SessionStart(SessionStart { agent: Some(agent.to_owned()), ..Default::default() }))
         .await;
     let place = match client.next().await {
-        Some(Ok(ServerMessage::BidiSessionQueued { position, message, estimated_wait_seconds })) => {
+        Some(Ok(ServerMessage::BidiSessionQueued { position, message, estimated_wait_seconds, .. })) => {
             assert!(estimated_wait_seconds > 0, "an estimate comes with the place");
             Some((position, message))
         }

@@ -1,12 +1,14 @@
 //! The edge's recorded announcements (`switchboard sip --announcements`, local mode's
 //! `--sip-announcements`): WAV files of a distinctive tone each, found in what the phone
 //! heard. A call waiting for the model quota hears the hold recording as early media (`183
-//! Session Progress` with SDP, then RTP) and is answered by the agent when its turn comes; a
-//! call to an Agent in outage mode with only a message is answered, hears the outage
-//! recording and is hung up by the edge; a call under way when local mode's switch
-//! (`tools/outage.yaml`) puts its Agent into outage mode hears the outage recording and is
-//! hung up; a recording that is not a usable WAV stops the edge (and local mode) at start
-//! with the file's name and what is wrong.
+//! Session Progress` with SDP, then RTP) and is answered by the agent when its turn comes;
+//! a caller who dialled the number an Agent claims hears that Agent's own hold recording
+//! (the gateway names the Agent in the queue); a call to an Agent in outage mode with only
+//! a message is answered, hears the outage recording and is hung up by the edge; a call
+//! under way when local mode's switch (`tools/outage.yaml`) puts its Agent into outage mode
+//! hears the outage recording and is hung up; a recording that is not a usable WAV stops
+//! the edge (and local mode) at start with the file's name and what is wrong. Outage mode's
+//! person after the outage recording: [`crate::outage`].
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,16 +19,18 @@ use switchboard_tests::repo_root;
 use switchboard_tests::switchboard::{Process, switchboard_binary};
 
 use crate::phone::Phone;
-use crate::stack::{dead_port, stack_custom, wait_for, wait_for_edge_sample};
+use crate::stack::{TRIAGE_NUMBER, dead_port, stack_custom, wait_for, wait_for_edge_sample};
 
 /// The hold recording's tone (the simulator's voices are 125-400 Hz, the phones' 500 Hz).
 const HOLD_HZ: f64 = 1400.0;
+/// The tone of triage's own hold recording.
+const TRIAGE_HOLD_HZ: f64 = 1800.0;
 /// The outage recording's tone.
-const OUTAGE_HZ: f64 = 2200.0;
+pub(crate) const OUTAGE_HZ: f64 = 2200.0;
 
 /// A folder of recordings for one test: each `(file, sox arguments after the output)`
 /// made by `sox -n -r <rate> -c <channels> -b 16 <file> <effects>`.
-struct Recordings(PathBuf);
+pub(crate) struct Recordings(pub(crate) PathBuf);
 
 impl Drop for Recordings {
     fn drop(&mut self) {
@@ -36,7 +40,7 @@ impl Drop for Recordings {
     }
 }
 
-fn recordings(name: &str, files: &[(&str, &str, &str, &[&str])]) -> Recordings {
+pub(crate) fn recordings(name: &str, files: &[(&str, &str, &str, &[&str])]) -> Recordings {
     let tools = tools_bin().expect("tests/tools/install.sh");
     let dir = std::env::temp_dir().join(format!("switchboard-announce-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -54,7 +58,7 @@ fn recordings(name: &str, files: &[(&str, &str, &str, &[&str])]) -> Recordings {
 }
 
 /// How many 250 ms windows of what `phone` heard carry `hz` clearly.
-fn windows_with(phone: &Phone, hz: f64) -> usize {
+pub(crate) fn windows_with(phone: &Phone, hz: f64) -> usize {
     let tools = tools_bin().expect("tests/tools/install.sh");
     phone.heard_tone(&tools.join("sox"), hz).iter().filter(|a| **a > 0.1).count()
 }
@@ -102,6 +106,50 @@ fn a_call_waiting_for_the_model_quota_hears_the_hold_announcement_then_the_agent
     let metrics = wait_for_edge_sample(&stack, r#"switchboard_sip_announcements_total{purpose="hold"}"#, 1.0);
     let answered = r#"switchboard_sip_calls_total{direction="inbound",outcome="answered"} 2"#;
     assert!(metrics.contains(answered), "{metrics}");
+}
+
+#[test]
+fn a_caller_who_dials_the_agents_number_hears_the_agents_own_hold_recording() {
+    let hold = recordings(
+        "own-hold",
+        &[
+            ("hold.wav", "8000", "1", &["synth", "1", "sine", "1400", "vol", "0.5"]),
+            ("default.triage.hold.wav", "8000", "1", &["synth", "1", "sine", "1800", "vol", "0.5"]),
+        ],
+    );
+    let dir = hold.0.to_string_lossy().into_owned();
+    let quota = ["--capacity-quota", "default/us-east-1=1"];
+    let stack = stack_custom("announce-own-hold", &["--announcements", &dir], "", &quota);
+    // The first phone holds the one stream for 0.5 + 1.5 + 6 s.
+    let first = Phone::dial(&stack, "first", "triage", 6, 40);
+    let context = |second: Option<&Phone>| {
+        let second = second.map(Phone::log).unwrap_or_default();
+        format!("{}\n--- first ---\n{}\n--- second ---\n{second}", stack.edge.log_text(), first.log())
+    };
+    wait_for(
+        "the first call is answered",
+        Duration::from_secs(20),
+        || stack.edge.log_text().contains("call answered"),
+        || context(None),
+    );
+    // The second dials the number triage claims: the dialled name says nothing of triage.
+    let second = Phone::dial(&stack, "second", TRIAGE_NUMBER, 16, 60);
+    let context = || context(Some(&second));
+    wait_for(
+        "the second call is answered when the first hangs up",
+        Duration::from_secs(40),
+        || second.log().contains("Call established"),
+        context,
+    );
+    let edge = stack.edge.log_text();
+    assert!(edge.contains(r#"waiting_for="default/triage""#), "the gateway named the Agent: {}", context());
+    assert!(edge.contains(r#"file="default.triage.hold.wav""#), "{}", context());
+    second.wait_over(Duration::from_secs(30));
+    let own = windows_with(&second, TRIAGE_HOLD_HZ);
+    assert!(own >= 4, "the caller heard triage's own hold recording ({own} windows of 250 ms): {}", context());
+    let default = windows_with(&second, HOLD_HZ);
+    assert_eq!(default, 0, "and not the default one: {}", context());
+    wait_for_edge_sample(&stack, r#"switchboard_sip_announcements_total{purpose="hold"}"#, 1.0);
 }
 
 /// triage switched into outage mode with only a message (its person never reachable).

@@ -24,7 +24,8 @@
 //! hostile input), [`trunks`], [`keypad`], [`outbound`], [`transfer`], [`bridge`] (a transfer
 //! the edge dials and bridges itself where REFER is not taken), [`warm`] (warm transfers: the
 //! caller on hold while the agent briefs the person), [`outage`] (an Agent
-//! in outage mode: the call goes to its fallback person), [`proxy`] (a carrier's SIP proxy,
+//! in outage mode: the call goes to its fallback person, after the outage recording when
+//! there is one), [`proxy`] (a carrier's SIP proxy,
 //! Debian's kamailio, between the phone and the edge), [`queue`] (the gateway's capacity
 //! queue: 182 Queued while a call waits, 503 with Retry-After when refused), [`amd`]
 //! (answering-machine detection on outbound calls: a person, a machine left a message

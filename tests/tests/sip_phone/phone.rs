@@ -275,13 +275,15 @@ impl Phone {
         raw.stdout.chunks_exact(2).map(|b| f64::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0).collect()
     }
 
-    /// Its recording of what it heard (`-dec.wav`).
+    /// Its recording of what it heard (`-dec.wav`) in its first call: a caller referred to a
+    /// person has a second, named by a later start time (`dump-<time>-dec.wav`).
     fn recording(&self) -> PathBuf {
         std::fs::read_dir(self.dir.join("snd"))
             .expect("the recordings")
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .find(|p| p.to_string_lossy().ends_with("-dec.wav"))
+            .filter(|p| p.to_string_lossy().ends_with("-dec.wav"))
+            .min()
             .unwrap_or_else(|| panic!("baresip wrote no -dec.wav:\n{}", self.log()))
     }
 

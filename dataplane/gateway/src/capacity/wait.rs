@@ -35,8 +35,7 @@ pub async fn admit(gateway: &Gateway, route: &Route, client: &mut Conn<ClientIo>
                 let seconds = started.elapsed().as_secs_f64();
                 capacity.metrics.wait.with_label_values(&[&route.namespace, outcome]).observe(seconds);
             };
-            let hold = route.capacity.hold_message.as_deref();
-            let outcome = queued(gateway, client, status, place, hold).await;
+            let outcome = queued(gateway, client, status, place, route).await;
             match &outcome {
                 Ok(()) => waited("served"),
                 Err(_) => waited("left"),
@@ -47,16 +46,16 @@ pub async fn admit(gateway: &Gateway, route: &Route, client: &mut Conn<ClientIo>
     }
 }
 
-/// Waits in the queue until the slot comes (`Ok`), or the client leaves, the gateway
-/// drains, or the place is lost (`Err`: the close to send).
+/// Waits in the queue for `route`'s Agent until the slot comes (`Ok`), or the client
+/// leaves, the gateway drains, or the place is lost (`Err`: the close to send).
 async fn queued(
     gateway: &Gateway,
     client: &mut Conn<ClientIo>,
     mut status: tokio::sync::watch::Receiver<Status>,
     place: Place,
-    hold: Option<&str>,
+    route: &Route,
 ) -> Result<(), Close> {
-    tell(client, place, hold).await;
+    tell(client, place, route).await;
     let mut last = place.position;
     let config = &gateway.config;
     let mut ping = tokio::time::interval(config.ping_interval);
@@ -73,7 +72,7 @@ async fn queued(
                     Status::Granted => return Ok(()),
                     Status::Queued(place) if place.position != last => {
                         last = place.position;
-                        tell(client, place, hold).await;
+                        tell(client, place, route).await;
                     }
                     Status::Queued(_) => {}
                     Status::Gone => return Err(lost(gateway, client).await),
@@ -109,11 +108,14 @@ async fn queued(
     }
 }
 
-async fn tell(client: &mut Conn<ClientIo>, place: Place, hold: Option<&str>) {
+/// Tells the client its place in the queue for `route`'s Agent (named, so that a phone
+/// edge can pick the Agent's own hold recording when the caller dialled a number).
+async fn tell(client: &mut Conn<ClientIo>, place: Place, route: &Route) {
     let message = ServerMessage::BidiSessionQueued {
         position: place.position,
         estimated_wait_seconds: place.wait_ms.div_ceil(1000),
-        message: hold_message(hold, place),
+        message: hold_message(route.capacity.hold_message.as_deref(), place),
+        agent: format!("{}/{}", route.namespace, route.name),
     };
     let _ = tokio::time::timeout(Duration::from_secs(5), client.send(Message::text(message.to_json()))).await;
 }

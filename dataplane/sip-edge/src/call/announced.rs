@@ -5,7 +5,9 @@
 //!   as early media (`183 Session Progress` with the SDP answer, then RTP), repeated with
 //!   [`GAP`] between plays; when the call's turn comes the same media carries the agent.
 //! - [`Call::announce_outage`]: outage mode turned the call away and names no person: the
-//!   call is answered, hears the outage announcement once, and is hung up.
+//!   call is answered, hears the outage announcement once, and is hung up. With a person,
+//!   the answered call hears it once ([`Call::play_once`]) before it is put through
+//!   ([`super::fallback`]).
 //! - [`Interrupt`]: a call under way told that its Agent went into outage mode
 //!   (`bidi_session_outage`): at the next turn boundary ([`Interjection`]) the agent's audio
 //!   stops, the outage announcement plays, and the call goes to the Agent's fallback (its
@@ -18,7 +20,9 @@ use switchboard_core::protocol::FallbackPerson;
 use switchboard_sip::call::{Admission, CallEvent, Incoming};
 use switchboard_sip::media::g711::Law;
 use switchboard_sip::media::{FRAME_MS, FRAME_SAMPLES};
+use switchboard_sip::sdp::Negotiated;
 
+use super::fallback::Diverted;
 use super::{Call, Command, MediaSettings, Relay};
 use crate::announce::{Announcements, GAP, Interjection, Player, Purpose, Recording};
 use crate::end::End;
@@ -55,7 +59,8 @@ pub(super) struct Hold {
 }
 
 impl Hold {
-    /// The hold of a call to `agent` (as dialled), when there is a hold announcement for it
+    /// The hold of a call waiting for `agent` (`namespace/name` as the gateway names it, or
+    /// as dialled where an older gateway does not), when there is a hold announcement for it
     /// and the phone's offer settled the media (early media needs an SDP answer).
     pub(super) fn new(
         settings: &Arc<MediaSettings>,
@@ -104,15 +109,6 @@ impl Hold {
     }
 }
 
-/// How an outage announcement to a call turned away went.
-#[derive(Debug, PartialEq, Eq)]
-enum Played {
-    Over,
-    CallerLeft,
-    NoAck,
-    Shutdown,
-}
-
 impl Call {
     /// Answers a call that outage mode turned away with no person, plays it `recording` and
     /// hangs up (see the module docs).
@@ -123,31 +119,28 @@ impl Call {
         );
         self.admit(Admission::Accept).await;
         self.metrics.announced_outage();
-        let played = self.play_once(recording).await;
-        let outcome = match played {
-            Played::Over => "announced",
-            Played::CallerLeft => "caller_left",
-            Played::NoAck => "no_ack",
-            Played::Shutdown => "shutdown",
+        let played = match self.acknowledged().await {
+            Ok(media) => self.play_once(media, recording).await,
+            Err(diverted) => Err(diverted),
+        };
+        let outcome = match &played {
+            Ok(()) => "announced",
+            Err(diverted) => diverted.outcome(),
         };
         tracing::info!(call = %self.call_id, agent, outcome, "outage fallback ended");
         self.metrics.fallback(outcome);
-        if played != Played::CallerLeft {
+        if played != Err(Diverted::CallerLeft) {
             let _ = self.commands.send(Command::HangUp { call_id: self.call_id.clone() }).await;
         }
     }
 
-    /// Waits for the ACK, then plays `recording` once to its end.
-    async fn play_once(&mut self, recording: Arc<Recording>) -> Played {
-        let media = match self.acknowledged().await {
-            Ok(media) => media,
-            Err(super::fallback::Diverted::CallerLeft) => return Played::CallerLeft,
-            Err(super::fallback::Diverted::Shutdown) => return Played::Shutdown,
-            Err(_) => return Played::NoAck,
-        };
+    /// Plays `recording` once to its end on the answered call's `media` (counted as an
+    /// outage announcement); `Err` when the caller hangs up first or the edge shuts down.
+    pub(super) async fn play_once(&mut self, media: Negotiated, recording: Arc<Recording>) -> Result<(), Diverted> {
         let law = super::law(media.codec);
         let mut relay = Relay::new(Arc::clone(&self.settings), law, self.incoming.source.ip());
         relay.media(media);
+        tracing::info!(call = %self.call_id, file = recording.file, "playing the outage announcement");
         self.metrics.announcement(Purpose::Outage);
         let mut player = Player::once(recording);
         let mut tick = frame_clock();
@@ -160,7 +153,7 @@ impl Call {
                         let _ = self.ports.rtp.send_to(&packet, to).await;
                     }
                     if !more && relay.queued_audio() == 0 {
-                        return Played::Over;
+                        return Ok(());
                     }
                 }
                 received = self.ports.rtp.recv_from(&mut buf) => {
@@ -170,10 +163,10 @@ impl Call {
                 }
                 event = self.events.recv() => match event {
                     Some(CallEvent::MediaChanged(media)) => relay.media(media),
-                    Some(CallEvent::Ended(_)) | None => return Played::CallerLeft,
+                    Some(CallEvent::Ended(_)) | None => return Err(Diverted::CallerLeft),
                     Some(_) => {}
                 },
-                () = self.shutdown.cancelled() => return Played::Shutdown,
+                () = self.shutdown.cancelled() => return Err(Diverted::Shutdown),
             }
         }
     }
@@ -185,8 +178,8 @@ impl Call {
             Some(person) => {
                 tracing::info!(call = %self.call_id, person = person.name, "outage: putting the caller through to the fallback person");
                 match self.refer(person).await {
-                    super::fallback::Diverted::Transfer(outcome, _) => outcome,
-                    super::fallback::Diverted::CallerLeft => return self.metrics.fallback("caller_left"),
+                    Diverted::Transfer(outcome, _) => outcome,
+                    Diverted::CallerLeft => return self.metrics.fallback("caller_left"),
                     _ => "shutdown",
                 }
             }

@@ -1,6 +1,9 @@
 //! A call to an Agent in outage mode whose fallback is a person: the gateway diverted the
 //! session (`bidi_session_fallback`, close 4513) and names who takes the Agent's callers.
-//! The edge answers the call and puts the caller through to that person with the same
+//! The edge answers the call; with an outage recording for the Agent (its own or the
+//! default, [`crate::announce`]) the caller hears it once first, and a caller who hangs up
+//! during it is not put through (no call to the person is placed); without one the caller
+//! is put through at once. The edge puts the caller through to that person with the same
 //! REFER an agent's `transfer_to_person` uses ([`crate::transfer`]): a person's E.164
 //! number is dialled through the caller's side. Whatever the transfer's end, the edge's
 //! leg then ends (there is no agent to come back to): after a transfer the caller is with
@@ -8,6 +11,7 @@
 //! (`outage fallback ended`, with the transfer's outcome and why); the gateway counts the
 //! diverted session (`switchboard_gateway_outage_fallbacks_total`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use switchboard_core::protocol::FallbackPerson;
@@ -16,6 +20,7 @@ use switchboard_sip::call::{Admission, CallEvent};
 use switchboard_sip::sdp::Negotiated;
 
 use super::{Call, Command};
+use crate::announce::{Purpose, Recording};
 use crate::gateway::Fallback;
 use crate::transfer::{outcome, target_uri};
 
@@ -39,22 +44,42 @@ pub(crate) enum Diverted {
     Shutdown,
 }
 
+impl Diverted {
+    /// Its outcome, the metrics' and the log's label.
+    pub(crate) fn outcome(&self) -> &'static str {
+        match self {
+            Self::Transfer(outcome, _) => outcome,
+            Self::CallerLeft => "caller_left",
+            Self::NoAck => "no_ack",
+            Self::Shutdown => "shutdown",
+        }
+    }
+
+    /// Why it ended so, for the log.
+    fn why(&self) -> &str {
+        match self {
+            Self::Transfer(_, why) => why,
+            Self::CallerLeft => "the caller hung up first",
+            Self::NoAck => "the caller's side never acknowledged the answer",
+            Self::Shutdown => "the edge is shutting down",
+        }
+    }
+}
+
 impl Call {
-    /// Answers the call and puts the caller through to `person`, then hangs the edge's leg up.
+    /// Answers the call, plays the Agent's outage recording when there is one, and puts
+    /// the caller through to `person`, then hangs the edge's leg up.
     pub(super) async fn divert(&mut self, agent: &str, fallback: &Fallback, person: &FallbackPerson) {
+        let recording = self.settings.announcements.for_agent(Purpose::Outage, &fallback.agent);
         tracing::info!(
             call = %self.call_id, agent, cause = fallback.cause, person = person.name,
+            announcement = recording.as_ref().map(|r| r.file.as_str()),
             "the agent is in outage mode: putting the caller through to its fallback person"
         );
         self.admit(Admission::Accept).await;
         self.metrics.diverted();
-        let diverted = self.put_through(person).await;
-        let (outcome, why) = match &diverted {
-            Diverted::Transfer(outcome, why) => (*outcome, why.as_str()),
-            Diverted::CallerLeft => ("caller_left", "the caller hung up first"),
-            Diverted::NoAck => ("no_ack", "the caller's side never acknowledged the answer"),
-            Diverted::Shutdown => ("shutdown", "the edge is shutting down"),
-        };
+        let diverted = self.put_through(person, recording).await;
+        let (outcome, why) = (diverted.outcome(), diverted.why());
         tracing::info!(
             call = %self.call_id, agent, person = person.name, outcome, why, "outage fallback ended"
         );
@@ -64,12 +89,19 @@ impl Call {
         }
     }
 
-    /// Waits for the ACK, sends the REFER and waits for its end.
-    async fn put_through(&mut self, person: &FallbackPerson) -> Diverted {
-        match self.acknowledged().await {
-            Ok(_) => self.refer(person).await,
-            Err(diverted) => diverted,
+    /// Waits for the ACK, plays `recording` to its end (if any: a caller who hangs up
+    /// during it is not put through), sends the REFER and waits for its end.
+    async fn put_through(&mut self, person: &FallbackPerson, recording: Option<Arc<Recording>>) -> Diverted {
+        let media = match self.acknowledged().await {
+            Ok(media) => media,
+            Err(diverted) => return diverted,
+        };
+        if let Some(recording) = recording
+            && let Err(diverted) = self.play_once(media, recording).await
+        {
+            return diverted;
         }
+        self.refer(person).await
     }
 
     /// Waits for the ACK of the call's answer: the media it settled.

@@ -66,10 +66,33 @@ fn a_capacity_refusal_is_503_with_the_retry_hint() {
 
 #[test]
 fn the_182_says_the_hold_message_or_else_the_place_and_the_wait() {
-    let queued = Queued { position: 2, estimated_wait_seconds: 40, message: "Please stay on the line.".into() };
+    let queued = Queued {
+        position: 2,
+        estimated_wait_seconds: 40,
+        message: "Please stay on the line.".into(),
+        agent: "bank/triage".into(),
+    };
     assert_eq!(queued.phrase(), "Please stay on the line.");
     let older = Queued { message: String::new(), ..queued };
     assert_eq!(older.phrase(), "Queued: number 2 in line, about 40 s");
+}
+
+#[test]
+fn the_hold_recording_is_the_agents_the_gateway_names_or_else_the_dialled_ones() {
+    let json = r#"{"type":"bidi_session_queued","position":1,"estimated_wait_seconds":9,"agent":"bank/triage"}"#;
+    let Ok(ServerMessage::BidiSessionQueued { position, estimated_wait_seconds, message, agent }) =
+        serde_json::from_str::<ServerMessage>(json)
+    else {
+        panic!("a queued message")
+    };
+    let queued = Queued { position, estimated_wait_seconds, message, agent };
+    assert_eq!(queued.agent_or("+442079460000"), "bank/triage", "a number dialled: the Agent that claims it");
+    let older = r#"{"type":"bidi_session_queued","position":1,"estimated_wait_seconds":9}"#;
+    let Ok(ServerMessage::BidiSessionQueued { agent, .. }) = serde_json::from_str::<ServerMessage>(older) else {
+        panic!("an older gateway's queued message")
+    };
+    let older = Queued { agent, ..queued };
+    assert_eq!(older.agent_or("triage"), "triage", "an older gateway names none: what was dialled");
 }
 
 #[test]
