@@ -891,6 +891,10 @@ export type BidiErrorMessage = {
  */
 export type BidiSessionQueuedMessage = {
   /**
+   * The Agent the session waits for (`namespace/name`): the one `session_start` named, or the one that claims the number a phone call dialled. A phone edge picks that Agent's own hold recording by it. Empty (and not written) from servers older than it.
+   */
+  agent?: string;
+  /**
    * How long the wait is likely to be, in seconds, from how long sessions have held their slots lately: an estimate, not a promise.
    */
   estimated_wait_seconds: number;

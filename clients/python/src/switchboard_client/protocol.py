@@ -975,6 +975,11 @@ class BidiSessionQueuedMessage(TypedDict):
     session starts (`bidi_connection_start`) when its turn comes; a client that leaves gives up its
     place.
     """
+    agent: NotRequired[str]
+    """The Agent the session waits for (`namespace/name`): the one `session_start` named, or the one
+    that claims the number a phone call dialled. A phone edge picks that Agent's own hold recording
+    by it. Empty (and not written) from servers older than it.
+    """
     estimated_wait_seconds: int
     """How long the wait is likely to be, in seconds, from how long sessions have held their slots
     lately: an estimate, not a promise.
