@@ -159,35 +159,45 @@ pub struct BareCluster {
 }
 
 impl BareCluster {
-    /// Starts it (about 10 s); panics when it cannot.
+    /// Starts it (about 10 s); panics when it cannot. Its ports (the API server's, etcd's
+    /// client and peer ports) are free and reserved for this test ([`crate::ports`]); when
+    /// some other program took one before its server bound it (up.sh fails with the bind
+    /// error), what started is stopped and it starts again on others.
     pub fn start() -> Self {
-        let free_pair = || loop {
-            let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-            if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-                return port;
-            }
-        };
-        let apiserver = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
         static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "switchboard-bare-cluster-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let env = vec![
-            ("SWITCHBOARD_CLUSTER_DIR", dir.display().to_string()),
-            ("SWITCHBOARD_CLUSTER_PORT", apiserver.to_string()),
-            ("SWITCHBOARD_ETCD_PORT", free_pair().to_string()),
-        ];
-        let out = Command::new("bash")
-            .arg(repo_root().join("tests/cluster/up.sh"))
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .output()
-            .expect("runs up.sh");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "up.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-        let kubeconfig = stdout.lines().last().unwrap_or_default().trim_start_matches("export KUBECONFIG=").to_owned();
-        Self { dir, env, kubeconfig }
+        let mut failed = String::new();
+        for _ in 0..5 {
+            let apiserver = crate::ports::free_port(crate::ports::TCP);
+            // etcd's client port and its peer port, the next.
+            let etcd = crate::ports::free_ports(2, crate::ports::TCP);
+            let dir = std::env::temp_dir().join(format!(
+                "switchboard-bare-cluster-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let env = vec![
+                ("SWITCHBOARD_CLUSTER_DIR", dir.display().to_string()),
+                ("SWITCHBOARD_CLUSTER_PORT", apiserver.to_string()),
+                ("SWITCHBOARD_ETCD_PORT", etcd.to_string()),
+            ];
+            let out = Command::new("bash")
+                .arg(repo_root().join("tests/cluster/up.sh"))
+                .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+                .output()
+                .expect("runs up.sh");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let kubeconfig =
+                stdout.lines().last().unwrap_or_default().trim_start_matches("export KUBECONFIG=").to_owned();
+            // Stopped and removed on drop, a failed start too.
+            let cluster = Self { dir, env, kubeconfig };
+            if out.status.success() {
+                return cluster;
+            }
+            failed = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(crate::ports::address_in_use(&failed), "up.sh failed: {failed}");
+            eprintln!("a port of the bare control plane was taken before its server bound it; picking others");
+        }
+        panic!("up.sh found a port taken five times; the last time: {failed}")
     }
 }
 

@@ -339,5 +339,11 @@ impl Edge {
     }
 }
 
+// Ports for the unit tests, as every test harness picks them (the file all test crates
+// share: below the kernel's ephemeral range, reserved for the test process).
+#[cfg(test)]
+#[path = "../../tests/support/ports.rs"]
+#[allow(dead_code)]
+mod test_ports;
 #[cfg(test)]
 mod tests;

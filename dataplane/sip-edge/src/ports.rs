@@ -96,9 +96,8 @@ mod tests {
 
     #[tokio::test]
     async fn pairs_are_even_ports_taken_once_and_given_back_on_drop() {
-        let probe = std::net::UdpSocket::bind("127.0.0.1:0").expect("a port");
-        let base = probe.local_addr().expect("addr").port() & !1;
-        drop(probe);
+        // Four ports free and reserved for this test: no other process takes one meanwhile.
+        let base = crate::test_ports::free_ports(4, crate::test_ports::UDP);
         let ports = Ports::new("127.0.0.1".parse().expect("ip"), base..=base + 3).expect("two pairs");
         assert_eq!(ports.available(), 2);
         let one = ports.take().expect("a pair");

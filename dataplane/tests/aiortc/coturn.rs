@@ -8,35 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::browser::tools_bin;
-
-/// A UDP port on `ip` that is free now and that the kernel never hands out on its own:
-/// below Linux's ephemeral range (32768 and up by default) and below the NodePort range, so
-/// no socket bound to port 0 elsewhere in the run can take it between this check and
-/// coturn's bind. A port picked by binding port 0 and released was in that range, and once
-/// was some other test's by the time coturn came to bind it.
-fn free_port_below_ephemeral(ip: IpAddr) -> u16 {
-    let (low, high) = ephemeral_range();
-    // Below 30000 too: 30000-32767 is where Kubernetes opens NodePorts when a node runs here.
-    let ceiling = low.min(30_000);
-    assert!(ceiling > 10_000, "the ephemeral range starts at {low}: no room below it ({low}-{high})");
-    for _ in 0..1000 {
-        let port = fastrand::u16(10_000..ceiling);
-        if UdpSocket::bind((ip, port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free UDP port in 10000-{ceiling} after 1000 tries");
-}
-
-/// The kernel's ephemeral port range (`net.ipv4.ip_local_port_range`).
-fn ephemeral_range() -> (u16, u16) {
-    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
-    let mut ports = text.split_whitespace().filter_map(|p| p.parse().ok());
-    match (ports.next(), ports.next()) {
-        (Some(low), Some(high)) => (low, high),
-        _ => (32768, 60999),
-    }
-}
+use crate::ports;
 
 /// A running `turnserver`.
 pub struct Coturn {
@@ -48,11 +20,25 @@ pub struct Coturn {
 
 impl Coturn {
     /// Starts one on `ip` (listening and relaying) with `secret` as its shared secret, and
-    /// waits until it answers STUN.
+    /// waits until it answers STUN. Its
+    /// port comes from [`ports`] (free, below the kernel's ephemeral range, reserved for
+    /// this test); when some other program took it before coturn bound it (coturn logs the
+    /// bind error and keeps retrying), it is stopped and started again on another.
     pub fn start(secret: &str, ip: IpAddr) -> Self {
+        for _ in 0..5 {
+            let port = ports::free_port(ports::UDP);
+            let mut coturn = Self::spawn(secret, ip, port);
+            if coturn.wait_until_answering() {
+                return coturn;
+            }
+            eprintln!("turnserver: another program took port {port} before it bound it; picking another");
+        }
+        panic!("turnserver found its port taken five times")
+    }
+
+    fn spawn(secret: &str, ip: IpAddr, port: u16) -> Self {
         let dir = std::env::temp_dir().join(format!("switchboard-coturn-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let port = free_port_below_ephemeral(ip);
         let address = SocketAddr::new(ip, port);
         let log = std::fs::File::create(dir.join("turn.log")).expect("the log");
         let child = Command::new(tools_bin().join("turnserver"))
@@ -72,13 +58,12 @@ impl Coturn {
             .stderr(Stdio::from(log))
             .spawn()
             .expect("runs turnserver");
-        let mut coturn = Self { child, address, dir };
-        coturn.wait_until_answering();
-        coturn
+        Self { child, address, dir }
     }
 
-    /// A STUN binding request (no credentials needed) until coturn answers it.
-    fn wait_until_answering(&mut self) {
+    /// A STUN binding request (no credentials needed) until coturn answers it (true), or
+    /// its log says its port is taken (false).
+    fn wait_until_answering(&mut self) -> bool {
         let probe = UdpSocket::bind(SocketAddr::new(self.address.ip(), 0)).expect("a probe socket");
         probe.set_read_timeout(Some(Duration::from_millis(200))).expect("a timeout");
         let mut request = vec![0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42];
@@ -89,12 +74,15 @@ impl Coturn {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("turnserver exited ({status}):\n{}", self.log());
             }
+            if ports::address_in_use(&self.log()) {
+                return false;
+            }
             let _ = probe.send_to(&request, self.address);
             if let Ok((n, _)) = probe.recv_from(&mut buffer)
                 && n >= 20
                 && buffer[0..2] == [0x01, 0x01]
             {
-                return;
+                return true;
             }
         }
         panic!("turnserver did not answer STUN on {} in 10 s:\n{}", self.address, self.log());

@@ -45,6 +45,9 @@ mod browser;
 use browser::{call_files, tools_bin};
 
 mod coturn;
+#[path = "../support/ports.rs"]
+#[allow(dead_code)]
+mod ports;
 mod resume;
 
 const TURN_SECRET: &str = "a-secret-shared-with-coturn";

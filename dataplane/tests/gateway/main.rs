@@ -31,6 +31,9 @@ mod outage_local;
 mod outage_shared;
 mod outage_text;
 mod phone;
+#[path = "../support/ports.rs"]
+#[allow(dead_code)]
+mod ports;
 mod postgres;
 mod process;
 mod record;

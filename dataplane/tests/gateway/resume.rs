@@ -254,7 +254,8 @@ async fn a_parked_session_changed_in_redis_is_refused_on_resume() {
 /// failing the session; once Redis answers, sessions park and resume through it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_serves_while_its_redis_is_down_and_resumes_once_it_is_back() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    // Reserved for this test: no other test's program takes it while Redis is down.
+    let port = Redis::free_port();
     let store = Store::redis(&format!("redis://127.0.0.1:{port}"), fleet_key(), None).expect("a lazy store");
     assert!(store.ping().await.is_err(), "nothing listens yet");
     let fleet = Fleet::with(&[], keys(), GatewayConfig::default(), store).await;

@@ -15,6 +15,9 @@
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]
 mod common;
+#[path = "../support/ports.rs"]
+#[allow(dead_code)]
+mod ports;
 mod prometheus;
 #[path = "../voice/common.rs"]
 #[allow(dead_code)]

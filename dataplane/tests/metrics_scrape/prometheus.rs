@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::ports;
+
 /// Upper bound for Prometheus to start or to scrape: a guard against hangs.
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -38,9 +40,10 @@ impl Prometheus {
     /// Starts Prometheus scraping `target`'s `/metrics` every second, with the `namespace`
     /// label a PodMonitor scrape would add; returns once it answers, as itself.
     ///
-    /// Prometheus cannot bind port 0 and say which port it got: it is given a port free a
-    /// moment before, and when another process took that port meanwhile (its log says the
-    /// address is in use and it exits) it is started again on another. Ready means its
+    /// Prometheus cannot bind port 0 and say which port it got: it is given a port from
+    /// [`ports`] (free, below the kernel's ephemeral range, reserved for this test), and
+    /// when another program took that port meanwhile (its log says the address is in use
+    /// and it exits) it is started again on another. Ready means its
     /// `/api/v1/status/flags` names our storage folder: this Prometheus answers, not
     /// another test's.
     pub async fn start(target: SocketAddr) -> Self {
@@ -53,8 +56,7 @@ impl Prometheus {
         std::fs::write(dir.join("prometheus.yml"), config).expect("config");
         let storage = dir.join("data").display().to_string();
         for _ in 0..5 {
-            let port =
-                std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+            let port = ports::free_port(ports::TCP);
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
             let log = std::fs::File::create(dir.join("prometheus.log")).expect("log file");
             let child = Command::new(bin())
@@ -71,7 +73,7 @@ impl Prometheus {
             loop {
                 if let Ok(Some(status)) = prometheus.child.try_wait() {
                     let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
-                    if log.contains("address already in use") {
+                    if ports::address_in_use(&log) {
                         break;
                     }
                     panic!("prometheus exited ({status}):\n{log}");

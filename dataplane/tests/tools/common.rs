@@ -20,6 +20,9 @@ pub fn mcp_python() -> PathBuf {
 pub struct McpServer {
     pub addr: SocketAddr,
     child: Child,
+    /// The test's own handle on the listening socket: the port stays this test's when the
+    /// server stops, for [`McpServer::start_on`].
+    listener: std::net::TcpListener,
 }
 
 impl McpServer {
@@ -28,15 +31,17 @@ impl McpServer {
         Self::serve(std::net::TcpListener::bind("127.0.0.1:0").expect("binds a free port")).await
     }
 
-    /// Starts it on `port` (a restarted server on its old address).
-    pub async fn start_on(port: u16) -> Self {
-        Self::serve(std::net::TcpListener::bind(("127.0.0.1", port)).expect("binds the port again")).await
+    /// Starts it on `listener`, the socket a stopped server gave back ([`McpServer::stop`]):
+    /// a restarted server on its old address, which no other process could take meanwhile.
+    pub async fn start_on(listener: std::net::TcpListener) -> Self {
+        Self::serve(listener).await
     }
 
     /// The test binds the listener and hands it to the server as its standard input: no
     /// other process can take the port between choosing it and serving on it.
     async fn serve(listener: std::net::TcpListener) -> Self {
         let addr = listener.local_addr().expect("the listener's address");
+        let kept = listener.try_clone().expect("a handle on the listener");
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/tools/mcp_server.py");
         let mut child = Command::new(mcp_python())
             .arg(script)
@@ -57,17 +62,19 @@ impl McpServer {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Self { addr, child }
+        Self { addr, child, listener: kept }
     }
 
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
     }
 
-    pub fn stop(mut self) -> u16 {
+    /// Kills the server; returns its listening socket (still bound and listening:
+    /// connections wait there for [`McpServer::start_on`]).
+    pub fn stop(mut self) -> std::net::TcpListener {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.addr.port()
+        self.listener.try_clone().expect("a handle on the listener")
     }
 }
 

@@ -82,8 +82,8 @@ async fn a_restarted_server_gets_a_new_session_transparently() {
     let tool = mcp_tool("lookup_account", &url, 10_000);
     executor.execute(&tool, json!({"account": "1"})).await.expect("first call");
     // The server restarts and forgets every session: it answers our session id with 404.
-    let port = server.stop();
-    let _restarted = McpServer::start_on(port).await;
+    let listener = server.stop();
+    let _restarted = McpServer::start_on(listener).await;
     let result = executor.execute(&tool, json!({"account": "2"})).await.expect("the call after the restart");
     assert_eq!(result["account"], "2");
 }

@@ -13,6 +13,9 @@
 #[path = "../runtime/common.rs"]
 #[allow(dead_code)]
 mod client;
+#[path = "../support/ports.rs"]
+#[allow(dead_code)]
+mod ports;
 mod processes;
 mod receiver;
 #[path = "../gateway/redis.rs"]

@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 use switchboard_tests::cluster::{TestNamespace, cluster, tools_bin};
 use switchboard_tests::manifests::{apply_yaml, install_crds};
 use switchboard_tests::operator::operator_binary;
+use switchboard_tests::ports;
 use switchboard_tests::repo_root;
 use switchboard_tests::switchboard::switchboard_binary;
 
@@ -263,10 +264,6 @@ fn tempdir(name: &str) -> PathBuf {
     dir
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
-
 /// The binaries the pages' `cargo run` commands build and run.
 struct Binaries {
     switchboard: PathBuf,
@@ -330,10 +327,26 @@ fn missing_lines(output: &str, expected: &str) -> Vec<String> {
 }
 
 /// Runs every marked command of `page_path` in order; returns how many of each kind ran.
+/// The page's port (127.0.0.1:8080 in its text) is one free now and reserved for this test
+/// ([`ports`]); when some other program took it before the page's server bound it (the
+/// server exits saying so), the page runs again from its start on another.
 fn run_page(page_path: &str, binary: &Binaries) -> (usize, usize) {
+    let mut log = String::new();
+    for _ in 0..5 {
+        let port = ports::free_port(ports::TCP);
+        match run_page_on(page_path, binary, port) {
+            Ok(counts) => return counts,
+            Err(output) => log = output,
+        }
+        eprintln!("{page_path}: another program took port {port} before its server bound it; picking another");
+    }
+    panic!("{page_path}: its server found its port taken five times; the last time:\n{log}")
+}
+
+/// [`run_page`] on `port`: the server's output when it found a port taken.
+fn run_page_on(page_path: &str, binary: &Binaries, port: u16) -> Result<(usize, usize), String> {
     let all = blocks(&page(page_path));
     let home = tempdir(&page_path.replace('/', "-"));
-    let port = free_port();
     let mut servers = Vec::new();
     let (mut started, mut ran) = (0, 0);
     for (i, block) in all.iter().enumerate() {
@@ -370,6 +383,10 @@ fn run_page(page_path: &str, binary: &Binaries) -> (usize, usize) {
             let ready = if expected.is_empty() { format!("127.0.0.1:{port}") } else { expected.clone() };
             while !missing_lines(&read(), &ready).is_empty() {
                 if let Ok(Some(status)) = child.try_wait() {
+                    if ports::address_in_use(&read()) {
+                        kill_group(&mut child);
+                        return Err(read());
+                    }
                     panic!("{what} exited ({status}) before it was up:\n{}", read());
                 }
                 if Instant::now() > deadline {
@@ -401,7 +418,7 @@ fn run_page(page_path: &str, binary: &Binaries) -> (usize, usize) {
     }
     drop(servers);
     let _ = std::fs::remove_dir_all(&home);
-    (started, ran)
+    Ok((started, ran))
 }
 
 #[test]

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use switchboard_tests::ports;
+
 use crate::stack::{Stack, free_udp_tcp_ports, wait_for};
 
 /// How a baresip instance runs, beyond its config.
@@ -178,37 +180,72 @@ impl Phone {
         }
         let status = Command::new(&sox).args(&parts).arg(dir.join("say.wav")).status().expect("sox runs");
         assert!(status.success(), "sox joined the WAV");
-        // baresip listens on a port and the next (TLS): both free.
-        let port = free_phone_port();
-        let d = dir.display();
-        let config = format!(
-            "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
-             module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
-             audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
-             snd_path {d}/snd\n{more_config}"
-        );
-        std::fs::write(dir.join("config"), config).expect("config");
         let codec = options.codec.unwrap_or("PCMU");
-        let account =
-            format!("<sip:{user}@127.0.0.1:{port};transport={transport}>;regint=0;audio_codecs={codec}{account}\n");
-        std::fs::write(dir.join("accounts"), account).expect("accounts");
-        let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
-        let mut baresip = Command::new(tools.join("baresip"));
-        baresip.arg("-f").arg(&dir);
-        if let Some(command) = command {
-            baresip.args(["-e", command]);
+        // baresip listens on a port and the next (TLS): both free. Picked again when some
+        // other program took the port before baresip bound it (baresip exits saying so).
+        for _ in 0..5 {
+            let port = free_phone_port();
+            let d = dir.display();
+            let config = format!(
+                "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
+                 module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
+                 audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
+                 snd_path {d}/snd\n{}{more_config}",
+                rtp_ports()
+            );
+            std::fs::write(dir.join("config"), config).expect("config");
+            let account =
+                format!("<sip:{user}@127.0.0.1:{port};transport={transport}>;regint=0;audio_codecs={codec}{account}\n");
+            std::fs::write(dir.join("accounts"), account).expect("accounts");
+            let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
+            let mut baresip = Command::new(tools.join("baresip"));
+            baresip.arg("-f").arg(&dir);
+            if let Some(command) = command {
+                baresip.args(["-e", command]);
+            }
+            if options.trace {
+                baresip.arg("-s");
+            }
+            let child = baresip
+                .args(["-t", &quit.to_string()])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .spawn()
+                .expect("baresip starts");
+            let mut phone = Self { dir: dir.clone(), child };
+            if phone.ready() {
+                return (phone, port);
+            }
+            eprintln!("baresip {name}: another program took port {port} before it bound it; picking another");
         }
-        if options.trace {
-            baresip.arg("-s");
+        panic!("baresip {name}: its port was taken before it bound it five times")
+    }
+
+    /// Waits until baresip is ready (true), or has exited because a port it was told to
+    /// listen on was taken (false). Panics when it exits for another reason, when a module
+    /// could not bind its port (the console's: the test gave it), or after 30 s.
+    fn ready(&mut self) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let log = self.log();
+            if let Some((start, _)) = log.split_once("baresip is ready") {
+                assert!(
+                    !ports::address_in_use(start),
+                    "baresip in {} could not bind a port its config names: another program took it after it \
+                     was picked (a port collision, not the code under test):\n{log}",
+                    self.dir.display()
+                );
+                return true;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let log = self.log();
+                assert!(ports::address_in_use(&log), "baresip exited ({status}) before it was ready:\n{log}");
+                return false;
+            }
+            assert!(std::time::Instant::now() < deadline, "baresip was not ready in 30 s:\n{log}");
+            std::thread::sleep(Duration::from_millis(50));
         }
-        let child = baresip
-            .args(["-t", &quit.to_string()])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("baresip starts");
-        (Self { dir, child }, port)
     }
 
     /// This caller's phone was referred to `person` (answering as `user`) and is in a call
@@ -318,6 +355,12 @@ pub(crate) fn free_phone_port() -> u16 {
     free_udp_tcp_ports(2)
 }
 
+/// baresip's `rtp_ports` line: it picks its RTP ports at random and retries a taken one;
+/// above the kernel's ephemeral range it takes none that the tests hand out ([`ports`]).
+fn rtp_ports() -> String {
+    ports::above_ephemeral().map(|(low, high)| format!("rtp_ports {low}-{high}\n")).unwrap_or_default()
+}
+
 impl Callee {
     pub(crate) fn listen(stack: &Stack, name: &str, answermode: &str, max_calls: u32, port: u16) -> Self {
         // Half a second of silence, the phrase tone (500 Hz, 1.5 s), then silence.
@@ -362,7 +405,8 @@ impl Callee {
             "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
              module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
              audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
-             snd_path {d}/snd\ncall_max_calls {max_calls}\n"
+             snd_path {d}/snd\ncall_max_calls {max_calls}\n{}",
+            rtp_ports()
         );
         std::fs::write(dir.join("config"), config).expect("config");
         let account =
@@ -378,12 +422,14 @@ impl Callee {
             .stderr(log)
             .spawn()
             .expect("baresip starts");
-        let phone = Phone { dir, child };
-        wait_for(
-            "the callee listens",
-            Duration::from_secs(10),
-            || phone.log().contains("baresip is ready"),
-            || phone.log(),
+        let mut phone = Phone { dir, child };
+        // Its port is in the stack's configuration already: taken meanwhile, it cannot be
+        // picked again here.
+        assert!(
+            phone.ready(),
+            "the callee's port {port} was taken by another program after it was picked, before baresip \
+             bound it (a port collision, not the code under test):\n{}",
+            phone.log()
         );
         Self { phone, port }
     }

@@ -5,10 +5,12 @@
 //! BYE, and the edge's BYE when the agent's side ends, go through it (the edge's 200 OK
 //! carries the proxy's Record-Route, RFC 3261 §12.1.1; its own requests carry the route set).
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use switchboard_tests::ports;
 
 use crate::phone::Phone;
 use crate::stack::{Stack, stack_with, wait_for};
@@ -42,10 +44,21 @@ impl Proxy {
         };
         let dir = stack.dir.join("kamailio");
         std::fs::create_dir_all(&dir).expect("a folder");
-        let address = {
-            let socket = UdpSocket::bind("127.0.0.2:0").expect("a port on 127.0.0.2");
-            socket.local_addr().expect("bound")
-        };
+        // A port free now and reserved for this test; picked again when some other program
+        // took it before kamailio bound it (kamailio exits saying so).
+        for _ in 0..5 {
+            let address = SocketAddr::from(([127, 0, 0, 2], ports::free_port(ports::UDP)));
+            let mut proxy = Self::spawn(stack, &dir, address, refer);
+            if proxy.serving() {
+                return proxy;
+            }
+            eprintln!("kamailio: another program took {address} before it bound it; picking another");
+        }
+        panic!("kamailio: its port was taken before it bound it five times")
+    }
+
+    /// Starts kamailio on `address` relaying to the stack's edge (`refer`: the REFER rule).
+    fn spawn(stack: &Stack, dir: &Path, address: SocketAddr, refer: &str) -> Self {
         let modules = modules().expect("kamailio's modules under /usr/lib/<arch>/kamailio/modules");
         let config = format!(
             r#"#!KAMAILIO
@@ -85,6 +98,8 @@ request_route {{
     t_relay();
     exit;
 }}
+
+event_route[core:worker-one-init] {{ xlog("L_NOTICE", "kamailio serving\n"); }}
 "#,
             modules = modules.display(),
             edge = stack.sip,
@@ -97,7 +112,7 @@ request_route {{
             .arg("-f")
             .arg(&config_path)
             .args(["-DD", "-E", "-w"])
-            .arg(&dir)
+            .arg(dir)
             .arg("-P")
             .arg(dir.join("kamailio.pid"))
             .stdin(Stdio::null())
@@ -105,14 +120,26 @@ request_route {{
             .stderr(out)
             .spawn()
             .expect("kamailio starts");
-        let proxy = Self { child, address, log };
-        wait_for(
-            "kamailio listens",
-            Duration::from_secs(15),
-            || proxy.log_text().contains("Listening on"),
-            || proxy.log_text(),
-        );
-        proxy
+        Self { child, address, log }
+    }
+
+    /// Waits until kamailio serves (its first worker runs `core:worker-one-init`, once
+    /// the socket is bound): true; or has exited because its port was taken: false.
+    /// Panics when it exits for another reason or is not serving in 15 s.
+    fn serving(&mut self) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            if self.log_text().contains("kamailio serving") {
+                return true;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let log = self.log_text();
+                assert!(ports::address_in_use(&log), "kamailio exited ({status}) before serving:\n{log}");
+                return false;
+            }
+            assert!(std::time::Instant::now() < deadline, "kamailio not serving in 15 s:\n{}", self.log_text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     pub(crate) fn log_text(&self) -> String {

@@ -2,12 +2,13 @@
 //! sip` in front of it, each test's in a folder of its own; and what they recorded and
 //! counted (the record through `switchboard sessions`, the gateway's and the edge's metrics).
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use switchboard_tests::cluster::tools_bin;
+use switchboard_tests::ports;
 use switchboard_tests::repo_root;
 use switchboard_tests::switchboard::{Process, switchboard_binary};
 
@@ -51,27 +52,18 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The first of `count` ports in a row, each free now over UDP and TCP (an even first).
+/// The first of `count` ports in a row, each free now over UDP and TCP (an even first),
+/// reserved for this test ([`ports`]: below the kernel's ephemeral range, where no socket
+/// bound to port 0 takes it before its program binds it).
 pub(crate) fn free_udp_tcp_ports(count: u16) -> u16 {
-    loop {
-        let (first, last) = free_udp_range(count);
-        if (first..=last).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()) {
-            return first;
-        }
-    }
+    ports::free_ports(count, ports::UDP_TCP)
 }
 
-/// An even UDP port with `count - 1` after it, free now.
+/// An even UDP port with `count - 1` after it, free now and reserved for this test (the
+/// edge binds them call by call: no other test's pick lands in the range meanwhile).
 pub(crate) fn free_udp_range(count: u16) -> (u16, u16) {
-    loop {
-        let probe = UdpSocket::bind("127.0.0.1:0").expect("a port");
-        let first = probe.local_addr().expect("addr").port() & !1;
-        drop(probe);
-        let Some(last) = first.checked_add(count - 1) else { continue };
-        if (first..=last).all(|p| UdpSocket::bind(("127.0.0.1", p)).is_ok()) {
-            return (first, last);
-        }
-    }
+    let first = ports::free_ports(count, ports::UDP);
+    (first, first + count - 1)
 }
 
 pub(crate) fn stack(name: &str) -> Stack {
@@ -244,9 +236,10 @@ pub(crate) fn wait_for_edge_sample(stack: &Stack, series: &str, value: f64) -> S
     text
 }
 
-/// A free UDP port (nothing listens on it when the test uses it).
+/// A port where nothing listens, UDP or TCP: free now and reserved for this test, so no
+/// other test's phone or server is handed it while this one expects silence there.
 pub(crate) fn dead_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").expect("a port").local_addr().expect("addr").port()
+    ports::free_port(ports::UDP_TCP)
 }
 
 /// The record of the one session: its `sessions show` text.

@@ -6,12 +6,16 @@ use std::time::Duration;
 
 use switchboard_sip_edge::{EdgeConfig, GatewayConfig, MediaSettings, RateConfig, TlsConfig};
 
+// The file all test crates share for ports (below the kernel's ephemeral range, reserved
+// for the test process).
+#[path = "../../../tests/support/ports.rs"]
+#[allow(dead_code)]
+mod ports;
+
 /// An edge listening for UDP on `listen` (and TCP beside it with `tcp`, TLS with `tls`), its
-/// four RTP ports from an even port that was free a moment ago, its gateway a closed port.
+/// four RTP ports free and reserved for this test, its gateway a closed port.
 pub fn config(listen: SocketAddr, tcp: bool, tls: Option<TlsConfig>) -> EdgeConfig {
-    let probe = std::net::UdpSocket::bind("127.0.0.1:0").expect("a port");
-    let base = probe.local_addr().expect("addr").port() & !1;
-    drop(probe);
+    let base = ports::free_ports(4, ports::UDP);
     EdgeConfig {
         listen,
         tcp,
