@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::outbound::{CallState, EDGE_PATH, FromEdge, ToEdge};
+use switchboard_sip::call::Transport;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -53,7 +54,7 @@ pub(crate) async fn run(
         };
         match connected {
             Ok((socket, _)) => {
-                tracing::info!(url, trunk = %outbound.trunk.host, "taking outbound calls from the gateway");
+                tracing::info!(url, trunk = %outbound.trunk.uri(), "taking outbound calls from the gateway");
                 pause = Duration::from_secs(1);
                 let (mut sink, mut stream) = socket.split();
                 loop {
@@ -104,10 +105,11 @@ async fn place(
     call: ToEdge,
 ) {
     let ToEdge::Place { id, to, agent, ticket, answering_machine } = call;
-    let (host, port, what) = match target(outbound, &to) {
+    let target = match target(outbound, &to) {
         Ok(target) => target,
         Err(why) => return report(reports, &id, CallState::Failed, None, Some(why)),
     };
+    let Target { host, port, transport, what } = target;
     let peer: Option<SocketAddr> = match tokio::net::lookup_host((host.as_str(), port)).await {
         Ok(mut addresses) => addresses.next(),
         Err(error) => {
@@ -119,21 +121,34 @@ async fn place(
         let reason = format!("{what} {host} does not resolve");
         return report(reports, &id, CallState::Failed, None, Some(reason));
     };
-    let placement = Placement { id: id.clone(), to, agent, ticket, peer, answering_machine };
+    let tls = if transport == Transport::Tls { outbound.tls.clone() } else { None };
+    let placement = Placement { id: id.clone(), to, agent, ticket, peer, transport, host, tls, answering_machine };
     if placements.try_send(placement).is_err() {
         report(reports, &id, CallState::Failed, Some(503), Some("the SIP edge is too busy to place it".into()));
     }
 }
 
-/// Where the INVITE of a call to `to` goes: the trunk, or with none ([`Outbound::direct`])
-/// the SIP URI's own host; and what that is, for the log.
-fn target(outbound: &Outbound, to: &str) -> Result<(String, u16, &'static str), String> {
+/// Where the INVITE of a call goes ([`target`]).
+#[derive(Debug, PartialEq, Eq)]
+struct Target {
+    host: String,
+    port: u16,
+    transport: Transport,
+    /// What that is, for the log.
+    what: &'static str,
+}
+
+/// Where the INVITE of a call to `to` goes: the trunk, over its transport, or with none
+/// ([`Outbound::direct`]) the SIP URI's own host over UDP.
+fn target(outbound: &Outbound, to: &str) -> Result<Target, String> {
     if !outbound.direct {
-        return Ok((outbound.trunk.host.clone(), outbound.trunk.port, "the outbound trunk"));
+        let trunk = &outbound.trunk;
+        let (host, port, transport) = (trunk.host.clone(), trunk.port, trunk.transport);
+        return Ok(Target { host, port, transport, what: "the outbound trunk" });
     }
     let destination = switchboard_sip::trunk::outbound::Destination::parse(to).map_err(|e| e.to_string())?;
     match destination.host_port() {
-        Some((host, port)) => Ok((host, port, "the callee's host")),
+        Some((host, port)) => Ok(Target { host, port, transport: Transport::Udp, what: "the callee's host" }),
         None => Err(format!(
             "no outbound trunk routes the number {to}: call a SIP URI (sip:USER@HOST[:PORT]), or give local mode a \
              trunk (--sip-outbound-trunk sip:HOST[:PORT])"
@@ -143,20 +158,29 @@ fn target(outbound: &Outbound, to: &str) -> Result<(String, u16, &'static str), 
 
 #[cfg(test)]
 mod tests {
-    use super::{dispatch_url, target};
+    use super::{Target, dispatch_url, target};
     use crate::Outbound;
+    use switchboard_sip::call::Transport;
     use switchboard_sip::trunk::outbound::OutboundTrunk;
 
     #[test]
     fn with_no_trunk_a_uri_is_called_at_its_host_and_a_number_is_refused() {
         let trunk = OutboundTrunk::new("sip:10.0.0.9:5070", "switchboard", None).expect("trunk");
-        let mut outbound = Outbound { trunk, ring_timeout: std::time::Duration::from_secs(5), direct: false };
-        assert_eq!(target(&outbound, "+442079460018"), Ok(("10.0.0.9".into(), 5070, "the outbound trunk")));
-        assert_eq!(target(&outbound, "sip:a@127.0.0.1:5090"), Ok(("10.0.0.9".into(), 5070, "the outbound trunk")));
+        let mut outbound = Outbound::new(trunk, None, std::time::Duration::from_secs(5)).expect("outbound");
+        let at = |host: &str, port, transport, what| Target { host: host.into(), port, transport, what };
+        let trunk = at("10.0.0.9", 5070, Transport::Udp, "the outbound trunk");
+        assert_eq!(target(&outbound, "+442079460018"), Ok(trunk));
+        let trunk = at("10.0.0.9", 5070, Transport::Udp, "the outbound trunk");
+        assert_eq!(target(&outbound, "sip:a@127.0.0.1:5090"), Ok(trunk));
         outbound.direct = true;
-        assert_eq!(target(&outbound, "sip:a@127.0.0.1:5090"), Ok(("127.0.0.1".into(), 5090, "the callee's host")));
+        let host = at("127.0.0.1", 5090, Transport::Udp, "the callee's host");
+        assert_eq!(target(&outbound, "sip:a@127.0.0.1:5090"), Ok(host));
         let refused = target(&outbound, "+442079460018").expect_err("a number needs a trunk");
         assert!(refused.contains("--sip-outbound-trunk"), "{refused}");
+        let tcp = OutboundTrunk::new("sip:10.0.0.9;transport=tcp", "switchboard", None).expect("trunk");
+        let outbound = Outbound::new(tcp, None, std::time::Duration::from_secs(5)).expect("outbound");
+        let trunk = at("10.0.0.9", 5060, Transport::Tcp, "the outbound trunk");
+        assert_eq!(target(&outbound, "+442079460018"), Ok(trunk), "over the trunk's transport");
     }
 
     #[test]

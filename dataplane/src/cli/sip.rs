@@ -124,11 +124,20 @@ pub struct SipArgs {
     realm: String,
 
     /// Where outbound calls go (`POST /v1/calls` at the gateway, `switchboard call`): the
-    /// trunk's SIP URI, `sip:HOST[:PORT]` (UDP). With it the edge holds a dispatch
-    /// connection to the gateway (`/v1/calls/edge`; its API key needs `calls=edge`) and
-    /// places the calls it is given; without it the edge places none.
+    /// trunk's SIP URI, `sip:HOST[:PORT]` (UDP), `sip:HOST[:PORT];transport=tcp`,
+    /// `sip:HOST[:PORT];transport=tls` or `sips:HOST[:PORT]` (TLS, port 5061 unless given;
+    /// the trunk's certificate is verified, see --outbound-ca). Over TCP and TLS the edge
+    /// opens a connection to the trunk and keeps it for the next calls. With it the edge
+    /// holds a dispatch connection to the gateway (`/v1/calls/edge`; its API key needs
+    /// `calls=edge`) and places the calls it is given; without it the edge places none.
     #[arg(long, env = "SWITCHBOARD_SIP_OUTBOUND_TRUNK", value_name = "SIP URI")]
     outbound_trunk: Option<String>,
+
+    /// A TLS outbound trunk's CA: a PEM file of the CA certificate(s) its certificate must
+    /// chain to (a private CA, a PBX's own). Only these are trusted then; without it the
+    /// system's root certificates are.
+    #[arg(long, env = "SWITCHBOARD_SIP_OUTBOUND_CA", value_name = "FILE", requires = "outbound_trunk")]
+    outbound_ca: Option<PathBuf>,
 
     /// The outbound trunk's digest credentials for its 401/407 challenges: a folder with the
     /// files `username` and `password` (a Kubernetes Secret mounted as a folder).
@@ -221,11 +230,13 @@ fn tls(
     Ok(Some(config))
 }
 
-/// The outbound trunk the flags describe, its credentials read from their folder.
+/// The outbound trunk the flags describe, its credentials read from their folder, a TLS
+/// one's CA from its file.
 fn outbound(
     trunk: Option<&str>,
     credentials: Option<&std::path::Path>,
     caller_id: Option<&str>,
+    ca: Option<&std::path::Path>,
     ring_timeout: Duration,
 ) -> anyhow::Result<Option<switchboard_sip_edge::Outbound>> {
     let Some(uri) = trunk else { return Ok(None) };
@@ -237,7 +248,7 @@ fn outbound(
         None => None,
     };
     let trunk = OutboundTrunk::new(uri, caller_id, credentials)?;
-    Ok(Some(switchboard_sip_edge::Outbound { trunk, ring_timeout, direct: false }))
+    Ok(Some(switchboard_sip_edge::Outbound::new(trunk, ca, ring_timeout)?))
 }
 
 /// The `username` and `password` files of `dir`, each one line of 1-256 bytes.
@@ -318,6 +329,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         realm,
         digest_algorithms,
         outbound_trunk,
+        outbound_ca,
         outbound_credentials,
         caller_id,
         ring_timeout_seconds,
@@ -330,10 +342,12 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         outbound_trunk.as_deref(),
         outbound_credentials.as_deref(),
         caller_id.as_deref(),
+        outbound_ca.as_deref(),
         Duration::from_secs(ring_timeout_seconds),
     )?;
     if let Some(outbound) = &outbound {
-        tracing::info!(trunk = ?outbound.trunk, "outbound calls go through this trunk");
+        let trusts = outbound.tls.as_ref().map(switchboard_sip_edge::TrunkTls::trusts);
+        tracing::info!(trunk = %outbound.trunk.uri(), ?trusts, "outbound calls go through this trunk");
     }
     let tls = tls(
         tls_listen,
@@ -445,20 +459,30 @@ mod tests {
     #[test]
     fn the_outbound_trunk_needs_a_caller_id_and_readable_credentials() {
         let ring = Duration::from_secs(30);
-        assert!(outbound(None, None, None, ring).expect("none").is_none());
-        let error = outbound(Some("sip:trunk.example.com"), None, None, ring).expect_err("no caller-id");
+        assert!(outbound(None, None, None, None, ring).expect("none").is_none());
+        let error = outbound(Some("sip:trunk.example.com"), None, None, None, ring).expect_err("no caller-id");
         assert!(error.to_string().contains("--caller-id"), "{error}");
-        let error = outbound(Some("trunk.example.com"), None, Some("+4930123"), ring).expect_err("not a URI");
+        let error = outbound(Some("trunk.example.com"), None, Some("+4930123"), None, ring).expect_err("not a URI");
         assert!(error.to_string().contains("not a SIP URI"), "{error}");
-        let found = outbound(Some("sip:10.0.0.1:5070"), None, Some("+4930123"), ring).expect("valid").expect("some");
+        let tcp = outbound(Some("sip:10.0.0.1;transport=tcp"), None, Some("+4930123"), None, ring);
+        let tcp = tcp.expect("TCP").expect("some");
+        assert!(tcp.tls.is_none() && tcp.trunk.transport == switchboard_sip_edge::Transport::Tcp);
+        let missing = std::path::Path::new("/nonexistent/ca.pem");
+        let error = outbound(Some("sips:10.0.0.1"), None, Some("+4930123"), Some(missing), ring).expect_err("no CA");
+        assert!(error.to_string().contains("/nonexistent/ca.pem"), "{error}");
+        let error = outbound(Some("sip:10.0.0.1"), None, Some("+4930123"), Some(missing), ring).expect_err("not TLS");
+        assert!(error.to_string().contains("a CA file is for a TLS trunk"), "{error}");
+        let found =
+            outbound(Some("sip:10.0.0.1:5070"), None, Some("+4930123"), None, ring).expect("valid").expect("some");
         assert_eq!((found.trunk.host.as_str(), found.trunk.port), ("10.0.0.1", 5070));
         let dir = std::env::temp_dir().join(format!("sb-outbound-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         std::fs::write(dir.join("username"), "acme\n").expect("write");
-        let error = outbound(Some("sip:trunk"), Some(&dir), Some("+4930123"), ring).expect_err("no password");
+        let error = outbound(Some("sip:trunk"), Some(&dir), Some("+4930123"), None, ring).expect_err("no password");
         assert!(error.to_string().contains("password"), "{error}");
         std::fs::write(dir.join("password"), "pw\n").expect("write");
-        let found = outbound(Some("sip:trunk"), Some(&dir), Some("+4930123"), ring).expect("valid").expect("some");
+        let found =
+            outbound(Some("sip:trunk"), Some(&dir), Some("+4930123"), None, ring).expect("valid").expect("some");
         assert_eq!(found.trunk.credentials.expect("credentials").username, "acme");
         let _ = std::fs::remove_dir_all(&dir);
     }
