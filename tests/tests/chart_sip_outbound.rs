@@ -64,3 +64,64 @@ fn an_outbound_trunk_over_tcp_or_tls_reaches_the_edge_with_its_ca() {
         assert!(!ok && refused.contains(why), "{sets:?}: {refused}");
     }
 }
+
+#[test]
+fn named_outbound_trunks_reach_the_edge_each_with_its_caller_id_credentials_and_ca() {
+    let sets = [
+        "sip.outbound.trunk=sip:10.0.0.1;transport=tcp",
+        "sip.outbound.callerId=bank",
+        "sip.outbound.trunks[0].name=pbx",
+        "sip.outbound.trunks[0].uri=sips:pbx.example.com",
+        "sip.outbound.trunks[0].callerId=desk-7",
+        "sip.outbound.trunks[0].credentialsSecret=pbx-out",
+        "sip.outbound.trunks[0].caConfigMap=pbx-ca",
+        "sip.outbound.trunks[1].name=carrier",
+        "sip.outbound.trunks[1].uri=sip:sbc.carrier.example:5070",
+        "sip.outbound.defaultTrunk=pbx",
+    ];
+    let (ok, rendered) = render(&sets);
+    assert!(ok, "{rendered}");
+    let pod = pod_of(&rendered);
+    let trunks = "sip:10.0.0.1;transport=tcp,pbx=sips:pbx.example.com,carrier=sip:sbc.carrier.example:5070";
+    assert_eq!(env(&pod, "SWITCHBOARD_SIP_OUTBOUND_TRUNK").as_deref(), Some(trunks), "by commas: a URI holds ';'");
+    assert_eq!(env(&pod, "SWITCHBOARD_SIP_CALLER_ID").as_deref(), Some("bank,pbx=desk-7"));
+    assert_eq!(env(&pod, "SWITCHBOARD_SIP_DEFAULT_OUTBOUND_TRUNK").as_deref(), Some("pbx"));
+    let credentials = env(&pod, "SWITCHBOARD_SIP_OUTBOUND_CREDENTIALS").expect("the pbx's credentials");
+    let dir = credentials.strip_prefix("pbx=").expect("named");
+    let mount = pod.containers[0].volume_mounts.iter().flatten().find(|m| m.mount_path == dir).expect("mounted");
+    let volume = pod.volumes.iter().flatten().find(|v| v.name == mount.name).expect("a volume");
+    assert_eq!(volume.secret.as_ref().and_then(|s| s.secret_name.as_deref()), Some("pbx-out"));
+    let ca = env(&pod, "SWITCHBOARD_SIP_OUTBOUND_CA").expect("the pbx's CA");
+    let dir = ca.strip_prefix("pbx=").and_then(|p| p.strip_suffix("/ca.crt")).expect("named, ca.crt");
+    let mount = pod.containers[0].volume_mounts.iter().flatten().find(|m| m.mount_path == dir).expect("mounted");
+    let volume = pod.volumes.iter().flatten().find(|v| v.name == mount.name).expect("a volume");
+    assert_eq!(volume.config_map.as_ref().map(|c| c.name.as_str()), Some("pbx-ca"));
+
+    let named = ["sip.outbound.trunks[0].name=pbx", "sip.outbound.trunks[0].uri=sip:10.0.0.2"];
+    for (sets, why) in [
+        (&["sip.outbound.trunks[0].name=PBX", "sip.outbound.trunks[0].uri=sip:10.0.0.2"][..], "lower-case letters"),
+        (&named[..], "sip.outbound.trunks pbx needs a callerId"),
+        (
+            &[named[0], "sip.outbound.trunks[0].uri=sip:10.0.0.2;transport=sctp", "sip.outbound.callerId=bank"],
+            "sip.outbound.trunks pbx: uri",
+        ),
+        (&[named[0], named[1], "sip.outbound.callerId=bank", "sip.outbound.trunks[0].password=x"], "unknown key"),
+        (
+            &[named[0], named[1], "sip.outbound.callerId=bank", "sip.outbound.trunks[0].caConfigMap=ca"],
+            "caConfigMap is for a TLS trunk",
+        ),
+        (
+            &[
+                "sip.outbound.trunk=sip:10.0.0.1",
+                "sip.outbound.callerId=bank",
+                "sip.outbound.trunks[0].name=default",
+                "sip.outbound.trunks[0].uri=sip:10.0.0.2",
+            ],
+            "named twice",
+        ),
+        (&[named[0], named[1], "sip.outbound.callerId=bank", "sip.outbound.defaultTrunk=other"], "is not one of"),
+    ] {
+        let (ok, refused) = render(sets);
+        assert!(!ok && refused.contains(why), "{sets:?}: {refused}");
+    }
+}

@@ -1,7 +1,8 @@
 //! The edge's dispatch connection to the gateway (`/v1/calls/edge`, a WebSocket with the
-//! edge's API key), held while the edge places calls: the calls to place come down it
-//! ([`ToEdge::Place`]), each with its trunk's address resolved here before the SIP task
-//! places it; the calls' reports go up it. Lost, it is opened again (1 s, doubling to 10 s);
+//! edge's API key), held while the edge places calls: it first names the edge's outbound
+//! trunks ([`FromEdge::Trunks`], the default first); the calls to place come down it
+//! ([`ToEdge::Place`]), each with its trunk (by name, else the default) and the trunk's
+//! address resolved here before the SIP task places it; the calls' reports go up it. Lost, it is opened again (1 s, doubling to 10 s);
 //! reports made meanwhile are dropped (the gateway fails the calls of an edge it loses).
 
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 
+use crate::dialling::Route;
 use crate::gateway::GatewayConfig;
 use crate::outbound::{Outbound, Placement, report};
 
@@ -54,9 +56,15 @@ pub(crate) async fn run(
         };
         match connected {
             Ok((socket, _)) => {
-                tracing::info!(url, trunk = %outbound.trunk.uri(), "taking outbound calls from the gateway");
+                let trunks: Vec<String> =
+                    outbound.routes.iter().map(|r| format!("{}={}", r.name, r.trunk.uri())).collect();
+                tracing::info!(url, ?trunks, "taking outbound calls from the gateway");
                 pause = Duration::from_secs(1);
                 let (mut sink, mut stream) = socket.split();
+                // Its trunks first, through the reports' queue (emptied while it was closed).
+                if report_tx.try_send(FromEdge::Trunks { names: outbound.names() }).is_err() {
+                    tracing::warn!(url, "the edge's trunks could not be named to the gateway: calls name none");
+                }
                 loop {
                     tokio::select! {
                         frame = stream.next() => match frame {
@@ -104,8 +112,12 @@ async fn place(
     reports: &mpsc::Sender<FromEdge>,
     call: ToEdge,
 ) {
-    let ToEdge::Place { id, to, agent, ticket, answering_machine } = call;
-    let target = match target(outbound, &to) {
+    let ToEdge::Place { id, to, agent, ticket, trunk, answering_machine } = call;
+    let Some(route) = outbound.route(trunk.as_deref()) else {
+        let why = format!("this SIP edge has no outbound trunk named {:?}", trunk.unwrap_or_default());
+        return report(reports, &id, CallState::Failed, None, Some(why));
+    };
+    let target = match target(outbound, route, &to) {
         Ok(target) => target,
         Err(why) => return report(reports, &id, CallState::Failed, None, Some(why)),
     };
@@ -121,8 +133,10 @@ async fn place(
         let reason = format!("{what} {host} does not resolve");
         return report(reports, &id, CallState::Failed, None, Some(reason));
     };
-    let tls = if transport == Transport::Tls { outbound.tls.clone() } else { None };
-    let placement = Placement { id: id.clone(), to, agent, ticket, peer, transport, host, tls, answering_machine };
+    let tls = if transport == Transport::Tls { route.tls.clone() } else { None };
+    let trunk = route.trunk.clone();
+    let placement =
+        Placement { id: id.clone(), to, agent, ticket, peer, transport, host, tls, trunk, answering_machine };
     if placements.try_send(placement).is_err() {
         report(reports, &id, CallState::Failed, Some(503), Some("the SIP edge is too busy to place it".into()));
     }
@@ -138,11 +152,11 @@ struct Target {
     what: &'static str,
 }
 
-/// Where the INVITE of a call to `to` goes: the trunk, over its transport, or with none
-/// ([`Outbound::direct`]) the SIP URI's own host over UDP.
-fn target(outbound: &Outbound, to: &str) -> Result<Target, String> {
+/// Where the INVITE of a call to `to` goes: the trunk of `route`, over its transport, or
+/// with none ([`Outbound::direct`]) the SIP URI's own host over UDP.
+fn target(outbound: &Outbound, route: &Route, to: &str) -> Result<Target, String> {
     if !outbound.direct {
-        let trunk = &outbound.trunk;
+        let trunk = &route.trunk;
         let (host, port, transport) = (trunk.host.clone(), trunk.port, trunk.transport);
         return Ok(Target { host, port, transport, what: "the outbound trunk" });
     }
@@ -169,18 +183,23 @@ mod tests {
         let mut outbound = Outbound::new(trunk, None, std::time::Duration::from_secs(5)).expect("outbound");
         let at = |host: &str, port, transport, what| Target { host: host.into(), port, transport, what };
         let trunk = at("10.0.0.9", 5070, Transport::Udp, "the outbound trunk");
-        assert_eq!(target(&outbound, "+442079460018"), Ok(trunk));
+        assert_eq!(target(&outbound, &outbound.routes[0].clone(), "+442079460018"), Ok(trunk));
         let trunk = at("10.0.0.9", 5070, Transport::Udp, "the outbound trunk");
-        assert_eq!(target(&outbound, "sip:a@127.0.0.1:5090"), Ok(trunk));
+        assert_eq!(target(&outbound, &outbound.routes[0].clone(), "sip:a@127.0.0.1:5090"), Ok(trunk));
         outbound.direct = true;
         let host = at("127.0.0.1", 5090, Transport::Udp, "the callee's host");
-        assert_eq!(target(&outbound, "sip:a@127.0.0.1:5090"), Ok(host));
-        let refused = target(&outbound, "+442079460018").expect_err("a number needs a trunk");
+        assert_eq!(target(&outbound, &outbound.routes[0].clone(), "sip:a@127.0.0.1:5090"), Ok(host));
+        let refused =
+            target(&outbound, &outbound.routes[0].clone(), "+442079460018").expect_err("a number needs a trunk");
         assert!(refused.contains("--sip-outbound-trunk"), "{refused}");
         let tcp = OutboundTrunk::new("sip:10.0.0.9;transport=tcp", "switchboard", None).expect("trunk");
         let outbound = Outbound::new(tcp, None, std::time::Duration::from_secs(5)).expect("outbound");
         let trunk = at("10.0.0.9", 5060, Transport::Tcp, "the outbound trunk");
-        assert_eq!(target(&outbound, "+442079460018"), Ok(trunk), "over the trunk's transport");
+        assert_eq!(
+            target(&outbound, &outbound.routes[0].clone(), "+442079460018"),
+            Ok(trunk),
+            "over the trunk's transport"
+        );
     }
 
     #[test]

@@ -107,7 +107,7 @@ use tokio_util::task::TaskTracker;
 pub use announce::Announcements;
 pub use call::MediaSettings;
 pub use connect::TrunkTls;
-pub use dialling::{OutboundSettingsError, TransferMethod};
+pub use dialling::{OutboundSettingsError, Route, TransferMethod};
 pub use gateway::GatewayConfig;
 pub use metrics::Metrics;
 pub use outbound::Outbound;

@@ -57,6 +57,9 @@ pub(crate) struct Placement {
     pub host: String,
     /// How a TLS trunk's certificate is verified.
     pub tls: Option<crate::connect::TrunkTls>,
+    /// The trunk it goes through (its Request-URI, From, credentials); with no trunk
+    /// ([`Outbound::direct`]) the stand-in that names the caller-id.
+    pub trunk: switchboard_sip::trunk::outbound::OutboundTrunk,
     /// The Agent's answering-machine detection, if it has it.
     pub answering_machine: Option<AnsweringMachine>,
 }

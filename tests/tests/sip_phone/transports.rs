@@ -4,14 +4,18 @@
 //! `POST /v1/calls` (`switchboard call`) is answered by the phone, which hears the agent; the
 //! edge's connection to the trunk carries the dialogue (the phone's BYE comes back on it).
 //! A trunk whose certificate the edge does not trust fails the call with that reason, and
-//! the edge counts the handshake that failed.
+//! the edge counts the handshake that failed. With two named trunks (two phones, one over
+//! UDP, one over TCP), each call reaches the phone of the trunk it names, a call naming none
+//! the default's, and a trunk no edge has is refused (404 `unknown_trunk`).
 
 use std::path::Path;
 use std::time::Duration;
 
+use std::process::Command;
+
 use crate::outbound::call;
 use crate::phone::{Callee, free_phone_port};
-use crate::stack::{Stack, sample, stack_with, wait_for, wait_for_edge_sample};
+use crate::stack::{Stack, gateway_url, sample, stack_with, wait_for, wait_for_edge_sample};
 
 /// The edge with `trunk` as its outbound trunk (and `more` flags), once it takes calls.
 fn trunk_stack(name: &str, trunk: &str, more: &[&str]) -> Stack {
@@ -114,4 +118,64 @@ fn an_outbound_call_over_tls_verifies_the_trunk_and_is_answered_and_an_untrusted
     let established = r#"switchboard_sip_outbound_connections_total{outcome="established",transport="tls"}"#;
     assert_eq!(sample(&metrics, established), None, "{metrics}");
     let _ = std::fs::remove_dir_all(&certs);
+}
+
+/// `switchboard call <to> --trunk <trunk>` (none: the default) on a thread: whether it was
+/// answered, and what it printed.
+fn call_through(stack: &Stack, to: &str, trunk: Option<&str>) -> std::thread::JoinHandle<(bool, String)> {
+    let mut command = Command::new(&stack.binary);
+    command.args(["call", to, "--agent", "triage", "--gateway", &gateway_url(stack), "--follow-seconds", "60"]);
+    if let Some(trunk) = trunk {
+        command.args(["--trunk", trunk]);
+    }
+    std::thread::spawn(move || {
+        let out = command.output().expect("switchboard call runs");
+        let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), printed)
+    })
+}
+
+#[test]
+fn two_named_trunks_each_get_the_calls_meant_for_them_and_an_unknown_trunk_is_refused() {
+    let (north_port, south_port) = (free_phone_port(), free_phone_port());
+    let north = format!("north=sip:127.0.0.1:{north_port}");
+    let south = format!("south=sip:127.0.0.1:{south_port};transport=tcp");
+    let more = ["--outbound-trunk", &south, "--default-outbound-trunk", "south", "--caller-id", "south=+4930999"];
+    let stack = trunk_stack("out-two", &north, &more);
+    let north = Callee::listen_over(&stack, "north", north_port, "udp", "");
+    let south = Callee::listen_over(&stack, "south", south_port, "tcp", "");
+    let context = || {
+        format!(
+            "--- edge ---\n{}\n--- north ---\n{}\n--- south ---\n{}",
+            stack.edge.log_text(),
+            north.phone.log(),
+            south.phone.log()
+        )
+    };
+    // The same URI both ways: only the trunk decides which phone rings.
+    let to = "sip:callee@127.0.0.1:9";
+    let answered = |n: usize| stack.edge.log_text().matches("outbound call answered").count() >= n;
+    let placed = call_through(&stack, to, Some("north"));
+    wait_for("north's phone answers", Duration::from_secs(40), || answered(1), context);
+    std::thread::sleep(Duration::from_secs(3));
+    north.hang_up();
+    let (ok, printed) = placed.join().expect("switchboard call");
+    assert!(ok && printed.contains(" through north "), "{printed}\n{}", context());
+    assert!(north.phone.log().contains("Incoming call"), "{}", context());
+    assert!(!south.phone.log().contains("Incoming call"), "south's phone did not ring: {}", context());
+
+    // No trunk named: the default (south, over TCP), from its own caller-id.
+    let placed = call_through(&stack, to, None);
+    wait_for("south's phone answers", Duration::from_secs(40), || answered(2), context);
+    std::thread::sleep(Duration::from_secs(3));
+    south.hang_up();
+    let (ok, printed) = placed.join().expect("switchboard call");
+    assert!(ok && printed.contains("completed"), "{printed}\n{}", context());
+    assert!(south.phone.log().contains("Incoming call"), "{}", context());
+    assert!(south.phone.log().contains("+4930999"), "south's caller-id: {}", context());
+    assert_eq!(north.phone.log().matches("Incoming call").count(), 1, "north rang once: {}", context());
+
+    let (ok, refused) = call_through(&stack, to, Some("west")).join().expect("switchboard call");
+    assert!(!ok && refused.contains("404 unknown_trunk"), "{refused}");
+    assert!(refused.contains("the trunks are: north, south"), "names the trunks: {refused}");
 }

@@ -194,7 +194,7 @@ impl Signalling {
         let Some(ports) = self.ports.take() else {
             return failed("no RTP port pair is free on the SIP edge", Some(503));
         };
-        let trunk = &placing.outbound.trunk;
+        let trunk = &placement.trunk;
         let config = call_config(local, self.advertise, ports.port);
         let call_id = format!("{}@switchboard", uuid::Uuid::new_v4().simple());
         let auth = trunk.credentials.as_ref().map(|c| ClientAuth {
