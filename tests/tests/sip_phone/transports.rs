@@ -109,7 +109,7 @@ fn an_outbound_call_over_tls_verifies_the_trunk_and_is_answered_and_an_untrusted
         "the reason names the certificate: {printed}\n{}",
         context()
     );
-    assert!(!callee.phone.log().contains("Incoming call"), "nothing reached the phone:\n{}", context());
+    assert!(!callee.phone.log().contains("call: answering call"), "nothing reached the phone:\n{}", context());
     let metrics = wait_for_edge_sample(
         &stack,
         r#"switchboard_sip_outbound_connections_total{outcome="handshake_failed",transport="tls"}"#,
@@ -161,8 +161,8 @@ fn two_named_trunks_each_get_the_calls_meant_for_them_and_an_unknown_trunk_is_re
     north.hang_up();
     let (ok, printed) = placed.join().expect("switchboard call");
     assert!(ok && printed.contains(" through north "), "{printed}\n{}", context());
-    assert!(north.phone.log().contains("Incoming call"), "{}", context());
-    assert!(!south.phone.log().contains("Incoming call"), "south's phone did not ring: {}", context());
+    assert!(north.phone.log().contains("call: answering call"), "{}", context());
+    assert!(!south.phone.log().contains("call: answering call"), "south's phone did not ring: {}", context());
 
     // No trunk named: the default (south, over TCP), from its own caller-id.
     let placed = call_through(&stack, to, None);
@@ -171,9 +171,9 @@ fn two_named_trunks_each_get_the_calls_meant_for_them_and_an_unknown_trunk_is_re
     south.hang_up();
     let (ok, printed) = placed.join().expect("switchboard call");
     assert!(ok && printed.contains("completed"), "{printed}\n{}", context());
-    assert!(south.phone.log().contains("Incoming call"), "{}", context());
+    assert!(south.phone.log().contains("call: answering call"), "{}", context());
     assert!(south.phone.log().contains("+4930999"), "south's caller-id: {}", context());
-    assert_eq!(north.phone.log().matches("Incoming call").count(), 1, "north rang once: {}", context());
+    assert_eq!(north.phone.log().matches("call: answering call").count(), 1, "north rang once: {}", context());
 
     let (ok, refused) = call_through(&stack, to, Some("west")).join().expect("switchboard call");
     assert!(!ok && refused.contains("404 unknown_trunk"), "{refused}");
