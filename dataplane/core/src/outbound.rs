@@ -2,8 +2,10 @@
 //! edge's dispatch connection (`GET /v1/calls/edge`, a WebSocket the edge opens to the
 //! gateway with its credential) and the states a call goes through.
 //!
-//! The gateway takes `POST /v1/calls`, picks a connected edge and sends it [`ToEdge::Place`]
-//! with a one-time `ticket`. The edge places the call through its outbound trunk and reports
+//! An edge names its outbound trunks as its dispatch connection opens ([`FromEdge::Trunks`],
+//! the default first). The gateway takes `POST /v1/calls` (with a trunk's name, or none: the
+//! edge's default), picks a connected edge that has that trunk and sends it
+//! [`ToEdge::Place`] with a one-time `ticket`. The edge places the call through the trunk and reports
 //! each step as [`FromEdge::Progress`]; once the callee answers it opens an ordinary session
 //! at `/v1/session` for the agent, presenting the ticket in the [`TICKET_HEADER`] header of
 //! its WebSocket request. The gateway takes the ticket once and seeds the session's memory
@@ -35,6 +37,19 @@ pub const MEMORY_KEY: &str = "outboundCall";
 pub fn answered_by_machine(memory: &crate::memory::Memory) -> bool {
     let by = memory.get(MEMORY_KEY).and_then(|call| call.get("answeredBy")).and_then(serde_json::Value::as_str);
     by == Some(AnsweredBy::Machine.as_str())
+}
+
+/// The name an outbound trunk has when it is given none (the single trunk of
+/// `--outbound-trunk URI`).
+pub const DEFAULT_TRUNK: &str = "default";
+
+/// Whether `name` is an outbound trunk's name: 1-40 lower-case letters, digits and `-`, not
+/// starting or ending with `-` (the chart names a volume after it).
+pub fn is_trunk_name(name: &str) -> bool {
+    (1..=40).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
 }
 
 /// Where an outbound call is.
@@ -131,6 +146,9 @@ pub enum ToEdge {
         agent: String,
         /// The one-time ticket the edge presents when it opens the session.
         ticket: String,
+        /// The outbound trunk by name ([`FromEdge::Trunks`]); absent: the edge's default.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trunk: Option<String>,
         /// The Agent's answering-machine detection (`spec.telephony.answeringMachine`);
         /// absent: none, the agent talks as soon as the call is answered.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -170,6 +188,12 @@ impl AnsweredBy {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum FromEdge {
+    /// The edge's outbound trunks by name, its default first: sent as the dispatch
+    /// connection opens. An edge that never sends it places calls only on its default.
+    Trunks {
+        /// The names ([`is_trunk_name`]).
+        names: Vec<String>,
+    },
     /// A call moved on.
     Progress {
         /// The call's id.
@@ -244,10 +268,17 @@ mod tests {
             to: "+4420".into(),
             agent: "triage".into(),
             ticket: "t".into(),
+            trunk: None,
             answering_machine: None,
         };
         let text = serde_json::to_string(&place).expect("json");
         assert_eq!(text, r#"{"type":"place","id":"c1","to":"+4420","agent":"triage","ticket":"t"}"#);
+        let trunks: FromEdge = serde_json::from_str(r#"{"type":"trunks","names":["carrier","pbx"]}"#).expect("reads");
+        assert_eq!(trunks, FromEdge::Trunks { names: vec!["carrier".into(), "pbx".into()] });
+        assert!(is_trunk_name("carrier-2") && is_trunk_name(DEFAULT_TRUNK));
+        for bad in ["", "Carrier", "-x", "x-", "a b", &"a".repeat(41)] {
+            assert!(!is_trunk_name(bad), "{bad:?}");
+        }
         let report: FromEdge =
             serde_json::from_str(r#"{"type":"progress","id":"c1","state":"no_answer"}"#).expect("reads");
         assert_eq!(

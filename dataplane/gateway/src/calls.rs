@@ -6,7 +6,9 @@
 //! a token bucket per credential), the calls under way at once ([`CallsConfig::max_live`]),
 //! its destination (E.164 or a SIP URI, [`switchboard_sip::trunk::outbound::Destination`])
 //! and its variables ([`MAX_VARIABLES`], [`MAX_VARIABLE_BYTES`]). It goes to a connected
-//! edge (round robin); with none connected it is refused (503). Each step the edge reports
+//! edge (round robin) that has the trunk it names (each edge names its trunks as it
+//! connects, [`FromEdge::Trunks`]; no name: an edge's default); with none connected it is
+//! refused (503), and a trunk no connected edge has is `unknown_trunk` (404). Each step the edge reports
 //! moves it forward ([`CallState::advance`]); a call whose edge goes away before it is
 //! answered fails. The table keeps finished calls for [`KEEP_FINISHED`] (their status can
 //! be read) and at most [`MAX_FINISHED`] of them.
@@ -15,13 +17,16 @@
 //! with it ([`Calls::redeem`], once) starts with the call in its memory.
 
 pub mod api;
+mod rate;
+
+use rate::MinuteBucket;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
-use switchboard_core::outbound::{AnsweredBy, AnsweringMachine, CallState, FromEdge, ToEdge};
+use switchboard_core::outbound::{AnsweredBy, AnsweringMachine, CallState, FromEdge, ToEdge, is_trunk_name};
 use switchboard_sip::trunk::outbound::Destination;
 use tokio::sync::mpsc;
 
@@ -62,6 +67,10 @@ pub struct PlaceRequest {
     /// Variables for the session's context.
     #[serde(default)]
     pub variables: BTreeMap<String, String>,
+    /// The outbound trunk by name (an edge's `--outbound-trunk NAME=URI`); absent: the
+    /// edge's default trunk.
+    #[serde(default)]
+    pub trunk: Option<String>,
 }
 
 /// A call as `GET /v1/calls/{id}` shows it.
@@ -73,6 +82,9 @@ pub struct CallStatus {
     pub to: String,
     /// The agent (`namespace/name`).
     pub agent: String,
+    /// The outbound trunk it was asked to go through (absent: the edge's default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trunk: Option<String>,
     /// Where it is.
     pub state: CallState,
     /// The SIP status of its last step, when there was one.
@@ -118,6 +130,14 @@ pub enum CallError {
          and --gateway pointing here)"
     )]
     NoEdge,
+    /// No connected edge has the trunk the call names (404).
+    #[error("no connected SIP edge has an outbound trunk named {name:?}; the trunks are: {}", known.join(", "))]
+    UnknownTrunk {
+        /// The name asked for.
+        name: String,
+        /// The trunks the connected edges have.
+        known: Vec<String>,
+    },
 }
 
 impl CallError {
@@ -127,6 +147,7 @@ impl CallError {
             Self::Invalid(_) => 400,
             Self::Rate(_) | Self::AtCapacity(_) => 429,
             Self::NoEdge => 503,
+            Self::UnknownTrunk { .. } => 404,
         }
     }
 
@@ -137,6 +158,7 @@ impl CallError {
             Self::Rate(_) => "call_rate",
             Self::AtCapacity(_) => "calls_at_capacity",
             Self::NoEdge => "no_sip_edge",
+            Self::UnknownTrunk { .. } => "unknown_trunk",
         }
     }
 }
@@ -151,11 +173,30 @@ struct Entry {
     finished: Option<Instant>,
 }
 
+/// A connected edge: its id, what to send it, and its trunks' names (`None` until it names
+/// them: its default only).
+struct Edge {
+    id: u64,
+    sender: mpsc::Sender<ToEdge>,
+    trunks: Option<Vec<String>>,
+}
+
+impl Edge {
+    /// Whether it places calls through `trunk` (`None`: its default).
+    fn has(&self, trunk: Option<&str>) -> bool {
+        match (trunk, &self.trunks) {
+            (None, _) => true,
+            (Some(name), Some(names)) => names.iter().any(|n| n == name),
+            (Some(_), None) => false,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     calls: HashMap<String, Entry>,
     finished: VecDeque<String>,
-    edges: Vec<(u64, mpsc::Sender<ToEdge>)>,
+    edges: Vec<Edge>,
     next_edge: u64,
     turn: usize,
     rates: HashMap<String, MinuteBucket>,
@@ -217,14 +258,14 @@ impl Calls {
         let mut inner = self.lock();
         inner.next_edge += 1;
         let id = inner.next_edge;
-        inner.edges.push((id, sender));
+        inner.edges.push(Edge { id, sender, trunks: None });
         (id, receiver)
     }
 
     /// The edge `id` went away: its calls not yet answered fail.
     pub fn detach(&self, id: u64, now: Instant) {
         let mut inner = self.lock();
-        inner.edges.retain(|(edge, _)| *edge != id);
+        inner.edges.retain(|edge| edge.id != id);
         let orphans: Vec<String> = inner
             .calls
             .iter()
@@ -261,6 +302,12 @@ impl Calls {
     ) -> Result<CallStatus, CallError> {
         let destination = Destination::parse(request.to.trim()).map_err(|e| CallError::Invalid(e.to_string()))?;
         check_variables(&request.variables)?;
+        if let Some(name) = request.trunk.as_deref().filter(|name| !is_trunk_name(name)) {
+            let shown: String = name.chars().take(40).collect();
+            return Err(CallError::Invalid(format!(
+                "trunk {shown:?}: a trunk's name is 1-40 lower-case letters, digits and '-'"
+            )));
+        }
         let mut inner = self.lock();
         self.sweep(&mut inner, now);
         let live = inner.calls.values().filter(|e| !e.status.state.is_final()).count();
@@ -275,6 +322,13 @@ impl Calls {
         if inner.edges.is_empty() {
             return Err(CallError::NoEdge);
         }
+        let trunk = request.trunk.clone();
+        if !inner.edges.iter().any(|edge| edge.has(trunk.as_deref())) {
+            let mut known: Vec<String> = inner.edges.iter().flat_map(|e| e.trunks.iter().flatten().cloned()).collect();
+            known.sort();
+            known.dedup();
+            return Err(CallError::UnknownTrunk { name: trunk.unwrap_or_default(), known });
+        }
         let id = format!("call-{}", uuid::Uuid::new_v4());
         let ticket = uuid::Uuid::new_v4().simple().to_string();
         let place = ToEdge::Place {
@@ -282,15 +336,17 @@ impl Calls {
             to: destination.to_string(),
             agent: format!("{}/{}", agent_route.0, agent_route.1),
             ticket: ticket.clone(),
+            trunk: trunk.clone(),
             answering_machine,
         };
-        // Round robin over the edges; one whose queue is full (stuck) is passed over.
+        // Round robin over the edges with the trunk; one whose queue is full (stuck) is
+        // passed over.
         let count = inner.edges.len();
         let mut chosen = None;
         for step in 0..count {
-            let (edge, sender) = &inner.edges[(inner.turn + step) % count];
-            if sender.try_send(place.clone()).is_ok() {
-                chosen = Some((*edge, step));
+            let edge = &inner.edges[(inner.turn + step) % count];
+            if edge.has(trunk.as_deref()) && edge.sender.try_send(place.clone()).is_ok() {
+                chosen = Some((edge.id, step));
                 break;
             }
         }
@@ -301,6 +357,7 @@ impl Calls {
             id: id.clone(),
             to: destination.to_string(),
             agent: format!("{}/{}", agent_route.0, agent_route.1),
+            trunk,
             state: CallState::Queued,
             sip_status: None,
             reason: None,
@@ -337,6 +394,14 @@ impl Calls {
     fn apply(&self, inner: &mut Inner, edge: u64, report: FromEdge, now: Instant) {
         let (id, state, status, reason, session_id) = match report {
             FromEdge::Progress { id, state, status, reason, session_id } => (id, state, status, reason, session_id),
+            FromEdge::Trunks { names } => {
+                let names: Vec<String> = names.into_iter().filter(|n| is_trunk_name(n)).take(64).collect();
+                tracing::info!(edge, trunks = ?names, "a SIP edge's outbound trunks");
+                if let Some(found) = inner.edges.iter_mut().find(|e| e.id == edge) {
+                    found.trunks = Some(names);
+                }
+                return;
+            }
             FromEdge::Detected { id, answered_by, after_ms } => {
                 let Some(entry) = inner.calls.get_mut(&id).filter(|e| e.edge == edge) else { return };
                 if entry.status.answered_by.is_none() {
@@ -406,43 +471,6 @@ impl Calls {
         if inner.rates.len() > 1024 {
             inner.rates.retain(|_, bucket| !bucket.is_full(now));
         }
-    }
-}
-
-/// A credential's calls: `per_minute` a minute, bursts of as many (the serve crate's token
-/// bucket counts whole tokens a second, too coarse for a few calls a minute).
-#[derive(Debug)]
-struct MinuteBucket {
-    per_minute: f64,
-    tokens: f64,
-    last: Instant,
-}
-
-impl MinuteBucket {
-    fn new(per_minute: u32, now: Instant) -> Self {
-        let per_minute = f64::from(per_minute.max(1));
-        Self { per_minute, tokens: per_minute, last: now }
-    }
-
-    fn refill(&mut self, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * self.per_minute / 60.0).min(self.per_minute);
-        self.last = now;
-    }
-
-    fn take(&mut self, now: Instant) -> bool {
-        self.refill(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn is_full(&mut self, now: Instant) -> bool {
-        self.refill(now);
-        self.tokens >= self.per_minute
     }
 }
 

@@ -67,6 +67,12 @@ pub(crate) struct DialRequest {
     pub caller_id: Option<String>,
     pub auth: Option<ClientAuth>,
     pub ring_timeout: Duration,
+    /// The transport to `peer`: a person's number goes over the outbound trunk's.
+    pub transport: switchboard_sip::call::Transport,
+    /// The host `peer` was resolved from (the name a TLS trunk's certificate is for).
+    pub host: String,
+    /// How a TLS trunk's certificate is verified.
+    pub tls: Option<crate::connect::TrunkTls>,
     pub reply: oneshot::Sender<Result<PersonLeg, String>>,
 }
 

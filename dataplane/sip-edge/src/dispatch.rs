@@ -1,7 +1,8 @@
 //! The edge's dispatch connection to the gateway (`/v1/calls/edge`, a WebSocket with the
-//! edge's API key), held while the edge places calls: the calls to place come down it
-//! ([`ToEdge::Place`]), each with its trunk's address resolved here before the SIP task
-//! places it; the calls' reports go up it. Lost, it is opened again (1 s, doubling to 10 s);
+//! edge's API key), held while the edge places calls: it first names the edge's outbound
+//! trunks ([`FromEdge::Trunks`], the default first); the calls to place come down it
+//! ([`ToEdge::Place`]), each with its trunk (by name, else the default) and the trunk's
+//! address resolved here before the SIP task places it; the calls' reports go up it. Lost, it is opened again (1 s, doubling to 10 s);
 //! reports made meanwhile are dropped (the gateway fails the calls of an edge it loses).
 
 use std::net::SocketAddr;
@@ -9,11 +10,13 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::outbound::{CallState, EDGE_PATH, FromEdge, ToEdge};
+use switchboard_sip::call::Transport;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 
+use crate::dialling::Route;
 use crate::gateway::GatewayConfig;
 use crate::outbound::{Outbound, Placement, report};
 
@@ -53,9 +56,15 @@ pub(crate) async fn run(
         };
         match connected {
             Ok((socket, _)) => {
-                tracing::info!(url, trunk = %outbound.trunk.host, "taking outbound calls from the gateway");
+                let trunks: Vec<String> =
+                    outbound.routes.iter().map(|r| format!("{}={}", r.name, r.trunk.uri())).collect();
+                tracing::info!(url, ?trunks, "taking outbound calls from the gateway");
                 pause = Duration::from_secs(1);
                 let (mut sink, mut stream) = socket.split();
+                // Its trunks first, through the reports' queue (emptied while it was closed).
+                if report_tx.try_send(FromEdge::Trunks { names: outbound.names() }).is_err() {
+                    tracing::warn!(url, "the edge's trunks could not be named to the gateway: calls name none");
+                }
                 loop {
                     tokio::select! {
                         frame = stream.next() => match frame {
@@ -103,11 +112,16 @@ async fn place(
     reports: &mpsc::Sender<FromEdge>,
     call: ToEdge,
 ) {
-    let ToEdge::Place { id, to, agent, ticket, answering_machine } = call;
-    let (host, port, what) = match target(outbound, &to) {
+    let ToEdge::Place { id, to, agent, ticket, trunk, answering_machine } = call;
+    let Some(route) = outbound.route(trunk.as_deref()) else {
+        let why = format!("this SIP edge has no outbound trunk named {:?}", trunk.unwrap_or_default());
+        return report(reports, &id, CallState::Failed, None, Some(why));
+    };
+    let target = match target(outbound, route, &to) {
         Ok(target) => target,
         Err(why) => return report(reports, &id, CallState::Failed, None, Some(why)),
     };
+    let Target { host, port, transport, what } = target;
     let peer: Option<SocketAddr> = match tokio::net::lookup_host((host.as_str(), port)).await {
         Ok(mut addresses) => addresses.next(),
         Err(error) => {
@@ -119,21 +133,36 @@ async fn place(
         let reason = format!("{what} {host} does not resolve");
         return report(reports, &id, CallState::Failed, None, Some(reason));
     };
-    let placement = Placement { id: id.clone(), to, agent, ticket, peer, answering_machine };
+    let tls = if transport == Transport::Tls { route.tls.clone() } else { None };
+    let trunk = route.trunk.clone();
+    let placement =
+        Placement { id: id.clone(), to, agent, ticket, peer, transport, host, tls, trunk, answering_machine };
     if placements.try_send(placement).is_err() {
         report(reports, &id, CallState::Failed, Some(503), Some("the SIP edge is too busy to place it".into()));
     }
 }
 
-/// Where the INVITE of a call to `to` goes: the trunk, or with none ([`Outbound::direct`])
-/// the SIP URI's own host; and what that is, for the log.
-fn target(outbound: &Outbound, to: &str) -> Result<(String, u16, &'static str), String> {
+/// Where the INVITE of a call goes ([`target`]).
+#[derive(Debug, PartialEq, Eq)]
+struct Target {
+    host: String,
+    port: u16,
+    transport: Transport,
+    /// What that is, for the log.
+    what: &'static str,
+}
+
+/// Where the INVITE of a call to `to` goes: the trunk of `route`, over its transport, or
+/// with none ([`Outbound::direct`]) the SIP URI's own host over UDP.
+fn target(outbound: &Outbound, route: &Route, to: &str) -> Result<Target, String> {
     if !outbound.direct {
-        return Ok((outbound.trunk.host.clone(), outbound.trunk.port, "the outbound trunk"));
+        let trunk = &route.trunk;
+        let (host, port, transport) = (trunk.host.clone(), trunk.port, trunk.transport);
+        return Ok(Target { host, port, transport, what: "the outbound trunk" });
     }
     let destination = switchboard_sip::trunk::outbound::Destination::parse(to).map_err(|e| e.to_string())?;
     match destination.host_port() {
-        Some((host, port)) => Ok((host, port, "the callee's host")),
+        Some((host, port)) => Ok(Target { host, port, transport: Transport::Udp, what: "the callee's host" }),
         None => Err(format!(
             "no outbound trunk routes the number {to}: call a SIP URI (sip:USER@HOST[:PORT]), or give local mode a \
              trunk (--sip-outbound-trunk sip:HOST[:PORT])"
@@ -143,20 +172,34 @@ fn target(outbound: &Outbound, to: &str) -> Result<(String, u16, &'static str), 
 
 #[cfg(test)]
 mod tests {
-    use super::{dispatch_url, target};
+    use super::{Target, dispatch_url, target};
     use crate::Outbound;
+    use switchboard_sip::call::Transport;
     use switchboard_sip::trunk::outbound::OutboundTrunk;
 
     #[test]
     fn with_no_trunk_a_uri_is_called_at_its_host_and_a_number_is_refused() {
         let trunk = OutboundTrunk::new("sip:10.0.0.9:5070", "switchboard", None).expect("trunk");
-        let mut outbound = Outbound { trunk, ring_timeout: std::time::Duration::from_secs(5), direct: false };
-        assert_eq!(target(&outbound, "+442079460018"), Ok(("10.0.0.9".into(), 5070, "the outbound trunk")));
-        assert_eq!(target(&outbound, "sip:a@127.0.0.1:5090"), Ok(("10.0.0.9".into(), 5070, "the outbound trunk")));
+        let mut outbound = Outbound::new(trunk, None, std::time::Duration::from_secs(5)).expect("outbound");
+        let at = |host: &str, port, transport, what| Target { host: host.into(), port, transport, what };
+        let trunk = at("10.0.0.9", 5070, Transport::Udp, "the outbound trunk");
+        assert_eq!(target(&outbound, &outbound.routes[0].clone(), "+442079460018"), Ok(trunk));
+        let trunk = at("10.0.0.9", 5070, Transport::Udp, "the outbound trunk");
+        assert_eq!(target(&outbound, &outbound.routes[0].clone(), "sip:a@127.0.0.1:5090"), Ok(trunk));
         outbound.direct = true;
-        assert_eq!(target(&outbound, "sip:a@127.0.0.1:5090"), Ok(("127.0.0.1".into(), 5090, "the callee's host")));
-        let refused = target(&outbound, "+442079460018").expect_err("a number needs a trunk");
+        let host = at("127.0.0.1", 5090, Transport::Udp, "the callee's host");
+        assert_eq!(target(&outbound, &outbound.routes[0].clone(), "sip:a@127.0.0.1:5090"), Ok(host));
+        let refused =
+            target(&outbound, &outbound.routes[0].clone(), "+442079460018").expect_err("a number needs a trunk");
         assert!(refused.contains("--sip-outbound-trunk"), "{refused}");
+        let tcp = OutboundTrunk::new("sip:10.0.0.9;transport=tcp", "switchboard", None).expect("trunk");
+        let outbound = Outbound::new(tcp, None, std::time::Duration::from_secs(5)).expect("outbound");
+        let trunk = at("10.0.0.9", 5060, Transport::Tcp, "the outbound trunk");
+        assert_eq!(
+            target(&outbound, &outbound.routes[0].clone(), "+442079460018"),
+            Ok(trunk),
+            "over the trunk's transport"
+        );
     }
 
     #[test]

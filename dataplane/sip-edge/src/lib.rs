@@ -81,6 +81,7 @@
 pub mod announce;
 pub mod call;
 mod command;
+pub mod connect;
 mod dialling;
 pub mod dispatch;
 mod end;
@@ -105,10 +106,12 @@ use tokio_util::task::TaskTracker;
 
 pub use announce::Announcements;
 pub use call::MediaSettings;
-pub use dialling::TransferMethod;
+pub use connect::TrunkTls;
+pub use dialling::{OutboundSettingsError, Route, TransferMethod};
 pub use gateway::GatewayConfig;
 pub use metrics::Metrics;
 pub use outbound::Outbound;
+pub use switchboard_sip::call::Transport;
 pub use switchboard_sip::endpoint::rate::RateConfig;
 pub use switchboard_sip::trunk;
 use switchboard_sip::trunk::Trunks;

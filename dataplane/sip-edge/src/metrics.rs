@@ -84,6 +84,7 @@ pub struct Metrics {
     jitter: Histogram,
     dropped: IntCounterVec,
     tls: IntCounterVec,
+    trunk_connections: IntCounterVec,
 }
 
 /// What came of a TCP connection to the TLS listener
@@ -111,6 +112,34 @@ impl TlsConnection {
             Self::HandshakeTimeout => "handshake_timeout",
             Self::TooMany => "too_many",
             Self::TooManyFromAddress => "too_many_from_address",
+        }
+    }
+}
+
+/// What came of a connection the edge opened to an outbound trunk
+/// (`switchboard_sip_outbound_connections_total`'s outcomes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrunkConnection {
+    /// Open (and over TLS, the trunk's certificate verified).
+    Established,
+    /// The TCP connect failed (refused, unreachable).
+    ConnectFailed,
+    /// The TLS handshake failed (the certificate not trusted or not for the trunk's name).
+    HandshakeFailed,
+    /// Not open within its time.
+    Timeout,
+    /// The edge holds as many connections as it may.
+    TooMany,
+}
+
+impl TrunkConnection {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Established => "established",
+            Self::ConnectFailed => "connect_failed",
+            Self::HandshakeFailed => "handshake_failed",
+            Self::Timeout => "timeout",
+            Self::TooMany => "too_many",
         }
     }
 }
@@ -195,6 +224,13 @@ impl Metrics {
              too_many and too_many_from_address: closed at once).",
             &["outcome"],
         )?;
+        let trunk_connections = counter_vec(
+            &registry,
+            "switchboard_sip_outbound_connections_total",
+            "Connections the edge opened to outbound trunks over TCP or TLS, by transport and outcome (established; \
+             connect_failed; handshake_failed: the trunk's certificate not trusted; timeout; too_many).",
+            &["transport", "outcome"],
+        )?;
         Ok(Self {
             registry,
             calls,
@@ -209,6 +245,7 @@ impl Metrics {
             jitter,
             dropped,
             tls,
+            trunk_connections,
         })
     }
 
@@ -325,6 +362,12 @@ impl Metrics {
     /// What came of a connection to the TLS listener.
     pub fn tls_connection(&self, outcome: TlsConnection) {
         self.tls.with_label_values(&[outcome.label()]).inc();
+    }
+
+    /// Counts a connection to an outbound trunk over `transport` (`tcp` or `tls`).
+    pub fn trunk_connection(&self, transport: switchboard_sip::call::Transport, outcome: TrunkConnection) {
+        let transport = transport.as_str().to_ascii_lowercase();
+        self.trunk_connections.with_label_values(&[transport.as_str(), outcome.label()]).inc();
     }
 }
 

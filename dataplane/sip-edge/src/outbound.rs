@@ -51,6 +51,15 @@ pub(crate) struct Placement {
     pub ticket: String,
     /// The trunk's address now.
     pub peer: SocketAddr,
+    /// The transport to it (TCP and TLS on a connection the edge opens, [`crate::connect`]).
+    pub transport: switchboard_sip::call::Transport,
+    /// The trunk's host as configured: the name a TLS trunk's certificate must be for.
+    pub host: String,
+    /// How a TLS trunk's certificate is verified.
+    pub tls: Option<crate::connect::TrunkTls>,
+    /// The trunk it goes through (its Request-URI, From, credentials); with no trunk
+    /// ([`Outbound::direct`]) the stand-in that names the caller-id.
+    pub trunk: switchboard_sip::trunk::outbound::OutboundTrunk,
     /// The Agent's answering-machine detection, if it has it.
     pub answering_machine: Option<AnsweringMachine>,
 }

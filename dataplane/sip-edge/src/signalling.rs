@@ -14,23 +14,24 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use switchboard_sip::call::refer::{TransferEnd, TransferProgress};
-use switchboard_sip::call::{CallConfig, CallEvent, Callee, ClientAuth, EndReason, Timers, Transport};
+use switchboard_sip::call::{CallConfig, CallEvent, EndReason, Timers, Transport};
 use switchboard_sip::endpoint::{Endpoint, Output, Source};
 use switchboard_sip::sdp::{Codec, LocalMedia};
 use switchboard_sip::sip::Limits;
-use switchboard_sip::trunk::outbound::Destination;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::call::{Call, Command, MediaSettings};
-use crate::command::{DialRequest, PersonLeg};
 use crate::gateway::GatewayConfig;
-use crate::outbound::{Outbound, PlacedCall, Placement};
+use crate::outbound::{Outbound, Placement};
 use crate::ports::{PortPair, Ports};
 use crate::tcp::{Connections, FromConnection, Streams};
-use switchboard_core::outbound::{CallState, FromEdge};
+
+mod placing;
+use placing::{Connected, Waiting, next_placement};
+use switchboard_core::outbound::FromEdge;
 
 /// Events queued for one call's task at most; past it the call is hung up (its task is
 /// stuck, and the endpoint must not wait for it).
@@ -99,9 +100,11 @@ impl Signalling {
         let mut fresh: Option<(PortPair, String)> = None;
         let mut buf = vec![0u8; MAX_DATAGRAM];
         let mut draining: Option<tokio::time::Instant> = None;
-        let per_address = self.tls.as_ref().map_or(1, |tls| tls.config.max_per_address);
+        let per_address = self.tls.as_ref().map_or(crate::tls::MAX_PER_ADDRESS, |tls| tls.config.max_per_address);
         let mut connections = Streams { tcp: Connections::default(), tls: Connections::per_address(per_address) };
         let (inbound_tx, mut inbound) = mpsc::channel::<FromConnection>(1024);
+        // Calls waiting for their connection to a TCP or TLS trunk ([`crate::connect`]).
+        let (connected_tx, mut connected) = mpsc::channel::<Connected>(64);
         loop {
             let timer = self.endpoint.poll_timeout().map(tokio::time::Instant::from_std);
             tokio::select! {
@@ -146,7 +149,11 @@ impl Signalling {
                     FromConnection::Closed(transport, peer) => connections.of(transport).closed(peer),
                 },
                 Some(placement) = next_placement(self.placing.as_mut()), if draining.is_none() => {
-                    self.place(placement, local, &mut calls, &commands_tx);
+                    let waiting = Waiting::Place(placement);
+                    self.route(waiting, local, &mut connections, &connected_tx, &mut calls, &commands_tx);
+                }
+                Some(done) = connected.recv() => {
+                    self.connected(done, &mut connections, &inbound_tx, &mut calls, &commands_tx);
                 }
                 Some(command) = commands.recv() => match command {
                     Command::Admit { call_id, admission } => self.endpoint.admit(Instant::now(), &call_id, admission),
@@ -155,7 +162,10 @@ impl Signalling {
                         self.endpoint.early_media(Instant::now(), &call_id, &reason);
                     }
                     Command::HangUp { call_id } => self.endpoint.hang_up(Instant::now(), &call_id),
-                    Command::Dial(request) => self.dial(request, local, &mut calls),
+                    Command::Dial(request) => {
+                        let waiting = Waiting::Dial(request);
+                        self.route(waiting, local, &mut connections, &connected_tx, &mut calls, &commands_tx);
+                    }
                     Command::Transfer { call_id, target, timeout } => {
                         if let Err(error) = self.endpoint.transfer(Instant::now(), &call_id, &target, timeout)
                             && let Some(live) = calls.get(&call_id)
@@ -270,73 +280,6 @@ impl Signalling {
     }
 }
 
-impl Signalling {
-    /// Places a call the gateway asked for: a port pair, the INVITE through the trunk, and
-    /// the call's task; or the report of why not.
-    fn place(
-        &mut self,
-        placement: Placement,
-        local: SocketAddr,
-        calls: &mut HashMap<String, Live>,
-        commands: &mpsc::Sender<Command>,
-    ) {
-        let Some(placing) = &self.placing else { return };
-        let failed = |why: &str, status| {
-            crate::outbound::report(&placing.reports, &placement.id, CallState::Failed, status, Some(why.to_owned()));
-        };
-        let Ok(to) = Destination::parse(&placement.to) else {
-            return failed("not a number or SIP URI to call", None);
-        };
-        let Some(ports) = self.ports.take() else {
-            return failed("no RTP port pair is free on the SIP edge", Some(503));
-        };
-        let trunk = &placing.outbound.trunk;
-        let config = call_config(local, self.advertise, ports.port);
-        let call_id = format!("{}@switchboard", uuid::Uuid::new_v4().simple());
-        let auth = trunk.credentials.as_ref().map(|c| ClientAuth {
-            username: c.username.clone(),
-            password: c.password.clone(),
-            cnonce: uuid::Uuid::new_v4().simple().to_string(),
-        });
-        let callee = Callee {
-            call_id: call_id.clone(),
-            uri: trunk.request_uri(&to),
-            from: trunk.from_uri(local),
-            peer: placement.peer,
-            transport: Transport::Udp,
-            ring_timeout: placing.outbound.ring_timeout,
-            auth,
-        };
-        if let Err(error) = self.endpoint.place(Instant::now(), config, callee) {
-            return failed(&error.to_string(), Some(503));
-        }
-        tracing::info!(call = %placement.id, sip_call = %call_id, to = %placement.to, "placing an outbound call");
-        let (events, receiver) = mpsc::channel(CALL_QUEUE);
-        calls.insert(call_id.clone(), Live { events });
-        let task = PlacedCall {
-            metrics: self.metrics.clone(),
-            placement,
-            call_id,
-            ports,
-            gateway: Arc::clone(&self.gateway),
-            settings: Arc::clone(&self.settings),
-            events: receiver,
-            commands: commands.clone(),
-            reports: placing.reports.clone(),
-            shutdown: self.shutdown.clone(),
-            dialling: Arc::clone(&self.dialling),
-        };
-        self.tasks.spawn(task.run());
-    }
-}
-
-async fn next_placement(placing: Option<&mut Placing>) -> Option<Placement> {
-    match placing {
-        Some(placing) => placing.placements.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// The configuration of a call a new INVITE starts, with its port pair kept in `fresh`
 /// until the call's task takes it; `None` (503) while draining or with no pair left.
 fn new_call(
@@ -383,33 +326,5 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-impl Signalling {
-    /// Places a person's leg: a port pair and the INVITE; the leg (or why not) goes back to
-    /// the caller's task.
-    pub(crate) fn dial(&mut self, request: DialRequest, local: SocketAddr, calls: &mut HashMap<String, Live>) {
-        let DialRequest { call_id, uri, peer, caller_id, auth, ring_timeout, reply } = request;
-        let Some(ports) = self.ports.take() else {
-            let _ = reply.send(Err("no RTP port pair is free on the SIP edge".to_owned()));
-            return;
-        };
-        let config = call_config(local, self.advertise, ports.port);
-        let from = format!("sip:{}@{local}", caller_id.as_deref().unwrap_or("switchboard"));
-        let callee =
-            Callee { call_id: call_id.clone(), uri, from, peer, transport: Transport::Udp, ring_timeout, auth };
-        if let Err(error) = self.endpoint.place(Instant::now(), config, callee) {
-            let _ = reply.send(Err(error.to_string()));
-            return;
-        }
-        let (events, receiver) = mpsc::channel(CALL_QUEUE);
-        calls.insert(call_id.clone(), Live { events });
-        let leg =
-            PersonLeg { call_id: call_id.clone(), ports: std::sync::Arc::new(ports), events: Some(receiver), peer };
-        if reply.send(Ok(leg)).is_err() {
-            // The caller's task is gone: the leg goes too.
-            self.endpoint.hang_up(Instant::now(), &call_id);
-        }
     }
 }

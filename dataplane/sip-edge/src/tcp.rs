@@ -57,6 +57,9 @@ pub(crate) struct Connections {
     per_ip: HashMap<IpAddr, usize>,
     /// The most connections one address may hold; `None`: only [`MAX_CONNECTIONS`] bounds.
     per_address: Option<usize>,
+    /// The local address of each connection the edge opened itself (to an outbound trunk,
+    /// [`crate::connect`]): what its dialogues name in Via and Contact.
+    opened: HashMap<SocketAddr, SocketAddr>,
 }
 
 impl Connections {
@@ -102,6 +105,7 @@ impl Connections {
         if self.writers.insert(peer, writer).is_some() {
             // The same address and port again: the old connection's count goes with it.
             self.uncount(peer.ip());
+            self.opened.remove(&peer);
         }
         Ok(writes)
     }
@@ -115,6 +119,19 @@ impl Connections {
         }
     }
 
+    /// Counts in a connection the edge opened to `peer` from `local` ([`Connections::open`]'s
+    /// bounds apply).
+    pub(crate) fn open_to(&mut self, peer: SocketAddr, local: SocketAddr) -> Result<mpsc::Receiver<Vec<u8>>, Refused> {
+        let writes = self.open(peer)?;
+        self.opened.insert(peer, local);
+        Ok(writes)
+    }
+
+    /// The local address of the open connection the edge opened to `peer`, if there is one.
+    pub(crate) fn opened_to(&self, peer: SocketAddr) -> Option<SocketAddr> {
+        self.opened.get(&peer).copied().filter(|_| self.writers.get(&peer).is_some_and(|w| !w.is_closed()))
+    }
+
     /// Sends `bytes` on the connection to `peer`; false when there is none (or it is not
     /// keeping up, and is dropped).
     pub(crate) fn send(&mut self, peer: SocketAddr, bytes: Vec<u8>) -> bool {
@@ -123,12 +140,21 @@ impl Connections {
             return true;
         }
         tracing::warn!(%peer, "a SIP connection is not reading: closing it");
-        self.closed(peer);
+        self.forget(peer);
         false
     }
 
-    /// Forgets a connection that closed.
+    /// Forgets a connection whose task said it closed: unless a newer connection to the
+    /// same address took its place meanwhile (a trunk's, opened again), whose writes are
+    /// still read.
     pub(crate) fn closed(&mut self, peer: SocketAddr) {
+        if self.writers.get(&peer).is_some_and(mpsc::Sender::is_closed) {
+            self.forget(peer);
+        }
+    }
+
+    fn forget(&mut self, peer: SocketAddr) {
+        self.opened.remove(&peer);
         if self.writers.remove(&peer).is_some() {
             self.uncount(peer.ip());
         }
@@ -233,6 +259,8 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite>(
         }
     }
     let _ = writer.shutdown().await;
+    // Its queue closes first: the SIP task tells this connection's end from a newer one's.
+    drop(writes);
     let _ = inbound.send(FromConnection::Closed(transport, peer)).await;
 }
 

@@ -113,6 +113,12 @@ impl TlsConfig {
         })
     }
 
+    /// The handshakes' acceptor.
+    #[cfg(test)]
+    pub(crate) fn acceptor(&self) -> TlsAcceptor {
+        self.acceptor.clone()
+    }
+
     /// [`TlsConfig::from_pem`] with the PEM files at `cert` and `key` (a Kubernetes TLS
     /// Secret's `tls.crt` and `tls.key`).
     pub fn from_pem_files(listen: SocketAddr, cert: &Path, key: &Path) -> Result<Self, TlsError> {
@@ -188,11 +194,13 @@ pub(crate) fn accept(
             Ok(Err(error)) => {
                 metrics.tls_connection(TlsConnection::HandshakeFailed);
                 tracing::warn!(%peer, %error, "SIP TLS handshake failed: closing the connection");
+                drop(writes);
                 let _ = inbound.send(FromConnection::Closed(Transport::Tls, peer)).await;
             }
             Err(_) => {
                 metrics.tls_connection(TlsConnection::HandshakeTimeout);
                 tracing::warn!(%peer, ?timeout, "SIP TLS handshake not finished in time: closing the connection");
+                drop(writes);
                 let _ = inbound.send(FromConnection::Closed(Transport::Tls, peer)).await;
             }
         }

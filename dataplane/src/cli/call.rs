@@ -31,6 +31,11 @@ pub struct CallArgs {
     #[arg(long = "var", value_name = "NAME=VALUE")]
     vars: Vec<String>,
 
+    /// The outbound trunk to call through, by name (a SIP edge's `--outbound-trunk
+    /// NAME=URI`). Default: the edge's default trunk.
+    #[arg(long, value_name = "NAME")]
+    trunk: Option<String>,
+
     /// The gateway: `http://host:port` (local mode's `ws://...` session URL is taken too).
     #[arg(long, env = "SWITCHBOARD_GATEWAY", default_value = "http://127.0.0.1:8080")]
     gateway: String,
@@ -106,7 +111,7 @@ fn line(status: &serde_json::Value) -> String {
 
 /// Places the call and follows it.
 pub async fn run(args: CallArgs) -> anyhow::Result<()> {
-    let CallArgs { to, agent, vars, gateway, api_key_file, follow_seconds } = args;
+    let CallArgs { to, agent, vars, trunk, gateway, api_key_file, follow_seconds } = args;
     let base = base(&gateway)?;
     let variables = variables(&vars)?;
     let key = match api_key_file {
@@ -117,7 +122,11 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
         None => None,
     };
     let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
-    let body = serde_json::to_vec(&serde_json::json!({ "to": to, "agent": agent, "variables": variables }))?;
+    let mut body = serde_json::json!({ "to": to, "agent": agent, "variables": variables });
+    if let Some(trunk) = &trunk {
+        body["trunk"] = serde_json::Value::from(trunk.as_str());
+    }
+    let body = serde_json::to_vec(&body)?;
     let url = format!("{base}{}", switchboard_core::outbound::CALLS_PATH);
     let (status, placed) = request(&client, http::Method::POST, &url, key.as_deref(), Some(body)).await?;
     if status != 201 {
@@ -128,7 +137,8 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
         );
     }
     let id = placed["id"].as_str().context("the gateway's answer has no call id")?.to_owned();
-    println!("call {id} to {to} with {}: {}", placed["agent"].as_str().unwrap_or(&agent), line(&placed));
+    let through = placed["trunk"].as_str().map(|t| format!(" through {t}")).unwrap_or_default();
+    println!("call {id} to {to}{through} with {}: {}", placed["agent"].as_str().unwrap_or(&agent), line(&placed));
     let deadline = Instant::now() + Duration::from_secs(follow_seconds);
     let mut last = placed["state"].as_str().unwrap_or_default().to_owned();
     let mut answered = false;

@@ -77,11 +77,17 @@ pub struct LocalArgs {
     sip_rtp_ports: std::ops::RangeInclusive<u16>,
 
     /// Where the agents' outbound calls go (`switchboard call`, `POST /v1/calls`): a trunk's
-    /// SIP URI, `sip:HOST[:PORT]` (UDP), which routes numbers and SIP URIs. Default: no
-    /// trunk; a SIP URI (`sip:me@127.0.0.1:5062`, a softphone on this machine) is called at
-    /// its own address, and a number is refused.
+    /// SIP URI, `sip:HOST[:PORT]` (UDP), `sip:HOST[:PORT];transport=tcp`,
+    /// `sip:HOST[:PORT];transport=tls` or `sips:HOST[:PORT]` (TLS), which routes numbers and
+    /// SIP URIs. Default: no trunk; a SIP URI (`sip:me@127.0.0.1:5062`, a softphone on this
+    /// machine) is called at its own address, and a number is refused.
     #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_TRUNK", value_name = "SIP URI")]
     sip_outbound_trunk: Option<String>,
+
+    /// A TLS outbound trunk's CA, PEM (as `switchboard sip --outbound-ca`): only it is
+    /// trusted then; without it the system's root certificates are.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_CA", value_name = "FILE", requires = "sip_outbound_trunk")]
+    sip_outbound_ca: Option<PathBuf>,
 
     /// The number (E.164) or SIP user outbound calls come from (the From header).
     #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_CALLER_ID", default_value = local::LocalSip::DEFAULT_CALLER_ID)]
@@ -180,6 +186,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         sip_tls_key,
         sip_rtp_ports,
         sip_outbound_trunk,
+        sip_outbound_ca,
         sip_caller_id,
         sip_transfer_method,
         sip_announcements,
@@ -224,7 +231,8 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     // a warning when taken (another local mode, a softphone); one asked for must be free.
     // Bad outbound settings stop local mode (never a silent phone-less start).
     let trunk_uri = sip_outbound_trunk.as_deref().unwrap_or("sip:127.0.0.1");
-    switchboard_sip_edge::trunk::outbound::OutboundTrunk::new(trunk_uri, &sip_caller_id, None)?;
+    let trunk = switchboard_sip_edge::trunk::outbound::OutboundTrunk::new(trunk_uri, &sip_caller_id, None)?;
+    switchboard_sip_edge::Outbound::new(trunk, sip_outbound_ca.as_deref(), local::LocalSip::RING_TIMEOUT)?;
     let outbound_trunk = sip_outbound_trunk.clone();
     let tls = match (sip_tls_listen, sip_tls_cert, sip_tls_key) {
         (Some(listen), Some(cert), Some(key)) => {
@@ -244,6 +252,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 listen,
                 rtp_ports: sip_rtp_ports,
                 outbound_trunk,
+                outbound_ca: sip_outbound_ca,
                 caller_id,
                 transfer: sip_transfer_method,
                 announcements,
@@ -256,6 +265,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 listen: local::LocalSip::DEFAULT_LISTEN,
                 rtp_ports: sip_rtp_ports,
                 outbound_trunk,
+                outbound_ca: sip_outbound_ca,
                 caller_id,
                 transfer: sip_transfer_method,
                 announcements,

@@ -18,6 +18,7 @@ mod sessions;
 #[cfg(feature = "local")]
 mod sim;
 mod sip;
+mod sip_outbound;
 mod test;
 mod turn;
 mod variants;

@@ -11,7 +11,6 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use switchboard_sip_edge::trunk::digest::Algorithm;
-use switchboard_sip_edge::trunk::outbound::OutboundTrunk;
 use switchboard_sip_edge::trunk::{Cidr, Credentials, Trunk, Trunks};
 use switchboard_sip_edge::{Edge, EdgeConfig, GatewayConfig, MediaSettings, RateConfig, TransferMethod};
 
@@ -123,22 +122,58 @@ pub struct SipArgs {
     #[arg(long, env = "SWITCHBOARD_SIP_REALM", default_value = "switchboard")]
     realm: String,
 
-    /// Where outbound calls go (`POST /v1/calls` at the gateway, `switchboard call`): the
-    /// trunk's SIP URI, `sip:HOST[:PORT]` (UDP). With it the edge holds a dispatch
-    /// connection to the gateway (`/v1/calls/edge`; its API key needs `calls=edge`) and
-    /// places the calls it is given; without it the edge places none.
-    #[arg(long, env = "SWITCHBOARD_SIP_OUTBOUND_TRUNK", value_name = "SIP URI")]
-    outbound_trunk: Option<String>,
+    /// Where outbound calls go (`POST /v1/calls` at the gateway, `switchboard call`): a
+    /// trunk's SIP URI, `sip:HOST[:PORT]` (UDP), `sip:HOST[:PORT];transport=tcp`,
+    /// `sip:HOST[:PORT];transport=tls` or `sips:HOST[:PORT]` (TLS, port 5061 unless given;
+    /// the trunk's certificate is verified, see --outbound-ca). Over TCP and TLS the edge
+    /// opens a connection to the trunk and keeps it for the next calls. Repeatable as
+    /// `NAME=URI` (1-40 lower-case letters, digits, '-'): a call names its trunk (`POST
+    /// /v1/calls` `"trunk"`, `switchboard call --trunk`), else goes through the default
+    /// (--default-outbound-trunk, else the first); a URI alone is the trunk `default`. In
+    /// the variable, trunks are separated by `,` (as the other outbound lists). With
+    /// it the edge holds a dispatch connection to the gateway (`/v1/calls/edge`; its API key
+    /// needs `calls=edge`) and places the calls it is given; without it the edge places none.
+    #[arg(
+        long = "outbound-trunk",
+        env = "SWITCHBOARD_SIP_OUTBOUND_TRUNK",
+        value_delimiter = ',',
+        value_name = "[NAME=]SIP URI"
+    )]
+    outbound_trunks: Vec<String>,
 
-    /// The outbound trunk's digest credentials for its 401/407 challenges: a folder with the
-    /// files `username` and `password` (a Kubernetes Secret mounted as a folder).
-    #[arg(long, env = "SWITCHBOARD_SIP_OUTBOUND_CREDENTIALS", value_name = "DIR", requires = "outbound_trunk")]
-    outbound_credentials: Option<PathBuf>,
+    /// The outbound trunk calls naming none go through (and a person's number in a dialled
+    /// transfer): a name of --outbound-trunk. Default: the first.
+    #[arg(long, env = "SWITCHBOARD_SIP_DEFAULT_OUTBOUND_TRUNK", value_name = "NAME")]
+    default_outbound_trunk: Option<String>,
 
-    /// The number (E.164) or SIP user outbound calls come from (the From header); needed
-    /// with --outbound-trunk.
-    #[arg(long, env = "SWITCHBOARD_SIP_CALLER_ID", requires = "outbound_trunk")]
-    caller_id: Option<String>,
+    /// A TLS outbound trunk's CA, `[NAME=]FILE` (repeatable; without a name: the trunk
+    /// `default`'s, or the only trunk's): a PEM file of the CA certificate(s) its certificate
+    /// must chain to (a private CA, a PBX's own). Only these are trusted then; without it the
+    /// system's root certificates are.
+    #[arg(
+        long = "outbound-ca",
+        env = "SWITCHBOARD_SIP_OUTBOUND_CA",
+        value_delimiter = ',',
+        value_name = "[NAME=]FILE"
+    )]
+    outbound_cas: Vec<String>,
+
+    /// An outbound trunk's digest credentials for its 401/407 challenges, `[NAME=]DIR`
+    /// (repeatable; without a name: the trunk `default`'s, or the only trunk's): a folder
+    /// with the files `username` and `password` (a Kubernetes Secret mounted as a folder).
+    #[arg(
+        long = "outbound-credentials",
+        env = "SWITCHBOARD_SIP_OUTBOUND_CREDENTIALS",
+        value_delimiter = ',',
+        value_name = "[NAME=]DIR"
+    )]
+    outbound_credentials: Vec<String>,
+
+    /// The number (E.164) or SIP user outbound calls come from (the From header),
+    /// `[NAME=]ID` (repeatable; without a name: every trunk's that has none of its own);
+    /// each trunk needs one.
+    #[arg(long = "caller-id", env = "SWITCHBOARD_SIP_CALLER_ID", value_delimiter = ',', value_name = "[NAME=]ID")]
+    caller_ids: Vec<String>,
 
     /// Seconds an outbound call may ring before it is cancelled (outcome `no_answer`).
     #[arg(long, env = "SWITCHBOARD_SIP_RING_TIMEOUT_SECONDS", default_value_t = 30,
@@ -227,27 +262,8 @@ fn tls(
     Ok(Some(config))
 }
 
-/// The outbound trunk the flags describe, its credentials read from their folder.
-fn outbound(
-    trunk: Option<&str>,
-    credentials: Option<&std::path::Path>,
-    caller_id: Option<&str>,
-    ring_timeout: Duration,
-) -> anyhow::Result<Option<switchboard_sip_edge::Outbound>> {
-    let Some(uri) = trunk else { return Ok(None) };
-    let Some(caller_id) = caller_id else {
-        bail!("--outbound-trunk needs --caller-id: the number (E.164) or SIP user outbound calls come from")
-    };
-    let credentials = match credentials {
-        Some(dir) => Some(read_credentials("the outbound trunk", dir)?),
-        None => None,
-    };
-    let trunk = OutboundTrunk::new(uri, caller_id, credentials)?;
-    Ok(Some(switchboard_sip_edge::Outbound { trunk, ring_timeout, direct: false }))
-}
-
 /// The `username` and `password` files of `dir`, each one line of 1-256 bytes.
-fn read_credentials(whose: &str, dir: &std::path::Path) -> anyhow::Result<Credentials> {
+pub(super) fn read_credentials(whose: &str, dir: &std::path::Path) -> anyhow::Result<Credentials> {
     let read = |file: &str| -> anyhow::Result<String> {
         let path = dir.join(file);
         let text =
@@ -323,23 +339,28 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         trunk_credentials,
         realm,
         digest_algorithms,
-        outbound_trunk,
+        outbound_trunks,
+        default_outbound_trunk,
+        outbound_cas,
         outbound_credentials,
-        caller_id,
+        caller_ids,
         ring_timeout_seconds,
         metrics_listen,
         transfer_method,
         announcements: announcements_dir,
     } = args;
     let announcements = announcements(announcements_dir.as_deref())?;
-    let outbound = outbound(
-        outbound_trunk.as_deref(),
-        outbound_credentials.as_deref(),
-        caller_id.as_deref(),
-        Duration::from_secs(ring_timeout_seconds),
-    )?;
-    if let Some(outbound) = &outbound {
-        tracing::info!(trunk = ?outbound.trunk, "outbound calls go through this trunk");
+    let outbound = super::sip_outbound::outbound(&super::sip_outbound::OutboundFlags {
+        trunks: &outbound_trunks,
+        credentials: &outbound_credentials,
+        caller_ids: &caller_ids,
+        cas: &outbound_cas,
+        default: default_outbound_trunk.as_deref(),
+        ring_timeout: Duration::from_secs(ring_timeout_seconds),
+    })?;
+    for route in outbound.iter().flat_map(|o| &o.routes) {
+        let trusts = route.tls.as_ref().map(switchboard_sip_edge::TrunkTls::trusts);
+        tracing::info!(name = route.name, trunk = %route.trunk.uri(), ?trusts, "an outbound trunk");
     }
     let tls = tls(
         tls_listen,
@@ -425,7 +446,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{outbound, port_range, serve_metrics, tls};
+    use super::{port_range, serve_metrics, tls};
     use std::time::Duration;
 
     #[tokio::test]
@@ -458,23 +479,68 @@ mod tests {
 
     #[test]
     fn the_outbound_trunk_needs_a_caller_id_and_readable_credentials() {
+        use super::super::sip_outbound::{OutboundFlags, outbound};
+        let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
         let ring = Duration::from_secs(30);
-        assert!(outbound(None, None, None, ring).expect("none").is_none());
-        let error = outbound(Some("sip:trunk.example.com"), None, None, ring).expect_err("no caller-id");
+        let with = |trunk: &str, ids: &[&str], creds: &[&str], cas: &[&str]| {
+            let (trunks, ids, creds, cas) = (strings(&[trunk]), strings(ids), strings(creds), strings(cas));
+            let flags = OutboundFlags {
+                trunks: &trunks,
+                caller_ids: &ids,
+                credentials: &creds,
+                cas: &cas,
+                default: None,
+                ring_timeout: ring,
+            };
+            outbound(&flags)
+        };
+        assert!(outbound(&OutboundFlags::default()).expect("none").is_none());
+        let error = with("sip:trunk.example.com", &[], &[], &[]).expect_err("no caller-id");
         assert!(error.to_string().contains("--caller-id"), "{error}");
-        let error = outbound(Some("trunk.example.com"), None, Some("+4930123"), ring).expect_err("not a URI");
+        let error = with("trunk.example.com", &["+4930123"], &[], &[]).expect_err("not a URI");
         assert!(error.to_string().contains("not a SIP URI"), "{error}");
-        let found = outbound(Some("sip:10.0.0.1:5070"), None, Some("+4930123"), ring).expect("valid").expect("some");
+        let tcp = with("sip:10.0.0.1;transport=tcp", &["+4930123"], &[], &[]).expect("TCP").expect("some");
+        assert!(tcp.tls.is_none() && tcp.trunk.transport == switchboard_sip_edge::Transport::Tcp);
+        let error = with("sips:10.0.0.1", &["+4930123"], &[], &["/nonexistent/ca.pem"]).expect_err("no CA");
+        assert!(error.to_string().contains("/nonexistent/ca.pem"), "{error}");
+        let error = with("sip:10.0.0.1", &["+4930123"], &[], &["/nonexistent/ca.pem"]).expect_err("not TLS");
+        assert!(error.to_string().contains("a CA file is for a TLS trunk"), "{error}");
+        let found = with("sip:10.0.0.1:5070", &["+4930123"], &[], &[]).expect("valid").expect("some");
         assert_eq!((found.trunk.host.as_str(), found.trunk.port), ("10.0.0.1", 5070));
         let dir = std::env::temp_dir().join(format!("sb-outbound-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         std::fs::write(dir.join("username"), "acme\n").expect("write");
-        let error = outbound(Some("sip:trunk"), Some(&dir), Some("+4930123"), ring).expect_err("no password");
+        let path = dir.to_str().expect("a path");
+        let error = with("sip:trunk", &["+4930123"], &[path], &[]).expect_err("no password");
         assert!(error.to_string().contains("password"), "{error}");
         std::fs::write(dir.join("password"), "pw\n").expect("write");
-        let found = outbound(Some("sip:trunk"), Some(&dir), Some("+4930123"), ring).expect("valid").expect("some");
+        let found = with("sip:trunk", &["+4930123"], &[path], &[]).expect("valid").expect("some");
         assert_eq!(found.trunk.credentials.expect("credentials").username, "acme");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_trunk_uri_with_parameters_stays_one_value_and_trunks_repeat() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            sip: super::SipArgs,
+        }
+        let args = [
+            "sip",
+            "--gateway",
+            "ws://gateway:8080/v1/session",
+            "--outbound-trunk",
+            "sip:10.0.0.1;transport=tcp",
+            "--outbound-trunk",
+            "pbx=sips:pbx.example.com;transport=tcp,carrier=sip:10.0.0.2",
+            "--caller-id",
+            "+4930123",
+        ];
+        let cli = Cli::try_parse_from(args).expect("parses");
+        let expected = ["sip:10.0.0.1;transport=tcp", "pbx=sips:pbx.example.com;transport=tcp", "carrier=sip:10.0.0.2"];
+        assert_eq!(cli.sip.outbound_trunks, expected);
     }
 
     #[test]

@@ -29,7 +29,8 @@
 //! Debian's kamailio, between the phone and the edge), [`queue`] (the gateway's capacity
 //! queue: 182 Queued while a call waits, 503 with Retry-After when refused), [`amd`]
 //! (answering-machine detection on outbound calls: a person, a machine left a message
-//! after its beep, a machine hung up on) and [`local`] (local mode's own edge, answering
+//! after its beep, a machine hung up on), [`transports`] (outbound calls over TCP and TLS
+//! trunks, one whose certificate is not trusted) and [`local`] (local mode's own edge, answering
 //! and placing calls, and dialling a person to bridge a caller to).
 
 mod amd;
@@ -46,5 +47,6 @@ mod queue;
 mod stack;
 mod tls;
 mod transfer;
+mod transports;
 mod trunks;
 mod warm;

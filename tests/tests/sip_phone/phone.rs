@@ -350,6 +350,15 @@ pub(crate) struct Callee {
     port: u16,
 }
 
+/// How a [`Callee`] takes calls.
+struct Listening<'a> {
+    answermode: &'a str,
+    max_calls: u32,
+    port: u16,
+    transport: &'a str,
+    more_config: &'a str,
+}
+
 /// A port for a baresip: it and the next free over UDP and TCP.
 pub(crate) fn free_phone_port() -> u16 {
     free_udp_tcp_ports(2)
@@ -368,6 +377,15 @@ impl Callee {
         Self::listen_saying(&stack.dir, &stack.tools, name, answermode, max_calls, port, &[phrase])
     }
 
+    /// [`Callee::listen`] answering at once, its account on `transport` (`tcp`, `tls`), with
+    /// `more_config` lines in its config (a TLS callee's `sip_certificate`: it takes TLS on
+    /// `port + 1`).
+    pub(crate) fn listen_over(stack: &Stack, name: &str, port: u16, transport: &str, more_config: &str) -> Self {
+        let phrase: &[&str] = &["synth", "1.5", "sine", "500", "vol", "0.5", "pad", "0.5", "60"];
+        let how = Listening { answermode: "auto", max_calls: 4, port, transport, more_config };
+        Self::listen_as(&stack.dir, &stack.tools, name, how, &[phrase])
+    }
+
     /// [`Callee::listen`] in `dir` (not a [`Stack`]'s), saying the parts that sox makes
     /// from each list of `synth` effects (`sox -n ... PART <effects>`), one after another.
     pub(crate) fn listen_saying(
@@ -379,6 +397,12 @@ impl Callee {
         port: u16,
         parts: &[&[&str]],
     ) -> Self {
+        let how = Listening { answermode, max_calls, port, transport: "udp", more_config: "" };
+        Self::listen_as(dir, tools, name, how, parts)
+    }
+
+    fn listen_as(dir: &Path, tools: &Path, name: &str, how: Listening<'_>, parts: &[&[&str]]) -> Self {
+        let Listening { answermode, max_calls, port, transport, more_config } = how;
         let dir = dir.join(name);
         std::fs::create_dir_all(dir.join("snd")).expect("a folder");
         let sox = tools.join("sox");
@@ -405,12 +429,13 @@ impl Callee {
             "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
              module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
              audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
-             snd_path {d}/snd\ncall_max_calls {max_calls}\n{}",
+             snd_path {d}/snd\ncall_max_calls {max_calls}\n{}{more_config}",
             rtp_ports()
         );
         std::fs::write(dir.join("config"), config).expect("config");
-        let account =
-            format!("<sip:callee@127.0.0.1:{port};transport=udp>;regint=0;answermode={answermode};audio_codecs=PCMU\n");
+        let account = format!(
+            "<sip:callee@127.0.0.1:{port};transport={transport}>;regint=0;answermode={answermode};audio_codecs=PCMU\n"
+        );
         std::fs::write(dir.join("accounts"), account).expect("accounts");
         let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
         let child = Command::new(tools.join("baresip"))

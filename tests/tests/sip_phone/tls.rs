@@ -16,7 +16,7 @@ use crate::stack::{Stack, stack_with, wait_for, wait_for_edge_sample};
 
 /// A test CA and the edge's certificate (127.0.0.1, localhost) it issued, as PEM files in
 /// `dir`: `ca.crt`, `tls.crt`, `tls.key`. Returns the CA's certificate.
-fn certificates(dir: &Path) -> rustls::pki_types::CertificateDer<'static> {
+pub(crate) fn certificates(dir: &Path) -> rustls::pki_types::CertificateDer<'static> {
     std::fs::create_dir_all(dir).expect("a folder");
     let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);

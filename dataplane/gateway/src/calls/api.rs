@@ -41,8 +41,9 @@ pub async fn place(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body
     let request: PlaceRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => {
-            let message =
-                format!("the body is not a call: {e} (send {{\"to\": ..., \"agent\": ..., \"variables\": {{...}}}})");
+            let message = format!(
+                "the body is not a call: {e} (send {{\"to\": ..., \"agent\": ..., \"variables\": {{...}}, \"trunk\": ...}})"
+            );
             return CallError::Invalid(message).into_response();
         }
     };

@@ -10,7 +10,7 @@ fn calls(config: CallsConfig) -> (Calls, prometheus::CounterVec) {
 
 fn request(to: &str) -> PlaceRequest {
     let variables = BTreeMap::from([("customer".to_owned(), "Ada".to_owned())]);
-    PlaceRequest { to: to.into(), agent: "triage".into(), variables }
+    PlaceRequest { to: to.into(), agent: "triage".into(), variables, trunk: None }
 }
 
 fn report(id: &str, state: CallState, status: Option<u16>) -> FromEdge {
@@ -25,7 +25,7 @@ fn a_call_goes_to_a_connected_edge_and_moves_with_its_reports() {
     let (edge, mut to_edge) = calls.attach();
     let placed = calls.place("k", ("bank", "triage"), request("+442079460018"), now).expect("placed");
     assert_eq!((placed.state, placed.agent.as_str()), (CallState::Queued, "bank/triage"));
-    let Ok(ToEdge::Place { id, to, agent, ticket, answering_machine: None }) = to_edge.try_recv() else {
+    let Ok(ToEdge::Place { id, to, agent, ticket, trunk: None, answering_machine: None }) = to_edge.try_recv() else {
         panic!("nothing sent to the edge (without detection)")
     };
     assert_eq!((id.as_str(), to.as_str(), agent.as_str()), (placed.id.as_str(), "+442079460018", "bank/triage"));
@@ -165,4 +165,34 @@ fn who_answered_enters_the_calls_memory_with_its_ticket() {
         assert_eq!(AnsweredBy::parse(by.as_str()), Some(by));
     }
     assert_eq!(AnsweredBy::parse("Machine"), None, "only the exact words");
+}
+
+#[test]
+fn a_call_naming_a_trunk_goes_to_an_edge_that_has_it_and_an_unknown_trunk_is_refused() {
+    let (calls, _) = calls(CallsConfig::default());
+    let now = Instant::now();
+    let (first, mut to_first) = calls.attach();
+    let (second, mut to_second) = calls.attach();
+    let names = |names: &[&str]| FromEdge::Trunks { names: names.iter().map(|n| (*n).to_owned()).collect() };
+    calls.report(first, names(&["default"]), now);
+    calls.report(second, names(&["carrier", "pbx", "Not A Name"]), now);
+    for _ in 0..2 {
+        let pbx = PlaceRequest { trunk: Some("pbx".into()), ..request("+442079460018") };
+        let placed = calls.place("k", ("bank", "triage"), pbx, now).expect("placed");
+        assert_eq!(placed.trunk.as_deref(), Some("pbx"));
+        let Ok(ToEdge::Place { trunk, .. }) = to_second.try_recv() else { panic!("the pbx's edge has it") };
+        assert_eq!(trunk.as_deref(), Some("pbx"));
+        assert!(to_first.try_recv().is_err(), "never to the edge without the trunk");
+    }
+    let unknown = PlaceRequest { trunk: Some("other".into()), ..request("+442079460018") };
+    let refused = calls.place("k", ("bank", "triage"), unknown, now).expect_err("no such trunk");
+    assert_eq!((refused.status(), refused.code()), (404, "unknown_trunk"));
+    assert!(refused.to_string().contains("carrier, default, pbx"), "names the trunks there are: {refused}");
+    let bad = PlaceRequest { trunk: Some("Not A Name".into()), ..request("+442079460018") };
+    let refused = calls.place("k", ("bank", "triage"), bad, now).expect_err("not a name");
+    assert_eq!(refused.code(), "invalid_call");
+    // No trunk named: any edge's default, in turn.
+    calls.place("k", ("bank", "triage"), request("+442079460018"), now).expect("placed");
+    calls.place("k", ("bank", "triage"), request("+442079460018"), now).expect("placed");
+    assert!(to_first.try_recv().is_ok() && to_second.try_recv().is_ok(), "both edges have a default");
 }

@@ -16,9 +16,12 @@ pub struct LocalSip {
     pub listen: SocketAddr,
     /// The RTP ports: one even port and the next per call, bound on the listen address.
     pub rtp_ports: std::ops::RangeInclusive<u16>,
-    /// Where outbound calls go: a trunk's URI, `sip:HOST[:PORT]` (numbers and URIs through
+    /// Where outbound calls go: a trunk's URI, `sip:HOST[:PORT]` over UDP, with
+    /// `;transport=tcp` or `;transport=tls`, or `sips:HOST[:PORT]` (numbers and URIs through
     /// it), or `None`: a SIP URI is called at its own host, a number is refused.
     pub outbound_trunk: Option<String>,
+    /// A TLS trunk's CA file (only it is trusted then; without it the system's roots are).
+    pub outbound_ca: Option<std::path::PathBuf>,
     /// The number (E.164) or SIP user outbound calls come from (the From's user).
     pub caller_id: String,
     /// How a caller is put through to a person (`transfer_to_person`): REFER, dialling the
@@ -48,7 +51,10 @@ impl LocalSip {
             None => ("sip:127.0.0.1", true),
         };
         let trunk = OutboundTrunk::new(uri, &self.caller_id, None).map_err(start_error)?;
-        Ok(switchboard_sip_edge::Outbound { trunk, ring_timeout: Self::RING_TIMEOUT, direct })
+        let mut outbound = switchboard_sip_edge::Outbound::new(trunk, self.outbound_ca.as_deref(), Self::RING_TIMEOUT)
+            .map_err(start_error)?;
+        outbound.direct = direct;
+        Ok(outbound)
     }
 }
 

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use switchboard_sip::call::bridge::{Leg, Step};
 use switchboard_sip::call::refer::TransferEnd;
-use switchboard_sip::call::{CallEvent, ClientAuth};
+use switchboard_sip::call::{CallEvent, ClientAuth, Transport};
 use switchboard_sip::media::FRAME_MS;
 use switchboard_sip::media::bridge::MediaBridge;
 use switchboard_sip::media::session::MediaSession;
@@ -109,6 +109,7 @@ impl Call {
         let outbound = call.dialling.outbound.as_ref();
         // A trunk routes numbers; local mode's stand-in (`direct`) names only the caller-id.
         let trunk = outbound.filter(|o| !o.direct).map(|o| &o.trunk);
+        let mut over = (Transport::Udp, None);
         let (uri, (host, port), caller_id, auth) = match (&destination, trunk) {
             (Destination::Number(_), Some(trunk)) => {
                 let auth = trunk.credentials.as_ref().map(|c| ClientAuth {
@@ -117,6 +118,7 @@ impl Call {
                     cnonce: uuid::Uuid::new_v4().simple().to_string(),
                 });
                 let uri = trunk.request_uri(&destination);
+                over = (trunk.transport, outbound.and_then(|o| o.tls.clone()));
                 (uri, (trunk.host.clone(), trunk.port), Some(trunk.caller_id.clone()), auth)
             }
             (Destination::Number(_), None) => {
@@ -139,7 +141,8 @@ impl Call {
         let (reply, answer) = oneshot::channel();
         let call_id = format!("{}@switchboard", uuid::Uuid::new_v4().simple());
         tracing::info!(call = %call.call_id, person_leg = %call_id, %uri, %peer, "dialling the person");
-        let request = DialRequest { call_id, uri, peer, caller_id, auth, ring_timeout, reply };
+        let (transport, tls) = over;
+        let request = DialRequest { call_id, uri, peer, caller_id, auth, ring_timeout, transport, host, tls, reply };
         let unavailable = |reason: String| TransferEnd::Target { status: 503, reason };
         if call.commands.send(Command::Dial(request)).await.is_err() {
             return Err(unavailable("the SIP task is gone".to_owned()));

@@ -1,12 +1,14 @@
-//! Where the edge's outbound calls go: one outbound trunk (a carrier's SIP URI or a PBX),
-//! with optional digest credentials for its challenges and the caller-id the edge calls
-//! from, and the numbers and URIs a call may be placed to ([`Destination`]). Everything is
-//! read from configuration or from an API request: validated and bounded here, with an
-//! error that says what to write instead.
+//! Where the edge's outbound calls go: an outbound trunk (a carrier's SIP URI or a PBX),
+//! over UDP, TCP or TLS (RFC 3261 §18, §26: `;transport=tcp`, `;transport=tls` or a
+//! `sips:` URI), with optional digest credentials for its challenges and the caller-id the
+//! edge calls from, and the numbers and URIs a call may be placed to ([`Destination`]).
+//! Everything is read from configuration or from an API request: validated and bounded
+//! here, with an error that says what to write instead.
 
 use std::fmt;
 
 use super::Credentials;
+use crate::call::Transport;
 
 /// The longest destination or trunk URI taken.
 pub const MAX_URI: usize = 256;
@@ -14,10 +16,11 @@ pub const MAX_URI: usize = 256;
 /// Why an outbound trunk or a destination is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum OutboundError {
-    /// The trunk URI is not `sip:HOST[:PORT]`.
+    /// The trunk URI is not `sip:HOST[:PORT]` with a transport the edge speaks.
     #[error(
-        "outbound trunk {0:?} is not a SIP URI: write sip:HOST or sip:HOST:PORT (HOST a name or an IP address; \
-         UDP, the default transport, is the one supported)"
+        "outbound trunk {0:?} is not a SIP URI the edge can call: write sip:HOST[:PORT] (UDP), \
+         sip:HOST[:PORT];transport=tcp, sip:HOST[:PORT];transport=tls or sips:HOST[:PORT] (TLS; port 5061 unless \
+         given), HOST a name or an IP address"
     )]
     TrunkUri(String),
     /// The caller-id is neither E.164 nor a SIP user name.
@@ -39,8 +42,14 @@ pub enum OutboundError {
 pub struct OutboundTrunk {
     /// The trunk's host: a name (resolved for each call) or an IP address.
     pub host: String,
-    /// Its SIP port (5060 unless the URI says).
+    /// Its SIP port (5060, 5061 over TLS, unless the URI says).
     pub port: u16,
+    /// The transport calls go over: UDP, or a TCP or TLS connection the edge opens to the
+    /// trunk (the dialogue's later requests go on it too).
+    pub transport: Transport,
+    /// The URI was `sips:` (TLS all the way, RFC 3261 §26.2.2): the Request-URIs of numbers
+    /// through it are `sips:` too.
+    pub secure: bool,
     /// Digest credentials for its 401/407 challenges.
     pub credentials: Option<Credentials>,
     /// The number (or SIP user) the edge calls from: the From header's user.
@@ -52,6 +61,8 @@ impl fmt::Debug for OutboundTrunk {
         f.debug_struct("OutboundTrunk")
             .field("host", &self.host)
             .field("port", &self.port)
+            .field("transport", &self.transport)
+            .field("secure", &self.secure)
             .field("credentials", &self.credentials)
             .field("caller_id", &self.caller_id)
             .finish()
@@ -59,31 +70,74 @@ impl fmt::Debug for OutboundTrunk {
 }
 
 impl OutboundTrunk {
-    /// The trunk at `uri` (`sip:HOST[:PORT]`, `;transport=udp` allowed), calling as
-    /// `caller_id`, with `credentials` for its challenges.
+    /// The trunk at `uri` (`sip:HOST[:PORT]` with `;transport=udp|tcp|tls` and `;lr`
+    /// allowed, or `sips:HOST[:PORT]`: TLS), calling as `caller_id`, with `credentials` for
+    /// its challenges.
     pub fn new(uri: &str, caller_id: &str, credentials: Option<Credentials>) -> Result<Self, OutboundError> {
         let bad = || OutboundError::TrunkUri(uri.to_owned());
-        let rest = uri.trim().strip_prefix("sip:").filter(|_| uri.len() <= MAX_URI).ok_or_else(bad)?;
+        let text = uri.trim();
+        let (secure, rest) = match (text.strip_prefix("sip:"), text.strip_prefix("sips:")) {
+            (Some(rest), _) => (false, rest),
+            (None, Some(rest)) => (true, rest),
+            (None, None) => return Err(bad()),
+        };
+        if uri.len() > MAX_URI {
+            return Err(bad());
+        }
         let (hostport, params) = rest.split_once(';').unwrap_or((rest, ""));
+        let mut transport = None;
         for param in params.split(';').filter(|p| !p.is_empty()) {
-            if !param.eq_ignore_ascii_case("transport=udp") && !param.eq_ignore_ascii_case("lr") {
+            let named = match param.to_ascii_lowercase().as_str() {
+                "lr" => continue,
+                "transport=udp" => Transport::Udp,
+                "transport=tcp" => Transport::Tcp,
+                "transport=tls" => Transport::Tls,
+                _ => return Err(bad()),
+            };
+            if transport.replace(named).is_some() {
                 return Err(bad());
             }
         }
-        let (host, port) = host_port(hostport).ok_or_else(bad)?;
+        let transport = match (secure, transport) {
+            // sips: is TLS; `;transport=tcp` on it is the old way of saying TLS over TCP.
+            (true, None | Some(Transport::Tcp | Transport::Tls)) => Transport::Tls,
+            (true, Some(Transport::Udp)) => return Err(bad()),
+            (false, named) => named.unwrap_or(Transport::Udp),
+        };
+        let default_port = if transport == Transport::Tls { 5061 } else { 5060 };
+        let (host, port) = host_port_or(hostport, default_port).ok_or_else(bad)?;
         if !is_user(caller_id) && !is_e164(caller_id) {
             return Err(OutboundError::CallerId(caller_id.to_owned()));
         }
-        Ok(Self { host, port, credentials, caller_id: caller_id.to_owned() })
+        Ok(Self { host, port, transport, secure, credentials, caller_id: caller_id.to_owned() })
     }
 
     /// The Request-URI of a call to `to` through this trunk: a number at the trunk's host
-    /// (`sip:+442079460018@trunk:5060;user=phone`), a SIP URI as it is (the trunk routes it).
+    /// (`sip:+442079460018@trunk:5060;user=phone`, with `;transport=tcp` or `;transport=tls`
+    /// over those, `sips:` through a `sips:` trunk), a SIP URI as it is (the trunk routes it).
     pub fn request_uri(&self, to: &Destination) -> String {
         match to {
-            Destination::Number(number) => format!("sip:{number}@{}:{};user=phone", self.host_for_uri(), self.port),
+            Destination::Number(number) => {
+                let scheme = if self.secure { "sips" } else { "sip" };
+                let transport = match (self.secure, self.transport) {
+                    (true, _) | (false, Transport::Udp) => "",
+                    (false, Transport::Tcp) => ";transport=tcp",
+                    (false, Transport::Tls) => ";transport=tls",
+                };
+                format!("{scheme}:{number}@{}:{};user=phone{transport}", self.host_for_uri(), self.port)
+            }
             Destination::Uri(uri) => uri.clone(),
         }
+    }
+
+    /// The trunk as a URI again (for logs and errors): `sips:HOST:PORT`, or `sip:HOST:PORT`
+    /// with its transport.
+    pub fn uri(&self) -> String {
+        if self.secure {
+            return format!("sips:{}:{}", self.host_for_uri(), self.port);
+        }
+        let transport = self.transport.as_str().to_ascii_lowercase();
+        format!("sip:{}:{};transport={transport}", self.host_for_uri(), self.port)
     }
 
     /// The From URI: the caller-id at `local` (the edge's advertised SIP address).
@@ -154,6 +208,11 @@ fn is_user(text: &str) -> bool {
 /// `HOST[:PORT]`: a DNS name, an IPv4 address or a bracketed IPv6 address, and a port
 /// (5060 when absent). `None` when it is not one.
 fn host_port(text: &str) -> Option<(String, u16)> {
+    host_port_or(text, 5060)
+}
+
+/// [`host_port`] with `default` as the port when absent.
+fn host_port_or(text: &str, default: u16) -> Option<(String, u16)> {
     let (host, port) = if let Some(rest) = text.strip_prefix('[') {
         let (v6, after) = rest.split_once(']')?;
         v6.parse::<std::net::Ipv6Addr>().ok()?;
@@ -179,7 +238,7 @@ fn host_port(text: &str) -> Option<(String, u16)> {
     };
     let port = match port {
         Some(port) => port.parse::<u16>().ok().filter(|p| *p != 0)?,
-        None => 5060,
+        None => default,
     };
     Some((host, port))
 }
@@ -213,12 +272,16 @@ mod tests {
     fn bad_trunks_and_caller_ids_are_refused_with_what_to_write() {
         for bad in [
             "trunk.example.com",
-            "sips:trunk",
+            "sips:trunk;transport=udp",
             "sip:",
+            "sips:",
             "sip:trunk:0",
             "sip:trunk:70000",
             "sip:tr unk",
-            "sip:trunk;transport=tcp",
+            "sip:trunk;transport=sctp",
+            "sip:trunk;transport=tcp;transport=tls",
+            "sip:trunk;maddr=10.0.0.1",
+            "tel:+4930123",
             "sip:-trunk",
             "sip:[::1",
             "sip:user@trunk",
@@ -227,11 +290,35 @@ mod tests {
             assert_eq!(error, OutboundError::TrunkUri(bad.to_owned()));
         }
         assert!(OutboundTrunk::new(&format!("sip:{}", "a".repeat(300)), "x", None).is_err());
+        let error = OutboundTrunk::new("sips:trunk;transport=udp", "x", None).expect_err("TLS over UDP");
+        assert!(error.to_string().contains(";transport=tls or sips:"), "says what to write: {error}");
         for bad in ["", "+", "+0123", "+1234567890123456", "a b", "x@y", &"a".repeat(65)] {
             let error = OutboundTrunk::new("sip:trunk", bad, None).expect_err(bad);
             assert!(matches!(error, OutboundError::CallerId(_)), "{bad}");
             assert!(error.to_string().contains("E.164"));
         }
+    }
+
+    #[test]
+    fn a_trunk_over_tcp_or_tls_says_so_in_its_request_uris() {
+        let number = Destination::parse("+442079460018").expect("E.164");
+        let tcp = OutboundTrunk::new("sip:10.0.0.9:5070;transport=TCP", "bank", None).expect("TCP");
+        assert_eq!((tcp.transport, tcp.port, tcp.secure), (Transport::Tcp, 5070, false));
+        assert_eq!(tcp.request_uri(&number), "sip:+442079460018@10.0.0.9:5070;user=phone;transport=tcp");
+        assert_eq!(tcp.uri(), "sip:10.0.0.9:5070;transport=tcp");
+        let tls = OutboundTrunk::new("sip:trunk.example.com;transport=tls;lr", "bank", None).expect("TLS");
+        assert_eq!((tls.transport, tls.port, tls.secure), (Transport::Tls, 5061, false), "TLS's port by default");
+        assert_eq!(tls.request_uri(&number), "sip:+442079460018@trunk.example.com:5061;user=phone;transport=tls");
+        for sips in ["sips:trunk.example.com", "sips:trunk.example.com:5061;transport=tcp"] {
+            let trunk = OutboundTrunk::new(sips, "bank", None).expect("sips");
+            assert_eq!((trunk.transport, trunk.port, trunk.secure), (Transport::Tls, 5061, true), "{sips}");
+            assert_eq!(trunk.request_uri(&number), "sips:+442079460018@trunk.example.com:5061;user=phone");
+            assert_eq!(trunk.uri(), "sips:trunk.example.com:5061");
+        }
+        let udp = OutboundTrunk::new("sip:trunk", "bank", None).expect("UDP");
+        assert_eq!((udp.transport, udp.secure), (Transport::Udp, false));
+        let uri = Destination::parse("sip:alice@pbx.example.com:5080").expect("a SIP URI");
+        assert_eq!(tls.request_uri(&uri), "sip:alice@pbx.example.com:5080", "a URI goes as it is");
     }
 
     #[test]
