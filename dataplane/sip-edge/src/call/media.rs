@@ -336,6 +336,8 @@ mod tests {
             remote_ptime: None,
             direction,
             rtcp_mux: false,
+            srtp: None,
+            proto: "RTP/AVP".to_owned(),
         }
     }
 

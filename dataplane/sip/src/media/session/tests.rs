@@ -17,6 +17,8 @@ fn negotiated(direction: Direction) -> Negotiated {
         remote_ptime: Some(20),
         direction,
         rtcp_mux: false,
+        srtp: None,
+        proto: "RTP/AVP".to_owned(),
     }
 }
 
