@@ -435,6 +435,7 @@ fn metrics_md_lists_exactly_the_gateways_the_sip_edges_and_the_operators_series(
     sip.announcement(switchboard_sip_edge::announce::Purpose::Hold);
     sip.dropped(&switchboard_sip_edge::metrics::Dropped::RateLimited);
     sip.tls_connection(switchboard_sip_edge::metrics::TlsConnection::HandshakeTimeout);
+    sip.srtp(&switchboard_sip_edge::metrics::SrtpCounts { auth_failed: 1, ..Default::default() });
     assert_table("SIP edge", &sip.render());
 
     let operator = switchboard_operator::metrics::Metrics::new().expect("operator metrics");

@@ -20,6 +20,7 @@ pub use switchboard_core::outbound::CallState;
 pub use switchboard_core::protocol::TransferOutcome;
 use switchboard_sip::call::EndReason;
 pub use switchboard_sip::endpoint::{Dropped, Refusal};
+pub use switchboard_sip::media::srtp::SrtpCounts;
 use switchboard_sip::media::rtcp::ReceiverStats;
 
 use crate::end::End;
@@ -84,6 +85,7 @@ pub struct Metrics {
     jitter: Histogram,
     dropped: IntCounterVec,
     tls: IntCounterVec,
+    srtp: IntCounterVec,
 }
 
 /// What came of a TCP connection to the TLS listener
@@ -195,6 +197,13 @@ impl Metrics {
              too_many and too_many_from_address: closed at once).",
             &["outcome"],
         )?;
+        let srtp = counter_vec(
+            &registry,
+            "switchboard_sip_srtp_packets_total",
+            "SRTP and SRTCP packets on calls that settled SRTP, by outcome (protected: sent; unprotected: received, \
+             authentic and fresh; dropped: auth_failed, replayed, malformed; expired: the key's lifetime was spent).",
+            &["outcome"],
+        )?;
         Ok(Self {
             registry,
             calls,
@@ -209,6 +218,7 @@ impl Metrics {
             jitter,
             dropped,
             tls,
+            srtp,
         })
     }
 
@@ -325,6 +335,15 @@ impl Metrics {
     /// What came of a connection to the TLS listener.
     pub fn tls_connection(&self, outcome: TlsConnection) {
         self.tls.with_label_values(&[outcome.label()]).inc();
+    }
+
+    /// What a call's SRTP did since its counts were last taken.
+    pub fn srtp(&self, counts: &SrtpCounts) {
+        for (outcome, n) in counts.by_outcome() {
+            if n > 0 {
+                self.srtp.with_label_values(&[outcome]).inc_by(n);
+            }
+        }
     }
 }
 

@@ -53,6 +53,13 @@ pub struct SipArgs {
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     tls_max_connections_per_address: u32,
 
+    /// SRTP (SDES, RFC 4568) on calls over TLS: `optional` offers and takes it where the
+    /// caller offers a usable key (plain RTP otherwise); `required` refuses (488, with the
+    /// reason) any call without it, and every call not over TLS; `off` never (an RTP/SAVP
+    /// offer gets 488). Keys are never sent or taken over plain UDP or TCP.
+    #[arg(long, env = "SWITCHBOARD_SIP_SRTP", default_value = "optional", value_name = "off|optional|required")]
+    srtp: switchboard_sip_edge::SrtpPolicy,
+
     /// The RTP port range, `FIRST-LAST`: each call takes an even port (RTP) and the next
     /// (RTCP), bound on the listen address. Its size bounds the calls at once (a pair per
     /// call); open it in the firewall with the SIP port.
@@ -306,6 +313,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         tls_key,
         tls_handshake_timeout_seconds,
         tls_max_connections_per_address,
+        srtp,
         rtp_ports,
         advertise,
         gateway,
@@ -342,6 +350,9 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         Duration::from_secs(tls_handshake_timeout_seconds),
         tls_max_connections_per_address,
     )?;
+    if srtp == switchboard_sip_edge::SrtpPolicy::Required && tls.is_none() {
+        bail!("--srtp required needs --tls-listen: SRTP keys are exchanged only over TLS, so every call would be refused");
+    }
     let trunks = trunks(&trunk_sources, &trunk_credentials)?;
     let names: Vec<String> = trunks.iter().map(|t| t.name.clone()).collect();
     let trunks = Trunks::new(trunks, realm, switchboard_sip_edge::nonce_secret())?.with_algorithms(digest_algorithms);
@@ -393,6 +404,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         trunks,
         outbound,
         transfer: transfer_method,
+        srtp,
     };
     let edge = Edge::bind(config).await?;
     if let Some(tls) = edge.tls_addr() {

@@ -28,7 +28,8 @@
 //! Debian's kamailio, between the phone and the edge), [`queue`] (the gateway's capacity
 //! queue: 182 Queued while a call waits, 503 with Retry-After when refused), [`amd`]
 //! (answering-machine detection on outbound calls: a person, a machine left a message
-//! after its beep, a machine hung up on) and [`local`] (local mode's own edge, answering
+//! after its beep, a machine hung up on), [`tls`] (SIP over TLS), [`srtp`] (SRTP on calls
+//! over TLS, refused where keys would travel in the clear) and [`local`] (local mode's own edge, answering
 //! and placing calls, and dialling a person to bridge a caller to).
 
 mod amd;
@@ -42,6 +43,7 @@ mod outbound;
 mod phone;
 mod proxy;
 mod queue;
+mod srtp;
 mod stack;
 mod tls;
 mod transfer;

@@ -326,5 +326,5 @@ pub(super) fn estimate(highest: u64, sequence: u16) -> u64 {
         roc
     };
     // Before the first rollover, a "previous" counter does not exist: the packet is old.
-    (guess & 0xFFFF_FFFF) << 16 | u64::from(sequence)
+    ((guess & 0xFFFF_FFFF) << 16) | u64::from(sequence)
 }
