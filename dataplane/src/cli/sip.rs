@@ -292,6 +292,15 @@ fn algorithm(text: &str) -> Result<Algorithm, String> {
     Algorithm::parse(text.trim()).ok_or_else(|| format!("{text:?} is not SHA-256 or MD5"))
 }
 
+/// `--srtp required` needs SIP over TLS: keys are exchanged only there, so without it
+/// every call would be refused.
+fn srtp_needs_tls(srtp: switchboard_sip_edge::SrtpPolicy, tls: bool) -> anyhow::Result<()> {
+    if srtp == switchboard_sip_edge::SrtpPolicy::Required && !tls {
+        bail!("--srtp required needs --tls-listen: SRTP keys are exchanged only over TLS, so every call would be refused");
+    }
+    Ok(())
+}
+
 /// `FIRST-LAST`, both ports, FIRST <= LAST.
 pub(super) fn port_range(text: &str) -> Result<RangeInclusive<u16>, String> {
     let (first, last) = text.split_once('-').ok_or_else(|| format!("{text:?} is not FIRST-LAST"))?;
@@ -350,9 +359,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         Duration::from_secs(tls_handshake_timeout_seconds),
         tls_max_connections_per_address,
     )?;
-    if srtp == switchboard_sip_edge::SrtpPolicy::Required && tls.is_none() {
-        bail!("--srtp required needs --tls-listen: SRTP keys are exchanged only over TLS, so every call would be refused");
-    }
+    srtp_needs_tls(srtp, tls.is_some())?;
     let trunks = trunks(&trunk_sources, &trunk_credentials)?;
     let names: Vec<String> = trunks.iter().map(|t| t.name.clone()).collect();
     let trunks = Trunks::new(trunks, realm, switchboard_sip_edge::nonce_secret())?.with_algorithms(digest_algorithms);
@@ -431,7 +438,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{outbound, port_range, serve_metrics, tls};
+    use super::{outbound, port_range, serve_metrics, srtp_needs_tls, tls};
     use std::time::Duration;
 
     #[tokio::test]
@@ -490,6 +497,15 @@ mod tests {
         let error = tls(listen, Some(&cert), Some(&key), timeout, 16).expect_err("unreadable");
         assert!(error.to_string().contains("certificate PEM"), "{error}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn srtp_required_needs_tls() {
+        use switchboard_sip_edge::SrtpPolicy;
+        let error = srtp_needs_tls(SrtpPolicy::Required, false).expect_err("no TLS");
+        assert!(error.to_string().contains("--srtp required needs --tls-listen"), "{error}");
+        assert!(srtp_needs_tls(SrtpPolicy::Required, true).is_ok());
+        assert!(srtp_needs_tls(SrtpPolicy::Optional, false).is_ok(), "optional without TLS: plain RTP");
     }
 
     #[test]

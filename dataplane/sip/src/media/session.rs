@@ -133,10 +133,11 @@ impl MediaSession {
             self.jitter = JitterBuffer::new(self.law, self.config.jitter);
             self.outgoing.clear();
         }
-        if media.srtp != self.media.srtp {
-            // New keys (a re-INVITE's new offer): new contexts. The same keys keep theirs,
-            // with their rollover counters and replay windows.
-            self.srtp = media.srtp.clone().map(SrtpSession::new);
+        // New keys (a re-INVITE's new offer) start new contexts where they changed; the same
+        // keys keep theirs, with their rollover counters and replay windows.
+        match (&mut self.srtp, media.srtp.clone()) {
+            (Some(srtp), Some(keys)) => srtp.rekey(keys),
+            (srtp, keys) => *srtp = keys.map(SrtpSession::new),
         }
         self.media = media;
     }

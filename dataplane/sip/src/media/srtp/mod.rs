@@ -212,6 +212,20 @@ impl SrtpSession {
         }
     }
 
+    /// New keys from a new offer/answer in the call (a re-INVITE): a direction whose key
+    /// (or the suite) changed starts a new context; one whose key stayed keeps its own, with
+    /// its rollover counter and replay window, as the other side does.
+    pub fn rekey(&mut self, keys: SrtpKeys) {
+        let suite = keys.suite != self.keys.suite;
+        if suite || keys.remote != self.keys.remote || keys.lifetime != self.keys.lifetime {
+            self.inbound = Context::new(&keys.remote, keys.suite, keys.lifetime, Direction::Inbound);
+        }
+        if suite || keys.local != self.keys.local || keys.lifetime != self.keys.lifetime {
+            self.outbound = Context::new(&keys.local, keys.suite, keys.lifetime, Direction::Outbound);
+        }
+        self.keys = keys;
+    }
+
     /// The keys the session was made from.
     pub fn keys(&self) -> &SrtpKeys {
         &self.keys

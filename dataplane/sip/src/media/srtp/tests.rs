@@ -212,6 +212,27 @@ fn a_spent_lifetime_stops_protection() {
 }
 
 #[test]
+fn a_new_key_for_one_direction_leaves_the_other_directions_context_alone() {
+    let (mut phone, mut edge) = pair(Suite::AesCm128HmacSha1_80);
+    let mut rtp = RtpSender::new(5, 65_534, 1);
+    // Past a wrap: the edge's outbound rollover counter is 1.
+    for _ in 0..4 {
+        let sent = edge.protect_rtp(&rtp.media(0, false, &[1; 160], 160)).expect("protects");
+        phone.unprotect_rtp(&sent).expect("authentic");
+    }
+    // The phone's re-INVITE brings a new key of its own; the edge's stays.
+    let new_phone_key = MasterKey { key: [0x77; KEY_LEN], salt: [0x78; SALT_LEN] };
+    let keys = SrtpKeys { remote: new_phone_key.clone(), ..edge.keys().clone() };
+    edge.rekey(keys);
+    let sent = edge.protect_rtp(&rtp.media(0, false, &[2; 160], 160)).expect("protects");
+    assert!(phone.unprotect_rtp(&sent).is_ok(), "the edge's stream goes on with its rollover counter");
+    let mut phone_new = session(Suite::AesCm128HmacSha1_80, new_phone_key, other_master());
+    let mut from_phone = RtpSender::new(6, 1, 1);
+    let packet = phone_new.protect_rtp(&from_phone.media(0, false, &[3; 160], 160)).expect("protects");
+    assert!(edge.unprotect_rtp(&packet).is_ok(), "the phone's new key is taken");
+}
+
+#[test]
 fn keys_never_show_in_debug_output() {
     let (edge, _) = pair(Suite::AesCm128HmacSha1_80);
     let text = format!("{edge:?} {:?}", edge.keys());
