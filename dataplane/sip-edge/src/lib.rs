@@ -112,10 +112,10 @@ pub use dialling::TransferMethod;
 pub use gateway::GatewayConfig;
 pub use metrics::Metrics;
 pub use outbound::Outbound;
+pub use srtp::SrtpPolicy;
 pub use switchboard_sip::endpoint::rate::RateConfig;
 pub use switchboard_sip::trunk;
 use switchboard_sip::trunk::Trunks;
-pub use srtp::SrtpPolicy;
 pub use tls::TlsConfig;
 
 /// A random secret for [`Trunks::new`] to make its digest nonces from (a v4 UUID's 122

@@ -20,8 +20,8 @@ pub use switchboard_core::outbound::CallState;
 pub use switchboard_core::protocol::TransferOutcome;
 use switchboard_sip::call::EndReason;
 pub use switchboard_sip::endpoint::{Dropped, Refusal};
-pub use switchboard_sip::media::srtp::SrtpCounts;
 use switchboard_sip::media::rtcp::ReceiverStats;
+pub use switchboard_sip::media::srtp::SrtpCounts;
 
 use crate::end::End;
 use crate::gateway::Refused;

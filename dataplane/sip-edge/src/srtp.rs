@@ -101,7 +101,9 @@ mod tests {
         assert!(matches!(SrtpPolicy::Optional.for_call(Transport::Tls), LocalSrtp::Optional(_)));
         assert!(matches!(SrtpPolicy::Required.for_call(Transport::Tls), LocalSrtp::Required(_)));
         for transport in [Transport::Udp, Transport::Tcp] {
-            let LocalSrtp::Off(why) = SrtpPolicy::Optional.for_call(transport) else { panic!("no key over {transport:?}") };
+            let LocalSrtp::Off(why) = SrtpPolicy::Optional.for_call(transport) else {
+                panic!("no key over {transport:?}")
+            };
             assert!(why.contains(transport.as_str()), "{why}");
             let LocalSrtp::Refused(why) = SrtpPolicy::Required.for_call(transport) else { panic!("refused") };
             assert!(why.contains("only over TLS"), "{why}");

@@ -296,7 +296,9 @@ fn algorithm(text: &str) -> Result<Algorithm, String> {
 /// every call would be refused.
 fn srtp_needs_tls(srtp: switchboard_sip_edge::SrtpPolicy, tls: bool) -> anyhow::Result<()> {
     if srtp == switchboard_sip_edge::SrtpPolicy::Required && !tls {
-        bail!("--srtp required needs --tls-listen: SRTP keys are exchanged only over TLS, so every call would be refused");
+        bail!(
+            "--srtp required needs --tls-listen: SRTP keys are exchanged only over TLS, so every call would be refused"
+        );
     }
     Ok(())
 }

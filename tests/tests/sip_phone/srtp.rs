@@ -19,9 +19,9 @@ use crate::tls::{certificates, certs_dir, tls_stack_with};
 fn srtp_phone(stack: &Stack, name: &str, to: (&str, SocketAddr), certs: &Path, mediaenc: &str, silence: u32) -> Phone {
     let (transport, at) = to;
     let dial = format!("/dial sip:triage@{at};transport={transport}");
-    let config = format!("sip_cafile {}\nmodule srtp.so\n", certs.join("ca.crt").display());
+    let config = format!("sip_cafile {}\n", certs.join("ca.crt").display());
     let account = if mediaenc.is_empty() { String::new() } else { format!(";mediaenc={mediaenc}") };
-    let options = Options { trace: true, ..Options::default() };
+    let options = Options { trace: true, srtp: true, ..Options::default() };
     let phone = Phone::start_with(
         &stack.dir,
         &stack.tools,
@@ -74,14 +74,20 @@ fn a_phone_with_mandatory_srtp_over_tls_hears_the_agent_is_heard_and_forged_pack
     let plain = srtp_phone(&stack, "plain", ("udp", stack.sip), &certs, "srtp-mand", 2);
     let reason = refusal(&plain);
     assert_eq!(
-        reason, "RTP/SAVP is offered: SRTP keys are exchanged only over TLS and this call came over UDP",
+        reason,
+        "RTP/SAVP is offered: SRTP keys are exchanged only over TLS and this call came over UDP",
         "{}",
         plain.log()
     );
 
     let phone = srtp_phone(&stack, "caller", ("tls", tls), &certs, "srtp-mand", 8);
     let context = || format!("{}\n--- baresip ---\n{}", stack.edge.log_text(), phone.log());
-    wait_for("the edge answers the call", Duration::from_secs(20), || stack.edge.log_text().contains("call answered"), context);
+    wait_for(
+        "the edge answers the call",
+        Duration::from_secs(20),
+        || stack.edge.log_text().contains("call answered"),
+        context,
+    );
     let answered = Instant::now();
     std::thread::sleep(Duration::from_secs(1));
     forge_srtcp(&stack, 30);

@@ -42,7 +42,9 @@ pub enum CryptoError {
     #[error("a=crypto tag {0:?} is not a number of 1 to 9 digits")]
     Tag(String),
     /// A suite the edge does not speak.
-    #[error("a=crypto tag {tag}: suite {suite} is not supported (this edge speaks AES_CM_128_HMAC_SHA1_80 and AES_CM_128_HMAC_SHA1_32)")]
+    #[error(
+        "a=crypto tag {tag}: suite {suite} is not supported (this edge speaks AES_CM_128_HMAC_SHA1_80 and AES_CM_128_HMAC_SHA1_32)"
+    )]
     UnknownSuite {
         /// The tag.
         tag: u32,

@@ -344,6 +344,6 @@ fn attribute(sdp: &mut SessionDescription, session_direction: &mut Option<Direct
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod secure_tests;
+#[cfg(test)]
+mod tests;

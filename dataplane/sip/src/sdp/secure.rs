@@ -50,7 +50,13 @@ fn offered_tag(suite: Suite) -> u32 {
 }
 
 fn keys(crypto: Crypto, local: &MasterKey) -> SrtpKeys {
-    SrtpKeys { suite: crypto.suite, tag: crypto.tag, remote: crypto.key, local: local.clone(), lifetime: crypto.lifetime }
+    SrtpKeys {
+        suite: crypto.suite,
+        tag: crypto.tag,
+        remote: crypto.key,
+        local: local.clone(),
+        lifetime: crypto.lifetime,
+    }
 }
 
 impl LocalSrtp {

@@ -110,10 +110,14 @@ fn the_edges_own_offer_and_the_answer_to_it() {
         let (_, answer) = phone.answer(&sent).expect("the phone takes it");
         let answer = SessionDescription::parse(answer.as_bytes(), &Limits::default()).expect("parses");
         let keys = ours.accept_answer(&answer).expect("settles").srtp.expect("SRTP");
-        assert_eq!((keys.tag, keys.suite, keys.remote, keys.local), (1, Suite::AesCm128HmacSha1_80, phone_key(), edge_key()));
+        assert_eq!(
+            (keys.tag, keys.suite, keys.remote, keys.local),
+            (1, Suite::AesCm128HmacSha1_80, phone_key(), edge_key())
+        );
     }
     let required = local(LocalSrtp::Required(edge_key()));
-    let plain = SessionDescription::parse(local(LocalSrtp::default()).offer().as_bytes(), &Limits::default()).expect("parses");
+    let plain =
+        SessionDescription::parse(local(LocalSrtp::default()).offer().as_bytes(), &Limits::default()).expect("parses");
     let error = required.accept_answer(&plain).expect_err("no key in the answer");
     assert!(error.to_string().contains("SRTP is required"), "{error}");
 }

@@ -188,12 +188,20 @@ mod srtp {
 
     fn keys(local: u8, remote: u8) -> SrtpKeys {
         let key = |n: u8| MasterKey { key: [n; 16], salt: [n; 14] };
-        SrtpKeys { suite: Suite::AesCm128HmacSha1_80, tag: 1, remote: key(remote), local: key(local), lifetime: 1 << 31 }
+        SrtpKeys {
+            suite: Suite::AesCm128HmacSha1_80,
+            tag: 1,
+            remote: key(remote),
+            local: key(local),
+            lifetime: 1 << 31,
+        }
     }
 
     fn secure() -> MediaSession {
-        let config = MediaConfig { jitter: JitterConfig { depth: 1, ..JitterConfig::default() }, ..MediaConfig::default() };
-        let media = Negotiated { srtp: Some(keys(1, 2)), proto: "RTP/SAVP".to_owned(), ..negotiated(Direction::SendRecv) };
+        let config =
+            MediaConfig { jitter: JitterConfig { depth: 1, ..JitterConfig::default() }, ..MediaConfig::default() };
+        let media =
+            Negotiated { srtp: Some(keys(1, 2)), proto: "RTP/SAVP".to_owned(), ..negotiated(Direction::SendRecv) };
         MediaSession::new(config, media, 0xABCD, 1000, 0)
     }
 
@@ -215,10 +223,7 @@ mod srtp {
             "plain RTP on an SRTP call is not played"
         );
         assert_eq!(s.receive(Instant::now(), phone(), &genuine), Received::Audio);
-        assert_eq!(
-            s.receive(Instant::now(), phone(), &genuine),
-            Received::Ignored(Ignored::Srtp(SrtpError::Replayed))
-        );
+        assert_eq!(s.receive(Instant::now(), phone(), &genuine), Received::Ignored(Ignored::Srtp(SrtpError::Replayed)));
         assert_eq!(s.tick().play, Playout::Frame(vec![7; 160]), "the genuine packet, decrypted");
         let counts = s.take_srtp_counts().expect("SRTP");
         assert_eq!((counts.unprotected, counts.auth_failed, counts.replayed), (1, 2, 1));
@@ -244,7 +249,11 @@ mod srtp {
             phone_side.unprotect_rtp(&packet).expect("each event packet is protected");
         }
         // The same keys on a re-INVITE keep the contexts; new keys start new ones.
-        s.update(Negotiated { srtp: Some(keys(1, 2)), proto: "RTP/SAVP".to_owned(), ..negotiated(Direction::SendRecv) });
+        s.update(Negotiated {
+            srtp: Some(keys(1, 2)),
+            proto: "RTP/SAVP".to_owned(),
+            ..negotiated(Direction::SendRecv)
+        });
         assert_eq!(s.take_srtp_counts().expect("SRTP").protected, 2 + events, "kept across the same keys");
         s.update(Negotiated { srtp: None, ..negotiated(Direction::SendRecv) });
         assert!(!s.is_secure(), "plain RTP again");

@@ -196,13 +196,8 @@ fn the_replay_window_remembers_128_behind_the_highest() {
 
 #[test]
 fn a_spent_lifetime_stops_protection() {
-    let keys = SrtpKeys {
-        suite: Suite::AesCm128HmacSha1_80,
-        tag: 1,
-        remote: master(),
-        local: other_master(),
-        lifetime: 2,
-    };
+    let keys =
+        SrtpKeys { suite: Suite::AesCm128HmacSha1_80, tag: 1, remote: master(), local: other_master(), lifetime: 2 };
     let mut edge = SrtpSession::new(keys);
     let mut rtp = RtpSender::new(1, 1, 1);
     edge.protect_rtp(&rtp.media(0, false, &[0; 160], 160)).expect("first");
