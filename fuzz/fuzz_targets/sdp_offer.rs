@@ -16,6 +16,7 @@ fuzz_target!(|data: &[u8]| {
         version: 1,
         codecs: vec![Codec::Pcmu, Codec::Pcma],
         telephone_event: 101,
+        srtp: switchboard_sip::sdp::LocalSrtp::default(),
     };
     match local.answer(&offer) {
         Ok((negotiated, body)) => {

@@ -29,6 +29,7 @@ fn config(n: u64) -> CallConfig {
             version: 1,
             codecs: vec![Codec::Pcmu, Codec::Pcma],
             telephone_event: 101,
+            srtp: switchboard_sip::sdp::LocalSrtp::default(),
         },
         local_tag: format!("t{n}"),
         timers: Timers::default(),

@@ -1,5 +1,5 @@
 //! The Helm chart's SIP over TLS (`sip.tls`), rendered: off by default; on, the edge is told
-//! its TLS address and bounds, reads its certificate and key from the TLS Secret mounted
+//! its TLS address, bounds and SRTP policy (`sip.tls.srtp`), reads its certificate and key from the TLS Secret mounted
 //! where its variables point, and the TLS port is the container's and the Service's (on
 //! both exposures); values that cannot work are refused with what to write instead.
 
@@ -47,6 +47,7 @@ fn sip_over_tls_is_off_by_default_and_on_mounts_its_secret_and_opens_its_port() 
     assert_eq!(env(&pod, "SWITCHBOARD_SIP_TLS_LISTEN").as_deref(), Some("0.0.0.0:5061"), "the custom port");
     assert_eq!(env(&pod, "SWITCHBOARD_SIP_TLS_HANDSHAKE_TIMEOUT_SECONDS").as_deref(), Some("10"));
     assert_eq!(env(&pod, "SWITCHBOARD_SIP_TLS_MAX_CONNECTIONS_PER_ADDRESS").as_deref(), Some("16"));
+    assert_eq!(env(&pod, "SWITCHBOARD_SIP_SRTP").as_deref(), Some("optional"), "SRTP offered on calls over TLS");
     // The certificate and key are the TLS Secret's, mounted where the edge reads them.
     for (variable, key) in [("SWITCHBOARD_SIP_TLS_CERT", "tls.crt"), ("SWITCHBOARD_SIP_TLS_KEY", "tls.key")] {
         let path = env(&pod, variable).unwrap_or_else(|| panic!("{variable} in {rendered}"));
@@ -81,6 +82,7 @@ fn sip_over_tls_is_off_by_default_and_on_mounts_its_secret_and_opens_its_port() 
         "sip.tls.port=5071",
         "sip.tls.handshakeTimeoutSeconds=5",
         "sip.tls.maxConnectionsPerAddress=64",
+        "sip.tls.srtp=required",
     ];
     let (ok, rendered) = render(&lb);
     assert!(ok, "{rendered}");
@@ -88,6 +90,7 @@ fn sip_over_tls_is_off_by_default_and_on_mounts_its_secret_and_opens_its_port() 
     assert_eq!(env(&pod, "SWITCHBOARD_SIP_TLS_LISTEN").as_deref(), Some("0.0.0.0:5071"));
     assert_eq!(env(&pod, "SWITCHBOARD_SIP_TLS_HANDSHAKE_TIMEOUT_SECONDS").as_deref(), Some("5"));
     assert_eq!(env(&pod, "SWITCHBOARD_SIP_TLS_MAX_CONNECTIONS_PER_ADDRESS").as_deref(), Some("64"));
+    assert_eq!(env(&pod, "SWITCHBOARD_SIP_SRTP").as_deref(), Some("required"));
     let service = service_ports(&rendered);
     assert!(service.contains(&("sip-tls".to_owned(), 5071, "TCP".to_owned())), "{service:?}");
 }
@@ -101,6 +104,7 @@ fn sip_tls_values_that_cannot_work_are_refused_with_what_to_write() {
         (&["sip.tls.secretName=t", "sip.tls.port=20010"], "outside sip.rtpPorts"),
         (&["sip.tls.secretName=t", "sip.tls.handshakeTimeoutSeconds=0"], "handshakeTimeoutSeconds 0: use 1-120"),
         (&["sip.tls.secretName=t", "sip.tls.maxConnectionsPerAddress=0"], "maxConnectionsPerAddress 0: use 1-1024"),
+        (&["sip.tls.secretName=t", "sip.tls.srtp=mandatory"], "sip.tls.srtp \"mandatory\": use optional"),
     ] {
         let sets: Vec<&str> =
             ["sip.enabled=true", "sip.tls.enabled=true"].into_iter().chain(sets.iter().copied()).collect();

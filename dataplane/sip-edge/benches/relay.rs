@@ -183,6 +183,7 @@ fn run(calls: usize, seconds: u64) {
                 trunks: Default::default(),
                 outbound: None,
                 transfer: switchboard_sip_edge::TransferMethod::default(),
+                srtp: switchboard_sip_edge::SrtpPolicy::default(),
             };
             let edge = Edge::bind(config).await.expect("edge");
             ready_tx.send((edge.local_addr(), tid)).expect("ready");

@@ -329,12 +329,18 @@ impl Call {
                         let _ = self.ports.rtcp.send_to(&packet, to).await;
                     }
                     rtp.read(&self.metrics, relay.receiver_stats());
+                    if let Some(counts) = relay.take_srtp_counts() {
+                        self.metrics.srtp(&counts);
+                    }
                 }
                 () = self.shutdown.cancelled() => break End::Shutdown,
             }
         };
         relay.log_counts(&self.call_id);
         rtp.read(&self.metrics, relay.receiver_stats());
+        if let Some(counts) = relay.take_srtp_counts() {
+            self.metrics.srtp(&counts);
+        }
         // A transfer under way: the session's end bridges an answered person's leg; any
         // other end lets the person's leg go.
         let steps = if matches!(end, End::Session(_)) { transfer.session_ended() } else { transfer.caller_ended() };

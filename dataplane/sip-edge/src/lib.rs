@@ -36,6 +36,8 @@
 //! ([`EdgeConfig::tls`], 5061 by custom): each connection's handshake is bounded in time and
 //! the connections one address may hold at once are bounded, then it is served as TCP's;
 //! its dialogues say TLS (`sips:` where the caller's URI did) in their Via and Contact.
+//! Calls over TLS get SRTP ([`srtp`], [`EdgeConfig::srtp`]): SDES keys in their SDP, never
+//! over plain UDP or TCP.
 //!
 //! Trunks ([`EdgeConfig::trunks`]): when configured, new INVITEs are taken only from a
 //! trunk's source addresses and/or with its digest credentials (401 challenges), others get
@@ -91,6 +93,7 @@ pub mod metrics;
 pub mod outbound;
 pub mod ports;
 mod signalling;
+pub mod srtp;
 pub mod tcp;
 pub mod tls;
 mod transfer;
@@ -111,6 +114,7 @@ pub use dialling::{OutboundSettingsError, Route, TransferMethod};
 pub use gateway::GatewayConfig;
 pub use metrics::Metrics;
 pub use outbound::Outbound;
+pub use srtp::SrtpPolicy;
 pub use switchboard_sip::call::Transport;
 pub use switchboard_sip::endpoint::rate::RateConfig;
 pub use switchboard_sip::trunk;
@@ -155,6 +159,8 @@ pub struct EdgeConfig {
     /// How a caller is put through to a person: REFER (dialling the person and bridging
     /// where the caller's side refuses it), or always dialling.
     pub transfer: TransferMethod,
+    /// SRTP for calls over TLS (keys never travel over plain UDP or TCP).
+    pub srtp: SrtpPolicy,
 }
 
 /// Why the edge cannot start.
@@ -249,6 +255,7 @@ impl Edge {
             trunks,
             outbound,
             transfer,
+            srtp,
         } = config;
         let dialling = Arc::new(dialling::Dialling { method: transfer, outbound: outbound.clone() });
         let (socket, local, tcp) = bind_sip(listen, tcp).await?;
@@ -296,6 +303,7 @@ impl Edge {
             gateway: Arc::new(gateway),
             settings: Arc::new(media),
             dialling,
+            srtp,
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),
         };

@@ -21,6 +21,7 @@ pub use switchboard_core::protocol::TransferOutcome;
 use switchboard_sip::call::EndReason;
 pub use switchboard_sip::endpoint::{Dropped, Refusal};
 use switchboard_sip::media::rtcp::ReceiverStats;
+pub use switchboard_sip::media::srtp::SrtpCounts;
 
 use crate::end::End;
 use crate::gateway::Refused;
@@ -85,6 +86,7 @@ pub struct Metrics {
     dropped: IntCounterVec,
     tls: IntCounterVec,
     trunk_connections: IntCounterVec,
+    srtp: IntCounterVec,
 }
 
 /// What came of a TCP connection to the TLS listener
@@ -231,6 +233,13 @@ impl Metrics {
              connect_failed; handshake_failed: the trunk's certificate not trusted; timeout; too_many).",
             &["transport", "outcome"],
         )?;
+        let srtp = counter_vec(
+            &registry,
+            "switchboard_sip_srtp_packets_total",
+            "SRTP and SRTCP packets on calls that settled SRTP, by outcome (protected: sent; unprotected: received, \
+             authentic and fresh; dropped: auth_failed, replayed, malformed; expired: the key's lifetime was spent).",
+            &["outcome"],
+        )?;
         Ok(Self {
             registry,
             calls,
@@ -246,6 +255,7 @@ impl Metrics {
             dropped,
             tls,
             trunk_connections,
+            srtp,
         })
     }
 
@@ -368,6 +378,15 @@ impl Metrics {
     pub fn trunk_connection(&self, transport: switchboard_sip::call::Transport, outcome: TrunkConnection) {
         let transport = transport.as_str().to_ascii_lowercase();
         self.trunk_connections.with_label_values(&[transport.as_str(), outcome.label()]).inc();
+    }
+
+    /// What a call's SRTP did since its counts were last taken.
+    pub fn srtp(&self, counts: &SrtpCounts) {
+        for (outcome, n) in counts.by_outcome() {
+            if n > 0 {
+                self.srtp.with_label_values(&[outcome]).inc_by(n);
+            }
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use std::time::Instant;
 use switchboard_sip::call::refer::{TransferEnd, TransferProgress};
 use switchboard_sip::call::{CallConfig, CallEvent, EndReason, Timers, Transport};
 use switchboard_sip::endpoint::{Endpoint, Output, Source};
-use switchboard_sip::sdp::{Codec, LocalMedia};
+use switchboard_sip::sdp::{Codec, LocalMedia, LocalSrtp};
 use switchboard_sip::sip::Limits;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::mpsc;
@@ -62,6 +62,8 @@ pub(crate) struct Signalling {
     pub settings: Arc<MediaSettings>,
     /// How calls are transferred to a person.
     pub dialling: Arc<crate::dialling::Dialling>,
+    /// SRTP for calls over TLS.
+    pub srtp: crate::srtp::SrtpPolicy,
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
 }
@@ -112,7 +114,8 @@ impl Signalling {
                     Ok((n, from)) => {
                         let source = Source { address: from, transport: Transport::Udp, trusted: false };
                         let (ports, advertise, open) = (&self.ports, self.advertise, draining.is_none());
-                        let new_call = || new_call(ports, local, advertise, open, &mut fresh);
+                        let srtp = self.srtp;
+                        let new_call = || new_call(ports, (local, advertise), srtp.for_call(Transport::Udp), open, &mut fresh);
                         self.endpoint.handle_datagram(Instant::now(), source, &buf[..n], new_call);
                     }
                     // ICMP port unreachable from an earlier send surfaces here on some
@@ -143,7 +146,8 @@ impl Signalling {
                         let source = Source { address: peer, transport, trusted: false };
                         let local = if transport == Transport::Tls { tls_local } else { local };
                         let (ports, advertise, open) = (&self.ports, self.advertise, draining.is_none());
-                        let new_call = || new_call(ports, local, advertise, open, &mut fresh);
+                        let srtp = self.srtp;
+                        let new_call = || new_call(ports, (local, advertise), srtp.for_call(transport), open, &mut fresh);
                         self.endpoint.handle_message(Instant::now(), source, parsed, new_call);
                     }
                     FromConnection::Closed(transport, peer) => connections.of(transport).closed(peer),
@@ -280,12 +284,14 @@ impl Signalling {
     }
 }
 
-/// The configuration of a call a new INVITE starts, with its port pair kept in `fresh`
-/// until the call's task takes it; `None` (503) while draining or with no pair left.
+/// The configuration of a call a new INVITE starts (the edge's SIP and advertised
+/// addresses; its SRTP stance for the transport the INVITE came on), with its port pair kept
+/// in `fresh` until the call's task takes it; `None` (503) while draining or with no pair
+/// left.
 fn new_call(
     ports: &Ports,
-    local: SocketAddr,
-    advertise: IpAddr,
+    (local, advertise): (SocketAddr, IpAddr),
+    srtp: LocalSrtp,
     open: bool,
     fresh: &mut Option<(PortPair, String)>,
 ) -> Option<CallConfig> {
@@ -293,7 +299,8 @@ fn new_call(
         return None;
     }
     let pair = ports.take()?;
-    let config = call_config(local, advertise, pair.port);
+    let mut config = call_config(local, advertise, pair.port);
+    config.media.srtp = srtp;
     *fresh = Some((pair, config.local_tag.clone()));
     Some(config)
 }
@@ -316,6 +323,7 @@ pub(crate) fn call_config(local: SocketAddr, advertise: IpAddr, port: u16) -> Ca
             version: 1,
             codecs: vec![Codec::Pcmu, Codec::Pcma],
             telephone_event: TELEPHONE_EVENT,
+            srtp: LocalSrtp::default(),
         },
         local_tag: uuid::Uuid::new_v4().simple().to_string(),
         timers: Timers::default(),

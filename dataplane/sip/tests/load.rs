@@ -51,6 +51,7 @@ fn config(i: usize) -> CallConfig {
             version: 1,
             codecs: vec![Codec::Pcmu, Codec::Pcma],
             telephone_event: 101,
+            srtp: switchboard_sip::sdp::LocalSrtp::default(),
         },
         local_tag: format!("t{i}"),
         timers: Timers::default(),

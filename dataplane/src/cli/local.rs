@@ -102,6 +102,13 @@ pub struct LocalArgs {
     #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_TRANSFER_METHOD", default_value = "refer", value_name = "refer|dial")]
     sip_transfer_method: switchboard_sip_edge::TransferMethod,
 
+    /// SRTP on phone calls (as `switchboard sip --srtp`): `optional` offers and takes
+    /// SDES-SRTP on calls over TLS (--sip-tls-listen) and plain RTP where the phone offers
+    /// no key; `required` refuses (488) any call without it; `off` never. Keys are never
+    /// exchanged over plain UDP or TCP.
+    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_SRTP", default_value = "optional", value_name = "off|optional|required")]
+    sip_srtp: switchboard_sip_edge::SrtpPolicy,
+
     /// A folder of recorded announcements phone callers hear, as `switchboard sip
     /// --announcements`: `hold.wav` while a call waits for the model quota (try it with
     /// --capacity-quota), `outage.wav` when outage mode turns a call away or interrupts it,
@@ -189,6 +196,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         sip_outbound_ca,
         sip_caller_id,
         sip_transfer_method,
+        sip_srtp,
         sip_announcements,
         webrtc_tcp,
         voice,
@@ -241,6 +249,9 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         (Some(_), _, _) => anyhow::bail!("--sip-tls-listen needs --sip-tls-cert and --sip-tls-key"),
         _ => None,
     };
+    if sip_srtp == switchboard_sip_edge::SrtpPolicy::Required && tls.is_none() {
+        anyhow::bail!("--sip-srtp required needs --sip-tls-listen: SRTP keys are exchanged only over TLS");
+    }
     let caller_id = sip_caller_id;
     let sip = match sip_listen {
         Some(SipListen::Off) if tls.is_some() => {
@@ -257,6 +268,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 transfer: sip_transfer_method,
                 announcements,
                 tls,
+                srtp: sip_srtp,
             };
             Some(local.server.serve_sip(&sip).await?)
         }
@@ -270,6 +282,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 transfer: sip_transfer_method,
                 announcements,
                 tls,
+                srtp: sip_srtp,
             };
             match local.server.serve_sip(&sip).await {
                 Ok(addr) => Some(addr),

@@ -52,6 +52,13 @@ pub struct SipArgs {
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     tls_max_connections_per_address: u32,
 
+    /// SRTP (SDES, RFC 4568) on calls over TLS: `optional` offers and takes it where the
+    /// caller offers a usable key (plain RTP otherwise); `required` refuses (488, with the
+    /// reason) any call without it, and every call not over TLS; `off` never (an RTP/SAVP
+    /// offer gets 488). Keys are never sent or taken over plain UDP or TCP.
+    #[arg(long, env = "SWITCHBOARD_SIP_SRTP", default_value = "optional", value_name = "off|optional|required")]
+    srtp: switchboard_sip_edge::SrtpPolicy,
+
     /// The RTP port range, `FIRST-LAST`: each call takes an even port (RTP) and the next
     /// (RTCP), bound on the listen address. Its size bounds the calls at once (a pair per
     /// call); open it in the firewall with the SIP port.
@@ -307,6 +314,17 @@ fn algorithm(text: &str) -> Result<Algorithm, String> {
     Algorithm::parse(text.trim()).ok_or_else(|| format!("{text:?} is not SHA-256 or MD5"))
 }
 
+/// `--srtp required` needs SIP over TLS: keys are exchanged only there, so without it
+/// every call would be refused.
+fn srtp_needs_tls(srtp: switchboard_sip_edge::SrtpPolicy, tls: bool) -> anyhow::Result<()> {
+    if srtp == switchboard_sip_edge::SrtpPolicy::Required && !tls {
+        bail!(
+            "--srtp required needs --tls-listen: SRTP keys are exchanged only over TLS, so every call would be refused"
+        );
+    }
+    Ok(())
+}
+
 /// `FIRST-LAST`, both ports, FIRST <= LAST.
 pub(super) fn port_range(text: &str) -> Result<RangeInclusive<u16>, String> {
     let (first, last) = text.split_once('-').ok_or_else(|| format!("{text:?} is not FIRST-LAST"))?;
@@ -328,6 +346,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         tls_key,
         tls_handshake_timeout_seconds,
         tls_max_connections_per_address,
+        srtp,
         rtp_ports,
         advertise,
         gateway,
@@ -369,6 +388,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         Duration::from_secs(tls_handshake_timeout_seconds),
         tls_max_connections_per_address,
     )?;
+    srtp_needs_tls(srtp, tls.is_some())?;
     let trunks = trunks(&trunk_sources, &trunk_credentials)?;
     let names: Vec<String> = trunks.iter().map(|t| t.name.clone()).collect();
     let trunks = Trunks::new(trunks, realm, switchboard_sip_edge::nonce_secret())?.with_algorithms(digest_algorithms);
@@ -420,6 +440,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         trunks,
         outbound,
         transfer: transfer_method,
+        srtp,
     };
     let edge = Edge::bind(config).await?;
     if let Some(tls) = edge.tls_addr() {
@@ -446,7 +467,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{port_range, serve_metrics, tls};
+    use super::{port_range, serve_metrics, srtp_needs_tls, tls};
     use std::time::Duration;
 
     #[tokio::test]
@@ -558,6 +579,15 @@ mod tests {
         let error = tls(listen, Some(&cert), Some(&key), timeout, 16).expect_err("unreadable");
         assert!(error.to_string().contains("certificate PEM"), "{error}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn srtp_required_needs_tls() {
+        use switchboard_sip_edge::SrtpPolicy;
+        let error = srtp_needs_tls(SrtpPolicy::Required, false).expect_err("no TLS");
+        assert!(error.to_string().contains("--srtp required needs --tls-listen"), "{error}");
+        assert!(srtp_needs_tls(SrtpPolicy::Required, true).is_ok());
+        assert!(srtp_needs_tls(SrtpPolicy::Optional, false).is_ok(), "optional without TLS: plain RTP");
     }
 
     #[test]

@@ -30,7 +30,9 @@
 //! queue: 182 Queued while a call waits, 503 with Retry-After when refused), [`amd`]
 //! (answering-machine detection on outbound calls: a person, a machine left a message
 //! after its beep, a machine hung up on), [`transports`] (outbound calls over TCP and TLS
-//! trunks, one whose certificate is not trusted) and [`local`] (local mode's own edge, answering
+//! trunks, one whose certificate is not trusted), [`tls`] (SIP over TLS), [`srtp`] (SRTP on
+//! calls over TLS, refused where keys would travel in the clear) and [`local`] (local mode's
+//! own edge, answering
 //! and placing calls, and dialling a person to bridge a caller to).
 
 mod amd;
@@ -44,6 +46,7 @@ mod outbound;
 mod phone;
 mod proxy;
 mod queue;
+mod srtp;
 mod stack;
 mod tls;
 mod transfer;

@@ -24,6 +24,8 @@ pub(crate) struct Options {
     pub(crate) codec: Option<&'static str>,
     /// Seconds of silence before its tone (default half a second).
     pub(crate) lead: Option<u32>,
+    /// Load baresip's `srtp` module (before the accounts, whose `mediaenc=` names it).
+    pub(crate) srtp: bool,
 }
 
 /// A baresip instance dialling one URI.
@@ -186,8 +188,10 @@ impl Phone {
         for _ in 0..5 {
             let port = free_phone_port();
             let d = dir.display();
+            // SRTP's module loads before the accounts that name it (mediaenc).
+            let srtp = if options.srtp { "module srtp.so\n" } else { "" };
             let config = format!(
-                "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
+                "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n{srtp}\
                  module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
                  audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
                  snd_path {d}/snd\n{}{more_config}",

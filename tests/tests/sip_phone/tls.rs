@@ -32,19 +32,12 @@ pub(crate) fn certificates(dir: &Path) -> rustls::pki_types::CertificateDer<'sta
 }
 
 /// `switchboard sip` listening for TLS too (a 2 s handshake timeout), with the
-/// certificates in `certs`; returns the stack and its TLS address.
-fn tls_stack(name: &str, certs: &Path) -> (Stack, SocketAddr) {
+/// certificates in `certs` and `more` flags; returns the stack and its TLS address.
+pub(crate) fn tls_stack_with(name: &str, certs: &Path, more: &[&str]) -> (Stack, SocketAddr) {
     let (cert, key) = (certs.join("tls.crt"), certs.join("tls.key"));
-    let args = [
-        "--tls-listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        cert.to_str().expect("a path"),
-        "--tls-key",
-        key.to_str().expect("a path"),
-        "--tls-handshake-timeout-seconds",
-        "2",
-    ];
+    let mut args = vec!["--tls-listen", "127.0.0.1:0", "--tls-cert", cert.to_str().expect("a path"), "--tls-key"];
+    args.extend([key.to_str().expect("a path"), "--tls-handshake-timeout-seconds", "2"]);
+    args.extend(more);
     let stack = stack_with(name, &args);
     let log = stack.edge.log_text();
     let tls = log
@@ -52,6 +45,11 @@ fn tls_stack(name: &str, certs: &Path) -> (Stack, SocketAddr) {
         .find_map(|l| l.split_once("SIP over TLS on ").and_then(|(_, a)| a.split_whitespace().next()?.parse().ok()))
         .unwrap_or_else(|| panic!("the edge logs its TLS address:\n{log}"));
     (stack, tls)
+}
+
+/// [`tls_stack_with`] with no more flags.
+fn tls_stack(name: &str, certs: &Path) -> (Stack, SocketAddr) {
+    tls_stack_with(name, certs, &[])
 }
 
 /// A phone that dials `sip:<user>@<tls>;transport=tls`, trusting the test CA, with its SIP
@@ -126,7 +124,7 @@ fn hostile(tls: SocketAddr, config: Arc<rustls::ClientConfig>) -> (TcpStream, St
     (silent, answer)
 }
 
-fn certs_dir(name: &str) -> PathBuf {
+pub(crate) fn certs_dir(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("switchboard-sip-tls-{name}-{}", std::process::id()))
 }
 

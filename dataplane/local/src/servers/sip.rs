@@ -32,6 +32,8 @@ pub struct LocalSip {
     pub announcements: switchboard_sip_edge::Announcements,
     /// SIP over TLS too, on its own address (`--sip-tls-listen`); `None`: no TLS.
     pub tls: Option<switchboard_sip_edge::TlsConfig>,
+    /// SRTP on calls over TLS (`--sip-srtp`, as `switchboard sip --srtp`).
+    pub srtp: switchboard_sip_edge::SrtpPolicy,
 }
 
 impl LocalSip {
@@ -98,6 +100,7 @@ impl Servers {
             trunks,
             outbound: Some(sip.outbound()?),
             transfer: sip.transfer,
+            srtp: sip.srtp,
         };
         let edge = switchboard_sip_edge::Edge::bind(config).await.map_err(start_error)?;
         let addr = edge.local_addr();

@@ -206,6 +206,11 @@ impl Call {
                     }
                 },
                 _ = report.tick() => {
+                    for side in [Leg::Caller, Leg::Person] {
+                        if let Some(counts) = bridge.take_srtp_counts(side) {
+                            call.metrics.srtp(&counts);
+                        }
+                    }
                     let wall = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
                     for (to_leg, socket) in [(Leg::Caller, &call.ports.rtcp), (Leg::Person, &leg_ports.rtcp)] {
                         if let Some((to, packet)) = bridge.report(to_leg, Instant::now(), wall, &cname) {
@@ -216,6 +221,11 @@ impl Call {
                 () = call.shutdown.cancelled() => break None,
             }
         };
+        for side in [Leg::Caller, Leg::Person] {
+            if let Some(counts) = bridge.take_srtp_counts(side) {
+                call.metrics.srtp(&counts);
+            }
+        }
         // BYE to whoever is still there.
         let (caller_hangs_up, person_hangs_up) = match ended {
             Some(Leg::Caller) => (false, true),

@@ -13,7 +13,7 @@ use switchboard_sip::media::FRAME_SAMPLES;
 use switchboard_sip::media::g711::Law;
 use switchboard_sip::media::hold::HoldTone;
 use switchboard_sip::media::jitter::Playout;
-use switchboard_sip::media::session::{MediaSession, Received};
+use switchboard_sip::media::session::{Ignored, MediaSession, Received};
 use switchboard_sip::sdp::{Codec, Direction, Negotiated};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -139,6 +139,7 @@ impl Relay {
             agent_audio_ms = counts.agent_bytes / 8,
             keys = counts.keys,
             dropped_keys = counts.dropped_keys,
+            srtp = self.session.as_ref().is_some_and(|(session, ..)| session.is_secure()),
             "media relayed"
         );
     }
@@ -231,7 +232,8 @@ impl Relay {
         // another of its addresses in its SDP (baresip names its default interface), sends
         // from where it can. The media moves to the first RTP source that is the SDP's
         // address or the phone's SIP address, once per offer/answer; any other address
-        // stays ignored.
+        // stays ignored. On an SRTP call only a packet that authenticates moves it.
+        let mut unlatched = None;
         if !rtcp
             && !self.latched
             && from != negotiated.remote
@@ -239,6 +241,7 @@ impl Relay {
             && switchboard_sip::media::rtp::parse(datagram).is_ok()
         {
             tracing::debug!(sdp = %negotiated.remote, %from, "media latched to where the phone's RTP comes from");
+            unlatched = Some(negotiated.remote);
             negotiated.remote = from;
             session.update(negotiated.clone());
             self.latched = true;
@@ -246,6 +249,11 @@ impl Relay {
         let now = Instant::now();
         let received =
             if rtcp { session.receive_rtcp(now, from, datagram) } else { session.receive(now, from, datagram) };
+        if let (Some(previous), Received::Ignored(Ignored::Srtp(_))) = (unlatched, &received) {
+            negotiated.remote = previous;
+            session.update(negotiated.clone());
+            self.latched = false;
+        }
         match received {
             Received::Audio => {
                 self.last_rtp = now;
@@ -297,6 +305,12 @@ impl Relay {
         phone_sends && self.last_rtp.elapsed() > self.settings.timeout
     }
 
+    /// What the call's SRTP did since this was last called (for the metrics); `None` on
+    /// plain RTP or before the media is settled.
+    pub(super) fn take_srtp_counts(&mut self) -> Option<switchboard_sip::media::srtp::SrtpCounts> {
+        self.session.as_mut()?.0.take_srtp_counts()
+    }
+
     /// The statistics of the phone's stream, for the metrics.
     pub(super) fn receiver_stats(&self) -> Option<&switchboard_sip::media::rtcp::ReceiverStats> {
         self.session.as_ref()?.0.receiver_stats()
@@ -336,6 +350,8 @@ mod tests {
             remote_ptime: None,
             direction,
             rtcp_mux: false,
+            srtp: None,
+            proto: "RTP/AVP".to_owned(),
         }
     }
 

@@ -204,6 +204,8 @@ mod tests {
             remote_ptime: None,
             direction: Direction::SendRecv,
             rtcp_mux: false,
+            srtp: None,
+            proto: "RTP/AVP".to_owned(),
         };
         let playing = tokio::spawn(async move {
             let mut sender = RtpSender::new(9, 1, 1);

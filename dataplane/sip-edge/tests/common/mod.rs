@@ -33,5 +33,6 @@ pub fn config(listen: SocketAddr, tcp: bool, tls: Option<TlsConfig>) -> EdgeConf
         trunks: Default::default(),
         outbound: None,
         transfer: switchboard_sip_edge::TransferMethod::default(),
+        srtp: switchboard_sip_edge::SrtpPolicy::default(),
     }
 }

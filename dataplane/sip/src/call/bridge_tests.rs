@@ -14,6 +14,8 @@ fn media(port: u16) -> Negotiated {
         remote_ptime: None,
         direction: Direction::SendRecv,
         rtcp_mux: false,
+        srtp: None,
+        proto: "RTP/AVP".to_owned(),
     }
 }
 

@@ -29,6 +29,7 @@ pub(super) fn config() -> CallConfig {
             version: 1,
             codecs: vec![crate::sdp::Codec::Pcmu, crate::sdp::Codec::Pcma],
             telephone_event: 101,
+            srtp: crate::sdp::LocalSrtp::default(),
         },
         local_tag: "sb7f3a".into(),
         timers: Timers::default(),

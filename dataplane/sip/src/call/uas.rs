@@ -156,6 +156,11 @@ impl InboundCall {
             call.send_final(now, response, EndReason::Refused(refusal.status));
             return Ok(call);
         }
+        if let (true, crate::sdp::LocalSrtp::Refused(reason)) = (invite.body.is_empty(), &call.config.media.srtp) {
+            let reason = reason.clone();
+            call.refuse(now, 488, &reason, None);
+            return Ok(call);
+        }
         if invite.body.is_empty() {
             // A delayed offer (RFC 3264 §4, common from carriers' gateways): the edge
             // offers in its 200 and reads the answer in the ACK.

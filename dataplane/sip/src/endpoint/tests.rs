@@ -27,6 +27,7 @@ fn call_config() -> Option<CallConfig> {
             version: 1,
             codecs: vec![Codec::Pcmu, Codec::Pcma],
             telephone_event: 101,
+            srtp: crate::sdp::LocalSrtp::default(),
         },
         local_tag: "sb7f3a".into(),
         timers: Timers::default(),

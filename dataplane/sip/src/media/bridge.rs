@@ -159,6 +159,11 @@ impl MediaBridge {
         }
     }
 
+    /// What a leg's SRTP did since this was last called; `None` when the leg is plain RTP.
+    pub fn take_srtp_counts(&mut self, leg: Leg) -> Option<super::srtp::SrtpCounts> {
+        self.side(leg).session.take_srtp_counts()
+    }
+
     /// A re-INVITE or UPDATE moved a leg's media.
     pub fn update(&mut self, leg: Leg, media: Negotiated) {
         let side = self.side(leg);

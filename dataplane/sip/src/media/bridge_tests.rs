@@ -18,6 +18,8 @@ fn negotiated(remote: &str, codec: Codec, telephone_event: Option<u8>) -> Negoti
         remote_ptime: None,
         direction: Direction::SendRecv,
         rtcp_mux: false,
+        srtp: None,
+        proto: "RTP/AVP".to_owned(),
     }
 }
 

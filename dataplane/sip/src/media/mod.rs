@@ -2,7 +2,8 @@
 //! RFC 4733 telephone events ([`telephone`]), G.711 μ-law and A-law ([`g711`]), a jitter
 //! buffer with loss concealment ([`jitter`]), and one call's media both ways put
 //! together ([`session`]), two calls' media joined ([`bridge`]), answering-machine
-//! detection on outbound calls ([`amd`]), and the hold chime of a warm transfer ([`hold`]).
+//! detection on outbound calls ([`amd`]), the hold chime of a warm transfer ([`hold`]), and SRTP
+//! ([`srtp`]).
 //! The edge's socket task hands datagrams in and sends what comes out; a tick every
 //! [`FRAME_MS`] drives playout and pacing.
 
@@ -14,6 +15,7 @@ pub mod jitter;
 pub mod rtcp;
 pub mod rtp;
 pub mod session;
+pub mod srtp;
 pub mod telephone;
 
 /// The length of one audio frame, in milliseconds.

@@ -2,7 +2,9 @@
 //! address the dialogue settled; only the settled codec and telephone-event payload
 //! types), through the jitter buffer to one frame a tick for the gateway; the agent's
 //! G.711 audio out, paced into one RTP packet a tick (silence when there is none, so
-//! NATs and media gateways keep the stream), and telephone events out.
+//! NATs and media gateways keep the stream), and telephone events out. When offer/answer
+//! settled SRTP, every packet in is unprotected before anything reads it (one that fails
+//! is dropped, [`Ignored::Srtp`]) and every packet out protected ([`super::srtp`]).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -12,6 +14,7 @@ use super::g711::Law;
 use super::jitter::{JitterBuffer, JitterConfig, Playout, Pushed};
 use super::rtcp::{self, Compound, ReceiverStats, SenderInfo};
 use super::rtp::{self, RtpSender};
+use super::srtp::{SrtpCounts, SrtpError, SrtpSession};
 use super::telephone::{self, Event, Telephone};
 use super::{CLOCK_RATE, FRAME_MS, FRAME_SAMPLES};
 use crate::sdp::{Codec, Direction, Negotiated};
@@ -48,6 +51,8 @@ pub enum Ignored {
     Rtcp,
     /// The jitter buffer did not keep it (duplicate, late, too large).
     Dropped(Pushed),
+    /// SRTP did not unprotect it (forged, replayed, malformed).
+    Srtp(SrtpError),
 }
 
 /// What a received datagram was.
@@ -86,6 +91,7 @@ pub struct MediaSession {
     outgoing: VecDeque<u8>,
     talking: bool,
     stats: Option<ReceiverStats>,
+    srtp: Option<SrtpSession>,
 }
 
 fn law(codec: Codec) -> Law {
@@ -110,6 +116,7 @@ impl MediaSession {
             outgoing: VecDeque::new(),
             talking: false,
             stats: None,
+            srtp: media.srtp.clone().map(SrtpSession::new),
             media,
         }
     }
@@ -126,6 +133,12 @@ impl MediaSession {
             self.jitter = JitterBuffer::new(self.law, self.config.jitter);
             self.outgoing.clear();
         }
+        // New keys (a re-INVITE's new offer) start new contexts where they changed; the same
+        // keys keep theirs, with their rollover counters and replay windows.
+        match (&mut self.srtp, media.srtp.clone()) {
+            (Some(srtp), Some(keys)) => srtp.rekey(keys),
+            (srtp, keys) => *srtp = keys.map(SrtpSession::new),
+        }
         self.media = media;
     }
 
@@ -134,6 +147,24 @@ impl MediaSession {
         if source != self.media.remote {
             return Received::Ignored(Ignored::Source);
         }
+        let plain;
+        let datagram = match &mut self.srtp {
+            Some(srtp) => {
+                let rtcp = rtp::is_rtcp(datagram);
+                if rtcp && !self.media.rtcp_mux {
+                    return Received::Ignored(Ignored::Rtcp);
+                }
+                let unprotected = if rtcp { srtp.unprotect_rtcp(datagram) } else { srtp.unprotect_rtp(datagram) };
+                match unprotected {
+                    Ok(unprotected) => {
+                        plain = unprotected;
+                        &plain[..]
+                    }
+                    Err(error) => return Received::Ignored(Ignored::Srtp(error)),
+                }
+            }
+            None => datagram,
+        };
         let packet = match rtp::parse(datagram) {
             Ok(packet) => packet,
             Err(rtp::RtpError::Rtcp) if self.media.rtcp_mux => return self.rtcp(now, datagram),
@@ -172,7 +203,13 @@ impl MediaSession {
         if source.ip() != self.media.remote.ip() {
             return Received::Ignored(Ignored::Source);
         }
-        self.rtcp(now, datagram)
+        match &mut self.srtp {
+            Some(srtp) => match srtp.unprotect_rtcp(datagram) {
+                Ok(plain) => self.rtcp(now, &plain),
+                Err(error) => Received::Ignored(Ignored::Srtp(error)),
+            },
+            None => self.rtcp(now, datagram),
+        }
     }
 
     fn rtcp(&mut self, now: Instant, datagram: &[u8]) -> Received {
@@ -199,7 +236,29 @@ impl MediaSession {
         let block = self.stats.as_mut().map(|stats| stats.report(now));
         let remote = self.media.remote;
         let to = if self.media.rtcp_mux { remote } else { SocketAddr::new(remote.ip(), remote.port().wrapping_add(1)) };
-        Some((to, rtcp::sender_report(&sender, block.as_ref(), cname)))
+        let report = rtcp::sender_report(&sender, block.as_ref(), cname);
+        Some((to, self.protect(report, true)?))
+    }
+
+    /// A packet to send, protected when SRTP was settled; `None` when it may not be sent
+    /// (the key's lifetime is spent).
+    fn protect(&mut self, packet: Vec<u8>, rtcp: bool) -> Option<Vec<u8>> {
+        match &mut self.srtp {
+            Some(srtp) if rtcp => srtp.protect_rtcp(&packet).ok(),
+            Some(srtp) => srtp.protect_rtp(&packet).ok(),
+            None => Some(packet),
+        }
+    }
+
+    /// Whether offer/answer settled SRTP.
+    pub fn is_secure(&self) -> bool {
+        self.srtp.is_some()
+    }
+
+    /// What SRTP did since this was last called (for the owner's metrics); `None` on plain
+    /// RTP.
+    pub fn take_srtp_counts(&mut self) -> Option<SrtpCounts> {
+        self.srtp.as_mut().map(SrtpSession::take_counts)
     }
 
     /// Queues the agent's audio (G.711 in the call's law, any length); past
@@ -250,7 +309,8 @@ impl MediaSession {
             Some(frame) if self.may_send() => {
                 let marker = !self.talking;
                 self.talking = true;
-                Some((self.media.remote, self.sender.media(self.media.payload_type, marker, &frame, samples)))
+                let packet = self.sender.media(self.media.payload_type, marker, &frame, samples);
+                self.protect(packet, false).map(|packet| (self.media.remote, packet))
             }
             _ => {
                 self.talking = false;
@@ -271,12 +331,12 @@ impl MediaSession {
         }
         let start = self.sender.timestamp();
         let packets = telephone::packets(event, duration_ms.max(FRAME_MS * 2));
-        Some(
-            packets
-                .into_iter()
-                .map(|p| (p.at_ms, self.sender.packet(payload_type, p.marker, start, &p.payload.to_bytes())))
-                .collect(),
-        )
+        let mut out = Vec::with_capacity(packets.len());
+        for p in packets {
+            let packet = self.sender.packet(payload_type, p.marker, start, &p.payload.to_bytes());
+            out.extend(self.protect(packet, false).map(|packet| (p.at_ms, packet)));
+        }
+        Some(out)
     }
 }
 

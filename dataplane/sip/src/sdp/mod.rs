@@ -1,13 +1,17 @@
 //! SDP (RFC 4566) as the edge reads it: the session's connection address and its media
 //! lines with their formats, rtpmap/fmtp, ptime, direction and rtcp-mux. Parsing is
 //! strict about the lines it needs (v, o, s, t, c, m) and bounded ([`Limits`]); other
-//! lines are skipped, as RFC 4566 §5 allows. Offer/answer for audio is in [`negotiate`].
+//! lines are skipped, as RFC 4566 §5 allows. Offer/answer for audio is in [`negotiate`];
+//! SDES keys for SRTP (`a=crypto`) in [`crypto`] and [`secure`].
 
+pub mod crypto;
 pub mod negotiate;
+pub mod secure;
 
 use std::net::IpAddr;
 
 pub use negotiate::{Codec, LocalMedia, Negotiated};
+pub use secure::LocalSrtp;
 
 /// How much an SDP body may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,9 +71,14 @@ pub enum SdpError {
     /// An audio stream has no connection address (no c= line at either level).
     #[error("the audio stream has no connection address (c= line)")]
     NoConnection,
-    /// The offer has no audio stream the edge can take (RTP/AVP or RTP/AVPF).
-    #[error("no audio stream over RTP/AVP in the offer (media offered: {0})")]
+    /// The offer has no audio stream the edge can take (RTP/AVP, RTP/AVPF, RTP/SAVP or
+    /// RTP/SAVPF).
+    #[error("no audio stream over RTP in the offer (media offered: {0})")]
     NoAudio(String),
+    /// An audio stream with a common codec was refused for its SRTP (no usable key, SRTP
+    /// off or required); the reason says which. It never holds key bytes.
+    #[error("{0}")]
+    Srtp(String),
     /// No codec the edge speaks is in the offer or answer.
     #[error("no common codec: offered {offered}, this edge speaks {supported}")]
     NoCommonCodec {
@@ -85,7 +94,7 @@ impl SdpError {
     /// offer is readable but has nothing the edge can take, 400 when it does not read.
     pub fn status(&self) -> u16 {
         match self {
-            Self::NoAudio(_) | Self::NoCommonCodec { .. } => 488,
+            Self::NoAudio(_) | Self::NoCommonCodec { .. } | Self::Srtp(_) => 488,
             _ => 400,
         }
     }
@@ -160,6 +169,9 @@ pub struct Media {
     pub direction: Option<Direction>,
     /// `a=rtcp-mux` (RFC 5761): RTCP on the RTP port.
     pub rtcp_mux: bool,
+    /// The values of the `a=crypto` attributes (RFC 4568), read when offer/answer needs
+    /// them ([`crypto`]).
+    pub crypto: Vec<String>,
 }
 
 impl Media {
@@ -325,10 +337,13 @@ fn attribute(sdp: &mut SessionDescription, session_direction: &mut Option<Direct
         }
         "ptime" => media.ptime = Some(rest.trim().parse().ok()?),
         "rtcp-mux" => media.rtcp_mux = true,
+        "crypto" => media.crypto.push(rest.trim().to_owned()),
         _ => {}
     }
     Some(())
 }
 
+#[cfg(test)]
+mod secure_tests;
 #[cfg(test)]
 mod tests;

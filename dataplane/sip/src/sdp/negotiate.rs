@@ -2,13 +2,16 @@
 //! (PCMA) at 8 kHz, which the gateway's session protocol takes and gives as they are
 //! (`session_start.audio` `mulaw`/`alaw` at 8000, binary frames), so the edge never
 //! transcodes; and RFC 4733 telephone-event/8000 for digits. The first audio stream over
-//! RTP/AVP with a common codec is taken, in the offerer's order of preference; every
-//! other m= line is refused with port 0, as RFC 3264 §6 says.
+//! RTP (AVP, or SAVP with SRTP keys: [`super::secure`]) with a common codec and keys the
+//! edge takes is taken, in the offerer's order of preference; every other m= line is
+//! refused with port 0, as RFC 3264 §6 says.
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
+use super::secure::{self, LocalSrtp};
 use super::{Direction, Media, SdpError, SessionDescription};
+use crate::media::srtp::SrtpKeys;
 
 /// A codec the edge speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -69,6 +72,8 @@ pub struct LocalMedia {
     pub codecs: Vec<Codec>,
     /// The payload type for telephone-event in offers.
     pub telephone_event: u8,
+    /// How the edge stands on SRTP in this call, with its key.
+    pub srtp: LocalSrtp,
 }
 
 /// What offer/answer settled for the audio stream.
@@ -89,10 +94,14 @@ pub struct Negotiated {
     pub direction: Direction,
     /// RTCP on the RTP port.
     pub rtcp_mux: bool,
+    /// The SRTP keys, when offer/answer settled SRTP (`None`: plain RTP).
+    pub srtp: Option<SrtpKeys>,
+    /// The m= line's protocol the edge answered with (`RTP/AVP`, `RTP/SAVP`, ...).
+    pub proto: String,
 }
 
 fn is_rtp(media: &Media) -> bool {
-    media.proto == "RTP/AVP" || media.proto == "RTP/AVPF"
+    media.proto == "RTP/AVP" || media.proto == "RTP/AVPF" || secure::is_secure(&media.proto)
 }
 
 fn offered_names(sdp: &SessionDescription) -> String {
@@ -132,8 +141,21 @@ impl LocalMedia {
             let kinds: Vec<String> = offer.media.iter().map(|m| format!("{} {}", m.kind, m.proto)).collect();
             return Err(SdpError::NoAudio(if kinds.is_empty() { "none".to_owned() } else { kinds.join(", ") }));
         }
-        let chosen = audio.iter().find_map(|&i| pick(&offer.media[i], &self.codecs).map(|p| (i, p)));
-        let Some((index, (codec, payload_type, telephone_event))) = chosen else {
+        let mut refused = Vec::new();
+        let chosen = audio.iter().find_map(|&i| {
+            let picked = pick(&offer.media[i], &self.codecs)?;
+            match self.srtp.answer(&offer.media[i]) {
+                Ok(keys) => Some((i, picked, keys)),
+                Err(reason) => {
+                    refused.push(reason);
+                    None
+                }
+            }
+        });
+        let Some((index, (codec, payload_type, telephone_event), srtp)) = chosen else {
+            if !refused.is_empty() {
+                return Err(SdpError::Srtp(refused.join("; ")));
+            }
             return Err(self.no_common_codec(offer));
         };
         let media = &offer.media[index];
@@ -147,6 +169,8 @@ impl LocalMedia {
             remote_ptime: media.ptime,
             direction,
             rtcp_mux: media.rtcp_mux,
+            srtp,
+            proto: media.proto.clone(),
         };
         let mut body = self.head();
         for (i, other) in offer.media.iter().enumerate() {
@@ -166,12 +190,13 @@ impl LocalMedia {
         let mut body = self.head();
         let mut formats: Vec<String> = self.codecs.iter().map(|c| c.payload_type().to_string()).collect();
         formats.push(self.telephone_event.to_string());
-        let _ = write!(body, "m=audio {} RTP/AVP {}\r\n", self.port, formats.join(" "));
+        let _ = write!(body, "m=audio {} {} {}\r\n", self.port, self.srtp.offer_proto(), formats.join(" "));
         for codec in &self.codecs {
             let _ = write!(body, "a=rtpmap:{} {}/8000\r\n", codec.payload_type(), codec.name());
         }
         let te = self.telephone_event;
         let _ = write!(body, "a=rtpmap:{te} telephone-event/8000\r\na=fmtp:{te} 0-15\r\na=ptime:20\r\na=sendrecv\r\n");
+        self.srtp.offer_lines(&mut body);
         body
     }
 
@@ -185,6 +210,7 @@ impl LocalMedia {
         let (codec, payload_type, telephone_event) =
             pick(media, &self.codecs).ok_or_else(|| self.no_common_codec(answer))?;
         let address = media.connection.or(answer.connection).ok_or(SdpError::NoConnection)?;
+        let srtp = self.srtp.accept(media).map_err(SdpError::Srtp)?;
         Ok(Negotiated {
             remote: SocketAddr::new(address, media.port),
             codec,
@@ -193,6 +219,8 @@ impl LocalMedia {
             remote_ptime: media.ptime,
             direction: media.direction.unwrap_or_default().answer(),
             rtcp_mux: media.rtcp_mux,
+            srtp,
+            proto: media.proto.clone(),
         })
     }
 
@@ -211,15 +239,18 @@ impl LocalMedia {
     }
 
     fn audio_section(&self, body: &mut String, n: &Negotiated) {
-        let (pt, name) = (n.payload_type, n.codec.name());
+        let (pt, name, proto) = (n.payload_type, n.codec.name(), &n.proto);
         match n.telephone_event {
             Some(te) => {
-                let _ = write!(body, "m=audio {} RTP/AVP {pt} {te}\r\na=rtpmap:{pt} {name}/8000\r\n", self.port);
+                let _ = write!(body, "m=audio {} {proto} {pt} {te}\r\na=rtpmap:{pt} {name}/8000\r\n", self.port);
                 let _ = write!(body, "a=rtpmap:{te} telephone-event/8000\r\na=fmtp:{te} 0-15\r\n");
             }
             None => {
-                let _ = write!(body, "m=audio {} RTP/AVP {pt}\r\na=rtpmap:{pt} {name}/8000\r\n", self.port);
+                let _ = write!(body, "m=audio {} {proto} {pt}\r\na=rtpmap:{pt} {name}/8000\r\n", self.port);
             }
+        }
+        if let Some(keys) = &n.srtp {
+            secure::answer_line(body, keys);
         }
         let _ = write!(body, "a=ptime:20\r\na={}\r\n", n.direction.as_str());
         if n.rtcp_mux {

@@ -19,6 +19,7 @@ fn local() -> LocalMedia {
         version: 1,
         codecs: vec![Codec::Pcmu, Codec::Pcma],
         telephone_event: 101,
+        srtp: crate::sdp::LocalSrtp::default(),
     }
 }
 
@@ -72,10 +73,13 @@ fn no_common_codec_is_488_and_says_what_was_offered() {
 }
 
 #[test]
-fn secure_rtp_or_no_audio_is_488() {
+fn secure_rtp_with_srtp_off_or_no_audio_is_488() {
     let err = local().answer(&parse(&BARESIP.replace("RTP/AVP", "RTP/SAVP"))).unwrap_err();
     assert_eq!(err.status(), 488);
-    assert!(err.to_string().contains("audio RTP/SAVP"), "{err}");
+    assert_eq!(err.to_string(), "RTP/SAVP is offered: SRTP is off on this edge");
+    let err = local().answer(&parse(&BARESIP.replace("RTP/AVP", "UDP/TLS/RTP/SAVP"))).unwrap_err();
+    assert_eq!(err.status(), 488);
+    assert!(err.to_string().contains("audio UDP/TLS/RTP/SAVP"), "{err}");
 }
 
 #[test]

@@ -14,7 +14,15 @@ fn trunk() -> SocketAddr {
 }
 
 fn media(address: &str, port: u16, codecs: Vec<Codec>) -> LocalMedia {
-    LocalMedia { address: address.parse().unwrap(), port, session_id: 9, version: 1, codecs, telephone_event: 101 }
+    LocalMedia {
+        address: address.parse().unwrap(),
+        port,
+        session_id: 9,
+        version: 1,
+        codecs,
+        telephone_event: 101,
+        srtp: Default::default(),
+    }
 }
 
 fn place(t0: Instant, transport: Transport) -> (OutboundCall, Request) {

@@ -17,6 +17,8 @@ fn negotiated(direction: Direction) -> Negotiated {
         remote_ptime: Some(20),
         direction,
         rtcp_mux: false,
+        srtp: None,
+        proto: "RTP/AVP".to_owned(),
     }
 }
 
@@ -178,4 +180,82 @@ fn with_rtcp_mux_rtcp_comes_on_the_rtp_port() {
     assert!(matches!(s.receive(Instant::now(), phone(), &rr), Received::Rtcp(_)));
     let (to, _) = s.report(Instant::now(), Duration::ZERO, "sb").unwrap();
     assert_eq!(to, phone());
+}
+
+mod srtp {
+    use super::*;
+    use crate::media::srtp::{MasterKey, SrtpKeys, SrtpSession, Suite};
+
+    fn keys(local: u8, remote: u8) -> SrtpKeys {
+        let key = |n: u8| MasterKey { key: [n; 16], salt: [n; 14] };
+        SrtpKeys {
+            suite: Suite::AesCm128HmacSha1_80,
+            tag: 1,
+            remote: key(remote),
+            local: key(local),
+            lifetime: 1 << 31,
+        }
+    }
+
+    fn secure() -> MediaSession {
+        let config =
+            MediaConfig { jitter: JitterConfig { depth: 1, ..JitterConfig::default() }, ..MediaConfig::default() };
+        let media =
+            Negotiated { srtp: Some(keys(1, 2)), proto: "RTP/SAVP".to_owned(), ..negotiated(Direction::SendRecv) };
+        MediaSession::new(config, media, 0xABCD, 1000, 0)
+    }
+
+    #[test]
+    fn tampered_and_replayed_packets_are_dropped_and_counted_and_genuine_ones_play() {
+        let mut s = secure();
+        let mut phone_side = SrtpSession::new(keys(2, 1));
+        let genuine = phone_side.protect_rtp(&packet(8, 1, 0, &[7; 160])).expect("protects");
+        let mut tampered = genuine.clone();
+        tampered[40] ^= 0xFF;
+        assert_eq!(
+            s.receive(Instant::now(), phone(), &tampered),
+            Received::Ignored(Ignored::Srtp(SrtpError::AuthFailed))
+        );
+        let plain = packet(8, 2, 160, &[9; 160]);
+        assert_eq!(
+            s.receive(Instant::now(), phone(), &plain),
+            Received::Ignored(Ignored::Srtp(SrtpError::AuthFailed)),
+            "plain RTP on an SRTP call is not played"
+        );
+        assert_eq!(s.receive(Instant::now(), phone(), &genuine), Received::Audio);
+        assert_eq!(s.receive(Instant::now(), phone(), &genuine), Received::Ignored(Ignored::Srtp(SrtpError::Replayed)));
+        assert_eq!(s.tick().play, Playout::Frame(vec![7; 160]), "the genuine packet, decrypted");
+        let counts = s.take_srtp_counts().expect("SRTP");
+        assert_eq!((counts.unprotected, counts.auth_failed, counts.replayed), (1, 2, 1));
+    }
+
+    #[test]
+    fn what_the_edge_sends_is_protected_and_the_phone_unprotects_it() {
+        let mut s = secure();
+        s.queue_audio(&[0x42; 160]);
+        let (to, sent) = s.tick().send.expect("a packet");
+        assert_eq!(to, phone());
+        assert_eq!(sent.len(), 12 + 160 + 10);
+        assert!(sent[12..172].iter().any(|b| *b != 0x42), "encrypted");
+        let mut phone_side = SrtpSession::new(keys(2, 1));
+        let plain = phone_side.unprotect_rtp(&sent).expect("authentic");
+        assert!(plain[12..].iter().all(|b| *b == 0x42));
+        let (_, report) = s.report(Instant::now(), Duration::from_secs(1), "edge").expect("a report");
+        let report = phone_side.unprotect_rtcp(&report).expect("SRTCP");
+        assert!(crate::media::rtcp::parse(&report).is_ok());
+        let digits = s.digit(Event::Digit('5'), 100).expect("telephone events");
+        let events = digits.len() as u64;
+        for (_, packet) in digits {
+            phone_side.unprotect_rtp(&packet).expect("each event packet is protected");
+        }
+        // The same keys on a re-INVITE keep the contexts; new keys start new ones.
+        s.update(Negotiated {
+            srtp: Some(keys(1, 2)),
+            proto: "RTP/SAVP".to_owned(),
+            ..negotiated(Direction::SendRecv)
+        });
+        assert_eq!(s.take_srtp_counts().expect("SRTP").protected, 2 + events, "kept across the same keys");
+        s.update(Negotiated { srtp: None, ..negotiated(Direction::SendRecv) });
+        assert!(!s.is_secure(), "plain RTP again");
+    }
 }
