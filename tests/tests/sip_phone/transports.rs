@@ -82,7 +82,8 @@ fn an_outbound_call_over_tcp_is_answered_by_a_phone_that_hears_the_agent() {
 #[test]
 fn an_outbound_call_over_tls_verifies_the_trunk_and_is_answered_and_an_untrusted_trunk_fails() {
     let port = free_phone_port();
-    let certs = std::env::temp_dir().join(format!("switchboard-sip-out-tls-{}", std::process::id()));
+    // Not the stack's own folder (switchboard-sip-out-tls-<pid>), which it empties as it starts.
+    let certs = std::env::temp_dir().join(format!("switchboard-sip-certs-out-tls-{}", std::process::id()));
     crate::tls::certificates(&certs);
     let ca = certs.join("ca.crt");
     let trunk = format!("sips:127.0.0.1:{}", port + 1);

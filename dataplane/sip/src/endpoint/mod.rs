@@ -81,6 +81,9 @@ pub enum Dropped {
 }
 
 /// What the endpoint's owner does.
+// As [`crate::call::Effect`]: an event carries the negotiated media (some 300 bytes), and
+// outputs are moved once, from the endpoint to its owner, never stored in bulk.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     /// Send this.
