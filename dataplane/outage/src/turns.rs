@@ -5,7 +5,9 @@
 //! `bidi_speech_stopped` (the voice model took the turn as ended), or the client's
 //! `bidi_text_input` or `bidi_audio_input_end` — to the reply's first audio
 //! (`bidi_audio_stream`, or a binary audio frame) or, typed, its first agent text
-//! (`bidi_transcript_stream` of the assistant). Later than the Agent's
+//! (`bidi_transcript_stream` of the assistant) once the runtime began the reply
+//! (`bidi_response_start`): an agent line before that is not the reply (the Agent's greeting,
+//! still on its way when the client typed, was once taken for it). Later than the Agent's
 //! `firstAudioSeconds`, or still nothing by then, is [`Turn::Slow`]; a model error from the
 //! runtime (`model_*` codes of an unavailable, throttled, slow or broken service) is
 //! [`Turn::Error`] whether or not a reply was owed. Only an Agent with outage mode has a
@@ -35,13 +37,15 @@ pub struct Turns {
     limit: Option<Duration>,
     /// Since when a reply is owed.
     owed: Option<Instant>,
+    /// The runtime began the owed turn's reply (`bidi_response_start`).
+    answering: bool,
 }
 
 impl Turns {
     /// The session is now with an Agent whose first audio is due within `limit` (none: no
     /// outage mode). A reply owed by the previous Agent is forgotten.
     pub fn agent(&mut self, limit: Option<Duration>) {
-        *self = Self { limit, owed: None };
+        *self = Self { limit, owed: None, answering: false };
     }
 
     /// Whether it watches anything.
@@ -70,9 +74,15 @@ impl Turns {
                 None
             }
             Some(ServerKind::AudioStream) => self.replied(now),
-            Some(ServerKind::TranscriptStream) if self.owed.is_some() && is_agent_line(text) => self.replied(now),
+            Some(ServerKind::ResponseStart) => {
+                self.answering = self.owed.is_some();
+                None
+            }
+            Some(ServerKind::TranscriptStream) if self.owed.is_some() && self.answering && is_agent_line(text) => {
+                self.replied(now)
+            }
             Some(ServerKind::Error) if is_model_failure(text) => {
-                self.owed = None;
+                (self.owed, self.answering) = (None, false);
                 Some(Turn::Error)
             }
             _ => None,
@@ -97,6 +107,7 @@ impl Turns {
 
     fn replied(&mut self, now: Instant) -> Option<Turn> {
         let (limit, owed) = (self.limit?, self.owed.take()?);
+        self.answering = false;
         Some(if now.saturating_duration_since(owed) <= limit { Turn::Good } else { Turn::Slow })
     }
 }
@@ -146,9 +157,12 @@ mod tests {
         let (mut turns, t0) = (watching(), Instant::now());
         turns.client_text(r#"{"type":"bidi_text_input","text":"hi"}"#, t0);
         let user = r#"{"type":"bidi_transcript_stream","role":"user","text":"hi","delta":false,"is_final":true}"#;
-        assert_eq!(turns.runtime_text(user, t0), None, "the caller's own line is no reply");
         let agent =
             r#"{"type":"bidi_transcript_stream","role":"assistant","text":"Hello","delta":true,"is_final":false}"#;
+        // The Agent's greeting, still on its way when the client typed: not the reply.
+        assert_eq!(turns.runtime_text(agent, t0), None, "a greeting before the reply began");
+        assert_eq!(turns.runtime_text(user, t0), None, "the caller's own line is no reply");
+        assert_eq!(turns.runtime_text(r#"{"type":"bidi_response_start","turn":1}"#, t0), None);
         assert_eq!(turns.runtime_text(agent, t0 + Duration::from_secs(1)), Some(Turn::Good));
         turns.client_text(r#"{"type":"bidi_audio_input_end"}"#, t0);
         assert_eq!(turns.tick(t0 + Duration::from_secs(1)), None);
