@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use switchboard_core::protocol::schema::{Checker, SCHEMA_PATH};
+use tools::tools_bin;
+
+#[path = "../support/tools.rs"]
+mod tools;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -94,14 +98,6 @@ fn the_python_client_works_against_local_mode_and_its_messages_match_the_schema(
     // Its voice session takes reply audio as base64 JSON and barges in; its consent is declined.
     let expected = [COMMON, &["bidi_audio_stream", "bidi_interruption", "tool_error"]].concat();
     check_against_schema("python", &messages, &expected);
-}
-
-/// The test tools' bin directory (tests/tools/install.sh: Chromium and playwright-core).
-fn tools_bin() -> PathBuf {
-    let script = root().join("tests/tools/install.sh");
-    let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
-    assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim())
 }
 
 #[test]

@@ -52,6 +52,8 @@ mod served;
 mod sessions;
 mod settings;
 mod stuck_runtime;
+#[path = "../support/tools.rs"]
+mod tools;
 mod turn_taking;
 mod variants;
 mod voice;

@@ -24,10 +24,7 @@ const PORT: u16 = 5432;
 impl Postgres {
     /// Initialises and starts one.
     pub fn start() -> Self {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
-        let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
-        assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim());
+        let bin = crate::tools::tools_bin();
         let dir = std::env::temp_dir().join(format!("switchboard-pg-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("dir");
         if is_root() {

@@ -51,10 +51,7 @@ impl Redis {
 
     /// Starts one on `port`; None when it exits because the port is taken.
     fn try_start_on(port: u16) -> Option<Self> {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
-        let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
-        assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim());
+        let bin = crate::tools::tools_bin();
         let log = std::env::temp_dir().join(format!("switchboard-redis-{}.log", uuid::Uuid::new_v4()));
         let file = std::fs::File::create(&log).expect("a log file");
         let child = Command::new(bin.join("redis-server"))

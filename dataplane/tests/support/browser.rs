@@ -4,10 +4,12 @@
 //! Included by each suite with `#[path]`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+#[path = "tools.rs"]
+mod tools;
+pub use tools::tools_bin;
 use switchboard_record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
 use switchboard_sim::BANKING_SCRIPT_YAML;
 use switchboard_sim::sonic::audio::silence;
@@ -17,19 +19,6 @@ use switchboard_sim::sonic::phrase_tone;
 pub const BALANCE_REQUEST: u32 = 1;
 /// Phrase 2: the identity details, as the banking rules expect them.
 pub const IDV_DETAILS: u32 = 2;
-
-/// The test tools' bin directory. install.sh runs once per test binary: two runs at once
-/// race on the wrapper it rewrites (`mcp-python`).
-pub fn tools_bin() -> PathBuf {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/install.sh");
-        let out = Command::new("bash").arg(&script).output().expect("runs tests/tools/install.sh");
-        assert!(out.status.success(), "tests/tools/install.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim())
-    })
-    .clone()
-}
 
 /// A 16 kHz mono PCM16 WAV file of `pcm`.
 pub fn wav(pcm: &[u8]) -> Vec<u8> {

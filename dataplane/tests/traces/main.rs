@@ -24,6 +24,8 @@ mod redis;
 #[path = "../support/served.rs"]
 #[allow(dead_code)]
 mod served;
+#[path = "../support/tools.rs"]
+mod tools;
 #[path = "../voice/common.rs"]
 #[allow(dead_code)]
 mod voice;
