@@ -32,9 +32,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
-use switchboard_core::outbound::{
-    AnsweredBy, AnsweringMachine, CallState, FromEdge, HungUpBy, ToEdge, is_trunk_name,
-};
+use switchboard_core::outbound::{AnsweredBy, AnsweringMachine, CallState, FromEdge, HungUpBy, ToEdge, is_trunk_name};
 use switchboard_sip::trunk::outbound::Destination;
 use tokio::sync::mpsc;
 

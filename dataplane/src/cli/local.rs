@@ -85,35 +85,57 @@ pub struct LocalArgs {
     /// first); a URI alone is the trunk `default`. In the variable, trunks are separated by
     /// `,`. Default: no trunk; a SIP URI (`sip:me@127.0.0.1:5062`, a softphone on this
     /// machine) is called at its own address, and a number is refused.
-    #[arg(long = "sip-outbound-trunk", env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_TRUNK", value_delimiter = ',',
-          value_name = "[NAME=]SIP URI")]
+    #[arg(
+        long = "sip-outbound-trunk",
+        env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_TRUNK",
+        value_delimiter = ',',
+        value_name = "[NAME=]SIP URI"
+    )]
     sip_outbound_trunks: Vec<String>,
 
     /// The outbound trunk calls naming none go through: a name of --sip-outbound-trunk.
     /// Default: the first.
-    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_DEFAULT_OUTBOUND_TRUNK", value_name = "NAME",
-          requires = "sip_outbound_trunks")]
+    #[arg(
+        long,
+        env = "SWITCHBOARD_LOCAL_SIP_DEFAULT_OUTBOUND_TRUNK",
+        value_name = "NAME",
+        requires = "sip_outbound_trunks"
+    )]
     sip_default_outbound_trunk: Option<String>,
 
     /// A TLS outbound trunk's CA, `[NAME=]FILE` (repeatable; as `switchboard sip
     /// --outbound-ca`; without a name: the trunk `default`'s, or the only trunk's): only it
     /// is trusted then; without it the system's root certificates are.
-    #[arg(long = "sip-outbound-ca", env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_CA", value_delimiter = ',',
-          value_name = "[NAME=]FILE", requires = "sip_outbound_trunks")]
+    #[arg(
+        long = "sip-outbound-ca",
+        env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_CA",
+        value_delimiter = ',',
+        value_name = "[NAME=]FILE",
+        requires = "sip_outbound_trunks"
+    )]
     sip_outbound_cas: Vec<String>,
 
     /// An outbound trunk's digest credentials for its 401/407 challenges, `[NAME=]DIR`
     /// (repeatable; as `switchboard sip --outbound-credentials`): a folder with the files
     /// `username` and `password`.
-    #[arg(long = "sip-outbound-credentials", env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_CREDENTIALS",
-          value_delimiter = ',', value_name = "[NAME=]DIR", requires = "sip_outbound_trunks")]
+    #[arg(
+        long = "sip-outbound-credentials",
+        env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_CREDENTIALS",
+        value_delimiter = ',',
+        value_name = "[NAME=]DIR",
+        requires = "sip_outbound_trunks"
+    )]
     sip_outbound_credentials: Vec<String>,
 
     /// The number (E.164) or SIP user outbound calls come from (the From header),
     /// `[NAME=]ID` (repeatable; without a name: every trunk's that has none of its own, and
     /// the calls placed with no trunk). Default: `switchboard`.
-    #[arg(long = "sip-caller-id", env = "SWITCHBOARD_LOCAL_SIP_CALLER_ID", value_delimiter = ',',
-          value_name = "[NAME=]ID")]
+    #[arg(
+        long = "sip-caller-id",
+        env = "SWITCHBOARD_LOCAL_SIP_CALLER_ID",
+        value_delimiter = ',',
+        value_name = "[NAME=]ID"
+    )]
     sip_caller_ids: Vec<String>,
 
     /// How a caller is put through to a person (`transfer_to_person`), as `switchboard sip

@@ -142,8 +142,8 @@ async fn text_model(
 /// A webhook's HMAC key from the file `flag` names: its bytes, a trailing newline dropped,
 /// at least 16 of them (the end-of-call report's, the outbound calls' status callbacks').
 pub(super) fn read_webhook_secret(flag: &str, secret_file: &std::path::Path) -> anyhow::Result<Vec<u8>> {
-    let mut secret = std::fs::read(secret_file)
-        .map_err(|e| anyhow::anyhow!("cannot read {flag} {}: {e}", secret_file.display()))?;
+    let mut secret =
+        std::fs::read(secret_file).map_err(|e| anyhow::anyhow!("cannot read {flag} {}: {e}", secret_file.display()))?;
     if secret.ends_with(b"\n") {
         secret.pop();
     }

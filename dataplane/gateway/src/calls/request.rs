@@ -98,4 +98,3 @@ pub fn check_variables(variables: &BTreeMap<String, String>) -> Result<(), CallE
     }
     Ok(())
 }
-

@@ -34,7 +34,7 @@ pub const EVENTS_PER_CALL: usize = 16;
 pub const MAX_DELIVERING: usize = 1024;
 
 /// How status callbacks are signed and bounded.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct CallWebhookConfig {
     /// The HMAC key (as the end-of-call report's: at least 16 bytes).
     pub secret: Vec<u8>,
@@ -46,6 +46,17 @@ pub struct CallWebhookConfig {
     pub retries: u32,
     /// The pause after the first failed attempt, doubling after each (500 ms).
     pub first_pause: Duration,
+}
+
+impl std::fmt::Debug for CallWebhookConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the key.
+        f.debug_struct("CallWebhookConfig")
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("retries", &self.retries)
+            .field("first_pause", &self.first_pause)
+            .finish_non_exhaustive()
+    }
 }
 
 impl CallWebhookConfig {

@@ -52,8 +52,7 @@ impl LocalSip {
         }
         // With no trunk, one that is never dialled (`direct`): only its caller-id is used.
         let trunk = OutboundTrunk::new("sip:127.0.0.1", &self.caller_id, None).map_err(start_error)?;
-        let mut outbound =
-            switchboard_sip_edge::Outbound::new(trunk, None, Self::RING_TIMEOUT).map_err(start_error)?;
+        let mut outbound = switchboard_sip_edge::Outbound::new(trunk, None, Self::RING_TIMEOUT).map_err(start_error)?;
         outbound.direct = true;
         Ok(outbound)
     }

@@ -13,8 +13,8 @@ use crate::calls::{Calls, CallsConfig, PlaceRequest};
 
 const SECRET: &[u8] = b"0123456789abcdef-call-webhooks";
 
-/// What the receiver got: each request's headers and body.
-type Got = Arc<Mutex<Vec<(HeaderMap, serde_json::Value)>>>;
+/// What the receiver got: each request's headers, body as JSON, and body as sent.
+type Got = Arc<Mutex<Vec<(HeaderMap, serde_json::Value, axum::body::Bytes)>>>;
 
 /// A receiver answering the `n`th request (from 0) with `answer(n)`; `None`: never answers.
 async fn receiver(answer: fn(usize) -> Option<u16>) -> (String, Got) {
@@ -27,7 +27,7 @@ async fn receiver(answer: fn(usize) -> Option<u16>) -> (String, Got) {
             async move {
                 let n = {
                     let mut seen = seen.lock().expect("lock");
-                    seen.push((headers, serde_json::from_slice(&body).expect("JSON")));
+                    seen.push((headers, serde_json::from_slice(&body).expect("JSON"), body));
                     seen.len() - 1
                 };
                 match answer(n) {
@@ -100,9 +100,9 @@ async fn a_calls_events_reach_the_receiver_in_order_signed_with_the_end_of_call_
     calls.report(edge, progress(&id, CallState::Completed, None, Some(HungUpBy::Callee)), now);
     until("six events", Duration::from_secs(10), || got.lock().expect("lock").len() == 6).await;
     let got = got.lock().expect("lock").clone();
-    let events: Vec<&str> = got.iter().map(|(_, body)| body["event"].as_str().expect("an event")).collect();
+    let events: Vec<&str> = got.iter().map(|(_, body, _)| body["event"].as_str().expect("an event")).collect();
     assert_eq!(events, ["queued", "dialing", "ringing", "answered", "answered_by", "completed"]);
-    for (n, (headers, body)) in got.iter().enumerate() {
+    for (n, (headers, body, sent)) in got.iter().enumerate() {
         assert_eq!(body["sequence"], n + 1);
         assert_eq!(body["id"], id.as_str());
         assert_eq!(body["final"], n == 5);
@@ -111,8 +111,7 @@ async fn a_calls_events_reach_the_receiver_in_order_signed_with_the_end_of_call_
         // The signature is the end-of-call report's: HMAC-SHA256 of "<t>.<body>".
         let signature = headers["x-switchboard-signature"].to_str().expect("text");
         let t: u64 = signature["t=".len()..signature.find(',').expect("t,v1")].parse().expect("a time");
-        let body = serde_json::to_vec(body).expect("JSON");
-        assert_eq!(signature, switchboard_record::webhook::signature(SECRET, t, &body));
+        assert_eq!(signature, switchboard_record::webhook::signature(SECRET, t, sent));
     }
     let last = &got[5].1;
     assert_eq!((last["state"].as_str(), last["hung_up_by"].as_str()), (Some("completed"), Some("callee")));
@@ -133,7 +132,7 @@ async fn a_5xx_is_tried_again_a_4xx_is_not_and_a_silent_receiver_is_given_up_wit
         .lock()
         .expect("lock")
         .iter()
-        .map(|(h, _)| h["x-switchboard-delivery"].to_str().expect("text").to_owned())
+        .map(|(h, _, _)| h["x-switchboard-delivery"].to_str().expect("text").to_owned())
         .collect();
     assert_eq!(delivered, [format!("{id}:1"), format!("{id}:1"), format!("{id}:2")]);
     assert_eq!(deliveries.with_label_values(&["retried"]).get(), 1.0);
@@ -155,10 +154,8 @@ async fn a_5xx_is_tried_again_a_4xx_is_not_and_a_silent_receiver_is_given_up_wit
     let (calls, edge, id, deliveries) = placed(&url, Duration::from_millis(500));
     calls.report(edge, progress(&id, CallState::Failed, Some(503), None), Instant::now());
     assert_eq!(calls.status("k", &id).expect("status").state, CallState::Failed, "the call is not held");
-    until("both events given up", Duration::from_secs(10), || {
-        deliveries.with_label_values(&["failed"]).get() == 2.0
-    })
-    .await;
+    until("both events given up", Duration::from_secs(10), || deliveries.with_label_values(&["failed"]).get() == 2.0)
+        .await;
     assert!(got.lock().expect("lock").len() <= 8, "at most four attempts at each of two events");
     assert_eq!(deliveries.with_label_values(&["retried"]).get(), 6.0, "three retries of each");
     // 8 attempts of 500 ms and pauses of 50, 100, 200 ms twice: 4.7 s.
