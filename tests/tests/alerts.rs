@@ -380,6 +380,7 @@ fn metrics_md_lists_exactly_the_gateways_the_sip_edges_and_the_operators_series(
     gateway.variant_sessions.with_label_values(&["bank/triage", "concise"]).inc();
     gateway.outbound_calls.with_label_values(&["completed"]).inc();
     gateway.outbound_answered_by.with_label_values(&["machine"]).inc();
+    gateway.call_webhook_deliveries.with_label_values(&["delivered"]).inc();
     gateway.app_context.with_label_values(&["bank/triage", "verified"]).inc();
     // The conversation record's series, which the gateway serves after its own.
     let record = switchboard_gateway::record::RecordMetrics::new().expect("record metrics");

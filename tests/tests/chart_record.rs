@@ -1,7 +1,8 @@
 //! The chart's conversation-record settings reach the gateway as the environment its flags
 //! read: the database URL (from a Secret when it carries a password), retention, backlog,
 //! redaction rules one a line and prices `;`-separated — and nothing when no database is
-//! set. So do the trace exporter's headers, from a Secret, for the gateway and (through the
+//! set. The outbound calls' status callbacks get their key from a Secret, as the end-of-call
+//! report does. So do the trace exporter's headers, from a Secret, for the gateway and (through the
 //! operator's flag) runtime pods.
 
 use std::process::Command;
@@ -143,6 +144,19 @@ fn the_end_of_call_webhook_gets_its_secret_as_a_file_and_is_refused_without_one(
     let refused =
         render("gateway: { record: { webhook: { url: https://h/x, existingSecret: hook } } }").expect_err("no record");
     assert!(refused.contains("needs the record"), "{refused}");
+}
+
+#[test]
+fn the_outbound_calls_status_callbacks_get_their_key_as_a_file_and_none_without_a_secret() {
+    let env = gateway_env("gateway: { callsWebhook: { existingSecret: calls-hook, timeoutSeconds: 3 } }");
+    let file = "/etc/switchboard-gateway-calls-webhook/secret";
+    assert_eq!(get(&env, "SWITCHBOARD_CALLS_WEBHOOK_SECRET_FILE"), Some(file));
+    assert_eq!(get(&env, "SWITCHBOARD_CALLS_WEBHOOK_TIMEOUT_SECONDS"), Some("3"));
+    let rendered = render("gateway: { callsWebhook: { existingSecret: calls-hook } }").expect("renders");
+    assert!(rendered.contains("secretName: calls-hook"), "the Secret is mounted");
+    assert!(rendered.contains("mountPath: /etc/switchboard-gateway-calls-webhook"), "where the flag reads it");
+    let none = gateway_env("gateway: {}");
+    assert_eq!(get(&none, "SWITCHBOARD_CALLS_WEBHOOK_SECRET_FILE"), None);
 }
 
 #[test]

@@ -184,6 +184,33 @@ impl AnsweredBy {
     }
 }
 
+/// Who ended an answered outbound call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HungUpBy {
+    /// The callee's phone sent BYE.
+    Callee,
+    /// The agent ended the conversation (its session ended), or the Agent's
+    /// `onMachine: hangUp` hung up on an answering machine.
+    Agent,
+    /// The person a transfer bridged the callee to hung up.
+    Person,
+    /// The edge: no RTP for its media timeout, a failure, or the edge shutting down.
+    Edge,
+}
+
+impl HungUpBy {
+    /// Its name (a call's `hung_up_by`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Callee => "callee",
+            Self::Agent => "agent",
+            Self::Person => "person",
+            Self::Edge => "edge",
+        }
+    }
+}
+
 /// From an edge to the gateway.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -209,6 +236,9 @@ pub enum FromEdge {
         /// The session the answered call opened.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_id: Option<String>,
+        /// Who ended an answered call (with `completed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hung_up_by: Option<HungUpBy>,
     },
     /// Answering-machine detection decided who answered (in whatever state the call is).
     Detected {
@@ -283,8 +313,19 @@ mod tests {
             serde_json::from_str(r#"{"type":"progress","id":"c1","state":"no_answer"}"#).expect("reads");
         assert_eq!(
             report,
-            FromEdge::Progress { id: "c1".into(), state: NoAnswer, status: None, reason: None, session_id: None }
+            FromEdge::Progress {
+                id: "c1".into(),
+                state: NoAnswer,
+                status: None,
+                reason: None,
+                session_id: None,
+                hung_up_by: None
+            }
         );
+        let ended: FromEdge =
+            serde_json::from_str(r#"{"type":"progress","id":"c1","state":"completed","hung_up_by":"callee"}"#)
+                .expect("reads");
+        let FromEdge::Progress { hung_up_by: Some(HungUpBy::Callee), .. } = ended else { panic!("{ended:?}") };
         let place: ToEdge = serde_json::from_str(
             r#"{"type":"place","id":"c1","to":"+4420","agent":"a","ticket":"t","answering_machine":{"onMachine":"hangUp"}}"#,
         )

@@ -13,11 +13,17 @@
 //! answered fails. The table keeps finished calls for [`KEEP_FINISHED`] (their status can
 //! be read) and at most [`MAX_FINISHED`] of them.
 //!
+//! A call may name a URL its progress is POSTed to as it moves ([`webhook`]).
+//!
 //! The call's ticket is drawn here and told only to the edge; the session the edge opens
 //! with it ([`Calls::redeem`], once) starts with the call in its memory.
 
 pub mod api;
 mod rate;
+mod request;
+pub mod webhook;
+
+pub use request::{CallError, MAX_VARIABLE_BYTES, MAX_VARIABLES, PlaceRequest, check_variables};
 
 use rate::MinuteBucket;
 
@@ -26,14 +32,10 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
-use switchboard_core::outbound::{AnsweredBy, AnsweringMachine, CallState, FromEdge, ToEdge, is_trunk_name};
+use switchboard_core::outbound::{AnsweredBy, AnsweringMachine, CallState, FromEdge, HungUpBy, ToEdge, is_trunk_name};
 use switchboard_sip::trunk::outbound::Destination;
 use tokio::sync::mpsc;
 
-/// Variables of one call at most.
-pub const MAX_VARIABLES: usize = 32;
-/// Bytes of one variable's value at most (names: 1-64 letters, digits, `_`).
-pub const MAX_VARIABLE_BYTES: usize = 1024;
 /// How long a finished call's status stays readable.
 pub const KEEP_FINISHED: Duration = Duration::from_secs(3600);
 /// Finished calls kept at most (the oldest forgotten first).
@@ -54,23 +56,6 @@ impl Default for CallsConfig {
     fn default() -> Self {
         Self { max_live: 50, per_minute: 30 }
     }
-}
-
-/// What a caller asks for (`POST /v1/calls`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlaceRequest {
-    /// Whom to call: E.164 or a SIP URI.
-    pub to: String,
-    /// The agent that talks when the callee answers.
-    pub agent: String,
-    /// Variables for the session's context.
-    #[serde(default)]
-    pub variables: BTreeMap<String, String>,
-    /// The outbound trunk by name (an edge's `--outbound-trunk NAME=URI`); absent: the
-    /// edge's default trunk.
-    #[serde(default)]
-    pub trunk: Option<String>,
 }
 
 /// A call as `GET /v1/calls/{id}` shows it.
@@ -106,61 +91,20 @@ pub struct CallStatus {
     /// How long after the answer the callee first heard the agent, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_heard_after_ms: Option<u64>,
+    /// When it was answered, milliseconds since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_at_ms: Option<u64>,
+    /// How long it lasted from the answer to its end, in milliseconds (an answered call
+    /// once over).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Who ended the answered call: `callee`, `agent`, `person` or `edge`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hung_up_by: Option<HungUpBy>,
     /// When it was placed, milliseconds since the Unix epoch.
     pub created_at_ms: u64,
     /// When it last moved.
     pub updated_at_ms: u64,
-}
-
-/// Why a call is not taken.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CallError {
-    /// The request is malformed (400).
-    #[error("{0}")]
-    Invalid(String),
-    /// The credential places calls faster than its rate (429).
-    #[error("this credential places more than {0} calls a minute; wait and try again")]
-    Rate(u32),
-    /// As many calls are under way as allowed (429).
-    #[error("{0} outbound calls are under way, the most this gateway places at once; try again when one ends")]
-    AtCapacity(usize),
-    /// No SIP edge that places calls is connected (503).
-    #[error(
-        "no SIP edge that places calls is connected to this gateway (start `switchboard sip` with --outbound-trunk \
-         and --gateway pointing here)"
-    )]
-    NoEdge,
-    /// No connected edge has the trunk the call names (404).
-    #[error("no connected SIP edge has an outbound trunk named {name:?}; the trunks are: {}", known.join(", "))]
-    UnknownTrunk {
-        /// The name asked for.
-        name: String,
-        /// The trunks the connected edges have.
-        known: Vec<String>,
-    },
-}
-
-impl CallError {
-    /// The HTTP status.
-    pub fn status(&self) -> u16 {
-        match self {
-            Self::Invalid(_) => 400,
-            Self::Rate(_) | Self::AtCapacity(_) => 429,
-            Self::NoEdge => 503,
-            Self::UnknownTrunk { .. } => 404,
-        }
-    }
-
-    /// A stable code for the JSON error.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Invalid(_) => "invalid_call",
-            Self::Rate(_) => "call_rate",
-            Self::AtCapacity(_) => "calls_at_capacity",
-            Self::NoEdge => "no_sip_edge",
-            Self::UnknownTrunk { .. } => "unknown_trunk",
-        }
-    }
 }
 
 struct Entry {
@@ -171,6 +115,8 @@ struct Entry {
     ticket: Option<String>,
     variables: BTreeMap<String, String>,
     finished: Option<Instant>,
+    /// Where its progress goes, if anywhere.
+    callback: Option<webhook::Callback>,
 }
 
 /// A connected edge: its id, what to send it, and its trunks' names (`None` until it names
@@ -210,6 +156,8 @@ pub struct Calls {
     outcomes: prometheus::CounterVec,
     /// Who answered (`switchboard_gateway_outbound_answered_by_total`).
     answered_by: prometheus::CounterVec,
+    /// The calls' status callbacks.
+    callbacks: webhook::Callbacks,
 }
 
 impl std::fmt::Debug for Calls {
@@ -222,30 +170,25 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
 }
 
-/// Checks the variables: names of 1-64 letters, digits and `_`, values of at most
-/// [`MAX_VARIABLE_BYTES`], at most [`MAX_VARIABLES`].
-pub fn check_variables(variables: &BTreeMap<String, String>) -> Result<(), CallError> {
-    if variables.len() > MAX_VARIABLES {
-        return Err(CallError::Invalid(format!("{} variables; at most {MAX_VARIABLES}", variables.len())));
-    }
-    for (name, value) in variables {
-        let good = (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        if !good {
-            let shown: String = name.chars().take(64).collect();
-            return Err(CallError::Invalid(format!("variable name {shown:?}: 1-64 letters, digits and '_'")));
-        }
-        if value.len() > MAX_VARIABLE_BYTES {
-            return Err(CallError::Invalid(format!("variable {name}: its value is over {MAX_VARIABLE_BYTES} bytes")));
-        }
-    }
-    Ok(())
-}
-
 impl Calls {
     /// No calls; `outcomes` counts the finished ones, `answered_by` who answered those the
     /// edge listened to.
     pub fn new(config: CallsConfig, outcomes: prometheus::CounterVec, answered_by: prometheus::CounterVec) -> Self {
-        Self { config, inner: Mutex::default(), outcomes, answered_by }
+        let unregistered = prometheus::CounterVec::new(prometheus::Opts::new("deliveries", "-"), &["outcome"]);
+        let callbacks = webhook::Callbacks::new(None, unregistered.expect("a valid metric"));
+        Self { config, inner: Mutex::default(), outcomes, answered_by, callbacks }
+    }
+
+    /// Calls may name a status callback, signed and bounded by `config`, its deliveries
+    /// counted in `deliveries` (by `outcome`); `None`: they may not.
+    #[must_use]
+    pub fn with_webhooks(
+        mut self,
+        config: Option<webhook::CallWebhookConfig>,
+        deliveries: prometheus::CounterVec,
+    ) -> Self {
+        self.callbacks = webhook::Callbacks::new(config, deliveries);
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -308,6 +251,10 @@ impl Calls {
                 "trunk {shown:?}: a trunk's name is 1-40 lower-case letters, digits and '-'"
             )));
         }
+        let callback_url = match request.status_callback.as_deref() {
+            Some(url) => Some(webhook::check_url(url.trim(), self.callbacks.signing())?),
+            None => None,
+        };
         let mut inner = self.lock();
         self.sweep(&mut inner, now);
         let live = inner.calls.values().filter(|e| !e.status.state.is_final()).count();
@@ -365,9 +312,16 @@ impl Calls {
             answered_by: None,
             detected_after_ms: None,
             agent_heard_after_ms: None,
+            answered_at_ms: None,
+            duration_ms: None,
+            hung_up_by: None,
             created_at_ms: at,
             updated_at_ms: at,
         };
+        let mut callback = callback_url.and_then(|url| self.callbacks.start(url));
+        if let Some(callback) = callback.as_mut() {
+            self.callbacks.emit(callback, CallState::Queued.as_str(), &status, false);
+        }
         let entry = Entry {
             status: status.clone(),
             owner: owner.to_owned(),
@@ -375,6 +329,7 @@ impl Calls {
             ticket: Some(ticket),
             variables: request.variables,
             finished: None,
+            callback,
         };
         inner.calls.insert(id, entry);
         Ok(status)
@@ -392,8 +347,10 @@ impl Calls {
     }
 
     fn apply(&self, inner: &mut Inner, edge: u64, report: FromEdge, now: Instant) {
-        let (id, state, status, reason, session_id) = match report {
-            FromEdge::Progress { id, state, status, reason, session_id } => (id, state, status, reason, session_id),
+        let (id, state, status, reason, session_id, hung_up_by) = match report {
+            FromEdge::Progress { id, state, status, reason, session_id, hung_up_by } => {
+                (id, state, status, reason, session_id, hung_up_by)
+            }
             FromEdge::Trunks { names } => {
                 let names: Vec<String> = names.into_iter().filter(|n| is_trunk_name(n)).take(64).collect();
                 tracing::info!(edge, trunks = ?names, "a SIP edge's outbound trunks");
@@ -410,6 +367,9 @@ impl Calls {
                 entry.status.answered_by = Some(answered_by);
                 entry.status.detected_after_ms = Some(after_ms);
                 entry.status.updated_at_ms = now_ms();
+                if let Some(callback) = entry.callback.as_mut() {
+                    self.callbacks.emit(callback, "answered_by", &entry.status, false);
+                }
                 tracing::info!(call = %id, answered_by = answered_by.as_str(), after_ms, "outbound call: who answered");
                 return;
             }
@@ -427,9 +387,21 @@ impl Calls {
         entry.status.sip_status = status.or(entry.status.sip_status);
         entry.status.reason = reason.map(|r| r.chars().take(256).collect()).or(entry.status.reason.take());
         entry.status.session_id = session_id.or(entry.status.session_id.take());
-        entry.status.updated_at_ms = now_ms();
-        tracing::info!(call = %id, state = next.as_str(), sip_status = ?entry.status.sip_status, "outbound call");
+        let at = now_ms();
+        entry.status.updated_at_ms = at;
+        if next == CallState::Answered {
+            entry.status.answered_at_ms = Some(at);
+        }
         if next.is_final() {
+            entry.status.duration_ms = entry.status.answered_at_ms.map(|answered| at.saturating_sub(answered));
+            entry.status.hung_up_by = hung_up_by.filter(|_| next == CallState::Completed);
+        }
+        tracing::info!(call = %id, state = next.as_str(), sip_status = ?entry.status.sip_status, "outbound call");
+        if let Some(callback) = entry.callback.as_mut() {
+            self.callbacks.emit(callback, next.as_str(), &entry.status, next.is_final());
+        }
+        if next.is_final() {
+            entry.callback = None;
             entry.ticket = None;
             entry.finished = Some(now);
             inner.finished.push_back(id);
@@ -475,7 +447,14 @@ impl Calls {
 }
 
 fn progress(id: &str, state: CallState, status: Option<u16>, reason: &str) -> FromEdge {
-    FromEdge::Progress { id: id.to_owned(), state, status, reason: Some(reason.to_owned()), session_id: None }
+    FromEdge::Progress {
+        id: id.to_owned(),
+        state,
+        status,
+        reason: Some(reason.to_owned()),
+        session_id: None,
+        hung_up_by: None,
+    }
 }
 
 trait BeforeAnswer {

@@ -94,6 +94,9 @@ pub struct GatewayConfig {
     pub capacity: capacity::CapacityConfig,
     /// The bounds on outbound calls ([`calls`]).
     pub calls: calls::CallsConfig,
+    /// How outbound calls' status callbacks are signed and sent ([`calls::webhook`]);
+    /// `None`: a call naming one is refused.
+    pub call_webhooks: Option<calls::webhook::CallWebhookConfig>,
 }
 
 /// Connections a gateway takes beyond its session limit by default: clients told why they
@@ -133,6 +136,7 @@ impl Default for GatewayConfig {
             },
             capacity: capacity::CapacityConfig::default(),
             calls: calls::CallsConfig::default(),
+            call_webhooks: None,
         }
     }
 }
@@ -234,7 +238,8 @@ impl Gateway {
         let capacity = capacity::Capacity::new(config.capacity.clone())?;
         let metrics = Metrics::new()?;
         let calls =
-            calls::Calls::new(config.calls, metrics.outbound_calls.clone(), metrics.outbound_answered_by.clone());
+            calls::Calls::new(config.calls, metrics.outbound_calls.clone(), metrics.outbound_answered_by.clone())
+                .with_webhooks(config.call_webhooks.clone(), metrics.call_webhook_deliveries.clone());
         Ok(Self {
             calls,
             outages: Arc::new(outage::Outages::new()?),

@@ -35,6 +35,8 @@ pub struct Metrics {
     pub outbound_calls: CounterVec,
     /// Outbound calls by who answered them, as the edge's answering-machine detection found.
     pub outbound_answered_by: CounterVec,
+    /// Outbound calls' status callback deliveries (attempts), by outcome.
+    pub call_webhook_deliveries: CounterVec,
     /// Sessions started with context from the host app's backend, by Agent and what became
     /// of the caller it vouched for (`verified`, `not_trusted`, `none`).
     pub app_context: CounterVec,
@@ -111,6 +113,11 @@ impl Metrics {
             "Outbound calls of Agents with answering-machine detection, by who answered: human, machine, unknown.",
             &["answered_by"],
         )?;
+        let call_webhook_deliveries = counter(
+            "switchboard_gateway_call_webhook_deliveries_total",
+            "Outbound calls' status callback attempts (statusCallback), by outcome: delivered (2xx), refused (another 4xx: not retried), retried (a connection failure, timeout, 408, 429 or 5xx, tried again), failed (the last retry failed: the event is given up), dropped (never sent: the call's queue full, or too many calls delivering).",
+            &["outcome"],
+        )?;
         let app_context = counter(
             "switchboard_gateway_app_context_sessions_total",
             "Sessions started with context from the host app's backend (session_start.app_context), by agent and what became of the caller it vouched for: verified (the Agent trusts the app for identity), not_trusted (left out: verified as usual), none (no caller in it).",
@@ -119,6 +126,7 @@ impl Metrics {
         Ok(Self {
             outbound_calls,
             outbound_answered_by,
+            call_webhook_deliveries,
             app_context,
             registry,
             live,

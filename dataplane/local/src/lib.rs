@@ -83,6 +83,9 @@ pub struct LocalOptions {
     /// (the gateway's `--webrtc-tcp`; port 0: any free port); `None`: UDP only. Its candidate
     /// is at the address UDP's is (the loopback one where `listen` is every address).
     pub webrtc_tcp: Option<SocketAddr>,
+    /// How outbound calls' status callbacks are signed and sent (the gateway's
+    /// `--calls-webhook-secret-file`); `None`: a call naming one is refused.
+    pub call_webhooks: Option<switchboard_gateway::calls::webhook::CallWebhookConfig>,
 }
 
 impl Default for LocalOptions {
@@ -100,6 +103,7 @@ impl Default for LocalOptions {
             gateway_key: None,
             capacity: switchboard_gateway::capacity::CapacityConfig::default(),
             webrtc_tcp: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            call_webhooks: None,
         }
     }
 }
@@ -335,6 +339,7 @@ fn gateway(
         drain_timeout: options.server.drain_timeout,
         idle_timeout: options.server.idle_timeout,
         capacity: options.capacity.clone(),
+        call_webhooks: options.call_webhooks.clone(),
         ..GatewayConfig::default()
     };
     let store = switchboard_gateway::resume::Store::default();

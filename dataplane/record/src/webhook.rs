@@ -313,7 +313,7 @@ impl Sender {
         let Ok(body) = serde_json::to_vec(&Report::of(&record)) else { return Attempt::Refused };
         let failed = match self.post(id, &body).await {
             Ok(status) if (200..300).contains(&status) => return Attempt::Delivered,
-            Ok(status) if !(status == 408 || status == 429 || status >= 500) => {
+            Ok(status) if !retryable(status) => {
                 tracing::warn!(session_id = %id, status, "the end-of-call webhook refused the report; not retried");
                 return Attempt::Refused;
             }
@@ -330,22 +330,43 @@ impl Sender {
     }
 
     async fn post(&self, id: &str, body: &[u8]) -> Result<u16, String> {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-        let request = http::Request::post(self.config.url.clone())
-            .header("content-type", "application/json")
-            .header("x-switchboard-signature", signature(&self.config.secret, t, body))
-            .header("x-switchboard-delivery", id)
-            .body(Full::new(Bytes::copy_from_slice(body)))
-            .map_err(|e| e.to_string())?;
-        let response = tokio::time::timeout(ATTEMPT_TIMEOUT, self.client.request(request))
-            .await
-            .map_err(|_| format!("no answer in {} s", ATTEMPT_TIMEOUT.as_secs()))?
-            .map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
-        // Read (and drop) the body so the connection can be reused.
-        let _ = tokio::time::timeout(ATTEMPT_TIMEOUT, response.into_body().collect()).await;
-        Ok(status)
+        post_signed(&self.client, &self.config.url, &self.config.secret, id, body, ATTEMPT_TIMEOUT).await
     }
+}
+
+/// Whether an answer with HTTP `status` is worth trying again: 408, 429 and 5xx (a
+/// connection failure or a timeout is too); any other is final.
+pub fn retryable(status: u16) -> bool {
+    status == 408 || status == 429 || status >= 500
+}
+
+/// One signed delivery: POSTs the JSON `body` to `url` with the [`signature`] of `secret`
+/// (`X-Switchboard-Signature`) and `delivery` as `X-Switchboard-Delivery`, within `timeout`
+/// (the answer's headers, then its body, each); returns the HTTP status. The end-of-call
+/// report and the outbound calls' status callbacks are both sent by it.
+pub async fn post_signed(
+    client: &Client,
+    url: &http::Uri,
+    secret: &[u8],
+    delivery: &str,
+    body: &[u8],
+    timeout: Duration,
+) -> Result<u16, String> {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let request = http::Request::post(url.clone())
+        .header("content-type", "application/json")
+        .header("x-switchboard-signature", signature(secret, t, body))
+        .header("x-switchboard-delivery", delivery)
+        .body(Full::new(Bytes::copy_from_slice(body)))
+        .map_err(|e| e.to_string())?;
+    let response = tokio::time::timeout(timeout, client.request(request))
+        .await
+        .map_err(|_| format!("no answer in {} s", timeout.as_secs_f64()))?
+        .map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    // Read (and drop) the body so the connection can be reused.
+    let _ = tokio::time::timeout(timeout, response.into_body().collect()).await;
+    Ok(status)
 }
 
 #[cfg(test)]

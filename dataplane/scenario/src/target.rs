@@ -67,6 +67,7 @@ impl LocalTarget {
             capacity: Default::default(),
             // No WebRTC client here: UDP alone.
             webrtc_tcp: None,
+            call_webhooks: None,
         };
         let error = |source| TargetError::Local { dir: dir.to_owned(), source: Box::new(source) };
         let local = local::start(dir, options).await.map_err(error)?;

@@ -1,7 +1,13 @@
 //! Why a call's relay stopped ([`End`]): the call's task ends with it, the bridge to a
 //! person returns it, and the metrics count calls by it.
 
+use switchboard_core::outbound::HungUpBy;
 use switchboard_sip::call::EndReason;
+
+/// How a bridge ends when the caller's leg hangs up ([`End::Bridged`]).
+pub(crate) const BRIDGE_CALLER_HUNG_UP: &str = "the caller hung up";
+/// How a bridge ends when the person's leg hangs up ([`End::Bridged`]).
+pub(crate) const BRIDGE_PERSON_HUNG_UP: &str = "the person hung up";
 
 /// Why the relay stopped.
 #[derive(Debug)]
@@ -19,6 +25,17 @@ pub(crate) enum End {
 }
 
 impl End {
+    /// Who ended the call: the phone side's BYE, the agent (its session, outage mode), the
+    /// person a bridge reached, or the edge (media timeout, failure, shutdown).
+    pub(crate) fn hung_up_by(&self) -> HungUpBy {
+        match self {
+            Self::Caller(EndReason::RemoteHangUp) | Self::Bridged(BRIDGE_CALLER_HUNG_UP) => HungUpBy::Callee,
+            Self::Bridged(BRIDGE_PERSON_HUNG_UP) => HungUpBy::Person,
+            Self::Session(_) | Self::Outage(_) => HungUpBy::Agent,
+            Self::Caller(_) | Self::MediaTimeout | Self::Shutdown | Self::Bridged(_) => HungUpBy::Edge,
+        }
+    }
+
     /// Who ended the call and why, for the log.
     pub(crate) fn describe(&self) -> String {
         match self {

@@ -24,7 +24,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchboard_core::outbound::{AnsweredBy, AnsweringMachine, CallState, FromEdge, OnMachine, state_of_status};
+use switchboard_core::outbound::{
+    AnsweredBy, AnsweringMachine, CallState, FromEdge, HungUpBy, OnMachine, state_of_status,
+};
 use switchboard_sip::call::{CallEvent, EndReason, Incoming};
 use switchboard_sip::media::amd::Verdict;
 use switchboard_sip::media::g711::Law;
@@ -73,10 +75,23 @@ pub(crate) fn report(
     status: Option<u16>,
     reason: Option<String>,
 ) {
-    let report = FromEdge::Progress { id: id.to_owned(), state, status, reason, session_id: None };
+    let report = FromEdge::Progress { id: id.to_owned(), state, status, reason, session_id: None, hung_up_by: None };
     if reports.try_send(report).is_err() {
         tracing::warn!(call = id, state = state.as_str(), "a call's report to the gateway was dropped");
     }
+}
+
+/// Reports an answered call over: `completed`, why, and who hung up.
+fn completed(reports: &mpsc::Sender<FromEdge>, id: &str, reason: String, hung_up_by: HungUpBy) {
+    let report = FromEdge::Progress {
+        id: id.to_owned(),
+        state: CallState::Completed,
+        status: None,
+        reason: Some(reason),
+        session_id: None,
+        hung_up_by: Some(hung_up_by),
+    };
+    send(reports, id, report);
 }
 
 /// The state, SIP status and reason a placed call that ended before it was answered ends in.
@@ -215,7 +230,7 @@ impl PlacedCall {
         live.ended(&end);
         let ended = end.describe();
         tracing::info!(call = %id, session = %session_id, end = %ended, "outbound call ended");
-        report(&self.reports, &id, CallState::Completed, None, Some(ended));
+        completed(&self.reports, &id, ended, end.hung_up_by());
     }
 
     /// Answering-machine detection (see [`listen`]): reports who answered, and returns it
@@ -232,10 +247,10 @@ impl PlacedCall {
             shutdown: &self.shutdown,
         };
         let metrics = self.metrics.clone();
-        let over = |counted: OverInDetection, why: String| {
+        let over = |counted: OverInDetection, why: String, by: HungUpBy| {
             metrics.over_in_detection(counted);
             answered(&self.reports, &id, None);
-            report(&self.reports, &id, CallState::Completed, None, Some(why));
+            completed(&self.reports, &id, why, by);
         };
         match listening.run(listen::config(amd), leave_message).await {
             listen::Listened::Decided { verdict, after, message } => {
@@ -251,6 +266,7 @@ impl PlacedCall {
                     over(
                         OverInDetection::MachineHungUp,
                         "answered by a machine: hung up (onMachine: hangUp)".to_owned(),
+                        HungUpBy::Agent,
                     );
                     return None;
                 }
@@ -260,6 +276,7 @@ impl PlacedCall {
                 over(
                     OverInDetection::CalleeLeft,
                     format!("the phone side, during answering-machine detection: {reason:?}"),
+                    if matches!(reason, EndReason::RemoteHangUp) { HungUpBy::Callee } else { HungUpBy::Edge },
                 );
                 None
             }
@@ -268,6 +285,7 @@ impl PlacedCall {
                 over(
                     OverInDetection::CalleeLeft,
                     "no RTP from the callee during answering-machine detection".to_owned(),
+                    HungUpBy::Edge,
                 );
                 None
             }
@@ -301,6 +319,7 @@ fn answered(reports: &mpsc::Sender<FromEdge>, id: &str, session_id: Option<Strin
         status: Some(200),
         reason: None,
         session_id,
+        hung_up_by: None,
     };
     send(reports, id, answered);
 }

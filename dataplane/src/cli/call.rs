@@ -3,7 +3,9 @@
 //! until it is over: ringing, answered (with the session's id), then completed, busy,
 //! no answer or failed with the SIP status. Exits 0 when the call was answered. With the
 //! Agent's answering-machine detection: who answered (`human`, `machine`, `unknown`); and
-//! for every answered call, how long after the answer the callee first heard the agent.
+//! for every answered call, how long after the answer the callee first heard the agent; at
+//! the end how long it lasted and who hung up. With `--status-callback URL` the gateway
+//! also POSTs each step there, signed (the gateway's `--calls-webhook-secret-file`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,6 +37,12 @@ pub struct CallArgs {
     /// NAME=URI`). Default: the edge's default trunk.
     #[arg(long, value_name = "NAME")]
     trunk: Option<String>,
+
+    /// A URL the gateway POSTs each step of the call to, as it happens (`statusCallback`:
+    /// JSON, signed with the gateway's --calls-webhook-secret-file as the end-of-call report
+    /// is).
+    #[arg(long, value_name = "URL")]
+    status_callback: Option<String>,
 
     /// The gateway: `http://host:port` (local mode's `ws://...` session URL is taken too).
     #[arg(long, env = "SWITCHBOARD_GATEWAY", default_value = "http://127.0.0.1:8080")]
@@ -106,12 +114,19 @@ fn line(status: &serde_json::Value) -> String {
     if let Some(reason) = status["reason"].as_str() {
         line.push_str(&format!(": {reason}"));
     }
+    if let Some(ms) = status["duration_ms"].as_u64() {
+        line.push_str(&format!(" ({} s", ms / 1000));
+        if let Some(by) = status["hung_up_by"].as_str() {
+            line.push_str(&format!(", hung up by the {by}"));
+        }
+        line.push(')');
+    }
     line
 }
 
 /// Places the call and follows it.
 pub async fn run(args: CallArgs) -> anyhow::Result<()> {
-    let CallArgs { to, agent, vars, trunk, gateway, api_key_file, follow_seconds } = args;
+    let CallArgs { to, agent, vars, trunk, status_callback, gateway, api_key_file, follow_seconds } = args;
     let base = base(&gateway)?;
     let variables = variables(&vars)?;
     let key = match api_key_file {
@@ -125,6 +140,9 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
     let mut body = serde_json::json!({ "to": to, "agent": agent, "variables": variables });
     if let Some(trunk) = &trunk {
         body["trunk"] = serde_json::Value::from(trunk.as_str());
+    }
+    if let Some(url) = &status_callback {
+        body["statusCallback"] = serde_json::Value::from(url.as_str());
     }
     let body = serde_json::to_vec(&body)?;
     let url = format!("{base}{}", switchboard_core::outbound::CALLS_PATH);

@@ -90,6 +90,9 @@ pub struct GatewayArgs {
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     outbound_calls_per_minute: u32,
 
+    #[command(flatten)]
+    call_webhooks: super::call_webhook::CallWebhookArgs,
+
     /// Seconds a connection has to send a whole HTTP request head, from its start or from
     /// its previous response (so also how long an idle keep-alive connection stays open);
     /// slower ones are closed.
@@ -261,6 +264,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         app_context,
         max_outbound_calls,
         outbound_calls_per_minute,
+        call_webhooks,
     } = args;
     anyhow::ensure!(webrtc_advertise.is_none() || webrtc_udp.is_some(), "--webrtc-advertise needs --webrtc-udp");
     anyhow::ensure!(webrtc_tcp.is_none() || webrtc_udp.is_some(), "--webrtc-tcp needs --webrtc-udp");
@@ -367,6 +371,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             max_live: usize::try_from(max_outbound_calls).unwrap_or(usize::MAX),
             per_minute: outbound_calls_per_minute,
         },
+        call_webhooks: call_webhooks.config(ca_file.as_deref())?,
         ..GatewayConfig::default()
     };
     match config.memory_budget {

@@ -79,19 +79,64 @@ pub struct LocalArgs {
     /// Where the agents' outbound calls go (`switchboard call`, `POST /v1/calls`): a trunk's
     /// SIP URI, `sip:HOST[:PORT]` (UDP), `sip:HOST[:PORT];transport=tcp`,
     /// `sip:HOST[:PORT];transport=tls` or `sips:HOST[:PORT]` (TLS), which routes numbers and
-    /// SIP URIs. Default: no trunk; a SIP URI (`sip:me@127.0.0.1:5062`, a softphone on this
+    /// SIP URIs. Repeatable as `NAME=URI` (as `switchboard sip --outbound-trunk`, 1-40
+    /// lower-case letters, digits, '-'): a call names its trunk (`"trunk"`, `switchboard call
+    /// --trunk`), else goes through the default (--sip-default-outbound-trunk, else the
+    /// first); a URI alone is the trunk `default`. In the variable, trunks are separated by
+    /// `,`. Default: no trunk; a SIP URI (`sip:me@127.0.0.1:5062`, a softphone on this
     /// machine) is called at its own address, and a number is refused.
-    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_TRUNK", value_name = "SIP URI")]
-    sip_outbound_trunk: Option<String>,
+    #[arg(
+        long = "sip-outbound-trunk",
+        env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_TRUNK",
+        value_delimiter = ',',
+        value_name = "[NAME=]SIP URI"
+    )]
+    sip_outbound_trunks: Vec<String>,
 
-    /// A TLS outbound trunk's CA, PEM (as `switchboard sip --outbound-ca`): only it is
-    /// trusted then; without it the system's root certificates are.
-    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_CA", value_name = "FILE", requires = "sip_outbound_trunk")]
-    sip_outbound_ca: Option<PathBuf>,
+    /// The outbound trunk calls naming none go through: a name of --sip-outbound-trunk.
+    /// Default: the first.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_LOCAL_SIP_DEFAULT_OUTBOUND_TRUNK",
+        value_name = "NAME",
+        requires = "sip_outbound_trunks"
+    )]
+    sip_default_outbound_trunk: Option<String>,
 
-    /// The number (E.164) or SIP user outbound calls come from (the From header).
-    #[arg(long, env = "SWITCHBOARD_LOCAL_SIP_CALLER_ID", default_value = local::LocalSip::DEFAULT_CALLER_ID)]
-    sip_caller_id: String,
+    /// A TLS outbound trunk's CA, `[NAME=]FILE` (repeatable; as `switchboard sip
+    /// --outbound-ca`; without a name: the trunk `default`'s, or the only trunk's): only it
+    /// is trusted then; without it the system's root certificates are.
+    #[arg(
+        long = "sip-outbound-ca",
+        env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_CA",
+        value_delimiter = ',',
+        value_name = "[NAME=]FILE",
+        requires = "sip_outbound_trunks"
+    )]
+    sip_outbound_cas: Vec<String>,
+
+    /// An outbound trunk's digest credentials for its 401/407 challenges, `[NAME=]DIR`
+    /// (repeatable; as `switchboard sip --outbound-credentials`): a folder with the files
+    /// `username` and `password`.
+    #[arg(
+        long = "sip-outbound-credentials",
+        env = "SWITCHBOARD_LOCAL_SIP_OUTBOUND_CREDENTIALS",
+        value_delimiter = ',',
+        value_name = "[NAME=]DIR",
+        requires = "sip_outbound_trunks"
+    )]
+    sip_outbound_credentials: Vec<String>,
+
+    /// The number (E.164) or SIP user outbound calls come from (the From header),
+    /// `[NAME=]ID` (repeatable; without a name: every trunk's that has none of its own, and
+    /// the calls placed with no trunk). Default: `switchboard`.
+    #[arg(
+        long = "sip-caller-id",
+        env = "SWITCHBOARD_LOCAL_SIP_CALLER_ID",
+        value_delimiter = ',',
+        value_name = "[NAME=]ID"
+    )]
+    sip_caller_ids: Vec<String>,
 
     /// How a caller is put through to a person (`transfer_to_person`), as `switchboard sip
     /// --transfer-method`: `refer` sends SIP REFER to the caller's phone, and where it
@@ -134,6 +179,9 @@ pub struct LocalArgs {
     /// has no Redis); try a full pool's queue or refusal on a laptop.
     #[command(flatten)]
     capacity: super::capacity::CapacityArgs,
+
+    #[command(flatten)]
+    call_webhooks: super::call_webhook::CallWebhookArgs,
 }
 
 /// `--sip-listen`: an address, or `off`.
@@ -192,9 +240,11 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         sip_tls_cert,
         sip_tls_key,
         sip_rtp_ports,
-        sip_outbound_trunk,
-        sip_outbound_ca,
-        sip_caller_id,
+        sip_outbound_trunks,
+        sip_default_outbound_trunk,
+        sip_outbound_cas,
+        sip_outbound_credentials,
+        sip_caller_ids,
         sip_transfer_method,
         sip_srtp,
         sip_announcements,
@@ -202,7 +252,9 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         voice,
         record,
         capacity,
+        call_webhooks,
     } = args;
+    let call_webhooks = call_webhooks.config(ca_file.as_deref())?;
     let options = LocalOptions {
         listen: SocketAddr::new(host, port),
         bedrock,
@@ -224,6 +276,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             Some(WebrtcTcp::On(address)) => Some(address),
             None => Some(SocketAddr::new(host, 0)),
         },
+        call_webhooks,
     };
     // Before anything starts: a bad recording stops local mode with its name.
     let announcements = super::sip::announcements(sip_announcements.as_deref())?;
@@ -237,11 +290,25 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let addr = local.server.local_addr()?;
     // Phones: the SIP edge in this process. The default address is tried and skipped with
     // a warning when taken (another local mode, a softphone); one asked for must be free.
-    // Bad outbound settings stop local mode (never a silent phone-less start).
-    let trunk_uri = sip_outbound_trunk.as_deref().unwrap_or("sip:127.0.0.1");
-    let trunk = switchboard_sip_edge::trunk::outbound::OutboundTrunk::new(trunk_uri, &sip_caller_id, None)?;
-    switchboard_sip_edge::Outbound::new(trunk, sip_outbound_ca.as_deref(), local::LocalSip::RING_TIMEOUT)?;
-    let outbound_trunk = sip_outbound_trunk.clone();
+    // Bad outbound settings stop local mode (never a silent phone-less start): parsed as
+    // `switchboard sip` parses its own, the unnamed caller-id `switchboard` unless given.
+    let mut sip_caller_ids = sip_caller_ids;
+    if super::sip_outbound::unnamed("--sip-caller-id", &sip_caller_ids)?.is_none() {
+        sip_caller_ids.push(local::LocalSip::DEFAULT_CALLER_ID.to_owned());
+    }
+    let outbound = super::sip_outbound::outbound(&super::sip_outbound::OutboundFlags {
+        prefix: "sip-",
+        trunks: &sip_outbound_trunks,
+        credentials: &sip_outbound_credentials,
+        caller_ids: &sip_caller_ids,
+        cas: &sip_outbound_cas,
+        default: sip_default_outbound_trunk.as_deref(),
+        ring_timeout: local::LocalSip::RING_TIMEOUT,
+    })?;
+    let trunk_names = outbound.as_ref().map(switchboard_sip_edge::Outbound::names);
+    let caller_id = super::sip_outbound::unnamed("--sip-caller-id", &sip_caller_ids)?
+        .unwrap_or(local::LocalSip::DEFAULT_CALLER_ID)
+        .to_owned();
     let tls = match (sip_tls_listen, sip_tls_cert, sip_tls_key) {
         (Some(listen), Some(cert), Some(key)) => {
             Some(switchboard_sip_edge::TlsConfig::from_pem_files(listen, &cert, &key)?)
@@ -252,7 +319,6 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     if sip_srtp == switchboard_sip_edge::SrtpPolicy::Required && tls.is_none() {
         anyhow::bail!("--sip-srtp required needs --sip-tls-listen: SRTP keys are exchanged only over TLS");
     }
-    let caller_id = sip_caller_id;
     let sip = match sip_listen {
         Some(SipListen::Off) if tls.is_some() => {
             anyhow::bail!("--sip-tls-listen needs local mode's SIP edge: drop --sip-listen off")
@@ -262,8 +328,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             let sip = local::LocalSip {
                 listen,
                 rtp_ports: sip_rtp_ports,
-                outbound_trunk,
-                outbound_ca: sip_outbound_ca,
+                outbound,
                 caller_id,
                 transfer: sip_transfer_method,
                 announcements,
@@ -276,8 +341,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             let sip = local::LocalSip {
                 listen: local::LocalSip::DEFAULT_LISTEN,
                 rtp_ports: sip_rtp_ports,
-                outbound_trunk,
-                outbound_ca: sip_outbound_ca,
+                outbound,
                 caller_id,
                 transfer: sip_transfer_method,
                 announcements,
@@ -319,9 +383,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         if let Some(tls) = local.server.sip_tls_addr() {
             println!("Phone calls over TLS: sip:{agent}@{tls};transport=tls");
         }
-        match &sip_outbound_trunk {
-            Some(trunk) => println!(
-                "Outbound calls through {trunk}: switchboard call <number or sip:USER@HOST:PORT> --agent {agent} --gateway http://{addr}"
+        match &trunk_names {
+            Some(names) => println!(
+                "Outbound calls through the trunks {} (the first the default): switchboard call <number or sip:USER@HOST:PORT> --agent {agent} --gateway http://{addr} [--trunk NAME]",
+                names.join(", ")
             ),
             None => println!(
                 "Outbound calls: switchboard call sip:USER@HOST:PORT --agent {agent} --gateway http://{addr} (no trunk: --sip-outbound-trunk to call numbers)"

@@ -3,6 +3,7 @@
 
 mod app_context;
 mod call;
+mod call_webhook;
 mod callers;
 mod capacity;
 mod chat;

@@ -139,23 +139,30 @@ async fn text_model(
     Ok(Arc::new(BedrockTextModel::connect(&bedrock).await?))
 }
 
+/// A webhook's HMAC key from the file `flag` names: its bytes, a trailing newline dropped,
+/// at least 16 of them (the end-of-call report's, the outbound calls' status callbacks').
+pub(super) fn read_webhook_secret(flag: &str, secret_file: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let mut secret =
+        std::fs::read(secret_file).map_err(|e| anyhow::anyhow!("cannot read {flag} {}: {e}", secret_file.display()))?;
+    if secret.ends_with(b"\n") {
+        secret.pop();
+    }
+    anyhow::ensure!(
+        secret.len() >= 16,
+        "the webhook secret in {} ({flag}) has {} bytes; use at least 16 (e.g. `openssl rand -hex 32`)",
+        secret_file.display(),
+        secret.len()
+    );
+    Ok(secret)
+}
+
 fn webhook_config(url: &str, secret_file: &std::path::Path) -> anyhow::Result<WebhookConfig> {
     let uri: http::Uri = url.parse().map_err(|e| anyhow::anyhow!("--record-webhook-url {url:?}: {e}"))?;
     anyhow::ensure!(
         matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some(),
         "--record-webhook-url {url:?} must be an http:// or https:// URL"
     );
-    let mut secret = std::fs::read(secret_file)
-        .map_err(|e| anyhow::anyhow!("cannot read --record-webhook-secret-file {}: {e}", secret_file.display()))?;
-    if secret.ends_with(b"\n") {
-        secret.pop();
-    }
-    anyhow::ensure!(
-        secret.len() >= 16,
-        "the webhook secret in {} has {} bytes; use at least 16 (e.g. `openssl rand -hex 32`)",
-        secret_file.display(),
-        secret.len()
-    );
+    let secret = read_webhook_secret("--record-webhook-secret-file", secret_file)?;
     Ok(WebhookConfig { url: uri, secret, retry: Default::default() })
 }
 

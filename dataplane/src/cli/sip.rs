@@ -370,6 +370,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
     } = args;
     let announcements = announcements(announcements_dir.as_deref())?;
     let outbound = super::sip_outbound::outbound(&super::sip_outbound::OutboundFlags {
+        prefix: "",
         trunks: &outbound_trunks,
         credentials: &outbound_credentials,
         caller_ids: &caller_ids,

@@ -1,4 +1,6 @@
-//! `switchboard sip`'s outbound trunks from its flags: `--outbound-trunk [NAME=]URI`
+//! The outbound trunks of `switchboard sip` and of local mode's edge from their flags (one
+//! parser for both; local mode's are named `--sip-outbound-trunk` and so on, see
+//! [`OutboundFlags::prefix`]): `--outbound-trunk [NAME=]URI`
 //! (repeatable; one without a name is named `default`), each trunk's digest credentials
 //! (`--outbound-credentials [NAME=]DIR`), caller-id (`--caller-id [NAME=]ID`; one without a
 //! name is every trunk's that has none of its own) and TLS CA (`--outbound-ca [NAME=]FILE`),
@@ -16,6 +18,9 @@ use switchboard_sip_edge::trunk::outbound::OutboundTrunk;
 /// The outbound flags, as given.
 #[derive(Debug, Default)]
 pub(super) struct OutboundFlags<'a> {
+    /// What the flags' names start with after `--`: empty for `switchboard sip`, `sip-` for
+    /// local mode (`--sip-outbound-trunk`, `--sip-caller-id`...), for the errors' words.
+    pub prefix: &'static str,
     pub trunks: &'a [String],
     pub credentials: &'a [String],
     pub caller_ids: &'a [String],
@@ -55,7 +60,7 @@ fn value_for<'a>(
 }
 
 /// The one value of `flag` among `given` without a trunk's name.
-fn unnamed<'a>(flag: &str, given: &'a [String]) -> anyhow::Result<Option<&'a str>> {
+pub(super) fn unnamed<'a>(flag: &str, given: &'a [String]) -> anyhow::Result<Option<&'a str>> {
     let mut found = None;
     for value in given.iter().map(|g| named(g)).filter_map(|(of, value)| of.is_none().then_some(value)) {
         if found.replace(value).is_some() {
@@ -74,9 +79,12 @@ pub(super) fn outbound(flags: &OutboundFlags<'_>) -> anyhow::Result<Option<switc
     let trunks: Vec<(&str, &str)> =
         flags.trunks.iter().map(|t| named(t)).map(|(name, uri)| (name.unwrap_or(DEFAULT_TRUNK), uri)).collect();
     let names: Vec<&str> = trunks.iter().map(|(name, _)| *name).collect();
-    for (flag, given) in [("--outbound-credentials", flags.credentials), ("--caller-id", flags.caller_ids)]
+    let prefix = flags.prefix;
+    let (credentials_flag, caller_id_flag, ca_flag) =
+        (format!("--{prefix}outbound-credentials"), format!("--{prefix}caller-id"), format!("--{prefix}outbound-ca"));
+    for (flag, given) in [(&credentials_flag, flags.credentials), (&caller_id_flag, flags.caller_ids)]
         .into_iter()
-        .chain([("--outbound-ca", flags.cas)])
+        .chain([(&ca_flag, flags.cas)])
     {
         for (of, _) in given.iter().map(|g| named(g)) {
             if let Some(of) = of.filter(|of| !names.contains(of)) {
@@ -88,20 +96,20 @@ pub(super) fn outbound(flags: &OutboundFlags<'_>) -> anyhow::Result<Option<switc
     for (name, uri) in &trunks {
         // A value without a name: the `default` trunk's, or the only trunk's.
         let alone = *name == DEFAULT_TRUNK || trunks.len() == 1;
-        let caller_id = match value_for("--caller-id", flags.caller_ids, name, false)? {
+        let caller_id = match value_for(&caller_id_flag, flags.caller_ids, name, false)? {
             Some(own) => own,
-            None => unnamed("--caller-id", flags.caller_ids)?.with_context(|| {
+            None => unnamed(&caller_id_flag, flags.caller_ids)?.with_context(|| {
                 format!(
-                    "the outbound trunk {name} needs --caller-id: the number (E.164) or SIP user its calls come from \
-                     (--caller-id {name}=ID for it alone)"
+                    "the outbound trunk {name} needs {caller_id_flag}: the number (E.164) or SIP user its calls come \
+                     from ({caller_id_flag} {name}=ID for it alone)"
                 )
             })?,
         };
-        let credentials = match value_for("--outbound-credentials", flags.credentials, name, alone)? {
+        let credentials = match value_for(&credentials_flag, flags.credentials, name, alone)? {
             Some(dir) => Some(super::sip::read_credentials(&format!("the outbound trunk {name}"), Path::new(dir))?),
             None => None,
         };
-        let ca = value_for("--outbound-ca", flags.cas, name, alone)?.map(PathBuf::from);
+        let ca = value_for(&ca_flag, flags.cas, name, alone)?.map(PathBuf::from);
         let trunk = OutboundTrunk::new(uri, caller_id, credentials)?;
         routes.push(Route::new(name, trunk, ca.as_deref())?);
     }
@@ -161,6 +169,11 @@ mod tests {
         assert!(refused(&["+4930"], &[], Some("other")).contains("the default outbound trunk \"other\""));
         assert!(refused(&["+4930"], &["carrier=/ca.pem"], None).contains("a CA file is for a TLS trunk"));
         assert!(refused(&["+4930", "pbx=a", "pbx=b"], &[], None).contains("given twice"));
+        // Local mode's flags are named in its errors as it spells them.
+        let ids = strings(&["carrier=+4930"]);
+        let flags = OutboundFlags { prefix: "sip-", trunks: &trunks, caller_ids: &ids, ..Default::default() };
+        let local = outbound(&flags).expect_err("refused").to_string();
+        assert!(local.contains("needs --sip-caller-id") && local.contains("--sip-caller-id pbx=ID"), "{local}");
         let twice = strings(&["a=sip:10.0.0.1", "a=sip:10.0.0.2"]);
         let ids = strings(&["+4930"]);
         let flags = OutboundFlags { trunks: &twice, caller_ids: &ids, ring_timeout: ring, ..Default::default() };

@@ -45,6 +45,7 @@ fn the_outbound_trunk_needs_a_caller_id_and_readable_credentials() {
             cas: &cas,
             default: None,
             ring_timeout: ring,
+            ..OutboundFlags::default()
         };
         outbound(&flags)
     };

@@ -201,7 +201,7 @@ fn start_local(binary: &Path, name: &str, process: &str) -> (PathBuf, String, Pr
 
 /// [`start_local`] with more flags for `switchboard local`, and triage.yaml (its copy)
 /// edited by `edit`.
-fn start_local_with(
+pub(crate) fn start_local_with(
     binary: &Path,
     name: &str,
     process: &str,

@@ -29,18 +29,22 @@
 //! Debian's kamailio, between the phone and the edge), [`queue`] (the gateway's capacity
 //! queue: 182 Queued while a call waits, 503 with Retry-After when refused), [`amd`]
 //! (answering-machine detection on outbound calls: a person, a machine left a message
-//! after its beep, a machine hung up on), [`transports`] (outbound calls over TCP and TLS
+//! after its beep, a machine hung up on), [`callbacks`] (outbound calls' status callbacks
+//! to a real HTTP receiver), [`transports`] (outbound calls over TCP and TLS
 //! trunks, one whose certificate is not trusted), [`tls`] (SIP over TLS), [`srtp`] (SRTP on
 //! calls over TLS, refused where keys would travel in the clear) and [`local`] (local mode's
 //! own edge, answering
-//! and placing calls, and dialling a person to bridge a caller to).
+//! and placing calls, and dialling a person to bridge a caller to), [`local_trunks`] (local
+//! mode's edge with several outbound trunks).
 
 mod amd;
 mod announce;
 mod bridge;
+mod callbacks;
 mod calls;
 mod keypad;
 mod local;
+mod local_trunks;
 mod outage;
 mod outbound;
 mod phone;

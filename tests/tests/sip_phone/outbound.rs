@@ -10,11 +10,15 @@ use crate::stack::{Stack, gateway_url, metrics, sessions, stack_with, wait_for};
 /// `switchboard call` against the stack's gateway, on a thread: its exit status and what it
 /// printed.
 pub(crate) fn call(stack: &Stack, to: &str, vars: &[&str]) -> std::thread::JoinHandle<(bool, String)> {
+    let vars: Vec<&str> = vars.iter().flat_map(|var| ["--var", var]).collect();
+    call_with(stack, to, &vars)
+}
+
+/// [`call`] with more of `switchboard call`'s arguments (`--trunk`, `--status-callback`).
+pub(crate) fn call_with(stack: &Stack, to: &str, args: &[&str]) -> std::thread::JoinHandle<(bool, String)> {
     let mut command = Command::new(&stack.binary);
     command.args(["call", to, "--agent", "triage", "--gateway", &gateway_url(stack), "--follow-seconds", "120"]);
-    for var in vars {
-        command.args(["--var", var]);
-    }
+    command.args(args);
     std::thread::spawn(move || {
         let out = command.output().expect("switchboard call runs");
         (

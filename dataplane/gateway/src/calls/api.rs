@@ -1,6 +1,7 @@
 //! The HTTP side of outbound calls: `POST /v1/calls` places one (201 with its status),
 //! `GET /v1/calls/{id}` reads it (only its credential), and `GET /v1/calls/edge` is the SIP
-//! edge's WebSocket: the calls to place go down it, their progress comes back up. Errors
+//! edge's WebSocket: the calls to place go down it, their progress comes back up (and, for
+//! a call that names a `statusCallback`, goes on to it: [`super::webhook`]). Errors
 //! are `{"error": code, "message": ...}` with the HTTP status.
 
 use std::sync::Arc;
@@ -42,7 +43,8 @@ pub async fn place(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body
         Ok(request) => request,
         Err(e) => {
             let message = format!(
-                "the body is not a call: {e} (send {{\"to\": ..., \"agent\": ..., \"variables\": {{...}}, \"trunk\": ...}})"
+                "the body is not a call: {e} (send {{\"to\": ..., \"agent\": ..., \"variables\": {{...}}, \"trunk\": ..., \
+                 \"statusCallback\": ...}})"
             );
             return CallError::Invalid(message).into_response();
         }

@@ -10,11 +10,11 @@ fn calls(config: CallsConfig) -> (Calls, prometheus::CounterVec) {
 
 fn request(to: &str) -> PlaceRequest {
     let variables = BTreeMap::from([("customer".to_owned(), "Ada".to_owned())]);
-    PlaceRequest { to: to.into(), agent: "triage".into(), variables, trunk: None }
+    PlaceRequest { to: to.into(), agent: "triage".into(), variables, trunk: None, status_callback: None }
 }
 
 fn report(id: &str, state: CallState, status: Option<u16>) -> FromEdge {
-    FromEdge::Progress { id: id.into(), state, status, reason: None, session_id: None }
+    FromEdge::Progress { id: id.into(), state, status, reason: None, session_id: None, hung_up_by: None }
 }
 
 #[test]
@@ -45,6 +45,7 @@ fn a_call_goes_to_a_connected_edge_and_moves_with_its_reports() {
         status: Some(200),
         reason: None,
         session_id: Some("gw-1".into()),
+        hung_up_by: None,
     };
     calls.report(edge, answered, now);
     calls.report(edge + 1, report(&id, CallState::Failed, None), now);

@@ -1,7 +1,7 @@
 //! Local mode's SIP edge: phone calls to the agents of a folder, with no trunk and no
 //! credential, over this gateway on loopback ([`Servers::serve_sip`]); and the calls the
 //! agents place (`POST /v1/calls`, `switchboard call`): to a SIP URI at its own host (a
-//! softphone on the laptop) with no trunk, or through one ([`LocalSip::outbound_trunk`]).
+//! softphone on the laptop) with no trunk, or through the trunks named ([`LocalSip::outbound`]).
 
 use std::net::SocketAddr;
 
@@ -16,13 +16,13 @@ pub struct LocalSip {
     pub listen: SocketAddr,
     /// The RTP ports: one even port and the next per call, bound on the listen address.
     pub rtp_ports: std::ops::RangeInclusive<u16>,
-    /// Where outbound calls go: a trunk's URI, `sip:HOST[:PORT]` over UDP, with
-    /// `;transport=tcp` or `;transport=tls`, or `sips:HOST[:PORT]` (numbers and URIs through
-    /// it), or `None`: a SIP URI is called at its own host, a number is refused.
-    pub outbound_trunk: Option<String>,
-    /// A TLS trunk's CA file (only it is trusted then; without it the system's roots are).
-    pub outbound_ca: Option<std::path::PathBuf>,
-    /// The number (E.164) or SIP user outbound calls come from (the From's user).
+    /// Where outbound calls go: the outbound trunks, each by name, the default first (built
+    /// from `--sip-outbound-trunk [NAME=]URI` as `switchboard sip`'s from its flags; numbers
+    /// and URIs through them), or `None`: a SIP URI is called at its own host, a number is
+    /// refused.
+    pub outbound: Option<switchboard_sip_edge::Outbound>,
+    /// The number (E.164) or SIP user outbound calls with no trunk come from (the From's
+    /// user).
     pub caller_id: String,
     /// How a caller is put through to a person (`transfer_to_person`): REFER, dialling the
     /// person and bridging where the phone refuses it; or always dial and bridge (as
@@ -44,18 +44,16 @@ impl LocalSip {
     /// How long an outbound call rings before it is `no_answer`.
     pub const RING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-    /// How the edge places calls: through the trunk, or with none straight to a URI's host.
+    /// How the edge places calls: through the trunks, or with none straight to a URI's host.
     fn outbound(&self) -> Result<switchboard_sip_edge::Outbound, LocalError> {
         use switchboard_sip_edge::trunk::outbound::OutboundTrunk;
+        if let Some(outbound) = &self.outbound {
+            return Ok(outbound.clone());
+        }
         // With no trunk, one that is never dialled (`direct`): only its caller-id is used.
-        let (uri, direct) = match &self.outbound_trunk {
-            Some(uri) => (uri.as_str(), false),
-            None => ("sip:127.0.0.1", true),
-        };
-        let trunk = OutboundTrunk::new(uri, &self.caller_id, None).map_err(start_error)?;
-        let mut outbound = switchboard_sip_edge::Outbound::new(trunk, self.outbound_ca.as_deref(), Self::RING_TIMEOUT)
-            .map_err(start_error)?;
-        outbound.direct = direct;
+        let trunk = OutboundTrunk::new("sip:127.0.0.1", &self.caller_id, None).map_err(start_error)?;
+        let mut outbound = switchboard_sip_edge::Outbound::new(trunk, None, Self::RING_TIMEOUT).map_err(start_error)?;
+        outbound.direct = true;
         Ok(outbound)
     }
 }

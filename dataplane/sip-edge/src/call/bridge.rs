@@ -250,8 +250,8 @@ impl Call {
             "bridge ended"
         );
         End::Bridged(match ended {
-            Some(Leg::Caller) => "the caller hung up",
-            Some(Leg::Person) => "the person hung up",
+            Some(Leg::Caller) => crate::end::BRIDGE_CALLER_HUNG_UP,
+            Some(Leg::Person) => crate::end::BRIDGE_PERSON_HUNG_UP,
             None if call.shutdown.is_cancelled() => "the edge is shutting down",
             None => "no RTP on a leg for the media timeout",
         })
