@@ -147,16 +147,26 @@ fn the_end_of_call_webhook_gets_its_secret_as_a_file_and_is_refused_without_one(
 }
 
 #[test]
-fn the_outbound_calls_status_callbacks_get_their_key_as_a_file_and_none_without_a_secret() {
-    let env = gateway_env("gateway: { callsWebhook: { existingSecret: calls-hook, timeoutSeconds: 3 } }");
+fn the_outbound_calls_status_callbacks_get_their_key_as_a_file_their_receivers_and_none_without_a_secret() {
+    let hooks = "allowedUrlPrefixes: [https://hooks.example.com/calls, http://crm.bank.svc:8080/hooks]";
+    let env = gateway_env(&format!(
+        "gateway: {{ callsWebhook: {{ existingSecret: calls-hook, timeoutSeconds: 3, {hooks} }} }}"
+    ));
     let file = "/etc/switchboard-gateway-calls-webhook/secret";
     assert_eq!(get(&env, "SWITCHBOARD_CALLS_WEBHOOK_SECRET_FILE"), Some(file));
     assert_eq!(get(&env, "SWITCHBOARD_CALLS_WEBHOOK_TIMEOUT_SECONDS"), Some("3"));
-    let rendered = render("gateway: { callsWebhook: { existingSecret: calls-hook } }").expect("renders");
+    let allow = "https://hooks.example.com/calls,http://crm.bank.svc:8080/hooks";
+    assert_eq!(get(&env, "SWITCHBOARD_CALLS_WEBHOOK_ALLOW"), Some(allow));
+    let rendered =
+        render(&format!("gateway: {{ callsWebhook: {{ existingSecret: calls-hook, {hooks} }} }}")).expect("renders");
     assert!(rendered.contains("secretName: calls-hook"), "the Secret is mounted");
     assert!(rendered.contains("mountPath: /etc/switchboard-gateway-calls-webhook"), "where the flag reads it");
+    // A key without receivers would make any caller's URL a target: refused, saying what to write.
+    let refused = render("gateway: { callsWebhook: { existingSecret: calls-hook } }").expect_err("no receivers");
+    assert!(refused.contains("needs gateway.callsWebhook.allowedUrlPrefixes"), "{refused}");
     let none = gateway_env("gateway: {}");
     assert_eq!(get(&none, "SWITCHBOARD_CALLS_WEBHOOK_SECRET_FILE"), None);
+    assert_eq!(get(&none, "SWITCHBOARD_CALLS_WEBHOOK_ALLOW"), None);
 }
 
 #[test]

@@ -252,7 +252,7 @@ impl Calls {
             )));
         }
         let callback_url = match request.status_callback.as_deref() {
-            Some(url) => Some(webhook::check_url(url.trim(), self.callbacks.signing())?),
+            Some(url) => Some(webhook::check_url(url.trim(), self.callbacks.config())?),
             None => None,
         };
         let mut inner = self.lock();

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 #[path = "tools.rs"]
 mod tools;
-pub use tools::tools_bin;
 use switchboard_record::{RecordConfig, RecordMetrics, Recorder, Redactor, Store};
 use switchboard_sim::BANKING_SCRIPT_YAML;
 use switchboard_sim::sonic::audio::silence;
 use switchboard_sim::sonic::phrase_tone;
+pub use tools::tools_bin;
 
 /// Phrase 1: the request that makes triage hand over to identity verification.
 pub const BALANCE_REQUEST: u32 = 1;

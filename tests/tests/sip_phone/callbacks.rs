@@ -95,14 +95,29 @@ impl Receiver {
 }
 
 /// The stack with the outbound `trunks` (`[NAME=]URI`) ringing at most `ring_seconds`, its
-/// gateway signing status callbacks with [`SECRET`] (`attempt_seconds` an attempt).
-fn callback_stack(name: &str, trunks: &[String], ring_seconds: &str, attempt_seconds: &str) -> Stack {
+/// gateway signing status callbacks with [`SECRET`] (`attempt_seconds` an attempt) and
+/// sending them only under `receiver`'s URL.
+fn callback_stack(
+    name: &str,
+    trunks: &[String],
+    ring_seconds: &str,
+    attempt_seconds: &str,
+    receiver: &Receiver,
+) -> Stack {
     let secret = std::env::temp_dir().join(format!("switchboard-sip-{name}-secret-{}", std::process::id()));
     std::fs::write(&secret, SECRET).expect("the secret");
     let secret = secret.to_string_lossy().into_owned();
     let mut edge: Vec<&str> = trunks.iter().flat_map(|t| ["--outbound-trunk", t.as_str()]).collect();
     edge.extend(["--caller-id", "+4930123456", "--ring-timeout-seconds", ring_seconds]);
-    let local = ["--calls-webhook-secret-file", &secret, "--calls-webhook-timeout-seconds", attempt_seconds];
+    let allow = receiver.url("/");
+    let local = [
+        "--calls-webhook-secret-file",
+        &secret,
+        "--calls-webhook-timeout-seconds",
+        attempt_seconds,
+        "--calls-webhook-allow",
+        &allow,
+    ];
     let stack = stack_custom(name, &edge, "", &local);
     wait_for(
         "the edge takes outbound calls",
@@ -148,7 +163,7 @@ fn an_answered_calls_steps_reach_its_callback_signed_in_order_and_a_silent_one_d
     // Two phones behind two trunks: one call's receiver answers, the other's never does.
     let (port, silent_port) = (free_phone_port(), free_phone_port());
     let trunks = [format!("ok=sip:127.0.0.1:{port}"), format!("silent=sip:127.0.0.1:{silent_port}")];
-    let stack = callback_stack("callback", &trunks, "20", "1");
+    let stack = callback_stack("callback", &trunks, "20", "1", &receiver);
     let callee = Callee::listen(&stack, "callee", "auto", 4, port);
     let other = Callee::listen(&stack, "other", "auto", 4, silent_port);
     let context = || {
@@ -160,6 +175,10 @@ fn an_answered_calls_steps_reach_its_callback_signed_in_order_and_a_silent_one_d
     let bad = ["--trunk", "ok", "--status-callback", "ftp://127.0.0.1/hook"];
     let (ok, refused) = call_with(&stack, &callee.uri(), &bad).join().expect("switchboard call");
     assert!(!ok && refused.contains("400 invalid_call") && refused.contains("statusCallback"), "{refused}");
+    // So is one anywhere but the receiver the gateway was told of (its cloud's metadata here).
+    let elsewhere = ["--trunk", "ok", "--status-callback", "http://169.254.169.254/latest/meta-data"];
+    let (ok, refused) = call_with(&stack, &callee.uri(), &elsewhere).join().expect("switchboard call");
+    assert!(!ok && refused.contains("400 invalid_call") && refused.contains("--calls-webhook-allow"), "{refused}");
 
     let placed = call_with(&stack, &callee.uri(), &["--trunk", "ok", "--status-callback", &receiver.url("/ok")]);
     let answered = || receiver.got("/ok").iter().any(|d| d.json["event"] == "answered");
@@ -215,7 +234,7 @@ fn busy_and_unanswered_calls_report_their_outcome_and_a_5xx_is_tried_again() {
     let receiver = Receiver::start();
     let port = free_phone_port();
     // 5 s an attempt: a 200 is never taken for a timeout on a busy machine.
-    let stack = callback_stack("callback-busy", &[format!("sip:127.0.0.1:{port}")], "8", "5");
+    let stack = callback_stack("callback-busy", &[format!("sip:127.0.0.1:{port}")], "8", "5", &receiver);
     // Rings and never answers; one call at a time, so a second call meanwhile is refused 486.
     let callee = Callee::listen(&stack, "callee", "manual", 1, port);
     let context = || format!("--- edge ---\n{}\n--- callee ---\n{}", stack.edge.log_text(), callee.phone.log());

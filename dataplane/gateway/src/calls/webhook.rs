@@ -26,6 +26,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::{CallError, CallStatus};
 
+mod receivers;
+pub use receivers::Receivers;
+
 /// The longest `statusCallback` URL, in bytes.
 pub const MAX_URL_BYTES: usize = 2048;
 /// Events queued for one call's receiver at most (a call has about eight).
@@ -33,11 +36,13 @@ pub const EVENTS_PER_CALL: usize = 16;
 /// Calls whose events are being delivered at once at most.
 pub const MAX_DELIVERING: usize = 1024;
 
-/// How status callbacks are signed and bounded.
+/// How status callbacks are signed and bounded, and where they may go.
 #[derive(Clone)]
 pub struct CallWebhookConfig {
     /// The HMAC key (as the end-of-call report's: at least 16 bytes).
     pub secret: Vec<u8>,
+    /// The receivers a callback may name (`--calls-webhook-allow`); none: no callback.
+    pub receivers: Receivers,
     /// The HTTP client (`http://` and `https://`, trusting the gateway's CAs).
     pub client: Client,
     /// How long one attempt may take (5 s).
@@ -52,6 +57,7 @@ impl std::fmt::Debug for CallWebhookConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Not the key.
         f.debug_struct("CallWebhookConfig")
+            .field("receivers", &self.receivers)
             .field("attempt_timeout", &self.attempt_timeout)
             .field("retries", &self.retries)
             .field("first_pause", &self.first_pause)
@@ -60,10 +66,11 @@ impl std::fmt::Debug for CallWebhookConfig {
 }
 
 impl CallWebhookConfig {
-    /// Signs with `secret`, sends with `client`, with the default bounds.
-    pub fn new(secret: Vec<u8>, client: Client) -> Self {
+    /// Signs with `secret`, sends with `client` to `receivers`, with the default bounds.
+    pub fn new(secret: Vec<u8>, client: Client, receivers: Receivers) -> Self {
         Self {
             secret,
+            receivers,
             client,
             attempt_timeout: Duration::from_secs(5),
             retries: 3,
@@ -91,10 +98,10 @@ pub struct CallEvent {
     pub call: CallStatus,
 }
 
-/// Checks a `statusCallback`: an `http://` or `https://` URL with a host (the rule of the
-/// end-of-call report's URL), at most [`MAX_URL_BYTES`]; `signing` says whether this gateway
-/// has a key to sign deliveries with.
-pub fn check_url(url: &str, signing: bool) -> Result<Uri, CallError> {
+/// Checks a `statusCallback`: an `http://` or `https://` URL with a host and no user info,
+/// at most [`MAX_URL_BYTES`], under one of the receivers `config` names ([`Receivers`]);
+/// `config` is `None` when this gateway has no key to sign deliveries with.
+pub fn check_url(url: &str, config: Option<&CallWebhookConfig>) -> Result<Uri, CallError> {
     let refuse = |why: &str| CallError::Invalid(format!("statusCallback: {why}"));
     if url.len() > MAX_URL_BYTES {
         return Err(refuse(&format!("the URL has {} bytes; at most {MAX_URL_BYTES}", url.len())));
@@ -104,12 +111,18 @@ pub fn check_url(url: &str, signing: bool) -> Result<Uri, CallError> {
     if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none_or(str::is_empty) {
         return Err(refuse(&format!("{shown:?} is not an http:// or https:// URL with a host")));
     }
-    if !signing {
+    let Some(config) = config else {
         return Err(refuse(
             "this gateway has no key to sign status callbacks with (start it with --calls-webhook-secret-file)",
         ));
+    };
+    match config.receivers.allow(&uri) {
+        Ok(true) => Ok(uri),
+        Ok(false) => Err(refuse(&format!(
+            "{shown:?} is not under a receiver this gateway may call (its --calls-webhook-allow prefixes)"
+        ))),
+        Err(why) => Err(refuse(&format!("{shown:?}: {why}"))),
     }
-    Ok(uri)
 }
 
 /// The senders of every call's callback.
@@ -134,9 +147,9 @@ impl Callbacks {
         Self { config: config.map(Arc::new), delivering: Arc::new(Semaphore::new(MAX_DELIVERING)), deliveries }
     }
 
-    /// Whether deliveries can be signed.
-    pub(crate) fn signing(&self) -> bool {
-        self.config.is_some()
+    /// How deliveries are signed and where they may go; `None`: calls may not name a callback.
+    pub(crate) fn config(&self) -> Option<&CallWebhookConfig> {
+        self.config.as_deref()
     }
 
     fn count(&self, outcome: &str) {

@@ -43,12 +43,14 @@ async fn receiver(answer: fn(usize) -> Option<u16>) -> (String, Got) {
     (format!("http://{addr}/hook"), got)
 }
 
-fn config(timeout: Duration) -> CallWebhookConfig {
+/// Callbacks signed with [`SECRET`], allowed to `receivers` (URL prefixes).
+fn config(timeout: Duration, receivers: &[&str]) -> CallWebhookConfig {
     let client = switchboard_models::net::client::Trust::system().client().expect("a client");
+    let receivers = Receivers::parse(receivers).expect("receivers");
     CallWebhookConfig {
         attempt_timeout: timeout,
         first_pause: Duration::from_millis(50),
-        ..CallWebhookConfig::new(SECRET.to_vec(), client)
+        ..CallWebhookConfig::new(SECRET.to_vec(), client, receivers)
     }
 }
 
@@ -61,7 +63,7 @@ fn counter() -> prometheus::CounterVec {
 fn placed(url: &str, timeout: Duration) -> (Calls, u64, String, prometheus::CounterVec) {
     let deliveries = counter();
     let calls = Calls::new(CallsConfig::default(), counter(), counter())
-        .with_webhooks(Some(config(timeout)), deliveries.clone());
+        .with_webhooks(Some(config(timeout, &[url])), deliveries.clone());
     let (edge, mut to_edge) = calls.attach();
     let request = PlaceRequest {
         to: "+442079460018".into(),
@@ -163,21 +165,33 @@ async fn a_5xx_is_tried_again_a_4xx_is_not_and_a_silent_receiver_is_given_up_wit
 }
 
 #[test]
-fn a_status_callback_is_an_http_url_with_a_host_and_a_key_to_sign_it() {
-    assert!(check_url("https://hooks.example.com/calls?x=1", true).is_ok());
-    assert!(check_url("http://10.0.0.5:8080/hook", true).is_ok());
-    let refused = |url: &str, signing: bool| match check_url(url, signing) {
+fn a_status_callback_is_an_http_url_under_a_named_receiver_and_needs_a_key_to_sign_it() {
+    let hooks = config(Duration::from_secs(5), &["https://hooks.example.com/calls", "http://10.0.0.5:8080"]);
+    assert!(check_url("https://hooks.example.com/calls?x=1", Some(&hooks)).is_ok());
+    assert!(check_url("http://10.0.0.5:8080/hook", Some(&hooks)).is_ok());
+    let refused = |url: &str, config: Option<&CallWebhookConfig>| match check_url(url, config) {
         Err(CallError::Invalid(why)) => why,
         other => panic!("{url:?}: {other:?}"),
     };
     for bad in ["ftp://example.com/x", "example.com/hook", "http:///nohost", "not a url"] {
-        let why = refused(bad, true);
+        let why = refused(bad, Some(&hooks));
         assert!(why.starts_with("statusCallback: "), "{why}");
     }
-    assert!(refused("ftp://example.com/x", true).contains("http:// or https://"));
+    assert!(refused("ftp://example.com/x", Some(&hooks)).contains("http:// or https://"));
     let long = format!("https://example.com/{}", "a".repeat(MAX_URL_BYTES));
-    assert!(refused(&long, true).contains("at most 2048"));
-    assert!(refused("https://example.com/hook", false).contains("--calls-webhook-secret-file"));
+    assert!(refused(&long, Some(&hooks)).contains("at most 2048"));
+    assert!(refused("https://example.com/hook", None).contains("--calls-webhook-secret-file"));
+    // Anywhere else the gateway reaches is refused: its cloud's metadata, the API server,
+    // another port of the same host, a path beside the named one.
+    for elsewhere in [
+        "http://169.254.169.254/latest/meta-data",
+        "https://kubernetes.default.svc/api",
+        "http://10.0.0.5:8081/hook",
+        "https://hooks.example.com/callsign",
+    ] {
+        assert!(refused(elsewhere, Some(&hooks)).contains("--calls-webhook-allow"), "{elsewhere}");
+    }
+    assert!(refused("https://me@hooks.example.com/calls", Some(&hooks)).contains("user info"));
 
     // Placing a call: refused before anything is dialled; without a key, refused too.
     let calls = Calls::new(CallsConfig::default(), counter(), counter());
@@ -191,5 +205,12 @@ fn a_status_callback_is_an_http_url_with_a_host_and_a_key_to_sign_it() {
     let refused = calls.place("k", ("bank", "triage"), request("https://example.com/hook"), Instant::now());
     assert!(matches!(&refused, Err(CallError::Invalid(why)) if why.contains("no key")), "{refused:?}");
     assert_eq!(refused.expect_err("refused").status(), 400);
+    assert!(to_edge.try_recv().is_err(), "nothing dialled");
+
+    // With a key: a callback outside the receivers is refused the same way.
+    let calls = Calls::new(CallsConfig::default(), counter(), counter()).with_webhooks(Some(hooks), counter());
+    let (_edge, mut to_edge) = calls.attach();
+    let refused = calls.place("k", ("bank", "triage"), request("http://169.254.169.254/hook"), Instant::now());
+    assert!(matches!(&refused, Err(CallError::Invalid(why)) if why.contains("--calls-webhook-allow")), "{refused:?}");
     assert!(to_edge.try_recv().is_err(), "nothing dialled");
 }
