@@ -10,6 +10,7 @@
 pub mod amd;
 pub mod bridge;
 pub mod g711;
+pub mod g722;
 pub mod hold;
 pub mod jitter;
 pub mod rtcp;
