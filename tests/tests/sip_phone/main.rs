@@ -31,7 +31,8 @@
 //! (answering-machine detection on outbound calls: a person, a machine left a message
 //! after its beep, a machine hung up on), [`transports`] (outbound calls over TCP and TLS
 //! trunks, one whose certificate is not trusted), [`tls`] (SIP over TLS), [`srtp`] (SRTP on
-//! calls over TLS, refused where keys would travel in the clear) and [`local`] (local mode's
+//! calls over TLS, refused where keys would travel in the clear), [`wideband`] (G.722 phones:
+//! a baresip speaking only G.722, one offering it after PCMU) and [`local`] (local mode's
 //! own edge, answering
 //! and placing calls, and dialling a person to bridge a caller to).
 
@@ -53,3 +54,4 @@ mod transfer;
 mod transports;
 mod trunks;
 mod warm;
+mod wideband;
