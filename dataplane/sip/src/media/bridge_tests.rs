@@ -77,7 +77,7 @@ fn a_g722_caller_and_a_g711_person_hear_each_other() {
         assert_eq!(bridge.receive(Instant::now(), Leg::Caller, from, &packet), Received::Audio);
         heard.extend(bridge.tick().into_iter().filter(|(to, ..)| *to == Leg::Person).map(|(.., sent)| sent));
     }
-    let loud_frames = heard.iter().filter(|p| loud(Law::Ulaw, &parse(p).expect("RTP").payload)).count();
+    let loud_frames = heard.iter().filter(|p| loud(Law::Ulaw, parse(p).expect("RTP").payload)).count();
     assert!(loud_frames >= 6, "the person hears the caller in μ-law: {loud_frames} loud frames");
     // The person's μ-law reaches the caller as G.722 its phone's decoder hears.
     let mut person = RtpSender::new(20, 1, 0);
