@@ -12,7 +12,7 @@ use switchboard_sip::media::{rtcp, rtp, telephone};
 
 fuzz_target!(|data: &[u8]| {
     let config = JitterConfig { depth: 2, capacity: 16, max_payload: 320, max_concealed: 4 };
-    let mut buffer = JitterBuffer::new(Law::Ulaw, config);
+    let mut buffer = JitterBuffer::new(Some(Law::Ulaw), config);
     let mut receiver = telephone::Receiver::new();
     let mut rest = data;
     while let Some((&len, tail)) = rest.split_first() {

@@ -33,6 +33,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::ServerMessage;
 use switchboard_sip::call::{Admission, CallEvent, EndReason, Incoming};
+use switchboard_sip::media::format::Format;
 use switchboard_sip::media::g711::Law;
 use switchboard_sip::media::session::MediaConfig;
 use switchboard_sip::media::{FRAME_MS, rtcp};
@@ -45,7 +46,7 @@ use crate::gateway::{self, GatewayConfig, Queued, Refused, Session};
 use crate::ports::PortPair;
 use announced::{Hold, Interrupt};
 pub(crate) use media::Relay;
-pub(crate) use media::law;
+
 use route::{agent_of, phone_call};
 
 pub(crate) use crate::command::Command;
@@ -103,9 +104,9 @@ impl Call {
                 return self.admit(Admission::NotFound(reason)).await;
             }
         };
-        // The session's law: the phone's when its offer settled one, else μ-law (a delayed
-        // offer: the edge offers PCMU first).
-        let session_law = self.incoming.media.as_ref().map_or(Law::Ulaw, |m| law(m.codec));
+        // The session's format: the phone's codec's when its offer settled one, else μ-law (a
+        // delayed offer: the answer may settle any codec, and G.711 converts to all).
+        let session_format = self.incoming.media.as_ref().map_or(Format::G711(Law::Ulaw), |m| Format::of(m.codec));
         let gateway = Arc::clone(&self.gateway);
         let shutdown = self.shutdown.clone();
         let phone = phone_call(&self.incoming);
@@ -114,7 +115,7 @@ impl Call {
         let mut on_queued = move |queued: Queued| {
             queued_tx.send_replace(Some(queued));
         };
-        let open = gateway::open(&gateway, &agent, session_law, &phone, &mut on_queued);
+        let open = gateway::open(&gateway, &agent, session_format, &phone, &mut on_queued);
         tokio::pin!(open);
         // The hold announcement, as early media, once the call is queued (if there is one).
         let mut hold: Option<Hold> = None;
@@ -130,7 +131,7 @@ impl Call {
                             "call queued: the agent's model quota is full"
                         );
                         let waiting_for = queued.agent_or(&agent);
-                        if hold.is_none() && let Some(started) = Hold::new(&self.settings, &self.incoming, session_law, waiting_for) {
+                        if hold.is_none() && let Some(started) = Hold::new(&self.settings, &self.incoming, session_format, waiting_for) {
                             tracing::info!(call = %self.call_id, file = started.file(), "playing the hold announcement");
                             self.metrics.announcement(crate::announce::Purpose::Hold);
                             hold = Some(started);
@@ -175,7 +176,7 @@ impl Call {
         let live = self.metrics.answered(crate::metrics::Direction::Inbound);
         let end = match hold {
             Some(hold) => self.relay_from(session, hold.into_relay(), None).await,
-            None => self.relay(session, session_law).await,
+            None => self.relay(session, session_format).await,
         };
         live.ended(&end);
         tracing::info!(call = %self.call_id, agent, session = %id, end = end.describe(), "call ended");
@@ -187,8 +188,8 @@ impl Call {
 
     /// Relays media between the call and its open session until either ends (an outbound
     /// call's task too, once answered: [`crate::outbound`]).
-    pub(crate) async fn relay(&mut self, session: Session, session_law: Law) -> End {
-        let relay = Relay::new(self.settings.clone(), session_law, self.incoming.source.ip());
+    pub(crate) async fn relay(&mut self, session: Session, session_format: Format) -> End {
+        let relay = Relay::new(self.settings.clone(), session_format, self.incoming.source.ip());
         self.relay_from(session, relay, None).await
     }
 
@@ -216,14 +217,14 @@ impl Call {
         let mut rtp_buf = vec![0u8; 2048];
         let mut rtcp_buf = vec![0u8; rtcp::MAX_PACKET];
         let (mut person_rtp, mut person_rtcp) = (vec![0u8; 2048], vec![0u8; rtcp::MAX_PACKET]);
-        let session_law = relay.session_law();
+        let session_format = relay.session_format();
         // The media steps of a transfer: a warm one's hold and brief now, the bridge at the end.
         let mut bridge_media = None;
         macro_rules! perform {
             ($steps:expr) => {{
                 let steps = self.perform(&mut transfer, $steps, &to_gateway).await;
                 let settings = Arc::clone(&self.settings);
-                if let Some(media) = warm.apply(steps, &mut relay, &transfer, &settings, session_law) {
+                if let Some(media) = warm.apply(steps, &mut relay, &transfer, &settings, session_format) {
                     bridge_media = Some(media);
                 }
             }};

@@ -1,8 +1,9 @@
 //! One call's session at the gateway: an ordinary client of the session protocol
 //! (`/v1/session`), so routing, handoffs, resume, the record and traces treat a call as any
 //! other session. [`open`] connects (with the edge's API key), sends `session_start` for
-//! the agent the call is for with audio in the call's G.711 law both ways as binary
-//! frames (no transcoding when the phone speaks the same law), and waits for
+//! the agent the call is for with audio in the call's format both ways as binary frames
+//! (G.711 in the phone's law, passed through; 16 kHz PCM16 on a G.722 call, so the agent
+//! hears it wideband), and waits for
 //! `bidi_connection_start`. What the gateway refuses becomes the SIP answer
 //! ([`Refused::admission`]): an unknown agent 404, one not open to the edge 403, a
 //! text-only agent 488, the gateway busy or unreachable 503. An Agent in outage mode
@@ -28,7 +29,7 @@ use switchboard_core::protocol::{
     AudioFormat, AudioSettings, ClientMessage, ErrorCode, FallbackPerson, ServerMessage, SessionStart, close_code,
 };
 use switchboard_sip::call::Admission;
-use switchboard_sip::media::g711::Law;
+use switchboard_sip::media::format::Format;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -219,13 +220,11 @@ pub struct Session {
     pub id: String,
 }
 
-/// The `session_start` of a call to `agent` whose audio is G.711 in `law`.
-pub fn session_start(agent: &str, law: Law) -> SessionStart {
-    let encoding = match law {
-        Law::Ulaw => "mulaw",
-        Law::Alaw => "alaw",
-    };
-    let format = || AudioFormat { encoding: encoding.to_owned(), sample_rate: Some(8000) };
+/// The `session_start` of a call to `agent` whose audio is in `format` (G.711 at 8 kHz, or
+/// PCM16 at 16 kHz on a G.722 call).
+pub fn session_start(agent: &str, format: Format) -> SessionStart {
+    let (encoding, rate) = format.session_encoding();
+    let format = || AudioFormat { encoding: encoding.to_owned(), sample_rate: Some(rate) };
     SessionStart {
         agent: Some(agent.to_owned()),
         modalities: vec!["audio".to_owned()],
@@ -242,12 +241,12 @@ pub fn session_start(agent: &str, law: Law) -> SessionStart {
 pub async fn open(
     config: &GatewayConfig,
     agent: &str,
-    law: Law,
+    format: Format,
     phone: &PhoneCall,
     queued: &mut (dyn FnMut(Queued) + Send),
 ) -> Result<Session, Refused> {
     let headers: Vec<Vouched> = if phone.is_empty() { Vec::new() } else { vec![(PHONE_HEADER, phone.to_header())] };
-    open_for(config, agent, law, headers, Some(queued)).await
+    open_for(config, agent, format, headers, Some(queued)).await
 }
 
 /// [`open`] for an answered outbound call: `ticket` (the gateway's, from
@@ -262,14 +261,14 @@ pub async fn open(
 pub async fn open_call(
     config: &GatewayConfig,
     agent: &str,
-    law: Law,
+    format: Format,
     ticket: &str,
     answered_by: Option<AnsweredBy>,
 ) -> Result<Session, Refused> {
     use switchboard_core::outbound::{ANSWERED_BY_HEADER, TICKET_HEADER};
     let mut headers = vec![(TICKET_HEADER, ticket.to_owned())];
     headers.extend(answered_by.map(|by| (ANSWERED_BY_HEADER, by.as_str().to_owned())));
-    open_for(config, agent, law, headers, None).await
+    open_for(config, agent, format, headers, None).await
 }
 
 /// A header only the edge sends: its name and value.
@@ -281,7 +280,7 @@ type OnQueued<'a> = Option<&'a mut (dyn FnMut(Queued) + Send)>;
 async fn open_for(
     config: &GatewayConfig,
     agent: &str,
-    law: Law,
+    format: Format,
     headers: Vec<Vouched>,
     queued: OnQueued<'_>,
 ) -> Result<Session, Refused> {
@@ -289,7 +288,7 @@ async fn open_for(
     let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
     let no_answer = || unreachable(format!("no answer within {:?}", config.open_timeout));
     let socket =
-        tokio::time::timeout_at(deadline, start(config, agent, law, headers)).await.map_err(|_| no_answer())??;
+        tokio::time::timeout_at(deadline, start(config, agent, format, headers)).await.map_err(|_| no_answer())??;
     answer(config, agent, socket, deadline, queued).await
 }
 
@@ -305,7 +304,7 @@ pub(crate) fn request(url: &str, api_key: Option<&str>) -> Result<tungstenite::h
 }
 
 /// Connects and sends the call's `session_start`.
-async fn start(config: &GatewayConfig, agent: &str, law: Law, headers: Vec<Vouched>) -> Result<Socket, Refused> {
+async fn start(config: &GatewayConfig, agent: &str, format: Format, headers: Vec<Vouched>) -> Result<Socket, Refused> {
     let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
     let mut request = request(&config.url, config.api_key.as_deref()).map_err(unreachable)?;
     for (name, value) in headers {
@@ -317,7 +316,7 @@ async fn start(config: &GatewayConfig, agent: &str, law: Law, headers: Vec<Vouch
     let (mut socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(limits), true)
         .await
         .map_err(|e| unreachable(e.to_string()))?;
-    let start = serde_json::to_string(&ClientMessage::SessionStart(session_start(agent, law)))
+    let start = serde_json::to_string(&ClientMessage::SessionStart(session_start(agent, format)))
         .map_err(|e| unreachable(e.to_string()))?;
     socket.send(Message::text(start)).await.map_err(|e| unreachable(e.to_string()))?;
     Ok(socket)

@@ -11,8 +11,8 @@
 //!   ([`ports`]), starts a call task when the INVITE can be answered, hands each call its
 //!   events and performs its commands.
 //! - [`call`]: one task per call. It opens the session at the gateway ([`gateway`]) for
-//!   the agent the Request-URI names, with audio in the call's G.711 law both ways as
-//!   binary frames (no transcoding), and answers the INVITE with what the gateway said:
+//!   the agent the Request-URI names, with audio in the call's format both ways as
+//!   binary frames (G.711 as it is; G.722 decoded to 16 kHz PCM16 and back), and answers the INVITE with what the gateway said:
 //!   200, or 404 (no such agent), 403 (not open to the edge), 488 (a text-only agent), 503
 //!   (the gateway busy or unreachable). Then it relays: RTP -> jitter buffer -> one binary
 //!   frame every 20 ms to the gateway; the agent's binary frames -> one RTP packet every

@@ -29,12 +29,12 @@ use switchboard_core::outbound::{
 };
 use switchboard_sip::call::{CallEvent, EndReason, Incoming};
 use switchboard_sip::media::amd::Verdict;
-use switchboard_sip::media::g711::Law;
+use switchboard_sip::media::format::Format;
 use switchboard_sip::sdp::Negotiated;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::call::{Call, Command, MediaSettings, Relay, law};
+use crate::call::{Call, Command, MediaSettings, Relay};
 pub use crate::dialling::Outbound;
 use crate::gateway::{self, GatewayConfig};
 use crate::metrics::OverInDetection;
@@ -163,11 +163,11 @@ impl PlacedCall {
     async fn answered(mut self, media: Negotiated) {
         let answered_at = Instant::now();
         let id = self.placement.id.clone();
-        let session_law = law(media.codec);
-        let mut relay = Relay::new(Arc::clone(&self.settings), session_law, self.placement.peer.ip());
+        let session_format = Format::of(media.codec);
+        let mut relay = Relay::new(Arc::clone(&self.settings), session_format, self.placement.peer.ip());
         relay.media(media);
         let answered_by = match self.placement.answering_machine.clone() {
-            Some(amd) => match self.detect(&amd, &mut relay, session_law).await {
+            Some(amd) => match self.detect(&amd, &mut relay, session_format).await {
                 Some(by) => Some(by),
                 None => return,
             },
@@ -175,7 +175,7 @@ impl PlacedCall {
         };
         let (agent, ticket) = (&self.placement.agent, &self.placement.ticket);
         let opened = tokio::select! {
-            opened = gateway::open_call(&self.gateway, agent, session_law, ticket, answered_by) => opened,
+            opened = gateway::open_call(&self.gateway, agent, session_format, ticket, answered_by) => opened,
             () = self.shutdown.cancelled() => {
                 self.hang_up().await;
                 self.metrics.outbound(CallState::Failed);
@@ -236,14 +236,19 @@ impl PlacedCall {
     /// Answering-machine detection (see [`listen`]): reports who answered, and returns it
     /// for the session; `None` when the call is over (hung up on a machine, the callee gone,
     /// the edge shutting down).
-    async fn detect(&mut self, amd: &AnsweringMachine, relay: &mut Relay, session_law: Law) -> Option<AnsweredBy> {
+    async fn detect(
+        &mut self,
+        amd: &AnsweringMachine,
+        relay: &mut Relay,
+        session_format: Format,
+    ) -> Option<AnsweredBy> {
         let id = self.placement.id.clone();
         let leave_message = amd.on_machine == OnMachine::LeaveMessage;
         let listening = listen::Listening {
             relay,
             ports: &self.ports,
             events: &mut self.events,
-            session_law,
+            session_format,
             shutdown: &self.shutdown,
         };
         let metrics = self.metrics.clone();

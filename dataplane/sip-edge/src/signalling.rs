@@ -321,7 +321,7 @@ pub(crate) fn call_config(local: SocketAddr, advertise: IpAddr, port: u16) -> Ca
             port,
             session_id: fastrand::u64(..u64::MAX / 2),
             version: 1,
-            codecs: vec![Codec::Pcmu, Codec::Pcma],
+            codecs: vec![Codec::G722, Codec::Pcmu, Codec::Pcma],
             telephone_event: TELEPHONE_EVENT,
             srtp: LocalSrtp::default(),
         },

@@ -11,8 +11,8 @@
 //! - [`endpoint`]: the edge's SIP address: flood guard, stateless answers, a call per
 //!   INVITE, calls it places, and routing by Call-ID.
 //! - [`media`]: RTP (via `rtp-types`) and RTCP, RFC 4733 telephone events, G.711 by
-//!   table, a jitter buffer with loss concealment, and one call's media both ways.
-//! - [`sdp`]: SDP (RFC 4566) and offer/answer (RFC 3264) for one G.711 audio stream with
+//!   table, G.722, a jitter buffer with loss concealment, and one call's media both ways.
+//! - [`sdp`]: SDP (RFC 4566) and offer/answer (RFC 3264) for one G.722 or G.711 audio stream with
 //!   RFC 4733 telephone events; no common codec is a 488 with the reason.
 //!
 //! This crate depends on no async runtime and does no I/O; every input from outside is
@@ -26,7 +26,7 @@
 //! and sleeps until [`endpoint::Endpoint::poll_timeout`]. On
 //! [`call::CallEvent::Incoming`] it decides who answers (the gateway's routing) and calls
 //! [`endpoint::Endpoint::admit`]; on [`call::CallEvent::Established`] it opens the
-//! session at the gateway with the call's G.711 law and starts a
+//! session at the gateway in the call's audio format and starts a
 //! [`media::session::MediaSession`], ticking it every 20 ms.
 //!
 //! That edge is the crate `switchboard-sip-edge` (dataplane/sip-edge), run as

@@ -20,7 +20,9 @@ pub(crate) struct Options {
     pub(crate) tone: Option<(f64, u32)>,
     /// After the silence, a second tone: its frequency and seconds.
     pub(crate) then: Option<(u32, u32)>,
-    /// The one codec it offers and takes (default `PCMU`).
+    /// The codecs it offers and takes, in its order of preference, as baresip's
+    /// `audio_codecs` names them (default `PCMU`; `G722/16000/1` loads baresip's g722
+    /// module, and its WAV is made at 16 kHz).
     pub(crate) codec: Option<&'static str>,
     /// Seconds of silence before its tone (default half a second).
     pub(crate) lead: Option<u32>,
@@ -161,9 +163,12 @@ impl Phone {
         let dir = root.join(name);
         std::fs::create_dir_all(dir.join("snd")).expect("a folder");
         let sox = tools.join("sox");
+        let codec = options.codec.unwrap_or("PCMU");
+        // baresip's aufile plays a WAV only at the codec's own rate: 16 kHz for G.722.
+        let rate = if codec.contains("G722") { "16000" } else { "8000" };
         let part = |file: &str, args: &[&str]| {
             let status = Command::new(&sox)
-                .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
+                .args(["-n", "-r", rate, "-c", "1", "-b", "16"])
                 .arg(dir.join(file))
                 .args(args)
                 .status()
@@ -182,7 +187,6 @@ impl Phone {
         }
         let status = Command::new(&sox).args(&parts).arg(dir.join("say.wav")).status().expect("sox runs");
         assert!(status.success(), "sox joined the WAV");
-        let codec = options.codec.unwrap_or("PCMU");
         // baresip listens on a port and the next (TLS): both free. Picked again when some
         // other program took the port before baresip bound it (baresip exits saying so).
         for _ in 0..5 {
@@ -190,8 +194,10 @@ impl Phone {
             let d = dir.display();
             // SRTP's module loads before the accounts that name it (mediaenc).
             let srtp = if options.srtp { "module srtp.so\n" } else { "" };
+            // baresip's G.722 (spandsp's codec), loaded for a phone told to offer it.
+            let g722 = if codec.contains("G722") { "module g722.so\n" } else { "" };
             let config = format!(
-                "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n{srtp}\
+                "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n{g722}{srtp}\
                  module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
                  audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
                  snd_path {d}/snd\n{}{more_config}",

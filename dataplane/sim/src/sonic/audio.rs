@@ -4,7 +4,8 @@
 //!
 //! **Phrase ids.** An utterance whose voiced audio is a pure tone of
 //! `400 + 100 * id` Hz (id 0..=35) carries phrase id `id`. The detector estimates the
-//! frequency from the zero crossings of the voiced frames and accepts it when it lies
+//! frequency from the zero crossings of the voiced frames (with a little hysteresis, so a
+//! codec's idle noise is none) and accepts it when it lies
 //! within 25 Hz of a phrase tone; noise and speech-like audio carry no id.
 //! [`phrase_tone`] makes such audio.
 
@@ -17,6 +18,12 @@ pub const INPUT_FRAME_BYTES: usize = 640;
 
 /// Input sample rate.
 pub const INPUT_RATE: u32 = 16_000;
+
+/// The band around zero a sample must leave for its sign to count in the zero crossings
+/// (about -54 dBFS): G.722 decodes digital silence to samples of ±1 to ±4, which cross zero
+/// at every other sample, so the quiet part of a frame that ends a phrase tone would raise
+/// the estimate by tens of Hz; a phrase tone is thousands in amplitude.
+const CROSSING_BAND: i16 = 64;
 /// Output sample rate.
 pub const OUTPUT_RATE: u32 = 24_000;
 
@@ -82,7 +89,13 @@ impl TurnDetector {
         let length = frame.len() as u64;
         if rms(&frame) >= self.threshold {
             for (at, sample) in (self.voiced_samples..).zip(&frame) {
-                let sign = *sample >= 0;
+                // A sample within the band around zero keeps the last sign: a codec's idle
+                // noise in the quiet part of a voiced frame is no crossing.
+                let sign = match *sample {
+                    s if s > CROSSING_BAND => true,
+                    s if s < -CROSSING_BAND => false,
+                    _ => continue,
+                };
                 if self.last_sign.is_some_and(|last| last != sign) {
                     self.crossings += 1;
                     self.first_crossing.get_or_insert(at);
@@ -254,6 +267,25 @@ mod tests {
             assert_eq!(utterance.phrase_id, Some(id), "{utterance:?}");
             assert!((utterance.frequency_hz - phrase_frequency(id)).abs() < 2.0, "{utterance:?}");
         }
+    }
+
+    #[test]
+    fn a_codecs_idle_noise_around_a_tone_is_no_crossing() {
+        // A phone's 500 Hz phrase through G.722: the 20 ms frames that start and end the tone
+        // are half digital silence, which G.722 decodes to ±1..4 (here ±3 alternating).
+        let noise = |ms: usize| -> Vec<u8> {
+            (0..ms * 16).flat_map(|i| if i % 2 == 0 { 3i16 } else { -3 }.to_le_bytes()).collect()
+        };
+        let mut audio = noise(210);
+        audio.extend(phrase_tone(1, 1500, 16000));
+        audio.extend(noise(410));
+        let mut detector = detector(300);
+        let utterance = feed(&mut detector, &audio)
+            .into_iter()
+            .find_map(|d| if let Detection::UtteranceEnded(u) = d { Some(u) } else { None })
+            .expect("an utterance");
+        assert!((utterance.frequency_hz - 500.0).abs() < 2.0, "{utterance:?}");
+        assert_eq!(utterance.phrase_id, Some(1));
     }
 
     #[test]

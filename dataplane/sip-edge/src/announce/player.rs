@@ -1,5 +1,5 @@
 //! Playing a recording, with no I/O: [`Player`] cuts it into 20 ms frames of G.711 in the
-//! call's law, once or repeated with a gap of silence; the call's task sends one frame each
+//! call's format, once or repeated with a gap of silence; the call's task sends one frame each
 //! 20 ms. [`Interjection`] says when an outage announcement may start in a call under way:
 //! at a turn boundary, not over the agent's words.
 
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchboard_sip::media::FRAME_SAMPLES;
-use switchboard_sip::media::g711::Law;
+use switchboard_sip::media::format::Format;
 
 use super::Recording;
 
@@ -53,17 +53,17 @@ impl Player {
         self.plays
     }
 
-    /// The next 20 ms in `law` (the last frame of a play padded with silence); `None`
+    /// The next 20 ms in `format` (the last frame of a play padded with silence); `None`
     /// once a recording played once is over.
-    pub fn next_frame(&mut self, law: Law) -> Option<Vec<u8>> {
+    pub fn next_frame(&mut self, format: Format) -> Option<Vec<u8>> {
         if self.is_over() {
             return None;
         }
         let samples = self.recording.samples();
         let period = samples.len() + self.gap.unwrap_or(0);
-        let frame = (self.at..self.at + FRAME_SAMPLES)
-            .map(|i| law.encode(samples.get(i).copied().unwrap_or(0)))
-            .collect::<Vec<u8>>();
+        let frame: Vec<i16> =
+            (self.at..self.at + FRAME_SAMPLES).map(|i| samples.get(i).copied().unwrap_or(0)).collect();
+        let frame = format.from_8k(&frame);
         self.at += FRAME_SAMPLES;
         let end = if self.gap.is_some() { period } else { samples.len() };
         if self.at >= end {

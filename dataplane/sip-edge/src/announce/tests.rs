@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use switchboard_sip::media::format::Format;
 use switchboard_sip::media::g711::Law;
 
 use super::wav::{self, WavError};
@@ -177,13 +178,13 @@ fn anyhow_like(error: &dyn std::error::Error) -> String {
 fn a_player_gives_20_ms_frames_once_or_repeated_with_a_gap() {
     let recording = Arc::new(Recording::new("r", tone(1000.0, 8000, 0.05)));
     let mut once = Player::once(Arc::clone(&recording));
-    let frames: Vec<Vec<u8>> = std::iter::from_fn(|| once.next_frame(Law::Ulaw)).collect();
+    let frames: Vec<Vec<u8>> = std::iter::from_fn(|| once.next_frame(Format::G711(Law::Ulaw))).collect();
     assert_eq!(frames.len(), 3, "400 samples: two frames and one padded");
     assert!(frames.iter().all(|f| f.len() == 160));
     assert_eq!(frames[2][80..], [Law::Ulaw.encode(0); 80], "padded with silence");
-    assert!(once.is_over() && once.next_frame(Law::Ulaw).is_none());
+    assert!(once.is_over() && once.next_frame(Format::G711(Law::Ulaw)).is_none());
     let mut repeating = Player::repeating(Arc::clone(&recording), Duration::from_millis(100));
-    let frames: Vec<Vec<u8>> = (0..10).filter_map(|_| repeating.next_frame(Law::Alaw)).collect();
+    let frames: Vec<Vec<u8>> = (0..10).filter_map(|_| repeating.next_frame(Format::G711(Law::Alaw))).collect();
     assert_eq!(frames.len(), 10, "a repeated recording never ends");
     let silent = |f: &Vec<u8>| f.iter().all(|c| *c == Law::Alaw.encode(0));
     // 400 samples then 800 of gap: a period of 1200 (7.5 frames, the last cut short).

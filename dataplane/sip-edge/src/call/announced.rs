@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use switchboard_core::protocol::FallbackPerson;
 use switchboard_sip::call::{Admission, CallEvent, Incoming};
-use switchboard_sip::media::g711::Law;
+use switchboard_sip::media::format::Format;
 use switchboard_sip::media::{FRAME_MS, FRAME_SAMPLES};
 use switchboard_sip::sdp::Negotiated;
 
@@ -35,8 +35,8 @@ fn feed(relay: &mut Relay, player: &mut Player) -> bool {
     if relay.queued_audio() >= FRAME_SAMPLES {
         return true;
     }
-    let Some(law) = relay.phone_law() else { return true };
-    match player.next_frame(law) {
+    let Some(format) = relay.phone_format() else { return true };
+    match player.next_frame(format) {
         Some(frame) => {
             relay.queue_announcement(&frame);
             true
@@ -65,12 +65,12 @@ impl Hold {
     pub(super) fn new(
         settings: &Arc<MediaSettings>,
         incoming: &Incoming,
-        session_law: Law,
+        session_format: Format,
         agent: &str,
     ) -> Option<Self> {
         let media = incoming.media.clone()?;
         let recording = settings.announcements.for_agent(Purpose::Hold, agent)?;
-        let mut relay = Relay::new(Arc::clone(settings), session_law, incoming.source.ip());
+        let mut relay = Relay::new(Arc::clone(settings), session_format, incoming.source.ip());
         relay.media(media);
         Some(Self { relay, player: Player::repeating(recording, GAP), tick: frame_clock() })
     }
@@ -137,8 +137,8 @@ impl Call {
     /// Plays `recording` once to its end on the answered call's `media` (counted as an
     /// outage announcement); `Err` when the caller hangs up first or the edge shuts down.
     pub(super) async fn play_once(&mut self, media: Negotiated, recording: Arc<Recording>) -> Result<(), Diverted> {
-        let law = super::law(media.codec);
-        let mut relay = Relay::new(Arc::clone(&self.settings), law, self.incoming.source.ip());
+        let format = Format::of(media.codec);
+        let mut relay = Relay::new(Arc::clone(&self.settings), format, self.incoming.source.ip());
         relay.media(media);
         tracing::info!(call = %self.call_id, file = recording.file, "playing the outage announcement");
         self.metrics.announcement(Purpose::Outage);

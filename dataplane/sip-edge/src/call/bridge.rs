@@ -14,8 +14,8 @@
 //!   back to the caller's task.
 //! - [`Call::bridged`]: once the person answered, the agent was told `transferred` and its
 //!   session ended, the caller's task relays media between the two legs
-//!   ([`MediaBridge`]: each leg's jitter buffer, μ-law/A-law transcoded where the legs
-//!   differ, keys relayed) until either side hangs up; then BYE to the other. RTP that
+//!   ([`MediaBridge`]: each leg's jitter buffer, μ-law/A-law/G.722 transcoded where the
+//!   legs differ, keys relayed) until either side hangs up; then BYE to the other. RTP that
 //!   stops on either leg for the media timeout ends both.
 //!
 //! A warm transfer takes the same path, with the agent's brief between the person's answer

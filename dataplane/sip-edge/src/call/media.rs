@@ -1,7 +1,7 @@
 //! A call's media apart from its sockets ([`Relay`]): the media session with the phone
 //! (settled, changed, latched to where the phone's RTP really comes from), the agent's
-//! audio held until the media is settled, keys pressed not yet forwarded, the law each side
-//! speaks, the hold chime while a warm transfer holds the caller, and what the media did
+//! audio held until the media is settled, keys pressed not yet forwarded, the format each
+//! side speaks (G.711 in a law, or 16 kHz PCM16 for a G.722 phone), the hold chime while a warm transfer holds the caller, and what the media did
 //! ([`Counts`], for the call's last log line).
 
 use std::collections::VecDeque;
@@ -10,28 +10,21 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use switchboard_sip::media::FRAME_SAMPLES;
+use switchboard_sip::media::format::Format;
 use switchboard_sip::media::g711::Law;
 use switchboard_sip::media::hold::HoldTone;
 use switchboard_sip::media::jitter::Playout;
 use switchboard_sip::media::session::{Ignored, MediaSession, Received};
-use switchboard_sip::sdp::{Codec, Direction, Negotiated};
+use switchboard_sip::sdp::{Direction, Negotiated};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::MediaSettings;
 
-/// The G.711 law of a settled codec.
-pub(crate) fn law(codec: Codec) -> Law {
-    match codec {
-        Codec::Pcmu => Law::Ulaw,
-        Codec::Pcma => Law::Alaw,
-    }
-}
-
-/// G.711 from one law to the other (only when the phone's law changed mid-call, or a
-/// delayed offer settled on the other law than the session's).
-fn convert(from: Law, to: Law, audio: &[u8]) -> Vec<u8> {
-    if from == to { audio.to_vec() } else { audio.iter().map(|c| to.encode(from.decode(*c))).collect() }
+/// Audio from one format to the other (only when the phone's codec changed mid-call, or a
+/// delayed offer settled on another codec than the session's).
+fn convert(from: Format, to: Format, audio: &[u8]) -> Vec<u8> {
+    from.convert(to, audio)
 }
 
 /// A datagram for the phone and where to send it.
@@ -40,8 +33,8 @@ type Packet = (SocketAddr, Vec<u8>);
 /// The media state of a call, apart from the sockets.
 pub(crate) struct Relay {
     settings: Arc<MediaSettings>,
-    session_law: Law,
-    session: Option<(MediaSession, Law, Negotiated)>,
+    session_format: Format,
+    session: Option<(MediaSession, Format, Negotiated)>,
     /// The phone's SIP address: RTP from it (another port) may move the media there.
     signalling_ip: IpAddr,
     /// Whether the media moved to where the phone's RTP really comes from.
@@ -67,8 +60,8 @@ struct Counts {
     frames_to_gateway: u64,
     /// Frames dropped because the gateway did not read.
     dropped_to_gateway: u64,
-    /// Bytes of the agent's audio (G.711: 8 a millisecond).
-    agent_bytes: u64,
+    /// Milliseconds of the agent's audio.
+    agent_ms: u64,
     /// Keys forwarded to the gateway (`bidi_dtmf`; the keys themselves are never logged).
     keys: u64,
     /// Keys dropped because the gateway did not read.
@@ -76,10 +69,10 @@ struct Counts {
 }
 
 impl Relay {
-    pub(crate) fn new(settings: Arc<MediaSettings>, session_law: Law, signalling_ip: IpAddr) -> Self {
+    pub(crate) fn new(settings: Arc<MediaSettings>, session_format: Format, signalling_ip: IpAddr) -> Self {
         Self {
             settings,
-            session_law,
+            session_format,
             session: None,
             signalling_ip,
             latched: false,
@@ -91,21 +84,20 @@ impl Relay {
         }
     }
 
-    /// Puts the phone on hold (the chime, in its law, wherever the agent says nothing) or
-    /// takes it off.
+    /// Puts the phone on hold (the chime, wherever the agent says nothing) or takes it off.
     pub(crate) fn hold(&mut self, on: bool) {
-        let law = self.session.as_ref().map_or(self.session_law, |(_, law, _)| *law);
-        self.hold = on.then(|| HoldTone::new(law));
+        self.hold = on.then(|| HoldTone::new(Law::Ulaw));
     }
 
-    /// The law of the session's audio.
-    pub(crate) fn session_law(&self) -> Law {
-        self.session_law
+    /// The format of the session's audio.
+    pub(crate) fn session_format(&self) -> Format {
+        self.session_format
     }
 
-    /// Bytes of the agent's audio still to be sent to the phone.
+    /// The agent's audio still to be sent to the phone, in 8 kHz samples.
     pub(crate) fn queued(&self) -> usize {
-        self.session.as_ref().map_or(self.pending.len(), |(session, ..)| session.queued())
+        let pending = self.session_format.samples_8k(self.pending.len());
+        self.session.as_ref().map_or(pending, |(session, ..)| session.queued())
     }
 
     /// Whether the media with the phone is settled (the clocks run only then).
@@ -136,10 +128,11 @@ impl Relay {
             ignored = counts.ignored,
             frames_to_gateway = counts.frames_to_gateway,
             dropped_to_gateway = counts.dropped_to_gateway,
-            agent_audio_ms = counts.agent_bytes / 8,
+            agent_audio_ms = counts.agent_ms,
             keys = counts.keys,
             dropped_keys = counts.dropped_keys,
             srtp = self.session.as_ref().is_some_and(|(session, ..)| session.is_secure()),
+            codec = self.session.as_ref().map_or("none", |(_, _, media)| media.codec.name()),
             "media relayed"
         );
     }
@@ -155,12 +148,12 @@ impl Relay {
     }
 
     pub(crate) fn media(&mut self, media: Negotiated) {
-        let phone_law = law(media.codec);
+        let phone_format = Format::of(media.codec);
         match &mut self.session {
             Some((session, current, negotiated)) => {
                 self.latched = false;
                 session.update(media.clone());
-                *current = phone_law;
+                *current = phone_format;
                 *negotiated = media;
             }
             None => {
@@ -172,33 +165,34 @@ impl Relay {
                     fastrand::u32(..),
                 );
                 let pending: Vec<u8> = self.pending.drain(..).collect();
-                session.queue_audio(&convert(self.session_law, phone_law, &pending));
-                self.session = Some((session, phone_law, media));
+                session.queue_audio(&convert(self.session_format, phone_format, &pending));
+                self.session = Some((session, phone_format, media));
                 self.last_rtp = Instant::now();
             }
         }
     }
 
     pub(crate) fn agent_audio(&mut self, audio: &[u8]) {
-        self.counts.agent_bytes += audio.len() as u64;
+        self.counts.agent_ms += (audio.len() / self.session_format.bytes_per_ms()) as u64;
         match &mut self.session {
-            Some((session, phone_law, _)) => {
-                session.queue_audio(&convert(self.session_law, *phone_law, audio));
+            Some((session, phone_format, _)) => {
+                session.queue_audio(&convert(self.session_format, *phone_format, audio));
             }
             None => {
                 self.pending.extend(audio);
-                let over = self.pending.len().saturating_sub(self.settings.media.max_outgoing);
+                let max = self.settings.media.max_outgoing * self.session_format.bytes_per_ms() / 8;
+                let over = self.pending.len().saturating_sub(max);
                 self.pending.drain(..over);
             }
         }
     }
 
-    /// The law the phone speaks, once the media is settled.
-    pub(crate) fn phone_law(&self) -> Option<Law> {
-        self.session.as_ref().map(|(_, law, _)| *law)
+    /// The format the phone's media session takes, once the media is settled.
+    pub(crate) fn phone_format(&self) -> Option<Format> {
+        self.session.as_ref().map(|(_, format, _)| *format)
     }
 
-    /// Queues a frame of one of the edge's announcements (in the phone's law; not the
+    /// Queues a frame of one of the edge's announcements (in the phone's format; not the
     /// agent's audio, not counted as it).
     pub(crate) fn queue_announcement(&mut self, frame: &[u8]) {
         if let Some((session, ..)) = &mut self.session {
@@ -206,9 +200,9 @@ impl Relay {
         }
     }
 
-    /// Bytes of audio waiting to be sent to the phone.
+    /// Audio waiting to be sent to the phone, in 8 kHz samples.
     pub(crate) fn queued_audio(&self) -> usize {
-        self.session.as_ref().map_or(self.pending.len(), |(session, ..)| session.queued())
+        self.queued()
     }
 
     /// The media session with the phone, taken (the bridge to a person carries it on).
@@ -277,20 +271,21 @@ impl Relay {
         }
     }
 
-    /// The caller's frame for the gateway (in the session's law) and the packet for the phone.
+    /// The caller's frame for the gateway (in the session's format) and the packet for the
+    /// phone.
     pub(crate) fn tick(&mut self) -> (Option<Vec<u8>>, Option<Packet>) {
-        let Some((session, phone_law, _)) = &mut self.session else { return (None, None) };
+        let Some((session, phone_format, _)) = &mut self.session else { return (None, None) };
         if let Some(hold) = &mut self.hold
             && session.queued() < FRAME_SAMPLES
         {
-            if hold.law() != *phone_law {
-                *hold = HoldTone::new(*phone_law);
-            }
-            session.queue_audio(&hold.frame());
+            // The chime is μ-law, and converted for a phone that speaks another format.
+            session.queue_audio(&convert(Format::G711(hold.law()), *phone_format, &hold.frame()));
         }
         let tick = session.tick();
         let play = match tick.play {
-            Playout::Frame(frame) | Playout::Concealed(frame) => Some(convert(*phone_law, self.session_law, &frame)),
+            Playout::Frame(frame) | Playout::Concealed(frame) => {
+                Some(convert(*phone_format, self.session_format, &frame))
+            }
             Playout::Waiting => None,
         };
         (play, tick.send)
@@ -327,14 +322,18 @@ impl Relay {
 mod tests {
     use std::time::Duration;
 
+    use switchboard_sip::sdp::Codec;
+
     use super::*;
+
+    const ULAW: Format = Format::G711(Law::Ulaw);
 
     #[test]
     fn laws_convert_only_when_they_differ() {
         let ulaw = [0xFF, 0x80, 0x00, 0x7F];
-        assert_eq!(convert(Law::Ulaw, Law::Ulaw, &ulaw), ulaw);
-        let alaw = convert(Law::Ulaw, Law::Alaw, &ulaw);
-        let back = convert(Law::Alaw, Law::Ulaw, &alaw);
+        assert_eq!(convert(ULAW, ULAW, &ulaw), ulaw);
+        let alaw = convert(ULAW, Format::G711(Law::Alaw), &ulaw);
+        let back = convert(Format::G711(Law::Alaw), ULAW, &alaw);
         for (a, b) in ulaw.iter().zip(&back) {
             let (a, b) = (i32::from(Law::Ulaw.decode(*a)), i32::from(Law::Ulaw.decode(*b)));
             assert!((a - b).abs() <= a.abs() / 8 + 16, "{a} vs {b}");
@@ -356,9 +355,48 @@ mod tests {
     }
 
     #[test]
+    fn a_g722_phone_speaks_16_khz_pcm_with_the_session_both_ways() {
+        use switchboard_sip::media::g722::{Decoder, Encoder};
+        let mut relay =
+            Relay::new(Arc::new(MediaSettings::default()), Format::Wideband, "127.0.0.1".parse().expect("ip"));
+        // The agent's greeting (16 kHz PCM16) comes before the media is settled.
+        let tone: Vec<i16> = (0..320).map(|i| if i % 32 < 16 { 6000 } else { -6000 }).collect();
+        relay.agent_audio(&Format::Wideband.from_16k(&tone.repeat(5)));
+        assert_eq!(relay.queued(), 800, "100 ms, in 8 kHz samples");
+        relay.media(Negotiated { codec: Codec::G722, payload_type: 9, ..negotiated(Direction::SendRecv) });
+        let mut decoder = Decoder::new();
+        let mut heard = Vec::new();
+        for _ in 0..5 {
+            let (_, send) = relay.tick();
+            let (_, packet) = send.expect("a packet");
+            let rtp = switchboard_sip::media::rtp::parse(&packet).expect("RTP");
+            assert_eq!((rtp.payload_type, rtp.payload.len()), (9, 160), "G.722 to the phone");
+            decoder.decode(rtp.payload, &mut heard);
+        }
+        assert!(heard[320..].iter().any(|s| s.abs() > 3000), "the phone hears the greeting");
+        // The phone's G.722 reaches the session as 640 bytes of PCM16 a frame.
+        let mut encoder = Encoder::new();
+        let mut phone = switchboard_sip::media::rtp::RtpSender::new(7, 1, 1);
+        let mut frames = Vec::new();
+        for _ in 0..6 {
+            let mut codes = Vec::new();
+            encoder.encode(&tone, &mut codes);
+            relay.rtp("127.0.0.1:4000".parse().expect("addr"), &phone.media(9, false, &codes, 160), false);
+            frames.extend(relay.tick().0);
+        }
+        assert!(
+            !frames.is_empty() && frames.iter().all(|f| f.len() == 640),
+            "{:?}",
+            frames.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        let last = Format::Wideband.to_16k(frames.last().expect("a frame"));
+        assert!(last.iter().any(|s| s.abs() > 3000), "the agent hears the caller, wideband");
+    }
+
+    #[test]
     fn silent_rtp_times_the_call_out_unless_the_phone_is_not_sending() {
         let settings = MediaSettings { timeout: Duration::from_millis(50), ..MediaSettings::default() };
-        let mut relay = Relay::new(Arc::new(settings), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
+        let mut relay = Relay::new(Arc::new(settings), ULAW, "127.0.0.1".parse().expect("ip"));
         assert!(!relay.timed_out(), "no media yet");
         relay.media(negotiated(Direction::SendRecv));
         assert!(!relay.timed_out());
@@ -374,7 +412,7 @@ mod tests {
 
     #[test]
     fn rtp_from_a_stranger_is_ignored_and_never_latched() {
-        let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "10.0.0.1".parse().expect("ip"));
+        let mut relay = Relay::new(Arc::new(MediaSettings::default()), ULAW, "10.0.0.1".parse().expect("ip"));
         relay.media(negotiated(Direction::SendRecv));
         let mut stranger = switchboard_sip::media::rtp::RtpSender::new(9, 1, 1);
         relay.rtp("192.0.2.77:4000".parse().expect("addr"), &stranger.media(0, false, &[0x00; 160], 160), false);
@@ -387,7 +425,7 @@ mod tests {
     #[test]
     fn a_key_press_is_forwarded_once_however_its_packets_repeat() {
         use switchboard_sip::media::telephone::{Payload, packets};
-        let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
+        let mut relay = Relay::new(Arc::new(MediaSettings::default()), ULAW, "127.0.0.1".parse().expect("ip"));
         let mut media = negotiated(Direction::SendRecv);
         media.telephone_event = Some(101);
         relay.media(media);
@@ -411,7 +449,7 @@ mod tests {
 
     #[test]
     fn on_hold_the_chime_fills_what_the_agent_leaves_silent() {
-        let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
+        let mut relay = Relay::new(Arc::new(MediaSettings::default()), ULAW, "127.0.0.1".parse().expect("ip"));
         relay.media(negotiated(Direction::SendRecv));
         relay.hold(true);
         let mut chime = HoldTone::new(Law::Ulaw);
@@ -429,7 +467,7 @@ mod tests {
 
     #[test]
     fn an_interruption_drops_the_queued_reply_at_once() {
-        let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
+        let mut relay = Relay::new(Arc::new(MediaSettings::default()), ULAW, "127.0.0.1".parse().expect("ip"));
         relay.agent_audio(&[0x10; 1600]);
         assert_eq!(relay.pending.len(), 1600, "held until the media is settled");
         relay.interrupted();

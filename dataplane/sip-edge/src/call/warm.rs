@@ -5,7 +5,7 @@
 //!   wherever the agent says nothing, while the person's phone rings.
 //! - [`Step::Brief`]: the person answered. Their leg takes the caller's place on the
 //!   agent's session: the agent's audio goes to the person (through a [`Relay`] of its
-//!   own, in the person's law), the person's RTP to the session as the caller's did; the
+//!   own, in the person's codec), the person's RTP to the session as the caller's did; the
 //!   caller hears only the chime and is not heard. The brief may last [`BRIEF_LIMIT`]; past
 //!   it the edge ends the session itself.
 //! - [`Step::Unhold`]: the transfer did not happen (or the person hung up during the
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use switchboard_sip::call::CallEvent;
 use switchboard_sip::call::bridge::Step;
 use switchboard_sip::media::FRAME_MS;
-use switchboard_sip::media::g711::Law;
+use switchboard_sip::media::format::Format;
 use switchboard_sip::sdp::Negotiated;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -57,7 +57,7 @@ impl Warm {
         caller: &mut Relay,
         transfers: &Transfers,
         settings: &Arc<MediaSettings>,
-        session_law: Law,
+        session_format: Format,
     ) -> Option<Negotiated> {
         let mut bridge = None;
         for step in steps {
@@ -65,7 +65,7 @@ impl Warm {
                 Step::Hold => caller.hold(true),
                 Step::Brief(media) => {
                     let Some((ports, peer)) = transfers.leg_media() else { continue };
-                    let mut relay = Relay::new(Arc::clone(settings), session_law, peer.ip());
+                    let mut relay = Relay::new(Arc::clone(settings), session_format, peer.ip());
                     relay.media(media);
                     self.person = Some(Person { relay, ports, until: Instant::now() + BRIEF_LIMIT });
                 }

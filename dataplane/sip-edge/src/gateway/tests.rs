@@ -96,11 +96,18 @@ fn the_hold_recording_is_the_agents_the_gateway_names_or_else_the_dialled_ones()
 }
 
 #[test]
-fn the_session_start_asks_for_the_calls_law_both_ways_as_binary_frames() {
-    let json = serde_json::to_value(ClientMessage::SessionStart(session_start("triage", Law::Alaw))).expect("json");
+fn the_session_start_asks_for_the_calls_format_both_ways_as_binary_frames() {
+    use switchboard_sip::media::g711::Law;
+    let json = serde_json::to_value(ClientMessage::SessionStart(session_start("triage", Format::G711(Law::Alaw))))
+        .expect("json");
     assert_eq!(json["agent"], "triage");
     assert_eq!(json["modalities"], serde_json::json!(["audio"]));
     assert_eq!(json["audio"]["input"], serde_json::json!({"encoding": "alaw", "sample_rate": 8000}));
     assert_eq!(json["audio"]["output"], serde_json::json!({"encoding": "alaw", "sample_rate": 8000}));
     assert_eq!(json["audio"]["binary_output"], true);
+    // A G.722 call's session is wideband: the agent hears 16 kHz and answers in it.
+    let json =
+        serde_json::to_value(ClientMessage::SessionStart(session_start("triage", Format::Wideband))).expect("json");
+    assert_eq!(json["audio"]["input"], serde_json::json!({"encoding": "pcm16", "sample_rate": 16000}));
+    assert_eq!(json["audio"]["output"], serde_json::json!({"encoding": "pcm16", "sample_rate": 16000}));
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use switchboard_core::outbound::{AnsweredBy, AnsweringMachine};
 use switchboard_sip::call::{CallEvent, EndReason};
 use switchboard_sip::media::amd::{AmdConfig, BeepWaiter, Detector, MessageStart, Verdict};
-use switchboard_sip::media::g711::Law;
+use switchboard_sip::media::format::Format;
 use switchboard_sip::media::{FRAME_MS, FRAME_SAMPLES, rtcp};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -61,7 +61,7 @@ pub(crate) struct Listening<'a> {
     pub relay: &'a mut Relay,
     pub ports: &'a PortPair,
     pub events: &'a mut mpsc::Receiver<CallEvent>,
-    pub session_law: Law,
+    pub session_format: Format,
     pub shutdown: &'a CancellationToken,
 }
 
@@ -76,7 +76,7 @@ impl Listening<'_> {
     /// Listens until detection decides (and, for a machine with `leave_message`, until the
     /// message may start); see the module docs.
     pub(crate) async fn run(self, config: AmdConfig, leave_message: bool) -> Listened {
-        let Listening { relay, ports, events, session_law, shutdown } = self;
+        let Listening { relay, ports, events, session_format, shutdown } = self;
         let mut stage = Stage::Detecting(Detector::new(config.clone()));
         let mut tick = tokio::time::interval(Duration::from_millis(u64::from(FRAME_MS)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -107,7 +107,7 @@ impl Listening<'_> {
                         let _ = ports.rtp.send_to(&packet, to).await;
                     }
                     let frame: Vec<i16> = match play {
-                        Some(codes) => codes.iter().map(|c| session_law.decode(*c)).collect(),
+                        Some(audio) => session_format.to_8k(&audio),
                         None => silence.clone(),
                     };
                     match &mut stage {
@@ -145,6 +145,7 @@ impl Listening<'_> {
 mod tests {
     use super::*;
     use switchboard_core::outbound::OnMachine;
+    use switchboard_sip::media::g711::Law;
 
     #[test]
     fn an_agents_settings_become_the_detectors_thresholds() {
@@ -218,7 +219,8 @@ mod tests {
                 let _ = phone.send_to(&packet, edge).await;
             }
         });
-        let mut relay = Relay::new(Arc::new(MediaSettings::default()), Law::Ulaw, "127.0.0.1".parse().expect("ip"));
+        let mut relay =
+            Relay::new(Arc::new(MediaSettings::default()), Format::G711(Law::Ulaw), "127.0.0.1".parse().expect("ip"));
         relay.media(media);
         let (_events_tx, mut events) = mpsc::channel(4);
         let shutdown = CancellationToken::new();
@@ -226,7 +228,7 @@ mod tests {
             relay: &mut relay,
             ports: &pair,
             events: &mut events,
-            session_law: Law::Ulaw,
+            session_format: Format::G711(Law::Ulaw),
             shutdown: &shutdown,
         };
         let listened = listening.run(AmdConfig::default(), leave_message).await;

@@ -3,9 +3,9 @@
 //! [`MediaSession`] (its jitter buffer, its RTP stream out, its RTCP), so each side hears
 //! a steady stream however the other's packets arrive; every tick the frame one leg's
 //! jitter buffer plays is queued for the other, transcoded when the legs settled different
-//! G.711 laws (μ-law on one side, A-law on the other). A leg's queue holds at most
-//! [`MAX_QUEUED`] bytes: when the two phones' clocks drift apart, the backlog is dropped
-//! rather than let the delay grow.
+//! codecs (μ-law on one side, A-law or G.722 on the other: [`Format::convert`]). A leg's
+//! queue holds at most [`MAX_QUEUED`] samples: when the two phones' clocks drift apart, the
+//! backlog is dropped rather than let the delay grow.
 //!
 //! Keys (RFC 4733 telephone events) are relayed: a press on one leg is sent to the other
 //! as a press of [`KEY_MS`], when that leg settled telephone events; to a leg that did not,
@@ -22,14 +22,14 @@ use std::time::{Duration, Instant};
 
 use super::FRAME_MS;
 use super::FRAME_SAMPLES;
-use super::g711::Law;
+use super::format::Format;
 use super::jitter::Playout;
 use super::session::{MediaSession, Received, Tick};
 use super::telephone::{Event, Telephone};
 use crate::call::bridge::Leg;
-use crate::sdp::{Codec, Direction, Negotiated};
+use crate::sdp::{Direction, Negotiated};
 
-/// The most audio queued for one leg, in bytes of G.711 (four frames, 80 ms).
+/// The most audio queued for one leg, in 8 kHz samples (four frames, 80 ms).
 pub const MAX_QUEUED: usize = 4 * FRAME_SAMPLES;
 
 /// How long a relayed key press is held, in milliseconds.
@@ -44,7 +44,8 @@ pub struct Counts {
     pub ignored: u64,
     /// Frames of this leg's audio queued for the other leg.
     pub relayed: u64,
-    /// Bytes of this leg's queue dropped because the other side's clock ran ahead.
+    /// Audio of this leg dropped from the other's queue because its clock ran ahead, in 8 kHz
+    /// samples.
     pub dropped: u64,
     /// Key presses from this leg relayed to the other.
     pub keys: u64,
@@ -54,7 +55,7 @@ pub struct Counts {
 
 struct Side {
     session: MediaSession,
-    law: Law,
+    format: Format,
     /// The leg's SIP peer: RTP from it (another port) may move the media there.
     signalling_ip: IpAddr,
     latched: bool,
@@ -64,19 +65,11 @@ struct Side {
     counts: Counts,
 }
 
-fn law(codec: Codec) -> Law {
-    match codec {
-        Codec::Pcmu => Law::Ulaw,
-        Codec::Pcma => Law::Alaw,
-    }
-}
-
 impl Side {
     fn new(now: Instant, session: MediaSession, signalling_ip: IpAddr) -> Self {
-        let law = law(session.media().codec);
         Self {
+            format: session.format(),
             session,
-            law,
             signalling_ip,
             latched: false,
             last_rtp: now,
@@ -167,7 +160,7 @@ impl MediaBridge {
     /// A re-INVITE or UPDATE moved a leg's media.
     pub fn update(&mut self, leg: Leg, media: Negotiated) {
         let side = self.side(leg);
-        side.law = law(media.codec);
+        side.format = Format::of(media.codec);
         side.latched = false;
         side.session.update(media);
     }
@@ -263,7 +256,7 @@ impl MediaBridge {
     }
 }
 
-/// Queues what `from` played for `to`, in `to`'s law; past [`MAX_QUEUED`] `to`'s backlog is
+/// Queues what `from` played for `to`, in `to`'s format; past [`MAX_QUEUED`] `to`'s backlog is
 /// dropped first.
 fn relay(from: &mut Side, to: &mut Side, play: Playout) {
     let frame = match play {
@@ -271,12 +264,11 @@ fn relay(from: &mut Side, to: &mut Side, play: Playout) {
         Playout::Waiting => return,
     };
     let backlog = to.session.queued();
-    if backlog + frame.len() > MAX_QUEUED {
+    if backlog + from.format.samples_8k(frame.len()) > MAX_QUEUED {
         to.session.clear_audio();
         from.counts.dropped += backlog as u64;
     }
-    let frame: Vec<u8> =
-        if from.law == to.law { frame } else { frame.iter().map(|c| to.law.encode(from.law.decode(*c))).collect() };
+    let frame = if from.format == to.format { frame } else { from.format.convert(to.format, &frame) };
     to.session.queue_audio(&frame);
     from.counts.relayed += 1;
 }

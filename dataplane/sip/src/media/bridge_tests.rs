@@ -2,9 +2,12 @@
 //! dropped, latching per leg, the backlog bounded, a silent leg found.
 
 use super::*;
+use crate::media::g711::Law;
+use crate::media::g722;
 use crate::media::rtp::{RtpSender, parse};
 use crate::media::session::MediaConfig;
 use crate::media::telephone::{Payload, packets};
+use crate::sdp::Codec;
 
 const CALLER: &str = "127.0.0.1:4000";
 const PERSON: &str = "127.0.0.2:6000";
@@ -13,7 +16,7 @@ fn negotiated(remote: &str, codec: Codec, telephone_event: Option<u8>) -> Negoti
     Negotiated {
         remote: remote.parse().expect("addr"),
         codec,
-        payload_type: if codec == Codec::Pcmu { 0 } else { 8 },
+        payload_type: codec.payload_type(),
         telephone_event,
         remote_ptime: None,
         direction: Direction::SendRecv,
@@ -55,6 +58,39 @@ fn talk(bridge: &mut MediaBridge, leg: Leg, phone: &mut RtpSender, pt: u8, audio
 
 fn loud(law: Law, payload: &[u8]) -> bool {
     payload.iter().map(|c| i32::from(law.decode(*c)).abs()).max().unwrap_or(0) > 4000
+}
+
+#[test]
+fn a_g722_caller_and_a_g711_person_hear_each_other() {
+    let mut bridge = bridge(Codec::G722, Codec::Pcmu, Some(101));
+    // The caller's phone encodes a 16 kHz square-ish wave in G.722, with its own encoder.
+    let mut encoder = g722::Encoder::new();
+    let wave: Vec<i16> = (0..320).map(|i| if i % 40 < 20 { 8000 } else { -8000 }).collect();
+    let mut caller = RtpSender::new(10, 1, 0);
+    let from: SocketAddr = CALLER.parse().expect("addr");
+    let mut heard = Vec::new();
+    for _ in 0..10 {
+        let mut codes = Vec::new();
+        encoder.encode(&wave, &mut codes);
+        assert_eq!(codes.len(), 160, "20 ms of G.722");
+        let packet = caller.media(9, false, &codes, FRAME_SAMPLES as u32);
+        assert_eq!(bridge.receive(Instant::now(), Leg::Caller, from, &packet), Received::Audio);
+        heard.extend(bridge.tick().into_iter().filter(|(to, ..)| *to == Leg::Person).map(|(.., sent)| sent));
+    }
+    let loud_frames = heard.iter().filter(|p| loud(Law::Ulaw, parse(p).expect("RTP").payload)).count();
+    assert!(loud_frames >= 6, "the person hears the caller in μ-law: {loud_frames} loud frames");
+    // The person's μ-law reaches the caller as G.722 its phone's decoder hears.
+    let mut person = RtpSender::new(20, 1, 0);
+    let heard = talk(&mut bridge, Leg::Person, &mut person, 0, &frame(Law::Ulaw, -6000), 10);
+    let mut decoder = g722::Decoder::new();
+    let mut loudest = 0;
+    for payload in &heard {
+        assert_eq!(payload.len(), 160, "G.722 to the caller");
+        let mut samples = Vec::new();
+        decoder.decode(payload, &mut samples);
+        loudest = loudest.max(samples.iter().map(|s| i32::from(*s).abs()).max().unwrap_or(0));
+    }
+    assert!(loudest > 4000, "the caller hears the person: {loudest}");
 }
 
 #[test]

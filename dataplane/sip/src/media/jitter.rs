@@ -1,8 +1,10 @@
-//! A jitter buffer for one incoming G.711 stream: packets in as they arrive, one frame
+//! A jitter buffer for one incoming stream: packets in as they arrive, one frame
 //! out per tick ([`FRAME_MS`](super::FRAME_MS)). It puts packets back in order within its
 //! window, drops duplicates and packets too late to play, follows the sequence number
 //! across its wrap at 65535, holds at most [`JitterConfig::capacity`] frames, and fills a
-//! missing frame by repeating the last one, fading it out, then silence. When nothing
+//! missing frame of G.711 by repeating the last one, fading it out, then silence (a codec
+//! whose bytes cannot be faded, G.722, is concealed by the owner after decoding, with the
+//! same [`fade`] and [`JitterBuffer::concealed`]). When nothing
 //! has come for a while (the caller's phone stopped sending in silence) it stops and
 //! buffers again, so a late burst does not grow the delay.
 
@@ -58,7 +60,7 @@ pub enum Playout {
 
 /// The gain of the n-th concealed frame in a row (1-based): the last frame repeated,
 /// fading to silence by the fifth.
-fn fade(n: usize) -> f32 {
+pub fn fade(n: usize) -> f32 {
     match n {
         1 => 1.0,
         2 => 0.7,
@@ -72,7 +74,7 @@ fn fade(n: usize) -> f32 {
 #[derive(Clone, Debug)]
 pub struct JitterBuffer {
     config: JitterConfig,
-    law: Law,
+    law: Option<Law>,
     frames: BTreeMap<u64, Vec<u8>>,
     /// The extended sequence number of the next frame to play; `None` before the first
     /// packet.
@@ -84,8 +86,9 @@ pub struct JitterBuffer {
 }
 
 impl JitterBuffer {
-    /// An empty buffer for a stream of this law.
-    pub fn new(law: Law, config: JitterConfig) -> Self {
+    /// An empty buffer for a stream of G.711 in this law, or (`None`) of a codec the owner
+    /// conceals itself: its concealed frames are empty.
+    pub fn new(law: Option<Law>, config: JitterConfig) -> Self {
         Self {
             config,
             law,
@@ -101,6 +104,12 @@ impl JitterBuffer {
     /// Frames held.
     pub fn len(&self) -> usize {
         self.frames.len()
+    }
+
+    /// Missing frames concealed in a row, up to the last one played (0 after a frame that
+    /// came): the `n` of [`fade`].
+    pub fn concealed(&self) -> usize {
+        self.concealed
     }
 
     /// Whether no frame is held.
@@ -181,9 +190,10 @@ impl JitterBuffer {
             self.playing = false;
             self.next = Some(next + 1 - self.concealed as u64);
         }
+        let Some(law) = self.law else { return Playout::Concealed(Vec::new()) };
         let mut frame =
-            if self.last.is_empty() { vec![self.law.silence(); super::FRAME_SAMPLES] } else { self.last.clone() };
-        self.law.scale(&mut frame, fade(self.concealed));
+            if self.last.is_empty() { vec![law.silence(); super::FRAME_SAMPLES] } else { self.last.clone() };
+        law.scale(&mut frame, fade(self.concealed));
         Playout::Concealed(frame)
     }
 }

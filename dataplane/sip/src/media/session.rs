@@ -1,8 +1,10 @@
 //! One call's media both ways, without sockets: RTP from the phone in (only from the
 //! address the dialogue settled; only the settled codec and telephone-event payload
 //! types), through the jitter buffer to one frame a tick for the gateway; the agent's
-//! G.711 audio out, paced into one RTP packet a tick (silence when there is none, so
-//! NATs and media gateways keep the stream), and telephone events out. When offer/answer
+//! audio out, paced into one RTP packet a tick (silence when there is none, so
+//! NATs and media gateways keep the stream), and telephone events out. The owner's audio is
+//! in the session's [`Format`]: G.711 as the phone sends it, or 16 kHz PCM16 on a G.722
+//! call, decoded and encoded here ([`coder`]). When offer/answer
 //! settled SRTP, every packet in is unprotected before anything reads it (one that fails
 //! is dropped, [`Ignored::Srtp`]) and every packet out protected ([`super::srtp`]).
 
@@ -10,22 +12,26 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::g711::Law;
+use super::format::Format;
 use super::jitter::{JitterBuffer, JitterConfig, Playout, Pushed};
 use super::rtcp::{self, Compound, ReceiverStats, SenderInfo};
 use super::rtp::{self, RtpSender};
 use super::srtp::{SrtpCounts, SrtpError, SrtpSession};
 use super::telephone::{self, Event, Telephone};
 use super::{CLOCK_RATE, FRAME_MS, FRAME_SAMPLES};
-use crate::sdp::{Codec, Direction, Negotiated};
+use crate::sdp::{Direction, Negotiated};
+
+mod coder;
+use coder::Coder;
 
 /// How one call's media behaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MediaConfig {
     /// The jitter buffer.
     pub jitter: JitterConfig,
-    /// The most outgoing audio held, in bytes of G.711 (8000 a second): the agent's reply
-    /// arrives faster than it is spoken. Default 10 s (80 KB).
+    /// The most outgoing audio held, in bytes of G.711 (8000 a second; four times as many
+    /// bytes of 16 kHz PCM16 on a G.722 call): the agent's reply arrives faster than it is
+    /// spoken. Default 10 s (80 KB).
     pub max_outgoing: usize,
     /// Send silence when there is no audio to send (keeps NAT bindings and media
     /// gateways' timers alive).
@@ -72,7 +78,7 @@ pub enum Received {
 /// One tick's work.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tick {
-    /// The caller's audio for the gateway (G.711 in the call's law).
+    /// The caller's audio for the gateway (in the session's [`Format`]).
     pub play: Playout,
     /// An RTP packet to send to the phone, and where.
     pub send: Option<(SocketAddr, Vec<u8>)>,
@@ -83,7 +89,7 @@ pub struct Tick {
 pub struct MediaSession {
     config: MediaConfig,
     media: Negotiated,
-    law: Law,
+    coder: Coder,
     jitter: JitterBuffer,
     receiver: telephone::Receiver,
     sender: RtpSender,
@@ -94,22 +100,15 @@ pub struct MediaSession {
     srtp: Option<SrtpSession>,
 }
 
-fn law(codec: Codec) -> Law {
-    match codec {
-        Codec::Pcmu => Law::Ulaw,
-        Codec::Pcma => Law::Alaw,
-    }
-}
-
 impl MediaSession {
     /// Media for what offer/answer settled; the outgoing stream starts at this SSRC,
     /// sequence number and timestamp (random in practice: the owner draws them).
     pub fn new(config: MediaConfig, media: Negotiated, ssrc: u32, sequence: u16, timestamp: u32) -> Self {
-        let law = law(media.codec);
+        let coder = Coder::new(media.codec);
         Self {
             config,
-            law,
-            jitter: JitterBuffer::new(law, config.jitter),
+            jitter: coder.jitter(config.jitter),
+            coder,
             receiver: telephone::Receiver::new(),
             sender: RtpSender::new(ssrc, sequence, timestamp),
             remote_ssrc: None,
@@ -129,8 +128,8 @@ impl MediaSession {
     /// A re-INVITE or UPDATE moved the media (hold, a new address or codec).
     pub fn update(&mut self, media: Negotiated) {
         if media.codec != self.media.codec {
-            self.law = law(media.codec);
-            self.jitter = JitterBuffer::new(self.law, self.config.jitter);
+            self.coder = Coder::new(media.codec);
+            self.jitter = self.coder.jitter(self.config.jitter);
             self.outgoing.clear();
         }
         // New keys (a re-INVITE's new offer) start new contexts where they changed; the same
@@ -182,7 +181,8 @@ impl MediaSession {
         }
         if self.remote_ssrc.is_some_and(|ssrc| ssrc != packet.ssrc) {
             // A new source (the phone restarted its stream): start the buffer again.
-            self.jitter = JitterBuffer::new(self.law, self.config.jitter);
+            self.jitter = self.coder.jitter(self.config.jitter);
+            self.coder.restart();
         }
         self.remote_ssrc = Some(packet.ssrc);
         let stats = match self.stats.take() {
@@ -261,11 +261,17 @@ impl MediaSession {
         self.srtp.as_mut().map(SrtpSession::take_counts)
     }
 
-    /// Queues the agent's audio (G.711 in the call's law, any length); past
+    /// The format of the audio the owner queues and is played ([`Format::of`] the codec).
+    pub fn format(&self) -> Format {
+        self.coder.format()
+    }
+
+    /// Queues the agent's audio (in [`MediaSession::format`], any length); past
     /// [`MediaConfig::max_outgoing`] the oldest is dropped. Returns the bytes dropped.
     pub fn queue_audio(&mut self, audio: &[u8]) -> usize {
         self.outgoing.extend(audio);
-        let over = self.outgoing.len().saturating_sub(self.config.max_outgoing);
+        let max = self.config.max_outgoing * self.format().bytes_per_ms() / 8;
+        let over = self.outgoing.len().saturating_sub(max);
         self.outgoing.drain(..over);
         over
     }
@@ -281,9 +287,11 @@ impl MediaSession {
         self.stats.as_ref()
     }
 
-    /// Bytes of the agent's audio waiting to be sent.
+    /// How much of the agent's audio waits to be sent, in 8 kHz samples (bytes of G.711;
+    /// a quarter of the bytes of 16 kHz PCM16), so that it compares with [`FRAME_SAMPLES`]
+    /// whatever the codec.
     pub fn queued(&self) -> usize {
-        self.outgoing.len()
+        self.format().samples_8k(self.outgoing.len())
     }
 
     fn may_send(&self) -> bool {
@@ -296,20 +304,23 @@ impl MediaSession {
     /// Every [`FRAME_MS`]: the caller's next frame, and the next packet to the phone.
     pub fn tick(&mut self) -> Tick {
         let play = self.jitter.pop();
+        let play = self.coder.play(play, self.jitter.concealed());
         let samples = FRAME_SAMPLES as u32;
+        let (format, bytes) = (self.format(), self.format().frame_bytes());
         let frame: Option<Vec<u8>> = if self.outgoing.is_empty() {
-            self.config.send_silence.then(|| vec![self.law.silence(); FRAME_SAMPLES])
+            self.config.send_silence.then(|| vec![format.silence_byte(); bytes])
         } else {
-            let n = FRAME_SAMPLES.min(self.outgoing.len());
+            let n = bytes.min(self.outgoing.len());
             let mut frame: Vec<u8> = self.outgoing.drain(..n).collect();
-            frame.resize(FRAME_SAMPLES, self.law.silence());
+            frame.resize(bytes, format.silence_byte());
             Some(frame)
         };
         let send = match frame {
             Some(frame) if self.may_send() => {
                 let marker = !self.talking;
                 self.talking = true;
-                let packet = self.sender.media(self.media.payload_type, marker, &frame, samples);
+                let payload = self.coder.payload(frame);
+                let packet = self.sender.media(self.media.payload_type, marker, &payload, samples);
                 self.protect(packet, false).map(|packet| (self.media.remote, packet))
             }
             _ => {

@@ -1,10 +1,15 @@
-//! Offer/answer (RFC 3264) for the edge's one audio stream: G.711 μ-law (PCMU) or A-law
-//! (PCMA) at 8 kHz, which the gateway's session protocol takes and gives as they are
-//! (`session_start.audio` `mulaw`/`alaw` at 8000, binary frames), so the edge never
-//! transcodes; and RFC 4733 telephone-event/8000 for digits. The first audio stream over
-//! RTP (AVP, or SAVP with SRTP keys: [`super::secure`]) with a common codec and keys the
-//! edge takes is taken, in the offerer's order of preference; every other m= line is
-//! refused with port 0, as RFC 3264 §6 says.
+//! Offer/answer (RFC 3264) for the edge's one audio stream: G.722 (payload type 9, 16 kHz
+//! audio on an 8000 RTP clock, RFC 3551 §4.5.2), G.711 μ-law (PCMU) or A-law (PCMA) at
+//! 8 kHz; and RFC 4733 telephone-event/8000 for digits. G.711 goes to the gateway's session
+//! protocol as it is (`session_start.audio` `mulaw`/`alaw` at 8000, binary frames); G.722 is
+//! decoded to PCM16 at 16 kHz and back ([`crate::media::format`]). The first audio stream
+//! over RTP (AVP, or SAVP with SRTP keys: [`super::secure`]) with a common codec and keys the
+//! edge takes is taken; every other m= line is refused with port 0, as RFC 3264 §6 says.
+//!
+//! Which codec: G.722 whenever the stream offers it and the edge takes it,
+//! wherever it stands in the offer, because the agent then hears the caller at 16 kHz (the
+//! voice model's own input rate) instead of 8 kHz audio resampled up, and the caller hears
+//! the reply at 16 kHz instead of 8; otherwise the first G.711 law in the offerer's order.
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
@@ -20,6 +25,8 @@ pub enum Codec {
     Pcmu,
     /// G.711 A-law, static payload type 8.
     Pcma,
+    /// G.722 at 64 kbit/s, static payload type 9 (16 kHz audio, RTP clock 8000).
+    G722,
 }
 
 impl Codec {
@@ -28,6 +35,7 @@ impl Codec {
         match self {
             Self::Pcmu => "PCMU",
             Self::Pcma => "PCMA",
+            Self::G722 => "G722",
         }
     }
 
@@ -36,21 +44,25 @@ impl Codec {
         match self {
             Self::Pcmu => 0,
             Self::Pcma => 8,
+            Self::G722 => 9,
         }
     }
 
     /// The gateway session protocol's name for this encoding (`session_start.audio`).
     pub fn session_encoding(self) -> &'static str {
-        match self {
-            Self::Pcmu => "mulaw",
-            Self::Pcma => "alaw",
-        }
+        crate::media::format::Format::of(self).session_encoding().0
+    }
+
+    /// Whether it carries wideband (16 kHz) audio.
+    pub fn is_wideband(self) -> bool {
+        self == Self::G722
     }
 
     fn from_name(name: &str, clock_rate: u32) -> Option<Self> {
         match (name.to_ascii_uppercase().as_str(), clock_rate) {
             ("PCMU", 8000) => Some(Self::Pcmu),
             ("PCMA", 8000) => Some(Self::Pcma),
+            ("G722", 8000) => Some(Self::G722),
             _ => None,
         }
     }
@@ -118,12 +130,16 @@ fn offered_names(sdp: &SessionDescription) -> String {
     names.join(", ")
 }
 
-/// The common codec and telephone-event of one audio m= section, in its own order.
+/// The common codec and telephone-event of one audio m= section: a wideband codec wherever
+/// it stands, else the first common one in the section's own order (see the module docs).
 fn pick(media: &Media, wanted: &[Codec]) -> Option<(Codec, u8, Option<u8>)> {
     let maps = || media.formats.iter().filter_map(|f| f.parse().ok()).filter_map(|pt| media.rtpmap(pt));
-    let (codec, pt) = maps().find_map(|m| {
-        Codec::from_name(&m.encoding, m.clock_rate).filter(|c| wanted.contains(c)).map(|c| (c, m.payload_type))
-    })?;
+    let common = || {
+        maps().filter_map(|m| {
+            Codec::from_name(&m.encoding, m.clock_rate).filter(|c| wanted.contains(c)).map(|c| (c, m.payload_type))
+        })
+    };
+    let (codec, pt) = common().find(|(c, _)| c.is_wideband()).or_else(|| common().next())?;
     let event = maps()
         .find(|m| m.encoding.eq_ignore_ascii_case("telephone-event") && m.clock_rate == 8000)
         .map(|m| m.payload_type);

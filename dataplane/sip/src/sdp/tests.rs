@@ -52,6 +52,34 @@ fn the_answer_takes_the_offerers_first_common_codec_and_telephone_events() {
 }
 
 #[test]
+fn g722_wins_wherever_it_stands_in_the_offer_and_g711_keeps_the_offerers_order() {
+    let edge = LocalMedia { codecs: vec![Codec::G722, Codec::Pcmu, Codec::Pcma], ..local() };
+    // baresip with g711 and g722 loaded offers PCMU first, G722 after, without an rtpmap
+    // for the static type 9.
+    let offer = BARESIP.replace("RTP/AVP 0 8 101", "RTP/AVP 0 8 9 101");
+    let (n, body) = edge.answer(&parse(&offer)).unwrap();
+    assert_eq!((n.codec, n.payload_type, n.telephone_event), (Codec::G722, 9, Some(101)));
+    assert!(body.contains("m=audio 20000 RTP/AVP 9 101\r\na=rtpmap:9 G722/8000\r\n"), "{body}");
+    // A G.722-only phone gets G.722; one without it keeps G.711 in its own order.
+    let only = BARESIP.replace("RTP/AVP 0 8 101", "RTP/AVP 9 101").replace("a=rtpmap:0 PCMU/8000\r\n", "");
+    assert_eq!(edge.answer(&parse(&only)).unwrap().0.codec, Codec::G722);
+    assert_eq!(edge.answer(&parse(BARESIP)).unwrap().0.codec, Codec::Pcmu);
+    assert_eq!(edge.answer(&parse(CARRIER)).unwrap().0.codec, Codec::Pcma);
+    // G.722 at another clock is not G.722 (RFC 3551's clock is 8000 whatever it samples).
+    let odd =
+        BARESIP.replace("RTP/AVP 0 8 101", "RTP/AVP 96 101").replace("a=rtpmap:0 PCMU/8000", "a=rtpmap:96 G722/16000");
+    assert!(edge.answer(&parse(&odd)).is_err());
+    // An edge without G.722 answers the same offer in G.711, and refuses G.722 alone.
+    assert_eq!(local().answer(&parse(&offer)).unwrap().0.codec, Codec::Pcmu);
+    let refused = local().answer(&parse(&only)).unwrap_err();
+    assert_eq!(refused.status(), 488);
+    assert!(refused.to_string().contains("G722/8000"), "{refused}");
+    // The edge's offer lists G.722 first, with its rtpmap.
+    let offered = edge.offer();
+    assert!(offered.contains("RTP/AVP 9 0 8 101\r\na=rtpmap:9 G722/8000\r\n"), "{offered}");
+}
+
+#[test]
 fn a_carrier_offer_gets_pcma_the_media_level_address_and_a_refused_video_line() {
     let (n, body) = local().answer(&parse(CARRIER)).unwrap();
     assert_eq!((n.codec, n.payload_type), (Codec::Pcma, 8), "PCMA comes before PCMU in this offer");

@@ -8,7 +8,7 @@ fn frame(n: u8) -> Vec<u8> {
 }
 
 fn buffer() -> JitterBuffer {
-    JitterBuffer::new(Law::Ulaw, JitterConfig { depth: 2, capacity: 8, max_payload: 320, max_concealed: 3 })
+    JitterBuffer::new(Some(Law::Ulaw), JitterConfig { depth: 2, capacity: 8, max_payload: 320, max_concealed: 3 })
 }
 
 /// The first byte of each tick's frame; `None` for waiting, `Some(None)` for concealed.
@@ -55,7 +55,7 @@ fn duplicates_and_late_packets_are_dropped() {
 
 #[test]
 fn a_lost_frame_is_concealed_by_the_last_one_fading() {
-    let mut b = JitterBuffer::new(Law::Ulaw, JitterConfig { depth: 1, ..JitterConfig::default() });
+    let mut b = JitterBuffer::new(Some(Law::Ulaw), JitterConfig { depth: 1, ..JitterConfig::default() });
     let loud = vec![g711::linear_to_ulaw(20000); 160];
     b.push(1, &loud);
     b.push(4, &loud);
@@ -120,7 +120,7 @@ proptest! {
         repeats in proptest::collection::vec(0usize..60, 0..10),
     ) {
         let config = JitterConfig { depth: 3, capacity: 8, max_payload: 160, max_concealed: 20 };
-        let mut b = JitterBuffer::new(Law::Alaw, config);
+        let mut b = JitterBuffer::new(Some(Law::Alaw), config);
         let mut order: Vec<usize> = (0..count).collect();
         for (i, d) in swaps {
             let (i, j) = (i % count, (i + d) % count);

@@ -3,6 +3,7 @@
 use super::*;
 use crate::media::jitter::JitterConfig;
 use crate::media::rtcp::ReportBlock;
+use crate::sdp::Codec;
 
 fn phone() -> SocketAddr {
     "198.51.100.20:35012".parse().unwrap()
@@ -258,4 +259,58 @@ mod srtp {
         s.update(Negotiated { srtp: None, ..negotiated(Direction::SendRecv) });
         assert!(!s.is_secure(), "plain RTP again");
     }
+}
+
+fn g722_session() -> MediaSession {
+    let config = MediaConfig { jitter: JitterConfig { depth: 1, ..JitterConfig::default() }, ..MediaConfig::default() };
+    let media = Negotiated { codec: Codec::G722, payload_type: 9, ..negotiated(Direction::SendRecv) };
+    MediaSession::new(config, media, 0xABCD, 1000, 0)
+}
+
+#[test]
+fn g722_is_decoded_to_16_khz_pcm_and_encoded_from_it() {
+    use crate::media::g722::{Decoder, Encoder};
+    let mut s = g722_session();
+    assert_eq!(s.format(), Format::Wideband);
+    // The phone's 20 ms of a 1 kHz tone, in G.722: 160 bytes, played as 640 bytes of PCM16.
+    let tone: Vec<i16> = (0..320)
+        .map(|i| (8000.0 * (2.0 * std::f64::consts::PI * 1000.0 * f64::from(i) / 16_000.0).sin()) as i16)
+        .collect();
+    let mut encoder = Encoder::new();
+    let mut played = Vec::new();
+    for seq in 1..=5u16 {
+        let mut codes = Vec::new();
+        encoder.encode(&tone, &mut codes);
+        assert_eq!(s.receive(Instant::now(), phone(), &packet(9, seq, u32::from(seq) * 160, &codes)), Received::Audio);
+        match s.tick().play {
+            Playout::Frame(frame) => played.push(frame),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(played.iter().all(|f| f.len() == 640), "16 kHz PCM16");
+    let last = Format::Wideband.to_16k(&played[4]);
+    let peak = last.iter().map(|s| i32::from(*s).abs()).max().unwrap_or(0);
+    assert!((6000..10000).contains(&peak), "the tone decoded: peak {peak}");
+    // A lost frame: the last one repeated, faded, in PCM16.
+    match s.tick().play {
+        Playout::Concealed(frame) => assert_eq!(frame, played[4], "the first concealed frame is the last at full gain"),
+        other => panic!("{other:?}"),
+    }
+    // The agent's PCM16 goes out as G.722: 160 bytes a tick, that a decoder hears.
+    let agent: Vec<u8> = Format::Wideband.from_16k(&tone.repeat(3));
+    s.queue_audio(&agent);
+    assert_eq!(s.queued(), 480, "in 8 kHz samples: 60 ms");
+    let mut decoder = Decoder::new();
+    let mut heard = Vec::new();
+    for _ in 0..3 {
+        let (_, bytes) = s.tick().send.expect("a packet");
+        let p = rtp::parse(&bytes).unwrap();
+        assert_eq!((p.payload_type, p.payload.len()), (9, 160));
+        decoder.decode(p.payload, &mut heard);
+    }
+    let peak = heard[640..].iter().map(|s| i32::from(*s).abs()).max().unwrap_or(0);
+    assert!((5000..13000).contains(&peak), "the phone hears the agent's tone (adapting from silence): peak {peak}");
+    // Then silence, still G.722 (the encoder runs on).
+    let (_, bytes) = s.tick().send.expect("silence");
+    assert_eq!(rtp::parse(&bytes).unwrap().payload.len(), 160);
 }
