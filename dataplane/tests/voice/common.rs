@@ -129,8 +129,9 @@ pub async fn banking_speaking_first(yaml: &str, speak_first: bool) -> Running {
     banking_edited(yaml, |copy| {
         let triage = copy.join("triage.yaml");
         let text = std::fs::read_to_string(&triage).expect("reads triage.yaml");
-        let (head, tail) = text.split_once("\n  greeting: ").expect("triage's Persona has a greeting");
-        let text = format!("{head}\n  speakFirst: {speak_first}\n  greeting: {tail}");
+        assert!(text.contains("\n  speakFirst: true\n"), "the Example Bank's triage speaks first");
+        let text = text.replacen("\n  speakFirst: true\n", &format!("\n  speakFirst: {speak_first}\n"), 1);
+        assert!(text.contains("\n  greeting: "), "triage's Persona has a greeting");
         std::fs::write(&triage, text).expect("writes triage.yaml");
     })
     .await

@@ -33,12 +33,14 @@
 //! trunks, one whose certificate is not trusted), [`tls`] (SIP over TLS), [`srtp`] (SRTP on
 //! calls over TLS, refused where keys would travel in the clear) and [`local`] (local mode's
 //! own edge, answering
-//! and placing calls, and dialling a person to bridge a caller to).
+//! and placing calls, and dialling a person to bridge a caller to) and [`example`] (the
+//! Example Bank as it ships: its number, triage speaking first, its advisor).
 
 mod amd;
 mod announce;
 mod bridge;
 mod calls;
+mod example;
 mod keypad;
 mod local;
 mod outage;
