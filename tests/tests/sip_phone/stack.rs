@@ -123,7 +123,12 @@ pub(crate) fn stack_edited(
     let triage = agents.join("triage.yaml");
     let text = std::fs::read_to_string(&triage).expect("triage.yaml");
     let claimed = with_telephony(&text, &format!("    numbers: [\"{TRIAGE_NUMBER}\"]\n{triage_telephony}"));
-    std::fs::write(&triage, edit(claimed)).expect("write");
+    // The example's triage speaks first; these tests were written for one that listens first
+    // (their phones speak at once), so this copy does unless `edit` turns it back on
+    // (amd.rs). example.rs and local.rs call the example as it ships.
+    let listening = claimed.replacen("\n  speakFirst: true\n", "\n  speakFirst: false\n", 1);
+    assert_ne!(listening, claimed, "the Example Bank's triage speaks first");
+    std::fs::write(&triage, edit(listening)).expect("write");
     let record = format!("sqlite:{}", dir.join("record.db").display());
     let agents_arg = agents.to_string_lossy().into_owned();
     let local = Process::start(
