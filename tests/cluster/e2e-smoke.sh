@@ -139,8 +139,14 @@ until KEY_CM="$(k -n "$RNS" get configmap -o name | sed -n 's|^configmap/\(.*-ga
 done
 k -n "$NS" create configmap switchboard-gateway-public-key --from-literal=public-key="$GATEWAY_KEY" >/dev/null
 k -n "$NS" apply -k "$ROOT/examples/banking/tools" >/dev/null
-# triage also answers a phone number of this run's (spec.telephony.numbers), for the call
-# through the chart's SIP edge below; patched with the credentials, in the same rollout.
+# triage answers a phone number of this run's (spec.telephony.numbers, in place of the
+# example's +442079460000), for the call through the chart's SIP edge below; patched with the
+# credentials, in the same rollout. Why not the example's number: the chart's operator is
+# cluster-wide, and a number is one Agent's in an operator's view, the earliest claim keeping
+# it; this control plane still holds copies of the example from the test stage (namespaces
+# being deleted, or left by a run that was killed), older than this one, so this triage
+# would wait with NumberTaken. (The merge patch replaces the list of numbers and keeps the
+# example's people.)
 TRIAGE_NUMBER="+4420794$(od -An -N4 -tu4 /dev/urandom | tr -d ' ' | tail -c 7)"
 for agent in $(k -n "$NS" get agents -o name); do
   telephony=""

@@ -20,7 +20,7 @@ use switchboard_operator::build::network_policy::NAME as NETWORK_POLICY;
 use switchboard_operator::gateway_key::REASON_KEY_MISSING;
 use switchboard_tests::cluster::{TestNamespace, cluster, kubectl};
 use switchboard_tests::helm::{KEY, chart, cluster_wide_operator_turn, helm};
-use switchboard_tests::manifests::{apply_path, install_crds};
+use switchboard_tests::manifests::{apply_yaml, install_crds};
 use switchboard_tests::operator::{self, routing_table};
 use switchboard_tests::{repo_root, wait};
 
@@ -131,7 +131,7 @@ async fn install_and_reconcile_as_the_chart(namespaced: bool) {
     let metrics = switchboard_operator::metrics::Metrics::new().expect("metrics");
     let task = tokio::spawn(switchboard_operator::run::run(args, as_chart, metrics, shutdown.clone()));
 
-    apply_path(&ns.client(), &agents_ns.name, &repo_root().join("examples/banking")).await.expect("examples apply");
+    apply_examples(&ns.client(), &agents_ns.name, !namespaced).await;
     let agents: Api<Agent> = Api::namespaced(ns.client(), &agents_ns.name);
     // The chart's ConfigMap is empty until the gateway starts: the operator reads it (its
     // rights suffice) and the Agents wait for the key.
@@ -295,6 +295,32 @@ async fn impersonating(kubeconfig: &std::path::Path, namespace: &str, account: &
 }
 
 /// Waits until the 4 banking Agents' `Accepted` conditions all pass `check`.
+/// The Example Bank, applied into `namespace`. `own_number`: triage claims a number of the
+/// namespace's own in place of the example's. A cluster-wide operator sees every namespace of
+/// this shared control plane, where other tests apply the example at the same time (and
+/// namespaces of tests that just ended are still being deleted); a number is one Agent's in
+/// an operator's view, the earliest claim keeping it, so this copy's triage would be refused
+/// (`NumberTaken`) whenever another copy is older. The number stays in the same fictional
+/// range (Ofcom's drama range, +44 20 7946 0xxx), picked by the namespace's name.
+async fn apply_examples(client: &Client, namespace: &str, own_number: bool) {
+    const EXAMPLE_NUMBER: &str = "\"+442079460000\"";
+    let examples = repo_root().join("examples/banking");
+    for entry in std::fs::read_dir(&examples).expect("the examples") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let mut text = std::fs::read_to_string(&path).expect("an example");
+        if own_number && path.ends_with("triage.yaml") {
+            let pick = namespace.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % 999 + 1;
+            let own = text.replace(EXAMPLE_NUMBER, &format!("\"+442079460{pick:03}\""));
+            assert_ne!(own, text, "the example's triage claims {EXAMPLE_NUMBER}");
+            text = own;
+        }
+        apply_yaml(client, namespace, &text).await.unwrap_or_else(|e| panic!("applying {}: {e:#}", path.display()));
+    }
+}
+
 async fn every_agent(agents: &Api<Agent>, what: &str, check: impl Fn(&Condition) -> bool) {
     wait::until(&format!("every Agent {what}"), Duration::from_secs(60), || {
         let (agents, check) = (agents.clone(), &check);

@@ -26,6 +26,11 @@ const BANKING: [&str; 4] = ["banking", "disputes", "idv", "triage"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn banking_examples_become_children_with_owners_and_accepted_statuses() {
+    // Not beside the chart's cluster-wide operator (chart_install.rs): it reconciles this
+    // namespace too, and where another test's copy of the Example Bank claimed triage's
+    // number earlier it would write this triage `NumberTaken` while ours writes it accepted
+    // (a number is one Agent's in an operator's view, and its view is every namespace).
+    let _turn = switchboard_tests::helm::cluster_wide_operator_turn(false);
     let (ns, _op) = setup("op-banking").await;
     let client = ns.client();
     // The fee schedule the banking agent's fees skill reads comes with the agents.

@@ -1,6 +1,8 @@
 //! `spec.telephony`: the phone numbers an Agent answers. A call the SIP edge takes for a
-//! number reaches the Agent that claims it; a number is one Agent's only, cluster-wide
-//! (the operator refuses the later claim, see `switchboard_operator`'s number check).
+//! number reaches the Agent that claims it; a number is one Agent's only among the Agents
+//! one operator watches — the routing table its gateway and SIP edge serve: the whole
+//! cluster for a cluster-wide operator, its namespace for a namespaced one (the operator
+//! refuses the later claim, see `switchboard_operator`'s number check).
 //! And the people a caller may be put through to: an Agent that lists `people` gets the
 //! built-in [`TRANSFER_TO_PERSON_TOOL`].
 
@@ -87,8 +89,10 @@ impl TransferMode {
 pub struct Telephony {
     /// The phone numbers this Agent answers, in E.164 (`+442079460000`). A call to one of
     /// them through the SIP edge reaches this Agent (as `sip:<agent>@edge` does for an
-    /// exposed Agent). A number belongs to one Agent in the whole cluster: an Agent that
-    /// claims a number another Agent claimed first is not accepted (`NumberTaken`).
+    /// exposed Agent). A number belongs to one Agent among those one operator watches (the
+    /// routing table its gateway and SIP edge serve: every namespace for a cluster-wide
+    /// operator, one for a namespaced one): an Agent that claims a number another Agent
+    /// there claimed first is not accepted (`NumberTaken`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64), inner(length(min = 3, max = 16), regex(pattern = r"^\+[1-9][0-9]{1,14}$")))]
     pub numbers: Vec<String>,

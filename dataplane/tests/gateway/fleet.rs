@@ -193,6 +193,10 @@ impl Fleet {
             let mut spec = catalog.resolve_agent(agent).expect("resolves");
             // The fleet's Agents live in namespace bank, as the routes say (grants are bound to it).
             spec.agent.namespace = "bank".into();
+            // The example's triage speaks first (a phone caller hears its greeting); the
+            // fleet's tests were written for agents that listen first, so theirs do unless
+            // `edit` says otherwise (handoff_greeting.rs, region.rs, turn_taking.rs do).
+            spec.persona.spec.speak_first = false;
             edit(&mut spec);
             let name = spec.agent.name.clone();
             let spec_path = write_spec(&dir, &name, &spec, tools.addr);

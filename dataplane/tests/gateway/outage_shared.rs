@@ -53,7 +53,11 @@ fn outage() -> RouteOutage {
     }
 }
 
-/// A session's first outcome at `url`: served (`Ok`), or the fallback's cause and retry hint.
+/// A session's first outcome at `url`: served (`Ok`), or the fallback's cause and retry
+/// hint. A session admitted in the moment the breaker trips — the last failing turn is
+/// counted just after its client read the turn's end — is told of the outage at once
+/// (`bidi_session_outage`, before its `bidi_connection_start`): that is the trip too, with
+/// no hint.
 async fn session(url: &str) -> Result<Client, (String, Option<u64>)> {
     let mut client = Client::start(url, Some("triage")).await;
     match client.next().await {
@@ -61,6 +65,10 @@ async fn session(url: &str) -> Result<Client, (String, Option<u64>)> {
             let (code, _) = client.closed().await;
             assert_eq!(code, 4513, "the fallback's close");
             Err((cause, retry_after_seconds))
+        }
+        Some(Ok(ServerMessage::BidiSessionOutage { active: true, cause, .. })) => {
+            client.close().await;
+            Err((cause, None))
         }
         Some(Ok(ServerMessage::BidiConnectionStart { .. })) => Ok(client),
         other => panic!("a session start or a fallback first: {other:?}"),
@@ -132,7 +140,9 @@ async fn a_trip_at_one_gateway_opens_the_others_breaker_through_redis_until_it_e
     // b served none of those turns: its breaker opens from a's trip, within a poll or so.
     let (cause, retry) = loop {
         match session(&b.url()).await {
-            Err(fallback) => break fallback,
+            Err(fallback @ (_, Some(_))) => break fallback,
+            // Admitted as b learnt of the trip: the next session gets the fallback.
+            Err((cause, None)) => assert_eq!(cause, "breaker"),
             Ok(client) => {
                 client.close().await;
                 assert!(tripped.elapsed() < Duration::from_secs(3), "b learns a's trip within a few polls");

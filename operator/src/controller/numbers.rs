@@ -1,9 +1,32 @@
-//! Phone numbers are one Agent's each, cluster-wide: a call to a number must reach one
-//! Agent, whatever namespace claims it. The first claim wins: of the Agents that list a
-//! number, the one created first (then by `namespace/name`) keeps it, and every later
-//! one is not accepted (`NumberTaken`) until the earlier claim goes. The order does not
-//! depend on which Agent is accepted, so two claims never take turns. A change to any
-//! Agent's numbers re-queues the Agents it may free or block (see [`claimants`]).
+//! Phone numbers are one Agent's each among the Agents this operator watches: a call to a
+//! number must reach one Agent, whatever namespace claims it. The first claim wins: of the
+//! Agents that list a number, the one created first (then by `namespace/name`) keeps it,
+//! and every later one is not accepted (`NumberTaken`) until the earlier claim goes. The
+//! order does not depend on which Agent is accepted, so two claims never take turns. A
+//! change to any Agent's numbers re-queues the Agents it may free or block (see
+//! [`claimants`]).
+//!
+//! **Where a number must be unique: one routing table.** The SIP edge finds the Agent of
+//! a dialled number in its gateway's routing table, which this operator publishes for the
+//! namespaces it watches; a number is looked up there and nowhere else. So uniqueness is
+//! checked over what this operator sees, no wider and no narrower:
+//!
+//! - a cluster-wide operator (the default; the chart without `operator.watchNamespace`)
+//!   sees every namespace: a number is one Agent's in the whole cluster, and two teams'
+//!   namespaces cannot both claim it (the later is told which Agent has it);
+//! - a namespaced operator (`--namespace`, the chart's `operator.watchNamespace`) sees one
+//!   namespace and publishes its own routing table, for its own gateway and SIP edge:
+//!   another install in another namespace may claim the same number, and which of the two
+//!   answers is decided by where the carrier's trunk sends the call, as for any two PBXs.
+//!
+//! What a platform team should expect follows: applying the same folder of Agents (the
+//! Example Bank, with its number) into two namespaces under one cluster-wide operator is
+//! two claims on one number, and the copy created later waits with `NumberTaken` until it
+//! is given a number of its own. The project's tests that load the example more than once
+//! into one operator's view give their copy its own number and say why
+//! (`tests/tests/chart_install.rs`, `tests/cluster/e2e-smoke.sh`); the ones that run their
+//! own namespaced operator over the example keep its number and do not run beside the
+//! chart's cluster-wide one (`switchboard_tests::helm::cluster_wide_operator_turn`).
 
 use std::sync::Arc;
 

@@ -66,8 +66,8 @@ fn amd_stack(name: &str, port: u16, on_machine: &str) -> Stack {
         &telephony,
         &["--sim-script", &script.to_string_lossy()],
         |triage| {
-            let spoken = triage.replacen("  greeting: ", "  speakFirst: true\n  greeting: ", 1);
-            assert_ne!(spoken, triage, "triage.yaml's Persona has a greeting: the test makes it spoken first");
+            let spoken = triage.replacen("\n  speakFirst: false\n", "\n  speakFirst: true\n", 1);
+            assert_ne!(spoken, triage, "the stack's triage listens first: the test makes it speak first");
             spoken
         },
     );

@@ -13,7 +13,7 @@ use switchboard_tests::switchboard::{Process, switchboard_binary};
 
 use crate::bridge::{Seen, bridged_both_ways, caller, person};
 use crate::phone::{Callee, Phone, free_phone_port};
-use crate::stack::{RTP_PORTS, copy_dir, dead_port, free_udp_range, get_metrics, sample, wait_for};
+use crate::stack::{RTP_PORTS, copy_dir, dead_port, free_udp_range, get_metrics, sample, wait_for, with_telephony};
 use crate::transfer::{people, transfer_script};
 
 /// Local mode answers phones itself (`switchboard local --sip-listen`): the SIP edge runs in
@@ -143,13 +143,7 @@ fn local_mode_told_to_dial_calls_the_person_and_bridges_the_caller_to_them() {
     let extra = ["--sim-script", &script.to_string_lossy(), "--sip-transfer-method", "dial"];
     let (dir, record, local) =
         start_local_with(&binary, "switchboard-sip-local-dial", "local-sip-dial", &extra, |triage| {
-            let told = triage.replacen(
-                "  gateway:\n    default: true\n",
-                &format!("  gateway:\n    default: true\n  telephony:\n{people}"),
-                1,
-            );
-            assert_ne!(told, triage, "triage.yaml's gateway block moved: the test adds its people there");
-            told
+            with_telephony(&triage, &people)
         });
     let sip = sip_address(&local);
     let caller = caller(&dir, &tools, &format!("sip:triage@{sip};transport=udp"), "");
@@ -166,7 +160,7 @@ fn local_mode_told_to_dial_calls_the_person_and_bridges_the_caller_to_them() {
 }
 
 /// Where local mode prints that phones call triage.
-fn sip_address(local: &Process) -> SocketAddr {
+pub(crate) fn sip_address(local: &Process) -> SocketAddr {
     let printed = local.log_text();
     printed
         .lines()
@@ -175,7 +169,7 @@ fn sip_address(local: &Process) -> SocketAddr {
 }
 
 /// The record of the one session in `record`: its `sessions show` text.
-fn the_session(binary: &Path, record: &str) -> String {
+pub(crate) fn the_session(binary: &Path, record: &str) -> String {
     let sessions = |args: &[&str]| {
         let out = Command::new(binary)
             .arg("sessions")
@@ -195,7 +189,7 @@ fn the_session(binary: &Path, record: &str) -> String {
 /// `switchboard local` of a copy of the Example Bank in a fresh temp folder named `name`,
 /// answering SIP on loopback (any free port) with a free RTP range and its record in the
 /// folder: the folder, the record's URL and the process (logged as `process`).
-fn start_local(binary: &Path, name: &str, process: &str) -> (PathBuf, String, Process) {
+pub(crate) fn start_local(binary: &Path, name: &str, process: &str) -> (PathBuf, String, Process) {
     start_local_with(binary, name, process, &[], |triage| triage)
 }
 

@@ -36,13 +36,15 @@
 //! a baresip speaking only G.722, one offering it after PCMU) and [`local`] (local mode's
 //! own edge, answering
 //! and placing calls, and dialling a person to bridge a caller to), [`local_trunks`] (local
-//! mode's edge with several outbound trunks).
+//! mode's edge with several outbound trunks) and [`example`] (the Example Bank as it ships:
+//! its number, triage speaking first, its advisor).
 
 mod amd;
 mod announce;
 mod bridge;
 mod callbacks;
 mod calls;
+mod example;
 mod keypad;
 mod local;
 mod local_trunks;

@@ -28,6 +28,8 @@ pub(crate) struct Options {
     pub(crate) lead: Option<u32>,
     /// Load baresip's `srtp` module (before the accounts, whose `mediaenc=` names it).
     pub(crate) srtp: bool,
+    /// Say nothing: silence where the tone would be (a caller who waits to be greeted).
+    pub(crate) silent: bool,
 }
 
 /// A baresip instance dialling one URI.
@@ -178,7 +180,11 @@ impl Phone {
         let lead = options.lead.map_or_else(|| "0.5".to_owned(), |s| s.to_string());
         part("lead.wav", &["trim", "0", &lead]);
         let (seconds, hz) = options.tone.unwrap_or((1.5, 500));
-        part("tone.wav", &["synth", &seconds.to_string(), "sine", &hz.to_string(), "vol", "0.5"]);
+        if options.silent {
+            part("tone.wav", &["trim", "0", &seconds.to_string()]);
+        } else {
+            part("tone.wav", &["synth", &seconds.to_string(), "sine", &hz.to_string(), "vol", "0.5"]);
+        }
         part("tail.wav", &["trim", "0", &silence.to_string()]);
         let mut parts = vec![dir.join("lead.wav"), dir.join("tone.wav"), dir.join("tail.wav")];
         if let Some((hz, seconds)) = options.then {

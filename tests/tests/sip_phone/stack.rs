@@ -12,8 +12,27 @@ use switchboard_tests::ports;
 use switchboard_tests::repo_root;
 use switchboard_tests::switchboard::{Process, switchboard_binary};
 
-/// The number triage claims in the test's copy of the Example Bank.
+/// The number triage claims in the Example Bank (`examples/banking/triage.yaml`).
 pub(crate) const TRIAGE_NUMBER: &str = "+442079460000";
+
+/// `triage` (the text of triage.yaml) with its Agent's `spec.telephony` block replaced by
+/// `lines` (YAML indented by four spaces). Panics when the example has no such block, or
+/// when it no longer claims [`TRIAGE_NUMBER`].
+pub(crate) fn with_telephony(triage: &str, lines: &str) -> String {
+    let start = triage.find("\n  telephony:\n").expect("triage.yaml's Agent has a spec.telephony block") + 1;
+    let body = start + "  telephony:\n".len();
+    let block_len: usize = triage[body..]
+        .split_inclusive('\n')
+        .take_while(|line| line.starts_with("    ") || line.trim().is_empty())
+        .map(str::len)
+        .sum();
+    let block = &triage[body..body + block_len];
+    assert!(
+        block.contains(&format!("numbers: [\"{TRIAGE_NUMBER}\"]")),
+        "the Example Bank's triage no longer claims {TRIAGE_NUMBER}:\n{block}"
+    );
+    format!("{}  telephony:\n{lines}{}", &triage[..start], &triage[body + block_len..])
+}
 
 /// RTP ports the edge may use in one test (five pairs).
 pub(crate) const RTP_PORTS: u16 = 10;
@@ -99,16 +118,17 @@ pub(crate) fn stack_edited(
     let text = std::fs::read_to_string(&disputes).expect("disputes.yaml");
     assert!(text.contains("expose: false"), "disputes.yaml is not exposed: the test exposes it");
     std::fs::write(&disputes, text.replace("expose: false", "expose: true")).expect("write");
-    // triage answers a phone number too (in this copy: the Example Bank runs in several
-    // namespaces in other tests, where one number would be two claims).
+    // triage's telephony: the example's number, and the test's people and settings in place
+    // of the example's (its advisor listens on a fixed port; a test's person on its own).
     let triage = agents.join("triage.yaml");
     let text = std::fs::read_to_string(&triage).expect("triage.yaml");
-    let claimed = text.replace(
-        "  gateway:\n    default: true",
-        &format!("  gateway:\n    default: true\n  telephony:\n    numbers: [\"{TRIAGE_NUMBER}\"]\n{triage_telephony}"),
-    );
-    assert_ne!(claimed, text, "triage.yaml's gateway block moved: the test adds its number there");
-    std::fs::write(&triage, edit(claimed)).expect("write");
+    let claimed = with_telephony(&text, &format!("    numbers: [\"{TRIAGE_NUMBER}\"]\n{triage_telephony}"));
+    // The example's triage speaks first; these tests were written for one that listens first
+    // (their phones speak at once), so this copy does unless `edit` turns it back on
+    // (amd.rs). example.rs and local.rs call the example as it ships.
+    let listening = claimed.replacen("\n  speakFirst: true\n", "\n  speakFirst: false\n", 1);
+    assert_ne!(listening, claimed, "the Example Bank's triage speaks first");
+    std::fs::write(&triage, edit(listening)).expect("write");
     let record = format!("sqlite:{}", dir.join("record.db").display());
     let agents_arg = agents.to_string_lossy().into_owned();
     let local = Process::start(

@@ -58,7 +58,10 @@ fn a_compaction_asks_the_sessions_model_for_a_summary_and_the_next_call_carries_
     assert!(transcript.starts_with("The conversation:\nCaller: turn 0 "), "{transcript}");
     // Until the summary arrives the extractive one stands: the call goes out at once.
     let extractive = system_of(&compacted);
-    assert!(extractive.contains(&format!("{SUMMARY_HEADING}agent: reply ")), "{extractive}");
+    // (Where the cut falls, and so whether the summary opens with a caller's or the agent's
+    // line, depends on the prompt's size: the example's triage is the agent here.)
+    let (_, extract) = extractive.split_once(SUMMARY_HEADING).unwrap_or_else(|| panic!("{extractive}"));
+    assert!(extract.contains("agent: reply "), "{extractive}");
     says(&mut session, "ok", now);
     let written = session.handle(Input::Summary { id, outcome: Ok("  The caller counted turns.  ".into()) }, now);
     assert!(written.iter().any(|e| matches!(e, Effect::Transcript(t) if t.event == "summary")));
