@@ -71,13 +71,7 @@ fn amd_stack(name: &str, port: u16, on_machine: &str) -> Stack {
             spoken
         },
     );
-    wait_for(
-        "the edge takes outbound calls",
-        Duration::from_secs(20),
-        || stack.edge.log_text().contains("taking outbound calls from the gateway"),
-        || stack.edge.log_text(),
-    );
-    stack
+    stack.taking_outbound_calls()
 }
 
 /// A callee that answers with a machine's greeting: a long monologue (pink noise under a

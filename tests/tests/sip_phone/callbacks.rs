@@ -119,13 +119,7 @@ fn callback_stack(
         &allow,
     ];
     let stack = stack_custom(name, &edge, "", &local);
-    wait_for(
-        "the edge takes outbound calls",
-        Duration::from_secs(20),
-        || stack.edge.log_text().contains("taking outbound calls from the gateway"),
-        || stack.edge.log_text(),
-    );
-    stack
+    stack.taking_outbound_calls()
 }
 
 /// The events of `deliveries` once each (a retried one is there twice), checked: each

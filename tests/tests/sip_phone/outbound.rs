@@ -34,13 +34,7 @@ fn outbound_stack(name: &str, port: u16, ring_seconds: &str) -> Stack {
         name,
         &["--outbound-trunk", &trunk, "--caller-id", "+4930123456", "--ring-timeout-seconds", ring_seconds],
     );
-    wait_for(
-        "the edge takes outbound calls",
-        Duration::from_secs(20),
-        || stack.edge.log_text().contains("taking outbound calls from the gateway"),
-        || stack.edge.log_text(),
-    );
-    stack
+    stack.taking_outbound_calls()
 }
 
 #[test]

@@ -50,6 +50,20 @@ pub(crate) struct Stack {
     pub(crate) local: Process,
 }
 
+impl Stack {
+    /// This stack once its edge takes outbound calls (it has connected to the gateway's
+    /// calls channel).
+    pub(crate) fn taking_outbound_calls(self) -> Self {
+        wait_for(
+            "the edge takes outbound calls",
+            Duration::from_secs(20),
+            || self.edge.log_text().contains("taking outbound calls from the gateway"),
+            || self.edge.log_text(),
+        );
+        self
+    }
+}
+
 impl Drop for Stack {
     fn drop(&mut self) {
         if !std::thread::panicking() {

@@ -21,13 +21,7 @@ use crate::stack::{Stack, gateway_url, sample, stack_with, wait_for, wait_for_ed
 fn trunk_stack(name: &str, trunk: &str, more: &[&str]) -> Stack {
     let args = [&["--outbound-trunk", trunk, "--caller-id", "+4930123456", "--ring-timeout-seconds", "20"][..], more];
     let stack = stack_with(name, &args.concat());
-    wait_for(
-        "the edge takes outbound calls",
-        Duration::from_secs(20),
-        || stack.edge.log_text().contains("taking outbound calls from the gateway"),
-        || stack.edge.log_text(),
-    );
-    stack
+    stack.taking_outbound_calls()
 }
 
 /// A baresip config line naming its TLS certificate and key (`tls.crt` and `tls.key` of
