@@ -20,10 +20,13 @@ pub const INPUT_FRAME_BYTES: usize = 640;
 pub const INPUT_RATE: u32 = 16_000;
 
 /// The band around zero a sample must leave for its sign to count in the zero crossings
-/// (about -54 dBFS): G.722 decodes digital silence to samples of ±1 to ±4, which cross zero
+/// (about -72 dBFS): G.722 decodes digital silence to samples of ±1 to ±4, which cross zero
 /// at every other sample, so the quiet part of a frame that ends a phrase tone would raise
-/// the estimate by tens of Hz; a phrase tone is thousands in amplitude.
-const CROSSING_BAND: i16 = 64;
+/// the estimate by tens of Hz; a phrase tone is thousands in amplitude. No wider: a band of
+/// 64 also thinned the crossings of quiet noise (what RNNoise leaves of a line's hiss, tens
+/// in amplitude) until one read as a phrase tone (`noise::a_noisy_caller...` heard a fourth
+/// request).
+const CROSSING_BAND: i16 = 8;
 /// Output sample rate.
 pub const OUTPUT_RATE: u32 = 24_000;
 
