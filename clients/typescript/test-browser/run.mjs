@@ -13,7 +13,7 @@
 import { spawn } from "node:child_process";
 import { createHash, generateKeyPairSync } from "node:crypto";
 import { once } from "node:events";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -72,8 +72,22 @@ async function serve() {
   return server;
 }
 
-async function startLocal(origin) {
-  const child = spawn(bin, ["local", join(root, "examples/banking"), "--port", "0", "--record-database-url", "off", "--allowed-origin", origin], {
+// A copy of the Example Bank whose triage listens first: the shipped one speaks its greeting
+// first (a phone caller hears it), and this page's turn would barge in on the greeting
+// rather than on the reply to what it said.
+function listeningBank(dir) {
+  const bank = join(dir, "banking");
+  cpSync(join(root, "examples/banking"), bank, { recursive: true });
+  const triage = join(bank, "triage.yaml");
+  const text = readFileSync(triage, "utf8");
+  const listening = text.replace(/^  speakFirst: true$/m, "  speakFirst: false");
+  assert.notEqual(listening, text, "the Example Bank's triage speaks first: the test makes it listen");
+  writeFileSync(triage, listening);
+  return bank;
+}
+
+async function startLocal(origin, bank) {
+  const child = spawn(bin, ["local", bank, "--port", "0", "--record-database-url", "off", "--allowed-origin", origin], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, SWITCHBOARD_LOG: "warn", NO_PROXY: "127.0.0.1,localhost" },
   });
@@ -128,7 +142,7 @@ const microphone = join(dir, "microphone.wav");
 writeFileSync(microphone, wav(Buffer.concat([tone(1500, 0), tone(1200, 0.5), tone(20000, 0)])));
 const server = await serve();
 const origin = `http://127.0.0.1:${server.address().port}`;
-const local = await startLocal(origin);
+const local = await startLocal(origin, listeningBank(dir));
 const gateway = await startGateway(dir, origin, "page-key");
 const browser = await chromium.launch({
   executablePath: chromiumPath,
