@@ -126,16 +126,9 @@ pub async fn banking_with(yaml: &str, server: ServerConfig) -> Running {
 fn triage_speaks_first(copy: &std::path::Path, speak_first: bool) {
     let triage = copy.join("triage.yaml");
     let text = std::fs::read_to_string(&triage).expect("reads triage.yaml");
-    let set: Vec<String> = text
-        .lines()
-        .map(
-            |line| {
-                if line.starts_with("  speakFirst: ") { format!("  speakFirst: {speak_first}") } else { line.into() }
-            },
-        )
-        .collect();
-    assert!(set.iter().any(|l| l.starts_with("  speakFirst: ")), "the Example Bank's triage Persona sets speakFirst");
-    std::fs::write(&triage, set.join("\n") + "\n").expect("writes triage.yaml");
+    let (head, rest) = text.split_once("\n  speakFirst: ").expect("the Example Bank's triage Persona sets speakFirst");
+    let tail = rest.split_once('\n').map_or("", |(_, tail)| tail);
+    std::fs::write(&triage, format!("{head}\n  speakFirst: {speak_first}\n{tail}")).expect("writes triage.yaml");
 }
 
 /// [`banking`] with triage's Persona set to `speakFirst: speak_first` (a copy of the
