@@ -81,7 +81,7 @@ struct Band {
     a1: i32,
     a2: i32,
     b: [i32; 6],
-    /// The quantised differences, newest first: d[0] this sample's, d[1..7] the six before.
+    /// The quantised differences, newest first: `d[0]` this sample's, `d[1..7]` the six before.
     d: [i32; 7],
 }
 

@@ -1,6 +1,6 @@
 //! Media without I/O: RTP packets ([`rtp`]), RTCP reports and statistics ([`rtcp`]),
 //! RFC 4733 telephone events ([`telephone`]), G.711 μ-law and A-law ([`g711`]), G.722
-//! ([`g722`]), the audio a session hands its owner ([`format`]), a jitter
+//! ([`g722`]), the audio a session hands its owner ([`mod@format`]), a jitter
 //! buffer with loss concealment ([`jitter`]), and one call's media both ways put
 //! together ([`session`]), two calls' media joined ([`bridge`]), answering-machine
 //! detection on outbound calls ([`amd`]), the hold chime of a warm transfer ([`hold`]), and SRTP
