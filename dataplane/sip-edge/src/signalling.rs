@@ -30,7 +30,9 @@ use crate::ports::{PortPair, Ports};
 use crate::tcp::{Connections, FromConnection, Streams};
 
 mod placing;
+mod reopen;
 use placing::{Connected, Waiting, next_placement};
+use reopen::Reopening;
 use switchboard_core::outbound::FromEdge;
 
 /// Events queued for one call's task at most; past it the call is hung up (its task is
@@ -107,6 +109,8 @@ impl Signalling {
         let (inbound_tx, mut inbound) = mpsc::channel::<FromConnection>(1024);
         // Calls waiting for their connection to a TCP or TLS trunk ([`crate::connect`]).
         let (connected_tx, mut connected) = mpsc::channel::<Connected>(64);
+        // Connections the edge opened, to open again when they close mid-dialogue.
+        let mut reopening = Reopening::default();
         loop {
             let timer = self.endpoint.poll_timeout().map(tokio::time::Instant::from_std);
             tokio::select! {
@@ -157,7 +161,7 @@ impl Signalling {
                     self.route(waiting, local, &mut connections, &connected_tx, &mut calls, &commands_tx);
                 }
                 Some(done) = connected.recv() => {
-                    self.connected(done, &mut connections, &inbound_tx, &mut calls, &commands_tx);
+                    self.connected(done, &mut connections, &mut reopening, &inbound_tx, &mut calls, &commands_tx);
                 }
                 Some(command) = commands.recv() => match command {
                     Command::Admit { call_id, admission } => self.endpoint.admit(Instant::now(), &call_id, admission),
@@ -190,7 +194,8 @@ impl Signalling {
                 }
                 () = sleep_until(draining), if draining.is_some() => break,
             }
-            self.perform(&mut calls, &mut fresh, &mut connections, &commands_tx).await;
+            let streams = (&mut connections, &mut reopening, &connected_tx);
+            self.perform(&mut calls, &mut fresh, streams, &commands_tx).await;
             if draining.is_some() && self.endpoint.calls() == 0 {
                 break;
             }
@@ -202,7 +207,7 @@ impl Signalling {
         &mut self,
         calls: &mut HashMap<String, Live>,
         fresh: &mut Option<(PortPair, String)>,
-        connections: &mut Streams,
+        (connections, reopening, connected): (&mut Streams, &mut Reopening, &mpsc::Sender<Connected>),
         commands: &mpsc::Sender<Command>,
     ) {
         while let Some(output) = self.endpoint.poll() {
@@ -214,9 +219,12 @@ impl Signalling {
                 }
                 Output::Transmit(transmit) => {
                     let open = connections.of(transmit.transport);
-                    if !open.send(transmit.to, transmit.bytes) {
-                        let (transport, open) = (transmit.transport.as_str(), open.len());
-                        tracing::debug!(to = %transmit.to, transport, open, "no SIP connection to send on");
+                    if !open.is_open(transmit.to) {
+                        let to = (transmit.transport, transmit.to);
+                        self.unsent(to, transmit.bytes, reopening, connected);
+                    } else if !open.send(transmit.to, transmit.bytes) {
+                        let transport = transmit.transport.as_str();
+                        tracing::debug!(to = %transmit.to, transport, "a SIP connection stopped reading: message dropped");
                     }
                 }
                 Output::Event { call_id, event: CallEvent::Incoming(incoming) } => {

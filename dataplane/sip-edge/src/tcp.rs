@@ -132,6 +132,11 @@ impl Connections {
         self.opened.get(&peer).copied().filter(|_| self.writers.get(&peer).is_some_and(|w| !w.is_closed()))
     }
 
+    /// Whether a connection to `peer` is open (its task still reads what is written).
+    pub(crate) fn is_open(&self, peer: SocketAddr) -> bool {
+        self.writers.get(&peer).is_some_and(|w| !w.is_closed())
+    }
+
     /// Sends `bytes` on the connection to `peer`; false when there is none (or it is not
     /// keeping up, and is dropped).
     pub(crate) fn send(&mut self, peer: SocketAddr, bytes: Vec<u8>) -> bool {
@@ -158,11 +163,6 @@ impl Connections {
         if self.writers.remove(&peer).is_some() {
             self.uncount(peer.ip());
         }
-    }
-
-    /// Connections open.
-    pub(crate) fn len(&self) -> usize {
-        self.writers.len()
     }
 }
 

@@ -21,6 +21,7 @@ use switchboard_sip::call::{Callee, ClientAuth, Transport};
 use switchboard_sip::trunk::outbound::Destination;
 use tokio::sync::mpsc;
 
+use super::reopen::{Held, Reopening, Route};
 use super::{CALL_QUEUE, Live, Placing, Signalling, call_config};
 use crate::command::{Command, DialRequest, PersonLeg};
 use crate::connect::{ConnectError, Stream};
@@ -28,13 +29,16 @@ use crate::metrics::TrunkConnection;
 use crate::outbound::{PlacedCall, Placement};
 use crate::tcp::{FromConnection, Streams};
 
-/// A call to place, maybe waiting for its connection.
+/// A call to place, maybe waiting for its connection; or a trunk's connection to open
+/// again for the messages waiting for it ([`super::reopen`]).
 #[derive(Debug)]
 pub(crate) enum Waiting {
     /// A call the gateway asked for.
     Place(Placement),
     /// A person's leg for a transfer.
     Dial(DialRequest),
+    /// A connection the edge opened that closed while a dialogue had more to send on it.
+    Reopen { transport: Transport, peer: SocketAddr, route: Route },
 }
 
 impl Waiting {
@@ -42,6 +46,16 @@ impl Waiting {
         match self {
             Self::Place(p) => (p.transport, p.peer),
             Self::Dial(d) => (d.transport, d.peer),
+            Self::Reopen { transport, peer, .. } => (*transport, *peer),
+        }
+    }
+
+    /// How to open its connection (again).
+    fn how(&self) -> Route {
+        match self {
+            Self::Place(p) => Route { host: p.host.clone(), tls: p.tls.clone() },
+            Self::Dial(d) => Route { host: d.host.clone(), tls: d.tls.clone() },
+            Self::Reopen { route, .. } => route.clone(),
         }
     }
 }
@@ -79,15 +93,40 @@ impl Signalling {
         if let Some(from) = connections.of(transport).opened_to(peer) {
             return self.go(waiting, SocketAddr::new(self.advertise, from.port()), calls, commands);
         }
-        let (host, tls) = match &waiting {
-            Waiting::Place(p) => (p.host.clone(), p.tls.clone()),
-            Waiting::Dial(d) => (d.host.clone(), d.tls.clone()),
-        };
+        self.open(waiting, connected);
+    }
+
+    /// Starts a task opening `waiting`'s connection; what it gets comes back as
+    /// [`Connected`].
+    fn open(&self, waiting: Waiting, connected: &mpsc::Sender<Connected>) {
+        let (transport, peer) = waiting.route();
+        let Route { host, tls } = waiting.how();
         let connected = connected.clone();
         self.tasks.spawn(async move {
             let result = crate::connect::connect(peer, transport, &host, tls.as_ref()).await;
             let _ = connected.send(Connected { result, waiting }).await;
         });
+    }
+
+    /// A message the endpoint sends over TCP or TLS to `peer`, whose connection is not
+    /// open: held while a connection the edge opened is opened again, else dropped.
+    pub(super) fn unsent(
+        &self,
+        (transport, peer): (Transport, SocketAddr),
+        bytes: Vec<u8>,
+        reopening: &mut Reopening,
+        connected: &mpsc::Sender<Connected>,
+    ) {
+        match reopening.hold(transport, peer, bytes) {
+            Held::NotOurs => {
+                tracing::debug!(to = %peer, transport = transport.as_str(), "no SIP connection to send on")
+            }
+            Held::Waiting => {}
+            Held::Open(route) => {
+                tracing::info!(%peer, transport = transport.as_str(), "the connection to the trunk closed: opening it again");
+                self.open(Waiting::Reopen { transport, peer, route }, connected);
+            }
+        }
     }
 
     /// A connection a waiting call asked for opened (served from now on, unless another
@@ -96,6 +135,7 @@ impl Signalling {
         &mut self,
         done: Connected,
         connections: &mut Streams,
+        reopening: &mut Reopening,
         inbound: &mpsc::Sender<FromConnection>,
         calls: &mut HashMap<String, Live>,
         commands: &mpsc::Sender<Command>,
@@ -112,7 +152,7 @@ impl Signalling {
                 };
                 self.metrics.trunk_connection(transport, outcome);
                 let why = format!("{}: {error}", trunk_named(&waiting));
-                return self.fail(waiting, why);
+                return self.fail(waiting, why, reopening);
             }
         };
         let open = connections.of(transport);
@@ -137,15 +177,26 @@ impl Signalling {
                 Err(_) => {
                     self.metrics.trunk_connection(transport, TrunkConnection::TooMany);
                     let why = format!("{}: the edge holds as many SIP connections as it may", trunk_named(&waiting));
-                    return self.fail(waiting, why);
+                    return self.fail(waiting, why, reopening);
                 }
             },
         };
+        reopening.remember(transport, peer, waiting.how());
+        if let Waiting::Reopen { .. } = waiting {
+            let held = reopening.take(transport, peer);
+            tracing::info!(%peer, %from, held = held.len(), "the connection to the trunk is open again");
+            let open = connections.of(transport);
+            for bytes in held {
+                open.send(peer, bytes);
+            }
+            return;
+        }
         self.go(waiting, SocketAddr::new(self.advertise, from.port()), calls, commands);
     }
 
-    /// Fails a call whose connection could not be opened.
-    fn fail(&self, waiting: Waiting, why: String) {
+    /// Fails a call whose connection could not be opened (or drops what waited for a
+    /// connection opened again).
+    fn fail(&self, waiting: Waiting, why: String, reopening: &mut Reopening) {
         match waiting {
             Waiting::Place(placement) => {
                 tracing::warn!(call = %placement.id, "outbound call failed: {why}");
@@ -157,6 +208,10 @@ impl Signalling {
             Waiting::Dial(request) => {
                 tracing::warn!(person_leg = %request.call_id, "cannot dial the person: {why}");
                 let _ = request.reply.send(Err(why));
+            }
+            Waiting::Reopen { transport, peer, .. } => {
+                let dropped = reopening.take(transport, peer).len();
+                tracing::warn!(dropped, "cannot open the connection to the trunk again: {why}");
             }
         }
     }
@@ -172,6 +227,8 @@ impl Signalling {
         match waiting {
             Waiting::Place(placement) => self.place(placement, local, calls, commands),
             Waiting::Dial(request) => self.dial(request, local, calls),
+            // Routed only by `open`, and sent by `connected`.
+            Waiting::Reopen { .. } => {}
         }
     }
 
@@ -264,6 +321,7 @@ fn trunk_named(waiting: &Waiting) -> String {
     let (host, peer, transport) = match waiting {
         Waiting::Place(p) => (&p.host, p.peer, p.transport),
         Waiting::Dial(d) => (&d.host, d.peer, d.transport),
+        Waiting::Reopen { transport, peer, route } => (&route.host, *peer, *transport),
     };
     format!("the outbound trunk {host} ({peer} over {})", transport.as_str())
 }
