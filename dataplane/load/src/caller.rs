@@ -62,6 +62,9 @@ pub struct CallerSettings {
     pub connect_timeout: Duration,
     /// The longest a turn may wait for its answer (after the caller's speech).
     pub turn_timeout: Duration,
+    /// The agent speaks first: each caller waits for its greeting to end (up to
+    /// `turn_timeout`), however late it starts, before its first turn.
+    pub greeting: bool,
     /// The pause between an answer and the caller's next turn.
     pub think: Duration,
     /// The largest server message taken.
@@ -97,7 +100,7 @@ async fn drive(
     let modalities = if voice { vec!["audio".to_owned(), "text".to_owned()] } else { Vec::new() };
     let agent = settings.agent.clone().or_else(|| conversation.agent.clone());
     session.send(&ClientMessage::SessionStart(SessionStart { agent, modalities, ..SessionStart::default() })).await?;
-    session.open(settings.turn_timeout).await?;
+    session.open(settings.turn_timeout, settings.greeting).await?;
     for (i, (turn, consent)) in conversation.turns.iter().enumerate() {
         if i > 0 {
             session.idle(settings.think).await?;
@@ -145,12 +148,23 @@ fn connect_code(error: &WsError) -> String {
 enum Heard {
     Opened,
     Audio,
-    ReplyText,
+    /// The agent's words: a delta, or (`last`) the final line of its reply.
+    ReplyText {
+        last: bool,
+    },
     Answering,
-    Complete { handoff: bool },
+    Complete {
+        handoff: bool,
+    },
     Handoff,
-    Error { code: String, recoverable: bool },
-    Consent { id: String, tool: String },
+    Error {
+        code: String,
+        recoverable: bool,
+    },
+    Consent {
+        id: String,
+        tool: String,
+    },
     Unknown(String),
     Other,
 }
@@ -167,7 +181,9 @@ fn hear(text: &str) -> Heard {
     match value.get("type").and_then(Value::as_str).unwrap_or_default() {
         "bidi_connection_start" => Heard::Opened,
         "bidi_audio_stream" => Heard::Audio,
-        "bidi_transcript_stream" if field("role") == "assistant" && !field("text").is_empty() => Heard::ReplyText,
+        "bidi_transcript_stream" if field("role") == "assistant" && !field("text").is_empty() => {
+            Heard::ReplyText { last: flag("is_final") }
+        }
         "bidi_response_start" => Heard::Answering,
         "bidi_response_complete" => Heard::Complete { handoff: field("stop_reason") == "handoff" },
         "handoff" => Heard::Handoff,
@@ -258,10 +274,8 @@ impl Session<'_> {
 
     /// Counts what every message counts for, whenever it comes.
     fn note(&mut self, heard: &Heard) {
-        let reply = if self.voice { Heard::Audio } else { Heard::ReplyText };
-        if *heard == reply
-            && let Some(at) = self.gap_from.take()
-        {
+        let reply = if self.voice { matches!(heard, Heard::Audio) } else { matches!(heard, Heard::ReplyText { .. }) };
+        if reply && let Some(at) = self.gap_from.take() {
             self.outcome.handoff_gap_ms.push(ms(at));
         }
         match heard {
@@ -282,8 +296,11 @@ impl Session<'_> {
         }
     }
 
-    /// Waits for `bidi_connection_start`, starts the microphone, and lets the greeting end.
-    async fn open(&mut self, patience: Duration) -> Result<(), String> {
+    /// Waits for `bidi_connection_start`, starts the microphone, and lets the greeting end:
+    /// the session quiet for [`OPENING_QUIET`] and no response under way (a response that
+    /// started is heard to its end, not talked over). With `greeting`, the agent's first
+    /// response is awaited, however late it starts (a loaded gateway greets late).
+    async fn open(&mut self, patience: Duration, greeting: bool) -> Result<(), String> {
         let deadline = Instant::now() + patience;
         loop {
             match self.next(deadline).await? {
@@ -302,14 +319,23 @@ impl Session<'_> {
             ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
             self.ticker = Some(ticker);
         }
+        let mut answering = greeting;
         let mut quiet_from = Instant::now();
-        while let Some(heard) = self.next((quiet_from + OPENING_QUIET).min(deadline)).await? {
-            if let Heard::Error { code, recoverable: false } = heard {
-                return Err(code);
+        loop {
+            let until = if answering { deadline } else { (quiet_from + OPENING_QUIET).min(deadline) };
+            let Some(heard) = self.next(until).await? else {
+                return if answering { Err("timeout greeting".into()) } else { Ok(()) };
+            };
+            match heard {
+                Heard::Error { code, recoverable: false } => return Err(code),
+                Heard::Answering => answering = true,
+                // A greeting's end: its final line (a voice greeting has no
+                // `bidi_response_complete`: it is not a turn of the caller's).
+                Heard::Complete { .. } | Heard::ReplyText { last: true } => answering = false,
+                _ => {}
             }
             quiet_from = Instant::now();
         }
-        Ok(())
     }
 
     /// Lets `pause` pass (the microphone on), taking what comes.
@@ -349,7 +375,7 @@ impl Session<'_> {
                     first = true;
                     self.outcome.first_audio_ms.push(ms(at));
                 }
-                Heard::ReplyText if !spoken && !first => {
+                Heard::ReplyText { .. } if !spoken && !first => {
                     first = true;
                     self.outcome.first_token_ms.push(ms(at));
                 }
@@ -408,7 +434,11 @@ mod tests {
         );
         assert_eq!(
             hear(r#"{"type":"bidi_transcript_stream","role":"assistant","text":"Hi","delta":true,"is_final":false}"#),
-            Heard::ReplyText
+            Heard::ReplyText { last: false }
+        );
+        assert_eq!(
+            hear(r#"{"type":"bidi_transcript_stream","role":"assistant","text":"Hi","delta":false,"is_final":true}"#),
+            Heard::ReplyText { last: true }
         );
         assert_eq!(
             hear(r#"{"type":"bidi_transcript_stream","role":"user","text":"Hi","delta":false,"is_final":true}"#),

@@ -19,6 +19,7 @@ fn options(url: String, callers: u64) -> LoadOptions {
             agent: None,
             connect_timeout: Duration::from_millis(500),
             turn_timeout: Duration::from_millis(500),
+            greeting: false,
             think: Duration::ZERO,
             max_message_bytes: 1 << 16,
         },

@@ -56,6 +56,13 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=600))]
     turn_timeout: u64,
 
+    /// The agent speaks first (its Persona's `speakFirst`): each caller waits for the
+    /// greeting to end, however late it starts (up to --turn-timeout), before its first turn.
+    /// Without it a caller waits only until the session has been quiet for 300 ms, and a
+    /// greeting that starts later is talked over (counted by the model as an interruption).
+    #[arg(long)]
+    greeting: bool,
+
     /// Seconds the WebSocket connection may take to open.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=120))]
     connect_timeout: u64,
@@ -110,6 +117,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
         api_key,
         session_timeout,
         turn_timeout,
+        greeting,
         connect_timeout,
         think_ms,
         json,
@@ -126,6 +134,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
         agent,
         connect_timeout: Duration::from_secs(connect_timeout),
         turn_timeout: Duration::from_secs(turn_timeout),
+        greeting,
         think: Duration::from_millis(think_ms),
         max_message_bytes: 1 << 20,
     };

@@ -156,6 +156,8 @@ fn voice_callers(local: &Local, callers: u64, rate: u32, concurrency: u32) {
         // Generous: this checks what was counted, not how fast (a loaded machine is slow).
         "--turn-timeout",
         "90",
+        // The Example Bank's triage speaks first: every caller hears its greeting out.
+        "--greeting",
         "--speech-endpoint-url",
         &local.sim,
         "--speech-ca-file",
