@@ -10,6 +10,12 @@
 //! goes to the gateway as 16 kHz PCM16, as G.722's does). On the wire Opus's RTP clock is
 //! always 48 kHz ([`RTP_CLOCK`], RFC 7587 §4.1), whatever the rate of the audio.
 //! Mono both ways: a stereo packet decodes to its downmix.
+//!
+//! Both are `Sync` (libopus's states are `Send` only): each state sits in a [`Mutex`] that
+//! is never locked, only reached through `&mut self` ([`Mutex::get_mut`], no locking), so an
+//! async owner may hold a reference to a call's media across an `.await`.
+
+use std::sync::{Mutex, PoisonError};
 
 use opus::{Application, Bandwidth, Bitrate, Channels, Decoder, Encoder};
 
@@ -99,7 +105,8 @@ pub fn bandwidth_for(rate: u32) -> Bandwidth {
 /// A mono voice encoder (libopus's VoIP application) of PCM16 at one rate.
 #[derive(Debug)]
 pub struct VoiceEncoder {
-    encoder: Encoder,
+    /// Never locked: see the crate docs.
+    encoder: Mutex<Encoder>,
     rate: u32,
 }
 
@@ -124,7 +131,7 @@ impl VoiceEncoder {
         if settings.cbr {
             encoder.set_vbr(false).map_err(OpusError::codec("constant bitrate"))?;
         }
-        Ok(Self { encoder, rate })
+        Ok(Self { encoder: Mutex::new(encoder), rate })
     }
 
     /// The rate of the PCM it takes.
@@ -134,7 +141,8 @@ impl VoiceEncoder {
 
     /// One frame of PCM (2.5, 5, 10, 20, 40 or 60 ms at the encoder's rate) as one packet.
     pub fn encode(&mut self, pcm: &[i16]) -> Result<Vec<u8>, OpusError> {
-        self.encoder.encode_vec(pcm, MAX_PACKET_BYTES).map_err(OpusError::codec("encode"))
+        let encoder = self.encoder.get_mut().unwrap_or_else(PoisonError::into_inner);
+        encoder.encode_vec(pcm, MAX_PACKET_BYTES).map_err(OpusError::codec("encode"))
     }
 }
 
@@ -164,7 +172,8 @@ pub struct Decoded<'a> {
 /// A mono decoder at one rate that conceals rather than fails (see the crate docs).
 #[derive(Debug)]
 pub struct VoiceDecoder {
-    decoder: Decoder,
+    /// Never locked: see the crate docs.
+    decoder: Mutex<Decoder>,
     rate: u32,
     /// Room for the longest packet (120 ms).
     scratch: Vec<i16>,
@@ -176,7 +185,7 @@ impl VoiceDecoder {
     pub fn new(rate: u32) -> Result<Self, OpusError> {
         let decoder = Decoder::new(checked(rate)?, Channels::Mono).map_err(OpusError::codec("decoder"))?;
         let scratch = vec![0; rate as usize * MAX_PACKET_MS / 1000];
-        Ok(Self { decoder, rate, scratch, stats: DecoderStats::default() })
+        Ok(Self { decoder: Mutex::new(decoder), rate, scratch, stats: DecoderStats::default() })
     }
 
     /// The rate of the PCM it gives.
@@ -197,17 +206,19 @@ impl VoiceDecoder {
     /// Forgets the stream so far (the sender started a new one).
     pub fn reset(&mut self) {
         // Resetting a valid decoder does not fail; a fresh one replaces it if it ever did.
-        if self.decoder.reset_state().is_err()
+        let decoder = self.decoder.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if decoder.reset_state().is_err()
             && let Ok(fresh) = Decoder::new(self.rate, Channels::Mono)
         {
-            self.decoder = fresh;
+            *decoder = fresh;
         }
     }
 
     /// One packet's audio; a packet that does not decode (malformed, or empty) is counted
     /// and concealed as `fallback_ms` of loss.
     pub fn decode(&mut self, packet: &[u8], fallback_ms: u32) -> Decoded<'_> {
-        let decoded = if packet.is_empty() { None } else { self.decoder.decode(packet, &mut self.scratch, false).ok() };
+        let decoder = self.decoder.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let decoded = if packet.is_empty() { None } else { decoder.decode(packet, &mut self.scratch, false).ok() };
         match decoded {
             Some(samples) => {
                 self.stats.packets += 1;
@@ -226,9 +237,10 @@ impl VoiceDecoder {
     /// `samples` is cut to whole 2.5 ms steps and at most 120 ms, as libopus takes them.
     pub fn recover(&mut self, next: Option<&[u8]>, samples: usize) -> Decoded<'_> {
         let samples = self.whole(samples);
+        let decoder = self.decoder.get_mut().unwrap_or_else(PoisonError::into_inner);
         let fec = next
             .filter(|p| !p.is_empty() && samples > 0)
-            .and_then(|packet| self.decoder.decode(packet, &mut self.scratch[..samples], true).ok());
+            .and_then(|packet| decoder.decode(packet, &mut self.scratch[..samples], true).ok());
         match fec {
             Some(made) => {
                 self.stats.fec_samples += made as u64;
@@ -255,7 +267,8 @@ impl VoiceDecoder {
 
     fn conceal_into(&mut self, samples: usize) -> usize {
         let samples = samples.min(self.scratch.len());
-        let made = self.decoder.decode(&[], &mut self.scratch[..samples], false).unwrap_or_else(|_| {
+        let decoder = self.decoder.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let made = decoder.decode(&[], &mut self.scratch[..samples], false).unwrap_or_else(|_| {
             self.scratch[..samples].fill(0);
             samples
         });

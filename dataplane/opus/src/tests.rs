@@ -5,7 +5,9 @@
 use super::*;
 
 fn tone(hz: f64, rate: u32, samples: usize) -> Vec<i16> {
-    (0..samples).map(|i| ((2.0 * std::f64::consts::PI * hz * i as f64 / f64::from(rate)).sin() * 12_000.0) as i16).collect()
+    (0..samples)
+        .map(|i| ((2.0 * std::f64::consts::PI * hz * i as f64 / f64::from(rate)).sin() * 12_000.0) as i16)
+        .collect()
 }
 
 fn pitch(samples: &[i16], rate: u32) -> f64 {
@@ -118,4 +120,11 @@ fn the_peers_playback_rate_caps_the_bandwidth_and_bad_rates_are_refused() {
     let mut encoder = VoiceEncoder::new(16_000, &cbr).expect("encoder");
     let sizes: Vec<usize> = packets(&mut encoder, 500.0).iter().map(Vec::len).skip(5).collect();
     assert!(sizes.iter().all(|s| *s == sizes[0] && *s <= 31), "12 kbit/s CBR is 30 bytes a frame: {sizes:?}");
+}
+
+#[test]
+fn both_are_send_and_sync_for_async_owners() {
+    fn held_across_awaits<T: Send + Sync>() {}
+    held_across_awaits::<VoiceEncoder>();
+    held_across_awaits::<VoiceDecoder>();
 }
