@@ -73,7 +73,7 @@ forbid() { # package, forbidden dependency, [cargo tree flags...]
     exit 1
   fi
 }
-for pkg in switchboard-crds switchboard-protocol switchboard-audio switchboard-core switchboard-webrtc switchboard-sip; do
+for pkg in switchboard-crds switchboard-protocol switchboard-audio switchboard-core switchboard-opus switchboard-webrtc switchboard-sip; do
   for dep in tokio hyper aws-sdk-bedrockruntime; do forbid "$pkg" "$dep"; done
 done
 forbid switchboard-dataplane switchboard-sim --no-default-features
@@ -127,7 +127,10 @@ for dep in switchboard-gateway switchboard-core switchboard-runtime switchboard-
 done
 # The operator hands runtime pods the gateway's public key as text; it needs no agent core.
 forbid switchboard-operator switchboard-core
-echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the gateway: no WebRTC edge, stack or rcgen; the edge: no runtime, local mode or simulator; the shipping dataplane and the runtime: no simulator (the runtime: no local mode, scenario runner, demo tools, console or gateway either); the scenario runner without \`local\`: no local mode or simulator; the load generator: no gateway, runtime, local mode or simulator; capacity: no gateway, agent core, runtime, local mode, simulator or HTTP server; outage: no gateway, agent core, runtime, local mode, simulator, HTTP server or Kubernetes client; the operator: no agent core"
+# The Opus wrapper both media edges share stands below both: neither edge, nor the session
+# protocol or the agent core, under it.
+for dep in switchboard-sip switchboard-webrtc switchboard-core switchboard-protocol; do forbid switchboard-opus "$dep"; done
+echo "crds, core, webrtc and sip: no tokio, hyper or AWS SDK; the gateway: no WebRTC edge, stack or rcgen; the edge: no runtime, local mode or simulator; the shipping dataplane and the runtime: no simulator (the runtime: no local mode, scenario runner, demo tools, console or gateway either); the scenario runner without \`local\`: no local mode or simulator; the load generator: no gateway, runtime, local mode or simulator; capacity: no gateway, agent core, runtime, local mode, simulator or HTTP server; outage: no gateway, agent core, runtime, local mode, simulator, HTTP server or Kubernetes client; the operator: no agent core; opus: no SIP or WebRTC crate, session protocol or agent core"
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
             Err(_) => continue,
         };
         if packet.payload_type == 101 {
-            if let Ok(told) = receiver.receive(packet.timestamp, packet.payload) {
+            if let Ok(told) = receiver.receive(packet.timestamp, packet.payload, 8000) {
                 assert!(told.len() <= 2);
             }
         } else {

@@ -506,7 +506,7 @@ impl RtpReadings {
         let lost = u64::try_from(stats.lost()).unwrap_or(0);
         metrics.rtp_received.inc_by(received.saturating_sub(counted_received));
         metrics.rtp_lost.inc_by(lost.saturating_sub(counted_lost));
-        metrics.jitter.observe(stats.jitter_seconds(switchboard_sip::media::CLOCK_RATE));
+        metrics.jitter.observe(stats.jitter_seconds(stats.clock_rate()));
         self.last = Some((stats.ssrc(), received.max(counted_received), lost.max(counted_lost)));
     }
 }

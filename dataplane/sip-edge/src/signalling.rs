@@ -320,6 +320,11 @@ async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, S
     }
 }
 
+/// The codecs the edge takes and offers, most wanted first: Opus, then G.722 (both heard
+/// at 16 kHz; Opus conceals loss from in-band FEC), then G.711 μ-law and A-law (an answer
+/// keeps the offerer's order among those): `switchboard_sip::sdp::negotiate`'s rule.
+pub(crate) const CODECS: [Codec; 4] = [Codec::Opus, Codec::G722, Codec::Pcmu, Codec::Pcma];
+
 /// The call's configuration: the edge's SIP address, its media on `port`, and a fresh tag.
 pub(crate) fn call_config(local: SocketAddr, advertise: IpAddr, port: u16) -> CallConfig {
     CallConfig {
@@ -329,7 +334,7 @@ pub(crate) fn call_config(local: SocketAddr, advertise: IpAddr, port: u16) -> Ca
             port,
             session_id: fastrand::u64(..u64::MAX / 2),
             version: 1,
-            codecs: vec![Codec::G722, Codec::Pcmu, Codec::Pcma],
+            codecs: CODECS.to_vec(),
             telephone_event: TELEPHONE_EVENT,
             srtp: LocalSrtp::default(),
         },

@@ -1,5 +1,6 @@
 //! The call's audio: Opus at 48 kHz on the wire, PCM16 mono at the runtime's rates on the
-//! session's side, transcoded once each way. [`Inbound`] decodes the caller's packets (in
+//! session's side, transcoded once each way (libopus through [`switchboard_opus`], the
+//! wrapper the SIP edge shares: its decoder's FEC and concealment, its voice encoder). [`Inbound`] decodes the caller's packets (in
 //! order, as str0m's reorder buffer releases them), conceals what was lost — in-band FEC from
 //! the next packet for the frame just before it, packet loss concealment for the rest — and
 //! fills DTX pauses, then resamples to the runtime's input rate. [`Outbound`] resamples the
@@ -13,7 +14,7 @@ pub use inbound::{Inbound, InboundStats, MAX_LATENESS};
 pub use outbound::{Frame, Outbound};
 
 /// Opus's clock and the rate the codec runs at here.
-pub const OPUS_RATE: u32 = 48_000;
+pub const OPUS_RATE: u32 = switchboard_opus::RTP_CLOCK;
 /// Samples in one 20 ms frame at 48 kHz.
 pub const FRAME_SAMPLES: usize = 960;
 /// One frame's duration.
@@ -25,27 +26,16 @@ pub const RUNTIME_RATES: [u32; 3] = [8_000, 16_000, 24_000];
 /// A codec failure.
 #[derive(Debug, thiserror::Error)]
 pub enum AudioError {
-    /// libopus refused to make an encoder or decoder, or to set one up.
-    #[error("Opus {what} failed: {source}")]
-    Opus {
-        /// What was being done.
-        what: &'static str,
-        /// libopus's error.
-        #[source]
-        source: opus::Error,
-    },
+    /// libopus refused to make an encoder or decoder, to set one up, or to encode
+    /// ([`switchboard_opus`], the Opus wrapper the SIP edge shares).
+    #[error(transparent)]
+    Opus(#[from] switchboard_opus::OpusError),
     /// A rate the session protocol does not speak.
     #[error("{rate} Hz is not a rate of the session protocol (8000, 16000 or 24000)")]
     Rate {
         /// The rate asked for.
         rate: u32,
     },
-}
-
-impl AudioError {
-    pub(crate) fn opus(what: &'static str) -> impl FnOnce(opus::Error) -> Self {
-        move |source| Self::Opus { what, source }
-    }
 }
 
 fn resampler(from: u32, to: u32) -> Result<switchboard_core::audio::resample::Resampler, AudioError> {

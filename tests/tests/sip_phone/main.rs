@@ -32,8 +32,10 @@
 //! after its beep, a machine hung up on), [`callbacks`] (outbound calls' status callbacks
 //! to a real HTTP receiver), [`transports`] (outbound calls over TCP and TLS
 //! trunks, one whose certificate is not trusted), [`tls`] (SIP over TLS), [`srtp`] (SRTP on
-//! calls over TLS, refused where keys would travel in the clear), [`wideband`] (G.722 phones:
-//! a baresip speaking only G.722, one offering it after PCMU) and [`local`] (local mode's
+//! calls over TLS, refused where keys would travel in the clear), [`wideband`] (G.722 and Opus
+//! phones: a baresip speaking only G.722, one offering it after PCMU, one speaking only
+//! Opus, one offering it after G.722 and PCMU, and outbound calls to G.722-only and
+//! Opus-only phones) and [`local`] (local mode's
 //! own edge, answering
 //! and placing calls, and dialling a person to bridge a caller to), [`local_trunks`] (local
 //! mode's edge with several outbound trunks) and [`example`] (the Example Bank as it ships:

@@ -28,7 +28,9 @@ pub(crate) fn call_with(stack: &Stack, to: &str, args: &[&str]) -> std::thread::
     })
 }
 
-fn outbound_stack(name: &str, port: u16, ring_seconds: &str) -> Stack {
+/// A stack whose edge places outbound calls through a trunk at `127.0.0.1:<port>` (the
+/// callee), giving up after `ring_seconds`.
+pub(crate) fn outbound_stack(name: &str, port: u16, ring_seconds: &str) -> Stack {
     let trunk = format!("sip:127.0.0.1:{port}");
     let stack = stack_with(
         name,

@@ -1,6 +1,11 @@
 //! The phones: a baresip that dials the edge ([`Phone`]: it plays a WAV, records what it
-//! hears, presses keys through its console) and one that takes calls ([`Callee`]: the
-//! person of a transfer's far side, the callee of an outbound call).
+//! hears, presses keys through its console) and one that takes calls ([`Callee`], in
+//! [`callee`]: the person of a transfer's far side, the callee of an outbound call). Either
+//! speaks the codecs it is told to ([`codec_config`]: G.711, G.722, Opus).
+
+mod callee;
+
+pub(crate) use callee::Callee;
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -21,8 +26,8 @@ pub(crate) struct Options {
     /// After the silence, a second tone: its frequency and seconds.
     pub(crate) then: Option<(u32, u32)>,
     /// The codecs it offers and takes, in its order of preference, as baresip's
-    /// `audio_codecs` names them (default `PCMU`; `G722/16000/1` loads baresip's g722
-    /// module, and its WAV is made at 16 kHz).
+    /// `audio_codecs` names them (default `PCMU`; `G722/16000/1` and `opus/48000/1` load
+    /// baresip's codec modules: [`codec_config`]).
     pub(crate) codec: Option<&'static str>,
     /// Seconds of silence before its tone (default half a second).
     pub(crate) lead: Option<u32>,
@@ -166,8 +171,7 @@ impl Phone {
         std::fs::create_dir_all(dir.join("snd")).expect("a folder");
         let sox = tools.join("sox");
         let codec = options.codec.unwrap_or("PCMU");
-        // baresip's aufile plays a WAV only at the codec's own rate: 16 kHz for G.722.
-        let rate = if codec.contains("G722") { "16000" } else { "8000" };
+        let (rate, codec_modules) = codec_config(codec);
         let part = |file: &str, args: &[&str]| {
             let status = Command::new(&sox)
                 .args(["-n", "-r", rate, "-c", "1", "-b", "16"])
@@ -200,10 +204,8 @@ impl Phone {
             let d = dir.display();
             // SRTP's module loads before the accounts that name it (mediaenc).
             let srtp = if options.srtp { "module srtp.so\n" } else { "" };
-            // baresip's G.722 (spandsp's codec), loaded for a phone told to offer it.
-            let g722 = if codec.contains("G722") { "module g722.so\n" } else { "" };
             let config = format!(
-                "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n{g722}{srtp}\
+                "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n{codec_modules}{srtp}\
                  module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
                  audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
                  snd_path {d}/snd\n{}{more_config}",
@@ -357,22 +359,28 @@ impl Phone {
     }
 }
 
-/// A baresip that takes calls (the callee of the edge's outbound calls) on `port`:
-/// `answermode` `auto` (answers at once, plays the phrase tone, records what it hears) or
-/// `manual` (rings until the caller gives up); `max_calls` calls at once (past it: 486 Max
-/// Calls). It hangs up when told to stop ([`Callee::hang_up`]).
-pub(crate) struct Callee {
-    pub(crate) phone: Phone,
-    port: u16,
-}
-
-/// How a [`Callee`] takes calls.
-struct Listening<'a> {
-    answermode: &'a str,
-    max_calls: u32,
-    port: u16,
-    transport: &'a str,
-    more_config: &'a str,
+/// baresip's config for a phone offering `codecs` (its `audio_codecs` names): the rate its
+/// WAVs are made at, and the codec modules it loads beside g711. baresip's aufile plays a
+/// WAV only at the codec's own rate: 16 kHz for G.722 (spandsp's codec, module g722), 48 kHz
+/// for Opus (libopus, module opus: mono both ways, so it offers `opus/48000/2` with
+/// `stereo=0;sprop-stereo=0` and names the codec `opus/48000/1`). One wideband codec a
+/// phone: with two, the WAV's rate would fit only one of them.
+pub(crate) fn codec_config(codecs: &str) -> (&'static str, String) {
+    let mut modules = String::new();
+    if codecs.contains("G722") {
+        modules.push_str("module g722.so\n");
+    }
+    if codecs.contains("opus") {
+        modules.push_str("module opus.so\nopus_stereo no\nopus_sprop_stereo no\n");
+    }
+    let rate = if codecs.contains("opus") {
+        "48000"
+    } else if codecs.contains("G722") {
+        "16000"
+    } else {
+        "8000"
+    };
+    (rate, modules)
 }
 
 /// A port for a baresip: it and the next free over UDP and TCP.
@@ -384,104 +392,4 @@ pub(crate) fn free_phone_port() -> u16 {
 /// above the kernel's ephemeral range it takes none that the tests hand out ([`ports`]).
 fn rtp_ports() -> String {
     ports::above_ephemeral().map(|(low, high)| format!("rtp_ports {low}-{high}\n")).unwrap_or_default()
-}
-
-impl Callee {
-    pub(crate) fn listen(stack: &Stack, name: &str, answermode: &str, max_calls: u32, port: u16) -> Self {
-        // Half a second of silence, the phrase tone (500 Hz, 1.5 s), then silence.
-        let phrase: &[&str] = &["synth", "1.5", "sine", "500", "vol", "0.5", "pad", "0.5", "60"];
-        Self::listen_saying(&stack.dir, &stack.tools, name, answermode, max_calls, port, &[phrase])
-    }
-
-    /// [`Callee::listen`] answering at once, its account on `transport` (`tcp`, `tls`), with
-    /// `more_config` lines in its config (a TLS callee's `sip_certificate`: it takes TLS on
-    /// `port + 1`).
-    pub(crate) fn listen_over(stack: &Stack, name: &str, port: u16, transport: &str, more_config: &str) -> Self {
-        let phrase: &[&str] = &["synth", "1.5", "sine", "500", "vol", "0.5", "pad", "0.5", "60"];
-        let how = Listening { answermode: "auto", max_calls: 4, port, transport, more_config };
-        Self::listen_as(&stack.dir, &stack.tools, name, how, &[phrase])
-    }
-
-    /// [`Callee::listen`] in `dir` (not a [`Stack`]'s), saying the parts that sox makes
-    /// from each list of `synth` effects (`sox -n ... PART <effects>`), one after another.
-    pub(crate) fn listen_saying(
-        dir: &Path,
-        tools: &Path,
-        name: &str,
-        answermode: &str,
-        max_calls: u32,
-        port: u16,
-        parts: &[&[&str]],
-    ) -> Self {
-        let how = Listening { answermode, max_calls, port, transport: "udp", more_config: "" };
-        Self::listen_as(dir, tools, name, how, parts)
-    }
-
-    fn listen_as(dir: &Path, tools: &Path, name: &str, how: Listening<'_>, parts: &[&[&str]]) -> Self {
-        let Listening { answermode, max_calls, port, transport, more_config } = how;
-        let dir = dir.join(name);
-        std::fs::create_dir_all(dir.join("snd")).expect("a folder");
-        let sox = tools.join("sox");
-        let mut files = Vec::new();
-        for (i, effects) in parts.iter().enumerate() {
-            let part = dir.join(format!("part{i}.wav"));
-            let status = Command::new(&sox)
-                .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
-                .arg(&part)
-                .args(*effects)
-                .status()
-                .expect("sox runs");
-            assert!(status.success(), "sox made the callee's part {effects:?}");
-            files.push(part);
-        }
-        let status = if files.len() == 1 {
-            Command::new(&sox).arg(&files[0]).arg(dir.join("say.wav")).status()
-        } else {
-            Command::new(&sox).args(&files).arg(dir.join("say.wav")).status()
-        };
-        assert!(status.expect("sox runs").success(), "sox made the callee's WAV");
-        let d = dir.display();
-        let config = format!(
-            "sip_listen 127.0.0.1:{port}\nmodule_path /usr/lib/baresip/modules\nmodule stdio.so\nmodule g711.so\n\
-             module aufile.so\nmodule sndfile.so\nmodule account.so\nmodule menu.so\n\
-             audio_source aufile,{d}/say.wav\naudio_player aufile,{d}/play.wav\naudio_alert aufile,{d}/say.wav\n\
-             snd_path {d}/snd\ncall_max_calls {max_calls}\n{}{more_config}",
-            rtp_ports()
-        );
-        std::fs::write(dir.join("config"), config).expect("config");
-        let account = format!(
-            "<sip:callee@127.0.0.1:{port};transport={transport}>;regint=0;answermode={answermode};audio_codecs=PCMU\n"
-        );
-        std::fs::write(dir.join("accounts"), account).expect("accounts");
-        let log = std::fs::File::create(dir.join("baresip.log")).expect("a log");
-        let child = Command::new(tools.join("baresip"))
-            .arg("-f")
-            .arg(&dir)
-            .args(["-t", "180"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("baresip starts");
-        let mut phone = Phone { dir, child };
-        // Its port is in the stack's configuration already: taken meanwhile, it cannot be
-        // picked again here.
-        assert!(
-            phone.ready(),
-            "the callee's port {port} was taken by another program after it was picked, before baresip \
-             bound it (a port collision, not the code under test):\n{}",
-            phone.log()
-        );
-        Self { phone, port }
-    }
-
-    pub(crate) fn uri(&self) -> String {
-        format!("sip:callee@127.0.0.1:{}", self.port)
-    }
-
-    /// Stops baresip as a person hangs up: SIGTERM, it sends BYE and closes its recordings.
-    pub(crate) fn hang_up(&self) {
-        let status = Command::new("kill").args(["-TERM", &self.phone.child.id().to_string()]).status().expect("kill");
-        assert!(status.success(), "SIGTERM to the callee");
-    }
 }

@@ -346,6 +346,8 @@ mod tests {
             codec: Codec::Pcmu,
             payload_type: 0,
             telephone_event: None,
+            telephone_event_clock: 8000,
+            opus: None,
             remote_ptime: None,
             direction,
             rtcp_mux: false,
@@ -432,7 +434,7 @@ mod tests {
         let (to_gateway, mut sent) = mpsc::channel(16);
         let mut phone = switchboard_sip::media::rtp::RtpSender::new(7, 1, 1);
         for (key, start) in [('4', 8000u32), ('#', 16000)] {
-            for planned in packets(switchboard_sip::media::telephone::Event::Digit(key), 120) {
+            for planned in packets(switchboard_sip::media::telephone::Event::Digit(key), 120, 8000) {
                 let payload = Payload::to_bytes(planned.payload);
                 let packet = phone.packet(101, planned.marker, start, &payload);
                 relay.rtp("127.0.0.1:4000".parse().expect("addr"), &packet, false);

@@ -202,6 +202,8 @@ mod tests {
             codec: Codec::Pcmu,
             payload_type: 0,
             telephone_event: None,
+            telephone_event_clock: 8000,
+            opus: None,
             remote_ptime: None,
             direction: Direction::SendRecv,
             rtcp_mux: false,

@@ -11,6 +11,8 @@ fn media(port: u16) -> Negotiated {
         codec: Codec::Pcma,
         payload_type: 8,
         telephone_event: Some(101),
+        telephone_event_clock: 8000,
+        opus: None,
         remote_ptime: None,
         direction: Direction::SendRecv,
         rtcp_mux: false,

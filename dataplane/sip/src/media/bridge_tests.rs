@@ -18,6 +18,8 @@ fn negotiated(remote: &str, codec: Codec, telephone_event: Option<u8>) -> Negoti
         codec,
         payload_type: codec.payload_type(),
         telephone_event,
+        telephone_event_clock: 8000,
+        opus: None,
         remote_ptime: None,
         direction: Direction::SendRecv,
         rtcp_mux: false,
@@ -124,7 +126,7 @@ fn a_key_is_relayed_to_a_leg_that_takes_telephone_events_and_dropped_otherwise()
     let press = |bridge: &mut MediaBridge| {
         let mut phone = RtpSender::new(10, 1, 0);
         let mut sent = Vec::new();
-        for planned in packets(Event::Digit('5'), 100) {
+        for planned in packets(Event::Digit('5'), 100, 8000) {
             let packet = phone.packet(101, planned.marker, 800, &Payload::to_bytes(planned.payload));
             bridge.receive(Instant::now(), Leg::Caller, CALLER.parse().expect("addr"), &packet);
             for _ in 0..3 {

@@ -1,7 +1,8 @@
 //! The audio a call's media session hands its owner and takes from it ([`Format`]): G.711
 //! as it came (a G.711 call is never transcoded on its way to the gateway), or, on a G.722
-//! call, 16 kHz PCM16 (what G.722 decodes to, and what the gateway's session protocol takes
-//! as `pcm16` at 16000), so that the wideband audio reaches the agent whole. Conversions
+//! or Opus call, 16 kHz PCM16 (what G.722 decodes to, what the edge decodes Opus at, and
+//! what the gateway's session protocol takes as `pcm16` at 16000), so that the wideband
+//! audio reaches the agent whole. Conversions
 //! between formats are for where two sides differ: a bridge between a G.722 leg and a G.711
 //! one, the edge's own 8 kHz sounds (announcements, the hold chime) on a G.722 call, or a
 //! re-INVITE that changed the codec mid-call. They work frame by frame, without state:
@@ -15,7 +16,7 @@ use crate::sdp::Codec;
 pub enum Format {
     /// G.711 in this law at 8 kHz, a byte a sample.
     G711(Law),
-    /// PCM16 little-endian at 16 kHz (a G.722 call's audio), two bytes a sample.
+    /// PCM16 little-endian at 16 kHz (a G.722 or Opus call's audio), two bytes a sample.
     Wideband,
 }
 
@@ -25,7 +26,7 @@ impl Format {
         match codec {
             Codec::Pcmu => Self::G711(Law::Ulaw),
             Codec::Pcma => Self::G711(Law::Alaw),
-            Codec::G722 => Self::Wideband,
+            Codec::G722 | Codec::Opus => Self::Wideband,
         }
     }
 
@@ -154,6 +155,7 @@ mod tests {
         assert_eq!(Format::of(Codec::Pcmu).session_encoding(), ("mulaw", 8000));
         assert_eq!(Format::of(Codec::Pcma).session_encoding(), ("alaw", 8000));
         assert_eq!(Format::of(Codec::G722).session_encoding(), ("pcm16", 16_000));
+        assert_eq!(Format::of(Codec::Opus).session_encoding(), ("pcm16", 16_000));
         assert_eq!((Format::Wideband.frame_bytes(), Format::G711(Law::Ulaw).frame_bytes()), (640, 160));
         assert_eq!(Format::Wideband.samples_8k(640), 160);
     }

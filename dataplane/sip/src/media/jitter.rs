@@ -117,6 +117,12 @@ impl JitterBuffer {
         self.frames.is_empty()
     }
 
+    /// The payload held for the next tick, if it came: after a concealed frame, the packet
+    /// that follows the lost one (whose in-band FEC, on an Opus call, rebuilds it).
+    pub fn next_held(&self) -> Option<&[u8]> {
+        self.frames.get(&self.next?).map(Vec::as_slice)
+    }
+
     /// The extended (wrap-free) number of `sequence`: the one nearest to `reference`.
     fn extend(reference: u64, sequence: u16) -> u64 {
         let candidate = (reference & !0xFFFF) | u64::from(sequence);

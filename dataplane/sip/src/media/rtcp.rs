@@ -126,6 +126,8 @@ pub struct ReceiverStats {
     last_transit: Option<f64>,
     start: Instant,
     last_sr: Option<(u32, Instant)>,
+    /// The RTP clock of the packets counted (the last [`ReceiverStats::on_packet`]'s).
+    clock_rate: u32,
 }
 
 impl ReceiverStats {
@@ -143,6 +145,7 @@ impl ReceiverStats {
             last_transit: None,
             start: now,
             last_sr: None,
+            clock_rate: super::CLOCK_RATE,
         }
     }
 
@@ -167,6 +170,11 @@ impl ReceiverStats {
         self.jitter / f64::from(clock_rate.max(1))
     }
 
+    /// The RTP clock rate of the stream's packets (8000; 48000 for Opus).
+    pub fn clock_rate(&self) -> u32 {
+        self.clock_rate
+    }
+
     /// Counts a packet that arrived at `now` (sequence number and RTP timestamp).
     pub fn on_packet(&mut self, now: Instant, sequence: u16, timestamp: u32, clock_rate: u32) {
         let candidate = (self.highest & !0xFFFF) | u64::from(sequence);
@@ -179,6 +187,7 @@ impl ReceiverStats {
         };
         self.highest = self.highest.max(extended);
         self.received += 1;
+        self.clock_rate = clock_rate;
         let arrival = now.saturating_duration_since(self.start).as_secs_f64() * f64::from(clock_rate);
         let transit = arrival - f64::from(timestamp);
         if let Some(last) = self.last_transit {

@@ -4,7 +4,8 @@
 //! audio out, paced into one RTP packet a tick (silence when there is none, so
 //! NATs and media gateways keep the stream), and telephone events out. The owner's audio is
 //! in the session's [`Format`]: G.711 as the phone sends it, or 16 kHz PCM16 on a G.722
-//! call, decoded and encoded here ([`coder`]). When offer/answer
+//! or Opus call, decoded and encoded here ([`coder`]); RTP times run at the codec's clock
+//! (48 kHz for Opus). When offer/answer
 //! settled SRTP, every packet in is unprotected before anything reads it (one that fails
 //! is dropped, [`Ignored::Srtp`]) and every packet out protected ([`super::srtp`]).
 
@@ -12,13 +13,13 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::FRAME_MS;
 use super::format::Format;
 use super::jitter::{JitterBuffer, JitterConfig, Playout, Pushed};
 use super::rtcp::{self, Compound, ReceiverStats, SenderInfo};
 use super::rtp::{self, RtpSender};
 use super::srtp::{SrtpCounts, SrtpError, SrtpSession};
 use super::telephone::{self, Event, Telephone};
-use super::{CLOCK_RATE, FRAME_MS, FRAME_SAMPLES};
 use crate::sdp::{Direction, Negotiated};
 
 mod coder;
@@ -30,7 +31,7 @@ pub struct MediaConfig {
     /// The jitter buffer.
     pub jitter: JitterConfig,
     /// The most outgoing audio held, in bytes of G.711 (8000 a second; four times as many
-    /// bytes of 16 kHz PCM16 on a G.722 call): the agent's reply arrives faster than it is
+    /// bytes of 16 kHz PCM16 on a G.722 or Opus call): the agent's reply arrives faster than it is
     /// spoken. Default 10 s (80 KB).
     pub max_outgoing: usize,
     /// Send silence when there is no audio to send (keeps NAT bindings and media
@@ -104,7 +105,7 @@ impl MediaSession {
     /// Media for what offer/answer settled; the outgoing stream starts at this SSRC,
     /// sequence number and timestamp (random in practice: the owner draws them).
     pub fn new(config: MediaConfig, media: Negotiated, ssrc: u32, sequence: u16, timestamp: u32) -> Self {
-        let coder = Coder::new(media.codec);
+        let coder = Coder::new(&media);
         Self {
             config,
             jitter: coder.jitter(config.jitter),
@@ -127,8 +128,8 @@ impl MediaSession {
 
     /// A re-INVITE or UPDATE moved the media (hold, a new address or codec).
     pub fn update(&mut self, media: Negotiated) {
-        if media.codec != self.media.codec {
-            self.coder = Coder::new(media.codec);
+        if media.codec != self.media.codec || media.opus != self.media.opus {
+            self.coder = Coder::new(&media);
             self.jitter = self.coder.jitter(self.config.jitter);
             self.outgoing.clear();
         }
@@ -171,7 +172,7 @@ impl MediaSession {
             Err(_) => return Received::Ignored(Ignored::Malformed),
         };
         if Some(packet.payload_type) == self.media.telephone_event {
-            return match self.receiver.receive(packet.timestamp, packet.payload) {
+            return match self.receiver.receive(packet.timestamp, packet.payload, self.media.telephone_event_clock) {
                 Ok(told) => Received::Telephone(told),
                 Err(_) => Received::Ignored(Ignored::Malformed),
             };
@@ -190,7 +191,7 @@ impl MediaSession {
             _ => ReceiverStats::new(now, packet.ssrc, packet.sequence),
         };
         let stats = self.stats.insert(stats);
-        stats.on_packet(now, packet.sequence, packet.timestamp, CLOCK_RATE);
+        stats.on_packet(now, packet.sequence, packet.timestamp, self.media.codec.clock_rate());
         match self.jitter.push(packet.sequence, packet.payload) {
             Pushed::Held | Pushed::Restarted => Received::Audio,
             other => Received::Ignored(Ignored::Dropped(other)),
@@ -288,7 +289,7 @@ impl MediaSession {
     }
 
     /// How much of the agent's audio waits to be sent, in 8 kHz samples (bytes of G.711;
-    /// a quarter of the bytes of 16 kHz PCM16), so that it compares with [`FRAME_SAMPLES`]
+    /// a quarter of the bytes of 16 kHz PCM16), so that it compares with [`FRAME_SAMPLES`](super::FRAME_SAMPLES)
     /// whatever the codec.
     pub fn queued(&self) -> usize {
         self.format().samples_8k(self.outgoing.len())
@@ -304,8 +305,8 @@ impl MediaSession {
     /// Every [`FRAME_MS`]: the caller's next frame, and the next packet to the phone.
     pub fn tick(&mut self) -> Tick {
         let play = self.jitter.pop();
-        let play = self.coder.play(play, self.jitter.concealed());
-        let samples = FRAME_SAMPLES as u32;
+        let play = self.coder.play(play, self.jitter.concealed(), self.jitter.next_held());
+        let samples = self.media.codec.clock_rate() * FRAME_MS / 1000;
         let (format, bytes) = (self.format(), self.format().frame_bytes());
         let frame: Option<Vec<u8>> = if self.outgoing.is_empty() {
             self.config.send_silence.then(|| vec![format.silence_byte(); bytes])
@@ -341,7 +342,7 @@ impl MediaSession {
             return None;
         }
         let start = self.sender.timestamp();
-        let packets = telephone::packets(event, duration_ms.max(FRAME_MS * 2));
+        let packets = telephone::packets(event, duration_ms.max(FRAME_MS * 2), self.media.telephone_event_clock);
         let mut out = Vec::with_capacity(packets.len());
         for p in packets {
             let packet = self.sender.packet(payload_type, p.marker, start, &p.payload.to_bytes());
@@ -351,5 +352,7 @@ impl MediaSession {
     }
 }
 
+#[cfg(test)]
+mod opus_tests;
 #[cfg(test)]
 mod tests;

@@ -3,8 +3,6 @@
 //! while the key is held, the end packet sent three times) and ignores packets of an
 //! event already over, and [`packets`] that writes the packets of one key press.
 
-use super::CLOCK_RATE;
-
 /// Why a telephone-event payload does not read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TelephoneError {
@@ -59,7 +57,8 @@ pub struct Payload {
     pub end: bool,
     /// The volume, in -dBm0 (0-63).
     pub volume: u8,
-    /// How long the key has been held, in timestamp units (8 kHz).
+    /// How long the key has been held, in timestamp units (of the event's clock: 8 kHz,
+    /// or the audio codec's, e.g. 48 kHz beside Opus).
     pub duration: u16,
 }
 
@@ -112,9 +111,9 @@ impl Receiver {
         Self::default()
     }
 
-    /// Takes one telephone-event packet (its RTP timestamp and payload) and returns what
-    /// it tells that was not told before: at most a press and a release.
-    pub fn receive(&mut self, timestamp: u32, payload: &[u8]) -> Result<Vec<Telephone>, TelephoneError> {
+    /// Takes one telephone-event packet (its RTP timestamp and payload, at `clock` Hz) and
+    /// returns what it tells that was not told before: at most a press and a release.
+    pub fn receive(&mut self, timestamp: u32, payload: &[u8], clock: u32) -> Result<Vec<Telephone>, TelephoneError> {
         let payload = Payload::parse(payload)?;
         let event = Event::from_code(payload.code)?;
         let mut out = Vec::new();
@@ -133,7 +132,10 @@ impl Receiver {
         }
         if payload.end {
             self.current = Some(Current { timestamp, ended: true });
-            out.push(Telephone::Released { event, duration_ms: u32::from(payload.duration) * 1000 / CLOCK_RATE });
+            out.push(Telephone::Released {
+                event,
+                duration_ms: (u64::from(payload.duration) * 1000 / u64::from(clock.max(1))) as u32,
+            });
         }
         Ok(out)
     }
@@ -150,16 +152,16 @@ pub struct Planned {
     pub payload: Payload,
 }
 
-/// The packets of one key press held `duration_ms` (RFC 4733 §2.5): one at once with the
-/// marker bit, an update every 50 ms, then the end packet three times. They all carry
-/// the press's start as their RTP timestamp.
-pub fn packets(event: Event, duration_ms: u32) -> Vec<Planned> {
+/// The packets of one key press held `duration_ms` (RFC 4733 §2.5), durations at `clock`
+/// Hz: one at once with the marker bit, an update every 50 ms, then the end packet three
+/// times. They all carry the press's start as their RTP timestamp.
+pub fn packets(event: Event, duration_ms: u32, clock: u32) -> Vec<Planned> {
     let code = match event {
         Event::Digit(key) => Event::code_of(key).unwrap_or(0),
         Event::Flash => 16,
     };
     let duration_ms = duration_ms.clamp(40, 5000);
-    let units = |ms: u32| u16::try_from(ms * CLOCK_RATE / 1000).unwrap_or(u16::MAX);
+    let units = |ms: u32| u16::try_from(u64::from(ms) * u64::from(clock) / 1000).unwrap_or(u16::MAX);
     let mut out = Vec::new();
     let mut at = 0;
     while at < duration_ms {
@@ -205,44 +207,52 @@ mod tests {
     #[test]
     fn a_press_is_told_once_and_its_end_once_whatever_repeats() {
         let mut r = Receiver::new();
-        assert_eq!(r.receive(1000, &bytes(5, false, 0)).unwrap(), [Telephone::Pressed(Event::Digit('5'))]);
-        assert!(r.receive(1000, &bytes(5, false, 400)).unwrap().is_empty());
-        assert!(r.receive(1000, &bytes(5, false, 400)).unwrap().is_empty(), "a duplicate");
-        let end = r.receive(1000, &bytes(5, true, 800)).unwrap();
+        assert_eq!(r.receive(1000, &bytes(5, false, 0), 8000).unwrap(), [Telephone::Pressed(Event::Digit('5'))]);
+        assert!(r.receive(1000, &bytes(5, false, 400), 8000).unwrap().is_empty());
+        assert!(r.receive(1000, &bytes(5, false, 400), 8000).unwrap().is_empty(), "a duplicate");
+        let end = r.receive(1000, &bytes(5, true, 800), 8000).unwrap();
         assert_eq!(end, [Telephone::Released { event: Event::Digit('5'), duration_ms: 100 }]);
-        assert!(r.receive(1000, &bytes(5, true, 800)).unwrap().is_empty(), "the end's retransmission");
-        assert!(r.receive(1000, &bytes(5, true, 800)).unwrap().is_empty());
+        assert!(r.receive(1000, &bytes(5, true, 800), 8000).unwrap().is_empty(), "the end's retransmission");
+        assert!(r.receive(1000, &bytes(5, true, 800), 8000).unwrap().is_empty());
     }
 
     #[test]
     fn a_lost_start_still_tells_the_press_and_a_late_packet_nothing() {
         let mut r = Receiver::new();
-        let only_end = r.receive(2000, &bytes(11, true, 1600)).unwrap();
+        let only_end = r.receive(2000, &bytes(11, true, 1600), 8000).unwrap();
         assert_eq!(only_end.len(), 2, "press and release from the end packet alone");
-        assert_eq!(r.receive(3000, &bytes(1, false, 0)).unwrap(), [Telephone::Pressed(Event::Digit('1'))]);
-        assert!(r.receive(2000, &bytes(11, true, 1600)).unwrap().is_empty(), "an older event");
+        assert_eq!(r.receive(3000, &bytes(1, false, 0), 8000).unwrap(), [Telephone::Pressed(Event::Digit('1'))]);
+        assert!(r.receive(2000, &bytes(11, true, 1600), 8000).unwrap().is_empty(), "an older event");
         // The same key pressed again is a new event (a new timestamp), across the wrap.
         let mut r = Receiver::new();
-        r.receive(u32::MAX - 10, &bytes(1, true, 800)).unwrap();
-        assert_eq!(r.receive(500, &bytes(1, false, 0)).unwrap(), [Telephone::Pressed(Event::Digit('1'))]);
+        r.receive(u32::MAX - 10, &bytes(1, true, 800), 8000).unwrap();
+        assert_eq!(r.receive(500, &bytes(1, false, 0), 8000).unwrap(), [Telephone::Pressed(Event::Digit('1'))]);
     }
 
     #[test]
     fn bad_payloads_are_errors() {
-        assert_eq!(Receiver::new().receive(0, &[1, 2]), Err(TelephoneError::Short(2)));
-        assert_eq!(Receiver::new().receive(0, &bytes(99, false, 0)), Err(TelephoneError::Unknown(99)));
+        assert_eq!(Receiver::new().receive(0, &[1, 2], 8000), Err(TelephoneError::Short(2)));
+        assert_eq!(Receiver::new().receive(0, &bytes(99, false, 0), 8000), Err(TelephoneError::Unknown(99)));
     }
 
     #[test]
     fn planned_packets_are_read_back_as_one_press() {
-        let plan = packets(Event::Digit('#'), 120);
+        let plan = packets(Event::Digit('#'), 120, 8000);
         assert_eq!(plan.iter().map(|p| p.at_ms).collect::<Vec<_>>(), [0, 50, 100, 120, 120, 120]);
         assert!(plan[0].marker && plan[1..].iter().all(|p| !p.marker));
         let mut r = Receiver::new();
-        let told: Vec<Telephone> = plan.iter().flat_map(|p| r.receive(7, &p.payload.to_bytes()).unwrap()).collect();
+        let told: Vec<Telephone> =
+            plan.iter().flat_map(|p| r.receive(7, &p.payload.to_bytes(), 8000).unwrap()).collect();
         assert_eq!(
             told,
             [Telephone::Pressed(Event::Digit('#')), Telephone::Released { event: Event::Digit('#'), duration_ms: 120 }]
         );
+        // At 48 kHz (telephone-event beside Opus) the durations are six times the units.
+        let wide = packets(Event::Digit('#'), 120, 48_000);
+        assert_eq!(wide.last().map(|p| p.payload.duration), Some(5760));
+        let mut r = Receiver::new();
+        let told: Vec<Telephone> =
+            wide.iter().flat_map(|p| r.receive(7, &p.payload.to_bytes(), 48_000).unwrap()).collect();
+        assert_eq!(told[1], Telephone::Released { event: Event::Digit('#'), duration_ms: 120 });
     }
 }

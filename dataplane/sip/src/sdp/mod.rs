@@ -1,16 +1,19 @@
 //! SDP (RFC 4566) as the edge reads it: the session's connection address and its media
 //! lines with their formats, rtpmap/fmtp, ptime, direction and rtcp-mux. Parsing is
 //! strict about the lines it needs (v, o, s, t, c, m) and bounded ([`Limits`]); other
-//! lines are skipped, as RFC 4566 §5 allows. Offer/answer for audio is in [`negotiate`];
-//! SDES keys for SRTP (`a=crypto`) in [`crypto`] and [`secure`].
+//! lines are skipped, as RFC 4566 §5 allows. Offer/answer for audio is in [`negotiate`],
+//! Opus's fmtp parameters in [`mod@opus`]; SDES keys for SRTP (`a=crypto`) in [`crypto`] and
+//! [`secure`].
 
 pub mod crypto;
 pub mod negotiate;
+pub mod opus;
 pub mod secure;
 
 use std::net::IpAddr;
 
 pub use negotiate::{Codec, LocalMedia, Negotiated};
+pub use opus::OpusParams;
 pub use secure::LocalSrtp;
 
 /// How much an SDP body may hold.
@@ -144,6 +147,8 @@ pub struct RtpMap {
     pub encoding: String,
     /// The clock rate.
     pub clock_rate: u32,
+    /// The channels (the encoding parameter; 1 when the attribute leaves it out).
+    pub channels: u32,
 }
 
 /// One m= section.
@@ -187,7 +192,7 @@ impl Media {
             9 => "G722",
             _ => return None,
         };
-        Some(RtpMap { payload_type, encoding: encoding.to_owned(), clock_rate: 8000 })
+        Some(RtpMap { payload_type, encoding: encoding.to_owned(), clock_rate: 8000, channels: 1 })
     }
 }
 
@@ -329,7 +334,9 @@ fn attribute(sdp: &mut SessionDescription, session_direction: &mut Option<Direct
             let mut parts = map.trim().split('/');
             let encoding = parts.next().filter(|e| !e.is_empty())?;
             let clock_rate = parts.next()?.parse().ok()?;
-            media.rtpmaps.push(RtpMap { payload_type: pt.parse().ok()?, encoding: encoding.to_owned(), clock_rate });
+            let channels = parts.next().map_or(Some(1), |c| c.parse().ok())?;
+            let payload_type = pt.parse().ok()?;
+            media.rtpmaps.push(RtpMap { payload_type, encoding: encoding.to_owned(), clock_rate, channels });
         }
         "fmtp" => {
             let (pt, params) = rest.split_once(' ')?;
@@ -343,6 +350,8 @@ fn attribute(sdp: &mut SessionDescription, session_direction: &mut Option<Direct
     Some(())
 }
 
+#[cfg(test)]
+mod opus_tests;
 #[cfg(test)]
 mod secure_tests;
 #[cfg(test)]

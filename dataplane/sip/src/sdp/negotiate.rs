@@ -1,21 +1,29 @@
-//! Offer/answer (RFC 3264) for the edge's one audio stream: G.722 (payload type 9, 16 kHz
-//! audio on an 8000 RTP clock, RFC 3551 §4.5.2), G.711 μ-law (PCMU) or A-law (PCMA) at
-//! 8 kHz; and RFC 4733 telephone-event/8000 for digits. G.711 goes to the gateway's session
-//! protocol as it is (`session_start.audio` `mulaw`/`alaw` at 8000, binary frames); G.722 is
-//! decoded to PCM16 at 16 kHz and back ([`crate::media::format`]). The first audio stream
-//! over RTP (AVP, or SAVP with SRTP keys: [`super::secure`]) with a common codec and keys the
-//! edge takes is taken; every other m= line is refused with port 0, as RFC 3264 §6 says.
+//! Offer/answer (RFC 3264) for the edge's one audio stream: Opus (RFC 7587: a dynamic
+//! payload type, `opus/48000/2` on a 48 kHz RTP clock), G.722 (payload type 9, 16 kHz audio
+//! on an 8000 RTP clock, RFC 3551 §4.5.2), G.711 μ-law (PCMU) or A-law (PCMA) at 8 kHz;
+//! and RFC 4733 telephone-event for digits, at the codec's clock or at 8000. G.711 goes to
+//! the gateway's session protocol as it is (`session_start.audio` `mulaw`/`alaw` at 8000,
+//! binary frames); Opus and G.722 are decoded to PCM16 at 16 kHz and back
+//! ([`crate::media::format`]). The first audio stream over RTP (AVP, or SAVP with SRTP keys:
+//! [`super::secure`]) with a common codec and keys the edge takes is taken; every other m=
+//! line is refused with port 0, as RFC 3264 §6 says.
 //!
-//! Which codec: G.722 whenever the stream offers it and the edge takes it,
-//! wherever it stands in the offer, because the agent then hears the caller at 16 kHz (the
-//! voice model's own input rate) instead of 8 kHz audio resampled up, and the caller hears
-//! the reply at 16 kHz instead of 8; otherwise the first G.711 law in the offerer's order.
+//! Which codec: a wideband one (Opus, G.722) whenever the stream offers it and the edge
+//! takes it, wherever it stands in the offer, the one the edge lists first
+//! ([`LocalMedia::codecs`]; the edge lists Opus, then G.722), because the agent then hears
+//! the caller at 16 kHz (the voice model's own input rate) instead of 8 kHz audio resampled
+//! up, and the caller hears the reply at 16 kHz instead of 8; Opus before G.722 because it
+//! also conceals a lost packet from the next one's in-band FEC, at a third of G.722's
+//! bitrate. Otherwise the first G.711 law in the offerer's order. Opus is taken only as
+//! RFC 7587 writes it: `opus/48000/2` on a dynamic payload type (96-127); its fmtp is read
+//! ([`super::opus`]).
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
+use super::opus::{LOCAL_FMTP, OpusParams};
 use super::secure::{self, LocalSrtp};
-use super::{Direction, Media, SdpError, SessionDescription};
+use super::{Direction, Media, RtpMap, SdpError, SessionDescription};
 use crate::media::srtp::SrtpKeys;
 
 /// A codec the edge speaks.
@@ -27,6 +35,8 @@ pub enum Codec {
     Pcma,
     /// G.722 at 64 kbit/s, static payload type 9 (16 kHz audio, RTP clock 8000).
     G722,
+    /// Opus (RFC 7587), a dynamic payload type, RTP clock 48000; mono here, at 16 kHz.
+    Opus,
 }
 
 impl Codec {
@@ -36,15 +46,36 @@ impl Codec {
             Self::Pcmu => "PCMU",
             Self::Pcma => "PCMA",
             Self::G722 => "G722",
+            Self::Opus => "opus",
         }
     }
 
-    /// The static payload type (RFC 3551).
+    /// The payload type the edge offers it with: the static one (RFC 3551), or 111 for Opus
+    /// (dynamic: [`LocalMedia::offer`] takes another when telephone-event has 111).
     pub fn payload_type(self) -> u8 {
         match self {
             Self::Pcmu => 0,
             Self::Pcma => 8,
             Self::G722 => 9,
+            Self::Opus => 111,
+        }
+    }
+
+    /// Its RTP clock rate: 8000, or 48000 for Opus.
+    pub fn clock_rate(self) -> u32 {
+        match self {
+            Self::Opus => switchboard_opus::RTP_CLOCK,
+            _ => 8000,
+        }
+    }
+
+    /// Its rtpmap's `<encoding>/<clock>[/<channels>]`: `PCMU/8000`, `opus/48000/2`.
+    pub fn rtpmap(self) -> &'static str {
+        match self {
+            Self::Pcmu => "PCMU/8000",
+            Self::Pcma => "PCMA/8000",
+            Self::G722 => "G722/8000",
+            Self::Opus => "opus/48000/2",
         }
     }
 
@@ -55,14 +86,17 @@ impl Codec {
 
     /// Whether it carries wideband (16 kHz) audio.
     pub fn is_wideband(self) -> bool {
-        self == Self::G722
+        matches!(self, Self::G722 | Self::Opus)
     }
 
-    fn from_name(name: &str, clock_rate: u32) -> Option<Self> {
-        match (name.to_ascii_uppercase().as_str(), clock_rate) {
+    /// The codec an rtpmap names, if the edge speaks it: G.711 and G.722 at 8000, Opus only
+    /// as `opus/48000/2` on a dynamic payload type (RFC 7587 §7).
+    fn of(map: &RtpMap) -> Option<Self> {
+        match (map.encoding.to_ascii_uppercase().as_str(), map.clock_rate) {
             ("PCMU", 8000) => Some(Self::Pcmu),
             ("PCMA", 8000) => Some(Self::Pcma),
             ("G722", 8000) => Some(Self::G722),
+            ("OPUS", 48_000) if map.channels == 2 && (96..=127).contains(&map.payload_type) => Some(Self::Opus),
             _ => None,
         }
     }
@@ -96,10 +130,15 @@ pub struct Negotiated {
     pub remote: SocketAddr,
     /// The codec both ways.
     pub codec: Codec,
-    /// The payload type of the codec (the static one).
+    /// The payload type of the codec (the static one; Opus's, the offer's dynamic one).
     pub payload_type: u8,
     /// The telephone-event payload type, if both sides take RFC 4733 digits.
     pub telephone_event: Option<u8>,
+    /// The telephone-event clock rate: the codec's where the other side offered that,
+    /// 8000 otherwise (RFC 4733 §2.1); durations of digits are in its units.
+    pub telephone_event_clock: u32,
+    /// The other side's Opus parameters (its fmtp), on an Opus call.
+    pub opus: Option<OpusParams>,
     /// The other side's ptime, if it said (the edge sends 20 ms frames).
     pub remote_ptime: Option<u32>,
     /// The direction from the edge's point of view.
@@ -130,20 +169,32 @@ fn offered_names(sdp: &SessionDescription) -> String {
     names.join(", ")
 }
 
-/// The common codec and telephone-event of one audio m= section: a wideband codec wherever
-/// it stands, else the first common one in the section's own order (see the module docs).
-fn pick(media: &Media, wanted: &[Codec]) -> Option<(Codec, u8, Option<u8>)> {
+/// What one audio m= section has in common with the edge.
+struct Picked {
+    codec: Codec,
+    payload_type: u8,
+    /// The telephone-event payload type and its clock.
+    telephone_event: Option<(u8, u32)>,
+    opus: Option<OpusParams>,
+}
+
+/// The common codec and telephone-event of one audio m= section: the wideband codec the
+/// edge wants most wherever it stands, else the first common one in the section's own order
+/// (see the module docs).
+fn pick(media: &Media, wanted: &[Codec]) -> Option<Picked> {
     let maps = || media.formats.iter().filter_map(|f| f.parse().ok()).filter_map(|pt| media.rtpmap(pt));
-    let common = || {
-        maps().filter_map(|m| {
-            Codec::from_name(&m.encoding, m.clock_rate).filter(|c| wanted.contains(c)).map(|c| (c, m.payload_type))
-        })
+    let common = || maps().filter_map(|m| Codec::of(&m).filter(|c| wanted.contains(c)).map(|c| (c, m.payload_type)));
+    let rank = |codec: &Codec| wanted.iter().position(|w| w == codec).unwrap_or(usize::MAX);
+    let wide = common().filter(|(c, _)| c.is_wideband()).min_by_key(|(c, _)| rank(c));
+    let (codec, payload_type) = wide.or_else(|| common().next())?;
+    let event = |clock: u32| {
+        maps()
+            .find(|m| m.encoding.eq_ignore_ascii_case("telephone-event") && m.clock_rate == clock)
+            .map(|m| (m.payload_type, clock))
     };
-    let (codec, pt) = common().find(|(c, _)| c.is_wideband()).or_else(|| common().next())?;
-    let event = maps()
-        .find(|m| m.encoding.eq_ignore_ascii_case("telephone-event") && m.clock_rate == 8000)
-        .map(|m| m.payload_type);
-    Some((codec, pt, event))
+    let telephone_event = event(codec.clock_rate()).or_else(|| event(8000));
+    let opus = (codec == Codec::Opus).then(|| OpusParams::of(media, payload_type));
+    Some(Picked { codec, payload_type, telephone_event, opus })
 }
 
 impl LocalMedia {
@@ -168,7 +219,7 @@ impl LocalMedia {
                 }
             }
         });
-        let Some((index, (codec, payload_type, telephone_event), srtp)) = chosen else {
+        let Some((index, picked, srtp)) = chosen else {
             if !refused.is_empty() {
                 return Err(SdpError::Srtp(refused.join("; ")));
             }
@@ -179,9 +230,11 @@ impl LocalMedia {
         let direction = media.direction.unwrap_or_default().answer();
         let negotiated = Negotiated {
             remote: SocketAddr::new(address, media.port),
-            codec,
-            payload_type,
-            telephone_event,
+            codec: picked.codec,
+            payload_type: picked.payload_type,
+            telephone_event: picked.telephone_event.map(|(pt, _)| pt),
+            telephone_event_clock: picked.telephone_event.map_or(8000, |(_, clock)| clock),
+            opus: picked.opus,
             remote_ptime: media.ptime,
             direction,
             rtcp_mux: media.rtcp_mux,
@@ -200,15 +253,28 @@ impl LocalMedia {
         Ok((negotiated, body))
     }
 
-    /// An offer for an outbound call: every codec in [`LocalMedia::codecs`] and
-    /// telephone-event, sendrecv, 20 ms.
+    /// The payload type the edge offers `codec` with: [`Codec::payload_type`], or for Opus
+    /// 110 when telephone-event has 111.
+    pub fn payload_type(&self, codec: Codec) -> u8 {
+        match codec.payload_type() {
+            111 if self.telephone_event == 111 => 110,
+            pt => pt,
+        }
+    }
+
+    /// An offer for an outbound call: every codec in [`LocalMedia::codecs`] (Opus with
+    /// its fmtp, [`LOCAL_FMTP`]) and telephone-event at 8000, sendrecv, 20 ms.
     pub fn offer(&self) -> String {
         let mut body = self.head();
-        let mut formats: Vec<String> = self.codecs.iter().map(|c| c.payload_type().to_string()).collect();
+        let mut formats: Vec<String> = self.codecs.iter().map(|c| self.payload_type(*c).to_string()).collect();
         formats.push(self.telephone_event.to_string());
         let _ = write!(body, "m=audio {} {} {}\r\n", self.port, self.srtp.offer_proto(), formats.join(" "));
         for codec in &self.codecs {
-            let _ = write!(body, "a=rtpmap:{} {}/8000\r\n", codec.payload_type(), codec.name());
+            let pt = self.payload_type(*codec);
+            let _ = write!(body, "a=rtpmap:{pt} {}\r\n", codec.rtpmap());
+            if *codec == Codec::Opus {
+                let _ = write!(body, "a=fmtp:{pt} {LOCAL_FMTP}\r\n");
+            }
         }
         let te = self.telephone_event;
         let _ = write!(body, "a=rtpmap:{te} telephone-event/8000\r\na=fmtp:{te} 0-15\r\na=ptime:20\r\na=sendrecv\r\n");
@@ -223,15 +289,16 @@ impl LocalMedia {
             .iter()
             .find(|m| m.kind == "audio" && is_rtp(m) && m.port != 0)
             .ok_or_else(|| SdpError::NoAudio(offered_names(answer)))?;
-        let (codec, payload_type, telephone_event) =
-            pick(media, &self.codecs).ok_or_else(|| self.no_common_codec(answer))?;
+        let picked = pick(media, &self.codecs).ok_or_else(|| self.no_common_codec(answer))?;
         let address = media.connection.or(answer.connection).ok_or(SdpError::NoConnection)?;
         let srtp = self.srtp.accept(media).map_err(SdpError::Srtp)?;
         Ok(Negotiated {
             remote: SocketAddr::new(address, media.port),
-            codec,
-            payload_type,
-            telephone_event,
+            codec: picked.codec,
+            payload_type: picked.payload_type,
+            telephone_event: picked.telephone_event.map(|(pt, _)| pt),
+            telephone_event_clock: picked.telephone_event.map_or(8000, |(_, clock)| clock),
+            opus: picked.opus,
             remote_ptime: media.ptime,
             direction: media.direction.unwrap_or_default().answer(),
             rtcp_mux: media.rtcp_mux,
@@ -241,7 +308,7 @@ impl LocalMedia {
     }
 
     fn no_common_codec(&self, sdp: &SessionDescription) -> SdpError {
-        let supported: Vec<String> = self.codecs.iter().map(|c| format!("{}/8000", c.name())).collect();
+        let supported: Vec<&str> = self.codecs.iter().map(|c| c.rtpmap()).collect();
         SdpError::NoCommonCodec { offered: offered_names(sdp), supported: supported.join(", ") }
     }
 
@@ -255,15 +322,21 @@ impl LocalMedia {
     }
 
     fn audio_section(&self, body: &mut String, n: &Negotiated) {
-        let (pt, name, proto) = (n.payload_type, n.codec.name(), &n.proto);
+        let (pt, map, proto) = (n.payload_type, n.codec.rtpmap(), &n.proto);
         match n.telephone_event {
             Some(te) => {
-                let _ = write!(body, "m=audio {} {proto} {pt} {te}\r\na=rtpmap:{pt} {name}/8000\r\n", self.port);
-                let _ = write!(body, "a=rtpmap:{te} telephone-event/8000\r\na=fmtp:{te} 0-15\r\n");
+                let _ = write!(body, "m=audio {} {proto} {pt} {te}\r\na=rtpmap:{pt} {map}\r\n", self.port);
             }
             None => {
-                let _ = write!(body, "m=audio {} {proto} {pt}\r\na=rtpmap:{pt} {name}/8000\r\n", self.port);
+                let _ = write!(body, "m=audio {} {proto} {pt}\r\na=rtpmap:{pt} {map}\r\n", self.port);
             }
+        }
+        if n.codec == Codec::Opus {
+            let _ = write!(body, "a=fmtp:{pt} {LOCAL_FMTP}\r\n");
+        }
+        if let Some(te) = n.telephone_event {
+            let clock = n.telephone_event_clock;
+            let _ = write!(body, "a=rtpmap:{te} telephone-event/{clock}\r\na=fmtp:{te} 0-15\r\n");
         }
         if let Some(keys) = &n.srtp {
             secure::answer_line(body, keys);

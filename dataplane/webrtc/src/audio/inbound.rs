@@ -30,8 +30,9 @@
 use std::time::{Duration, Instant};
 
 use switchboard_core::audio::resample::Resampler;
+use switchboard_opus::VoiceDecoder;
 
-use super::{AudioError, FRAME_SAMPLES, OPUS_RATE, resampler};
+use super::{AudioError, FRAME, FRAME_SAMPLES, OPUS_RATE, resampler};
 
 /// How far behind the stream's fastest recent packet one may reach the decoder and still be
 /// decoded: two seconds. A network's burst or a pause of a busy node shorter than that
@@ -49,8 +50,6 @@ pub const MAX_FILL: u64 = OPUS_RATE as u64;
 /// How far behind the next expected packet one may be and still be taken as late (reordered
 /// or repeated: dropped) rather than as a stream started again (~2 s of 20 ms packets).
 pub const LATE_PACKETS: u64 = 100;
-/// The most samples one Opus packet decodes to (120 ms at 48 kHz).
-const MAX_PACKET_SAMPLES: usize = 5760;
 
 /// What happened to the caller's audio so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -132,11 +131,11 @@ impl Lateness {
 /// Decoder, concealment and resampler of one caller's audio.
 #[derive(Debug)]
 pub struct Inbound {
-    decoder: opus::Decoder,
+    /// Decodes, rebuilds from FEC and conceals; counts the FEC and concealed samples.
+    decoder: VoiceDecoder,
     resampler: Resampler,
     /// The next packet's sequence number and RTP time (48 kHz), once one came.
     next: Option<(u64, u64)>,
-    decoded: Vec<i16>,
     out: Vec<i16>,
     stats: InboundStats,
     lateness: Lateness,
@@ -145,12 +144,10 @@ pub struct Inbound {
 impl Inbound {
     /// A decoder whose PCM comes out at `rate` Hz (8, 16 or 24 kHz).
     pub fn new(rate: u32) -> Result<Self, AudioError> {
-        let decoder = opus::Decoder::new(OPUS_RATE, opus::Channels::Mono).map_err(AudioError::opus("decoder"))?;
         Ok(Self {
-            decoder,
+            decoder: VoiceDecoder::new(OPUS_RATE)?,
             resampler: resampler(OPUS_RATE, rate)?,
             next: None,
-            decoded: vec![0; MAX_PACKET_SAMPLES],
             out: Vec::new(),
             stats: InboundStats::default(),
             lateness: Lateness::default(),
@@ -190,15 +187,15 @@ impl Inbound {
                 self.fill(gap, (lost > 0).then_some(payload));
             }
         }
-        let samples = match self.decoder.decode(payload, &mut self.decoded, false) {
-            Ok(samples) => samples,
-            Err(_) => {
-                self.stats.dropped += 1;
-                self.conceal(FRAME_SAMPLES)
-            }
-        };
+        let frame_ms = FRAME.as_millis() as u32;
+        let decoded = self.decoder.decode(payload, frame_ms);
+        if decoded.concealed {
+            // It would not decode: dropped, its 20 ms concealed.
+            self.stats.dropped += 1;
+        }
+        let samples = decoded.pcm.len();
+        self.resampler.process(decoded.pcm, &mut self.out);
         self.stats.packets += 1;
-        self.emit(samples);
         self.next = Some((seq + 1, time + samples as u64));
         self.stats.transcoding += began.elapsed();
     }
@@ -210,7 +207,8 @@ impl Inbound {
 
     /// What happened so far.
     pub fn stats(&self) -> InboundStats {
-        self.stats
+        let decoder = self.decoder.stats();
+        InboundStats { fec_samples: decoder.fec_samples, concealed_samples: decoder.concealed_samples, ..self.stats }
     }
 
     /// Fills `gap` samples (48 kHz) before a packet: concealment, with the last frame from the
@@ -222,34 +220,12 @@ impl Inbound {
         let mut left = gap - from_fec;
         while left > 0 {
             let step = left.min(FRAME_SAMPLES);
-            let samples = self.conceal(step);
-            self.emit(samples);
+            self.resampler.process(self.decoder.conceal(step), &mut self.out);
             left -= step;
         }
         if let Some(packet) = fec.filter(|_| from_fec > 0) {
-            let samples = match self.decoder.decode(packet, &mut self.decoded[..from_fec], true) {
-                Ok(samples) => {
-                    self.stats.fec_samples += samples as u64;
-                    samples
-                }
-                Err(_) => self.conceal(from_fec),
-            };
-            self.emit(samples);
+            let recovered = self.decoder.recover(Some(packet), from_fec);
+            self.resampler.process(recovered.pcm, &mut self.out);
         }
-    }
-
-    /// Loss concealment of `samples` (48 kHz) into the scratch buffer; returns how many.
-    fn conceal(&mut self, samples: usize) -> usize {
-        let made = self.decoder.decode(&[], &mut self.decoded[..samples], false).unwrap_or_else(|_| {
-            self.decoded[..samples].fill(0);
-            samples
-        });
-        self.stats.concealed_samples += made as u64;
-        made
-    }
-
-    /// Resamples the first `samples` of the scratch buffer onto the output.
-    fn emit(&mut self, samples: usize) {
-        self.resampler.process(&self.decoded[..samples], &mut self.out);
     }
 }

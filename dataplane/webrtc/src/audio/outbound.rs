@@ -17,11 +17,9 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use switchboard_core::audio::resample::Resampler;
+use switchboard_opus::{EncoderSettings, VoiceEncoder};
 
 use super::{AudioError, FRAME, FRAME_SAMPLES, OPUS_RATE, resampler};
-
-/// The largest Opus packet written (a 20 ms voice frame is 40-160 bytes).
-const MAX_PACKET_BYTES: usize = 1500;
 
 /// One encoded frame, due now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,7 +35,7 @@ pub struct Frame {
 /// Resampler, frame queue, pacing and encoder of one call's reply audio.
 #[derive(Debug)]
 pub struct Outbound {
-    encoder: opus::Encoder,
+    encoder: VoiceEncoder,
     rate: u32,
     resampler: Resampler,
     /// The agent's PCM not yet resampled, at `rate`.
@@ -60,12 +58,9 @@ pub struct Outbound {
 impl Outbound {
     /// An encoder of PCM at `rate` Hz (8, 16 or 24 kHz); `dtx` skips silent frames.
     pub fn new(rate: u32, dtx: bool) -> Result<Self, AudioError> {
-        let mut encoder = opus::Encoder::new(OPUS_RATE, opus::Channels::Mono, opus::Application::Voip)
-            .map_err(AudioError::opus("encoder"))?;
-        encoder.set_inband_fec(true).map_err(AudioError::opus("in-band FEC"))?;
         // FEC is only written when the encoder expects loss; 10 % covers a poor mobile link.
-        encoder.set_packet_loss_perc(10).map_err(AudioError::opus("expected loss"))?;
-        encoder.set_dtx(dtx).map_err(AudioError::opus("DTX"))?;
+        let settings = EncoderSettings { fec: true, expected_loss: 10, dtx, ..EncoderSettings::default() };
+        let encoder = VoiceEncoder::new(OPUS_RATE, &settings)?;
         Ok(Self {
             encoder,
             rate,
@@ -154,8 +149,7 @@ impl Outbound {
             self.scratch.clear();
             self.scratch.extend(self.staged.drain(..take));
             self.scratch.resize(FRAME_SAMPLES, 0);
-            let packet =
-                self.encoder.encode_vec(&self.scratch, MAX_PACKET_BYTES).map_err(AudioError::opus("encode"))?;
+            let packet = self.encoder.encode(&self.scratch)?;
             self.due = Some(due + FRAME);
             self.last = Some(due);
             let rtp_time = ((due - epoch).as_micros() * u128::from(OPUS_RATE) / 1_000_000) as u64;

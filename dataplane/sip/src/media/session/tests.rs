@@ -15,6 +15,8 @@ fn negotiated(direction: Direction) -> Negotiated {
         codec: Codec::Pcma,
         payload_type: 8,
         telephone_event: Some(101),
+        telephone_event_clock: 8000,
+        opus: None,
         remote_ptime: Some(20),
         direction,
         rtcp_mux: false,
@@ -129,7 +131,7 @@ fn a_digit_goes_out_as_telephone_events_at_the_media_clock() {
         .iter()
         .flat_map(|(_, b)| {
             let p = rtp::parse(b).unwrap();
-            receiver.receive(p.timestamp, p.payload).unwrap()
+            receiver.receive(p.timestamp, p.payload, 8000).unwrap()
         })
         .collect();
     assert_eq!(told.len(), 2);
