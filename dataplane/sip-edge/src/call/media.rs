@@ -321,8 +321,8 @@ impl Relay {
     pub(crate) fn send_due(&mut self, now: Instant) -> Vec<Packet> {
         let mut out = Vec::new();
         let Some((session, phone_format, _)) = &mut self.session else { return out };
-        // At most the packets owed for `MAX_BEHIND`, and this one.
-        for _ in 0..4 {
+        // The packets owed (at most `MAX_BEHIND` of audio) and this one; bounded again here.
+        for _ in 0..16 {
             if let Some(hold) = &mut self.hold
                 && session.queued() < FRAME_SAMPLES
             {

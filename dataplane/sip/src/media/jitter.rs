@@ -5,7 +5,8 @@
 //!   arrives in order goes out at once ([`JitterBuffer::pop_ready`]); on a gap, the packets
 //!   after it wait at most the reorder window (or until [`JitterConfig::backlog`] frames
 //!   wait) for the missing one, then the missing frames are concealed and the stream goes on.
-//!   Nothing is held longer than that window.
+//!   Nothing is held much longer than that window (the owner asks after each packet and on
+//!   each tick).
 //! - **Paced** (`None`, phone to phone across a bridge): one frame out per tick
 //!   ([`FRAME_MS`](super::FRAME_MS)) after [`JitterConfig::depth`] frames are held
 //!   ([`JitterBuffer::pop`]). A playout that falls behind the phone's packets (its clock
