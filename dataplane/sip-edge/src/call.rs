@@ -1,8 +1,9 @@
 //! One call's task: asks the gateway for a session with the agent the call is for (the
 //! Request-URI's user part names it), gives the answer to the SIP task, then relays media
 //! until either side ends: the caller's RTP through the jitter buffer to the gateway as
-//! binary frames, one every 20 ms; the agent's reply audio from binary frames back as RTP
-//! paced in real time, its queue dropped at once on `bidi_interruption`; RTCP reports
+//! binary frames, each as it comes (in order, a gap waiting at most [`REORDER_WINDOW`]);
+//! the agent's reply audio from binary frames back as RTP as it comes, never ahead of real
+//! time by more than a little (`media::pacer`), its queue dropped at once on `bidi_interruption`; RTCP reports
 //! every 5 s; each key pressed (RFC 4733 or SIP INFO) as one `bidi_dtmf`. The caller's
 //! BYE closes the session; the session ending sends BYE; RTP that stops for longer than
 //! the media timeout ends the call. While the gateway holds the session in its capacity
@@ -35,6 +36,7 @@ use switchboard_core::protocol::ServerMessage;
 use switchboard_sip::call::{Admission, CallEvent, EndReason, Incoming};
 use switchboard_sip::media::format::Format;
 use switchboard_sip::media::g711::Law;
+use switchboard_sip::media::jitter::JitterConfig;
 use switchboard_sip::media::session::MediaConfig;
 use switchboard_sip::media::{FRAME_MS, rtcp};
 use tokio::sync::mpsc;
@@ -52,10 +54,16 @@ use route::{agent_of, phone_call};
 pub(crate) use crate::command::Command;
 use crate::end::End;
 
+/// How long the caller's audio after a gap waits for the missing packet before it is
+/// concealed and the audio goes on to the agent (a packet reordered on the way comes within
+/// a frame or two).
+pub const REORDER_WINDOW: Duration = Duration::from_millis(40);
+
 /// How calls' media behave.
 #[derive(Clone, Debug)]
 pub struct MediaSettings {
-    /// The jitter buffer and the reply audio queue.
+    /// The jitter buffer and the reply audio queue. The jitter buffer forwards the caller's
+    /// audio to the agent as it comes, waiting at most [`REORDER_WINDOW`] on a gap.
     pub media: MediaConfig,
     /// RTP silent this long (while the phone should send) ends the call.
     pub timeout: Duration,
@@ -69,7 +77,7 @@ pub struct MediaSettings {
 impl Default for MediaSettings {
     fn default() -> Self {
         Self {
-            media: MediaConfig::default(),
+            media: MediaConfig { jitter: JitterConfig::forwarding(REORDER_WINDOW), ..MediaConfig::default() },
             timeout: Duration::from_secs(30),
             gateway_queue: 64,
             announcements: crate::announce::Announcements::default(),
@@ -205,8 +213,17 @@ impl Call {
         let (sink, mut stream) = session.socket.split();
         let (to_gateway, outgoing) = mpsc::channel::<Message>(self.settings.gateway_queue);
         let writer = tokio::spawn(write(sink, outgoing));
+        // The caller's audio goes to the gateway as it comes; the tick moves on a gap whose
+        // reorder window has passed, and drives the rest (announcements, a brief, timeouts).
         let mut tick = tokio::time::interval(Duration::from_millis(u64::from(FRAME_MS)));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        // The packets to the phone go when the relay's media clock says (the agent's audio
+        // as it comes, silence on the clock): this timer is set to its next one.
+        let send = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(send);
+        // The caller's audio goes to the agent as it comes (answering-machine detection may
+        // have paced it).
+        relay.pace(false);
         let mut report = tokio::time::interval(Duration::from_secs(5));
         let cname =
             format!("switchboard-sip@{}", self.ports.rtp.local_addr().map(|a| a.ip().to_string()).unwrap_or_default());
@@ -230,7 +247,17 @@ impl Call {
             }};
         }
         let end = loop {
+            if let Some(at) = relay.next_send().map(tokio::time::Instant::from_std)
+                && send.deadline() != at
+            {
+                send.as_mut().reset(at);
+            }
             tokio::select! {
+                () = &mut send, if relay.is_settled() => {
+                    for (to, packet) in relay.send_due(std::time::Instant::now()) {
+                        let _ = self.ports.rtp.send_to(&packet, to).await;
+                    }
+                }
                 event = self.events.recv() => match event {
                     Some(CallEvent::Established(media)) | Some(CallEvent::MediaChanged(media)) => relay.media(media),
                     Some(CallEvent::Digit(event)) => {
@@ -248,6 +275,7 @@ impl Call {
                 frame = stream.next() => match frame {
                     Some(Ok(Message::Binary(_))) if !outage.agent_audio() => {}
                     Some(Ok(Message::Binary(audio))) => {
+                        // Sent by the `send` timer, at once when the media clock allows.
                         warm.agent_audio(&mut relay, &audio);
                         if let Some(heard) = heard.take_if(|_| !audio.is_empty()) {
                             let _ = heard.send(std::time::Instant::now());
@@ -284,14 +312,20 @@ impl Call {
                     perform!(steps);
                 }
                 received = warm.recv(&mut person_rtp, false) => if let Ok((n, from)) = received {
-                    warm.receive(from, &person_rtp[..n], false);
+                    warm.receive(from, &person_rtp[..n], false, &to_gateway);
                 },
                 received = warm.recv(&mut person_rtcp, true) => if let Ok((n, from)) = received {
-                    warm.receive(from, &person_rtcp[..n], true);
+                    warm.receive(from, &person_rtcp[..n], true, &to_gateway);
                 },
                 received = self.ports.rtp.recv_from(&mut rtp_buf) => {
                     if let Ok((n, from)) = received {
-                        relay.rtp(from, &rtp_buf[..n], false);
+                        // The caller's audio goes to the agent as it comes, except during a
+                        // brief (the caller is on hold) or an announcement.
+                        for frame in relay.rtp(from, &rtp_buf[..n], false) {
+                            if !outage.announcing() && !warm.briefing() {
+                                relay.frame_to_gateway(frame, &to_gateway);
+                            }
+                        }
                     }
                     if !warm.briefing() {
                         relay.forward_keys(&to_gateway);
@@ -299,21 +333,18 @@ impl Call {
                 }
                 received = self.ports.rtcp.recv_from(&mut rtcp_buf) => {
                     if let Ok((n, from)) = received {
-                        relay.rtp(from, &rtcp_buf[..n], true);
+                        let _ = relay.rtp(from, &rtcp_buf[..n], true);
                     }
                 }
                 _ = tick.tick(), if relay.is_settled() => {
                     if let Some(end) = outage.tick(&mut relay, &self.call_id, &self.metrics) {
                         break end;
                     }
-                    let (play, send) = relay.tick();
                     // During a brief the caller is on hold: the agent hears the person instead;
                     // during an announcement the caller is not heard.
-                    if let Some(frame) = play.filter(|_| !outage.announcing() && !warm.briefing()) {
+                    let play = relay.ready(std::time::Instant::now());
+                    for frame in play.into_iter().filter(|_| !outage.announcing() && !warm.briefing()) {
                         relay.frame_to_gateway(frame, &to_gateway);
-                    }
-                    if let Some((to, packet)) = send {
-                        let _ = self.ports.rtp.send_to(&packet, to).await;
                     }
                     warm.tick(&to_gateway).await;
                     if relay.timed_out() {

@@ -14,9 +14,11 @@
 //!   the agent the Request-URI names, with audio in the call's format both ways as
 //!   binary frames (G.711 as it is; G.722 decoded to 16 kHz PCM16 and back), and answers the INVITE with what the gateway said:
 //!   200, or 404 (no such agent), 403 (not open to the edge), 488 (a text-only agent), 503
-//!   (the gateway busy or unreachable). Then it relays: RTP -> jitter buffer -> one binary
-//!   frame every 20 ms to the gateway; the agent's binary frames -> one RTP packet every
-//!   20 ms to the phone, the queue dropped at once on `bidi_interruption`; RTCP reports
+//!   (the gateway busy or unreachable). Then it relays: RTP -> jitter buffer -> a binary
+//!   frame to the gateway as each packet comes (a gap waits at most
+//!   [`call::REORDER_WINDOW`], then is concealed); the agent's binary frames -> RTP to the
+//!   phone as they come, never ahead of real time by more than a little (a burst goes out
+//!   one packet every 20 ms), the queue dropped at once on `bidi_interruption`; RTCP reports
 //!   every 5 s on the RTCP port. The caller's BYE closes the session (`close`); the session
 //!   ending sends BYE; RTP silent past [`call::MediaSettings::timeout`] ends the call.
 //!

@@ -47,7 +47,7 @@ fn feed(relay: &mut Relay, player: &mut Player) -> bool {
 
 fn frame_clock() -> tokio::time::Interval {
     let mut tick = tokio::time::interval(Duration::from_millis(u64::from(FRAME_MS)));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     tick
 }
 

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use switchboard_sip::media::FRAME_SAMPLES;
 use switchboard_sip::media::format::Format;
@@ -20,6 +20,9 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::MediaSettings;
+use pacer::{Pacer, Queued};
+
+mod pacer;
 
 /// Audio from one format to the other (only when the phone's codec changed mid-call, or a
 /// delayed offer settled on another codec than the session's).
@@ -46,6 +49,11 @@ pub(crate) struct Relay {
     pressed: Vec<switchboard_sip::media::telephone::Event>,
     /// A warm transfer holds the caller: the chime fills what the agent leaves silent.
     hold: Option<HoldTone>,
+    /// The jitter buffer's mode: forwarding to the agent at once (the settings' reorder
+    /// window), or paced (`None`: answering-machine detection reads one frame a tick).
+    reorder: Option<Duration>,
+    /// When the next packet goes to the phone ([`Relay::send_due`]).
+    pacer: Pacer,
     counts: Counts,
 }
 
@@ -71,7 +79,6 @@ struct Counts {
 impl Relay {
     pub(crate) fn new(settings: Arc<MediaSettings>, session_format: Format, signalling_ip: IpAddr) -> Self {
         Self {
-            settings,
             session_format,
             session: None,
             signalling_ip,
@@ -80,7 +87,20 @@ impl Relay {
             last_rtp: Instant::now(),
             pressed: Vec::new(),
             hold: None,
+            reorder: settings.media.jitter.reorder,
+            pacer: Pacer::default(),
             counts: Counts::default(),
+            settings,
+        }
+    }
+
+    /// Paces the phone's audio, one frame a tick (`true`: answering-machine detection reads
+    /// the audio's timeline), or forwards it as it comes (`false`, the settings' mode: the
+    /// agent's speech model takes it at once). A change drops what the jitter buffer held.
+    pub(crate) fn pace(&mut self, paced: bool) {
+        self.reorder = if paced { None } else { self.settings.media.jitter.reorder };
+        if let Some((session, ..)) = &mut self.session {
+            session.set_reorder(self.reorder);
         }
     }
 
@@ -157,13 +177,10 @@ impl Relay {
                 *negotiated = media;
             }
             None => {
-                let mut session = MediaSession::new(
-                    self.settings.media,
-                    media.clone(),
-                    fastrand::u32(..),
-                    fastrand::u16(..),
-                    fastrand::u32(..),
-                );
+                let mut config = self.settings.media;
+                config.jitter.reorder = self.reorder;
+                let mut session =
+                    MediaSession::new(config, media.clone(), fastrand::u32(..), fastrand::u16(..), fastrand::u32(..));
                 let pending: Vec<u8> = self.pending.drain(..).collect();
                 session.queue_audio(&convert(self.session_format, phone_format, &pending));
                 self.session = Some((session, phone_format, media));
@@ -217,10 +234,13 @@ impl Relay {
         }
     }
 
-    pub(crate) fn rtp(&mut self, from: SocketAddr, datagram: &[u8], rtcp: bool) {
+    /// Takes a datagram from the call's RTP port (or its RTCP port, `rtcp`); returns the
+    /// caller's frames it made ready for the gateway (in the session's format): forwarded at
+    /// once when the jitter buffer forwards, none when it paces ([`Relay::tick`] plays them).
+    pub(crate) fn rtp(&mut self, from: SocketAddr, datagram: &[u8], rtcp: bool) -> Vec<Vec<u8>> {
         let Some((session, _, negotiated)) = &mut self.session else {
             self.counts.ignored += 1;
-            return;
+            return Vec::new();
         };
         // Symmetric RTP (RFC 4961) and latching: a phone behind NAT, or one that writes
         // another of its addresses in its SDP (baresip names its default interface), sends
@@ -252,6 +272,7 @@ impl Relay {
             Received::Audio => {
                 self.last_rtp = now;
                 self.counts.rtp_in += 1;
+                return self.ready(now);
             }
             Received::Telephone(told) => {
                 self.last_rtp = now;
@@ -269,12 +290,61 @@ impl Relay {
                 self.counts.ignored += 1;
             }
         }
+        Vec::new()
     }
 
-    /// The caller's frame for the gateway (in the session's format) and the packet for the
-    /// phone.
-    pub(crate) fn tick(&mut self) -> (Option<Vec<u8>>, Option<Packet>) {
-        let Some((session, phone_format, _)) = &mut self.session else { return (None, None) };
+    /// The caller's frames ready at `now` (forwarding: after a datagram, and on each tick
+    /// for a gap whose reorder window has passed), in the session's format.
+    pub(crate) fn ready(&mut self, now: Instant) -> Vec<Vec<u8>> {
+        let Some((session, phone_format, _)) = &mut self.session else { return Vec::new() };
+        let mut frames = Vec::new();
+        while let Playout::Frame(frame) | Playout::Concealed(frame) = session.ready(now) {
+            frames.push(convert(*phone_format, self.session_format, &frame));
+        }
+        frames
+    }
+
+    /// When [`Relay::send_due`] next has a packet for the phone (now or past: at once);
+    /// `None` before the media is settled.
+    pub(crate) fn next_send(&self) -> Option<Instant> {
+        let (session, ..) = self.session.as_ref()?;
+        Some(self.pacer.next(Self::queued_for(session)).unwrap_or_else(Instant::now))
+    }
+
+    fn queued_for(session: &MediaSession) -> Queued {
+        if session.queued() >= FRAME_SAMPLES { Queued::Frame } else { Queued::Partial }
+    }
+
+    /// The packets due to the phone at `now` ([`pacer`]): the agent's audio as it comes, at
+    /// most a little ahead of real time; silence (or the hold chime) on the media clock
+    /// when there is none; those owed after a busy spell, at once.
+    pub(crate) fn send_due(&mut self, now: Instant) -> Vec<Packet> {
+        let mut out = Vec::new();
+        let Some((session, phone_format, _)) = &mut self.session else { return out };
+        // The packets owed (at most `MAX_BEHIND` of audio) and this one; bounded again here.
+        for _ in 0..16 {
+            if let Some(hold) = &mut self.hold
+                && session.queued() < FRAME_SAMPLES
+            {
+                session.queue_audio(&convert(Format::G711(hold.law()), *phone_format, &hold.frame()));
+            }
+            if !self.pacer.is_due(now, Self::queued_for(session)) {
+                break;
+            }
+            self.pacer.sent(now, session.queued() > 0);
+            out.extend(session.send());
+        }
+        out
+    }
+
+    /// Every 20 ms, where the packets to the phone keep to a plain tick (the hold
+    /// announcement, a brief's person, answering-machine detection; the call's own relay
+    /// uses [`Relay::send_due`]): the caller's frames for the gateway (in the session's
+    /// format: when the jitter buffer forwards, those a gap held back past its reorder
+    /// window; when it paces, this tick's) and the packet for the phone.
+    pub(crate) fn tick(&mut self) -> (Vec<Vec<u8>>, Option<Packet>) {
+        let mut frames = self.ready(Instant::now());
+        let Some((session, phone_format, _)) = &mut self.session else { return (frames, None) };
         if let Some(hold) = &mut self.hold
             && session.queued() < FRAME_SAMPLES
         {
@@ -282,13 +352,10 @@ impl Relay {
             session.queue_audio(&convert(Format::G711(hold.law()), *phone_format, &hold.frame()));
         }
         let tick = session.tick();
-        let play = match tick.play {
-            Playout::Frame(frame) | Playout::Concealed(frame) => {
-                Some(convert(*phone_format, self.session_format, &frame))
-            }
-            Playout::Waiting => None,
-        };
-        (play, tick.send)
+        if let Playout::Frame(frame) | Playout::Concealed(frame) = tick.play {
+            frames.push(convert(*phone_format, self.session_format, &frame));
+        }
+        (frames, tick.send)
     }
 
     /// Whether the phone, which should be sending, has sent nothing for the timeout.
@@ -319,170 +386,4 @@ impl Relay {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use switchboard_sip::sdp::Codec;
-
-    use super::*;
-
-    const ULAW: Format = Format::G711(Law::Ulaw);
-
-    #[test]
-    fn laws_convert_only_when_they_differ() {
-        let ulaw = [0xFF, 0x80, 0x00, 0x7F];
-        assert_eq!(convert(ULAW, ULAW, &ulaw), ulaw);
-        let alaw = convert(ULAW, Format::G711(Law::Alaw), &ulaw);
-        let back = convert(Format::G711(Law::Alaw), ULAW, &alaw);
-        for (a, b) in ulaw.iter().zip(&back) {
-            let (a, b) = (i32::from(Law::Ulaw.decode(*a)), i32::from(Law::Ulaw.decode(*b)));
-            assert!((a - b).abs() <= a.abs() / 8 + 16, "{a} vs {b}");
-        }
-    }
-
-    fn negotiated(direction: Direction) -> Negotiated {
-        Negotiated {
-            remote: "127.0.0.1:4000".parse().expect("addr"),
-            codec: Codec::Pcmu,
-            payload_type: 0,
-            telephone_event: None,
-            telephone_event_clock: 8000,
-            opus: None,
-            remote_ptime: None,
-            direction,
-            rtcp_mux: false,
-            srtp: None,
-            proto: "RTP/AVP".to_owned(),
-        }
-    }
-
-    #[test]
-    fn a_g722_phone_speaks_16_khz_pcm_with_the_session_both_ways() {
-        use switchboard_sip::media::g722::{Decoder, Encoder};
-        let mut relay =
-            Relay::new(Arc::new(MediaSettings::default()), Format::Wideband, "127.0.0.1".parse().expect("ip"));
-        // The agent's greeting (16 kHz PCM16) comes before the media is settled.
-        let tone: Vec<i16> = (0..320).map(|i| if i % 32 < 16 { 6000 } else { -6000 }).collect();
-        relay.agent_audio(&Format::Wideband.from_16k(&tone.repeat(5)));
-        assert_eq!(relay.queued(), 800, "100 ms, in 8 kHz samples");
-        relay.media(Negotiated { codec: Codec::G722, payload_type: 9, ..negotiated(Direction::SendRecv) });
-        let mut decoder = Decoder::new();
-        let mut heard = Vec::new();
-        for _ in 0..5 {
-            let (_, send) = relay.tick();
-            let (_, packet) = send.expect("a packet");
-            let rtp = switchboard_sip::media::rtp::parse(&packet).expect("RTP");
-            assert_eq!((rtp.payload_type, rtp.payload.len()), (9, 160), "G.722 to the phone");
-            decoder.decode(rtp.payload, &mut heard);
-        }
-        assert!(heard[320..].iter().any(|s| s.abs() > 3000), "the phone hears the greeting");
-        // The phone's G.722 reaches the session as 640 bytes of PCM16 a frame.
-        let mut encoder = Encoder::new();
-        let mut phone = switchboard_sip::media::rtp::RtpSender::new(7, 1, 1);
-        let mut frames = Vec::new();
-        for _ in 0..6 {
-            let mut codes = Vec::new();
-            encoder.encode(&tone, &mut codes);
-            relay.rtp("127.0.0.1:4000".parse().expect("addr"), &phone.media(9, false, &codes, 160), false);
-            frames.extend(relay.tick().0);
-        }
-        assert!(
-            !frames.is_empty() && frames.iter().all(|f| f.len() == 640),
-            "{:?}",
-            frames.iter().map(Vec::len).collect::<Vec<_>>()
-        );
-        let last = Format::Wideband.to_16k(frames.last().expect("a frame"));
-        assert!(last.iter().any(|s| s.abs() > 3000), "the agent hears the caller, wideband");
-    }
-
-    #[test]
-    fn silent_rtp_times_the_call_out_unless_the_phone_is_not_sending() {
-        let settings = MediaSettings { timeout: Duration::from_millis(50), ..MediaSettings::default() };
-        let mut relay = Relay::new(Arc::new(settings), ULAW, "127.0.0.1".parse().expect("ip"));
-        assert!(!relay.timed_out(), "no media yet");
-        relay.media(negotiated(Direction::SendRecv));
-        assert!(!relay.timed_out());
-        std::thread::sleep(Duration::from_millis(80));
-        assert!(relay.timed_out(), "nothing from the phone for longer than the timeout");
-        let mut phone = switchboard_sip::media::rtp::RtpSender::new(7, 1, 1);
-        relay.rtp("127.0.0.1:4000".parse().expect("addr"), &phone.media(0, false, &[0xFF; 160], 160), false);
-        assert!(!relay.timed_out(), "a packet from the phone resets it");
-        relay.media(negotiated(Direction::SendOnly));
-        std::thread::sleep(Duration::from_millis(80));
-        assert!(!relay.timed_out(), "a phone on hold (the edge only sends) is not expected to send");
-    }
-
-    #[test]
-    fn rtp_from_a_stranger_is_ignored_and_never_latched() {
-        let mut relay = Relay::new(Arc::new(MediaSettings::default()), ULAW, "10.0.0.1".parse().expect("ip"));
-        relay.media(negotiated(Direction::SendRecv));
-        let mut stranger = switchboard_sip::media::rtp::RtpSender::new(9, 1, 1);
-        relay.rtp("192.0.2.77:4000".parse().expect("addr"), &stranger.media(0, false, &[0x00; 160], 160), false);
-        assert_eq!((relay.counts.rtp_in, relay.counts.ignored, relay.latched), (0, 1, false));
-        // The phone's SIP address on another port: latched once.
-        relay.rtp("10.0.0.1:5000".parse().expect("addr"), &stranger.media(0, false, &[0xFF; 160], 160), false);
-        assert_eq!((relay.counts.rtp_in, relay.latched), (1, true));
-    }
-
-    #[test]
-    fn a_key_press_is_forwarded_once_however_its_packets_repeat() {
-        use switchboard_sip::media::telephone::{Payload, packets};
-        let mut relay = Relay::new(Arc::new(MediaSettings::default()), ULAW, "127.0.0.1".parse().expect("ip"));
-        let mut media = negotiated(Direction::SendRecv);
-        media.telephone_event = Some(101);
-        relay.media(media);
-        let (to_gateway, mut sent) = mpsc::channel(16);
-        let mut phone = switchboard_sip::media::rtp::RtpSender::new(7, 1, 1);
-        for (key, start) in [('4', 8000u32), ('#', 16000)] {
-            for planned in packets(switchboard_sip::media::telephone::Event::Digit(key), 120, 8000) {
-                let payload = Payload::to_bytes(planned.payload);
-                let packet = phone.packet(101, planned.marker, start, &payload);
-                relay.rtp("127.0.0.1:4000".parse().expect("addr"), &packet, false);
-                relay.forward_keys(&to_gateway);
-            }
-        }
-        let mut keys = Vec::new();
-        while let Ok(Message::Text(text)) = sent.try_recv() {
-            keys.push(text.to_string());
-        }
-        assert_eq!(keys, [r#"{"type":"bidi_dtmf","digits":"4"}"#, r##"{"type":"bidi_dtmf","digits":"#"}"##]);
-        assert_eq!(relay.counts.keys, 2);
-    }
-
-    #[test]
-    fn on_hold_the_chime_fills_what_the_agent_leaves_silent() {
-        let mut relay = Relay::new(Arc::new(MediaSettings::default()), ULAW, "127.0.0.1".parse().expect("ip"));
-        relay.media(negotiated(Direction::SendRecv));
-        relay.hold(true);
-        let mut chime = HoldTone::new(Law::Ulaw);
-        let (_, send) = relay.tick();
-        assert_eq!(send.expect("a packet").1[12..], chime.frame()[..], "the chime's first frame");
-        relay.agent_audio(&[0x10; 160]);
-        let (_, send) = relay.tick();
-        let (_, packet) = send.expect("a packet");
-        assert!(packet[12..].iter().all(|b| *b == 0x10), "the agent's audio first, the chime after");
-        relay.hold(false);
-        let (_, send) = relay.tick();
-        assert!(send.expect("silence").1[12..].iter().all(|b| *b == 0xFF), "off hold: silence again");
-        assert_eq!(relay.queued(), 0);
-    }
-
-    #[test]
-    fn an_interruption_drops_the_queued_reply_at_once() {
-        let mut relay = Relay::new(Arc::new(MediaSettings::default()), ULAW, "127.0.0.1".parse().expect("ip"));
-        relay.agent_audio(&[0x10; 1600]);
-        assert_eq!(relay.pending.len(), 1600, "held until the media is settled");
-        relay.interrupted();
-        assert!(relay.pending.is_empty());
-        let media = negotiated(Direction::SendRecv);
-        relay.agent_audio(&[0x10; 800]);
-        relay.media(media);
-        let (_, send) = relay.tick();
-        let (to, packet) = send.expect("a packet");
-        assert_eq!((to.port(), packet[12..].iter().all(|b| *b == 0x10)), (4000, true), "the greeting is played first");
-        relay.agent_audio(&[0x20; 1600]);
-        relay.interrupted();
-        let (_, send) = relay.tick();
-        assert!(send.expect("silence").1[12..].iter().all(|b| *b == 0xFF), "silence after the interruption");
-    }
-}
+mod tests;

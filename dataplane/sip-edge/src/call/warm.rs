@@ -113,10 +113,19 @@ impl Warm {
         }
     }
 
-    /// A datagram on the person's RTP (`rtcp` false) or RTCP port.
-    pub(crate) fn receive(&mut self, from: SocketAddr, datagram: &[u8], rtcp: bool) {
+    /// A datagram on the person's RTP (`rtcp` false) or RTCP port: the person's audio goes
+    /// to the session as it comes.
+    pub(crate) fn receive(
+        &mut self,
+        from: SocketAddr,
+        datagram: &[u8],
+        rtcp: bool,
+        to_gateway: &mpsc::Sender<Message>,
+    ) {
         if let Some(person) = &mut self.person {
-            person.relay.rtp(from, datagram, rtcp);
+            for frame in person.relay.rtp(from, datagram, rtcp) {
+                person.relay.frame_to_gateway(frame, to_gateway);
+            }
         }
     }
 
@@ -134,7 +143,7 @@ impl Warm {
     pub(crate) async fn tick(&mut self, to_gateway: &mpsc::Sender<Message>) {
         let Some(person) = &mut self.person else { return };
         let (play, send) = person.relay.tick();
-        if let Some(frame) = play {
+        for frame in play {
             person.relay.frame_to_gateway(frame, to_gateway);
         }
         if let Some((to, packet)) = send {
@@ -148,7 +157,7 @@ impl Warm {
         let Some(mut person) = self.person.take() else { return };
         let until = Instant::now() + DRAIN_LIMIT;
         let mut tick = tokio::time::interval(Duration::from_millis(u64::from(FRAME_MS)));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         while person.relay.queued() > 0 && Instant::now() < until {
             tick.tick().await;
             if let (_, Some((to, packet))) = person.relay.tick() {

@@ -1,7 +1,8 @@
 //! Answering-machine detection on an answered outbound call: before the agent's session
 //! opens, the callee's audio (through the call's own [`Relay`], so the jitter buffer and
 //! latching are the call's from the start) goes to the sans-I/O detector
-//! ([`switchboard_sip::media::amd`]), frame by frame, every 20 ms; the phone hears
+//! ([`switchboard_sip::media::amd`]), frame by frame, every 20 ms (the jitter buffer paces
+//! here, where the agent's session forwards as it comes); the phone hears
 //! silence meanwhile. It decides who answered; for a machine that is to be left a message,
 //! it then waits for the beep (or the silence after the greeting, or the beep timeout), so
 //! that the agent's session starts with the recording. A frame the jitter buffer has not
@@ -77,9 +78,11 @@ impl Listening<'_> {
     /// message may start); see the module docs.
     pub(crate) async fn run(self, config: AmdConfig, leave_message: bool) -> Listened {
         let Listening { relay, ports, events, session_format, shutdown } = self;
+        // Detection reads the callee's audio as a timeline, one frame a tick.
+        relay.pace(true);
         let mut stage = Stage::Detecting(Detector::new(config.clone()));
         let mut tick = tokio::time::interval(Duration::from_millis(u64::from(FRAME_MS)));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         let mut rtp_buf = vec![0u8; 2048];
         let mut rtcp_buf = vec![0u8; rtcp::MAX_PACKET];
         let silence = vec![0i16; FRAME_SAMPLES];
@@ -106,7 +109,7 @@ impl Listening<'_> {
                     if let Some((to, packet)) = send {
                         let _ = ports.rtp.send_to(&packet, to).await;
                     }
-                    let frame: Vec<i16> = match play {
+                    let frame: Vec<i16> = match play.into_iter().next() {
                         Some(audio) => session_format.to_8k(&audio),
                         None => silence.clone(),
                     };

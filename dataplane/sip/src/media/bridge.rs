@@ -44,8 +44,8 @@ pub struct Counts {
     pub ignored: u64,
     /// Frames of this leg's audio queued for the other leg.
     pub relayed: u64,
-    /// Audio of this leg dropped from the other's queue because its clock ran ahead, in 8 kHz
-    /// samples.
+    /// Audio of this leg dropped because its clock ran ahead (from the other's queue, or
+    /// from its own jitter buffer's backlog), in 8 kHz samples.
     pub dropped: u64,
     /// Key presses from this leg relayed to the other.
     pub keys: u64,
@@ -126,10 +126,13 @@ impl MediaBridge {
         now: Instant,
         mut caller: MediaSession,
         caller_signalling: IpAddr,
-        person: MediaSession,
+        mut person: MediaSession,
         person_signalling: IpAddr,
     ) -> Self {
         caller.clear_audio();
+        // Each phone hears the other at the media clock: the jitter buffers pace.
+        caller.set_reorder(None);
+        person.set_reorder(None);
         Self {
             caller: Side::new(now, caller, caller_signalling),
             person: Side::new(now, person, person_signalling),
@@ -226,6 +229,9 @@ impl MediaBridge {
         relay(&mut self.caller, &mut self.person, play);
         let Tick { play, send: to_person } = self.person.session.tick();
         relay(&mut self.person, &mut self.caller, play);
+        for side in [&mut self.caller, &mut self.person] {
+            side.counts.dropped += side.session.take_dropped() * FRAME_SAMPLES as u64;
+        }
         let mut out = Vec::with_capacity(2);
         out.extend(to_caller.map(|(to, packet)| (Leg::Caller, to, packet)));
         out.extend(to_person.map(|(to, packet)| (Leg::Person, to, packet)));

@@ -1,14 +1,30 @@
-//! A jitter buffer for one incoming stream: packets in as they arrive, one frame
-//! out per tick ([`FRAME_MS`](super::FRAME_MS)). It puts packets back in order within its
-//! window, drops duplicates and packets too late to play, follows the sequence number
-//! across its wrap at 65535, holds at most [`JitterConfig::capacity`] frames, and fills a
-//! missing frame of G.711 by repeating the last one, fading it out, then silence (a codec
-//! whose bytes cannot be faded, G.722, is concealed by the owner after decoding, with the
-//! same [`fade`] and [`JitterBuffer::concealed`]). When nothing
-//! has come for a while (the caller's phone stopped sending in silence) it stops and
-//! buffers again, so a late burst does not grow the delay.
+//! A jitter buffer for one incoming stream, in one of two modes ([`JitterConfig::reorder`]):
+//!
+//! - **Forwarding** (`Some(window)`, the SIP edge's caller → agent path: the agent feeds a
+//!   speech model and plays nothing out, so nothing needs a steady pace): a packet that
+//!   arrives in order goes out at once ([`JitterBuffer::pop_ready`]); on a gap, the packets
+//!   after it wait at most the reorder window (or until [`JitterConfig::backlog`] frames
+//!   wait) for the missing one, then the missing frames are concealed and the stream goes on.
+//!   Nothing is held much longer than that window (the owner asks after each packet and on
+//!   each tick).
+//! - **Paced** (`None`, phone to phone across a bridge): one frame out per tick
+//!   ([`FRAME_MS`](super::FRAME_MS)) after [`JitterConfig::depth`] frames are held
+//!   ([`JitterBuffer::pop`]). A playout that falls behind the phone's packets (its clock
+//!   runs faster, or the owner's ticks came late) does not let the delay grow: frames held
+//!   beyond `depth + backlog` are dropped, oldest first, and counted
+//!   ([`JitterBuffer::take_dropped`]).
+//!
+//! Either way it puts packets back in order within its window, drops duplicates and packets
+//! too late to play, follows the sequence number across its wrap at 65535, holds at most
+//! [`JitterConfig::capacity`] frames, and fills a missing frame of G.711 by repeating the
+//! last one, fading it out, then silence (a codec whose bytes cannot be faded, G.722, is
+//! concealed by the owner after decoding, with the same [`fade`] and
+//! [`JitterBuffer::concealed`]). When nothing has come for a while (the caller's phone
+//! stopped sending in silence) the paced mode stops and buffers again, so a late burst does
+//! not grow the delay.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use super::g711::Law;
 
@@ -21,14 +37,28 @@ pub struct JitterConfig {
     pub capacity: usize,
     /// The most bytes in one frame's payload (20 ms of G.711 is 160).
     pub max_payload: usize,
-    /// Missing frames concealed in a row before the buffer stops and buffers again.
+    /// Missing frames concealed in a row before the buffer stops and buffers again (paced).
     pub max_concealed: usize,
+    /// Paced: frames held past `depth` before the oldest are dropped (the playout fell
+    /// behind). Forwarding: frames waiting behind a gap before the gap is concealed at once.
+    pub backlog: usize,
+    /// `Some(window)`: forward in-order packets at once and wait at most `window` for a
+    /// missing one; `None`: paced playout, one frame a tick (see the module docs).
+    pub reorder: Option<Duration>,
+}
+
+impl JitterConfig {
+    /// The forwarding mode with a reorder window of `window`, the rest as the default.
+    pub fn forwarding(window: Duration) -> Self {
+        Self { reorder: Some(window), ..Self::default() }
+    }
 }
 
 impl Default for JitterConfig {
-    /// 60 ms of delay, one second held, up to 60 ms a packet, 200 ms concealed.
+    /// Paced: 60 ms of delay, one second held, up to 60 ms a packet, 200 ms concealed, at
+    /// most 120 ms behind before the backlog is dropped.
     fn default() -> Self {
-        Self { depth: 3, capacity: 50, max_payload: 480, max_concealed: 10 }
+        Self { depth: 3, capacity: 50, max_payload: 480, max_concealed: 10, backlog: 3, reorder: None }
     }
 }
 
@@ -83,6 +113,10 @@ pub struct JitterBuffer {
     last: Vec<u8>,
     concealed: usize,
     ever_played: bool,
+    /// Forwarding: since when a gap has held back the frames after it.
+    gap_since: Option<Instant>,
+    /// Frames dropped from a backlog (paced) since [`JitterBuffer::take_dropped`].
+    dropped: u64,
 }
 
 impl JitterBuffer {
@@ -98,7 +132,19 @@ impl JitterBuffer {
             last: Vec::new(),
             concealed: 0,
             ever_played: false,
+            gap_since: None,
+            dropped: 0,
         }
+    }
+
+    /// Whether it forwards at once rather than paces ([`JitterConfig::reorder`]).
+    pub fn forwards(&self) -> bool {
+        self.config.reorder.is_some()
+    }
+
+    /// Frames dropped from a backlog since this was last called (for the owner's metrics).
+    pub fn take_dropped(&mut self) -> u64 {
+        std::mem::take(&mut self.dropped)
     }
 
     /// Frames held.
@@ -158,6 +204,7 @@ impl JitterBuffer {
             self.frames.insert(extended, payload.to_vec());
             self.next = Some(extended);
             self.playing = false;
+            self.gap_since = None;
             return Pushed::Restarted;
         }
         if self.frames.contains_key(&extended) {
@@ -183,12 +230,34 @@ impl JitterBuffer {
             }
             return self.pop();
         }
+        let next = self.catch_up(next);
         self.next = Some(next + 1);
         if let Some(frame) = self.frames.remove(&next) {
             self.concealed = 0;
             frame.clone_into(&mut self.last);
             return Playout::Frame(frame);
         }
+        self.conceal(next)
+    }
+
+    /// Paced: when more than `depth + backlog` frames are held from `next` on (the playout
+    /// fell behind the phone's packets), skips to the last `depth` of them, counting what
+    /// it skipped. Returns the frame to play now.
+    fn catch_up(&mut self, next: u64) -> u64 {
+        let Some((&newest, _)) = self.frames.last_key_value() else { return next };
+        let limit = (self.config.depth.max(1) + self.config.backlog) as u64;
+        if newest < next + limit {
+            return next;
+        }
+        let from = newest + 1 - self.config.depth.max(1) as u64;
+        self.frames = self.frames.split_off(&from);
+        self.dropped += from - next;
+        from
+    }
+
+    /// The frame for `next`, which is missing: the last one faded (G.711), or an empty one
+    /// for the owner to conceal. `next` is already moved on.
+    fn conceal(&mut self, next: u64) -> Playout {
         self.concealed += 1;
         if self.frames.is_empty() && self.concealed >= self.config.max_concealed {
             // Nothing came: the phone stopped sending (silence). Buffer again, expecting
@@ -201,6 +270,42 @@ impl JitterBuffer {
             if self.last.is_empty() { vec![law.silence(); super::FRAME_SAMPLES] } else { self.last.clone() };
         law.scale(&mut frame, fade(self.concealed));
         Playout::Concealed(frame)
+    }
+
+    /// Forwarding: the next frame ready at `now`, if any: the next packet in order, or a
+    /// missing one concealed once the packets after it have waited the reorder window (or
+    /// [`JitterConfig::backlog`] of them wait). Call after each push and on each tick, until
+    /// it says [`Playout::Waiting`].
+    pub fn pop_ready(&mut self, now: Instant) -> Playout {
+        let Some(next) = self.next else { return Playout::Waiting };
+        if let Some(frame) = self.frames.remove(&next) {
+            self.next = Some(next + 1);
+            self.playing = true;
+            self.ever_played = true;
+            if self.frames.is_empty() {
+                // Frames still held have waited since the gap's wait began, at least.
+                self.gap_since = None;
+            }
+            self.concealed = 0;
+            frame.clone_into(&mut self.last);
+            return Playout::Frame(frame);
+        }
+        let Some((&newest, _)) = self.frames.last_key_value() else {
+            self.gap_since = None;
+            return Playout::Waiting;
+        };
+        let since = *self.gap_since.get_or_insert(now);
+        let window = self.config.reorder.unwrap_or(Duration::ZERO);
+        let waiting = newest - next;
+        if now.saturating_duration_since(since) < window && waiting <= self.config.backlog as u64 {
+            return Playout::Waiting;
+        }
+        self.next = Some(next + 1);
+        self.ever_played = true;
+        let concealed = self.conceal(next);
+        // `conceal` may have stopped the (paced) playout; forwarding goes on.
+        self.playing = true;
+        concealed
     }
 }
 

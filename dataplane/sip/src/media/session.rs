@@ -1,6 +1,8 @@
 //! One call's media both ways, without sockets: RTP from the phone in (only from the
 //! address the dialogue settled; only the settled codec and telephone-event payload
-//! types), through the jitter buffer to one frame a tick for the gateway; the agent's
+//! types), through the jitter buffer to the gateway: forwarded as it comes
+//! ([`MediaSession::ready`]) when the buffer forwards, else one frame a tick (see
+//! [`JitterConfig::reorder`]); the agent's
 //! audio out, paced into one RTP packet a tick (silence when there is none, so
 //! NATs and media gateways keep the stream), and telephone events out. The owner's audio is
 //! in the session's [`Format`]: G.711 as the phone sends it, or 16 kHz PCM16 on a G.722
@@ -96,7 +98,10 @@ pub struct MediaSession {
     sender: RtpSender,
     remote_ssrc: Option<u32>,
     outgoing: VecDeque<u8>,
+    /// Whether the last tick sent a packet (silence or audio).
     talking: bool,
+    /// Whether the last packet sent carried the agent's audio.
+    replying: bool,
     stats: Option<ReceiverStats>,
     srtp: Option<SrtpSession>,
 }
@@ -115,6 +120,7 @@ impl MediaSession {
             remote_ssrc: None,
             outgoing: VecDeque::new(),
             talking: false,
+            replying: false,
             stats: None,
             srtp: media.srtp.clone().map(SrtpSession::new),
             media,
@@ -302,35 +308,77 @@ impl MediaSession {
             && !address.ip().is_unspecified()
     }
 
-    /// Every [`FRAME_MS`]: the caller's next frame, and the next packet to the phone.
+    /// Every [`FRAME_MS`]: the caller's next frame (always [`Playout::Waiting`] when the
+    /// jitter buffer forwards: [`MediaSession::ready`] gives its frames), and the next packet
+    /// to the phone.
     pub fn tick(&mut self) -> Tick {
-        let play = self.jitter.pop();
+        let play = if self.jitter.forwards() { Playout::Waiting } else { self.jitter.pop() };
         let play = self.coder.play(play, self.jitter.concealed(), self.jitter.next_held());
+        Tick { play, send: self.send() }
+    }
+
+    /// When the jitter buffer forwards ([`JitterConfig::reorder`]): the caller's next frame
+    /// ready at `now`, if any. Call after each datagram and each tick until it says
+    /// [`Playout::Waiting`]; the tick moves a gap on once its reorder window has passed.
+    pub fn ready(&mut self, now: Instant) -> Playout {
+        if !self.jitter.forwards() {
+            return Playout::Waiting;
+        }
+        let play = self.jitter.pop_ready(now);
+        self.coder.play(play, self.jitter.concealed(), self.jitter.next_held())
+    }
+
+    /// Whether the jitter buffer forwards (`Some(window)`) or paces (`None`) from now on:
+    /// see [`JitterConfig::reorder`]. A bridge to another phone paces (its audio goes out
+    /// as RTP at the media clock); the agent's session forwards. A change drops what the
+    /// buffer held.
+    pub fn set_reorder(&mut self, reorder: Option<Duration>) {
+        if self.config.jitter.reorder != reorder {
+            self.config.jitter.reorder = reorder;
+            self.jitter = self.coder.jitter(self.config.jitter);
+        }
+    }
+
+    /// Frames of the phone's audio dropped because the paced playout fell behind, since
+    /// this was last called (for the owner's metrics).
+    pub fn take_dropped(&mut self) -> u64 {
+        self.jitter.take_dropped()
+    }
+
+    /// The next packet to the phone: the agent's next frame, or silence, or nothing (on
+    /// hold), moving the media clock on a frame. [`MediaSession::tick`] sends one a tick;
+    /// an owner that paces by its own clock calls this instead (and [`MediaSession::ready`]
+    /// for the caller's audio).
+    pub fn send(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
         let samples = self.media.codec.clock_rate() * FRAME_MS / 1000;
         let (format, bytes) = (self.format(), self.format().frame_bytes());
-        let frame: Option<Vec<u8>> = if self.outgoing.is_empty() {
-            self.config.send_silence.then(|| vec![format.silence_byte(); bytes])
-        } else {
+        let audio = !self.outgoing.is_empty();
+        let frame: Option<Vec<u8>> = if audio {
             let n = bytes.min(self.outgoing.len());
             let mut frame: Vec<u8> = self.outgoing.drain(..n).collect();
             frame.resize(bytes, format.silence_byte());
             Some(frame)
+        } else {
+            self.config.send_silence.then(|| vec![format.silence_byte(); bytes])
         };
-        let send = match frame {
+        match frame {
             Some(frame) if self.may_send() => {
-                let marker = !self.talking;
+                // A talk spurt starts after nothing was sent, or where the agent's audio
+                // follows silence (RFC 3551 §4.1): the phone may set its playout anew.
+                let marker = !self.talking || (audio && !self.replying);
                 self.talking = true;
+                self.replying = audio;
                 let payload = self.coder.payload(frame);
                 let packet = self.sender.media(self.media.payload_type, marker, &payload, samples);
                 self.protect(packet, false).map(|packet| (self.media.remote, packet))
             }
             _ => {
                 self.talking = false;
+                self.replying = false;
                 self.sender.skip(samples);
                 None
             }
-        };
-        Tick { play, send }
+        }
     }
 
     /// The packets of one key press to send, each with its time after the first in

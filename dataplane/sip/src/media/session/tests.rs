@@ -316,3 +316,40 @@ fn g722_is_decoded_to_16_khz_pcm_and_encoded_from_it() {
     let (_, bytes) = s.tick().send.expect("silence");
     assert_eq!(rtp::parse(&bytes).unwrap().payload.len(), 160);
 }
+
+#[test]
+fn a_forwarding_session_hands_the_callers_audio_over_as_it_comes() {
+    let window = Duration::from_millis(40);
+    let config = MediaConfig { jitter: JitterConfig::forwarding(window), ..MediaConfig::default() };
+    let mut s = MediaSession::new(config, negotiated(Direction::SendRecv), 0xABCD, 1000, 0);
+    let t0 = Instant::now();
+    assert_eq!(s.receive(t0, phone(), &packet(8, 1, 0, &[1; 160])), Received::Audio);
+    assert_eq!(s.ready(t0), Playout::Frame(vec![1; 160]));
+    assert_eq!(s.ready(t0), Playout::Waiting);
+    assert_eq!(s.tick().play, Playout::Waiting, "the tick plays nothing: frames are handed over as they come");
+    // A reordered pair is put back in order at once.
+    s.receive(t0, phone(), &packet(8, 3, 320, &[3; 160]));
+    assert_eq!(s.ready(t0), Playout::Waiting);
+    s.receive(t0, phone(), &packet(8, 2, 160, &[2; 160]));
+    assert_eq!((s.ready(t0), s.ready(t0)), (Playout::Frame(vec![2; 160]), Playout::Frame(vec![3; 160])));
+    // Paced again (a bridge): the tick plays, the depth first.
+    s.set_reorder(None);
+    assert_eq!(s.ready(t0), Playout::Waiting);
+    for seq in 4..=6u16 {
+        s.receive(t0, phone(), &packet(8, seq, u32::from(seq) * 160, &[seq as u8; 160]));
+    }
+    assert_eq!(s.tick().play, Playout::Frame(vec![4; 160]));
+    assert_eq!(s.take_dropped(), 0);
+}
+
+#[test]
+fn the_agents_audio_after_silence_starts_a_talk_spurt() {
+    let mut s = session();
+    let marker = |sent: Option<(SocketAddr, Vec<u8>)>| rtp::parse(&sent.expect("a packet").1).unwrap().marker;
+    assert!(marker(s.send()), "the stream's first packet (silence)");
+    assert!(!marker(s.send()), "silence goes on");
+    s.queue_audio(&[7; 320]);
+    assert!(marker(s.send()), "the reply's first packet after silence: its playout may start anew");
+    assert!(!marker(s.send()), "mid-reply");
+    assert!(!marker(s.send()), "silence after the reply");
+}
