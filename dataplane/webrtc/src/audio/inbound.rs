@@ -1,5 +1,10 @@
 //! The caller's audio: Opus packets in, PCM16 at the runtime's input rate out.
 //!
+//! libopus decodes straight to the runtime's rate (it decodes at 8, 12, 16, 24 or 48 kHz):
+//! a caller's voice comes as SILK at 16 kHz or less, which a decoder at 48 kHz would
+//! resample up only for the edge to resample it down again. The RTP clock stays 48 kHz;
+//! sample counts in [`InboundStats`] are 48 kHz samples.
+//!
 //! Packets arrive in order (str0m holds a few back to reorder them) but may be missing. By
 //! RTP sequence number and timestamp a gap is either loss (sequence numbers skipped) or a
 //! DTX pause (consecutive numbers, the timestamp jumped: the sender stopped during
@@ -24,15 +29,13 @@
 //! consent checks waited behind the same queue. Dropping what is too late to answer costs
 //! less than decoding it, so the queue drains and the call's delay comes back down.
 //!
-//! The interarrival jitter (RFC 3550 §6.4.1) is kept, and the time spent decoding and
-//! resampling.
+//! The interarrival jitter (RFC 3550 §6.4.1) is kept, and the time spent decoding.
 
 use std::time::{Duration, Instant};
 
-use switchboard_core::audio::resample::Resampler;
 use switchboard_opus::VoiceDecoder;
 
-use super::{AudioError, FRAME, FRAME_SAMPLES, OPUS_RATE, resampler};
+use super::{AudioError, FRAME, FRAME_SAMPLES, OPUS_RATE, RUNTIME_RATES};
 
 /// How far behind the stream's fastest recent packet one may reach the decoder and still be
 /// decoded: two seconds. A network's burst or a pause of a busy node shorter than that
@@ -72,7 +75,7 @@ pub struct InboundStats {
     pub stale: u64,
     /// The interarrival jitter (RFC 3550 §6.4.1), in 48 kHz samples.
     pub jitter: u64,
-    /// Time spent decoding, concealing and resampling.
+    /// Time spent decoding and concealing.
     pub transcoding: Duration,
 }
 
@@ -128,12 +131,14 @@ impl Lateness {
     }
 }
 
-/// Decoder, concealment and resampler of one caller's audio.
+/// Decoder and concealment of one caller's audio.
 #[derive(Debug)]
 pub struct Inbound {
-    /// Decodes, rebuilds from FEC and conceals; counts the FEC and concealed samples.
+    /// Decodes at the runtime's rate, rebuilds from FEC and conceals; counts the FEC and
+    /// concealed samples.
     decoder: VoiceDecoder,
-    resampler: Resampler,
+    /// 48 kHz samples per sample at the runtime's rate (2, 3 or 6).
+    ratio: u64,
     /// The next packet's sequence number and RTP time (48 kHz), once one came.
     next: Option<(u64, u64)>,
     out: Vec<i16>,
@@ -144,9 +149,12 @@ pub struct Inbound {
 impl Inbound {
     /// A decoder whose PCM comes out at `rate` Hz (8, 16 or 24 kHz).
     pub fn new(rate: u32) -> Result<Self, AudioError> {
+        if !RUNTIME_RATES.contains(&rate) {
+            return Err(AudioError::Rate { rate });
+        }
         Ok(Self {
-            decoder: VoiceDecoder::new(OPUS_RATE)?,
-            resampler: resampler(OPUS_RATE, rate)?,
+            decoder: VoiceDecoder::new(rate)?,
+            ratio: u64::from(OPUS_RATE / rate),
             next: None,
             out: Vec::new(),
             stats: InboundStats::default(),
@@ -193,10 +201,10 @@ impl Inbound {
             // It would not decode: dropped, its 20 ms concealed.
             self.stats.dropped += 1;
         }
-        let samples = decoded.pcm.len();
-        self.resampler.process(decoded.pcm, &mut self.out);
+        let samples = decoded.pcm.len() as u64;
+        self.out.extend_from_slice(decoded.pcm);
         self.stats.packets += 1;
-        self.next = Some((seq + 1, time + samples as u64));
+        self.next = Some((seq + 1, time + samples * self.ratio));
         self.stats.transcoding += began.elapsed();
     }
 
@@ -208,24 +216,28 @@ impl Inbound {
     /// What happened so far.
     pub fn stats(&self) -> InboundStats {
         let decoder = self.decoder.stats();
-        InboundStats { fec_samples: decoder.fec_samples, concealed_samples: decoder.concealed_samples, ..self.stats }
+        // The decoder counts at the runtime's rate; these are 48 kHz samples.
+        let (fec_samples, concealed_samples) =
+            (decoder.fec_samples * self.ratio, decoder.concealed_samples * self.ratio);
+        InboundStats { fec_samples, concealed_samples, ..self.stats }
     }
 
     /// Fills `gap` samples (48 kHz) before a packet: concealment, with the last frame from the
     /// packet's FEC when `fec` holds it (the gap is loss, not DTX).
     fn fill(&mut self, gap: u64, fec: Option<&[u8]>) {
-        // Whole 2.5 ms steps, as libopus takes them.
-        let gap = (gap as usize / 120) * 120;
-        let from_fec = if fec.is_some() { gap.min(FRAME_SAMPLES) } else { 0 };
+        // Whole 2.5 ms steps, as libopus takes them, at the runtime's rate.
+        let gap = (gap as usize / 120) * 120 / self.ratio as usize;
+        let frame = FRAME_SAMPLES / self.ratio as usize;
+        let from_fec = if fec.is_some() { gap.min(frame) } else { 0 };
         let mut left = gap - from_fec;
         while left > 0 {
-            let step = left.min(FRAME_SAMPLES);
-            self.resampler.process(self.decoder.conceal(step), &mut self.out);
+            let step = left.min(frame);
+            self.out.extend_from_slice(self.decoder.conceal(step));
             left -= step;
         }
         if let Some(packet) = fec.filter(|_| from_fec > 0) {
             let recovered = self.decoder.recover(Some(packet), from_fec);
-            self.resampler.process(recovered.pcm, &mut self.out);
+            self.out.extend_from_slice(recovered.pcm);
         }
     }
 }
