@@ -1,10 +1,11 @@
-//! The call's audio: Opus at 48 kHz on the wire, PCM16 mono at the runtime's rates on the
-//! session's side, transcoded once each way. [`Inbound`] decodes the caller's packets (in
-//! order, as str0m's reorder buffer releases them), conceals what was lost — in-band FEC from
-//! the next packet for the frame just before it, packet loss concealment for the rest — and
-//! fills DTX pauses, then resamples to the runtime's input rate. [`Outbound`] resamples the
-//! agent's reply to 48 kHz, cuts it into 20 ms frames and encodes each when its time comes
-//! (real-time pacing), and drops everything queued at once on a flush (barge-in).
+//! The call's audio: Opus (a 48 kHz RTP clock) on the wire, PCM16 mono at the runtime's rates
+//! on the session's side, transcoded once each way: libopus decodes to and encodes from the
+//! runtime's rate itself, with no resampling by the edge. [`Inbound`] decodes the caller's
+//! packets (in order, as str0m's reorder buffer releases them), conceals what was lost —
+//! in-band FEC from the next packet for the frame just before it, packet loss concealment for
+//! the rest — and fills DTX pauses, at the runtime's input rate. [`Outbound`] cuts the agent's
+//! reply into 20 ms frames and encodes each when its time comes (real-time pacing), and drops
+//! everything queued at once on a flush (barge-in).
 
 mod inbound;
 mod outbound;
@@ -12,9 +13,9 @@ mod outbound;
 pub use inbound::{Inbound, InboundStats, MAX_LATENESS};
 pub use outbound::{Frame, Outbound};
 
-/// Opus's clock and the rate the codec runs at here.
+/// Opus's RTP clock.
 pub const OPUS_RATE: u32 = 48_000;
-/// Samples in one 20 ms frame at 48 kHz.
+/// RTP time of one 20 ms frame (samples at 48 kHz).
 pub const FRAME_SAMPLES: usize = 960;
 /// One frame's duration.
 pub const FRAME: std::time::Duration = std::time::Duration::from_millis(20);
@@ -48,6 +49,9 @@ impl AudioError {
     }
 }
 
+/// The core's resampler between 48 kHz and a runtime rate. Calls used it before libopus
+/// converted for them; its frequency response at these rates is still tested here.
+#[cfg(test)]
 fn resampler(from: u32, to: u32) -> Result<switchboard_core::audio::resample::Resampler, AudioError> {
     let rate = if from == OPUS_RATE { to } else { from };
     if !RUNTIME_RATES.contains(&rate) {

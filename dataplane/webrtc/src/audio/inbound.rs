@@ -1,5 +1,10 @@
 //! The caller's audio: Opus packets in, PCM16 at the runtime's input rate out.
 //!
+//! libopus decodes straight to the runtime's rate (it decodes at 8, 12, 16, 24 or 48 kHz):
+//! a caller's voice comes as SILK at 16 kHz or less, which a decoder at 48 kHz would
+//! resample up only for the edge to resample it down again. The RTP clock stays 48 kHz;
+//! sample counts in [`InboundStats`] are 48 kHz samples.
+//!
 //! Packets arrive in order (str0m holds a few back to reorder them) but may be missing. By
 //! RTP sequence number and timestamp a gap is either loss (sequence numbers skipped) or a
 //! DTX pause (consecutive numbers, the timestamp jumped: the sender stopped during
@@ -24,14 +29,11 @@
 //! consent checks waited behind the same queue. Dropping what is too late to answer costs
 //! less than decoding it, so the queue drains and the call's delay comes back down.
 //!
-//! The interarrival jitter (RFC 3550 §6.4.1) is kept, and the time spent decoding and
-//! resampling.
+//! The interarrival jitter (RFC 3550 §6.4.1) is kept, and the time spent decoding.
 
 use std::time::{Duration, Instant};
 
-use switchboard_core::audio::resample::Resampler;
-
-use super::{AudioError, FRAME_SAMPLES, OPUS_RATE, resampler};
+use super::{AudioError, FRAME_SAMPLES, OPUS_RATE, RUNTIME_RATES};
 
 /// How far behind the stream's fastest recent packet one may reach the decoder and still be
 /// decoded: two seconds. A network's burst or a pause of a busy node shorter than that
@@ -73,7 +75,7 @@ pub struct InboundStats {
     pub stale: u64,
     /// The interarrival jitter (RFC 3550 §6.4.1), in 48 kHz samples.
     pub jitter: u64,
-    /// Time spent decoding, concealing and resampling.
+    /// Time spent decoding and concealing.
     pub transcoding: Duration,
 }
 
@@ -129,13 +131,16 @@ impl Lateness {
     }
 }
 
-/// Decoder, concealment and resampler of one caller's audio.
+/// Decoder and concealment of one caller's audio.
 #[derive(Debug)]
 pub struct Inbound {
+    /// Decodes at the runtime's rate.
     decoder: opus::Decoder,
-    resampler: Resampler,
+    /// 48 kHz samples per sample at the runtime's rate (2, 3 or 6).
+    ratio: u64,
     /// The next packet's sequence number and RTP time (48 kHz), once one came.
     next: Option<(u64, u64)>,
+    /// Scratch for one packet's PCM, at the runtime's rate.
     decoded: Vec<i16>,
     out: Vec<i16>,
     stats: InboundStats,
@@ -145,10 +150,13 @@ pub struct Inbound {
 impl Inbound {
     /// A decoder whose PCM comes out at `rate` Hz (8, 16 or 24 kHz).
     pub fn new(rate: u32) -> Result<Self, AudioError> {
-        let decoder = opus::Decoder::new(OPUS_RATE, opus::Channels::Mono).map_err(AudioError::opus("decoder"))?;
+        if !RUNTIME_RATES.contains(&rate) {
+            return Err(AudioError::Rate { rate });
+        }
+        let decoder = opus::Decoder::new(rate, opus::Channels::Mono).map_err(AudioError::opus("decoder"))?;
         Ok(Self {
             decoder,
-            resampler: resampler(OPUS_RATE, rate)?,
+            ratio: u64::from(OPUS_RATE / rate),
             next: None,
             decoded: vec![0; MAX_PACKET_SAMPLES],
             out: Vec::new(),
@@ -194,12 +202,12 @@ impl Inbound {
             Ok(samples) => samples,
             Err(_) => {
                 self.stats.dropped += 1;
-                self.conceal(FRAME_SAMPLES)
+                self.conceal(self.frame())
             }
         };
         self.stats.packets += 1;
         self.emit(samples);
-        self.next = Some((seq + 1, time + samples as u64));
+        self.next = Some((seq + 1, time + samples as u64 * self.ratio));
         self.stats.transcoding += began.elapsed();
     }
 
@@ -213,15 +221,22 @@ impl Inbound {
         self.stats
     }
 
+    /// Samples of one 20 ms frame at the runtime's rate.
+    fn frame(&self) -> usize {
+        FRAME_SAMPLES / self.ratio as usize
+    }
+
     /// Fills `gap` samples (48 kHz) before a packet: concealment, with the last frame from the
     /// packet's FEC when `fec` holds it (the gap is loss, not DTX).
     fn fill(&mut self, gap: u64, fec: Option<&[u8]>) {
-        // Whole 2.5 ms steps, as libopus takes them.
-        let gap = (gap as usize / 120) * 120;
-        let from_fec = if fec.is_some() { gap.min(FRAME_SAMPLES) } else { 0 };
+        // Whole 2.5 ms steps (120 samples at 48 kHz), as libopus takes them, at the decoder's
+        // rate.
+        let gap = (gap / 120 * 120 / self.ratio) as usize;
+        let frame = self.frame();
+        let from_fec = if fec.is_some() { gap.min(frame) } else { 0 };
         let mut left = gap - from_fec;
         while left > 0 {
-            let step = left.min(FRAME_SAMPLES);
+            let step = left.min(frame);
             let samples = self.conceal(step);
             self.emit(samples);
             left -= step;
@@ -229,7 +244,7 @@ impl Inbound {
         if let Some(packet) = fec.filter(|_| from_fec > 0) {
             let samples = match self.decoder.decode(packet, &mut self.decoded[..from_fec], true) {
                 Ok(samples) => {
-                    self.stats.fec_samples += samples as u64;
+                    self.stats.fec_samples += samples as u64 * self.ratio;
                     samples
                 }
                 Err(_) => self.conceal(from_fec),
@@ -238,18 +253,19 @@ impl Inbound {
         }
     }
 
-    /// Loss concealment of `samples` (48 kHz) into the scratch buffer; returns how many.
+    /// Loss concealment of `samples` (at the runtime's rate) into the scratch buffer; returns
+    /// how many.
     fn conceal(&mut self, samples: usize) -> usize {
         let made = self.decoder.decode(&[], &mut self.decoded[..samples], false).unwrap_or_else(|_| {
             self.decoded[..samples].fill(0);
             samples
         });
-        self.stats.concealed_samples += made as u64;
+        self.stats.concealed_samples += made as u64 * self.ratio;
         made
     }
 
-    /// Resamples the first `samples` of the scratch buffer onto the output.
+    /// The first `samples` of the scratch buffer onto the output.
     fn emit(&mut self, samples: usize) {
-        self.resampler.process(&self.decoded[..samples], &mut self.out);
+        self.out.extend_from_slice(&self.decoded[..samples]);
     }
 }

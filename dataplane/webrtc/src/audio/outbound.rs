@@ -1,24 +1,24 @@
 //! The agent's reply audio: PCM16 at the runtime's output rate in, one Opus frame every
 //! 20 ms out, as time passes.
 //!
-//! Audio is queued as it comes, at its own rate (a third of 48 kHz's bytes for 16 kHz: the
-//! voice model sends replies faster than real time, so seconds of audio may wait here), and
-//! resampled to 48 kHz a frame at a time as frames fall due. The first frame of a burst is due at
-//! once; each next one 20 ms after the one before, so a reply that arrives faster than real
-//! time (as the voice model sends it) leaves in real time, and the client's jitter buffer
-//! never overflows. A frame due with less than 20 ms queued waits up to one more frame for
-//! the rest (the agent's chunks need not be whole frames), then goes out padded with
-//! silence. A burst never starts before the last frame's 20 ms have passed, so RTP times
-//! never overlap. [`Outbound::flush`] drops the queue at once: on barge-in nothing more of the
-//! interrupted reply is sent. Frames the encoder marks as DTX (silence, 1-2 bytes) are not
-//! sent when the peer asked for DTX; the RTP clock runs on regardless.
+//! Audio is queued as it comes, at its own rate (the voice model sends replies faster than
+//! real time, so seconds of audio may wait here), and cut into 20 ms frames as they fall
+//! due. libopus encodes straight from the runtime's rate (it takes 8, 12, 16, 24 or 48 kHz):
+//! no resampling to 48 kHz first, which its SILK layer would undo. The RTP clock stays
+//! 48 kHz. The first frame of a burst is due at once; each next one 20 ms after the one
+//! before, so a reply that arrives faster than real time (as the voice model sends it)
+//! leaves in real time, and the client's jitter buffer never overflows. A frame due with
+//! less than 20 ms queued waits up to one more frame for the rest (the agent's chunks need
+//! not be whole frames), then goes out padded with silence. A burst never starts before the
+//! last frame's 20 ms have passed, so RTP times never overlap. [`Outbound::flush`] drops the
+//! queue at once: on barge-in nothing more of the interrupted reply is sent. Frames the
+//! encoder marks as DTX (silence, 1-2 bytes) are not sent when the peer asked for DTX; the
+//! RTP clock runs on regardless.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use switchboard_core::audio::resample::Resampler;
-
-use super::{AudioError, FRAME, FRAME_SAMPLES, OPUS_RATE, resampler};
+use super::{AudioError, FRAME, FRAME_SAMPLES, OPUS_RATE, RUNTIME_RATES};
 
 /// The largest Opus packet written (a 20 ms voice frame is 40-160 bytes).
 const MAX_PACKET_BYTES: usize = 1500;
@@ -34,16 +34,15 @@ pub struct Frame {
     pub packet: Vec<u8>,
 }
 
-/// Resampler, frame queue, pacing and encoder of one call's reply audio.
+/// Frame queue, pacing and encoder of one call's reply audio.
 #[derive(Debug)]
 pub struct Outbound {
+    /// Encodes from `rate`.
     encoder: opus::Encoder,
     rate: u32,
-    resampler: Resampler,
-    /// The agent's PCM not yet resampled, at `rate`.
+    /// The agent's PCM not yet sent, at `rate`.
     queue: VecDeque<i16>,
-    /// Resampled to 48 kHz, not yet a frame.
-    staged: Vec<i16>,
+    /// One frame's PCM, at `rate`.
     scratch: Vec<i16>,
     /// When the next frame is due, while a burst is under way.
     due: Option<Instant>,
@@ -53,14 +52,17 @@ pub struct Outbound {
     /// times never overlap (a flush or a pause shorter than a frame would make them).
     last: Option<Instant>,
     dtx: bool,
-    /// Time spent resampling and encoding.
+    /// Time spent encoding.
     transcoding: std::time::Duration,
 }
 
 impl Outbound {
     /// An encoder of PCM at `rate` Hz (8, 16 or 24 kHz); `dtx` skips silent frames.
     pub fn new(rate: u32, dtx: bool) -> Result<Self, AudioError> {
-        let mut encoder = opus::Encoder::new(OPUS_RATE, opus::Channels::Mono, opus::Application::Voip)
+        if !RUNTIME_RATES.contains(&rate) {
+            return Err(AudioError::Rate { rate });
+        }
+        let mut encoder = opus::Encoder::new(rate, opus::Channels::Mono, opus::Application::Voip)
             .map_err(AudioError::opus("encoder"))?;
         encoder.set_inband_fec(true).map_err(AudioError::opus("in-band FEC"))?;
         // FEC is only written when the encoder expects loss; 10 % covers a poor mobile link.
@@ -69,9 +71,7 @@ impl Outbound {
         Ok(Self {
             encoder,
             rate,
-            resampler: resampler(rate, OPUS_RATE)?,
             queue: VecDeque::new(),
-            staged: Vec::with_capacity(2 * FRAME_SAMPLES),
             scratch: Vec::with_capacity(FRAME_SAMPLES),
             due: None,
             epoch: None,
@@ -81,7 +81,7 @@ impl Outbound {
         })
     }
 
-    /// Time spent resampling and encoding so far.
+    /// Time spent encoding so far.
     pub fn transcoding(&self) -> std::time::Duration {
         self.transcoding
     }
@@ -94,17 +94,17 @@ impl Outbound {
     /// Drops all queued audio at once (barge-in); the next audio starts a new burst.
     pub fn flush(&mut self) {
         self.queue.clear();
-        self.staged.clear();
         self.due = None;
-        // The filter's memory belongs to the interrupted reply.
-        if let Ok(fresh) = resampler(self.rate, OPUS_RATE) {
-            self.resampler = fresh;
-        }
     }
 
     /// Audio queued, in 48 kHz samples.
     pub fn queued(&self) -> usize {
-        self.staged.len() + self.queue.len() * OPUS_RATE as usize / self.rate as usize
+        self.queue.len() * (OPUS_RATE / self.rate) as usize
+    }
+
+    /// Samples of one 20 ms frame at `rate`.
+    fn frame(&self) -> usize {
+        self.rate as usize / 50
     }
 
     /// When [`Outbound::poll`] next has something to do, if anything is queued.
@@ -117,17 +117,6 @@ impl Outbound {
         Some(if queued >= FRAME_SAMPLES { due } else { due + FRAME })
     }
 
-    /// Resamples queued audio until a frame is staged or the queue is empty.
-    fn stage(&mut self) {
-        let step = self.rate as usize / 50;
-        while self.staged.len() < FRAME_SAMPLES && !self.queue.is_empty() {
-            let take = self.queue.len().min(step);
-            self.scratch.clear();
-            self.scratch.extend(self.queue.drain(..take));
-            self.resampler.process(&self.scratch, &mut self.staged);
-        }
-    }
-
     /// The next frame, if one is due at `now`. Call until it returns `None`.
     pub fn poll(&mut self, now: Instant) -> Result<Option<Frame>, AudioError> {
         let began = Instant::now();
@@ -137,23 +126,23 @@ impl Outbound {
     }
 
     fn next_frame(&mut self, now: Instant) -> Result<Option<Frame>, AudioError> {
+        let frame = self.frame();
         loop {
-            self.stage();
-            if self.staged.is_empty() {
+            if self.queue.is_empty() {
                 self.due = None;
                 return Ok(None);
             }
             let start = self.last.map_or(now, |last| now.max(last + FRAME));
             let due = *self.due.get_or_insert(start);
-            let whole = self.staged.len() >= FRAME_SAMPLES;
+            let whole = self.queue.len() >= frame;
             if now < due || (!whole && now < due + FRAME) {
                 return Ok(None);
             }
             let epoch = *self.epoch.get_or_insert(due);
-            let take = self.staged.len().min(FRAME_SAMPLES);
+            let take = self.queue.len().min(frame);
             self.scratch.clear();
-            self.scratch.extend(self.staged.drain(..take));
-            self.scratch.resize(FRAME_SAMPLES, 0);
+            self.scratch.extend(self.queue.drain(..take));
+            self.scratch.resize(frame, 0);
             let packet =
                 self.encoder.encode_vec(&self.scratch, MAX_PACKET_BYTES).map_err(AudioError::opus("encode"))?;
             self.due = Some(due + FRAME);
