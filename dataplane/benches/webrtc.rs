@@ -18,9 +18,8 @@
 //! and per 20 ms of a call, the runtime's beside it, the gateway's RSS growth per call at
 //! the round's peak, and the time from the end of speech to the first reply audio (for
 //! WebRTC: the first Opus packet received). WebRTC minus WebSocket is what the edge adds:
-//! Opus decode (with its jitter buffer) and 16 kHz resampling of the caller, 24 → 48 kHz
-//! resampling, Opus encode and real-time pacing of the reply, SRTP both ways, SCTP for the
-//! data channel.
+//! Opus decode to 16 kHz (with its jitter buffer) of the caller, Opus encode from 24 kHz and
+//! real-time pacing of the reply, SRTP both ways, SCTP for the data channel, DTLS set-up.
 //!
 //! ```sh
 //! cargo bench -p switchboard-dataplane --bench webrtc
