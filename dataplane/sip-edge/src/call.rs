@@ -6,7 +6,9 @@
 //! time by more than a little (`media::pacer`), its queue dropped at once on `bidi_interruption`; RTCP reports
 //! every 5 s; each key pressed (RFC 4733 or SIP INFO) as one `bidi_dtmf`. The caller's
 //! BYE closes the session; the session ending sends BYE; RTP that stops for longer than
-//! the media timeout ends the call. While the gateway holds the session in its capacity
+//! the media timeout ends the call. A connection to the gateway that drops mid-call (lost,
+//! or its replica going away) is not the session ending: the session is resumed
+//! ([`gateway::resume`]) and the call goes on. While the gateway holds the session in its capacity
 //! queue, the phone gets `182 Queued` with the hold message (again at each new place, and
 //! every half minute: [`switchboard_sip::call::Timers::provisional`]); the call is answered
 //! when its turn comes, or refused 503 with `Retry-After` when the gateway refuses it for
@@ -28,6 +30,7 @@ mod media;
 mod route;
 pub(crate) mod warm;
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -210,9 +213,16 @@ impl Call {
         mut relay: Relay,
         mut heard: Option<tokio::sync::oneshot::Sender<std::time::Instant>>,
     ) -> End {
-        let (sink, mut stream) = session.socket.split();
-        let (to_gateway, outgoing) = mpsc::channel::<Message>(self.settings.gateway_queue);
-        let writer = tokio::spawn(write(sink, outgoing));
+        let Session { socket, mut position, .. } = session;
+        let (sink, mut stream) = socket.split();
+        let (mut to_gateway, outgoing) = mpsc::channel::<Message>(self.settings.gateway_queue);
+        let mut writer = tokio::spawn(write(sink, outgoing));
+        // A connection to the gateway that drops mid-call is resumed (`gateway::resume`):
+        // while it is, the caller's audio is not heard; what the gateway replays before the
+        // resumed start waits in `replayed`, read before the new socket.
+        let mut resuming: Option<Resuming> = None;
+        let mut replayed: VecDeque<Message> = VecDeque::new();
+        let mut lost = String::new();
         // The caller's audio goes to the gateway as it comes; the tick moves on a gap whose
         // reorder window has passed, and drives the rest (announcements, a brief, timeouts).
         let mut tick = tokio::time::interval(Duration::from_millis(u64::from(FRAME_MS)));
@@ -272,16 +282,37 @@ impl Call {
                     None => break End::Caller(EndReason::LocalHangUp),
                     Some(_) => {}
                 },
-                frame = stream.next() => match frame {
-                    Some(Ok(Message::Binary(_))) if !outage.agent_audio() => {}
+                resumed = resumed(&mut resuming) => {
+                    resuming = None;
+                    match resumed {
+                        Ok(gateway::Resumed { session, early }) => {
+                            tracing::info!(call = %self.call_id, session = %session.id, replayed = early.len(), "the call's session is resumed");
+                            self.metrics.gateway_resume("resumed");
+                            position = session.position;
+                            let (sink, resumed_stream) = session.socket.split();
+                            stream = resumed_stream;
+                            let (sender, outgoing) = mpsc::channel::<Message>(self.settings.gateway_queue);
+                            (to_gateway, writer) = (sender, tokio::spawn(write(sink, outgoing)));
+                            replayed.extend(early);
+                        }
+                        Err(why) => {
+                            tracing::warn!(call = %self.call_id, why, "the call's session could not be resumed");
+                            self.metrics.gateway_resume("failed");
+                            break End::Session(format!("{lost}; not resumed: {why}"));
+                        }
+                    }
+                }
+                frame = next_frame(&mut replayed, &mut stream), if resuming.is_none() => match frame {
+                    Some(Ok(Message::Binary(_))) if !outage.agent_audio() => position.binary(),
                     Some(Ok(Message::Binary(audio))) => {
+                        position.binary();
                         // Sent by the `send` timer, at once when the media clock allows.
                         warm.agent_audio(&mut relay, &audio);
                         if let Some(heard) = heard.take_if(|_| !audio.is_empty()) {
                             let _ = heard.send(std::time::Instant::now());
                         }
                     }
-                    Some(Ok(Message::Text(text))) => match serde_json::from_str::<ServerMessage>(text.as_str()) {
+                    Some(Ok(Message::Text(text))) => match counted(&mut position, serde_json::from_str::<ServerMessage>(text.as_str())) {
                         Ok(ServerMessage::BidiInterruption {}) if !outage.announcing() => warm.interrupted(&mut relay),
                         Ok(ServerMessage::BidiSessionOutage { agent, active: true, person, .. }) => {
                             outage.told(&self.settings.announcements, &self.call_id, &agent, person);
@@ -300,11 +331,22 @@ impl Call {
                         _ => {}
                     },
                     Some(Ok(Message::Close(frame))) => {
-                        break End::Session(frame.map(|f| format!("{} {}", u16::from(f.code), f.reason)).unwrap_or_default());
+                        let code = frame.as_ref().map(|f| u16::from(f.code));
+                        let why = frame.map(|f| format!("{} {}", u16::from(f.code), f.reason)).unwrap_or_default();
+                        match self.resume(&position, code, session_format) {
+                            Some(started) => (resuming, lost) = (Some(started), why),
+                            None => break End::Session(why),
+                        }
                     }
                     Some(Ok(_)) => {}
-                    Some(Err(error)) => break End::Session(error.to_string()),
-                    None => break End::Session("the gateway closed the connection".into()),
+                    Some(Err(error)) => match self.resume(&position, None, session_format) {
+                        Some(started) => (resuming, lost) = (Some(started), error.to_string()),
+                        None => break End::Session(error.to_string()),
+                    },
+                    None => match self.resume(&position, None, session_format) {
+                        Some(started) => (resuming, lost) = (Some(started), "the gateway closed the connection".into()),
+                        None => break End::Session("the gateway closed the connection".into()),
+                    },
                 },
                 event = transfer.person_event() => {
                     warm.person_event(&event);
@@ -421,6 +463,48 @@ impl Call {
             }
         }
     }
+}
+
+/// A resume under way ([`gateway::resume`]).
+type Resuming = std::pin::Pin<Box<dyn std::future::Future<Output = Result<gateway::Resumed, String>> + Send>>;
+
+impl Call {
+    /// Starts resuming the call's session after its connection ended with `close` (its code;
+    /// `None`: lost), when that is one to resume and the session can be.
+    fn resume(&self, position: &gateway::Position, close: Option<u16>, format: Format) -> Option<Resuming> {
+        let config = Arc::clone(&self.gateway);
+        if config.resume_for.is_zero() || !position.resumable() || !gateway::resumes_after(close) {
+            return None;
+        }
+        tracing::info!(call = %self.call_id, ?close, "the connection to the gateway ended mid-call: resuming the session");
+        let position = position.clone();
+        Some(Box::pin(async move { gateway::resume(&config, &position, format).await }))
+    }
+}
+
+/// The resume under way's outcome, once it has one (never, when none is).
+async fn resumed(resuming: &mut Option<Resuming>) -> Result<gateway::Resumed, String> {
+    match resuming {
+        Some(resuming) => resuming.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next frame from the gateway: a replayed one first, then the socket's.
+async fn next_frame(
+    replayed: &mut VecDeque<Message>,
+    stream: &mut futures_util::stream::SplitStream<gateway::Socket>,
+) -> Option<Result<Message, tokio_tungstenite::tungstenite::Error>> {
+    match replayed.pop_front() {
+        Some(message) => Some(Ok(message)),
+        None => stream.next().await,
+    }
+}
+
+/// `parsed` (a text message from the gateway), counted in the session's `position`.
+fn counted<E>(position: &mut gateway::Position, parsed: Result<ServerMessage, E>) -> Result<ServerMessage, E> {
+    position.text(parsed.as_ref().ok());
+    parsed
 }
 
 /// Resolves when the caller gives up before the call is answered (CANCEL).

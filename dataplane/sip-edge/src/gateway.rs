@@ -98,7 +98,15 @@ pub struct GatewayConfig {
     pub api_key: Option<String>,
     /// How long connecting and the gateway's answer to `session_start` may take.
     pub open_timeout: Duration,
+    /// How long a call whose connection to the gateway dropped tries to resume its session
+    /// ([`resume`]); zero: the call ends with its connection.
+    pub resume_for: Duration,
 }
+
+/// [`GatewayConfig::resume_for`] by default: long enough for a gateway replica going away
+/// to hand its sessions to another (they are parked before the close) and for a blip, short
+/// enough that a caller whose gateway is gone for good is not left in silence.
+pub const RESUME_FOR: Duration = Duration::from_secs(5);
 
 /// Why the gateway did not open a session for a call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -224,6 +232,8 @@ pub struct Session {
     pub socket: Socket,
     /// The session's id.
     pub id: String,
+    /// Where it stands for a resume, at its start.
+    pub position: Position,
 }
 
 /// The `session_start` of a call to `agent` whose audio is in `format` (G.711 at 8 kHz, or
@@ -312,6 +322,16 @@ pub(crate) fn request(url: &str, api_key: Option<&str>) -> Result<tungstenite::h
 /// Connects and sends the call's `session_start`.
 async fn start(config: &GatewayConfig, agent: &str, format: Format, headers: Vec<Vouched>) -> Result<Socket, Refused> {
     let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
+    let mut socket = connect(config, headers).await?;
+    let start = serde_json::to_string(&ClientMessage::SessionStart(session_start(agent, format)))
+        .map_err(|e| unreachable(e.to_string()))?;
+    socket.send(Message::text(start)).await.map_err(|e| unreachable(e.to_string()))?;
+    Ok(socket)
+}
+
+/// Connects to the gateway with the edge's API key and `headers`.
+async fn connect(config: &GatewayConfig, headers: Vec<Vouched>) -> Result<Socket, Refused> {
+    let unreachable = |reason: String| Refused::Unreachable { url: config.url.clone(), reason };
     let mut request = request(&config.url, config.api_key.as_deref()).map_err(unreachable)?;
     for (name, value) in headers {
         let value =
@@ -322,12 +342,9 @@ async fn start(config: &GatewayConfig, agent: &str, format: Format, headers: Vec
         .max_message_size(Some(MAX_MESSAGE))
         .max_frame_size(Some(MAX_MESSAGE))
         .read_buffer_size(READ_BUFFER);
-    let (mut socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(limits), true)
+    let (socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(limits), true)
         .await
         .map_err(|e| unreachable(e.to_string()))?;
-    let start = serde_json::to_string(&ClientMessage::SessionStart(session_start(agent, format)))
-        .map_err(|e| unreachable(e.to_string()))?;
-    socket.send(Message::text(start)).await.map_err(|e| unreachable(e.to_string()))?;
     Ok(socket)
 }
 
@@ -374,8 +391,8 @@ async fn answer(
                     tracing::debug!(session = %session_id, agent, "text-only agent: its session closed");
                     return Err(Refused::TextOnly { agent: agent.to_owned() });
                 }
-                Ok(ServerMessage::BidiConnectionStart { session_id, .. }) => {
-                    return Ok(Session { socket, id: session_id });
+                Ok(ServerMessage::BidiConnectionStart { session_id, resume_token, seq, .. }) => {
+                    return Ok(Session { socket, id: session_id, position: Position::start(resume_token, seq) });
                 }
                 Ok(ServerMessage::BidiError { message, code, retry_after_seconds, .. }) => {
                     said.message = message;
@@ -445,6 +462,9 @@ pub async fn close(socket: &mut Socket) -> Result<(), tungstenite::Error> {
     socket.send(Message::text(text)).await?;
     socket.close(Some(tungstenite::protocol::CloseFrame { code: CloseCode::Normal, reason: "hung up".into() })).await
 }
+
+mod resume;
+pub use resume::{Position, Resumed, resume, resumes_after};
 
 #[cfg(test)]
 mod tests;

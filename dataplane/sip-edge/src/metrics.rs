@@ -26,6 +26,9 @@ pub use switchboard_sip::media::srtp::SrtpCounts;
 use crate::end::End;
 use crate::gateway::Refused;
 
+mod connections;
+pub use connections::{TlsConnection, TrunkConnection};
+
 /// Which way a call goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -87,63 +90,7 @@ pub struct Metrics {
     tls: IntCounterVec,
     trunk_connections: IntCounterVec,
     srtp: IntCounterVec,
-}
-
-/// What came of a TCP connection to the TLS listener
-/// (`switchboard_sip_tls_connections_total`'s outcomes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TlsConnection {
-    /// The handshake completed: SIP is served on it.
-    Established,
-    /// The handshake failed (not TLS, a protocol error, no common cipher, the client
-    /// refused the certificate).
-    HandshakeFailed,
-    /// The client did not finish the handshake within its time.
-    HandshakeTimeout,
-    /// Closed at once: the edge's TLS connections are all taken.
-    TooMany,
-    /// Closed at once: its address holds as many TLS connections as one address may.
-    TooManyFromAddress,
-}
-
-impl TlsConnection {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Established => "established",
-            Self::HandshakeFailed => "handshake_failed",
-            Self::HandshakeTimeout => "handshake_timeout",
-            Self::TooMany => "too_many",
-            Self::TooManyFromAddress => "too_many_from_address",
-        }
-    }
-}
-
-/// What came of a connection the edge opened to an outbound trunk
-/// (`switchboard_sip_outbound_connections_total`'s outcomes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TrunkConnection {
-    /// Open (and over TLS, the trunk's certificate verified).
-    Established,
-    /// The TCP connect failed (refused, unreachable).
-    ConnectFailed,
-    /// The TLS handshake failed (the certificate not trusted or not for the trunk's name).
-    HandshakeFailed,
-    /// Not open within its time.
-    Timeout,
-    /// The edge holds as many connections as it may.
-    TooMany,
-}
-
-impl TrunkConnection {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Established => "established",
-            Self::ConnectFailed => "connect_failed",
-            Self::HandshakeFailed => "handshake_failed",
-            Self::Timeout => "timeout",
-            Self::TooMany => "too_many",
-        }
-    }
+    resumes: IntCounterVec,
 }
 
 fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<IntCounterVec> {
@@ -240,6 +187,14 @@ impl Metrics {
              authentic and fresh; dropped: auth_failed, replayed, malformed; expired: the key's lifetime was spent).",
             &["outcome"],
         )?;
+        let resumes = counter_vec(
+            &registry,
+            "switchboard_sip_gateway_resumes_total",
+            "Answered calls whose connection to the gateway dropped mid-call (lost, or its replica going away), by \
+             outcome of the resume of their session (resumed: the call went on; failed: not resumed in time, or \
+             refused: the call was hung up).",
+            &["outcome"],
+        )?;
         Ok(Self {
             registry,
             calls,
@@ -256,6 +211,7 @@ impl Metrics {
             tls,
             trunk_connections,
             srtp,
+            resumes,
         })
     }
 
@@ -351,6 +307,12 @@ impl Metrics {
         let active = self.active.with_label_values(&[direction.label()]);
         active.inc();
         Live { metrics: self.clone(), direction, active, ended: false }
+    }
+
+    /// A call's session resumed after its connection to the gateway dropped (`resumed`), or
+    /// not (`failed`).
+    pub fn gateway_resume(&self, outcome: &'static str) {
+        self.resumes.with_label_values(&[outcome]).inc();
     }
 
     /// A transfer's outcome.

@@ -98,7 +98,8 @@ async fn the_callers_audio_goes_through_loss_and_reordering_in_order_at_once_and
     let reply: Vec<Vec<u8>> = (0..25u8).map(|n| vec![0x20 + n; 160]).collect();
     tokio::spawn(gateway(listener, reply, heard_tx));
     let mut config = common::config("127.0.0.1:0".parse().expect("addr"), false, None);
-    config.gateway = GatewayConfig { url, api_key: None, open_timeout: Duration::from_secs(5) };
+    config.gateway =
+        GatewayConfig { url, api_key: None, open_timeout: Duration::from_secs(5), resume_for: Duration::ZERO };
     let edge = Edge::bind(config).await.expect("the edge binds");
     let edge_addr = edge.local_addr();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -99,6 +99,14 @@ pub struct SipArgs {
           value_parser = clap::value_parser!(u64).range(1..=120))]
     gateway_timeout_seconds: u64,
 
+    /// Seconds a call whose connection to the gateway dropped (lost, or its gateway replica
+    /// going away: close 1001) tries to resume its session through the gateway's URL —
+    /// another replica, or the same after a blip — before it hangs up; 0: a call ends with
+    /// its connection. The caller hears a gap, not a hang-up.
+    #[arg(long, env = "SWITCHBOARD_SIP_GATEWAY_RESUME_SECONDS", default_value_t = switchboard_sip_edge::gateway::RESUME_FOR.as_secs(),
+          value_parser = clap::value_parser!(u64).range(0..=60))]
+    gateway_resume_seconds: u64,
+
     /// A trunk by its source addresses, `NAME=CIDR[,CIDR...]` (repeatable): INVITEs from
     /// those addresses are taken and trusted (their caller's number is believed). With any
     /// trunk configured, INVITEs from anything else are refused (403); with none, every
@@ -354,6 +362,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
         max_calls,
         media_timeout_seconds,
         gateway_timeout_seconds,
+        gateway_resume_seconds,
         trunks: trunk_sources,
         trunk_credentials,
         realm,
@@ -434,6 +443,7 @@ pub async fn run(args: SipArgs) -> anyhow::Result<()> {
             url: gateway.clone(),
             api_key,
             open_timeout: Duration::from_secs(gateway_timeout_seconds),
+            resume_for: Duration::from_secs(gateway_resume_seconds),
         },
         max_calls: max_calls as usize,
         rate: RateConfig::default(),

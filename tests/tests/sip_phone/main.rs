@@ -30,7 +30,8 @@
 //! queue: 182 Queued while a call waits, 503 with Retry-After when refused), [`amd`]
 //! (answering-machine detection on outbound calls: a person, a machine left a message
 //! after its beep, a machine hung up on), [`callbacks`] (outbound calls' status callbacks
-//! to a real HTTP receiver), [`transports`] (outbound calls over TCP and TLS
+//! to a real HTTP receiver), [`resume`] (a call whose connection to the gateway is cut mid-call: the
+//! edge resumes the session and the call goes on; [`relay`] is the TCP relay cut), [`transports`] (outbound calls over TCP and TLS
 //! trunks, one whose certificate is not trusted), [`tls`] (SIP over TLS), [`srtp`] (SRTP on
 //! calls over TLS, refused where keys would travel in the clear), [`wideband`] (G.722 and Opus
 //! phones: a baresip speaking only G.722, one offering it after PCMU, one speaking only
@@ -55,6 +56,8 @@ mod outbound;
 mod phone;
 mod proxy;
 mod queue;
+mod relay;
+mod resume;
 mod srtp;
 mod stack;
 mod tls;

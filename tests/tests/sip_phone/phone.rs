@@ -25,6 +25,8 @@ pub(crate) struct Options {
     pub(crate) tone: Option<(f64, u32)>,
     /// After the silence, a second tone: its frequency and seconds.
     pub(crate) then: Option<(u32, u32)>,
+    /// Seconds of silence after the second tone (default none: the file ends with it).
+    pub(crate) after: Option<u32>,
     /// The codecs it offers and takes, in its order of preference, as baresip's
     /// `audio_codecs` names them (default `PCMU`; `G722/16000/1` and `opus/48000/1` load
     /// baresip's codec modules: [`codec_config`]).
@@ -194,6 +196,10 @@ impl Phone {
         if let Some((hz, seconds)) = options.then {
             part("then.wav", &["synth", &seconds.to_string(), "sine", &hz.to_string(), "vol", "0.5"]);
             parts.push(dir.join("then.wav"));
+            if let Some(after) = options.after {
+                part("after.wav", &["trim", "0", &after.to_string()]);
+                parts.push(dir.join("after.wav"));
+            }
         }
         let status = Command::new(&sox).args(&parts).arg(dir.join("say.wav")).status().expect("sox runs");
         assert!(status.success(), "sox joined the WAV");

@@ -222,9 +222,10 @@ fn a_call_through_a_carriers_proxy_is_challenged_through_it_and_keeps_it_on_the_
     );
     std::thread::sleep(Duration::from_secs(2));
     stack.local.terminate().expect("SIGTERM");
+    // Its drain (5 s), then the edge's resume of the session (5 s), then the BYE.
     wait_for(
         "the phone is hung up",
-        Duration::from_secs(20),
+        Duration::from_secs(30),
         || phone.log().contains("terminated"),
         || context(&phone),
     );

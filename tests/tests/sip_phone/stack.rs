@@ -122,6 +122,19 @@ pub(crate) fn stack_edited(
     local_args: &[&str],
     edit: impl Fn(String) -> String,
 ) -> Stack {
+    stack_through(name, edge_args, triage_telephony, local_args, edit, str::to_owned)
+}
+
+/// [`stack_edited`] whose edge reaches the gateway at the URL `through` makes of local mode's
+/// session URL (a relay the test controls in between, say).
+pub(crate) fn stack_through(
+    name: &str,
+    edge_args: &[&str],
+    triage_telephony: &str,
+    local_args: &[&str],
+    edit: impl Fn(String) -> String,
+    through: impl FnOnce(&str) -> String,
+) -> Stack {
     let tools = tools_bin().expect("tests/tools/install.sh");
     let binary = switchboard_binary().expect("the switchboard binary");
     let dir = std::env::temp_dir().join(format!("switchboard-sip-{name}-{}", std::process::id()));
@@ -163,6 +176,7 @@ pub(crate) fn stack_edited(
         .lines()
         .find_map(|l| l.split_once("Chat with: switchboard chat ").map(|(_, url)| url.trim().to_owned()))
         .expect("local mode prints its session URL");
+    let gateway = through(&gateway);
     let rtp = free_udp_range(RTP_PORTS);
     let edge = Process::start(
         &binary,

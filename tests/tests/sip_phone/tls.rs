@@ -154,7 +154,8 @@ fn a_call_over_tls_hears_the_agent_survives_hostile_peers_and_is_hung_up_on_its_
     // BYE goes to the phone on its TLS connection and the phone hangs up.
     std::thread::sleep(Duration::from_secs(8).saturating_sub(answered.elapsed()));
     stack.local.terminate().expect("SIGTERM");
-    wait_for("the phone is hung up", Duration::from_secs(20), || phone.log().contains("terminated"), context);
+    // Its drain (5 s), then the edge's resume of the session (5 s), then the BYE.
+    wait_for("the phone is hung up", Duration::from_secs(30), || phone.log().contains("terminated"), context);
     drop(silent);
     std::thread::sleep(Duration::from_millis(300));
     let log = phone.log();

@@ -10,16 +10,14 @@
 //! connection that closes mid-call (a TCP relay the test cuts) is opened again for the
 //! edge's BYE, which reaches the phone.
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use std::process::Command;
 
 use crate::outbound::call;
 use crate::phone::{Callee, free_phone_port};
+use crate::relay::TcpRelay;
 use crate::stack::{Stack, gateway_url, sample, stack_with, wait_for, wait_for_edge_sample};
 
 /// The edge with `trunk` as its outbound trunk (and `more` flags), once it takes calls.
@@ -180,64 +178,6 @@ fn two_named_trunks_each_get_the_calls_meant_for_them_and_an_unknown_trunk_is_re
     assert!(refused.contains("the trunks are: north, south"), "names the trunks: {refused}");
 }
 
-/// A TCP relay in front of a phone's SIP port, standing for a trunk's proxy: each connection
-/// accepted is joined to a new one to the phone, byte for byte, until [`TcpRelay::cut`].
-struct TcpRelay {
-    port: u16,
-    /// Both sides of every connection joined, for cutting them.
-    open: Arc<Mutex<Vec<TcpStream>>>,
-    accepted: Arc<Mutex<usize>>,
-}
-
-impl TcpRelay {
-    fn to(target: u16) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a relay port");
-        let port = listener.local_addr().expect("its address").port();
-        let open = Arc::new(Mutex::new(Vec::new()));
-        let accepted = Arc::new(Mutex::new(0));
-        let (open_in, accepted_in) = (Arc::clone(&open), Arc::clone(&accepted));
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { continue };
-                let Ok(phone) = TcpStream::connect(("127.0.0.1", target)) else { continue };
-                *accepted_in.lock().expect("count") += 1;
-                let mut open = open_in.lock().expect("open");
-                for stream in [&client, &phone] {
-                    open.push(stream.try_clone().expect("a clone"));
-                }
-                pump(client.try_clone().expect("a clone"), phone.try_clone().expect("a clone"));
-                pump(phone, client);
-            }
-        });
-        Self { port, open, accepted }
-    }
-
-    /// Closes every connection joined so far, both ways (the phone's side and the edge's).
-    fn cut(&self) {
-        for stream in self.open.lock().expect("open").drain(..) {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-    }
-
-    fn accepted(&self) -> usize {
-        *self.accepted.lock().expect("count")
-    }
-}
-
-/// Copies what `from` reads to `to` until either side ends, then ends both.
-fn pump(mut from: TcpStream, mut to: TcpStream) {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        while let Ok(n) = from.read(&mut buf) {
-            if n == 0 || to.write_all(&buf[..n]).is_err() {
-                break;
-            }
-        }
-        let _ = to.shutdown(Shutdown::Both);
-        let _ = from.shutdown(Shutdown::Both);
-    });
-}
-
 #[test]
 fn a_trunk_connection_that_closes_mid_call_is_opened_again_for_the_edges_bye() {
     let port = free_phone_port();
@@ -261,7 +201,8 @@ fn a_trunk_connection_that_closes_mid_call_is_opened_again_for_the_edges_bye() {
     // Local mode stops: its gateway closes the session, and the edge's BYE must go to the
     // trunk on a connection opened again.
     stack.local.terminate().expect("SIGTERM");
-    callee.phone.wait_over(Duration::from_secs(20));
+    // Its drain (5 s), then the edge's resume of the session (5 s), then the BYE.
+    callee.phone.wait_over(Duration::from_secs(30));
     let _ = placed.join();
     let edge = stack.edge.log_text();
     assert!(edge.contains("the connection to the trunk closed: opening it again"), "{}", context());

@@ -91,6 +91,7 @@ impl Servers {
                 url: format!("ws://{host}{}", switchboard_crds::contract::SESSION_PATH),
                 api_key: None,
                 open_timeout: std::time::Duration::from_secs(10),
+                resume_for: switchboard_sip_edge::gateway::RESUME_FOR,
             },
             max_calls: 100,
             rate: RateConfig::default(),

@@ -86,6 +86,7 @@ pub fn run_child(gateway: &str) {
                 url: format!("ws://{gateway}/v1/session"),
                 api_key: None,
                 open_timeout: Duration::from_secs(10),
+                resume_for: Duration::ZERO,
             },
             max_calls: calls + 10,
             // Every phone is on 127.0.0.1: one source, like a trunk.

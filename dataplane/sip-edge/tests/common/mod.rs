@@ -26,6 +26,7 @@ pub fn config(listen: SocketAddr, tcp: bool, tls: Option<TlsConfig>) -> EdgeConf
             url: "ws://127.0.0.1:9/v1/session".into(),
             api_key: None,
             open_timeout: Duration::from_secs(1),
+            resume_for: Duration::ZERO,
         },
         max_calls: 4,
         rate: RateConfig::default(),
