@@ -300,7 +300,7 @@ impl Call {
                             }
                         }
                         Ok(ServerMessage::DigitsRequest { tool_use_id, digits }) => match relay.press(&tool_use_id, &digits) {
-                            Ok(ms) => tracing::info!(call = %self.call_id, keys = digits.len(), ms, "pressing keys"),
+                            Ok(ms) => tracing::info!(call = %self.call_id, characters = digits.len(), ms, "pressing keys"),
                             Err(result) => {
                                 tracing::info!(call = %self.call_id, "keys not pressed: {}", result.to_text().unwrap_or_default());
                                 let _ = to_gateway.send(result).await;

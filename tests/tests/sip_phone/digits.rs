@@ -71,6 +71,9 @@ fn keys_the_agent_sends_reach_the_phone_as_telephone_events_in_order() {
     assert!(stack.edge.log_text().contains("outcome=\"sent\""), "every key went: {}", context());
     // The phone got every key once, in order (the pause is no key).
     wait_for("the phone logged the last key", Duration::from_secs(5), || received_keys(&phone.log()).len() >= 5, context);
+    let log = phone.log();
+    let events: Vec<&str> = log.lines().filter_map(|l| l.find("received event").map(|at| &l[at..])).collect();
+    eprintln!("the phone received:\n{}", events.join("\n"));
     assert_eq!(received_keys(&phone.log()), DIGITS.replace('w', ""), "{}", context());
     let ends = phone.log().lines().filter(|l| l.contains("received event: '") && l.contains("end=1")).count();
     assert_eq!(ends, 5, "each key released once, however many end packets: {}", context());
