@@ -321,7 +321,10 @@ mod tests {
         let text = problems("text", "");
         assert!(text.len() == 1 && text[0].contains("sendDigits") && text[0].contains("text-only"), "{text:?}");
         let taken = problems("voice", "tools: [{name: send_digits, description: d, builtin: {kind: currentTime}}]");
-        assert!(taken.len() == 1 && taken[0].contains("spec.tools[0].name") && taken[0].contains("rename"), "{taken:?}");
+        assert!(
+            taken.len() == 1 && taken[0].contains("spec.tools[0].name") && taken[0].contains("rename"),
+            "{taken:?}"
+        );
     }
 
     #[test]

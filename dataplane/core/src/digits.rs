@@ -218,7 +218,10 @@ mod tests {
             .into_iter()
             .filter_map(|o| failure(o, 1, 3, "on hold").map(|f| f.kind))
             .collect();
-        assert_eq!(kinds, [FailureKind::DigitsUnsupported, FailureKind::DigitsInterrupted, FailureKind::DigitsRejected]);
+        assert_eq!(
+            kinds,
+            [FailureKind::DigitsUnsupported, FailureKind::DigitsInterrupted, FailureKind::DigitsRejected]
+        );
         let partial = failure(DigitsOutcome::Interrupted, 1, 3, "the call was put on hold").expect("a failure");
         assert!(partial.message.contains("only 1 of the 3") && partial.message.contains("put on hold"), "{partial}");
     }

@@ -233,9 +233,7 @@ impl FailureKind {
                 (false, "Your call cannot be put through from here.", "Ask how else to reach a person.")
             }
             Self::TransferFailed => (true, "Your call could not be put through.", "Try again in a moment."),
-            Self::DigitsUnsupported => {
-                (false, "Keys cannot be pressed on this call.", "Say the choice aloud instead.")
-            }
+            Self::DigitsUnsupported => (false, "Keys cannot be pressed on this call.", "Say the choice aloud instead."),
             Self::DigitsInterrupted => {
                 (true, "Only some of the keys were pressed.", "Listen to the menu, then press the rest.")
             }

@@ -14,12 +14,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// The `digits_result` for call `tool_use_id`.
 pub(crate) fn result(tool_use_id: &str, outcome: DigitsOutcome, sent: u32, message: &str) -> Message {
-    let result = ClientMessage::DigitsResult {
-        tool_use_id: tool_use_id.to_owned(),
-        outcome,
-        sent,
-        message: message.to_owned(),
-    };
+    let result =
+        ClientMessage::DigitsResult { tool_use_id: tool_use_id.to_owned(), outcome, sent, message: message.to_owned() };
     Message::text(serde_json::to_string(&result).unwrap_or_default())
 }
 

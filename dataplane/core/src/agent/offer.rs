@@ -3,8 +3,8 @@
 //! and the definitions of the control tools the core adds (transfers, the return,
 //! `workflow_goto`, and on phone calls `send_digits`).
 
-use switchboard_crds::agent::{SEND_DIGITS_TOOL, TRANSFER_TO_PERSON_TOOL};
 use switchboard_crds::agent::USE_SKILL_TOOL;
+use switchboard_crds::agent::{SEND_DIGITS_TOOL, TRANSFER_TO_PERSON_TOOL};
 use switchboard_crds::runtime::{RETURN_PREFIX, return_tool_name};
 
 use super::{AgentCore, GOTO_TOOL};

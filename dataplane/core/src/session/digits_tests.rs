@@ -59,7 +59,8 @@ fn called(phone: bool, digits: serde_json::Value, now: Instant) -> (Session, Vec
     start.carried.memory = memory(phone);
     let (mut session, _) = Session::start_voice(triage(true), start);
     session.handle(Input::Voice(VoiceInput::UserFinal("Call the card company and choose lost cards".into())), now);
-    let tool_use = ToolUse { id: "t1".into(), name: "send_digits".into(), input: serde_json::json!({ "digits": digits }) };
+    let tool_use =
+        ToolUse { id: "t1".into(), name: "send_digits".into(), input: serde_json::json!({ "digits": digits }) };
     let effects = session.handle(Input::Voice(VoiceInput::ToolUse(tool_use)), now);
     (session, effects)
 }

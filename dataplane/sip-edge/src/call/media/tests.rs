@@ -253,10 +253,10 @@ fn keys_the_agent_presses_go_on_the_media_clock_and_their_result_follows_once() 
             let rtp = switchboard_sip::media::rtp::parse(&packet).expect("RTP");
             match rtp.payload_type {
                 101 => events.push(frame),
-                _ if rtp.payload.iter().any(|b| *b == 0x22) => audio += 1,
+                _ if rtp.payload.contains(&0x22) => audio += 1,
                 _ => {}
             }
-            if rtp.payload.iter().any(|b| *b == 0x22) {
+            if rtp.payload.contains(&0x22) {
                 assert!(events.len() == 16, "the agent's audio only after every key: {events:?}");
             }
         }

@@ -127,10 +127,7 @@ fn hold_or_new_telephone_events_mid_sequence_interrupt_it_with_the_keys_pressed_
     sent(&mut s, 11 + 6);
     s.update(Negotiated { direction: Direction::RecvOnly, ..negotiated(Codec::Pcmu, Some(101), 8000) });
     assert_eq!(sent(&mut s, 1), []);
-    assert_eq!(
-        s.take_pressed(),
-        Some(Pressed { keys: 3, pressed: 2, interrupted: Some("the call was put on hold") })
-    );
+    assert_eq!(s.take_pressed(), Some(Pressed { keys: 3, pressed: 2, interrupted: Some("the call was put on hold") }));
     let mut moved = session(negotiated(Codec::Pcmu, Some(101), 8000));
     moved.press(digits::parse("1").unwrap()).expect("pressed");
     moved.update(negotiated(Codec::Pcmu, None, 8000));
@@ -138,6 +135,9 @@ fn hold_or_new_telephone_events_mid_sequence_interrupt_it_with_the_keys_pressed_
     // A new address for the same events (latching) does not stop them.
     let mut latched = session(negotiated(Codec::Pcmu, Some(101), 8000));
     latched.press(digits::parse("1").unwrap()).expect("pressed");
-    latched.update(Negotiated { remote: "198.51.100.20:40000".parse().unwrap(), ..negotiated(Codec::Pcmu, Some(101), 8000) });
+    latched.update(Negotiated {
+        remote: "198.51.100.20:40000".parse().unwrap(),
+        ..negotiated(Codec::Pcmu, Some(101), 8000)
+    });
     assert!(latched.is_pressing() && latched.take_pressed().is_none());
 }

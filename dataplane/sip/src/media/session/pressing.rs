@@ -61,8 +61,7 @@ impl MediaSession {
                 if start {
                     pressing.timestamp = self.sender.timestamp();
                 }
-                let packet =
-                    self.sender.packet(pressing.payload_type, start, pressing.timestamp, &payload.to_bytes());
+                let packet = self.sender.packet(pressing.payload_type, start, pressing.timestamp, &payload.to_bytes());
                 self.sender.skip(samples);
                 packet
             }
