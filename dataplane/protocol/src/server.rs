@@ -311,8 +311,8 @@ pub enum ServerMessage {
     /// system's menu (an IVR) the call reached. The client sends them — the SIP edge as
     /// RFC 4733 telephone events, each key held 120 ms with 100 ms between keys, `w` a
     /// half-second pause — and answers with `digits_result` when the last key went (or why
-    /// none, or not all, did). Unanswered for the keys' time plus 15 s, the call ends as a
-    /// `timeout` tool error.
+    /// none, or not all, did). Unanswered for half a second a character plus 15 s, the call
+    /// ends as a `timeout` tool error.
     DigitsRequest {
         /// The tool call; `digits_result` names it.
         tool_use_id: String,

@@ -907,8 +907,8 @@ class DigitsRequestMessage(TypedDict):
     a phone call only): to navigate another phone system's menu (an IVR) the call reached. The
     client sends them — the SIP edge as RFC 4733 telephone events, each key held 120 ms with 100 ms
     between keys, `w` a half-second pause — and answers with `digits_result` when the last key went
-    (or why none, or not all, did). Unanswered for the keys' time plus 15 s, the call ends as a
-    `timeout` tool error.
+    (or why none, or not all, did). Unanswered for half a second a character plus 15 s, the call
+    ends as a `timeout` tool error.
     """
     digits: str
     """The keys, in order: `0`-`9`, `*`, `#`, `A`-`D`, and `w` for a half-second pause; 1 to 32
