@@ -52,7 +52,7 @@ pub use skill::{Example, Skill, USE_SKILL_TOOL};
 pub use sonic::{SONIC_MODELS, SonicModel, check_sonic_voice, sonic_model};
 pub use telephony::{
     DEFAULT_TRANSFER_TIMEOUT_SECONDS, E164_PATTERN, MAX_NUMBERS, MAX_PEOPLE, PERSON_ADDRESS_PATTERN, Person,
-    TRANSFER_TO_PERSON_TOOL, Telephony, TransferMode, is_e164, is_person_address,
+    SEND_DIGITS_TOOL, TRANSFER_TO_PERSON_TOOL, Telephony, TransferMode, is_e164, is_person_address,
 };
 pub use text_models::{
     DEFAULT_WINDOW_SHARE, FALLBACK_CONTEXT_TOKENS, ReasoningStyle, TEXT_MODELS, TextModel, default_context_tokens,
@@ -215,7 +215,8 @@ pub struct AgentSpec {
     #[schemars(length(max = 8))]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub variants: Vec<Variant>,
-    /// Phone calls: the numbers this Agent answers through the SIP edge.
+    /// Phone calls: the numbers this Agent answers through the SIP edge, the people it may
+    /// put a caller through to, answering-machine detection, and whether it may press keys.
     #[serde(default, skip_serializing_if = "Telephony::is_empty")]
     pub telephony: Telephony,
     /// Outage mode: where new sessions go when the model service fails (a circuit breaker

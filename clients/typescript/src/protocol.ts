@@ -1,9 +1,9 @@
 // Generated from schema/protocol.schema.json by scripts/generate.mjs (npm run generate). Do not edit.
 //
-// Switchboard session protocol 1.1.0: https://switchboard.dev/schema/protocol/1.1.0/protocol.schema.json
+// Switchboard session protocol 1.2.0: https://switchboard.dev/schema/protocol/1.2.0/protocol.schema.json
 
 /** The version of the session protocol these types describe. */
-export const PROTOCOL_VERSION = "1.1.0";
+export const PROTOCOL_VERSION = "1.2.0";
 
 /** Any JSON value. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
@@ -234,6 +234,29 @@ export type TransferResultMessage = {
 };
 
 /**
+ * How a `digits_request` ended: `sent` (every key went; `sent` counts them), or why not. Any outcome but `sent` comes back to the agent's model as a `tool_error` of kind `digits_<outcome>`; the session goes on either way. A client that cannot send keys on its call answers `rejected`.
+ */
+export type DigitsResultMessage = {
+  /**
+   * What happened, for the model and the record, optional (at most 300 characters are kept).
+   */
+  message?: string;
+  /**
+   * What became of it.
+   */
+  outcome: DigitsOutcome;
+  /**
+   * How many keys went (pauses not counted): all of them for `sent`, those before the interruption for `interrupted`, none otherwise.
+   */
+  sent?: number;
+  /**
+   * The `tool_use_id` of the `digits_request` answered.
+   */
+  tool_use_id: string;
+  type: "digits_result";
+};
+
+/**
  * Ends the session now: the server closes the socket with 1000, and the session cannot be resumed (a dropped connection can: see `session_start.resume_token`).
  */
 export type CloseMessage = {
@@ -255,6 +278,7 @@ export type ClientMessage =
   | ToolConsentMessage
   | ClientToolResultMessage
   | TransferResultMessage
+  | DigitsResultMessage
   | CloseMessage;
 
 /** The `type` of every ClientMessage. */
@@ -270,13 +294,19 @@ export const CLIENT_MESSAGE_TYPES = [
   "tool_consent",
   "client_tool_result",
   "transfer_result",
+  "digits_result",
   "close",
 ] as const;
 
 /**
+ * How a `digits_request` ended (`digits_result.outcome`).
+ */
+export type DigitsOutcome = "sent" | "unsupported" | "interrupted" | "rejected";
+
+/**
  * The code of a `bidi_error`: what went wrong, stable for programs (the message says it for people). Unless said otherwise an error is recoverable (`recoverable: true`): the session goes on. A refusal at the start of a session, or one that ends it, comes with its close code (`close_code`).
  */
-export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "invalid_dtmf" | "dtmf_rate" | "busy" | "no_consent_pending" | "no_client_tool_pending" | "no_transfer_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "app_context_invalid" | "app_context_expired" | "app_context_replayed" | "app_context_too_large" | "app_context_not_accepted" | "app_context_wrong_subject" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
+export type ErrorCode = "invalid_json" | "unknown_type" | "malformed_message" | "already_started" | "unsupported_modality" | "unsupported_frame" | "invalid_voice" | "model_not_allowed" | "invalid_audio_base64" | "invalid_audio_length" | "empty_audio" | "audio_too_large" | "empty_text" | "invalid_dtmf" | "dtmf_rate" | "busy" | "no_consent_pending" | "no_client_tool_pending" | "no_transfer_pending" | "no_digits_pending" | "session_over" | "identity_refused" | "model_error" | "empty_reply" | "tool_rounds_exceeded" | "model_throttled" | "model_service_unavailable" | "model_stream_interrupted" | "model_timeout" | "model_connection" | "model_access_denied" | "model_validation" | "model_model_not_found" | "model_credentials" | "model_invalid_tool_input" | "model_config" | "model_protocol" | "context_refused" | "origin" | "missing_key" | "invalid_token" | "app_context_invalid" | "app_context_expired" | "app_context_replayed" | "app_context_too_large" | "app_context_not_accepted" | "app_context_wrong_subject" | "unknown_key" | "key_sessions" | "key_rate" | "agent_not_allowed" | "candidate_not_allowed" | "no_default" | "unknown_agent" | "ambiguous_agent" | "not_exposed" | "no_ready_pod" | "handoff_not_allowed" | "session_rate" | "idle_timeout" | "memory_budget" | "at_capacity" | "capacity_full" | "no_runtime" | "agent_removed" | "handoff_failed" | "replay_gap" | "session_restored" | "session_attached" | "resume_refused" | "store_unavailable" | "nothing_to_cancel" | "unknown_setting" | "consent_unclear" | "unsupported_audio_format" | "fixed_setting" | (string & {});
 
 /**
  * The person an outage fallback puts the caller through to (`bidi_session_fallback`).
@@ -768,6 +798,21 @@ export type TransferRequestMessage = {
 };
 
 /**
+ * The agent presses keys on the call (`send_digits`, an Agent with `spec.telephony.sendDigits`, on a phone call only): to navigate another phone system's menu (an IVR) the call reached. The client sends them — the SIP edge as RFC 4733 telephone events, each key held 120 ms with 100 ms between keys, `w` a half-second pause — and answers with `digits_result` when the last key went (or why none, or not all, did). Unanswered for half a second a character plus 15 s, the call ends as a `timeout` tool error.
+ */
+export type DigitsRequestMessage = {
+  /**
+   * The keys, in order: `0`-`9`, `*`, `#`, `A`-`D`, and `w` for a half-second pause; 1 to 32 characters.
+   */
+  digits: string;
+  /**
+   * The tool call; `digits_result` names it.
+   */
+  tool_use_id: string;
+  type: "digits_request";
+};
+
+/**
  * The session moves to another agent (`transfer`), or back to the agent that transferred it (`return`); that agent's `bidi_connection_start` follows on the same socket.
  */
 export type HandoffMessage = {
@@ -1013,6 +1058,7 @@ export type ServerMessage =
   | ClientToolCallMessage
   | DisplayCardMessage
   | TransferRequestMessage
+  | DigitsRequestMessage
   | HandoffMessage
   | MemoryUpdateMessage
   | WorkflowTransitionMessage
@@ -1046,6 +1092,7 @@ export const SERVER_MESSAGE_TYPES = [
   "client_tool_call",
   "display_card",
   "transfer_request",
+  "digits_request",
   "handoff",
   "memory_update",
   "workflow_transition",

@@ -4,7 +4,8 @@
 //! cluster for a cluster-wide operator, its namespace for a namespaced one (the operator
 //! refuses the later claim, see `switchboard_operator`'s number check).
 //! And the people a caller may be put through to: an Agent that lists `people` gets the
-//! built-in [`TRANSFER_TO_PERSON_TOOL`].
+//! built-in [`TRANSFER_TO_PERSON_TOOL`]. An Agent with `sendDigits` gets the built-in
+//! [`SEND_DIGITS_TOOL`] on its phone calls: it presses keys to navigate another IVR.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,11 @@ pub const MAX_PEOPLE: usize = 32;
 /// The built-in tool an Agent with `spec.telephony.people` gets: it puts the caller
 /// through to one of them (the client performs it: a SIP edge transfers the call).
 pub const TRANSFER_TO_PERSON_TOOL: &str = "transfer_to_person";
+
+/// The built-in tool an Agent with `spec.telephony.sendDigits` gets on phone calls: it
+/// presses keys on the call (the client performs it: a SIP edge sends RFC 4733 telephone
+/// events), to navigate another phone system's menu.
+pub const SEND_DIGITS_TOOL: &str = "send_digits";
 
 /// How long a transfer may ring before it counts as unanswered, by default (seconds).
 pub const DEFAULT_TRANSFER_TIMEOUT_SECONDS: u32 = 30;
@@ -112,6 +118,15 @@ pub struct Telephony {
     /// or hang up. Absent: no detection, the agent talks as soon as the call is answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answering_machine: Option<super::AnsweringMachine>,
+    /// The agent may press keys on its phone calls, to navigate another phone system's
+    /// menu (an IVR: "press 1 for accounts"), typically on an outbound call. With it, the
+    /// Agent gets the built-in `send_digits` tool on phone calls only (never on a WebSocket
+    /// or WebRTC session, where there is no keypad to press): its `digits` (`0`-`9`, `*`,
+    /// `#`, `A`-`D`, `w` for a half-second pause; at most 32) go to the far end as RFC 4733
+    /// telephone events, and the model hears when they went, or why they could not (the
+    /// far end takes no telephone events, the call is on hold).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub send_digits: bool,
 }
 
 impl Telephony {
@@ -121,6 +136,7 @@ impl Telephony {
             && self.people.is_empty()
             && self.transfer_timeout_seconds.is_none()
             && self.answering_machine.is_none()
+            && !self.send_digits
     }
 
     /// The person named `name`.

@@ -5,13 +5,18 @@
 //! number or a SIP URI, at most [`MAX_PEOPLE`], with no tool of the Agent's own under the
 //! built-in tool's name. Answering-machine detection: each threshold in its range, the
 //! longest greeting shorter than the decision timeout, and only on an Agent with audio.
+//! Sending digits: only on an Agent with audio, with no tool of its own under the built-in
+//! tool's name.
 
 use super::{Problem, Reason, duplicates};
-use crate::agent::{AgentSpec, MAX_NUMBERS, MAX_PEOPLE, TRANSFER_TO_PERSON_TOOL, is_e164, is_person_address};
+use crate::agent::{
+    AgentSpec, MAX_NUMBERS, MAX_PEOPLE, SEND_DIGITS_TOOL, TRANSFER_TO_PERSON_TOOL, is_e164, is_person_address,
+};
 
 /// Problems with the Agent's phone numbers and people.
 pub(crate) fn check_telephony(spec: &AgentSpec, problems: &mut Vec<Problem>) {
     check_people(spec, problems);
+    check_send_digits(spec, problems);
     check_answering_machine(spec, problems);
     let numbers = &spec.telephony.numbers;
     if numbers.is_empty() {
@@ -129,6 +134,31 @@ fn check_people(spec: &AgentSpec, problems: &mut Vec<Problem>) {
             "spec.telephony.people",
             "a text-only Agent takes no phone calls, so it cannot put a caller through: set mode voice or hybrid, or \
              remove its people",
+        ));
+    }
+}
+
+/// Problems with `spec.telephony.sendDigits`.
+fn check_send_digits(spec: &AgentSpec, problems: &mut Vec<Problem>) {
+    if !spec.telephony.send_digits {
+        return;
+    }
+    if let Some(i) = spec.tools.iter().position(|t| t.name == SEND_DIGITS_TOOL) {
+        problems.push(Problem::new(
+            Reason::DuplicateName,
+            format!("spec.tools[{i}].name"),
+            format!(
+                "{SEND_DIGITS_TOOL:?} is the built-in tool that presses keys on a call (spec.telephony.sendDigits); \
+                 rename this tool"
+            ),
+        ));
+    }
+    if !spec.mode.has_audio() {
+        problems.push(Problem::new(
+            Reason::InvalidField,
+            "spec.telephony.sendDigits",
+            "a text-only Agent takes no phone calls, so it has no keys to press: set mode voice or hybrid, or remove \
+             sendDigits",
         ));
     }
 }
@@ -272,6 +302,29 @@ mod tests {
         let mut out = Vec::new();
         check_telephony(&spec, &mut out);
         assert!(out.len() == 1 && out[0].to_string().contains("built-in tool"), "{out:?}");
+    }
+
+    #[test]
+    fn sending_digits_needs_audio_and_its_tool_name_free() {
+        let problems = |mode: &str, tools: &str| {
+            let spec: AgentSpec = serde_yaml::from_str(&format!(
+                "mode: {mode}\npersonaRef: {{name: p}}\nworkflowRef: {{name: w}}\ntelephony: {{sendDigits: true}}\n{tools}"
+            ))
+            .expect("spec");
+            assert!(spec.telephony.send_digits && !spec.telephony.is_empty());
+            let mut out = Vec::new();
+            check_telephony(&spec, &mut out);
+            out.into_iter().map(|p| p.to_string()).collect::<Vec<_>>()
+        };
+        assert!(problems("voice", "").is_empty(), "{:?}", problems("voice", ""));
+        assert!(problems("hybrid", "").is_empty());
+        let text = problems("text", "");
+        assert!(text.len() == 1 && text[0].contains("sendDigits") && text[0].contains("text-only"), "{text:?}");
+        let taken = problems("voice", "tools: [{name: send_digits, description: d, builtin: {kind: currentTime}}]");
+        assert!(
+            taken.len() == 1 && taken[0].contains("spec.tools[0].name") && taken[0].contains("rename"),
+            "{taken:?}"
+        );
     }
 
     #[test]

@@ -84,6 +84,17 @@ pub enum Input {
         /// What happened, in the client's words (untrusted; cut to 300 characters).
         message: String,
     },
+    /// The client says how a `digits_request` ended (`digits_result`).
+    DigitsResult {
+        /// The call of `send_digits`.
+        tool_use_id: String,
+        /// How it ended.
+        outcome: crate::protocol::DigitsOutcome,
+        /// How many keys went, by the client's count (untrusted).
+        sent: u32,
+        /// What happened, in the client's words (untrusted; cut to 300 characters).
+        message: String,
+    },
     /// What a voice model and the audio say (voice sessions; a text session ignores them).
     Voice(VoiceInput),
     /// The model call asked for by [`Effect::CallModel`] was refused because its context

@@ -32,6 +32,7 @@ pub use switchboard_audio as audio;
 pub mod authority;
 pub mod consent;
 pub mod context;
+pub mod digits;
 pub mod dtmf;
 mod events;
 pub mod gateway_keys;

@@ -2,7 +2,8 @@
 //! caller's number (believed only from an authenticated trunk) and the number dialled.
 //!
 //! The edge opens each call's session at `/v1/session` with [`PHONE_HEADER`] on its
-//! WebSocket request: a [`PhoneCall`] as compact JSON. The gateway takes the header only
+//! WebSocket request: a [`PhoneCall`] as compact JSON (`{}` for a call with no number to
+//! tell: the session is a phone call all the same, see `crate::digits::is_phone_call`). The gateway takes the header only
 //! from the edge's own credential (an API key marked `calls=edge`; in local mode, this
 //! machine) and refuses the session of anyone else who sends it (`context_refused`), so no
 //! WebSocket or WebRTC client can set a caller's number. The session starts with it in its

@@ -93,6 +93,13 @@ pub enum FailureKind {
     TransferRejected,
     /// A transfer to a person failed otherwise.
     TransferFailed,
+    /// Sending keys (`send_digits`): the far end of the call takes no telephone events.
+    DigitsUnsupported,
+    /// Sending keys: sending stopped part-way (the call went on hold, its media changed).
+    DigitsInterrupted,
+    /// Sending keys: refused before any key went (the call's media not under way, or the
+    /// client cannot send keys).
+    DigitsRejected,
     /// A keypad input (`keypad`): the caller typed nothing within its time.
     KeypadTimeout,
     /// A keypad input: the caller typed fewer keys than it takes (`minDigits`).
@@ -128,6 +135,9 @@ impl FailureKind {
             Self::TransferUnreachable => "transfer_unreachable",
             Self::TransferRejected => "transfer_rejected",
             Self::TransferFailed => "transfer_failed",
+            Self::DigitsUnsupported => "digits_unsupported",
+            Self::DigitsInterrupted => "digits_interrupted",
+            Self::DigitsRejected => "digits_rejected",
             Self::KeypadTimeout => "keypad_timeout",
             Self::KeypadTooShort => "keypad_too_short",
             Self::KeypadInvalid => "keypad_invalid",
@@ -223,6 +233,11 @@ impl FailureKind {
                 (false, "Your call cannot be put through from here.", "Ask how else to reach a person.")
             }
             Self::TransferFailed => (true, "Your call could not be put through.", "Try again in a moment."),
+            Self::DigitsUnsupported => (false, "Keys cannot be pressed on this call.", "Say the choice aloud instead."),
+            Self::DigitsInterrupted => {
+                (true, "Only some of the keys were pressed.", "Listen to the menu, then press the rest.")
+            }
+            Self::DigitsRejected => (true, "The keys could not be pressed just now.", "Try again in a moment."),
             Self::KeypadTimeout => {
                 (true, "No keys were pressed in time.", "Type the number on your keypad when asked.")
             }

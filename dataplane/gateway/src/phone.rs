@@ -1,6 +1,7 @@
 //! The phone call an inbound session is ([`switchboard_core::phone`]): the caller's number
 //! and the number dialled, which the session starts with in its memory (`phoneCall`) and so
-//! in every runtime's signed grant. Taken from the [`PHONE_HEADER`] of a `/v1/session`
+//! in every runtime's signed grant; a call with no number to tell starts with `phoneCall:
+//! {}`, so that its agents know it is a phone call (`send_digits` is offered only there). Taken from the [`PHONE_HEADER`] of a `/v1/session`
 //! request only when its credential is a SIP edge's (an API key marked `calls=edge`; without
 //! keys, local mode's requests from this machine: [`crate::auth::Auth::calls`]). From any
 //! other client the header is ignored — the session opens as if it had not been sent, with
@@ -29,7 +30,8 @@ pub fn vouched(auth: &Auth, headers: &HeaderMap) -> Option<PhoneCall> {
         .map_err(|_| "not text".to_owned())
         .and_then(|v| PhoneCall::from_header(v).map_err(|e| e.to_string()));
     match read {
-        Ok(call) => (!call.is_empty()).then_some(call),
+        // A call with no number to tell (`{}`) is a phone call all the same.
+        Ok(call) => Some(call),
         Err(why) => {
             tracing::warn!("the SIP edge's {PHONE_HEADER} header is ignored: {why}");
             None
@@ -68,7 +70,12 @@ mod tests {
             assert_eq!(vouched(&auth, &request(forger, &header)), None, "{forger:?} cannot set a caller's number");
         }
         assert_eq!(vouched(&auth, &request(Some("e"), r#"{"caller":"Ada"}"#)), None, "not a number");
-        assert_eq!(vouched(&auth, &request(Some("e"), "{}")), None, "nothing to tell");
+        assert_eq!(
+            vouched(&auth, &request(Some("e"), "{}")),
+            Some(PhoneCall::default()),
+            "no number to tell, but a phone call"
+        );
+        assert_eq!(vouched(&auth, &request(Some("a"), "{}")), None, "only from the edge");
         let mut plain = request(Some("e"), &header);
         plain.remove(PHONE_HEADER);
         assert_eq!(vouched(&auth, &plain), None);

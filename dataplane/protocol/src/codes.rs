@@ -206,6 +206,9 @@ catalogue! {
         /// A `transfer_result` for no transfer under way. Answer a `transfer_request`'s
         /// `tool_use_id` only, once.
         NoTransferPending = "no_transfer_pending",
+        /// A `digits_result` for no keys being sent. Answer a `digits_request`'s
+        /// `tool_use_id` only, once.
+        NoDigitsPending = "no_digits_pending",
         /// The session has ended or moved to another agent; nothing more is taken. Start a
         /// new session.
         SessionOver = "session_over",

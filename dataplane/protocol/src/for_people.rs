@@ -84,6 +84,9 @@ impl ErrorCode {
             Self::NoTransferPending => {
                 ("No transfer to a person is under way right now.", "Carry on with the conversation.")
             }
+            Self::NoDigitsPending => {
+                ("No buttons are being pressed on the call right now.", "Carry on with the conversation.")
+            }
             Self::SessionOver => ("This conversation has ended.", "Start a new conversation."),
             Self::IdentityRefused => (
                 "We could not confirm who you are from what your app sent.",

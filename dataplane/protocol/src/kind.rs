@@ -49,6 +49,8 @@ pub enum ServerKind {
     DisplayCard,
     /// `transfer_request`
     TransferRequest,
+    /// `digits_request`
+    DigitsRequest,
     /// `handoff`
     Handoff,
     /// `memory_update`
@@ -73,7 +75,7 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind.
-    pub const ALL: [Self; 30] = [
+    pub const ALL: [Self; 31] = [
         Self::ConnectionStart,
         Self::TranscriptStream,
         Self::ResponseStart,
@@ -94,6 +96,7 @@ impl ServerKind {
         Self::ClientToolCall,
         Self::DisplayCard,
         Self::TransferRequest,
+        Self::DigitsRequest,
         Self::Handoff,
         Self::MemoryUpdate,
         Self::WorkflowTransition,
@@ -129,6 +132,7 @@ impl ServerKind {
             Self::ClientToolCall => "client_tool_call",
             Self::DisplayCard => "display_card",
             Self::TransferRequest => "transfer_request",
+            Self::DigitsRequest => "digits_request",
             Self::Handoff => "handoff",
             Self::MemoryUpdate => "memory_update",
             Self::WorkflowTransition => "workflow_transition",
@@ -168,6 +172,7 @@ impl ServerKind {
             "client_tool_call" => Self::ClientToolCall,
             "display_card" => Self::DisplayCard,
             "transfer_request" => Self::TransferRequest,
+            "digits_request" => Self::DigitsRequest,
             "handoff" => Self::Handoff,
             "memory_update" => Self::MemoryUpdate,
             "workflow_transition" => Self::WorkflowTransition,
@@ -243,6 +248,7 @@ impl ServerMessage {
             Self::ClientToolCall { .. } => ServerKind::ClientToolCall,
             Self::DisplayCard { .. } => ServerKind::DisplayCard,
             Self::TransferRequest { .. } => ServerKind::TransferRequest,
+            Self::DigitsRequest { .. } => ServerKind::DigitsRequest,
             Self::Handoff { .. } => ServerKind::Handoff,
             Self::MemoryUpdate { .. } => ServerKind::MemoryUpdate,
             Self::WorkflowTransition { .. } => ServerKind::WorkflowTransition,
@@ -368,6 +374,7 @@ mod tests {
                 timeout_seconds: 30,
                 warm: true,
             },
+            ServerMessage::DigitsRequest { tool_use_id: "t".into(), digits: "1w2#".into() },
             ServerMessage::Handoff {
                 from: "triage".into(),
                 to: "idv".into(),

@@ -45,7 +45,7 @@ pub use transcript::TranscriptRole;
 /// and title ([`schema`]) and the client libraries built from it. Semantic versioning: a
 /// new optional field, message or code is a minor version (peers ignore what they do not
 /// know); removing or changing the meaning of one is a major version.
-pub const PROTOCOL_VERSION: &str = "1.1.0";
+pub const PROTOCOL_VERSION: &str = "1.2.0";
 
 /// A message from the client.
 // Messages are decoded and consumed one at a time: boxing the large variant would only add an allocation.
@@ -146,6 +146,24 @@ pub enum ClientMessage {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         message: String,
     },
+    /// How a `digits_request` ended: `sent` (every key went; `sent` counts them), or why
+    /// not. Any outcome but `sent` comes back to the agent's model as a `tool_error` of
+    /// kind `digits_<outcome>`; the session goes on either way. A client that cannot send
+    /// keys on its call answers `rejected`.
+    DigitsResult {
+        /// The `tool_use_id` of the `digits_request` answered.
+        tool_use_id: String,
+        /// What became of it.
+        outcome: DigitsOutcome,
+        /// How many keys went (pauses not counted): all of them for `sent`, those before
+        /// the interruption for `interrupted`, none otherwise.
+        #[serde(default)]
+        sent: u32,
+        /// What happened, for the model and the record, optional (at most 300 characters
+        /// are kept).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+    },
     /// Ends the session now: the server closes the socket with 1000, and the session cannot
     /// be resumed (a dropped connection can: see `session_start.resume_token`).
     Close {},
@@ -221,6 +239,38 @@ impl TransferOutcome {
     }
 }
 
+/// How a `digits_request` ended (`digits_result.outcome`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DigitsOutcome {
+    /// Every key went to the far end, with its gaps and pauses.
+    Sent,
+    /// The call settled no telephone events (RFC 4733) with the far end: keys cannot be
+    /// sent on it.
+    Unsupported,
+    /// Sending stopped part-way: the call was put on hold, its media changed or it ended.
+    Interrupted,
+    /// Refused before any key went: the call's media is not under way (on hold, not yet
+    /// settled), another sequence is being sent, the digits do not read, or the client
+    /// cannot send keys.
+    Rejected,
+}
+
+impl DigitsOutcome {
+    /// Every outcome.
+    pub const ALL: [Self; 4] = [Self::Sent, Self::Unsupported, Self::Interrupted, Self::Rejected];
+
+    /// The snake_case name (the wire, metric labels).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sent => "sent",
+            Self::Unsupported => "unsupported",
+            Self::Interrupted => "interrupted",
+            Self::Rejected => "rejected",
+        }
+    }
+}
+
 /// Why a client frame was not a usable [`ClientMessage`].
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
@@ -229,7 +279,7 @@ pub enum DecodeError {
     InvalidJson(String),
     /// JSON without a known `type`.
     #[error(
-        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, bidi_audio_input_end, bidi_cancel, bidi_audio_played, session_update, tool_consent, client_tool_result, transfer_result or close"
+        "unknown message type {0:?}; expected session_start, bidi_text_input, bidi_audio_input, bidi_audio_input_end, bidi_cancel, bidi_audio_played, session_update, tool_consent, client_tool_result, transfer_result, digits_result or close"
     )]
     UnknownType(String),
     /// A known type with missing or wrong fields.
@@ -268,6 +318,7 @@ const CLIENT_TYPES: &[&str] = &[
     "tool_consent",
     "client_tool_result",
     "transfer_result",
+    "digits_result",
     "close",
     IDENTITY_ASSERTION,
 ];

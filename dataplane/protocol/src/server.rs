@@ -306,6 +306,20 @@ pub enum ServerMessage {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         warm: bool,
     },
+    /// The agent presses keys on the call (`send_digits`, an Agent with
+    /// `spec.telephony.sendDigits`, on a phone call only): to navigate another phone
+    /// system's menu (an IVR) the call reached. The client sends them — the SIP edge as
+    /// RFC 4733 telephone events, each key held 120 ms with 100 ms between keys, `w` a
+    /// half-second pause — and answers with `digits_result` when the last key went (or why
+    /// none, or not all, did). Unanswered for half a second a character plus 15 s, the call
+    /// ends as a `timeout` tool error.
+    DigitsRequest {
+        /// The tool call; `digits_result` names it.
+        tool_use_id: String,
+        /// The keys, in order: `0`-`9`, `*`, `#`, `A`-`D`, and `w` for a half-second pause;
+        /// 1 to 32 characters.
+        digits: String,
+    },
     /// The session moves to another agent (`transfer`), or back to the agent that
     /// transferred it (`return`); that agent's `bidi_connection_start` follows on the same
     /// socket.

@@ -24,6 +24,21 @@ fn client_messages_round_trip_with_type_tags() {
     ));
     let bad = decode_client(r#"{"type":"transfer_result","tool_use_id":"t4","outcome":"maybe"}"#);
     assert!(matches!(bad, Err(crate::DecodeError::Malformed { .. })), "{bad:?}");
+    let digits = r#"{"type":"digits_result","tool_use_id":"t5","outcome":"interrupted","sent":2}"#;
+    assert_eq!(
+        decode_client(digits).ok(),
+        Some(ClientMessage::DigitsResult {
+            tool_use_id: "t5".into(),
+            outcome: crate::DigitsOutcome::Interrupted,
+            sent: 2,
+            message: String::new(),
+        })
+    );
+    let unsent = r#"{"type":"digits_result","tool_use_id":"t5","outcome":"unsupported"}"#;
+    assert!(matches!(decode_client(unsent), Ok(ClientMessage::DigitsResult { sent: 0, .. })), "sent defaults to 0");
+    for outcome in crate::DigitsOutcome::ALL {
+        assert_eq!(serde_json::to_value(outcome).ok(), Some(serde_json::json!(outcome.as_str())));
+    }
     let start = r#"{"type":"session_start","agent":"triage"}"#;
     assert!(matches!(decode_client(start), Ok(ClientMessage::SessionStart(s)) if s.agent.as_deref() == Some("triage")));
 }

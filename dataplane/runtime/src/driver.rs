@@ -167,6 +167,9 @@ impl Driver<'_> {
             ClientMessage::TransferResult { tool_use_id, outcome, message } => {
                 Some(Input::TransferResult { tool_use_id, outcome, message })
             }
+            ClientMessage::DigitsResult { tool_use_id, outcome, sent, message } => {
+                Some(Input::DigitsResult { tool_use_id, outcome, sent, message })
+            }
             ClientMessage::Close {} => Some(Input::End),
             ClientMessage::BidiCancel {} => Some(Input::Cancel),
             // No audio was played in a text session.

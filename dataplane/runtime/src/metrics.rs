@@ -24,7 +24,7 @@ use std::time::Duration;
 use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 use switchboard_core::GOTO_TOOL;
 use switchboard_core::protocol::{ServerMessage, TransferOutcome};
-use switchboard_crds::agent::TRANSFER_TO_PERSON_TOOL;
+use switchboard_crds::agent::{SEND_DIGITS_TOOL, TRANSFER_TO_PERSON_TOOL};
 use switchboard_crds::runtime::{RETURN_PREFIX, RuntimeSpec};
 
 mod gen_ai;
@@ -467,11 +467,12 @@ impl Metrics {
 }
 
 /// The `tool` label of a call to `name`: the name when `spec`'s agent has that tool (or
-/// transfer tool, or `workflow_goto`), `return_to_caller` for its return tool, `unknown`
+/// transfer tool, `send_digits`, or `workflow_goto`), `return_to_caller` for its return tool, `unknown`
 /// otherwise, so a tool name the model made up adds no series.
 fn tool_label<'a>(spec: &RuntimeSpec, name: &'a str) -> &'a str {
     let known = name == GOTO_TOOL
         || (name == TRANSFER_TO_PERSON_TOOL && !spec.telephony.people.is_empty())
+        || (name == SEND_DIGITS_TOOL && spec.telephony.send_digits)
         || spec.tools.iter().any(|t| t.name == name)
         || spec.handoffs.iter().any(|h| h.tool == name);
     if known {

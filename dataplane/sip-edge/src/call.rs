@@ -4,7 +4,9 @@
 //! binary frames, each as it comes (in order, a gap waiting at most [`REORDER_WINDOW`]);
 //! the agent's reply audio from binary frames back as RTP as it comes, never ahead of real
 //! time by more than a little (`media::pacer`), its queue dropped at once on `bidi_interruption`; RTCP reports
-//! every 5 s; each key pressed (RFC 4733 or SIP INFO) as one `bidi_dtmf`. The caller's
+//! every 5 s; each key pressed (RFC 4733 or SIP INFO) as one `bidi_dtmf`; the keys the
+//! agent presses (`digits_request`) as RFC 4733 telephone events to the phone, answered
+//! with a `digits_result` ([`crate::digits`]). The caller's
 //! BYE closes the session; the session ending sends BYE; RTP that stops for longer than
 //! the media timeout ends the call. A connection to the gateway that drops mid-call (lost,
 //! or its replica going away) is not the session ending: the session is resumed
@@ -267,6 +269,10 @@ impl Call {
                     for (to, packet) in relay.send_due(std::time::Instant::now()) {
                         let _ = self.ports.rtp.send_to(&packet, to).await;
                     }
+                    if let Some((result, outcome)) = relay.keys_done() {
+                        tracing::info!(call = %self.call_id, outcome = outcome.as_str(), "keys pressed");
+                        let _ = to_gateway.send(result).await;
+                    }
                 }
                 event = self.events.recv() => match event {
                     Some(CallEvent::Established(media)) | Some(CallEvent::MediaChanged(media)) => relay.media(media),
@@ -324,6 +330,13 @@ impl Call {
                                 Err(result) => { let _ = to_gateway.send(Message::text(result)).await; }
                             }
                         }
+                        Ok(ServerMessage::DigitsRequest { tool_use_id, digits }) => match relay.press(&tool_use_id, &digits) {
+                            Ok(ms) => tracing::info!(call = %self.call_id, characters = digits.len(), ms, "pressing keys"),
+                            Err(result) => {
+                                tracing::info!(call = %self.call_id, "keys not pressed: {}", result.to_text().unwrap_or_default());
+                                let _ = to_gateway.send(result).await;
+                            }
+                        },
                         Ok(ServerMessage::BidiConnectionClose { reason }) => tracing::debug!(call = %self.call_id, reason, "the session is closing"),
                         Ok(ServerMessage::BidiError { code, message, recoverable: false, .. }) => {
                             tracing::warn!(call = %self.call_id, %code, message, "the session failed");

@@ -251,7 +251,9 @@ pub fn session_start(agent: &str, format: Format) -> SessionStart {
 
 /// Opens the call's session (see the module docs), vouching for `phone` (the caller's
 /// number from a trunk, the number dialled) in the [`PHONE_HEADER`] header: the gateway
-/// takes it from the edge's credential only ([`switchboard_core::phone`]). The gateway must
+/// takes it from the edge's credential only ([`switchboard_core::phone`]). The header goes
+/// even for a call with no number to tell (`{}`): the session is a phone call all the same
+/// (its agent may press keys on it, `send_digits`). The gateway must
 /// answer within `config.open_timeout`; an answer that the session waits in the capacity
 /// queue goes to `queued` (each new place), and the wait goes on past that timeout.
 pub async fn open(
@@ -261,7 +263,7 @@ pub async fn open(
     phone: &PhoneCall,
     queued: &mut (dyn FnMut(Queued) + Send),
 ) -> Result<Session, Refused> {
-    let headers: Vec<Vouched> = if phone.is_empty() { Vec::new() } else { vec![(PHONE_HEADER, phone.to_header())] };
+    let headers: Vec<Vouched> = vec![(PHONE_HEADER, phone.to_header())];
     open_for(config, agent, format, headers, Some(queued)).await
 }
 

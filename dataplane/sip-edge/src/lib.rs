@@ -87,6 +87,7 @@ pub mod call;
 mod command;
 pub mod connect;
 mod dialling;
+mod digits;
 pub mod dispatch;
 mod end;
 pub mod gateway;

@@ -303,5 +303,9 @@ fn print_message(message: &ServerMessage, live: bool) {
         ServerMessage::TransferRequest { person, address, .. } => {
             println!("  [the agent asks to put you through to {person} ({address}); this client cannot transfer]")
         }
+        // Offered on phone calls only: a chat never gets one from a gateway.
+        ServerMessage::DigitsRequest { digits, .. } => {
+            println!("  [the agent asks to press {digits} on the call; this client has no keypad]")
+        }
     }
 }

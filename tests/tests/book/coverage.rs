@@ -99,6 +99,7 @@ pub(crate) const NOT_RUN: &[(&str, &str, Handling)] = &[
     ("clients/sip.md", "--outbound-trunk", Flags("an outbound SIP trunk and a gateway with an operator's key")),
     ("clients/sip.md", "transferTimeoutSeconds", Exempt(FRAGMENT)),
     ("clients/sip.md", "answeringMachine:", Exempt(FRAGMENT)),
+    ("clients/sip.md", "sendDigits: true", Exempt(FRAGMENT)),
     ("operating/capacity.md", "--capacity-quota", Flags("Redis and the gateway's key")),
     ("operating/capacity.md", "gateway:\n  redis:", ChartValues),
     ("operating/capacity.md", "whenFull", Exempt(FRAGMENT)),

@@ -13,7 +13,8 @@
 //! told once at the `#`, and the edge logs how many, never which. A call through a trunk
 //! (digest credentials) carries the caller's number and the number dialled into the session
 //! (a tool bound to them receives them), and a keypad input typed on the phone reaches the
-//! tool and nothing else (not the model, not the record, not a log). The edge's own
+//! tool and nothing else (not the model, not the record, not a log); keys the agent presses
+//! (`send_digits`) reach the phone as RFC 4733 telephone events, in order ([`digits`]). The edge's own
 //! `/metrics` (`--metrics-listen`) count what the phones did: calls answered and how they
 //! ended, refusals by reason, the phones' RTP, the flood guard's drops, outage fallbacks.
 //! The tools come from tests/tools/install.sh.
@@ -47,6 +48,7 @@ mod announce;
 mod bridge;
 mod callbacks;
 mod calls;
+mod digits;
 mod example;
 mod keypad;
 mod local;

@@ -1,9 +1,9 @@
 // Generated from clients/typescript/src/protocol.ts by `npm run vendor` (tsc): do not edit; the client's tests fail when it differs.
 // Generated from schema/protocol.schema.json by scripts/generate.mjs (npm run generate). Do not edit.
 //
-// Switchboard session protocol 1.1.0: https://switchboard.dev/schema/protocol/1.1.0/protocol.schema.json
+// Switchboard session protocol 1.2.0: https://switchboard.dev/schema/protocol/1.2.0/protocol.schema.json
 /** The version of the session protocol these types describe. */
-export const PROTOCOL_VERSION = "1.1.0";
+export const PROTOCOL_VERSION = "1.2.0";
 /** The `type` of every ClientMessage. */
 export const CLIENT_MESSAGE_TYPES = [
     "session_start",
@@ -17,6 +17,7 @@ export const CLIENT_MESSAGE_TYPES = [
     "tool_consent",
     "client_tool_result",
     "transfer_result",
+    "digits_result",
     "close",
 ];
 /** The `type` of every ServerMessage. */
@@ -41,6 +42,7 @@ export const SERVER_MESSAGE_TYPES = [
     "client_tool_call",
     "display_card",
     "transfer_request",
+    "digits_request",
     "handoff",
     "memory_update",
     "workflow_transition",

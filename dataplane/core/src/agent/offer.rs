@@ -1,10 +1,10 @@
 //! What the model is offered of the agent's tools: at each workflow position (worked out
 //! once per node, [`Offer`]), for the whole of a voice stream ([`AgentCore::all_tools`]),
 //! and the definitions of the control tools the core adds (transfers, the return,
-//! `workflow_goto`).
+//! `workflow_goto`, and on phone calls `send_digits`).
 
-use switchboard_crds::agent::TRANSFER_TO_PERSON_TOOL;
 use switchboard_crds::agent::USE_SKILL_TOOL;
+use switchboard_crds::agent::{SEND_DIGITS_TOOL, TRANSFER_TO_PERSON_TOOL};
 use switchboard_crds::runtime::{RETURN_PREFIX, return_tool_name};
 
 use super::{AgentCore, GOTO_TOOL};
@@ -55,6 +55,7 @@ impl AgentCore {
         );
         offered.extend(self.use_skill_tool());
         offered.extend(crate::transfer::tool(&self.spec.telephony));
+        offered.extend(self.digits_tool(memory));
         if let Some(caller) = return_to
             && offer.returns
         {
@@ -91,8 +92,8 @@ impl AgentCore {
 
 impl AgentCore {
     /// Every tool the agent may use in a session that may return to `return_to`: its own
-    /// tools, its transfers, the return, and `workflow_goto` when the workflow has a
-    /// choosable move. For models whose tool list is fixed for a whole stream (Nova Sonic);
+    /// tools, its transfers, the return, `workflow_goto` when the workflow has a choosable
+    /// move, and `send_digits` on a phone call whose Agent allows it. For models whose tool list is fixed for a whole stream (Nova Sonic);
     /// the workflow still allows or refuses each call. A tool whose required memory is
     /// neither in `memory` nor written by one of the agent's own tools is left out (it could
     /// never run in this stream); one whose memory may come later is offered, and refused
@@ -113,6 +114,7 @@ impl AgentCore {
             .collect();
         tools.extend(self.use_skill_tool());
         tools.extend(crate::transfer::tool(&self.spec.telephony));
+        tools.extend(self.digits_tool(memory));
         for handoff in &self.spec.handoffs {
             tools.push(handoff_tool(&handoff.tool, &handoff.description, false));
         }
@@ -145,8 +147,20 @@ impl AgentCore {
         {
             return tool;
         }
+        if name == SEND_DIGITS_TOOL
+            && let Some(tool) = crate::digits::tool(&self.spec.telephony)
+        {
+            return tool;
+        }
         let is_return = name.starts_with(RETURN_PREFIX);
         handoff_tool(name, "Not available at this step.", is_return)
+    }
+
+    /// `send_digits`, where the Agent allows it (`spec.telephony.sendDigits`) and the
+    /// session is a phone call (its `memory` has the call the gateway vouched for): keys
+    /// can be pressed nowhere else.
+    fn digits_tool(&self, memory: &Memory) -> Option<ToolDefinition> {
+        crate::digits::tool(&self.spec.telephony).filter(|_| crate::digits::is_phone_call(memory))
     }
 }
 

@@ -98,6 +98,24 @@ impl Session {
         effects
     }
 
+    /// The client's answer to a `digits_request`: the call ends with the keys sent, or with
+    /// why not; the round goes on as after any tool.
+    pub(super) fn digits_result(
+        &mut self,
+        id: &str,
+        outcome: crate::protocol::DigitsOutcome,
+        sent: u32,
+        message: &str,
+        now: Instant,
+    ) -> Vec<Effect> {
+        let (calls, mut cx) = self.cx();
+        let Some(mut effects) = calls.digits_result(id, outcome, sent, message, &mut cx, now) else {
+            return vec![super::calls::no_digits_pending(id)];
+        };
+        effects.extend(self.settle());
+        effects
+    }
+
     /// Time passed: consent requests, client tool calls and transfers past their deadline end.
     pub(super) fn tick(&mut self, now: Instant) -> Vec<Effect> {
         let (calls, mut cx) = self.cx();

@@ -171,6 +171,9 @@ impl Session {
             Input::TransferResult { tool_use_id, outcome, message } => {
                 self.transfer_result(&tool_use_id, outcome, &message, now)
             }
+            Input::DigitsResult { tool_use_id, outcome, sent, message } => {
+                self.digits_result(&tool_use_id, outcome, sent, &message, now)
+            }
             Input::Cancel => self.cancel(now),
             Input::Dtmf { digits } => self.dtmf(&digits, now),
             Input::Tick => {
@@ -368,6 +371,9 @@ impl Session {
     }
 }
 
+#[cfg(test)]
+#[path = "digits_tests.rs"]
+mod digits_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

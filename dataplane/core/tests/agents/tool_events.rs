@@ -104,7 +104,7 @@ proptest! {
 }
 
 /// Every kind, once (a new kind fails to compile in `every_kind_is_listed`).
-const KINDS: [FailureKind; 26] = [
+const KINDS: [FailureKind; 29] = [
     FailureKind::UnknownTool,
     FailureKind::NotAllowed,
     FailureKind::InvalidInput,
@@ -128,6 +128,9 @@ const KINDS: [FailureKind; 26] = [
     FailureKind::TransferUnreachable,
     FailureKind::TransferRejected,
     FailureKind::TransferFailed,
+    FailureKind::DigitsUnsupported,
+    FailureKind::DigitsInterrupted,
+    FailureKind::DigitsRejected,
     FailureKind::KeypadTimeout,
     FailureKind::KeypadTooShort,
     FailureKind::KeypadInvalid,
@@ -160,6 +163,9 @@ fn every_kind_is_listed() {
             | FailureKind::TransferUnreachable
             | FailureKind::TransferRejected
             | FailureKind::TransferFailed
+            | FailureKind::DigitsUnsupported
+            | FailureKind::DigitsInterrupted
+            | FailureKind::DigitsRejected
             | FailureKind::KeypadTimeout
             | FailureKind::KeypadTooShort
             | FailureKind::KeypadInvalid => {}
@@ -181,13 +187,15 @@ fn the_table_speaks_to_the_caller_not_to_developers() {
     }
     // Trying again cannot help where the caller said no, or the agent cannot do it at all.
     let hopeless: Vec<FailureKind> = KINDS.into_iter().filter(|k| !k.for_people().recoverable).collect();
-    // A transfer the trunk or client cannot make will not succeed on a second try either.
+    // A transfer the trunk or client cannot make will not succeed on a second try either,
+    // nor keys on a call whose far end takes none.
     let expected = [
         FailureKind::UnknownTool,
         FailureKind::ConsentDeclined,
         FailureKind::Unsupported,
         FailureKind::Cancelled,
         FailureKind::TransferRejected,
+        FailureKind::DigitsUnsupported,
     ];
     assert_eq!(hopeless, expected);
 }

@@ -25,6 +25,7 @@ const ERROR_CODES: &[&str] = &[
     "no_consent_pending",
     "no_client_tool_pending",
     "no_transfer_pending",
+    "no_digits_pending",
     "session_over",
     "identity_refused",
     "model_error",

@@ -106,6 +106,7 @@ fn every_message_is_in_the_schema_with_its_docs() {
             "tool_consent",
             "client_tool_result",
             "transfer_result",
+            "digits_result",
             "close"
         ],
         "every client message but the gateway's identity_assertion"
@@ -140,6 +141,8 @@ const CLIENT_EXAMPLES: &[&str] = &[
     r#"{"type":"tool_consent","tool_use_id":"t1","approved":true}"#,
     r#"{"type":"client_tool_result","tool_use_id":"t4","result":{"account":"12345678"}}"#,
     r#"{"type":"client_tool_result","tool_use_id":"t4","error":"no handler for pick_account"}"#,
+    r#"{"type":"digits_result","tool_use_id":"t6","outcome":"sent","sent":6}"#,
+    r#"{"type":"digits_result","tool_use_id":"t6","outcome":"interrupted","sent":1,"message":"the call was put on hold"}"#,
     r#"{"type":"close"}"#,
 ];
 
@@ -161,6 +164,8 @@ fn broken_messages_are_not_valid() {
         r#"{"type":"bidi_text_input","text":3}"#,
         r#"{"type":"tool_consent","tool_use_id":"t1"}"#,
         r#"{"type":"client_tool_result","result":{}}"#,
+        r#"{"type":"digits_result","tool_use_id":"t6","outcome":"maybe"}"#,
+        r#"{"type":"digits_request","tool_use_id":"t6"}"#,
         r#"{"type":"display_card","tool_use_id":"t5","card":{"text":"no title"}}"#,
         r#"{"type":"bidi_audio_played","audio_played_ms":-1}"#,
         r#"{"type":"dance"}"#,

@@ -46,6 +46,9 @@ impl Voice<'_> {
             ClientMessage::TransferResult { tool_use_id, outcome, message } => {
                 Input::TransferResult { tool_use_id, outcome, message }
             }
+            ClientMessage::DigitsResult { tool_use_id, outcome, sent, message } => {
+                Input::DigitsResult { tool_use_id, outcome, sent, message }
+            }
             ClientMessage::Close {} => Input::End,
             ClientMessage::BidiCancel {} => Input::Cancel,
             ClientMessage::BidiAudioPlayed { audio_played_ms } => {

@@ -1,8 +1,9 @@
 //! A call's media apart from its sockets ([`Relay`]): the media session with the phone
 //! (settled, changed, latched to where the phone's RTP really comes from), the agent's
 //! audio held until the media is settled, keys pressed not yet forwarded, the format each
-//! side speaks (G.711 in a law, or 16 kHz PCM16 for a G.722 phone), the hold chime while a warm transfer holds the caller, and what the media did
-//! ([`Counts`], for the call's last log line).
+//! side speaks (G.711 in a law, or 16 kHz PCM16 for a G.722 phone), the hold chime while a warm transfer holds the caller, the keys the
+//! agent presses (`send_digits`: [`Relay::press`], see [`crate::digits`]), and what the
+//! media did ([`Counts`], for the call's last log line).
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -54,6 +55,8 @@ pub(crate) struct Relay {
     reorder: Option<Duration>,
     /// When the next packet goes to the phone ([`Relay::send_due`]).
     pacer: Pacer,
+    /// The tool call whose keys are being pressed ([`Relay::press`]).
+    pressing: Option<String>,
     counts: Counts,
 }
 
@@ -74,6 +77,8 @@ struct Counts {
     keys: u64,
     /// Keys dropped because the gateway did not read.
     dropped_keys: u64,
+    /// Keys the agent pressed (`send_digits`; the keys themselves are not logged).
+    keys_pressed: u64,
 }
 
 impl Relay {
@@ -89,6 +94,7 @@ impl Relay {
             hold: None,
             reorder: settings.media.jitter.reorder,
             pacer: Pacer::default(),
+            pressing: None,
             counts: Counts::default(),
             settings,
         }
@@ -151,6 +157,7 @@ impl Relay {
             agent_audio_ms = counts.agent_ms,
             keys = counts.keys,
             dropped_keys = counts.dropped_keys,
+            keys_pressed = counts.keys_pressed,
             srtp = self.session.as_ref().is_some_and(|(session, ..)| session.is_secure()),
             codec = self.session.as_ref().map_or("none", |(_, _, media)| media.codec.name()),
             "media relayed"
@@ -165,6 +172,43 @@ impl Relay {
                 Err(_) => self.counts.dropped_keys += 1,
             }
         }
+    }
+
+    /// The agent's `digits_request` for call `tool_use_id`: its keys start going to the
+    /// phone with the next packet (the agent's audio waits until they are over), and the
+    /// `digits_result` follows from [`Relay::keys_done`]; or, when they cannot be pressed,
+    /// the `digits_result` saying why, to send at once.
+    pub(crate) fn press(&mut self, tool_use_id: &str, digits: &str) -> Result<u32, Message> {
+        use switchboard_core::protocol::DigitsOutcome;
+        let refuse = |outcome, message: &str| Err(crate::digits::result(tool_use_id, outcome, 0, message));
+        if self.pressing.is_some() {
+            return refuse(DigitsOutcome::Rejected, "other keys are being pressed on this call");
+        }
+        let steps = match switchboard_sip::media::digits::parse(digits) {
+            Ok(steps) => steps,
+            Err(error) => return refuse(DigitsOutcome::Rejected, &format!("the keys do not read: {error}")),
+        };
+        let Some((session, ..)) = &mut self.session else {
+            return refuse(DigitsOutcome::Rejected, "the call's media is not settled yet");
+        };
+        match session.press(steps) {
+            Ok(ms) => {
+                self.pressing = Some(tool_use_id.to_owned());
+                Ok(ms)
+            }
+            Err(why) => refuse(crate::digits::refused(why), &why.to_string()),
+        }
+    }
+
+    /// The `digits_result` of the keys being pressed, once they are over (all sent, or
+    /// interrupted), with the outcome for the log.
+    pub(crate) fn keys_done(&mut self) -> Option<(Message, switchboard_core::protocol::DigitsOutcome)> {
+        let (session, ..) = self.session.as_mut()?;
+        let ended = session.take_pressed()?;
+        let tool_use_id = self.pressing.take()?;
+        let (outcome, sent, why) = crate::digits::ended(&ended);
+        self.counts.keys_pressed += u64::from(sent);
+        Some((crate::digits::result(&tool_use_id, outcome, sent, why), outcome))
     }
 
     pub(crate) fn media(&mut self, media: Negotiated) {
@@ -311,8 +355,10 @@ impl Relay {
         Some(self.pacer.next(Self::queued_for(session)).unwrap_or_else(Instant::now))
     }
 
+    /// What waits for the phone, for the pacer: while keys are pressed the agent's audio
+    /// waits, and the keys' packets go on the stream's clock.
     fn queued_for(session: &MediaSession) -> Queued {
-        if session.queued() >= FRAME_SAMPLES { Queued::Frame } else { Queued::Partial }
+        if session.queued() >= FRAME_SAMPLES && !session.is_pressing() { Queued::Frame } else { Queued::Partial }
     }
 
     /// The packets due to the phone at `now` ([`pacer`]): the agent's audio as it comes, at
@@ -331,7 +377,7 @@ impl Relay {
             if !self.pacer.is_due(now, Self::queued_for(session)) {
                 break;
             }
-            self.pacer.sent(now, session.queued() > 0);
+            self.pacer.sent(now, session.queued() > 0 && !session.is_pressing());
             out.extend(session.send());
         }
         out

@@ -1,5 +1,6 @@
 //! Media without I/O: RTP packets ([`rtp`]), RTCP reports and statistics ([`rtcp`]),
-//! RFC 4733 telephone events ([`telephone`]), G.711 μ-law and A-law ([`g711`]), G.722
+//! RFC 4733 telephone events ([`telephone`]) and the keys the edge presses with them
+//! ([`digits`]), G.711 μ-law and A-law ([`g711`]), G.722
 //! ([`g722`]), the audio a session hands its owner ([`mod@format`]), a jitter
 //! buffer with loss concealment ([`jitter`]), and one call's media both ways put
 //! together ([`session`]), two calls' media joined ([`bridge`]), answering-machine
@@ -10,6 +11,7 @@
 
 pub mod amd;
 pub mod bridge;
+pub mod digits;
 pub mod format;
 pub mod g711;
 pub mod g722;

@@ -4,7 +4,10 @@
 //! ([`MediaSession::ready`]) when the buffer forwards, else one frame a tick (see
 //! [`JitterConfig::reorder`]); the agent's
 //! audio out, paced into one RTP packet a tick (silence when there is none, so
-//! NATs and media gateways keep the stream), and telephone events out. The owner's audio is
+//! NATs and media gateways keep the stream), and telephone events out: one key relayed
+//! ([`MediaSession::digit`]), or a sequence of keys the agent presses
+//! ([`MediaSession::press`], see [`super::digits`]: the agent's audio waits while it runs).
+//! The owner's audio is
 //! in the session's [`Format`]: G.711 as the phone sends it, or 16 kHz PCM16 on a G.722
 //! or Opus call, decoded and encoded here ([`coder`]); RTP times run at the codec's clock
 //! (48 kHz for Opus). When offer/answer
@@ -16,6 +19,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::FRAME_MS;
+use super::digits::{Pressed, Pressing};
 use super::format::Format;
 use super::jitter::{JitterBuffer, JitterConfig, Playout, Pushed};
 use super::rtcp::{self, Compound, ReceiverStats, SenderInfo};
@@ -25,6 +29,7 @@ use super::telephone::{self, Event, Telephone};
 use crate::sdp::{Direction, Negotiated};
 
 mod coder;
+mod pressing;
 use coder::Coder;
 
 /// How one call's media behaves.
@@ -104,6 +109,10 @@ pub struct MediaSession {
     replying: bool,
     stats: Option<ReceiverStats>,
     srtp: Option<SrtpSession>,
+    /// Keys being pressed ([`MediaSession::press`]).
+    pressing: Option<Pressing>,
+    /// How the last sequence of keys ended, until the owner takes it.
+    pressed: Option<Pressed>,
 }
 
 impl MediaSession {
@@ -123,6 +132,8 @@ impl MediaSession {
             replying: false,
             stats: None,
             srtp: media.srtp.clone().map(SrtpSession::new),
+            pressing: None,
+            pressed: None,
             media,
         }
     }
@@ -132,8 +143,14 @@ impl MediaSession {
         &self.media
     }
 
-    /// A re-INVITE or UPDATE moved the media (hold, a new address or codec).
+    /// A re-INVITE or UPDATE moved the media (hold, a new address or codec). Keys being
+    /// pressed stop when the telephone events' payload type or clock changed.
     pub fn update(&mut self, media: Negotiated) {
+        if (media.telephone_event, media.telephone_event_clock)
+            != (self.media.telephone_event, self.media.telephone_event_clock)
+        {
+            self.stop_pressing(Some("the call's media changed"));
+        }
         if media.codec != self.media.codec || media.opus != self.media.opus {
             self.coder = Coder::new(&media);
             self.jitter = self.coder.jitter(self.config.jitter);
@@ -351,6 +368,9 @@ impl MediaSession {
     /// for the caller's audio).
     pub fn send(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
         let samples = self.media.codec.clock_rate() * FRAME_MS / 1000;
+        if let Some(packet) = self.press_slot(samples) {
+            return packet;
+        }
         let (format, bytes) = (self.format(), self.format().frame_bytes());
         let audio = !self.outgoing.is_empty();
         let frame: Option<Vec<u8>> = if audio {
@@ -400,6 +420,8 @@ impl MediaSession {
     }
 }
 
+#[cfg(test)]
+mod digits_tests;
 #[cfg(test)]
 mod opus_tests;
 #[cfg(test)]

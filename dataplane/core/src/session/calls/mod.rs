@@ -10,7 +10,7 @@
 //! workflow when the tool belongs to a reachable step) -> input valid against the schema ->
 //! consent (a `consent: required` tool waits for the user's approval, see `consent`) ->
 //! (`transfer_to_person`: a request to the client, answered by its `transfer_result`, see
-//! `transfer`) ->
+//! `transfer`; `send_digits`: likewise with `digits_result`, see `digits`) ->
 //! cached result, execution, or — a client tool — the client's answer (see `client`) ->
 //! truncation -> memory (`remember`, identity keys only from
 //! identity providers) -> result to the model. Every failure becomes an error result; the
@@ -18,10 +18,12 @@
 
 mod client;
 mod consent;
+mod digits;
 mod keypad;
 mod plan;
 mod transfer;
 
+pub(crate) use digits::no_digits_pending;
 pub(crate) use transfer::{Reported, no_transfer_pending};
 
 use std::time::Instant;
@@ -65,6 +67,9 @@ struct Call {
     transfer: Option<String>,
     /// That transfer is warm: the agent briefs the person before the caller is put through.
     warm: bool,
+    /// Keys this call asked the client to press: it waits for the client's `digits_result`
+    /// (until `deadline`); see [`crate::digits`].
+    digits: Option<String>,
     /// When the tool started running (for `tool_complete.duration_ms`).
     started: Option<Instant>,
     /// A keypad input being typed (see `keypad`); the caller's keys come here.
@@ -84,6 +89,7 @@ impl From<ToolUse> for Call {
             running: false,
             transfer: None,
             warm: false,
+            digits: None,
             started: None,
             keypad: None,
             result: None,
@@ -201,22 +207,28 @@ impl Calls {
     }
 
     /// The earliest moment something is due: the deadline of the consent request, the
-    /// client's answer or the transfer that expires first.
+    /// client's answer, or the transfer or keys that expire first.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let keypad = self.calls.iter().filter_map(|c| c.keypad.as_ref().map(keypad::Collecting::deadline));
         self.calls
             .iter()
-            .filter(|c| c.awaiting_consent || c.awaiting_client || (c.transfer.is_some() && c.result.is_none()))
+            .filter(|c| {
+                c.awaiting_consent
+                    || c.awaiting_client
+                    || ((c.transfer.is_some() || c.digits.is_some()) && c.result.is_none())
+            })
             .filter_map(|c| c.deadline)
             .chain(keypad)
             .min()
     }
 
-    /// Time passed: consent requests, client calls and transfers past their deadline end.
+    /// Time passed: consent requests, client calls, transfers and keys past their deadline
+    /// end.
     pub(crate) fn tick(&mut self, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
         let mut effects = self.expire_consents(cx, now);
         effects.extend(self.expire_client_calls(cx, now));
         effects.extend(self.expire_keypad(cx, now));
+        effects.extend(self.expire_digits(cx, now));
         effects
     }
 

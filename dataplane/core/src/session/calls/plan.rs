@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use switchboard_crds::agent::{BuiltinKind, Consent, TRANSFER_TO_PERSON_TOOL, USE_SKILL_TOOL};
+use switchboard_crds::agent::{BuiltinKind, Consent, SEND_DIGITS_TOOL, TRANSFER_TO_PERSON_TOOL, USE_SKILL_TOOL};
 use switchboard_crds::runtime::{RETURN_PREFIX, TRANSFER_PREFIX};
 
 use crate::agent::GOTO_TOOL;
@@ -27,6 +27,8 @@ pub(super) enum Step {
     AskConsent(serde_json::Value),
     Execute(serde_json::Value),
     Transfer(crate::transfer::Planned),
+    /// A `send_digits` call: the keys go to the client, which says how they went.
+    Digits(crate::digits::Planned),
 }
 
 impl Calls {
@@ -61,6 +63,7 @@ impl Calls {
                 effects.extend(self.run(index, cx, now));
             }
             Step::Transfer(planned) => effects.extend(self.request_transfer(index, planned, cx, now)),
+            Step::Digits(planned) => effects.extend(self.request_digits(index, planned, cx, now)),
         }
         effects
     }
@@ -76,6 +79,9 @@ impl Calls {
         // Before the handoff prefix: `transfer_to_person` starts with it too.
         if name == TRANSFER_TO_PERSON_TOOL && !cx.common.core().spec().telephony.people.is_empty() {
             return self.plan_transfer(input, cx);
+        }
+        if name == SEND_DIGITS_TOOL && cx.common.core().spec().telephony.send_digits {
+            return self.plan_digits(input, cx);
         }
         if let Some(target) = name.strip_prefix(TRANSFER_PREFIX) {
             return Step::Done(self.plan_handoff(target, HandoffKind::Transfer, input, cx, effects));

@@ -230,3 +230,56 @@ fn the_agents_audio_goes_to_the_phone_as_it_comes_never_ahead_of_real_time() {
     assert_eq!(relay.send_due(t0 + Duration::from_millis(200)).len(), 3);
     assert_eq!(relay.queued(), 0);
 }
+
+#[test]
+fn keys_the_agent_presses_go_on_the_media_clock_and_their_result_follows_once() {
+    use switchboard_core::protocol::DigitsOutcome;
+    let mut relay = Relay::new(Arc::new(MediaSettings::default()), ULAW, "127.0.0.1".parse().expect("ip"));
+    let refused = relay.press("t0", "1").expect_err("no media yet");
+    assert!(refused.to_text().expect("text").contains(r#""outcome":"rejected""#), "{refused:?}");
+    relay.media(Negotiated { telephone_event: Some(101), ..negotiated(Direction::SendRecv) });
+    let bad = relay.press("t0", "1x").expect_err("not a key");
+    assert!(bad.to_text().expect("text").contains("do not read"), "{bad:?}");
+    // The agent's reply waits behind the keys.
+    relay.agent_audio(&[0x22; 480]);
+    let ms = relay.press("t1", "1#").expect("pressing");
+    assert_eq!(ms, 440);
+    assert!(relay.press("t2", "2").is_err(), "one sequence at a time");
+    let start = Instant::now();
+    let (mut events, mut audio, mut result) = (Vec::new(), 0, None);
+    for frame in 0..40u32 {
+        let now = start + Duration::from_millis(u64::from(frame * 20));
+        for (_, packet) in relay.send_due(now) {
+            let rtp = switchboard_sip::media::rtp::parse(&packet).expect("RTP");
+            match rtp.payload_type {
+                101 => events.push(frame),
+                _ if rtp.payload.contains(&0x22) => audio += 1,
+                _ => {}
+            }
+            if rtp.payload.contains(&0x22) {
+                assert!(events.len() == 16, "the agent's audio only after every key: {events:?}");
+            }
+        }
+        if let Some(done) = relay.keys_done() {
+            assert!(result.is_none(), "told once");
+            result = Some((frame, done));
+        }
+    }
+    assert_eq!(events.len(), 16, "8 packets a key: {events:?}");
+    assert!(events.windows(2).all(|w| w[1] > w[0]), "one a frame, on the stream's clock: {events:?}");
+    let (frame, (message, outcome)) = result.expect("the result");
+    assert_eq!(outcome, DigitsOutcome::Sent);
+    assert!((21..=24).contains(&frame), "after the last key's gap: frame {frame}");
+    assert_eq!(
+        message.to_text().expect("text"),
+        r#"{"type":"digits_result","tool_use_id":"t1","outcome":"sent","sent":2}"#
+    );
+    assert_eq!(audio, 3, "then the reply");
+    assert_eq!(relay.counts.keys_pressed, 2);
+    // A phone that settled no telephone events: unsupported, at once.
+    let mut plain = Relay::new(Arc::new(MediaSettings::default()), ULAW, "127.0.0.1".parse().expect("ip"));
+    plain.media(negotiated(Direction::SendRecv));
+    let unsupported = plain.press("t3", "1").expect_err("no telephone events");
+    let text = unsupported.to_text().expect("text").to_owned();
+    assert!(text.contains(r#""outcome":"unsupported""#) && text.contains("RFC 4733"), "{text}");
+}
