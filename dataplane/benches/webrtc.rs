@@ -27,7 +27,7 @@
 //!
 //! Environment: `BENCH_CALLS` (default 50), `BENCH_TURNS` (default 5), `BENCH_ROUNDS`
 //! (default 2), `BENCH_WORKERS` (tokio workers of every process, default 1), `BENCH_BIN`;
-//! `BENCH_PHASE_STEP_MS` (default 2: each turn's phrase is 300 ms plus 0-18 ms, so speech
+//! `BENCH_PHASE_STEP_MS` (default 2: each turn's phrase is 300 ms plus 1-19 ms, so speech
 //! ends anywhere in a packet, as a caller's does; `0`: always 300 ms, the phase where
 //! Opus's look-ahead costs a whole packet); `BENCH_OPUS_COMPLEXITY` (a comma-separated list:
 //! a gateway for each `--webrtc-opus-complexity`, their WebRTC rounds alternated in one
@@ -107,15 +107,15 @@ impl Spoken {
 }
 
 /// Where each turn's phrase ends within a 20 ms frame (`BENCH_PHASE_STEP_MS`, default 2): its
-/// length is 300 ms plus 0, 2, 4, ... 18 ms, the same for both transports, spread evenly
-/// over the calls' turns. Speech ends anywhere in a packet; a phrase that ends on a packet's
+/// length is 300 ms plus 1, 3, 5, ... 19 ms (the middles of the steps), the same for both
+/// transports, spread evenly over the calls' turns. Speech ends anywhere in a packet; a phrase that ends on a packet's
 /// boundary (phase 0, what every turn was before) is the one case where Opus's 6.5 ms
 /// look-ahead always costs a whole packet (the simulator's turn detector hears 20 ms frames:
 /// `the_codec_look_ahead_moves_a_phrase_end_on_a_packet_boundary_into_the_next_packet` in
 /// switchboard-webrtc). `0`: every phrase 300 ms.
 fn phases() -> Vec<u64> {
     let step: u64 = env_or("BENCH_PHASE_STEP_MS", 2);
-    if step == 0 { vec![0] } else { (0..20).step_by(step as usize).collect() }
+    if step == 0 { vec![0] } else { (step / 2..20).step_by(step as usize).collect() }
 }
 
 /// The phase (an index into [`phases`]) of call `call`'s turn `turn`.
@@ -238,6 +238,8 @@ struct Peer {
     started: bool,
     /// Opus packets sent (for their RTP time).
     sent: u64,
+    /// Datagrams sent.
+    transmitted: u64,
     buffer: Vec<u8>,
 }
 
@@ -250,6 +252,7 @@ impl Peer {
                 Ok(Output::Timeout(at)) => return (events, at),
                 Ok(Output::Transmit(t)) => {
                     let _ = self.socket.try_send_to(&t.contents, t.destination);
+                    self.transmitted += 1;
                 }
                 Ok(Output::Event(event)) => events.push(event),
                 Err(error) => panic!("the client's str0m failed: {error}"),
@@ -261,9 +264,15 @@ impl Peer {
         let (Some(pt), Some(writer)) = (self.pt, self.rtc.writer(self.mid)) else { return };
         let time = MediaTime::new(self.sent * 960, Frequency::FORTY_EIGHT_KHZ);
         self.sent += 1;
-        if let Err(error) = writer.write(pt, Instant::now(), time, packet.to_vec()) {
+        let now = Instant::now();
+        if let Err(error) = writer.write(pt, now, time, packet.to_vec()) {
             panic!("the client cannot send audio: {error}");
         }
+        // str0m sends what was written once time has passed for it (its pacer's snapshot of
+        // the queues is taken on a timeout): at once, as a browser sends, not at the wake-up
+        // for the timeout it asks for next (a millisecond later with tokio's timers, which
+        // the packet that ends the speech spent in the client).
+        let _ = self.rtc.handle_input(Input::Timeout(now));
     }
 }
 
@@ -296,7 +305,10 @@ async fn webrtc_call(
     let answer = SdpAnswer::from_sdp_string(&answer).expect("an SDP answer");
     rtc.sdp_api().accept_answer(pending, answer).expect("takes the answer");
     let pt = rtc.writer(mid).and_then(|w| w.payload_params().find(|p| p.spec().codec == Codec::Opus).map(|p| p.pt()));
-    let mut peer = Peer { rtc, socket, local, mid, channel, pt, started: false, sent: 0, buffer: vec![0; 2048] };
+    let mut peer =
+        Peer { rtc, socket, local, mid, channel, pt, started: false, sent: 0, transmitted: 0, buffer: vec![0; 2048] };
+    // In the trace: the datagrams sent when speech ended, until the next one leaves.
+    let mut sent_at_end: Option<u64> = None;
 
     let mut ticker = tokio::time::interval(common::FRAME);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -329,6 +341,12 @@ async fn webrtc_call(
             seen.iter().cloned().collect::<Vec<_>>().join("\n")
         );
         let (events, timeout) = peer.poll();
+        if let Some(before) = sent_at_end
+            && peer.transmitted > before
+        {
+            println!("trace {} call {i} turn {} datagram sent after the end of speech", unix_us(), latencies.len());
+            sent_at_end = None;
+        }
         for event in events {
             match &event {
                 Event::MediaData(_) => media += 1,
@@ -412,6 +430,7 @@ async fn webrtc_call(
                         end_of_speech = Some(Instant::now());
                         if trace {
                             println!("trace {} call {i} turn {} end of speech (packet {frame} sent)", unix_us(), latencies.len());
+                            sent_at_end = Some(peer.transmitted);
                         }
                     }
                 }

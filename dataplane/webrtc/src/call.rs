@@ -464,22 +464,28 @@ impl Call {
         self.closed
     }
 
-    /// Due frames of reply audio to str0m.
+    /// Due frames of reply audio to str0m, and out: str0m sends what was written only once
+    /// time has passed for it (its pacer takes a new snapshot of its queues on a timeout),
+    /// so each frame written is followed by one at once, not by the wake-up of the call's
+    /// task for the timeout str0m asks for (a millisecond later with tokio's timers: a
+    /// wake-up and a millisecond per frame).
     fn write_audio(&mut self, now: Instant) {
+        let mut written = false;
         loop {
             let frame = match self.outbound.poll(now) {
                 Ok(Some(frame)) => frame,
-                Ok(None) => return,
+                Ok(None) => break,
                 Err(error) => {
                     tracing::warn!(%error, "reply audio could not be encoded");
-                    return;
+                    break;
                 }
             };
             if !self.connected {
                 continue;
             }
             let rtp_time = MediaTime::new(frame.rtp_time, Frequency::FORTY_EIGHT_KHZ);
-            let Some(writer) = self.rtc.writer(self.audio_mid) else { return };
+            let Some(writer) = self.rtc.writer(self.audio_mid) else { break };
+            written = true;
             let bytes = frame.packet.len();
             if let Err(error) = writer.write(self.opus_pt, frame.due, rtp_time, frame.packet) {
                 tracing::debug!(%error, "reply audio was not sent");
@@ -492,6 +498,9 @@ impl Call {
                 queued = self.outbound.queued(),
                 "reply frame to str0m"
             );
+        }
+        if written && let Err(error) = self.rtc.handle_input(Input::Timeout(now)) {
+            tracing::debug!(%error, "a timeout was refused");
         }
     }
 
