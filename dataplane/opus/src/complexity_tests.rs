@@ -204,8 +204,7 @@ fn lower_complexities_keep_a_voice() {
             let snr = segmental_snr(&source, &decoded, lookahead, rate);
             (snr, log_spectral_distance(&source, &decoded, lookahead, rate))
         };
-        let figures: Vec<(u8, (f64, f64))> =
-            [10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0].into_iter().map(|c| (c, measure(c))).collect();
+        let figures: Vec<(u8, (f64, f64))> = COMPLEXITIES.iter().copied().map(|c| (c, measure(c))).collect();
         println!(
             "{rate} Hz, complexity: segmental SNR / log-spectral distance: {}",
             figures.iter().map(|(c, (s, l))| format!("{c}: {s:.2} / {l:.2} dB")).collect::<Vec<_>>().join(", ")
@@ -220,6 +219,16 @@ fn lower_complexities_keep_a_voice() {
         );
     }
 }
+
+/// The complexities measured: every one when `SWITCHBOARD_OPUS_ALL_COMPLEXITIES` is set (the
+/// figures in BENCHMARKS.md), else a few (the test's own).
+static COMPLEXITIES: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+    if std::env::var_os("SWITCHBOARD_OPUS_ALL_COMPLEXITIES").is_some() {
+        (0..=10).rev().collect()
+    } else {
+        vec![10, 9, 5, 4, 0]
+    }
+});
 
 /// The complexity the WebRTC edge encodes replies at by default (its crate holds the
 /// setting; this crate does not depend on it).
