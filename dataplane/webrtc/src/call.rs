@@ -19,6 +19,7 @@ mod drive;
 mod path;
 
 pub use drive::MOST_AUDIO_MS;
+pub use path::Path;
 
 /// The tracing target of the events that time a call's audio through the edge, at `trace`
 /// level (off unless asked for: `SWITCHBOARD_LOG=warn,switchboard_webrtc::latency=trace`):
@@ -28,7 +29,6 @@ pub use drive::MOST_AUDIO_MS;
 /// it. The log lines' own timestamps are the measurement (the `webrtc` benchmark's
 /// breakdown of the latency the edge adds).
 pub const LATENCY_TARGET: &str = "switchboard_webrtc::latency";
-pub use path::Path;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
