@@ -182,7 +182,7 @@ fn the_look_ahead_is_six_and_a_half_milliseconds_at_every_rate() {
 fn decoded_audio_lags_by_the_look_ahead() {
     let source = voice(24_000, 2.0);
     let (decoded, lookahead) = through(24_000, MAX_COMPLEXITY, &source);
-    let best = (0..400).max_by(|&a, &b| {
+    let best = (0..240).max_by(|&a, &b| {
         let snr = |lag| segmental_snr(&source, &decoded, lag, 24_000);
         snr(a).total_cmp(&snr(b))
     });
