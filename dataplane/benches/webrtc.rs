@@ -26,7 +26,19 @@
 //! ```
 //!
 //! Environment: `BENCH_CALLS` (default 50), `BENCH_TURNS` (default 5), `BENCH_ROUNDS`
-//! (default 2), `BENCH_WORKERS` (tokio workers of every process, default 1), `BENCH_BIN`.
+//! (default 2), `BENCH_WORKERS` (tokio workers of every process, default 1), `BENCH_BIN`;
+//! `BENCH_PHASE_STEP_MS` (default 2: each turn's phrase is 300 ms plus 1-19 ms, so speech
+//! ends anywhere in a packet, as a caller's does; `0`: always 300 ms, the phase where
+//! Opus's look-ahead costs a whole packet); `BENCH_OPUS_COMPLEXITY` (a comma-separated list:
+//! a gateway for each `--webrtc-opus-complexity`, their WebRTC rounds alternated in one
+//! run); `BENCH_TRACE` (print when each turn's speech ended and its first reply audio came,
+//! in microseconds since 1970) with `BENCH_GATEWAY_LOG=warn,switchboard_webrtc::latency=trace`
+//! (the edge's own timings, on stderr): the breakdown of the latency the edge adds.
+//!
+//! The time to first audio is measured, both ways, from sending the frame (packet) that
+//! completes the simulator's 200 ms of end-of-turn silence; for WebRTC the first reply audio
+//! is the first Opus packet the client's str0m gives out; the mean is printed beside the p50
+//! and p99 (with phases spread, the p50 hides the turns whose end Opus moved a packet later).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -46,35 +58,75 @@ use str0m::{Candidate, Event, Input, Output, Rtc};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UdpSocket;
 
-/// The caller's Opus packets, encoded once: the phrase followed by the silence after it (Opus
-/// packets carry the encoder's state: the first ones after a tone still hold its tail), and
-/// a packet of settled silence, sent over and over.
-struct Spoken {
+/// One phrase as the caller's Opus packets: the phrase followed by the silence after it (Opus
+/// packets carry the encoder's state: the first ones after a tone still hold its tail).
+struct Phrase {
     /// The phrase's packets, then the first of the silence after it.
-    phrase: Vec<Vec<u8>>,
-    /// How many of them are the phrase's.
+    packets: Vec<Vec<u8>>,
+    /// How many of them are the phrase's (its last one padded with silence).
     speech: usize,
+}
+
+/// The caller's Opus packets, encoded once: a phrase for each phase (below), and a packet of
+/// settled silence, sent over and over.
+struct Spoken {
+    phrases: Vec<Phrase>,
     silence: Vec<u8>,
 }
 
 /// Packets of silence encoded after the phrase before the encoder has settled.
 const SETTLE_FRAMES: usize = 25;
 
+/// The phrase's length: 300 ms, plus the turn's phase.
+const PHRASE_MS: u64 = 300;
+
 impl Spoken {
-    fn new() -> Self {
-        let mut encoder =
-            opus::Encoder::new(16_000, opus::Channels::Mono, opus::Application::Voip).expect("an Opus encoder");
-        let mut encode = |frame: &[u8]| {
-            let pcm: Vec<i16> = frame.chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
-            encoder.encode_vec(&pcm, 1500).expect("encodes")
-        };
-        let quiet = vec![0u8; common::FRAME_BYTES];
-        let mut phrase: Vec<Vec<u8>> = common::phrase_frames(1, 300).iter().map(|f| encode(f)).collect();
-        let speech = phrase.len();
-        phrase.extend((0..SETTLE_FRAMES).map(|_| encode(&quiet)));
-        let silence = phrase.pop().expect("silence");
-        Self { phrase, speech, silence }
+    /// Phrases of [`PHRASE_MS`] plus each of `phases` (ms).
+    fn new(phases: &[u64]) -> Self {
+        let mut silence = Vec::new();
+        let phrases = phases
+            .iter()
+            .map(|phase| {
+                let mut encoder =
+                    opus::Encoder::new(16_000, opus::Channels::Mono, opus::Application::Voip).expect("an Opus encoder");
+                let mut encode = |frame: &[u8]| {
+                    let pcm: Vec<i16> = frame.chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
+                    encoder.encode_vec(&pcm, 1500).expect("encodes")
+                };
+                let quiet = vec![0u8; common::FRAME_BYTES];
+                let mut packets: Vec<Vec<u8>> =
+                    common::phrase_frames(1, PHRASE_MS + phase).iter().map(|f| encode(f)).collect();
+                let speech = packets.len();
+                packets.extend((0..SETTLE_FRAMES).map(|_| encode(&quiet)));
+                silence = packets.pop().expect("silence");
+                Phrase { packets, speech }
+            })
+            .collect();
+        Self { phrases, silence }
     }
+}
+
+/// Where each turn's phrase ends within a 20 ms frame (`BENCH_PHASE_STEP_MS`, default 2): its
+/// length is 300 ms plus 1, 3, 5, ... 19 ms (the middles of the steps), the same for both
+/// transports, spread evenly over the calls' turns. Speech ends anywhere in a packet; a phrase that ends on a packet's
+/// boundary (phase 0, what every turn was before) is the one case where Opus's 6.5 ms
+/// look-ahead always costs a whole packet (the simulator's turn detector hears 20 ms frames:
+/// `the_codec_look_ahead_moves_a_phrase_end_on_a_packet_boundary_into_the_next_packet` in
+/// switchboard-webrtc). `0`: every phrase 300 ms.
+fn phases() -> Vec<u64> {
+    let step: u64 = env_or("BENCH_PHASE_STEP_MS", 2);
+    if step == 0 { vec![0] } else { (step / 2..20).step_by(step as usize).collect() }
+}
+
+/// The phase (an index into [`phases`]) of call `call`'s turn `turn`.
+fn phase_of(call: usize, turn: usize, turns: usize, phases: usize) -> usize {
+    (call * turns + turn) % phases
+}
+
+/// Microseconds since 1970, for the latency trace (`BENCH_TRACE`), to set beside the
+/// gateway's log lines.
+fn unix_us() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros())
 }
 
 /// What a round measured.
@@ -126,10 +178,11 @@ fn report(what: &str, calls: usize, round: &mut Round) {
     round.latencies.sort();
     let ms: Vec<f64> = round.latencies.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
     let at = |q: f64| common::percentile(&ms, q);
+    let mean = ms.iter().sum::<f64>() / ms.len().max(1) as f64;
     let call_ms = round.wall.as_secs_f64() * 1000.0 * calls as f64;
     let share = 100.0 * round.gateway_ms / call_ms;
     println!(
-        "{what:<10} {calls:>5} {:>7.1} {:>9.0} {:>12.3} {:>13.1} {:>10.0} {:>12.1} {:>10.1} {:>9.1}",
+        "{what:<12} {calls:>5} {:>7.1} {:>9.0} {:>12.3} {:>13.1} {:>10.0} {:>12.1} {:>10.1} {:>9.1} {:>9.1}",
         round.wall.as_secs_f64(),
         round.gateway_ms,
         share,
@@ -138,6 +191,7 @@ fn report(what: &str, calls: usize, round: &mut Round) {
         round.rss.1.saturating_sub(round.rss.0) as f64 / calls as f64,
         at(0.5),
         at(0.99),
+        mean,
     );
 }
 
@@ -146,8 +200,10 @@ async fn websocket_call(url: String, i: usize, turns: usize, silence_frames: usi
     tokio::time::sleep(Duration::from_micros((i as u64 * 997) % 40_000)).await;
     let mut ws = common::open(&url).await;
     let mut latencies = Vec::with_capacity(turns);
-    for _ in 0..turns {
-        latencies.push(common::spoken_turn(&mut ws, silence_frames).await.0);
+    let phases = phases();
+    for turn in 0..turns {
+        let phase = phases[phase_of(i, turn, turns, phases.len())];
+        latencies.push(common::spoken_turn_of(&mut ws, PHRASE_MS + phase, silence_frames).await.0);
     }
     let _ = futures_util::SinkExt::close(&mut ws).await;
     latencies
@@ -182,6 +238,8 @@ struct Peer {
     started: bool,
     /// Opus packets sent (for their RTP time).
     sent: u64,
+    /// Datagrams sent.
+    transmitted: u64,
     buffer: Vec<u8>,
 }
 
@@ -194,6 +252,7 @@ impl Peer {
                 Ok(Output::Timeout(at)) => return (events, at),
                 Ok(Output::Transmit(t)) => {
                     let _ = self.socket.try_send_to(&t.contents, t.destination);
+                    self.transmitted += 1;
                 }
                 Ok(Output::Event(event)) => events.push(event),
                 Err(error) => panic!("the client's str0m failed: {error}"),
@@ -205,9 +264,15 @@ impl Peer {
         let (Some(pt), Some(writer)) = (self.pt, self.rtc.writer(self.mid)) else { return };
         let time = MediaTime::new(self.sent * 960, Frequency::FORTY_EIGHT_KHZ);
         self.sent += 1;
-        if let Err(error) = writer.write(pt, Instant::now(), time, packet.to_vec()) {
+        let now = Instant::now();
+        if let Err(error) = writer.write(pt, now, time, packet.to_vec()) {
             panic!("the client cannot send audio: {error}");
         }
+        // str0m sends what was written once time has passed for it (its pacer's snapshot of
+        // the queues is taken on a timeout): at once, as a browser sends, not at the wake-up
+        // for the timeout it asks for next (a millisecond later with tokio's timers, which
+        // the packet that ends the speech spent in the client).
+        let _ = self.rtc.handle_input(Input::Timeout(now));
     }
 }
 
@@ -240,11 +305,20 @@ async fn webrtc_call(
     let answer = SdpAnswer::from_sdp_string(&answer).expect("an SDP answer");
     rtc.sdp_api().accept_answer(pending, answer).expect("takes the answer");
     let pt = rtc.writer(mid).and_then(|w| w.payload_params().find(|p| p.spec().codec == Codec::Opus).map(|p| p.pt()));
-    let mut peer = Peer { rtc, socket, local, mid, channel, pt, started: false, sent: 0, buffer: vec![0; 2048] };
+    let mut peer =
+        Peer { rtc, socket, local, mid, channel, pt, started: false, sent: 0, transmitted: 0, buffer: vec![0; 2048] };
+    // In the trace: the datagrams sent when speech ended, until the next one leaves.
+    let mut sent_at_end: Option<u64> = None;
 
     let mut ticker = tokio::time::interval(common::FRAME);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let mut latencies = Vec::with_capacity(turns);
+    let trace = std::env::var_os("BENCH_TRACE").is_some();
+    let phrase_of = |turn: usize| &spoken.phrases[phase_of(i, turn, turns, spoken.phrases.len())];
+    let mut phrase = phrase_of(0);
+    // Whether the first reply audio was released by a datagram's arrival (or by a timeout:
+    // held back by the client's str0m).
+    let mut by_datagram = false;
     let (mut frame, mut end_of_speech, mut first_audio) = (0usize, None::<Instant>, None::<Instant>);
     let (mut complete, mut last_audio) = (false, Instant::now());
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -267,6 +341,12 @@ async fn webrtc_call(
             seen.iter().cloned().collect::<Vec<_>>().join("\n")
         );
         let (events, timeout) = peer.poll();
+        if let Some(before) = sent_at_end
+            && peer.transmitted > before
+        {
+            println!("trace {} call {i} turn {} datagram sent after the end of speech", unix_us(), latencies.len());
+            sent_at_end = None;
+        }
         for event in events {
             match &event {
                 Event::MediaData(_) => media += 1,
@@ -286,7 +366,7 @@ async fn webrtc_call(
                     let text = String::from_utf8_lossy(&data.data);
                     if text.contains("\"bidi_connection_start\"") {
                         peer.started = true;
-                    } else if text.contains("\"bidi_response_complete\"") && frame > spoken.speech {
+                    } else if text.contains("\"bidi_response_complete\"") && frame > phrase.speech {
                         complete = true;
                     } else if text.contains("\"bidi_error\"") {
                         panic!("call {i} failed: {text}");
@@ -301,8 +381,16 @@ async fn webrtc_call(
                     last_audio = Instant::now();
                     // The reply may begin before the client's last frame of silence left
                     // (the runtime's clock is not the client's): then it counts as 0.
-                    if first_audio.is_none() && frame > spoken.speech {
+                    if first_audio.is_none() && frame > phrase.speech {
                         first_audio = Some(last_audio);
+                        if trace {
+                            let via = if by_datagram { "a datagram" } else { "a timeout" };
+                            println!(
+                                "trace {} call {i} turn {} first reply audio (released by {via})",
+                                unix_us(),
+                                latencies.len()
+                            );
+                        }
                     }
                 }
                 _ => {}
@@ -317,6 +405,7 @@ async fn webrtc_call(
         {
             latencies.push(first.saturating_duration_since(end_of_speech.unwrap_or(first)));
             (frame, end_of_speech, first_audio, complete) = (0, None, None, false);
+            phrase = phrase_of(latencies.len().min(turns - 1));
             continue;
         }
         let wait = tokio::time::Instant::from_std(timeout.max(Instant::now()));
@@ -326,17 +415,23 @@ async fn webrtc_call(
                 let Ok(contents) = peer.buffer[..n].try_into() else { continue };
                 let input = Input::Receive(Instant::now(), Receive { proto: Protocol::Udp, source, destination: peer.local, contents });
                 let _ = peer.rtc.handle_input(input);
+                by_datagram = true;
             }
             () = tokio::time::sleep_until(wait) => {
                 let _ = peer.rtc.handle_input(Input::Timeout(Instant::now()));
+                by_datagram = false;
             }
             _ = ticker.tick() => {
                 if peer.started {
-                    let packet = spoken.phrase.get(frame).unwrap_or(&spoken.silence).clone();
+                    let packet = phrase.packets.get(frame).unwrap_or(&spoken.silence).clone();
                     peer.send_packet(&packet);
                     frame += 1;
-                    if frame == spoken.speech + silence_frames {
+                    if frame == phrase.speech + silence_frames {
                         end_of_speech = Some(Instant::now());
+                        if trace {
+                            println!("trace {} call {i} turn {} end of speech (packet {frame} sent)", unix_us(), latencies.len());
+                            sent_at_end = Some(peer.transmitted);
+                        }
                     }
                 }
             }
@@ -375,26 +470,49 @@ async fn bench() {
     let silence_frames = silence_ms / 20;
     let mut stack = Stack::start(&voice_script(silence_ms), "idv", (calls * 2 + 10) as u32).await;
     let idv = stack.addr.clone();
-    let more = ["--webrtc-udp", "127.0.0.1:0", "--webrtc-max-calls", "4096"];
-    let (url, gateway_pid) = stack.add_gateway_with(&[("idv", &idv)], calls * 4, &more).await;
-    let gateway: SocketAddr =
-        url.trim_start_matches("ws://").split('/').next().and_then(|a| a.parse().ok()).expect("the gateway's address");
-    let spoken = Arc::new(Spoken::new());
+    // BENCH_OPUS_COMPLEXITY: a gateway for each (`--webrtc-opus-complexity`), their WebRTC
+    // rounds alternated after each WebSocket round (on the first); unset: one gateway at its
+    // default (and a BENCH_BIN from before the flag).
+    let complexities: Vec<Option<String>> = match std::env::var("BENCH_OPUS_COMPLEXITY") {
+        Ok(list) => list.split(',').map(|c| Some(c.trim().to_owned())).collect(),
+        Err(_) => vec![None],
+    };
+    let mut gateways = Vec::new();
+    for complexity in &complexities {
+        let mut more = vec!["--webrtc-udp", "127.0.0.1:0", "--webrtc-max-calls", "4096"];
+        if let Some(complexity) = complexity {
+            more.extend(["--webrtc-opus-complexity", complexity.as_str()]);
+        }
+        let (url, pid) = stack.add_gateway_with(&[("idv", &idv)], calls * 4, &more).await;
+        let address: SocketAddr = url
+            .trim_start_matches("ws://")
+            .split('/')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .expect("the gateway's address");
+        let label = complexity.as_ref().map_or_else(|| "webrtc".to_owned(), |c| format!("webrtc c{c}"));
+        gateways.push((url, pid, address, label));
+    }
+    let phases = phases();
+    let spoken = Arc::new(Spoken::new(&phases));
     // One call each way first: what the processes allocate once is not counted.
-    websocket_call(url.clone(), 0, 1, silence_frames).await;
-    webrtc_call(gateway, 0, 1, silence_frames, spoken.clone()).await;
+    for (url, _, address, _) in &gateways {
+        websocket_call(url.clone(), 0, 1, silence_frames).await;
+        webrtc_call(*address, 0, 1, silence_frames, spoken.clone()).await;
+    }
     println!(
-        "gateway pid {gateway_pid}, runtime idv pid {}, simulator pid {}; {} worker thread(s) each; load {}",
+        "gateway pid(s) {:?}, runtime idv pid {}, simulator pid {}; {} worker thread(s) each; load {}",
+        gateways.iter().map(|g| g.1).collect::<Vec<_>>(),
         stack.runtime_pid,
         stack.sim_pid,
         common::workers(),
         common::load_average()
     );
     println!(
-        "{calls} calls at once x {turns} spoken turns (300 ms phrase, 200 ms silence, 280 ms reply), {rounds} alternated pairs"
+        "{calls} calls at once x {turns} spoken turns ({PHRASE_MS} ms phrase + a phase of {phases:?} ms, 200 ms silence, 280 ms reply), {rounds} alternated rounds"
     );
     println!(
-        "{:<10} {:>5} {:>7} {:>9} {:>12} {:>13} {:>10} {:>12} {:>10} {:>9}",
+        "{:<12} {:>5} {:>7} {:>9} {:>12} {:>13} {:>10} {:>12} {:>10} {:>9} {:>9}",
         "path",
         "calls",
         "wall s",
@@ -404,20 +522,23 @@ async fn bench() {
         "rt CPU ms",
         "gw KiB/call",
         "p50 ms",
-        "p99 ms"
+        "p99 ms",
+        "mean ms"
     );
     for _ in 0..rounds {
+        let (url, pid, ..) = &gateways[0];
         let url = url.clone();
         let mut ws =
-            round(calls, gateway_pid, stack.runtime_pid, |i| websocket_call(url.clone(), i, turns, silence_frames))
-                .await;
+            round(calls, *pid, stack.runtime_pid, |i| websocket_call(url.clone(), i, turns, silence_frames)).await;
         report("websocket", calls, &mut ws);
-        let spoken = spoken.clone();
-        let mut rtc = round(calls, gateway_pid, stack.runtime_pid, |i| {
-            webrtc_call(gateway, i, turns, silence_frames, spoken.clone())
-        })
-        .await;
-        report("webrtc", calls, &mut rtc);
+        for (_, pid, address, label) in &gateways {
+            let (spoken, address) = (spoken.clone(), *address);
+            let mut rtc = round(calls, *pid, stack.runtime_pid, |i| {
+                webrtc_call(address, i, turns, silence_frames, spoken.clone())
+            })
+            .await;
+            report(label, calls, &mut rtc);
+        }
     }
     println!("load {}", common::load_average());
     drop(stack);

@@ -211,6 +211,8 @@ fn the_webrtc_edge_is_exposed_by_host_network_or_a_udp_load_balancer() {
     let container = &pod.containers[0];
     let env = |name: &str| container.env.iter().flatten().find(|e| e.name == name).cloned();
     assert_eq!(env("SWITCHBOARD_WEBRTC_UDP").and_then(|e| e.value).as_deref(), Some("0.0.0.0:3478"));
+    // The reply encoder's complexity (`opusComplexity`), the gateway's default unless set.
+    assert_eq!(env("SWITCHBOARD_WEBRTC_OPUS_COMPLEXITY").and_then(|e| e.value).as_deref(), Some("5"));
     // Each pod its node's IP, through a variable of its own (the advertised address stays a
     // plain value, so an upgrade between exposures patches a value: tests/cluster/e2e-smoke.sh).
     let node_ip = env("SWITCHBOARD_NODE_IP").and_then(|e| e.value_from).and_then(|v| v.field_ref);

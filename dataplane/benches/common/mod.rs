@@ -251,7 +251,9 @@ impl Stack {
             .arg(&key_path)
             .args(["--listen", &addr, "--max-sessions", &max_sessions.to_string()])
             .args(more)
-            .env("SWITCHBOARD_LOG", "warn")
+            // BENCH_GATEWAY_LOG: the gateway's log filter (e.g. the WebRTC edge's latency
+            // trace, `warn,switchboard_webrtc::latency=trace`), on the benchmark's stderr.
+            .env("SWITCHBOARD_LOG", std::env::var("BENCH_GATEWAY_LOG").unwrap_or_else(|_| "warn".to_owned()))
             .env("SWITCHBOARD_WORKER_THREADS", workers().to_string())
             .stdout(Stdio::null())
             .spawn()
@@ -366,7 +368,12 @@ pub fn phrase_frames(id: u32, ms: u64) -> Vec<Vec<u8>> {
 /// Returns the time from sending the frame that completes the end-of-utterance silence to
 /// the first reply audio, and the frames sent and messages received.
 pub async fn spoken_turn(ws: &mut Ws, silence_frames: usize) -> (Duration, u64) {
-    let mut frames = phrase_frames(1, 300);
+    spoken_turn_of(ws, 300, silence_frames).await
+}
+
+/// [`spoken_turn`] with a phrase of `phrase_ms` (its last frame padded with silence).
+pub async fn spoken_turn_of(ws: &mut Ws, phrase_ms: u64, silence_frames: usize) -> (Duration, u64) {
+    let mut frames = phrase_frames(1, phrase_ms);
     let speech = frames.len();
     frames.extend(std::iter::repeat_n(vec![0u8; FRAME_BYTES], silence_frames));
     let mut ticker = tokio::time::interval(FRAME);

@@ -5,9 +5,11 @@
 //! next packet's in-band FEC when that packet is at hand, by libopus's packet loss
 //! concealment (PLC) otherwise, and what it did is counted ([`DecoderStats`]).
 //!
-//! Both run at any rate libopus runs at (8, 12, 16, 24 or 48 kHz): the WebRTC edge at
-//! 48 kHz (then resampled to the runtime's rate), the SIP edge at 16 kHz (a phone's Opus
-//! goes to the gateway as 16 kHz PCM16, as G.722's does). On the wire Opus's RTP clock is
+//! Both run at any rate libopus runs at (8, 12, 16, 24 or 48 kHz): the WebRTC edge at the
+//! runtime's rates (the caller's audio decoded to 16 kHz, the reply encoded from 24 kHz),
+//! the SIP edge at 16 kHz (a phone's Opus goes to the gateway as 16 kHz PCM16, as G.722's
+//! does). The encoder's complexity is the caller's to choose
+//! ([`VoiceEncoder::set_complexity`]): it is most of what Opus costs a call. On the wire Opus's RTP clock is
 //! always 48 kHz ([`RTP_CLOCK`], RFC 7587 §4.1), whatever the rate of the audio.
 //! Mono both ways: a stereo packet decodes to its downmix.
 //!
@@ -26,6 +28,8 @@ pub const RATES: [u32; 5] = [8_000, 12_000, 16_000, 24_000, 48_000];
 /// The largest packet the encoder writes (a 20 ms voice frame is 40-160 bytes; RFC 6716
 /// allows 1275 bytes a frame).
 pub const MAX_PACKET_BYTES: usize = 1500;
+/// libopus's highest encoder complexity, and its default ([`VoiceEncoder::set_complexity`]).
+pub const MAX_COMPLEXITY: u8 = 10;
 /// The longest packet there is: 120 ms (RFC 6716 §3.2.5).
 const MAX_PACKET_MS: usize = 120;
 
@@ -137,6 +141,33 @@ impl VoiceEncoder {
     /// The rate of the PCM it takes.
     pub fn rate(&self) -> u32 {
         self.rate
+    }
+
+    /// Sets how much work libopus does for each frame, 0 to [`MAX_COMPLEXITY`] (more is
+    /// taken as 10): libopus's default is 10, its best quality for the bitrate and by far
+    /// its largest cost at voice rates (the SILK layer's delayed-decision noise shaping and
+    /// warped analysis, which lower complexities simplify or leave out). libwebrtc encodes
+    /// at 9 on desktops and 5 on phones.
+    pub fn set_complexity(&mut self, complexity: u8) -> Result<(), OpusError> {
+        let encoder = self.encoder.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let complexity = i32::from(complexity.min(MAX_COMPLEXITY));
+        encoder.set_complexity(complexity).map_err(OpusError::codec("complexity"))
+    }
+
+    /// The complexity it encodes at (see [`VoiceEncoder::set_complexity`]).
+    pub fn complexity(&mut self) -> Result<u8, OpusError> {
+        let encoder = self.encoder.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let complexity = encoder.get_complexity().map_err(OpusError::codec("complexity"))?;
+        Ok(u8::try_from(complexity).unwrap_or(MAX_COMPLEXITY))
+    }
+
+    /// The encoder's look-ahead, in samples at its rate: how far the decoded audio lags the
+    /// audio encoded. libopus's is 6.5 ms for voice at every rate (2.5 ms of the CELT
+    /// layer's overlap and 4 ms of delay compensation that keeps its modes aligned).
+    pub fn lookahead(&mut self) -> Result<usize, OpusError> {
+        let encoder = self.encoder.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let samples = encoder.get_lookahead().map_err(OpusError::codec("look-ahead"))?;
+        Ok(usize::try_from(samples).unwrap_or(0))
     }
 
     /// One frame of PCM (2.5, 5, 10, 20, 40 or 60 ms at the encoder's rate) as one packet.
@@ -277,5 +308,7 @@ impl VoiceDecoder {
     }
 }
 
+#[cfg(test)]
+mod complexity_tests;
 #[cfg(test)]
 mod tests;

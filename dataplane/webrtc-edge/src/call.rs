@@ -26,6 +26,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use switchboard_core::protocol::{AudioSettings, ClientMessage, SessionStart, close_code, decode_client};
 use switchboard_serve::frames::{Conn, Limits, Message, Role};
+use switchboard_webrtc::call::LATENCY_TARGET;
 use switchboard_webrtc::{Call, CallEvent, CloseReason};
 use tokio::io::DuplexStream;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
@@ -228,6 +229,7 @@ impl Task {
                 {
                     let bytes: Vec<u8> = pcm.iter().flat_map(|s| s.to_le_bytes()).collect();
                     let _ = conn.feed(Message::Binary(Bytes::from(bytes)));
+                    tracing::trace!(target: LATENCY_TARGET, samples = pcm.len(), queued = conn.queued(), "caller audio to the session");
                 }
             }
             CallEvent::Closed(reason) => self.closed(reason),
@@ -304,6 +306,12 @@ impl Task {
                     return;
                 }
                 let pcm: Vec<i16> = data.chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
+                tracing::trace!(
+                    target: LATENCY_TARGET,
+                    samples = pcm.len(),
+                    queued = self.call.queued_audio(),
+                    "reply audio from the session"
+                );
                 self.call.send_audio(now, &pcm);
             }
             Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}

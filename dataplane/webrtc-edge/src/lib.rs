@@ -67,6 +67,9 @@ pub struct WebrtcConfig {
     pub disconnect_grace: std::time::Duration,
     /// TURN servers handed to callers ([`turn`]); none by default.
     pub turn: turn::Turn,
+    /// The reply encoder's complexity, 0-10: libopus's work per 20 ms frame, most of what a
+    /// call costs the gateway ([`DEFAULT_OPUS_COMPLEXITY`]: 5).
+    pub opus_complexity: u8,
 }
 
 impl WebrtcConfig {
@@ -83,7 +86,8 @@ impl WebrtcConfig {
 }
 
 impl Default for WebrtcConfig {
-    /// Every address, UDP port 3478, no ICE-TCP, 1000 calls, the call's default grace (15 s).
+    /// Every address, UDP port 3478, no ICE-TCP, 1000 calls, the call's default grace (15 s),
+    /// Opus complexity 5.
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([0, 0, 0, 0], 3478)),
@@ -92,9 +96,14 @@ impl Default for WebrtcConfig {
             max_calls: DEFAULT_MAX_CALLS,
             disconnect_grace: CallConfig::default().disconnect_grace,
             turn: turn::Turn::default(),
+            opus_complexity: DEFAULT_OPUS_COMPLEXITY,
         }
     }
 }
+
+/// The default of [`WebrtcConfig::opus_complexity`] (libwebrtc's on phones): see
+/// [`switchboard_webrtc::audio::DEFAULT_COMPLEXITY`].
+pub const DEFAULT_OPUS_COMPLEXITY: u8 = switchboard_webrtc::audio::DEFAULT_COMPLEXITY;
 
 /// The default of [`WebrtcConfig::max_calls`].
 pub const DEFAULT_MAX_CALLS: usize = 1000;
@@ -216,6 +225,7 @@ impl Edge {
             max_message_bytes,
             disconnect_grace: config.disconnect_grace,
             dtls_cert: switchboard_webrtc::generate_dtls_cert(),
+            opus_complexity: config.opus_complexity,
             ..CallConfig::default()
         };
         tracing::info!(%bound, %advertised, "WebRTC edge on UDP");

@@ -13,7 +13,7 @@ mod inbound;
 mod outbound;
 
 pub use inbound::{Inbound, InboundStats, MAX_LATENESS};
-pub use outbound::{Frame, Outbound};
+pub use outbound::{DEFAULT_COMPLEXITY, Frame, Outbound};
 
 /// Opus's RTP clock.
 pub const OPUS_RATE: u32 = switchboard_opus::RTP_CLOCK;

@@ -21,6 +21,15 @@ mod path;
 pub use drive::MOST_AUDIO_MS;
 pub use path::Path;
 
+/// The tracing target of the events that time a call's audio through the edge, at `trace`
+/// level (off unless asked for: `SWITCHBOARD_LOG=warn,switchboard_webrtc::latency=trace`):
+/// each caller packet decoded (its sequence number, samples and loudness), each reply frame
+/// handed to str0m (its RTP time and how late it went against its due time), and in the
+/// gateway's edge each piece of caller audio fed to the session and each reply chunk from
+/// it. The log lines' own timestamps are the measurement (the `webrtc` benchmark's
+/// breakdown of the latency the edge adds).
+pub const LATENCY_TARGET: &str = "switchboard_webrtc::latency";
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -68,6 +77,8 @@ pub struct CallConfig {
     /// The DTLS certificate, shared by the calls of a gateway ([`generate_dtls_cert`]); none:
     /// each call makes its own (a key pair per call: CPU the gateway can save).
     pub dtls_cert: Option<DtlsCert>,
+    /// The reply encoder's complexity, 0-10 ([`crate::audio::DEFAULT_COMPLEXITY`]: 5).
+    pub opus_complexity: u8,
 }
 
 impl CallConfig {
@@ -100,6 +111,7 @@ impl Default for CallConfig {
             reorder_wait: Duration::from_millis(60),
             disconnect_grace: Duration::from_secs(15),
             dtls_cert: None,
+            opus_complexity: crate::audio::DEFAULT_COMPLEXITY,
         }
     }
 }
@@ -268,7 +280,7 @@ impl Call {
             .ok_or(CallError::NoAudioTrack)?;
         let call = Self {
             inbound: Inbound::new(config.input_rate)?,
-            outbound: Outbound::new(config.output_rate, dtx)?,
+            outbound: Outbound::with_complexity(config.output_rate, dtx, config.opus_complexity)?,
             rtc,
             config,
             audio_mid,
@@ -452,25 +464,43 @@ impl Call {
         self.closed
     }
 
-    /// Due frames of reply audio to str0m.
+    /// Due frames of reply audio to str0m, and out: str0m sends what was written only once
+    /// time has passed for it (its pacer takes a new snapshot of its queues on a timeout),
+    /// so each frame written is followed by one at once, not by the wake-up of the call's
+    /// task for the timeout str0m asks for (a millisecond later with tokio's timers: a
+    /// wake-up and a millisecond per frame).
     fn write_audio(&mut self, now: Instant) {
+        let mut written = false;
         loop {
             let frame = match self.outbound.poll(now) {
                 Ok(Some(frame)) => frame,
-                Ok(None) => return,
+                Ok(None) => break,
                 Err(error) => {
                     tracing::warn!(%error, "reply audio could not be encoded");
-                    return;
+                    break;
                 }
             };
             if !self.connected {
                 continue;
             }
             let rtp_time = MediaTime::new(frame.rtp_time, Frequency::FORTY_EIGHT_KHZ);
-            let Some(writer) = self.rtc.writer(self.audio_mid) else { return };
+            let Some(writer) = self.rtc.writer(self.audio_mid) else { break };
+            written = true;
+            let bytes = frame.packet.len();
             if let Err(error) = writer.write(self.opus_pt, frame.due, rtp_time, frame.packet) {
                 tracing::debug!(%error, "reply audio was not sent");
             }
+            tracing::trace!(
+                target: LATENCY_TARGET,
+                rtp_time = frame.rtp_time,
+                bytes,
+                late_us = now.saturating_duration_since(frame.due).as_micros() as u64,
+                queued = self.outbound.queued(),
+                "reply frame to str0m"
+            );
+        }
+        if written && let Err(error) = self.rtc.handle_input(Input::Timeout(now)) {
+            tracing::debug!(%error, "a timeout was refused");
         }
     }
 

@@ -22,6 +22,13 @@ use switchboard_opus::{EncoderSettings, VoiceEncoder};
 
 use super::{AudioError, FRAME, FRAME_SAMPLES, OPUS_RATE, RUNTIME_RATES};
 
+/// The reply encoder's complexity unless the edge is told otherwise (`--webrtc-opus-complexity`):
+/// 5, libwebrtc's on phones. libopus's own default is 9 (8 and 10 cost and sound the same at
+/// 24 kHz); at 5 a 20 ms frame of voice costs about a quarter less (127 against 169 µs) and
+/// its decoded spectrum is as close to the agent's audio (log-spectral distance 3.15 against
+/// 3.12 dB); at 4 and below the spectrum drifts (3.7 dB) — BENCHMARKS.md, `webrtc`.
+pub const DEFAULT_COMPLEXITY: u8 = 5;
+
 /// One encoded frame, due now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
@@ -56,14 +63,22 @@ pub struct Outbound {
 }
 
 impl Outbound {
-    /// An encoder of PCM at `rate` Hz (8, 16 or 24 kHz); `dtx` skips silent frames.
+    /// An encoder of PCM at `rate` Hz (8, 16 or 24 kHz) at [`DEFAULT_COMPLEXITY`]; `dtx`
+    /// skips silent frames.
     pub fn new(rate: u32, dtx: bool) -> Result<Self, AudioError> {
+        Self::with_complexity(rate, dtx, DEFAULT_COMPLEXITY)
+    }
+
+    /// [`Outbound::new`] at libopus's `complexity` (0-10, more is 10): the CPU it spends
+    /// on each frame for its quality ([`VoiceEncoder::set_complexity`]).
+    pub fn with_complexity(rate: u32, dtx: bool, complexity: u8) -> Result<Self, AudioError> {
         // FEC is only written when the encoder expects loss; 10 % covers a poor mobile link.
         if !RUNTIME_RATES.contains(&rate) {
             return Err(AudioError::Rate { rate });
         }
         let settings = EncoderSettings { fec: true, expected_loss: 10, dtx, ..EncoderSettings::default() };
-        let encoder = VoiceEncoder::new(rate, &settings)?;
+        let mut encoder = VoiceEncoder::new(rate, &settings)?;
+        encoder.set_complexity(complexity)?;
         Ok(Self {
             encoder,
             rate,

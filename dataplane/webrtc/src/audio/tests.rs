@@ -208,6 +208,41 @@ fn a_stream_started_again_is_heard_at_once() {
     assert_eq!(inbound.stats().dropped, 2);
 }
 
+/// Where the end of a caller's phrase lands after Opus, in the 20 ms frames the runtime (and
+/// the simulator's turn detector) hears: the encoder's look-ahead (6.5 ms, libopus's at every
+/// rate, a browser's too) delays the decoded audio, so a phrase that ends on a packet's
+/// boundary leaves its last 6.5 ms in the next packet, which a frame-based detector then
+/// counts as voiced: the silence that ends the turn starts a packet (20 ms) later than the
+/// caller's. A phrase that ends 6.5 ms or more before a boundary keeps its frame. The
+/// `webrtc` benchmark's turns ended on a boundary every time (its +20 ms, BENCHMARKS.md).
+#[test]
+fn the_codec_look_ahead_moves_a_phrase_end_on_a_packet_boundary_into_the_next_packet() {
+    const THRESHOLD: f64 = 500.0; // the simulator's default RMS for a voiced frame
+    let voiced = |phrase_ms: usize| -> (Vec<bool>, usize) {
+        // A browser encodes at 48 kHz; the edge decodes to the runtime's 16 kHz.
+        let mut encoder = opus::Encoder::new(48_000, opus::Channels::Mono, opus::Application::Voip).expect("encoder");
+        let lookahead = encoder.get_lookahead().expect("look-ahead") as usize;
+        let mut pcm: Vec<i16> = tone(500.0, 48_000, phrase_ms as f64 / 1000.0).iter().map(|s| s / 2).collect();
+        pcm.resize(48 * 600, 0);
+        let mut inbound = Inbound::new(16_000).expect("decoder");
+        let mut arrived = on_time();
+        for (seq, frame) in pcm.chunks_exact(FRAME_SAMPLES).enumerate() {
+            let packet = encoder.encode_vec(frame, 1500).expect("encodes");
+            inbound.packet(arrived(), seq as u64, (seq * FRAME_SAMPLES) as u64, &packet);
+        }
+        let decoded = inbound.take();
+        let frames = decoded.chunks_exact(320).map(|f| rms(f) >= THRESHOLD).collect();
+        (frames, lookahead)
+    };
+    let (frames, lookahead) = voiced(300);
+    assert_eq!(lookahead, 312, "6.5 ms at 48 kHz");
+    let last = frames.iter().rposition(|&v| v).expect("a voiced frame");
+    assert_eq!(last, 15, "a 300 ms phrase (frames 0-14) is still heard in frame 15: {frames:?}");
+    // Ending 10 ms before the boundary, its tail stays in its own frame.
+    let (frames, _) = voiced(290);
+    assert_eq!(frames.iter().rposition(|&v| v), Some(14), "{frames:?}");
+}
+
 #[test]
 fn only_the_protocols_rates_are_taken() {
     assert!(matches!(Inbound::new(44_100), Err(AudioError::Rate { rate: 44_100 })));

@@ -32,7 +32,7 @@ impl Call {
                         proto: t.proto,
                         source: t.source,
                         destination: t.destination,
-                        contents: t.contents.to_vec(),
+                        contents: t.contents.into(),
                     });
                 }
                 Ok(Output::Event(event)) => self.event(now, event),
@@ -63,7 +63,7 @@ impl Call {
             }
             Event::ChannelData(data) => self.channel_data(data),
             Event::ChannelClose(id) if Some(id) == self.channel => self.finish(CloseReason::Remote),
-            Event::MediaData(data) => self.media(data),
+            Event::MediaData(data) => self.media(now, data),
             Event::Closed => self.finish(CloseReason::Remote),
             _ => {}
         }
@@ -119,7 +119,7 @@ impl Call {
                     proto: t.proto,
                     source: t.source,
                     destination: t.destination,
-                    contents: t.contents.to_vec(),
+                    contents: t.contents.into(),
                 }),
                 Output::Timeout(_) => return,
                 Output::Event(_) => {}
@@ -127,7 +127,7 @@ impl Call {
         }
     }
 
-    fn media(&mut self, data: MediaData) {
+    fn media(&mut self, now: Instant, data: MediaData) {
         if data.mid != self.audio_mid || data.pt != self.opus_pt {
             return;
         }
@@ -135,6 +135,14 @@ impl Call {
         let time = data.time.rebase(Frequency::FORTY_EIGHT_KHZ).numer();
         self.inbound.packet(data.network_time, seq, time, &data.data);
         let pcm = self.inbound.take();
+        tracing::trace!(
+            target: super::LATENCY_TARGET,
+            seq,
+            samples = pcm.len(),
+            rms = rms(&pcm),
+            waited_us = now.saturating_duration_since(data.network_time).as_micros() as u64,
+            "caller audio decoded"
+        );
         // A gap filled comes with the packet after it, up to a second and a frame at once:
         // more than the runtime takes in one frame (a second). In pieces, as clients send.
         let most = (self.config.input_rate / 1000 * MOST_AUDIO_MS) as usize;
@@ -148,4 +156,10 @@ impl Call {
             self.events.push_back(CallEvent::Audio(piece.to_vec()));
         }
     }
+}
+
+/// The root mean square of `pcm` (for the latency trace).
+fn rms(pcm: &[i16]) -> u32 {
+    let sum: f64 = pcm.iter().map(|&s| f64::from(s) * f64::from(s)).sum();
+    (sum / pcm.len().max(1) as f64).sqrt() as u32
 }
