@@ -3,7 +3,8 @@
 // the button, or Space outside text fields and controls: frames go only while held, and the
 // release ends the caller's turn with bidi_audio_input_end), the input level, and each voice
 // turn's first-audio time: from the caller's last spoken frame (the end of their speech) to
-// the first reply audio. Uses the live session (app.js) and the client's Microphone (voice.js).
+// the first reply audio. Uses the live session (app.js) and the client's Microphone, or its
+// CallMicrophone on a WebRTC call (voice.js).
 
 /** Peak level (0..1) above which a microphone frame counts as the caller speaking. */
 const SPEAKING_LEVEL = 0.02;
@@ -40,7 +41,15 @@ async function startVoice({ ptt = false } = {}) {
     state.voiceSession = true;
     connect({ withAudio: true });
   }
-  await voice.start(state.session, {
+  // The microphone goes on the WebRTC call once it connected, or as frames on the
+  // WebSocket (the session queues them until it started).
+  const session = state.session;
+  const wanted = ++state.voiceWants;
+  const call = await state.transportReady;
+  // The session ended or was left meanwhile, or voice was stopped (or started again).
+  if (!session || state.session !== session || wanted !== state.voiceWants) return;
+  await voice.start(session, {
+    call,
     paused: !sending(),
     level: (peak) => {
       $("level").value = peak;
@@ -55,6 +64,7 @@ async function startVoice({ ptt = false } = {}) {
 }
 
 function stopVoice() {
+  state.voiceWants++;
   voice.stop();
   state.pttMode = state.talking = false;
   $("talk").setAttribute("aria-pressed", "false");
