@@ -116,7 +116,6 @@ mod tests {
             "new RTCPeerConnection",
             "application/sdp",
             "createDataChannel",
-            "trickle-ice-sdpfrag",
             "\"DELETE\"",
             "WebRtcUnavailable",
         ] {

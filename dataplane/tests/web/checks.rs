@@ -398,7 +398,9 @@ pub fn webrtc_voice(call: &Value) {
     assert_eq!(counters["audioChunks"], 0, "no reply audio came as session messages: {counters}");
     assert_eq!(counters["framesSent"], 0, "no microphone frames went as session messages: {counters}");
     let events = strings(&counters["events"]);
-    for needed in ["bidi_connection_start", "bidi_transcript_stream", "handoff", "tool_complete", "bidi_response_complete"] {
+    for needed in
+        ["bidi_connection_start", "bidi_transcript_stream", "handoff", "tool_complete", "bidi_response_complete"]
+    {
         assert!(events.iter().any(|e| e == needed), "{needed} came on the data channel: {events:?}");
     }
     assert!(!events.iter().any(|e| e == "bidi_error"), "no errors: {events:?}");
@@ -420,8 +422,15 @@ pub fn fallback(fallback: &Value) {
         "the page says it fell back, and why: {text}"
     );
     let waited = fallback["fellBackMs"].as_u64().unwrap_or(0);
-    assert!((7_500..20_000).contains(&waited), "it fell back after the bound (8 s), not before nor much after: {waited} ms");
-    assert_eq!(fallback["deletes"], serde_json::json!([200]), "the call that did not connect was ended once: {fallback}");
+    assert!(
+        (7_500..20_000).contains(&waited),
+        "it fell back after the bound (8 s), not before nor much after: {waited} ms"
+    );
+    assert_eq!(
+        fallback["deletes"],
+        serde_json::json!([200]),
+        "the call that did not connect was ended once: {fallback}"
+    );
     assert_eq!(fallback["call"], Value::Null, "no call is in use: {fallback}");
     let counters = &fallback["counters"];
     assert!(counters["framesSent"].as_u64().unwrap_or(0) > 50, "the microphone streamed on the WebSocket: {counters}");

@@ -132,8 +132,6 @@ async function main() {
       "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
       `--use-file-for-fake-audio-capture=${wav}%noloop`,
       "--autoplay-policy=no-user-gesture-required",
-      // Local mode's WebRTC edge answers with loopback candidates.
-      "--allow-loopback-in-peer-connection",
     ],
   });
   const result = {};
