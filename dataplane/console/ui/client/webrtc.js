@@ -1,7 +1,8 @@
 // Generated from clients/typescript/src/webrtc.ts by `npm run vendor` (tsc): do not edit; the client's tests fail when it differs.
 // Browsers only: a session over WebRTC. The gateway's (and local mode's) WHIP-style
 // signalling — `POST /v1/webrtc` with an SDP offer, answered with SDP and a `Location`
-// for `PATCH` (trickle ICE) and `DELETE` — one Opus track each way (the browser's echo
+// for `DELETE` (and `PATCH`: trickle ICE, ICE restarts, which this client does not do
+// yet) — one Opus track each way (the browser's echo
 // cancellation, noise suppression, jitter buffer and loss concealment), and a data channel
 // that carries the session protocol's JSON unchanged. `WebRtcCall.socket` makes that data
 // channel look like the WebSocket a `Session` speaks through, so `Session` (start, resume,
@@ -99,14 +100,8 @@ export class WebRtcCall {
         for (const t of remote)
             call.remote.addTrack(t);
         pc.ontrack = (event) => call.remote.addTrack(event.track);
-        // Candidates the browser finds after the offer go to the call as they come (WHIP's trickle).
-        pc.onicecandidate = (event) => {
-            const c = event.candidate;
-            if (!c || !c.candidate || call.ended)
-                return;
-            const fragment = `a=ice-ufrag:${c.usernameFragment}\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:${c.sdpMid ?? "0"}\r\na=${c.candidate}\r\n`;
-            void call.patch(fragment).catch(() => { });
-        };
+        // Candidates the browser finds after the offer are not trickled: the edge is ICE-lite,
+        // it answers the browser's checks from wherever they come and sends none of its own.
         const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
         try {
             await new Promise((resolve, reject) => {
@@ -194,14 +189,6 @@ export class WebRtcCall {
         finally {
             this.pc.close();
         }
-    }
-    /** `PATCH`es `fragment` (application/trickle-ice-sdpfrag) to the call. */
-    async patch(fragment) {
-        return fetch(this.location, {
-            method: "PATCH",
-            body: fragment,
-            headers: { "content-type": "application/trickle-ice-sdpfrag", ...this.headers },
-        });
     }
     /** Whether `close` was called. */
     get closed() {
