@@ -165,9 +165,9 @@ function chooseTransport(session, choice, chosen) {
     throw new Error("the page left this session");
   }
   if (choice.transport === "webrtc") {
+    // The call ends with the session (the client ends it as it would close the WebSocket,
+    // or leaves it, resumable, when it dropped).
     state.call = choice.call;
-    // The session ends with its call and the call with its session.
-    session.on("closed", () => void choice.call.close());
     voice.useCall(choice.call, () => { firstToken(); firstAudio(); });
     showTransport("webrtc", "WebRTC");
     chosen(choice.call);

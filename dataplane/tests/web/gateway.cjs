@@ -79,7 +79,7 @@ async function main() {
       null, { timeout: PATIENCE });
     result.voice = await page.evaluate(() => ({ audioChunks: window.switchboard.audioChunks, call: window.switchboard.call,
       agent: window.switchboard.agent }));
-    await shot(page, outDir, "11-gateway-voice-fallback");
+    await shot(page, outDir, "10b-gateway-voice-fallback");
   } finally {
     result.errors = errors;
     await browser.close();

@@ -190,14 +190,24 @@ export class WebRtcCall {
             this.pc.close();
         }
     }
-    /** Whether `close` was called. */
+    /** Leaves a call whose connection is gone (its data channel closed without the session's
+     * goodbye, or ICE failed): the peer connection is closed, but no `DELETE`, which would end
+     * the session: the gateway parks it, to be resumed on a new call. */
+    drop() {
+        if (this.ended)
+            return;
+        this.ended = true;
+        this.pc.close();
+    }
+    /** Whether `close` or `drop` was called. */
     get closed() {
         return this.ended;
     }
 }
 /** A call's data channel dressed as a WebSocket for `Session`. A channel that closes after
- * the session's `bidi_connection_close` closes as 1000 with its reason; otherwise as a
- * dropped connection (1006), which a `Session` may resume over a new call. */
+ * the session's `bidi_connection_close` closes as 1000 with its reason, and the call is
+ * ended; otherwise as a dropped connection (1006), which a `Session` may resume over a new
+ * call (the call is dropped, not ended). `close()` ends the call. */
 class ChannelSocket {
     call;
     binaryType = "arraybuffer";
@@ -250,7 +260,11 @@ class ChannelSocket {
         if (this.done)
             return;
         this.done = true;
-        void this.call.close();
+        // A dropped call is left, not ended: the gateway parks its session for a resume.
+        if (code === 1006)
+            this.call.drop();
+        else
+            void this.call.close();
         this.onclose?.({ code, reason });
     }
 }
