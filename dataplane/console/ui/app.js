@@ -175,7 +175,7 @@ function chooseTransport(session, choice, chosen) {
     state.call = null;
     voice.useCall(null);
     showTransport("websocket", `WebSocket (fallback: ${choice.fallback})`);
-    live.note(`Voice over the WebSocket: ${choice.fallback}`, "notice");
+    live.note(`Voice over the WebSocket: ${choice.fallback}`);
     chosen(null);
   }
 }
