@@ -30,8 +30,8 @@ pub const PAGE: &str = include_str!("../ui/page.html");
 
 /// The page's scripts and styles, served at `/ui/<name>`: drawing a conversation
 /// (render.js), voice capture and playback with the client's Microphone and Player (voice.js), the Agents panel (agents.js), the
-/// workflow graph in plain SVG (graph.js), the live session (app.js), the microphone and
-/// push-to-talk (talk.js), past sessions and their replay (history.js), the look
+/// workflow graph in plain SVG (graph.js), the live session (app.js), the voice session's
+/// transport (WebRTC or the WebSocket, and why), the microphone and push-to-talk (talk.js), past sessions and their replay (history.js), the look
 /// (console.css). Plain files, no framework or graph library: the page is small enough that
 /// one would cost more than it saves.
 pub const ASSETS: [(&str, &str, &str); 8] = [

@@ -156,37 +156,6 @@ function connect({ withAudio = state.voiceSession, resume = false } = {}) {
   }, () => {}); // a session that did not start is `closed` too: ended() shows why
 }
 
-/** The transport `session`'s connection took (`client.webRtcFirst`): the WebRTC call, whose
- * remote track the page plays, or the WebSocket with why WebRTC could not connect. A
- * session the page left meanwhile is not opened on it (the call is ended). */
-function chooseTransport(session, choice, chosen) {
-  if (state.session !== session) {
-    if (choice.call) void choice.call.close();
-    throw new Error("the page left this session");
-  }
-  if (choice.transport === "webrtc") {
-    // The call ends with the session (the client ends it as it would close the WebSocket,
-    // or leaves it, resumable, when it dropped).
-    state.call = choice.call;
-    voice.useCall(choice.call, () => { firstToken(); firstAudio(); });
-    showTransport("webrtc", "WebRTC");
-    chosen(choice.call);
-  } else {
-    state.call = null;
-    voice.useCall(null);
-    showTransport("websocket", `WebSocket (fallback: ${choice.fallback})`);
-    live.note(`Voice over the WebSocket: ${choice.fallback}`);
-    chosen(null);
-  }
-}
-
-/** Shows the session's transport (`kind`: webrtc, websocket, connecting). */
-function showTransport(kind, text) {
-  state.transport = text;
-  $("transport").dataset.transport = kind;
-  $("transport").textContent = text;
-}
-
 /** `session` is over: unless the page left it, the banner says why and offers to resume it
  * (when it has a resume token) or start again. */
 function ended(session, { code, reason }) {

@@ -1,5 +1,6 @@
 "use strict";
-// Talking to voice and hybrid agents: the microphone open (Start voice) or push-to-talk (hold
+// Talking to voice and hybrid agents: the transport a voice session took (WebRTC, or the
+// WebSocket and why), shown in the Now panel; the microphone open (Start voice) or push-to-talk (hold
 // the button, or Space outside text fields and controls: frames go only while held, and the
 // release ends the caller's turn with bidi_audio_input_end), the input level, and each voice
 // turn's first-audio time: from the caller's last spoken frame (the end of their speech) to
@@ -25,6 +26,38 @@ function firstAudio() {
   state.speechEnd = null;
   if (state.turn && state.turn.firstAudioMs == null) state.turn.firstAudioMs = ms;
   else state.firstAudio = ms;
+}
+
+// --- transport: WebRTC or the WebSocket ----------------------------------------------------
+/** The transport `session`'s connection took (`client.webRtcFirst`): the WebRTC call, whose
+ * remote track the page plays, or the WebSocket with why WebRTC could not connect. A
+ * session the page left meanwhile is not opened on it (the call is ended). */
+function chooseTransport(session, choice, chosen) {
+  if (state.session !== session) {
+    if (choice.call) void choice.call.close();
+    throw new Error("the page left this session");
+  }
+  if (choice.transport === "webrtc") {
+    // The call ends with the session (the client ends it as it would close the WebSocket,
+    // or leaves it, resumable, when it dropped).
+    state.call = choice.call;
+    voice.useCall(choice.call, () => { firstToken(); firstAudio(); });
+    showTransport("webrtc", "WebRTC");
+    chosen(choice.call);
+  } else {
+    state.call = null;
+    voice.useCall(null);
+    showTransport("websocket", `WebSocket (fallback: ${choice.fallback})`);
+    live.note(`Voice over the WebSocket: ${choice.fallback}`);
+    chosen(null);
+  }
+}
+
+/** Shows the session's transport (`kind`: webrtc, websocket, connecting). */
+function showTransport(kind, text) {
+  state.transport = text;
+  $("transport").dataset.transport = kind;
+  $("transport").textContent = text;
 }
 
 // --- voice --------------------------------------------------------------------------------
