@@ -49,7 +49,7 @@ export interface MicrophoneOptions {
 }
 
 /** `processing` as getUserMedia's constraints. */
-function processingConstraints(processing: boolean | AudioProcessing | undefined): Required<AudioProcessing> {
+export function processingConstraints(processing: boolean | AudioProcessing | undefined): Required<AudioProcessing> {
   if (typeof processing === "object") {
     return {
       echoCancellation: processing.echoCancellation ?? true,

@@ -4,7 +4,9 @@
 //! committed under `ui/client/` by its `npm run vendor`; its tests fail when that copy
 //! differs from its sources), all compiled into the binary (no external assets, no build
 //! step, so it works offline). It talks to the folder's agents by text, and by voice with the browser's
-//! microphone for voice and hybrid agents; shows each reply under the agent's name, handoffs,
+//! microphone for voice and hybrid agents — over WebRTC (`POST /v1/webrtc`, the session on
+//! the call's data channel) unless that cannot connect, then over the WebSocket, saying
+//! which; shows each reply under the agent's name, handoffs,
 //! tool calls, consent requests, memory, the workflow node, the session state and per-turn
 //! figures; and opens and replays past sessions from the conversation record
 //! (`/v1/sessions`, served by the gateway when a record is kept). `GET /v1/agents` lists the
@@ -28,8 +30,8 @@ pub const PAGE: &str = include_str!("../ui/page.html");
 
 /// The page's scripts and styles, served at `/ui/<name>`: drawing a conversation
 /// (render.js), voice capture and playback with the client's Microphone and Player (voice.js), the Agents panel (agents.js), the
-/// workflow graph in plain SVG (graph.js), the live session (app.js), the microphone and
-/// push-to-talk (talk.js), past sessions and their replay (history.js), the look
+/// workflow graph in plain SVG (graph.js), the live session (app.js), the voice session's
+/// transport (WebRTC or the WebSocket, and why), the microphone and push-to-talk (talk.js), past sessions and their replay (history.js), the look
 /// (console.css). Plain files, no framework or graph library: the page is small enough that
 /// one would cost more than it saves.
 pub const ASSETS: [(&str, &str, &str); 8] = [
@@ -45,13 +47,16 @@ pub const ASSETS: [(&str, &str, &str); 8] = [
 
 /// The TypeScript client's modules, served at `/ui/client/<name>` (page.html imports
 /// index.js): the page's one implementation of the session protocol — `Session` (the
-/// WebSocket, `session_start`, resume, typed messages), `Microphone` and `Player`.
-pub const CLIENT: [(&str, &str); 5] = [
+/// WebSocket, `session_start`, resume, typed messages), `Microphone` and `Player`, and its
+/// WebRTC transport (`webRtcFirst`: the session on a call's data channel, the voice on its
+/// Opus tracks, the WebSocket when WebRTC cannot connect; `CallMicrophone`, `LevelMeter`).
+pub const CLIENT: [(&str, &str); 6] = [
     ("index.js", include_str!("../ui/client/index.js")),
     ("protocol.js", include_str!("../ui/client/protocol.js")),
     ("audio.js", include_str!("../ui/client/audio.js")),
     ("session.js", include_str!("../ui/client/session.js")),
     ("browser.js", include_str!("../ui/client/browser.js")),
+    ("webrtc.js", include_str!("../ui/client/webrtc.js")),
 ];
 
 const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
@@ -108,6 +113,11 @@ mod tests {
             "access_token",
             "new WebSocket",
             "AudioWorkletNode",
+            "new RTCPeerConnection",
+            "application/sdp",
+            "createDataChannel",
+            "\"DELETE\"",
+            "WebRtcUnavailable",
         ] {
             assert!(client.contains(needle), "the client handles {needle}");
         }
@@ -122,6 +132,10 @@ mod tests {
             "client.Session.create",
             "resumeFrom",
             "client.Microphone.start",
+            "client.CallMicrophone.start",
+            "client.webRtcFirst",
+            "/v1/webrtc",
+            "remote-audio",
             "client.Player",
             "sendText",
             "consent(",
@@ -145,7 +159,16 @@ mod tests {
         ] {
             assert!(scripts.contains(needle), "the page handles {needle}");
         }
-        for own in ["new WebSocket", "resume_token", "last_seq", "AudioWorklet", "atob("] {
+        for own in [
+            "new WebSocket",
+            "resume_token",
+            "last_seq",
+            "AudioWorklet",
+            "atob(",
+            "RTCPeerConnection",
+            "application/sdp",
+            "createDataChannel",
+        ] {
             assert!(!scripts.contains(own), "the page leaves {own} to the client");
         }
     }

@@ -14,10 +14,10 @@
 const $ = (id) => document.getElementById(id);
 const live = new Transcript($("log"));
 const state = Object.assign(window.switchboard, {
-  session: null, agents: [], defaultAgent: null, events: [], sessionId: null, agent: null, resumeToken: null,
+  session: null, call: null, transport: null, transportReady: Promise.resolve(null), agents: [], defaultAgent: null, events: [], sessionId: null, agent: null, resumeToken: null,
   lastSeq: null, inputs: 0, turn: null, turns: [], totals: { input: 0, output: 0 }, memory: {}, path: [],
   model: null, prices: new Map(), usages: [], reached: [], memorySeq: {}, audioPlayed: [],
-  voiceSession: false, leaving: false, pttMode: false, talking: false, inputEnds: 0, speechEnd: null, lastVoiceAt: null,
+  voiceSession: false, voiceWants: 0, leaving: false, pttMode: false, talking: false, inputEnds: 0, speechEnd: null, lastVoiceAt: null,
   firstAudio: null,
 });
 
@@ -108,6 +108,12 @@ function connect({ withAudio = state.voiceSession, resume = false } = {}) {
   if ($("agent").value !== state.defaultAgent) start.agent = $("agent").value;
   if (withAudio) start.modalities = ["audio", "text"];
   const key = credential();
+  // Voice runs over WebRTC unless unticked, falling back to the WebSocket when WebRTC
+  // cannot connect; text over the WebSocket. `transportReady`: the call once chosen (null:
+  // the WebSocket), for the microphone (talk.js).
+  const webrtc = withAudio && $("webrtc").checked;
+  let chosen;
+  state.transportReady = new Promise((resolve) => { chosen = resolve; });
   const session = client.Session.create({
     url: `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/session`,
     // In the access_token query parameter: a page cannot set headers on a WebSocket.
@@ -116,15 +122,32 @@ function connect({ withAudio = state.voiceSession, resume = false } = {}) {
     ...(from ? { resumeFrom: from } : {}),
     // A dropped connection is the banner's to offer to resume (Reconnect), not resumed unasked.
     resumePausesMs: [],
+    ...(webrtc ? {
+      webSocket: client.webRtcFirst({
+        webrtcUrl: `${location.origin}/v1/webrtc`,
+        ...(key ? { credentials: { token: key } } : {}),
+        onTransport: (choice) => chooseTransport(session, choice, chosen),
+      }),
+    } : {}),
   });
   state.session = session;
+  state.call = null;
+  voice.useCall(null);
+  if (webrtc) showTransport("connecting", "WebRTC: connecting…");
+  else {
+    showTransport("websocket", withAudio ? "WebSocket (WebRTC unticked)" : "WebSocket");
+    chosen(null);
+  }
   sessionState("connecting", "connecting…");
   session.on("message", (message) => state.session === session && handle(message));
   // The person at the console answers client tool calls (a listener: the client does not
   // answer them with "no handler" by itself).
   session.on("client_tool_call", () => {});
   session.on("audio", (chunk) => state.session === session && voice.play(chunk));
-  session.on("closed", (closed) => ended(session, closed));
+  session.on("closed", (closed) => {
+    chosen(null);
+    ended(session, closed);
+  });
   session.start().then(() => {
     if (state.session !== session) return;
     $("text").disabled = $("send").disabled = false;
@@ -138,6 +161,8 @@ function connect({ withAudio = state.voiceSession, resume = false } = {}) {
 function ended(session, { code, reason }) {
   if (state.session !== session) return;
   state.session = null;
+  state.call = null;
+  voice.useCall(null);
   state.resumeToken = session.resumeToken ?? null;
   state.lastSeq = session.lastSeq ?? null;
   $("text").disabled = $("send").disabled = true;
@@ -158,6 +183,8 @@ function leave() {
   if (!session) return;
   session.close();
   stopVoice();
+  state.call = null;
+  voice.useCall(null);
   setTimeout(() => past.refresh(), 500);
 }
 

@@ -1,9 +1,11 @@
 "use strict";
-// Talking to voice and hybrid agents: the microphone open (Start voice) or push-to-talk (hold
+// Talking to voice and hybrid agents: the transport a voice session took (WebRTC, or the
+// WebSocket and why), shown in the Now panel; the microphone open (Start voice) or push-to-talk (hold
 // the button, or Space outside text fields and controls: frames go only while held, and the
 // release ends the caller's turn with bidi_audio_input_end), the input level, and each voice
 // turn's first-audio time: from the caller's last spoken frame (the end of their speech) to
-// the first reply audio. Uses the live session (app.js) and the client's Microphone (voice.js).
+// the first reply audio. Uses the live session (app.js) and the client's Microphone, or its
+// CallMicrophone on a WebRTC call (voice.js).
 
 /** Peak level (0..1) above which a microphone frame counts as the caller speaking. */
 const SPEAKING_LEVEL = 0.02;
@@ -26,6 +28,38 @@ function firstAudio() {
   else state.firstAudio = ms;
 }
 
+// --- transport: WebRTC or the WebSocket ----------------------------------------------------
+/** The transport `session`'s connection took (`client.webRtcFirst`): the WebRTC call, whose
+ * remote track the page plays, or the WebSocket with why WebRTC could not connect. A
+ * session the page left meanwhile is not opened on it (the call is ended). */
+function chooseTransport(session, choice, chosen) {
+  if (state.session !== session) {
+    if (choice.call) void choice.call.close();
+    throw new Error("the page left this session");
+  }
+  if (choice.transport === "webrtc") {
+    // The call ends with the session (the client ends it as it would close the WebSocket,
+    // or leaves it, resumable, when it dropped).
+    state.call = choice.call;
+    voice.useCall(choice.call, () => { firstToken(); firstAudio(); });
+    showTransport("webrtc", "WebRTC");
+    chosen(choice.call);
+  } else {
+    state.call = null;
+    voice.useCall(null);
+    showTransport("websocket", `WebSocket (fallback: ${choice.fallback})`);
+    live.note(`Voice over the WebSocket: ${choice.fallback}`);
+    chosen(null);
+  }
+}
+
+/** Shows the session's transport (`kind`: webrtc, websocket, connecting). */
+function showTransport(kind, text) {
+  state.transport = text;
+  $("transport").dataset.transport = kind;
+  $("transport").textContent = text;
+}
+
 // --- voice --------------------------------------------------------------------------------
 /** Whether the microphone's frames go to the session now: always with the microphone open,
  * only while held with push-to-talk. */
@@ -40,7 +74,15 @@ async function startVoice({ ptt = false } = {}) {
     state.voiceSession = true;
     connect({ withAudio: true });
   }
-  await voice.start(state.session, {
+  // The microphone goes on the WebRTC call once it connected, or as frames on the
+  // WebSocket (the session queues them until it started).
+  const session = state.session;
+  const wanted = ++state.voiceWants;
+  const call = await state.transportReady;
+  // The session ended or was left meanwhile, or voice was stopped (or started again).
+  if (!session || state.session !== session || wanted !== state.voiceWants) return;
+  await voice.start(session, {
+    call,
     paused: !sending(),
     level: (peak) => {
       $("level").value = peak;
@@ -55,6 +97,7 @@ async function startVoice({ ptt = false } = {}) {
 }
 
 function stopVoice() {
+  state.voiceWants++;
   voice.stop();
   state.pttMode = state.talking = false;
   $("talk").setAttribute("aria-pressed", "false");

@@ -351,6 +351,95 @@ pub fn voice(voice: &Value) {
     assert!(received.unwrap_or(0) > 24_000 / 2, "at least half a second of reply audio arrived: {counters}");
     assert_eq!(received, scheduled, "every received sample was scheduled for playback: {counters}");
     assert_eq!(counters["playbackState"], "running", "the playback context runs: {counters}");
+    assert_eq!(
+        voice["transport"],
+        serde_json::json!({"text": "WebSocket (WebRTC unticked)", "kind": "websocket"}),
+        "the page says its voice runs on the WebSocket"
+    );
+}
+
+/// The conversation a voice scene heard: triage heard the request and handed over, idv
+/// heard the details, ran the check and answered.
+fn heard_and_verified(shown: &[(String, String, String)]) {
+    let heard = |text: &str| shown.iter().any(|(k, _, t)| k == "user" && t.contains(text));
+    assert!(heard("I'd like to check my balance"), "triage heard the request: {shown:#?}");
+    assert!(shown.iter().any(|(k, r, _)| k == "handoff" && r == "triage->idv"), "triage handed over: {shown:#?}");
+    assert!(heard("My name is Ada Lovelace"), "idv heard the details: {shown:#?}");
+    assert!(
+        shown.iter().any(|(k, n, t)| k == "tool" && n == "perform_idv_check" && t.contains("done")),
+        "the check ran: {shown:#?}"
+    );
+    assert!(
+        shown.iter().any(|(k, a, t)| k == "assistant" && a == "idv" && t.to_lowercase().contains("verified")),
+        "idv's spoken answer is shown under its name: {shown:#?}"
+    );
+}
+
+/// Voice by default, over WebRTC.
+pub fn webrtc_voice(call: &Value) {
+    assert_eq!(call["ticked"], true, "WebRTC is ticked by default: {call}");
+    assert_eq!(call["transport"], serde_json::json!({"text": "WebRTC", "kind": "webrtc"}), "the page says WebRTC");
+    heard_and_verified(&items(call, "log"));
+    let stats = &call["stats"];
+    assert_eq!(stats["transport"], "udp", "the call's media went over UDP: {stats}");
+    // 20 ms packets: the microphone for the whole scene, the agent's speech both turns.
+    assert!(stats["packetsSent"].as_u64().unwrap_or(0) > 250, "the microphone went on the call's track: {stats}");
+    assert!(stats["packetsReceived"].as_u64().unwrap_or(0) > 50, "the agent's voice came on the call's track: {stats}");
+    assert!(stats["audioEnergy"].as_f64().unwrap_or(0.0) > 0.0, "and it was not silence: {stats}");
+    let audible = call["callAudibleMs"].as_u64().unwrap_or(0);
+    assert!(audible >= 500, "at least half a second of the agent's voice was heard in the page: {call}");
+    let playing = &call["remotePlaying"];
+    assert_eq!(
+        playing,
+        &serde_json::json!({"attached": true, "paused": false, "tracks": 1}),
+        "the <audio> element plays the call"
+    );
+    let counters = &call["counters"];
+    assert_eq!(counters["audioChunks"], 0, "no reply audio came as session messages: {counters}");
+    assert_eq!(counters["framesSent"], 0, "no microphone frames went as session messages: {counters}");
+    let events = strings(&counters["events"]);
+    for needed in
+        ["bidi_connection_start", "bidi_transcript_stream", "handoff", "tool_complete", "bidi_response_complete"]
+    {
+        assert!(events.iter().any(|e| e == needed), "{needed} came on the data channel: {events:?}");
+    }
+    assert!(!events.iter().any(|e| e == "bidi_error"), "no errors: {events:?}");
+    let settings = &counters["micSettings"];
+    assert_eq!(settings["echoCancellation"], true, "the browser's echo cancellation is on: {settings}");
+    assert!(first_audio_timed(call), "the first-audio time of a turn over WebRTC: {}", call["turns"]);
+    assert_eq!(call["callEnded"], true, "a new conversation ends the call");
+}
+
+/// WebRTC that cannot connect: the WebSocket, and the page says so.
+pub fn fallback(fallback: &Value) {
+    assert_eq!(fallback["offerStatus"], 201, "the edge answered the offer: {fallback}");
+    assert!(fallback["stripped"].as_u64().unwrap_or(0) > 0, "the answer's candidates were taken out: {fallback}");
+    let transport = &fallback["transport"];
+    assert_eq!(transport["kind"], "websocket", "voice fell back to the WebSocket: {transport}");
+    let text = transport["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("WebSocket (fallback: WebRTC did not connect"),
+        "the page says it fell back, and why: {text}"
+    );
+    let waited = fallback["fellBackMs"].as_u64().unwrap_or(0);
+    assert!(
+        (7_500..20_000).contains(&waited),
+        "it fell back after the bound (8 s), not before nor much after: {waited} ms"
+    );
+    assert_eq!(
+        fallback["deletes"],
+        serde_json::json!([200]),
+        "the call that did not connect was ended once: {fallback}"
+    );
+    assert_eq!(fallback["call"], Value::Null, "no call is in use: {fallback}");
+    let counters = &fallback["counters"];
+    assert!(counters["framesSent"].as_u64().unwrap_or(0) > 50, "the microphone streamed on the WebSocket: {counters}");
+    assert!(counters["audioChunks"].as_u64().unwrap_or(0) > 0, "the agent's voice came on the WebSocket: {counters}");
+    let shown = items(fallback, "log");
+    assert!(
+        shown.iter().any(|(k, _, t)| k == "user" && t.contains("check my balance")),
+        "the request was heard over the WebSocket: {shown:#?}"
+    );
 }
 
 /// Push-to-talk on Space.

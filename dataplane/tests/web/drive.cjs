@@ -9,8 +9,10 @@
 //    tool cards, memory, the workflow graph after each turn, and per-turn figures;
 // 2. history: start a new conversation, open the first one from History, read its
 //    read-only transcript; replay it at 1x and stop it part way, then replay it whole at 5x;
-// 3. the scenes of scenes.cjs: consent by clicking Allow, voice with an open microphone,
-//    push-to-talk on Space, and a connection cut by a TCP relay resumed from the banner.
+// 3. the scenes of scenes.cjs: consent by clicking Allow, voice with an open microphone
+//    over the WebSocket and over WebRTC (the default), WebRTC that cannot connect falling
+//    back to the WebSocket, push-to-talk on Space, and a connection cut by a TCP relay
+//    resumed from the banner.
 "use strict";
 const { PATIENCE, LINES, pageRead, graphRead, agentsRead, shot, open, connect } = require("./helpers.cjs");
 const scenes = require("./scenes.cjs");
@@ -145,6 +147,8 @@ async function main() {
     await page.close();
     result.dispute = await scenes.consent(context, url, outDir, errors);
     result.voice = await scenes.openMic(context, url, outDir, errors);
+    result.webrtc = await scenes.webrtcVoice(context, url, outDir, errors);
+    result.fallback = await scenes.webrtcFallback(context, url, outDir, errors);
     result.ptt = await scenes.pushToTalk(context, url, outDir, errors);
     result.reconnect = await scenes.reconnect(context, url, outDir, errors);
   } finally {

@@ -4,7 +4,9 @@
 //! In Chromium the page asks for a key, says why a wrong one is refused, lists the Agents of
 //! the routing table once given the right one — with what the operator carries for the
 //! console in the table (persona, voice, tools, handoffs, workflow graph), as local mode
-//! shows them from the resources — and holds a conversation through it.
+//! shows them from the resources — and holds a conversation through it. This gateway serves
+//! no WebRTC (no `--webrtc-udp`): the console's voice falls back to the WebSocket, the page
+//! saying why, and triage's spoken greeting arrives there.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -105,6 +107,16 @@ async fn the_gateway_serves_the_console_behind_its_api_keys() {
         shown.iter().any(|(k, a, t)| k == "assistant" && a == "idv" && t.contains("sort code")),
         "the conversation went through the gateway to idv: {shown:#?}"
     );
+    // Voice at a gateway that serves no WebRTC: the WebSocket, and the page says why.
+    let transport = result["transport"].as_str().unwrap_or_default();
+    assert_eq!(
+        transport,
+        "WebSocket (fallback: POST /v1/webrtc answered 404: WebRTC is off on this gateway: start it with --webrtc-udp)",
+        "the page says its voice fell back to the WebSocket, and why: {result}"
+    );
+    let voice = &result["voice"];
+    assert!(voice["audioChunks"].as_u64().unwrap_or(0) > 0, "triage's spoken greeting came on the WebSocket: {voice}");
+    assert_eq!(voice["call"], serde_json::Value::Null, "no WebRTC call: {voice}");
     assert_eq!(result["errors"], serde_json::json!([]), "no page errors");
     drop(gateway);
     let _ = std::fs::remove_dir_all(&dir);

@@ -99,7 +99,11 @@ async function voiceLine(context, result, errors) {
   await page.waitForFunction(() => document.querySelector("#log .note.line[data-node=choose]"), null, { timeout: PATIENCE });
   const read = (selector) => page.$eval(selector, (n) => ({ node: n.dataset.node, played: n.dataset.played, text: n.textContent }));
   line.live = await read("#log .note.line[data-node=choose]");
-  line.heard = await page.evaluate(() => window.switchboard.scheduledSamples);
+  // Heard: on the WebRTC call (the default), audible in the page; on the WebSocket, scheduled.
+  const heard = () => (window.switchboard.call ? window.switchboard.callAudibleMs : window.switchboard.scheduledSamples);
+  await page.waitForFunction(heard, null, { timeout: PATIENCE }).catch(() => {});
+  line.heard = await page.evaluate(heard);
+  line.transport = await page.$eval("#transport", (o) => o.dataset.transport);
   const sessionId = await page.evaluate(() => window.switchboard.sessionId);
   await shot(page, outDir, "13-workflow-line");
   await page.close();

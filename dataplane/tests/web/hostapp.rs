@@ -208,6 +208,7 @@ fn line(line: &Value) {
         assert!(text.contains("in full; the caller could not cut it"), "in plain words: {text}");
         assert!(text.contains(LINE), "the line's words: {text}");
     }
+    assert_eq!(line["transport"], "webrtc", "the voice session ran over WebRTC: {line}");
     assert!(line["heard"].as_u64().unwrap_or(0) > 0, "the line was heard: {line}");
 }
 

@@ -10,7 +10,13 @@
 //! transcript and replays as it happened (stopped part way, then whole); by voice, as a
 //! caller would, to triage (hybrid), whose simulator hears the request and hands over to
 //! idv (voice), which hears the identity details from the same microphone, runs the check,
-//! and whose spoken reply arrives and is scheduled for playback, with its first-audio time;
+//! and whose spoken reply arrives and is scheduled for playback, with its first-audio time
+//! (over the WebSocket, WebRTC unticked); the same by default over WebRTC (the session on
+//! the call's data channel, the microphone and the reply on its Opus tracks, the reply
+//! heard in the page and counted by WebRTC's statistics, the page saying "WebRTC", the call
+//! ended with the session); WebRTC that cannot connect (the answer's candidates taken out
+//! on the way) falling back after its bound to the WebSocket, which the page says, the
+//! abandoned call ended (DELETE);
 //! push-to-talk on Space sends only while held and ends the turn on release; and a
 //! connection cut by a TCP relay between Chromium and local mode resumes from the banner's
 //! Reconnect (same session, memory kept, the conversation goes on). Screenshots of the main
@@ -88,6 +94,8 @@ async fn the_console_chats_by_text_and_voice_and_opens_past_sessions_in_a_real_b
     checks::replay(&result);
     checks::consent(&result["dispute"]);
     checks::voice(&result["voice"]);
+    checks::webrtc_voice(&result["webrtc"]);
+    checks::fallback(&result["fallback"]);
     checks::push_to_talk(&result["ptt"]);
     checks::reconnect(&result["reconnect"]);
     assert_eq!(result["errors"], serde_json::json!([]), "no page errors");

@@ -1,6 +1,8 @@
 // The console's browser scenes past the first conversation: a consent answered by clicking,
-// a voice session with an open microphone, push-to-talk held on Space, and a connection cut
-// by a TCP relay this file runs between Chromium and local mode, resumed from the banner.
+// a voice session with an open microphone over WebRTC (the default) and one over the
+// WebSocket (WebRTC unticked), voice falling back to the WebSocket when WebRTC cannot
+// connect, push-to-talk held on Space, and a connection cut by a TCP relay this file runs
+// between Chromium and local mode, resumed from the banner.
 "use strict";
 const net = require("net");
 const { PATIENCE, LINES, pageRead, shot, say, replied, open, connect } = require("./helpers.cjs");
@@ -57,6 +59,8 @@ async function openMic(context, url, outDir, errors) {
   const page = await open(context, url, errors);
   if (await page.$eval("#agent", (s) => s.value) !== "triage") throw new Error("triage is not preselected");
   result.voiceDefaults = await page.evaluate(() => ["aec", "ns", "agc"].map((id) => document.getElementById(id).checked));
+  // The WebSocket's voice (WebRTC's is webrtcVoice's).
+  await page.uncheck("#webrtc");
   if (process.env.SWITCHBOARD_WEB_RAW_MIC) {
     for (const id of ["#aec", "#ns", "#agc"]) await page.uncheck(id);
   }
@@ -72,6 +76,7 @@ async function openMic(context, url, outDir, errors) {
   result.log = await page.evaluate(pageRead, "#log");
   result.turns = await page.$$eval("#turns tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
   result.counters = await counters(page);
+  result.transport = await transport(page);
   await shot(page, outDir, "4-voice");
   // A barge-in's handling in Chromium's own audio clock: 1 s of reply audio scheduled, cut
   // after 500 ms by the interruption handler, which stops playback and sends
@@ -102,6 +107,7 @@ async function openMic(context, url, outDir, errors) {
 async function pushToTalk(context, url, outDir, errors) {
   const result = {};
   const page = await open(context, url, errors);
+  await page.uncheck("#webrtc");
   await page.evaluate(() => document.activeElement?.blur());
   await page.keyboard.down("Space");
   result.pressed = await page.getAttribute("#talk", "aria-pressed");
@@ -120,6 +126,95 @@ async function pushToTalk(context, url, outDir, errors) {
   result.log = await page.evaluate(pageRead, "#log");
   result.turns = await page.$$eval("#turns tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
   await shot(page, outDir, "7-push-to-talk");
+  await page.close();
+  return result;
+}
+
+/** What the page says of its transport. */
+const transport = (page) => page.$eval("#transport", (o) => ({ text: o.textContent, kind: o.dataset.transport }));
+
+/** The voice scene's goal: triage heard the request and handed over, idv heard the details,
+ * ran the check and said the caller is verified (runs in the page). */
+function verifiedByVoice() {
+  const log = document.querySelector("#log");
+  return log.querySelector(".divider[data-from=triage][data-to=idv]") && log.querySelector(".tool.ok[data-tool=perform_idv_check]")
+    && [...log.querySelectorAll(".msg.assistant[data-agent=idv]")].some((b) => /verified/i.test(b.textContent));
+}
+
+/**
+ * Voice by default, over WebRTC: Start voice offers a call to local mode's edge, the session
+ * runs on its data channel and the microphone on its Opus track; triage hears the request
+ * and hands over to idv, which hears the details and answers aloud on the call's remote
+ * track, heard in the page (a Web Audio analyser on it) and counted by WebRTC's statistics;
+ * no reply audio comes as session messages. A new conversation ends the call.
+ */
+async function webrtcVoice(context, url, outDir, errors) {
+  const result = {};
+  const page = await open(context, url, errors);
+  result.ticked = await page.isChecked("#webrtc");
+  await page.getByRole("button", { name: "Start voice" }).click();
+  await page.waitForFunction(() => document.querySelector("#transport").dataset.transport !== "connecting"
+    && document.querySelector("#transport").dataset.transport !== "none", null, { timeout: PATIENCE });
+  result.transport = await transport(page);
+  await page.waitForFunction(verifiedByVoice, null, { timeout: PATIENCE });
+  await page.waitForFunction(() => window.switchboard.callAudibleMs > 0, null, { timeout: PATIENCE });
+  // Until idv's spoken answer was heard out: no more audible reply for 1.4 s, two turns done.
+  await page.waitForFunction(() => {
+    const s = window.switchboard;
+    const settled = s.lastAudible === s.callAudibleMs;
+    s.lastAudible = s.callAudibleMs;
+    return settled && document.querySelectorAll("#log .figures").length >= 2;
+  }, null, { polling: 1400, timeout: PATIENCE });
+  result.log = await page.evaluate(pageRead, "#log");
+  result.turns = await page.$$eval("#turns tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+  result.counters = await counters(page);
+  result.callAudibleMs = await page.evaluate(() => window.switchboard.callAudibleMs);
+  result.stats = await page.evaluate(() => window.switchboard.call.stats());
+  result.remotePlaying = await page.evaluate(() => {
+    const a = document.querySelector("#remote-audio");
+    return { attached: a.srcObject === window.switchboard.call.remote, paused: a.paused, tracks: a.srcObject.getAudioTracks().length };
+  });
+  await shot(page, outDir, "4b-voice-webrtc");
+  // A new conversation leaves the session: its call ends (DELETE, the peer connection closed).
+  await page.evaluate(() => { window.oldCall = window.switchboard.call; });
+  await page.getByRole("button", { name: "New conversation" }).first().click();
+  result.callEnded = await page.waitForFunction(() => window.oldCall.pc.connectionState === "closed", null, { timeout: PATIENCE })
+    .then(() => true, () => false);
+  await page.close();
+  return result;
+}
+
+/**
+ * WebRTC that cannot connect: the edge's answer reaches Chromium without its candidates
+ * (this scene takes them out on the way), so ICE has nowhere to go; after the bound the
+ * page ends the call (DELETE) and runs the voice session on the WebSocket, saying so, and
+ * triage hears the request and answers aloud there.
+ */
+async function webrtcFallback(context, url, outDir, errors) {
+  const result = { stripped: 0, deletes: [] };
+  const page = await open(context, url, errors);
+  await page.route("**/v1/webrtc", async (route) => {
+    const response = await route.fetch();
+    const lines = (await response.text()).split("\r\n");
+    const kept = lines.filter((l) => !l.startsWith("a=candidate"));
+    result.stripped += lines.length - kept.length;
+    result.offerStatus = response.status();
+    await route.fulfill({ response, body: kept.join("\r\n") });
+  });
+  page.on("response", (r) => {
+    if (r.request().method() === "DELETE" && /\/v1\/webrtc\/./.test(r.url())) result.deletes.push(r.status());
+  });
+  const clicked = Date.now();
+  await page.getByRole("button", { name: "Start voice" }).click();
+  await page.waitForFunction(() => document.querySelector("#transport").dataset.transport === "websocket", null, { timeout: PATIENCE });
+  result.fellBackMs = Date.now() - clicked;
+  result.transport = await transport(page);
+  await page.waitForFunction(() => window.switchboard.audioChunks > 0 && [...document.querySelectorAll("#log .msg.user")]
+    .some((b) => /check my balance/i.test(b.textContent)), null, { timeout: PATIENCE });
+  result.counters = await counters(page);
+  result.call = await page.evaluate(() => window.switchboard.call);
+  result.log = await page.evaluate(pageRead, "#log");
+  await shot(page, outDir, "4c-voice-fallback");
   await page.close();
   return result;
 }
@@ -181,4 +276,4 @@ async function reconnect(context, url, outDir, errors) {
   return result;
 }
 
-module.exports = { consent, openMic, pushToTalk, reconnect };
+module.exports = { consent, openMic, webrtcVoice, webrtcFallback, pushToTalk, reconnect };

@@ -29,7 +29,7 @@ class SwitchboardCapture extends AudioWorkletProcessor {
 }
 registerProcessor("switchboard-capture", SwitchboardCapture);`;
 /** `processing` as getUserMedia's constraints. */
-function processingConstraints(processing) {
+export function processingConstraints(processing) {
     if (typeof processing === "object") {
         return {
             echoCancellation: processing.echoCancellation ?? true,

@@ -4,3 +4,4 @@ export * from "./protocol.js";
 export * from "./audio.js";
 export * from "./session.js";
 export * from "./browser.js";
+export * from "./webrtc.js";

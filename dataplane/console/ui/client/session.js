@@ -347,6 +347,11 @@ export class Session {
         catch {
             return undefined;
         }
+        // A message that says its number (over WebRTC's data channel every one does: reply
+        // audio, numbered too, is on the audio track, where it cannot be counted) is that number.
+        const seq = message.seq;
+        if (typeof seq === "number")
+            this.lastSeq = seq;
         switch (message.type) {
             case "bidi_connection_start":
                 this.sessionId = message.session_id;
