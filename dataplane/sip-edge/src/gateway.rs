@@ -99,7 +99,7 @@ pub struct GatewayConfig {
     /// How long connecting and the gateway's answer to `session_start` may take.
     pub open_timeout: Duration,
     /// How long a call whose connection to the gateway dropped tries to resume its session
-    /// ([`resume`]); zero: the call ends with its connection.
+    /// ([`resume()`]); zero: the call ends with its connection.
     pub resume_for: Duration,
 }
 
