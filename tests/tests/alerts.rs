@@ -443,6 +443,7 @@ fn metrics_md_lists_exactly_the_gateways_the_sip_edges_and_the_operators_series(
         switchboard_sip_edge::metrics::TrunkConnection::HandshakeFailed,
     );
     sip.srtp(&switchboard_sip_edge::metrics::SrtpCounts { auth_failed: 1, ..Default::default() });
+    sip.gateway_resume("resumed");
     assert_table("SIP edge", &sip.render());
 
     let operator = switchboard_operator::metrics::Metrics::new().expect("operator metrics");
