@@ -33,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
         proto: "RTP/AVP".to_owned(),
     };
     let config = MediaConfig {
-        jitter: JitterConfig { depth: 2, capacity: 16, max_payload: 1500, max_concealed: 4 },
+        jitter: JitterConfig { depth: 2, capacity: 16, max_payload: 1500, max_concealed: 4, backlog: 3, reorder: None },
         ..MediaConfig::default()
     };
     let mut session = MediaSession::new(config, media, 1, 1, 0);
