@@ -37,7 +37,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Stack, Ws, cpu_ticks, env_list, env_or, kind, load_average, percentile, rss_kib};
+use common::{
+    Stack, Ws, cpu_ticks, env_list, env_or, kind, load_average, percentile, rss_kib, text_script, voice_script,
+};
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ClientMessage, SessionStart};
 use tokio_tungstenite::tungstenite::Message;
@@ -241,28 +243,6 @@ async fn text_session(url: String, i: usize, session: Duration, period: Duration
     }
     let _ = ws.close(None).await;
     samples
-}
-
-/// The simulator's voice script: the turn ends after `silence_ms` of silence, the reply
-/// (28 characters at 10 ms each) starts at once.
-fn voice_script(silence_ms: usize) -> String {
-    format!(
-        r#"
-sonic:
-  turnDetection: {{ silenceMs: {{ high: {silence_ms}, medium: {silence_ms}, low: {silence_ms} }} }}
-  phrases: {{ 1: "hello" }}
-  speech: {{ msPerChar: 10, chunkMs: 20, responseDelayMs: 0 }}
-default: {{ text: "Hello there, how can I help?" }}
-"#
-    )
-}
-
-/// The Example Bank's script, with fast text turns.
-fn text_script() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/sim/banking.yaml"))
-        .expect("the banking script")
-        .replace("timeToFirstTokenMs: 250", "timeToFirstTokenMs: 100")
-        .replace("tokensPerSecond: 60", "tokensPerSecond: 2000")
 }
 
 /// Prints the steps at the floor: the largest step whose p95 is within `margin_ms` of the

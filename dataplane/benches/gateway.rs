@@ -46,7 +46,7 @@ mod voice;
 
 use std::time::{Duration, Instant};
 
-use common::{Stack, Ws, cpu_ticks, env_or, kind, percentile, rss_kib};
+use common::{Stack, Ws, cpu_ticks, env_or, kind, percentile, rss_kib, text_script, voice_script};
 use futures_util::{SinkExt, StreamExt};
 use switchboard_core::protocol::{ClientMessage, SessionStart};
 use tokio_tungstenite::tungstenite::Message;
@@ -192,27 +192,6 @@ fn row(label: &str, samples: &[f64]) -> (f64, f64) {
     let (p50, p99) = (percentile(samples, 0.5), percentile(samples, 0.99));
     println!("  {label:<28} {:>5} samples: p50 {p50:>8.3} ms, p99 {p99:>8.3} ms", samples.len());
     (p50, p99)
-}
-
-/// The Example Bank's script, with fast turns (the comparisons are side by side).
-fn text_script() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/sim/banking.yaml"))
-        .expect("the banking script")
-        .replace("timeToFirstTokenMs: 250", "timeToFirstTokenMs: 100")
-        .replace("tokensPerSecond: 60", "tokensPerSecond: 2000")
-}
-
-/// One phrase and an immediate spoken reply, turns ending after `silence_ms`.
-fn voice_script(silence_ms: usize) -> String {
-    format!(
-        r#"
-sonic:
-  turnDetection: {{ silenceMs: {{ high: {silence_ms}, medium: {silence_ms}, low: {silence_ms} }} }}
-  phrases: {{ 1: "hello" }}
-  speech: {{ msPerChar: 10, chunkMs: 20, responseDelayMs: 0 }}
-default: {{ text: "Hello there, how can I help?" }}
-"#
-    )
 }
 
 fn main() {

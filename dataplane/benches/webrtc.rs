@@ -48,7 +48,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Stack, cpu_ticks, env_or, rss_kib};
+use common::{Stack, cpu_ticks, env_or, rss_kib, voice_script};
 use str0m::change::SdpAnswer;
 use str0m::channel::ChannelId;
 use str0m::format::Codec;
@@ -442,20 +442,6 @@ async fn webrtc_call(
         assert_eq!(status, 200, "DELETE: {body}");
     }
     latencies
-}
-
-/// The simulator's script: as `gateway`'s voice parts (a 300 ms phrase, 200 ms of silence
-/// ends the turn, a reply of 28 characters at 10 ms each).
-fn voice_script(silence_ms: usize) -> String {
-    format!(
-        r#"
-sonic:
-  turnDetection: {{ silenceMs: {{ high: {silence_ms}, medium: {silence_ms}, low: {silence_ms} }} }}
-  phrases: {{ 1: "hello" }}
-  speech: {{ msPerChar: 10, chunkMs: 20, responseDelayMs: 0 }}
-default: {{ text: "Hello there, how can I help?" }}
-"#
-    )
 }
 
 fn main() {
