@@ -367,8 +367,7 @@ impl Auth {
     /// or says why not.
     pub fn admit(&self, headers: &HeaderMap, query_token: Option<&str>) -> Result<Admission, Refusal> {
         if let Some(origin) = headers.get("origin").map(|o| o.to_str().unwrap_or("(not text)"))
-            && !self.origins.iter().any(|allowed| allowed == "*" || allowed == origin)
-            && !(self.own_page && crate::origin::own_page(origin, headers))
+            && !self.allows_origin(origin, headers)
         {
             return Err(Refusal {
                 code: close_code::ORIGIN_NOT_ALLOWED,

@@ -9,6 +9,18 @@
 
 use axum::http::HeaderMap;
 
+impl crate::Auth {
+    /// Whether pages of `origin` may open sessions here: it is listed (`--allowed-origin`;
+    /// `*` allows any), or it is this server's own page where that is admitted
+    /// ([`crate::Auth::with_own_page`]; `headers` are the request's, for its `Host`). The rule
+    /// [`crate::Auth::admit`] applies to a request with an `Origin`; the WebRTC edge answers
+    /// browsers' CORS preflights by it too, so that one list says which pages may call.
+    pub fn allows_origin(&self, origin: &str, headers: &HeaderMap) -> bool {
+        self.origins.iter().any(|allowed| allowed == "*" || allowed == origin)
+            || (self.own_page && own_page(origin, headers))
+    }
+}
+
 /// Whether `origin` is this server's own page: `http(s)://` + the request's `Host`, and
 /// that host an IP address or `localhost` (see [`crate::Auth::with_own_page`]).
 pub(crate) fn own_page(origin: &str, headers: &HeaderMap) -> bool {

@@ -60,6 +60,14 @@ fn browser_origins_need_the_allowlist() {
     assert_eq!((refused.code, refused.reason), (close_code::ORIGIN_NOT_ALLOWED, ErrorCode::Origin));
     let any = Auth::new(None, vec!["*".into()]).expect("auth");
     assert!(any.admit(&headers(&[("origin", "https://evil.example")]), None).is_ok());
+    // The same rule, asked alone (the WebRTC edge's CORS answers by it).
+    assert!(open.allows_origin("https://bank.example", &headers(&[])));
+    assert!(!open.allows_origin("https://evil.example", &headers(&[])));
+    assert!(!open.allows_origin("https://bank.example.evil", &headers(&[])), "the exact origin, not a prefix");
+    assert!(any.allows_origin("https://evil.example", &headers(&[])));
+    let local = Auth::new(None, vec![]).expect("auth").with_own_page();
+    assert!(local.allows_origin("http://127.0.0.1:8080", &headers(&[("host", "127.0.0.1:8080")])));
+    assert!(!local.allows_origin("http://127.0.0.1:9999", &headers(&[("host", "127.0.0.1:8080")])));
 }
 
 #[test]

@@ -62,13 +62,14 @@ class Transcript {
     bubble.classList.add("pending");
     bubble.dataset.inputId = id;
     this.pending.set(id, bubble);
-    this.reply = null;
+    // A reply still streaming (spoken) goes on in its own bubble, which its final text
+    // completes; the next reply starts a new one.
     return bubble;
   }
 
   /** The user's final line: the typed bubble it confirms, or a new one (heard speech). */
   user(text, inputId) {
-    this.reply = null;
+    // As for a typed line: a reply still streaming keeps its bubble.
     const typed = inputId != null && this.pending.get(inputId);
     if (typed) {
       this.pending.delete(inputId);

@@ -419,7 +419,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     let mut server = Server::bind(listen, gateway.clone()).await?;
     server = match webrtc {
         Some(webrtc) => server.with_channel(Edge::bind(&webrtc, gateway.config.max_message_bytes).await?),
-        None => server.with_routes(switchboard_webrtc_edge::off_routes()),
+        None => server.with_routes(switchboard_webrtc_edge::off_routes(gateway.clone())),
     };
     if console {
         server = server.with_routes(switchboard_console::gateway::routes(gateway));

@@ -23,7 +23,8 @@
 //! states are saved under the test's temp folder in target/ (the path is printed). The
 //! checks are in checks.rs; the browser scenes in drive.cjs, scenes.cjs and helpers.cjs.
 //! The host app's part (display cards, client tool calls, workflow lines, outage notices)
-//! is hostapp.rs's; the console behind the gateway's API keys is gateway.rs's.
+//! is hostapp.rs's; the console behind the gateway's API keys is gateway.rs's; Reconnect
+//! after a WebRTC call dropped (its network cut by a UDP relay) is rejoin.rs's.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -31,6 +32,7 @@ use std::process::Command;
 mod checks;
 mod gateway;
 mod hostapp;
+mod rejoin;
 
 use switchboard_crds::{Catalog, RuntimeSpec};
 use switchboard_local::{self as local, LocalOptions};

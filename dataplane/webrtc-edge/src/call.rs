@@ -129,8 +129,8 @@ pub async fn run(setup: Setup) {
         tokio::select! {
             biased;
             command = commands.recv() => match command {
-                Some(Command::Patch(fragment, reply)) => {
-                    let answered = task.call.patch(Instant::now(), &fragment).map_err(|e| e.to_string());
+                Some(Command::Patch(fragment, if_match, reply)) => {
+                    let answered = task.call.patch_if_match(Instant::now(), &fragment, if_match.as_deref());
                     if let Ok(Some(answer)) = &answered
                         && let Some(ufrag) = ufrag_of(answer)
                     {

@@ -19,7 +19,14 @@
 //! naming what is wrong. The Agent and the credential's scope are checked when the data
 //! channel's `session_start` opens the session, as on a WebSocket (refusals arrive there).
 //! The resource's id is a random 128-bit name: holding it is what `PATCH` and `DELETE`
-//! ask, as WHIP's resource URLs.
+//! ask, as WHIP's resource URLs. A `PATCH` whose fragment names an ICE session by
+//! `a=ice-ufrag` alone (trickled candidates, RFC 8840) that is not the call's is answered
+//! `412` (`other_ice_session`), as is one whose `If-Match` is not the call's ICE session's
+//! entity-tag: the `ETag` of the `201` and of each ICE restart's `200` (RFC 9725, 4.3.1;
+//! `If-Match: *` always holds).
+//!
+//! Pages of other origins: `OPTIONS` answers browsers' preflights on both paths, and every
+//! response carries the CORS headers, for the origins the gateway allows ([`crate::cors`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -28,18 +35,20 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{patch, post};
 use serde::Deserialize;
 use switchboard_core::protocol::ErrorCode;
 use switchboard_webrtc::offer::MAX_OFFER_BYTES;
 use switchboard_webrtc::trickle::MAX_FRAGMENT_BYTES;
-use switchboard_webrtc::{Call, CallError, Fragment, Offer};
+use switchboard_webrtc::{Call, CallError, Fragment, FragmentError, Offer};
 use tokio::sync::{mpsc, oneshot};
 
 use super::call::{self, Setup};
 use super::demux::ufrag_of;
 use super::{Command, Edge, WEBRTC_PATH};
+use crate::cors;
 use crate::turn::IceServer;
 use switchboard_gateway::Gateway;
 use switchboard_gateway::auth::Refusal;
@@ -56,22 +65,43 @@ struct EdgeState {
     edge: Arc<Edge>,
 }
 
-/// The edge's routes.
+/// The edge's routes, with CORS for pages of the origins the gateway allows ([`cors`]).
 pub fn routes(gateway: Arc<Gateway>, edge: Arc<Edge>) -> Router {
     let resource = format!("{WEBRTC_PATH}/{{id}}");
+    let offers = post(offer).options(offer_preflight).layer(DefaultBodyLimit::max(MAX_OFFER_BYTES));
+    let calls = patch(trickle).delete(end).options(resource_preflight);
     Router::new()
-        .route(WEBRTC_PATH, post(offer).layer(DefaultBodyLimit::max(MAX_OFFER_BYTES)))
-        .route(&resource, patch(trickle).delete(end).layer(DefaultBodyLimit::max(MAX_FRAGMENT_BYTES)))
+        .route(WEBRTC_PATH, offers)
+        .route(&resource, calls.layer(DefaultBodyLimit::max(MAX_FRAGMENT_BYTES)))
+        .layer(middleware::from_fn_with_state(gateway.clone(), cors::headers))
         .with_state(EdgeState { gateway, edge })
 }
 
-/// The routes without an edge: each answers 404 saying how to turn it on.
-pub fn off() -> Router {
+/// The routes without an edge: each answers 404 saying how to turn it on (with CORS as the
+/// edge's, so a page of another origin reads why and falls back to the WebSocket).
+pub fn off(gateway: Arc<Gateway>) -> Router {
     let resource = format!("{WEBRTC_PATH}/{{id}}");
     let off = || async {
         error(StatusCode::NOT_FOUND, "webrtc_off", "WebRTC is off on this gateway: start it with --webrtc-udp")
     };
-    Router::new().route(WEBRTC_PATH, post(off)).route(&resource, patch(off).delete(off))
+    let preflight = |methods: &'static str| {
+        move |State(gateway): State<Arc<Gateway>>, headers: HeaderMap| async move {
+            cors::preflight(&gateway, &headers, methods)
+        }
+    };
+    Router::new()
+        .route(WEBRTC_PATH, post(off).options(preflight(cors::OFFER_METHODS)))
+        .route(&resource, patch(off).delete(off).options(preflight(cors::RESOURCE_METHODS)))
+        .layer(middleware::from_fn_with_state(gateway.clone(), cors::headers))
+        .with_state(gateway)
+}
+
+async fn offer_preflight(State(EdgeState { gateway, .. }): State<EdgeState>, headers: HeaderMap) -> Response {
+    cors::preflight(&gateway, &headers, cors::OFFER_METHODS)
+}
+
+async fn resource_preflight(State(EdgeState { gateway, .. }): State<EdgeState>, headers: HeaderMap) -> Response {
+    cors::preflight(&gateway, &headers, cors::RESOURCE_METHODS)
 }
 
 #[derive(Debug, Deserialize)]
@@ -138,6 +168,7 @@ async fn offer(
     let Some(ufrag) = ufrag_of(&answer) else {
         return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the answer has no ICE credentials");
     };
+    let etag = call.ice_session_tag();
     let id = uuid::Uuid::new_v4().simple().to_string();
     let ice_servers = edge.turn.servers(&id, SystemTime::now());
     let number = edge.next_call.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -177,6 +208,10 @@ async fn offer(
     if let Ok(location) = HeaderValue::from_str(&location) {
         headers.insert(header::LOCATION, location);
     }
+    // The ICE session's entity-tag (a ufrag is ice-chars: always a header value).
+    if let Ok(etag) = HeaderValue::from_str(&etag) {
+        headers.insert(header::ETAG, etag);
+    }
     // Validated at start: every link is a header value.
     for link in ice_servers.iter().flat_map(IceServer::links) {
         if let Ok(link) = HeaderValue::from_str(&link) {
@@ -212,27 +247,38 @@ async fn trickle(
         Ok(fragment) => fragment,
         Err(e) => return error(StatusCode::BAD_REQUEST, "malformed_sdpfrag", &e.to_string()),
     };
+    // WHIP's precondition: the ICE session the client last heard of (or `*`).
+    let if_match = headers.get(header::IF_MATCH).map(|v| v.to_str().unwrap_or("(not text)").to_owned());
     let (reply, answer) = oneshot::channel();
-    if commands.send(Command::Patch(fragment, reply)).await.is_err() {
+    if commands.send(Command::Patch(fragment, if_match, reply)).await.is_err() {
         return unknown();
     }
     match tokio::time::timeout(Duration::from_secs(5), answer).await {
         Ok(Ok(Ok(None))) => StatusCode::NO_CONTENT.into_response(),
         Ok(Ok(Ok(Some(fragment)))) => {
+            let etag = ufrag_of(&fragment).map(|ufrag| switchboard_webrtc::trickle::ice_session_tag(&ufrag));
             let mut response = (StatusCode::OK, fragment).into_response();
-            response
-                .headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/trickle-ice-sdpfrag"));
+            let headers = response.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/trickle-ice-sdpfrag"));
+            // The restarted ICE session's entity-tag.
+            if let Some(etag) = etag.and_then(|etag| HeaderValue::from_str(&etag).ok()) {
+                headers.insert(header::ETAG, etag);
+            }
             response
         }
-        Ok(Ok(Err(why))) => error(StatusCode::BAD_REQUEST, "patch_refused", &why),
+        // The ICE session the request is for is not the call's: its `If-Match` names an
+        // earlier one (WHIP: 412), or its candidates' ufrag does (RFC 8840).
+        Ok(Ok(Err(
+            why @ (CallError::StaleIceSession { .. } | CallError::Fragment(FragmentError::OtherIceSession { .. })),
+        ))) => error(StatusCode::PRECONDITION_FAILED, "other_ice_session", &why.to_string()),
+        Ok(Ok(Err(why))) => error(StatusCode::BAD_REQUEST, "patch_refused", &why.to_string()),
         Ok(Err(_)) => unknown(),
         Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "busy", "the call did not answer in time; try again"),
     }
 }
 
 async fn end(State(EdgeState { edge, .. }): State<EdgeState>, Path(id): Path<String>) -> Response {
-    let Some(commands) = edge.commands(&id) else { return unknown() };
+    let Some(commands) = edge.take_commands(&id) else { return unknown() };
     if commands.send(Command::End).await.is_err() {
         return unknown();
     }
@@ -259,7 +305,7 @@ fn refused(gateway: &Gateway, refusal: Refusal) -> Response {
     response
 }
 
-fn error(status: StatusCode, code: &str, message: &str) -> Response {
+pub(crate) fn error(status: StatusCode, code: &str, message: &str) -> Response {
     let body = serde_json::json!({ "code": code, "message": message });
     (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }

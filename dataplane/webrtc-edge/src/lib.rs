@@ -9,6 +9,7 @@
 //! - [`http`]: signalling, WHIP-style — `POST /v1/webrtc` (an SDP offer, admitted by the
 //!   gateway's own admission code: credentials, Origin, session slots; then checked),
 //!   `PATCH` (trickle ICE, ICE restart), `DELETE`;
+//! - [`cors`]: preflights and CORS headers for pages of the origins the gateway allows;
 //! - [`demux`]: which call a datagram on the one UDP port is for;
 //! - [`tcp`]: ICE-TCP, the fallback where UDP is blocked: one TCP port, RFC 4571 framing;
 //! - [`call`]: one task per call, around the sans-I/O [`switchboard_webrtc::Call`]: it
@@ -22,6 +23,7 @@
 //! balancer (the TCP candidate: its IP, and the TCP port). Off unless configured.
 
 pub mod call;
+pub mod cors;
 pub mod demux;
 pub mod http;
 pub mod metrics;
@@ -158,8 +160,13 @@ pub enum EdgeError {
 /// What a call's task is asked from the HTTP side.
 #[derive(Debug)]
 pub enum Command {
-    /// A `PATCH`: trickled candidates or an ICE restart; the answer fragment, if any, or why not.
-    Patch(switchboard_webrtc::Fragment, tokio::sync::oneshot::Sender<Result<Option<String>, String>>),
+    /// A `PATCH`: trickled candidates or an ICE restart, with its `If-Match` if any; the
+    /// answer fragment, if any, or why not.
+    Patch(
+        switchboard_webrtc::Fragment,
+        Option<String>,
+        tokio::sync::oneshot::Sender<Result<Option<String>, switchboard_webrtc::CallError>>,
+    ),
     /// A `DELETE`: the call and its session end.
     End,
 }
@@ -336,6 +343,13 @@ impl Edge {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner).get(id).cloned()
     }
 
+    /// The call's commands, taken out of the table: a `DELETE` ends the call, and from then
+    /// on its resource is gone (a second `DELETE` or a `PATCH` gets 404 at once, not only
+    /// once the call's task has wound down).
+    fn take_commands(&self, id: &str) -> Option<mpsc::Sender<Command>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(id)
+    }
+
     /// Live calls.
     pub fn live(&self) -> usize {
         self.max_calls - self.slots.available_permits()
@@ -375,6 +389,6 @@ impl Channel for Edge {
 }
 
 /// The routes of a gateway without the edge: each answers 404 saying how to turn it on.
-pub fn off_routes() -> Router {
-    http::off()
+pub fn off_routes(gateway: Arc<Gateway>) -> Router {
+    http::off(gateway)
 }

@@ -16,6 +16,7 @@
 //! What str0m reports is turned into these outputs in `drive`.
 
 mod drive;
+mod ice;
 mod path;
 
 pub use drive::MOST_AUDIO_MS;
@@ -45,7 +46,7 @@ use switchboard_core::protocol::{AudioFormat, AudioSettings};
 use crate::audio::{AudioError, Inbound, InboundStats, Outbound};
 use crate::channel::{ChannelError, DEFAULT_MAX_MESSAGE_BYTES};
 use crate::offer::{Offer, OfferError, OfferRules};
-use crate::trickle::{Fragment, answer_fragment, restart_offer};
+use ice::{pwd_of, ufrag_of};
 
 /// How a call is set up.
 #[derive(Clone, Debug)]
@@ -149,6 +150,14 @@ pub enum CallError {
     /// str0m refused an operation.
     #[error("WebRTC: {0}")]
     Rtc(#[source] str0m::RtcError),
+    /// WHIP's `If-Match` names an ICE session that is not the call's current one (HTTP 412).
+    #[error(
+        "If-Match {found} is not this call's ICE session (it was restarted since): PATCH under the ETag of the latest answer, or If-Match: * to restart ICE"
+    )]
+    StaleIceSession {
+        /// The `If-Match` value (shortened).
+        found: String,
+    },
 }
 
 /// A datagram to send, or one received.
@@ -218,6 +227,8 @@ pub struct Call {
     offer_text: String,
     remote_ufrag: String,
     remote_pwd: String,
+    /// The edge's ICE ufrag, new with each ICE restart: what names the ICE session.
+    local_ufrag: String,
     transmits: VecDeque<Datagram>,
     events: VecDeque<CallEvent>,
     rtc_timeout: Option<Instant>,
@@ -273,7 +284,7 @@ impl Call {
         let remote_pwd = pwd_of(&offer.text);
         let mut paths = path::Paths::default();
         paths.learn_sdp(&offer.text);
-        let answer = rtc.sdp_api().accept_offer(offer.sdp).map_err(OfferError::Refused)?;
+        let answer = rtc.sdp_api().accept_offer(offer.sdp).map_err(OfferError::Refused)?.to_sdp_string();
         let opus_pt = rtc
             .writer(audio_mid)
             .and_then(|w| w.payload_params().find(|p| p.spec().codec == Codec::Opus).map(|p| p.pt()))
@@ -289,6 +300,7 @@ impl Call {
             offer_text: offer.text,
             remote_ufrag,
             remote_pwd,
+            local_ufrag: ufrag_of(&answer),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             rtc_timeout: None,
@@ -297,7 +309,7 @@ impl Call {
             connected: false,
             closed: false,
         };
-        Ok((call, answer.to_sdp_string()))
+        Ok((call, answer))
     }
 
     /// Whether `datagram` belongs to this call (a STUN request for its ICE credentials, or
@@ -384,36 +396,6 @@ impl Call {
         let written = channel.write(false, text.as_bytes()).map_err(CallError::Rtc)?;
         self.drive(now);
         if written { Ok(()) } else { Err(CallError::ChannelFull) }
-    }
-
-    /// A `PATCH` body (`application/trickle-ice-sdpfrag`): new candidates, or (new ICE
-    /// credentials) an ICE restart, answered with the call's new credentials as a fragment
-    /// (`200 OK`); `None` for trickled candidates (`204 No Content`).
-    pub fn patch(&mut self, now: Instant, fragment: &Fragment) -> Result<Option<String>, CallError> {
-        let answer = match fragment.credentials() {
-            Some((ufrag, pwd)) if ufrag != self.remote_ufrag => {
-                let text = restart_offer(&self.offer_text, ufrag, pwd, &fragment.candidates);
-                let offer = Offer::parse(text.as_bytes(), self.config.rules)?;
-                let answer = self.rtc.sdp_api().accept_offer(offer.sdp).map_err(OfferError::Refused)?;
-                self.paths.learn_sdp(&text);
-                self.offer_text = text;
-                self.remote_ufrag = ufrag.to_owned();
-                pwd.clone_into(&mut self.remote_pwd);
-                Some(answer_fragment(&answer.to_sdp_string()))
-            }
-            Some((_, pwd)) if pwd != self.remote_pwd => {
-                return Err(crate::trickle::FragmentError::PasswordWithoutRestart.into());
-            }
-            _ => {
-                for candidate in &fragment.candidates {
-                    self.paths.learn(candidate);
-                    self.rtc.add_remote_candidate(candidate.clone());
-                }
-                None
-            }
-        };
-        self.drive(now);
-        Ok(answer)
     }
 
     /// Ends the call (`DELETE`, or the session ended), telling the client: its data channel
@@ -513,18 +495,4 @@ impl Call {
             self.events.push_back(CallEvent::Closed(reason));
         }
     }
-}
-
-/// The first `a=ice-ufrag` of an SDP text.
-fn ufrag_of(sdp: &str) -> String {
-    attribute_of(sdp, "a=ice-ufrag:")
-}
-
-/// The first `a=ice-pwd` of an SDP text.
-fn pwd_of(sdp: &str) -> String {
-    attribute_of(sdp, "a=ice-pwd:")
-}
-
-fn attribute_of(sdp: &str, prefix: &str) -> String {
-    sdp.lines().find_map(|l| l.trim_end_matches('\r').strip_prefix(prefix)).unwrap_or_default().trim().to_owned()
 }

@@ -1,9 +1,13 @@
 //! Trickle ICE and ICE restarts as WHIP carries them (`PATCH`,
 //! `application/trickle-ice-sdpfrag`, RFC 8840): a [`Fragment`] holds the ICE credentials it
 //! names (if any), its candidates and whether it ends them. A fragment whose credentials
-//! differ from the call's is an ICE restart ([`crate::Call::patch`] answers it with the
-//! call's new credentials, as a fragment too); one with the same or no
-//! credentials adds candidates.
+//! (`a=ice-ufrag` and `a=ice-pwd`) differ from the call's is an ICE restart
+//! ([`crate::Call::patch`] answers it with the call's new credentials, as a fragment too);
+//! one with the same credentials, no credentials, or only `a=ice-ufrag` adds candidates.
+//! A ufrag alone names the ICE session the candidates belong to (RFC 8840, 4.4; WHIP, RFC
+//! 9725, 4.3.1, sends trickled candidates so): when it is not the call's current one (the
+//! client restarted ICE since, or never had it), the candidates are refused
+//! ([`FragmentError::OtherIceSession`], HTTP 412) rather than mixed into the wrong session.
 
 use str0m::Candidate;
 
@@ -58,9 +62,10 @@ pub enum FragmentError {
         #[source]
         source: str0m::error::IceError,
     },
-    /// Only one of `a=ice-ufrag` and `a=ice-pwd`.
-    #[error("an ICE restart needs both a=ice-ufrag and a=ice-pwd")]
-    HalfCredentials,
+    /// `a=ice-pwd` without `a=ice-ufrag` (a ufrag alone names the ICE session of trickled
+    /// candidates; a password alone names nothing).
+    #[error("a=ice-pwd without a=ice-ufrag: an ICE restart needs both, trickled candidates at most the ufrag")]
+    PasswordWithoutUfrag,
     /// An ICE credential out of RFC 8839's shape (5.4: `ice-char`s — letters, digits, `+`
     /// and `/` — a ufrag 4 to 256 of them, a password 22 to 256).
     #[error("a=ice-{name} must be {least} to 256 characters of letters, digits, + and /; found {found}")]
@@ -82,6 +87,16 @@ pub enum FragmentError {
         "a=ice-pwd changed but a=ice-ufrag did not: an ICE restart needs a new ufrag and password (RFC 8839, 4.4.1.1.1)"
     )]
     PasswordWithoutRestart,
+    /// Candidates under a ufrag (without a password) that is not the call's current ICE
+    /// session: late ones of a session an ICE restart replaced, or another call's (HTTP 412,
+    /// the ICE session the request names is not the resource's).
+    #[error(
+        "the fragment's a=ice-ufrag {found} is not this call's ICE session (it is restarted or never was): trickle candidates under the current ufrag, or restart ICE with a new a=ice-ufrag and a=ice-pwd"
+    )]
+    OtherIceSession {
+        /// The fragment's ufrag (shortened).
+        found: String,
+    },
 }
 
 impl Fragment {
@@ -116,23 +131,40 @@ impl Fragment {
                 fragment.end_of_candidates = true;
             }
         }
-        if fragment.ufrag.is_some() != fragment.pwd.is_some() {
-            return Err(FragmentError::HalfCredentials);
+        if fragment.pwd.is_some() && fragment.ufrag.is_none() {
+            return Err(FragmentError::PasswordWithoutUfrag);
         }
-        if let Some((ufrag, pwd)) = fragment.credentials() {
+        if let Some(ufrag) = &fragment.ufrag {
             check_credential("ufrag", 4, ufrag)?;
+        }
+        if let Some(pwd) = &fragment.pwd {
             check_credential("pwd", 22, pwd)?;
         }
-        if fragment.ufrag.is_none() && fragment.candidates.is_empty() && !fragment.end_of_candidates {
+        if fragment.pwd.is_none() && fragment.candidates.is_empty() && !fragment.end_of_candidates {
             return Err(FragmentError::Empty);
         }
         Ok(fragment)
     }
 
-    /// The credentials, when the fragment names both.
+    /// The credentials, when the fragment names both (an ICE restart when they are new).
     pub fn credentials(&self) -> Option<(&str, &str)> {
         Some((self.ufrag.as_deref()?, self.pwd.as_deref()?))
     }
+}
+
+/// WHIP's entity-tag of an ICE session (RFC 9725, 4.3.1; the `ETag` of the `201` and of an
+/// ICE restart's `200`): the edge's ICE ufrag of that session, quoted (a strong tag). Each
+/// ICE restart gives the edge a new ufrag, so the tag names one session.
+pub fn ice_session_tag(local_ufrag: &str) -> String {
+    format!("\"{local_ufrag}\"")
+}
+
+/// Whether the `If-Match` field value `field` holds for the entity-tag `current` (RFC 9110,
+/// 13.1.1): `*`, or a list of tags one of which is `current` by strong comparison (a weak
+/// tag, `W/"..."`, never matches).
+pub fn if_match_holds(field: &str, current: &str) -> bool {
+    let field = field.trim();
+    field == "*" || field.split(',').map(str::trim).any(|tag| tag == current)
 }
 
 /// RFC 8839, 5.4: `least` to 256 `ice-char`s.
@@ -223,14 +255,32 @@ mod tests {
         assert!(fragment.end_of_candidates);
     }
 
+    /// RFC 8840's trickled candidates (and WHIP's, RFC 9725 4.3.1): the ufrag names the ICE
+    /// session, with no password.
+    #[test]
+    fn trickled_candidates_may_name_their_ufrag_without_the_password() {
+        let body = b"a=ice-ufrag:EsAw\r\na=ice-options:trickle\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:0\r\na=candidate:1 1 udp 2113937151 192.0.2.1 50000 typ host\r\n";
+        let fragment = Fragment::parse(body).expect("a trickle fragment");
+        assert_eq!((fragment.ufrag.as_deref(), fragment.pwd.as_deref()), (Some("EsAw"), None));
+        assert_eq!(fragment.credentials(), None, "no restart");
+        assert_eq!(fragment.candidates.len(), 1);
+        let end = Fragment::parse(b"a=ice-ufrag:EsAw\r\na=end-of-candidates\r\n").expect("the end, under its ufrag");
+        assert!(end.end_of_candidates && end.candidates.is_empty());
+    }
+
     #[test]
     fn bad_fragments_are_refused_naming_the_line() {
         let error = Fragment::parse(b"a=ice-ufrag:x\nbogus\n").expect_err("malformed");
         assert!(error.to_string().contains("line 2"), "{error}");
         let error = Fragment::parse(b"a=candidate:1 1 udp nope 192.0.2.1 5 typ host\n").expect_err("bad candidate");
         assert!(matches!(error, FragmentError::Candidate { line: 1, .. }), "{error}");
-        let error = Fragment::parse(b"a=ice-ufrag:x\n").expect_err("half");
-        assert!(matches!(error, FragmentError::HalfCredentials));
+        let error = Fragment::parse(b"a=ice-pwd:0123456789012345678901\r\na=end-of-candidates\n").expect_err("half");
+        assert!(matches!(error, FragmentError::PasswordWithoutUfrag), "{error}");
+        let error = Fragment::parse(b"a=ice-ufrag:abcd\n").expect_err("a ufrag alone says nothing");
+        assert!(matches!(error, FragmentError::Empty), "{error}");
+        let error =
+            Fragment::parse(b"a=ice-ufrag:a;\na=end-of-candidates\n").expect_err("a ufrag alone is checked too");
+        assert!(matches!(error, FragmentError::BadCredential { name: "ufrag", .. }), "{error}");
         let error = Fragment::parse(&[0xff, 0xfe]).expect_err("binary");
         assert!(matches!(error, FragmentError::NotUtf8(_)));
         let big = vec![b'a'; MAX_FRAGMENT_BYTES + 1];
@@ -246,6 +296,18 @@ mod tests {
         assert!(matches!(Fragment::parse(b""), Err(FragmentError::Empty)));
         assert!(matches!(Fragment::parse(b"a=mid:0\r\n"), Err(FragmentError::Empty)));
         assert!(Fragment::parse(b"a=end-of-candidates\r\n").is_ok(), "the end of candidates alone is news");
+    }
+
+    #[test]
+    fn if_match_holds_for_star_or_the_exact_strong_tag() {
+        let tag = ice_session_tag("Ab3d");
+        assert_eq!(tag, "\"Ab3d\"");
+        for field in ["*", " * ", "\"Ab3d\"", "\"zz\", \"Ab3d\"", "\"Ab3d\",\"zz\""] {
+            assert!(if_match_holds(field, &tag), "{field}");
+        }
+        for field in ["\"zz\"", "W/\"Ab3d\"", "Ab3d", "\"ab3d\"", ""] {
+            assert!(!if_match_holds(field, &tag), "{field}");
+        }
     }
 
     #[test]

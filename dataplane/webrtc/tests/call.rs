@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::{Harness, pitch, tone};
 use str0m::{Event, IceConnectionState};
+use switchboard_webrtc::trickle::FragmentError;
 use switchboard_webrtc::{CallConfig, CallEvent, CloseReason, Fragment, Protocol};
 
 #[test]
@@ -158,7 +159,11 @@ fn barge_in_flush_stops_reply_audio_at_once() {
 
 #[test]
 fn an_ice_restart_by_fragment_keeps_the_call() {
-    let mut h = Harness::new(CallConfig::default());
+    let mut first_ufrag = String::new();
+    let mut h = Harness::with_offer(&mut CallConfig::default(), |offer| {
+        first_ufrag = ufrag_of(&offer);
+        offer
+    });
     h.connect();
     // The client restarts ICE, as a WHIP client does: new credentials in a PATCH fragment.
     let mut change = h.client.rtc.sdp_api();
@@ -173,11 +178,19 @@ fn an_ice_restart_by_fragment_keeps_the_call() {
         candidate.to_sdp_string()
     );
     let now = h.now;
-    let answer = h.call.patch(now, &Fragment::parse(body.as_bytes()).unwrap()).unwrap().expect("a restart is answered");
+    let first_tag = h.call.ice_session_tag();
+    let answer = h
+        .call
+        .patch_if_match(now, &Fragment::parse(body.as_bytes()).unwrap(), Some("*"))
+        .unwrap()
+        .expect("a restart is answered (If-Match: * holds for any session)");
     let ufrag = answer.lines().find_map(|l| l.strip_prefix("a=ice-ufrag:")).expect("new ufrag").to_owned();
     let pwd = answer.lines().find_map(|l| l.strip_prefix("a=ice-pwd:")).expect("new pwd").to_owned();
     assert!(answer.contains("a=candidate:"), "{answer}");
     assert!(!h.answer.contains(&format!("a=ice-ufrag:{ufrag}\r")), "new credentials");
+    // WHIP's entity-tag names the new ICE session: the edge's new ufrag.
+    assert_eq!(h.call.ice_session_tag(), format!("\"{ufrag}\""));
+    assert_ne!(h.call.ice_session_tag(), first_tag);
     // The client applies them, and the candidates that came with them, to the answer it had
     // (WHIP clients do the same).
     let candidates: Vec<&str> = answer.lines().filter(|l| l.starts_with("a=candidate:")).collect();
@@ -218,9 +231,53 @@ fn an_ice_restart_by_fragment_keeps_the_call() {
     let same = format!("a=ice-ufrag:{}\r\na=ice-pwd:{}\r\na=end-of-candidates\r\n", creds.ufrag, creds.pass);
     assert_eq!(h.call.patch(h.now, &Fragment::parse(same.as_bytes()).unwrap()).expect("taken"), None, "no restart");
     assert!(!h.call.is_closed());
+    // Trickled candidates name their ICE session by its ufrag alone (RFC 8840): the new
+    // session's are taken; late ones of the session the restart replaced are refused.
+    let current = format!("a=ice-ufrag:{}\r\na=end-of-candidates\r\n", creds.ufrag);
+    assert_eq!(h.call.patch(h.now, &Fragment::parse(current.as_bytes()).unwrap()).expect("taken"), None);
+    // And WHIP's If-Match: the new session's tag holds, the replaced session's does not.
+    let current = Fragment::parse(current.as_bytes()).unwrap();
+    let tag = h.call.ice_session_tag();
+    assert_eq!(h.call.patch_if_match(h.now, &current, Some(&tag)).expect("the current tag"), None);
+    let stale = h.call.patch_if_match(h.now, &current, Some(&first_tag)).expect_err("the replaced session's tag");
+    assert!(matches!(stale, switchboard_webrtc::CallError::StaleIceSession { .. }), "{stale}");
+    let late = format!("a=ice-ufrag:{first_ufrag}\r\na=candidate:9 1 udp 2113937151 192.0.2.99 40009 typ host\r\n");
+    let refused = h.call.patch(h.now, &Fragment::parse(late.as_bytes()).unwrap()).expect_err("another session's");
+    assert!(
+        matches!(refused, switchboard_webrtc::CallError::Fragment(FragmentError::OtherIceSession { .. })),
+        "{refused}"
+    );
+    assert!(!h.call.is_closed());
     // Media still goes the one way it went: the client's address did not change.
     let paths = h.call_events.iter().filter(|(_, e)| matches!(e, CallEvent::Path(_))).count();
     assert_eq!(paths, 1, "one path: {:?}", h.call.path());
+}
+
+/// The client's ICE ufrag in `offer`.
+fn ufrag_of(offer: &str) -> String {
+    offer.lines().find_map(|l| l.strip_prefix("a=ice-ufrag:")).expect("a ufrag").trim().to_owned()
+}
+
+/// RFC 8840 / WHIP (RFC 9725, 4.3.1): a trickle fragment names its ICE session by
+/// `a=ice-ufrag` alone, without the password. The call's own session's candidates are taken
+/// (and the call connects); another session's are refused, the call unchanged.
+#[test]
+fn trickled_candidates_may_name_their_ice_session_by_ufrag_alone() {
+    let mut ufrag = String::new();
+    let mut h = Harness::with_offer(&mut CallConfig::default(), |offer| {
+        ufrag = ufrag_of(&offer);
+        offer
+    });
+    let ours = format!(
+        "a=ice-ufrag:{ufrag}\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:0\r\na=candidate:2 1 udp 2113937151 192.0.2.11 40001 typ host\r\n"
+    );
+    let now = h.now;
+    assert_eq!(h.call.patch(now, &Fragment::parse(ours.as_bytes()).unwrap()).expect("taken"), None);
+    let theirs = "a=ice-ufrag:Zz9+\r\na=candidate:3 1 udp 2113937151 192.0.2.12 40002 typ host\r\n";
+    let refused = h.call.patch(now, &Fragment::parse(theirs.as_bytes()).unwrap()).expect_err("not this session");
+    assert!(refused.to_string().contains(r#"a=ice-ufrag "Zz9+" is not this call's ICE session"#), "{refused}");
+    assert!(!h.call.is_closed());
+    h.connect();
 }
 
 #[test]
