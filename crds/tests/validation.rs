@@ -246,6 +246,9 @@ fn the_banking_examples_resolve() {
     let mut voices = std::collections::BTreeSet::new();
     for agent in c.agents() {
         let spec = c.resolve_agent(agent).unwrap_or_else(|p| panic!("{p:?}"));
+        // Every agent is valid as it ships: a voice or hybrid one's Persona voice is one its
+        // Nova Sonic model has (banking amy, disputes olivia).
+        assert!(c.validate_agent(agent).is_empty(), "{}: {:?}", spec.agent.name, c.validate_agent(agent));
         modes.push((spec.agent.name.clone(), spec.mode));
         voices.insert(spec.persona.spec.voice.clone());
         let tools: Vec<&str> = spec.handoffs.iter().map(|h| h.tool.as_str()).collect();
@@ -278,8 +281,8 @@ fn the_banking_examples_resolve() {
     assert_eq!(
         modes,
         [
-            ("banking".to_owned(), Mode::Text),
-            ("disputes".to_owned(), Mode::Text),
+            ("banking".to_owned(), Mode::Hybrid),
+            ("disputes".to_owned(), Mode::Hybrid),
             ("idv".to_owned(), Mode::Voice),
             ("triage".to_owned(), Mode::Hybrid)
         ]

@@ -46,11 +46,15 @@ fn banking_spec() -> std::path::PathBuf {
 /// `switchboard runtime` for the spec in `dir` against `sim`, with the operator's variables
 /// and `env`; returns the process and its address once it serves.
 fn spawn_runtime(dir: &std::path::Path, sim: &switchboard_sim::SimHandle, env: &[(&str, &str)]) -> (Child, String) {
+    // MODE as the operator sets it: from the spec's Agent (the runtime refuses a mismatch).
+    let spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("runtime.json")).expect("the spec")).expect("spec JSON");
+    let mode = spec["mode"].as_str().expect("the spec names its mode").to_owned();
     let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
     command
         .arg("runtime")
         .env(contract::env::RUNTIME_SPEC, dir.join("runtime.json"))
-        .env(contract::env::MODE, "text")
+        .env(contract::env::MODE, mode)
         // Port 0: the runtime binds a free port itself and logs it (no port to race for).
         .env(contract::env::LISTEN, "127.0.0.1:0")
         .env("SWITCHBOARD_BEDROCK_ENDPOINT", sim.endpoint_url())

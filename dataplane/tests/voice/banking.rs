@@ -1,12 +1,16 @@
 //! The Example Bank call by voice: triage (hybrid, asked for audio) hands over to identity
 //! verification (voice, another Persona voice), which checks the caller with its HTTP
-//! tool mid-stream and remembers them, then hands over to banking (text-only), which
-//! carries on in text. Plus barge-in, and typed and spoken turns in one hybrid session.
+//! tool mid-stream and remembers them, then hands over to banking (hybrid), which answers
+//! the caller by voice too, in its own Persona's voice, with its balance tool; a caller who
+//! wants to dispute a payment hears disputes (hybrid) in its own voice. Plus barge-in, and
+//! typed and spoken turns in one hybrid session.
 
 use switchboard_core::HandoffKind;
 use switchboard_core::protocol::{ClientMessage, ServerMessage, TranscriptRole};
 
-use crate::common::{self, Call, Encoding, audio_bytes, finals, is_final_reply, metric_sum, summary};
+use switchboard_sim::sonic::voice_frequency;
+
+use crate::common::{self, Call, Encoding, audio_bytes, audio_pitch, finals, is_final_reply, metric_sum, summary};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voice_banking_call_verifies_the_caller_mid_stream_and_hands_over() {
@@ -77,8 +81,9 @@ async fn a_voice_banking_call_verifies_the_caller_mid_stream_and_hands_over() {
     assert!(usage.iter().any(|u| u.input_speech > 0), "speech in: {usage:?}");
     assert!(usage.iter().any(|u| u.output_speech > 0 && u.output_text > 0), "speech and text out: {usage:?}");
 
-    // "My balance please": the workflow now allows the transfer to banking, a text-only
-    // agent, which answers in text with its balance tool.
+    // "My balance please": the workflow now allows the transfer to banking, a hybrid agent:
+    // the session has audio, so banking answers by voice (its own Nova Sonic stream, in its
+    // Persona's voice, amy) with its balance tool, and takes the caller's audio.
     call.say(common::MY_BALANCE, 600);
     let balance = call.until(|m| is_final_reply(m, "1234.56")).await;
     assert!(
@@ -86,8 +91,26 @@ async fn a_voice_banking_call_verifies_the_caller_mid_stream_and_hands_over() {
         "{:#?}",
         summary(&balance)
     );
+    let banking_start = balance
+        .iter()
+        .position(|m| {
+            matches!(m, ServerMessage::BidiConnectionStart { agent, mode, model, .. }
+            if agent == "banking" && mode == "hybrid" && model == "amazon.nova-2-sonic-v1:0")
+        })
+        .expect("banking takes over, on Nova Sonic");
+    let banking_said = &balance[banking_start..];
+    assert!(audio_bytes(banking_said) > 0, "banking spoke: {:#?}", summary(banking_said));
+    let (amy, heard) = (voice_frequency(Some("amy")), audio_pitch(banking_said));
+    assert!((heard - amy).abs() < 3.0, "banking in Amy's voice: {heard:.1} Hz, not {amy:.1} Hz");
     assert!(
-        balance.iter().any(|m| matches!(m, ServerMessage::BidiError { code, .. } if code == "unsupported_modality"))
+        banking_said.iter().any(|m| matches!(m, ServerMessage::ToolComplete { name, .. } if name == "check_balance")),
+        "{:#?}",
+        summary(banking_said)
+    );
+    assert!(
+        !call.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, .. } if code == "unsupported_modality")),
+        "no agent of the call refused its audio: {:#?}",
+        summary(&call.seen)
     );
     let sent = call.hang_up().await;
     assert!(sent.len() > 50);
@@ -95,9 +118,9 @@ async fn a_voice_banking_call_verifies_the_caller_mid_stream_and_hands_over() {
     let stats = running.sim.sonic_stats();
     assert_eq!(
         stats.voices.iter().map(|(_, v)| v.clone().unwrap_or_default()).collect::<Vec<_>>(),
-        vec!["tiffany", "matthew"]
+        vec!["tiffany", "matthew", "amy"]
     );
-    assert_eq!(stats.tool_results, 1);
+    assert_eq!(stats.tool_results, 2, "idv's identity check and banking's balance, both over Nova Sonic");
     let text = common::metrics(running.addr).await;
     assert!(metric_sum(&text, "switchboard_time_to_first_audio_seconds_count", &[("agent", "idv")]) >= 1.0, "{text}");
     assert!(metric_sum(&text, "switchboard_tokens_total", &[("agent", "idv"), ("modality", "speech")]) > 0.0);
@@ -174,4 +197,48 @@ async fn a_requested_voice_is_checked_against_the_model() {
     let persona = voices.first().cloned().flatten().expect("a voice");
     assert_ne!(persona, "hal9000", "the unknown voice never reached the model");
     assert_eq!(voices.last().cloned().flatten().as_deref(), Some("matthew"), "{voices:?}");
+}
+
+/// A verified voice caller who wants to dispute a payment is handed from idv to disputes
+/// (hybrid), which answers by voice in its own Persona's voice (olivia) with its
+/// transactions tool, rather than going quiet as a text-only agent would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voice_caller_handed_to_disputes_hears_it_in_its_own_voice() {
+    const DISPUTE: u32 = 7;
+    let phrases = "    6: \"What are your opening hours?\"\n";
+    let script = common::script("", "");
+    assert!(script.contains(phrases), "the voice script's phrases");
+    let script = script.replacen(phrases, &format!("{phrases}    {DISPUTE}: \"I want to dispute a payment\"\n"), 1);
+    let running = common::banking(&script).await;
+    let mut call = Call::start(&running.url(), "triage", &["audio"], Encoding::Binary).await;
+    call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
+    call.say(common::BALANCE_REQUEST, 700);
+    call.until(|m| is_final_reply(m, "To verify your identity")).await;
+    call.say(common::IDV_DETAILS, 900);
+    call.until(|m| is_final_reply(m, "you're verified")).await;
+
+    call.say(DISPUTE, 800);
+    let disputes = call.until(|m| is_final_reply(m, "Is that the one you want to dispute")).await;
+    let start = disputes
+        .iter()
+        .position(|m| matches!(m, ServerMessage::BidiConnectionStart { agent, mode, .. } if agent == "disputes" && mode == "hybrid"))
+        .unwrap_or_else(|| panic!("disputes takes over, hybrid: {:#?}", summary(&disputes)));
+    let said = &disputes[start..];
+    assert!(
+        said.iter().any(|m| matches!(m, ServerMessage::ToolComplete { name, .. } if name == "get_transactions")),
+        "{:#?}",
+        summary(said)
+    );
+    assert!(audio_bytes(said) > 0, "disputes spoke: {:#?}", summary(said));
+    let (olivia, heard) = (voice_frequency(Some("olivia")), audio_pitch(said));
+    assert!((heard - olivia).abs() < 3.0, "disputes in Olivia's voice: {heard:.1} Hz, not {olivia:.1} Hz");
+    assert!(
+        !call.seen.iter().any(|m| matches!(m, ServerMessage::BidiError { code, .. } if code == "unsupported_modality")),
+        "{:#?}",
+        summary(&call.seen)
+    );
+    call.hang_up().await;
+    let voices: Vec<String> =
+        running.sim.sonic_stats().voices.iter().map(|(_, v)| v.clone().unwrap_or_default()).collect();
+    assert_eq!(voices, ["tiffany", "matthew", "olivia"]);
 }

@@ -50,6 +50,8 @@ fn gen_ai_series_carry_the_conventions_names_labels_and_buckets() {
     metrics.token_usage(ModelLabels::voice(&spec), 0, 7);
     let out = metrics.render();
     let model = &spec.model.text_model_id;
+    // The `mode` label is the Agent's mode (banking is hybrid: its text calls are labelled so).
+    let mode = spec.mode.as_str();
     let sample = |name: &str, more: &[(&str, &str)], value: &str| {
         let mut labels = vec![
             ("agent", "banking"),
@@ -69,8 +71,12 @@ fn gen_ai_series_carry_the_conventions_names_labels_and_buckets() {
         sample("gen_ai_client_operation_duration_seconds_count", &[("error_type", "")], "1"),
         sample("gen_ai_client_operation_duration_seconds_count", &[("error_type", "throttled")], "1"),
         sample("gen_ai_client_operation_duration_seconds_bucket", &[("error_type", ""), ("le", "0.32")], "1"),
-        format!("switchboard_time_to_first_token_seconds_count{{agent=\"banking\",mode=\"text\",model=\"{model}\"}} 1"),
-        format!("switchboard_model_call_duration_seconds_count{{agent=\"banking\",mode=\"text\",model=\"{model}\"}} 2"),
+        format!(
+            "switchboard_time_to_first_token_seconds_count{{agent=\"banking\",mode=\"{mode}\",model=\"{model}\"}} 1"
+        ),
+        format!(
+            "switchboard_model_call_duration_seconds_count{{agent=\"banking\",mode=\"{mode}\",model=\"{model}\"}} 2"
+        ),
     ] {
         assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
     }
@@ -117,6 +123,8 @@ fn messages_to_the_client_count_tools_consent_and_barge_ins_with_bounded_labels(
         metrics.sent(&spec, &message);
     }
     let out = metrics.render();
+    let interruptions =
+        format!("switchboard_interruptions_total{{agent=\"banking\",mode=\"{}\"}} 2", spec.mode.as_str());
     for line in [
         "switchboard_tool_calls_total{agent=\"banking\",outcome=\"success\",tool=\"check_balance\"} 1",
         "switchboard_tool_calls_total{agent=\"banking\",outcome=\"cached\",tool=\"check_balance\"} 1",
@@ -125,7 +133,7 @@ fn messages_to_the_client_count_tools_consent_and_barge_ins_with_bounded_labels(
         "switchboard_tool_errors_total{agent=\"banking\",kind=\"unknown_tool\",tool=\"unknown\"} 1",
         "switchboard_tool_errors_total{agent=\"banking\",kind=\"not_allowed\",tool=\"return_to_caller\"} 1",
         "switchboard_consent_requests_total{agent=\"banking\",tool=\"check_balance\"} 1",
-        "switchboard_interruptions_total{agent=\"banking\",mode=\"text\"} 2",
+        interruptions.as_str(),
     ] {
         assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
     }
