@@ -1,6 +1,7 @@
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
+use switchboard_crds::persona::TurnTaking;
 
 use super::*;
 
@@ -248,6 +249,36 @@ fn the_re_prompts_start_afresh_after_a_handoff() {
     clock.idle(true, t0);
     assert_eq!(clock.poll(s(9)), None, "a handoff is not the caller's silence");
     assert!(matches!(clock.poll(s(10)), Some(Due::Reprompt(_))));
+}
+
+#[test]
+fn a_caller_away_is_not_silent_and_the_quiet_counts_afresh_once_they_are_back() {
+    let t0 = Instant::now();
+    let s = |n: u64| t0 + Duration::from_secs(n);
+    let mut clock = CallClock::new(settings(), t0);
+    clock.idle(true, t0);
+    assert!(matches!(clock.poll(s(10)), Some(Due::Reprompt(_))));
+    // The caller's audio stops coming: nothing is due however long the line stays quiet.
+    clock.caller_away(true, s(12));
+    assert_eq!(clock.deadline(), Some(s(3600 - 60)), "only the call's time warning is still due");
+    assert_eq!(clock.poll(s(600)), None, "no re-prompt or goodbye to nobody");
+    // The line changes state meanwhile (a reply finished): still not counted.
+    clock.idle(false, s(601));
+    clock.idle(true, s(602));
+    assert_eq!(clock.poll(s(700)), None);
+    // Back: a full quiet period from now, then the second re-prompt (the first stays said).
+    clock.caller_away(false, s(800));
+    assert_eq!(clock.deadline(), Some(s(810)));
+    assert_eq!(clock.poll(s(809)), None);
+    assert!(matches!(clock.poll(s(810)), Some(Due::Reprompt(_))));
+    assert_eq!(clock.prompts(), 2);
+    // Back while the agent speaks: the quiet counts once the line is quiet.
+    clock.caller_away(true, s(811));
+    clock.idle(false, s(812));
+    clock.caller_away(false, s(813));
+    assert_eq!(clock.poll(s(900)), None, "the line is not quiet");
+    clock.idle(true, s(901));
+    assert!(matches!(clock.poll(s(911)), Some(Due::Goodbye(_, EndReason::Silence))));
 }
 
 #[test]

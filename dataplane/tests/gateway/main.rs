@@ -51,6 +51,7 @@ mod scopes;
 mod served;
 mod sessions;
 mod settings;
+mod silence_resume;
 mod stuck_runtime;
 #[path = "../support/tools.rs"]
 mod tools;

@@ -31,14 +31,14 @@ const DISCLOSURE: &str =
     "This call is recorded for quality and training purposes, and the advice given is general information only.";
 
 /// The voice script, speaking at `ms_per_char` (30: about as fast as a person).
-fn script(ms_per_char: u32) -> Script {
+pub(crate) fn script(ms_per_char: u32) -> Script {
     let yaml = common::script("", "").replace("msPerChar: 4,", &format!("msPerChar: {ms_per_char},"));
     Script::parse(&yaml).expect("the voice script")
 }
 
 /// A fleet whose triage Persona is changed by `edit` (its turn-taking from the defaults,
 /// silence off), recording into `record` when given.
-async fn fleet(ms_per_char: u32, record: Option<Arc<Recorder>>, edit: impl Fn(&mut PersonaSpec)) -> Fleet {
+pub(crate) async fn fleet(ms_per_char: u32, record: Option<Arc<Recorder>>, edit: impl Fn(&mut PersonaSpec)) -> Fleet {
     let triage = move |spec: &mut RuntimeSpec| {
         if spec.agent.name == "triage" {
             let persona = &mut spec.persona.spec;
@@ -52,7 +52,7 @@ async fn fleet(ms_per_char: u32, record: Option<Arc<Recorder>>, edit: impl Fn(&m
 }
 
 /// triage's runtime metrics.
-async fn triage_metrics(fleet: &Fleet) -> String {
+pub(crate) async fn triage_metrics(fleet: &Fleet) -> String {
     let pod = fleet.pods.iter().find(|p| p.agent == "triage").expect("triage's pod");
     metrics(pod.addr).await
 }

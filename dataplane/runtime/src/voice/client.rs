@@ -17,6 +17,7 @@ impl Voice<'_> {
     /// Push-to-talk: the caller's turn ends now. The model hears the silence that ends a
     /// turn at once (audio time), instead of waiting for it in real time.
     async fn end_of_input(&mut self, session: &mut Session) -> Option<Exit> {
+        self.turns.audio_ended(Instant::now());
         let speech = self.speech.end();
         for frame in audio::silence_frames(audio::END_OF_TURN_SILENCE_MS) {
             if self.stream.send_audio(frame).await.is_err() {

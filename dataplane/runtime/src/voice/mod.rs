@@ -289,6 +289,7 @@ impl Voice<'_> {
     }
 
     async fn audio(&mut self, session: &mut Session, pcm: Bytes) -> Option<Exit> {
+        self.turns.caller_audio(Instant::now());
         if !self.audio_on {
             return None;
         }

@@ -29,6 +29,13 @@ use super::{Voice, audio, filler};
 /// and logged.
 pub const MAX_WITHHELD_MS: u64 = 60_000;
 
+/// How long the caller's audio may stop coming before the caller counts as away (the call
+/// clock's quiet does not count while they are): a microphone sends a frame every 20 ms
+/// whether or not anyone speaks (a WebRTC caller's DTX pauses come filled, at least every
+/// 400 ms), so a second without one is a connection gone quiet — a client whose network
+/// dropped, before the gateway notices and parks the session — not a quiet caller.
+pub const AUDIO_STALL: Duration = Duration::from_secs(1);
+
 /// The caller's speech over a line played whole, in order, until the line is over.
 #[derive(Debug, Default)]
 pub struct Withheld {
@@ -72,6 +79,12 @@ pub struct Turns {
     noise: Option<NoiseSuppressor>,
     /// The caller's speech over the line played whole now.
     withheld: Withheld,
+    /// When the caller's last audio frame came, while their microphone streams (`None`
+    /// before the first frame and after `bidi_audio_input_end`: a caller who released
+    /// push-to-talk, or never sent audio, is as silent as they are).
+    heard: Option<Instant>,
+    /// The caller's audio stopped coming for [`AUDIO_STALL`].
+    away: bool,
 }
 
 impl Turns {
@@ -95,7 +108,45 @@ impl Turns {
                 NoiseSuppression::Rnnoise => Some(NoiseSuppressor::new()),
             },
             withheld: Withheld::default(),
+            heard: None,
+            away: false,
         }
+    }
+
+    /// A frame of the caller's audio came: a caller who was away is back, and the quiet
+    /// counts afresh.
+    pub fn caller_audio(&mut self, now: Instant) {
+        self.heard = Some(now);
+        self.back(now);
+    }
+
+    /// The caller's microphone stopped (`bidi_audio_input_end`): no audio is expected.
+    pub fn audio_ended(&mut self, now: Instant) {
+        self.heard = None;
+        self.back(now);
+    }
+
+    fn back(&mut self, now: Instant) {
+        if self.away {
+            self.away = false;
+            self.clock.caller_away(false, now);
+        }
+    }
+
+    /// When the caller counts as away if no audio comes by then.
+    fn stall_at(&self) -> Option<Instant> {
+        self.heard.filter(|_| !self.away).map(|heard| heard + AUDIO_STALL)
+    }
+
+    /// The caller's audio stopped coming for [`AUDIO_STALL`] by `now`: they are away (true
+    /// when they just became so).
+    pub fn check_stall(&mut self, now: Instant) -> bool {
+        if self.stall_at().is_none_or(|at| now < at) {
+            return false;
+        }
+        self.away = true;
+        self.clock.caller_away(true, now);
+        true
     }
 
     /// A checked frame of the caller's audio, cleaned of noise when the Persona asks for it
@@ -119,9 +170,9 @@ impl Turns {
         self.speaker.unprotect();
     }
 
-    /// When the call clock has something due.
+    /// When the call clock has something due, or the caller's audio is overdue.
     pub fn deadline(&self) -> Option<Instant> {
-        self.clock.deadline()
+        [self.clock.deadline(), self.stall_at()].into_iter().flatten().min()
     }
 
     /// What a model input says about who speaks.
@@ -234,9 +285,17 @@ impl Voice<'_> {
         self.shared.metrics.caller_interruptions.with_label_values(&[agent, outcome]).inc();
     }
 
-    /// The call clock's deadline passed: a re-prompt, a warning, a goodbye or the end.
+    /// The call clock's deadline passed: a re-prompt, a warning, a goodbye or the end — or
+    /// the caller's audio stopped coming (they are away: no re-prompt is said to nobody).
     pub(super) async fn clock_due(&mut self, session: &mut Session) -> Option<Exit> {
         let now = Instant::now();
+        if self.turns.check_stall(now) {
+            tracing::debug!(
+                agent = self.agent.core.name(),
+                session_id = self.trace.session_id(),
+                "the caller's audio stopped coming: the silence re-prompts wait until it comes again"
+            );
+        }
         while let Some(due) = self.turns.clock.poll(now) {
             let agent = self.agent.core.name();
             let metrics = &self.shared.metrics;
@@ -269,6 +328,49 @@ mod tests {
 
     fn frames(n: usize) -> Vec<Bytes> {
         (0..n).map(|i| Bytes::from(vec![u8::try_from(i).expect("a few"); 640])).collect()
+    }
+
+    fn quiet_after_two_seconds() -> switchboard_crds::persona::TurnTaking {
+        let mut settings = switchboard_crds::persona::TurnTaking::default();
+        settings.silence.after_seconds = 2;
+        settings.max_call.seconds = 0;
+        settings
+    }
+
+    fn ready() -> ServerMessage {
+        ServerMessage::BidiSessionState { state: SessionState::Ready }
+    }
+
+    #[test]
+    fn a_caller_whose_audio_stops_coming_is_away_until_it_comes_again() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut turns = Turns::new(&quiet_after_two_seconds(), t0, None, 0);
+        turns.state(&ready(), true, t0);
+        // No audio yet (a client that sends none): the quiet counts as before.
+        assert_eq!(turns.deadline(), Some(ms(2000)));
+        // The microphone streams: the next frame is due within the stall.
+        turns.caller_audio(ms(500));
+        assert_eq!(turns.deadline(), Some(ms(1500)));
+        assert!(!turns.check_stall(ms(1499)));
+        // It stops: away, and no re-prompt is due however long it stays so.
+        assert!(turns.check_stall(ms(1500)));
+        assert!(!turns.check_stall(ms(1600)), "once");
+        assert_eq!(turns.deadline(), None);
+        assert_eq!(turns.clock.poll(ms(60_000)), None);
+        // It comes again: the quiet counts afresh from then.
+        turns.caller_audio(ms(60_000));
+        turns.check_stall(ms(60_000));
+        assert_eq!(turns.deadline(), Some(ms(61_000)), "the next frame");
+        for n in 1..100 {
+            turns.caller_audio(ms(60_000 + n * 20));
+        }
+        assert_eq!(turns.deadline(), Some(ms(62_000)), "the quiet period, from the caller's return");
+        assert!(matches!(turns.clock.poll(ms(62_000)), Some(Due::Reprompt(_))));
+        // Push-to-talk released: no audio is expected, the quiet counts.
+        turns.audio_ended(ms(62_100));
+        turns.state(&ready(), true, ms(63_000));
+        assert!(!turns.check_stall(ms(70_000)), "not away");
     }
 
     #[test]
