@@ -184,18 +184,29 @@ impl AnsweredBy {
     }
 }
 
-/// Who ended an answered outbound call.
+/// Who ended a call: an answered outbound call's (its status and callbacks say `callee`,
+/// `agent`, `person` or `edge`), and any phone call's session in the conversation record
+/// (`crate::phone::close_text`), where an inbound call's caller is `caller`, and the edge's
+/// own reasons are told apart (`media_timeout`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HungUpBy {
-    /// The callee's phone sent BYE.
+    /// The callee's phone sent BYE (an outbound call).
     Callee,
-    /// The agent ended the conversation (its session ended), or the Agent's
-    /// `onMachine: hangUp` hung up on an answering machine.
+    /// The caller's phone sent BYE (an inbound call; the record's only).
+    Caller,
+    /// The agent ended the conversation (its session ended: its `endSession` tool, or its
+    /// side closing), or the Agent's `onMachine: hangUp` hung up on an answering machine.
     Agent,
+    /// The session ended with the caller put through to a person (the record's only).
+    Transfer,
     /// The person a transfer bridged the callee to hung up.
     Person,
-    /// The edge: no RTP for its media timeout, a failure, or the edge shutting down.
+    /// The edge: no RTP from the phone for its media timeout (the record's only: an
+    /// outbound call's status says `edge`).
+    MediaTimeout,
+    /// The edge: no RTP for its media timeout (an outbound call's status), a failure, or
+    /// the edge shutting down.
     Edge,
 }
 
@@ -204,10 +215,20 @@ impl HungUpBy {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Callee => "callee",
+            Self::Caller => "caller",
             Self::Agent => "agent",
+            Self::Transfer => "transfer",
             Self::Person => "person",
+            Self::MediaTimeout => "media_timeout",
             Self::Edge => "edge",
         }
+    }
+
+    /// The one [`HungUpBy::as_str`] names.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Callee, Self::Caller, Self::Agent, Self::Transfer, Self::Person, Self::MediaTimeout, Self::Edge]
+            .into_iter()
+            .find(|by| by.as_str() == name)
     }
 }
 

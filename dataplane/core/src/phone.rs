@@ -114,6 +114,28 @@ impl PhoneCall {
     }
 }
 
+/// The `close` a SIP edge ends a call's session with, saying who hung up:
+/// `{"type":"close","hung_up_by":"caller"}`. Any client's `close` ends a session the same
+/// way (the runtime reads no more of it); the gateway takes `hung_up_by` into the
+/// conversation record (its `session_end` and the session's row) only from a SIP edge's
+/// credential, as [`PHONE_HEADER`].
+pub fn close_text(by: crate::outbound::HungUpBy) -> String {
+    serde_json::json!({ "type": "close", "hung_up_by": by.as_str() }).to_string()
+}
+
+/// Who hung up, as a client's `close` ([`close_text`]) says; `None` for any other message,
+/// and for a `close` that names nobody known.
+pub fn hung_up_by(text: &str) -> Option<crate::outbound::HungUpBy> {
+    if !text.contains("hung_up_by") {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    if value.get("type")?.as_str()? != "close" {
+        return None;
+    }
+    crate::outbound::HungUpBy::parse(value.get("hung_up_by")?.as_str()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +191,21 @@ mod tests {
             }
             prop_assert_eq!(PhoneCall::from_header(&call.to_header()), Ok(call));
         }
+    }
+
+    #[test]
+    fn an_edges_close_says_who_hung_up_and_reads_as_a_plain_close() {
+        use crate::outbound::HungUpBy;
+        for by in [HungUpBy::Caller, HungUpBy::Agent, HungUpBy::MediaTimeout, HungUpBy::Edge, HungUpBy::Callee] {
+            let text = close_text(by);
+            assert_eq!(hung_up_by(&text), Some(by), "{text}");
+            assert!(
+                matches!(crate::protocol::decode_client(&text), Ok(crate::protocol::ClientMessage::Close {})),
+                "a runtime reads it as any close: {text}"
+            );
+        }
+        assert_eq!(hung_up_by(r#"{"type":"close"}"#), None);
+        assert_eq!(hung_up_by(r#"{"type":"close","hung_up_by":"nobody"}"#), None);
+        assert_eq!(hung_up_by(r#"{"type":"text_input","text":"hung_up_by"}"#), None);
     }
 }

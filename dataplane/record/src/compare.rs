@@ -384,7 +384,7 @@ mod tests {
                 "bank/idv",
                 1_005,
                 "session_end",
-                crate::Update::End { outcome: "ended", close_code: Some(1000) },
+                crate::Update::End { outcome: "ended", close_code: Some(1000), hung_up_by: None },
             ),
             // Started at idv.
             start("s2", "bank/idv", 2_000),

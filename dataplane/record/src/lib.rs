@@ -173,6 +173,10 @@ pub enum Update {
         outcome: &'static str,
         /// The close code, when one was sent.
         close_code: Option<u16>,
+        /// Who hung up a phone call (`caller`, `agent`, `transfer`, `media_timeout`, `edge`...:
+        /// [`switchboard_core::outbound::HungUpBy`]), as its SIP edge said; `None` for any
+        /// other session.
+        hung_up_by: Option<&'static str>,
     },
 }
 

@@ -48,6 +48,9 @@ pub struct SessionLog {
     /// [`Recorder::session_bytes`] it keeps no more (`truncated`).
     kept_bytes: usize,
     truncated: bool,
+    /// Whether the caller was put through to a person (a session that ends after it ends
+    /// with the transfer: [`SessionLog::ended_by`]).
+    transferred: bool,
 }
 
 /// Caller keys held until the caller is verified; more are not kept.
@@ -71,6 +74,7 @@ impl SessionLog {
             transfers: Vec::new(),
             kept_bytes: 0,
             truncated: false,
+            transferred: false,
         }
     }
 
@@ -177,8 +181,31 @@ impl SessionLog {
 
     /// The session ended (`outcome`: `ended`, `parked`, `failed`), with `close` if one was sent.
     pub fn ended(&self, agent: &str, outcome: &'static str, close: Option<(u16, &str)>) {
-        let data = json!({ "close_code": close.map(|c| c.0), "reason": close.map(|c| c.1) });
-        self.push_plain(agent, "session_end", data, Some(Update::End { outcome, close_code: close.map(|c| c.0) }));
+        self.ended_by(agent, outcome, close, None);
+    }
+
+    /// [`SessionLog::ended`] for a phone call's session, with who hung up (`hung_up_by`
+    /// in `session_end` and on the session's row): the agent's end after the caller was
+    /// put through to a person (a `transfer_result` of outcome `transferred`) is `transfer`.
+    pub fn ended_by(
+        &self,
+        agent: &str,
+        outcome: &'static str,
+        close: Option<(u16, &str)>,
+        hung_up_by: Option<switchboard_core::outbound::HungUpBy>,
+    ) {
+        use switchboard_core::outbound::HungUpBy;
+        let hung_up_by = hung_up_by.map(|by| match by {
+            HungUpBy::Agent if self.transferred => HungUpBy::Transfer,
+            by => by,
+        });
+        let by = hung_up_by.map(HungUpBy::as_str);
+        let mut data = json!({ "close_code": close.map(|c| c.0), "reason": close.map(|c| c.1) });
+        if let Some(by) = by {
+            data["hung_up_by"] = json!(by);
+        }
+        let update = Update::End { outcome, close_code: close.map(|c| c.0), hung_up_by: by };
+        self.push_plain(agent, "session_end", data, Some(update));
     }
 
     /// A client text frame the session forwarded: the answer to a consent request the
@@ -209,8 +236,9 @@ impl SessionLog {
         };
         let Some(open) = self.transfers.iter().position(|id| *id == tool_use_id) else { return };
         self.transfers.remove(open);
-        let update =
-            (outcome == switchboard_core::protocol::TransferOutcome::Transferred).then_some(Update::Transferred);
+        let transferred = outcome == switchboard_core::protocol::TransferOutcome::Transferred;
+        self.transferred |= transferred;
+        let update = transferred.then_some(Update::Transferred);
         let message: String = message.chars().take(200).collect();
         let data = json!({ "tool_use_id": tool_use_id, "outcome": outcome.as_str(), "message": message });
         self.push(agent, "transfer_result", data, update);

@@ -111,6 +111,10 @@ pub struct Report {
     /// Whether the caller was put through to a person.
     #[serde(default)]
     pub transferred: bool,
+    /// Who hung up, for a phone call's session (`caller`, `agent`, `transfer`,
+    /// `media_timeout`, `edge`; an outbound call's `callee`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hung_up_by: Option<String>,
     /// The analysis (`spec.record.analysis`): `{"model", "fields"}`, or `{"model", "error"}`
     /// when it failed; with its tokens and cost. Absent when the Agent asks for none.
     #[serde(default)]
@@ -154,6 +158,7 @@ impl Report {
             variant: s.variant.clone(),
             variants: s.variants.clone(),
             transferred: s.transferred,
+            hung_up_by: s.hung_up_by.clone(),
             analysis: s.analysis.clone(),
             summaries,
             tool_calls: count("tool_start"),

@@ -7,7 +7,8 @@
 //! every 5 s; each key pressed (RFC 4733 or SIP INFO) as one `bidi_dtmf`; the keys the
 //! agent presses (`digits_request`) as RFC 4733 telephone events to the phone, answered
 //! with a `digits_result` ([`crate::digits`]). The caller's
-//! BYE closes the session; the session ending sends BYE; RTP that stops for longer than
+//! BYE closes the session; the session ending sends BYE (once the agent's last words queued for
+//! the phone are played out: [`play_out`]); RTP that stops for longer than
 //! the media timeout ends the call. A connection to the gateway that drops mid-call (lost,
 //! or its replica going away) is not the session ending: the session is resumed
 //! ([`gateway::resume`]) and the call goes on. While the gateway holds the session in its capacity
@@ -29,6 +30,7 @@ mod announced;
 mod bridge;
 mod fallback;
 mod media;
+mod play_out;
 mod resuming;
 mod route;
 pub(crate) mod warm;
@@ -37,7 +39,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use switchboard_core::protocol::ServerMessage;
 use switchboard_sip::call::{Admission, CallEvent, EndReason, Incoming};
 use switchboard_sip::media::format::Format;
@@ -106,6 +108,8 @@ pub(crate) struct Call {
     pub metrics: crate::metrics::Metrics,
     /// How transfers to a person are made.
     pub dialling: Arc<crate::dialling::Dialling>,
+    /// Which way the call went (the record's `hung_up_by` names its phone so).
+    pub direction: crate::metrics::Direction,
 }
 
 impl Call {
@@ -220,7 +224,7 @@ impl Call {
         let Session { socket, mut position, .. } = session;
         let (sink, mut stream) = socket.split();
         let (mut to_gateway, outgoing) = mpsc::channel::<Message>(self.settings.gateway_queue);
-        let mut writer = tokio::spawn(write(sink, outgoing));
+        let mut writer = tokio::spawn(gateway::write(sink, outgoing));
         // A connection to the gateway that drops mid-call is resumed (`gateway::resume`):
         // while it is, the caller's audio is not heard; what the gateway replays before the
         // resumed start waits in `replayed`, read before the new socket.
@@ -300,7 +304,7 @@ impl Call {
                             let (sink, resumed_stream) = session.socket.split();
                             stream = resumed_stream;
                             let (sender, outgoing) = mpsc::channel::<Message>(self.settings.gateway_queue);
-                            (to_gateway, writer) = (sender, tokio::spawn(write(sink, outgoing)));
+                            (to_gateway, writer) = (sender, tokio::spawn(gateway::write(sink, outgoing)));
                             replayed.extend(early);
                         }
                         Err(why) => {
@@ -448,20 +452,25 @@ impl Call {
             },
             _ => None,
         };
+        // Who hung up goes to the gateway with the session's end, for the record.
+        let close = Message::text(switchboard_core::phone::close_text(end.recorded(self.direction)));
         match &end {
             End::Caller(_) | End::Outage(_) => {
                 // The caller hung up (or goes to the outage fallback): the session ends as
                 // a client ends it.
-                let close =
-                    serde_json::to_string(&switchboard_core::protocol::ClientMessage::Close {}).unwrap_or_default();
-                let _ = to_gateway.send(Message::text(close)).await;
+                let _ = to_gateway.send(close).await;
                 let _ = to_gateway.send(Message::Close(None)).await;
             }
             End::Session(_) | End::MediaTimeout | End::Shutdown | End::Bridged(_) => {
                 if bridge.is_none() {
+                    if matches!(end, End::Session(_)) {
+                        // The agent's last words reach the phone before its BYE.
+                        self.play_out(&mut relay).await;
+                    }
                     let _ = self.commands.send(Command::HangUp { call_id: self.call_id.clone() }).await;
                 }
                 if !matches!(end, End::Session(_)) {
+                    let _ = to_gateway.send(close).await;
                     let _ = to_gateway.send(Message::Close(None)).await;
                 }
             }
@@ -485,19 +494,6 @@ async fn wait_for_end(events: &mut mpsc::Receiver<CallEvent>) {
     while let Some(event) = events.recv().await {
         if matches!(event, CallEvent::Ended(_)) {
             return;
-        }
-    }
-}
-
-/// Sends what the call queues to the gateway, in order, until the queue closes.
-async fn write(
-    mut sink: futures_util::stream::SplitSink<gateway::Socket, Message>,
-    mut outgoing: mpsc::Receiver<Message>,
-) {
-    while let Some(message) = outgoing.recv().await {
-        let closing = matches!(message, Message::Close(_));
-        if sink.send(message).await.is_err() || closing {
-            break;
         }
     }
 }

@@ -36,6 +36,18 @@ impl End {
         }
     }
 
+    /// Who ended the call, as the conversation record keeps it for the call's session
+    /// (the edge's `close` says it, [`switchboard_core::phone::close_text`]): an inbound
+    /// call's phone is the `caller`, an outbound call's the `callee`; the edge's media
+    /// timeout is told apart from its other reasons (`media_timeout`).
+    pub(crate) fn recorded(&self, direction: crate::metrics::Direction) -> HungUpBy {
+        match (self.hung_up_by(), self) {
+            (_, Self::MediaTimeout) => HungUpBy::MediaTimeout,
+            (HungUpBy::Callee, _) if direction == crate::metrics::Direction::Inbound => HungUpBy::Caller,
+            (by, _) => by,
+        }
+    }
+
     /// Who ended the call and why, for the log.
     pub(crate) fn describe(&self) -> String {
         match self {
@@ -46,5 +58,23 @@ impl End {
             Self::Bridged(how) => format!("bridged to the person the edge dialled; then {how}"),
             Self::Outage(_) => "outage mode: the outage announcement played, then the Agent's fallback".to_owned(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Direction::{Inbound, Outbound};
+
+    #[test]
+    fn the_record_names_an_inbound_calls_phone_the_caller_and_a_media_timeout_as_such() {
+        let bye = End::Caller(EndReason::RemoteHangUp);
+        assert_eq!((bye.recorded(Inbound), bye.recorded(Outbound)), (HungUpBy::Caller, HungUpBy::Callee));
+        let session = End::Session("1000 the conversation is finished".into());
+        assert_eq!(session.recorded(Inbound), HungUpBy::Agent);
+        assert_eq!(End::MediaTimeout.recorded(Inbound), HungUpBy::MediaTimeout);
+        assert_eq!(End::MediaTimeout.recorded(Outbound), HungUpBy::MediaTimeout);
+        assert_eq!(End::MediaTimeout.hung_up_by(), HungUpBy::Edge, "an outbound call's status keeps `edge`");
+        assert_eq!(End::Shutdown.recorded(Inbound), HungUpBy::Edge);
     }
 }

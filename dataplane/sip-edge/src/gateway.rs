@@ -468,5 +468,18 @@ pub async fn close(socket: &mut Socket) -> Result<(), tungstenite::Error> {
 mod resume;
 pub use resume::{Position, Resumed, resume, resumes_after};
 
+/// Sends what the call queues to the gateway, in order, until the queue closes.
+pub(crate) async fn write(
+    mut sink: futures_util::stream::SplitSink<Socket, Message>,
+    mut outgoing: tokio::sync::mpsc::Receiver<Message>,
+) {
+    while let Some(message) = outgoing.recv().await {
+        let closing = matches!(message, Message::Close(_));
+        if sink.send(message).await.is_err() || closing {
+            break;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

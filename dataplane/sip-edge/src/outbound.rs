@@ -216,6 +216,7 @@ impl PlacedCall {
             commands: self.commands,
             shutdown: self.shutdown,
             dialling: self.dialling,
+            direction: crate::metrics::Direction::Outbound,
         };
         let (heard_tx, heard_rx) = tokio::sync::oneshot::channel::<Instant>();
         let reports = self.reports.clone();

@@ -247,6 +247,7 @@ impl Signalling {
                         commands: commands.clone(),
                         shutdown: self.shutdown.clone(),
                         dialling: Arc::clone(&self.dialling),
+                        direction: crate::metrics::Direction::Inbound,
                     };
                     self.tasks.spawn(call.run());
                 }

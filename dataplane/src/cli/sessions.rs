@@ -156,10 +156,11 @@ fn show_text(out: &mut String, record: &SessionRecord) {
     let ended = s.ended_at.map_or_else(|| "-".to_owned(), time);
     let _ = writeln!(
         out,
-        "started   {} UTC, ended {ended}, {} ({})",
+        "started   {} UTC, ended {ended}, {} ({}){}",
         time(s.started_at),
         s.outcome,
-        s.close_code.map_or_else(|| "no close".into(), |c| format!("close {c}"))
+        s.close_code.map_or_else(|| "no close".into(), |c| format!("close {c}")),
+        s.hung_up_by.as_deref().map_or_else(String::new, |by| format!(", hung up by {by}"))
     );
     let credential = if s.credential.is_empty() { "-" } else { &s.credential };
     let _ =
@@ -249,7 +250,10 @@ fn describe(event: &EventRow) -> String {
             format!("{} in, {} out, {} USD ({})", s("input_tokens"), s("output_tokens"), s("cost_usd"), s("model"))
         }
         "error" => format!("{}: {}", s("code"), s("message")),
-        "session_end" => format!("{} {}", s("close_code"), s("reason")),
+        "session_end" => match d["hung_up_by"].as_str() {
+            Some(by) => format!("{} {} (hung up by {by})", s("close_code"), s("reason")),
+            None => format!("{} {}", s("close_code"), s("reason")),
+        },
         "analysis" => analysis_text(d),
         "transfer_request" => format!("to {} ({}): {}", s("person"), s("address"), s("reason")),
         "transfer_result" => format!("{} {}", s("outcome"), s("message")),

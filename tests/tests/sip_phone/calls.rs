@@ -137,6 +137,7 @@ fn a_phone_call_reaches_a_voice_agent_hears_its_reply_survives_garbage_and_is_re
     assert_eq!(session["first_agent"], "default/triage", "{session}");
     assert_eq!(session["outcome"], "ended", "{session}");
     assert_eq!(session["close_code"], 1000, "{session}");
+    assert_eq!(session["hung_up_by"], "caller", "the record says the caller hung up: {session}");
     let (started, ended) = (session["started_at"].as_f64().expect("start"), session["ended_at"].as_f64().expect("end"));
     let seconds = (ended - started) / 1000.0;
     assert!((seconds - lasted).abs() < 5.0, "the session ended with the call: {seconds} s vs {lasted:.1} s");

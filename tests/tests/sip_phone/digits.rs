@@ -5,19 +5,18 @@
 //! keys are in the record. On an inbound call from a G.711 phone, and on an outbound call
 //! the agent places to a phone system that speaks only Opus (the RTP clock at 48 kHz).
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::outbound::call;
 use crate::phone::{Callee, Phone, free_phone_port};
-use crate::stack::{sessions, stack_custom, the_session, wait_for};
+use crate::stack::{SimScript, sessions, stack_custom, the_session, wait_for};
 
 /// The keys the agent presses: a pause (`w`) between the second and third.
 const DIGITS: &str = "12w34#";
 
 /// The simulator's script: the caller's tone (phrase 1) asks the agent to choose an option;
 /// the agent calls `send_digits`, then says whether the keys went.
-fn digits_script(dir: &Path) -> PathBuf {
+fn digits_script(name: &str) -> SimScript {
     let script = format!(
         "sonic:\n  phrases:\n    1: \"Please choose the lost card option\"\n\
          rules:\n\
@@ -32,10 +31,7 @@ fn digits_script(dir: &Path) -> PathBuf {
          \x20   reply: {{ text: \"Sorry, the keys did not go.\" }}\n\
          default: {{ text: \"Hello from the bank.\" }}\n"
     );
-    std::fs::create_dir_all(dir).expect("a folder");
-    let path = dir.join("digits-script.yaml");
-    std::fs::write(&path, script).expect("the script");
-    path
+    SimScript::write(name, &script)
 }
 
 /// The keys baresip says it received, in order: each event's start (`end=0`).
@@ -51,19 +47,10 @@ fn received_keys(log: &str) -> String {
 
 #[test]
 fn keys_the_agent_sends_reach_the_phone_as_telephone_events_in_order() {
-    let dir = std::env::temp_dir().join(format!("switchboard-sip-digits-script-{}", std::process::id()));
-    let script = digits_script(&dir);
-    let script_arg = script.to_string_lossy().into_owned();
-    let stack = stack_custom("digits", &[], "    sendDigits: true\n", &["--sim-script", &script_arg]);
+    let script = digits_script("digits");
+    let stack = stack_custom("digits", &[], "    sendDigits: true\n", &["--sim-script", &script.arg]);
     let phone = Phone::dial(&stack, "caller", "triage", 15, 40);
-    let context = || {
-        format!(
-            "{}\n--- local ---\n{}\n--- baresip ---\n{}",
-            stack.edge.log_text(),
-            stack.local.log_text(),
-            phone.log()
-        )
-    };
+    let context = || stack.logs(&phone);
     wait_for(
         "the edge pressed the keys",
         Duration::from_secs(40),
@@ -101,21 +88,18 @@ fn keys_the_agent_sends_reach_the_phone_as_telephone_events_in_order() {
     let shown = the_session(&stack);
     assert!(shown.contains(DIGITS), "the keys are in the record (no secret): {shown}");
     assert!(!shown.contains("digits_"), "no tool error: {shown}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn an_agent_on_an_outbound_call_presses_keys_on_a_phone_system_that_speaks_opus() {
-    let dir = std::env::temp_dir().join(format!("switchboard-sip-digits-out-script-{}", std::process::id()));
-    let script = digits_script(&dir);
-    let script_arg = script.to_string_lossy().into_owned();
+    let script = digits_script("digits-out");
     let port = free_phone_port();
     let trunk = format!("sip:127.0.0.1:{port}");
     let stack = stack_custom(
         "digits-out",
         &["--outbound-trunk", &trunk, "--caller-id", "+4930123456", "--ring-timeout-seconds", "20"],
         "    sendDigits: true\n",
-        &["--sim-script", &script_arg],
+        &["--sim-script", &script.arg],
     )
     .taking_outbound_calls();
     // The phone system answers at once and says its phrase (the menu), in Opus only.
@@ -148,5 +132,4 @@ fn an_agent_on_an_outbound_call_presses_keys_on_a_phone_system_that_speaks_opus(
     menu.hang_up();
     let (ok, printed) = placed.join().expect("switchboard call");
     assert!(ok, "the call was answered: {printed}\n{}", context());
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -41,8 +41,10 @@
 //! own edge, answering
 //! and placing calls, and dialling a person to bridge a caller to), [`local_trunks`] (local
 //! mode's edge with several outbound trunks) and [`example`] (the Example Bank as it ships:
-//! its number, triage speaking first, its advisor).
+//! its number, triage speaking first, its advisor) and [`journey`] (the Example Bank's
+//! whole call: triage -> idv -> banking, each agent heard in its own voice).
 
+mod agent_hangup;
 mod amd;
 mod announce;
 mod bridge;
@@ -50,9 +52,11 @@ mod callbacks;
 mod calls;
 mod digits;
 mod example;
+mod journey;
 mod keypad;
 mod local;
 mod local_trunks;
+mod loss;
 mod outage;
 mod outbound;
 mod phone;
@@ -60,6 +64,7 @@ mod proxy;
 mod queue;
 mod relay;
 mod resume;
+mod silence_resume;
 mod srtp;
 mod stack;
 mod tls;

@@ -37,6 +37,10 @@ pub(crate) struct Options {
     pub(crate) srtp: bool,
     /// Say nothing: silence where the tone would be (a caller who waits to be greeted).
     pub(crate) silent: bool,
+    /// After all of the above, more tones, each `(hz, seconds, quiet)`: `seconds` of a sine
+    /// at `hz`, then `quiet` seconds of silence (a caller who says several phrases, each once
+    /// the agent has answered the last).
+    pub(crate) more: &'static [(u32, u32, u32)],
 }
 
 /// A baresip instance dialling one URI.
@@ -82,8 +86,20 @@ impl Phone {
     /// types keys into the call through it).
     pub(crate) fn dial_with_keypad(stack: &Stack, name: &str, user: &str, silence: u32, quit: u32) -> (Self, u16) {
         let console = free_udp_tcp_ports(1);
-        let config = format!("module cons.so\ncons_listen 127.0.0.1:{console}\n");
-        (Self::dial_with(stack, name, user, silence, quit, "udp", "", &config), console)
+        (Self::dial_with(stack, name, user, silence, quit, "udp", "", &console_config(console)), console)
+    }
+
+    /// A trunk's call with a keypad: a phone whose account is `caller` (the number it calls
+    /// from) with `account`'s parameters (the trunk's digest credentials) dials `number` at
+    /// the edge, plays its tone and 20 s of silence, and quits after 60 s; its console, for
+    /// [`Phone::press`], on the port returned.
+    pub(crate) fn dial_trunk_with_keypad(stack: &Stack, caller: &str, number: &str, account: &str) -> (Self, u16) {
+        let console = free_udp_tcp_ports(1);
+        let dial = format!("/dial sip:{number}@{};transport=udp", stack.sip);
+        let config = console_config(console);
+        let (phone, _) =
+            Self::start(&stack.dir, &stack.tools, "caller", caller, 20, 60, "udp", account, &config, Some(&dial));
+        (phone, console)
     }
 
     /// Presses `keys` on the phone in the call: baresip's `/sndcode` sends each as an RFC
@@ -201,6 +217,12 @@ impl Phone {
                 parts.push(dir.join("after.wav"));
             }
         }
+        for (n, &(hz, seconds, quiet)) in options.more.iter().enumerate() {
+            let (tone, rest) = (format!("more-{n}.wav"), format!("more-{n}-quiet.wav"));
+            part(&tone, &["synth", &seconds.to_string(), "sine", &hz.to_string(), "vol", "0.5"]);
+            part(&rest, &["trim", "0", &quiet.to_string()]);
+            parts.extend([dir.join(tone), dir.join(rest)]);
+        }
         let status = Command::new(&sox).args(&parts).arg(dir.join("say.wav")).status().expect("sox runs");
         assert!(status.success(), "sox joined the WAV");
         // baresip listens on a port and the next (TLS): both free. Picked again when some
@@ -287,6 +309,15 @@ impl Phone {
                 && caller_log.contains(&format!("Call established: sip:{user}@")),
             "the caller's phone was referred and is in a call with the person: {caller_log}"
         );
+    }
+
+    /// Freezes the phone's process (SIGSTOP) or thaws it (SIGCONT): frozen, it sends no RTP
+    /// and answers nothing, as a phone whose network went quiet; what reaches it meanwhile
+    /// waits in its sockets and is read once it is thawed.
+    pub(crate) fn freeze(&self, frozen: bool) {
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill").args([signal, &self.child.id().to_string()]).status().expect("kill runs");
+        assert!(status.success(), "kill {signal} the phone");
     }
 
     pub(crate) fn log(&self) -> String {
@@ -387,6 +418,11 @@ pub(crate) fn codec_config(codecs: &str) -> (&'static str, String) {
         "8000"
     };
     (rate, modules)
+}
+
+/// baresip's config lines for its console on UDP `port` ([`Phone::press`] types through it).
+pub(crate) fn console_config(port: u16) -> String {
+    format!("module cons.so\ncons_listen 127.0.0.1:{port}\n")
 }
 
 /// A port for a baresip: it and the next free over UDP and TCP.

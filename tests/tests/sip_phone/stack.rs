@@ -12,6 +12,8 @@ use switchboard_tests::ports;
 use switchboard_tests::repo_root;
 use switchboard_tests::switchboard::{Process, switchboard_binary};
 
+use crate::phone::Phone;
+
 /// The number triage claims in the Example Bank (`examples/banking/triage.yaml`).
 pub(crate) const TRIAGE_NUMBER: &str = "+442079460000";
 
@@ -37,7 +39,7 @@ pub(crate) fn with_telephony(triage: &str, lines: &str) -> String {
 /// RTP ports the edge may use in one test (five pairs).
 pub(crate) const RTP_PORTS: u16 = 10;
 
-/// `switchboard local` (with the Example Bank, `disputes` exposed as a text-only agent a
+/// `switchboard local` (with the Example Bank, its `disputes` made a text-only agent a
 /// caller can name) and `switchboard sip` in front of it, in a folder of their own.
 pub(crate) struct Stack {
     pub(crate) dir: PathBuf,
@@ -61,6 +63,38 @@ impl Stack {
             || self.edge.log_text(),
         );
         self
+    }
+
+    /// What the edge, local mode and `phone` logged, for a failed assertion's message.
+    pub(crate) fn logs(&self, phone: &Phone) -> String {
+        format!("{}\n--- local ---\n{}\n--- baresip ---\n{}", self.edge.log_text(), self.local.log_text(), phone.log())
+    }
+}
+
+/// A simulator script of a test's own (`switchboard local --sim-script`), written in a folder
+/// of its own; the folder is removed on drop unless the test failed.
+pub(crate) struct SimScript {
+    pub(crate) dir: PathBuf,
+    /// The flag's value: the script's path.
+    pub(crate) arg: String,
+}
+
+impl SimScript {
+    /// `yaml` written for the test `name`.
+    pub(crate) fn write(name: &str, yaml: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("switchboard-sip-{name}-script-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a folder");
+        let path = dir.join("script.yaml");
+        std::fs::write(&path, yaml).expect("the script");
+        Self { arg: path.to_string_lossy().into_owned(), dir }
+    }
+}
+
+impl Drop for SimScript {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -135,16 +169,34 @@ pub(crate) fn stack_through(
     edit: impl Fn(String) -> String,
     through: impl FnOnce(&str) -> String,
 ) -> Stack {
+    stack_with_env(name, edge_args, triage_telephony, local_args, edit, through, &[])
+}
+
+/// [`stack_through`] with more environment for both processes (`env`, after the stack's
+/// own `SWITCHBOARD_LOG`, which it may replace): an OpenTelemetry exporter's, a log level.
+pub(crate) fn stack_with_env(
+    name: &str,
+    edge_args: &[&str],
+    triage_telephony: &str,
+    local_args: &[&str],
+    edit: impl Fn(String) -> String,
+    through: impl FnOnce(&str) -> String,
+    env: &[(&str, &str)],
+) -> Stack {
     let tools = tools_bin().expect("tests/tools/install.sh");
     let binary = switchboard_binary().expect("the switchboard binary");
     let dir = std::env::temp_dir().join(format!("switchboard-sip-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let agents = dir.join("agents");
     copy_dir(&repo_root().join("examples/banking"), &agents);
+    // disputes, exposed and text-only in this copy (the example's is hybrid): an agent a
+    // caller can name that takes no calls (488).
     let disputes = agents.join("disputes.yaml");
     let text = std::fs::read_to_string(&disputes).expect("disputes.yaml");
     assert!(text.contains("expose: false"), "disputes.yaml is not exposed: the test exposes it");
-    std::fs::write(&disputes, text.replace("expose: false", "expose: true")).expect("write");
+    assert!(text.contains("\n  mode: hybrid\n"), "disputes.yaml is hybrid: the test makes it text-only");
+    let text = text.replace("expose: false", "expose: true").replacen("\n  mode: hybrid\n", "\n  mode: text\n", 1);
+    std::fs::write(&disputes, text).expect("write");
     // triage's telephony: the example's number, and the test's people and settings in place
     // of the example's (its advisor listens on a fixed port; a test's person on its own).
     let triage = agents.join("triage.yaml");
@@ -167,7 +219,7 @@ pub(crate) fn stack_through(
             local_args,
         ]
         .concat(),
-        &[("SWITCHBOARD_LOG", "info,switchboard_sim=debug")],
+        &[&[("SWITCHBOARD_LOG", "info,switchboard_sim=debug")][..], env].concat(),
         "Chat with: switchboard chat ws://",
     )
     .expect("switchboard local starts");
@@ -196,7 +248,7 @@ pub(crate) fn stack_through(
             edge_args,
         ]
         .concat(),
-        &[("SWITCHBOARD_LOG", "info,switchboard_sip_edge=debug")],
+        &[&[("SWITCHBOARD_LOG", "info,switchboard_sip_edge=debug")][..], env].concat(),
         "SIP edge ready",
     )
     .expect("switchboard sip starts");

@@ -76,6 +76,7 @@ fn the_agent_transfers_the_caller_to_a_person_whose_phone_rings_and_answers() {
     );
     let shown = the_session(&stack);
     assert!(shown.contains("transfer_to_person"), "the tool call is in the record: {shown}");
+    assert!(shown.contains("hung up by transfer"), "the record says the transfer ended the call: {shown}");
     drop(person);
     let _ = std::fs::remove_dir_all(&dir);
 }

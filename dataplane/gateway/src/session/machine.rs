@@ -103,6 +103,9 @@ pub struct Machine {
     traceparent: Option<String>,
     /// What the client was told of its Agents' outage mode ([`outage`]).
     outage_told: outage::Told,
+    /// Who hung up, for a phone call's session: as its SIP edge's `close` said
+    /// ([`switchboard_core::phone::close_text`]), or the agent when its side ended it.
+    hung_up_by: Option<switchboard_core::outbound::HungUpBy>,
 }
 
 impl Machine {
@@ -174,6 +177,7 @@ impl Machine {
             out: VecDeque::new(),
             traceparent: None,
             outage_told: outage::Told::default(),
+            hung_up_by: None,
         }
     }
 
@@ -278,6 +282,13 @@ impl Machine {
                 // never recorded; those the agent is told are its user line in the record.
                 if self.limits.record && !unrecorded(text.as_str()) {
                     self.push(Effect::Record(Recorded::Client(text.clone())));
+                }
+                // A phone call's edge says who hung up as it ends the session (only its
+                // edge holds a phone call's session: its memory is the edge's to set).
+                if self.is_phone_call()
+                    && let Some(by) = switchboard_core::phone::hung_up_by(text.as_str())
+                {
+                    self.hung_up_by.get_or_insert(by);
                 }
                 self.forward_text(text);
             }
@@ -451,6 +462,11 @@ impl Machine {
             _ => {
                 if let Some(text) = held_close {
                     self.deliver(Frame::Text(text));
+                }
+                // The agent's side ended a phone call (its end tool, a transfer, a failure),
+                // unless its edge said first who hung up.
+                if self.is_phone_call() {
+                    self.hung_up_by.get_or_insert(switchboard_core::outbound::HungUpBy::Agent);
                 }
                 self.end((if code == 1005 { close_code::NORMAL } else { code }, reason));
             }

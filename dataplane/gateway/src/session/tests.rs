@@ -7,6 +7,7 @@ mod limits;
 mod long;
 mod outage;
 mod park;
+mod phone;
 mod props;
 mod snapshot;
 mod variants;

@@ -184,7 +184,8 @@ async fn a_transfer_to_a_person_and_the_first_agents_variant_mark_the_sessions_r
         log.client("bank/banking", &result("t-1", outcomes[0]));
         log.message("bank/banking", request("t-2"));
         log.client("bank/banking", &result("t-2", outcomes[1]));
-        log.ended("bank/banking", "ended", None);
+        // The agent's side ended the call: after the caller was put through, the transfer.
+        log.ended_by("bank/banking", "ended", Some((1000, "")), Some(switchboard_core::outbound::HungUpBy::Agent));
     }
     drop(recorder);
     writing.await.expect("the writer ends with its last recorder");
@@ -192,6 +193,8 @@ async fn a_transfer_to_a_person_and_the_first_agents_variant_mark_the_sessions_r
     let through = store.show("gw-put-through").await.expect("store").expect("recorded");
     assert!(!busy.summary.transferred && through.summary.transferred, "{:?} {:?}", busy.summary, through.summary);
     assert_eq!(busy.summary.variant.as_deref(), Some("zoe"), "the first Agent's variant");
+    let hung_up = (busy.summary.hung_up_by.as_deref(), through.summary.hung_up_by.as_deref());
+    assert_eq!(hung_up, (Some("agent"), Some("transfer")), "who hung up: the agent, or the transfer");
     let results: Vec<&serde_json::Value> =
         through.events.iter().filter(|e| e.kind == "transfer_result").map(|e| &e.data["outcome"]).collect();
     assert_eq!(results, ["busy", "transferred"], "{:?}", through.events);

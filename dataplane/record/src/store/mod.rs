@@ -85,6 +85,8 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("switchboard_sessions", "analysis", "TEXT"),
     // The variant each Agent the session reached ran (variants are compared per Agent).
     ("switchboard_session_agents", "variant", "TEXT"),
+    // Who hung up a phone call (`caller`, `agent`, `media_timeout`, ...), as its SIP edge said.
+    ("switchboard_sessions", "hung_up_by", "TEXT"),
 ];
 
 /// A store that cannot be used.
@@ -163,6 +165,12 @@ pub struct Summary {
     pub outcome: String,
     /// The close code it ended with.
     pub close_code: Option<i64>,
+    /// Who hung up, for a phone call's session: `caller` (the phone's BYE), `agent` (the
+    /// agent ended the conversation), `transfer` (the caller was put through to a person),
+    /// `media_timeout` (no RTP from the phone for the edge's media timeout), `edge` (the
+    /// edge shutting down, a failure); an outbound call's `callee`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hung_up_by: Option<String>,
     /// User turns.
     pub turns: i64,
     /// Tokens read.

@@ -10,7 +10,7 @@ use super::{EventRow, Filter, SessionRecord, Store, StoreError, Summary};
 
 /// The columns of a session's row, as [`summary`] reads them.
 const COLUMNS: &str = "id, started_at, ended_at, credential, caller, first_agent, last_agent, outcome, close_code,
-                    turns, input_tokens, output_tokens, cost_usd, summary, variant, transferred, analysis";
+                    hung_up_by, turns, input_tokens, output_tokens, cost_usd, summary, variant, transferred, analysis";
 
 impl Store {
     /// Sessions matching `filter`, newest first.
@@ -158,6 +158,7 @@ fn summary(row: &AnyRow) -> Result<Summary, sqlx::Error> {
         agents: Vec::new(),
         outcome: row.try_get("outcome")?,
         close_code: row.try_get("close_code")?,
+        hung_up_by: row.try_get("hung_up_by")?,
         turns: row.try_get("turns")?,
         input_tokens: row.try_get("input_tokens")?,
         output_tokens: row.try_get("output_tokens")?,
@@ -217,6 +218,30 @@ mod tests {
         assert!(store.list(&limited(Some(vec!["ban".into()]))).await.expect("lists").is_empty());
         let shown = store.show("bank-1").await.expect("shows").expect("recorded");
         assert_eq!(shown.summary.agents, ["bank/triage", "bank/idv"]);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn who_hung_up_a_phone_call_is_on_its_row_and_in_its_end() {
+        let dir = std::env::temp_dir().join(format!("switchboard-read-{}", uuid::Uuid::new_v4()));
+        let store = Store::file(&dir.join("record.db")).expect("store");
+        store.migrate().await.expect("migrates");
+        let end = |id: &str, hung_up_by: Option<&'static str>| Entry {
+            kind: "session_end",
+            data: serde_json::json!({ "close_code": 1000, "hung_up_by": hung_up_by }),
+            update: Some(Update::End { outcome: "ended", close_code: Some(1000), hung_up_by }),
+            ..start(id, "bank/triage", 2_000)
+        };
+        let batch = [start("call", "bank/triage", 1_000), end("call", Some("media_timeout"))];
+        store.write(&batch).await.expect("writes");
+        store.write(&[start("web", "bank/triage", 1_000), end("web", None)]).await.expect("writes");
+        let call = store.show("call").await.expect("shows").expect("recorded");
+        assert_eq!(call.summary.hung_up_by.as_deref(), Some("media_timeout"));
+        assert_eq!(call.events.last().map(|e| e.data["hung_up_by"].clone()), Some(serde_json::json!("media_timeout")));
+        let web = store.show("web").await.expect("shows").expect("recorded");
+        assert_eq!(web.summary.hung_up_by, None);
+        let listed = serde_json::to_value(&web.summary).expect("JSON");
+        assert!(listed.get("hung_up_by").is_none(), "absent for a session that is no phone call: {listed}");
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -204,19 +204,21 @@ async fn update_session(
                 tracing::warn!(session_id = %id, %key, "a caller memory key is not kept: {why:?}");
             }
         }
-        Update::End { outcome, close_code } => {
+        Update::End { outcome, close_code, hung_up_by } => {
             // An ended session's report is due (a parked one's only once it is abandoned).
             let due = if *outcome == "ended" { store.report_due_after(entry.at_us / 1000) } else { None };
             sqlx::query(
-                "UPDATE switchboard_sessions SET ended_at = $2, outcome = $3, close_code = $4, report_due = $5 WHERE id = $1",
+                "UPDATE switchboard_sessions SET ended_at = $2, outcome = $3, close_code = $4, report_due = $5,
+                 hung_up_by = $6 WHERE id = $1",
             )
             .bind(id)
             .bind(entry.at_us / 1000)
             .bind(*outcome)
             .bind(close_code.map(i64::from))
             .bind(due)
-                .execute(&mut **tx)
-                .await?;
+            .bind(*hung_up_by)
+            .execute(&mut **tx)
+            .await?;
         }
     }
     if matches!(update, Update::Start { .. } | Update::Agent) {

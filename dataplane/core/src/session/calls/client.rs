@@ -78,9 +78,7 @@ impl Calls {
 
     /// Time passed: client calls past their deadline end as `client_timeout`.
     pub(super) fn expire_client_calls(&mut self, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
-        let expired: Vec<usize> = (0..self.calls.len())
-            .filter(|&i| self.calls[i].awaiting_client && self.calls[i].deadline.is_some_and(|d| d <= now))
-            .collect();
+        let expired = self.overdue(now, |c| c.awaiting_client);
         let mut effects = Vec::new();
         for index in expired {
             let call = &self.calls[index];

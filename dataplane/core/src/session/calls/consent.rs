@@ -124,9 +124,7 @@ impl Calls {
 
     /// Time passed: consent requests past their deadline end without running their tool.
     pub(super) fn expire_consents(&mut self, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
-        let expired: Vec<usize> = (0..self.calls.len())
-            .filter(|&i| self.calls[i].awaiting_consent && self.calls[i].deadline.is_some_and(|d| d <= now))
-            .collect();
+        let expired = self.overdue(now, |c| c.awaiting_consent);
         let mut effects = Vec::new();
         for index in expired {
             let seconds = patience(cx.common.core(), &self.calls[index]).as_secs();

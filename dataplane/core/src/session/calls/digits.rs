@@ -40,10 +40,7 @@ impl Calls {
         cx: &mut Cx<'_>,
         now: Instant,
     ) -> Vec<Effect> {
-        let call = &mut self.calls[index];
-        call.running = true;
-        call.started = Some(now);
-        call.deadline = Some(now + planned.patience);
+        let call = self.wait_for_client(index, planned.patience, now);
         call.digits = Some(planned.digits.clone());
         let mut request = planned.request;
         if let ServerMessage::DigitsRequest { tool_use_id, .. } = &mut request {
@@ -84,12 +81,7 @@ impl Calls {
 
     /// Keys whose client did not answer by their deadline end as a `timeout`.
     pub(super) fn expire_digits(&mut self, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
-        let expired: Vec<usize> = (0..self.calls.len())
-            .filter(|&i| {
-                let c = &self.calls[i];
-                c.digits.is_some() && c.result.is_none() && c.deadline.is_some_and(|d| d <= now)
-            })
-            .collect();
+        let expired = self.overdue(now, |c| c.digits.is_some() && c.result.is_none());
         let mut effects = Vec::new();
         for index in expired {
             let call = &self.calls[index];

@@ -232,6 +232,23 @@ impl Calls {
         effects
     }
 
+    /// The calls past their deadline at `now` among those `waiting` picks, by index.
+    fn overdue(&self, now: Instant, waiting: impl Fn(&Call) -> bool) -> Vec<usize> {
+        (0..self.calls.len())
+            .filter(|&i| waiting(&self.calls[i]) && self.calls[i].deadline.is_some_and(|d| d <= now))
+            .collect()
+    }
+
+    /// Call `index` starts running and waits for the client's answer (consent aside) until
+    /// `patience` from `now`.
+    fn wait_for_client(&mut self, index: usize, patience: std::time::Duration, now: Instant) -> &mut Call {
+        let call = &mut self.calls[index];
+        call.running = true;
+        call.started = Some(now);
+        call.deadline = Some(now + patience);
+        call
+    }
+
     /// Whether the round is answered: there are calls and each has its result.
     pub(crate) fn all_answered(&self) -> bool {
         self.calls.iter().all(|c| c.result.is_some())

@@ -72,10 +72,7 @@ impl Calls {
         cx: &mut Cx<'_>,
         now: Instant,
     ) -> Vec<Effect> {
-        let call = &mut self.calls[index];
-        call.running = true;
-        call.started = Some(now);
-        call.deadline = Some(now + planned.patience);
+        let call = self.wait_for_client(index, planned.patience, now);
         call.transfer = Some(planned.person.clone());
         let mut request = planned.request;
         if let ServerMessage::TransferRequest { tool_use_id, warm, .. } = &mut request {
@@ -159,12 +156,7 @@ impl Calls {
 
     /// Transfers whose client did not answer by their deadline end as unanswered.
     pub(super) fn expire_transfers(&mut self, cx: &mut Cx<'_>, now: Instant) -> Vec<Effect> {
-        let expired: Vec<usize> = (0..self.calls.len())
-            .filter(|&i| {
-                let c = &self.calls[i];
-                c.transfer.is_some() && c.result.is_none() && c.deadline.is_some_and(|d| d <= now)
-            })
-            .collect();
+        let expired = self.overdue(now, |c| c.transfer.is_some() && c.result.is_none());
         let mut effects = Vec::new();
         for index in expired {
             let call = &self.calls[index];

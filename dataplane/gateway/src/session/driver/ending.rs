@@ -45,8 +45,8 @@ pub(super) async fn finish(
             }
         }
         match &ending {
-            Ending::Close((code, reason)) => log.ended(&agent, "ended", Some((*code, reason))),
-            Ending::Detach => log.ended(&agent, "ended", None),
+            Ending::Close((code, reason)) => log.ended_by(&agent, "ended", Some((*code, reason)), machine.hung_up_by()),
+            Ending::Detach => log.ended_by(&agent, "ended", None, machine.hung_up_by()),
             Ending::Park => log.ended(&agent, "parked", None),
             // Back in the store as it was: the client may try again.
             Ending::ResumeFailed(_) => {}

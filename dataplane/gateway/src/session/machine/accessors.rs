@@ -10,6 +10,20 @@ use super::{Machine, Phase};
 use crate::directory::{Reach, Target};
 
 impl Machine {
+    /// Whether the session is a phone call's: its memory holds the call its SIP edge
+    /// vouched for (inbound, `phoneCall`) or the outbound call the gateway placed, and only
+    /// a SIP edge's credential starts one (`crate::phone`, `crate::calls`).
+    pub fn is_phone_call(&self) -> bool {
+        let memory = &self.kept.memory;
+        memory.contains_key(switchboard_core::phone::MEMORY_KEY)
+            || memory.contains_key(switchboard_core::outbound::MEMORY_KEY)
+    }
+
+    /// Who hung up, for a phone call's session that ended (see [`Machine::is_phone_call`]).
+    pub fn hung_up_by(&self) -> Option<switchboard_core::outbound::HungUpBy> {
+        self.hung_up_by.filter(|_| self.is_phone_call())
+    }
+
     /// The session's id.
     pub fn id(&self) -> &str {
         &self.id
