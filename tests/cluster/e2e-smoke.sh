@@ -12,9 +12,21 @@
 # client resuming on another, one model quota shared by the two replicas, AgentTests run as Jobs (one gating a rollout, one judged and
 # spoken, its judge and Amazon Polly the simulator, trusted through the same caBundle); a
 # phone call (baresip) through the chart's SIP edge on the node's network to triage's number,
-# its reply heard, and again with the edge behind a UDP LoadBalancer Service, from a caller
-# in a network namespace of its own (an outside address, which the edge's trunk admits); WebRTC calls to the gateway on the node's network (UDP and ICE-TCP) and
-# then behind a UDP LoadBalancer Service; the operator's NetworkPolicy applied; the operator's leader pod
+# its reply heard; one across triage -> idv -> banking's pods, each agent heard in its voice;
+# one whose gateway replica is deleted mid-call, resumed by the edge on the other replica
+# (no hang-up, the next phrase answered, one session in the record); an account number
+# typed on the phone's keypad into idv's verify_by_keypad, the caller verified by the tool
+# server's pod and the keys nowhere in the record or the pods' logs; a caller put through
+# to a person, warm (triage's advisor a second baresip on this machine that the edge dials:
+# the caller on hold, the person briefed by triage, then each phone hearing the other, the
+# transfer counted and recorded); and again with the edge behind a UDP LoadBalancer
+# Service, from a caller
+# in a network namespace of its own (an outside address, which the edge's trunk admits),
+# then called by the edge (an outbound call placed at the gateway with a calls=place API
+# key, the release given API keys and that phone as its outbound trunk), hearing triage;
+# WebRTC calls to the gateway on the node's network (UDP and ICE-TCP; Chromium
+# spoken through triage -> idv -> banking, across their pods) and then behind a UDP
+# LoadBalancer Service; the operator's NetworkPolicy applied; the operator's leader pod
 # deleted, the other replica taking over. The gateway records every session into a
 # PostgreSQL on this machine (gateway.record): the conversations above are in it, with the
 # Agents they went through, read back with `switchboard sessions`.
@@ -56,6 +68,7 @@ cleanup() {
   k delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
   [ -z "$REDIS_PID" ] || kill "$REDIS_PID" 2>/dev/null || true
   [ -z "$SIM_PID" ] || kill "$SIM_PID" 2>/dev/null || true
+  [ -z "${PERSON_PID:-}" ] || kill "$PERSON_PID" 2>/dev/null || true
   iptables -D INPUT -p udp -d "$NODE_IP" --dport "${WEBRTC_PORT:-0}" -j DROP 2>/dev/null || true
   ip link del "$PHONE_VETH" 2>/dev/null || true
   ip netns del "$PHONE_NETNS" 2>/dev/null || true
@@ -145,17 +158,33 @@ k -n "$NS" apply -k "$ROOT/examples/banking/tools" >/dev/null
 # cluster-wide, and a number is one Agent's in an operator's view, the earliest claim keeping
 # it; this control plane still holds copies of the example from the test stage (namespaces
 # being deleted, or left by a run that was killed), older than this one, so this triage
-# would wait with NumberTaken. (The merge patch replaces the list of numbers and keeps the
-# example's people.)
+# would wait with NumberTaken. The merge patch replaces the lists of numbers and people too:
+# triage's advisor, in place of the example's (a softphone on this machine's loopback, for
+# local mode), is a phone of this test's at the node's address, `transfer: warm`, for the
+# warm transfer below (the edge, on the node's network, dials it there).
 TRIAGE_NUMBER="+4420794$(od -An -N4 -tu4 /dev/urandom | tr -d ' ' | tail -c 7)"
+PERSON_PORT="$(python3 -c 'import socket, sys
+for p in range(26200, 26300, 2):
+    try:
+        for q in (p, p + 1):
+            for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+                s = socket.socket(socket.AF_INET, kind); s.bind((sys.argv[1], q)); s.close()
+        print(p); break
+    except OSError: pass' "$NODE_IP")" || true
+[ -n "$PERSON_PORT" ] || die "no free port for the person's phone"
+PERSON_URI="sip:advisor@$NODE_IP:$PERSON_PORT"
+PEOPLE="[{\"name\":\"advisor\",\"address\":\"$PERSON_URI\",\"transfer\":\"warm\",\"description\":\"A person at Example Bank, for a caller who asks for one.\"}]"
 for agent in $(k -n "$NS" get agents -o name); do
   telephony=""
-  [ "$agent" != agent.switchboard.dev/triage ] || telephony=",\"telephony\":{\"numbers\":[\"$TRIAGE_NUMBER\"]}"
+  [ "$agent" != agent.switchboard.dev/triage ] \
+    || telephony=",\"telephony\":{\"numbers\":[\"$TRIAGE_NUMBER\"],\"people\":$PEOPLE}"
   k -n "$NS" patch "$agent" --type merge \
     -p "{\"spec\":{\"credentials\":{\"secretRef\":{\"name\":\"bedrock-credentials\"}}$telephony}}" >/dev/null
 done
 k -n "$NS" get agent triage -o jsonpath='{.spec.telephony.numbers[0]}' | grep -qx "$TRIAGE_NUMBER" \
   || die "triage does not claim $TRIAGE_NUMBER"
+k -n "$NS" get agent triage -o jsonpath='{.spec.telephony.people[0].address} {.spec.telephony.people[0].transfer}' \
+  | grep -qx "$PERSON_URI warm" || die "triage's advisor is not $PERSON_URI, warm"
 log "waiting for the Example Bank's Agents and its tool server in $NS"
 k -n "$NS" wait --for=condition=Ready agents --all --timeout=180s >&2 || { k -n "$NS" get agents,pods >&2; die "Agents not Ready"; }
 # Ready means a ready pod; the credentials above also rolled every Deployment, and the
@@ -222,9 +251,35 @@ k -n "$RNS" wait --for=condition=Available deployment -l app.kubernetes.io/name=
 # image.sh left in its place) does not; built again here only when it is missing.
 "$CHAT" sim --help >/dev/null 2>&1 || (cd "$ROOT" && cargo build --locked --profile "${SWITCHBOARD_PROFILE:-dev}" \
   -p switchboard-dataplane --bin switchboard >&2) || die "cannot build switchboard with its simulator"
-"$CHAT" sim --listen "$NODE_IP:$SIM_PORT" --tls-cert "$PKI/sim.pem" --tls-key "$PKI/sim.key" \
-  >"$DIR/e2e-sim.log" 2>&1 &
-SIM_PID=$!
+# sim_start [--script FILE]: the simulator on the node's address (SIM_PID), for the calls
+# below; returns once it takes connections (a call placed before would find no model).
+sim_start() {
+  "$CHAT" sim --listen "$NODE_IP:$SIM_PORT" --tls-cert "$PKI/sim.pem" --tls-key "$PKI/sim.key" "$@" \
+    >"$DIR/e2e-sim.log" 2>&1 &
+  SIM_PID=$!
+  local deadline=$((SECONDS + 30))
+  until (exec 3<>"/dev/tcp/$NODE_IP/$SIM_PORT") 2>/dev/null; do
+    kill -0 "$SIM_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ] \
+      || die "the simulator does not listen on $NODE_IP:$SIM_PORT: $(tail -n 20 "$DIR/e2e-sim.log")"
+    sleep 0.2
+  done
+}
+# sim_stop: the simulator sim_start started, stopped (before the next starts on its port).
+sim_stop() {
+  kill "$SIM_PID" 2>/dev/null || true
+  wait "$SIM_PID" 2>/dev/null || true
+  SIM_PID=""
+}
+sim_start
+# recorded COUNT MIN WHAT: waits (20 s) until the record's COUNT (triage_sessions,
+# banking_sessions) is at least MIN (AFTER: the count then); dies saying WHAT is missing.
+recorded() {
+  local deadline=$((SECONDS + 20))
+  until AFTER="$("$1")" && [ "$AFTER" -ge "$2" ]; do
+    [ "$SECONDS" -lt "$deadline" ] || die "$3 (want $2 sessions, ${AFTER:-?} recorded)"
+    sleep 1
+  done
+}
 triage_sessions() { "$CHAT" sessions --record-database-url "$RECORD_URL" list --since 1h --agent "$NS/triage" --limit 200 --json \
   | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
 before="$(triage_sessions)" || die "cannot read the record"
@@ -233,24 +288,27 @@ rm -rf "$PHONE_DIR" && mkdir -p "$PHONE_DIR"
 "$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/tone.wav" synth 1.5 sine 500 vol 0.5
 "$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/tail.wav" trim 0 9
 "$BIN/sox" "$PHONE_DIR/lead.wav" "$PHONE_DIR/tone.wav" "$PHONE_DIR/tail.wav" "$PHONE_DIR/say.wav"
-# baresip takes its port and the next (TLS): two free ports.
-phone_port="$(python3 -c 'import socket
-for p in range(26100, 26200, 2):
+# baresip takes its port and the next (TLS): two free ports; and one for its console on
+# loopback (PHONE_CONSOLE, for the keys pressed below).
+read -r phone_port PHONE_CONSOLE < <(python3 -c 'import socket
+for p in range(26100, 26200, 3):
     try:
-        for q in (p, p + 1):
+        for q, at in ((p, "'"$NODE_IP"'"), (p + 1, "'"$NODE_IP"'"), (p + 2, "127.0.0.1")):
             for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
-                s = socket.socket(socket.AF_INET, kind); s.bind(("'"$NODE_IP"'", q)); s.close()
-        print(p); break
-    except OSError: pass')"
-[ -n "$phone_port" ] || die "no free port pair for the phone"
+                s = socket.socket(socket.AF_INET, kind); s.bind((at, q)); s.close()
+        print(p, p + 2); break
+    except OSError: pass') || true
+[ -n "$phone_port" ] || die "no free ports for the phone"
 # dial SECONDS [AT]: baresip calls triage's number at AT (default: the edge on the node's
-# network), playing say.wav; over when the call ends (or is refused), or after SECONDS. The
+# network), playing say.wav (or PHONE_SAY); over when the call ends (or is refused), or after SECONDS. The
 # phone is on this machine's network at the node's address, or where PHONE_IP and PHONE_IN
-# (a command prefix: a network namespace) put it.
+# (a command prefix: a network namespace) put it. With AT `answer` it dials nobody: it
+# answers the first call to sip:callee@PHONE_IP:<its port> (an outbound call's callee).
 PHONE_IP="$NODE_IP"
 PHONE_IN=()
 dial() {
-  local at="${2:-$NODE_IP:$SIP_PORT}"
+  local user=caller answer="" command=(-e "/dial sip:$TRIAGE_NUMBER@${2:-$NODE_IP:$SIP_PORT};transport=udp")
+  [ "${2:-}" != answer ] || { user=callee answer=";answermode=auto" command=(); }
   rm -rf "$PHONE_DIR/snd" && mkdir -p "$PHONE_DIR/snd"
   cat >"$PHONE_DIR/config" <<CFG
 sip_listen $PHONE_IP:$phone_port
@@ -261,14 +319,16 @@ module aufile.so
 module sndfile.so
 module account.so
 module menu.so
-audio_source aufile,$PHONE_DIR/say.wav
+audio_source aufile,${PHONE_SAY:-$PHONE_DIR/say.wav}
 audio_player aufile,$PHONE_DIR/play.wav
 audio_alert aufile,$PHONE_DIR/say.wav
 snd_path $PHONE_DIR/snd
+module cons.so
+cons_listen 127.0.0.1:$PHONE_CONSOLE
 CFG
-  echo "<sip:caller@$PHONE_IP:$phone_port;transport=udp>;regint=0;audio_codecs=PCMU" \
+  echo "<sip:$user@$PHONE_IP:$phone_port;transport=udp>;regint=0;audio_codecs=PCMU$answer" \
     >"$PHONE_DIR/accounts"
-  "${PHONE_IN[@]}" "$BIN/baresip" -f "$PHONE_DIR" -e "/dial sip:$TRIAGE_NUMBER@$at;transport=udp" -t "$1" \
+  "${PHONE_IN[@]}" "$BIN/baresip" -f "$PHONE_DIR" "${command[@]}" -t "$1" \
     </dev/null >"$PHONE_DIR/baresip.log" 2>&1 &
   local phone_pid=$! deadline=$((SECONDS + $1))
   # -s: the background job may not have opened its log yet.
@@ -299,13 +359,70 @@ heard() {
 }
 dial 45
 heard
-kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""
-deadline=$((SECONDS + 20))
-until after="$(triage_sessions)" && [ "$after" -gt "$before" ]; do
-  [ "$SECONDS" -lt "$deadline" ] || die "the call's session is not in the record ($before triage sessions before, ${after:-?} after)"
-  sleep 1
-done
+sim_stop
+recorded triage_sessions "$((before + 1))" "the call's session is not in the record"
 log "ok: a phone call through the chart's SIP edge pod reached a triage pod; heard RMS $rms over $length s; recorded"
+
+# The whole journey by phone, across pods (tests/tests/sip_phone/journey.rs is the same call
+# against local mode). The
+# phone says three phrase tones, each well after the answer to the one before: 500 Hz "I'd
+# like to check my balance" (triage hands over to idv), 600 Hz the caller's details (idv
+# checks them on the tool server's pod), 700 Hz "My balance please" (idv hands over to
+# banking, hybrid, which says the balance). The simulator speaks each voice id at its own
+# pitch (dataplane/sim/src/sonic/voice.rs: tiffany 400 Hz, matthew 142.9 Hz, amy 285.7 Hz),
+# so the phone's recording, 250 ms at a time, is triage's voice, then idv's, then banking's;
+# the record gets one more session through triage -> idv -> banking.
+log "a phone call through the chart's SIP edge: triage -> idv -> banking, each heard in its own voice"
+{ cat "$ROOT/dataplane/sim/banking.yaml"; printf '\nsonic:\n  phrases:\n'
+  printf '    1: "I'"'"'d like to check my balance"\n'
+  printf '    2: "My name is Ada Lovelace, account 12345678, sort code 12-34-56"\n'
+  printf '    3: "My balance please"\n'; } >"$DIR/e2e-journey-sim.yaml"
+sim_start --script "$DIR/e2e-journey-sim.yaml"
+banking_sessions() { "$CHAT" sessions --record-database-url "$RECORD_URL" list --since 1h --agent "$NS/banking" --limit 200 --json \
+  | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
+before="$(banking_sessions)" || die "cannot read the record"
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/j-lead.wav" trim 0 10
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/j-1.wav" synth 1.5 sine 500 vol 0.5
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/j-2.wav" synth 2 sine 600 vol 0.5
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/j-3.wav" synth 2 sine 700 vol 0.5
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/j-gap.wav" trim 0 26
+"$BIN/sox" "$PHONE_DIR/j-lead.wav" "$PHONE_DIR/j-1.wav" "$PHONE_DIR/j-gap.wav" "$PHONE_DIR/j-2.wav" \
+  "$PHONE_DIR/j-gap.wav" "$PHONE_DIR/j-3.wav" "$PHONE_DIR/j-gap.wav" "$PHONE_DIR/journey.wav"
+PHONE_SAY="$PHONE_DIR/journey.wav" dial 150
+heard
+dec="$(ls "$PHONE_DIR"/snd/*-dec.wav | head -n1)"
+"$BIN/sox" "$dec" -t raw -e signed-integer -b 16 -c 1 -r 8000 "$PHONE_DIR/journey.raw" \
+  || die "cannot read the phone's recording $dec"
+voices="$(python3 - "$PHONE_DIR/journey.raw" <<'PY'
+import math, struct, sys
+raw = open(sys.argv[1], "rb").read()
+x = [s / 32768.0 for s in struct.unpack("<%dh" % (len(raw) // 2), raw[: len(raw) // 2 * 2])]
+names, hz = "TMA", (400.0, 24000.0 / 168, 24000.0 / 84)
+def strength(w, f):
+    c = 2 * math.cos(2 * math.pi * f / 8000)
+    s1 = s2 = 0.0
+    for v in w:
+        s1, s2 = v + c * s1 - s2, s1
+    return 2 * math.sqrt(max(s1 * s1 + s2 * s2 - c * s1 * s2, 0.0)) / len(w)
+line = ""
+for i in range(0, len(x) - 1999, 2000):
+    a = [strength(x[i:i + 2000], f) for f in hz]
+    b = max(range(3), key=lambda k: a[k])
+    line += names[b] if a[b] >= 0.04 and all(a[b] >= 3 * a[k] for k in range(3) if k != b) else "."
+runs, order = [], []
+for c in line:
+    if runs and runs[-1][0] == c: runs[-1][1] += 1
+    else: runs.append([c, 1])
+for c, n in runs:
+    if c != "." and n >= 2 and (not order or order[-1] != c): order.append(c)
+print("".join(order), line)
+PY
+)" || die "cannot analyse the phone's recording"
+[ "${voices%% *}" = "TMA" ] \
+  || die "the phone did not hear triage (T, 400 Hz), then idv (M), then banking (A), each in its own voice: ${voices#* } -- the SIP edge: $(sip_logs) -- the simulator: $(tail -n 20 "$DIR/e2e-sim.log")"
+sim_stop
+recorded banking_sessions "$((before + 1))" "the phone's journey is not in the record through banking"
+log "ok: a phone call went triage -> idv -> banking across pods, each agent heard in its own voice: ${voices#* }"
 
 # Every one of those sessions is in the record, through whichever gateway replica served it.
 sessions() { "$CHAT" sessions --record-database-url "$RECORD_URL" "$@"; }
@@ -317,6 +434,317 @@ shown="$(sessions show "$id")" || die "cannot show $id: $shown"
 echo "$shown" | grep -q "perform_idv_check" || die "the recorded session has no identity check: $shown"
 if echo "$shown" | grep -q "12345678"; then die "an account number is in the record: $shown"; fi
 log "ok: $(echo "$recorded" | tail -n +2 | wc -l) sessions through banking recorded in PostgreSQL; $id: $(echo "$shown" | sed -n 's/^agents *//p')"
+
+# The phone steps below act during a call: call_start SECONDS runs dial in the background
+# and returns once the phone has the call (CALL_FROM: when it was dialled, for the pods'
+# logs since then); call_over waits for its end. logs_since NAMESPACE SELECTOR: those pods'
+# logs since then.
+call_start() {
+  rm -f "$PHONE_DIR/baresip.log"
+  CALL_FROM="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  dial "$@" &
+  CALL_PID=$!
+  local deadline=$((SECONDS + 30))
+  until grep -qs "Call established" "$PHONE_DIR/baresip.log"; do
+    kill -0 "$CALL_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ] \
+      || die "the call was not answered: $(cat "$PHONE_DIR/baresip.log" 2>/dev/null) -- the SIP edge: $(sip_logs)"
+    sleep 0.2
+  done
+  CALL_AT=$SECONDS
+}
+call_over() { wait "$CALL_PID" 2>/dev/null || true; }
+logs_since() {
+  k -n "$1" logs -l "$2" --since-time="$CALL_FROM" --tail=-1 --max-log-requests=20 --prefix 2>&1 || true
+}
+edge_since() { logs_since "$RNS" app.kubernetes.io/name=switchboard-sip; }
+# call_session: the session the edge opened for the call (its `call answered` line).
+call_session() { edge_since | sed -n 's/.*call answered.* session=\([^ ]*\).*/\1/p' | head -n1; }
+# heard_from SECONDS: the RMS of what the phone heard from SECONDS into the call on.
+heard_from() {
+  "$BIN/sox" "$(ls "$PHONE_DIR"/snd/*-dec.wav | head -n1)" -n trim "$1" stat 2>&1 | sed -n 's/^RMS *amplitude: *//p'
+}
+# (Failed pods aside: one evicted earlier stays as an object, and is no gateway.)
+gateway_pods() {
+  k -n "$RNS" get pods -l app.kubernetes.io/name=switchboard-gateway --field-selector=status.phase!=Failed \
+    -o jsonpath="$1"
+}
+gateway_logs() { k -n "$RNS" logs -l app.kubernetes.io/name=switchboard-gateway --tail=100 2>&1 || true; }
+
+# A phone call survives its gateway replica going away (dataplane/sip-edge/src/gateway/
+# resume.rs; tests/tests/sip_phone/resume.rs is the same call against local mode, its
+# connection cut by a relay). The phone says phrase 1 (500 Hz), and phrase 2 (600 Hz) 16 s
+# later. Between them the test deletes the gateway pod that holds the call's session (the
+# one replica whose /metrics counts a live session): it parks the session in Redis and
+# closes the edge's connection, and the edge resumes the session through the gateway's
+# Service, on the other replica. The phone is never hung up on (its own BYE ends the call,
+# at the end of its WAV), hears the agent answer phrase 2, and the record has one session
+# for the call, with both phrases.
+log "a phone call whose gateway replica is deleted mid-call"
+sim_start
+before="$(triage_sessions)" || die "cannot read the record"
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/r-gap.wav" trim 0 16
+"$BIN/sox" "$PHONE_DIR/lead.wav" "$PHONE_DIR/tone.wav" "$PHONE_DIR/r-gap.wav" "$PHONE_DIR/j-2.wav" \
+  "$PHONE_DIR/tail.wav" "$PHONE_DIR/resume.wav"
+PHONE_SAY="$PHONE_DIR/resume.wav" call_start 60
+# The agent has answered phrase 1 (2 s in) well before phrase 2 (18 s in).
+sleep 9
+holder=""
+for pod in $(gateway_pods '{range .items[*]}{.metadata.name}{"="}{.status.podIP}{"\n"}{end}'); do
+  live="$(curl -sf "http://${pod#*=}:8080/metrics" | awk '/^switchboard_gateway_sessions_live\{/ { n += $2 } END { print n + 0 }')"
+  [ "${live:-0}" = 0 ] || holder="$holder ${pod%=*}"
+done
+[ "$(echo "$holder" | wc -w)" = 1 ] || die "not one gateway replica holds the call's session (live sessions on:$holder)"
+holder="${holder# }"
+k -n "$RNS" delete pod "$holder" --wait=false >/dev/null
+deadline=$((SECONDS + 20))
+until grep -q "the call's session is resumed" <<<"$(edge_since)"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the edge did not resume the call's session: $(edge_since) -- the gateway: $(gateway_logs)"
+  sleep 0.5
+done
+! grep -q "terminated\|session closed" "$PHONE_DIR/baresip.log" \
+  || die "the phone was hung up on when its gateway replica went away: $(cat "$PHONE_DIR/baresip.log") -- the SIP edge: $(edge_since)"
+resumed_in=$((SECONDS - CALL_AT))
+call_over
+lasted=$((SECONDS - CALL_AT))
+edge_log="$(edge_since)"
+grep -q "the connection to the gateway ended mid-call: resuming the session" <<<"$edge_log" \
+  || die "the edge did not say why it resumed: $edge_log"
+grep -q 'end="the phone side: RemoteHangUp"' <<<"$edge_log" || die "the phone's BYE did not end the call: $edge_log"
+! grep -q "could not be resumed" <<<"$edge_log" || die "$edge_log"
+[ "$lasted" -ge 24 ] || die "the call did not go on to the end of the phone's WAV (29 s): $lasted s -- $edge_log"
+rms="$(heard_from 20.5)"
+python3 -c "import sys; sys.exit(0 if float('${rms:-0}') > 0.01 else 1)" \
+  || die "the phone did not hear the agent answer phrase 2 (RMS ${rms:-?} from 20.5 s on) -- the simulator: $(tail -n 20 "$DIR/e2e-sim.log")"
+grep -q '^switchboard_sip_gateway_resumes_total{outcome="resumed"} [1-9]' <<<"$(curl -sf "http://$NODE_IP:9060/metrics")" \
+  || die "the edge's /metrics counts no resumed session"
+sim_stop
+id="$(call_session)"
+[ -n "$id" ] || die "the edge named no session for the call: $edge_log"
+deadline=$((SECONDS + 30))
+until shown="$(sessions show "$id" 2>&1)" && [ "$(grep -c ' user .*phrase [12]' <<<"$shown")" = 2 ] \
+  && awk '/ user .*phrase 2/ { p = 1; next } p && / assistant / { f = 1 } END { exit !f }' <<<"$shown"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the record's $id does not hold both phrases and the answer to the second: $shown"
+  sleep 1
+done
+after="$(triage_sessions)" || die "cannot read the record"
+[ "$after" = $((before + 1)) ] || die "one session for the call in the record, resumed: $before triage sessions before, $after after"
+log "ok: a phone call survived its gateway replica $holder being deleted: resumed $resumed_in s in, went on for $lasted s, the answer to the phrase after it heard (RMS $rms); one session ($id) with both phrases"
+# Both replicas again, the deleted one gone, before the next call.
+deadline=$((SECONDS + 120))
+until [ "$(gateway_pods '{range .items[*]}{.status.containerStatuses[0].ready}{"\n"}{end}')" = "$(printf 'true\ntrue')" ]; do
+  [ "$SECONDS" -lt "$deadline" ] || { k -n "$RNS" get pods -o wide >&2; die "the gateway did not come back to two ready replicas"; }
+  sleep 2
+done
+
+# Keys on the phone: idv's verify_by_keypad (examples/banking/idv.yaml;
+# tests/tests/sip_phone/keypad.rs is the same against local mode) takes the caller's name
+# and sort code from the model and the account number from the keys typed. The phone says
+# phrase 1 (triage hands over to idv), then phrase 2, Alan Turing's name and sort code and
+# that he will type his account number (idv calls verify_by_keypad, which waits for the
+# keypad); once the idv pod logs the wait, the phone types 87654321# (RFC 4733 events
+# through baresip's console). The demo tool server's pod verifies him, and idv says so.
+# The account number, never said in this run, is nowhere in the record (read back with
+# `switchboard sessions show`, and the database's whole dump), nor in the logs of the edge,
+# the gateway replicas or the Agents' runtime pods since the call began.
+KEYED=87654321
+log "keys typed on the phone through the chart's SIP edge into idv's verify_by_keypad"
+{ cat "$ROOT/dataplane/sim/banking.yaml"; printf '\nsonic:\n  phrases:\n'
+  printf '    1: "I'"'"'d like to check my balance"\n'
+  printf '    2: "My name is Alan Turing, sort code 65-43-21, and I'"'"'ll type my account number on the keypad"\n'
+} >"$DIR/e2e-keypad-sim.yaml"
+sim_start --script "$DIR/e2e-keypad-sim.yaml"
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/k-tail.wav" trim 0 25
+"$BIN/sox" "$PHONE_DIR/j-lead.wav" "$PHONE_DIR/j-1.wav" "$PHONE_DIR/j-gap.wav" "$PHONE_DIR/j-2.wav" \
+  "$PHONE_DIR/k-tail.wav" "$PHONE_DIR/keypad.wav"
+PHONE_SAY="$PHONE_DIR/keypad.wav" call_start 100
+runtime_logs() { logs_since "$NS" switchboard.dev/agent; }
+deadline=$((SECONDS + 70))
+until [ "$(runtime_logs | grep "keypad input" | grep -c waiting)" -gt 0 ]; do
+  [ "$SECONDS" -lt "$deadline" ] \
+    || die "idv's verify_by_keypad did not wait for the keypad: $(runtime_logs | tail -n 30) -- the simulator: $(tail -n 20 "$DIR/e2e-sim.log")"
+  sleep 0.5
+done
+echo "/sndcode $KEYED#" >"/dev/udp/127.0.0.1/$PHONE_CONSOLE"
+deadline=$((SECONDS + 20))
+until [ "$(runtime_logs | grep "keypad input" | grep -c collected)" -gt 0 ]; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the keys typed did not fill the tool's input: $(runtime_logs | tail -n 30) -- the SIP edge: $(edge_since)"
+  sleep 0.5
+done
+call_over
+sim_stop
+edge_log="$(edge_since)"
+grep -q ' keys=9 ' <<<"$edge_log" || die "the edge did not forward the 9 keys pressed once each: $edge_log"
+id="$(call_session)"
+[ -n "$id" ] || die "the edge named no session for the call: $edge_log"
+deadline=$((SECONDS + 30))
+until shown="$(sessions show "$id" 2>&1)" && grep -q 'tool_complete *verify_by_keypad -> .*"verified": *true' <<<"$shown" \
+  && grep -q "you're verified" <<<"$shown"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the record's $id has no verify_by_keypad that verified the caller, nor idv saying so: $shown"
+  sleep 1
+done
+! grep -q "The caller pressed" <<<"$shown" || die "the keys were told to the model: $shown"
+# The database, but for the table of what a session needs to be continued later: that
+# holds the session's memory unredacted by design (dataplane/record/src/store/mod.rs), here
+# the verified caller as the tool server answered, whose account number banking's tools
+# bind. Of this session's row, that answer is all that may hold the number: it proves the
+# keys reached the tool server (which named the account they typed), and the rest of the
+# state (the turns, the typed inputs) holds no trace of them.
+pg_bin="$(dirname "$(readlink -f "$BIN/initdb")")"
+dump="$(PGPASSWORD="$PG_PASSWORD" "$pg_bin/pg_dump" --data-only --exclude-table-data=switchboard_session_continuation \
+  -h "$NODE_IP" -p "$PG_PORT" -U switchboard postgres)" || die "cannot dump the record's database"
+kept="$(PGPASSWORD="$PG_PASSWORD" "$pg_bin/psql" -At -h "$NODE_IP" -p "$PG_PORT" -U switchboard postgres \
+  -c "SELECT state FROM switchboard_session_continuation WHERE session_id = '$id'")" || die "cannot read $id's state"
+KEYED="$KEYED" python3 -c '
+import json, os, sys
+text = sys.stdin.read()
+state = json.loads(text[text.index("{"):])
+memory = state["kept"]["memory"]
+verified = memory.pop("verifiedUser")
+keyed = os.environ["KEYED"]
+assert verified["accountNumber"] == keyed and verified["name"] == "Alan Turing", verified
+rest = json.dumps(state)
+assert keyed not in rest and " ".join(keyed) not in rest, "the state holds the keys beyond the tool server'"'"'s answer: %s" % rest
+' <<<"$kept" || die "$id's continuation state: $kept"
+spaced="$(echo "$KEYED" | sed 's/./& /g; s/ $//')"
+for form in "$KEYED" "$spaced"; do
+  for what in "the record's $id" "the record's database" "the SIP edge's log" "the gateway's log" "the runtime pods' log"; do
+    case "$what" in
+      "the record's $id") text="$shown" ;;
+      "the record's database") text="$dump" ;;
+      "the SIP edge's log") text="$edge_log" ;;
+      "the gateway's log") text="$(logs_since "$RNS" app.kubernetes.io/name=switchboard-gateway)" ;;
+      *) text="$(runtime_logs)" ;;
+    esac
+    ! grep -qF -- "$form" <<<"$text" || die "$what holds the keys typed ($form): $(grep -F -- "$form" <<<"$text" | head -n 5)"
+  done
+done
+log "ok: $KEYED# typed on the phone reached idv's verify_by_keypad on its pod, and the tool server verified the caller; the keys are nowhere in the record ($id), its database, or the edge's, gateway's and runtime pods' logs"
+
+# A caller put through to a person, warm (tests/tests/sip_phone/warm.rs is the same against
+# local mode). Triage's advisor (patched above: `transfer: warm`, at PERSON_URI) is a second
+# baresip on this machine at the node's address, answering by itself and taking only A-law;
+# the edge, on the node's network, dials it there. The caller asks for the advisor (phrase
+# 1) and triage calls transfer_to_person; the edge holds the caller (its hold chime) and
+# dials the person, who hears triage brief them (its voice, 400 Hz), then the caller
+# (950 Hz, μ-law transcoded to A-law); the caller hears the chime, then the person
+# (1150 Hz). The caller hangs up at the end of its WAV, which hangs the person up; the
+# edge's /metrics counts the transfer `transferred`, and the record's session ends
+# transferred to the advisor, warm, with the brief.
+log "a caller put through to a person: a warm transfer to triage's advisor at $PERSON_URI"
+BRIEF="Ada Lovelace is calling about a card payment she does not know."
+cat >"$DIR/e2e-warm-rules.yaml" <<YAML
+  - name: e2e-put-through
+    when: { userText: "(?i)through to the (?P<who>[a-z]+)" }
+    reply: { toolUse: { name: transfer_to_person, input: { person: "{who}", reason: "the caller asked" } } }
+  - name: e2e-brief
+    when: { toolResult: { name: transfer_to_person, status: success } }
+    reply: { text: "$BRIEF" }
+YAML
+# Before the rules for a caller's words (after those for summaries and analyses).
+{ awk -v rules="$DIR/e2e-warm-rules.yaml" '/^  - name: greeting$/ { while ((getline l < rules) > 0) print l } { print }' \
+    "$ROOT/dataplane/sim/banking.yaml"
+  printf '\nsonic:\n  phrases:\n    1: "Put me through to the advisor please"\n'; } >"$DIR/e2e-warm-sim.yaml"
+grep -q "e2e-brief" "$DIR/e2e-warm-sim.yaml" || die "the warm transfer's rules are not in the simulator's script"
+sim_start --script "$DIR/e2e-warm-sim.yaml"
+# The person: silent for 14 s after answering (the brief, the bridge), then its tone.
+PERSON_DIR="$PHONE_DIR/person"
+rm -rf "$PERSON_DIR" && mkdir -p "$PERSON_DIR/snd"
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PERSON_DIR/lead.wav" trim 0 14
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PERSON_DIR/tone.wav" synth 12 sine 1150 vol 0.5
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PERSON_DIR/tail.wav" trim 0 20
+"$BIN/sox" "$PERSON_DIR/lead.wav" "$PERSON_DIR/tone.wav" "$PERSON_DIR/tail.wav" "$PERSON_DIR/person.wav"
+cat >"$PERSON_DIR/config" <<CFG
+sip_listen $NODE_IP:$PERSON_PORT
+module_path /usr/lib/baresip/modules
+module stdio.so
+module g711.so
+module aufile.so
+module sndfile.so
+module account.so
+module menu.so
+audio_source aufile,$PERSON_DIR/person.wav
+audio_player aufile,$PERSON_DIR/play.wav
+audio_alert aufile,$PERSON_DIR/lead.wav
+snd_path $PERSON_DIR/snd
+CFG
+echo "<$PERSON_URI;transport=udp>;regint=0;audio_codecs=PCMA;answermode=auto" >"$PERSON_DIR/accounts"
+"$BIN/baresip" -f "$PERSON_DIR" -t 90 </dev/null >"$PERSON_DIR/baresip.log" 2>&1 &
+PERSON_PID=$!
+deadline=$((SECONDS + 20))
+until grep -qs "baresip is ready" "$PERSON_DIR/baresip.log"; do
+  kill -0 "$PERSON_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ] \
+    || die "the person's phone did not start: $(cat "$PERSON_DIR/baresip.log" 2>/dev/null)"
+  sleep 0.2
+done
+# The caller: phrase 1, 16 s of silence (hold, brief), 8 s of its tone; then it hangs up.
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/w-gap.wav" trim 0 16
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/w-caller.wav" synth 8 sine 950 vol 0.5
+"$BIN/sox" "$PHONE_DIR/lead.wav" "$PHONE_DIR/tone.wav" "$PHONE_DIR/w-gap.wav" "$PHONE_DIR/w-caller.wav" \
+  "$PHONE_DIR/warm.wav"
+PHONE_SAY="$PHONE_DIR/warm.wav" call_start 60
+person_context() {
+  echo "-- the SIP edge: $(edge_since) -- the person: $(cat "$PERSON_DIR/baresip.log") -- the simulator: $(tail -n 20 "$DIR/e2e-sim.log")"
+}
+deadline=$((SECONDS + 40))
+until grep -q "the caller and the person are bridged" <<<"$(edge_since)"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the caller and the person were not bridged $(person_context)"
+  sleep 0.5
+done
+bridged_in=$((SECONDS - CALL_AT))
+call_over
+deadline=$((SECONDS + 15))
+until grep -q "bridge ended" <<<"$(edge_since)" && grep -q "terminated\|session closed" "$PERSON_DIR/baresip.log"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the caller's hang-up did not end the bridge and the person's call $(person_context)"
+  sleep 0.5
+done
+kill "$PERSON_PID" 2>/dev/null || true; wait "$PERSON_PID" 2>/dev/null || true; PERSON_PID=""
+sim_stop
+edge_log="$(edge_since)"
+for said in "warm=true" "dialling the person" 'outcome="transferred"' "then the caller hung up"; do
+  grep -qF -- "$said" <<<"$edge_log" || die "the edge did not log $said: $edge_log"
+done
+! grep -q "(REFER)" <<<"$edge_log" || die "a warm transfer dials, it does not REFER: $edge_log"
+grep -q '^switchboard_sip_transfers_total{outcome="transferred"} [1-9]' <<<"$(curl -sf "http://$NODE_IP:9060/metrics")" \
+  || die "the edge's /metrics counts no transfer transferred"
+# tone_windows WAV HZ OVER: the 250 ms windows (their numbers) in which a phone's recording
+# holds HZ at an amplitude over OVER (Goertzel).
+tone_windows() {
+  "$BIN/sox" "$1" -t raw -e signed-integer -b 16 -c 1 -r 8000 - | python3 -c '
+import math, struct, sys
+raw = sys.stdin.buffer.read()
+x = [s / 32768.0 for s in struct.unpack("<%dh" % (len(raw) // 2), raw[: len(raw) // 2 * 2])]
+c, over = 2 * math.cos(2 * math.pi * float(sys.argv[1]) / 8000), float(sys.argv[2])
+for i in range(0, len(x) - 1999, 2000):
+    s1 = s2 = 0.0
+    for v in x[i:i + 2000]:
+        s1, s2 = v + c * s1 - s2, s1
+    if 2 * math.sqrt(max(s1 * s1 + s2 * s2 - c * s1 * s2, 0.0)) / 2000 > over:
+        print(i // 2000)' "$2" "$3"
+}
+person_dec="$(ls "$PERSON_DIR"/snd/*-dec.wav 2>/dev/null | head -n1)"
+caller_dec="$(ls "$PHONE_DIR"/snd/*-dec.wav 2>/dev/null | head -n1)"
+[ -n "$person_dec" ] && [ -n "$caller_dec" ] || die "a phone recorded nothing $(person_context)"
+from_caller="$(tone_windows "$person_dec" 950 0.1)"
+from_person="$(tone_windows "$caller_dec" 1150 0.1)"
+[ "$(wc -w <<<"$from_caller")" -ge 8 ] || die "the person did not hear the caller (950 Hz windows: $from_caller) $(person_context)"
+[ "$(wc -w <<<"$from_person")" -ge 8 ] || die "the caller did not hear the person (1150 Hz windows: $from_person) $(person_context)"
+first_caller="$(head -n1 <<<"$from_caller")"
+first_person="$(head -n1 <<<"$from_person")"
+brief="$(tone_windows "$person_dec" 400 0.04 | awk -v before="$first_caller" '$1 < before' | wc -l)"
+[ "$brief" -ge 4 ] || die "the person did not hear triage's voice (400 Hz) before the caller: $brief windows $(person_context)"
+chime="$( (tone_windows "$caller_dec" 523.25 0.03; tone_windows "$caller_dec" 659.25 0.03) | sort -n | uniq)"
+[ "$(wc -w <<<"$chime")" -ge 3 ] || die "the caller did not hear the hold chime (windows: $chime) $(person_context)"
+[ "$(tail -n1 <<<"$chime")" -lt "$first_person" ] \
+  || die "the caller heard the hold chime after the person (chime windows: $(tr "\n" " " <<<"$chime")the person from window $first_person)"
+id="$(call_session)"
+[ -n "$id" ] || die "the edge named no session for the call: $edge_log"
+deadline=$((SECONDS + 30))
+until shown="$(sessions show "$id" 2>&1)" && grep -q "transferred to advisor (warm" <<<"$shown"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the record's $id does not end transferred to the advisor, warm: $shown"
+  sleep 1
+done
+grep -qF "$BRIEF" <<<"$shown" || die "the record's $id does not hold triage's brief: $shown"
+log "ok: a caller was put through to triage's advisor (a phone at $PERSON_URI), warm: bridged $bridged_in s into the call; the person heard triage's brief ($brief windows) then the caller ($(wc -w <<<"$from_caller") windows); the caller heard the hold chime ($(wc -w <<<"$chime")) then the person ($(wc -w <<<"$from_person")); counted transferred; $id recorded"
 
 # WebRTC through the chart's gateway on the node's network (gateway.webrtc.exposure
 # hostNetwork, one replica): its UDP port and ICE-TCP port are the node's, advertised at the
@@ -336,25 +764,20 @@ log "the gateway's WebRTC edge on the node's network ($NODE_IP:$WEBRTC_PORT, UDP
   --set gateway.webrtc.udpPort="$WEBRTC_PORT" --set gateway.webrtc.tcpPort="$WEBRTC_PORT" \
   --set "gateway.allowedOrigins={$ORIGIN}" --wait --timeout 180s >&2 \
   || { k -n "$RNS" get pods -o wide >&2; die "the gateway did not roll onto the node's network"; }
-# (Failed pods aside: one evicted earlier stays as an object, and is no gateway.)
-gateway_pods() {
-  k -n "$RNS" get pods -l app.kubernetes.io/name=switchboard-gateway --field-selector=status.phase!=Failed \
-    -o jsonpath="$1"
-}
 deadline=$((SECONDS + 120))
 until [ "$(gateway_pods '{range .items[*]}{.spec.hostNetwork}{" "}{.status.phase}{"\n"}{end}')" = "true Running" ]; do
   [ "$SECONDS" -lt "$deadline" ] || { k -n "$RNS" get pods -o wide >&2; die "not one gateway pod on the node's network"; }
   sleep 2
 done
-gateway_logs() { k -n "$RNS" logs -l app.kubernetes.io/name=switchboard-gateway --tail=100 2>&1 || true; }
 # The simulator's Example Bank script, hearing the 500 Hz tone (phrase 1) as the balance
-# request that tcp.cjs waits for, and ending turns after 400 ms of silence.
+# request that tcp.cjs waits for, 600 Hz (2) as the caller's details and 700 Hz (3) as the
+# balance asked for once verified (journey.cjs), and ending turns after 400 ms of silence.
 { cat "$ROOT/dataplane/sim/banking.yaml"
   printf 'sonic:\n  turnDetection: { silenceMs: { high: 400, medium: 400, low: 400 } }\n'
-  printf '  phrases:\n    1: "I'"'"'d like to check my balance"\n'; } >"$DIR/e2e-webrtc-sim.yaml"
-"$CHAT" sim --listen "$NODE_IP:$SIM_PORT" --tls-cert "$PKI/sim.pem" --tls-key "$PKI/sim.key" \
-  --script "$DIR/e2e-webrtc-sim.yaml" >"$DIR/e2e-sim.log" 2>&1 &
-SIM_PID=$!
+  printf '  phrases:\n    1: "I'"'"'d like to check my balance"\n'
+  printf '    2: "My name is Ada Lovelace, account 12345678, sort code 12-34-56"\n'
+  printf '    3: "My balance please"\n'; } >"$DIR/e2e-webrtc-sim.yaml"
+sim_start --script "$DIR/e2e-webrtc-sim.yaml"
 before="$(triage_sessions)" || die "cannot read the record"
 called="$("$BIN/aiortc-python" "$HERE/webrtc-call.py" "$HTTP_URL" "$NS/triage" "$PHONE_DIR/say.wav" \
   2>"$DIR/e2e-webrtc.err" | tail -n1)" \
@@ -375,6 +798,31 @@ print(r["audio"]["loud"])
 }
 heard="$(aiortc_call "$WEBRTC_PORT")" || die "the aiortc call: $called"
 log "ok: an aiortc caller reached triage over WebRTC at the node's UDP port: $heard frames of reply audio heard"
+# A spoken conversation across pods over WebRTC: headless Chromium (journey.cjs, its
+# microphone the page's own phrase tones) goes triage -> idv -> banking on one session, each
+# agent's runtime pod heard in turn; the caller's details barge in on idv's question, and an
+# ICE restart comes before the last turn.
+journey="$(node "$ROOT/dataplane/tests/webrtc/journey.cjs" "$BIN/../node_modules/playwright-core" "$HTTP_URL/" \
+  "$(command -v chromium)" "$NS/triage" "$NS/idv" "$NS/banking" 2>"$DIR/e2e-journey.err" | tail -n1)" \
+  || die "the Chromium conversation failed: $(tail -n 20 "$DIR/e2e-journey.err") -- the gateway: $(gateway_logs)"
+echo "$journey" | python3 -c '
+import json, os, sys
+call = json.load(sys.stdin)["call"]
+agents = ["triage", "idv", "banking"]  # as the session names them, without the namespace
+assert call["handoffs"] == [agents[0] + " -> " + agents[1], agents[1] + " -> " + agents[2]], call
+assert call["starts"][0] == agents[0] and agents[2] in call["starts"], call
+assert len(call["sessions"]) == 1, "one session throughout: %s" % call
+assert all(call["heard"].get(a, 0) > 0.01 for a in agents), "each agent heard: %s" % call["heard"]
+assert "1234.56" in call["said"].get(agents[2], ""), "banking gave the balance: %s" % call["said"]
+assert call["interruptions"] == ["idv"], "the details, spoken over idv, interrupted it once: %s" % call
+r = call["restart"]
+assert r["status"] == 200 and r["changed"] and r["connected"] and r["newStarts"] == 0, "the ICE restart: %s" % r
+assert not call["errors"], call["errors"]
+assert call["deleted"] == 200, call
+print("heard triage %.3f, idv %.3f, banking %.3f; idv interrupted in %d ms; ICE restarted; banking said %r"
+      % (*(call["heard"][a] for a in agents), call["bargeInMs"], call["said"][agents[2]][:60]))
+' >"$DIR/e2e-journey.heard" || die "the Chromium conversation across pods: $journey"
+log "ok: Chromium over WebRTC went triage -> idv -> banking on one session: $(cat "$DIR/e2e-journey.heard")"
 "$BIN/sox" -n -r 16000 -c 1 -b 16 "$PHONE_DIR/tone16.wav" synth 1.5 sine 500 vol 0.5
 "$BIN/sox" -n -r 16000 -c 1 -b 16 "$PHONE_DIR/quiet16.wav" trim 0 8
 "$BIN/sox" "$PHONE_DIR/quiet16.wav" "$PHONE_DIR/tone16.wav" "$PHONE_DIR/quiet16.wav" "$PHONE_DIR/mic.wav"
@@ -393,13 +841,16 @@ assert (remote["address"], str(remote["port"])) == (os.environ["NODE_IP"], os.en
 assert call["inbound"]["packets"] > 50 and call["deleted"] == 200, call
 ' || die "the Chromium call over ICE-TCP: $browsed"
 log "ok: Chromium with UDP blocked reached triage over ICE-TCP at the node's TCP port $WEBRTC_PORT"
-kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""
+sim_stop
+recorded triage_sessions "$((before + 3))" "the WebRTC calls' sessions are not in the record"
+journey_id="$(echo "$journey" | python3 -c 'import json,sys; print(json.load(sys.stdin)["call"]["sessions"][0])')"
 deadline=$((SECONDS + 20))
-until after="$(triage_sessions)" && [ "$after" -ge $((before + 2)) ]; do
-  [ "$SECONDS" -lt "$deadline" ] || die "the WebRTC calls' sessions are not in the record ($before triage sessions before, ${after:-?} after)"
+until sessions list --since 1h --agent "$NS/banking" --limit 200 | grep "^$journey_id " \
+  | grep -q "$NS/triage -> $NS/idv -> $NS/banking"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the Chromium conversation ($journey_id) is not recorded through triage, idv and banking"
   sleep 1
 done
-log "ok: both WebRTC calls recorded"
+log "ok: the WebRTC calls recorded ($journey_id through triage, idv and banking)"
 
 # on_pod_network APP: waits until APP's one pod (failed ones aside) runs, on the pod
 # network rather than the node's.
@@ -438,9 +889,7 @@ log "the gateway's WebRTC edge behind a UDP LoadBalancer Service ($NODE_IP:$WEBR
   || { k -n "$RNS" get pods,svc -o wide >&2; die "the gateway did not roll behind the LoadBalancer Service"; }
 on_pod_network switchboard-gateway
 load_balanced switchboard-gateway
-"$CHAT" sim --listen "$NODE_IP:$SIM_PORT" --tls-cert "$PKI/sim.pem" --tls-key "$PKI/sim.key" \
-  --script "$DIR/e2e-webrtc-sim.yaml" >"$DIR/e2e-sim.log" 2>&1 &
-SIM_PID=$!
+sim_start --script "$DIR/e2e-webrtc-sim.yaml"
 # kube-proxy programs the address within its sync period: the first calls may find no rule.
 deadline=$((SECONDS + 60))
 until called="$("$BIN/aiortc-python" "$HERE/webrtc-call.py" "$HTTP_URL" "$NS/triage" "$PHONE_DIR/say.wav" \
@@ -452,7 +901,7 @@ done
 heard="$(aiortc_call "$WEBRTC_LB_PORT")" && [ "$heard" -gt 0 ] \
   || die "the aiortc call through the LoadBalancer (at the load balancer's address, reply audio heard): $called"
 log "ok: an aiortc caller reached triage through the LoadBalancer Service at $NODE_IP:$WEBRTC_LB_PORT: $heard frames of reply audio heard"
-kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""
+sim_stop
 
 # The SIP edge behind the chart's other exposure, a Service of type LoadBalancer
 # (sip.exposure loadBalancer; UDP only, sip.tcp false: Kubernetes 1.20 takes no Service
@@ -489,14 +938,24 @@ ip netns exec "$PHONE_NETNS" ip link set lo up
 ip netns exec "$PHONE_NETNS" ip route add default via "$PHONE_NET.1"
 PHONE_IP="$PHONE_NET.2"
 PHONE_IN=(ip netns exec "$PHONE_NETNS")
-"$CHAT" sim --listen "$NODE_IP:$SIM_PORT" --tls-cert "$PKI/sim.pem" --tls-key "$PKI/sim.key" \
-  >"$DIR/e2e-sim.log" 2>&1 &
-SIM_PID=$!
+# kube-proxy programs the load balancer's address within its sync period. An INVITE sent
+# before that is not forwarded, and it leaves a conntrack entry for the phone's address and
+# port that is not rewritten either: the INVITE's retransmissions, and the next try from the
+# same port, keep that entry alive, so no later try would be forwarded (CI's run of 77417d7:
+# two tries over 100 s, both unanswered). So: wait for kube-proxy's rule for the address
+# and port, and clear the phone's UDP conntrack entries before each try.
+deadline=$((SECONDS + 60))
+until iptables -w -t nat -S KUBE-SERVICES 2>/dev/null | grep -- "-d $NODE_IP/32 " | grep -- "loadbalancer IP" \
+  | grep -qE -- "-p udp .*--dport $SIP_LB_PORT( |$)"; do
+  [ "$SECONDS" -lt "$deadline" ] \
+    || die "kube-proxy has no rule for the load balancer's $NODE_IP:$SIP_LB_PORT: $(iptables -w -t nat -S KUBE-SERVICES 2>&1 | grep -- "$NODE_IP/32")"
+  sleep 1
+done
+sim_start
 before="$(triage_sessions)" || die "cannot read the record"
-# kube-proxy programs the address within its sync period: a first call may find no rule
-# (the phone's INVITE then goes unanswered; it gives up within its -t seconds).
 deadline=$((SECONDS + 90))
-until dial 45 "$NODE_IP:$SIP_LB_PORT" && grep -q "Call established" "$PHONE_DIR/baresip.log"; do
+until conntrack -D -p udp -s "$PHONE_IP" >/dev/null 2>&1 || true
+  dial 45 "$NODE_IP:$SIP_LB_PORT" && grep -q "Call established" "$PHONE_DIR/baresip.log"; do
   [ "$SECONDS" -lt "$deadline" ] \
     || die "the call through the LoadBalancer was not answered: $(cat "$PHONE_DIR/baresip.log") -- the SIP edge: $(sip_logs)"
   # Refused (a 403 if the edge saw another address than the phone's): no use waiting.
@@ -508,13 +967,75 @@ heard
 # The answer means the edge saw the phone's address: it takes calls from that trunk only.
 sip_logs | grep -q 'calls are taken only from these trunks trunks=\["outside"\]' \
   || die "the SIP edge does not say it takes calls only from the trunk outside: $(sip_logs)"
-kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""
+sim_stop
+recorded triage_sessions "$((before + 1))" "the call's session is not in the record"
+log "ok: a caller from outside ($PHONE_IP, trunk outside) reached triage through the SIP edge's LoadBalancer at $NODE_IP:$SIP_LB_PORT; heard RMS $rms over $length s; recorded"
+
+# An outbound call (POST /v1/calls, placed with `switchboard call`) through the same edge to
+# the phone in its network namespace, answering by itself as sip:callee@PHONE_IP
+# (tests/tests/sip_phone/outbound.rs is the same against local mode; chart_sip_outbound.rs
+# renders the trunk). Outbound calls need credentials: the release gets API keys (a Secret
+# of hashes: the edge's, marked calls=edge, with a session for each of its calls; one marked
+# calls=place that reaches triage only), the edge its key and the phone as its outbound
+# trunk. With the placer's key the call is placed at the gateway's Service; the edge dials
+# the phone, which answers, says its phrase and hangs up at the end of its WAV, having heard
+# triage; `switchboard call` follows the call to its end, and the record has its session, in
+# which triage heard the phrase.
+log "an outbound call placed at the gateway, through the SIP edge to a phone at $PHONE_IP"
+EDGE_KEY="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+PLACER_KEY="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+printf 'edge %s sessions=500 calls=edge\nplacer %s sessions=5 agents=%s/triage calls=place\n' \
+  "$(sha "$EDGE_KEY")" "$(sha "$PLACER_KEY")" "$NS" >"$PHONE_DIR/api-keys"
+# (Applied: the release's namespace outlives this run.)
+k -n "$RNS" create secret generic e2e-api-keys --from-file=api-keys="$PHONE_DIR/api-keys" --dry-run=client -o yaml \
+  | k apply -f - >/dev/null
+k -n "$RNS" create secret generic e2e-edge-key --from-literal=api-key="$EDGE_KEY" --dry-run=client -o yaml \
+  | k apply -f - >/dev/null
+printf '%s\n' "$PLACER_KEY" >"$PHONE_DIR/placer-key"
+"$BIN/helm" upgrade "$RELEASE" "$ROOT/charts/switchboard" --namespace "$RNS" --reuse-values \
+  --set gateway.apiKeysSecret=e2e-api-keys --set sip.gatewayKey.existingSecret=e2e-edge-key \
+  --set sip.outbound.trunk="sip:$PHONE_IP:$phone_port" --set-string sip.outbound.callerId=+442079460000 \
+  --wait --timeout 180s >&2 \
+  || { k -n "$RNS" get pods,svc -o wide >&2; die "the release did not roll with API keys and the outbound trunk"; }
+on_pod_network switchboard-sip
+load_balanced switchboard-sip
+sim_start
+before="$(triage_sessions)" || die "cannot read the record"
+rm -f "$PHONE_DIR/baresip.log"
+dial 90 answer &
+CALL_PID=$!
+CALL_FROM="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 deadline=$((SECONDS + 20))
-until after="$(triage_sessions)" && [ "$after" -gt "$before" ]; do
-  [ "$SECONDS" -lt "$deadline" ] || die "the call's session is not in the record ($before triage sessions before, ${after:-?} after)"
+until grep -qs "baresip is ready" "$PHONE_DIR/baresip.log"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the callee's phone did not start: $(cat "$PHONE_DIR/baresip.log" 2>/dev/null)"
+  sleep 0.2
+done
+# The edge connects to the gateway for the calls to place once it runs: until it has, a
+# call is refused at once, naming no trunk; tried again then.
+deadline=$((SECONDS + 60))
+until placed="$("$CHAT" call "sip:callee@$PHONE_IP:$phone_port" --agent "$NS/triage" --gateway "$HTTP_URL" \
+  --api-key-file "$PHONE_DIR/placer-key" --follow-seconds 60 2>&1)"; do
+  grep -qi "trunk\|edge" <<<"$placed" && [ "$SECONDS" -lt "$deadline" ] \
+    || die "the outbound call failed: $placed -- the SIP edge: $(edge_since) -- the phone: $(cat "$PHONE_DIR/baresip.log")"
+  sleep 2
+done
+call_over
+grep -q "answered (SIP 200) session gw-" <<<"$placed" && grep -q "completed" <<<"$placed" \
+  || die "the outbound call was not answered and completed: $placed"
+grep -q "Call established" "$PHONE_DIR/baresip.log" || die "the callee's phone took no call: $(cat "$PHONE_DIR/baresip.log")"
+grep -q "outbound call answered" <<<"$(edge_since)" || die "the edge logged no outbound call answered: $(edge_since)"
+rms="$(heard_from 0)"
+python3 -c "import sys; sys.exit(0 if float('${rms:-0}') > 0.01 else 1)" \
+  || die "the callee heard silence (RMS ${rms:-?}) -- the simulator: $(tail -n 20 "$DIR/e2e-sim.log")"
+sim_stop
+id="$(sed -n 's/.*answered (SIP 200) session \(gw-[^ ]*\).*/\1/p' <<<"$placed" | head -n1)"
+deadline=$((SECONDS + 30))
+until shown="$(sessions show "$id" 2>&1)" && grep -q ' user .*phrase 1' <<<"$shown"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the outbound call's session $id is not in the record with the callee's phrase: $shown"
   sleep 1
 done
-log "ok: a caller from outside ($PHONE_IP, trunk outside) reached triage through the SIP edge's LoadBalancer at $NODE_IP:$SIP_LB_PORT; heard RMS $rms over $length s; recorded"
+log "ok: an outbound call placed with a calls=place key reached the phone at $PHONE_IP through the SIP edge; the callee heard triage (RMS $rms); $id recorded with its phrase: $(grep -m1 'completed' <<<"$placed")"
 ip link del "$PHONE_VETH"; ip netns del "$PHONE_NETNS"
 PHONE_IP="$NODE_IP"
 PHONE_IN=()
