@@ -19,11 +19,13 @@
 # server's pod and the keys nowhere in the record or the pods' logs; a caller put through
 # to a person, warm (triage's advisor a second baresip on this machine that the edge dials:
 # the caller on hold, the person briefed by triage, then each phone hearing the other, the
-# transfer counted and recorded); and again with the edge behind a UDP LoadBalancer
+# transfer counted and recorded); a busy person (486) and one whose phone rings unanswered,
+# each transfer coming back to triage, which tells the caller; and again with the edge behind a UDP LoadBalancer
 # Service, from a caller
 # in a network namespace of its own (an outside address, which the edge's trunk admits),
 # then called by the edge (an outbound call placed at the gateway with a calls=place API
-# key, the release given API keys and that phone as its outbound trunk), hearing triage;
+# key, the release given API keys and that phone as its outbound trunk), hearing triage,
+# and once more answering as a voicemail, left triage's message after its beep;
 # WebRTC calls to the gateway on the node's network (UDP and ICE-TCP; Chromium
 # spoken through triage -> idv -> banking, across their pods) and then behind a UDP
 # LoadBalancer Service; the operator's NetworkPolicy applied; the operator's leader pod
@@ -53,6 +55,7 @@ k() { "$BIN/kubectl" "$@"; }
 NS="e2e-$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 REDIS_PID=""
 SIM_PID=""
+PEOPLE_PIDS=()
 PHONE_DIR="$DIR/e2e-phone"
 # A caller from outside this machine (the SIP edge behind a load balancer): a network
 # namespace of its own, joined to this machine by a veth pair on a /30 of PHONE_NET.
@@ -68,7 +71,7 @@ cleanup() {
   k delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
   [ -z "$REDIS_PID" ] || kill "$REDIS_PID" 2>/dev/null || true
   [ -z "$SIM_PID" ] || kill "$SIM_PID" 2>/dev/null || true
-  [ -z "${PERSON_PID:-}" ] || kill "$PERSON_PID" 2>/dev/null || true
+  [ "${#PEOPLE_PIDS[@]}" = 0 ] || kill "${PEOPLE_PIDS[@]}" 2>/dev/null || true
   iptables -D INPUT -p udp -d "$NODE_IP" --dport "${WEBRTC_PORT:-0}" -j DROP 2>/dev/null || true
   ip link del "$PHONE_VETH" 2>/dev/null || true
   ip netns del "$PHONE_NETNS" 2>/dev/null || true
@@ -161,23 +164,30 @@ k -n "$NS" apply -k "$ROOT/examples/banking/tools" >/dev/null
 # would wait with NumberTaken. The merge patch replaces the lists of numbers and people too:
 # triage's advisor, in place of the example's (a softphone on this machine's loopback, for
 # local mode), is a phone of this test's at the node's address, `transfer: warm`, for the
-# warm transfer below (the edge, on the node's network, dials it there).
+# warm transfer below (the edge, on the node's network, dials it there); so are a cashier
+# whose phone is busy and a manager whose phone rings unanswered (a transfer rings for 10 s).
 TRIAGE_NUMBER="+4420794$(od -An -N4 -tu4 /dev/urandom | tr -d ' ' | tail -c 7)"
-PERSON_PORT="$(python3 -c 'import socket, sys
+# Four phones' ports (baresip takes its port and the next): the advisor's, the cashier's,
+# the manager's, and that of the phone that keeps the cashier's busy.
+read -r PERSON_PORT CASHIER_PORT MANAGER_PORT OCCUPIER_PORT < <(python3 -c 'import socket, sys
+free = []
 for p in range(26200, 26300, 2):
     try:
         for q in (p, p + 1):
             for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
                 s = socket.socket(socket.AF_INET, kind); s.bind((sys.argv[1], q)); s.close()
-        print(p); break
-    except OSError: pass' "$NODE_IP")" || true
-[ -n "$PERSON_PORT" ] || die "no free port for the person's phone"
+        free.append(str(p))
+    except OSError: pass
+print(" ".join(free[:4]))' "$NODE_IP") || true
+[ -n "$OCCUPIER_PORT" ] || die "no free ports for the people's phones"
 PERSON_URI="sip:advisor@$NODE_IP:$PERSON_PORT"
-PEOPLE="[{\"name\":\"advisor\",\"address\":\"$PERSON_URI\",\"transfer\":\"warm\",\"description\":\"A person at Example Bank, for a caller who asks for one.\"}]"
+person() { echo "{\"name\":\"$1\",\"address\":\"sip:$1@$NODE_IP:$2\",\"transfer\":\"warm\",\"description\":\"$3\"}"; }
+PEOPLE="[$(person advisor "$PERSON_PORT" "A person at Example Bank, for a caller who asks for one."),$(
+  person cashier "$CASHIER_PORT" "The branch cashier."),$(person manager "$MANAGER_PORT" "The branch manager.")]"
 for agent in $(k -n "$NS" get agents -o name); do
   telephony=""
   [ "$agent" != agent.switchboard.dev/triage ] \
-    || telephony=",\"telephony\":{\"numbers\":[\"$TRIAGE_NUMBER\"],\"people\":$PEOPLE}"
+    || telephony=",\"telephony\":{\"numbers\":[\"$TRIAGE_NUMBER\"],\"people\":$PEOPLE,\"transferTimeoutSeconds\":10}"
   k -n "$NS" patch "$agent" --type merge \
     -p "{\"spec\":{\"credentials\":{\"secretRef\":{\"name\":\"bedrock-credentials\"}}$telephony}}" >/dev/null
 done
@@ -647,14 +657,22 @@ YAML
 grep -q "e2e-brief" "$DIR/e2e-warm-sim.yaml" || die "the warm transfer's rules are not in the simulator's script"
 sim_start --script "$DIR/e2e-warm-sim.yaml"
 # The person: silent for 14 s after answering (the brief, the bridge), then its tone.
-PERSON_DIR="$PHONE_DIR/person"
+PERSON_DIR="$PHONE_DIR/advisor"
 rm -rf "$PERSON_DIR" && mkdir -p "$PERSON_DIR/snd"
 "$BIN/sox" -n -r 8000 -c 1 -b 16 "$PERSON_DIR/lead.wav" trim 0 14
 "$BIN/sox" -n -r 8000 -c 1 -b 16 "$PERSON_DIR/tone.wav" synth 12 sine 1150 vol 0.5
 "$BIN/sox" -n -r 8000 -c 1 -b 16 "$PERSON_DIR/tail.wav" trim 0 20
 "$BIN/sox" "$PERSON_DIR/lead.wav" "$PERSON_DIR/tone.wav" "$PERSON_DIR/tail.wav" "$PERSON_DIR/person.wav"
-cat >"$PERSON_DIR/config" <<CFG
-sip_listen $NODE_IP:$PERSON_PORT
+# person_phone NAME PORT ACCOUNT SAYS [BARESIP ARGUMENTS]: a baresip of a person's on this
+# machine as sip:NAME@<the node's address>:PORT, its folder $PHONE_DIR/NAME (what it hears
+# in snd/, its log baresip.log), with ACCOUNT's parameters (answermode, codecs) and saying
+# the WAV SAYS; returns once it is ready, its pid among PEOPLE_PIDS (ended by people_gone).
+person_phone() {
+  local name="$1" port="$2" account="$3" says="$4" folder="$PHONE_DIR/$1" deadline=$((SECONDS + 20))
+  shift 4
+  mkdir -p "$folder/snd"
+  cat >"$folder/config" <<CFG
+sip_listen $NODE_IP:$port
 module_path /usr/lib/baresip/modules
 module stdio.so
 module g711.so
@@ -662,20 +680,25 @@ module aufile.so
 module sndfile.so
 module account.so
 module menu.so
-audio_source aufile,$PERSON_DIR/person.wav
-audio_player aufile,$PERSON_DIR/play.wav
-audio_alert aufile,$PERSON_DIR/lead.wav
-snd_path $PERSON_DIR/snd
+audio_source aufile,$says
+audio_player aufile,$folder/play.wav
+audio_alert aufile,$folder/alert.wav
+snd_path $folder/snd
+call_max_calls 1
 CFG
-echo "<$PERSON_URI;transport=udp>;regint=0;audio_codecs=PCMA;answermode=auto" >"$PERSON_DIR/accounts"
-"$BIN/baresip" -f "$PERSON_DIR" -t 90 </dev/null >"$PERSON_DIR/baresip.log" 2>&1 &
-PERSON_PID=$!
-deadline=$((SECONDS + 20))
-until grep -qs "baresip is ready" "$PERSON_DIR/baresip.log"; do
-  kill -0 "$PERSON_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ] \
-    || die "the person's phone did not start: $(cat "$PERSON_DIR/baresip.log" 2>/dev/null)"
-  sleep 0.2
-done
+  echo "<sip:$name@$NODE_IP:$port;transport=udp>;regint=0;$account" >"$folder/accounts"
+  "$BIN/baresip" -f "$folder" "$@" </dev/null >"$folder/baresip.log" 2>&1 &
+  PEOPLE_PIDS+=($!)
+  until grep -qs "baresip is ready" "$folder/baresip.log"; do
+    kill -0 "${PEOPLE_PIDS[-1]}" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ] \
+      || die "$name's phone did not start: $(cat "$folder/baresip.log" 2>/dev/null)"
+    sleep 0.2
+  done
+}
+people_gone() {
+  kill "${PEOPLE_PIDS[@]}" 2>/dev/null || true; wait "${PEOPLE_PIDS[@]}" 2>/dev/null || true; PEOPLE_PIDS=()
+}
+person_phone advisor "$PERSON_PORT" "audio_codecs=PCMA;answermode=auto" "$PERSON_DIR/person.wav" -t 90
 # The caller: phrase 1, 16 s of silence (hold, brief), 8 s of its tone; then it hangs up.
 "$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/w-gap.wav" trim 0 16
 "$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/w-caller.wav" synth 8 sine 950 vol 0.5
@@ -697,7 +720,7 @@ until grep -q "bridge ended" <<<"$(edge_since)" && grep -q "terminated\|session 
   [ "$SECONDS" -lt "$deadline" ] || die "the caller's hang-up did not end the bridge and the person's call $(person_context)"
   sleep 0.5
 done
-kill "$PERSON_PID" 2>/dev/null || true; wait "$PERSON_PID" 2>/dev/null || true; PERSON_PID=""
+people_gone
 sim_stop
 edge_log="$(edge_since)"
 for said in "warm=true" "dialling the person" 'outcome="transferred"' "then the caller hung up"; do
@@ -745,6 +768,88 @@ until shown="$(sessions show "$id" 2>&1)" && grep -q "transferred to advisor (wa
 done
 grep -qF "$BRIEF" <<<"$shown" || die "the record's $id does not hold triage's brief: $shown"
 log "ok: a caller was put through to triage's advisor (a phone at $PERSON_URI), warm: bridged $bridged_in s into the call; the person heard triage's brief ($brief windows) then the caller ($(wc -w <<<"$from_caller") windows); the caller heard the hold chime ($(wc -w <<<"$chime")) then the person ($(wc -w <<<"$from_person")); counted transferred; $id recorded"
+
+# People who cannot take the call come back to the agent (tests/tests/sip_phone/bridge.rs's
+# busy person and warm.rs's unanswered one are the same against local mode). The caller asks
+# for the cashier (phrase 1, 500 Hz), whose phone takes one call at a time and already rings
+# with a third phone's call: it answers the edge 486, and the transfer comes back to triage
+# as `busy`. Then the caller asks for the manager (phrase 2, 600 Hz), whose phone rings and
+# is never answered: after the 10 s triage's transfers may ring, the edge cancels it,
+# `no_answer`. Each time triage is told the typed outcome and says sorry (the simulator's
+# rule for a failed transfer_to_person); the caller hears the hold chime, then triage again.
+# The edge counts both outcomes, and the record's session has them.
+log "a busy person and one who does not answer: each transfer comes back to triage"
+SORRY="Sorry, nobody could take your call right now."
+cat >"$DIR/e2e-failed-rules.yaml" <<YAML
+  - name: e2e-put-through
+    when: { userText: "(?i)through to the (?P<who>[a-z]+)" }
+    reply: { toolUse: { name: transfer_to_person, input: { person: "{who}", reason: "the caller asked" } } }
+  - name: e2e-sorry
+    when: { toolResult: { name: transfer_to_person, status: error } }
+    reply: { text: "$SORRY" }
+YAML
+{ awk -v rules="$DIR/e2e-failed-rules.yaml" '/^  - name: greeting$/ { while ((getline l < rules) > 0) print l } { print }' \
+    "$ROOT/dataplane/sim/banking.yaml"
+  printf '\nsonic:\n  phrases:\n    1: "Put me through to the cashier please"\n'
+  printf '    2: "Put me through to the manager please"\n'; } >"$DIR/e2e-failed-sim.yaml"
+grep -q "e2e-sorry" "$DIR/e2e-failed-sim.yaml" || die "the failed transfers' rules are not in the simulator's script"
+sim_start --script "$DIR/e2e-failed-sim.yaml"
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/quiet.wav" trim 0 100
+person_phone cashier "$CASHIER_PORT" "audio_codecs=PCMU;answermode=manual" "$PHONE_DIR/quiet.wav" -t 120
+person_phone manager "$MANAGER_PORT" "audio_codecs=PCMU;answermode=manual" "$PHONE_DIR/quiet.wav" -t 120
+person_phone occupier "$OCCUPIER_PORT" "audio_codecs=PCMU" "$PHONE_DIR/quiet.wav" -t 120 \
+  -e "/dial sip:cashier@$NODE_IP:$CASHIER_PORT;transport=udp"
+deadline=$((SECONDS + 15))
+until grep -q "Incoming call" "$PHONE_DIR/cashier/baresip.log"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the cashier's phone does not ring with the other call: $(cat "$PHONE_DIR/cashier/baresip.log") -- $(cat "$PHONE_DIR/occupier/baresip.log")"
+  sleep 0.2
+done
+# The caller: phrase 1, 20 s (the busy transfer, triage's apology), phrase 2, 24 s (the
+# manager's phone rings 10 s, the apology); then it hangs up.
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/f-gap.wav" trim 0 20
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/f-2.wav" synth 1.5 sine 600 vol 0.5
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/f-tail.wav" trim 0 24
+"$BIN/sox" "$PHONE_DIR/lead.wav" "$PHONE_DIR/tone.wav" "$PHONE_DIR/f-gap.wav" "$PHONE_DIR/f-2.wav" \
+  "$PHONE_DIR/f-tail.wav" "$PHONE_DIR/failed.wav"
+PHONE_SAY="$PHONE_DIR/failed.wav" call_start 75
+failed_context() {
+  echo "-- the SIP edge: $(edge_since) -- the cashier: $(cat "$PHONE_DIR/cashier/baresip.log") -- the manager: $(cat "$PHONE_DIR/manager/baresip.log") -- the simulator: $(tail -n 20 "$DIR/e2e-sim.log")"
+}
+deadline=$((SECONDS + 60))
+until [ "$(grep -c "transfer ended" <<<"$(edge_since)")" -ge 2 ]; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the two transfers did not end $(failed_context)"
+  sleep 0.5
+done
+grep -q "Incoming call" "$PHONE_DIR/manager/baresip.log" || die "the manager's phone never rang $(failed_context)"
+call_over
+people_gone
+sim_stop
+edge_log="$(edge_since)"
+for said in 'outcome="busy"' 'outcome="no_answer"'; do
+  grep -qF -- "$said" <<<"$edge_log" || die "the edge did not log a transfer ended $said $(failed_context)"
+done
+! grep -q "bridged" <<<"$edge_log" || die "a person who could not take the call was bridged $(failed_context)"
+metrics="$(curl -sf "http://$NODE_IP:9060/metrics")" || die "the edge's /metrics"
+for outcome in busy no_answer; do
+  grep -q "^switchboard_sip_transfers_total{outcome=\"$outcome\"} [1-9]" <<<"$metrics" \
+    || die "the edge's /metrics counts no transfer $outcome: $(grep transfers_total <<<"$metrics")"
+done
+# The caller heard triage's voice (400 Hz) after the last hold chime: off hold, with triage.
+caller_dec="$(ls "$PHONE_DIR"/snd/*-dec.wav 2>/dev/null | head -n1)"
+[ -n "$caller_dec" ] || die "the caller's phone recorded nothing $(failed_context)"
+chime="$( (tone_windows "$caller_dec" 523.25 0.03; tone_windows "$caller_dec" 659.25 0.03) | sort -n | uniq)"
+[ "$(wc -w <<<"$chime")" -ge 3 ] || die "the caller did not hear the hold chime (windows: $chime) $(failed_context)"
+again="$(tone_windows "$caller_dec" 400 0.04 | awk -v after="$(tail -n1 <<<"$chime")" '$1 > after' | wc -l)"
+[ "$again" -ge 4 ] || die "the caller did not hear triage after the last hold chime ($again windows) $(failed_context)"
+id="$(call_session)"
+[ -n "$id" ] || die "the edge named no session for the call: $edge_log"
+deadline=$((SECONDS + 30))
+until shown="$(sessions show "$id" 2>&1)" && grep -q "transfer_busy" <<<"$shown" \
+  && grep -q "transfer_no_answer" <<<"$shown" && [ "$(grep -cF "$SORRY" <<<"$shown")" -ge 2 ]; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the record's $id does not hold both failed transfers, each told the caller: $shown"
+  sleep 1
+done
+log "ok: the busy cashier (486) and the unanswered manager (cancelled after 10 s) each came back to triage as a typed outcome, which told the caller ($again windows of triage after the last hold chime); counted busy and no_answer; $id recorded"
 
 # WebRTC through the chart's gateway on the node's network (gateway.webrtc.exposure
 # hostNetwork, one replica): its UDP port and ICE-TCP port are the node's, advertised at the
@@ -1002,25 +1107,31 @@ on_pod_network switchboard-sip
 load_balanced switchboard-sip
 sim_start
 before="$(triage_sessions)" || die "cannot read the record"
-rm -f "$PHONE_DIR/baresip.log"
-dial 90 answer &
-CALL_PID=$!
-CALL_FROM="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-deadline=$((SECONDS + 20))
-until grep -qs "baresip is ready" "$PHONE_DIR/baresip.log"; do
-  [ "$SECONDS" -lt "$deadline" ] || die "the callee's phone did not start: $(cat "$PHONE_DIR/baresip.log" 2>/dev/null)"
-  sleep 0.2
-done
-# The edge connects to the gateway for the calls to place once it runs: until it has, a
-# call is refused at once, naming no trunk; tried again then.
-deadline=$((SECONDS + 60))
-until placed="$("$CHAT" call "sip:callee@$PHONE_IP:$phone_port" --agent "$NS/triage" --gateway "$HTTP_URL" \
-  --api-key-file "$PHONE_DIR/placer-key" --follow-seconds 60 2>&1)"; do
-  grep -qi "trunk\|edge" <<<"$placed" && [ "$SECONDS" -lt "$deadline" ] \
-    || die "the outbound call failed: $placed -- the SIP edge: $(edge_since) -- the phone: $(cat "$PHONE_DIR/baresip.log")"
-  sleep 2
-done
-call_over
+# place_call: the phone (in its namespace) waits to answer, triage calls it through the
+# gateway with the placer's key, and `switchboard call` follows the call to its end (what it
+# printed in `placed`); returns once the phone's call is over too.
+place_call() {
+  rm -f "$PHONE_DIR/baresip.log"
+  dial 90 answer &
+  CALL_PID=$!
+  CALL_FROM="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  local deadline=$((SECONDS + 20))
+  until grep -qs "baresip is ready" "$PHONE_DIR/baresip.log"; do
+    [ "$SECONDS" -lt "$deadline" ] || die "the callee's phone did not start: $(cat "$PHONE_DIR/baresip.log" 2>/dev/null)"
+    sleep 0.2
+  done
+  # The edge connects to the gateway for the calls to place once it runs: until it has, a
+  # call is refused at once, naming no trunk; tried again then.
+  deadline=$((SECONDS + 60))
+  until placed="$("$CHAT" call "sip:callee@$PHONE_IP:$phone_port" --agent "$NS/triage" --gateway "$HTTP_URL" \
+    --api-key-file "$PHONE_DIR/placer-key" --follow-seconds 60 2>&1)"; do
+    grep -qi "trunk\|edge" <<<"$placed" && [ "$SECONDS" -lt "$deadline" ] \
+      || die "the outbound call failed: $placed -- the SIP edge: $(edge_since) -- the phone: $(cat "$PHONE_DIR/baresip.log")"
+    sleep 2
+  done
+  call_over
+}
+place_call
 grep -q "answered (SIP 200) session gw-" <<<"$placed" && grep -q "completed" <<<"$placed" \
   || die "the outbound call was not answered and completed: $placed"
 grep -q "Call established" "$PHONE_DIR/baresip.log" || die "the callee's phone took no call: $(cat "$PHONE_DIR/baresip.log")"
@@ -1036,6 +1147,64 @@ until shown="$(sessions show "$id" 2>&1)" && grep -q ' user .*phrase 1' <<<"$sho
   sleep 1
 done
 log "ok: an outbound call placed with a calls=place key reached the phone at $PHONE_IP through the SIP edge; the callee heard triage (RMS $rms); $id recorded with its phrase: $(grep -m1 'completed' <<<"$placed")"
+
+# An outbound call a machine answers (tests/tests/sip_phone/amd.rs is the same against local
+# mode). Triage is given answering-machine detection (spec.telephony.answeringMachine:
+# leaveMessage, with its message); the gateway hands it to the edge with the call. The
+# callee answers as a voicemail would: 4 s of a monologue (pink noise in a syllable
+# rhythm), the beep (1000 Hz, ending 5 s in), then silence while it records. The edge
+# decides "machine" from the monologue, waits for the beep, and only then opens triage's
+# session, which says the Agent's message instead of its greeting: the callee's recording
+# holds nothing of the agent before the beep, then the message; the record has it.
+log "an outbound call a machine answers: triage leaves its message after the beep"
+MESSAGE="This is Example Bank about your card. Please call us back today."
+k -n "$NS" patch agent triage --type merge \
+  -p "{\"spec\":{\"telephony\":{\"answeringMachine\":{\"onMachine\":\"leaveMessage\",\"message\":\"$MESSAGE\"}}}}" >/dev/null
+# The operator publishes it in the routing table the gateway reads, and rolls triage's pods.
+deadline=$((SECONDS + 60))
+until k -n "$RNS" get configmaps -o yaml | grep -qF "$MESSAGE"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the routing table does not carry triage's answeringMachine"
+  sleep 1
+done
+k -n "$NS" wait --for=condition=Ready agent/triage --timeout=120s >&2 || die "triage is not Ready with answeringMachine"
+for d in $(k -n "$NS" get deployments -o name); do
+  k -n "$NS" rollout status "$d" --timeout=180s >&2 || die "$d did not finish rolling out"
+done
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/m-1.wav" trim 0 0.3
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/m-2.wav" synth 4 pinknoise tremolo 4 60 vol 0.4
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/m-3.wav" trim 0 0.2
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/m-4.wav" synth 0.5 sine 1000 vol 0.5
+"$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/m-5.wav" trim 0 18
+"$BIN/sox" "$PHONE_DIR"/m-{1,2,3,4,5}.wav "$PHONE_DIR/machine.wav"
+sim_start
+PHONE_SAY="$PHONE_DIR/machine.wav" place_call
+sim_stop
+grep -q "answered by: machine" <<<"$placed" || die "the edge did not decide a machine answered: $placed -- $(edge_since)"
+edge_log="$(edge_since)"
+grep -q "the message to the machine starts" <<<"$edge_log" && grep -q "AfterBeep" <<<"$edge_log" \
+  || die "the edge did not start the message after the beep: $edge_log"
+after="$(sed -n 's/.*first heard the agent \([0-9]*\) ms.*/\1/p' <<<"$placed" | head -n1)"
+[ "${after:-0}" -ge 5000 ] || die "the callee heard the agent before its beep ended (5 s): ${after:-never} ms: $placed"
+# The 250 ms windows of the callee's recording louder than speech's floor.
+voiced="$("$BIN/sox" "$(ls "$PHONE_DIR"/snd/*-dec.wav | head -n1)" -t raw -e signed-integer -b 16 -c 1 -r 8000 - \
+  | python3 -c '
+import math, struct, sys
+raw = sys.stdin.buffer.read()
+x = struct.unpack("<%dh" % (len(raw) // 2), raw[: len(raw) // 2 * 2])
+for i in range(0, len(x) - 1999, 2000):
+    if math.sqrt(sum(v * v for v in x[i:i + 2000]) / 2000) / 32768 > 0.02:
+        print(i // 2000)')"
+[ "$(wc -w <<<"$voiced")" -ge 4 ] || die "the machine recorded no message (voiced windows: $voiced) -- $edge_log"
+[ "$(head -n1 <<<"$voiced")" -ge 19 ] \
+  || die "the machine recorded the agent before its beep ended (window $(head -n1 <<<"$voiced") of 250 ms)"
+id="$(sed -n 's/.*answered (SIP 200) session \(gw-[^ ]*\).*/\1/p' <<<"$placed" | head -n1)"
+deadline=$((SECONDS + 30))
+until shown="$(sessions show "$id" 2>&1)" && grep -qF "$MESSAGE" <<<"$shown"; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the record's $id does not hold the message left: $shown"
+  sleep 1
+done
+! grep -q "How can I help you today" <<<"$shown" || die "the machine was greeted, not left the message: $shown"
+log "ok: a machine answered triage's outbound call ($(grep -m1 'answered by' <<<"$placed")); the message started after its beep ($after ms after the answer) and is on its recording ($(wc -w <<<"$voiced") windows from $(head -n1 <<<"$voiced")) and in the record ($id)"
 ip link del "$PHONE_VETH"; ip netns del "$PHONE_NETNS"
 PHONE_IP="$NODE_IP"
 PHONE_IN=()
