@@ -6,6 +6,7 @@
 //! carries the proxy's Record-Route, RFC 3261 §12.1.1; its own requests carry the route set).
 
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -23,7 +24,10 @@ pub(crate) struct Proxy {
 }
 
 impl Drop for Proxy {
+    /// kamailio's worker processes with it: its process group (killing the main process
+    /// alone left the workers running after every test).
     fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", self.child.id())]).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -118,6 +122,8 @@ event_route[core:worker-one-init] {{ xlog("L_NOTICE", "kamailio serving\n"); }}
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log"))
             .stderr(out)
+            // A group of its own, which the drop kills whole (kamailio forks its workers).
+            .process_group(0)
             .spawn()
             .expect("kamailio starts");
         Self { child, address, log }
