@@ -36,7 +36,19 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 log() { echo "[e2e-smoke] $(date +%T) $*" >&2; }
-die() { log "FAIL: $*"; exit 1; }
+# On a failure the node's own logs come first (the last lines of the kubelet's and
+# containerd's, their per-second noise left out): a run once failed on two pods that stayed
+# Terminating for minutes after a helm upgrade, past their 15 and 40 s grace periods, which
+# no later run repeated and nothing kept a trace of.
+die() {
+  local what
+  for what in kubelet containerd; do
+    echo "-- $what (the last lines)" >&2
+    grep -v "perf_event cgroup path\|Server rejected event\|clearQuota" "$DIR/$what.log" 2>/dev/null | tail -n 40 >&2 || true
+  done
+  log "FAIL: $*"
+  exit 1
+}
 
 DIR="${SWITCHBOARD_CLUSTER_DIR:-/tmp/switchboard-cluster}"
 RNS="${SWITCHBOARD_NAMESPACE:-switchboard-system}"
@@ -642,20 +654,30 @@ log "ok: $KEYED# typed on the phone reached idv's verify_by_keypad on its pod, a
 # transferred to the advisor, warm, with the brief.
 log "a caller put through to a person: a warm transfer to triage's advisor at $PERSON_URI"
 BRIEF="Ada Lovelace is calling about a card payment she does not know."
-cat >"$DIR/e2e-warm-rules.yaml" <<YAML
+# transfer_sim NAME STATUS REPLY PERSON...: the simulator (sim_start) on the Example Bank's
+# script with two rules before those for a caller's words (after those for summaries and
+# analyses): "put me through to the <who>" calls transfer_to_person for <who>, and its
+# result of STATUS (success, error) is answered with REPLY; phrase n (400 + 100 n Hz) asks
+# for the n-th PERSON.
+transfer_sim() {
+  local name="$1" status="$2" reply="$3" n=0 script="$DIR/e2e-$1-sim.yaml"
+  shift 3
+  cat >"$DIR/e2e-$name-rules.yaml" <<YAML
   - name: e2e-put-through
     when: { userText: "(?i)through to the (?P<who>[a-z]+)" }
     reply: { toolUse: { name: transfer_to_person, input: { person: "{who}", reason: "the caller asked" } } }
-  - name: e2e-brief
-    when: { toolResult: { name: transfer_to_person, status: success } }
-    reply: { text: "$BRIEF" }
+  - name: e2e-$name
+    when: { toolResult: { name: transfer_to_person, status: $status } }
+    reply: { text: "$reply" }
 YAML
-# Before the rules for a caller's words (after those for summaries and analyses).
-{ awk -v rules="$DIR/e2e-warm-rules.yaml" '/^  - name: greeting$/ { while ((getline l < rules) > 0) print l } { print }' \
-    "$ROOT/dataplane/sim/banking.yaml"
-  printf '\nsonic:\n  phrases:\n    1: "Put me through to the advisor please"\n'; } >"$DIR/e2e-warm-sim.yaml"
-grep -q "e2e-brief" "$DIR/e2e-warm-sim.yaml" || die "the warm transfer's rules are not in the simulator's script"
-sim_start --script "$DIR/e2e-warm-sim.yaml"
+  { awk -v rules="$DIR/e2e-$name-rules.yaml" '/^  - name: greeting$/ { while ((getline l < rules) > 0) print l } { print }' \
+      "$ROOT/dataplane/sim/banking.yaml"
+    printf '\nsonic:\n  phrases:\n'
+    for who in "$@"; do n=$((n + 1)); printf '    %d: "Put me through to the %s please"\n' "$n" "$who"; done; } >"$script"
+  grep -q "e2e-$name" "$script" || die "the $name transfer's rules are not in the simulator's script"
+  sim_start --script "$script"
+}
+transfer_sim warm success "$BRIEF" advisor
 # The person: silent for 14 s after answering (the brief, the bridge), then its tone.
 PERSON_DIR="$PHONE_DIR/advisor"
 rm -rf "$PERSON_DIR" && mkdir -p "$PERSON_DIR/snd"
@@ -780,20 +802,7 @@ log "ok: a caller was put through to triage's advisor (a phone at $PERSON_URI), 
 # The edge counts both outcomes, and the record's session has them.
 log "a busy person and one who does not answer: each transfer comes back to triage"
 SORRY="Sorry, nobody could take your call right now."
-cat >"$DIR/e2e-failed-rules.yaml" <<YAML
-  - name: e2e-put-through
-    when: { userText: "(?i)through to the (?P<who>[a-z]+)" }
-    reply: { toolUse: { name: transfer_to_person, input: { person: "{who}", reason: "the caller asked" } } }
-  - name: e2e-sorry
-    when: { toolResult: { name: transfer_to_person, status: error } }
-    reply: { text: "$SORRY" }
-YAML
-{ awk -v rules="$DIR/e2e-failed-rules.yaml" '/^  - name: greeting$/ { while ((getline l < rules) > 0) print l } { print }' \
-    "$ROOT/dataplane/sim/banking.yaml"
-  printf '\nsonic:\n  phrases:\n    1: "Put me through to the cashier please"\n'
-  printf '    2: "Put me through to the manager please"\n'; } >"$DIR/e2e-failed-sim.yaml"
-grep -q "e2e-sorry" "$DIR/e2e-failed-sim.yaml" || die "the failed transfers' rules are not in the simulator's script"
-sim_start --script "$DIR/e2e-failed-sim.yaml"
+transfer_sim failed error "$SORRY" cashier manager
 "$BIN/sox" -n -r 8000 -c 1 -b 16 "$PHONE_DIR/quiet.wav" trim 0 100
 person_phone cashier "$CASHIER_PORT" "audio_codecs=PCMU;answermode=manual" "$PHONE_DIR/quiet.wav" -t 120
 person_phone manager "$MANAGER_PORT" "audio_codecs=PCMU;answermode=manual" "$PHONE_DIR/quiet.wav" -t 120
