@@ -36,16 +36,16 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 log() { echo "[e2e-smoke] $(date +%T) $*" >&2; }
-# On a failure the node's own logs come first (the last lines of the kubelet's and
-# containerd's, their per-second noise left out): a run once failed on two pods that stayed
-# Terminating for minutes after a helm upgrade, past their 15 and 40 s grace periods, which
-# no later run repeated and nothing kept a trace of.
+# On a failure the node's own logs come first: the kubelet's last pod-lifecycle and error
+# lines (up.sh runs it at log level 2), containerd's last lines. A run once failed on two
+# pods that stayed Terminating for minutes after a helm upgrade, past their 15 and 40 s grace
+# periods, which no later run repeated and nothing kept a trace of.
 die() {
-  local what
-  for what in kubelet containerd; do
-    echo "-- $what (the last lines)" >&2
-    grep -v "perf_event cgroup path\|Server rejected event\|clearQuota" "$DIR/$what.log" 2>/dev/null | tail -n 40 >&2 || true
-  done
+  echo "-- kubelet (pods' lifecycle and errors, the last lines)" >&2
+  grep "SyncLoop (\(ADD\|DELETE\|REMOVE\|KILL\)\|[Kk]ill\|^E[0-9]" "$DIR/kubelet.log" 2>/dev/null \
+    | grep -v "perf_event cgroup path" | tail -n 50 >&2 || true
+  echo "-- containerd (the last lines)" >&2
+  tail -n 30 "$DIR/containerd.log" >&2 2>/dev/null || true
   log "FAIL: $*"
   exit 1
 }

@@ -301,7 +301,9 @@ CNI
   # image GC off (images cannot be pulled again here); eviction only when nearly full;
   # a 10 s resync of running pods instead of 1 min; the node's status checked every 2 s
   # (posted only on change), so it turns Ready ~2 s after its runtime and network are, not
-  # 10 s; its own dirs wherever a flag allows.
+  # 10 s; its own dirs wherever a flag allows; log level 2, which logs each pod's
+  # lifecycle (SyncLoop ADD/DELETE/REMOVE, containers killed with their grace period), for
+  # e2e-smoke's failures.
   # AWS_EC2_METADATA_DISABLED: the kubelet's in-tree ECR credential provider would
   # otherwise ask the EC2 metadata address (169.254.169.254) for credentials at start.
   log "starting kubelet"
@@ -316,7 +318,7 @@ CNI
     --read-only-port=0 --healthz-bind-address=127.0.0.1 \
     --eviction-hard='memory.available<50Mi,nodefs.available<1%,nodefs.inodesFree<1%,imagefs.available<1%' \
     --image-gc-high-threshold=100 --image-gc-low-threshold=99 \
-    --sync-frequency=10s --node-status-update-frequency=2s --serialize-image-pulls=false
+    --sync-frequency=10s --node-status-update-frequency=2s --serialize-image-pulls=false --v=2
 
   # kube-proxy: zero conntrack flags so it leaves the conntrack sysctls alone.
   log "starting kube-proxy"
