@@ -18,6 +18,7 @@ const readline = require("readline");
 const told = readline.createInterface({ input: process.stdin });
 const nextWord = () => new Promise((done) => told.once("line", done));
 const { chromium } = require(playwrightDir);
+const { launch } = require("./browser.cjs");
 const PATIENCE = 45000;
 
 /** In the page: an offer from a peer connection with the given parts, ICE gathered. */
@@ -268,15 +269,7 @@ async function resume(browser, result) {
 }
 
 async function main() {
-  const browser = await chromium.launch({
-    executablePath, headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync",
-      "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
-      `--use-file-for-fake-audio-capture=${wav}%noloop`,
-      "--autoplay-policy=no-user-gesture-required",
-      "--allow-loopback-in-peer-connection"],
-  });
+  const browser = await launch(chromium, executablePath, { wav });
   const result = {};
   const errors = [];
   try {

@@ -13,6 +13,7 @@
 "use strict";
 const [playwrightDir, pageUrl, foreignUrl, gateway, wav, executablePath] = process.argv.slice(2);
 const { chromium } = require(playwrightDir);
+const { launch } = require("./browser.cjs");
 const PATIENCE = 45000;
 
 /** In the allowed page: the call with the TypeScript client. */
@@ -79,15 +80,7 @@ async function foreign(page) {
 }
 
 async function main() {
-  const browser = await chromium.launch({
-    executablePath, headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync",
-      "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
-      `--use-file-for-fake-audio-capture=${wav}%noloop`,
-      "--autoplay-policy=no-user-gesture-required",
-      "--allow-loopback-in-peer-connection"],
-  });
+  const browser = await launch(chromium, executablePath, { wav });
   const result = {};
   const errors = [];
   try {

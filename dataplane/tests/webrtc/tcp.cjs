@@ -12,6 +12,7 @@
 "use strict";
 const [playwrightDir, url, wav, executablePath, key, mode, agent = "triage"] = process.argv.slice(2);
 const { chromium } = require(playwrightDir);
+const { launch } = require("./browser.cjs");
 const PATIENCE = 45000;
 
 /** In the page: the call. Returns what it saw. */
@@ -89,18 +90,9 @@ async function call(page) {
 }
 
 async function main() {
-  const browser = await chromium.launch({
-    executablePath, headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync",
-      "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
-      `--use-file-for-fake-audio-capture=${wav}%noloop`,
-      "--autoplay-policy=no-user-gesture-required",
-      "--allow-loopback-in-peer-connection",
-      // The microphone needs a secure context: a gateway reached over plain HTTP at an
-      // address other than localhost (the real node's Service) is treated as one.
-      `--unsafely-treat-insecure-origin-as-secure=${new URL(url).origin}`],
-  });
+  // The microphone needs a secure context: a gateway reached over plain HTTP at an
+  // address other than localhost (the real node's Service) is treated as one.
+  const browser = await launch(chromium, executablePath, { wav, secureOrigin: new URL(url).origin });
   const result = {};
   const errors = [];
   try {
