@@ -130,6 +130,13 @@ pub struct SessionContext {
     /// Agent's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    /// The gateway gathers the caller's audio into frames of up to this many milliseconds
+    /// before it sends them to the runtime (a frame waits at most that long), so the
+    /// runtime need not gather them again into its events to the voice model: it sends
+    /// each as it comes when its own events are no longer than this. Absent from a gateway
+    /// older than this field, or one that sends each frame as it comes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_batch_ms: Option<u32>,
 }
 
 impl Serialize for SessionContext {
@@ -169,6 +176,8 @@ impl Serialize for SessionContext {
             region: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             call_started_at_ms: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            audio_batch_ms: Option<u32>,
         }
         let carried = &self.carried;
         Wire {
@@ -189,6 +198,7 @@ impl Serialize for SessionContext {
             variant: self.variant.as_deref(),
             region: self.region.as_deref(),
             call_started_at_ms: carried.call_started_at_ms,
+            audio_batch_ms: self.audio_batch_ms,
         }
         .serialize(serializer)
     }

@@ -79,6 +79,12 @@ pub struct GatewayConfig {
     pub idle_timeout: Duration,
     /// How often the gateway pings each client and each runtime connection.
     pub ping_interval: Duration,
+    /// The caller's audio (binary frames) is gathered into frames of this much audio before
+    /// it goes to the runtime, and a frame waits at most this long: fewer, larger frames
+    /// cost both processes fewer wake-ups and system calls. The runtime, told so in the
+    /// session's grant, then sends each to the voice model as it comes instead of gathering
+    /// it again (`--voice-audio-chunk-ms`), so set both alike. Zero: each frame as it comes.
+    pub audio_batch: Duration,
     /// A client that answers nothing (not even a ping) for this long counts as gone and
     /// its session parks for resume; a runtime, as lost, and the session moves to another
     /// pod.
@@ -128,6 +134,7 @@ impl Default for GatewayConfig {
             session_rate: 200,
             idle_timeout: Duration::from_secs(600),
             ping_interval: Duration::from_secs(5),
+            audio_batch: Duration::ZERO,
             ping_timeout: Duration::from_secs(15),
             memory_budget: None,
             http: switchboard_serve::Limits {

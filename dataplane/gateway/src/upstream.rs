@@ -50,6 +50,9 @@ pub struct Opening<'a> {
     pub region: Option<String>,
     /// The W3C `traceparent` of the gateway's session span (none when not traced).
     pub traceparent: Option<String>,
+    /// The longest the gateway holds the caller's audio to send it in larger frames
+    /// ([`crate::GatewayConfig::audio_batch`]); none when it does not.
+    pub audio_batch_ms: Option<u32>,
 }
 
 /// A runtime could not be reached.
@@ -92,6 +95,7 @@ pub async fn open(
         pod: Some(addr.ip().to_string()),
         variant: opening.variant,
         region: opening.region,
+        audio_batch_ms: opening.audio_batch_ms,
     };
     context.identity = verified_caller(&context)
         .and_then(|caller| identity(key, caller, &context.namespace, &context.agent, &context.session_id));

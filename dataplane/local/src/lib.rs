@@ -340,6 +340,8 @@ fn gateway(
         idle_timeout: options.server.idle_timeout,
         capacity: options.capacity.clone(),
         call_webhooks: options.call_webhooks.clone(),
+        // The caller's audio gathered as the runtime here would gather it for its events.
+        audio_batch: options.server.voice_audio_chunk,
         ..GatewayConfig::default()
     };
     let store = switchboard_gateway::resume::Store::default();

@@ -16,6 +16,7 @@
 //! message within the server's `start_timeout` (pings and bad frames do not extend it).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use switchboard_serve::frames::{CloseFrame, Conn, Upgraded, Utf8Bytes};
@@ -179,6 +180,7 @@ async fn run(
         }
     };
     let region = granted_region(state, &agent, granted.region);
+    let audio_batched = granted.audio_batch_ms.map_or(Duration::ZERO, |ms| Duration::from_millis(ms.into()));
     if let Some(refused) = refused_model(&agent, start.model.as_deref()) {
         state.shared.metrics.errors.with_label_values(&[agent.core.name(), "model_not_allowed"]).inc();
         let _ = outbound.send(ServerMessage::error(ErrorCode::ModelNotAllowed, refused, false)).await;
@@ -215,6 +217,7 @@ async fn run(
         formats,
         refused_formats,
         region,
+        audio_batched,
     };
     let opening = Opening { effects, first: pending.into_iter().collect() };
     Some(conversation.run(agent, session, opening).instrument(span).await)
@@ -337,6 +340,9 @@ struct Conversation<'a> {
     /// The gateway placed the session on the agent's fallback region: its streams open
     /// there ([`granted_region`]).
     region: Option<String>,
+    /// How long the gateway holds the caller's audio to send it in larger frames (its
+    /// grant's `audio_batch_ms`; zero without).
+    audio_batched: Duration,
 }
 
 impl Conversation<'_> {
@@ -442,7 +448,11 @@ impl Conversation<'_> {
             },
             None => persona_voice.clone(),
         };
-        let streams = (state.config.voice_rotate_after, state.config.voice_audio_chunk);
+        // Frames the gateway already gathered for as long as an event would go to the model
+        // as they come: gathered again, they would wait twice.
+        let chunk = state.config.voice_audio_chunk;
+        let chunk = if self.audio_batched >= chunk { Duration::ZERO } else { chunk };
+        let streams = (state.config.voice_rotate_after, chunk);
         let regional =
             self.region.as_ref().and_then(|region| state.voice_regions.get(name).filter(|r| r.region == *region));
         let opened = match (regional, state.voice.get(name)) {

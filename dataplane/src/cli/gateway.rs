@@ -168,6 +168,16 @@ pub struct GatewayArgs {
     #[arg(long, env = "SWITCHBOARD_PING_SECONDS", default_value_t = 5)]
     ping_seconds: u64,
 
+    /// Milliseconds of the caller's audio gathered into one frame to the runtime (a frame
+    /// waits at most this long): fewer, larger frames cost the gateway and the runtime less
+    /// CPU per call. The runtime is told, and no longer gathers them for its own events to
+    /// the voice model when those are no longer (`--voice-audio-chunk-ms`, the same default):
+    /// the audio reaches the model when it did. 0 sends each frame as it comes.
+    #[arg(long, env = "SWITCHBOARD_AUDIO_BATCH_MS",
+          default_value_t = switchboard_runtime::DEFAULT_VOICE_AUDIO_CHUNK.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(0..=200))]
+    audio_batch_ms: u64,
+
     /// Seconds of silence (not even a pong) after which a client counts as gone (its
     /// session parks for resume) or a runtime as lost (the session moves to another pod).
     #[arg(long, env = "SWITCHBOARD_PING_TIMEOUT_SECONDS", default_value_t = 15)]
@@ -259,6 +269,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         max_messages_per_second,
         idle_seconds,
         ping_seconds,
+        audio_batch_ms,
         ping_timeout_seconds,
         memory_budget_bytes,
         webrtc_udp,
@@ -364,6 +375,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         session_rate: max_messages_per_second,
         idle_timeout: Duration::from_secs(idle_seconds),
         ping_interval: Duration::from_secs(ping_seconds),
+        audio_batch: Duration::from_millis(audio_batch_ms),
         ping_timeout: Duration::from_secs(ping_timeout_seconds),
         memory_budget: match memory_budget_bytes {
             Some(0) => None,

@@ -36,6 +36,7 @@ use gate::Gate;
 use keeper::Keeper;
 use signals::Signals;
 use to_client::ClientSide;
+use to_runtime::AudioBatch;
 
 /// A session's relay: the machine and everything it does I/O with.
 pub(super) struct Relay {
@@ -74,6 +75,8 @@ struct Upstream {
     /// Every read of `ws` goes through it.
     gate: Gate,
     _lease: Lease,
+    /// The caller's audio held to go in a larger frame.
+    batch: AudioBatch,
 }
 
 /// What the relay holds besides the machine, each part owning its fields.
@@ -104,6 +107,8 @@ pub(super) async fn run(relay: Relay) {
     let mut next_ping = Instant::now() + every;
     let timer = tokio::time::sleep_until(machine.idle_deadline().min(next_ping).into());
     tokio::pin!(timer);
+    // The timer is set for the caller's audio held for the runtime, not for the others.
+    let mut batch_timer = false;
     // Every read of the client's socket goes through it.
     let client_gate = Gate::new();
     let draining = gateway.store.is_shared().then(|| gateway.draining.clone());
@@ -111,6 +116,10 @@ pub(super) async fn run(relay: Relay) {
     let mut signals = Signals::watch(draining, superseded.clone(), taken, gateway.shutdown.clone(), switches);
     loop {
         carry_out(&gateway, &mut machine, &mut state, &mut client, &superseded, &span).await;
+        // Audio held for the runtime waits only while frames can come to fill it.
+        if !matches!(machine.phase(), Phase::Live) {
+            send_held(&gateway, &mut machine, &mut state).await;
+        }
         if state.client.queued()
             && !more_for_client(&machine, &state, &client)
             && let Err(failure) = state.client.flush(&mut client).await
@@ -139,6 +148,14 @@ pub(super) async fn run(relay: Relay) {
                     feed(&gateway, &mut machine, Event::Runtime(RuntimeFrame::Lost));
                     continue;
                 };
+                // The held audio's deadline, when it is the nearest: the timer goes back to
+                // the others' when it goes off.
+                if let Some(due) = up.batch.deadline()
+                    && due < timer.deadline().into_std()
+                {
+                    timer.as_mut().reset(due.into());
+                    batch_timer = true;
+                }
                 tokio::select! {
                     biased;
                     event = signals.next() => event,
@@ -157,6 +174,14 @@ pub(super) async fn run(relay: Relay) {
                     // take a client or runtime whose frames it has not read yet for silent.
                     () = &mut timer => {
                         let now = Instant::now();
+                        if std::mem::take(&mut batch_timer) {
+                            // Set for held audio (which may have gone in a full batch since).
+                            if state.upstream.as_ref().and_then(|up| up.batch.deadline()).is_some_and(|due| due <= now) {
+                                send_held(&gateway, &mut machine, &mut state).await;
+                            }
+                            timer.as_mut().reset(machine.idle_deadline().min(next_ping).into());
+                            continue;
+                        }
                         let event = if now >= next_ping {
                             // The next ping an interval from now, however late this one is.
                             next_ping = now + every;
@@ -220,22 +245,20 @@ async fn carry_out(
                 close_client(client, close).instrument(span.clone()).await;
             }
             Effect::Runtime { message, keep } => {
-                let Some(up) = state.upstream.as_mut() else {
-                    if keep {
-                        feed(gateway, machine, Event::RuntimeSendFailed(message));
+                // The caller's audio joins the held batch; anything else goes after it.
+                let (held, message) = match (state.upstream.as_mut(), message) {
+                    (Some(up), Message::Binary(frame)) if up.batch.joins(&frame) => {
+                        match up.batch.push(&frame, Instant::now()) {
+                            Some(batch) => (None, Message::Binary(batch)),
+                            None => continue,
+                        }
                     }
-                    continue;
+                    (up, message) => (up.and_then(|up| up.batch.take()), message),
                 };
-                let copy = keep.then(|| message.clone());
-                let sent = to_runtime::send(up, message).await;
-                if sent != to_runtime::Sent::Done
-                    && let Some(copy) = copy
-                {
-                    feed(gateway, machine, Event::RuntimeSendFailed(copy));
+                if let Some(held) = held {
+                    relay_to_runtime(gateway, machine, state, Message::Binary(held), true).await;
                 }
-                if sent == to_runtime::Sent::Stuck {
-                    to_runtime::given_up(gateway, machine, state);
-                }
+                relay_to_runtime(gateway, machine, state, message, keep).await;
             }
             Effect::PingClient => {
                 if let Err(failure) = state.client.send(client, Message::Ping(Bytes::new())).await {
@@ -251,6 +274,8 @@ async fn carry_out(
                 }
             }
             Effect::CloseRuntime => {
+                // What the closing runtime was sent before goes to it, as it came.
+                send_held(gateway, machine, state).await;
                 if let Some(mut up) = state.upstream.take() {
                     let _ = tokio::time::timeout(Duration::from_secs(1), up.ws.close(None)).await;
                 }
@@ -307,6 +332,34 @@ async fn carry_out(
     }
 }
 
+/// Sends `message` to the runtime (`keep`: kept for the next connection if it cannot go):
+/// one that does not take it in time is given up ([`to_runtime::given_up`]).
+async fn relay_to_runtime(gateway: &Gateway, machine: &mut Machine, state: &mut State, message: Message, keep: bool) {
+    let Some(up) = state.upstream.as_mut() else {
+        if keep {
+            feed(gateway, machine, Event::RuntimeSendFailed(message));
+        }
+        return;
+    };
+    let copy = keep.then(|| message.clone());
+    let sent = to_runtime::send(up, message).await;
+    if sent != to_runtime::Sent::Done
+        && let Some(copy) = copy
+    {
+        feed(gateway, machine, Event::RuntimeSendFailed(copy));
+    }
+    if sent == to_runtime::Sent::Stuck {
+        to_runtime::given_up(gateway, machine, state);
+    }
+}
+
+/// Sends the caller's audio held for the runtime, if any.
+async fn send_held(gateway: &Gateway, machine: &mut Machine, state: &mut State) {
+    if let Some(held) = state.upstream.as_mut().and_then(|up| up.batch.take()) {
+        relay_to_runtime(gateway, machine, state, Message::Binary(held), true).await;
+    }
+}
+
 /// Opens the runtime session the machine asks for, on a ready pod of its target.
 async fn open(
     gateway: &Gateway,
@@ -333,7 +386,10 @@ async fn open(
         region,
         // The relay runs in the session's span (see `super::serve`): the runtime's joins it.
         traceparent: switchboard_telemetry::context::traceparent(&tracing::Span::current()),
+        audio_batch_ms: None,
     };
+    let batch = AudioBatch::new(gateway.config.audio_batch, machine.audio());
+    opening.audio_batch_ms = batch.hold_ms();
     if let Some(record) = &gateway.record
         && let Some(caller) = crate::record::callers::restore(record, &mut opening).await
         && let Some(log) = state.books.log_mut()
@@ -342,7 +398,7 @@ async fn open(
     }
     let addr = lease.addr();
     let ws = upstream::open(addr, opening, &gateway.key, gateway.config.connect_timeout).await?;
-    state.upstream = Some(Upstream { ws, gate: Gate::new(), _lease: lease });
+    state.upstream = Some(Upstream { ws, gate: Gate::new(), _lease: lease, batch });
     Ok(addr)
 }
 
