@@ -5,6 +5,7 @@
 mod analysis;
 mod app_context;
 mod app_context_shared;
+mod audio_batch;
 mod budget;
 mod callers;
 mod candidates;
