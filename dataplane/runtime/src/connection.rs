@@ -25,7 +25,6 @@ use tracing::Instrument;
 
 use super::agent::{AgentRuntime, Exit};
 use super::driver::{self, Link, Opening};
-use super::grants::RefusedContext;
 use super::identity::{Binding, SessionIdentity};
 use super::reader::{AudioIn, Reader};
 use super::socket::{self, CLOSE_DRAIN, Out, Outgoing};
@@ -34,7 +33,6 @@ use super::trace;
 use super::voice::{self, AudioGate, BinaryAudio, Gate};
 use switchboard_core::assertion::IDENTITY_KEY;
 use switchboard_core::audio::{FormatError, Negotiated, negotiate};
-use switchboard_core::grant::SessionContext;
 use switchboard_core::protocol::{ClientMessage, ErrorCode, ServerMessage, SessionStart, close_code};
 use switchboard_core::{Session, SessionInit};
 use switchboard_models::ModelError;
@@ -158,7 +156,7 @@ async fn run(
         Ok(agent) => agent,
         Err(reason) => return Some((close_code::BAD_START, reason)),
     };
-    let granted = match accept_context(state, &start, &agent.core.spec().agent.namespace, agent.core.name()) {
+    let granted = match state.grants.accept_start(&start, &agent.core.spec().agent.namespace, agent.core.name()) {
         Ok(granted) => granted,
         Err((message, reason)) => {
             state.shared.metrics.errors.with_label_values(&[agent.core.name(), "context_refused"]).inc();
@@ -285,32 +283,6 @@ fn session_identity(
         tracing::warn!(agent = %spec.agent.name, session_id = session.id(), "the grant's identity assertion is not used: {refused}");
     }
     identity
-}
-
-/// The session context of `start`: none, or what the gateway signed for `agent`. `Err`
-/// holds the message for the client's `bidi_error` and the (short) close reason.
-fn accept_context(
-    state: &AppState,
-    start: &SessionStart,
-    namespace: &str,
-    agent: &str,
-) -> Result<SessionContext, (String, &'static str)> {
-    let unsigned = start.unsigned_context();
-    if !unsigned.is_empty() {
-        let message = format!(
-            "session_start.{} is not accepted from clients: session context comes only from the Switchboard gateway, signed",
-            unsigned.join(", session_start.")
-        );
-        return Err((message, "session context is accepted only from the gateway"));
-    }
-    state.grants.admit(start.context.as_ref(), namespace, agent).map_err(|refused| {
-        tracing::warn!(namespace, agent, error = %refused, "a session's context was refused");
-        let reason = match refused {
-            RefusedContext::Missing => "sessions only through the gateway",
-            _ => "the session context was refused",
-        };
-        (refused.to_string(), reason)
-    })
 }
 
 /// The session's side of the audio channel: the gate the reader checks and the frames.

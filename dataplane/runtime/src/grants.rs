@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use switchboard_core::gateway_keys::GatewayKeys;
 use switchboard_core::grant::{GrantError, MAX_AGE_MS, SessionContext, SignedContext};
+use switchboard_core::protocol::SessionStart;
 
 /// Most nonces remembered; past it, grants are refused until old ones expire (a gateway
 /// opens far fewer sessions per minute on one pod).
@@ -56,6 +57,33 @@ impl Grants {
     /// the pod at `pod` when it is known.
     pub fn new(key: Option<GatewayKeys>, pod: Option<std::net::IpAddr>) -> Self {
         Self { key, pod, used: Mutex::new(HashMap::new()) }
+    }
+
+    /// The session context of `start`: none, or what the gateway signed for `agent` of
+    /// `namespace` ([`Grants::admit`]; a context a client wrote itself is refused). `Err`
+    /// holds the message for the client's `bidi_error` and the (short) close reason.
+    pub fn accept_start(
+        &self,
+        start: &SessionStart,
+        namespace: &str,
+        agent: &str,
+    ) -> Result<SessionContext, (String, &'static str)> {
+        let unsigned = start.unsigned_context();
+        if !unsigned.is_empty() {
+            let message = format!(
+                "session_start.{} is not accepted from clients: session context comes only from the Switchboard gateway, signed",
+                unsigned.join(", session_start.")
+            );
+            return Err((message, "session context is accepted only from the gateway"));
+        }
+        self.admit(start.context.as_ref(), namespace, agent).map_err(|refused| {
+            tracing::warn!(namespace, agent, error = %refused, "a session's context was refused");
+            let reason = match refused {
+                RefusedContext::Missing => "sessions only through the gateway",
+                _ => "the session context was refused",
+            };
+            (refused.to_string(), reason)
+        })
     }
 
     /// The session context of a `session_start` for `namespace/agent`: with a gateway key,
