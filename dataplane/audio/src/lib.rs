@@ -6,6 +6,7 @@
 //! reply audio into the client's format. Pure and I/O-free: the runtime calls them.
 
 pub mod g711;
+pub mod gather;
 pub mod noise;
 pub mod resample;
 

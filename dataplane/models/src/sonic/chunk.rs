@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use switchboard_core::audio::gather::Gather;
 use tokio::time::Instant;
 
 /// 16 kHz PCM16 mono: bytes per millisecond.
@@ -20,50 +21,33 @@ const BYTES_PER_MS: u128 = 32;
 
 /// The audio of the next `audioInput` event.
 #[derive(Debug)]
-pub struct AudioChunker {
-    /// Bytes from which a chunk is sent (0: every frame on its own).
-    target: usize,
-    /// The longest a frame waits in a chunk.
-    hold: Duration,
-    pending: Vec<u8>,
-    /// When the first frame of the pending chunk came.
-    since: Option<Instant>,
-}
+pub struct AudioChunker(Gather<Instant>);
 
 impl AudioChunker {
     /// Chunks of `chunk` of audio (zero or less than a sample: no chunking).
     pub fn new(chunk: Duration) -> Self {
         let target = usize::try_from(chunk.as_millis().saturating_mul(BYTES_PER_MS)).unwrap_or(usize::MAX);
-        Self { target, hold: chunk, pending: Vec::new(), since: None }
+        Self(Gather::new(target, chunk))
     }
 
     /// Takes a frame that came at `now`; returns what is to be sent now, if anything: the
     /// frame itself when chunking is off (or it alone fills a chunk and none is pending),
     /// else the chunk once full.
     pub fn push(&mut self, pcm: Bytes, now: Instant) -> Option<Bytes> {
-        if self.target == 0 || (self.pending.is_empty() && pcm.len() >= self.target) {
+        if self.0.target() == 0 || (self.0.is_empty() && pcm.len() >= self.0.target()) {
             return Some(pcm);
         }
-        if self.pending.is_empty() {
-            self.since = Some(now);
-            self.pending.reserve(self.target.min(64 * 1024));
-        }
-        self.pending.extend_from_slice(&pcm);
-        if self.pending.len() >= self.target { self.take() } else { None }
+        self.0.push(&pcm, now).map(Bytes::from)
     }
 
     /// When the pending chunk is to be sent however much it holds.
     pub fn deadline(&self) -> Option<Instant> {
-        self.since.map(|since| since + self.hold)
+        self.0.deadline()
     }
 
     /// The pending chunk, if any (it is sent now).
     pub fn take(&mut self) -> Option<Bytes> {
-        self.since = None;
-        if self.pending.is_empty() {
-            return None;
-        }
-        Some(Bytes::from(std::mem::take(&mut self.pending)))
+        self.0.take().map(Bytes::from)
     }
 }
 

@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use switchboard_core::audio::gather::Gather;
 use switchboard_core::audio::negotiate;
 use switchboard_core::protocol::AudioSettings;
 use tokio_tungstenite::tungstenite::Message;
@@ -63,15 +64,12 @@ pub(super) fn given_up(gateway: &Gateway, machine: &mut Machine, state: &mut Sta
 /// goes on its own, after what is pending: the runtime judges each as it always has.
 #[derive(Debug)]
 pub(super) struct AudioBatch {
-    /// Bytes from which a batch is sent (0: each frame as it comes).
-    bytes: usize,
-    /// Bytes of one sample of the input format.
-    sample: usize,
+    /// The batch under way (a target of 0: each frame as it comes).
+    gather: Gather<Instant>,
     /// The longest a frame waits.
     hold: Duration,
-    pending: Vec<u8>,
-    /// When the pending batch's first frame came.
-    since: Option<Instant>,
+    /// Bytes of one sample of the input format.
+    sample: usize,
 }
 
 impl AudioBatch {
@@ -81,42 +79,34 @@ impl AudioBatch {
         let input = negotiate(settings).0.input;
         let per_second = input.bytes_per_second() as u128;
         let bytes = usize::try_from(hold.as_millis() * per_second / 1000).unwrap_or(usize::MAX);
-        Self { bytes, sample: input.encoding.sample_bytes(), hold, pending: Vec::new(), since: None }
+        Self { gather: Gather::new(bytes, hold), hold, sample: input.encoding.sample_bytes() }
     }
 
     /// The hold the runtime is told of, in milliseconds; none when frames go as they come.
     pub(super) fn hold_ms(&self) -> Option<u32> {
-        (self.bytes > 0).then(|| u32::try_from(self.hold.as_millis()).unwrap_or(u32::MAX))
+        (self.gather.target() > 0).then(|| u32::try_from(self.hold.as_millis()).unwrap_or(u32::MAX))
     }
 
     /// Whether `frame` joins a batch; one that does not goes on its own, after what is
     /// pending ([`AudioBatch::take`]).
     pub(super) fn joins(&self, frame: &[u8]) -> bool {
-        self.bytes > 0 && !frame.is_empty() && frame.len() < self.bytes && frame.len().is_multiple_of(self.sample)
+        let bytes = self.gather.target();
+        bytes > 0 && !frame.is_empty() && frame.len() < bytes && frame.len().is_multiple_of(self.sample)
     }
 
     /// Adds a frame that [`joins`](AudioBatch::joins), come at `now`: the batch, once full.
     pub(super) fn push(&mut self, frame: &[u8], now: Instant) -> Option<Bytes> {
-        if self.pending.is_empty() {
-            self.since = Some(now);
-            self.pending.reserve(2 * self.bytes);
-        }
-        self.pending.extend_from_slice(frame);
-        if self.pending.len() >= self.bytes { self.take() } else { None }
+        self.gather.push(frame, now).map(Bytes::from)
     }
 
     /// When the pending batch is to be sent however much it holds.
     pub(super) fn deadline(&self) -> Option<Instant> {
-        self.since.map(|since| since + self.hold)
+        self.gather.deadline()
     }
 
     /// The pending batch, if any (it is sent now).
     pub(super) fn take(&mut self) -> Option<Bytes> {
-        self.since = None;
-        if self.pending.is_empty() {
-            return None;
-        }
-        Some(Bytes::from(std::mem::take(&mut self.pending)))
+        self.gather.take().map(Bytes::from)
     }
 }
 
