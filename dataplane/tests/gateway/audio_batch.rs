@@ -27,20 +27,17 @@ async fn batched_audio_reaches_the_model_whole_in_order_and_each_turn_is_answere
     let mut call = Call::start(&fleet.url, "triage", &["audio"], Encoding::Binary).await;
     call.until(|m| matches!(m, ServerMessage::BidiConnectionStart { .. })).await;
     // Triage's greeting is played whole: speech over it would reach the model later, after
-    // silence in its place (turn taking), not as sent. It is over well within a second.
+    // silence in its place (turn taking), not as sent; and the simulator, still speaking the
+    // greeting, takes speech that starts at once for a barge-in and mishears the tone (it
+    // heard "(inaudible)" in 2 of 3 runs, batched or not). It is over well within a second.
     call.until(|m| matches!(m, ServerMessage::BidiSessionState { state: SessionState::Ready })).await;
     call.read_until(tokio::time::Instant::now() + Duration::from_secs(1)).await;
 
     // A phrase, then the silence after it (an open microphone): the model ends the turn on
-    // that silence and answers. (What the simulator makes of the tone is not this test's
-    // concern: it hears the tone of phrase 6 as "(inaudible)" at times, batched or not.)
+    // that silence and answers it.
     call.say(common::HOURS, 610);
     let turn = call.until(|m| matches!(m, ServerMessage::BidiResponseComplete { .. })).await;
-    assert!(
-        !common::finals(&turn, TranscriptRole::User).is_empty(),
-        "the caller's turn was heard: {:#?}",
-        summary(&turn)
-    );
+    assert_eq!(common::finals(&turn, TranscriptRole::User), ["What are your opening hours?"], "{:#?}", summary(&turn));
     call.read_until(tokio::time::Instant::now() + Duration::from_millis(500)).await;
     let sent = call.hang_up().await;
 
