@@ -28,7 +28,10 @@
 #   AB_BASE_BIN, AB_HEAD_BIN   already built `switchboard` binaries: skip that build
 #   AB_BASE_EXAMPLES  [the baseline's own examples/banking]  the Example Bank folder the
 #                          baseline runs with (a baseline older than this tree's examples
-#                          may not know their newer fields); with AB_BASE_BIN, this tree's
+#                          may not know their newer fields); with AB_BASE_BIN, this tree's.
+#                          This tree resolves it either way: where its checks refuse the
+#                          baseline's own examples (a rule added since), the bench says so
+#                          and AB_BASE_EXAMPLES=$PWD/examples/banking is the way on
 #   AB_BENCH_EXE  [unset]  an already built AB_BENCH executable: skip its build
 #   AB_KEEP       [unset]  a folder to copy both binaries into (base/, head/)
 #   CARGO_TARGET_DIR       shared by both builds, one after the other (their third-party
@@ -38,7 +41,7 @@
 # compared here, never figures of another hour.
 set -euo pipefail
 
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [[ $# -eq 1 && $1 != -h && $1 != --help ]] || usage
 
 root=$(git rev-parse --show-toplevel)
@@ -115,7 +118,7 @@ run() {
     local examples=$root/examples/banking
     [[ $side == base ]] && examples=$base_examples
     if [[ $bench == capacity ]]; then
-        out=$(BENCH_BIN="$work/$side/switchboard" BENCH_EXAMPLES=$examples BENCH_VOICE_STEPS=$sessions \
+        out=$(BENCH_FLOOR=0 BENCH_BIN="$work/$side/switchboard" BENCH_EXAMPLES=$examples BENCH_VOICE_STEPS=$sessions \
             BENCH_TEXT_STEPS= "$work/bench" --bench 2>&1) || { echo "$out" >&2; return 1; }
         # "  50 call: 0.1100 core-s per call-minute (...); RSS +118.0 KiB per call (...); ...; 400/400 turns answered; ..."
         row=$(sed -n "s|^ *$sessions call: \([0-9.]*\) core-s per call-minute.*RSS +\([0-9.]*\) KiB per call.*; \([0-9]*\)/\([0-9]*\) turns answered.*|\1 \2 \3 \4|p" <<<"$out")
@@ -125,7 +128,7 @@ run() {
         echo "$cpu $rss $load"
         return
     fi
-    out=$(BENCH_BIN="$work/$side/switchboard" BENCH_EXAMPLES=$examples BENCH_STEPS=$sessions BENCH_WINDOW_S=$window \
+    out=$(BENCH_FLOOR=0 BENCH_BIN="$work/$side/switchboard" BENCH_EXAMPLES=$examples BENCH_STEPS=$sessions BENCH_WINDOW_S=$window \
         "$work/bench" --bench 2>&1) || { echo "$out" >&2; return 1; }
     rss=$(sed -n 's/^runtime RSS before any session: \([0-9]*\) KiB$/\1/p' <<<"$out")
     # sessions jit-p50 jit-p99 late-p99 rt-CPU% rt-%/sess rt-cs/call-min ... errors

@@ -153,6 +153,10 @@ impl Stack {
         let script_path = dir.join("script.yaml");
         std::fs::write(&script_path, script).expect("writes the script");
         let cert = dir.join("sim-ca.pem");
+        // The agent's spec first: a catalog this tree cannot resolve stops the benchmark
+        // before any child process exists (a simulator left running would hold the
+        // caller's pipe open: `benchmarks/ab.sh` would wait for it for ever).
+        let spec_path = runtime_spec(&dir, agent, max_sessions);
         let sim_port = free_port();
         let bin = std::env::var("BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_switchboard").to_owned());
         let mut sim = Command::new(&bin)
@@ -176,7 +180,7 @@ impl Stack {
         };
         std::thread::spawn(move || for _ in lines {});
 
-        let (runtime, addr) = spawn_runtime(&bin, &dir, &endpoint, &cert, agent, max_sessions, &[]);
+        let (runtime, addr) = spawn_runtime(&bin, &spec_path, &endpoint, &cert, agent, &[]);
         let runtime_pid = runtime.id();
         let sim_pid = sim.id();
         let stack = Self {
@@ -203,7 +207,8 @@ impl Stack {
 
     /// [`Stack::add_runtime`] with more environment variables (e.g. `OTEL_*`).
     pub async fn add_runtime_with(&mut self, agent: &str, max_sessions: u32, env: &[(&str, &str)]) -> (String, u32) {
-        let (child, addr) = spawn_runtime(&self.bin, &self.dir, &self.endpoint, &self.cert, agent, max_sessions, env);
+        let spec_path = runtime_spec(&self.dir, agent, max_sessions);
+        let (child, addr) = spawn_runtime(&self.bin, &spec_path, &self.endpoint, &self.cert, agent, env);
         let pid = child.id();
         self.extra.push(child);
         wait_listening(&addr).await;
@@ -265,27 +270,39 @@ impl Stack {
     }
 }
 
-fn spawn_runtime(
-    bin: &str,
-    dir: &std::path::Path,
-    endpoint: &str,
-    cert: &std::path::Path,
-    agent: &str,
-    max_sessions: u32,
-    env: &[(&str, &str)],
-) -> (Child, String) {
+/// Resolves agent `agent` of the Example Bank allowing `max_sessions` sessions, and writes
+/// its runtime spec into `dir`.
+fn runtime_spec(dir: &std::path::Path, agent: &str, max_sessions: u32) -> PathBuf {
     // A baseline binary (`BENCH_BIN`, benchmarks/ab.sh) may predate this tree's examples:
     // it runs with its own tree's (`BENCH_EXAMPLES`, the banking folder).
     let examples = std::env::var_os("BENCH_EXAMPLES")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/banking"));
-    let catalog = Catalog::load_paths(&[examples]).expect("examples load");
+    let catalog = Catalog::load_paths(std::slice::from_ref(&examples)).expect("examples load");
     let resource = catalog.agents().find(|a| a.metadata.name.as_deref() == Some(agent)).expect("the agent");
-    let mut spec = catalog.resolve_agent(resource).expect("resolves");
+    let mut spec = catalog.resolve_agent(resource).unwrap_or_else(|problems| {
+        panic!(
+            "this tree cannot resolve agent {agent} of {} (with benchmarks/ab.sh: a baseline's own examples \
+             this tree's checks refuse; AB_BASE_EXAMPLES=<this tree>/examples/banking runs it with this tree's): \
+             {problems:?}",
+            examples.display()
+        )
+    });
     spec.sessions.max_concurrent = max_sessions;
     spec.agent.namespace = NAMESPACE.into();
     let spec_path = dir.join(format!("runtime-{agent}.json"));
     std::fs::write(&spec_path, spec.to_canonical_json()).expect("writes the spec");
+    spec_path
+}
+
+fn spawn_runtime(
+    bin: &str,
+    spec_path: &std::path::Path,
+    endpoint: &str,
+    cert: &std::path::Path,
+    agent: &str,
+    env: &[(&str, &str)],
+) -> (Child, String) {
     let addr = format!("127.0.0.1:{}", free_port());
     RUNTIMES
         .lock()
@@ -294,7 +311,7 @@ fn spawn_runtime(
     let public_key = switchboard_core::grant::GatewaySigner::from_seed(&GATEWAY_SEED).public().to_string();
     let runtime = Command::new(bin)
         .arg("runtime")
-        .env(contract::env::RUNTIME_SPEC, &spec_path)
+        .env(contract::env::RUNTIME_SPEC, spec_path)
         .env(contract::env::LISTEN, &addr)
         .env(contract::env::GATEWAY_PUBLIC_KEY, public_key)
         .env("SWITCHBOARD_BEDROCK_ENDPOINT", endpoint)
@@ -466,11 +483,16 @@ pub fn voice_script(silence_ms: usize) -> String {
 sonic:
   turnDetection: {{ silenceMs: {{ high: {silence_ms}, medium: {silence_ms}, low: {silence_ms} }} }}
   phrases: {{ 1: "hello" }}
-  speech: {{ msPerChar: 10, chunkMs: 20, responseDelayMs: 0 }}
-default: {{ text: "Hello there, how can I help?" }}
+  speech: {{ msPerChar: {VOICE_MS_PER_CHAR}, chunkMs: 20, responseDelayMs: 0 }}
+default: {{ text: "{VOICE_REPLY}" }}
 "#
     )
 }
+
+/// [`voice_script`]'s reply, and its milliseconds of speech per character.
+pub const VOICE_REPLY: &str = "Hello there, how can I help?";
+/// See [`VOICE_REPLY`].
+pub const VOICE_MS_PER_CHAR: usize = 10;
 
 /// The Example Bank's simulator script with fast text turns (100 ms to the first token,
 /// 2,000 tokens a second): the comparisons are side by side.
