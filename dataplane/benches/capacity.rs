@@ -25,6 +25,13 @@
 //! floor" while its p95 is within `BENCH_FLOOR_MARGIN_MS` (50) of the first step's. Calls per
 //! core is 60 divided by the core-seconds per call-minute, at the largest step at the floor.
 //!
+//! - **The CPU floor** (`BENCH_FLOOR=0` skips it): after the voice steps, the same calls
+//!   against one process that only reads their frames and streams the same replies, paced as
+//!   the simulator paces them (`floor/mod.rs`, this executable with `BENCH_WORKERS`
+//!   threads): what any server of these callers pays on this machine, with no gateway,
+//!   runtime or model behind it; then the product path's CPU per call-minute as a multiple
+//!   of the floor's, step by step.
+//!
 //! ```sh
 //! cargo bench -p switchboard-dataplane --bench capacity
 //! BENCH_WORKERS=2 cargo bench -p switchboard-dataplane --bench capacity
@@ -32,6 +39,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "floor/mod.rs"]
+mod floor;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,39 +61,55 @@ struct Round {
     latencies: Vec<f64>,
     /// Turns asked for in the round, and answered.
     turns: (usize, usize),
-    /// CPU of the gateway and of the runtime over the round, in core-seconds.
-    cpu_s: (f64, f64),
+    /// CPU of each measured process over the round (the gateway and the runtime, or the
+    /// floor), in core-seconds.
+    cpu_s: Vec<f64>,
     /// The round's wall time.
     wall: Duration,
-    /// RSS growth at the round's peak, gateway and runtime, KiB.
-    rss_kib: (u64, u64),
+    /// RSS growth at the round's peak of each measured process, KiB.
+    rss_kib: Vec<u64>,
     load: String,
 }
 
 impl Round {
-    /// Core-seconds of the product path (gateway + runtime) per session-minute.
+    /// Core-seconds of the measured processes together (the product path: gateway +
+    /// runtime) per session-minute.
     fn core_s_per_minute(&self, session_s: f64) -> f64 {
-        (self.cpu_s.0 + self.cpu_s.1) * 60.0 / (self.sessions as f64 * session_s)
+        self.cpu_s.iter().sum::<f64>() * 60.0 / (self.sessions as f64 * session_s)
+    }
+
+    /// RSS growth per session of the measured processes together, KiB.
+    fn rss_per_session(&self) -> f64 {
+        self.rss_kib.iter().sum::<u64>() as f64 / self.sessions as f64
     }
 
     fn p(&self, q: f64) -> f64 {
         percentile(&self.latencies, q)
     }
 
-    fn print(&self, what: &str, session_s: f64) {
+    /// One line; `label` follows the session count (the floor's rows say so).
+    fn print(&self, what: &str, label: &str, session_s: f64) {
         let per_minute = self.core_s_per_minute(session_s);
-        let gateway_share = self.cpu_s.0 / (self.cpu_s.0 + self.cpu_s.1).max(1e-9);
+        let total: f64 = self.cpu_s.iter().sum();
+        let (share, parts) = match (self.cpu_s.as_slice(), self.rss_kib.as_slice()) {
+            ([gateway, _], [g, r]) => (
+                format!(" (gateway {:.0} %)", 100.0 * gateway / total.max(1e-9)),
+                format!(
+                    " (gateway {:.1}, runtime {:.1})",
+                    *g as f64 / self.sessions as f64,
+                    *r as f64 / self.sessions as f64
+                ),
+            ),
+            _ => (String::new(), String::new()),
+        };
         println!(
-            "  {:>4} {what}: {per_minute:.4} core-s per {what}-minute (gateway {:.0} %), {:.3} % of a core each, \
-             {:.0} per core; RSS +{:.1} KiB per {what} (gateway {:.1}, runtime {:.1}); latency p50 {:.1} ms, \
+            "  {:>4} {what}{label}: {per_minute:.4} core-s per {what}-minute{share}, {:.3} % of a core each, \
+             {:.0} per core; RSS +{:.1} KiB per {what}{parts}; latency p50 {:.1} ms, \
              p95 {:.1}, p99 {:.1}; {}/{} turns answered; wall {:.1} s; load {}",
             self.sessions,
-            100.0 * gateway_share,
             per_minute * 100.0 / 60.0,
             60.0 / per_minute.max(1e-9),
-            (self.rss_kib.0 + self.rss_kib.1) as f64 / self.sessions as f64,
-            self.rss_kib.0 as f64 / self.sessions as f64,
-            self.rss_kib.1 as f64 / self.sessions as f64,
+            self.rss_per_session(),
             self.p(0.5),
             self.p(0.95),
             self.p(0.99),
@@ -96,32 +121,30 @@ impl Round {
     }
 }
 
-/// Runs `sessions` tasks made by `session` at once, measuring the two processes meanwhile;
-/// each task returns its latency samples.
-async fn round<F>(
-    sessions: usize,
-    turns_each: usize,
-    (gateway, runtime): (u32, u32),
-    session: impl Fn(usize) -> F,
-) -> Round
+/// Runs `sessions` tasks made by `session` at once, measuring the processes `pids` (the
+/// gateway and the runtime, or the floor) meanwhile; each task returns its latency samples.
+async fn round<F>(sessions: usize, turns_each: usize, pids: &[u32], session: impl Fn(usize) -> F) -> Round
 where
     F: std::future::Future<Output = Vec<Duration>> + Send + 'static,
 {
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = (rss_kib(gateway), rss_kib(runtime));
+    let pids = pids.to_vec();
+    let before: Vec<u64> = pids.iter().map(|&pid| rss_kib(pid)).collect();
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = {
-        let sampling = sampling.clone();
+        let (sampling, pids) = (sampling.clone(), pids.clone());
         tokio::spawn(async move {
-            let mut peak = (0, 0);
+            let mut peak = vec![0; pids.len()];
             while sampling.load(Ordering::Relaxed) {
-                peak = (peak.0.max(rss_kib(gateway)), peak.1.max(rss_kib(runtime)));
+                for (peak, &pid) in peak.iter_mut().zip(&pids) {
+                    *peak = (*peak).max(rss_kib(pid));
+                }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             peak
         })
     };
-    let cpu_before = (cpu_ticks(gateway), cpu_ticks(runtime));
+    let cpu_before: Vec<u64> = pids.iter().map(|&pid| cpu_ticks(pid)).collect();
     let started = Instant::now();
     let tasks: Vec<_> = (0..sessions).map(|i| tokio::spawn(session(i))).collect();
     let mut latencies = Vec::new();
@@ -136,10 +159,11 @@ where
         }
     }
     let wall = started.elapsed();
-    let cpu_s = (
-        cpu_ticks(gateway).saturating_sub(cpu_before.0) as f64 / 100.0,
-        cpu_ticks(runtime).saturating_sub(cpu_before.1) as f64 / 100.0,
-    );
+    let cpu_s = pids
+        .iter()
+        .zip(&cpu_before)
+        .map(|(&pid, before)| cpu_ticks(pid).saturating_sub(*before) as f64 / 100.0)
+        .collect();
     sampling.store(false, Ordering::Relaxed);
     let peak = sampler.await.expect("the sampler");
     if failed > 0 {
@@ -153,7 +177,7 @@ where
         turns: (sessions * turns_each, answered),
         cpu_s,
         wall,
-        rss_kib: (peak.0.saturating_sub(before.0), peak.1.saturating_sub(before.1)),
+        rss_kib: peak.iter().zip(&before).map(|(peak, before)| peak.saturating_sub(*before)).collect(),
         load: load_average(),
     }
 }
@@ -262,13 +286,55 @@ fn summary(what: &str, rounds: &[Round], session_s: f64, margin_ms: f64) {
             r.sessions,
             r.core_s_per_minute(session_s),
             60.0 / r.core_s_per_minute(session_s).max(1e-9),
-            (r.rss_kib.0 + r.rss_kib.1) as f64 / r.sessions as f64,
+            r.rss_per_session(),
         ),
         None => println!("  {what}: no step at the floor"),
     }
 }
 
+/// The voice steps again, the same calls against the floor: one process that reads the
+/// calls' frames and streams the same replies (as many 20 ms chunks as the simulator's, paced
+/// as it paces them), with no gateway, runtime or model behind it; then the product path's
+/// CPU per call-minute beside the floor's, step by step.
+async fn voice_floor(product: &[Round], call: Duration, call_turns: usize, silence_ms: usize) {
+    let server = floor::start(floor::FloorConfig {
+        first_delta: Duration::ZERO,
+        silence_frames: silence_ms / 20,
+        reply_chunks: common::VOICE_REPLY.chars().count() * common::VOICE_MS_PER_CHAR / 20,
+        reply_delay: Duration::ZERO,
+    });
+    println!(
+        "\nvoice, the floor (pid {}, {} worker thread(s)): the same calls against a server that only reads their frames \
+         and streams the same replies",
+        server.pid,
+        common::workers()
+    );
+    let mut rounds = Vec::new();
+    for r in product {
+        let url = server.url.clone();
+        let round = round(r.sessions, call_turns, &[server.pid], move |i| {
+            voice_call(url.clone(), i, call, call_turns, silence_ms / 20)
+        })
+        .await;
+        round.print("call", " (floor)", call.as_secs_f64());
+        rounds.push(round);
+    }
+    let session_s = call.as_secs_f64();
+    for (p, f) in product.iter().zip(&rounds) {
+        println!(
+            "  {:>4} call: the product path {:.4} core-s per call-minute, {:.2} times the floor's {:.4}",
+            p.sessions,
+            p.core_s_per_minute(session_s),
+            p.core_s_per_minute(session_s) / f.core_s_per_minute(session_s).max(1e-9),
+            f.core_s_per_minute(session_s),
+        );
+    }
+}
+
 fn main() {
+    if floor::serve_if_asked() {
+        return;
+    }
     tokio::runtime::Runtime::new().expect("a tokio runtime").block_on(bench());
 }
 
@@ -280,6 +346,7 @@ async fn bench() {
     let period = Duration::from_secs(env_or("BENCH_TEXT_PERIOD_S", 5));
     let margin_ms: f64 = env_or("BENCH_FLOOR_MARGIN_MS", 50.0);
     let silence_ms = 200;
+    let with_floor = std::env::var("BENCH_FLOOR").map_or(true, |v| v != "0");
     let most = voice_steps.iter().chain(&text_steps).copied().max().unwrap_or(1);
     println!(
         "capacity: the product path (gateway + runtime), {} worker thread(s) per process; calls of {} s",
@@ -291,7 +358,7 @@ async fn bench() {
         let mut stack = Stack::start(&voice_script(silence_ms), "idv", (most * 2 + 10) as u32).await;
         let idv = stack.addr.clone();
         let (url, gateway) = stack.add_gateway(&[("idv", &idv)], most * 4).await;
-        let pids = (gateway, stack.runtime_pid);
+        let pids = [gateway, stack.runtime_pid];
         // What the processes allocate once is not counted.
         let mut warm = common::open(&url).await;
         common::spoken_turn(&mut warm, silence_ms / 20).await;
@@ -301,19 +368,22 @@ async fn bench() {
         for &calls in &voice_steps {
             let url = url.clone();
             let round =
-                round(calls, call_turns, pids, move |i| voice_call(url.clone(), i, call, call_turns, silence_ms / 20))
+                round(calls, call_turns, &pids, move |i| voice_call(url.clone(), i, call, call_turns, silence_ms / 20))
                     .await;
-            round.print("call", call.as_secs_f64());
+            round.print("call", "", call.as_secs_f64());
             rounds.push(round);
         }
         summary("call", &rounds, call.as_secs_f64(), margin_ms);
+        if with_floor {
+            voice_floor(&rounds, call, call_turns, silence_ms).await;
+        }
     }
 
     if !text_steps.is_empty() {
         let mut stack = Stack::start(&text_script(), "triage", (most * 2 + 10) as u32).await;
         let triage = stack.addr.clone();
         let (url, gateway) = stack.add_gateway(&[("triage", &triage)], most * 4).await;
-        let pids = (gateway, stack.runtime_pid);
+        let pids = [gateway, stack.runtime_pid];
         let mut warm = open_text(&url).await;
         text_turn(&mut warm).await;
         drop(warm);
@@ -322,8 +392,8 @@ async fn bench() {
         let mut rounds = Vec::new();
         for &sessions in &text_steps {
             let url = url.clone();
-            let round = round(sessions, turns, pids, move |i| text_session(url.clone(), i, call, period)).await;
-            round.print("session", call.as_secs_f64());
+            let round = round(sessions, turns, &pids, move |i| text_session(url.clone(), i, call, period)).await;
+            round.print("session", "", call.as_secs_f64());
             rounds.push(round);
         }
         summary("session", &rounds, call.as_secs_f64(), margin_ms);

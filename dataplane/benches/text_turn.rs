@@ -229,7 +229,7 @@ async fn bench() {
     let floor = with_floor.then(|| {
         floor::start(floor::FloorConfig {
             first_delta: Duration::from_secs_f64(first_delta_ms / 1000.0),
-            silence_frames: 0,
+            ..floor::FloorConfig::one_chunk(0)
         })
     });
     println!(

@@ -19,7 +19,15 @@
 //!
 //! Environment: `BENCH_STEPS` (session counts, default `50,100,200,300,400,600,800,1000`),
 //! `BENCH_WINDOW_S` (measurement per step, default 10), `BENCH_BIN` (another `switchboard`
-//! build to run: `benchmarks/ab.sh` alternates a baseline build with this one).
+//! build to run: `benchmarks/ab.sh` alternates a baseline build with this one),
+//! `BENCH_FLOOR` (`0` skips the floor).
+//!
+//! The floor: after the runtime's steps, the same clients run the same steps against a
+//! server that only reads their frames and streams the same replies, paced as the
+//! simulator paces them (`floor/mod.rs`, its own process with `BENCH_WORKERS` threads), and a
+//! last table sets the runtime's CPU per frame beside the floor's: what the runtime's model
+//! leg (the Bedrock events, HTTP/2 over TLS, the session's work) costs on top of the
+//! client's leg that any server of these clients pays.
 //!
 //! Besides the table: the runtime's RSS before any session (its base memory), and per step
 //! the runtime's CPU per call-minute (`rt cs/call-min`: core-seconds per minute of one live
@@ -27,6 +35,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "floor/mod.rs"]
+mod floor;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -124,21 +134,38 @@ async fn session(url: String, seed: u64, samples: Arc<Mutex<Samples>>, stop: tok
     let _ = ws.close(None).await;
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    if floor::serve_if_asked() {
+        return;
+    }
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime").block_on(bench());
+}
+
+/// What one step measured of a server.
+struct Step {
+    sessions: usize,
+    us_per_frame: f64,
+    stopped: bool,
+}
+
+async fn bench() {
     let steps = env_list("BENCH_STEPS", "50,100,200,300,400,600,800,1000");
     let window = Duration::from_secs(env_or("BENCH_WINDOW_S", 10));
+    let with_floor = std::env::var("BENCH_FLOOR").map_or(true, |v| v != "0");
     let max = steps.iter().copied().max().unwrap_or(1000);
     // About 5 s of reply audio per utterance, in 20 ms chunks.
-    let script = r#"
+    let reply = "Your account is in good standing. Your last three payments went through, and nothing is waiting for your attention. Is there anything else?";
+    let (ms_per_char, response_delay_ms, silence_ms) = (40, 100, 300);
+    let script = format!(
+        r#"
 sonic:
-  turnDetection: { silenceMs: { high: 300, medium: 300, low: 300 } }
-  phrases: { 1: "tell me about my account" }
-  speech: { msPerChar: 40, chunkMs: 20, responseDelayMs: 100 }
-default: { text: "Your account is in good standing. Your last three payments went through, and nothing is waiting for your attention. Is there anything else?" }
-"#;
-    let stack = Stack::start(script, "idv", (max + 50) as u32).await;
-    let ticks_per_second = 100.0;
+  turnDetection: {{ silenceMs: {{ high: {silence_ms}, medium: {silence_ms}, low: {silence_ms} }} }}
+  phrases: {{ 1: "tell me about my account" }}
+  speech: {{ msPerChar: {ms_per_char}, chunkMs: 20, responseDelayMs: {response_delay_ms} }}
+default: {{ text: "{reply}" }}
+"#
+    );
+    let stack = Stack::start(&script, "idv", (max + 50) as u32).await;
     println!(
         "switchboard runtime (release) pid {}, simulator pid {}, bench pid {}; {} s per step; {} cores shared by all three",
         stack.runtime_pid,
@@ -147,6 +174,45 @@ default: { text: "Your account is in good standing. Your last three payments wen
         window.as_secs(),
         std::thread::available_parallelism().map_or(0, usize::from)
     );
+    let baseline = common::rss_kib(stack.runtime_pid);
+    println!("runtime RSS before any session: {baseline} KiB");
+    let runtime = steps_against(&stack.url, stack.runtime_pid, stack.sim_pid, &steps, window).await;
+    if !with_floor {
+        return;
+    }
+    // The same clients against a server that reads their frames and streams each reply's
+    // chunks, paced as the simulator paces them, with no model behind it.
+    let floor = floor::start(floor::FloorConfig {
+        first_delta: Duration::ZERO,
+        silence_frames: (silence_ms / 20) as usize,
+        reply_chunks: reply.chars().count() * ms_per_char / 20,
+        reply_delay: Duration::from_millis(response_delay_ms),
+    });
+    println!(
+        "\nfloor (pid {}): the same clients against a server that only reads their frames and streams the same replies, {} worker thread(s)",
+        floor.pid,
+        common::workers()
+    );
+    let measured: Vec<usize> = runtime.iter().map(|step| step.sessions).collect();
+    let floor_steps = steps_against(&floor.url, floor.pid, stack.sim_pid, &measured, window).await;
+    println!("\n{:>8} {:>12} {:>15} {:>8}", "sessions", "rt us/frame", "floor us/frame", "ratio");
+    for (rt, fl) in runtime.iter().zip(&floor_steps) {
+        println!(
+            "{:>8} {:>12.1} {:>15.1} {:>8.2}{}",
+            rt.sessions,
+            rt.us_per_frame,
+            fl.us_per_frame,
+            rt.us_per_frame / fl.us_per_frame.max(0.001),
+            if rt.stopped || fl.stopped { "  (a limit was reached at this step)" } else { "" }
+        );
+    }
+}
+
+/// Runs `steps` of live sessions against the server at `url` (process `pid`; `sim` is the
+/// simulator's, reported beside it), printing a row per step; stops at the first step past
+/// the limits.
+async fn steps_against(url: &str, pid: u32, sim: u32, steps: &[usize], window: Duration) -> Vec<Step> {
+    let ticks_per_second = 100.0;
     println!(
         "{:>8} {:>10} {:>10} {:>10} {:>9} {:>11} {:>14} {:>12} {:>9} {:>9} {:>8} {:>12} {:>7}",
         "sessions",
@@ -163,14 +229,14 @@ default: { text: "Your account is in good standing. Your last three payments wen
         "rt KiB/sess",
         "errors"
     );
-    let baseline = common::rss_kib(stack.runtime_pid);
-    println!("runtime RSS before any session: {baseline} KiB");
+    let baseline = common::rss_kib(pid);
     let samples = Arc::new(Mutex::new(Samples::default()));
     let stop = tokio_util::sync::CancellationToken::new();
     let mut tasks = Vec::new();
-    for &n in &steps {
+    let mut measured = Vec::new();
+    for &n in steps {
         while tasks.len() < n {
-            let (url, samples, stop) = (stack.url.clone(), samples.clone(), stop.clone());
+            let (url, samples, stop) = (url.to_owned(), samples.clone(), stop.clone());
             let seed = tasks.len() as u64;
             tasks.push(tokio::spawn(session(url, seed, samples, stop)));
             if tasks.len() % 50 == 0 {
@@ -184,15 +250,15 @@ default: { text: "Your account is in good standing. Your last three payments wen
         }
         let frames0 = FRAMES.load(Ordering::Relaxed);
         let (rt0, sim0, me0, m0) = (
-            common::cpu_ticks(stack.runtime_pid),
-            common::cpu_ticks(stack.sim_pid),
+            common::cpu_ticks(pid),
+            common::cpu_ticks(sim),
             common::cpu_ticks(std::process::id()),
             common::machine_ticks(),
         );
         tokio::time::sleep(window).await;
         let (rt1, sim1, me1, m1) = (
-            common::cpu_ticks(stack.runtime_pid),
-            common::cpu_ticks(stack.sim_pid),
+            common::cpu_ticks(pid),
+            common::cpu_ticks(sim),
             common::cpu_ticks(std::process::id()),
             common::machine_ticks(),
         );
@@ -200,7 +266,7 @@ default: { text: "Your account is in good standing. Your last three payments wen
         let secs = window.as_secs_f64();
         let percent = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / ticks_per_second / secs * 100.0;
         let busy = (m1.0 - m0.0) as f64 / (m1.1 - m0.1).max(1) as f64 * 100.0;
-        let rss = common::rss_kib(stack.runtime_pid);
+        let rss = common::rss_kib(pid);
         let (mut jitter, mut late, errors) = match samples.lock() {
             Ok(mut s) => (std::mem::take(&mut s.jitter), std::mem::take(&mut s.late), s.errors),
             Err(_) => (Vec::new(), Vec::new(), 0),
@@ -208,6 +274,7 @@ default: { text: "Your account is in good standing. Your last three payments wen
         jitter.sort_by(f64::total_cmp);
         late.sort_by(f64::total_cmp);
         let p99 = percentile(&jitter, 0.99);
+        let us_per_frame = rt1.saturating_sub(rt0) as f64 / ticks_per_second * 1e6 / frames as f64;
         println!(
             "{n:>8} {:>10.2} {:>10.2} {:>10.2} {:>9.0} {:>11.3} {:>14.4} {:>12.1} {:>9.0} {:>9.0} {:>8.0} {:>12.0} {:>7}",
             percentile(&jitter, 0.5),
@@ -217,14 +284,16 @@ default: { text: "Your account is in good standing. Your last three payments wen
             percent(rt0, rt1) / n as f64,
             // % of a core per session, as core-seconds per minute of one call.
             percent(rt0, rt1) / n as f64 * 0.6,
-            rt1.saturating_sub(rt0) as f64 / ticks_per_second * 1e6 / frames as f64,
+            us_per_frame,
             percent(sim0, sim1),
             percent(me0, me1),
             busy,
             rss.saturating_sub(baseline) as f64 / n as f64,
             errors
         );
-        if p99 > 20.0 || busy > 97.0 {
+        let stopped = p99 > 20.0 || busy > 97.0;
+        measured.push(Step { sessions: n, us_per_frame, stopped });
+        if stopped {
             println!("stopping: p99 jitter {p99:.1} ms, machine busy {busy:.0}%");
             break;
         }
@@ -233,4 +302,5 @@ default: { text: "Your account is in good standing. Your last three payments wen
     for task in tasks {
         let _ = task.await;
     }
+    measured
 }

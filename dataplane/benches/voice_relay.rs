@@ -70,7 +70,7 @@ default: {{ text: "Hello there, how can I help?" }}
         "switchboard runtime (release) pid {}, simulator pid {}; end-of-utterance silence {silence_ms} ms, configured response delay {delay_ms} ms; {sessions} sessions x {turns} turns",
         stack.runtime_pid, stack.sim_pid
     );
-    let floor = with_floor.then(|| floor::start(floor::FloorConfig { first_delta: Duration::ZERO, silence_frames }));
+    let floor = with_floor.then(|| floor::start(floor::FloorConfig::one_chunk(silence_frames)));
     let mut targets = vec![("runtime", stack.url.clone())];
     let sink = if std::env::var("BENCH_TRACING").is_ok_and(|v| v == "on") {
         let sink = common::otlp_sink().await;

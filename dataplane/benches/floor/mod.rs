@@ -8,7 +8,12 @@
 //! for with the simulator's own precise timer, [`pace::sleep_until`]) and then
 //! `bidi_response_complete`; binary audio frames are watched for the end of an utterance
 //! (the simulator's rule: a voiced frame, then `silence` frames of silence) and the frame
-//! that completes it gets a reply audio chunk at once, then `bidi_response_complete`.
+//! that completes it gets a reply audio chunk at once, then `bidi_response_complete`. With
+//! [`FloorConfig::reply_chunks`] above one (`voice_density`'s floor) the reply is that many
+//! 20 ms chunks of 24 kHz audio, the first `reply_delay` after the utterance's end and the
+//! rest paced 20 ms apart, as the simulator sends them, while the caller's frames go on
+//! arriving: the CPU of a server that reads a live call's frames and streams its replies,
+//! with no model behind it.
 //!
 //! What a client measures against it is the cost of the WebSocket, loopback TCP, the
 //! clients' and the server's wake-ups and the timer on this machine at that moment: a
@@ -42,11 +47,28 @@ pub struct FloorConfig {
     pub first_delta: Duration,
     /// Silent frames after voice that end an utterance.
     pub silence_frames: usize,
+    /// Reply audio chunks per utterance (one: sent at once, with no pacing).
+    pub reply_chunks: usize,
+    /// When the first of several reply chunks leaves, after the utterance's end.
+    pub reply_delay: Duration,
+}
+
+impl FloorConfig {
+    /// One reply chunk at once: the latency floor of `voice_relay`.
+    pub fn one_chunk(silence_frames: usize) -> Self {
+        Self { first_delta: Duration::ZERO, silence_frames, reply_chunks: 1, reply_delay: Duration::ZERO }
+    }
 }
 
 /// Starts this executable as the floor server.
 pub fn start(config: FloorConfig) -> HelperServer {
-    let value = format!("{},{}", config.first_delta.as_micros(), config.silence_frames);
+    let value = format!(
+        "{},{},{},{}",
+        config.first_delta.as_micros(),
+        config.silence_frames,
+        config.reply_chunks,
+        config.reply_delay.as_micros()
+    );
     crate::common::spawn_self(ENV, &value, "floor listening on ")
 }
 
@@ -58,6 +80,8 @@ pub fn serve_if_asked() -> bool {
     let config = FloorConfig {
         first_delta: Duration::from_micros(parts.next().unwrap_or(0)),
         silence_frames: parts.next().unwrap_or(10) as usize,
+        reply_chunks: parts.next().unwrap_or(1).max(1) as usize,
+        reply_delay: Duration::from_micros(parts.next().unwrap_or(0)),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(usize::from(crate::common::workers()))
@@ -86,7 +110,34 @@ async fn connection(socket: tokio::net::TcpStream, config: FloorConfig) {
     // 20 ms of 24 kHz PCM16, the size of one reply chunk.
     let chunk = base64_of_silence(960);
     let (mut turn, mut voiced, mut silent) = (0u64, false, 0usize);
-    while let Some(Ok(message)) = ws.next().await {
+    // A paced reply under way: chunks still to send and when the next one leaves.
+    let mut reply: Option<(usize, tokio::time::Instant)> = None;
+    loop {
+        let message = tokio::select! {
+            message = ws.next() => match message {
+                Some(Ok(message)) => message,
+                _ => break,
+            },
+            () = due(reply.map(|(_, at)| at)) => {
+                let Some((left, at)) = reply.take() else { continue };
+                if ws.feed(json(&ServerMessage::BidiAudioStream { audio: chunk.clone(), format: None })).await.is_err() {
+                    return;
+                }
+                if left > 1 {
+                    reply = Some((left - 1, at + CHUNK));
+                } else {
+                    turn += 1;
+                    let done = ServerMessage::BidiResponseComplete { turn, stop_reason: "end_turn".into() };
+                    if ws.feed(json(&done)).await.is_err() {
+                        return;
+                    }
+                }
+                if ws.flush().await.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
         let replies = match message {
             Message::Text(text) => match serde_json::from_str::<ClientMessage>(text.as_str()) {
                 Ok(ClientMessage::SessionStart(_)) => vec![
@@ -130,7 +181,11 @@ async fn connection(socket: tokio::net::TcpStream, config: FloorConfig) {
                     Vec::new()
                 } else if voiced {
                     silent += 1;
-                    if silent == config.silence_frames {
+                    if silent == config.silence_frames && config.reply_chunks > 1 {
+                        (voiced, silent) = (false, 0);
+                        reply = Some((config.reply_chunks, tokio::time::Instant::now() + config.reply_delay));
+                        Vec::new()
+                    } else if silent == config.silence_frames {
                         (voiced, silent) = (false, 0);
                         turn += 1;
                         vec![
@@ -155,6 +210,17 @@ async fn connection(socket: tokio::net::TcpStream, config: FloorConfig) {
         if !replies.is_empty() && ws.flush().await.is_err() {
             return;
         }
+    }
+}
+
+/// The pace of reply chunks.
+const CHUNK: Duration = Duration::from_millis(20);
+
+/// Waits until `at`, or for ever when there is nothing to wait for.
+async fn due(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
