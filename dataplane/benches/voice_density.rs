@@ -22,12 +22,14 @@
 //! build to run: `benchmarks/ab.sh` alternates a baseline build with this one),
 //! `BENCH_FLOOR` (`0` skips the floor).
 //!
-//! The floor: after the runtime's steps, the same clients run the same steps against a
+//! The floors: after the runtime's steps, the same clients run the same steps against a
 //! server that only reads their frames and streams the same replies, paced as the
-//! simulator paces them (`floor/mod.rs`, its own process with `BENCH_WORKERS` threads), and a
-//! last table sets the runtime's CPU per frame beside the floor's: what the runtime's model
-//! leg (the Bedrock events, HTTP/2 over TLS, the session's work) costs on top of the
-//! client's leg that any server of these clients pays.
+//! simulator paces them (`floor/mod.rs`, its own process with `BENCH_WORKERS` threads), then
+//! through a frame-level relay in front of that server (`gateway/raw_relay.rs`: two sockets
+//! per call like the runtime, every frame passed from one to the other, no session, no
+//! encoding; the relay measured); a last table sets the runtime's CPU per frame beside
+//! each: what the runtime's model leg (the Bedrock events, HTTP/2 over TLS, the session's
+//! work) costs on top of the client's leg any server pays, and on top of a bare relay's.
 //!
 //! Besides the table: the runtime's RSS before any session (its base memory), and per step
 //! the runtime's CPU per call-minute (`rt cs/call-min`: core-seconds per minute of one live
@@ -37,6 +39,10 @@
 mod common;
 #[path = "floor/mod.rs"]
 mod floor;
+#[path = "gateway/raw_relay.rs"]
+mod raw_relay;
+#[path = "gateway/relay_floor.rs"]
+mod relay_floor;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -135,7 +141,7 @@ async fn session(url: String, seed: u64, samples: Arc<Mutex<Samples>>, stop: tok
 }
 
 fn main() {
-    if floor::serve_if_asked() {
+    if floor::serve_if_asked() || relay_floor::serve_if_asked() {
         return;
     }
     tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime").block_on(bench());
@@ -195,15 +201,32 @@ default: {{ text: "{reply}" }}
     );
     let measured: Vec<usize> = runtime.iter().map(|step| step.sessions).collect();
     let floor_steps = steps_against(&floor.url, floor.pid, stack.sim_pid, &measured, window).await;
-    println!("\n{:>8} {:>12} {:>15} {:>8}", "sessions", "rt us/frame", "floor us/frame", "ratio");
-    for (rt, fl) in runtime.iter().zip(&floor_steps) {
+    // A relay's floor: the same clients through a frame-level WebSocket relay with no
+    // library, no session and no encoding (the gateway bench's `raw`) in front of that
+    // server; only the relay is measured. Like the runtime it holds two sockets per call
+    // and passes every frame from one to the other.
+    let floor_addr = floor.url.trim_start_matches("ws://").split('/').next().unwrap_or_default().to_owned();
+    let relay = relay_floor::start(relay_floor::Kind::Raw, &floor_addr);
+    println!(
+        "\nrelay floor (pid {}): the same clients through a frame-level relay (no library, no session) in front of that server, {} worker thread(s); the relay measured",
+        relay.pid,
+        common::workers()
+    );
+    let relay_steps = steps_against(&relay.url, relay.pid, floor.pid, &measured, window).await;
+    println!(
+        "\n{:>8} {:>12} {:>15} {:>8} {:>15} {:>8}",
+        "sessions", "rt us/frame", "floor us/frame", "ratio", "relay us/frame", "ratio"
+    );
+    for ((rt, fl), re) in runtime.iter().zip(&floor_steps).zip(&relay_steps) {
         println!(
-            "{:>8} {:>12.1} {:>15.1} {:>8.2}{}",
+            "{:>8} {:>12.1} {:>15.1} {:>8.2} {:>15.1} {:>8.2}{}",
             rt.sessions,
             rt.us_per_frame,
             fl.us_per_frame,
             rt.us_per_frame / fl.us_per_frame.max(0.001),
-            if rt.stopped || fl.stopped { "  (a limit was reached at this step)" } else { "" }
+            re.us_per_frame,
+            rt.us_per_frame / re.us_per_frame.max(0.001),
+            if rt.stopped || fl.stopped || re.stopped { "  (a limit was reached at this step)" } else { "" }
         );
     }
 }
