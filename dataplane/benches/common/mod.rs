@@ -21,6 +21,10 @@ use tokio_tungstenite::tungstenite::Message;
 #[path = "../measure/mod.rs"]
 mod measure;
 pub use measure::*;
+mod scripts;
+// Not every benchmark runs the simulator with these scripts.
+#[allow(unused_imports)]
+pub use scripts::*;
 
 pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -472,33 +476,4 @@ pub async fn otlp_sink() -> OtlpSink {
     let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
     tokio::spawn(async move { axum::serve(listener, app).await });
     OtlpSink { endpoint, requests, bytes }
-}
-
-/// The simulator's voice script of the voice benchmarks: one phrase ("hello") and an
-/// immediate spoken reply (28 characters at 10 ms each, 20 ms chunks), the turn ending after
-/// `silence_ms` of silence.
-pub fn voice_script(silence_ms: usize) -> String {
-    format!(
-        r#"
-sonic:
-  turnDetection: {{ silenceMs: {{ high: {silence_ms}, medium: {silence_ms}, low: {silence_ms} }} }}
-  phrases: {{ 1: "hello" }}
-  speech: {{ msPerChar: {VOICE_MS_PER_CHAR}, chunkMs: 20, responseDelayMs: 0 }}
-default: {{ text: "{VOICE_REPLY}" }}
-"#
-    )
-}
-
-/// [`voice_script`]'s reply, and its milliseconds of speech per character.
-pub const VOICE_REPLY: &str = "Hello there, how can I help?";
-/// See [`VOICE_REPLY`].
-pub const VOICE_MS_PER_CHAR: usize = 10;
-
-/// The Example Bank's simulator script with fast text turns (100 ms to the first token,
-/// 2,000 tokens a second): the comparisons are side by side.
-pub fn text_script() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/sim/banking.yaml"))
-        .expect("the banking script")
-        .replace("timeToFirstTokenMs: 250", "timeToFirstTokenMs: 100")
-        .replace("tokensPerSecond: 60", "tokensPerSecond: 2000")
 }
