@@ -297,12 +297,12 @@ fn summary(what: &str, rounds: &[Round], session_s: f64, margin_ms: f64) {
 /// as it paces them), with no gateway, runtime or model behind it; then the product path's
 /// CPU per call-minute beside the floor's, step by step.
 async fn voice_floor(product: &[Round], call: Duration, call_turns: usize, silence_ms: usize) {
-    let server = floor::start(floor::FloorConfig {
-        first_delta: Duration::ZERO,
-        silence_frames: silence_ms / 20,
-        reply_chunks: common::VOICE_REPLY.chars().count() * common::VOICE_MS_PER_CHAR / 20,
-        reply_delay: Duration::ZERO,
-    });
+    let server = floor::start(floor::FloorConfig::spoken(
+        silence_ms / 20,
+        common::VOICE_REPLY,
+        common::VOICE_MS_PER_CHAR,
+        Duration::ZERO,
+    ));
     println!(
         "\nvoice, the floor (pid {}, {} worker thread(s)): the same calls against a server that only reads their frames \
          and streams the same replies",

@@ -161,7 +161,7 @@ async fn bench() {
     let max = steps.iter().copied().max().unwrap_or(1000);
     // About 5 s of reply audio per utterance, in 20 ms chunks.
     let reply = "Your account is in good standing. Your last three payments went through, and nothing is waiting for your attention. Is there anything else?";
-    let (ms_per_char, response_delay_ms, silence_ms) = (40, 100, 300);
+    let (ms_per_char, response_delay_ms, silence_ms): (u64, u64, u64) = (40, 100, 300);
     let script = format!(
         r#"
 sonic:
@@ -182,37 +182,36 @@ default: {{ text: "{reply}" }}
     );
     let baseline = common::rss_kib(stack.runtime_pid);
     println!("runtime RSS before any session: {baseline} KiB");
-    let runtime = steps_against(&stack.url, stack.runtime_pid, stack.sim_pid, &steps, window).await;
+    let runtime = steps_against(&stack.url, stack.runtime_pid, ("sim", stack.sim_pid), &steps, window).await;
     if !with_floor {
         return;
     }
     // The same clients against a server that reads their frames and streams each reply's
     // chunks, paced as the simulator paces them, with no model behind it.
-    let floor = floor::start(floor::FloorConfig {
-        first_delta: Duration::ZERO,
-        silence_frames: (silence_ms / 20) as usize,
-        reply_chunks: reply.chars().count() * ms_per_char / 20,
-        reply_delay: Duration::from_millis(response_delay_ms),
-    });
+    let floor = floor::start(floor::FloorConfig::spoken(
+        (silence_ms / 20) as usize,
+        reply,
+        ms_per_char,
+        Duration::from_millis(response_delay_ms),
+    ));
     println!(
         "\nfloor (pid {}): the same clients against a server that only reads their frames and streams the same replies, {} worker thread(s)",
         floor.pid,
         common::workers()
     );
     let measured: Vec<usize> = runtime.iter().map(|step| step.sessions).collect();
-    let floor_steps = steps_against(&floor.url, floor.pid, stack.sim_pid, &measured, window).await;
+    let floor_steps = steps_against(&floor.url, floor.pid, ("sim", stack.sim_pid), &measured, window).await;
     // A relay's floor: the same clients through a frame-level WebSocket relay with no
     // library, no session and no encoding (the gateway bench's `raw`) in front of that
     // server; only the relay is measured. Like the runtime it holds two sockets per call
     // and passes every frame from one to the other.
-    let floor_addr = floor.url.trim_start_matches("ws://").split('/').next().unwrap_or_default().to_owned();
-    let relay = relay_floor::start(relay_floor::Kind::Raw, &floor_addr);
+    let relay = relay_floor::start(relay_floor::Kind::Raw, &floor.addr());
     println!(
         "\nrelay floor (pid {}): the same clients through a frame-level relay (no library, no session) in front of that server, {} worker thread(s); the relay measured",
         relay.pid,
         common::workers()
     );
-    let relay_steps = steps_against(&relay.url, relay.pid, floor.pid, &measured, window).await;
+    let relay_steps = steps_against(&relay.url, relay.pid, ("upstream", floor.pid), &measured, window).await;
     println!(
         "\n{:>8} {:>12} {:>15} {:>8} {:>15} {:>8}",
         "sessions", "rt us/frame", "floor us/frame", "ratio", "relay us/frame", "ratio"
@@ -231,10 +230,12 @@ default: {{ text: "{reply}" }}
     }
 }
 
-/// Runs `steps` of live sessions against the server at `url` (process `pid`; `sim` is the
-/// simulator's, reported beside it), printing a row per step; stops at the first step past
-/// the limits.
-async fn steps_against(url: &str, pid: u32, sim: u32, steps: &[usize], window: Duration) -> Vec<Step> {
+/// Runs `steps` of live sessions against the server at `url` (process `pid`; `beside` names
+/// the process behind it and its pid, whose CPU is reported too: the simulator, or the
+/// relay floor's upstream), printing a row per step; stops at the first step past the
+/// limits.
+async fn steps_against(url: &str, pid: u32, beside: (&str, u32), steps: &[usize], window: Duration) -> Vec<Step> {
+    let (beside_name, sim) = beside;
     let ticks_per_second = 100.0;
     println!(
         "{:>8} {:>10} {:>10} {:>10} {:>9} {:>11} {:>14} {:>12} {:>9} {:>9} {:>8} {:>12} {:>7}",
@@ -246,7 +247,7 @@ async fn steps_against(url: &str, pid: u32, sim: u32, steps: &[usize], window: D
         "rt %/sess",
         "rt cs/call-min",
         "rt us/frame",
-        "sim CPU%",
+        format!("{beside_name} CPU%"),
         "bench%",
         "busy%",
         "rt KiB/sess",

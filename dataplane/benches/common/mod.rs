@@ -83,6 +83,13 @@ pub struct HelperServer {
     pub pid: u32,
 }
 
+impl HelperServer {
+    /// Its `host:port`.
+    pub fn addr(&self) -> String {
+        self.url.trim_start_matches("ws://").split('/').next().unwrap_or_default().to_owned()
+    }
+}
+
 impl Drop for HelperServer {
     fn drop(&mut self) {
         let _ = self.child.kill();

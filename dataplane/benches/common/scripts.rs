@@ -18,7 +18,7 @@ default: {{ text: "{VOICE_REPLY}" }}
 /// [`voice_script`]'s reply, and its milliseconds of speech per character.
 pub const VOICE_REPLY: &str = "Hello there, how can I help?";
 /// See [`VOICE_REPLY`].
-pub const VOICE_MS_PER_CHAR: usize = 10;
+pub const VOICE_MS_PER_CHAR: u64 = 10;
 
 /// The Example Bank's simulator script with fast text turns (100 ms to the first token,
 /// 2,000 tokens a second): the comparisons are side by side.

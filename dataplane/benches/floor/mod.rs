@@ -58,6 +58,13 @@ impl FloorConfig {
     pub fn one_chunk(silence_frames: usize) -> Self {
         Self { first_delta: Duration::ZERO, silence_frames, reply_chunks: 1, reply_delay: Duration::ZERO }
     }
+
+    /// The reply the simulator speaks for `text` at `ms_per_char`, in its 20 ms chunks,
+    /// the first `reply_delay` after the utterance's end.
+    pub fn spoken(silence_frames: usize, text: &str, ms_per_char: u64, reply_delay: Duration) -> Self {
+        let chunks = switchboard_sim::sonic::audio::speech_ms(text, ms_per_char).div_ceil(CHUNK.as_millis() as u64);
+        Self { reply_chunks: chunks as usize, reply_delay, ..Self::one_chunk(silence_frames) }
+    }
 }
 
 /// Starts this executable as the floor server.
